@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages doctx needs, only those missing.  Run as root
+# on a fresh Debian 12 machine (make run / make test call it first).
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
+      libsqlite3-dev libjansson-dev libhiredis-dev redis-server redis-tools
+      sqlite3)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+    || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "setup: installing ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null; then SUDO=sudo; else
+    echo "setup: missing packages ${missing[*]}; run as root" >&2; exit 1; fi
+else SUDO=; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

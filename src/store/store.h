@@ -1,0 +1,102 @@
+/* store.h -- the backend method table, as SQLite's VFS.
+ *
+ * src/store/store.c implements the public dtx_store_* API: it validates
+ * and compiles filters and updates, generates _ids, applies projections,
+ * and then calls one backend through this table.  A backend is one folder
+ * under src/store/ and one line in store.c's registry; the core never
+ * includes a backend's headers.
+ *
+ * Contract for every backend:
+ *  - Each method that changes a document does so atomically and isolated
+ *    from every other thread and process using the same store: the filter
+ *    check, the update and the index maintenance of one document happen as
+ *    one step.  The change is durable, to the level the URI asks for, when
+ *    the method returns.
+ *  - Inputs are already validated: collection names are checked, filters
+ *    and updates compiled, documents carry a valid _id.
+ *  - Errors are DTX_E* codes with a detail (util/err.h); a backend's own
+ *    codes never escape.  On error nothing was changed, except where a
+ *    method says otherwise.
+ *  - Out-parameters follow doctx.h's conventions. */
+#ifndef DTX_STORE_H
+#define DTX_STORE_H
+
+#include "doc/doc.h"
+#include "doctx.h"
+
+typedef struct dtx__backend dtx__backend_t; /* each backend defines it */
+
+/* One single-document modification (find_one_and_update/delete, update one,
+ * delete one), or the per-document step of a *_many call. */
+typedef struct dtx__modify {
+  const char *coll;
+  const json_t *filter_spec;    /* as given ({} when NULL) */
+  const dtx__filter_t *filter;  /* compiled filter_spec */
+  const json_t *update_spec;    /* NULL for a delete */
+  const dtx__update_t *update;  /* compiled update_spec, NULL for delete */
+  const json_t *sort;           /* checked sort spec or NULL */
+  int upsert;                   /* insert when nothing matches */
+} dtx__modify_t;
+
+/* The outcome of one modify_one call. */
+typedef struct dtx__modify_result {
+  int matched;      /* a document matched the filter */
+  int modified;     /* it changed (or was deleted) */
+  json_t *before;   /* the matched document, new ref; NULL if none */
+  json_t *after;    /* after the update (or the upserted doc); NULL after a
+                       delete or when nothing matched */
+  json_t *upserted_id; /* _id of an upserted document, else NULL */
+} dtx__modify_result_t;
+
+typedef struct dtx_store_methods {
+  int version;          /* 1: every member below is set */
+  const char *scheme;   /* URI scheme this backend serves: "sqlite" */
+
+  /* uri is the whole URI, scheme included. */
+  int (*open)(const char *uri, dtx__backend_t **out);
+  void (*close)(dtx__backend_t *b);
+
+  /* Inserts docs[0..n) in order, each atomically; stops at the first error
+   * with *ninserted counting those that went in (they stay). */
+  int (*insert)(dtx__backend_t *b, const char *coll, json_t *const *docs,
+                size_t n, size_t *ninserted);
+
+  /* Matching documents in sort order (insertion/_id order without sort),
+   * after skip, at most limit (0 = all), as a new array.  A query on
+   * indexed fields must not scan the collection. */
+  int (*find)(dtx__backend_t *b, const char *coll, const json_t *filter_spec,
+              const dtx__filter_t *filter, const json_t *sort, int64_t skip,
+              int64_t limit, json_t **out);
+
+  int (*count)(dtx__backend_t *b, const char *coll, const json_t *filter_spec,
+               const dtx__filter_t *filter, int64_t *out);
+
+  /* Atomically: pick the first match (by m->sort), apply m->update (or
+   * delete when m->update is NULL), maintain indexes; or upsert.  res is
+   * filled on success and zeroed on error. */
+  int (*modify_one)(dtx__backend_t *b, const dtx__modify_t *m,
+                    dtx__modify_result_t *res);
+
+  /* Applies m to every match, each document atomically on its own (as
+   * MongoDB's updateMany/deleteMany).  On error the documents already
+   * changed stay changed; the counts say how many. */
+  int (*modify_many)(dtx__backend_t *b, const dtx__modify_t *m,
+                     int64_t *matched, int64_t *modified);
+
+  int (*create_index)(dtx__backend_t *b, const char *coll,
+                      const dtx__index_spec_t *spec);
+  int (*list_indexes)(dtx__backend_t *b, const char *coll, json_t **out);
+  int (*drop_collection)(dtx__backend_t *b, const char *coll);
+  int (*list_collections)(dtx__backend_t *b, json_t **out);
+} dtx_store_methods_t;
+
+extern const dtx_store_methods_t dtx__sqlite_methods;
+
+/* Frees the references held by res and zeroes it. */
+void dtx__modify_result_clear(dtx__modify_result_t *res);
+
+/* Checks a collection name: 1..120 bytes of [A-Za-z0-9_.-], not starting
+ * with "_dtx" or "system.".  DTX_EINVAL otherwise. */
+int dtx__coll_check(const char *coll);
+
+#endif

@@ -1,0 +1,64 @@
+/* err.c -- the error table and the thread-local detail message.
+ *
+ * The codes and their texts come from DTX_ERRNO_MAP in doctx.h, so adding
+ * an error is one line there. */
+#include "util/err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define DETAIL_MAX 512
+static _Thread_local char detail[DETAIL_MAX];
+
+const char *dtx_strerror(int err) {
+  switch (err) {
+  case DTX_OK:
+    return "success";
+#define X(name, code, msg)                                                   \
+  case code:                                                                 \
+    return msg;
+    DTX_ERRNO_MAP(X)
+#undef X
+  }
+  return "unknown error";
+}
+
+const char *dtx_errname(int err) {
+  switch (err) {
+  case DTX_OK:
+    return "OK";
+#define X(name, code, msg)                                                   \
+  case code:                                                                 \
+    return #name;
+    DTX_ERRNO_MAP(X)
+#undef X
+  }
+  return "UNKNOWN";
+}
+
+const char *dtx_errdetail(void) { return detail; }
+
+void dtx__err_clear(void) { detail[0] = '\0'; }
+
+int dtx__err(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(detail, sizeof detail, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+int dtx__err_wrap(int code, const char *fmt, ...) {
+  char prefix[DETAIL_MAX], old[DETAIL_MAX];
+  va_list ap;
+  memcpy(old, detail, sizeof old);
+  va_start(ap, fmt);
+  vsnprintf(prefix, sizeof prefix, fmt, ap);
+  va_end(ap);
+  if (old[0])
+    snprintf(detail, sizeof detail, "%s: %s", prefix, old);
+  else
+    snprintf(detail, sizeof detail, "%s", prefix);
+  return code;
+}

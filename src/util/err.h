@@ -1,0 +1,24 @@
+/* err.h -- raising doctx errors with a detail message.
+ *
+ * Every layer reports failure as a negative DTX_E* code (include/doctx.h)
+ * and records a human-readable detail in a thread-local buffer, which
+ * dtx_errdetail() returns.  Backends map their own errors into this space
+ * here, so nothing backend-specific reaches the caller. */
+#ifndef DTX_UTIL_ERR_H
+#define DTX_UTIL_ERR_H
+
+#include "doctx.h"
+
+/* Records the printf-style detail for code and returns code, so callers can
+ * write `return dtx__err(DTX_EBADQUERY, "unknown operator %s", op);`. */
+int dtx__err(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Clears this thread's detail (called at the top of each public entry). */
+void dtx__err_clear(void);
+
+/* Prefixes the current detail with context, keeping the code: "ctx: old". */
+int dtx__err_wrap(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,47 @@
+/* testlib.c -- the test harness behind testlib.h. */
+#include "testlib.h"
+
+#include <string.h>
+
+int dtx_t_failed, dtx_t_checks, dtx_t_tests_failed, dtx_t_tests;
+const char *dtx_t_current = "";
+
+void dtx_t_run(const char *name, void (*fn)(void)) {
+  int before = dtx_t_failed;
+  dtx_t_current = name;
+  dtx_t_tests++;
+  fn();
+  if (dtx_t_failed != before) {
+    dtx_t_tests_failed++;
+    fprintf(stderr, "FAIL %s\n", name);
+  } else {
+    printf("ok   %s\n", name);
+  }
+}
+
+int dtx_t_done(void) {
+  printf("%d checks, %d failed checks\n", dtx_t_checks, dtx_t_failed);
+  printf("%d passed, %d failed\n", dtx_t_tests - dtx_t_tests_failed,
+         dtx_t_tests_failed);
+  return dtx_t_tests_failed ? 1 : 0;
+}
+
+json_t *J(const char *text) {
+  json_error_t e;
+  json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &e);
+  if (!v) {
+    fprintf(stderr, "test JSON error in %s: %s\n", text, e.text);
+    abort();
+  }
+  return v;
+}
+
+const char *JS(const json_t *v) {
+  static _Thread_local char buf[8][1024];
+  static _Thread_local int slot;
+  char *s = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+  char *out = buf[slot++ % 8];
+  snprintf(out, 1024, "%s", s ? s : "(null)");
+  free(s);
+  return out;
+}

@@ -1,0 +1,75 @@
+/* testlib.h -- a minimal table-friendly test harness.
+ *
+ * CHECK records a failure and goes on; REQUIRE stops the test function.
+ * Each executable calls TEST_RUN(fn) per test and returns TEST_DONE(),
+ * which prints "N passed, N failed" and exits non-zero on any failure. */
+#ifndef DTX_TESTLIB_H
+#define DTX_TESTLIB_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "doctx.h"
+
+extern int dtx_t_failed, dtx_t_checks, dtx_t_tests_failed, dtx_t_tests;
+extern const char *dtx_t_current;
+
+#define CHECK(cond)                                                          \
+  do {                                                                       \
+    dtx_t_checks++;                                                          \
+    if (!(cond)) {                                                           \
+      dtx_t_failed++;                                                        \
+      fprintf(stderr, "%s:%d: [%s] CHECK failed: %s\n", __FILE__, __LINE__, \
+              dtx_t_current, #cond);                                         \
+    }                                                                        \
+  } while (0)
+
+#define CHECKF(cond, ...)                                                    \
+  do {                                                                       \
+    dtx_t_checks++;                                                          \
+    if (!(cond)) {                                                           \
+      dtx_t_failed++;                                                        \
+      fprintf(stderr, "%s:%d: [%s] CHECK failed: %s: ", __FILE__, __LINE__, \
+              dtx_t_current, #cond);                                         \
+      fprintf(stderr, __VA_ARGS__);                                          \
+      fputc('\n', stderr);                                                   \
+    }                                                                        \
+  } while (0)
+
+#define REQUIRE(cond)                                                        \
+  do {                                                                       \
+    dtx_t_checks++;                                                          \
+    if (!(cond)) {                                                           \
+      dtx_t_failed++;                                                        \
+      fprintf(stderr, "%s:%d: [%s] REQUIRE failed: %s\n", __FILE__,          \
+              __LINE__, dtx_t_current, #cond);                               \
+      return;                                                                \
+    }                                                                        \
+  } while (0)
+
+/* Checks an int return code and prints the doctx error on mismatch. */
+#define CHECK_RC(expr, want)                                                 \
+  do {                                                                       \
+    int rc_ = (expr);                                                        \
+    dtx_t_checks++;                                                          \
+    if (rc_ != (want)) {                                                     \
+      dtx_t_failed++;                                                        \
+      fprintf(stderr, "%s:%d: [%s] %s = %s (%s), want %s\n", __FILE__,       \
+              __LINE__, dtx_t_current, #expr, dtx_errname(rc_),              \
+              dtx_errdetail(), dtx_errname(want));                           \
+    }                                                                        \
+  } while (0)
+
+#define TEST_RUN(fn) dtx_t_run(#fn, fn)
+#define TEST_DONE() dtx_t_done()
+
+void dtx_t_run(const char *name, void (*fn)(void));
+int dtx_t_done(void);
+
+/* Parses JSON text or aborts the test program (test inputs are trusted). */
+json_t *J(const char *text);
+
+/* Compact JSON text of v in a static rotating buffer (for messages). */
+const char *JS(const json_t *v);
+
+#endif
