@@ -1,0 +1,75 @@
+/* cli.h -- shared pieces of the doctx command: exit codes, error printing,
+ * argument helpers and the command table.
+ *
+ * main.c parses the global options (--store URI, --help) and dispatches to
+ * one function per command; each command group lives in its own file
+ * (cmd_doc.c for documents, cmd_txn.c for accounts and transfers). */
+#ifndef DTX_CLI_H
+#define DTX_CLI_H
+
+#include "doctx.h"
+
+/* Exit codes: the contract documented in --help and the README. */
+enum {
+  DTX_EXIT_OK = 0,
+  DTX_EXIT_NOMATCH = 1,    /* find-and-modify matched nothing; transfer failed */
+  DTX_EXIT_USAGE = 2,      /* usage error or invalid input */
+  DTX_EXIT_CONSTRAINT = 3, /* duplicate key, type, overflow, _id change, state */
+  DTX_EXIT_BACKEND = 4,    /* store unavailable or backend error */
+  DTX_EXIT_AUDIT = 5       /* audit found a broken invariant */
+};
+
+typedef struct dtx_cli {
+  const char *uri;   /* --store, or NULL for the default */
+  dtx_store_t *st;   /* opened on first use by dtx__cli_store() */
+} dtx_cli_t;
+
+/* Opens (once) and returns the store; on failure prints the error and
+ * returns NULL, and *exit_code is set. */
+dtx_store_t *dtx__cli_store(dtx_cli_t *cli, int *exit_code);
+
+/* Maps a DTX_E* code to the exit code above. */
+int dtx__cli_exit_code(int rc);
+
+/* Prints "doctx: ERRNAME: detail" (or the strerror text when there is no
+ * detail) to stderr and returns dtx__cli_exit_code(rc). */
+int dtx__cli_fail(int rc);
+
+/* Prints "doctx: USAGE: <msg>" and returns DTX_EXIT_USAGE. */
+int dtx__cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Parses JSON text from argv for argument `what` ("FILTER", "DOC", ...);
+ * on failure prints the error naming `what` and returns NULL. */
+json_t *dtx__cli_json(const char *text, const char *what);
+
+/* Parses a strict decimal int64 (no sign unless allow_negative, no
+ * spaces, no overflow).  0 on success, -1 on bad input. */
+int dtx__cli_int64(const char *text, int allow_negative, int64_t *out);
+
+/* Prints v as one compact JSON line on stdout. */
+void dtx__cli_print_json(const json_t *v);
+
+typedef int (*dtx__cli_fn)(dtx_cli_t *cli, int argc, char **argv);
+
+/* Command groups: argv[0] is the command name. */
+int dtx__cmd_insert(dtx_cli_t *, int, char **);
+int dtx__cmd_find(dtx_cli_t *, int, char **);
+int dtx__cmd_count(dtx_cli_t *, int, char **);
+int dtx__cmd_update(dtx_cli_t *, int, char **);
+int dtx__cmd_find_and_modify(dtx_cli_t *, int, char **);
+int dtx__cmd_delete(dtx_cli_t *, int, char **);
+int dtx__cmd_index(dtx_cli_t *, int, char **);
+int dtx__cmd_indexes(dtx_cli_t *, int, char **);
+int dtx__cmd_drop(dtx_cli_t *, int, char **);
+int dtx__cmd_collections(dtx_cli_t *, int, char **);
+int dtx__cmd_demo(dtx_cli_t *, int, char **);
+
+/* cmd_txn.c: accounts, transfers, worker, recovery, audit, faults. */
+int dtx__cmd_account(dtx_cli_t *, int, char **);
+int dtx__cmd_transfer(dtx_cli_t *, int, char **);
+int dtx__cmd_worker(dtx_cli_t *, int, char **);
+int dtx__cmd_recover(dtx_cli_t *, int, char **);
+int dtx__cmd_audit(dtx_cli_t *, int, char **);
+int dtx__cmd_faults(dtx_cli_t *, int, char **);
+
+#endif
