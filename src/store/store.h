@@ -92,6 +92,11 @@ typedef struct dtx_store_methods {
 
 extern const dtx_store_methods_t dtx__sqlite_methods;
 
+/* Documents a backend loaded on this thread to evaluate filters (every
+ * candidate it ran the matcher on).  Tests read it to prove that a query
+ * on indexed fields does not scan the collection. */
+extern _Thread_local int64_t dtx__docs_examined;
+
 /* Frees the references held by res and zeroes it. */
 void dtx__modify_result_clear(dtx__modify_result_t *res);
 
