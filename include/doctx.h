@@ -102,9 +102,13 @@ const char *dtx_store_uri(const dtx_store_t *st);
 int dtx_store_insert(dtx_store_t *st, const char *coll, const json_t *doc,
                      json_t **id_out);
 
-/* Inserts an array of documents in order, each atomically on its own.  It
- * stops at the first failure; *ninserted (if not NULL) counts the ones that
- * went in.  ids_out (if not NULL) receives an array of their _ids. */
+/* Inserts an array of documents in order, each atomically on its own.
+ * Every document is validated first, so an invalid one inserts nothing.
+ * A store error (e.g. a duplicate key) stops the inserts there; the
+ * documents before it stay.  *ninserted (if not NULL) counts the ones that
+ * went in and ids_out (if not NULL) receives an array of their _ids -- on
+ * that error too, an exception to the rule that out-parameters are NULL on
+ * error. */
 int dtx_store_insert_many(dtx_store_t *st, const char *coll,
                           const json_t *docs, size_t *ninserted,
                           json_t **ids_out);
@@ -195,6 +199,122 @@ int dtx_store_drop_collection(dtx_store_t *st, const char *coll);
 
 /* *out: sorted array of collection names. */
 int dtx_store_list_collections(dtx_store_t *st, json_t **out);
+
+
+/* ---- accounts and two-phase transfers ------------------------------------
+ *
+ * Accounts live in the collection "accounts" as
+ *   {_id, balance, min_balance, opening_balance, pending: [marker...]}
+ * with int64 minor units; min_balance null means no limit (external or
+ * settlement accounts).  Transfers live in "transfers" as
+ *   {_id, from, to, amount, state, reason, owner, lease_until, epoch,
+ *    created, updated}
+ * and move through initiated -> preparing -> committed -> succeeded, or
+ * preparing -> rolling_back -> failed (src/txn/transfer.c has the diagram
+ * and the invariants).  Every function here is safe to call from many
+ * threads and processes on one store at once. */
+
+#define DTX_ACCOUNTS "accounts"
+#define DTX_TRANSFERS "transfers"
+
+/* Creates an account holding balance (its opening balance).  has_min 0
+ * means no lower limit; otherwise balance must be >= min_balance.  An
+ * existing id is DTX_EDUPKEY.  *out (may be NULL) receives the account. */
+int dtx_account_create(dtx_store_t *st, const char *id, int64_t balance,
+                       int has_min, int64_t min_balance, json_t **out);
+
+/* *out: the account, or DTX_ENOACCOUNT. */
+int dtx_account_get(dtx_store_t *st, const char *id, json_t **out);
+
+/* *out: array of every account, by _id. */
+int dtx_account_list(dtx_store_t *st, json_t **out);
+
+typedef struct dtx_transfer_req {
+  const char *id;   /* NULL: generated.  Else 1..128 of [A-Za-z0-9_.:-] */
+  const char *from; /* payer account id */
+  const char *to;   /* payee account id, != from */
+  int64_t amount;   /* > 0 */
+} dtx_transfer_req_t;
+
+typedef struct dtx_exec_opts {
+  const char *owner; /* executor name recorded in the transfer; NULL: host:pid */
+  int64_t lease_ms;  /* how long a claim is exclusive; 0: 30000 */
+} dtx_exec_opts_t;
+
+/* Records a transfer in state initiated (after checking the arguments and
+ * that both accounts exist: DTX_EINVAL / DTX_ENOACCOUNT record nothing).
+ * Submitting an existing id with the same from/to/amount returns the
+ * existing transfer (so a retry applies it at most once); with different
+ * parameters it is DTX_ECONFLICT.  *out receives the transfer document. */
+int dtx_transfer_submit(dtx_store_t *st, const dtx_transfer_req_t *req,
+                        json_t **out);
+
+/* Drives transfer id to a terminal state if it can be claimed (initiated),
+ * or finishes it (committed, rolling_back); *out receives the document as
+ * it stands afterwards.  Returns 0 whatever the outcome (see "state" and
+ * "reason"), or an error when a store step kept failing, in which case the
+ * transfer is left for recovery.  opts may be NULL. */
+int dtx_transfer_run(dtx_store_t *st, const char *id,
+                     const dtx_exec_opts_t *opts, json_t **out);
+
+/* dtx_transfer_submit then dtx_transfer_run. */
+int dtx_transfer_execute(dtx_store_t *st, const dtx_transfer_req_t *req,
+                         const dtx_exec_opts_t *opts, json_t **out);
+
+/* *out: the transfer, or DTX_ENOTFOUND. */
+int dtx_transfer_get(dtx_store_t *st, const char *id, json_t **out);
+
+/* *out: array of transfers (in creation order), all or of one state. */
+int dtx_transfer_list(dtx_store_t *st, const char *state, json_t **out);
+
+/* Cancels a transfer that has not committed: it is rolled back and ends
+ * failed with reason "canceled"; a running executor is fenced off.  After
+ * commit it is DTX_ESTATE (make a reverse transfer instead); an unknown id
+ * is DTX_ENOTFOUND.  *out receives the final document. */
+int dtx_transfer_cancel(dtx_store_t *st, const char *id, json_t **out);
+
+typedef struct dtx_worker_opts {
+  int threads;       /* 0: 1 */
+  int once;          /* process everything due, then return */
+  int64_t lease_ms;  /* 0: 30000 */
+  const char *owner; /* NULL: host:pid */
+  volatile int *stop; /* set to non-zero to make the workers return */
+} dtx_worker_opts_t;
+
+/* Runs executors that claim initiated transfers and also recover abandoned
+ * ones (lease expired).  Returns when once is set and nothing is due, or
+ * when *stop becomes non-zero. */
+int dtx_worker_run(dtx_store_t *st, const dtx_worker_opts_t *opts);
+
+typedef struct dtx_recover_opts {
+  int64_t older_than_ms; /* a transfer not updated for this long is
+                            abandoned; < 0: only when its lease expired */
+  int64_t tombstone_ttl_ms; /* tombstones older than this are cleared;
+                               0: 24 hours */
+} dtx_recover_opts_t;
+
+/* One recovery pass: abandoned preparing transfers roll back; committed and
+ * rolling_back ones are finished; abandoned initiated ones are executed;
+ * account markers whose transfer is terminal or missing are repaired.
+ * *summary (may be NULL) receives counts of what was repaired. */
+int dtx_recover(dtx_store_t *st, const dtx_recover_opts_t *opts,
+                json_t **summary);
+
+/* dtx_audit flags. */
+#define DTX_AUDIT_SETTLED 1 /* also require every transfer to be terminal */
+
+/* Checks every invariant: conservation (balances + money in flight ==
+ * opening total), no balance below its limit, each balance against its
+ * transfers, no dangling marker, transfer states agreeing with markers.
+ * It may run at any time: transfers that move while it reads are counted
+ * as "unsettled" and left to a later audit.  *report receives
+ * {"ok":bool,"findings":[{"kind","detail"}...],...}.  Returns 0 when
+ * clean, DTX_EAUDIT when any invariant is broken, or another error (then
+ * *report is NULL). */
+int dtx_audit(dtx_store_t *st, int flags, json_t **report);
+
+/* NULL-terminated list of every fault point name (static storage). */
+const char *const *dtx_fault_points(void);
 
 #ifdef __cplusplus
 }

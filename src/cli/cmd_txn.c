@@ -1,12 +1,440 @@
-/* cmd_txn.c -- placeholder until the transfer commands land. */
-#include "cli/cli.h"
+/* cmd_txn.c -- the account, transfer, worker, recover, audit and faults
+ * commands: the CLI face of src/txn/.  Every argument is validated before
+ * the store is opened, so bad input records nothing. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
 
-static int todo(const char *name) {
-  return dtx__cli_usage("%s: not implemented yet", name);
+#include "cli/cli.h"
+#include "txn/fault.h"
+
+static const char *account_help =
+    "usage: doctx account create ID [--balance N] [--min-balance N|none]\n"
+    "       doctx account show ID\n"
+    "       doctx account list\n"
+    "Balances are int64 minor units. --balance defaults to 0 and becomes the\n"
+    "account's opening_balance. --min-balance defaults to 0; 'none' means no\n"
+    "limit (external or settlement accounts).\n"
+    "exit: 0 ok, 1 no such account (show), 2 invalid input, 3 account exists,\n"
+    "      4 store error\n";
+
+static const char *transfer_help =
+    "usage: doctx transfer FROM TO AMOUNT [--id ID] [--async]\n"
+    "       doctx transfer show ID\n"
+    "       doctx transfer list [--state S]\n"
+    "       doctx transfer cancel ID\n"
+    "A synchronous transfer runs to a terminal state and prints the transfer\n"
+    "document; --async records it (state initiated) for a worker.  --id makes\n"
+    "the request idempotent: the same id with the same parameters returns the\n"
+    "existing transfer, with other parameters it is a conflict.\n"
+    "exit: 0 succeeded (or recorded with --async, or canceled)\n"
+    "      1 the transfer failed (reason in the document), or no such transfer\n"
+    "      2 invalid input (amount not a positive int64, FROM == TO, missing\n"
+    "        account, bad id): nothing is recorded\n"
+    "      3 id reused with other parameters; cancel after commit (make a\n"
+    "        reverse transfer instead)\n"
+    "      4 store error (the transfer is left for `doctx recover`)\n";
+
+static const char *worker_help =
+    "usage: doctx worker [--threads N] [--once] [--lease-ms N] [--owner NAME]\n"
+    "Claims initiated transfers and runs them; also recovers transfers whose\n"
+    "lease lapsed.  --once processes everything due and exits.  SIGINT or\n"
+    "SIGTERM stop it after the transfers in hand.\n";
+
+static const char *recover_help =
+    "usage: doctx recover [--older-than-ms N] [--tombstone-ttl-ms N]\n"
+    "One recovery pass: transfers not updated for N ms (default: whose lease\n"
+    "lapsed) are finished -- preparing ones roll back, committed and\n"
+    "rolling_back ones complete, initiated ones run -- and account markers of\n"
+    "finished transfers are repaired.  Prints a JSON summary.\n"
+    "exit: 0 ok, 2 invalid input, 4 a store step kept failing\n";
+
+static const char *audit_help =
+    "usage: doctx audit [--json] [--settled]\n"
+    "Checks conservation (balances + money in flight == opening total), limits,\n"
+    "each balance against its transfers, dangling markers and tombstones, and\n"
+    "transfer states against markers.  --settled also requires every transfer\n"
+    "to be terminal (use after recovery).  Prints every finding.\n"
+    "exit: 0 clean, 5 an invariant is broken, 4 store error\n";
+
+static int is_help(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+      return 1;
+  return 0;
 }
-int dtx__cmd_account(dtx_cli_t *c, int n, char **v) { (void)c; (void)n; return todo(v[0]); }
-int dtx__cmd_transfer(dtx_cli_t *c, int n, char **v) { (void)c; (void)n; return todo(v[0]); }
-int dtx__cmd_worker(dtx_cli_t *c, int n, char **v) { (void)c; (void)n; return todo(v[0]); }
-int dtx__cmd_recover(dtx_cli_t *c, int n, char **v) { (void)c; (void)n; return todo(v[0]); }
-int dtx__cmd_audit(dtx_cli_t *c, int n, char **v) { (void)c; (void)n; return todo(v[0]); }
-int dtx__cmd_faults(dtx_cli_t *c, int n, char **v) { (void)c; (void)n; return todo(v[0]); }
+
+static int help(const char *text) {
+  fputs(text, stdout);
+  return DTX_EXIT_OK;
+}
+
+/* Checks DOCTX_FAULT before anything runs, so a typo is not silently a
+ * test that injects nothing. */
+static int faults_ok(void) {
+  int rc = dtx__fault_init();
+  if (rc == 0)
+    return DTX_EXIT_OK;
+  dtx__cli_fail(rc);
+  return DTX_EXIT_USAGE;
+}
+
+/* Splits argv into positionals and --name [value] options.  opts lists the
+ * options taking a value; flags the ones without.  Returns the number of
+ * positionals, or -1 after printing a usage error. */
+typedef struct optval {
+  const char *name;
+  int has_value;
+  const char *value; /* set when seen (flags: "1") */
+} optval_t;
+
+static int split(int argc, char **argv, optval_t *opts, size_t nopts,
+                 char **pos, int maxpos) {
+  int npos = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strncmp(a, "--", 2) == 0 && a[2]) {
+      size_t k;
+      const char *eq = strchr(a, '=');
+      size_t len = eq ? (size_t)(eq - a) : strlen(a);
+      for (k = 0; k < nopts; k++)
+        if (strlen(opts[k].name) == len && strncmp(opts[k].name, a, len) == 0)
+          break;
+      if (k == nopts) {
+        dtx__cli_usage("%s: unknown option %s", argv[0], a);
+        return -1;
+      }
+      if (!opts[k].has_value) {
+        if (eq) {
+          dtx__cli_usage("%s: %.*s takes no value", argv[0], (int)len, a);
+          return -1;
+        }
+        opts[k].value = "1";
+      } else if (eq) {
+        opts[k].value = eq + 1;
+      } else if (i + 1 < argc) {
+        opts[k].value = argv[++i];
+      } else {
+        dtx__cli_usage("%s: %s needs a value", argv[0], a);
+        return -1;
+      }
+      continue;
+    }
+    if (npos == maxpos) {
+      dtx__cli_usage("%s: unexpected argument '%s'", argv[0], a);
+      return -1;
+    }
+    pos[npos++] = argv[i];
+  }
+  return npos;
+}
+
+static int int_opt(const char *cmd, const optval_t *o, int allow_negative,
+                   int64_t min, int64_t *out) {
+  if (!o->value)
+    return 0;
+  if (dtx__cli_int64(o->value, allow_negative, out) != 0 || *out < min) {
+    dtx__cli_usage("%s: %s must be an integer >= %lld, got '%s'", cmd, o->name,
+                   (long long)min, o->value);
+    return -1;
+  }
+  return 0;
+}
+
+static int print_lines(json_t *arr) {
+  size_t i;
+  json_t *v;
+  json_array_foreach(arr, i, v) dtx__cli_print_json(v);
+  json_decref(arr);
+  return DTX_EXIT_OK;
+}
+
+/* ---- account -------------------------------------------------------------- */
+
+int dtx__cmd_account(dtx_cli_t *cli, int argc, char **argv) {
+  optval_t o[] = {{"--balance", 1, NULL}, {"--min-balance", 1, NULL}};
+  char *pos[3];
+  int64_t balance = 0, min = 0;
+  int has_min = 1, code;
+  if (is_help(argc, argv))
+    return help(account_help);
+  int n = split(argc, argv, o, 2, pos, 2);
+  if (n < 0)
+    return DTX_EXIT_USAGE;
+  if (n == 0)
+    return dtx__cli_usage("account: expected create, show or list");
+  const char *sub = pos[0];
+  if (strcmp(sub, "create") == 0) {
+    if (n != 2)
+      return dtx__cli_usage("account create: expected ID");
+    if (int_opt("account create", &o[0], 1, INT64_MIN, &balance))
+      return DTX_EXIT_USAGE;
+    if (o[1].value && strcmp(o[1].value, "none") == 0)
+      has_min = 0;
+    else if (int_opt("account create", &o[1], 1, INT64_MIN, &min))
+      return DTX_EXIT_USAGE;
+    if (has_min && balance < min)
+      return dtx__cli_usage("account create: balance %lld is below "
+                            "min-balance %lld",
+                            (long long)balance, (long long)min);
+    dtx_store_t *st = dtx__cli_store(cli, &code);
+    if (!st)
+      return code;
+    json_t *acct = NULL;
+    int rc = dtx_account_create(st, pos[1], balance, has_min, min, &acct);
+    if (rc)
+      return rc == DTX_EINVAL ? (dtx__cli_fail(rc), DTX_EXIT_USAGE)
+                              : dtx__cli_fail(rc);
+    dtx__cli_print_json(acct);
+    json_decref(acct);
+    return DTX_EXIT_OK;
+  }
+  if (o[0].value || o[1].value)
+    return dtx__cli_usage("account %s: --balance/--min-balance only go with "
+                          "create", sub);
+  if (strcmp(sub, "show") == 0) {
+    if (n != 2)
+      return dtx__cli_usage("account show: expected ID");
+    dtx_store_t *st = dtx__cli_store(cli, &code);
+    if (!st)
+      return code;
+    json_t *acct = NULL;
+    int rc = dtx_account_get(st, pos[1], &acct);
+    if (rc == DTX_ENOACCOUNT) {
+      dtx__cli_fail(rc);
+      return DTX_EXIT_NOMATCH;
+    }
+    if (rc)
+      return rc == DTX_EINVAL ? (dtx__cli_fail(rc), DTX_EXIT_USAGE)
+                              : dtx__cli_fail(rc);
+    dtx__cli_print_json(acct);
+    json_decref(acct);
+    return DTX_EXIT_OK;
+  }
+  if (strcmp(sub, "list") == 0) {
+    if (n != 1)
+      return dtx__cli_usage("account list: takes no arguments");
+    dtx_store_t *st = dtx__cli_store(cli, &code);
+    if (!st)
+      return code;
+    json_t *all = NULL;
+    int rc = dtx_account_list(st, &all);
+    return rc ? dtx__cli_fail(rc) : print_lines(all);
+  }
+  return dtx__cli_usage("account: unknown subcommand '%s' (create, show, list)",
+                        sub);
+}
+
+/* ---- transfer ------------------------------------------------------------ */
+
+static int transfer_exit(const json_t *tx) {
+  const char *s = json_string_value(json_object_get(tx, "state"));
+  return s && strcmp(s, "failed") == 0 ? DTX_EXIT_NOMATCH : DTX_EXIT_OK;
+}
+
+static int transfer_new(dtx_cli_t *cli, char **pos, optval_t *o) {
+  dtx_transfer_req_t req = {.id = o[0].value, .from = pos[0], .to = pos[1]};
+  int code;
+  if (dtx__cli_int64(pos[2], 0, &req.amount) != 0 || req.amount <= 0)
+    return dtx__cli_usage("transfer: AMOUNT must be a positive int64 in minor "
+                          "units, got '%s'", pos[2]);
+  if (strcmp(req.from, req.to) == 0)
+    return dtx__cli_usage("transfer: FROM and TO are the same account '%s'",
+                          req.from);
+  if ((code = faults_ok()))
+    return code;
+  dtx_store_t *st = dtx__cli_store(cli, &code);
+  if (!st)
+    return code;
+  json_t *tx = NULL;
+  int rc = o[1].value ? dtx_transfer_submit(st, &req, &tx)
+                      : dtx_transfer_execute(st, &req, NULL, &tx);
+  if (rc == DTX_EINVAL || rc == DTX_ENOACCOUNT) {
+    dtx__cli_fail(rc);
+    return DTX_EXIT_USAGE; /* nothing was recorded */
+  }
+  if (tx)
+    dtx__cli_print_json(tx);
+  code = rc ? dtx__cli_fail(rc) : o[1].value ? DTX_EXIT_OK : transfer_exit(tx);
+  json_decref(tx);
+  return code;
+}
+
+int dtx__cmd_transfer(dtx_cli_t *cli, int argc, char **argv) {
+  optval_t o[] = {{"--id", 1, NULL}, {"--async", 0, NULL}, {"--state", 1, NULL}};
+  char *pos[4];
+  int code;
+  if (is_help(argc, argv))
+    return help(transfer_help);
+  int n = split(argc, argv, o, 3, pos, 3);
+  if (n < 0)
+    return DTX_EXIT_USAGE;
+  if (n == 3) {
+    if (o[2].value)
+      return dtx__cli_usage("transfer: --state goes with list");
+    return transfer_new(cli, pos, o);
+  }
+  if (n == 0)
+    return dtx__cli_usage("transfer: expected FROM TO AMOUNT, or show, list, "
+                          "cancel");
+  if (o[0].value || o[1].value)
+    return dtx__cli_usage("transfer %s: --id/--async go with FROM TO AMOUNT",
+                          pos[0]);
+  const char *sub = pos[0];
+  int is_show = strcmp(sub, "show") == 0, is_cancel = strcmp(sub, "cancel") == 0;
+  if (strcmp(sub, "list") == 0) {
+    if (n != 1)
+      return dtx__cli_usage("transfer list: takes no arguments");
+    dtx_store_t *st = dtx__cli_store(cli, &code);
+    if (!st)
+      return code;
+    json_t *all = NULL;
+    int rc = dtx_transfer_list(st, o[2].value, &all);
+    if (rc == DTX_EINVAL) {
+      dtx__cli_fail(rc);
+      return DTX_EXIT_USAGE;
+    }
+    return rc ? dtx__cli_fail(rc) : print_lines(all);
+  }
+  if (o[2].value)
+    return dtx__cli_usage("transfer: --state goes with list");
+  if (!is_show && !is_cancel)
+    return dtx__cli_usage("transfer: expected FROM TO AMOUNT, or show, list, "
+                          "cancel; got '%s'", sub);
+  if (n != 2)
+    return dtx__cli_usage("transfer %s: expected ID", sub);
+  if (is_cancel && (code = faults_ok()))
+    return code;
+  dtx_store_t *st = dtx__cli_store(cli, &code);
+  if (!st)
+    return code;
+  json_t *tx = NULL;
+  int rc = is_show ? dtx_transfer_get(st, pos[1], &tx)
+                   : dtx_transfer_cancel(st, pos[1], &tx);
+  if (rc == DTX_ENOTFOUND) {
+    dtx__cli_fail(rc);
+    return DTX_EXIT_NOMATCH;
+  }
+  if (tx)
+    dtx__cli_print_json(tx);
+  json_decref(tx);
+  return rc ? dtx__cli_fail(rc) : DTX_EXIT_OK;
+}
+
+/* ---- worker, recover, audit, faults ---------------------------------------- */
+
+static volatile int stop_flag;
+static void on_signal(int sig) {
+  (void)sig;
+  stop_flag = 1;
+}
+
+int dtx__cmd_worker(dtx_cli_t *cli, int argc, char **argv) {
+  optval_t o[] = {{"--threads", 1, NULL}, {"--once", 0, NULL},
+                  {"--lease-ms", 1, NULL}, {"--owner", 1, NULL}};
+  char *pos[1];
+  int64_t threads = 1, lease = 0;
+  int code;
+  if (is_help(argc, argv))
+    return help(worker_help);
+  if (split(argc, argv, o, 4, pos, 0) < 0)
+    return DTX_EXIT_USAGE;
+  if (int_opt("worker", &o[0], 0, 1, &threads) ||
+      int_opt("worker", &o[2], 0, 1, &lease))
+    return DTX_EXIT_USAGE;
+  if (threads > 256)
+    return dtx__cli_usage("worker: --threads must be at most 256");
+  if ((code = faults_ok()))
+    return code;
+  dtx_store_t *st = dtx__cli_store(cli, &code);
+  if (!st)
+    return code;
+  struct sigaction sa = {0};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  dtx_worker_opts_t wo = {.threads = (int)threads, .once = o[1].value != NULL,
+                          .lease_ms = lease, .owner = o[3].value,
+                          .stop = &stop_flag};
+  int rc = dtx_worker_run(st, &wo);
+  return rc ? dtx__cli_fail(rc) : DTX_EXIT_OK;
+}
+
+int dtx__cmd_recover(dtx_cli_t *cli, int argc, char **argv) {
+  optval_t o[] = {{"--older-than-ms", 1, NULL}, {"--tombstone-ttl-ms", 1, NULL}};
+  char *pos[1];
+  dtx_recover_opts_t ro = {.older_than_ms = -1};
+  int code;
+  if (is_help(argc, argv))
+    return help(recover_help);
+  if (split(argc, argv, o, 2, pos, 0) < 0)
+    return DTX_EXIT_USAGE;
+  if (int_opt("recover", &o[0], 0, 0, &ro.older_than_ms) ||
+      int_opt("recover", &o[1], 0, 1, &ro.tombstone_ttl_ms))
+    return DTX_EXIT_USAGE;
+  if ((code = faults_ok()))
+    return code;
+  dtx_store_t *st = dtx__cli_store(cli, &code);
+  if (!st)
+    return code;
+  json_t *sum = NULL;
+  int rc = dtx_recover(st, &ro, &sum);
+  if (sum)
+    dtx__cli_print_json(sum);
+  json_decref(sum);
+  return rc ? dtx__cli_fail(rc) : DTX_EXIT_OK;
+}
+
+int dtx__cmd_audit(dtx_cli_t *cli, int argc, char **argv) {
+  optval_t o[] = {{"--json", 0, NULL}, {"--settled", 0, NULL}};
+  char *pos[1];
+  int code;
+  if (is_help(argc, argv))
+    return help(audit_help);
+  if (split(argc, argv, o, 2, pos, 0) < 0)
+    return DTX_EXIT_USAGE;
+  dtx_store_t *st = dtx__cli_store(cli, &code);
+  if (!st)
+    return code;
+  json_t *r = NULL;
+  int rc = dtx_audit(st, o[1].value ? DTX_AUDIT_SETTLED : 0, &r);
+  if (!r)
+    return dtx__cli_fail(rc);
+  if (o[0].value) {
+    dtx__cli_print_json(r);
+  } else {
+    json_t *f;
+    size_t i;
+    printf("audit: %lld accounts, %lld transfers, opening total %lld, "
+           "balances %lld, in flight %lld, unsettled %lld\n",
+           (long long)json_integer_value(json_object_get(r, "accounts")),
+           (long long)json_integer_value(json_object_get(r, "transfers")),
+           (long long)json_integer_value(json_object_get(r, "opening_total")),
+           (long long)json_integer_value(json_object_get(r, "balance_total")),
+           (long long)json_integer_value(json_object_get(r, "in_flight")),
+           (long long)json_integer_value(json_object_get(r, "unsettled")));
+    json_array_foreach(json_object_get(r, "findings"), i, f)
+        printf("FINDING %s: %s\n",
+               json_string_value(json_object_get(f, "kind")),
+               json_string_value(json_object_get(f, "detail")));
+    printf("audit: %s\n", rc == 0 ? "clean" : "BROKEN");
+  }
+  json_decref(r);
+  if (rc == DTX_EAUDIT)
+    return DTX_EXIT_AUDIT;
+  return rc ? dtx__cli_fail(rc) : DTX_EXIT_OK;
+}
+
+int dtx__cmd_faults(dtx_cli_t *cli, int argc, char **argv) {
+  (void)cli;
+  if (is_help(argc, argv))
+    return help("usage: doctx faults\nLists every fault point, one per line. "
+                "Arm them with DOCTX_FAULT=POINT:ACTION[:N][,...],\n"
+                "ACTION crash | pause | error, N the N-th arrival (default "
+                "1).\n");
+  if (argc > 1)
+    return dtx__cli_usage("faults: takes no arguments");
+  for (const char *const *p = dtx_fault_points(); *p; p++)
+    puts(*p);
+  return DTX_EXIT_OK;
+}

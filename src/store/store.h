@@ -97,6 +97,11 @@ extern const dtx_store_methods_t dtx__sqlite_methods;
  * on indexed fields does not scan the collection. */
 extern _Thread_local int64_t dtx__docs_examined;
 
+/* How many store operations (public dtx_store_* calls) this process has
+ * made; the transfer benchmark reports operations per transfer. */
+int64_t dtx__store_calls(void);
+void dtx__store_count_call(void);
+
 /* Frees the references held by res and zeroes it. */
 void dtx__modify_result_clear(dtx__modify_result_t *res);
 

@@ -56,9 +56,10 @@ int dtx__err_wrap(int code, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(prefix, sizeof prefix, fmt, ap);
   va_end(ap);
-  if (old[0])
-    snprintf(detail, sizeof detail, "%s: %s", prefix, old);
-  else
-    snprintf(detail, sizeof detail, "%s", prefix);
+  /* Truncation of an over-long detail is fine; say so to the compiler. */
+  int n = snprintf(detail, sizeof detail, "%s", prefix);
+  if (old[0] && n >= 0 && (size_t)n + 2 < sizeof detail)
+    snprintf(detail + n, sizeof detail - (size_t)n, ": %.*s",
+             (int)(sizeof detail - (size_t)n - 3), old);
   return code;
 }

@@ -1,0 +1,315 @@
+/* bench_transfer.c -- two-phase transfers through doctx against the native
+ * baseline: the same transfers, each as one SQLite transaction
+ * (BEGIN IMMEDIATE; UPDATE; UPDATE; COMMIT) on a plain table with the same
+ * synchronous setting, run by the same number of worker threads.
+ *
+ * usage: bench_transfer [--accounts N] [--transfers M] [--workers W]
+ *                       [--hot PCT] [--rounds R] [--sync full|normal|both]
+ *                       [--store URI]
+ * Without --hot it runs uniform and 90%-hot workloads.  With --store the
+ * doctx side runs on that store (its collections are emptied) and the
+ * native side still on SQLite.  Prints transfers/s (median of the rounds),
+ * p50/p99 latency, store operations per transfer and the ratio. */
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "doctx.h"
+#include "store/store.h"
+
+typedef struct pair {
+  int from, to;
+  int64_t amount;
+} pair_t;
+
+typedef struct cfg {
+  int accounts, transfers, workers, rounds;
+  const char *sync, *store, *dir;
+} cfg_t;
+
+typedef struct run {
+  const cfg_t *c;
+  const pair_t *pairs;
+  double *lat; /* per transfer, microseconds */
+  int next;    /* atomic index into pairs */
+  int errors;
+  dtx_store_t *st;
+  const char *dbpath; /* native */
+} run_t;
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, int n, double p) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  int i = (int)(p * (n - 1));
+  return v[i];
+}
+
+static void *doctx_worker(void *arg) {
+  run_t *r = arg;
+  char from[32], to[32];
+  for (;;) {
+    int i = __atomic_fetch_add(&r->next, 1, __ATOMIC_RELAXED);
+    if (i >= r->c->transfers)
+      break;
+    snprintf(from, sizeof from, "a%d", r->pairs[i].from);
+    snprintf(to, sizeof to, "a%d", r->pairs[i].to);
+    dtx_transfer_req_t req = {.from = from, .to = to,
+                              .amount = r->pairs[i].amount};
+    json_t *tx = NULL;
+    double t0 = now_us();
+    int rc = dtx_transfer_execute(r->st, &req, NULL, &tx);
+    r->lat[i] = now_us() - t0;
+    const char *s = json_string_value(json_object_get(tx, "state"));
+    if (rc || !s || strcmp(s, "succeeded") != 0)
+      __atomic_add_fetch(&r->errors, 1, __ATOMIC_RELAXED);
+    json_decref(tx);
+  }
+  return NULL;
+}
+
+static void *native_worker(void *arg) {
+  run_t *r = arg;
+  sqlite3 *db;
+  sqlite3_stmt *begin, *debit, *credit, *commit;
+  char sql[64];
+  if (sqlite3_open(r->dbpath, &db) != SQLITE_OK)
+    return NULL;
+  sqlite3_busy_timeout(db, 60000);
+  snprintf(sql, sizeof sql, "PRAGMA synchronous=%s", r->c->sync);
+  sqlite3_exec(db, sql, NULL, NULL, NULL);
+  sqlite3_prepare_v2(db, "BEGIN IMMEDIATE", -1, &begin, NULL);
+  sqlite3_prepare_v2(db,
+                     "UPDATE acct SET balance=balance-?1 WHERE id=?2 AND "
+                     "balance>=?1",
+                     -1, &debit, NULL);
+  sqlite3_prepare_v2(db, "UPDATE acct SET balance=balance+?1 WHERE id=?2", -1,
+                     &credit, NULL);
+  sqlite3_prepare_v2(db, "COMMIT", -1, &commit, NULL);
+  for (;;) {
+    int i = __atomic_fetch_add(&r->next, 1, __ATOMIC_RELAXED);
+    if (i >= r->c->transfers)
+      break;
+    double t0 = now_us();
+    int ok;
+    do {
+      ok = sqlite3_step(begin) == SQLITE_DONE;
+      sqlite3_reset(begin);
+    } while (!ok);
+    sqlite3_bind_int64(debit, 1, r->pairs[i].amount);
+    sqlite3_bind_int(debit, 2, r->pairs[i].from);
+    ok = sqlite3_step(debit) == SQLITE_DONE && sqlite3_changes(db) == 1;
+    sqlite3_reset(debit);
+    if (ok) {
+      sqlite3_bind_int64(credit, 1, r->pairs[i].amount);
+      sqlite3_bind_int(credit, 2, r->pairs[i].to);
+      ok = sqlite3_step(credit) == SQLITE_DONE;
+      sqlite3_reset(credit);
+    }
+    if (sqlite3_step(commit) != SQLITE_DONE)
+      ok = 0;
+    sqlite3_reset(commit);
+    r->lat[i] = now_us() - t0;
+    if (!ok)
+      __atomic_add_fetch(&r->errors, 1, __ATOMIC_RELAXED);
+  }
+  sqlite3_finalize(begin);
+  sqlite3_finalize(debit);
+  sqlite3_finalize(credit);
+  sqlite3_finalize(commit);
+  sqlite3_close(db);
+  return NULL;
+}
+
+typedef struct result {
+  double tps, p50, p99, ops;
+  int errors;
+} result_t;
+
+static result_t run_threads(run_t *r, void *(*fn)(void *)) {
+  pthread_t th[256];
+  result_t res = {0};
+  int64_t ops0 = dtx__store_calls();
+  double t0 = now_us();
+  for (int i = 0; i < r->c->workers; i++)
+    pthread_create(&th[i], NULL, fn, r);
+  for (int i = 0; i < r->c->workers; i++)
+    pthread_join(th[i], NULL);
+  double el = now_us() - t0;
+  res.tps = r->c->transfers / (el / 1e6);
+  res.ops = (double)(dtx__store_calls() - ops0) / r->c->transfers;
+  res.p50 = pct(r->lat, r->c->transfers, 0.50);
+  res.p99 = pct(r->lat, r->c->transfers, 0.99);
+  res.errors = r->errors;
+  return res;
+}
+
+static result_t run_doctx(const cfg_t *c, const pair_t *pairs, double *lat,
+                          int round) {
+  char uri[512];
+  result_t bad = {0};
+  if (c->store)
+    snprintf(uri, sizeof uri, "%s", c->store);
+  else
+    snprintf(uri, sizeof uri, "sqlite:%s/doctx-%s-%d.db?sync=%s", c->dir,
+             c->sync, round, c->sync);
+  run_t r = {.c = c, .pairs = pairs, .lat = lat};
+  if (dtx_store_open(uri, &r.st)) {
+    fprintf(stderr, "open %s: %s\n", uri, dtx_errdetail());
+    return bad;
+  }
+  dtx_store_drop_collection(r.st, DTX_ACCOUNTS);
+  dtx_store_drop_collection(r.st, DTX_TRANSFERS);
+  for (int i = 0; i < c->accounts; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "a%d", i);
+    dtx_account_create(r.st, id, 1000000000, 1, 0, NULL);
+  }
+  result_t res = run_threads(&r, doctx_worker);
+  json_t *rep = NULL;
+  if (dtx_audit(r.st, DTX_AUDIT_SETTLED, &rep) != 0) {
+    fprintf(stderr, "audit after benchmark: %s\n", dtx_errdetail());
+    res.errors++;
+  }
+  json_decref(rep);
+  dtx_store_close(r.st);
+  return res;
+}
+
+static result_t run_native(const cfg_t *c, const pair_t *pairs, double *lat,
+                           int round) {
+  char path[512], sql[128];
+  sqlite3 *db;
+  snprintf(path, sizeof path, "%s/native-%s-%d.db", c->dir, c->sync, round);
+  unlink(path);
+  sqlite3_open(path, &db);
+  sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
+  snprintf(sql, sizeof sql, "PRAGMA synchronous=%s", c->sync);
+  sqlite3_exec(db, sql, NULL, NULL, NULL);
+  sqlite3_exec(db,
+               "CREATE TABLE acct(id INTEGER PRIMARY KEY, balance INTEGER "
+               "NOT NULL); BEGIN",
+               NULL, NULL, NULL);
+  for (int i = 0; i < c->accounts; i++) {
+    snprintf(sql, sizeof sql, "INSERT INTO acct VALUES(%d, 1000000000)", i);
+    sqlite3_exec(db, sql, NULL, NULL, NULL);
+  }
+  sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+  run_t r = {.c = c, .pairs = pairs, .lat = lat, .dbpath = path};
+  result_t res = run_threads(&r, native_worker);
+  sqlite3_close(db);
+  res.ops = 4; /* BEGIN, UPDATE, UPDATE, COMMIT */
+  return res;
+}
+
+static int cmp_res(const void *a, const void *b) {
+  return cmp_double(&((const result_t *)a)->tps, &((const result_t *)b)->tps);
+}
+
+static void bench(cfg_t *c, int hot) {
+  pair_t *pairs = malloc(sizeof *pairs * (size_t)c->transfers);
+  double *lat = malloc(sizeof *lat * (size_t)c->transfers);
+  result_t d[16], n[16];
+  unsigned seed = 42;
+  for (int i = 0; i < c->transfers; i++) {
+    int from = (int)(rand_r(&seed) % 100) < hot ? 0
+                                                : (int)(rand_r(&seed) % (unsigned)c->accounts);
+    int to = (int)(rand_r(&seed) % (unsigned)(c->accounts - 1));
+    if (to >= from)
+      to++;
+    pairs[i] = (pair_t){from, to, 1 + rand_r(&seed) % 1000};
+  }
+  for (int round = 0; round < c->rounds; round++) {
+    d[round] = run_doctx(c, pairs, lat, round);
+    n[round] = run_native(c, pairs, lat, round);
+  }
+  qsort(d, (size_t)c->rounds, sizeof *d, cmp_res);
+  qsort(n, (size_t)c->rounds, sizeof *n, cmp_res);
+  result_t dm = d[c->rounds / 2], nm = n[c->rounds / 2];
+  printf("%-6s %4d%%  | %9.0f %8.0f %8.0f %6.1f | %9.0f %8.0f %8.0f | %6.2f%s\n",
+         c->sync, hot, dm.tps, dm.p50, dm.p99, dm.ops, nm.tps,
+         nm.p50, nm.p99, nm.tps > 0 ? dm.tps / nm.tps : 0,
+         dm.errors || nm.errors ? "  (errors!)" : "");
+  fflush(stdout);
+  free(pairs);
+  free(lat);
+}
+
+int main(int argc, char **argv) {
+  cfg_t c = {.accounts = 1000, .transfers = 0, .workers = 16, .rounds = 3};
+  const char *sync = "both";
+  int hot = -1;
+  char dir[] = "/tmp/dtx-bench-XXXXXX";
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!v) {
+      fprintf(stderr, "%s needs a value\n", a);
+      return 2;
+    }
+    if (!strcmp(a, "--accounts"))
+      c.accounts = atoi(v);
+    else if (!strcmp(a, "--transfers"))
+      c.transfers = atoi(v);
+    else if (!strcmp(a, "--workers"))
+      c.workers = atoi(v);
+    else if (!strcmp(a, "--hot"))
+      hot = atoi(v);
+    else if (!strcmp(a, "--rounds"))
+      c.rounds = atoi(v);
+    else if (!strcmp(a, "--sync"))
+      sync = v;
+    else if (!strcmp(a, "--store"))
+      c.store = v;
+    else {
+      fprintf(stderr, "unknown option %s\n", a);
+      return 2;
+    }
+    i++;
+  }
+  if (c.accounts < 2 || c.workers < 1 || c.workers > 256 || c.rounds < 1 ||
+      c.rounds > 16 || c.transfers < 0 || hot > 100) {
+    fprintf(stderr, "bad arguments\n");
+    return 2;
+  }
+  if (!mkdtemp(dir)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  c.dir = dir;
+  printf("transfers: %d accounts, %d workers, median of %d rounds\n",
+         c.accounts, c.workers, c.rounds);
+  printf("sync   hot    | doctx t/s  p50(us)  p99(us) ops/t | native t/s  "
+         "p50(us)  p99(us) | ratio\n");
+  const char *syncs[2] = {"full", "normal"};
+  for (int s = 0; s < 2; s++) {
+    if (strcmp(sync, "both") && strcmp(sync, syncs[s]))
+      continue;
+    c.sync = syncs[s];
+    int m = c.transfers;
+    if (m == 0)
+      c.transfers = s == 0 ? 2000 : 5000;
+    if (hot >= 0) {
+      bench(&c, hot);
+    } else {
+      bench(&c, 0);
+      bench(&c, 90);
+    }
+    c.transfers = m;
+  }
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  return system(cmd) == 0 ? 0 : 1;
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The whole suite, as CI runs it (make test):
+#   1. release build, every ctest suite (unit, conformance, cli, crash);
+#   2. ASan+UBSan build, the same suites (chaos shortened);
+#   3. libFuzzer targets, each for FUZZ_SECONDS (default 20).
+# Redis suites join stage 1 when redis-server is installed (tests/redis/).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-2}
+FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+passed=0
+failed=0
+failures=()
+
+stage() { # name command...
+  local name=$1; shift
+  echo "=== $name"
+  local t0=$SECONDS
+  if "$@"; then
+    passed=$((passed + 1))
+    echo "=== $name: ok ($((SECONDS - t0)) s)"
+  else
+    failed=$((failed + 1))
+    failures+=("$name")
+    echo "=== $name: FAILED ($((SECONDS - t0)) s)"
+  fi
+}
+
+build() { # dir cmake-args...
+  local dir=$1; shift
+  cmake -S . -B "$dir" "$@" >/dev/null && cmake --build "$dir" -j "$JOBS" >/dev/null
+}
+
+ctest_in() { (cd "$1" && shift && ctest --output-on-failure -j "$JOBS" "$@"); }
+
+stage "build (release)" build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+stage "tests (release)" ctest_in build
+stage "build (asan+ubsan)" build build-asan -DCMAKE_BUILD_TYPE=Debug -DDTX_SANITIZE=ON
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+stage "tests (asan+ubsan)" env DTX_QUICK=1 bash -c 'cd build-asan && ctest --output-on-failure -j '"$JOBS"
+unset ASAN_OPTIONS UBSAN_OPTIONS
+
+fuzz() {
+  CC=clang build build-fuzz -DCMAKE_BUILD_TYPE=Debug -DDTX_FUZZ=ON -DDTX_SANITIZE=ON || return 1
+  local ok=0
+  for f in build-fuzz/fuzz_*; do
+    [ -x "$f" ] || continue
+    local name corpus
+    name=$(basename "$f")
+    corpus=$(mktemp -d)
+    [ -d "tests/fuzz/corpus/$name" ] && cp tests/fuzz/corpus/"$name"/* "$corpus"/ 2>/dev/null
+    echo "fuzz: $name for ${FUZZ_SECONDS}s"
+    if ! "$f" -max_total_time="$FUZZ_SECONDS" -print_final_stats=0 "$corpus" >"$corpus.log" 2>&1; then
+      tail -40 "$corpus.log"; ok=1
+    else
+      grep -E "^(#[0-9]+ *DONE|Done)" "$corpus.log" | tail -1
+    fi
+    rm -rf "$corpus" "$corpus.log"
+  done
+  return $ok
+}
+stage "fuzz (libFuzzer, ${FUZZ_SECONDS}s each)" fuzz
+
+echo
+for f in "${failures[@]}"; do echo "failed stage: $f"; done
+echo "stages: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,510 @@
+/* cmd_doc.c -- the document commands: insert, find, count, update,
+ * find-and-modify, delete, index, indexes, drop and collections.
+ *
+ * Each command runs in two phases.  First it parses and checks every
+ * argument -- options, numbers, the collection name, and each JSON value,
+ * compiling filters and updates with the document layer -- without
+ * touching the store.  Only then does it open the store and make one
+ * library call.  So a typo in the last argument can never leave a
+ * half-done change behind, and bad input always exits 2. */
+#include "cli/cli.h"
+
+#include "store/store.h"
+#include "util/err.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- argument parsing ------------------------------------------------------ */
+
+enum {
+  O_SORT = 1 << 0,
+  O_LIMIT = 1 << 1,
+  O_SKIP = 1 << 2,
+  O_PROJECT = 1 << 3,
+  O_MANY = 1 << 4,
+  O_UPSERT = 1 << 5,
+  O_NEW = 1 << 6,
+  O_UNIQUE = 1 << 7,
+  O_SPARSE = 1 << 8,
+};
+
+static const struct option {
+  const char *name;
+  unsigned bit;
+  int takes_value;
+} options[] = {
+    {"--sort", O_SORT, 1},     {"--limit", O_LIMIT, 1},
+    {"--skip", O_SKIP, 1},     {"--project", O_PROJECT, 1},
+    {"--many", O_MANY, 0},     {"--upsert", O_UPSERT, 0},
+    {"--new", O_NEW, 0},       {"--unique", O_UNIQUE, 0},
+    {"--sparse", O_SPARSE, 0},
+};
+
+/* What one command accepts, and what the command line gave it. */
+typedef struct args {
+  const char *cmd;
+  unsigned allowed;   /* O_* bits */
+  const char *const *posnames; /* names of positionals, for messages */
+  int minpos, maxpos; /* maxpos -1: any number */
+  unsigned given;
+  const char *value[9]; /* by option index */
+  char **pos;
+  int npos;
+} args_t;
+
+static int option_index(unsigned bit) {
+  for (int i = 0; i < (int)(sizeof options / sizeof options[0]); i++)
+    if (options[i].bit == bit)
+      return i;
+  return -1;
+}
+
+static const char *optval(const args_t *a, unsigned bit) {
+  return (a->given & bit) ? a->value[option_index(bit)] : NULL;
+}
+
+/* Splits argv into options and positionals.  Options may come anywhere;
+ * "--" ends them.  Returns 0 or an exit code (usage already printed).
+ * a->pos points into a malloc'd array the caller frees. */
+static int parse_args(args_t *a, int argc, char **argv) {
+  int dashdash = 0;
+  a->cmd = argv[0];
+  a->pos = calloc((size_t)argc + 1, sizeof *a->pos);
+  if (!a->pos)
+    return dtx__cli_fail(dtx__err(DTX_ENOMEM, "parsing arguments"));
+  for (int i = 1; i < argc; i++) {
+    char *arg = argv[i];
+    if (dashdash || arg[0] != '-' || arg[1] == '\0') {
+      a->pos[a->npos++] = arg;
+      continue;
+    }
+    if (strcmp(arg, "--") == 0) {
+      dashdash = 1;
+      continue;
+    }
+    const char *eq = strchr(arg, '=');
+    size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
+    int k = -1;
+    for (int j = 0; j < (int)(sizeof options / sizeof options[0]); j++)
+      if (strlen(options[j].name) == nlen &&
+          strncmp(options[j].name, arg, nlen) == 0 &&
+          (a->allowed & options[j].bit))
+        k = j;
+    if (k < 0)
+      return dtx__cli_usage("%s: unknown option '%.*s' (see doctx %s --help)",
+                            a->cmd, (int)nlen, arg, a->cmd);
+    const struct option *o = &options[k];
+    if (a->given & o->bit)
+      return dtx__cli_usage("%s: option %s given twice", a->cmd, o->name);
+    if (o->takes_value) {
+      if (eq)
+        a->value[k] = eq + 1;
+      else if (i + 1 < argc)
+        a->value[k] = argv[++i];
+      else
+        return dtx__cli_usage("%s: option %s needs a value", a->cmd, o->name);
+    } else if (eq) {
+      return dtx__cli_usage("%s: option %s takes no value", a->cmd, o->name);
+    }
+    a->given |= o->bit;
+  }
+  if (a->npos < a->minpos)
+    return dtx__cli_usage("%s: missing argument %s (see doctx %s --help)",
+                          a->cmd, a->posnames[a->npos], a->cmd);
+  if (a->maxpos >= 0 && a->npos > a->maxpos)
+    return dtx__cli_usage("%s: unexpected argument '%s' (see doctx %s --help)",
+                          a->cmd, a->pos[a->maxpos], a->cmd);
+  return 0;
+}
+
+/* ---- argument checks (no store access) ----------------------------------------- */
+
+static int check_coll(const char *coll) {
+  int rc = dtx__coll_check(coll);
+  return rc < 0 ? dtx__cli_fail(rc) : 0;
+}
+
+/* The strict non-negative integer of --limit/--skip; absent means 0. */
+static int opt_count(const args_t *a, unsigned bit, int64_t *out) {
+  const char *v = optval(a, bit);
+  *out = 0;
+  if (v && dtx__cli_int64(v, 0, out) < 0)
+    return dtx__cli_usage("%s: %s needs a non-negative integer, not '%s'",
+                          a->cmd, options[option_index(bit)].name, v);
+  return 0;
+}
+
+/* Parses a FILTER and compiles it once, so unknown operators are caught
+ * before the store is opened.  A missing text means {}. */
+static int parse_filter(const char *text, json_t **out) {
+  *out = NULL;
+  if (!text)
+    return (*out = json_object()) ? 0 : dtx__cli_fail(DTX_ENOMEM);
+  json_t *f = dtx__cli_json(text, "FILTER");
+  if (!f)
+    return DTX_EXIT_USAGE;
+  dtx__filter_t *cf = NULL;
+  int rc = json_is_object(f)
+               ? dtx__filter_compile(f, &cf)
+               : dtx__err(DTX_EBADQUERY, "FILTER must be a JSON object");
+  if (rc < 0) {
+    json_decref(f);
+    return dtx__cli_fail(rc);
+  }
+  dtx__filter_free(cf);
+  *out = f;
+  return 0;
+}
+
+static int parse_update(const char *text, int many, json_t **out) {
+  *out = NULL;
+  json_t *u = dtx__cli_json(text, "UPDATE");
+  if (!u)
+    return DTX_EXIT_USAGE;
+  dtx__update_t *cu = NULL;
+  int rc = json_is_object(u)
+               ? dtx__update_compile(u, &cu)
+               : dtx__err(DTX_EBADUPDATE, "UPDATE must be a JSON object");
+  if (rc == 0 && many && dtx__update_is_replacement(cu))
+    rc = dtx__err(DTX_EBADUPDATE,
+                  "a replacement document cannot be used with --many");
+  if (cu)
+    dtx__update_free(cu);
+  if (rc < 0) {
+    json_decref(u);
+    return dtx__cli_fail(rc);
+  }
+  *out = u;
+  return 0;
+}
+
+/* --sort and --project (optional; NULL when absent). */
+static int parse_sort(const args_t *a, json_t **out) {
+  const char *text = optval(a, O_SORT);
+  *out = NULL;
+  if (!text)
+    return 0;
+  json_t *s = dtx__cli_json(text, "--sort");
+  if (!s)
+    return DTX_EXIT_USAGE;
+  int rc = dtx__sort_check(s);
+  if (rc < 0) {
+    json_decref(s);
+    return dtx__cli_fail(rc);
+  }
+  *out = s;
+  return 0;
+}
+
+static int parse_projection(const args_t *a, json_t **out) {
+  const char *text = optval(a, O_PROJECT);
+  *out = NULL;
+  if (!text)
+    return 0;
+  json_t *p = dtx__cli_json(text, "--project");
+  if (!p)
+    return DTX_EXIT_USAGE;
+  int rc = dtx__projection_check(p);
+  if (rc < 0) {
+    json_decref(p);
+    return dtx__cli_fail(rc);
+  }
+  *out = p;
+  return 0;
+}
+
+/* ---- commands ------------------------------------------------------------------ */
+
+static const char *const pn_coll[] = {"COLL"};
+static const char *const pn_doc[] = {"COLL", "DOC"};
+static const char *const pn_filter[] = {"COLL", "FILTER"};
+static const char *const pn_update[] = {"COLL", "FILTER", "UPDATE"};
+static const char *const pn_keys[] = {"COLL", "KEYS"};
+
+int dtx__cmd_insert(dtx_cli_t *cli, int argc, char **argv) {
+  args_t a = {.allowed = 0, .posnames = pn_doc, .minpos = 2, .maxpos = -1};
+  json_t *docs = NULL, *ids = NULL;
+  int ec = parse_args(&a, argc, argv);
+  if (ec || (ec = check_coll(a.pos[0])))
+    goto out;
+  if (!(docs = json_array())) {
+    ec = dtx__cli_fail(DTX_ENOMEM);
+    goto out;
+  }
+  for (int i = 1; i < a.npos; i++) {
+    char what[32];
+    snprintf(what, sizeof what, a.npos > 2 ? "DOC %d" : "DOC", i);
+    json_t *d = dtx__cli_json(a.pos[i], what);
+    if (!d) {
+      ec = DTX_EXIT_USAGE;
+      goto out;
+    }
+    json_array_append_new(docs, d);
+    json_t *id = json_object_get(d, "_id");
+    int rc = 0;
+    if (!json_is_object(d))
+      rc = dtx__err(DTX_EINVAL, "%s must be a JSON object", what);
+    else if (id && (rc = dtx__id_check(id)) < 0)
+      rc = dtx__err_wrap(rc, "%s", what);
+    if (rc < 0) {
+      ec = dtx__cli_fail(rc);
+      goto out;
+    }
+  }
+  dtx_store_t *st = dtx__cli_store(cli, &ec);
+  if (!st)
+    goto out;
+  size_t n = 0;
+  int rc = dtx_store_insert_many(st, a.pos[0], docs, &n, &ids);
+  for (size_t i = 0; i < json_array_size(ids); i++)
+    dtx__cli_print_json(json_array_get(ids, i));
+  if (rc < 0)
+    ec = dtx__cli_fail(rc);
+out:
+  json_decref(docs);
+  json_decref(ids);
+  free(a.pos);
+  return ec;
+}
+
+int dtx__cmd_find(dtx_cli_t *cli, int argc, char **argv) {
+  args_t a = {.allowed = O_SORT | O_LIMIT | O_SKIP | O_PROJECT,
+              .posnames = pn_filter, .minpos = 1, .maxpos = 2};
+  json_t *filter = NULL, *sort = NULL, *proj = NULL, *docs = NULL;
+  dtx_find_opts_t fo = {0};
+  int ec = parse_args(&a, argc, argv);
+  if (ec || (ec = opt_count(&a, O_LIMIT, &fo.limit)) ||
+      (ec = opt_count(&a, O_SKIP, &fo.skip)) || (ec = check_coll(a.pos[0])) ||
+      (ec = parse_filter(a.npos > 1 ? a.pos[1] : NULL, &filter)) ||
+      (ec = parse_sort(&a, &sort)) || (ec = parse_projection(&a, &proj)))
+    goto out;
+  fo.sort = sort;
+  fo.projection = proj;
+  dtx_store_t *st = dtx__cli_store(cli, &ec);
+  if (!st)
+    goto out;
+  int rc = dtx_store_find(st, a.pos[0], filter, &fo, &docs);
+  if (rc < 0) {
+    ec = dtx__cli_fail(rc);
+    goto out;
+  }
+  for (size_t i = 0; i < json_array_size(docs); i++)
+    dtx__cli_print_json(json_array_get(docs, i));
+out:
+  json_decref(filter);
+  json_decref(sort);
+  json_decref(proj);
+  json_decref(docs);
+  free(a.pos);
+  return ec;
+}
+
+int dtx__cmd_count(dtx_cli_t *cli, int argc, char **argv) {
+  args_t a = {.posnames = pn_filter, .minpos = 1, .maxpos = 2};
+  json_t *filter = NULL;
+  int ec = parse_args(&a, argc, argv);
+  if (ec || (ec = check_coll(a.pos[0])) ||
+      (ec = parse_filter(a.npos > 1 ? a.pos[1] : NULL, &filter)))
+    goto out;
+  dtx_store_t *st = dtx__cli_store(cli, &ec);
+  if (!st)
+    goto out;
+  int64_t n;
+  int rc = dtx_store_count(st, a.pos[0], filter, &n);
+  if (rc < 0)
+    ec = dtx__cli_fail(rc);
+  else
+    printf("%lld\n", (long long)n);
+out:
+  json_decref(filter);
+  free(a.pos);
+  return ec;
+}
+
+int dtx__cmd_update(dtx_cli_t *cli, int argc, char **argv) {
+  args_t a = {.allowed = O_MANY | O_UPSERT, .posnames = pn_update,
+              .minpos = 3, .maxpos = 3};
+  json_t *filter = NULL, *update = NULL;
+  int ec = parse_args(&a, argc, argv);
+  if (ec || (ec = check_coll(a.pos[0])) ||
+      (ec = parse_filter(a.pos[1], &filter)) ||
+      (ec = parse_update(a.pos[2], (a.given & O_MANY) != 0, &update)))
+    goto out;
+  dtx_store_t *st = dtx__cli_store(cli, &ec);
+  if (!st)
+    goto out;
+  dtx_update_opts_t uo = {(a.given & O_MANY) != 0, (a.given & O_UPSERT) != 0};
+  dtx_update_result_t res;
+  int rc = dtx_store_update(st, a.pos[0], filter, update, &uo, &res);
+  if (rc < 0) {
+    ec = dtx__cli_fail(rc);
+    goto out;
+  }
+  json_t *r = json_pack("{sIsI}", "matched", (json_int_t)res.matched,
+                        "modified", (json_int_t)res.modified);
+  if (r && res.upserted_id)
+    json_object_set(r, "upserted", res.upserted_id);
+  dtx__cli_print_json(r);
+  json_decref(r);
+  json_decref(res.upserted_id);
+out:
+  json_decref(filter);
+  json_decref(update);
+  free(a.pos);
+  return ec;
+}
+
+int dtx__cmd_find_and_modify(dtx_cli_t *cli, int argc, char **argv) {
+  args_t a = {.allowed = O_SORT | O_NEW | O_UPSERT, .posnames = pn_update,
+              .minpos = 3, .maxpos = 3};
+  json_t *filter = NULL, *update = NULL, *sort = NULL, *doc = NULL;
+  int ec = parse_args(&a, argc, argv);
+  if (ec || (ec = check_coll(a.pos[0])) ||
+      (ec = parse_filter(a.pos[1], &filter)) ||
+      (ec = parse_update(a.pos[2], 0, &update)) ||
+      (ec = parse_sort(&a, &sort)))
+    goto out;
+  dtx_store_t *st = dtx__cli_store(cli, &ec);
+  if (!st)
+    goto out;
+  dtx_fam_opts_t fo = {.sort = sort,
+                       .upsert = (a.given & O_UPSERT) != 0,
+                       .return_new = (a.given & O_NEW) != 0};
+  int rc =
+      dtx_store_find_one_and_update(st, a.pos[0], filter, update, &fo, &doc);
+  if (rc == DTX_ENOMATCH) {
+    ec = DTX_EXIT_NOMATCH; /* silent, like grep: the exit code says it */
+    goto out;
+  }
+  if (rc < 0) {
+    ec = dtx__cli_fail(rc);
+    goto out;
+  }
+  if (doc)
+    dtx__cli_print_json(doc);
+  else
+    puts("null"); /* upserted, and there was no document before */
+out:
+  json_decref(filter);
+  json_decref(update);
+  json_decref(sort);
+  json_decref(doc);
+  free(a.pos);
+  return ec;
+}
+
+int dtx__cmd_delete(dtx_cli_t *cli, int argc, char **argv) {
+  args_t a = {.allowed = O_MANY, .posnames = pn_filter, .minpos = 2,
+              .maxpos = 2};
+  json_t *filter = NULL;
+  int ec = parse_args(&a, argc, argv);
+  if (ec || (ec = check_coll(a.pos[0])) ||
+      (ec = parse_filter(a.pos[1], &filter)))
+    goto out;
+  dtx_store_t *st = dtx__cli_store(cli, &ec);
+  if (!st)
+    goto out;
+  int64_t n = 0;
+  int rc = dtx_store_delete(st, a.pos[0], filter, (a.given & O_MANY) != 0, &n);
+  if (rc < 0)
+    ec = dtx__cli_fail(rc);
+  else
+    printf("{\"deleted\":%lld}\n", (long long)n);
+out:
+  json_decref(filter);
+  free(a.pos);
+  return ec;
+}
+
+int dtx__cmd_index(dtx_cli_t *cli, int argc, char **argv) {
+  args_t a = {.allowed = O_UNIQUE | O_SPARSE, .posnames = pn_keys,
+              .minpos = 2, .maxpos = 2};
+  json_t *keys = NULL;
+  char *name = NULL;
+  int ec = parse_args(&a, argc, argv);
+  if (ec || (ec = check_coll(a.pos[0])))
+    goto out;
+  if (!(keys = dtx__cli_json(a.pos[1], "KEYS"))) {
+    ec = DTX_EXIT_USAGE;
+    goto out;
+  }
+  dtx_index_opts_t io = {(a.given & O_UNIQUE) != 0, (a.given & O_SPARSE) != 0,
+                         NULL};
+  dtx__index_spec_t *spec;
+  int rc = dtx__index_spec_parse(keys, &io, &spec);
+  if (rc < 0) {
+    ec = dtx__cli_fail(rc);
+    goto out;
+  }
+  dtx__index_spec_free(spec);
+  dtx_store_t *st = dtx__cli_store(cli, &ec);
+  if (!st)
+    goto out;
+  if ((rc = dtx_store_create_index(st, a.pos[0], keys, &io, &name)) < 0)
+    ec = dtx__cli_fail(rc);
+  else
+    puts(name);
+out:
+  json_decref(keys);
+  free(name);
+  free(a.pos);
+  return ec;
+}
+
+/* indexes and drop take just COLL. */
+static int coll_only(dtx_cli_t *cli, int argc, char **argv, int list) {
+  args_t a = {.posnames = pn_coll, .minpos = 1, .maxpos = 1};
+  json_t *out = NULL;
+  int ec = parse_args(&a, argc, argv);
+  if (ec || (ec = check_coll(a.pos[0])))
+    goto done;
+  dtx_store_t *st = dtx__cli_store(cli, &ec);
+  if (!st)
+    goto done;
+  int rc = list ? dtx_store_list_indexes(st, a.pos[0], &out)
+                : dtx_store_drop_collection(st, a.pos[0]);
+  if (rc < 0) {
+    ec = dtx__cli_fail(rc);
+    goto done;
+  }
+  for (size_t i = 0; i < json_array_size(out); i++)
+    dtx__cli_print_json(json_array_get(out, i));
+done:
+  json_decref(out);
+  free(a.pos);
+  return ec;
+}
+
+int dtx__cmd_indexes(dtx_cli_t *cli, int argc, char **argv) {
+  return coll_only(cli, argc, argv, 1);
+}
+
+int dtx__cmd_drop(dtx_cli_t *cli, int argc, char **argv) {
+  return coll_only(cli, argc, argv, 0);
+}
+
+int dtx__cmd_collections(dtx_cli_t *cli, int argc, char **argv) {
+  args_t a = {.minpos = 0, .maxpos = 0};
+  json_t *names = NULL;
+  int ec = parse_args(&a, argc, argv);
+  if (ec)
+    goto out;
+  dtx_store_t *st = dtx__cli_store(cli, &ec);
+  if (!st)
+    goto out;
+  int rc = dtx_store_list_collections(st, &names);
+  if (rc < 0) {
+    ec = dtx__cli_fail(rc);
+    goto out;
+  }
+  /* Plain names: they are [A-Za-z0-9_.-] only, and shell loops want them
+   * unquoted. */
+  for (size_t i = 0; i < json_array_size(names); i++)
+    puts(json_string_value(json_array_get(names, i)));
+out:
+  json_decref(names);
+  free(a.pos);
+  return ec;
+}

@@ -1,0 +1,735 @@
+/* filter.c -- compiling and matching MongoDB filter documents.
+ *
+ * A filter is compiled once into an immutable tree of nodes and then matched
+ * against every candidate document of a store operation, possibly from many
+ * threads at once.  Matching never allocates and never writes to the tree.
+ *
+ * The tree has two levels, mirroring MongoDB's MatchExpression:
+ *  - document nodes (AND, OR, NOR, NOT, PATH) answer "does this document
+ *    match?".  A PATH node walks a dotted path (path.c) and matches when
+ *    any value the path reaches satisfies its predicate.
+ *  - value nodes (EQ, LT, LTE, GT, GTE, IN, EXISTS, SIZE, ELEM_OBJ,
+ *    ELEM_VAL, and AND/NOT over them) answer "does this single value
+ *    match?"; NULL stands for a missing value.
+ * Negative operators are NOT around a PATH, not a negated predicate:
+ * {a: {$ne: 1}} means "no value at a equals 1", so [1, 2] does not match.
+ * Inside $elemMatch's value form ({$elemMatch: {$gte: 80, $lt: 85}}) there
+ * is no path, and the operators become value nodes applied to each element.
+ *
+ * Each operator of {a: {$gt: 1, $lt: 5}} is its own PATH node, so different
+ * array elements may satisfy different operators, exactly as in MongoDB;
+ * $elemMatch is the way to demand a single element.
+ */
+#include "doc/doc.h"
+#include "util/err.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* From path.c (doc.h has no slot for the shared walker yet). */
+enum { DTX__LEAF_WHOLE = 0, DTX__LEAF_EXPAND = 1, DTX__LEAF_ELEMS = 2 };
+typedef int (*dtx__path_visit_fn)(void *ctx, const json_t *v, int empty_leaf);
+int dtx__path_walk(const char *path, const json_t *doc, int leaf_mode,
+                   dtx__path_visit_fn fn, void *ctx);
+
+/* MongoDB refuses filters nested deeper than 100 levels; so do we, which
+ * also bounds the recursion of compile and match. */
+#define MAX_DEPTH 100
+
+typedef enum kind {
+  K_TRUE,
+  K_FALSE,
+  K_AND,
+  K_OR,
+  K_NOR,
+  K_NOT,
+  K_PATH,
+  K_EQ,
+  K_LT,
+  K_LTE,
+  K_GT,
+  K_GTE,
+  K_IN,
+  K_EXISTS,
+  K_SIZE,
+  K_ELEM_OBJ, /* some element, an object or array, matches a sub-filter */
+  K_ELEM_VAL, /* some element satisfies all value predicates */
+} kind_t;
+
+typedef struct node {
+  kind_t kind;
+  size_t nkids;
+  struct node **kids; /* logical operands; PATH/ELEM_*: kids[0] */
+  char *path;         /* PATH: validated dotted path (owned) */
+  int leaf_mode;      /* PATH: DTX__LEAF_EXPAND or DTX__LEAF_WHOLE */
+  json_t *arg;        /* EQ, LT..GTE: deep copy of the operand */
+  json_t **vals;      /* IN: deep copies, sorted by dtx__value_cmp */
+  size_t nvals;
+  int has_null; /* IN: null is listed, so a missing value matches */
+  json_int_t size;
+} node_t;
+
+struct dtx__filter {
+  node_t *root;
+};
+
+/* ---- building nodes ---------------------------------------------------- */
+
+static void node_free(node_t *n) {
+  if (!n)
+    return;
+  for (size_t i = 0; i < n->nkids; i++)
+    node_free(n->kids[i]);
+  free(n->kids);
+  free(n->path);
+  json_decref(n->arg);
+  for (size_t i = 0; i < n->nvals; i++)
+    json_decref(n->vals[i]);
+  free(n->vals);
+  free(n);
+}
+
+static node_t *node_new(kind_t kind) {
+  node_t *n = calloc(1, sizeof *n);
+  if (n)
+    n->kind = kind;
+  return n;
+}
+
+/* Appends kid to n (taking ownership either way). */
+static int node_add(node_t *n, node_t *kid) {
+  if (!kid)
+    return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
+  node_t **k = realloc(n->kids, (n->nkids + 1) * sizeof *k);
+  if (!k) {
+    node_free(kid);
+    return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
+  }
+  n->kids = k;
+  n->kids[n->nkids++] = kid;
+  return 0;
+}
+
+/* An AND of one operand is that operand; saves a level on every match. */
+static node_t *simplify(node_t *n) {
+  if (n && n->kind == K_AND && n->nkids == 1) {
+    node_t *k = n->kids[0];
+    n->nkids = 0;
+    node_free(n);
+    return k;
+  }
+  return n;
+}
+
+/* Wraps kid in a new node of kind; kid is consumed even on failure. */
+static node_t *wrap1(kind_t kind, node_t *kid) {
+  if (!kid)
+    return NULL;
+  node_t *n = node_new(kind);
+  if (!n) {
+    node_free(kid);
+    return NULL;
+  }
+  if (node_add(n, kid)) {
+    free(n);
+    return NULL;
+  }
+  return n;
+}
+
+static node_t *leaf_arg(kind_t kind, const json_t *arg) {
+  node_t *n = node_new(kind);
+  if (!n)
+    return NULL;
+  n->arg = json_deep_copy(arg);
+  if (!n->arg) {
+    free(n);
+    return NULL;
+  }
+  return n;
+}
+
+static node_t *path_node(const char *path, int leaf_mode, node_t *pred) {
+  node_t *n = wrap1(K_PATH, pred);
+  if (!n)
+    return NULL;
+  n->leaf_mode = leaf_mode;
+  n->path = strdup(path);
+  if (!n->path) {
+    node_free(n);
+    return NULL;
+  }
+  return n;
+}
+
+/* ---- compiling ---------------------------------------------------------- */
+
+/* Where an operator appears, for error details. */
+typedef struct ctx {
+  const char *path; /* the field path ("" at top level) */
+  int value_level;  /* inside $elemMatch's value form: no path to walk */
+  int depth;
+} ctx_t;
+
+static int compile_query(const json_t *q, int depth, node_t **out);
+
+static int is_op(const char *key) { return key[0] == '$'; }
+
+static const char *where(const ctx_t *c) {
+  return c->path[0] ? c->path : "top level";
+}
+
+/* MongoDB operators doctx knows about but does not implement get their own
+ * message, so a user knows the filter is valid MongoDB, just unsupported. */
+static int unsupported(const char *op) {
+  static const char *const ops[] = {
+      "$regex",         "$options",      "$mod",         "$type",
+      "$text",          "$where",        "$expr",        "$jsonSchema",
+      "$geoWithin",     "$geoIntersects", "$near",       "$nearSphere",
+      "$bitsAllSet",    "$bitsAllClear", "$bitsAnySet",  "$bitsAnyClear",
+      "$sampleRate",    "$within",       "$box",         "$center",
+      "$centerSphere",  "$polygon",      "$geometry",    "$maxDistance",
+      "$minDistance",   "$uniqueDocs",   "$eqStr",       "$search",
+  };
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+    if (!strcmp(op, ops[i]))
+      return 1;
+  return 0;
+}
+
+static int bad_op(const ctx_t *c, const char *op) {
+  if (unsupported(op))
+    return dtx__err(DTX_EBADQUERY, "unsupported operator %s at %s", op,
+                    where(c));
+  return dtx__err(DTX_EBADQUERY, "unknown operator %s at %s", op, where(c));
+}
+
+/* 1 when v is an object with any '$'-prefixed key. */
+static int has_op_key(const json_t *v) {
+  const char *k;
+  json_t *x;
+  if (!json_is_object(v))
+    return 0;
+  json_object_foreach((json_t *)v, k, x) {
+    if (is_op(k))
+      return 1;
+  }
+  return 0;
+}
+
+/* {a: {$gt: 1, b: 2}} is ambiguous (operators or a literal subdocument?);
+ * MongoDB guesses from the first key, we refuse. */
+static int check_opdoc(const ctx_t *c, const json_t *v, const char *opname) {
+  const char *k;
+  json_t *x;
+  json_object_foreach((json_t *)v, k, x) {
+    if (!is_op(k)) {
+      if (opname)
+        return dtx__err(DTX_EBADQUERY,
+                        "%s needs an operator document at %s, found field %s",
+                        opname, where(c), k);
+      return dtx__err(DTX_EBADQUERY,
+                      "cannot mix operators and fields (%s) at %s", k,
+                      where(c));
+    }
+  }
+  return 0;
+}
+
+static int cmp_ptr(const void *a, const void *b) {
+  return dtx__value_cmp(*(json_t *const *)a, *(json_t *const *)b);
+}
+
+/* $in keeps its operands sorted so membership is a binary search, which
+ * matters for {_id: {$in: [... thousands of ids ...]}}. */
+static int compile_in(const ctx_t *c, const char *op, const json_t *arg,
+                      node_t **out) {
+  if (!json_is_array(arg))
+    return dtx__err(DTX_EBADQUERY, "%s needs an array at %s", op, where(c));
+  node_t *n = node_new(K_IN);
+  size_t cnt = json_array_size(arg);
+  if (!n || (cnt && !(n->vals = calloc(cnt, sizeof *n->vals)))) {
+    free(n);
+    return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
+  }
+  for (size_t i = 0; i < cnt; i++) {
+    const json_t *e = json_array_get(arg, i);
+    if (has_op_key(e)) {
+      node_free(n);
+      return dtx__err(DTX_EBADQUERY, "cannot nest $ under %s at %s", op,
+                      where(c));
+    }
+    if (json_is_null(e))
+      n->has_null = 1;
+    if (!(n->vals[n->nvals] = json_deep_copy(e))) {
+      node_free(n);
+      return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
+    }
+    n->nvals++;
+  }
+  if (n->nvals > 1)
+    qsort(n->vals, n->nvals, sizeof *n->vals, cmp_ptr);
+  *out = n;
+  return 0;
+}
+
+static int compile_ops(const ctx_t *c, const json_t *opdoc, node_t **out);
+
+/* $elemMatch's argument is a query on each element ({product: "x"}) unless
+ * its first key is a field operator ({$gte: 80}); $and/$or/$nor keep it a
+ * query, as in MongoDB. */
+static int compile_elem_match(const ctx_t *c, const json_t *arg,
+                              node_t **out) {
+  if (!json_is_object(arg))
+    return dtx__err(DTX_EBADQUERY, "$elemMatch needs an object at %s",
+                    where(c));
+  void *it = json_object_iter((json_t *)arg);
+  const char *first = it ? json_object_iter_key(it) : NULL;
+  int value_form = first && is_op(first) && strcmp(first, "$and") &&
+                   strcmp(first, "$or") && strcmp(first, "$nor");
+  node_t *sub = NULL;
+  int rc;
+  if (value_form) {
+    ctx_t vc = {c->path, 1, c->depth + 1};
+    if ((rc = check_opdoc(&vc, arg, NULL)))
+      return rc;
+    rc = compile_ops(&vc, arg, &sub);
+  } else {
+    rc = compile_query(arg, c->depth + 1, &sub);
+    if (rc)
+      dtx__err_wrap(rc, "in $elemMatch at %s", where(c));
+  }
+  if (rc)
+    return rc;
+  *out = wrap1(value_form ? K_ELEM_VAL : K_ELEM_OBJ, sub);
+  if (!*out)
+    return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
+  return 0;
+}
+
+/* Wraps a value predicate for its level: at document level it becomes a
+ * PATH node (negated outside the walk for $ne/$nin/$exists:false); inside
+ * $elemMatch's value form it applies to the element directly. */
+static int finish(const ctx_t *c, node_t *pred, int negate, int leaf_mode,
+                  node_t **out) {
+  node_t *n = pred;
+  if (!c->value_level)
+    n = path_node(c->path, leaf_mode, pred);
+  if (n && negate)
+    n = wrap1(K_NOT, n);
+  if (!n)
+    return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
+  *out = n;
+  return 0;
+}
+
+static int compile_all(const ctx_t *c, const json_t *arg, node_t **out) {
+  if (!json_is_array(arg))
+    return dtx__err(DTX_EBADQUERY, "$all needs an array at %s", where(c));
+  size_t cnt = json_array_size(arg);
+  if (cnt == 0) /* MongoDB: $all: [] matches no document */
+    return (*out = node_new(K_FALSE)) ? 0
+                                      : dtx__err(DTX_ENOMEM, "out of memory");
+  int nelem = 0;
+  for (size_t i = 0; i < cnt; i++) {
+    const json_t *e = json_array_get(arg, i);
+    if (!has_op_key(e))
+      continue;
+    if (json_object_size(e) != 1 || !json_object_get(e, "$elemMatch"))
+      return dtx__err(DTX_EBADQUERY, "no $ expressions in $all at %s",
+                      where(c));
+    nelem++;
+  }
+  if (nelem && (size_t)nelem != cnt)
+    return dtx__err(DTX_EBADQUERY,
+                    "$all mixes $elemMatch and values at %s", where(c));
+  node_t *and = node_new(K_AND);
+  if (!and)
+    return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
+  for (size_t i = 0; i < cnt; i++) {
+    const json_t *e = json_array_get(arg, i);
+    node_t *kid = NULL;
+    int rc;
+    if (nelem) {
+      rc = compile_elem_match(c, json_object_get(e, "$elemMatch"), &kid);
+      if (!rc)
+        rc = finish(c, kid, 0, DTX__LEAF_WHOLE, &kid);
+    } else {
+      kid = leaf_arg(K_EQ, e);
+      rc = kid ? finish(c, kid, 0, DTX__LEAF_EXPAND, &kid)
+               : dtx__err(DTX_ENOMEM, "out of memory compiling filter");
+    }
+    if (rc || (rc = node_add(and, kid))) {
+      node_free(and);
+      return rc;
+    }
+  }
+  *out = simplify(and);
+  return 0;
+}
+
+static int compile_size(const ctx_t *c, const json_t *arg, node_t **out) {
+  json_int_t size = -1;
+  if (json_is_integer(arg)) {
+    size = json_integer_value(arg);
+  } else if (json_is_real(arg)) {
+    double d = json_real_value(arg);
+    if (d >= 0 && d < 9.2e18 && d == (double)(json_int_t)d)
+      size = (json_int_t)d;
+  }
+  if (size < 0)
+    return dtx__err(DTX_EBADQUERY,
+                    "$size needs a non-negative integer at %s", where(c));
+  node_t *n = node_new(K_SIZE);
+  if (!n)
+    return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
+  n->size = size;
+  return finish(c, n, 0, DTX__LEAF_WHOLE, out);
+}
+
+static int compile_op(const ctx_t *c, const char *op, const json_t *arg,
+                      node_t **out) {
+  static const struct {
+    const char *name;
+    kind_t kind;
+    int negate;
+  } cmps[] = {{"$eq", K_EQ, 0},  {"$ne", K_EQ, 1},   {"$lt", K_LT, 0},
+              {"$lte", K_LTE, 0}, {"$gt", K_GT, 0},  {"$gte", K_GTE, 0}};
+  node_t *n = NULL;
+  int rc;
+  *out = NULL;
+  if (c->depth > MAX_DEPTH)
+    return dtx__err(DTX_EBADQUERY, "filter nested deeper than %d at %s",
+                    MAX_DEPTH, where(c));
+  for (size_t i = 0; i < sizeof cmps / sizeof cmps[0]; i++) {
+    if (strcmp(op, cmps[i].name))
+      continue;
+    if (!(n = leaf_arg(cmps[i].kind, arg)))
+      return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
+    return finish(c, n, cmps[i].negate, DTX__LEAF_EXPAND, out);
+  }
+  if (!strcmp(op, "$in") || !strcmp(op, "$nin")) {
+    if ((rc = compile_in(c, op, arg, &n)))
+      return rc;
+    return finish(c, n, op[1] == 'n', DTX__LEAF_EXPAND, out);
+  }
+  if (!strcmp(op, "$exists")) {
+    int want;
+    if (json_is_boolean(arg))
+      want = json_is_true(arg);
+    else if (json_is_integer(arg))
+      want = json_integer_value(arg) != 0;
+    else if (json_is_real(arg))
+      want = json_real_value(arg) != 0;
+    else
+      return dtx__err(DTX_EBADQUERY, "$exists needs a boolean at %s",
+                      where(c));
+    if (!(n = node_new(K_EXISTS)))
+      return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
+    return finish(c, n, !want, DTX__LEAF_EXPAND, out);
+  }
+  if (!strcmp(op, "$size"))
+    return compile_size(c, arg, out);
+  if (!strcmp(op, "$elemMatch")) {
+    if ((rc = compile_elem_match(c, arg, &n)))
+      return rc;
+    return finish(c, n, 0, DTX__LEAF_WHOLE, out);
+  }
+  if (!strcmp(op, "$all"))
+    return compile_all(c, arg, out);
+  if (!strcmp(op, "$not")) {
+    if (!json_is_object(arg) || json_object_size(arg) == 0)
+      return dtx__err(DTX_EBADQUERY,
+                      "$not needs a non-empty operator document at %s",
+                      where(c));
+    if ((rc = check_opdoc(c, arg, "$not")))
+      return rc;
+    ctx_t nc = {c->path, c->value_level, c->depth + 1};
+    if ((rc = compile_ops(&nc, arg, &n)))
+      return rc;
+    if (!(*out = wrap1(K_NOT, n)))
+      return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
+    return 0;
+  }
+  return bad_op(c, op);
+}
+
+/* An operator document: every key is an operator, and all must hold. */
+static int compile_ops(const ctx_t *c, const json_t *opdoc, node_t **out) {
+  node_t *and = node_new(K_AND);
+  const char *op;
+  json_t *arg;
+  if (!and)
+    return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
+  json_object_foreach((json_t *)opdoc, op, arg) {
+    node_t *kid;
+    int rc = compile_op(c, op, arg, &kid);
+    if (rc || (rc = node_add(and, kid))) {
+      node_free(and);
+      return rc;
+    }
+  }
+  *out = simplify(and);
+  return 0;
+}
+
+static int compile_field(const char *path, const json_t *v, int depth,
+                         node_t **out) {
+  ctx_t c = {path, 0, depth};
+  int rc = dtx__path_check(path, DTX_EBADQUERY);
+  if (rc)
+    return rc;
+  if (has_op_key(v)) {
+    if ((rc = check_opdoc(&c, v, NULL)))
+      return rc;
+    return compile_ops(&c, v, out);
+  }
+  node_t *eq = leaf_arg(K_EQ, v);
+  if (!eq)
+    return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
+  return finish(&c, eq, 0, DTX__LEAF_EXPAND, out);
+}
+
+static int compile_logical(const char *op, const json_t *arg, int depth,
+                           node_t **out) {
+  kind_t kind = !strcmp(op, "$and") ? K_AND : !strcmp(op, "$or") ? K_OR
+                                                                   : K_NOR;
+  if (!json_is_array(arg) || json_array_size(arg) == 0)
+    return dtx__err(DTX_EBADQUERY, "%s needs a non-empty array", op);
+  node_t *n = node_new(kind);
+  if (!n)
+    return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
+  for (size_t i = 0; i < json_array_size(arg); i++) {
+    const json_t *q = json_array_get(arg, i);
+    node_t *kid;
+    int rc;
+    if (!json_is_object(q)) {
+      node_free(n);
+      return dtx__err(DTX_EBADQUERY, "%s entries must be objects (entry %zu)",
+                      op, i);
+    }
+    if ((rc = compile_query(q, depth + 1, &kid)) || (rc = node_add(n, kid))) {
+      node_free(n);
+      return rc;
+    }
+  }
+  *out = kind == K_AND ? simplify(n) : n;
+  return 0;
+}
+
+/* A query document: {field: value-or-operators, $and: [...], ...}, all of
+ * which must hold.  The empty query matches everything. */
+static int compile_query(const json_t *q, int depth, node_t **out) {
+  const char *key;
+  json_t *v;
+  *out = NULL;
+  if (!json_is_object(q))
+    return dtx__err(DTX_EBADQUERY, "filter must be an object");
+  if (depth > MAX_DEPTH)
+    return dtx__err(DTX_EBADQUERY, "filter nested deeper than %d",
+                    MAX_DEPTH);
+  node_t *and = node_new(K_AND);
+  if (!and)
+    return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
+  json_object_foreach((json_t *)q, key, v) {
+    node_t *kid = NULL;
+    int rc;
+    if (!strcmp(key, "$comment"))
+      continue; /* MongoDB allows a comment anywhere a query is */
+    if (!strcmp(key, "$and") || !strcmp(key, "$or") || !strcmp(key, "$nor")) {
+      rc = compile_logical(key, v, depth, &kid);
+    } else if (is_op(key)) {
+      ctx_t top = {"", 0, depth};
+      rc = bad_op(&top, key);
+    } else {
+      rc = compile_field(key, v, depth, &kid);
+    }
+    if (rc || (rc = node_add(and, kid))) {
+      node_free(and);
+      return rc;
+    }
+  }
+  if (and->nkids == 0) {
+    and->kind = K_TRUE;
+    *out = and;
+    return 0;
+  }
+  *out = simplify(and);
+  return 0;
+}
+
+int dtx__filter_compile(const json_t *spec, dtx__filter_t **out) {
+  *out = NULL;
+  dtx__filter_t *f = calloc(1, sizeof *f);
+  if (!f)
+    return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
+  int rc = spec ? compile_query(spec, 0, &f->root)
+                : ((f->root = node_new(K_TRUE))
+                       ? 0
+                       : dtx__err(DTX_ENOMEM, "out of memory"));
+  if (rc) {
+    free(f);
+    return rc;
+  }
+  *out = f;
+  return 0;
+}
+
+void dtx__filter_free(dtx__filter_t *f) {
+  if (!f)
+    return;
+  node_free(f->root);
+  free(f);
+}
+
+/* ---- matching ----------------------------------------------------------- */
+
+static int match_doc(const node_t *n, const json_t *doc);
+static int match_val(const node_t *n, const json_t *v);
+
+static int in_set(const node_t *n, const json_t *v) {
+  size_t lo = 0, hi = n->nvals;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int r = dtx__value_cmp(n->vals[mid], v);
+    if (r == 0)
+      return 1;
+    if (r < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return 0;
+}
+
+/* Range operators compare only within a type bracket ({$gt: 1} never
+ * matches a string).  The one cross-bracket case is null: $lte/$gte null
+ * match a missing value just as $eq null does, per MongoDB. */
+static int match_cmp(const node_t *n, const json_t *v) {
+  if (!v)
+    return json_is_null(n->arg) && (n->kind == K_LTE || n->kind == K_GTE);
+  if (dtx__value_bracket(v) != dtx__value_bracket(n->arg))
+    return 0;
+  int r = dtx__value_cmp(v, n->arg);
+  switch (n->kind) {
+  case K_LT:
+    return r < 0;
+  case K_LTE:
+    return r <= 0;
+  case K_GT:
+    return r > 0;
+  default:
+    return r >= 0;
+  }
+}
+
+/* Equality is by far the most common test (ids, states, account names);
+ * same-typed strings and integers skip the general ordering. */
+static int equal(const json_t *v, const json_t *arg) {
+  if (json_typeof(v) == json_typeof(arg)) {
+    if (json_is_string(v))
+      return json_string_length(v) == json_string_length(arg) &&
+             !memcmp(json_string_value(v), json_string_value(arg),
+                     json_string_length(v));
+    if (json_is_integer(v))
+      return json_integer_value(v) == json_integer_value(arg);
+  }
+  return dtx__value_cmp(v, arg) == 0;
+}
+
+static int match_val(const node_t *n, const json_t *v) {
+  switch (n->kind) {
+  case K_TRUE:
+    return 1;
+  case K_FALSE:
+    return 0;
+  case K_AND:
+    for (size_t i = 0; i < n->nkids; i++)
+      if (!match_val(n->kids[i], v))
+        return 0;
+    return 1;
+  case K_OR:
+    for (size_t i = 0; i < n->nkids; i++)
+      if (match_val(n->kids[i], v))
+        return 1;
+    return 0;
+  case K_NOR:
+    for (size_t i = 0; i < n->nkids; i++)
+      if (match_val(n->kids[i], v))
+        return 0;
+    return 1;
+  case K_NOT:
+    return !match_val(n->kids[0], v);
+  case K_EQ:
+    if (!v)
+      return json_is_null(n->arg);
+    return equal(v, n->arg);
+  case K_LT:
+  case K_LTE:
+  case K_GT:
+  case K_GTE:
+    return match_cmp(n, v);
+  case K_IN:
+    return v ? in_set(n, v) : n->has_null;
+  case K_EXISTS:
+    return v != NULL;
+  case K_SIZE:
+    return json_is_array(v) && json_array_size(v) == (size_t)n->size;
+  case K_ELEM_OBJ:
+    for (size_t i = 0; json_is_array(v) && i < json_array_size(v); i++) {
+      const json_t *e = json_array_get(v, i);
+      if ((json_is_object(e) || json_is_array(e)) &&
+          match_doc(n->kids[0], e))
+        return 1;
+    }
+    return 0;
+  case K_ELEM_VAL:
+    for (size_t i = 0; json_is_array(v) && i < json_array_size(v); i++)
+      if (match_val(n->kids[0], json_array_get(v, i)))
+        return 1;
+    return 0;
+  case K_PATH:
+    return 0; /* not a value predicate; compile never puts one here */
+  }
+  return 0;
+}
+
+static int visit_pred(void *ctx, const json_t *v, int empty_leaf) {
+  (void)empty_leaf;
+  return match_val((const node_t *)ctx, v);
+}
+
+static int match_doc(const node_t *n, const json_t *doc) {
+  switch (n->kind) {
+  case K_TRUE:
+    return 1;
+  case K_AND:
+    for (size_t i = 0; i < n->nkids; i++)
+      if (!match_doc(n->kids[i], doc))
+        return 0;
+    return 1;
+  case K_OR:
+    for (size_t i = 0; i < n->nkids; i++)
+      if (match_doc(n->kids[i], doc))
+        return 1;
+    return 0;
+  case K_NOR:
+    for (size_t i = 0; i < n->nkids; i++)
+      if (match_doc(n->kids[i], doc))
+        return 0;
+    return 1;
+  case K_NOT:
+    return !match_doc(n->kids[0], doc);
+  case K_PATH:
+    return dtx__path_walk(n->path, doc, n->leaf_mode, visit_pred,
+                          (void *)n->kids[0]) != 0;
+  default:
+    return 0; /* K_FALSE, and value predicates never reach this level */
+  }
+}
+
+int dtx__filter_match(const dtx__filter_t *f, const json_t *doc) {
+  if (!f)
+    return 1;
+  return match_doc(f->root, doc);
+}

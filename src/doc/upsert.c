@@ -1,0 +1,199 @@
+/* upsert.c -- the base document of an upsert, built from its filter.
+ *
+ * When an update with upsert matches nothing, MongoDB inserts a document
+ * made of the filter's equality conditions with the update applied on top.
+ * dtx__upsert_seed() builds that base: top-level {path: value} and
+ * {path: {$eq: value}} conditions, also inside $and (at any depth), with
+ * dotted paths expanded into nested objects ({"x.y":1} -> {x:{y:1}}).
+ * Every other condition ($gt, $in, $or, $elemMatch ...) says nothing
+ * definite about the value and is ignored.  Two equalities on the same path,
+ * or on a path and its prefix ({a:1, "a.b":2}), cannot both be honoured and
+ * are DTX_EBADQUERY, as in MongoDB.
+ *
+ * The caller applies the update to the seed with dtx__update_apply(...,
+ * is_insert=1, ...) so $setOnInsert takes effect, then adds an _id if the
+ * result still lacks one.  _id, when present, is the seed's first field.
+ */
+#include "doc/doc.h"
+#include "util/err.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct seed_eq {
+  const char *path;    /* borrowed from the filter */
+  const json_t *value; /* borrowed from the filter */
+} seed_eq_t;
+
+typedef struct seed_list {
+  seed_eq_t *v;
+  size_t n, cap;
+} seed_list_t;
+
+static int list_add(seed_list_t *l, const char *path, const json_t *value) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 8;
+    seed_eq_t *nv = realloc(l->v, cap * sizeof *nv);
+    if (!nv)
+      return dtx__err(DTX_ENOMEM, "out of memory building upsert document");
+    l->v = nv;
+    l->cap = cap;
+  }
+  l->v[l->n].path = path;
+  l->v[l->n].value = value;
+  l->n++;
+  return 0;
+}
+
+/* An object value is an operator document when its first key starts with
+ * '$' (the filter compiler refuses mixed ones); otherwise it is a literal
+ * to compare whole. */
+static int is_operator_doc(const json_t *v) {
+  void *it;
+  if (!json_is_object(v))
+    return 0;
+  it = json_object_iter((json_t *)v);
+  return it && json_object_iter_key(it)[0] == '$';
+}
+
+static int collect(const json_t *filter, seed_list_t *l, int depth) {
+  const char *k;
+  json_t *v;
+  int rc;
+  if (!json_is_object(filter))
+    return dtx__err(DTX_EBADQUERY, "upsert: filter must be an object");
+  /* The filter compiler bounds nesting too; this keeps a hostile filter
+   * from exhausting the stack even when called on its own. */
+  if (depth > 100)
+    return dtx__err(DTX_EBADQUERY, "upsert: $and nested too deeply");
+  json_object_foreach((json_t *)filter, k, v) {
+    if (k[0] == '$') {
+      size_t i;
+      json_t *e;
+      if (strcmp(k, "$and"))
+        continue;
+      if (!json_is_array(v) || json_array_size(v) == 0)
+        return dtx__err(DTX_EBADQUERY,
+                        "$and: argument must be a non-empty array");
+      json_array_foreach(v, i, e) {
+        if ((rc = collect(e, l, depth + 1)))
+          return rc;
+      }
+      continue;
+    }
+    if ((rc = dtx__path_check(k, DTX_EBADQUERY)))
+      return rc;
+    if (is_operator_doc(v)) {
+      json_t *eq = json_object_get(v, "$eq");
+      if (eq && (rc = list_add(l, k, eq)))
+        return rc;
+    } else if ((rc = list_add(l, k, v))) {
+      return rc;
+    }
+  }
+  return 0;
+}
+
+/* 1 when a equals b or is a prefix of it at a '.' boundary. */
+static int path_covers(const char *a, const char *b) {
+  size_t n = strlen(a);
+  return strncmp(a, b, n) == 0 && (b[n] == '\0' || b[n] == '.');
+}
+
+/* Compares paths segment by segment ('.' sorts below every other byte). */
+static int eq_path_cmp(const void *pa, const void *pb) {
+  const unsigned char *a = (const unsigned char *)((const seed_eq_t *)pa)->path;
+  const unsigned char *b = (const unsigned char *)((const seed_eq_t *)pb)->path;
+  for (;; a++, b++) {
+    unsigned ca = *a == '.' ? 1u : *a ? *a + 1u : 0u;
+    unsigned cb = *b == '.' ? 1u : *b ? *b + 1u : 0u;
+    if (ca != cb)
+      return ca < cb ? -1 : 1;
+    if (!ca)
+      return 0;
+  }
+}
+
+/* Sets value (deep copied) at the dotted path, creating objects on the way.
+ * The conflict check has ruled out running into an existing non-object. */
+static int put_path(json_t *doc, const char *path, const json_t *value) {
+  char *buf = strdup(path), *seg = buf, *dot;
+  json_t *cur = doc;
+  if (!buf)
+    return dtx__err(DTX_ENOMEM, "out of memory building upsert document");
+  while ((dot = strchr(seg, '.'))) {
+    json_t *next;
+    *dot = '\0';
+    next = json_object_get(cur, seg);
+    if (!next) {
+      next = json_object();
+      if (!next || json_object_set_new(cur, seg, next))
+        goto nomem;
+    }
+    cur = next;
+    seg = dot + 1;
+  }
+  if (json_object_set_new(cur, seg, json_deep_copy(value)))
+    goto nomem;
+  free(buf);
+  return 0;
+nomem:
+  free(buf);
+  return dtx__err(DTX_ENOMEM, "out of memory building upsert document");
+}
+
+int dtx__upsert_seed(const json_t *filter, json_t **out) {
+  seed_list_t l = {0};
+  seed_eq_t *sorted = NULL;
+  json_t *doc = NULL;
+  size_t i;
+  int rc;
+
+  if (!out)
+    return dtx__err(DTX_EINVAL, "upsert: NULL out-parameter");
+  *out = NULL;
+  if (filter && (rc = collect(filter, &l, 0)))
+    goto done;
+  /* In segment order a path sits right before the paths it prefixes, so
+   * comparing neighbours finds every conflict.  Sort a copy: the seed keeps
+   * the filter's field order. */
+  if (l.n > 1) {
+    sorted = malloc(l.n * sizeof *sorted);
+    if (!sorted) {
+      rc = dtx__err(DTX_ENOMEM, "out of memory building upsert document");
+      goto done;
+    }
+    memcpy(sorted, l.v, l.n * sizeof *sorted);
+    qsort(sorted, l.n, sizeof *sorted, eq_path_cmp);
+    for (i = 1; i < l.n; i++)
+      if (path_covers(sorted[i - 1].path, sorted[i].path)) {
+        rc = dtx__err(DTX_EBADQUERY,
+                      "upsert: cannot infer the document, paths '%s' and "
+                      "'%s' are both matched by equality",
+                      sorted[i - 1].path, sorted[i].path);
+        goto done;
+      }
+  }
+  doc = json_object();
+  if (!doc) {
+    rc = dtx__err(DTX_ENOMEM, "out of memory building upsert document");
+    goto done;
+  }
+  /* _id first, as MongoDB stores it. */
+  for (i = 0; i < l.n; i++)
+    if (path_covers("_id", l.v[i].path) &&
+        (rc = put_path(doc, l.v[i].path, l.v[i].value)))
+      goto done;
+  for (i = 0; i < l.n; i++)
+    if (!path_covers("_id", l.v[i].path) &&
+        (rc = put_path(doc, l.v[i].path, l.v[i].value)))
+      goto done;
+  *out = doc;
+  doc = NULL;
+  rc = 0;
+done:
+  json_decref(doc);
+  free(sorted);
+  free(l.v);
+  return rc;
+}

@@ -1,0 +1,143 @@
+/* value.c -- MongoDB's total order over JSON values.
+ *
+ * Every comparison in doctx (filter operators, sort, $min/$max, index keys)
+ * goes through dtx__value_cmp(), so they all agree.  The order is MongoDB's
+ * BSON order restricted to the JSON types: null < numbers < strings <
+ * objects < arrays < booleans.  Numbers compare by mathematical value across
+ * int64 and double without rounding, which matters for money stored as
+ * large integers: 9007199254740993 is greater than 9007199254740992.0 even
+ * though a double cannot tell them apart.
+ */
+#include "doc/doc.h"
+
+#include <math.h>
+#include <string.h>
+
+int dtx__value_bracket(const json_t *v) {
+  if (!v)
+    return 1; /* a missing value sorts and compares as null */
+  switch (json_typeof(v)) {
+  case JSON_NULL:
+    return 1;
+  case JSON_INTEGER:
+  case JSON_REAL:
+    return 2;
+  case JSON_STRING:
+    return 3;
+  case JSON_OBJECT:
+    return 4;
+  case JSON_ARRAY:
+    return 5;
+  case JSON_TRUE:
+  case JSON_FALSE:
+    return 8;
+  }
+  return 1;
+}
+
+static int sign_ll(long long a, long long b) { return (a > b) - (a < b); }
+
+/* Compares an int64 with a double exactly.  Converting the integer to double
+ * would round above 2^53, so the double's integral part is converted to
+ * int64 instead (exact whenever it is in range) and the fraction breaks the
+ * tie.  NaN sorts below every number, as in MongoDB. */
+static int cmp_int_real(json_int_t i, double d) {
+  if (isnan(d))
+    return 1;
+  if (d >= 9223372036854775808.0) /* 2^63: above every int64 */
+    return -1;
+  if (d < -9223372036854775808.0)
+    return 1;
+  /* The conversion truncates toward zero and is exact in this range, and
+   * the truncated value is itself a double (no libm needed for trunc). */
+  json_int_t ti = (json_int_t)d;
+  double t = (double)ti;
+  if (i != ti)
+    return i < ti ? -1 : 1;
+  double frac = d - t;
+  return frac > 0 ? -1 : frac < 0 ? 1 : 0;
+}
+
+static int cmp_real(double a, double b) {
+  if (isnan(a))
+    return isnan(b) ? 0 : -1;
+  if (isnan(b))
+    return 1;
+  return (a > b) - (a < b);
+}
+
+static int cmp_number(const json_t *a, const json_t *b) {
+  int ai = json_is_integer(a), bi = json_is_integer(b);
+  if (ai && bi)
+    return sign_ll(json_integer_value(a), json_integer_value(b));
+  if (ai)
+    return cmp_int_real(json_integer_value(a), json_real_value(b));
+  if (bi)
+    return -cmp_int_real(json_integer_value(b), json_real_value(a));
+  return cmp_real(json_real_value(a), json_real_value(b));
+}
+
+/* Bytewise, as MongoDB's default (simple) collation; a prefix sorts first. */
+static int cmp_bytes(const char *a, size_t an, const char *b, size_t bn) {
+  int r = memcmp(a, b, an < bn ? an : bn);
+  if (r)
+    return r < 0 ? -1 : 1;
+  return (an > bn) - (an < bn);
+}
+
+/* MongoDB compares objects pair by pair in stored order: first the types of
+ * the two values, then the field names, then the values; an object that
+ * runs out of pairs first is the smaller. */
+static int cmp_object(const json_t *a, const json_t *b) {
+  void *ia = json_object_iter((json_t *)a);
+  void *ib = json_object_iter((json_t *)b);
+  while (ia && ib) {
+    const json_t *va = json_object_iter_value(ia);
+    const json_t *vb = json_object_iter_value(ib);
+    int r = dtx__value_bracket(va) - dtx__value_bracket(vb);
+    if (r)
+      return r < 0 ? -1 : 1;
+    r = cmp_bytes(json_object_iter_key(ia), json_object_iter_key_len(ia),
+                  json_object_iter_key(ib), json_object_iter_key_len(ib));
+    if (r)
+      return r;
+    r = dtx__value_cmp(va, vb);
+    if (r)
+      return r;
+    ia = json_object_iter_next((json_t *)a, ia);
+    ib = json_object_iter_next((json_t *)b, ib);
+  }
+  return (ia != NULL) - (ib != NULL);
+}
+
+static int cmp_array(const json_t *a, const json_t *b) {
+  size_t an = json_array_size(a), bn = json_array_size(b);
+  for (size_t i = 0; i < an && i < bn; i++) {
+    int r = dtx__value_cmp(json_array_get(a, i), json_array_get(b, i));
+    if (r)
+      return r;
+  }
+  return (an > bn) - (an < bn);
+}
+
+/* Returns -1, 0 or 1.  NULL (a missing value) compares as null. */
+int dtx__value_cmp(const json_t *a, const json_t *b) {
+  int ba = dtx__value_bracket(a), bb = dtx__value_bracket(b);
+  if (ba != bb)
+    return ba < bb ? -1 : 1;
+  switch (ba) {
+  case 2:
+    return cmp_number(a, b);
+  case 3:
+    return cmp_bytes(json_string_value(a), json_string_length(a),
+                     json_string_value(b), json_string_length(b));
+  case 4:
+    return cmp_object(a, b);
+  case 5:
+    return cmp_array(a, b);
+  case 8:
+    return json_is_true(a) - json_is_true(b);
+  default:
+    return 0; /* null == null */
+  }
+}

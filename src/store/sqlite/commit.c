@@ -1,0 +1,180 @@
+/* commit.c -- group commit: the threads of one process share the writer
+ * connection, and one COMMIT (one fsync under sync=full) covers a batch of
+ * their operations.
+ *
+ * A write call queues its operation.  If no batch is running, the calling
+ * thread becomes the leader: it takes up to BATCH_MAX queued operations,
+ * opens BEGIN IMMEDIATE, runs each inside its own SAVEPOINT (ROLLBACK TO on
+ * that operation's error, so each stays atomic on its own and its error
+ * reaches only its caller), COMMITs once, and wakes the callers with their
+ * results.  If operations queued up meanwhile, the oldest waiter becomes
+ * the next leader.  A lone caller runs its own operation inline (BEGIN
+ * IMMEDIATE; op; COMMIT) with no thread hand-off and no savepoint.
+ *
+ *   queued --leader takes it--> running --COMMIT ok--> done (op's own rc)
+ *                                  |
+ *                                  +--COMMIT/BEGIN fails--> done (that error,
+ *                                                           results discarded)
+ *
+ * I1: at most one thread runs a batch (b->leading), so the writer
+ *     connection has one user at a time.
+ * I2: an op is marked done only after its batch's transaction ended, so a
+ *     caller never sees a result that is not yet durable.
+ * I3: a waiting caller's op stays queued until a leader takes it; whenever
+ *     leading drops to 0 with ops queued, the head of the queue is woken.
+ */
+#include "store/sqlite/sqlite_int.h"
+
+#include "util/err.h"
+
+#include <string.h>
+
+#define BATCH_MAX 128
+
+static void op_set_error(sq_op_t *op, int rc) {
+  op->rc = rc;
+  snprintf(op->detail, sizeof op->detail, "%s", dtx_errdetail());
+}
+
+/* Marks ops[from..n) failed with rc (and the current detail), discarding
+ * results of those that had succeeded or kept partial work. */
+static void fail_ops(sq_op_t **ops, size_t from, size_t n, int rc) {
+  char detail[sizeof ops[0]->detail];
+  snprintf(detail, sizeof detail, "%s", dtx_errdetail());
+  for (size_t i = from; i < n; i++) {
+    if ((ops[i]->rc == 0 || ops[i]->keep_partial) && ops[i]->discard)
+      ops[i]->discard(ops[i]);
+    ops[i]->rc = rc;
+    memcpy(ops[i]->detail, detail, sizeof detail);
+  }
+}
+
+/* Runs one operation in the open transaction.  Returns 0 when the
+ * transaction is still usable, or a negative code when it is lost (SQLite
+ * rolled it back after an I/O error, or a savepoint statement failed). */
+static int run_one(sq_wctx_t *w, sq_op_t *op, int single) {
+  sq_conn_t *c = w->c;
+  int rc;
+  if (!single && (rc = dtx__sq_exec(c, "SAVEPOINT op")) < 0)
+    return rc;
+  int64_t examined0 = dtx__docs_examined;
+  w->cat_changed = 0;
+  dtx__err_clear();
+  int r = op->run(w, op);
+  op->examined = dtx__docs_examined - examined0;
+  dtx__docs_examined = examined0;
+  op->rc = r;
+  if (r < 0)
+    op_set_error(op, r);
+  if (sqlite3_get_autocommit(c->db))
+    return r < 0 ? r
+                 : dtx__err(DTX_EBACKEND,
+                            "sqlite: transaction ended unexpectedly");
+  if (single)
+    return 0; /* the caller commits or rolls back the whole transaction */
+  if (r < 0 && !op->keep_partial &&
+      (rc = dtx__sq_exec(c, "ROLLBACK TO op")) < 0)
+    return rc;
+  if ((rc = dtx__sq_exec(c, "RELEASE op")) < 0)
+    return rc;
+  if (r < 0 && w->cat_changed && (rc = dtx__sq_cat_sync(w->b, c, &w->cat)) < 0)
+    return rc;
+  return 0;
+}
+
+static void run_batch(dtx__backend_t *b, sq_op_t **ops, size_t n) {
+  sq_conn_t *c = b->w;
+  pthread_mutex_lock(&c->mu);
+  dtx__sq_cache_trim(c);
+  for (size_t i = 0; i < n; i++)
+    ops[i]->rc = 0;
+  sq_wctx_t w = {b, c, NULL, 0};
+  int rc = dtx__sq_begin_write(c);
+  if (rc == 0) {
+    w.cat = dtx__sq_cat_get(b);
+    rc = dtx__sq_cat_sync(b, c, &w.cat);
+  }
+  if (rc < 0) {
+    fail_ops(ops, 0, n, rc);
+    dtx__sq_rollback(c);
+    goto out;
+  }
+  int single = n == 1;
+  for (size_t i = 0; i < n; i++) {
+    if ((rc = run_one(&w, ops[i], single)) < 0) {
+      /* Everything before i is gone with the transaction. */
+      fail_ops(ops, 0, n, rc);
+      dtx__sq_rollback(c);
+      goto out;
+    }
+  }
+  if (single && ops[0]->rc < 0 && !ops[0]->keep_partial) {
+    dtx__sq_rollback(c);
+    goto out;
+  }
+  if ((rc = dtx__sq_commit(c)) < 0) {
+    fail_ops(ops, 0, n, rc);
+    dtx__sq_rollback(c);
+  }
+out:
+  dtx__sq_cat_put(w.cat);
+  pthread_mutex_unlock(&c->mu);
+}
+
+int dtx__sq_submit(dtx__backend_t *b, sq_op_t *op) {
+  sq_op_t *batch[BATCH_MAX];
+  op->done = 0;
+  op->next = NULL;
+  op->rc = 0;
+  op->examined = 0;
+  op->detail[0] = '\0';
+  pthread_cond_init(&op->cv, NULL);
+
+  pthread_mutex_lock(&b->qmu);
+  if (b->qtail)
+    b->qtail->next = op;
+  else
+    b->qhead = op;
+  b->qtail = op;
+  while (!op->done) {
+    if (b->leading) {
+      pthread_cond_wait(&op->cv, &b->qmu);
+      continue;
+    }
+    b->leading = 1;
+    size_t n = 0;
+    while (b->qhead && n < BATCH_MAX) {
+      batch[n++] = b->qhead;
+      b->qhead = b->qhead->next;
+    }
+    if (!b->qhead)
+      b->qtail = NULL;
+    b->nbatches++;
+    b->nbatched += n;
+    if (n > b->maxbatch)
+      b->maxbatch = n;
+    pthread_mutex_unlock(&b->qmu);
+
+    run_batch(b, batch, n);
+
+    pthread_mutex_lock(&b->qmu);
+    for (size_t i = 0; i < n; i++) {
+      batch[i]->done = 1;
+      if (batch[i] != op)
+        pthread_cond_signal(&batch[i]->cv);
+    }
+    b->leading = 0;
+    /* Our own op may still be queued behind a full batch: then we lead
+     * again; otherwise the oldest waiter takes over (I3). */
+    if (op->done && b->qhead)
+      pthread_cond_signal(&b->qhead->cv);
+  }
+  pthread_mutex_unlock(&b->qmu);
+  pthread_cond_destroy(&op->cv);
+
+  dtx__docs_examined += op->examined;
+  if (op->rc < 0)
+    return dtx__err(op->rc, "%s", op->detail);
+  dtx__err_clear();
+  return 0;
+}

@@ -1,0 +1,622 @@
+/* docs.c -- the document operations of the SQLite backend: insert, find,
+ * count, modify_one (update, delete or upsert one document) and
+ * modify_many, with the maintenance of index rows.
+ *
+ * Writes run as group-commit operations (commit.c), so each runs inside
+ * the batch's write transaction and its own savepoint: the filter check,
+ * the update and the index rows of one document change together or not at
+ * all.  Operations that handle several documents and keep those done
+ * before a failure (insert of many, modify_many) set keep_partial and
+ * wrap each document in a nested savepoint of their own.  Reads run in a
+ * read transaction on a pooled connection and see one snapshot.
+ *
+ * An index row holds, per indexed field, the value's type bracket and the
+ * value (numbers as INTEGER or REAL, strings as TEXT, booleans as 0/1,
+ * null and missing as 0, objects and arrays as their JSON text).  SQLite
+ * compares INTEGER and REAL by value, so 1 and 1.0 are one key, as in
+ * MongoDB. */
+#include "store/sqlite/sqlite_int.h"
+
+#include "util/err.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- binding ------------------------------------------------------------------------- */
+
+int dtx__sq_bind_id(sqlite3_stmt *st, int i, const json_t *id) {
+  int src;
+  if (json_is_integer(id))
+    src = sqlite3_bind_int64(st, i, json_integer_value(id));
+  else if (json_is_real(id))
+    src = sqlite3_bind_double(st, i, json_real_value(id));
+  else if (json_is_string(id))
+    src = sqlite3_bind_text(st, i, json_string_value(id),
+                            (int)json_string_length(id), SQLITE_STATIC);
+  else
+    return dtx__err(DTX_EINVAL, "_id must be a string or an integer");
+  return src == SQLITE_OK ? 0
+                          : dtx__err(DTX_EBACKEND, "sqlite: binding an _id");
+}
+
+int dtx__sq_bind_key(sqlite3_stmt *st, int i, const json_t *v) {
+  int br = dtx__value_bracket(v);
+  int src = sqlite3_bind_int(st, i, br);
+  if (src == SQLITE_OK) {
+    if (!v || json_is_null(v))
+      src = sqlite3_bind_int(st, i + 1, 0);
+    else if (json_is_integer(v))
+      src = sqlite3_bind_int64(st, i + 1, json_integer_value(v));
+    else if (json_is_real(v))
+      src = sqlite3_bind_double(st, i + 1, json_real_value(v));
+    else if (json_is_string(v))
+      src = sqlite3_bind_text(st, i + 1, json_string_value(v),
+                              (int)json_string_length(v), SQLITE_STATIC);
+    else if (json_is_boolean(v))
+      src = sqlite3_bind_int(st, i + 1, json_is_true(v));
+    else {
+      char *text = dtx__json_dump(v);
+      if (!text)
+        return dtx__err(DTX_ENOMEM, "encoding an index key");
+      src = sqlite3_bind_text(st, i + 1, text, -1, free);
+    }
+  }
+  return src == SQLITE_OK
+             ? 0
+             : dtx__err(DTX_EBACKEND, "sqlite: binding an index key");
+}
+
+/* ---- index rows ----------------------------------------------------------------------------- */
+
+/* MongoDB-style duplicate key detail: the index name and the key as
+ * {path: value, ...}. */
+static int dupkey(const char *index, const char *const *paths,
+                  const json_t *tuple, size_t n) {
+  json_t *k = json_object();
+  for (size_t i = 0; k && i < n; i++)
+    json_object_set(k, paths[i], json_array_get(tuple, i));
+  char *text = k ? dtx__json_dump(k) : NULL;
+  json_decref(k);
+  int rc = dtx__err(DTX_EDUPKEY, "E11000-like: index %s dup key %s", index,
+                    text ? text : "?");
+  free(text);
+  return rc;
+}
+
+static int idx_rows(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
+                    int64_t seq, int insert) {
+  size_t nf = ix->spec->nfields, i;
+  json_t *tuple;
+  sqlite3_stmt *st;
+  int rc = insert ? dtx__sq_prep(c, ix->sql_ins, ix->h_ins, &st)
+                  : dtx__sq_prep(c, ix->sql_del, ix->h_del, &st);
+  if (rc < 0)
+    return rc;
+  json_array_foreach(keys, i, tuple) {
+    sqlite3_reset(st);
+    for (size_t f = 0; f < nf; f++)
+      if ((rc = dtx__sq_bind_key(st, (int)(2 * f + 1),
+                                 json_array_get(tuple, f))) < 0)
+        return rc;
+    sqlite3_bind_int64(st, (int)(2 * nf + 1), seq);
+    int src = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (src == SQLITE_DONE)
+      continue;
+    if ((src & 0xff) == SQLITE_CONSTRAINT && insert)
+      return dupkey(ix->spec->name, (const char *const *)ix->spec->paths,
+                    tuple, nf);
+    return dtx__sq_err(c, src, insert ? "adding index keys"
+                                      : "removing index keys");
+  }
+  return 0;
+}
+
+int dtx__sq_idx_insert(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
+                       int64_t seq) {
+  return idx_rows(c, ix, keys, seq, 1);
+}
+
+int dtx__sq_idx_delete(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
+                       int64_t seq) {
+  return idx_rows(c, ix, keys, seq, 0);
+}
+
+static int doc_keys(const sq_idx_t *ix, const json_t *doc, json_t **keys) {
+  int rc = dtx__index_keys(ix->spec, doc, keys);
+  return rc < 0 ? dtx__err_wrap(rc, "index %s", ix->spec->name) : 0;
+}
+
+/* ---- single-document writes --------------------------------------------------------------- */
+
+static int insert_doc(sq_conn_t *c, const sq_coll_t *co, const json_t *doc) {
+  const json_t *id = json_object_get(doc, "_id");
+  sqlite3_stmt *st;
+  int rc = dtx__sq_prep(c, co->sql[SQ_C_INS], co->h[SQ_C_INS], &st);
+  if (rc < 0 || (rc = dtx__sq_bind_id(st, 1, id)) < 0)
+    return rc;
+  char *body = dtx__json_dump(doc);
+  if (!body)
+    return dtx__err(DTX_ENOMEM, "encoding a document");
+  sqlite3_bind_text(st, 2, body, -1, free);
+  int src = sqlite3_step(st);
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  if (src != SQLITE_DONE) {
+    if ((src & 0xff) == SQLITE_CONSTRAINT) {
+      static const char *const idpath[] = {"_id"};
+      json_t *t = json_pack("[O]", id);
+      rc = dupkey("_id_", idpath, t, 1);
+      json_decref(t);
+      return rc;
+    }
+    return dtx__sq_err(c, src, "inserting a document");
+  }
+  int64_t seq = sqlite3_last_insert_rowid(c->db);
+  for (size_t i = 0; i < co->nidx; i++) {
+    json_t *keys;
+    if ((rc = doc_keys(&co->idx[i], doc, &keys)) < 0)
+      return rc;
+    rc = dtx__sq_idx_insert(c, &co->idx[i], keys, seq);
+    json_decref(keys);
+    if (rc < 0)
+      return rc;
+  }
+  return 0;
+}
+
+static int update_doc(sq_conn_t *c, const sq_coll_t *co, int64_t seq,
+                      const json_t *old, const json_t *doc) {
+  sqlite3_stmt *st;
+  int rc = dtx__sq_prep(c, co->sql[SQ_C_UPD], co->h[SQ_C_UPD], &st);
+  if (rc < 0)
+    return rc;
+  char *body = dtx__json_dump(doc);
+  if (!body)
+    return dtx__err(DTX_ENOMEM, "encoding a document");
+  sqlite3_bind_int64(st, 1, seq);
+  sqlite3_bind_text(st, 2, body, -1, free);
+  int src = sqlite3_step(st);
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  if (src != SQLITE_DONE)
+    return dtx__sq_err(c, src, "updating a document");
+  for (size_t i = 0; i < co->nidx; i++) {
+    const sq_idx_t *ix = &co->idx[i];
+    json_t *ko, *kn;
+    if ((rc = doc_keys(ix, old, &ko)) < 0)
+      return rc;
+    if ((rc = doc_keys(ix, doc, &kn)) < 0) {
+      json_decref(ko);
+      return rc;
+    }
+    /* Only indexes whose keys changed are touched.  All old rows go
+     * before any new one, so a key moving between fields of one document
+     * is not mistaken for a duplicate. */
+    if (!json_equal(ko, kn) && (rc = dtx__sq_idx_delete(c, ix, ko, seq)) == 0)
+      rc = dtx__sq_idx_insert(c, ix, kn, seq);
+    json_decref(ko);
+    json_decref(kn);
+    if (rc < 0)
+      return rc;
+  }
+  return 0;
+}
+
+static int delete_doc(sq_conn_t *c, const sq_coll_t *co, int64_t seq,
+                      const json_t *old) {
+  sqlite3_stmt *st;
+  int rc = dtx__sq_prep(c, co->sql[SQ_C_DEL], co->h[SQ_C_DEL], &st);
+  if (rc < 0)
+    return rc;
+  sqlite3_bind_int64(st, 1, seq);
+  int src = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (src != SQLITE_DONE)
+    return dtx__sq_err(c, src, "deleting a document");
+  for (size_t i = 0; i < co->nidx; i++) {
+    json_t *keys;
+    if ((rc = doc_keys(&co->idx[i], old, &keys)) < 0)
+      return rc;
+    rc = dtx__sq_idx_delete(c, &co->idx[i], keys, seq);
+    json_decref(keys);
+    if (rc < 0)
+      return rc;
+  }
+  return 0;
+}
+
+/* Runs fn inside a nested savepoint when the collection has secondary
+ * indexes (without them a document's write is one statement, atomic by
+ * itself).  On error the savepoint is rolled back, so the document is
+ * unchanged. */
+static int savepoint_begin(sq_conn_t *c, const sq_coll_t *co) {
+  return co->nidx ? dtx__sq_exec(c, "SAVEPOINT doc") : 0;
+}
+
+static int savepoint_end(sq_conn_t *c, const sq_coll_t *co, int rc) {
+  if (!co->nidx)
+    return rc;
+  if (rc < 0) {
+    char keep[512];
+    snprintf(keep, sizeof keep, "%s", dtx_errdetail());
+    if (dtx__sq_exec(c, "ROLLBACK TO doc") < 0 ||
+        dtx__sq_exec(c, "RELEASE doc") < 0)
+      return dtx__err(DTX_EBACKEND, "%s; then the savepoint failed: %s",
+                      keep, dtx_errdetail());
+    dtx__err(rc, "%s", keep);
+    return rc;
+  }
+  return dtx__sq_exec(c, "RELEASE doc");
+}
+
+/* ---- insert ---------------------------------------------------------------------------------- */
+
+typedef struct ins_arg {
+  const char *coll;
+  json_t *const *docs;
+  size_t n, done;
+} ins_arg_t;
+
+static int insert_run(sq_wctx_t *w, sq_op_t *op) {
+  ins_arg_t *a = op->arg;
+  const sq_coll_t *co;
+  int rc = dtx__sq_coll_ensure(w, a->coll, &co);
+  if (rc < 0)
+    return rc;
+  for (size_t i = 0; i < a->n; i++) {
+    int sp = a->n > 1;
+    if (sp && (rc = savepoint_begin(w->c, co)) < 0)
+      return rc;
+    rc = insert_doc(w->c, co, a->docs[i]);
+    if (sp)
+      rc = savepoint_end(w->c, co, rc);
+    if (rc < 0)
+      return a->n > 1 ? dtx__err_wrap(rc, "document %zu", i) : rc;
+    a->done++;
+  }
+  return 0;
+}
+
+static void insert_discard(sq_op_t *op) { ((ins_arg_t *)op->arg)->done = 0; }
+
+int dtx__sq_insert(dtx__backend_t *b, const char *coll, json_t *const *docs,
+                   size_t n, size_t *ninserted) {
+  ins_arg_t a = {coll, docs, n, 0};
+  sq_op_t op = {.run = insert_run,
+                .discard = insert_discard,
+                .arg = &a,
+                .keep_partial = n > 1};
+  int rc = dtx__sq_submit(b, &op);
+  if (ninserted)
+    *ninserted = a.done;
+  return rc;
+}
+
+/* ---- find and count ------------------------------------------------------------------------- */
+
+int dtx__sq_find(dtx__backend_t *b, const char *coll, const json_t *fspec,
+                 const dtx__filter_t *f, const json_t *sort, int64_t skip,
+                 int64_t limit, json_t **out) {
+  sq_conn_t *c;
+  sq_cat_t *cat;
+  *out = NULL;
+  int rc = dtx__sq_read_begin(b, &c, &cat);
+  if (rc < 0)
+    return rc;
+  json_t *arr = json_array();
+  const sq_coll_t *co = dtx__sq_coll_find(cat, coll);
+  if (!arr) {
+    rc = dtx__err(DTX_ENOMEM, "finding documents");
+  } else if (co) {
+    sq_cursor_t cur;
+    int64_t seq, nmatch = 0;
+    json_t *doc;
+    if ((rc = dtx__sq_cursor_open(&cur, c, co, fspec, f)) == 0) {
+      while ((rc = dtx__sq_cursor_next(&cur, &seq, &doc)) == 1) {
+        /* Without sort, skip and limit apply as matches arrive, and the
+         * scan stops once the page is full. */
+        if (!sort && nmatch++ < skip) {
+          json_decref(doc);
+          continue;
+        }
+        if (json_array_append_new(arr, doc) < 0) {
+          rc = dtx__err(DTX_ENOMEM, "finding documents");
+          break;
+        }
+        if (!sort && limit > 0 && (int64_t)json_array_size(arr) >= limit) {
+          rc = 0;
+          break;
+        }
+      }
+      dtx__sq_cursor_close(&cur);
+    }
+  }
+  dtx__sq_read_end(b, c, cat);
+  if (rc == 0 && sort) {
+    if ((rc = dtx__sort_array(arr, sort)) == 0) {
+      size_t n = json_array_size(arr);
+      size_t from = skip > 0 && (uint64_t)skip < n ? (size_t)skip
+                    : skip > 0                     ? n
+                                                   : 0;
+      size_t to = limit > 0 && (uint64_t)limit < n - from ? from + (size_t)limit
+                                                          : n;
+      if (from > 0 || to < n) {
+        json_t *page = json_array();
+        for (size_t i = from; page && i < to; i++)
+          json_array_append(page, json_array_get(arr, i));
+        json_decref(arr);
+        arr = page;
+        if (!arr)
+          rc = dtx__err(DTX_ENOMEM, "finding documents");
+      }
+    }
+  }
+  if (rc < 0) {
+    json_decref(arr);
+    return rc;
+  }
+  *out = arr;
+  return 0;
+}
+
+int dtx__sq_count(dtx__backend_t *b, const char *coll, const json_t *fspec,
+                  const dtx__filter_t *f, int64_t *out) {
+  sq_conn_t *c;
+  sq_cat_t *cat;
+  *out = 0;
+  int rc = dtx__sq_read_begin(b, &c, &cat);
+  if (rc < 0)
+    return rc;
+  const sq_coll_t *co = dtx__sq_coll_find(cat, coll);
+  int64_t n = 0;
+  if (co && (!fspec || json_object_size(fspec) == 0)) {
+    sqlite3_stmt *st;
+    if ((rc = dtx__sq_prep(c, co->sql[SQ_C_COUNT], co->h[SQ_C_COUNT], &st)) ==
+        0) {
+      int src = sqlite3_step(st);
+      if (src == SQLITE_ROW)
+        n = sqlite3_column_int64(st, 0);
+      else
+        rc = dtx__sq_err(c, src, "counting documents");
+      sqlite3_reset(st);
+    }
+  } else if (co) {
+    sq_cursor_t cur;
+    int64_t seq;
+    json_t *doc;
+    if ((rc = dtx__sq_cursor_open(&cur, c, co, fspec, f)) == 0) {
+      while ((rc = dtx__sq_cursor_next(&cur, &seq, &doc)) == 1) {
+        json_decref(doc);
+        n++;
+      }
+      dtx__sq_cursor_close(&cur);
+    }
+  }
+  dtx__sq_read_end(b, c, cat);
+  if (rc < 0)
+    return rc;
+  *out = n;
+  return 0;
+}
+
+/* ---- modify_one ------------------------------------------------------------------------------ */
+
+typedef struct mod_arg {
+  const dtx__modify_t *m;
+  dtx__modify_result_t *res;
+  int64_t matched, modified; /* modify_many */
+} mod_arg_t;
+
+/* The first match in insertion order, or with a sort the least one (the
+ * earliest of equals, as a stable sort would give). */
+static int pick_first(sq_conn_t *c, const sq_coll_t *co,
+                      const dtx__modify_t *m, int64_t *seq, json_t **doc) {
+  sq_cursor_t cur;
+  *doc = NULL;
+  int rc = dtx__sq_cursor_open(&cur, c, co, m->filter_spec, m->filter);
+  if (rc < 0)
+    return rc;
+  int64_t s;
+  json_t *d;
+  while ((rc = dtx__sq_cursor_next(&cur, &s, &d)) == 1) {
+    if (!*doc || dtx__sort_cmp(m->sort, d, *doc) < 0) {
+      json_decref(*doc);
+      *doc = d;
+      *seq = s;
+    } else {
+      json_decref(d);
+    }
+    if (!m->sort)
+      break;
+  }
+  dtx__sq_cursor_close(&cur);
+  if (rc < 0) {
+    json_decref(*doc);
+    *doc = NULL;
+    return rc;
+  }
+  return 0;
+}
+
+/* Inserts the document MongoDB's upsert builds: the filter's equalities,
+ * then the update applied as an insert, then a generated _id (first in key
+ * order) if it still has none. */
+static int upsert(sq_wctx_t *w, const dtx__modify_t *m,
+                  dtx__modify_result_t *res) {
+  json_t *seed, *doc;
+  int changed;
+  int rc = dtx__upsert_seed(m->filter_spec, &seed);
+  if (rc < 0)
+    return rc;
+  rc = dtx__update_apply(m->update, seed, 1, dtx__now_ms(), &doc, &changed);
+  json_decref(seed);
+  if (rc < 0)
+    return rc;
+  if (!json_object_get(doc, "_id")) {
+    char hex[25];
+    dtx__id_new(hex);
+    json_t *withid = json_object();
+    if (!withid || json_object_set_new(withid, "_id", json_string(hex)) < 0 ||
+        json_object_update(withid, doc) < 0) {
+      json_decref(withid);
+      json_decref(doc);
+      return dtx__err(DTX_ENOMEM, "building an upserted document");
+    }
+    json_decref(doc);
+    doc = withid;
+  }
+  const sq_coll_t *co;
+  if ((rc = dtx__id_check(json_object_get(doc, "_id"))) < 0 ||
+      (rc = dtx__sq_coll_ensure(w, m->coll, &co)) < 0 ||
+      (rc = insert_doc(w->c, co, doc)) < 0) {
+    json_decref(doc);
+    return rc;
+  }
+  res->after = doc;
+  res->upserted_id = json_incref(json_object_get(doc, "_id"));
+  return 0;
+}
+
+static int modify_run(sq_wctx_t *w, sq_op_t *op) {
+  mod_arg_t *a = op->arg;
+  const dtx__modify_t *m = a->m;
+  dtx__modify_result_t *res = a->res;
+  const sq_coll_t *co = dtx__sq_coll_find(w->cat, m->coll);
+  json_t *doc = NULL, *nd = NULL;
+  int64_t seq = 0;
+  int rc, changed;
+  if (co && (rc = pick_first(w->c, co, m, &seq, &doc)) < 0)
+    return rc;
+  if (!doc)
+    return m->upsert && m->update ? upsert(w, m, res) : 0;
+  if (!m->update) {
+    if ((rc = delete_doc(w->c, co, seq, doc)) < 0) {
+      json_decref(doc);
+      return rc;
+    }
+    res->matched = res->modified = 1;
+    res->before = doc;
+    return 0;
+  }
+  rc = dtx__update_apply(m->update, doc, 0, dtx__now_ms(), &nd, &changed);
+  if (rc == 0 && changed)
+    rc = update_doc(w->c, co, seq, doc, nd);
+  if (rc < 0) {
+    json_decref(doc);
+    json_decref(nd);
+    return rc;
+  }
+  res->matched = 1;
+  res->modified = changed != 0;
+  res->before = doc;
+  res->after = nd;
+  return 0;
+}
+
+static void modify_discard(sq_op_t *op) {
+  dtx__modify_result_clear(((mod_arg_t *)op->arg)->res);
+}
+
+int dtx__sq_modify_one(dtx__backend_t *b, const dtx__modify_t *m,
+                       dtx__modify_result_t *res) {
+  memset(res, 0, sizeof *res);
+  mod_arg_t a = {m, res, 0, 0};
+  sq_op_t op = {.run = modify_run, .discard = modify_discard, .arg = &a};
+  int rc = dtx__sq_submit(b, &op);
+  if (rc < 0)
+    dtx__modify_result_clear(res);
+  return rc;
+}
+
+/* ---- modify_many ----------------------------------------------------------------------------- */
+
+typedef struct match {
+  int64_t seq;
+  json_t *doc;
+} match_t;
+
+/* All matches are collected before the first write, so the writes cannot
+ * disturb the scan that finds them. */
+static int collect_matches(sq_conn_t *c, const sq_coll_t *co,
+                           const dtx__modify_t *m, match_t **out, size_t *n) {
+  sq_cursor_t cur;
+  size_t cap = 0;
+  *out = NULL;
+  *n = 0;
+  int rc = dtx__sq_cursor_open(&cur, c, co, m->filter_spec, m->filter);
+  if (rc < 0)
+    return rc;
+  int64_t s;
+  json_t *d;
+  while ((rc = dtx__sq_cursor_next(&cur, &s, &d)) == 1) {
+    if (*n == cap) {
+      cap = cap ? cap * 2 : 16;
+      match_t *nm = realloc(*out, cap * sizeof *nm);
+      if (!nm) {
+        json_decref(d);
+        rc = dtx__err(DTX_ENOMEM, "collecting matches");
+        break;
+      }
+      *out = nm;
+    }
+    (*out)[(*n)++] = (match_t){s, d};
+  }
+  dtx__sq_cursor_close(&cur);
+  return rc < 0 ? rc : 0;
+}
+
+static int many_run(sq_wctx_t *w, sq_op_t *op) {
+  mod_arg_t *a = op->arg;
+  const dtx__modify_t *m = a->m;
+  const sq_coll_t *co = dtx__sq_coll_find(w->cat, m->coll);
+  if (!co)
+    return 0;
+  match_t *ms;
+  size_t n;
+  int rc = collect_matches(w->c, co, m, &ms, &n);
+  int64_t now = dtx__now_ms();
+  for (size_t i = 0; rc == 0 && i < n; i++) {
+    a->matched++;
+    json_t *nd = NULL;
+    int changed = 1;
+    if (m->update &&
+        (rc = dtx__update_apply(m->update, ms[i].doc, 0, now, &nd,
+                                &changed)) < 0)
+      break;
+    if (changed) {
+      if ((rc = savepoint_begin(w->c, co)) == 0) {
+        rc = m->update ? update_doc(w->c, co, ms[i].seq, ms[i].doc, nd)
+                       : delete_doc(w->c, co, ms[i].seq, ms[i].doc);
+        rc = savepoint_end(w->c, co, rc);
+      }
+      if (rc == 0)
+        a->modified++;
+    }
+    json_decref(nd);
+  }
+  for (size_t i = 0; i < n; i++)
+    json_decref(ms[i].doc);
+  free(ms);
+  return rc;
+}
+
+static void many_discard(sq_op_t *op) {
+  mod_arg_t *a = op->arg;
+  a->matched = a->modified = 0;
+}
+
+int dtx__sq_modify_many(dtx__backend_t *b, const dtx__modify_t *m,
+                        int64_t *matched, int64_t *modified) {
+  mod_arg_t a = {m, NULL, 0, 0};
+  sq_op_t op = {.run = many_run,
+                .discard = many_discard,
+                .arg = &a,
+                .keep_partial = 1};
+  int rc = dtx__sq_submit(b, &op);
+  if (matched)
+    *matched = a.matched;
+  if (modified)
+    *modified = a.modified;
+  return rc;
+}

@@ -1,0 +1,584 @@
+/* plan.c -- query planning for the SQLite backend, and the cursor that
+ * yields matching documents.
+ *
+ * The planner reads the filter's top-level conjuncts (including those
+ * inside $and, and the fields of an $elemMatch) of the forms
+ *   {path: scalar}  {path: {$eq: scalar}}  {path: {$in: [scalars]}}
+ *   {path: {$gt|$gte|$lt|$lte: number or string}}
+ * and picks, in this order: the primary key for _id equality or $in; else
+ * the secondary index whose leading fields have the most equalities (a
+ * unique index fully covered by equalities wins), optionally followed by a
+ * range on the next field; else a scan in seq order.  The index only
+ * narrows the candidates: every candidate is loaded and checked with
+ * dtx__filter_match, so an index may over-approximate but must never
+ * miss a document.  Two rules keep it from missing one:
+ *   - sparse indexes omit documents without the fields, so they are not
+ *     used for null equality;
+ *   - index keys pair fields that run through the same array element by
+ *     element, while {a.x: 1, a.y: 2} may match x and y in different
+ *     elements; so conditions on fields that share a first path segment
+ *     are combined only when they come from one $elemMatch (which does
+ *     require the same element) and differ right after its path.
+ * Candidates are collected from the index first, sorted by seq and made
+ * distinct (a multikey index lists a document once per matching key), so
+ * results come in insertion order and the caller can stop early. */
+#include "store/sqlite/sqlite_int.h"
+
+#include "util/err.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { PLAN_SCAN, PLAN_IDS, PLAN_ONE, PLAN_INDEX };
+enum { COND_EQ, COND_RANGE };
+
+#define MAX_CONDS 64
+#define MAX_COMBOS 256
+
+typedef struct cond {
+  char *path; /* malloc'd */
+  int group;  /* 0: top level; else the $elemMatch it came from */
+  size_t gprefix; /* length of "elemMatchPath." when group != 0 */
+  int kind;
+  json_t *vals; /* COND_EQ: array of scalars (owned) */
+  const json_t *lo, *hi; /* COND_RANGE bounds (borrowed), either NULL */
+  int lo_incl, hi_incl;
+  int one_elem; /* both bounds hold for one value (from $elemMatch) */
+} cond_t;
+
+typedef struct conds {
+  cond_t c[MAX_CONDS];
+  size_t n;
+  int ngroups;
+} conds_t;
+
+static int is_scalar(const json_t *v) {
+  return json_is_null(v) || json_is_number(v) || json_is_string(v) ||
+         json_is_boolean(v);
+}
+
+static int is_opdoc(const json_t *v) {
+  if (!json_is_object(v) || json_object_size(v) == 0)
+    return 0;
+  return json_object_iter_key(json_object_iter((json_t *)v))[0] == '$';
+}
+
+static char *join(const char *prefix, const char *key) {
+  char *p;
+  return asprintf(&p, "%s%s", prefix, key) < 0 ? NULL : p;
+}
+
+static cond_t *cond_add(conds_t *cs, const char *prefix, const char *key,
+                        int group, size_t gprefix, int kind) {
+  if (cs->n == MAX_CONDS)
+    return NULL;
+  cond_t *c = &cs->c[cs->n];
+  memset(c, 0, sizeof *c);
+  if (!(c->path = join(prefix, key)))
+    return NULL;
+  c->group = group;
+  c->gprefix = gprefix;
+  c->kind = kind;
+  cs->n++;
+  return c;
+}
+
+static void conds_free(conds_t *cs) {
+  for (size_t i = 0; i < cs->n; i++) {
+    free(cs->c[i].path);
+    json_decref(cs->c[i].vals);
+  }
+  cs->n = 0;
+}
+
+static void collect(conds_t *cs, const json_t *spec, const char *prefix,
+                    int group, size_t gprefix);
+
+/* The operators of {path: {$op: ...}} that narrow an index lookup.  A
+ * planner cannot fail a query, so anything it does not understand is just
+ * left to the matcher. */
+static void collect_ops(conds_t *cs, const json_t *ops, const char *prefix,
+                        const char *key, int group, size_t gprefix,
+                        int one_elem) {
+  const char *op;
+  json_t *arg;
+  cond_t *range = NULL;
+  json_object_foreach((json_t *)ops, op, arg) {
+    if (strcmp(op, "$eq") == 0 && is_scalar(arg)) {
+      cond_t *c = cond_add(cs, prefix, key, group, gprefix, COND_EQ);
+      if (c && !(c->vals = json_pack("[O]", arg)))
+        c->kind = COND_RANGE; /* no bounds: never used */
+    } else if (strcmp(op, "$in") == 0 && json_is_array(arg)) {
+      size_t i;
+      json_t *v;
+      int ok = 1;
+      json_array_foreach(arg, i, v) ok &= is_scalar(v);
+      if (!ok)
+        continue;
+      cond_t *c = cond_add(cs, prefix, key, group, gprefix, COND_EQ);
+      if (c)
+        c->vals = json_incref(arg);
+    } else if ((strcmp(op, "$gt") == 0 || strcmp(op, "$gte") == 0 ||
+                strcmp(op, "$lt") == 0 || strcmp(op, "$lte") == 0) &&
+               (json_is_number(arg) || json_is_string(arg))) {
+      if (!range &&
+          !(range = cond_add(cs, prefix, key, group, gprefix, COND_RANGE)))
+        continue;
+      range->one_elem = one_elem;
+      int incl = op[3] == 'e';
+      if (op[1] == 'g') {
+        range->lo = arg;
+        range->lo_incl = incl;
+      } else {
+        range->hi = arg;
+        range->hi_incl = incl;
+      }
+    } else if (strcmp(op, "$elemMatch") == 0 && json_is_object(arg)) {
+      char *path = join(prefix, key);
+      if (!path)
+        continue;
+      if (is_opdoc(arg)) {
+        /* {$elemMatch: {$gt: 1}}: conditions on the elements themselves,
+         * which are exactly the index keys of path. */
+        collect_ops(cs, arg, "", path, group, gprefix, 1);
+      } else {
+        char *sub = join(path, ".");
+        if (sub)
+          collect(cs, arg, sub, ++cs->ngroups, strlen(sub));
+        free(sub);
+      }
+      free(path);
+    }
+  }
+}
+
+static void collect(conds_t *cs, const json_t *spec, const char *prefix,
+                    int group, size_t gprefix) {
+  const char *key;
+  json_t *v;
+  if (!json_is_object(spec))
+    return;
+  json_object_foreach((json_t *)spec, key, v) {
+    if (strcmp(key, "$and") == 0 && json_is_array(v)) {
+      size_t i;
+      json_t *e;
+      json_array_foreach(v, i, e) collect(cs, e, prefix, group, gprefix);
+    } else if (key[0] == '$') {
+      continue; /* $or, $nor, ...: not a conjunct on one path */
+    } else if (is_opdoc(v)) {
+      collect_ops(cs, v, prefix, key, group, gprefix, 0);
+    } else if (is_scalar(v)) {
+      cond_t *c = cond_add(cs, prefix, key, group, gprefix, COND_EQ);
+      if (c && !(c->vals = json_pack("[O]", v)))
+        c->kind = COND_RANGE;
+    }
+  }
+}
+
+static size_t first_seg_len(const char *p) {
+  const char *dot = strchr(p, '.');
+  return dot ? (size_t)(dot - p) : strlen(p);
+}
+
+static int same_first_seg(const char *a, const char *b) {
+  size_t la = first_seg_len(a), lb = first_seg_len(b);
+  return la == lb && memcmp(a, b, la) == 0;
+}
+
+/* Whether index lookups may require a and b on one key tuple (see the
+ * file comment). */
+static int combinable(const cond_t *a, const cond_t *b) {
+  if (!same_first_seg(a->path, b->path))
+    return 1;
+  return a->group && a->group == b->group && a->gprefix == b->gprefix &&
+         strlen(a->path) > a->gprefix && strlen(b->path) > b->gprefix &&
+         !same_first_seg(a->path + a->gprefix, b->path + b->gprefix);
+}
+
+static int has_null(const json_t *vals) {
+  size_t i;
+  json_t *v;
+  json_array_foreach(vals, i, v) if (json_is_null(v)) return 1;
+  return 0;
+}
+
+typedef struct choice {
+  const sq_idx_t *ix;
+  size_t neq;
+  const cond_t *eq[16];
+  const cond_t *range;
+  int score;
+} choice_t;
+
+static int range_bracket(const cond_t *r) {
+  return dtx__value_bracket(r->lo ? r->lo : r->hi);
+}
+
+static void consider(const conds_t *cs, const sq_idx_t *ix, choice_t *best) {
+  choice_t ch = {ix, 0, {0}, NULL, 0};
+  const dtx__index_spec_t *s = ix->spec;
+  size_t combos = 1;
+  for (size_t f = 0; f < s->nfields && f < 16; f++) {
+    const cond_t *pick = NULL;
+    for (size_t i = 0; i < cs->n && !pick; i++) {
+      const cond_t *c = &cs->c[i];
+      if (c->kind != COND_EQ || strcmp(c->path, s->paths[f]) != 0)
+        continue;
+      if (s->sparse && has_null(c->vals))
+        continue;
+      size_t nv = json_array_size(c->vals);
+      if (nv && combos * nv > MAX_COMBOS)
+        continue;
+      int ok = 1;
+      for (size_t k = 0; k < ch.neq && ok; k++)
+        ok = combinable(ch.eq[k], c);
+      if (ok)
+        pick = c;
+    }
+    if (!pick)
+      break;
+    combos *= json_array_size(pick->vals) ? json_array_size(pick->vals) : 1;
+    ch.eq[ch.neq++] = pick;
+  }
+  if (ch.neq < s->nfields) {
+    for (size_t i = 0; i < cs->n && !ch.range; i++) {
+      const cond_t *c = &cs->c[i];
+      if (c->kind != COND_RANGE || (!c->lo && !c->hi) ||
+          strcmp(c->path, s->paths[ch.neq]) != 0)
+        continue;
+      int ok = 1;
+      for (size_t k = 0; k < ch.neq && ok; k++)
+        ok = combinable(ch.eq[k], c);
+      if (ok)
+        ch.range = c;
+    }
+  }
+  if (ch.neq == 0 && !ch.range)
+    return;
+  ch.score = (int)ch.neq * 4 + (ch.range ? 2 : 0) +
+             (s->unique && ch.neq == s->nfields ? 100 : 0);
+  if (ch.score > best->score)
+    *best = ch;
+}
+
+/* ---- candidates ----------------------------------------------------------------------- */
+
+static int seqs_push(sq_cursor_t *cur, size_t *cap, int64_t seq) {
+  if (cur->nseq == *cap) {
+    size_t ncap = *cap ? *cap * 2 : 16;
+    int64_t *n = realloc(cur->seqs, ncap * sizeof *n);
+    if (!n)
+      return dtx__err(DTX_ENOMEM, "collecting candidates");
+    cur->seqs = n;
+    *cap = ncap;
+  }
+  cur->seqs[cur->nseq++] = seq;
+  return 0;
+}
+
+static int i64_cmp(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void seqs_finish(sq_cursor_t *cur) {
+  if (cur->nseq < 2)
+    return;
+  qsort(cur->seqs, cur->nseq, sizeof *cur->seqs, i64_cmp);
+  size_t w = 1;
+  for (size_t r = 1; r < cur->nseq; r++)
+    if (cur->seqs[r] != cur->seqs[w - 1])
+      cur->seqs[w++] = cur->seqs[r];
+  cur->nseq = w;
+}
+
+/* Steps st (already bound), appending column 0 of each row. */
+static int collect_rows(sq_cursor_t *cur, sqlite3_stmt *st, size_t *cap) {
+  int src, rc = 0;
+  while ((src = sqlite3_step(st)) == SQLITE_ROW)
+    if ((rc = seqs_push(cur, cap, sqlite3_column_int64(st, 0))) < 0)
+      break;
+  sqlite3_reset(st);
+  if (rc == 0 && src != SQLITE_DONE)
+    rc = dtx__sq_err(cur->c, src, "reading an index");
+  return rc;
+}
+
+static int ids_candidates(sq_cursor_t *cur, const json_t *vals) {
+  const sq_coll_t *co = cur->coll;
+  size_t cap = 0, i;
+  json_t *v;
+  sqlite3_stmt *st;
+  int rc = dtx__sq_prep(cur->c, co->sql[SQ_C_SEQBYID], co->h[SQ_C_SEQBYID],
+                        &st);
+  if (rc < 0)
+    return rc;
+  json_array_foreach(vals, i, v) {
+    if (!json_is_number(v) && !json_is_string(v))
+      continue; /* no stored _id is null or a boolean */
+    sqlite3_reset(st);
+    if ((rc = dtx__sq_bind_id(st, 1, v)) < 0 ||
+        (rc = collect_rows(cur, st, &cap)) < 0)
+      return rc;
+  }
+  seqs_finish(cur);
+  return 0;
+}
+
+static int bind_bound(sqlite3_stmt *st, int i, const json_t *v) {
+  if (json_is_string(v))
+    return sqlite3_bind_text(st, i, json_string_value(v),
+                             (int)json_string_length(v), SQLITE_STATIC);
+  if (json_is_integer(v))
+    return sqlite3_bind_int64(st, i, json_integer_value(v));
+  return sqlite3_bind_double(st, i, json_real_value(v));
+}
+
+static int index_candidates(sq_cursor_t *cur, const choice_t *ch) {
+  char sql[1200];
+  size_t n = (size_t)snprintf(sql, sizeof sql, "SELECT seq FROM %s WHERE ",
+                              ch->ix->table);
+  int arg = 1;
+  for (size_t f = 0; f < ch->neq; f++, arg += 2)
+    n += (size_t)snprintf(sql + n, sizeof sql - n,
+                          "%sb%zu=?%d AND v%zu=?%d", f ? " AND " : "", f, arg,
+                          f, arg + 1);
+  int rbr = 0;
+  const json_t *lo = NULL, *hi = NULL;
+  if (ch->range) {
+    rbr = range_bracket(ch->range);
+    lo = ch->range->lo;
+    hi = ch->range->hi;
+    /* {a: {$gte: 2, $lt: 3}} matches a: [1, 5] (each bound met by some
+     * element), so both bounds narrow one key only inside $elemMatch.
+     * Bounds in two brackets are never combined either. */
+    if (lo && hi &&
+        (!ch->range->one_elem ||
+         dtx__value_bracket(lo) != dtx__value_bracket(hi)))
+      hi = NULL;
+    size_t f = ch->neq;
+    n += (size_t)snprintf(sql + n, sizeof sql - n, "%sb%zu=%d",
+                          f ? " AND " : "", f, rbr);
+    if (lo)
+      n += (size_t)snprintf(sql + n, sizeof sql - n, " AND v%zu%s?%d", f,
+                            ch->range->lo_incl ? ">=" : ">", arg);
+    if (hi)
+      n += (size_t)snprintf(sql + n, sizeof sql - n, " AND v%zu%s?%d", f,
+                            ch->range->hi_incl ? "<=" : "<", arg + 1);
+  }
+  if (n >= sizeof sql)
+    return dtx__err(DTX_EBACKEND, "sqlite: index query too long");
+  sqlite3_stmt *st;
+  int rc = dtx__sq_prep(cur->c, sql, 0, &st);
+  if (rc < 0)
+    return rc;
+  /* Odometer over the equality value sets. */
+  size_t pos[16] = {0}, cap = 0;
+  for (size_t f = 0; f < ch->neq; f++)
+    if (json_array_size(ch->eq[f]->vals) == 0)
+      return 0; /* $in: [] matches nothing */
+  for (;;) {
+    sqlite3_reset(st);
+    for (size_t f = 0; f < ch->neq; f++)
+      if ((rc = dtx__sq_bind_key(st, (int)(2 * f + 1),
+                                 json_array_get(ch->eq[f]->vals, pos[f]))) <
+          0)
+        return rc;
+    if (lo)
+      bind_bound(st, arg, lo);
+    if (hi)
+      bind_bound(st, arg + 1, hi);
+    if ((rc = collect_rows(cur, st, &cap)) < 0)
+      return rc;
+    size_t f = ch->neq;
+    while (f > 0 && ++pos[f - 1] == json_array_size(ch->eq[f - 1]->vals))
+      pos[--f] = 0;
+    if (f == 0)
+      break;
+  }
+  seqs_finish(cur);
+  return 0;
+}
+
+/* ---- cursor -------------------------------------------------------------------------- */
+
+int dtx__sq_body_parse(const char *text, int len, json_t **out) {
+  json_error_t e;
+  /* Bodies were written by dtx__json_dump, so they are valid JSON objects
+   * without duplicate keys; jansson's plain loader is enough. */
+  *out = text ? json_loadb(text, (size_t)len, 0, &e) : NULL;
+  if (!*out)
+    return dtx__err(DTX_EBACKEND, "sqlite: stored document is corrupt: %s",
+                    text ? e.text : "NULL body");
+  return 0;
+}
+
+static int load_one(sq_cursor_t *cur, const json_t *id) {
+  const sq_coll_t *co = cur->coll;
+  sqlite3_stmt *st;
+  int rc = dtx__sq_prep(cur->c, co->sql[SQ_C_BYID], co->h[SQ_C_BYID], &st);
+  if (rc < 0)
+    return rc;
+  if ((rc = dtx__sq_bind_id(st, 1, id)) < 0)
+    return rc;
+  int src = sqlite3_step(st);
+  if (src == SQLITE_ROW) {
+    cur->one_seq = sqlite3_column_int64(st, 0);
+    rc = dtx__sq_body_parse((const char *)sqlite3_column_text(st, 1),
+                            sqlite3_column_bytes(st, 1), &cur->one);
+  } else if (src != SQLITE_DONE) {
+    rc = dtx__sq_err(cur->c, src, "reading a document");
+  }
+  sqlite3_reset(st);
+  return rc;
+}
+
+int dtx__sq_cursor_open(sq_cursor_t *cur, sq_conn_t *c, const sq_coll_t *coll,
+                        const json_t *filter_spec, const dtx__filter_t *f) {
+  memset(cur, 0, sizeof *cur);
+  cur->c = c;
+  cur->coll = coll;
+  cur->f = f;
+  cur->kind = PLAN_SCAN;
+  /* The primitive's usual filter, {_id: value}, needs no planning. */
+  if (json_is_object(filter_spec) && json_object_size(filter_spec) == 1) {
+    const json_t *id = json_object_get(filter_spec, "_id");
+    if (id && (json_is_integer(id) || json_is_string(id))) {
+      cur->kind = PLAN_ONE;
+      int rc = load_one(cur, id);
+      if (rc < 0)
+        dtx__sq_cursor_close(cur);
+      return rc;
+    }
+  }
+  conds_t *cs = malloc(sizeof *cs);
+  if (!cs)
+    return dtx__err(DTX_ENOMEM, "planning a query");
+  cs->n = 0;
+  cs->ngroups = 0;
+  collect(cs, filter_spec, "", 0, 0);
+
+  int rc = 0;
+  const cond_t *idc = NULL;
+  for (size_t i = 0; i < cs->n && !idc; i++)
+    if (cs->c[i].kind == COND_EQ && cs->c[i].group == 0 &&
+        strcmp(cs->c[i].path, "_id") == 0)
+      idc = &cs->c[i];
+  if (idc) {
+    const json_t *v = json_array_get(idc->vals, 0);
+    if (json_array_size(idc->vals) == 1 &&
+        (json_is_number(v) || json_is_string(v))) {
+      cur->kind = PLAN_ONE;
+      rc = load_one(cur, v);
+    } else {
+      cur->kind = PLAN_IDS;
+      rc = ids_candidates(cur, idc->vals);
+    }
+  } else {
+    choice_t best = {0};
+    for (size_t i = 0; i < coll->nidx; i++)
+      consider(cs, &coll->idx[i], &best);
+    if (best.ix) {
+      cur->kind = PLAN_INDEX;
+      rc = index_candidates(cur, &best);
+    } else {
+      rc = dtx__sq_prep(c, coll->sql[SQ_C_SCAN], coll->h[SQ_C_SCAN],
+                        &cur->scan);
+    }
+  }
+  conds_free(cs);
+  free(cs);
+  if (rc < 0)
+    dtx__sq_cursor_close(cur);
+  return rc;
+}
+
+static int fetch_seq(sq_cursor_t *cur, int64_t seq, json_t **doc) {
+  const sq_coll_t *co = cur->coll;
+  sqlite3_stmt *st;
+  *doc = NULL;
+  int rc = dtx__sq_prep(cur->c, co->sql[SQ_C_BYSEQ], co->h[SQ_C_BYSEQ], &st);
+  if (rc < 0)
+    return rc;
+  sqlite3_bind_int64(st, 1, seq);
+  int src = sqlite3_step(st);
+  if (src == SQLITE_ROW)
+    rc = dtx__sq_body_parse((const char *)sqlite3_column_text(st, 0),
+                            sqlite3_column_bytes(st, 0), doc);
+  else if (src != SQLITE_DONE)
+    rc = dtx__sq_err(cur->c, src, "reading a document");
+  else
+    rc = dtx__err(DTX_EBACKEND,
+                  "sqlite: index of %s lists a missing document (seq %lld)",
+                  co->name, (long long)seq);
+  sqlite3_reset(st);
+  return rc;
+}
+
+int dtx__sq_cursor_next(sq_cursor_t *cur, int64_t *seq, json_t **doc) {
+  int rc;
+  *doc = NULL;
+  switch (cur->kind) {
+  case PLAN_ONE:
+    while (cur->one) {
+      json_t *d = cur->one;
+      cur->one = NULL;
+      dtx__docs_examined++;
+      if (dtx__filter_match(cur->f, d)) {
+        *seq = cur->one_seq;
+        *doc = d;
+        return 1;
+      }
+      json_decref(d);
+    }
+    return 0;
+  case PLAN_SCAN:
+    for (;;) {
+      int src = sqlite3_step(cur->scan);
+      if (src != SQLITE_ROW) {
+        sqlite3_reset(cur->scan);
+        cur->kind = PLAN_IDS; /* exhausted: nothing more to step */
+        return src == SQLITE_DONE ? 0
+                                  : dtx__sq_err(cur->c, src, "scanning");
+      }
+      json_t *d;
+      if ((rc = dtx__sq_body_parse(
+               (const char *)sqlite3_column_text(cur->scan, 1),
+               sqlite3_column_bytes(cur->scan, 1), &d)) < 0)
+        return rc;
+      dtx__docs_examined++;
+      if (dtx__filter_match(cur->f, d)) {
+        *seq = sqlite3_column_int64(cur->scan, 0);
+        *doc = d;
+        return 1;
+      }
+      json_decref(d);
+    }
+  default:
+    while (cur->pos < cur->nseq) {
+      int64_t s = cur->seqs[cur->pos++];
+      json_t *d;
+      if ((rc = fetch_seq(cur, s, &d)) < 0)
+        return rc;
+      dtx__docs_examined++;
+      if (dtx__filter_match(cur->f, d)) {
+        *seq = s;
+        *doc = d;
+        return 1;
+      }
+      json_decref(d);
+    }
+    return 0;
+  }
+}
+
+void dtx__sq_cursor_close(sq_cursor_t *cur) {
+  if (cur->scan)
+    sqlite3_reset(cur->scan);
+  cur->scan = NULL;
+  json_decref(cur->one);
+  cur->one = NULL;
+  free(cur->seqs);
+  cur->seqs = NULL;
+  cur->nseq = cur->pos = 0;
+}

@@ -1,0 +1,274 @@
+/* sqlite_int.h -- internals shared by the files of the embedded SQLite
+ * backend; nothing outside src/store/sqlite/ includes it.
+ *
+ * Layout of the backend:
+ *   sqlite.c   URI parsing, connections, statement cache, busy handling,
+ *              error mapping, read transactions, the method table
+ *   commit.c   group commit: many threads share one writer connection
+ *   catalog.c  collections and indexes (the catalog and its cache)
+ *   plan.c     query planning and the candidate cursor
+ *   docs.c     insert, find, count, modify_one, modify_many
+ *
+ * On-disk schema (one SQLite file, WAL mode):
+ *   _dtx_meta(k PRIMARY KEY, v)      'format' = 1; 'catalog' = a random
+ *                                    64-bit value replaced by every catalog
+ *                                    change, so a stale cache is noticed
+ *   _dtx_coll(name PRIMARY KEY)      one row per collection
+ *   _dtx_index(id, coll, name, spec) one row per secondary index; spec is
+ *                                    dtx__index_spec_json() text
+ *   "c:NAME"(seq INTEGER PRIMARY KEY, id UNIQUE NOT NULL, body TEXT)
+ *                                    documents; seq keeps insertion order;
+ *                                    id has no type affinity, so 1 and "1"
+ *                                    are different _ids
+ *   "i:NAME:ID"(b0, v0, ..., seq) WITHOUT ROWID
+ *                                    index ID: per field a type bracket and
+ *                                    a value (no affinity), then the doc's
+ *                                    seq; primary key (fields..., seq), or
+ *                                    (fields...) when unique, which is what
+ *                                    enforces uniqueness
+ *
+ * Ownership: the backend owns its connections, their statement caches and
+ * the catalog snapshots; a snapshot (cat_t) is immutable and refcounted,
+ * so a reader keeps the one it started with while another thread installs
+ * a newer one. */
+#ifndef DTX_STORE_SQLITE_INT_H
+#define DTX_STORE_SQLITE_INT_H
+
+#include "store/store.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdint.h>
+
+/* ---- URI ------------------------------------------------------------------ */
+
+enum { SQ_SYNC_OFF = 0, SQ_SYNC_NORMAL = 1, SQ_SYNC_FULL = 2 };
+
+typedef struct sq_uri {
+  char *path; /* malloc'd; NULL for the in-memory database */
+  int memory;
+  int sync; /* SQ_SYNC_* */
+} sq_uri_t;
+
+/* Parses "sqlite:PATH[?sync=full|normal|off]" or "sqlite::memory:".
+ * DTX_EBADURI with a detail on any malformed part; out->path is malloc'd
+ * (free with free()) on success and NULL on error. */
+int dtx__sq_uri_parse(const char *uri, sq_uri_t *out);
+
+/* ---- connections -------------------------------------------------------------- */
+
+typedef struct sq_stmt_ent {
+  uint64_t h;
+  char *sql;
+  sqlite3_stmt *st;
+} sq_stmt_ent_t;
+
+typedef struct sq_conn {
+  sqlite3 *db;
+  pthread_mutex_t mu; /* held while one thread uses the connection */
+  sq_stmt_ent_t *tab; /* open-addressing statement cache */
+  size_t cap, n;
+  int64_t busy_t0; /* when the current wait for a lock began (ms) */
+} sq_conn_t;
+
+uint64_t dtx__sq_hash(const char *s);
+
+/* The cached prepared statement for sql (prepared on first use), reset and
+ * with its bindings cleared.  h is dtx__sq_hash(sql) or 0 to compute it.
+ * Statements stay owned by the connection. */
+int dtx__sq_prep(sq_conn_t *c, const char *sql, uint64_t h,
+                 sqlite3_stmt **out);
+
+/* Runs a statement without results (cached). */
+int dtx__sq_exec(sq_conn_t *c, const char *sql);
+
+/* Runs a one-off statement (DDL) without caching it. */
+int dtx__sq_exec_once(sq_conn_t *c, const char *sql);
+
+/* Maps a SQLite result code to a doctx error with the SQLite message and
+ * what was being done in the detail. */
+int dtx__sq_err(sq_conn_t *c, int src, const char *what);
+
+/* BEGIN IMMEDIATE / COMMIT, retrying SQLITE_BUSY for up to the busy
+ * timeout (another process may hold the write lock for a while). */
+int dtx__sq_begin_write(sq_conn_t *c);
+int dtx__sq_commit(sq_conn_t *c);
+void dtx__sq_rollback(sq_conn_t *c);
+
+/* Empties the statement cache when it grew too big; only called between
+ * transactions, when none of its statements can be running. */
+void dtx__sq_cache_trim(sq_conn_t *c);
+
+/* ---- catalog ------------------------------------------------------------------- */
+
+/* Hot statements of a collection, prepared from text kept in the
+ * snapshot so each op neither formats nor hashes SQL. */
+enum {
+  SQ_C_BYID,    /* seq, body by id */
+  SQ_C_SEQBYID, /* seq by id */
+  SQ_C_BYSEQ,   /* body by seq */
+  SQ_C_SCAN,    /* seq, body in seq order */
+  SQ_C_INS,     /* insert id, body */
+  SQ_C_UPD,     /* body by seq */
+  SQ_C_DEL,     /* by seq */
+  SQ_C_COUNT,   /* count(*) */
+  SQ_C_NSQL
+};
+
+typedef struct sq_idx {
+  int64_t id;
+  dtx__index_spec_t *spec;
+  char table[160]; /* quoted: "i:NAME:ID" */
+  char *sql_ins, *sql_del;
+  uint64_t h_ins, h_del;
+} sq_idx_t;
+
+typedef struct sq_coll {
+  char *name;
+  char table[140]; /* quoted: "c:NAME" */
+  char *sql[SQ_C_NSQL];
+  uint64_t h[SQ_C_NSQL];
+  size_t nidx;
+  sq_idx_t *idx;
+} sq_coll_t;
+
+typedef struct sq_cat {
+  int refs; /* atomic */
+  int64_t version;
+  size_t ncoll;
+  sq_coll_t *colls; /* sorted by name */
+} sq_cat_t;
+
+/* ---- the backend -------------------------------------------------------------- */
+
+typedef struct sq_op sq_op_t;
+
+struct dtx__backend {
+  sq_uri_t uri;
+  sq_conn_t *w; /* the writer; also the only connection in memory mode */
+
+  /* group commit (commit.c) */
+  pthread_mutex_t qmu;
+  sq_op_t *qhead, *qtail;
+  int leading; /* a thread is running a batch */
+  uint64_t nbatches, nbatched; /* statistics, for tests */
+  size_t maxbatch;
+
+  /* idle read connections (file mode) */
+  pthread_mutex_t rmu;
+  pthread_cond_t rcv;
+  sq_conn_t **idle;
+  size_t nidle, nopen;
+
+  /* the newest catalog snapshot seen by any thread */
+  pthread_mutex_t catmu;
+  sq_cat_t *cat;
+};
+
+/* The context of a write transaction run by the group commit leader. */
+typedef struct sq_wctx {
+  dtx__backend_t *b;
+  sq_conn_t *c;
+  sq_cat_t *cat;   /* ref held; kept in step with the transaction */
+  int cat_changed; /* the current op changed the catalog */
+} sq_wctx_t;
+
+/* One queued write.  run() executes it inside the batch's transaction; on
+ * error it returns a negative code with the detail set.  With keep_partial,
+ * run() has already undone the failed part itself (per-document
+ * savepoints) and what it did before the failure is kept; otherwise the
+ * whole op is rolled back.  discard() frees results when the batch's COMMIT
+ * failed after run() succeeded. */
+struct sq_op {
+  int (*run)(sq_wctx_t *w, sq_op_t *op);
+  void (*discard)(sq_op_t *op);
+  void *arg;
+  int keep_partial;
+  /* filled by the group commit */
+  int rc;
+  int done;
+  int64_t examined;
+  char detail[512];
+  pthread_cond_t cv;
+  sq_op_t *next;
+};
+
+/* Runs op through the group commit and returns its result code, with the
+ * detail and docs-examined count moved to the calling thread. */
+int dtx__sq_submit(dtx__backend_t *b, sq_op_t *op);
+
+/* Read transactions: a connection (from the pool, or the shared one in
+ * memory mode) inside BEGIN with a catalog snapshot valid for it. */
+int dtx__sq_read_begin(dtx__backend_t *b, sq_conn_t **c, sq_cat_t **cat);
+void dtx__sq_read_end(dtx__backend_t *b, sq_conn_t *c, sq_cat_t *cat);
+
+/* catalog.c */
+int dtx__sq_schema_init(sq_conn_t *c);
+int dtx__sq_cat_version(sq_conn_t *c, int64_t *v);
+int dtx__sq_cat_load(sq_conn_t *c, sq_cat_t **out);
+sq_cat_t *dtx__sq_cat_get(dtx__backend_t *b);
+void dtx__sq_cat_put(sq_cat_t *cat);
+void dtx__sq_cat_install(dtx__backend_t *b, sq_cat_t *cat);
+/* Brings *cat in line with connection c's transaction. */
+int dtx__sq_cat_sync(dtx__backend_t *b, sq_conn_t *c, sq_cat_t **cat);
+const sq_coll_t *dtx__sq_coll_find(const sq_cat_t *cat, const char *name);
+/* The collection, created (with a catalog change) when missing. */
+int dtx__sq_coll_ensure(sq_wctx_t *w, const char *name,
+                        const sq_coll_t **out);
+
+int dtx__sq_create_index(dtx__backend_t *b, const char *coll,
+                         const dtx__index_spec_t *spec);
+int dtx__sq_list_indexes(dtx__backend_t *b, const char *coll, json_t **out);
+int dtx__sq_drop_collection(dtx__backend_t *b, const char *coll);
+int dtx__sq_list_collections(dtx__backend_t *b, json_t **out);
+
+/* ---- index rows (docs.c) ---------------------------------------------------------- */
+
+/* Binds one index key value as (bracket, value) at columns i, i+1. */
+int dtx__sq_bind_key(sqlite3_stmt *st, int i, const json_t *v);
+int dtx__sq_idx_insert(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
+                       int64_t seq);
+int dtx__sq_idx_delete(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
+                       int64_t seq);
+int dtx__sq_bind_id(sqlite3_stmt *st, int i, const json_t *id);
+
+/* ---- planning (plan.c) -------------------------------------------------------------- */
+
+/* Yields the documents of a collection that match a filter, in seq
+ * (insertion) order, loading only the candidates an index or the primary
+ * key allows, or scanning when none applies. */
+typedef struct sq_cursor {
+  sq_conn_t *c;
+  const sq_coll_t *coll;
+  const dtx__filter_t *f;
+  int kind;           /* internal plan kind */
+  int64_t *seqs;      /* candidates, sorted and distinct */
+  size_t nseq, pos;
+  json_t *one;        /* single-id plan: the loaded document */
+  int64_t one_seq;
+  sqlite3_stmt *scan; /* scan plan: the running statement */
+} sq_cursor_t;
+
+int dtx__sq_cursor_open(sq_cursor_t *cur, sq_conn_t *c, const sq_coll_t *coll,
+                        const json_t *filter_spec, const dtx__filter_t *f);
+/* 1 with *seq and *doc (new ref) for the next match, 0 at the end, <0 error. */
+int dtx__sq_cursor_next(sq_cursor_t *cur, int64_t *seq, json_t **doc);
+void dtx__sq_cursor_close(sq_cursor_t *cur);
+
+/* Parses a stored body. */
+int dtx__sq_body_parse(const char *text, int len, json_t **out);
+
+/* docs.c */
+int dtx__sq_insert(dtx__backend_t *b, const char *coll, json_t *const *docs,
+                   size_t n, size_t *ninserted);
+int dtx__sq_find(dtx__backend_t *b, const char *coll, const json_t *fspec,
+                 const dtx__filter_t *f, const json_t *sort, int64_t skip,
+                 int64_t limit, json_t **out);
+int dtx__sq_count(dtx__backend_t *b, const char *coll, const json_t *fspec,
+                  const dtx__filter_t *f, int64_t *out);
+int dtx__sq_modify_one(dtx__backend_t *b, const dtx__modify_t *m,
+                       dtx__modify_result_t *res);
+int dtx__sq_modify_many(dtx__backend_t *b, const dtx__modify_t *m,
+                        int64_t *matched, int64_t *modified);
+
+#endif

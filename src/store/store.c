@@ -1,0 +1,601 @@
+/* store.c -- the public dtx_store_* API on top of the backend method table.
+ *
+ * This is the one place where caller input is checked: collection names,
+ * filter/update/sort/projection shapes, skip and limit, documents and their
+ * _ids.  Filters and updates are compiled here (src/doc) and handed to the
+ * backend already compiled, so every backend sees only valid requests and
+ * shares one definition of MongoDB's semantics.  Projections are applied
+ * here too, after the backend returns, because they never affect which
+ * document is chosen.  The backend is picked by the URI's scheme from the
+ * registry below; a new backend is one line there.
+ *
+ * Ownership: a dtx_store_t owns its backend handle and a copy of its URI;
+ * both are freed by dtx_store_close().  The handle is immutable after
+ * dtx_store_open(), so sharing it between threads needs no locking here. */
+#include "store/store.h"
+
+#include "util/err.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Thread_local int64_t dtx__docs_examined;
+
+/* The registry: one line per backend, matched by URI scheme. */
+static const dtx_store_methods_t *const backends[] = {
+    &dtx__sqlite_methods,
+};
+#define NBACKENDS (sizeof backends / sizeof backends[0])
+
+struct dtx_store {
+  const dtx_store_methods_t *m;
+  dtx__backend_t *b;
+  char *uri;
+};
+
+#define DEFAULT_URI "sqlite:./doctx.db"
+
+/* ---- helpers -------------------------------------------------------------- */
+
+void dtx__modify_result_clear(dtx__modify_result_t *res) {
+  if (!res)
+    return;
+  json_decref(res->before);
+  json_decref(res->after);
+  json_decref(res->upserted_id);
+  memset(res, 0, sizeof *res);
+}
+
+int dtx__coll_check(const char *coll) {
+  if (!coll)
+    return dtx__err(DTX_EINVAL, "collection name is NULL");
+  size_t n = strlen(coll);
+  if (n == 0)
+    return dtx__err(DTX_EINVAL, "collection name is empty");
+  if (n > 120)
+    return dtx__err(DTX_EINVAL,
+                    "collection name '%.40s...' is longer than 120 bytes", coll);
+  for (size_t i = 0; i < n; i++) {
+    char c = coll[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-'))
+      return dtx__err(DTX_EINVAL,
+                      "collection name '%s' has a character outside "
+                      "[A-Za-z0-9_.-]",
+                      coll);
+  }
+  if (strncmp(coll, "_dtx", 4) == 0 || strncmp(coll, "system.", 7) == 0)
+    return dtx__err(DTX_EINVAL, "collection name '%s' is reserved", coll);
+  return 0;
+}
+
+/* Checks the arguments every collection-level call shares. */
+/* Every operation on a collection passes here, so it is also where the
+ * benchmark's operation counter ticks. */
+static int check_st_coll(const dtx_store_t *st, const char *coll) {
+  if (!st)
+    return dtx__err(DTX_EINVAL, "store is NULL");
+  dtx__store_count_call();
+  return dtx__coll_check(coll);
+}
+
+/* A filter and (for updates) an update, compiled.  The backend gets
+ * filter_spec as given, except that a NULL filter becomes a real {}, as
+ * store.h promises backends. */
+typedef struct compiled {
+  json_t *empty; /* owned {} standing in for a NULL filter */
+  const json_t *filter;
+  dtx__filter_t *f;
+  dtx__update_t *u;
+} compiled_t;
+
+static void compiled_free(compiled_t *c) {
+  if (c->f)
+    dtx__filter_free(c->f);
+  if (c->u)
+    dtx__update_free(c->u);
+  json_decref(c->empty);
+  memset(c, 0, sizeof *c);
+}
+
+/* A filter that is not an object is a mistake in the query, so it is
+ * DTX_EBADQUERY rather than EINVAL; likewise EBADUPDATE for an update.
+ * On error nothing is left to free. */
+static int compile(const json_t *filter, const json_t *update,
+                   int with_update, compiled_t *c) {
+  int rc;
+  memset(c, 0, sizeof *c);
+  if (filter && !json_is_object(filter))
+    return dtx__err(DTX_EBADQUERY, "filter must be an object");
+  if (!filter && !(filter = c->empty = json_object()))
+    return dtx__err(DTX_ENOMEM, "compiling a filter");
+  c->filter = filter;
+  if ((rc = dtx__filter_compile(filter, &c->f)) < 0)
+    goto fail;
+  if (with_update) {
+    if (!update)
+      rc = dtx__err(DTX_EBADUPDATE, "update is NULL");
+    else if (!json_is_object(update))
+      rc = dtx__err(DTX_EBADUPDATE, "update must be an object");
+    else
+      rc = dtx__update_compile(update, &c->u);
+    if (rc < 0)
+      goto fail;
+  }
+  return 0;
+fail:
+  compiled_free(c);
+  return rc;
+}
+
+/* Sort and projection are optional; NULL skips the check. */
+static int check_sort_proj(const json_t *sort, const json_t *projection) {
+  int rc;
+  if (sort && (rc = dtx__sort_check(sort)) < 0)
+    return rc;
+  if (projection && (rc = dtx__projection_check(projection)) < 0)
+    return rc;
+  return 0;
+}
+
+/* Replaces *doc by its projection (a no-op without one). */
+static int project_in_place(json_t **doc, const json_t *projection) {
+  json_t *p;
+  int rc;
+  if (!projection || !*doc)
+    return 0;
+  if ((rc = dtx__project(*doc, projection, &p)) < 0)
+    return rc;
+  json_decref(*doc);
+  *doc = p;
+  return 0;
+}
+
+/* A deep copy of doc with a valid _id, generated first in key order (as
+ * MongoDB does) when missing.  doc itself is never modified. */
+static int prepare_doc(const json_t *doc, json_t **out) {
+  int rc;
+  *out = NULL;
+  if (!json_is_object(doc))
+    return dtx__err(DTX_EINVAL, "document must be an object");
+  json_t *id = json_object_get(doc, "_id");
+  if (id) {
+    if ((rc = dtx__id_check(id)) < 0)
+      return rc;
+    if (!(*out = json_deep_copy(doc)))
+      return dtx__err(DTX_ENOMEM, "copying a document");
+    return 0;
+  }
+  char hex[25];
+  dtx__id_new(hex);
+  json_t *copy = json_object();
+  if (!copy || json_object_set_new(copy, "_id", json_string(hex)) < 0)
+    goto nomem;
+  const char *k;
+  json_t *v;
+  json_object_foreach((json_t *)doc, k, v) {
+    if (json_object_set_new(copy, k, json_deep_copy(v)) < 0)
+      goto nomem;
+  }
+  *out = copy;
+  return 0;
+nomem:
+  json_decref(copy);
+  return dtx__err(DTX_ENOMEM, "copying a document");
+}
+
+/* ---- open / close ------------------------------------------------------------ */
+
+int dtx_store_open(const char *uri, dtx_store_t **out) {
+  dtx__err_clear();
+  if (!out)
+    return dtx__err(DTX_EINVAL, "out is NULL");
+  *out = NULL;
+  if (!uri) {
+    uri = getenv("DOCTX_STORE");
+    if (!uri || !*uri)
+      uri = DEFAULT_URI;
+  }
+  const char *colon = strchr(uri, ':');
+  if (!colon || colon == uri)
+    return dtx__err(DTX_EBADURI,
+                    "store URI '%s' has no scheme (expected sqlite:PATH)", uri);
+  size_t slen = (size_t)(colon - uri);
+  const dtx_store_methods_t *m = NULL;
+  for (size_t i = 0; i < NBACKENDS; i++) {
+    if (strlen(backends[i]->scheme) == slen &&
+        strncmp(backends[i]->scheme, uri, slen) == 0) {
+      m = backends[i];
+      break;
+    }
+  }
+  if (!m)
+    return dtx__err(DTX_EBADURI,
+                    "unknown scheme '%.*s' (expected sqlite:...)", (int)slen,
+                    uri);
+  if (m->version < 1)
+    return dtx__err(DTX_EBACKEND, "backend '%s' has version %d", m->scheme,
+                    m->version);
+
+  dtx_store_t *st = calloc(1, sizeof *st);
+  if (!st || !(st->uri = strdup(uri))) {
+    free(st);
+    return dtx__err(DTX_ENOMEM, "opening %s", uri);
+  }
+  st->m = m;
+  int rc = m->open(uri, &st->b);
+  if (rc < 0) {
+    free(st->uri);
+    free(st);
+    return rc;
+  }
+  *out = st;
+  return 0;
+}
+
+void dtx_store_close(dtx_store_t *st) {
+  if (!st)
+    return;
+  st->m->close(st->b);
+  free(st->uri);
+  free(st);
+}
+
+const char *dtx_store_uri(const dtx_store_t *st) { return st ? st->uri : NULL; }
+
+/* ---- insert ---------------------------------------------------------------------- */
+
+int dtx_store_insert(dtx_store_t *st, const char *coll, const json_t *doc,
+                     json_t **id_out) {
+  dtx__err_clear();
+  if (id_out)
+    *id_out = NULL;
+  int rc = check_st_coll(st, coll);
+  if (rc < 0)
+    return rc;
+  json_t *copy;
+  if ((rc = prepare_doc(doc, &copy)) < 0)
+    return rc;
+  size_t n = 0;
+  rc = st->m->insert(st->b, coll, (json_t *const *)&copy, 1, &n);
+  if (rc == 0 && id_out)
+    *id_out = json_incref(json_object_get(copy, "_id"));
+  json_decref(copy);
+  return rc;
+}
+
+/* Every document is checked before the first goes in, so malformed input
+ * inserts nothing.  Unlike most out-parameters, *ninserted and *ids_out
+ * are also set on a backend error: they describe the documents that did
+ * go in before it, which stay. */
+int dtx_store_insert_many(dtx_store_t *st, const char *coll,
+                          const json_t *docs, size_t *ninserted,
+                          json_t **ids_out) {
+  dtx__err_clear();
+  if (ninserted)
+    *ninserted = 0;
+  if (ids_out)
+    *ids_out = NULL;
+  int rc = check_st_coll(st, coll);
+  if (rc < 0)
+    return rc;
+  if (!json_is_array(docs))
+    return dtx__err(DTX_EINVAL, "documents must be an array");
+  size_t n = json_array_size(docs);
+  json_t **copies = calloc(n ? n : 1, sizeof *copies);
+  if (!copies)
+    return dtx__err(DTX_ENOMEM, "inserting %zu documents", n);
+  size_t ncopied = 0, done = 0;
+  for (; ncopied < n; ncopied++) {
+    if ((rc = prepare_doc(json_array_get(docs, ncopied), &copies[ncopied])) <
+        0) {
+      dtx__err_wrap(rc, "document %zu", ncopied);
+      goto out;
+    }
+  }
+  if (n > 0)
+    rc = st->m->insert(st->b, coll, copies, n, &done);
+  if (ninserted)
+    *ninserted = done;
+  if (ids_out) {
+    json_t *ids = json_array();
+    for (size_t i = 0; ids && i < done; i++)
+      json_array_append(ids, json_object_get(copies[i], "_id"));
+    if (!ids && rc == 0)
+      rc = dtx__err(DTX_ENOMEM, "listing inserted ids");
+    *ids_out = ids;
+  }
+out:
+  for (size_t i = 0; i < ncopied; i++)
+    json_decref(copies[i]);
+  free(copies);
+  return rc;
+}
+
+/* ---- find / count -------------------------------------------------------------------- */
+
+int dtx_store_find(dtx_store_t *st, const char *coll, const json_t *filter,
+                   const dtx_find_opts_t *opts, json_t **out) {
+  dtx__err_clear();
+  static const dtx_find_opts_t none;
+  if (!out)
+    return dtx__err(DTX_EINVAL, "out is NULL");
+  *out = NULL;
+  if (!opts)
+    opts = &none;
+  int rc = check_st_coll(st, coll);
+  if (rc < 0)
+    return rc;
+  if (opts->skip < 0)
+    return dtx__err(DTX_EINVAL, "skip must be >= 0, not %lld",
+                    (long long)opts->skip);
+  if (opts->limit < 0)
+    return dtx__err(DTX_EINVAL, "limit must be >= 0, not %lld",
+                    (long long)opts->limit);
+  compiled_t c;
+  if ((rc = check_sort_proj(opts->sort, opts->projection)) < 0 ||
+      (rc = compile(filter, NULL, 0, &c)) < 0)
+    return rc;
+  json_t *docs = NULL;
+  rc = st->m->find(st->b, coll, c.filter, c.f, opts->sort, opts->skip,
+                   opts->limit, &docs);
+  compiled_free(&c);
+  if (rc < 0)
+    return rc;
+  for (size_t i = 0; opts->projection && i < json_array_size(docs); i++) {
+    json_t *d = json_incref(json_array_get(docs, i));
+    if ((rc = project_in_place(&d, opts->projection)) < 0) {
+      json_decref(d);
+      json_decref(docs);
+      return rc;
+    }
+    json_array_set_new(docs, i, d);
+  }
+  *out = docs;
+  return 0;
+}
+
+int dtx_store_count(dtx_store_t *st, const char *coll, const json_t *filter,
+                    int64_t *out) {
+  dtx__err_clear();
+  if (!out)
+    return dtx__err(DTX_EINVAL, "out is NULL");
+  *out = 0;
+  compiled_t c;
+  int rc = check_st_coll(st, coll);
+  if (rc < 0 || (rc = compile(filter, NULL, 0, &c)) < 0)
+    return rc;
+  rc = st->m->count(st->b, coll, c.filter, c.f, out);
+  compiled_free(&c);
+  if (rc < 0)
+    *out = 0;
+  return rc;
+}
+
+/* ---- update and delete ------------------------------------------------------------------ */
+
+/* The checks every modifying call shares, then compiles filter (and update
+ * unless this is a delete) into c and describes the request in m, which
+ * borrows from c.  On error nothing is left to free. */
+static int modify_prepare(dtx_store_t *st, const char *coll,
+                          const json_t *filter, const json_t *update,
+                          int is_delete, dtx__modify_t *m, compiled_t *c) {
+  int rc;
+  memset(m, 0, sizeof *m);
+  memset(c, 0, sizeof *c);
+  if ((rc = check_st_coll(st, coll)) < 0 ||
+      (rc = compile(filter, update, !is_delete, c)) < 0)
+    return rc;
+  m->coll = coll;
+  m->filter_spec = c->filter;
+  m->filter = c->f;
+  m->update_spec = is_delete ? NULL : update;
+  m->update = c->u;
+  return 0;
+}
+
+/* updateMany has no upsert of its own in the method table: when nothing
+ * matched, an upserting modify_one does it, which re-checks the filter
+ * atomically, so a document inserted meanwhile is updated, not doubled. */
+int dtx_store_update(dtx_store_t *st, const char *coll, const json_t *filter,
+                     const json_t *update, const dtx_update_opts_t *opts,
+                     dtx_update_result_t *res) {
+  dtx__err_clear();
+  static const dtx_update_opts_t none;
+  dtx_update_result_t r = {0, 0, NULL};
+  if (res)
+    memset(res, 0, sizeof *res);
+  if (!opts)
+    opts = &none;
+  dtx__modify_t m;
+  compiled_t c;
+  int rc = modify_prepare(st, coll, filter, update, 0, &m, &c);
+  if (rc < 0)
+    return rc;
+  if (opts->many && dtx__update_is_replacement(c.u)) {
+    compiled_free(&c);
+    return dtx__err(DTX_EBADUPDATE,
+                    "replacement document cannot be used with many");
+  }
+  if (opts->many)
+    rc = st->m->modify_many(st->b, &m, &r.matched, &r.modified);
+  if (rc == 0 && (!opts->many || (r.matched == 0 && opts->upsert))) {
+    dtx__modify_result_t mr = {0};
+    m.upsert = opts->upsert;
+    rc = st->m->modify_one(st->b, &m, &mr);
+    if (rc == 0) {
+      r.matched = mr.matched ? 1 : 0;
+      r.modified = mr.matched && mr.modified ? 1 : 0;
+      r.upserted_id = json_incref(mr.upserted_id);
+    }
+    dtx__modify_result_clear(&mr);
+  }
+  compiled_free(&c);
+  if (rc < 0) {
+    json_decref(r.upserted_id);
+    return rc;
+  }
+  if (res)
+    *res = r;
+  else
+    json_decref(r.upserted_id);
+  return 0;
+}
+
+/* The primitive.  Both find_one_and_* calls take the document they return
+ * out of the backend's result, so it is not copied. */
+int dtx_store_find_one_and_update(dtx_store_t *st, const char *coll,
+                                  const json_t *filter, const json_t *update,
+                                  const dtx_fam_opts_t *opts, json_t **out) {
+  dtx__err_clear();
+  static const dtx_fam_opts_t none;
+  if (!out)
+    return dtx__err(DTX_EINVAL, "out is NULL");
+  *out = NULL;
+  if (!opts)
+    opts = &none;
+  dtx__modify_t m;
+  compiled_t c;
+  int rc = check_sort_proj(opts->sort, opts->projection);
+  if (rc < 0 ||
+      (rc = modify_prepare(st, coll, filter, update, 0, &m, &c)) < 0)
+    return rc;
+  m.sort = opts->sort;
+  m.upsert = opts->upsert;
+  dtx__modify_result_t mr = {0};
+  rc = st->m->modify_one(st->b, &m, &mr);
+  compiled_free(&c);
+  if (rc < 0)
+    return rc;
+  if (!mr.matched && !mr.upserted_id) {
+    dtx__modify_result_clear(&mr);
+    return dtx__err(DTX_ENOMATCH, "no document in '%s' matched the filter",
+                    coll);
+  }
+  json_t **pick = opts->return_new ? &mr.after : &mr.before;
+  json_t *doc = *pick;
+  *pick = NULL;
+  dtx__modify_result_clear(&mr);
+  if ((rc = project_in_place(&doc, opts->projection)) < 0) {
+    json_decref(doc);
+    return rc;
+  }
+  *out = doc;
+  return 0;
+}
+
+int dtx_store_find_one_and_delete(dtx_store_t *st, const char *coll,
+                                  const json_t *filter,
+                                  const dtx_fam_opts_t *opts, json_t **out) {
+  dtx__err_clear();
+  static const dtx_fam_opts_t none;
+  if (!out)
+    return dtx__err(DTX_EINVAL, "out is NULL");
+  *out = NULL;
+  if (!opts)
+    opts = &none;
+  dtx__modify_t m;
+  compiled_t c;
+  int rc = check_sort_proj(opts->sort, opts->projection);
+  if (rc < 0 || (rc = modify_prepare(st, coll, filter, NULL, 1, &m, &c)) < 0)
+    return rc;
+  m.sort = opts->sort;
+  dtx__modify_result_t mr = {0};
+  rc = st->m->modify_one(st->b, &m, &mr);
+  compiled_free(&c);
+  if (rc < 0)
+    return rc;
+  if (!mr.matched || !mr.before) {
+    dtx__modify_result_clear(&mr);
+    return dtx__err(DTX_ENOMATCH, "no document in '%s' matched the filter",
+                    coll);
+  }
+  json_t *doc = mr.before;
+  mr.before = NULL;
+  dtx__modify_result_clear(&mr);
+  if ((rc = project_in_place(&doc, opts->projection)) < 0) {
+    json_decref(doc);
+    return rc;
+  }
+  *out = doc;
+  return 0;
+}
+
+int dtx_store_delete(dtx_store_t *st, const char *coll, const json_t *filter,
+                     int many, int64_t *deleted) {
+  dtx__err_clear();
+  if (deleted)
+    *deleted = 0;
+  dtx__modify_t m;
+  compiled_t c;
+  int rc = modify_prepare(st, coll, filter, NULL, 1, &m, &c);
+  if (rc < 0)
+    return rc;
+  int64_t matched = 0, n = 0;
+  if (many) {
+    rc = st->m->modify_many(st->b, &m, &matched, &n);
+  } else {
+    dtx__modify_result_t mr = {0};
+    rc = st->m->modify_one(st->b, &m, &mr);
+    n = rc == 0 && mr.matched ? 1 : 0;
+    dtx__modify_result_clear(&mr);
+  }
+  compiled_free(&c);
+  /* deleteMany keeps what it removed before an error, so say how many. */
+  if (deleted && (rc == 0 || many))
+    *deleted = n;
+  return rc;
+}
+
+/* ---- indexes and collections ----------------------------------------------------------------- */
+
+int dtx_store_create_index(dtx_store_t *st, const char *coll,
+                           const json_t *keys, const dtx_index_opts_t *opts,
+                           char **name_out) {
+  dtx__err_clear();
+  if (name_out)
+    *name_out = NULL;
+  int rc = check_st_coll(st, coll);
+  if (rc < 0)
+    return rc;
+  if (!keys)
+    return dtx__err(DTX_EBADINDEX, "index keys are NULL");
+  dtx__index_spec_t *spec;
+  if ((rc = dtx__index_spec_parse(keys, opts, &spec)) < 0)
+    return rc;
+  rc = st->m->create_index(st->b, coll, spec);
+  if (rc == 0 && name_out && !(*name_out = strdup(spec->name)))
+    rc = dtx__err(DTX_ENOMEM, "copying index name");
+  dtx__index_spec_free(spec);
+  return rc;
+}
+
+int dtx_store_list_indexes(dtx_store_t *st, const char *coll, json_t **out) {
+  dtx__err_clear();
+  if (!out)
+    return dtx__err(DTX_EINVAL, "out is NULL");
+  *out = NULL;
+  int rc = check_st_coll(st, coll);
+  if (rc < 0)
+    return rc;
+  return st->m->list_indexes(st->b, coll, out);
+}
+
+int dtx_store_drop_collection(dtx_store_t *st, const char *coll) {
+  dtx__err_clear();
+  int rc = check_st_coll(st, coll);
+  if (rc < 0)
+    return rc;
+  return st->m->drop_collection(st->b, coll);
+}
+
+int dtx_store_list_collections(dtx_store_t *st, json_t **out) {
+  dtx__err_clear();
+  if (!out)
+    return dtx__err(DTX_EINVAL, "out is NULL");
+  *out = NULL;
+  if (!st)
+    return dtx__err(DTX_EINVAL, "store is NULL");
+  return st->m->list_collections(st->b, out);
+}

@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# bad_input.sh -- every kind of bad input is refused with the right exit
+# code and a "doctx: ERRNAME: detail" line naming what was wrong, and
+# leaves the store exactly as it was.
+#
+# The table below is one `row` per case:
+#   row EXIT ERRNAME MENTION -- ARGS...
+# MENTION is a string stderr must contain ("" for none).  After each row
+# the whole store (every collection's documents and indexes) is dumped
+# and compared with the dump taken before it.
+#
+# Run by ctest with $DOCTX set to the doctx binary; exits non-zero when any
+# check fails and ends with "N passed, N failed".
+set -u
+
+DOCTX=${DOCTX:?set DOCTX to the doctx binary}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/doctx-badinput.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+S="sqlite:$TMP/x.db"
+PASS=0
+FAIL=0
+NROWS=0
+
+dx() { "$DOCTX" --store "$S" "$@"; }
+
+dump() {
+  local c
+  echo "collections:"
+  dx collections || echo "collections failed"
+  for c in $(dx collections); do
+    echo "== $c"
+    dx find "$c" || echo "find failed"
+    echo "-- indexes"
+    dx indexes "$c" || echo "indexes failed"
+  done
+}
+
+fail() {
+  FAIL=$((FAIL + 1))
+  printf 'FAIL: %s\n' "$1" >&2
+  [ -n "${2:-}" ] && printf '%s\n' "$2" | sed 's/^/      /' >&2
+  return 0
+}
+
+row() {
+  local code=$1 name=$2 mention=$3 rc=0 what
+  shift 4 # code name mention --
+  NROWS=$((NROWS + 1))
+  what="doctx $*"
+  dump > "$TMP/before"
+  "$DOCTX" --store "$S" "$@" > "$TMP/out" 2> "$TMP/err" || rc=$?
+  dump > "$TMP/after"
+  local err first
+  err=$(cat "$TMP/err")
+  first=$(head -n 1 "$TMP/err")
+  local ok=1
+  if [ "$rc" -ne "$code" ]; then
+    fail "$what: exit $rc, want $code" "stderr: $err"; ok=0
+  fi
+  if [[ $first != "doctx: $name: "* ]]; then
+    fail "$what: stderr does not start with 'doctx: $name: '" "stderr: $err"; ok=0
+  fi
+  if [ -n "$mention" ] && [[ $err != *"$mention"* ]]; then
+    fail "$what: stderr does not mention '$mention'" "stderr: $err"; ok=0
+  fi
+  if [ -s "$TMP/out" ]; then
+    fail "$what: printed on stdout" "stdout: $(cat "$TMP/out")"; ok=0
+  fi
+  if ! cmp -s "$TMP/before" "$TMP/after"; then
+    fail "$what: the store changed" "$(diff "$TMP/before" "$TMP/after")"; ok=0
+  fi
+  if [ "$ok" -eq 1 ]; then PASS=$((PASS + 1)); fi
+}
+
+# ---- the store every row runs against ------------------------------------------
+setup_ok=1
+dx insert acc '{"_id":"A","balance":100,"tags":["x","y"],"name":"a"}' \
+  '{"_id":"M","n":9223372036854775807}' '{"_id":"S","s":"text"}' \
+  '{"_id":"L","n":-9223372036854775808}' > /dev/null || setup_ok=0
+dx insert users '{"_id":1,"email":"a@x"}' '{"_id":2,"email":"b@x"}' \
+  > /dev/null || setup_ok=0
+dx index users '{"email":1}' --unique > /dev/null || setup_ok=0
+dx index acc '{"balance":-1}' > /dev/null || setup_ok=0
+if [ "$setup_ok" -ne 1 ] || [ "$(dx count acc)" != 4 ]; then
+  echo "setup failed" >&2
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+
+# ---- malformed JSON, in each JSON argument --------------------------------------
+row 2 BADJSON FILTER -- find acc '{"a":'
+row 2 BADJSON FILTER -- count acc '{bad}'
+row 2 BADJSON FILTER -- find acc '{"a":1} x'
+row 2 BADJSON FILTER -- find acc '{"a":1,"a":2}'
+row 2 BADJSON FILTER -- find acc ''
+row 2 BADJSON DOC -- insert acc '{"_id":"N",}'
+row 2 BADJSON "DOC 2" -- insert acc '{"_id":"N1"}' '{"x":'
+row 2 BADJSON UPDATE -- update acc '{"_id":"A"}' '{"$set":'
+row 2 BADJSON FILTER -- update acc '{"_id":"A"' '{"$set":{"a":1}}'
+row 2 BADJSON UPDATE -- find-and-modify acc '{}' 'nope'
+row 2 BADJSON FILTER -- delete acc '{"_id":"A"'
+row 2 BADJSON --sort -- find acc '{}' --sort '{"a":'
+row 2 BADJSON --sort -- find-and-modify acc '{}' '{"$set":{"a":1}}' --sort '['
+row 2 BADJSON --project -- find acc '{}' --project '[1'
+row 2 BADJSON KEYS -- index acc '{"a":1'
+row 2 BADJSON DOC -- insert acc "{\"_id\":\"Q\",\"s\":\"a$(printf '\001')b\"}"
+
+# ---- integers outside int64 ----------------------------------------------------------
+row 2 BADJSON DOC -- insert acc '{"n":9223372036854775808}'
+row 2 BADJSON FILTER -- find acc '{"n":-9223372036854775809}'
+row 2 BADJSON UPDATE -- update acc '{"_id":"A"}' '{"$inc":{"balance":99999999999999999999}}'
+
+# ---- unknown operators -------------------------------------------------------------------
+row 2 BADQUERY '$foo' -- find acc '{"a":{"$foo":1}}'
+row 2 BADQUERY '$where' -- find acc '{"$where":"this.a == 1"}'
+row 2 BADQUERY '$foo' -- count acc '{"$foo":[]}'
+row 2 BADQUERY '$regex' -- delete acc '{"name":{"$regex":"a"}}' --many
+row 2 BADQUERY '$where' -- find-and-modify acc '{"$where":"1"}' '{"$set":{"a":1}}'
+row 2 BADUPDATE '$foo' -- update acc '{"_id":"A"}' '{"$foo":{"a":1}}'
+row 2 BADUPDATE '$where' -- find-and-modify acc '{"_id":"A"}' '{"$where":{"a":1}}'
+
+# ---- operators with arguments of the wrong type ---------------------------------------------
+row 2 BADUPDATE '$inc' -- update acc '{"_id":"A"}' '{"$inc":{"balance":"x"}}'
+row 2 BADQUERY '$size' -- find acc '{"tags":{"$size":-1}}'
+row 2 BADQUERY '$in' -- find acc '{"a":{"$in":1}}'
+row 2 BADQUERY '$nin' -- count acc '{"a":{"$nin":"x"}}'
+row 2 BADQUERY '$and' -- find acc '{"$and":{"a":1}}'
+row 2 BADQUERY '$elemMatch' -- find acc '{"tags":{"$elemMatch":1}}'
+row 2 BADQUERY '$all' -- find acc '{"tags":{"$all":"x"}}'
+row 2 BADQUERY FILTER -- find acc '5'
+row 2 BADQUERY FILTER -- update acc '[{"_id":"A"}]' '{"$set":{"a":1}}'
+row 2 BADUPDATE UPDATE -- update acc '{}' '[1]'
+row 2 BADUPDATE '$set' -- update acc '{}' '{"$set":{}}'
+row 2 BADUPDATE '$set' -- update acc '{}' '{"$set":5}'
+
+# ---- conflicting update paths, replacement misuse -------------------------------------------
+row 2 BADUPDATE 'a.b' -- update acc '{}' '{"$set":{"a":1,"a.b":2}}'
+row 2 BADUPDATE 'balance' -- update acc '{}' '{"$set":{"balance":1},"$inc":{"balance":1}}'
+row 2 BADUPDATE many -- update acc '{"_id":"A"}' '{"x":1}' --many
+row 2 BADUPDATE '' -- update acc '{}' '{"$set":{"a":1},"b":2}'
+
+# ---- constraint violations found in the store (exit 3) ------------------------------------------
+row 3 OVERFLOW 'n' -- update acc '{"_id":"M"}' '{"$inc":{"n":1}}'
+row 3 OVERFLOW 'n' -- find-and-modify acc '{"_id":"L"}' '{"$inc":{"n":-1}}'
+row 3 OVERFLOW 'n' -- update acc '{"n":{"$gt":0}}' '{"$inc":{"n":9223372036854775807}}' --many
+row 3 TYPE 's' -- update acc '{"_id":"S"}' '{"$inc":{"s":1}}'
+row 3 TYPE 'balance' -- find-and-modify acc '{"_id":"A"}' '{"$push":{"balance":1}}'
+row 3 TYPE 'name' -- update acc '{"_id":"A"}' '{"$set":{"name.first":"x"}}'
+row 3 IMMUTABLE '_id' -- update acc '{"_id":"A"}' '{"_id":"Z","balance":1}'
+row 3 IMMUTABLE '_id' -- find-and-modify acc '{"_id":"S"}' '{"_id":"T"}'
+row 3 DUPKEY '' -- insert acc '{"_id":"A"}'
+row 3 DUPKEY 'email' -- insert users '{"_id":3,"email":"a@x"}'
+row 3 DUPKEY 'email' -- update users '{"_id":2}' '{"$set":{"email":"a@x"}}'
+row 3 DUPKEY 'email' -- find-and-modify users '{"_id":"new"}' '{"$set":{"email":"b@x"}}' --upsert
+row 3 DUPKEY '' -- index users '{"x":1}' --unique
+row 3 DUPKEY '' -- index acc '{"name":1}' --unique
+
+# ---- bad store URIs ------------------------------------------------------------------------------------
+row 2 BADURI bogus -- --store 'bogus:x' collections
+row 2 BADURI nocolon -- --store 'nocolon' find acc
+row 2 BADURI mysql -- --store=mysql://h/db insert acc '{"_id":"U"}'
+
+# ---- missing, extra and unknown arguments and options ------------------------------------------------
+row 2 USAGE COLL -- find
+row 2 USAGE UPDATE -- update acc '{}'
+row 2 USAGE DOC -- insert acc
+row 2 USAGE KEYS -- index acc
+row 2 USAGE FILTER -- delete acc
+row 2 USAGE extra -- delete acc '{}' extra
+row 2 USAGE extra -- collections extra
+row 2 USAGE --bogus -- find acc --bogus
+row 2 USAGE --new -- update acc '{}' '{"$set":{"a":1}}' --new
+row 2 USAGE --many -- delete acc '{}' --many=yes
+row 2 USAGE frobnicate -- frobnicate acc
+row 2 USAGE --verbose -- --verbose collections
+row 2 USAGE --store -- --store
+row 2 USAGE --limit -- find acc --limit
+row 2 USAGE --limit -- find acc --limit -1
+row 2 USAGE --limit -- find acc --limit 1x
+row 2 USAGE --limit -- find acc --limit ' 1'
+row 2 USAGE --limit -- find acc --limit +1
+row 2 USAGE --skip -- find acc --skip 99999999999999999999
+row 2 USAGE --limit -- find acc --limit 1 --limit 2
+
+# ---- bad collection names, documents, projections, sorts and index keys ---------------------------------
+row 2 INVAL 'bad name' -- insert 'bad name' '{}'
+row 2 INVAL _dtx -- find _dtx_locks
+row 2 INVAL object -- insert acc '[1]'
+row 2 INVAL "DOC 2" -- insert acc '{"_id":"V"}' '"str"'
+row 2 INVAL _id -- insert acc '{"_id":[1]}'
+row 2 INVAL '' -- find acc '{}' --project '{"a":1,"b":0}'
+row 2 INVAL '' -- find acc '{}' --sort '{"a":2}'
+row 2 BADINDEX '' -- index acc '{"a":2}'
+row 2 BADINDEX '' -- index acc '{}'
+row 2 BADINDEX 'a.0' -- index acc '{"a.0":1}'
+
+# The table must stay big enough to mean something.
+if [ "$NROWS" -lt 40 ]; then fail "only $NROWS rows in the table"; fi
+
+echo "$PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]

@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# contract.sh -- the doctx command's contract as users and scripts rely on
+# it: the output format of every document command, exit codes 0/1/2/3,
+# --help everywhere, find's options, upserts, and the index commands.
+#
+# Run by ctest with $DOCTX set to the doctx binary; exits non-zero when any
+# check fails and ends with "N passed, N failed".
+set -u
+
+DOCTX=${DOCTX:?set DOCTX to the doctx binary}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/doctx-contract.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+S="sqlite:$TMP/x.db"
+PASS=0
+FAIL=0
+
+# run ARGS...: runs doctx on the test store; sets OUT, ERR and RC.
+run() {
+  RC=0
+  "$DOCTX" --store "$S" "$@" > "$TMP/out" 2> "$TMP/err" || RC=$?
+  OUT=$(cat "$TMP/out")
+  ERR=$(cat "$TMP/err")
+}
+
+ok() { PASS=$((PASS + 1)); }
+bad() {
+  FAIL=$((FAIL + 1))
+  printf 'FAIL: %s\n' "$1" >&2
+  [ -n "${2:-}" ] && printf '%s\n' "$2" | sed 's/^/      /' >&2
+  return 0
+}
+
+# expect CODE STDOUT ARGS...: exact exit code and exact stdout.
+expect() {
+  local code=$1 want=$2
+  shift 2
+  run "$@"
+  if [ "$RC" -eq "$code" ] && [ "$OUT" == "$want" ]; then ok; else
+    bad "doctx $* -> exit $RC, want $code" \
+        "stdout: $OUT"$'\n'"want:   $want"$'\n'"stderr: $ERR"
+  fi
+}
+
+# expect_err CODE ERRNAME ARGS...: exit code, empty stdout and a
+# "doctx: ERRNAME: " line on stderr.
+expect_err() {
+  local code=$1 name=$2
+  shift 2
+  run "$@"
+  if [ "$RC" -eq "$code" ] && [ -z "$OUT" ] &&
+     [[ $ERR == "doctx: $name: "* ]]; then ok; else
+    bad "doctx $* -> exit $RC, want $code $name" "stdout: $OUT"$'\n'"stderr: $ERR"
+  fi
+}
+
+check() { # check DESCRIPTION CONDITION-RESULT(0/1)
+  if [ "$2" -eq 0 ]; then ok; else bad "$1"; fi
+}
+
+# ---- insert ----------------------------------------------------------------
+expect 0 '"a"' insert c '{"_id":"a","n":1}'
+expect 0 '5' insert c '{"_id":5,"n":2}'
+expect 0 $'"b"\n"c"\n7' insert c '{"_id":"b","n":3}' '{"_id":"c","n":4}' \
+  '{"_id":7,"n":5,"s":"x"}'
+run insert c '{"n":6}'
+check "generated _id is 24 hex digits: $OUT" \
+  "$([[ $RC -eq 0 && $OUT =~ ^\"[0-9a-f]{24}\"$ ]]; echo $?)"
+GEN=$OUT
+# Ids already inserted are printed even when a later document fails.
+run insert c '{"_id":"d","n":7}' '{"_id":"a"}' '{"_id":"e"}'
+check "insert stops at a duplicate and prints earlier ids (rc=$RC out=$OUT)" \
+  "$([[ $RC -eq 3 && $OUT == '"d"' && $ERR == 'doctx: DUPKEY: '* ]]; echo $?)"
+expect 0 '0' count c '{"_id":"e"}'
+
+# ---- find: format, filter, options ---------------------------------------------
+run insert order '{"_id":"k","z":1,"a":{"y":2,"b":[3,"x",null,true]},"big":9223372036854775807,"m":-12}'
+expect 0 '{"_id":"k","z":1,"a":{"y":2,"b":[3,"x",null,true]},"big":9223372036854775807,"m":-12}' \
+  find order
+expect 0 '{"_id":"a","n":1}' find c '{"_id":"a"}'
+expect 0 $'{"_id":"b","n":3}\n{"_id":"c","n":4}' find c '{"n":{"$in":[3,4]}}'
+expect 0 $'{"_id":"d","n":7}\n'"{\"_id\":$GEN,\"n\":6}" \
+  find c '{"n":{"$gte":6}}' --sort '{"n":-1}'
+expect 0 $'{"_id":5,"n":2}\n{"_id":"b","n":3}' \
+  find c --sort '{"n":1}' --skip 1 --limit 2
+expect 0 $'{"_id":5,"n":2}\n{"_id":"b","n":3}' \
+  find --sort='{"n":1}' --limit=2 c --skip=1
+expect 0 '{"n":5}' find c '{"_id":7}' --project '{"n":1,"_id":0}'
+expect 0 '{"_id":7,"s":"x"}' find c '{"_id":7}' --project '{"n":0}'
+expect 0 '{"_id":7,"n":5}' find c '{"_id":7}' --project '{"n":1}'
+expect 0 '' find c '{"n":{"$gt":100}}'
+expect 0 '' find nosuchcoll
+expect 0 $'{"_id":"c","n":4}\n{"_id":7,"n":5,"s":"x"}' \
+  find c '{"n":{"$gt":3}}' --sort '{"n":1}' --limit 2
+expect 0 $'{"_id":"a","n":1}' find c '{}' --sort '{"n":1}' --limit 1 --skip 0
+
+# ---- count -------------------------------------------------------------------------
+expect 0 '7' count c
+expect 0 '3' count c '{"n":{"$lt":4}}'
+expect 0 '0' count nosuchcoll
+
+# ---- update ------------------------------------------------------------------------
+expect 0 '{"matched":1,"modified":1}' update c '{"_id":"a"}' '{"$inc":{"n":10}}'
+expect 0 '{"_id":"a","n":11}' find c '{"_id":"a"}'
+expect 0 '{"matched":1,"modified":0}' update c '{"_id":"a"}' '{"$set":{"n":11}}'
+expect 0 '{"matched":0,"modified":0}' update c '{"_id":"zz"}' '{"$set":{"n":1}}'
+expect 0 '{"matched":3,"modified":3}' update c '{"n":{"$lt":5}}' \
+  '{"$set":{"small":true}}' --many
+expect 0 '3' count c '{"small":true}'
+expect 0 '{"matched":0,"modified":0,"upserted":"u1"}' \
+  update c '{"_id":"u1"}' '{"$set":{"n":100}}' --upsert
+expect 0 '{"_id":"u1","n":100}' find c '{"_id":"u1"}'
+expect 0 '{"matched":1,"modified":1}' \
+  update --upsert c '{"_id":"u1"}' '{"$set":{"n":101}}'
+run update c '{"name":"fresh"}' '{"$set":{"n":1}}' --upsert --many
+check "upsert with --many inserts one document (out=$OUT err=$ERR)" \
+  "$([[ $RC -eq 0 && $OUT =~ ^\{\"matched\":0,\"modified\":0,\"upserted\":\"[0-9a-f]{24}\"\}$ ]]; echo $?)"
+expect 0 '1' count c '{"name":"fresh","n":1}'
+expect 0 '{"matched":1,"modified":1}' update c '{"_id":"u1"}' '{"n":5,"r":1}'
+expect 0 '{"_id":"u1","n":5,"r":1}' find c '{"_id":"u1"}'
+
+# ---- find-and-modify: the primitive ---------------------------------------------------
+run insert acct '{"_id":"A","balance":100,"pending":[]}' '{"_id":"B","balance":50}'
+expect 0 '{"_id":"A","balance":100,"pending":[]}' \
+  find-and-modify acct '{"_id":"A","balance":{"$gte":30}}' '{"$inc":{"balance":-30}}'
+expect 0 '{"_id":"A","balance":40,"pending":[]}' \
+  find-and-modify acct '{"_id":"A","balance":{"$gte":30}}' '{"$inc":{"balance":-30}}' --new
+expect 1 '' find-and-modify acct '{"_id":"A","balance":{"$gte":500}}' \
+  '{"$inc":{"balance":-500}}'
+check "no match prints nothing on stderr either" "$([ -z "$ERR" ]; echo $?)"
+expect 0 '{"_id":"A","balance":40,"pending":[]}' find acct '{"_id":"A"}'
+expect 0 '{"_id":"A","balance":40,"pending":["t1"]}' find-and-modify --new \
+  acct '{"_id":"A","pending":{"$ne":"t1"}}' '{"$push":{"pending":"t1"}}'
+expect 1 '' find-and-modify acct '{"_id":"A","pending":{"$ne":"t1"}}' \
+  '{"$push":{"pending":"t1"}}' --new
+expect 0 '{"_id":"B","balance":51}' \
+  find-and-modify acct '{}' '{"$inc":{"balance":1}}' --sort '{"balance":-1}' --new
+expect 0 '{"_id":"N","balance":0}' \
+  find-and-modify acct '{"_id":"N"}' '{"$set":{"balance":0}}' --upsert --new
+expect 0 'null' \
+  find-and-modify acct '{"_id":"P"}' '{"$set":{"balance":0}}' --upsert
+expect 0 '{"_id":"P","balance":0}' find acct '{"_id":"P"}'
+
+# ---- delete ----------------------------------------------------------------------------
+expect 0 '{"deleted":1}' delete acct '{"_id":"P"}'
+expect 0 '{"deleted":0}' delete acct '{"_id":"P"}'
+expect 0 '{"deleted":1}' delete c '{"small":true}'
+expect 0 '2' count c '{"small":true}'
+expect 0 '{"deleted":2}' delete c '{"small":true}' --many
+expect 0 '0' count c '{"small":true}'
+
+# ---- index, indexes, drop, collections -------------------------------------------------
+run insert users '{"_id":1,"email":"a@x","age":30}' '{"_id":2,"email":"b@x","age":40}'
+expect 0 'email_1' index users '{"email":1}' --unique
+expect 0 'email_1' index users '{"email":1}' --unique
+expect 0 'age_-1_email_1' index users '{"age":-1,"email":1}' --sparse
+run indexes users
+check "indexes lists email_1 as unique (got $OUT)" "$(grep -qx '{"name":"email_1","key":{"email":1},"unique":true,"sparse":false}' <<<"$OUT"; echo $?)"
+check "indexes lists the compound sparse index (got $OUT)" "$(grep -qx '{"name":"age_-1_email_1","key":{"age":-1,"email":1},"unique":false,"sparse":true}' <<<"$OUT"; echo $?)"
+expect_err 3 DUPKEY insert users '{"_id":3,"email":"a@x"}'
+check "duplicate key detail names the key (got $ERR)" "$([[ $ERR == *email* ]]; echo $?)"
+expect_err 3 DUPKEY update users '{"_id":2}' '{"$set":{"email":"a@x"}}'
+expect 0 '"3"' insert users '{"_id":"3","email":"c@x"}'
+expect 0 $'acct\nc\norder\nusers' collections
+expect 0 '' drop order
+expect 0 '' drop order
+expect 0 $'acct\nc\nusers' collections
+expect 0 '' find order
+expect 0 '' drop users
+expect 0 '' indexes users
+expect 0 'email_1' index users '{"email":1}'
+
+# ---- exit code 2: usage and invalid input -----------------------------------------------
+expect_err 2 BADJSON find c '{"a":'
+check "BADJSON names the argument (got $ERR)" "$([[ $ERR == 'doctx: BADJSON: FILTER: '* ]]; echo $?)"
+expect_err 2 BADQUERY find c '{"a":{"$foo":1}}'
+expect_err 2 BADUPDATE update c '{}' '{"$foo":{"a":1}}'
+expect_err 2 USAGE find c --limit -1
+expect_err 2 USAGE bogus-command
+expect_err 2 BADURI --store=bogus:x collections
+
+# ---- global options, environment, help ---------------------------------------------------
+RC=0; OUT=$("$DOCTX" --store="$S" count acct 2>&1) || RC=$?
+check "--store=URI form (rc=$RC out=$OUT)" "$([[ $RC -eq 0 && $OUT == 3 ]]; echo $?)"
+RC=0; OUT=$(DOCTX_STORE="$S" "$DOCTX" count acct 2>&1) || RC=$?
+check "DOCTX_STORE is the default store (rc=$RC out=$OUT)" "$([[ $RC -eq 0 && $OUT == 3 ]]; echo $?)"
+RC=0; OUT=$("$DOCTX" count acct --store "$S" 2>&1) || RC=$?
+check "--store after the command (rc=$RC out=$OUT)" "$([[ $RC -eq 0 && $OUT == 3 ]]; echo $?)"
+RC=0; OUT=$(cd "$TMP" && env -u DOCTX_STORE "$DOCTX" insert here '{"_id":1}' 2>&1 && ls "$TMP") || RC=$?
+check "default store is ./doctx.db (rc=$RC out=$OUT)" "$([[ $RC -eq 0 && $OUT == *doctx.db* ]]; echo $?)"
+
+RC=0; "$DOCTX" > "$TMP/out" 2> "$TMP/err" || RC=$?
+check "no command: usage on stderr, exit 2 (rc=$RC)" \
+  "$([[ $RC -eq 2 && ! -s $TMP/out ]] && grep -q '^usage: doctx' "$TMP/err"; echo $?)"
+RC=0; "$DOCTX" --help > "$TMP/out" 2> "$TMP/err" || RC=$?
+check "doctx --help exits 0 on stdout" "$([[ $RC -eq 0 && ! -s $TMP/err ]]; echo $?)"
+for want in 'Exit codes' 'DOCTX_STORE' '--store' '  0  ' '  1  ' '  2  ' '  3  ' \
+            '  4  ' '  5  ' find-and-modify collections account transfer; do
+  check "doctx --help mentions $want" "$(grep -qF -- "$want" "$TMP/out"; echo $?)"
+done
+for cmd in insert find count update find-and-modify delete index indexes drop \
+           collections demo; do
+  RC=0; "$DOCTX" "$cmd" --help > "$TMP/out" 2> "$TMP/err" || RC=$?
+  check "doctx $cmd --help (rc=$RC)" \
+    "$([[ $RC -eq 0 && ! -s $TMP/err ]] && grep -q "^usage: doctx .*$cmd" "$TMP/out"; echo $?)"
+  RC=0; "$DOCTX" --store "$S" "$cmd" c --help > "$TMP/out" 2>&1 || RC=$?
+  check "doctx $cmd ARG --help (rc=$RC)" "$([[ $RC -eq 0 ]] && grep -q "^usage:" "$TMP/out"; echo $?)"
+done
+
+# ---- the demo command runs and narrates ------------------------------------------------------
+RC=0; "$DOCTX" demo > "$TMP/out" 2>&1 || RC=$?
+check "doctx demo exits 0 (rc=$RC)" "$([[ $RC -eq 0 ]]; echo $?)"
+check "doctx demo shows the debited account" \
+  "$(grep -qF '{"_id":"A","balance":70,"pending":[]}' "$TMP/out"; echo $?)"
+
+echo "$PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]

@@ -1,0 +1,696 @@
+/* conf_index.c -- conformance: secondary indexes.
+ *
+ * Unique indexes are what makes doctx's ledgers and idempotency keys safe,
+ * so every way a document can arrive (insert, insert_many, update, upsert,
+ * replacement, find_one_and_update) must be refused with DTX_EDUPKEY and
+ * change nothing.  Multikey rules follow MongoDB: one key per array
+ * element, compound paths through one array pair up element by element.
+ * The last test proves that indexed queries do not scan the collection,
+ * using the backend's dtx__docs_examined counter (the only internal name
+ * this suite uses; it is thread-local, so it is read on this thread
+ * immediately around each call). */
+#include "conf.h"
+#include "store/store.h"
+
+#include <string.h>
+
+static int insert(const char *c, const char *doc) {
+  return dtx_store_insert(conf_st, c, JQ(doc), NULL);
+}
+
+static json_t *list_indexes(const char *c) {
+  json_t *out = conf_poison;
+  int rc = dtx_store_list_indexes(conf_st, c, &out);
+  CHECKF(rc == 0, "list_indexes %s: %s (%s)", c, dtx_errname(rc),
+         dtx_errdetail());
+  if (rc != 0)
+    return NULL;
+  return conf_keep(out);
+}
+
+static json_t *index_named(json_t *list, const char *name) {
+  size_t i;
+  json_t *ix;
+  json_array_foreach(list, i, ix) {
+    const char *n = json_string_value(json_object_get(ix, "name"));
+    if (n && strcmp(n, name) == 0)
+      return ix;
+  }
+  return NULL;
+}
+
+/* ---- create and list ------------------------------------------------------ */
+
+static void test_index_create_and_list(void) {
+  const char *c = conf_coll("ix_list");
+  REQUIRE(insert(c, "{'_id':1,'a':1,'b':2}") == 0);
+  char *name = NULL;
+  CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'a':1,'b':-1}"), NULL,
+                                  &name),
+           0);
+  CHECKF(name && strcmp(name, "a_1_b_-1") == 0, "name %s",
+         name ? name : "(null)");
+  free(name);
+  name = NULL;
+  dtx_index_opts_t o = {.unique = 1, .sparse = 1, .name = "byxy"};
+  CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'x.y':1}"), &o, &name), 0);
+  CHECKF(name && strcmp(name, "byxy") == 0, "name %s", name ? name : "(null)");
+  free(name);
+  CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'z':-1}"),
+                                  &(dtx_index_opts_t){.unique = 1}, NULL),
+           0);
+
+  json_t *l = list_indexes(c);
+  REQUIRE(json_is_array(l));
+  CHECKF(json_array_size(l) == 4, "indexes %s", JS(l));
+  json_t *first = json_array_get(l, 0);
+  CHECKF(json_equal(json_object_get(first, "name"), JQ("'_id_'")) &&
+             json_equal(json_object_get(first, "key"), JQ("{'_id':1}")),
+         "first index %s", JS(first));
+
+  json_t *ab = index_named(l, "a_1_b_-1");
+  REQUIRE(ab != NULL);
+  char *key = json_dumps(json_object_get(ab, "key"), JSON_COMPACT);
+  CHECKF(key && strcmp(key, "{\"a\":1,\"b\":-1}") == 0, "key %s (order)",
+         key ? key : "(null)");
+  free(key);
+  CHECK(json_is_false(json_object_get(ab, "unique")));
+  CHECK(json_is_false(json_object_get(ab, "sparse")));
+
+  json_t *xy = index_named(l, "byxy");
+  REQUIRE(xy != NULL);
+  CHECK(json_equal(json_object_get(xy, "key"), JQ("{'x.y':1}")));
+  CHECK(json_is_true(json_object_get(xy, "unique")));
+  CHECK(json_is_true(json_object_get(xy, "sparse")));
+
+  json_t *z = index_named(l, "z_-1");
+  REQUIRE(z != NULL);
+  CHECK(json_equal(json_object_get(z, "key"), JQ("{'z':-1}")));
+  CHECK(json_is_true(json_object_get(z, "unique")));
+  CHECK(json_is_false(json_object_get(z, "sparse")));
+
+  /* A fresh collection lists _id_ once it exists. */
+  const char *c2 = conf_coll("ix_list_fresh");
+  REQUIRE(insert(c2, "{'_id':1}") == 0);
+  json_t *l2 = list_indexes(c2);
+  CHECKF(l2 && json_array_size(l2) == 1 &&
+             json_equal(json_object_get(json_array_get(l2, 0), "name"),
+                        JQ("'_id_'")),
+         "fresh %s", JS(l2));
+}
+
+static void test_index_recreate_and_conflicts(void) {
+  const char *c = conf_coll("ix_conflict");
+  CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'a':1}"), NULL, NULL), 0);
+  CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'q':1}"),
+                                  &(dtx_index_opts_t){.name = "named"}, NULL),
+           0);
+  json_t *before = list_indexes(c);
+  REQUIRE(before != NULL);
+
+  /* Identical again: a no-op that still reports the name. */
+  char *name = NULL;
+  CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'a':1}"), NULL, &name), 0);
+  CHECKF(name && strcmp(name, "a_1") == 0, "name %s", name ? name : "(null)");
+  free(name);
+  CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'q':1}"),
+                                  &(dtx_index_opts_t){.name = "named"}, NULL),
+           0);
+
+  static const struct {
+    const char *keys;
+    dtx_index_opts_t o;
+  } bad[] = {
+      {"{'a':1}", {.unique = 1}},        /* same name, now unique */
+      {"{'a':1}", {.sparse = 1}},        /* same name, now sparse */
+      {"{'b':1}", {.name = "a_1"}},      /* same name, other key */
+      {"{'a':-1}", {.name = "a_1"}},     /* same name, other direction */
+      {"{'q':1,'r':1}", {.name = "named"}},
+      {"{'b':1}", {.name = "_id_"}},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int rc = dtx_store_create_index(conf_st, c, JQ(bad[i].keys), &bad[i].o,
+                                    NULL);
+    CHECKF(rc == DTX_EBADINDEX, "case %zu %s: %s", i, bad[i].keys,
+           dtx_errname(rc));
+  }
+  json_t *after = list_indexes(c);
+  CHECKF(after && json_equal(before, after), "indexes changed: %s -> %s",
+         JS(before), JS(after));
+}
+
+static void test_index_bad_specs(void) {
+  const char *c = conf_coll("ix_bad");
+  static const char *bad[] = {
+      "{}",           "{'a':2}",      "{'a':0}",     "{'a':'x'}",
+      "{'a':1.5}",    "{'a.0':1}",    "{'a.1.b':1}", "[1]",
+      "{'a':true}",   "{'':1}",       "{'a..b':1}",
+      ("{'k1':1,'k2':1,'k3':1,'k4':1,'k5':1,'k6':1,'k7':1,'k8':1,'k9':1,"
+       "'k10':1,'k11':1,'k12':1,'k13':1,'k14':1,'k15':1,'k16':1,'k17':1}"),
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int rc = dtx_store_create_index(conf_st, c, JQ(bad[i]), NULL, NULL);
+    CHECKF(rc == DTX_EBADINDEX, "%s: %s", bad[i], dtx_errname(rc));
+  }
+  json_t *l = NULL;
+  int rc = dtx_store_list_indexes(conf_st, c, &l);
+  conf_keep(l);
+  CHECKF(rc != 0 || json_array_size(l) <= 1, "bad specs left %s", JS(l));
+}
+
+/* ---- unique ---------------------------------------------------------------- */
+
+static void test_unique_refused_over_existing_duplicates(void) {
+  const char *c = conf_coll("ix_existing");
+  REQUIRE(conf_seed(c, "[{'_id':1,'k':1},{'_id':2,'k':2},{'_id':3,'k':1},"
+                       "{'_id':4},{'_id':5}]") == 0);
+  dtx_index_opts_t u = {.unique = 1};
+  CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'k':1}"), &u, NULL),
+           DTX_EDUPKEY);
+  json_t *l = list_indexes(c);
+  CHECKF(l && index_named(l, "k_1") == NULL, "refused index listed: %s",
+         JS(l));
+  /* Not being there, it enforces nothing. */
+  CHECK_RC(insert(c, "{'_id':6,'k':2}"), 0);
+
+  /* Two documents lacking the field collide as null ... */
+  CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'m':1}"), &u, NULL),
+           DTX_EDUPKEY);
+  /* ... but not in a sparse index. */
+  dtx_index_opts_t us = {.unique = 1, .sparse = 1};
+  CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'m':1}"), &us, NULL), 0);
+  /* A non-unique index over duplicates is fine. */
+  CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'k':1}"), NULL, NULL), 0);
+  CHECK(conf_count(c, NULL) == 6);
+}
+
+static void test_unique_every_write_path(void) {
+  const char *c = conf_coll("ix_unique");
+  dtx_index_opts_t u = {.unique = 1};
+  CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'k':1}"), &u, NULL), 0);
+  REQUIRE(conf_seed(c, "[{'_id':1,'k':'a'},{'_id':2,'k':'b'}]") == 0);
+  json_t *snapshot = conf_keep(conf_find(c, NULL, NULL));
+  REQUIRE(snapshot != NULL);
+#define UNCHANGED(what)                                                      \
+  do {                                                                       \
+    json_t *now_ = conf_keep(conf_find(c, NULL, NULL));                      \
+    CHECKF(now_ && json_equal(now_, snapshot), "after %s: %s", what,         \
+           JS(now_));                                                        \
+  } while (0)
+
+  json_t *id = conf_poison;
+  CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':3,'k':'a'}"), &id),
+           DTX_EDUPKEY);
+  CHECK(id == NULL);
+  CHECKF(dtx_errdetail()[0] != '\0', "no detail for DUPKEY");
+  UNCHANGED("insert");
+
+  size_t n = 9;
+  CHECK_RC(dtx_store_insert_many(conf_st, c,
+                                 JQ("[{'_id':3,'k':'b'},{'_id':4,'k':'c'}]"),
+                                 &n, NULL),
+           DTX_EDUPKEY);
+  CHECK(n == 0);
+  UNCHANGED("insert_many");
+
+  dtx_update_result_t r;
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':2}"),
+                            JQ("{'$set':{'k':'a','other':1}}"), NULL, &r),
+           DTX_EDUPKEY);
+  CHECK(r.matched == 0 && r.modified == 0);
+  UNCHANGED("update $set");
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':2}"), JQ("{'k':'a'}"),
+                            NULL, &r),
+           DTX_EDUPKEY);
+  UNCHANGED("replacement");
+
+  json_t *out = conf_poison;
+  CHECK_RC(dtx_store_find_one_and_update(
+               conf_st, c, JQ("{'_id':2}"), JQ("{'$set':{'k':'a'}}"),
+               &(dtx_fam_opts_t){.return_new = 1}, &out),
+           DTX_EDUPKEY);
+  CHECK(out == NULL);
+  UNCHANGED("find_one_and_update");
+
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':9}"),
+                            JQ("{'$set':{'k':'b'}}"),
+                            &(dtx_update_opts_t){.upsert = 1}, &r),
+           DTX_EDUPKEY);
+  CHECK(r.upserted_id == NULL);
+  UNCHANGED("upsert");
+  out = conf_poison;
+  CHECK_RC(dtx_store_find_one_and_update(
+               conf_st, c, JQ("{'k':'a','x':1}"), JQ("{'$set':{'y':1}}"),
+               &(dtx_fam_opts_t){.upsert = 1, .return_new = 1}, &out),
+           DTX_EDUPKEY);
+  CHECK(out == NULL);
+  UNCHANGED("fam upsert");
+
+  /* Keeping one's own key, or moving to a free one, is fine, and frees
+   * the old key. */
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':1}"),
+                            JQ("{'$set':{'k':'a','t':1}}"), NULL, &r),
+           0);
+  CHECK(r.modified == 1);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':2}"),
+                            JQ("{'$set':{'k':'c'}}"), NULL, &r),
+           0);
+  CHECK_RC(insert(c, "{'_id':3,'k':'b'}"), 0);
+  int64_t del = 0;
+  CHECK_RC(dtx_store_delete(conf_st, c, JQ("{'k':'c'}"), 0, &del), 0);
+  CHECK(del == 1);
+  CHECK_RC(insert(c, "{'_id':4,'k':'c'}"), 0);
+  json_t *fd = NULL;
+  CHECK_RC(dtx_store_find_one_and_delete(conf_st, c, JQ("{'k':'b'}"), NULL,
+                                         &fd),
+           0);
+  conf_keep(fd);
+  CHECK_RC(insert(c, "{'_id':5,'k':'b'}"), 0);
+
+  /* update many: each document on its own; the colliding one is refused
+   * and unchanged. */
+  CHECK_RC(dtx_store_update(conf_st, c, NULL, JQ("{'$set':{'k':'same'}}"),
+                            &(dtx_update_opts_t){.many = 1}, &r),
+           DTX_EDUPKEY);
+  CHECK(conf_count(c, JQ("{'k':'same'}")) == 1);
+  CHECK(conf_count(c, NULL) == 3);
+  /* Descending unique indexes are just as unique. */
+  const char *c2 = conf_coll("ix_unique_desc");
+  CHECK_RC(dtx_store_create_index(conf_st, c2, JQ("{'k':-1}"), &u, NULL), 0);
+  CHECK_RC(insert(c2, "{'k':5}"), 0);
+  CHECK_RC(insert(c2, "{'k':5}"), DTX_EDUPKEY);
+#undef UNCHANGED
+}
+
+static void test_unique_multikey(void) {
+  const char *c = conf_coll("ix_multikey");
+  CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'tags':1}"),
+                                  &(dtx_index_opts_t){.unique = 1}, NULL),
+           0);
+  static const struct {
+    const char *doc;
+    int want;
+  } steps[] = {
+      {"{'_id':1,'tags':['a','b']}", 0},
+      {"{'_id':2,'tags':['c','a']}", DTX_EDUPKEY},
+      {"{'_id':3,'tags':['c','d']}", 0},
+      {"{'_id':4,'tags':'b'}", DTX_EDUPKEY},
+      {"{'_id':5,'tags':['e','e']}", 0}, /* repeats within one doc */
+      {"{'_id':6,'tags':'e'}", DTX_EDUPKEY},
+      {"{'_id':7,'tags':['f',['a']]}", 0}, /* ['a'] is its own key */
+      {"{'_id':8,'tags':[['a']]}", DTX_EDUPKEY},
+  };
+  for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+    int rc = insert(c, steps[i].doc);
+    CHECKF(rc == steps[i].want, "%s: %s", steps[i].doc, dtx_errname(rc));
+  }
+  CHECK(conf_count(c, NULL) == 4);
+  CHECK(conf_count(c, JQ("{'tags':'c'}")) == 1);
+  CHECK(conf_count(c, JQ("{'tags':'a'}")) == 1);
+
+  dtx_update_result_t r;
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':3}"),
+                            JQ("{'$push':{'tags':'a'}}"), NULL, &r),
+           DTX_EDUPKEY);
+  json_t *d3 = conf_keep(conf_get(c, JQ("{'_id':3}")));
+  CHECKF(d3 && json_equal(d3, JQ("{'_id':3,'tags':['c','d']}")), "doc3 %s",
+         JS(d3));
+  /* Pulling an element frees its key. */
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':3}"),
+                            JQ("{'$pull':{'tags':'d'}}"), NULL, &r),
+           0);
+  CHECK_RC(insert(c, "{'_id':9,'tags':['d']}"), 0);
+  CHECK_RC(insert(c, "{'_id':10,'tags':['c']}"), DTX_EDUPKEY);
+}
+
+/* The ledger case from the issue: a unique compound index over two paths
+ * through one array must pair values element by element. */
+static void test_unique_compound_ledger(void) {
+  const char *c = conf_coll("ix_ledger");
+  dtx_index_opts_t u = {.unique = 1};
+  CHECK_RC(dtx_store_create_index(conf_st, c,
+                                  JQ("{'changes.account':1,'changes.seqId':1}"),
+                                  &u, NULL),
+           0);
+  static const struct {
+    const char *doc;
+    int want;
+  } steps[] = {
+      {"{'_id':1,'changes':[{'account':'A','seqId':1},"
+       "{'account':'B','seqId':1}]}",
+       0},
+      {"{'_id':2,'changes':[{'account':'A','seqId':2},"
+       "{'account':'B','seqId':2}]}",
+       0},
+      {"{'_id':3,'changes':[{'account':'A','seqId':1}]}", DTX_EDUPKEY},
+      /* (A,3) and (C,1) are new although A and seqId 1 both exist. */
+      {"{'_id':4,'changes':[{'account':'A','seqId':3},"
+       "{'account':'C','seqId':1}]}",
+       0},
+      /* One new pair does not excuse a duplicate one. */
+      {"{'_id':5,'changes':[{'account':'D','seqId':9},"
+       "{'account':'B','seqId':2}]}",
+       DTX_EDUPKEY},
+      {"{'_id':6,'changes':[{'account':'B','seqId':3}]}", 0},
+  };
+  for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+    int rc = insert(c, steps[i].doc);
+    CHECKF(rc == steps[i].want, "%s: %s (%s)", steps[i].doc, dtx_errname(rc),
+           dtx_errdetail());
+  }
+  CHECK(conf_count(c, NULL) == 4);
+  CHECK(conf_count(c, JQ("{'changes':{'$elemMatch':{'account':'D'}}}")) == 0);
+  json_t *hit = conf_keep(
+      conf_find(c, JQ("{'changes':{'$elemMatch':{'account':'A','seqId':3}}}"),
+                NULL));
+  CHECKF(hit && strcmp(conf_ids(hit), "[4]") == 0, "A/3 -> %s",
+         hit ? conf_ids(hit) : "(error)");
+
+  /* Appending a duplicate pair through an update is refused whole. */
+  json_t *out = conf_poison;
+  CHECK_RC(dtx_store_find_one_and_update(
+               conf_st, c, JQ("{'_id':4}"),
+               JQ("{'$push':{'changes':{'account':'B','seqId':1}},"
+                  "'$set':{'posted':true}}"),
+               NULL, &out),
+           DTX_EDUPKEY);
+  CHECK(out == NULL);
+  json_t *d4 = conf_keep(conf_get(c, JQ("{'_id':4}")));
+  CHECKF(d4 && json_equal(d4, JQ(steps[3].doc)), "doc4 %s", JS(d4));
+  CHECK_RC(dtx_store_find_one_and_update(
+               conf_st, c, JQ("{'_id':4}"),
+               JQ("{'$push':{'changes':{'account':'B','seqId':4}}}"), NULL,
+               &out),
+           0);
+  conf_keep(out);
+
+  /* Built over existing documents: element-wise too. */
+  const char *c2 = conf_coll("ix_ledger_late");
+  REQUIRE(conf_seed(c2, "[{'changes':[{'account':'A','seqId':1},"
+                        "{'account':'B','seqId':2}]},"
+                        "{'changes':[{'account':'A','seqId':2},"
+                        "{'account':'B','seqId':1}]}]") == 0);
+  CHECK_RC(dtx_store_create_index(conf_st, c2,
+                                  JQ("{'changes.account':1,'changes.seqId':1}"),
+                                  &u, NULL),
+           0);
+  const char *c3 = conf_coll("ix_ledger_late_dup");
+  REQUIRE(conf_seed(c3, "[{'changes':[{'account':'A','seqId':1},"
+                        "{'account':'B','seqId':2}]},"
+                        "{'changes':[{'account':'B','seqId':2}]}]") == 0);
+  CHECK_RC(dtx_store_create_index(conf_st, c3,
+                                  JQ("{'changes.account':1,'changes.seqId':1}"),
+                                  &u, NULL),
+           DTX_EDUPKEY);
+}
+
+static void test_unique_sparse_and_null(void) {
+  const char *c = conf_coll("ix_sparse");
+  CHECK_RC(dtx_store_create_index(
+               conf_st, c, JQ("{'x':1}"),
+               &(dtx_index_opts_t){.unique = 1, .sparse = 1}, NULL),
+           0);
+  static const struct {
+    const char *doc;
+    int want;
+  } sparse[] = {
+      {"{'_id':1}", 0},
+      {"{'_id':2}", 0}, /* lacking the field: not indexed, no conflict */
+      {"{'_id':3,'x':1}", 0},
+      {"{'_id':4,'x':1}", DTX_EDUPKEY},
+      {"{'_id':5,'x':null}", 0}, /* present as null: indexed */
+      {"{'_id':6,'x':null}", DTX_EDUPKEY},
+      {"{'_id':7,'y':1}", 0},
+  };
+  for (size_t i = 0; i < sizeof sparse / sizeof sparse[0]; i++) {
+    int rc = insert(c, sparse[i].doc);
+    CHECKF(rc == sparse[i].want, "sparse %s: %s", sparse[i].doc,
+           dtx_errname(rc));
+  }
+  /* Sparse index must not hide the unindexed documents from queries. */
+  CHECK(conf_count(c, JQ("{'x':null}")) == 4);
+  CHECK(conf_count(c, JQ("{'x':{'$exists':false}}")) == 3);
+
+  const char *d = conf_coll("ix_nonsparse");
+  CHECK_RC(dtx_store_create_index(conf_st, d, JQ("{'y':1}"),
+                                  &(dtx_index_opts_t){.unique = 1}, NULL),
+           0);
+  static const struct {
+    const char *doc;
+    int want;
+  } dense[] = {
+      {"{'_id':1}", 0},
+      {"{'_id':2}", DTX_EDUPKEY}, /* both lack y: both null */
+      {"{'_id':3,'y':null}", DTX_EDUPKEY},
+      {"{'_id':4,'y':1}", 0},
+      {"{'_id':5,'y':[]}", 0},
+      {"{'_id':6,'y':[]}", DTX_EDUPKEY},
+  };
+  for (size_t i = 0; i < sizeof dense / sizeof dense[0]; i++) {
+    int rc = insert(d, dense[i].doc);
+    CHECKF(rc == dense[i].want, "non-sparse %s: %s", dense[i].doc,
+           dtx_errname(rc));
+  }
+  /* Removing the field takes the null key. */
+  dtx_update_result_t r;
+  CHECK_RC(dtx_store_update(conf_st, d, JQ("{'_id':4}"),
+                            JQ("{'$unset':{'y':''}}"), NULL, &r),
+           DTX_EDUPKEY);
+  CHECK(conf_int_field(d, 4, "y") == 1);
+}
+
+/* Numbers are keys by value, exactly: 1 and 1.0 collide, 2^53 and 2^53+1
+ * do not, int64 max and the double 2^63 do not. */
+static void test_unique_number_equivalence(void) {
+  const char *c = conf_coll("ix_numbers");
+  CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'v':1}"),
+                                  &(dtx_index_opts_t){.unique = 1}, NULL),
+           0);
+  static const struct {
+    const char *doc;
+    int want;
+  } steps[] = {
+      {"{'_id':1,'v':1}", 0},
+      {"{'_id':2,'v':1.0}", DTX_EDUPKEY},
+      {"{'_id':3,'v':'1'}", 0},
+      {"{'_id':4,'v':9007199254740993}", 0},
+      {"{'_id':5,'v':9007199254740992.0}", 0},
+      {"{'_id':6,'v':9007199254740992}", DTX_EDUPKEY},
+      {"{'_id':7,'v':9223372036854775807}", 0},
+      {"{'_id':8,'v':9223372036854775808.0}", 0},
+      {"{'_id':9,'v':-9223372036854775808}", 0},
+      {"{'_id':10,'v':-9223372036854775808.0}", DTX_EDUPKEY},
+      {"{'_id':11,'v':0}", 0},
+      {"{'_id':12,'v':-0.0}", DTX_EDUPKEY},
+      {"{'_id':13,'v':2.5}", 0},
+      {"{'_id':14,'v':true}", 0},
+      {"{'_id':15,'v':'A'}", 0},
+      {"{'_id':16,'v':'a'}", 0},
+      {"{'_id':19,'v':[9007199254740993]}", DTX_EDUPKEY},
+  };
+  for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+    int rc = insert(c, steps[i].doc);
+    CHECKF(rc == steps[i].want, "%s: %s", steps[i].doc, dtx_errname(rc));
+  }
+  static const struct {
+    const char *filter, *want;
+  } q[] = {
+      {"{'v':1.0}", "[1]"},
+      {"{'v':9007199254740992}", "[5]"},
+      {"{'v':9007199254740993}", "[4]"},
+      {"{'v':9223372036854775807}", "[7]"},
+      {"{'v':{'$gt':9223372036854775807}}", "[8]"},
+      {"{'v':{'$gte':9007199254740992,'$lt':9007199254740993}}", "[5]"},
+      {"{'v':-0.0}", "[11]"},
+  };
+  for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
+    json_t *all = conf_keep(conf_find(c, JQ(q[i].filter), NULL));
+    const char *ids = all ? conf_ids(all) : "(error)";
+    CHECKF(strcmp(ids, q[i].want) == 0, "%s: got %s want %s", q[i].filter,
+           ids, q[i].want);
+  }
+}
+
+/* Embedded documents and arrays are keys by value too, as equality
+ * matching sees them: {a:1} equals {a:1.0}, so a unique index must refuse
+ * the second. */
+static void test_unique_nested_values_compare_by_value(void) {
+  const char *c = conf_coll("ix_nested_numbers");
+  CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'v':1}"),
+                                  &(dtx_index_opts_t){.unique = 1}, NULL),
+           0);
+  static const struct {
+    const char *doc;
+    int want;
+  } steps[] = {
+      {"{'_id':1,'v':{'a':1}}", 0},
+      {"{'_id':2,'v':{'a':1.0}}", DTX_EDUPKEY},
+      {"{'_id':3,'v':{'a':1,'b':2}}", 0},
+      {"{'_id':4,'v':{'b':2,'a':1}}", 0}, /* field order matters */
+      {"{'_id':5,'v':[[1]]}", 0},
+      {"{'_id':6,'v':[[1.0]]}", DTX_EDUPKEY},
+  };
+  for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+    int rc = insert(c, steps[i].doc);
+    CHECKF(rc == steps[i].want, "%s: %s", steps[i].doc, dtx_errname(rc));
+  }
+  /* The matcher agrees: both spellings find the one stored document. */
+  CHECK(conf_count(c, JQ("{'v':{'a':1.0}}")) == 1);
+  CHECK(conf_count(c, JQ("{'v':[1.0]}")) == 1);
+}
+
+/* A compound index cannot hold a document with arrays at two of its
+ * paths (the keys would be a cross product); it is refused whole. */
+static void test_parallel_arrays_refused(void) {
+  const char *c = conf_coll("ix_parallel");
+  CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'a':1,'b':1}"), NULL,
+                                  NULL),
+           0);
+  CHECK_RC(insert(c, "{'_id':1,'a':[1,2],'b':[3,4]}"), DTX_EBADINDEX);
+  CHECK(conf_count(c, NULL) == 0);
+  CHECK_RC(insert(c, "{'_id':2,'a':[1,2],'b':3}"), 0);
+  dtx_update_result_t r;
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':2}"),
+                            JQ("{'$set':{'b':[3,4]}}"), NULL, &r),
+           DTX_EBADINDEX);
+  CHECK(conf_int_field(c, 2, "b") == 3);
+
+  const char *d = conf_coll("ix_parallel_late");
+  REQUIRE(conf_seed(d, "[{'_id':1,'a':[1],'b':[2]}]") == 0);
+  CHECK_RC(dtx_store_create_index(conf_st, d, JQ("{'a':1,'b':1}"), NULL,
+                                  NULL),
+           DTX_EBADINDEX);
+  json_t *l = list_indexes(d);
+  CHECKF(l && json_array_size(l) == 1, "indexes %s", JS(l));
+}
+
+/* ---- no collection scans ----------------------------------------------------- */
+
+static const char *NOSCAN_COLL;
+
+typedef enum { OP_FIND, OP_COUNT, OP_UPDATE_MANY, OP_FAM, OP_DELETE } op_t;
+
+/* Runs one operation and returns how many documents the backend examined
+ * for it, or -1 when it failed.  *n receives the number of results. */
+static int64_t examined(op_t op, const char *filter, const char *extra,
+                        int64_t *n) {
+  json_t *f = JQ(filter);
+  int rc = 0;
+  int64_t before = dtx__docs_examined;
+  switch (op) {
+  case OP_FIND: {
+    json_t *out = NULL;
+    dtx_find_opts_t o = {.sort = extra ? JQ(extra) : NULL};
+    rc = dtx_store_find(conf_st, NOSCAN_COLL, f, &o, &out);
+    *n = rc == 0 ? (int64_t)json_array_size(out) : -1;
+    json_decref(out);
+    break;
+  }
+  case OP_COUNT:
+    rc = dtx_store_count(conf_st, NOSCAN_COLL, f, n);
+    break;
+  case OP_UPDATE_MANY: {
+    dtx_update_result_t r;
+    rc = dtx_store_update(conf_st, NOSCAN_COLL, f, JQ(extra),
+                          &(dtx_update_opts_t){.many = 1}, &r);
+    *n = r.matched;
+    break;
+  }
+  case OP_FAM: {
+    json_t *out = NULL;
+    rc = dtx_store_find_one_and_update(conf_st, NOSCAN_COLL, f, JQ(extra),
+                                       NULL, &out);
+    *n = out ? 1 : 0;
+    json_decref(out);
+    break;
+  }
+  case OP_DELETE:
+    rc = dtx_store_delete(conf_st, NOSCAN_COLL, f, 0, n);
+    break;
+  }
+  int64_t ex = dtx__docs_examined - before;
+  CHECKF(rc == 0, "%s: %s (%s)", filter, dtx_errname(rc), dtx_errdetail());
+  return rc == 0 ? ex : -1;
+}
+
+static void test_indexed_queries_do_not_scan(void) {
+  NOSCAN_COLL = conf_coll("ix_noscan");
+  enum { N = 2000 };
+  CHECK_RC(dtx_store_create_index(conf_st, NOSCAN_COLL, JQ("{'k':1}"), NULL,
+                                  NULL),
+           0);
+  json_t *docs = json_array();
+  for (int i = 0; i < N; i++)
+    json_array_append_new(docs, json_pack("{sisisssisisi}", "_id", i, "k",
+                                          i % 100, "g", "x", "a", i % 10, "b",
+                                          (i / 10) % 10, "r", i));
+  size_t n = 0;
+  CHECK_RC(dtx_store_insert_many(conf_st, NOSCAN_COLL, docs, &n, NULL), 0);
+  json_decref(docs);
+  REQUIRE(n == N);
+  /* These two are built over existing documents. */
+  CHECK_RC(dtx_store_create_index(conf_st, NOSCAN_COLL, JQ("{'a':1,'b':1}"),
+                                  NULL, NULL),
+           0);
+  CHECK_RC(dtx_store_create_index(conf_st, NOSCAN_COLL, JQ("{'r':1}"),
+                                  &(dtx_index_opts_t){.unique = 1}, NULL),
+           0);
+
+  static const struct {
+    op_t op;
+    const char *filter, *extra;
+    int64_t n, max_examined;
+  } cases[] = {
+      {OP_FIND, "{'k':7}", NULL, 20, 40},
+      {OP_COUNT, "{'k':7}", NULL, 20, 40},
+      {OP_FIND, "{'k':7,'g':'x'}", NULL, 20, 40},
+      {OP_FIND, "{'k':7}", "{'r':-1}", 20, 40},
+      {OP_FIND, "{'a':3,'b':4}", NULL, 20, 40},
+      {OP_COUNT, "{'a':3,'b':4}", NULL, 20, 40},
+      {OP_FIND, "{'k':{'$in':[3,5]}}", NULL, 40, 80},
+      {OP_COUNT, "{'k':{'$in':[3,5]}}", NULL, 40, 80},
+      {OP_FIND, "{'r':{'$gte':100,'$lt':130}}", NULL, 30, 60},
+      {OP_FIND, "{'r':{'$gt':1990}}", NULL, 9, 18},
+      {OP_COUNT, "{'r':{'$lte':4}}", NULL, 5, 10},
+      {OP_FIND, "{'_id':1234}", NULL, 1, 2},
+      {OP_FIND, "{'_id':{'$in':[1,2,3]}}", NULL, 3, 6},
+      /* Writes may re-check each candidate inside its atomic step. */
+      {OP_UPDATE_MANY, "{'k':9}", "{'$set':{'t':1}}", 20, 60},
+      {OP_FAM, "{'_id':1500}", "{'$inc':{'n':1}}", 1, 3},
+      {OP_FAM, "{'k':11,'t':{'$exists':false}}", "{'$set':{'t':2}}", 1, 60},
+      {OP_DELETE, "{'_id':1999}", NULL, 1, 3},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int64_t got = -1;
+    int64_t ex = examined(cases[i].op, cases[i].filter, cases[i].extra, &got);
+    CHECKF(got == cases[i].n, "case %zu %s: %lld results, want %lld", i,
+           cases[i].filter, (long long)got, (long long)cases[i].n);
+    CHECKF(ex >= 0 && ex <= cases[i].max_examined,
+           "case %zu %s: examined %lld documents, at most %lld allowed", i,
+           cases[i].filter, (long long)ex, (long long)cases[i].max_examined);
+  }
+  /* The counter works: an unindexed query examines every document. */
+  int64_t got = -1;
+  int64_t ex =
+      examined(OP_FIND, "{'g':'x','n':{'$exists':false}}", NULL, &got);
+  CHECKF(got == N - 2, "unindexed: %lld results", (long long)got);
+  CHECKF(ex >= N - 1, "unindexed query examined only %lld", (long long)ex);
+  ex = examined(OP_COUNT, "{'g':'x'}", NULL, &got);
+  CHECKF(got == N - 1 && ex >= N - 1, "unindexed count: %lld, examined %lld",
+         (long long)got, (long long)ex);
+}
+
+void conf_run_index(void) {
+  CONF_RUN(test_index_create_and_list);
+  CONF_RUN(test_index_recreate_and_conflicts);
+  CONF_RUN(test_index_bad_specs);
+  CONF_RUN(test_unique_refused_over_existing_duplicates);
+  CONF_RUN(test_unique_every_write_path);
+  CONF_RUN(test_unique_multikey);
+  CONF_RUN(test_unique_compound_ledger);
+  CONF_RUN(test_unique_sparse_and_null);
+  CONF_RUN(test_unique_number_equivalence);
+  CONF_RUN(test_unique_nested_values_compare_by_value);
+  CONF_RUN(test_parallel_arrays_refused);
+  CONF_RUN(test_indexed_queries_do_not_scan);
+}

@@ -1,0 +1,627 @@
+/* test_keys.c -- tables for index specs and key extraction (keys.c) and for
+ * upsert seeds (upsert.c).
+ *
+ * Key cases give the index keys, a document and the exact expected array of
+ * tuples (in first-occurrence order) or an error.  A property test then
+ * checks the promise the query planner relies on: when the filter
+ * {path: v} matches a document, some key of that document has v for path.
+ * JSON in the tables uses ' for "; q() converts it. */
+#include "doc/doc.h"
+#include "testlib.h"
+
+#include <string.h>
+
+static json_t *q(const char *text) {
+  char buf[4096];
+  size_t i;
+  for (i = 0; text[i] && i + 1 < sizeof buf; i++)
+    buf[i] = text[i] == '\'' ? '"' : text[i];
+  buf[i] = '\0';
+  return J(buf);
+}
+
+static char *dump(const json_t *v) {
+  return json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+}
+
+/* ---- key extraction ------------------------------------------------------ */
+
+typedef struct kcase {
+  const char *keys;
+  int sparse;
+  const char *doc;
+  const char *want; /* expected tuples, or NULL for an error */
+  int rc;
+  const char *detail;
+} kcase_t;
+
+#define K(k, d, w) {k, 0, d, w, 0, NULL}
+#define KS(k, d, w) {k, 1, d, w, 0, NULL}
+#define KERR(k, d, det) {k, 0, d, NULL, DTX_EBADINDEX, det}
+
+static const kcase_t key_cases[] = {
+    /* scalars, missing, null */
+    K("{'a':1}", "{'a':1}", "[[1]]"),
+    K("{'a':1}", "{'a':'x'}", "[['x']]"),
+    K("{'a':-1}", "{'a':2.5}", "[[2.5]]"),
+    K("{'a':1}", "{}", "[[null]]"),
+    K("{'a':1}", "{'b':1}", "[[null]]"),
+    K("{'a':1}", "{'a':null}", "[[null]]"),
+    K("{'a':1}", "{'a':true}", "[[true]]"),
+    K("{'_id':1}", "{'_id':'k1','a':1}", "[['k1']]"),
+    /* nested objects */
+    K("{'a':1}", "{'a':{'x':1}}", "[[{'x':1}]]"),
+    K("{'a.b':1}", "{'a':{'b':5}}", "[[5]]"),
+    K("{'a.b.c':1}", "{'a':{'b':{'c':'z'}}}", "[['z']]"),
+    K("{'a.b':1}", "{'a':5}", "[[null]]"),
+    K("{'a.b':1}", "{'a':null}", "[[null]]"),
+    K("{'a.b':1}", "{'a':{}}", "[[null]]"),
+    K("{'a.b.c':1}", "{'a':{'b':'s'}}", "[[null]]"),
+    /* multikey */
+    K("{'a':1}", "{'a':[1,2]}", "[[1],[2]]"),
+    K("{'a':1}", "{'a':[2,1,2]}", "[[2],[1]]"),
+    K("{'a':1}", "{'a':[1,1.0]}", "[[1]]"),
+    K("{'a':1}", "{'a':[null,null]}", "[[null]]"),
+    K("{'a':1}", "{'a':[]}", "[[[]]]"),
+    K("{'a':1}", "{'a':[[1,2],3]}", "[[[1,2]],[3]]"),
+    K("{'a':1}", "{'a':[[]]}", "[[[]]]"),
+    K("{'a':1}", "{'a':[{'x':1},{'x':1}]}", "[[{'x':1}]]"),
+    K("{'a.b':1}", "{'a':[{'b':1},{'b':2},{'c':3}]}", "[[1],[2],[null]]"),
+    K("{'a.b':1}", "{'a':[1,2]}", "[[null]]"),
+    K("{'a.b':1}", "{'a':[]}", "[[null]]"),
+    K("{'a.b':1}", "{'a':[[{'b':1}]]}", "[[null]]"),
+    K("{'a.b':1}", "{'a':{'b':[1,2]}}", "[[1],[2]]"),
+    K("{'a.b':1}", "{'a':{'b':[]}}", "[[[]]]"),
+    K("{'a.b':1}", "{'a':[{'b':[1,2]},{'b':[2,3]}]}", "[[1],[2],[3]]"),
+    K("{'a.b':1}", "{'a':[{'b':[]},{'b':1}]}", "[[[]],[1]]"),
+    K("{'a.b.c':1}", "{'a':[{'b':[{'c':1},{'c':2}]},{'b':{'c':3}}]}",
+      "[[1],[2],[3]]"),
+    /* compound */
+    K("{'a':1,'b':1}", "{'a':1,'b':2}", "[[1,2]]"),
+    K("{'a':1,'b':-1}", "{'b':2}", "[[null,2]]"),
+    K("{'a':1,'b':1}", "{}", "[[null,null]]"),
+    K("{'a':1,'b':1}", "{'a':[1,2],'b':3}", "[[1,3],[2,3]]"),
+    K("{'b':1,'a':1}", "{'a':[1,2],'b':3}", "[[3,1],[3,2]]"),
+    K("{'a':1,'b':1}", "{'a':[],'b':1}", "[[[],1]]"),
+    /* compound through the same array: element by element (ledger) */
+    K("{'changes.account':1,'changes.seqId':1}",
+      "{'changes':[{'account':'A','seqId':1},{'account':'B','seqId':7}]}",
+      "[['A',1],['B',7]]"),
+    K("{'changes.account':1,'changes.seqId':1}",
+      "{'changes':[{'account':'A','seqId':1},{'account':'B'}]}",
+      "[['A',1],['B',null]]"),
+    K("{'changes.account':1,'changes.seqId':1}",
+      "{'changes':[{'account':'A','seqId':1},{'account':'A','seqId':1}]}",
+      "[['A',1]]"),
+    K("{'changes.account':1,'changes.seqId':1}", "{'changes':[]}",
+      "[[null,null]]"),
+    K("{'changes.account':1,'changes.seqId':1}", "{'changes':[5,{'seqId':2}]}",
+      "[[null,null],[null,2]]"),
+    K("{'changes.account':1,'changes.seqId':1}",
+      "{'changes':{'account':'A','seqId':3}}", "[['A',3]]"),
+    K("{'t':1,'changes.account':1,'changes.seqId':-1}",
+      "{'t':'x','changes':[{'account':'A','seqId':1},"
+      "{'account':'B','seqId':2}]}",
+      "[['x','A',1],['x','B',2]]"),
+    K("{'a.b':1,'a.c':1}", "{'a':{'b':[1,2],'c':5}}", "[[1,5],[2,5]]"),
+    K("{'a':1,'a.b':1}", "{'a':[{'b':1},{'b':2}]}",
+      "[[{'b':1},1],[{'b':2},2]]"),
+    K("{'a.b':1,'a.c':1}", "{'a':[{'b':[1,2],'c':3}]}", "[[1,3],[2,3]]"),
+    K("{'a.x':1,'a.y.z':1}", "{'a':[{'x':1,'y':[{'z':1},{'z':2}]},{'x':2}]}",
+      "[[1,1],[1,2],[2,null]]"),
+    /* an array met by one path only, not the other */
+    K("{'a.b':1,'c':1}", "{'a':[{'b':1},{'b':2}],'c':{'d':[1]}}",
+      "[[1,{'d':[1]}],[2,{'d':[1]}]]"),
+    /* sparse */
+    KS("{'a':1}", "{'b':1}", "[]"),
+    KS("{'a':1}", "{}", "[]"),
+    KS("{'a':1}", "{'a':null}", "[[null]]"),
+    KS("{'a':1}", "{'a':[]}", "[[[]]]"),
+    KS("{'a':1}", "{'a':[1,2]}", "[[1],[2]]"),
+    KS("{'a':1,'b':1}", "{'b':1}", "[[null,1]]"),
+    KS("{'a':1,'b':1}", "{'c':1}", "[]"),
+    KS("{'a.b':1}", "{'a':[{'c':1}]}", "[]"),
+    KS("{'a.b':1}", "{'a':[]}", "[]"),
+    KS("{'a.b':1}", "{'a':5}", "[]"),
+    KS("{'a.b':1}", "{'a':[{'b':1},{'c':1}]}", "[[1],[null]]"),
+    K("{'a.b':1}", "{'a':[{'c':1}]}", "[[null]]"),
+    /* parallel arrays */
+    KERR("{'a':1,'b':1}", "{'a':[1,2],'b':[3,4]}", "parallel arrays [a] [b]"),
+    KERR("{'a.b':1,'a.c':1}", "{'a':{'b':[1],'c':[2]}}",
+         "parallel arrays [a.b] [a.c]"),
+    KERR("{'a.b':1,'a.c':1}", "{'a':[{'b':[1],'c':[2]}]}",
+         "parallel arrays [a.b] [a.c]"),
+    KERR("{'a.b':1,'c':1}", "{'a':[{'b':1},{'b':2}],'c':[1]}",
+         "parallel arrays [a] [c]"),
+    KERR("{'x':1,'a.b':1,'c':1}", "{'x':[1],'a':{'b':1},'c':[1]}",
+         "[x] [c]"),
+    KERR("{'a':1,'b':1}", "{'a':[],'b':[]}", "parallel"),
+};
+
+static void test_key_table(void) {
+  size_t i;
+  for (i = 0; i < sizeof key_cases / sizeof key_cases[0]; i++) {
+    const kcase_t *c = &key_cases[i];
+    dtx_index_opts_t opts = {0, c->sparse, NULL};
+    json_t *keys = q(c->keys), *doc = q(c->doc), *out = (json_t *)1;
+    dtx__index_spec_t *s = NULL;
+    char *before = dump(doc), *after;
+    int rc;
+    REQUIRE(dtx__index_spec_parse(keys, &opts, &s) == 0);
+    rc = dtx__index_keys(s, doc, &out);
+    if (c->want) {
+      json_t *want = q(c->want);
+      char *w = dump(want), *got = out ? dump(out) : NULL;
+      CHECKF(rc == 0, "case %zu %s on %s: %s (%s)", i, c->keys, c->doc,
+             dtx_errname(rc), dtx_errdetail());
+      CHECKF(got && !strcmp(got, w), "case %zu %s on %s: got %s want %s", i,
+             c->keys, c->doc, got ? got : "NULL", w);
+      free(w);
+      free(got);
+      json_decref(want);
+    } else {
+      CHECKF(rc == c->rc, "case %zu %s on %s: %s want %s", i, c->keys,
+             c->doc, dtx_errname(rc), dtx_errname(c->rc));
+      CHECKF(out == NULL, "case %zu: out not NULL on error", i);
+      CHECKF(strstr(dtx_errdetail(), c->detail) != NULL,
+             "case %zu: detail '%s' lacks '%s'", i, dtx_errdetail(),
+             c->detail);
+    }
+    json_decref(out);
+    dtx__index_spec_free(s);
+    after = dump(doc);
+    CHECKF(!strcmp(before, after), "case %zu: doc changed", i);
+    free(before);
+    free(after);
+    json_decref(keys);
+    json_decref(doc);
+  }
+}
+
+/* Keys are copies: changing one must not change the document. */
+static void test_keys_are_copies(void) {
+  json_t *keys = q("{'a':1}"), *doc = q("{'a':{'x':[1]}}"), *out = NULL;
+  dtx__index_spec_t *s = NULL;
+  REQUIRE(dtx__index_spec_parse(keys, NULL, &s) == 0);
+  REQUIRE(dtx__index_keys(s, doc, &out) == 0);
+  json_object_set_new(json_array_get(json_array_get(out, 0), 0), "y",
+                      json_integer(1));
+  CHECKF(!strcmp(JS(doc), "{\"a\":{\"x\":[1]}}"), "%s", JS(doc));
+  json_decref(out);
+  json_decref(keys);
+  json_decref(doc);
+  dtx__index_spec_free(s);
+}
+
+static void test_keys_bad_args(void) {
+  json_t *keys = q("{'a':1}"), *arr = q("[1]"), *out = (json_t *)1;
+  dtx__index_spec_t *s = NULL;
+  REQUIRE(dtx__index_spec_parse(keys, NULL, &s) == 0);
+  CHECK_RC(dtx__index_keys(s, arr, &out), DTX_EINVAL);
+  CHECK(out == NULL);
+  CHECK_RC(dtx__index_keys(NULL, keys, &out), DTX_EINVAL);
+  json_decref(keys);
+  json_decref(arr);
+  dtx__index_spec_free(s);
+  dtx__index_spec_free(NULL);
+}
+
+/* The planner's promise, checked over documents x paths x values: a filter
+ * {path: v} that matches implies a key with v at path's position. */
+static void test_matcher_promise(void) {
+  static const char *docs[] = {
+      "{'a':1}",
+      "{'a':[1,2,[3]]}",
+      "{'a':{'b':1}}",
+      "{'a':[{'b':1},{'b':[2,3]},{'c':7}]}",
+      "{'a':[]}",
+      "{'a':[{'b':[]}]}",
+      "{'a':null,'b':'A'}",
+      "{'changes':[{'account':'A','seqId':1},{'account':'B','seqId':7}]}",
+      "{'changes':[{'account':'A'},{'seqId':7}]}",
+      "{'a':[[{'b':1}]]}",
+      "{'a':{'b':{'c':[true,'A']}}}",
+      "{'a':[{'b':{'c':2}},{'b':[{'c':3}]}]}",
+      "{}",
+  };
+  static const char *indexes[] = {
+      "{'a':1}",          "{'a.b':1}",
+      "{'a.b.c':1}",      "{'b':1,'a':1}",
+      "{'changes.account':1,'changes.seqId':1}",
+      "{'a.b':1,'a.c':1}", "{'changes.seqId':-1}",
+  };
+  static const char *values[] = {"1",    "2",   "3",   "7",    "'A'",
+                                 "'B'",  "null", "true", "[3]", "[]",
+                                 "{'b':1}"};
+  size_t d, x, v, f, t;
+  int tested = 0;
+  for (d = 0; d < sizeof docs / sizeof docs[0]; d++) {
+    json_t *doc = q(docs[d]);
+    for (x = 0; x < sizeof indexes / sizeof indexes[0]; x++) {
+      json_t *ks = q(indexes[x]), *keys = NULL;
+      dtx__index_spec_t *s = NULL;
+      REQUIRE(dtx__index_spec_parse(ks, NULL, &s) == 0);
+      if (dtx__index_keys(s, doc, &keys) != 0) {
+        /* parallel arrays: the document could not be stored at all */
+        json_decref(ks);
+        dtx__index_spec_free(s);
+        continue;
+      }
+      for (f = 0; f < s->nfields; f++)
+        for (v = 0; v < sizeof values / sizeof values[0]; v++) {
+          json_t *val = q(values[v]), *flt = json_object();
+          dtx__filter_t *fc = NULL;
+          int found = 0;
+          json_object_set(flt, s->paths[f], val);
+          REQUIRE(dtx__filter_compile(flt, &fc) == 0);
+          if (dtx__filter_match(fc, doc)) {
+            tested++;
+            for (t = 0; t < json_array_size(keys); t++)
+              if (dtx__value_cmp(json_array_get(json_array_get(keys, t), f),
+                                 val) == 0)
+                found = 1;
+            CHECKF(found, "doc %s matches {%s: %s} but keys %s lack it",
+                   docs[d], s->paths[f], values[v], JS(keys));
+          }
+          dtx__filter_free(fc);
+          json_decref(flt);
+          json_decref(val);
+        }
+      json_decref(keys);
+      json_decref(ks);
+      dtx__index_spec_free(s);
+    }
+    json_decref(doc);
+  }
+  CHECKF(tested > 40, "only %d matching (doc, filter) pairs", tested);
+}
+
+/* The same promise over random documents: small field names and values so
+ * that filters often match, objects and arrays nested a few levels. */
+static unsigned rnd_state = 12345;
+static unsigned rnd(unsigned n) {
+  rnd_state = rnd_state * 1103515245u + 12345u;
+  return (rnd_state >> 16) % n;
+}
+
+static json_t *rnd_value(int depth) {
+  static const char *names[] = {"a", "b", "c"};
+  unsigned k = rnd(depth > 0 ? 9 : 6), i, n;
+  json_t *v;
+  switch (k) {
+  case 0:
+    return json_integer(1);
+  case 1:
+    return json_integer(2);
+  case 2:
+    return json_string("A");
+  case 3:
+    return json_null();
+  case 4:
+    return json_true();
+  case 5:
+    return json_real(2.0);
+  case 6:
+  case 7:
+    v = json_object();
+    n = rnd(3);
+    for (i = 0; i < n; i++) {
+      const char *name = names[rnd(3)];
+      json_object_set_new(v, name, rnd_value(depth - 1));
+    }
+    return v;
+  default:
+    v = json_array();
+    n = rnd(4);
+    for (i = 0; i < n; i++)
+      json_array_append_new(v, rnd_value(depth - 1));
+    return v;
+  }
+}
+
+static void test_matcher_promise_random(void) {
+  static const char *indexes[] = {
+      "{'a':1}",         "{'a.b':1}",        "{'a.b.c':1}",
+      "{'a':1,'b':1}",   "{'a.b':1,'a.c':1}", "{'a.b':1,'c':1}",
+      "{'b.c':1,'b.a':1}", "{'a.a.a':1}",
+  };
+  static const char *values[] = {"1", "2", "'A'", "null", "true", "{'b':1}"};
+  int iter, tested = 0, refused = 0, misses = 0;
+  size_t x, f, v, t;
+  for (iter = 0; iter < 1500; iter++) {
+    json_t *doc = json_object();
+    unsigned i, n = 1 + rnd(3);
+    for (i = 0; i < n; i++) {
+      /* two statements: argument evaluation order is unspecified */
+      const char *name = i == 0 ? "a" : rnd(2) ? "b" : "c";
+      json_object_set_new(doc, name, rnd_value(3));
+    }
+    for (x = 0; x < sizeof indexes / sizeof indexes[0]; x++) {
+      json_t *ks = q(indexes[x]), *keys = NULL;
+      dtx__index_spec_t *s = NULL;
+      REQUIRE(dtx__index_spec_parse(ks, NULL, &s) == 0);
+      if (dtx__index_keys(s, doc, &keys) != 0) {
+        refused++;
+        CHECK(strstr(dtx_errdetail(), "parallel arrays") != NULL);
+        json_decref(ks);
+        dtx__index_spec_free(s);
+        continue;
+      }
+      for (f = 0; f < s->nfields; f++)
+        for (v = 0; v < sizeof values / sizeof values[0]; v++) {
+          json_t *val = q(values[v]), *flt = json_object();
+          dtx__filter_t *fc = NULL;
+          int found = 0;
+          json_object_set(flt, s->paths[f], val);
+          REQUIRE(dtx__filter_compile(flt, &fc) == 0);
+          if (dtx__filter_match(fc, doc)) {
+            tested++;
+            for (t = 0; t < json_array_size(keys); t++)
+              if (dtx__value_cmp(json_array_get(json_array_get(keys, t), f),
+                                 val) == 0)
+                found = 1;
+            if (!found && misses++ < 10)
+              CHECKF(found, "doc %s matches {%s: %s} but keys %s lack it",
+                     JS(doc), s->paths[f], values[v], JS(keys));
+          }
+          dtx__filter_free(fc);
+          json_decref(flt);
+          json_decref(val);
+        }
+      json_decref(keys);
+      json_decref(ks);
+      dtx__index_spec_free(s);
+    }
+    json_decref(doc);
+  }
+  CHECKF(misses == 0, "%d misses", misses);
+  CHECKF(tested > 1000 && refused > 0, "tested %d, refused %d", tested,
+         refused);
+}
+
+/* ---- index specs --------------------------------------------------------- */
+
+typedef struct scase {
+  const char *keys;
+  const char *name; /* opts->name or NULL */
+  int unique, sparse;
+  const char *want; /* expected dtx__index_spec_json, or NULL for error */
+  const char *detail;
+} scase_t;
+
+static const scase_t spec_cases[] = {
+    {"{'a':1}", NULL, 0, 0,
+     "{'name':'a_1','key':{'a':1},'unique':false,'sparse':false}", NULL},
+    {"{'a':1,'b':-1}", NULL, 1, 0,
+     "{'name':'a_1_b_-1','key':{'a':1,'b':-1},'unique':true,'sparse':false}",
+     NULL},
+    {"{'b':-1,'a':1}", NULL, 0, 1,
+     "{'name':'b_-1_a_1','key':{'b':-1,'a':1},'unique':false,'sparse':true}",
+     NULL},
+    {"{'x.y':1}", NULL, 0, 0,
+     "{'name':'x.y_1','key':{'x.y':1},'unique':false,'sparse':false}", NULL},
+    {"{'changes.account':1,'changes.seqId':1}", "ledger", 1, 1,
+     "{'name':'ledger','key':{'changes.account':1,'changes.seqId':1},"
+     "'unique':true,'sparse':true}",
+     NULL},
+    {"{'a0':1,'b1c':1,'x.0a':1}", NULL, 0, 0,
+     "{'name':'a0_1_b1c_1_x.0a_1','key':{'a0':1,'b1c':1,'x.0a':1},"
+     "'unique':false,'sparse':false}",
+     NULL},
+    {"{'_id':1}", NULL, 0, 0,
+     "{'name':'_id_1','key':{'_id':1},'unique':false,'sparse':false}", NULL},
+    {"{'f1':1,'f2':1,'f3':1,'f4':1,'f5':1,'f6':1,'f7':1,'f8':1,'f9':1,"
+     "'f10':1,'f11':1,'f12':1,'f13':1,'f14':1,'f15':1,'f16':1}",
+     "n16", 0, 0,
+     "{'name':'n16','key':{'f1':1,'f2':1,'f3':1,'f4':1,'f5':1,'f6':1,'f7':1,"
+     "'f8':1,'f9':1,'f10':1,'f11':1,'f12':1,'f13':1,'f14':1,'f15':1,"
+     "'f16':1},'unique':false,'sparse':false}",
+     NULL},
+    /* errors */
+    {"[]", NULL, 0, 0, NULL, "object"},
+    {"'a'", NULL, 0, 0, NULL, "object"},
+    {"{}", NULL, 0, 0, NULL, "at least one"},
+    {"{'f1':1,'f2':1,'f3':1,'f4':1,'f5':1,'f6':1,'f7':1,'f8':1,'f9':1,"
+     "'f10':1,'f11':1,'f12':1,'f13':1,'f14':1,'f15':1,'f16':1,'f17':1}",
+     NULL, 0, 0, NULL, "17 fields"},
+    {"{'a':0}", NULL, 0, 0, NULL, "'a'"},
+    {"{'a':2}", NULL, 0, 0, NULL, "1 or -1"},
+    {"{'a':-2}", NULL, 0, 0, NULL, "1 or -1"},
+    {"{'a':'1'}", NULL, 0, 0, NULL, "1 or -1"},
+    {"{'a':1.0}", NULL, 0, 0, NULL, "1 or -1"},
+    {"{'a':true}", NULL, 0, 0, NULL, "1 or -1"},
+    {"{'a':null}", NULL, 0, 0, NULL, "1 or -1"},
+    {"{'a':'text'}", NULL, 0, 0, NULL, "1 or -1"},
+    {"{'a':1,'b':0}", NULL, 0, 0, NULL, "'b'"},
+    {"{'a.0':1}", NULL, 0, 0, NULL, "positional"},
+    {"{'a.0.b':1}", NULL, 0, 0, NULL, "'a.0.b'"},
+    {"{'0':1}", NULL, 0, 0, NULL, "positional"},
+    {"{'a.12':1}", NULL, 0, 0, NULL, "positional"},
+    {"{'':1}", NULL, 0, 0, NULL, NULL},
+    {"{'a..b':1}", NULL, 0, 0, NULL, NULL},
+    {"{'a.':1}", NULL, 0, 0, NULL, NULL},
+    {"{'$a':1}", NULL, 0, 0, NULL, NULL},
+    {"{'a.$':1}", NULL, 0, 0, NULL, NULL},
+    {"{'a':1}", "", 0, 0, NULL, "name"},
+};
+
+static void test_spec_table(void) {
+  size_t i;
+  for (i = 0; i < sizeof spec_cases / sizeof spec_cases[0]; i++) {
+    const scase_t *c = &spec_cases[i];
+    dtx_index_opts_t opts = {c->unique, c->sparse, c->name};
+    json_t *keys = q(c->keys);
+    dtx__index_spec_t *s = (dtx__index_spec_t *)1;
+    int rc = dtx__index_spec_parse(keys, &opts, &s);
+    if (c->want) {
+      json_t *want = q(c->want), *got;
+      char *w = dump(want), *g;
+      CHECKF(rc == 0, "case %zu %s: %s (%s)", i, c->keys, dtx_errname(rc),
+             dtx_errdetail());
+      if (rc == 0) {
+        got = dtx__index_spec_json(s);
+        g = dump(got);
+        CHECKF(!strcmp(g, w), "case %zu: got %s want %s", i, g, w);
+        CHECK(s->nfields == json_object_size(keys));
+        free(g);
+        json_decref(got);
+        dtx__index_spec_free(s);
+      }
+      free(w);
+      json_decref(want);
+    } else {
+      CHECKF(rc == DTX_EBADINDEX, "case %zu %s: %s want BADINDEX", i,
+             c->keys, dtx_errname(rc));
+      CHECKF(s == NULL, "case %zu: out not NULL on error", i);
+      if (c->detail)
+        CHECKF(strstr(dtx_errdetail(), c->detail) != NULL,
+               "case %zu: detail '%s' lacks '%s'", i, dtx_errdetail(),
+               c->detail);
+    }
+    json_decref(keys);
+  }
+}
+
+static void test_spec_null_opts(void) {
+  json_t *keys = q("{'a':1}");
+  dtx__index_spec_t *s = NULL;
+  CHECK_RC(dtx__index_spec_parse(keys, NULL, &s), 0);
+  REQUIRE(s != NULL);
+  CHECK(!strcmp(s->name, "a_1"));
+  CHECK(s->unique == 0 && s->sparse == 0 && s->dirs[0] == 1);
+  CHECK(!strcmp(s->paths[0], "a"));
+  dtx__index_spec_free(s);
+  CHECK_RC(dtx__index_spec_parse(NULL, NULL, &s), DTX_EBADINDEX);
+  json_decref(keys);
+}
+
+/* ---- upsert seeds -------------------------------------------------------- */
+
+typedef struct ucase {
+  const char *filter; /* NULL means a NULL filter */
+  const char *want;   /* NULL for DTX_EBADQUERY */
+  const char *detail;
+} ucase_t;
+
+static const ucase_t seed_cases[] = {
+    {NULL, "{}", NULL},
+    {"{}", "{}", NULL},
+    {"{'a':1}", "{'a':1}", NULL},
+    {"{'a':1,'b':'x'}", "{'a':1,'b':'x'}", NULL},
+    {"{'a':{'$eq':1}}", "{'a':1}", NULL},
+    {"{'a':{'$eq':{'b':1}}}", "{'a':{'b':1}}", NULL},
+    {"{'a':{'$gt':1}}", "{}", NULL},
+    {"{'a':{'$gt':1,'$eq':2}}", "{'a':2}", NULL},
+    {"{'a':{'$in':[1]}}", "{}", NULL},
+    {"{'a':{'$exists':true}}", "{}", NULL},
+    {"{'a':{'$ne':1},'b':2}", "{'b':2}", NULL},
+    {"{'x.y':1}", "{'x':{'y':1}}", NULL},
+    {"{'x.y':1,'x.z':2}", "{'x':{'y':1,'z':2}}", NULL},
+    {"{'x.y.z':1,'x.w':2}", "{'x':{'y':{'z':1},'w':2}}", NULL},
+    {"{'a.0':1}", "{'a':{'0':1}}", NULL},
+    {"{'$and':[{'a':1},{'b':2}]}", "{'a':1,'b':2}", NULL},
+    {"{'c':3,'$and':[{'a':1},{'b':{'$eq':2}}]}", "{'c':3,'a':1,'b':2}", NULL},
+    {"{'$and':[{'$and':[{'a':1}]},{'x.y':{'$eq':2}}]}",
+     "{'a':1,'x':{'y':2}}", NULL},
+    {"{'$or':[{'a':1}]}", "{}", NULL},
+    {"{'$nor':[{'a':1}],'b':1}", "{'b':1}", NULL},
+    {"{'a':{'x':1}}", "{'a':{'x':1}}", NULL},
+    {"{'a':[1,2]}", "{'a':[1,2]}", NULL},
+    {"{'a':null}", "{'a':null}", NULL},
+    {"{'b':1,'_id':5}", "{'_id':5,'b':1}", NULL},
+    {"{'b':1,'_id':{'$eq':'k'}}", "{'_id':'k','b':1}", NULL},
+    {"{'b':1,'_id':{'$in':['k']}}", "{'b':1}", NULL},
+    {"{'a':1,'$and':[{'ab':2}]}", "{'a':1,'ab':2}", NULL},
+    {"{'a.b':1,'a-b':2}", "{'a':{'b':1},'a-b':2}", NULL},
+    {"{'account':'A','state':{'$in':['x','y']}}", "{'account':'A'}", NULL},
+    /* conflicts and malformed filters */
+    {"{'a':1,'$and':[{'a':1}]}", NULL, "'a'"},
+    {"{'a':1,'$and':[{'a':2}]}", NULL, "'a'"},
+    {"{'a':1,'a.b':2}", NULL, "'a.b'"},
+    {"{'a.b':1,'$and':[{'a':{'$eq':2}}]}", NULL, "'a'"},
+    {"{'$and':[{'x.y':1},{'x.y':{'$eq':1}}]}", NULL, "'x.y'"},
+    {"{'a.b':1,'a-':1,'a':{'$eq':3}}", NULL, "'a.b'"},
+    {"{'$and':5}", NULL, "$and"},
+    {"{'$and':[]}", NULL, "$and"},
+    {"{'$and':[5]}", NULL, "object"},
+    {"5", NULL, "object"},
+    {"[]", NULL, "object"},
+    {"{'a..b':1}", NULL, NULL},
+};
+
+static void test_seed_table(void) {
+  size_t i;
+  for (i = 0; i < sizeof seed_cases / sizeof seed_cases[0]; i++) {
+    const ucase_t *c = &seed_cases[i];
+    json_t *f = c->filter ? q(c->filter) : NULL, *out = (json_t *)1;
+    int rc = dtx__upsert_seed(f, &out);
+    if (c->want) {
+      json_t *want = q(c->want);
+      char *w = dump(want), *g = out ? dump(out) : NULL;
+      CHECKF(rc == 0, "case %zu %s: %s (%s)", i, c->filter, dtx_errname(rc),
+             dtx_errdetail());
+      CHECKF(g && !strcmp(g, w), "case %zu %s: got %s want %s", i,
+             c->filter, g ? g : "NULL", w);
+      free(w);
+      free(g);
+      json_decref(want);
+      json_decref(out);
+    } else {
+      CHECKF(rc == DTX_EBADQUERY, "case %zu %s: %s want BADQUERY", i,
+             c->filter, dtx_errname(rc));
+      CHECKF(out == NULL, "case %zu: out not NULL on error", i);
+      if (c->detail)
+        CHECKF(strstr(dtx_errdetail(), c->detail) != NULL,
+               "case %zu: detail '%s' lacks '%s'", i, dtx_errdetail(),
+               c->detail);
+    }
+    json_decref(f);
+  }
+}
+
+/* Seed plus update with is_insert=1 gives MongoDB's upserted document. */
+static void test_seed_then_update(void) {
+  static const struct {
+    const char *filter, *update, *want;
+  } cases[] = {
+      {"{'_id':1,'a':1}", "{'$set':{'b':1},'$setOnInsert':{'c':1}}",
+       "{'_id':1,'a':1,'b':1,'c':1}"},
+      {"{'a':1}", "{'$set':{'a':2}}", "{'a':2}"},
+      {"{'a':{'$gt':1}}", "{'$inc':{'n':1}}", "{'n':1}"},
+      {"{'x.y':1}", "{'$set':{'x.z':2}}", "{'x':{'y':1,'z':2}}"},
+      {"{'_id':'k','q':1}", "{'r':2}", "{'_id':'k','r':2}"},
+      {"{'name':'A'}", "{'$setOnInsert':{'balance':0},'$push':{'log':1}}",
+       "{'name':'A','balance':0,'log':[1]}"},
+  };
+  size_t i;
+  for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    json_t *f = q(cases[i].filter), *spec = q(cases[i].update);
+    json_t *want = q(cases[i].want), *seed = NULL, *out = NULL;
+    dtx__update_t *u = NULL;
+    int ch = 0;
+    CHECK_RC(dtx__upsert_seed(f, &seed), 0);
+    CHECK_RC(dtx__update_compile(spec, &u), 0);
+    CHECK_RC(dtx__update_apply(u, seed, 1, 0, &out, &ch), 0);
+    CHECKF(out && !strcmp(JS(out), JS(want)) && ch,
+           "case %zu: got %s want %s", i, JS(out), cases[i].want);
+    json_decref(want);
+    json_decref(out);
+    json_decref(seed);
+    json_decref(f);
+    json_decref(spec);
+    dtx__update_free(u);
+  }
+}
+
+int main(void) {
+  TEST_RUN(test_key_table);
+  TEST_RUN(test_keys_are_copies);
+  TEST_RUN(test_keys_bad_args);
+  TEST_RUN(test_matcher_promise);
+  TEST_RUN(test_matcher_promise_random);
+  TEST_RUN(test_spec_table);
+  TEST_RUN(test_spec_null_opts);
+  TEST_RUN(test_seed_table);
+  TEST_RUN(test_seed_then_update);
+  return TEST_DONE();
+}

@@ -1,0 +1,365 @@
+/* test_sort_project.c -- sort specifications and projections.
+ *
+ * Sort rows give a spec, documents (each with an _id) and the expected _id
+ * order after dtx__sort_array; they cover cross-type order, arrays (least
+ * element ascending, greatest descending), missing versus null versus empty
+ * array, dotted paths through arrays, exact numbers and stability.
+ * Projection rows give a projection, a document and the exact expected
+ * output text, so field order is checked too.
+ */
+#include "testlib.h"
+
+#include "doc/doc.h"
+
+#include <string.h>
+
+static json_t *Q(const char *text) {
+  size_t n = strlen(text);
+  char *s = malloc(n + 1);
+  for (size_t i = 0; i <= n; i++)
+    s[i] = text[i] == '\'' ? '"' : text[i];
+  json_t *v = J(s);
+  free(s);
+  return v;
+}
+
+/* ---- sort ---------------------------------------------------------------- */
+
+typedef struct scase {
+  const char *sort;
+  const char *docs; /* array of documents with _id */
+  const char *ids;  /* expected _id order */
+} scase_t;
+
+#define MIXED                                                                \
+  "[{'_id':1,'a':true},{'_id':2,'a':'x'},{'_id':3,'a':1},{'_id':4},"         \
+  "{'_id':5,'a':null},{'_id':6,'a':{}},{'_id':7,'a':[]},{'_id':8,'a':2.5},"  \
+  "{'_id':9,'a':[0,9]},{'_id':10,'a':[[1]]}]"
+
+static const scase_t sort_cases[] = {
+    {"{'a':1}", "[{'_id':1,'a':3},{'_id':2,'a':1},{'_id':3,'a':2}]", "[2,3,1]"},
+    {"{'a':-1}", "[{'_id':1,'a':3},{'_id':2,'a':1},{'_id':3,'a':2}]",
+     "[1,3,2]"},
+    /* cross-type: [] < null = missing < numbers < strings < objects <
+     * arrays < booleans; [0,9] sorts as 0 ascending, 9 descending */
+    {"{'a':1}", MIXED, "[7,4,5,9,3,8,2,6,10,1]"},
+    {"{'a':-1}", MIXED, "[1,10,6,2,9,8,3,4,5,7]"},
+    {"{'a':1,'b':-1}",
+     "[{'_id':1,'a':1,'b':1},{'_id':2,'a':1,'b':2},{'_id':3,'a':0,'b':5},"
+     "{'_id':4,'a':1,'b':2}]",
+     "[3,2,4,1]"},
+    {"{'b':-1,'a':1}",
+     "[{'_id':1,'a':1,'b':1},{'_id':2,'a':1,'b':2},{'_id':3,'a':0,'b':5},"
+     "{'_id':4,'a':1,'b':2}]",
+     "[3,2,4,1]"},
+    /* stability: equal keys keep input order, in both directions */
+    {"{'k':1}", "[{'_id':5,'k':1},{'_id':3,'k':1},{'_id':9,'k':1},{'_id':1,'k':1}]",
+     "[5,3,9,1]"},
+    {"{'k':-1}",
+     "[{'_id':5,'k':1},{'_id':3,'k':1.0},{'_id':9},{'_id':1,'k':null}]",
+     "[5,3,9,1]"},
+    {"{'k':1}", "[{'_id':5},{'_id':3,'k':null},{'_id':9},{'_id':1,'k':[]}]",
+     "[1,5,3,9]"},
+    /* dotted paths through arrays of subdocuments */
+    {"{'a.b':1}",
+     "[{'_id':1,'a':[{'b':5},{'b':1}]},{'_id':2,'a':{'b':3}},"
+     "{'_id':3,'a':[{'c':1}]},{'_id':4,'a':[{'b':2},{'b':9}]}]",
+     "[3,1,4,2]"},
+    {"{'a.b':-1}",
+     "[{'_id':1,'a':[{'b':5},{'b':1}]},{'_id':2,'a':{'b':3}},"
+     "{'_id':3,'a':[{'c':1}]},{'_id':4,'a':[{'b':2},{'b':9}]}]",
+     "[4,1,2,3]"},
+    {"{'a.b':1}", "[{'_id':1,'a':[{'b':[7,6]}]},{'_id':2,'a':[{'b':6.5}]}]",
+     "[1,2]"},
+    {"{'a.1':1}", "[{'_id':1,'a':[9,2]},{'_id':2,'a':[0,1]},{'_id':3,'a':[5]}]",
+     "[3,2,1]"},
+    /* exact numbers */
+    {"{'v':1}",
+     "[{'_id':1,'v':9007199254740993},{'_id':2,'v':9007199254740992.0},"
+     "{'_id':3,'v':9007199254740992}]",
+     "[2,3,1]"},
+    {"{'v':-1}",
+     "[{'_id':1,'v':-9223372036854775808},{'_id':2,'v':9223372036854775807},"
+     "{'_id':3,'v':9.3e18},{'_id':4,'v':-1e19}]",
+     "[3,2,1,4]"},
+    /* strings: bytewise */
+    {"{'s':1}",
+     "[{'_id':1,'s':'b'},{'_id':2,'s':'B'},{'_id':3,'s':'a'},{'_id':4,'s':''},"
+     "{'_id':5,'s':'ab'}]",
+     "[4,2,3,5,1]"},
+    /* sort by _id itself */
+    {"{'_id':-1}", "[{'_id':'a'},{'_id':'c'},{'_id':'b'}]", "['c','b','a']"},
+    {"{'_id':1}", "[{'_id':'a'},{'_id':2},{'_id':1}]", "[1,2,'a']"},
+    /* objects compare field by field */
+    {"{'o':1}",
+     "[{'_id':1,'o':{'a':2}},{'_id':2,'o':{'a':1,'b':1}},{'_id':3,'o':{'a':1}}]",
+     "[3,2,1]"},
+    {"{'x':1}", "[{'_id':1},{'_id':2}]", "[1,2]"},
+    {"{'x':1}", "[]", "[]"},
+    {"{'x':1}", "[{'_id':1,'x':2}]", "[1]"},
+};
+
+static void test_sort_table(void) {
+  for (size_t i = 0; i < sizeof sort_cases / sizeof sort_cases[0]; i++) {
+    json_t *sort = Q(sort_cases[i].sort), *docs = Q(sort_cases[i].docs);
+    json_t *want = Q(sort_cases[i].ids);
+    int rc = dtx__sort_array(docs, sort);
+    CHECKF(rc == 0, "sort[%zu]: %s (%s)", i, dtx_errname(rc),
+           dtx_errdetail());
+    json_t *got = json_array();
+    for (size_t k = 0; k < json_array_size(docs); k++)
+      json_array_append(got, json_object_get(json_array_get(docs, k), "_id"));
+    CHECKF(json_equal(got, want), "sort[%zu] %s: got %s want %s", i,
+           sort_cases[i].sort, JS(got), JS(want));
+    json_decref(got);
+    json_decref(want);
+    json_decref(sort);
+    json_decref(docs);
+  }
+}
+
+/* dtx__sort_cmp agrees with the table order pairwise. */
+static void test_sort_cmp(void) {
+  json_t *asc = Q("{'a':1}"), *desc = Q("{'a':-1}");
+  json_t *d1 = Q("{'a':1}"), *d2 = Q("{'a':2}"), *dm = Q("{}");
+  json_t *dn = Q("{'a':null}"), *de = Q("{'a':[]}"), *dr = Q("{'a':[5,0]}");
+  CHECK(dtx__sort_cmp(asc, d1, d2) < 0);
+  CHECK(dtx__sort_cmp(asc, d2, d1) > 0);
+  CHECK(dtx__sort_cmp(desc, d1, d2) > 0);
+  CHECK(dtx__sort_cmp(asc, d1, d1) == 0);
+  CHECK(dtx__sort_cmp(asc, dm, dn) == 0);
+  CHECK(dtx__sort_cmp(asc, de, dn) < 0);
+  CHECK(dtx__sort_cmp(desc, de, dn) > 0);
+  CHECK(dtx__sort_cmp(asc, dr, d1) < 0);  /* least element 0 < 1 */
+  CHECK(dtx__sort_cmp(desc, dr, d2) < 0); /* greatest element 5 > 2 */
+  json_t *multi = Q("{'a':1,'b':-1}");
+  json_t *x = Q("{'a':1,'b':1}"), *y = Q("{'a':1,'b':2}");
+  CHECK(dtx__sort_cmp(multi, x, y) > 0);
+  CHECK(dtx__sort_cmp(multi, y, x) < 0);
+  json_t *v[] = {asc, desc, d1, d2, dm, dn, de, dr, multi, x, y};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+    json_decref(v[i]);
+}
+
+/* A larger stability check: 200 documents, 3 distinct keys. */
+static void test_sort_stable_many(void) {
+  json_t *docs = json_array();
+  for (int i = 0; i < 200; i++)
+    json_array_append_new(docs, json_pack("{s:i,s:i}", "_id", i, "k",
+                                          (i * 7) % 3));
+  json_t *sort = Q("{'k':-1}");
+  CHECK_RC(dtx__sort_array(docs, sort), 0);
+  int ok = json_array_size(docs) == 200;
+  for (size_t i = 1; ok && i < 200; i++) {
+    json_t *a = json_array_get(docs, i - 1), *b = json_array_get(docs, i);
+    json_int_t ka = json_integer_value(json_object_get(a, "k"));
+    json_int_t kb = json_integer_value(json_object_get(b, "k"));
+    json_int_t ia = json_integer_value(json_object_get(a, "_id"));
+    json_int_t ib = json_integer_value(json_object_get(b, "_id"));
+    if (ka < kb || (ka == kb && ia > ib))
+      ok = 0;
+  }
+  CHECK(ok);
+  json_decref(sort);
+  json_decref(docs);
+}
+
+static const struct {
+  const char *sort;
+  const char *detail;
+} sort_bad[] = {
+    {"{}", "non-empty"},
+    {"[]", "object"},
+    {"1", "object"},
+    {"{'a':0}", "1 or -1"},
+    {"{'a':2}", "1 or -1"},
+    {"{'a':1.0}", "1 or -1"},
+    {"{'a':'1'}", "1 or -1"},
+    {"{'a':true}", "1 or -1"},
+    {"{'a':1,'b':-2}", "for b"},
+    {"{'':1}", "empty field path"},
+    {"{'a..b':1}", "a..b"},
+    {"{'$a':1}", "$a"},
+};
+
+static void test_sort_check(void) {
+  for (size_t i = 0; i < sizeof sort_bad / sizeof sort_bad[0]; i++) {
+    json_t *s = Q(sort_bad[i].sort);
+    int rc = dtx__sort_check(s);
+    CHECKF(rc == DTX_EINVAL, "sort_check(%s) = %s", sort_bad[i].sort,
+           dtx_errname(rc));
+    CHECKF(strstr(dtx_errdetail(), sort_bad[i].detail) != NULL,
+           "sort_check(%s): detail '%s' lacks '%s'", sort_bad[i].sort,
+           dtx_errdetail(), sort_bad[i].detail);
+    json_t *docs = Q("[{'a':2},{'a':1}]");
+    CHECK_RC(dtx__sort_array(docs, s), DTX_EINVAL);
+    CHECK(json_integer_value(
+              json_object_get(json_array_get(docs, 0), "a")) == 2);
+    json_decref(docs);
+    json_decref(s);
+  }
+  CHECK_RC(dtx__sort_check(NULL), DTX_EINVAL);
+  json_t *ok = Q("{'a':-1,'b.c':1,'d.0':1}");
+  CHECK_RC(dtx__sort_check(ok), 0);
+  json_t *notarr = Q("{'a':1}");
+  CHECK_RC(dtx__sort_array(notarr, ok), DTX_EINVAL);
+  json_decref(notarr);
+  json_decref(ok);
+}
+
+/* ---- projection ------------------------------------------------------------ */
+
+typedef struct pcase {
+  const char *proj, *doc, *want; /* want: exact compact text */
+} pcase_t;
+
+static const pcase_t proj_cases[] = {
+    {"{'a':1}", "{'_id':1,'a':2,'b':3}", "{'_id':1,'a':2}"},
+    {"{'a':true}", "{'_id':1,'a':2,'b':3}", "{'_id':1,'a':2}"},
+    {"{'a':1,'_id':0}", "{'_id':1,'a':2,'b':3}", "{'a':2}"},
+    {"{'_id':0,'a':1}", "{'_id':1,'a':2,'b':3}", "{'a':2}"},
+    {"{'_id':false,'a':1}", "{'_id':1,'a':2,'b':3}", "{'a':2}"},
+    {"{'a':0}", "{'_id':1,'a':2,'b':3}", "{'_id':1,'b':3}"},
+    {"{'a':false}", "{'_id':1,'a':2,'b':3}", "{'_id':1,'b':3}"},
+    {"{'a':0,'_id':0}", "{'_id':1,'a':2,'b':3}", "{'b':3}"},
+    {"{'_id':1,'a':0}", "{'_id':1,'a':2,'b':3}", "{'_id':1,'b':3}"},
+    {"{'_id':0}", "{'_id':1,'a':2,'b':3}", "{'a':2,'b':3}"},
+    {"{'_id':1}", "{'_id':1,'a':2,'b':3}", "{'_id':1}"},
+    {"{}", "{'_id':1,'a':2,'b':3}", "{'_id':1,'a':2,'b':3}"},
+    /* output keeps the document's field order, not the projection's */
+    {"{'b':1,'a':1}", "{'_id':1,'a':1,'b':2,'c':3}", "{'_id':1,'a':1,'b':2}"},
+    {"{'a':1}", "{'a':1,'_id':5}", "{'a':1,'_id':5}"},
+    {"{'x':1}", "{'_id':1,'a':1}", "{'_id':1}"},
+    {"{'x':1}", "{'a':1}", "{}"},
+    {"{'x':0}", "{'_id':1,'a':1}", "{'_id':1,'a':1}"},
+    /* dotted paths into subdocuments */
+    {"{'b.c':1}", "{'_id':1,'b':{'c':1,'d':2},'e':3}", "{'_id':1,'b':{'c':1}}"},
+    {"{'b.c':0}", "{'_id':1,'b':{'c':1,'d':2},'e':3}",
+     "{'_id':1,'b':{'d':2},'e':3}"},
+    {"{'a.b.c':1}", "{'a':{'b':{'c':1,'d':1},'e':1}}", "{'a':{'b':{'c':1}}}"},
+    {"{'a.b.c':0}", "{'a':{'b':{'c':1,'d':1},'e':1}}",
+     "{'a':{'b':{'d':1},'e':1}}"},
+    {"{'a.b':1,'a.c':1}", "{'a':{'b':1,'c':2,'d':3}}", "{'a':{'b':1,'c':2}}"},
+    {"{'a.b':0,'a.c':0}", "{'a':{'b':1,'c':2,'d':3}}", "{'a':{'d':3}}"},
+    {"{'a':1}", "{'a':{'b':[1,{'c':2}]}}", "{'a':{'b':[1,{'c':2}]}}"},
+    {"{'a.b':1}", "{'_id':1,'a':{'x':1}}", "{'_id':1,'a':{}}"},
+    {"{'a.b':1}", "{'_id':1,'a':5}", "{'_id':1}"},
+    {"{'a.b':0}", "{'_id':1,'a':5}", "{'_id':1,'a':5}"},
+    {"{'a.b':1,'c':1}", "{'c':0,'a':{'b':1},'_id':2}",
+     "{'c':0,'a':{'b':1},'_id':2}"},
+    /* through arrays of subdocuments: inclusion drops scalars, keeps {} */
+    {"{'b.c':1}", "{'_id':1,'b':[{'c':1,'d':2},{'d':3},5,[{'c':4,'x':1}]]}",
+     "{'_id':1,'b':[{'c':1},{},[{'c':4}]]}"},
+    {"{'b.c':0}", "{'_id':1,'b':[{'c':1,'d':2},{'d':3},5,[{'c':4,'x':1}]]}",
+     "{'_id':1,'b':[{'d':2},{'d':3},5,[{'x':1}]]}"},
+    {"{'changes.account':1,'_id':0}",
+     "{'_id':'t','changes':[{'account':'A','amount':-5},"
+     "{'account':'B','amount':5}]}",
+     "{'changes':[{'account':'A'},{'account':'B'}]}"},
+    {"{'b.c':1}", "{'b':[]}", "{'b':[]}"},
+    {"{'b.c':1}", "{'b':[1,2]}", "{'b':[]}"},
+    {"{'a.b.c':1}", "{'a':[{'b':[{'c':1,'d':2}]},{'b':{'c':3}}]}",
+     "{'a':[{'b':[{'c':1}]},{'b':{'c':3}}]}"},
+    /* exact values survive */
+    {"{'n':1}", "{'n':9223372036854775807,'m':1.5}",
+     "{'n':9223372036854775807}"},
+    {"{'m':1}", "{'n':1,'m':1.0}", "{'m':1.0}"},
+};
+
+static void test_project_table(void) {
+  for (size_t i = 0; i < sizeof proj_cases / sizeof proj_cases[0]; i++) {
+    json_t *proj = Q(proj_cases[i].proj), *doc = Q(proj_cases[i].doc);
+    json_t *want = Q(proj_cases[i].want);
+    char *before = dtx__json_dump(doc);
+    json_t *out = NULL;
+    CHECK_RC(dtx__projection_check(proj), 0);
+    int rc = dtx__project(doc, proj, &out);
+    CHECKF(rc == 0, "project[%zu]: %s (%s)", i, dtx_errname(rc),
+           dtx_errdetail());
+    char *got = out ? dtx__json_dump(out) : NULL;
+    char *exp = dtx__json_dump(want);
+    CHECKF(got && !strcmp(got, exp), "project[%zu] %s of %s: got %s want %s",
+           i, proj_cases[i].proj, proj_cases[i].doc, got ? got : "(null)",
+           exp);
+    char *after = dtx__json_dump(doc);
+    CHECKF(!strcmp(before, after), "project[%zu] modified its input", i);
+    free(before);
+    free(after);
+    free(got);
+    free(exp);
+    json_decref(out);
+    json_decref(want);
+    json_decref(proj);
+    json_decref(doc);
+  }
+}
+
+/* The result shares nothing with the input document. */
+static void test_project_independent(void) {
+  json_t *doc = Q("{'_id':1,'a':{'b':[1,2]},'c':{'d':1}}");
+  json_t *proj = Q("{'a':1,'c.d':1}");
+  json_t *out = NULL;
+  REQUIRE(dtx__project(doc, proj, &out) == 0);
+  json_array_append_new(json_object_get(json_object_get(out, "a"), "b"),
+                        json_integer(3));
+  json_object_set_new(json_object_get(out, "c"), "d", json_integer(9));
+  char *s = dtx__json_dump(doc);
+  CHECK(!strcmp(s, "{\"_id\":1,\"a\":{\"b\":[1,2]},\"c\":{\"d\":1}}"));
+  free(s);
+  json_decref(out);
+  json_decref(proj);
+  json_decref(doc);
+}
+
+static const struct {
+  const char *proj;
+  const char *detail;
+} proj_bad[] = {
+    {"{'a':1,'b':0}", "projection cannot mix inclusion and exclusion"},
+    {"{'a':0,'b':1}", "projection cannot mix inclusion and exclusion"},
+    {"{'a':false,'b.c':true}", "cannot mix"},
+    {"{'a':2}", "must be 0, 1, true or false"},
+    {"{'a':-1}", "must be 0, 1, true or false"},
+    {"{'a':'x'}", "for a"},
+    {"{'a':null}", "for a"},
+    {"{'a':1.5}", "for a"},
+    {"{'a':{}}", "for a"},
+    {"{'a':1,'a.b':1}", "collision"},
+    {"{'a.b':1,'a':1}", "collision"},
+    {"{'a.b':0,'a.b.c':0}", "collision"},
+    {"{'':1}", "empty field path"},
+    {"{'a..b':1}", "a..b"},
+    {"{'$a':1}", "$a"},
+    {"[]", "object"},
+    {"1", "object"},
+};
+
+static void test_project_bad(void) {
+  for (size_t i = 0; i < sizeof proj_bad / sizeof proj_bad[0]; i++) {
+    json_t *proj = Q(proj_bad[i].proj), *doc = Q("{'_id':1,'a':{'b':1}}");
+    json_t *out = (json_t *)&out;
+    int check_rc = dtx__projection_check(proj);
+    CHECKF(check_rc == DTX_EINVAL, "projection_check(%s) = %s",
+           proj_bad[i].proj, dtx_errname(check_rc));
+    int rc = dtx__project(doc, proj, &out);
+    CHECKF(rc == DTX_EINVAL, "project(%s) = %s", proj_bad[i].proj,
+           dtx_errname(rc));
+    CHECK(out == NULL);
+    CHECKF(strstr(dtx_errdetail(), proj_bad[i].detail) != NULL,
+           "project(%s): detail '%s' lacks '%s'", proj_bad[i].proj,
+           dtx_errdetail(), proj_bad[i].detail);
+    json_decref(proj);
+    json_decref(doc);
+  }
+}
+
+int main(void) {
+  TEST_RUN(test_sort_table);
+  TEST_RUN(test_sort_cmp);
+  TEST_RUN(test_sort_stable_many);
+  TEST_RUN(test_sort_check);
+  TEST_RUN(test_project_table);
+  TEST_RUN(test_project_independent);
+  TEST_RUN(test_project_bad);
+  return TEST_DONE();
+}
