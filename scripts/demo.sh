@@ -85,7 +85,12 @@ part_primitive() {
   say "these three moves are all a multi-document transfer is built from."
 }
 
-PARTS=(part_primitive)
+part_transfers() {
+  say "== Part 2: two-phase transfers, a crash mid-flight, recovery and audit"
+  bash "$(dirname "$0")/demo_transfer.sh" "$DOCTX"
+}
+
+PARTS=(part_primitive part_transfers)
 for part in "${PARTS[@]}"; do
   "$part"
   say

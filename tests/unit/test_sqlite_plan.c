@@ -76,14 +76,17 @@ static const plan_case_t cases[] = {
     {"{\"k\":{\"$in\":[5,6,500]}}", -1},
     {"{\"k\":{\"$in\":[]}}", 0},
     {"{\"k\":{\"$gte\":98}}", -1},
-    {"{\"k\":{\"$gt\":3,\"$lte\":5}}", -1},
+    /* Two bounds may be met by different elements of an array, so only
+     * one narrows the lookup (k > 3: 960 candidates), unless $elemMatch
+     * asks for one element (the tags case below). */
+    {"{\"k\":{\"$gt\":3,\"$lte\":5}}", 960},
     {"{\"k\":{\"$lt\":2}}", -1},
     {"{\"k\":{\"$lt\":\"a\"}}", 0},
     {"{\"k\":5.0}", -1},
     {"{\"$and\":[{\"k\":5},{\"s\":\"s05\"}]}", 10},
     {"{\"k\":5,\"tags\":{\"$ne\":3}}", 10},
     {"{\"s\":{\"$gte\":\"s48\"}}", -1},
-    {"{\"s\":{\"$gt\":\"s48\",\"$lt\":\"s49\"}}", 0},
+    {"{\"s\":{\"$gt\":\"s48\",\"$lt\":\"s49\"}}", 20},
     {"{\"tags\":3}", -1},
     {"{\"tags\":{\"$in\":[101,3]}}", -1},
     {"{\"tags\":{\"$elemMatch\":{\"$gt\":5,\"$lt\":7}}}", -1},
@@ -235,6 +238,40 @@ static void test_paired_array_fields(void) {
   dtx_store_close(m);
 }
 
+/* {a: {$gte: 2, $lt: 3}} matches a: [1, 5]: 5 >= 2 and 1 < 3. */
+static void test_range_on_array(void) {
+  dtx_store_t *m;
+  REQUIRE(dtx_store_open("sqlite::memory:", &m) == 0);
+  json_t *k = J("{\"a\":1}");
+  CHECK_RC(dtx_store_create_index(m, "r", k, NULL, NULL), 0);
+  json_decref(k);
+  json_t *d = J("[{\"_id\":1,\"a\":[1,5]},{\"_id\":2,\"a\":2},"
+                "{\"_id\":3,\"a\":3},{\"_id\":4,\"a\":[0,7]}]");
+  CHECK_RC(dtx_store_insert_many(m, "r", d, NULL, NULL), 0);
+  json_decref(d);
+  static const struct {
+    const char *filter, *ids;
+  } t[] = {
+      {"{\"a\":{\"$gte\":2,\"$lt\":3}}", "[1,2,4]"},
+      {"{\"a\":{\"$elemMatch\":{\"$gte\":2,\"$lt\":6}}}", "[1]"},
+      {"{\"a\":{\"$gt\":6}}", "[4]"},
+  };
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+    json_t *f = J(t[i].filter), *got = NULL, *ids = json_array();
+    CHECK_RC(dtx_store_find(m, "r", f, NULL, &got), 0);
+    size_t j;
+    json_t *x;
+    json_array_foreach(got, j, x)
+        json_array_append(ids, json_object_get(x, "_id"));
+    CHECKF(strcmp(JS(ids), t[i].ids) == 0, "%s: got %s want %s",
+           t[i].filter, JS(ids), t[i].ids);
+    json_decref(f);
+    json_decref(got);
+    json_decref(ids);
+  }
+  dtx_store_close(m);
+}
+
 int main(void) {
   if (dtx_store_open("sqlite::memory:", &st) < 0)
     return 1;
@@ -256,6 +293,7 @@ int main(void) {
   TEST_RUN(test_limit_stops_early);
   TEST_RUN(test_sorted_modify);
   TEST_RUN(test_paired_array_fields);
+  TEST_RUN(test_range_on_array);
   dtx_store_close(st);
   return TEST_DONE();
 }

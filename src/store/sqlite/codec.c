@@ -17,6 +17,7 @@
 
 #include "util/err.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -349,7 +350,7 @@ static json_t *read_number(rd_t *r) {
   char *e;
   if (!real) {
     /* Bodies hold int64 only; a short digit string is parsed inline. */
-    if (n < 19) {
+    if (n < 19 && !(n == 1 && tmp[0] == '-')) {
       const char *q = tmp;
       int neg = *q == '-';
       long long v = 0;

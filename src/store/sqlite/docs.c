@@ -12,9 +12,9 @@
  *
  * An index row holds, per indexed field, the value's type bracket and the
  * value (numbers as INTEGER or REAL, strings as TEXT, booleans as 0/1,
- * null and missing as 0, objects and arrays as their JSON text).  SQLite
- * compares INTEGER and REAL by value, so 1 and 1.0 are one key, as in
- * MongoDB. */
+ * null and missing as 0, objects and arrays as canonical JSON text, see
+ * codec.c).  SQLite compares INTEGER and REAL by value, so 1 and 1.0 are
+ * one key, as in MongoDB. */
 #include "store/sqlite/sqlite_int.h"
 
 #include "util/err.h"
@@ -55,10 +55,12 @@ int dtx__sq_bind_key(sqlite3_stmt *st, int i, const json_t *v) {
     else if (json_is_boolean(v))
       src = sqlite3_bind_int(st, i + 1, json_is_true(v));
     else {
-      char *text = dtx__json_dump(v);
-      if (!text)
-        return dtx__err(DTX_ENOMEM, "encoding an index key");
-      src = sqlite3_bind_text(st, i + 1, text, -1, free);
+      char *text;
+      size_t len;
+      int rc = dtx__sq_text(v, 1, &text, &len);
+      if (rc < 0)
+        return rc;
+      src = sqlite3_bind_text(st, i + 1, text, (int)len, free);
     }
   }
   return src == SQLITE_OK
@@ -135,10 +137,11 @@ static int insert_doc(sq_conn_t *c, const sq_coll_t *co, const json_t *doc) {
   int rc = dtx__sq_prep(c, co->sql[SQ_C_INS], co->h[SQ_C_INS], &st);
   if (rc < 0 || (rc = dtx__sq_bind_id(st, 1, id)) < 0)
     return rc;
-  char *body = dtx__json_dump(doc);
-  if (!body)
-    return dtx__err(DTX_ENOMEM, "encoding a document");
-  sqlite3_bind_text(st, 2, body, -1, free);
+  char *body;
+  size_t blen;
+  if ((rc = dtx__sq_text(doc, 0, &body, &blen)) < 0)
+    return rc;
+  sqlite3_bind_text(st, 2, body, (int)blen, free);
   int src = sqlite3_step(st);
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
@@ -171,11 +174,12 @@ static int update_doc(sq_conn_t *c, const sq_coll_t *co, int64_t seq,
   int rc = dtx__sq_prep(c, co->sql[SQ_C_UPD], co->h[SQ_C_UPD], &st);
   if (rc < 0)
     return rc;
-  char *body = dtx__json_dump(doc);
-  if (!body)
-    return dtx__err(DTX_ENOMEM, "encoding a document");
+  char *body;
+  size_t blen;
+  if ((rc = dtx__sq_text(doc, 0, &body, &blen)) < 0)
+    return rc;
   sqlite3_bind_int64(st, 1, seq);
-  sqlite3_bind_text(st, 2, body, -1, free);
+  sqlite3_bind_text(st, 2, body, (int)blen, free);
   int src = sqlite3_step(st);
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);

@@ -402,17 +402,6 @@ static int index_candidates(sq_cursor_t *cur, const choice_t *ch) {
 
 /* ---- cursor -------------------------------------------------------------------------- */
 
-int dtx__sq_body_parse(const char *text, int len, json_t **out) {
-  json_error_t e;
-  /* Bodies were written by dtx__json_dump, so they are valid JSON objects
-   * without duplicate keys; jansson's plain loader is enough. */
-  *out = text ? json_loadb(text, (size_t)len, 0, &e) : NULL;
-  if (!*out)
-    return dtx__err(DTX_EBACKEND, "sqlite: stored document is corrupt: %s",
-                    text ? e.text : "NULL body");
-  return 0;
-}
-
 static int load_one(sq_cursor_t *cur, const json_t *id) {
   const sq_coll_t *co = cur->coll;
   sqlite3_stmt *st;

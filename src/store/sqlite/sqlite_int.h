@@ -7,6 +7,7 @@
  *   commit.c   group commit: many threads share one writer connection
  *   catalog.c  collections and indexes (the catalog and its cache)
  *   plan.c     query planning and the candidate cursor
+ *   codec.c    the stored text of bodies and of object/array keys
  *   docs.c     insert, find, count, modify_one, modify_many
  *
  * On-disk schema (one SQLite file, WAL mode):
@@ -255,8 +256,12 @@ int dtx__sq_cursor_open(sq_cursor_t *cur, sq_conn_t *c, const sq_coll_t *coll,
 int dtx__sq_cursor_next(sq_cursor_t *cur, int64_t *seq, json_t **doc);
 void dtx__sq_cursor_close(sq_cursor_t *cur);
 
-/* Parses a stored body. */
+/* codec.c: a stored body (a JSON object) back to a document. */
 int dtx__sq_body_parse(const char *text, int len, json_t **out);
+
+/* JSON text of v in *out (malloc'd, NUL-terminated, *len bytes).  With
+ * canonical, numbers are written by value (1.0 as 1), for index keys. */
+int dtx__sq_text(const json_t *v, int canonical, char **out, size_t *len);
 
 /* docs.c */
 int dtx__sq_insert(dtx__backend_t *b, const char *coll, json_t *const *docs,
