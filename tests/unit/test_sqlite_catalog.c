@@ -306,6 +306,31 @@ static void test_index_maintenance(void) {
   dtx_store_close(st);
 }
 
+/* An index becomes multikey when a document gives it several keys; a
+ * handle that planned with the old catalog must learn it before its next
+ * query, or two range bounds would wrongly narrow to one key. */
+static void test_multikey_seen_by_other_handle(void) {
+  char uri[300];
+  dtx_store_t *a = open_file(uri, sizeof uri), *b = NULL;
+  REQUIRE(a);
+  REQUIRE(dtx_store_open(uri, &b) == 0);
+  CHECK_RC(create_index(a, "m", "{\"v\":1}", 0, NULL), 0);
+  CHECK_RC(insert(a, "m", "{\"_id\":1,\"v\":2}"), 0);
+  json_t *f = J("{\"v\":{\"$gte\":2,\"$lt\":3}}"), *docs = NULL;
+  CHECK_RC(dtx_store_find(b, "m", f, NULL, &docs), 0);
+  CHECK(strcmp(JS(docs), "[{\"_id\":1,\"v\":2}]") == 0);
+  json_decref(docs);
+  CHECK_RC(insert(a, "m", "{\"_id\":2,\"v\":[1,5]}"), 0);
+  CHECK_RC(dtx_store_find(b, "m", f, NULL, &docs), 0);
+  CHECKF(strcmp(JS(docs), "[{\"_id\":1,\"v\":2},{\"_id\":2,\"v\":[1,5]}]") ==
+             0,
+         "%s", JS(docs));
+  json_decref(docs);
+  json_decref(f);
+  dtx_store_close(a);
+  dtx_store_close(b);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) {
     perror("mkdtemp");
@@ -318,6 +343,7 @@ int main(void) {
   TEST_RUN(test_id_types_and_numeric_keys);
   TEST_RUN(test_compound_dupkey_detail);
   TEST_RUN(test_index_maintenance);
+  TEST_RUN(test_multikey_seen_by_other_handle);
   char cmd[400];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0)

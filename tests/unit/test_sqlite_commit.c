@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NTHREADS 8
@@ -335,6 +336,48 @@ static void test_batches_form(void) {
   dtx__sqlite_methods.close(b);
 }
 
+/* Another connection holding the write lock makes a write wait, not
+ * fail: the insert completes once the lock is released. */
+typedef struct waiter {
+  dtx_store_t *st;
+  int rc;
+  int done;
+} waiter_t;
+
+static void *insert_waiter(void *arg) {
+  waiter_t *w = arg;
+  json_t *d = J("{\"_id\":\"late\"}");
+  w->rc = dtx_store_insert(w->st, "c", d, NULL);
+  json_decref(d);
+  __atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static void test_waits_for_write_lock(void) {
+  char uri[400], file[300];
+  snprintf(file, sizeof file, "%s/locked.db", dir);
+  snprintf(uri, sizeof uri, "sqlite:%s", file);
+  dtx_store_t *st;
+  REQUIRE(dtx_store_open(uri, &st) == 0);
+  sqlite3 *db;
+  REQUIRE(sqlite3_open(file, &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK);
+  waiter_t w = {st, -999, 0};
+  pthread_t t;
+  pthread_create(&t, NULL, insert_waiter, &w);
+  struct timespec ts = {0, 300 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  CHECK(__atomic_load_n(&w.done, __ATOMIC_ACQUIRE) == 0);
+  CHECK(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK);
+  pthread_join(t, NULL);
+  CHECK_RC(w.rc, 0);
+  int64_t n = -1;
+  CHECK_RC(dtx_store_count(st, "c", NULL, &n), 0);
+  CHECK(n == 1);
+  sqlite3_close(db);
+  dtx_store_close(st);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) {
     perror("mkdtemp");
@@ -345,6 +388,7 @@ int main(void) {
   TEST_RUN(test_group_commit_incs_memory);
   TEST_RUN(test_group_commit_errors_isolated);
   TEST_RUN(test_batches_form);
+  TEST_RUN(test_waits_for_write_lock);
   TEST_RUN(test_multi_process);
   TEST_RUN(test_readers_beside_writers);
   char cmd[400];

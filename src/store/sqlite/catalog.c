@@ -28,7 +28,8 @@ static const char SCHEMA_SQL[] =
     "CREATE TABLE IF NOT EXISTS _dtx_coll(name TEXT PRIMARY KEY) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS _dtx_index("
     " id INTEGER PRIMARY KEY AUTOINCREMENT, coll TEXT NOT NULL,"
-    " name TEXT NOT NULL, spec TEXT NOT NULL, UNIQUE(coll, name));";
+    " name TEXT NOT NULL, spec TEXT NOT NULL,"
+    " multikey INTEGER NOT NULL DEFAULT 0, UNIQUE(coll, name));";
 
 static int meta_format(sq_conn_t *c, int64_t *fmt) {
   sqlite3_stmt *st;
@@ -272,7 +273,8 @@ int dtx__sq_cat_load(sq_conn_t *c, sq_cat_t **out) {
     qsort(cat->colls, cat->ncoll, sizeof *cat->colls, coll_cmp);
 
   if ((rc = dtx__sq_prep(c,
-                         "SELECT id, coll, spec FROM _dtx_index ORDER BY id",
+                         "SELECT id, coll, spec, multikey FROM _dtx_index "
+                         "ORDER BY id",
                          0, &st)) < 0)
     goto fail;
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
@@ -304,6 +306,7 @@ int dtx__sq_cat_load(sq_conn_t *c, sq_cat_t **out) {
       sqlite3_reset(st);
       goto fail;
     }
+    co->idx[co->nidx].multikey = sqlite3_column_int(st, 3) != 0;
     co->nidx++;
   }
   sqlite3_reset(st);
@@ -401,6 +404,23 @@ int dtx__sq_coll_ensure(sq_wctx_t *w, const char *name,
   return 0;
 }
 
+int dtx__sq_mk_flush(sq_wctx_t *w) {
+  if (!w->nmk)
+    return 0;
+  sqlite3_stmt *st;
+  int rc = dtx__sq_prep(w->c, "UPDATE _dtx_index SET multikey=1 WHERE id=?1",
+                        0, &st);
+  for (size_t i = 0; rc == 0 && i < w->nmk; i++) {
+    sqlite3_bind_int64(st, 1, w->mk[i]);
+    int src = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (src != SQLITE_DONE)
+      rc = dtx__sq_err(w->c, src, "marking an index multikey");
+  }
+  w->nmk = 0;
+  return rc < 0 ? rc : cat_changed(w);
+}
+
 /* ---- create_index ------------------------------------------------------------------- */
 
 typedef struct ci_arg {
@@ -418,7 +438,9 @@ static int spec_same(const dtx__index_spec_t *a, const dtx__index_spec_t *b) {
 
 /* Indexes every existing document; a unique violation fails the op and
  * the op's rollback removes the half-built index. */
-static int index_build(sq_conn_t *c, const sq_coll_t *co, const sq_idx_t *ix) {
+static int index_build(sq_wctx_t *w, const sq_coll_t *co,
+                       const sq_idx_t *ix) {
+  sq_conn_t *c = w->c;
   sqlite3_stmt *scan;
   int rc = dtx__sq_prep(c, co->sql[SQ_C_SCAN], co->h[SQ_C_SCAN], &scan);
   if (rc < 0)
@@ -432,7 +454,7 @@ static int index_build(sq_conn_t *c, const sq_coll_t *co, const sq_idx_t *ix) {
       break;
     rc = dtx__index_keys(ix->spec, doc, &keys);
     if (rc == 0) {
-      rc = dtx__sq_idx_insert(c, ix, keys, seq);
+      rc = dtx__sq_idx_insert(w, ix, keys, seq);
       json_decref(keys);
     } else {
       json_t *id = json_object_get(doc, "_id");
@@ -529,7 +551,7 @@ static int create_index_run(sq_wctx_t *w, sq_op_t *op) {
   rc = dtx__sq_exec_once(w->c, ddl);
   free(ddl);
   if (rc == 0)
-    rc = index_build(w->c, co, &ix);
+    rc = index_build(w, co, &ix);
   idx_fini(&ix);
   if (rc < 0)
     return rc;

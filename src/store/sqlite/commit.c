@@ -59,8 +59,19 @@ static int run_one(sq_wctx_t *w, sq_op_t *op, int single) {
     return rc;
   int64_t examined0 = dtx__docs_examined;
   w->cat_changed = 0;
+  w->nmk = 0;
   dtx__err_clear();
   int r = op->run(w, op);
+  /* Documents the op kept may have made an index multikey; the flag must
+   * commit with them.  (A rolled-back document may leave the flag set,
+   * which only makes the planner more careful.) */
+  if ((r == 0 || op->keep_partial) && (rc = dtx__sq_mk_flush(w)) < 0) {
+    /* Then nothing of the op may stay: roll all of it back below. */
+    if (op->discard)
+      op->discard(op);
+    op->keep_partial = 0;
+    r = rc;
+  }
   op->examined = dtx__docs_examined - examined0;
   dtx__docs_examined = examined0;
   op->rc = r;
@@ -88,7 +99,7 @@ static void run_batch(dtx__backend_t *b, sq_op_t **ops, size_t n) {
   dtx__sq_cache_trim(c);
   for (size_t i = 0; i < n; i++)
     ops[i]->rc = 0;
-  sq_wctx_t w = {b, c, NULL, 0};
+  sq_wctx_t w = {b, c, NULL, 0, NULL, 0, 0};
   int rc = dtx__sq_begin_write(c);
   if (rc == 0) {
     w.cat = dtx__sq_cat_get(b);
@@ -118,6 +129,7 @@ static void run_batch(dtx__backend_t *b, sq_op_t **ops, size_t n) {
   }
 out:
   dtx__sq_cat_put(w.cat);
+  free(w.mk);
   pthread_mutex_unlock(&c->mu);
 }
 

@@ -114,9 +114,25 @@ static int idx_rows(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
   return 0;
 }
 
-int dtx__sq_idx_insert(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
+int dtx__sq_idx_insert(sq_wctx_t *w, const sq_idx_t *ix, const json_t *keys,
                        int64_t seq) {
-  return idx_rows(c, ix, keys, seq, 1);
+  if (json_array_size(keys) > 1 && !ix->multikey) {
+    size_t i = 0;
+    while (i < w->nmk && w->mk[i] != ix->id)
+      i++;
+    if (i == w->nmk) {
+      if (w->nmk == w->capmk) {
+        size_t cap = w->capmk ? w->capmk * 2 : 4;
+        int64_t *n = realloc(w->mk, cap * sizeof *n);
+        if (!n)
+          return dtx__err(DTX_ENOMEM, "noting a multikey index");
+        w->mk = n;
+        w->capmk = cap;
+      }
+      w->mk[w->nmk++] = ix->id;
+    }
+  }
+  return idx_rows(w->c, ix, keys, seq, 1);
 }
 
 int dtx__sq_idx_delete(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
@@ -131,7 +147,8 @@ static int doc_keys(const sq_idx_t *ix, const json_t *doc, json_t **keys) {
 
 /* ---- single-document writes --------------------------------------------------------------- */
 
-static int insert_doc(sq_conn_t *c, const sq_coll_t *co, const json_t *doc) {
+static int insert_doc(sq_wctx_t *w, const sq_coll_t *co, const json_t *doc) {
+  sq_conn_t *c = w->c;
   const json_t *id = json_object_get(doc, "_id");
   sqlite3_stmt *st;
   int rc = dtx__sq_prep(c, co->sql[SQ_C_INS], co->h[SQ_C_INS], &st);
@@ -160,7 +177,7 @@ static int insert_doc(sq_conn_t *c, const sq_coll_t *co, const json_t *doc) {
     json_t *keys;
     if ((rc = doc_keys(&co->idx[i], doc, &keys)) < 0)
       return rc;
-    rc = dtx__sq_idx_insert(c, &co->idx[i], keys, seq);
+    rc = dtx__sq_idx_insert(w, &co->idx[i], keys, seq);
     json_decref(keys);
     if (rc < 0)
       return rc;
@@ -168,8 +185,9 @@ static int insert_doc(sq_conn_t *c, const sq_coll_t *co, const json_t *doc) {
   return 0;
 }
 
-static int update_doc(sq_conn_t *c, const sq_coll_t *co, int64_t seq,
+static int update_doc(sq_wctx_t *w, const sq_coll_t *co, int64_t seq,
                       const json_t *old, const json_t *doc) {
+  sq_conn_t *c = w->c;
   sqlite3_stmt *st;
   int rc = dtx__sq_prep(c, co->sql[SQ_C_UPD], co->h[SQ_C_UPD], &st);
   if (rc < 0)
@@ -198,7 +216,7 @@ static int update_doc(sq_conn_t *c, const sq_coll_t *co, int64_t seq,
      * before any new one, so a key moving between fields of one document
      * is not mistaken for a duplicate. */
     if (!json_equal(ko, kn) && (rc = dtx__sq_idx_delete(c, ix, ko, seq)) == 0)
-      rc = dtx__sq_idx_insert(c, ix, kn, seq);
+      rc = dtx__sq_idx_insert(w, ix, kn, seq);
     json_decref(ko);
     json_decref(kn);
     if (rc < 0)
@@ -272,7 +290,7 @@ static int insert_run(sq_wctx_t *w, sq_op_t *op) {
     int sp = a->n > 1;
     if (sp && (rc = savepoint_begin(w->c, co)) < 0)
       return rc;
-    rc = insert_doc(w->c, co, a->docs[i]);
+    rc = insert_doc(w, co, a->docs[i]);
     if (sp)
       rc = savepoint_end(w->c, co, rc);
     if (rc < 0)
@@ -473,7 +491,7 @@ static int upsert(sq_wctx_t *w, const dtx__modify_t *m,
   const sq_coll_t *co;
   if ((rc = dtx__id_check(json_object_get(doc, "_id"))) < 0 ||
       (rc = dtx__sq_coll_ensure(w, m->coll, &co)) < 0 ||
-      (rc = insert_doc(w->c, co, doc)) < 0) {
+      (rc = insert_doc(w, co, doc)) < 0) {
     json_decref(doc);
     return rc;
   }
@@ -505,7 +523,7 @@ static int modify_run(sq_wctx_t *w, sq_op_t *op) {
   }
   rc = dtx__update_apply(m->update, doc, 0, dtx__now_ms(), &nd, &changed);
   if (rc == 0 && changed)
-    rc = update_doc(w->c, co, seq, doc, nd);
+    rc = update_doc(w, co, seq, doc, nd);
   if (rc < 0) {
     json_decref(doc);
     json_decref(nd);
@@ -590,7 +608,7 @@ static int many_run(sq_wctx_t *w, sq_op_t *op) {
       break;
     if (changed) {
       if ((rc = savepoint_begin(w->c, co)) == 0) {
-        rc = m->update ? update_doc(w->c, co, ms[i].seq, ms[i].doc, nd)
+        rc = m->update ? update_doc(w, co, ms[i].seq, ms[i].doc, nd)
                        : delete_doc(w->c, co, ms[i].seq, ms[i].doc);
         rc = savepoint_end(w->c, co, rc);
       }

@@ -18,7 +18,13 @@
  *     element, while {a.x: 1, a.y: 2} may match x and y in different
  *     elements; so conditions on fields that share a first path segment
  *     are combined only when they come from one $elemMatch (which does
- *     require the same element) and differ right after its path.
+ *     require the same element) and differ right after its path;
+ *   - likewise {a: {$gte: 2, $lt: 3}} matches a: [1, 5], so two bounds
+ *     narrow one key only inside $elemMatch.
+ * The last two rules apply to multikey indexes only: like MongoDB, an
+ * index remembers whether any document ever gave it several keys, and
+ * while none has, each document has one key tuple and conditions combine
+ * freely.
  * Candidates are collected from the index first, sorted by seq and made
  * distinct (a multikey index lists a document once per matching key), so
  * results come in insertion order and the caller can stop early. */
@@ -186,9 +192,10 @@ static int same_first_seg(const char *a, const char *b) {
 }
 
 /* Whether index lookups may require a and b on one key tuple (see the
- * file comment). */
-static int combinable(const cond_t *a, const cond_t *b) {
-  if (!same_first_seg(a->path, b->path))
+ * file comment).  In an index that never held several keys for one
+ * document, every document has one tuple, so any conditions combine. */
+static int combinable(const sq_idx_t *ix, const cond_t *a, const cond_t *b) {
+  if (!ix->multikey || !same_first_seg(a->path, b->path))
     return 1;
   return a->group && a->group == b->group && a->gprefix == b->gprefix &&
          strlen(a->path) > a->gprefix && strlen(b->path) > b->gprefix &&
@@ -231,7 +238,7 @@ static void consider(const conds_t *cs, const sq_idx_t *ix, choice_t *best) {
         continue;
       int ok = 1;
       for (size_t k = 0; k < ch.neq && ok; k++)
-        ok = combinable(ch.eq[k], c);
+        ok = combinable(ix, ch.eq[k], c);
       if (ok)
         pick = c;
     }
@@ -248,7 +255,7 @@ static void consider(const conds_t *cs, const sq_idx_t *ix, choice_t *best) {
         continue;
       int ok = 1;
       for (size_t k = 0; k < ch.neq && ok; k++)
-        ok = combinable(ch.eq[k], c);
+        ok = combinable(ix, ch.eq[k], c);
       if (ok)
         ch.range = c;
     }
@@ -350,10 +357,10 @@ static int index_candidates(sq_cursor_t *cur, const choice_t *ch) {
     lo = ch->range->lo;
     hi = ch->range->hi;
     /* {a: {$gte: 2, $lt: 3}} matches a: [1, 5] (each bound met by some
-     * element), so both bounds narrow one key only inside $elemMatch.
-     * Bounds in two brackets are never combined either. */
+     * element), so in a multikey index both bounds narrow one key only
+     * inside $elemMatch.  Bounds in two brackets are never combined. */
     if (lo && hi &&
-        (!ch->range->one_elem ||
+        ((ch->ix->multikey && !ch->range->one_elem) ||
          dtx__value_bracket(lo) != dtx__value_bracket(hi)))
       hi = NULL;
     size_t f = ch->neq;

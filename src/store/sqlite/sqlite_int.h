@@ -119,6 +119,7 @@ enum {
 typedef struct sq_idx {
   int64_t id;
   dtx__index_spec_t *spec;
+  int multikey; /* some document has had several keys in it */
   char table[160]; /* quoted: "i:NAME:ID" */
   char *sql_ins, *sql_del;
   uint64_t h_ins, h_del;
@@ -172,6 +173,8 @@ typedef struct sq_wctx {
   sq_conn_t *c;
   sq_cat_t *cat;   /* ref held; kept in step with the transaction */
   int cat_changed; /* the current op changed the catalog */
+  int64_t *mk;     /* indexes the current op made multikey */
+  size_t nmk, capmk;
 } sq_wctx_t;
 
 /* One queued write.  run() executes it inside the batch's transaction; on
@@ -216,6 +219,9 @@ const sq_coll_t *dtx__sq_coll_find(const sq_cat_t *cat, const char *name);
 /* The collection, created (with a catalog change) when missing. */
 int dtx__sq_coll_ensure(sq_wctx_t *w, const char *name,
                         const sq_coll_t **out);
+/* Records the multikey indexes noted by the op that just ran (a catalog
+ * change, so the snapshot is reloaded: pointers into the old one die). */
+int dtx__sq_mk_flush(sq_wctx_t *w);
 
 int dtx__sq_create_index(dtx__backend_t *b, const char *coll,
                          const dtx__index_spec_t *spec);
@@ -227,7 +233,9 @@ int dtx__sq_list_collections(dtx__backend_t *b, json_t **out);
 
 /* Binds one index key value as (bracket, value) at columns i, i+1. */
 int dtx__sq_bind_key(sqlite3_stmt *st, int i, const json_t *v);
-int dtx__sq_idx_insert(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
+/* Adds a document's index rows; an index that gets several keys from one
+ * document is noted in w to be marked multikey (dtx__sq_mk_flush). */
+int dtx__sq_idx_insert(sq_wctx_t *w, const sq_idx_t *ix, const json_t *keys,
                        int64_t seq);
 int dtx__sq_idx_delete(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
                        int64_t seq);
