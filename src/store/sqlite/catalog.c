@@ -20,11 +20,11 @@
 
 /* ---- schema ------------------------------------------------------------------------ */
 
-#define FORMAT_VERSION 1
+#define FORMAT_VERSION 2
 
 static const char SCHEMA_SQL[] =
     "CREATE TABLE IF NOT EXISTS _dtx_meta(k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
-    "INSERT OR IGNORE INTO _dtx_meta VALUES('format', 1), ('catalog', 0);"
+    "INSERT OR IGNORE INTO _dtx_meta VALUES('format', 2), ('catalog', 0);"
     "CREATE TABLE IF NOT EXISTS _dtx_coll(name TEXT PRIMARY KEY) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS _dtx_index("
     " id INTEGER PRIMARY KEY AUTOINCREMENT, coll TEXT NOT NULL,"
