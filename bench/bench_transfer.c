@@ -253,7 +253,7 @@ int main(int argc, char **argv) {
   const char *sync = "both";
   int hot = -1;
   char dir[] = "/tmp/dtx-bench-XXXXXX";
-  for (int i = 1; i < argc; i++) {
+  for (int i = 1; i < argc; i += 2) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!v) {
       fprintf(stderr, "%s needs a value\n", a);
@@ -277,7 +277,6 @@ int main(int argc, char **argv) {
       fprintf(stderr, "unknown option %s\n", a);
       return 2;
     }
-    i++;
   }
   if (c.accounts < 2 || c.workers < 1 || c.workers > 256 || c.rounds < 1 ||
       c.rounds > 16 || c.transfers < 0 || hot > 100) {

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The transfer CLI contract: idempotent ids, conflicts, bad input that
+# records nothing, cancel before and after commit, async + worker --once,
+# exit codes and the reasons recorded in failed transfers.
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+source "$HERE/../lib/txn.sh"
+
+expect() { # expect CODE LABEL -- command...
+  local want=$1 label=$2; shift 3
+  "$@" >"$WORK/out" 2>"$WORK/err"
+  local rc=$?
+  if [ "$rc" -eq "$want" ]; then ok; else bad "$label: exit $rc, want $want: $(head -2 "$WORK/err")"; fi
+}
+snapshot() { { d account list; d transfer list; } | md5sum; }
+
+new_store cli
+setup_accounts || { echo "setup failed"; exit 1; }
+
+# A synchronous transfer succeeds, moves money once, prints the document.
+expect 0 "transfer" -- d transfer A B 100 --id t1
+[ "$(field "$(cat "$WORK/out")" state)" = succeeded ] && ok || bad "t1 not succeeded"
+[ "$(balance A)" = 900 ] && [ "$(balance B)" = 1100 ] && ok || bad "balances after t1"
+
+# The same id and parameters again: the existing transfer, applied once.
+expect 0 "idempotent retry" -- d transfer A B 100 --id t1
+[ "$(balance A)" = 900 ] && [ "$(balance B)" = 1100 ] && ok || bad "retry moved money again"
+[ "$(d count transfers)" = 1 ] && ok || bad "retry recorded a second transfer"
+# The same id with other parameters: a conflict, nothing changes.
+before=$(snapshot)
+expect 3 "id conflict" -- d transfer A B 101 --id t1
+grep -q "doctx: CONFLICT: " "$WORK/err" && ok || bad "conflict message: $(cat "$WORK/err")"
+expect 3 "id conflict (payee)" -- d transfer A X 100 --id t1
+[ "$(snapshot)" = "$before" ] && ok || bad "conflict changed the store"
+
+# Insufficient funds: exit 1, the reason is in the document, nothing moves.
+expect 1 "insufficient" -- d transfer A B 5000 --id t2
+[ "$(field "$(cat "$WORK/out")" reason)" = "insufficient funds" ] && ok || bad "reason: $(cat "$WORK/out")"
+[ "$(balance A)" = 900 ] && ok || bad "failed transfer moved money"
+# X has no lower limit: it may go negative.
+expect 0 "no-limit payer" -- d transfer X A 50 --id t3
+[ "$(balance X)" = -50 ] && ok || bad "X balance $(balance X)"
+
+# Bad input: exit 2, a clear message, nothing recorded.
+before=$(snapshot)
+while IFS='|' read -r label args pattern; do
+  # shellcheck disable=SC2086
+  expect 2 "$label" -- d transfer $args
+  grep -q "$pattern" "$WORK/err" && ok || bad "$label: message '$(cat "$WORK/err")' lacks '$pattern'"
+done <<'TABLE'
+zero amount|A B 0|positive
+negative amount|A B -5|positive
+fractional amount|A B 1.5|positive
+not a number|A B ten|positive
+beyond int64|A B 9223372036854775808|positive
+leading plus|A B +5|positive
+spaces|A B 5x|positive
+same account|A A 5|same account
+missing payee|A NOPE 5|NOACCOUNT
+missing payer|NOPE A 5|NOACCOUNT
+bad id|A B 5 --id bad/id|transfer id
+missing amount|A B|USAGE
+unknown option|A B 5 --fast|unknown option
+bad account id|A b@d 5|account id
+TABLE
+[ "$(snapshot)" = "$before" ] && ok || bad "bad input changed the store"
+expect 2 "account bad balance" -- d account create Z --balance 1e3
+expect 2 "account below min" -- d account create Z --balance 5 --min-balance 10
+expect 3 "account exists" -- d account create A
+expect 1 "show missing account" -- d account show NOPE
+expect 1 "show missing transfer" -- d transfer show NOPE
+expect 2 "bad state" -- d transfer list --state nope
+expect 2 "bad DOCTX_FAULT" -- env DOCTX_FAULT=nope:crash "$DOCTX" --store "$S" transfer A B 1
+[ "$(snapshot)" = "$before" ] && ok || bad "errors changed the store"
+
+# Async: recorded as initiated, completed by a worker.
+expect 0 "async" -- d transfer A B 10 --id t4 --async
+[ "$(state "$S" t4)" = initiated ] && ok || bad "t4 not initiated"
+# Cancel before anyone claims it: failed, reason canceled, exit 0.
+expect 0 "async 2" -- d transfer A B 10 --id t5 --async
+expect 0 "cancel" -- d transfer cancel t5
+[ "$(state "$S" t5)" = failed ] && ok || bad "t5 not failed"
+[ "$(field "$(d transfer show t5)" reason)" = canceled ] && ok || bad "t5 reason"
+expect 0 "worker --once" -- d worker --once
+[ "$(state "$S" t4)" = succeeded ] && ok || bad "worker did not run t4"
+[ "$(state "$S" t5)" = failed ] && ok || bad "worker touched canceled t5"
+# Cancel after commit: exit 3, make a reverse transfer instead.
+expect 3 "cancel after commit" -- d transfer cancel t4
+grep -q "reverse transfer" "$WORK/err" && ok || bad "cancel message: $(cat "$WORK/err")"
+expect 1 "cancel missing" -- d transfer cancel NOPE
+[ "$(d transfer list --state succeeded | wc -l)" = 3 ] && ok || bad "list --state"
+
+# The audit is clean and sees every account.
+expect 0 "audit" -- d audit --settled
+grep -q "audit: clean" "$WORK/out" && ok || bad "audit output"
+expect 0 "audit json" -- d audit --json
+[ "$(field "$(cat "$WORK/out")" ok)" = True ] && ok || bad "audit --json ok"
+# Break an invariant by hand: the audit must say so (exit 5).
+d update accounts '{"_id":"B"}' '{"$inc":{"balance":1}}' >/dev/null
+expect 5 "audit broken" -- d audit
+grep -q "conservation" "$WORK/out" && ok || bad "audit did not report conservation: $(cat "$WORK/out")"
+finish
