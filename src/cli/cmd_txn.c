@@ -183,8 +183,7 @@ int dtx__cmd_account(dtx_cli_t *cli, int argc, char **argv) {
     json_t *acct = NULL;
     int rc = dtx_account_create(st, pos[1], balance, has_min, min, &acct);
     if (rc)
-      return rc == DTX_EINVAL ? (dtx__cli_fail(rc), DTX_EXIT_USAGE)
-                              : dtx__cli_fail(rc);
+      return dtx__cli_fail(rc);
     dtx__cli_print_json(acct);
     json_decref(acct);
     return DTX_EXIT_OK;
@@ -205,8 +204,7 @@ int dtx__cmd_account(dtx_cli_t *cli, int argc, char **argv) {
       return DTX_EXIT_NOMATCH;
     }
     if (rc)
-      return rc == DTX_EINVAL ? (dtx__cli_fail(rc), DTX_EXIT_USAGE)
-                              : dtx__cli_fail(rc);
+      return dtx__cli_fail(rc);
     dtx__cli_print_json(acct);
     json_decref(acct);
     return DTX_EXIT_OK;
@@ -249,9 +247,9 @@ static int transfer_new(dtx_cli_t *cli, char **pos, optval_t *o) {
   json_t *tx = NULL;
   int rc = o[1].value ? dtx_transfer_submit(st, &req, &tx)
                       : dtx_transfer_execute(st, &req, NULL, &tx);
-  if (rc == DTX_EINVAL || rc == DTX_ENOACCOUNT) {
+  if (rc == DTX_ENOACCOUNT) {
     dtx__cli_fail(rc);
-    return DTX_EXIT_USAGE; /* nothing was recorded */
+    return DTX_EXIT_USAGE; /* invalid input at submission: nothing recorded */
   }
   if (tx)
     dtx__cli_print_json(tx);
@@ -290,10 +288,6 @@ int dtx__cmd_transfer(dtx_cli_t *cli, int argc, char **argv) {
       return code;
     json_t *all = NULL;
     int rc = dtx_transfer_list(st, o[2].value, &all);
-    if (rc == DTX_EINVAL) {
-      dtx__cli_fail(rc);
-      return DTX_EXIT_USAGE;
-    }
     return rc ? dtx__cli_fail(rc) : print_lines(all);
   }
   if (o[2].value)
