@@ -26,8 +26,8 @@ done
 echo "recorded $(count initiated) transfers in state initiated"
 
 say "Starting 3 worker processes (2 threads each); worker 3 will stop inside its 30th credit step"
-for w in 1 2; do d worker --threads 2 --lease-ms 500 --owner "worker$w" >/dev/null 2>&1 & pids+=($!); done
-DOCTX_FAULT=transfer.credit_payee:pause:30 d worker --threads 2 --lease-ms 500 --owner worker3 >/dev/null 2>"$DIR/w3.err" & w3=$!; pids+=($w3)
+for w in 1 2; do "$DOCTX" --store "$S" worker --threads 2 --lease-ms 500 --owner "worker$w" >/dev/null 2>&1 & pids+=($!); done
+DOCTX_FAULT=transfer.credit_payee:pause:30 "$DOCTX" --store "$S" worker --threads 2 --lease-ms 500 --owner worker3 >/dev/null 2>"$DIR/w3.err" & w3=$!; pids+=($w3)
 
 while :; do
   ini=$(count initiated); ok=$(count succeeded); ko=$(count failed)
@@ -40,6 +40,7 @@ echo
 if [ "$(awk '{print $3}' /proc/$w3/stat 2>/dev/null)" = T ]; then
   echo "worker 3 is stopped between commit and crediting the payee; killing it with SIGKILL"
   kill -9 "$w3"; wait "$w3" 2>/dev/null || true
+  echo "worker 3 is gone; its transfer is committed but the payee is not yet credited"
 fi
 echo "transfers left committed (money in flight): $(count committed)"
 echo "transfers left preparing: $(count preparing)"
