@@ -30,8 +30,9 @@ char *dtx__json_dump(const json_t *v);
 /* MongoDB's cross-type order: null < numbers < strings < objects < arrays
  * < booleans.  Numbers compare by value across int64 and double, exactly
  * (no precision loss for large int64).  Strings compare bytewise (UTF-8).
- * Objects compare field by field in order (name, then value); arrays
- * element by element; shorter first on a tie.  Returns <0, 0, >0. */
+ * Objects compare field by field in order, as BSON does: the value's type
+ * bracket, then the field name, then the value; arrays element by element;
+ * shorter first on a tie.  Returns <0, 0, >0. */
 int dtx__value_cmp(const json_t *a, const json_t *b);
 
 /* The type bracket used by dtx__value_cmp (1 null, 2 number, 3 string,
@@ -44,6 +45,20 @@ int dtx__value_bracket(const json_t *v);
 /* Checks a dotted field path: non-empty segments, no '$' at the start of a
  * segment, no NUL.  DTX_EBADQUERY or DTX_EBADUPDATE (as `code`) otherwise. */
 int dtx__path_check(const char *path, int code);
+
+/* Walks every value that a dotted path reaches in doc, following MongoDB's
+ * traversal (through arrays of subdocuments, numeric segments as indexes),
+ * calling fn(ctx, value, empty_leaf) for each; a non-zero return from fn
+ * stops the walk and is returned.  leaf_mode says what happens when the
+ * path ends on an array: DTX__LEAF_WHOLE visits the array itself,
+ * DTX__LEAF_EXPAND the array and then each element (equality semantics),
+ * DTX__LEAF_ELEMS only the elements (sort keys).  empty_leaf is 1 when the
+ * path ended on an empty array.  The filter matcher and sort share it, so
+ * both see the same values. */
+enum { DTX__LEAF_WHOLE = 0, DTX__LEAF_EXPAND = 1, DTX__LEAF_ELEMS = 2 };
+typedef int (*dtx__path_visit_fn)(void *ctx, const json_t *v, int empty_leaf);
+int dtx__path_walk(const char *path, const json_t *doc, int leaf_mode,
+                   dtx__path_visit_fn fn, void *ctx);
 
 /* ---- filter ----------------------------------------------------------------- */
 

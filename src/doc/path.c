@@ -27,12 +27,6 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Shared with filter.c and sort.c; these prototypes are repeated there
- * because doc.h has no slot for them yet. */
-enum { DTX__LEAF_WHOLE = 0, DTX__LEAF_EXPAND = 1, DTX__LEAF_ELEMS = 2 };
-typedef int (*dtx__path_visit_fn)(void *ctx, const json_t *v, int empty_leaf);
-int dtx__path_walk(const char *path, const json_t *doc, int leaf_mode,
-                   dtx__path_visit_fn fn, void *ctx);
 
 #define PATH_MAX_LEN 1024
 

@@ -20,11 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* From path.c (doc.h has no slot for the shared walker yet). */
-enum { DTX__LEAF_WHOLE = 0, DTX__LEAF_EXPAND = 1, DTX__LEAF_ELEMS = 2 };
-typedef int (*dtx__path_visit_fn)(void *ctx, const json_t *v, int empty_leaf);
-int dtx__path_walk(const char *path, const json_t *doc, int leaf_mode,
-                   dtx__path_visit_fn fn, void *ctx);
 
 /* ---- sort --------------------------------------------------------------- */
 
