@@ -443,13 +443,14 @@ int dtx_store_update(dtx_store_t *st, const char *coll, const json_t *filter,
   return 0;
 }
 
-/* The primitive.  Both find_one_and_* calls take the document they return
- * out of the backend's result, so it is not copied. */
-int dtx_store_find_one_and_update(dtx_store_t *st, const char *coll,
-                                  const json_t *filter, const json_t *update,
-                                  const dtx_fam_opts_t *opts, json_t **out) {
+/* The primitive, and its delete twin (update NULL).  The returned document
+ * is taken out of the backend's result, so it is not copied. */
+static int find_one_and_modify(dtx_store_t *st, const char *coll,
+                               const json_t *filter, const json_t *update,
+                               const dtx_fam_opts_t *opts, json_t **out) {
   dtx__err_clear();
   static const dtx_fam_opts_t none;
+  int is_delete = update == NULL;
   if (!out)
     return dtx__err(DTX_EINVAL, "out is NULL");
   *out = NULL;
@@ -459,10 +460,10 @@ int dtx_store_find_one_and_update(dtx_store_t *st, const char *coll,
   compiled_t c;
   int rc = check_sort_proj(opts->sort, opts->projection);
   if (rc < 0 ||
-      (rc = modify_prepare(st, coll, filter, update, 0, &m, &c)) < 0)
+      (rc = modify_prepare(st, coll, filter, update, is_delete, &m, &c)) < 0)
     return rc;
   m.sort = opts->sort;
-  m.upsert = opts->upsert;
+  m.upsert = !is_delete && opts->upsert;
   dtx__modify_result_t mr = {0};
   rc = st->m->modify_one(st->b, &m, &mr);
   compiled_free(&c);
@@ -473,7 +474,7 @@ int dtx_store_find_one_and_update(dtx_store_t *st, const char *coll,
     return dtx__err(DTX_ENOMATCH, "no document in '%s' matched the filter",
                     coll);
   }
-  json_t **pick = opts->return_new ? &mr.after : &mr.before;
+  json_t **pick = !is_delete && opts->return_new ? &mr.after : &mr.before;
   json_t *doc = *pick;
   *pick = NULL;
   dtx__modify_result_clear(&mr);
@@ -485,41 +486,20 @@ int dtx_store_find_one_and_update(dtx_store_t *st, const char *coll,
   return 0;
 }
 
+int dtx_store_find_one_and_update(dtx_store_t *st, const char *coll,
+                                  const json_t *filter, const json_t *update,
+                                  const dtx_fam_opts_t *opts, json_t **out) {
+  if (!update) {
+    dtx__err_clear();
+    return dtx__err(DTX_EBADUPDATE, "update is NULL");
+  }
+  return find_one_and_modify(st, coll, filter, update, opts, out);
+}
+
 int dtx_store_find_one_and_delete(dtx_store_t *st, const char *coll,
                                   const json_t *filter,
                                   const dtx_fam_opts_t *opts, json_t **out) {
-  dtx__err_clear();
-  static const dtx_fam_opts_t none;
-  if (!out)
-    return dtx__err(DTX_EINVAL, "out is NULL");
-  *out = NULL;
-  if (!opts)
-    opts = &none;
-  dtx__modify_t m;
-  compiled_t c;
-  int rc = check_sort_proj(opts->sort, opts->projection);
-  if (rc < 0 || (rc = modify_prepare(st, coll, filter, NULL, 1, &m, &c)) < 0)
-    return rc;
-  m.sort = opts->sort;
-  dtx__modify_result_t mr = {0};
-  rc = st->m->modify_one(st->b, &m, &mr);
-  compiled_free(&c);
-  if (rc < 0)
-    return rc;
-  if (!mr.matched || !mr.before) {
-    dtx__modify_result_clear(&mr);
-    return dtx__err(DTX_ENOMATCH, "no document in '%s' matched the filter",
-                    coll);
-  }
-  json_t *doc = mr.before;
-  mr.before = NULL;
-  dtx__modify_result_clear(&mr);
-  if ((rc = project_in_place(&doc, opts->projection)) < 0) {
-    json_decref(doc);
-    return rc;
-  }
-  *out = doc;
-  return 0;
+  return find_one_and_modify(st, coll, filter, NULL, opts, out);
 }
 
 int dtx_store_delete(dtx_store_t *st, const char *coll, const json_t *filter,
