@@ -60,22 +60,27 @@ static void *work(void *arg) {
   dtx__exec_init(&ex, sh->st, base, sh->o->lease_ms);
   snprintf(owner, sizeof owner, "%.120s#%d", ex.owner, w->n);
   dtx__exec_init(&ex, sh->st, owner, sh->o->lease_ms);
-  int idle = 0;
+  int idle = 0, errors = 0;
   while (!stopping(sh)) {
     json_t *done = NULL;
     int rc = dtx__tx_claim_next(&ex, &done);
     json_decref(done);
     if (rc == 0) {
-      idle = 0;
+      idle = errors = 0;
       continue;
     }
     if (rc != DTX_ENOMATCH) {
+      /* The transfer in hand stays where it stopped, for recovery; this
+       * executor keeps serving the others. */
       pthread_mutex_lock(&sh->err_lock);
       if (!sh->first_err)
         sh->first_err = rc;
       pthread_mutex_unlock(&sh->err_lock);
-      if (!dtx__transient(rc) && rc != DTX_EFAULT)
-        break;
+      if (rc == DTX_ENOMEM || (sh->o->once && ++errors > 100))
+        break; /* a store that keeps failing must not pin a --once run */
+      struct timespec pause = {0, 50 * 1000000L};
+      nanosleep(&pause, NULL);
+      continue;
     }
     if (sh->o->once) {
       /* Nothing to claim: one last recovery pass; stop when it found
