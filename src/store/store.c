@@ -25,6 +25,9 @@ _Thread_local int64_t dtx__docs_examined;
 /* The registry: one line per backend, matched by URI scheme. */
 static const dtx_store_methods_t *const backends[] = {
     &dtx__sqlite_methods,
+#ifdef DTX_HAVE_REDIS
+    &dtx__redis_methods,
+#endif
 };
 #define NBACKENDS (sizeof backends / sizeof backends[0])
 

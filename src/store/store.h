@@ -91,6 +91,7 @@ typedef struct dtx_store_methods {
 } dtx_store_methods_t;
 
 extern const dtx_store_methods_t dtx__sqlite_methods;
+extern const dtx_store_methods_t dtx__redis_methods; /* with DTX_REDIS */
 
 /* Documents a backend loaded on this thread to evaluate filters (every
  * candidate it ran the matcher on).  Tests read it to prove that a query
