@@ -1,0 +1,786 @@
+/* conn.c -- the Redis client of the backend: connections, the Cluster
+ * slot map, redirects, retries, and the batch executor that every other
+ * file sends its commands through.
+ *
+ * Topology.  At open the seeds are tried in order; the first that answers
+ * is asked CLUSTER SLOTS.  "cluster support disabled" means standalone:
+ * every slot maps to that node.  Otherwise the reply fills slot2node.  The
+ * map is refreshed (from any node that answers) after MOVED, connection
+ * loss, CLUSTERDOWN and the like, at most once per REFRESH_MIN_MS.
+ *
+ * Connections.  Each node keeps a stack of idle hiredis contexts; a
+ * thread takes one per node for the duration of one batch, so contexts
+ * are never shared and each node needs only as many as there are threads
+ * talking to it at once.  Every context has connect and command timeouts
+ * (timeout_ms), so a dead or paused node makes a command fail, never hang.
+ *
+ * The executor (dtx__rd_run).  A batch is grouped by node, written to
+ * every node before any reply is read (nodes work in parallel; commands
+ * to one node are pipelined), and answered in order.  Per command:
+ *   MOVED          update that slot, refresh the map, resend at once
+ *   ASK            resend once to the named node, preceded by ASKING
+ *   NOSCRIPT       resend as EVAL (which also caches the script there)
+ *   TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN, READONLY, BUSY, I/O
+ *   errors and timeouts
+ *                  back off (10 ms doubling to 500 ms) and resend, until
+ *                  retry_ms (default 10 s) has passed; then
+ *                  DTX_EUNAVAILABLE with the last reason.
+ * Resending after a lost reply may run a command twice; every write the
+ * backend sends is safe under that (see redis.c: version tokens, claim
+ * values and catalog texts are unique, so a rerun recognises its own
+ * earlier success). */
+#include "store/redis/redis_int.h"
+
+#include "util/err.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define REFRESH_MIN_MS 50
+#define MAX_IDLE 64
+#define NO_NODE UINT16_MAX
+
+/* ---- time ------------------------------------------------------------------- */
+
+int64_t dtx__rd_mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void dtx__rd_sleep_ms(int64_t ms) {
+  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+  }
+}
+
+/* ---- commands ------------------------------------------------------------------ */
+
+void dtx__rd_cmd_init(rd_cmd_t *c, int slot, int script, int write) {
+  memset(c, 0, sizeof *c);
+  c->slot = slot;
+  c->script = script;
+  c->write = write;
+}
+
+void dtx__rd_arg(rd_cmd_t *c, const void *p, size_t n) {
+  if (c->oom)
+    return;
+  if (c->argc == c->cap) {
+    size_t ncap = c->cap ? c->cap * 2 : 16;
+    char **nv = realloc(c->argv, ncap * sizeof *nv);
+    if (!nv) {
+      c->oom = 1;
+      return;
+    }
+    c->argv = nv;
+    size_t *nl = realloc(c->argvlen, ncap * sizeof *nl);
+    if (!nl) {
+      c->oom = 1;
+      return;
+    }
+    c->argvlen = nl;
+    c->cap = ncap;
+  }
+  char *copy = malloc(n ? n : 1);
+  if (!copy) {
+    c->oom = 1;
+    return;
+  }
+  if (n)
+    memcpy(copy, p, n);
+  c->argv[c->argc] = copy;
+  c->argvlen[c->argc++] = n;
+}
+
+void dtx__rd_args(rd_cmd_t *c, const char *s) { dtx__rd_arg(c, s, strlen(s)); }
+
+void dtx__rd_argi(rd_cmd_t *c, long long v) {
+  char tmp[24];
+  int n = snprintf(tmp, sizeof tmp, "%lld", v);
+  dtx__rd_arg(c, tmp, (size_t)n);
+}
+
+void dtx__rd_argb(rd_cmd_t *c, const rd_buf_t *b) {
+  if (b->oom)
+    c->oom = 1;
+  else
+    dtx__rd_arg(c, b->p ? b->p : "", b->n);
+}
+
+void dtx__rd_cmd_clear(rd_cmd_t *c) {
+  for (size_t i = 0; i < c->argc; i++)
+    free(c->argv[i]);
+  free(c->argv);
+  free(c->argvlen);
+  if (c->reply)
+    freeReplyObject(c->reply);
+  memset(c, 0, sizeof *c);
+}
+
+void dtx__rd_cmds_free(rd_cmd_t *c, size_t n) {
+  if (!c)
+    return;
+  for (size_t i = 0; i < n; i++)
+    dtx__rd_cmd_clear(&c[i]);
+  free(c);
+}
+
+int dtx__rd_bad_reply(const redisReply *r, const char *what) {
+  if (!r)
+    return dtx__err(DTX_EBACKEND, "redis: %s: no reply", what);
+  if (r->type == REDIS_REPLY_ERROR)
+    return dtx__err(DTX_EBACKEND, "redis: %s: server error: %.200s", what,
+                    r->str);
+  return dtx__err(DTX_EBACKEND, "redis: %s: unexpected reply (type %d)", what,
+                  r->type);
+}
+
+/* ---- nodes and connections ------------------------------------------------------- */
+
+static rd_node_t *node_new(const char *host, int port) {
+  rd_node_t *n = calloc(1, sizeof *n);
+  if (!n || !(n->host = strdup(host))) {
+    free(n);
+    return NULL;
+  }
+  n->port = port;
+  pthread_mutex_init(&n->mu, NULL);
+  return n;
+}
+
+static void node_free(rd_node_t *n) {
+  if (!n)
+    return;
+  for (size_t i = 0; i < n->nidle; i++)
+    redisFree(n->idle[i]);
+  free(n->idle);
+  free(n->host);
+  pthread_mutex_destroy(&n->mu);
+  free(n);
+}
+
+/* The node for host:port, added when new.  Caller holds maplock for
+ * writing.  Returns its index or -1 when out of memory. */
+static int node_index_locked(dtx__backend_t *b, const char *host, int port) {
+  for (size_t i = 0; i < b->nnodes; i++)
+    if (b->nodes[i]->port == port && strcmp(b->nodes[i]->host, host) == 0)
+      return (int)i;
+  if (b->nnodes >= NO_NODE - 1)
+    return -1;
+  if (b->nnodes == b->capnodes) {
+    size_t ncap = b->capnodes ? b->capnodes * 2 : 8;
+    rd_node_t **nn = realloc(b->nodes, ncap * sizeof *nn);
+    if (!nn)
+      return -1;
+    b->nodes = nn;
+    b->capnodes = ncap;
+  }
+  rd_node_t *n = node_new(host, port);
+  if (!n)
+    return -1;
+  b->nodes[b->nnodes] = n;
+  return (int)b->nnodes++;
+}
+
+static struct timeval tv_ms(int ms) {
+  struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+  return tv;
+}
+
+/* A new connection, authenticated.  On failure *why says what failed. */
+static redisContext *conn_open(dtx__backend_t *b, const rd_node_t *n,
+                               char *why, size_t whylen) {
+  redisContext *c =
+      redisConnectWithTimeout(n->host, n->port, tv_ms(b->uri.timeout_ms));
+  if (!c || c->err) {
+    snprintf(why, whylen, "cannot connect to %s:%d: %s", n->host, n->port,
+             c ? c->errstr : "out of memory");
+    if (c)
+      redisFree(c);
+    return NULL;
+  }
+  redisSetTimeout(c, tv_ms(b->uri.timeout_ms));
+  if (b->uri.password) {
+    const char *argv[2] = {"AUTH", b->uri.password};
+    size_t len[2] = {4, strlen(b->uri.password)};
+    redisReply *r = redisCommandArgv(c, 2, argv, len);
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    if (!ok)
+      snprintf(why, whylen, "authentication to %s:%d failed%s%.100s", n->host,
+               n->port, r && r->type == REDIS_REPLY_ERROR ? ": " : "",
+               r && r->type == REDIS_REPLY_ERROR ? r->str : "");
+    if (r)
+      freeReplyObject(r);
+    if (!ok) {
+      redisFree(c);
+      return NULL;
+    }
+  }
+  return c;
+}
+
+static redisContext *conn_get(dtx__backend_t *b, rd_node_t *n, char *why,
+                              size_t whylen) {
+  pthread_mutex_lock(&n->mu);
+  if (n->nidle) {
+    redisContext *c = n->idle[--n->nidle];
+    pthread_mutex_unlock(&n->mu);
+    return c;
+  }
+  pthread_mutex_unlock(&n->mu);
+  return conn_open(b, n, why, whylen);
+}
+
+static void conn_put(rd_node_t *n, redisContext *c) {
+  if (!c)
+    return;
+  if (c->err) {
+    redisFree(c);
+    return;
+  }
+  pthread_mutex_lock(&n->mu);
+  if (n->nidle < MAX_IDLE) {
+    if (n->nidle == n->cap) {
+      size_t ncap = n->cap ? n->cap * 2 : 4;
+      redisContext **ni = realloc(n->idle, ncap * sizeof *ni);
+      if (ni) {
+        n->idle = ni;
+        n->cap = ncap;
+      }
+    }
+    if (n->nidle < n->cap) {
+      n->idle[n->nidle++] = c;
+      c = NULL;
+    }
+  }
+  pthread_mutex_unlock(&n->mu);
+  if (c)
+    redisFree(c);
+}
+
+/* ---- the slot map ------------------------------------------------------------------- */
+
+static int reply_is_err(const redisReply *r, const char *prefix) {
+  return r && r->type == REDIS_REPLY_ERROR &&
+         strncmp(r->str, prefix, strlen(prefix)) == 0;
+}
+
+/* Applies a CLUSTER SLOTS reply; fallback_host replaces empty hosts. */
+static int apply_slots(dtx__backend_t *b, const redisReply *r,
+                       const char *fallback_host) {
+  if (r->type != REDIS_REPLY_ARRAY)
+    return -1;
+  static _Thread_local uint16_t map[RD_SLOTS];
+  for (size_t i = 0; i < RD_SLOTS; i++)
+    map[i] = NO_NODE;
+  pthread_rwlock_wrlock(&b->maplock);
+  for (size_t i = 0; i < r->elements; i++) {
+    const redisReply *e = r->element[i];
+    if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+        e->element[0]->type != REDIS_REPLY_INTEGER ||
+        e->element[1]->type != REDIS_REPLY_INTEGER ||
+        e->element[2]->type != REDIS_REPLY_ARRAY ||
+        e->element[2]->elements < 2)
+      continue;
+    const redisReply *m = e->element[2];
+    const char *host = m->element[0]->type == REDIS_REPLY_STRING &&
+                               m->element[0]->len > 0
+                           ? m->element[0]->str
+                           : fallback_host;
+    if (m->element[1]->type != REDIS_REPLY_INTEGER)
+      continue;
+    int idx = node_index_locked(b, host, (int)m->element[1]->integer);
+    if (idx < 0)
+      continue;
+    long long lo = e->element[0]->integer, hi = e->element[1]->integer;
+    for (long long s = lo; s <= hi && s < RD_SLOTS; s++)
+      if (s >= 0)
+        map[s] = (uint16_t)idx;
+  }
+  memcpy(b->slot2node, map, sizeof map);
+  pthread_rwlock_unlock(&b->maplock);
+  return 0;
+}
+
+/* Re-reads the slot map from the first node that answers.  why receives
+ * the last failure.  0 when the map was refreshed (or is fresh enough). */
+static int refresh_slots(dtx__backend_t *b, int force, char *why,
+                         size_t whylen) {
+  if (!b->cluster)
+    return 0;
+  pthread_mutex_lock(&b->refreshmu);
+  int64_t now = dtx__rd_mono_ms();
+  if (!force && now - b->refreshed_ms < REFRESH_MIN_MS) {
+    pthread_mutex_unlock(&b->refreshmu);
+    return 0;
+  }
+  int rc = -1;
+  /* Known nodes first (any of them knows the map), then the seeds. */
+  pthread_rwlock_rdlock(&b->maplock);
+  size_t nn = b->nnodes;
+  rd_node_t **list = malloc((nn + b->uri.nseeds + 1) * sizeof *list);
+  if (list)
+    memcpy(list, b->nodes, nn * sizeof *list);
+  pthread_rwlock_unlock(&b->maplock);
+  if (!list) {
+    pthread_mutex_unlock(&b->refreshmu);
+    snprintf(why, whylen, "out of memory");
+    return -1;
+  }
+  for (size_t i = 0; i < nn && rc != 0; i++) {
+    rd_node_t *n = list[i];
+    redisContext *c = conn_get(b, n, why, whylen);
+    if (!c)
+      continue;
+    redisReply *r = redisCommand(c, "CLUSTER SLOTS");
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements > 0)
+      rc = apply_slots(b, r, n->host);
+    else
+      snprintf(why, whylen, "CLUSTER SLOTS from %s:%d: %s", n->host, n->port,
+               r && r->type == REDIS_REPLY_ERROR ? r->str
+               : r                               ? "empty map"
+                                                 : c->errstr);
+    if (r)
+      freeReplyObject(r);
+    conn_put(n, c);
+  }
+  free(list);
+  b->refreshed_ms = dtx__rd_mono_ms();
+  pthread_mutex_unlock(&b->refreshmu);
+  return rc;
+}
+
+/* ---- topology at open --------------------------------------------------------------------- */
+
+static int load_scripts(dtx__backend_t *b, redisContext *c) {
+  for (int i = 0; i < RD_NSCRIPTS; i++) {
+    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", dtx__rd_scripts[i]);
+    if (!r || r->type != REDIS_REPLY_STRING || r->len >= sizeof b->sha[i]) {
+      int rc = r && r->type == REDIS_REPLY_ERROR
+                   ? dtx__err(DTX_EBACKEND, "redis: loading script %d: %.200s",
+                              i, r->str)
+                   : dtx__err(DTX_EUNAVAILABLE, "redis: loading scripts: %s",
+                              c->errstr[0] ? c->errstr : "bad reply");
+      if (r)
+        freeReplyObject(r);
+      return rc;
+    }
+    memcpy(b->sha[i], r->str, r->len);
+    b->sha[i][r->len] = '\0';
+    freeReplyObject(r);
+  }
+  return 0;
+}
+
+int dtx__rd_connect(dtx__backend_t *b) {
+  char why[300] = "no seeds";
+  for (size_t i = 0; i < RD_SLOTS; i++)
+    b->slot2node[i] = NO_NODE;
+  for (size_t s = 0; s < b->uri.nseeds; s++) {
+    rd_node_t probe = {.host = b->uri.hosts[s], .port = b->uri.ports[s]};
+    redisContext *c = conn_open(b, &probe, why, sizeof why);
+    if (!c)
+      continue;
+    redisReply *r = redisCommand(c, "CLUSTER SLOTS");
+    if (!r) {
+      snprintf(why, sizeof why, "%s:%d: %s", probe.host, probe.port,
+               c->errstr);
+      redisFree(c);
+      continue;
+    }
+    int rc = 0;
+    if (r->type == REDIS_REPLY_ERROR &&
+        strstr(r->str, "cluster support disabled")) {
+      b->cluster = 0;
+      pthread_rwlock_wrlock(&b->maplock);
+      int idx = node_index_locked(b, probe.host, probe.port);
+      for (size_t i = 0; idx >= 0 && i < RD_SLOTS; i++)
+        b->slot2node[i] = (uint16_t)idx;
+      pthread_rwlock_unlock(&b->maplock);
+      if (idx < 0)
+        rc = dtx__err(DTX_ENOMEM, "redis: adding a node");
+    } else if (r->type == REDIS_REPLY_ARRAY) {
+      b->cluster = 1;
+      pthread_rwlock_wrlock(&b->maplock);
+      int idx = node_index_locked(b, probe.host, probe.port);
+      pthread_rwlock_unlock(&b->maplock);
+      if (idx < 0)
+        rc = dtx__err(DTX_ENOMEM, "redis: adding a node");
+      else
+        apply_slots(b, r, probe.host);
+      b->refreshed_ms = dtx__rd_mono_ms();
+    } else if (r->type == REDIS_REPLY_ERROR &&
+               (strncmp(r->str, "NOAUTH", 6) == 0 ||
+                strncmp(r->str, "WRONGPASS", 9) == 0)) {
+      rc = dtx__err(DTX_EUNAVAILABLE,
+                    "redis: %s:%d needs a password (password= in the URI)",
+                    probe.host, probe.port);
+    } else {
+      rc = dtx__rd_bad_reply(r, "CLUSTER SLOTS");
+      rc = DTX_EUNAVAILABLE;
+    }
+    freeReplyObject(r);
+    if (rc == 0)
+      rc = load_scripts(b, c);
+    redisFree(c);
+    return rc;
+  }
+  return dtx__err(DTX_EUNAVAILABLE, "redis: no seed answered: %s", why);
+}
+
+void dtx__rd_disconnect(dtx__backend_t *b) {
+  for (size_t i = 0; i < b->nnodes; i++)
+    node_free(b->nodes[i]);
+  free(b->nodes);
+  b->nodes = NULL;
+  b->nnodes = b->capnodes = 0;
+}
+
+/* ---- the executor --------------------------------------------------------------------- */
+
+/* Parses "MOVED 3999 127.0.0.1:6381" (or ASK) into slot, host, port. */
+static int parse_redirect(const char *s, int *slot, char *host, size_t hl,
+                          int *port) {
+  const char *sp = strchr(s, ' ');
+  if (!sp)
+    return -1;
+  *slot = atoi(sp + 1);
+  const char *addr = strchr(sp + 1, ' ');
+  if (!addr)
+    return -1;
+  addr++;
+  const char *colon = strrchr(addr, ':');
+  if (!colon || (size_t)(colon - addr) >= hl)
+    return -1;
+  memcpy(host, addr, (size_t)(colon - addr));
+  host[colon - addr] = '\0';
+  *port = atoi(colon + 1);
+  return *slot >= 0 && *slot < RD_SLOTS && *port > 0 ? 0 : -1;
+}
+
+static rd_node_t *node_for(dtx__backend_t *b, const char *host, int port,
+                           int slot) {
+  pthread_rwlock_wrlock(&b->maplock);
+  int idx = node_index_locked(b, host, port);
+  if (idx >= 0 && slot >= 0)
+    b->slot2node[slot] = (uint16_t)idx;
+  rd_node_t *n = idx >= 0 ? b->nodes[idx] : NULL;
+  pthread_rwlock_unlock(&b->maplock);
+  return n;
+}
+
+static const char *const transient_prefixes[] = {
+    "TRYAGAIN", "CLUSTERDOWN", "LOADING", "MASTERDOWN", "READONLY",
+    "BUSY",     "NOREPLICAS",  "UNBLOCKED"};
+
+/* Errors after which the same command may well succeed shortly.  A
+ * script that touched a key of a slot this node no longer serves (a
+ * migration or failover in progress) fails with a script error naming
+ * it; that is transient too. */
+static int is_transient(const redisReply *r, int *refresh) {
+  for (size_t i = 0;
+       i < sizeof transient_prefixes / sizeof transient_prefixes[0]; i++)
+    if (reply_is_err(r, transient_prefixes[i])) {
+      *refresh |= i < 5;
+      return 1;
+    }
+  if (r->type == REDIS_REPLY_ERROR &&
+      (strstr(r->str, "non local key") || strstr(r->str, "-MOVED") ||
+       strstr(r->str, "-ASK") || strstr(r->str, "TRYAGAIN") ||
+       strstr(r->str, "CLUSTERDOWN"))) {
+    *refresh = 1;
+    return 1;
+  }
+  return 0;
+}
+
+typedef struct group {
+  rd_node_t *node;
+  redisContext *c;
+  size_t *idx; /* commands sent to this node, in order */
+  size_t n, cap;
+  int broken;
+} group_t;
+
+static int group_add(group_t *g, size_t i) {
+  if (g->n == g->cap) {
+    size_t ncap = g->cap ? g->cap * 2 : 8;
+    size_t *ni = realloc(g->idx, ncap * sizeof *ni);
+    if (!ni)
+      return -1;
+    g->idx = ni;
+    g->cap = ncap;
+  }
+  g->idx[g->n++] = i;
+  return 0;
+}
+
+static int append_cmd(dtx__backend_t *b, redisContext *c, rd_cmd_t *cmd) {
+  if (cmd->ask) {
+    const char *a[1] = {"ASKING"};
+    size_t al[1] = {6};
+    if (redisAppendCommandArgv(c, 1, a, al) != REDIS_OK)
+      return -1;
+  }
+  int rc;
+  if (cmd->script < 0) {
+    rc = redisAppendCommandArgv(c, (int)cmd->argc, (const char **)cmd->argv,
+                                cmd->argvlen);
+  } else {
+    size_t n = cmd->argc + 3;
+    const char **argv = malloc(n * sizeof *argv);
+    size_t *len = malloc(n * sizeof *len);
+    if (!argv || !len) {
+      free(argv);
+      free(len);
+      return -1;
+    }
+    char nk[16];
+    snprintf(nk, sizeof nk, "%d", cmd->nkeys);
+    argv[0] = cmd->eval ? "EVAL" : "EVALSHA";
+    argv[1] = cmd->eval ? dtx__rd_scripts[cmd->script] : b->sha[cmd->script];
+    argv[2] = nk;
+    for (size_t i = 0; i < 3; i++)
+      len[i] = strlen(argv[i]);
+    for (size_t i = 0; i < cmd->argc; i++) {
+      argv[i + 3] = cmd->argv[i];
+      len[i + 3] = cmd->argvlen[i];
+    }
+    rc = redisAppendCommandArgv(c, (int)n, argv, len);
+    free(argv);
+    free(len);
+  }
+  if (rc != REDIS_OK)
+    return -1;
+  if (cmd->write && b->uri.wait > 0) {
+    char w[16], t[16];
+    snprintf(w, sizeof w, "%d", b->uri.wait);
+    snprintf(t, sizeof t, "%d", b->uri.timeout_ms);
+    const char *a[3] = {"WAIT", w, t};
+    size_t al[3] = {4, strlen(w), strlen(t)};
+    if (redisAppendCommandArgv(c, 3, a, al) != REDIS_OK)
+      return -1;
+  }
+  return 0;
+}
+
+static int flush_ctx(redisContext *c) {
+  int done = 0;
+  while (!done)
+    if (redisBufferWrite(c, &done) != REDIS_OK)
+      return -1;
+  return 0;
+}
+
+static int run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n, const char *what,
+               int together) {
+  for (size_t i = 0; i < n; i++)
+    if (cmds[i].oom)
+      return dtx__err(DTX_ENOMEM, "redis: building %s", what);
+  int64_t t0 = dtx__rd_mono_ms();
+  char why[300] = "";
+  size_t pending = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!cmds[i].reply)
+      pending++;
+  group_t *groups = NULL;
+  size_t ngroups = 0, capgroups = 0;
+  int rc = 0;
+  for (int round = 0; pending > 0; round++) {
+    int transient = 0, refresh = 0;
+    ngroups = 0;
+    /* Route every unanswered command. */
+    pthread_rwlock_rdlock(&b->maplock);
+    for (size_t i = 0; i < n; i++) {
+      rd_cmd_t *c = &cmds[i];
+      if (c->reply)
+        continue;
+      rd_node_t *node = c->ask;
+      if (!node) {
+        uint16_t idx = b->slot2node[c->slot & (RD_SLOTS - 1)];
+        node = idx == NO_NODE ? NULL : b->nodes[idx];
+      }
+      if (!node) {
+        snprintf(why, sizeof why, "no node serves slot %d", c->slot);
+        transient = refresh = 1;
+        continue;
+      }
+      size_t g = 0;
+      while (g < ngroups && groups[g].node != node)
+        g++;
+      if (g == ngroups) {
+        if (ngroups == capgroups) {
+          size_t ncap = capgroups ? capgroups * 2 : 4;
+          group_t *ng = realloc(groups, ncap * sizeof *ng);
+          if (!ng) {
+            pthread_rwlock_unlock(&b->maplock);
+            rc = dtx__err(DTX_ENOMEM, "redis: routing %s", what);
+            goto out;
+          }
+          memset(ng + capgroups, 0, (ncap - capgroups) * sizeof *ng);
+          groups = ng;
+          capgroups = ncap;
+        }
+        groups[ngroups].node = node;
+        groups[ngroups].n = 0;
+        groups[ngroups].c = NULL;
+        groups[ngroups].broken = 0;
+        ngroups++;
+      }
+      if (group_add(&groups[g], i) < 0) {
+        pthread_rwlock_unlock(&b->maplock);
+        rc = dtx__err(DTX_ENOMEM, "redis: routing %s", what);
+        goto out;
+      }
+    }
+    pthread_rwlock_unlock(&b->maplock);
+
+    /* Write every node's pipeline before reading any reply. */
+    for (size_t g = 0; g < ngroups; g++) {
+      group_t *gr = &groups[g];
+      gr->c = conn_get(b, gr->node, why, sizeof why);
+      if (!gr->c) {
+        gr->broken = 1;
+        continue;
+      }
+      for (size_t k = 0; k < gr->n && !gr->broken; k++)
+        if (append_cmd(b, gr->c, &cmds[gr->idx[k]]) < 0)
+          gr->broken = 1;
+      if (!gr->broken && flush_ctx(gr->c) < 0)
+        gr->broken = 1;
+      if (gr->broken && gr->c && gr->c->err)
+        snprintf(why, sizeof why, "%s:%d: %s", gr->node->host, gr->node->port,
+                 gr->c->errstr);
+    }
+
+    /* Read the answers, in order, node by node. */
+    for (size_t g = 0; g < ngroups; g++) {
+      group_t *gr = &groups[g];
+      for (size_t k = 0; k < gr->n && !gr->broken; k++) {
+        rd_cmd_t *c = &cmds[gr->idx[k]];
+        redisReply *r = NULL;
+        int was_ask = c->ask != NULL;
+        c->ask = NULL;
+        if (was_ask) {
+          if (redisGetReply(gr->c, (void **)&r) != REDIS_OK) {
+            gr->broken = 1;
+            break;
+          }
+          freeReplyObject(r);
+          r = NULL;
+        }
+        if (redisGetReply(gr->c, (void **)&r) != REDIS_OK) {
+          gr->broken = 1;
+          break;
+        }
+        redisReply *w = NULL;
+        if (c->write && b->uri.wait > 0 &&
+            redisGetReply(gr->c, (void **)&w) != REDIS_OK) {
+          freeReplyObject(r);
+          gr->broken = 1;
+          break;
+        }
+        if (w) {
+          if (w->type == REDIS_REPLY_INTEGER && w->integer < b->uri.wait)
+            c->short_wait = 1;
+          freeReplyObject(w);
+        }
+        char host[256];
+        int slot, port;
+        if (reply_is_err(r, "MOVED ")) {
+          if (parse_redirect(r->str, &slot, host, sizeof host, &port) == 0)
+            node_for(b, host, port, slot);
+          snprintf(why, sizeof why, "%.200s", r->str);
+          refresh = 1;
+          if (round > 3)
+            transient = 1; /* a redirect loop: give the cluster time */
+          freeReplyObject(r);
+        } else if (reply_is_err(r, "ASK ")) {
+          if (parse_redirect(r->str, &slot, host, sizeof host, &port) == 0)
+            c->ask = node_for(b, host, port, -1);
+          snprintf(why, sizeof why, "%.200s", r->str);
+          if (round > 3)
+            transient = 1;
+          freeReplyObject(r);
+        } else if (reply_is_err(r, "NOSCRIPT")) {
+          c->eval = 1;
+          freeReplyObject(r);
+        } else if (is_transient(r, &refresh)) {
+          snprintf(why, sizeof why, "%s:%d: %.200s", gr->node->host,
+                   gr->node->port, r->str);
+          transient = 1;
+          freeReplyObject(r);
+        } else {
+          c->reply = r;
+          pending--;
+        }
+      }
+      if (gr->broken) {
+        /* The connection's state is unknown: drop it, and look again at
+         * the topology (the node may have failed over). */
+        if (gr->c)
+          snprintf(why, sizeof why, "%s:%d: %s", gr->node->host,
+                   gr->node->port,
+                   gr->c->errstr[0] ? gr->c->errstr : "connection lost");
+        transient = refresh = 1;
+        if (gr->c) {
+          redisFree(gr->c);
+          gr->c = NULL;
+        }
+      } else {
+        conn_put(gr->node, gr->c);
+        gr->c = NULL;
+      }
+    }
+    if (pending == 0)
+      break;
+    if (together) {
+      for (size_t i = 0; i < n; i++) {
+        if (cmds[i].reply) {
+          freeReplyObject(cmds[i].reply);
+          cmds[i].reply = NULL;
+        }
+      }
+      pending = n;
+    }
+    int64_t elapsed = dtx__rd_mono_ms() - t0;
+    if (elapsed > b->uri.retry_ms) {
+      rc = dtx__err(DTX_EUNAVAILABLE, "redis: %s: gave up after %lld ms: %s",
+                    what, (long long)elapsed, why);
+      goto out;
+    }
+    if (transient) {
+      int shift = round < 6 ? round : 6;
+      int64_t ms = 10LL << shift;
+      if (ms > 500)
+        ms = 500;
+      dtx__rd_sleep_ms(ms);
+    }
+    if (refresh) {
+      char rwhy[300] = "";
+      if (refresh_slots(b, 0, rwhy, sizeof rwhy) < 0 && rwhy[0])
+        snprintf(why, sizeof why, "%s", rwhy);
+    }
+  }
+out:
+  for (size_t g = 0; g < capgroups; g++)
+    free(groups[g].idx);
+  free(groups);
+  return rc;
+}
+
+int dtx__rd_run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n,
+                const char *what) {
+  return run(b, cmds, n, what, 0);
+}
+
+int dtx__rd_run_together(dtx__backend_t *b, rd_cmd_t *cmds, size_t n,
+                         const char *what) {
+  return run(b, cmds, n, what, 1);
+}

@@ -1,0 +1,668 @@
+/* plan.c -- query planning for the Redis backend and the scatter/gather
+ * read of candidate documents.
+ *
+ * The planner follows the SQLite backend's rules (src/store/sqlite/
+ * plan.c) so both backends use indexes in the same, safe situations.  It
+ * reads the filter's top-level conjuncts (including those inside $and and
+ * the fields of an $elemMatch) of the forms
+ *   {path: scalar}  {path: {$eq: scalar}}  {path: {$in: [scalars]}}
+ *   {path: {$gt|$gte|$lt|$lte: number or string}}
+ * and picks: _id equality or $in (direct reads of those documents); else
+ * the ready index whose leading fields have the most equalities (a unique
+ * index fully covered wins), optionally with a range on the next field;
+ * else a scan of the members zsets.  Candidates are only candidates: the
+ * caller checks every one with dtx__filter_match, so a plan may
+ * over-approximate but never miss a document.  As in SQLite: sparse
+ * indexes are not used for null equality; conditions on paths sharing a
+ * first segment are combined only inside one $elemMatch; a range with
+ * both bounds narrows one key only inside $elemMatch (a: [1, 5] matches
+ * {$gte: 2, $lt: 3}); these two rules apply only to multikey indexes
+ * (catalog.c keeps the flag, stamped like any catalog change).
+ *
+ * Reading is a scatter: one command per bucket (per equality combination
+ * for an index), all sent in one batch, so each node gets one pipeline
+ * and the nodes work in parallel; a bucket whose page filled up is asked
+ * again from where it stopped. */
+#include "store/redis/redis_int.h"
+
+#include "util/err.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_CONDS 64
+#define MAX_COMBOS 256
+#define PAGE 500
+
+enum { COND_EQ, COND_RANGE };
+
+typedef struct cond {
+  char *path;
+  int group;
+  size_t gprefix;
+  int kind;
+  json_t *vals; /* COND_EQ: array of scalars (owned) */
+  const json_t *lo, *hi;
+  int lo_incl, hi_incl;
+  int one_elem;
+} cond_t;
+
+typedef struct conds {
+  cond_t c[MAX_CONDS];
+  size_t n;
+  int ngroups;
+} conds_t;
+
+static int is_scalar(const json_t *v) {
+  return json_is_null(v) || json_is_number(v) || json_is_string(v) ||
+         json_is_boolean(v);
+}
+
+static int is_opdoc(const json_t *v) {
+  if (!json_is_object(v) || json_object_size(v) == 0)
+    return 0;
+  return json_object_iter_key(json_object_iter((json_t *)v))[0] == '$';
+}
+
+static char *join(const char *prefix, const char *key) {
+  char *p;
+  return asprintf(&p, "%s%s", prefix, key) < 0 ? NULL : p;
+}
+
+static cond_t *cond_add(conds_t *cs, const char *prefix, const char *key,
+                        int group, size_t gprefix, int kind) {
+  if (cs->n == MAX_CONDS)
+    return NULL;
+  cond_t *c = &cs->c[cs->n];
+  memset(c, 0, sizeof *c);
+  if (!(c->path = join(prefix, key)))
+    return NULL;
+  c->group = group;
+  c->gprefix = gprefix;
+  c->kind = kind;
+  cs->n++;
+  return c;
+}
+
+static void conds_free(conds_t *cs) {
+  for (size_t i = 0; i < cs->n; i++) {
+    free(cs->c[i].path);
+    json_decref(cs->c[i].vals);
+  }
+  cs->n = 0;
+}
+
+static void collect(conds_t *cs, const json_t *spec, const char *prefix,
+                    int group, size_t gprefix);
+
+static void collect_ops(conds_t *cs, const json_t *ops, const char *prefix,
+                        const char *key, int group, size_t gprefix,
+                        int one_elem) {
+  const char *op;
+  json_t *arg;
+  cond_t *range = NULL;
+  json_object_foreach((json_t *)ops, op, arg) {
+    if (strcmp(op, "$eq") == 0 && is_scalar(arg)) {
+      cond_t *c = cond_add(cs, prefix, key, group, gprefix, COND_EQ);
+      if (c && !(c->vals = json_pack("[O]", arg)))
+        c->kind = COND_RANGE; /* no bounds: never used */
+    } else if (strcmp(op, "$in") == 0 && json_is_array(arg)) {
+      size_t i;
+      json_t *v;
+      int ok = 1;
+      json_array_foreach(arg, i, v) ok &= is_scalar(v);
+      if (!ok)
+        continue;
+      cond_t *c = cond_add(cs, prefix, key, group, gprefix, COND_EQ);
+      if (c)
+        c->vals = json_incref(arg);
+    } else if ((strcmp(op, "$gt") == 0 || strcmp(op, "$gte") == 0 ||
+                strcmp(op, "$lt") == 0 || strcmp(op, "$lte") == 0) &&
+               (json_is_number(arg) || json_is_string(arg))) {
+      if (!range &&
+          !(range = cond_add(cs, prefix, key, group, gprefix, COND_RANGE)))
+        continue;
+      range->one_elem = one_elem;
+      int incl = op[3] == 'e';
+      if (op[1] == 'g') {
+        range->lo = arg;
+        range->lo_incl = incl;
+      } else {
+        range->hi = arg;
+        range->hi_incl = incl;
+      }
+    } else if (strcmp(op, "$elemMatch") == 0 && json_is_object(arg)) {
+      char *path = join(prefix, key);
+      if (!path)
+        continue;
+      if (is_opdoc(arg)) {
+        collect_ops(cs, arg, "", path, group, gprefix, 1);
+      } else {
+        char *sub = join(path, ".");
+        if (sub)
+          collect(cs, arg, sub, ++cs->ngroups, strlen(sub));
+        free(sub);
+      }
+      free(path);
+    }
+  }
+}
+
+static void collect(conds_t *cs, const json_t *spec, const char *prefix,
+                    int group, size_t gprefix) {
+  const char *key;
+  json_t *v;
+  if (!json_is_object(spec))
+    return;
+  json_object_foreach((json_t *)spec, key, v) {
+    if (strcmp(key, "$and") == 0 && json_is_array(v)) {
+      size_t i;
+      json_t *e;
+      json_array_foreach(v, i, e) collect(cs, e, prefix, group, gprefix);
+    } else if (key[0] == '$') {
+      continue;
+    } else if (is_opdoc(v)) {
+      collect_ops(cs, v, prefix, key, group, gprefix, 0);
+    } else if (is_scalar(v)) {
+      cond_t *c = cond_add(cs, prefix, key, group, gprefix, COND_EQ);
+      if (c && !(c->vals = json_pack("[O]", v)))
+        c->kind = COND_RANGE;
+    }
+  }
+}
+
+static size_t first_seg_len(const char *p) {
+  const char *dot = strchr(p, '.');
+  return dot ? (size_t)(dot - p) : strlen(p);
+}
+
+static int same_first_seg(const char *a, const char *b) {
+  size_t la = first_seg_len(a), lb = first_seg_len(b);
+  return la == lb && memcmp(a, b, la) == 0;
+}
+
+static int combinable(const rd_idx_t *ix, const cond_t *a, const cond_t *b) {
+  if (!ix->multikey || !same_first_seg(a->path, b->path))
+    return 1;
+  return a->group && a->group == b->group && a->gprefix == b->gprefix &&
+         strlen(a->path) > a->gprefix && strlen(b->path) > b->gprefix &&
+         !same_first_seg(a->path + a->gprefix, b->path + b->gprefix);
+}
+
+static int has_null(const json_t *vals) {
+  size_t i;
+  json_t *v;
+  json_array_foreach(vals, i, v) if (json_is_null(v)) return 1;
+  return 0;
+}
+
+typedef struct choice {
+  const rd_idx_t *ix;
+  size_t neq;
+  const cond_t *eq[16];
+  const cond_t *range;
+  int score;
+} choice_t;
+
+static void consider(const conds_t *cs, const rd_idx_t *ix, choice_t *best) {
+  choice_t ch = {ix, 0, {0}, NULL, 0};
+  const dtx__index_spec_t *s = ix->spec;
+  size_t combos = 1;
+  for (size_t f = 0; f < s->nfields && f < 16; f++) {
+    const cond_t *pick = NULL;
+    for (size_t i = 0; i < cs->n && !pick; i++) {
+      const cond_t *c = &cs->c[i];
+      if (c->kind != COND_EQ || strcmp(c->path, s->paths[f]) != 0)
+        continue;
+      if (s->sparse && has_null(c->vals))
+        continue;
+      size_t nv = json_array_size(c->vals);
+      if (nv && combos * nv > MAX_COMBOS)
+        continue;
+      int ok = 1;
+      for (size_t k = 0; k < ch.neq && ok; k++)
+        ok = combinable(ix, ch.eq[k], c);
+      if (ok)
+        pick = c;
+    }
+    if (!pick)
+      break;
+    combos *= json_array_size(pick->vals) ? json_array_size(pick->vals) : 1;
+    ch.eq[ch.neq++] = pick;
+  }
+  if (ch.neq < s->nfields) {
+    for (size_t i = 0; i < cs->n && !ch.range; i++) {
+      const cond_t *c = &cs->c[i];
+      if (c->kind != COND_RANGE || (!c->lo && !c->hi) ||
+          strcmp(c->path, s->paths[ch.neq]) != 0)
+        continue;
+      int ok = 1;
+      for (size_t k = 0; k < ch.neq && ok; k++)
+        ok = combinable(ix, ch.eq[k], c);
+      if (ok)
+        ch.range = c;
+    }
+  }
+  if (ch.neq == 0 && !ch.range)
+    return;
+  ch.score = (int)ch.neq * 4 + (ch.range ? 2 : 0) +
+             (s->unique && ch.neq == s->nfields ? 100 : 0);
+  if (ch.score > best->score)
+    *best = ch;
+}
+
+void dtx__rd_plan_free(rd_plan_t *p) {
+  json_decref(p->ids);
+  for (size_t i = 0; i < p->neq; i++)
+    json_decref(p->eq[i]);
+  json_decref((json_t *)p->lo);
+  json_decref((json_t *)p->hi);
+  memset(p, 0, sizeof *p);
+}
+
+int dtx__rd_plan(const rd_coll_t *co, const json_t *fspec, rd_plan_t *p) {
+  memset(p, 0, sizeof *p);
+  p->kind = RD_PLAN_SCAN;
+  conds_t *cs = malloc(sizeof *cs);
+  if (!cs)
+    return dtx__err(DTX_ENOMEM, "planning a query");
+  cs->n = 0;
+  cs->ngroups = 0;
+  collect(cs, fspec, "", 0, 0);
+  const cond_t *idc = NULL;
+  for (size_t i = 0; i < cs->n && !idc; i++)
+    if (cs->c[i].kind == COND_EQ && cs->c[i].group == 0 &&
+        strcmp(cs->c[i].path, "_id") == 0)
+      idc = &cs->c[i];
+  if (idc) {
+    p->kind = RD_PLAN_IDS;
+    p->ids = json_incref(idc->vals);
+  } else {
+    choice_t best = {0};
+    for (size_t i = 0; i < co->nidx; i++)
+      if (co->idx[i].ready)
+        consider(cs, &co->idx[i], &best);
+    if (best.ix) {
+      p->kind = RD_PLAN_INDEX;
+      p->ix = best.ix;
+      p->neq = best.neq;
+      for (size_t f = 0; f < best.neq; f++) {
+        p->eq[f] = json_incref(best.eq[f]->vals);
+        if (json_array_size(p->eq[f]) == 0)
+          p->kind = RD_PLAN_NONE; /* $in: [] matches nothing */
+      }
+      if (best.range) {
+        const json_t *lo = best.range->lo, *hi = best.range->hi;
+        if (lo && hi &&
+            ((best.ix->multikey && !best.range->one_elem) ||
+             dtx__value_bracket(lo) != dtx__value_bracket(hi)))
+          hi = NULL;
+        p->lo = json_incref((json_t *)lo);
+        p->hi = json_incref((json_t *)hi);
+        p->lo_incl = best.range->lo_incl;
+        p->hi_incl = best.range->hi_incl;
+      }
+    }
+  }
+  conds_free(cs);
+  free(cs);
+  return 0;
+}
+
+/* ---- candidates ------------------------------------------------------------------ */
+
+void dtx__rd_docs_free(rd_doc_t *d, size_t n) {
+  if (!d)
+    return;
+  for (size_t i = 0; i < n; i++)
+    dtx__rd_doc_clear(&d[i]);
+  free(d);
+}
+
+typedef struct docset {
+  rd_doc_t *d;
+  size_t n, cap;
+  /* open-addressing set of (bucket, id) for distinctness */
+  size_t *slot; /* index + 1, 0 empty */
+  size_t nslot;
+} docset_t;
+
+static int docset_has(docset_t *s, int bucket, const char *id, size_t n,
+                      size_t *pos) {
+  uint64_t h = dtx__rd_hash64(id, n) ^ (uint64_t)bucket * 0x9e3779b97f4a7c15ULL;
+  size_t j = (size_t)(h & (s->nslot - 1));
+  for (; s->slot[j]; j = (j + 1) & (s->nslot - 1)) {
+    const rd_doc_t *d = &s->d[s->slot[j] - 1];
+    if (d->bucket == bucket && d->id.n == n && memcmp(d->id.p, id, n) == 0)
+      return 1;
+  }
+  *pos = j;
+  return 0;
+}
+
+static int docset_grow(docset_t *s) {
+  size_t ns = s->nslot ? s->nslot * 2 : 64;
+  size_t *nt = calloc(ns, sizeof *nt);
+  if (!nt)
+    return -1;
+  free(s->slot);
+  s->slot = nt;
+  s->nslot = ns;
+  for (size_t i = 0; i < s->n; i++) {
+    size_t pos;
+    if (!docset_has(s, s->d[i].bucket, s->d[i].id.p, s->d[i].id.n, &pos))
+      s->slot[pos] = i + 1;
+  }
+  return 0;
+}
+
+/* Adds one document from a reply (id, v, s, b) unless already present. */
+static int docset_add(docset_t *s, int bucket, const redisReply *id,
+                      const redisReply *v, const redisReply *seq,
+                      const redisReply *body) {
+  if ((s->n + 1) * 2 > s->nslot && docset_grow(s) < 0)
+    return dtx__err(DTX_ENOMEM, "collecting candidates");
+  size_t pos;
+  if (docset_has(s, bucket, id->str, id->len, &pos))
+    return 0;
+  if (s->n == s->cap) {
+    size_t ncap = s->cap ? s->cap * 2 : 16;
+    rd_doc_t *nd = realloc(s->d, ncap * sizeof *nd);
+    if (!nd)
+      return dtx__err(DTX_ENOMEM, "collecting candidates");
+    s->d = nd;
+    s->cap = ncap;
+  }
+  rd_doc_t *d = &s->d[s->n];
+  memset(d, 0, sizeof *d);
+  d->bucket = bucket;
+  dtx__rd_put(&d->id, id->str, id->len);
+  int rc = dtx__rd_doc_fill(d, v, seq, body);
+  if (rc < 0 || d->id.oom) {
+    dtx__rd_doc_clear(d);
+    return rc < 0 ? rc : dtx__err(DTX_ENOMEM, "collecting candidates");
+  }
+  if (!d->body) {
+    dtx__rd_doc_clear(d);
+    return 0;
+  }
+  s->slot[pos] = ++s->n;
+  return 0;
+}
+
+/* 1 when a bucket's stamp means our catalog is out of date for reading:
+ * the bucket was dropped, or writers now maintain an index we lack. */
+static int stamp_stale(const rd_coll_t *co, const redisReply *st) {
+  if (st->type != REDIS_REPLY_STRING)
+    return 1;
+  if (st->len == 7 && memcmp(st->str, "dropped", 7) == 0)
+    return 1;
+  return strtoll(st->str, NULL, 10) > co->ver;
+}
+
+/* One pending range read. */
+typedef struct rq {
+  int bucket;
+  rd_buf_t zkey, min, max;
+} rq_t;
+
+static void rq_free(rq_t *q, size_t n) {
+  for (size_t i = 0; q && i < n; i++) {
+    dtx__rd_buf_free(&q[i].zkey);
+    dtx__rd_buf_free(&q[i].min);
+    dtx__rd_buf_free(&q[i].max);
+  }
+  free(q);
+}
+
+/* Runs the range reads, following pages, into s. */
+static int run_ranges(dtx__backend_t *b, const rd_coll_t *co, rq_t *qs,
+                      size_t nq, int members, docset_t *s) {
+  int rc = 0;
+  size_t live = nq;
+  int *done = calloc(nq ? nq : 1, sizeof *done);
+  if (!done)
+    return dtx__err(DTX_ENOMEM, "reading candidates");
+  rd_buf_t stamp = {0}, prefix = {0};
+  while (rc == 0 && live > 0) {
+    rd_cmd_t *cmds = calloc(live, sizeof *cmds);
+    size_t *which = calloc(live, sizeof *which);
+    if (!cmds || !which) {
+      free(cmds);
+      free(which);
+      rc = dtx__err(DTX_ENOMEM, "reading candidates");
+      break;
+    }
+    size_t nc = 0;
+    for (size_t i = 0; i < nq; i++) {
+      if (done[i])
+        continue;
+      stamp.n = prefix.n = 0;
+      dtx__rd_key_stamp(&stamp, co, qs[i].bucket);
+      dtx__rd_key_doc(&prefix, co, qs[i].bucket, "", 0);
+      rd_cmd_t *c = &cmds[nc];
+      dtx__rd_cmd_init(c, co->slots[qs[i].bucket], RD_S_RANGE, 0);
+      c->nkeys = 2;
+      dtx__rd_argb(c, &qs[i].zkey);
+      dtx__rd_argb(c, &stamp);
+      dtx__rd_argb(c, &qs[i].min);
+      dtx__rd_argb(c, &qs[i].max);
+      dtx__rd_argi(c, PAGE);
+      dtx__rd_argb(c, &prefix);
+      dtx__rd_args(c, members ? "m" : "x");
+      which[nc++] = i;
+    }
+    rc = dtx__rd_run_together(b, cmds, nc, "reading candidates");
+    for (size_t k = 0; rc == 0 && k < nc; k++) {
+      const redisReply *r = cmds[k].reply;
+      rq_t *q = &qs[which[k]];
+      if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+          (r->elements - 3) % 4 != 0) {
+        rc = dtx__rd_bad_reply(r, "reading candidates");
+        break;
+      }
+      if (stamp_stale(co, r->element[0])) {
+        rc = RD_ESTALE;
+        break;
+      }
+      for (size_t i = 3; rc == 0 && i + 3 < r->elements; i += 4)
+        rc = docset_add(s, q->bucket, r->element[i], r->element[i + 1],
+                        r->element[i + 2], r->element[i + 3]);
+      if (r->element[1]->integer < PAGE) {
+        done[which[k]] = 1;
+        live--;
+      } else {
+        q->min.n = 0;
+        dtx__rd_putc(&q->min, '(');
+        dtx__rd_put(&q->min, r->element[2]->str, r->element[2]->len);
+      }
+    }
+    dtx__rd_cmds_free(cmds, nc);
+    free(which);
+  }
+  dtx__rd_buf_free(&stamp);
+  dtx__rd_buf_free(&prefix);
+  free(done);
+  return rc;
+}
+
+/* The _id value as the key text of a stored _id, or 0 when no stored
+ * document can have it (1.0 finds _id 1; 1.5, null, true find none). */
+static int id_of_value(const json_t *v, rd_buf_t *out) {
+  if (json_is_real(v)) {
+    double d = json_real_value(v);
+    if (d != floor(d) || d < -9223372036854775808.0 ||
+        d >= 9223372036854775808.0)
+      return 0;
+    json_t *i = json_integer((json_int_t)d);
+    int rc = i && dtx__rd_idenc(i, out) == 0;
+    json_decref(i);
+    return rc;
+  }
+  if (!json_is_integer(v) && !json_is_string(v))
+    return 0;
+  return dtx__rd_idenc(v, out) == 0;
+}
+
+static int read_ids(dtx__backend_t *b, const rd_coll_t *co, const json_t *ids,
+                    docset_t *s) {
+  size_t n = json_array_size(ids), nc = 0;
+  if (!n)
+    return 0;
+  rd_cmd_t *cmds = calloc(n, sizeof *cmds);
+  int *buckets = calloc(n, sizeof *buckets);
+  rd_buf_t *idb = calloc(n, sizeof *idb);
+  if (!cmds || !buckets || !idb) {
+    free(cmds);
+    free(buckets);
+    free(idb);
+    return dtx__err(DTX_ENOMEM, "reading documents");
+  }
+  rd_buf_t key = {0};
+  for (size_t i = 0; i < n; i++) {
+    if (!id_of_value(json_array_get(ids, i), &idb[nc])) {
+      dtx__rd_buf_free(&idb[nc]);
+      continue;
+    }
+    int bk = dtx__rd_bucket(co, idb[nc].p, idb[nc].n);
+    buckets[nc] = bk;
+    rd_cmd_t *c = &cmds[nc];
+    dtx__rd_cmd_init(c, co->slots[bk], RD_S_READDOC, 0);
+    c->nkeys = 2;
+    key.n = 0;
+    dtx__rd_key_doc(&key, co, bk, idb[nc].p, idb[nc].n);
+    dtx__rd_argb(c, &key);
+    key.n = 0;
+    dtx__rd_key_stamp(&key, co, bk);
+    dtx__rd_argb(c, &key);
+    nc++;
+  }
+  dtx__rd_buf_free(&key);
+  int rc = dtx__rd_run_together(b, cmds, nc, "reading documents");
+  for (size_t k = 0; rc == 0 && k < nc; k++) {
+    const redisReply *r = cmds[k].reply;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) {
+      rc = dtx__rd_bad_reply(r, "reading documents");
+      break;
+    }
+    if (stamp_stale(co, r->element[0])) {
+      rc = RD_ESTALE;
+      break;
+    }
+    redisReply idr = {.type = REDIS_REPLY_STRING,
+                      .str = idb[k].p,
+                      .len = idb[k].n};
+    rc = docset_add(s, buckets[k], &idr, r->element[1], r->element[2],
+                    r->element[3]);
+  }
+  dtx__rd_cmds_free(cmds, nc);
+  for (size_t k = 0; k < n; k++)
+    dtx__rd_buf_free(&idb[k]);
+  free(idb);
+  free(buckets);
+  return rc;
+}
+
+/* The lexical bounds of an index plan for one combination of equality
+ * values (see codec.c for why "+ 0xFF" bounds a prefix). */
+static void index_bounds(const rd_plan_t *p, const size_t *pos, rd_buf_t *min,
+                         rd_buf_t *max) {
+  rd_buf_t pre = {0};
+  for (size_t f = 0; f < p->neq; f++)
+    dtx__rd_valenc(&pre, json_array_get(p->eq[f], pos[f]));
+  if (!p->lo && !p->hi) {
+    dtx__rd_putc(min, '[');
+    dtx__rd_put(min, pre.p, pre.n);
+    dtx__rd_putc(max, '(');
+    dtx__rd_put(max, pre.p, pre.n);
+    dtx__rd_putc(max, '\xff');
+  } else {
+    int br = dtx__value_bracket(p->lo ? p->lo : p->hi);
+    if (p->lo) {
+      dtx__rd_putc(min, p->lo_incl ? '[' : '(');
+      dtx__rd_put(min, pre.p, pre.n);
+      dtx__rd_valenc(min, p->lo);
+      if (!p->lo_incl)
+        dtx__rd_putc(min, '\xff');
+    } else {
+      dtx__rd_putc(min, '[');
+      dtx__rd_put(min, pre.p, pre.n);
+      dtx__rd_putc(min, (char)br);
+    }
+    dtx__rd_putc(max, '(');
+    dtx__rd_put(max, pre.p, pre.n);
+    if (p->hi) {
+      dtx__rd_valenc(max, p->hi);
+      if (p->hi_incl)
+        dtx__rd_putc(max, '\xff');
+    } else {
+      dtx__rd_putc(max, (char)(br + 1));
+    }
+  }
+  dtx__rd_buf_free(&pre);
+}
+
+int dtx__rd_candidates(dtx__backend_t *b, const rd_coll_t *co,
+                       const rd_plan_t *p, rd_doc_t **out, size_t *n) {
+  *out = NULL;
+  *n = 0;
+  docset_t s = {0};
+  int rc = 0;
+  if (p->kind == RD_PLAN_NONE) {
+    rc = 0;
+  } else if (p->kind == RD_PLAN_IDS) {
+    rc = read_ids(b, co, p->ids, &s);
+  } else {
+    size_t combos = 1;
+    for (size_t f = 0; f < p->neq; f++)
+      combos *= json_array_size(p->eq[f]);
+    size_t nq = (size_t)co->nb * (p->kind == RD_PLAN_INDEX ? combos : 1);
+    rq_t *qs = calloc(nq ? nq : 1, sizeof *qs);
+    if (!qs)
+      return dtx__err(DTX_ENOMEM, "reading candidates");
+    size_t q = 0;
+    if (p->kind == RD_PLAN_SCAN) {
+      for (int k = 0; k < co->nb; k++, q++) {
+        qs[q].bucket = k;
+        dtx__rd_key_members(&qs[q].zkey, co, k);
+        dtx__rd_puts(&qs[q].min, "-");
+        dtx__rd_puts(&qs[q].max, "+");
+      }
+    } else {
+      size_t pos[16] = {0};
+      for (;;) {
+        rd_buf_t min = {0}, max = {0};
+        index_bounds(p, pos, &min, &max);
+        for (int k = 0; k < co->nb; k++, q++) {
+          qs[q].bucket = k;
+          dtx__rd_key_index(&qs[q].zkey, co, k, p->ix->id);
+          dtx__rd_put(&qs[q].min, min.p, min.n);
+          dtx__rd_put(&qs[q].max, max.p, max.n);
+        }
+        dtx__rd_buf_free(&min);
+        dtx__rd_buf_free(&max);
+        size_t f = p->neq;
+        while (f > 0 && ++pos[f - 1] == json_array_size(p->eq[f - 1]))
+          pos[--f] = 0;
+        if (f == 0)
+          break;
+      }
+    }
+    for (size_t i = 0; i < q; i++)
+      if (qs[i].zkey.oom || qs[i].min.oom || qs[i].max.oom)
+        rc = dtx__err(DTX_ENOMEM, "reading candidates");
+    if (rc == 0)
+      rc = run_ranges(b, co, qs, q, p->kind == RD_PLAN_SCAN, &s);
+    rq_free(qs, nq);
+  }
+  free(s.slot);
+  if (rc < 0) {
+    dtx__rd_docs_free(s.d, s.n);
+    return rc;
+  }
+  *out = s.d;
+  *n = s.n;
+  return 0;
+}

@@ -1,0 +1,364 @@
+/* redis_int.h -- internals shared by the files of the Redis backend
+ * (standalone and Cluster); nothing outside src/store/redis/ includes it.
+ *
+ * Layout of the backend (redis.c carries the design argument):
+ *   redis.c    the method table, URI parsing, ids, versions, the doc cache
+ *   conn.c     connections, the cluster slot map, redirects, retries, and
+ *              the batch executor every other file sends commands through
+ *   scripts.c  the Lua scripts (small, data-only: no doctx semantics)
+ *   codec.c    key names, CRC16 slots, _id and index key encodings
+ *   catalog.c  collections and indexes: the catalog, create_index, drop
+ *   plan.c     query planning and candidate reads across buckets
+ *   docs.c     insert, find, count, modify_one, modify_many, unique claims
+ *
+ * Keys (B is a bucket 0..nb-1 of a collection incarnation GEN; every key of
+ * one bucket shares the hash tag {COLL:GEN:B}, so one slot):
+ *   dtx:{cat}                  hash: collection name -> catalog JSON
+ *   dtx:d:{COLL:GEN:B}ID       hash: v version, s seq, b body JSON,
+ *                              u<claim key> claim value (unique claims held)
+ *   dtx:c:{COLL:GEN:B}         zset (score 0): SEQ ID   -- the bucket's docs
+ *   dtx:x:{COLL:GEN:B}N        zset (score 0): KEY SEQ ID LEN -- index N
+ *   dtx:m:{COLL:GEN:B}         string: catalog version writers must match
+ *   dtx:u:{COLL:GEN:N:KEY}     string: ID "\n" token -- unique claim
+ *
+ * Ownership: the backend owns its nodes, their idle connections, the slot
+ * map, the catalog cache (rd_coll_t, refcounted and immutable once built)
+ * and the doc cache.  rd_cmd_t and rd_doc_t own what they hold until
+ * cleared. */
+#ifndef DTX_STORE_REDIS_INT_H
+#define DTX_STORE_REDIS_INT_H
+
+#include "store/store.h"
+
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define RD_SLOTS 16384
+#define RD_VERMAX 40 /* version tokens are 24 hex digits; room for more */
+#define RD_SEQLEN 16
+
+/* Internal outcomes that never leave the backend. */
+#define RD_ESTALE (-1000) /* a bucket's catalog stamp moved: reload, retry */
+#define RD_ELOST (-1001)  /* a compare-and-set lost: retry with the reply */
+#define RD_EMULTI (-1002) /* a write makes an index multikey: mark it first */
+
+/* ---- buffers -------------------------------------------------------------- */
+
+typedef struct rd_buf {
+  char *p;
+  size_t n, cap;
+  int oom;
+} rd_buf_t;
+
+void dtx__rd_put(rd_buf_t *b, const void *p, size_t n);
+void dtx__rd_putc(rd_buf_t *b, char c);
+void dtx__rd_puts(rd_buf_t *b, const char *s);
+void dtx__rd_putf(rd_buf_t *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void dtx__rd_buf_free(rd_buf_t *b);
+
+/* ---- URI ------------------------------------------------------------------ */
+
+typedef struct rd_uri {
+  size_t nseeds;
+  char **hosts;
+  int *ports;
+  char *password;
+  int timeout_ms; /* connect and command timeout */
+  int wait;       /* replicas each write waits for (WAIT) */
+  int buckets;    /* buckets of collections created through this handle */
+  int retry_ms;   /* budget for retrying transient errors */
+} rd_uri_t;
+
+/* Parses redis://H:P[,H:P...][?wait=N&password=S&timeout_ms=N&buckets=N
+ * &retry_ms=N].  DTX_EBADURI with a detail otherwise. */
+int dtx__rd_uri_parse(const char *uri, rd_uri_t *out);
+void dtx__rd_uri_free(rd_uri_t *u);
+
+/* ---- scripts ----------------------------------------------------------------- */
+
+enum {
+  RD_S_WRITE,   /* compare-and-set of one document + its bucket entries */
+  RD_S_READDOC, /* one document and its bucket's stamp */
+  RD_S_RANGE,   /* documents listed by a range of a bucket zset */
+  RD_S_COUNT,   /* zcard of a bucket's documents and its stamp */
+  RD_S_FENCE,   /* unique claims: is it held, else bump the owner */
+  RD_S_CLAIM,   /* unique claims: compare-and-set */
+  RD_S_UNCLAIM, /* unique claims: delete if it still has a value */
+  RD_S_CATSET,  /* catalog: compare-and-set of one collection */
+  RD_S_STAMP,   /* raise a bucket's stamp */
+  RD_S_DROP,    /* drop one bucket */
+  RD_NSCRIPTS
+};
+
+extern const char *const dtx__rd_scripts[RD_NSCRIPTS];
+
+/* ---- the cluster client ------------------------------------------------------- */
+
+typedef struct rd_node {
+  char *host;
+  int port;
+  pthread_mutex_t mu;
+  redisContext **idle; /* connections not in use */
+  size_t nidle, cap;
+} rd_node_t;
+
+/* One command of a batch.  Arguments are copied in.  For a script the
+ * arguments are its keys (nkeys of them) and then its ARGV; the executor
+ * sends EVALSHA, or EVAL when a node lacks the script. */
+typedef struct rd_cmd {
+  int slot;   /* hash slot that routes it */
+  int script; /* RD_S_* or -1 for a plain command */
+  int nkeys;
+  int write;  /* followed by WAIT when the URI asks for replicas */
+  size_t argc, cap;
+  char **argv;
+  size_t *argvlen;
+  int oom;
+  /* executor state */
+  int eval;      /* send the script text (NOSCRIPT seen) */
+  rd_node_t *ask; /* one-shot ASK target */
+  /* results */
+  redisReply *reply; /* owned; NULL until answered */
+  int short_wait;    /* fewer replicas acknowledged than asked */
+} rd_cmd_t;
+
+void dtx__rd_cmd_init(rd_cmd_t *c, int slot, int script, int write);
+void dtx__rd_arg(rd_cmd_t *c, const void *p, size_t n);
+void dtx__rd_args(rd_cmd_t *c, const char *s);
+void dtx__rd_argi(rd_cmd_t *c, long long v);
+void dtx__rd_argb(rd_cmd_t *c, const rd_buf_t *b);
+void dtx__rd_cmd_clear(rd_cmd_t *c);
+void dtx__rd_cmds_free(rd_cmd_t *c, size_t n); /* clears each, frees c */
+
+/* Runs every command of the batch, pipelined per node and nodes in
+ * parallel, following MOVED and ASK, loading scripts on NOSCRIPT, and
+ * retrying connection loss, TRYAGAIN, CLUSTERDOWN and the like with
+ * backoff for up to the URI's retry budget.  0 when every command has a
+ * reply (which may be an error reply of the command itself); else
+ * DTX_EUNAVAILABLE (or DTX_ENOMEM) with a detail naming what. */
+int dtx__rd_run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n,
+                const char *what);
+
+/* As dtx__rd_run, but every reply comes from one round: when any command
+ * must be resent, all are.  Scans use it, so the buckets of a collection
+ * are read at (nearly) one moment even while slots migrate. */
+int dtx__rd_run_together(dtx__backend_t *b, rd_cmd_t *cmds, size_t n,
+                         const char *what);
+
+/* DTX_EBACKEND for a reply the caller did not expect, with a detail. */
+int dtx__rd_bad_reply(const redisReply *r, const char *what);
+
+/* Opens connections and learns the topology (standalone or cluster). */
+int dtx__rd_connect(dtx__backend_t *b);
+void dtx__rd_disconnect(dtx__backend_t *b);
+
+/* ---- keys and encodings ------------------------------------------------------- */
+
+uint16_t dtx__rd_slot(const char *key, size_t len);
+uint64_t dtx__rd_hash64(const void *p, size_t n);
+
+/* _id -> its key text: "i" decimal for integers, "s" bytes for strings. */
+int dtx__rd_idenc(const json_t *id, rd_buf_t *out);
+
+/* Order-preserving, prefix-free encoding of one index key value (MongoDB
+ * order within a type bracket, numbers exactly by value), and of a tuple
+ * of them. */
+void dtx__rd_valenc(rd_buf_t *b, const json_t *v);
+void dtx__rd_tupleenc(rd_buf_t *b, const json_t *tuple);
+
+/* ---- catalog -------------------------------------------------------------- */
+
+typedef struct rd_idx {
+  int64_t id;
+  dtx__index_spec_t *spec;
+  int ready;    /* built: queries may use it */
+  int multikey; /* some document has had several keys in it */
+} rd_idx_t;
+
+typedef struct rd_coll {
+  atomic_int refs;
+  char *name;
+  char gen[20];
+  int nb;
+  int64_t ver; /* the stamp every bucket must show for writes */
+  int64_t next;
+  size_t nidx;
+  rd_idx_t *idx;
+  char *raw; /* the stored catalog text */
+  int64_t loaded_ms;
+  uint16_t *slots; /* slot of each bucket */
+} rd_coll_t;
+
+void dtx__rd_coll_put(rd_coll_t *co);
+/* The descriptor of collection name (new reference) in *out, or NULL when
+ * it does not exist and create is 0.  fresh forces a catalog read. */
+int dtx__rd_coll_get(dtx__backend_t *b, const char *name, int create,
+                     int fresh, rd_coll_t **out);
+void dtx__rd_coll_forget(dtx__backend_t *b, const char *name);
+
+void dtx__rd_key_doc(rd_buf_t *o, const rd_coll_t *co, int bucket,
+                     const char *id, size_t idlen);
+void dtx__rd_key_members(rd_buf_t *o, const rd_coll_t *co, int bucket);
+void dtx__rd_key_stamp(rd_buf_t *o, const rd_coll_t *co, int bucket);
+void dtx__rd_key_index(rd_buf_t *o, const rd_coll_t *co, int bucket,
+                       int64_t ixid);
+void dtx__rd_key_claim(rd_buf_t *o, const rd_coll_t *co, int64_t ixid,
+                       const char *tuple, size_t tlen);
+int dtx__rd_bucket(const rd_coll_t *co, const char *id, size_t idlen);
+
+/* Raises every bucket's stamp to co->ver (they only ever go up). */
+int dtx__rd_raise_stamps(dtx__backend_t *b, const rd_coll_t *co);
+/* Marks index ixid of co multikey in the catalog (a new catalog version,
+ * with every stamp raised), before a document with several keys in it is
+ * written: readers that plan with the old flag then see a stale stamp in
+ * every bucket such a document can be in. */
+int dtx__rd_mark_multikey(dtx__backend_t *b, const rd_coll_t *co,
+                          int64_t ixid);
+
+int dtx__rd_create_index(dtx__backend_t *b, const char *coll,
+                         const dtx__index_spec_t *spec);
+int dtx__rd_list_indexes(dtx__backend_t *b, const char *coll, json_t **out);
+int dtx__rd_drop_collection(dtx__backend_t *b, const char *coll);
+int dtx__rd_list_collections(dtx__backend_t *b, json_t **out);
+
+/* ---- unique claims -------------------------------------------------------------- */
+
+/* A list of claims (claim key, value) some writes took. */
+typedef struct rd_claims {
+  rd_buf_t *keys, *vals;
+  size_t n, cap;
+} rd_claims_t;
+
+void dtx__rd_claims_add(rd_claims_t *c, const char *k, size_t klen,
+                        const char *v, size_t vlen);
+void dtx__rd_claims_free(rd_claims_t *c);
+/* Deletes each claim that still holds its value (best effort). */
+void dtx__rd_claims_release(dtx__backend_t *b, const rd_claims_t *c);
+
+/* ---- documents ------------------------------------------------------------- */
+
+typedef struct rd_doc {
+  rd_buf_t id; /* encoded _id */
+  int bucket;
+  char ver[RD_VERMAX + 1]; /* "" when the key does not exist */
+  char seq[RD_SEQLEN + 1];
+  json_t *body; /* NULL when absent (or a fence tombstone) */
+  int cached;   /* from this process's cache: may be stale */
+} rd_doc_t;
+
+void dtx__rd_doc_clear(rd_doc_t *d);
+/* Fills d from a {v, s, b} triple of replies (bodies parsed). */
+int dtx__rd_doc_fill(rd_doc_t *d, const redisReply *v, const redisReply *s,
+                     const redisReply *body);
+
+/* The compare-and-set write of one document (docs.c): takes cur (a
+ * document as last seen, body NULL when absent) to newbody (NULL deletes),
+ * with its index entries and unique claims.  0 on success (*cur then
+ * describes the new state), RD_ELOST with *cur replaced by the current
+ * state when it changed meanwhile, RD_ESTALE when the catalog moved, or
+ * an error (DTX_EDUPKEY ...).  Claims the write took and recorded are
+ * appended to claims when it is not NULL (an index build releases them
+ * if it fails). */
+int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
+                  json_t *newbody, rd_claims_t *claims);
+
+/* Re-reads one document (fresh). */
+int dtx__rd_read_doc(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *d);
+
+int dtx__rd_insert(dtx__backend_t *b, const char *coll, json_t *const *docs,
+                   size_t n, size_t *ninserted);
+int dtx__rd_find(dtx__backend_t *b, const char *coll, const json_t *fspec,
+                 const dtx__filter_t *f, const json_t *sort, int64_t skip,
+                 int64_t limit, json_t **out);
+int dtx__rd_count(dtx__backend_t *b, const char *coll, const json_t *fspec,
+                  const dtx__filter_t *f, int64_t *out);
+int dtx__rd_modify_one(dtx__backend_t *b, const dtx__modify_t *m,
+                       dtx__modify_result_t *res);
+int dtx__rd_modify_many(dtx__backend_t *b, const dtx__modify_t *m,
+                        int64_t *matched, int64_t *modified);
+
+/* ---- planning ---------------------------------------------------------------- */
+
+enum { RD_PLAN_SCAN, RD_PLAN_IDS, RD_PLAN_INDEX, RD_PLAN_NONE };
+
+typedef struct rd_plan {
+  int kind;
+  json_t *ids;        /* RD_PLAN_IDS: array of _id values */
+  const rd_idx_t *ix; /* RD_PLAN_INDEX */
+  size_t neq;
+  json_t *eq[16];     /* value arrays of the equality fields (owned) */
+  const json_t *lo, *hi; /* range bounds on field neq (owned refs) */
+  int lo_incl, hi_incl;
+} rd_plan_t;
+
+int dtx__rd_plan(const rd_coll_t *co, const json_t *fspec, rd_plan_t *p);
+void dtx__rd_plan_free(rd_plan_t *p);
+
+/* Fresh documents that may match the plan, each once, bodies present, in
+ * no particular order.  RD_ESTALE when a bucket's stamp disagrees with co.
+ * *out is an array of *n docs the caller frees with dtx__rd_docs_free. */
+int dtx__rd_candidates(dtx__backend_t *b, const rd_coll_t *co,
+                       const rd_plan_t *p, rd_doc_t **out, size_t *n);
+void dtx__rd_docs_free(rd_doc_t *d, size_t n);
+
+extern const dtx_store_methods_t dtx__redis_methods;
+
+/* ---- the backend --------------------------------------------------------------- */
+
+#define RD_CACHE_SLOTS 4096
+#define RD_CACHE_LOCKS 64
+
+typedef struct rd_centry {
+  char *key;
+  size_t klen;
+  char ver[RD_VERMAX + 1];
+  char seq[RD_SEQLEN + 1];
+  json_t *body;
+} rd_centry_t;
+
+struct dtx__backend {
+  rd_uri_t uri;
+  int cluster;
+
+  /* topology: nodes are appended, never removed, until close */
+  pthread_rwlock_t maplock;
+  rd_node_t **nodes;
+  size_t nnodes, capnodes;
+  uint16_t slot2node[RD_SLOTS]; /* index into nodes; UINT16_MAX: unknown */
+  pthread_mutex_t refreshmu;
+  int64_t refreshed_ms;
+  char sha[RD_NSCRIPTS][48];
+
+  /* catalog cache */
+  pthread_mutex_t catmu;
+  rd_coll_t **colls;
+  size_t ncolls, capcolls;
+
+  /* recently seen documents, by key */
+  pthread_mutex_t cachemu[RD_CACHE_LOCKS];
+  rd_centry_t cache[RD_CACHE_SLOTS];
+
+  /* version tokens and sequence numbers */
+  uint64_t rnd;
+  atomic_ullong counter;
+  atomic_ullong lastseq;
+};
+
+/* A version token no other write of any process will use. */
+void dtx__rd_token(dtx__backend_t *b, char out[RD_VERMAX + 1]);
+/* An insertion sequence number: increasing in this process, and ordered
+ * by milliseconds across processes. */
+void dtx__rd_newseq(dtx__backend_t *b, char out[RD_SEQLEN + 1]);
+
+int dtx__rd_cache_get(dtx__backend_t *b, const rd_buf_t *key, rd_doc_t *d);
+void dtx__rd_cache_put(dtx__backend_t *b, const rd_buf_t *key,
+                       const rd_doc_t *d);
+void dtx__rd_cache_drop(dtx__backend_t *b, const rd_buf_t *key);
+
+int64_t dtx__rd_mono_ms(void);
+void dtx__rd_sleep_ms(int64_t ms);
+
+#endif
