@@ -15,7 +15,8 @@
 #   failover      a replica takes over (CLUSTER FAILOVER, then a master is
 #                 SIGKILLed) while transfers run with ?wait=1; the audit
 #                 must stay clean
-# PHASEs pick a subset (default: all, in this order).  Every server is
+# PHASEs pick a subset (default: all, in this order); DTX_ROOT overrides
+# the repository root (default: two levels up).  Every server is
 # stopped by a trap on exit, failure or interrupt.  Exit status 0 only
 # when every phase passed.
 set -u
@@ -24,7 +25,7 @@ BUILD=$(cd "$BUILD" && pwd)
 shift
 PHASES=${*:-conformance shell transfers migration failover}
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
+ROOT=${DTX_ROOT:-$(cd "$HERE/../.." && pwd)} # the repository
 for tool in redis-server redis-cli python3; do
   command -v $tool >/dev/null || { echo "run-redis: $tool not found" >&2; exit 2; }
 done
@@ -41,7 +42,11 @@ cleanup() {
   for p in "${PIDS[@]}"; do
     wait "$p" 2>/dev/null
   done
-  rm -rf "$WORK"
+  if [ "${fail:-0}" -gt 0 ]; then
+    echo "run-redis: logs kept in $WORK" >&2
+  else
+    rm -rf "$WORK"
+  fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -103,13 +108,31 @@ wait_cluster_ok() { # PORT...
   return 1
 }
 
+# Waits until the cluster lists three replicas and each is in sync.
+wait_replicas() {
+  for _ in $(seq 1 300); do
+    local reps
+    reps=$(redis-cli -p "${CL[0]}" cluster nodes 2>/dev/null | tr -d '\r' |
+      awk '$3 ~ /slave/ && $3 !~ /fail/ { split($2, a, "[:@]"); print a[2] }')
+    local n=0 synced=0
+    for r in $reps; do
+      n=$((n + 1))
+      redis-cli -p "$r" role 2>/dev/null | sed -n 4p | grep -q '^connected$' &&
+        synced=$((synced + 1))
+    done
+    [ "$n" -ge 3 ] && [ "$synced" = "$n" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 BASE=$(free_base)
 [ -n "$BASE" ] || { echo "run-redis: no free ports" >&2; exit 2; }
 SA=$BASE
 CL=($((BASE + 1)) $((BASE + 2)) $((BASE + 3)) $((BASE + 4)) $((BASE + 5)) $((BASE + 6)))
 start_server "$SA" || exit 2
 for p in "${CL[@]}"; do
-  start_server "$p" --cluster-enabled yes --cluster-node-timeout 2000 \
+  start_server "$p" --cluster-enabled yes --cluster-node-timeout 3000 \
     --cluster-config-file "$WORK/$p/nodes.conf" || exit 2
 done
 addrs=()
@@ -117,7 +140,8 @@ for p in "${CL[@]}"; do addrs+=("127.0.0.1:$p"); done
 redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 \
   --cluster-yes >"$WORK/create.log" 2>&1 ||
   { echo "run-redis: cluster create failed" >&2; cat "$WORK/create.log"; exit 2; }
-wait_cluster_ok "${CL[@]}" || { echo "run-redis: cluster not ok" >&2; exit 2; }
+wait_cluster_ok "${CL[@]}" && wait_replicas ||
+  { echo "run-redis: cluster not ok" >&2; exit 2; }
 URI_SA="redis://127.0.0.1:$SA"
 URI_CL="redis://127.0.0.1:${CL[0]},127.0.0.1:${CL[1]}"
 echo "run-redis: standalone $URI_SA, cluster $URI_CL, in $WORK"
@@ -139,9 +163,21 @@ run_logged() { # LABEL CMD...
   fi
 }
 
+# Masters that serve slots: id and address, one per line.
+# Counts the reasons of failed transfers in the store at URI (diagnosis).
+reasons() {
+  "$BUILD/doctx" --store "$1" transfer list --state failed 2>&1 |
+    python3 -c 'import collections, json, sys
+c = collections.Counter(json.loads(l).get("reason") for l in sys.stdin
+                        if l.startswith("{"))
+print("failed transfers by reason:", dict(c))' >&2
+  "$BUILD/doctx" --store "$1" transfer list --state failed 2>&1 |
+    grep -v 'insufficient funds' | head -5 >&2
+}
+
 masters() {
   redis-cli -p "${CL[0]}" cluster nodes | tr -d '\r' |
-    awk '$3 ~ /master/ && $3 !~ /fail/ { print $1, $2 }'
+    awk '$3 ~ /master/ && $3 !~ /fail/ && NF >= 9 { print $1, $2 }'
 }
 
 # ---- phases -------------------------------------------------------------------
@@ -170,18 +206,26 @@ phase_transfers() {
   done
 }
 
-# Moves N slots from the first master to the second and back, forever.
+# Moves 2000 slots from the first master to the second and back until
+# $WORK/reshard.stop exists.  The running redis-cli's pid is kept in
+# $WORK/reshard.pid, so the phase can stop it (a reshard left running
+# would go on migrating, blocking nodes, into the next phase).
 reshard_loop() {
   local n=0
-  while :; do
+  while [ ! -e "$WORK/reshard.stop" ]; do
     set -- $(masters | head -2 | awk '{ print $1 }')
     local a=$1 b=$2
     [ $((n % 2)) = 1 ] && { local t=$a; a=$b; b=$t; }
     redis-cli --cluster reshard "127.0.0.1:${CL[0]}" --cluster-from "$a" \
       --cluster-to "$b" --cluster-slots 2000 --cluster-yes \
-      --cluster-pipeline 5 >>"$WORK/reshard.log" 2>&1 || return 1
-    n=$((n + 1))
-    echo "$n" >"$WORK/reshards"
+      --cluster-pipeline 5 >>"$WORK/reshard.log" 2>&1 &
+    echo $! >"$WORK/reshard.pid"
+    if wait $!; then
+      n=$((n + 1))
+      echo "$n" >"$WORK/reshards"
+    else
+      sleep 0.5 # e.g. the cluster view was not settled yet
+    fi
   done
 }
 
@@ -201,7 +245,8 @@ phase_migration() {
   done
   run_logged "migration: conformance" "$BUILD/conformance" "$URI_CL" \
     crud query index concurrency
-  kill "$rpid" 2>/dev/null
+  touch "$WORK/reshard.stop"
+  kill "$(cat "$WORK/reshard.pid")" 2>/dev/null
   wait "$rpid" 2>/dev/null
   # A reshard interrupted by the kill leaves slots migrating: fix them.
   redis-cli --cluster fix "127.0.0.1:${CL[0]}" --cluster-yes \
@@ -223,44 +268,113 @@ a_replica() {
     awk '$3 ~ /slave/ && $3 !~ /fail/ { split($2, a, "[:@]"); print a[2]; exit }'
 }
 
+# Gives every master that serves slots a replica: a node left as a master
+# without slots (an interrupted failover) is made a replica of one that
+# has none.
+heal_replicas() {
+  local nodes orphan spare
+  nodes=$(redis-cli -p "${CL[0]}" cluster nodes | tr -d '\r')
+  for spare in $(echo "$nodes" |
+    awk '$3 ~ /master/ && $3 !~ /fail/ && NF < 9 { split($2, a, "[:@]"); print a[2] }'); do
+    orphan=$(echo "$nodes" | awk '
+      $3 ~ /slave/ && $3 !~ /fail/ { has[$4] = 1 }
+      $3 ~ /master/ && $3 !~ /fail/ && NF >= 9 { m[$1] = 1 }
+      END { for (i in m) if (!has[i]) { print i; exit } }')
+    [ -n "$orphan" ] || break
+    redis-cli -p "$spare" cluster replicate "$orphan" >/dev/null
+    nodes=$(redis-cli -p "${CL[0]}" cluster nodes | tr -d '\r')
+  done
+}
+
+# Waits until the node on PORT reports role master.
+wait_master() {
+  for _ in $(seq 1 300); do
+    redis-cli -p "$1" role 2>/dev/null | head -1 | grep -q '^master$' &&
+      return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 phase_failover() {
   local u="$URI_CL?wait=1"
-  # A graceful switch of roles under load.
+  # A graceful switch of roles under load (lossless by itself, so no WAIT:
+  # this exercises redirects, READONLY and the write pause).
   flush "$URI_CL"
+  wait_replicas || bad "failover: replicas not in sync"
   local rep
   rep=$(a_replica)
   (sleep 0.5 && redis-cli -p "$rep" cluster failover >/dev/null) &
+  local fpid=$!
   run_logged "failover: transfers across CLUSTER FAILOVER on $rep" \
-    "$BUILD/txn_transfer_concurrency" "$u"
-  wait
+    "$BUILD/txn_transfer_concurrency" "$URI_CL"
+  wait "$fpid"
   wait_cluster_ok "${CL[@]}"
+  heal_replicas
   # A master killed under load: its replica is promoted after the node
   # timeout, and writes acknowledged with WAIT 1 survive.  The killed node
-  # is restarted once the cluster is ok again, and rejoins as a replica
-  # (until then, writes to that shard wait for a replica that is gone).
+  # then rejoins empty, as a replica of the promoted one (restarting it
+  # with its old nodes.conf and no data would let it serve its old slots,
+  # empty, until gossip demotes it); until it has synced, writes to that
+  # shard wait out WAIT.
   flush "$URI_CL"
-  local victim vport log="$WORK/failover_kill.log"
-  victim=$(masters | awk 'NR == 2 { print $2 }')
-  vport=${victim%%@*}
-  vport=${vport##*:}
+  wait_replicas || { heal_replicas; wait_replicas; } ||
+    bad "failover: replicas not in sync"
+  # The victim: a master with a replica that is connected to it (under
+  # load a node can miss its timeout and the topology shift meanwhile).
+  local victim="" vid vport heir="" hport="" log="$WORK/failover_kill.log"
+  local m mid maddr
+  while read -r mid maddr; do
+    local line
+    line=$(redis-cli -p "${CL[0]}" cluster nodes | tr -d '\r' |
+      awk -v m="$mid" '$3 ~ /slave/ && $3 !~ /fail/ && $4 == m {
+        split($2, a, "[:@]"); print $1, a[2]; exit }')
+    [ -n "$line" ] || continue
+    if redis-cli -p "${line##* }" role | sed -n 4p | grep -q '^connected$'; then
+      victim="$mid $maddr"
+      heir=${line%% *}
+      hport=${line##* }
+      break
+    fi
+  done < <(masters)
+  if [ -z "$victim" ]; then
+    bad "failover: no master has a connected replica"
+    return
+  fi
+  vid=${victim%% *}
+  vport=${victim##*:}
+  vport=${vport%%@*}
   timeout "$STEP_TIMEOUT" "$BUILD/txn_transfer_concurrency" "$u" >"$log" 2>&1 &
   local tpid=$!
   sleep 0.5
-  kill -9 "$(cat "$WORK/$vport/pid")"
+  local vpid
+  vpid=$(cat "$WORK/$vport/pid")
+  { kill -9 "$vpid" && wait "$vpid"; } 2>/dev/null
   local alive=()
   for p in "${CL[@]}"; do [ "$p" = "$vport" ] || alive+=("$p"); done
-  if wait_cluster_ok "${alive[@]}"; then
-    ok "failover: replica of killed master $vport promoted"
+  if wait_master "$hport" && wait_cluster_ok "${alive[@]}"; then
+    ok "failover: replica $hport of killed master $vport promoted"
   else
     bad "failover: cluster did not recover from losing $vport"
+    kill "$tpid" 2>/dev/null
+    wait "$tpid" 2>/dev/null
+    return
   fi
-  start_server "$vport" --cluster-enabled yes --cluster-node-timeout 2000 \
+  for p in "${alive[@]}"; do
+    redis-cli -p "$p" cluster forget "$vid" >/dev/null 2>&1
+  done
+  rm -f "$WORK/$vport/nodes.conf"
+  start_server "$vport" --cluster-enabled yes --cluster-node-timeout 3000 \
     --cluster-config-file "$WORK/$vport/nodes.conf"
+  redis-cli --cluster add-node "127.0.0.1:$vport" "127.0.0.1:${alive[0]}" \
+    --cluster-slave --cluster-master-id "$heir" >>"$WORK/rejoin.log" 2>&1 ||
+    bad "failover: $vport could not rejoin as a replica of $heir"
   if wait "$tpid"; then
     ok "failover: transfers across SIGKILL of master $vport ($(tail -1 "$log"))"
   else
     bad "failover: transfers across SIGKILL of master $vport"
     tail -25 "$log" >&2
+    reasons "$URI_CL"
   fi
   wait_cluster_ok "${CL[@]}" || bad "failover: $vport did not rejoin"
 }

@@ -267,10 +267,6 @@ static int cat_set(dtx__backend_t *b, const char *name, const char *expect,
                        : cur->len == 0);
       rc = mine ? 1 : 0;
     }
-    if (rc == 1 && c.short_wait)
-      rc = dtx__err(DTX_EUNAVAILABLE,
-                    "redis: catalog change not acknowledged by %d replicas",
-                    b->uri.wait);
   }
   dtx__rd_cmd_clear(&c);
   return rc;

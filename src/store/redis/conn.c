@@ -25,6 +25,10 @@
  *                  back off (10 ms doubling to 500 ms) and resend, until
  *                  retry_ms (default 10 s) has passed; then
  *                  DTX_EUNAVAILABLE with the last reason.
+ * A write is followed, in the same pipeline, by WAIT when the URI has
+ * ?wait=N; if fewer replicas acknowledged, WAIT is repeated on that
+ * connection until they do or retry_ms has passed (short_wait then says
+ * so; the write itself stands).
  * Resending after a lost reply may run a command twice; every write the
  * backend sends is safe under that (see redis.c: version tokens, claim
  * values and catalog texts are unique, so a rerun recognises its own
@@ -422,8 +426,11 @@ int dtx__rd_connect(dtx__backend_t *b) {
                     "redis: %s:%d needs a password (password= in the URI)",
                     probe.host, probe.port);
     } else {
-      rc = dtx__rd_bad_reply(r, "CLUSTER SLOTS");
-      rc = DTX_EUNAVAILABLE;
+      rc = dtx__err(DTX_EUNAVAILABLE,
+                    "redis: %s:%d: unexpected answer to CLUSTER SLOTS%s%.200s",
+                    probe.host, probe.port,
+                    r->type == REDIS_REPLY_ERROR ? ": " : "",
+                    r->type == REDIS_REPLY_ERROR ? r->str : "");
     }
     freeReplyObject(r);
     if (rc == 0)
@@ -521,6 +528,13 @@ static int group_add(group_t *g, size_t i) {
   return 0;
 }
 
+/* The timeout WAIT is given: half the command timeout, so that a WAIT
+ * that runs its full course answers before the socket's read timeout
+ * would cut it off. */
+static int wait_ms(const dtx__backend_t *b) {
+  return b->uri.timeout_ms / 2 > 0 ? b->uri.timeout_ms / 2 : 1;
+}
+
 static int append_cmd(dtx__backend_t *b, redisContext *c, rd_cmd_t *cmd) {
   if (cmd->ask) {
     const char *a[1] = {"ASKING"};
@@ -561,11 +575,31 @@ static int append_cmd(dtx__backend_t *b, redisContext *c, rd_cmd_t *cmd) {
   if (cmd->write && b->uri.wait > 0) {
     char w[16], t[16];
     snprintf(w, sizeof w, "%d", b->uri.wait);
-    snprintf(t, sizeof t, "%d", b->uri.timeout_ms);
+    snprintf(t, sizeof t, "%d", wait_ms(b));
     const char *a[3] = {"WAIT", w, t};
     size_t al[3] = {4, strlen(w), strlen(t)};
     if (redisAppendCommandArgv(c, 3, a, al) != REDIS_OK)
       return -1;
+  }
+  return 0;
+}
+
+/* After a write whose WAIT came back short (a replica is resyncing, or a
+ * failover is in progress), waits again on the same connection -- WAIT
+ * counts the replicas that have this connection's writes -- until enough
+ * replicas have it or until deadline.  Returns 1 when they do. */
+static int wait_more(dtx__backend_t *b, redisContext *c, int64_t deadline) {
+  while (dtx__rd_mono_ms() < deadline) {
+    redisReply *r = redisCommand(c, "WAIT %d %d", b->uri.wait, wait_ms(b));
+    if (!r)
+      return 0;
+    int enough = r->type == REDIS_REPLY_INTEGER && r->integer >= b->uri.wait;
+    int err = r->type == REDIS_REPLY_ERROR; /* e.g. demoted to a replica */
+    freeReplyObject(r);
+    if (enough)
+      return 1;
+    if (err)
+      return 0;
   }
   return 0;
 }
@@ -687,7 +721,7 @@ static int run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n, const char *what,
           break;
         }
         if (w) {
-          if (w->type == REDIS_REPLY_INTEGER && w->integer < b->uri.wait)
+          if (w->type != REDIS_REPLY_INTEGER || w->integer < b->uri.wait)
             c->short_wait = 1;
           freeReplyObject(w);
         }
@@ -720,6 +754,13 @@ static int run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n, const char *what,
           c->reply = r;
           pending--;
         }
+      }
+      /* Replicas short of ?wait=: wait on, once every reply is read. */
+      for (size_t k = 0; k < gr->n && !gr->broken; k++) {
+        rd_cmd_t *c = &cmds[gr->idx[k]];
+        if (c->reply && c->short_wait &&
+            wait_more(b, gr->c, t0 + b->uri.retry_ms))
+          c->short_wait = 0;
       }
       if (gr->broken) {
         /* The connection's state is unknown: drop it, and look again at

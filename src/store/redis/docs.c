@@ -152,19 +152,23 @@ void dtx__rd_claims_add(rd_claims_t *c, const char *k, size_t klen,
   if (c->n == c->cap) {
     size_t ncap = c->cap ? c->cap * 2 : 8;
     rd_buf_t *nk = realloc(c->keys, ncap * sizeof *nk);
-    if (!nk)
+    if (nk)
+      c->keys = nk;
+    rd_buf_t *nv = nk ? realloc(c->vals, ncap * sizeof *nv) : NULL;
+    if (nv)
+      c->vals = nv;
+    if (!nk || !nv) {
+      c->oom = 1;
       return;
-    c->keys = nk;
-    rd_buf_t *nv = realloc(c->vals, ncap * sizeof *nv);
-    if (!nv)
-      return;
-    c->vals = nv;
+    }
     c->cap = ncap;
   }
   memset(&c->keys[c->n], 0, sizeof c->keys[c->n]);
   memset(&c->vals[c->n], 0, sizeof c->vals[c->n]);
   dtx__rd_put(&c->keys[c->n], k, klen);
   dtx__rd_put(&c->vals[c->n], v, vlen);
+  if (c->keys[c->n].oom || c->vals[c->n].oom)
+    c->oom = 1;
   c->n++;
 }
 
@@ -520,9 +524,9 @@ static int prepare(dtx__backend_t *b, const rd_coll_t *co, const rd_doc_t *cur,
       dtx__rd_buf_free(&val);
     }
   }
-  dtx__rd_buf_free(&ckey);
-  if (rc == 0 && (w->taken.n && !w->taken.keys))
+  if (rc == 0 && (ckey.oom || w->taken.oom || w->rec.oom || w->rel.oom))
     rc = dtx__err(DTX_ENOMEM, "writing a document");
+  dtx__rd_buf_free(&ckey);
   return rc;
 }
 
@@ -654,7 +658,6 @@ int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
     }
   }
   if (applied) {
-    int short_wait = c.short_wait;
     dtx__rd_claims_release(b, &w.rel);
     if (claims)
       for (size_t i = 0; i < w.taken.n; i++)
@@ -669,11 +672,10 @@ int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
       dtx__rd_cache_put(b, &key, cur);
     else
       dtx__rd_cache_drop(b, &key);
-    rc = short_wait ? dtx__err(DTX_EUNAVAILABLE,
-                               "redis: write applied but not acknowledged by "
-                               "%d replicas within %d ms",
-                               b->uri.wait, b->uri.timeout_ms)
-                    : 0;
+    /* Even when fewer replicas than ?wait= acknowledged it in time (see
+     * conn.c), the write is done: it cannot be undone, and reporting an
+     * error would break "an error changes nothing". */
+    rc = 0;
   } else {
     if (rc == RD_ELOST && cur->body)
       dtx__rd_cache_put(b, &key, cur);
@@ -1116,10 +1118,15 @@ static int select_doc(dtx__backend_t *b, rd_coll_t **cop,
     *have = rc == 0 && out->body != NULL;
     return rc;
   }
+  rd_doc_t *d = NULL;
+  size_t n = 0;
+  /* Without a sort only the first match in natural order is wanted: each
+   * bucket's first will do, when the plan keeps a bucket in that order. */
+  rc = m->sort ? 0 : dtx__rd_first_matches(b, *cop, &p, m->filter, &d, &n);
   dtx__rd_plan_free(&p);
-  rd_doc_t *d;
-  size_t n;
-  if ((rc = matches(b, cop, m->filter_spec, m->filter, &d, &n)) < 0)
+  if (rc < 0)
+    return rc;
+  if (rc == 0 && (rc = matches(b, cop, m->filter_spec, m->filter, &d, &n)) < 0)
     return rc;
   if (!*cop || n == 0) {
     dtx__rd_docs_free(d, n);

@@ -22,7 +22,8 @@
  * Reading is a scatter: one command per bucket (per equality combination
  * for an index), all sent in one batch, so each node gets one pipeline
  * and the nodes work in parallel; a bucket whose page filled up is asked
- * again from where it stopped. */
+ * again from where it stopped.  A full scan is made a snapshot by a
+ * double collect (versions read twice, see dtx__rd_candidates). */
 #include "store/redis/redis_int.h"
 
 #include "util/err.h"
@@ -35,6 +36,10 @@
 #define MAX_CONDS 64
 #define MAX_COMBOS 256
 #define PAGE 500
+/* A scan tries for a snapshot at least SNAPSHOT_TRIES times and for up to
+ * SNAPSHOT_MS, then settles for one pipelined round. */
+#define SNAPSHOT_TRIES 8
+#define SNAPSHOT_MS 5000
 
 enum { COND_EQ, COND_RANGE };
 
@@ -329,14 +334,18 @@ typedef struct docset {
   size_t nslot;
 } docset_t;
 
+/* 1 when (bucket, id) is in s, with *pos its slot; else 0 with *pos the
+ * free slot it would take. */
 static int docset_has(docset_t *s, int bucket, const char *id, size_t n,
                       size_t *pos) {
   uint64_t h = dtx__rd_hash64(id, n) ^ (uint64_t)bucket * 0x9e3779b97f4a7c15ULL;
   size_t j = (size_t)(h & (s->nslot - 1));
   for (; s->slot[j]; j = (j + 1) & (s->nslot - 1)) {
     const rd_doc_t *d = &s->d[s->slot[j] - 1];
-    if (d->bucket == bucket && d->id.n == n && memcmp(d->id.p, id, n) == 0)
+    if (d->bucket == bucket && d->id.n == n && memcmp(d->id.p, id, n) == 0) {
+      *pos = j;
       return 1;
+    }
   }
   *pos = j;
   return 0;
@@ -417,9 +426,13 @@ static void rq_free(rq_t *q, size_t n) {
   free(q);
 }
 
-/* Runs the range reads, following pages, into s. */
+/* Runs the range reads, following pages, into s.  With versions (a
+ * second collect, see dtx__rd_candidates), only ids and versions are
+ * read, and *same says whether they are exactly those of s. */
 static int run_ranges(dtx__backend_t *b, const rd_coll_t *co, rq_t *qs,
-                      size_t nq, int members, docset_t *s) {
+                      size_t nq, int members, docset_t *s, int versions,
+                      int *same) {
+  size_t seen = 0;
   int rc = 0;
   size_t live = nq;
   int *done = calloc(nq ? nq : 1, sizeof *done);
@@ -452,14 +465,17 @@ static int run_ranges(dtx__backend_t *b, const rd_coll_t *co, rq_t *qs,
       dtx__rd_argi(c, PAGE);
       dtx__rd_argb(c, &prefix);
       dtx__rd_args(c, members ? "m" : "x");
+      if (versions)
+        dtx__rd_args(c, "v");
       which[nc++] = i;
     }
     rc = dtx__rd_run_together(b, cmds, nc, "reading candidates");
     for (size_t k = 0; rc == 0 && k < nc; k++) {
       const redisReply *r = cmds[k].reply;
       rq_t *q = &qs[which[k]];
+      size_t per = versions ? 2 : 4;
       if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
-          (r->elements - 3) % 4 != 0) {
+          (r->elements - 3) % per != 0) {
         rc = dtx__rd_bad_reply(r, "reading candidates");
         break;
       }
@@ -467,9 +483,20 @@ static int run_ranges(dtx__backend_t *b, const rd_coll_t *co, rq_t *qs,
         rc = RD_ESTALE;
         break;
       }
-      for (size_t i = 3; rc == 0 && i + 3 < r->elements; i += 4)
+      for (size_t i = 3; rc == 0 && !versions && i + 3 < r->elements; i += 4)
         rc = docset_add(s, q->bucket, r->element[i], r->element[i + 1],
                         r->element[i + 2], r->element[i + 3]);
+      for (size_t i = 3; versions && *same && i + 1 < r->elements; i += 2) {
+        const redisReply *id = r->element[i], *v = r->element[i + 1];
+        size_t pos;
+        seen++;
+        if (!s->nslot ||
+            !docset_has(s, q->bucket, id->str, id->len, &pos) ||
+            v->type != REDIS_REPLY_STRING ||
+            strlen(s->d[s->slot[pos] - 1].ver) != v->len ||
+            memcmp(s->d[s->slot[pos] - 1].ver, v->str, v->len) != 0)
+          *same = 0;
+      }
       if (r->element[1]->integer < PAGE) {
         done[which[k]] = 1;
         live--;
@@ -485,6 +512,8 @@ static int run_ranges(dtx__backend_t *b, const rd_coll_t *co, rq_t *qs,
   dtx__rd_buf_free(&stamp);
   dtx__rd_buf_free(&prefix);
   free(done);
+  if (versions && seen != s->n)
+    *same = 0;
   return rc;
 }
 
@@ -539,7 +568,6 @@ static int read_ids(dtx__backend_t *b, const rd_coll_t *co, const json_t *ids,
     dtx__rd_argb(c, &key);
     nc++;
   }
-  dtx__rd_buf_free(&key);
   int rc = dtx__rd_run_together(b, cmds, nc, "reading documents");
   for (size_t k = 0; rc == 0 && k < nc; k++) {
     const redisReply *r = cmds[k].reply;
@@ -554,9 +582,18 @@ static int read_ids(dtx__backend_t *b, const rd_coll_t *co, const json_t *ids,
     redisReply idr = {.type = REDIS_REPLY_STRING,
                       .str = idb[k].p,
                       .len = idb[k].n};
+    size_t before = s->n;
     rc = docset_add(s, buckets[k], &idr, r->element[1], r->element[2],
                     r->element[3]);
+    if (rc == 0 && s->n > before) {
+      /* A by-_id read is usually followed by a write of that document:
+       * remember it, so the write needs no read of its own. */
+      key.n = 0;
+      dtx__rd_key_doc(&key, co, buckets[k], idb[k].p, idb[k].n);
+      dtx__rd_cache_put(b, &key, &s->d[s->n - 1]);
+    }
   }
+  dtx__rd_buf_free(&key);
   dtx__rd_cmds_free(cmds, nc);
   for (size_t k = 0; k < n; k++)
     dtx__rd_buf_free(&idb[k]);
@@ -653,8 +690,35 @@ int dtx__rd_candidates(dtx__backend_t *b, const rd_coll_t *co,
     for (size_t i = 0; i < q; i++)
       if (qs[i].zkey.oom || qs[i].min.oom || qs[i].max.oom)
         rc = dtx__err(DTX_ENOMEM, "reading candidates");
-    if (rc == 0)
-      rc = run_ranges(b, co, qs, q, p->kind == RD_PLAN_SCAN, &s);
+    int scan = p->kind == RD_PLAN_SCAN;
+    int64_t t0 = dtx__rd_mono_ms();
+    for (int attempt = 0; rc == 0; attempt++) {
+      if ((rc = run_ranges(b, co, qs, q, scan, &s, 0, NULL)) < 0 || !scan ||
+          (attempt >= SNAPSHOT_TRIES &&
+           dtx__rd_mono_ms() - t0 > SNAPSHOT_MS))
+        break;
+      /* Double collect: if no document changed, came or went between
+       * the first read of it and this second one, every one of them was
+       * as read at the moment between the two rounds, so the scan is a
+       * snapshot (transactions such as transfers touch two documents,
+       * and a reader summing them needs one). */
+      for (size_t i = 0; i < q; i++) {
+        qs[i].min.n = 0;
+        dtx__rd_puts(&qs[i].min, "-");
+      }
+      int same = 1;
+      if ((rc = run_ranges(b, co, qs, q, 1, &s, 1, &same)) < 0 || same)
+        break;
+      for (size_t i = 0; i < q; i++) {
+        qs[i].min.n = 0;
+        dtx__rd_puts(&qs[i].min, "-");
+      }
+      for (size_t i = 0; i < s.n; i++)
+        dtx__rd_doc_clear(&s.d[i]);
+      s.n = 0;
+      if (s.slot)
+        memset(s.slot, 0, s.nslot * sizeof *s.slot);
+    }
     rq_free(qs, nq);
   }
   free(s.slot);
@@ -666,3 +730,158 @@ int dtx__rd_candidates(dtx__backend_t *b, const rd_coll_t *co,
   *n = s.n;
   return 0;
 }
+
+/* ---- first matches ---------------------------------------------------------------- */
+
+#define FIRST_PAGE 4
+#define FIRST_PAGE_MAX 256
+
+/* Within one bucket, members and the entries of one full-equality index
+ * key are ordered by sequence number, so the bucket's first match in
+ * natural order is found by reading a few entries at a time; and a bucket
+ * whose entries have passed the best match found elsewhere can stop. */
+int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
+                          const rd_plan_t *p, const dtx__filter_t *f,
+                          rd_doc_t **out, size_t *n) {
+  *out = NULL;
+  *n = 0;
+  if (p->kind == RD_PLAN_INDEX) {
+    if (p->lo || p->hi || p->neq != p->ix->spec->nfields)
+      return 0;
+    for (size_t k = 0; k < p->neq; k++)
+      if (json_array_size(p->eq[k]) != 1)
+        return 0;
+  } else if (p->kind != RD_PLAN_SCAN) {
+    return 0;
+  }
+  size_t nb = (size_t)co->nb;
+  rq_t *qs = calloc(nb, sizeof *qs);
+  int *done = calloc(nb, sizeof *done), *limit = calloc(nb, sizeof *limit);
+  rd_doc_t *found = calloc(nb, sizeof *found);
+  rd_cmd_t *cmds = calloc(nb, sizeof *cmds);
+  size_t *which = calloc(nb, sizeof *which);
+  int rc = 0;
+  if (!qs || !done || !limit || !found || !cmds || !which) {
+    rc = dtx__err(DTX_ENOMEM, "reading candidates");
+    goto out;
+  }
+  rd_buf_t min = {0}, max = {0};
+  size_t pos[16] = {0};
+  if (p->kind == RD_PLAN_INDEX)
+    index_bounds(p, pos, &min, &max);
+  for (size_t k = 0; k < nb; k++) {
+    qs[k].bucket = (int)k;
+    limit[k] = FIRST_PAGE;
+    if (p->kind == RD_PLAN_SCAN) {
+      dtx__rd_key_members(&qs[k].zkey, co, (int)k);
+      dtx__rd_puts(&qs[k].min, "-");
+      dtx__rd_puts(&qs[k].max, "+");
+    } else {
+      dtx__rd_key_index(&qs[k].zkey, co, (int)k, p->ix->id);
+      dtx__rd_put(&qs[k].min, min.p, min.n);
+      dtx__rd_put(&qs[k].max, max.p, max.n);
+    }
+  }
+  dtx__rd_buf_free(&min);
+  dtx__rd_buf_free(&max);
+  rd_buf_t stamp = {0}, prefix = {0};
+  char best[RD_SEQLEN + 1] = "";
+  for (;;) {
+    size_t nc = 0;
+    for (size_t k = 0; k < nb; k++) {
+      if (done[k])
+        continue;
+      stamp.n = prefix.n = 0;
+      dtx__rd_key_stamp(&stamp, co, (int)k);
+      dtx__rd_key_doc(&prefix, co, (int)k, "", 0);
+      rd_cmd_t *c = &cmds[nc];
+      dtx__rd_cmd_init(c, co->slots[k], RD_S_RANGE, 0);
+      c->nkeys = 2;
+      dtx__rd_argb(c, &qs[k].zkey);
+      dtx__rd_argb(c, &stamp);
+      dtx__rd_argb(c, &qs[k].min);
+      dtx__rd_argb(c, &qs[k].max);
+      dtx__rd_argi(c, limit[k]);
+      dtx__rd_argb(c, &prefix);
+      dtx__rd_args(c, p->kind == RD_PLAN_SCAN ? "m" : "x");
+      which[nc++] = k;
+    }
+    if (nc == 0)
+      break;
+    rc = dtx__rd_run(b, cmds, nc, "reading candidates");
+    for (size_t i = 0; rc == 0 && i < nc; i++) {
+      size_t k = which[i];
+      const redisReply *r = cmds[i].reply;
+      if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+          (r->elements - 3) % 4 != 0) {
+        rc = dtx__rd_bad_reply(r, "reading candidates");
+        break;
+      }
+      if (stamp_stale(co, r->element[0])) {
+        rc = RD_ESTALE;
+        break;
+      }
+      char last[RD_SEQLEN + 1] = "";
+      for (size_t e = 3; rc == 0 && e + 3 < r->elements && !done[k];
+           e += 4) {
+        rd_doc_t d = {0};
+        d.bucket = (int)k;
+        dtx__rd_put(&d.id, r->element[e]->str, r->element[e]->len);
+        rc = dtx__rd_doc_fill(&d, r->element[e + 1], r->element[e + 2],
+                              r->element[e + 3]);
+        if (rc == 0 && d.body) {
+          memcpy(last, d.seq, sizeof last);
+          dtx__docs_examined++;
+          if (dtx__filter_match(f, d.body)) {
+            found[k] = d;
+            memset(&d, 0, sizeof d);
+            done[k] = 1;
+            if (!best[0] || strcmp(found[k].seq, best) < 0)
+              memcpy(best, found[k].seq, sizeof best);
+          }
+        }
+        dtx__rd_doc_clear(&d);
+      }
+      if (rc < 0 || done[k])
+        continue;
+      if (r->element[1]->integer < limit[k]) {
+        done[k] = 1; /* exhausted */
+      } else {
+        qs[k].min.n = 0;
+        dtx__rd_putc(&qs[k].min, '(');
+        dtx__rd_put(&qs[k].min, r->element[2]->str, r->element[2]->len);
+        if (limit[k] < FIRST_PAGE_MAX)
+          limit[k] *= 2;
+        /* Its next entries come after 'last': past the best, stop. */
+        if (best[0] && last[0] && strcmp(last, best) > 0)
+          done[k] = 1;
+      }
+    }
+    for (size_t i = 0; i < nc; i++)
+      dtx__rd_cmd_clear(&cmds[i]);
+    if (rc < 0)
+      break;
+  }
+  dtx__rd_buf_free(&stamp);
+  dtx__rd_buf_free(&prefix);
+  if (rc == 0) {
+    size_t w = 0;
+    for (size_t k = 0; k < nb; k++)
+      if (found[k].body)
+        found[w++] = found[k];
+    *out = found;
+    *n = w;
+    found = NULL;
+    rc = 1;
+  }
+out:
+  if (found)
+    dtx__rd_docs_free(found, nb);
+  rq_free(qs, nb);
+  free(done);
+  free(limit);
+  free(cmds);
+  free(which);
+  return rc;
+}
+

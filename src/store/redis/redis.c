@@ -22,7 +22,14 @@
  * rule out ABA across delete and re-insert.  Redis runs a script
  * atomically on the node owning the key, so the check and the write are
  * one step; with a failover, acknowledged writes are as durable as Redis
- * replication makes them (use ?wait=N to WAIT for N replicas).
+ * replication makes them: with ?wait=N each write is followed by WAIT N on
+ * the same connection, and while fewer replicas have it (a replica
+ * resyncing after a failover) the backend waits on, within retry_ms.  If
+ * they do not catch up in time the write still counts as done -- it is
+ * applied and cannot be undone, and an error would break the rule that a
+ * failed call changed nothing (a transfer step reported failed but
+ * applied strands the transfer) -- so durability then falls back to
+ * Redis's asynchronous replication for that write.
  *
  * One round trip in the common case: the backend keeps the last (version,
  * body) it saw of each document (a bounded cache shared by the threads of
@@ -58,7 +65,15 @@
  * range or its members zset lists (RANGE script), and gather in C: every
  * candidate is checked with dtx__filter_match, then ordered by sequence
  * number (natural order) or dtx__sort_array, then skip and limit.  The
- * planner (plan.c) uses the same rules as the SQLite planner.  A queue
+ * planner (plan.c) uses the same rules as the SQLite planner.  Across
+ * shards there is no snapshot for free, yet a reader that sums documents
+ * (dtx_audit's conservation check) needs one: a full scan is therefore a
+ * double collect -- all buckets, then their versions once more; when no
+ * document changed, came or went in between, every document was as read
+ * at the instant between the two rounds (retried for up to 5 s, then
+ * the scan settles for one pipelined round).  The read scripts are declared
+ * no-writes, so a master pausing writes for a manual failover still
+ * answers them in the same round as the other nodes.  A queue
  * claim such as the transfer worker's find_one_and_update {state:
  * "initiated"} reads the index ranges of all buckets at once, so no one
  * slot is a bottleneck; when several claimers lose the race for the same
@@ -95,7 +110,23 @@
  * rewrites each existing document through the ordinary write path (which,
  * for a building index, adds all of the document's entries and claims),
  * and finally marks it ready for queries.  Dropping removes the catalog
- * entry, then marks each bucket dropped and deletes it. */
+ * entry, then marks each bucket dropped and deletes it.  An index that
+ * gets a document with several keys is first marked multikey the same
+ * way (new version, stamps raised), so no reader plans with the old flag
+ * once such a document is visible.
+ *
+ * ---- Limits -------------------------------------------------------------------
+ *
+ *  - Natural (insertion) order is by a sequence number taken from the
+ *    clock (milliseconds, then a per-process counter): exact within a
+ *    process, by millisecond across processes.
+ *  - Left behind with an expiry: fence tombstones and the stamps of
+ *    dropped buckets (24 h).  Left behind for good: orphan claims of a
+ *    dropped collection (claims no document records), and claims a
+ *    failed unique index build took on behalf of concurrent writers.
+ *  - Slot migration: a bucket's multi-key scripts answer TRYAGAIN while
+ *    its keys are split between two nodes, so its writes wait (retried
+ *    with backoff) until the slot has moved. */
 #include "store/redis/redis_int.h"
 
 #include "util/err.h"

@@ -6,9 +6,11 @@
  *   conn.c     connections, the cluster slot map, redirects, retries, and
  *              the batch executor every other file sends commands through
  *   scripts.c  the Lua scripts (small, data-only: no doctx semantics)
- *   codec.c    key names, CRC16 slots, _id and index key encodings
- *   catalog.c  collections and indexes: the catalog, create_index, drop
- *   plan.c     query planning and candidate reads across buckets
+ *   codec.c    buffers, CRC16 slots, _id and index key encodings
+ *   catalog.c  key names; collections and indexes: the catalog,
+ *              create_index, drop, the multikey flag
+ *   plan.c     query planning and candidate reads across buckets (scans
+ *              made snapshots by a double collect; first matches)
  *   docs.c     insert, find, count, modify_one, modify_many, unique claims
  *
  * Keys (B is a bucket 0..nb-1 of a collection incarnation GEN; every key of
@@ -122,7 +124,7 @@ typedef struct rd_cmd {
   rd_node_t *ask; /* one-shot ASK target */
   /* results */
   redisReply *reply; /* owned; NULL until answered */
-  int short_wait;    /* fewer replicas acknowledged than asked */
+  int short_wait;    /* fewer replicas than ?wait= acknowledged in time */
 } rd_cmd_t;
 
 void dtx__rd_cmd_init(rd_cmd_t *c, int slot, int script, int write);
@@ -230,6 +232,7 @@ int dtx__rd_list_collections(dtx__backend_t *b, json_t **out);
 typedef struct rd_claims {
   rd_buf_t *keys, *vals;
   size_t n, cap;
+  int oom; /* an add failed: the list is incomplete */
 } rd_claims_t;
 
 void dtx__rd_claims_add(rd_claims_t *c, const char *k, size_t klen,
@@ -304,7 +307,14 @@ int dtx__rd_candidates(dtx__backend_t *b, const rd_coll_t *co,
                        const rd_plan_t *p, rd_doc_t **out, size_t *n);
 void dtx__rd_docs_free(rd_doc_t *d, size_t n);
 
-extern const dtx_store_methods_t dtx__redis_methods;
+/* For modify_one without sort: the first match of f in each bucket (at
+ * most one per bucket, in *out), reading a few entries at a time.  Only
+ * for plans whose entries are in insertion order within a bucket (a scan,
+ * or an index with every field equal to one value); returns 0 for others
+ * (then use dtx__rd_candidates), 1 when done, <0 on error. */
+int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
+                          const rd_plan_t *p, const dtx__filter_t *f,
+                          rd_doc_t **out, size_t *n);
 
 /* ---- the backend --------------------------------------------------------------- */
 

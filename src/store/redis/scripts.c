@@ -8,7 +8,11 @@
  * (or is the one key passed), so each runs on one slot of one node.
  *
  * Replies are arrays whose first element says what happened; the C side
- * (docs.c, plan.c, catalog.c) documents the layout next to each use. */
+ * (docs.c, plan.c, catalog.c) documents the layout next to each use.
+ * The read scripts declare no-writes (Redis 7 script flags), so a master
+ * that pauses writes (CLUSTER FAILOVER) still answers them: a scan's
+ * buckets are then read in one round rather than some of them seconds
+ * later. */
 #include "store/redis/redis_int.h"
 
 /* RD_S_WRITE
@@ -67,6 +71,7 @@ static const char S_WRITE[] =
 
 /* RD_S_READDOC  KEYS: doc, stamp.  Returns {stamp, v, s, b}. */
 static const char S_READDOC[] =
+    "#!lua flags=no-writes\n"
     "local st = redis.call('GET', KEYS[2]) or '1'\n"
     "local d = redis.call('HMGET', KEYS[1], 'v', 's', 'b')\n"
     "return {st, d[1] or '', d[2] or '', d[3] or ''}\n";
@@ -75,14 +80,16 @@ static const char S_READDOC[] =
  * KEYS: a bucket zset (members or an index), stamp
  * ARGV: 1 min, 2 max (ZRANGEBYLEX syntax), 3 limit, 4 doc key prefix,
  *       5 'm' for the members zset (entry = 16-digit seq, id) or 'x' for
- *       an index (entry = key, seq, id, 4-byte id length)
+ *       an index (entry = key, seq, id, 4-byte id length),
+ *       6 'v' for versions only (optional)
  * Returns {stamp, entries read, last entry, then per distinct document:
- * id, v, s, b}.  The documents are read without being declared (they are
+ * id, v, s, b} (or id, v with 'v').  The documents are read without being declared (they are
  * in the zset's slot); a listed document that is missing can only be one
  * that a slot migration has not moved here yet (a document and its
  * entries change together), so the read fails with TRYAGAIN rather than
  * answer without it. */
 static const char S_RANGE[] =
+    "#!lua flags=no-writes\n"
     "local st = redis.call('GET', KEYS[2]) or '1'\n"
     "local ms = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], ARGV[2],"
     " 'LIMIT', 0, tonumber(ARGV[3]))\n"
@@ -105,14 +112,17 @@ static const char S_RANGE[] =
     "    end\n"
     "    out[#out + 1] = id\n"
     "    out[#out + 1] = d[1]\n"
-    "    out[#out + 1] = d[2] or ''\n"
-    "    out[#out + 1] = d[3]\n"
+    "    if ARGV[6] ~= 'v' then\n"
+    "      out[#out + 1] = d[2] or ''\n"
+    "      out[#out + 1] = d[3]\n"
+    "    end\n"
     "  end\n"
     "end\n"
     "return out\n";
 
 /* RD_S_COUNT  KEYS: members zset, stamp.  Returns {stamp, count}. */
 static const char S_COUNT[] =
+    "#!lua flags=no-writes\n"
     "local st = redis.call('GET', KEYS[2]) or '1'\n"
     "return {st, redis.call('ZCARD', KEYS[1])}\n";
 
