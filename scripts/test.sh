@@ -3,7 +3,10 @@
 #   1. release build, every ctest suite (unit, conformance, cli, crash);
 #   2. ASan+UBSan build, the same suites (chaos shortened);
 #   3. libFuzzer targets, each for FUZZ_SECONDS (default 20).
-# Redis suites join stage 1 when redis-server is installed (tests/redis/).
+# After each ctest run, tests/redis/run-redis.sh starts a standalone
+# redis-server and a 3+3 Redis Cluster on free loopback ports and runs the
+# same suites against both (release: every phase, including slot migration
+# and failover; ASan: conformance, transfers and the crash suites).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
@@ -35,10 +38,13 @@ ctest_in() { (cd "$1" && shift && ctest --output-on-failure -j "$JOBS" "$@"); }
 
 stage "build (release)" build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 stage "tests (release)" ctest_in build
+stage "redis (release): standalone + 3+3 cluster" bash tests/redis/run-redis.sh build
 stage "build (asan+ubsan)" build build-asan -DCMAKE_BUILD_TYPE=Debug -DDTX_SANITIZE=ON
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 stage "tests (asan+ubsan)" env DTX_QUICK=1 bash -c 'cd build-asan && ctest --output-on-failure -j '"$JOBS"
+stage "redis (asan+ubsan): standalone + 3+3 cluster" env DTX_QUICK=1 \
+  bash tests/redis/run-redis.sh build-asan conformance transfers shell
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 fuzz() {
