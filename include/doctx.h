@@ -313,6 +313,19 @@ int dtx_recover(dtx_store_t *st, const dtx_recover_opts_t *opts,
  * *report is NULL). */
 int dtx_audit(dtx_store_t *st, int flags, json_t **report);
 
+/* dtx_audit, and also the client's record of acknowledged transfers
+ * against the store.  A store may lose a consistent set of recent writes
+ * (a Redis failover to a replica that lacked them) and still pass every
+ * invariant; what the client was told shows the loss.  acked (borrowed,
+ * may be NULL) is a JSON array of transfer documents as
+ * dtx_transfer_execute/submit/get returned them; _id, from, to, amount
+ * and state are read.  Each must be in the store with the same from, to
+ * and amount, in its acknowledged state or one it can reach (a terminal
+ * state exactly); otherwise a finding "acked_lost", "acked_mismatch" or
+ * "acked_regressed".  The report adds "acked" and "acked_lost" counts. */
+int dtx_audit_acked(dtx_store_t *st, int flags, const json_t *acked,
+                    json_t **report);
+
 /* NULL-terminated list of every fault point name (static storage). */
 const char *const *dtx_fault_points(void);
 

@@ -1,8 +1,10 @@
 /* cmd_txn.c -- the account, transfer, worker, recover, audit and faults
  * commands: the CLI face of src/txn/.  Every argument is validated before
  * the store is opened, so bad input records nothing. */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -50,12 +52,17 @@ static const char *recover_help =
     "exit: 0 ok, 2 invalid input, 4 a store step kept failing\n";
 
 static const char *audit_help =
-    "usage: doctx audit [--json] [--settled]\n"
+    "usage: doctx audit [--json] [--settled] [--acked FILE]\n"
     "Checks conservation (balances + money in flight == opening total), limits,\n"
     "each balance against its transfers, dangling markers and tombstones, and\n"
     "transfer states against markers.  --settled also requires every transfer\n"
-    "to be terminal (use after recovery).  Prints every finding.\n"
-    "exit: 0 clean, 5 an invariant is broken, 4 store error\n";
+    "to be terminal (use after recovery).  --acked FILE also checks the\n"
+    "transfers a client was told about (one JSON transfer document per line,\n"
+    "as `doctx transfer` prints them): each must still be in the store, in\n"
+    "that state or further along; a failover that lost them is found so.\n"
+    "Prints every finding.\n"
+    "exit: 0 clean, 5 an invariant is broken, 2 bad --acked file, 4 store "
+    "error\n";
 
 static int is_help(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
@@ -379,19 +386,64 @@ int dtx__cmd_recover(dtx_cli_t *cli, int argc, char **argv) {
   return rc ? dtx__cli_fail(rc) : DTX_EXIT_OK;
 }
 
+/* Reads a file of acknowledged transfers, one JSON object per line (blank
+ * lines skipped).  Any unreadable line refuses the whole file: an audit
+ * that silently skipped records would hide exactly what it is for. */
+static int read_acked(const char *path, json_t **out) {
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return dtx__cli_usage("audit: cannot open --acked file %s: %s", path,
+                          strerror(errno));
+  json_t *arr = json_array();
+  char *line = NULL;
+  size_t cap = 0, lineno = 0;
+  ssize_t len;
+  int code = DTX_EXIT_OK;
+  while (code == DTX_EXIT_OK && (len = getline(&line, &cap, f)) >= 0) {
+    lineno++;
+    if (strspn(line, " \t\r\n") == (size_t)len)
+      continue;
+    json_error_t e;
+    json_t *doc = json_loads(line, JSON_REJECT_DUPLICATES, &e);
+    if (!json_is_object(doc))
+      code = dtx__cli_usage("audit: %s line %zu: %s", path, lineno,
+                            doc ? "not a JSON object" : e.text);
+    else
+      json_array_append(arr, doc);
+    json_decref(doc);
+  }
+  if (code == DTX_EXIT_OK && ferror(f))
+    code = dtx__cli_usage("audit: reading %s: %s", path, strerror(errno));
+  free(line);
+  fclose(f);
+  if (code != DTX_EXIT_OK) {
+    json_decref(arr);
+    return code;
+  }
+  *out = arr;
+  return DTX_EXIT_OK;
+}
+
 int dtx__cmd_audit(dtx_cli_t *cli, int argc, char **argv) {
-  optval_t o[] = {{"--json", 0, NULL}, {"--settled", 0, NULL}};
+  optval_t o[] = {{"--json", 0, NULL}, {"--settled", 0, NULL},
+                  {"--acked", 1, NULL}};
   char *pos[1];
   int code;
+  json_t *acked = NULL;
   if (is_help(argc, argv))
     return help(audit_help);
-  if (split(argc, argv, o, 2, pos, 0) < 0)
+  if (split(argc, argv, o, 3, pos, 0) < 0)
     return DTX_EXIT_USAGE;
-  dtx_store_t *st = dtx__cli_store(cli, &code);
-  if (!st)
+  if (o[2].value && (code = read_acked(o[2].value, &acked)))
     return code;
+  dtx_store_t *st = dtx__cli_store(cli, &code);
+  if (!st) {
+    json_decref(acked);
+    return code;
+  }
   json_t *r = NULL;
-  int rc = dtx_audit(st, o[1].value ? DTX_AUDIT_SETTLED : 0, &r);
+  int rc = dtx_audit_acked(st, o[1].value ? DTX_AUDIT_SETTLED : 0, acked, &r);
+  json_decref(acked);
   if (!r)
     return dtx__cli_fail(rc);
   if (o[0].value) {
@@ -407,6 +459,10 @@ int dtx__cmd_audit(dtx_cli_t *cli, int argc, char **argv) {
            (long long)json_integer_value(json_object_get(r, "balance_total")),
            (long long)json_integer_value(json_object_get(r, "in_flight")),
            (long long)json_integer_value(json_object_get(r, "unsettled")));
+    if (json_object_get(r, "acked"))
+      printf("audit: %lld acknowledged transfers checked, %lld lost\n",
+             (long long)json_integer_value(json_object_get(r, "acked")),
+             (long long)json_integer_value(json_object_get(r, "acked_lost")));
     json_array_foreach(json_object_get(r, "findings"), i, f)
         printf("FINDING %s: %s\n",
                json_string_value(json_object_get(f, "kind")),

@@ -10,7 +10,13 @@
  *    transfers whose document did not change between T1 and T3 ("stable");
  *    the others are counted as unsettled and judged by a later audit.
  * At quiescence every transfer is stable and the audit is exact.  With
- * settled=1 (after recovery) a non-terminal transfer is itself a finding. */
+ * settled=1 (after recovery) a non-terminal transfer is itself a finding.
+ *
+ * A store can lose a consistent set of recent writes (Redis failing over to
+ * a replica that had not received them) and then look clean.  The client's
+ * own record of what it was told closes that gap: dtx_audit_acked checks
+ * each acknowledged transfer against T3 -- present, same parties and
+ * amount, and in its acknowledged state or one that state can reach. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -245,12 +251,76 @@ static void check_balances(audit_t *a, int settled) {
   json_decref(skip);
 }
 
+/* Can a transfer acknowledged in state s later be found in state t?
+ * States only move forward along the diagram in transfer.c. */
+static int reachable(const char *s, const char *t) {
+  /* each row: a state, then the states it can move to */
+  static const char *const next[][5] = {
+      {DTX_ST_PREPARING, DTX_ST_COMMITTED, DTX_ST_SUCCEEDED,
+       DTX_ST_ROLLING_BACK, DTX_ST_FAILED},
+      {DTX_ST_COMMITTED, DTX_ST_SUCCEEDED, NULL, NULL, NULL},
+      {DTX_ST_ROLLING_BACK, DTX_ST_FAILED, NULL, NULL, NULL},
+  };
+  if (strcmp(s, t) == 0 || strcmp(s, DTX_ST_INITIATED) == 0)
+    return 1; /* initiated reaches every state, failed by a cancel */
+  for (size_t i = 0; i < sizeof next / sizeof next[0]; i++)
+    if (strcmp(next[i][0], s) == 0)
+      for (size_t j = 1; j < 5 && next[i][j]; j++)
+        if (strcmp(next[i][j], t) == 0)
+          return 1;
+  return 0;
+}
+
+/* Each transfer the client was told about must still be in the store as
+ * it was told, or further along. */
+static void check_acked(audit_t *a, const json_t *acked, json_t *report) {
+  size_t i, lost = 0;
+  json_t *ack;
+  json_array_foreach(acked, i, ack) {
+    const char *id = dtx__str(ack, "_id"), *s = dtx__str(ack, "state");
+    const json_t *tx = id ? tx3(a, id) : NULL;
+    if (!id || !s) {
+      finding(a, "acked_malformed", "acknowledged record %zu lacks _id or "
+              "state", i);
+      continue;
+    }
+    if (!tx) {
+      lost++;
+      finding(a, "acked_lost", "acknowledged transfer %s (%s) is not in the "
+              "store", id, s);
+      continue;
+    }
+    const char *t = dtx__str(tx, "state");
+    if (!json_equal(json_object_get(ack, "from"), json_object_get(tx, "from")) ||
+        !json_equal(json_object_get(ack, "to"), json_object_get(tx, "to")) ||
+        !json_equal(json_object_get(ack, "amount"),
+                    json_object_get(tx, "amount"))) {
+      lost++;
+      finding(a, "acked_mismatch", "acknowledged transfer %s differs from "
+              "the store's in from, to or amount", id);
+    } else if (!t || !reachable(s, t)) {
+      lost++;
+      finding(a, "acked_regressed", "transfer %s was acknowledged %s but the "
+              "store has it %s", id, s, t ? t : "without a state");
+    }
+  }
+  json_object_set_new(report, "acked", json_integer((json_int_t)json_array_size(acked)));
+  json_object_set_new(report, "acked_lost", json_integer((json_int_t)lost));
+}
+
 int dtx_audit(dtx_store_t *st, int flags, json_t **report) {
+  return dtx_audit_acked(st, flags, NULL, report);
+}
+
+int dtx_audit_acked(dtx_store_t *st, int flags, const json_t *acked,
+                    json_t **report) {
   int settled = (flags & DTX_AUDIT_SETTLED) != 0;
   audit_t a = {0};
   int rc;
   *report = NULL;
   dtx__err_clear();
+  if (acked && !json_is_array(acked))
+    return dtx__err(DTX_EINVAL, "acknowledged transfers must be a JSON array");
   if ((rc = load_map(st, DTX_TRANSFERS, &a.t1)) ||
       (rc = load_map(st, DTX_ACCOUNTS, &a.accounts)) ||
       (rc = load_map(st, DTX_TRANSFERS, &a.t3))) {
@@ -263,6 +333,8 @@ int dtx_audit(dtx_store_t *st, int flags, json_t **report) {
   check_money(&a, r);
   check_markers(&a);
   check_balances(&a, settled);
+  if (acked)
+    check_acked(&a, acked, r);
   json_t *states = json_object();
   const char *id;
   json_t *tx;

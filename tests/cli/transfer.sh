@@ -97,6 +97,31 @@ expect 0 "audit" -- d audit --settled
 grep -q "audit: clean" "$WORK/out" && ok || bad "audit output"
 expect 0 "audit json" -- d audit --json
 [ "$(field "$(cat "$WORK/out")" ok)" = True ] && ok || bad "audit --json ok"
+# Acknowledged transfers against the store (--acked): what the client was
+# told must still be there, in that state or further along.
+d transfer show t1 >"$WORK/acked"
+d transfer show t4 >>"$WORK/acked"
+expect 0 "audit --acked clean" -- d audit --settled --acked "$WORK/acked"
+grep -q "2 acknowledged transfers checked, 0 lost" "$WORK/out" && ok ||
+  bad "acked summary: $(cat "$WORK/out")"
+# A transfer the store never kept, one it has in an earlier state, and one
+# with other parties: three findings, exit 5.
+echo '{"_id":"gone","from":"A","to":"B","amount":7,"state":"succeeded"}' >>"$WORK/acked"
+d transfer show t5 | sed 's/"state":"failed"/"state":"succeeded"/' >>"$WORK/acked"
+d transfer show t3 | sed 's/"amount":50/"amount":51/' >>"$WORK/acked"
+expect 5 "audit --acked lost" -- d audit --acked "$WORK/acked"
+for k in "acked_lost: acknowledged transfer gone" \
+  "acked_regressed: transfer t5 was acknowledged succeeded but the store has it failed" \
+  "acked_mismatch: acknowledged transfer t3"; do
+  grep -q "$k" "$WORK/out" && ok || bad "missing finding '$k': $(cat "$WORK/out")"
+done
+grep -q "5 acknowledged transfers checked, 3 lost" "$WORK/out" && ok ||
+  bad "acked counts: $(cat "$WORK/out")"
+# An unreadable record refuses the whole file (exit 2), naming the line.
+printf '%s\n' "$(d transfer show t1)" '{"_id":' >"$WORK/acked_bad"
+expect 2 "audit --acked malformed" -- d audit --acked "$WORK/acked_bad"
+grep -q "line 2" "$WORK/err" && ok || bad "malformed acked message: $(cat "$WORK/err")"
+expect 2 "audit --acked missing file" -- d audit --acked "$WORK/nope"
 # Break an invariant by hand: the audit must say so (exit 5).
 d update accounts '{"_id":"B"}' '{"$inc":{"balance":1}}' >/dev/null
 expect 5 "audit broken" -- d audit

@@ -15,6 +15,10 @@
 #   failover      a replica takes over (CLUSTER FAILOVER, then a master is
 #                 SIGKILLed) while transfers run with ?wait=1; the audit
 #                 must stay clean
+#   loss          a master SIGKILLed under load with and without ?wait=1:
+#                 what the audit finds against the client's journal of
+#                 acknowledged transfers (LOSS_TRIALS, LOSS_REPORT;
+#                 judged by loss-check.py)
 # PHASEs pick a subset (default: all, in this order); DTX_ROOT overrides
 # the repository root (default: two levels up).  Every server is
 # stopped by a trap on exit, failure or interrupt.  Exit status 0 only
@@ -23,13 +27,13 @@ set -u
 BUILD=${1:?usage: run-redis.sh BUILD_DIR [PHASE...]}
 BUILD=$(cd "$BUILD" && pwd)
 shift
-PHASES=${*:-conformance shell transfers migration failover}
+PHASES=${*:-conformance shell transfers migration failover loss}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=${DTX_ROOT:-$(cd "$HERE/../.." && pwd)} # the repository
 for tool in redis-server redis-cli python3; do
   command -v $tool >/dev/null || { echo "run-redis: $tool not found" >&2; exit 2; }
 done
-for bin in conformance doctx txn_transfer_concurrency; do
+for bin in conformance doctx txn_transfer_concurrency acked_load; do
   [ -x "$BUILD/$bin" ] || { echo "run-redis: $BUILD/$bin missing" >&2; exit 2; }
 done
 
@@ -207,77 +211,137 @@ phase_failover() {
   wait "$fpid"
   wait_cluster_ok "${CL[@]}"
   heal_replicas
-  # A master killed under load: its replica is promoted after the node
-  # timeout, and writes acknowledged with WAIT 1 survive.  The killed node
-  # then rejoins empty, as a replica of the promoted one (restarting it
-  # with its old nodes.conf and no data would let it serve its old slots,
-  # empty, until gossip demotes it); until it has synced, writes to that
-  # shard wait out WAIT.
+  # A master killed under load (kill_master): writes acknowledged with
+  # WAIT 1 survive, so the run's own audits must stay clean.
   flush "$URI_CL"
   wait_replicas || { heal_replicas; wait_replicas; } ||
     bad "failover: replicas not in sync"
-  # The victim: a master with a replica that is connected to it (under
-  # load a node can miss its timeout and the topology shift meanwhile).
-  local victim="" vid vport heir="" hport="" log="$WORK/failover_kill.log"
-  local m mid maddr
+  pick_victim || { bad "failover: no master has a connected replica"; return; }
+  local log="$WORK/failover_kill.log"
+  timeout "$STEP_TIMEOUT" "$BUILD/txn_transfer_concurrency" "$u" >"$log" 2>&1 &
+  local tpid=$!
+  sleep 0.5
+  if ! kill_master; then
+    bad "failover: cluster did not recover from losing $VPORT"
+    kill "$tpid" 2>/dev/null
+    wait "$tpid" 2>/dev/null
+    return
+  fi
+  ok "failover: replica $HPORT of killed master $VPORT promoted"
+  if wait "$tpid"; then
+    ok "failover: transfers across SIGKILL of master $VPORT ($(tail -1 "$log"))"
+  else
+    bad "failover: transfers across SIGKILL of master $VPORT"
+    tail -25 "$log" >&2
+    reasons "$URI_CL"
+  fi
+  wait_cluster_ok "${CL[@]}" || bad "failover: $VPORT did not rejoin"
+}
+
+# Picks the victim of kill_master: a master whose replica is connected to
+# it (under load a node can miss its timeout and the topology shift
+# meanwhile).  Sets VID, VPORT, and HEIR, HPORT (its replica).
+pick_victim() {
+  local mid maddr line
+  VID="" VPORT="" HEIR="" HPORT=""
   while read -r mid maddr; do
-    local line
     line=$(redis-cli -p "${CL[0]}" cluster nodes | tr -d '\r' |
       awk -v m="$mid" '$3 ~ /slave/ && $3 !~ /fail/ && $4 == m {
         split($2, a, "[:@]"); print $1, a[2]; exit }')
     [ -n "$line" ] || continue
     if redis-cli -p "${line##* }" role | sed -n 4p | grep -q '^connected$'; then
-      victim="$mid $maddr"
-      heir=${line%% *}
-      hport=${line##* }
-      break
+      VID=$mid
+      VPORT=${maddr##*:}
+      VPORT=${VPORT%%@*}
+      HEIR=${line%% *}
+      HPORT=${line##* }
+      return 0
     fi
   done < <(masters)
-  if [ -z "$victim" ]; then
-    bad "failover: no master has a connected replica"
-    return
-  fi
-  vid=${victim%% *}
-  vport=${victim##*:}
-  vport=${vport%%@*}
-  timeout "$STEP_TIMEOUT" "$BUILD/txn_transfer_concurrency" "$u" >"$log" 2>&1 &
-  local tpid=$!
-  sleep 0.5
-  local vpid
-  vpid=$(cat "$WORK/$vport/pid")
+  return 1
+}
+
+# SIGKILLs the master picked by pick_victim; its replica is promoted after
+# the node timeout.  The killed node then rejoins empty, as a replica of
+# the promoted one (restarting it with its old nodes.conf and no data
+# would let it serve its old slots, empty, until gossip demotes it); until
+# it has synced, writes to that shard wait out WAIT.  Returns 1 when the
+# cluster did not recover.
+kill_master() {
+  local vpid p alive=()
+  vpid=$(cat "$WORK/$VPORT/pid")
   { kill -9 "$vpid" && wait "$vpid"; } 2>/dev/null
-  local alive=()
-  for p in "${CL[@]}"; do [ "$p" = "$vport" ] || alive+=("$p"); done
-  if wait_master "$hport" && wait_cluster_ok "${alive[@]}"; then
-    ok "failover: replica $hport of killed master $vport promoted"
-  else
-    bad "failover: cluster did not recover from losing $vport"
-    kill "$tpid" 2>/dev/null
-    wait "$tpid" 2>/dev/null
+  for p in "${CL[@]}"; do [ "$p" = "$VPORT" ] || alive+=("$p"); done
+  wait_master "$HPORT" && wait_cluster_ok "${alive[@]}" || return 1
+  for p in "${alive[@]}"; do
+    redis-cli -p "$p" cluster forget "$VID" >/dev/null 2>&1
+  done
+  rm -f "$WORK/$VPORT/nodes.conf"
+  start_server "$VPORT" --cluster-enabled yes --cluster-node-timeout 3000 \
+    --cluster-config-file "$WORK/$VPORT/nodes.conf"
+  redis-cli --cluster add-node "127.0.0.1:$VPORT" "127.0.0.1:${alive[0]}" \
+    --cluster-slave --cluster-master-id "$HEIR" >>"$WORK/rejoin.log" 2>&1 ||
+    bad "failover: $VPORT could not rejoin as a replica of $HEIR"
+  return 0
+}
+
+# What a failover loses, measured.  For each mode -- asynchronous
+# replication (plain URI) and ?wait=1 -- acked_load runs transfers and
+# journals every one it was told about; a master is SIGKILLed mid-run;
+# then recovery, and the audit with the journal (--acked).  A separate
+# recount (journal against `doctx transfer list`) must agree with the
+# audit's count of lost transfers, so a loss the audit hid fails the
+# phase; with ?wait=1 the audit must be clean.  LOSS_TRIALS (default 1)
+# repeats the pair; each result line is also appended to $LOSS_REPORT
+# when that is set.
+phase_loss() {
+  local t mode
+  for t in $(seq 1 "${LOSS_TRIALS:-1}"); do
+    for mode in async wait1; do
+      loss_trial "$mode" "$t"
+    done
+  done
+}
+
+loss_trial() { # MODE TRIAL
+  local mode=$1 t=$2 u=$URI_CL j="$WORK/acked.$1.$2"
+  [ "$mode" = wait1 ] && u="$URI_CL?wait=1"
+  flush "$URI_CL"
+  wait_replicas || { heal_replicas; wait_replicas; } ||
+    { bad "loss $mode: replicas not in sync"; return; }
+  pick_victim || { bad "loss $mode: no master has a connected replica"; return; }
+  : >"$j"
+  "$BUILD/acked_load" "$u" "${LOSS_SECONDS:-6}" "$j" >"$j.log" 2>&1 &
+  local lp=$!
+  sleep 2
+  if ! kill_master; then
+    bad "loss $mode: cluster did not recover from losing $VPORT"
+    wait "$lp"
     return
   fi
-  for p in "${alive[@]}"; do
-    redis-cli -p "$p" cluster forget "$vid" >/dev/null 2>&1
-  done
-  rm -f "$WORK/$vport/nodes.conf"
-  start_server "$vport" --cluster-enabled yes --cluster-node-timeout 3000 \
-    --cluster-config-file "$WORK/$vport/nodes.conf"
-  redis-cli --cluster add-node "127.0.0.1:$vport" "127.0.0.1:${alive[0]}" \
-    --cluster-slave --cluster-master-id "$heir" >>"$WORK/rejoin.log" 2>&1 ||
-    bad "failover: $vport could not rejoin as a replica of $heir"
-  if wait "$tpid"; then
-    ok "failover: transfers across SIGKILL of master $vport ($(tail -1 "$log"))"
+  wait "$lp" || { bad "loss $mode: load failed"; tail -5 "$j.log" >&2; return; }
+  wait_cluster_ok "${CL[@]}"
+  "$BUILD/doctx" --store "$URI_CL" recover --older-than-ms 0 >"$j.recover" 2>&1 ||
+    { bad "loss $mode: recover failed"; tail -5 "$j.recover" >&2; return; }
+  "$BUILD/doctx" --store "$URI_CL" audit --settled --json --acked "$j" \
+    >"$j.audit" 2>"$j.audit.err"
+  local arc=$?
+  "$BUILD/doctx" --store "$URI_CL" transfer list >"$j.store" 2>&1 ||
+    { bad "loss $mode: transfer list failed"; return; }
+  local line
+  if line=$(python3 "$HERE/loss-check.py" "$mode" "$arc" "$j" "$j.store" \
+    "$j.audit" "$(tail -1 "$j.log")"); then
+    ok "$line"
   else
-    bad "failover: transfers across SIGKILL of master $vport"
-    tail -25 "$log" >&2
-    reasons "$URI_CL"
+    bad "$line"
   fi
-  wait_cluster_ok "${CL[@]}" || bad "failover: $vport did not rejoin"
+  [ -n "${LOSS_REPORT:-}" ] && echo "$line" >>"$LOSS_REPORT"
+  return 0
 }
 
 for ph in $PHASES; do
   case "$ph" in
-  conformance | shell | transfers | migration | failover) "phase_$ph" ;;
+  conformance | shell | transfers | migration | failover | loss) "phase_$ph" ;;
   *) echo "run-redis: unknown phase $ph" >&2; exit 2 ;;
   esac
 done
