@@ -1,10 +1,200 @@
 #!/usr/bin/env bash
-# make bench: the store benchmark and the transfer benchmark, each printing
-# ratios against a native SQLite baseline measured in the same run.
+# make bench: the store and transfer benchmarks on SQLite, then the Redis
+# benchmark on a standalone server and a 3+3 Cluster; each prints ratios
+# against a native baseline measured in the same run (medians of rounds:
+# the machine is noisy, so compare within a run, not across runs).
+#
+# usage: scripts/bench.sh [BUILD_DIR]      (default: build)
+# Environment:
+#   BENCH_ONLY=sqlite|redis    run one part only (default: both)
+#   BENCH_REDIS_TRANSFERS=N    transfers per round in the main Redis runs
+#                              (default 8000, median of 5 rounds; the
+#                              durability runs use half, median of 3).
+#                              The Redis part takes about 2.5 minutes on 2
+#                              cores.
+#
+# The Redis part starts its own servers (tests/redis/servers.sh; a trap
+# stops them on exit) and prints:
+#   1. bench_redis on standalone and on the cluster, uniform and 90%-hot:
+#      doctx transfers/s, p50/p99, store operations, round trips and Redis
+#      commands per transfer, beside MULTI/INCRBY/INCRBY/EXEC on two keys of
+#      one slot, and the ratio.
+#   2. the store's ceiling: redis-benchmark, pipelined EVALSHA of a script
+#      shaped like doctx's document compare-and-set, on the standalone
+#      server and on one cluster master; and the share of it doctx uses,
+#      transfers/s x round trips (or commands) per transfer / ceiling.
+#   3. durability: uniform only, fewer rounds -- standalone without
+#      persistence, with appendfsync everysec and always (fresh servers),
+#      and the cluster without and with ?wait=1.
+# Needs redis-server, redis-cli, redis-benchmark and python3; without them
+# the Redis part is skipped (an error with BENCH_ONLY=redis).
 set -euo pipefail
 BUILD=${1:-build}
-echo "## bench_store: find_one_and_update \$inc vs raw SQLite UPDATE"
-"$BUILD/bench_store"
+ONLY=${BENCH_ONLY:-all}
+case $ONLY in
+all | sqlite | redis) ;;
+*) echo "bench: BENCH_ONLY must be sqlite or redis" >&2; exit 2 ;;
+esac
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+
+if [ "$ONLY" != redis ]; then
+  echo "## bench_store: find_one_and_update \$inc vs raw SQLite UPDATE"
+  "$BUILD/bench_store"
+  echo
+  echo "## bench_transfer: two-phase transfers vs one SQLite transaction each"
+  "$BUILD/bench_transfer"
+fi
+[ "$ONLY" = sqlite ] && exit 0
+
+# ---- Redis --------------------------------------------------------------------
+
+for tool in redis-server redis-cli redis-benchmark python3; do
+  if ! command -v $tool >/dev/null; then
+    echo "## bench_redis: skipped ($tool not found)"
+    [ "$ONLY" = redis ] && exit 2
+    exit 0
+  fi
+done
+[ -x "$BUILD/bench_redis" ] || {
+  echo "bench: $BUILD/bench_redis missing (built without Redis?)" >&2
+  exit 2
+}
+M=${BENCH_REDIS_TRANSFERS:-8000}
+MD=$((M / 2))
+
+# servers.sh's exit trap waits for the servers it kills, and a killed
+# process's status would stop the trap halfway under errexit (servers left
+# running); failures below are checked by hand instead.
+set +e
+. "$ROOT/tests/redis/servers.sh"
+fail=0 # servers.sh keeps its logs in $WORK when this is non-zero
 echo
-echo "## bench_transfer: two-phase transfers vs one SQLite transaction each"
-"$BUILD/bench_transfer"
+echo "## bench_redis: two-phase transfers vs MULTI/INCRBY/INCRBY/EXEC in one slot"
+servers_up || exit 2
+RESULTS=$WORK/results
+
+# Runs bench_redis; the table goes to the terminal, RESULT lines to
+# $RESULTS for the share computed at the end.
+run_redis() { # LABEL URI [bench_redis args...]
+  local label=$1 uri=$2
+  shift 2
+  "$BUILD/bench_redis" --store "$uri" --label "$label" --transfers "$M" "$@" \
+    >"$WORK/$label.out"
+  local rc=$?
+  grep -v '^RESULT ' "$WORK/$label.out"
+  grep '^RESULT ' "$WORK/$label.out" >>"$RESULTS"
+  if [ $rc != 0 ]; then
+    echo "bench: bench_redis $label failed (exit $rc)" >&2
+    fail=$((fail + 1))
+  fi
+  return $rc
+}
+
+run_redis standalone "$URI_SA" --rounds 5
+run_redis cluster "$URI_CL" --rounds 5
+
+# ---- the ceiling ----------------------------------------------------------------
+# The same shape as RD_S_WRITE (src/store/redis/scripts.c) updating one
+# document: GET the bucket's catalog stamp and compare, read the version
+# and compare, HSET the new version and the body (an account with a
+# pending marker, ~200 bytes).  The real script reads v, s and b with one
+# HMGET and also keeps the index zsets (pending.tx) in step, so it is a
+# little dearer: this ceiling is, if anything, high, and the share low.
+# Expected and new version are equal so that every call writes.  Both keys
+# carry one hash tag, chosen so that a cluster master owns it.
+CEIL_LUA='local st = redis.call("GET", KEYS[2]) or "1"
+if st ~= ARGV[1] then return {-1, st} end
+local v = redis.call("HGET", KEYS[1], "v")
+if v and v ~= ARGV[2] then return {0, v} end
+redis.call("HSET", KEYS[1], "v", ARGV[3], "b", ARGV[4])
+return {1}'
+BODY='{"_id":"a17","balance":999999123,"min_balance":0,"opening_balance":1000000000,"pending":[{"tx":"6650c1f2a9e3b1d2c3f4a5b6","role":"payer","amount":417}],"voids":[]}'
+
+# Prints the pipelined EVALSHA requests/s of PORT, keys tagged TAG.
+ceiling() { # PORT TAG
+  local port=$1 tag=$2 sha before after rps
+  sha=$(redis-cli -p "$port" SCRIPT LOAD "$CEIL_LUA") || return 1
+  before=$(redis-cli -p "$port" DBSIZE)
+  rps=$(redis-benchmark -p "$port" -c 16 -P 32 -n 500000 -r 100000 -q \
+    evalsha "$sha" 2 "{$tag}k:__rand_int__" "{$tag}m" 1 v1 v1 "$BODY" 2>&1 |
+    tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 |
+    cut -d' ' -f1)
+  after=$(redis-cli -p "$port" DBSIZE)
+  # An error reply (MOVED, NOSCRIPT) would be counted as a request too:
+  # only a run that wrote documents counts.
+  if [ -z "$rps" ] || [ "${after:-0}" -le "${before:-0}" ]; then
+    echo "bench: redis-benchmark on $port wrote nothing" >&2
+    return 1
+  fi
+  echo "$rps"
+}
+
+MASTER=${CL[0]}
+for p in "${CL[@]}"; do
+  if redis-cli -p "$p" ROLE | head -1 | grep -q '^master$'; then
+    MASTER=$p
+    break
+  fi
+done
+TAG=
+for i in $(seq 0 999); do
+  if ! redis-cli -p "$MASTER" GET "{t$i}m" | grep -q MOVED; then
+    TAG=t$i
+    break
+  fi
+done
+echo
+echo "## ceiling: redis-benchmark -c 16 -P 32 -n 500000, EVALSHA of a document compare-and-set"
+CEIL_SA=$(ceiling "$SA" t) || fail=$((fail + 1))
+CEIL_CL=
+[ -n "$TAG" ] && { CEIL_CL=$(ceiling "$MASTER" "$TAG") || fail=$((fail + 1)); }
+printf 'standalone     %10s requests/s (port %s)\n' "${CEIL_SA:-?}" "$SA"
+printf 'cluster master %10s requests/s (port %s, tag {%s})\n' "${CEIL_CL:-?}" \
+  "${MASTER:-?}" "${TAG:-?}"
+echo
+echo "share of the ceiling = transfers/s x (round trips | commands) per transfer / ceiling"
+echo "(cluster rows: doctx spreads over 3 masters, measured against one; all"
+echo " servers and the client share this machine's $(nproc) cores)"
+printf '%-12s %4s | %8s %6s %6s | %9s %9s | %9s\n' label hot doctx/s rt/t \
+  cmd/t 'share rt' 'share cmd' 'native rt'
+awk -v sa="${CEIL_SA:-0}" -v cl="${CEIL_CL:-0}" '
+  /^RESULT / {
+    delete f
+    for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+    ceil = f["label"] == "standalone" ? sa : f["label"] == "cluster" ? cl : 0
+    if (ceil <= 0) next
+    printf "%-12s %3d%% | %8.0f %6.2f %6.2f | %8.1f%% %8.1f%% | %8.1f%%\n",
+      f["label"], f["hot"], f["tps"], f["rt_per_transfer"],
+      f["cmds_per_transfer"], 100 * f["tps"] * f["rt_per_transfer"] / ceil,
+      100 * f["tps"] * f["cmds_per_transfer"] / ceil,
+      100 * f["native_tps"] / ceil
+    printf "RESULT label=%s hot=%s ceiling=%.0f share_rt=%.4f share_cmd=%.4f\n",
+      f["label"], f["hot"], ceil, f["tps"] * f["rt_per_transfer"] / ceil,
+      f["tps"] * f["cmds_per_transfer"] / ceil >>shares
+  }' shares="$WORK/shares" "$RESULTS"
+
+# ---- durability -----------------------------------------------------------------
+echo
+echo "## durability: uniform, $MD transfers, median of 3 rounds"
+M=$MD
+run_redis sa-no-aof "$URI_SA" --hot 0 --rounds 3
+# Fresh standalone servers on spare ports of servers.sh's block (it found
+# BASE..BASE+9 free), each stopped before the next starts.
+port=$((BASE + 7))
+for fsync in everysec always; do
+  REDIS_EXTRA_ARGS="--appendonly yes --appendfsync $fsync" start_server "$port" ||
+    { fail=$((fail + 1)); continue; }
+  run_redis "sa-aof-$fsync" "redis://127.0.0.1:$port" --hot 0 --rounds 3
+  pid=$(cat "$WORK/$port/pid")
+  kill "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  port=$((port + 1))
+done
+run_redis cl-no-wait "$URI_CL" --hot 0 --rounds 3
+run_redis cl-wait1 "$URI_CL?wait=1" --hot 0 --rounds 3
+
+echo
+echo "## machine-readable"
+cat "$RESULTS" "$WORK/shares" 2>/dev/null
+[ "$fail" = 0 ] || { echo "bench: $fail Redis step(s) failed" >&2; exit 1; }
+exit 0

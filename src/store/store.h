@@ -103,6 +103,14 @@ extern _Thread_local int64_t dtx__docs_examined;
 int64_t dtx__store_calls(void);
 void dtx__store_count_call(void);
 
+/* Network exchanges with the store's servers (the Redis backend counts
+ * them; SQLite has none): round_trips is one per pipeline written to a
+ * connection and answered, commands what those pipelines carried.
+ * bench_redis reports both per transfer, beside the server's ceiling. */
+void dtx__store_count_rt(int64_t round_trips, int64_t commands);
+int64_t dtx__store_round_trips(void);
+int64_t dtx__store_commands(void);
+
 /* Frees the references held by res and zeroes it. */
 void dtx__modify_result_clear(dtx__modify_result_t *res);
 

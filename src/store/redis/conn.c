@@ -214,6 +214,7 @@ static redisContext *conn_open(dtx__backend_t *b, const rd_node_t *n,
     const char *argv[2] = {"AUTH", b->uri.password};
     size_t len[2] = {4, strlen(b->uri.password)};
     redisReply *r = redisCommandArgv(c, 2, argv, len);
+    dtx__store_count_rt(1, 1); /* new pooled connections pay it mid-run */
     int ok = r && r->type == REDIS_REPLY_STATUS;
     if (!ok)
       snprintf(why, whylen, "authentication to %s:%d failed%s%.100s", n->host,
@@ -343,6 +344,7 @@ static int refresh_slots(dtx__backend_t *b, int force, char *why,
     if (!c)
       continue;
     redisReply *r = redisCommand(c, "CLUSTER SLOTS");
+    dtx__store_count_rt(1, 1); /* the executor's refreshes cost a trip */
     if (r && r->type == REDIS_REPLY_ARRAY && r->elements > 0)
       rc = apply_slots(b, r, n->host);
     else
@@ -591,6 +593,7 @@ static int append_cmd(dtx__backend_t *b, redisContext *c, rd_cmd_t *cmd) {
 static int wait_more(dtx__backend_t *b, redisContext *c, int64_t deadline) {
   while (dtx__rd_mono_ms() < deadline) {
     redisReply *r = redisCommand(c, "WAIT %d %d", b->uri.wait, wait_ms(b));
+    dtx__store_count_rt(1, 1);
     if (!r)
       return 0;
     int enough = r->type == REDIS_REPLY_INTEGER && r->integer >= b->uri.wait;
@@ -688,6 +691,16 @@ static int run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n, const char *what,
           gr->broken = 1;
       if (!gr->broken && flush_ctx(gr->c) < 0)
         gr->broken = 1;
+      if (!gr->broken) {
+        /* One round trip per pipeline written (its replies are read
+         * below); the commands count the ASKING and WAIT riding in it,
+         * since the server executes those too (bench_redis). */
+        int64_t sent = 0;
+        for (size_t k = 0; k < gr->n; k++)
+          sent += 1 + (cmds[gr->idx[k]].ask != NULL) +
+                  (cmds[gr->idx[k]].write && b->uri.wait > 0);
+        dtx__store_count_rt(1, sent);
+      }
       if (gr->broken && gr->c && gr->c->err)
         snprintf(why, sizeof why, "%s:%d: %s", gr->node->host, gr->node->port,
                  gr->c->errstr);

@@ -1,0 +1,510 @@
+/* bench_redis.c -- two-phase transfers through doctx on Redis (standalone
+ * or Cluster) against the native Redis baseline, in the same run: the same
+ * transfers, each as MULTI / INCRBY from -amt / INCRBY to +amt / EXEC
+ * pipelined on two keys that share a hash tag, which is what a Redis user
+ * does when both accounts fit in one slot.  Both sides use the same number
+ * of worker threads, the same pairs and amounts (the native side runs the
+ * list NATIVE_PASSES times over, as one pass is too short to time), and,
+ * with ?wait=N in the URI, a WAIT after each write.
+ *
+ * usage: bench_redis --store URI [--accounts N] [--transfers M]
+ *                    [--workers W] [--rounds R] [--hot PCT] [--label TEXT]
+ * Without --hot it runs a uniform and a 90%-hot workload (as
+ * bench_transfer).  The doctx side empties the store's accounts and
+ * transfers collections each round.  Prints, per workload, transfers/s
+ * (median of the rounds), p50/p99 latency of that round, store operations,
+ * Redis round trips and Redis commands per transfer, the native figures
+ * and the ratio; and a "RESULT key=value..." line that scripts/bench.sh
+ * combines with redis-benchmark's ceiling.  The native side checks no
+ * balance (MULTI cannot branch), so it is the cheapest a transfer can be. */
+#include <stdio.h>
+
+#ifndef DTX_HAVE_REDIS
+int main(void) {
+  fprintf(stderr, "bench_redis: doctx was built without Redis (DTX_REDIS)\n");
+  return 2;
+}
+#else
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "doctx.h"
+#include "store/redis/redis_int.h"
+#include "store/store.h"
+
+#define OPENING 1000000000LL
+#define TAG "acct" /* every native key is nat:{acct}:aN: one slot */
+/* One native pass over the pairs takes milliseconds, too short to time
+ * well, so the native side runs the same pairs this many times over. */
+#define NATIVE_PASSES 10
+
+typedef struct pair {
+  int from, to;
+  int64_t amount;
+} pair_t;
+
+typedef struct cfg {
+  int accounts, transfers, workers, rounds;
+  const char *store, *label;
+  rd_uri_t uri;
+  char host[256]; /* native: the node owning TAG's slot */
+  int port;
+} cfg_t;
+
+typedef struct run {
+  const cfg_t *c;
+  const pair_t *pairs;
+  int total;   /* transfers to run: pairs[i % c->transfers] */
+  double *lat; /* per transfer, microseconds */
+  int next;    /* atomic index into pairs */
+  int errors;  /* transfers that did not succeed */
+  dtx_store_t *st;
+  redisContext **conns; /* native: one per worker, opened beforehand */
+  int nconn;            /* atomic: the next worker's connection */
+} run_t;
+
+typedef struct result {
+  double tps, p50, p99, ops, rts, cmds;
+  int errors;
+} result_t;
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, int n, double p) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return v[(int)(p * (n - 1))];
+}
+
+/* ---- native side ----------------------------------------------------------- */
+
+/* A connection to the native node, authenticated, with the URI's timeout
+ * so that a stuck server fails the benchmark instead of hanging it. */
+static redisContext *native_connect(const cfg_t *c, char *why, size_t wl) {
+  struct timeval tv = {c->uri.timeout_ms / 1000,
+                       (c->uri.timeout_ms % 1000) * 1000};
+  redisContext *rc = redisConnectWithTimeout(c->host, c->port, tv);
+  if (!rc || rc->err) {
+    snprintf(why, wl, "connect %s:%d: %s", c->host, c->port,
+             rc ? rc->errstr : "out of memory");
+    redisFree(rc);
+    return NULL;
+  }
+  redisSetTimeout(rc, tv);
+  if (c->uri.password) {
+    redisReply *r = redisCommand(rc, "AUTH %s", c->uri.password);
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    if (!ok)
+      snprintf(why, wl, "AUTH on %s:%d: %s", c->host, c->port,
+               r && r->type == REDIS_REPLY_ERROR ? r->str : "failed");
+    freeReplyObject(r);
+    if (!ok) {
+      redisFree(rc);
+      return NULL;
+    }
+  }
+  return rc;
+}
+
+/* Finds the node that owns TAG's slot: CLUSTER SLOTS from the first seed
+ * that answers, or that seed itself when it is not a cluster. */
+static int find_native_node(cfg_t *c) {
+  char why[512] = "no seed";
+  int slot = dtx__rd_slot(TAG, strlen(TAG));
+  for (size_t s = 0; s < c->uri.nseeds; s++) {
+    snprintf(c->host, sizeof c->host, "%s", c->uri.hosts[s]);
+    c->port = c->uri.ports[s];
+    redisContext *rc = native_connect(c, why, sizeof why);
+    if (!rc)
+      continue;
+    redisReply *r = redisCommand(rc, "CLUSTER SLOTS");
+    int found = 0;
+    if (r && r->type == REDIS_REPLY_ERROR) {
+      found = 1; /* standalone: the seed holds every key */
+    } else if (r && r->type == REDIS_REPLY_ARRAY) {
+      for (size_t i = 0; i < r->elements && !found; i++) {
+        const redisReply *e = r->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+            e->element[0]->type != REDIS_REPLY_INTEGER ||
+            e->element[1]->type != REDIS_REPLY_INTEGER ||
+            e->element[0]->integer > slot || e->element[1]->integer < slot ||
+            e->element[2]->type != REDIS_REPLY_ARRAY ||
+            e->element[2]->elements < 2)
+          continue;
+        const redisReply *m = e->element[2];
+        if (m->element[1]->type != REDIS_REPLY_INTEGER)
+          continue;
+        if (m->element[0]->type == REDIS_REPLY_STRING && m->element[0]->len)
+          snprintf(c->host, sizeof c->host, "%s", m->element[0]->str);
+        c->port = (int)m->element[1]->integer;
+        found = 1;
+      }
+      if (!found)
+        snprintf(why, sizeof why, "no node serves slot %d", slot);
+    } else {
+      snprintf(why, sizeof why, "CLUSTER SLOTS: %s", rc->errstr);
+    }
+    freeReplyObject(r);
+    redisFree(rc);
+    if (found)
+      return 0;
+  }
+  fprintf(stderr, "bench_redis: native baseline: %s\n", why);
+  return -1;
+}
+
+static void *native_worker(void *arg) {
+  run_t *r = arg;
+  const cfg_t *c = r->c;
+  char from[48], to[48], amt[24], neg[24], w[16], t[16];
+  redisContext *rc = r->conns[__atomic_fetch_add(&r->nconn, 1,
+                                                 __ATOMIC_RELAXED)];
+  snprintf(w, sizeof w, "%d", c->uri.wait);
+  /* WAIT gets the timeout doctx gives it (conn.c: half the command's) */
+  snprintf(t, sizeof t, "%d",
+           c->uri.timeout_ms / 2 > 0 ? c->uri.timeout_ms / 2 : 1);
+  for (;;) {
+    int i = __atomic_fetch_add(&r->next, 1, __ATOMIC_RELAXED);
+    if (i >= r->total)
+      break;
+    const pair_t *pr = &r->pairs[i % c->transfers];
+    snprintf(from, sizeof from, "nat:{" TAG "}:a%d", pr->from);
+    snprintf(to, sizeof to, "nat:{" TAG "}:a%d", pr->to);
+    snprintf(amt, sizeof amt, "%lld", (long long)pr->amount);
+    snprintf(neg, sizeof neg, "%lld", -(long long)pr->amount);
+    double t0 = now_us();
+    int ok = 1, nrep = c->uri.wait > 0 ? 5 : 4;
+    redisAppendCommand(rc, "MULTI");
+    redisAppendCommand(rc, "INCRBY %s %s", from, neg);
+    redisAppendCommand(rc, "INCRBY %s %s", to, amt);
+    redisAppendCommand(rc, "EXEC");
+    if (c->uri.wait > 0)
+      redisAppendCommand(rc, "WAIT %s %s", w, t);
+    for (int k = 0; k < nrep; k++) {
+      redisReply *rep = NULL;
+      if (redisGetReply(rc, (void **)&rep) != REDIS_OK) {
+        ok = 0;
+        break;
+      }
+      if (k == 3 && (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2))
+        ok = 0;
+      if (k == 4 && (rep->type != REDIS_REPLY_INTEGER ||
+                     rep->integer < c->uri.wait))
+        ok = 0;
+      freeReplyObject(rep);
+    }
+    r->lat[i] = now_us() - t0;
+    if (!ok)
+      __atomic_add_fetch(&r->errors, 1, __ATOMIC_RELAXED);
+    if (rc->err) {
+      fprintf(stderr, "bench_redis: native worker: %s\n", rc->errstr);
+      break;
+    }
+  }
+  return NULL;
+}
+
+/* Sets every native account to the opening balance (one pipeline), or,
+ * with check, confirms that the balances still add up: the native side's
+ * audit. */
+static int native_accounts(const cfg_t *c, int check) {
+  char why[512], key[48];
+  redisContext *rc = native_connect(c, why, sizeof why);
+  if (!rc) {
+    fprintf(stderr, "bench_redis: native setup: %s\n", why);
+    return -1;
+  }
+  for (int i = 0; i < c->accounts; i++) {
+    snprintf(key, sizeof key, "nat:{" TAG "}:a%d", i);
+    if (check)
+      redisAppendCommand(rc, "GET %s", key);
+    else
+      redisAppendCommand(rc, "SET %s %lld", key, OPENING);
+  }
+  long long sum = 0;
+  int bad = 0;
+  for (int i = 0; i < c->accounts; i++) {
+    redisReply *r = NULL;
+    if (redisGetReply(rc, (void **)&r) != REDIS_OK) {
+      fprintf(stderr, "bench_redis: native setup: %s\n", rc->errstr);
+      redisFree(rc);
+      return -1;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+      fprintf(stderr, "bench_redis: native setup: %s\n", r->str);
+      bad = 1;
+    } else if (check) {
+      sum += r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
+    }
+    freeReplyObject(r);
+  }
+  redisFree(rc);
+  if (check && sum != OPENING * c->accounts) {
+    fprintf(stderr, "bench_redis: native balances add up to %lld, not %lld\n",
+            sum, OPENING * c->accounts);
+    bad = 1;
+  }
+  return bad ? -1 : 0;
+}
+
+/* ---- doctx side ----------------------------------------------------------------- */
+
+static void *doctx_worker(void *arg) {
+  run_t *r = arg;
+  char from[32], to[32];
+  for (;;) {
+    int i = __atomic_fetch_add(&r->next, 1, __ATOMIC_RELAXED);
+    if (i >= r->total)
+      break;
+    snprintf(from, sizeof from, "a%d", r->pairs[i].from);
+    snprintf(to, sizeof to, "a%d", r->pairs[i].to);
+    dtx_transfer_req_t req = {.from = from, .to = to,
+                              .amount = r->pairs[i].amount};
+    json_t *tx = NULL;
+    double t0 = now_us();
+    int rc = dtx_transfer_execute(r->st, &req, NULL, &tx);
+    r->lat[i] = now_us() - t0;
+    const char *s = json_string_value(json_object_get(tx, "state"));
+    if (rc || !s || strcmp(s, "succeeded") != 0)
+      __atomic_add_fetch(&r->errors, 1, __ATOMIC_RELAXED);
+    json_decref(tx);
+  }
+  return NULL;
+}
+
+static result_t run_threads(run_t *r, void *(*fn)(void *)) {
+  pthread_t th[256];
+  result_t res = {0};
+  int64_t ops0 = dtx__store_calls(), rt0 = dtx__store_round_trips(),
+          cmd0 = dtx__store_commands();
+  double t0 = now_us();
+  int started = 0;
+  for (int i = 0; i < r->c->workers; i++)
+    if (pthread_create(&th[started], NULL, fn, r) == 0)
+      started++;
+  for (int i = 0; i < started; i++)
+    pthread_join(th[i], NULL);
+  double el = now_us() - t0;
+  int m = r->total;
+  if (started < r->c->workers)
+    fprintf(stderr, "bench_redis: only %d of %d threads started\n", started,
+            r->c->workers);
+  res.tps = m / (el / 1e6);
+  res.ops = (double)(dtx__store_calls() - ops0) / m;
+  res.rts = (double)(dtx__store_round_trips() - rt0) / m;
+  res.cmds = (double)(dtx__store_commands() - cmd0) / m;
+  res.p50 = pct(r->lat, m, 0.50);
+  res.p99 = pct(r->lat, m, 0.99);
+  res.errors = r->errors;
+  return res;
+}
+
+/* One doctx round on an emptied store.  -1 on a setup error (reported). */
+static int run_doctx(const cfg_t *c, const pair_t *pairs, double *lat,
+                     result_t *res) {
+  run_t r = {.c = c, .pairs = pairs, .total = c->transfers, .lat = lat};
+  int rc = dtx_store_open(c->store, &r.st);
+  if (rc) {
+    fprintf(stderr, "bench_redis: open %s: %s: %s\n", c->store,
+            dtx_strerror(rc), dtx_errdetail());
+    return -1;
+  }
+  const char *colls[2] = {DTX_ACCOUNTS, DTX_TRANSFERS};
+  for (int i = 0; i < 2; i++)
+    if ((rc = dtx_store_drop_collection(r.st, colls[i]))) {
+      fprintf(stderr, "bench_redis: emptying %s: %s: %s\n", colls[i],
+              dtx_strerror(rc), dtx_errdetail());
+      dtx_store_close(r.st);
+      return -1;
+    }
+  for (int i = 0; i < c->accounts; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "a%d", i);
+    if ((rc = dtx_account_create(r.st, id, OPENING, 1, 0, NULL))) {
+      fprintf(stderr, "bench_redis: creating account %s: %s: %s\n", id,
+              dtx_strerror(rc), dtx_errdetail());
+      dtx_store_close(r.st);
+      return -1;
+    }
+  }
+  *res = run_threads(&r, doctx_worker);
+  json_t *rep = NULL;
+  if ((rc = dtx_audit(r.st, DTX_AUDIT_SETTLED, &rep)) != 0) {
+    fprintf(stderr, "bench_redis: audit after benchmark: %s: %s\n",
+            dtx_strerror(rc), dtx_errdetail());
+    res->errors++;
+  }
+  json_decref(rep);
+  dtx_store_close(r.st);
+  return 0;
+}
+
+static int run_native(const cfg_t *c, const pair_t *pairs, double *lat,
+                      result_t *res) {
+  if (native_accounts(c, 0) < 0)
+    return -1;
+  /* Connections are opened before the clock starts: a Redis user keeps
+   * them, and doctx's pool keeps its own across transfers too. */
+  redisContext *conns[256];
+  char why[512];
+  for (int i = 0; i < c->workers; i++)
+    if (!(conns[i] = native_connect(c, why, sizeof why))) {
+      fprintf(stderr, "bench_redis: native worker: %s\n", why);
+      while (i-- > 0)
+        redisFree(conns[i]);
+      return -1;
+    }
+  run_t r = {.c = c, .pairs = pairs, .total = c->transfers * NATIVE_PASSES,
+             .lat = lat, .conns = conns};
+  *res = run_threads(&r, native_worker);
+  for (int i = 0; i < c->workers; i++)
+    redisFree(conns[i]);
+  res->ops = res->rts = 1;
+  res->cmds = c->uri.wait > 0 ? 5 : 4;
+  if (native_accounts(c, 1) < 0)
+    res->errors++;
+  return 0;
+}
+
+static int cmp_res(const void *a, const void *b) {
+  return cmp_double(&((const result_t *)a)->tps, &((const result_t *)b)->tps);
+}
+
+/* Runs one workload for every round, doctx and native alternating so
+ * that drift in the machine touches both, and prints its row. */
+static int bench(const cfg_t *c, int hot) {
+  pair_t *pairs = malloc(sizeof *pairs * (size_t)c->transfers);
+  double *lat = malloc(sizeof *lat * (size_t)c->transfers * NATIVE_PASSES);
+  result_t d[16], n[16];
+  int rc = -1;
+  if (!pairs || !lat) {
+    fprintf(stderr, "bench_redis: out of memory\n");
+    goto out;
+  }
+  unsigned seed = 42;
+  for (int i = 0; i < c->transfers; i++) {
+    int from = (int)(rand_r(&seed) % 100) < hot
+                   ? 0
+                   : (int)(rand_r(&seed) % (unsigned)c->accounts);
+    int to = (int)(rand_r(&seed) % (unsigned)(c->accounts - 1));
+    if (to >= from)
+      to++;
+    pairs[i] = (pair_t){from, to, 1 + rand_r(&seed) % 1000};
+  }
+  for (int round = 0; round < c->rounds; round++)
+    if (run_doctx(c, pairs, lat, &d[round]) < 0 ||
+        run_native(c, pairs, lat, &n[round]) < 0)
+      goto out;
+  qsort(d, (size_t)c->rounds, sizeof *d, cmp_res);
+  qsort(n, (size_t)c->rounds, sizeof *n, cmp_res);
+  result_t dm = d[c->rounds / 2], nm = n[c->rounds / 2];
+  double ratio = nm.tps > 0 ? dm.tps / nm.tps : 0;
+  printf("%-14s %3d%% | %8.0f %7.0f %7.0f %5.1f %5.1f %5.1f | %8.0f %7.0f "
+         "%7.0f | %6.3f",
+         c->label, hot, dm.tps, dm.p50, dm.p99, dm.ops, dm.rts, dm.cmds,
+         nm.tps, nm.p50, nm.p99, ratio);
+  if (dm.errors || nm.errors)
+    printf("  (not succeeded: doctx %d, native %d)", dm.errors, nm.errors);
+  printf("\n");
+  /* key=value for scripts: the label with blanks made underscores */
+  char lab[128];
+  snprintf(lab, sizeof lab, "%s", c->label);
+  for (char *p = lab; *p; p++)
+    if (*p == ' ' || *p == '\t' || *p == '=')
+      *p = '_';
+  printf("RESULT label=%s hot=%d tps=%.0f p50_us=%.0f p99_us=%.0f "
+         "ops_per_transfer=%.2f rt_per_transfer=%.2f "
+         "cmds_per_transfer=%.2f native_tps=%.0f native_p50_us=%.0f "
+         "native_p99_us=%.0f ratio=%.4f doctx_failed=%d native_failed=%d\n",
+         lab, hot, dm.tps, dm.p50, dm.p99, dm.ops, dm.rts, dm.cmds, nm.tps,
+         nm.p50, nm.p99, ratio, dm.errors, nm.errors);
+  fflush(stdout);
+  rc = 0;
+out:
+  free(pairs);
+  free(lat);
+  return rc;
+}
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: bench_redis --store URI [--accounts N(1000)] "
+          "[--transfers M(3000)]\n"
+          "                   [--workers W(16)] [--rounds R(3)] [--hot PCT] "
+          "[--label TEXT]\n");
+}
+
+int main(int argc, char **argv) {
+  cfg_t c = {.accounts = 1000, .transfers = 3000, .workers = 16, .rounds = 3};
+  int hot = -1;
+  for (int i = 1; i < argc; i += 2) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!v) {
+      fprintf(stderr, "bench_redis: %s needs a value\n", a);
+      usage();
+      return 2;
+    }
+    if (!strcmp(a, "--store"))
+      c.store = v;
+    else if (!strcmp(a, "--accounts"))
+      c.accounts = atoi(v);
+    else if (!strcmp(a, "--transfers"))
+      c.transfers = atoi(v);
+    else if (!strcmp(a, "--workers"))
+      c.workers = atoi(v);
+    else if (!strcmp(a, "--rounds"))
+      c.rounds = atoi(v);
+    else if (!strcmp(a, "--hot"))
+      hot = atoi(v);
+    else if (!strcmp(a, "--label"))
+      c.label = v;
+    else {
+      fprintf(stderr, "bench_redis: unknown option %s\n", a);
+      usage();
+      return 2;
+    }
+  }
+  if (!c.store || c.accounts < 2 || c.transfers < 1 ||
+      c.transfers > 10000000 || c.workers < 1 ||
+      c.workers > 256 || c.rounds < 1 || c.rounds > 16 || hot > 100) {
+    usage();
+    return 2;
+  }
+  int rc = dtx__rd_uri_parse(c.store, &c.uri);
+  if (rc) {
+    fprintf(stderr, "bench_redis: %s: %s\n", dtx_strerror(rc),
+            dtx_errdetail());
+    return 2;
+  }
+  if (!c.label)
+    c.label = c.uri.wait ? "redis+wait" : "redis";
+  if (find_native_node(&c) < 0) {
+    dtx__rd_uri_free(&c.uri);
+    return 1;
+  }
+  printf("redis transfers %s: %d accounts, %d transfers, %d workers, "
+         "median of %d rounds; native on %s:%d\n",
+         c.store, c.accounts, c.transfers, c.workers, c.rounds, c.host,
+         c.port);
+  printf("label          hot  |  doctx/s p50(us) p99(us) ops/t  rt/t cmd/t "
+         "| native/s p50(us) p99(us) |  ratio\n");
+  rc = 0;
+  if (hot >= 0)
+    rc = bench(&c, hot);
+  else if ((rc = bench(&c, 0)) == 0)
+    rc = bench(&c, 90);
+  dtx__rd_uri_free(&c.uri);
+  return rc < 0 ? 1 : 0;
+}
+#endif /* DTX_HAVE_REDIS */
