@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "txn/fault.h"
+#include "util/fault.h"
 
 static const char *account_help =
     "usage: doctx account create ID [--balance N] [--min-balance N|none]\n"

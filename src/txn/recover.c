@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "doc/doc.h"
-#include "txn/fault.h"
+#include "util/fault.h"
 #include "txn/txn.h"
 #include "util/err.h"
 

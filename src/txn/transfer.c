@@ -59,7 +59,7 @@
 #include <unistd.h>
 
 #include "doc/doc.h"
-#include "txn/fault.h"
+#include "util/fault.h"
 #include "txn/txn.h"
 #include "util/err.h"
 

@@ -95,6 +95,7 @@ phase_shell() {
       run_logged "$s.sh $u" env DTX_REDIS_URI="$u" \
         bash "$ROOT/tests/crash/$s.sh"
     done
+    run_logged "unique_crash.sh $u" env DTX_REDIS_URI="$u" bash "$HERE/unique_crash.sh"
   done
 }
 
@@ -279,9 +280,21 @@ kill_master() {
   rm -f "$WORK/$VPORT/nodes.conf"
   start_server "$VPORT" --cluster-enabled yes --cluster-node-timeout 3000 \
     --cluster-config-file "$WORK/$VPORT/nodes.conf"
-  redis-cli --cluster add-node "127.0.0.1:$VPORT" "127.0.0.1:${alive[0]}" \
-    --cluster-slave --cluster-master-id "$HEIR" >>"$WORK/rejoin.log" 2>&1 ||
-    bad "failover: $VPORT could not rejoin as a replica of $HEIR"
+  # A node that has not yet forgotten the old one may gossip with the new
+  # process first, and add-node refuses a node that knows others: reset
+  # it and try again.
+  local try
+  for try in 1 2 3 4 5; do
+    redis-cli --cluster add-node "127.0.0.1:$VPORT" "127.0.0.1:${alive[0]}" \
+      --cluster-slave --cluster-master-id "$HEIR" >>"$WORK/rejoin.log" 2>&1 &&
+      return 0
+    redis-cli -p "$VPORT" cluster reset hard >/dev/null 2>&1
+    for p in "${alive[@]}"; do
+      redis-cli -p "$p" cluster forget "$VID" >/dev/null 2>&1
+    done
+    sleep 1
+  done
+  bad "failover: $VPORT could not rejoin as a replica of $HEIR"
   return 0
 }
 

@@ -29,6 +29,7 @@
 #include "store/redis/redis_int.h"
 
 #include "util/err.h"
+#include "util/fault.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -549,6 +550,12 @@ int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
   if (newbody && !(text = dtx__json_dump(newbody)))
     return dtx__err(DTX_ENOMEM, "writing a document");
   int rc = prepare(b, co, cur, newbody, &w);
+  /* A protocol step of its own: the claims are held but no document
+   * records them yet, so a crash here leaves orphans and a pause lets a
+   * rival fence this write.  Only writes that record claims reach it.  An
+   * injected error fails like any failed write: fresh claims go back. */
+  if (rc == 0 && w.rec.n > 0)
+    rc = DTX_FAULTPOINT("redis.unique_claimed");
   if (rc < 0) {
     dtx__rd_claims_release(b, &w.taken);
     if (rc == RD_EMULTI && (rc = dtx__rd_mark_multikey(b, co, w.multi)) == 0)
@@ -658,7 +665,13 @@ int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
     }
   }
   if (applied) {
-    dtx__rd_claims_release(b, &w.rel);
+    /* The write is done and cannot be undone; releasing the dropped keys'
+     * claims is the next step.  An injected error fails that step as a
+     * lost connection would: the claims stay as orphans for the next
+     * taker to fence, and the write still succeeded (as in
+     * dtx__rd_claims_release, a failed release is no error of the write). */
+    if (w.rel.n == 0 || DTX_FAULTPOINT("redis.unique_written") == 0)
+      dtx__rd_claims_release(b, &w.rel);
     if (claims)
       for (size_t i = 0; i < w.taken.n; i++)
         dtx__rd_claims_add(claims, w.taken.keys[i].p, w.taken.keys[i].n,

@@ -1,9 +1,12 @@
 /* fault.c -- the fault point registry and DOCTX_FAULT parsing.
  *
- * The table below is the single list of points; a point not in it cannot
- * be armed, and `doctx faults` prints it.  Counting is per process and
- * thread-safe, so "the N-th time" is well defined under worker threads. */
-#include "txn/fault.h"
+ * It sits in util/ because both the transaction patterns (src/txn/) and a
+ * store backend (the Redis unique claims) have protocol steps, and the
+ * store layer must not depend on txn/.  The table below is the single
+ * list of points; a point not in it cannot be armed, and `doctx faults`
+ * prints it.  Counting is per process and thread-safe, so "the N-th time"
+ * is well defined under worker threads. */
+#include "util/fault.h"
 
 #include <signal.h>
 #include <stdatomic.h>
@@ -36,6 +39,9 @@ static const char *const points[] = {
     "recover.scan_markers",
     "recover.repair_marker",
     "recover.clear_tombstone",
+    /* Redis unique claims (store/redis/docs.c) */
+    "redis.unique_claimed",
+    "redis.unique_written",
     NULL,
 };
 

@@ -1,8 +1,11 @@
 /* fault.h -- named fault points for crash, pause and error injection.
  *
  * Every step of every protocol calls DTX_FAULTPOINT("transfer.debit") just
- * before its store operation.  DOCTX_FAULT=POINT:ACTION[:N][,...] turns the
- * N-th arrival (default 1) at POINT into:
+ * before its store operation: the transaction patterns in src/txn/ and the
+ * store backends' own multi-step protocols (the Redis unique claims), so
+ * the registry lives in util/, below both layers.
+ * DOCTX_FAULT=POINT:ACTION[:N][,...] turns the N-th arrival (default 1) at
+ * POINT into:
  *   crash  _exit(137) at once, as a SIGKILL would;
  *   pause  raise(SIGSTOP): the process waits for SIGCONT;
  *   error  the step's store operation fails with DTX_EFAULT, as a backend
@@ -11,8 +14,8 @@
  * tests that loop over it) see every point; naming an unknown point is a
  * program error caught by an assertion in debug builds and reported as
  * DTX_EINVAL when parsing DOCTX_FAULT. */
-#ifndef DTX_TXN_FAULT_H
-#define DTX_TXN_FAULT_H
+#ifndef DTX_UTIL_FAULT_H
+#define DTX_UTIL_FAULT_H
 
 /* Returns 0, or DTX_EFAULT when this arrival is to fail (after crash and
  * pause actions, which do not return / return 0 after SIGCONT). */
