@@ -31,6 +31,7 @@ int main(void) {
 #include <string.h>
 #include <time.h>
 
+#include "bench_common.h"
 #include "doctx.h"
 #include "store/redis/redis_int.h"
 #include "store/store.h"
@@ -40,11 +41,6 @@ int main(void) {
 /* One native pass over the pairs takes milliseconds, too short to time
  * well, so the native side runs the same pairs this many times over. */
 #define NATIVE_PASSES 10
-
-typedef struct pair {
-  int from, to;
-  int64_t amount;
-} pair_t;
 
 typedef struct cfg {
   int accounts, transfers, workers, rounds;
@@ -70,22 +66,6 @@ typedef struct result {
   double tps, p50, p99, ops, rts, cmds;
   int errors;
 } result_t;
-
-static double now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double pct(double *v, int n, double p) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return v[(int)(p * (n - 1))];
-}
 
 /* ---- native side ----------------------------------------------------------- */
 
@@ -262,23 +242,12 @@ static int native_accounts(const cfg_t *c, int check) {
 
 static void *doctx_worker(void *arg) {
   run_t *r = arg;
-  char from[32], to[32];
   for (;;) {
     int i = __atomic_fetch_add(&r->next, 1, __ATOMIC_RELAXED);
     if (i >= r->total)
       break;
-    snprintf(from, sizeof from, "a%d", r->pairs[i].from);
-    snprintf(to, sizeof to, "a%d", r->pairs[i].to);
-    dtx_transfer_req_t req = {.from = from, .to = to,
-                              .amount = r->pairs[i].amount};
-    json_t *tx = NULL;
-    double t0 = now_us();
-    int rc = dtx_transfer_execute(r->st, &req, NULL, &tx);
-    r->lat[i] = now_us() - t0;
-    const char *s = json_string_value(json_object_get(tx, "state"));
-    if (rc || !s || strcmp(s, "succeeded") != 0)
+    if (!bench_transfer_one(r->st, &r->pairs[i], &r->lat[i]))
       __atomic_add_fetch(&r->errors, 1, __ATOMIC_RELAXED);
-    json_decref(tx);
   }
   return NULL;
 }
