@@ -277,7 +277,10 @@ kill_master() {
   for p in "${alive[@]}"; do
     redis-cli -p "$p" cluster forget "$VID" >/dev/null 2>&1
   done
-  rm -f "$WORK/$VPORT/nodes.conf"
+  # Empty, really: a node that once was a replica kept the RDB it synced,
+  # and would load it and claim the slots of its keys as a master.
+  rm -rf "$WORK/$VPORT/nodes.conf" "$WORK/$VPORT/dump.rdb" \
+    "$WORK/$VPORT/appendonlydir"
   start_server "$VPORT" --cluster-enabled yes --cluster-node-timeout 3000 \
     --cluster-config-file "$WORK/$VPORT/nodes.conf"
   # A node that has not yet forgotten the old one may gossip with the new
@@ -288,6 +291,7 @@ kill_master() {
     redis-cli --cluster add-node "127.0.0.1:$VPORT" "127.0.0.1:${alive[0]}" \
       --cluster-slave --cluster-master-id "$HEIR" >>"$WORK/rejoin.log" 2>&1 &&
       return 0
+    redis-cli -p "$VPORT" flushall >/dev/null 2>&1
     redis-cli -p "$VPORT" cluster reset hard >/dev/null 2>&1
     for p in "${alive[@]}"; do
       redis-cli -p "$p" cluster forget "$VID" >/dev/null 2>&1
