@@ -30,176 +30,25 @@
  * results come in insertion order and the caller can stop early. */
 #include "store/sqlite/sqlite_int.h"
 
+#include "store/conds.h"
 #include "util/err.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 enum { PLAN_SCAN, PLAN_IDS, PLAN_ONE, PLAN_INDEX };
-enum { COND_EQ, COND_RANGE };
 
-#define MAX_CONDS 64
 #define MAX_COMBOS 256
-
-typedef struct cond {
-  char *path; /* malloc'd */
-  int group;  /* 0: top level; else the $elemMatch it came from */
-  size_t gprefix; /* length of "elemMatchPath." when group != 0 */
-  int kind;
-  json_t *vals; /* COND_EQ: array of scalars (owned) */
-  const json_t *lo, *hi; /* COND_RANGE bounds (borrowed), either NULL */
-  int lo_incl, hi_incl;
-  int one_elem; /* both bounds hold for one value (from $elemMatch) */
-} cond_t;
-
-typedef struct conds {
-  cond_t c[MAX_CONDS];
-  size_t n;
-  int ngroups;
-} conds_t;
-
-static int is_scalar(const json_t *v) {
-  return json_is_null(v) || json_is_number(v) || json_is_string(v) ||
-         json_is_boolean(v);
-}
-
-static int is_opdoc(const json_t *v) {
-  if (!json_is_object(v) || json_object_size(v) == 0)
-    return 0;
-  return json_object_iter_key(json_object_iter((json_t *)v))[0] == '$';
-}
-
-static char *join(const char *prefix, const char *key) {
-  char *p;
-  return asprintf(&p, "%s%s", prefix, key) < 0 ? NULL : p;
-}
-
-static cond_t *cond_add(conds_t *cs, const char *prefix, const char *key,
-                        int group, size_t gprefix, int kind) {
-  if (cs->n == MAX_CONDS)
-    return NULL;
-  cond_t *c = &cs->c[cs->n];
-  memset(c, 0, sizeof *c);
-  if (!(c->path = join(prefix, key)))
-    return NULL;
-  c->group = group;
-  c->gprefix = gprefix;
-  c->kind = kind;
-  cs->n++;
-  return c;
-}
-
-static void conds_free(conds_t *cs) {
-  for (size_t i = 0; i < cs->n; i++) {
-    free(cs->c[i].path);
-    json_decref(cs->c[i].vals);
-  }
-  cs->n = 0;
-}
-
-static void collect(conds_t *cs, const json_t *spec, const char *prefix,
-                    int group, size_t gprefix);
-
-/* The operators of {path: {$op: ...}} that narrow an index lookup.  A
- * planner cannot fail a query, so anything it does not understand is just
- * left to the matcher. */
-static void collect_ops(conds_t *cs, const json_t *ops, const char *prefix,
-                        const char *key, int group, size_t gprefix,
-                        int one_elem) {
-  const char *op;
-  json_t *arg;
-  cond_t *range = NULL;
-  json_object_foreach((json_t *)ops, op, arg) {
-    if (strcmp(op, "$eq") == 0 && is_scalar(arg)) {
-      cond_t *c = cond_add(cs, prefix, key, group, gprefix, COND_EQ);
-      if (c && !(c->vals = json_pack("[O]", arg)))
-        c->kind = COND_RANGE; /* no bounds: never used */
-    } else if (strcmp(op, "$in") == 0 && json_is_array(arg)) {
-      size_t i;
-      json_t *v;
-      int ok = 1;
-      json_array_foreach(arg, i, v) ok &= is_scalar(v);
-      if (!ok)
-        continue;
-      cond_t *c = cond_add(cs, prefix, key, group, gprefix, COND_EQ);
-      if (c)
-        c->vals = json_incref(arg);
-    } else if ((strcmp(op, "$gt") == 0 || strcmp(op, "$gte") == 0 ||
-                strcmp(op, "$lt") == 0 || strcmp(op, "$lte") == 0) &&
-               (json_is_number(arg) || json_is_string(arg))) {
-      if (!range &&
-          !(range = cond_add(cs, prefix, key, group, gprefix, COND_RANGE)))
-        continue;
-      range->one_elem = one_elem;
-      int incl = op[3] == 'e';
-      if (op[1] == 'g') {
-        range->lo = arg;
-        range->lo_incl = incl;
-      } else {
-        range->hi = arg;
-        range->hi_incl = incl;
-      }
-    } else if (strcmp(op, "$elemMatch") == 0 && json_is_object(arg)) {
-      char *path = join(prefix, key);
-      if (!path)
-        continue;
-      if (is_opdoc(arg)) {
-        /* {$elemMatch: {$gt: 1}}: conditions on the elements themselves,
-         * which are exactly the index keys of path. */
-        collect_ops(cs, arg, "", path, group, gprefix, 1);
-      } else {
-        char *sub = join(path, ".");
-        if (sub)
-          collect(cs, arg, sub, ++cs->ngroups, strlen(sub));
-        free(sub);
-      }
-      free(path);
-    }
-  }
-}
-
-static void collect(conds_t *cs, const json_t *spec, const char *prefix,
-                    int group, size_t gprefix) {
-  const char *key;
-  json_t *v;
-  if (!json_is_object(spec))
-    return;
-  json_object_foreach((json_t *)spec, key, v) {
-    if (strcmp(key, "$and") == 0 && json_is_array(v)) {
-      size_t i;
-      json_t *e;
-      json_array_foreach(v, i, e) collect(cs, e, prefix, group, gprefix);
-    } else if (key[0] == '$') {
-      continue; /* $or, $nor, ...: not a conjunct on one path */
-    } else if (is_opdoc(v)) {
-      collect_ops(cs, v, prefix, key, group, gprefix, 0);
-    } else if (is_scalar(v)) {
-      cond_t *c = cond_add(cs, prefix, key, group, gprefix, COND_EQ);
-      if (c && !(c->vals = json_pack("[O]", v)))
-        c->kind = COND_RANGE;
-    }
-  }
-}
-
-static size_t first_seg_len(const char *p) {
-  const char *dot = strchr(p, '.');
-  return dot ? (size_t)(dot - p) : strlen(p);
-}
-
-static int same_first_seg(const char *a, const char *b) {
-  size_t la = first_seg_len(a), lb = first_seg_len(b);
-  return la == lb && memcmp(a, b, la) == 0;
-}
 
 /* Whether index lookups may require a and b on one key tuple (see the
  * file comment).  In an index that never held several keys for one
  * document, every document has one tuple, so any conditions combine. */
-static int combinable(const sq_idx_t *ix, const cond_t *a, const cond_t *b) {
-  if (!ix->multikey || !same_first_seg(a->path, b->path))
+static int combinable(const sq_idx_t *ix, const dtx__cond_t *a, const dtx__cond_t *b) {
+  if (!ix->multikey || !dtx__same_first_seg(a->path, b->path))
     return 1;
   return a->group && a->group == b->group && a->gprefix == b->gprefix &&
          strlen(a->path) > a->gprefix && strlen(b->path) > b->gprefix &&
-         !same_first_seg(a->path + a->gprefix, b->path + b->gprefix);
+         !dtx__same_first_seg(a->path + a->gprefix, b->path + b->gprefix);
 }
 
 static int has_null(const json_t *vals) {
@@ -212,24 +61,24 @@ static int has_null(const json_t *vals) {
 typedef struct choice {
   const sq_idx_t *ix;
   size_t neq;
-  const cond_t *eq[16];
-  const cond_t *range;
+  const dtx__cond_t *eq[16];
+  const dtx__cond_t *range;
   int score;
 } choice_t;
 
-static int range_bracket(const cond_t *r) {
+static int range_bracket(const dtx__cond_t *r) {
   return dtx__value_bracket(r->lo ? r->lo : r->hi);
 }
 
-static void consider(const conds_t *cs, const sq_idx_t *ix, choice_t *best) {
+static void consider(const dtx__conds_t *cs, const sq_idx_t *ix, choice_t *best) {
   choice_t ch = {ix, 0, {0}, NULL, 0};
   const dtx__index_spec_t *s = ix->spec;
   size_t combos = 1;
   for (size_t f = 0; f < s->nfields && f < 16; f++) {
-    const cond_t *pick = NULL;
+    const dtx__cond_t *pick = NULL;
     for (size_t i = 0; i < cs->n && !pick; i++) {
-      const cond_t *c = &cs->c[i];
-      if (c->kind != COND_EQ || strcmp(c->path, s->paths[f]) != 0)
+      const dtx__cond_t *c = &cs->c[i];
+      if (c->kind != DTX__COND_EQ || strcmp(c->path, s->paths[f]) != 0)
         continue;
       if (s->sparse && has_null(c->vals))
         continue;
@@ -249,8 +98,8 @@ static void consider(const conds_t *cs, const sq_idx_t *ix, choice_t *best) {
   }
   if (ch.neq < s->nfields) {
     for (size_t i = 0; i < cs->n && !ch.range; i++) {
-      const cond_t *c = &cs->c[i];
-      if (c->kind != COND_RANGE || (!c->lo && !c->hi) ||
+      const dtx__cond_t *c = &cs->c[i];
+      if (c->kind != DTX__COND_RANGE || (!c->lo && !c->hi) ||
           strcmp(c->path, s->paths[ch.neq]) != 0)
         continue;
       int ok = 1;
@@ -447,17 +296,15 @@ int dtx__sq_cursor_open(sq_cursor_t *cur, sq_conn_t *c, const sq_coll_t *coll,
       return rc;
     }
   }
-  conds_t *cs = malloc(sizeof *cs);
+  dtx__conds_t *cs = malloc(sizeof *cs);
   if (!cs)
     return dtx__err(DTX_ENOMEM, "planning a query");
-  cs->n = 0;
-  cs->ngroups = 0;
-  collect(cs, filter_spec, "", 0, 0);
+  dtx__conds_collect(cs, filter_spec);
 
   int rc = 0;
-  const cond_t *idc = NULL;
+  const dtx__cond_t *idc = NULL;
   for (size_t i = 0; i < cs->n && !idc; i++)
-    if (cs->c[i].kind == COND_EQ && cs->c[i].group == 0 &&
+    if (cs->c[i].kind == DTX__COND_EQ && cs->c[i].group == 0 &&
         strcmp(cs->c[i].path, "_id") == 0)
       idc = &cs->c[i];
   if (idc) {
@@ -482,7 +329,7 @@ int dtx__sq_cursor_open(sq_cursor_t *cur, sq_conn_t *c, const sq_coll_t *coll,
                         &cur->scan);
     }
   }
-  conds_free(cs);
+  dtx__conds_free(cs);
   free(cs);
   if (rc < 0)
     dtx__sq_cursor_close(cur);

@@ -1,0 +1,148 @@
+/* conds.c -- gathers the planner's conditions from a filter (conds.h).
+ * Shared by the SQLite and Redis planners so both choose indexes by the
+ * same rules. */
+#include "store/conds.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int is_scalar(const json_t *v) {
+  return json_is_null(v) || json_is_number(v) || json_is_string(v) ||
+         json_is_boolean(v);
+}
+
+static int is_opdoc(const json_t *v) {
+  if (!json_is_object(v) || json_object_size(v) == 0)
+    return 0;
+  return json_object_iter_key(json_object_iter((json_t *)v))[0] == '$';
+}
+
+static char *join(const char *prefix, const char *key) {
+  char *p;
+  return asprintf(&p, "%s%s", prefix, key) < 0 ? NULL : p;
+}
+
+static dtx__cond_t *cond_add(dtx__conds_t *cs, const char *prefix, const char *key,
+                        int group, size_t gprefix, int kind) {
+  if (cs->n == DTX__MAX_CONDS)
+    return NULL;
+  dtx__cond_t *c = &cs->c[cs->n];
+  memset(c, 0, sizeof *c);
+  if (!(c->path = join(prefix, key)))
+    return NULL;
+  c->group = group;
+  c->gprefix = gprefix;
+  c->kind = kind;
+  cs->n++;
+  return c;
+}
+
+void dtx__conds_free(dtx__conds_t *cs) {
+  for (size_t i = 0; i < cs->n; i++) {
+    free(cs->c[i].path);
+    json_decref(cs->c[i].vals);
+  }
+  cs->n = 0;
+}
+
+static void collect(dtx__conds_t *cs, const json_t *spec, const char *prefix,
+                    int group, size_t gprefix);
+
+/* The operators of {path: {$op: ...}} that narrow an index lookup.  A
+ * planner cannot fail a query, so anything it does not understand is just
+ * left to the matcher. */
+static void collect_ops(dtx__conds_t *cs, const json_t *ops, const char *prefix,
+                        const char *key, int group, size_t gprefix,
+                        int one_elem) {
+  const char *op;
+  json_t *arg;
+  dtx__cond_t *range = NULL;
+  json_object_foreach((json_t *)ops, op, arg) {
+    if (strcmp(op, "$eq") == 0 && is_scalar(arg)) {
+      dtx__cond_t *c = cond_add(cs, prefix, key, group, gprefix, DTX__COND_EQ);
+      if (c && !(c->vals = json_pack("[O]", arg)))
+        c->kind = DTX__COND_RANGE; /* no bounds: never used */
+    } else if (strcmp(op, "$in") == 0 && json_is_array(arg)) {
+      size_t i;
+      json_t *v;
+      int ok = 1;
+      json_array_foreach(arg, i, v) ok &= is_scalar(v);
+      if (!ok)
+        continue;
+      dtx__cond_t *c = cond_add(cs, prefix, key, group, gprefix, DTX__COND_EQ);
+      if (c)
+        c->vals = json_incref(arg);
+    } else if ((strcmp(op, "$gt") == 0 || strcmp(op, "$gte") == 0 ||
+                strcmp(op, "$lt") == 0 || strcmp(op, "$lte") == 0) &&
+               (json_is_number(arg) || json_is_string(arg))) {
+      if (!range &&
+          !(range = cond_add(cs, prefix, key, group, gprefix, DTX__COND_RANGE)))
+        continue;
+      range->one_elem = one_elem;
+      int incl = op[3] == 'e';
+      if (op[1] == 'g') {
+        range->lo = arg;
+        range->lo_incl = incl;
+      } else {
+        range->hi = arg;
+        range->hi_incl = incl;
+      }
+    } else if (strcmp(op, "$elemMatch") == 0 && json_is_object(arg)) {
+      char *path = join(prefix, key);
+      if (!path)
+        continue;
+      if (is_opdoc(arg)) {
+        /* {$elemMatch: {$gt: 1}}: conditions on the elements themselves,
+         * which are exactly the index keys of path. */
+        collect_ops(cs, arg, "", path, group, gprefix, 1);
+      } else {
+        char *sub = join(path, ".");
+        if (sub)
+          collect(cs, arg, sub, ++cs->ngroups, strlen(sub));
+        free(sub);
+      }
+      free(path);
+    }
+  }
+}
+
+static void collect(dtx__conds_t *cs, const json_t *spec, const char *prefix,
+                    int group, size_t gprefix) {
+  const char *key;
+  json_t *v;
+  if (!json_is_object(spec))
+    return;
+  json_object_foreach((json_t *)spec, key, v) {
+    if (strcmp(key, "$and") == 0 && json_is_array(v)) {
+      size_t i;
+      json_t *e;
+      json_array_foreach(v, i, e) collect(cs, e, prefix, group, gprefix);
+    } else if (key[0] == '$') {
+      continue; /* $or, $nor, ...: not a conjunct on one path */
+    } else if (is_opdoc(v)) {
+      collect_ops(cs, v, prefix, key, group, gprefix, 0);
+    } else if (is_scalar(v)) {
+      dtx__cond_t *c = cond_add(cs, prefix, key, group, gprefix, DTX__COND_EQ);
+      if (c && !(c->vals = json_pack("[O]", v)))
+        c->kind = DTX__COND_RANGE;
+    }
+  }
+}
+
+static size_t first_seg_len(const char *p) {
+  const char *dot = strchr(p, '.');
+  return dot ? (size_t)(dot - p) : strlen(p);
+}
+
+int dtx__same_first_seg(const char *a, const char *b) {
+  size_t la = first_seg_len(a), lb = first_seg_len(b);
+  return la == lb && memcmp(a, b, la) == 0;
+}
+
+
+void dtx__conds_collect(dtx__conds_t *cs, const json_t *filter_spec) {
+  cs->n = 0;
+  cs->ngroups = 0;
+  collect(cs, filter_spec, "", 0, 0);
+}

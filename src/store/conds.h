@@ -1,0 +1,45 @@
+/* conds.h -- the conditions a query planner can use, gathered from a
+ * filter: equalities and $in lists of scalars, ranges, and the groups
+ * $elemMatch forms.  Both backends' planners (sqlite/plan.c, redis/plan.c)
+ * choose indexes from these; the matcher still re-checks every candidate,
+ * so what is not understood here is simply left out, never an error. */
+#ifndef DTX_STORE_CONDS_H
+#define DTX_STORE_CONDS_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+enum { DTX__COND_EQ, DTX__COND_RANGE };
+
+#define DTX__MAX_CONDS 64
+
+typedef struct cond {
+  char *path; /* malloc'd */
+  int group;  /* 0: top level; else the $elemMatch it came from */
+  size_t gprefix; /* length of "elemMatchPath." when group != 0 */
+  int kind;
+  json_t *vals; /* DTX__COND_EQ: array of scalars (owned) */
+  const json_t *lo, *hi; /* DTX__COND_RANGE bounds (borrowed), either NULL */
+  int lo_incl, hi_incl;
+  int one_elem; /* both bounds hold for one value (from $elemMatch) */
+} dtx__cond_t;
+
+typedef struct conds {
+  dtx__cond_t c[DTX__MAX_CONDS];
+  size_t n;
+  int ngroups;
+} dtx__conds_t;
+
+/* Gathers the conjuncts of filter_spec (borrowed; the conditions borrow
+ * range bounds from it, so it must outlive cs) into cs, replacing what cs
+ * held.  Conditions beyond DTX__MAX_CONDS, or left out for lack of memory,
+ * only make the plan less selective. */
+void dtx__conds_collect(dtx__conds_t *cs, const json_t *filter_spec);
+
+/* Frees what cs holds (not cs itself). */
+void dtx__conds_free(dtx__conds_t *cs);
+
+/* Whether paths a and b begin with the same segment ("a.b" and "a.c"). */
+int dtx__same_first_seg(const char *a, const char *b);
+
+#endif
