@@ -113,6 +113,13 @@ void dtx__update_free(dtx__update_t *u);
  * applies the update with is_insert=1 and adds an _id if still missing. */
 int dtx__upsert_seed(const json_t *filter, json_t **out);
 
+/* The whole document an upsert inserts: the seed of filter, the update u
+ * applied as an insert at now_ms, then a generated _id (first in key
+ * order) if it still has none; the _id is checked.  *out is new (caller
+ * owns it).  Both backends insert exactly this. */
+int dtx__upsert_doc(const json_t *filter, const dtx__update_t *u,
+                    int64_t now_ms, json_t **out);
+
 /* ---- projection and sort ---------------------------------------------------- */
 
 /* Validates a projection: all inclusions or all exclusions (except _id,

@@ -197,3 +197,36 @@ done:
   free(l.v);
   return rc;
 }
+
+int dtx__upsert_doc(const json_t *filter, const dtx__update_t *u,
+                    int64_t now_ms, json_t **out) {
+  json_t *seed, *doc;
+  int changed;
+  *out = NULL;
+  int rc = dtx__upsert_seed(filter, &seed);
+  if (rc < 0)
+    return rc;
+  rc = dtx__update_apply(u, seed, 1, now_ms, &doc, &changed);
+  json_decref(seed);
+  if (rc < 0)
+    return rc;
+  if (!json_object_get(doc, "_id")) {
+    char hex[25];
+    dtx__id_new(hex);
+    json_t *withid = json_object();
+    if (!withid || json_object_set_new(withid, "_id", json_string(hex)) < 0 ||
+        json_object_update(withid, doc) < 0) {
+      json_decref(withid);
+      json_decref(doc);
+      return dtx__err(DTX_ENOMEM, "building an upserted document");
+    }
+    json_decref(doc);
+    doc = withid;
+  }
+  if ((rc = dtx__id_check(json_object_get(doc, "_id"))) < 0) {
+    json_decref(doc);
+    return rc;
+  }
+  *out = doc;
+  return 0;
+}

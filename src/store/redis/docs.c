@@ -1167,32 +1167,10 @@ static int select_doc(dtx__backend_t *b, rd_coll_t **cop,
  * appeared meanwhile (select again). */
 static int upsert(dtx__backend_t *b, rd_coll_t **cop, const dtx__modify_t *m,
                   int64_t now, dtx__modify_result_t *res) {
-  json_t *seed, *doc;
-  int changed;
-  int rc = dtx__upsert_seed(m->filter_spec, &seed);
+  json_t *doc;
+  int rc = dtx__upsert_doc(m->filter_spec, m->update, now, &doc);
   if (rc < 0)
     return rc;
-  rc = dtx__update_apply(m->update, seed, 1, now, &doc, &changed);
-  json_decref(seed);
-  if (rc < 0)
-    return rc;
-  if (!json_object_get(doc, "_id")) {
-    char hex[25];
-    dtx__id_new(hex);
-    json_t *withid = json_object();
-    if (!withid || json_object_set_new(withid, "_id", json_string(hex)) < 0 ||
-        json_object_update(withid, doc) < 0) {
-      json_decref(withid);
-      json_decref(doc);
-      return dtx__err(DTX_ENOMEM, "building an upserted document");
-    }
-    json_decref(doc);
-    doc = withid;
-  }
-  if ((rc = dtx__id_check(json_object_get(doc, "_id"))) < 0) {
-    json_decref(doc);
-    return rc;
-  }
   rd_doc_t cur = {0};
   rc = doc_set_id(*cop, &cur, json_object_get(doc, "_id"));
   for (int attempt = 0; rc == 0 && attempt < MAX_ATTEMPTS; attempt++) {

@@ -461,36 +461,15 @@ static int pick_first(sq_conn_t *c, const sq_coll_t *co,
   return 0;
 }
 
-/* Inserts the document MongoDB's upsert builds: the filter's equalities,
- * then the update applied as an insert, then a generated _id (first in key
- * order) if it still has none. */
+/* Inserts the document an upsert builds (dtx__upsert_doc). */
 static int upsert(sq_wctx_t *w, const dtx__modify_t *m,
                   dtx__modify_result_t *res) {
-  json_t *seed, *doc;
-  int changed;
-  int rc = dtx__upsert_seed(m->filter_spec, &seed);
+  json_t *doc;
+  int rc = dtx__upsert_doc(m->filter_spec, m->update, dtx__now_ms(), &doc);
   if (rc < 0)
     return rc;
-  rc = dtx__update_apply(m->update, seed, 1, dtx__now_ms(), &doc, &changed);
-  json_decref(seed);
-  if (rc < 0)
-    return rc;
-  if (!json_object_get(doc, "_id")) {
-    char hex[25];
-    dtx__id_new(hex);
-    json_t *withid = json_object();
-    if (!withid || json_object_set_new(withid, "_id", json_string(hex)) < 0 ||
-        json_object_update(withid, doc) < 0) {
-      json_decref(withid);
-      json_decref(doc);
-      return dtx__err(DTX_ENOMEM, "building an upserted document");
-    }
-    json_decref(doc);
-    doc = withid;
-  }
   const sq_coll_t *co;
-  if ((rc = dtx__id_check(json_object_get(doc, "_id"))) < 0 ||
-      (rc = dtx__sq_coll_ensure(w, m->coll, &co)) < 0 ||
+  if ((rc = dtx__sq_coll_ensure(w, m->coll, &co)) < 0 ||
       (rc = insert_doc(w, co, doc)) < 0) {
     json_decref(doc);
     return rc;
