@@ -1,6 +1,6 @@
 /* conds.c -- gathers the planner's conditions from a filter (conds.h).
- * Shared by the SQLite and Redis planners so both choose indexes by the
- * same rules. */
+ * and scores an index against them.  Shared by the SQLite and Redis
+ * planners so both choose indexes by the same rules. */
 #include "store/conds.h"
 
 #include <stdio.h>
@@ -145,4 +145,72 @@ void dtx__conds_collect(dtx__conds_t *cs, const json_t *filter_spec) {
   cs->n = 0;
   cs->ngroups = 0;
   collect(cs, filter_spec, "", 0, 0);
+}
+
+/* Whether index lookups may require a and b on one key tuple (see
+ * sqlite/plan.c's file comment).  In an index that never held several
+ * keys for one document, every document has one tuple, so any conditions
+ * combine. */
+static int combinable(int multikey, const dtx__cond_t *a,
+                      const dtx__cond_t *b) {
+  if (!multikey || !dtx__same_first_seg(a->path, b->path))
+    return 1;
+  return a->group && a->group == b->group && a->gprefix == b->gprefix &&
+         strlen(a->path) > a->gprefix && strlen(b->path) > b->gprefix &&
+         !dtx__same_first_seg(a->path + a->gprefix, b->path + b->gprefix);
+}
+
+static int has_null(const json_t *vals) {
+  size_t i;
+  json_t *v;
+  json_array_foreach(vals, i, v) if (json_is_null(v)) return 1;
+  return 0;
+}
+
+void dtx__conds_consider(const dtx__conds_t *cs, const void *ix,
+                         const dtx__index_spec_t *s, int multikey,
+                         dtx__choice_t *best) {
+  dtx__choice_t ch = {ix, 0, {0}, NULL, 0};
+  size_t combos = 1;
+  for (size_t f = 0; f < s->nfields && f < 16; f++) {
+    const dtx__cond_t *pick = NULL;
+    for (size_t i = 0; i < cs->n && !pick; i++) {
+      const dtx__cond_t *c = &cs->c[i];
+      if (c->kind != DTX__COND_EQ || strcmp(c->path, s->paths[f]) != 0)
+        continue;
+      if (s->sparse && has_null(c->vals))
+        continue;
+      size_t nv = json_array_size(c->vals);
+      if (nv && combos * nv > DTX__MAX_COMBOS)
+        continue;
+      int ok = 1;
+      for (size_t k = 0; k < ch.neq && ok; k++)
+        ok = combinable(multikey, ch.eq[k], c);
+      if (ok)
+        pick = c;
+    }
+    if (!pick)
+      break;
+    combos *= json_array_size(pick->vals) ? json_array_size(pick->vals) : 1;
+    ch.eq[ch.neq++] = pick;
+  }
+  if (ch.neq < s->nfields) {
+    for (size_t i = 0; i < cs->n && !ch.range; i++) {
+      const dtx__cond_t *c = &cs->c[i];
+      if (c->kind != DTX__COND_RANGE || (!c->lo && !c->hi) ||
+          strcmp(c->path, s->paths[ch.neq]) != 0)
+        continue;
+      int ok = 1;
+      for (size_t k = 0; k < ch.neq && ok; k++)
+        ok = combinable(multikey, ch.eq[k], c);
+      if (ok)
+        ch.range = c;
+    }
+  }
+  if (ch.neq == 0 && !ch.range)
+    return;
+  ch.score = (int)ch.neq * 4 + (ch.range ? 2 : 0) +
+             (s->unique && ch.neq == s->nfields ? 100 : 0);
+  if (ch.score > best->score)
+    *best = ch;
 }

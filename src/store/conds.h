@@ -9,9 +9,12 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "doc/doc.h"
+
 enum { DTX__COND_EQ, DTX__COND_RANGE };
 
 #define DTX__MAX_CONDS 64
+#define DTX__MAX_COMBOS 256 /* equality value combinations one plan probes */
 
 typedef struct cond {
   char *path; /* malloc'd */
@@ -38,6 +41,23 @@ void dtx__conds_collect(dtx__conds_t *cs, const json_t *filter_spec);
 
 /* Frees what cs holds (not cs itself). */
 void dtx__conds_free(dtx__conds_t *cs);
+
+/* An index chosen for a query: equalities on its first neq fields, then
+ * perhaps a range on the next.  ix is the backend's index (borrowed). */
+typedef struct dtx__choice {
+  const void *ix;
+  size_t neq;
+  const dtx__cond_t *eq[16];
+  const dtx__cond_t *range;
+  int score;
+} dtx__choice_t;
+
+/* Scores the index ix (its spec s, and whether it ever held several keys
+ * for one document) against cs, and makes it *best if it scores higher:
+ * equalities count most, a full unique match wins outright. */
+void dtx__conds_consider(const dtx__conds_t *cs, const void *ix,
+                         const dtx__index_spec_t *s, int multikey,
+                         dtx__choice_t *best);
 
 /* Whether paths a and b begin with the same segment ("a.b" and "a.c"). */
 int dtx__same_first_seg(const char *a, const char *b);

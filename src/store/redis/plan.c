@@ -34,83 +34,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_COMBOS 256
 #define PAGE 500
 /* A scan tries for a snapshot at least SNAPSHOT_TRIES times and for up to
  * SNAPSHOT_MS, then settles for one pipelined round. */
 #define SNAPSHOT_TRIES 8
 #define SNAPSHOT_MS 5000
 
-
-static int combinable(const rd_idx_t *ix, const dtx__cond_t *a, const dtx__cond_t *b) {
-  if (!ix->multikey || !dtx__same_first_seg(a->path, b->path))
-    return 1;
-  return a->group && a->group == b->group && a->gprefix == b->gprefix &&
-         strlen(a->path) > a->gprefix && strlen(b->path) > b->gprefix &&
-         !dtx__same_first_seg(a->path + a->gprefix, b->path + b->gprefix);
-}
-
-static int has_null(const json_t *vals) {
-  size_t i;
-  json_t *v;
-  json_array_foreach(vals, i, v) if (json_is_null(v)) return 1;
-  return 0;
-}
-
-typedef struct choice {
-  const rd_idx_t *ix;
-  size_t neq;
-  const dtx__cond_t *eq[16];
-  const dtx__cond_t *range;
-  int score;
-} choice_t;
-
-static void consider(const dtx__conds_t *cs, const rd_idx_t *ix, choice_t *best) {
-  choice_t ch = {ix, 0, {0}, NULL, 0};
-  const dtx__index_spec_t *s = ix->spec;
-  size_t combos = 1;
-  for (size_t f = 0; f < s->nfields && f < 16; f++) {
-    const dtx__cond_t *pick = NULL;
-    for (size_t i = 0; i < cs->n && !pick; i++) {
-      const dtx__cond_t *c = &cs->c[i];
-      if (c->kind != DTX__COND_EQ || strcmp(c->path, s->paths[f]) != 0)
-        continue;
-      if (s->sparse && has_null(c->vals))
-        continue;
-      size_t nv = json_array_size(c->vals);
-      if (nv && combos * nv > MAX_COMBOS)
-        continue;
-      int ok = 1;
-      for (size_t k = 0; k < ch.neq && ok; k++)
-        ok = combinable(ix, ch.eq[k], c);
-      if (ok)
-        pick = c;
-    }
-    if (!pick)
-      break;
-    combos *= json_array_size(pick->vals) ? json_array_size(pick->vals) : 1;
-    ch.eq[ch.neq++] = pick;
-  }
-  if (ch.neq < s->nfields) {
-    for (size_t i = 0; i < cs->n && !ch.range; i++) {
-      const dtx__cond_t *c = &cs->c[i];
-      if (c->kind != DTX__COND_RANGE || (!c->lo && !c->hi) ||
-          strcmp(c->path, s->paths[ch.neq]) != 0)
-        continue;
-      int ok = 1;
-      for (size_t k = 0; k < ch.neq && ok; k++)
-        ok = combinable(ix, ch.eq[k], c);
-      if (ok)
-        ch.range = c;
-    }
-  }
-  if (ch.neq == 0 && !ch.range)
-    return;
-  ch.score = (int)ch.neq * 4 + (ch.range ? 2 : 0) +
-             (s->unique && ch.neq == s->nfields ? 100 : 0);
-  if (ch.score > best->score)
-    *best = ch;
-}
 
 void dtx__rd_plan_free(rd_plan_t *p) {
   json_decref(p->ids);
@@ -137,10 +66,11 @@ int dtx__rd_plan(const rd_coll_t *co, const json_t *fspec, rd_plan_t *p) {
     p->kind = RD_PLAN_IDS;
     p->ids = json_incref(idc->vals);
   } else {
-    choice_t best = {0};
+    dtx__choice_t best = {0};
     for (size_t i = 0; i < co->nidx; i++)
       if (co->idx[i].ready)
-        consider(cs, &co->idx[i], &best);
+        dtx__conds_consider(cs, &co->idx[i], co->idx[i].spec,
+                            co->idx[i].multikey, &best);
     if (best.ix) {
       p->kind = RD_PLAN_INDEX;
       p->ix = best.ix;
@@ -153,7 +83,7 @@ int dtx__rd_plan(const rd_coll_t *co, const json_t *fspec, rd_plan_t *p) {
       if (best.range) {
         const json_t *lo = best.range->lo, *hi = best.range->hi;
         if (lo && hi &&
-            ((best.ix->multikey && !best.range->one_elem) ||
+            ((p->ix->multikey && !best.range->one_elem) ||
              dtx__value_bracket(lo) != dtx__value_bracket(hi)))
           hi = NULL;
         p->lo = json_incref((json_t *)lo);

@@ -38,83 +38,9 @@
 
 enum { PLAN_SCAN, PLAN_IDS, PLAN_ONE, PLAN_INDEX };
 
-#define MAX_COMBOS 256
-
-/* Whether index lookups may require a and b on one key tuple (see the
- * file comment).  In an index that never held several keys for one
- * document, every document has one tuple, so any conditions combine. */
-static int combinable(const sq_idx_t *ix, const dtx__cond_t *a, const dtx__cond_t *b) {
-  if (!ix->multikey || !dtx__same_first_seg(a->path, b->path))
-    return 1;
-  return a->group && a->group == b->group && a->gprefix == b->gprefix &&
-         strlen(a->path) > a->gprefix && strlen(b->path) > b->gprefix &&
-         !dtx__same_first_seg(a->path + a->gprefix, b->path + b->gprefix);
-}
-
-static int has_null(const json_t *vals) {
-  size_t i;
-  json_t *v;
-  json_array_foreach(vals, i, v) if (json_is_null(v)) return 1;
-  return 0;
-}
-
-typedef struct choice {
-  const sq_idx_t *ix;
-  size_t neq;
-  const dtx__cond_t *eq[16];
-  const dtx__cond_t *range;
-  int score;
-} choice_t;
 
 static int range_bracket(const dtx__cond_t *r) {
   return dtx__value_bracket(r->lo ? r->lo : r->hi);
-}
-
-static void consider(const dtx__conds_t *cs, const sq_idx_t *ix, choice_t *best) {
-  choice_t ch = {ix, 0, {0}, NULL, 0};
-  const dtx__index_spec_t *s = ix->spec;
-  size_t combos = 1;
-  for (size_t f = 0; f < s->nfields && f < 16; f++) {
-    const dtx__cond_t *pick = NULL;
-    for (size_t i = 0; i < cs->n && !pick; i++) {
-      const dtx__cond_t *c = &cs->c[i];
-      if (c->kind != DTX__COND_EQ || strcmp(c->path, s->paths[f]) != 0)
-        continue;
-      if (s->sparse && has_null(c->vals))
-        continue;
-      size_t nv = json_array_size(c->vals);
-      if (nv && combos * nv > MAX_COMBOS)
-        continue;
-      int ok = 1;
-      for (size_t k = 0; k < ch.neq && ok; k++)
-        ok = combinable(ix, ch.eq[k], c);
-      if (ok)
-        pick = c;
-    }
-    if (!pick)
-      break;
-    combos *= json_array_size(pick->vals) ? json_array_size(pick->vals) : 1;
-    ch.eq[ch.neq++] = pick;
-  }
-  if (ch.neq < s->nfields) {
-    for (size_t i = 0; i < cs->n && !ch.range; i++) {
-      const dtx__cond_t *c = &cs->c[i];
-      if (c->kind != DTX__COND_RANGE || (!c->lo && !c->hi) ||
-          strcmp(c->path, s->paths[ch.neq]) != 0)
-        continue;
-      int ok = 1;
-      for (size_t k = 0; k < ch.neq && ok; k++)
-        ok = combinable(ix, ch.eq[k], c);
-      if (ok)
-        ch.range = c;
-    }
-  }
-  if (ch.neq == 0 && !ch.range)
-    return;
-  ch.score = (int)ch.neq * 4 + (ch.range ? 2 : 0) +
-             (s->unique && ch.neq == s->nfields ? 100 : 0);
-  if (ch.score > best->score)
-    *best = ch;
 }
 
 /* ---- candidates ----------------------------------------------------------------------- */
@@ -190,10 +116,11 @@ static int bind_bound(sqlite3_stmt *st, int i, const json_t *v) {
   return sqlite3_bind_double(st, i, json_real_value(v));
 }
 
-static int index_candidates(sq_cursor_t *cur, const choice_t *ch) {
+static int index_candidates(sq_cursor_t *cur, const dtx__choice_t *ch) {
+  const sq_idx_t *ix = ch->ix;
   char sql[1200];
   size_t n = (size_t)snprintf(sql, sizeof sql, "SELECT seq FROM %s WHERE ",
-                              ch->ix->table);
+                              ix->table);
   int arg = 1;
   for (size_t f = 0; f < ch->neq; f++, arg += 2)
     n += (size_t)snprintf(sql + n, sizeof sql - n,
@@ -209,7 +136,7 @@ static int index_candidates(sq_cursor_t *cur, const choice_t *ch) {
      * element), so in a multikey index both bounds narrow one key only
      * inside $elemMatch.  Bounds in two brackets are never combined. */
     if (lo && hi &&
-        ((ch->ix->multikey && !ch->range->one_elem) ||
+        ((ix->multikey && !ch->range->one_elem) ||
          dtx__value_bracket(lo) != dtx__value_bracket(hi)))
       hi = NULL;
     size_t f = ch->neq;
@@ -318,9 +245,10 @@ int dtx__sq_cursor_open(sq_cursor_t *cur, sq_conn_t *c, const sq_coll_t *coll,
       rc = ids_candidates(cur, idc->vals);
     }
   } else {
-    choice_t best = {0};
+    dtx__choice_t best = {0};
     for (size_t i = 0; i < coll->nidx; i++)
-      consider(cs, &coll->idx[i], &best);
+      dtx__conds_consider(cs, &coll->idx[i], coll->idx[i].spec,
+                          coll->idx[i].multikey, &best);
     if (best.ix) {
       cur->kind = PLAN_INDEX;
       rc = index_candidates(cur, &best);
