@@ -38,30 +38,12 @@
 
 /* ---- buffers --------------------------------------------------------------- */
 
-static int reserve(rd_buf_t *b, size_t more) {
-  if (b->oom)
-    return 0;
-  if (b->n + more <= b->cap)
-    return 1;
-  size_t cap = b->cap ? b->cap : 64;
-  while (cap < b->n + more)
-    cap *= 2;
-  char *p = realloc(b->p, cap);
-  if (!p) {
-    b->oom = 1;
-    return 0;
-  }
-  b->p = p;
-  b->cap = cap;
-  return 1;
-}
-
 void dtx__rd_put(rd_buf_t *b, const void *p, size_t n) {
-  if (n && reserve(b, n + 1)) {
+  if (n && dtx__buf_reserve(b, n + 1)) {
     memcpy(b->p + b->n, p, n);
     b->n += n;
     b->p[b->n] = '\0';
-  } else if (!n && reserve(b, 1)) {
+  } else if (!n && dtx__buf_reserve(b, 1)) {
     b->p[b->n] = '\0';
   }
 }
@@ -84,7 +66,7 @@ void dtx__rd_putf(rd_buf_t *b, const char *fmt, ...) {
     dtx__rd_put(b, tmp, (size_t)n);
     return;
   }
-  if (!reserve(b, (size_t)n + 1))
+  if (!dtx__buf_reserve(b, (size_t)n + 1))
     return;
   va_start(ap, fmt);
   vsnprintf(b->p + b->n, (size_t)n + 1, fmt, ap);

@@ -31,6 +31,7 @@
 #define DTX_STORE_REDIS_INT_H
 
 #include "store/store.h"
+#include "util/buf.h"
 
 #include <hiredis/hiredis.h>
 #include <pthread.h>
@@ -48,11 +49,7 @@
 
 /* ---- buffers -------------------------------------------------------------- */
 
-typedef struct rd_buf {
-  char *p;
-  size_t n, cap;
-  int oom;
-} rd_buf_t;
+typedef dtx__buf_t rd_buf_t; /* kept NUL-terminated by dtx__rd_put* */
 
 void dtx__rd_put(rd_buf_t *b, const void *p, size_t n);
 void dtx__rd_putc(rd_buf_t *b, char c);

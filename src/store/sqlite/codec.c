@@ -15,6 +15,7 @@
  * to it stay apart. */
 #include "store/sqlite/sqlite_int.h"
 
+#include "util/buf.h"
 #include "util/err.h"
 
 #include <errno.h>
@@ -25,37 +26,10 @@
 
 /* ---- writing ------------------------------------------------------------------------ */
 
-typedef struct buf {
-  char *p;
-  size_t n, cap;
-  int oom;
-} buf_t;
-
-static int reserve(buf_t *b, size_t more) {
-  if (b->n + more <= b->cap)
-    return 1;
-  size_t cap = b->cap ? b->cap : 128;
-  while (cap < b->n + more)
-    cap *= 2;
-  char *p = realloc(b->p, cap);
-  if (!p) {
-    b->oom = 1;
-    return 0;
-  }
-  b->p = p;
-  b->cap = cap;
-  return 1;
-}
-
-static void put(buf_t *b, const char *s, size_t n) {
-  if (reserve(b, n)) {
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-  }
-}
+typedef dtx__buf_t buf_t;
 
 static void putc_(buf_t *b, char c) {
-  if (reserve(b, 1))
+  if (dtx__buf_reserve(b, 1))
     b->p[b->n++] = c;
 }
 
@@ -71,7 +45,7 @@ static void put_int(buf_t *b, json_int_t v) {
   } while (u);
   if (v < 0)
     tmp[--i] = '-';
-  put(b, tmp + i, sizeof tmp - (size_t)i);
+  dtx__buf_put(b, tmp + i, sizeof tmp - (size_t)i);
 }
 
 static void put_real(buf_t *b, double d, int canonical) {
@@ -90,9 +64,9 @@ static void put_real(buf_t *b, double d, int canonical) {
     if (tmp[i] == '.' || tmp[i] == 'e' || tmp[i] == 'E')
       has_mark = 1;
   }
-  put(b, tmp, (size_t)n);
+  dtx__buf_put(b, tmp, (size_t)n);
   if (!has_mark)
-    put(b, ".0", 2);
+    dtx__buf_put(b, ".0", 2);
 }
 
 static void put_string(buf_t *b, const char *s, size_t n) {
@@ -103,7 +77,7 @@ static void put_string(buf_t *b, const char *s, size_t n) {
     unsigned char c = (unsigned char)s[i];
     if (c >= 0x20 && c != '"' && c != '\\')
       continue;
-    put(b, s + run, i - run);
+    dtx__buf_put(b, s + run, i - run);
     run = i + 1;
     char esc[6] = {'\\', 0};
     size_t elen = 2;
@@ -121,9 +95,9 @@ static void put_string(buf_t *b, const char *s, size_t n) {
       esc[5] = hex[c & 15];
       elen = 6;
     }
-    put(b, esc, elen);
+    dtx__buf_put(b, esc, elen);
   }
-  put(b, s + run, n - run);
+  dtx__buf_put(b, s + run, n - run);
   putc_(b, '"');
 }
 
@@ -171,13 +145,13 @@ static void put_value(buf_t *b, const json_t *v, int canonical, int depth) {
     put_real(b, json_real_value(v), canonical);
     break;
   case JSON_TRUE:
-    put(b, "true", 4);
+    dtx__buf_put(b, "true", 4);
     break;
   case JSON_FALSE:
-    put(b, "false", 5);
+    dtx__buf_put(b, "false", 5);
     break;
   case JSON_NULL:
-    put(b, "null", 4);
+    dtx__buf_put(b, "null", 4);
     break;
   }
 }

@@ -1,0 +1,31 @@
+/* buf.c -- the growable byte buffer (buf.h): doubling growth, sticky
+ * out-of-memory. */
+#include "util/buf.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int dtx__buf_reserve(dtx__buf_t *b, size_t more) {
+  if (b->oom)
+    return 0;
+  if (b->n + more <= b->cap)
+    return 1;
+  size_t cap = b->cap ? b->cap : 64;
+  while (cap < b->n + more)
+    cap *= 2;
+  char *p = realloc(b->p, cap);
+  if (!p) {
+    b->oom = 1;
+    return 0;
+  }
+  b->p = p;
+  b->cap = cap;
+  return 1;
+}
+
+void dtx__buf_put(dtx__buf_t *b, const void *p, size_t n) {
+  if (n && dtx__buf_reserve(b, n)) {
+    memcpy(b->p + b->n, p, n);
+    b->n += n;
+  }
+}

@@ -1,0 +1,25 @@
+/* buf.h -- a growable byte buffer for the backends' encoders.
+ *
+ * Running out of memory is sticky: the first failed growth sets oom and
+ * every later write is dropped, so an encoder writes on without checking
+ * and looks at oom once at the end.  A zeroed dtx__buf_t is empty; the
+ * buffer owns p (free it with free()). */
+#ifndef DTX_UTIL_BUF_H
+#define DTX_UTIL_BUF_H
+
+#include <stddef.h>
+
+typedef struct dtx__buf {
+  char *p;
+  size_t n, cap;
+  int oom;
+} dtx__buf_t;
+
+/* Room for `more` bytes after n: 1, or 0 (and oom set) when it cannot
+ * grow or oom is already set. */
+int dtx__buf_reserve(dtx__buf_t *b, size_t more);
+
+/* Appends n bytes of p (dropped when out of memory). */
+void dtx__buf_put(dtx__buf_t *b, const void *p, size_t n);
+
+#endif
