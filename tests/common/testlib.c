@@ -36,6 +36,22 @@ json_t *J(const char *text) {
   return v;
 }
 
+json_t *JQNEW(const char *text) {
+  char *s = strdup(text);
+  if (!s)
+    abort();
+  for (char *p = s; *p; p++)
+    if (*p == '\'')
+      *p = '"';
+  json_t *v = J(s);
+  free(s);
+  return v;
+}
+
+char *JDUMP(const json_t *v) {
+  return json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+}
+
 const char *JS(const json_t *v) {
   static _Thread_local char buf[8][1024];
   static _Thread_local int slot;

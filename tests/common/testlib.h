@@ -69,6 +69,14 @@ int dtx_t_done(void);
 /* Parses JSON text or aborts the test program (test inputs are trusted). */
 json_t *J(const char *text);
 
+/* J for tables written with ' instead of " (no escaping needed in C).
+ * A new reference; the conformance suite's JQ wraps it to free later. */
+json_t *JQNEW(const char *text);
+
+/* Compact JSON text of v with its stored key order, malloc'd (caller
+ * frees), for exact comparisons. */
+char *JDUMP(const json_t *v);
+
 /* Compact JSON text of v in a static rotating buffer (for messages). */
 const char *JS(const json_t *v);
 

@@ -57,17 +57,7 @@ json_t *conf_keep(json_t *v) {
   return v;
 }
 
-json_t *JQ(const char *text) {
-  char *s = strdup(text);
-  if (!s)
-    abort();
-  for (char *p = s; *p; p++)
-    if (*p == '\'')
-      *p = '"';
-  json_t *v = J(s);
-  free(s);
-  return conf_keep(v);
-}
+json_t *JQ(const char *text) { return conf_keep(JQNEW(text)); }
 
 void conf_gc(void) {
   pthread_mutex_lock(&gc_lock);

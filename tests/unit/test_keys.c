@@ -5,24 +5,11 @@
  * tuples (in first-occurrence order) or an error.  A property test then
  * checks the promise the query planner relies on: when the filter
  * {path: v} matches a document, some key of that document has v for path.
- * JSON in the tables uses ' for "; q() converts it. */
+ * JSON in the tables uses ' for "; JQNEW() converts it. */
 #include "doc/doc.h"
 #include "testlib.h"
 
 #include <string.h>
-
-static json_t *q(const char *text) {
-  char buf[4096];
-  size_t i;
-  for (i = 0; text[i] && i + 1 < sizeof buf; i++)
-    buf[i] = text[i] == '\'' ? '"' : text[i];
-  buf[i] = '\0';
-  return J(buf);
-}
-
-static char *dump(const json_t *v) {
-  return json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-}
 
 /* ---- key extraction ------------------------------------------------------ */
 
@@ -143,15 +130,15 @@ static void test_key_table(void) {
   for (i = 0; i < sizeof key_cases / sizeof key_cases[0]; i++) {
     const kcase_t *c = &key_cases[i];
     dtx_index_opts_t opts = {0, c->sparse, NULL};
-    json_t *keys = q(c->keys), *doc = q(c->doc), *out = (json_t *)1;
+    json_t *keys = JQNEW(c->keys), *doc = JQNEW(c->doc), *out = (json_t *)1;
     dtx__index_spec_t *s = NULL;
-    char *before = dump(doc), *after;
+    char *before = JDUMP(doc), *after;
     int rc;
     REQUIRE(dtx__index_spec_parse(keys, &opts, &s) == 0);
     rc = dtx__index_keys(s, doc, &out);
     if (c->want) {
-      json_t *want = q(c->want);
-      char *w = dump(want), *got = out ? dump(out) : NULL;
+      json_t *want = JQNEW(c->want);
+      char *w = JDUMP(want), *got = out ? JDUMP(out) : NULL;
       CHECKF(rc == 0, "case %zu %s on %s: %s (%s)", i, c->keys, c->doc,
              dtx_errname(rc), dtx_errdetail());
       CHECKF(got && !strcmp(got, w), "case %zu %s on %s: got %s want %s", i,
@@ -169,7 +156,7 @@ static void test_key_table(void) {
     }
     json_decref(out);
     dtx__index_spec_free(s);
-    after = dump(doc);
+    after = JDUMP(doc);
     CHECKF(!strcmp(before, after), "case %zu: doc changed", i);
     free(before);
     free(after);
@@ -180,7 +167,7 @@ static void test_key_table(void) {
 
 /* Keys are copies: changing one must not change the document. */
 static void test_keys_are_copies(void) {
-  json_t *keys = q("{'a':1}"), *doc = q("{'a':{'x':[1]}}"), *out = NULL;
+  json_t *keys = JQNEW("{'a':1}"), *doc = JQNEW("{'a':{'x':[1]}}"), *out = NULL;
   dtx__index_spec_t *s = NULL;
   REQUIRE(dtx__index_spec_parse(keys, NULL, &s) == 0);
   REQUIRE(dtx__index_keys(s, doc, &out) == 0);
@@ -194,7 +181,7 @@ static void test_keys_are_copies(void) {
 }
 
 static void test_keys_bad_args(void) {
-  json_t *keys = q("{'a':1}"), *arr = q("[1]"), *out = (json_t *)1;
+  json_t *keys = JQNEW("{'a':1}"), *arr = JQNEW("[1]"), *out = (json_t *)1;
   dtx__index_spec_t *s = NULL;
   REQUIRE(dtx__index_spec_parse(keys, NULL, &s) == 0);
   CHECK_RC(dtx__index_keys(s, arr, &out), DTX_EINVAL);
@@ -236,9 +223,9 @@ static void test_matcher_promise(void) {
   size_t d, x, v, f, t;
   int tested = 0;
   for (d = 0; d < sizeof docs / sizeof docs[0]; d++) {
-    json_t *doc = q(docs[d]);
+    json_t *doc = JQNEW(docs[d]);
     for (x = 0; x < sizeof indexes / sizeof indexes[0]; x++) {
-      json_t *ks = q(indexes[x]), *keys = NULL;
+      json_t *ks = JQNEW(indexes[x]), *keys = NULL;
       dtx__index_spec_t *s = NULL;
       REQUIRE(dtx__index_spec_parse(ks, NULL, &s) == 0);
       if (dtx__index_keys(s, doc, &keys) != 0) {
@@ -249,7 +236,7 @@ static void test_matcher_promise(void) {
       }
       for (f = 0; f < s->nfields; f++)
         for (v = 0; v < sizeof values / sizeof values[0]; v++) {
-          json_t *val = q(values[v]), *flt = json_object();
+          json_t *val = JQNEW(values[v]), *flt = json_object();
           dtx__filter_t *fc = NULL;
           int found = 0;
           json_object_set(flt, s->paths[f], val);
@@ -337,7 +324,7 @@ static void test_matcher_promise_random(void) {
       json_object_set_new(doc, name, rnd_value(3));
     }
     for (x = 0; x < sizeof indexes / sizeof indexes[0]; x++) {
-      json_t *ks = q(indexes[x]), *keys = NULL;
+      json_t *ks = JQNEW(indexes[x]), *keys = NULL;
       dtx__index_spec_t *s = NULL;
       REQUIRE(dtx__index_spec_parse(ks, NULL, &s) == 0);
       if (dtx__index_keys(s, doc, &keys) != 0) {
@@ -349,7 +336,7 @@ static void test_matcher_promise_random(void) {
       }
       for (f = 0; f < s->nfields; f++)
         for (v = 0; v < sizeof values / sizeof values[0]; v++) {
-          json_t *val = q(values[v]), *flt = json_object();
+          json_t *val = JQNEW(values[v]), *flt = json_object();
           dtx__filter_t *fc = NULL;
           int found = 0;
           json_object_set(flt, s->paths[f], val);
@@ -450,17 +437,17 @@ static void test_spec_table(void) {
   for (i = 0; i < sizeof spec_cases / sizeof spec_cases[0]; i++) {
     const scase_t *c = &spec_cases[i];
     dtx_index_opts_t opts = {c->unique, c->sparse, c->name};
-    json_t *keys = q(c->keys);
+    json_t *keys = JQNEW(c->keys);
     dtx__index_spec_t *s = (dtx__index_spec_t *)1;
     int rc = dtx__index_spec_parse(keys, &opts, &s);
     if (c->want) {
-      json_t *want = q(c->want), *got;
-      char *w = dump(want), *g;
+      json_t *want = JQNEW(c->want), *got;
+      char *w = JDUMP(want), *g;
       CHECKF(rc == 0, "case %zu %s: %s (%s)", i, c->keys, dtx_errname(rc),
              dtx_errdetail());
       if (rc == 0) {
         got = dtx__index_spec_json(s);
-        g = dump(got);
+        g = JDUMP(got);
         CHECKF(!strcmp(g, w), "case %zu: got %s want %s", i, g, w);
         CHECK(s->nfields == json_object_size(keys));
         free(g);
@@ -483,7 +470,7 @@ static void test_spec_table(void) {
 }
 
 static void test_spec_null_opts(void) {
-  json_t *keys = q("{'a':1}");
+  json_t *keys = JQNEW("{'a':1}");
   dtx__index_spec_t *s = NULL;
   CHECK_RC(dtx__index_spec_parse(keys, NULL, &s), 0);
   REQUIRE(s != NULL);
@@ -553,11 +540,11 @@ static void test_seed_table(void) {
   size_t i;
   for (i = 0; i < sizeof seed_cases / sizeof seed_cases[0]; i++) {
     const ucase_t *c = &seed_cases[i];
-    json_t *f = c->filter ? q(c->filter) : NULL, *out = (json_t *)1;
+    json_t *f = c->filter ? JQNEW(c->filter) : NULL, *out = (json_t *)1;
     int rc = dtx__upsert_seed(f, &out);
     if (c->want) {
-      json_t *want = q(c->want);
-      char *w = dump(want), *g = out ? dump(out) : NULL;
+      json_t *want = JQNEW(c->want);
+      char *w = JDUMP(want), *g = out ? JDUMP(out) : NULL;
       CHECKF(rc == 0, "case %zu %s: %s (%s)", i, c->filter, dtx_errname(rc),
              dtx_errdetail());
       CHECKF(g && !strcmp(g, w), "case %zu %s: got %s want %s", i,
@@ -595,8 +582,8 @@ static void test_seed_then_update(void) {
   };
   size_t i;
   for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    json_t *f = q(cases[i].filter), *spec = q(cases[i].update);
-    json_t *want = q(cases[i].want), *seed = NULL, *out = NULL;
+    json_t *f = JQNEW(cases[i].filter), *spec = JQNEW(cases[i].update);
+    json_t *want = JQNEW(cases[i].want), *seed = NULL, *out = NULL;
     dtx__update_t *u = NULL;
     int ch = 0;
     CHECK_RC(dtx__upsert_seed(f, &seed), 0);

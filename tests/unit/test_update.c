@@ -5,7 +5,7 @@
  * count) with the expected "changed" flag, or the expected error code and a
  * fragment of its detail.  Every case also checks that the input document
  * is unchanged afterwards.  JSON in the tables uses ' for " to stay
- * readable; q() converts it. */
+ * readable; JQNEW() converts it. */
 #include "doc/doc.h"
 #include "testlib.h"
 
@@ -13,21 +13,6 @@
 #include <string.h>
 
 #define NOW 1700000000000LL
-
-/* Parses table JSON written with ' instead of ". */
-static json_t *q(const char *text) {
-  char buf[4096];
-  size_t i;
-  for (i = 0; text[i] && i + 1 < sizeof buf; i++)
-    buf[i] = text[i] == '\'' ? '"' : text[i];
-  buf[i] = '\0';
-  return J(buf);
-}
-
-/* Compact text with the stored field order, for exact comparisons. */
-static char *dump(const json_t *v) {
-  return json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-}
 
 typedef struct acase {
   const char *update;
@@ -355,8 +340,8 @@ static const acase_t apply_cases[] = {
 };
 
 static void run_apply_case(size_t i, const acase_t *c) {
-  json_t *spec = q(c->update), *doc = q(c->doc), *out = (json_t *)1;
-  char *before = dump(doc), *after;
+  json_t *spec = JQNEW(c->update), *doc = JQNEW(c->doc), *out = (json_t *)1;
+  char *before = JDUMP(doc), *after;
   dtx__update_t *u = NULL;
   int changed = -1, rc;
 
@@ -372,8 +357,8 @@ static void run_apply_case(size_t i, const acase_t *c) {
   json_decref(spec); /* the compiled update must not need it */
   rc = dtx__update_apply(u, doc, c->is_insert, NOW, &out, &changed);
   if (c->want) {
-    json_t *want = q(c->want);
-    char *w = dump(want), *got = out ? dump(out) : NULL;
+    json_t *want = JQNEW(c->want);
+    char *w = JDUMP(want), *got = out ? JDUMP(out) : NULL;
     CHECKF(rc == 0, "case %zu %s on %s: %s (%s)", i, c->update, c->doc,
            dtx_errname(rc), dtx_errdetail());
     CHECKF(got && !strcmp(got, w), "case %zu %s on %s: got %s want %s", i,
@@ -394,7 +379,7 @@ static void run_apply_case(size_t i, const acase_t *c) {
              "case %zu %s: detail '%s' lacks '%s'", i, c->update,
              dtx_errdetail(), c->detail);
   }
-  after = dump(doc);
+  after = JDUMP(doc);
   CHECKF(!strcmp(before, after), "case %zu %s: input changed %s -> %s", i,
          c->update, before, after);
   free(before);
@@ -542,7 +527,7 @@ static const ccase_t conflict_cases[] = {
 static void run_compile_table(const ccase_t *cs, size_t n) {
   size_t i;
   for (i = 0; i < n; i++) {
-    json_t *spec = q(cs[i].update);
+    json_t *spec = JQNEW(cs[i].update);
     dtx__update_t *u = (dtx__update_t *)1;
     int rc = dtx__update_compile(spec, &u);
     CHECKF(rc == cs[i].rc, "case %zu %s: %s want %s (%s)", i, cs[i].update,
@@ -587,7 +572,7 @@ static void test_is_replacement(void) {
                {"{'$setOnInsert':{'a':1}}", 0}};
   size_t i;
   for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    json_t *spec = q(cases[i].spec);
+    json_t *spec = JQNEW(cases[i].spec);
     dtx__update_t *u = NULL;
     CHECK_RC(dtx__update_compile(spec, &u), 0);
     CHECKF(dtx__update_is_replacement(u) == cases[i].repl, "%s",
@@ -599,7 +584,7 @@ static void test_is_replacement(void) {
 }
 
 static void test_bad_apply_args(void) {
-  json_t *spec = q("{'$set':{'a':1}}"), *arr = q("[1]"), *out = (json_t *)1;
+  json_t *spec = JQNEW("{'$set':{'a':1}}"), *arr = JQNEW("[1]"), *out = (json_t *)1;
   dtx__update_t *u = NULL;
   int changed = 7;
   REQUIRE(dtx__update_compile(spec, &u) == 0);
@@ -621,8 +606,8 @@ static void test_bad_apply_args(void) {
  * output of one apply must not leak into the next. */
 static void test_results_are_independent(void) {
   json_t *spec =
-      q("{'$set':{'a':{'b':[1]}},'$push':{'l':{'$each':[{'x':1}]}}}");
-  json_t *doc = q("{}"), *o1 = NULL, *o2 = NULL;
+      JQNEW("{'$set':{'a':{'b':[1]}},'$push':{'l':{'$each':[{'x':1}]}}}");
+  json_t *doc = JQNEW("{}"), *o1 = NULL, *o2 = NULL;
   dtx__update_t *u = NULL;
   int ch = 0;
   REQUIRE(dtx__update_compile(spec, &u) == 0);
@@ -643,7 +628,7 @@ static void test_results_are_independent(void) {
 
 /* A replacement's output is a fresh document as well. */
 static void test_replacement_independent(void) {
-  json_t *spec = q("{'a':{'b':1}}"), *doc = q("{'_id':1}"), *o1, *o2;
+  json_t *spec = JQNEW("{'a':{'b':1}}"), *doc = JQNEW("{'_id':1}"), *o1, *o2;
   dtx__update_t *u = NULL;
   int ch;
   REQUIRE(dtx__update_compile(spec, &u) == 0);
@@ -686,7 +671,7 @@ static void *apply_loop(void *p) {
 }
 
 static void test_concurrent_apply(void) {
-  json_t *spec = q("{'$inc':{'n':5},'$addToSet':{'l':{'$each':[1,9]}},"
+  json_t *spec = JQNEW("{'$inc':{'n':5},'$addToSet':{'l':{'$each':[1,9]}},"
                    "'$pull':{'o':{'s':{'$gte':2}},'l':{'$gt':8}},"
                    "'$setOnInsert':{'new':true},'$push':{'h':{'x':[1]}}}");
   dtx__update_t *u = NULL;
@@ -696,7 +681,7 @@ static void test_concurrent_apply(void) {
   /* $addToSet and $pull both on 'l' conflict: the spec must be refused */
   CHECK(rc == DTX_EBADUPDATE);
   json_decref(spec);
-  spec = q("{'$inc':{'n':5},'$addToSet':{'l':{'$each':[1,7]}},"
+  spec = JQNEW("{'$inc':{'n':5},'$addToSet':{'l':{'$each':[1,7]}},"
            "'$pull':{'o':{'s':{'$gte':2}}},"
            "'$setOnInsert':{'new':true},'$push':{'h':{'x':[1]}}}");
   REQUIRE(dtx__update_compile(spec, &u) == 0);
