@@ -8,8 +8,8 @@
 set -u
 
 DOCTX=${DOCTX:?set DOCTX to the doctx binary}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/doctx-contract.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+source "$(dirname "$0")/../lib/harness.sh" # WORK, removed on exit
+TMP=$WORK
 S="sqlite:$TMP/x.db"
 PASS=0
 FAIL=0

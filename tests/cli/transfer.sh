@@ -4,9 +4,8 @@
 # exit codes and the reasons recorded in failed transfers.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-source "$HERE/../lib/txn.sh"
+source "$HERE/../lib/harness.sh"
+source "$HERE/../lib/transfer.sh"
 
 expect() { # expect CODE LABEL -- command...
   local want=$1 label=$2; shift 3
