@@ -33,12 +33,12 @@ void dtx__deadline_enter(dtx__deadline_frame_t *saved, int64_t budget_ms) {
 
 void dtx__deadline_leave(const dtx__deadline_frame_t *saved) { cur = *saved; }
 
-int dtx__deadline_expired(int64_t op_stop_ms) {
-  int64_t now = dtx__mono_ms();
+int dtx__deadline_expired(int64_t op_start_ms, int64_t window_ms) {
+  int64_t now = dtx__mono_ms(), op_stop_ms = op_start_ms + window_ms;
   if (cur.open && cur.at == 0) {
     /* Soft frame: the store's own window, once, is the command's. */
     cur.at = op_stop_ms;
-    cur.budget = op_stop_ms - now;
+    cur.budget = window_ms;
   }
   if (now >= op_stop_ms)
     return 1;

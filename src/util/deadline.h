@@ -47,10 +47,11 @@ void dtx__deadline_enter(dtx__deadline_frame_t *saved, int64_t budget_ms);
 void dtx__deadline_leave(const dtx__deadline_frame_t *saved);
 
 /* For a store's retry loop, before it waits again: 1 when it must give
- * up now -- its own operation's window ends at op_stop_ms (mono ms), or
- * the command's deadline has passed.  In an unarmed soft frame the first
- * call arms the frame's deadline at op_stop_ms. */
-int dtx__deadline_expired(int64_t op_stop_ms);
+ * up now -- its own operation's window (window_ms from op_start_ms, mono
+ * ms) has passed, or the command's deadline has.  In an unarmed soft
+ * frame the first call arms the frame's deadline at the end of this
+ * operation's window. */
+int dtx__deadline_expired(int64_t op_start_ms, int64_t window_ms);
 
 /* 1 when the current frame has an armed deadline that has passed. */
 int dtx__deadline_passed(void);

@@ -35,6 +35,9 @@
 #                        its own directory); every wait is bounded by
 #                        JOB_SECS (default 300)
 #   log_tail LOG [N]     the last N (default 20) lines of LOG, indented
+#   on_exit CMD...       also runs CMD when the suite exits (e.g. resume a
+#                        server it stopped)
+#   now_ms               wall-clock milliseconds, for measured waits
 #   new_store NAME       sets S to a fresh store URI for one scenario:
 #                        sqlite:$WORK/NAME.db, or whatever
 #                        $DTX_TEST_STORE_CMD NAME prints (run-redis.sh:
@@ -54,11 +57,15 @@ HARNESS_PIDS=$WORK/.pids
 : >"$HARNESS_RESULTS"
 : >"$HARNESS_PIDS"
 HARNESS_MAIN=$BASHPID
+HARNESS_ON_EXIT=()
+
+on_exit() { HARNESS_ON_EXIT+=("$*"); }
 
 harness_cleanup() {
   # Only the suite's own shell cleans up, not a job subshell exiting.
   [ "$BASHPID" = "$HARNESS_MAIN" ] || return 0
-  local p
+  local p c
+  for c in "${HARNESS_ON_EXIT[@]}"; do eval "$c"; done
   for p in $(cat "$HARNESS_PIDS" 2>/dev/null); do
     kill -CONT "$p" 2>/dev/null
     kill -KILL "$p" 2>/dev/null
@@ -80,6 +87,8 @@ finish() {
   echo "$pass passed, $fail failed"
   [ "$fail" -eq 0 ]
 }
+
+now_ms() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
 
 log_tail() {
   [ -s "$1" ] || { echo "    (log $1 is empty)"; return 0; }

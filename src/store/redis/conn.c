@@ -590,9 +590,10 @@ static int append_cmd(dtx__backend_t *b, redisContext *c, rd_cmd_t *cmd) {
 /* After a write whose WAIT came back short (a replica is resyncing, or a
  * failover is in progress), waits again on the same connection -- WAIT
  * counts the replicas that have this connection's writes -- until enough
- * replicas have it or until deadline.  Returns 1 when they do. */
-static int wait_more(dtx__backend_t *b, redisContext *c, int64_t deadline) {
-  while (!dtx__deadline_expired(deadline)) {
+ * replicas have it or the retry window since t0 (or the command's
+ * deadline) ends.  Returns 1 when they do. */
+static int wait_more(dtx__backend_t *b, redisContext *c, int64_t t0) {
+  while (!dtx__deadline_expired(t0, b->uri.retry_ms)) {
     redisReply *r = redisCommand(c, "WAIT %d %d", b->uri.wait, wait_ms(b));
     dtx__store_count_rt(1, 1);
     if (!r)
@@ -773,7 +774,7 @@ static int run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n, const char *what,
       for (size_t k = 0; k < gr->n && !gr->broken; k++) {
         rd_cmd_t *c = &cmds[gr->idx[k]];
         if (c->reply && c->short_wait &&
-            wait_more(b, gr->c, t0 + b->uri.retry_ms))
+            wait_more(b, gr->c, t0))
           c->short_wait = 0;
       }
       if (gr->broken) {
@@ -807,7 +808,7 @@ static int run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n, const char *what,
     int64_t elapsed = dtx__rd_mono_ms() - t0;
     /* The URI's retry window, or the command's deadline when sooner
      * (util/deadline.h): one budget for the whole command. */
-    if (dtx__deadline_expired(t0 + b->uri.retry_ms + 1)) {
+    if (dtx__deadline_expired(t0, b->uri.retry_ms + 1)) {
       rc = dtx__err(DTX_EUNAVAILABLE, "redis: %s: gave up after %lld ms: %s",
                     what, (long long)elapsed, why);
       goto out;

@@ -48,7 +48,7 @@
 static int keep_trying(const dtx__backend_t *b, int64_t t0, int losses) {
   if (losses < 3)
     return 1;
-  if (dtx__deadline_expired(t0 + b->uri.retry_ms + 1)) /* or the command's */
+  if (dtx__deadline_expired(t0, b->uri.retry_ms + 1)) /* or the command's */
     return 0;
   static _Thread_local uint64_t rnd;
   if (!rnd)

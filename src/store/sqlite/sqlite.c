@@ -121,7 +121,7 @@ static int busy_cb(void *arg, int count) {
   if (count == 0)
     c->busy_t0 = now;
   /* The busy timeout, or the command's deadline when sooner. */
-  if (dtx__deadline_expired(c->busy_t0 + BUSY_TIMEOUT_MS + 1))
+  if (dtx__deadline_expired(c->busy_t0, BUSY_TIMEOUT_MS + 1))
     return 0;
   sleep_us(backoff_us(count));
   return 1;
@@ -259,7 +259,7 @@ static int exec_retry(sq_conn_t *c, const char *sql) {
     if (src == SQLITE_DONE)
       return 0;
     if ((src & 0xff) != SQLITE_BUSY ||
-        dtx__deadline_expired(t0 + BUSY_TIMEOUT_MS + 1))
+        dtx__deadline_expired(t0, BUSY_TIMEOUT_MS + 1))
       return dtx__sq_err(c, src, sql);
     sleep_us(backoff_us(n));
   }
