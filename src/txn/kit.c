@@ -35,6 +35,12 @@ void dtx__exec_init(dtx__exec_t *ex, dtx_store_t *st, const char *owner,
   }
 }
 
+void dtx__exec_from(dtx__exec_t *ex, dtx_store_t *st,
+                    const dtx_exec_opts_t *opts) {
+  dtx__exec_init(ex, st, opts ? opts->owner : NULL, opts ? opts->lease_ms : 0,
+                 opts ? opts->deadline_ms : 0);
+}
+
 void dtx__exec_rename(dtx__exec_t *ex, const char *fmt, ...) {
   char name[sizeof ex->owner];
   va_list ap;

@@ -67,6 +67,10 @@ typedef struct dtx__exec {
 void dtx__exec_init(dtx__exec_t *ex, dtx_store_t *st, const char *owner,
                     int64_t lease_ms, int64_t deadline_ms);
 
+/* dtx__exec_init from the public options (NULL: all defaults). */
+void dtx__exec_from(dtx__exec_t *ex, dtx_store_t *st,
+                    const dtx_exec_opts_t *opts);
+
 /* Renames the executor: fmt may use ex->owner (the old name) as an
  * argument, e.g. dtx__exec_rename(ex, "%.100s#%d", ex->owner, n). */
 void dtx__exec_rename(dtx__exec_t *ex, const char *fmt, ...)

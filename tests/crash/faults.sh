@@ -40,7 +40,7 @@ one_point() { # POINT
   done
 }
 
-points=$("$DOCTX" faults)
+points=$("$DOCTX" faults | grep -E -- "${FAULT_ONLY:-.}")
 [ -n "$points" ] || { echo "no fault points"; exit 1; }
 # shellcheck disable=SC2086
 run_jobs "${FAULT_JOBS:-2}" one_point $points

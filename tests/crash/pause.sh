@@ -39,7 +39,7 @@ one_point() { # POINT
   check_final "$label"
 }
 
-points=$("$DOCTX" faults)
+points=$("$DOCTX" faults | grep -E -- "${FAULT_ONLY:-.}")
 [ -n "$points" ] || { echo "no fault points"; exit 1; }
 # shellcheck disable=SC2086
 run_jobs "${FAULT_JOBS:-2}" one_point $points

@@ -168,8 +168,9 @@ static int recover_markers(dtx__exec_t *ex, const dtx_recover_opts_t *o,
       if (tx && !dtx__state_is(tx, DTX_ST_FAILED))
         continue; /* not ours to judge: the audit reports it */
       if (dtx__int(m, "at") > now - ttl) {
-        dtx__tally_skip(t, "tombstone younger than --tombstone-ttl-ms",
-                        json_object_get(m, "tx"));
+        json_t *what = json_sprintf("%s on %s", dtx__str(m, "tx"), acct);
+        dtx__tally_skip(t, "tombstone younger than --tombstone-ttl-ms", what);
+        json_decref(what);
         continue;
       }
       rc = dtx__kit_update(ex, "transfer.recover.clear_tombstone", DTX_ACCOUNTS,

@@ -548,12 +548,6 @@ static int tx_drive_claimed(dtx__exec_t *ex, const json_t *item, json_t **out) {
 
 /* ---- the public API --------------------------------------------------------------- */
 
-static void exec_from(dtx__exec_t *ex, dtx_store_t *st,
-                      const dtx_exec_opts_t *opts) {
-  dtx__exec_init(ex, st, opts ? opts->owner : NULL, opts ? opts->lease_ms : 0,
-                 opts ? opts->deadline_ms : 0);
-}
-
 int dtx_transfer_run(dtx_store_t *st, const char *id,
                      const dtx_exec_opts_t *opts, json_t **out) {
   dtx__exec_t ex;
@@ -561,7 +555,7 @@ int dtx_transfer_run(dtx_store_t *st, const char *id,
   json_t *tx = NULL;
   int rc;
   *out = NULL;
-  exec_from(&ex, st, opts);
+  dtx__exec_from(&ex, st, opts);
   dtx__call_begin(&c, ex.deadline_ms);
   if (!id)
     return dtx__call_end(&c, dtx__err(DTX_EINVAL, "no transfer id"));
@@ -579,7 +573,7 @@ int dtx_transfer_execute(dtx_store_t *st, const dtx_transfer_req_t *req,
   dtx__call_t c;
   json_t *tx = NULL;
   *out = NULL;
-  exec_from(&ex, st, opts);
+  dtx__exec_from(&ex, st, opts);
   dtx__call_begin(&c, ex.deadline_ms);
   int rc = submit(&ex, req, &tx);
   if (rc == 0)
