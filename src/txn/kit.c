@@ -206,6 +206,12 @@ int dtx__kit_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
                     dtx__str(doc, "_id") ? dtx__str(doc, "_id") : "?",
                     k->state);
   }
+  if ((m->flags & DTX__FENCED) && !json_is_integer(json_object_get(doc, "epoch"))) {
+    json_decref(m->cond);
+    json_decref(m->set);
+    return dtx__err(DTX_ESTATE, "%s %s has no integer epoch to fence on",
+                    k->coll, dtx__str(doc, "_id") ? dtx__str(doc, "_id") : "?");
+  }
   json_t *filter = json_pack("{s:O,s:s}", "_id", json_object_get(doc, "_id"),
                              k->state, from);
   json_t *cond = m->cond;

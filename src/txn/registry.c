@@ -97,17 +97,29 @@ static int create_all(dtx_store_t *st, const dtx__pattern_t *p) {
   return 0;
 }
 
+static int is_key(const char *key, const char *uri, size_t ulen,
+                  const char *name) {
+  return key && strncmp(key, uri, ulen) == 0 && key[ulen] == '\n' &&
+         strcmp(key + ulen + 1, name) == 0;
+}
+
 int dtx__kit_ensure_indexes(dtx_store_t *st, const dtx__pattern_t *p) {
+  /* This thread's last hit, checked without the lock: every transfer
+   * comes through here.  Keys are never freed, so the pointer stays
+   * valid. */
+  static _Thread_local const char *memo;
   const char *uri = dtx_store_uri(st);
   size_t ulen = strlen(uri), plen = strlen(p->name);
   if (is_private(uri))
     return create_all(st, p);
+  if (is_key(memo, uri, ulen, p->name))
+    return 0;
   /* Held while creating, so no thread of this process writes an item
    * before its pattern's (possibly unique) indexes exist. */
   pthread_mutex_lock(&ensure_lock);
   for (size_t i = 0; i < nensured; i++) {
-    if (strncmp(ensured[i], uri, ulen) == 0 && ensured[i][ulen] == '\n' &&
-        strcmp(ensured[i] + ulen + 1, p->name) == 0) {
+    if (is_key(ensured[i], uri, ulen, p->name)) {
+      memo = ensured[i];
       pthread_mutex_unlock(&ensure_lock);
       return 0;
     }
@@ -128,6 +140,7 @@ int dtx__kit_ensure_indexes(dtx_store_t *st, const dtx__pattern_t *p) {
       key[ulen] = '\n';
       memcpy(key + ulen + 1, p->name, plen + 1);
       ensured[nensured++] = key;
+      memo = key;
     } else {
       free(key); /* not remembered: created again next time, harmlessly */
     }

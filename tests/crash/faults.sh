@@ -12,14 +12,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/harness.sh"
 
 one_point() { # POINT
-  local p=$1 f action cmd rc label err
-  f=$(scenario_file "$p")
-  [ -f "$f" ] || { bad "$p: no scenario file $f"; return; }
-  source "$f"
-  if declare -F scenario_skip >/dev/null && why=$(scenario_skip "$p"); then
-    echo "skip $p: $why"
-    return
-  fi
+  local p=$1 action cmd rc label err
+  load_scenario "$p" || return
   for action in crash error; do
     label="$p:$action"
     new_store "${p//./_}_$action"

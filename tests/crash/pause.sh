@@ -10,14 +10,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/harness.sh"
 
 one_point() { # POINT
-  local p=$1 f cmd rc pid label="$1:pause" log=$WORK/job.$1/pause.log
-  f=$(scenario_file "$p")
-  [ -f "$f" ] || { bad "$p: no scenario file $f"; return; }
-  source "$f"
-  if declare -F scenario_skip >/dev/null && why=$(scenario_skip "$p"); then
-    echo "skip $p: $why"
-    return
-  fi
+  local p=$1 cmd rc pid label="$1:pause" log=$WORK/job.$1/pause.log
+  load_scenario "$p" || return
   new_store "${p//./_}_pause"
   scenario_setup || { bad "$label: setup"; return; }
   cmd=$(scenario_cmd "$p")

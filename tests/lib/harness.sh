@@ -46,6 +46,9 @@
 #   field JSON KEY       a top-level field of a JSON text (strings bare)
 #   scenario_file POINT  tests/crash/scenarios/PREFIX.sh for a fault point
 #                        PREFIX.STEP (the pattern or layer that owns it)
+#   load_scenario POINT  sources that file (scenario_setup, scenario_cmd,
+#                        check_final); 1 when the point has none (a
+#                        failure) or the file skips it (says why)
 #
 # Every wait a suite makes must go through these, so a hang is a failure
 # with a log tail, never a stuck CI stage.
@@ -177,7 +180,10 @@ run_jobs() { # N FUNC ARG...
     echo "$!" >>"$HARNESS_PIDS"
   done
   for pid in "${pids[@]}"; do
-    bounded_wait "$pid" "${JOB_SECS:-300}" || bad "job $pid did not finish"
+    # A job's own status means nothing (its checks counted through ok and
+    # bad); only a job that had to be killed is a failure.
+    bounded_wait "$pid" "${JOB_SECS:-300}"
+    [ $? -ne 124 ] || bad "job $pid did not finish within ${JOB_SECS:-300}s"
   done
   # Each job's own output, in order, after the fact.
   for arg in "$@"; do
@@ -206,4 +212,15 @@ field() {
 
 scenario_file() {
   echo "$HARNESS_ROOT/tests/crash/scenarios/${1%%.*}.sh"
+}
+
+load_scenario() {
+  local f why
+  f=$(scenario_file "$1")
+  [ -f "$f" ] || { bad "$1: no scenario file $f"; return 1; }
+  source "$f"
+  if declare -F scenario_skip >/dev/null && why=$(scenario_skip "$1"); then
+    echo "skip $1: $why"
+    return 1
+  fi
 }

@@ -218,16 +218,24 @@ static int begin_rollback(dtx__exec_t *ex, const json_t *tx, const char *reason,
  * account: which of the refusals it was. */
 enum refusal { R_DONE, R_FENCED, R_MISSING, R_LIMIT, R_CHANGED };
 
-static int classify(dtx__exec_t *ex, const char *acct, const char *txid,
-                    const char *op, const json_t *expect_min,
-                    enum refusal *why) {
-  json_t *a = NULL;
-  int rc = dtx__kit_get(ex, DTX_ACCOUNTS, acct, &a);
+/* Reads account id into *acct; a missing account is the refusal
+ * R_MISSING (0, *acct NULL). */
+static int read_account(dtx__exec_t *ex, const char *id, json_t **acct,
+                        enum refusal *why) {
+  int rc = dtx__kit_get(ex, DTX_ACCOUNTS, id, acct);
   if (rc == DTX_ENOTFOUND) {
     *why = R_MISSING;
     return 0;
   }
-  if (rc)
+  return rc;
+}
+
+static int classify(dtx__exec_t *ex, const char *acct, const char *txid,
+                    const char *op, const json_t *expect_min,
+                    enum refusal *why) {
+  json_t *a = NULL;
+  int rc = read_account(ex, acct, &a, why);
+  if (rc || !a)
     return rc;
   if (dtx__has_tombstone(a, txid))
     *why = R_FENCED;
@@ -241,6 +249,7 @@ static int classify(dtx__exec_t *ex, const char *acct, const char *txid,
   json_decref(a);
   return 0;
 }
+
 /* The payer's debit: balance - amount >= min_balance, checked in the same
  * atomic step that takes the money and leaves the debit marker (I1, I4). */
 static int debit(dtx__exec_t *ex, const json_t *tx, enum refusal *why) {
@@ -248,12 +257,8 @@ static int debit(dtx__exec_t *ex, const json_t *tx, enum refusal *why) {
   int64_t amount = dtx__int(tx, "amount");
   for (;;) {
     json_t *acct = NULL;
-    int rc = dtx__kit_get(ex, DTX_ACCOUNTS, from, &acct);
-    if (rc == DTX_ENOTFOUND) {
-      *why = R_MISSING;
-      return 0;
-    }
-    if (rc)
+    int rc = read_account(ex, from, &acct, why);
+    if (rc || !acct)
       return rc;
     json_t *min = json_incref(json_object_get(acct, "min_balance"));
     json_decref(acct);
