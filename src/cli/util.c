@@ -139,7 +139,7 @@ static int listed(const char *const *list, const char *key) {
 
 /* 2024-05-01T12:34:56.789Z, or NULL when ms is out of range. */
 static json_t *iso8601(json_int_t ms) {
-  char buf[40];
+  char buf[96]; /* room for any int fields: the compiler cannot see the checks */
   struct tm tm;
   time_t secs = (time_t)(ms / 1000);
   long frac = (long)(ms % 1000);

@@ -44,7 +44,7 @@ done
 . "$HERE/servers.sh"
 pass=0
 fail=0
-STEP_TIMEOUT=${STEP_TIMEOUT:-600}
+STEP_TIMEOUT=${STEP_TIMEOUT:-900}
 ok() { pass=$((pass + 1)); echo "PASS: $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
 
