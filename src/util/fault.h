@@ -3,7 +3,7 @@
  * Every step of every protocol calls DTX_FAULTPOINT("transfer.debit") just
  * before its store operation: the transaction patterns in src/txn/ and the
  * store backends' own multi-step protocols (the Redis unique claims), so
- * the registry lives in util/, below both layers.
+ * the hook lives in util/, below both layers.
  * DOCTX_FAULT=POINT:ACTION[:N][,...] turns the N-th arrival (default 1) at
  * POINT into:
  *   crash  _exit(137) at once, as a SIGKILL would;
