@@ -58,8 +58,12 @@ void dtx__audit_unsettled(dtx__audit_t *a, int64_t n) {
 int dtx__audit_load(dtx__audit_t *a, const char *coll, json_t **map) {
   json_t *docs = NULL, *d;
   size_t i;
+  dtx__retry_t r = {0};
+  int rc;
   *map = NULL;
-  int rc = dtx_store_find(a->st, coll, NULL, NULL, &docs);
+  do
+    rc = dtx_store_find(a->st, coll, NULL, NULL, &docs);
+  while (dtx__retry_again(&r, &rc, coll));
   if (rc)
     return rc;
   *map = json_object();
