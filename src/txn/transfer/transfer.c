@@ -553,21 +553,32 @@ static int tx_drive_claimed(dtx__exec_t *ex, const json_t *item, json_t **out) {
 
 /* ---- the public API --------------------------------------------------------------- */
 
+/* The start of the calls on one transfer: *out NULL, the executor made
+ * from opts (may be NULL), the call frame opened -- the caller closes it
+ * in every case.  DTX_EINVAL for a NULL id. */
+static int begin_on(dtx__call_t *c, dtx__exec_t *ex, dtx_store_t *st,
+                    const dtx_exec_opts_t *opts, const char *id,
+                    json_t **out) {
+  *out = NULL;
+  dtx__exec_from(ex, st, opts);
+  dtx__call_begin(c, ex->deadline_ms);
+  return id ? 0 : dtx__err(DTX_EINVAL, "no transfer id");
+}
+
+/* The transfer id; DTX_ENOTFOUND naming it when there is none. */
+static int get_tx(dtx__exec_t *ex, const char *id, json_t **out) {
+  int rc = dtx__kit_get(ex, DTX_TRANSFERS, id, out);
+  return rc == DTX_ENOTFOUND ? dtx__err(rc, "no transfer '%s'", id) : rc;
+}
+
 int dtx_transfer_run(dtx_store_t *st, const char *id,
                      const dtx_exec_opts_t *opts, json_t **out) {
   dtx__exec_t ex;
   dtx__call_t c;
   json_t *tx = NULL;
-  int rc;
-  *out = NULL;
-  dtx__exec_from(&ex, st, opts);
-  dtx__call_begin(&c, ex.deadline_ms);
-  if (!id)
-    return dtx__call_end(&c, dtx__err(DTX_EINVAL, "no transfer id"));
-  if ((rc = dtx__kit_get(&ex, DTX_TRANSFERS, id, &tx)))
-    return dtx__call_end(
-        &c, rc == DTX_ENOTFOUND ? dtx__err(rc, "no transfer '%s'", id) : rc);
-  rc = dtx__tx_drive(&ex, tx, 1, out);
+  int rc = begin_on(&c, &ex, st, opts, id, out);
+  if (rc == 0 && (rc = get_tx(&ex, id, &tx)) == 0)
+    rc = dtx__tx_drive(&ex, tx, 1, out);
   json_decref(tx);
   return dtx__call_end(&c, rc);
 }
@@ -590,14 +601,9 @@ int dtx_transfer_execute(dtx_store_t *st, const dtx_transfer_req_t *req,
 int dtx_transfer_get(dtx_store_t *st, const char *id, json_t **out) {
   dtx__exec_t ex;
   dtx__call_t c;
-  *out = NULL;
-  dtx__call_begin(&c, 0);
-  if (!id)
-    return dtx__call_end(&c, dtx__err(DTX_EINVAL, "no transfer id"));
-  dtx__exec_init(&ex, st, NULL, 0, 0);
-  int rc = dtx__kit_get(&ex, DTX_TRANSFERS, id, out);
-  if (rc == DTX_ENOTFOUND)
-    rc = dtx__err(rc, "no transfer '%s'", id);
+  int rc = begin_on(&c, &ex, st, NULL, id, out);
+  if (rc == 0)
+    rc = get_tx(&ex, id, out);
   return dtx__call_end(&c, rc);
 }
 
@@ -631,8 +637,8 @@ int dtx_transfer_list(dtx_store_t *st, const char *state,
 static int cancel(dtx__exec_t *ex, const char *id, json_t **out) {
   json_t *tx = NULL, *next = NULL;
   int rc;
-  if ((rc = dtx__kit_get(ex, DTX_TRANSFERS, id, &tx)))
-    return rc == DTX_ENOTFOUND ? dtx__err(rc, "no transfer '%s'", id) : rc;
+  if ((rc = get_tx(ex, id, &tx)))
+    return rc;
   for (int guard = 0; guard < 100; guard++) {
     if (dtx__state_is(tx, DTX_ST_COMMITTED) ||
         dtx__state_is(tx, DTX_ST_SUCCEEDED)) {
@@ -676,12 +682,10 @@ static int cancel(dtx__exec_t *ex, const char *id, json_t **out) {
 int dtx_transfer_cancel(dtx_store_t *st, const char *id, json_t **out) {
   dtx__exec_t ex;
   dtx__call_t c;
-  *out = NULL;
-  dtx__call_begin(&c, 0);
-  if (!id)
-    return dtx__call_end(&c, dtx__err(DTX_EINVAL, "no transfer id"));
-  dtx__exec_init(&ex, st, NULL, 0, 0);
-  return dtx__call_end(&c, cancel(&ex, id, out));
+  int rc = begin_on(&c, &ex, st, NULL, id, out);
+  if (rc == 0)
+    rc = cancel(&ex, id, out);
+  return dtx__call_end(&c, rc);
 }
 
 /* ---- the method table ---------------------------------------------------------------- */
