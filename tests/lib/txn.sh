@@ -17,16 +17,8 @@ finish() {
   [ "$fail" -eq 0 ]
 }
 
-# new_store NAME -> sets $S to a fresh store URI (sqlite by default;
-# DTX_TEST_STORE=redis://... reuses one server, isolating by collection
-# prefix is not possible for fixed collections, so callers flush).
-new_store() {
-  if [ -n "${DTX_TEST_STORE_CMD:-}" ]; then
-    S=$($DTX_TEST_STORE_CMD "$1")
-  else
-    S="sqlite:$WORK/$1.db"
-  fi
-}
+# new_store NAME -> sets $S to a fresh store URI (tests/lib/store.sh).
+. "$(dirname "${BASH_SOURCE[0]}")/store.sh"
 
 d() { "$DOCTX" --store "$S" "$@"; }
 
