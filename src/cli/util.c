@@ -58,9 +58,9 @@ static const struct {
      "change, an existing account id, a transfer id reused with other "
      "parameters, cancel after commit"},
     {DTX_EXIT_BACKEND,
-     "store unavailable or backend error, including no store at PATH for a "
-     "command that only reads (a transfer caught by it is left for doctx "
-     "recover)"},
+     "store unavailable or backend error (a transfer it interrupts is left "
+     "for doctx recover), including no store at PATH for a command that "
+     "only reads"},
     {DTX_EXIT_AUDIT, "audit found a broken invariant"},
 };
 
