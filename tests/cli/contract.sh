@@ -19,10 +19,15 @@ new_store contract
 PASS=0
 FAIL=0
 
-# run ARGS...: runs doctx on the test store; sets OUT, ERR and RC.
+# run ARGS...: runs doctx on the test store, with $IN on stdin when set
+# (IN=TEXT run ...); sets OUT, ERR and RC.
 run() {
   RC=0
-  "$DOCTX" --store "$S" "$@" > "$TMP/out" 2> "$TMP/err" || RC=$?
+  if [ -n "${IN+set}" ]; then
+    printf '%s' "$IN" | "$DOCTX" --store "$S" "$@" >"$TMP/out" 2>"$TMP/err" || RC=$?
+  else
+    "$DOCTX" --store "$S" "$@" >"$TMP/out" 2>"$TMP/err" </dev/null || RC=$?
+  fi
   OUT=$(cat "$TMP/out")
   ERR=$(cat "$TMP/err")
 }
@@ -215,37 +220,18 @@ for cmd in insert find count update find-and-modify delete index indexes drop \
 done
 
 # ---- JSON from stdin: - stands for one JSON argument -----------------------------------------
-# run_in TEXT ARGS...: as run, with TEXT on stdin.
-run_in() {
-  local text=$1
-  shift
-  RC=0
-  printf '%s' "$text" | "$DOCTX" --store "$S" "$@" >"$TMP/out" 2>"$TMP/err" || RC=$?
-  OUT=$(cat "$TMP/out")
-  ERR=$(cat "$TMP/err")
-}
-# expect_in CODE STDOUT TEXT ARGS...
-expect_in() {
-  local code=$1 want=$2
-  shift 2
-  run_in "$@"
-  if [ "$RC" -eq "$code" ] && [ "$OUT" == "$want" ]; then ok; else
-    bad "doctx ${*:2} <<< $1 -> exit $RC, want $code" \
-        "stdout: $OUT"$'\n'"want:   $want"$'\n'"stderr: $ERR"
-  fi
-}
-expect_in 0 '"s1"' '{"_id":"s1","n":1}' insert stdin -
-expect_in 0 '{"_id":"s1","n":1}' '{"n":1}' find stdin -
-expect_in 0 '1' '{"n":1}' count stdin -
-expect_in 0 '{"matched":1,"modified":1}' '{"$inc":{"n":1}}' update stdin '{"_id":"s1"}' -
-expect_in 0 '{"_id":"s1","n":3}' '{"$inc":{"n":1}}' find-and-modify stdin '{"_id":"s1"}' - --new
-expect_in 0 '{"n":3}' '{"n":1,"_id":0}' find stdin '{}' --project -
-expect_in 0 'n_-1' '{"n":-1}' index stdin -
-expect_in 0 '{"deleted":0}' '{"n":99}' delete stdin -
-run_in '{"n":3}' update stdin - -
+IN='{"_id":"s1","n":1}' expect 0 '"s1"' insert stdin -
+IN='{"n":1}' expect 0 '{"_id":"s1","n":1}' find stdin -
+IN='{"n":1}' expect 0 '1' count stdin -
+IN='{"$inc":{"n":1}}' expect 0 '{"matched":1,"modified":1}' update stdin '{"_id":"s1"}' -
+IN='{"$inc":{"n":1}}' expect 0 '{"_id":"s1","n":3}' find-and-modify stdin '{"_id":"s1"}' - --new
+IN='{"n":1,"_id":0}' expect 0 '{"n":3}' find stdin '{}' --project -
+IN='{"n":-1}' expect 0 'n_-1' index stdin -
+IN='{"n":99}' expect 0 '{"deleted":0}' delete stdin -
+IN='{"n":3}' run update stdin - -
 check "only one argument can be - (rc=$RC err=$ERR)" \
   "$([[ $RC -eq 2 && -z $OUT && $ERR == "doctx: USAGE: UPDATE: only one argument can be - (stdin is read once)" ]]; echo $?)"
-run_in '{"n":' find stdin -
+IN='{"n":' run find stdin -
 check "bad JSON on stdin names the argument (rc=$RC err=$ERR)" \
   "$([[ $RC -eq 2 && $ERR == "doctx: BADJSON: FILTER: "* ]]; echo $?)"
 expect 0 '{"_id":"s1","n":3}' find stdin

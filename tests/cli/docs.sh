@@ -13,8 +13,7 @@
 # Run by ctest with $DOCTX set; ends with "N passed, N failed".
 set -u
 DOCTX=${DOCTX:?set DOCTX to the doctx binary}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-README="$ROOT/README.md"
+. "$(dirname "$0")/../lib/readme.sh"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/doctx-docs.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 PASS=0
@@ -26,13 +25,6 @@ check() { # DESCRIPTION RESULT(0/1) [DETAIL]
     [ -n "${3:-}" ] && printf '%s\n' "$3" | sed 's/^/      /' >&2
   fi
   return 0
-}
-
-# block NAME: the lines between <!-- NAME --> and <!-- /NAME --> in the
-# README, without the code fences.
-block() {
-  awk -v first="<!-- $1 -->" -v last="<!-- /$1 -->" '
-    $0 == last { on = 0 } on && !/^```/ { print } $0 == first { on = 1 }' "$README"
 }
 
 # ---- 1. the quick start ----------------------------------------------------------

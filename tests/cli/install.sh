@@ -10,8 +10,7 @@
 # with "N passed, N failed".  Every step is bounded by timeout.
 set -u
 BUILD=${DTX_BUILD:?set DTX_BUILD to the build directory}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-README="$ROOT/README.md"
+. "$(dirname "$0")/../lib/readme.sh"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/doctx-install.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 P="$TMP/prefix"
@@ -29,10 +28,6 @@ finish() {
   echo "$PASS passed, $FAIL failed"
   [ "$FAIL" -eq 0 ]
   exit
-}
-block() { # NAME: the README lines between its markers, without fences
-  awk -v first="<!-- $1 -->" -v last="<!-- /$1 -->" '
-    $0 == last { on = 0 } on && !/^```/ { print } $0 == first { on = 1 }' "$README"
 }
 
 RC=0
