@@ -10,9 +10,11 @@
  * SIGKILLs a master under ?wait=1: until the killed node rejoins as a
  * replica, the promoted one has none, and doctx then refuses writes to it
  * with UNAVAILABLE rather than make them wait (doctx.h, ?wait=N).  Those
- * transfers are counted as "unavailable" instead of as errors; recovery
- * finishes them, so the store's final tallies may exceed the client's by
- * at most that many, and the settled audit must still be clean. */
+ * transfers are counted as "unavailable" instead of as errors, and so are
+ * those that came back failed "abandoned by its executor" (a step was
+ * refused, and the transfer was rolled back); recovery finishes the rest,
+ * so the store's final tallies may exceed the client's by at most that
+ * many, and the settled audit must still be clean. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +61,9 @@ static void run_transfers(dtx_store_t *st, tally_t *t) {
       t->errors++;
     } else if (state && strcmp(state, "succeeded") == 0) {
       t->succeeded++;
+    } else if (state && strcmp(state, "failed") == 0 && few_replicas_ok &&
+               reason && strcmp(reason, "abandoned by its executor") == 0) {
+      t->unavailable++; /* a step was refused, and the transfer rolled back */
     } else if (state && strcmp(state, "failed") == 0) {
       t->failed++;
       if (!reason || strcmp(reason, "insufficient funds") != 0)
