@@ -84,10 +84,40 @@ typedef struct dtx_store dtx_store_t;
 /* Opens the store named by uri:
  *   sqlite:PATH[?sync=full|normal|off]   embedded, WAL mode (default full)
  *   sqlite::memory:                      private in-memory database
- * A NULL uri means $DOCTX_STORE, or else "sqlite:./doctx.db".
+ *   redis://HOST:PORT[,HOST:PORT...][?wait=N&password=P&timeout_ms=N
+ *           &retry_ms=N&buckets=N]      a Redis server or Cluster
+ * A NULL uri means $DOCTX_STORE, or else "sqlite:./doctx.db".  A missing
+ * SQLite file is created (see dtx_store_open_ex to refuse that).
  * On success *out is a handle to release with dtx_store_close(); on error
- * *out is NULL. */
+ * *out is NULL.
+ *
+ * ?wait=N (Redis): each write is acknowledged only once N replicas of its
+ * master have it (WAIT).  The open checks every master that serves slots
+ * (INFO replication) and fails with DTX_EUNAVAILABLE, naming the master
+ * and its count, when one has fewer than N connected replicas, since no
+ * write there could ever be acknowledged.  Later, when a WAIT comes back
+ * short, the master's replicas are counted again: while N or more are
+ * connected (one is catching up) the write waits on, within retry_ms;
+ * with fewer, the call fails at once with DTX_EUNAVAILABLE naming the
+ * master and both counts.  That write was applied on the master but is
+ * on fewer than N replicas, so its outcome is unknown, as after a lost
+ * reply; and further writes to that master are refused before they are
+ * sent (DTX_EUNAVAILABLE, nothing changed) until it has N replicas
+ * again, which is re-checked at most every 200 ms. */
 int dtx_store_open(const char *uri, dtx_store_t **out);
+
+/* dtx_store_open_ex flags. */
+#define DTX_OPEN_NOCREATE 0x1u /* open an existing store only */
+
+/* dtx_store_open with flags: 0, or DTX_OPEN_NOCREATE.  With
+ * DTX_OPEN_NOCREATE a sqlite:PATH whose file does not exist, or holds no
+ * doctx store, is DTX_EUNAVAILABLE with the detail "no store at PATH" and
+ * nothing is created on disk; tools that only read use it, so a mistyped
+ * path is an error instead of a new, empty store.  It does not change
+ * sqlite::memory: (always a new private store) or redis:// (a server
+ * answers or it does not).  Unknown flag bits are DTX_EINVAL.  Ownership
+ * and out-parameters as dtx_store_open. */
+int dtx_store_open_ex(const char *uri, unsigned flags, dtx_store_t **out);
 
 /* Flushes and frees the store.  The handle and everything borrowed from it
  * must not be used again.  NULL is a no-op. */

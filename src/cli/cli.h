@@ -9,6 +9,8 @@
 
 #include "doctx.h"
 
+#include <stdio.h>
+
 /* Exit codes: the contract documented in --help and the README. */
 enum {
   DTX_EXIT_OK = 0,
@@ -20,13 +22,25 @@ enum {
 };
 
 typedef struct dtx_cli {
-  const char *uri;   /* --store, or NULL for the default */
-  dtx_store_t *st;   /* opened on first use by dtx__cli_store() */
+  const char *uri;      /* --store, or NULL for the default */
+  dtx_store_t *st;      /* opened on first use by dtx__cli_store() */
+  unsigned open_flags;  /* DTX_OPEN_NOCREATE for commands that only read */
 } dtx_cli_t;
 
-/* Opens (once) and returns the store; on failure prints the error and
- * returns NULL, and *exit_code is set. */
+/* Opens (once) and returns the store with cli->open_flags.  main() sets
+ * DTX_OPEN_NOCREATE for the commands its table marks as only reading, so
+ * a missing SQLite store is "UNAVAILABLE: no store at PATH" (exit 4) for
+ * them and is created only by commands that write.  On failure prints the
+ * error and returns NULL, and *exit_code is set. */
 dtx_store_t *dtx__cli_store(dtx_cli_t *cli, int *exit_code);
+
+/* The same with DTX_OPEN_NOCREATE, for the subcommands that only read of
+ * a command that also writes (account show/list, transfer show/list). */
+dtx_store_t *dtx__cli_store_read(dtx_cli_t *cli, int *exit_code);
+
+/* Prints the exit-code table of `doctx --help` (the README has the same
+ * rows; tests/cli/docs.sh compares them). */
+void dtx__cli_print_exit_codes(FILE *f);
 
 /* Maps a DTX_E* code to the exit code above. */
 int dtx__cli_exit_code(int rc);
@@ -39,7 +53,9 @@ int dtx__cli_fail(int rc);
 int dtx__cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Parses JSON text from argv for argument `what` ("FILTER", "DOC", ...);
- * on failure prints the error naming `what` and returns NULL. */
+ * "-" reads the text from stdin (once per process: a second "-" is a
+ * usage error).  On failure prints the error naming `what` and returns
+ * NULL; every failure here is bad input (exit 2). */
 json_t *dtx__cli_json(const char *text, const char *what);
 
 /* Parses a strict decimal int64 (no sign unless allow_negative, no

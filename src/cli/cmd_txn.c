@@ -244,7 +244,7 @@ int dtx__cmd_account(dtx_cli_t *cli, int argc, char **argv) {
   if (strcmp(sub, "show") == 0) {
     if (n != 2)
       return dtx__cli_usage("account show: expected ID");
-    dtx_store_t *st = dtx__cli_store(cli, &code);
+    dtx_store_t *st = dtx__cli_store_read(cli, &code);
     if (!st)
       return code;
     json_t *acct = NULL;
@@ -265,7 +265,7 @@ int dtx__cmd_account(dtx_cli_t *cli, int argc, char **argv) {
       return dtx__cli_usage("account list: takes no arguments");
     if (page_opts("account list", &o[3], &o[2], &page))
       return DTX_EXIT_USAGE;
-    dtx_store_t *st = dtx__cli_store(cli, &code);
+    dtx_store_t *st = dtx__cli_store_read(cli, &code);
     if (!st)
       return code;
     json_t *all = NULL;
@@ -351,7 +351,7 @@ int dtx__cmd_transfer(dtx_cli_t *cli, int argc, char **argv) {
       return dtx__cli_usage("transfer list: takes no arguments");
     if (page_opts("transfer list", &o[T_SKIP], &o[T_LIMIT], &page))
       return DTX_EXIT_USAGE;
-    dtx_store_t *st = dtx__cli_store(cli, &code);
+    dtx_store_t *st = dtx__cli_store_read(cli, &code);
     if (!st)
       return code;
     json_t *all = NULL;
@@ -367,7 +367,8 @@ int dtx__cmd_transfer(dtx_cli_t *cli, int argc, char **argv) {
     return dtx__cli_usage("transfer %s: expected ID", sub);
   if (is_cancel && (code = faults_ok()))
     return code;
-  dtx_store_t *st = dtx__cli_store(cli, &code);
+  dtx_store_t *st = is_show ? dtx__cli_store_read(cli, &code)
+                            : dtx__cli_store(cli, &code);
   if (!st)
     return code;
   json_t *tx = NULL;

@@ -96,7 +96,7 @@ static const char global_usage[] =
     "doctx runs atomic single-document updates, and the multi-document\n"
     "transactions built from them, on an embedded or remote store.\n"
     "Documents, filters and updates are JSON in MongoDB's languages; each\n"
-    "JSON value is one shell argument.\n"
+    "JSON value is one shell argument, or - to read it from stdin.\n"
     "\n"
     "Document commands:\n"
     "  insert COLL DOC...                    insert; prints each _id\n"
@@ -121,22 +121,42 @@ static const char global_usage[] =
     "  --store URI, --store=URI  the store to use, anywhere on the line:\n"
     "      sqlite:PATH[?sync=full|normal|off]   embedded file (WAL)\n"
     "      sqlite::memory:                      private in-memory store\n"
-    "  --help                    this text; COMMAND --help for one command\n"
+    "      redis://HOST:PORT[,HOST:PORT...][?wait=N&password=P&timeout_ms=N\n"
+    "              &retry_ms=N&buckets=N]       Redis server or Cluster\n"
+    "  --help, -h                this text; COMMAND --help for one command\n"
+    "  --version                 prints the version\n"
+    "Commands that only read (find, count, indexes, collections, audit, and\n"
+    "the show and list subcommands) never create a store: on a SQLite path\n"
+    "that does not exist they exit 4 with \"no store at PATH\".\n"
     "\n"
     "Environment:\n"
     "  DOCTX_STORE   the store URI when --store is not given\n"
     "                (default sqlite:./doctx.db)\n"
     "\n"
-    "Exit codes:\n"
-    "  0  success\n"
-    "  1  find-and-modify matched nothing; a transfer failed\n"
-    "  2  usage error or invalid input (bad JSON, unknown operator, bad URI,\n"
-    "     bad option or number, missing or extra argument); nothing changed\n"
-    "  3  constraint violation: duplicate key, wrong type, overflow, _id\n"
-    "     change, conflict, state, insufficient funds, no such account\n"
-    "  4  store unavailable or backend error\n"
-    "  5  audit found a broken invariant\n"
+    "Exit codes:\n";
+
+static const char global_usage_end[] =
     "Errors are printed to stderr as \"doctx: ERRNAME: detail\".\n";
+
+static void print_usage(FILE *f) {
+  fputs(global_usage, f);
+  dtx__cli_print_exit_codes(f);
+  fputs(global_usage_end, f);
+}
+
+/* Commands that only read: they open the store with DTX_OPEN_NOCREATE, so
+ * a mistyped SQLite path is an error, never a new empty store.  (account
+ * and transfer also write; their show and list subcommands ask for it
+ * themselves with dtx__cli_store_read.) */
+static const char *const read_only[] = {"find", "count", "indexes",
+                                        "collections", "audit"};
+
+static int reads_only(const char *name) {
+  for (size_t i = 0; i < sizeof read_only / sizeof read_only[0]; i++)
+    if (strcmp(read_only[i], name) == 0)
+      return 1;
+  return 0;
+}
 
 static const command_t *find_command(const char *name) {
   for (size_t i = 0; i < NCOMMANDS; i++)
@@ -150,7 +170,7 @@ static int is_help(const char *a) {
 }
 
 int main(int argc, char **argv) {
-  dtx_cli_t cli = {NULL, NULL};
+  dtx_cli_t cli = {NULL, NULL, 0};
   /* args: argv without --store, so commands never see it. */
   char **args = calloc((size_t)argc + 1, sizeof *args);
   int nargs = 0, dashdash = 0;
@@ -183,7 +203,7 @@ int main(int argc, char **argv) {
   int first = 0;
   for (; first < nargs && args[first][0] == '-'; first++) {
     if (is_help(args[first])) {
-      fputs(global_usage, stdout);
+      print_usage(stdout);
       free(args);
       return DTX_EXIT_OK;
     }
@@ -198,7 +218,7 @@ int main(int argc, char **argv) {
     return rc;
   }
   if (first >= nargs) {
-    fputs(global_usage, stderr);
+    print_usage(stderr);
     free(args);
     return DTX_EXIT_USAGE;
   }
@@ -220,6 +240,8 @@ int main(int argc, char **argv) {
       }
     }
   }
+  if (reads_only(cmd->name))
+    cli.open_flags = DTX_OPEN_NOCREATE;
   int ec = cmd->fn(&cli, cargc, cargv);
   dtx_store_close(cli.st);
   free(args);

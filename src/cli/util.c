@@ -15,16 +15,77 @@
 #include <string.h>
 #include <time.h>
 
-dtx_store_t *dtx__cli_store(dtx_cli_t *cli, int *exit_code) {
+static dtx_store_t *open_store(dtx_cli_t *cli, unsigned flags,
+                               int *exit_code) {
   if (cli->st)
     return cli->st;
-  int rc = dtx_store_open(cli->uri, &cli->st);
+  int rc = dtx_store_open_ex(cli->uri, flags, &cli->st);
   if (rc < 0) {
     cli->st = NULL;
     *exit_code = dtx__cli_fail(rc);
     return NULL;
   }
   return cli->st;
+}
+
+dtx_store_t *dtx__cli_store(dtx_cli_t *cli, int *exit_code) {
+  return open_store(cli, cli->open_flags, exit_code);
+}
+
+dtx_store_t *dtx__cli_store_read(dtx_cli_t *cli, int *exit_code) {
+  return open_store(cli, cli->open_flags | DTX_OPEN_NOCREATE, exit_code);
+}
+
+/* The exit-code contract in words.  `doctx --help` prints this table and
+ * the README carries the same rows (tests/cli/docs.sh checks that they
+ * agree), so the two cannot drift apart.  Plain text: no markup. */
+static const struct {
+  int code;
+  const char *meaning;
+} exit_docs[] = {
+    {DTX_EXIT_OK, "success; a transfer that succeeded (or was recorded with "
+                  "--async, or canceled)"},
+    {DTX_EXIT_NOMATCH,
+     "find-and-modify matched nothing (it prints nothing); a transfer that "
+     "failed, for instance for insufficient funds (the reason is in the "
+     "printed document); show of a missing account or transfer"},
+    {DTX_EXIT_USAGE,
+     "usage error or invalid input: bad JSON, unknown operator, bad URI, bad "
+     "option or number, missing or extra argument; a transfer amount that is "
+     "not a positive int64, FROM equal to TO, or a missing account. Nothing "
+     "is changed."},
+    {DTX_EXIT_CONSTRAINT,
+     "constraint violation: duplicate key, wrong type, int64 overflow, _id "
+     "change, an existing account id, a transfer id reused with other "
+     "parameters, cancel after commit"},
+    {DTX_EXIT_BACKEND,
+     "store unavailable or backend error (a transfer it interrupts is left "
+     "for doctx recover), including no store at PATH for a command that "
+     "only reads"},
+    {DTX_EXIT_AUDIT, "audit found a broken invariant"},
+};
+
+void dtx__cli_print_exit_codes(FILE *f) {
+  for (size_t i = 0; i < sizeof exit_docs / sizeof exit_docs[0]; i++) {
+    /* "  N  " then the words, wrapped at 76 columns under the first. */
+    const char *p = exit_docs[i].meaning;
+    int col = fprintf(f, "  %d  ", exit_docs[i].code);
+    const int indent = col;
+    while (*p) {
+      size_t w = strcspn(p, " ");
+      if (col > indent && col + 1 + (int)w > 76) {
+        fprintf(f, "\n%*s", indent, "");
+        col = indent;
+      } else if (col > indent) {
+        fputc(' ', f);
+        col++;
+      }
+      col += fprintf(f, "%.*s", (int)w, p);
+      p += w;
+      p += strspn(p, " ");
+    }
+    fputc('\n', f);
+  }
 }
 
 int dtx__cli_exit_code(int rc) {
@@ -77,9 +138,48 @@ int dtx__cli_usage(const char *fmt, ...) {
   return DTX_EXIT_USAGE;
 }
 
+/* Reads all of stdin for a "-" argument.  Only one argument of a command
+ * line can be "-": stdin is read once. */
+static char *read_stdin(const char *what) {
+  static int used;
+  if (used++) {
+    dtx__cli_usage("%s: only one argument can be - (stdin is read once)",
+                   what);
+    return NULL;
+  }
+  size_t n = 0, cap = 4096;
+  char *buf = malloc(cap);
+  while (buf) {
+    n += fread(buf + n, 1, cap - n - 1, stdin);
+    if (ferror(stdin)) {
+      fflush(stdout);
+      fprintf(stderr, "doctx: USAGE: %s: reading stdin: %s\n", what,
+              strerror(errno));
+      free(buf);
+      return NULL;
+    }
+    if (feof(stdin)) {
+      buf[n] = '\0';
+      return buf;
+    }
+    if (n + 1 == cap) {
+      char *nb = realloc(buf, cap *= 2);
+      if (!nb)
+        free(buf);
+      buf = nb;
+    }
+  }
+  fputs("doctx: NOMEM: reading stdin\n", stderr);
+  return NULL;
+}
+
 json_t *dtx__cli_json(const char *text, const char *what) {
   json_t *v = NULL;
+  char *in = NULL;
+  if (strcmp(text, "-") == 0 && !(text = in = read_stdin(what)))
+    return NULL;
   int rc = dtx__json_parse(text, &v);
+  free(in);
   if (rc < 0) {
     fflush(stdout);
     fprintf(stderr, "doctx: %s: %s: %s\n", dtx_errname(rc), what,

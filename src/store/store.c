@@ -73,6 +73,30 @@ int dtx__coll_check(const char *coll) {
   return 0;
 }
 
+/* The one duplicate-key message of every backend: the index and the key
+ * as {path: value, ...}, e.g. duplicate key {"email":"a@x"} in unique
+ * index 'email_1'. */
+int dtx__err_dupkey(const char *index, const char *const *paths,
+                    const json_t *tuple, size_t n) {
+  json_t *k = json_object();
+  for (size_t i = 0; k && i < n; i++)
+    json_object_set(k, paths[i], json_array_get(tuple, i));
+  char *text = k ? dtx__json_dump(k) : NULL;
+  json_decref(k);
+  int rc = dtx__err(DTX_EDUPKEY, "duplicate key %s in unique index '%s'",
+                    text ? text : "?", index);
+  free(text);
+  return rc;
+}
+
+int dtx__err_dupid(const json_t *id) {
+  static const char *const idpath[] = {"_id"};
+  json_t *t = json_pack("[O]", id);
+  int rc = dtx__err_dupkey("_id_", idpath, t, 1);
+  json_decref(t);
+  return rc;
+}
+
 /* Checks the arguments every collection-level call shares. */
 /* Every operation on a collection passes here, so it is also where the
  * benchmark's operation counter ticks. */
@@ -190,11 +214,30 @@ nomem:
 
 /* ---- open / close ------------------------------------------------------------ */
 
+/* What a bad scheme's message suggests: every registered backend's URI
+ * form, so the list can never be out of date. */
+static const char *known_schemes(void) {
+  static _Thread_local char text[160];
+  size_t n = 0;
+  text[0] = '\0';
+  for (size_t i = 0; i < NBACKENDS && n < sizeof text; i++)
+    n += (size_t)snprintf(text + n, sizeof text - n, "%s%s", i ? " or " : "",
+                          backends[i]->uri_form);
+  return text;
+}
+
 int dtx_store_open(const char *uri, dtx_store_t **out) {
+  return dtx_store_open_ex(uri, 0, out);
+}
+
+int dtx_store_open_ex(const char *uri, unsigned flags, dtx_store_t **out) {
   dtx__err_clear();
   if (!out)
     return dtx__err(DTX_EINVAL, "out is NULL");
   *out = NULL;
+  if (flags & ~DTX_OPEN_NOCREATE)
+    return dtx__err(DTX_EINVAL, "unknown open flags 0x%x",
+                    flags & ~DTX_OPEN_NOCREATE);
   if (!uri) {
     uri = getenv("DOCTX_STORE");
     if (!uri || !*uri)
@@ -203,7 +246,8 @@ int dtx_store_open(const char *uri, dtx_store_t **out) {
   const char *colon = strchr(uri, ':');
   if (!colon || colon == uri)
     return dtx__err(DTX_EBADURI,
-                    "store URI '%s' has no scheme (expected sqlite:PATH)", uri);
+                    "store URI '%s' has no scheme (expected %s)", uri,
+                    known_schemes());
   size_t slen = (size_t)(colon - uri);
   const dtx_store_methods_t *m = NULL;
   for (size_t i = 0; i < NBACKENDS; i++) {
@@ -214,9 +258,8 @@ int dtx_store_open(const char *uri, dtx_store_t **out) {
     }
   }
   if (!m)
-    return dtx__err(DTX_EBADURI,
-                    "unknown scheme '%.*s' (expected sqlite:...)", (int)slen,
-                    uri);
+    return dtx__err(DTX_EBADURI, "unknown scheme '%.*s' (expected %s)",
+                    (int)slen, uri, known_schemes());
   if (m->version < 1)
     return dtx__err(DTX_EBACKEND, "backend '%s' has version %d", m->scheme,
                     m->version);
@@ -227,7 +270,7 @@ int dtx_store_open(const char *uri, dtx_store_t **out) {
     return dtx__err(DTX_ENOMEM, "opening %s", uri);
   }
   st->m = m;
-  int rc = m->open(uri, &st->b);
+  int rc = m->open(uri, flags, &st->b);
   if (rc < 0) {
     free(st->uri);
     free(st);

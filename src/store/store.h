@@ -51,9 +51,11 @@ typedef struct dtx__modify_result {
 typedef struct dtx_store_methods {
   int version;          /* 1: every member below is set */
   const char *scheme;   /* URI scheme this backend serves: "sqlite" */
+  const char *uri_form; /* for messages: "sqlite:PATH" */
 
-  /* uri is the whole URI, scheme included. */
-  int (*open)(const char *uri, dtx__backend_t **out);
+  /* uri is the whole URI, scheme included; flags are dtx_store_open_ex's
+   * (DTX_OPEN_NOCREATE: create nothing, "no store at PATH" instead). */
+  int (*open)(const char *uri, unsigned flags, dtx__backend_t **out);
   void (*close)(dtx__backend_t *b);
 
   /* Inserts docs[0..n) in order, each atomically; stops at the first error
@@ -113,6 +115,13 @@ int64_t dtx__store_commands(void);
 
 /* Frees the references held by res and zeroes it. */
 void dtx__modify_result_clear(dtx__modify_result_t *res);
+
+/* DTX_EDUPKEY with the detail every backend gives: the index name and the
+ * key as {path: value}, from the n values of tuple (a JSON array) under
+ * paths.  dtx__err_dupid is the same for the _id_ index. */
+int dtx__err_dupkey(const char *index, const char *const *paths,
+                    const json_t *tuple, size_t n);
+int dtx__err_dupid(const json_t *id);
 
 /* Checks a collection name: 1..120 bytes of [A-Za-z0-9_.-], not starting
  * with "_dtx" or "system.".  DTX_EINVAL otherwise. */

@@ -1,23 +1,31 @@
 #!/usr/bin/env bash
 # contract.sh -- the doctx command's contract as users and scripts rely on
-# it: the output format of every document command, exit codes 0/1/2/3,
-# --help everywhere, find's options, upserts, and the index commands.
+# it: the output format of every document command, exit codes 0 to 4,
+# --help everywhere, find's options, upserts, the index commands, JSON
+# from stdin, messages, and which commands may create a store.
 #
-# Run by ctest with $DOCTX set to the doctx binary; exits non-zero when any
-# check fails and ends with "N passed, N failed".
+# Run by ctest with $DOCTX set to the doctx binary, on SQLite; run-redis.sh
+# runs it again on a standalone redis-server and on the 3+3 cluster (its
+# store comes from tests/lib/store.sh).  Exits non-zero when any check
+# fails and ends with "N passed, N failed".
 set -u
 
 DOCTX=${DOCTX:?set DOCTX to the doctx binary}
-source "$(dirname "$0")/../lib/harness.sh" # WORK, removed on exit
+source "$(dirname "$0")/../lib/harness.sh" # WORK, removed on exit; new_store
 TMP=$WORK
-S="sqlite:$TMP/x.db"
+new_store contract
 PASS=0
 FAIL=0
 
-# run ARGS...: runs doctx on the test store; sets OUT, ERR and RC.
+# run ARGS...: runs doctx on the test store, with $IN on stdin when set
+# (IN=TEXT run ...); sets OUT, ERR and RC.
 run() {
   RC=0
-  "$DOCTX" --store "$S" "$@" > "$TMP/out" 2> "$TMP/err" || RC=$?
+  if [ -n "${IN+set}" ]; then
+    printf '%s' "$IN" | "$DOCTX" --store "$S" "$@" >"$TMP/out" 2>"$TMP/err" || RC=$?
+  else
+    "$DOCTX" --store "$S" "$@" >"$TMP/out" 2>"$TMP/err" </dev/null || RC=$?
+  fi
   OUT=$(cat "$TMP/out")
   ERR=$(cat "$TMP/err")
 }
@@ -157,7 +165,8 @@ run indexes users
 check "indexes lists email_1 as unique (got $OUT)" "$(grep -qx '{"name":"email_1","key":{"email":1},"unique":true,"sparse":false}' <<<"$OUT"; echo $?)"
 check "indexes lists the compound sparse index (got $OUT)" "$(grep -qx '{"name":"age_-1_email_1","key":{"age":-1,"email":1},"unique":false,"sparse":true}' <<<"$OUT"; echo $?)"
 expect_err 3 DUPKEY insert users '{"_id":3,"email":"a@x"}'
-check "duplicate key detail names the key (got $ERR)" "$([[ $ERR == *email* ]]; echo $?)"
+check "duplicate key detail names the key and the quoted index (got $ERR)" \
+  "$([[ $ERR == "doctx: DUPKEY: duplicate key {\"email\":\"a@x\"} in unique index 'email_1'" ]]; echo $?)"
 expect_err 3 DUPKEY update users '{"_id":2}' '{"$set":{"email":"a@x"}}'
 expect 0 '"3"' insert users '{"_id":"3","email":"c@x"}'
 expect 0 $'acct\nc\norder\nusers' collections
@@ -177,6 +186,8 @@ expect_err 2 BADUPDATE update c '{}' '{"$foo":{"a":1}}'
 expect_err 2 USAGE find c --limit -1
 expect_err 2 USAGE bogus-command
 expect_err 2 BADURI --store=bogus:x collections
+check "a bad scheme names every scheme (got $ERR)" \
+  "$([[ $ERR == *"expected sqlite:PATH or redis://HOST:PORT"* ]]; echo $?)"
 
 # ---- global options, environment, help ---------------------------------------------------
 RC=0; OUT=$("$DOCTX" --store="$S" count acct 2>&1) || RC=$?
@@ -205,6 +216,73 @@ for cmd in insert find count update find-and-modify delete index indexes drop \
   RC=0; "$DOCTX" --store "$S" "$cmd" c --help > "$TMP/out" 2>&1 || RC=$?
   check "doctx $cmd ARG --help (rc=$RC)" "$([[ $RC -eq 0 ]] && grep -q "^usage:" "$TMP/out"; echo $?)"
 done
+
+# ---- JSON from stdin: - stands for one JSON argument -----------------------------------------
+IN='{"_id":"s1","n":1}' expect 0 '"s1"' insert stdin -
+IN='{"n":1}' expect 0 '{"_id":"s1","n":1}' find stdin -
+IN='{"n":1}' expect 0 '1' count stdin -
+IN='{"$inc":{"n":1}}' expect 0 '{"matched":1,"modified":1}' update stdin '{"_id":"s1"}' -
+IN='{"$inc":{"n":1}}' expect 0 '{"_id":"s1","n":3}' find-and-modify stdin '{"_id":"s1"}' - --new
+IN='{"n":1,"_id":0}' expect 0 '{"n":3}' find stdin '{}' --project -
+IN='{"n":-1}' expect 0 'n_-1' index stdin -
+IN='{"n":99}' expect 0 '{"deleted":0}' delete stdin -
+IN='{"n":3}' run update stdin - -
+check "only one argument can be - (rc=$RC err=$ERR)" \
+  "$([[ $RC -eq 2 && -z $OUT && $ERR == "doctx: USAGE: UPDATE: only one argument can be - (stdin is read once)" ]]; echo $?)"
+IN='{"n":' run find stdin -
+check "bad JSON on stdin names the argument (rc=$RC err=$ERR)" \
+  "$([[ $RC -eq 2 && $ERR == "doctx: BADJSON: FILTER: "* ]]; echo $?)"
+expect 0 '{"_id":"s1","n":3}' find stdin
+
+# ---- only commands that write create a store ---------------------------------------------------
+# A read on a missing SQLite path says so (exit 4) and leaves no file;
+# account show/list and transfer show/list too (cmd_txn.c opens their
+# store with dtx__cli_store_read).
+mkdir -p "$TMP/none"
+NS="$TMP/none/x.db"
+READS=("find c" "count c" "indexes c" "collections" "audit"
+  "account list" "account show A" "transfer list" "transfer show t1")
+for c in "${READS[@]}"; do
+  RC=0
+  # shellcheck disable=SC2086
+  "$DOCTX" --store "sqlite:$NS" $c >"$TMP/out" 2>"$TMP/err" || RC=$?
+  ERR=$(cat "$TMP/err")
+  check "doctx $c on a missing store: exit 4, no store, nothing created (rc=$RC err=$ERR)" \
+    "$([[ $RC -eq 4 && ! -s $TMP/out && $ERR == "doctx: UNAVAILABLE: no store at $NS "* ]] &&
+       [ -z "$(ls -A "$TMP/none")" ]; echo $?)"
+done
+: >"$TMP/none/empty.db"
+RC=0; "$DOCTX" --store "sqlite:$TMP/none/empty.db" count c >"$TMP/out" 2>"$TMP/err" || RC=$?
+check "a file with no doctx store is no store either (rc=$RC)" \
+  "$([[ $RC -eq 4 ]] && grep -q "no store at $TMP/none/empty.db" "$TMP/err"; echo $?)"
+rm -f "$TMP/none/"*
+RC=0; "$DOCTX" --store "sqlite:$NS" insert c '{"_id":1}' >"$TMP/out" 2>&1 || RC=$?
+check "a command that writes creates the store (rc=$RC)" "$([[ $RC -eq 0 && -e $NS ]]; echo $?)"
+RC=0; OUT=$("$DOCTX" --store "sqlite:$NS" count c 2>&1) || RC=$?
+check "then reads work (rc=$RC out=$OUT)" "$([[ $RC -eq 0 && $OUT == 1 ]]; echo $?)"
+
+# ---- Redis only: ?wait=N fails fast without N replicas; whole AUTH errors ------------------------
+case $S in
+redis://*)
+  case $S in *\?*) W="$S&wait=2" ;; *) W="$S?wait=2" ;; esac
+  RC=0
+  timeout 60 "$DOCTX" --store "$W" insert waitc '{"_id":1}' >"$TMP/out" 2>"$TMP/err" || RC=$?
+  ERR=$(cat "$TMP/err")
+  check "?wait=2 without 2 replicas per master: exit 4 at open, naming the master (rc=$RC err=$ERR)" \
+    "$([[ $RC -eq 4 && ! -s $TMP/out &&
+          $ERR =~ ^doctx:\ UNAVAILABLE:\ redis:\ \?wait=2:\ master\ [0-9.]+:[0-9]+\ has\ [01]\ connected\ replicas?,\ fewer\ than\ the\ 2\ each\ write\ must\ reach ]]; echo $?)"
+  expect 0 '0' count waitc
+  case $S in *\?*) W="$S&password=not-set" ;; *) W="$S?password=not-set" ;; esac
+  seed=${S#redis://}
+  seed=${seed%%[,?]*}
+  want=$(redis-cli -h "${seed%:*}" -p "${seed##*:}" AUTH not-set 2>&1)
+  RC=0
+  timeout 60 "$DOCTX" --store "$W" count c >"$TMP/out" 2>"$TMP/err" || RC=$?
+  ERR=$(cat "$TMP/err")
+  check "a refused AUTH shows the server's whole reason (rc=$RC err=$ERR want=$want)" \
+    "$([[ $RC -eq 4 && -n $want && $ERR == *"failed: $want" ]]; echo $?)"
+  ;;
+esac
 
 # ---- the demo command runs and narrates ------------------------------------------------------
 RC=0; "$DOCTX" demo > "$TMP/out" 2>&1 || RC=$?

@@ -196,13 +196,8 @@ run_jobs() { # N FUNC ARG...
 
 HARNESS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
-new_store() {
-  if [ -n "${DTX_TEST_STORE_CMD:-}" ]; then
-    S=$($DTX_TEST_STORE_CMD "$1")
-  else
-    S="sqlite:$WORK/$1.db"
-  fi
-}
+# new_store NAME -> $S (tests/lib/store.sh)
+source "$HARNESS_ROOT/tests/lib/store.sh"
 
 d() { "$DOCTX" --store "$S" "$@"; }
 

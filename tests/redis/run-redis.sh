@@ -5,20 +5,24 @@
 # standalone redis-server and a 3-master 3-replica Redis Cluster, then
 # runs against each:
 #   conformance   BUILD_DIR/conformance redis://...
-#   shell         tests/crash/faults.sh, pause.sh, chaos.sh (DOCTX set; each
-#                 scenario gets an emptied store through fresh-store.sh)
+#   shell         tests/crash/faults.sh, pause.sh, chaos.sh and
+#                 tests/cli/contract.sh (DOCTX set; each scenario gets an
+#                 emptied store through fresh-store.sh)
 #   transfers     BUILD_DIR/txn_transfer_concurrency and txn_kit redis://...
 # on the standalone server only:
 #   deadline      tests/redis/deadline.sh: the server is SIGSTOPped while
 #                 commands run; each must end within its one budget,
 #                 exit 4 with the reason, and leave its work recoverable
+#   replicas      ?wait=1 while its one replica goes away: the write that
+#                 finds it fails fast, and so does the next open
 # and on the cluster only:
 #   migration     slots move between masters (redis-cli --cluster reshard,
 #                 back and forth) while transfers and the conformance suite
 #                 run: MOVED, ASK and TRYAGAIN mid-operation
 #   failover      a replica takes over (CLUSTER FAILOVER, then a master is
 #                 SIGKILLed) while transfers run with ?wait=1; the audit
-#                 must stay clean
+#                 must stay clean (writes to the promoted master fail fast
+#                 until the killed node rejoins as its replica)
 #   loss          a master SIGKILLed under load with and without ?wait=1:
 #                 what the audit finds against the client's journal of
 #                 acknowledged transfers (LOSS_TRIALS, LOSS_REPORT;
@@ -31,7 +35,7 @@ set -u
 BUILD=${1:?usage: run-redis.sh BUILD_DIR [PHASE...]}
 BUILD=$(cd "$BUILD" && pwd)
 shift
-PHASES=${*:-conformance shell transfers deadline migration failover loss}
+PHASES=${*:-conformance shell transfers deadline replicas migration failover loss}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=${DTX_ROOT:-$(cd "$HERE/../.." && pwd)} # the repository
 for tool in redis-server redis-cli python3; do
@@ -105,12 +109,85 @@ phase_shell() {
         bash "$ROOT/tests/crash/$s.sh"
     done
     run_logged "unique_crash.sh $u" env DTX_REDIS_URI="$u" bash "$HERE/unique_crash.sh"
+    run_logged "contract.sh $u" env DTX_REDIS_URI="$u" \
+      bash "$ROOT/tests/cli/contract.sh"
   done
 }
 
 phase_deadline() {
   run_logged "deadline.sh $URI_SA" env DTX_REDIS_URI="$URI_SA" \
     DTX_REDIS_PID="$(cat "$WORK/$SA/pid")" bash "$HERE/deadline.sh"
+}
+
+# Polls CMD... every 0.1 s for up to 10 s; 0 once it succeeds.
+poll() {
+  for _ in $(seq 1 100); do
+    "$@" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+replica_connected() { redis-cli -p "$1" role 2>/dev/null | sed -n 4p | grep -q '^connected$'; }
+stopped() { [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" = T ]; }
+no_replicas() {
+  redis-cli -p "$SA" info replication | tr -d '\r' | grep -q '^connected_slaves:0$'
+}
+
+# ?wait=1 when the replica goes away after the open: the standalone
+# server gets a replica (port SA+7, free by servers.sh's choice), writes
+# wait for it and succeed; then a doctx process is paused just before a
+# document write (fault point redis.unique_claimed), the replica is
+# SIGKILLed, and the resumed write must fail at once with UNAVAILABLE
+# naming the master and its 0 replicas -- not wait retry_ms (10 s) and
+# report success -- and the next open must refuse the master too.
+phase_replicas() {
+  local rp=$((SA + 7)) u="$URI_SA?wait=1" log="$WORK/replicas.log" pid wd rc t0
+  flush "$URI_SA"
+  start_server "$rp" --replicaof 127.0.0.1 "$SA" && poll replica_connected "$rp" ||
+    { bad "replicas: no replica of $SA on $rp"; return; }
+  if "$DOCTX" --store "$u" index few '{"u":1}' --unique >"$log" 2>&1 &&
+    "$DOCTX" --store "$u" insert few '{"_id":0,"u":0}' >>"$log" 2>&1; then
+    ok "replicas: ?wait=1 writes with the replica connected"
+  else
+    bad "replicas: ?wait=1 writes with the replica connected"
+    tail -5 "$log" >&2
+  fi
+  DOCTX_FAULT=redis.unique_claimed:pause "$DOCTX" --store "$u" \
+    insert few '{"_id":1,"u":1}' >"$log" 2>&1 &
+  pid=$!
+  if ! poll stopped "$pid"; then
+    bad "replicas: the writer did not pause"
+    kill -9 "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    return
+  fi
+  local rpid
+  rpid=$(cat "$WORK/$rp/pid")
+  { kill -9 "$rpid" && wait "$rpid"; } 2>/dev/null
+  poll no_replicas || bad "replicas: $SA still lists a replica"
+  t0=$SECONDS
+  (sleep 60 && kill -9 "$pid") 2>/dev/null &
+  wd=$!
+  kill -CONT "$pid"
+  rc=0
+  wait "$pid" || rc=$?
+  kill "$wd" 2>/dev/null
+  wait "$wd" 2>/dev/null
+  if [ "$rc" = 4 ] && [ $((SECONDS - t0)) -lt 8 ] &&
+    grep -q "?wait=1: master 127.0.0.1:$SA has 0 connected replicas, .*applied on the master only" "$log"; then
+    ok "replicas: a write after the replica left failed fast ($((SECONDS - t0)) s)"
+  else
+    bad "replicas: a write after the replica left: exit $rc after $((SECONDS - t0)) s"
+    tail -5 "$log" >&2
+  fi
+  rc=0
+  timeout 30 "$DOCTX" --store "$u" count few >"$log" 2>&1 || rc=$?
+  if [ "$rc" = 4 ] && grep -q "no write could be acknowledged" "$log"; then
+    ok "replicas: the next open refuses the master"
+  else
+    bad "replicas: the next open: exit $rc"
+    tail -5 "$log" >&2
+  fi
 }
 
 phase_transfers() {
@@ -234,7 +311,11 @@ phase_failover() {
     bad "failover: replicas not in sync"
   pick_victim || { bad "failover: no master has a connected replica"; return; }
   local log="$WORK/failover_kill.log"
-  timeout "$STEP_TIMEOUT" "$BUILD/txn_transfer_concurrency" "$u" >"$log" 2>&1 &
+  # Until the killed node rejoins, its promoted replica has no replica of
+  # its own, and ?wait=1 writes there fail fast (UNAVAILABLE) rather than
+  # wait: the test counts those transfers apart and recovery finishes them.
+  DTX_TEST_FEW_REPLICAS=1 timeout "$STEP_TIMEOUT" \
+    "$BUILD/txn_transfer_concurrency" "$u" >"$log" 2>&1 &
   local tpid=$!
   sleep 0.5
   if ! kill_master; then
@@ -373,7 +454,7 @@ loss_trial() { # MODE TRIAL
 
 for ph in $PHASES; do
   case "$ph" in
-  conformance | shell | transfers | deadline | migration | failover | loss) "phase_$ph" ;;
+  conformance | shell | transfers | deadline | replicas | migration | failover | loss) "phase_$ph" ;;
   *) echo "run-redis: unknown phase $ph" >&2; exit 2 ;;
   esac
 done

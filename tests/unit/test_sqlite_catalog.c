@@ -121,10 +121,10 @@ static void test_index_build_duplicate(void) {
   CHECK_RC(insert(st, "c", "{\"_id\":3,\"a\":2.0,\"b\":\"r\"}"), 0);
 
   CHECK_RC(create_index(st, "c", "{\"a\":1}", 1, NULL), DTX_EDUPKEY);
-  CHECKF(strcmp(dtx_errdetail(), "E11000-like: index a_1 dup key {\"a\":2.0}") ==
-                 0 ||
+  CHECKF(strcmp(dtx_errdetail(),
+                "duplicate key {\"a\":2.0} in unique index 'a_1'") == 0 ||
              strcmp(dtx_errdetail(),
-                    "E11000-like: index a_1 dup key {\"a\":2}") == 0,
+                    "duplicate key {\"a\":2} in unique index 'a_1'") == 0,
          "detail %s", dtx_errdetail());
   CHECK(nindexes(st, "c") == 1);
   CHECK(count_tables(uri, "i:") == 0);
@@ -137,11 +137,11 @@ static void test_index_build_duplicate(void) {
   CHECK(count_tables(uri, "i:") == 1);
   CHECK_RC(insert(st, "c", "{\"_id\":5,\"b\":\"q\"}"), DTX_EDUPKEY);
   CHECK(strcmp(dtx_errdetail(),
-               "E11000-like: index b_1 dup key {\"b\":\"q\"}") == 0);
+               "duplicate key {\"b\":\"q\"} in unique index 'b_1'") == 0);
   /* Two documents without b share the null key: only one may exist. */
   CHECK_RC(insert(st, "c", "{\"_id\":6}"), DTX_EDUPKEY);
   CHECK(strcmp(dtx_errdetail(),
-               "E11000-like: index b_1 dup key {\"b\":null}") == 0);
+               "duplicate key {\"b\":null} in unique index 'b_1'") == 0);
   dtx_store_close(st);
 }
 
@@ -214,11 +214,11 @@ static void test_id_types_and_numeric_keys(void) {
   CHECK_RC(insert(st, "c", "{\"_id\":1,\"v\":\"int\"}"), 0);
   CHECK_RC(insert(st, "c", "{\"_id\":\"1\",\"v\":\"str\"}"), 0);
   CHECK_RC(insert(st, "c", "{\"_id\":1}"), DTX_EDUPKEY);
-  CHECK(strcmp(dtx_errdetail(), "E11000-like: index _id_ dup key {\"_id\":1}") ==
-        0);
+  CHECK(strcmp(dtx_errdetail(),
+               "duplicate key {\"_id\":1} in unique index '_id_'") == 0);
   CHECK_RC(insert(st, "c", "{\"_id\":\"1\"}"), DTX_EDUPKEY);
   CHECK(strcmp(dtx_errdetail(),
-               "E11000-like: index _id_ dup key {\"_id\":\"1\"}") == 0);
+               "duplicate key {\"_id\":\"1\"} in unique index '_id_'") == 0);
   json_t *f = J("{\"_id\":\"1\"}"), *docs = NULL;
   CHECK_RC(dtx_store_find(st, "c", f, NULL, &docs), 0);
   CHECK(strcmp(JS(docs), "[{\"_id\":\"1\",\"v\":\"str\"}]") == 0);
@@ -258,8 +258,8 @@ static void test_compound_dupkey_detail(void) {
                   "\"seqId\":1},{\"account\":\"A\",\"seqId\":3}]}"),
            DTX_EDUPKEY);
   CHECKF(strcmp(dtx_errdetail(),
-                "E11000-like: index ledger_uniq dup key "
-                "{\"changes.account\":\"A\",\"changes.seqId\":3}") == 0,
+                "duplicate key {\"changes.account\":\"A\","
+                "\"changes.seqId\":3} in unique index 'ledger_uniq'") == 0,
          "%s", dtx_errdetail());
   /* Same account, other seqId; same seqId, other account: both fine. */
   CHECK_RC(insert(st, "ledger",

@@ -297,7 +297,7 @@ static void test_batches_form(void) {
   char uri[300];
   snprintf(uri, sizeof uri, "sqlite:%s/batches.db?sync=full", dir);
   dtx__backend_t *b;
-  REQUIRE(dtx__sqlite_methods.open(uri, &b) == 0);
+  REQUIRE(dtx__sqlite_methods.open(uri, 0, &b) == 0);
   json_t *d = J("{\"_id\":\"ctr\",\"n\":0}");
   size_t n = 0;
   CHECK_RC(dtx__sqlite_methods.insert(b, "c", &d, 1, &n), 0);

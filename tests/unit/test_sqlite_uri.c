@@ -126,7 +126,7 @@ static void test_pragmas(void) {
     char uri[300], got[64];
     snprintf(uri, sizeof uri, "sqlite:%s/p%zu.db%s", dir, i, t[i].opt);
     dtx__backend_t *b;
-    CHECK_RC(dtx__sqlite_methods.open(uri, &b), 0);
+    CHECK_RC(dtx__sqlite_methods.open(uri, 0, &b), 0);
     if (!b)
       continue;
     pragma(b, "PRAGMA journal_mode", got, sizeof got);

@@ -118,7 +118,7 @@ static int coll_parse(const char *name, const char *raw, rd_coll_t **out) {
   *out = NULL;
   json_t *j;
   if (dtx__json_parse(raw, &j) < 0)
-    return dtx__err(DTX_EBACKEND, "redis: catalog entry of %s is not JSON",
+    return dtx__err(DTX_EBACKEND, "redis: catalog entry of '%s' is not JSON",
                     name);
   rd_coll_t *co = calloc(1, sizeof *co);
   int rc = 0;
@@ -134,7 +134,7 @@ static int coll_parse(const char *name, const char *raw, rd_coll_t **out) {
   co->next = json_integer_value(json_object_get(j, "next"));
   if (!gen || strlen(gen) >= sizeof co->gen || co->nb < 1 || co->nb > 4096 ||
       co->ver < 1 || !json_is_array(idx)) {
-    rc = dtx__err(DTX_EBACKEND, "redis: catalog entry of %s is malformed",
+    rc = dtx__err(DTX_EBACKEND, "redis: catalog entry of '%s' is malformed",
                   name);
     goto fail;
   }
@@ -153,7 +153,7 @@ static int coll_parse(const char *name, const char *raw, rd_coll_t **out) {
     ix->ready = json_is_true(json_object_get(e, "ready"));
     ix->multikey = json_is_true(json_object_get(e, "multikey"));
     if ((rc = spec_from_json(json_object_get(e, "spec"), &ix->spec)) < 0) {
-      rc = dtx__err(DTX_EBACKEND, "redis: stored index spec of %s: %s", name,
+      rc = dtx__err(DTX_EBACKEND, "redis: stored index spec of '%s': %s", name,
                     dtx_errdetail());
       goto fail;
     }
@@ -314,7 +314,7 @@ int dtx__rd_coll_get(dtx__backend_t *b, const char *name, int create,
       }
       char *t = new_entry_text(b->uri.buckets);
       if (!t)
-        return dtx__err(DTX_ENOMEM, "creating collection %s", name);
+        return dtx__err(DTX_ENOMEM, "creating collection '%s'", name);
       rc = cat_set(b, name, NULL, t);
       if (rc == 1)
         text = t;
@@ -334,7 +334,8 @@ int dtx__rd_coll_get(dtx__backend_t *b, const char *name, int create,
     *out = co;
     return 0;
   }
-  return dtx__err(DTX_EBUSY, "redis: the catalog entry of %s keeps changing",
+  return dtx__err(DTX_EBUSY,
+                  "redis: the catalog entry of '%s' keeps changing",
                   name);
 }
 
@@ -424,7 +425,8 @@ int dtx__rd_mark_multikey(dtx__backend_t *b, const rd_coll_t *co,
       return rc;
     /* Done or lost the race: either way the next round raises stamps. */
   }
-  return dtx__err(DTX_EBUSY, "redis: the catalog entry of %s keeps changing",
+  return dtx__err(DTX_EBUSY,
+                  "redis: the catalog entry of '%s' keeps changing",
                   co->name);
 }
 
@@ -633,7 +635,8 @@ static int build_index(dtx__backend_t *b, rd_coll_t **cop, int64_t ixid) {
       return 0;
     }
   }
-  return dtx__err(DTX_EBUSY, "redis: the catalog entry of %s keeps changing",
+  return dtx__err(DTX_EBUSY,
+                  "redis: the catalog entry of '%s' keeps changing",
                   name);
 }
 
@@ -678,7 +681,7 @@ int dtx__rd_create_index(dtx__backend_t *b, const char *coll,
     if (!j || !e || json_array_append_new(json_object_get(j, "idx"), e) < 0) {
       json_decref(j);
       dtx__rd_coll_put(co);
-      return dtx__err(DTX_ENOMEM, "creating index %s", spec->name);
+      return dtx__err(DTX_ENOMEM, "creating index '%s'", spec->name);
     }
     json_object_set_new(j, "next", json_integer(id + 1));
     json_object_set_new(j, "ver", json_integer(co->ver + 1));
@@ -698,7 +701,8 @@ int dtx__rd_create_index(dtx__backend_t *b, const char *coll,
     dtx__rd_coll_put(co);
     return rc;
   }
-  return dtx__err(DTX_EBUSY, "redis: the catalog entry of %s keeps changing",
+  return dtx__err(DTX_EBUSY,
+                  "redis: the catalog entry of '%s' keeps changing",
                   coll);
 }
 
@@ -725,7 +729,7 @@ int dtx__rd_list_indexes(dtx__backend_t *b, const char *coll, json_t **out) {
   dtx__rd_coll_put(co);
   if (!arr || rc < 0) {
     json_decref(arr);
-    return dtx__err(DTX_ENOMEM, "listing indexes of %s", coll);
+    return dtx__err(DTX_ENOMEM, "listing indexes of '%s'", coll);
   }
   *out = arr;
   return 0;
@@ -782,7 +786,7 @@ static int drop_buckets(dtx__backend_t *b, const rd_coll_t *co) {
   size_t nb = (size_t)co->nb;
   rd_cmd_t *cmds = calloc(nb, sizeof *cmds);
   if (!cmds)
-    return dtx__err(DTX_ENOMEM, "dropping %s", co->name);
+    return dtx__err(DTX_ENOMEM, "dropping '%s'", co->name);
   for (int k = 0; k < co->nb; k++) {
     rd_buf_t key = {0};
     rd_cmd_t *c = &cmds[k];
@@ -848,6 +852,7 @@ int dtx__rd_drop_collection(dtx__backend_t *b, const char *coll) {
     dtx__rd_coll_forget(b, coll);
     return rc;
   }
-  return dtx__err(DTX_EBUSY, "redis: the catalog entry of %s keeps changing",
+  return dtx__err(DTX_EBUSY,
+                  "redis: the catalog entry of '%s' keeps changing",
                   coll);
 }

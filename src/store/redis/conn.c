@@ -26,9 +26,16 @@
  *                  retry_ms (default 10 s) has passed; then
  *                  DTX_EUNAVAILABLE with the last reason.
  * A write is followed, in the same pipeline, by WAIT when the URI has
- * ?wait=N; if fewer replicas acknowledged, WAIT is repeated on that
- * connection until they do or retry_ms has passed (short_wait then says
- * so; the write itself stands).
+ * ?wait=N.  If fewer replicas acknowledged, the master's connected
+ * replicas are counted (INFO replication): with N or more (one is
+ * catching up) WAIT is repeated on that connection until they have it or
+ * retry_ms has passed (the write itself stands); with fewer, waiting
+ * cannot help, so the write is flagged (rd_cmd_t.few: its caller fails
+ * with DTX_EUNAVAILABLE) and the master is marked, and further batches
+ * with a write for it fail before they are sent until a re-check, at most
+ * every RD_REPLICA_RECHECK_MS, counts N again.  The open checks every
+ * master the same way (dtx__rd_connect), so a master that never had N
+ * replicas fails at once instead of making each write wait retry_ms.
  * Resending after a lost reply may run a command twice; every write the
  * backend sends is safe under that (see redis.c: version tokens, claim
  * values and catalog texts are unique, so a rerun recognises its own
@@ -217,10 +224,15 @@ static redisContext *conn_open(dtx__backend_t *b, const rd_node_t *n,
     redisReply *r = redisCommandArgv(c, 2, argv, len);
     dtx__store_count_rt(1, 1); /* new pooled connections pay it mid-run */
     int ok = r && r->type == REDIS_REPLY_STATUS;
+    /* The server's whole reason: Redis's AUTH errors are one sentence
+     * ("... called without any password configured ..."), and a cut one
+     * reads as garbage. */
     if (!ok)
-      snprintf(why, whylen, "authentication to %s:%d failed%s%.100s", n->host,
+      snprintf(why, whylen, "authentication to %s:%d failed%s%s", n->host,
                n->port, r && r->type == REDIS_REPLY_ERROR ? ": " : "",
-               r && r->type == REDIS_REPLY_ERROR ? r->str : "");
+               r && r->type == REDIS_REPLY_ERROR ? r->str
+               : r                               ? ""
+                                                 : c->errstr);
     if (r)
       freeReplyObject(r);
     if (!ok) {
@@ -363,6 +375,112 @@ static int refresh_slots(dtx__backend_t *b, int force, char *why,
   return rc;
 }
 
+/* ---- replicas (?wait=N) ------------------------------------------------------------------- */
+
+/* How many replicas are connected to the master on c (INFO replication),
+ * in any state: one that is still syncing will acknowledge writes once
+ * it has caught up.  -1 when the server is not a master or the answer
+ * is unreadable; then nothing is concluded from it. */
+static int connected_replicas(redisContext *c) {
+  redisReply *r = redisCommand(c, "INFO replication");
+  dtx__store_count_rt(1, 1);
+  int n = -1;
+  if (r && r->type == REDIS_REPLY_STRING &&
+      strstr(r->str, "role:master")) {
+    const char *p = strstr(r->str, "connected_slaves:");
+    if (p)
+      n = atoi(p + strlen("connected_slaves:"));
+  }
+  if (r)
+    freeReplyObject(r);
+  return n;
+}
+
+/* Records a count of node's replicas; returns 1 when it is short of
+ * ?wait=. */
+static int note_replicas(dtx__backend_t *b, rd_node_t *node, int n) {
+  int few = n >= 0 && n < b->uri.wait;
+  pthread_mutex_lock(&node->mu);
+  node->few_replicas = few;
+  node->replicas = n;
+  node->replicas_ms = dtx__rd_mono_ms();
+  pthread_mutex_unlock(&node->mu);
+  return few;
+}
+
+/* The one message for a master short of replicas; consequence says what
+ * it meant for this call. */
+static int few_err(const dtx__backend_t *b, const rd_node_t *node, int n,
+                   const char *consequence) {
+  return dtx__err(DTX_EUNAVAILABLE,
+                  "redis: ?wait=%d: master %s:%d has %d connected "
+                  "replica%s, fewer than the %d each write must reach; %s",
+                  b->uri.wait, node->host, node->port, n, n == 1 ? "" : "s",
+                  b->uri.wait, consequence);
+}
+
+int dtx__rd_few_replicas_err(const dtx__backend_t *b, const rd_cmd_t *c) {
+  rd_node_t *node = c->few;
+  pthread_mutex_lock(&node->mu);
+  int n = node->replicas;
+  pthread_mutex_unlock(&node->mu);
+  return few_err(b, node, n,
+                 "the write was applied on the master only, so whether it "
+                 "lasts is unknown (as after a lost reply)");
+}
+
+/* Whether writes to node must be refused now: it was found short of
+ * replicas, and a re-check (when the last is older than
+ * RD_REPLICA_RECHECK_MS) still finds it so.  1 with the error raised. */
+static int refuse_writes(dtx__backend_t *b, rd_node_t *node, char *why,
+                         size_t whylen) {
+  pthread_mutex_lock(&node->mu);
+  int few = node->few_replicas, n = node->replicas;
+  int64_t age = dtx__rd_mono_ms() - node->replicas_ms;
+  pthread_mutex_unlock(&node->mu);
+  if (!few)
+    return 0;
+  if (age >= RD_REPLICA_RECHECK_MS) {
+    redisContext *c = conn_get(b, node, why, whylen);
+    if (!c)
+      return 0; /* unreachable: the executor's own retries handle that */
+    n = connected_replicas(c);
+    conn_put(node, c);
+    if (!note_replicas(b, node, n))
+      return 0;
+  }
+  few_err(b, node, n, "the write was refused (nothing changed)");
+  return 1;
+}
+
+/* At open: every master that serves slots must have ?wait= replicas, or
+ * no write could ever be acknowledged. */
+static int check_replicas(dtx__backend_t *b) {
+  if (b->uri.wait <= 0)
+    return 0;
+  char seen[RD_SLOTS / 8] = {0}, why[300] = "";
+  for (size_t s = 0; s < RD_SLOTS; s++) {
+    pthread_rwlock_rdlock(&b->maplock);
+    uint16_t idx = b->slot2node[s];
+    rd_node_t *node = idx == NO_NODE ? NULL : b->nodes[idx];
+    pthread_rwlock_unlock(&b->maplock);
+    if (!node || (idx < sizeof seen * 8 && (seen[idx / 8] >> (idx % 8)) & 1))
+      continue;
+    if (idx < sizeof seen * 8)
+      seen[idx / 8] |= (char)(1 << (idx % 8));
+    redisContext *c = conn_get(b, node, why, sizeof why);
+    if (!c)
+      continue; /* the first command to it will say why */
+    int n = connected_replicas(c);
+    conn_put(node, c);
+    if (note_replicas(b, node, n))
+      return few_err(b, node, n,
+                     "no write could be acknowledged (lower wait= or add "
+                     "replicas)");
+  }
+  return 0;
+}
+
 /* ---- topology at open --------------------------------------------------------------------- */
 
 static int load_scripts(dtx__backend_t *b, redisContext *c) {
@@ -439,6 +557,8 @@ int dtx__rd_connect(dtx__backend_t *b) {
     if (rc == 0)
       rc = load_scripts(b, c);
     redisFree(c);
+    if (rc == 0)
+      rc = check_replicas(b);
     return rc;
   }
   return dtx__err(DTX_EUNAVAILABLE, "redis: no seed answered: %s", why);
@@ -680,6 +800,18 @@ static int run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n, const char *what,
     }
     pthread_rwlock_unlock(&b->maplock);
 
+    /* ?wait=N: nothing goes out while a batch holds a write for a master
+     * known to be short of replicas (refuse_writes re-checks it). */
+    for (size_t g = 0; b->uri.wait > 0 && g < ngroups; g++) {
+      int writes = 0;
+      for (size_t k = 0; k < groups[g].n; k++)
+        writes |= cmds[groups[g].idx[k]].write;
+      if (writes && refuse_writes(b, groups[g].node, why, sizeof why)) {
+        rc = DTX_EUNAVAILABLE;
+        goto out;
+      }
+    }
+
     /* Write every node's pipeline before reading any reply. */
     for (size_t g = 0; g < ngroups; g++) {
       group_t *gr = &groups[g];
@@ -770,11 +902,15 @@ static int run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n, const char *what,
           pending--;
         }
       }
-      /* Replicas short of ?wait=: wait on, once every reply is read. */
+      /* Replicas short of ?wait=, once every reply is read: with enough
+       * of them connected, wait on; with too few, waiting cannot help. */
       for (size_t k = 0; k < gr->n && !gr->broken; k++) {
         rd_cmd_t *c = &cmds[gr->idx[k]];
-        if (c->reply && c->short_wait &&
-            wait_more(b, gr->c, t0))
+        if (!c->reply || !c->short_wait || c->few)
+          continue;
+        if (note_replicas(b, gr->node, connected_replicas(gr->c)))
+          c->few = gr->node;
+        else if (wait_more(b, gr->c, t0))
           c->short_wait = 0;
       }
       if (gr->broken) {

@@ -243,7 +243,7 @@ static int enckeys_of(const rd_idx_t *ix, const json_t *doc, enckeys_t *e) {
     return 0;
   int rc = dtx__index_keys(ix->spec, doc, &e->keys);
   if (rc < 0)
-    return dtx__err_wrap(rc, "index %s", ix->spec->name);
+    return dtx__err_wrap(rc, "index '%s'", ix->spec->name);
   size_t n = json_array_size(e->keys);
   e->enc = calloc(n ? n : 1, sizeof *e->enc);
   e->which = calloc(n ? n : 1, sizeof *e->which);
@@ -268,18 +268,6 @@ static int enckeys_of(const rd_idx_t *ix, const json_t *doc, enckeys_t *e) {
     e->enc[e->n++] = x;
   }
   return 0;
-}
-
-static int dupkey(const rd_idx_t *ix, const json_t *tuple) {
-  json_t *k = json_object();
-  for (size_t i = 0; k && i < ix->spec->nfields; i++)
-    json_object_set(k, ix->spec->paths[i], json_array_get(tuple, i));
-  char *text = k ? dtx__json_dump(k) : NULL;
-  json_decref(k);
-  int rc = dtx__err(DTX_EDUPKEY, "E11000-like: index %s dup key %s",
-                    ix->spec->name, text ? text : "?");
-  free(text);
-  return rc;
 }
 
 /* ---- claims --------------------------------------------------------------------------- */
@@ -385,7 +373,9 @@ static int claim_take(dtx__backend_t *b, const rd_coll_t *co,
         *fresh = 0;
         rc = 0;
       } else {
-        rc = dupkey(ix, tuple);
+        rc = dtx__err_dupkey(ix->spec->name,
+                             (const char *const *)ix->spec->paths, tuple,
+                             ix->spec->nfields);
       }
       break;
     }
@@ -396,7 +386,7 @@ static int claim_take(dtx__backend_t *b, const rd_coll_t *co,
     rc = DTX_EBUSY;
   }
   if (rc == DTX_EBUSY)
-    rc = dtx__err(DTX_EBUSY, "redis: unique claim on index %s kept changing",
+    rc = dtx__err(DTX_EBUSY, "redis: unique claim on index '%s' kept changing",
                   ix->spec->name);
   dtx__rd_buf_free(&expect);
   dtx__rd_buf_free(&field);
@@ -687,9 +677,12 @@ int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
     else
       dtx__rd_cache_drop(b, &key);
     /* Even when fewer replicas than ?wait= acknowledged it in time (see
-     * conn.c), the write is done: it cannot be undone, and reporting an
-     * error would break "an error changes nothing". */
-    rc = 0;
+     * conn.c), the write is done and cannot be undone, so the state above
+     * is recorded either way.  A replica that is catching up was waited
+     * for; but when its master has fewer replicas connected than ?wait=,
+     * the caller must hear that the write is not durable as asked: an
+     * UNAVAILABLE whose outcome is unknown, as after a lost reply. */
+    rc = c.few ? dtx__rd_few_replicas_err(b, &c) : 0;
   } else {
     if (rc == RD_ELOST && cur->body)
       dtx__rd_cache_put(b, &key, cur);
@@ -761,14 +754,7 @@ static int insert_one(dtx__backend_t *b, rd_coll_t **cop, json_t *doc) {
   for (int attempt = 0; rc == 0 && attempt < MAX_ATTEMPTS; attempt++) {
     rc = dtx__rd_write(b, *cop, &cur, doc, NULL);
     if (rc == RD_ELOST && cur.body) {
-      static const char *const idpath[] = {"_id"};
-      json_t *k = json_object();
-      json_object_set(k, idpath[0], json_object_get(doc, "_id"));
-      char *t = dtx__json_dump(k);
-      json_decref(k);
-      rc = dtx__err(DTX_EDUPKEY, "E11000-like: index _id_ dup key %s",
-                    t ? t : "?");
-      free(t);
+      rc = dtx__err_dupid(json_object_get(doc, "_id"));
       break;
     }
     if (rc == RD_ELOST) {
@@ -1082,7 +1068,7 @@ static int modify_doc(dtx__backend_t *b, const rd_coll_t *co,
     *outcome = M_DONE;
     return 0;
   }
-  return dtx__err(DTX_EBUSY, "redis: document in %s kept changing", m->coll);
+  return dtx__err(DTX_EBUSY, "redis: document in '%s' kept changing", m->coll);
 }
 
 /* The single _id of a plain by-id filter, or NULL. */
@@ -1182,12 +1168,7 @@ static int upsert(dtx__backend_t *b, rd_coll_t **cop, const dtx__modify_t *m,
     }
     if (rc == RD_ELOST && !dtx__filter_match(m->filter, cur.body)) {
       /* The _id exists and does not match: as an insert would, refuse. */
-      json_t *k = json_pack("{s:O}", "_id", json_object_get(doc, "_id"));
-      char *t = k ? dtx__json_dump(k) : NULL;
-      json_decref(k);
-      rc = dtx__err(DTX_EDUPKEY, "E11000-like: index _id_ dup key %s",
-                    t ? t : "?");
-      free(t);
+      rc = dtx__err_dupid(json_object_get(doc, "_id"));
     }
     break;
   }
@@ -1290,7 +1271,7 @@ int dtx__rd_modify_one(dtx__backend_t *b, const dtx__modify_t *m,
   }
   dtx__rd_coll_put(co);
   if (rc == RD_ESTALE || rc == RD_ELOST || rc == DTX_EBUSY)
-    rc = dtx__err(DTX_EBUSY, "redis: %s kept changing", m->coll);
+    rc = dtx__err(DTX_EBUSY, "redis: collection '%s' kept changing", m->coll);
   if (rc < 0)
     dtx__modify_result_clear(res);
   return rc;
@@ -1329,6 +1310,6 @@ int dtx__rd_modify_many(dtx__backend_t *b, const dtx__modify_t *m,
   dtx__rd_docs_free(d, n);
   dtx__rd_coll_put(co);
   if (rc == RD_ESTALE)
-    rc = dtx__err(DTX_EBUSY, "redis: %s kept changing", m->coll);
+    rc = dtx__err(DTX_EBUSY, "redis: collection '%s' kept changing", m->coll);
   return rc;
 }

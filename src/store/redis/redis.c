@@ -23,13 +23,16 @@
  * atomically on the node owning the key, so the check and the write are
  * one step; with a failover, acknowledged writes are as durable as Redis
  * replication makes them: with ?wait=N each write is followed by WAIT N on
- * the same connection, and while fewer replicas have it (a replica
- * resyncing after a failover) the backend waits on, within retry_ms.  If
+ * the same connection, and while fewer replicas have it but N are
+ * connected (one resyncing) the backend waits on, within retry_ms.  If
  * they do not catch up in time the write still counts as done -- it is
- * applied and cannot be undone, and an error would break the rule that a
- * failed call changed nothing (a transfer step reported failed but
- * applied strands the transfer) -- so durability then falls back to
- * Redis's asynchronous replication for that write.
+ * applied and cannot be undone -- so durability then falls back to
+ * Redis's asynchronous replication for that write.  A master with fewer
+ * than N replicas connected cannot acknowledge anything, so waiting is
+ * pointless: the open refuses such a master, and one found so later
+ * fails the write that found it (DTX_EUNAVAILABLE, outcome unknown, as
+ * after a lost reply) and refuses further writes until it has N again
+ * (conn.c).
  *
  * One round trip in the common case: the backend keeps the last (version,
  * body) it saw of each document (a bounded cache shared by the threads of
@@ -387,7 +390,10 @@ void dtx__rd_cache_drop(dtx__backend_t *b, const rd_buf_t *key) {
 
 static void rd_close(dtx__backend_t *b);
 
-static int rd_open(const char *uri, dtx__backend_t **out) {
+/* flags: DTX_OPEN_NOCREATE changes nothing here, since a Redis server
+ * either answers or it does not; nothing is created by opening. */
+static int rd_open(const char *uri, unsigned flags, dtx__backend_t **out) {
+  (void)flags;
   *out = NULL;
   dtx__backend_t *b = calloc(1, sizeof *b);
   if (!b)
@@ -439,6 +445,7 @@ static void rd_close(dtx__backend_t *b) {
 const dtx_store_methods_t dtx__redis_methods = {
     .version = 1,
     .scheme = "redis",
+    .uri_form = "redis://HOST:PORT",
     .open = rd_open,
     .close = rd_close,
     .insert = dtx__rd_insert,

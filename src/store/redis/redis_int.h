@@ -102,7 +102,15 @@ typedef struct rd_node {
   pthread_mutex_t mu;
   redisContext **idle; /* connections not in use */
   size_t nidle, cap;
+  /* ?wait=N: set (under mu) when this master was found with fewer than N
+   * connected replicas; writes to it are refused until a re-check (at
+   * most every RD_REPLICA_RECHECK_MS) finds N again. */
+  int few_replicas;
+  int replicas;          /* the count last seen */
+  int64_t replicas_ms;   /* when it was seen (dtx__rd_mono_ms) */
 } rd_node_t;
+
+#define RD_REPLICA_RECHECK_MS 200
 
 /* One command of a batch.  Arguments are copied in.  For a script the
  * arguments are its keys (nkeys of them) and then its ARGV; the executor
@@ -122,6 +130,9 @@ typedef struct rd_cmd {
   /* results */
   redisReply *reply; /* owned; NULL until answered */
   int short_wait;    /* fewer replicas than ?wait= acknowledged in time */
+  rd_node_t *few;    /* a write answered by a master found with fewer
+                        connected replicas than ?wait=: applied there, but
+                        not acknowledged (dtx__rd_few_replicas_err) */
 } rd_cmd_t;
 
 void dtx__rd_cmd_init(rd_cmd_t *c, int slot, int script, int write);
@@ -137,7 +148,9 @@ void dtx__rd_cmds_free(rd_cmd_t *c, size_t n); /* clears each, frees c */
  * retrying connection loss, TRYAGAIN, CLUSTERDOWN and the like with
  * backoff for up to the URI's retry budget.  0 when every command has a
  * reply (which may be an error reply of the command itself); else
- * DTX_EUNAVAILABLE (or DTX_ENOMEM) with a detail naming what. */
+ * DTX_EUNAVAILABLE (or DTX_ENOMEM) with a detail naming what.  With
+ * ?wait=N a batch holding a write for a master known to have fewer than N
+ * connected replicas fails with DTX_EUNAVAILABLE before it is sent. */
 int dtx__rd_run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n,
                 const char *what);
 
@@ -146,6 +159,11 @@ int dtx__rd_run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n,
  * are read at (nearly) one moment even while slots migrate. */
 int dtx__rd_run_together(dtx__backend_t *b, rd_cmd_t *cmds, size_t n,
                          const char *what);
+
+/* DTX_EUNAVAILABLE for a write c whose master had fewer connected
+ * replicas than ?wait= (c->few set by the executor): names the master
+ * and both counts, and says the write was applied there. */
+int dtx__rd_few_replicas_err(const dtx__backend_t *b, const rd_cmd_t *c);
 
 /* DTX_EBACKEND for a reply the caller did not expect, with a detail. */
 int dtx__rd_bad_reply(const redisReply *r, const char *what);

@@ -49,7 +49,7 @@ static int meta_format(sq_conn_t *c, int64_t *fmt) {
 
 /* Creates the catalog tables unless they exist.  Processes may race to do
  * it; BEGIN IMMEDIATE plus IF NOT EXISTS makes the race harmless. */
-int dtx__sq_schema_init(sq_conn_t *c) {
+int dtx__sq_schema_init(sq_conn_t *c, int create) {
   sqlite3_stmt *st;
   int rc = dtx__sq_prep(c,
                         "SELECT 1 FROM sqlite_master WHERE type='table' AND "
@@ -61,6 +61,8 @@ int dtx__sq_schema_init(sq_conn_t *c) {
   sqlite3_reset(st);
   if (src != SQLITE_ROW && src != SQLITE_DONE)
     return dtx__sq_err(c, src, "reading the schema");
+  if (src == SQLITE_DONE && !create)
+    return DTX_ENOTFOUND; /* the caller names the path */
   if (src == SQLITE_DONE) {
     if ((rc = dtx__sq_begin_write(c)) < 0)
       return rc;
@@ -283,7 +285,7 @@ int dtx__sq_cat_load(sq_conn_t *c, sq_cat_t **out) {
     if (!co) {
       sqlite3_reset(st);
       rc = dtx__err(DTX_EBACKEND,
-                    "sqlite: index %lld belongs to missing collection %s",
+                    "sqlite: index %lld belongs to missing collection '%s'",
                     (long long)sqlite3_column_int64(st, 0), cname);
       goto fail;
     }
@@ -400,7 +402,7 @@ int dtx__sq_coll_ensure(sq_wctx_t *w, const char *name,
   if ((rc = cat_changed(w)) < 0)
     return rc;
   if (!(*out = dtx__sq_coll_find(w->cat, name)))
-    return dtx__err(DTX_EBACKEND, "sqlite: collection %s vanished", name);
+    return dtx__err(DTX_EBACKEND, "sqlite: collection '%s' vanished", name);
   return 0;
 }
 
@@ -490,7 +492,7 @@ static int create_index_run(sq_wctx_t *w, sq_op_t *op) {
     if (spec_same(co->idx[i].spec, spec))
       return 0;
     return dtx__err(DTX_EBADINDEX,
-                    "index %s on %s already exists with a different "
+                    "index '%s' on '%s' already exists with a different "
                     "specification",
                     spec->name, a->coll);
   }
@@ -498,7 +500,7 @@ static int create_index_run(sq_wctx_t *w, sq_op_t *op) {
   char *text = sj ? dtx__json_dump(sj) : NULL;
   json_decref(sj);
   if (!text)
-    return dtx__err(DTX_ENOMEM, "creating index %s", spec->name);
+    return dtx__err(DTX_ENOMEM, "creating index '%s'", spec->name);
   sqlite3_stmt *st;
   if ((rc = dtx__sq_prep(w->c,
                          "INSERT INTO _dtx_index(coll, name, spec) "
@@ -524,7 +526,7 @@ static int create_index_run(sq_wctx_t *w, sq_op_t *op) {
   dtx_index_opts_t o = {spec->unique, spec->sparse, spec->name};
   dtx__index_spec_t *copy;
   rc = keys ? dtx__index_spec_parse(keys, &o, &copy)
-            : dtx__err(DTX_ENOMEM, "creating index %s", spec->name);
+            : dtx__err(DTX_ENOMEM, "creating index '%s'", spec->name);
   json_decref(keys);
   if (rc < 0)
     return rc;
@@ -536,7 +538,7 @@ static int create_index_run(sq_wctx_t *w, sq_op_t *op) {
   char *ddl = malloc(cap);
   if (!ddl) {
     idx_fini(&ix);
-    return dtx__err(DTX_ENOMEM, "creating index %s", spec->name);
+    return dtx__err(DTX_ENOMEM, "creating index '%s'", spec->name);
   }
   size_t n = (size_t)snprintf(ddl, cap, "CREATE TABLE %s(", ix.table);
   for (size_t i = 0; i < spec->nfields; i++)
@@ -630,7 +632,7 @@ int dtx__sq_list_indexes(dtx__backend_t *b, const char *coll, json_t **out) {
   dtx__sq_read_end(b, c, cat);
   if (!arr || rc < 0) {
     json_decref(arr);
-    return dtx__err(DTX_ENOMEM, "listing indexes of %s", coll);
+    return dtx__err(DTX_ENOMEM, "listing indexes of '%s'", coll);
   }
   *out = arr;
   return 0;

@@ -70,21 +70,6 @@ int dtx__sq_bind_key(sqlite3_stmt *st, int i, const json_t *v) {
 
 /* ---- index rows ----------------------------------------------------------------------------- */
 
-/* MongoDB-style duplicate key detail: the index name and the key as
- * {path: value, ...}. */
-static int dupkey(const char *index, const char *const *paths,
-                  const json_t *tuple, size_t n) {
-  json_t *k = json_object();
-  for (size_t i = 0; k && i < n; i++)
-    json_object_set(k, paths[i], json_array_get(tuple, i));
-  char *text = k ? dtx__json_dump(k) : NULL;
-  json_decref(k);
-  int rc = dtx__err(DTX_EDUPKEY, "E11000-like: index %s dup key %s", index,
-                    text ? text : "?");
-  free(text);
-  return rc;
-}
-
 static int idx_rows(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
                     int64_t seq, int insert) {
   size_t nf = ix->spec->nfields, i;
@@ -106,8 +91,9 @@ static int idx_rows(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
     if (src == SQLITE_DONE)
       continue;
     if ((src & 0xff) == SQLITE_CONSTRAINT && insert)
-      return dupkey(ix->spec->name, (const char *const *)ix->spec->paths,
-                    tuple, nf);
+      return dtx__err_dupkey(ix->spec->name,
+                             (const char *const *)ix->spec->paths, tuple,
+                             nf);
     return dtx__sq_err(c, src, insert ? "adding index keys"
                                       : "removing index keys");
   }
@@ -142,7 +128,7 @@ int dtx__sq_idx_delete(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
 
 static int doc_keys(const sq_idx_t *ix, const json_t *doc, json_t **keys) {
   int rc = dtx__index_keys(ix->spec, doc, keys);
-  return rc < 0 ? dtx__err_wrap(rc, "index %s", ix->spec->name) : 0;
+  return rc < 0 ? dtx__err_wrap(rc, "index '%s'", ix->spec->name) : 0;
 }
 
 /* ---- single-document writes --------------------------------------------------------------- */
@@ -164,11 +150,7 @@ static int insert_doc(sq_wctx_t *w, const sq_coll_t *co, const json_t *doc) {
   sqlite3_clear_bindings(st);
   if (src != SQLITE_DONE) {
     if ((src & 0xff) == SQLITE_CONSTRAINT) {
-      static const char *const idpath[] = {"_id"};
-      json_t *t = json_pack("[O]", id);
-      rc = dupkey("_id_", idpath, t, 1);
-      json_decref(t);
-      return rc;
+      return dtx__err_dupid(id);
     }
     return dtx__sq_err(c, src, "inserting a document");
   }

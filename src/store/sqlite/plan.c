@@ -280,7 +280,7 @@ static int fetch_seq(sq_cursor_t *cur, int64_t seq, json_t **doc) {
     rc = dtx__sq_err(cur->c, src, "reading a document");
   else
     rc = dtx__err(DTX_EBACKEND,
-                  "sqlite: index of %s lists a missing document (seq %lld)",
+                  "sqlite: index of '%s' lists a missing document (seq %lld)",
                   co->name, (long long)seq);
   sqlite3_reset(st);
   return rc;

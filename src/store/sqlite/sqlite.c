@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define BUSY_TIMEOUT_MS (5 * 60 * 1000)
 #define MAX_READERS 8
@@ -288,16 +289,30 @@ static void conn_close(sq_conn_t *c) {
   free(c);
 }
 
-static int conn_open(const sq_uri_t *u, int writer, sq_conn_t **out) {
+/* A missing store, in the words every command prints. */
+static int no_store(const char *path) {
+  return dtx__err(DTX_EUNAVAILABLE,
+                  "no store at %s (a command that only reads never creates "
+                  "one)",
+                  path);
+}
+
+/* Opens one connection.  create 0 opens an existing file only (readers,
+ * and the writer under DTX_OPEN_NOCREATE). */
+static int conn_open(const sq_uri_t *u, int writer, int create,
+                     sq_conn_t **out) {
   *out = NULL;
+  const char *path = u->memory ? ":memory:" : u->path;
+  if (!create && !u->memory && access(path, F_OK) < 0 && errno == ENOENT)
+    return no_store(path);
   sq_conn_t *c = calloc(1, sizeof *c);
   if (!c)
     return dtx__err(DTX_ENOMEM, "opening a connection");
   pthread_mutex_init(&c->mu, NULL);
-  const char *path = u->memory ? ":memory:" : u->path;
-  int src = sqlite3_open_v2(
-      path, &c->db,
-      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+  int src = sqlite3_open_v2(path, &c->db,
+                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
+                                (create ? SQLITE_OPEN_CREATE : 0),
+                            NULL);
   int rc;
   if (src != SQLITE_OK) {
     rc = dtx__err(DTX_EUNAVAILABLE, "cannot open sqlite:%s: %s", path,
@@ -353,7 +368,7 @@ static int reader_get(dtx__backend_t *b, sq_conn_t **out) {
   }
   b->nopen++;
   pthread_mutex_unlock(&b->rmu);
-  int rc = conn_open(&b->uri, 0, out);
+  int rc = conn_open(&b->uri, 0, 0, out);
   if (rc < 0) {
     pthread_mutex_lock(&b->rmu);
     b->nopen--;
@@ -427,7 +442,7 @@ void dtx__sq_cache_trim(sq_conn_t *c) {
 
 static void sq_close(dtx__backend_t *b);
 
-static int sq_open(const char *uri, dtx__backend_t **out) {
+static int sq_open(const char *uri, unsigned flags, dtx__backend_t **out) {
   *out = NULL;
   dtx__backend_t *b = calloc(1, sizeof *b);
   if (!b)
@@ -445,10 +460,15 @@ static int sq_open(const char *uri, dtx__backend_t **out) {
     rc = dtx__err(DTX_ENOMEM, "opening %s", uri);
     goto fail;
   }
-  if ((rc = conn_open(&b->uri, 1, &b->w)) < 0)
+  /* A private in-memory store is always new: nothing to refuse. */
+  int create = !(flags & DTX_OPEN_NOCREATE) || b->uri.memory;
+  if ((rc = conn_open(&b->uri, 1, create, &b->w)) < 0)
     goto fail;
-  if ((rc = dtx__sq_schema_init(b->w)) < 0)
+  if ((rc = dtx__sq_schema_init(b->w, create)) < 0) {
+    if (rc == DTX_ENOTFOUND)
+      rc = no_store(b->uri.path);
     goto fail;
+  }
   *out = b;
   return 0;
 fail:
@@ -477,6 +497,7 @@ static void sq_close(dtx__backend_t *b) {
 const dtx_store_methods_t dtx__sqlite_methods = {
     .version = 1,
     .scheme = "sqlite",
+    .uri_form = "sqlite:PATH",
     .open = sq_open,
     .close = sq_close,
     .insert = dtx__sq_insert,

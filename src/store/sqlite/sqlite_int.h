@@ -207,7 +207,10 @@ int dtx__sq_read_begin(dtx__backend_t *b, sq_conn_t **c, sq_cat_t **cat);
 void dtx__sq_read_end(dtx__backend_t *b, sq_conn_t *c, sq_cat_t *cat);
 
 /* catalog.c */
-int dtx__sq_schema_init(sq_conn_t *c);
+/* Checks the file's doctx schema and format, creating the schema in an
+ * empty database when create is set; without it an empty database is
+ * DTX_ENOTFOUND (no detail: the caller says "no store at PATH"). */
+int dtx__sq_schema_init(sq_conn_t *c, int create);
 int dtx__sq_cat_version(sq_conn_t *c, int64_t *v);
 int dtx__sq_cat_load(sq_conn_t *c, sq_cat_t **out);
 sq_cat_t *dtx__sq_cat_get(dtx__backend_t *b);

@@ -1,0 +1,11 @@
+# readme.sh -- for the suites that hold the README to the code (sourced):
+# sets ROOT (the repository) and README, and `block NAME` prints the lines
+# between the README's <!-- NAME --> and <!-- /NAME --> markers, without
+# code fences.
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+README="$ROOT/README.md"
+
+block() {
+  awk -v first="<!-- $1 -->" -v last="<!-- /$1 -->" '
+    $0 == last { on = 0 } on && !/^```/ { print } $0 == first { on = 1 }' "$README"
+}
