@@ -19,10 +19,21 @@
  * Each operator of {a: {$gt: 1, $lt: 5}} is its own PATH node, so different
  * array elements may satisfy different operators, exactly as in MongoDB;
  * $elemMatch is the way to demand a single element.
+ *
+ * Matching can also report where it matched (dtx__filter_match_pos): the
+ * index, in the first array the path went through, of the element that
+ * satisfied the last matching condition, which the positional $ of updates
+ * and projections needs.  A $regex that exceeds PCRE2's limits cannot say
+ * "no" honestly, so it marks the filter failed (an atomic flag, the only
+ * write matching ever makes): from then on nothing matches, and the caller
+ * asks dtx__filter_error() afterwards and fails the whole operation.
  */
 #include "doc/doc.h"
 #include "util/err.h"
 
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +60,9 @@ typedef enum kind {
   K_SIZE,
   K_ELEM_OBJ, /* some element, an object or array, matches a sub-filter */
   K_ELEM_VAL, /* some element satisfies all value predicates */
+  K_TYPE,     /* the value's BSON type is in a set */
+  K_MOD,      /* a number whose truncation % divisor == remainder */
+  K_REGEX,    /* a string the PCRE2 pattern matches */
 } kind_t;
 
 typedef struct node {
@@ -61,11 +75,17 @@ typedef struct node {
   json_t **vals;      /* IN: deep copies, sorted by dtx__value_cmp */
   size_t nvals;
   int has_null; /* IN: null is listed, so a missing value matches */
-  json_int_t size;
+  json_int_t size;   /* SIZE; MOD: the divisor */
+  json_int_t rem;    /* MOD: the remainder */
+  uint64_t types;    /* TYPE: bit per type code (type_bit) */
+  dtx__regex_t *re;  /* REGEX */
 } node_t;
 
 struct dtx__filter {
   node_t *root;
+  _Atomic int failed;   /* a match hit an error; see the file comment */
+  int err;              /* that error's code, once failed is set */
+  char detail[256];     /* and its detail */
 };
 
 /* ---- building nodes ---------------------------------------------------- */
@@ -81,6 +101,7 @@ static void node_free(node_t *n) {
   for (size_t i = 0; i < n->nvals; i++)
     json_decref(n->vals[i]);
   free(n->vals);
+  dtx__regex_free(n->re);
   free(n);
 }
 
@@ -178,7 +199,6 @@ static const char *where(const ctx_t *c) {
  * message, so a user knows the filter is valid MongoDB, just unsupported. */
 static int unsupported(const char *op) {
   static const char *const ops[] = {
-      "$regex",         "$options",      "$mod",         "$type",
       "$text",          "$where",        "$expr",        "$jsonSchema",
       "$geoWithin",     "$geoIntersects", "$near",       "$nearSphere",
       "$bitsAllSet",    "$bitsAllClear", "$bitsAnySet",  "$bitsAnyClear",
@@ -382,6 +402,168 @@ static int compile_size(const ctx_t *c, const json_t *arg, node_t **out) {
   return finish(c, n, 0, DTX__LEAF_WHOLE, out);
 }
 
+/* ---- $type, $mod, $regex ---------------------------------------------------- */
+
+/* BSON type codes and their $type aliases.  doctx stores JSON, so only
+ * double, string, object, array, bool, null, int and long can ever match;
+ * the others are accepted (the filter is valid MongoDB) and match nothing.
+ * An integer is "int" when it fits in 32 bits and "long" otherwise, as
+ * Extended JSON reads a plain integer. */
+static const struct {
+  const char *alias;
+  int code;
+} type_names[] = {
+    {"double", 1},     {"string", 2},      {"object", 3},
+    {"array", 4},      {"binData", 5},     {"undefined", 6},
+    {"objectId", 7},   {"bool", 8},        {"date", 9},
+    {"null", 10},      {"regex", 11},      {"dbPointer", 12},
+    {"javascript", 13}, {"symbol", 14},    {"javascriptWithScope", 15},
+    {"int", 16},       {"timestamp", 17},  {"long", 18},
+    {"decimal", 19},   {"minKey", -1},     {"maxKey", 127},
+};
+
+static uint64_t type_bit(int code) {
+  return code == -1 ? 1ULL << 20 : code == 127 ? 1ULL << 21
+                                                : 1ULL << code;
+}
+
+#define NUMBER_BITS \
+  (type_bit(1) | type_bit(16) | type_bit(18) | type_bit(19))
+
+static uint64_t value_type_bit(const json_t *v) {
+  switch (json_typeof(v)) {
+  case JSON_REAL:
+    return type_bit(1);
+  case JSON_STRING:
+    return type_bit(2);
+  case JSON_OBJECT:
+    return type_bit(3);
+  case JSON_ARRAY:
+    return type_bit(4);
+  case JSON_TRUE:
+  case JSON_FALSE:
+    return type_bit(8);
+  case JSON_NULL:
+    return type_bit(10);
+  case JSON_INTEGER: {
+    json_int_t i = json_integer_value(v);
+    return i >= INT32_MIN && i <= INT32_MAX ? type_bit(16) : type_bit(18);
+  }
+  }
+  return 0;
+}
+
+static int one_type(const ctx_t *c, const json_t *t, uint64_t *mask) {
+  if (json_is_string(t)) {
+    const char *a = json_string_value(t);
+    if (!strcmp(a, "number")) {
+      *mask |= NUMBER_BITS;
+      return 0;
+    }
+    for (size_t i = 0; i < sizeof type_names / sizeof type_names[0]; i++)
+      if (!strcmp(a, type_names[i].alias)) {
+        *mask |= type_bit(type_names[i].code);
+        return 0;
+      }
+    return dtx__err(DTX_EBADQUERY, "$type: unknown type alias '%s' at %s",
+                    a, where(c));
+  }
+  if (json_is_number(t)) {
+    double d = json_number_value(t);
+    for (size_t i = 0; i < sizeof type_names / sizeof type_names[0]; i++)
+      if (d == type_names[i].code) {
+        *mask |= type_bit(type_names[i].code);
+        return 0;
+      }
+    return dtx__err(DTX_EBADQUERY, "$type: invalid type code %g at %s", d,
+                    where(c));
+  }
+  return dtx__err(DTX_EBADQUERY,
+                  "$type needs a type alias or number, or an array of them, "
+                  "at %s", where(c));
+}
+
+static int compile_type(const ctx_t *c, const json_t *arg, node_t **out) {
+  uint64_t mask = 0;
+  int rc;
+  if (json_is_array(arg)) {
+    size_t i;
+    json_t *t;
+    json_array_foreach(arg, i, t) if ((rc = one_type(c, t, &mask))) return rc;
+  } else if ((rc = one_type(c, arg, &mask))) {
+    return rc;
+  }
+  node_t *n = node_new(K_TYPE);
+  if (!n)
+    return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
+  n->types = mask;
+  return finish(c, n, 0, DTX__LEAF_EXPAND, out);
+}
+
+/* A $mod operand as an int64: integers as they are, doubles truncated
+ * toward zero (MongoDB 5.1+), anything else refused. */
+static int mod_operand(const ctx_t *c, const json_t *v, const char *what,
+                       json_int_t *out) {
+  if (json_is_integer(v)) {
+    *out = json_integer_value(v);
+    return 0;
+  }
+  if (json_is_real(v)) {
+    double d = json_real_value(v);
+    if (d > -9223372036854775808.0 && d < 9223372036854775808.0) {
+      *out = (json_int_t)d;
+      return 0;
+    }
+    return dtx__err(DTX_EBADQUERY,
+                    "$mod: %s %g is outside the 64-bit integer range at %s",
+                    what, d, where(c));
+  }
+  return dtx__err(DTX_EBADQUERY, "$mod: %s must be a number at %s", what,
+                  where(c));
+}
+
+static int compile_mod(const ctx_t *c, const json_t *arg, node_t **out) {
+  json_int_t d, r;
+  int rc;
+  if (!json_is_array(arg) || json_array_size(arg) != 2)
+    return dtx__err(DTX_EBADQUERY,
+                    "$mod needs an array [divisor, remainder] at %s",
+                    where(c));
+  if ((rc = mod_operand(c, json_array_get(arg, 0), "divisor", &d)) ||
+      (rc = mod_operand(c, json_array_get(arg, 1), "remainder", &r)))
+    return rc;
+  if (d == 0)
+    return dtx__err(DTX_EBADQUERY, "$mod: divisor cannot be 0 at %s",
+                    where(c));
+  node_t *n = node_new(K_MOD);
+  if (!n)
+    return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
+  n->size = d;
+  n->rem = r;
+  return finish(c, n, 0, DTX__LEAF_EXPAND, out);
+}
+
+/* {$regex: "pattern", $options: "imsx"}; the caller passes both. */
+static int compile_regex(const ctx_t *c, const json_t *pat,
+                         const json_t *opts, node_t **out) {
+  if (!json_is_string(pat))
+    return dtx__err(DTX_EBADQUERY, "$regex needs a string pattern at %s",
+                    where(c));
+  if (opts && !json_is_string(opts))
+    return dtx__err(DTX_EBADQUERY, "$options needs a string at %s",
+                    where(c));
+  node_t *n = node_new(K_REGEX);
+  if (!n)
+    return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
+  int rc = dtx__regex_compile(json_string_value(pat), json_string_length(pat),
+                              opts ? json_string_value(opts) : "", &n->re);
+  if (rc) {
+    node_free(n);
+    return dtx__err_wrap(rc, "at %s", where(c));
+  }
+  return finish(c, n, 0, DTX__LEAF_EXPAND, out);
+}
+
 static int compile_op(const ctx_t *c, const char *op, const json_t *arg,
                       node_t **out) {
   static const struct {
@@ -432,6 +614,10 @@ static int compile_op(const ctx_t *c, const char *op, const json_t *arg,
   }
   if (!strcmp(op, "$all"))
     return compile_all(c, arg, out);
+  if (!strcmp(op, "$type"))
+    return compile_type(c, arg, out);
+  if (!strcmp(op, "$mod"))
+    return compile_mod(c, arg, out);
   if (!strcmp(op, "$not")) {
     if (!json_is_object(arg) || json_object_size(arg) == 0)
       return dtx__err(DTX_EBADQUERY,
@@ -458,7 +644,21 @@ static int compile_ops(const ctx_t *c, const json_t *opdoc, node_t **out) {
     return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
   json_object_foreach((json_t *)opdoc, op, arg) {
     node_t *kid;
-    int rc = compile_op(c, op, arg, &kid);
+    int rc;
+    if (!strcmp(op, "$options")) {
+      if (json_object_get(opdoc, "$regex"))
+        continue; /* read together with its $regex */
+      node_free(and);
+      return dtx__err(DTX_EBADQUERY, "$options needs a $regex at %s",
+                      where(c));
+    }
+    if (c->depth > MAX_DEPTH)
+      rc = dtx__err(DTX_EBADQUERY, "filter nested deeper than %d at %s",
+                    MAX_DEPTH, where(c));
+    else if (!strcmp(op, "$regex"))
+      rc = compile_regex(c, arg, json_object_get(opdoc, "$options"), &kid);
+    else
+      rc = compile_op(c, op, arg, &kid);
     if (rc || (rc = node_add(and, kid))) {
       node_free(and);
       return rc;
@@ -579,8 +779,27 @@ void dtx__filter_free(dtx__filter_t *f) {
 
 /* ---- matching ----------------------------------------------------------- */
 
-static int match_doc(const node_t *n, const json_t *doc);
-static int match_val(const node_t *n, const json_t *v);
+/* What one match call carries down the tree: the filter (to record an
+ * error in) and, when positions are wanted, where the last match was. */
+typedef struct mctx {
+  dtx__filter_t *f;
+  int want_pos;
+  size_t pos;     /* the last matching path's array position */
+  size_t elem;    /* the element an $elemMatch matched, for pos */
+  size_t walkpos; /* maintained by the path walk */
+} mctx_t;
+
+static int match_doc(const node_t *n, const json_t *doc, mctx_t *m);
+static int match_val(const node_t *n, const json_t *v, mctx_t *m);
+
+/* Records the first error a match meets; later matches then all fail. */
+static void fail(mctx_t *m, int rc) {
+  int expect = 0;
+  if (atomic_compare_exchange_strong(&m->f->failed, &expect, 1)) {
+    m->f->err = rc;
+    snprintf(m->f->detail, sizeof m->f->detail, "%s", dtx_errdetail());
+  }
+}
 
 static int in_set(const node_t *n, const json_t *v) {
   size_t lo = 0, hi = n->nvals;
@@ -632,7 +851,41 @@ static int equal(const json_t *v, const json_t *arg) {
   return dtx__value_cmp(v, arg) == 0;
 }
 
-static int match_val(const node_t *n, const json_t *v) {
+/* $mod truncates doubles toward zero; a double that no int64 can hold
+ * has no remainder and does not match. */
+static int match_mod(const node_t *n, const json_t *v) {
+  json_int_t x;
+  if (json_is_integer(v)) {
+    x = json_integer_value(v);
+  } else if (json_is_real(v)) {
+    double d = json_real_value(v);
+    if (!(d > -9223372036854775808.0 && d < 9223372036854775808.0))
+      return 0;
+    x = (json_int_t)d;
+  } else {
+    return 0;
+  }
+  if (n->size == -1) /* INT64_MIN % -1 overflows in C */
+    return n->rem == 0;
+  return x % n->size == n->rem;
+}
+
+static int match_elems(const node_t *n, const json_t *v, mctx_t *m,
+                       int objects) {
+  for (size_t i = 0; json_is_array(v) && i < json_array_size(v); i++) {
+    const json_t *e = json_array_get(v, i);
+    int ok = objects ? (json_is_object(e) || json_is_array(e)) &&
+                           match_doc(n->kids[0], e, m)
+                     : match_val(n->kids[0], e, m);
+    if (ok) {
+      m->elem = i;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static int match_val(const node_t *n, const json_t *v, mctx_t *m) {
   switch (n->kind) {
   case K_TRUE:
     return 1;
@@ -640,21 +893,21 @@ static int match_val(const node_t *n, const json_t *v) {
     return 0;
   case K_AND:
     for (size_t i = 0; i < n->nkids; i++)
-      if (!match_val(n->kids[i], v))
+      if (!match_val(n->kids[i], v, m))
         return 0;
     return 1;
   case K_OR:
     for (size_t i = 0; i < n->nkids; i++)
-      if (match_val(n->kids[i], v))
+      if (match_val(n->kids[i], v, m))
         return 1;
     return 0;
   case K_NOR:
     for (size_t i = 0; i < n->nkids; i++)
-      if (match_val(n->kids[i], v))
+      if (match_val(n->kids[i], v, m))
         return 0;
     return 1;
   case K_NOT:
-    return !match_val(n->kids[0], v);
+    return !match_val(n->kids[0], v, m);
   case K_EQ:
     if (!v)
       return json_is_null(n->arg);
@@ -670,54 +923,88 @@ static int match_val(const node_t *n, const json_t *v) {
     return v != NULL;
   case K_SIZE:
     return json_is_array(v) && json_array_size(v) == (size_t)n->size;
-  case K_ELEM_OBJ:
-    for (size_t i = 0; json_is_array(v) && i < json_array_size(v); i++) {
-      const json_t *e = json_array_get(v, i);
-      if ((json_is_object(e) || json_is_array(e)) &&
-          match_doc(n->kids[0], e))
-        return 1;
+  case K_TYPE:
+    return v && (value_type_bit(v) & n->types) != 0;
+  case K_MOD:
+    return v && match_mod(n, v);
+  case K_REGEX: {
+    if (!json_is_string(v) || atomic_load(&m->f->failed))
+      return 0;
+    int r = dtx__regex_match(n->re, json_string_value(v),
+                             json_string_length(v));
+    if (r < 0) {
+      fail(m, r);
+      return 0;
     }
-    return 0;
+    return r;
+  }
+  case K_ELEM_OBJ:
+    return match_elems(n, v, m, 1);
   case K_ELEM_VAL:
-    for (size_t i = 0; json_is_array(v) && i < json_array_size(v); i++)
-      if (match_val(n->kids[0], json_array_get(v, i)))
-        return 1;
-    return 0;
+    return match_elems(n, v, m, 0);
   case K_PATH:
     return 0; /* not a value predicate; compile never puts one here */
   }
   return 0;
 }
 
+typedef struct visit {
+  const node_t *pred;
+  mctx_t *m;
+} visit_t;
+
 static int visit_pred(void *ctx, const json_t *v, int empty_leaf) {
+  visit_t *vi = ctx;
   (void)empty_leaf;
-  return match_val((const node_t *)ctx, v);
+  vi->m->elem = SIZE_MAX;
+  if (!match_val(vi->pred, v, vi->m))
+    return 0;
+  if (vi->m->want_pos) {
+    size_t p = vi->m->walkpos != SIZE_MAX ? vi->m->walkpos : vi->m->elem;
+    if (p != SIZE_MAX)
+      vi->m->pos = p;
+  }
+  return 1;
 }
 
-static int match_doc(const node_t *n, const json_t *doc) {
+static int match_doc(const node_t *n, const json_t *doc, mctx_t *m) {
   switch (n->kind) {
   case K_TRUE:
     return 1;
   case K_AND:
     for (size_t i = 0; i < n->nkids; i++)
-      if (!match_doc(n->kids[i], doc))
+      if (!match_doc(n->kids[i], doc, m))
         return 0;
     return 1;
   case K_OR:
     for (size_t i = 0; i < n->nkids; i++)
-      if (match_doc(n->kids[i], doc))
+      if (match_doc(n->kids[i], doc, m))
         return 1;
     return 0;
   case K_NOR:
     for (size_t i = 0; i < n->nkids; i++)
-      if (match_doc(n->kids[i], doc))
+      if (match_doc(n->kids[i], doc, m))
         return 0;
     return 1;
-  case K_NOT:
-    return !match_doc(n->kids[0], doc);
-  case K_PATH:
-    return dtx__path_walk(n->path, doc, n->leaf_mode, visit_pred,
-                          (void *)n->kids[0]) != 0;
+  case K_NOT: {
+    /* A negation matches because nothing matched: it has no position. */
+    int want = m->want_pos;
+    m->want_pos = 0;
+    int r = !match_doc(n->kids[0], doc, m);
+    m->want_pos = want;
+    return r;
+  }
+  case K_PATH: {
+    visit_t vi = {n->kids[0], m};
+    if (!m->want_pos)
+      return dtx__path_walk(n->path, doc, n->leaf_mode, visit_pred, &vi) != 0;
+    /* A walk inside an $elemMatch must not disturb the walk around it. */
+    size_t saved = m->walkpos;
+    int r = dtx__path_walk_pos(n->path, doc, n->leaf_mode, visit_pred, &vi,
+                               &m->walkpos) != 0;
+    m->walkpos = saved;
+    return r;
+  }
   default:
     return 0; /* K_FALSE, and value predicates never reach this level */
   }
@@ -726,5 +1013,30 @@ static int match_doc(const node_t *n, const json_t *doc) {
 int dtx__filter_match(const dtx__filter_t *f, const json_t *doc) {
   if (!f)
     return 1;
-  return match_doc(f->root, doc);
+  dtx__filter_t *mf = (dtx__filter_t *)f;
+  if (atomic_load_explicit(&mf->failed, memory_order_relaxed))
+    return 0;
+  mctx_t m = {mf, 0, SIZE_MAX, SIZE_MAX, SIZE_MAX};
+  return match_doc(f->root, doc, &m) && !atomic_load(&mf->failed);
+}
+
+int dtx__filter_match_pos(const dtx__filter_t *f, const json_t *doc,
+                          size_t *pos) {
+  *pos = SIZE_MAX;
+  if (!f)
+    return 1;
+  dtx__filter_t *mf = (dtx__filter_t *)f;
+  if (atomic_load(&mf->failed))
+    return 0;
+  mctx_t m = {mf, 1, SIZE_MAX, SIZE_MAX, SIZE_MAX};
+  int r = match_doc(f->root, doc, &m) && !atomic_load(&mf->failed);
+  if (r)
+    *pos = m.pos;
+  return r;
+}
+
+int dtx__filter_error(const dtx__filter_t *f) {
+  if (!f || !atomic_load(&((dtx__filter_t *)f)->failed))
+    return 0;
+  return dtx__err(f->err, "%s", f->detail);
 }
