@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # make bench: the store, transfer and aggregate benchmarks on SQLite, then
 # the Redis benchmark on a standalone server and a 3+3 Cluster; each prints
-# ratios
-# against a native baseline measured in the same run (medians of rounds:
+# ratios against a native baseline measured in the same run (medians of rounds:
 # the machine is noisy, so compare within a run, not across runs).
 #
 # usage: scripts/bench.sh [BUILD_DIR]      (default: build)
