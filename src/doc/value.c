@@ -238,6 +238,8 @@ size_t dtx__value_size(const json_t *v) {
   const char *k;
   json_t *x;
   size_t i;
+  if (!v) /* a missing value */
+    return n;
   switch (json_typeof(v)) {
   case JSON_STRING:
     return n + json_string_length(v);

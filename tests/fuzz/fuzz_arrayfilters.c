@@ -9,24 +9,11 @@
  *
  * Build: clang -fsanitize=fuzzer,address,undefined ... (CMake: DTX_FUZZ=ON).
  */
-#include "doc/doc.h"
+#include "fuzz_common.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-static json_t *parse(const char *p, size_t n) {
-  char *text = malloc(n + 1);
-  json_t *v = NULL;
-  if (!text)
-    return NULL;
-  memcpy(text, p, n);
-  text[n] = '\0';
-  if (dtx__json_parse(text, &v))
-    v = NULL;
-  free(text);
-  return v;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *p = (const char *)data, *end = p + size;
@@ -34,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int i = 0; i < 4; i++) {
     const char *nl = i < 3 ? memchr(p, '\n', (size_t)(end - p)) : NULL;
     size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-    part[i] = parse(p, n);
+    part[i] = fuzz_parse(p, n);
     if (!nl) {
       if (i < 3)
         goto out;

@@ -9,24 +9,11 @@
  *
  * Build: clang -fsanitize=fuzzer,address,undefined ... (CMake: DTX_FUZZ=ON).
  */
-#include "doc/doc.h"
+#include "fuzz_common.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-static json_t *parse(const char *p, size_t n) {
-  char *text = malloc(n + 1);
-  json_t *v = NULL;
-  if (!text)
-    return NULL;
-  memcpy(text, p, n);
-  text[n] = '\0';
-  if (dtx__json_parse(text, &v))
-    v = NULL;
-  free(text);
-  return v;
-}
 
 static int empty_find(void *ctx, const char *coll, const json_t *filter,
                       json_t **out) {
@@ -43,8 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *t = (const char *)data;
   const char *nl = memchr(t, '\n', size);
   size_t plen = nl ? (size_t)(nl - t) : size;
-  json_t *pl = parse(t, plen);
-  json_t *docs = nl ? parse(nl + 1, size - plen - 1) : json_array();
+  json_t *pl = fuzz_parse(t, plen);
+  json_t *docs = nl ? fuzz_parse(nl + 1, size - plen - 1) : json_array();
   dtx__pipeline_t *p = NULL;
   if (!pl)
     goto out;

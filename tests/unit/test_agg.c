@@ -187,6 +187,9 @@ static const acase_t group_cases[] = {
        "[{'_id':null,'s':3.5,'n':5,'c':5}]"),
     OK("[{'v':1},{'v':2}]", "[{'$group':{'_id':null,'s':{'$sum':'$v'}}}]",
        "[{'_id':null,'s':3}]"),
+    /* a missing key first: the group's _id is null */
+    OK("[{'v':1},{'k':null,'v':2}]",
+       "[{'$group':{'_id':'$k','s':{'$sum':'$v'}}}]", "[{'_id':null,'s':3}]"),
     OK("[{'v':9223372036854775807},{'v':1},{'v':-2}]",
        "[{'$group':{'_id':null,'s':{'$sum':'$v'}}}]",
        "[{'_id':null,'s':9223372036854775806}]"),

@@ -11,32 +11,9 @@
 #include <string.h>
 #include <time.h>
 
-typedef struct fcase {
-  const char *filter;
-  const char *doc;
-  int want;
-} fcase_t;
+typedef dtx_t_fcase_t fcase_t;
 
-static void run_table(const char *name, const fcase_t *t, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    json_t *spec = JQNEW(t[i].filter), *doc = JQNEW(t[i].doc);
-    dtx__filter_t *f = NULL;
-    int rc = dtx__filter_compile(spec, &f);
-    CHECKF(rc == 0, "%s[%zu] compile %s: %s (%s)", name, i, t[i].filter,
-           dtx_errname(rc), dtx_errdetail());
-    if (rc == 0) {
-      int got = dtx__filter_match(f, doc);
-      CHECKF(got == t[i].want, "%s[%zu] filter %s doc %s: got %d want %d",
-             name, i, t[i].filter, t[i].doc, got, t[i].want);
-      CHECK(dtx__filter_error(f) == 0);
-    }
-    dtx__filter_free(f);
-    json_decref(spec);
-    json_decref(doc);
-  }
-}
-
-#define RUN(t) run_table(#t, t, sizeof t / sizeof t[0])
+#define RUN(t) dtx_t_filter_table(#t, t, sizeof t / sizeof t[0])
 
 /* ---- null and missing through arrays ----------------------------------
  * Manual: "Query for Null or Missing Fields"; MongoDB 9.0's
