@@ -216,6 +216,16 @@ void dtx__proj_free(dtx__proj_t *p);
 int dtx__proj_apply(const dtx__proj_t *p, const json_t *doc,
                     const dtx__filter_t *f, json_t **out);
 
+/* dtx__proj_apply taking the positional $'s element from matched (the
+ * document the query matched, e.g. before an update) instead of doc. */
+int dtx__proj_apply_at(const dtx__proj_t *p, const json_t *doc,
+                       const dtx__filter_t *f, const json_t *matched,
+                       json_t **out);
+
+/* MongoDB's rule for "path.$": the query must name the array field.
+ * DTX_EBADQUERY otherwise, so the mistake is caught before any write. */
+int dtx__proj_check_query(const dtx__proj_t *p, const json_t *filter);
+
 /* Compiles and applies projection in one go (no positional $). */
 int dtx__project(const json_t *doc, const json_t *projection, json_t **out);
 

@@ -416,8 +416,10 @@ static json_t *slice(const json_t *a, json_int_t skip, json_int_t limit) {
   return r;
 }
 
-/* Applies one special to r, the projected copy of doc. */
-static int apply_special(const special_t *s, const json_t *doc, json_t *r,
+/* Applies one special to r, the projected copy of doc; matched is the
+ * document the query matched (for the positional $). */
+static int apply_special(const special_t *s, const json_t *doc,
+                         const json_t *matched, json_t *r,
                          const dtx__filter_t *f) {
   const char *last;
   json_t *h = holder(r, s->path, &last);
@@ -443,7 +445,7 @@ static int apply_special(const special_t *s, const json_t *doc, json_t *r,
     }
     break;
   case SP_POSITIONAL:
-    if (!f || !dtx__filter_match_pos(f, doc, &pos) || pos == SIZE_MAX) {
+    if (!f || !dtx__filter_match_pos(f, matched, &pos) || pos == SIZE_MAX) {
       int rc = dtx__filter_error(f);
       return rc ? rc : dtx__err(DTX_EBADQUERY,
                                 "projection %s.$: the query did not match "
@@ -461,8 +463,9 @@ static int apply_special(const special_t *s, const json_t *doc, json_t *r,
   return 0;
 }
 
-int dtx__proj_apply(const dtx__proj_t *p, const json_t *doc,
-                    const dtx__filter_t *f, json_t **out) {
+int dtx__proj_apply_at(const dtx__proj_t *p, const json_t *doc,
+                       const dtx__filter_t *f, const json_t *matched,
+                       json_t **out) {
   *out = NULL;
   json_t *r;
   if (!json_is_object(doc) || p->empty)
@@ -472,13 +475,47 @@ int dtx__proj_apply(const dtx__proj_t *p, const json_t *doc,
   if (!r)
     return dtx__err(DTX_ENOMEM, "out of memory applying projection");
   for (size_t i = 0; json_is_object(doc) && i < p->nsp; i++) {
-    int rc = apply_special(&p->sp[i], doc, r, f);
+    int rc = apply_special(&p->sp[i], doc, matched ? matched : doc, r, f);
     if (rc) {
       json_decref(r);
       return rc;
     }
   }
   *out = r;
+  return 0;
+}
+
+int dtx__proj_apply(const dtx__proj_t *p, const json_t *doc,
+                    const dtx__filter_t *f, json_t **out) {
+  return dtx__proj_apply_at(p, doc, f, NULL, out);
+}
+
+/* Whether filter names path (or a path below it) at its top level or in
+ * its logical operators. */
+static int names_path(const json_t *filter, const char *path, int depth) {
+  const char *k;
+  json_t *v;
+  size_t n = strlen(path);
+  if (!json_is_object(filter) || depth > 100)
+    return 0;
+  json_object_foreach((json_t *)filter, k, v) {
+    if (!strcmp(k, "$and") || !strcmp(k, "$or") || !strcmp(k, "$nor")) {
+      size_t i;
+      json_t *e;
+      json_array_foreach(v, i, e) if (names_path(e, path, depth + 1)) return 1;
+    } else if (!strncmp(k, path, n) && (k[n] == '\0' || k[n] == '.')) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+int dtx__proj_check_query(const dtx__proj_t *p, const json_t *filter) {
+  for (size_t i = 0; i < p->nsp; i++)
+    if (p->sp[i].kind == SP_POSITIONAL && !names_path(filter, p->sp[i].path, 0))
+      return dtx__err(DTX_EBADQUERY,
+                      "projection %s.$: the query must name the array field "
+                      "%s", p->sp[i].path, p->sp[i].path);
   return 0;
 }
 

@@ -150,14 +150,15 @@ static int check_sort_proj(const json_t *sort, const json_t *projection) {
 }
 
 /* Replaces *doc by its projection (a no-op without one); f, the query's
- * filter, serves a positional "path.$". */
+ * filter, serves a positional "path.$" with the element it matched in
+ * matched (NULL: *doc itself). */
 static int project_in_place(json_t **doc, const dtx__proj_t *proj,
-                            const dtx__filter_t *f) {
+                            const dtx__filter_t *f, const json_t *matched) {
   json_t *p;
   int rc;
   if (!proj || !*doc)
     return 0;
-  if ((rc = dtx__proj_apply(proj, *doc, f, &p)) < 0)
+  if ((rc = dtx__proj_apply_at(proj, *doc, f, matched, &p)) < 0)
     return rc;
   json_decref(*doc);
   *doc = p;
@@ -358,7 +359,8 @@ int dtx_store_find(dtx_store_t *st, const char *coll, const json_t *filter,
       (opts->projection &&
        (rc = dtx__proj_compile(opts->projection, &proj)) < 0))
     return rc;
-  if ((rc = compile(filter, NULL, NULL, 0, &c)) < 0) {
+  if ((proj && (rc = dtx__proj_check_query(proj, filter)) < 0) ||
+      (rc = compile(filter, NULL, NULL, 0, &c)) < 0) {
     dtx__proj_free(proj);
     return rc;
   }
@@ -368,7 +370,7 @@ int dtx_store_find(dtx_store_t *st, const char *coll, const json_t *filter,
   rc = match_error(&c, rc);
   for (size_t i = 0; rc == 0 && proj && i < json_array_size(docs); i++) {
     json_t *d = json_incref(json_array_get(docs, i));
-    if ((rc = project_in_place(&d, proj, c.f)) < 0)
+    if ((rc = project_in_place(&d, proj, c.f, NULL)) < 0)
       json_decref(d);
     else
       json_array_set_new(docs, i, d);
@@ -494,6 +496,10 @@ static int find_one_and_modify(dtx_store_t *st, const char *coll,
   if (rc < 0 || (opts->projection &&
                  (rc = dtx__proj_compile(opts->projection, &proj)) < 0))
     return rc;
+  if (proj && (rc = dtx__proj_check_query(proj, filter)) < 0) {
+    dtx__proj_free(proj);
+    return rc;
+  }
   if ((rc = modify_prepare(st, coll, filter, update,
                            is_delete ? NULL : opts->array_filters, is_delete,
                            &m, &c)) < 0) {
@@ -510,10 +516,12 @@ static int find_one_and_modify(dtx_store_t *st, const char *coll,
                   coll);
   json_t *doc = NULL;
   if (rc == 0) {
+    /* The positional $ takes its element from the document the query
+     * matched, also when the new one is returned. */
     json_t **pick = !is_delete && opts->return_new ? &mr.after : &mr.before;
     doc = *pick;
     *pick = NULL;
-    rc = project_in_place(&doc, proj, c.f);
+    rc = project_in_place(&doc, proj, c.f, mr.before);
   }
   dtx__modify_result_clear(&mr);
   compiled_free(&c);

@@ -380,11 +380,60 @@ static void test_aggregate(void) {
            DTX_EINVAL);
 }
 
+/* Projection operators through find and find-and-modify: the positional
+ * $ of a returned new document takes the element the query matched. */
+static void test_projection_operators(void) {
+  const char *c = conf_coll("mg_proj");
+  CHECK_RC(dtx_store_insert(conf_st, c,
+                            JQ("{'_id':1,'g':[80,85,90],'s':[{'k':1},"
+                               "{'k':2}],'n':'x'}"),
+                            NULL),
+           0);
+  dtx_find_opts_t fo = {.projection = JQ("{'g.$':1}")};
+  json_t *docs = conf_keep(conf_find(c, JQ("{'g':{'$gte':85}}"), &fo));
+  char *got = docs ? JDUMP(docs) : NULL;
+  CHECKF(got && !strcmp(got, "[{\"_id\":1,\"g\":[85]}]"), "%s",
+         got ? got : "(null)");
+  free(got);
+  fo.projection = JQ("{'g':{'$slice':-1},'s':{'$elemMatch':{'k':2}},'n':1}");
+  docs = conf_keep(conf_find(c, JQ("{}"), &fo));
+  got = docs ? JDUMP(docs) : NULL;
+  CHECKF(got && !strcmp(got, "[{\"_id\":1,\"g\":[90],\"s\":[{\"k\":2}],"
+                             "\"n\":\"x\"}]"),
+         "%s", got ? got : "(null)");
+  free(got);
+  /* the query must name the array, checked before anything is read */
+  json_t *out = conf_poison;
+  fo.projection = JQ("{'g.$':1}");
+  CHECK_RC(dtx_store_find(conf_st, c, JQ("{'_id':1}"), &fo, &out),
+           DTX_EBADQUERY);
+  CHECK(out == NULL);
+  dtx_fam_opts_t fam = {.projection = JQ("{'g.$':1}"), .return_new = 1};
+  CHECK_RC(dtx_store_find_one_and_update(conf_st, c, JQ("{'_id':1}"),
+                                         JQ("{'$set':{'n':'y'}}"), &fam,
+                                         &out),
+           DTX_EBADQUERY);
+  EXPECT_EXACT(c, "{'_id':1}",
+               "{'_id':1,'g':[80,85,90],'s':[{'k':1},{'k':2}],'n':'x'}");
+  /* the new document no longer matches; the element is still the one the
+   * query matched */
+  CHECK_RC(dtx_store_find_one_and_update(conf_st, c, JQ("{'_id':1,'g':85}"),
+                                         JQ("{'$set':{'g.$':99}}"), &fam,
+                                         &out),
+           0);
+  conf_keep(out);
+  got = out ? JDUMP(out) : NULL;
+  CHECKF(got && !strcmp(got, "{\"_id\":1,\"g\":[99]}"), "%s",
+         got ? got : "(null)");
+  free(got);
+}
+
 void conf_run_mongo(void) {
   CONF_RUN(test_update_operators);
   CONF_RUN(test_update_errors_change_nothing);
   CONF_RUN(test_object_and_numeric_ids);
   CONF_RUN(test_upsert_seeding);
+  CONF_RUN(test_projection_operators);
   CONF_RUN(test_regex_uses_index_range);
   CONF_RUN(test_regex_limit_fails_cleanly);
   CONF_RUN(test_aggregate);
