@@ -62,6 +62,11 @@ typedef struct acc {
   int64_t n;
   json_t *val; /* $min/$max/$first/$last value; $push/$addToSet array */
   int seen;
+  /* $addToSet: a hash set over val's elements (index + 1; 0 empty), so
+   * membership stays O(1) however large the set grows */
+  size_t *set;
+  uint64_t *hashes; /* hash of val's element i */
+  size_t nset;
 } acc_t;
 
 typedef struct group {
@@ -174,8 +179,11 @@ static void group_clear(const group_state_t *s, group_t *gr, size_t nacc) {
   (void)s;
   free(gr->key);
   json_decref(gr->id);
-  for (size_t i = 0; gr->acc && i < nacc; i++)
+  for (size_t i = 0; gr->acc && i < nacc; i++) {
     json_decref(gr->acc[i].val);
+    free(gr->acc[i].set);
+    free(gr->acc[i].hashes);
+  }
   free(gr->acc);
 }
 
@@ -279,9 +287,54 @@ static void add_number(acc_t *a, const json_t *v) {
   a->n++;
 }
 
+/* Whether $addToSet's a already holds v (equal by MongoDB's comparison,
+ * found through the hash of its canonical key h).  Grows the set as
+ * needed and records h for the element about to be appended. */
+static int set_has(acc_t *a, dtx__buf_t *kb, const json_t *v, int *rc) {
+  kb->n = 0;
+  if (dtx__value_key(v, kb) < 0) {
+    *rc = dtx__err(DTX_ENOMEM, "out of memory running $group");
+    return 0;
+  }
+  uint64_t h = hash_bytes(kb->p, kb->n);
+  size_t n = json_array_size(a->val);
+  if (2 * (n + 1) > a->nset) {
+    size_t ns = a->nset ? 2 * a->nset : 16;
+    size_t *t = calloc(ns, sizeof *t);
+    uint64_t *hs = realloc(a->hashes, ns / 2 * sizeof *hs);
+    if (!t || !hs) {
+      free(t);
+      if (hs)
+        a->hashes = hs;
+      *rc = dtx__err(DTX_ENOMEM, "out of memory running $group");
+      return 0;
+    }
+    a->hashes = hs;
+    for (size_t i = 0; i < n; i++) {
+      size_t j = hs[i] & (ns - 1);
+      while (t[j])
+        j = (j + 1) & (ns - 1);
+      t[j] = i + 1;
+    }
+    free(a->set);
+    a->set = t;
+    a->nset = ns;
+  }
+  size_t j = h & (a->nset - 1);
+  for (; a->set[j]; j = (j + 1) & (a->nset - 1)) {
+    size_t i = a->set[j] - 1;
+    if (a->hashes[i] == h &&
+        dtx__value_cmp(json_array_get(a->val, i), v) == 0)
+      return 1;
+  }
+  a->set[j] = n + 1; /* v will be element n */
+  a->hashes[n] = h;
+  return 0;
+}
+
 /* Takes v (a new reference or NULL) into accumulator a. */
 static int accumulate(const acc_spec_t *sp, acc_t *a, agg_run_t *r,
-                      json_t *v) {
+                      dtx__buf_t *kb, json_t *v) {
   int rc = 0;
   switch (sp->kind) {
   case A_COUNT:
@@ -323,18 +376,15 @@ static int accumulate(const acc_spec_t *sp, acc_t *a, agg_run_t *r,
       rc = dtx__err(DTX_ENOMEM, "out of memory running $group");
       break;
     }
-    if (sp->kind == A_ADDTOSET)
-      for (size_t i = 0; i < json_array_size(a->val); i++)
-        if (dtx__value_cmp(json_array_get(a->val, i), v) == 0)
-          goto done;
-    if ((rc = dtx__agg_charge(r, 8 + dtx__value_size(v), "$group")))
+    if (sp->kind == A_ADDTOSET && (set_has(a, kb, v, &rc) || rc))
+      break;
+    if ((rc = dtx__agg_charge(r, 24 + dtx__value_size(v), "$group")))
       break;
     if (json_array_append_new(a->val, v))
       rc = dtx__err(DTX_ENOMEM, "out of memory running $group");
     v = NULL;
     break;
   }
-done:
   json_decref(v);
   return rc;
 }
@@ -359,7 +409,7 @@ int dtx__group_add(const group_spec_t *g, group_state_t *s, agg_run_t *r,
     json_t *v = NULL;
     if (g->acc[i].e && (rc = dtx__expr_eval(g->acc[i].e, doc, &v)))
       return rc;
-    if ((rc = accumulate(&g->acc[i], &gr->acc[i], r, v)))
+    if ((rc = accumulate(&g->acc[i], &gr->acc[i], r, &s->kb, v)))
       return rc;
   }
   return 0;

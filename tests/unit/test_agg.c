@@ -430,6 +430,15 @@ static void test_memory_limit(void) {
   CHECK(json_integer_value(json_object_get(json_array_get(out, 0), "n")) ==
         1999 * 2000 / 2);
   json_decref(out);
+  /* $addToSet of 2,000 distinct values, then of the same again: a set */
+  CHECK_RC(run(text, "[{'$group':{'_id':null,'s':{'$addToSet':'$k'},"
+                     "'t':{'$addToSet':{'$multiply':['$k',0]}}}}]",
+               0, &out),
+           0);
+  json_t *g = json_array_get(out, 0);
+  CHECK(json_array_size(json_object_get(g, "s")) == 2000);
+  CHECK(json_array_size(json_object_get(g, "t")) == 1);
+  json_decref(out);
   free(text);
   json_decref(in);
 }
