@@ -139,6 +139,18 @@ static void test_object_and_numeric_ids(void) {
   CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':{'$a':1}}"), NULL),
            DTX_EINVAL);
   CHECK(conf_count(c, NULL) == 8);
+  /* by value, exactly: 2^53 + 1 and the double 2^53 are two _ids */
+  const char *big = conf_coll("mg_ids_big");
+  CHECK_RC(dtx_store_insert(conf_st, big, JQ("{'_id':9007199254740993}"),
+                            NULL),
+           0);
+  CHECK_RC(dtx_store_insert(conf_st, big, JQ("{'_id':9007199254740992.0}"),
+                            NULL),
+           0);
+  CHECK_RC(dtx_store_insert(conf_st, big, JQ("{'_id':9007199254740992}"),
+                            NULL),
+           DTX_EDUPKEY);
+  CHECK(conf_count(big, JQ("{'_id':9007199254740993}")) == 1);
   EXPECT_EXACT(c, "{'_id':{'a':1.0,'b':2}}", "{'_id':{'a':1,'b':2},'v':1}");
   EXPECT_EXACT(c, "{'_id':{'b':2,'a':1}}", "{'_id':{'b':2,'a':1},'v':3}");
   EXPECT_EXACT(c, "{'_id':7.0}", "{'_id':7,'v':4}");
