@@ -47,7 +47,10 @@ row() {
   shift 4 # code name mention --
   NROWS=$((NROWS + 1))
   what="doctx $*"
-  dump > "$TMP/before"
+  # The store after one row is the store before the next (a refused input
+  # changes nothing), so each row dumps once; the first dumps twice.
+  if [ -f "$TMP/after" ]; then mv "$TMP/after" "$TMP/before"; else
+    dump > "$TMP/before"; fi
   "$DOCTX" --store "$S" "$@" > "$TMP/out" 2> "$TMP/err" || rc=$?
   dump > "$TMP/after"
   local err first
