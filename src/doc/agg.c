@@ -300,11 +300,9 @@ static int compile_project(stage_t *s, const json_t *arg) {
                     "$project cannot mix exclusions with inclusions or "
                     "computed fields (except _id: 0)");
   }
-  if (!incl && !excl && id != 0 && !s->ncomp) {
-    /* {_id: 1} alone keeps just _id */
-  }
   if (!excl && !incl) {
-    /* Only _id and computed fields: start from an empty document. */
+    /* Only _id and computed fields ({_id: 1} alone keeps just _id): start
+     * from an empty document. */
     s->bare = 1;
     s->keep_id = id != 0;
     json_decref(flags);
