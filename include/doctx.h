@@ -18,7 +18,11 @@
  *  - A dtx_store_t may be shared by any number of threads.  It must outlive
  *    every call made on it; dtx_store_close() invalidates it.
  *  - Integers are int64 (json_int_t).  Dates written by $currentDate are
- *    integer milliseconds since the Unix epoch (MongoDB writes a BSON Date).
+ *    integer milliseconds since the Unix epoch (MongoDB writes a BSON Date);
+ *    {$currentDate: {f: {$type: "timestamp"}}} writes MongoDB's Timestamp
+ *    as one integer, seconds << 32 | an increment within the second.
+ *  - Filters, updates, projections and pipelines follow MongoDB; what is
+ *    supported and every deviation is listed in docs/mongodb.md.
  */
 #ifndef DOCTX_H
 #define DOCTX_H
@@ -59,7 +63,8 @@ extern "C" {
   X(BACKEND, -20, "storage backend error")                                   \
   X(FAULT, -21, "injected fault")                                            \
   X(AUDIT, -22, "audit found broken invariants")                             \
-  X(STALE, -23, "lease lost to another owner")
+  X(STALE, -23, "lease lost to another owner")                              \
+  X(LIMIT, -24, "resource limit exceeded")
 
 typedef enum dtx_errno {
   DTX_OK = 0,
@@ -127,8 +132,12 @@ void dtx_store_close(dtx_store_t *st);
 const char *dtx_store_uri(const dtx_store_t *st);
 
 /* Inserts one document.  A missing _id is generated (24 hex digits, time
- * ordered); _id must be a string or an integer.  doc is not modified.
- * If id_out is not NULL it receives the _id (new reference). */
+ * ordered).  _id may be any value but an array, as in MongoDB: a number
+ * (1 and 1.0 are the same _id), a string of 1 to 256 bytes, null, a
+ * boolean, or an object of up to about 1 KiB whose field names neither
+ * start with '$' nor contain '.' (equal objects are the same _id; field
+ * order counts).  doc is not modified.  If id_out is not NULL it receives
+ * the _id (new reference). */
 int dtx_store_insert(dtx_store_t *st, const char *coll, const json_t *doc,
                      json_t **id_out);
 
@@ -162,6 +171,9 @@ int dtx_store_count(dtx_store_t *st, const char *coll, const json_t *filter,
 typedef struct dtx_update_opts {
   int many;   /* update every matching document (each atomic on its own) */
   int upsert; /* insert a document built from filter + update if none */
+  /* MongoDB's arrayFilters: an array of filter documents, one per
+   * identifier used as $[id] in update paths; NULL when none. */
+  const json_t *array_filters;
 } dtx_update_opts_t;
 
 typedef struct dtx_update_result {
@@ -183,6 +195,7 @@ typedef struct dtx_fam_opts {
   const json_t *projection; /* applied to the returned document */
   int upsert;
   int return_new; /* return the document after the update (else before) */
+  const json_t *array_filters; /* as in dtx_update_opts_t */
 } dtx_fam_opts_t;
 
 /* The primitive: atomically finds one document matching filter and applies
@@ -199,6 +212,29 @@ int dtx_store_find_one_and_update(dtx_store_t *st, const char *coll,
 int dtx_store_find_one_and_delete(dtx_store_t *st, const char *coll,
                                   const json_t *filter,
                                   const dtx_fam_opts_t *opts, json_t **out);
+
+typedef struct dtx_agg_opts {
+  /* What $group and $sort may hold in memory together, in bytes; 0 means
+   * 100 MiB.  Past it the call fails with DTX_ELIMIT. */
+  int64_t max_bytes;
+} dtx_agg_opts_t;
+
+/* Runs an aggregation pipeline (a JSON array of stages: $match, $unwind,
+ * $group, $sort, $skip, $limit, $project, $addFields/$set, $unset,
+ * $count, $replaceRoot/$replaceWith, $lookup in its equality form) over
+ * coll.  A leading $match, and a $sort, $skip and $limit right after it,
+ * run in the store's find, so they use indexes.  *out receives the result
+ * documents as a new array (caller json_decref()s; NULL on error).  The
+ * documents the leading stages select are read in one call, as
+ * dtx_store_find reads them; the later stages stream them, and only
+ * $group and $sort hold data, within opts->max_bytes.  Errors:
+ * DTX_EBADQUERY (an unknown or unsupported stage, operator or option,
+ * named in the detail), DTX_ELIMIT, DTX_ETYPE and DTX_EOVERFLOW (an int64
+ * $sum or $add that does not fit).  Nothing is written.  opts may be
+ * NULL. */
+int dtx_store_aggregate(dtx_store_t *st, const char *coll,
+                        const json_t *pipeline, const dtx_agg_opts_t *opts,
+                        json_t **out);
 
 /* Deletes the first (or, with many, every) matching document. */
 int dtx_store_delete(dtx_store_t *st, const char *coll, const json_t *filter,

@@ -73,6 +73,7 @@ int dtx__cmd_find(dtx_cli_t *, int, char **);
 int dtx__cmd_count(dtx_cli_t *, int, char **);
 int dtx__cmd_update(dtx_cli_t *, int, char **);
 int dtx__cmd_find_and_modify(dtx_cli_t *, int, char **);
+int dtx__cmd_aggregate(dtx_cli_t *, int, char **);
 int dtx__cmd_delete(dtx_cli_t *, int, char **);
 int dtx__cmd_index(dtx_cli_t *, int, char **);
 int dtx__cmd_indexes(dtx_cli_t *, int, char **);

@@ -39,23 +39,35 @@ static const command_t commands[] = {
      "Prints how many documents of COLL match FILTER (default {}).\n"},
     {"update", dtx__cmd_update,
      "usage: doctx [--store URI] update COLL FILTER UPDATE [--many] [--upsert]\n"
+     "                                   [--array-filters JSON]\n"
      "Applies UPDATE (operators such as {\"$inc\":{\"n\":1}}, or a replacement\n"
      "document) to the first document matching FILTER and prints\n"
      "{\"matched\":N,\"modified\":M}, plus \"upserted\":ID when one was\n"
      "inserted.\n"
      "  --many    update every matching document (each atomically)\n"
      "  --upsert  insert a document built from FILTER and UPDATE if none\n"
-     "            matches\n"},
+     "            matches\n"
+     "  --array-filters JSON  MongoDB's arrayFilters: a JSON array of\n"
+     "            filters, one per $[id] in UPDATE's paths, e.g.\n"
+     "            '[{\"x.grade\":{\"$gte\":85}}]'\n"},
     {"find-and-modify", dtx__cmd_find_and_modify,
      "usage: doctx [--store URI] find-and-modify COLL FILTER UPDATE [--sort S]\n"
-     "                                            [--new] [--upsert]\n"
+     "                            [--new] [--upsert] [--array-filters JSON]\n"
      "The primitive: atomically finds one document matching FILTER, applies\n"
      "UPDATE and prints the document as it was before (or after, with\n"
      "--new).  Exits 1, printing nothing, when no document matched.\n"
      "  --sort S   which match to modify when several do\n"
      "  --new      print the document after the update\n"
      "  --upsert   insert a document when none matches (without --new this\n"
-     "             prints null)\n"},
+     "             prints null)\n"
+     "  --array-filters JSON  filters for the $[id] paths of UPDATE\n"},
+    {"aggregate", dtx__cmd_aggregate,
+     "usage: doctx [--store URI] aggregate COLL PIPELINE\n"
+     "Runs the aggregation PIPELINE (a JSON array of stages such as\n"
+     "[{\"$match\":{...}},{\"$unwind\":\"$a\"},{\"$group\":{...}}]) over COLL\n"
+     "and prints the results, one JSON document per line.  A leading\n"
+     "$match (and a $sort right after it) uses indexes; $group and $sort\n"
+     "hold at most 100 MiB (exit 3 past it).\n"},
     {"delete", dtx__cmd_delete,
      "usage: doctx [--store URI] delete COLL FILTER [--many]\n"
      "Deletes the first (or with --many, every) document matching FILTER and\n"
@@ -107,6 +119,8 @@ static const char global_usage[] =
     "                                        prints {\"matched\":N,\"modified\":M}\n"
     "  find-and-modify COLL FILTER UPDATE [--sort S] [--new] [--upsert]\n"
     "                                        the primitive; prints the document\n"
+    "      (update and find-and-modify also take --array-filters JSON)\n"
+    "  aggregate COLL PIPELINE               prints the results, one per line\n"
     "  delete COLL FILTER [--many]           prints {\"deleted\":N}\n"
     "  index COLL KEYS [--unique] [--sparse] creates an index; prints its name\n"
     "  indexes COLL                          lists indexes\n"
@@ -133,9 +147,22 @@ static const char global_usage[] =
     "  DOCTX_STORE   the store URI when --store is not given\n"
     "                (default sqlite:./doctx.db)\n"
     "\n"
+<<<<<<< ours
     "Exit codes:\n";
 
 static const char global_usage_end[] =
+=======
+    "Exit codes:\n"
+    "  0  success\n"
+    "  1  find-and-modify matched nothing; a transfer failed\n"
+    "  2  usage error or invalid input (bad JSON, unknown operator, bad URI,\n"
+    "     bad option or number, missing or extra argument); nothing changed\n"
+    "  3  constraint violation: duplicate key, wrong type, overflow, _id\n"
+    "     change, conflict, state, insufficient funds, no such account,\n"
+    "     an aggregation past its memory limit\n"
+    "  4  store unavailable or backend error\n"
+    "  5  audit found a broken invariant\n"
+>>>>>>> theirs
     "Errors are printed to stderr as \"doctx: ERRNAME: detail\".\n";
 
 static void print_usage(FILE *f) {

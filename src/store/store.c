@@ -130,7 +130,8 @@ static void compiled_free(compiled_t *c) {
  * DTX_EBADQUERY rather than EINVAL; likewise EBADUPDATE for an update.
  * On error nothing is left to free. */
 static int compile(const json_t *filter, const json_t *update,
-                   int with_update, compiled_t *c) {
+                   const json_t *array_filters, int with_update,
+                   compiled_t *c) {
   int rc;
   memset(c, 0, sizeof *c);
   if (filter && !json_is_object(filter))
@@ -146,9 +147,15 @@ static int compile(const json_t *filter, const json_t *update,
     else if (!json_is_object(update))
       rc = dtx__err(DTX_EBADUPDATE, "update must be an object");
     else
-      rc = dtx__update_compile(update, &c->u);
+      rc = dtx__update_compile_ex(update, array_filters, &c->u);
     if (rc < 0)
       goto fail;
+    /* The positional $ reads the filter's match; an upsert checks it for
+     * a matching error before inserting. */
+    dtx__update_bind_filter(c->u, c->f);
+  } else if (array_filters) {
+    rc = dtx__err(DTX_EBADUPDATE, "arrayFilters are only for updates");
+    goto fail;
   }
   return 0;
 fail:
@@ -166,17 +173,27 @@ static int check_sort_proj(const json_t *sort, const json_t *projection) {
   return 0;
 }
 
-/* Replaces *doc by its projection (a no-op without one). */
-static int project_in_place(json_t **doc, const json_t *projection) {
+/* Replaces *doc by its projection (a no-op without one); f, the query's
+ * filter, serves a positional "path.$" with the element it matched in
+ * matched (NULL: *doc itself). */
+static int project_in_place(json_t **doc, const dtx__proj_t *proj,
+                            const dtx__filter_t *f, const json_t *matched) {
   json_t *p;
   int rc;
-  if (!projection || !*doc)
+  if (!proj || !*doc)
     return 0;
-  if ((rc = dtx__project(*doc, projection, &p)) < 0)
+  if ((rc = dtx__proj_apply_at(proj, *doc, f, matched, &p)) < 0)
     return rc;
   json_decref(*doc);
   *doc = p;
   return 0;
+}
+
+/* A matching error (a $regex past PCRE2's limits) means the backend's
+ * "no match" answers were not true: the whole call fails with it. */
+static int match_error(const compiled_t *c, int rc) {
+  int e = dtx__filter_error(c->f);
+  return e ? e : rc;
 }
 
 /* A deep copy of doc with a valid _id, generated first in key order (as
@@ -380,23 +397,32 @@ int dtx_store_find(dtx_store_t *st, const char *coll, const json_t *filter,
     return dtx__err(DTX_EINVAL, "limit must be >= 0, not %lld",
                     (long long)opts->limit);
   compiled_t c;
-  if ((rc = check_sort_proj(opts->sort, opts->projection)) < 0 ||
-      (rc = compile(filter, NULL, 0, &c)) < 0)
+  dtx__proj_t *proj = NULL;
+  if ((rc = check_sort_proj(opts->sort, NULL)) < 0 ||
+      (opts->projection &&
+       (rc = dtx__proj_compile(opts->projection, &proj)) < 0))
     return rc;
+  if ((proj && (rc = dtx__proj_check_query(proj, filter)) < 0) ||
+      (rc = compile(filter, NULL, NULL, 0, &c)) < 0) {
+    dtx__proj_free(proj);
+    return rc;
+  }
   json_t *docs = NULL;
   rc = st->m->find(st->b, coll, c.filter, c.f, opts->sort, opts->skip,
                    opts->limit, &docs);
-  compiled_free(&c);
-  if (rc < 0)
-    return rc;
-  for (size_t i = 0; opts->projection && i < json_array_size(docs); i++) {
+  rc = match_error(&c, rc);
+  for (size_t i = 0; rc == 0 && proj && i < json_array_size(docs); i++) {
     json_t *d = json_incref(json_array_get(docs, i));
-    if ((rc = project_in_place(&d, opts->projection)) < 0) {
+    if ((rc = project_in_place(&d, proj, c.f, NULL)) < 0)
       json_decref(d);
-      json_decref(docs);
-      return rc;
-    }
-    json_array_set_new(docs, i, d);
+    else
+      json_array_set_new(docs, i, d);
+  }
+  compiled_free(&c);
+  dtx__proj_free(proj);
+  if (rc < 0) {
+    json_decref(docs);
+    return rc;
   }
   *out = docs;
   return 0;
@@ -410,9 +436,10 @@ int dtx_store_count(dtx_store_t *st, const char *coll, const json_t *filter,
   *out = 0;
   compiled_t c;
   int rc = check_st_coll(st, coll);
-  if (rc < 0 || (rc = compile(filter, NULL, 0, &c)) < 0)
+  if (rc < 0 || (rc = compile(filter, NULL, NULL, 0, &c)) < 0)
     return rc;
   rc = st->m->count(st->b, coll, c.filter, c.f, out);
+  rc = match_error(&c, rc);
   compiled_free(&c);
   if (rc < 0)
     *out = 0;
@@ -426,12 +453,13 @@ int dtx_store_count(dtx_store_t *st, const char *coll, const json_t *filter,
  * borrows from c.  On error nothing is left to free. */
 static int modify_prepare(dtx_store_t *st, const char *coll,
                           const json_t *filter, const json_t *update,
-                          int is_delete, dtx__modify_t *m, compiled_t *c) {
+                          const json_t *array_filters, int is_delete,
+                          dtx__modify_t *m, compiled_t *c) {
   int rc;
   memset(m, 0, sizeof *m);
   memset(c, 0, sizeof *c);
   if ((rc = check_st_coll(st, coll)) < 0 ||
-      (rc = compile(filter, update, !is_delete, c)) < 0)
+      (rc = compile(filter, update, array_filters, !is_delete, c)) < 0)
     return rc;
   m->coll = coll;
   m->filter_spec = c->filter;
@@ -456,7 +484,8 @@ int dtx_store_update(dtx_store_t *st, const char *coll, const json_t *filter,
     opts = &none;
   dtx__modify_t m;
   compiled_t c;
-  int rc = modify_prepare(st, coll, filter, update, 0, &m, &c);
+  int rc = modify_prepare(st, coll, filter, update, opts->array_filters, 0,
+                          &m, &c);
   if (rc < 0)
     return rc;
   if (opts->many && dtx__update_is_replacement(c.u)) {
@@ -477,6 +506,7 @@ int dtx_store_update(dtx_store_t *st, const char *coll, const json_t *filter,
     }
     dtx__modify_result_clear(&mr);
   }
+  rc = match_error(&c, rc);
   compiled_free(&c);
   if (rc < 0) {
     json_decref(r.upserted_id);
@@ -504,27 +534,42 @@ static int find_one_and_modify(dtx_store_t *st, const char *coll,
     opts = &none;
   dtx__modify_t m;
   compiled_t c;
-  int rc = check_sort_proj(opts->sort, opts->projection);
-  if (rc < 0 ||
-      (rc = modify_prepare(st, coll, filter, update, is_delete, &m, &c)) < 0)
+  dtx__proj_t *proj = NULL;
+  int rc = check_sort_proj(opts->sort, NULL);
+  if (rc < 0 || (opts->projection &&
+                 (rc = dtx__proj_compile(opts->projection, &proj)) < 0))
     return rc;
+  if (proj && (rc = dtx__proj_check_query(proj, filter)) < 0) {
+    dtx__proj_free(proj);
+    return rc;
+  }
+  if ((rc = modify_prepare(st, coll, filter, update,
+                           is_delete ? NULL : opts->array_filters, is_delete,
+                           &m, &c)) < 0) {
+    dtx__proj_free(proj);
+    return rc;
+  }
   m.sort = opts->sort;
   m.upsert = !is_delete && opts->upsert;
   dtx__modify_result_t mr = {0};
   rc = st->m->modify_one(st->b, &m, &mr);
-  compiled_free(&c);
-  if (rc < 0)
-    return rc;
-  if (!mr.matched && !mr.upserted_id) {
-    dtx__modify_result_clear(&mr);
-    return dtx__err(DTX_ENOMATCH, "no document in '%s' matched the filter",
-                    coll);
+  rc = match_error(&c, rc);
+  if (rc == 0 && !mr.matched && !mr.upserted_id)
+    rc = dtx__err(DTX_ENOMATCH, "no document in '%s' matched the filter",
+                  coll);
+  json_t *doc = NULL;
+  if (rc == 0) {
+    /* The positional $ takes its element from the document the query
+     * matched, also when the new one is returned. */
+    json_t **pick = !is_delete && opts->return_new ? &mr.after : &mr.before;
+    doc = *pick;
+    *pick = NULL;
+    rc = project_in_place(&doc, proj, c.f, mr.before);
   }
-  json_t **pick = !is_delete && opts->return_new ? &mr.after : &mr.before;
-  json_t *doc = *pick;
-  *pick = NULL;
   dtx__modify_result_clear(&mr);
-  if ((rc = project_in_place(&doc, opts->projection)) < 0) {
+  compiled_free(&c);
+  dtx__proj_free(proj);
+  if (rc < 0) {
     json_decref(doc);
     return rc;
   }
@@ -555,7 +600,7 @@ int dtx_store_delete(dtx_store_t *st, const char *coll, const json_t *filter,
     *deleted = 0;
   dtx__modify_t m;
   compiled_t c;
-  int rc = modify_prepare(st, coll, filter, NULL, 1, &m, &c);
+  int rc = modify_prepare(st, coll, filter, NULL, NULL, 1, &m, &c);
   if (rc < 0)
     return rc;
   int64_t matched = 0, n = 0;
@@ -567,10 +612,72 @@ int dtx_store_delete(dtx_store_t *st, const char *coll, const json_t *filter,
     n = rc == 0 && mr.matched ? 1 : 0;
     dtx__modify_result_clear(&mr);
   }
+  rc = match_error(&c, rc);
   compiled_free(&c);
   /* deleteMany keeps what it removed before an error, so say how many. */
   if (deleted && (rc == 0 || many))
     *deleted = n;
+  return rc;
+}
+
+/* ---- aggregation ------------------------------------------------------------ */
+
+/* What dtx_store_aggregate and its $lookup read: the backend's find with
+ * the filter compiled here, as dtx_store_find does. */
+static int find_docs(dtx_store_t *st, const char *coll, const json_t *filter,
+                     const json_t *sort, int64_t skip, int64_t limit,
+                     json_t **out) {
+  compiled_t c;
+  int rc = compile(filter, NULL, NULL, 0, &c);
+  if (rc < 0)
+    return rc;
+  rc = st->m->find(st->b, coll, c.filter, c.f, sort, skip, limit, out);
+  rc = match_error(&c, rc);
+  compiled_free(&c);
+  if (rc < 0) {
+    json_decref(*out);
+    *out = NULL;
+  }
+  return rc;
+}
+
+static int lookup_find(void *ctx, const char *coll, const json_t *filter,
+                       json_t **out) {
+  dtx_store_t *st = ctx;
+  *out = NULL;
+  int rc = dtx__coll_check(coll);
+  return rc < 0 ? rc : find_docs(st, coll, filter, NULL, 0, 0, out);
+}
+
+/* The pipeline's source runs in the backend's find (indexes apply); the
+ * rest runs in src/doc over what it returns.  The result is an array, as
+ * dtx_store_find's: memory is bounded where a pipeline collects ($group,
+ * $sort) by opts->max_bytes. */
+int dtx_store_aggregate(dtx_store_t *st, const char *coll,
+                        const json_t *pipeline, const dtx_agg_opts_t *opts,
+                        json_t **out) {
+  dtx__err_clear();
+  if (!out)
+    return dtx__err(DTX_EINVAL, "out is NULL");
+  *out = NULL;
+  int rc = check_st_coll(st, coll);
+  if (rc < 0)
+    return rc;
+  if (opts && opts->max_bytes < 0)
+    return dtx__err(DTX_EINVAL, "max_bytes must be >= 0");
+  dtx__pipeline_t *p;
+  if ((rc = dtx__pipeline_compile(pipeline, &p)) < 0)
+    return rc;
+  const json_t *filter, *sort;
+  int64_t skip, limit;
+  dtx__pipeline_source(p, &filter, &sort, &skip, &limit);
+  json_t *docs = NULL;
+  if ((rc = find_docs(st, coll, filter, sort, skip, limit, &docs)) == 0) {
+    dtx__agg_env_t env = {opts ? (size_t)opts->max_bytes : 0, lookup_find,
+                          st};
+    rc = dtx__pipeline_run(p, docs, &env, out);
+  }
+  dtx__pipeline_free(p);
   return rc;
 }
 

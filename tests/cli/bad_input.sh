@@ -47,7 +47,10 @@ row() {
   shift 4 # code name mention --
   NROWS=$((NROWS + 1))
   what="doctx $*"
-  dump > "$TMP/before"
+  # The store after one row is the store before the next (a refused input
+  # changes nothing), so each row dumps once; the first dumps twice.
+  if [ -f "$TMP/after" ]; then mv "$TMP/after" "$TMP/before"; else
+    dump > "$TMP/before"; fi
   "$DOCTX" --store "$S" "$@" > "$TMP/out" 2> "$TMP/err" || rc=$?
   dump > "$TMP/after"
   local err first
@@ -76,12 +79,14 @@ row() {
 setup_ok=1
 dx insert acc '{"_id":"A","balance":100,"tags":["x","y"],"name":"a"}' \
   '{"_id":"M","n":9223372036854775807}' '{"_id":"S","s":"text"}' \
-  '{"_id":"L","n":-9223372036854775808}' > /dev/null || setup_ok=0
+  '{"_id":"L","n":-9223372036854775808}' \
+  '{"_id":"P","name":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab"}' \
+  > /dev/null || setup_ok=0
 dx insert users '{"_id":1,"email":"a@x"}' '{"_id":2,"email":"b@x"}' \
   > /dev/null || setup_ok=0
 dx index users '{"email":1}' --unique > /dev/null || setup_ok=0
 dx index acc '{"balance":-1}' > /dev/null || setup_ok=0
-if [ "$setup_ok" -ne 1 ] || [ "$(dx count acc)" != 4 ]; then
+if [ "$setup_ok" -ne 1 ] || [ "$(dx count acc)" != 5 ]; then
   echo "setup failed" >&2
   echo "0 passed, 1 failed"
   exit 1
@@ -114,7 +119,7 @@ row 2 BADJSON UPDATE -- update acc '{"_id":"A"}' '{"$inc":{"balance":99999999999
 row 2 BADQUERY '$foo' -- find acc '{"a":{"$foo":1}}'
 row 2 BADQUERY '$where' -- find acc '{"$where":"this.a == 1"}'
 row 2 BADQUERY '$foo' -- count acc '{"$foo":[]}'
-row 2 BADQUERY '$regex' -- delete acc '{"name":{"$regex":"a"}}' --many
+row 2 BADQUERY '$expr' -- delete acc '{"$expr":{"$eq":["$name","a"]}}' --many
 row 2 BADQUERY '$where' -- find-and-modify acc '{"$where":"1"}' '{"$set":{"a":1}}'
 row 2 BADUPDATE '$foo' -- update acc '{"_id":"A"}' '{"$foo":{"a":1}}'
 row 2 BADUPDATE '$where' -- find-and-modify acc '{"_id":"A"}' '{"$where":{"a":1}}'
@@ -132,6 +137,22 @@ row 2 BADQUERY FILTER -- update acc '[{"_id":"A"}]' '{"$set":{"a":1}}'
 row 2 BADUPDATE UPDATE -- update acc '{}' '[1]'
 row 2 BADUPDATE '$set' -- update acc '{}' '{"$set":{}}'
 row 2 BADUPDATE '$set' -- update acc '{}' '{"$set":5}'
+row 2 BADQUERY '$options' -- find acc '{"name":{"$regex":"a","$options":"q"}}'
+row 2 BADQUERY '$regex' -- delete acc '{"name":{"$regex":"(a"}}' --many
+row 2 BADQUERY '$mod' -- count acc '{"balance":{"$mod":[0,1]}}'
+row 2 BADQUERY '$type' -- find acc '{"balance":{"$type":"money"}}'
+row 2 BADUPDATE '$mul' -- update acc '{"_id":"A"}' '{"$mul":{"balance":"2"}}'
+row 2 BADUPDATE '$pop' -- update acc '{"_id":"A"}' '{"$pop":{"tags":2}}'
+row 2 BADUPDATE '$bit' -- update acc '{"_id":"A"}' '{"$bit":{"balance":{"and":1.5}}}'
+row 2 BADUPDATE 'same path' -- update acc '{"_id":"A"}' '{"$rename":{"a":"a.b"}}'
+row 2 BADUPDATE 'identifier' -- update acc '{"_id":"A"}' '{"$set":{"tags.$[t]":"z"}}'
+row 2 BADUPDATE 'not used' -- update acc '{"_id":"A"}' '{"$set":{"tags.$[t]":"z"}}' --array-filters '[{"t":"x"},{"u":"y"}]'
+row 2 BADJSON --array-filters -- find-and-modify acc '{"_id":"A"}' '{"$set":{"tags.$[t]":"z"}}' --array-filters '[{'
+row 2 USAGE --array-filters -- find acc '{}' --array-filters '[]'
+row 2 BADQUERY '$facet' -- aggregate acc '[{"$facet":{}}]'
+row 2 BADQUERY '$bogus' -- aggregate acc '[{"$group":{"_id":null,"n":{"$bogus":1}}}]'
+row 2 BADQUERY 'pipeline' -- aggregate acc '{"$match":{}}'
+row 2 BADJSON PIPELINE -- aggregate acc '[{"$match":'
 
 # ---- conflicting update paths, replacement misuse -------------------------------------------
 row 2 BADUPDATE 'a.b' -- update acc '{}' '{"$set":{"a":1,"a.b":2}}'
@@ -146,6 +167,12 @@ row 3 OVERFLOW 'n' -- update acc '{"n":{"$gt":0}}' '{"$inc":{"n":922337203685477
 row 3 TYPE 's' -- update acc '{"_id":"S"}' '{"$inc":{"s":1}}'
 row 3 TYPE 'balance' -- find-and-modify acc '{"_id":"A"}' '{"$push":{"balance":1}}'
 row 3 TYPE 'name' -- update acc '{"_id":"A"}' '{"$set":{"name.first":"x"}}'
+row 3 TYPE '$bit' -- update acc '{"_id":"A"}' '{"$bit":{"name":{"or":1}}}'
+row 3 OVERFLOW '$mul' -- update acc '{"_id":"M"}' '{"$mul":{"n":2}}'
+row 3 OVERFLOW '$sum' -- aggregate acc '[{"$match":{"_id":"M"}},{"$project":{"k":["$n","$n"]}},{"$unwind":"$k"},{"$group":{"_id":null,"s":{"$sum":"$k"}}}]'
+row 3 TYPE '$rename' -- update acc '{"_id":"A"}' '{"$rename":{"tags.x":"y"}}'
+row 2 BADUPDATE 'positional' -- update acc '{"_id":"A"}' '{"$set":{"tags.$":"q"}}'
+row 2 BADQUERY 'limit' -- find acc '{"name":{"$regex":"^(a|aa)+$"},"_id":"P"}'
 row 3 IMMUTABLE '_id' -- update acc '{"_id":"A"}' '{"_id":"Z","balance":1}'
 row 3 IMMUTABLE '_id' -- find-and-modify acc '{"_id":"S"}' '{"_id":"T"}'
 row 3 DUPKEY '' -- insert acc '{"_id":"A"}'

@@ -134,5 +134,6 @@ void conf_run_query(void);
 void conf_run_index(void);
 void conf_run_concurrency(void);
 void conf_run_crash(void);
+void conf_run_mongo(void);
 
 #endif

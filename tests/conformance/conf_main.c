@@ -2,7 +2,7 @@
  *
  * Usage: conformance URI [TOPIC...]
  * opens the store named by URI (sqlite:..., redis://...), runs every topic
- * (crud query index concurrency crash) or only those named, drops every
+ * (crud query index concurrency crash mongo) or only those named, drops every
  * collection it created and exits non-zero on any failure.  Collection
  * names carry a random per-run tag so runs against one long-lived store
  * never see each other's data.  This file also holds the helpers declared
@@ -336,6 +336,7 @@ int main(int argc, char **argv) {
       {"index", conf_run_index},
       {"concurrency", conf_run_concurrency},
       {"crash", conf_run_crash},
+      {"mongo", conf_run_mongo},
   };
   int64_t t_all = conf_now_ms();
   for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++) {

@@ -160,21 +160,42 @@ static void test_strings_with_nul(void) {
     json_decref(v[i]);
 }
 
+/* 1 and "1" are different _ids; 1 and 1.0 the same, as are {a:1} and
+ * {a:1.0}; arrays are refused. */
 static void test_ids_keep_types_apart(void) {
-  rd_buf_t a = {0}, b = {0};
-  json_t *i = J("1"), *s = J("\"1\""), *r = J("1.5");
+  static const struct {
+    const char *a, *b;
+    int same;
+  } pairs[] = {
+      {"1", "\"1\"", 0},      {"1", "1.0", 1},
+      {"1.5", "1.5", 1},       {"1.5", "2.5", 0},
+      {"{\"a\":1}", "{\"a\":1.0}", 1},
+      {"{\"a\":1,\"b\":2}", "{\"b\":2,\"a\":1}", 0},
+      {"null", "false", 0},    {"true", "true", 1},
+      {"9007199254740993", "9007199254740992.0", 0},
+      {"\"v\"", "{}", 0},
+  };
+  for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
+    rd_buf_t a = {0}, b = {0};
+    json_t *x = J(pairs[k].a), *y = J(pairs[k].b);
+    CHECK_RC(dtx__rd_idenc(x, &a), 0);
+    CHECK_RC(dtx__rd_idenc(y, &b), 0);
+    int same = a.n == b.n && memcmp(a.p, b.p, a.n) == 0;
+    CHECKF(same == pairs[k].same, "%s vs %s", pairs[k].a, pairs[k].b);
+    dtx__rd_buf_free(&a);
+    dtx__rd_buf_free(&b);
+    json_decref(x);
+    json_decref(y);
+  }
+  rd_buf_t a = {0}, c = {0};
+  json_t *i = J("1"), *arr = J("[1]");
   CHECK_RC(dtx__rd_idenc(i, &a), 0);
-  CHECK_RC(dtx__rd_idenc(s, &b), 0);
   CHECK(a.n == 2 && memcmp(a.p, "i1", 2) == 0);
-  CHECK(b.n == 2 && memcmp(b.p, "s1", 2) == 0);
-  rd_buf_t c = {0};
-  CHECK_RC(dtx__rd_idenc(r, &c), DTX_EINVAL);
+  CHECK_RC(dtx__rd_idenc(arr, &c), DTX_EINVAL);
   dtx__rd_buf_free(&a);
-  dtx__rd_buf_free(&b);
   dtx__rd_buf_free(&c);
   json_decref(i);
-  json_decref(s);
-  json_decref(r);
+  json_decref(arr);
 }
 
 /* ---- URIs ------------------------------------------------------------------------ */

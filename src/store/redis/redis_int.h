@@ -177,7 +177,8 @@ void dtx__rd_disconnect(dtx__backend_t *b);
 uint16_t dtx__rd_slot(const char *key, size_t len);
 uint64_t dtx__rd_hash64(const void *p, size_t n);
 
-/* _id -> its key text: "i" decimal for integers, "s" bytes for strings. */
+/* _id -> its key text: "i" decimal for integers (and integral doubles),
+ * "s" bytes for strings, "v" hex of the value encoding for the rest. */
 int dtx__rd_idenc(const json_t *id, rd_buf_t *out);
 
 /* Order-preserving, prefix-free encoding of one index key value (MongoDB

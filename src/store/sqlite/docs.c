@@ -33,8 +33,17 @@ int dtx__sq_bind_id(sqlite3_stmt *st, int i, const json_t *id) {
   else if (json_is_string(id))
     src = sqlite3_bind_text(st, i, json_string_value(id),
                             (int)json_string_length(id), SQLITE_STATIC);
-  else
-    return dtx__err(DTX_EINVAL, "_id must be a string or an integer");
+  else if (dtx__id_valid(id)) {
+    /* Objects, null and booleans: their canonical text (numbers by value)
+     * as a BLOB, which never equals a TEXT or numeric _id (codec.c). */
+    char *text;
+    size_t len;
+    int rc = dtx__sq_text(id, 1, &text, &len);
+    if (rc < 0)
+      return rc;
+    src = sqlite3_bind_blob(st, i, text, (int)len, free);
+  } else
+    return dtx__err(DTX_EINVAL, "_id cannot be an array");
   return src == SQLITE_OK ? 0
                           : dtx__err(DTX_EBACKEND, "sqlite: binding an _id");
 }
