@@ -139,30 +139,17 @@ static const char global_usage[] =
     "              &retry_ms=N&buckets=N]       Redis server or Cluster\n"
     "  --help, -h                this text; COMMAND --help for one command\n"
     "  --version                 prints the version\n"
-    "Commands that only read (find, count, indexes, collections, audit, and\n"
-    "the show and list subcommands) never create a store: on a SQLite path\n"
-    "that does not exist they exit 4 with \"no store at PATH\".\n"
+    "Commands that only read (find, count, aggregate, indexes, collections,\n"
+    "audit, and the show and list subcommands) never create a store: on a\n"
+    "SQLite path that does not exist they exit 4 with \"no store at PATH\".\n"
     "\n"
     "Environment:\n"
     "  DOCTX_STORE   the store URI when --store is not given\n"
     "                (default sqlite:./doctx.db)\n"
     "\n"
-<<<<<<< ours
     "Exit codes:\n";
 
 static const char global_usage_end[] =
-=======
-    "Exit codes:\n"
-    "  0  success\n"
-    "  1  find-and-modify matched nothing; a transfer failed\n"
-    "  2  usage error or invalid input (bad JSON, unknown operator, bad URI,\n"
-    "     bad option or number, missing or extra argument); nothing changed\n"
-    "  3  constraint violation: duplicate key, wrong type, overflow, _id\n"
-    "     change, conflict, state, insufficient funds, no such account,\n"
-    "     an aggregation past its memory limit\n"
-    "  4  store unavailable or backend error\n"
-    "  5  audit found a broken invariant\n"
->>>>>>> theirs
     "Errors are printed to stderr as \"doctx: ERRNAME: detail\".\n";
 
 static void print_usage(FILE *f) {
@@ -175,8 +162,9 @@ static void print_usage(FILE *f) {
  * a mistyped SQLite path is an error, never a new empty store.  (account
  * and transfer also write; their show and list subcommands ask for it
  * themselves with dtx__cli_store_read.) */
-static const char *const read_only[] = {"find", "count", "indexes",
-                                        "collections", "audit"};
+static const char *const read_only[] = {"find",        "count", "aggregate",
+                                        "indexes",     "collections",
+                                        "audit"};
 
 static int reads_only(const char *name) {
   for (size_t i = 0; i < sizeof read_only / sizeof read_only[0]; i++)
