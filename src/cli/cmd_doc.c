@@ -335,7 +335,8 @@ int dtx__cmd_update(dtx_cli_t *cli, int argc, char **argv) {
   dtx_store_t *st = dtx__cli_store(cli, &ec);
   if (!st)
     goto out;
-  dtx_update_opts_t uo = {(a.given & O_MANY) != 0, (a.given & O_UPSERT) != 0};
+  dtx_update_opts_t uo = {.many = (a.given & O_MANY) != 0,
+                          .upsert = (a.given & O_UPSERT) != 0};
   dtx_update_result_t res;
   int rc = dtx_store_update(st, a.pos[0], filter, update, &uo, &res);
   if (rc < 0) {
