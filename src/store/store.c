@@ -156,15 +156,19 @@ static int project_in_place(json_t **doc, const json_t *projection) {
 }
 
 /* A deep copy of doc with a valid _id, generated first in key order (as
- * MongoDB does) when missing.  doc itself is never modified. */
-static int prepare_doc(const json_t *doc, json_t **out) {
+ * MongoDB does) when missing.  doc itself is never modified.  A document
+ * nested too deeply is refused here already, so that insert_many inserts
+ * nothing when one of its documents is; the backend checks again (with
+ * the collection's rules) when it writes. */
+static int prepare_doc(const char *coll, const json_t *doc, json_t **out) {
   int rc;
   *out = NULL;
   if (!json_is_object(doc))
     return dtx__err(DTX_EINVAL, "document must be an object");
   json_t *id = json_object_get(doc, "_id");
   if (id) {
-    if ((rc = dtx__id_check(id)) < 0)
+    if ((rc = dtx__id_check(id)) < 0 ||
+        (rc = dtx__doc_check_write(NULL, coll, NULL, doc, 1)) < 0)
       return rc;
     if (!(*out = json_deep_copy(doc)))
       return dtx__err(DTX_ENOMEM, "copying a document");
@@ -180,6 +184,10 @@ static int prepare_doc(const json_t *doc, json_t **out) {
   json_object_foreach((json_t *)doc, k, v) {
     if (json_object_set_new(copy, k, json_deep_copy(v)) < 0)
       goto nomem;
+  }
+  if ((rc = dtx__doc_check_write(NULL, coll, NULL, copy, 1)) < 0) {
+    json_decref(copy);
+    return rc;
   }
   *out = copy;
   return 0;
@@ -217,7 +225,7 @@ int dtx_store_open(const char *uri, dtx_store_t **out) {
     return dtx__err(DTX_EBADURI,
                     "unknown scheme '%.*s' (expected sqlite:...)", (int)slen,
                     uri);
-  if (m->version < 1)
+  if (m->version < 2)
     return dtx__err(DTX_EBACKEND, "backend '%s' has version %d", m->scheme,
                     m->version);
 
@@ -251,6 +259,11 @@ const char *dtx_store_uri(const dtx_store_t *st) { return st ? st->uri : NULL; }
 
 int dtx_store_insert(dtx_store_t *st, const char *coll, const json_t *doc,
                      json_t **id_out) {
+  return dtx_store_insert_ex(st, coll, doc, NULL, id_out);
+}
+
+int dtx_store_insert_ex(dtx_store_t *st, const char *coll, const json_t *doc,
+                        const dtx_insert_opts_t *opts, json_t **id_out) {
   dtx__err_clear();
   if (id_out)
     *id_out = NULL;
@@ -258,23 +271,30 @@ int dtx_store_insert(dtx_store_t *st, const char *coll, const json_t *doc,
   if (rc < 0)
     return rc;
   json_t *copy;
-  if ((rc = prepare_doc(doc, &copy)) < 0)
+  if ((rc = prepare_doc(coll, doc, &copy)) < 0)
     return rc;
   size_t n = 0;
-  rc = st->m->insert(st->b, coll, (json_t *const *)&copy, 1, &n);
+  rc = st->m->insert(st->b, coll, (json_t *const *)&copy, 1,
+                     opts && opts->bypass_validation, &n);
   if (rc == 0 && id_out)
     *id_out = json_incref(json_object_get(copy, "_id"));
   json_decref(copy);
   return rc;
 }
 
+int dtx_store_insert_many(dtx_store_t *st, const char *coll,
+                          const json_t *docs, size_t *ninserted,
+                          json_t **ids_out) {
+  return dtx_store_insert_many_ex(st, coll, docs, NULL, ninserted, ids_out);
+}
+
 /* Every document is checked before the first goes in, so malformed input
  * inserts nothing.  Unlike most out-parameters, *ninserted and *ids_out
  * are also set on a backend error: they describe the documents that did
  * go in before it, which stay. */
-int dtx_store_insert_many(dtx_store_t *st, const char *coll,
-                          const json_t *docs, size_t *ninserted,
-                          json_t **ids_out) {
+int dtx_store_insert_many_ex(dtx_store_t *st, const char *coll,
+                             const json_t *docs, const dtx_insert_opts_t *opts,
+                             size_t *ninserted, json_t **ids_out) {
   dtx__err_clear();
   if (ninserted)
     *ninserted = 0;
@@ -291,14 +311,15 @@ int dtx_store_insert_many(dtx_store_t *st, const char *coll,
     return dtx__err(DTX_ENOMEM, "inserting %zu documents", n);
   size_t ncopied = 0, done = 0;
   for (; ncopied < n; ncopied++) {
-    if ((rc = prepare_doc(json_array_get(docs, ncopied), &copies[ncopied])) <
-        0) {
+    if ((rc = prepare_doc(coll, json_array_get(docs, ncopied),
+                          &copies[ncopied])) < 0) {
       dtx__err_wrap(rc, "document %zu", ncopied);
       goto out;
     }
   }
   if (n > 0)
-    rc = st->m->insert(st->b, coll, copies, n, &done);
+    rc = st->m->insert(st->b, coll, copies, n,
+                       opts && opts->bypass_validation, &done);
   if (ninserted)
     *ninserted = done;
   if (ids_out) {
@@ -383,7 +404,8 @@ int dtx_store_count(dtx_store_t *st, const char *coll, const json_t *filter,
  * borrows from c.  On error nothing is left to free. */
 static int modify_prepare(dtx_store_t *st, const char *coll,
                           const json_t *filter, const json_t *update,
-                          int is_delete, dtx__modify_t *m, compiled_t *c) {
+                          int is_delete, int bypass, dtx__modify_t *m,
+                          compiled_t *c) {
   int rc;
   memset(m, 0, sizeof *m);
   memset(c, 0, sizeof *c);
@@ -395,6 +417,7 @@ static int modify_prepare(dtx_store_t *st, const char *coll,
   m->filter = c->f;
   m->update_spec = is_delete ? NULL : update;
   m->update = c->u;
+  m->bypass = bypass;
   return 0;
 }
 
@@ -413,7 +436,8 @@ int dtx_store_update(dtx_store_t *st, const char *coll, const json_t *filter,
     opts = &none;
   dtx__modify_t m;
   compiled_t c;
-  int rc = modify_prepare(st, coll, filter, update, 0, &m, &c);
+  int rc = modify_prepare(st, coll, filter, update, 0,
+                          opts->bypass_validation, &m, &c);
   if (rc < 0)
     return rc;
   if (opts->many && dtx__update_is_replacement(c.u)) {
@@ -463,7 +487,8 @@ static int find_one_and_modify(dtx_store_t *st, const char *coll,
   compiled_t c;
   int rc = check_sort_proj(opts->sort, opts->projection);
   if (rc < 0 ||
-      (rc = modify_prepare(st, coll, filter, update, is_delete, &m, &c)) < 0)
+      (rc = modify_prepare(st, coll, filter, update, is_delete,
+                           opts->bypass_validation, &m, &c)) < 0)
     return rc;
   m.sort = opts->sort;
   m.upsert = !is_delete && opts->upsert;
@@ -507,16 +532,27 @@ int dtx_store_find_one_and_delete(dtx_store_t *st, const char *coll,
 
 int dtx_store_delete(dtx_store_t *st, const char *coll, const json_t *filter,
                      int many, int64_t *deleted) {
+  dtx_delete_opts_t o = {.many = many};
+  return dtx_store_delete_ex(st, coll, filter, &o, deleted);
+}
+
+int dtx_store_delete_ex(dtx_store_t *st, const char *coll,
+                        const json_t *filter, const dtx_delete_opts_t *opts,
+                        int64_t *deleted) {
   dtx__err_clear();
+  static const dtx_delete_opts_t none;
   if (deleted)
     *deleted = 0;
+  if (!opts)
+    opts = &none;
   dtx__modify_t m;
   compiled_t c;
-  int rc = modify_prepare(st, coll, filter, NULL, 1, &m, &c);
+  int rc = modify_prepare(st, coll, filter, NULL, 1, opts->bypass_validation,
+                          &m, &c);
   if (rc < 0)
     return rc;
   int64_t matched = 0, n = 0;
-  if (many) {
+  if (opts->many) {
     rc = st->m->modify_many(st->b, &m, &matched, &n);
   } else {
     dtx__modify_result_t mr = {0};
@@ -526,7 +562,7 @@ int dtx_store_delete(dtx_store_t *st, const char *coll, const json_t *filter,
   }
   compiled_free(&c);
   /* deleteMany keeps what it removed before an error, so say how many. */
-  if (deleted && (rc == 0 || many))
+  if (deleted && (rc == 0 || opts->many))
     *deleted = n;
   return rc;
 }
@@ -581,4 +617,49 @@ int dtx_store_list_collections(dtx_store_t *st, json_t **out) {
   if (!st)
     return dtx__err(DTX_EINVAL, "store is NULL");
   return st->m->list_collections(st->b, out);
+}
+
+/* ---- collection rules ------------------------------------------------------------------------- */
+
+/* The rules are compiled here first, so an invalid one never reaches a
+ * catalog, and the backend stores the normalised form that every process
+ * compiles the same way when it loads its catalog. */
+int dtx_store_set_rules(dtx_store_t *st, const char *coll,
+                        const dtx_collection_rules_t *rules) {
+  dtx__err_clear();
+  int rc = check_st_coll(st, coll);
+  if (rc < 0)
+    return rc;
+  json_t *spec = json_pack("{s:O?,s:O?}", "validator",
+                           rules ? rules->validator : NULL, "delete_guard",
+                           rules ? rules->delete_guard : NULL);
+  if (!spec)
+    return dtx__err(DTX_ENOMEM, "setting the rules of %s", coll);
+  dtx__rules_t *r = NULL;
+  rc = dtx__rules_compile(spec, &r);
+  json_decref(spec);
+  if (rc < 0)
+    return dtx__err_wrap(rc, "rules of %s", coll);
+  rc = st->m->set_rules(st->b, coll, dtx__rules_spec(r));
+  dtx__rules_free(r);
+  return rc;
+}
+
+int dtx_store_get_rules(dtx_store_t *st, const char *coll, json_t **out) {
+  dtx__err_clear();
+  if (!out)
+    return dtx__err(DTX_EINVAL, "out is NULL");
+  *out = NULL;
+  int rc = check_st_coll(st, coll);
+  if (rc < 0)
+    return rc;
+  json_t *spec = NULL;
+  if ((rc = st->m->get_rules(st->b, coll, &spec)) < 0)
+    return rc;
+  json_t *v = json_object_get(spec, "validator");
+  json_t *g = json_object_get(spec, "delete_guard");
+  *out = json_pack("{s:O?,s:O?}", "validator", json_is_null(v) ? NULL : v,
+                   "delete_guard", json_is_null(g) ? NULL : g);
+  json_decref(spec);
+  return *out ? 0 : dtx__err(DTX_ENOMEM, "reading the rules of %s", coll);
 }

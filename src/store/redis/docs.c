@@ -753,12 +753,17 @@ static int verify(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur) {
 /* ---- insert ------------------------------------------------------------------------------- */
 
 /* Inserts one document (with an _id) into co.  DTX_EDUPKEY when the _id
- * exists. */
-static int insert_one(dtx__backend_t *b, rd_coll_t **cop, json_t *doc) {
+ * exists.  The document is checked against the rules of the descriptor
+ * each attempt writes with: a stale one fails its stamp (RD_ESTALE), and
+ * the next attempt checks against the fresh rules. */
+static int insert_one(dtx__backend_t *b, rd_coll_t **cop, json_t *doc,
+                      int bypass) {
   rd_doc_t cur = {0};
   int rc = doc_set_id(*cop, &cur, json_object_get(doc, "_id"));
   for (int attempt = 0; rc == 0 && attempt < MAX_ATTEMPTS; attempt++) {
-    rc = dtx__rd_write(b, *cop, &cur, doc, NULL);
+    rc = dtx__doc_check_write((*cop)->rules, (*cop)->name, NULL, doc, bypass);
+    if (rc == 0)
+      rc = dtx__rd_write(b, *cop, &cur, doc, NULL);
     if (rc == RD_ELOST && cur.body) {
       static const char *const idpath[] = {"_id"};
       json_t *k = json_object();
@@ -795,7 +800,7 @@ static int insert_one(dtx__backend_t *b, rd_coll_t **cop, json_t *doc) {
 }
 
 int dtx__rd_insert(dtx__backend_t *b, const char *coll, json_t *const *docs,
-                   size_t n, size_t *ninserted) {
+                   size_t n, int bypass, size_t *ninserted) {
   if (ninserted)
     *ninserted = 0;
   rd_coll_t *co;
@@ -803,7 +808,7 @@ int dtx__rd_insert(dtx__backend_t *b, const char *coll, json_t *const *docs,
   if (rc < 0)
     return rc;
   for (size_t i = 0; i < n; i++) {
-    if ((rc = insert_one(b, &co, docs[i])) < 0) {
+    if ((rc = insert_one(b, &co, docs[i], bypass)) < 0) {
       if (n > 1)
         dtx__err_wrap(rc, "document %zu", i);
       break;
@@ -1032,35 +1037,40 @@ static int modify_doc(dtx__backend_t *b, const rd_coll_t *co,
     }
     json_t *nd = NULL;
     int changed = 1;
-    if (m->update) {
-      rc = dtx__update_apply(m->update, cur->body, 0, now, &nd, &changed);
-      if (rc < 0 || !changed) {
-        /* An error or a no-op decided on a cached state must hold for the
-         * current one too. */
-        char keep[512];
-        snprintf(keep, sizeof keep, "%s", dtx_errdetail());
-        if (cur->cached) {
-          int vr = verify(b, co, cur);
-          if (vr == RD_ELOST) {
-            json_decref(nd);
-            continue;
-          }
-          if (vr < 0) {
-            json_decref(nd);
-            return vr;
-          }
-        }
-        if (rc < 0) {
+    rc = m->update ? dtx__update_apply(m->update, cur->body, 0, now, &nd,
+                                       &changed)
+                   : 0;
+    /* The new document (or the delete) against the rules of co, the
+     * descriptor whose stamp the write will carry. */
+    if (rc == 0 && changed)
+      rc = dtx__doc_check_write(co->rules, co->name, cur->body, nd,
+                                m->bypass);
+    if (rc < 0 || !changed) {
+      /* An error or a no-op decided on a cached state must hold for the
+       * current one too. */
+      char keep[512];
+      snprintf(keep, sizeof keep, "%s", dtx_errdetail());
+      if (cur->cached) {
+        int vr = verify(b, co, cur);
+        if (vr == RD_ELOST) {
           json_decref(nd);
-          return dtx__err(rc, "%s", keep);
+          continue;
         }
-        res->matched = 1;
-        res->modified = 0;
-        res->before = json_incref(cur->body);
-        res->after = nd;
-        *outcome = M_DONE;
-        return 0;
+        if (vr < 0) {
+          json_decref(nd);
+          return vr;
+        }
       }
+      if (rc < 0) {
+        json_decref(nd);
+        return dtx__err(rc, "%s", keep);
+      }
+      res->matched = 1;
+      res->modified = 0;
+      res->before = json_incref(cur->body);
+      res->after = nd;
+      *outcome = M_DONE;
+      return 0;
     }
     json_t *before = json_incref(cur->body);
     rc = dtx__rd_write(b, co, cur, nd, NULL);
@@ -1169,8 +1179,13 @@ static int upsert(dtx__backend_t *b, rd_coll_t **cop, const dtx__modify_t *m,
                   int64_t now, dtx__modify_result_t *res) {
   json_t *doc;
   int rc = dtx__upsert_doc(m->filter_spec, m->update, now, &doc);
-  if (rc < 0)
+  if (rc == 0)
+    rc = dtx__doc_check_write((*cop)->rules, (*cop)->name, NULL, doc,
+                              m->bypass);
+  if (rc < 0) {
+    json_decref(doc);
     return rc;
+  }
   rd_doc_t cur = {0};
   rc = doc_set_id(*cop, &cur, json_object_get(doc, "_id"));
   for (int attempt = 0; rc == 0 && attempt < MAX_ATTEMPTS; attempt++) {

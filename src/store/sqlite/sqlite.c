@@ -472,7 +472,7 @@ static void sq_close(dtx__backend_t *b) {
 }
 
 const dtx_store_methods_t dtx__sqlite_methods = {
-    .version = 1,
+    .version = 2,
     .scheme = "sqlite",
     .open = sq_open,
     .close = sq_close,
@@ -485,4 +485,6 @@ const dtx_store_methods_t dtx__sqlite_methods = {
     .list_indexes = dtx__sq_list_indexes,
     .drop_collection = dtx__sq_drop_collection,
     .list_collections = dtx__sq_list_collections,
+    .set_rules = dtx__sq_set_rules,
+    .get_rules = dtx__sq_get_rules,
 };
