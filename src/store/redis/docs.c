@@ -211,11 +211,14 @@ void dtx__rd_claims_release(dtx__backend_t *b, const rd_claims_t *c) {
 
 /* ---- index keys of a document ----------------------------------------------------------- */
 
-/* The encoded, distinct index key tuples of doc for ix, with the tuple
- * values kept for error messages.  doc NULL has none. */
+/* The encoded, distinct index key tuples of doc for ix, sorted by their
+ * encoding, with the tuple values kept for error messages.  doc NULL has
+ * none.  Sorted, so that deduplicating them and diffing the old keys of a
+ * document against its new ones cost O(n log n) for an n-element array,
+ * not O(n^2). */
 typedef struct enckeys {
   json_t *keys; /* dtx__index_keys result */
-  rd_buf_t *enc;
+  rd_buf_t *enc; /* sorted by enc_cmp, distinct */
   size_t *which; /* tuple index in keys of each enc */
   size_t n;
 } enckeys_t;
@@ -229,11 +232,37 @@ static void enckeys_free(enckeys_t *e) {
   memset(e, 0, sizeof *e);
 }
 
+/* Bytewise, a shorter prefix first. */
+static int enc_cmp(const rd_buf_t *a, const rd_buf_t *b) {
+  int c = memcmp(a->p, b->p, a->n < b->n ? a->n : b->n);
+  return c ? c : (a->n > b->n) - (a->n < b->n);
+}
+
 static int enckeys_has(const enckeys_t *e, const rd_buf_t *x) {
-  for (size_t i = 0; i < e->n; i++)
-    if (e->enc[i].n == x->n && memcmp(e->enc[i].p, x->p, x->n) == 0)
+  size_t lo = 0, hi = e->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = enc_cmp(&e->enc[mid], x);
+    if (c == 0)
       return 1;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
   return 0;
+}
+
+typedef struct encref {
+  rd_buf_t enc;
+  size_t which;
+} encref_t;
+
+/* Equal encodings keep the first tuple (the lowest which). */
+static int encref_cmp(const void *pa, const void *pb) {
+  const encref_t *a = pa, *b = pb;
+  int c = enc_cmp(&a->enc, &b->enc);
+  return c ? c : (a->which > b->which) - (a->which < b->which);
 }
 
 static int enckeys_of(const rd_idx_t *ix, const json_t *doc, enckeys_t *e) {
@@ -243,29 +272,34 @@ static int enckeys_of(const rd_idx_t *ix, const json_t *doc, enckeys_t *e) {
   int rc = dtx__index_keys(ix->spec, doc, &e->keys);
   if (rc < 0)
     return dtx__err_wrap(rc, "index %s", ix->spec->name);
-  size_t n = json_array_size(e->keys);
+  size_t n = json_array_size(e->keys), i;
+  encref_t *r = calloc(n ? n : 1, sizeof *r);
   e->enc = calloc(n ? n : 1, sizeof *e->enc);
   e->which = calloc(n ? n : 1, sizeof *e->which);
-  if (!e->enc || !e->which) {
+  int oom = !r || !e->enc || !e->which;
+  for (i = 0; !oom && i < n; i++) {
+    dtx__rd_tupleenc(&r[i].enc, json_array_get(e->keys, i));
+    r[i].which = i;
+    oom = r[i].enc.oom;
+  }
+  if (oom) {
+    for (size_t k = 0; r && k < n; k++)
+      dtx__rd_buf_free(&r[k].enc);
+    free(r);
     enckeys_free(e);
     return dtx__err(DTX_ENOMEM, "computing index keys");
   }
-  for (size_t i = 0; i < n; i++) {
-    rd_buf_t x = {0};
-    dtx__rd_tupleenc(&x, json_array_get(e->keys, i));
-    if (x.oom) {
-      dtx__rd_buf_free(&x);
-      enckeys_free(e);
-      return dtx__err(DTX_ENOMEM, "computing index keys");
-    }
-    /* 1 and 1.0 are distinct tuples to dtx__index_keys but one key. */
-    if (enckeys_has(e, &x)) {
-      dtx__rd_buf_free(&x);
+  qsort(r, n, sizeof *r, encref_cmp);
+  /* 1 and 1.0 are distinct tuples to dtx__index_keys but one key. */
+  for (i = 0; i < n; i++) {
+    if (e->n > 0 && enc_cmp(&e->enc[e->n - 1], &r[i].enc) == 0) {
+      dtx__rd_buf_free(&r[i].enc);
       continue;
     }
-    e->which[e->n] = i;
-    e->enc[e->n++] = x;
+    e->which[e->n] = r[i].which;
+    e->enc[e->n++] = r[i].enc;
   }
+  free(r);
   return 0;
 }
 
