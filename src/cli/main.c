@@ -20,11 +20,12 @@ typedef struct command {
 
 static const command_t commands[] = {
     {"insert", dtx__cmd_insert,
-     "usage: doctx [--store URI] insert COLL DOC...\n"
+     "usage: doctx [--store URI] insert COLL DOC... [--bypass-validation]\n"
      "Inserts each DOC (one JSON object per argument) into COLL, in order,\n"
      "and prints each _id as JSON, one per line.  A missing _id is\n"
      "generated.  Every DOC is checked before any is inserted; if one fails\n"
-     "in the store, the ids of those already inserted are still printed.\n"},
+     "in the store, the ids of those already inserted are still printed.\n"
+     "  --bypass-validation  skip COLL's validator (see doctx rules)\n"},
     {"find", dtx__cmd_find,
      "usage: doctx [--store URI] find COLL [FILTER] [--sort S] [--limit N]\n"
      "                                 [--skip N] [--project P]\n"
@@ -45,7 +46,8 @@ static const command_t commands[] = {
      "inserted.\n"
      "  --many    update every matching document (each atomically)\n"
      "  --upsert  insert a document built from FILTER and UPDATE if none\n"
-     "            matches\n"},
+     "            matches\n"
+     "  --bypass-validation  skip COLL's validator (see doctx rules)\n"},
     {"find-and-modify", dtx__cmd_find_and_modify,
      "usage: doctx [--store URI] find-and-modify COLL FILTER UPDATE [--sort S]\n"
      "                                            [--new] [--upsert]\n"
@@ -55,11 +57,13 @@ static const command_t commands[] = {
      "  --sort S   which match to modify when several do\n"
      "  --new      print the document after the update\n"
      "  --upsert   insert a document when none matches (without --new this\n"
-     "             prints null)\n"},
+     "             prints null)\n"
+     "  --bypass-validation  skip COLL's validator (see doctx rules)\n"},
     {"delete", dtx__cmd_delete,
      "usage: doctx [--store URI] delete COLL FILTER [--many]\n"
      "Deletes the first (or with --many, every) document matching FILTER and\n"
-     "prints {\"deleted\":N}.\n"},
+     "prints {\"deleted\":N}.\n"
+     "  --bypass-validation  skip COLL's delete guard (see doctx rules)\n"},
     {"index", dtx__cmd_index,
      "usage: doctx [--store URI] index COLL KEYS [--unique] [--sparse]\n"
      "Creates an index on KEYS (JSON object of path: 1 or -1, in order) and\n"
@@ -75,6 +79,18 @@ static const command_t commands[] = {
     {"collections", dtx__cmd_collections,
      "usage: doctx [--store URI] collections\n"
      "Prints the collection names, sorted, one per line.\n"},
+    {"rules", dtx__cmd_rules,
+     "usage: doctx [--store URI] rules COLL [--validator JSON]\n"
+     "                                  [--delete-guard JSON] [--clear]\n"
+     "Prints COLL's rules as {\"validator\":...,\"delete_guard\":...}, after\n"
+     "changing them when asked.  Every write to COLL must leave a document\n"
+     "that matches the validator (query operators and/or $jsonSchema, as\n"
+     "MongoDB's; see docs/validation.md), and a document must match the\n"
+     "delete guard to be deleted; a refused write exits 3 (VALIDATION) and\n"
+     "changes nothing, unless the write is given --bypass-validation.\n"
+     "  --validator JSON     replace the validator (null removes it)\n"
+     "  --delete-guard JSON  replace the delete guard (null removes it)\n"
+     "  --clear              remove both\n"},
     {"demo", dtx__cmd_demo,
      "usage: doctx [--store URI] demo\n"
      "Walks through the primitive, narrating each step: a debit guarded by\n"
@@ -112,6 +128,8 @@ static const char global_usage[] =
     "  indexes COLL                          lists indexes\n"
     "  drop COLL                             drops a collection\n"
     "  collections                           lists collections\n"
+    "  rules COLL [--validator V] [--delete-guard G] [--clear]\n"
+    "                                        shows or sets COLL's rules\n"
     "  demo                                  a narrated tour of the primitive\n"
     "\n"
     "Transaction commands (see doctx COMMAND --help):\n"
@@ -133,7 +151,8 @@ static const char global_usage[] =
     "  2  usage error or invalid input (bad JSON, unknown operator, bad URI,\n"
     "     bad option or number, missing or extra argument); nothing changed\n"
     "  3  constraint violation: duplicate key, wrong type, overflow, _id\n"
-    "     change, conflict, state, insufficient funds, no such account\n"
+    "     change, conflict, state, insufficient funds, no such account,\n"
+    "     a write refused by a collection's rules (VALIDATION)\n"
     "  4  store unavailable or backend error\n"
     "  5  audit found a broken invariant\n"
     "Errors are printed to stderr as \"doctx: ERRNAME: detail\".\n";

@@ -49,6 +49,7 @@ int dtx__cli_exit_code(int rc) {
   case DTX_ENOACCOUNT:
   case DTX_ESTATE:
   case DTX_ESTALE:
+  case DTX_EVALIDATION:
     return DTX_EXIT_CONSTRAINT;
   case DTX_EAUDIT:
     return DTX_EXIT_AUDIT;

@@ -9,14 +9,20 @@
 # the whole store (every collection's documents and indexes) is dumped
 # and compared with the dump taken before it.
 #
-# Run by ctest with $DOCTX set to the doctx binary; exits non-zero when any
-# check fails and ends with "N passed, N failed".
+# Run by ctest with $DOCTX set to the doctx binary, against a fresh SQLite
+# file; run-redis.sh runs it against Redis by setting DTX_TEST_STORE_CMD
+# (tests/redis/fresh-store.sh), which hands out an emptied store.  Exits
+# non-zero when any check fails and ends with "N passed, N failed".
 set -u
 
 DOCTX=${DOCTX:?set DOCTX to the doctx binary}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/doctx-badinput.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
-S="sqlite:$TMP/x.db"
+if [ -n "${DTX_TEST_STORE_CMD:-}" ]; then
+  S=$($DTX_TEST_STORE_CMD bad_input) || { echo "no store"; echo "0 passed, 1 failed"; exit 1; }
+else
+  S="sqlite:$TMP/x.db"
+fi
 PASS=0
 FAIL=0
 NROWS=0
@@ -32,6 +38,8 @@ dump() {
     dx find "$c" || echo "find failed"
     echo "-- indexes"
     dx indexes "$c" || echo "indexes failed"
+    echo "-- rules"
+    dx rules "$c" || echo "rules failed"
   done
 }
 
@@ -81,6 +89,9 @@ dx insert users '{"_id":1,"email":"a@x"}' '{"_id":2,"email":"b@x"}' \
   > /dev/null || setup_ok=0
 dx index users '{"email":1}' --unique > /dev/null || setup_ok=0
 dx index acc '{"balance":-1}' > /dev/null || setup_ok=0
+dx rules ruled --validator '{"$jsonSchema":{"required":["balance"],"properties":{"balance":{"bsonType":"long"}}},"balance":{"$gte":0}}' \
+  --delete-guard '{"balance":0}' > /dev/null || setup_ok=0
+dx insert ruled '{"_id":"R","balance":5}' > /dev/null || setup_ok=0
 if [ "$setup_ok" -ne 1 ] || [ "$(dx count acc)" != 4 ]; then
   echo "setup failed" >&2
   echo "0 passed, 1 failed"
@@ -193,6 +204,39 @@ row 2 INVAL '' -- find acc '{}' --sort '{"a":2}'
 row 2 BADINDEX '' -- index acc '{"a":2}'
 row 2 BADINDEX '' -- index acc '{}'
 row 2 BADINDEX 'a.0' -- index acc '{"a.0":1}'
+
+# ---- writes a collection's rules refuse (exit 3), and bad rules (exit 2) ---------------------------
+row 3 VALIDATION "ruled 'R1': balance is double, must be long" -- insert ruled '{"_id":"R1","balance":1.5}'
+row 3 VALIDATION "ruled 'R1': document is missing required field 'balance'" -- insert ruled '{"_id":"R1"}'
+row 3 VALIDATION "ruled 'R2'" -- insert ruled '{"_id":"R2","balance":-1}' '{"_id":"R3","balance":1}'
+row 3 VALIDATION 'the validator condition {"balance":{"$gte":0}}' -- update ruled '{"_id":"R"}' '{"$inc":{"balance":-6}}'
+row 3 VALIDATION "ruled 'new'" -- update ruled '{"_id":"new"}' '{"$set":{"balance":"x"}}' --upsert
+row 3 VALIDATION "ruled 'R'" -- update ruled '{"_id":"R"}' '{"balance":"x"}'
+row 3 VALIDATION "ruled 'R'" -- update ruled '{}' '{"$set":{"balance":0.0}}' --many
+row 3 VALIDATION "missing required field 'balance'" -- find-and-modify ruled '{"_id":"R"}' '{"$unset":{"balance":""}}'
+row 3 VALIDATION "ruled 'R': delete refused" -- delete ruled '{"_id":"R"}'
+row 3 VALIDATION "delete refused" -- delete ruled '{}' --many
+row 2 BADQUERY "'pattern'" -- rules ruled --validator '{"$jsonSchema":{"properties":{"a":{"pattern":"x"}}}}'
+row 2 BADQUERY "bsonType 'decimal'" -- rules ruled --validator '{"$jsonSchema":{"bsonType":"decimal"}}'
+row 2 BADQUERY '$foo' -- rules ruled --delete-guard '{"a":{"$foo":1}}'
+row 2 BADQUERY 'validator must be an object' -- rules ruled --validator '[1]'
+row 2 BADJSON --validator -- rules ruled --validator '{'
+row 2 USAGE --clear -- rules ruled --clear --validator '{}'
+row 2 USAGE --bypass-validation -- find ruled --bypass-validation
+row 2 INVAL 'bad name' -- rules 'bad name'
+
+# ---- documents nested deeper than 100 levels, and JSON deeper than the parser takes --------------
+P500=$(printf 'p.%.0s' $(seq 1 499))p
+nest() { printf '{"x":%.0s' $(seq 1 "$1"); printf 1; printf '}%.0s' $(seq 1 "$1"); }
+row 2 INVAL 'level 101 is reached at p.p.p' -- update acc '{"_id":"A"}' "{\"\$set\":{\"$P500\":$(nest 2040)}}"
+row 2 INVAL "acc 'D' nests deeper than 100 levels (the limit): level 101 is reached at v.x.x" -- insert acc "{\"_id\":\"D\",\"v\":$(nest 100)}"
+row 2 INVAL "nests deeper than 100" -- insert acc "{\"_id\":\"D\",\"v\":$(nest 100)}" --bypass-validation
+row 2 INVAL "acc 'A' nests deeper" -- update acc '{"_id":"A"}' "{\"v\":$(nest 100)}"
+row 2 INVAL "acc 'Z' nests deeper" -- update acc '{"_id":"Z"}' "{\"\$set\":{\"v\":$(nest 100)}}" --upsert
+row 2 INVAL "nests deeper" -- find-and-modify acc '{"_id":"A"}' "{\"\$push\":{\"tags\":$(nest 99)}}"
+row 2 BADJSON 'maximum parsing depth' -- find acc "$(nest 3000)"
+row 2 BADJSON 'maximum parsing depth' -- update acc '{"_id":"A"}' "{\"\$set\":{\"y\":$(nest 3000)}}"
+row 2 BADJSON 'maximum parsing depth' -- insert acc "{\"v\":$(nest 3000)}"
 
 # The table must stay big enough to mean something.
 if [ "$NROWS" -lt 40 ]; then fail "only $NROWS rows in the table"; fi
