@@ -5,8 +5,9 @@
 # standalone redis-server and a 3-master 3-replica Redis Cluster, then
 # runs against each:
 #   conformance   BUILD_DIR/conformance redis://...
-#   shell         tests/crash/faults.sh, pause.sh, chaos.sh (DOCTX set; each
-#                 scenario gets an emptied store through fresh-store.sh)
+#   shell         tests/crash/faults.sh, pause.sh, chaos.sh and
+#                 tests/cli/bad_input.sh (DOCTX set; each scenario gets an
+#                 emptied namespace of its own through fresh-store.sh)
 #   transfers     BUILD_DIR/txn_transfer_concurrency redis://...
 # and on the cluster only:
 #   migration     slots move between masters (redis-cli --cluster reshard,
@@ -48,7 +49,7 @@ servers_up
 
 export DOCTX="$BUILD/doctx"
 export DTX_TEST_STORE_CMD="$HERE/fresh-store.sh"
-flush() { DTX_REDIS_URI=$1 "$HERE/fresh-store.sh" flush >/dev/null; }
+flush() { DTX_REDIS_URI=$1 "$HERE/fresh-store.sh" --all >/dev/null; }
 
 # Runs a command with its output in a log; prints the tail on failure.
 run_logged() { # LABEL CMD...
@@ -96,6 +97,7 @@ phase_shell() {
         bash "$ROOT/tests/crash/$s.sh"
     done
     run_logged "unique_crash.sh $u" env DTX_REDIS_URI="$u" bash "$HERE/unique_crash.sh"
+    run_logged "bad_input.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/bad_input.sh"
   done
 }
 
