@@ -96,7 +96,7 @@ int dtx__depth_check(const json_t *v, int code, const char *what) {
   size_t n = 0;
   if (!too_deep(v, 1, path, &n))
     return 0;
-  char p[200];
+  char p[128];
   path_text(path, n, p, sizeof p);
   return dtx__err(code,
                   "%s nests deeper than %d levels (the limit): level %d is "
