@@ -5,9 +5,12 @@
 # standalone redis-server and a 3-master 3-replica Redis Cluster, then
 # runs against each:
 #   conformance   BUILD_DIR/conformance redis://...
-#   shell         tests/crash/faults.sh, pause.sh, chaos.sh and
-#                 tests/cli/bad_input.sh (DOCTX set; each scenario gets an
-#                 emptied namespace of its own through fresh-store.sh)
+#   shell         tests/crash/faults.sh, pause.sh, chaos.sh (DOCTX set;
+#                 each scenario gets an emptied namespace of its own
+#                 through fresh-store.sh)
+#   cli           tests/cli/bad_input.sh, likewise (about 1.5 minutes per
+#                 target in a release build, so the sanitizer run of
+#                 scripts/test.sh leaves it out)
 #   transfers     BUILD_DIR/txn_transfer_concurrency redis://...
 # and on the cluster only:
 #   migration     slots move between masters (redis-cli --cluster reshard,
@@ -28,7 +31,7 @@ set -u
 BUILD=${1:?usage: run-redis.sh BUILD_DIR [PHASE...]}
 BUILD=$(cd "$BUILD" && pwd)
 shift
-PHASES=${*:-conformance shell transfers migration failover loss}
+PHASES=${*:-conformance shell cli transfers migration failover loss}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=${DTX_ROOT:-$(cd "$HERE/../.." && pwd)} # the repository
 for tool in redis-server redis-cli python3; do
@@ -97,7 +100,13 @@ phase_shell() {
         bash "$ROOT/tests/crash/$s.sh"
     done
     run_logged "unique_crash.sh $u" env DTX_REDIS_URI="$u" bash "$HERE/unique_crash.sh"
-    run_logged "bad_input.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/bad_input.sh"
+  done
+}
+
+phase_cli() {
+  for u in "$URI_SA" "$URI_CL"; do
+    run_logged "bad_input.sh $u" env DTX_REDIS_URI="$u" \
+      bash "$ROOT/tests/cli/bad_input.sh"
   done
 }
 
@@ -360,7 +369,7 @@ loss_trial() { # MODE TRIAL
 
 for ph in $PHASES; do
   case "$ph" in
-  conformance | shell | transfers | migration | failover | loss) "phase_$ph" ;;
+  conformance | shell | cli | transfers | migration | failover | loss) "phase_$ph" ;;
   *) echo "run-redis: unknown phase $ph" >&2; exit 2 ;;
   esac
 done
