@@ -590,12 +590,17 @@ int dtx_store_create_index(dtx_store_t *st, const char *coll,
   return rc;
 }
 
-int dtx_store_list_indexes(dtx_store_t *st, const char *coll, json_t **out) {
+/* The checks of a call that reads something of coll into *out. */
+static int check_out_call(dtx_store_t *st, const char *coll, json_t **out) {
   dtx__err_clear();
   if (!out)
     return dtx__err(DTX_EINVAL, "out is NULL");
   *out = NULL;
-  int rc = check_st_coll(st, coll);
+  return check_st_coll(st, coll);
+}
+
+int dtx_store_list_indexes(dtx_store_t *st, const char *coll, json_t **out) {
+  int rc = check_out_call(st, coll, out);
   if (rc < 0)
     return rc;
   return st->m->list_indexes(st->b, coll, out);
@@ -646,11 +651,7 @@ int dtx_store_set_rules(dtx_store_t *st, const char *coll,
 }
 
 int dtx_store_get_rules(dtx_store_t *st, const char *coll, json_t **out) {
-  dtx__err_clear();
-  if (!out)
-    return dtx__err(DTX_EINVAL, "out is NULL");
-  *out = NULL;
-  int rc = check_st_coll(st, coll);
+  int rc = check_out_call(st, coll, out);
   if (rc < 0)
     return rc;
   json_t *spec = NULL;

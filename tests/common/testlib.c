@@ -61,3 +61,12 @@ const char *JS(const json_t *v) {
   free(s);
   return out;
 }
+
+json_t *JNEST(int levels, const char *k) {
+  json_t *v = json_pack("{s:i}", "leaf", 1);
+  for (int i = 1; v && i < levels; i++)
+    v = json_pack("{s:o}", k, v);
+  if (!v)
+    abort();
+  return v;
+}

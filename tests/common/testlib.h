@@ -80,4 +80,8 @@ char *JDUMP(const json_t *v);
 /* Compact JSON text of v in a static rotating buffer (for messages). */
 const char *JS(const json_t *v);
 
+/* {"k": {"k": ... {"leaf": 1}}}: `levels` nested objects in all, built
+ * without a parser (so deeper than any parser takes); a new reference. */
+json_t *JNEST(int levels, const char *k);
+
 #endif

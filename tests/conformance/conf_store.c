@@ -22,13 +22,6 @@
 #define CONF_BIG_ARRAY_MS 20000
 #define BIG_ARRAY 100000
 
-/* {"k": {"k": ... {"leaf": 1}}}: `levels` objects in all (new ref). */
-static json_t *nest(int levels, const char *k) {
-  json_t *v = json_pack("{s:i}", "leaf", 1);
-  for (int i = 1; i < levels; i++)
-    v = json_pack("{s:o}", k, v);
-  return v;
-}
 
 /* ---- case-sensitive names ------------------------------------------------------ */
 
@@ -98,7 +91,7 @@ static void test_depth_limit_on_every_write(void) {
 
   /* 100 levels is fine and reads back exactly. */
   json_t *ok = conf_keep(json_pack("{s:s,s:o}", "_id", "OK", "v",
-                                   nest(99, "x")));
+                                   JNEST(99, "x")));
   CHECK_RC(dtx_store_insert(conf_st, c, ok, NULL), 0);
   json_t *back = conf_get(c, JQ("{'_id':'OK'}"));
   CHECKF(back && json_equal(back, ok), "100 levels did not read back");
@@ -107,7 +100,7 @@ static void test_depth_limit_on_every_write(void) {
 
   /* 101 levels: every kind of write refuses, bypass or not. */
   json_t *deep = conf_keep(json_pack("{s:s,s:o}", "_id", "D", "v",
-                                     nest(100, "x")));
+                                     JNEST(100, "x")));
   check_deep_refusal(dtx_store_insert(conf_st, c, deep, NULL), "insert");
   CHECKF(strstr(dtx_errdetail(), "'D'") && strstr(dtx_errdetail(), "v.x.x"),
          "%s", dtx_errdetail());
@@ -120,13 +113,13 @@ static void test_depth_limit_on_every_write(void) {
                      "insert_many");
   CHECKF(n == 0, "insert_many put %zu in before refusing", n);
   json_t *repl = conf_keep(json_pack("{s:s,s:o}", "_id", "A", "v",
-                                     nest(100, "x")));
+                                     JNEST(100, "x")));
   dtx_update_result_t r;
   check_deep_refusal(dtx_store_update(conf_st, c, JQ("{'_id':'A'}"), repl,
                                       NULL, &r),
                      "replacement");
   json_t *set = conf_keep(json_pack("{s:{s:o}}", "$set", "v",
-                                    nest(100, "x")));
+                                    JNEST(100, "x")));
   dtx_update_opts_t bo = {.bypass_validation = 1};
   check_deep_refusal(dtx_store_update(conf_st, c, JQ("{'_id':'A'}"), set, &bo,
                                       &r),
@@ -140,7 +133,7 @@ static void test_depth_limit_on_every_write(void) {
                      "update many");
   json_t *out = conf_poison;
   json_t *push = conf_keep(json_pack("{s:{s:o}}", "$push", "arr",
-                                     nest(99, "x")));
+                                     JNEST(99, "x")));
   check_deep_refusal(dtx_store_find_one_and_update(conf_st, c,
                                                    JQ("{'_id':'A'}"), push,
                                                    NULL, &out),
@@ -155,7 +148,7 @@ static void test_depth_limit_on_every_write(void) {
   for (int i = 0; i < 500; i++)
     pl += (size_t)snprintf(path + pl, sizeof path - pl, "%sp", i ? "." : "");
   json_t *huge = json_object();
-  json_object_set_new(huge, path, nest(2040, "x"));
+  json_object_set_new(huge, path, JNEST(2040, "x"));
   json_t *u = conf_keep(json_pack("{s:o}", "$set", huge));
   check_deep_refusal(dtx_store_update(conf_st, c, JQ("{'_id':'A'}"), u, NULL,
                                       &r),

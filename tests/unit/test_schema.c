@@ -415,24 +415,17 @@ static void test_bad_rules(void) {
 
 /* ---- the depth limit -------------------------------------------------------------- */
 
-/* {"k": {"k": ... {"leaf": 1}}} with `levels` objects in all. */
-static json_t *nest(int levels, const char *k) {
-  json_t *v = json_pack("{s:i}", "leaf", 1);
-  for (int i = 1; i < levels; i++)
-    v = json_pack("{s:o}", k, v);
-  return v;
-}
 
 static void test_depth_limit(void) {
-  json_t *ok = nest(DTX_MAX_DEPTH, "a");
-  json_t *deep = nest(DTX_MAX_DEPTH + 1, "a");
+  json_t *ok = JNEST(DTX_MAX_DEPTH, "a");
+  json_t *deep = JNEST(DTX_MAX_DEPTH + 1, "a");
   CHECK_RC(dtx__depth_check(ok, DTX_EINVAL, "doc"), 0);
   CHECK_RC(dtx__depth_check(deep, DTX_EINVAL, "doc"), DTX_EINVAL);
   CHECKF(strstr(dtx_errdetail(), "doc nests deeper than 100 levels (the "
                                  "limit): level 101 is reached at a.a.a."),
          "%s", dtx_errdetail());
   /* Arrays count as levels too, and the path shows their indexes. */
-  json_t *arr = json_pack("{s:[i,{s:o}]}", "x", 1, "y", nest(99, "b"));
+  json_t *arr = json_pack("{s:[i,{s:o}]}", "x", 1, "y", JNEST(99, "b"));
   CHECK_RC(dtx__depth_check(arr, DTX_EINVAL, "doc"), DTX_EINVAL);
   CHECKF(strstr(dtx_errdetail(), "at x.1.y.b.b"), "%s", dtx_errdetail());
   /* The write check applies it to every stored document, bypass or not. */
@@ -443,7 +436,7 @@ static void test_depth_limit(void) {
   CHECK_RC(dtx__doc_check_write(NULL, "acc", NULL, ok, 0), 0);
   /* A very deep value (past jansson's own 2048) is measured without
    * recursing through it, and the long path is shortened. */
-  json_t *huge = nest(3000, "segment");
+  json_t *huge = JNEST(3000, "segment");
   CHECK_RC(dtx__depth_check(huge, DTX_EINVAL, "doc"), DTX_EINVAL);
   CHECKF(strlen(dtx_errdetail()) < 400 && strstr(dtx_errdetail(), "..."),
          "%s", dtx_errdetail());
