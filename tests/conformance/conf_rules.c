@@ -13,6 +13,7 @@
 #include "conf.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -396,10 +397,17 @@ enum { NWRITERS = 4 };
 typedef struct race_job {
   const char *coll;
   conf_barrier_t *bar;
-  int fd; /* report pipe, write end */
-  int64_t until_ms;
+  int fd;      /* report pipe, write end */
+  int stop_fd; /* read end: EOF when the parent has done its part */
+  int stop_w;  /* the write end, which the child closes at once */
   unsigned seed;
 } race_job_t;
+
+/* 1 once the parent closed the stop pipe. */
+static int stopped(int fd) {
+  struct pollfd p = {fd, POLLIN, 0};
+  return poll(&p, 1, 0) > 0;
+}
 
 typedef struct race_report {
   int64_t ok, refused, errors;
@@ -411,6 +419,7 @@ typedef struct race_report {
 static int race_writer(void *arg) {
   race_job_t *j = arg;
   race_report_t rep = {0, 0, 0};
+  close(j->stop_w);
   dtx_store_t *st = NULL;
   if (dtx_store_open(conf_uri, &st) != 0 || conf_barrier_child(j->bar) != 0) {
     CONF_CHILD_FAIL("open or barrier failed");
@@ -422,7 +431,7 @@ static int race_writer(void *arg) {
   json_t *bad = json_pack("{s:{s:i},s:{s:s},s:{s:s}}", "$inc", "n", 1, "$set",
                           "v", "bad", "$push", "log", "bad");
   unsigned s = j->seed;
-  while (conf_now_ms() < j->until_ms) {
+  while (!stopped(j->stop_fd)) {
     s = s * 1103515245u + 12345u;
     int is_bad = (s >> 16) & 1;
     json_t *out = NULL;
@@ -444,6 +453,7 @@ static int race_writer(void *arg) {
   dtx_store_close(st);
   ssize_t w = write(j->fd, &rep, sizeof rep);
   close(j->fd);
+  close(j->stop_fd);
   return w == (ssize_t)sizeof rep && rep.errors == 0 ? 0 : 1;
 }
 
@@ -459,7 +469,8 @@ static int64_t read_n(const char *c) {
  * returned and reading it before the next switch-off began, every write
  * that committed must have written "ok" -- whatever rules the writer had
  * seen before.  A writer deciding on rules it cached would commit "bad"
- * there. */
+ * there.  The switching goes on for run_ms, and longer (up to 60 s) on a
+ * slow machine until enough writes fell inside the windows. */
 static void test_rules_change_races_writers(void) {
   if (conf_store_is_private()) {
     conf_skip("a private store cannot be shared with other processes");
@@ -469,32 +480,36 @@ static void test_rules_change_races_writers(void) {
   REQUIRE(conf_seed(c, "[{'_id':'ctr','n':0,'v':'ok','log':[]}]") == 0);
   int64_t run_ms = conf_quick ? 1500 : 4000;
   conf_barrier_t bar;
-  int rp[2];
-  REQUIRE(conf_barrier_init(&bar) == 0 && pipe(rp) == 0);
+  int rp[2], sp[2];
+  REQUIRE(conf_barrier_init(&bar) == 0 && pipe(rp) == 0 && pipe(sp) == 0);
   race_job_t jobs[NWRITERS];
   pid_t pids[NWRITERS];
   conf_store_release();
-  int64_t t0 = conf_now_ms();
   for (int i = 0; i < NWRITERS; i++) {
-    jobs[i] = (race_job_t){c, &bar, rp[1], t0 + run_ms + 500,
+    jobs[i] = (race_job_t){c, &bar, rp[1], sp[0], sp[1],
                            (unsigned)conf_random()};
     pids[i] = conf_fork(race_writer, &jobs[i]);
   }
   close(rp[1]);
+  close(sp[0]);
   conf_store_reacquire();
   CHECK(conf_barrier_release(&bar, NWRITERS) == 0);
-  int64_t on[64], off[64];
+  enum { MAXWIN = 400 };
+  static int64_t on[MAXWIN], off[MAXWIN];
   int nwin = 0;
-  int64_t until = conf_now_ms() + run_ms;
-  while (conf_now_ms() < until && nwin < 64) {
+  int64_t t0 = conf_now_ms(), inside = 0;
+  while (nwin < MAXWIN && (conf_now_ms() - t0 < run_ms ||
+                           (inside < 40 && conf_now_ms() - t0 < 60000))) {
     CHECK_RC(set_rules(c, "{'v':'ok'}", NULL), 0);
     on[nwin] = read_n(c);
     usleep(40000);
     off[nwin] = read_n(c);
+    inside += off[nwin] - on[nwin];
     nwin++;
     CHECK_RC(dtx_store_set_rules(conf_st, c, NULL), 0);
     usleep(40000);
   }
+  close(sp[1]); /* the writers stop */
   race_report_t sum = {0, 0, 0};
   for (int i = 0; i < NWRITERS; i++) {
     race_report_t r;

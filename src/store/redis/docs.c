@@ -265,7 +265,11 @@ static int encref_cmp(const void *pa, const void *pb) {
   return c ? c : (a->which > b->which) - (a->which < b->which);
 }
 
-static int enckeys_of(const rd_idx_t *ix, const json_t *doc, enckeys_t *e) {
+/* single: the index is not multikey yet, so a document with several keys
+ * is RD_EMULTI -- found before the keys are encoded, since the write is
+ * then redone after the catalog changed. */
+static int enckeys_of(const rd_idx_t *ix, const json_t *doc, int single,
+                      enckeys_t *e) {
   memset(e, 0, sizeof *e);
   if (!doc)
     return 0;
@@ -273,6 +277,8 @@ static int enckeys_of(const rd_idx_t *ix, const json_t *doc, enckeys_t *e) {
   if (rc < 0)
     return dtx__err_wrap(rc, "index %s", ix->spec->name);
   size_t n = json_array_size(e->keys), i;
+  if (single && n > 1)
+    return RD_EMULTI;
   encref_t *r = calloc(n ? n : 1, sizeof *r);
   e->enc = calloc(n ? n : 1, sizeof *e->enc);
   e->which = calloc(n ? n : 1, sizeof *e->which);
@@ -512,13 +518,11 @@ static int prepare(dtx__backend_t *b, const rd_coll_t *co, const rd_doc_t *cur,
     const rd_idx_t *ix = &co->idx[i];
     /* A stored document that a building index cannot hold (parallel
      * arrays) simply has no old keys there. */
-    if (enckeys_of(ix, cur->body, &w->old[i]) < 0)
+    if (enckeys_of(ix, cur->body, 0, &w->old[i]) < 0)
       memset(&w->old[i], 0, sizeof w->old[i]);
-    if ((rc = enckeys_of(ix, newbody, &w->new_[i])) < 0)
-      break;
-    if (!ix->multikey && json_array_size(w->new_[i].keys) > 1) {
-      w->multi = ix->id;
-      rc = RD_EMULTI;
+    if ((rc = enckeys_of(ix, newbody, !ix->multikey, &w->new_[i])) < 0) {
+      if (rc == RD_EMULTI)
+        w->multi = ix->id;
       break;
     }
     const enckeys_t *o = &w->old[i], *nw = &w->new_[i];
