@@ -20,11 +20,12 @@ typedef struct command {
 
 static const command_t commands[] = {
     {"insert", dtx__cmd_insert,
-     "usage: doctx [--store URI] insert COLL DOC...\n"
+     "usage: doctx [--store URI] insert COLL DOC... [--bypass-validation]\n"
      "Inserts each DOC (one JSON object per argument) into COLL, in order,\n"
      "and prints each _id as JSON, one per line.  A missing _id is\n"
      "generated.  Every DOC is checked before any is inserted; if one fails\n"
-     "in the store, the ids of those already inserted are still printed.\n"},
+     "in the store, the ids of those already inserted are still printed.\n"
+     "  --bypass-validation  skip COLL's validator (see doctx rules)\n"},
     {"find", dtx__cmd_find,
      "usage: doctx [--store URI] find COLL [FILTER] [--sort S] [--limit N]\n"
      "                                 [--skip N] [--project P]\n"
@@ -49,7 +50,8 @@ static const command_t commands[] = {
      "            matches\n"
      "  --array-filters JSON  MongoDB's arrayFilters: a JSON array of\n"
      "            filters, one per $[id] in UPDATE's paths, e.g.\n"
-     "            '[{\"x.grade\":{\"$gte\":85}}]'\n"},
+     "            '[{\"x.grade\":{\"$gte\":85}}]'\n"
+     "  --bypass-validation  skip COLL's validator (see doctx rules)\n"},
     {"find-and-modify", dtx__cmd_find_and_modify,
      "usage: doctx [--store URI] find-and-modify COLL FILTER UPDATE [--sort S]\n"
      "                            [--new] [--upsert] [--array-filters JSON]\n"
@@ -60,7 +62,8 @@ static const command_t commands[] = {
      "  --new      print the document after the update\n"
      "  --upsert   insert a document when none matches (without --new this\n"
      "             prints null)\n"
-     "  --array-filters JSON  filters for the $[id] paths of UPDATE\n"},
+     "  --array-filters JSON  filters for the $[id] paths of UPDATE\n"
+     "  --bypass-validation  skip COLL's validator (see doctx rules)\n"},
     {"aggregate", dtx__cmd_aggregate,
      "usage: doctx [--store URI] aggregate COLL PIPELINE\n"
      "Runs the aggregation PIPELINE (a JSON array of stages such as\n"
@@ -71,7 +74,8 @@ static const command_t commands[] = {
     {"delete", dtx__cmd_delete,
      "usage: doctx [--store URI] delete COLL FILTER [--many]\n"
      "Deletes the first (or with --many, every) document matching FILTER and\n"
-     "prints {\"deleted\":N}.\n"},
+     "prints {\"deleted\":N}.\n"
+     "  --bypass-validation  skip COLL's delete guard (see doctx rules)\n"},
     {"index", dtx__cmd_index,
      "usage: doctx [--store URI] index COLL KEYS [--unique] [--sparse]\n"
      "Creates an index on KEYS (JSON object of path: 1 or -1, in order) and\n"
@@ -87,6 +91,18 @@ static const command_t commands[] = {
     {"collections", dtx__cmd_collections,
      "usage: doctx [--store URI] collections\n"
      "Prints the collection names, sorted, one per line.\n"},
+    {"rules", dtx__cmd_rules,
+     "usage: doctx [--store URI] rules COLL [--validator JSON]\n"
+     "                                  [--delete-guard JSON] [--clear]\n"
+     "Prints COLL's rules as {\"validator\":...,\"delete_guard\":...}, after\n"
+     "changing them when asked.  Every write to COLL must leave a document\n"
+     "that matches the validator (query operators and/or $jsonSchema, as\n"
+     "MongoDB's; see docs/validation.md), and a document must match the\n"
+     "delete guard to be deleted; a refused write exits 3 (VALIDATION) and\n"
+     "changes nothing, unless the write bypasses validation explicitly.\n"
+     "  --validator JSON     replace the validator (null removes it)\n"
+     "  --delete-guard JSON  replace the delete guard (null removes it)\n"
+     "  --clear              remove both\n"},
     {"demo", dtx__cmd_demo,
      "usage: doctx [--store URI] demo\n"
      "Walks through the primitive, narrating each step: a debit guarded by\n"
@@ -126,6 +142,8 @@ static const char global_usage[] =
     "  indexes COLL                          lists indexes\n"
     "  drop COLL                             drops a collection\n"
     "  collections                           lists collections\n"
+    "  rules COLL [--validator V] [--delete-guard G] [--clear]\n"
+    "                                        shows or sets COLL's rules\n"
     "  demo                                  a narrated tour of the primitive\n"
     "\n"
     "Transaction commands (see doctx COMMAND --help):\n"

@@ -332,4 +332,48 @@ json_t *dtx__index_spec_json(const dtx__index_spec_t *s);
 int dtx__index_keys(const dtx__index_spec_t *s, const json_t *doc,
                     json_t **out);
 
+/* ---- stored-document rules (rules.c, schema.c) ------------------------------ */
+
+/* 0 when v (a document, or any value) nests no deeper than DTX_MAX_DEPTH
+ * levels: v is level 1 when it is an object or array, and every object or
+ * array inside adds one, as MongoDB counts.  Otherwise `code` with the
+ * detail "<what> nests deeper than 100 levels (the limit): level 101 is
+ * reached at <path>".  Bounded recursion whatever v's depth. */
+int dtx__depth_check(const json_t *v, int code, const char *what);
+
+/* A compiled $jsonSchema (the subset in docs/validation.md).  compile
+ * refuses everything else with DTX_EBADQUERY naming the keyword and where;
+ * the compiled schema does not reference spec after return. */
+typedef struct dtx__schema dtx__schema_t;
+int dtx__schema_compile(const json_t *spec, dtx__schema_t **out);
+/* 1 when doc satisfies s, else 0 and (when whylen > 0) the reason in why:
+ * "<path> <what> ($jsonSchema <keyword path>)".  Thread-safe on a shared
+ * compiled schema; never allocates. */
+int dtx__schema_match(const dtx__schema_t *s, const json_t *doc, char *why,
+                      size_t whylen);
+void dtx__schema_free(dtx__schema_t *s);
+
+/* A collection's rules, compiled from their stored form
+ * {"validator": V|null, "delete_guard": G|null} (doctx.h describes them).
+ * *out is NULL when spec (which may be NULL) holds no rule; null and {}
+ * mean none.  DTX_EBADQUERY for an invalid rule.  Immutable once built,
+ * so a catalog snapshot may share one between threads. */
+typedef struct dtx__rules dtx__rules_t;
+int dtx__rules_compile(const json_t *spec, dtx__rules_t **out);
+void dtx__rules_free(dtx__rules_t *r);
+/* The normalised stored form (borrowed; NULL when r is NULL). */
+const json_t *dtx__rules_spec(const dtx__rules_t *r);
+
+/* The one check every backend makes, inside the atomic step of a write,
+ * with the rules of the catalog version that step is bound to (NULL: no
+ * rules).  after is the document about to be stored (NULL for a delete),
+ * before the stored one being deleted or replaced (NULL for an insert):
+ *  - after must nest at most DTX_MAX_DEPTH levels (DTX_EINVAL), always;
+ *  - unless bypass, after must satisfy the validator, and a deleted
+ *    before must match the delete guard (DTX_EVALIDATION).
+ * The detail names the collection, the _id and the failing rule. */
+int dtx__doc_check_write(const dtx__rules_t *r, const char *coll,
+                         const json_t *before, const json_t *after,
+                         int bypass);
+
 #endif

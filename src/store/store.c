@@ -197,15 +197,19 @@ static int match_error(const compiled_t *c, int rc) {
 }
 
 /* A deep copy of doc with a valid _id, generated first in key order (as
- * MongoDB does) when missing.  doc itself is never modified. */
-static int prepare_doc(const json_t *doc, json_t **out) {
+ * MongoDB does) when missing.  doc itself is never modified.  A document
+ * nested too deeply is refused here already, so that insert_many inserts
+ * nothing when one of its documents is; the backend checks again (with
+ * the collection's rules) when it writes. */
+static int prepare_doc(const char *coll, const json_t *doc, json_t **out) {
   int rc;
   *out = NULL;
   if (!json_is_object(doc))
     return dtx__err(DTX_EINVAL, "document must be an object");
   json_t *id = json_object_get(doc, "_id");
   if (id) {
-    if ((rc = dtx__id_check(id)) < 0)
+    if ((rc = dtx__id_check(id)) < 0 ||
+        (rc = dtx__doc_check_write(NULL, coll, NULL, doc, 1)) < 0)
       return rc;
     if (!(*out = json_deep_copy(doc)))
       return dtx__err(DTX_ENOMEM, "copying a document");
@@ -221,6 +225,10 @@ static int prepare_doc(const json_t *doc, json_t **out) {
   json_object_foreach((json_t *)doc, k, v) {
     if (json_object_set_new(copy, k, json_deep_copy(v)) < 0)
       goto nomem;
+  }
+  if ((rc = dtx__doc_check_write(NULL, coll, NULL, copy, 1)) < 0) {
+    json_decref(copy);
+    return rc;
   }
   *out = copy;
   return 0;
@@ -277,7 +285,7 @@ int dtx_store_open_ex(const char *uri, unsigned flags, dtx_store_t **out) {
   if (!m)
     return dtx__err(DTX_EBADURI, "unknown scheme '%.*s' (expected %s)",
                     (int)slen, uri, known_schemes());
-  if (m->version < 1)
+  if (m->version < 2)
     return dtx__err(DTX_EBACKEND, "backend '%s' has version %d", m->scheme,
                     m->version);
 
@@ -311,6 +319,11 @@ const char *dtx_store_uri(const dtx_store_t *st) { return st ? st->uri : NULL; }
 
 int dtx_store_insert(dtx_store_t *st, const char *coll, const json_t *doc,
                      json_t **id_out) {
+  return dtx_store_insert_ex(st, coll, doc, NULL, id_out);
+}
+
+int dtx_store_insert_ex(dtx_store_t *st, const char *coll, const json_t *doc,
+                        const dtx_insert_opts_t *opts, json_t **id_out) {
   dtx__err_clear();
   if (id_out)
     *id_out = NULL;
@@ -318,23 +331,30 @@ int dtx_store_insert(dtx_store_t *st, const char *coll, const json_t *doc,
   if (rc < 0)
     return rc;
   json_t *copy;
-  if ((rc = prepare_doc(doc, &copy)) < 0)
+  if ((rc = prepare_doc(coll, doc, &copy)) < 0)
     return rc;
   size_t n = 0;
-  rc = st->m->insert(st->b, coll, (json_t *const *)&copy, 1, &n);
+  rc = st->m->insert(st->b, coll, (json_t *const *)&copy, 1,
+                     opts && opts->bypass_validation, &n);
   if (rc == 0 && id_out)
     *id_out = json_incref(json_object_get(copy, "_id"));
   json_decref(copy);
   return rc;
 }
 
+int dtx_store_insert_many(dtx_store_t *st, const char *coll,
+                          const json_t *docs, size_t *ninserted,
+                          json_t **ids_out) {
+  return dtx_store_insert_many_ex(st, coll, docs, NULL, ninserted, ids_out);
+}
+
 /* Every document is checked before the first goes in, so malformed input
  * inserts nothing.  Unlike most out-parameters, *ninserted and *ids_out
  * are also set on a backend error: they describe the documents that did
  * go in before it, which stay. */
-int dtx_store_insert_many(dtx_store_t *st, const char *coll,
-                          const json_t *docs, size_t *ninserted,
-                          json_t **ids_out) {
+int dtx_store_insert_many_ex(dtx_store_t *st, const char *coll,
+                             const json_t *docs, const dtx_insert_opts_t *opts,
+                             size_t *ninserted, json_t **ids_out) {
   dtx__err_clear();
   if (ninserted)
     *ninserted = 0;
@@ -351,14 +371,15 @@ int dtx_store_insert_many(dtx_store_t *st, const char *coll,
     return dtx__err(DTX_ENOMEM, "inserting %zu documents", n);
   size_t ncopied = 0, done = 0;
   for (; ncopied < n; ncopied++) {
-    if ((rc = prepare_doc(json_array_get(docs, ncopied), &copies[ncopied])) <
-        0) {
+    if ((rc = prepare_doc(coll, json_array_get(docs, ncopied),
+                          &copies[ncopied])) < 0) {
       dtx__err_wrap(rc, "document %zu", ncopied);
       goto out;
     }
   }
   if (n > 0)
-    rc = st->m->insert(st->b, coll, copies, n, &done);
+    rc = st->m->insert(st->b, coll, copies, n,
+                       opts && opts->bypass_validation, &done);
   if (ninserted)
     *ninserted = done;
   if (ids_out) {
@@ -454,7 +475,7 @@ int dtx_store_count(dtx_store_t *st, const char *coll, const json_t *filter,
 static int modify_prepare(dtx_store_t *st, const char *coll,
                           const json_t *filter, const json_t *update,
                           const json_t *array_filters, int is_delete,
-                          dtx__modify_t *m, compiled_t *c) {
+                          int bypass, dtx__modify_t *m, compiled_t *c) {
   int rc;
   memset(m, 0, sizeof *m);
   memset(c, 0, sizeof *c);
@@ -466,6 +487,7 @@ static int modify_prepare(dtx_store_t *st, const char *coll,
   m->filter = c->f;
   m->update_spec = is_delete ? NULL : update;
   m->update = c->u;
+  m->bypass = bypass;
   return 0;
 }
 
@@ -485,7 +507,7 @@ int dtx_store_update(dtx_store_t *st, const char *coll, const json_t *filter,
   dtx__modify_t m;
   compiled_t c;
   int rc = modify_prepare(st, coll, filter, update, opts->array_filters, 0,
-                          &m, &c);
+                          opts->bypass_validation, &m, &c);
   if (rc < 0)
     return rc;
   if (opts->many && dtx__update_is_replacement(c.u)) {
@@ -545,7 +567,7 @@ static int find_one_and_modify(dtx_store_t *st, const char *coll,
   }
   if ((rc = modify_prepare(st, coll, filter, update,
                            is_delete ? NULL : opts->array_filters, is_delete,
-                           &m, &c)) < 0) {
+                           opts->bypass_validation, &m, &c)) < 0) {
     dtx__proj_free(proj);
     return rc;
   }
@@ -595,16 +617,27 @@ int dtx_store_find_one_and_delete(dtx_store_t *st, const char *coll,
 
 int dtx_store_delete(dtx_store_t *st, const char *coll, const json_t *filter,
                      int many, int64_t *deleted) {
+  dtx_delete_opts_t o = {.many = many};
+  return dtx_store_delete_ex(st, coll, filter, &o, deleted);
+}
+
+int dtx_store_delete_ex(dtx_store_t *st, const char *coll,
+                        const json_t *filter, const dtx_delete_opts_t *opts,
+                        int64_t *deleted) {
   dtx__err_clear();
+  static const dtx_delete_opts_t none;
   if (deleted)
     *deleted = 0;
+  if (!opts)
+    opts = &none;
   dtx__modify_t m;
   compiled_t c;
-  int rc = modify_prepare(st, coll, filter, NULL, NULL, 1, &m, &c);
+  int rc = modify_prepare(st, coll, filter, NULL, NULL, 1,
+                          opts->bypass_validation, &m, &c);
   if (rc < 0)
     return rc;
   int64_t matched = 0, n = 0;
-  if (many) {
+  if (opts->many) {
     rc = st->m->modify_many(st->b, &m, &matched, &n);
   } else {
     dtx__modify_result_t mr = {0};
@@ -615,7 +648,7 @@ int dtx_store_delete(dtx_store_t *st, const char *coll, const json_t *filter,
   rc = match_error(&c, rc);
   compiled_free(&c);
   /* deleteMany keeps what it removed before an error, so say how many. */
-  if (deleted && (rc == 0 || many))
+  if (deleted && (rc == 0 || opts->many))
     *deleted = n;
   return rc;
 }
@@ -704,12 +737,17 @@ int dtx_store_create_index(dtx_store_t *st, const char *coll,
   return rc;
 }
 
-int dtx_store_list_indexes(dtx_store_t *st, const char *coll, json_t **out) {
+/* The checks of a call that reads something of coll into *out. */
+static int check_out_call(dtx_store_t *st, const char *coll, json_t **out) {
   dtx__err_clear();
   if (!out)
     return dtx__err(DTX_EINVAL, "out is NULL");
   *out = NULL;
-  int rc = check_st_coll(st, coll);
+  return check_st_coll(st, coll);
+}
+
+int dtx_store_list_indexes(dtx_store_t *st, const char *coll, json_t **out) {
+  int rc = check_out_call(st, coll, out);
   if (rc < 0)
     return rc;
   return st->m->list_indexes(st->b, coll, out);
@@ -731,4 +769,45 @@ int dtx_store_list_collections(dtx_store_t *st, json_t **out) {
   if (!st)
     return dtx__err(DTX_EINVAL, "store is NULL");
   return st->m->list_collections(st->b, out);
+}
+
+/* ---- collection rules ------------------------------------------------------------------------- */
+
+/* The rules are compiled here first, so an invalid one never reaches a
+ * catalog, and the backend stores the normalised form that every process
+ * compiles the same way when it loads its catalog. */
+int dtx_store_set_rules(dtx_store_t *st, const char *coll,
+                        const dtx_collection_rules_t *rules) {
+  dtx__err_clear();
+  int rc = check_st_coll(st, coll);
+  if (rc < 0)
+    return rc;
+  json_t *spec = json_pack("{s:O?,s:O?}", "validator",
+                           rules ? rules->validator : NULL, "delete_guard",
+                           rules ? rules->delete_guard : NULL);
+  if (!spec)
+    return dtx__err(DTX_ENOMEM, "setting the rules of %s", coll);
+  dtx__rules_t *r = NULL;
+  rc = dtx__rules_compile(spec, &r);
+  json_decref(spec);
+  if (rc < 0)
+    return dtx__err_wrap(rc, "rules of %s", coll);
+  rc = st->m->set_rules(st->b, coll, dtx__rules_spec(r));
+  dtx__rules_free(r);
+  return rc;
+}
+
+int dtx_store_get_rules(dtx_store_t *st, const char *coll, json_t **out) {
+  int rc = check_out_call(st, coll, out);
+  if (rc < 0)
+    return rc;
+  json_t *spec = NULL;
+  if ((rc = st->m->get_rules(st->b, coll, &spec)) < 0)
+    return rc;
+  json_t *v = json_object_get(spec, "validator");
+  json_t *g = json_object_get(spec, "delete_guard");
+  *out = json_pack("{s:O?,s:O?}", "validator", json_is_null(v) ? NULL : v,
+                   "delete_guard", json_is_null(g) ? NULL : g);
+  json_decref(spec);
+  return *out ? 0 : dtx__err(DTX_ENOMEM, "reading the rules of %s", coll);
 }

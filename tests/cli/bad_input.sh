@@ -6,17 +6,24 @@
 # The table below is one `row` per case:
 #   row EXIT ERRNAME MENTION -- ARGS...
 # MENTION is a string stderr must contain ("" for none).  After each row
-# the whole store (every collection's documents and indexes) is dumped
-# and compared with the dump taken before it.
+# the whole store (every collection's documents, indexes and rules) is
+# dumped and compared with the dump taken before it -- which is the dump
+# taken after the row before, since no row may change the store.
 #
-# Run by ctest with $DOCTX set to the doctx binary; exits non-zero when any
-# check fails and ends with "N passed, N failed".
+# Run by ctest with $DOCTX set to the doctx binary, against a fresh SQLite
+# file; run-redis.sh runs it against Redis by setting DTX_TEST_STORE_CMD
+# (tests/redis/fresh-store.sh), which hands out an emptied store.  Exits
+# non-zero when any check fails and ends with "N passed, N failed".
 set -u
 
 DOCTX=${DOCTX:?set DOCTX to the doctx binary}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/doctx-badinput.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
-S="sqlite:$TMP/x.db"
+if [ -n "${DTX_TEST_STORE_CMD:-}" ]; then
+  S=$($DTX_TEST_STORE_CMD bad_input) || { echo "no store"; echo "0 passed, 1 failed"; exit 1; }
+else
+  S="sqlite:$TMP/x.db"
+fi
 PASS=0
 FAIL=0
 NROWS=0
@@ -32,6 +39,8 @@ dump() {
     dx find "$c" || echo "find failed"
     echo "-- indexes"
     dx indexes "$c" || echo "indexes failed"
+    echo "-- rules"
+    dx rules "$c" || echo "rules failed"
   done
 }
 
@@ -47,10 +56,7 @@ row() {
   shift 4 # code name mention --
   NROWS=$((NROWS + 1))
   what="doctx $*"
-  # The store after one row is the store before the next (a refused input
-  # changes nothing), so each row dumps once; the first dumps twice.
-  if [ -f "$TMP/after" ]; then mv "$TMP/after" "$TMP/before"; else
-    dump > "$TMP/before"; fi
+  [ -s "$TMP/before" ] || dump > "$TMP/before"
   "$DOCTX" --store "$S" "$@" > "$TMP/out" 2> "$TMP/err" || rc=$?
   dump > "$TMP/after"
   local err first
@@ -72,6 +78,7 @@ row() {
   if ! cmp -s "$TMP/before" "$TMP/after"; then
     fail "$what: the store changed" "$(diff "$TMP/before" "$TMP/after")"; ok=0
   fi
+  mv "$TMP/after" "$TMP/before"
   if [ "$ok" -eq 1 ]; then PASS=$((PASS + 1)); fi
 }
 
@@ -86,6 +93,8 @@ dx insert users '{"_id":1,"email":"a@x"}' '{"_id":2,"email":"b@x"}' \
   > /dev/null || setup_ok=0
 dx index users '{"email":1}' --unique > /dev/null || setup_ok=0
 dx index acc '{"balance":-1}' > /dev/null || setup_ok=0
+dx rules users --validator '{"$jsonSchema":{"required":["email"],"properties":{"email":{"bsonType":"string"}}},"email":{"$ne":""}}' \
+  --delete-guard '{"email":"keep"}' > /dev/null || setup_ok=0
 if [ "$setup_ok" -ne 1 ] || [ "$(dx count acc)" != 5 ]; then
   echo "setup failed" >&2
   echo "0 passed, 1 failed"
@@ -220,6 +229,39 @@ row 2 INVAL '' -- find acc '{}' --sort '{"a":2}'
 row 2 BADINDEX '' -- index acc '{"a":2}'
 row 2 BADINDEX '' -- index acc '{}'
 row 2 BADINDEX 'a.0' -- index acc '{"a.0":1}'
+
+# ---- writes a collection's rules refuse (exit 3), and bad rules (exit 2) ---------------------------
+row 3 VALIDATION "users 'R1': email is double, must be string" -- insert users '{"_id":"R1","email":1.5}'
+row 3 VALIDATION "users 'R1': document is missing required field 'email'" -- insert users '{"_id":"R1"}'
+row 3 VALIDATION "users 'R2': the validator condition" -- insert users '{"_id":"R2","email":""}' '{"_id":"R3","email":"c@x"}'
+row 3 VALIDATION 'users 1: the validator condition {"email":{"$ne":""}}' -- update users '{"_id":1}' '{"$set":{"email":""}}'
+row 3 VALIDATION "users 'new'" -- update users '{"_id":"new"}' '{"$set":{"email":5}}' --upsert
+row 3 VALIDATION "users 1: email is long" -- update users '{"_id":1}' '{"_id":1,"email":5}'
+row 3 VALIDATION "users 1" -- update users '{}' '{"$set":{"email":0.0}}' --many
+row 3 VALIDATION "missing required field 'email'" -- find-and-modify users '{"_id":1}' '{"$unset":{"email":""}}'
+row 3 VALIDATION "users 1: delete refused" -- delete users '{"_id":1}'
+row 3 VALIDATION "delete refused" -- delete users '{}' --many
+row 2 BADQUERY "'pattern'" -- rules users --validator '{"$jsonSchema":{"properties":{"a":{"pattern":"x"}}}}'
+row 2 BADQUERY "bsonType 'decimal'" -- rules users --validator '{"$jsonSchema":{"bsonType":"decimal"}}'
+row 2 BADQUERY '$foo' -- rules users --delete-guard '{"a":{"$foo":1}}'
+row 2 BADQUERY 'validator must be an object' -- rules users --validator '[1]'
+row 2 BADJSON --validator -- rules users --validator '{'
+row 2 USAGE --clear -- rules users --clear --validator '{}'
+row 2 USAGE --bypass-validation -- find users --bypass-validation
+row 2 INVAL 'bad name' -- rules 'bad name'
+
+# ---- documents nested deeper than 100 levels, and JSON deeper than the parser takes --------------
+P500=$(printf 'p.%.0s' $(seq 1 499))p
+nest() { printf '{"x":%.0s' $(seq 1 "$1"); printf 1; printf '}%.0s' $(seq 1 "$1"); }
+row 2 INVAL 'level 101 is reached at p.p.p' -- update acc '{"_id":"A"}' "{\"\$set\":{\"$P500\":$(nest 2040)}}"
+row 2 INVAL "acc 'D' nests deeper than 100 levels (the limit): level 101 is reached at v.x.x" -- insert acc "{\"_id\":\"D\",\"v\":$(nest 100)}"
+row 2 INVAL "nests deeper than 100" -- insert acc "{\"_id\":\"D\",\"v\":$(nest 100)}" --bypass-validation
+row 2 INVAL "acc 'A' nests deeper" -- update acc '{"_id":"A"}' "{\"v\":$(nest 100)}"
+row 2 INVAL "acc 'Z' nests deeper" -- update acc '{"_id":"Z"}' "{\"\$set\":{\"v\":$(nest 100)}}" --upsert
+row 2 INVAL "nests deeper" -- find-and-modify acc '{"_id":"A"}' "{\"\$push\":{\"tags\":$(nest 99)}}"
+row 2 BADJSON 'maximum parsing depth' -- find acc "$(nest 3000)"
+row 2 BADJSON 'maximum parsing depth' -- update acc '{"_id":"A"}' "{\"\$set\":{\"y\":$(nest 3000)}}"
+row 2 BADJSON 'maximum parsing depth' -- insert acc "{\"v\":$(nest 3000)}"
 
 # The table must stay big enough to mean something.
 if [ "$NROWS" -lt 40 ]; then fail "only $NROWS rows in the table"; fi

@@ -82,3 +82,12 @@ void dtx_t_filter_table(const char *name, const dtx_t_fcase_t *t, size_t n) {
     json_decref(doc);
   }
 }
+
+json_t *JNEST(int levels, const char *k) {
+  json_t *v = json_pack("{s:i}", "leaf", 1);
+  for (int i = 1; v && i < levels; i++)
+    v = json_pack("{s:o}", k, v);
+  if (!v)
+    abort();
+  return v;
+}

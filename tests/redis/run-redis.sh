@@ -7,7 +7,10 @@
 #   conformance   BUILD_DIR/conformance redis://...
 #   shell         tests/crash/faults.sh, pause.sh, chaos.sh and
 #                 tests/cli/contract.sh (DOCTX set; each scenario gets an
-#                 emptied store through fresh-store.sh)
+#                 emptied namespace of its own through fresh-store.sh)
+#   cli           tests/cli/bad_input.sh, likewise (about 1.5 minutes per
+#                 target in a release build, so the sanitizer run of
+#                 scripts/test.sh leaves it out)
 #   transfers     BUILD_DIR/txn_transfer_concurrency redis://...
 # on the standalone server only:
 #   replicas      ?wait=1 while its one replica goes away: the write that
@@ -32,7 +35,7 @@ set -u
 BUILD=${1:?usage: run-redis.sh BUILD_DIR [PHASE...]}
 BUILD=$(cd "$BUILD" && pwd)
 shift
-PHASES=${*:-conformance shell transfers replicas migration failover loss}
+PHASES=${*:-conformance shell cli transfers replicas migration failover loss}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=${DTX_ROOT:-$(cd "$HERE/../.." && pwd)} # the repository
 for tool in redis-server redis-cli python3; do
@@ -53,7 +56,7 @@ servers_up
 
 export DOCTX="$BUILD/doctx"
 export DTX_TEST_STORE_CMD="$HERE/fresh-store.sh"
-flush() { DTX_REDIS_URI=$1 "$HERE/fresh-store.sh" flush >/dev/null; }
+flush() { DTX_REDIS_URI=$1 "$HERE/fresh-store.sh" --all >/dev/null; }
 
 # Runs a command with its output in a log; prints the tail on failure.
 run_logged() { # LABEL CMD...
@@ -175,6 +178,13 @@ phase_replicas() {
     bad "replicas: the next open: exit $rc"
     tail -5 "$log" >&2
   fi
+}
+
+phase_cli() {
+  for u in "$URI_SA" "$URI_CL"; do
+    run_logged "bad_input.sh $u" env DTX_REDIS_URI="$u" \
+      bash "$ROOT/tests/cli/bad_input.sh"
+  done
 }
 
 phase_transfers() {
@@ -440,7 +450,7 @@ loss_trial() { # MODE TRIAL
 
 for ph in $PHASES; do
   case "$ph" in
-  conformance | shell | transfers | replicas | migration | failover | loss) "phase_$ph" ;;
+  conformance | shell | cli | transfers | replicas | migration | failover | loss) "phase_$ph" ;;
   *) echo "run-redis: unknown phase $ph" >&2; exit 2 ;;
   esac
 done

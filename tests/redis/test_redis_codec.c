@@ -2,9 +2,9 @@
  * hash slots (CRC16/XMODEM and hash tags, against values Redis Cluster
  * itself computes), the order-preserving index key encoding (equal values
  * encode alike, order within a bracket is MongoDB's, tuples are
- * prefix-free), and URI parsing (accepted forms with their settings, and
+ * prefix-free), URI parsing (accepted forms with their settings, and
  * DTX_EBADURI for each malformed part; an unreachable server is
- * DTX_EUNAVAILABLE). */
+ * DTX_EUNAVAILABLE), and namespaced key names (one slot per bucket). */
 #include "testlib.h"
 
 #include "store/redis/redis_int.h"
@@ -261,6 +261,68 @@ static void test_uri_parsing(void) {
   dtx__rd_uri_free(&u);
 }
 
+/* ?ns=NAME: accepted names, refused ones, and keys that keep a bucket in
+ * one slot whatever the prefix. */
+static void test_namespace_keys(void) {
+  static const struct {
+    const char *uri;
+    int rc;
+    const char *ns;
+  } cases[] = {
+      {"redis://h:1", 0, ""},
+      {"redis://h:1?ns=a", 0, "a"},
+      {"redis://h:1?wait=1&ns=Tx_9-b", 0, "Tx_9-b"},
+      {"redis://h:1?ns=abcdefghijklmnopqrstuvwxyz012345", 0,
+       "abcdefghijklmnopqrstuvwxyz012345"},
+      {"redis://h:1?ns=abcdefghijklmnopqrstuvwxyz0123456", DTX_EBADURI, NULL},
+      {"redis://h:1?ns=", DTX_EBADURI, NULL},
+      {"redis://h:1?ns=a:b", DTX_EBADURI, NULL},
+      {"redis://h:1?ns=a{b}", DTX_EBADURI, NULL},
+      {"redis://h:1?ns=a.b", DTX_EBADURI, NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    rd_uri_t u;
+    int rc = dtx__rd_uri_parse(cases[i].uri, &u);
+    CHECKF(rc == cases[i].rc, "%s: %s (%s)", cases[i].uri, dtx_errname(rc),
+           dtx_errdetail());
+    if (rc == 0) {
+      CHECKF(strcmp(u.ns, cases[i].ns) == 0, "%s: ns '%s'", cases[i].uri,
+             u.ns);
+      dtx__rd_uri_free(&u);
+    } else {
+      CHECKF(strstr(dtx_errdetail(), "ns must be 1..32"), "%s: %s",
+             cases[i].uri, dtx_errdetail());
+    }
+  }
+  char kp[RD_KPMAX];
+  dtx__rd_key_prefix(kp, "");
+  CHECK(strcmp(kp, "dtx:") == 0);
+  dtx__rd_key_prefix(kp, "t1");
+  CHECK(strcmp(kp, "dtx@t1:") == 0);
+  rd_coll_t co;
+  memset(&co, 0, sizeof co);
+  co.name = "acc";
+  snprintf(co.gen, sizeof co.gen, "00ff");
+  for (int k = 0; k < 2; k++) {
+    dtx__rd_key_prefix(co.kp, k ? "ns-1" : "");
+    rd_buf_t d = {0}, m = {0}, x = {0}, c = {0};
+    dtx__rd_key_doc(&d, &co, 3, "sA", 2);
+    dtx__rd_key_members(&m, &co, 3);
+    dtx__rd_key_index(&x, &co, 3, 7);
+    dtx__rd_key_claim(&c, &co, 7, "k", 1);
+    CHECKF(strncmp(d.p, co.kp, strlen(co.kp)) == 0 &&
+               strncmp(c.p, co.kp, strlen(co.kp)) == 0,
+           "%.*s / %.*s", (int)d.n, d.p, (int)c.n, c.p);
+    uint16_t s = dtx__rd_slot("acc:00ff:3", 10);
+    CHECK(dtx__rd_slot(d.p, d.n) == s && dtx__rd_slot(m.p, m.n) == s &&
+          dtx__rd_slot(x.p, x.n) == s);
+    dtx__rd_buf_free(&d);
+    dtx__rd_buf_free(&m);
+    dtx__rd_buf_free(&x);
+    dtx__rd_buf_free(&c);
+  }
+}
+
 static void test_unreachable_is_unavailable(void) {
   dtx_store_t *st = (dtx_store_t *)1;
   /* Port 1 on loopback refuses at once. */
@@ -282,6 +344,7 @@ int main(void) {
   TEST_RUN(test_strings_with_nul);
   TEST_RUN(test_ids_keep_types_apart);
   TEST_RUN(test_uri_parsing);
+  TEST_RUN(test_namespace_keys);
   TEST_RUN(test_unreachable_is_unavailable);
   return TEST_DONE();
 }
