@@ -18,7 +18,11 @@
  *  - A dtx_store_t may be shared by any number of threads.  It must outlive
  *    every call made on it; dtx_store_close() invalidates it.
  *  - Integers are int64 (json_int_t).  Dates written by $currentDate are
- *    integer milliseconds since the Unix epoch (MongoDB writes a BSON Date).
+ *    integer milliseconds since the Unix epoch (MongoDB writes a BSON Date);
+ *    {$currentDate: {f: {$type: "timestamp"}}} writes MongoDB's Timestamp
+ *    as one integer, seconds << 32 | an increment within the second.
+ *  - Filters, updates, projections and pipelines follow MongoDB; what is
+ *    supported and every deviation is listed in docs/mongodb.md.
  */
 #ifndef DOCTX_H
 #define DOCTX_H
@@ -59,7 +63,9 @@ extern "C" {
   X(BACKEND, -20, "storage backend error")                                   \
   X(FAULT, -21, "injected fault")                                            \
   X(AUDIT, -22, "audit found broken invariants")                             \
-  X(STALE, -23, "lease lost to another owner")
+  X(STALE, -23, "lease lost to another owner")                              \
+  X(LIMIT, -24, "resource limit exceeded")                                   \
+  X(VALIDATION, -25, "document failed validation")
 
 typedef enum dtx_errno {
   DTX_OK = 0,
@@ -85,7 +91,11 @@ typedef struct dtx_store dtx_store_t;
  *   sqlite:PATH[?sync=full|normal|off]   embedded, WAL mode (default full)
  *   sqlite::memory:                      private in-memory database
  *   redis://HOST:PORT[,HOST:PORT...][?wait=N&password=P&timeout_ms=N
- *           &retry_ms=N&buckets=N]      a Redis server or Cluster
+ *           &retry_ms=N&buckets=N&ns=NAME]
+ *                                        Redis standalone or Cluster; ns
+ *                                        (1..32 of [A-Za-z0-9_-]) isolates
+ *                                        this store's keys from every
+ *                                        other namespace on the servers
  * A NULL uri means $DOCTX_STORE, or else "sqlite:./doctx.db".  A missing
  * SQLite file is created (see dtx_store_open_ex to refuse that).
  * On success *out is a handle to release with dtx_store_close(); on error
@@ -126,11 +136,36 @@ void dtx_store_close(dtx_store_t *st);
 /* The canonical URI the store was opened with.  Owned by the store. */
 const char *dtx_store_uri(const dtx_store_t *st);
 
+/* Collection names are 1..120 bytes of [A-Za-z0-9_.-], not starting with
+ * "_dtx" or "system.", and case-sensitive on every backend, as in MongoDB:
+ * "Orders" and "orders" are two collections.
+ *
+ * Documents nest at most DTX_MAX_DEPTH levels (the document itself is
+ * level 1; every object or array inside adds one), as MongoDB's BSON
+ * limit.  Every write that would store a deeper document -- an insert, an
+ * update's result, an upsert, a replacement -- is refused with DTX_EINVAL
+ * naming the path where the limit was passed, and changes nothing. */
+#define DTX_MAX_DEPTH 100
+
 /* Inserts one document.  A missing _id is generated (24 hex digits, time
- * ordered); _id must be a string or an integer.  doc is not modified.
- * If id_out is not NULL it receives the _id (new reference). */
+ * ordered).  _id may be any value but an array, as in MongoDB: a number
+ * (1 and 1.0 are the same _id), a string of 1 to 256 bytes, null, a
+ * boolean, or an object of up to about 1 KiB whose field names neither
+ * start with '$' nor contain '.' (equal objects are the same _id; field
+ * order counts).  doc is not modified.  If id_out is not NULL it receives
+ * the _id (new reference).  The collection's validator applies
+ * (DTX_EVALIDATION, see dtx_store_set_rules). */
 int dtx_store_insert(dtx_store_t *st, const char *coll, const json_t *doc,
                      json_t **id_out);
+
+typedef struct dtx_insert_opts {
+  int bypass_validation; /* skip the collection's validator (not the depth
+                            limit) */
+} dtx_insert_opts_t;
+
+/* dtx_store_insert with options; opts may be NULL (= dtx_store_insert). */
+int dtx_store_insert_ex(dtx_store_t *st, const char *coll, const json_t *doc,
+                        const dtx_insert_opts_t *opts, json_t **id_out);
 
 /* Inserts an array of documents in order, each atomically on its own.
  * Every document is validated first, so an invalid one inserts nothing.
@@ -142,6 +177,12 @@ int dtx_store_insert(dtx_store_t *st, const char *coll, const json_t *doc,
 int dtx_store_insert_many(dtx_store_t *st, const char *coll,
                           const json_t *docs, size_t *ninserted,
                           json_t **ids_out);
+
+/* dtx_store_insert_many with options; opts may be NULL.  A document the
+ * validator refuses stops the inserts there, as a duplicate key does. */
+int dtx_store_insert_many_ex(dtx_store_t *st, const char *coll,
+                             const json_t *docs, const dtx_insert_opts_t *opts,
+                             size_t *ninserted, json_t **ids_out);
 
 typedef struct dtx_find_opts {
   const json_t *sort;       /* {"field": 1|-1, ...}, or NULL */
@@ -162,6 +203,10 @@ int dtx_store_count(dtx_store_t *st, const char *coll, const json_t *filter,
 typedef struct dtx_update_opts {
   int many;   /* update every matching document (each atomic on its own) */
   int upsert; /* insert a document built from filter + update if none */
+  /* MongoDB's arrayFilters: an array of filter documents, one per
+   * identifier used as $[id] in update paths; NULL when none. */
+  const json_t *array_filters;
+  int bypass_validation; /* skip the collection's validator */
 } dtx_update_opts_t;
 
 typedef struct dtx_update_result {
@@ -173,7 +218,10 @@ typedef struct dtx_update_result {
 /* Applies update (operators such as $set/$inc, or a replacement document)
  * to the first matching document, or to all with opts->many.  Each
  * document changes all or nothing; an error leaves it unchanged.  res is
- * filled on success and zeroed on error.  opts may be NULL. */
+ * filled on success and zeroed on error.  opts may be NULL.  A result (or
+ * upserted document) the collection's validator refuses is
+ * DTX_EVALIDATION; with many, the documents changed before it stay, as
+ * with any other error of one document. */
 int dtx_store_update(dtx_store_t *st, const char *coll, const json_t *filter,
                      const json_t *update, const dtx_update_opts_t *opts,
                      dtx_update_result_t *res);
@@ -183,6 +231,9 @@ typedef struct dtx_fam_opts {
   const json_t *projection; /* applied to the returned document */
   int upsert;
   int return_new; /* return the document after the update (else before) */
+  const json_t *array_filters; /* as in dtx_update_opts_t */
+  int bypass_validation; /* skip the validator (find_one_and_update) or
+                            the delete guard (find_one_and_delete) */
 } dtx_fam_opts_t;
 
 /* The primitive: atomically finds one document matching filter and applies
@@ -200,9 +251,45 @@ int dtx_store_find_one_and_delete(dtx_store_t *st, const char *coll,
                                   const json_t *filter,
                                   const dtx_fam_opts_t *opts, json_t **out);
 
-/* Deletes the first (or, with many, every) matching document. */
+typedef struct dtx_agg_opts {
+  /* What $group and $sort may hold in memory together, in bytes; 0 means
+   * 100 MiB.  Past it the call fails with DTX_ELIMIT. */
+  int64_t max_bytes;
+} dtx_agg_opts_t;
+
+/* Runs an aggregation pipeline (a JSON array of stages: $match, $unwind,
+ * $group, $sort, $skip, $limit, $project, $addFields/$set, $unset,
+ * $count, $replaceRoot/$replaceWith, $lookup in its equality form) over
+ * coll.  A leading $match, and a $sort, $skip and $limit right after it,
+ * run in the store's find, so they use indexes.  *out receives the result
+ * documents as a new array (caller json_decref()s; NULL on error).  The
+ * documents the leading stages select are read in one call, as
+ * dtx_store_find reads them; the later stages stream them, and only
+ * $group and $sort hold data, within opts->max_bytes.  Errors:
+ * DTX_EBADQUERY (an unknown or unsupported stage, operator or option,
+ * named in the detail), DTX_ELIMIT, DTX_ETYPE and DTX_EOVERFLOW (an int64
+ * $sum or $add that does not fit).  Nothing is written.  opts may be
+ * NULL. */
+int dtx_store_aggregate(dtx_store_t *st, const char *coll,
+                        const json_t *pipeline, const dtx_agg_opts_t *opts,
+                        json_t **out);
+
+/* Deletes the first (or, with many, every) matching document.  A
+ * document the collection's delete guard does not match is not deleted:
+ * DTX_EVALIDATION (with many, the documents deleted before it stay and
+ * *deleted counts them).  = dtx_store_delete_ex with {many}. */
 int dtx_store_delete(dtx_store_t *st, const char *coll, const json_t *filter,
                      int many, int64_t *deleted);
+
+typedef struct dtx_delete_opts {
+  int many;              /* delete every match (each atomically) */
+  int bypass_validation; /* skip the collection's delete guard */
+} dtx_delete_opts_t;
+
+/* dtx_store_delete with options; opts may be NULL (delete one). */
+int dtx_store_delete_ex(dtx_store_t *st, const char *coll,
+                        const json_t *filter, const dtx_delete_opts_t *opts,
+                        int64_t *deleted);
 
 typedef struct dtx_index_opts {
   int unique;
@@ -229,6 +316,49 @@ int dtx_store_drop_collection(dtx_store_t *st, const char *coll);
 
 /* *out: sorted array of collection names. */
 int dtx_store_list_collections(dtx_store_t *st, json_t **out);
+
+/* ---- collection rules ------------------------------------------------------
+ *
+ * A collection may carry two rules, kept in the store's catalog so that
+ * every process and handle enforces them, and checked inside the same
+ * atomic step as the write they judge (on every backend):
+ *  - validator: MongoDB's validator language -- query operators, and/or
+ *    {"$jsonSchema": {...}} at the top level (the supported subset is in
+ *    docs/validation.md).  Every document an insert, update, upsert,
+ *    replacement or find_one_and_update would store must match it
+ *    (MongoDB's validationLevel "strict", validationAction "error").
+ *    Documents stored before the validator was set are not checked or
+ *    rewritten, but an update of one must produce a valid document.  An
+ *    update that changes nothing writes nothing and is not checked.
+ *  - delete_guard (a doctx extension): a filter in the same language that
+ *    a document must match to be deleted, by any delete or
+ *    find_one_and_delete.
+ * A refused write is DTX_EVALIDATION and changes nothing; the detail names
+ * the collection, the _id and the rule that failed, e.g.
+ *   accounts 'A': min_balance is double, must be long or null
+ *   ($jsonSchema properties.min_balance.bsonType)
+ * The bypass_validation option of each write skips both rules for that
+ * call only (never the depth limit).  A change of rules is seen by every
+ * writer of every process before its next write: a write that commits
+ * after dtx_store_set_rules() returned was checked against the new rules. */
+
+typedef struct dtx_collection_rules {
+  const json_t *validator;    /* NULL or {} = none */
+  const json_t *delete_guard; /* NULL or {} = none */
+} dtx_collection_rules_t;
+
+/* Replaces coll's rules by *rules (NULL removes both), creating the
+ * collection if it does not exist.  Both are compiled first: an invalid
+ * one is DTX_EBADQUERY (naming the operator or $jsonSchema keyword) and
+ * changes nothing.  The json_t values are borrowed (copied into the
+ * catalog).  Dropping the collection removes its rules. */
+int dtx_store_set_rules(dtx_store_t *st, const char *coll,
+                        const dtx_collection_rules_t *rules);
+
+/* *out: {"validator": V or null, "delete_guard": G or null} as stored (a
+ * new reference); both null for a collection without rules or a missing
+ * one.  Always read from the store, never from a cache. */
+int dtx_store_get_rules(dtx_store_t *st, const char *coll, json_t **out);
 
 
 /* ---- accounts and two-phase transfers ------------------------------------

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# make bench: the store and transfer benchmarks on SQLite, then the Redis
-# benchmark on a standalone server and a 3+3 Cluster; each prints ratios
-# against a native baseline measured in the same run (medians of rounds:
+# make bench: the store, transfer and aggregate benchmarks on SQLite, then
+# the Redis benchmark on a standalone server and a 3+3 Cluster; each prints
+# ratios against a native baseline measured in the same run (medians of rounds:
 # the machine is noisy, so compare within a run, not across runs).
 #
 # usage: scripts/bench.sh [BUILD_DIR]      (default: build)
@@ -43,6 +43,9 @@ if [ "$ONLY" != redis ]; then
   echo
   echo "## bench_transfer: two-phase transfers vs one SQLite transaction each"
   "$BUILD/bench_transfer"
+  echo
+  echo "## bench_aggregate: \$match/\$unwind/\$group sum over 100k ledger documents vs SQLite json_each + GROUP BY"
+  "$BUILD/bench_aggregate"
 fi
 [ "$ONLY" = sqlite ] && exit 0
 

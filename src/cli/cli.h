@@ -16,7 +16,8 @@ enum {
   DTX_EXIT_OK = 0,
   DTX_EXIT_NOMATCH = 1,    /* find-and-modify matched nothing; transfer failed */
   DTX_EXIT_USAGE = 2,      /* usage error or invalid input */
-  DTX_EXIT_CONSTRAINT = 3, /* duplicate key, type, overflow, _id change, state */
+  DTX_EXIT_CONSTRAINT = 3, /* duplicate key, type, overflow, _id change,
+                              state, validation */
   DTX_EXIT_BACKEND = 4,    /* store unavailable or backend error */
   DTX_EXIT_AUDIT = 5       /* audit found a broken invariant */
 };
@@ -79,11 +80,13 @@ int dtx__cmd_find(dtx_cli_t *, int, char **);
 int dtx__cmd_count(dtx_cli_t *, int, char **);
 int dtx__cmd_update(dtx_cli_t *, int, char **);
 int dtx__cmd_find_and_modify(dtx_cli_t *, int, char **);
+int dtx__cmd_aggregate(dtx_cli_t *, int, char **);
 int dtx__cmd_delete(dtx_cli_t *, int, char **);
 int dtx__cmd_index(dtx_cli_t *, int, char **);
 int dtx__cmd_indexes(dtx_cli_t *, int, char **);
 int dtx__cmd_drop(dtx_cli_t *, int, char **);
 int dtx__cmd_collections(dtx_cli_t *, int, char **);
+int dtx__cmd_rules(dtx_cli_t *, int, char **);
 int dtx__cmd_demo(dtx_cli_t *, int, char **);
 
 /* cmd_txn.c: accounts, transfers, worker, recovery, audit, faults. */

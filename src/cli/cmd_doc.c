@@ -1,5 +1,6 @@
 /* cmd_doc.c -- the document commands: insert, find, count, update,
- * find-and-modify, delete, index, indexes, drop and collections.
+ * find-and-modify, aggregate, delete, index, indexes, drop, collections
+ * and rules.
  *
  * Each command runs in two phases.  First it parses and checks every
  * argument -- options, numbers, the collection name, and each JSON value,
@@ -28,6 +29,11 @@ enum {
   O_NEW = 1 << 6,
   O_UNIQUE = 1 << 7,
   O_SPARSE = 1 << 8,
+  O_ARRAY_FILTERS = 1 << 9,
+  O_BYPASS = 1 << 10,
+  O_VALIDATOR = 1 << 11,
+  O_GUARD = 1 << 12,
+  O_CLEAR = 1 << 13,
 };
 
 static const struct option {
@@ -39,8 +45,12 @@ static const struct option {
     {"--skip", O_SKIP, 1},     {"--project", O_PROJECT, 1},
     {"--many", O_MANY, 0},     {"--upsert", O_UPSERT, 0},
     {"--new", O_NEW, 0},       {"--unique", O_UNIQUE, 0},
-    {"--sparse", O_SPARSE, 0},
+    {"--sparse", O_SPARSE, 0}, {"--array-filters", O_ARRAY_FILTERS, 1},
+    {"--bypass-validation", O_BYPASS, 0},
+    {"--validator", O_VALIDATOR, 1}, {"--delete-guard", O_GUARD, 1},
+    {"--clear", O_CLEAR, 0},
 };
+#define NOPTIONS (sizeof options / sizeof options[0])
 
 /* What one command accepts, and what the command line gave it. */
 typedef struct args {
@@ -49,7 +59,7 @@ typedef struct args {
   const char *const *posnames; /* names of positionals, for messages */
   int minpos, maxpos; /* maxpos -1: any number */
   unsigned given;
-  const char *value[9]; /* by option index */
+  const char *value[NOPTIONS]; /* by option index */
   char **pos;
   int npos;
 } args_t;
@@ -158,14 +168,24 @@ static int parse_filter(const char *text, json_t **out) {
   return 0;
 }
 
-static int parse_update(const char *text, int many, json_t **out) {
+/* UPDATE, and --array-filters with it (*afs NULL when absent): compiled
+ * together, since each $[id] needs its filter and each filter its $[id]. */
+static int parse_update(const args_t *a, const char *text, int many,
+                        json_t **out, json_t **afs) {
   *out = NULL;
-  json_t *u = dtx__cli_json(text, "UPDATE");
-  if (!u)
+  *afs = NULL;
+  const char *aftext = optval(a, O_ARRAY_FILTERS);
+  if (aftext && !(*afs = dtx__cli_json(aftext, "--array-filters")))
     return DTX_EXIT_USAGE;
+  json_t *u = dtx__cli_json(text, "UPDATE");
+  if (!u) {
+    json_decref(*afs);
+    *afs = NULL;
+    return DTX_EXIT_USAGE;
+  }
   dtx__update_t *cu = NULL;
   int rc = json_is_object(u)
-               ? dtx__update_compile(u, &cu)
+               ? dtx__update_compile_ex(u, *afs, &cu)
                : dtx__err(DTX_EBADUPDATE, "UPDATE must be a JSON object");
   if (rc == 0 && many && dtx__update_is_replacement(cu))
     rc = dtx__err(DTX_EBADUPDATE,
@@ -174,6 +194,8 @@ static int parse_update(const char *text, int many, json_t **out) {
     dtx__update_free(cu);
   if (rc < 0) {
     json_decref(u);
+    json_decref(*afs);
+    *afs = NULL;
     return dtx__cli_fail(rc);
   }
   *out = u;
@@ -224,7 +246,8 @@ static const char *const pn_update[] = {"COLL", "FILTER", "UPDATE"};
 static const char *const pn_keys[] = {"COLL", "KEYS"};
 
 int dtx__cmd_insert(dtx_cli_t *cli, int argc, char **argv) {
-  args_t a = {.allowed = 0, .posnames = pn_doc, .minpos = 2, .maxpos = -1};
+  args_t a = {.allowed = O_BYPASS, .posnames = pn_doc, .minpos = 2,
+              .maxpos = -1};
   json_t *docs = NULL, *ids = NULL;
   int ec = parse_args(&a, argc, argv);
   if (ec || (ec = check_coll(a.pos[0])))
@@ -257,7 +280,8 @@ int dtx__cmd_insert(dtx_cli_t *cli, int argc, char **argv) {
   if (!st)
     goto out;
   size_t n = 0;
-  int rc = dtx_store_insert_many(st, a.pos[0], docs, &n, &ids);
+  dtx_insert_opts_t io = {.bypass_validation = (a.given & O_BYPASS) != 0};
+  int rc = dtx_store_insert_many_ex(st, a.pos[0], docs, &io, &n, &ids);
   for (size_t i = 0; i < json_array_size(ids); i++)
     dtx__cli_print_json(json_array_get(ids, i));
   if (rc < 0)
@@ -324,18 +348,22 @@ out:
 }
 
 int dtx__cmd_update(dtx_cli_t *cli, int argc, char **argv) {
-  args_t a = {.allowed = O_MANY | O_UPSERT, .posnames = pn_update,
-              .minpos = 3, .maxpos = 3};
-  json_t *filter = NULL, *update = NULL;
+  args_t a = {.allowed = O_MANY | O_UPSERT | O_ARRAY_FILTERS | O_BYPASS,
+              .posnames = pn_update, .minpos = 3, .maxpos = 3};
+  json_t *filter = NULL, *update = NULL, *afs = NULL;
   int ec = parse_args(&a, argc, argv);
   if (ec || (ec = check_coll(a.pos[0])) ||
       (ec = parse_filter(a.pos[1], &filter)) ||
-      (ec = parse_update(a.pos[2], (a.given & O_MANY) != 0, &update)))
+      (ec = parse_update(&a, a.pos[2], (a.given & O_MANY) != 0, &update,
+                         &afs)))
     goto out;
   dtx_store_t *st = dtx__cli_store(cli, &ec);
   if (!st)
     goto out;
-  dtx_update_opts_t uo = {(a.given & O_MANY) != 0, (a.given & O_UPSERT) != 0};
+  dtx_update_opts_t uo = {.many = (a.given & O_MANY) != 0,
+                          .upsert = (a.given & O_UPSERT) != 0,
+                          .array_filters = afs,
+                          .bypass_validation = (a.given & O_BYPASS) != 0};
   dtx_update_result_t res;
   int rc = dtx_store_update(st, a.pos[0], filter, update, &uo, &res);
   if (rc < 0) {
@@ -352,18 +380,21 @@ int dtx__cmd_update(dtx_cli_t *cli, int argc, char **argv) {
 out:
   json_decref(filter);
   json_decref(update);
+  json_decref(afs);
   free(a.pos);
   return ec;
 }
 
 int dtx__cmd_find_and_modify(dtx_cli_t *cli, int argc, char **argv) {
-  args_t a = {.allowed = O_SORT | O_NEW | O_UPSERT, .posnames = pn_update,
-              .minpos = 3, .maxpos = 3};
-  json_t *filter = NULL, *update = NULL, *sort = NULL, *doc = NULL;
+  args_t a = {.allowed =
+                  O_SORT | O_NEW | O_UPSERT | O_ARRAY_FILTERS | O_BYPASS,
+              .posnames = pn_update, .minpos = 3, .maxpos = 3};
+  json_t *filter = NULL, *update = NULL, *sort = NULL, *doc = NULL,
+         *afs = NULL;
   int ec = parse_args(&a, argc, argv);
   if (ec || (ec = check_coll(a.pos[0])) ||
       (ec = parse_filter(a.pos[1], &filter)) ||
-      (ec = parse_update(a.pos[2], 0, &update)) ||
+      (ec = parse_update(&a, a.pos[2], 0, &update, &afs)) ||
       (ec = parse_sort(&a, &sort)))
     goto out;
   dtx_store_t *st = dtx__cli_store(cli, &ec);
@@ -371,7 +402,9 @@ int dtx__cmd_find_and_modify(dtx_cli_t *cli, int argc, char **argv) {
     goto out;
   dtx_fam_opts_t fo = {.sort = sort,
                        .upsert = (a.given & O_UPSERT) != 0,
-                       .return_new = (a.given & O_NEW) != 0};
+                       .return_new = (a.given & O_NEW) != 0,
+                       .array_filters = afs,
+                       .bypass_validation = (a.given & O_BYPASS) != 0};
   int rc =
       dtx_store_find_one_and_update(st, a.pos[0], filter, update, &fo, &doc);
   if (rc == DTX_ENOMATCH) {
@@ -389,15 +422,53 @@ int dtx__cmd_find_and_modify(dtx_cli_t *cli, int argc, char **argv) {
 out:
   json_decref(filter);
   json_decref(update);
+  json_decref(afs);
   json_decref(sort);
   json_decref(doc);
   free(a.pos);
   return ec;
 }
 
+static const char *const pn_pipeline[] = {"COLL", "PIPELINE"};
+
+/* The pipeline is compiled before the store is opened, like every other
+ * argument, so a bad stage exits 2 having touched nothing. */
+int dtx__cmd_aggregate(dtx_cli_t *cli, int argc, char **argv) {
+  args_t a = {.posnames = pn_pipeline, .minpos = 2, .maxpos = 2};
+  json_t *pipeline = NULL, *docs = NULL;
+  int ec = parse_args(&a, argc, argv);
+  if (ec || (ec = check_coll(a.pos[0])))
+    goto out;
+  if (!(pipeline = dtx__cli_json(a.pos[1], "PIPELINE"))) {
+    ec = DTX_EXIT_USAGE;
+    goto out;
+  }
+  dtx__pipeline_t *p = NULL;
+  int rc = dtx__pipeline_compile(pipeline, &p);
+  dtx__pipeline_free(p);
+  if (rc < 0) {
+    ec = dtx__cli_fail(rc);
+    goto out;
+  }
+  dtx_store_t *st = dtx__cli_store(cli, &ec);
+  if (!st)
+    goto out;
+  if ((rc = dtx_store_aggregate(st, a.pos[0], pipeline, NULL, &docs)) < 0) {
+    ec = dtx__cli_fail(rc);
+    goto out;
+  }
+  for (size_t i = 0; i < json_array_size(docs); i++)
+    dtx__cli_print_json(json_array_get(docs, i));
+out:
+  json_decref(pipeline);
+  json_decref(docs);
+  free(a.pos);
+  return ec;
+}
+
 int dtx__cmd_delete(dtx_cli_t *cli, int argc, char **argv) {
-  args_t a = {.allowed = O_MANY, .posnames = pn_filter, .minpos = 2,
-              .maxpos = 2};
+  args_t a = {.allowed = O_MANY | O_BYPASS, .posnames = pn_filter,
+              .minpos = 2, .maxpos = 2};
   json_t *filter = NULL;
   int ec = parse_args(&a, argc, argv);
   if (ec || (ec = check_coll(a.pos[0])) ||
@@ -407,7 +478,9 @@ int dtx__cmd_delete(dtx_cli_t *cli, int argc, char **argv) {
   if (!st)
     goto out;
   int64_t n = 0;
-  int rc = dtx_store_delete(st, a.pos[0], filter, (a.given & O_MANY) != 0, &n);
+  dtx_delete_opts_t dopt = {.many = (a.given & O_MANY) != 0,
+                            .bypass_validation = (a.given & O_BYPASS) != 0};
+  int rc = dtx_store_delete_ex(st, a.pos[0], filter, &dopt, &n);
   if (rc < 0)
     ec = dtx__cli_fail(rc);
   else
@@ -505,6 +578,63 @@ int dtx__cmd_collections(dtx_cli_t *cli, int argc, char **argv) {
     puts(json_string_value(json_array_get(names, i)));
 out:
   json_decref(names);
+  free(a.pos);
+  return ec;
+}
+
+/* rules COLL [--validator JSON] [--delete-guard JSON] [--clear]: without
+ * options prints the rules; --validator / --delete-guard replace that rule
+ * (JSON null removes it) and keep the other; --clear removes both.  The
+ * library compiles the rules (a bad one exits 2 and changes nothing); the
+ * result is printed as the store holds it. */
+int dtx__cmd_rules(dtx_cli_t *cli, int argc, char **argv) {
+  args_t a = {.allowed = O_VALIDATOR | O_GUARD | O_CLEAR,
+              .posnames = pn_coll, .minpos = 1, .maxpos = 1};
+  json_t *v = NULL, *g = NULL, *cur = NULL;
+  int ec = parse_args(&a, argc, argv);
+  if (ec || (ec = check_coll(a.pos[0])))
+    goto out;
+  if ((a.given & O_CLEAR) && (a.given & (O_VALIDATOR | O_GUARD))) {
+    ec = dtx__cli_usage("rules: --clear cannot be combined with --validator "
+                        "or --delete-guard");
+    goto out;
+  }
+  if (((a.given & O_VALIDATOR) &&
+       !(v = dtx__cli_json(optval(&a, O_VALIDATOR), "--validator"))) ||
+      ((a.given & O_GUARD) &&
+       !(g = dtx__cli_json(optval(&a, O_GUARD), "--delete-guard")))) {
+    ec = DTX_EXIT_USAGE;
+    goto out;
+  }
+  dtx_store_t *st = dtx__cli_store(cli, &ec);
+  if (!st)
+    goto out;
+  int rc = 0;
+  if (a.given & (O_VALIDATOR | O_GUARD | O_CLEAR)) {
+    dtx_collection_rules_t r = {NULL, NULL};
+    if (!(a.given & O_CLEAR) &&
+        (rc = dtx_store_get_rules(st, a.pos[0], &cur)) == 0) {
+      r.validator = (a.given & O_VALIDATOR) ? v
+                                            : json_object_get(cur, "validator");
+      r.delete_guard = (a.given & O_GUARD)
+                           ? g
+                           : json_object_get(cur, "delete_guard");
+    }
+    if (rc == 0)
+      rc = dtx_store_set_rules(st, a.pos[0], &r);
+    json_decref(cur);
+    cur = NULL;
+  }
+  if (rc == 0)
+    rc = dtx_store_get_rules(st, a.pos[0], &cur);
+  if (rc < 0)
+    ec = dtx__cli_fail(rc);
+  else
+    dtx__cli_print_json(cur);
+out:
+  json_decref(v);
+  json_decref(g);
+  json_decref(cur);
   free(a.pos);
   return ec;
 }

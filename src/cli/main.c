@@ -20,11 +20,12 @@ typedef struct command {
 
 static const command_t commands[] = {
     {"insert", dtx__cmd_insert,
-     "usage: doctx [--store URI] insert COLL DOC...\n"
+     "usage: doctx [--store URI] insert COLL DOC... [--bypass-validation]\n"
      "Inserts each DOC (one JSON object per argument) into COLL, in order,\n"
      "and prints each _id as JSON, one per line.  A missing _id is\n"
      "generated.  Every DOC is checked before any is inserted; if one fails\n"
-     "in the store, the ids of those already inserted are still printed.\n"},
+     "in the store, the ids of those already inserted are still printed.\n"
+     "  --bypass-validation  skip COLL's validator (see doctx rules)\n"},
     {"find", dtx__cmd_find,
      "usage: doctx [--store URI] find COLL [FILTER] [--sort S] [--limit N]\n"
      "                                 [--skip N] [--project P]\n"
@@ -39,27 +40,42 @@ static const command_t commands[] = {
      "Prints how many documents of COLL match FILTER (default {}).\n"},
     {"update", dtx__cmd_update,
      "usage: doctx [--store URI] update COLL FILTER UPDATE [--many] [--upsert]\n"
+     "                                   [--array-filters JSON]\n"
      "Applies UPDATE (operators such as {\"$inc\":{\"n\":1}}, or a replacement\n"
      "document) to the first document matching FILTER and prints\n"
      "{\"matched\":N,\"modified\":M}, plus \"upserted\":ID when one was\n"
      "inserted.\n"
      "  --many    update every matching document (each atomically)\n"
      "  --upsert  insert a document built from FILTER and UPDATE if none\n"
-     "            matches\n"},
+     "            matches\n"
+     "  --array-filters JSON  MongoDB's arrayFilters: a JSON array of\n"
+     "            filters, one per $[id] in UPDATE's paths, e.g.\n"
+     "            '[{\"x.grade\":{\"$gte\":85}}]'\n"
+     "  --bypass-validation  skip COLL's validator (see doctx rules)\n"},
     {"find-and-modify", dtx__cmd_find_and_modify,
      "usage: doctx [--store URI] find-and-modify COLL FILTER UPDATE [--sort S]\n"
-     "                                            [--new] [--upsert]\n"
+     "                            [--new] [--upsert] [--array-filters JSON]\n"
      "The primitive: atomically finds one document matching FILTER, applies\n"
      "UPDATE and prints the document as it was before (or after, with\n"
      "--new).  Exits 1, printing nothing, when no document matched.\n"
      "  --sort S   which match to modify when several do\n"
      "  --new      print the document after the update\n"
      "  --upsert   insert a document when none matches (without --new this\n"
-     "             prints null)\n"},
+     "             prints null)\n"
+     "  --array-filters JSON  filters for the $[id] paths of UPDATE\n"
+     "  --bypass-validation  skip COLL's validator (see doctx rules)\n"},
+    {"aggregate", dtx__cmd_aggregate,
+     "usage: doctx [--store URI] aggregate COLL PIPELINE\n"
+     "Runs the aggregation PIPELINE (a JSON array of stages such as\n"
+     "[{\"$match\":{...}},{\"$unwind\":\"$a\"},{\"$group\":{...}}]) over COLL\n"
+     "and prints the results, one JSON document per line.  A leading\n"
+     "$match (and a $sort right after it) uses indexes; $group and $sort\n"
+     "hold at most 100 MiB (exit 3 past it).\n"},
     {"delete", dtx__cmd_delete,
      "usage: doctx [--store URI] delete COLL FILTER [--many]\n"
      "Deletes the first (or with --many, every) document matching FILTER and\n"
-     "prints {\"deleted\":N}.\n"},
+     "prints {\"deleted\":N}.\n"
+     "  --bypass-validation  skip COLL's delete guard (see doctx rules)\n"},
     {"index", dtx__cmd_index,
      "usage: doctx [--store URI] index COLL KEYS [--unique] [--sparse]\n"
      "Creates an index on KEYS (JSON object of path: 1 or -1, in order) and\n"
@@ -75,6 +91,18 @@ static const command_t commands[] = {
     {"collections", dtx__cmd_collections,
      "usage: doctx [--store URI] collections\n"
      "Prints the collection names, sorted, one per line.\n"},
+    {"rules", dtx__cmd_rules,
+     "usage: doctx [--store URI] rules COLL [--validator JSON]\n"
+     "                                  [--delete-guard JSON] [--clear]\n"
+     "Prints COLL's rules as {\"validator\":...,\"delete_guard\":...}, after\n"
+     "changing them when asked.  Every write to COLL must leave a document\n"
+     "that matches the validator (query operators and/or $jsonSchema, as\n"
+     "MongoDB's; see docs/validation.md), and a document must match the\n"
+     "delete guard to be deleted; a refused write exits 3 (VALIDATION) and\n"
+     "changes nothing, unless the write bypasses validation explicitly.\n"
+     "  --validator JSON     replace the validator (null removes it)\n"
+     "  --delete-guard JSON  replace the delete guard (null removes it)\n"
+     "  --clear              remove both\n"},
     {"demo", dtx__cmd_demo,
      "usage: doctx [--store URI] demo\n"
      "Walks through the primitive, narrating each step: a debit guarded by\n"
@@ -107,11 +135,15 @@ static const char global_usage[] =
     "                                        prints {\"matched\":N,\"modified\":M}\n"
     "  find-and-modify COLL FILTER UPDATE [--sort S] [--new] [--upsert]\n"
     "                                        the primitive; prints the document\n"
+    "      (update and find-and-modify also take --array-filters JSON)\n"
+    "  aggregate COLL PIPELINE               prints the results, one per line\n"
     "  delete COLL FILTER [--many]           prints {\"deleted\":N}\n"
     "  index COLL KEYS [--unique] [--sparse] creates an index; prints its name\n"
     "  indexes COLL                          lists indexes\n"
     "  drop COLL                             drops a collection\n"
     "  collections                           lists collections\n"
+    "  rules COLL [--validator V] [--delete-guard G] [--clear]\n"
+    "                                        shows or sets COLL's rules\n"
     "  demo                                  a narrated tour of the primitive\n"
     "\n"
     "Transaction commands (see doctx COMMAND --help):\n"
@@ -125,9 +157,9 @@ static const char global_usage[] =
     "              &retry_ms=N&buckets=N]       Redis server or Cluster\n"
     "  --help, -h                this text; COMMAND --help for one command\n"
     "  --version                 prints the version\n"
-    "Commands that only read (find, count, indexes, collections, audit, and\n"
-    "the show and list subcommands) never create a store: on a SQLite path\n"
-    "that does not exist they exit 4 with \"no store at PATH\".\n"
+    "Commands that only read (find, count, aggregate, indexes, collections,\n"
+    "audit, and the show and list subcommands) never create a store: on a\n"
+    "SQLite path that does not exist they exit 4 with \"no store at PATH\".\n"
     "\n"
     "Environment:\n"
     "  DOCTX_STORE   the store URI when --store is not given\n"
@@ -148,8 +180,9 @@ static void print_usage(FILE *f) {
  * a mistyped SQLite path is an error, never a new empty store.  (account
  * and transfer also write; their show and list subcommands ask for it
  * themselves with dtx__cli_store_read.) */
-static const char *const read_only[] = {"find", "count", "indexes",
-                                        "collections", "audit"};
+static const char *const read_only[] = {"find",        "count", "aggregate",
+                                        "indexes",     "collections",
+                                        "audit"};
 
 static int reads_only(const char *name) {
   for (size_t i = 0; i < sizeof read_only / sizeof read_only[0]; i++)

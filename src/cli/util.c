@@ -57,7 +57,8 @@ static const struct {
     {DTX_EXIT_CONSTRAINT,
      "constraint violation: duplicate key, wrong type, int64 overflow, _id "
      "change, an existing account id, a transfer id reused with other "
-     "parameters, cancel after commit"},
+     "parameters, cancel after commit, an aggregation past its memory limit, "
+     "a write refused by a collection's rules (VALIDATION)"},
     {DTX_EXIT_BACKEND,
      "store unavailable or backend error (a transfer it interrupts is left "
      "for doctx recover), including no store at PATH for a command that "
@@ -111,6 +112,8 @@ int dtx__cli_exit_code(int rc) {
   case DTX_ENOACCOUNT:
   case DTX_ESTATE:
   case DTX_ESTALE:
+  case DTX_ELIMIT:
+  case DTX_EVALIDATION:
     return DTX_EXIT_CONSTRAINT;
   case DTX_EAUDIT:
     return DTX_EXIT_AUDIT;

@@ -40,6 +40,17 @@ int dtx__value_cmp(const json_t *a, const json_t *b);
  * values in the same bracket, as in MongoDB. */
 int dtx__value_bracket(const json_t *v);
 
+/* Appends to b a byte string that is equal for two values exactly when
+ * dtx__value_cmp says they are equal (1 and 1.0 alike; object field order
+ * counts; NULL, a missing value, is null), for hashing groups.  -1 when b
+ * ran out of memory. */
+struct dtx__buf;
+int dtx__value_key(const json_t *v, struct dtx__buf *b);
+
+/* A rough count of the bytes v occupies in memory, for the limits of
+ * aggregation stages that hold documents. */
+size_t dtx__value_size(const json_t *v);
+
 /* ---- paths ---------------------------------------------------------------- */
 
 /* Checks a dotted field path: non-empty segments, no '$' at the start of a
@@ -60,6 +71,36 @@ typedef int (*dtx__path_visit_fn)(void *ctx, const json_t *v, int empty_leaf);
 int dtx__path_walk(const char *path, const json_t *doc, int leaf_mode,
                    dtx__path_visit_fn fn, void *ctx);
 
+/* dtx__path_walk that also keeps *pos, while fn runs, at the index of the
+ * element of the first array crossed that led to the value (SIZE_MAX when
+ * none was crossed): MongoDB's position for the positional $. */
+int dtx__path_walk_pos(const char *path, const json_t *doc, int leaf_mode,
+                       dtx__path_visit_fn fn, void *ctx, size_t *pos);
+
+/* ---- regular expressions (PCRE2) ------------------------------------------- */
+
+typedef struct dtx__regex dtx__regex_t;
+
+/* Checks $options (i, m, s, x, u) into PCRE2 flags; DTX_EBADQUERY naming
+ * an unknown flag. */
+int dtx__regex_options(const char *options, uint32_t *flags);
+
+/* Compiles pattern[0..len) with options; DTX_EBADQUERY with PCRE2's
+ * message for an invalid pattern.  Free with dtx__regex_free. */
+int dtx__regex_compile(const char *pattern, size_t len, const char *options,
+                       dtx__regex_t **out);
+void dtx__regex_free(dtx__regex_t *re);
+
+/* 1 when re matches s[0..n), 0 when not, or DTX_EBADQUERY when the match
+ * exceeded PCRE2's backtracking limits.  Thread-safe. */
+int dtx__regex_match(const dtx__regex_t *re, const char *s, size_t n);
+
+/* The literal prefix every match of an anchored pattern starts with
+ * ("^abc" -> "abc"), for index ranges; *prefix is malloc'd, or NULL (and
+ * *len 0) when the pattern or options give none. */
+int dtx__regex_prefix(const char *pattern, size_t len, const char *options,
+                      char **prefix, size_t *plen);
+
 /* ---- filter ----------------------------------------------------------------- */
 
 typedef struct dtx__filter dtx__filter_t;
@@ -67,15 +108,29 @@ typedef struct dtx__filter dtx__filter_t;
 /* Compiles a MongoDB filter document.  Supported: implicit equality
  * (including array membership and whole-array equality), dotted paths
  * through objects and arrays (numeric segments index arrays), $eq $ne $gt
- * $gte $lt $lte $in $nin $exists $and $or $nor $not $elemMatch $size $all.
+ * $gte $lt $lte $in $nin $exists $and $or $nor $not $elemMatch $size $all
+ * $type $mod $regex/$options.
  * $ne/$nin match only when no element equals (missing fields match).
  * Unknown operators and malformed arguments are DTX_EBADQUERY with the
  * operator and path in the detail.  spec NULL means {} (matches all).
  * The compiled filter does not reference spec after return. */
 int dtx__filter_compile(const json_t *spec, dtx__filter_t **out);
 
-/* 1 when doc matches, else 0.  Thread-safe on a shared compiled filter. */
+/* 1 when doc matches, else 0.  Thread-safe on a shared compiled filter.
+ * A $regex that exceeds PCRE2's limits makes this and every later match of
+ * f return 0; dtx__filter_error(f) then reports the error, and every
+ * caller that acts on matches checks it before trusting a "no". */
 int dtx__filter_match(const dtx__filter_t *f, const json_t *doc);
+
+/* As dtx__filter_match, and on a match *pos is the array position the
+ * positional $ refers to (the element of the first array crossed by the
+ * last matching condition, or matched by its $elemMatch), or SIZE_MAX. */
+int dtx__filter_match_pos(const dtx__filter_t *f, const json_t *doc,
+                          size_t *pos);
+
+/* 0, or the error an earlier match of f met (raised again with its
+ * detail, so the caller can return it). */
+int dtx__filter_error(const dtx__filter_t *f);
 
 void dtx__filter_free(dtx__filter_t *f);
 
@@ -83,13 +138,25 @@ void dtx__filter_free(dtx__filter_t *f);
 
 typedef struct dtx__update dtx__update_t;
 
-/* Compiles an update: either operators ($set $unset $inc $min $max $push
- * with $each, $pull by value or condition, $addToSet with $each,
- * $currentDate, $setOnInsert) or a replacement document (no '$' keys).
- * Conflicting paths (one a prefix of another, or the same path under two
- * operators), a non-numeric $inc argument, an empty operator document,
- * changing _id, and unknown operators are DTX_EBADUPDATE. */
+/* Compiles an update: either operators ($set $unset $inc $mul $min $max
+ * $rename $push with $each/$position/$sort/$slice, $pull by value or
+ * condition, $pullAll, $pop, $addToSet with $each, $bit, $currentDate,
+ * $setOnInsert), whose paths may hold the positional segments $, $[] and
+ * $[id], or a replacement document (no '$' keys).  array_filters (NULL, or
+ * an array of filter documents, MongoDB's arrayFilters) defines the $[id]
+ * identifiers.  Conflicting paths (one a prefix of another, or the same
+ * path under two operators), bad arguments, an empty operator document,
+ * changing _id, unknown operators, an identifier without a filter and a
+ * filter not used are DTX_EBADUPDATE. */
+int dtx__update_compile_ex(const json_t *spec, const json_t *array_filters,
+                           dtx__update_t **out);
 int dtx__update_compile(const json_t *spec, dtx__update_t **out);
+
+/* Binds the compiled query filter the update runs under (borrowed: it
+ * must outlive u's use), for the positional $ and so that an upsert can
+ * see a filter error. */
+void dtx__update_bind_filter(dtx__update_t *u, const dtx__filter_t *f);
+const dtx__filter_t *dtx__update_filter(const dtx__update_t *u);
 
 /* 1 when the update is a replacement document. */
 int dtx__update_is_replacement(const dtx__update_t *u);
@@ -99,9 +166,12 @@ int dtx__update_is_replacement(const dtx__update_t *u);
  * value $currentDate writes.  *changed is 1 when *out differs from doc.
  * Errors (document left unchanged, *out NULL):
  *   DTX_ETYPE      $inc/$min... of a non-number, $push to a non-array,
- *                  a path through a scalar
- *   DTX_EOVERFLOW  $inc past int64
+ *                  $bit of a double, a path through a scalar, $rename
+ *                  across an array
+ *   DTX_EOVERFLOW  $inc/$mul past int64
  *   DTX_EIMMUTABLE the result's _id differs from doc's _id
+ *   DTX_EBADUPDATE the positional $ without a matched element, $[] on a
+ *                  missing array, concrete paths that conflict
  * The detail names the operator and path. */
 int dtx__update_apply(const dtx__update_t *u, const json_t *doc, int is_insert,
                       int64_t now_ms, json_t **out, int *changed);
@@ -109,24 +179,54 @@ int dtx__update_apply(const dtx__update_t *u, const json_t *doc, int is_insert,
 void dtx__update_free(dtx__update_t *u);
 
 /* Builds the base document of an upsert from the filter's equality
- * conditions (top level and inside $and), as MongoDB does; the caller then
- * applies the update with is_insert=1 and adds an _id if still missing. */
+ * conditions ({path: v}, $eq, one-element $in and $all, inside $and and a
+ * single-branch $or), as MongoDB does; two on one path (or a path and its
+ * prefix) are DTX_EBADQUERY.  The caller then applies the update with
+ * is_insert=1 and adds an _id if still missing. */
 int dtx__upsert_seed(const json_t *filter, json_t **out);
 
-/* The whole document an upsert inserts: the seed of filter, the update u
- * applied as an insert at now_ms, then a generated _id (first in key
- * order) if it still has none; the _id is checked.  *out is new (caller
- * owns it).  Both backends insert exactly this. */
+/* The whole document an upsert inserts: the seed of filter (only its _id
+ * when u is a replacement), the update u applied as an insert at now_ms,
+ * then a generated _id (first in key order) if it still has none; the _id
+ * is checked.  When the filter bound to u (dtx__update_bind_filter) met an
+ * error while matching, that error is returned instead: nothing matched
+ * only because matching failed.  *out is new (caller owns it).  Both
+ * backends insert exactly this. */
 int dtx__upsert_doc(const json_t *filter, const dtx__update_t *u,
                     int64_t now_ms, json_t **out);
 
 /* ---- projection and sort ---------------------------------------------------- */
 
 /* Validates a projection: all inclusions or all exclusions (except _id,
- * which may be excluded in an inclusion). DTX_EINVAL otherwise. */
+ * which may be excluded in an inclusion), plus the operators "path.$",
+ * {$slice: n | [skip, n]} and {$elemMatch: filter}.  DTX_EINVAL for a bad
+ * shape, DTX_EBADQUERY for an unknown or unsupported operator. */
 int dtx__projection_check(const json_t *projection);
 
-/* Applies a checked projection to doc (new reference in *out). */
+typedef struct dtx__proj dtx__proj_t;
+
+/* Compiles a projection for many documents.  It borrows projection's key
+ * strings, so projection must outlive it.  Free with dtx__proj_free. */
+int dtx__proj_compile(const json_t *projection, dtx__proj_t **out);
+void dtx__proj_free(dtx__proj_t *p);
+
+/* Applies p to doc (new reference in *out).  f is the query's compiled
+ * filter, for "path.$" (NULL: a positional projection fails with
+ * DTX_EBADQUERY). */
+int dtx__proj_apply(const dtx__proj_t *p, const json_t *doc,
+                    const dtx__filter_t *f, json_t **out);
+
+/* dtx__proj_apply taking the positional $'s element from matched (the
+ * document the query matched, e.g. before an update) instead of doc. */
+int dtx__proj_apply_at(const dtx__proj_t *p, const json_t *doc,
+                       const dtx__filter_t *f, const json_t *matched,
+                       json_t **out);
+
+/* MongoDB's rule for "path.$": the query must name the array field.
+ * DTX_EBADQUERY otherwise, so the mistake is caught before any write. */
+int dtx__proj_check_query(const dtx__proj_t *p, const json_t *filter);
+
+/* Compiles and applies projection in one go (no positional $). */
 int dtx__project(const json_t *doc, const json_t *projection, json_t **out);
 
 /* Validates a sort spec: object of path -> 1 or -1.  DTX_EINVAL. */
@@ -141,6 +241,44 @@ int dtx__sort_cmp(const json_t *sort, const json_t *a, const json_t *b);
 /* Stable-sorts array (of documents) in place by sort. */
 int dtx__sort_array(json_t *array, const json_t *sort);
 
+/* ---- aggregation ------------------------------------------------------------ */
+
+typedef struct dtx__pipeline dtx__pipeline_t;
+
+/* The memory a run's $group and $sort stages may hold together, unless
+ * the caller sets another limit (dtx_agg_opts_t.max_bytes): 100 MiB, as
+ * MongoDB's per-stage limit without allowDiskUse. */
+#define DTX_AGG_MAX_BYTES ((size_t)100 << 20)
+
+/* Compiles a pipeline (an array of stage documents; agg.c lists them, and
+ * agg_expr.c the expression operators).  Unknown and unsupported stages,
+ * operators and options are DTX_EBADQUERY naming them.  The pipeline does
+ * not reference stages after return.  Free with dtx__pipeline_free. */
+int dtx__pipeline_compile(const json_t *stages, dtx__pipeline_t **out);
+void dtx__pipeline_free(dtx__pipeline_t *p);
+
+/* What the store's find must supply: the leading $match stages as one
+ * filter (NULL: all documents), and a $sort, $skip and $limit that follow
+ * them directly (NULL / 0 when absent).  Borrowed from p. */
+void dtx__pipeline_source(const dtx__pipeline_t *p, const json_t **filter,
+                          const json_t **sort, int64_t *skip,
+                          int64_t *limit);
+
+typedef struct dtx__agg_env {
+  size_t max_bytes; /* 0: DTX_AGG_MAX_BYTES */
+  /* $lookup: the documents of coll matching filter, as a new array. */
+  int (*find)(void *ctx, const char *coll, const json_t *filter,
+              json_t **out);
+  void *ctx;
+} dtx__agg_env_t;
+
+/* Runs the stages after the source over input (an array of documents,
+ * stolen: released as they are consumed).  *out receives the results as a
+ * new array.  DTX_ELIMIT when $group/$sort pass the memory limit;
+ * DTX_ETYPE, DTX_EOVERFLOW from expressions and accumulators. */
+int dtx__pipeline_run(const dtx__pipeline_t *p, json_t *input,
+                      const dtx__agg_env_t *env, json_t **out);
+
 /* ---- ids ------------------------------------------------------------------- */
 
 /* Writes a new 24-hex-digit id and a NUL into out: 4 bytes of seconds, 5
@@ -148,8 +286,17 @@ int dtx__sort_array(json_t *array, const json_t *sort);
  * ids sort by creation time. */
 void dtx__id_new(char out[25]);
 
-/* 0 when id is a valid _id (string or integer), else DTX_EINVAL. */
+/* 0 when id is a valid _id, else DTX_EINVAL with the reason.  Any value
+ * but an array is one, as in MongoDB: numbers (1 and 1.0 are the same
+ * _id), strings of 1 to 256 bytes, null, booleans, and objects whose field
+ * names, at any depth, neither start with '$' nor contain '.' (at most
+ * about 1 KiB of JSON).  Equal objects (dtx__value_cmp) are the same _id;
+ * field order counts, as in BSON. */
 int dtx__id_check(const json_t *id);
+
+/* 1 when dtx__id_check would accept id, without raising an error: a
+ * planner uses it to read {_id: v} as a key lookup. */
+int dtx__id_valid(const json_t *id);
 
 /* Milliseconds since the Unix epoch (CLOCK_REALTIME). */
 int64_t dtx__now_ms(void);
@@ -184,5 +331,49 @@ json_t *dtx__index_spec_json(const dtx__index_spec_t *s);
  * sparse index gives an empty array when doc has none of the fields. */
 int dtx__index_keys(const dtx__index_spec_t *s, const json_t *doc,
                     json_t **out);
+
+/* ---- stored-document rules (rules.c, schema.c) ------------------------------ */
+
+/* 0 when v (a document, or any value) nests no deeper than DTX_MAX_DEPTH
+ * levels: v is level 1 when it is an object or array, and every object or
+ * array inside adds one, as MongoDB counts.  Otherwise `code` with the
+ * detail "<what> nests deeper than 100 levels (the limit): level 101 is
+ * reached at <path>".  Bounded recursion whatever v's depth. */
+int dtx__depth_check(const json_t *v, int code, const char *what);
+
+/* A compiled $jsonSchema (the subset in docs/validation.md).  compile
+ * refuses everything else with DTX_EBADQUERY naming the keyword and where;
+ * the compiled schema does not reference spec after return. */
+typedef struct dtx__schema dtx__schema_t;
+int dtx__schema_compile(const json_t *spec, dtx__schema_t **out);
+/* 1 when doc satisfies s, else 0 and (when whylen > 0) the reason in why:
+ * "<path> <what> ($jsonSchema <keyword path>)".  Thread-safe on a shared
+ * compiled schema; never allocates. */
+int dtx__schema_match(const dtx__schema_t *s, const json_t *doc, char *why,
+                      size_t whylen);
+void dtx__schema_free(dtx__schema_t *s);
+
+/* A collection's rules, compiled from their stored form
+ * {"validator": V|null, "delete_guard": G|null} (doctx.h describes them).
+ * *out is NULL when spec (which may be NULL) holds no rule; null and {}
+ * mean none.  DTX_EBADQUERY for an invalid rule.  Immutable once built,
+ * so a catalog snapshot may share one between threads. */
+typedef struct dtx__rules dtx__rules_t;
+int dtx__rules_compile(const json_t *spec, dtx__rules_t **out);
+void dtx__rules_free(dtx__rules_t *r);
+/* The normalised stored form (borrowed; NULL when r is NULL). */
+const json_t *dtx__rules_spec(const dtx__rules_t *r);
+
+/* The one check every backend makes, inside the atomic step of a write,
+ * with the rules of the catalog version that step is bound to (NULL: no
+ * rules).  after is the document about to be stored (NULL for a delete),
+ * before the stored one being deleted or replaced (NULL for an insert):
+ *  - after must nest at most DTX_MAX_DEPTH levels (DTX_EINVAL), always;
+ *  - unless bypass, after must satisfy the validator, and a deleted
+ *    before must match the delete guard (DTX_EVALIDATION).
+ * The detail names the collection, the _id and the failing rule. */
+int dtx__doc_check_write(const dtx__rules_t *r, const char *coll,
+                         const json_t *before, const json_t *after,
+                         int bypass);
 
 #endif

@@ -1,4 +1,5 @@
-/* filter.c -- compiling and matching MongoDB filter documents.
+/* filter.c -- compiling MongoDB filter documents (matching is in
+ * filter_match.c).
  *
  * A filter is compiled once into an immutable tree of nodes and then matched
  * against every candidate document of a store operation, possibly from many
@@ -19,54 +20,20 @@
  * Each operator of {a: {$gt: 1, $lt: 5}} is its own PATH node, so different
  * array elements may satisfy different operators, exactly as in MongoDB;
  * $elemMatch is the way to demand a single element.
+ *
+ * Matching can also report where it matched (dtx__filter_match_pos): the
+ * index, in the first array the path went through, of the element that
+ * satisfied the last matching condition, which the positional $ of updates
+ * and projections needs.  A $regex that exceeds PCRE2's limits cannot say
+ * "no" honestly, so it marks the filter failed (an atomic flag, the only
+ * write matching ever makes): from then on nothing matches, and the caller
+ * asks dtx__filter_error() afterwards and fails the whole operation.
  */
-#include "doc/doc.h"
+#include "doc/filter_int.h"
 #include "util/err.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-
-/* MongoDB refuses filters nested deeper than 100 levels; so do we, which
- * also bounds the recursion of compile and match. */
-#define MAX_DEPTH 100
-
-typedef enum kind {
-  K_TRUE,
-  K_FALSE,
-  K_AND,
-  K_OR,
-  K_NOR,
-  K_NOT,
-  K_PATH,
-  K_EQ,
-  K_LT,
-  K_LTE,
-  K_GT,
-  K_GTE,
-  K_IN,
-  K_EXISTS,
-  K_SIZE,
-  K_ELEM_OBJ, /* some element, an object or array, matches a sub-filter */
-  K_ELEM_VAL, /* some element satisfies all value predicates */
-} kind_t;
-
-typedef struct node {
-  kind_t kind;
-  size_t nkids;
-  struct node **kids; /* logical operands; PATH/ELEM_*: kids[0] */
-  char *path;         /* PATH: validated dotted path (owned) */
-  int leaf_mode;      /* PATH: DTX__LEAF_EXPAND or DTX__LEAF_WHOLE */
-  json_t *arg;        /* EQ, LT..GTE: deep copy of the operand */
-  json_t **vals;      /* IN: deep copies, sorted by dtx__value_cmp */
-  size_t nvals;
-  int has_null; /* IN: null is listed, so a missing value matches */
-  json_int_t size;
-} node_t;
-
-struct dtx__filter {
-  node_t *root;
-};
 
 /* ---- building nodes ---------------------------------------------------- */
 
@@ -81,6 +48,7 @@ static void node_free(node_t *n) {
   for (size_t i = 0; i < n->nvals; i++)
     json_decref(n->vals[i]);
   free(n->vals);
+  dtx__regex_free(n->re);
   free(n);
 }
 
@@ -178,7 +146,6 @@ static const char *where(const ctx_t *c) {
  * message, so a user knows the filter is valid MongoDB, just unsupported. */
 static int unsupported(const char *op) {
   static const char *const ops[] = {
-      "$regex",         "$options",      "$mod",         "$type",
       "$text",          "$where",        "$expr",        "$jsonSchema",
       "$geoWithin",     "$geoIntersects", "$near",       "$nearSphere",
       "$bitsAllSet",    "$bitsAllClear", "$bitsAnySet",  "$bitsAnyClear",
@@ -382,6 +349,142 @@ static int compile_size(const ctx_t *c, const json_t *arg, node_t **out) {
   return finish(c, n, 0, DTX__LEAF_WHOLE, out);
 }
 
+/* ---- $type, $mod, $regex ---------------------------------------------------- */
+
+/* BSON type codes and their $type aliases.  doctx stores JSON, so only
+ * double, string, object, array, bool, null, int and long can ever match;
+ * the others are accepted (the filter is valid MongoDB) and match nothing.
+ * An integer is "int" when it fits in 32 bits and "long" otherwise, as
+ * Extended JSON reads a plain integer. */
+static const struct {
+  const char *alias;
+  int code;
+} type_names[] = {
+    {"double", 1},     {"string", 2},      {"object", 3},
+    {"array", 4},      {"binData", 5},     {"undefined", 6},
+    {"objectId", 7},   {"bool", 8},        {"date", 9},
+    {"null", 10},      {"regex", 11},      {"dbPointer", 12},
+    {"javascript", 13}, {"symbol", 14},    {"javascriptWithScope", 15},
+    {"int", 16},       {"timestamp", 17},  {"long", 18},
+    {"decimal", 19},   {"minKey", -1},     {"maxKey", 127},
+};
+
+
+#define NUMBER_BITS \
+  (type_bit(1) | type_bit(16) | type_bit(18) | type_bit(19))
+
+
+static int one_type(const ctx_t *c, const json_t *t, uint64_t *mask) {
+  if (json_is_string(t)) {
+    const char *a = json_string_value(t);
+    if (!strcmp(a, "number")) {
+      *mask |= NUMBER_BITS;
+      return 0;
+    }
+    for (size_t i = 0; i < sizeof type_names / sizeof type_names[0]; i++)
+      if (!strcmp(a, type_names[i].alias)) {
+        *mask |= type_bit(type_names[i].code);
+        return 0;
+      }
+    return dtx__err(DTX_EBADQUERY, "$type: unknown type alias '%s' at %s",
+                    a, where(c));
+  }
+  if (json_is_number(t)) {
+    double d = json_number_value(t);
+    for (size_t i = 0; i < sizeof type_names / sizeof type_names[0]; i++)
+      if (d == type_names[i].code) {
+        *mask |= type_bit(type_names[i].code);
+        return 0;
+      }
+    return dtx__err(DTX_EBADQUERY, "$type: invalid type code %g at %s", d,
+                    where(c));
+  }
+  return dtx__err(DTX_EBADQUERY,
+                  "$type needs a type alias or number, or an array of them, "
+                  "at %s", where(c));
+}
+
+static int compile_type(const ctx_t *c, const json_t *arg, node_t **out) {
+  uint64_t mask = 0;
+  int rc;
+  if (json_is_array(arg)) {
+    size_t i;
+    json_t *t;
+    json_array_foreach(arg, i, t) if ((rc = one_type(c, t, &mask))) return rc;
+  } else if ((rc = one_type(c, arg, &mask))) {
+    return rc;
+  }
+  node_t *n = node_new(K_TYPE);
+  if (!n)
+    return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
+  n->types = mask;
+  return finish(c, n, 0, DTX__LEAF_EXPAND, out);
+}
+
+/* A $mod operand as an int64: integers as they are, doubles truncated
+ * toward zero (MongoDB 5.1+), anything else refused. */
+static int mod_operand(const ctx_t *c, const json_t *v, const char *what,
+                       json_int_t *out) {
+  if (json_is_integer(v)) {
+    *out = json_integer_value(v);
+    return 0;
+  }
+  if (json_is_real(v)) {
+    double d = json_real_value(v);
+    if (d > -9223372036854775808.0 && d < 9223372036854775808.0) {
+      *out = (json_int_t)d;
+      return 0;
+    }
+    return dtx__err(DTX_EBADQUERY,
+                    "$mod: %s %g is outside the 64-bit integer range at %s",
+                    what, d, where(c));
+  }
+  return dtx__err(DTX_EBADQUERY, "$mod: %s must be a number at %s", what,
+                  where(c));
+}
+
+static int compile_mod(const ctx_t *c, const json_t *arg, node_t **out) {
+  json_int_t d, r;
+  int rc;
+  if (!json_is_array(arg) || json_array_size(arg) != 2)
+    return dtx__err(DTX_EBADQUERY,
+                    "$mod needs an array [divisor, remainder] at %s",
+                    where(c));
+  if ((rc = mod_operand(c, json_array_get(arg, 0), "divisor", &d)) ||
+      (rc = mod_operand(c, json_array_get(arg, 1), "remainder", &r)))
+    return rc;
+  if (d == 0)
+    return dtx__err(DTX_EBADQUERY, "$mod: divisor cannot be 0 at %s",
+                    where(c));
+  node_t *n = node_new(K_MOD);
+  if (!n)
+    return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
+  n->size = d;
+  n->rem = r;
+  return finish(c, n, 0, DTX__LEAF_EXPAND, out);
+}
+
+/* {$regex: "pattern", $options: "imsx"}; the caller passes both. */
+static int compile_regex(const ctx_t *c, const json_t *pat,
+                         const json_t *opts, node_t **out) {
+  if (!json_is_string(pat))
+    return dtx__err(DTX_EBADQUERY, "$regex needs a string pattern at %s",
+                    where(c));
+  if (opts && !json_is_string(opts))
+    return dtx__err(DTX_EBADQUERY, "$options needs a string at %s",
+                    where(c));
+  node_t *n = node_new(K_REGEX);
+  if (!n)
+    return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
+  int rc = dtx__regex_compile(json_string_value(pat), json_string_length(pat),
+                              opts ? json_string_value(opts) : "", &n->re);
+  if (rc) {
+    node_free(n);
+    return dtx__err_wrap(rc, "at %s", where(c));
+  }
+  return finish(c, n, 0, DTX__LEAF_EXPAND, out);
+}
+
 static int compile_op(const ctx_t *c, const char *op, const json_t *arg,
                       node_t **out) {
   static const struct {
@@ -432,6 +535,10 @@ static int compile_op(const ctx_t *c, const char *op, const json_t *arg,
   }
   if (!strcmp(op, "$all"))
     return compile_all(c, arg, out);
+  if (!strcmp(op, "$type"))
+    return compile_type(c, arg, out);
+  if (!strcmp(op, "$mod"))
+    return compile_mod(c, arg, out);
   if (!strcmp(op, "$not")) {
     if (!json_is_object(arg) || json_object_size(arg) == 0)
       return dtx__err(DTX_EBADQUERY,
@@ -458,7 +565,21 @@ static int compile_ops(const ctx_t *c, const json_t *opdoc, node_t **out) {
     return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
   json_object_foreach((json_t *)opdoc, op, arg) {
     node_t *kid;
-    int rc = compile_op(c, op, arg, &kid);
+    int rc;
+    if (!strcmp(op, "$options")) {
+      if (json_object_get(opdoc, "$regex"))
+        continue; /* read together with its $regex */
+      node_free(and);
+      return dtx__err(DTX_EBADQUERY, "$options needs a $regex at %s",
+                      where(c));
+    }
+    if (c->depth > MAX_DEPTH)
+      rc = dtx__err(DTX_EBADQUERY, "filter nested deeper than %d at %s",
+                    MAX_DEPTH, where(c));
+    else if (!strcmp(op, "$regex"))
+      rc = compile_regex(c, arg, json_object_get(opdoc, "$options"), &kid);
+    else
+      rc = compile_op(c, op, arg, &kid);
     if (rc || (rc = node_add(and, kid))) {
       node_free(and);
       return rc;
@@ -575,156 +696,4 @@ void dtx__filter_free(dtx__filter_t *f) {
     return;
   node_free(f->root);
   free(f);
-}
-
-/* ---- matching ----------------------------------------------------------- */
-
-static int match_doc(const node_t *n, const json_t *doc);
-static int match_val(const node_t *n, const json_t *v);
-
-static int in_set(const node_t *n, const json_t *v) {
-  size_t lo = 0, hi = n->nvals;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    int r = dtx__value_cmp(n->vals[mid], v);
-    if (r == 0)
-      return 1;
-    if (r < 0)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return 0;
-}
-
-/* Range operators compare only within a type bracket ({$gt: 1} never
- * matches a string).  The one cross-bracket case is null: $lte/$gte null
- * match a missing value just as $eq null does, per MongoDB. */
-static int match_cmp(const node_t *n, const json_t *v) {
-  if (!v)
-    return json_is_null(n->arg) && (n->kind == K_LTE || n->kind == K_GTE);
-  if (dtx__value_bracket(v) != dtx__value_bracket(n->arg))
-    return 0;
-  int r = dtx__value_cmp(v, n->arg);
-  switch (n->kind) {
-  case K_LT:
-    return r < 0;
-  case K_LTE:
-    return r <= 0;
-  case K_GT:
-    return r > 0;
-  default:
-    return r >= 0;
-  }
-}
-
-/* Equality is by far the most common test (ids, states, account names);
- * same-typed strings and integers skip the general ordering. */
-static int equal(const json_t *v, const json_t *arg) {
-  if (json_typeof(v) == json_typeof(arg)) {
-    if (json_is_string(v))
-      return json_string_length(v) == json_string_length(arg) &&
-             !memcmp(json_string_value(v), json_string_value(arg),
-                     json_string_length(v));
-    if (json_is_integer(v))
-      return json_integer_value(v) == json_integer_value(arg);
-  }
-  return dtx__value_cmp(v, arg) == 0;
-}
-
-static int match_val(const node_t *n, const json_t *v) {
-  switch (n->kind) {
-  case K_TRUE:
-    return 1;
-  case K_FALSE:
-    return 0;
-  case K_AND:
-    for (size_t i = 0; i < n->nkids; i++)
-      if (!match_val(n->kids[i], v))
-        return 0;
-    return 1;
-  case K_OR:
-    for (size_t i = 0; i < n->nkids; i++)
-      if (match_val(n->kids[i], v))
-        return 1;
-    return 0;
-  case K_NOR:
-    for (size_t i = 0; i < n->nkids; i++)
-      if (match_val(n->kids[i], v))
-        return 0;
-    return 1;
-  case K_NOT:
-    return !match_val(n->kids[0], v);
-  case K_EQ:
-    if (!v)
-      return json_is_null(n->arg);
-    return equal(v, n->arg);
-  case K_LT:
-  case K_LTE:
-  case K_GT:
-  case K_GTE:
-    return match_cmp(n, v);
-  case K_IN:
-    return v ? in_set(n, v) : n->has_null;
-  case K_EXISTS:
-    return v != NULL;
-  case K_SIZE:
-    return json_is_array(v) && json_array_size(v) == (size_t)n->size;
-  case K_ELEM_OBJ:
-    for (size_t i = 0; json_is_array(v) && i < json_array_size(v); i++) {
-      const json_t *e = json_array_get(v, i);
-      if ((json_is_object(e) || json_is_array(e)) &&
-          match_doc(n->kids[0], e))
-        return 1;
-    }
-    return 0;
-  case K_ELEM_VAL:
-    for (size_t i = 0; json_is_array(v) && i < json_array_size(v); i++)
-      if (match_val(n->kids[0], json_array_get(v, i)))
-        return 1;
-    return 0;
-  case K_PATH:
-    return 0; /* not a value predicate; compile never puts one here */
-  }
-  return 0;
-}
-
-static int visit_pred(void *ctx, const json_t *v, int empty_leaf) {
-  (void)empty_leaf;
-  return match_val((const node_t *)ctx, v);
-}
-
-static int match_doc(const node_t *n, const json_t *doc) {
-  switch (n->kind) {
-  case K_TRUE:
-    return 1;
-  case K_AND:
-    for (size_t i = 0; i < n->nkids; i++)
-      if (!match_doc(n->kids[i], doc))
-        return 0;
-    return 1;
-  case K_OR:
-    for (size_t i = 0; i < n->nkids; i++)
-      if (match_doc(n->kids[i], doc))
-        return 1;
-    return 0;
-  case K_NOR:
-    for (size_t i = 0; i < n->nkids; i++)
-      if (match_doc(n->kids[i], doc))
-        return 0;
-    return 1;
-  case K_NOT:
-    return !match_doc(n->kids[0], doc);
-  case K_PATH:
-    return dtx__path_walk(n->path, doc, n->leaf_mode, visit_pred,
-                          (void *)n->kids[0]) != 0;
-  default:
-    return 0; /* K_FALSE, and value predicates never reach this level */
-  }
-}
-
-int dtx__filter_match(const dtx__filter_t *f, const json_t *doc) {
-  if (!f)
-    return 1;
-  return match_doc(f->root, doc);
 }

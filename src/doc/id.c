@@ -100,19 +100,91 @@ void dtx__id_new(char out[25]) {
   out[24] = '\0';
 }
 
-/* Only strings and integers are accepted so that every backend can store
- * _id as a primary key with one unambiguous text form. */
-int dtx__id_check(const json_t *id) {
-  if (json_is_integer(id))
+/* MongoDB accepts any _id but an array (and a regex, which JSON cannot
+ * express).  Objects may not hold '$'-prefixed or dotted field names at
+ * any depth (the manual's "General Restrictions"), and arrays inside an
+ * object are fine.  The limits keep every backend's key for an _id short:
+ * strings up to ID_STR_MAX bytes, objects up to ID_OBJ_MAX bytes of JSON. */
+#define ID_OBJ_MAX 1024
+
+static int obj_names_ok(const json_t *v, int depth, size_t *size,
+                        const char **bad) {
+  const char *k;
+  json_t *x;
+  size_t i;
+  if (depth > 32) {
+    *bad = "(nested too deeply)";
     return 0;
-  if (json_is_string(id)) {
+  }
+  *size += 2;
+  if (json_is_object(v)) {
+    json_object_foreach((json_t *)v, k, x) {
+      if (k[0] == '$' || strchr(k, '.')) {
+        *bad = k;
+        return 0;
+      }
+      *size += strlen(k) + 4;
+      if (!obj_names_ok(x, depth + 1, size, bad))
+        return 0;
+    }
+  } else if (json_is_array(v)) {
+    json_array_foreach(v, i, x) if (!obj_names_ok(x, depth + 1, size, bad))
+        return 0;
+  } else if (json_is_string(v)) {
+    *size += json_string_length(v);
+  } else {
+    *size += 24;
+  }
+  return 1;
+}
+
+int dtx__id_check(const json_t *id) {
+  if (!id)
+    return dtx__err(DTX_EINVAL, "_id is missing");
+  switch (json_typeof(id)) {
+  case JSON_INTEGER:
+  case JSON_REAL:
+  case JSON_NULL:
+  case JSON_TRUE:
+  case JSON_FALSE:
+    return 0;
+  case JSON_STRING: {
     size_t n = json_string_length(id);
     if (n == 0 || n > ID_STR_MAX)
       return dtx__err(DTX_EINVAL, "_id string must be 1 to %d bytes long",
                       ID_STR_MAX);
     return 0;
   }
-  return dtx__err(DTX_EINVAL, "_id must be a string or an integer");
+  case JSON_OBJECT: {
+    size_t size = 0;
+    const char *bad = NULL;
+    if (!obj_names_ok(id, 0, &size, &bad))
+      return dtx__err(DTX_EINVAL,
+                      "_id object field name '%s' may not start with '$' or "
+                      "contain '.'",
+                      bad);
+    if (size > ID_OBJ_MAX)
+      return dtx__err(DTX_EINVAL, "_id object is longer than %d bytes",
+                      ID_OBJ_MAX);
+    return 0;
+  }
+  case JSON_ARRAY:
+    break;
+  }
+  return dtx__err(DTX_EINVAL, "_id cannot be an array");
+}
+
+int dtx__id_valid(const json_t *id) {
+  if (!id || json_is_array(id))
+    return 0;
+  if (json_is_string(id))
+    return json_string_length(id) > 0 && json_string_length(id) <= ID_STR_MAX;
+  if (json_is_object(id)) {
+    size_t size = 0;
+    const char *bad;
+    return obj_names_ok(id, 0, &size, &bad) && size <= ID_OBJ_MAX;
+  }
+  return 1;
 }
 
 int64_t dtx__now_ms(void) {

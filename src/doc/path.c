@@ -14,9 +14,17 @@
  *    scalar in the middle of the path, yields one "missing" visit.
  *  - An array met before the end of the path is traversed: each element
  *    that is an object is searched for the rest of the path (an object
- *    without the field yields "missing"); scalars and nested arrays are
- *    skipped.  A numeric segment also indexes the array ("a.0"); an element
- *    reached by index that is itself an array is traversed again.
+ *    without the field yields "missing").  Every other element (a scalar,
+ *    a nested array) cannot hold the rest of the path and yields
+ *    "missing" too, and so does an empty array, so {"a.b": null} matches
+ *    {a: [1, 2]}, {a: []} and {a: [[]]} as MongoDB 9.0 documents
+ *    (jstests/core/query/null_query_semantics.js, SERVER-36681); this is
+ *    also what index keys hold for such documents (keys.c: null).  A
+ *    numeric segment also indexes the array ("a.0"); an element reached by
+ *    index that is itself an array is traversed again.  Under a numeric
+ *    segment the other scalars are skipped, so {"a.0": null} matches
+ *    neither {a: [5, 6]} nor {a: []}, as in MongoDB before 9.0 (the
+ *    9.0 change speaks of field names only).
  *  - An array at the end of the path is, depending on leaf_mode, visited
  *    whole, or element by element and then whole (equality matches both an
  *    element and the whole array), or element by element only (sorting).
@@ -99,6 +107,7 @@ typedef struct walk {
   int leaf_mode;
   dtx__path_visit_fn fn;
   void *ctx;
+  size_t *pos; /* NULL, or where the outermost array index is kept */
 } walk_t;
 
 static int walk_array(const walk_t *w, const json_t *arr, const char *rest);
@@ -109,11 +118,16 @@ static int visit_leaf(const walk_t *w, const json_t *v) {
   size_t n = json_array_size(v);
   if (n == 0 && w->leaf_mode == DTX__LEAF_ELEMS)
     return w->fn(w->ctx, v, 1);
+  size_t outer = w->pos ? *w->pos : SIZE_MAX;
   for (size_t i = 0; i < n; i++) {
+    if (w->pos && outer == SIZE_MAX)
+      *w->pos = i;
     int r = w->fn(w->ctx, json_array_get(v, i), 0);
     if (r)
       return r;
   }
+  if (w->pos)
+    *w->pos = outer;
   return w->leaf_mode == DTX__LEAF_EXPAND ? w->fn(w->ctx, v, 0) : 0;
 }
 
@@ -139,31 +153,44 @@ static int walk_from(const walk_t *w, const json_t *cur, const char *rest) {
   }
 }
 
-/* rest is non-empty: the path continues below this array. */
+/* rest is non-empty: the path continues below this array.  visited counts
+ * the callbacks made, so an array that yields nothing can still yield its
+ * one "missing". */
 static int walk_array(const walk_t *w, const json_t *arr, const char *rest) {
   seg_t s;
   seg_at(rest, &s);
   size_t n = json_array_size(arr);
+  size_t outer = w->pos ? *w->pos : SIZE_MAX;
+  int any = 0;
   for (size_t k = 0; k < n; k++) {
     const json_t *e = json_array_get(arr, k);
     int r = 0;
+    if (w->pos && outer == SIZE_MAX)
+      *w->pos = k; /* the outermost array decides the positional $ */
     if (json_is_object(e)) {
       r = walk_from(w, e, rest);
+      any = 1;
       if (!r && s.index == k)
         r = s.last ? w->fn(w->ctx, e, 0) : walk_from(w, e, seg_next(&s));
     } else if (s.index == k) {
       /* An element reached by position is yielded as it is; MongoDB does
        * not expand an array found at an explicit offset. */
+      any = 1;
       if (s.last)
         r = w->leaf_mode == DTX__LEAF_ELEMS ? visit_leaf(w, e)
                                              : w->fn(w->ctx, e, 0);
       else if (json_is_array(e))
         r = walk_array(w, e, seg_next(&s));
+    } else if (s.index == SIZE_MAX) {
+      any = 1;
+      r = w->fn(w->ctx, NULL, 0); /* a scalar or array holds no field */
     }
     if (r)
       return r;
   }
-  return 0;
+  if (w->pos)
+    *w->pos = outer;
+  return any || s.index != SIZE_MAX ? 0 : w->fn(w->ctx, NULL, 0);
 }
 
 /* Calls fn(ctx, value, empty_leaf) for every value path reaches in doc (value
@@ -172,6 +199,17 @@ static int walk_array(const walk_t *w, const json_t *arr, const char *rest) {
  * walk and is returned.  path must have passed dtx__path_check(). */
 int dtx__path_walk(const char *path, const json_t *doc, int leaf_mode,
                    dtx__path_visit_fn fn, void *ctx) {
-  walk_t w = {leaf_mode, fn, ctx};
+  walk_t w = {leaf_mode, fn, ctx, NULL};
+  return walk_from(&w, doc, path);
+}
+
+/* As dtx__path_walk, and while fn runs *pos holds the index, in the first
+ * array the walk went through, of the element that led to the value
+ * (SIZE_MAX when no array was crossed).  This is MongoDB's "elemMatchKey",
+ * which the positional $ of updates and projections uses. */
+int dtx__path_walk_pos(const char *path, const json_t *doc, int leaf_mode,
+                       dtx__path_visit_fn fn, void *ctx, size_t *pos) {
+  walk_t w = {leaf_mode, fn, ctx, pos};
+  *pos = SIZE_MAX;
   return walk_from(&w, doc, path);
 }

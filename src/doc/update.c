@@ -1,16 +1,23 @@
-/* update.c -- compiling and applying MongoDB update documents.
+/* update.c -- compiling MongoDB update documents, and the apply driver.
  *
- * dtx__update_compile() turns an update spec into an immutable list of
- * operations (or a replacement document), checking everything that can be
- * checked without a document: operator names, argument shapes, path syntax
- * and conflicts between paths.  dtx__update_apply() then runs the list on a
- * private deep copy of a document, so an error part-way leaves the caller's
- * document untouched and the copy is simply dropped (all or nothing).
+ * dtx__update_compile_ex() turns an update spec (and its arrayFilters) into
+ * an immutable list of operations, or a replacement document, checking
+ * everything that can be checked without a document: operator names,
+ * argument shapes, path syntax, arrayFilters identifiers and conflicts
+ * between paths.  dtx__update_apply() then runs the list on a private deep
+ * copy of a document, so an error part-way leaves the caller's document
+ * untouched and the copy is simply dropped (all or nothing).  What each
+ * operator does is in update_ops.c; positional paths and the $push
+ * modifiers in update_array.c.
  *
  * Semantics follow MongoDB 5.0+, with these deliberate choices:
  *  - Operations run in path order (segment by segment; numeric segments in
  *    numeric order), not spec order, as MongoDB 5.0 does, so the field order
- *    of created fields does not depend on how the spec was written.
+ *    of created fields does not depend on how the spec was written.  A
+ *    $rename sits at its destination.
+ *  - Positional paths ("a.$.b", "a.$[].b", "a.$[x].b") are expanded against
+ *    the document before any operator runs; the concrete paths are then
+ *    checked for conflicts again ("a.$[]" and "a.0" collide only there).
  *  - _id: only $set and $setOnInsert may name "_id" (or "_id.x").  Every
  *    other operator on _id is DTX_EBADUPDATE "_id is immutable" at compile
  *    time.  $set/$setOnInsert of _id is checked at apply time: when the input
@@ -20,86 +27,36 @@
  *  - "changed" is structural identity: same types, same values, same field
  *    order.  $set a:5 over a:5 is no change, $set a:5.0 over a:5 is one (the
  *    stored type changes), as MongoDB compares BSON bytes.
- *  - $pull on a missing field, or on a path through a scalar, is a no-op;
- *    $pull on an existing non-array value is DTX_ETYPE (MongoDB: "Cannot
- *    apply $pull to a non-array value").  $unset likewise never fails, and
- *    $unset of an array element sets it to null, as MongoDB does.
- *  - $currentDate accepts a boolean or {$type:"date"|"timestamp"}; all
- *    forms write now_ms as an integer (doctx has no BSON date type).
- *  - Setting an array element past the end pads with nulls, at most to
- *    PAD_MAX elements (MongoDB's backfill limit); beyond is DTX_EINVAL.
- *  - A replacement's top-level field names may not contain '.', since the
- *    filter language could never address such a field.
+ *  - Field names: a path segment may not start with '$' unless it is a
+ *    positional one; values (of $set, $push ...) may hold any field names,
+ *    '$'-prefixed and dotted ones included, as MongoDB 5.0 stores them; so
+ *    may a replacement below its top level, and its top-level names may
+ *    contain '.' (a top-level '$' name reads as an operator and is refused).
  */
-#include "doc/doc.h"
+#include "doc/update_int.h"
 #include "util/err.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define PAD_MAX 1500000
-
-enum op_kind {
-  OP_SET,
-  OP_SETONINSERT,
-  OP_UNSET,
-  OP_INC,
-  OP_MIN,
-  OP_MAX,
-  OP_PUSH,
-  OP_ADDTOSET,
-  OP_PULL,
-  OP_CURDATE
-};
-
 static const struct {
   const char *name;
   enum op_kind kind;
 } op_table[] = {
-    {"$set", OP_SET},     {"$setOnInsert", OP_SETONINSERT},
-    {"$unset", OP_UNSET}, {"$inc", OP_INC},
-    {"$min", OP_MIN},     {"$max", OP_MAX},
-    {"$push", OP_PUSH},   {"$addToSet", OP_ADDTOSET},
-    {"$pull", OP_PULL},   {"$currentDate", OP_CURDATE},
+    {"$set", OP_SET},           {"$setOnInsert", OP_SETONINSERT},
+    {"$unset", OP_UNSET},       {"$inc", OP_INC},
+    {"$mul", OP_MUL},           {"$min", OP_MIN},
+    {"$max", OP_MAX},           {"$push", OP_PUSH},
+    {"$addToSet", OP_ADDTOSET}, {"$pull", OP_PULL},
+    {"$pullAll", OP_PULLALL},   {"$pop", OP_POP},
+    {"$rename", OP_RENAME},     {"$bit", OP_BIT},
+    {"$currentDate", OP_CURDATE},
 };
-
-/* MongoDB operators doctx knows of but does not implement; naming them as
- * "unsupported" rather than "unknown" tells the user it is not a typo. */
-static const char *const unsupported_ops[] = {"$rename",  "$mul",  "$pop",
-                                              "$pullAll", "$bit",  "$position",
-                                              "$slice",   "$sort", "$each"};
-
-enum pull_mode {
-  PULL_EQ,      /* remove elements equal to the value */
-  PULL_WRAPPED, /* {$gte:6}: the condition applies to the element itself */
-  PULL_QUERY    /* {score:{$lt:5}}: a query run on object elements */
-};
-
-typedef struct upd_op {
-  enum op_kind kind;
-  const char *opname; /* static string from op_table */
-  char *path;         /* dotted path, owned */
-  char *segbuf;       /* path with '.' replaced by NUL, owned */
-  char **segs;        /* nsegs pointers into segbuf, owned array */
-  size_t nsegs;
-  /* Owned deep copy of the argument.  $push/$addToSet hold the array of
-   * values to add (a single value is wrapped), $pull the value or the
-   * condition, others the operand. */
-  json_t *arg;
-  dtx__filter_t *cond; /* $pull with PULL_WRAPPED or PULL_QUERY */
-  enum pull_mode pull_mode;
-} upd_op_t;
-
-struct dtx__update {
-  int replacement;
-  json_t *repl; /* replacement document, owned */
-  size_t nops;
-  upd_op_t *ops; /* sorted by path order */
-};
+#define NOPS (sizeof op_table / sizeof op_table[0])
 
 /* ---- helpers shared by compile and apply --------------------------------- */
 
-static const char *type_name(const json_t *v) {
+const char *dtx__upd_type_name(const json_t *v) {
   switch (json_typeof(v)) {
   case JSON_OBJECT:
     return "object";
@@ -123,7 +80,7 @@ static const char *type_name(const json_t *v) {
 /* Structural identity used for "changed" and for the _id check: stricter
  * than dtx__value_cmp, which calls 1 and 1.0 equal and ignores nothing
  * else.  Field order counts because it is visible in the stored document. */
-static int same(const json_t *a, const json_t *b) {
+int dtx__upd_same(const json_t *a, const json_t *b) {
   if (a == b)
     return 1;
   if (json_typeof(a) != json_typeof(b))
@@ -137,7 +94,8 @@ static int same(const json_t *a, const json_t *b) {
     ib = json_object_iter((json_t *)b);
     while (ia && ib) {
       if (strcmp(json_object_iter_key(ia), json_object_iter_key(ib)) ||
-          !same(json_object_iter_value(ia), json_object_iter_value(ib)))
+          !dtx__upd_same(json_object_iter_value(ia),
+                         json_object_iter_value(ib)))
         return 0;
       ia = json_object_iter_next((json_t *)a, ia);
       ib = json_object_iter_next((json_t *)b, ib);
@@ -149,7 +107,7 @@ static int same(const json_t *a, const json_t *b) {
     if (n != json_array_size(b))
       return 0;
     for (i = 0; i < n; i++)
-      if (!same(json_array_get(a, i), json_array_get(b, i)))
+      if (!dtx__upd_same(json_array_get(a, i), json_array_get(b, i)))
         return 0;
     return 1;
   }
@@ -171,7 +129,7 @@ static int same(const json_t *a, const json_t *b) {
 
 /* A segment indexes an array when it is all digits; *idx is SIZE_MAX when
  * it is too long to be a real index (so it is simply out of range). */
-static int seg_index(const char *seg, size_t *idx) {
+int dtx__upd_seg_index(const char *seg, size_t *idx) {
   size_t v = 0, n = 0;
   if (!*seg)
     return 0;
@@ -190,9 +148,9 @@ static int seg_index(const char *seg, size_t *idx) {
 /* Total order on segments matching MongoDB 5.0's processing order: numeric
  * names numerically, others bytewise.  Ties between spellings of the same
  * number ("01" vs "1") fall back to bytes, so equal means identical. */
-static int seg_cmp(const char *a, const char *b) {
+int dtx__upd_seg_cmp(const char *a, const char *b) {
   size_t ia, ib;
-  if (seg_index(a, &ia) && seg_index(b, &ib)) {
+  if (dtx__upd_seg_index(a, &ia) && dtx__upd_seg_index(b, &ib)) {
     size_t la, lb;
     while (a[0] == '0' && a[1])
       a++;
@@ -206,35 +164,73 @@ static int seg_cmp(const char *a, const char *b) {
   return strcmp(a, b);
 }
 
-static int op_path_cmp(const void *pa, const void *pb) {
-  const upd_op_t *a = pa, *b = pb;
+int dtx__upd_path_split(upath_t *p, const char *path) {
+  size_t i, n = 1, len = strlen(path);
+  p->path = strdup(path);
+  p->buf = strdup(path);
+  if (!p->path || !p->buf)
+    return dtx__err(DTX_ENOMEM, "out of memory compiling update");
+  for (i = 0; i < len; i++)
+    n += path[i] == '.';
+  p->segs = malloc(n * sizeof *p->segs);
+  if (!p->segs)
+    return dtx__err(DTX_ENOMEM, "out of memory compiling update");
+  p->nsegs = 0;
+  p->segs[p->nsegs++] = p->buf;
+  for (i = 0; i < len; i++)
+    if (p->buf[i] == '.') {
+      p->buf[i] = '\0';
+      p->segs[p->nsegs++] = p->buf + i + 1;
+    }
+  return 0;
+}
+
+void dtx__upd_path_free(upath_t *p) {
+  free(p->path);
+  free(p->buf);
+  free(p->segs);
+  memset(p, 0, sizeof *p);
+}
+
+/* Paths in the order operations apply, and the prefix test for conflicts,
+ * over (segs, nsegs) pairs. */
+static int segs_cmp(char *const *a, size_t na, char *const *b, size_t nb) {
   size_t i;
-  for (i = 0; i < a->nsegs && i < b->nsegs; i++) {
-    int c = seg_cmp(a->segs[i], b->segs[i]);
+  for (i = 0; i < na && i < nb; i++) {
+    int c = dtx__upd_seg_cmp(a[i], b[i]);
     if (c)
       return c;
   }
-  return a->nsegs < b->nsegs ? -1 : a->nsegs > b->nsegs;
+  return na < nb ? -1 : na > nb;
 }
 
-/* 1 when a's segments are a prefix of (or equal to) b's. */
-static int op_is_prefix(const upd_op_t *a, const upd_op_t *b) {
+static int segs_prefix(char *const *a, size_t na, char *const *b, size_t nb) {
   size_t i;
-  if (a->nsegs > b->nsegs)
+  if (na > nb)
     return 0;
-  for (i = 0; i < a->nsegs; i++)
-    if (strcmp(a->segs[i], b->segs[i]))
+  for (i = 0; i < na; i++)
+    if (strcmp(a[i], b[i]))
       return 0;
   return 1;
+}
+
+/* The path an operation is ordered by: a $rename's destination. */
+static const upath_t *order_path(const upd_op_t *op) {
+  return op->kind == OP_RENAME ? &op->to : &op->p;
+}
+
+static int op_order_cmp(const void *pa, const void *pb) {
+  const upath_t *a = order_path(pa), *b = order_path(pb);
+  return segs_cmp(a->segs, a->nsegs, b->segs, b->nsegs);
 }
 
 /* ---- compile ------------------------------------------------------------- */
 
 static void op_clear(upd_op_t *op) {
-  free(op->path);
-  free(op->segbuf);
-  free(op->segs);
+  dtx__upd_path_free(&op->p);
+  dtx__upd_path_free(&op->to);
   json_decref(op->arg);
+  json_decref(op->sort);
   dtx__filter_free(op->cond);
 }
 
@@ -245,69 +241,72 @@ void dtx__update_free(dtx__update_t *u) {
   for (i = 0; i < u->nops; i++)
     op_clear(&u->ops[i]);
   free(u->ops);
+  for (i = 0; i < u->naf; i++) {
+    free(u->af[i].id);
+    dtx__filter_free(u->af[i].f);
+  }
+  free(u->af);
   json_decref(u->repl);
   free(u);
 }
 
-static int op_split(upd_op_t *op, const char *path) {
-  size_t i, n = 1, len = strlen(path);
-  op->path = strdup(path);
-  op->segbuf = strdup(path);
-  if (!op->path || !op->segbuf)
-    return dtx__err(DTX_ENOMEM, "out of memory compiling update");
-  for (i = 0; i < len; i++)
-    n += path[i] == '.';
-  op->segs = malloc(n * sizeof *op->segs);
-  if (!op->segs)
-    return dtx__err(DTX_ENOMEM, "out of memory compiling update");
-  op->nsegs = 0;
-  op->segs[op->nsegs++] = op->segbuf;
-  for (i = 0; i < len; i++)
-    if (op->segbuf[i] == '.') {
-      op->segbuf[i] = '\0';
-      op->segs[op->nsegs++] = op->segbuf + i + 1;
-    }
-  return 0;
-}
-
-static int is_unsupported_modifier(const char *k) {
-  return !strcmp(k, "$slice") || !strcmp(k, "$sort") || !strcmp(k, "$position");
-}
-
-/* $push and $addToSet take a value, or {$each:[...]}.  A value that is an
- * object with '$' keys is read as modifiers, since MongoDB would store such
- * field names nowhere sensible. */
-static int compile_values(upd_op_t *op, const json_t *v) {
-  const char *k;
-  json_t *mv, *each = NULL;
-  int has_dollar = 0;
-  if (json_is_object(v)) {
-    json_object_foreach((json_t *)v, k, mv) {
-      if (k[0] == '$')
-        has_dollar = 1;
-    }
-  }
-  if (!has_dollar) {
-    op->arg = json_array();
-    if (!op->arg || json_array_append_new(op->arg, json_deep_copy(v)))
-      return dtx__err(DTX_ENOMEM, "out of memory compiling update");
+/* Checks an update path: non-empty segments, none starting with '$' but
+ * the positional ones ("$", "$[]", "$[id]"), never first, and at most one
+ * "$".  positional is 0 for $rename, whose paths may not be dynamic. */
+static int check_path(upd_op_t *op, const char *path, int positional) {
+  int rc = dtx__path_check(path, DTX_EBADUPDATE);
+  if (rc == 0)
     return 0;
+  if (!positional)
+    return dtx__err_wrap(rc, "%s", op->opname);
+  /* Re-check with positional segments allowed. */
+  size_t len = strlen(path);
+  if (len > 1024)
+    return dtx__err_wrap(rc, "%s", op->opname);
+  int ndollar = 0;
+  const char *seg = path;
+  for (int first = 1;; first = 0) {
+    const char *dot = strchr(seg, '.');
+    size_t n = dot ? (size_t)(dot - seg) : strlen(seg);
+    if (n == 0)
+      return dtx__err(DTX_EBADUPDATE, "%s: empty segment in field path '%s'",
+                      op->opname, path);
+    if (seg[0] == '$') {
+      char tmp[160];
+      const char *id;
+      size_t idlen;
+      if (n >= sizeof tmp)
+        return dtx__err(DTX_EBADUPDATE, "%s: bad segment in path '%s'",
+                        op->opname, path);
+      memcpy(tmp, seg, n);
+      tmp[n] = '\0';
+      int k = dtx__upd_seg_kind(tmp, &id, &idlen);
+      if (k == SEG_PLAIN)
+        return dtx__err(DTX_EBADUPDATE,
+                        "%s: field path '%s': segment '%s' starts with '$' "
+                        "and is not a positional operator",
+                        op->opname, path, tmp);
+      if (first)
+        return dtx__err(DTX_EBADUPDATE,
+                        "%s: path '%s' cannot start with a positional "
+                        "operator",
+                        op->opname, path);
+      if (k == SEG_FILTERED && !dtx__upd_ident_ok(id, idlen))
+        return dtx__err(DTX_EBADUPDATE,
+                        "%s: identifier '%.*s' in path '%s' must be a "
+                        "lowercase letter followed by letters and digits",
+                        op->opname, (int)idlen, id, path);
+      if (k == SEG_DOLLAR && ++ndollar > 1)
+        return dtx__err(DTX_EBADUPDATE,
+                        "%s: too many positional '$' elements in path '%s'",
+                        op->opname, path);
+    }
+    if (!dot)
+      break;
+    seg = dot + 1;
   }
-  json_object_foreach((json_t *)v, k, mv) {
-    if (!strcmp(k, "$each"))
-      each = mv;
-    else if (is_unsupported_modifier(k))
-      return dtx__err(DTX_EBADUPDATE, "%s: unsupported modifier %s at '%s'",
-                      op->opname, k, op->path);
-    else
-      return dtx__err(DTX_EBADUPDATE, "%s: unrecognized clause '%s' at '%s'",
-                      op->opname, k, op->path);
-  }
-  if (!json_is_array(each))
-    return dtx__err(DTX_EBADUPDATE, "%s: $each must be an array at '%s'",
-                    op->opname, op->path);
-  op->arg = json_deep_copy(each);
-  return op->arg ? 0 : dtx__err(DTX_ENOMEM, "out of memory compiling update");
+  dtx__err_clear();
+  return 0;
 }
 
 /* MongoDB reads a $pull argument as a condition on the element itself when
@@ -323,66 +322,134 @@ static int compile_pull(upd_op_t *op, const json_t *v) {
     op->pull_mode = PULL_EQ;
     return 0;
   }
-  {
-    void *it = json_object_iter((json_t *)v);
-    const char *first = it ? json_object_iter_key(it) : "";
-    if (first[0] == '$' && strcmp(first, "$and") && strcmp(first, "$or") &&
-        strcmp(first, "$nor")) {
-      json_t *wrap = json_object();
-      if (!wrap || json_object_set(wrap, "v", op->arg)) {
-        json_decref(wrap);
-        return dtx__err(DTX_ENOMEM, "out of memory compiling update");
-      }
-      op->pull_mode = PULL_WRAPPED;
-      rc = dtx__filter_compile(wrap, &op->cond);
+  void *it = json_object_iter((json_t *)v);
+  const char *first = it ? json_object_iter_key(it) : "";
+  if (first[0] == '$' && strcmp(first, "$and") && strcmp(first, "$or") &&
+      strcmp(first, "$nor")) {
+    json_t *wrap = json_object();
+    if (!wrap || json_object_set(wrap, "v", op->arg)) {
       json_decref(wrap);
-    } else {
-      op->pull_mode = PULL_QUERY;
-      rc = dtx__filter_compile(v, &op->cond);
+      return dtx__err(DTX_ENOMEM, "out of memory compiling update");
     }
+    op->pull_mode = PULL_WRAPPED;
+    rc = dtx__filter_compile(wrap, &op->cond);
+    json_decref(wrap);
+  } else {
+    op->pull_mode = PULL_QUERY;
+    rc = dtx__filter_compile(v, &op->cond);
   }
   if (rc == DTX_EBADQUERY)
     return dtx__err_wrap(DTX_EBADUPDATE, "$pull: bad condition at '%s'",
-                         op->path);
+                         op->p.path);
   return rc;
 }
 
 static int compile_curdate(upd_op_t *op, const json_t *v) {
-  if (!json_is_boolean(v)) {
-    json_t *t = json_object_get(v, "$type");
-    const char *ts = json_string_value(t);
-    if (!json_is_object(v) || json_object_size(v) != 1 || !ts ||
-        (strcmp(ts, "date") && strcmp(ts, "timestamp")))
+  if (json_is_boolean(v))
+    return 0;
+  json_t *t = json_object_get(v, "$type");
+  const char *ts = json_string_value(t);
+  if (!json_is_object(v) || json_object_size(v) != 1 || !ts ||
+      (strcmp(ts, "date") && strcmp(ts, "timestamp")))
+    return dtx__err(DTX_EBADUPDATE,
+                    "$currentDate: expected true or {$type:\"date\"|"
+                    "\"timestamp\"} at '%s'",
+                    op->p.path);
+  op->timestamp = !strcmp(ts, "timestamp");
+  return 0;
+}
+
+static int compile_bit(upd_op_t *op, const json_t *v) {
+  const char *k;
+  json_t *x;
+  if (!json_is_object(v) || json_object_size(v) == 0)
+    return dtx__err(DTX_EBADUPDATE,
+                    "$bit: argument at '%s' must be an object such as "
+                    "{and: 5}",
+                    op->p.path);
+  json_object_foreach((json_t *)v, k, x) {
+    if (strcmp(k, "and") && strcmp(k, "or") && strcmp(k, "xor"))
       return dtx__err(DTX_EBADUPDATE,
-                      "$currentDate: expected true or {$type:\"date\"|"
-                      "\"timestamp\"} at '%s'",
-                      op->path);
+                      "$bit: unknown bitwise operation '%s' at '%s' "
+                      "(expected and, or, xor)",
+                      k, op->p.path);
+    if (!json_is_integer(x))
+      return dtx__err(DTX_EBADUPDATE,
+                      "$bit: the %s operand at '%s' must be an integer, not "
+                      "%s",
+                      k, op->p.path, dtx__upd_type_name(x));
   }
   return 0;
 }
 
-static int compile_field(upd_op_t *op, const char *path, const json_t *v) {
-  int rc = dtx__path_check(path, DTX_EBADUPDATE);
-  if (rc)
-    return dtx__err_wrap(rc, "%s", op->opname);
-  if ((rc = op_split(op, path)))
+static int compile_rename(upd_op_t *op, const json_t *v) {
+  int rc;
+  if (!json_is_string(v))
+    return dtx__err(DTX_EBADUPDATE,
+                    "$rename: the new name for '%s' must be a string",
+                    op->p.path);
+  const char *to = json_string_value(v);
+  if ((rc = check_path(op, to, 0)))
     return rc;
+  if ((rc = dtx__upd_path_split(&op->to, to)))
+    return rc;
+  if (!strcmp(op->to.segs[0], "_id"))
+    return dtx__err(DTX_EBADUPDATE, "$rename: _id is immutable (path '%s')",
+                    to);
+  if (segs_prefix(op->p.segs, op->p.nsegs, op->to.segs, op->to.nsegs) ||
+      segs_prefix(op->to.segs, op->to.nsegs, op->p.segs, op->p.nsegs))
+    return dtx__err(DTX_EBADUPDATE,
+                    "$rename: the source '%s' and target '%s' must differ "
+                    "and not be on the same path",
+                    op->p.path, to);
+  return 0;
+}
+
+static int compile_field(upd_op_t *op, const char *path, const json_t *v) {
+  int rc = check_path(op, path, op->kind != OP_RENAME);
+  if (rc)
+    return rc;
+  if ((rc = dtx__upd_path_split(&op->p, path)))
+    return rc;
+  for (size_t i = 0; i < op->p.nsegs; i++)
+    if (op->p.segs[i][0] == '$')
+      op->positional = 1;
   if (op->kind != OP_SET && op->kind != OP_SETONINSERT &&
-      !strcmp(op->segs[0], "_id"))
+      !strcmp(op->p.segs[0], "_id"))
     return dtx__err(DTX_EBADUPDATE, "%s: _id is immutable (path '%s')",
                     op->opname, path);
   switch (op->kind) {
   case OP_INC:
+  case OP_MUL:
     if (!json_is_number(v))
       return dtx__err(DTX_EBADUPDATE,
-                      "$inc: argument at '%s' must be a number, not %s", path,
-                      type_name(v));
+                      "%s: argument at '%s' must be a number, not %s",
+                      op->opname, path, dtx__upd_type_name(v));
     break;
   case OP_PUSH:
   case OP_ADDTOSET:
-    return compile_values(op, v);
+    return dtx__upd_compile_push(op, v);
   case OP_PULL:
     return compile_pull(op, v);
+  case OP_PULLALL:
+    if (!json_is_array(v))
+      return dtx__err(DTX_EBADUPDATE,
+                      "$pullAll: argument at '%s' must be an array, not %s",
+                      path, dtx__upd_type_name(v));
+    break;
+  case OP_POP:
+    if (!json_is_number(v) ||
+        (json_number_value(v) != 1 && json_number_value(v) != -1))
+      return dtx__err(DTX_EBADUPDATE, "$pop: expects 1 or -1 at '%s'", path);
+    break;
+  case OP_BIT:
+    if ((rc = compile_bit(op, v)))
+      return rc;
+    break;
+  case OP_RENAME:
+    if ((rc = compile_rename(op, v)))
+      return rc;
+    break;
   case OP_CURDATE:
     return compile_curdate(op, v);
   default:
@@ -396,15 +463,40 @@ static int compile_replacement(dtx__update_t *u, const json_t *spec) {
   const char *k;
   json_t *v;
   json_object_foreach((json_t *)spec, k, v) {
-    if (strchr(k, '.'))
-      return dtx__err(DTX_EBADUPDATE,
-                      "replacement field name '%s' cannot contain '.'", k);
     if (!*k)
       return dtx__err(DTX_EBADUPDATE, "replacement has an empty field name");
   }
   u->replacement = 1;
   u->repl = json_deep_copy(spec);
   return u->repl ? 0 : dtx__err(DTX_ENOMEM, "out of memory compiling update");
+}
+
+/* One entry of the conflict check: a path some operation writes. */
+typedef struct wpath {
+  char *const *segs;
+  size_t nsegs;
+  const char *path, *opname;
+} wpath_t;
+
+static int wpath_cmp(const void *pa, const void *pb) {
+  const wpath_t *a = pa, *b = pb;
+  return segs_cmp(a->segs, a->nsegs, b->segs, b->nsegs);
+}
+
+/* After sorting, a path that is a prefix of another sits right before a
+ * path it prefixes (see dtx__upd_seg_cmp), so neighbours are all we
+ * compare. */
+static int check_conflicts(wpath_t *w, size_t n, int concrete) {
+  qsort(w, n, sizeof *w, wpath_cmp);
+  for (size_t i = 1; i < n; i++)
+    if (segs_prefix(w[i - 1].segs, w[i - 1].nsegs, w[i].segs, w[i].nsegs))
+      return dtx__err(DTX_EBADUPDATE,
+                      concrete ? "updating the path '%s' (%s) would create a "
+                                 "conflict at '%s' (%s)"
+                               : "conflicting paths: '%s' (%s) and '%s' (%s)",
+                      w[i].path, w[i].opname, w[i - 1].path,
+                      w[i - 1].opname);
+  return 0;
 }
 
 static int compile_operators(dtx__update_t *u, const json_t *spec) {
@@ -415,15 +507,11 @@ static int compile_operators(dtx__update_t *u, const json_t *spec) {
 
   json_object_foreach((json_t *)spec, opk, arg) {
     size_t t;
-    for (t = 0; t < sizeof op_table / sizeof op_table[0]; t++)
+    for (t = 0; t < NOPS; t++)
       if (!strcmp(opk, op_table[t].name))
         break;
-    if (t == sizeof op_table / sizeof op_table[0]) {
-      for (i = 0; i < sizeof unsupported_ops / sizeof unsupported_ops[0]; i++)
-        if (!strcmp(opk, unsupported_ops[i]))
-          return dtx__err(DTX_EBADUPDATE, "unsupported operator %s", opk);
+    if (t == NOPS)
       return dtx__err(DTX_EBADUPDATE, "unknown operator %s", opk);
-    }
     if (!json_is_object(arg))
       return dtx__err(DTX_EBADUPDATE, "%s: argument must be an object", opk);
     if (json_object_size(arg) == 0)
@@ -444,22 +532,32 @@ static int compile_operators(dtx__update_t *u, const json_t *spec) {
       op->opname = op_table[t].name;
       if ((rc = compile_field(op, path, v)))
         return rc;
+      u->positional |= op->positional;
+      for (size_t s = 0; s < op->p.nsegs; s++)
+        if (!strcmp(op->p.segs[s], "$"))
+          u->uses_dollar = 1;
     }
   }
 
-  /* After sorting, a path that is a prefix of another sits right before a
-   * path it prefixes (see seg_cmp), so neighbours are all we compare. */
-  qsort(u->ops, u->nops, sizeof *u->ops, op_path_cmp);
-  for (i = 1; i < u->nops; i++)
-    if (op_is_prefix(&u->ops[i - 1], &u->ops[i]))
-      return dtx__err(DTX_EBADUPDATE,
-                      "conflicting paths: '%s' (%s) and '%s' (%s)",
-                      u->ops[i - 1].path, u->ops[i - 1].opname, u->ops[i].path,
-                      u->ops[i].opname);
-  return 0;
+  qsort(u->ops, u->nops, sizeof *u->ops, op_order_cmp);
+  wpath_t *w = malloc(2 * u->nops * sizeof *w);
+  size_t nw = 0;
+  if (!w)
+    return dtx__err(DTX_ENOMEM, "out of memory compiling update");
+  for (i = 0; i < u->nops; i++) {
+    const upd_op_t *op = &u->ops[i];
+    w[nw++] = (wpath_t){op->p.segs, op->p.nsegs, op->p.path, op->opname};
+    if (op->kind == OP_RENAME)
+      w[nw++] = (wpath_t){op->to.segs, op->to.nsegs, op->to.path,
+                          op->opname};
+  }
+  rc = check_conflicts(w, nw, 0);
+  free(w);
+  return rc;
 }
 
-int dtx__update_compile(const json_t *spec, dtx__update_t **out) {
+int dtx__update_compile_ex(const json_t *spec, const json_t *array_filters,
+                           dtx__update_t **out) {
   dtx__update_t *u;
   const char *k, *first_op = NULL, *first_field = NULL;
   json_t *v;
@@ -470,7 +568,7 @@ int dtx__update_compile(const json_t *spec, dtx__update_t **out) {
   *out = NULL;
   if (!json_is_object(spec))
     return dtx__err(DTX_EBADUPDATE, "update must be a JSON object, not %s",
-                    spec ? type_name(spec) : "NULL");
+                    spec ? dtx__upd_type_name(spec) : "NULL");
   json_object_foreach((json_t *)spec, k, v) {
     if (k[0] == '$') {
       if (!first_op)
@@ -488,6 +586,8 @@ int dtx__update_compile(const json_t *spec, dtx__update_t **out) {
   if (!u)
     return dtx__err(DTX_ENOMEM, "out of memory compiling update");
   rc = first_op ? compile_operators(u, spec) : compile_replacement(u, spec);
+  if (rc == 0)
+    rc = dtx__upd_array_filters(u, array_filters);
   if (rc) {
     dtx__update_free(u);
     return rc;
@@ -496,281 +596,24 @@ int dtx__update_compile(const json_t *spec, dtx__update_t **out) {
   return 0;
 }
 
+int dtx__update_compile(const json_t *spec, dtx__update_t **out) {
+  return dtx__update_compile_ex(spec, NULL, out);
+}
+
 int dtx__update_is_replacement(const dtx__update_t *u) {
   return u && u->replacement;
 }
 
+void dtx__update_bind_filter(dtx__update_t *u, const dtx__filter_t *f) {
+  if (u)
+    u->filter = f;
+}
+
+const dtx__filter_t *dtx__update_filter(const dtx__update_t *u) {
+  return u ? u->filter : NULL;
+}
+
 /* ---- apply --------------------------------------------------------------- */
-
-/* Stores v (stolen) at index idx of arr, padding with nulls as MongoDB does
- * when the index is past the end. */
-static int array_put(const upd_op_t *op, json_t *arr, size_t idx, json_t *v) {
-  if (!v)
-    return dtx__err(DTX_ENOMEM, "out of memory applying update");
-  if (idx < json_array_size(arr)) {
-    if (json_array_set_new(arr, idx, v))
-      return dtx__err(DTX_ENOMEM, "out of memory applying update");
-    return 0;
-  }
-  if (idx >= PAD_MAX) {
-    json_decref(v);
-    return dtx__err(DTX_EINVAL,
-                    "%s: cannot pad array beyond %d elements at '%s'",
-                    op->opname, PAD_MAX, op->path);
-  }
-  while (json_array_size(arr) < idx)
-    if (json_array_append_new(arr, json_null())) {
-      json_decref(v);
-      return dtx__err(DTX_ENOMEM, "out of memory applying update");
-    }
-  if (json_array_append_new(arr, v))
-    return dtx__err(DTX_ENOMEM, "out of memory applying update");
-  return 0;
-}
-
-/* The detail names the prefix that holds the scalar, as MongoDB's "Cannot
- * create field 'b' in element {a: 5}" does. */
-static int not_traversable(const upd_op_t *op, size_t i, const json_t *at) {
-  int plen = i ? (int)(op->segs[i] - op->segbuf - 1) : 0;
-  return dtx__err(DTX_ETYPE,
-                  "%s: cannot create field '%s' in %s value at '%.*s' (path "
-                  "'%s')",
-                  op->opname, op->segs[i], type_name(at), plen, op->path,
-                  op->path);
-}
-
-/* Finds the object or array that holds op's last segment.  With create,
- * missing intermediate fields become objects (array slots are padded).
- * Returns 1 with *parent set; 0 when the path is missing or runs through a
- * scalar and create is off (the caller makes that a no-op); or an error. */
-static int walk(const upd_op_t *op, json_t *root, int create, json_t **parent) {
-  json_t *cur = root;
-  size_t i, idx;
-  int rc;
-  for (i = 0; i < op->nsegs; i++) {
-    const char *seg = op->segs[i];
-    json_t *next;
-    if (json_is_object(cur)) {
-      if (i + 1 == op->nsegs)
-        break;
-      next = json_object_get(cur, seg);
-      if (!next) {
-        if (!create)
-          return 0;
-        next = json_object();
-        if (!next || json_object_set_new(cur, seg, next))
-          return dtx__err(DTX_ENOMEM, "out of memory applying update");
-      }
-    } else if (json_is_array(cur)) {
-      if (!seg_index(seg, &idx)) {
-        if (!create)
-          return 0;
-        return not_traversable(op, i, cur);
-      }
-      if (i + 1 == op->nsegs)
-        break;
-      next = json_array_get(cur, idx);
-      if (!next) {
-        if (!create)
-          return 0;
-        if ((rc = array_put(op, cur, idx, json_object())))
-          return rc;
-        next = json_array_get(cur, idx);
-      }
-    } else {
-      if (!create)
-        return 0;
-      return not_traversable(op, i, cur);
-    }
-    cur = next;
-  }
-  *parent = cur;
-  return 1;
-}
-
-/* The current value at op's last segment in parent, or NULL. */
-static json_t *slot_get(const upd_op_t *op, json_t *parent) {
-  const char *seg = op->segs[op->nsegs - 1];
-  size_t idx;
-  if (json_is_object(parent))
-    return json_object_get(parent, seg);
-  if (seg_index(seg, &idx))
-    return json_array_get(parent, idx);
-  return NULL;
-}
-
-/* Stores v (stolen) at op's last segment in parent.  walk() guarantees an
- * array parent only with a numeric last segment. */
-static int slot_put(const upd_op_t *op, json_t *parent, json_t *v) {
-  const char *seg = op->segs[op->nsegs - 1];
-  size_t idx = 0;
-  if (!v)
-    return dtx__err(DTX_ENOMEM, "out of memory applying update");
-  if (json_is_object(parent)) {
-    if (json_object_set_new(parent, seg, v))
-      return dtx__err(DTX_ENOMEM, "out of memory applying update");
-    return 0;
-  }
-  seg_index(seg, &idx);
-  return array_put(op, parent, idx, v);
-}
-
-static int apply_inc(const upd_op_t *op, json_t *parent, json_t *cur) {
-  json_t *res;
-  if (!cur)
-    return slot_put(op, parent, json_deep_copy(op->arg));
-  if (!json_is_number(cur))
-    return dtx__err(DTX_ETYPE,
-                    "$inc: cannot increment non-numeric value at '%s' (%s)",
-                    op->path, type_name(cur));
-  if (json_is_integer(cur) && json_is_integer(op->arg)) {
-    json_int_t sum;
-    if (__builtin_add_overflow(json_integer_value(cur),
-                               json_integer_value(op->arg), &sum))
-      return dtx__err(DTX_EOVERFLOW,
-                      "$inc: %" JSON_INTEGER_FORMAT " + %" JSON_INTEGER_FORMAT
-                      " overflows int64 at '%s'",
-                      json_integer_value(cur), json_integer_value(op->arg),
-                      op->path);
-    res = json_integer(sum);
-  } else {
-    /* jansson refuses non-finite reals, so NULL here is overflow too. */
-    res = json_real(json_number_value(cur) + json_number_value(op->arg));
-    if (!res)
-      return dtx__err(DTX_EOVERFLOW, "$inc: result is not finite at '%s'",
-                      op->path);
-  }
-  return slot_put(op, parent, res);
-}
-
-/* 1 when the array element e matches op's $pull argument. */
-static int pull_matches(const upd_op_t *op, json_t *e, int *err) {
-  switch (op->pull_mode) {
-  case PULL_EQ:
-    return dtx__value_cmp(e, op->arg) == 0;
-  case PULL_QUERY:
-    return json_is_object(e) && dtx__filter_match(op->cond, e);
-  case PULL_WRAPPED: {
-    json_t *wrap = json_object();
-    int m;
-    if (!wrap || json_object_set(wrap, "v", e)) {
-      json_decref(wrap);
-      *err = dtx__err(DTX_ENOMEM, "out of memory applying update");
-      return 0;
-    }
-    m = dtx__filter_match(op->cond, wrap);
-    json_decref(wrap);
-    return m;
-  }
-  }
-  return 0;
-}
-
-static int apply_pull(const upd_op_t *op, json_t *cur) {
-  size_t i;
-  int err = 0;
-  if (!cur)
-    return 0;
-  if (!json_is_array(cur))
-    return dtx__err(DTX_ETYPE,
-                    "$pull: cannot apply to non-array value at '%s' (%s)",
-                    op->path, type_name(cur));
-  /* Backwards, so removals do not shift the elements still to visit. */
-  for (i = json_array_size(cur); i-- > 0;) {
-    int m = pull_matches(op, json_array_get(cur, i), &err);
-    if (err)
-      return err;
-    if (m && json_array_remove(cur, i))
-      return dtx__err(DTX_ENOMEM, "out of memory applying update");
-  }
-  return 0;
-}
-
-static int array_contains(const json_t *arr, const json_t *v) {
-  size_t i;
-  for (i = 0; i < json_array_size(arr); i++)
-    if (dtx__value_cmp(json_array_get(arr, i), v) == 0)
-      return 1;
-  return 0;
-}
-
-/* $push and $addToSet: append op->arg's values to the array at the slot,
- * creating it when missing.  unique skips values already present. */
-static int apply_append(const upd_op_t *op, json_t *parent, json_t *cur,
-                        int unique) {
-  size_t i;
-  int rc;
-  if (cur && !json_is_array(cur))
-    return dtx__err(DTX_ETYPE,
-                    "%s: cannot append to non-array value at "
-                    "'%s' (%s)",
-                    op->opname, op->path, type_name(cur));
-  if (!cur) {
-    cur = json_array();
-    if ((rc = slot_put(op, parent, cur)))
-      return rc;
-  }
-  for (i = 0; i < json_array_size(op->arg); i++) {
-    json_t *v = json_array_get(op->arg, i);
-    if (unique && array_contains(cur, v))
-      continue;
-    if (json_array_append_new(cur, json_deep_copy(v)))
-      return dtx__err(DTX_ENOMEM, "out of memory applying update");
-  }
-  return 0;
-}
-
-static int apply_op(const upd_op_t *op, json_t *doc, int is_insert,
-                    int64_t now_ms) {
-  json_t *parent = NULL, *cur;
-  int create = op->kind != OP_UNSET && op->kind != OP_PULL;
-  int rc;
-
-  if (op->kind == OP_SETONINSERT && !is_insert)
-    return 0;
-  rc = walk(op, doc, create, &parent);
-  if (rc <= 0)
-    return rc;
-  cur = slot_get(op, parent);
-
-  switch (op->kind) {
-  case OP_SET:
-  case OP_SETONINSERT:
-    if (cur && same(cur, op->arg))
-      return 0;
-    return slot_put(op, parent, json_deep_copy(op->arg));
-  case OP_CURDATE:
-    return slot_put(op, parent, json_integer(now_ms));
-  case OP_UNSET:
-    if (!cur)
-      return 0;
-    if (json_is_object(parent)) {
-      json_object_del(parent, op->segs[op->nsegs - 1]);
-      return 0;
-    }
-    /* MongoDB keeps array positions stable: the element becomes null. */
-    return slot_put(op, parent, json_null());
-  case OP_INC:
-    return apply_inc(op, parent, cur);
-  case OP_MIN:
-  case OP_MAX: {
-    int c;
-    if (!cur)
-      return slot_put(op, parent, json_deep_copy(op->arg));
-    c = dtx__value_cmp(op->arg, cur);
-    if ((op->kind == OP_MIN && c < 0) || (op->kind == OP_MAX && c > 0))
-      return slot_put(op, parent, json_deep_copy(op->arg));
-    return 0;
-  }
-  case OP_PUSH:
-    return apply_append(op, parent, cur, 0);
-  case OP_ADDTOSET:
-    return apply_append(op, parent, cur, 1);
-  case OP_PULL:
-    return apply_pull(op, cur);
-  }
-  return 0;
-}
 
 /* A replacement keeps the stored _id (first, as MongoDB stores it); one
  * that names a different _id is refused. */
@@ -782,7 +625,7 @@ static int apply_replacement(const dtx__update_t *u, const json_t *doc,
   json_t *v, *r;
 
   *res = NULL;
-  if (did && rid && !same(did, rid))
+  if (did && rid && !dtx__upd_same(did, rid))
     return dtx__err(DTX_EIMMUTABLE,
                     "replacement: _id is immutable (path '_id')");
   r = json_object();
@@ -808,9 +651,78 @@ nomem:
 static const upd_op_t *id_op(const dtx__update_t *u) {
   size_t i;
   for (i = 0; i < u->nops; i++)
-    if (!strcmp(u->ops[i].segs[0], "_id"))
+    if (!strcmp(u->ops[i].p.segs[0], "_id"))
       return &u->ops[i];
   return NULL;
+}
+
+static int target_cmp(const void *pa, const void *pb) {
+  const target_t *a = pa, *b = pb;
+  return segs_cmp(a->p.segs, a->p.nsegs, b->p.segs, b->p.nsegs);
+}
+
+/* Updates with positional paths: every path is made concrete against the
+ * document as it was, the concrete paths are ordered and checked for
+ * conflicts, and then applied. */
+static int apply_positional(const dtx__update_t *u, const json_t *doc,
+                            json_t *res, int is_insert, int64_t now_ms) {
+  size_t pos = SIZE_MAX, n = 0, cap = 0, i;
+  target_t *ts = NULL;
+  wpath_t *w = NULL;
+  int rc = 0;
+  if (u->uses_dollar && u->filter) {
+    dtx__filter_match_pos(u->filter, doc, &pos);
+    if ((rc = dtx__filter_error(u->filter)))
+      return rc;
+  }
+  for (i = 0; i < u->nops && rc == 0; i++) {
+    const upd_op_t *op = &u->ops[i];
+    if (op->kind == OP_SETONINSERT && !is_insert)
+      continue;
+    if (op->positional) {
+      rc = dtx__upd_expand(u, op, doc, pos, &ts, &n, &cap);
+      continue;
+    }
+    if (n == cap) {
+      size_t nc = cap ? 2 * cap : 8;
+      target_t *nt = realloc(ts, nc * sizeof *nt);
+      if (!nt) {
+        rc = dtx__err(DTX_ENOMEM, "out of memory applying update");
+        break;
+      }
+      ts = nt;
+      cap = nc;
+    }
+    memset(&ts[n], 0, sizeof ts[n]);
+    ts[n].op = op;
+    rc = dtx__upd_path_split(&ts[n++].p, op->p.path);
+  }
+  if (rc == 0 && n > 1) {
+    qsort(ts, n, sizeof *ts, target_cmp);
+    if (!(w = malloc(2 * n * sizeof *w))) {
+      rc = dtx__err(DTX_ENOMEM, "out of memory applying update");
+    } else {
+      size_t nw = 0;
+      for (i = 0; i < n; i++) {
+        w[nw++] = (wpath_t){ts[i].p.segs, ts[i].p.nsegs, ts[i].p.path,
+                            ts[i].op->opname};
+        if (ts[i].op->kind == OP_RENAME)
+          w[nw++] = (wpath_t){ts[i].op->to.segs, ts[i].op->to.nsegs,
+                              ts[i].op->to.path, ts[i].op->opname};
+      }
+      rc = check_conflicts(w, nw, 1);
+    }
+  }
+  for (i = 0; i < n && rc == 0; i++) {
+    upd_op_t t = *ts[i].op;
+    t.p = ts[i].p;
+    rc = dtx__upd_apply_op(&t, res, is_insert, now_ms);
+  }
+  for (i = 0; i < n; i++)
+    dtx__upd_path_free(&ts[i].p);
+  free(ts);
+  free(w);
+  return rc;
 }
 
 int dtx__update_apply(const dtx__update_t *u, const json_t *doc, int is_insert,
@@ -818,7 +730,7 @@ int dtx__update_apply(const dtx__update_t *u, const json_t *doc, int is_insert,
   json_t *res = NULL;
   const json_t *did;
   size_t i;
-  int rc;
+  int rc = 0;
 
   if (out)
     *out = NULL;
@@ -835,25 +747,28 @@ int dtx__update_apply(const dtx__update_t *u, const json_t *doc, int is_insert,
     res = json_deep_copy(doc);
     if (!res)
       return dtx__err(DTX_ENOMEM, "out of memory applying update");
-    for (i = 0; i < u->nops; i++) {
-      if ((rc = apply_op(&u->ops[i], res, is_insert, now_ms))) {
-        json_decref(res);
-        return rc;
-      }
+    if (u->positional)
+      rc = apply_positional(u, doc, res, is_insert, now_ms);
+    else
+      for (i = 0; i < u->nops && rc == 0; i++)
+        rc = dtx__upd_apply_op(&u->ops[i], res, is_insert, now_ms);
+    if (rc) {
+      json_decref(res);
+      return rc;
     }
     did = json_object_get(doc, "_id");
     if (did) {
       const json_t *nid = json_object_get(res, "_id");
-      if (!nid || !same(did, nid)) {
+      if (!nid || !dtx__upd_same(did, nid)) {
         const upd_op_t *op = id_op(u);
         json_decref(res);
         return dtx__err(DTX_EIMMUTABLE, "%s: _id is immutable (path '%s')",
-                        op ? op->opname : "update", op ? op->path : "_id");
+                        op ? op->opname : "update", op ? op->p.path : "_id");
       }
     }
   }
   if (changed)
-    *changed = !same(res, doc);
+    *changed = !dtx__upd_same(res, doc);
   *out = res;
   return 0;
 }

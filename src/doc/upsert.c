@@ -1,14 +1,23 @@
 /* upsert.c -- the base document of an upsert, built from its filter.
  *
  * When an update with upsert matches nothing, MongoDB inserts a document
- * made of the filter's equality conditions with the update applied on top.
- * dtx__upsert_seed() builds that base: top-level {path: value} and
- * {path: {$eq: value}} conditions, also inside $and (at any depth), with
- * dotted paths expanded into nested objects ({"x.y":1} -> {x:{y:1}}).
- * Every other condition ($gt, $in, $or, $elemMatch ...) says nothing
- * definite about the value and is ignored.  Two equalities on the same path,
- * or on a path and its prefix ({a:1, "a.b":2}), cannot both be honoured and
- * are DTX_EBADQUERY, as in MongoDB.
+ * made of the filter's equality conditions with the update applied on top
+ * (the manual's "Upsert Behavior" under update()).  dtx__upsert_seed()
+ * builds that base from:
+ *   {path: value} and {path: {$eq: value}},
+ *   {path: {$in: [value]}} and {path: {$all: [value]}} (one element only),
+ *   the clauses inside $and (at any depth) and inside a $or with a single
+ *   branch,
+ * with dotted paths expanded into nested objects ({"x.y":1} -> {x:{y:1}};
+ * {"_id.x":1,"_id.y":2} gives _id {x:1,y:2}).  Every other condition ($gt,
+ * a longer $in, a $or of several branches, $elemMatch ...) says nothing
+ * definite about the value and is ignored.  Two equalities on the same
+ * path, or on a path and its prefix ({a:1, "a.b":2}), cannot both be
+ * honoured and are DTX_EBADQUERY, as in MongoDB; that is also how it
+ * refuses $all with several values (each is an equality on the path).
+ * When the update is a replacement document, only the filter's _id is
+ * seeded and the replacement supplies the rest: MongoDB ignores the other
+ * filter fields then, and does not report a conflict between them.
  *
  * The caller applies the update to the seed with dtx__update_apply(...,
  * is_insert=1, ...) so $setOnInsert takes effect, then adds an _id if the
@@ -56,6 +65,58 @@ static int is_operator_doc(const json_t *v) {
   return it && json_object_iter_key(it)[0] == '$';
 }
 
+static int collect(const json_t *filter, seed_list_t *l, int depth);
+
+/* The clauses of a $and (all) or a $or (when it has one branch). */
+static int collect_logical(const char *k, const json_t *v, seed_list_t *l,
+                           int depth) {
+  size_t i;
+  json_t *e;
+  int rc;
+  if (strcmp(k, "$and") && strcmp(k, "$or"))
+    return 0; /* $nor, $comment, ...: nothing definite */
+  if (!json_is_array(v) || json_array_size(v) == 0)
+    return dtx__err(DTX_EBADQUERY, "%s: argument must be a non-empty array",
+                    k);
+  if (!strcmp(k, "$or") && json_array_size(v) != 1)
+    return 0;
+  json_array_foreach(v, i, e) {
+    if ((rc = collect(e, l, depth + 1)))
+      return rc;
+  }
+  return 0;
+}
+
+/* The equalities of one {path: {$op: ...}} operator document. */
+static int collect_ops(const char *k, const json_t *ops, seed_list_t *l) {
+  const char *op;
+  json_t *arg;
+  int rc;
+  json_object_foreach((json_t *)ops, op, arg) {
+    const json_t *eq = NULL;
+    if (!strcmp(op, "$eq")) {
+      eq = arg;
+    } else if ((!strcmp(op, "$in") || !strcmp(op, "$all")) &&
+               json_is_array(arg)) {
+      if (json_array_size(arg) == 1 &&
+          !is_operator_doc(json_array_get(arg, 0)))
+        eq = json_array_get(arg, 0);
+      else if (!strcmp(op, "$all") && json_array_size(arg) > 1) {
+        /* Each value is an equality on k: they collide below. */
+        size_t i;
+        json_t *e;
+        json_array_foreach(arg, i, e) {
+          if (!is_operator_doc(e) && (rc = list_add(l, k, e)))
+            return rc;
+        }
+      }
+    }
+    if (eq && (rc = list_add(l, k, eq)))
+      return rc;
+  }
+  return 0;
+}
+
 static int collect(const json_t *filter, seed_list_t *l, int depth) {
   const char *k;
   json_t *v;
@@ -68,28 +129,18 @@ static int collect(const json_t *filter, seed_list_t *l, int depth) {
     return dtx__err(DTX_EBADQUERY, "upsert: $and nested too deeply");
   json_object_foreach((json_t *)filter, k, v) {
     if (k[0] == '$') {
-      size_t i;
-      json_t *e;
-      if (strcmp(k, "$and"))
-        continue;
-      if (!json_is_array(v) || json_array_size(v) == 0)
-        return dtx__err(DTX_EBADQUERY,
-                        "$and: argument must be a non-empty array");
-      json_array_foreach(v, i, e) {
-        if ((rc = collect(e, l, depth + 1)))
-          return rc;
-      }
+      if ((rc = collect_logical(k, v, l, depth)))
+        return rc;
       continue;
     }
     if ((rc = dtx__path_check(k, DTX_EBADQUERY)))
       return rc;
-    if (is_operator_doc(v)) {
-      json_t *eq = json_object_get(v, "$eq");
-      if (eq && (rc = list_add(l, k, eq)))
-        return rc;
-    } else if ((rc = list_add(l, k, v))) {
+    if (is_operator_doc(v))
+      rc = collect_ops(k, v, l);
+    else
+      rc = list_add(l, k, v);
+    if (rc)
       return rc;
-    }
   }
   return 0;
 }
@@ -142,7 +193,7 @@ nomem:
   return dtx__err(DTX_ENOMEM, "out of memory building upsert document");
 }
 
-int dtx__upsert_seed(const json_t *filter, json_t **out) {
+static int seed(const json_t *filter, int id_only, json_t **out) {
   seed_list_t l = {0};
   seed_eq_t *sorted = NULL;
   json_t *doc = NULL;
@@ -154,6 +205,13 @@ int dtx__upsert_seed(const json_t *filter, json_t **out) {
   *out = NULL;
   if (filter && (rc = collect(filter, &l, 0)))
     goto done;
+  if (id_only) { /* a replacement: only the _id comes from the filter */
+    size_t w = 0;
+    for (i = 0; i < l.n; i++)
+      if (path_covers("_id", l.v[i].path))
+        l.v[w++] = l.v[i];
+    l.n = w;
+  }
   /* In segment order a path sits right before the paths it prefixes, so
    * comparing neighbours finds every conflict.  Sort a copy: the seed keeps
    * the filter's field order. */
@@ -198,16 +256,25 @@ done:
   return rc;
 }
 
+int dtx__upsert_seed(const json_t *filter, json_t **out) {
+  return seed(filter, 0, out);
+}
+
 int dtx__upsert_doc(const json_t *filter, const dtx__update_t *u,
                     int64_t now_ms, json_t **out) {
-  json_t *seed, *doc;
+  json_t *base, *doc;
   int changed;
   *out = NULL;
-  int rc = dtx__upsert_seed(filter, &seed);
+  /* Nothing matched; but if that is because a $regex failed, the "no" is
+   * not true and nothing may be inserted. */
+  int rc = dtx__filter_error(dtx__update_filter(u));
   if (rc < 0)
     return rc;
-  rc = dtx__update_apply(u, seed, 1, now_ms, &doc, &changed);
-  json_decref(seed);
+  rc = seed(filter, dtx__update_is_replacement(u), &base);
+  if (rc < 0)
+    return rc;
+  rc = dtx__update_apply(u, base, 1, now_ms, &doc, &changed);
+  json_decref(base);
   if (rc < 0)
     return rc;
   if (!json_object_get(doc, "_id")) {

@@ -9,8 +9,10 @@
  * though a double cannot tell them apart.
  */
 #include "doc/doc.h"
+#include "util/buf.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 int dtx__value_bracket(const json_t *v) {
@@ -139,5 +141,116 @@ int dtx__value_cmp(const json_t *a, const json_t *b) {
     return json_is_true(a) - json_is_true(b);
   default:
     return 0; /* null == null */
+  }
+}
+
+/* ---- canonical keys and sizes --------------------------------------------- */
+
+static void key_put(dtx__buf_t *b, const void *p, size_t n) {
+  dtx__buf_put(b, p, n);
+}
+
+static void key_len(dtx__buf_t *b, size_t n) {
+  uint32_t x = (uint32_t)n;
+  key_put(b, &x, sizeof x);
+}
+
+/* Numbers by value: an int64, or a double with an integral value in int64
+ * range, is 'i' and the int64; any other double is 'd' and its bits (-0.0
+ * is 0 and so an int).  So 1 and 1.0 give one key while 2^53 + 1 and the
+ * double next to it do not, exactly as dtx__value_cmp decides. */
+static void key_value(dtx__buf_t *b, const json_t *v, int depth) {
+  char tag;
+  if (depth > 2000) {
+    b->oom = 1;
+    return;
+  }
+  if (!v || json_is_null(v)) {
+    key_put(b, "n", 1);
+    return;
+  }
+  switch (json_typeof(v)) {
+  case JSON_REAL: {
+    double d = json_real_value(v);
+    if (d >= -9223372036854775808.0 && d < 9223372036854775808.0 &&
+        d == (double)(json_int_t)d) {
+      json_int_t i = (json_int_t)d;
+      key_put(b, "i", 1);
+      key_put(b, &i, sizeof i);
+    } else {
+      key_put(b, "d", 1);
+      key_put(b, &d, sizeof d);
+    }
+    return;
+  }
+  case JSON_INTEGER: {
+    json_int_t i = json_integer_value(v);
+    key_put(b, "i", 1);
+    key_put(b, &i, sizeof i);
+    return;
+  }
+  case JSON_STRING:
+    key_put(b, "s", 1);
+    key_len(b, json_string_length(v));
+    key_put(b, json_string_value(v), json_string_length(v));
+    return;
+  case JSON_TRUE:
+    key_put(b, "T", 1);
+    return;
+  case JSON_FALSE:
+    key_put(b, "F", 1);
+    return;
+  case JSON_OBJECT: {
+    const char *k;
+    json_t *x;
+    tag = 'o';
+    key_put(b, &tag, 1);
+    key_len(b, json_object_size(v));
+    json_object_foreach((json_t *)v, k, x) {
+      key_len(b, strlen(k));
+      key_put(b, k, strlen(k));
+      key_value(b, x, depth + 1);
+    }
+    return;
+  }
+  case JSON_ARRAY: {
+    size_t i;
+    json_t *x;
+    tag = 'a';
+    key_put(b, &tag, 1);
+    key_len(b, json_array_size(v));
+    json_array_foreach(v, i, x) key_value(b, x, depth + 1);
+    return;
+  }
+  default:
+    return;
+  }
+}
+
+int dtx__value_key(const json_t *v, dtx__buf_t *b) {
+  key_value(b, v, 0);
+  return b->oom ? -1 : 0;
+}
+
+/* What a value costs in memory, roughly: jansson's node plus its text. */
+size_t dtx__value_size(const json_t *v) {
+  size_t n = 48;
+  const char *k;
+  json_t *x;
+  size_t i;
+  if (!v) /* a missing value */
+    return n;
+  switch (json_typeof(v)) {
+  case JSON_STRING:
+    return n + json_string_length(v);
+  case JSON_OBJECT:
+    json_object_foreach((json_t *)v, k, x) n += 32 + strlen(k) +
+                                                  dtx__value_size(x);
+    return n;
+  case JSON_ARRAY:
+    json_array_foreach(v, i, x) n += 8 + dtx__value_size(x);
+    return n;
+  default:
+    return n;
   }
 }

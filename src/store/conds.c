@@ -1,21 +1,26 @@
 /* conds.c -- gathers the planner's conditions from a filter (conds.h).
  * and scores an index against them.  Shared by the SQLite and Redis
- * planners so both choose indexes by the same rules. */
+ * planners so both choose indexes by the same rules, among them: an
+ * anchored $regex prefix is a string range (regex_range). */
 #include "store/conds.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int is_scalar(const json_t *v) {
-  return json_is_null(v) || json_is_number(v) || json_is_string(v) ||
-         json_is_boolean(v);
-}
-
 static int is_opdoc(const json_t *v) {
   if (!json_is_object(v) || json_object_size(v) == 0)
     return 0;
   return json_object_iter_key(json_object_iter((json_t *)v))[0] == '$';
+}
+
+/* A value an equality can look up in an index: a scalar, or an object
+ * (compared whole; an array element equal to it has the same key).  An
+ * array is not, as {a: [1, 2]} also matches the whole array, which is not
+ * one of the keys. */
+static int is_scalar(const json_t *v) {
+  return json_is_null(v) || json_is_number(v) || json_is_string(v) ||
+         json_is_boolean(v) || (json_is_object(v) && !is_opdoc(v));
 }
 
 static char *join(const char *prefix, const char *key) {
@@ -48,6 +53,52 @@ void dtx__conds_free(dtx__conds_t *cs) {
 
 static void collect(dtx__conds_t *cs, const json_t *spec, const char *prefix,
                     int group, size_t gprefix);
+
+/* An anchored $regex ("^abc", no i/m/x) only matches strings in
+ * ["abc", "abd"), so it narrows an index like a range on one value.  The
+ * bounds are made here and owned by the condition (in vals).  The upper
+ * bound is the prefix with its last byte raised; a prefix of 0xFF bytes
+ * only (impossible in UTF-8) has none. */
+static void regex_range(dtx__conds_t *cs, const json_t *ops, const json_t *re,
+                        const char *prefix, const char *key, int group,
+                        size_t gprefix) {
+  const json_t *o = json_object_get(ops, "$options");
+  char *p;
+  size_t n;
+  if (o && !json_is_string(o))
+    return;
+  if (dtx__regex_prefix(json_string_value(re), json_string_length(re),
+                        o ? json_string_value(o) : "", &p, &n) < 0 ||
+      !p)
+    return;
+  json_t *b = json_array();
+  json_t *lo = json_stringn_nocheck(p, n);
+  size_t m = n;
+  while (m > 0 && (unsigned char)p[m - 1] == 0xff)
+    m--;
+  json_t *hi = NULL;
+  if (m > 0) {
+    p[m - 1] = (char)((unsigned char)p[m - 1] + 1);
+    hi = json_stringn_nocheck(p, m);
+  }
+  free(p);
+  dtx__cond_t *c = NULL;
+  if (b && lo && (m == 0 || hi) && !json_array_append(b, lo) &&
+      (!hi || !json_array_append(b, hi)))
+    c = cond_add(cs, prefix, key, group, gprefix, DTX__COND_RANGE);
+  if (c) {
+    c->vals = b;
+    c->lo = lo;
+    c->lo_incl = 1;
+    c->hi = hi;
+    c->hi_incl = 0;
+    c->one_elem = 1; /* one regex test, on one value, gives both bounds */
+  } else {
+    json_decref(b);
+  }
+  json_decref(lo);
+  json_decref(hi);
+}
 
 /* The operators of {path: {$op: ...}} that narrow an index lookup.  A
  * planner cannot fail a query, so anything it does not understand is just
@@ -88,6 +139,8 @@ static void collect_ops(dtx__conds_t *cs, const json_t *ops, const char *prefix,
         range->hi = arg;
         range->hi_incl = incl;
       }
+    } else if (strcmp(op, "$regex") == 0 && json_is_string(arg)) {
+      regex_range(cs, ops, arg, prefix, key, group, gprefix);
     } else if (strcmp(op, "$elemMatch") == 0 && json_is_object(arg)) {
       char *path = join(prefix, key);
       if (!path)

@@ -21,7 +21,8 @@ typedef struct cond {
   int group;  /* 0: top level; else the $elemMatch it came from */
   size_t gprefix; /* length of "elemMatchPath." when group != 0 */
   int kind;
-  json_t *vals; /* DTX__COND_EQ: array of scalars (owned) */
+  json_t *vals; /* DTX__COND_EQ: array of scalars (owned); RANGE from a
+                   $regex: the bounds lo and hi point into (owned) */
   const json_t *lo, *hi; /* DTX__COND_RANGE bounds (borrowed), either NULL */
   int lo_incl, hi_incl;
   int one_elem; /* both bounds hold for one value (from $elemMatch) */

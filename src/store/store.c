@@ -130,7 +130,8 @@ static void compiled_free(compiled_t *c) {
  * DTX_EBADQUERY rather than EINVAL; likewise EBADUPDATE for an update.
  * On error nothing is left to free. */
 static int compile(const json_t *filter, const json_t *update,
-                   int with_update, compiled_t *c) {
+                   const json_t *array_filters, int with_update,
+                   compiled_t *c) {
   int rc;
   memset(c, 0, sizeof *c);
   if (filter && !json_is_object(filter))
@@ -146,9 +147,15 @@ static int compile(const json_t *filter, const json_t *update,
     else if (!json_is_object(update))
       rc = dtx__err(DTX_EBADUPDATE, "update must be an object");
     else
-      rc = dtx__update_compile(update, &c->u);
+      rc = dtx__update_compile_ex(update, array_filters, &c->u);
     if (rc < 0)
       goto fail;
+    /* The positional $ reads the filter's match; an upsert checks it for
+     * a matching error before inserting. */
+    dtx__update_bind_filter(c->u, c->f);
+  } else if (array_filters) {
+    rc = dtx__err(DTX_EBADUPDATE, "arrayFilters are only for updates");
+    goto fail;
   }
   return 0;
 fail:
@@ -166,29 +173,43 @@ static int check_sort_proj(const json_t *sort, const json_t *projection) {
   return 0;
 }
 
-/* Replaces *doc by its projection (a no-op without one). */
-static int project_in_place(json_t **doc, const json_t *projection) {
+/* Replaces *doc by its projection (a no-op without one); f, the query's
+ * filter, serves a positional "path.$" with the element it matched in
+ * matched (NULL: *doc itself). */
+static int project_in_place(json_t **doc, const dtx__proj_t *proj,
+                            const dtx__filter_t *f, const json_t *matched) {
   json_t *p;
   int rc;
-  if (!projection || !*doc)
+  if (!proj || !*doc)
     return 0;
-  if ((rc = dtx__project(*doc, projection, &p)) < 0)
+  if ((rc = dtx__proj_apply_at(proj, *doc, f, matched, &p)) < 0)
     return rc;
   json_decref(*doc);
   *doc = p;
   return 0;
 }
 
+/* A matching error (a $regex past PCRE2's limits) means the backend's
+ * "no match" answers were not true: the whole call fails with it. */
+static int match_error(const compiled_t *c, int rc) {
+  int e = dtx__filter_error(c->f);
+  return e ? e : rc;
+}
+
 /* A deep copy of doc with a valid _id, generated first in key order (as
- * MongoDB does) when missing.  doc itself is never modified. */
-static int prepare_doc(const json_t *doc, json_t **out) {
+ * MongoDB does) when missing.  doc itself is never modified.  A document
+ * nested too deeply is refused here already, so that insert_many inserts
+ * nothing when one of its documents is; the backend checks again (with
+ * the collection's rules) when it writes. */
+static int prepare_doc(const char *coll, const json_t *doc, json_t **out) {
   int rc;
   *out = NULL;
   if (!json_is_object(doc))
     return dtx__err(DTX_EINVAL, "document must be an object");
   json_t *id = json_object_get(doc, "_id");
   if (id) {
-    if ((rc = dtx__id_check(id)) < 0)
+    if ((rc = dtx__id_check(id)) < 0 ||
+        (rc = dtx__doc_check_write(NULL, coll, NULL, doc, 1)) < 0)
       return rc;
     if (!(*out = json_deep_copy(doc)))
       return dtx__err(DTX_ENOMEM, "copying a document");
@@ -204,6 +225,10 @@ static int prepare_doc(const json_t *doc, json_t **out) {
   json_object_foreach((json_t *)doc, k, v) {
     if (json_object_set_new(copy, k, json_deep_copy(v)) < 0)
       goto nomem;
+  }
+  if ((rc = dtx__doc_check_write(NULL, coll, NULL, copy, 1)) < 0) {
+    json_decref(copy);
+    return rc;
   }
   *out = copy;
   return 0;
@@ -260,7 +285,7 @@ int dtx_store_open_ex(const char *uri, unsigned flags, dtx_store_t **out) {
   if (!m)
     return dtx__err(DTX_EBADURI, "unknown scheme '%.*s' (expected %s)",
                     (int)slen, uri, known_schemes());
-  if (m->version < 1)
+  if (m->version < 2)
     return dtx__err(DTX_EBACKEND, "backend '%s' has version %d", m->scheme,
                     m->version);
 
@@ -294,6 +319,11 @@ const char *dtx_store_uri(const dtx_store_t *st) { return st ? st->uri : NULL; }
 
 int dtx_store_insert(dtx_store_t *st, const char *coll, const json_t *doc,
                      json_t **id_out) {
+  return dtx_store_insert_ex(st, coll, doc, NULL, id_out);
+}
+
+int dtx_store_insert_ex(dtx_store_t *st, const char *coll, const json_t *doc,
+                        const dtx_insert_opts_t *opts, json_t **id_out) {
   dtx__err_clear();
   if (id_out)
     *id_out = NULL;
@@ -301,23 +331,30 @@ int dtx_store_insert(dtx_store_t *st, const char *coll, const json_t *doc,
   if (rc < 0)
     return rc;
   json_t *copy;
-  if ((rc = prepare_doc(doc, &copy)) < 0)
+  if ((rc = prepare_doc(coll, doc, &copy)) < 0)
     return rc;
   size_t n = 0;
-  rc = st->m->insert(st->b, coll, (json_t *const *)&copy, 1, &n);
+  rc = st->m->insert(st->b, coll, (json_t *const *)&copy, 1,
+                     opts && opts->bypass_validation, &n);
   if (rc == 0 && id_out)
     *id_out = json_incref(json_object_get(copy, "_id"));
   json_decref(copy);
   return rc;
 }
 
+int dtx_store_insert_many(dtx_store_t *st, const char *coll,
+                          const json_t *docs, size_t *ninserted,
+                          json_t **ids_out) {
+  return dtx_store_insert_many_ex(st, coll, docs, NULL, ninserted, ids_out);
+}
+
 /* Every document is checked before the first goes in, so malformed input
  * inserts nothing.  Unlike most out-parameters, *ninserted and *ids_out
  * are also set on a backend error: they describe the documents that did
  * go in before it, which stay. */
-int dtx_store_insert_many(dtx_store_t *st, const char *coll,
-                          const json_t *docs, size_t *ninserted,
-                          json_t **ids_out) {
+int dtx_store_insert_many_ex(dtx_store_t *st, const char *coll,
+                             const json_t *docs, const dtx_insert_opts_t *opts,
+                             size_t *ninserted, json_t **ids_out) {
   dtx__err_clear();
   if (ninserted)
     *ninserted = 0;
@@ -334,14 +371,15 @@ int dtx_store_insert_many(dtx_store_t *st, const char *coll,
     return dtx__err(DTX_ENOMEM, "inserting %zu documents", n);
   size_t ncopied = 0, done = 0;
   for (; ncopied < n; ncopied++) {
-    if ((rc = prepare_doc(json_array_get(docs, ncopied), &copies[ncopied])) <
-        0) {
+    if ((rc = prepare_doc(coll, json_array_get(docs, ncopied),
+                          &copies[ncopied])) < 0) {
       dtx__err_wrap(rc, "document %zu", ncopied);
       goto out;
     }
   }
   if (n > 0)
-    rc = st->m->insert(st->b, coll, copies, n, &done);
+    rc = st->m->insert(st->b, coll, copies, n,
+                       opts && opts->bypass_validation, &done);
   if (ninserted)
     *ninserted = done;
   if (ids_out) {
@@ -380,23 +418,32 @@ int dtx_store_find(dtx_store_t *st, const char *coll, const json_t *filter,
     return dtx__err(DTX_EINVAL, "limit must be >= 0, not %lld",
                     (long long)opts->limit);
   compiled_t c;
-  if ((rc = check_sort_proj(opts->sort, opts->projection)) < 0 ||
-      (rc = compile(filter, NULL, 0, &c)) < 0)
+  dtx__proj_t *proj = NULL;
+  if ((rc = check_sort_proj(opts->sort, NULL)) < 0 ||
+      (opts->projection &&
+       (rc = dtx__proj_compile(opts->projection, &proj)) < 0))
     return rc;
+  if ((proj && (rc = dtx__proj_check_query(proj, filter)) < 0) ||
+      (rc = compile(filter, NULL, NULL, 0, &c)) < 0) {
+    dtx__proj_free(proj);
+    return rc;
+  }
   json_t *docs = NULL;
   rc = st->m->find(st->b, coll, c.filter, c.f, opts->sort, opts->skip,
                    opts->limit, &docs);
-  compiled_free(&c);
-  if (rc < 0)
-    return rc;
-  for (size_t i = 0; opts->projection && i < json_array_size(docs); i++) {
+  rc = match_error(&c, rc);
+  for (size_t i = 0; rc == 0 && proj && i < json_array_size(docs); i++) {
     json_t *d = json_incref(json_array_get(docs, i));
-    if ((rc = project_in_place(&d, opts->projection)) < 0) {
+    if ((rc = project_in_place(&d, proj, c.f, NULL)) < 0)
       json_decref(d);
-      json_decref(docs);
-      return rc;
-    }
-    json_array_set_new(docs, i, d);
+    else
+      json_array_set_new(docs, i, d);
+  }
+  compiled_free(&c);
+  dtx__proj_free(proj);
+  if (rc < 0) {
+    json_decref(docs);
+    return rc;
   }
   *out = docs;
   return 0;
@@ -410,9 +457,10 @@ int dtx_store_count(dtx_store_t *st, const char *coll, const json_t *filter,
   *out = 0;
   compiled_t c;
   int rc = check_st_coll(st, coll);
-  if (rc < 0 || (rc = compile(filter, NULL, 0, &c)) < 0)
+  if (rc < 0 || (rc = compile(filter, NULL, NULL, 0, &c)) < 0)
     return rc;
   rc = st->m->count(st->b, coll, c.filter, c.f, out);
+  rc = match_error(&c, rc);
   compiled_free(&c);
   if (rc < 0)
     *out = 0;
@@ -426,18 +474,20 @@ int dtx_store_count(dtx_store_t *st, const char *coll, const json_t *filter,
  * borrows from c.  On error nothing is left to free. */
 static int modify_prepare(dtx_store_t *st, const char *coll,
                           const json_t *filter, const json_t *update,
-                          int is_delete, dtx__modify_t *m, compiled_t *c) {
+                          const json_t *array_filters, int is_delete,
+                          int bypass, dtx__modify_t *m, compiled_t *c) {
   int rc;
   memset(m, 0, sizeof *m);
   memset(c, 0, sizeof *c);
   if ((rc = check_st_coll(st, coll)) < 0 ||
-      (rc = compile(filter, update, !is_delete, c)) < 0)
+      (rc = compile(filter, update, array_filters, !is_delete, c)) < 0)
     return rc;
   m->coll = coll;
   m->filter_spec = c->filter;
   m->filter = c->f;
   m->update_spec = is_delete ? NULL : update;
   m->update = c->u;
+  m->bypass = bypass;
   return 0;
 }
 
@@ -456,7 +506,8 @@ int dtx_store_update(dtx_store_t *st, const char *coll, const json_t *filter,
     opts = &none;
   dtx__modify_t m;
   compiled_t c;
-  int rc = modify_prepare(st, coll, filter, update, 0, &m, &c);
+  int rc = modify_prepare(st, coll, filter, update, opts->array_filters, 0,
+                          opts->bypass_validation, &m, &c);
   if (rc < 0)
     return rc;
   if (opts->many && dtx__update_is_replacement(c.u)) {
@@ -477,6 +528,7 @@ int dtx_store_update(dtx_store_t *st, const char *coll, const json_t *filter,
     }
     dtx__modify_result_clear(&mr);
   }
+  rc = match_error(&c, rc);
   compiled_free(&c);
   if (rc < 0) {
     json_decref(r.upserted_id);
@@ -504,27 +556,42 @@ static int find_one_and_modify(dtx_store_t *st, const char *coll,
     opts = &none;
   dtx__modify_t m;
   compiled_t c;
-  int rc = check_sort_proj(opts->sort, opts->projection);
-  if (rc < 0 ||
-      (rc = modify_prepare(st, coll, filter, update, is_delete, &m, &c)) < 0)
+  dtx__proj_t *proj = NULL;
+  int rc = check_sort_proj(opts->sort, NULL);
+  if (rc < 0 || (opts->projection &&
+                 (rc = dtx__proj_compile(opts->projection, &proj)) < 0))
     return rc;
+  if (proj && (rc = dtx__proj_check_query(proj, filter)) < 0) {
+    dtx__proj_free(proj);
+    return rc;
+  }
+  if ((rc = modify_prepare(st, coll, filter, update,
+                           is_delete ? NULL : opts->array_filters, is_delete,
+                           opts->bypass_validation, &m, &c)) < 0) {
+    dtx__proj_free(proj);
+    return rc;
+  }
   m.sort = opts->sort;
   m.upsert = !is_delete && opts->upsert;
   dtx__modify_result_t mr = {0};
   rc = st->m->modify_one(st->b, &m, &mr);
-  compiled_free(&c);
-  if (rc < 0)
-    return rc;
-  if (!mr.matched && !mr.upserted_id) {
-    dtx__modify_result_clear(&mr);
-    return dtx__err(DTX_ENOMATCH, "no document in '%s' matched the filter",
-                    coll);
+  rc = match_error(&c, rc);
+  if (rc == 0 && !mr.matched && !mr.upserted_id)
+    rc = dtx__err(DTX_ENOMATCH, "no document in '%s' matched the filter",
+                  coll);
+  json_t *doc = NULL;
+  if (rc == 0) {
+    /* The positional $ takes its element from the document the query
+     * matched, also when the new one is returned. */
+    json_t **pick = !is_delete && opts->return_new ? &mr.after : &mr.before;
+    doc = *pick;
+    *pick = NULL;
+    rc = project_in_place(&doc, proj, c.f, mr.before);
   }
-  json_t **pick = !is_delete && opts->return_new ? &mr.after : &mr.before;
-  json_t *doc = *pick;
-  *pick = NULL;
   dtx__modify_result_clear(&mr);
-  if ((rc = project_in_place(&doc, opts->projection)) < 0) {
+  compiled_free(&c);
+  dtx__proj_free(proj);
+  if (rc < 0) {
     json_decref(doc);
     return rc;
   }
@@ -550,16 +617,27 @@ int dtx_store_find_one_and_delete(dtx_store_t *st, const char *coll,
 
 int dtx_store_delete(dtx_store_t *st, const char *coll, const json_t *filter,
                      int many, int64_t *deleted) {
+  dtx_delete_opts_t o = {.many = many};
+  return dtx_store_delete_ex(st, coll, filter, &o, deleted);
+}
+
+int dtx_store_delete_ex(dtx_store_t *st, const char *coll,
+                        const json_t *filter, const dtx_delete_opts_t *opts,
+                        int64_t *deleted) {
   dtx__err_clear();
+  static const dtx_delete_opts_t none;
   if (deleted)
     *deleted = 0;
+  if (!opts)
+    opts = &none;
   dtx__modify_t m;
   compiled_t c;
-  int rc = modify_prepare(st, coll, filter, NULL, 1, &m, &c);
+  int rc = modify_prepare(st, coll, filter, NULL, NULL, 1,
+                          opts->bypass_validation, &m, &c);
   if (rc < 0)
     return rc;
   int64_t matched = 0, n = 0;
-  if (many) {
+  if (opts->many) {
     rc = st->m->modify_many(st->b, &m, &matched, &n);
   } else {
     dtx__modify_result_t mr = {0};
@@ -567,10 +645,72 @@ int dtx_store_delete(dtx_store_t *st, const char *coll, const json_t *filter,
     n = rc == 0 && mr.matched ? 1 : 0;
     dtx__modify_result_clear(&mr);
   }
+  rc = match_error(&c, rc);
   compiled_free(&c);
   /* deleteMany keeps what it removed before an error, so say how many. */
-  if (deleted && (rc == 0 || many))
+  if (deleted && (rc == 0 || opts->many))
     *deleted = n;
+  return rc;
+}
+
+/* ---- aggregation ------------------------------------------------------------ */
+
+/* What dtx_store_aggregate and its $lookup read: the backend's find with
+ * the filter compiled here, as dtx_store_find does. */
+static int find_docs(dtx_store_t *st, const char *coll, const json_t *filter,
+                     const json_t *sort, int64_t skip, int64_t limit,
+                     json_t **out) {
+  compiled_t c;
+  int rc = compile(filter, NULL, NULL, 0, &c);
+  if (rc < 0)
+    return rc;
+  rc = st->m->find(st->b, coll, c.filter, c.f, sort, skip, limit, out);
+  rc = match_error(&c, rc);
+  compiled_free(&c);
+  if (rc < 0) {
+    json_decref(*out);
+    *out = NULL;
+  }
+  return rc;
+}
+
+static int lookup_find(void *ctx, const char *coll, const json_t *filter,
+                       json_t **out) {
+  dtx_store_t *st = ctx;
+  *out = NULL;
+  int rc = dtx__coll_check(coll);
+  return rc < 0 ? rc : find_docs(st, coll, filter, NULL, 0, 0, out);
+}
+
+/* The pipeline's source runs in the backend's find (indexes apply); the
+ * rest runs in src/doc over what it returns.  The result is an array, as
+ * dtx_store_find's: memory is bounded where a pipeline collects ($group,
+ * $sort) by opts->max_bytes. */
+int dtx_store_aggregate(dtx_store_t *st, const char *coll,
+                        const json_t *pipeline, const dtx_agg_opts_t *opts,
+                        json_t **out) {
+  dtx__err_clear();
+  if (!out)
+    return dtx__err(DTX_EINVAL, "out is NULL");
+  *out = NULL;
+  int rc = check_st_coll(st, coll);
+  if (rc < 0)
+    return rc;
+  if (opts && opts->max_bytes < 0)
+    return dtx__err(DTX_EINVAL, "max_bytes must be >= 0");
+  dtx__pipeline_t *p;
+  if ((rc = dtx__pipeline_compile(pipeline, &p)) < 0)
+    return rc;
+  const json_t *filter, *sort;
+  int64_t skip, limit;
+  dtx__pipeline_source(p, &filter, &sort, &skip, &limit);
+  json_t *docs = NULL;
+  if ((rc = find_docs(st, coll, filter, sort, skip, limit, &docs)) == 0) {
+    dtx__agg_env_t env = {opts ? (size_t)opts->max_bytes : 0, lookup_find,
+                          st};
+    rc = dtx__pipeline_run(p, docs, &env, out);
+  }
+  dtx__pipeline_free(p);
   return rc;
 }
 
@@ -597,12 +737,17 @@ int dtx_store_create_index(dtx_store_t *st, const char *coll,
   return rc;
 }
 
-int dtx_store_list_indexes(dtx_store_t *st, const char *coll, json_t **out) {
+/* The checks of a call that reads something of coll into *out. */
+static int check_out_call(dtx_store_t *st, const char *coll, json_t **out) {
   dtx__err_clear();
   if (!out)
     return dtx__err(DTX_EINVAL, "out is NULL");
   *out = NULL;
-  int rc = check_st_coll(st, coll);
+  return check_st_coll(st, coll);
+}
+
+int dtx_store_list_indexes(dtx_store_t *st, const char *coll, json_t **out) {
+  int rc = check_out_call(st, coll, out);
   if (rc < 0)
     return rc;
   return st->m->list_indexes(st->b, coll, out);
@@ -624,4 +769,45 @@ int dtx_store_list_collections(dtx_store_t *st, json_t **out) {
   if (!st)
     return dtx__err(DTX_EINVAL, "store is NULL");
   return st->m->list_collections(st->b, out);
+}
+
+/* ---- collection rules ------------------------------------------------------------------------- */
+
+/* The rules are compiled here first, so an invalid one never reaches a
+ * catalog, and the backend stores the normalised form that every process
+ * compiles the same way when it loads its catalog. */
+int dtx_store_set_rules(dtx_store_t *st, const char *coll,
+                        const dtx_collection_rules_t *rules) {
+  dtx__err_clear();
+  int rc = check_st_coll(st, coll);
+  if (rc < 0)
+    return rc;
+  json_t *spec = json_pack("{s:O?,s:O?}", "validator",
+                           rules ? rules->validator : NULL, "delete_guard",
+                           rules ? rules->delete_guard : NULL);
+  if (!spec)
+    return dtx__err(DTX_ENOMEM, "setting the rules of %s", coll);
+  dtx__rules_t *r = NULL;
+  rc = dtx__rules_compile(spec, &r);
+  json_decref(spec);
+  if (rc < 0)
+    return dtx__err_wrap(rc, "rules of %s", coll);
+  rc = st->m->set_rules(st->b, coll, dtx__rules_spec(r));
+  dtx__rules_free(r);
+  return rc;
+}
+
+int dtx_store_get_rules(dtx_store_t *st, const char *coll, json_t **out) {
+  int rc = check_out_call(st, coll, out);
+  if (rc < 0)
+    return rc;
+  json_t *spec = NULL;
+  if ((rc = st->m->get_rules(st->b, coll, &spec)) < 0)
+    return rc;
+  json_t *v = json_object_get(spec, "validator");
+  json_t *g = json_object_get(spec, "delete_guard");
+  *out = json_pack("{s:O?,s:O?}", "validator", json_is_null(v) ? NULL : v,
+                   "delete_guard", json_is_null(g) ? NULL : g);
+  json_decref(spec);
+  return *out ? 0 : dtx__err(DTX_ENOMEM, "reading the rules of %s", coll);
 }

@@ -17,7 +17,16 @@
  *  - Errors are DTX_E* codes with a detail (util/err.h); a backend's own
  *    codes never escape.  On error nothing was changed, except where a
  *    method says otherwise.
- *  - Out-parameters follow doctx.h's conventions. */
+ *  - Out-parameters follow doctx.h's conventions.
+ *  - Collection rules live in the backend's catalog, versioned with it
+ *    like the indexes, so that every process sees a change before its next
+ *    write.  Every document a method stores or deletes is first passed to
+ *    dtx__doc_check_write() (src/doc/doc.h) with the rules of the catalog
+ *    version the write commits under, inside the same atomic step; the
+ *    rewrite of existing documents by an index build is not a write of a
+ *    new document and is not checked.
+ *  - Collection names are case-sensitive: "Foo" and "foo" are two
+ *    collections on every backend, as in MongoDB. */
 #ifndef DTX_STORE_H
 #define DTX_STORE_H
 
@@ -36,6 +45,7 @@ typedef struct dtx__modify {
   const dtx__update_t *update;  /* compiled update_spec, NULL for delete */
   const json_t *sort;           /* checked sort spec or NULL */
   int upsert;                   /* insert when nothing matches */
+  int bypass;                   /* skip the validator / delete guard */
 } dtx__modify_t;
 
 /* The outcome of one modify_one call. */
@@ -49,7 +59,7 @@ typedef struct dtx__modify_result {
 } dtx__modify_result_t;
 
 typedef struct dtx_store_methods {
-  int version;          /* 1: every member below is set */
+  int version;          /* 2: every member below is set */
   const char *scheme;   /* URI scheme this backend serves: "sqlite" */
   const char *uri_form; /* for messages: "sqlite:PATH" */
 
@@ -59,9 +69,10 @@ typedef struct dtx_store_methods {
   void (*close)(dtx__backend_t *b);
 
   /* Inserts docs[0..n) in order, each atomically; stops at the first error
-   * with *ninserted counting those that went in (they stay). */
+   * with *ninserted counting those that went in (they stay).  bypass skips
+   * the validator. */
   int (*insert)(dtx__backend_t *b, const char *coll, json_t *const *docs,
-                size_t n, size_t *ninserted);
+                size_t n, int bypass, size_t *ninserted);
 
   /* Matching documents in sort order (insertion/_id order without sort),
    * after skip, at most limit (0 = all), as a new array.  A query on
@@ -90,6 +101,16 @@ typedef struct dtx_store_methods {
   int (*list_indexes)(dtx__backend_t *b, const char *coll, json_t **out);
   int (*drop_collection)(dtx__backend_t *b, const char *coll);
   int (*list_collections)(dtx__backend_t *b, json_t **out);
+
+  /* Version 2. */
+  /* Replaces coll's rules (creating coll when missing) by spec, the
+   * normalised form dtx__rules_spec() gives (already compiled and checked),
+   * or removes them when spec is NULL.  On return every writer of every
+   * process is bound to the new rules (a catalog change). */
+  int (*set_rules)(dtx__backend_t *b, const char *coll, const json_t *spec);
+  /* *out: the stored spec (new reference), or NULL when coll has none or
+   * does not exist.  Read from the store, not a cache. */
+  int (*get_rules)(dtx__backend_t *b, const char *coll, json_t **out);
 } dtx_store_methods_t;
 
 extern const dtx_store_methods_t dtx__sqlite_methods;

@@ -6,17 +6,24 @@
 # The table below is one `row` per case:
 #   row EXIT ERRNAME MENTION -- ARGS...
 # MENTION is a string stderr must contain ("" for none).  After each row
-# the whole store (every collection's documents and indexes) is dumped
-# and compared with the dump taken before it.
+# the whole store (every collection's documents, indexes and rules) is
+# dumped and compared with the dump taken before it -- which is the dump
+# taken after the row before, since no row may change the store.
 #
-# Run by ctest with $DOCTX set to the doctx binary; exits non-zero when any
-# check fails and ends with "N passed, N failed".
+# Run by ctest with $DOCTX set to the doctx binary, against a fresh SQLite
+# file; run-redis.sh runs it against Redis by setting DTX_TEST_STORE_CMD
+# (tests/redis/fresh-store.sh), which hands out an emptied store.  Exits
+# non-zero when any check fails and ends with "N passed, N failed".
 set -u
 
 DOCTX=${DOCTX:?set DOCTX to the doctx binary}
 source "$(dirname "$0")/../lib/harness.sh" # WORK, removed on exit
 TMP=$WORK
-S="sqlite:$TMP/x.db"
+if [ -n "${DTX_TEST_STORE_CMD:-}" ]; then
+  S=$($DTX_TEST_STORE_CMD bad_input) || { echo "no store"; echo "0 passed, 1 failed"; exit 1; }
+else
+  S="sqlite:$TMP/x.db"
+fi
 PASS=0
 FAIL=0
 NROWS=0
@@ -32,6 +39,8 @@ dump() {
     dx find "$c" || echo "find failed"
     echo "-- indexes"
     dx indexes "$c" || echo "indexes failed"
+    echo "-- rules"
+    dx rules "$c" || echo "rules failed"
   done
 }
 
@@ -47,7 +56,7 @@ row() {
   shift 4 # code name mention --
   NROWS=$((NROWS + 1))
   what="doctx $*"
-  dump > "$TMP/before"
+  [ -s "$TMP/before" ] || dump > "$TMP/before"
   "$DOCTX" --store "$S" "$@" > "$TMP/out" 2> "$TMP/err" || rc=$?
   dump > "$TMP/after"
   local err first
@@ -69,6 +78,7 @@ row() {
   if ! cmp -s "$TMP/before" "$TMP/after"; then
     fail "$what: the store changed" "$(diff "$TMP/before" "$TMP/after")"; ok=0
   fi
+  mv "$TMP/after" "$TMP/before"
   if [ "$ok" -eq 1 ]; then PASS=$((PASS + 1)); fi
 }
 
@@ -76,12 +86,16 @@ row() {
 setup_ok=1
 dx insert acc '{"_id":"A","balance":100,"tags":["x","y"],"name":"a"}' \
   '{"_id":"M","n":9223372036854775807}' '{"_id":"S","s":"text"}' \
-  '{"_id":"L","n":-9223372036854775808}' > /dev/null || setup_ok=0
+  '{"_id":"L","n":-9223372036854775808}' \
+  '{"_id":"P","name":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab"}' \
+  > /dev/null || setup_ok=0
 dx insert users '{"_id":1,"email":"a@x"}' '{"_id":2,"email":"b@x"}' \
   > /dev/null || setup_ok=0
 dx index users '{"email":1}' --unique > /dev/null || setup_ok=0
 dx index acc '{"balance":-1}' > /dev/null || setup_ok=0
-if [ "$setup_ok" -ne 1 ] || [ "$(dx count acc)" != 4 ]; then
+dx rules users --validator '{"$jsonSchema":{"required":["email"],"properties":{"email":{"bsonType":"string"}}},"email":{"$ne":""}}' \
+  --delete-guard '{"email":"keep"}' > /dev/null || setup_ok=0
+if [ "$setup_ok" -ne 1 ] || [ "$(dx count acc)" != 5 ]; then
   echo "setup failed" >&2
   echo "0 passed, 1 failed"
   exit 1
@@ -114,7 +128,7 @@ row 2 BADJSON UPDATE -- update acc '{"_id":"A"}' '{"$inc":{"balance":99999999999
 row 2 BADQUERY '$foo' -- find acc '{"a":{"$foo":1}}'
 row 2 BADQUERY '$where' -- find acc '{"$where":"this.a == 1"}'
 row 2 BADQUERY '$foo' -- count acc '{"$foo":[]}'
-row 2 BADQUERY '$regex' -- delete acc '{"name":{"$regex":"a"}}' --many
+row 2 BADQUERY '$expr' -- delete acc '{"$expr":{"$eq":["$name","a"]}}' --many
 row 2 BADQUERY '$where' -- find-and-modify acc '{"$where":"1"}' '{"$set":{"a":1}}'
 row 2 BADUPDATE '$foo' -- update acc '{"_id":"A"}' '{"$foo":{"a":1}}'
 row 2 BADUPDATE '$where' -- find-and-modify acc '{"_id":"A"}' '{"$where":{"a":1}}'
@@ -132,6 +146,22 @@ row 2 BADQUERY FILTER -- update acc '[{"_id":"A"}]' '{"$set":{"a":1}}'
 row 2 BADUPDATE UPDATE -- update acc '{}' '[1]'
 row 2 BADUPDATE '$set' -- update acc '{}' '{"$set":{}}'
 row 2 BADUPDATE '$set' -- update acc '{}' '{"$set":5}'
+row 2 BADQUERY '$options' -- find acc '{"name":{"$regex":"a","$options":"q"}}'
+row 2 BADQUERY '$regex' -- delete acc '{"name":{"$regex":"(a"}}' --many
+row 2 BADQUERY '$mod' -- count acc '{"balance":{"$mod":[0,1]}}'
+row 2 BADQUERY '$type' -- find acc '{"balance":{"$type":"money"}}'
+row 2 BADUPDATE '$mul' -- update acc '{"_id":"A"}' '{"$mul":{"balance":"2"}}'
+row 2 BADUPDATE '$pop' -- update acc '{"_id":"A"}' '{"$pop":{"tags":2}}'
+row 2 BADUPDATE '$bit' -- update acc '{"_id":"A"}' '{"$bit":{"balance":{"and":1.5}}}'
+row 2 BADUPDATE 'same path' -- update acc '{"_id":"A"}' '{"$rename":{"a":"a.b"}}'
+row 2 BADUPDATE 'identifier' -- update acc '{"_id":"A"}' '{"$set":{"tags.$[t]":"z"}}'
+row 2 BADUPDATE 'not used' -- update acc '{"_id":"A"}' '{"$set":{"tags.$[t]":"z"}}' --array-filters '[{"t":"x"},{"u":"y"}]'
+row 2 BADJSON --array-filters -- find-and-modify acc '{"_id":"A"}' '{"$set":{"tags.$[t]":"z"}}' --array-filters '[{'
+row 2 USAGE --array-filters -- find acc '{}' --array-filters '[]'
+row 2 BADQUERY '$facet' -- aggregate acc '[{"$facet":{}}]'
+row 2 BADQUERY '$bogus' -- aggregate acc '[{"$group":{"_id":null,"n":{"$bogus":1}}}]'
+row 2 BADQUERY 'pipeline' -- aggregate acc '{"$match":{}}'
+row 2 BADJSON PIPELINE -- aggregate acc '[{"$match":'
 
 # ---- conflicting update paths, replacement misuse -------------------------------------------
 row 2 BADUPDATE 'a.b' -- update acc '{}' '{"$set":{"a":1,"a.b":2}}'
@@ -146,6 +176,12 @@ row 3 OVERFLOW 'n' -- update acc '{"n":{"$gt":0}}' '{"$inc":{"n":922337203685477
 row 3 TYPE 's' -- update acc '{"_id":"S"}' '{"$inc":{"s":1}}'
 row 3 TYPE 'balance' -- find-and-modify acc '{"_id":"A"}' '{"$push":{"balance":1}}'
 row 3 TYPE 'name' -- update acc '{"_id":"A"}' '{"$set":{"name.first":"x"}}'
+row 3 TYPE '$bit' -- update acc '{"_id":"A"}' '{"$bit":{"name":{"or":1}}}'
+row 3 OVERFLOW '$mul' -- update acc '{"_id":"M"}' '{"$mul":{"n":2}}'
+row 3 OVERFLOW '$sum' -- aggregate acc '[{"$match":{"_id":"M"}},{"$project":{"k":["$n","$n"]}},{"$unwind":"$k"},{"$group":{"_id":null,"s":{"$sum":"$k"}}}]'
+row 3 TYPE '$rename' -- update acc '{"_id":"A"}' '{"$rename":{"tags.x":"y"}}'
+row 2 BADUPDATE 'positional' -- update acc '{"_id":"A"}' '{"$set":{"tags.$":"q"}}'
+row 2 BADQUERY 'limit' -- find acc '{"name":{"$regex":"^(a|aa)+$"},"_id":"P"}'
 row 3 IMMUTABLE '_id' -- update acc '{"_id":"A"}' '{"_id":"Z","balance":1}'
 row 3 IMMUTABLE '_id' -- find-and-modify acc '{"_id":"S"}' '{"_id":"T"}'
 row 3 DUPKEY '' -- insert acc '{"_id":"A"}'
@@ -193,6 +229,39 @@ row 2 INVAL '' -- find acc '{}' --sort '{"a":2}'
 row 2 BADINDEX '' -- index acc '{"a":2}'
 row 2 BADINDEX '' -- index acc '{}'
 row 2 BADINDEX 'a.0' -- index acc '{"a.0":1}'
+
+# ---- writes a collection's rules refuse (exit 3), and bad rules (exit 2) ---------------------------
+row 3 VALIDATION "users 'R1': email is double, must be string" -- insert users '{"_id":"R1","email":1.5}'
+row 3 VALIDATION "users 'R1': document is missing required field 'email'" -- insert users '{"_id":"R1"}'
+row 3 VALIDATION "users 'R2': the validator condition" -- insert users '{"_id":"R2","email":""}' '{"_id":"R3","email":"c@x"}'
+row 3 VALIDATION 'users 1: the validator condition {"email":{"$ne":""}}' -- update users '{"_id":1}' '{"$set":{"email":""}}'
+row 3 VALIDATION "users 'new'" -- update users '{"_id":"new"}' '{"$set":{"email":5}}' --upsert
+row 3 VALIDATION "users 1: email is long" -- update users '{"_id":1}' '{"_id":1,"email":5}'
+row 3 VALIDATION "users 1" -- update users '{}' '{"$set":{"email":0.0}}' --many
+row 3 VALIDATION "missing required field 'email'" -- find-and-modify users '{"_id":1}' '{"$unset":{"email":""}}'
+row 3 VALIDATION "users 1: delete refused" -- delete users '{"_id":1}'
+row 3 VALIDATION "delete refused" -- delete users '{}' --many
+row 2 BADQUERY "'pattern'" -- rules users --validator '{"$jsonSchema":{"properties":{"a":{"pattern":"x"}}}}'
+row 2 BADQUERY "bsonType 'decimal'" -- rules users --validator '{"$jsonSchema":{"bsonType":"decimal"}}'
+row 2 BADQUERY '$foo' -- rules users --delete-guard '{"a":{"$foo":1}}'
+row 2 BADQUERY 'validator must be an object' -- rules users --validator '[1]'
+row 2 BADJSON --validator -- rules users --validator '{'
+row 2 USAGE --clear -- rules users --clear --validator '{}'
+row 2 USAGE --bypass-validation -- find users --bypass-validation
+row 2 INVAL 'bad name' -- rules 'bad name'
+
+# ---- documents nested deeper than 100 levels, and JSON deeper than the parser takes --------------
+P500=$(printf 'p.%.0s' $(seq 1 499))p
+nest() { printf '{"x":%.0s' $(seq 1 "$1"); printf 1; printf '}%.0s' $(seq 1 "$1"); }
+row 2 INVAL 'level 101 is reached at p.p.p' -- update acc '{"_id":"A"}' "{\"\$set\":{\"$P500\":$(nest 2040)}}"
+row 2 INVAL "acc 'D' nests deeper than 100 levels (the limit): level 101 is reached at v.x.x" -- insert acc "{\"_id\":\"D\",\"v\":$(nest 100)}"
+row 2 INVAL "nests deeper than 100" -- insert acc "{\"_id\":\"D\",\"v\":$(nest 100)}" --bypass-validation
+row 2 INVAL "acc 'A' nests deeper" -- update acc '{"_id":"A"}' "{\"v\":$(nest 100)}"
+row 2 INVAL "acc 'Z' nests deeper" -- update acc '{"_id":"Z"}' "{\"\$set\":{\"v\":$(nest 100)}}" --upsert
+row 2 INVAL "nests deeper" -- find-and-modify acc '{"_id":"A"}' "{\"\$push\":{\"tags\":$(nest 99)}}"
+row 2 BADJSON 'maximum parsing depth' -- find acc "$(nest 3000)"
+row 2 BADJSON 'maximum parsing depth' -- update acc '{"_id":"A"}' "{\"\$set\":{\"y\":$(nest 3000)}}"
+row 2 BADJSON 'maximum parsing depth' -- insert acc "{\"v\":$(nest 3000)}"
 
 # The table must stay big enough to mean something.
 if [ "$NROWS" -lt 40 ]; then fail "only $NROWS rows in the table"; fi

@@ -148,6 +148,27 @@ expect 0 'null' \
   find-and-modify acct '{"_id":"P"}' '{"$set":{"balance":0}}' --upsert
 expect 0 '{"_id":"P","balance":0}' find acct '{"_id":"P"}'
 
+# ---- arrayFilters, positional updates, aggregate -----------------------------------------
+run insert g '{"_id":1,"grades":[{"g":80,"m":75},{"g":85,"m":90},{"g":90,"m":85}]}' \
+  '{"_id":2,"grades":[{"g":70,"m":60}]}'
+expect 0 '{"matched":1,"modified":1}' \
+  update g '{"_id":1}' '{"$set":{"grades.$[e].m":100}}' \
+  --array-filters '[{"e.g":{"$gte":85}}]'
+expect 0 '{"_id":1,"grades":[{"g":80,"m":75},{"g":85,"m":100},{"g":90,"m":100}]}' \
+  find g '{"_id":1}'
+expect 0 '{"_id":2,"grades":[{"g":71,"m":60}]}' \
+  find-and-modify g '{"_id":2,"grades.g":70}' '{"$inc":{"grades.$.g":1}}' --new
+expect 0 '{"_id":2,"grades":[{"g":71,"m":61}]}' \
+  find-and-modify g '{"_id":2}' '{"$inc":{"grades.$[x].m":1}}' --new \
+  --array-filters='[{"x.g":71}]'
+expect 0 $'{"_id":85,"n":1}\n{"_id":90,"n":1}' \
+  aggregate g '[{"$unwind":"$grades"},{"$match":{"grades.m":{"$gte":100}}},{"$group":{"_id":"$grades.g","n":{"$sum":1}}}]'
+expect 0 '{"n":2}' aggregate g '[{"$count":"n"}]'
+expect 0 '' aggregate g '[{"$match":{"_id":3}},{"$count":"n"}]'
+expect 0 '{"_id":1,"grades":[{"g":85,"m":100}]}' \
+  find g '{"grades.g":85}' --project '{"grades.$":1}'
+run drop g
+
 # ---- delete ----------------------------------------------------------------------------
 expect 0 '{"deleted":1}' delete acct '{"_id":"P"}'
 expect 0 '{"deleted":0}' delete acct '{"_id":"P"}'
@@ -205,11 +226,11 @@ check "no command: usage on stderr, exit 2 (rc=$RC)" \
 RC=0; "$DOCTX" --help > "$TMP/out" 2> "$TMP/err" || RC=$?
 check "doctx --help exits 0 on stdout" "$([[ $RC -eq 0 && ! -s $TMP/err ]]; echo $?)"
 for want in 'Exit codes' 'DOCTX_STORE' '--store' '  0  ' '  1  ' '  2  ' '  3  ' \
-            '  4  ' '  5  ' find-and-modify collections account transfer; do
+            '  4  ' '  5  ' find-and-modify aggregate collections account transfer; do
   check "doctx --help mentions $want" "$(grep -qF -- "$want" "$TMP/out"; echo $?)"
 done
-for cmd in insert find count update find-and-modify delete index indexes drop \
-           collections demo; do
+for cmd in insert find count update find-and-modify aggregate delete index \
+           indexes drop collections demo; do
   RC=0; "$DOCTX" "$cmd" --help > "$TMP/out" 2> "$TMP/err" || RC=$?
   check "doctx $cmd --help (rc=$RC)" \
     "$([[ $RC -eq 0 && ! -s $TMP/err ]] && grep -q "^usage: doctx .*$cmd" "$TMP/out"; echo $?)"

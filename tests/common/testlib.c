@@ -1,6 +1,8 @@
 /* testlib.c -- the test harness behind testlib.h. */
 #include "testlib.h"
 
+#include "doc/doc.h"
+
 #include <string.h>
 
 int dtx_t_failed, dtx_t_checks, dtx_t_tests_failed, dtx_t_tests;
@@ -60,4 +62,32 @@ const char *JS(const json_t *v) {
   snprintf(out, 1024, "%s", s ? s : "(null)");
   free(s);
   return out;
+}
+
+void dtx_t_filter_table(const char *name, const dtx_t_fcase_t *t, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    json_t *spec = JQNEW(t[i].filter), *doc = JQNEW(t[i].doc);
+    dtx__filter_t *f = NULL;
+    int rc = dtx__filter_compile(spec, &f);
+    CHECKF(rc == 0, "%s[%zu] compile %s: %s (%s)", name, i, t[i].filter,
+           dtx_errname(rc), dtx_errdetail());
+    if (rc == 0) {
+      int got = dtx__filter_match(f, doc);
+      CHECKF(got == t[i].want, "%s[%zu] filter %s doc %s: got %d want %d",
+             name, i, t[i].filter, t[i].doc, got, t[i].want);
+      CHECK(dtx__filter_error(f) == 0);
+    }
+    dtx__filter_free(f);
+    json_decref(spec);
+    json_decref(doc);
+  }
+}
+
+json_t *JNEST(int levels, const char *k) {
+  json_t *v = json_pack("{s:i}", "leaf", 1);
+  for (int i = 1; v && i < levels; i++)
+    v = json_pack("{s:o}", k, v);
+  if (!v)
+    abort();
+  return v;
 }

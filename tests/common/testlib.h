@@ -80,4 +80,19 @@ char *JDUMP(const json_t *v);
 /* Compact JSON text of v in a static rotating buffer (for messages). */
 const char *JS(const json_t *v);
 
+/* A filter table row: filter and document (JQNEW quoting) and whether the
+ * filter must match the document. */
+typedef struct dtx_t_fcase {
+  const char *filter;
+  const char *doc;
+  int want;
+} dtx_t_fcase_t;
+
+/* Compiles each row's filter (which must succeed), matches it and checks
+ * the answer, and that the match left no error behind. */
+void dtx_t_filter_table(const char *name, const dtx_t_fcase_t *t, size_t n);
+/* {"k": {"k": ... {"leaf": 1}}}: `levels` nested objects in all, built
+ * without a parser (so deeper than any parser takes); a new reference. */
+json_t *JNEST(int levels, const char *k);
+
 #endif

@@ -134,5 +134,9 @@ void conf_run_query(void);
 void conf_run_index(void);
 void conf_run_concurrency(void);
 void conf_run_crash(void);
+void conf_run_mongo(void);
+void conf_run_rules(void);
+void conf_run_store(void);
+void conf_run_scale(void);
 
 #endif

@@ -632,8 +632,75 @@ static void test_threads_race_for_one_unique_key(void) {
   CHECK(d && json_integer_value(json_object_get(d, "who")) == winner);
 }
 
+/* ---- positional $inc -----------------------------------------------------
+ * Issue 14: 4 processes each apply 1,000 positional $inc updates to one
+ * array element; the element ends at exactly 4,000 (1,000 under
+ * DTX_QUICK) and its neighbours are untouched. */
+
+static int positional_ops(void) { return conf_quick ? 250 : 1000; }
+
+static int positional_child(void *arg) {
+  job_t *j = arg;
+  dtx_store_t *st = child_open(j);
+  if (!st)
+    return 1;
+  report_t r = {0};
+  json_t *f = json_pack("{ssss}", "_id", "arr", "items.k", "b");
+  json_t *u = json_pack("{s{si}}", "$inc", "items.$.n", 1);
+  for (int i = 0; i < positional_ops(); i++) {
+    dtx_update_result_t res;
+    int rc = dtx_store_update(st, j->coll, f, u, NULL, &res);
+    if (rc != 0 || res.modified != 1) {
+      if (r.errors++ < 3)
+        CONF_CHILD_FAIL("positional $inc #%d: %s (%s)", i, dtx_errname(rc),
+                        dtx_errdetail());
+      continue;
+    }
+    r.ok++;
+  }
+  json_decref(f);
+  json_decref(u);
+  dtx_store_close(st);
+  return child_report(j, &r);
+}
+
+static void test_processes_positional_inc(void) {
+  if (conf_store_is_private()) {
+    conf_skip("store is private to one process");
+    return;
+  }
+  const char *c = conf_coll("cc_positional");
+  CHECK_RC(dtx_store_insert(conf_st, c,
+                            JQ("{'_id':'arr','items':[{'k':'a','n':0},"
+                               "{'k':'b','n':0},{'k':'c','n':0}]}"),
+                            NULL),
+           0);
+  conf_store_release();
+  job_t jobs[NPROC];
+  memset(jobs, 0, sizeof jobs);
+  report_t reps[NPROC];
+  run_children(positional_child, jobs, NPROC, reps, c);
+  conf_store_reacquire();
+  int64_t ok = 0;
+  for (int i = 0; i < NPROC; i++)
+    ok += reps[i].ok;
+  int64_t total = (int64_t)NPROC * positional_ops();
+  json_t *d = conf_keep(conf_get(c, JQ("{'_id':'arr'}")));
+  json_t *items = json_object_get(d, "items");
+  CHECKF(json_integer_value(json_object_get(json_array_get(items, 1), "n")) ==
+             total,
+         "items[1].n = %s, want %lld", JS(json_array_get(items, 1)),
+         (long long)total);
+  CHECK(json_integer_value(json_object_get(json_array_get(items, 0), "n")) ==
+        0);
+  CHECK(json_integer_value(json_object_get(json_array_get(items, 2), "n")) ==
+        0);
+  CHECKF(ok == total, "%lld updates succeeded", (long long)ok);
+}
+
 void conf_run_concurrency(void) {
   CONF_RUN(test_processes_increment_one_counter);
+  CONF_RUN(test_processes_positional_inc);
   CONF_RUN(test_processes_debit_one_balance);
   CONF_RUN(test_processes_race_for_one_unique_key);
   CONF_RUN(test_processes_insert_overlapping_unique_keys);

@@ -2,7 +2,8 @@
  *
  * Usage: conformance URI [TOPIC...]
  * opens the store named by URI (sqlite:..., redis://...), runs every topic
- * (crud query index concurrency crash) or only those named, drops every
+ * (crud query index concurrency crash mongo rules store scale) or only
+ * those named, drops every
  * collection it created and exits non-zero on any failure.  Collection
  * names carry a random per-run tag so runs against one long-lived store
  * never see each other's data.  This file also holds the helpers declared
@@ -305,7 +306,8 @@ static int wanted(int argc, char **argv, const char *topic) {
 int main(int argc, char **argv) {
   if (argc < 2 || argv[1][0] == '\0') {
     fprintf(stderr,
-            "usage: %s URI [crud|query|index|concurrency|crash ...]\n",
+            "usage: %s URI [crud|query|index|concurrency|crash|rules|store|"
+            "scale ...]\n",
             argv[0]);
     return 2;
   }
@@ -336,6 +338,10 @@ int main(int argc, char **argv) {
       {"index", conf_run_index},
       {"concurrency", conf_run_concurrency},
       {"crash", conf_run_crash},
+      {"mongo", conf_run_mongo},
+      {"rules", conf_run_rules},
+      {"store", conf_run_store},
+      {"scale", conf_run_scale},
   };
   int64_t t_all = conf_now_ms();
   for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++) {

@@ -6,7 +6,7 @@
 # (the pattern that owns it), which says how to reach it and what must
 # hold afterwards -- so a new point, or a new pattern with its scenario
 # file, is covered without editing this.  Independent points run
-# FAULT_JOBS at a time (default 2; 1 where scenarios share one server).
+# FAULT_JOBS at a time (default 2), each in a store of its own.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/harness.sh"

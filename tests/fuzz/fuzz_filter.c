@@ -5,6 +5,7 @@
  * must return 0 or 1 without crashing or leaking.  The same texts are also
  * tried as a sort spec and a projection, which share the path walker. */
 #include "doc/doc.h"
+#include "fuzz_pair.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -47,26 +48,12 @@ static void try_sort_project(const json_t *spec, const json_t *doc) {
   }
 }
 
+static void try_all(const json_t *spec, const json_t *doc) {
+  try_filter(spec, doc);
+  try_sort_project(spec, doc);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  char *text = malloc(size + 1);
-  if (!text)
-    return 0;
-  memcpy(text, data, size);
-  text[size] = '\0';
-  char *nl = strchr(text, '\n');
-  const char *doc_text = "{}";
-  if (nl) {
-    *nl = '\0';
-    doc_text = nl + 1;
-  }
-  json_t *spec = NULL, *doc = NULL;
-  if (dtx__json_parse(text, &spec) == 0 &&
-      dtx__json_parse(doc_text, &doc) == 0) {
-    try_filter(spec, doc);
-    try_sort_project(spec, doc);
-  }
-  json_decref(spec);
-  json_decref(doc);
-  free(text);
+  fuzz_pair(data, size, try_all);
   return 0;
 }

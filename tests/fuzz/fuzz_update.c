@@ -10,26 +10,11 @@
  *
  * Build: clang -fsanitize=fuzzer,address,undefined ... (CMake: DTX_FUZZ=ON).
  */
-#include "doc/doc.h"
+#include "fuzz_common.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Parses n bytes with the project's parser (text must be NUL-terminated,
- * so the slice is copied; an embedded NUL simply ends it). */
-static json_t *parse(const char *p, size_t n) {
-  char *text = malloc(n + 1);
-  json_t *v = NULL;
-  if (!text)
-    return NULL;
-  memcpy(text, p, n);
-  text[n] = '\0';
-  if (dtx__json_parse(text, &v))
-    v = NULL;
-  free(text);
-  return v;
-}
 
 static char *dump(const json_t *v) { return dtx__json_dump(v); }
 
@@ -39,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t ulen = nl ? (size_t)(nl - text) : size;
   const char *dtext = nl ? nl + 1 : text;
   size_t dlen = nl ? size - ulen - 1 : size;
-  json_t *spec = parse(text, ulen), *doc = parse(dtext, dlen);
+  json_t *spec = fuzz_parse(text, ulen), *doc = fuzz_parse(dtext, dlen);
   json_t *seed = NULL, *out = NULL;
   dtx__update_t *u = NULL;
   int is_insert = size ? data[0] & 1 : 0;

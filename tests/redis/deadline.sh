@@ -20,7 +20,9 @@ source "$HERE/../lib/transfer.sh"
 on_exit kill -CONT "$DTX_REDIS_PID"
 
 RETRY=3000 TIMEOUT=500
-S=$("$HERE/fresh-store.sh" deadline)"?retry_ms=$RETRY&timeout_ms=$TIMEOUT"
+S=$("$HERE/fresh-store.sh" deadline)
+case "$S" in *\?*) S="$S&" ;; *) S="$S?" ;; esac
+S="${S}retry_ms=$RETRY&timeout_ms=$TIMEOUT"
 # Slack on top of a budget: one request in flight (timeout_ms) when the
 # budget ends, one more for the reply that reports it, and process
 # start-up and shutdown on a loaded machine.

@@ -7,7 +7,11 @@
 #   conformance   BUILD_DIR/conformance redis://...
 #   shell         tests/crash/faults.sh, pause.sh, chaos.sh and
 #                 tests/cli/contract.sh (DOCTX set; each scenario gets an
-#                 emptied store through fresh-store.sh)
+#                 emptied namespace of its own through fresh-store.sh;
+#                 the crash suites run FAULT_JOBS=2 points at a time)
+#   cli           tests/cli/bad_input.sh, likewise (about 1.5 minutes per
+#                 target in a release build, so the sanitizer run of
+#                 scripts/test.sh leaves it out)
 #   transfers     BUILD_DIR/txn_transfer_concurrency and txn_kit redis://...
 # on the standalone server only:
 #   deadline      tests/redis/deadline.sh: the server is SIGSTOPped while
@@ -35,7 +39,7 @@ set -u
 BUILD=${1:?usage: run-redis.sh BUILD_DIR [PHASE...]}
 BUILD=$(cd "$BUILD" && pwd)
 shift
-PHASES=${*:-conformance shell transfers deadline replicas migration failover loss}
+PHASES=${*:-conformance shell cli transfers deadline replicas migration failover loss}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=${DTX_ROOT:-$(cd "$HERE/../.." && pwd)} # the repository
 for tool in redis-server redis-cli python3; do
@@ -56,12 +60,11 @@ servers_up
 
 export DOCTX="$BUILD/doctx"
 export DTX_TEST_STORE_CMD="$HERE/fresh-store.sh"
-# The crash suites' scenarios share one server, which fresh-store.sh
-# empties per scenario, so they run one at a time.  Once stores can be
-# isolated on one server (a ?ns=NAME URI option), fresh-store.sh hands out
-# one namespace per scenario and this becomes 2.
-export FAULT_JOBS=1
-flush() { DTX_REDIS_URI=$1 "$HERE/fresh-store.sh" flush >/dev/null; }
+# Each crash scenario gets a namespace of its own (?ns=, fresh-store.sh),
+# so independent fault points run side by side on one server, as on
+# SQLite (1 would make them take turns).
+export FAULT_JOBS=2
+flush() { DTX_REDIS_URI=$1 "$HERE/fresh-store.sh" --all >/dev/null; }
 
 # Runs a command with its output in a log; prints the tail on failure.
 run_logged() { # LABEL CMD...
@@ -188,6 +191,13 @@ phase_replicas() {
     bad "replicas: the next open: exit $rc"
     tail -5 "$log" >&2
   fi
+}
+
+phase_cli() {
+  for u in "$URI_SA" "$URI_CL"; do
+    run_logged "bad_input.sh $u" env DTX_REDIS_URI="$u" \
+      bash "$ROOT/tests/cli/bad_input.sh"
+  done
 }
 
 phase_transfers() {
@@ -454,7 +464,7 @@ loss_trial() { # MODE TRIAL
 
 for ph in $PHASES; do
   case "$ph" in
-  conformance | shell | transfers | deadline | replicas | migration | failover | loss) "phase_$ph" ;;
+  conformance | shell | cli | transfers | deadline | replicas | migration | failover | loss) "phase_$ph" ;;
   *) echo "run-redis: unknown phase $ph" >&2; exit 2 ;;
   esac
 done

@@ -2,9 +2,9 @@
  * hash slots (CRC16/XMODEM and hash tags, against values Redis Cluster
  * itself computes), the order-preserving index key encoding (equal values
  * encode alike, order within a bracket is MongoDB's, tuples are
- * prefix-free), and URI parsing (accepted forms with their settings, and
+ * prefix-free), URI parsing (accepted forms with their settings, and
  * DTX_EBADURI for each malformed part; an unreachable server is
- * DTX_EUNAVAILABLE). */
+ * DTX_EUNAVAILABLE), and namespaced key names (one slot per bucket). */
 #include "testlib.h"
 
 #include "store/redis/redis_int.h"
@@ -160,21 +160,42 @@ static void test_strings_with_nul(void) {
     json_decref(v[i]);
 }
 
+/* 1 and "1" are different _ids; 1 and 1.0 the same, as are {a:1} and
+ * {a:1.0}; arrays are refused. */
 static void test_ids_keep_types_apart(void) {
-  rd_buf_t a = {0}, b = {0};
-  json_t *i = J("1"), *s = J("\"1\""), *r = J("1.5");
+  static const struct {
+    const char *a, *b;
+    int same;
+  } pairs[] = {
+      {"1", "\"1\"", 0},      {"1", "1.0", 1},
+      {"1.5", "1.5", 1},       {"1.5", "2.5", 0},
+      {"{\"a\":1}", "{\"a\":1.0}", 1},
+      {"{\"a\":1,\"b\":2}", "{\"b\":2,\"a\":1}", 0},
+      {"null", "false", 0},    {"true", "true", 1},
+      {"9007199254740993", "9007199254740992.0", 0},
+      {"\"v\"", "{}", 0},
+  };
+  for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
+    rd_buf_t a = {0}, b = {0};
+    json_t *x = J(pairs[k].a), *y = J(pairs[k].b);
+    CHECK_RC(dtx__rd_idenc(x, &a), 0);
+    CHECK_RC(dtx__rd_idenc(y, &b), 0);
+    int same = a.n == b.n && memcmp(a.p, b.p, a.n) == 0;
+    CHECKF(same == pairs[k].same, "%s vs %s", pairs[k].a, pairs[k].b);
+    dtx__rd_buf_free(&a);
+    dtx__rd_buf_free(&b);
+    json_decref(x);
+    json_decref(y);
+  }
+  rd_buf_t a = {0}, c = {0};
+  json_t *i = J("1"), *arr = J("[1]");
   CHECK_RC(dtx__rd_idenc(i, &a), 0);
-  CHECK_RC(dtx__rd_idenc(s, &b), 0);
   CHECK(a.n == 2 && memcmp(a.p, "i1", 2) == 0);
-  CHECK(b.n == 2 && memcmp(b.p, "s1", 2) == 0);
-  rd_buf_t c = {0};
-  CHECK_RC(dtx__rd_idenc(r, &c), DTX_EINVAL);
+  CHECK_RC(dtx__rd_idenc(arr, &c), DTX_EINVAL);
   dtx__rd_buf_free(&a);
-  dtx__rd_buf_free(&b);
   dtx__rd_buf_free(&c);
   json_decref(i);
-  json_decref(s);
-  json_decref(r);
+  json_decref(arr);
 }
 
 /* ---- URIs ------------------------------------------------------------------------ */
@@ -240,6 +261,68 @@ static void test_uri_parsing(void) {
   dtx__rd_uri_free(&u);
 }
 
+/* ?ns=NAME: accepted names, refused ones, and keys that keep a bucket in
+ * one slot whatever the prefix. */
+static void test_namespace_keys(void) {
+  static const struct {
+    const char *uri;
+    int rc;
+    const char *ns;
+  } cases[] = {
+      {"redis://h:1", 0, ""},
+      {"redis://h:1?ns=a", 0, "a"},
+      {"redis://h:1?wait=1&ns=Tx_9-b", 0, "Tx_9-b"},
+      {"redis://h:1?ns=abcdefghijklmnopqrstuvwxyz012345", 0,
+       "abcdefghijklmnopqrstuvwxyz012345"},
+      {"redis://h:1?ns=abcdefghijklmnopqrstuvwxyz0123456", DTX_EBADURI, NULL},
+      {"redis://h:1?ns=", DTX_EBADURI, NULL},
+      {"redis://h:1?ns=a:b", DTX_EBADURI, NULL},
+      {"redis://h:1?ns=a{b}", DTX_EBADURI, NULL},
+      {"redis://h:1?ns=a.b", DTX_EBADURI, NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    rd_uri_t u;
+    int rc = dtx__rd_uri_parse(cases[i].uri, &u);
+    CHECKF(rc == cases[i].rc, "%s: %s (%s)", cases[i].uri, dtx_errname(rc),
+           dtx_errdetail());
+    if (rc == 0) {
+      CHECKF(strcmp(u.ns, cases[i].ns) == 0, "%s: ns '%s'", cases[i].uri,
+             u.ns);
+      dtx__rd_uri_free(&u);
+    } else {
+      CHECKF(strstr(dtx_errdetail(), "ns must be 1..32"), "%s: %s",
+             cases[i].uri, dtx_errdetail());
+    }
+  }
+  char kp[RD_KPMAX];
+  dtx__rd_key_prefix(kp, "");
+  CHECK(strcmp(kp, "dtx:") == 0);
+  dtx__rd_key_prefix(kp, "t1");
+  CHECK(strcmp(kp, "dtx@t1:") == 0);
+  rd_coll_t co;
+  memset(&co, 0, sizeof co);
+  co.name = "acc";
+  snprintf(co.gen, sizeof co.gen, "00ff");
+  for (int k = 0; k < 2; k++) {
+    dtx__rd_key_prefix(co.kp, k ? "ns-1" : "");
+    rd_buf_t d = {0}, m = {0}, x = {0}, c = {0};
+    dtx__rd_key_doc(&d, &co, 3, "sA", 2);
+    dtx__rd_key_members(&m, &co, 3);
+    dtx__rd_key_index(&x, &co, 3, 7);
+    dtx__rd_key_claim(&c, &co, 7, "k", 1);
+    CHECKF(strncmp(d.p, co.kp, strlen(co.kp)) == 0 &&
+               strncmp(c.p, co.kp, strlen(co.kp)) == 0,
+           "%.*s / %.*s", (int)d.n, d.p, (int)c.n, c.p);
+    uint16_t s = dtx__rd_slot("acc:00ff:3", 10);
+    CHECK(dtx__rd_slot(d.p, d.n) == s && dtx__rd_slot(m.p, m.n) == s &&
+          dtx__rd_slot(x.p, x.n) == s);
+    dtx__rd_buf_free(&d);
+    dtx__rd_buf_free(&m);
+    dtx__rd_buf_free(&x);
+    dtx__rd_buf_free(&c);
+  }
+}
+
 static void test_unreachable_is_unavailable(void) {
   dtx_store_t *st = (dtx_store_t *)1;
   /* Port 1 on loopback refuses at once. */
@@ -261,6 +344,7 @@ int main(void) {
   TEST_RUN(test_strings_with_nul);
   TEST_RUN(test_ids_keep_types_apart);
   TEST_RUN(test_uri_parsing);
+  TEST_RUN(test_namespace_keys);
   TEST_RUN(test_unreachable_is_unavailable);
   return TEST_DONE();
 }

@@ -10,7 +10,8 @@
 # on u, run against the store in DTX_REDIS_URI (standalone or cluster;
 # emptied first by fresh-store.sh), and asserts exact outcomes: exit codes,
 # the documents, and that `find {u:V}` (an index query) returns exactly the
-# document holding V.  The claim keys themselves (dtx:u:*) are read from
+# document holding V.  The claim keys themselves (dtx@NS:u:*, NS the
+# namespace fresh-store.sh gave this suite) are read from
 # every master, to show an injected error leaves no claim behind and that
 # every orphan a crash left was taken over.  Ends with "N passed, M failed".
 set -u
@@ -22,6 +23,10 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/harness.sh"
 
 S=$("$HERE/fresh-store.sh" unique_crash) || { echo "fresh-store failed"; echo "0 passed, 1 failed"; exit 1; }
+case "$S" in
+*ns=*) ns=${S##*ns=}; CLAIMS_MATCH="dtx@${ns%%&*}:u:*" ;;
+*) CLAIMS_MATCH="dtx:u:*" ;;
+esac
 C=uc
 d() { "$DOCTX" --store "$S" "$@"; }
 
@@ -85,7 +90,7 @@ local function hex(s)
   return (s:gsub(".", function(c) return string.format("%02x", c:byte()) end))
 end
 repeat
-  local r = redis.call("SCAN", cur, "MATCH", "dtx:u:*", "COUNT", 1000)
+  local r = redis.call("SCAN", cur, "MATCH", ARGV[1], "COUNT", 1000)
   cur = r[1]
   for _, k in ipairs(r[2]) do
     out[#out + 1] = hex(k) .. " " .. hex(redis.call("GET", k) or "")
@@ -95,7 +100,7 @@ return out'
 claims() {
   local m
   for m in $(masters); do
-    redis-cli -h "${m%:*}" -p "${m##*:}" eval "$CLAIMS_LUA" 0 || echo "ERROR reading $m"
+    redis-cli -h "${m%:*}" -p "${m##*:}" eval "$CLAIMS_LUA" 0 "$CLAIMS_MATCH" || echo "ERROR reading $m"
   done | grep -v '^$' | sort
 }
 

@@ -353,6 +353,116 @@ static void test_project_bad(void) {
   }
 }
 
+/* ---- projection operators ---------------------------------------------------
+ * Manual: "$ (projection)" (the first element the query matched; inclusion
+ * only), "$slice (projection)" (n, -n or [skip, n]; other fields kept
+ * unless the projection includes), "$elemMatch (projection)" (the first
+ * matching element, or no field; top-level fields only). */
+static const struct {
+  const char *filter, *proj, *doc, *want; /* want NULL: error rc */
+  int rc;
+} proj_op_cases[] = {
+    {"{'grades':{'$gte':85}}", "{'grades.$':1}",
+     "{'_id':1,'sem':1,'grades':[70,87,90]}", "{'_id':1,'grades':[87]}", 0},
+    {"{'g.s':2}", "{'g.$':1,'_id':0}", "{'_id':1,'g':[{'s':1},{'s':2,'t':1}]}",
+     "{'g':[{'s':2,'t':1}]}", 0},
+    {"{'sem':1,'grades':{'$gte':85}}", "{'sem':1,'grades.$':1}",
+     "{'_id':1,'sem':1,'x':0,'grades':[90]}", "{'_id':1,'sem':1,'grades':[90]}",
+     0},
+    {"{'_id':1}", "{'grades.$':1}", "{'_id':1,'grades':[1]}", NULL,
+     DTX_EBADQUERY},
+    {"{}", "{'a':{'$slice':2}}", "{'_id':1,'a':[1,2,3],'b':4}",
+     "{'_id':1,'a':[1,2],'b':4}", 0},
+    {"{}", "{'a':{'$slice':-2}}", "{'a':[1,2,3]}", "{'a':[2,3]}", 0},
+    {"{}", "{'a':{'$slice':[1,1]}}", "{'a':[1,2,3]}", "{'a':[2]}", 0},
+    {"{}", "{'a':{'$slice':[-2,5]}}", "{'a':[1,2,3]}", "{'a':[2,3]}", 0},
+    {"{}", "{'a':{'$slice':[5,1]}}", "{'a':[1,2,3]}", "{'a':[]}", 0},
+    {"{}", "{'a':{'$slice':0}}", "{'a':[1,2,3]}", "{'a':[]}", 0},
+    {"{}", "{'a':{'$slice':1}}", "{'a':'x','b':1}", "{'a':'x','b':1}", 0},
+    {"{}", "{'b':1,'a':{'$slice':1}}", "{'_id':1,'a':[1,2],'b':2,'c':3}",
+     "{'_id':1,'a':[1],'b':2}", 0},
+    {"{}", "{'c':0,'a':{'$slice':1}}", "{'_id':1,'a':[1,2],'c':3}",
+     "{'_id':1,'a':[1]}", 0},
+    {"{}", "{'x.a':{'$slice':1}}", "{'x':{'a':[1,2]}}", "{'x':{'a':[1]}}",
+     0},
+    {"{}", "{'s':{'$elemMatch':{'school':102}}}",
+     "{'_id':1,'zip':'63109','s':[{'n':'j','school':102},"
+     "{'n':'b','school':102}]}",
+     "{'_id':1,'s':[{'n':'j','school':102}]}", 0},
+    {"{}", "{'s':{'$elemMatch':{'school':9}}}",
+     "{'_id':1,'s':[{'school':102}]}", "{'_id':1}", 0},
+    {"{}", "{'zip':1,'s':{'$elemMatch':{'a':{'$gt':1}}}}",
+     "{'_id':1,'s':[{'a':1},{'a':2}],'zip':'x'}",
+     "{'_id':1,'s':[{'a':2}],'zip':'x'}", 0},
+    {"{}", "{'a':{'$elemMatch':{'$gt':1}}}", "{'a':[1,5,7]}", "{'a':[5]}", 0},
+    {"{}", "{'zip':0,'s':{'$elemMatch':{'a':1}}}",
+     "{'_id':1,'s':[{'a':1}],'zip':'x','k':2}", "{'_id':1,'s':[{'a':1}],'k':2}",
+     0},
+};
+
+static const struct {
+  const char *proj;
+  int rc;
+  const char *detail;
+} proj_op_bad[] = {
+    {"{'a.$':1,'b.$':1}", DTX_EINVAL, "only one positional"},
+    {"{'a.$':0}", DTX_EINVAL, "only be included"},
+    {"{'a.$':1,'b':0}", DTX_EINVAL, "cannot mix"},
+    {"{'a':{'$slice':'x'}}", DTX_EINVAL, "$slice"},
+    {"{'a':{'$slice':[1,0]}}", DTX_EINVAL, "limit > 0"},
+    {"{'a':{'$slice':[1]}}", DTX_EINVAL, "$slice"},
+    {"{'a.b':{'$elemMatch':{'x':1}}}", DTX_EBADQUERY, "nested field"},
+    {"{'a':{'$elemMatch':5}}", DTX_EBADQUERY, "$elemMatch"},
+    {"{'a':{'$elemMatch':{'$bogus':1}}}", DTX_EBADQUERY, "$bogus"},
+    {"{'a':{'$meta':'textScore'}}", DTX_EBADQUERY, "unsupported operator $meta"},
+    {"{'a':{'$foo':1}}", DTX_EBADQUERY, "unknown operator $foo"},
+    {"{'a':{'$slice':1,'$elemMatch':{}}}", DTX_EINVAL, "for a"},
+};
+
+static void test_project_ops(void) {
+  for (size_t i = 0; i < sizeof proj_op_cases / sizeof proj_op_cases[0];
+       i++) {
+    json_t *fs = Q(proj_op_cases[i].filter), *proj = Q(proj_op_cases[i].proj);
+    json_t *doc = Q(proj_op_cases[i].doc), *out = NULL;
+    dtx__filter_t *f = NULL;
+    dtx__proj_t *p = NULL;
+    REQUIRE(dtx__filter_compile(fs, &f) == 0);
+    int rc = dtx__proj_compile(proj, &p);
+    if (rc == 0)
+      rc = dtx__proj_apply(p, doc, f, &out);
+    if (proj_op_cases[i].want) {
+      json_t *want = Q(proj_op_cases[i].want);
+      char *got = out ? dtx__json_dump(out) : NULL, *exp = dtx__json_dump(want);
+      CHECKF(rc == 0 && got && !strcmp(got, exp),
+             "proj_op[%zu] %s: %s (%s) got %s want %s", i,
+             proj_op_cases[i].proj, dtx_errname(rc), dtx_errdetail(),
+             got ? got : "(null)", exp);
+      free(got);
+      free(exp);
+      json_decref(want);
+    } else {
+      CHECKF(rc == proj_op_cases[i].rc && !out, "proj_op[%zu] %s: %s", i,
+             proj_op_cases[i].proj, dtx_errname(rc));
+    }
+    json_decref(out);
+    dtx__proj_free(p);
+    dtx__filter_free(f);
+    json_decref(fs);
+    json_decref(proj);
+    json_decref(doc);
+  }
+  for (size_t i = 0; i < sizeof proj_op_bad / sizeof proj_op_bad[0]; i++) {
+    json_t *proj = Q(proj_op_bad[i].proj);
+    int rc = dtx__projection_check(proj);
+    CHECKF(rc == proj_op_bad[i].rc, "check(%s) = %s", proj_op_bad[i].proj,
+           dtx_errname(rc));
+    CHECKF(strstr(dtx_errdetail(), proj_op_bad[i].detail) != NULL,
+           "check(%s): detail '%s' lacks '%s'", proj_op_bad[i].proj,
+           dtx_errdetail(), proj_op_bad[i].detail);
+    json_decref(proj);
+  }
+}
+
 int main(void) {
   TEST_RUN(test_sort_table);
   TEST_RUN(test_sort_cmp);
@@ -361,5 +471,6 @@ int main(void) {
   TEST_RUN(test_project_table);
   TEST_RUN(test_project_independent);
   TEST_RUN(test_project_bad);
+  TEST_RUN(test_project_ops);
   return TEST_DONE();
 }

@@ -331,6 +331,66 @@ static void test_multikey_seen_by_other_handle(void) {
   dtx_store_close(b);
 }
 
+/* A store written by a doctx of format 2 -- tables named after the
+ * collection as it is ("c:Foo"), no rules table -- opens as format 3: the
+ * tables of names with capitals are renamed, their documents and indexes
+ * still answer, and "foo" becomes a collection of its own. */
+static void test_format2_store_upgrades(void) {
+  char file[300], uri[320];
+  snprintf(file, sizeof file, "%s/fmt2.db", dir);
+  snprintf(uri, sizeof uri, "sqlite:%s", file);
+  sqlite3 *db;
+  REQUIRE(sqlite3_open(file, &db) == SQLITE_OK);
+  static const char fmt2[] =
+      "CREATE TABLE _dtx_meta(k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
+      "INSERT INTO _dtx_meta VALUES('format', 2), ('catalog', 0);"
+      "CREATE TABLE _dtx_coll(name TEXT PRIMARY KEY) WITHOUT ROWID;"
+      "CREATE TABLE _dtx_index(id INTEGER PRIMARY KEY AUTOINCREMENT,"
+      " coll TEXT NOT NULL, name TEXT NOT NULL, spec TEXT NOT NULL,"
+      " multikey INTEGER NOT NULL DEFAULT 0, UNIQUE(coll, name));"
+      "INSERT INTO _dtx_coll VALUES('Foo'), ('bar');"
+      "CREATE TABLE \"c:Foo\"(seq INTEGER PRIMARY KEY, id UNIQUE NOT NULL,"
+      " body TEXT NOT NULL);"
+      "CREATE TABLE \"c:bar\"(seq INTEGER PRIMARY KEY, id UNIQUE NOT NULL,"
+      " body TEXT NOT NULL);"
+      "INSERT INTO \"c:Foo\" VALUES(1, 'A', '{\"_id\":\"A\",\"k\":7}');"
+      "INSERT INTO \"c:bar\" VALUES(1, 'B', '{\"_id\":\"B\"}');"
+      "INSERT INTO _dtx_index(id, coll, name, spec) VALUES(1, 'Foo', 'k_1',"
+      " '{\"name\":\"k_1\",\"key\":{\"k\":1},\"unique\":true,"
+      "\"sparse\":false}');"
+      "CREATE TABLE \"i:Foo:1\"(b0 INTEGER NOT NULL, v0 NOT NULL,"
+      " seq INTEGER NOT NULL, PRIMARY KEY(b0, v0)) WITHOUT ROWID;"
+      "INSERT INTO \"i:Foo:1\" VALUES(2, 7, 1);";
+  char *err = NULL;
+  int src = sqlite3_exec(db, fmt2, NULL, NULL, &err);
+  CHECKF(src == SQLITE_OK, "%s", err ? err : "?");
+  sqlite3_free(err);
+  sqlite3_close(db);
+
+  dtx_store_t *st = NULL;
+  REQUIRE(dtx_store_open(uri, &st) == 0);
+  json_t *f = J("{\"k\":7}"), *out = NULL;
+  CHECK_RC(dtx_store_find(st, "Foo", f, NULL, &out), 0);
+  CHECKF(json_array_size(out) == 1, "%s", JS(out));
+  json_decref(out);
+  CHECK(insert(st, "Foo", "{\"_id\":\"C\",\"k\":7}") == DTX_EDUPKEY);
+  CHECK(insert(st, "foo", "{\"_id\":\"A\",\"k\":7}") == 0);
+  CHECK(insert(st, "bar", "{\"_id\":\"C\"}") == 0);
+  CHECK(nindexes(st, "Foo") == 2 && nindexes(st, "foo") == 1);
+  CHECK_RC(dtx_store_find(st, "Foo", NULL, NULL, &out), 0);
+  CHECKF(json_array_size(out) == 1, "%s", JS(out));
+  json_decref(out);
+  json_decref(f);
+  dtx_store_close(st);
+  CHECK(count_tables(uri, "c:^foo") == 1);
+  CHECK(count_tables(uri, "i:^foo:1") == 1);
+  CHECK(count_tables(uri, "_dtx_rules") == 1);
+  /* Opening again finds format 3 and changes nothing more. */
+  REQUIRE(dtx_store_open(uri, &st) == 0);
+  CHECK(nindexes(st, "Foo") == 2);
+  dtx_store_close(st);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) {
     perror("mkdtemp");
@@ -344,6 +404,7 @@ int main(void) {
   TEST_RUN(test_compound_dupkey_detail);
   TEST_RUN(test_index_maintenance);
   TEST_RUN(test_multikey_seen_by_other_handle);
+  TEST_RUN(test_format2_store_upgrades);
   char cmd[400];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0)

@@ -300,14 +300,14 @@ static void test_batches_form(void) {
   REQUIRE(dtx__sqlite_methods.open(uri, 0, &b) == 0);
   json_t *d = J("{\"_id\":\"ctr\",\"n\":0}");
   size_t n = 0;
-  CHECK_RC(dtx__sqlite_methods.insert(b, "c", &d, 1, &n), 0);
+  CHECK_RC(dtx__sqlite_methods.insert(b, "c", &d, 1, 0, &n), 0);
   json_decref(d);
   json_t *fs = J("{\"_id\":\"ctr\"}"), *us = J("{\"$inc\":{\"n\":1}}");
   dtx__filter_t *f;
   dtx__update_t *u;
   REQUIRE(dtx__filter_compile(fs, &f) == 0);
   REQUIRE(dtx__update_compile(us, &u) == 0);
-  dtx__modify_t m = {"c", fs, f, us, u, NULL, 0};
+  dtx__modify_t m = {"c", fs, f, us, u, NULL, 0, 0};
   uint64_t batches0 = b->nbatches, ops0 = b->nbatched;
   pthread_t t[NTHREADS];
   raw_worker_t w[NTHREADS];

@@ -174,7 +174,7 @@ static void test_limit_stops_early(void) {
 static void test_sorted_modify(void) {
   json_t *f = J("{\"k\":7}"), *u = J("{\"$set\":{\"hit\":true}}");
   json_t *sort = J("{\"_id\":-1}"), *out = NULL;
-  dtx_fam_opts_t o = {sort, NULL, 0, 1};
+  dtx_fam_opts_t o = {.sort = sort, .return_new = 1};
   dtx__docs_examined = 0;
   CHECK_RC(dtx_store_find_one_and_update(st, "c", f, u, &o, &out), 0);
   CHECK(json_integer_value(json_object_get(out, "_id")) == 907);

@@ -448,6 +448,9 @@ static void test_id_fork(void) {
   CHECK(!memcmp(parent + 8, again + 8, 10));
 }
 
+/* MongoDB accepts any _id but an array (the manual's "Documents: The _id
+ * Field" and "Field Names with Periods and Dollar Signs: General
+ * Restrictions" -- no '$' or '.' in an _id document's field names). */
 static const struct {
   const char *v;
   int rc;
@@ -458,12 +461,19 @@ static const struct {
     {"-5", 0},
     {"9223372036854775807", 0},
     {"\"\"", DTX_EINVAL},
-    {"1.5", DTX_EINVAL},
-    {"1.0", DTX_EINVAL},
-    {"null", DTX_EINVAL},
-    {"true", DTX_EINVAL},
-    {"{}", DTX_EINVAL},
+    {"1.5", 0},
+    {"1.0", 0},
+    {"null", 0},
+    {"true", 0},
+    {"false", 0},
+    {"{}", 0},
+    {"{\"a\":1,\"b\":{\"c\":[1,2]}}", 0},
+    {"{\"$a\":1}", DTX_EINVAL},
+    {"{\"a\":{\"$b\":1}}", DTX_EINVAL},
+    {"{\"a.b\":1}", DTX_EINVAL},
+    {"{\"a\":[{\"b.c\":1}]}", DTX_EINVAL},
     {"[1]", DTX_EINVAL},
+    {"[]", DTX_EINVAL},
 };
 
 static void test_id_check(void) {
@@ -475,10 +485,19 @@ static void test_id_check(void) {
            id_check_cases[i].v, dtx_errname(rc));
     json_decref(v);
   }
-  json_t *obj = J("{}");
-  dtx__id_check(obj);
-  CHECK(!strcmp(dtx_errdetail(), "_id must be a string or an integer"));
-  json_decref(obj);
+  json_t *arr = J("[]");
+  dtx__id_check(arr);
+  CHECK(!strcmp(dtx_errdetail(), "_id cannot be an array"));
+  json_decref(arr);
+  json_t *big_obj = json_object();
+  for (int i = 0; i < 100; i++) {
+    char k[16];
+    snprintf(k, sizeof k, "field%d", i);
+    json_object_set_new(big_obj, k, json_integer(i));
+  }
+  CHECK_RC(dtx__id_check(big_obj), DTX_EINVAL); /* over 1 KiB */
+  CHECK(!dtx__id_valid(big_obj));
+  json_decref(big_obj);
   CHECK_RC(dtx__id_check(NULL), DTX_EINVAL);
   char big[258];
   memset(big, 'k', sizeof big);

@@ -9,9 +9,22 @@
  * and is changed only by compare-and-set of a whole entry (CATSET), so
  * concurrent creators and droppers serialise on it.  "ver" is the stamp
  * every bucket of the collection must show for a write to go through; it
- * moves whenever the set of indexes writers must maintain changes.  An
- * index is listed with ready false while it is built and may not answer
- * queries until then.
+ * moves whenever the set of indexes writers must maintain changes, and
+ * whenever the collection's rules do (an entry may hold "rules": the
+ * normalised validator and delete guard, compiled into the descriptor and
+ * checked by every write against the descriptor whose ver it carries).
+ * An index is listed with ready false while it is built and may not
+ * answer queries until then.
+ *
+ *   set_rules:     entry.rules := R (or removed), ver+1      (CATSET)
+ *                  every bucket's stamp := ver               (STAMP)
+ *                  so a write checked against older rules fails its
+ *                  stamp (RD_ESTALE) and is redone with R.
+ *
+ * With a namespace (?ns=NAME) every key below starts "dtx@NAME:" instead
+ * of "dtx:" -- the catalog, documents, zsets, stamps and claims -- so two
+ * namespaces on one server share nothing.  The prefix stays outside the
+ * hash tag, so a bucket's keys still share one slot.
  *
  *   create_index:  entry += {id, spec, ready:false}, ver+1   (CATSET)
  *                  every bucket's stamp := ver              (STAMP)
@@ -35,12 +48,18 @@
 #include <string.h>
 #include <sys/random.h>
 
-#define CATALOG_KEY "dtx:{cat}"
 #define CACHE_MS 2000
 #define DROPPED_TTL_MS (24LL * 3600 * 1000)
 #define RANGE_PAGE 500
 
 /* ---- keys ---------------------------------------------------------------------- */
+
+void dtx__rd_key_prefix(char out[RD_KPMAX], const char *ns) {
+  if (ns && *ns)
+    snprintf(out, RD_KPMAX, "dtx@%s:", ns);
+  else
+    snprintf(out, RD_KPMAX, "dtx:");
+}
 
 static void put_tag(rd_buf_t *o, const rd_coll_t *co, int bucket) {
   dtx__rd_putf(o, "{%s:%s:%d}", co->name, co->gen, bucket);
@@ -48,31 +67,32 @@ static void put_tag(rd_buf_t *o, const rd_coll_t *co, int bucket) {
 
 void dtx__rd_key_doc(rd_buf_t *o, const rd_coll_t *co, int bucket,
                      const char *id, size_t idlen) {
-  dtx__rd_puts(o, "dtx:d:");
+  dtx__rd_putf(o, "%sd:", co->kp);
   put_tag(o, co, bucket);
   dtx__rd_put(o, id, idlen);
 }
 
 void dtx__rd_key_members(rd_buf_t *o, const rd_coll_t *co, int bucket) {
-  dtx__rd_puts(o, "dtx:c:");
+  dtx__rd_putf(o, "%sc:", co->kp);
   put_tag(o, co, bucket);
 }
 
 void dtx__rd_key_stamp(rd_buf_t *o, const rd_coll_t *co, int bucket) {
-  dtx__rd_puts(o, "dtx:m:");
+  dtx__rd_putf(o, "%sm:", co->kp);
   put_tag(o, co, bucket);
 }
 
 void dtx__rd_key_index(rd_buf_t *o, const rd_coll_t *co, int bucket,
                        int64_t ixid) {
-  dtx__rd_puts(o, "dtx:x:");
+  dtx__rd_putf(o, "%sx:", co->kp);
   put_tag(o, co, bucket);
   dtx__rd_putf(o, "%lld", (long long)ixid);
 }
 
 void dtx__rd_key_claim(rd_buf_t *o, const rd_coll_t *co, int64_t ixid,
                        const char *tuple, size_t tlen) {
-  dtx__rd_putf(o, "dtx:u:{%s:%s:%lld:", co->name, co->gen, (long long)ixid);
+  dtx__rd_putf(o, "%su:{%s:%s:%lld:", co->kp, co->name, co->gen,
+               (long long)ixid);
   dtx__rd_put(o, tuple, tlen);
   dtx__rd_putc(o, '}');
 }
@@ -81,8 +101,8 @@ int dtx__rd_bucket(const rd_coll_t *co, const char *id, size_t idlen) {
   return (int)(dtx__rd_hash64(id, idlen) % (uint64_t)co->nb);
 }
 
-static int catalog_slot(void) {
-  return dtx__rd_slot(CATALOG_KEY, strlen(CATALOG_KEY));
+static int catalog_slot(const dtx__backend_t *b) {
+  return dtx__rd_slot(b->catkey, strlen(b->catkey));
 }
 
 /* ---- descriptors ------------------------------------------------------------------- */
@@ -96,6 +116,7 @@ static void coll_free(rd_coll_t *co) {
   free(co->name);
   free(co->raw);
   free(co->slots);
+  dtx__rules_free(co->rules);
   free(co);
 }
 
@@ -113,8 +134,10 @@ static int spec_from_json(const json_t *j, dtx__index_spec_t **out) {
   return dtx__index_spec_parse(json_object_get(j, "key"), &o, out);
 }
 
-/* Builds a descriptor from a stored catalog entry (raw is copied). */
-static int coll_parse(const char *name, const char *raw, rd_coll_t **out) {
+/* Builds a descriptor from a stored catalog entry (raw is copied); kp is
+ * the backend's key prefix. */
+static int coll_parse(const char *kp, const char *name, const char *raw,
+                      rd_coll_t **out) {
   *out = NULL;
   json_t *j;
   if (dtx__json_parse(raw, &j) < 0)
@@ -139,6 +162,15 @@ static int coll_parse(const char *name, const char *raw, rd_coll_t **out) {
     goto fail;
   }
   snprintf(co->gen, sizeof co->gen, "%s", gen);
+  snprintf(co->kp, sizeof co->kp, "%s", kp);
+  /* Rules that no longer compile fail closed: the collection cannot be
+   * used until they are fixed, rather than writes going unchecked. */
+  json_t *rules = json_object_get(j, "rules");
+  if (rules && (rc = dtx__rules_compile(rules, &co->rules)) < 0) {
+    rc = dtx__err(DTX_EBACKEND, "redis: stored rules of %s: %s", name,
+                  dtx_errdetail());
+    goto fail;
+  }
   co->idx = calloc(json_array_size(idx) + 1, sizeof *co->idx);
   co->slots = calloc((size_t)co->nb, sizeof *co->slots);
   if (!co->idx || !co->slots) {
@@ -222,9 +254,9 @@ void dtx__rd_coll_forget(dtx__backend_t *b, const char *name) {
 static int cat_read(dtx__backend_t *b, const char *name, char **text) {
   *text = NULL;
   rd_cmd_t c;
-  dtx__rd_cmd_init(&c, catalog_slot(), -1, 0);
+  dtx__rd_cmd_init(&c, catalog_slot(b), -1, 0);
   dtx__rd_args(&c, "HGET");
-  dtx__rd_args(&c, CATALOG_KEY);
+  dtx__rd_args(&c, b->catkey);
   dtx__rd_args(&c, name);
   int rc = dtx__rd_run(b, &c, 1, "reading the catalog");
   if (rc == 0) {
@@ -245,9 +277,9 @@ static int cat_read(dtx__backend_t *b, const char *name, char **text) {
 static int cat_set(dtx__backend_t *b, const char *name, const char *expect,
                    const char *text) {
   rd_cmd_t c;
-  dtx__rd_cmd_init(&c, catalog_slot(), RD_S_CATSET, 1);
+  dtx__rd_cmd_init(&c, catalog_slot(b), RD_S_CATSET, 1);
   c.nkeys = 1;
-  dtx__rd_args(&c, CATALOG_KEY);
+  dtx__rd_args(&c, b->catkey);
   dtx__rd_args(&c, name);
   dtx__rd_args(&c, expect ? expect : "");
   dtx__rd_args(&c, text ? text : "");
@@ -326,7 +358,7 @@ int dtx__rd_coll_get(dtx__backend_t *b, const char *name, int create,
         continue;
     }
     rd_coll_t *co;
-    rc = coll_parse(name, text, &co);
+    rc = coll_parse(b->kp, name, text, &co);
     free(text);
     if (rc < 0)
       return rc;
@@ -706,6 +738,56 @@ int dtx__rd_create_index(dtx__backend_t *b, const char *coll,
                   coll);
 }
 
+/* ---- rules -------------------------------------------------------------------------------- */
+
+int dtx__rd_set_rules(dtx__backend_t *b, const char *coll,
+                      const json_t *spec) {
+  for (int attempt = 0; attempt < 100; attempt++) {
+    rd_coll_t *co;
+    int rc = dtx__rd_coll_get(b, coll, spec != NULL, 1, &co);
+    if (rc < 0)
+      return rc;
+    if (!co)
+      return 0; /* no collection, no rules: nothing to remove */
+    json_t *j = entry_json(co);
+    if (!j || (spec ? json_object_set(j, "rules", (json_t *)spec)
+                    : (json_object_del(j, "rules"), 0)) < 0 ||
+        json_object_set_new(j, "ver", json_integer(co->ver + 1)) < 0) {
+      json_decref(j);
+      dtx__rd_coll_put(co);
+      return dtx__err(DTX_ENOMEM, "setting the rules of %s", coll);
+    }
+    rc = entry_replace(b, co, j);
+    dtx__rd_coll_put(co);
+    if (rc < 0)
+      return rc;
+    if (rc == 0)
+      continue; /* the entry changed meanwhile: edit the new one */
+    /* Recorded: now every writer still holding the old version must
+     * notice before its next write. */
+    rd_coll_t *fresh;
+    if ((rc = dtx__rd_coll_get(b, coll, 0, 1, &fresh)) < 0)
+      return rc;
+    rc = fresh ? dtx__rd_raise_stamps(b, fresh) : 0;
+    dtx__rd_coll_put(fresh);
+    return rc;
+  }
+  return dtx__err(DTX_EBUSY, "redis: the catalog entry of %s keeps changing",
+                  coll);
+}
+
+int dtx__rd_get_rules(dtx__backend_t *b, const char *coll, json_t **out) {
+  *out = NULL;
+  rd_coll_t *co;
+  int rc = dtx__rd_coll_get(b, coll, 0, 1, &co);
+  if (rc < 0 || !co)
+    return rc;
+  if (co->rules && !(*out = json_deep_copy(dtx__rules_spec(co->rules))))
+    rc = dtx__err(DTX_ENOMEM, "reading the rules of %s", coll);
+  dtx__rd_coll_put(co);
+  return rc;
+}
+
 /* ---- listing ---------------------------------------------------------------------------- */
 
 int dtx__rd_list_indexes(dtx__backend_t *b, const char *coll, json_t **out) {
@@ -742,9 +824,9 @@ static int str_cmp(const void *a, const void *b) {
 int dtx__rd_list_collections(dtx__backend_t *b, json_t **out) {
   *out = NULL;
   rd_cmd_t c;
-  dtx__rd_cmd_init(&c, catalog_slot(), -1, 0);
+  dtx__rd_cmd_init(&c, catalog_slot(b), -1, 0);
   dtx__rd_args(&c, "HKEYS");
-  dtx__rd_args(&c, CATALOG_KEY);
+  dtx__rd_args(&c, b->catkey);
   int rc = dtx__rd_run(b, &c, 1, "listing collections");
   if (rc < 0) {
     dtx__rd_cmd_clear(&c);

@@ -120,14 +120,41 @@ uint64_t dtx__rd_hash64(const void *p, size_t n) {
 
 /* ---- _id ------------------------------------------------------------------------ */
 
+/* Integers, and doubles with an integral value in int64 range, are "i"
+ * and the decimal, so 1 and 1.0 are one _id; strings are "s" and their
+ * bytes; every other _id (objects, other doubles, null, booleans) is "v"
+ * and the hex of its index-key encoding below, which is by value and
+ * injective up to MongoDB equality, so equal objects ({a: 1}, {a: 1.0})
+ * collide and unequal ones never do.  Hex keeps key names printable. */
 int dtx__rd_idenc(const json_t *id, rd_buf_t *out) {
+  if (json_is_real(id)) {
+    double d = json_real_value(id);
+    if (d == floor(d) && d >= -9223372036854775808.0 &&
+        d < 9223372036854775808.0) {
+      dtx__rd_putf(out, "i%lld", (long long)d);
+      return out->oom ? dtx__err(DTX_ENOMEM, "encoding an _id") : 0;
+    }
+  }
   if (json_is_integer(id)) {
     dtx__rd_putf(out, "i%lld", (long long)json_integer_value(id));
   } else if (json_is_string(id)) {
     dtx__rd_putc(out, 's');
     dtx__rd_put(out, json_string_value(id), json_string_length(id));
+  } else if (dtx__id_valid(id)) {
+    static const char hex[] = "0123456789abcdef";
+    rd_buf_t raw = {0};
+    dtx__rd_valenc(&raw, id);
+    dtx__rd_putc(out, 'v');
+    for (size_t i = 0; i < raw.n; i++) {
+      char h[2] = {hex[(unsigned char)raw.p[i] >> 4],
+                   hex[(unsigned char)raw.p[i] & 15]};
+      dtx__rd_put(out, h, 2);
+    }
+    if (raw.oom)
+      out->oom = 1;
+    dtx__rd_buf_free(&raw);
   } else {
-    return dtx__err(DTX_EINVAL, "_id must be a string or an integer");
+    return dtx__err(DTX_EINVAL, "_id cannot be an array");
   }
   return out->oom ? dtx__err(DTX_ENOMEM, "encoding an _id") : 0;
 }

@@ -212,11 +212,14 @@ void dtx__rd_claims_release(dtx__backend_t *b, const rd_claims_t *c) {
 
 /* ---- index keys of a document ----------------------------------------------------------- */
 
-/* The encoded, distinct index key tuples of doc for ix, with the tuple
- * values kept for error messages.  doc NULL has none. */
+/* The encoded, distinct index key tuples of doc for ix, sorted by their
+ * encoding, with the tuple values kept for error messages.  doc NULL has
+ * none.  Sorted, so that deduplicating them and diffing the old keys of a
+ * document against its new ones cost O(n log n) for an n-element array,
+ * not O(n^2). */
 typedef struct enckeys {
   json_t *keys; /* dtx__index_keys result */
-  rd_buf_t *enc;
+  rd_buf_t *enc; /* sorted by enc_cmp, distinct */
   size_t *which; /* tuple index in keys of each enc */
   size_t n;
 } enckeys_t;
@@ -230,43 +233,80 @@ static void enckeys_free(enckeys_t *e) {
   memset(e, 0, sizeof *e);
 }
 
+/* Bytewise, a shorter prefix first. */
+static int enc_cmp(const rd_buf_t *a, const rd_buf_t *b) {
+  int c = memcmp(a->p, b->p, a->n < b->n ? a->n : b->n);
+  return c ? c : (a->n > b->n) - (a->n < b->n);
+}
+
 static int enckeys_has(const enckeys_t *e, const rd_buf_t *x) {
-  for (size_t i = 0; i < e->n; i++)
-    if (e->enc[i].n == x->n && memcmp(e->enc[i].p, x->p, x->n) == 0)
+  size_t lo = 0, hi = e->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = enc_cmp(&e->enc[mid], x);
+    if (c == 0)
       return 1;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
   return 0;
 }
 
-static int enckeys_of(const rd_idx_t *ix, const json_t *doc, enckeys_t *e) {
+typedef struct encref {
+  rd_buf_t enc;
+  size_t which;
+} encref_t;
+
+/* Equal encodings keep the first tuple (the lowest which). */
+static int encref_cmp(const void *pa, const void *pb) {
+  const encref_t *a = pa, *b = pb;
+  int c = enc_cmp(&a->enc, &b->enc);
+  return c ? c : (a->which > b->which) - (a->which < b->which);
+}
+
+/* single: the index is not multikey yet, so a document with several keys
+ * is RD_EMULTI -- found before the keys are encoded, since the write is
+ * then redone after the catalog changed. */
+static int enckeys_of(const rd_idx_t *ix, const json_t *doc, int single,
+                      enckeys_t *e) {
   memset(e, 0, sizeof *e);
   if (!doc)
     return 0;
   int rc = dtx__index_keys(ix->spec, doc, &e->keys);
   if (rc < 0)
     return dtx__err_wrap(rc, "index '%s'", ix->spec->name);
-  size_t n = json_array_size(e->keys);
+  size_t n = json_array_size(e->keys), i;
+  if (single && n > 1)
+    return RD_EMULTI;
+  encref_t *r = calloc(n ? n : 1, sizeof *r);
   e->enc = calloc(n ? n : 1, sizeof *e->enc);
   e->which = calloc(n ? n : 1, sizeof *e->which);
-  if (!e->enc || !e->which) {
+  int oom = !r || !e->enc || !e->which;
+  for (i = 0; !oom && i < n; i++) {
+    dtx__rd_tupleenc(&r[i].enc, json_array_get(e->keys, i));
+    r[i].which = i;
+    oom = r[i].enc.oom;
+  }
+  if (oom) {
+    for (size_t k = 0; r && k < n; k++)
+      dtx__rd_buf_free(&r[k].enc);
+    free(r);
     enckeys_free(e);
     return dtx__err(DTX_ENOMEM, "computing index keys");
   }
-  for (size_t i = 0; i < n; i++) {
-    rd_buf_t x = {0};
-    dtx__rd_tupleenc(&x, json_array_get(e->keys, i));
-    if (x.oom) {
-      dtx__rd_buf_free(&x);
-      enckeys_free(e);
-      return dtx__err(DTX_ENOMEM, "computing index keys");
-    }
-    /* 1 and 1.0 are distinct tuples to dtx__index_keys but one key. */
-    if (enckeys_has(e, &x)) {
-      dtx__rd_buf_free(&x);
+  qsort(r, n, sizeof *r, encref_cmp);
+  /* 1 and 1.0 are distinct tuples to dtx__index_keys but one key. */
+  for (i = 0; i < n; i++) {
+    if (e->n > 0 && enc_cmp(&e->enc[e->n - 1], &r[i].enc) == 0) {
+      dtx__rd_buf_free(&r[i].enc);
       continue;
     }
-    e->which[e->n] = i;
-    e->enc[e->n++] = x;
+    e->which[e->n] = r[i].which;
+    e->enc[e->n++] = r[i].enc;
   }
+  free(r);
   return 0;
 }
 
@@ -469,13 +509,11 @@ static int prepare(dtx__backend_t *b, const rd_coll_t *co, const rd_doc_t *cur,
     const rd_idx_t *ix = &co->idx[i];
     /* A stored document that a building index cannot hold (parallel
      * arrays) simply has no old keys there. */
-    if (enckeys_of(ix, cur->body, &w->old[i]) < 0)
+    if (enckeys_of(ix, cur->body, 0, &w->old[i]) < 0)
       memset(&w->old[i], 0, sizeof w->old[i]);
-    if ((rc = enckeys_of(ix, newbody, &w->new_[i])) < 0)
-      break;
-    if (!ix->multikey && json_array_size(w->new_[i].keys) > 1) {
-      w->multi = ix->id;
-      rc = RD_EMULTI;
+    if ((rc = enckeys_of(ix, newbody, !ix->multikey, &w->new_[i])) < 0) {
+      if (rc == RD_EMULTI)
+        w->multi = ix->id;
       break;
     }
     const enckeys_t *o = &w->old[i], *nw = &w->new_[i];
@@ -747,12 +785,17 @@ static int verify(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur) {
 /* ---- insert ------------------------------------------------------------------------------- */
 
 /* Inserts one document (with an _id) into co.  DTX_EDUPKEY when the _id
- * exists. */
-static int insert_one(dtx__backend_t *b, rd_coll_t **cop, json_t *doc) {
+ * exists.  The document is checked against the rules of the descriptor
+ * each attempt writes with: a stale one fails its stamp (RD_ESTALE), and
+ * the next attempt checks against the fresh rules. */
+static int insert_one(dtx__backend_t *b, rd_coll_t **cop, json_t *doc,
+                      int bypass) {
   rd_doc_t cur = {0};
   int rc = doc_set_id(*cop, &cur, json_object_get(doc, "_id"));
   for (int attempt = 0; rc == 0 && attempt < MAX_ATTEMPTS; attempt++) {
-    rc = dtx__rd_write(b, *cop, &cur, doc, NULL);
+    rc = dtx__doc_check_write((*cop)->rules, (*cop)->name, NULL, doc, bypass);
+    if (rc == 0)
+      rc = dtx__rd_write(b, *cop, &cur, doc, NULL);
     if (rc == RD_ELOST && cur.body) {
       rc = dtx__err_dupid(json_object_get(doc, "_id"));
       break;
@@ -782,7 +825,7 @@ static int insert_one(dtx__backend_t *b, rd_coll_t **cop, json_t *doc) {
 }
 
 int dtx__rd_insert(dtx__backend_t *b, const char *coll, json_t *const *docs,
-                   size_t n, size_t *ninserted) {
+                   size_t n, int bypass, size_t *ninserted) {
   if (ninserted)
     *ninserted = 0;
   rd_coll_t *co;
@@ -790,7 +833,7 @@ int dtx__rd_insert(dtx__backend_t *b, const char *coll, json_t *const *docs,
   if (rc < 0)
     return rc;
   for (size_t i = 0; i < n; i++) {
-    if ((rc = insert_one(b, &co, docs[i])) < 0) {
+    if ((rc = insert_one(b, &co, docs[i], bypass)) < 0) {
       if (n > 1)
         dtx__err_wrap(rc, "document %zu", i);
       break;
@@ -1019,35 +1062,40 @@ static int modify_doc(dtx__backend_t *b, const rd_coll_t *co,
     }
     json_t *nd = NULL;
     int changed = 1;
-    if (m->update) {
-      rc = dtx__update_apply(m->update, cur->body, 0, now, &nd, &changed);
-      if (rc < 0 || !changed) {
-        /* An error or a no-op decided on a cached state must hold for the
-         * current one too. */
-        char keep[512];
-        snprintf(keep, sizeof keep, "%s", dtx_errdetail());
-        if (cur->cached) {
-          int vr = verify(b, co, cur);
-          if (vr == RD_ELOST) {
-            json_decref(nd);
-            continue;
-          }
-          if (vr < 0) {
-            json_decref(nd);
-            return vr;
-          }
-        }
-        if (rc < 0) {
+    rc = m->update ? dtx__update_apply(m->update, cur->body, 0, now, &nd,
+                                       &changed)
+                   : 0;
+    /* The new document (or the delete) against the rules of co, the
+     * descriptor whose stamp the write will carry. */
+    if (rc == 0 && changed)
+      rc = dtx__doc_check_write(co->rules, co->name, cur->body, nd,
+                                m->bypass);
+    if (rc < 0 || !changed) {
+      /* An error or a no-op decided on a cached state must hold for the
+       * current one too. */
+      char keep[512];
+      snprintf(keep, sizeof keep, "%s", dtx_errdetail());
+      if (cur->cached) {
+        int vr = verify(b, co, cur);
+        if (vr == RD_ELOST) {
           json_decref(nd);
-          return dtx__err(rc, "%s", keep);
+          continue;
         }
-        res->matched = 1;
-        res->modified = 0;
-        res->before = json_incref(cur->body);
-        res->after = nd;
-        *outcome = M_DONE;
-        return 0;
+        if (vr < 0) {
+          json_decref(nd);
+          return vr;
+        }
       }
+      if (rc < 0) {
+        json_decref(nd);
+        return dtx__err(rc, "%s", keep);
+      }
+      res->matched = 1;
+      res->modified = 0;
+      res->before = json_incref(cur->body);
+      res->after = nd;
+      *outcome = M_DONE;
+      return 0;
     }
     json_t *before = json_incref(cur->body);
     rc = dtx__rd_write(b, co, cur, nd, NULL);
@@ -1156,8 +1204,13 @@ static int upsert(dtx__backend_t *b, rd_coll_t **cop, const dtx__modify_t *m,
                   int64_t now, dtx__modify_result_t *res) {
   json_t *doc;
   int rc = dtx__upsert_doc(m->filter_spec, m->update, now, &doc);
-  if (rc < 0)
+  if (rc == 0)
+    rc = dtx__doc_check_write((*cop)->rules, (*cop)->name, NULL, doc,
+                              m->bypass);
+  if (rc < 0) {
+    json_decref(doc);
     return rc;
+  }
   rd_doc_t cur = {0};
   rc = doc_set_id(*cop, &cur, json_object_get(doc, "_id"));
   for (int attempt = 0; rc == 0 && attempt < MAX_ATTEMPTS; attempt++) {

@@ -300,21 +300,9 @@ static int run_ranges(dtx__backend_t *b, const rd_coll_t *co, rq_t *qs,
 }
 
 /* The _id value as the key text of a stored _id, or 0 when no stored
- * document can have it (1.0 finds _id 1; 1.5, null, true find none). */
+ * document can have it (an array). */
 static int id_of_value(const json_t *v, rd_buf_t *out) {
-  if (json_is_real(v)) {
-    double d = json_real_value(v);
-    if (d != floor(d) || d < -9223372036854775808.0 ||
-        d >= 9223372036854775808.0)
-      return 0;
-    json_t *i = json_integer((json_int_t)d);
-    int rc = i && dtx__rd_idenc(i, out) == 0;
-    json_decref(i);
-    return rc;
-  }
-  if (!json_is_integer(v) && !json_is_string(v))
-    return 0;
-  return dtx__rd_idenc(v, out) == 0;
+  return dtx__id_valid(v) && dtx__rd_idenc(v, out) == 0;
 }
 
 static int read_ids(dtx__backend_t *b, const rd_coll_t *co, const json_t *ids,

@@ -264,6 +264,23 @@ int dtx__rd_uri_parse(const char *uri, rd_uri_t *out) {
         bad = parse_int(val, vlen, 0, 3600000, &out->retry_ms);
       else if (OPT("buckets"))
         bad = parse_int(val, vlen, 1, 4096, &out->buckets);
+      else if (OPT("ns")) {
+        bad = vlen < 1 || vlen >= sizeof out->ns;
+        for (size_t i = 0; !bad && i < vlen; i++) {
+          char ch = val[i];
+          bad = !((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '_' || ch == '-');
+        }
+        if (bad) {
+          rc = dtx__err(DTX_EBADURI,
+                        "store URI '%s': ns must be 1..32 of [A-Za-z0-9_-], "
+                        "not '%.*s'",
+                        uri, (int)vlen, val);
+          goto fail;
+        }
+        memcpy(out->ns, val, vlen);
+        out->ns[vlen] = '\0';
+      }
       else if (OPT("password")) {
         free(out->password);
         if (!(out->password = strndup(val, vlen))) {
@@ -273,7 +290,7 @@ int dtx__rd_uri_parse(const char *uri, rd_uri_t *out) {
       } else {
         rc = dtx__err(DTX_EBADURI,
                       "store URI '%s': unknown option '%.*s' (known: wait, "
-                      "password, timeout_ms, retry_ms, buckets)",
+                      "password, timeout_ms, retry_ms, buckets, ns)",
                       uri, (int)nlen, opt);
         goto fail;
       }
@@ -403,6 +420,8 @@ static int rd_open(const char *uri, unsigned flags, dtx__backend_t **out) {
     free(b);
     return rc;
   }
+  dtx__rd_key_prefix(b->kp, b->uri.ns);
+  snprintf(b->catkey, sizeof b->catkey, "%s{cat}", b->kp);
   pthread_rwlock_init(&b->maplock, NULL);
   pthread_mutex_init(&b->refreshmu, NULL);
   pthread_mutex_init(&b->catmu, NULL);
@@ -443,7 +462,7 @@ static void rd_close(dtx__backend_t *b) {
 }
 
 const dtx_store_methods_t dtx__redis_methods = {
-    .version = 1,
+    .version = 2,
     .scheme = "redis",
     .uri_form = "redis://HOST:PORT",
     .open = rd_open,
@@ -457,4 +476,6 @@ const dtx_store_methods_t dtx__redis_methods = {
     .list_indexes = dtx__rd_list_indexes,
     .drop_collection = dtx__rd_drop_collection,
     .list_collections = dtx__rd_list_collections,
+    .set_rules = dtx__rd_set_rules,
+    .get_rules = dtx__rd_get_rules,
 };

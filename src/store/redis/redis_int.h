@@ -14,7 +14,8 @@
  *   docs.c     insert, find, count, modify_one, modify_many, unique claims
  *
  * Keys (B is a bucket 0..nb-1 of a collection incarnation GEN; every key of
- * one bucket shares the hash tag {COLL:GEN:B}, so one slot):
+ * one bucket shares the hash tag {COLL:GEN:B}, so one slot; with ?ns=NAME
+ * every key starts "dtx@NAME:" instead of "dtx:"):
  *   dtx:{cat}                  hash: collection name -> catalog JSON
  *   dtx:d:{COLL:GEN:B}ID       hash: v version, s seq, b body JSON,
  *                              u<claim key> claim value (unique claims held)
@@ -69,10 +70,11 @@ typedef struct rd_uri {
   int wait;       /* replicas each write waits for (WAIT) */
   int buckets;    /* buckets of collections created through this handle */
   int retry_ms;   /* budget for retrying transient errors */
+  char ns[33];    /* namespace, "" for none */
 } rd_uri_t;
 
 /* Parses redis://H:P[,H:P...][?wait=N&password=S&timeout_ms=N&buckets=N
- * &retry_ms=N].  DTX_EBADURI with a detail otherwise. */
+ * &retry_ms=N&ns=NAME].  DTX_EBADURI with a detail otherwise. */
 int dtx__rd_uri_parse(const char *uri, rd_uri_t *out);
 void dtx__rd_uri_free(rd_uri_t *u);
 
@@ -177,7 +179,8 @@ void dtx__rd_disconnect(dtx__backend_t *b);
 uint16_t dtx__rd_slot(const char *key, size_t len);
 uint64_t dtx__rd_hash64(const void *p, size_t n);
 
-/* _id -> its key text: "i" decimal for integers, "s" bytes for strings. */
+/* _id -> its key text: "i" decimal for integers (and integral doubles),
+ * "s" bytes for strings, "v" hex of the value encoding for the rest. */
 int dtx__rd_idenc(const json_t *id, rd_buf_t *out);
 
 /* Order-preserving, prefix-free encoding of one index key value (MongoDB
@@ -195,9 +198,15 @@ typedef struct rd_idx {
   int multikey; /* some document has had several keys in it */
 } rd_idx_t;
 
+#define RD_KPMAX 48 /* a key prefix: "dtx:" or "dtx@NAME:" */
+
+/* The key prefix of namespace ns ("" or NULL: none). */
+void dtx__rd_key_prefix(char out[RD_KPMAX], const char *ns);
+
 typedef struct rd_coll {
   atomic_int refs;
   char *name;
+  char kp[RD_KPMAX]; /* the backend's key prefix */
   char gen[20];
   int nb;
   int64_t ver; /* the stamp every bucket must show for writes */
@@ -207,6 +216,7 @@ typedef struct rd_coll {
   char *raw; /* the stored catalog text */
   int64_t loaded_ms;
   uint16_t *slots; /* slot of each bucket */
+  dtx__rules_t *rules; /* compiled "rules" of the entry, or NULL */
 } rd_coll_t;
 
 void dtx__rd_coll_put(rd_coll_t *co);
@@ -240,6 +250,8 @@ int dtx__rd_create_index(dtx__backend_t *b, const char *coll,
 int dtx__rd_list_indexes(dtx__backend_t *b, const char *coll, json_t **out);
 int dtx__rd_drop_collection(dtx__backend_t *b, const char *coll);
 int dtx__rd_list_collections(dtx__backend_t *b, json_t **out);
+int dtx__rd_set_rules(dtx__backend_t *b, const char *coll, const json_t *spec);
+int dtx__rd_get_rules(dtx__backend_t *b, const char *coll, json_t **out);
 
 /* ---- unique claims -------------------------------------------------------------- */
 
@@ -287,7 +299,7 @@ int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
 int dtx__rd_read_doc(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *d);
 
 int dtx__rd_insert(dtx__backend_t *b, const char *coll, json_t *const *docs,
-                   size_t n, size_t *ninserted);
+                   size_t n, int bypass, size_t *ninserted);
 int dtx__rd_find(dtx__backend_t *b, const char *coll, const json_t *fspec,
                  const dtx__filter_t *f, const json_t *sort, int64_t skip,
                  int64_t limit, json_t **out);
@@ -347,6 +359,8 @@ typedef struct rd_centry {
 struct dtx__backend {
   rd_uri_t uri;
   int cluster;
+  char kp[RD_KPMAX];  /* key prefix of every key ("dtx:", "dtx@NS:") */
+  char catkey[RD_KPMAX + 8]; /* the catalog hash: kp "{cat}" */
 
   /* topology: nodes are appended, never removed, until close */
   pthread_rwlock_t maplock;

@@ -2,6 +2,19 @@
  * cached catalog snapshot, and the operations that change it
  * (implicit collection creation, create_index, drop_collection) or list it.
  *
+ * Collection rules (validator, delete guard) are catalog entries too:
+ * _dtx_rules holds each collection's normalised rules, compiled into the
+ * snapshot, so a writer checks a document against the rules of the very
+ * catalog version its transaction sees.
+ *
+ * Table names: SQLite compares table names case-insensitively, while
+ * collection names are case-sensitive ("Foo" and "foo" are two
+ * collections, as in MongoDB and the Redis backend).  So a collection's
+ * tables are named after its name with every upper-case letter X written
+ * "^x" ("Foo" -> "c:^foo"), which no two collection names share.  Format 2
+ * stores used the name as it was; opening one renames its tables (format
+ * 3).
+ *
  * Every catalog change replaces _dtx_meta's 'catalog' value with a fresh
  * random number in the same transaction.  Every transaction, read or
  * write, compares that value (one cached SELECT) with its snapshot's and
@@ -20,16 +33,141 @@
 
 /* ---- schema ------------------------------------------------------------------------ */
 
-#define FORMAT_VERSION 2
+#define FORMAT_VERSION 3
+
+#define RULES_SQL                                                            \
+  "CREATE TABLE IF NOT EXISTS _dtx_rules(coll TEXT PRIMARY KEY,"             \
+  " spec TEXT NOT NULL) WITHOUT ROWID;"
 
 static const char SCHEMA_SQL[] =
     "CREATE TABLE IF NOT EXISTS _dtx_meta(k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
-    "INSERT OR IGNORE INTO _dtx_meta VALUES('format', 2), ('catalog', 0);"
+    "INSERT OR IGNORE INTO _dtx_meta VALUES('format', 3), ('catalog', 0);"
     "CREATE TABLE IF NOT EXISTS _dtx_coll(name TEXT PRIMARY KEY) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS _dtx_index("
     " id INTEGER PRIMARY KEY AUTOINCREMENT, coll TEXT NOT NULL,"
     " name TEXT NOT NULL, spec TEXT NOT NULL,"
-    " multikey INTEGER NOT NULL DEFAULT 0, UNIQUE(coll, name));";
+    " multikey INTEGER NOT NULL DEFAULT 0, UNIQUE(coll, name));" RULES_SQL;
+
+/* ---- table names ------------------------------------------------------------------ */
+
+/* name with each upper-case X as "^x": lower-case only, so two names that
+ * differ only in case get table names that differ in more than case
+ * (collection names never contain '^'). */
+static void enc_name(char *out, size_t n, const char *name) {
+  size_t j = 0;
+  for (size_t i = 0; name[i] && j + 3 < n; i++) {
+    char ch = name[i];
+    if (ch >= 'A' && ch <= 'Z') {
+      out[j++] = '^';
+      ch = (char)(ch - 'A' + 'a');
+    }
+    out[j++] = ch;
+  }
+  out[j] = '\0';
+}
+
+static void coll_table(char *out, size_t n, const char *name) {
+  char e[SQ_NAME_MAX];
+  enc_name(e, sizeof e, name);
+  snprintf(out, n, "\"c:%s\"", e);
+}
+
+static void idx_table(char *out, size_t n, const char *coll, int64_t id) {
+  char e[SQ_NAME_MAX];
+  enc_name(e, sizeof e, coll);
+  snprintf(out, n, "\"i:%s:%lld\"", e, (long long)id);
+}
+
+static int has_upper(const char *s) {
+  for (; *s; s++)
+    if (*s >= 'A' && *s <= 'Z')
+      return 1;
+  return 0;
+}
+
+/* Format 2 -> 3: the tables of collections with upper-case letters get
+ * their encoded names, and _dtx_rules appears.  One write transaction, so
+ * a crash leaves format 2 untouched, and a process racing to do the same
+ * finds format 3 once it has the lock. */
+static int migrate_2_to_3(sq_conn_t *c) {
+  int rc = dtx__sq_begin_write(c);
+  if (rc < 0)
+    return rc;
+  sqlite3_stmt *st;
+  int src = SQLITE_DONE;
+  int64_t fmt = 0;
+  char **renames = NULL; /* pairs of old, new table names */
+  size_t nren = 0, cap = 0;
+  if ((rc = dtx__sq_prep(c, "SELECT v FROM _dtx_meta WHERE k='format'", 0,
+                         &st)) < 0)
+    goto out;
+  if (sqlite3_step(st) == SQLITE_ROW)
+    fmt = sqlite3_column_int64(st, 0);
+  sqlite3_reset(st);
+  if (fmt != 2)
+    goto out; /* migrated meanwhile (or not ours to migrate) */
+  static const char *const q[] = {
+      "SELECT name, NULL FROM _dtx_coll",
+      "SELECT coll, id FROM _dtx_index",
+  };
+  for (int k = 0; k < 2 && rc == 0; k++) {
+    if ((rc = dtx__sq_prep(c, q[k], 0, &st)) < 0)
+      goto out;
+    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+      const char *name = (const char *)sqlite3_column_text(st, 0);
+      if (!name || !has_upper(name))
+        continue;
+      if (nren + 2 > cap) {
+        cap = cap ? cap * 2 : 16;
+        char **n = realloc(renames, cap * sizeof *n);
+        if (!n) {
+          rc = dtx__err(DTX_ENOMEM, "sqlite: migrating the store");
+          break;
+        }
+        renames = n;
+      }
+      char from[SQ_TABLE_MAX], to[SQ_TABLE_MAX];
+      int64_t id = sqlite3_column_int64(st, 1);
+      if (k == 0) {
+        snprintf(from, sizeof from, "\"c:%s\"", name);
+        coll_table(to, sizeof to, name);
+      } else {
+        snprintf(from, sizeof from, "\"i:%s:%lld\"", name, (long long)id);
+        idx_table(to, sizeof to, name, id);
+      }
+      renames[nren] = strdup(from);
+      renames[nren + 1] = strdup(to);
+      nren += 2;
+      if (!renames[nren - 2] || !renames[nren - 1]) {
+        rc = dtx__err(DTX_ENOMEM, "sqlite: migrating the store");
+        break;
+      }
+    }
+    sqlite3_reset(st);
+    if (rc == 0 && src != SQLITE_DONE)
+      rc = dtx__sq_err(c, src, "sqlite: migrating the store");
+  }
+  for (size_t i = 0; rc == 0 && i < nren; i += 2) {
+    char sql[2 * SQ_TABLE_MAX + 40];
+    snprintf(sql, sizeof sql, "ALTER TABLE %s RENAME TO %s", renames[i],
+             renames[i + 1]);
+    rc = dtx__sq_exec_once(c, sql);
+  }
+  if (rc == 0)
+    rc = dtx__sq_exec_once(c, RULES_SQL
+                           "UPDATE _dtx_meta SET v=3 WHERE k='format';"
+                           "UPDATE _dtx_meta SET v=random() WHERE "
+                           "k='catalog';");
+out:
+  for (size_t i = 0; i < nren; i++)
+    free(renames[i]);
+  free(renames);
+  if (rc == 0)
+    rc = dtx__sq_commit(c);
+  if (rc < 0)
+    dtx__sq_rollback(c);
+  return rc;
+}
 
 static int meta_format(sq_conn_t *c, int64_t *fmt) {
   sqlite3_stmt *st;
@@ -75,6 +213,10 @@ int dtx__sq_schema_init(sq_conn_t *c, int create) {
   int64_t fmt;
   if ((rc = meta_format(c, &fmt)) < 0)
     return rc;
+  if (fmt == 2 && ((rc = migrate_2_to_3(c)) < 0 ||
+                   (rc = meta_format(c, &fmt)) < 0))
+    return dtx__err_wrap(rc, "sqlite: upgrading the store to format %d",
+                         FORMAT_VERSION);
   if (fmt != FORMAT_VERSION)
     return dtx__err(DTX_EBACKEND,
                     "sqlite: store format %lld, this doctx reads format %d",
@@ -128,7 +270,7 @@ static int coll_init(sq_coll_t *co, const char *name) {
   int rc;
   if (!(co->name = strdup(name)))
     return dtx__err(DTX_ENOMEM, "loading the catalog");
-  snprintf(co->table, sizeof co->table, "\"c:%s\"", name);
+  coll_table(co->table, sizeof co->table, name);
   for (int i = 0; i < SQ_C_NSQL; i++)
     if ((rc = fmt_sql(&co->sql[i], &co->h[i], tmpl[i], co->table)) < 0)
       return rc;
@@ -148,7 +290,7 @@ static int idx_init(sq_idx_t *ix, const char *coll, int64_t id,
   memset(ix, 0, sizeof *ix);
   ix->id = id;
   ix->spec = spec;
-  snprintf(ix->table, sizeof ix->table, "\"i:%s:%lld\"", coll, (long long)id);
+  idx_table(ix->table, sizeof ix->table, coll, id);
   size_t nf = spec->nfields;
   size_t cap = 128 + nf * 48;
   char *ins = malloc(cap), *del = malloc(cap);
@@ -187,6 +329,7 @@ static void cat_free(sq_cat_t *cat) {
     for (size_t j = 0; j < co->nidx; j++)
       idx_fini(&co->idx[j]);
     free(co->idx);
+    dtx__rules_free(co->rules);
   }
   free(cat->colls);
   free(cat);
@@ -316,6 +459,32 @@ int dtx__sq_cat_load(sq_conn_t *c, sq_cat_t **out) {
     rc = dtx__sq_err(c, src, "loading the indexes");
     goto fail;
   }
+  if ((rc = dtx__sq_prep(c, "SELECT coll, spec FROM _dtx_rules", 0, &st)) <
+      0)
+    goto fail;
+  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *cname = (const char *)sqlite3_column_text(st, 0);
+    sq_coll_t *co = (sq_coll_t *)dtx__sq_coll_find(cat, cname);
+    json_t *spec = NULL;
+    /* Rules that no longer compile fail closed: the catalog is unusable
+     * until they are fixed, rather than writes going unchecked. */
+    if (!co ||
+        dtx__json_parse((const char *)sqlite3_column_text(st, 1), &spec) < 0 ||
+        dtx__rules_compile(spec, &co->rules) < 0) {
+      rc = dtx__err(DTX_EBACKEND, "sqlite: stored rules of %s: %s",
+                    cname ? cname : "?",
+                    co ? dtx_errdetail() : "no such collection");
+      json_decref(spec);
+      sqlite3_reset(st);
+      goto fail;
+    }
+    json_decref(spec);
+  }
+  sqlite3_reset(st);
+  if (src != SQLITE_DONE) {
+    rc = dtx__sq_err(c, src, "loading the rules");
+    goto fail;
+  }
   *out = cat;
   return 0;
 fail:
@@ -383,11 +552,12 @@ int dtx__sq_coll_ensure(sq_wctx_t *w, const char *name,
                         const sq_coll_t **out) {
   if ((*out = dtx__sq_coll_find(w->cat, name)))
     return 0;
-  char sql[300];
+  char sql[SQ_TABLE_MAX + 100], table[SQ_TABLE_MAX];
+  coll_table(table, sizeof table, name);
   snprintf(sql, sizeof sql,
-           "CREATE TABLE \"c:%s\"(seq INTEGER PRIMARY KEY, id UNIQUE NOT "
+           "CREATE TABLE %s(seq INTEGER PRIMARY KEY, id UNIQUE NOT "
            "NULL, body TEXT NOT NULL)",
-           name);
+           table);
   int rc = dtx__sq_exec_once(w->c, sql);
   sqlite3_stmt *st;
   if (rc < 0 ||
@@ -574,7 +744,7 @@ static int drop_run(sq_wctx_t *w, sq_op_t *op) {
   const sq_coll_t *co = dtx__sq_coll_find(w->cat, coll);
   if (!co)
     return 0;
-  char sql[300];
+  char sql[SQ_TABLE_MAX + 20];
   int rc;
   for (size_t i = 0; i < co->nidx; i++) {
     snprintf(sql, sizeof sql, "DROP TABLE %s", co->idx[i].table);
@@ -586,9 +756,10 @@ static int drop_run(sq_wctx_t *w, sq_op_t *op) {
     return rc;
   static const char *const del[] = {
       "DELETE FROM _dtx_index WHERE coll=?1",
+      "DELETE FROM _dtx_rules WHERE coll=?1",
       "DELETE FROM _dtx_coll WHERE name=?1",
   };
-  for (size_t i = 0; i < 2; i++) {
+  for (size_t i = 0; i < sizeof del / sizeof *del; i++) {
     sqlite3_stmt *st;
     if ((rc = dtx__sq_prep(w->c, del[i], 0, &st)) < 0)
       return rc;
@@ -604,6 +775,67 @@ static int drop_run(sq_wctx_t *w, sq_op_t *op) {
 int dtx__sq_drop_collection(dtx__backend_t *b, const char *coll) {
   sq_op_t op = {.run = drop_run, .arg = (void *)coll};
   return dtx__sq_submit(b, &op);
+}
+
+/* ---- rules ------------------------------------------------------------------------------- */
+
+typedef struct rules_arg {
+  const char *coll;
+  const char *text; /* normalised spec, or NULL to remove */
+} rules_arg_t;
+
+static int rules_run(sq_wctx_t *w, sq_op_t *op) {
+  rules_arg_t *a = op->arg;
+  const sq_coll_t *co = dtx__sq_coll_find(w->cat, a->coll);
+  int rc;
+  if (!co && !a->text)
+    return 0; /* no collection, no rules: nothing to remove */
+  if (!co && (rc = dtx__sq_coll_ensure(w, a->coll, &co)) < 0)
+    return rc;
+  sqlite3_stmt *st;
+  if ((rc = dtx__sq_prep(w->c,
+                         a->text ? "INSERT OR REPLACE INTO _dtx_rules(coll, "
+                                   "spec) VALUES(?1, ?2)"
+                                 : "DELETE FROM _dtx_rules WHERE coll=?1",
+                         0, &st)) < 0)
+    return rc;
+  sqlite3_bind_text(st, 1, a->coll, -1, SQLITE_STATIC);
+  if (a->text)
+    sqlite3_bind_text(st, 2, a->text, -1, SQLITE_STATIC);
+  int src = sqlite3_step(st);
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  if (src != SQLITE_DONE)
+    return dtx__sq_err(w->c, src, "recording collection rules");
+  return cat_changed(w);
+}
+
+int dtx__sq_set_rules(dtx__backend_t *b, const char *coll,
+                      const json_t *spec) {
+  char *text = spec ? dtx__json_dump(spec) : NULL;
+  if (spec && !text)
+    return dtx__err(DTX_ENOMEM, "setting the rules of %s", coll);
+  rules_arg_t a = {coll, text};
+  sq_op_t op = {.run = rules_run, .arg = &a};
+  int rc = dtx__sq_submit(b, &op);
+  free(text);
+  return rc;
+}
+
+int dtx__sq_get_rules(dtx__backend_t *b, const char *coll, json_t **out) {
+  sq_conn_t *c;
+  sq_cat_t *cat;
+  *out = NULL;
+  int rc = dtx__sq_read_begin(b, &c, &cat);
+  if (rc < 0)
+    return rc;
+  const sq_coll_t *co = dtx__sq_coll_find(cat, coll);
+  if (co && co->rules)
+    *out = json_deep_copy(dtx__rules_spec(co->rules));
+  dtx__sq_read_end(b, c, cat);
+  if (co && co->rules && !*out)
+    return dtx__err(DTX_ENOMEM, "reading the rules of %s", coll);
+  return 0;
 }
 
 /* ---- listing ------------------------------------------------------------------------------ */

@@ -12,7 +12,11 @@
  * value: a real with an integral value in int64 range is written as that
  * integer, so {a: 1} and {a: 1.0} (equal under MongoDB's comparison) give
  * one key in a unique index, while 9007199254740993 and the double next
- * to it stay apart. */
+ * to it stay apart.  The same canonical text, bound as a BLOB, is the key
+ * of an _id that is an object, null or a boolean (docs.c), so equal
+ * objects collide and no such _id can equal a string or number _id;
+ * numeric _ids are bound as INTEGER or REAL, which SQLite compares by
+ * value, so 1 and 1.0 are one _id. */
 #include "store/sqlite/sqlite_int.h"
 
 #include "util/buf.h"

@@ -33,8 +33,17 @@ int dtx__sq_bind_id(sqlite3_stmt *st, int i, const json_t *id) {
   else if (json_is_string(id))
     src = sqlite3_bind_text(st, i, json_string_value(id),
                             (int)json_string_length(id), SQLITE_STATIC);
-  else
-    return dtx__err(DTX_EINVAL, "_id must be a string or an integer");
+  else if (dtx__id_valid(id)) {
+    /* Objects, null and booleans: their canonical text (numbers by value)
+     * as a BLOB, which never equals a TEXT or numeric _id (codec.c). */
+    char *text;
+    size_t len;
+    int rc = dtx__sq_text(id, 1, &text, &len);
+    if (rc < 0)
+      return rc;
+    src = sqlite3_bind_blob(st, i, text, (int)len, free);
+  } else
+    return dtx__err(DTX_EINVAL, "_id cannot be an array");
   return src == SQLITE_OK ? 0
                           : dtx__err(DTX_EBACKEND, "sqlite: binding an _id");
 }
@@ -133,11 +142,18 @@ static int doc_keys(const sq_idx_t *ix, const json_t *doc, json_t **keys) {
 
 /* ---- single-document writes --------------------------------------------------------------- */
 
-static int insert_doc(sq_wctx_t *w, const sq_coll_t *co, const json_t *doc) {
+/* The three writes below first pass the document to the shared check
+ * (depth, validator, delete guard) with co's rules: co comes from the
+ * catalog snapshot of this very write transaction. */
+static int insert_doc(sq_wctx_t *w, const sq_coll_t *co, const json_t *doc,
+                      int bypass) {
   sq_conn_t *c = w->c;
   const json_t *id = json_object_get(doc, "_id");
   sqlite3_stmt *st;
-  int rc = dtx__sq_prep(c, co->sql[SQ_C_INS], co->h[SQ_C_INS], &st);
+  int rc = dtx__doc_check_write(co->rules, co->name, NULL, doc, bypass);
+  if (rc < 0)
+    return rc;
+  rc = dtx__sq_prep(c, co->sql[SQ_C_INS], co->h[SQ_C_INS], &st);
   if (rc < 0 || (rc = dtx__sq_bind_id(st, 1, id)) < 0)
     return rc;
   char *body;
@@ -168,10 +184,13 @@ static int insert_doc(sq_wctx_t *w, const sq_coll_t *co, const json_t *doc) {
 }
 
 static int update_doc(sq_wctx_t *w, const sq_coll_t *co, int64_t seq,
-                      const json_t *old, const json_t *doc) {
+                      const json_t *old, const json_t *doc, int bypass) {
   sq_conn_t *c = w->c;
   sqlite3_stmt *st;
-  int rc = dtx__sq_prep(c, co->sql[SQ_C_UPD], co->h[SQ_C_UPD], &st);
+  int rc = dtx__doc_check_write(co->rules, co->name, old, doc, bypass);
+  if (rc < 0)
+    return rc;
+  rc = dtx__sq_prep(c, co->sql[SQ_C_UPD], co->h[SQ_C_UPD], &st);
   if (rc < 0)
     return rc;
   char *body;
@@ -208,9 +227,12 @@ static int update_doc(sq_wctx_t *w, const sq_coll_t *co, int64_t seq,
 }
 
 static int delete_doc(sq_conn_t *c, const sq_coll_t *co, int64_t seq,
-                      const json_t *old) {
+                      const json_t *old, int bypass) {
   sqlite3_stmt *st;
-  int rc = dtx__sq_prep(c, co->sql[SQ_C_DEL], co->h[SQ_C_DEL], &st);
+  int rc = dtx__doc_check_write(co->rules, co->name, old, NULL, bypass);
+  if (rc < 0)
+    return rc;
+  rc = dtx__sq_prep(c, co->sql[SQ_C_DEL], co->h[SQ_C_DEL], &st);
   if (rc < 0)
     return rc;
   sqlite3_bind_int64(st, 1, seq);
@@ -260,6 +282,7 @@ typedef struct ins_arg {
   const char *coll;
   json_t *const *docs;
   size_t n, done;
+  int bypass;
 } ins_arg_t;
 
 static int insert_run(sq_wctx_t *w, sq_op_t *op) {
@@ -272,7 +295,7 @@ static int insert_run(sq_wctx_t *w, sq_op_t *op) {
     int sp = a->n > 1;
     if (sp && (rc = savepoint_begin(w->c, co)) < 0)
       return rc;
-    rc = insert_doc(w, co, a->docs[i]);
+    rc = insert_doc(w, co, a->docs[i], a->bypass);
     if (sp)
       rc = savepoint_end(w->c, co, rc);
     if (rc < 0)
@@ -285,8 +308,8 @@ static int insert_run(sq_wctx_t *w, sq_op_t *op) {
 static void insert_discard(sq_op_t *op) { ((ins_arg_t *)op->arg)->done = 0; }
 
 int dtx__sq_insert(dtx__backend_t *b, const char *coll, json_t *const *docs,
-                   size_t n, size_t *ninserted) {
-  ins_arg_t a = {coll, docs, n, 0};
+                   size_t n, int bypass, size_t *ninserted) {
+  ins_arg_t a = {coll, docs, n, 0, bypass};
   sq_op_t op = {.run = insert_run,
                 .discard = insert_discard,
                 .arg = &a,
@@ -452,7 +475,7 @@ static int upsert(sq_wctx_t *w, const dtx__modify_t *m,
     return rc;
   const sq_coll_t *co;
   if ((rc = dtx__sq_coll_ensure(w, m->coll, &co)) < 0 ||
-      (rc = insert_doc(w, co, doc)) < 0) {
+      (rc = insert_doc(w, co, doc, m->bypass)) < 0) {
     json_decref(doc);
     return rc;
   }
@@ -474,7 +497,7 @@ static int modify_run(sq_wctx_t *w, sq_op_t *op) {
   if (!doc)
     return m->upsert && m->update ? upsert(w, m, res) : 0;
   if (!m->update) {
-    if ((rc = delete_doc(w->c, co, seq, doc)) < 0) {
+    if ((rc = delete_doc(w->c, co, seq, doc, m->bypass)) < 0) {
       json_decref(doc);
       return rc;
     }
@@ -484,7 +507,7 @@ static int modify_run(sq_wctx_t *w, sq_op_t *op) {
   }
   rc = dtx__update_apply(m->update, doc, 0, dtx__now_ms(), &nd, &changed);
   if (rc == 0 && changed)
-    rc = update_doc(w, co, seq, doc, nd);
+    rc = update_doc(w, co, seq, doc, nd, m->bypass);
   if (rc < 0) {
     json_decref(doc);
     json_decref(nd);
@@ -569,8 +592,9 @@ static int many_run(sq_wctx_t *w, sq_op_t *op) {
       break;
     if (changed) {
       if ((rc = savepoint_begin(w->c, co)) == 0) {
-        rc = m->update ? update_doc(w, co, ms[i].seq, ms[i].doc, nd)
-                       : delete_doc(w->c, co, ms[i].seq, ms[i].doc);
+        rc = m->update
+                 ? update_doc(w, co, ms[i].seq, ms[i].doc, nd, m->bypass)
+                 : delete_doc(w->c, co, ms[i].seq, ms[i].doc, m->bypass);
         rc = savepoint_end(w->c, co, rc);
       }
       if (rc == 0)

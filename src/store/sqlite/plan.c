@@ -96,8 +96,8 @@ static int ids_candidates(sq_cursor_t *cur, const json_t *vals) {
   if (rc < 0)
     return rc;
   json_array_foreach(vals, i, v) {
-    if (!json_is_number(v) && !json_is_string(v))
-      continue; /* no stored _id is null or a boolean */
+    if (!dtx__id_valid(v))
+      continue; /* no stored _id is an array */
     sqlite3_reset(st);
     if ((rc = dtx__sq_bind_id(st, 1, v)) < 0 ||
         (rc = collect_rows(cur, st, &cap)) < 0)
@@ -215,7 +215,7 @@ int dtx__sq_cursor_open(sq_cursor_t *cur, sq_conn_t *c, const sq_coll_t *coll,
   /* The primitive's usual filter, {_id: value}, needs no planning. */
   if (json_is_object(filter_spec) && json_object_size(filter_spec) == 1) {
     const json_t *id = json_object_get(filter_spec, "_id");
-    if (id && (json_is_integer(id) || json_is_string(id))) {
+    if (id && dtx__id_valid(id)) { /* never an operator document */
       cur->kind = PLAN_ONE;
       int rc = load_one(cur, id);
       if (rc < 0)
@@ -236,8 +236,7 @@ int dtx__sq_cursor_open(sq_cursor_t *cur, sq_conn_t *c, const sq_coll_t *coll,
       idc = &cs->c[i];
   if (idc) {
     const json_t *v = json_array_get(idc->vals, 0);
-    if (json_array_size(idc->vals) == 1 &&
-        (json_is_number(v) || json_is_string(v))) {
+    if (json_array_size(idc->vals) == 1 && dtx__id_valid(v)) {
       cur->kind = PLAN_ONE;
       rc = load_one(cur, v);
     } else {

@@ -495,7 +495,7 @@ static void sq_close(dtx__backend_t *b) {
 }
 
 const dtx_store_methods_t dtx__sqlite_methods = {
-    .version = 1,
+    .version = 2,
     .scheme = "sqlite",
     .uri_form = "sqlite:PATH",
     .open = sq_open,
@@ -509,4 +509,6 @@ const dtx_store_methods_t dtx__sqlite_methods = {
     .list_indexes = dtx__sq_list_indexes,
     .drop_collection = dtx__sq_drop_collection,
     .list_collections = dtx__sq_list_collections,
+    .set_rules = dtx__sq_set_rules,
+    .get_rules = dtx__sq_get_rules,
 };

@@ -17,6 +17,9 @@
  *   _dtx_coll(name PRIMARY KEY)      one row per collection
  *   _dtx_index(id, coll, name, spec) one row per secondary index; spec is
  *                                    dtx__index_spec_json() text
+ *   _dtx_rules(coll PRIMARY KEY, spec)
+ *                                    a collection's rules (normalised
+ *                                    dtx__rules_spec() text)
  *   "c:NAME"(seq INTEGER PRIMARY KEY, id UNIQUE NOT NULL, body TEXT)
  *                                    documents; seq keeps insertion order;
  *                                    id has no type affinity, so 1 and "1"
@@ -27,6 +30,8 @@
  *                                    seq; primary key (fields..., seq), or
  *                                    (fields...) when unique, which is what
  *                                    enforces uniqueness
+ * where NAME is the collection name with each upper-case letter X written
+ * "^x" (catalog.c says why; format 3).
  *
  * Ownership: the backend owns its connections, their statement caches and
  * the catalog snapshots; a snapshot (cat_t) is immutable and refcounted,
@@ -116,22 +121,28 @@ enum {
   SQ_C_NSQL
 };
 
+/* Room for a quoted table name: a collection name (120 bytes) with every
+ * letter escaped, a prefix and an index id. */
+#define SQ_NAME_MAX 244
+#define SQ_TABLE_MAX 280
+
 typedef struct sq_idx {
   int64_t id;
   dtx__index_spec_t *spec;
   int multikey; /* some document has had several keys in it */
-  char table[160]; /* quoted: "i:NAME:ID" */
+  char table[SQ_TABLE_MAX]; /* quoted: "i:NAME:ID" */
   char *sql_ins, *sql_del;
   uint64_t h_ins, h_del;
 } sq_idx_t;
 
 typedef struct sq_coll {
   char *name;
-  char table[140]; /* quoted: "c:NAME" */
+  char table[SQ_TABLE_MAX]; /* quoted: "c:NAME" */
   char *sql[SQ_C_NSQL];
   uint64_t h[SQ_C_NSQL];
   size_t nidx;
   sq_idx_t *idx;
+  dtx__rules_t *rules; /* NULL: none */
 } sq_coll_t;
 
 typedef struct sq_cat {
@@ -231,6 +242,8 @@ int dtx__sq_create_index(dtx__backend_t *b, const char *coll,
 int dtx__sq_list_indexes(dtx__backend_t *b, const char *coll, json_t **out);
 int dtx__sq_drop_collection(dtx__backend_t *b, const char *coll);
 int dtx__sq_list_collections(dtx__backend_t *b, json_t **out);
+int dtx__sq_set_rules(dtx__backend_t *b, const char *coll, const json_t *spec);
+int dtx__sq_get_rules(dtx__backend_t *b, const char *coll, json_t **out);
 
 /* ---- index rows (docs.c) ---------------------------------------------------------- */
 
@@ -276,7 +289,7 @@ int dtx__sq_text(const json_t *v, int canonical, char **out, size_t *len);
 
 /* docs.c */
 int dtx__sq_insert(dtx__backend_t *b, const char *coll, json_t *const *docs,
-                   size_t n, size_t *ninserted);
+                   size_t n, int bypass, size_t *ninserted);
 int dtx__sq_find(dtx__backend_t *b, const char *coll, const json_t *fspec,
                  const dtx__filter_t *f, const json_t *sort, int64_t skip,
                  int64_t limit, json_t **out);

@@ -1,0 +1,152 @@
+/* update_int.h -- internals shared by the update engine's files:
+ *   update.c        compiling an update spec, checking its paths, and the
+ *                   apply driver (order, positional expansion, _id check)
+ *   update_ops.c    what each operator does to one concrete path
+ *   update_array.c  positional paths ($, $[], $[id] with arrayFilters) and
+ *                   the $push modifiers ($each $position $sort $slice)
+ * Nothing outside src/doc includes it. */
+#ifndef DTX_DOC_UPDATE_INT_H
+#define DTX_DOC_UPDATE_INT_H
+
+#include "doc/doc.h"
+
+#include <stddef.h>
+
+enum op_kind {
+  OP_SET,
+  OP_SETONINSERT,
+  OP_UNSET,
+  OP_INC,
+  OP_MUL,
+  OP_MIN,
+  OP_MAX,
+  OP_PUSH,
+  OP_ADDTOSET,
+  OP_PULL,
+  OP_PULLALL,
+  OP_POP,
+  OP_RENAME,
+  OP_BIT,
+  OP_CURDATE
+};
+
+enum pull_mode {
+  PULL_EQ,      /* remove elements equal to the value */
+  PULL_WRAPPED, /* {$gte:6}: the condition applies to the element itself */
+  PULL_QUERY    /* {score:{$lt:5}}: a query run on object elements */
+};
+
+/* A dotted path split into segments.  path and buf are owned; segs points
+ * into buf. */
+typedef struct upath {
+  char *path;
+  char *buf;
+  char **segs;
+  size_t nsegs;
+} upath_t;
+
+/* One operator applied to one path.  Every member is fixed at compile
+ * time; apply never writes to it (compiled updates are shared by threads).
+ * For a positional path, apply makes a shallow copy whose p is concrete. */
+typedef struct upd_op {
+  enum op_kind kind;
+  const char *opname; /* static string */
+  upath_t p;          /* the path; for $rename the source */
+  upath_t to;         /* $rename: the destination */
+  int positional;     /* p has a $, $[] or $[id] segment */
+  /* Owned deep copy of the argument.  $push/$addToSet hold the array of
+   * values to add (a single value is wrapped), $pull the value or the
+   * condition, others the operand. */
+  json_t *arg;
+  dtx__filter_t *cond; /* $pull with PULL_WRAPPED or PULL_QUERY */
+  enum pull_mode pull_mode;
+  /* $push modifiers */
+  int has_position, has_slice;
+  json_int_t position, slice;
+  json_t *sort;  /* NULL, an integer 1/-1, or a checked sort spec */
+  int timestamp; /* $currentDate {$type: "timestamp"} */
+} upd_op_t;
+
+/* One arrayFilters entry: the identifier and its filter, which is run on
+ * {identifier: element}. */
+typedef struct afilter {
+  char *id;
+  dtx__filter_t *f;
+} afilter_t;
+
+struct dtx__update {
+  int replacement;
+  json_t *repl; /* replacement document, owned */
+  size_t nops;
+  upd_op_t *ops;      /* sorted by path order */
+  int positional;     /* some op has a positional path */
+  int uses_dollar;    /* some op has a "$" segment */
+  size_t naf;
+  afilter_t *af;      /* arrayFilters, owned */
+  const dtx__filter_t *filter; /* bound query filter (borrowed) or NULL */
+};
+
+/* ---- shared helpers (update.c) ---------------------------------------- */
+
+const char *dtx__upd_type_name(const json_t *v);
+
+/* Structural identity (types, values, field order), stricter than
+ * dtx__value_cmp; 0.0 and -0.0 differ. */
+int dtx__upd_same(const json_t *a, const json_t *b);
+
+/* 1 when seg is all digits; *idx gets its value (SIZE_MAX if huge). */
+int dtx__upd_seg_index(const char *seg, size_t *idx);
+
+/* Order of segments as MongoDB 5.0 applies them: numbers numerically. */
+int dtx__upd_seg_cmp(const char *a, const char *b);
+
+/* Splits path into p (owned strings). */
+int dtx__upd_path_split(upath_t *p, const char *path);
+void dtx__upd_path_free(upath_t *p);
+
+/* ---- operators (update_ops.c) ------------------------------------------- */
+
+/* Applies op (with a concrete path) to doc in place.  now_ms feeds
+ * $currentDate.  Errors leave doc partly changed; the caller drops it. */
+int dtx__upd_apply_op(const upd_op_t *op, json_t *doc, int is_insert,
+                      int64_t now_ms);
+
+/* ---- arrays (update_array.c) --------------------------------------------- */
+
+/* Kind of a path segment in an update. */
+enum { SEG_PLAIN, SEG_DOLLAR, SEG_ALL, SEG_FILTERED };
+
+/* The kind of seg; for SEG_FILTERED *id and *idlen give the identifier. */
+int dtx__upd_seg_kind(const char *seg, const char **id, size_t *idlen);
+
+/* Checks an arrayFilters identifier: a lowercase letter, then letters and
+ * digits. */
+int dtx__upd_ident_ok(const char *id, size_t n);
+
+/* Compiles the arrayFilters (an array of filter documents, or NULL) into
+ * u->af, and checks that every $[id] of u has a filter and every filter is
+ * used.  DTX_EBADUPDATE naming the identifier otherwise. */
+int dtx__upd_array_filters(dtx__update_t *u, const json_t *afs);
+
+/* $push/$addToSet: parses {$each: [...], $position, $sort, $slice} or a
+ * plain value into op. */
+int dtx__upd_compile_push(upd_op_t *op, const json_t *v);
+
+/* $push: inserts, sorts and slices per op's modifiers; arr is the array at
+ * the target (already created when missing). */
+int dtx__upd_push(const upd_op_t *op, json_t *arr);
+
+/* A concrete application: op with path p resolved.  p is owned. */
+typedef struct target {
+  const upd_op_t *op;
+  upath_t p;
+} target_t;
+
+/* Expands op's positional path against doc (the document before the
+ * update) into concrete targets appended to *ts (grown with realloc).  pos
+ * is the query's matched array position for "$" (SIZE_MAX: none). */
+int dtx__upd_expand(const dtx__update_t *u, const upd_op_t *op,
+                    const json_t *doc, size_t pos, target_t **ts, size_t *n,
+                    size_t *cap);
+
+#endif

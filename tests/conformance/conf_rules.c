@@ -1,0 +1,579 @@
+/* conf_rules.c -- conformance: collection validators and delete guards.
+ *
+ * Every write that stores a document -- insert, insert_many, update (one,
+ * many, upsert, replacement), find_one_and_update (also upserting) -- is
+ * refused with DTX_EVALIDATION when its result fails the collection's
+ * validator, and leaves the collection exactly as it was; every delete
+ * (one, many, find_one_and_delete) is refused when the document does not
+ * match the delete guard.  bypass_validation lets each through.  The rules
+ * live in the store: they survive closing and reopening it, a second
+ * handle (another process) obeys them from its next write on, and a
+ * writer racing a change of rules never commits a document the rules in
+ * force at its commit refuse.  Dropping the collection drops its rules. */
+#include "conf.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The account shape of the transfer protocol, in both languages. */
+#define ACCOUNT_VALIDATOR                                                    \
+  "{'$jsonSchema':{'bsonType':'object','required':['_id','balance'],"       \
+  "'properties':{'_id':{'bsonType':'string'},'balance':{'bsonType':'long'}," \
+  "'min_balance':{'bsonType':['long','null']}}},'balance':{'$gte':0}}"
+
+static int set_rules(const char *coll, const char *validator,
+                     const char *guard) {
+  dtx_collection_rules_t r = {validator ? JQ(validator) : NULL,
+                              guard ? JQ(guard) : NULL};
+  return dtx_store_set_rules(conf_st, coll, &r);
+}
+
+/* The whole collection, for "nothing changed" comparisons (a new
+ * reference, owned by the collector). */
+static json_t *snapshot(const char *coll) {
+  return conf_keep(conf_find(coll, NULL, NULL));
+}
+
+static void check_same(const char *coll, const json_t *before,
+                       const char *what) {
+  json_t *now = snapshot(coll);
+  CHECKF(now && json_equal(now, before), "%s changed %s: %s -> %s", what,
+         coll, JS(before), JS(now));
+}
+
+/* The detail of a refusal names the collection and the _id first. */
+static void check_detail(const char *coll, const char *id, const char *has) {
+  char want[200];
+  snprintf(want, sizeof want, "%s '%s': ", coll, id);
+  const char *d = dtx_errdetail();
+  CHECKF(strncmp(d, want, strlen(want)) == 0, "detail '%s' does not start "
+         "with '%s'", d, want);
+  if (has)
+    CHECKF(strstr(d, has) != NULL, "detail '%s' lacks '%s'", d, has);
+}
+
+static void test_rules_set_get_replace_remove(void) {
+  const char *c = conf_coll("rules_get");
+  json_t *out = conf_poison;
+  /* A missing collection has no rules. */
+  CHECK_RC(dtx_store_get_rules(conf_st, c, &out), 0);
+  CHECKF(json_equal(out, JQ("{'validator':null,'delete_guard':null}")), "%s",
+         JS(out));
+  json_decref(out);
+  /* Setting them creates the collection. */
+  CHECK_RC(set_rules(c, "{'a':{'$gte':1}}", "{'b':0}"), 0);
+  json_t *names = NULL;
+  CHECK_RC(dtx_store_list_collections(conf_st, &names), 0);
+  conf_keep(names);
+  int listed = 0;
+  for (size_t i = 0; i < json_array_size(names); i++)
+    listed |= strcmp(json_string_value(json_array_get(names, i)), c) == 0;
+  CHECKF(listed, "%s not in %s", c, JS(names));
+  CHECK_RC(dtx_store_get_rules(conf_st, c, &out), 0);
+  CHECKF(json_equal(out, JQ("{'validator':{'a':{'$gte':1}},'delete_guard':"
+                            "{'b':0}}")),
+         "%s", JS(out));
+  json_decref(out);
+  /* Replacing replaces both; {} and NULL are none. */
+  CHECK_RC(set_rules(c, "{'$jsonSchema':{'required':['a']}}", "{}"), 0);
+  CHECK_RC(dtx_store_get_rules(conf_st, c, &out), 0);
+  CHECKF(json_equal(out, JQ("{'validator':{'$jsonSchema':{'required':['a']}},"
+                            "'delete_guard':null}")),
+         "%s", JS(out));
+  json_decref(out);
+  /* An invalid rule is refused and changes nothing. */
+  CHECK_RC(set_rules(c, "{'a':{'$bogus':1}}", NULL), DTX_EBADQUERY);
+  CHECKF(strstr(dtx_errdetail(), "$bogus"), "%s", dtx_errdetail());
+  CHECK_RC(set_rules(c, "{'$jsonSchema':{'pattern':'^x'}}", NULL),
+           DTX_EBADQUERY);
+  CHECKF(strstr(dtx_errdetail(), "'pattern'"), "%s", dtx_errdetail());
+  CHECK_RC(set_rules(c, NULL, "[1]"), DTX_EBADQUERY);
+  CHECK_RC(dtx_store_get_rules(conf_st, c, &out), 0);
+  CHECKF(json_equal(out, JQ("{'validator':{'$jsonSchema':{'required':['a']}},"
+                            "'delete_guard':null}")),
+         "%s", JS(out));
+  json_decref(out);
+  CHECK_RC(dtx_store_set_rules(conf_st, c, NULL), 0);
+  CHECK_RC(dtx_store_get_rules(conf_st, c, &out), 0);
+  CHECKF(json_equal(out, JQ("{'validator':null,'delete_guard':null}")), "%s",
+         JS(out));
+  json_decref(out);
+  /* Removing the rules of a missing collection is no error, and creates
+   * nothing. */
+  CHECK_RC(dtx_store_set_rules(conf_st, conf_coll("rules_none"), NULL), 0);
+  CHECK_RC(dtx_store_get_rules(conf_st, "bad name", &out), DTX_EINVAL);
+  CHECK(out == NULL);
+}
+
+/* Each kind of write, with a result the validator refuses: VALIDATION,
+ * nothing changed; then the same kinds with valid results go through. */
+static void test_validator_refuses_every_write(void) {
+  const char *c = conf_coll("rules_writes");
+  REQUIRE(set_rules(c, ACCOUNT_VALIDATOR, NULL) == 0);
+  REQUIRE(conf_seed(c, "[{'_id':'A','balance':100,'min_balance':0}]") == 0);
+  json_t *before = snapshot(c);
+  json_t *id = conf_poison;
+
+  CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'B','balance':1.5}"), &id),
+           DTX_EVALIDATION);
+  CHECK(id == NULL);
+  check_detail(c, "B", "balance is double, must be long ($jsonSchema "
+                       "properties.balance.bsonType)");
+  CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'B','balance':-5}"), NULL),
+           DTX_EVALIDATION);
+  check_detail(c, "B", "the validator condition {\"balance\":{\"$gte\":0}}");
+  CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':7,'balance':5}"), NULL),
+           DTX_EVALIDATION);
+  CHECKF(strstr(dtx_errdetail(), "_id is long, must be string"), "%s",
+         dtx_errdetail());
+  check_same(c, before, "insert");
+
+  size_t n = 99;
+  CHECK_RC(dtx_store_insert_many(conf_st, c,
+                                 JQ("[{'_id':'C','balance':1},{'_id':'D'},"
+                                    "{'_id':'E','balance':1}]"),
+                                 &n, NULL),
+           DTX_EVALIDATION);
+  CHECKF(n == 1, "inserted %zu before the refused one", n);
+  CHECKF(strstr(dtx_errdetail(), "missing required field 'balance'"), "%s",
+         dtx_errdetail());
+  CHECK_RC(dtx_store_delete(conf_st, c, JQ("{'_id':'C'}"), 0, NULL), 0);
+  check_same(c, before, "insert_many");
+
+  dtx_update_result_t r;
+  static const char *const bad_updates[] = {
+      "{'$set':{'min_balance':0.0}}",
+      "{'$set':{'min_balance':'50'}}",
+      "{'$inc':{'balance':-101}}",
+      "{'$unset':{'balance':''}}",
+      "{'_id':'A','balance':'100'}", /* a replacement */
+  };
+  for (size_t i = 0; i < sizeof bad_updates / sizeof *bad_updates; i++) {
+    CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'A'}"),
+                              JQ(bad_updates[i]), NULL, &r),
+             DTX_EVALIDATION);
+    check_detail(c, "A", NULL);
+    dtx_update_opts_t many = {.many = 1};
+    CHECK_RC(dtx_store_update(conf_st, c, JQ("{}"), JQ(bad_updates[i]), &many,
+                              &r),
+             i == 4 ? DTX_EBADUPDATE : DTX_EVALIDATION);
+    json_t *doc = conf_poison;
+    CHECK_RC(dtx_store_find_one_and_update(conf_st, c, JQ("{'_id':'A'}"),
+                                           JQ(bad_updates[i]), NULL, &doc),
+             DTX_EVALIDATION);
+    CHECK(doc == NULL);
+  }
+  check_same(c, before, "update");
+
+  dtx_update_opts_t up = {.upsert = 1};
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'U'}"),
+                            JQ("{'$set':{'balance':'x'}}"), &up, &r),
+           DTX_EVALIDATION);
+  check_detail(c, "U", "balance is string");
+  CHECK(r.upserted_id == NULL);
+  dtx_fam_opts_t fup = {.upsert = 1, .return_new = 1};
+  json_t *doc = conf_poison;
+  CHECK_RC(dtx_store_find_one_and_update(conf_st, c, JQ("{'_id':'U'}"),
+                                         JQ("{'$setOnInsert':{'x':1}}"), &fup,
+                                         &doc),
+           DTX_EVALIDATION);
+  CHECK(doc == NULL);
+  check_detail(c, "U", "missing required field 'balance'");
+  check_same(c, before, "upsert");
+
+  /* Valid writes of each kind go through. */
+  CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'B','balance':0}"), NULL),
+           0);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'A'}"),
+                            JQ("{'$inc':{'balance':-100}}"), NULL, &r),
+           0);
+  CHECK(r.modified == 1);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'U'}"),
+                            JQ("{'$set':{'balance':3}}"), &up, &r),
+           0);
+  json_decref(r.upserted_id);
+  CHECK_RC(dtx_store_find_one_and_update(conf_st, c, JQ("{'_id':'B'}"),
+                                         JQ("{'_id':'B','balance':9}"), NULL,
+                                         &doc),
+           0);
+  json_decref(doc);
+  CHECK(conf_count(c, NULL) == 3);
+}
+
+/* validationLevel strict: a document stored before the validator (or
+ * with bypass) stays as it is, but an update of it must make it valid.  An
+ * update that changes nothing writes nothing and passes. */
+static void test_invalid_documents_stay_until_updated(void) {
+  const char *c = conf_coll("rules_strict");
+  REQUIRE(conf_seed(c, "[{'_id':'A','balance':'old'}]") == 0);
+  REQUIRE(set_rules(c, ACCOUNT_VALIDATOR, NULL) == 0);
+  json_t *d = conf_get(c, JQ("{'_id':'A'}"));
+  CHECKF(d && json_equal(d, JQ("{'_id':'A','balance':'old'}")), "%s", JS(d));
+  json_decref(d);
+  dtx_update_result_t r;
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'A'}"),
+                            JQ("{'$set':{'note':1}}"), NULL, &r),
+           DTX_EVALIDATION);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'A'}"),
+                            JQ("{'$set':{'balance':'old'}}"), NULL, &r),
+           0);
+  CHECK(r.matched == 1 && r.modified == 0);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'A'}"),
+                            JQ("{'$set':{'balance':5}}"), NULL, &r),
+           0);
+  CHECK(r.modified == 1);
+}
+
+static void test_bypass_validation(void) {
+  const char *c = conf_coll("rules_bypass");
+  REQUIRE(set_rules(c, ACCOUNT_VALIDATOR, "{'balance':0}") == 0);
+  dtx_insert_opts_t io = {.bypass_validation = 1};
+  CHECK_RC(dtx_store_insert_ex(conf_st, c, JQ("{'_id':'A','balance':1.5}"),
+                               &io, NULL),
+           0);
+  size_t n = 0;
+  CHECK_RC(dtx_store_insert_many_ex(conf_st, c,
+                                    JQ("[{'_id':'B'},{'_id':'C','balance':"
+                                       "-1}]"),
+                                    &io, &n, NULL),
+           0);
+  CHECK(n == 2);
+  dtx_update_opts_t uo = {.bypass_validation = 1};
+  dtx_update_result_t r;
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'B'}"),
+                            JQ("{'$set':{'balance':'x'}}"), &uo, &r),
+           0);
+  CHECK(r.modified == 1);
+  uo.upsert = 1;
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'D'}"),
+                            JQ("{'$set':{'balance':-4}}"), &uo, &r),
+           0);
+  CHECK(json_equal(r.upserted_id, JQ("'D'")));
+  json_decref(r.upserted_id);
+  dtx_fam_opts_t fo = {.bypass_validation = 1, .return_new = 1};
+  json_t *doc = NULL;
+  CHECK_RC(dtx_store_find_one_and_update(conf_st, c, JQ("{'_id':'A'}"),
+                                         JQ("{'$set':{'min_balance':'z'}}"),
+                                         &fo, &doc),
+           0);
+  CHECKF(json_equal(json_object_get(doc, "min_balance"), JQ("'z'")), "%s",
+         JS(doc));
+  json_decref(doc);
+  /* Without bypass the same kind of write is still refused: the option
+   * is per call. */
+  CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'E','balance':1.5}"),
+                            NULL),
+           DTX_EVALIDATION);
+  CHECK(conf_count(c, NULL) == 4);
+}
+
+static void test_delete_guard(void) {
+  const char *c = conf_coll("rules_guard");
+  REQUIRE(set_rules(c, NULL, "{'balance':0,'pending':{'$size':0}}") == 0);
+  REQUIRE(conf_seed(c, "[{'_id':'A','balance':0,'pending':[]},"
+                       "{'_id':'B','balance':30,'pending':[]},"
+                       "{'_id':'C','balance':0,'pending':['t1']},"
+                       "{'_id':'D','balance':0,'pending':[]}]") == 0);
+  json_t *before = snapshot(c);
+  int64_t n = 99;
+  CHECK_RC(dtx_store_delete(conf_st, c, JQ("{'_id':'B'}"), 0, &n),
+           DTX_EVALIDATION);
+  CHECK(n == 0);
+  check_detail(c, "B", "delete refused: the delete_guard condition "
+                       "{\"balance\":0} is not met");
+  CHECK_RC(dtx_store_delete(conf_st, c, JQ("{'_id':'C'}"), 0, NULL),
+           DTX_EVALIDATION);
+  check_detail(c, "C", "pending");
+  json_t *doc = conf_poison;
+  CHECK_RC(dtx_store_find_one_and_delete(conf_st, c, JQ("{'_id':'B'}"), NULL,
+                                         &doc),
+           DTX_EVALIDATION);
+  CHECK(doc == NULL);
+  check_same(c, before, "delete");
+  /* The guard does not judge inserts or updates. */
+  dtx_update_result_t r;
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'D'}"),
+                            JQ("{'$set':{'balance':1}}"), NULL, &r),
+           0);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'D'}"),
+                            JQ("{'$set':{'balance':0}}"), NULL, &r),
+           0);
+  /* deleteMany goes in natural order and stops at the first refusal; the
+   * ones before it stay deleted and are counted. */
+  CHECK_RC(dtx_store_delete(conf_st, c, JQ("{}"), 1, &n), DTX_EVALIDATION);
+  CHECKF(n == 1, "deleted %lld", (long long)n);
+  CHECK(conf_count(c, NULL) == 3);
+  CHECK(conf_count(c, JQ("{'_id':'A'}")) == 0);
+  /* A document that matches may go; bypass lets any go. */
+  CHECK_RC(dtx_store_find_one_and_delete(conf_st, c, JQ("{'_id':'D'}"), NULL,
+                                         &doc),
+           0);
+  json_decref(doc);
+  dtx_delete_opts_t del = {.many = 1, .bypass_validation = 1};
+  CHECK_RC(dtx_store_delete_ex(conf_st, c, JQ("{}"), &del, &n), 0);
+  CHECK(n == 2);
+  dtx_fam_opts_t fo = {.bypass_validation = 1};
+  REQUIRE(conf_seed(c, "[{'_id':'B','balance':30,'pending':[]}]") == 0);
+  CHECK_RC(dtx_store_find_one_and_delete(conf_st, c, JQ("{'_id':'B'}"), &fo,
+                                         &doc),
+           0);
+  json_decref(doc);
+  CHECK(conf_count(c, NULL) == 0);
+}
+
+static void test_rules_survive_reopen_and_drop_removes_them(void) {
+  const char *c = conf_coll("rules_reopen");
+  REQUIRE(set_rules(c, ACCOUNT_VALIDATOR, "{'balance':0}") == 0);
+  REQUIRE(conf_seed(c, "[{'_id':'A','balance':5}]") == 0);
+  if (conf_store_is_private()) {
+    conf_skip("a private store does not survive closing");
+  } else {
+    conf_store_release();
+    conf_store_reacquire();
+  }
+  json_t *out = NULL;
+  CHECK_RC(dtx_store_get_rules(conf_st, c, &out), 0);
+  CHECKF(json_equal(json_object_get(out, "delete_guard"), JQ("{'balance':0}")),
+         "%s", JS(out));
+  json_decref(out);
+  CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'B'}"), NULL),
+           DTX_EVALIDATION);
+  CHECK_RC(dtx_store_delete(conf_st, c, JQ("{'_id':'A'}"), 0, NULL),
+           DTX_EVALIDATION);
+  /* Dropping the collection drops its rules with it. */
+  CHECK_RC(dtx_store_drop_collection(conf_st, c), 0);
+  CHECK_RC(dtx_store_get_rules(conf_st, c, &out), 0);
+  CHECKF(json_equal(out, JQ("{'validator':null,'delete_guard':null}")), "%s",
+         JS(out));
+  json_decref(out);
+  CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'B'}"), NULL), 0);
+  CHECK_RC(dtx_store_delete(conf_st, c, JQ("{'_id':'B'}"), 0, NULL), 0);
+}
+
+/* A second handle -- as another process would -- that has already
+ * written to the collection (so it has the catalog cached) obeys new
+ * rules from its very next write, and their removal too. */
+static void test_second_handle_sees_rules_at_once(void) {
+  if (conf_store_is_private()) {
+    conf_skip("a private store has no second handle");
+    return;
+  }
+  const char *c = conf_coll("rules_second");
+  dtx_store_t *two = NULL;
+  REQUIRE(dtx_store_open(conf_uri, &two) == 0);
+  CHECK_RC(dtx_store_insert(two, c, JQ("{'_id':'A','balance':1}"), NULL), 0);
+  CHECK_RC(dtx_store_insert(two, c, JQ("{'_id':'B','balance':1}"), NULL), 0);
+  json_t *d = NULL;
+  CHECK_RC(dtx_store_find(two, c, NULL, NULL, &d), 0);
+  json_decref(d);
+  for (int round = 0; round < 3; round++) {
+    CHECK_RC(set_rules(c, ACCOUNT_VALIDATOR, "{'balance':0}"), 0);
+    dtx_update_result_t r;
+    CHECK_RC(dtx_store_update(two, c, JQ("{'_id':'A'}"),
+                              JQ("{'$set':{'balance':-1}}"), NULL, &r),
+             DTX_EVALIDATION);
+    CHECK_RC(dtx_store_insert(two, c, JQ("{'_id':'X','balance':0.5}"), NULL),
+             DTX_EVALIDATION);
+    CHECK_RC(dtx_store_delete(two, c, JQ("{'_id':'B'}"), 0, NULL),
+             DTX_EVALIDATION);
+    CHECK_RC(dtx_store_set_rules(conf_st, c, NULL), 0);
+    CHECK_RC(dtx_store_update(two, c, JQ("{'_id':'A'}"),
+                              JQ("{'$set':{'balance':-1}}"), NULL, &r),
+             0);
+    CHECK_RC(dtx_store_update(two, c, JQ("{'_id':'A'}"),
+                              JQ("{'$set':{'balance':1}}"), NULL, &r),
+             0);
+  }
+  dtx_store_close(two);
+  CHECK(conf_count(c, NULL) == 2);
+}
+
+/* ---- a change of rules racing writers ------------------------------------------ */
+
+enum { NWRITERS = 4 };
+
+typedef struct race_job {
+  const char *coll;
+  conf_barrier_t *bar;
+  int fd;      /* report pipe, write end */
+  int stop_fd; /* read end: EOF when the parent has done its part */
+  int stop_w;  /* the write end, which the child closes at once */
+  unsigned seed;
+} race_job_t;
+
+/* 1 once the parent closed the stop pipe. */
+static int stopped(int fd) {
+  struct pollfd p = {fd, POLLIN, 0};
+  return poll(&p, 1, 0) > 0;
+}
+
+typedef struct race_report {
+  int64_t ok, refused, errors;
+} race_report_t;
+
+/* Writes v = "ok" or "bad" at random into the one counter document, with
+ * its commit order recorded in the document itself: n counts the writes
+ * and log lists each write's v, in the order they committed. */
+static int race_writer(void *arg) {
+  race_job_t *j = arg;
+  race_report_t rep = {0, 0, 0};
+  close(j->stop_w);
+  dtx_store_t *st = NULL;
+  if (dtx_store_open(conf_uri, &st) != 0 || conf_barrier_child(j->bar) != 0) {
+    CONF_CHILD_FAIL("open or barrier failed");
+    return 1;
+  }
+  json_t *f = json_pack("{s:s}", "_id", "ctr");
+  json_t *ok = json_pack("{s:{s:i},s:{s:s},s:{s:s}}", "$inc", "n", 1, "$set",
+                         "v", "ok", "$push", "log", "ok");
+  json_t *bad = json_pack("{s:{s:i},s:{s:s},s:{s:s}}", "$inc", "n", 1, "$set",
+                          "v", "bad", "$push", "log", "bad");
+  unsigned s = j->seed;
+  while (!stopped(j->stop_fd)) {
+    s = s * 1103515245u + 12345u;
+    int is_bad = (s >> 16) & 1;
+    json_t *out = NULL;
+    int rc = dtx_store_find_one_and_update(st, j->coll, f, is_bad ? bad : ok,
+                                           NULL, &out);
+    json_decref(out);
+    if (rc == 0)
+      rep.ok++;
+    else if (rc == DTX_EVALIDATION && is_bad)
+      rep.refused++;
+    else {
+      rep.errors++;
+      CONF_CHILD_FAIL("write: %s (%s)", dtx_errname(rc), dtx_errdetail());
+    }
+  }
+  json_decref(f);
+  json_decref(ok);
+  json_decref(bad);
+  dtx_store_close(st);
+  ssize_t w = write(j->fd, &rep, sizeof rep);
+  close(j->fd);
+  close(j->stop_fd);
+  return w == (ssize_t)sizeof rep && rep.errors == 0 ? 0 : 1;
+}
+
+static int64_t read_n(const char *c) {
+  json_t *d = conf_get(c, JQ("{'_id':'ctr'}"));
+  int64_t n = json_integer_value(json_object_get(d, "n"));
+  json_decref(d);
+  return d ? n : -1;
+}
+
+/* Writers in other processes keep writing while this one turns a
+ * validator {v: "ok"} on and off.  Between reading n after a switch-on
+ * returned and reading it before the next switch-off began, every write
+ * that committed must have written "ok" -- whatever rules the writer had
+ * seen before.  A writer deciding on rules it cached would commit "bad"
+ * there.  The switching goes on for run_ms, and longer (up to 60 s) on a
+ * slow machine until enough writes fell inside the windows. */
+static void test_rules_change_races_writers(void) {
+  if (conf_store_is_private()) {
+    conf_skip("a private store cannot be shared with other processes");
+    return;
+  }
+  const char *c = conf_coll("rules_race");
+  REQUIRE(conf_seed(c, "[{'_id':'ctr','n':0,'v':'ok','log':[]}]") == 0);
+  int64_t run_ms = conf_quick ? 1500 : 4000;
+  conf_barrier_t bar;
+  int rp[2], sp[2];
+  REQUIRE(conf_barrier_init(&bar) == 0 && pipe(rp) == 0 && pipe(sp) == 0);
+  race_job_t jobs[NWRITERS];
+  pid_t pids[NWRITERS];
+  conf_store_release();
+  for (int i = 0; i < NWRITERS; i++) {
+    jobs[i] = (race_job_t){c, &bar, rp[1], sp[0], sp[1],
+                           (unsigned)conf_random()};
+    pids[i] = conf_fork(race_writer, &jobs[i]);
+  }
+  close(rp[1]);
+  close(sp[0]);
+  conf_store_reacquire();
+  CHECK(conf_barrier_release(&bar, NWRITERS) == 0);
+  enum { MAXWIN = 400 };
+  static int64_t on[MAXWIN], off[MAXWIN];
+  int nwin = 0;
+  int64_t t0 = conf_now_ms(), inside = 0;
+  while (nwin < MAXWIN && (conf_now_ms() - t0 < run_ms ||
+                           (inside < 40 && conf_now_ms() - t0 < 60000))) {
+    CHECK_RC(set_rules(c, "{'v':'ok'}", NULL), 0);
+    on[nwin] = read_n(c);
+    usleep(40000);
+    off[nwin] = read_n(c);
+    inside += off[nwin] - on[nwin];
+    nwin++;
+    CHECK_RC(dtx_store_set_rules(conf_st, c, NULL), 0);
+    usleep(40000);
+  }
+  close(sp[1]); /* the writers stop */
+  race_report_t sum = {0, 0, 0};
+  for (int i = 0; i < NWRITERS; i++) {
+    race_report_t r;
+    ssize_t got;
+    while ((got = read(rp[0], &r, sizeof r)) < 0 && errno == EINTR)
+      ;
+    if (got == (ssize_t)sizeof r) {
+      sum.ok += r.ok;
+      sum.refused += r.refused;
+      sum.errors += r.errors;
+    }
+  }
+  for (int i = 0; i < NWRITERS; i++)
+    CHECKF(conf_wait(pids[i]) == 0, "writer %d failed", i);
+  close(rp[0]);
+  conf_barrier_close(&bar);
+  json_t *d = conf_get(c, JQ("{'_id':'ctr'}"));
+  REQUIRE(d != NULL);
+  conf_keep(d);
+  json_t *log = json_object_get(d, "log");
+  CHECKF((int64_t)json_array_size(log) ==
+             json_integer_value(json_object_get(d, "n")) &&
+             json_array_size(log) == (size_t)sum.ok,
+         "log %zu entries, n %lld, writers counted %lld",
+         json_array_size(log),
+         (long long)json_integer_value(json_object_get(d, "n")),
+         (long long)sum.ok);
+  int64_t covered = 0, bad_total = 0, violations = 0;
+  for (size_t i = 0; i < json_array_size(log); i++)
+    bad_total += strcmp(json_string_value(json_array_get(log, i)), "bad") == 0;
+  for (int w = 0; w < nwin; w++) {
+    for (int64_t k = on[w] + 1; k <= off[w]; k++) {
+      covered++;
+      const char *v = json_string_value(json_array_get(log, (size_t)(k - 1)));
+      if (!v || strcmp(v, "ok") != 0) {
+        violations++;
+        if (violations <= 3)
+          CHECKF(0, "write %lld committed '%s' inside window %d (%lld, %lld] "
+                 "with the validator on",
+                 (long long)k, v ? v : "?", w, (long long)on[w],
+                 (long long)off[w]);
+      }
+    }
+  }
+  CHECKF(violations == 0, "%lld writes broke the rules in force",
+         (long long)violations);
+  /* The test must have exercised both sides of the race. */
+  CHECKF(nwin >= 3 && covered > 0 && sum.refused > 0 && bad_total > 0,
+         "windows %d, writes inside them %lld, refused %lld, bad committed "
+         "while off %lld",
+         nwin, (long long)covered, (long long)sum.refused,
+         (long long)bad_total);
+  printf("     rules race: %d windows, %lld writes inside, %lld refused, "
+         "%lld ok\n",
+         nwin, (long long)covered, (long long)sum.refused, (long long)sum.ok);
+}
+
+void conf_run_rules(void) {
+  CONF_RUN(test_rules_set_get_replace_remove);
+  CONF_RUN(test_validator_refuses_every_write);
+  CONF_RUN(test_invalid_documents_stay_until_updated);
+  CONF_RUN(test_bypass_validation);
+  CONF_RUN(test_delete_guard);
+  CONF_RUN(test_rules_survive_reopen_and_drop_removes_them);
+  CONF_RUN(test_second_handle_sees_rules_at_once);
+  CONF_RUN(test_rules_change_races_writers);
+}
