@@ -300,7 +300,8 @@ static int run_doctx(const cfg_t *c, const pair_t *pairs, double *lat,
   for (int i = 0; i < c->accounts; i++) {
     char id[32];
     snprintf(id, sizeof id, "a%d", i);
-    if ((rc = dtx_account_create(r.st, id, OPENING, 1, 0, NULL))) {
+    if ((rc = dtx_account_create(r.st, id, &(dtx_account_opts_t){.balance = OPENING},
+                                 NULL))) {
       fprintf(stderr, "bench_redis: creating account %s: %s: %s\n", id,
               dtx_strerror(rc), dtx_errdetail());
       dtx_store_close(r.st);

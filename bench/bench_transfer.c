@@ -144,7 +144,8 @@ static result_t run_doctx(const cfg_t *c, const pair_t *pairs, double *lat,
   for (int i = 0; i < c->accounts; i++) {
     char id[32];
     snprintf(id, sizeof id, "a%d", i);
-    dtx_account_create(r.st, id, 1000000000, 1, 0, NULL);
+    dtx_account_create(r.st, id, &(dtx_account_opts_t){.balance = 1000000000},
+                       NULL);
   }
   result_t res = run_threads(&r, doctx_worker);
   json_t *rep = NULL;

@@ -377,17 +377,33 @@ int dtx_store_get_rules(dtx_store_t *st, const char *coll, json_t **out);
 #define DTX_ACCOUNTS "accounts"
 #define DTX_TRANSFERS "transfers"
 
-/* Creates an account holding balance (its opening balance).  has_min 0
- * means no lower limit; otherwise balance must be >= min_balance.  An
- * existing id is DTX_EDUPKEY.  *out (may be NULL) receives the account. */
-int dtx_account_create(dtx_store_t *st, const char *id, int64_t balance,
-                       int has_min, int64_t min_balance, json_t **out);
+/* Paging of the list functions: skip the first `skip`, then at most
+ * `limit` (0: no limit).  A NULL page means all. */
+typedef struct dtx_page {
+  int64_t skip;  /* >= 0 */
+  int64_t limit; /* >= 0; 0 = no limit */
+} dtx_page_t;
+
+/* How to create an account.  The zero value is the safe one: balance 0
+ * and min_balance 0, so the account can never go negative. */
+typedef struct dtx_account_opts {
+  int64_t balance;     /* the opening balance */
+  int64_t min_balance; /* the lowest balance a debit may leave; <= balance */
+  int no_min_balance;  /* 1: no lower limit at all (external or settlement
+                          accounts); min_balance is then ignored */
+} dtx_account_opts_t;
+
+/* Creates an account (opts NULL: the zero value).  Unless no_min_balance,
+ * balance must be >= min_balance (DTX_EINVAL).  An existing id is
+ * DTX_EDUPKEY.  *out (may be NULL) receives the account. */
+int dtx_account_create(dtx_store_t *st, const char *id,
+                       const dtx_account_opts_t *opts, json_t **out);
 
 /* *out: the account, or DTX_ENOACCOUNT. */
 int dtx_account_get(dtx_store_t *st, const char *id, json_t **out);
 
-/* *out: array of every account, by _id. */
-int dtx_account_list(dtx_store_t *st, json_t **out);
+/* *out: array of the accounts, by _id, paged by page (may be NULL). */
+int dtx_account_list(dtx_store_t *st, const dtx_page_t *page, json_t **out);
 
 typedef struct dtx_transfer_req {
   const char *id;   /* NULL: generated.  Else 1..128 of [A-Za-z0-9_.:-] */
@@ -396,9 +412,19 @@ typedef struct dtx_transfer_req {
   int64_t amount;   /* > 0 */
 } dtx_transfer_req_t;
 
+/* Deadlines.  Every call below runs under ONE wall-time budget, however
+ * many store operations it makes: deadline_ms when given, else the
+ * store's own retry window, counted once for the whole call (Redis: the
+ * URI's retry_ms; SQLite: its busy timeout of 5 minutes), not once per
+ * operation.  A request already in flight when the budget runs out may
+ * still take its socket timeout (Redis timeout_ms).  A call cut short
+ * fails with DTX_EUNAVAILABLE, and the detail says what it was waiting
+ * for; whatever it left half done is finished by dtx_recover. */
+
 typedef struct dtx_exec_opts {
   const char *owner; /* executor name recorded in the transfer; NULL: host:pid */
   int64_t lease_ms;  /* how long a claim is exclusive; 0: 30000 */
+  int64_t deadline_ms; /* budget of the whole call; 0: see "Deadlines" */
 } dtx_exec_opts_t;
 
 /* Records a transfer in state initiated (after checking the arguments and
@@ -424,8 +450,10 @@ int dtx_transfer_execute(dtx_store_t *st, const dtx_transfer_req_t *req,
 /* *out: the transfer, or DTX_ENOTFOUND. */
 int dtx_transfer_get(dtx_store_t *st, const char *id, json_t **out);
 
-/* *out: array of transfers (in creation order), all or of one state. */
-int dtx_transfer_list(dtx_store_t *st, const char *state, json_t **out);
+/* *out: array of transfers (in creation order), all or of one state
+ * (NULL: all), paged by page (may be NULL). */
+int dtx_transfer_list(dtx_store_t *st, const char *state,
+                      const dtx_page_t *page, json_t **out);
 
 /* Cancels a transfer that has not committed: it is rolled back and ends
  * failed with reason "canceled"; a running executor is fenced off.  After
@@ -439,38 +467,57 @@ typedef struct dtx_worker_opts {
   int64_t lease_ms;  /* 0: 30000 */
   const char *owner; /* NULL: host:pid */
   volatile int *stop; /* set to non-zero to make the workers return */
+  int64_t deadline_ms; /* budget of each item; 0: see "Deadlines" */
 } dtx_worker_opts_t;
 
-/* Runs executors that claim initiated transfers and also recover abandoned
- * ones (lease expired).  Returns when once is set and nothing is due, or
- * when *stop becomes non-zero. */
-int dtx_worker_run(dtx_store_t *st, const dtx_worker_opts_t *opts);
+/* Runs executors that claim the due work of every pattern (initiated
+ * transfers, ...) and also recover abandoned work (lease expired).
+ * Returns when once is set and nothing is due, or when *stop becomes
+ * non-zero.  With once, an error -- the store could not be reached
+ * within the deadline, or an item failed and was left for recovery -- is
+ * returned (the first one, with its detail); without once the workers
+ * keep serving and only count errors.  *summary (may be NULL) receives,
+ * per pattern, what ran, what the last recovery pass left alone and why,
+ * and what failed:
+ *   {"ok": bool, "patterns": {"transfer": {"ran": {"succeeded": n, ...},
+ *     "skipped": {WHY: {"count": n, "ids": [...]}},
+ *     "errors": {"count": n, "first": [{"id","error","detail"}...]}}}} */
+int dtx_worker_run(dtx_store_t *st, const dtx_worker_opts_t *opts,
+                   json_t **summary);
 
 typedef struct dtx_recover_opts {
   int64_t older_than_ms; /* a transfer not updated for this long is
                             abandoned; < 0: only when its lease expired */
   int64_t tombstone_ttl_ms; /* tombstones older than this are cleared;
                                0: 24 hours */
+  int64_t deadline_ms; /* budget of the whole pass; 0: see "Deadlines" */
 } dtx_recover_opts_t;
 
-/* One recovery pass: abandoned preparing transfers roll back; committed and
- * rolling_back ones are finished; abandoned initiated ones are executed;
- * account markers whose transfer is terminal or missing are repaired.
- * *summary (may be NULL) receives counts of what was repaired. */
+/* One recovery pass of every pattern: for transfers, abandoned preparing
+ * ones roll back; committed and rolling_back ones are finished; abandoned
+ * initiated ones are executed; account markers whose transfer is terminal
+ * or missing are repaired.  *summary (may be NULL) receives, in the shape
+ * dtx_worker_run's has, what ran ("rolled_back", "finished", "executed",
+ * "markers_repaired", "tombstones_cleared"), what was left alone and why
+ * (a lease not expired, ...) and what failed; it is set on an error too.
+ * Returns the first error, or 0. */
 int dtx_recover(dtx_store_t *st, const dtx_recover_opts_t *opts,
                 json_t **summary);
 
 /* dtx_audit flags. */
 #define DTX_AUDIT_SETTLED 1 /* also require every transfer to be terminal */
 
-/* Checks every invariant: conservation (balances + money in flight ==
- * opening total), no balance below its limit, each balance against its
- * transfers, no dangling marker, transfer states agreeing with markers.
- * It may run at any time: transfers that move while it reads are counted
- * as "unsettled" and left to a later audit.  *report receives
- * {"ok":bool,"findings":[{"kind","detail"}...],...}.  Returns 0 when
- * clean, DTX_EAUDIT when any invariant is broken, or another error (then
- * *report is NULL). */
+/* Runs every pattern's audit.  For transfers it checks conservation
+ * (balances + money in flight == opening total), no balance below its
+ * limit, each balance against its transfers, no dangling marker, transfer
+ * states agreeing with markers.  It may run at any time: items that move
+ * while it reads are counted as "unsettled" and left to a later audit.
+ * *report receives
+ *   {"ok": bool, "findings": [{"pattern","kind","detail"}...],
+ *    "unsettled": n, "patterns": {NAME: {"summary": "one line", ...}},
+ *    ...the transfer pattern's counts, also at the top level}.
+ * Returns 0 when clean, DTX_EAUDIT when any invariant is broken, or
+ * another error (then *report is NULL). */
 int dtx_audit(dtx_store_t *st, int flags, json_t **report);
 
 /* dtx_audit, and also the client's record of acknowledged transfers
@@ -486,8 +533,15 @@ int dtx_audit(dtx_store_t *st, int flags, json_t **report);
 int dtx_audit_acked(dtx_store_t *st, int flags, const json_t *acked,
                     json_t **report);
 
-/* NULL-terminated list of every fault point name (static storage). */
+/* NULL-terminated list of every fault point name (static storage): each
+ * pattern's ("transfer.debit", ...), then the store's ("redis.*").  The
+ * text before the first '.' names the pattern or layer. */
 const char *const *dtx_fault_points(void);
+
+/* Reads and checks $DOCTX_FAULT now: DTX_EINVAL, with a detail, when it
+ * is malformed or names a point dtx_fault_points() does not list.  (It is
+ * otherwise read on first use, and a typo would inject nothing.) */
+int dtx_fault_check(void);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,8 @@
 # The whole suite, as CI runs it (make test):
 #   1. release build, every ctest suite (unit, conformance, cli, crash);
 #   2. ASan+UBSan build, the same suites (chaos shortened);
-#   3. libFuzzer targets, each for FUZZ_SECONDS (default 20).
+#   3. libFuzzer targets, each for FUZZ_SECONDS (default 20);
+#   4. nothing left behind in the run's TMPDIR.
 # After each ctest run, tests/redis/run-redis.sh starts a standalone
 # redis-server and a 3+3 Redis Cluster on free loopback ports and runs the
 # same suites against both (release: every phase, including slot migration
@@ -11,6 +12,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
 FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+# Every temporary file of the run goes under one directory (the suites
+# honour TMPDIR), which must be empty at the end: a suite that leaves
+# something behind fails the run, and a clean run leaves nothing in /tmp.
+RUN_TMP=$(mktemp -d "${TMPDIR:-/tmp}/doctx-ci.XXXXXX")
+export TMPDIR=$RUN_TMP
 passed=0
 failed=0
 failures=()
@@ -67,6 +73,17 @@ fuzz() {
   return $ok
 }
 stage "fuzz (libFuzzer, ${FUZZ_SECONDS}s each)" fuzz
+
+tmp_clean() {
+  local left
+  left=$(find "$RUN_TMP" -mindepth 1 -maxdepth 1 | head -20)
+  [ -z "$left" ] && return 0
+  echo "left behind in $RUN_TMP (kept):"
+  echo "$left"
+  return 1
+}
+stage "no temporary files left behind" tmp_clean
+[ "$failed" -eq 0 ] && rm -rf "$RUN_TMP"
 
 echo
 for f in "${failures[@]}"; do echo "failed stage: $f"; done

@@ -66,6 +66,12 @@ int dtx__cli_int64(const char *text, int allow_negative, int64_t *out);
 /* Prints v as one compact JSON line on stdout. */
 void dtx__cli_print_json(const json_t *v);
 
+/* Prints a pattern's document (an account, a transfer) for a reader:
+ * timestamps (created, updated, lease_until, at -- stored as integer ms)
+ * as ISO 8601 UTC, and the executor's fields (owner, lease_until, epoch)
+ * only when verbose. */
+void dtx__cli_print_item(const json_t *doc, int verbose);
+
 typedef int (*dtx__cli_fn)(dtx_cli_t *cli, int argc, char **argv);
 
 /* Command groups: argv[0] is the command name. */

@@ -8,27 +8,42 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "util/fault.h"
 
 static const char *account_help =
     "usage: doctx account create ID [--balance N] [--min-balance N|none]\n"
     "       doctx account show ID\n"
-    "       doctx account list\n"
+    "       doctx account list [--limit N] [--skip N]\n"
     "Balances are int64 minor units. --balance defaults to 0 and becomes the\n"
     "account's opening_balance. --min-balance defaults to 0; 'none' means no\n"
-    "limit (external or settlement accounts).\n"
+    "limit (external or settlement accounts).  list prints the accounts by\n"
+    "id, skipping the first --skip, at most --limit (0: all).  Timestamps\n"
+    "print as ISO 8601 UTC (stored as integer ms).\n"
     "exit: 0 ok, 1 no such account (show), 2 invalid input, 3 account exists,\n"
     "      4 store error\n";
 
+/* The deadline rule, shared by the commands that run protocol steps
+ * (docs/deadlines.md). */
+#define DEADLINE_HELP                                                        \
+  "Deadline: the whole command runs under one budget -- --deadline-ms N,\n"  \
+  "or else the store's retry window counted once (Redis: the URI's\n"        \
+  "retry_ms, default 10000; SQLite: 5 minutes of waiting for a lock),\n"     \
+  "plus at most one request timeout in flight (Redis timeout_ms).  When it\n" \
+  "runs out the command exits 4 saying what it was waiting for, and leaves\n" \
+  "any half-done work for `doctx recover`.\n"
+
 static const char *transfer_help =
-    "usage: doctx transfer FROM TO AMOUNT [--id ID] [--async]\n"
+    "usage: doctx transfer FROM TO AMOUNT [--id ID] [--async] [--deadline-ms N]\n"
     "       doctx transfer show ID\n"
-    "       doctx transfer list [--state S]\n"
+    "       doctx transfer list [--state S] [--limit N] [--skip N]\n"
     "       doctx transfer cancel ID\n"
     "A synchronous transfer runs to a terminal state and prints the transfer\n"
     "document; --async records it (state initiated) for a worker.  --id makes\n"
     "the request idempotent: the same id with the same parameters returns the\n"
-    "existing transfer, with other parameters it is a conflict.\n"
+    "existing transfer, with other parameters it is a conflict.  list prints\n"
+    "in creation order, skipping the first --skip, at most --limit (0: all).\n"
+    "Printed transfers show timestamps as ISO 8601 UTC (stored as integer\n"
+    "ms); --verbose also shows the executor's owner, lease_until and epoch.\n"
+    DEADLINE_HELP
     "exit: 0 succeeded (or recorded with --async, or canceled)\n"
     "      1 the transfer failed (reason in the document), or no such transfer\n"
     "      2 invalid input (amount not a positive int64, FROM == TO, missing\n"
@@ -39,28 +54,40 @@ static const char *transfer_help =
 
 static const char *worker_help =
     "usage: doctx worker [--threads N] [--once] [--lease-ms N] [--owner NAME]\n"
-    "Claims initiated transfers and runs them; also recovers transfers whose\n"
-    "lease lapsed.  --once processes everything due and exits.  SIGINT or\n"
-    "SIGTERM stop it after the transfers in hand.\n";
+    "                    [--deadline-ms N]\n"
+    "Claims the due work of every pattern (initiated transfers, ...) and runs\n"
+    "it; also recovers work whose lease lapsed.  --once processes everything\n"
+    "due and exits.  SIGINT or SIGTERM stop it after the items in hand.  On\n"
+    "exit it prints a JSON summary per pattern: what ran, what the last\n"
+    "recovery pass left alone and why, and what failed.\n"
+    "Deadline: each item runs under one budget -- --deadline-ms N, or else\n"
+    "the store's retry window counted once (see doctx transfer --help).\n"
+    "exit: 0 ok; 4 with --once, the store could not be reached or an item\n"
+    "      failed (the reason is printed; the work is left for recovery)\n";
 
 static const char *recover_help =
     "usage: doctx recover [--older-than-ms N] [--tombstone-ttl-ms N]\n"
-    "One recovery pass: transfers not updated for N ms (default: whose lease\n"
-    "lapsed) are finished -- preparing ones roll back, committed and\n"
-    "rolling_back ones complete, initiated ones run -- and account markers of\n"
-    "finished transfers are repaired.  Prints a JSON summary.\n"
+    "                     [--deadline-ms N]\n"
+    "One recovery pass of every pattern.  Transfers not updated for N ms\n"
+    "(default: whose lease lapsed) are finished -- preparing ones roll back,\n"
+    "committed and rolling_back ones complete, initiated ones run -- and\n"
+    "account markers of finished transfers are repaired.  Prints a JSON\n"
+    "summary per pattern: what ran, what was left alone and why (e.g. a\n"
+    "lease not expired), and what failed.\n"
+    DEADLINE_HELP
     "exit: 0 ok, 2 invalid input, 4 a store step kept failing\n";
 
 static const char *audit_help =
     "usage: doctx audit [--json] [--settled] [--acked FILE]\n"
-    "Checks conservation (balances + money in flight == opening total), limits,\n"
-    "each balance against its transfers, dangling markers and tombstones, and\n"
-    "transfer states against markers.  --settled also requires every transfer\n"
-    "to be terminal (use after recovery).  --acked FILE also checks the\n"
-    "transfers a client was told about (one JSON transfer document per line,\n"
-    "as `doctx transfer` prints them): each must still be in the store, in\n"
-    "that state or further along; a failover that lost them is found so.\n"
-    "Prints every finding.\n"
+    "Runs every pattern's audit and prints one line per pattern, then every\n"
+    "finding.  For transfers it checks conservation (balances + money in\n"
+    "flight == opening total), limits, each balance against its transfers,\n"
+    "dangling markers and tombstones, and transfer states against markers.\n"
+    "--settled also requires every transfer to be terminal (use after\n"
+    "recovery).  --acked FILE also checks the transfers a client was told\n"
+    "about (one JSON transfer document per line, as `doctx transfer` prints\n"
+    "them): each must still be in the store, in that state or further\n"
+    "along; a failover that lost them is found so.\n"
     "exit: 0 clean, 5 an invariant is broken, 2 bad --acked file, 4 store "
     "error\n";
 
@@ -79,7 +106,7 @@ static int help(const char *text) {
 /* Checks DOCTX_FAULT before anything runs, so a typo is not silently a
  * test that injects nothing. */
 static int faults_ok(void) {
-  int rc = dtx__fault_init();
+  int rc = dtx_fault_check();
   if (rc == 0)
     return DTX_EXIT_OK;
   dtx__cli_fail(rc);
@@ -148,24 +175,36 @@ static int int_opt(const char *cmd, const optval_t *o, int allow_negative,
   return 0;
 }
 
-static int print_lines(json_t *arr) {
+static int print_items(json_t *arr, int verbose) {
   size_t i;
   json_t *v;
-  json_array_foreach(arr, i, v) dtx__cli_print_json(v);
+  json_array_foreach(arr, i, v) dtx__cli_print_item(v, verbose);
   json_decref(arr);
   return DTX_EXIT_OK;
+}
+
+/* --skip/--limit into page; -1 after a usage error. */
+static int page_opts(const char *cmd, const optval_t *skip,
+                     const optval_t *limit, dtx_page_t *page) {
+  if (int_opt(cmd, skip, 0, 0, &page->skip) ||
+      int_opt(cmd, limit, 0, 0, &page->limit))
+    return -1;
+  return 0;
 }
 
 /* ---- account -------------------------------------------------------------- */
 
 int dtx__cmd_account(dtx_cli_t *cli, int argc, char **argv) {
-  optval_t o[] = {{"--balance", 1, NULL}, {"--min-balance", 1, NULL}};
+  optval_t o[] = {{"--balance", 1, NULL},
+                  {"--min-balance", 1, NULL},
+                  {"--limit", 1, NULL},
+                  {"--skip", 1, NULL}};
   char *pos[3];
-  int64_t balance = 0, min = 0;
-  int has_min = 1, code;
+  dtx_account_opts_t ao = {0};
+  int code;
   if (is_help(argc, argv))
     return help(account_help);
-  int n = split(argc, argv, o, 2, pos, 2);
+  int n = split(argc, argv, o, 4, pos, 2);
   if (n < 0)
     return DTX_EXIT_USAGE;
   if (n == 0)
@@ -174,34 +213,38 @@ int dtx__cmd_account(dtx_cli_t *cli, int argc, char **argv) {
   if (strcmp(sub, "create") == 0) {
     if (n != 2)
       return dtx__cli_usage("account create: expected ID");
-    if (int_opt("account create", &o[0], 1, INT64_MIN, &balance))
+    if (o[2].value || o[3].value)
+      return dtx__cli_usage("account create: --limit/--skip go with list");
+    if (int_opt("account create", &o[0], 1, INT64_MIN, &ao.balance))
       return DTX_EXIT_USAGE;
     if (o[1].value && strcmp(o[1].value, "none") == 0)
-      has_min = 0;
-    else if (int_opt("account create", &o[1], 1, INT64_MIN, &min))
+      ao.no_min_balance = 1;
+    else if (int_opt("account create", &o[1], 1, INT64_MIN, &ao.min_balance))
       return DTX_EXIT_USAGE;
-    if (has_min && balance < min)
+    if (!ao.no_min_balance && ao.balance < ao.min_balance)
       return dtx__cli_usage("account create: balance %lld is below "
                             "min-balance %lld",
-                            (long long)balance, (long long)min);
+                            (long long)ao.balance, (long long)ao.min_balance);
     dtx_store_t *st = dtx__cli_store(cli, &code);
     if (!st)
       return code;
     json_t *acct = NULL;
-    int rc = dtx_account_create(st, pos[1], balance, has_min, min, &acct);
+    int rc = dtx_account_create(st, pos[1], &ao, &acct);
     if (rc)
       return dtx__cli_fail(rc);
-    dtx__cli_print_json(acct);
+    dtx__cli_print_item(acct, 0);
     json_decref(acct);
     return DTX_EXIT_OK;
   }
   if (o[0].value || o[1].value)
     return dtx__cli_usage("account %s: --balance/--min-balance only go with "
                           "create", sub);
+  if ((o[2].value || o[3].value) && strcmp(sub, "list") != 0)
+    return dtx__cli_usage("account %s: --limit/--skip go with list", sub);
   if (strcmp(sub, "show") == 0) {
     if (n != 2)
       return dtx__cli_usage("account show: expected ID");
-    dtx_store_t *st = dtx__cli_store(cli, &code);
+    dtx_store_t *st = dtx__cli_store_read(cli, &code);
     if (!st)
       return code;
     json_t *acct = NULL;
@@ -212,19 +255,22 @@ int dtx__cmd_account(dtx_cli_t *cli, int argc, char **argv) {
     }
     if (rc)
       return dtx__cli_fail(rc);
-    dtx__cli_print_json(acct);
+    dtx__cli_print_item(acct, 0);
     json_decref(acct);
     return DTX_EXIT_OK;
   }
   if (strcmp(sub, "list") == 0) {
+    dtx_page_t page = {0};
     if (n != 1)
       return dtx__cli_usage("account list: takes no arguments");
-    dtx_store_t *st = dtx__cli_store(cli, &code);
+    if (page_opts("account list", &o[3], &o[2], &page))
+      return DTX_EXIT_USAGE;
+    dtx_store_t *st = dtx__cli_store_read(cli, &code);
     if (!st)
       return code;
     json_t *all = NULL;
-    int rc = dtx_account_list(st, &all);
-    return rc ? dtx__cli_fail(rc) : print_lines(all);
+    int rc = dtx_account_list(st, &page, &all);
+    return rc ? dtx__cli_fail(rc) : print_items(all, 0);
   }
   return dtx__cli_usage("account: unknown subcommand '%s' (create, show, list)",
                         sub);
@@ -237,68 +283,83 @@ static int transfer_exit(const json_t *tx) {
   return s && strcmp(s, "failed") == 0 ? DTX_EXIT_NOMATCH : DTX_EXIT_OK;
 }
 
+enum { T_ID, T_ASYNC, T_STATE, T_LIMIT, T_SKIP, T_VERBOSE, T_DEADLINE, T_N };
+
 static int transfer_new(dtx_cli_t *cli, char **pos, optval_t *o) {
-  dtx_transfer_req_t req = {.id = o[0].value, .from = pos[0], .to = pos[1]};
-  int code;
+  dtx_transfer_req_t req = {.id = o[T_ID].value, .from = pos[0], .to = pos[1]};
+  dtx_exec_opts_t eo = {0};
+  int verbose = o[T_VERBOSE].value != NULL, code;
   if (dtx__cli_int64(pos[2], 0, &req.amount) != 0 || req.amount <= 0)
     return dtx__cli_usage("transfer: AMOUNT must be a positive int64 in minor "
                           "units, got '%s'", pos[2]);
   if (strcmp(req.from, req.to) == 0)
     return dtx__cli_usage("transfer: FROM and TO are the same account '%s'",
                           req.from);
+  if (int_opt("transfer", &o[T_DEADLINE], 0, 1, &eo.deadline_ms))
+    return DTX_EXIT_USAGE;
   if ((code = faults_ok()))
     return code;
   dtx_store_t *st = dtx__cli_store(cli, &code);
   if (!st)
     return code;
   json_t *tx = NULL;
-  int rc = o[1].value ? dtx_transfer_submit(st, &req, &tx)
-                      : dtx_transfer_execute(st, &req, NULL, &tx);
+  int rc = o[T_ASYNC].value ? dtx_transfer_submit(st, &req, &tx)
+                            : dtx_transfer_execute(st, &req, &eo, &tx);
   if (rc == DTX_ENOACCOUNT) {
     dtx__cli_fail(rc);
     return DTX_EXIT_USAGE; /* invalid input at submission: nothing recorded */
   }
   if (tx)
-    dtx__cli_print_json(tx);
-  code = rc ? dtx__cli_fail(rc) : o[1].value ? DTX_EXIT_OK : transfer_exit(tx);
+    dtx__cli_print_item(tx, verbose);
+  code = rc ? dtx__cli_fail(rc)
+            : o[T_ASYNC].value ? DTX_EXIT_OK : transfer_exit(tx);
   json_decref(tx);
   return code;
 }
 
 int dtx__cmd_transfer(dtx_cli_t *cli, int argc, char **argv) {
-  optval_t o[] = {{"--id", 1, NULL}, {"--async", 0, NULL}, {"--state", 1, NULL}};
+  optval_t o[T_N] = {
+      [T_ID] = {"--id", 1, NULL},         [T_ASYNC] = {"--async", 0, NULL},
+      [T_STATE] = {"--state", 1, NULL},   [T_LIMIT] = {"--limit", 1, NULL},
+      [T_SKIP] = {"--skip", 1, NULL},     [T_VERBOSE] = {"--verbose", 0, NULL},
+      [T_DEADLINE] = {"--deadline-ms", 1, NULL}};
   char *pos[4];
-  int code;
+  int code, verbose;
   if (is_help(argc, argv))
     return help(transfer_help);
-  int n = split(argc, argv, o, 3, pos, 3);
+  int n = split(argc, argv, o, T_N, pos, 3);
   if (n < 0)
     return DTX_EXIT_USAGE;
+  verbose = o[T_VERBOSE].value != NULL;
+  int list_opts = o[T_STATE].value || o[T_LIMIT].value || o[T_SKIP].value;
   if (n == 3) {
-    if (o[2].value)
-      return dtx__cli_usage("transfer: --state goes with list");
+    if (list_opts)
+      return dtx__cli_usage("transfer: --state/--limit/--skip go with list");
     return transfer_new(cli, pos, o);
   }
   if (n == 0)
     return dtx__cli_usage("transfer: expected FROM TO AMOUNT, or show, list, "
                           "cancel");
-  if (o[0].value || o[1].value)
-    return dtx__cli_usage("transfer %s: --id/--async go with FROM TO AMOUNT",
-                          pos[0]);
+  if (o[T_ID].value || o[T_ASYNC].value || o[T_DEADLINE].value)
+    return dtx__cli_usage("transfer %s: --id/--async/--deadline-ms go with "
+                          "FROM TO AMOUNT", pos[0]);
   const char *sub = pos[0];
   int is_show = strcmp(sub, "show") == 0, is_cancel = strcmp(sub, "cancel") == 0;
   if (strcmp(sub, "list") == 0) {
+    dtx_page_t page = {0};
     if (n != 1)
       return dtx__cli_usage("transfer list: takes no arguments");
-    dtx_store_t *st = dtx__cli_store(cli, &code);
+    if (page_opts("transfer list", &o[T_SKIP], &o[T_LIMIT], &page))
+      return DTX_EXIT_USAGE;
+    dtx_store_t *st = dtx__cli_store_read(cli, &code);
     if (!st)
       return code;
     json_t *all = NULL;
-    int rc = dtx_transfer_list(st, o[2].value, &all);
-    return rc ? dtx__cli_fail(rc) : print_lines(all);
+    int rc = dtx_transfer_list(st, o[T_STATE].value, &page, &all);
+    return rc ? dtx__cli_fail(rc) : print_items(all, verbose);
   }
-  if (o[2].value)
-    return dtx__cli_usage("transfer: --state goes with list");
+  if (list_opts)
+    return dtx__cli_usage("transfer: --state/--limit/--skip go with list");
   if (!is_show && !is_cancel)
     return dtx__cli_usage("transfer: expected FROM TO AMOUNT, or show, list, "
                           "cancel; got '%s'", sub);
@@ -306,7 +367,8 @@ int dtx__cmd_transfer(dtx_cli_t *cli, int argc, char **argv) {
     return dtx__cli_usage("transfer %s: expected ID", sub);
   if (is_cancel && (code = faults_ok()))
     return code;
-  dtx_store_t *st = dtx__cli_store(cli, &code);
+  dtx_store_t *st = is_show ? dtx__cli_store_read(cli, &code)
+                            : dtx__cli_store(cli, &code);
   if (!st)
     return code;
   json_t *tx = NULL;
@@ -317,7 +379,7 @@ int dtx__cmd_transfer(dtx_cli_t *cli, int argc, char **argv) {
     return DTX_EXIT_NOMATCH;
   }
   if (tx)
-    dtx__cli_print_json(tx);
+    dtx__cli_print_item(tx, verbose);
   json_decref(tx);
   return rc ? dtx__cli_fail(rc) : DTX_EXIT_OK;
 }
@@ -331,17 +393,19 @@ static void on_signal(int sig) {
 }
 
 int dtx__cmd_worker(dtx_cli_t *cli, int argc, char **argv) {
-  optval_t o[] = {{"--threads", 1, NULL}, {"--once", 0, NULL},
-                  {"--lease-ms", 1, NULL}, {"--owner", 1, NULL}};
+  optval_t o[] = {{"--threads", 1, NULL},  {"--once", 0, NULL},
+                  {"--lease-ms", 1, NULL}, {"--owner", 1, NULL},
+                  {"--deadline-ms", 1, NULL}};
   char *pos[1];
-  int64_t threads = 1, lease = 0;
+  int64_t threads = 1, lease = 0, deadline = 0;
   int code;
   if (is_help(argc, argv))
     return help(worker_help);
-  if (split(argc, argv, o, 4, pos, 0) < 0)
+  if (split(argc, argv, o, 5, pos, 0) < 0)
     return DTX_EXIT_USAGE;
   if (int_opt("worker", &o[0], 0, 1, &threads) ||
-      int_opt("worker", &o[2], 0, 1, &lease))
+      int_opt("worker", &o[2], 0, 1, &lease) ||
+      int_opt("worker", &o[4], 0, 1, &deadline))
     return DTX_EXIT_USAGE;
   if (threads > 256)
     return dtx__cli_usage("worker: --threads must be at most 256");
@@ -356,22 +420,29 @@ int dtx__cmd_worker(dtx_cli_t *cli, int argc, char **argv) {
   sigaction(SIGTERM, &sa, NULL);
   dtx_worker_opts_t wo = {.threads = (int)threads, .once = o[1].value != NULL,
                           .lease_ms = lease, .owner = o[3].value,
-                          .stop = &stop_flag};
-  int rc = dtx_worker_run(st, &wo);
+                          .stop = &stop_flag, .deadline_ms = deadline};
+  json_t *sum = NULL;
+  int rc = dtx_worker_run(st, &wo, &sum);
+  if (sum)
+    dtx__cli_print_json(sum);
+  json_decref(sum);
   return rc ? dtx__cli_fail(rc) : DTX_EXIT_OK;
 }
 
 int dtx__cmd_recover(dtx_cli_t *cli, int argc, char **argv) {
-  optval_t o[] = {{"--older-than-ms", 1, NULL}, {"--tombstone-ttl-ms", 1, NULL}};
+  optval_t o[] = {{"--older-than-ms", 1, NULL},
+                  {"--tombstone-ttl-ms", 1, NULL},
+                  {"--deadline-ms", 1, NULL}};
   char *pos[1];
   dtx_recover_opts_t ro = {.older_than_ms = -1};
   int code;
   if (is_help(argc, argv))
     return help(recover_help);
-  if (split(argc, argv, o, 2, pos, 0) < 0)
+  if (split(argc, argv, o, 3, pos, 0) < 0)
     return DTX_EXIT_USAGE;
   if (int_opt("recover", &o[0], 0, 0, &ro.older_than_ms) ||
-      int_opt("recover", &o[1], 0, 1, &ro.tombstone_ttl_ms))
+      int_opt("recover", &o[1], 0, 1, &ro.tombstone_ttl_ms) ||
+      int_opt("recover", &o[2], 0, 1, &ro.deadline_ms))
     return DTX_EXIT_USAGE;
   if ((code = faults_ok()))
     return code;
@@ -449,22 +520,15 @@ int dtx__cmd_audit(dtx_cli_t *cli, int argc, char **argv) {
   if (o[0].value) {
     dtx__cli_print_json(r);
   } else {
-    json_t *f;
+    json_t *f, *part;
+    const char *name;
     size_t i;
-    printf("audit: %lld accounts, %lld transfers, opening total %lld, "
-           "balances %lld, in flight %lld, unsettled %lld\n",
-           (long long)json_integer_value(json_object_get(r, "accounts")),
-           (long long)json_integer_value(json_object_get(r, "transfers")),
-           (long long)json_integer_value(json_object_get(r, "opening_total")),
-           (long long)json_integer_value(json_object_get(r, "balance_total")),
-           (long long)json_integer_value(json_object_get(r, "in_flight")),
-           (long long)json_integer_value(json_object_get(r, "unsettled")));
-    if (json_object_get(r, "acked"))
-      printf("audit: %lld acknowledged transfers checked, %lld lost\n",
-             (long long)json_integer_value(json_object_get(r, "acked")),
-             (long long)json_integer_value(json_object_get(r, "acked_lost")));
+    json_object_foreach(json_object_get(r, "patterns"), name, part)
+        printf("audit %s: %s\n", name,
+               json_string_value(json_object_get(part, "summary")));
     json_array_foreach(json_object_get(r, "findings"), i, f)
-        printf("FINDING %s: %s\n",
+        printf("FINDING %s %s: %s\n",
+               json_string_value(json_object_get(f, "pattern")),
                json_string_value(json_object_get(f, "kind")),
                json_string_value(json_object_get(f, "detail")));
     printf("audit: %s\n", rc == 0 ? "clean" : "BROKEN");

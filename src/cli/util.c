@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static dtx_store_t *open_store(dtx_cli_t *cli, unsigned flags,
                                int *exit_code) {
@@ -222,4 +223,75 @@ void dtx__cli_print_json(const json_t *v) {
   }
   puts(s);
   free(s);
+}
+
+/* Fields of the patterns' documents that hold wall-clock milliseconds
+ * (stored as integers; shown as ISO 8601), and the executor's fields a
+ * reader of a transfer does not need unless asked (--verbose). */
+static const char *const time_fields[] = {"created", "updated", "lease_until",
+                                          "at", NULL};
+static const char *const executor_fields[] = {"owner", "lease_until", "epoch",
+                                              NULL};
+
+static int listed(const char *const *list, const char *key) {
+  for (size_t i = 0; list[i]; i++)
+    if (strcmp(list[i], key) == 0)
+      return 1;
+  return 0;
+}
+
+/* 2024-05-01T12:34:56.789Z, or NULL when ms is out of range. */
+static json_t *iso8601(json_int_t ms) {
+  char buf[96]; /* room for any int fields: the compiler cannot see the checks */
+  struct tm tm;
+  time_t secs = (time_t)(ms / 1000);
+  long frac = (long)(ms % 1000);
+  if (frac < 0) {
+    frac += 1000;
+    secs--;
+  }
+  if (!gmtime_r(&secs, &tm) || tm.tm_year > 9999 - 1900 || tm.tm_year < -1900)
+    return NULL;
+  snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ",
+           tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+           tm.tm_sec, frac);
+  return json_string(buf);
+}
+
+/* Rewrites v in place: time fields as ISO 8601, executor fields dropped
+ * at the top level unless verbose. */
+static void humanise(json_t *v, int top, int verbose) {
+  if (json_is_array(v)) {
+    size_t i;
+    json_t *e;
+    json_array_foreach(v, i, e) humanise(e, 0, verbose);
+    return;
+  }
+  if (!json_is_object(v))
+    return;
+  const char *k;
+  json_t *f;
+  void *tmp;
+  json_object_foreach_safe(v, tmp, k, f) {
+    if (top && !verbose && listed(executor_fields, k)) {
+      json_object_del(v, k);
+    } else if (json_is_integer(f) && listed(time_fields, k)) {
+      json_t *iso = iso8601(json_integer_value(f));
+      if (iso)
+        json_object_set_new(v, k, iso);
+    } else {
+      humanise(f, 0, verbose);
+    }
+  }
+}
+
+void dtx__cli_print_item(const json_t *doc, int verbose) {
+  json_t *copy = json_deep_copy(doc);
+  if (!copy) {
+    fputs("doctx: NOMEM: printing a result\n", stderr);
+    return;
+  }
+  humanise(copy, 1, verbose);
+  dtx__cli_print_json(copy);
+  json_decref(copy);
 }

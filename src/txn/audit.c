@@ -1,311 +1,86 @@
-/* audit.c -- checks every invariant of accounts and transfers, at any time.
- *
- * The store gives no snapshot across documents, so the audit reads the
- * transfers (T1), then every account in one query (A), then the transfers
- * again (T3).  Transfer states only move forward, and within one state the
- * markers on accounts say exactly how far the transfer got, so:
- *  - conservation and limits are checked on A, classifying a payee's credit
- *    marker by the transfer's later state T3 (transfer.c, I2);
- *  - per-account balances and state/marker agreement are checked only for
- *    transfers whose document did not change between T1 and T3 ("stable");
- *    the others are counted as unsettled and judged by a later audit.
- * At quiescence every transfer is stable and the audit is exact.  With
- * settled=1 (after recovery) a non-terminal transfer is itself a finding.
- *
- * A store can lose a consistent set of recent writes (Redis failing over to
- * a replica that had not received them) and then look clean.  The client's
- * own record of what it was told closes that gap: dtx_audit_acked checks
- * each acknowledged transfer against T3 -- present, same parties and
- * amount, and in its acknowledged state or one that state can reach. */
+/* audit.c -- the audit frame: dtx_audit runs every registered pattern's
+ * audit (kit.h, dtx__pattern_t.audit) and assembles one report:
+ *   {"ok": bool,
+ *    "findings": [{"pattern", "kind", "detail"}...],   every pattern's
+ *    "unsettled": n,                                   summed
+ *    "patterns": {NAME: {"summary": "one line", counts...}},
+ *    ...}                                              (see transfer/audit.c
+ *                                                       for its top-level
+ *                                                       counts)
+ * A pattern's audit only reads; it adds findings and counts through the
+ * helpers below.  A read that fails ends the audit with that error and no
+ * report: an audit that skipped a pattern must not say "clean". */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "doc/doc.h"
-#include "txn/txn.h"
+#include "txn/kit.h"
 #include "util/err.h"
 
-typedef struct audit {
-  json_t *t1, *t3;   /* id -> transfer */
-  json_t *findings;  /* array */
-  json_t *accounts;  /* id -> account (snapshot A) */
-  int64_t unsettled;
-} audit_t;
-
-static void finding(audit_t *a, const char *kind, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void finding(audit_t *a, const char *kind, const char *fmt, ...) {
+void dtx__audit_finding(dtx__audit_t *a, const char *kind, const char *fmt,
+                        ...) {
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   json_array_append_new(a->findings,
-                        json_pack("{s:s,s:s}", "kind", kind, "detail", msg));
+                        json_pack("{s:s,s:s,s:s}", "pattern", a->pattern,
+                                  "kind", kind, "detail", msg));
 }
 
-static int load_map(dtx_store_t *st, const char *coll, json_t **map) {
+void dtx__audit_set(dtx__audit_t *a, const char *key, json_t *value) {
+  json_object_set_new(a->part, key, value);
+}
+
+const json_t *dtx__audit_part(const dtx__audit_t *a) { return a->part; }
+
+void dtx__audit_summary(dtx__audit_t *a, const char *fmt, ...) {
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  json_object_set_new(a->part, "summary", json_string(line));
+}
+
+static void add_int(json_t *obj, const char *key, int64_t n) {
+  json_t *v = json_object_get(obj, key);
+  json_object_set_new(obj, key,
+                      json_integer(json_integer_value(v) + (json_int_t)n));
+}
+
+void dtx__audit_unsettled(dtx__audit_t *a, int64_t n) {
+  add_int(a->part, "unsettled", n);
+  add_int(a->report, "unsettled", n);
+}
+
+int dtx__audit_load(dtx__audit_t *a, const char *coll, json_t **map) {
   json_t *docs = NULL, *d;
   size_t i;
-  int rc = dtx_store_find(st, coll, NULL, NULL, &docs);
+  dtx__retry_t r = {0};
+  int rc;
+  *map = NULL;
+  do
+    rc = dtx_store_find(a->st, coll, NULL, NULL, &docs);
+  while (dtx__retry_again(&r, &rc, coll));
   if (rc)
     return rc;
   *map = json_object();
   json_array_foreach(docs, i, d) {
-    const char *id = dtx__str(d, "_id");
-    if (id)
+    const char *id = json_string_value(json_object_get(d, "_id"));
+    if (id) {
       json_object_set(*map, id, d);
+    } else {
+      char *text = json_dumps(json_object_get(d, "_id"), JSON_ENCODE_ANY);
+      dtx__audit_finding(a, "bad_id", "%s has a document whose _id %s is "
+                         "not a string: the audit cannot check it", coll,
+                         text ? text : "?");
+      free(text);
+    }
   }
   json_decref(docs);
   return 0;
-}
-
-static int stable(audit_t *a, const char *id) {
-  json_t *x = json_object_get(a->t1, id), *y = json_object_get(a->t3, id);
-  return x && y && json_equal(x, y);
-}
-
-static const json_t *tx3(audit_t *a, const char *id) {
-  return json_object_get(a->t3, id);
-}
-
-/* Did transfer tx (stable) take its amount from account doc acct? */
-static int debited(const json_t *tx, const json_t *payer) {
-  if (dtx__state_is(tx, DTX_ST_COMMITTED) || dtx__state_is(tx, DTX_ST_SUCCEEDED))
-    return 1;
-  if (dtx__state_is(tx, DTX_ST_PREPARING) ||
-      dtx__state_is(tx, DTX_ST_ROLLING_BACK))
-    return payer && dtx__marker(payer, dtx__str(tx, "_id"), "debit") != NULL;
-  return 0;
-}
-
-static int credited(const json_t *tx, const json_t *payee) {
-  if (dtx__state_is(tx, DTX_ST_SUCCEEDED))
-    return 1;
-  if (dtx__state_is(tx, DTX_ST_COMMITTED))
-    return payee && !dtx__marker(payee, dtx__str(tx, "_id"), "credit");
-  return 0;
-}
-
-/* Conservation and limits over the account snapshot. */
-static void check_money(audit_t *a, json_t *report) {
-  __int128 opening = 0, balance = 0, flight = 0;
-  const char *id;
-  json_t *acct;
-  json_object_foreach(a->accounts, id, acct) {
-    json_t *b = json_object_get(acct, "balance");
-    json_t *ob = json_object_get(acct, "opening_balance");
-    json_t *min = json_object_get(acct, "min_balance");
-    if (!json_is_integer(b) || !json_is_integer(ob)) {
-      finding(a, "malformed_account", "account %s lacks integer balance or "
-              "opening_balance", id);
-      continue;
-    }
-    opening += json_integer_value(ob);
-    balance += json_integer_value(b);
-    if (json_is_integer(min) && json_integer_value(b) < json_integer_value(min))
-      finding(a, "below_limit", "account %s balance %lld < min_balance %lld",
-              id, (long long)json_integer_value(b),
-              (long long)json_integer_value(min));
-    size_t i;
-    json_t *m;
-    json_array_foreach(json_object_get(acct, "pending"), i, m) {
-      const char *op = dtx__str(m, "op"), *txid = dtx__str(m, "tx");
-      int64_t amt = dtx__int(m, "amount");
-      const json_t *tx = txid ? tx3(a, txid) : NULL;
-      if (op && strcmp(op, "debit") == 0) {
-        flight += amt;
-      } else if (op && strcmp(op, "credit") == 0 && tx &&
-                 (dtx__state_is(tx, DTX_ST_COMMITTED) ||
-                  dtx__state_is(tx, DTX_ST_SUCCEEDED))) {
-        const json_t *payer =
-            json_object_get(a->accounts, dtx__str(tx, "from"));
-        if (!payer || !dtx__marker(payer, txid, "debit"))
-          flight += amt; /* payer cleared, payee not yet credited */
-      }
-    }
-  }
-  if (balance + flight != opening)
-    finding(a, "conservation",
-            "balances %lld + in flight %lld != opening total %lld",
-            (long long)balance, (long long)flight, (long long)opening);
-  json_object_set_new(report, "opening_total", json_integer((json_int_t)opening));
-  json_object_set_new(report, "balance_total", json_integer((json_int_t)balance));
-  json_object_set_new(report, "in_flight", json_integer((json_int_t)flight));
-}
-
-/* Markers and tombstones must belong to a transfer in a state that allows
- * them (transfer.c, I6). */
-static void check_markers(audit_t *a) {
-  const char *id;
-  json_t *acct;
-  json_object_foreach(a->accounts, id, acct) {
-    size_t i;
-    json_t *m;
-    json_array_foreach(json_object_get(acct, "pending"), i, m) {
-      const char *txid = dtx__str(m, "tx"), *op = dtx__str(m, "op");
-      const json_t *t1 = txid ? json_object_get(a->t1, txid) : NULL;
-      const json_t *t3 = txid ? tx3(a, txid) : NULL;
-      if (!t3) {
-        finding(a, "dangling_marker", "account %s has a %s marker for "
-                "unknown transfer %s", id, op ? op : "?", txid ? txid : "?");
-        continue;
-      }
-      if (t1 && dtx__terminal(t1)) {
-        finding(a, "dangling_marker", "account %s has a %s marker for %s "
-                "transfer %s", id, op ? op : "?", dtx__str(t1, "state"), txid);
-        continue;
-      }
-      const char *want = op && strcmp(op, "debit") == 0 ? "from" : "to";
-      const char *party = dtx__str(t3, want);
-      if (!party || strcmp(party, id) != 0 ||
-          dtx__int(m, "amount") != dtx__int(t3, "amount"))
-        finding(a, "marker_mismatch", "account %s %s marker for %s does not "
-                "match the transfer's %s/amount", id, op ? op : "?", txid, want);
-    }
-    /* A tombstone exists only once its transfer is rolling back, and
-     * states only move forward, so the later read T3 must show
-     * rolling_back or failed. */
-    json_array_foreach(json_object_get(acct, "voids"), i, m) {
-      const char *txid = dtx__str(m, "tx");
-      const json_t *t3 = txid ? tx3(a, txid) : NULL;
-      if (!t3)
-        finding(a, "dangling_tombstone", "account %s has a tombstone for "
-                "unknown transfer %s", id, txid ? txid : "?");
-      else if (!dtx__state_is(t3, DTX_ST_ROLLING_BACK) &&
-               !dtx__state_is(t3, DTX_ST_FAILED))
-        finding(a, "tombstone_state", "account %s has a tombstone for %s "
-                "transfer %s", id, dtx__str(t3, "state"), txid);
-    }
-  }
-}
-
-/* Each account's balance against its opening balance and the transfers
- * that touched it, and each transfer's state against its markers. */
-static void check_balances(audit_t *a, int settled) {
-  json_t *expect = json_object(), *skip = json_object();
-  const char *id;
-  json_t *tx, *acct;
-  json_object_foreach(a->accounts, id, acct)
-      json_object_set_new(expect, id,
-                          json_integer(json_integer_value(
-                              json_object_get(acct, "opening_balance"))));
-  json_object_foreach(a->t3, id, tx) {
-    const char *from = dtx__str(tx, "from"), *to = dtx__str(tx, "to");
-    const json_t *payer = from ? json_object_get(a->accounts, from) : NULL;
-    const json_t *payee = to ? json_object_get(a->accounts, to) : NULL;
-    int64_t amt = dtx__int(tx, "amount");
-    if (settled && !dtx__terminal(tx))
-      finding(a, "not_terminal", "transfer %s is still %s", id,
-              dtx__str(tx, "state"));
-    if (!stable(a, id)) {
-      a->unsettled++;
-      if (from)
-        json_object_set_new(skip, from, json_true());
-      if (to)
-        json_object_set_new(skip, to, json_true());
-      continue;
-    }
-    int d = debited(tx, payer), c = credited(tx, payee);
-    if (d && !payer)
-      finding(a, "missing_account", "transfer %s debited missing account %s",
-              id, from ? from : "?");
-    if (c && !payee)
-      finding(a, "missing_account", "transfer %s credited missing account %s",
-              id, to ? to : "?");
-    if (d && payer) {
-      json_t *e = json_object_get(expect, from);
-      json_integer_set(e, json_integer_value(e) - amt);
-    }
-    if (c && payee) {
-      json_t *e = json_object_get(expect, to);
-      json_integer_set(e, json_integer_value(e) + amt);
-    }
-    int pd = payer && dtx__marker(payer, id, "debit");
-    int pc = payee && dtx__marker(payee, id, "credit");
-    int ok = 1;
-    if (dtx__state_is(tx, DTX_ST_INITIATED) || dtx__terminal(tx))
-      ok = !pd && !pc;
-    else if (dtx__state_is(tx, DTX_ST_PREPARING))
-      ok = !pc || pd;
-    else if (dtx__state_is(tx, DTX_ST_COMMITTED))
-      ok = !pd || pc;
-    if (!ok)
-      finding(a, "state_marker_mismatch", "transfer %s is %s but payer %s "
-              "debit marker and payee %s credit marker", id,
-              dtx__str(tx, "state"), pd ? "has a" : "has no",
-              pc ? "has a" : "has no");
-  }
-  json_object_foreach(a->accounts, id, acct) {
-    if (json_object_get(skip, id))
-      continue;
-    int64_t want = json_integer_value(json_object_get(expect, id));
-    int64_t got = dtx__int(acct, "balance");
-    if (want != got)
-      finding(a, "balance_mismatch", "account %s balance %lld, but opening "
-              "balance and transfers give %lld", id, (long long)got,
-              (long long)want);
-  }
-  json_decref(expect);
-  json_decref(skip);
-}
-
-/* Can a transfer acknowledged in state s later be found in state t?
- * States only move forward along the diagram in transfer.c. */
-static int reachable(const char *s, const char *t) {
-  /* each row: a state, then the states it can move to */
-  static const char *const next[][5] = {
-      {DTX_ST_PREPARING, DTX_ST_COMMITTED, DTX_ST_SUCCEEDED,
-       DTX_ST_ROLLING_BACK, DTX_ST_FAILED},
-      {DTX_ST_COMMITTED, DTX_ST_SUCCEEDED, NULL, NULL, NULL},
-      {DTX_ST_ROLLING_BACK, DTX_ST_FAILED, NULL, NULL, NULL},
-  };
-  if (strcmp(s, t) == 0 || strcmp(s, DTX_ST_INITIATED) == 0)
-    return 1; /* initiated reaches every state, failed by a cancel */
-  for (size_t i = 0; i < sizeof next / sizeof next[0]; i++)
-    if (strcmp(next[i][0], s) == 0)
-      for (size_t j = 1; j < 5 && next[i][j]; j++)
-        if (strcmp(next[i][j], t) == 0)
-          return 1;
-  return 0;
-}
-
-/* Each transfer the client was told about must still be in the store as
- * it was told, or further along. */
-static void check_acked(audit_t *a, const json_t *acked, json_t *report) {
-  size_t i, lost = 0;
-  json_t *ack;
-  json_array_foreach(acked, i, ack) {
-    const char *id = dtx__str(ack, "_id"), *s = dtx__str(ack, "state");
-    const json_t *tx = id ? tx3(a, id) : NULL;
-    if (!id || !s) {
-      finding(a, "acked_malformed", "acknowledged record %zu lacks _id or "
-              "state", i);
-      continue;
-    }
-    if (!tx) {
-      lost++;
-      finding(a, "acked_lost", "acknowledged transfer %s (%s) is not in the "
-              "store", id, s);
-      continue;
-    }
-    const char *t = dtx__str(tx, "state");
-    if (!json_equal(json_object_get(ack, "from"), json_object_get(tx, "from")) ||
-        !json_equal(json_object_get(ack, "to"), json_object_get(tx, "to")) ||
-        !json_equal(json_object_get(ack, "amount"),
-                    json_object_get(tx, "amount"))) {
-      lost++;
-      finding(a, "acked_mismatch", "acknowledged transfer %s differs from "
-              "the store's in from, to or amount", id);
-    } else if (!t || !reachable(s, t)) {
-      lost++;
-      finding(a, "acked_regressed", "transfer %s was acknowledged %s but the "
-              "store has it %s", id, s, t ? t : "without a state");
-    }
-  }
-  json_object_set_new(report, "acked", json_integer((json_int_t)json_array_size(acked)));
-  json_object_set_new(report, "acked_lost", json_integer((json_int_t)lost));
 }
 
 int dtx_audit(dtx_store_t *st, int flags, json_t **report) {
@@ -314,46 +89,37 @@ int dtx_audit(dtx_store_t *st, int flags, json_t **report) {
 
 int dtx_audit_acked(dtx_store_t *st, int flags, const json_t *acked,
                     json_t **report) {
-  int settled = (flags & DTX_AUDIT_SETTLED) != 0;
-  audit_t a = {0};
-  int rc;
+  dtx__call_t c;
+  int rc = 0;
   *report = NULL;
-  dtx__err_clear();
+  dtx__call_begin(&c, 0);
   if (acked && !json_is_array(acked))
-    return dtx__err(DTX_EINVAL, "acknowledged transfers must be a JSON array");
-  if ((rc = load_map(st, DTX_TRANSFERS, &a.t1)) ||
-      (rc = load_map(st, DTX_ACCOUNTS, &a.accounts)) ||
-      (rc = load_map(st, DTX_TRANSFERS, &a.t3))) {
-    json_decref(a.t1);
-    json_decref(a.accounts);
-    return rc;
+    return dtx__call_end(
+        &c, dtx__err(DTX_EINVAL, "acknowledged transfers must be a JSON array"));
+  dtx__audit_t a = {.st = st, .flags = flags, .acked = acked};
+  a.report = json_pack("{s:b,s:[],s:i,s:{}}", "ok", 0, "findings", "unsettled",
+                       0, "patterns");
+  if (!a.report)
+    return dtx__call_end(&c, DTX_ENOMEM);
+  a.findings = json_object_get(a.report, "findings");
+  for (size_t i = 0; dtx__patterns[i] && rc == 0; i++) {
+    const dtx__pattern_t *p = dtx__patterns[i];
+    if (!p->audit)
+      continue;
+    a.pattern = p->name;
+    a.part = json_object();
+    json_object_set_new(json_object_get(a.report, "patterns"), p->name,
+                        a.part);
+    if ((rc = p->audit(&a)))
+      rc = dtx__err_wrap(rc, "audit of %s", p->name);
   }
-  a.findings = json_array();
-  json_t *r = json_object();
-  check_money(&a, r);
-  check_markers(&a);
-  check_balances(&a, settled);
-  if (acked)
-    check_acked(&a, acked, r);
-  json_t *states = json_object();
-  const char *id;
-  json_t *tx;
-  json_object_foreach(a.t3, id, tx) {
-    const char *s = dtx__str(tx, "state");
-    json_t *n = json_object_get(states, s ? s : "?");
-    json_object_set_new(states, s ? s : "?",
-                        json_integer(n ? json_integer_value(n) + 1 : 1));
+  if (rc) {
+    json_decref(a.report);
+    return dtx__call_end(&c, rc);
   }
   size_t nfind = json_array_size(a.findings);
-  json_object_set_new(r, "ok", json_boolean(nfind == 0));
-  json_object_set_new(r, "accounts", json_integer((json_int_t)json_object_size(a.accounts)));
-  json_object_set_new(r, "transfers", json_integer((json_int_t)json_object_size(a.t3)));
-  json_object_set_new(r, "states", states);
-  json_object_set_new(r, "unsettled", json_integer(a.unsettled));
-  json_object_set_new(r, "findings", a.findings);
-  json_decref(a.t1);
-  json_decref(a.t3);
-  json_decref(a.accounts);
-  *report = r;
-  return nfind ? dtx__err(DTX_EAUDIT, "%zu finding(s)", nfind) : 0;
+  json_object_set_new(a.report, "ok", json_boolean(nfind == 0));
+  *report = a.report;
+  return dtx__call_end(
+      &c, nfind ? dtx__err(DTX_EAUDIT, "%zu finding(s)", nfind) : 0);
 }

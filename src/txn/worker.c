@@ -1,24 +1,39 @@
-/* worker.c -- executor threads: claim initiated transfers with one
- * conditional update each (so any number of threads and processes can run
- * against one store), and now and then recover what others abandoned. */
+/* worker.c -- the worker frame: executor threads that loop over every
+ * registered pattern, claim its next due item (the pattern's claim_next:
+ * one conditional update, so any number of threads and processes can run
+ * against one store) and drive it, and now and then run the recovery
+ * pass for what others abandoned.
+ *
+ * Each item runs in its own call frame, so one deadline bounds it.  When
+ * no pattern has anything due, a thread backs off (up to IDLE_MAX_MS)
+ * instead of spinning.  With `once`, a claim that fails (the store cannot
+ * be reached) ends the run with that error; a failed item is counted and
+ * left for recovery, and the others go on.  The summary says, per
+ * pattern, what ran, what the last recovery pass left alone and why, and
+ * what failed. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "doc/doc.h"
-#include "txn/txn.h"
+#include "txn/kit.h"
 #include "util/err.h"
 
 #define RECOVER_EVERY_MS 1000
+#define IDLE_MAX_MS 50
+#define ERROR_PAUSE_MS 50
 
 typedef struct shared {
   dtx_store_t *st;
   const dtx_worker_opts_t *o;
+  size_t npat;
+  dtx__tally_t *ran;      /* per pattern: claims, and recovery's counts */
+  dtx__tally_t *skipped;  /* per pattern: the last recovery pass's */
   pthread_mutex_t recover_lock;
   int64_t last_recover;
-  int first_err;
-  pthread_mutex_t err_lock;
+  atomic_int fatal; /* once: an error that ends the run (its code) */
 } shared_t;
 
 typedef struct worker {
@@ -26,103 +41,182 @@ typedef struct worker {
   int n;
 } worker_t;
 
-static int stopping(const shared_t *sh) {
-  return sh->o->stop && *sh->o->stop;
+static int stopping(shared_t *sh) {
+  return (sh->o->stop && *sh->o->stop) || atomic_load(&sh->fatal);
 }
 
 /* One recovery pass at a time across threads; returns how much it did. */
-static int64_t maybe_recover(shared_t *sh, int force) {
+static int64_t maybe_recover(shared_t *sh, dtx__exec_t *ex, int force) {
   int64_t did = 0, now = dtx__now_ms();
   if (pthread_mutex_trylock(&sh->recover_lock) != 0)
     return 0;
   if (force || now - sh->last_recover >= RECOVER_EVERY_MS) {
     dtx_recover_opts_t ro = {.older_than_ms = -1};
-    json_t *sum = NULL;
-    if (dtx_recover(sh->st, &ro, &sum) == 0 && sum) {
-      const char *k;
-      json_t *v;
-      json_object_foreach(sum, k, v) if (strcmp(k, "errors") != 0) did +=
-          json_integer_value(v);
+    dtx__tally_t *t = calloc(sh->npat + 1, sizeof *t);
+    int ok = t != NULL;
+    for (size_t i = 0; ok && i < sh->npat; i++)
+      ok = dtx__tally_init(&t[i]) == 0;
+    if (ok) {
+      dtx__call_t c;
+      dtx__call_begin(&c, ex->deadline_ms);
+      dtx__call_end(&c, dtx__recover_pass(ex, &ro, t));
+      for (size_t i = 0; i < sh->npat; i++) {
+        const char *k;
+        json_t *v;
+        json_object_foreach(json_object_get(t[i].obj, "ran"), k, v)
+            did += json_integer_value(v);
+        dtx__tally_merge(&sh->ran[i], &t[i]);
+        /* What is left alone is what the last pass saw. */
+        dtx__tally_t old = sh->skipped[i];
+        sh->skipped[i] = t[i];
+        t[i] = old;
+      }
     }
-    json_decref(sum);
+    for (size_t i = 0; t && i < sh->npat; i++)
+      dtx__tally_free(&t[i]);
+    free(t);
     sh->last_recover = dtx__now_ms();
   }
   pthread_mutex_unlock(&sh->recover_lock);
   return did;
 }
 
+/* Claims and drives one item of pattern i: 0 when one ran, DTX_ENOMATCH
+ * when none was due, or the claim's error. */
+static int run_one(shared_t *sh, dtx__exec_t *ex, size_t i) {
+  const dtx__pattern_t *p = dtx__patterns[i];
+  json_t *item = NULL, *done = NULL;
+  dtx__call_t c;
+  dtx__call_begin(&c, ex->deadline_ms);
+  int rc = p->claim_next(ex, &item);
+  if (rc == 0) {
+    int drc = p->drive(ex, item, &done);
+    if (drc) {
+      /* The item stays where it stopped, for recovery; this executor
+       * keeps serving the others. */
+      dtx__tally_error(&sh->ran[i], json_object_get(item, "_id"), drc);
+    } else {
+      const char *s = p->kind ? dtx__str(done, p->kind->state) : NULL;
+      dtx__tally_ran(&sh->ran[i], s ? s : "done", 1);
+    }
+  } else if (rc != DTX_ENOMATCH) {
+    dtx__tally_error(&sh->ran[i], NULL, rc);
+  }
+  json_decref(item);
+  json_decref(done);
+  return dtx__call_end(&c, rc);
+}
+
 static void *work(void *arg) {
   worker_t *w = arg;
   shared_t *sh = w->sh;
   dtx__exec_t ex;
-  char owner[160];
-  const char *base = sh->o->owner;
-  dtx__exec_init(&ex, sh->st, base, sh->o->lease_ms);
-  snprintf(owner, sizeof owner, "%.120s#%d", ex.owner, w->n);
-  dtx__exec_init(&ex, sh->st, owner, sh->o->lease_ms);
-  int idle = 0, errors = 0;
+  dtx__exec_init(&ex, sh->st, sh->o->owner, sh->o->lease_ms,
+                 sh->o->deadline_ms);
+  dtx__exec_rename(&ex, "%.120s#%d", ex.owner, w->n);
+  int idle = 0;
+  int64_t pause = 1;
   while (!stopping(sh)) {
-    json_t *done = NULL;
-    int rc = dtx__tx_claim_next(&ex, &done);
-    json_decref(done);
-    if (rc == 0) {
-      idle = errors = 0;
+    int did = 0, failed = 0;
+    for (size_t i = 0; i < sh->npat && !stopping(sh); i++) {
+      if (!dtx__patterns[i]->claim_next)
+        continue;
+      int rc = run_one(sh, &ex, i);
+      if (rc == 0) {
+        did = 1;
+      } else if (rc != DTX_ENOMATCH) {
+        failed = 1;
+        if (sh->o->once || rc == DTX_ENOMEM) {
+          /* The store cannot be reached (its deadline passed): --once
+           * must say so, not wait on. */
+          int zero = 0;
+          atomic_compare_exchange_strong(&sh->fatal, &zero, rc);
+        }
+      }
+    }
+    if (did) {
+      idle = 0;
+      pause = 1;
       continue;
     }
-    if (rc != DTX_ENOMATCH) {
-      /* The transfer in hand stays where it stopped, for recovery; this
-       * executor keeps serving the others. */
-      pthread_mutex_lock(&sh->err_lock);
-      if (!sh->first_err)
-        sh->first_err = rc;
-      pthread_mutex_unlock(&sh->err_lock);
-      if (rc == DTX_ENOMEM || (sh->o->once && ++errors > 100))
-        break; /* a store that keeps failing must not pin a --once run */
-      struct timespec pause = {0, 50 * 1000000L};
-      nanosleep(&pause, NULL);
+    if (failed) {
+      dtx__deadline_sleep_ms(ERROR_PAUSE_MS);
       continue;
     }
     if (sh->o->once) {
-      /* Nothing to claim: one last recovery pass; stop when it found
+      /* Nothing due anywhere: one last recovery pass; stop when it found
        * nothing either. */
-      if (maybe_recover(sh, 1) == 0 && ++idle >= 2)
+      if (maybe_recover(sh, &ex, 1) == 0 && ++idle >= 2)
         break;
       continue;
     }
-    maybe_recover(sh, 0);
-    struct timespec ts = {0, 10 * 1000000L};
-    nanosleep(&ts, NULL);
+    maybe_recover(sh, &ex, 0);
+    dtx__deadline_sleep_ms(pause);
+    if (pause < IDLE_MAX_MS)
+      pause *= 2;
   }
   return NULL;
 }
 
-int dtx_worker_run(dtx_store_t *st, const dtx_worker_opts_t *opts) {
+int dtx_worker_run(dtx_store_t *st, const dtx_worker_opts_t *opts,
+                   json_t **summary) {
   dtx_worker_opts_t def = {0};
   const dtx_worker_opts_t *o = opts ? opts : &def;
-  int n = o->threads > 0 ? o->threads : 1, rc;
-  dtx__err_clear();
+  int n = o->threads > 0 ? o->threads : 1, rc = 0;
+  dtx__call_t c;
+  if (summary)
+    *summary = NULL;
+  dtx__call_begin(&c, 0);
   if (n > 256)
-    return dtx__err(DTX_EINVAL, "at most 256 threads");
-  if ((rc = dtx__txn_ensure_indexes(st)))
-    return rc;
-  shared_t sh = {.st = st, .o = o};
-  pthread_mutex_init(&sh.recover_lock, NULL);
-  pthread_mutex_init(&sh.err_lock, NULL);
-  pthread_t tids[256];
-  worker_t ws[256];
-  for (int i = 0; i < n; i++) {
-    ws[i] = (worker_t){&sh, i};
-    if (pthread_create(&tids[i], NULL, work, &ws[i]) != 0) {
-      n = i;
-      rc = dtx__err(DTX_ENOMEM, "cannot start worker thread %d", i);
-      break;
+    return dtx__call_end(&c, dtx__err(DTX_EINVAL, "at most 256 threads"));
+  shared_t sh = {.st = st, .o = o, .npat = dtx__pattern_count()};
+  sh.ran = calloc(sh.npat + 1, sizeof *sh.ran);
+  sh.skipped = calloc(sh.npat + 1, sizeof *sh.skipped);
+  if (!sh.ran || !sh.skipped)
+    rc = DTX_ENOMEM;
+  for (size_t i = 0; rc == 0 && i < sh.npat; i++)
+    if ((rc = dtx__tally_init(&sh.ran[i])) == 0)
+      rc = dtx__tally_init(&sh.skipped[i]);
+  for (size_t i = 0; rc == 0 && i < sh.npat; i++)
+    rc = dtx__kit_ensure_indexes(st, dtx__patterns[i]);
+  if (rc == 0) {
+    pthread_mutex_init(&sh.recover_lock, NULL);
+    pthread_t tids[256];
+    worker_t ws[256];
+    int started = 0;
+    for (int i = 0; i < n; i++) {
+      ws[i] = (worker_t){&sh, i};
+      if (pthread_create(&tids[i], NULL, work, &ws[i]) != 0) {
+        rc = dtx__err(DTX_ENOMEM, "cannot start worker thread %d", i);
+        atomic_store(&sh.fatal, rc);
+        break;
+      }
+      started++;
     }
+    for (int i = 0; i < started; i++)
+      pthread_join(tids[i], NULL);
+    pthread_mutex_destroy(&sh.recover_lock);
+    /* The skips of the last recovery pass go into the summary. */
+    for (size_t i = 0; i < sh.npat; i++)
+      json_object_set(sh.ran[i].obj, "skipped",
+                      json_object_get(sh.skipped[i].obj, "skipped"));
+    if (rc == 0)
+      rc = dtx__tally_raise(sh.ran);
+    if (summary)
+      *summary = dtx__tally_report(sh.ran, rc);
   }
-  for (int i = 0; i < n; i++)
-    pthread_join(tids[i], NULL);
-  pthread_mutex_destroy(&sh.recover_lock);
-  pthread_mutex_destroy(&sh.err_lock);
-  if (rc)
-    return rc;
-  return sh.first_err && !dtx__transient(sh.first_err) ? sh.first_err : 0;
+  for (size_t i = 0; i < sh.npat; i++) {
+    if (sh.ran)
+      dtx__tally_free(&sh.ran[i]);
+    if (sh.skipped)
+      dtx__tally_free(&sh.skipped[i]);
+  }
+  free(sh.ran);
+  free(sh.skipped);
+  /* A worker that is told to keep going returns only when stopped; what
+   * failed on the way is in the summary.  --once reports the first error
+   * (exit 4 from the CLI for an unreachable store). */
+  if (!o->once && !atomic_load(&sh.fatal))
+    rc = rc == DTX_ENOMEM ? rc : 0;
+  return dtx__call_end(&c, rc);
 }

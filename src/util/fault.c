@@ -1,11 +1,13 @@
-/* fault.c -- the fault point registry and DOCTX_FAULT parsing.
+/* fault.c -- fault point hits and DOCTX_FAULT parsing.
  *
  * It sits in util/ because both the transaction patterns (src/txn/) and a
  * store backend (the Redis unique claims) have protocol steps, and the
- * store layer must not depend on txn/.  The table below is the single
- * list of points; a point not in it cannot be armed, and `doctx faults`
- * prints it.  Counting is per process and thread-safe, so "the N-th time"
- * is well defined under worker threads. */
+ * store layer must not depend on txn/.  Each layer lists its own points:
+ * the store's are below, each pattern's in its method table, and
+ * src/txn/registry.c joins them for `doctx faults` and for the check of
+ * DOCTX_FAULT (dtx_fault_check), so a point no table lists cannot be
+ * armed.  Counting is per process and thread-safe, so "the N-th time" is
+ * well defined under worker threads. */
 #include "util/fault.h"
 
 #include <signal.h>
@@ -17,28 +19,9 @@
 
 #include "util/err.h"
 
-static const char *const points[] = {
-    /* transfer, forward path (transfer.c) */
-    "transfer.submit",
-    "transfer.claim",
-    "transfer.debit",
-    "transfer.mark_payee",
-    "transfer.commit",
-    "transfer.clear_payer",
-    "transfer.credit_payee",
-    "transfer.finish",
-    /* transfer, rollback path (transfer.c) */
-    "rollback.begin",
-    "rollback.refund_payer",
-    "rollback.unmark_payee",
-    "rollback.finish",
-    /* cancel (transfer.c) */
-    "cancel.begin",
-    /* recovery (recover.c) */
-    "recover.takeover",
-    "recover.scan_markers",
-    "recover.repair_marker",
-    "recover.clear_tombstone",
+/* The store layer's own points; the patterns' points are listed by their
+ * method tables (src/txn/registry.c joins them all for `doctx faults`). */
+static const char *const store_points[] = {
     /* Redis unique claims (store/redis/docs.c) */
     "redis.unique_claimed",
     "redis.unique_written",
@@ -48,25 +31,31 @@ static const char *const points[] = {
 enum { ACT_CRASH = 1, ACT_PAUSE, ACT_ERROR };
 #define MAX_RULES 16
 
+#define NAME_MAX_LEN 96
+
+/* The first rule naming a point counts the arrivals there (hits); the
+ * others on that point share its count, so "p:error:1,p:crash:2" means
+ * the first and the second arrival at p. */
 static struct rule {
-  int point; /* index into points */
+  char point[NAME_MAX_LEN];
   int action;
   long nth;
+  atomic_long hits;
 } rules[MAX_RULES];
 static int nrules;
-static atomic_long hits[sizeof points / sizeof points[0]];
-static atomic_int inited; /* 0 no, 1 yes */
+static atomic_int inited;                /* 0 no, 1 yes */
+static const char *const *known_points; /* set by a checked init */
 
-const char *const *dtx__fault_points(void) { return points; }
+const char *const *dtx__fault_store_points(void) { return store_points; }
 
-static int point_index(const char *name, size_t len) {
-  for (int i = 0; points[i]; i++)
-    if (strlen(points[i]) == len && memcmp(points[i], name, len) == 0)
-      return i;
-  return -1;
+static int is_known(const char *const *known, const char *name, size_t len) {
+  for (size_t i = 0; known[i]; i++)
+    if (strlen(known[i]) == len && memcmp(known[i], name, len) == 0)
+      return 1;
+  return 0;
 }
 
-static int parse(const char *spec) {
+static int parse(const char *spec, const char *const *known) {
   char buf[1024];
   if (strlen(spec) >= sizeof buf)
     return dtx__err(DTX_EINVAL, "DOCTX_FAULT too long");
@@ -78,11 +67,12 @@ static int parse(const char *spec) {
     if (!c1)
       return dtx__err(DTX_EINVAL, "DOCTX_FAULT: '%s' is not POINT:ACTION[:N]",
                       tok);
-    int p = point_index(tok, (size_t)(c1 - tok));
-    if (p < 0)
+    size_t plen = (size_t)(c1 - tok);
+    if (plen == 0 || plen >= NAME_MAX_LEN ||
+        (known && !is_known(known, tok, plen)))
       return dtx__err(DTX_EINVAL,
                       "DOCTX_FAULT: unknown fault point '%.*s' (see doctx faults)",
-                      (int)(c1 - tok), tok);
+                      (int)plen, tok);
     char *act = c1 + 1, *c2 = strchr(act, ':');
     long nth = 1;
     if (c2) {
@@ -102,34 +92,44 @@ static int parse(const char *spec) {
                       act);
     if (nrules == MAX_RULES)
       return dtx__err(DTX_EINVAL, "DOCTX_FAULT: more than %d rules", MAX_RULES);
-    rules[nrules++] = (struct rule){p, a, nth};
+    struct rule *r = &rules[nrules++];
+    memcpy(r->point, tok, plen);
+    r->point[plen] = '\0';
+    r->action = a;
+    r->nth = nth;
+    atomic_store(&r->hits, 0);
   }
   return 0;
 }
 
-int dtx__fault_init(void) {
+int dtx__fault_init(const char *const *known) {
   const char *spec = getenv("DOCTX_FAULT");
-  int rc = (spec && *spec) ? parse(spec) : 0;
+  int rc = (spec && *spec) ? parse(spec, known) : 0;
   if (rc)
     nrules = 0;
+  known_points = rc ? NULL : known;
   atomic_store(&inited, 1);
   return rc;
 }
 
 int dtx__fault(const char *point) {
   if (!atomic_load(&inited))
-    (void)dtx__fault_init(); /* the CLI validates DOCTX_FAULT up front */
+    (void)dtx__fault_init(NULL); /* the CLI checks DOCTX_FAULT up front */
   if (nrules == 0)
     return 0;
-  int p = point_index(point, strlen(point));
-  if (p < 0) {
+  if (known_points && !is_known(known_points, point, strlen(point))) {
     fprintf(stderr, "doctx: internal error: unregistered fault point %s\n",
             point);
     abort();
   }
-  long n = atomic_fetch_add(&hits[p], 1) + 1;
-  for (int i = 0; i < nrules; i++) {
-    if (rules[i].point != p || rules[i].nth != n)
+  int first = 0;
+  while (first < nrules && strcmp(rules[first].point, point) != 0)
+    first++;
+  if (first == nrules)
+    return 0;
+  long n = atomic_fetch_add(&rules[first].hits, 1) + 1;
+  for (int i = first; i < nrules; i++) {
+    if (rules[i].nth != n || strcmp(rules[i].point, point) != 0)
       continue;
     /* Say so on stderr: tests use it to prove the point was reached. */
     static const char *names[] = {"", "crash", "pause", "error"};
@@ -148,5 +148,3 @@ int dtx__fault(const char *point) {
   }
   return 0;
 }
-
-const char *const *dtx_fault_points(void) { return points; }

@@ -3,17 +3,19 @@
  * Every step of every protocol calls DTX_FAULTPOINT("transfer.debit") just
  * before its store operation: the transaction patterns in src/txn/ and the
  * store backends' own multi-step protocols (the Redis unique claims), so
- * the registry lives in util/, below both layers.
+ * the hook lives in util/, below both layers.
  * DOCTX_FAULT=POINT:ACTION[:N][,...] turns the N-th arrival (default 1) at
  * POINT into:
  *   crash  _exit(137) at once, as a SIGKILL would;
  *   pause  raise(SIGSTOP): the process waits for SIGCONT;
  *   error  the step's store operation fails with DTX_EFAULT, as a backend
  *          error would.
- * Points are listed in fault.c's table, so `doctx faults` (and the crash
- * tests that loop over it) see every point; naming an unknown point is a
- * program error caught by an assertion in debug builds and reported as
- * DTX_EINVAL when parsing DOCTX_FAULT. */
+ * Each layer lists its points (fault.c has the store's; each pattern's
+ * method table has its own) and src/txn/registry.c joins the lists, so
+ * `doctx faults` -- and the crash tests that loop over it -- see every
+ * point.  Arming a point no list names is DTX_EINVAL (dtx_fault_check);
+ * reaching an unlisted point while faults are armed is a program error
+ * (abort). */
 #ifndef DTX_UTIL_FAULT_H
 #define DTX_UTIL_FAULT_H
 
@@ -22,11 +24,13 @@
 int dtx__fault(const char *point);
 #define DTX_FAULTPOINT(name) dtx__fault(name)
 
-/* NULL-terminated list of every point, in protocol order. */
-const char *const *dtx__fault_points(void);
+/* NULL-terminated list of the store layer's points (static storage). */
+const char *const *dtx__fault_store_points(void);
 
-/* Parses DOCTX_FAULT now (it is otherwise read once, on first use);
- * DTX_EINVAL with a detail on a malformed value or unknown point. */
-int dtx__fault_init(void);
+/* Parses DOCTX_FAULT now (it is otherwise read on first use, unchecked).
+ * known (NULL-terminated, static storage, may be NULL) lists every point
+ * that may be named: any other is DTX_EINVAL with a detail, as is a
+ * malformed value. */
+int dtx__fault_init(const char *const *known);
 
 #endif

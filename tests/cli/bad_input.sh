@@ -17,8 +17,8 @@
 set -u
 
 DOCTX=${DOCTX:?set DOCTX to the doctx binary}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/doctx-badinput.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+source "$(dirname "$0")/../lib/harness.sh" # WORK, removed on exit
+TMP=$WORK
 if [ -n "${DTX_TEST_STORE_CMD:-}" ]; then
   S=$($DTX_TEST_STORE_CMD bad_input) || { echo "no store"; echo "0 passed, 1 failed"; exit 1; }
 else

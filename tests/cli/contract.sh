@@ -11,10 +11,8 @@
 set -u
 
 DOCTX=${DOCTX:?set DOCTX to the doctx binary}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/doctx-contract.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-WORK=$TMP
-. "$(dirname "$0")/../lib/store.sh"
+source "$(dirname "$0")/../lib/harness.sh" # WORK, removed on exit; new_store
+TMP=$WORK
 new_store contract
 PASS=0
 FAIL=0
@@ -258,15 +256,13 @@ check "bad JSON on stdin names the argument (rc=$RC err=$ERR)" \
 expect 0 '{"_id":"s1","n":3}' find stdin
 
 # ---- only commands that write create a store ---------------------------------------------------
-# A read on a missing SQLite path says so (exit 4) and leaves no file; the
-# cmd_txn.c subcommands account show/list and transfer show/list join the
-# list once they open their store with dtx__cli_store_read (TXN_READS=1).
+# A read on a missing SQLite path says so (exit 4) and leaves no file;
+# account show/list and transfer show/list too (cmd_txn.c opens their
+# store with dtx__cli_store_read).
 mkdir -p "$TMP/none"
 NS="$TMP/none/x.db"
-READS=("find c" "count c" "indexes c" "collections" "audit")
-if [ "${TXN_READS:-0}" = 1 ]; then
-  READS+=("account list" "account show A" "transfer list" "transfer show t1")
-fi
+READS=("find c" "count c" "indexes c" "collections" "audit"
+  "account list" "account show A" "transfer list" "transfer show t1")
 for c in "${READS[@]}"; do
   RC=0
   # shellcheck disable=SC2086

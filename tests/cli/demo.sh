@@ -10,8 +10,8 @@
 set -u
 DOCTX=${DOCTX:?set DOCTX to the doctx binary}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/doctx-demo-test.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+source "$(dirname "$0")/../lib/harness.sh" # WORK, removed on exit
+TMP=$WORK
 N=60
 PASS=0
 FAIL=0

@@ -14,8 +14,8 @@
 set -u
 DOCTX=${DOCTX:?set DOCTX to the doctx binary}
 . "$(dirname "$0")/../lib/readme.sh"
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/doctx-docs.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+source "$(dirname "$0")/../lib/harness.sh" # WORK, removed on exit
+TMP=$WORK
 PASS=0
 FAIL=0
 check() { # DESCRIPTION RESULT(0/1) [DETAIL]

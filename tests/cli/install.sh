@@ -11,8 +11,8 @@
 set -u
 BUILD=${DTX_BUILD:?set DTX_BUILD to the build directory}
 . "$(dirname "$0")/../lib/readme.sh"
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/doctx-install.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+source "$(dirname "$0")/../lib/harness.sh" # WORK, removed on exit
+TMP=$WORK
 P="$TMP/prefix"
 PASS=0
 FAIL=0

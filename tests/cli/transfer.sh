@@ -4,9 +4,8 @@
 # exit codes and the reasons recorded in failed transfers.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-source "$HERE/../lib/txn.sh"
+source "$HERE/../lib/harness.sh"
+source "$HERE/../lib/transfer.sh"
 
 expect() { # expect CODE LABEL -- command...
   local want=$1 label=$2; shift 3
@@ -91,6 +90,59 @@ expect 3 "cancel after commit" -- d transfer cancel t4
 grep -q "reverse transfer" "$WORK/err" && ok || bad "cancel message: $(cat "$WORK/err")"
 expect 1 "cancel missing" -- d transfer cancel NOPE
 [ "$(d transfer list --state succeeded | wc -l)" = 3 ] && ok || bad "list --state"
+
+# Paging: --skip/--limit on both lists, in their order (accounts by id,
+# transfers by creation); bad values refused.
+[ "$(d account list --skip 1 --limit 1 | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["_id"])')" = B ] &&
+  ok || bad "account list --skip 1 --limit 1"
+[ "$(d account list --limit 2 | wc -l)" = 2 ] && ok || bad "account list --limit 2"
+[ "$(d transfer list --skip 1 --limit 2 | python3 -c 'import json,sys; print(",".join(json.loads(l)["_id"] for l in sys.stdin))')" = t2,t3 ] &&
+  ok || bad "transfer list --skip 1 --limit 2: $(d transfer list --skip 1 --limit 2)"
+[ "$(d transfer list --state succeeded --limit 1 | wc -l)" = 1 ] && ok || bad "list --state --limit"
+expect 2 "negative --limit" -- d transfer list --limit -1
+expect 2 "bad --skip" -- d account list --skip x
+expect 2 "--limit with create" -- d account create Q --limit 1
+
+# A printed transfer: timestamps in ISO 8601 UTC; the executor's fields
+# only with --verbose (the store keeps integer ms and all fields).
+out=$(d transfer show t1)
+python3 - "$out" <<'PY' && ok || bad "printed transfer: $out"
+import json, re, sys
+t = json.loads(sys.argv[1])
+iso = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+assert iso.match(t["created"]) and iso.match(t["updated"]), t
+assert not {"owner", "lease_until", "epoch"} & set(t), t
+PY
+out=$(d transfer show t1 --verbose)
+python3 - "$out" <<'PY' && ok || bad "printed transfer --verbose: $out"
+import json, sys
+t = json.loads(sys.argv[1])
+assert {"owner", "lease_until", "epoch"} <= set(t), t
+assert t["lease_until"].endswith("Z") and isinstance(t["epoch"], int), t
+PY
+[ "$(d find transfers '{"_id":"t1"}' | python3 -c 'import json,sys; print(type(json.load(sys.stdin)["created"]).__name__)')" = int ] &&
+  ok || bad "stored created is not integer ms"
+
+# worker --once and recover print a JSON summary per pattern.
+expect 0 "async for summary" -- d transfer A B 1 --id t6 --async
+out=$(d worker --once) && ok || bad "worker --once for summary"
+python3 - "$out" <<'PY' && ok || bad "worker summary: $out"
+import json, sys
+s = json.loads(sys.argv[1])
+t = s["patterns"]["transfer"]
+assert s["ok"] is True and t["ran"]["succeeded"] == 1, s
+assert t["errors"]["count"] == 0 and isinstance(t["skipped"], dict), s
+PY
+out=$(d recover) && ok || bad "recover for summary"
+python3 - "$out" <<'PY' && ok || bad "recover summary: $out"
+import json, sys
+s = json.loads(sys.argv[1])
+t = s["patterns"]["transfer"]
+assert s["ok"] is True and set(t) == {"ran", "skipped", "errors"}, s
+# failed transfers left tombstones younger than the TTL: skipped, with why
+why = "tombstone younger than --tombstone-ttl-ms"
+assert t["skipped"][why]["count"] > 0 and t["skipped"][why]["ids"], s
+PY
 
 # The audit is clean and sees every account.
 expect 0 "audit" -- d audit --settled

@@ -1,30 +1,28 @@
 #!/usr/bin/env bash
 # Crash and error injection at every fault point (`doctx faults`): the
 # process reaching the point dies there (crash) or its store step fails
-# (error); then recovery and the audit must find every invariant intact,
-# t1 terminal and the balances exactly matching its final state.  Looping
-# over `doctx faults` means a new point is covered without editing this.
+# (error); then recovery and the audit must find every invariant intact.
+# Each point is dispatched by its prefix to tests/crash/scenarios/PREFIX.sh
+# (the pattern that owns it), which says how to reach it and what must
+# hold afterwards -- so a new point, or a new pattern with its scenario
+# file, is covered without editing this.  Independent points run
+# FAULT_JOBS at a time (default 2), each in a store of its own.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-source "$HERE/../lib/txn.sh"
+source "$HERE/../lib/harness.sh"
 
-points=$("$DOCTX" faults)
-[ -n "$points" ] || { echo "no fault points"; exit 1; }
-for p in $points; do
-  # The Redis unique-claim steps are no step of a transfer, and need a
-  # unique index: tests/redis/unique_crash.sh covers them.
-  case "$p" in redis.*) continue ;; esac
+one_point() { # POINT
+  local p=$1 action cmd rc label err
+  load_scenario "$p" || return
   for action in crash error; do
     label="$p:$action"
     new_store "${p//./_}_$action"
-    setup_accounts || { bad "$label: setup"; continue; }
+    scenario_setup || { bad "$label: setup"; continue; }
     cmd=$(scenario_cmd "$p")
     [ "$cmd" != UNKNOWN ] || { bad "$label: no scenario reaches this point"; continue; }
-    err=$WORK/err
+    err=$WORK/job.$p/$action.log
     # shellcheck disable=SC2086
-    DOCTX_FAULT="$p:$action" d $cmd >/dev/null 2>"$err"
+    DOCTX_FAULT="$p:$action" run_bounded 120 "$err" "$DOCTX" --store "$S" $cmd
     rc=$?
     if ! grep -q "doctx: fault: $p $action" "$err"; then
       bad "$label: fault point was not reached (rc=$rc): $(head -3 "$err")"; continue
@@ -34,5 +32,10 @@ for p in $points; do
     fi
     check_final "$label"
   done
-done
+}
+
+points=$("$DOCTX" faults | grep -E -- "${FAULT_ONLY:-.}")
+[ -n "$points" ] || { echo "no fault points"; exit 1; }
+# shellcheck disable=SC2086
+run_jobs "${FAULT_JOBS:-2}" one_point $points
 finish

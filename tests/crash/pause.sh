@@ -1,38 +1,40 @@
 #!/usr/bin/env bash
 # The late executor: at every fault point the process is stopped (SIGSTOP)
 # while a second process forces recovery; then it is resumed and runs to
-# its end.  A final recovery and audit must be clean, and the money must
-# have moved exactly once if t1 succeeded and not at all if it failed.
+# its end.  A final recovery and audit must be clean (the scenario's
+# check_final: for a transfer, money moved exactly once if it succeeded
+# and not at all if it failed).  Points are dispatched by prefix to
+# tests/crash/scenarios/PREFIX.sh, FAULT_JOBS at a time, as in faults.sh.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-source "$HERE/../lib/txn.sh"
+source "$HERE/../lib/harness.sh"
 
-stopped() { [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" = T ]; }
-
-for p in $("$DOCTX" faults); do
-  # The Redis unique-claim steps are no step of a transfer, and need a
-  # unique index: tests/redis/unique_crash.sh covers them.
-  case "$p" in redis.*) continue ;; esac
-  label="$p:pause"
+one_point() { # POINT
+  local p=$1 cmd rc pid label="$1:pause" log=$WORK/job.$1/pause.log
+  load_scenario "$p" || return
   new_store "${p//./_}_pause"
-  setup_accounts || { bad "$label: setup"; continue; }
+  scenario_setup || { bad "$label: setup"; return; }
   cmd=$(scenario_cmd "$p")
+  [ "$cmd" != UNKNOWN ] || { bad "$label: no scenario reaches this point"; return; }
   # shellcheck disable=SC2086
-  DOCTX_FAULT="$p:pause" "$DOCTX" --store "$S" $cmd >/dev/null 2>"$WORK/err" &
-  pid=$!
-  for _ in $(seq 1 500); do stopped "$pid" && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.01; done
-  if ! stopped "$pid"; then
-    kill -CONT "$pid" 2>/dev/null; wait "$pid"; bad "$label: never paused (exit $?): $(head -3 "$WORK/err")"; continue
+  DOCTX_FAULT="$p:pause" start_bg "$log" "$DOCTX" --store "$S" $cmd
+  pid=$BG_PID
+  if ! wait_stopped "$pid" 30; then
+    bounded_wait "$pid" 30 "$log"
+    bad "$label: never paused (exit $?): $(head -3 "$log")"; return
   fi
-  d recover --older-than-ms 0 >/dev/null 2>"$WORK/rec.err" || true
+  run_bounded 120 "$WORK/job.$p/recover.log" "$DOCTX" --store "$S" recover --older-than-ms 0
   kill -CONT "$pid"
-  wait "$pid"
+  bounded_wait "$pid" 120 "$log"
   rc=$?
   if [ "$rc" -ge 4 ] && [ "$rc" -ne 5 ]; then
-    bad "$label: resumed process exited $rc: $(tail -2 "$WORK/err")"; continue
+    bad "$label: resumed process exited $rc: $(tail -2 "$log")"; return
   fi
   check_final "$label"
-done
+}
+
+points=$("$DOCTX" faults | grep -E -- "${FAULT_ONLY:-.}")
+[ -n "$points" ] || { echo "no fault points"; exit 1; }
+# shellcheck disable=SC2086
+run_jobs "${FAULT_JOBS:-2}" one_point $points
 finish

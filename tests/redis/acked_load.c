@@ -91,7 +91,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < accounts; i++) {
     char id[16];
     snprintf(id, sizeof id, "a%d", i);
-    rc = dtx_account_create(st, id, BALANCE, 1, 0, NULL);
+    rc = dtx_account_create(st, id, &(dtx_account_opts_t){.balance = BALANCE}, NULL);
     if (rc && rc != DTX_EDUPKEY) {
       fprintf(stderr, "acked_load: account %s: %s\n", id, dtx_errdetail());
       return 2;

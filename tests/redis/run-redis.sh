@@ -7,12 +7,16 @@
 #   conformance   BUILD_DIR/conformance redis://...
 #   shell         tests/crash/faults.sh, pause.sh, chaos.sh and
 #                 tests/cli/contract.sh (DOCTX set; each scenario gets an
-#                 emptied namespace of its own through fresh-store.sh)
+#                 emptied namespace of its own through fresh-store.sh;
+#                 the crash suites run FAULT_JOBS=2 points at a time)
 #   cli           tests/cli/bad_input.sh, likewise (about 1.5 minutes per
 #                 target in a release build, so the sanitizer run of
 #                 scripts/test.sh leaves it out)
-#   transfers     BUILD_DIR/txn_transfer_concurrency redis://...
+#   transfers     BUILD_DIR/txn_transfer_concurrency and txn_kit redis://...
 # on the standalone server only:
+#   deadline      tests/redis/deadline.sh: the server is SIGSTOPped while
+#                 commands run; each must end within its one budget,
+#                 exit 4 with the reason, and leave its work recoverable
 #   replicas      ?wait=1 while its one replica goes away: the write that
 #                 finds it fails fast, and so does the next open
 # and on the cluster only:
@@ -35,13 +39,13 @@ set -u
 BUILD=${1:?usage: run-redis.sh BUILD_DIR [PHASE...]}
 BUILD=$(cd "$BUILD" && pwd)
 shift
-PHASES=${*:-conformance shell cli transfers replicas migration failover loss}
+PHASES=${*:-conformance shell cli transfers deadline replicas migration failover loss}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=${DTX_ROOT:-$(cd "$HERE/../.." && pwd)} # the repository
 for tool in redis-server redis-cli python3; do
   command -v $tool >/dev/null || { echo "run-redis: $tool not found" >&2; exit 2; }
 done
-for bin in conformance doctx txn_transfer_concurrency acked_load; do
+for bin in conformance doctx txn_transfer_concurrency txn_kit acked_load; do
   [ -x "$BUILD/$bin" ] || { echo "run-redis: $BUILD/$bin missing" >&2; exit 2; }
 done
 
@@ -56,6 +60,10 @@ servers_up
 
 export DOCTX="$BUILD/doctx"
 export DTX_TEST_STORE_CMD="$HERE/fresh-store.sh"
+# Each crash scenario gets a namespace of its own (?ns=, fresh-store.sh),
+# so independent fault points run side by side on one server, as on
+# SQLite (1 would make them take turns).
+export FAULT_JOBS=2
 flush() { DTX_REDIS_URI=$1 "$HERE/fresh-store.sh" --all >/dev/null; }
 
 # Runs a command with its output in a log; prints the tail on failure.
@@ -107,6 +115,11 @@ phase_shell() {
     run_logged "contract.sh $u" env DTX_REDIS_URI="$u" \
       bash "$ROOT/tests/cli/contract.sh"
   done
+}
+
+phase_deadline() {
+  run_logged "deadline.sh $URI_SA" env DTX_REDIS_URI="$URI_SA" \
+    DTX_REDIS_PID="$(cat "$WORK/$SA/pid")" bash "$HERE/deadline.sh"
 }
 
 # Polls CMD... every 0.1 s for up to 10 s; 0 once it succeeds.
@@ -192,6 +205,7 @@ phase_transfers() {
     flush "$u"
     run_logged "txn_transfer_concurrency $u" \
       "$BUILD/txn_transfer_concurrency" "$u"
+    run_logged "txn_kit $u" "$BUILD/txn_kit" "$u"
   done
 }
 
@@ -450,7 +464,7 @@ loss_trial() { # MODE TRIAL
 
 for ph in $PHASES; do
   case "$ph" in
-  conformance | shell | cli | transfers | replicas | migration | failover | loss) "phase_$ph" ;;
+  conformance | shell | cli | transfers | deadline | replicas | migration | failover | loss) "phase_$ph" ;;
   *) echo "run-redis: unknown phase $ph" >&2; exit 2 ;;
   esac
 done

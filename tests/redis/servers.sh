@@ -37,7 +37,11 @@ def free(p):
     finally:
         s.close()
 for _ in range(200):
-    b = random.randrange(20000, 45000)
+    # Servers and their bus ports (+10000) below the ephemeral range
+    # (32768 up, Linux's default): a server started mid-run (a replica, a
+    # rejoining node) must not find its port taken as the source port of
+    # a client connection.
+    b = random.randrange(20000, 22750)
     if all(free(p) and free(p + 10000) for p in range(b, b + 10)):
         print(b); break
 EOF

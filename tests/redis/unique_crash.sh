@@ -18,21 +18,9 @@ set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 : "${DOCTX:?DOCTX must point at the doctx binary}"
 : "${DTX_REDIS_URI:?DTX_REDIS_URI must name the Redis store}"
-WORK=$(mktemp -d)
-BG=() # background doctx pids, killed on exit should a step hang
-cleanup() {
-  for p in "${BG[@]}"; do
-    kill -CONT "$p" 2>/dev/null
-    kill -9 "$p" 2>/dev/null
-  done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+# WORK, ok/bad/finish, and bounded waits whose processes the exit trap
+# kills should a step hang.
+source "$HERE/../lib/harness.sh"
 
 S=$("$HERE/fresh-store.sh" unique_crash) || { echo "fresh-store failed"; echo "0 passed, 1 failed"; exit 1; }
 case "$S" in
@@ -139,15 +127,11 @@ start_paused() {
   shift 2
   DOCTX_FAULT=$fault "$DOCTX" --store "$S" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
   PID=$!
-  BG+=("$PID")
-  for _ in $(seq 1 1000); do
-    stopped "$PID" && break
-    kill -0 "$PID" 2>/dev/null || break
-    sleep 0.01
-  done
+  echo "$PID" >>"$HARNESS_PIDS"
+  wait_stopped "$PID" 10
   if [ "$(cat "/proc/$PID/comm" 2>/dev/null)" != doctx ] || ! stopped "$PID"; then
     kill -CONT "$PID" 2>/dev/null
-    wait "$PID"
+    bounded_wait "$PID" 60 "$WORK/$name.err"
     bad "$name: never paused at $fault (exit $?): $(head -2 "$WORK/$name.err")"
     return 1
   fi
@@ -158,7 +142,7 @@ start_paused() {
 resume() {
   local rc
   kill -CONT "$PID"
-  wait "$PID"
+  bounded_wait "$PID" 60 "$WORK/$1.err"
   rc=$?
   [ "$rc" -eq "$2" ] && ok || bad "$1: resumed writer exited $rc, expected $2: $(tail -2 "$WORK/$1.err")"
 }
@@ -256,10 +240,11 @@ pids=()
 for i in $(seq 100 107); do
   "$DOCTX" --store "$S" insert "$C" "{\"_id\":$i,\"u\":50}" >/dev/null 2>"$WORK/race.$i.err" &
   pids+=($!)
+  echo "$!" >>"$HARNESS_PIDS"
 done
 wins=0 dups=0 others=0 i=100
 for p in "${pids[@]}"; do
-  wait "$p"
+  bounded_wait "$p" 60 "$WORK/race.$i.err"
   case $? in 0) wins=$((wins + 1)); winner=$i ;; 3) dups=$((dups + 1)) ;; *) others=$((others + 1)) ;; esac
   i=$((i + 1))
 done
@@ -296,5 +281,4 @@ else
   bad "final: $msg"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

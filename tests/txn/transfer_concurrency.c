@@ -87,7 +87,7 @@ static void *sampler(void *arg) {
   while (!done) {
     json_t *all = NULL, *a, *rep = NULL;
     size_t i;
-    if (dtx_account_list(shared_st, &all) == 0) {
+    if (dtx_account_list(shared_st, NULL, &all) == 0) {
       json_array_foreach(all, i, a) {
         json_t *min = json_object_get(a, "min_balance");
         if (json_is_integer(min) &&
@@ -120,9 +120,8 @@ static void test_concurrent_transfers(void) {
     char id[16];
     snprintf(id, sizeof id, "acc%02d", i);
     /* acc19 may go down to -500: limits other than 0 hold too. */
-    CHECK_RC(dtx_account_create(shared_st, id, 1000, 1, i == 19 ? -500 : 0,
-                                NULL),
-             0);
+    dtx_account_opts_t ao = {.balance = 1000, .min_balance = i == 19 ? -500 : 0};
+    CHECK_RC(dtx_account_create(shared_st, id, &ao, NULL), 0);
   }
   int pipes[NPROCS][2];
   pid_t pids[NPROCS];

@@ -42,6 +42,7 @@
  * earlier success). */
 #include "store/redis/redis_int.h"
 
+#include "util/deadline.h"
 #include "util/err.h"
 
 #include <errno.h>
@@ -709,9 +710,10 @@ static int append_cmd(dtx__backend_t *b, redisContext *c, rd_cmd_t *cmd) {
 /* After a write whose WAIT came back short (a replica is resyncing, or a
  * failover is in progress), waits again on the same connection -- WAIT
  * counts the replicas that have this connection's writes -- until enough
- * replicas have it or until deadline.  Returns 1 when they do. */
-static int wait_more(dtx__backend_t *b, redisContext *c, int64_t deadline) {
-  while (dtx__rd_mono_ms() < deadline) {
+ * replicas have it or the retry window since t0 (or the command's
+ * deadline) ends.  Returns 1 when they do. */
+static int wait_more(dtx__backend_t *b, redisContext *c, int64_t t0) {
+  while (!dtx__deadline_expired(t0, b->uri.retry_ms)) {
     redisReply *r = redisCommand(c, "WAIT %d %d", b->uri.wait, wait_ms(b));
     dtx__store_count_rt(1, 1);
     if (!r)
@@ -908,7 +910,7 @@ static int run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n, const char *what,
           continue;
         if (note_replicas(b, gr->node, connected_replicas(gr->c)))
           c->few = gr->node;
-        else if (wait_more(b, gr->c, t0 + b->uri.retry_ms))
+        else if (wait_more(b, gr->c, t0))
           c->short_wait = 0;
       }
       if (gr->broken) {
@@ -940,7 +942,9 @@ static int run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n, const char *what,
       pending = n;
     }
     int64_t elapsed = dtx__rd_mono_ms() - t0;
-    if (elapsed > b->uri.retry_ms) {
+    /* The URI's retry window, or the command's deadline when sooner
+     * (util/deadline.h): one budget for the whole command. */
+    if (dtx__deadline_expired(t0, b->uri.retry_ms + 1)) {
       rc = dtx__err(DTX_EUNAVAILABLE, "redis: %s: gave up after %lld ms: %s",
                     what, (long long)elapsed, why);
       goto out;
@@ -950,7 +954,7 @@ static int run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n, const char *what,
       int64_t ms = 10LL << shift;
       if (ms > 500)
         ms = 500;
-      dtx__rd_sleep_ms(ms);
+      dtx__deadline_sleep_ms(ms);
     }
     if (refresh) {
       char rwhy[300] = "";

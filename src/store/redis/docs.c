@@ -28,6 +28,7 @@
  * which the next taker fences and takes over. */
 #include "store/redis/redis_int.h"
 
+#include "util/deadline.h"
 #include "util/err.h"
 #include "util/fault.h"
 
@@ -47,7 +48,7 @@
 static int keep_trying(const dtx__backend_t *b, int64_t t0, int losses) {
   if (losses < 3)
     return 1;
-  if (dtx__rd_mono_ms() - t0 > b->uri.retry_ms)
+  if (dtx__deadline_expired(t0, b->uri.retry_ms + 1)) /* or the command's */
     return 0;
   static _Thread_local uint64_t rnd;
   if (!rnd)

@@ -10,10 +10,11 @@
  *
  * Many processes may share one file.  SQLite's write lock then passes
  * between them; a busy handler waits for it with short sleeps for up to
- * five minutes, so an operation does not fail merely because another
- * process is writing. */
+ * five minutes (or the command's deadline, util/deadline.h), so an
+ * operation does not fail merely because another process is writing. */
 #include "store/sqlite/sqlite_int.h"
 
+#include "util/deadline.h"
 #include "util/err.h"
 
 #include <errno.h>
@@ -120,7 +121,8 @@ static int busy_cb(void *arg, int count) {
   int64_t now = mono_ms();
   if (count == 0)
     c->busy_t0 = now;
-  if (now - c->busy_t0 > BUSY_TIMEOUT_MS)
+  /* The busy timeout, or the command's deadline when sooner. */
+  if (dtx__deadline_expired(c->busy_t0, BUSY_TIMEOUT_MS + 1))
     return 0;
   sleep_us(backoff_us(count));
   return 1;
@@ -257,7 +259,8 @@ static int exec_retry(sq_conn_t *c, const char *sql) {
     sqlite3_reset(st);
     if (src == SQLITE_DONE)
       return 0;
-    if ((src & 0xff) != SQLITE_BUSY || mono_ms() - t0 > BUSY_TIMEOUT_MS)
+    if ((src & 0xff) != SQLITE_BUSY ||
+        dtx__deadline_expired(t0, BUSY_TIMEOUT_MS + 1))
       return dtx__sq_err(c, src, sql);
     sleep_us(backoff_us(n));
   }

@@ -1,4 +1,7 @@
-/* transfer.c -- the two-phase transfer between two accounts.
+/* transfer.c -- the two-phase transfer between two accounts: the state
+ * machine, the public transfer API and the pattern's method table.  The
+ * machinery every pattern shares (retry, fenced moves, claims, leases,
+ * deadlines) is the kit's (txn/kit.h).
  *
  * A transfer touches two account documents, and the store makes only one
  * document at a time atomic.  The transfer document's state is the commit
@@ -12,20 +15,22 @@
  *     failed <-------------------------finish----------------------+
  *
  *   transition                      function            fault point
- *   initiated -> preparing          claim()             transfer.claim
+ *   (record initiated)              dtx_transfer_submit transfer.submit
+ *   initiated -> preparing          claim(), claim_next transfer.claim
  *   (payer: debit + debit marker)   prepare()           transfer.debit
  *   (payee: credit marker)          prepare()           transfer.mark_payee
  *   preparing -> committed          prepare()           transfer.commit
  *   (payer: drop debit marker)      finish_commit()     transfer.clear_payer
  *   (payee: credit, drop marker)    finish_commit()     transfer.credit_payee
  *   committed -> succeeded          finish_commit()     transfer.finish
- *   preparing -> rolling_back       begin_rollback()    rollback.begin
- *                                   dtx__tx_takeover()  recover.takeover,
- *                                                       cancel.begin
- *   (payer: refund, tombstone)      finish_rollback()   rollback.refund_payer
- *   (payee: drop marker, tombstone) finish_rollback()   rollback.unmark_payee
- *   rolling_back -> failed          finish_rollback()   rollback.finish
- *   initiated -> failed             dtx_transfer_cancel cancel.begin
+ *   preparing -> rolling_back       begin_rollback()    transfer.rollback.begin
+ *                                   dtx__tx_takeover()  transfer.recover.takeover,
+ *                                                       transfer.cancel.begin
+ *   (payer: refund, tombstone)      finish_rollback()   transfer.rollback.refund_payer
+ *   (payee: drop marker, tombstone) finish_rollback()   transfer.rollback.unmark_payee
+ *   rolling_back -> failed          finish_rollback()   transfer.rollback.finish
+ *   initiated -> failed             dtx_transfer_cancel transfer.cancel.begin
+ * Recovery's own points (transfer.recover.*) are in recover.c.
  *
  * Account documents: {_id, balance, min_balance, opening_balance,
  * pending: [{tx, op:"debit"|"credit", amount, at}], voids: [{tx, at}]}.
@@ -55,33 +60,17 @@
 #include <assert.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "doc/doc.h"
-#include "util/fault.h"
-#include "txn/txn.h"
+#include "txn/transfer/transfer.h"
 #include "util/err.h"
 
-#define DEFAULT_LEASE_MS 30000
-#define STEP_RETRIES 4
+const dtx__kind_t dtx__tx_kind = {DTX_TRANSFERS, "state"};
+#define TX (&dtx__tx_kind)
 
 /* ---- small helpers --------------------------------------------------------- */
 
-const char *dtx__str(const json_t *doc, const char *key) {
-  return json_string_value(json_object_get(doc, key));
-}
-
-int64_t dtx__int(const json_t *doc, const char *key) {
-  return (int64_t)json_integer_value(json_object_get(doc, key));
-}
-
-int dtx__state_is(const json_t *tx, const char *state) {
-  const char *s = dtx__str(tx, "state");
-  return s && strcmp(s, state) == 0;
-}
-
-int dtx__terminal(const json_t *tx) {
+int dtx__tx_terminal(const json_t *tx) {
   return dtx__state_is(tx, DTX_ST_SUCCEEDED) || dtx__state_is(tx, DTX_ST_FAILED);
 }
 
@@ -108,128 +97,15 @@ int dtx__has_tombstone(const json_t *account, const char *txid) {
   return 0;
 }
 
-void dtx__exec_init(dtx__exec_t *ex, dtx_store_t *st, const char *owner,
-                    int64_t lease_ms) {
-  ex->st = st;
-  ex->lease_ms = lease_ms > 0 ? lease_ms : DEFAULT_LEASE_MS;
-  if (owner && *owner) {
-    snprintf(ex->owner, sizeof ex->owner, "%s", owner);
-  } else {
-    char host[64] = "host";
-    gethostname(host, sizeof host - 1);
-    snprintf(ex->owner, sizeof ex->owner, "%s:%ld", host, (long)getpid());
-  }
-}
-
-int dtx__transient(int rc) {
-  return rc == DTX_EBUSY || rc == DTX_EBACKEND || rc == DTX_EUNAVAILABLE ||
-         rc == DTX_EFAULT;
-}
-
-static void backoff(int attempt) {
-  struct timespec ts = {0, (long)(1000000L << (attempt * 2))}; /* 1,4,16,64ms */
-  nanosleep(&ts, NULL);
-}
-
-int dtx__step(dtx__exec_t *ex, const char *point, const char *coll,
-              json_t *filter, json_t *update, int *matched) {
-  int rc = DTX_ENOMEM;
-  if (matched)
-    *matched = 0;
-  for (int attempt = 0; filter && update; attempt++) {
-    dtx_update_result_t res = {0};
-    rc = DTX_FAULTPOINT(point);
-    if (rc == 0)
-      rc = dtx_store_update(ex->st, coll, filter, update, NULL, &res);
-    if (rc == 0) {
-      if (matched)
-        *matched = res.matched > 0;
-      break;
-    }
-    if (!dtx__transient(rc) || attempt + 1 >= STEP_RETRIES)
-      break;
-    backoff(attempt);
-  }
-  json_decref(filter);
-  json_decref(update);
-  return rc;
-}
-
-/* Reads one document by _id with the same retry policy as steps. */
-static int get_doc(dtx__exec_t *ex, const char *coll, const char *id,
-                   json_t **out) {
-  json_t *filter = json_pack("{s:s}", "_id", id);
-  json_t *docs = NULL;
-  int rc = DTX_ENOMEM;
-  *out = NULL;
-  for (int attempt = 0; filter; attempt++) {
-    rc = dtx_store_find(ex->st, coll, filter, NULL, &docs);
-    if (rc == 0 || !dtx__transient(rc) || attempt + 1 >= STEP_RETRIES)
-      break;
-    backoff(attempt);
-  }
-  json_decref(filter);
-  if (rc)
-    return rc;
-  if (json_array_size(docs) == 0) {
-    json_decref(docs);
-    return DTX_ENOTFOUND;
-  }
-  *out = json_incref(json_array_get(docs, 0));
-  json_decref(docs);
-  return 0;
-}
-
-/* A state change of the transfer document: filter {_id, state: from,
- * extra...} with update; *out receives the document after it, or NULL with
- * DTX_ENOMATCH when the transfer was not in the expected state. */
-static int transition(dtx__exec_t *ex, const char *point, const json_t *tx,
-                      const char *from, json_t *extra_cond, json_t *update,
-                      json_t **out) {
-  json_t *filter = json_pack("{s:O,s:s}", "_id", json_object_get(tx, "_id"),
-                             "state", from);
-  dtx_fam_opts_t o = {.return_new = 1};
-  int rc = DTX_ENOMEM;
-  *out = NULL;
-  if (filter && extra_cond)
-    json_object_update(filter, extra_cond);
-  for (int attempt = 0; filter && update; attempt++) {
-    rc = DTX_FAULTPOINT(point);
-    if (rc == 0)
-      rc = dtx_store_find_one_and_update(ex->st, DTX_TRANSFERS, filter, update,
-                                         &o, out);
-    if (rc == 0 || !dtx__transient(rc) || attempt + 1 >= STEP_RETRIES)
-      break;
-    backoff(attempt);
-  }
-  json_decref(filter);
-  json_decref(extra_cond);
-  json_decref(update);
-  return rc;
-}
-
-/* ---- indexes ------------------------------------------------------------------ */
-
-int dtx__txn_ensure_indexes(dtx_store_t *st) {
-  static _Thread_local const dtx_store_t *done_for;
-  if (done_for == st)
-    return 0;
-  json_t *k1 = json_pack("{s:i}", "state", 1);
-  json_t *k2 = json_pack("{s:i}", "pending.tx", 1);
-  json_t *k3 = json_pack("{s:i}", "voids.tx", 1);
-  int rc = (k1 && k2 && k3) ? 0 : DTX_ENOMEM;
-  if (!rc)
-    rc = dtx_store_create_index(st, DTX_TRANSFERS, k1, NULL, NULL);
-  if (!rc)
-    rc = dtx_store_create_index(st, DTX_ACCOUNTS, k2, NULL, NULL);
-  if (!rc)
-    rc = dtx_store_create_index(st, DTX_ACCOUNTS, k3, NULL, NULL);
-  json_decref(k1);
-  json_decref(k2);
-  json_decref(k3);
-  if (!rc)
-    done_for = st;
-  return rc;
+/* A state change of the transfer document (kit: fenced move).  DTX_ENOMATCH
+ * when the transfer was no longer in state `from` (or at its epoch, with
+ * DTX__FENCED). */
+static int move(dtx__exec_t *ex, const char *point, const json_t *tx,
+                const char *from, const char *to, unsigned flags, json_t *set,
+                json_t **out) {
+  dtx__move_t m = {
+      .point = point, .from = from, .to = to, .flags = flags, .set = set};
+  return dtx__kit_move(ex, TX, tx, &m, out);
 }
 
 /* ---- submission ------------------------------------------------------------ */
@@ -258,22 +134,18 @@ static int same_params(const json_t *tx, const dtx_transfer_req_t *req) {
          dtx__int(tx, "amount") == req->amount;
 }
 
-int dtx_transfer_submit(dtx_store_t *st, const dtx_transfer_req_t *req,
-                        json_t **out) {
-  dtx__exec_t ex;
+static int submit(dtx__exec_t *ex, const dtx_transfer_req_t *req,
+                  json_t **out) {
   json_t *acct = NULL, *tx = NULL;
   char idbuf[25];
   int rc;
-  *out = NULL;
-  dtx__err_clear();
   if ((rc = check_req(req)))
     return rc;
-  dtx__exec_init(&ex, st, NULL, 0);
-  if ((rc = dtx__txn_ensure_indexes(st)))
+  if ((rc = dtx__kit_ensure_indexes(ex->st, &dtx__transfer_pattern)))
     return rc;
   const char *accts[2] = {req->from, req->to};
   for (int i = 0; i < 2; i++) {
-    rc = get_doc(&ex, DTX_ACCOUNTS, accts[i], &acct);
+    rc = dtx__kit_get(ex, DTX_ACCOUNTS, accts[i], &acct);
     json_decref(acct);
     if (rc == DTX_ENOTFOUND)
       return dtx__err(DTX_ENOACCOUNT, "no account '%s'", accts[i]);
@@ -293,20 +165,13 @@ int dtx_transfer_submit(dtx_store_t *st, const dtx_transfer_req_t *req,
                  "created", (json_int_t)now, "updated", (json_int_t)now);
   if (!tx)
     return DTX_ENOMEM;
-  for (int attempt = 0;; attempt++) {
-    rc = DTX_FAULTPOINT("transfer.submit");
-    if (rc == 0)
-      rc = dtx_store_insert(st, DTX_TRANSFERS, tx, NULL);
-    if (rc == 0 || !dtx__transient(rc) || attempt + 1 >= STEP_RETRIES)
-      break;
-    backoff(attempt);
-  }
+  rc = dtx__kit_insert(ex, "transfer.submit", DTX_TRANSFERS, tx);
   if (rc == DTX_EDUPKEY) {
     /* The id exists: a retry of the same request returns it (at most once),
      * a different request under the same id is refused. */
     json_decref(tx);
     tx = NULL;
-    if ((rc = get_doc(&ex, DTX_TRANSFERS, id, &tx)))
+    if ((rc = dtx__kit_get(ex, DTX_TRANSFERS, id, &tx)))
       return rc;
     if (!same_params(tx, req)) {
       json_decref(tx);
@@ -323,42 +188,54 @@ int dtx_transfer_submit(dtx_store_t *st, const dtx_transfer_req_t *req,
   return 0;
 }
 
+int dtx_transfer_submit(dtx_store_t *st, const dtx_transfer_req_t *req,
+                        json_t **out) {
+  dtx__exec_t ex;
+  dtx__call_t c;
+  *out = NULL;
+  dtx__call_begin(&c, 0);
+  dtx__exec_init(&ex, st, NULL, 0, 0);
+  return dtx__call_end(&c, submit(&ex, req, out));
+}
+
 /* ---- prepare phase -------------------------------------------------------------- */
 
 /* initiated -> preparing, with a fresh lease and epoch. */
 static int claim(dtx__exec_t *ex, const json_t *tx, json_t **out) {
-  int64_t now = dtx__now_ms();
-  json_t *upd = json_pack("{s:{s:s,s:s,s:I,s:I},s:{s:i}}", "$set", "state",
-                          DTX_ST_PREPARING, "owner", ex->owner, "lease_until",
-                          (json_int_t)(now + ex->lease_ms), "updated",
-                          (json_int_t)now, "$inc", "epoch", 1);
-  return transition(ex, "transfer.claim", tx, DTX_ST_INITIATED, NULL, upd, out);
+  return move(ex, "transfer.claim", tx, DTX_ST_INITIATED, DTX_ST_PREPARING,
+              DTX__TAKE, NULL, out);
 }
 
 /* preparing -> rolling_back by the owner itself (fenced by its epoch). */
 static int begin_rollback(dtx__exec_t *ex, const json_t *tx, const char *reason,
                           json_t **out) {
-  json_t *cond = json_pack("{s:O}", "epoch", json_object_get(tx, "epoch"));
-  json_t *upd = json_pack("{s:{s:s,s:s,s:I}}", "$set", "state",
-                          DTX_ST_ROLLING_BACK, "reason", reason, "updated",
-                          (json_int_t)dtx__now_ms());
-  return transition(ex, "rollback.begin", tx, DTX_ST_PREPARING, cond, upd, out);
+  return move(ex, "transfer.rollback.begin", tx, DTX_ST_PREPARING,
+              DTX_ST_ROLLING_BACK, DTX__FENCED,
+              json_pack("{s:s}", "reason", reason), out);
 }
 
 /* Outcome of an account step that matched nothing, read back from the
  * account: which of the refusals it was. */
 enum refusal { R_DONE, R_FENCED, R_MISSING, R_LIMIT, R_CHANGED };
 
-static int classify(dtx__exec_t *ex, const char *acct, const char *txid,
-                    const char *op, const json_t *expect_min,
-                    enum refusal *why) {
-  json_t *a = NULL;
-  int rc = get_doc(ex, DTX_ACCOUNTS, acct, &a);
+/* Reads account id into *acct; a missing account is the refusal
+ * R_MISSING (0, *acct NULL). */
+static int read_account(dtx__exec_t *ex, const char *id, json_t **acct,
+                        enum refusal *why) {
+  int rc = dtx__kit_get(ex, DTX_ACCOUNTS, id, acct);
   if (rc == DTX_ENOTFOUND) {
     *why = R_MISSING;
     return 0;
   }
-  if (rc)
+  return rc;
+}
+
+static int classify(dtx__exec_t *ex, const char *acct, const char *txid,
+                    const char *op, const json_t *expect_min,
+                    enum refusal *why) {
+  json_t *a = NULL;
+  int rc = read_account(ex, acct, &a, why);
+  if (rc || !a)
     return rc;
   if (dtx__has_tombstone(a, txid))
     *why = R_FENCED;
@@ -380,12 +257,8 @@ static int debit(dtx__exec_t *ex, const json_t *tx, enum refusal *why) {
   int64_t amount = dtx__int(tx, "amount");
   for (;;) {
     json_t *acct = NULL;
-    int rc = get_doc(ex, DTX_ACCOUNTS, from, &acct);
-    if (rc == DTX_ENOTFOUND) {
-      *why = R_MISSING;
-      return 0;
-    }
-    if (rc)
+    int rc = read_account(ex, from, &acct, why);
+    if (rc || !acct)
       return rc;
     json_t *min = json_incref(json_object_get(acct, "min_balance"));
     json_decref(acct);
@@ -409,7 +282,7 @@ static int debit(dtx__exec_t *ex, const json_t *tx, enum refusal *why) {
         (json_int_t)-amount, "$push", "pending", "tx", id, "op", "debit",
         "amount", (json_int_t)amount, "at", (json_int_t)dtx__now_ms());
     int matched;
-    rc = dtx__step(ex, "transfer.debit", DTX_ACCOUNTS, filter, upd, &matched);
+    rc = dtx__kit_update(ex, "transfer.debit", DTX_ACCOUNTS, filter, upd, &matched);
     if (rc == 0 && matched)
       *why = R_DONE;
     else if (rc == 0)
@@ -432,8 +305,8 @@ static int mark_payee(dtx__exec_t *ex, const json_t *tx, enum refusal *why) {
                           id, "op", "credit", "amount", (json_int_t)amount,
                           "at", (json_int_t)dtx__now_ms());
   int matched;
-  int rc = dtx__step(ex, "transfer.mark_payee", DTX_ACCOUNTS, filter, upd,
-                     &matched);
+  int rc = dtx__kit_update(ex, "transfer.mark_payee", DTX_ACCOUNTS, filter,
+                           upd, &matched);
   if (rc == 0 && matched)
     *why = R_DONE;
   else if (rc == 0)
@@ -472,10 +345,8 @@ static int prepare(dtx__exec_t *ex, const json_t *tx, json_t **out) {
     rc = begin_rollback(ex, tx, refusal_reason(why, 0), out);
     return rc == DTX_ENOMATCH ? 0 : rc;
   }
-  json_t *cond = json_pack("{s:O}", "epoch", json_object_get(tx, "epoch"));
-  json_t *upd = json_pack("{s:{s:s,s:I}}", "$set", "state", DTX_ST_COMMITTED,
-                          "updated", (json_int_t)dtx__now_ms());
-  rc = transition(ex, "transfer.commit", tx, DTX_ST_PREPARING, cond, upd, out);
+  rc = move(ex, "transfer.commit", tx, DTX_ST_PREPARING, DTX_ST_COMMITTED,
+            DTX__FENCED, NULL, out);
   return rc == DTX_ENOMATCH ? 0 : rc; /* fenced: recovery rolled it back */
 }
 
@@ -487,26 +358,25 @@ static int finish_commit(dtx__exec_t *ex, const json_t *tx, json_t **out) {
   int rc;
   *out = NULL;
   assert(dtx__state_is(tx, DTX_ST_COMMITTED));
-  rc = dtx__step(ex, "transfer.clear_payer", DTX_ACCOUNTS,
-                 json_pack("{s:s,s:s}", "_id", dtx__str(tx, "from"),
-                           "pending.tx", id),
-                 json_pack("{s:{s:{s:s,s:s}}}", "$pull", "pending", "tx", id,
-                           "op", "debit"),
-                 NULL);
+  rc = dtx__kit_update(ex, "transfer.clear_payer", DTX_ACCOUNTS,
+                       json_pack("{s:s,s:s}", "_id", dtx__str(tx, "from"),
+                                 "pending.tx", id),
+                       json_pack("{s:{s:{s:s,s:s}}}", "$pull", "pending", "tx",
+                                 id, "op", "debit"),
+                       NULL);
   if (rc)
     return rc;
-  rc = dtx__step(ex, "transfer.credit_payee", DTX_ACCOUNTS,
-                 json_pack("{s:s,s:{s:{s:s,s:s}}}", "_id", dtx__str(tx, "to"),
-                           "pending", "$elemMatch", "tx", id, "op", "credit"),
-                 json_pack("{s:{s:I},s:{s:{s:s}}}", "$inc", "balance",
-                           (json_int_t)amount, "$pull", "pending", "tx", id),
-                 NULL);
+  rc = dtx__kit_update(
+      ex, "transfer.credit_payee", DTX_ACCOUNTS,
+      json_pack("{s:s,s:{s:{s:s,s:s}}}", "_id", dtx__str(tx, "to"), "pending",
+                "$elemMatch", "tx", id, "op", "credit"),
+      json_pack("{s:{s:I},s:{s:{s:s}}}", "$inc", "balance", (json_int_t)amount,
+                "$pull", "pending", "tx", id),
+      NULL);
   if (rc)
     return rc;
-  rc = transition(ex, "transfer.finish", tx, DTX_ST_COMMITTED, NULL,
-                  json_pack("{s:{s:s,s:I}}", "$set", "state", DTX_ST_SUCCEEDED,
-                            "updated", (json_int_t)dtx__now_ms()),
-                  out);
+  rc = move(ex, "transfer.finish", tx, DTX_ST_COMMITTED, DTX_ST_SUCCEEDED, 0,
+            NULL, out);
   return rc == DTX_ENOMATCH ? 0 : rc; /* someone else finished it */
 }
 
@@ -518,8 +388,8 @@ static int refund_payer(dtx__exec_t *ex, const json_t *tx) {
   int64_t amount = dtx__int(tx, "amount");
   for (int round = 0; round < 8; round++) {
     int matched, rc;
-    rc = dtx__step(
-        ex, "rollback.refund_payer", DTX_ACCOUNTS,
+    rc = dtx__kit_update(
+        ex, "transfer.rollback.refund_payer", DTX_ACCOUNTS,
         json_pack("{s:s,s:{s:{s:s,s:s}}}", "_id", from, "pending",
                   "$elemMatch", "tx", id, "op", "debit"),
         json_pack("{s:{s:I},s:{s:{s:s}},s:{s:{s:s,s:I}}}", "$inc", "balance",
@@ -528,16 +398,17 @@ static int refund_payer(dtx__exec_t *ex, const json_t *tx) {
         &matched);
     if (rc || matched)
       return rc;
-    rc = dtx__step(ex, "rollback.refund_payer", DTX_ACCOUNTS,
-                   json_pack("{s:s,s:{s:s},s:{s:s}}", "_id", from, "pending.tx",
-                             "$ne", id, "voids.tx", "$ne", id),
-                   json_pack("{s:{s:{s:s,s:I}}}", "$push", "voids", "tx", id,
-                             "at", (json_int_t)dtx__now_ms()),
-                   &matched);
+    rc = dtx__kit_update(
+        ex, "transfer.rollback.refund_payer", DTX_ACCOUNTS,
+        json_pack("{s:s,s:{s:s},s:{s:s}}", "_id", from, "pending.tx", "$ne",
+                  id, "voids.tx", "$ne", id),
+        json_pack("{s:{s:{s:s,s:I}}}", "$push", "voids", "tx", id, "at",
+                  (json_int_t)dtx__now_ms()),
+        &matched);
     if (rc || matched)
       return rc;
     json_t *a = NULL;
-    rc = get_doc(ex, DTX_ACCOUNTS, from, &a);
+    rc = dtx__kit_get(ex, DTX_ACCOUNTS, from, &a);
     if (rc == DTX_ENOTFOUND)
       return 0;
     if (rc)
@@ -557,33 +428,30 @@ static int finish_rollback(dtx__exec_t *ex, const json_t *tx, json_t **out) {
   assert(dtx__state_is(tx, DTX_ST_ROLLING_BACK));
   if ((rc = refund_payer(ex, tx)))
     return rc;
-  rc = dtx__step(ex, "rollback.unmark_payee", DTX_ACCOUNTS,
-                 json_pack("{s:s,s:{s:s}}", "_id", dtx__str(tx, "to"),
-                           "voids.tx", "$ne", id),
-                 json_pack("{s:{s:{s:s}},s:{s:{s:s,s:I}}}", "$pull", "pending",
-                           "tx", id, "$push", "voids", "tx", id, "at",
-                           (json_int_t)dtx__now_ms()),
-                 NULL);
+  rc = dtx__kit_update(
+      ex, "transfer.rollback.unmark_payee", DTX_ACCOUNTS,
+      json_pack("{s:s,s:{s:s}}", "_id", dtx__str(tx, "to"), "voids.tx", "$ne",
+                id),
+      json_pack("{s:{s:{s:s}},s:{s:{s:s,s:I}}}", "$pull", "pending", "tx", id,
+                "$push", "voids", "tx", id, "at", (json_int_t)dtx__now_ms()),
+      NULL);
   if (rc)
     return rc;
-  rc = transition(ex, "rollback.finish", tx, DTX_ST_ROLLING_BACK, NULL,
-                  json_pack("{s:{s:s,s:I}}", "$set", "state", DTX_ST_FAILED,
-                            "updated", (json_int_t)dtx__now_ms()),
-                  out);
+  rc = move(ex, "transfer.rollback.finish", tx, DTX_ST_ROLLING_BACK,
+            DTX_ST_FAILED, 0, NULL, out);
   return rc == DTX_ENOMATCH ? 0 : rc;
 }
 
 int dtx__tx_takeover(dtx__exec_t *ex, const json_t *tx, const char *reason,
-                     const json_t *cond, const char *point, json_t **out) {
-  int64_t now = dtx__now_ms();
-  json_t *c = cond ? json_deep_copy(cond) : NULL;
-  json_t *upd = json_pack("{s:{s:s,s:s,s:s,s:I,s:I},s:{s:i}}", "$set", "state",
-                          DTX_ST_ROLLING_BACK, "reason", reason, "owner",
-                          ex->owner, "lease_until",
-                          (json_int_t)(now + ex->lease_ms), "updated",
-                          (json_int_t)now, "$inc", "epoch", 1);
+                     json_t *cond, const char *point, json_t **out) {
   json_t *taken = NULL;
-  int rc = transition(ex, point, tx, DTX_ST_PREPARING, c, upd, &taken);
+  *out = NULL;
+  if (!dtx__state_is(tx, DTX_ST_PREPARING)) {
+    json_decref(cond);
+    return DTX_ENOMATCH;
+  }
+  int rc = dtx__kit_takeover(ex, TX, tx, point, DTX_ST_ROLLING_BACK, cond,
+                             json_pack("{s:s}", "reason", reason), &taken);
   if (rc)
     return rc;
   rc = finish_rollback(ex, taken, out);
@@ -599,7 +467,7 @@ int dtx__tx_drive(dtx__exec_t *ex, const json_t *start, int wait_owner,
   char id[160];
   int rc = 0;
   snprintf(id, sizeof id, "%s", dtx__str(tx, "_id"));
-  for (int guard = 0; guard < 10000 && !dtx__terminal(tx); guard++) {
+  for (int guard = 0; guard < 10000 && !dtx__tx_terminal(tx); guard++) {
     next = NULL;
     if (dtx__state_is(tx, DTX_ST_INITIATED)) {
       rc = claim(ex, tx, &next);
@@ -617,153 +485,160 @@ int dtx__tx_drive(dtx__exec_t *ex, const json_t *start, int wait_owner,
        * then take it over (fencing the owner by the epoch bump). */
       if (!wait_owner)
         break;
-      if (dtx__int(tx, "lease_until") <= dtx__now_ms()) {
-        json_t *cond = json_pack("{s:O}", "epoch", json_object_get(tx, "epoch"));
-        rc = dtx__tx_takeover(ex, tx, DTX_REASON_ABANDONED, cond,
-                              "recover.takeover", &next);
-        json_decref(cond);
-      } else {
-        struct timespec ts = {0, 5000000};
-        nanosleep(&ts, NULL);
-        rc = DTX_ENOMATCH;
-      }
+      if (dtx__int(tx, "lease_until") > dtx__now_ms())
+        rc = dtx__kit_await(ex, TX, tx, &next);
+      else
+        rc = dtx__tx_takeover(ex, tx, DTX_REASON_ABANDONED, NULL,
+                              "transfer.recover.takeover", &next);
     } else {
-      json_decref(tx);
-      return dtx__err(DTX_ESTATE, "transfer %s has unknown state '%s'", id,
-                      dtx__str(tx, "state") ? dtx__str(tx, "state") : "?");
+      rc = dtx__err(DTX_ESTATE, "transfer %s has unknown state '%s'", id,
+                    dtx__str(tx, "state") ? dtx__str(tx, "state") : "?");
+      break;
     }
     if (rc && rc != DTX_ENOMATCH)
       break;
     rc = 0;
-    if (!next && (rc = get_doc(ex, DTX_TRANSFERS, id, &next)))
+    if (!next && (rc = dtx__kit_get(ex, DTX_TRANSFERS, id, &next)))
       break;
     json_decref(tx);
     tx = next;
   }
   if (rc) {
+    /* Show where it stands now -- unless reading it is what failed. */
     json_t *cur = NULL;
-    if (get_doc(ex, DTX_TRANSFERS, id, &cur) == 0) {
+    if (rc != DTX_EUNAVAILABLE && dtx__kit_get(ex, DTX_TRANSFERS, id, &cur) == 0) {
       json_decref(tx);
       tx = cur;
     }
-    *out = tx;
-    return rc;
+    if (rc == DTX_ENOTFOUND)
+      rc = dtx__err(DTX_ENOTFOUND, "transfer '%s' vanished while running", id);
   }
   *out = tx;
-  return 0;
+  return rc;
 }
 
-int dtx__tx_claim_next(dtx__exec_t *ex, json_t **out) {
-  int64_t now = dtx__now_ms();
-  json_t *filter = json_pack("{s:s}", "state", DTX_ST_INITIATED);
-  json_t *upd = json_pack("{s:{s:s,s:s,s:I,s:I},s:{s:i}}", "$set", "state",
-                          DTX_ST_PREPARING, "owner", ex->owner, "lease_until",
-                          (json_int_t)(now + ex->lease_ms), "updated",
-                          (json_int_t)now, "$inc", "epoch", 1);
-  dtx_fam_opts_t o = {.return_new = 1};
-  json_t *claimed = NULL, *next = NULL;
-  int rc = DTX_FAULTPOINT("transfer.claim");
-  if (rc == 0)
-    rc = dtx_store_find_one_and_update(ex->st, DTX_TRANSFERS, filter, upd, &o,
-                                       &claimed);
-  json_decref(filter);
-  json_decref(upd);
-  *out = NULL;
-  if (rc)
-    return rc; /* DTX_ENOMATCH: nothing to claim */
-  rc = prepare(ex, claimed, &next);
-  if (rc == 0 && !next) /* fenced off: see where it stands now */
-    rc = get_doc(ex, DTX_TRANSFERS, dtx__str(claimed, "_id"), &next);
-  if (rc == 0) {
-    rc = dtx__tx_drive(ex, next, 1, out);
-  } else {
-    *out = json_incref(claimed);
-  }
-  json_decref(next);
-  json_decref(claimed);
+/* The worker's claim: the first initiated transfer (any: claims spread over
+ * the store instead of queueing on one document). */
+static int tx_claim_next(dtx__exec_t *ex, json_t **out) {
+  json_t *due = json_pack("{s:s}", "state", DTX_ST_INITIATED);
+  dtx__claim_t c = {.point = "transfer.claim", .due = due,
+                    .to = DTX_ST_PREPARING};
+  int rc = due ? dtx__kit_claim_next(ex, TX, &c, out) : DTX_ENOMEM;
+  json_decref(due);
   return rc;
+}
+
+/* Drives a transfer: one this executor just claimed (preparing, its owner)
+ * goes through the prepare phase first. */
+static int tx_drive_claimed(dtx__exec_t *ex, const json_t *item, json_t **out) {
+  json_t *next = NULL;
+  int rc = 0;
+  *out = NULL;
+  if (dtx__state_is(item, DTX_ST_PREPARING) &&
+      dtx__str_is(item, "owner", ex->owner)) {
+    rc = prepare(ex, item, &next);
+    if (rc == 0 && !next) /* fenced off: see where it stands now */
+      rc = dtx__kit_get(ex, DTX_TRANSFERS, dtx__str(item, "_id"), &next);
+    if (rc) {
+      json_decref(next);
+      *out = json_incref((json_t *)item);
+      return rc;
+    }
+    item = next;
+  }
+  rc = dtx__tx_drive(ex, item, 1, out);
+  json_decref(next);
+  return rc;
+}
+
+/* ---- the public API --------------------------------------------------------------- */
+
+/* The start of the calls on one transfer: *out NULL, the executor made
+ * from opts (may be NULL), the call frame opened -- the caller closes it
+ * in every case.  DTX_EINVAL for a NULL id. */
+static int begin_on(dtx__call_t *c, dtx__exec_t *ex, dtx_store_t *st,
+                    const dtx_exec_opts_t *opts, const char *id,
+                    json_t **out) {
+  *out = NULL;
+  dtx__exec_from(ex, st, opts);
+  dtx__call_begin(c, ex->deadline_ms);
+  return id ? 0 : dtx__err(DTX_EINVAL, "no transfer id");
+}
+
+/* The transfer id; DTX_ENOTFOUND naming it when there is none. */
+static int get_tx(dtx__exec_t *ex, const char *id, json_t **out) {
+  int rc = dtx__kit_get(ex, DTX_TRANSFERS, id, out);
+  return rc == DTX_ENOTFOUND ? dtx__err(rc, "no transfer '%s'", id) : rc;
 }
 
 int dtx_transfer_run(dtx_store_t *st, const char *id,
                      const dtx_exec_opts_t *opts, json_t **out) {
   dtx__exec_t ex;
+  dtx__call_t c;
   json_t *tx = NULL;
-  int rc;
-  *out = NULL;
-  dtx__err_clear();
-  if (!id)
-    return dtx__err(DTX_EINVAL, "no transfer id");
-  dtx__exec_init(&ex, st, opts ? opts->owner : NULL, opts ? opts->lease_ms : 0);
-  if ((rc = get_doc(&ex, DTX_TRANSFERS, id, &tx)))
-    return rc == DTX_ENOTFOUND ? dtx__err(rc, "no transfer '%s'", id) : rc;
-  rc = dtx__tx_drive(&ex, tx, 1, out);
+  int rc = begin_on(&c, &ex, st, opts, id, out);
+  if (rc == 0 && (rc = get_tx(&ex, id, &tx)) == 0)
+    rc = dtx__tx_drive(&ex, tx, 1, out);
   json_decref(tx);
-  return rc;
+  return dtx__call_end(&c, rc);
 }
 
 int dtx_transfer_execute(dtx_store_t *st, const dtx_transfer_req_t *req,
                          const dtx_exec_opts_t *opts, json_t **out) {
-  json_t *tx = NULL;
-  int rc = dtx_transfer_submit(st, req, &tx);
-  if (rc) {
-    *out = NULL;
-    return rc;
-  }
   dtx__exec_t ex;
-  dtx__exec_init(&ex, st, opts ? opts->owner : NULL, opts ? opts->lease_ms : 0);
-  rc = dtx__tx_drive(&ex, tx, 1, out);
+  dtx__call_t c;
+  json_t *tx = NULL;
+  *out = NULL;
+  dtx__exec_from(&ex, st, opts);
+  dtx__call_begin(&c, ex.deadline_ms);
+  int rc = submit(&ex, req, &tx);
+  if (rc == 0)
+    rc = dtx__tx_drive(&ex, tx, 1, out);
   json_decref(tx);
-  return rc;
+  return dtx__call_end(&c, rc);
 }
 
 int dtx_transfer_get(dtx_store_t *st, const char *id, json_t **out) {
   dtx__exec_t ex;
-  *out = NULL;
-  dtx__err_clear();
-  if (!id)
-    return dtx__err(DTX_EINVAL, "no transfer id");
-  dtx__exec_init(&ex, st, NULL, 0);
-  int rc = get_doc(&ex, DTX_TRANSFERS, id, out);
-  return rc == DTX_ENOTFOUND ? dtx__err(rc, "no transfer '%s'", id) : rc;
+  dtx__call_t c;
+  int rc = begin_on(&c, &ex, st, NULL, id, out);
+  if (rc == 0)
+    rc = get_tx(&ex, id, out);
+  return dtx__call_end(&c, rc);
 }
 
-static int valid_state(const char *s) {
-  const char *all[] = {DTX_ST_INITIATED, DTX_ST_PREPARING, DTX_ST_COMMITTED,
-                       DTX_ST_SUCCEEDED, DTX_ST_ROLLING_BACK, DTX_ST_FAILED};
-  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-    if (strcmp(s, all[i]) == 0)
-      return 1;
-  return 0;
-}
+static const char *const states[] = {
+    DTX_ST_INITIATED, DTX_ST_PREPARING,    DTX_ST_COMMITTED,
+    DTX_ST_SUCCEEDED, DTX_ST_ROLLING_BACK, DTX_ST_FAILED, NULL};
 
-int dtx_transfer_list(dtx_store_t *st, const char *state, json_t **out) {
+int dtx_transfer_list(dtx_store_t *st, const char *state,
+                      const dtx_page_t *page, json_t **out) {
+  dtx__call_t c;
+  size_t i = 0;
   *out = NULL;
-  dtx__err_clear();
-  if (state && !valid_state(state))
-    return dtx__err(DTX_EINVAL,
-                    "unknown state '%s' (initiated, preparing, committed, "
-                    "succeeded, rolling_back, failed)",
-                    state);
-  json_t *filter = state ? json_pack("{s:s}", "state", state) : json_object();
+  dtx__call_begin(&c, 0);
+  while (state && states[i] && strcmp(state, states[i]) != 0)
+    i++;
+  if (state && !states[i])
+    return dtx__call_end(
+        &c, dtx__err(DTX_EINVAL,
+                     "unknown state '%s' (initiated, preparing, committed, "
+                     "succeeded, rolling_back, failed)",
+                     state));
+  json_t *filter = state ? json_pack("{s:s}", "state", state) : NULL;
   json_t *sort = json_pack("{s:i,s:i}", "created", 1, "_id", 1);
-  dtx_find_opts_t o = {.sort = sort};
-  int rc = dtx_store_find(st, DTX_TRANSFERS, filter, &o, out);
+  int rc = sort ? dtx__kit_list(st, DTX_TRANSFERS, filter, sort, page, out)
+                : DTX_ENOMEM;
   json_decref(filter);
   json_decref(sort);
-  return rc;
+  return dtx__call_end(&c, rc);
 }
 
-int dtx_transfer_cancel(dtx_store_t *st, const char *id, json_t **out) {
-  dtx__exec_t ex;
+static int cancel(dtx__exec_t *ex, const char *id, json_t **out) {
   json_t *tx = NULL, *next = NULL;
   int rc;
-  *out = NULL;
-  dtx__err_clear();
-  if (!id)
-    return dtx__err(DTX_EINVAL, "no transfer id");
-  dtx__exec_init(&ex, st, NULL, 0);
-  if ((rc = get_doc(&ex, DTX_TRANSFERS, id, &tx)))
-    return rc == DTX_ENOTFOUND ? dtx__err(rc, "no transfer '%s'", id) : rc;
+  if ((rc = get_tx(ex, id, &tx)))
+    return rc;
   for (int guard = 0; guard < 100; guard++) {
     if (dtx__state_is(tx, DTX_ST_COMMITTED) ||
         dtx__state_is(tx, DTX_ST_SUCCEEDED)) {
@@ -774,34 +649,89 @@ int dtx_transfer_cancel(dtx_store_t *st, const char *id, json_t **out) {
     }
     if (dtx__state_is(tx, DTX_ST_FAILED) ||
         dtx__state_is(tx, DTX_ST_ROLLING_BACK)) {
-      rc = dtx__tx_drive(&ex, tx, 1, out); /* already failing: finish it */
+      rc = dtx__tx_drive(ex, tx, 1, out); /* already failing: finish it */
       json_decref(tx);
       return rc;
     }
-    if (dtx__state_is(tx, DTX_ST_INITIATED)) {
-      rc = transition(&ex, "cancel.begin", tx, DTX_ST_INITIATED, NULL,
-                      json_pack("{s:{s:s,s:s,s:I}}", "$set", "state",
-                                DTX_ST_FAILED, "reason", DTX_REASON_CANCELED,
-                                "updated", (json_int_t)dtx__now_ms()),
-                      &next);
-    } else {
-      rc = dtx__tx_takeover(&ex, tx, DTX_REASON_CANCELED, NULL, "cancel.begin",
-                            &next);
-    }
+    if (dtx__state_is(tx, DTX_ST_INITIATED))
+      rc = move(ex, "transfer.cancel.begin", tx, DTX_ST_INITIATED,
+                DTX_ST_FAILED, 0,
+                json_pack("{s:s}", "reason", DTX_REASON_CANCELED), &next);
+    else /* preparing: fence the running executor off, lease or not */
+      rc = dtx__tx_takeover(ex, tx, DTX_REASON_CANCELED, json_object(),
+                            "transfer.cancel.begin", &next);
     if (rc == 0 && next) {
       json_decref(tx);
       *out = next;
       return 0;
     }
     json_decref(next);
+    next = NULL;
     if (rc && rc != DTX_ENOMATCH) {
       json_decref(tx);
       return rc;
     }
     json_decref(tx); /* it moved on: look again */
-    if ((rc = get_doc(&ex, DTX_TRANSFERS, id, &tx)))
+    if ((rc = dtx__kit_get(ex, DTX_TRANSFERS, id, &tx)))
       return rc;
   }
   json_decref(tx);
   return dtx__err(DTX_ECONFLICT, "transfer %s kept changing during cancel", id);
 }
+
+int dtx_transfer_cancel(dtx_store_t *st, const char *id, json_t **out) {
+  dtx__exec_t ex;
+  dtx__call_t c;
+  int rc = begin_on(&c, &ex, st, NULL, id, out);
+  if (rc == 0)
+    rc = cancel(&ex, id, out);
+  return dtx__call_end(&c, rc);
+}
+
+/* ---- the method table ---------------------------------------------------------------- */
+
+static const char *const collections[] = {DTX_ACCOUNTS, DTX_TRANSFERS, NULL};
+
+static const dtx__index_def_t indexes[] = {
+    {DTX_TRANSFERS, "{\"state\":1}", 0, 0},
+    {DTX_ACCOUNTS, "{\"pending.tx\":1}", 0, 0},
+    {DTX_ACCOUNTS, "{\"voids.tx\":1}", 0, 0},
+    {NULL, NULL, 0, 0},
+};
+
+static const char *const fault_points[] = {
+    /* forward path */
+    "transfer.submit",
+    "transfer.claim",
+    "transfer.debit",
+    "transfer.mark_payee",
+    "transfer.commit",
+    "transfer.clear_payer",
+    "transfer.credit_payee",
+    "transfer.finish",
+    /* rollback path */
+    "transfer.rollback.begin",
+    "transfer.rollback.refund_payer",
+    "transfer.rollback.unmark_payee",
+    "transfer.rollback.finish",
+    /* cancel */
+    "transfer.cancel.begin",
+    /* recovery (recover.c) */
+    "transfer.recover.takeover",
+    "transfer.recover.scan_markers",
+    "transfer.recover.repair_marker",
+    "transfer.recover.clear_tombstone",
+    NULL,
+};
+
+const dtx__pattern_t dtx__transfer_pattern = {
+    .name = "transfer",
+    .kind = &dtx__tx_kind,
+    .collections = collections,
+    .indexes = indexes,
+    .fault_points = fault_points,
+    .claim_next = tx_claim_next,
+    .drive = tx_drive_claimed,
+    .recover = dtx__tx_recover,
+    .audit = dtx__tx_audit,
+};

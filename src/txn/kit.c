@@ -1,0 +1,363 @@
+/* kit.c -- the executor, call frame, retry policy, steps and item moves
+ * of the pattern kit (kit.h says what each is for).
+ *
+ * The retry policy is the only one in src/txn: a step that meets a
+ * transient store error tries again a few times with a short backoff, and
+ * never past the command's deadline (util/deadline.h), so the windows of
+ * the kit and of the store below it do not multiply.  Every store call a
+ * pattern makes goes through one of the steps here, behind its fault
+ * point, so `DOCTX_FAULT=POINT:error` exercises exactly this policy. */
+#include "txn/kit.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "doc/doc.h"
+#include "util/err.h"
+
+#define STEP_RETRIES 4
+
+/* ---- executor and call frame ------------------------------------------------ */
+
+void dtx__exec_init(dtx__exec_t *ex, dtx_store_t *st, const char *owner,
+                    int64_t lease_ms, int64_t deadline_ms) {
+  ex->st = st;
+  ex->lease_ms = lease_ms > 0 ? lease_ms : DTX__DEFAULT_LEASE_MS;
+  ex->deadline_ms = deadline_ms > 0 ? deadline_ms : 0;
+  if (owner && *owner) {
+    snprintf(ex->owner, sizeof ex->owner, "%s", owner);
+  } else {
+    char host[64] = "host";
+    gethostname(host, sizeof host - 1);
+    snprintf(ex->owner, sizeof ex->owner, "%s:%ld", host, (long)getpid());
+  }
+}
+
+void dtx__exec_from(dtx__exec_t *ex, dtx_store_t *st,
+                    const dtx_exec_opts_t *opts) {
+  dtx__exec_init(ex, st, opts ? opts->owner : NULL, opts ? opts->lease_ms : 0,
+                 opts ? opts->deadline_ms : 0);
+}
+
+void dtx__exec_rename(dtx__exec_t *ex, const char *fmt, ...) {
+  char name[sizeof ex->owner];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(name, sizeof name, fmt, ap); /* may read the old ex->owner */
+  va_end(ap);
+  memcpy(ex->owner, name, sizeof name);
+}
+
+void dtx__call_begin(dtx__call_t *c, int64_t budget_ms) {
+  dtx__err_clear();
+  dtx__deadline_enter(&c->saved, budget_ms);
+}
+
+int dtx__call_end(dtx__call_t *c, int rc) {
+  dtx__deadline_leave(&c->saved);
+  return rc;
+}
+
+/* ---- retry policy ------------------------------------------------------------- */
+
+int dtx__transient(int rc) {
+  return rc == DTX_EBUSY || rc == DTX_EBACKEND || rc == DTX_EUNAVAILABLE ||
+         rc == DTX_EFAULT;
+}
+
+int dtx__retry_again(dtx__retry_t *r, int *rc, const char *what) {
+  if (*rc == 0 || !dtx__transient(*rc))
+    return 0;
+  if (dtx__deadline_passed()) {
+    *rc = dtx__err_wrap(DTX_EUNAVAILABLE,
+                        "%s: gave up at the command's deadline (%lld ms)",
+                        what, (long long)dtx__deadline_budget_ms());
+    return 0;
+  }
+  if (++r->attempt >= STEP_RETRIES)
+    return 0;
+  dtx__deadline_sleep_ms(1LL << ((r->attempt - 1) * 2)); /* 1, 4, 16 ms */
+  return 1;
+}
+
+/* ---- steps ---------------------------------------------------------------------- */
+
+int dtx__kit_get(dtx__exec_t *ex, const char *coll, const char *id,
+                 json_t **out) {
+  json_t *filter = json_pack("{s:s}", "_id", id), *docs = NULL;
+  dtx__retry_t r = {0};
+  int rc = DTX_ENOMEM;
+  *out = NULL;
+  if (filter) {
+    do
+      rc = dtx_store_find(ex->st, coll, filter, NULL, &docs);
+    while (dtx__retry_again(&r, &rc, id));
+  }
+  json_decref(filter);
+  if (rc)
+    return rc;
+  if (json_array_size(docs) == 0)
+    rc = DTX_ENOTFOUND;
+  else
+    *out = json_incref(json_array_get(docs, 0));
+  json_decref(docs);
+  return rc;
+}
+
+int dtx__kit_find(dtx__exec_t *ex, const char *coll, const json_t *filter,
+                  const json_t *sort, json_t **out) {
+  dtx_find_opts_t o = {.sort = sort};
+  dtx__retry_t r = {0};
+  int rc;
+  do
+    rc = dtx_store_find(ex->st, coll, filter, &o, out);
+  while (dtx__retry_again(&r, &rc, coll));
+  return rc;
+}
+
+int dtx__kit_update(dtx__exec_t *ex, const char *point, const char *coll,
+                    json_t *filter, json_t *update, int *matched) {
+  dtx__retry_t r = {0};
+  int rc = DTX_ENOMEM;
+  if (matched)
+    *matched = 0;
+  if (filter && update) {
+    dtx_update_result_t res;
+    do {
+      memset(&res, 0, sizeof res);
+      rc = DTX_FAULTPOINT(point);
+      if (rc == 0)
+        rc = dtx_store_update(ex->st, coll, filter, update, NULL, &res);
+    } while (dtx__retry_again(&r, &rc, point));
+    if (rc == 0 && matched)
+      *matched = res.matched > 0;
+  }
+  json_decref(filter);
+  json_decref(update);
+  return rc;
+}
+
+int dtx__kit_modify(dtx__exec_t *ex, const char *point, const char *coll,
+                    json_t *filter, json_t *update, const json_t *sort,
+                    json_t **out) {
+  dtx_fam_opts_t o = {.return_new = 1, .sort = sort};
+  dtx__retry_t r = {0};
+  int rc = DTX_ENOMEM;
+  *out = NULL;
+  if (filter && update) {
+    do {
+      rc = DTX_FAULTPOINT(point);
+      if (rc == 0)
+        rc = dtx_store_find_one_and_update(ex->st, coll, filter, update, &o,
+                                           out);
+    } while (dtx__retry_again(&r, &rc, point));
+  }
+  json_decref(filter);
+  json_decref(update);
+  if (rc == DTX_ENOMATCH)
+    dtx__err_clear(); /* an expected outcome, not an error to show */
+  return rc;
+}
+
+int dtx__kit_insert(dtx__exec_t *ex, const char *point, const char *coll,
+                    const json_t *doc) {
+  dtx__retry_t r = {0};
+  int rc;
+  do {
+    rc = DTX_FAULTPOINT(point);
+    if (rc == 0)
+      rc = dtx_store_insert(ex->st, coll, doc, NULL);
+  } while (dtx__retry_again(&r, &rc, point));
+  return rc;
+}
+
+/* ---- items ---------------------------------------------------------------------- */
+
+/* $set {<state>: to, updated: now} plus, when taking the lease, the owner
+ * and lease_until, merged into set (stolen). */
+static json_t *move_update(const dtx__exec_t *ex, const dtx__kind_t *k,
+                           const char *to, int take, json_t *set) {
+  int64_t now = dtx__now_ms();
+  json_t *s = set ? set : json_object();
+  if (!s)
+    return NULL;
+  if (to)
+    json_object_set_new(s, k->state, json_string(to));
+  json_object_set_new(s, "updated", json_integer((json_int_t)now));
+  if (take) {
+    json_object_set_new(s, "owner", json_string(ex->owner));
+    json_object_set_new(s, "lease_until",
+                        json_integer((json_int_t)(now + ex->lease_ms)));
+  }
+  return take ? json_pack("{s:o,s:{s:i}}", "$set", s, "$inc", "epoch", 1)
+              : json_pack("{s:o}", "$set", s);
+}
+
+int dtx__kit_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
+                  const dtx__move_t *m, json_t **out) {
+  const char *from = m->from ? m->from : dtx__str(doc, k->state);
+  *out = NULL;
+  if (!from) {
+    json_decref(m->cond);
+    json_decref(m->set);
+    return dtx__err(DTX_ESTATE, "%s %s has no %s", k->coll,
+                    dtx__str(doc, "_id") ? dtx__str(doc, "_id") : "?",
+                    k->state);
+  }
+  if ((m->flags & DTX__FENCED) && !json_is_integer(json_object_get(doc, "epoch"))) {
+    json_decref(m->cond);
+    json_decref(m->set);
+    return dtx__err(DTX_ESTATE, "%s %s has no integer epoch to fence on",
+                    k->coll, dtx__str(doc, "_id") ? dtx__str(doc, "_id") : "?");
+  }
+  json_t *filter = json_pack("{s:O,s:s}", "_id", json_object_get(doc, "_id"),
+                             k->state, from);
+  json_t *cond = m->cond;
+  if (filter && (m->flags & DTX__FENCED))
+    json_object_set(filter, "epoch", json_object_get(doc, "epoch"));
+  if (filter && (m->flags & DTX__LAPSED))
+    json_object_set_new(filter, "lease_until",
+                        json_pack("{s:I}", "$lte", (json_int_t)dtx__now_ms()));
+  if (filter && cond)
+    json_object_update(filter, cond);
+  json_decref(cond);
+  json_t *upd = move_update(ex, k, m->to, (m->flags & DTX__TAKE) != 0, m->set);
+  return dtx__kit_modify(ex, m->point, k->coll, filter, upd, NULL, out);
+}
+
+int dtx__kit_takeover(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
+                      const char *point, const char *to, json_t *cond,
+                      json_t *set, json_t **out) {
+  dtx__move_t m = {.point = point,
+                   .to = to,
+                   .flags = DTX__FENCED | DTX__TAKE | (cond ? 0 : DTX__LAPSED),
+                   .cond = cond,
+                   .set = set};
+  return dtx__kit_move(ex, k, doc, &m, out);
+}
+
+int dtx__kit_renew(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
+                   json_t **out) {
+  int64_t now = dtx__now_ms();
+  json_t *filter = json_pack("{s:O,s:O,s:O,s:s}", "_id",
+                             json_object_get(doc, "_id"), k->state,
+                             json_object_get(doc, k->state), "epoch",
+                             json_object_get(doc, "epoch"), "owner", ex->owner);
+  json_t *upd = json_pack("{s:{s:I}}", "$set", "lease_until",
+                          (json_int_t)(now + ex->lease_ms));
+  /* The heartbeat is no protocol step: no fault point of its own. */
+  dtx_fam_opts_t o = {.return_new = 1};
+  dtx__retry_t r = {0};
+  int rc = DTX_ENOMEM;
+  *out = NULL;
+  if (filter && upd) {
+    do
+      rc = dtx_store_find_one_and_update(ex->st, k->coll, filter, upd, &o, out);
+    while (dtx__retry_again(&r, &rc, "renewing a lease"));
+  }
+  json_decref(filter);
+  json_decref(upd);
+  return rc;
+}
+
+int dtx__kit_claim_next(dtx__exec_t *ex, const dtx__kind_t *k,
+                        const dtx__claim_t *c, json_t **out) {
+  json_t *filter = json_deep_copy(c->due);
+  json_t *upd = move_update(ex, k, c->to, 1, NULL);
+  return dtx__kit_modify(ex, c->point, k->coll, filter, upd, c->sort, out);
+}
+
+int dtx__kit_await(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
+                   json_t **out) {
+  const char *id = dtx__str(doc, "_id");
+  json_t *cur = json_incref((json_t *)doc);
+  int64_t pause = 2;
+  *out = NULL;
+  for (;;) {
+    int64_t lease = dtx__int(cur, "lease_until"), now = dtx__now_ms();
+    if (cur != doc && (!json_equal(json_object_get(cur, k->state),
+                                   json_object_get(doc, k->state)) ||
+                       !json_equal(json_object_get(cur, "epoch"),
+                                   json_object_get(doc, "epoch")))) {
+      break; /* it moved on */
+    }
+    if (lease <= now)
+      break; /* lapsed: the caller may take it over */
+    if (dtx__deadline_passed() || dtx__deadline_left_ms() == 0) {
+      int rc = dtx__err(DTX_EUNAVAILABLE,
+                        "%s %s is held by %s until its lease ends in %lld ms; "
+                        "gave up at the command's deadline (%lld ms)",
+                        k->coll, id ? id : "?",
+                        dtx__str(cur, "owner") ? dtx__str(cur, "owner") : "?",
+                        (long long)(lease - now),
+                        (long long)dtx__deadline_budget_ms());
+      json_decref(cur);
+      return rc;
+    }
+    /* Sleep no longer than the lease has left: a lapse is worth acting on
+     * at once.  (The deadline caps it too.) */
+    int64_t nap = pause < lease - now ? pause : lease - now;
+    dtx__deadline_sleep_ms(nap > 0 ? nap : 1);
+    if (pause < 100)
+      pause *= 2;
+    json_t *next = NULL;
+    int rc = dtx__kit_get(ex, k->coll, id, &next);
+    json_decref(cur);
+    if (rc)
+      return rc;
+    cur = next;
+  }
+  *out = cur;
+  return 0;
+}
+
+/* ---- listing and helpers -------------------------------------------------------- */
+
+int dtx__kit_list(dtx_store_t *st, const char *coll, const json_t *filter,
+                  const json_t *sort, const dtx_page_t *page, json_t **out) {
+  *out = NULL;
+  if (page && (page->skip < 0 || page->limit < 0))
+    return dtx__err(DTX_EINVAL, "skip and limit must be >= 0, got %lld, %lld",
+                    (long long)page->skip, (long long)page->limit);
+  json_t *by_id = sort ? NULL : json_pack("{s:i}", "_id", 1);
+  dtx_find_opts_t o = {.sort = sort ? sort : by_id,
+                       .skip = page ? page->skip : 0,
+                       .limit = page ? page->limit : 0};
+  int rc = dtx_store_find(st, coll, filter, &o, out);
+  json_decref(by_id);
+  return rc;
+}
+
+const char *dtx__str(const json_t *doc, const char *key) {
+  return json_string_value(json_object_get(doc, key));
+}
+
+int64_t dtx__int(const json_t *doc, const char *key) {
+  return (int64_t)json_integer_value(json_object_get(doc, key));
+}
+
+int dtx__str_is(const json_t *doc, const char *key, const char *value) {
+  const char *s = dtx__str(doc, key);
+  return s && strcmp(s, value) == 0;
+}
+
+int dtx__state_is(const json_t *doc, const char *state) {
+  return dtx__str_is(doc, "state", state);
+}
+
+int dtx__check_ident(const char *what, const char *id) {
+  size_t n = id ? strlen(id) : 0;
+  if (n == 0 || n > 128)
+    return dtx__err(DTX_EINVAL, "%s must be 1 to 128 characters", what);
+  for (size_t i = 0; i < n; i++) {
+    char c = id[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' ||
+          c == '-'))
+      return dtx__err(DTX_EINVAL,
+                      "%s '%s' may only contain A-Z a-z 0-9 _ . : -", what, id);
+  }
+  return 0;
+}

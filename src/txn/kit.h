@@ -1,0 +1,341 @@
+/* kit.h -- the pattern kit: everything the multi-document patterns share.
+ *
+ * A pattern (transfer, job queue, sync flag, ...) is a state machine over
+ * "item" documents -- a transfer, a job -- plus the other documents its
+ * steps touch (accounts, targets of effects).  Every step is one atomic
+ * single-document update through the public store API.  What is the same
+ * in every pattern lives here, once:
+ *
+ *   executor     who acts (owner), for how long (lease), under which budget
+ *   call frame   one deadline per public call (util/deadline.h), error
+ *                detail cleared
+ *   retry        ONE policy for transient store errors, bounded by the
+ *                deadline
+ *   steps        read by id, update, find-one-and-update, insert: each
+ *                behind its fault point and the retry policy
+ *   move         the fenced state change: expected state (+ epoch) -> new
+ *                state, returning the new document, DTX_ENOMATCH when the
+ *                item moved on or was fenced
+ *   claim        claim-next (one conditional find_one_and_update on a
+ *                due filter, with a sort) and takeover of a lapsed lease,
+ *                both bumping the epoch that fences the previous owner
+ *   indexes      each pattern's indexes created once per store
+ *   list         paged listing
+ *   summary      worker/recover tallies; the audit frame
+ *   table        the per-pattern method table and the registry that
+ *                `worker`, `recover`, `audit` and `faults` loop over
+ *
+ * A pattern file then holds only its own state machine.  docs/kit.md
+ * walks through adding one.
+ *
+ * Item documents carry the kit's executor fields beside their own:
+ *   owner        who holds the lease (string, null when none)
+ *   lease_until  wall-clock ms until which the owner's claim is exclusive
+ *   epoch        bumped by every claim and takeover; fenced writes carry it
+ *   updated      wall-clock ms of the last state change (set by the kit)
+ * and a state field (named by the pattern's dtx__kind_t).
+ *
+ * Conventions: functions return 0 or a negative DTX_E* code with a
+ * detail (util/err.h).  json_t arguments are borrowed unless the comment
+ * says "stolen" (released by the kit in every case, so callers may pass
+ * json_pack(...) inline; a NULL from a failed json_pack is DTX_ENOMEM).
+ * Out-parameters are new references, NULL on error. */
+#ifndef DTX_TXN_KIT_H
+#define DTX_TXN_KIT_H
+
+#include <stdint.h>
+
+#include "doctx.h"
+#include "util/deadline.h"
+#include "util/fault.h" /* DTX_FAULTPOINT */
+
+/* ---- executor ------------------------------------------------------------- */
+
+#define DTX__DEFAULT_LEASE_MS 30000
+
+/* One executor's identity: who claims, for how long, and the budget of
+ * each command (or worker item) it runs. */
+typedef struct dtx__exec {
+  dtx_store_t *st;
+  char owner[128];
+  int64_t lease_ms;    /* > 0 */
+  int64_t deadline_ms; /* 0: soft (the store's own retry window, once) */
+} dtx__exec_t;
+
+/* owner NULL or "": host:pid.  lease_ms <= 0: DTX__DEFAULT_LEASE_MS.
+ * deadline_ms < 0 counts as 0. */
+void dtx__exec_init(dtx__exec_t *ex, dtx_store_t *st, const char *owner,
+                    int64_t lease_ms, int64_t deadline_ms);
+
+/* dtx__exec_init from the public options (NULL: all defaults). */
+void dtx__exec_from(dtx__exec_t *ex, dtx_store_t *st,
+                    const dtx_exec_opts_t *opts);
+
+/* Renames the executor: fmt may use ex->owner (the old name) as an
+ * argument, e.g. dtx__exec_rename(ex, "%.100s#%d", ex->owner, n). */
+void dtx__exec_rename(dtx__exec_t *ex, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- call frame: one deadline per public call ----------------------------- */
+
+typedef struct dtx__call {
+  dtx__deadline_frame_t saved;
+} dtx__call_t;
+
+/* Opens a public call on this thread: clears the error detail and opens a
+ * deadline frame of budget_ms (0: soft, see util/deadline.h).  Nested
+ * calls keep the outer deadline or a tighter one. */
+void dtx__call_begin(dtx__call_t *c, int64_t budget_ms);
+
+/* Closes the frame; returns rc, so `return dtx__call_end(&c, rc);`. */
+int dtx__call_end(dtx__call_t *c, int rc);
+
+/* ---- retry policy ----------------------------------------------------------- */
+
+/* The store errors worth another attempt: BUSY, UNAVAILABLE, BACKEND and
+ * an injected FAULT. */
+int dtx__transient(int rc);
+
+typedef struct dtx__retry {
+  int attempt;
+} dtx__retry_t; /* zero it before the first attempt */
+
+/* Called after each attempt with its result: 1 when the attempt should
+ * be made again (a transient error, attempts left, deadline not passed;
+ * it has slept a short backoff), 0 to stop with *rc.  When the deadline
+ * is what stops it, *rc becomes DTX_EUNAVAILABLE and the detail names
+ * `what` and the budget.  Usage:
+ *   dtx__retry_t r = {0};
+ *   do rc = attempt(...); while (dtx__retry_again(&r, &rc, "inserting t1"));
+ */
+int dtx__retry_again(dtx__retry_t *r, int *rc, const char *what);
+
+/* ---- steps: store calls behind a fault point and the retry policy -------- */
+
+/* The document of coll with _id id (a string) in *out; DTX_ENOTFOUND
+ * (without a detail: callers name the missing thing) when there is none. */
+int dtx__kit_get(dtx__exec_t *ex, const char *coll, const char *id,
+                 json_t **out);
+
+/* The documents of coll matching filter (borrowed, NULL: all), in sort
+ * order (borrowed, NULL: the store's order). */
+int dtx__kit_find(dtx__exec_t *ex, const char *coll, const json_t *filter,
+                  const json_t *sort, json_t **out);
+
+/* One conditional update of at most one document.  filter and update are
+ * stolen.  *matched (may be NULL): whether a document matched. */
+int dtx__kit_update(dtx__exec_t *ex, const char *point, const char *coll,
+                    json_t *filter, json_t *update, int *matched);
+
+/* find_one_and_update returning the document after the update; sort
+ * (borrowed, may be NULL) picks among several matches.  filter and update
+ * are stolen.  DTX_ENOMATCH, *out NULL, when nothing matched. */
+int dtx__kit_modify(dtx__exec_t *ex, const char *point, const char *coll,
+                    json_t *filter, json_t *update, const json_t *sort,
+                    json_t **out);
+
+/* Inserts doc (borrowed).  A retry after a lost reply may find its own
+ * insert: DTX_EDUPKEY is returned as is, for the caller to judge. */
+int dtx__kit_insert(dtx__exec_t *ex, const char *point, const char *coll,
+                    const json_t *doc);
+
+/* ---- items: fenced state changes, claim, takeover -------------------------- */
+
+/* Where a pattern's items live. */
+typedef struct dtx__kind {
+  const char *coll;  /* "transfers" */
+  const char *state; /* the state field, "state" */
+} dtx__kind_t;
+
+#define DTX__FENCED 1u /* filter on the epoch of the document given */
+#define DTX__TAKE 2u   /* take the lease: owner = ex, lease_until = now +
+                          ex->lease_ms, epoch + 1 */
+#define DTX__LAPSED 4u /* only when the lease has lapsed (lease_until <= now) */
+
+typedef struct dtx__move {
+  const char *point; /* fault point */
+  const char *from;  /* expected state; NULL: the document's state */
+  const char *to;    /* new state; NULL: unchanged */
+  unsigned flags;    /* DTX__FENCED | DTX__TAKE | DTX__LAPSED */
+  json_t *cond;      /* more filter conditions, stolen, may be NULL */
+  json_t *set;       /* more $set fields, stolen, may be NULL */
+} dtx__move_t;
+
+/* The fenced state change of item doc (borrowed; its _id, state and epoch
+ * are read):
+ *   filter {_id, <state>: from [, epoch] [, lease_until <= now]} + cond
+ *   update $set {<state>: to, updated: now [, owner, lease_until]} + set
+ *          [$inc epoch]
+ * *out: the document after it.  DTX_ENOMATCH (*out NULL, no detail) when
+ * the item is no longer as expected: it moved on, or was fenced. */
+int dtx__kit_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
+                  const dtx__move_t *m, json_t **out);
+
+/* Takeover of an item whose lease lapsed: doc's state -> to, fenced by
+ * doc's epoch, the lease taken (epoch + 1, so the old owner's fenced
+ * writes fail).  cond (stolen, may be NULL) replaces the lapse test when
+ * given -- e.g. {"updated": T} for "untouched since T", or {} to take it
+ * unconditionally (a cancel).  set: more fields, stolen. */
+int dtx__kit_takeover(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
+                      const char *point, const char *to, json_t *cond,
+                      json_t *set, json_t **out);
+
+/* Extends this executor's lease on doc (it must still own it at doc's
+ * epoch): the heartbeat of a long step.  DTX_ENOMATCH when it lost it. */
+int dtx__kit_renew(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
+                   json_t **out);
+
+typedef struct dtx__claim {
+  const char *point; /* fault point */
+  const json_t *due; /* filter of claimable items, borrowed */
+  const json_t *sort; /* which first (borrowed, NULL: any) */
+  const char *to;    /* the state a claim moves it to */
+} dtx__claim_t;
+
+/* Claim-next: ONE find_one_and_update of the first item matching c->due
+ * in c->sort order, setting <state> = to, owner, lease_until, updated and
+ * epoch + 1.  *out: the claimed item.  DTX_ENOMATCH (no detail) when
+ * nothing is due.  A due filter on a lapsed lease ({state: "running",
+ * lease_until: {$lte: now}}) makes it a takeover-next. */
+int dtx__kit_claim_next(dtx__exec_t *ex, const dtx__kind_t *k,
+                        const dtx__claim_t *c, json_t **out);
+
+/* Waits while doc (borrowed) is held by another executor's live lease:
+ * returns when the item's state or epoch changed, or its lease lapsed,
+ * with *out the document as it is now (DTX_ENOTFOUND if it vanished).
+ * Polls with a growing pause; DTX_EUNAVAILABLE naming the item and its
+ * owner when the deadline comes first. */
+int dtx__kit_await(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
+                   json_t **out);
+
+/* ---- listing ----------------------------------------------------------------- */
+
+/* The documents of coll matching filter (borrowed, NULL: all) in sort
+ * order (NULL: by _id), paged by page (NULL: all).  DTX_EINVAL for a
+ * negative skip or limit. */
+int dtx__kit_list(dtx_store_t *st, const char *coll, const json_t *filter,
+                  const json_t *sort, const dtx_page_t *page, json_t **out);
+
+/* ---- small helpers ----------------------------------------------------------- */
+
+/* Field accessors (no allocation; NULL / 0 when absent or of another
+ * type). */
+const char *dtx__str(const json_t *doc, const char *key);
+int64_t dtx__int(const json_t *doc, const char *key);
+int dtx__str_is(const json_t *doc, const char *key, const char *value);
+/* dtx__str_is(doc, "state", state) */
+int dtx__state_is(const json_t *doc, const char *state);
+
+/* Checks an id given by a user: 1..128 of [A-Za-z0-9_.:-]; DTX_EINVAL
+ * naming `what` otherwise. */
+int dtx__check_ident(const char *what, const char *id);
+
+/* ---- tallies: what worker and recover report, per pattern ----------------- */
+
+/* A per-pattern summary that threads may fill at once:
+ *   {"ran":     {WHAT: n, ...},
+ *    "skipped": {WHY: {"count": n, "ids": [first few]}, ...},
+ *    "errors":  {"count": n, "first": [{"id","error","detail"}...]}}
+ * Zero it, then dtx__tally_init; dtx__tally_free releases it. */
+typedef struct dtx__tally {
+  json_t *obj;
+  int first_err; /* the first error counted, 0 when none */
+  void *lock;    /* private */
+} dtx__tally_t;
+
+int dtx__tally_init(dtx__tally_t *t);
+void dtx__tally_free(dtx__tally_t *t);
+void dtx__tally_ran(dtx__tally_t *t, const char *what, int64_t n);
+/* id (borrowed, may be NULL) is kept among the first few of that reason. */
+void dtx__tally_skip(dtx__tally_t *t, const char *why, const json_t *id);
+/* Counts an error on item id (borrowed, may be NULL), with this thread's
+ * error detail. */
+void dtx__tally_error(dtx__tally_t *t, const json_t *id, int rc);
+/* Adds src's "ran" and "errors" into dst (skips are per pass: not). */
+void dtx__tally_merge(dtx__tally_t *dst, const dtx__tally_t *src);
+
+/* ---- the audit frame ------------------------------------------------------- */
+
+/* What a pattern's audit works with.  The report it fills is
+ *   {"ok", "findings": [{"pattern","kind","detail"}...], "unsettled",
+ *    "patterns": {NAME: {"summary": "one line", counts...}}}. */
+typedef struct dtx__audit {
+  dtx_store_t *st;
+  int flags;           /* DTX_AUDIT_* */
+  const json_t *acked; /* the client's acknowledged records, or NULL */
+  /* private to the frame */
+  const char *pattern;
+  json_t *report, *part, *findings;
+} dtx__audit_t;
+
+/* Adds a finding of this pattern: kind is a token ("conservation"),
+ * the detail names the documents involved. */
+void dtx__audit_finding(dtx__audit_t *a, const char *kind, const char *fmt,
+                        ...) __attribute__((format(printf, 3, 4)));
+/* Sets key in this pattern's part of the report (value stolen). */
+void dtx__audit_set(dtx__audit_t *a, const char *key, json_t *value);
+/* The pattern's one-line summary, printed by `doctx audit`. */
+void dtx__audit_summary(dtx__audit_t *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* This pattern's part of the report so far (borrowed). */
+const json_t *dtx__audit_part(const dtx__audit_t *a);
+/* Items that moved while the audit read them, judged by a later audit. */
+void dtx__audit_unsettled(dtx__audit_t *a, int64_t n);
+/* Reads every document of coll into *map, an object _id -> document
+ * (documents without a string _id are reported as a finding). */
+int dtx__audit_load(dtx__audit_t *a, const char *coll, json_t **map);
+
+/* ---- the per-pattern method table ------------------------------------------ */
+
+typedef struct dtx__index_def {
+  const char *coll;
+  const char *keys; /* JSON text: "{\"state\":1}"; NULL ends a list */
+  int unique, sparse;
+} dtx__index_def_t;
+
+typedef struct dtx__pattern {
+  const char *name;                  /* "transfer"; fault points start
+                                        with "transfer." */
+  const dtx__kind_t *kind;           /* its items (worker tallies their
+                                        state), or NULL */
+  const char *const *collections;    /* the collections it owns, NULL-ended */
+  const dtx__index_def_t *indexes;   /* ended by {NULL} */
+  const char *const *fault_points;   /* in protocol order, NULL-ended */
+  /* Claims the next due item (it holds the lease afterwards); DTX_ENOMATCH
+   * when nothing is due.  NULL: the pattern has no work for workers. */
+  int (*claim_next)(dtx__exec_t *ex, json_t **item);
+  /* Drives an item claimed by claim_next to where this executor can take
+   * it (usually a terminal state); *out: the item afterwards. */
+  int (*drive)(dtx__exec_t *ex, const json_t *item, json_t **out);
+  /* One recovery pass over what dead or stalled executors left. */
+  int (*recover)(dtx__exec_t *ex, const dtx_recover_opts_t *o,
+                 dtx__tally_t *t);
+  /* Checks this pattern's invariants into the frame. */
+  int (*audit)(dtx__audit_t *a);
+  /* Room for later members (collection validators): zero-initialised
+   * tables stay valid. */
+} dtx__pattern_t;
+
+/* Every registered pattern, NULL-ended (registry.c: one line each). */
+extern const dtx__pattern_t *const dtx__patterns[];
+
+/* How many patterns are registered. */
+size_t dtx__pattern_count(void);
+
+/* ---- the frames' shared pieces (worker.c, recover.c) ------------------------ */
+
+/* One recovery pass of every pattern; tallies[i] (initialised) receives
+ * pattern i's.  Returns dtx__tally_raise(tallies). */
+int dtx__recover_pass(dtx__exec_t *ex, const dtx_recover_opts_t *o,
+                      dtx__tally_t *tallies);
+/* The first error any of the tallies (one per pattern) counted, with its
+ * detail made this thread's again ("transfer t1: ..."); 0 when none. */
+int dtx__tally_raise(const dtx__tally_t *tallies);
+/* {"ok": rc == 0, "patterns": {NAME: tally...}} (new reference). */
+json_t *dtx__tally_report(const dtx__tally_t *tallies, int rc);
+
+/* Creates p's indexes unless this process already did for this store
+ * (keyed by the store's URI; private in-memory stores every time). */
+int dtx__kit_ensure_indexes(dtx_store_t *st, const dtx__pattern_t *p);
+
+#endif

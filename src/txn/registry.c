@@ -1,0 +1,150 @@
+/* registry.c -- the list of patterns, and what is derived from it: the
+ * fault points `doctx faults` prints and DOCTX_FAULT may name, and each
+ * pattern's index set-up, once per store.
+ *
+ * Adding a pattern is one line in DTX_PATTERNS below: X(name) expects a
+ * `const dtx__pattern_t dtx__name_pattern` in src/txn/name/ (docs/kit.md).
+ * `worker`, `recover`, `audit` and `faults` loop over dtx__patterns. */
+#include "txn/kit.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/err.h"
+
+#define DTX_PATTERNS(X) \
+  X(transfer)
+
+#define DECLARE(name) extern const dtx__pattern_t dtx__##name##_pattern;
+DTX_PATTERNS(DECLARE)
+#undef DECLARE
+
+#define ENTRY(name) &dtx__##name##_pattern,
+const dtx__pattern_t *const dtx__patterns[] = {DTX_PATTERNS(ENTRY) NULL};
+#undef ENTRY
+
+/* ---- fault points -------------------------------------------------------------- */
+
+static const char **all_points;
+static pthread_once_t points_once = PTHREAD_ONCE_INIT;
+
+/* Every pattern's points in registry order, then the store layer's.  A
+ * pattern's points must start with "NAME." -- the crash suites dispatch a
+ * point to tests/crash/scenarios/NAME.sh by that prefix. */
+static void join_points(void) {
+  size_t n = 0, k = 0;
+  const char *const *sp = dtx__fault_store_points();
+  for (size_t i = 0; dtx__patterns[i]; i++)
+    for (const char *const *p = dtx__patterns[i]->fault_points; p && *p; p++)
+      n++;
+  for (const char *const *p = sp; *p; p++)
+    n++;
+  all_points = calloc(n + 1, sizeof *all_points);
+  if (!all_points)
+    abort(); /* at start-up, before any work: nothing to save */
+  for (size_t i = 0; dtx__patterns[i]; i++) {
+    const char *name = dtx__patterns[i]->name;
+    size_t len = strlen(name);
+    for (const char *const *p = dtx__patterns[i]->fault_points; p && *p;
+         p++) {
+      if (strncmp(*p, name, len) != 0 || (*p)[len] != '.')
+        abort(); /* a table error, caught by any test run */
+      all_points[k++] = *p;
+    }
+  }
+  for (const char *const *p = sp; *p; p++)
+    all_points[k++] = *p;
+}
+
+const char *const *dtx_fault_points(void) {
+  pthread_once(&points_once, join_points);
+  return all_points;
+}
+
+int dtx_fault_check(void) {
+  dtx__err_clear();
+  return dtx__fault_init(dtx_fault_points());
+}
+
+/* ---- indexes --------------------------------------------------------------------- */
+
+/* "URI\npattern" of every (store, pattern) whose indexes this process
+ * created.  Keyed by URI, not by handle: a handle's address is reused
+ * after close, and another handle on the same store needs nothing new.
+ * A private in-memory store is new on every open, so it is never
+ * remembered. */
+static pthread_mutex_t ensure_lock = PTHREAD_MUTEX_INITIALIZER;
+static char **ensured;
+static size_t nensured, capensured;
+
+static int is_private(const char *uri) {
+  return strncmp(uri, "sqlite::memory:", 15) == 0;
+}
+
+static int create_all(dtx_store_t *st, const dtx__pattern_t *p) {
+  for (const dtx__index_def_t *d = p->indexes; d && d->keys; d++) {
+    json_t *keys = json_loads(d->keys, 0, NULL);
+    dtx_index_opts_t o = {.unique = d->unique, .sparse = d->sparse};
+    int rc = keys ? dtx_store_create_index(st, d->coll, keys, &o, NULL)
+                  : dtx__err(DTX_EINVAL, "pattern %s: bad index keys %s",
+                             p->name, d->keys);
+    json_decref(keys);
+    if (rc)
+      return dtx__err_wrap(rc, "creating the %s indexes of %s", p->name,
+                           d->coll);
+  }
+  return 0;
+}
+
+static int is_key(const char *key, const char *uri, size_t ulen,
+                  const char *name) {
+  return key && strncmp(key, uri, ulen) == 0 && key[ulen] == '\n' &&
+         strcmp(key + ulen + 1, name) == 0;
+}
+
+int dtx__kit_ensure_indexes(dtx_store_t *st, const dtx__pattern_t *p) {
+  /* This thread's last hit, checked without the lock: every transfer
+   * comes through here.  Keys are never freed, so the pointer stays
+   * valid. */
+  static _Thread_local const char *memo;
+  const char *uri = dtx_store_uri(st);
+  size_t ulen = strlen(uri), plen = strlen(p->name);
+  if (is_private(uri))
+    return create_all(st, p);
+  if (is_key(memo, uri, ulen, p->name))
+    return 0;
+  /* Held while creating, so no thread of this process writes an item
+   * before its pattern's (possibly unique) indexes exist. */
+  pthread_mutex_lock(&ensure_lock);
+  for (size_t i = 0; i < nensured; i++) {
+    if (is_key(ensured[i], uri, ulen, p->name)) {
+      memo = ensured[i];
+      pthread_mutex_unlock(&ensure_lock);
+      return 0;
+    }
+  }
+  int rc = create_all(st, p);
+  if (rc == 0) {
+    char *key = malloc(ulen + plen + 2);
+    if (nensured == capensured) {
+      size_t ncap = capensured ? capensured * 2 : 8;
+      char **n = realloc(ensured, ncap * sizeof *n);
+      if (n) {
+        ensured = n;
+        capensured = ncap;
+      }
+    }
+    if (key && nensured < capensured) {
+      memcpy(key, uri, ulen);
+      key[ulen] = '\n';
+      memcpy(key + ulen + 1, p->name, plen + 1);
+      ensured[nensured++] = key;
+      memo = key;
+    } else {
+      free(key); /* not remembered: created again next time, harmlessly */
+    }
+  }
+  pthread_mutex_unlock(&ensure_lock);
+  return rc;
+}

@@ -1,0 +1,64 @@
+/* transfer.h -- internals shared by the files of the transfer pattern.
+ *
+ * transfer.c holds the state machine (diagram, transitions, invariants)
+ * and the method table; account.c the accounts; recover.c and audit.c the
+ * pattern's recovery pass and audit, which the kit's frames (src/txn/
+ * recover.c, audit.c) call through the table.  Everything else a step
+ * needs -- retry, fenced moves, claims, leases -- comes from txn/kit.h. */
+#ifndef DTX_TXN_TRANSFER_H
+#define DTX_TXN_TRANSFER_H
+
+#include "txn/kit.h"
+
+/* Transfer states, as stored in the "state" field. */
+#define DTX_ST_INITIATED "initiated"
+#define DTX_ST_PREPARING "preparing"
+#define DTX_ST_COMMITTED "committed"
+#define DTX_ST_SUCCEEDED "succeeded"
+#define DTX_ST_ROLLING_BACK "rolling_back"
+#define DTX_ST_FAILED "failed"
+
+/* Failure reasons, as stored in the "reason" field. */
+#define DTX_REASON_FUNDS "insufficient funds"
+#define DTX_REASON_NOACCOUNT "no such account"
+#define DTX_REASON_CANCELED "canceled"
+#define DTX_REASON_ABANDONED "abandoned by its executor"
+#define DTX_REASON_PAYEE_LIMIT "payee balance would overflow"
+
+/* The transfer documents, for the kit's moves and claims. */
+extern const dtx__kind_t dtx__tx_kind;
+
+/* The method table (registered in src/txn/registry.c). */
+extern const dtx__pattern_t dtx__transfer_pattern;
+
+/* Drives the transfer tx (borrowed) toward a terminal state from wherever
+ * it stands.  wait_owner: when another live executor holds it in
+ * preparing, wait for its lease to lapse and then roll it back (1), or
+ * return at once (0).  *out receives the document afterwards (also on
+ * error, when it could be read). */
+int dtx__tx_drive(dtx__exec_t *ex, const json_t *tx, int wait_owner,
+                  json_t **out);
+
+/* Takes a preparing transfer over (epoch + 1, fencing the old owner) and
+ * rolls it back with reason.  cond (stolen, may be NULL) as for
+ * dtx__kit_takeover: NULL means "its lease lapsed".  DTX_ENOMATCH when the
+ * transfer moved on. */
+int dtx__tx_takeover(dtx__exec_t *ex, const json_t *tx, const char *reason,
+                     json_t *cond, const char *point, json_t **out);
+
+/* The pattern's methods (recover.c, audit.c). */
+int dtx__tx_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
+                    dtx__tally_t *t);
+int dtx__tx_audit(dtx__audit_t *a);
+
+/* 1 for succeeded and failed. */
+int dtx__tx_terminal(const json_t *tx);
+
+/* The marker on account for txid of kind op ("debit", "credit") or, with
+ * op NULL, of any kind; NULL when absent.  Borrowed from account. */
+const json_t *dtx__marker(const json_t *account, const char *txid,
+                          const char *op);
+/* 1 when account carries a tombstone for txid. */
+int dtx__has_tombstone(const json_t *account, const char *txid);
+
+#endif

@@ -1,0 +1,62 @@
+# scenarios/transfer.sh -- how the crash suites (faults.sh, pause.sh) reach
+# each transfer.* fault point, and what must hold afterwards.  Sourced in
+# a fresh subshell per point, after tests/lib/harness.sh, with $S a fresh
+# store.  The interface every scenario file provides:
+#   scenario_setup        prepares the store (0 on success)
+#   scenario_cmd POINT    prepares what POINT needs (without faults) and
+#                         prints the doctx arguments that reach it
+#   check_final LABEL     recovers and checks every invariant; ok or bad
+# and, optionally, scenario_skip POINT (prints why, returns 0) for points
+# another suite covers.
+#
+# Here: accounts A and B (1000 each) and X (no lower limit); transfer t1
+# is driven to the point.  check_final proves, after recovery: audit
+# --settled clean, t1 terminal, balances exactly matching t1's end.
+source "$HARNESS_ROOT/tests/lib/transfer.sh"
+
+scenario_setup() { setup_accounts; }
+
+scenario_cmd() {
+  local p=$1
+  case "$p" in
+  transfer.rollback.*) echo "transfer A B 5000 --id t1" ;; # insufficient funds
+  transfer.cancel.*)
+    d transfer A B 100 --id t1 --async >/dev/null
+    echo "transfer cancel t1" ;;
+  transfer.recover.takeover)
+    DOCTX_FAULT=transfer.commit:crash d transfer A B 100 --id t1 >/dev/null 2>&1
+    echo "recover --older-than-ms 0" ;;
+  transfer.recover.scan_markers | transfer.recover.repair_marker)
+    # A late executor whose tombstone was already cleared: t1 failed, then
+    # a debit for it lands on A.  Recovery must refund it.
+    d transfer A B 5000 --id t1 >/dev/null
+    d update accounts '{"_id":"A","pending.tx":{"$ne":"t1"}}' \
+      '{"$inc":{"balance":-100},"$push":{"pending":{"tx":"t1","op":"debit","amount":100,"at":0}},"$pull":{"voids":{"tx":"t1"}}}' >/dev/null
+    echo "recover --older-than-ms 0" ;;
+  transfer.recover.clear_tombstone)
+    d transfer A B 5000 --id t1 >/dev/null
+    sleep 0.01
+    echo "recover --older-than-ms 0 --tombstone-ttl-ms 1" ;;
+  transfer.*) echo "transfer A B 100 --id t1" ;;
+  *) echo "UNKNOWN" ;;
+  esac
+}
+
+check_final() {
+  local label=$1 out st a b
+  d recover --older-than-ms 0 >/dev/null || { bad "$label: recover failed"; return; }
+  if ! out=$(d audit --settled); then
+    bad "$label: audit not clean: $out"; return
+  fi
+  st=$(state "$S" t1)
+  a=$(balance A); b=$(balance B)
+  case "$st" in
+  succeeded) [ "$a" = 900 ] && [ "$b" = 1100 ] || { bad "$label: succeeded but A=$a B=$b"; return; } ;;
+  failed) [ "$a" = 1000 ] && [ "$b" = 1000 ] || { bad "$label: failed but A=$a B=$b"; return; } ;;
+  missing) # only a crash before the transfer was recorded may leave none
+    case "$label" in transfer.submit:*) ;; *) bad "$label: t1 missing"; return ;; esac
+    [ "$a" = 1000 ] && [ "$b" = 1000 ] || { bad "$label: nothing recorded but A=$a B=$b"; return; } ;;
+  *) bad "$label: t1 is $st, not terminal"; return ;;
+  esac
+  ok
+}

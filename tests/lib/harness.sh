@@ -1,0 +1,221 @@
+# harness.sh -- the shell harness every test suite sources.
+#
+# It gives a suite:
+#   WORK                 a fresh temporary directory, removed on exit
+#                        whatever happens (trap), with every process the
+#                        suite started through start_bg killed first
+#   ok / bad MSG / finish
+#                        pass and fail counts, kept in a file so that jobs
+#                        run in parallel subshells (run_jobs) count too;
+#                        finish prints "N passed, M failed" and fails when
+#                        M > 0
+#   run_bounded SECS LOG CMD...
+#                        runs CMD with stdout and stderr in LOG, killed
+#                        after SECS (TERM, then KILL 5 s later); on a
+#                        timeout prints the tail of LOG; returns CMD's
+#                        status (124 on timeout)
+#   start_bg LOG CMD...  starts CMD in the background (stdout and stderr
+#                        appended to LOG); BG_PID is its pid, and the exit
+#                        trap will not forget it
+#   bounded_wait PID SECS LOG
+#                        waits for the background PID, at most SECS; on a
+#                        timeout prints the tail of LOG, kills it (CONT,
+#                        TERM, then KILL) and returns 124; else returns its
+#                        exit status
+#   stop_bg PID [SECS] [LOG]
+#                        SIGTERM, then bounded_wait (default 10 s): a TERM
+#                        lost between fork and exec cannot hang the suite
+#   wait_stopped PID SECS
+#                        waits until PID is stopped (SIGSTOP, a pause fault
+#                        point); 0 when it is, 1 when it exited or the time
+#                        ran out
+#   run_jobs N FUNC ARG...
+#                        calls FUNC ARG for every ARG, at most N at a time,
+#                        each in its own subshell (each sees WORK/job.ARG,
+#                        its own directory); every wait is bounded by
+#                        JOB_SECS (default 300)
+#   log_tail LOG [N]     the last N (default 20) lines of LOG, indented
+#   on_exit CMD...       also runs CMD when the suite exits (e.g. resume a
+#                        server it stopped)
+#   now_ms               wall-clock milliseconds, for measured waits
+#   new_store NAME       sets S to a fresh store URI for one scenario:
+#                        sqlite:$WORK/NAME.db, or whatever
+#                        $DTX_TEST_STORE_CMD NAME prints (run-redis.sh:
+#                        tests/redis/fresh-store.sh, an emptied server)
+#   d ARGS...            doctx --store "$S" ARGS...
+#   field JSON KEY       a top-level field of a JSON text (strings bare)
+#   scenario_file POINT  tests/crash/scenarios/PREFIX.sh for a fault point
+#                        PREFIX.STEP (the pattern or layer that owns it)
+#   load_scenario POINT  sources that file (scenario_setup, scenario_cmd,
+#                        check_final); 1 when the point has none (a
+#                        failure) or the file skips it (says why)
+#
+# Every wait a suite makes must go through these, so a hang is a failure
+# with a log tail, never a stuck CI stage.
+: "${DOCTX:?DOCTX must point at the doctx binary}"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/doctx-test.XXXXXX")
+HARNESS_RESULTS=$WORK/.results
+HARNESS_PIDS=$WORK/.pids
+: >"$HARNESS_RESULTS"
+: >"$HARNESS_PIDS"
+HARNESS_MAIN=$BASHPID
+HARNESS_ON_EXIT=()
+
+on_exit() { HARNESS_ON_EXIT+=("$*"); }
+
+harness_cleanup() {
+  # Only the suite's own shell cleans up, not a job subshell exiting.
+  [ "$BASHPID" = "$HARNESS_MAIN" ] || return 0
+  local p c
+  for c in "${HARNESS_ON_EXIT[@]}"; do eval "$c"; done
+  for p in $(cat "$HARNESS_PIDS" 2>/dev/null); do
+    kill -CONT "$p" 2>/dev/null
+    kill -KILL "$p" 2>/dev/null
+  done
+  rm -rf "$WORK"
+}
+trap harness_cleanup EXIT
+trap 'exit 130' INT TERM
+
+ok() { echo ok >>"$HARNESS_RESULTS"; }
+bad() {
+  echo "FAIL: $*" >&2
+  echo "FAIL: $*" >>"$HARNESS_RESULTS"
+}
+finish() {
+  local pass fail
+  pass=$(grep -c '^ok$' "$HARNESS_RESULTS")
+  fail=$(grep -c '^FAIL' "$HARNESS_RESULTS")
+  echo "$pass passed, $fail failed"
+  [ "$fail" -eq 0 ]
+}
+
+now_ms() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
+
+log_tail() {
+  [ -s "$1" ] || { echo "    (log $1 is empty)"; return 0; }
+  tail -n "${2:-20}" "$1" | sed 's/^/    | /'
+}
+
+run_bounded() { # SECS LOG CMD...
+  local secs=$1 log=$2 rc t0=$SECONDS
+  shift 2
+  timeout -k 5 "$secs" "$@" >"$log" 2>&1
+  rc=$?
+  # 124: timed out; 137 after the KILL that follows -- unless the command
+  # itself died so (a crash fault point exits 137 too): tell them apart by
+  # the time it took.
+  if [ "$rc" -eq 124 ] || { [ "$rc" -eq 137 ] && [ $((SECONDS - t0)) -ge "$secs" ]; }; then
+    echo "TIMEOUT after ${secs}s: $*" >&2
+    log_tail "$log" >&2
+    rc=124
+  fi
+  return "$rc"
+}
+
+start_bg() { # LOG CMD...
+  local log=$1
+  shift
+  "$@" >>"$log" 2>&1 &
+  BG_PID=$!
+  echo "$BG_PID" >>"$HARNESS_PIDS"
+}
+
+# 1 while PID is alive and not yet reaped-able (a zombie counts as done).
+alive() {
+  local st
+  st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+  [ -n "$st" ] && [ "$st" != Z ]
+}
+
+bounded_wait() { # PID SECS LOG
+  local pid=$1 secs=$2 log=${3:-} end
+  end=$((SECONDS + secs))
+  while alive "$pid" && [ $SECONDS -lt $end ]; do
+    sleep 0.05
+  done
+  if alive "$pid"; then
+    echo "TIMEOUT: process $pid still running after ${secs}s" >&2
+    [ -n "$log" ] && log_tail "$log" >&2
+    kill -CONT "$pid" 2>/dev/null
+    kill -TERM "$pid" 2>/dev/null
+    sleep 1
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    return 124
+  fi
+  wait "$pid" 2>/dev/null
+}
+
+stop_bg() { # PID [SECS] [LOG]
+  kill -TERM "$1" 2>/dev/null
+  bounded_wait "$1" "${2:-10}" "${3:-}"
+}
+
+wait_stopped() { # PID SECS
+  local pid=$1 end=$((SECONDS + $2)) st
+  while [ $SECONDS -lt $end ]; do
+    st=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) || return 1
+    [ "$st" = T ] && return 0
+    [ "$st" = Z ] && return 1
+    sleep 0.01
+  done
+  return 1
+}
+
+run_jobs() { # N FUNC ARG...
+  local n=$1 fn=$2 arg pid
+  local -a pids=()
+  shift 2
+  for arg in "$@"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$n" ]; do
+      sleep 0.05
+    done
+    (
+      mkdir -p "$WORK/job.$arg"
+      "$fn" "$arg" >"$WORK/job.$arg/out" 2>&1
+    ) &
+    pids+=($!)
+    echo "$!" >>"$HARNESS_PIDS"
+  done
+  for pid in "${pids[@]}"; do
+    # A job's own status means nothing (its checks counted through ok and
+    # bad); only a job that had to be killed is a failure.
+    bounded_wait "$pid" "${JOB_SECS:-300}"
+    [ $? -ne 124 ] || bad "job $pid did not finish within ${JOB_SECS:-300}s"
+  done
+  # Each job's own output, in order, after the fact.
+  for arg in "$@"; do
+    [ -s "$WORK/job.$arg/out" ] && cat "$WORK/job.$arg/out"
+  done
+  return 0
+}
+
+# ---- stores and scenarios ----------------------------------------------------------
+
+HARNESS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+# new_store NAME -> $S (tests/lib/store.sh)
+source "$HARNESS_ROOT/tests/lib/store.sh"
+
+d() { "$DOCTX" --store "$S" "$@"; }
+
+field() {
+  python3 -c 'import json,sys; v=json.loads(sys.argv[1]).get(sys.argv[2]); print(v)' "$1" "$2"
+}
+
+scenario_file() {
+  echo "$HARNESS_ROOT/tests/crash/scenarios/${1%%.*}.sh"
+}
+
+load_scenario() {
+  local f why
+  f=$(scenario_file "$1")
+  [ -f "$f" ] || { bad "$1: no scenario file $f"; return 1; }
+  source "$f"
+  if declare -F scenario_skip >/dev/null && why=$(scenario_skip "$1"); then
+    echo "skip $1: $why"
+    return 1
+  fi
+}
