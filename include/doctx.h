@@ -317,6 +317,52 @@ int dtx_store_drop_collection(dtx_store_t *st, const char *coll);
 /* *out: sorted array of collection names. */
 int dtx_store_list_collections(dtx_store_t *st, json_t **out);
 
+/* ---- checking input without a store ----------------------------------------
+ *
+ * The checks every store call makes before it touches the store, exposed
+ * so that a caller can refuse bad input before it opens (and so creates)
+ * a store, as the CLI does.  They are the same functions the store calls,
+ * not copies.  Each returns 0, or a negative DTX_E* with dtx_errdetail()
+ * naming the operator, path or key.  Arguments are only read (borrowed).
+ */
+
+/* Parses text as one JSON value.  Duplicate object keys, NUL bytes,
+ * trailing garbage, integers outside int64 and nesting past jansson's
+ * limit are DTX_EBADJSON with the position.  *out is a new reference the
+ * caller json_decref()s (NULL on error). */
+int dtx_json_parse(const char *text, json_t **out);
+
+/* Compact, key-order-preserving JSON of v, malloc'd (the caller free()s
+ * it); NULL only when out of memory.  The CLI prints documents this way. */
+char *dtx_json_dump(const json_t *v);
+
+/* A collection name: 1..120 bytes of [A-Za-z0-9_.-], not starting with
+ * "_dtx" or "system." (DTX_EINVAL). */
+int dtx_check_collection(const char *name);
+
+/* An _id value (any JSON value but an array; see docs/mongodb.md). */
+int dtx_check_id(const json_t *id);
+
+/* A filter document (DTX_EBADQUERY: unknown operator, bad argument). */
+int dtx_check_filter(const json_t *filter);
+
+/* An update document with its arrayFilters (NULL when none).  With
+ * DTX_CHECK_MANY a replacement document is refused, as update --many
+ * refuses it (DTX_EBADUPDATE). */
+#define DTX_CHECK_MANY 1u
+int dtx_check_update(const json_t *update, const json_t *array_filters,
+                     unsigned flags);
+
+/* A sort ({path: 1|-1}) and a projection (DTX_EBADQUERY). */
+int dtx_check_sort(const json_t *sort);
+int dtx_check_projection(const json_t *projection);
+
+/* Index keys with their options (DTX_EBADINDEX). */
+int dtx_check_index(const json_t *keys, const dtx_index_opts_t *opts);
+
+/* An aggregation pipeline (DTX_EBADQUERY naming the stage or operator). */
+int dtx_check_pipeline(const json_t *pipeline);
+
 /* ---- collection rules ------------------------------------------------------
  *
  * A collection may carry two rules, kept in the store's catalog so that

@@ -50,6 +50,11 @@ int dtx__cli_exit_code(int rc);
  * detail) to stderr and returns dtx__cli_exit_code(rc). */
 int dtx__cli_fail(int rc);
 
+/* Prints "doctx: NAME: <fmt...>" for a check the CLI itself makes (an
+ * argument's shape), and returns rc's exit code. */
+int dtx__cli_error(int rc, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* Prints "doctx: USAGE: <msg>" and returns DTX_EXIT_USAGE. */
 int dtx__cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -10,8 +10,6 @@
  * half-done change behind, and bad input always exits 2. */
 #include "cli/cli.h"
 
-#include "store/store.h"
-#include "util/err.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,7 +81,7 @@ static int parse_args(args_t *a, int argc, char **argv) {
   a->cmd = argv[0];
   a->pos = calloc((size_t)argc + 1, sizeof *a->pos);
   if (!a->pos)
-    return dtx__cli_fail(dtx__err(DTX_ENOMEM, "parsing arguments"));
+    return dtx__cli_error(DTX_ENOMEM, "parsing arguments");
   for (int i = 1; i < argc; i++) {
     char *arg = argv[i];
     if (dashdash || arg[0] != '-' || arg[1] == '\0') {
@@ -132,7 +130,7 @@ static int parse_args(args_t *a, int argc, char **argv) {
 /* ---- argument checks (no store access) ----------------------------------------- */
 
 static int check_coll(const char *coll) {
-  int rc = dtx__coll_check(coll);
+  int rc = dtx_check_collection(coll);
   return rc < 0 ? dtx__cli_fail(rc) : 0;
 }
 
@@ -155,15 +153,15 @@ static int parse_filter(const char *text, json_t **out) {
   json_t *f = dtx__cli_json(text, "FILTER");
   if (!f)
     return DTX_EXIT_USAGE;
-  dtx__filter_t *cf = NULL;
-  int rc = json_is_object(f)
-               ? dtx__filter_compile(f, &cf)
-               : dtx__err(DTX_EBADQUERY, "FILTER must be a JSON object");
+  if (!json_is_object(f)) {
+    json_decref(f);
+    return dtx__cli_error(DTX_EBADQUERY, "FILTER must be a JSON object");
+  }
+  int rc = dtx_check_filter(f);
   if (rc < 0) {
     json_decref(f);
     return dtx__cli_fail(rc);
   }
-  dtx__filter_free(cf);
   *out = f;
   return 0;
 }
@@ -183,20 +181,19 @@ static int parse_update(const args_t *a, const char *text, int many,
     *afs = NULL;
     return DTX_EXIT_USAGE;
   }
-  dtx__update_t *cu = NULL;
-  int rc = json_is_object(u)
-               ? dtx__update_compile_ex(u, *afs, &cu)
-               : dtx__err(DTX_EBADUPDATE, "UPDATE must be a JSON object");
-  if (rc == 0 && many && dtx__update_is_replacement(cu))
-    rc = dtx__err(DTX_EBADUPDATE,
-                  "a replacement document cannot be used with --many");
-  if (cu)
-    dtx__update_free(cu);
-  if (rc < 0) {
+  int ec = 0, rc;
+  if (!json_is_object(u))
+    ec = dtx__cli_error(DTX_EBADUPDATE, "UPDATE must be a JSON object");
+  else if ((rc = dtx_check_update(u, *afs, 0)) < 0)
+    ec = dtx__cli_fail(rc);
+  else if (many && dtx_check_update(u, *afs, DTX_CHECK_MANY) < 0)
+    ec = dtx__cli_error(DTX_EBADUPDATE,
+                        "a replacement document cannot be used with --many");
+  if (ec) {
     json_decref(u);
     json_decref(*afs);
     *afs = NULL;
-    return dtx__cli_fail(rc);
+    return ec;
   }
   *out = u;
   return 0;
@@ -211,7 +208,7 @@ static int parse_sort(const args_t *a, json_t **out) {
   json_t *s = dtx__cli_json(text, "--sort");
   if (!s)
     return DTX_EXIT_USAGE;
-  int rc = dtx__sort_check(s);
+  int rc = dtx_check_sort(s);
   if (rc < 0) {
     json_decref(s);
     return dtx__cli_fail(rc);
@@ -228,7 +225,7 @@ static int parse_projection(const args_t *a, json_t **out) {
   json_t *p = dtx__cli_json(text, "--project");
   if (!p)
     return DTX_EXIT_USAGE;
-  int rc = dtx__projection_check(p);
+  int rc = dtx_check_projection(p);
   if (rc < 0) {
     json_decref(p);
     return dtx__cli_fail(rc);
@@ -267,12 +264,12 @@ int dtx__cmd_insert(dtx_cli_t *cli, int argc, char **argv) {
     json_array_append_new(docs, d);
     json_t *id = json_object_get(d, "_id");
     int rc = 0;
-    if (!json_is_object(d))
-      rc = dtx__err(DTX_EINVAL, "%s must be a JSON object", what);
-    else if (id && (rc = dtx__id_check(id)) < 0)
-      rc = dtx__err_wrap(rc, "%s", what);
-    if (rc < 0) {
-      ec = dtx__cli_fail(rc);
+    if (!json_is_object(d)) {
+      ec = dtx__cli_error(DTX_EINVAL, "%s must be a JSON object", what);
+      goto out;
+    }
+    if (id && (rc = dtx_check_id(id)) < 0) {
+      ec = dtx__cli_error(rc, "%s: %s", what, dtx_errdetail());
       goto out;
     }
   }
@@ -443,9 +440,7 @@ int dtx__cmd_aggregate(dtx_cli_t *cli, int argc, char **argv) {
     ec = DTX_EXIT_USAGE;
     goto out;
   }
-  dtx__pipeline_t *p = NULL;
-  int rc = dtx__pipeline_compile(pipeline, &p);
-  dtx__pipeline_free(p);
+  int rc = dtx_check_pipeline(pipeline);
   if (rc < 0) {
     ec = dtx__cli_fail(rc);
     goto out;
@@ -505,13 +500,11 @@ int dtx__cmd_index(dtx_cli_t *cli, int argc, char **argv) {
   }
   dtx_index_opts_t io = {(a.given & O_UNIQUE) != 0, (a.given & O_SPARSE) != 0,
                          NULL};
-  dtx__index_spec_t *spec;
-  int rc = dtx__index_spec_parse(keys, &io, &spec);
+  int rc = dtx_check_index(keys, &io);
   if (rc < 0) {
     ec = dtx__cli_fail(rc);
     goto out;
   }
-  dtx__index_spec_free(spec);
   dtx_store_t *st = dtx__cli_store(cli, &ec);
   if (!st)
     goto out;

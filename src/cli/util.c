@@ -6,8 +6,6 @@
  * hold for every command, including the transfer commands in cmd_txn.c. */
 #include "cli/cli.h"
 
-#include "doc/doc.h"
-
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -130,6 +128,17 @@ int dtx__cli_fail(int rc) {
   return dtx__cli_exit_code(rc);
 }
 
+int dtx__cli_error(int rc, const char *fmt, ...) {
+  va_list ap;
+  fflush(stdout);
+  fprintf(stderr, "doctx: %s: ", dtx_errname(rc));
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  return dtx__cli_exit_code(rc);
+}
+
 int dtx__cli_usage(const char *fmt, ...) {
   va_list ap;
   fflush(stdout);
@@ -181,7 +190,7 @@ json_t *dtx__cli_json(const char *text, const char *what) {
   char *in = NULL;
   if (strcmp(text, "-") == 0 && !(text = in = read_stdin(what)))
     return NULL;
-  int rc = dtx__json_parse(text, &v);
+  int rc = dtx_json_parse(text, &v);
   free(in);
   if (rc < 0) {
     fflush(stdout);
@@ -216,7 +225,7 @@ int dtx__cli_int64(const char *text, int allow_negative, int64_t *out) {
 }
 
 void dtx__cli_print_json(const json_t *v) {
-  char *s = dtx__json_dump(v);
+  char *s = dtx_json_dump(v);
   if (!s) {
     fputs("doctx: NOMEM: printing a result\n", stderr);
     return;
