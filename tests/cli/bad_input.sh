@@ -258,7 +258,8 @@ row 3 VALIDATION "users 1" -- update users '{}' '{"$set":{"email":0.0}}' --many
 row 3 VALIDATION "missing required field 'email'" -- find-and-modify users '{"_id":1}' '{"$unset":{"email":""}}'
 row 3 VALIDATION "users 1: delete refused" -- delete users '{"_id":1}'
 row 3 VALIDATION "delete refused" -- delete users '{}' --many
-row 2 BADQUERY "'pattern'" -- rules users --validator '{"$jsonSchema":{"properties":{"a":{"pattern":"x"}}}}'
+row 2 BADQUERY "'patternProperties'" -- rules users --validator '{"$jsonSchema":{"patternProperties":{"a":{}}}}'
+row 2 BADQUERY "properties.a: pattern:" -- rules users --validator '{"$jsonSchema":{"properties":{"a":{"pattern":"(x"}}}}'
 row 2 BADQUERY "bsonType 'decimal'" -- rules users --validator '{"$jsonSchema":{"bsonType":"decimal"}}'
 row 2 BADQUERY '$foo' -- rules users --delete-guard '{"a":{"$foo":1}}'
 row 2 BADQUERY 'validator must be an object' -- rules users --validator '[1]'
