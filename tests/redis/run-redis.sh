@@ -4,7 +4,8 @@
 # Starts, on 127.0.0.1 and free ports, in a temporary directory, a
 # standalone redis-server and a 3-master 3-replica Redis Cluster, then
 # runs against each:
-#   conformance   BUILD_DIR/conformance redis://...
+#   conformance   BUILD_DIR/conformance redis://..., then again with
+#                 every single write through bulk_write (quick loops)
 #   shell         tests/crash/faults.sh, pause.sh, chaos.sh and
 #                 tests/cli/contract.sh (DOCTX set; each scenario gets an
 #                 emptied namespace of its own through fresh-store.sh;
@@ -102,6 +103,9 @@ phase_conformance() {
   for u in "$URI_SA" "$URI_CL"; do
     flush "$u"
     run_logged "conformance $u" "$BUILD/conformance" "$u"
+    # Every single-document write inside a bulk_write batch (conf_bulk.c).
+    run_logged "conformance via bulk_write $u" env DTX_CONF_VIA_BULK=1 \
+      DTX_QUICK=1 "$BUILD/conformance" "$u"
   done
 }
 
