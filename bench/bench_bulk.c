@@ -109,15 +109,10 @@ static void doctx_round(dtx_store_t *st, int b, int ops) {
 }
 
 static int64_t doctx_total(dtx_store_t *st) {
-  json_t *docs;
-  int rc = dtx_store_find(st, COLL, NULL, NULL, &docs);
+  int64_t sum;
+  int rc = bench_sum(st, COLL, "n", &sum);
   if (rc < 0)
     die("find", rc);
-  int64_t sum = 0;
-  size_t i;
-  json_t *d;
-  json_array_foreach(docs, i, d) sum += json_integer_value(json_object_get(d, "n"));
-  json_decref(docs);
   return sum;
 }
 
