@@ -291,6 +291,75 @@ int dtx_store_delete_ex(dtx_store_t *st, const char *coll,
                         const json_t *filter, const dtx_delete_opts_t *opts,
                         int64_t *deleted);
 
+/* ---- bulk writes -----------------------------------------------------------
+ *
+ * dtx_store_bulk_write runs many independent single-document writes in one
+ * call, as MongoDB's bulkWrite with ordered: false.  Each operation is
+ * atomic and isolated on its own, exactly as the single call of its kind
+ * with the same options, and gets its own result, error and detail; the
+ * batch as a whole is NOT a transaction.  No order between the operations
+ * is promised (two on one document apply one after the other, in some
+ * order).  What the batch buys is the store's cost: SQLite runs the batch
+ * in one write transaction (one savepoint per operation, one commit, so
+ * one fsync at sync=full); Redis sends each node's share as one pipeline
+ * (one round trip per node per round), and only the operations whose
+ * compare-and-set lost go again. */
+
+typedef enum dtx_bulk_kind {
+  DTX_BULK_INSERT = 1,          /* insertOne: doc (insert_opts) */
+  DTX_BULK_UPDATE_ONE,          /* updateOne: filter, update (update_opts;
+                                   many must be 0) */
+  DTX_BULK_DELETE_ONE,          /* deleteOne: filter (delete_opts; many
+                                   must be 0) */
+  DTX_BULK_FIND_ONE_AND_UPDATE, /* filter, update (fam_opts) */
+  DTX_BULK_FIND_ONE_AND_DELETE  /* filter (fam_opts) */
+} dtx_bulk_kind_t;
+
+/* One operation.  Everything is borrowed for the duration of the call.
+ * The option pointer of the op's kind may be NULL (the defaults); the
+ * others are ignored.  They are the single calls' own option structs, so
+ * an option added there applies here too. */
+typedef struct dtx_bulk_op {
+  dtx_bulk_kind_t kind;
+  const char *coll;
+  const json_t *doc;    /* DTX_BULK_INSERT */
+  const json_t *filter; /* NULL means {} */
+  const json_t *update; /* the update kinds */
+  const dtx_insert_opts_t *insert_opts;
+  const dtx_update_opts_t *update_opts;
+  const dtx_delete_opts_t *delete_opts;
+  const dtx_fam_opts_t *fam_opts;
+} dtx_bulk_op_t;
+
+/* The outcome of one operation.  Owned by the caller's array; the members
+ * that are pointers are freed by dtx_bulk_results_clear(). */
+typedef struct dtx_bulk_result {
+  int rc;         /* 0 or DTX_E*, as the single call would return */
+  char *detail;   /* the error detail (malloc'd), NULL when rc == 0 */
+  int64_t matched;  /* UPDATE_ONE, DELETE_ONE: 0 or 1 */
+  int64_t modified; /* UPDATE_ONE: changed; DELETE_ONE: deleted (0 or 1) */
+  json_t *id;     /* INSERT: the _id (also when generated); UPDATE_ONE
+                     and FIND_ONE_AND_UPDATE with upsert: the upserted
+                     _id, else NULL */
+  json_t *doc;    /* FIND_ONE_AND_*: the document as the single call's *out
+                     (projection applied); NULL otherwise */
+} dtx_bulk_result_t;
+
+/* Runs ops[0..n) and fills results[0..n) (the caller's array of n; its
+ * prior contents are ignored).  An operation that is invalid (a bad
+ * filter, update, document or option, e.g. many set) fails alone with the
+ * error the single call would give, and the others still run.  Returns 0
+ * when every operation succeeded; otherwise the rc of the first failed
+ * one, with a detail "K of N operations failed; first: #i: ...".  A
+ * call-level error (st, ops or results NULL: DTX_EINVAL, before anything
+ * ran) is returned with every result set to it.  n == 0 is a no-op.
+ * Release the results with dtx_bulk_results_clear() in every case. */
+int dtx_store_bulk_write(dtx_store_t *st, const dtx_bulk_op_t *ops, size_t n,
+                         dtx_bulk_result_t *results);
+
+/* Frees what results[0..n) hold and zeroes them.  NULL is a no-op. */
+void dtx_bulk_results_clear(dtx_bulk_result_t *results, size_t n);
+
 typedef struct dtx_index_opts {
   int unique;
   int sparse;

@@ -87,6 +87,7 @@ int dtx__cmd_update(dtx_cli_t *, int, char **);
 int dtx__cmd_find_and_modify(dtx_cli_t *, int, char **);
 int dtx__cmd_aggregate(dtx_cli_t *, int, char **);
 int dtx__cmd_delete(dtx_cli_t *, int, char **);
+int dtx__cmd_bulk(dtx_cli_t *, int, char **); /* cmd_bulk.c */
 int dtx__cmd_index(dtx_cli_t *, int, char **);
 int dtx__cmd_indexes(dtx_cli_t *, int, char **);
 int dtx__cmd_drop(dtx_cli_t *, int, char **);

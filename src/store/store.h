@@ -58,8 +58,30 @@ typedef struct dtx__modify_result {
   json_t *upserted_id; /* _id of an upserted document, else NULL */
 } dtx__modify_result_t;
 
+/* One operation of a bulk write, compiled by store.c.  An insert has
+ * doc set (a prepared copy with its _id) and m.coll, m.bypass; every
+ * other kind is a modify_one request in m.  The backend fills rc, detail
+ * (when rc < 0) and res; ops already failed in store.c (rc < 0 on entry)
+ * are left alone. */
+typedef struct dtx__bulk_op {
+  dtx__modify_t m;
+  json_t *doc;              /* insert: the document (owned by store.c) */
+  int rc;
+  char detail[512];
+  dtx__modify_result_t res; /* modify: as modify_one fills it */
+} dtx__bulk_op_t;
+
+/* Reached once per operation of a bulk write, as the backend starts it
+ * (doctx faults lists it): an injected error fails that operation alone;
+ * a crash leaves each operation all or nothing (SQLite: the whole batch
+ * transaction is lost). */
+#define DTX__FP_BULK_OP "store.bulk_op"
+
+/* Records rc and the current detail as op's outcome. */
+void dtx__bulk_op_fail(dtx__bulk_op_t *op, int rc);
+
 typedef struct dtx_store_methods {
-  int version;          /* 2: every member below is set */
+  int version;          /* 3: every member below is set */
   const char *scheme;   /* URI scheme this backend serves: "sqlite" */
   const char *uri_form; /* for messages: "sqlite:PATH" */
 
@@ -111,6 +133,16 @@ typedef struct dtx_store_methods {
   /* *out: the stored spec (new reference), or NULL when coll has none or
    * does not exist.  Read from the store, not a cache. */
   int (*get_rules)(dtx__backend_t *b, const char *coll, json_t **out);
+
+  /* Version 3. */
+  /* Runs ops[0..n), each exactly as insert (of one document) or
+   * modify_one would run it alone -- atomic, isolated, its own outcome in
+   * ops[i].rc/detail/res -- but sharing the store's cost: one write
+   * transaction, one pipeline per node.  No order between them is
+   * promised.  Reaches DTX__FP_BULK_OP once per operation it starts.
+   * Returns 0; a negative code means nothing ran (every op fails with
+   * it). */
+  int (*bulk)(dtx__backend_t *b, dtx__bulk_op_t *ops, size_t n);
 } dtx_store_methods_t;
 
 extern const dtx_store_methods_t dtx__sqlite_methods;

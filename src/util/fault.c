@@ -25,6 +25,9 @@ static const char *const store_points[] = {
     /* Redis unique claims (store/redis/docs.c) */
     "redis.unique_claimed",
     "redis.unique_written",
+    /* bulk writes (store/store.h, store/redis/bulk.c) */
+    "store.bulk_op",
+    "store.bulk_sent",
     NULL,
 };
 

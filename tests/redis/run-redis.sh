@@ -4,7 +4,8 @@
 # Starts, on 127.0.0.1 and free ports, in a temporary directory, a
 # standalone redis-server and a 3-master 3-replica Redis Cluster, then
 # runs against each (the two side by side, both_targets):
-#   conformance   BUILD_DIR/conformance redis://...
+#   conformance   BUILD_DIR/conformance redis://..., then again with
+#                 every single write through bulk_write (quick loops)
 #   shell         tests/crash/faults.sh, pause.sh, chaos.sh and
 #                 tests/cli/contract.sh (DOCTX set; each scenario gets an
 #                 emptied namespace of its own through fresh-store.sh;
@@ -116,6 +117,9 @@ masters() {
 conformance_on() { # URI
   flush "$1"
   run_logged "conformance $1" "$BUILD/conformance" "$1"
+  # Every single-document write inside a bulk_write batch (conf_bulk.c).
+  run_logged "conformance via bulk_write $1" env DTX_CONF_VIA_BULK=1 \
+    DTX_QUICK=1 "$BUILD/conformance" "$1"
 }
 phase_conformance() { both_targets conformance_on; }
 

@@ -18,6 +18,7 @@
 #include "store/sqlite/sqlite_int.h"
 
 #include "util/err.h"
+#include "util/fault.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -626,4 +627,73 @@ int dtx__sq_modify_many(dtx__backend_t *b, const dtx__modify_t *m,
   if (modified)
     *modified = a.modified;
   return rc;
+}
+
+/* ---- bulk ---------------------------------------------------------------------------------------- */
+
+/* One operation of a bulk write, as the group commit runs it: the same
+ * run function as the single call, behind the bulk fault point, so an
+ * injected error fails this op alone (its savepoint is rolled back) and
+ * a crash loses the whole batch's transaction. */
+typedef struct bulk_arg {
+  dtx__bulk_op_t *op;
+  mod_arg_t mod;
+  ins_arg_t ins;
+} bulk_arg_t;
+
+static int bulk_run(sq_wctx_t *w, sq_op_t *op) {
+  bulk_arg_t *a = op->arg;
+  int rc = DTX_FAULTPOINT(DTX__FP_BULK_OP);
+  if (rc < 0)
+    return rc;
+  sq_op_t inner = *op;
+  inner.arg = a->op->doc ? (void *)&a->ins : (void *)&a->mod;
+  return a->op->doc ? insert_run(w, &inner) : modify_run(w, &inner);
+}
+
+static void bulk_discard(sq_op_t *op) {
+  bulk_arg_t *a = op->arg;
+  dtx__modify_result_clear(&a->op->res);
+}
+
+int dtx__sq_bulk(dtx__backend_t *b, dtx__bulk_op_t *ops, size_t n) {
+  size_t nrun = 0;
+  for (size_t i = 0; i < n; i++)
+    nrun += ops[i].rc == 0;
+  if (nrun == 0)
+    return 0;
+  bulk_arg_t *args = calloc(nrun, sizeof *args);
+  sq_op_t *sops = calloc(nrun, sizeof *sops);
+  sq_op_t **list = calloc(nrun, sizeof *list);
+  if (!args || !sops || !list) {
+    free(args);
+    free(sops);
+    free(list);
+    return dtx__err(DTX_ENOMEM, "a bulk write of %zu operations", n);
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (ops[i].rc < 0)
+      continue;
+    bulk_arg_t *a = &args[k];
+    a->op = &ops[i];
+    a->mod = (mod_arg_t){&ops[i].m, &ops[i].res, 0, 0};
+    a->ins = (ins_arg_t){ops[i].m.coll, &ops[i].doc, 1, 0, ops[i].m.bypass};
+    sops[k] = (sq_op_t){.run = bulk_run, .discard = bulk_discard, .arg = a};
+    list[k] = &sops[k];
+    k++;
+  }
+  (void)dtx__sq_submit_many(b, list, nrun);
+  for (size_t j = 0; j < nrun; j++) {
+    dtx__bulk_op_t *op = args[j].op;
+    op->rc = sops[j].rc;
+    if (op->rc < 0) {
+      memcpy(op->detail, sops[j].detail, sizeof op->detail);
+      dtx__modify_result_clear(&op->res);
+    }
+  }
+  free(args);
+  free(sops);
+  free(list);
+  return 0;
 }

@@ -204,13 +204,23 @@ struct sq_op {
   int done;
   int64_t examined;
   char detail[512];
-  pthread_cond_t cv;
+  pthread_cond_t cv; /* the group head's: its caller waits on it */
   sq_op_t *next;
+  sq_op_t *grp;      /* the head of the group this op came in */
+  size_t glen;       /* on a group's first op still queued: ops left */
+  size_t glen_left;  /* on the head: ops of the group not yet taken */
 };
 
 /* Runs op through the group commit and returns its result code, with the
  * detail and docs-examined count moved to the calling thread. */
 int dtx__sq_submit(dtx__backend_t *b, sq_op_t *op);
+
+/* Runs ops[0..n) (n >= 1) through the group commit as one group: they go
+ * into one batch, so one transaction and one COMMIT, each in its own
+ * savepoint with its own outcome (ops[i]->rc, ->detail).  Returns
+ * ops[0]'s code (callers read every op's), with the docs-examined counts
+ * of all moved to the calling thread. */
+int dtx__sq_submit_many(dtx__backend_t *b, sq_op_t **ops, size_t n);
 
 /* Read transactions: a connection (from the pool, or the shared one in
  * memory mode) inside BEGIN with a catalog snapshot valid for it. */
@@ -299,5 +309,8 @@ int dtx__sq_modify_one(dtx__backend_t *b, const dtx__modify_t *m,
                        dtx__modify_result_t *res);
 int dtx__sq_modify_many(dtx__backend_t *b, const dtx__modify_t *m,
                         int64_t *matched, int64_t *modified);
+/* The bulk method: every op that has not failed yet goes to the group
+ * commit as one group (one transaction, a savepoint each). */
+int dtx__sq_bulk(dtx__backend_t *b, dtx__bulk_op_t *ops, size_t n);
 
 #endif
