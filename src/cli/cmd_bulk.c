@@ -17,8 +17,6 @@
  * over 3; 2 when a line is malformed (nothing ran). */
 #include "cli/cli.h"
 
-#include "store/store.h"
-#include "util/err.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -127,16 +125,14 @@ static int parse_line(const char *coll, bline_t *l) {
       return bad_line(l->lineno, DTX_EINVAL, "%s",
                       "insertOne needs a \"document\" object");
     const json_t *id = json_object_get(op->doc, "_id");
-    if (id && (rc = dtx__id_check(id)) < 0)
+    if (id && (rc = dtx_check_id(id)) < 0)
       return bad_line(l->lineno, rc, "%s", dtx_errdetail());
   } else {
     if (!json_is_object(op->filter))
       return bad_line(l->lineno, DTX_EBADQUERY, "%s",
                       "\"filter\" must be an object");
-    dtx__filter_t *cf = NULL;
-    if ((rc = dtx__filter_compile(op->filter, &cf)) < 0)
+    if ((rc = dtx_check_filter(op->filter)) < 0)
       return bad_line(l->lineno, rc, "filter: %s", dtx_errdetail());
-    dtx__filter_free(cf);
   }
   int updates = op->kind == DTX_BULK_UPDATE_ONE ||
                 op->kind == DTX_BULK_FIND_ONE_AND_UPDATE;
@@ -144,15 +140,11 @@ static int parse_line(const char *coll, bline_t *l) {
     if (!json_is_object(op->update))
       return bad_line(l->lineno, DTX_EBADUPDATE, "%s",
                       "\"update\" must be an object");
-    dtx__update_t *cu = NULL;
-    rc = dtx__update_compile_ex(op->update, afs, &cu);
-    if (cu)
-      dtx__update_free(cu);
-    if (rc < 0)
+    if ((rc = dtx_check_update(op->update, afs, 0)) < 0)
       return bad_line(l->lineno, rc, "update: %s", dtx_errdetail());
   }
-  if ((sort && (rc = dtx__sort_check(sort)) < 0) ||
-      (proj && (rc = dtx__projection_check(proj)) < 0))
+  if ((sort && (rc = dtx_check_sort(sort)) < 0) ||
+      (proj && (rc = dtx_check_projection(proj)) < 0))
     return bad_line(l->lineno, rc, "%s", dtx_errdetail());
   switch (op->kind) {
   case DTX_BULK_INSERT:
@@ -220,14 +212,14 @@ static int read_lines(FILE *in, bline_t **out, size_t *nout) {
       capl = capl ? capl * 2 : 64;
       bline_t *nl = realloc(ls, capl * sizeof *nl);
       if (!nl) {
-        ec = dtx__cli_fail(dtx__err(DTX_ENOMEM, "reading operations"));
+        ec = dtx__cli_error(DTX_ENOMEM, "reading operations");
         break;
       }
       ls = nl;
     }
     memset(&ls[n], 0, sizeof ls[n]);
     ls[n].lineno = lineno;
-    int rc = dtx__json_parse(buf, &ls[n].line);
+    int rc = dtx_json_parse(buf, &ls[n].line);
     if (rc < 0) {
       ec = bad_line(lineno, rc, "%s", dtx_errdetail());
       break;
@@ -267,7 +259,7 @@ int dtx__cmd_bulk(dtx_cli_t *cli, int argc, char **argv) {
   if (!coll)
     return dtx__cli_usage("bulk: missing argument COLL (see doctx bulk "
                           "--help)");
-  int rc = dtx__coll_check(coll);
+  int rc = dtx_check_collection(coll);
   if (rc < 0)
     return dtx__cli_fail(rc);
   FILE *in = stdin;
@@ -284,7 +276,7 @@ int dtx__cmd_bulk(dtx_cli_t *cli, int argc, char **argv) {
   dtx_bulk_op_t *ops = st ? calloc(n ? n : 1, sizeof *ops) : NULL;
   dtx_bulk_result_t *res = st ? calloc(n ? n : 1, sizeof *res) : NULL;
   if (st && (!ops || !res))
-    ec = dtx__cli_fail(dtx__err(DTX_ENOMEM, "bulk of %zu operations", n));
+    ec = dtx__cli_error(DTX_ENOMEM, "bulk of %zu operations", n);
   for (size_t i = 0; !ec && i < n; i++)
     ops[i] = ls[i].op;
   int worst = DTX_EXIT_OK;
