@@ -289,7 +289,8 @@ static int transfer_new(dtx_cli_t *cli, char **pos, optval_t *o) {
   dtx_transfer_req_t req = {.id = o[T_ID].value, .from = pos[0], .to = pos[1]};
   dtx_exec_opts_t eo = {0};
   int verbose = o[T_VERBOSE].value != NULL, code;
-  if (dtx__cli_int64(pos[2], 0, &req.amount) != 0 || req.amount <= 0)
+  if (dtx__cli_int64(pos[2], 0, &req.amount) != 0 || req.amount <= 0 ||
+      pos[2][0] == '0') /* "05": no leading zeros, as for "+5" */
     return dtx__cli_usage("transfer: AMOUNT must be a positive int64 in minor "
                           "units, got '%s'", pos[2]);
   if (strcmp(req.from, req.to) == 0)
