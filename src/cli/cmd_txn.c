@@ -545,8 +545,8 @@ int dtx__cmd_faults(dtx_cli_t *cli, int argc, char **argv) {
   if (is_help(argc, argv))
     return help("usage: doctx faults\nLists every fault point, one per line. "
                 "Arm them with DOCTX_FAULT=POINT:ACTION[:N][,...],\n"
-                "ACTION crash | pause | error, N the N-th arrival (default "
-                "1).\n");
+                "ACTION crash | pause | error | lost (the write applied, its "
+                "reply lost),\nN the N-th arrival (default 1).\n");
   if (argc > 1)
     return dtx__cli_usage("faults: takes no arguments");
   for (const char *const *p = dtx_fault_points(); *p; p++)

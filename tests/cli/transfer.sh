@@ -7,12 +7,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/harness.sh"
 source "$HERE/../lib/transfer.sh"
 
-expect() { # expect CODE LABEL -- command...
-  local want=$1 label=$2; shift 3
-  "$@" >"$WORK/out" 2>"$WORK/err"
-  local rc=$?
-  if [ "$rc" -eq "$want" ]; then ok; else bad "$label: exit $rc, want $want: $(head -2 "$WORK/err")"; fi
-}
 snapshot() { { d account list; d transfer list; } | md5sum; }
 
 new_store cli

@@ -21,12 +21,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/harness.sh"
 source "$HERE/../lib/transfer.sh"
 
-expect() { # expect CODE LABEL -- command...
-  local want=$1 label=$2; shift 3
-  "$@" >"$WORK/out" 2>"$WORK/err"
-  local rc=$?
-  if [ "$rc" -eq "$want" ]; then ok; else bad "$label: exit $rc, want $want: $(head -c 400 "$WORK/err") $(head -c 400 "$WORK/out")"; fi
-}
 has() { # has FILE PATTERN LABEL
   grep -q -- "$2" "$1" && ok || bad "$3: '$2' not in: $(head -c 600 "$1")"
 }
@@ -188,5 +182,39 @@ before=$(d find accounts '{"_id":"A"}' | wc -c)
 for i in 1 2 3; do d transfer A B 5000 >/dev/null; done
 [ "$(d find accounts '{"_id":"A"}' | wc -c)" = "$before" ] && ok ||
   bad "d7: declines grew A: $before -> $(d find accounts '{"_id":"A"}')"
+
+# ---- brief item 7: the executor recognises its own write after a lost reply --------
+# DOCTX_FAULT=POINT:lost applies the step's write and then reports it
+# UNAVAILABLE, as Redis ?wait=N or a dropped connection can; the retry then
+# matches nothing.  A claim whose reply was lost must be taken for the
+# executor's own, not waited out and rolled back as "abandoned".
+new_store lost_reply
+setup_accounts
+n=0
+for p in transfer.submit transfer.claim transfer.debit transfer.mark_payee \
+  transfer.commit transfer.clear_payer transfer.credit_payee transfer.finish; do
+  n=$((n + 1))
+  expect 0 "item 7: lost reply at $p" -- env DOCTX_FAULT=$p:lost timeout 30 \
+    "$DOCTX" --store "$S" transfer A B 1 --id "lr$n" --deadline-ms 10000
+  has "$WORK/err" "fault: $p lost" "item 7: $p reached"
+  [ "$(state "$S" "lr$n")" = succeeded ] && ok || bad "item 7: lr$n ($p) is $(state "$S" "lr$n")"
+done
+[ "$(balance A)" = $((1000 - n)) ] && [ "$(balance B)" = $((1000 + n)) ] && ok ||
+  bad "item 7: A=$(balance A) B=$(balance B) after $n transfers"
+# The worker's claim of a queued transfer.
+d transfer A B 1 --id lrw --async >/dev/null
+expect 0 "item 7: worker claim lost" -- env DOCTX_FAULT=transfer.claim:lost timeout 30 \
+  "$DOCTX" --store "$S" worker --once --deadline-ms 10000
+[ "$(state "$S" lrw)" = succeeded ] && ok || bad "item 7: lrw is $(state "$S" lrw)"
+# Recovery's takeover of an abandoned transfer, and a cancel's.
+DOCTX_FAULT=transfer.mark_payee:crash d transfer A B 1 --id lrt >/dev/null 2>&1
+expect 0 "item 7: takeover lost" -- env DOCTX_FAULT=transfer.recover.takeover:lost \
+  timeout 30 "$DOCTX" --store "$S" recover --older-than-ms 0
+[ "$(state "$S" lrt)" = failed ] && ok || bad "item 7: lrt is $(state "$S" lrt) after one recover"
+DOCTX_FAULT=transfer.mark_payee:crash d transfer A B 1 --id lrc >/dev/null 2>&1
+expect 0 "item 7: cancel lost" -- env DOCTX_FAULT=transfer.cancel.begin:lost \
+  timeout 30 "$DOCTX" --store "$S" transfer cancel lrc
+[ "$(state "$S" lrc)" = failed ] && ok || bad "item 7: lrc is $(state "$S" lrc) after cancel"
+expect 0 "item 7: audit clean" -- d audit --settled
 
 finish

@@ -9,10 +9,12 @@
 #                 tests/cli/contract.sh (DOCTX set; each scenario gets an
 #                 emptied namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time)
-#   cli           tests/cli/bad_input.sh, likewise (about 1.5 minutes per
+#   cli           tests/cli/bad_input.sh and transfer_defects.sh, likewise
+#                 (bad_input about 1.5 minutes per
 #                 target in a release build, so the sanitizer run of
 #                 scripts/test.sh leaves it out)
-#   transfers     BUILD_DIR/txn_transfer_concurrency and txn_kit redis://...
+#   transfers     BUILD_DIR/txn_transfer_concurrency, txn_kit and
+#                 txn_transfer_declines redis://...
 # on the standalone server only:
 #   deadline      tests/redis/deadline.sh: the server is SIGSTOPped while
 #                 commands run; each must end within its one budget,
@@ -197,6 +199,8 @@ phase_cli() {
   for u in "$URI_SA" "$URI_CL"; do
     run_logged "bad_input.sh $u" env DTX_REDIS_URI="$u" \
       bash "$ROOT/tests/cli/bad_input.sh"
+    run_logged "transfer_defects.sh $u" env DTX_REDIS_URI="$u" \
+      bash "$ROOT/tests/cli/transfer_defects.sh"
   done
 }
 
@@ -206,6 +210,8 @@ phase_transfers() {
     run_logged "txn_transfer_concurrency $u" \
       "$BUILD/txn_transfer_concurrency" "$u"
     run_logged "txn_kit $u" "$BUILD/txn_kit" "$u"
+    flush "$u"
+    run_logged "txn_transfer_declines $u" "$BUILD/txn_transfer_declines" "$u"
   done
 }
 
