@@ -9,7 +9,8 @@
 #                 tests/cli/contract.sh (DOCTX set; each scenario gets an
 #                 emptied namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time)
-#   cli           tests/cli/bad_input.sh and transfer_defects.sh, likewise
+#   cli           tests/cli/bad_input.sh, transfer_defects.sh and
+#                 tests/crash/tamper.sh, likewise
 #                 (bad_input about 1.5 minutes per
 #                 target in a release build, so the sanitizer run of
 #                 scripts/test.sh leaves it out)
@@ -201,6 +202,8 @@ phase_cli() {
       bash "$ROOT/tests/cli/bad_input.sh"
     run_logged "transfer_defects.sh $u" env DTX_REDIS_URI="$u" \
       bash "$ROOT/tests/cli/transfer_defects.sh"
+    run_logged "tamper.sh $u" env DTX_REDIS_URI="$u" \
+      bash "$ROOT/tests/crash/tamper.sh"
   done
 }
 
