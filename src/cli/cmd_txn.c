@@ -289,7 +289,8 @@ static int transfer_new(dtx_cli_t *cli, char **pos, optval_t *o) {
   dtx_transfer_req_t req = {.id = o[T_ID].value, .from = pos[0], .to = pos[1]};
   dtx_exec_opts_t eo = {0};
   int verbose = o[T_VERBOSE].value != NULL, code;
-  if (dtx__cli_int64(pos[2], 0, &req.amount) != 0 || req.amount <= 0)
+  if (dtx__cli_int64(pos[2], 0, &req.amount) != 0 || req.amount <= 0 ||
+      pos[2][0] == '0') /* "05": no leading zeros, as for "+5" */
     return dtx__cli_usage("transfer: AMOUNT must be a positive int64 in minor "
                           "units, got '%s'", pos[2]);
   if (strcmp(req.from, req.to) == 0)
@@ -544,8 +545,8 @@ int dtx__cmd_faults(dtx_cli_t *cli, int argc, char **argv) {
   if (is_help(argc, argv))
     return help("usage: doctx faults\nLists every fault point, one per line. "
                 "Arm them with DOCTX_FAULT=POINT:ACTION[:N][,...],\n"
-                "ACTION crash | pause | error, N the N-th arrival (default "
-                "1).\n");
+                "ACTION crash | pause | error | lost (the write applied, its "
+                "reply lost),\nN the N-th arrival (default 1).\n");
   if (argc > 1)
     return dtx__cli_usage("faults: takes no arguments");
   for (const char *const *p = dtx_fault_points(); *p; p++)

@@ -10,10 +10,13 @@
 #                 tests/cli/contract.sh (DOCTX set; each scenario gets an
 #                 emptied namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time)
-#   cli           tests/cli/bad_input.sh, likewise (about 1.5 minutes per
+#   cli           tests/cli/bad_input.sh, transfer_defects.sh and
+#                 tests/crash/tamper.sh, likewise
+#                 (bad_input about 1.5 minutes per
 #                 target in a release build, so the sanitizer run of
 #                 scripts/test.sh leaves it out)
-#   transfers     BUILD_DIR/txn_transfer_concurrency and txn_kit redis://...
+#   transfers     BUILD_DIR/txn_transfer_concurrency, txn_kit and
+#                 txn_transfer_declines redis://...
 # on the standalone server only:
 #   deadline      tests/redis/deadline.sh: the server is SIGSTOPped while
 #                 commands run; each must end within its one budget,
@@ -214,6 +217,10 @@ phase_replicas() {
 cli_on() { # URI
   run_logged "bad_input.sh $1" env DTX_REDIS_URI="$1" \
     bash "$ROOT/tests/cli/bad_input.sh"
+  run_logged "transfer_defects.sh $1" env DTX_REDIS_URI="$1" \
+    bash "$ROOT/tests/cli/transfer_defects.sh"
+  run_logged "tamper.sh $1" env DTX_REDIS_URI="$1" \
+    bash "$ROOT/tests/crash/tamper.sh"
 }
 phase_cli() { both_targets cli_on; }
 
@@ -222,6 +229,8 @@ transfers_on() { # URI
   run_logged "txn_transfer_concurrency $1" \
     "$BUILD/txn_transfer_concurrency" "$1"
   run_logged "txn_kit $1" "$BUILD/txn_kit" "$1"
+  flush "$1"
+  run_logged "txn_transfer_declines $1" "$BUILD/txn_transfer_declines" "$1"
 }
 phase_transfers() { both_targets transfers_on; }
 
