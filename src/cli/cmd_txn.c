@@ -67,11 +67,15 @@ static const char *worker_help =
 
 static const char *recover_help =
     "usage: doctx recover [--older-than-ms N] [--tombstone-ttl-ms N]\n"
-    "                     [--deadline-ms N]\n"
+    "                     [--retention-ms N] [--deadline-ms N]\n"
     "One recovery pass of every pattern.  Transfers not updated for N ms\n"
     "(default: whose lease lapsed) are finished -- preparing ones roll back,\n"
     "committed and rolling_back ones complete, initiated ones run -- and\n"
-    "account markers of finished transfers are repaired.  Prints a JSON\n"
+    "account markers of finished transfers are repaired.  Jobs: due delayed\n"
+    "ones become ready, running ones whose lease lapsed (or not updated for\n"
+    "N ms) are taken over (an attempt), effect markers of jobs ended longer\n"
+    "than --tombstone-ttl-ms ago are cleared, and succeeded jobs ended\n"
+    "longer than --retention-ms (default 24 h) ago purged.  Prints a JSON\n"
     "summary per pattern: what ran, what was left alone and why (e.g. a\n"
     "lease not expired), and what failed.\n"
     DEADLINE_HELP
@@ -331,15 +335,17 @@ int dtx__cmd_worker(dtx_cli_t *cli, int argc, char **argv) {
 int dtx__cmd_recover(dtx_cli_t *cli, int argc, char **argv) {
   dtx__cli_opt_t o[] = {{"--older-than-ms", 1, NULL},
                   {"--tombstone-ttl-ms", 1, NULL},
-                  {"--deadline-ms", 1, NULL}};
+                  {"--deadline-ms", 1, NULL},
+                  {"--retention-ms", 1, NULL}};
   char *pos[1];
   dtx_recover_opts_t ro = {.older_than_ms = -1};
   int code;
   if (dtx__cli_is_help(argc, argv))
     return dtx__cli_help(recover_help);
-  if (dtx__cli_split(argc, argv, o, 3, pos, 0) < 0)
+  if (dtx__cli_split(argc, argv, o, 4, pos, 0) < 0)
     return DTX_EXIT_USAGE;
-  if (dtx__cli_int_opt("recover", &o[0], 0, 0, &ro.older_than_ms) ||
+  if (dtx__cli_int_opt("recover", &o[3], 0, 1, &ro.retention_ms) ||
+      dtx__cli_int_opt("recover", &o[0], 0, 0, &ro.older_than_ms) ||
       dtx__cli_int_opt("recover", &o[1], 0, 1, &ro.tombstone_ttl_ms) ||
       dtx__cli_int_opt("recover", &o[2], 0, 1, &ro.deadline_ms))
     return DTX_EXIT_USAGE;
