@@ -5,8 +5,8 @@
 # standalone redis-server and a 3-master 3-replica Redis Cluster, then
 # runs against each:
 #   conformance   BUILD_DIR/conformance redis://...
-#   shell         tests/crash/faults.sh, pause.sh, chaos.sh and
-#                 tests/cli/contract.sh (DOCTX set; each scenario gets an
+#   shell         tests/crash/faults.sh, pause.sh, chaos.sh,
+#                 tests/cli/contract.sh and job.sh (DOCTX set; each scenario gets an
 #                 emptied namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time)
 #   cli           tests/cli/bad_input.sh, likewise (about 1.5 minutes per
@@ -114,6 +114,7 @@ phase_shell() {
     run_logged "unique_crash.sh $u" env DTX_REDIS_URI="$u" bash "$HERE/unique_crash.sh"
     run_logged "contract.sh $u" env DTX_REDIS_URI="$u" \
       bash "$ROOT/tests/cli/contract.sh"
+    run_logged "job.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/job.sh"
   done
 }
 
