@@ -12,7 +12,8 @@
 #   cli           tests/cli/bad_input.sh, likewise (about 1.5 minutes per
 #                 target in a release build, so the sanitizer run of
 #                 scripts/test.sh leaves it out)
-#   transfers     BUILD_DIR/txn_transfer_concurrency and txn_kit redis://...
+#   transfers     BUILD_DIR/txn_transfer_concurrency, txn_kit and txn_job
+#                 redis://...
 # on the standalone server only:
 #   deadline      tests/redis/deadline.sh: the server is SIGSTOPped while
 #                 commands run; each must end within its one budget,
@@ -45,7 +46,7 @@ ROOT=${DTX_ROOT:-$(cd "$HERE/../.." && pwd)} # the repository
 for tool in redis-server redis-cli python3; do
   command -v $tool >/dev/null || { echo "run-redis: $tool not found" >&2; exit 2; }
 done
-for bin in conformance doctx txn_transfer_concurrency txn_kit acked_load; do
+for bin in conformance doctx txn_transfer_concurrency txn_kit txn_job acked_load; do
   [ -x "$BUILD/$bin" ] || { echo "run-redis: $BUILD/$bin missing" >&2; exit 2; }
 done
 
@@ -207,6 +208,7 @@ phase_transfers() {
     run_logged "txn_transfer_concurrency $u" \
       "$BUILD/txn_transfer_concurrency" "$u"
     run_logged "txn_kit $u" "$BUILD/txn_kit" "$u"
+    run_logged "txn_job $u" "$BUILD/txn_job" "$u"
   done
 }
 
