@@ -703,62 +703,6 @@ typedef struct dtx_job_work_opts {
 int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
                  json_t **summary);
 
-/* ---- sync flag ---------------------------------------------------------------
- *
- * A rule copies fields of a master document into its dependents, e.g. a
- * user's name into every comment whose "author" is that user:
- *   {_id: NAME, master: "users", dependents: "comments", link: "author",
- *    copy: [{"from": "name", "to": "author_name"}, ...]}
- * kept in the collection "sync_rules", so every process can repair them.
- * dtx_sync_update applies an update to the master and, in the same
- * atomic step, bumps its "sync_v" and sets the flag "syncing": {v, at};
- * then copies the fields into each dependent whose recorded version
- * ("synced.NAME") is older, in that dependent's own atomic step; then
- * clears the flag only if it is still this change's.  So a late
- * propagation never overwrites a newer value, and never clears a newer
- * change's flag; dtx_sync_repair finishes changes interrupted for longer
- * than a threshold (src/txn/syncflag/sync.c has the argument). */
-
-#define DTX_SYNC_RULES "sync_rules"
-#define DTX_SYNC_REPAIR_MS 30000 /* default age of a flag repair takes */
-
-typedef struct dtx_sync_rule {
-  const char *name;       /* 1..128 of [A-Za-z0-9_.:-] */
-  const char *master;     /* collection names */
-  const char *dependents;
-  const char *link;       /* the dependents' field holding the master _id */
-  const char *const *from; /* ncopy master field paths ... */
-  const char *const *to;   /* ... copied into these dependent paths */
-  size_t ncopy;           /* 1..32 */
-} dtx_sync_rule_t;
-
-/* Records (or replaces) a rule and creates its indexes: the sparse flag
- * index on the master collection and {link: 1} on the dependents.  Paths
- * may not be _id (as a copy target), nor the fields doctx keeps (sync_v,
- * syncing, synced).  *out (may be NULL): the rule document. */
-int dtx_sync_rule_set(dtx_store_t *st, const dtx_sync_rule_t *rule,
-                      json_t **out);
-
-/* *out: the rule named name, or DTX_ENOTFOUND. */
-int dtx_sync_rule_get(dtx_store_t *st, const char *name, json_t **out);
-
-/* Applies update (an operator update; borrowed) to the master document
- * master_id (a string or integer _id) of rule name, and propagates it to
- * the dependents of every rule whose master is that collection.
- * *out (may be NULL): {"master": doc after, "version": v,
- * "dependents": n updated, "cleared": bool}.  DTX_ENOTFOUND when the
- * rule or the master is missing; an error after the master step leaves
- * the flag set, for dtx_sync_repair. */
-int dtx_sync_update(dtx_store_t *st, const char *name, const json_t *master_id,
-                    const json_t *update, const dtx_exec_opts_t *opts,
-                    json_t **out);
-
-/* Re-propagates every change whose flag is older than older_than_ms (<
- * 0: DTX_SYNC_REPAIR_MS) and clears it.  *summary (may be NULL):
- * {"ok", "repaired": n, "dependents": n, "skipped": {...},
- *  "errors": {...}}. */
-int dtx_sync_repair(dtx_store_t *st, int64_t older_than_ms, json_t **summary);
-
 #ifdef __cplusplus
 }
 #endif
