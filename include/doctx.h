@@ -672,7 +672,9 @@ dtx_store_t *dtx_job_store(const dtx_job_run_t *run);
  * Exit 0 succeeds, with stdout as the result when it is JSON; any other
  * exit fails, with (the end of) stderr as the error.  The command is
  * killed (its process group) when the attempt stops being alive: its
- * lease was lost, or the timeout passed. */
+ * lease was lost, or the timeout passed.  A command that exits without
+ * reading its stdin makes the write fail with EPIPE: the process should
+ * ignore SIGPIPE (doctx job work does). */
 int dtx_job_exec(dtx_job_run_t *run, const json_t *job, void *cmd);
 
 typedef struct dtx_job_work_opts {
