@@ -606,6 +606,8 @@ typedef struct dtx_recover_opts {
   int64_t tombstone_ttl_ms; /* tombstones older than this are cleared;
                                0: 24 hours */
   int64_t deadline_ms; /* budget of the whole pass; 0: see "Deadlines" */
+  int64_t retention_ms; /* succeeded jobs finished longer ago than this
+                           are purged (in batches); 0: 24 hours */
 } dtx_recover_opts_t;
 
 /* One recovery pass of every pattern: for transfers, abandoned preparing
@@ -657,6 +659,166 @@ const char *const *dtx_fault_points(void);
  * is malformed or names a point dtx_fault_points() does not list.  (It is
  * otherwise read on first use, and a typo would inject nothing.) */
 int dtx_fault_check(void);
+
+
+/* ---- job queue ---------------------------------------------------------------
+ *
+ * A job is a document of the collection "jobs" (src/txn/jobq/job.c has
+ * the state diagram and the invariants):
+ *   {_id, queue, type, payload, state, priority, rank, run_at, attempts,
+ *    max_attempts, backoff_ms, unique_key, unique_live, last_error,
+ *    result, fx_colls, created, updated, finished, owner, lease_until,
+ *    epoch}
+ * States: ready (due), delayed (run_at in the future, including a
+ * retry's backoff), running (claimed under a lease), succeeded, dead
+ * (attempts exhausted) and canceled.  A worker claims the due job of its
+ * queue with the highest priority, then the oldest run_at, in ONE
+ * conditional update, and renews its lease while the handler runs.
+ * Every write of a running job -- completing, failing, renewing, effects
+ * -- is fenced by the claim's epoch, so a worker whose lease lapsed and
+ * was taken over changes nothing.  A takeover counts as an attempt.
+ * Times are wall-clock milliseconds. */
+
+#define DTX_JOBS "jobs"
+
+#define DTX_JOB_PRIORITY_MIN (-100)
+#define DTX_JOB_PRIORITY_MAX 100
+#define DTX_JOB_MAX_ATTEMPTS 5        /* default of dtx_job_req_t */
+#define DTX_JOB_BACKOFF_MS 1000       /* default first backoff */
+#define DTX_JOB_BACKOFF_CAP_MS 3600000 /* backoff never exceeds one hour */
+
+typedef struct dtx_job_req {
+  const char *queue;      /* 1..128 of [A-Za-z0-9_.:-] */
+  const char *type;       /* 1..128 of [A-Za-z0-9_.:-] */
+  const json_t *payload;  /* any JSON value (borrowed); NULL: null */
+  const char *id;         /* NULL: generated; else as queue */
+  int priority;           /* DTX_JOB_PRIORITY_MIN..MAX; higher runs first */
+  int64_t delay_ms;       /* >= 0: run_at = now + delay_ms */
+  int max_attempts;       /* >= 1; 0: DTX_JOB_MAX_ATTEMPTS */
+  int64_t backoff_ms;     /* >= 1; 0: DTX_JOB_BACKOFF_MS */
+  const char *unique_key; /* NULL: none; else 1..256 bytes */
+} dtx_job_req_t;
+
+/* Records a job (ready, or delayed when delay_ms > 0).  Bad input is
+ * DTX_EINVAL and records nothing.  An existing id with the same queue,
+ * type and payload returns that job (so a retried add records at most
+ * one); with anything else it is DTX_ECONFLICT.  With unique_key, while
+ * a non-terminal job of the same queue holds that key (the store's
+ * unique index enforces it across processes), that job is returned and
+ * nothing is recorded.  *out receives the job; *added (may be NULL) is 1
+ * when this call recorded it, 0 when it returned an existing one. */
+int dtx_job_add(dtx_store_t *st, const dtx_job_req_t *req, json_t **out,
+                int *added);
+
+/* *out: the job, or DTX_ENOTFOUND. */
+int dtx_job_get(dtx_store_t *st, const char *id, json_t **out);
+
+/* *out: array of jobs of queue (NULL: all) in state (NULL: all; else one
+ * of the six states, DTX_EINVAL otherwise), in creation order, paged by
+ * page (may be NULL). */
+int dtx_job_list(dtx_store_t *st, const char *queue, const char *state,
+                 const dtx_page_t *page, json_t **out);
+
+/* *out: {"ready": n, "delayed": n, "running": n, "succeeded": n,
+ * "dead": n, "canceled": n, "total": n} for queue (NULL: all). */
+int dtx_job_stats(dtx_store_t *st, const char *queue, json_t **out);
+
+/* Cancels a ready or delayed job (-> canceled; its unique key is free
+ * again).  A canceled job is returned as it is; running, succeeded and
+ * dead ones are DTX_ESTATE; an unknown id DTX_ENOTFOUND.  *out: the job. */
+int dtx_job_cancel(dtx_store_t *st, const char *id, json_t **out);
+
+/* Retries a dead job by hand: -> ready with attempts 0.  DTX_ESTATE for
+ * any other state, or when recovery has already cleared the job's effect
+ * markers (its effects could then apply twice: add a new job instead);
+ * DTX_ECONFLICT when another live job holds its unique key. */
+int dtx_job_retry(dtx_store_t *st, const char *id, json_t **out);
+
+/* The attempt a handler runs in: opaque, valid only during the call. */
+typedef struct dtx_job_run dtx_job_run_t;
+
+/* A handler runs one attempt of job (borrowed; its _id, epoch, payload).
+ * Return 0 for success (the job succeeds, with the result set by
+ * dtx_job_result) or non-zero for failure (retried with backoff, or dead
+ * after max_attempts; the message set by dtx_job_fail is kept as
+ * last_error).  It may be called from several threads at once. */
+typedef int (*dtx_job_handler_fn)(dtx_job_run_t *run, const json_t *job,
+                                  void *arg);
+
+typedef struct dtx_job_handler {
+  const char *type; /* the job type it runs; NULL: every type */
+  dtx_job_handler_fn fn;
+  void *arg;        /* passed to fn */
+} dtx_job_handler_t;
+
+/* The one way a handler changes other documents: applies update (an
+ * operator update, borrowed) to the first document of coll matching
+ * filter (borrowed), at most once per (job, key) over all attempts and
+ * workers.  A marker {job, key, at} in the target's "dtx_fx" array is
+ * checked and added in the same atomic step, and the job must still be
+ * running at this attempt's epoch (DTX_ESTALE otherwise, nothing
+ * changed).  *applied: 1 the first time, 0 on a repeat (both return 0);
+ * DTX_ENOMATCH when no document matches.  key: 1..128 of
+ * [A-Za-z0-9_.:-].  The first effect on a collection creates the index
+ * {"dtx_fx.job": 1} there.  Markers are cleared by dtx_recover once the
+ * job is terminal and tombstone_ttl_ms has passed. */
+int dtx_job_effect(dtx_job_run_t *run, const char *key, const char *coll,
+                   const json_t *filter, const json_t *update, int *applied);
+
+/* dtx_job_effect for a handler in another process (doctx job effect):
+ * the attempt is named by the job id and its epoch. */
+int dtx_job_effect_at(dtx_store_t *st, const char *job_id, int64_t epoch,
+                      const char *key, const char *coll, const json_t *filter,
+                      const json_t *update, int *applied);
+
+/* Sets the result the job keeps when the handler succeeds (copied). */
+void dtx_job_result(dtx_job_run_t *run, const json_t *result);
+/* Sets the message kept as last_error when the handler fails (copied). */
+void dtx_job_fail(dtx_job_run_t *run, const char *message);
+/* 1 while the attempt may go on: its lease is held and --timeout-ms has
+ * not passed.  A long handler should stop when it turns 0. */
+int dtx_job_alive(const dtx_job_run_t *run);
+/* The store the attempt runs on (borrowed). */
+dtx_store_t *dtx_job_store(const dtx_job_run_t *run);
+
+/* A built-in handler: runs cmd (a const char *, passed as arg) with
+ * /bin/sh -c, the job's JSON on its stdin and DOCTX_JOB_ID,
+ * DOCTX_JOB_EPOCH and DOCTX_STORE (the store URI) in its environment.
+ * Exit 0 succeeds, with stdout as the result when it is JSON; any other
+ * exit fails, with (the end of) stderr as the error.  The command is
+ * killed (its process group) when the attempt stops being alive: its
+ * lease was lost, or the timeout passed.  A command that exits without
+ * reading its stdin makes the write fail with EPIPE: the process should
+ * ignore SIGPIPE (doctx job work does). */
+int dtx_job_exec(dtx_job_run_t *run, const json_t *job, void *cmd);
+
+typedef struct dtx_job_work_opts {
+  const char *queue;                  /* required */
+  const dtx_job_handler_t *handlers;  /* required: nhandlers entries; the
+                                         first whose type matches runs */
+  size_t nhandlers;
+  int threads;         /* 0: 1; at most 256 */
+  int once;            /* process everything due, then return */
+  int64_t lease_ms;    /* 0: 30000; renewed every third of it */
+  int64_t timeout_ms;  /* a handler's time; 0: 300000 */
+  const char *owner;   /* NULL: host:pid */
+  volatile int *stop;  /* set non-zero to make the workers return */
+  int64_t deadline_ms; /* budget of each job's store steps; 0: see
+                          "Deadlines" */
+} dtx_job_work_opts_t;
+
+/* Runs workers that claim the due jobs of opts->queue whose types have a
+ * handler, run them and record the outcome, and now and then run the job
+ * pattern's recovery (stalled jobs, due delayed jobs, markers, retention).
+ * Returns when once is set and nothing is due, or when *stop is set.
+ * *summary (may be NULL) receives
+ *   {"ok": bool, "queue": Q, "ran": {"succeeded": n, "retried": n,
+ *    "dead": n, "fenced": n}, "errors": {...}}
+ * ("fenced": attempts whose lease was taken over; they changed nothing).
+ * With once, the first store error is returned; otherwise errors are
+ * counted. */
+int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
+                 json_t **summary);
 
 #ifdef __cplusplus
 }

@@ -103,4 +103,33 @@ int dtx__cmd_recover(dtx_cli_t *, int, char **);
 int dtx__cmd_audit(dtx_cli_t *, int, char **);
 int dtx__cmd_faults(dtx_cli_t *, int, char **);
 
+/* args.c: argument handling of the transaction commands. */
+typedef struct dtx__cli_opt {
+  const char *name;
+  int has_value;
+  const char *value; /* set when seen (flags: "1") */
+} dtx__cli_opt_t;
+/* Splits argv into at most maxpos positionals (into pos) and the options
+ * of opts; returns the number of positionals, or -1 after a usage error. */
+int dtx__cli_split(int argc, char **argv, dtx__cli_opt_t *opts, size_t nopts,
+                   char **pos, int maxpos);
+/* An integer option (unset: *out untouched) >= min; -1 after a usage
+ * error. */
+int dtx__cli_int_opt(const char *cmd, const dtx__cli_opt_t *o,
+                     int allow_negative, int64_t min, int64_t *out);
+/* 1 when argv has --help or -h. */
+int dtx__cli_is_help(int argc, char **argv);
+/* Prints text; returns DTX_EXIT_OK. */
+int dtx__cli_help(const char *text);
+/* Checks DOCTX_FAULT (a typo is a usage error, not a silent no-op). */
+int dtx__cli_faults_ok(void);
+/* Prints each item of arr (stolen) with dtx__cli_print_item. */
+int dtx__cli_print_items(json_t *arr, int verbose);
+/* --skip/--limit into page; -1 after a usage error. */
+int dtx__cli_page_opts(const char *cmd, const dtx__cli_opt_t *skip,
+                       const dtx__cli_opt_t *limit, dtx_page_t *page);
+
+/* cmd_job.c: the job queue. */
+int dtx__cmd_job(dtx_cli_t *, int, char **);
+
 #endif

@@ -67,11 +67,15 @@ static const char *worker_help =
 
 static const char *recover_help =
     "usage: doctx recover [--older-than-ms N] [--tombstone-ttl-ms N]\n"
-    "                     [--deadline-ms N]\n"
+    "                     [--retention-ms N] [--deadline-ms N]\n"
     "One recovery pass of every pattern.  Transfers not updated for N ms\n"
     "(default: whose lease lapsed) are finished -- preparing ones roll back,\n"
     "committed and rolling_back ones complete, initiated ones run -- and\n"
-    "account markers of finished transfers are repaired.  Prints a JSON\n"
+    "account markers of finished transfers are repaired.  Jobs: due delayed\n"
+    "ones become ready, running ones whose lease lapsed (or not updated for\n"
+    "N ms) are taken over (an attempt), effect markers of jobs ended longer\n"
+    "than --tombstone-ttl-ms ago are cleared, and succeeded jobs ended\n"
+    "longer than --retention-ms (default 24 h) ago purged.  Prints a JSON\n"
     "summary per pattern: what ran, what was left alone and why (e.g. a\n"
     "lease not expired), and what failed.\n"
     DEADLINE_HELP
@@ -91,120 +95,19 @@ static const char *audit_help =
     "exit: 0 clean, 5 an invariant is broken, 2 bad --acked file, 4 store "
     "error\n";
 
-static int is_help(int argc, char **argv) {
-  for (int i = 1; i < argc; i++)
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
-      return 1;
-  return 0;
-}
-
-static int help(const char *text) {
-  fputs(text, stdout);
-  return DTX_EXIT_OK;
-}
-
-/* Checks DOCTX_FAULT before anything runs, so a typo is not silently a
- * test that injects nothing. */
-static int faults_ok(void) {
-  int rc = dtx_fault_check();
-  if (rc == 0)
-    return DTX_EXIT_OK;
-  dtx__cli_fail(rc);
-  return DTX_EXIT_USAGE;
-}
-
-/* Splits argv into positionals and --name [value] options.  opts lists the
- * options taking a value; flags the ones without.  Returns the number of
- * positionals, or -1 after printing a usage error. */
-typedef struct optval {
-  const char *name;
-  int has_value;
-  const char *value; /* set when seen (flags: "1") */
-} optval_t;
-
-static int split(int argc, char **argv, optval_t *opts, size_t nopts,
-                 char **pos, int maxpos) {
-  int npos = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strncmp(a, "--", 2) == 0 && a[2]) {
-      size_t k;
-      const char *eq = strchr(a, '=');
-      size_t len = eq ? (size_t)(eq - a) : strlen(a);
-      for (k = 0; k < nopts; k++)
-        if (strlen(opts[k].name) == len && strncmp(opts[k].name, a, len) == 0)
-          break;
-      if (k == nopts) {
-        dtx__cli_usage("%s: unknown option %s", argv[0], a);
-        return -1;
-      }
-      if (!opts[k].has_value) {
-        if (eq) {
-          dtx__cli_usage("%s: %.*s takes no value", argv[0], (int)len, a);
-          return -1;
-        }
-        opts[k].value = "1";
-      } else if (eq) {
-        opts[k].value = eq + 1;
-      } else if (i + 1 < argc) {
-        opts[k].value = argv[++i];
-      } else {
-        dtx__cli_usage("%s: %s needs a value", argv[0], a);
-        return -1;
-      }
-      continue;
-    }
-    if (npos == maxpos) {
-      dtx__cli_usage("%s: unexpected argument '%s'", argv[0], a);
-      return -1;
-    }
-    pos[npos++] = argv[i];
-  }
-  return npos;
-}
-
-static int int_opt(const char *cmd, const optval_t *o, int allow_negative,
-                   int64_t min, int64_t *out) {
-  if (!o->value)
-    return 0;
-  if (dtx__cli_int64(o->value, allow_negative, out) != 0 || *out < min) {
-    dtx__cli_usage("%s: %s must be an integer >= %lld, got '%s'", cmd, o->name,
-                   (long long)min, o->value);
-    return -1;
-  }
-  return 0;
-}
-
-static int print_items(json_t *arr, int verbose) {
-  size_t i;
-  json_t *v;
-  json_array_foreach(arr, i, v) dtx__cli_print_item(v, verbose);
-  json_decref(arr);
-  return DTX_EXIT_OK;
-}
-
-/* --skip/--limit into page; -1 after a usage error. */
-static int page_opts(const char *cmd, const optval_t *skip,
-                     const optval_t *limit, dtx_page_t *page) {
-  if (int_opt(cmd, skip, 0, 0, &page->skip) ||
-      int_opt(cmd, limit, 0, 0, &page->limit))
-    return -1;
-  return 0;
-}
-
 /* ---- account -------------------------------------------------------------- */
 
 int dtx__cmd_account(dtx_cli_t *cli, int argc, char **argv) {
-  optval_t o[] = {{"--balance", 1, NULL},
+  dtx__cli_opt_t o[] = {{"--balance", 1, NULL},
                   {"--min-balance", 1, NULL},
                   {"--limit", 1, NULL},
                   {"--skip", 1, NULL}};
   char *pos[3];
   dtx_account_opts_t ao = {0};
   int code;
-  if (is_help(argc, argv))
-    return help(account_help);
-  int n = split(argc, argv, o, 4, pos, 2);
+  if (dtx__cli_is_help(argc, argv))
+    return dtx__cli_help(account_help);
+  int n = dtx__cli_split(argc, argv, o, 4, pos, 2);
   if (n < 0)
     return DTX_EXIT_USAGE;
   if (n == 0)
@@ -215,11 +118,11 @@ int dtx__cmd_account(dtx_cli_t *cli, int argc, char **argv) {
       return dtx__cli_usage("account create: expected ID");
     if (o[2].value || o[3].value)
       return dtx__cli_usage("account create: --limit/--skip go with list");
-    if (int_opt("account create", &o[0], 1, INT64_MIN, &ao.balance))
+    if (dtx__cli_int_opt("account create", &o[0], 1, INT64_MIN, &ao.balance))
       return DTX_EXIT_USAGE;
     if (o[1].value && strcmp(o[1].value, "none") == 0)
       ao.no_min_balance = 1;
-    else if (int_opt("account create", &o[1], 1, INT64_MIN, &ao.min_balance))
+    else if (dtx__cli_int_opt("account create", &o[1], 1, INT64_MIN, &ao.min_balance))
       return DTX_EXIT_USAGE;
     if (!ao.no_min_balance && ao.balance < ao.min_balance)
       return dtx__cli_usage("account create: balance %lld is below "
@@ -263,14 +166,14 @@ int dtx__cmd_account(dtx_cli_t *cli, int argc, char **argv) {
     dtx_page_t page = {0};
     if (n != 1)
       return dtx__cli_usage("account list: takes no arguments");
-    if (page_opts("account list", &o[3], &o[2], &page))
+    if (dtx__cli_page_opts("account list", &o[3], &o[2], &page))
       return DTX_EXIT_USAGE;
     dtx_store_t *st = dtx__cli_store_read(cli, &code);
     if (!st)
       return code;
     json_t *all = NULL;
     int rc = dtx_account_list(st, &page, &all);
-    return rc ? dtx__cli_fail(rc) : print_items(all, 0);
+    return rc ? dtx__cli_fail(rc) : dtx__cli_print_items(all, 0);
   }
   return dtx__cli_usage("account: unknown subcommand '%s' (create, show, list)",
                         sub);
@@ -285,7 +188,7 @@ static int transfer_exit(const json_t *tx) {
 
 enum { T_ID, T_ASYNC, T_STATE, T_LIMIT, T_SKIP, T_VERBOSE, T_DEADLINE, T_N };
 
-static int transfer_new(dtx_cli_t *cli, char **pos, optval_t *o) {
+static int transfer_new(dtx_cli_t *cli, char **pos, dtx__cli_opt_t *o) {
   dtx_transfer_req_t req = {.id = o[T_ID].value, .from = pos[0], .to = pos[1]};
   dtx_exec_opts_t eo = {0};
   int verbose = o[T_VERBOSE].value != NULL, code;
@@ -296,9 +199,9 @@ static int transfer_new(dtx_cli_t *cli, char **pos, optval_t *o) {
   if (strcmp(req.from, req.to) == 0)
     return dtx__cli_usage("transfer: FROM and TO are the same account '%s'",
                           req.from);
-  if (int_opt("transfer", &o[T_DEADLINE], 0, 1, &eo.deadline_ms))
+  if (dtx__cli_int_opt("transfer", &o[T_DEADLINE], 0, 1, &eo.deadline_ms))
     return DTX_EXIT_USAGE;
-  if ((code = faults_ok()))
+  if ((code = dtx__cli_faults_ok()))
     return code;
   dtx_store_t *st = dtx__cli_store(cli, &code);
   if (!st)
@@ -319,16 +222,16 @@ static int transfer_new(dtx_cli_t *cli, char **pos, optval_t *o) {
 }
 
 int dtx__cmd_transfer(dtx_cli_t *cli, int argc, char **argv) {
-  optval_t o[T_N] = {
+  dtx__cli_opt_t o[T_N] = {
       [T_ID] = {"--id", 1, NULL},         [T_ASYNC] = {"--async", 0, NULL},
       [T_STATE] = {"--state", 1, NULL},   [T_LIMIT] = {"--limit", 1, NULL},
       [T_SKIP] = {"--skip", 1, NULL},     [T_VERBOSE] = {"--verbose", 0, NULL},
       [T_DEADLINE] = {"--deadline-ms", 1, NULL}};
   char *pos[4];
   int code, verbose;
-  if (is_help(argc, argv))
-    return help(transfer_help);
-  int n = split(argc, argv, o, T_N, pos, 3);
+  if (dtx__cli_is_help(argc, argv))
+    return dtx__cli_help(transfer_help);
+  int n = dtx__cli_split(argc, argv, o, T_N, pos, 3);
   if (n < 0)
     return DTX_EXIT_USAGE;
   verbose = o[T_VERBOSE].value != NULL;
@@ -350,14 +253,14 @@ int dtx__cmd_transfer(dtx_cli_t *cli, int argc, char **argv) {
     dtx_page_t page = {0};
     if (n != 1)
       return dtx__cli_usage("transfer list: takes no arguments");
-    if (page_opts("transfer list", &o[T_SKIP], &o[T_LIMIT], &page))
+    if (dtx__cli_page_opts("transfer list", &o[T_SKIP], &o[T_LIMIT], &page))
       return DTX_EXIT_USAGE;
     dtx_store_t *st = dtx__cli_store_read(cli, &code);
     if (!st)
       return code;
     json_t *all = NULL;
     int rc = dtx_transfer_list(st, o[T_STATE].value, &page, &all);
-    return rc ? dtx__cli_fail(rc) : print_items(all, verbose);
+    return rc ? dtx__cli_fail(rc) : dtx__cli_print_items(all, verbose);
   }
   if (list_opts)
     return dtx__cli_usage("transfer: --state/--limit/--skip go with list");
@@ -366,7 +269,7 @@ int dtx__cmd_transfer(dtx_cli_t *cli, int argc, char **argv) {
                           "cancel; got '%s'", sub);
   if (n != 2)
     return dtx__cli_usage("transfer %s: expected ID", sub);
-  if (is_cancel && (code = faults_ok()))
+  if (is_cancel && (code = dtx__cli_faults_ok()))
     return code;
   dtx_store_t *st = is_show ? dtx__cli_store_read(cli, &code)
                             : dtx__cli_store(cli, &code);
@@ -394,23 +297,23 @@ static void on_signal(int sig) {
 }
 
 int dtx__cmd_worker(dtx_cli_t *cli, int argc, char **argv) {
-  optval_t o[] = {{"--threads", 1, NULL},  {"--once", 0, NULL},
+  dtx__cli_opt_t o[] = {{"--threads", 1, NULL},  {"--once", 0, NULL},
                   {"--lease-ms", 1, NULL}, {"--owner", 1, NULL},
                   {"--deadline-ms", 1, NULL}};
   char *pos[1];
   int64_t threads = 1, lease = 0, deadline = 0;
   int code;
-  if (is_help(argc, argv))
-    return help(worker_help);
-  if (split(argc, argv, o, 5, pos, 0) < 0)
+  if (dtx__cli_is_help(argc, argv))
+    return dtx__cli_help(worker_help);
+  if (dtx__cli_split(argc, argv, o, 5, pos, 0) < 0)
     return DTX_EXIT_USAGE;
-  if (int_opt("worker", &o[0], 0, 1, &threads) ||
-      int_opt("worker", &o[2], 0, 1, &lease) ||
-      int_opt("worker", &o[4], 0, 1, &deadline))
+  if (dtx__cli_int_opt("worker", &o[0], 0, 1, &threads) ||
+      dtx__cli_int_opt("worker", &o[2], 0, 1, &lease) ||
+      dtx__cli_int_opt("worker", &o[4], 0, 1, &deadline))
     return DTX_EXIT_USAGE;
   if (threads > 256)
     return dtx__cli_usage("worker: --threads must be at most 256");
-  if ((code = faults_ok()))
+  if ((code = dtx__cli_faults_ok()))
     return code;
   dtx_store_t *st = dtx__cli_store(cli, &code);
   if (!st)
@@ -431,21 +334,23 @@ int dtx__cmd_worker(dtx_cli_t *cli, int argc, char **argv) {
 }
 
 int dtx__cmd_recover(dtx_cli_t *cli, int argc, char **argv) {
-  optval_t o[] = {{"--older-than-ms", 1, NULL},
+  dtx__cli_opt_t o[] = {{"--older-than-ms", 1, NULL},
                   {"--tombstone-ttl-ms", 1, NULL},
-                  {"--deadline-ms", 1, NULL}};
+                  {"--deadline-ms", 1, NULL},
+                  {"--retention-ms", 1, NULL}};
   char *pos[1];
   dtx_recover_opts_t ro = {.older_than_ms = -1};
   int code;
-  if (is_help(argc, argv))
-    return help(recover_help);
-  if (split(argc, argv, o, 3, pos, 0) < 0)
+  if (dtx__cli_is_help(argc, argv))
+    return dtx__cli_help(recover_help);
+  if (dtx__cli_split(argc, argv, o, 4, pos, 0) < 0)
     return DTX_EXIT_USAGE;
-  if (int_opt("recover", &o[0], 0, 0, &ro.older_than_ms) ||
-      int_opt("recover", &o[1], 0, 1, &ro.tombstone_ttl_ms) ||
-      int_opt("recover", &o[2], 0, 1, &ro.deadline_ms))
+  if (dtx__cli_int_opt("recover", &o[3], 0, 1, &ro.retention_ms) ||
+      dtx__cli_int_opt("recover", &o[0], 0, 0, &ro.older_than_ms) ||
+      dtx__cli_int_opt("recover", &o[1], 0, 1, &ro.tombstone_ttl_ms) ||
+      dtx__cli_int_opt("recover", &o[2], 0, 1, &ro.deadline_ms))
     return DTX_EXIT_USAGE;
-  if ((code = faults_ok()))
+  if ((code = dtx__cli_faults_ok()))
     return code;
   dtx_store_t *st = dtx__cli_store(cli, &code);
   if (!st)
@@ -497,14 +402,14 @@ static int read_acked(const char *path, json_t **out) {
 }
 
 int dtx__cmd_audit(dtx_cli_t *cli, int argc, char **argv) {
-  optval_t o[] = {{"--json", 0, NULL}, {"--settled", 0, NULL},
+  dtx__cli_opt_t o[] = {{"--json", 0, NULL}, {"--settled", 0, NULL},
                   {"--acked", 1, NULL}};
   char *pos[1];
   int code;
   json_t *acked = NULL;
-  if (is_help(argc, argv))
-    return help(audit_help);
-  if (split(argc, argv, o, 3, pos, 0) < 0)
+  if (dtx__cli_is_help(argc, argv))
+    return dtx__cli_help(audit_help);
+  if (dtx__cli_split(argc, argv, o, 3, pos, 0) < 0)
     return DTX_EXIT_USAGE;
   if (o[2].value && (code = read_acked(o[2].value, &acked)))
     return code;
@@ -542,8 +447,8 @@ int dtx__cmd_audit(dtx_cli_t *cli, int argc, char **argv) {
 
 int dtx__cmd_faults(dtx_cli_t *cli, int argc, char **argv) {
   (void)cli;
-  if (is_help(argc, argv))
-    return help("usage: doctx faults\nLists every fault point, one per line. "
+  if (dtx__cli_is_help(argc, argv))
+    return dtx__cli_help("usage: doctx faults\nLists every fault point, one per line. "
                 "Arm them with DOCTX_FAULT=POINT:ACTION[:N][,...],\n"
                 "ACTION crash | pause | error | lost (the write applied, its "
                 "reply lost),\nN the N-th arrival (default 1).\n");

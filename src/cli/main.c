@@ -138,6 +138,7 @@ static const command_t commands[] = {
     {"recover", dtx__cmd_recover, NULL},
     {"audit", dtx__cmd_audit, NULL},
     {"faults", dtx__cmd_faults, NULL},
+    {"job", dtx__cmd_job, NULL},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -172,7 +173,7 @@ static const char global_usage[] =
     "  demo                                  a narrated tour of the primitive\n"
     "\n"
     "Transaction commands (see doctx COMMAND --help):\n"
-    "  account, transfer, worker, recover, audit, faults\n"
+    "  account, transfer, worker, recover, audit, faults, job\n"
     "\n"
     "Options:\n"
     "  --store URI, --store=URI  the store to use, anywhere on the line:\n"

@@ -251,6 +251,7 @@ int dtx__kit_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
   if (!from) {
     json_decref(m->cond);
     json_decref(m->set);
+    json_decref(m->unset);
     return dtx__err(DTX_ESTATE, "%s %s has no %s", k->coll,
                     dtx__str(doc, "_id") ? dtx__str(doc, "_id") : "?",
                     k->state);
@@ -258,6 +259,7 @@ int dtx__kit_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
   if ((m->flags & DTX__FENCED) && !json_is_integer(json_object_get(doc, "epoch"))) {
     json_decref(m->cond);
     json_decref(m->set);
+    json_decref(m->unset);
     return dtx__err(DTX_ESTATE, "%s %s has no integer epoch to fence on",
                     k->coll, dtx__str(doc, "_id") ? dtx__str(doc, "_id") : "?");
   }
@@ -273,6 +275,12 @@ int dtx__kit_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
     json_object_update(filter, cond);
   json_decref(cond);
   json_t *upd = move_update(ex, k, m->to, (m->flags & DTX__TAKE) != 0, m->set);
+  if (upd && m->unset && json_object_set_new(upd, "$unset", m->unset) < 0) {
+    json_decref(upd);
+    upd = NULL;
+  } else if (!upd) {
+    json_decref(m->unset);
+  }
   int unsure = 0;
   int rc = modify(ex, m->point, k->coll, filter, upd, NULL, out, &unsure);
   if (rc == DTX_ENOMATCH && unsure)

@@ -160,13 +160,16 @@ typedef struct dtx__move {
   unsigned flags;    /* DTX__FENCED | DTX__TAKE | DTX__LAPSED */
   json_t *cond;      /* more filter conditions, stolen, may be NULL */
   json_t *set;       /* more $set fields, stolen, may be NULL */
+  json_t *unset;     /* fields to $unset ({"f": ""}), stolen, may be NULL:
+                        a field that must be absent, not null, afterwards
+                        (a sparse unique index skips only absent ones) */
 } dtx__move_t;
 
 /* The fenced state change of item doc (borrowed; its _id, state and epoch
  * are read):
  *   filter {_id, <state>: from [, epoch] [, lease_until <= now]} + cond
  *   update $set {<state>: to, updated: now [, owner, lease_until]} + set
- *          [$inc epoch]
+ *          [$inc epoch] [$unset unset]
  * *out: the document after it.  DTX_ENOMATCH (*out NULL, no detail) when
  * the item is no longer as expected: it moved on, or was fenced. */
 int dtx__kit_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,

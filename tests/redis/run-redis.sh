@@ -6,8 +6,8 @@
 # runs against each (the two side by side, both_targets):
 #   conformance   BUILD_DIR/conformance redis://..., then again with
 #                 every single write through bulk_write (quick loops)
-#   shell         tests/crash/faults.sh, pause.sh, chaos.sh and
-#                 tests/cli/contract.sh (DOCTX set; each scenario gets an
+#   shell         tests/crash/faults.sh, pause.sh, chaos.sh,
+#                 tests/cli/contract.sh and job.sh (DOCTX set; each scenario gets an
 #                 emptied namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time)
 #   cli           tests/cli/bad_input.sh, transfer_defects.sh and
@@ -15,8 +15,8 @@
 #                 (bad_input about 1.5 minutes per
 #                 target in a release build, so the sanitizer run of
 #                 scripts/test.sh leaves it out)
-#   transfers     BUILD_DIR/txn_transfer_concurrency, txn_kit and
-#                 txn_transfer_declines redis://...
+#   transfers     BUILD_DIR/txn_transfer_concurrency, txn_kit,
+#                 txn_transfer_declines and txn_job redis://...
 # on the standalone server only:
 #   deadline      tests/redis/deadline.sh: the server is SIGSTOPped while
 #                 commands run; each must end within its one budget,
@@ -49,7 +49,7 @@ ROOT=${DTX_ROOT:-$(cd "$HERE/../.." && pwd)} # the repository
 for tool in redis-server redis-cli python3; do
   command -v $tool >/dev/null || { echo "run-redis: $tool not found" >&2; exit 2; }
 done
-for bin in conformance doctx txn_transfer_concurrency txn_kit acked_load; do
+for bin in conformance doctx txn_transfer_concurrency txn_kit txn_job acked_load; do
   [ -x "$BUILD/$bin" ] || { echo "run-redis: $BUILD/$bin missing" >&2; exit 2; }
 done
 
@@ -135,6 +135,7 @@ shell_on() { # URI
   run_logged "unique_crash.sh $u" env DTX_REDIS_URI="$u" bash "$HERE/unique_crash.sh"
   run_logged "contract.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/cli/contract.sh"
+  run_logged "job.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/job.sh"
 }
 phase_shell() { both_targets shell_on; }
 
@@ -229,6 +230,7 @@ transfers_on() { # URI
   run_logged "txn_transfer_concurrency $1" \
     "$BUILD/txn_transfer_concurrency" "$1"
   run_logged "txn_kit $1" "$BUILD/txn_kit" "$1"
+  run_logged "txn_job $1" "$BUILD/txn_job" "$1"
   flush "$1"
   run_logged "txn_transfer_declines $1" "$BUILD/txn_transfer_declines" "$1"
 }

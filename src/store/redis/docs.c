@@ -275,8 +275,9 @@ static int encref_cmp(const void *pa, const void *pb) {
   return c ? c : (a->which > b->which) - (a->which < b->which);
 }
 
-/* single: the index is not multikey yet, so a document with several keys
- * is RD_EMULTI -- found before the keys are encoded, since the write is
+/* single: the index is not multikey yet, so a document with keys that
+ * make it so (several, or an array or object value:
+ * dtx__index_keys_multikey) is RD_EMULTI -- found before the keys are encoded, since the write is
  * then redone after the catalog changed. */
 static int enckeys_of(const rd_idx_t *ix, const json_t *doc, int single,
                       enckeys_t *e) {
@@ -287,7 +288,7 @@ static int enckeys_of(const rd_idx_t *ix, const json_t *doc, int single,
   if (rc < 0)
     return dtx__err_wrap(rc, "index '%s'", ix->spec->name);
   size_t n = json_array_size(e->keys), i;
-  if (single && n > 1)
+  if (single && dtx__index_keys_multikey(e->keys))
     return RD_EMULTI;
   encref_t *r = calloc(n ? n : 1, sizeof *r);
   e->enc = calloc(n ? n : 1, sizeof *e->enc);
@@ -1231,9 +1232,17 @@ static int select_doc(dtx__backend_t *b, rd_coll_t **cop,
   }
   rd_doc_t *d = NULL;
   size_t n = 0;
-  /* Without a sort only the first match in natural order is wanted: each
-   * bucket's first will do, when the plan keeps a bucket in that order. */
-  rc = m->sort ? 0 : dtx__rd_first_matches(b, *cop, &p, m->filter, &d, &n);
+  /* Only the first match in natural (or sort) order is wanted: each
+   * bucket's first will do, when the plan keeps a bucket in that order --
+   * for a sort, an index walked in sort order (dtx__rd_plan_sorted). */
+  if (m->sort) {
+    dtx__rd_plan_free(&p);
+    rc = dtx__rd_plan_sorted(*cop, m->filter_spec, m->sort, &p);
+    if (rc == 1)
+      rc = dtx__rd_first_matches(b, *cop, &p, m->filter, m->sort, &d, &n);
+  } else {
+    rc = dtx__rd_first_matches(b, *cop, &p, m->filter, NULL, &d, &n);
+  }
   dtx__rd_plan_free(&p);
   if (rc < 0)
     return rc;

@@ -206,7 +206,7 @@ typedef struct rd_idx {
   int64_t id;
   dtx__index_spec_t *spec;
   int ready;    /* built: queries may use it */
-  int multikey; /* some document has had several keys in it */
+  int multikey; /* some document made it so (dtx__index_keys_multikey) */
 } rd_idx_t;
 
 #define RD_KPMAX 48 /* a key prefix: "dtx:" or "dtx@NAME:" */
@@ -375,14 +375,22 @@ int dtx__rd_candidates(dtx__backend_t *b, const rd_coll_t *co,
                        const rd_plan_t *p, rd_doc_t **out, size_t *n);
 void dtx__rd_docs_free(rd_doc_t *d, size_t n);
 
-/* For modify_one without sort: the first match of f in each bucket (at
- * most one per bucket, in *out), reading a few entries at a time.  Only
+/* For modify_one: the first match of f in each bucket (at most one per
+ * bucket, in *out), reading a few entries at a time.  Without sort, only
  * for plans whose entries are in insertion order within a bucket (a scan,
- * or an index with every field equal to one value); returns 0 for others
- * (then use dtx__rd_candidates), 1 when done, <0 on error. */
+ * or an index with every field equal to one value); with sort, for a
+ * plan of dtx__rd_plan_sorted, whose entries are in sort order.  Returns
+ * 0 for other plans (then use dtx__rd_candidates), 1 when done, <0 on
+ * error. */
 int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
                           const rd_plan_t *p, const dtx__filter_t *f,
-                          rd_doc_t **out, size_t *n);
+                          const json_t *sort, rd_doc_t **out, size_t *n);
+
+/* A plan that walks an index in sort order (dtx__conds_sorted): 1 and *p
+ * set when one is better than dtx__rd_plan's, else 0 (*p empty); <0 on
+ * error.  Free *p with dtx__rd_plan_free. */
+int dtx__rd_plan_sorted(const rd_coll_t *co, const json_t *fspec,
+                        const json_t *sort, rd_plan_t *p);
 
 /* ---- the backend --------------------------------------------------------------- */
 

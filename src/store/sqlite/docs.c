@@ -112,7 +112,7 @@ static int idx_rows(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
 
 int dtx__sq_idx_insert(sq_wctx_t *w, const sq_idx_t *ix, const json_t *keys,
                        int64_t seq) {
-  if (json_array_size(keys) > 1 && !ix->multikey) {
+  if (!ix->multikey && dtx__index_keys_multikey(keys)) {
     size_t i = 0;
     while (i < w->nmk && w->mk[i] != ix->id)
       i++;
@@ -340,7 +340,12 @@ int dtx__sq_find(dtx__backend_t *b, const char *coll, const json_t *fspec,
     sq_cursor_t cur;
     int64_t seq, nmatch = 0;
     json_t *doc;
-    if ((rc = dtx__sq_cursor_open(&cur, c, co, fspec, f)) == 0) {
+    /* A sort an index walk delivers (sorted == 1) is as good as none. */
+    int sorted = dtx__sq_cursor_open_sorted(&cur, c, co, fspec, f, sort);
+    rc = sorted < 0 ? sorted : 0;
+    if (sorted == 1)
+      sort = NULL;
+    if (rc == 0) {
       while ((rc = dtx__sq_cursor_next(&cur, &seq, &doc)) == 1) {
         /* Without sort, skip and limit apply as matches arrive, and the
          * scan stops once the page is full. */
@@ -437,25 +442,28 @@ typedef struct mod_arg {
 } mod_arg_t;
 
 /* The first match in insertion order, or with a sort the least one (the
- * earliest of equals, as a stable sort would give). */
+ * earliest of equals, as a stable sort would give): the first one an
+ * index walk in sort order meets, or else the least of all matches. */
 static int pick_first(sq_conn_t *c, const sq_coll_t *co,
                       const dtx__modify_t *m, int64_t *seq, json_t **doc) {
   sq_cursor_t cur;
   *doc = NULL;
-  int rc = dtx__sq_cursor_open(&cur, c, co, m->filter_spec, m->filter);
+  int rc = dtx__sq_cursor_open_sorted(&cur, c, co, m->filter_spec, m->filter,
+                                      m->sort);
   if (rc < 0)
     return rc;
+  const json_t *sort = rc == 1 ? NULL : m->sort;
   int64_t s;
   json_t *d;
   while ((rc = dtx__sq_cursor_next(&cur, &s, &d)) == 1) {
-    if (!*doc || dtx__sort_cmp(m->sort, d, *doc) < 0) {
+    if (!*doc || dtx__sort_cmp(sort, d, *doc) < 0) {
       json_decref(*doc);
       *doc = d;
       *seq = s;
     } else {
       json_decref(d);
     }
-    if (!m->sort)
+    if (!sort)
       break;
   }
   dtx__sq_cursor_close(&cur);

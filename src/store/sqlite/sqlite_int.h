@@ -129,7 +129,7 @@ enum {
 typedef struct sq_idx {
   int64_t id;
   dtx__index_spec_t *spec;
-  int multikey; /* some document has had several keys in it */
+  int multikey; /* some document made it so (dtx__index_keys_multikey) */
   char table[SQ_TABLE_MAX]; /* quoted: "i:NAME:ID" */
   char *sql_ins, *sql_del;
   uint64_t h_ins, h_del;
@@ -281,11 +281,19 @@ typedef struct sq_cursor {
   size_t nseq, pos;
   json_t *one;        /* single-id plan: the loaded document */
   int64_t one_seq;
-  sqlite3_stmt *scan; /* scan plan: the running statement */
+  sqlite3_stmt *scan; /* scan and sorted plans: the running statement */
 } sq_cursor_t;
 
 int dtx__sq_cursor_open(sq_cursor_t *cur, sq_conn_t *c, const sq_coll_t *coll,
                         const json_t *filter_spec, const dtx__filter_t *f);
+/* dtx__sq_cursor_open for a query sorted by sort (NULL: none): 1 when
+ * an index walk yields the matches in sort order (dtx__conds_sorted; the
+ * caller need not sort, and may stop early), 0 when the cursor yields
+ * them in seq order as dtx__sq_cursor_open's, <0 on error. */
+int dtx__sq_cursor_open_sorted(sq_cursor_t *cur, sq_conn_t *c,
+                               const sq_coll_t *coll,
+                               const json_t *filter_spec,
+                               const dtx__filter_t *f, const json_t *sort);
 /* 1 with *seq and *doc (new ref) for the next match, 0 at the end, <0 error. */
 int dtx__sq_cursor_next(sq_cursor_t *cur, int64_t *seq, json_t **doc);
 void dtx__sq_cursor_close(sq_cursor_t *cur);
