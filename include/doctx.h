@@ -65,7 +65,8 @@ extern "C" {
   X(AUDIT, -22, "audit found broken invariants")                             \
   X(STALE, -23, "lease lost to another owner")                              \
   X(LIMIT, -24, "resource limit exceeded")                                   \
-  X(VALIDATION, -25, "document failed validation")
+  X(VALIDATION, -25, "document failed validation")                          \
+  X(FENCED, -26, "a newer fencing token wrote the document")
 
 typedef enum dtx_errno {
   DTX_OK = 0,
@@ -200,6 +201,37 @@ int dtx_store_find(dtx_store_t *st, const char *coll, const json_t *filter,
 int dtx_store_count(dtx_store_t *st, const char *coll, const json_t *filter,
                     int64_t *out);
 
+/* Fenced writes.  Every modify call -- dtx_store_update (one or many),
+ * find_one_and_update, find_one_and_delete, dtx_store_delete_ex -- may be
+ * fenced by a lock name and token (fence_name, fence_token in its
+ * options): Kleppmann's fencing token, so that a resource refuses a lock
+ * holder whose lease lapsed while it was paused.  A document records, per
+ * lock name, the largest token that wrote it, in the reserved top-level
+ * field
+ *   _fence: {NAME: token, ...}
+ * On the document the filter matched, in the same atomic step as the
+ * write: when a token larger than fence_token is recorded there, the call
+ * fails with DTX_EFENCED, naming both tokens, and changes nothing;
+ * otherwise the update (or delete) is applied and fence_token recorded.
+ * A document with no token of that lock yet accepts the write and records
+ * its token; an equal token writes again.  A document the filter does not
+ * match is DTX_ENOMATCH (or matched 0), as unfenced: FENCED means the
+ * filter matched and the token was refused.  With many, each document is
+ * judged on its own and a refused one stops the call there, as a
+ * validation error does.  A fenced upsert records the token in the new
+ * document.
+ * fence_name is 1..128 of [A-Za-z0-9_.:-] and fence_token >= 1
+ * (DTX_EINVAL).  The lock names of doctx's own locks (dtx_lock_*) are
+ * their names, and their tokens the tokens acquire returned.
+ * _fence is written only by fenced writes: an update naming it (any
+ * operator, or $rename to it) and a replacement holding it are
+ * DTX_EBADUPDATE; a replacement keeps the stored _fence, as it keeps _id;
+ * an upsert's filter does not seed it; an inserted document may carry a
+ * well-formed _fence ({NAME: integer >= 1}) or none (DTX_EINVAL), e.g. to
+ * restore a copy.  Filters may read it ({"_fence.L": {"$lte": 7}}; a name
+ * holding '.' reads as a path).  Writes without a fence are not checked
+ * against it: every writer of a fenced resource must fence. */
+
 typedef struct dtx_update_opts {
   int many;   /* update every matching document (each atomic on its own) */
   int upsert; /* insert a document built from filter + update if none */
@@ -207,6 +239,9 @@ typedef struct dtx_update_opts {
    * identifier used as $[id] in update paths; NULL when none. */
   const json_t *array_filters;
   int bypass_validation; /* skip the collection's validator */
+  /* A fenced write (see "fenced writes" below): fence_name NULL for none. */
+  const char *fence_name;
+  int64_t fence_token;
 } dtx_update_opts_t;
 
 typedef struct dtx_update_result {
@@ -234,6 +269,8 @@ typedef struct dtx_fam_opts {
   const json_t *array_filters; /* as in dtx_update_opts_t */
   int bypass_validation; /* skip the validator (find_one_and_update) or
                             the delete guard (find_one_and_delete) */
+  const char *fence_name; /* a fenced write; NULL for none */
+  int64_t fence_token;
 } dtx_fam_opts_t;
 
 /* The primitive: atomically finds one document matching filter and applies
@@ -284,6 +321,8 @@ int dtx_store_delete(dtx_store_t *st, const char *coll, const json_t *filter,
 typedef struct dtx_delete_opts {
   int many;              /* delete every match (each atomically) */
   int bypass_validation; /* skip the collection's delete guard */
+  const char *fence_name; /* a fenced delete; NULL for none */
+  int64_t fence_token;
 } dtx_delete_opts_t;
 
 /* dtx_store_delete with options; opts may be NULL (delete one). */

@@ -138,5 +138,6 @@ void conf_run_mongo(void);
 void conf_run_rules(void);
 void conf_run_store(void);
 void conf_run_scale(void);
+void conf_run_fence(void);
 
 #endif

@@ -2,7 +2,7 @@
  *
  * Usage: conformance URI [TOPIC...]
  * opens the store named by URI (sqlite:..., redis://...), runs every topic
- * (crud query index concurrency crash mongo rules store scale) or only
+ * (crud query index concurrency crash mongo rules store scale fence) or only
  * those named, drops every
  * collection it created and exits non-zero on any failure.  Collection
  * names carry a random per-run tag so runs against one long-lived store
@@ -342,6 +342,7 @@ int main(int argc, char **argv) {
       {"rules", conf_run_rules},
       {"store", conf_run_store},
       {"scale", conf_run_scale},
+      {"fence", conf_run_fence},
   };
   int64_t t_all = conf_now_ms();
   for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++) {
