@@ -15,6 +15,7 @@
 #include "store/store.h"
 
 #include "util/err.h"
+#include "util/fault.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -490,6 +491,12 @@ static int modify_prepare(dtx_store_t *st, const char *coll,
     return rc;
   m->fence_name = fence_name;
   m->fence_token = fence_token;
+  /* A lock holder paused between deciding to write and writing is the
+   * case fencing exists for: the fault point to stop it at. */
+  if (fence_name && (rc = DTX_FAULTPOINT("fence.write")) < 0) {
+    compiled_free(c);
+    return rc;
+  }
   m->coll = coll;
   m->filter_spec = c->filter;
   m->filter = c->f;

@@ -25,6 +25,9 @@ static const char *const store_points[] = {
     /* Redis unique claims (store/redis/docs.c) */
     "redis.unique_claimed",
     "redis.unique_written",
+    /* a fenced write, before its atomic step (store/store.c): Kleppmann's
+     * paused lock holder stops here */
+    "fence.write",
     NULL,
 };
 
