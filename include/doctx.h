@@ -582,6 +582,60 @@ const char *const *dtx_fault_points(void);
  * otherwise read on first use, and a typo would inject nothing.) */
 int dtx_fault_check(void);
 
+/* ---- lease locks with fencing tokens (src/txn/lock/, docs/locks.md) --------
+ *
+ * A lock is a document of the collection "locks", _id = its name, never
+ * deleted (its delete guard refuses), so its token never resets:
+ *   {_id: NAME, owner: O|null, token: N, expires: ms, ttl: ms,
+ *    acquired: ms, updated: ms, nonce: "..."}
+ * Acquire, renew and release are each ONE conditional update of it.
+ * Acquire succeeds when the lock is free (released, or never taken) or its
+ * lease lapsed (expires <= now, wall-clock ms of the acquiring client), and
+ * returns token = the previous token + 1: strictly greater than every
+ * token issued before for that name, across expiry, release and restarts.
+ * A lease alone does not give mutual exclusion (a holder paused past it
+ * still believes it holds the lock): every protected write must carry the
+ * token as a fence (fence_name = the lock's name, fence_token = the
+ * token), and the store refuses the older holder (DTX_EFENCED).
+ * Names are 1..128 of [A-Za-z0-9_.:-].  The lock's view, returned by every
+ * call (*out, new reference, may be NULL):
+ *   {"name", "owner", "token", "expires" (ms), "held": bool}
+ * ("held": a live lease at the time of the call). */
+typedef struct dtx_lock_opts {
+  const char *owner;   /* recorded holder; NULL or "": host:pid */
+  int64_t ttl_ms;      /* lease; 0: 30000 (renew: the lock's last ttl) */
+  int64_t wait_ms;     /* acquire: wait up to this long while the lock is
+                          held, polling with backoff; 0: do not wait */
+  int64_t deadline_ms; /* budget of the whole call (a wait included); 0: see
+                          "Deadlines" */
+} dtx_lock_opts_t;
+
+/* Takes lock name.  DTX_ENOMATCH, naming the holder, its token and how
+ * long its lease runs, when it is held (after waiting wait_ms).  opts may
+ * be NULL. */
+int dtx_lock_acquire(dtx_store_t *st, const char *name,
+                     const dtx_lock_opts_t *opts, json_t **out);
+
+/* Extends the lease of token (expires = now + ttl) while it is the
+ * current token and not released -- also after it lapsed, as long as no
+ * one acquired since.  DTX_ENOMATCH when the token is no longer current;
+ * DTX_ENOTFOUND when there is no such lock. */
+int dtx_lock_renew(dtx_store_t *st, const char *name, int64_t token,
+                   const dtx_lock_opts_t *opts, json_t **out);
+
+/* Frees the lock, when token is its current token and not released yet
+ * (the token itself is kept: the next acquire gets token + 1).
+ * DTX_ENOMATCH when the token is no longer current; DTX_ENOTFOUND when
+ * there is no such lock. */
+int dtx_lock_release(dtx_store_t *st, const char *name, int64_t token,
+                     json_t **out);
+
+/* *out: the lock's view, or DTX_ENOTFOUND. */
+int dtx_lock_get(dtx_store_t *st, const char *name, json_t **out);
+
+/* *out: array of lock views by name, paged by page (may be NULL). */
+int dtx_lock_list(dtx_store_t *st, const dtx_page_t *page, json_t **out);
+
 #ifdef __cplusplus
 }
 #endif

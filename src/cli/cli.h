@@ -97,4 +97,7 @@ int dtx__cmd_recover(dtx_cli_t *, int, char **);
 int dtx__cmd_audit(dtx_cli_t *, int, char **);
 int dtx__cmd_faults(dtx_cli_t *, int, char **);
 
+/* cmd_txn.c: lease locks. */
+int dtx__cmd_lock(dtx_cli_t *, int, char **);
+
 #endif

@@ -127,6 +127,7 @@ static const command_t commands[] = {
     {"recover", dtx__cmd_recover, NULL},
     {"audit", dtx__cmd_audit, NULL},
     {"faults", dtx__cmd_faults, NULL},
+    {"lock", dtx__cmd_lock, NULL},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -160,7 +161,7 @@ static const char global_usage[] =
     "  demo                                  a narrated tour of the primitive\n"
     "\n"
     "Transaction commands (see doctx COMMAND --help):\n"
-    "  account, transfer, worker, recover, audit, faults\n"
+    "  account, transfer, worker, recover, audit, faults, lock\n"
     "\n"
     "Options:\n"
     "  --store URI, --store=URI  the store to use, anywhere on the line:\n"

@@ -6,7 +6,8 @@
 # runs against each:
 #   conformance   BUILD_DIR/conformance redis://...
 #   shell         tests/crash/faults.sh, pause.sh, chaos.sh and
-#                 tests/cli/contract.sh (DOCTX set; each scenario gets an
+#                 tests/cli/contract.sh, lock.sh and
+#                 tests/crash/kleppmann.sh (DOCTX set; each scenario gets an
 #                 emptied namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time)
 #   cli           tests/cli/bad_input.sh, likewise (about 1.5 minutes per
@@ -114,6 +115,9 @@ phase_shell() {
     run_logged "unique_crash.sh $u" env DTX_REDIS_URI="$u" bash "$HERE/unique_crash.sh"
     run_logged "contract.sh $u" env DTX_REDIS_URI="$u" \
       bash "$ROOT/tests/cli/contract.sh"
+    run_logged "lock.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/lock.sh"
+    run_logged "kleppmann.sh $u" env DTX_REDIS_URI="$u" \
+      bash "$ROOT/tests/crash/kleppmann.sh"
   done
 }
 
