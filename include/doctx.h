@@ -65,7 +65,8 @@ extern "C" {
   X(AUDIT, -22, "audit found broken invariants")                             \
   X(STALE, -23, "lease lost to another owner")                              \
   X(LIMIT, -24, "resource limit exceeded")                                   \
-  X(VALIDATION, -25, "document failed validation")
+  X(VALIDATION, -25, "document failed validation")                          \
+  X(FENCED, -26, "a newer fencing token wrote the document")
 
 typedef enum dtx_errno {
   DTX_OK = 0,
@@ -200,6 +201,37 @@ int dtx_store_find(dtx_store_t *st, const char *coll, const json_t *filter,
 int dtx_store_count(dtx_store_t *st, const char *coll, const json_t *filter,
                     int64_t *out);
 
+/* Fenced writes.  Every modify call -- dtx_store_update (one or many),
+ * find_one_and_update, find_one_and_delete, dtx_store_delete_ex -- may be
+ * fenced by a lock name and token (fence_name, fence_token in its
+ * options): Kleppmann's fencing token, so that a resource refuses a lock
+ * holder whose lease lapsed while it was paused.  A document records, per
+ * lock name, the largest token that wrote it, in the reserved top-level
+ * field
+ *   _fence: {NAME: token, ...}
+ * On the document the filter matched, in the same atomic step as the
+ * write: when a token larger than fence_token is recorded there, the call
+ * fails with DTX_EFENCED, naming both tokens, and changes nothing;
+ * otherwise the update (or delete) is applied and fence_token recorded.
+ * A document with no token of that lock yet accepts the write and records
+ * its token; an equal token writes again.  A document the filter does not
+ * match is DTX_ENOMATCH (or matched 0), as unfenced: FENCED means the
+ * filter matched and the token was refused.  With many, each document is
+ * judged on its own and a refused one stops the call there, as a
+ * validation error does.  A fenced upsert records the token in the new
+ * document.
+ * fence_name is 1..128 of [A-Za-z0-9_.:-] and fence_token >= 1
+ * (DTX_EINVAL).  The lock names of doctx's own locks (dtx_lock_*) are
+ * their names, and their tokens the tokens acquire returned.
+ * _fence is written only by fenced writes: an update naming it (any
+ * operator, or $rename to it) and a replacement holding it are
+ * DTX_EBADUPDATE; a replacement keeps the stored _fence, as it keeps _id;
+ * an upsert's filter does not seed it; an inserted document may carry a
+ * well-formed _fence ({NAME: integer >= 1}) or none (DTX_EINVAL), e.g. to
+ * restore a copy.  Filters may read it ({"_fence.L": {"$lte": 7}}; a name
+ * holding '.' reads as a path).  Writes without a fence are not checked
+ * against it: every writer of a fenced resource must fence. */
+
 typedef struct dtx_update_opts {
   int many;   /* update every matching document (each atomic on its own) */
   int upsert; /* insert a document built from filter + update if none */
@@ -207,6 +239,9 @@ typedef struct dtx_update_opts {
    * identifier used as $[id] in update paths; NULL when none. */
   const json_t *array_filters;
   int bypass_validation; /* skip the collection's validator */
+  /* A fenced write (see "fenced writes" below): fence_name NULL for none. */
+  const char *fence_name;
+  int64_t fence_token;
 } dtx_update_opts_t;
 
 typedef struct dtx_update_result {
@@ -234,6 +269,8 @@ typedef struct dtx_fam_opts {
   const json_t *array_filters; /* as in dtx_update_opts_t */
   int bypass_validation; /* skip the validator (find_one_and_update) or
                             the delete guard (find_one_and_delete) */
+  const char *fence_name; /* a fenced write; NULL for none */
+  int64_t fence_token;
 } dtx_fam_opts_t;
 
 /* The primitive: atomically finds one document matching filter and applies
@@ -284,6 +321,8 @@ int dtx_store_delete(dtx_store_t *st, const char *coll, const json_t *filter,
 typedef struct dtx_delete_opts {
   int many;              /* delete every match (each atomically) */
   int bypass_validation; /* skip the collection's delete guard */
+  const char *fence_name; /* a fenced delete; NULL for none */
+  int64_t fence_token;
 } dtx_delete_opts_t;
 
 /* dtx_store_delete with options; opts may be NULL (delete one). */
@@ -819,6 +858,59 @@ typedef struct dtx_job_work_opts {
  * counted. */
 int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
                  json_t **summary);
+/* ---- lease locks with fencing tokens (src/txn/lock/, docs/locks.md) --------
+ *
+ * A lock is a document of the collection "locks", _id = its name, never
+ * deleted (its delete guard refuses), so its token never resets:
+ *   {_id: NAME, owner: O|null, token: N, expires: ms, ttl: ms,
+ *    acquired: ms, updated: ms, nonce: "..."}
+ * Acquire, renew and release are each ONE conditional update of it.
+ * Acquire succeeds when the lock is free (released, or never taken) or its
+ * lease lapsed (expires <= now, wall-clock ms of the acquiring client), and
+ * returns token = the previous token + 1: strictly greater than every
+ * token issued before for that name, across expiry, release and restarts.
+ * A lease alone does not give mutual exclusion (a holder paused past it
+ * still believes it holds the lock): every protected write must carry the
+ * token as a fence (fence_name = the lock's name, fence_token = the
+ * token), and the store refuses the older holder (DTX_EFENCED).
+ * Names are 1..128 of [A-Za-z0-9_.:-].  The lock's view, returned by every
+ * call (*out, new reference, may be NULL):
+ *   {"name", "owner", "token", "expires" (ms), "held": bool}
+ * ("held": a live lease at the time of the call). */
+typedef struct dtx_lock_opts {
+  const char *owner;   /* recorded holder; NULL or "": host:pid */
+  int64_t ttl_ms;      /* lease; 0: 30000 (renew: the lock's last ttl) */
+  int64_t wait_ms;     /* acquire: wait up to this long while the lock is
+                          held, polling with backoff; 0: do not wait */
+  int64_t deadline_ms; /* budget of the whole call (a wait included); 0: see
+                          "Deadlines" */
+} dtx_lock_opts_t;
+
+/* Takes lock name.  DTX_ENOMATCH, naming the holder, its token and how
+ * long its lease runs, when it is held (after waiting wait_ms).  opts may
+ * be NULL. */
+int dtx_lock_acquire(dtx_store_t *st, const char *name,
+                     const dtx_lock_opts_t *opts, json_t **out);
+
+/* Extends the lease of token (expires = now + ttl) while it is the
+ * current token and not released -- also after it lapsed, as long as no
+ * one acquired since.  DTX_ENOMATCH when the token is no longer current;
+ * DTX_ENOTFOUND when there is no such lock. */
+int dtx_lock_renew(dtx_store_t *st, const char *name, int64_t token,
+                   const dtx_lock_opts_t *opts, json_t **out);
+
+/* Frees the lock, when token is its current token and not released yet
+ * (the token itself is kept: the next acquire gets token + 1).
+ * DTX_ENOMATCH when the token is no longer current; DTX_ENOTFOUND when
+ * there is no such lock. */
+int dtx_lock_release(dtx_store_t *st, const char *name, int64_t token,
+                     json_t **out);
+
+/* *out: the lock's view, or DTX_ENOTFOUND. */
+int dtx_lock_get(dtx_store_t *st, const char *name, json_t **out);
+
+/* *out: array of lock views by name, paged by page (may be NULL). */
+int dtx_lock_list(dtx_store_t *st, const dtx_page_t *page, json_t **out);
 
 #ifdef __cplusplus
 }

@@ -32,6 +32,7 @@ enum {
   O_VALIDATOR = 1 << 11,
   O_GUARD = 1 << 12,
   O_CLEAR = 1 << 13,
+  O_FENCE = 1 << 14,
 };
 
 static const struct option {
@@ -46,7 +47,7 @@ static const struct option {
     {"--sparse", O_SPARSE, 0}, {"--array-filters", O_ARRAY_FILTERS, 1},
     {"--bypass-validation", O_BYPASS, 0},
     {"--validator", O_VALIDATOR, 1}, {"--delete-guard", O_GUARD, 1},
-    {"--clear", O_CLEAR, 0},
+    {"--clear", O_CLEAR, 0},       {"--fence", O_FENCE, 1},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 
@@ -128,6 +129,31 @@ static int parse_args(args_t *a, int argc, char **argv) {
 }
 
 /* ---- argument checks (no store access) ----------------------------------------- */
+
+/* --fence NAME:TOKEN (split at the last ':', since lock names such as
+ * "job:7" hold one), checked as the library will check it, so that bad
+ * input exits 2 before the store is opened.  *name points into argv. */
+static int parse_fence(const args_t *a, const char **name, int64_t *token) {
+  static _Thread_local char buf[160];
+  const char *v = optval(a, O_FENCE);
+  *name = NULL;
+  *token = 0;
+  if (!v)
+    return 0;
+  const char *colon = strrchr(v, ':');
+  if (!colon || colon == v || (size_t)(colon - v) >= sizeof buf ||
+      dtx__cli_int64(colon + 1, 0, token) < 0)
+    return dtx__cli_usage("%s: --fence wants NAME:TOKEN with an integer "
+                          "TOKEN >= 1, not '%s'",
+                          a->cmd, v);
+  memcpy(buf, v, (size_t)(colon - v));
+  buf[colon - v] = '\0';
+  int rc = dtx__fence_check_args(buf, *token);
+  if (rc < 0)
+    return dtx__cli_fail(rc);
+  *name = buf;
+  return 0;
+}
 
 static int check_coll(const char *coll) {
   int rc = dtx_check_collection(coll);
@@ -345,11 +371,15 @@ out:
 }
 
 int dtx__cmd_update(dtx_cli_t *cli, int argc, char **argv) {
-  args_t a = {.allowed = O_MANY | O_UPSERT | O_ARRAY_FILTERS | O_BYPASS,
+  args_t a = {.allowed =
+                  O_MANY | O_UPSERT | O_ARRAY_FILTERS | O_BYPASS | O_FENCE,
               .posnames = pn_update, .minpos = 3, .maxpos = 3};
   json_t *filter = NULL, *update = NULL, *afs = NULL;
+  const char *fname;
+  int64_t ftoken;
   int ec = parse_args(&a, argc, argv);
   if (ec || (ec = check_coll(a.pos[0])) ||
+      (ec = parse_fence(&a, &fname, &ftoken)) ||
       (ec = parse_filter(a.pos[1], &filter)) ||
       (ec = parse_update(&a, a.pos[2], (a.given & O_MANY) != 0, &update,
                          &afs)))
@@ -360,7 +390,9 @@ int dtx__cmd_update(dtx_cli_t *cli, int argc, char **argv) {
   dtx_update_opts_t uo = {.many = (a.given & O_MANY) != 0,
                           .upsert = (a.given & O_UPSERT) != 0,
                           .array_filters = afs,
-                          .bypass_validation = (a.given & O_BYPASS) != 0};
+                          .bypass_validation = (a.given & O_BYPASS) != 0,
+                          .fence_name = fname,
+                          .fence_token = ftoken};
   dtx_update_result_t res;
   int rc = dtx_store_update(st, a.pos[0], filter, update, &uo, &res);
   if (rc < 0) {
@@ -383,13 +415,16 @@ out:
 }
 
 int dtx__cmd_find_and_modify(dtx_cli_t *cli, int argc, char **argv) {
-  args_t a = {.allowed =
-                  O_SORT | O_NEW | O_UPSERT | O_ARRAY_FILTERS | O_BYPASS,
+  args_t a = {.allowed = O_SORT | O_NEW | O_UPSERT | O_ARRAY_FILTERS |
+                         O_BYPASS | O_FENCE,
               .posnames = pn_update, .minpos = 3, .maxpos = 3};
   json_t *filter = NULL, *update = NULL, *sort = NULL, *doc = NULL,
          *afs = NULL;
+  const char *fname;
+  int64_t ftoken;
   int ec = parse_args(&a, argc, argv);
   if (ec || (ec = check_coll(a.pos[0])) ||
+      (ec = parse_fence(&a, &fname, &ftoken)) ||
       (ec = parse_filter(a.pos[1], &filter)) ||
       (ec = parse_update(&a, a.pos[2], 0, &update, &afs)) ||
       (ec = parse_sort(&a, &sort)))
@@ -401,7 +436,9 @@ int dtx__cmd_find_and_modify(dtx_cli_t *cli, int argc, char **argv) {
                        .upsert = (a.given & O_UPSERT) != 0,
                        .return_new = (a.given & O_NEW) != 0,
                        .array_filters = afs,
-                       .bypass_validation = (a.given & O_BYPASS) != 0};
+                       .bypass_validation = (a.given & O_BYPASS) != 0,
+                       .fence_name = fname,
+                       .fence_token = ftoken};
   int rc =
       dtx_store_find_one_and_update(st, a.pos[0], filter, update, &fo, &doc);
   if (rc == DTX_ENOMATCH) {
@@ -462,11 +499,14 @@ out:
 }
 
 int dtx__cmd_delete(dtx_cli_t *cli, int argc, char **argv) {
-  args_t a = {.allowed = O_MANY | O_BYPASS, .posnames = pn_filter,
+  args_t a = {.allowed = O_MANY | O_BYPASS | O_FENCE, .posnames = pn_filter,
               .minpos = 2, .maxpos = 2};
   json_t *filter = NULL;
+  const char *fname;
+  int64_t ftoken;
   int ec = parse_args(&a, argc, argv);
   if (ec || (ec = check_coll(a.pos[0])) ||
+      (ec = parse_fence(&a, &fname, &ftoken)) ||
       (ec = parse_filter(a.pos[1], &filter)))
     goto out;
   dtx_store_t *st = dtx__cli_store(cli, &ec);
@@ -474,7 +514,9 @@ int dtx__cmd_delete(dtx_cli_t *cli, int argc, char **argv) {
     goto out;
   int64_t n = 0;
   dtx_delete_opts_t dopt = {.many = (a.given & O_MANY) != 0,
-                            .bypass_validation = (a.given & O_BYPASS) != 0};
+                            .bypass_validation = (a.given & O_BYPASS) != 0,
+                            .fence_name = fname,
+                            .fence_token = ftoken};
   int rc = dtx_store_delete_ex(st, a.pos[0], filter, &dopt, &n);
   if (rc < 0)
     ec = dtx__cli_fail(rc);

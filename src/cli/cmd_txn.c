@@ -458,3 +458,113 @@ int dtx__cmd_faults(dtx_cli_t *cli, int argc, char **argv) {
     puts(*p);
   return DTX_EXIT_OK;
 }
+
+/* ---- lock (src/txn/lock/, docs/locks.md) ------------------------------------ */
+
+static const char *lock_help =
+    "usage: doctx lock acquire NAME [--ttl-ms N] [--owner O] [--wait-ms N]\n"
+    "                               [--deadline-ms N]\n"
+    "       doctx lock renew NAME TOKEN [--ttl-ms N]\n"
+    "       doctx lock release NAME TOKEN\n"
+    "       doctx lock show NAME\n"
+    "       doctx lock list [--limit N] [--skip N]\n"
+    "A lease lock with fencing tokens.  acquire takes NAME when it is free\n"
+    "or its lease lapsed and prints {\"name\",\"owner\",\"token\",\"expires\"}\n"
+    "(expires: wall-clock ms); the token is greater than every token NAME\n"
+    "issued before.  --ttl-ms is the lease (default 30000), --wait-ms how\n"
+    "long to wait while another holds it (default 0).  renew extends the\n"
+    "lease of TOKEN (--ttl-ms default: the lock's own), release frees it;\n"
+    "both only while TOKEN is current.  A lease does not stop a paused\n"
+    "holder: give every protected write the fence NAME:TOKEN (an option of\n"
+    "update, find-and-modify and delete), and the store refuses an older\n"
+    "token with FENCED (exit 3).\n"
+    "show and list also print \"held\".\n"
+    "exit: 0 ok, 1 still held (acquire), token no longer current (renew,\n"
+    "      release) or no such lock, 2 invalid input, 4 store error\n";
+
+enum { L_TTL, L_OWNER, L_WAIT, L_DEADLINE, L_LIMIT, L_SKIP, L_N };
+
+int dtx__cmd_lock(dtx_cli_t *cli, int argc, char **argv) {
+  optval_t o[L_N] = {
+      [L_TTL] = {"--ttl-ms", 1, NULL},   [L_OWNER] = {"--owner", 1, NULL},
+      [L_WAIT] = {"--wait-ms", 1, NULL}, [L_DEADLINE] = {"--deadline-ms", 1, NULL},
+      [L_LIMIT] = {"--limit", 1, NULL},  [L_SKIP] = {"--skip", 1, NULL}};
+  char *pos[3];
+  int code, rc;
+  dtx_lock_opts_t lo = {0};
+  dtx_page_t page = {0};
+  int64_t token = 0;
+  if (is_help(argc, argv))
+    return help(lock_help);
+  int n = split(argc, argv, o, L_N, pos, 3);
+  if (n < 0)
+    return DTX_EXIT_USAGE;
+  if (n == 0)
+    return dtx__cli_usage("lock: expected acquire, renew, release, show or "
+                          "list");
+  const char *sub = pos[0];
+  /* Which options and how many arguments each subcommand takes. */
+  static const struct {
+    const char *name;
+    int npos;
+    unsigned opts; /* bit i: option i allowed */
+  } subs[] = {
+      {"acquire", 2, 1u << L_TTL | 1u << L_OWNER | 1u << L_WAIT | 1u << L_DEADLINE},
+      {"renew", 3, 1u << L_TTL | 1u << L_DEADLINE},
+      {"release", 3, 1u << L_DEADLINE},
+      {"show", 2, 0},
+      {"list", 1, 1u << L_LIMIT | 1u << L_SKIP},
+  };
+  size_t k;
+  for (k = 0; k < sizeof subs / sizeof subs[0]; k++)
+    if (strcmp(subs[k].name, sub) == 0)
+      break;
+  if (k == sizeof subs / sizeof subs[0])
+    return dtx__cli_usage("lock: expected acquire, renew, release, show or "
+                          "list; got '%s'", sub);
+  if (n != subs[k].npos)
+    return dtx__cli_usage("lock %s: expected %s", sub,
+                          subs[k].npos == 1   ? "no arguments"
+                          : subs[k].npos == 2 ? "NAME"
+                                              : "NAME TOKEN");
+  for (int i = 0; i < L_N; i++)
+    if (o[i].value && !(subs[k].opts & (1u << i)))
+      return dtx__cli_usage("lock %s: %s does not apply", sub, o[i].name);
+  if (int_opt("lock", &o[L_TTL], 0, 1, &lo.ttl_ms) ||
+      int_opt("lock", &o[L_WAIT], 0, 0, &lo.wait_ms) ||
+      int_opt("lock", &o[L_DEADLINE], 0, 0, &lo.deadline_ms) ||
+      page_opts("lock list", &o[L_SKIP], &o[L_LIMIT], &page))
+    return DTX_EXIT_USAGE;
+  lo.owner = o[L_OWNER].value;
+  if (n == 3 && (dtx__cli_int64(pos[2], 0, &token) != 0 || token < 1))
+    return dtx__cli_usage("lock %s: TOKEN must be an integer >= 1, got '%s'",
+                          sub, pos[2]);
+  int reads = strcmp(sub, "show") == 0 || strcmp(sub, "list") == 0;
+  if (!reads && (code = faults_ok()))
+    return code;
+  dtx_store_t *st = reads ? dtx__cli_store_read(cli, &code)
+                          : dtx__cli_store(cli, &code);
+  if (!st)
+    return code;
+  json_t *out = NULL;
+  switch (k) {
+  case 0: rc = dtx_lock_acquire(st, pos[1], &lo, &out); break;
+  case 1: rc = dtx_lock_renew(st, pos[1], token, &lo, &out); break;
+  case 2: rc = dtx_lock_release(st, pos[1], token, &out); break;
+  case 3: rc = dtx_lock_get(st, pos[1], &out); break;
+  default: rc = dtx_lock_list(st, &page, &out); break;
+  }
+  if (rc)
+    return dtx__cli_fail(rc);
+  if (k == 4) {
+    size_t i;
+    json_t *v;
+    json_array_foreach(out, i, v) dtx__cli_print_json(v);
+  } else {
+    if (k == 0) /* acquire prints what the contract names */
+      json_object_del(out, "held");
+    dtx__cli_print_json(out);
+  }
+  json_decref(out);
+  return DTX_EXIT_OK;
+}

@@ -56,7 +56,8 @@ static const struct {
      "constraint violation: duplicate key, wrong type, int64 overflow, _id "
      "change, an existing account id, a transfer id reused with other "
      "parameters, cancel after commit, an aggregation past its memory limit, "
-     "a write refused by a collection's rules (VALIDATION)"},
+     "a write refused by a collection's rules (VALIDATION), a write whose "
+     "--fence token is older than one that wrote the document (FENCED)"},
     {DTX_EXIT_BACKEND,
      "store unavailable or backend error (a transfer it interrupts is left "
      "for doctx recover), including no store at PATH for a command that "
@@ -112,6 +113,7 @@ int dtx__cli_exit_code(int rc) {
   case DTX_ESTALE:
   case DTX_ELIMIT:
   case DTX_EVALIDATION:
+  case DTX_EFENCED:
     return DTX_EXIT_CONSTRAINT;
   case DTX_EAUDIT:
     return DTX_EXIT_AUDIT;

@@ -15,6 +15,7 @@
 #include "store/store.h"
 
 #include "util/err.h"
+#include "util/fault.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,6 +207,8 @@ static int prepare_doc(const char *coll, const json_t *doc, json_t **out) {
   *out = NULL;
   if (!json_is_object(doc))
     return dtx__err(DTX_EINVAL, "document must be an object");
+  if ((rc = dtx__fence_check_doc(doc)) < 0)
+    return rc;
   json_t *id = json_object_get(doc, "_id");
   if (id) {
     if ((rc = dtx__id_check(id)) < 0 ||
@@ -475,13 +478,25 @@ int dtx_store_count(dtx_store_t *st, const char *coll, const json_t *filter,
 static int modify_prepare(dtx_store_t *st, const char *coll,
                           const json_t *filter, const json_t *update,
                           const json_t *array_filters, int is_delete,
-                          int bypass, dtx__modify_t *m, compiled_t *c) {
+                          int bypass, const char *fence_name,
+                          int64_t fence_token, dtx__modify_t *m,
+                          compiled_t *c) {
   int rc;
   memset(m, 0, sizeof *m);
   memset(c, 0, sizeof *c);
   if ((rc = check_st_coll(st, coll)) < 0 ||
+      (rc = dtx__fence_check_args(fence_name, fence_token)) < 0 ||
+      (!is_delete && (rc = dtx__fence_check_update(update)) < 0) ||
       (rc = compile(filter, update, array_filters, !is_delete, c)) < 0)
     return rc;
+  m->fence_name = fence_name;
+  m->fence_token = fence_token;
+  /* A lock holder paused between deciding to write and writing is the
+   * case fencing exists for: the fault point to stop it at. */
+  if (fence_name && (rc = DTX_FAULTPOINT("fence.write")) < 0) {
+    compiled_free(c);
+    return rc;
+  }
   m->coll = coll;
   m->filter_spec = c->filter;
   m->filter = c->f;
@@ -507,7 +522,8 @@ int dtx_store_update(dtx_store_t *st, const char *coll, const json_t *filter,
   dtx__modify_t m;
   compiled_t c;
   int rc = modify_prepare(st, coll, filter, update, opts->array_filters, 0,
-                          opts->bypass_validation, &m, &c);
+                          opts->bypass_validation, opts->fence_name,
+                          opts->fence_token, &m, &c);
   if (rc < 0)
     return rc;
   if (opts->many && dtx__update_is_replacement(c.u)) {
@@ -567,7 +583,8 @@ static int find_one_and_modify(dtx_store_t *st, const char *coll,
   }
   if ((rc = modify_prepare(st, coll, filter, update,
                            is_delete ? NULL : opts->array_filters, is_delete,
-                           opts->bypass_validation, &m, &c)) < 0) {
+                           opts->bypass_validation, opts->fence_name,
+                           opts->fence_token, &m, &c)) < 0) {
     dtx__proj_free(proj);
     return rc;
   }
@@ -633,7 +650,8 @@ int dtx_store_delete_ex(dtx_store_t *st, const char *coll,
   dtx__modify_t m;
   compiled_t c;
   int rc = modify_prepare(st, coll, filter, NULL, NULL, 1,
-                          opts->bypass_validation, &m, &c);
+                          opts->bypass_validation, opts->fence_name,
+                          opts->fence_token, &m, &c);
   if (rc < 0)
     return rc;
   int64_t matched = 0, n = 0;

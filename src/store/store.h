@@ -46,6 +46,8 @@ typedef struct dtx__modify {
   const json_t *sort;           /* checked sort spec or NULL */
   int upsert;                   /* insert when nothing matches */
   int bypass;                   /* skip the validator / delete guard */
+  const char *fence_name;       /* NULL, or the lock fencing this write */
+  int64_t fence_token;          /* its token (>= 1) */
 } dtx__modify_t;
 
 /* The outcome of one modify_one call. */
@@ -175,6 +177,32 @@ void dtx__modify_result_clear(dtx__modify_result_t *res);
 int dtx__err_dupkey(const char *index, const char *const *paths,
                     const json_t *tuple, size_t n);
 int dtx__err_dupid(const json_t *id);
+
+/* ---- fenced writes (fence.c) ------------------------------------------------ */
+
+/* The one step every backend runs on the document a modify matched, inside
+ * its atomic step, where it would apply m->update: the fence test (a
+ * larger token recorded in before's _fence: DTX_EFENCED, nothing changes),
+ * then the update (none for a delete: *after NULL), keeping before's
+ * _fence across a replacement, then the token recorded.  *after is a new
+ * document (NULL on error or for a delete); *changed is 1 when it differs
+ * from before (always 1 for a delete).  The backend then checks *after
+ * with dtx__doc_check_write as before. */
+int dtx__modify_apply(const dtx__modify_t *m, const json_t *before,
+                      int64_t now, json_t **after, int *changed);
+
+/* The document an upserting m inserts: dtx__upsert_doc without any _fence
+ * the filter seeded, plus m's token when fenced.  *out is new. */
+int dtx__modify_upsert_doc(const dtx__modify_t *m, int64_t now, json_t **out);
+
+/* Argument checks of store.c: a fence name is 1..128 of [A-Za-z0-9_.:-]
+ * and its token >= 1 (name NULL: no fence, 0); a user update may not name
+ * _fence (DTX_EBADUPDATE); an inserted document's _fence, when present,
+ * must be {NAME: token >= 1, ...} (DTX_EINVAL). */
+int dtx__fence_name_check(const char *name);
+int dtx__fence_check_args(const char *name, int64_t token);
+int dtx__fence_check_update(const json_t *update);
+int dtx__fence_check_doc(const json_t *doc);
 
 /* Checks a collection name: 1..120 bytes of [A-Za-z0-9_.-], not starting
  * with "_dtx" or "system.".  DTX_EINVAL otherwise. */

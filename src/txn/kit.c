@@ -147,6 +147,13 @@ static int modify(dtx__exec_t *ex, const char *point, const char *coll,
                   json_t *filter, json_t *update, const json_t *sort,
                   json_t **out, int *unsure) {
   dtx_fam_opts_t o = {.return_new = 1, .sort = sort};
+  return dtx__kit_modify_ex(ex, point, coll, filter, update, &o, out);
+}
+
+int dtx__kit_modify_ex(dtx__exec_t *ex, const char *point, const char *coll,
+                       json_t *filter, json_t *update,
+                       const dtx_fam_opts_t *opts, json_t **out) {
+  dtx_fam_opts_t o = *opts;
   dtx__retry_t r = {0};
   int rc = DTX_ENOMEM;
   *out = NULL;

@@ -135,6 +135,13 @@ int dtx__kit_modify(dtx__exec_t *ex, const char *point, const char *coll,
                     json_t *filter, json_t *update, const json_t *sort,
                     json_t **out);
 
+/* dtx__kit_modify with the store's options (borrowed; e.g. upsert, a
+ * fence, return_new).  DTX_EDUPKEY is returned as is: an upsert whose
+ * filter did not match a document that exists (e.g. a held lock). */
+int dtx__kit_modify_ex(dtx__exec_t *ex, const char *point, const char *coll,
+                       json_t *filter, json_t *update,
+                       const dtx_fam_opts_t *opts, json_t **out);
+
 /* Inserts doc (borrowed).  A retry after a lost reply may find its own
  * insert: DTX_EDUPKEY is returned as is, for the caller to judge. */
 int dtx__kit_insert(dtx__exec_t *ex, const char *point, const char *coll,

@@ -16,6 +16,7 @@
 #define DTX_PATTERNS(X) \
   X(transfer) \
   X(job)
+  X(lock)
 
 #define DECLARE(name) extern const dtx__pattern_t dtx__##name##_pattern;
 DTX_PATTERNS(DECLARE)

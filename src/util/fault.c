@@ -28,6 +28,9 @@ static const char *const store_points[] = {
     /* bulk writes (store/store.h, store/redis/bulk.c) */
     "store.bulk_op",
     "store.bulk_sent",
+    /* a fenced write, before its atomic step (store/store.c): Kleppmann's
+     * paused lock holder stops here */
+    "fence.write",
     NULL,
 };
 

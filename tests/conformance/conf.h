@@ -138,6 +138,7 @@ void conf_run_mongo(void);
 void conf_run_rules(void);
 void conf_run_store(void);
 void conf_run_scale(void);
+void conf_run_fence(void);
 void conf_run_bulk(void);
 
 /* ---- every single write through bulk (conf_bulk.c) ---------------------- */

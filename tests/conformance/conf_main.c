@@ -2,8 +2,8 @@
  *
  * Usage: conformance URI [TOPIC...]
  * opens the store named by URI (sqlite:..., redis://...), runs every topic
- * (crud query index concurrency crash mongo rules store scale bulk) or
- * only those named (DTX_CONF_VIA_BULK=1: every single-document write
+ * (crud query index concurrency crash mongo rules store scale bulk fence)
+ * or only those named (DTX_CONF_VIA_BULK=1: every single-document write
  * through dtx_store_bulk_write, see conf_bulk.c), drops every
  * collection it created and exits non-zero on any failure.  Collection
  * names carry a random per-run tag so runs against one long-lived store
@@ -345,6 +345,7 @@ int main(int argc, char **argv) {
       {"store", conf_run_store},
       {"scale", conf_run_scale},
       {"bulk", conf_run_bulk},
+      {"fence", conf_run_fence},
   };
   int64_t t_all = conf_now_ms();
   for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++) {

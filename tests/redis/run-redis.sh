@@ -7,7 +7,8 @@
 #   conformance   BUILD_DIR/conformance redis://..., then again with
 #                 every single write through bulk_write (quick loops)
 #   shell         tests/crash/faults.sh, pause.sh, chaos.sh,
-#                 tests/cli/contract.sh and job.sh (DOCTX set; each scenario gets an
+#                 tests/cli/contract.sh, job.sh, lock.sh and
+#                 tests/crash/kleppmann.sh (DOCTX set; each scenario gets an
 #                 emptied namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time)
 #   cli           tests/cli/bad_input.sh, transfer_defects.sh and
@@ -136,6 +137,9 @@ shell_on() { # URI
   run_logged "contract.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/cli/contract.sh"
   run_logged "job.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/job.sh"
+  run_logged "lock.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/lock.sh"
+  run_logged "kleppmann.sh $u" env DTX_REDIS_URI="$u" \
+    bash "$ROOT/tests/crash/kleppmann.sh"
 }
 phase_shell() { both_targets shell_on; }
 

@@ -1127,9 +1127,9 @@ static int modify_doc(dtx__backend_t *b, const rd_coll_t *co,
     }
     json_t *nd = NULL;
     int changed = 1;
-    rc = m->update ? dtx__update_apply(m->update, cur->body, 0, now, &nd,
-                                       &changed)
-                   : 0;
+    /* The update and the fence (fence.c), decided on this version of
+     * the document: the write below is refused if it moved since. */
+    rc = dtx__modify_apply(m, cur->body, now, &nd, &changed);
     /* The new document (or the delete) against the rules of co, the
      * descriptor whose stamp the write will carry. */
     if (rc == 0 && changed)
@@ -1275,7 +1275,7 @@ static int select_doc(dtx__backend_t *b, rd_coll_t **cop,
 static int upsert(dtx__backend_t *b, rd_coll_t **cop, const dtx__modify_t *m,
                   int64_t now, dtx__modify_result_t *res) {
   json_t *doc;
-  int rc = dtx__upsert_doc(m->filter_spec, m->update, now, &doc);
+  int rc = dtx__modify_upsert_doc(m, now, &doc);
   if (rc == 0)
     rc = dtx__doc_check_write((*cop)->rules, (*cop)->name, NULL, doc,
                               m->bypass);

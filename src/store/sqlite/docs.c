@@ -479,7 +479,7 @@ static int pick_first(sq_conn_t *c, const sq_coll_t *co,
 static int upsert(sq_wctx_t *w, const dtx__modify_t *m,
                   dtx__modify_result_t *res) {
   json_t *doc;
-  int rc = dtx__upsert_doc(m->filter_spec, m->update, dtx__now_ms(), &doc);
+  int rc = dtx__modify_upsert_doc(m, dtx__now_ms(), &doc);
   if (rc < 0)
     return rc;
   const sq_coll_t *co;
@@ -505,7 +505,9 @@ static int modify_run(sq_wctx_t *w, sq_op_t *op) {
     return rc;
   if (!doc)
     return m->upsert && m->update ? upsert(w, m, res) : 0;
-  if (!m->update) {
+  /* The update and the fence (fence.c), in this write transaction. */
+  rc = dtx__modify_apply(m, doc, dtx__now_ms(), &nd, &changed);
+  if (rc == 0 && !m->update) {
     if ((rc = delete_doc(w->c, co, seq, doc, m->bypass)) < 0) {
       json_decref(doc);
       return rc;
@@ -514,7 +516,6 @@ static int modify_run(sq_wctx_t *w, sq_op_t *op) {
     res->before = doc;
     return 0;
   }
-  rc = dtx__update_apply(m->update, doc, 0, dtx__now_ms(), &nd, &changed);
   if (rc == 0 && changed)
     rc = update_doc(w, co, seq, doc, nd, m->bypass);
   if (rc < 0) {
@@ -595,9 +596,7 @@ static int many_run(sq_wctx_t *w, sq_op_t *op) {
     a->matched++;
     json_t *nd = NULL;
     int changed = 1;
-    if (m->update &&
-        (rc = dtx__update_apply(m->update, ms[i].doc, 0, now, &nd,
-                                &changed)) < 0)
+    if ((rc = dtx__modify_apply(m, ms[i].doc, now, &nd, &changed)) < 0)
       break;
     if (changed) {
       if ((rc = savepoint_begin(w->c, co)) == 0) {
