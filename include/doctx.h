@@ -471,6 +471,10 @@ int dtx_check_index(const json_t *keys, const dtx_index_opts_t *opts);
 /* An aggregation pipeline (DTX_EBADQUERY naming the stage or operator). */
 int dtx_check_pipeline(const json_t *pipeline);
 
+/* A fence of a fenced write: lock name (1..128 of [A-Za-z0-9_.:-]) and
+ * token >= 1 (DTX_EINVAL). */
+int dtx_check_fence(const char *name, int64_t token);
+
 /* ---- collection rules ------------------------------------------------------
  *
  * A collection may carry two rules, kept in the store's catalog so that

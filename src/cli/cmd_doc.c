@@ -148,7 +148,7 @@ static int parse_fence(const args_t *a, const char **name, int64_t *token) {
                           a->cmd, v);
   memcpy(buf, v, (size_t)(colon - v));
   buf[colon - v] = '\0';
-  int rc = dtx__fence_check_args(buf, *token);
+  int rc = dtx_check_fence(buf, *token);
   if (rc < 0)
     return dtx__cli_fail(rc);
   *name = buf;

@@ -485,7 +485,7 @@ static const char *lock_help =
 enum { L_TTL, L_OWNER, L_WAIT, L_DEADLINE, L_LIMIT, L_SKIP, L_N };
 
 int dtx__cmd_lock(dtx_cli_t *cli, int argc, char **argv) {
-  optval_t o[L_N] = {
+  dtx__cli_opt_t o[L_N] = {
       [L_TTL] = {"--ttl-ms", 1, NULL},   [L_OWNER] = {"--owner", 1, NULL},
       [L_WAIT] = {"--wait-ms", 1, NULL}, [L_DEADLINE] = {"--deadline-ms", 1, NULL},
       [L_LIMIT] = {"--limit", 1, NULL},  [L_SKIP] = {"--skip", 1, NULL}};
@@ -494,9 +494,9 @@ int dtx__cmd_lock(dtx_cli_t *cli, int argc, char **argv) {
   dtx_lock_opts_t lo = {0};
   dtx_page_t page = {0};
   int64_t token = 0;
-  if (is_help(argc, argv))
-    return help(lock_help);
-  int n = split(argc, argv, o, L_N, pos, 3);
+  if (dtx__cli_is_help(argc, argv))
+    return dtx__cli_help(lock_help);
+  int n = dtx__cli_split(argc, argv, o, L_N, pos, 3);
   if (n < 0)
     return DTX_EXIT_USAGE;
   if (n == 0)
@@ -530,17 +530,17 @@ int dtx__cmd_lock(dtx_cli_t *cli, int argc, char **argv) {
   for (int i = 0; i < L_N; i++)
     if (o[i].value && !(subs[k].opts & (1u << i)))
       return dtx__cli_usage("lock %s: %s does not apply", sub, o[i].name);
-  if (int_opt("lock", &o[L_TTL], 0, 1, &lo.ttl_ms) ||
-      int_opt("lock", &o[L_WAIT], 0, 0, &lo.wait_ms) ||
-      int_opt("lock", &o[L_DEADLINE], 0, 0, &lo.deadline_ms) ||
-      page_opts("lock list", &o[L_SKIP], &o[L_LIMIT], &page))
+  if (dtx__cli_int_opt("lock", &o[L_TTL], 0, 1, &lo.ttl_ms) ||
+      dtx__cli_int_opt("lock", &o[L_WAIT], 0, 0, &lo.wait_ms) ||
+      dtx__cli_int_opt("lock", &o[L_DEADLINE], 0, 0, &lo.deadline_ms) ||
+      dtx__cli_page_opts("lock list", &o[L_SKIP], &o[L_LIMIT], &page))
     return DTX_EXIT_USAGE;
   lo.owner = o[L_OWNER].value;
   if (n == 3 && (dtx__cli_int64(pos[2], 0, &token) != 0 || token < 1))
     return dtx__cli_usage("lock %s: TOKEN must be an integer >= 1, got '%s'",
                           sub, pos[2]);
   int reads = strcmp(sub, "show") == 0 || strcmp(sub, "list") == 0;
-  if (!reads && (code = faults_ok()))
+  if (!reads && (code = dtx__cli_faults_ok()))
     return code;
   dtx_store_t *st = reads ? dtx__cli_store_read(cli, &code)
                           : dtx__cli_store(cli, &code);

@@ -43,7 +43,9 @@ int dtx_check_update(const json_t *update, const json_t *array_filters,
   if (!json_is_object(update))
     return dtx__err(DTX_EBADUPDATE, "an update must be a JSON object");
   dtx__update_t *u = NULL;
-  int rc = dtx__update_compile_ex(update, array_filters, &u);
+  int rc = dtx__fence_check_update(update);
+  if (rc == 0)
+    rc = dtx__update_compile_ex(update, array_filters, &u);
   if (rc == 0 && (flags & DTX_CHECK_MANY) && dtx__update_is_replacement(u))
     rc = dtx__err(DTX_EBADUPDATE,
                   "a replacement document cannot update many documents");
@@ -64,6 +66,12 @@ int dtx_check_index(const json_t *keys, const dtx_index_opts_t *opts) {
   if (rc == 0)
     dtx__index_spec_free(spec);
   return rc;
+}
+
+int dtx_check_fence(const char *name, int64_t token) {
+  if (!name)
+    return dtx__err(DTX_EINVAL, "no lock name for the fence");
+  return dtx__fence_check_args(name, token);
 }
 
 int dtx_check_pipeline(const json_t *pipeline) {

@@ -870,7 +870,8 @@ static int bulk_prepare(dtx_store_t *st, const dtx_bulk_op_t *o,
       return dtx__err(DTX_EINVAL, "a bulk updateOne cannot have many set");
     if ((rc = modify_prepare(st, o->coll, o->filter, o->update,
                              u->array_filters, 0, u->bypass_validation,
-                             &op->m, &it->c)) < 0)
+                             u->fence_name, u->fence_token, &op->m,
+                             &it->c)) < 0)
       return rc;
     op->m.upsert = u->upsert;
     return 0;
@@ -880,7 +881,8 @@ static int bulk_prepare(dtx_store_t *st, const dtx_bulk_op_t *o,
     if (d->many)
       return dtx__err(DTX_EINVAL, "a bulk deleteOne cannot have many set");
     return modify_prepare(st, o->coll, o->filter, NULL, NULL, 1,
-                          d->bypass_validation, &op->m, &it->c);
+                          d->bypass_validation, d->fence_name,
+                          d->fence_token, &op->m, &it->c);
   }
   case DTX_BULK_FIND_ONE_AND_UPDATE:
   case DTX_BULK_FIND_ONE_AND_DELETE: {
@@ -896,7 +898,8 @@ static int bulk_prepare(dtx_store_t *st, const dtx_bulk_op_t *o,
     if ((rc = modify_prepare(st, o->coll, o->filter,
                              is_delete ? NULL : o->update,
                              is_delete ? NULL : f->array_filters, is_delete,
-                             f->bypass_validation, &op->m, &it->c)) < 0)
+                             f->bypass_validation, f->fence_name,
+                             f->fence_token, &op->m, &it->c)) < 0)
       return rc;
     op->m.sort = f->sort;
     op->m.upsert = !is_delete && f->upsert;

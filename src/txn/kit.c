@@ -140,19 +140,14 @@ int dtx__kit_update(dtx__exec_t *ex, const char *point, const char *coll,
   return rc;
 }
 
-/* dtx__kit_modify; *unsure (may be NULL) is set when an attempt ended in
- * an error after which the write may have been applied (a lost reply):
- * then a later "nothing matched" may be this executor's own write. */
-static int modify(dtx__exec_t *ex, const char *point, const char *coll,
-                  json_t *filter, json_t *update, const json_t *sort,
-                  json_t **out, int *unsure) {
-  dtx_fam_opts_t o = {.return_new = 1, .sort = sort};
-  return dtx__kit_modify_ex(ex, point, coll, filter, update, &o, out);
-}
-
-int dtx__kit_modify_ex(dtx__exec_t *ex, const char *point, const char *coll,
+/* The one retry loop of a conditional update.  *unsure (may be NULL) is
+ * set when an attempt ended in an error after which the write may have
+ * been applied (a lost reply): then a later "nothing matched" may be this
+ * executor's own write. */
+static int modify_opts(dtx__exec_t *ex, const char *point, const char *coll,
                        json_t *filter, json_t *update,
-                       const dtx_fam_opts_t *opts, json_t **out) {
+                       const dtx_fam_opts_t *opts, json_t **out,
+                       int *unsure) {
   dtx_fam_opts_t o = *opts;
   dtx__retry_t r = {0};
   int rc = DTX_ENOMEM;
@@ -177,6 +172,19 @@ int dtx__kit_modify_ex(dtx__exec_t *ex, const char *point, const char *coll,
   if (rc == DTX_ENOMATCH)
     dtx__err_clear(); /* an expected outcome, not an error to show */
   return rc;
+}
+
+static int modify(dtx__exec_t *ex, const char *point, const char *coll,
+                  json_t *filter, json_t *update, const json_t *sort,
+                  json_t **out, int *unsure) {
+  dtx_fam_opts_t o = {.return_new = 1, .sort = sort};
+  return modify_opts(ex, point, coll, filter, update, &o, out, unsure);
+}
+
+int dtx__kit_modify_ex(dtx__exec_t *ex, const char *point, const char *coll,
+                       json_t *filter, json_t *update,
+                       const dtx_fam_opts_t *opts, json_t **out) {
+  return modify_opts(ex, point, coll, filter, update, opts, out, NULL);
 }
 
 int dtx__kit_modify(dtx__exec_t *ex, const char *point, const char *coll,

@@ -15,7 +15,7 @@
 
 #define DTX_PATTERNS(X) \
   X(transfer) \
-  X(job)
+  X(job) \
   X(lock)
 
 #define DECLARE(name) extern const dtx__pattern_t dtx__##name##_pattern;
