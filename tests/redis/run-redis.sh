@@ -13,7 +13,8 @@
 #   cli           tests/cli/bad_input.sh, likewise (about 1.5 minutes per
 #                 target in a release build, so the sanitizer run of
 #                 scripts/test.sh leaves it out)
-#   transfers     BUILD_DIR/txn_transfer_concurrency and txn_kit redis://...
+#   transfers     BUILD_DIR/txn_transfer_concurrency, txn_kit and txn_lock
+#                 redis://...
 # on the standalone server only:
 #   deadline      tests/redis/deadline.sh: the server is SIGSTOPped while
 #                 commands run; each must end within its one budget,
@@ -210,6 +211,7 @@ phase_transfers() {
     run_logged "txn_transfer_concurrency $u" \
       "$BUILD/txn_transfer_concurrency" "$u"
     run_logged "txn_kit $u" "$BUILD/txn_kit" "$u"
+    run_logged "txn_lock $u" "$BUILD/txn_lock" "$u"
   done
 }
 
