@@ -510,8 +510,8 @@ int dtx__cmd_lock(dtx_cli_t *cli, int argc, char **argv) {
     unsigned opts; /* bit i: option i allowed */
   } subs[] = {
       {"acquire", 2, 1u << L_TTL | 1u << L_OWNER | 1u << L_WAIT | 1u << L_DEADLINE},
-      {"renew", 3, 1u << L_TTL | 1u << L_DEADLINE},
-      {"release", 3, 1u << L_DEADLINE},
+      {"renew", 3, 1u << L_TTL},
+      {"release", 3, 0},
       {"show", 2, 0},
       {"list", 1, 1u << L_LIMIT | 1u << L_SKIP},
   };

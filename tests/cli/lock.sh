@@ -93,4 +93,13 @@ expect 2 "fence token not an integer" -- d update res '{"_id":"r"}' '{"$set":{"v
 
 expect 0 "audit" -- d audit
 grep -q "audit lock: 2 locks" "$WORK/out" && ok || bad "audit line: $(out)"
+
+# The audit finds a lock whose token is below one a fenced write already
+# used (as if the lock had been restored from an old copy).
+new_store lock_audit
+d lock acquire A >/dev/null && d insert res '{"_id":"r","v":0}' >/dev/null &&
+  d update res '{"_id":"r"}' '{"$set":{"v":1}}' --fence A:5 >/dev/null || bad "audit set-up"
+expect 5 "audit: token regressed" -- d audit
+grep -q "lock_token_regressed.*lock 'A' holds token 1, below token 5 already used in a fenced write of res 'r'" "$WORK/out" &&
+  ok || bad "audit finding: $(out)"
 finish
