@@ -116,9 +116,11 @@ expect 0 "retry dead" -- d job retry f2
 
 # ---- the lease is renewed while CMD runs; a hung CMD is killed -------------------
 d job add q t --id long >/dev/null
-start_bg "$WORK/long.log" "$DOCTX" --store "$S" job work q --once --lease-ms 300 --exec 'sleep 1.2'
+# CMD outlives its 1 s lease 2.5 times over; a heartbeat every 333 ms
+# keeps it (with room for a loaded machine's scheduling delays).
+start_bg "$WORK/long.log" "$DOCTX" --store "$S" job work q --once --lease-ms 1000 --exec 'sleep 2.5'
 pid=$BG_PID
-sleep 0.7
+sleep 1.6
 d recover >/dev/null # would take long over if its lease had lapsed
 bounded_wait "$pid" 30 "$WORK/long.log" && ok || bad "long worker"
 job=$(d job show long --verbose)
