@@ -143,6 +143,21 @@ if wait_stopped "$pid" 30; then
 else
   bounded_wait "$pid" 10 "$WORK/ty.log"; bad "d10: ty1 never paused"
 fi
+# A store error that outlasts the retries (disk full, Redis OOM, a corrupt
+# page; here injected) is printed with the store's detail and the
+# transfer's name, by transfer and by recover alike (exit 4), and the
+# document printed is the one read after the error.
+new_store errdetail
+setup_accounts
+F=$(for i in 1 2 3 4 5 6 7 8; do printf 'transfer.credit_payee:error:%d,' "$i"; done)
+F=${F%,}
+expect 4 "d10: store error in transfer" -- env DOCTX_FAULT="$F" "$DOCTX" --store "$S" transfer A B 5 --id e1
+has "$WORK/err" "doctx: FAULT: transfer e1: injected error at fault point transfer.credit_payee" "d10: transfer error detail"
+has "$WORK/out" '"_id":"e1".*"state":"committed"' "d10: document after the error"
+expect 4 "d10: store error in recover" -- env DOCTX_FAULT="$F" "$DOCTX" --store "$S" recover --older-than-ms 0
+has "$WORK/err" "doctx: FAULT: transfer e1: injected error at fault point transfer.credit_payee" "d10: recover error detail"
+expect 0 "d10: recover after the store error" -- d recover --older-than-ms 0
+[ "$(state "$S" e1)" = succeeded ] && ok || bad "d10: e1 is $(state "$S" e1)"
 # A transfer the store lost while it ran (FLUSHALL on Redis; here its
 # document deleted by force) exits 4 and prints no stale document.
 new_store lost
