@@ -44,6 +44,7 @@
 #ifndef DTX_TXN_KIT_H
 #define DTX_TXN_KIT_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "doctx.h"
@@ -375,6 +376,41 @@ int dtx__recover_pass(dtx__exec_t *ex, const dtx_recover_opts_t *o,
 int dtx__tally_raise(const dtx__tally_t *tallies);
 /* {"ok": rc == 0, "patterns": {NAME: tally...}} (new reference). */
 json_t *dtx__tally_report(const dtx__tally_t *tallies, int rc);
+
+/* The pace every worker loop keeps (worker.c, jobq/work.c), in one place.
+ * Recovery runs at most every DTX__RECOVER_EVERY_MS, one thread at a
+ * time; after a round that found nothing to do, a --once loop runs one
+ * forced pass and stops when a second such round finds nothing either,
+ * and a standing loop runs the pass when due and sleeps, doubling its
+ * pause up to DTX__IDLE_MAX_MS. */
+#define DTX__RECOVER_EVERY_MS 1000
+#define DTX__IDLE_MAX_MS 50
+
+typedef struct dtx__pacer {
+  pthread_mutex_t lock;
+  int64_t last; /* when the last pass ran, ms */
+  /* One recovery pass for this executor: how much it did (moved items). */
+  int64_t (*pass)(void *arg, dtx__exec_t *ex);
+  void *arg;
+} dtx__pacer_t;
+
+void dtx__pacer_init(dtx__pacer_t *p, int64_t (*pass)(void *, dtx__exec_t *),
+                     void *arg);
+void dtx__pacer_destroy(dtx__pacer_t *p);
+/* Runs the pass when due (or when force), unless another thread is in it;
+ * returns what it did (0 when it did not run). */
+int64_t dtx__pacer_recover(dtx__pacer_t *p, dtx__exec_t *ex, int force);
+
+/* One thread's idle state: zero it, or dtx__idle_busy after work. */
+typedef struct dtx__idle {
+  int rounds;
+  int64_t pause_ms;
+} dtx__idle_t;
+void dtx__idle_busy(dtx__idle_t *s);
+/* After a round with nothing to do: 1 when a once-loop should stop; else
+ * recovers (when due) and, for a standing loop, sleeps. */
+int dtx__idle_round(dtx__idle_t *s, dtx__pacer_t *p, dtx__exec_t *ex,
+                    int once);
 
 /* Sets p's collections up: creates its indexes and installs its rules
  * (p->rules; stored rules that differ are replaced, equal ones are left

@@ -8,13 +8,6 @@ set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/harness.sh"
 
-expect() { # expect CODE LABEL -- command...
-  local want=$1 label=$2; shift 3
-  "$@" >"$WORK/out" 2>"$WORK/err"
-  local rc=$?
-  if [ "$rc" -eq "$want" ]; then ok; else bad "$label: exit $rc, want $want: $(head -2 "$WORK/err")"; fi
-}
-out() { cat "$WORK/out"; }
 
 new_store lock
 d insert res '{"_id":"r","v":0}' >/dev/null || { echo "setup failed"; exit 1; }

@@ -23,14 +23,3 @@ state() { # URI-LABEL ID
   if [[ $j =~ ^\{\"state\":\"([a-z_]+)\"\}$ ]]; then echo "${BASH_REMATCH[1]}"; else echo missing; fi
 }
 
-# expect CODE LABEL -- command...: runs it with stdout in $WORK/out and
-# stderr in $WORK/err; ok when it exits CODE, else bad with both heads.
-expect() {
-  local want=$1 label=$2
-  shift 3
-  "$@" >"$WORK/out" 2>"$WORK/err"
-  local rc=$?
-  if [ "$rc" -eq "$want" ]; then ok; else
-    bad "$label: exit $rc, want $want: $(head -c 400 "$WORK/err") $(head -c 400 "$WORK/out")"
-  fi
-}

@@ -181,9 +181,9 @@ static void eval(dtx__backend_t *b, bitem_t *it, int64_t now) {
     return;
   }
   int changed = 1;
-  rc = m->update ? dtx__update_apply(m->update, it->cur.body, 0, now, &it->nd,
-                                     &changed)
-                 : 0;
+  /* The update and the fence (fence.c), as on the single path: decided on
+   * this version of the document, and the write is refused if it moved. */
+  rc = dtx__modify_apply(m, it->cur.body, now, &it->nd, &changed);
   if (rc == 0 && changed)
     rc = dtx__doc_check_write(it->co->rules, it->co->name, it->cur.body,
                               it->nd, m->bypass);

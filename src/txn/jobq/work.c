@@ -10,7 +10,7 @@
  * over after a pause, canceled by nobody -- a running job cannot be) it
  * marks the attempt lost, the handler sees dtx_job_alive() == 0, and the
  * outcome is not written (it would fail its fence anyway, J1).  Every
- * RECOVER_EVERY_MS one thread runs the job recovery pass (recover.c):
+ * DTX__RECOVER_EVERY_MS one thread runs the job recovery pass (recover.c):
  * due delayed jobs become ready, stalled jobs are taken over. */
 #include <pthread.h>
 #include <stdlib.h>
@@ -20,8 +20,6 @@
 #include "txn/jobq/jobq.h"
 #include "util/err.h"
 
-#define RECOVER_EVERY_MS 1000
-#define IDLE_MAX_MS 50
 #define DEFAULT_TIMEOUT_MS 300000
 #define PROMOTE_BATCH 100
 
@@ -30,8 +28,7 @@ typedef struct shared {
   const dtx_job_work_opts_t *o;
   json_t *due, *sort;
   dtx__tally_t ran;
-  pthread_mutex_t recover_lock;
-  int64_t last_recover;
+  dtx__pacer_t pacer; /* the job recovery pass: recover_pass below */
   int64_t timeout_ms;
   atomic_int fatal;
 } shared_t;
@@ -180,29 +177,25 @@ static void run_job(shared_t *sh, dtx__exec_t *ex, const json_t *job) {
   free(run.error);
 }
 
-/* One recovery pass at a time; returns how much it did. */
-static int64_t maybe_recover(shared_t *sh, dtx__exec_t *ex, int force) {
+/* One job recovery pass (dtx__pacer_recover runs it, one thread at a
+ * time); returns how much it did. */
+static int64_t recover_pass(void *arg, dtx__exec_t *ex) {
+  shared_t *sh = arg;
   int64_t did = 0;
-  if (pthread_mutex_trylock(&sh->recover_lock) != 0)
-    return 0;
-  if (force || dtx__now_ms() - sh->last_recover >= RECOVER_EVERY_MS) {
-    dtx__tally_t t = {0};
-    if (dtx__tally_init(&t) == 0) {
-      dtx_recover_opts_t ro = {.older_than_ms = -1};
-      dtx__call_t c;
-      dtx__call_begin(&c, ex->deadline_ms);
-      int rc = dtx__call_end(&c, dtx__job_recover(ex, &ro, &t));
-      if (rc)
-        dtx__tally_error(&sh->ran, NULL, rc);
-      const char *k;
-      json_t *v;
-      json_object_foreach(json_object_get(t.obj, "ran"), k, v)
-          did += json_integer_value(v);
-      dtx__tally_free(&t);
-    }
-    sh->last_recover = dtx__now_ms();
+  dtx__tally_t t = {0};
+  if (dtx__tally_init(&t) == 0) {
+    dtx_recover_opts_t ro = {.older_than_ms = -1};
+    dtx__call_t c;
+    dtx__call_begin(&c, ex->deadline_ms);
+    int rc = dtx__call_end(&c, dtx__job_recover(ex, &ro, &t));
+    if (rc)
+      dtx__tally_error(&sh->ran, NULL, rc);
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(t.obj, "ran"), k, v)
+        did += json_integer_value(v);
+    dtx__tally_free(&t);
   }
-  pthread_mutex_unlock(&sh->recover_lock);
   return did;
 }
 
@@ -231,17 +224,15 @@ static void *work(void *arg) {
   dtx__exec_init(&ex, sh->st, sh->o->owner, sh->o->lease_ms,
                  sh->o->deadline_ms);
   dtx__exec_rename(&ex, "%.120s#%d", ex.owner, w->n);
-  int64_t pause = 1;
-  int idle = 0;
+  dtx__idle_t idle = {0};
   while (!stopping(sh)) {
     json_t *job = NULL;
     int rc = claim(sh, &ex, &job);
     if (rc == 0) {
       run_job(sh, &ex, job);
       json_decref(job);
-      pause = 1;
-      idle = 0;
-      maybe_recover(sh, &ex, 0);
+      dtx__idle_busy(&idle);
+      dtx__pacer_recover(&sh->pacer, &ex, 0);
       continue;
     }
     if (rc != DTX_ENOMATCH) {
@@ -251,20 +242,12 @@ static void *work(void *arg) {
         atomic_compare_exchange_strong(&sh->fatal, &zero, rc);
         break;
       }
-      dtx__deadline_sleep_ms(IDLE_MAX_MS);
+      dtx__deadline_sleep_ms(DTX__IDLE_MAX_MS);
       continue;
     }
-    if (sh->o->once) {
-      /* Nothing due: one recovery pass (stalled jobs); stop when it
-       * found nothing either. */
-      if (maybe_recover(sh, &ex, 1) == 0 && ++idle >= 2)
-        break;
-      continue;
-    }
-    maybe_recover(sh, &ex, 0);
-    dtx__deadline_sleep_ms(pause);
-    if (pause < IDLE_MAX_MS)
-      pause *= 2;
+    /* Nothing due: the kit's pace (a recovery pass for stalled jobs). */
+    if (dtx__idle_round(&idle, &sh->pacer, &ex, sh->o->once))
+      break;
   }
   return NULL;
 }
@@ -315,7 +298,7 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
   if (!sh.due || !sh.sort || dtx__tally_init(&sh.ran))
     rc = DTX_ENOMEM;
   if (rc == 0) {
-    pthread_mutex_init(&sh.recover_lock, NULL);
+    dtx__pacer_init(&sh.pacer, recover_pass, &sh);
     pthread_t tids[256];
     worker_t ws[256];
     int started = 0;
@@ -330,7 +313,7 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
     }
     for (int i = 0; i < started; i++)
       pthread_join(tids[i], NULL);
-    pthread_mutex_destroy(&sh.recover_lock);
+    dtx__pacer_destroy(&sh.pacer);
     if (rc == 0 && opts->once)
       rc = atomic_load(&sh.fatal);
     if (summary) {
