@@ -45,6 +45,7 @@
 #define DTX_TXN_KIT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "doctx.h"
@@ -411,6 +412,17 @@ void dtx__idle_busy(dtx__idle_t *s);
  * recovers (when due) and, for a standing loop, sleeps. */
 int dtx__idle_round(dtx__idle_t *s, dtx__pacer_t *p, dtx__exec_t *ex,
                     int once);
+
+/* The executor threads of a worker: fn runs on n threads (1..256), each
+ * given its own dtx__thread_t; all are joined before this returns.  A
+ * thread that cannot start stores DTX_ENOMEM in *fatal (which the running
+ * ones watch to stop) and is returned. */
+typedef struct dtx__thread {
+  void *shared; /* the caller's shared state */
+  int n;        /* 0..n-1, for the executor's name */
+} dtx__thread_t;
+int dtx__run_threads(int n, void *(*fn)(void *), void *shared,
+                     atomic_int *fatal);
 
 /* Sets p's collections up: creates its indexes and installs its rules
  * (p->rules; stored rules that differ are replaced, equal ones are left

@@ -10,6 +10,7 @@
  * worker and the job worker so the two loops cannot drift apart. */
 #include "doc/doc.h"
 #include "txn/kit.h"
+#include "util/err.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -150,4 +151,25 @@ int dtx__idle_round(dtx__idle_t *s, dtx__pacer_t *p, dtx__exec_t *ex,
   if (s->pause_ms < DTX__IDLE_MAX_MS)
     s->pause_ms *= 2;
   return 0;
+}
+
+int dtx__run_threads(int n, void *(*fn)(void *), void *shared,
+                     atomic_int *fatal) {
+  pthread_t tids[256];
+  dtx__thread_t args[256];
+  int started = 0, rc = 0;
+  if (n < 1 || n > 256)
+    return dtx__err(DTX_EINVAL, "%d worker threads: 1 to 256", n);
+  for (int i = 0; i < n; i++) {
+    args[i] = (dtx__thread_t){shared, i};
+    if (pthread_create(&tids[i], NULL, fn, &args[i]) != 0) {
+      rc = dtx__err(DTX_ENOMEM, "cannot start worker thread %d", i);
+      atomic_store(fatal, rc);
+      break;
+    }
+    started++;
+  }
+  for (int i = 0; i < started; i++)
+    pthread_join(tids[i], NULL);
+  return rc;
 }

@@ -33,11 +33,6 @@ typedef struct shared {
   atomic_int fatal;
 } shared_t;
 
-typedef struct worker {
-  shared_t *sh;
-  int n;
-} worker_t;
-
 static int stopping(shared_t *sh) {
   return (sh->o->stop && *sh->o->stop) || atomic_load(&sh->fatal);
 }
@@ -218,8 +213,8 @@ static int claim(shared_t *sh, dtx__exec_t *ex, json_t **job) {
 }
 
 static void *work(void *arg) {
-  worker_t *w = arg;
-  shared_t *sh = w->sh;
+  dtx__thread_t *w = arg;
+  shared_t *sh = w->shared;
   dtx__exec_t ex;
   dtx__exec_init(&ex, sh->st, sh->o->owner, sh->o->lease_ms,
                  sh->o->deadline_ms);
@@ -299,20 +294,7 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
     rc = DTX_ENOMEM;
   if (rc == 0) {
     dtx__pacer_init(&sh.pacer, recover_pass, &sh);
-    pthread_t tids[256];
-    worker_t ws[256];
-    int started = 0;
-    for (int i = 0; i < n; i++) {
-      ws[i] = (worker_t){&sh, i};
-      if (pthread_create(&tids[i], NULL, work, &ws[i]) != 0) {
-        rc = dtx__err(DTX_ENOMEM, "cannot start worker thread %d", i);
-        atomic_store(&sh.fatal, rc);
-        break;
-      }
-      started++;
-    }
-    for (int i = 0; i < started; i++)
-      pthread_join(tids[i], NULL);
+    rc = dtx__run_threads(n, work, &sh, &sh.fatal);
     dtx__pacer_destroy(&sh.pacer);
     if (rc == 0 && opts->once)
       rc = atomic_load(&sh.fatal);
