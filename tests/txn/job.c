@@ -137,7 +137,7 @@ static void test_order_delay_dead_retry(void) {
     nbad += r && strcmp(r, "bad") == 0;
     nlow += r && strcmp(r, "low") == 0;
   }
-  CHECKF(strncmp(JDUMP(ran), "[\"high\",\"mid\",\"bad\",",
+  CHECKF(strncmp(JS(ran), "[\"high\",\"mid\",\"bad\",",
                  strlen("[\"high\",\"mid\",\"bad\",")) == 0 &&
              nbad == 3 && nlow == 1 && json_array_size(ran) == 6,
          "order %s", JS(ran));
@@ -153,6 +153,8 @@ static void test_order_delay_dead_retry(void) {
   CHECK(strcmp(state_of("late", &j), "succeeded") == 0);
   CHECK(dtx__int(j, "updated") >= dtx__int(j, "run_at"));
   /* retry the dead one: ready, attempts 0; cancel it: canceled */
+  json_decref(j); /* state_of's last job: retry returns a new one */
+  j = NULL;
   CHECK_RC(dtx_job_retry(st, "bad", &j), 0);
   CHECK(dtx__state_is(j, "ready") && dtx__int(j, "attempts") == 0);
   json_decref(j);
