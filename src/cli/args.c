@@ -1,6 +1,8 @@
 /* args.c -- argument handling shared by the transaction commands
  * (cmd_txn.c, cmd_job.c): --help, option splitting, integer options,
- * paging, and the DOCTX_FAULT check. */
+ * paging, the DOCTX_FAULT check, and the stoppable store of the
+ * long-running commands (worker, job work). */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,6 +28,26 @@ int dtx__cli_faults_ok(void) {
     return DTX_EXIT_OK;
   dtx__cli_fail(rc);
   return DTX_EXIT_USAGE;
+}
+
+volatile int dtx__cli_stop;
+
+static void on_signal(int sig) {
+  (void)sig;
+  dtx__cli_stop = 1;
+}
+
+dtx_store_t *dtx__cli_store_stoppable(dtx_cli_t *cli, int *code) {
+  if ((*code = dtx__cli_faults_ok()))
+    return NULL;
+  dtx_store_t *st = dtx__cli_store(cli, code);
+  if (!st)
+    return NULL;
+  struct sigaction sa = {0};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  return st;
 }
 
 /* Splits argv into positionals and --name [value] options.  opts lists the

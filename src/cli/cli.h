@@ -123,6 +123,12 @@ int dtx__cli_is_help(int argc, char **argv);
 int dtx__cli_help(const char *text);
 /* Checks DOCTX_FAULT (a typo is a usage error, not a silent no-op). */
 int dtx__cli_faults_ok(void);
+/* The store of a long-running command (worker, job work): DOCTX_FAULT
+ * checked, the store opened, and SIGINT/SIGTERM turned into
+ * dtx__cli_stop, which the command passes as its options' stop flag so
+ * the loop ends after the items it holds.  NULL with *code set (printed). */
+extern volatile int dtx__cli_stop;
+dtx_store_t *dtx__cli_store_stoppable(dtx_cli_t *cli, int *code);
 /* Prints each item of arr (stolen) with dtx__cli_print_item. */
 int dtx__cli_print_items(json_t *arr, int verbose);
 /* --skip/--limit into page; -1 after a usage error. */

@@ -210,11 +210,8 @@ static int parse_update(const args_t *a, const char *text, int many,
   int ec = 0, rc;
   if (!json_is_object(u))
     ec = dtx__cli_error(DTX_EBADUPDATE, "UPDATE must be a JSON object");
-  else if ((rc = dtx_check_update(u, *afs, 0)) < 0)
+  else if ((rc = dtx_check_update(u, *afs, many ? DTX_CHECK_MANY : 0)) < 0)
     ec = dtx__cli_fail(rc);
-  else if (many && dtx_check_update(u, *afs, DTX_CHECK_MANY) < 0)
-    ec = dtx__cli_error(DTX_EBADUPDATE,
-                        "a replacement document cannot be used with --many");
   if (ec) {
     json_decref(u);
     json_decref(*afs);

@@ -44,11 +44,6 @@ static const char *job_help =
     "      parameters, cancel of a job that is not ready or delayed, retry\n"
     "      of one that is not dead, a stale EPOCH (effect); 4 store error\n";
 
-static volatile int stop_flag;
-static void on_signal(int sig) {
-  (void)sig;
-  stop_flag = 1;
-}
 
 enum { O_ID, O_PRI, O_DELAY, O_MAX, O_BACKOFF, O_UKEY, O_STATE, O_LIMIT,
        O_SKIP, O_VERBOSE, O_EXEC, O_THREADS, O_ONCE, O_LEASE, O_TIMEOUT,
@@ -127,15 +122,9 @@ static int job_work(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {
     return dtx__cli_usage("job work: --exec CMD is required");
   if (threads > 256)
     return dtx__cli_usage("job work: --threads must be at most 256");
-  if ((code = dtx__cli_faults_ok()))
-    return code;
-  dtx_store_t *st = dtx__cli_store(cli, &code);
+  dtx_store_t *st = dtx__cli_store_stoppable(cli, &code);
   if (!st)
     return code;
-  struct sigaction sa = {0};
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
   signal(SIGPIPE, SIG_IGN); /* a CMD that does not read its stdin */
   dtx_job_handler_t h = {.type = NULL, .fn = dtx_job_exec,
                          .arg = (void *)o[O_EXEC].value};
@@ -143,7 +132,7 @@ static int job_work(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {
                             .threads = (int)threads,
                             .once = o[O_ONCE].value != NULL,
                             .lease_ms = lease, .timeout_ms = timeout,
-                            .owner = o[O_OWNER].value, .stop = &stop_flag,
+                            .owner = o[O_OWNER].value, .stop = &dtx__cli_stop,
                             .deadline_ms = deadline};
   json_t *sum = NULL;
   int rc = dtx_job_work(st, &wo, &sum);

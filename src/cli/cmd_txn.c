@@ -2,7 +2,6 @@
  * commands: the CLI face of src/txn/.  Every argument is validated before
  * the store is opened, so bad input records nothing. */
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -290,11 +289,6 @@ int dtx__cmd_transfer(dtx_cli_t *cli, int argc, char **argv) {
 
 /* ---- worker, recover, audit, faults ---------------------------------------- */
 
-static volatile int stop_flag;
-static void on_signal(int sig) {
-  (void)sig;
-  stop_flag = 1;
-}
 
 int dtx__cmd_worker(dtx_cli_t *cli, int argc, char **argv) {
   dtx__cli_opt_t o[] = {{"--threads", 1, NULL},  {"--once", 0, NULL},
@@ -313,18 +307,12 @@ int dtx__cmd_worker(dtx_cli_t *cli, int argc, char **argv) {
     return DTX_EXIT_USAGE;
   if (threads > 256)
     return dtx__cli_usage("worker: --threads must be at most 256");
-  if ((code = dtx__cli_faults_ok()))
-    return code;
-  dtx_store_t *st = dtx__cli_store(cli, &code);
+  dtx_store_t *st = dtx__cli_store_stoppable(cli, &code);
   if (!st)
     return code;
-  struct sigaction sa = {0};
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
   dtx_worker_opts_t wo = {.threads = (int)threads, .once = o[1].value != NULL,
                           .lease_ms = lease, .owner = o[3].value,
-                          .stop = &stop_flag, .deadline_ms = deadline};
+                          .stop = &dtx__cli_stop, .deadline_ms = deadline};
   json_t *sum = NULL;
   int rc = dtx_worker_run(st, &wo, &sum);
   if (sum)

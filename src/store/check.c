@@ -46,9 +46,8 @@ int dtx_check_update(const json_t *update, const json_t *array_filters,
   int rc = dtx__fence_check_update(update);
   if (rc == 0)
     rc = dtx__update_compile_ex(update, array_filters, &u);
-  if (rc == 0 && (flags & DTX_CHECK_MANY) && dtx__update_is_replacement(u))
-    rc = dtx__err(DTX_EBADUPDATE,
-                  "a replacement document cannot update many documents");
+  if (rc == 0 && (flags & DTX_CHECK_MANY))
+    rc = dtx__many_check(u);
   if (u)
     dtx__update_free(u);
   return rc;

@@ -51,6 +51,13 @@ void dtx__modify_result_clear(dtx__modify_result_t *res) {
   memset(res, 0, sizeof *res);
 }
 
+int dtx__many_check(const dtx__update_t *u) {
+  if (dtx__update_is_replacement(u))
+    return dtx__err(DTX_EBADUPDATE, "a replacement document cannot update "
+                    "many documents (many, --many)");
+  return 0;
+}
+
 int dtx__coll_check(const char *coll) {
   if (!coll)
     return dtx__err(DTX_EINVAL, "collection name is NULL");
@@ -526,10 +533,9 @@ int dtx_store_update(dtx_store_t *st, const char *coll, const json_t *filter,
                           opts->fence_token, &m, &c);
   if (rc < 0)
     return rc;
-  if (opts->many && dtx__update_is_replacement(c.u)) {
+  if (opts->many && (rc = dtx__many_check(c.u)) < 0) {
     compiled_free(&c);
-    return dtx__err(DTX_EBADUPDATE,
-                    "replacement document cannot be used with many");
+    return rc;
   }
   if (opts->many)
     rc = st->m->modify_many(st->b, &m, &r.matched, &r.modified);

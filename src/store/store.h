@@ -204,6 +204,10 @@ int dtx__fence_check_args(const char *name, int64_t token);
 int dtx__fence_check_update(const json_t *update);
 int dtx__fence_check_doc(const json_t *doc);
 
+/* The rule of an update of many documents: no replacement document
+ * (DTX_EBADUPDATE).  dtx_store_update and dtx_check_update both use it. */
+int dtx__many_check(const dtx__update_t *u);
+
 /* Checks a collection name: 1..120 bytes of [A-Za-z0-9_.-], not starting
  * with "_dtx" or "system.".  DTX_EINVAL otherwise. */
 int dtx__coll_check(const char *coll);
