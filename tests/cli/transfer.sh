@@ -145,7 +145,7 @@ PY
 expect 0 "audit" -- d audit --settled
 grep -q "audit: clean" "$WORK/out" && ok || bad "audit output"
 expect 0 "audit json" -- d audit --json
-[ "$(field "$(cat "$WORK/out")" ok)" = True ] && ok || bad "audit --json ok"
+[ "$(field "$(cat "$WORK/out")" ok)" = true ] && ok || bad "audit --json ok"
 # Acknowledged transfers against the store (--acked): what the client was
 # told must still be there, in that state or further along.
 d transfer show t1 >"$WORK/acked"

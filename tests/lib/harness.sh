@@ -216,8 +216,13 @@ source "$HARNESS_ROOT/tests/lib/store.sh"
 
 d() { "$DOCTX" --store "$S" "$@"; }
 
+# field JSON KEY -> the top-level KEY of JSON: strings raw, anything else
+# as compact JSON (null when absent).  jq, not python: a python start costs
+# ~0.6 s of CPU on this kind of machine, and the scenario checks call this
+# per row.  jq 1.6 reads numbers as doubles, exact only up to 2^53: read
+# balances near int64 through a projection (lib/transfer.sh's balance).
 field() {
-  python3 -c 'import json,sys; v=json.loads(sys.argv[1]).get(sys.argv[2]); print(v)' "$1" "$2"
+  jq -rc --arg k "$2" '.[$k]' <<<"$1"
 }
 
 scenario_file() {
