@@ -46,6 +46,11 @@
 #   field JSON KEY       a top-level field of a JSON text (strings bare)
 #   scenario_file POINT  tests/crash/scenarios/PREFIX.sh for a fault point
 #                        PREFIX.STEP (the pattern or layer that owns it)
+#   fault_points         sets POINTS to the points of `doctx faults` that
+#                        match FAULT_ONLY (fails when none) and
+#                        POINT_TURN[P] to 0 or 1, by turns down the whole
+#                        list: under DTX_QUICK (the sanitizer stage) the
+#                        suites split the actions between the two halves
 #   load_scenario POINT  sources that file (scenario_setup, scenario_cmd,
 #                        check_final); 1 when the point has none (a
 #                        failure) or the file skips it (says why)
@@ -223,6 +228,15 @@ d() { "$DOCTX" --store "$S" "$@"; }
 # balances near int64 through a projection (lib/transfer.sh's balance).
 field() {
   jq -rc --arg k "$2" '.[$k]' <<<"$1"
+}
+
+fault_points() {
+  local all p i=0
+  all=$("$DOCTX" faults) || return 1
+  declare -gA POINT_TURN=()
+  for p in $all; do POINT_TURN[$p]=$((i % 2)); i=$((i + 1)); done
+  POINTS=$(grep -E -- "${FAULT_ONLY:-.}" <<<"$all")
+  [ -n "$POINTS" ] || { echo "no fault points"; return 1; }
 }
 
 scenario_file() {
