@@ -502,7 +502,10 @@ loss_trial() { # MODE TRIAL
 
 for ph in $PHASES; do
   case "$ph" in
-  conformance | shell | cli | transfers | deadline | replicas | migration | failover | loss) "phase_$ph" ;;
+  conformance | shell | cli | transfers | deadline | replicas | migration | failover | loss)
+    t0=$SECONDS
+    "phase_$ph"
+    echo "run-redis: phase $ph took $((SECONDS - t0)) s" ;;
   *) echo "run-redis: unknown phase $ph" >&2; exit 2 ;;
   esac
 done
