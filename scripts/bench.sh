@@ -22,6 +22,10 @@
 #   1b. bench_bulk on both: bulk_write in batches of 1, 16 and 64 against
 #      a pipeline of as many EVALSHA of a compare-and-set script (on
 #      SQLite, run in the first part: against one transaction of N UPDATEs).
+#   1c. bench_job on both: no-op jobs added, claimed and completed by 1, 4
+#      and 8 worker threads, against a reliable list queue (LPUSH, LMOVE
+#      ready->processing, LREM) under one hash tag (on SQLite, run in the
+#      first part: against a table queue claimed with UPDATE ... RETURNING).
 #   2. the store's ceiling: redis-benchmark, pipelined EVALSHA of a script
 #      shaped like doctx's document compare-and-set, on the standalone
 #      server and on one cluster master; and the share of it doctx uses,
@@ -52,6 +56,9 @@ if [ "$ONLY" != redis ]; then
   echo
   echo "## bench_aggregate: \$match/\$unwind/\$group sum over 100k ledger documents vs SQLite json_each + GROUP BY"
   "$BUILD/bench_aggregate"
+  echo
+  echo "## bench_job: add + claim + complete of no-op jobs vs a SQLite table queue (UPDATE ... RETURNING)"
+  "$BUILD/bench_job"
 fi
 [ "$ONLY" = sqlite ] && exit 0
 
@@ -104,15 +111,22 @@ run_redis cluster "$URI_CL" --rounds 5
 
 echo
 echo "## bench_bulk: bulk_write batches of 1/16/64 vs a pipeline of N EVALSHA (compare-and-set)"
-run_bulk() { # NAME URI
-  "$BUILD/bench_bulk" --store "$2" --label "redis-$1" >"$WORK/bulk-$1.out"
+# Runs a benchmark on one target as run_redis does: the table to the
+# terminal, RESULT lines to $RESULTS.
+run_on() { # BENCH LABEL URI
+  "$BUILD/$1" --store "$3" --label "$2" >"$WORK/$2.out"
   local rc=$?
-  grep -v '^RESULT ' "$WORK/bulk-$1.out"
-  grep '^RESULT ' "$WORK/bulk-$1.out" >>"$RESULTS"
-  [ $rc = 0 ] || { echo "bench: bench_bulk $1 failed (exit $rc)" >&2; fail=$((fail + 1)); }
+  grep -v '^RESULT ' "$WORK/$2.out"
+  grep '^RESULT ' "$WORK/$2.out" >>"$RESULTS"
+  [ $rc = 0 ] || { echo "bench: $1 $2 failed (exit $rc)" >&2; fail=$((fail + 1)); }
 }
-run_bulk standalone "$URI_SA"
-run_bulk cluster "$URI_CL"
+run_on bench_bulk redis-standalone "$URI_SA"
+run_on bench_bulk redis-cluster "$URI_CL"
+
+echo
+echo "## bench_job: add + claim + complete of no-op jobs vs LPUSH / LMOVE / LREM in one slot"
+run_on bench_job job-standalone "$URI_SA"
+run_on bench_job job-cluster "$URI_CL"
 
 # ---- the ceiling ----------------------------------------------------------------
 # The same shape as RD_S_WRITE (src/store/redis/scripts.c) updating one
