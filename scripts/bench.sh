@@ -25,7 +25,9 @@
 #   1c. bench_job on both: no-op jobs added, claimed and completed by 1, 4
 #      and 8 worker threads, against a reliable list queue (LPUSH, LMOVE
 #      ready->processing, LREM) under one hash tag (on SQLite, run in the
-#      first part: against a table queue claimed with UPDATE ... RETURNING).
+#      first part: against a table queue claimed with UPDATE ... RETURNING);
+#      and, with 8 workers, on a cluster of one master holding every slot
+#      (doctx's throughput should grow with masters, not sit on one).
 #   2. the store's ceiling: redis-benchmark, pipelined EVALSHA of a script
 #      shaped like doctx's document compare-and-set, on the standalone
 #      server and on one cluster master; and the share of it doctx uses,
@@ -113,8 +115,8 @@ echo
 echo "## bench_bulk: bulk_write batches of 1/16/64 vs a pipeline of N EVALSHA (compare-and-set)"
 # Runs a benchmark on one target as run_redis does: the table to the
 # terminal, RESULT lines to $RESULTS.
-run_on() { # BENCH LABEL URI
-  "$BUILD/$1" --store "$3" --label "$2" >"$WORK/$2.out"
+run_on() { # BENCH LABEL URI [BENCH's args...]
+  "$BUILD/$1" --store "$3" --label "$2" "${@:4}" >"$WORK/$2.out"
   local rc=$?
   grep -v '^RESULT ' "$WORK/$2.out"
   grep '^RESULT ' "$WORK/$2.out" >>"$RESULTS"
@@ -127,6 +129,22 @@ echo
 echo "## bench_job: add + claim + complete of no-op jobs vs LPUSH / LMOVE / LREM in one slot"
 run_on bench_job job-standalone "$URI_SA"
 run_on bench_job job-cluster "$URI_CL"
+# The scale-out check: the same benchmark (8 workers) on a cluster of one
+# master holding every slot, on a spare port of servers.sh's block (it
+# found BASE..BASE+9 free), stopped afterwards.  doctx spreads jobs over
+# all slots, so with three masters it should not sit on one node.
+port=$((BASE + 9))
+if start_server "$port" --cluster-enabled yes \
+  --cluster-config-file "$WORK/$port/nodes.conf" &&
+  redis-cli -p "$port" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null &&
+  wait_cluster_ok "$port"; then
+  run_on bench_job job-cluster-1-master "redis://127.0.0.1:$port" --workers 8
+else
+  echo "bench: one-master cluster did not start" >&2
+  fail=$((fail + 1))
+fi
+pid=$(cat "$WORK/$port/pid" 2>/dev/null)
+[ -n "$pid" ] && { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }
 
 # ---- the ceiling ----------------------------------------------------------------
 # The same shape as RD_S_WRITE (src/store/redis/scripts.c) updating one
