@@ -219,8 +219,11 @@ static void *doctx_work(void *arg) {
   json_t *sum = NULL;
   int rc = dtx_job_work(r->st, &o, &sum);
   if (rc) {
+    /* the detail was set on a worker thread: the summary's errors say it */
+    char *e = json_dumps(json_object_get(sum, "errors"), JSON_COMPACT);
     fprintf(stderr, "bench_job: work: %s: %s\n", dtx_strerror(rc),
-            dtx_errdetail());
+            e ? e : "?");
+    free(e);
     atomic_fetch_add(&r->errors, 1);
   }
   json_decref(sum);
