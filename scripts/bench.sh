@@ -144,7 +144,7 @@ if start_server "$port" --cluster-enabled yes \
   --cluster-config-file "$WORK/$port/nodes.conf" &&
   redis-cli -p "$port" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null &&
   wait_cluster_ok "$port"; then
-  run_on bench_job job-cluster-1-master "redis://127.0.0.1:$port" \
+  run_on bench_job job-1-master "redis://127.0.0.1:$port" \
     --jobs "$JOBS_RD" --workers 8
 else
   echo "bench: one-master cluster did not start" >&2
