@@ -31,8 +31,10 @@
  *                  [--workers 1,4,8] [--sync full|normal|both]
  *                  [--phase drain] [--side doctx]   (for profiling)
  * At sync=full each round runs half as many jobs (fsyncs are slow).
- * Prints a table, medians of the rounds, and one
- * "RESULT bench=job key=value..." line per row. */
+ * Prints a table, medians of the rounds ("p50 x": doctx's p50 over the
+ * native one; "ratio": doctx's drain jobs/s over the native), and one
+ * "RESULT bench=job key=value..." line per row.  Exits 1 when a job of
+ * either side did not succeed. */
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
