@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The tamper table (issue 8, "How it is proven"): every protocol field of
-# accounts, transfers and opening records set to every wrong type.  Each row must be
+# accounts, transfers, opening records and jobs set to every wrong type.  Each row must be
 # refused by the collection's validator (exit 3) and, written anyway with
 # --bypass-validation, reported by the audit (exit 5).  None may pass
 # silently.  The store holds a succeeded transfer t1, a transfer t2 in
@@ -21,6 +21,7 @@ d transfer A B 100 --id t1 >/dev/null
 DOCTX_FAULT=transfer.commit:crash d transfer A B 10 --id t2 >/dev/null 2>&1
 DOCTX_FAULT=transfer.mark_payee:crash d transfer A B 20 --id t3 >/dev/null 2>&1
 d transfer cancel t3 >/dev/null
+d job add q t '{"n":1}' --id j1 >/dev/null
 expect 0 "baseline audit clean" -- d audit
 [ "$(d count accounts '{"_id":"A","pending.0":{"$exists":true},"voids.0":{"$exists":true}}')" = 1 ] &&
   ok || bad "setup: A lacks a marker or a tombstone: $(d find accounts '{"_id":"A"}')"
@@ -30,6 +31,7 @@ declare -A ORIG
 ORIG[accounts.A]=$(d find accounts '{"_id":"A"}')
 ORIG[transfers.t1]=$(d find transfers '{"_id":"t1"}')
 ORIG[openings.A]=$(d find openings '{"_id":"A"}')
+ORIG[jobs.j1]=$(d find jobs '{"_id":"j1"}')
 
 row() { # COLL ID FIELD VALUE (UNSET: remove the field)
   local coll=$1 id=$2 field=$3 val=$4 upd orig=${ORIG[$1.$2]} label="$1.$3=$4"
@@ -65,6 +67,14 @@ accounts|A|unregistered|false "x" 1
 openings|A|opening_balance|"5" 1.5 null UNSET
 openings|A|at|"x" UNSET
 openings|A|extra|1
+jobs|j1|state|"weird" 5 null UNSET
+jobs|j1|queue|5 null UNSET
+jobs|j1|attempts|"x" -1 1.5
+jobs|j1|max_attempts|0 "3"
+jobs|j1|priority|500 "x"
+jobs|j1|run_at|"x" null
+jobs|j1|epoch|-1 "x"
+jobs|j1|fx_colls|"x" [5]
 transfers|t1|amount|"5" 1.5 0 -5 null UNSET
 transfers|t1|from|5 null UNSET
 transfers|t1|to|5 [] UNSET
@@ -79,7 +89,7 @@ TABLE
 
 # Documents the audit could not key: an account or a transfer whose _id is
 # not a string.
-for coll in accounts transfers openings; do
+for coll in accounts transfers openings jobs; do
   expect 3 "$coll integer _id: validator" -- d insert "$coll" '{"_id":7}'
   expect 0 "$coll integer _id: bypass" -- d insert "$coll" '{"_id":7}' --bypass-validation
   expect 5 "$coll integer _id: audit" -- d audit
