@@ -91,3 +91,9 @@ json_t *JNEST(int levels, const char *k) {
     abort();
   return v;
 }
+
+void dtx_t_drop_transfers(dtx_store_t *st) {
+  dtx_store_drop_collection(st, DTX_ACCOUNTS);
+  dtx_store_drop_collection(st, DTX_OPENINGS);
+  dtx_store_drop_collection(st, DTX_TRANSFERS);
+}
