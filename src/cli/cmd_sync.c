@@ -37,22 +37,7 @@ enum { O_MASTER, O_DEPS, O_LINK, O_COPY, O_LEASE, O_OWNER, O_DEADLINE,
 
 /* The options given that sub does not take; 0 when none. */
 static int stray(const char *sub, const dtx__cli_opt_t *o, const int *ok) {
-  for (int i = 0; i < O_N; i++) {
-    int allowed = 0;
-    for (const int *k = ok; *k >= 0; k++)
-      allowed |= *k == i;
-    if (o[i].value && !allowed)
-      return dtx__cli_usage("sync %s: %s does not go with %s", sub,
-                            o[i].name, sub);
-  }
-  return 0;
-}
-
-static int print_result(int rc, json_t *doc) {
-  if (rc == 0)
-    dtx__cli_print_json(doc);
-  json_decref(doc);
-  return rc ? dtx__cli_fail(rc) : DTX_EXIT_OK;
+  return dtx__cli_stray("sync", sub, o, O_N, ok);
 }
 
 static int sync_rule(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {
@@ -75,7 +60,7 @@ static int sync_rule(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {
                        .link = o[O_LINK].value, .copy = o[O_COPY].value};
   json_t *doc = NULL;
   int rc = dtx_sync_rule_define(st, &r, &doc);
-  return print_result(rc, doc);
+  return dtx__cli_summary(rc, doc);
 }
 
 static int sync_update(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {
@@ -100,7 +85,7 @@ static int sync_update(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {
     rc = dtx_sync_update(st, pos[1], pos[2], update, &eo, &res);
   }
   json_decref(update);
-  return st ? print_result(rc, res) : code;
+  return st ? dtx__cli_summary(rc, res) : code;
 }
 
 static int sync_repair(dtx_cli_t *cli, int n, dtx__cli_opt_t *o) {
@@ -120,10 +105,7 @@ static int sync_repair(dtx_cli_t *cli, int n, dtx__cli_opt_t *o) {
     return code;
   json_t *sum = NULL;
   int rc = dtx_sync_repair(st, &ro, &sum);
-  if (sum)
-    dtx__cli_print_json(sum);
-  json_decref(sum);
-  return rc ? dtx__cli_fail(rc) : DTX_EXIT_OK;
+  return dtx__cli_summary(rc, sum);
 }
 
 int dtx__cmd_sync(dtx_cli_t *cli, int argc, char **argv) {
@@ -165,5 +147,5 @@ int dtx__cmd_sync(dtx_cli_t *cli, int argc, char **argv) {
     return code;
   json_t *doc = NULL;
   int rc = dtx_sync_rule_get(st, pos[1], &doc);
-  return print_result(rc, doc);
+  return dtx__cli_summary(rc, doc);
 }

@@ -311,3 +311,10 @@ void dtx__cli_print_item(const json_t *doc, int verbose) {
   dtx__cli_print_json(copy);
   json_decref(copy);
 }
+
+int dtx__cli_summary(int rc, json_t *sum) {
+  if (sum)
+    dtx__cli_print_json(sum);
+  json_decref(sum);
+  return rc ? dtx__cli_fail(rc) : DTX_EXIT_OK;
+}
