@@ -66,6 +66,11 @@ extern const char *dtx_t_current;
 void dtx_t_run(const char *name, void (*fn)(void));
 int dtx_t_done(void);
 
+/* Opens the store at uri or ends the test program (exit 1, naming the
+ * error): the suites' stores are given, not optional.  The caller closes
+ * it with dtx_store_close. */
+dtx_store_t *dtx_t_open(const char *uri);
+
 /* Parses JSON text or aborts the test program (test inputs are trusted). */
 json_t *J(const char *text);
 
