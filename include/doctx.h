@@ -924,6 +924,75 @@ int dtx_lock_get(dtx_store_t *st, const char *name, json_t **out);
 /* *out: array of lock views by name, paged by page (may be NULL). */
 int dtx_lock_list(dtx_store_t *st, const dtx_page_t *page, json_t **out);
 
+/* ---- sync flag (src/txn/sync/, docs/sync.md) --------------------------------
+ *
+ * A rule copies fields of a master document (a user) into its dependents
+ * (the user's comments: documents of another collection whose LINK field
+ * equals the master's _id).  dtx_sync_update applies a change to the
+ * master and, in the SAME atomic step, raises the master's version and sets
+ * a "syncing" flag; it then writes the copied fields into every dependent,
+ * each write conditioned on the dependent reflecting an older version, and
+ * clears the flag only if it is still this change's.  A change interrupted
+ * (crash, pause, store outage) leaves its flag; dtx_sync_repair (and
+ * dtx_recover, doctx worker) re-propagates it from the master's CURRENT
+ * values and version.  Fields doctx keeps (an UPDATE may not touch them):
+ *   master     _syncm.NAME   {"v": version, "stamp": the last change's}
+ *              _syncing.NAME {"stamp","owner","at","until"} while a change
+ *                            propagates (sparse index on .at)
+ *   dependent  _sync.NAME    the master version it reflects
+ * Rules are documents of the collection "sync_rules" (_id = NAME), never
+ * deleted, so any process can repair any rule's changes. */
+typedef struct dtx_sync_rule {
+  const char *name;       /* 1..64 of [A-Za-z0-9_-] */
+  const char *master;     /* the masters' collection */
+  const char *dependents; /* the dependents' collection */
+  const char *link;       /* a dependent's field holding its master's _id
+                             (a string); not _id, not a copied DST */
+  const char *copy;       /* "SRC:DST[,SRC:DST...]": dotted field paths of
+                             the master (SRC) and the dependent (DST); no
+                             DST twice or inside another; at most 64 */
+} dtx_sync_rule_t;
+
+/* Records rule (every string borrowed, checked first: DTX_EINVAL names the
+ * bad part and records nothing) and creates the index on the link field
+ * of the dependents and the sparse index on the flag of the masters.
+ * Defining a rule again with the same definition returns it (0); with a
+ * different one it is DTX_ECONFLICT and the stored rule is kept (rules are
+ * never replaced: a change in flight must be repaired with the rule it was
+ * made under).  *out (may be NULL): the stored rule document, new
+ * reference, NULL on error. */
+int dtx_sync_rule_define(dtx_store_t *st, const dtx_sync_rule_t *rule,
+                         json_t **out);
+
+/* *out: the rule document {_id, master, dependents, link, copy: [{src,
+ * dst}...], created}, new reference; DTX_ENOTFOUND when there is none. */
+int dtx_sync_rule_get(dtx_store_t *st, const char *name, json_t **out);
+
+/* Applies update (borrowed: an operator update, e.g. {"$set": {...}},
+ * that must not touch the fields above: DTX_EINVAL) to the master
+ * master_id (a string _id) of rule and propagates the copied fields.
+ * DTX_ENOTFOUND when there is no such rule or master (nothing changed).
+ * An error after the master step leaves the flag for repair: the change
+ * itself is made.  *out (may be NULL), new reference, NULL on error:
+ *   {"rule", "master", "version", "dependents": N written,
+ *    "flag_cleared": false when a newer change owns the flag}
+ * opts may be NULL; its lease_ms is how long the flag counts as live
+ * (dtx_sync_repair and the audit leave a live flag alone). */
+int dtx_sync_update(dtx_store_t *st, const char *rule, const char *master_id,
+                    const json_t *update, const dtx_exec_opts_t *opts,
+                    json_t **out);
+
+/* One repair pass over every rule: each master whose flag is stale (its
+ * lease lapsed; with opts->older_than_ms >= 0, set at least that long
+ * ago) is propagated again from its current values and version, and its
+ * flag cleared if no newer change set it meanwhile.  Only older_than_ms
+ * and deadline_ms of opts are read (opts may be NULL: lease-based).
+ * *summary (may be NULL, new reference, set on an error too):
+ *   {"ok", "ran": {"repaired": N, "dependents_updated": N}, "skipped",
+ *    "errors"} (the per-pattern shape of dtx_recover). */
+int dtx_sync_repair(dtx_store_t *st, const dtx_recover_opts_t *opts,
+                    json_t **summary);
+
 #ifdef __cplusplus
 }
 #endif

@@ -124,3 +124,16 @@ int dtx__cli_page_opts(const char *cmd, const dtx__cli_opt_t *skip,
   return 0;
 }
 
+
+int dtx__cli_stray(const char *cmd, const char *sub, const dtx__cli_opt_t *o,
+                   int nopts, const int *ok) {
+  for (int i = 0; i < nopts; i++) {
+    int allowed = 0;
+    for (const int *k = ok; *k >= 0; k++)
+      allowed |= *k == i;
+    if (o[i].value && !allowed)
+      return dtx__cli_usage("%s %s: %s does not go with %s", cmd, sub,
+                            o[i].name, sub);
+  }
+  return 0;
+}

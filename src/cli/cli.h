@@ -131,6 +131,15 @@ extern volatile int dtx__cli_stop;
 dtx_store_t *dtx__cli_store_stoppable(dtx_cli_t *cli, int *code);
 /* Prints each item of arr (stolen) with dtx__cli_print_item. */
 int dtx__cli_print_items(json_t *arr, int verbose);
+/* The options of o (nopts of them) given that `cmd sub` does not take
+ * (ok: their indexes, ended by -1): a usage error naming the first;
+ * 0 when none. */
+int dtx__cli_stray(const char *cmd, const char *sub, const dtx__cli_opt_t *o,
+                   int nopts, const int *ok);
+/* Prints sum (stolen; NULL when the call failed before it had one) and
+ * returns rc's exit code (its error printed): the tail of every command
+ * that prints a result or summary and may fail. */
+int dtx__cli_summary(int rc, json_t *sum);
 /* --skip/--limit into page; -1 after a usage error. */
 int dtx__cli_page_opts(const char *cmd, const dtx__cli_opt_t *skip,
                        const dtx__cli_opt_t *limit, dtx_page_t *page);
@@ -139,5 +148,7 @@ int dtx__cli_page_opts(const char *cmd, const dtx__cli_opt_t *skip,
 int dtx__cmd_job(dtx_cli_t *, int, char **);
 /* cmd_txn.c: lease locks. */
 int dtx__cmd_lock(dtx_cli_t *, int, char **);
+/* cmd_sync.c: the sync flag. */
+int dtx__cmd_sync(dtx_cli_t *, int, char **);
 
 #endif

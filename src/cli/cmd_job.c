@@ -53,15 +53,7 @@ enum { O_ID, O_PRI, O_DELAY, O_MAX, O_BACKOFF, O_UKEY, O_STATE, O_LIMIT,
 
 /* The options given that sub does not take; 0 when none. */
 static int stray(const char *sub, const dtx__cli_opt_t *o, const int *ok) {
-  for (int i = 0; i < O_N; i++) {
-    int allowed = 0;
-    for (const int *k = ok; *k >= 0; k++)
-      allowed |= *k == i;
-    if (o[i].value && !allowed)
-      return dtx__cli_usage("job %s: %s does not go with %s", sub, o[i].name,
-                            sub);
-  }
-  return 0;
+  return dtx__cli_stray("job", sub, o, O_N, ok);
 }
 
 static int job_add(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {
@@ -136,10 +128,7 @@ static int job_work(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {
                             .deadline_ms = deadline};
   json_t *sum = NULL;
   int rc = dtx_job_work(st, &wo, &sum);
-  if (sum)
-    dtx__cli_print_json(sum);
-  json_decref(sum);
-  return rc ? dtx__cli_fail(rc) : DTX_EXIT_OK;
+  return dtx__cli_summary(rc, sum);
 }
 
 static int job_effect(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {

@@ -315,10 +315,7 @@ int dtx__cmd_worker(dtx_cli_t *cli, int argc, char **argv) {
                           .stop = &dtx__cli_stop, .deadline_ms = deadline};
   json_t *sum = NULL;
   int rc = dtx_worker_run(st, &wo, &sum);
-  if (sum)
-    dtx__cli_print_json(sum);
-  json_decref(sum);
-  return rc ? dtx__cli_fail(rc) : DTX_EXIT_OK;
+  return dtx__cli_summary(rc, sum);
 }
 
 int dtx__cmd_recover(dtx_cli_t *cli, int argc, char **argv) {
@@ -345,10 +342,7 @@ int dtx__cmd_recover(dtx_cli_t *cli, int argc, char **argv) {
     return code;
   json_t *sum = NULL;
   int rc = dtx_recover(st, &ro, &sum);
-  if (sum)
-    dtx__cli_print_json(sum);
-  json_decref(sum);
-  return rc ? dtx__cli_fail(rc) : DTX_EXIT_OK;
+  return dtx__cli_summary(rc, sum);
 }
 
 /* Reads a file of acknowledged transfers, one JSON object per line (blank

@@ -46,9 +46,10 @@ static const struct {
     {DTX_EXIT_NOMATCH,
      "find-and-modify matched nothing (it prints nothing); a transfer that "
      "failed, for instance for insufficient funds (the reason is in the "
-     "printed document); show of a missing account, transfer, job or lock; "
-     "a lock still held (lock acquire) or a token no longer current (lock "
-     "renew, release); job effect on no matching document"},
+     "printed document); show of a missing account, transfer, job, lock or "
+     "sync rule; a lock still held (lock acquire) or a token no longer "
+     "current (lock renew, release); job effect on no matching document; "
+     "sync update of a missing rule or master"},
     {DTX_EXIT_USAGE,
      "usage error or invalid input: bad JSON, unknown operator, bad URI, bad "
      "option or number, missing or extra argument; a transfer amount that is "
@@ -60,7 +61,8 @@ static const struct {
      "parameters, cancel after commit, an aggregation past its memory limit, "
      "a write refused by a collection's rules (VALIDATION), a write whose "
      "--fence token is older than one that wrote the document (FENCED), a "
-     "job id reused with other parameters, a job effect with a stale epoch"},
+     "job id reused with other parameters, a job effect with a stale epoch, "
+     "a sync rule redefined with another definition"},
     {DTX_EXIT_BACKEND,
      "store unavailable or backend error (a transfer it interrupts is left "
      "for doctx recover), including no store at PATH for a command that "
@@ -308,4 +310,11 @@ void dtx__cli_print_item(const json_t *doc, int verbose) {
   humanise(copy, 1, verbose);
   dtx__cli_print_json(copy);
   json_decref(copy);
+}
+
+int dtx__cli_summary(int rc, json_t *sum) {
+  if (sum)
+    dtx__cli_print_json(sum);
+  json_decref(sum);
+  return rc ? dtx__cli_fail(rc) : DTX_EXIT_OK;
 }

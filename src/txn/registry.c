@@ -16,7 +16,8 @@
 #define DTX_PATTERNS(X) \
   X(transfer) \
   X(job) \
-  X(lock)
+  X(lock) \
+  X(sync)
 
 #define DECLARE(name) extern const dtx__pattern_t dtx__##name##_pattern;
 DTX_PATTERNS(DECLARE)

@@ -28,6 +28,15 @@ int dtx_t_done(void) {
   return dtx_t_tests_failed ? 1 : 0;
 }
 
+dtx_store_t *dtx_t_open(const char *uri) {
+  dtx_store_t *st = NULL;
+  if (dtx_store_open(uri, &st) != 0) {
+    fprintf(stderr, "open %s: %s\n", uri, dtx_errdetail());
+    exit(1);
+  }
+  return st;
+}
+
 json_t *J(const char *text) {
   json_error_t e;
   json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &e);

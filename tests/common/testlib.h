@@ -71,6 +71,10 @@ int dtx_t_done(void);
  * accounts alone leaves opening records that the audit rightly reads as
  * accounts deleted with money on them. */
 void dtx_t_drop_transfers(dtx_store_t *st);
+/* Opens the store at uri or ends the test program (exit 1, naming the
+ * error): the suites' stores are given, not optional.  The caller closes
+ * it with dtx_store_close. */
+dtx_store_t *dtx_t_open(const char *uri);
 
 /* Parses JSON text or aborts the test program (test inputs are trusted). */
 json_t *J(const char *text);

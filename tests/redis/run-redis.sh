@@ -8,7 +8,7 @@
 #                 every single write through bulk_write (quick loops;
 #                 with DTX_QUICK set, on the cluster only)
 #   shell         tests/crash/faults.sh, pause.sh, chaos.sh,
-#                 tests/cli/contract.sh, job.sh, lock.sh and
+#                 tests/cli/contract.sh, job.sh, lock.sh, sync.sh and
 #                 tests/crash/kleppmann.sh (DOCTX set; each scenario gets an
 #                 emptied namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time)
@@ -18,7 +18,8 @@
 #                 target in a release build, so the sanitizer run of
 #                 scripts/test.sh leaves it out)
 #   transfers     BUILD_DIR/txn_transfer_concurrency, txn_kit,
-#                 txn_transfer_declines, txn_job and txn_lock redis://...
+#                 txn_transfer_declines, txn_job, txn_lock and txn_sync
+#                 redis://...
 # on the standalone server only:
 #   deadline      tests/redis/deadline.sh: the server is SIGSTOPped while
 #                 commands run; each must end within its one budget,
@@ -142,6 +143,7 @@ shell_on() { # URI
     bash "$ROOT/tests/cli/contract.sh"
   run_logged "job.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/job.sh"
   run_logged "lock.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/lock.sh"
+  run_logged "sync.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/sync.sh"
   run_logged "kleppmann.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/crash/kleppmann.sh"
 }
@@ -242,6 +244,7 @@ transfers_on() { # URI
   run_logged "txn_kit $1" "$BUILD/txn_kit" "$1"
   run_logged "txn_job $1" "$BUILD/txn_job" "$1"
   run_logged "txn_lock $1" "$BUILD/txn_lock" "$1"
+  run_logged "txn_sync $1" "$BUILD/txn_sync" "$1"
   flush "$1"
   run_logged "txn_transfer_declines $1" "$BUILD/txn_transfer_declines" "$1"
 }

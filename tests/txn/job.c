@@ -26,14 +26,7 @@
 static const char *uri;
 static dtx_store_t *st;
 
-static dtx_store_t *open_store(void) {
-  dtx_store_t *s = NULL;
-  if (dtx_store_open(uri, &s) != 0) {
-    fprintf(stderr, "open %s: %s\n", uri, dtx_errdetail());
-    exit(1);
-  }
-  return s;
-}
+static dtx_store_t *open_store(void) { return dtx_t_open(uri); }
 
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};

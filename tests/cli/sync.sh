@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# The sync flag's CLI contract (issue 10, item 3; docs/sync.md): rule
+# define/show (idempotent, CONFLICT on another definition, bad rules exit
+# 2 recording nothing), update (JSON result, its flag cleared; bad UPDATE
+# exit 2 and unknown rule or master exit 1, changing nothing), racing
+# updates ending at the right values, a crash mid-propagation found by the
+# audit and repaired (by sync repair, doctx recover and doctx worker), a
+# paused late propagation that must not overwrite a newer value nor clear
+# a newer change's flag, a lost master reply, the collection rules on
+# sync_rules, and the audit's tamper rows (a hand-edited dependent must
+# never pass as clean).
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../lib/harness.sh"
+
+new_store sync
+RULE=(--master users --dependents comments --link user --copy name:author,n:stats.posts)
+d insert users '{"_id":"u1","name":"ann","n":0}' '{"_id":"u2","name":"bob"}' >/dev/null &&
+  d insert comments '{"_id":"c1","user":"u1","author":"ann"}' \
+    '{"_id":"c2","user":"u1","author":"ann"}' '{"_id":"c3","user":"u2","author":"bob"}' \
+    >/dev/null || { echo "setup failed"; exit 1; }
+
+# Checks, in one python, that every comment of MASTER carries its name
+# and n at its version and that no flag is left; prints what is wrong.
+synced() { # MASTER
+  python3 - "$1" "$(d find users)" "$(d find comments)" <<'EOF'
+import json, sys
+m = sys.argv[1]
+users = {d["_id"]: d for d in map(json.loads, sys.argv[2].splitlines())}
+u = users[m]
+v = u.get("_syncm", {}).get("R", {}).get("v", 0)
+errs = ["flag left on %s" % k for k, x in users.items() if "R" in x.get("_syncing", {})]
+for c in map(json.loads, sys.argv[3].splitlines()):
+    if c["user"] != m: continue
+    if (c.get("author") != u.get("name") or c.get("stats", {}).get("posts") != u.get("n")
+            or c.get("_sync", {}).get("R") != v):
+        errs.append("%s: %s (master %s)" % (c["_id"], c, u))
+print("; ".join(errs))
+EOF
+}
+check_synced() { # LABEL MASTER
+  local why
+  why=$(synced "$2")
+  [ -z "$why" ] && ok || bad "$1: $why"
+}
+
+# ---- rules ---------------------------------------------------------------------
+expect 0 "rule" -- d sync rule R "${RULE[@]}"
+python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["_id"]=="R" and d["link"]=="user" and d["copy"]==[{"src":"name","dst":"author"},{"src":"n","dst":"stats.posts"}]' <"$WORK/out" &&
+  ok || bad "rule output: $(out)"
+expect 0 "the same rule again" -- d sync rule R "${RULE[@]}"
+expect 3 "another definition under the same name" -- d sync rule R --master users --dependents comments --link user --copy name:author
+grep -q "^doctx: CONFLICT: sync rule 'R' exists with another definition" "$WORK/err" && ok || bad "conflict message: $(cat "$WORK/err")"
+expect 0 "show" -- d sync show R
+expect 1 "show of no such rule" -- d sync show nope
+[ "$(d indexes comments | grep -c '"user":1')" = 1 ] && ok || bad "no link index: $(d indexes comments)"
+[ "$(d indexes users | grep -c '"_syncing.R.at":1},"unique":false,"sparse":true')" = 1 ] && ok || bad "no sparse flag index: $(d indexes users)"
+
+# Bad rules: exit 2, the message names the problem, nothing recorded.
+while IFS='|' read -r what args; do
+  [ -n "$what" ] || continue
+  # shellcheck disable=SC2086
+  expect 2 "rule: $what" -- d sync rule X $args
+  grep -q "^doctx: \(INVAL\|USAGE\): " "$WORK/err" && ok || bad "rule: $what: message: $(cat "$WORK/err")"
+done <<'TABLE'
+duplicate DST|--master users --dependents comments --link user --copy a:b,c:b
+DST inside another|--master users --dependents comments --link user --copy a:b,c:b.x
+DST is the link|--master users --dependents comments --link user --copy a:user
+DST inside the link|--master users --dependents comments --link user --copy a:user.x
+DST is _id|--master users --dependents comments --link user --copy a:_id
+no colon|--master users --dependents comments --link user --copy a
+empty SRC|--master users --dependents comments --link user --copy :b
+two colons|--master users --dependents comments --link user --copy a:b:c
+empty pair|--master users --dependents comments --link user --copy a:b,,c:d
+dollar path|--master users --dependents comments --link user --copy a:$x
+empty segment|--master users --dependents comments --link user --copy a:b..c
+doctx's own field|--master users --dependents comments --link user --copy _sync.R:b
+link is _id|--master users --dependents comments --link _id --copy a:b
+bad collection|--master us/ers --dependents comments --link user --copy a:b
+a protocol's collection|--master users --dependents jobs --link user --copy a:b
+unknown option|--master users --dependents comments --link user --copy a:b --bogus
+missing --copy|--master users --dependents comments --link user
+TABLE
+expect 2 "rule: bad rule name" -- d sync rule 'x.y' "${RULE[@]}"
+[ "$(d count sync_rules)" = 1 ] && ok || bad "bad rules were recorded: $(d find sync_rules)"
+
+# ---- update ----------------------------------------------------------------------
+before=$(d find users; d find comments)
+for u in '{"name":"x"}' '{"$set":{"_syncm.R.v":9}}' '{"$set":{"_syncing":{}}}' \
+  '{"$unset":{"_sync":""}}' '{"$rename":{"name":"_syncm"}}' '{"$bogus":{"a":1}}' \
+  '{"$set":' '{}' '{"$inc":{"name":"x"}}'; do
+  expect 2 "update $u" -- d sync update R u1 "$u"
+done
+expect 1 "update of no such rule" -- d sync update Q u1 '{"$set":{"name":"x"}}'
+expect 1 "update of no such master" -- d sync update R u9 '{"$set":{"name":"x"}}'
+grep -q "no master 'u9' in users" "$WORK/err" && ok || bad "no master message: $(cat "$WORK/err")"
+expect 2 "update: bad --lease-ms" -- d sync update R u1 '{"$set":{"name":"x"}}' --lease-ms -1
+[ "$(d find users; d find comments)" = "$before" ] && ok || bad "bad updates changed something"
+
+expect 0 "update" -- d sync update R u1 '{"$set":{"name":"anne"},"$inc":{"n":1}}'
+python3 -c 'import json,sys; d=json.load(sys.stdin); assert d=={"rule":"R","master":"u1","version":1,"dependents":2,"flag_cleared":True}, d' <"$WORK/out" &&
+  ok || bad "update output: $(out)"
+check_synced "after update" u1
+[ "$(d find comments '{"_id":"c3"}')" = '{"_id":"c3","user":"u2","author":"bob"}' ] && ok || bad "c3 changed"
+expect 0 "audit after update" -- d audit --settled
+
+# A lost reply of the master step: the retry matches nothing, the stamp
+# read back says it landed -- applied once, reported once.
+expect 0 "update with a lost master reply" -- env DOCTX_FAULT=sync.master:lost "$DOCTX" --store "$S" sync update R u1 '{"$inc":{"n":1}}'
+[ "$(field "$(out)" version)" = 2 ] && [ "$(field "$(d find users '{"_id":"u1"}')" n)" = 2 ] &&
+  ok || bad "lost reply: $(out) $(d find users '{"_id":"u1"}')"
+check_synced "after a lost reply" u1
+
+# ---- racing updates ----------------------------------------------------------------
+RACE_LOG=$WORK/race
+mkdir -p "$RACE_LOG"
+pids=()
+for i in 1 2 3 4 5 6; do
+  case $i in 1 | 2) upd="{\"\$set\":{\"name\":\"r$i\"},\"\$inc\":{\"n\":1}}" ;; *) upd='{"$inc":{"n":1}}' ;; esac
+  start_bg "$RACE_LOG/$i" "$DOCTX" --store "$S" sync update R u1 "$upd"
+  pids+=("$BG_PID")
+done
+for pid in "${pids[@]}"; do bounded_wait "$pid" 60 "$RACE_LOG/x" || bad "a racing update failed"; done
+u1=$(d find users '{"_id":"u1"}')
+python3 -c 'import json,sys; u=json.loads(sys.argv[1]); assert u["n"]==8 and u["_syncm"]["R"]["v"]==8 and u["name"] in ("r1","r2")' "$u1" &&
+  ok || bad "after the race: $u1"
+check_synced "after the race" u1
+
+# ---- a crash mid-propagation --------------------------------------------------------
+expect 137 "crash after the first dependent" -- env DOCTX_FAULT=sync.propagate:crash:2 "$DOCTX" --store "$S" sync update R u1 '{"$set":{"name":"carl"}}' --lease-ms 60000
+[ "$(d count comments '{"author":"carl"}')" = 1 ] && [ "$(d count users '{"_syncing.R":{"$exists":true}}')" = 1 ] &&
+  ok || bad "mid-propagation state: $(d find comments) $(d find users)"
+expect 0 "audit: a live flag is unsettled, not a finding" -- d audit
+expect 5 "audit --settled: the flag is a finding" -- d audit --settled
+grep -q "stale_sync_flag\|still has its flag" "$WORK/out" "$WORK/err" && ok || bad "settled audit: $(out)"
+expect 0 "repair leaves a live flag" -- d sync repair
+[ "$(field "$(out)" ran)" = "{}" ] && ok || bad "repair of a live flag: $(out)"
+# The flag's lease lapses (set back by hand rather than waited for).
+d update users '{"_id":"u1"}' '{"$set":{"_syncing.R.until":0}}' >/dev/null
+expect 5 "audit: a flag past its lease" -- d audit
+grep -q "past its lease" "$WORK/out" && ok || bad "stale flag finding: $(out)"
+expect 0 "repair" -- d sync repair
+python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["ok"] and d["ran"]=={"dependents_updated":1,"repaired":1}, d' <"$WORK/out" &&
+  ok || bad "repair summary: $(out)"
+check_synced "after repair" u1
+expect 0 "audit after repair" -- d audit --settled
+
+# doctx recover and doctx worker repair through the pattern table too.
+for how in recover worker; do
+  expect 137 "$how: crash" -- env DOCTX_FAULT=sync.propagate:crash "$DOCTX" --store "$S" sync update R u1 "{\"\$set\":{\"name\":\"$how\"}}"
+  case $how in
+  recover) expect 0 "recover" -- d recover --older-than-ms 0 ;;
+  worker) expect 0 "worker" -- d update users '{"_id":"u1"}' '{"$set":{"_syncing.R.until":0}}' &&
+            expect 0 "worker --once" -- d worker --once ;;
+  esac
+  check_synced "after $how" u1
+done
+
+# ---- late propagations (SIGSTOP) ------------------------------------------------------
+# P1 pauses before its first dependent write; P2 renames and finishes;
+# P1 resumes: its older version must not overwrite P2's name, and it
+# must not clear a flag (P2's is gone already; it finds none of its own).
+start_bg "$WORK/p1.log" env DOCTX_FAULT=sync.propagate:pause "$DOCTX" --store "$S" sync update R u1 '{"$set":{"name":"dan"}}'
+p1=$BG_PID
+if wait_stopped "$p1" 30; then
+  expect 0 "P2 while P1 is stopped" -- d sync update R u1 '{"$set":{"name":"eve"}}'
+  kill -CONT "$p1"
+  bounded_wait "$p1" 60 "$WORK/p1.log" && ok || bad "P1 exited $?: $(tail -2 "$WORK/p1.log")"
+  grep -q '"dependents":0,"flag_cleared":false' "$WORK/p1.log" && ok || bad "P1 wrote: $(cat "$WORK/p1.log")"
+  [ "$(d count comments '{"author":"eve"}')" = 2 ] && ok || bad "a late propagation overwrote eve: $(d find comments)"
+  check_synced "after the late propagation" u1
+else
+  bad "P1 never paused: $(cat "$WORK/p1.log")"
+fi
+
+# P1 and P2 both stop before propagating (P2's flag replaced P1's).  P1
+# resumes and finishes: it must leave P2's flag alone.  P2 then dies:
+# its flag is what leads repair to the newer name.
+start_bg "$WORK/q1.log" env DOCTX_FAULT=sync.propagate:pause "$DOCTX" --store "$S" sync update R u1 '{"$set":{"name":"fay"}}' --lease-ms 300
+q1=$BG_PID
+wait_stopped "$q1" 30 || bad "Q1 never paused"
+start_bg "$WORK/q2.log" env DOCTX_FAULT=sync.propagate:pause "$DOCTX" --store "$S" sync update R u1 '{"$set":{"name":"gus"}}' --lease-ms 300
+q2=$BG_PID
+wait_stopped "$q2" 30 || bad "Q2 never paused"
+kill -CONT "$q1"
+bounded_wait "$q1" 60 "$WORK/q1.log" || bad "Q1 exited $?: $(tail -2 "$WORK/q1.log")"
+grep -q '"flag_cleared":false' "$WORK/q1.log" && ok || bad "Q1: $(cat "$WORK/q1.log")"
+[ "$(d count users '{"_id":"u1","_syncing.R":{"$exists":true}}')" = 1 ] && ok || bad "Q1 cleared Q2's flag: $(d find users '{"_id":"u1"}')"
+kill -KILL "$q2"
+bounded_wait "$q2" 10 "$WORK/q2.log"
+sleep 0.35
+expect 5 "audit: Q2's flag past its lease" -- d audit
+expect 0 "repair after Q2 died" -- d sync repair
+check_synced "after Q2 died" u1
+[ "$(d count comments '{"author":"gus"}')" = 2 ] && ok || bad "repair did not bring gus: $(d find comments)"
+
+# ---- collection rules and tampering ------------------------------------------------------
+expect 3 "sync_rules validator" -- d update sync_rules '{"_id":"R"}' '{"$set":{"copy":"x"}}'
+grep -q VALIDATION "$WORK/err" && ok || bad "not VALIDATION: $(cat "$WORK/err")"
+expect 3 "a rule cannot be deleted" -- d delete sync_rules '{"_id":"R"}'
+expect 0 "audit clean before tampering" -- d audit --settled
+# TAMPER rows: COLL|ID|UPDATE -- each written by hand must make the audit
+# exit 5; the document is restored after each.
+while IFS='|' read -r coll id upd; do
+  [ -n "$coll" ] || continue
+  orig=$(d find "$coll" "{\"_id\":\"$id\"}")
+  expect 0 "tamper $coll $upd" -- d update "$coll" "{\"_id\":\"$id\"}" "$upd" --bypass-validation
+  expect 5 "audit after $coll $upd" -- d audit
+  expect 0 "restore $coll $id" -- d update "$coll" "{\"_id\":\"$id\"}" "$orig" --bypass-validation
+done <<'TABLE'
+comments|c1|{"$set":{"author":"zed"}}
+comments|c2|{"$unset":{"author":""}}
+comments|c1|{"$set":{"stats.posts":"8"}}
+comments|c1|{"$set":{"_sync.R":99}}
+comments|c2|{"$set":{"_sync.R":"x"}}
+users|u1|{"$set":{"name":"hal"}}
+users|u1|{"$set":{"_syncing.R":{"stamp":"s","owner":"o","at":0,"until":0}}}
+sync_rules|R|{"$set":{"copy":[]}}
+sync_rules|R|{"$set":{"link":"_id"}}
+TABLE
+expect 0 "audit clean after the restores" -- d audit --settled
+
+finish
