@@ -16,8 +16,10 @@
 # must never call a store clean that lost or made money.
 #
 # Scenarios come from tests/crash/scenarios/transfer.sh (how to reach each
-# point).  Under DTX_QUICK (the sanitizer stage) each point deletes one of
-# the three documents, by turns; otherwise all three.
+# point).  Under DTX_QUICK (the sanitizer stage), or with DELETES_TURN=K
+# (run-redis.sh: 1 on the standalone server, 2 on the cluster, so the two
+# take different documents at each point), each point deletes one of the
+# three documents, by turns; otherwise all three (release, SQLite).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/harness.sh"
@@ -70,8 +72,8 @@ one_row() { # POINT DOC ("accounts:A", "accounts:B", "transfers:t1")
 one_point() { # POINT
   local p=$1 doc docs="accounts:A accounts:B transfers:t1"
   load_scenario "$p" || return
-  if [ -n "${DTX_QUICK:-}" ]; then
-    docs=$(echo "$docs" | cut -d' ' -f$((${#p} % 3 + 1)))
+  if [ -n "${DTX_QUICK:-}${DELETES_TURN:-}" ]; then
+    docs=$(echo "$docs" | cut -d' ' -f$(((${#p} + ${DELETES_TURN:-0}) % 3 + 1)))
   fi
   for doc in $docs; do one_row "$p" "$doc"; done
 }
