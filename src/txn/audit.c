@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "doc/doc.h"
 #include "txn/kit.h"
 #include "util/err.h"
 
@@ -55,20 +56,56 @@ void dtx__audit_unsettled(dtx__audit_t *a, int64_t n) {
   add_int(a->report, "unsettled", n);
 }
 
+/* The pattern's validator for coll, compiled (NULL: it declares none). */
+static int validator_of(const dtx__audit_t *a, const char *coll,
+                        dtx__rules_t **out) {
+  *out = NULL;
+  for (const dtx__rules_def_t *d = a->pat ? a->pat->rules : NULL; d && d->coll;
+       d++) {
+    if (strcmp(d->coll, coll) != 0 || !d->validator)
+      continue;
+    json_t *v = json_loads(d->validator, 0, NULL);
+    json_t *spec = v ? json_pack("{s:o}", "validator", v) : NULL;
+    int rc = spec ? dtx__rules_compile(spec, out)
+                  : dtx__err(DTX_EINVAL, "pattern %s: the validator of %s is "
+                             "not JSON", a->pattern, coll);
+    json_decref(spec);
+    return rc;
+  }
+  return 0;
+}
+
+/* Reports doc as a finding when the pattern's validator refuses it.  The
+ * store checks writes only (and not those made with bypass_validation, or
+ * before the rules were installed), so the audit checks what is there. */
+static void check_shape(dtx__audit_t *a, const dtx__rules_t *r,
+                        const char *coll, const json_t *doc) {
+  if (dtx__doc_check_write(r, coll, NULL, doc, 0) != 0)
+    dtx__audit_finding(a, "bad_shape", "%s", dtx_errdetail());
+  dtx__err_clear();
+}
+
 int dtx__audit_load(dtx__audit_t *a, const char *coll, json_t **map) {
   json_t *docs = NULL, *d;
+  dtx__rules_t *shape = NULL;
   size_t i;
   dtx__retry_t r = {0};
   int rc;
   *map = NULL;
+  if ((rc = validator_of(a, coll, &shape)))
+    return rc;
   do
     rc = dtx_store_find(a->st, coll, NULL, NULL, &docs);
   while (dtx__retry_again(&r, &rc, coll));
-  if (rc)
+  if (rc) {
+    dtx__rules_free(shape);
     return rc;
+  }
   *map = json_object();
   json_array_foreach(docs, i, d) {
     const char *id = json_string_value(json_object_get(d, "_id"));
+    if (shape)
+      check_shape(a, shape, coll, d);
     if (id) {
       json_object_set(*map, id, d);
     } else {
@@ -80,6 +117,7 @@ int dtx__audit_load(dtx__audit_t *a, const char *coll, json_t **map) {
     }
   }
   json_decref(docs);
+  dtx__rules_free(shape);
   return 0;
 }
 
@@ -107,6 +145,7 @@ int dtx_audit_acked(dtx_store_t *st, int flags, const json_t *acked,
     if (!p->audit)
       continue;
     a.pattern = p->name;
+    a.pat = p;
     a.part = json_object();
     json_object_set_new(json_object_get(a.report, "patterns"), p->name,
                         a.part);

@@ -19,7 +19,8 @@
  *   claim        claim-next (one conditional find_one_and_update on a
  *                due filter, with a sort) and takeover of a lapsed lease,
  *                both bumping the epoch that fences the previous owner
- *   indexes      each pattern's indexes created once per store
+ *   set-up       each pattern's indexes and collection rules (validator,
+ *                delete guard) installed once per store
  *   list         paged listing
  *   summary      worker/recover tallies; the audit frame
  *   table        the per-pattern method table and the registry that
@@ -265,6 +266,7 @@ typedef struct dtx__audit {
   const json_t *acked; /* the client's acknowledged records, or NULL */
   /* private to the frame */
   const char *pattern;
+  const struct dtx__pattern *pat;
   json_t *report, *part, *findings;
 } dtx__audit_t;
 
@@ -281,8 +283,12 @@ void dtx__audit_summary(dtx__audit_t *a, const char *fmt, ...)
 const json_t *dtx__audit_part(const dtx__audit_t *a);
 /* Items that moved while the audit read them, judged by a later audit. */
 void dtx__audit_unsettled(dtx__audit_t *a, int64_t n);
-/* Reads every document of coll into *map, an object _id -> document
- * (documents without a string _id are reported as a finding). */
+/* Reads every document of coll into *map, an object _id -> document.
+ * Documents without a string _id are reported as a finding ("bad_id"),
+ * and so is every document the pattern's validator for coll (its rules
+ * table) refuses ("bad_shape", naming the field and the rule): such a
+ * document stays in *map, so the pattern's own checks see it too, and
+ * must not trust its field types. */
 int dtx__audit_load(dtx__audit_t *a, const char *coll, json_t **map);
 
 /* ---- the per-pattern method table ------------------------------------------ */
@@ -292,6 +298,31 @@ typedef struct dtx__index_def {
   const char *keys; /* JSON text: "{\"state\":1}"; NULL ends a list */
   int unique, sparse;
 } dtx__index_def_t;
+
+/* A collection's rules (docs/validation.md), as JSON text: the validator
+ * every document the store writes there must match, and the delete guard
+ * a document must match to be deleted.  NULL: none.  The kit installs them
+ * with the indexes (dtx__kit_ensure), so the generic document commands
+ * cannot write what the protocol would misread, and the audit checks
+ * every document it loads against the same validator (dtx__audit_load),
+ * so what slipped in by bypass_validation, or before the rules existed,
+ * is reported. */
+typedef struct dtx__rules_def {
+  const char *coll;         /* NULL ends a list */
+  const char *validator;    /* {"$jsonSchema": {...}, ...} or NULL */
+  const char *delete_guard; /* a filter, e.g. {"state": "failed"}, or NULL */
+} dtx__rules_def_t;
+
+/* The kit's item fields (owner, lease_until, epoch, updated) as JSON text
+ * for a $jsonSchema: paste DTX__KIT_ITEM_REQUIRED into "required" and
+ * DTX__KIT_ITEM_PROPS into "properties" of an item collection's validator,
+ * so the validator admits exactly what the kit writes. */
+#define DTX__KIT_ITEM_REQUIRED "\"owner\",\"lease_until\",\"epoch\",\"updated\""
+#define DTX__KIT_ITEM_PROPS                                                   \
+  "\"owner\":{\"bsonType\":[\"string\",\"null\"]},"                              \
+  "\"lease_until\":{\"bsonType\":\"long\"},"                                   \
+  "\"epoch\":{\"bsonType\":\"long\",\"minimum\":0},"                             \
+  "\"updated\":{\"bsonType\":\"long\"}"
 
 typedef struct dtx__pattern {
   const char *name;                  /* "transfer"; fault points start
@@ -312,8 +343,9 @@ typedef struct dtx__pattern {
                  dtx__tally_t *t);
   /* Checks this pattern's invariants into the frame. */
   int (*audit)(dtx__audit_t *a);
-  /* Room for later members (collection validators): zero-initialised
-   * tables stay valid. */
+  /* The rules of its collections, ended by {NULL}; NULL: none.  (Later
+   * members must keep zero-initialised tables valid.) */
+  const dtx__rules_def_t *rules;
 } dtx__pattern_t;
 
 /* Every registered pattern, NULL-ended (registry.c: one line each). */
@@ -334,8 +366,14 @@ int dtx__tally_raise(const dtx__tally_t *tallies);
 /* {"ok": rc == 0, "patterns": {NAME: tally...}} (new reference). */
 json_t *dtx__tally_report(const dtx__tally_t *tallies, int rc);
 
-/* Creates p's indexes unless this process already did for this store
- * (keyed by the store's URI; private in-memory stores every time). */
-int dtx__kit_ensure_indexes(dtx_store_t *st, const dtx__pattern_t *p);
+/* Sets p's collections up: creates its indexes and installs its rules
+ * (p->rules; stored rules that differ are replaced, equal ones are left
+ * untouched so no catalog version is spent), unless this process already
+ * did for this store (keyed by the store's URI; private in-memory stores
+ * every time).  Call it at the top of every writing API call; the worker
+ * and recovery call it for every pattern. */
+int dtx__kit_ensure(dtx_store_t *st, const dtx__pattern_t *p);
+/* The name before rules existed (same function). */
+#define dtx__kit_ensure_indexes(st, p) dtx__kit_ensure((st), (p))
 
 #endif

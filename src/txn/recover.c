@@ -25,7 +25,7 @@ int dtx__recover_pass(dtx__exec_t *ex, const dtx_recover_opts_t *o,
     const dtx__pattern_t *p = dtx__patterns[i];
     if (!p->recover)
       continue;
-    int rc = dtx__kit_ensure_indexes(ex->st, p);
+    int rc = dtx__kit_ensure(ex->st, p);
     if (rc == 0)
       rc = p->recover(ex, o, &tallies[i]);
     if (rc) /* the pass itself stopped: say so beside the item errors */

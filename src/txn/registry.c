@@ -1,6 +1,6 @@
 /* registry.c -- the list of patterns, and what is derived from it: the
  * fault points `doctx faults` prints and DOCTX_FAULT may name, and each
- * pattern's index set-up, once per store.
+ * pattern's set-up (indexes and collection rules), once per store.
  *
  * Adding a pattern is one line in DTX_PATTERNS below: X(name) expects a
  * `const dtx__pattern_t dtx__name_pattern` in src/txn/name/ (docs/kit.md).
@@ -67,10 +67,9 @@ int dtx_fault_check(void) {
   return dtx__fault_init(dtx_fault_points());
 }
 
-/* ---- indexes --------------------------------------------------------------------- */
+/* ---- set-up: indexes and rules -------------------------------------------------- */
 
-/* "URI\npattern" of every (store, pattern) whose indexes this process
- * created.  Keyed by URI, not by handle: a handle's address is reused
+/* "URI\npattern" of every (store, pattern) this process set up.  Keyed by URI, not by handle: a handle's address is reused
  * after close, and another handle on the same store needs nothing new.
  * A private in-memory store is new on every open, so it is never
  * remembered. */
@@ -82,7 +81,53 @@ static int is_private(const char *uri) {
   return strncmp(uri, "sqlite::memory:", 15) == 0;
 }
 
+/* Parses a rule's JSON text (NULL: none -> *out NULL). */
+static int rule_json(const dtx__pattern_t *p, const char *coll,
+                     const char *text, json_t **out) {
+  *out = NULL;
+  if (!text)
+    return 0;
+  if (!(*out = json_loads(text, 0, NULL)))
+    return dtx__err(DTX_EINVAL, "pattern %s: the rules of %s are not JSON: "
+                    "%.80s", p->name, coll, text);
+  return 0;
+}
+
+/* Installs d's rules unless the store holds exactly these already: a
+ * change of rules costs a catalog version (on Redis every bucket's stamp
+ * is raised), so a process that starts must not pay it for nothing. */
+static int install_rules(dtx_store_t *st, const dtx__pattern_t *p,
+                         const dtx__rules_def_t *d) {
+  json_t *v = NULL, *g = NULL, *cur = NULL;
+  int rc = rule_json(p, d->coll, d->validator, &v);
+  if (rc == 0)
+    rc = rule_json(p, d->coll, d->delete_guard, &g);
+  if (rc == 0)
+    rc = dtx_store_get_rules(st, d->coll, &cur);
+  if (rc == 0) {
+    json_t *cv = json_object_get(cur, "validator");
+    json_t *cg = json_object_get(cur, "delete_guard");
+    int same = (v ? json_equal(v, cv) : json_is_null(cv)) &&
+               (g ? json_equal(g, cg) : json_is_null(cg));
+    if (!same) {
+      dtx_collection_rules_t r = {.validator = v, .delete_guard = g};
+      rc = dtx_store_set_rules(st, d->coll, &r);
+    }
+  }
+  json_decref(v);
+  json_decref(g);
+  json_decref(cur);
+  return rc ? dtx__err_wrap(rc, "installing the %s rules of %s", p->name,
+                            d->coll)
+            : 0;
+}
+
 static int create_all(dtx_store_t *st, const dtx__pattern_t *p) {
+  for (const dtx__rules_def_t *d = p->rules; d && d->coll; d++) {
+    int rc = install_rules(st, p, d);
+    if (rc)
+      return rc;
+  }
   for (const dtx__index_def_t *d = p->indexes; d && d->keys; d++) {
     json_t *keys = json_loads(d->keys, 0, NULL);
     dtx_index_opts_t o = {.unique = d->unique, .sparse = d->sparse};
@@ -103,7 +148,7 @@ static int is_key(const char *key, const char *uri, size_t ulen,
          strcmp(key + ulen + 1, name) == 0;
 }
 
-int dtx__kit_ensure_indexes(dtx_store_t *st, const dtx__pattern_t *p) {
+int dtx__kit_ensure(dtx_store_t *st, const dtx__pattern_t *p) {
   /* This thread's last hit, checked without the lock: every transfer
    * comes through here.  Keys are never freed, so the pointer stays
    * valid. */

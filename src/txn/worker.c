@@ -178,7 +178,7 @@ int dtx_worker_run(dtx_store_t *st, const dtx_worker_opts_t *opts,
     if ((rc = dtx__tally_init(&sh.ran[i])) == 0)
       rc = dtx__tally_init(&sh.skipped[i]);
   for (size_t i = 0; rc == 0 && i < sh.npat; i++)
-    rc = dtx__kit_ensure_indexes(st, dtx__patterns[i]);
+    rc = dtx__kit_ensure(st, dtx__patterns[i]);
   if (rc == 0) {
     pthread_mutex_init(&sh.recover_lock, NULL);
     pthread_t tids[256];

@@ -202,11 +202,11 @@ static void test_indexes_per_store(void) {
     snprintf(other, sizeof other, "%s.other", uri);
     unlink(other + 7);
     dtx_store_t *a = open_fresh();
-    CHECK_RC(dtx__kit_ensure_indexes(a, p), 0);
+    CHECK_RC(dtx__kit_ensure(a, p), 0);
     dtx_store_close(a);
     dtx_store_t *b = NULL;
     REQUIRE(dtx_store_open(other, &b) == 0);
-    CHECK_RC(dtx__kit_ensure_indexes(b, p), 0);
+    CHECK_RC(dtx__kit_ensure(b, p), 0);
     CHECK(has_index(b, "transfers", "state"));
     dtx_store_close(b);
     unlink(other + 7);
@@ -214,10 +214,70 @@ static void test_indexes_per_store(void) {
   for (int i = 0; i < 2; i++) { /* each private store is new */
     dtx_store_t *m = NULL;
     REQUIRE(dtx_store_open("sqlite::memory:", &m) == 0);
-    CHECK_RC(dtx__kit_ensure_indexes(m, p), 0);
+    CHECK_RC(dtx__kit_ensure(m, p), 0);
     CHECK(has_index(m, "accounts", "pending.tx"));
     dtx_store_close(m);
   }
+}
+
+/* A pattern's rules table: dtx__kit_ensure installs the validator and
+ * delete guard (replacing rules that differ), the store then refuses
+ * what they refuse, and dtx__audit_load reports a document the validator
+ * refuses that got in by bypass -- keeping it in the map. */
+static void test_rules(void) {
+  static const dtx__rules_def_t rules[] = {
+      {"kit_items",
+       "{\"$jsonSchema\":{\"bsonType\":\"object\",\"required\":[\"_id\","
+       "\"phase\"," DTX__KIT_ITEM_REQUIRED "],\"properties\":{\"phase\":{"
+       "\"enum\":[\"ready\",\"done\"]}," DTX__KIT_ITEM_PROPS "}}}",
+       "{\"phase\":\"done\"}"},
+      {NULL, NULL, NULL},
+  };
+  const dtx__pattern_t p = {.name = "kit", .rules = rules};
+  dtx_store_t *st = NULL;
+  REQUIRE(dtx_store_open("sqlite::memory:", &st) == 0);
+  CHECK_RC(dtx__kit_ensure(st, &p), 0);
+  json_t *got = NULL;
+  CHECK_RC(dtx_store_get_rules(st, "kit_items", &got), 0);
+  CHECK(json_is_object(json_object_get(got, "validator")));
+  json_t *guard = J("{\"phase\":\"done\"}");
+  CHECK(json_equal(json_object_get(got, "delete_guard"), guard));
+  json_decref(guard);
+  json_decref(got);
+  add_item(st, "r1", "ready", 0); /* the kit's fields pass */
+  json_t *bad = J("{\"$set\":{\"epoch\":\"1\"}}"), *f = J("{\"_id\":\"r1\"}");
+  CHECK_RC(dtx_store_update(st, "kit_items", f, bad, NULL, NULL),
+           DTX_EVALIDATION);
+  CHECK(strstr(dtx_errdetail(), "epoch") != NULL);
+  CHECK_RC(dtx_store_delete(st, "kit_items", f, 0, NULL), DTX_EVALIDATION);
+  /* Rules changed by hand are put back by the next set-up. */
+  CHECK_RC(dtx_store_set_rules(st, "kit_items", NULL), 0);
+  CHECK_RC(dtx__kit_ensure(st, &p), 0);
+  CHECK_RC(dtx_store_get_rules(st, "kit_items", &got), 0);
+  CHECK(json_is_object(json_object_get(got, "validator")));
+  json_decref(got);
+  /* A bypass write gets in; the audit's load reports it and keeps it. */
+  dtx_update_opts_t by = {.bypass_validation = 1};
+  CHECK_RC(dtx_store_update(st, "kit_items", f, bad, &by, NULL), 0);
+  dtx__audit_t a = {.st = st, .pattern = "kit", .pat = &p};
+  a.report = json_object();
+  a.part = json_object();
+  a.findings = json_array();
+  json_t *map = NULL;
+  CHECK_RC(dtx__audit_load(&a, "kit_items", &map), 0);
+  CHECK(json_object_get(map, "r1") != NULL);
+  CHECKF(json_array_size(a.findings) == 1 &&
+             dtx__str_is(json_array_get(a.findings, 0), "kind", "bad_shape") &&
+             strstr(dtx__str(json_array_get(a.findings, 0), "detail"),
+                    "kit_items 'r1': epoch is string") != NULL,
+         "%s", JS(a.findings));
+  json_decref(map);
+  json_decref(a.report);
+  json_decref(a.part);
+  json_decref(a.findings);
+  json_decref(bad);
+  json_decref(f);
+  dtx_store_close(st);
 }
 
 static void test_account_zero_value(void) {
@@ -338,6 +398,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_retry_and_deadline);
   TEST_RUN(test_list_paging);
   TEST_RUN(test_indexes_per_store);
+  TEST_RUN(test_rules);
   TEST_RUN(test_account_zero_value);
   TEST_RUN(test_tally);
   TEST_RUN(test_registry);

@@ -19,7 +19,7 @@ static int create(dtx_store_t *st, const char *id, const dtx_account_opts_t *o,
   if (!o->no_min_balance && o->balance < o->min_balance)
     return dtx__err(DTX_EINVAL, "balance %lld is below min_balance %lld",
                     (long long)o->balance, (long long)o->min_balance);
-  if ((rc = dtx__kit_ensure_indexes(st, &dtx__transfer_pattern)))
+  if ((rc = dtx__kit_ensure(st, &dtx__transfer_pattern)))
     return rc;
   json_t *doc = json_pack("{s:s,s:I,s:o,s:I,s:[],s:[]}", "_id", id, "balance",
                           (json_int_t)o->balance, "min_balance",

@@ -141,7 +141,7 @@ static int submit(dtx__exec_t *ex, const dtx_transfer_req_t *req,
   int rc;
   if ((rc = check_req(req)))
     return rc;
-  if ((rc = dtx__kit_ensure_indexes(ex->st, &dtx__transfer_pattern)))
+  if ((rc = dtx__kit_ensure(ex->st, &dtx__transfer_pattern)))
     return rc;
   const char *accts[2] = {req->from, req->to};
   for (int i = 0; i < 2; i++) {
@@ -699,6 +699,53 @@ static const dtx__index_def_t indexes[] = {
     {NULL, NULL, 0, 0},
 };
 
+/* The shapes the protocol relies on (docs/transfers.md, "Protected
+ * collections"): a write through the generic document commands that
+ * breaks one is refused (DTX_EVALIDATION), and the audit reports any
+ * document that does not match (bypass_validation, or older stores). */
+#define ID "{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":128}"
+#define LONG "{\"bsonType\":\"long\"}"
+#define AMOUNT "{\"bsonType\":\"long\",\"minimum\":1}"
+static const char transfer_shape[] =
+    "{\"$jsonSchema\":{\"bsonType\":\"object\","
+    "\"required\":[\"_id\",\"from\",\"to\",\"amount\",\"state\",\"reason\","
+    "\"created\"," DTX__KIT_ITEM_REQUIRED "],"
+    "\"properties\":{\"_id\":" ID ",\"from\":" ID ",\"to\":" ID
+    ",\"amount\":" AMOUNT ","
+    "\"state\":{\"enum\":[\"" DTX_ST_INITIATED "\",\"" DTX_ST_PREPARING
+    "\",\"" DTX_ST_COMMITTED "\",\"" DTX_ST_SUCCEEDED "\",\"" DTX_ST_ROLLING_BACK
+    "\",\"" DTX_ST_FAILED "\"]},"
+    "\"reason\":{\"bsonType\":[\"string\",\"null\"]},"
+    "\"created\":" LONG "," DTX__KIT_ITEM_PROPS "}}}";
+static const char account_shape[] =
+    "{\"$jsonSchema\":{\"bsonType\":\"object\","
+    "\"required\":[\"_id\",\"balance\",\"min_balance\",\"opening_balance\","
+    "\"pending\",\"voids\"],"
+    "\"properties\":{\"_id\":" ID ",\"balance\":" LONG ","
+    "\"min_balance\":{\"bsonType\":[\"long\",\"null\"]},"
+    "\"opening_balance\":" LONG ","
+    "\"pending\":{\"bsonType\":\"array\",\"items\":{\"bsonType\":\"object\","
+    "\"required\":[\"tx\",\"op\",\"amount\",\"at\"],"
+    "\"additionalProperties\":false,\"properties\":{\"tx\":" ID ","
+    "\"op\":{\"enum\":[\"debit\",\"credit\"]},\"amount\":" AMOUNT ","
+    "\"at\":" LONG "}}},"
+    "\"voids\":{\"bsonType\":\"array\",\"items\":{\"bsonType\":\"object\","
+    "\"required\":[\"tx\",\"at\"],\"additionalProperties\":false,"
+    "\"properties\":{\"tx\":" ID ",\"at\":" LONG "}}}}}}";
+#undef ID
+#undef LONG
+#undef AMOUNT
+
+static const dtx__rules_def_t rules[] = {
+    /* An account goes only when nothing is pending on it and it holds no
+     * money; a transfer only once it failed (a succeeded one is what
+     * explains the balances, one in flight is still moving money). */
+    {DTX_ACCOUNTS, account_shape,
+     "{\"balance\":0,\"pending\":{\"$size\":0}}"},
+    {DTX_TRANSFERS, transfer_shape, "{\"state\":\"" DTX_ST_FAILED "\"}"},
+    {NULL, NULL, NULL},
+};
+
 static const char *const fault_points[] = {
     /* forward path */
     "transfer.submit",
@@ -734,4 +781,5 @@ const dtx__pattern_t dtx__transfer_pattern = {
     .drive = tx_drive_claimed,
     .recover = dtx__tx_recover,
     .audit = dtx__tx_audit,
+    .rules = rules,
 };
