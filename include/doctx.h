@@ -543,6 +543,210 @@ const char *const *dtx_fault_points(void);
  * otherwise read on first use, and a typo would inject nothing.) */
 int dtx_fault_check(void);
 
+/* ---- ledger: log reconciliation with multi-leg entries ---------------------
+ *
+ * An entry is ONE immutable document carrying all its legs, so a transfer
+ * among any number of accounts is all or nothing without a two-phase
+ * protocol:
+ *   ledger_entries  {_id, changes: [{account, value, seqId[, min]}...],
+ *                    state, proc, created, updated[, expires_at]
+ *                    [, reverses][, committed_at]}
+ *   ledger_accounts {_id, min_balance, cache: {balance, seqId}, created,
+ *                    updated}
+ * A negative value is a debit (money leaves the account), a positive one a
+ * credit; the values of an entry sum to zero.  Each account numbers its
+ * legs 1, 2, 3, ... (seqId, dense), unique by the index
+ * {changes.account: 1, changes.seqId: 1}: a poster derives each account's
+ * next seqId and balance, checks its debits, and inserts; a concurrent
+ * poster that took the same seqId loses at the index and derives again,
+ * so the balance check is serialisable per account without a lock.
+ * state: posted (the legs count), pending (debits held against the
+ * available balance, credits not yet counted), voided or expired (the legs
+ * never count).  proc: uncommitted, or committed once resolved and every
+ * earlier seqId of each of its accounts is committed; the cache advances
+ * over committed entries only (the worker's committer does both).
+ * src/txn/ledger/ledger.c has the diagram and the invariants, and
+ * docs/ledger.md the design. */
+
+#define DTX_LEDGER_ACCOUNTS "ledger_accounts"
+#define DTX_LEDGER_ENTRIES "ledger_entries"
+#define DTX_LEDGER_MAX_LEGS 128
+
+/* A ledger account's limit.  The zero value: min_balance 0. */
+typedef struct dtx_ledger_limit {
+  int64_t min_balance; /* the lowest available balance a debit may leave */
+  int no_min_balance;  /* 1: no limit (external or settlement accounts) */
+} dtx_ledger_limit_t;
+
+/* Creates ledger account id (1..128 of [A-Za-z0-9_.:-]) with balance 0
+ * and the limit *limit (NULL: min_balance 0).  An existing id is
+ * DTX_EDUPKEY.  *out (may be NULL) receives the account. */
+int dtx_ledger_account_create(dtx_store_t *st, const char *id,
+                              const dtx_ledger_limit_t *limit, json_t **out);
+
+/* Changes account id's limit (NULL: min_balance 0).  It applies to debits
+ * posted after this call returns; history is never touched, and a limit
+ * above the current balance only refuses later debits.  (A debit whose
+ * post was already running may still be checked against the old limit;
+ * each debit leg records the limit it was checked against as "min".)
+ * DTX_ENOACCOUNT when there is no such account.  *out (may be NULL): the
+ * account afterwards. */
+int dtx_ledger_account_limit(dtx_store_t *st, const char *id,
+                             const dtx_ledger_limit_t *limit, json_t **out);
+
+typedef struct dtx_ledger_leg {
+  const char *account;
+  int64_t value; /* != 0; < 0 debits the account, > 0 credits it */
+} dtx_ledger_leg_t;
+
+typedef struct dtx_ledger_post_req {
+  const char *id; /* NULL: generated.  Else 1..128 of [A-Za-z0-9_.:-] */
+  const dtx_ledger_leg_t *legs;
+  size_t nlegs;        /* 2..DTX_LEDGER_MAX_LEGS, distinct accounts */
+  int pending;         /* hold the debits; resolve with post_pending/void */
+  int64_t timeout_ms;  /* pending: expires after this; 0: one hour */
+} dtx_ledger_post_req_t;
+
+/* Posts an entry.  Checked first, recording nothing when wrong: 2 to 128
+ * legs, distinct accounts, non-zero values summing to zero (DTX_EINVAL),
+ * every account existing (DTX_ENOACCOUNT naming it).  Then each debited
+ * account's available balance (balance - pending debits) after the debit
+ * must stay >= its min_balance (DTX_EINSUFFICIENT naming the account,
+ * nothing recorded), and every account's balance must stay within int64
+ * whatever its pending entries become (DTX_EOVERFLOW naming it).  An
+ * existing id with the same legs (and the same pending flag) returns the
+ * existing entry, so a retry posts at most once; with other legs it is
+ * DTX_ECONFLICT.  Losing a seqId to a concurrent poster is retried within
+ * opts' deadline (DTX_EUNAVAILABLE past it; nothing recorded).  *out: the
+ * entry.  opts may be NULL. */
+int dtx_ledger_post(dtx_store_t *st, const dtx_ledger_post_req_t *req,
+                    const dtx_exec_opts_t *opts, json_t **out);
+
+/* Posts pending entry id in full: its debits and credits count from now
+ * on.  An entry already posted is returned as is (0).  A voided or expired
+ * one, or one past its timeout, is DTX_ESTATE; an unknown id
+ * DTX_ENOTFOUND.  Races with void and expiry have exactly one winner.
+ * *out: the entry afterwards. */
+int dtx_ledger_post_pending(dtx_store_t *st, const char *id, json_t **out);
+
+/* Voids pending entry id: its legs never count.  Voiding a voided entry
+ * returns it (0); a posted one (reverse it instead) or an expired one is
+ * DTX_ESTATE.  *out: the entry afterwards. */
+int dtx_ledger_void(dtx_store_t *st, const char *id, json_t **out);
+
+/* Reverses posted entry id: posts a new entry with the negated legs and
+ * "reverses": id (the original is never edited).  The new entry is
+ * checked like any post (DTX_EINSUFFICIENT when an account credited by
+ * the original has spent the money).  An entry is reversed at most once:
+ * reversing it again returns the existing reversal, unless new_id names
+ * another id (DTX_ECONFLICT).  new_id NULL: generated. */
+int dtx_ledger_reverse(dtx_store_t *st, const char *id, const char *new_id,
+                       const dtx_exec_opts_t *opts, json_t **out);
+
+/* at_seq for dtx_ledger_balance: the latest. */
+#define DTX_LEDGER_LATEST (-1)
+
+/* *out: {"account","balance","available","pending_debits","seq"}: the
+ * balance (cache + posted legs after it), the available balance (balance
+ * - pending debits) and the seqId they are as of -- the latest, or at_seq
+ * (>= 0, at most the latest: DTX_EINVAL beyond it), the point-in-time
+ * balance over the legs up to that seqId.  DTX_ENOACCOUNT when there is
+ * no such account. */
+int dtx_ledger_balance(dtx_store_t *st, const char *account, int64_t at_seq,
+                       json_t **out);
+
+/* *out: an array of the account's valid (posted) legs with seqId >=
+ * from_seq (>= 1), in seqId order, at most limit (0: all):
+ * {"entry","seq","value","balance","state"}, balance being the running
+ * balance after the leg and state "committed" or "uncommitted".
+ * DTX_ENOACCOUNT when there is no such account. */
+int dtx_ledger_statement(dtx_store_t *st, const char *account,
+                         int64_t from_seq, int64_t limit, json_t **out);
+
+/* *out: entry id, or DTX_ENOTFOUND. */
+int dtx_ledger_get(dtx_store_t *st, const char *id, json_t **out);
+
+/* *out: an array of entries: of one account in its seqId order, or
+ * (account NULL) all in creation order; paged by page (may be NULL). */
+int dtx_ledger_list(dtx_store_t *st, const char *account,
+                    const dtx_page_t *page, json_t **out);
+
+/* ---- versioned documents ------------------------------------------------------
+ *
+ * An item is a root document plus children, each child stored per version,
+ * so a change that spans many documents becomes visible all at once:
+ *   version_roots    {_id: item, version, next, root, manifest: {KEY: v},
+ *                     dead: [v...], unfinished: [v...], committed_at}
+ *   version_log      {_id: "item@v", item, version, state, base, root,
+ *                     manifest, owner, lease_until, epoch, updated, ...}
+ *   version_children {_id: "item@v/KEY", item, version, key, doc}
+ * A writer reserves the next version (a counter on the root; numbers are
+ * never reused), records it (state writing, under a lease), writes the
+ * children it names under that version, and commits by moving the root
+ * to it in ONE conditional step, which also takes the manifest (KEY ->
+ * the version holding that child).  Readers read the root and then
+ * exactly the children its manifest names: children are immutable, so a
+ * reader never sees a mix of two versions.  A reservation abandoned by a
+ * crashed or stalled writer is marked dead on the root by recovery (after
+ * its lease), so it can never commit, and its children are deleted.
+ * src/txn/version/version.c has the diagram and invariants, docs/versions.md
+ * the design. */
+
+#define DTX_VERSION_ROOTS "version_roots"
+#define DTX_VERSION_LOG "version_log"
+#define DTX_VERSION_CHILDREN "version_children"
+
+typedef struct dtx_version_child {
+  const char *key;   /* 1..100 of [A-Za-z0-9_:-] */
+  const json_t *doc; /* any JSON value */
+} dtx_version_child_t;
+
+typedef struct dtx_version_put_req {
+  const char *item;   /* 1..100 of [A-Za-z0-9_.:-] */
+  const json_t *root; /* the root document of the new version */
+  const dtx_version_child_t *children; /* written under the new version */
+  size_t nchildren;
+  const char *const *remove; /* keys dropped from the new version */
+  size_t nremove;
+  int expect;             /* 1: commit only over expect_version */
+  int64_t expect_version; /* 0: the item must not exist yet */
+} dtx_version_put_req_t;
+
+/* Writes a new version of req->item: children named carry their new
+ * documents, removed keys are dropped, every other child carries over
+ * from the version it is committed over.  *version (may be NULL)
+ * receives the new version.  With expect, a current version other than
+ * expect_version is DTX_ECONFLICT (nothing becomes visible).  Without it,
+ * a put that loses the race to a later reservation reserves again and
+ * rewrites, within opts' deadline.  A key both named and removed, or
+ * named twice, is DTX_EINVAL. */
+int dtx_version_put(dtx_store_t *st, const dtx_version_put_req_t *req,
+                    const dtx_exec_opts_t *opts, int64_t *version);
+
+/* *out: {"item","version","root","children":{KEY: DOC}} as of the
+ * current committed version (version 0) or of version (> 0, a committed
+ * version not yet removed by gc).  DTX_ENOTFOUND when there is none. */
+int dtx_version_get(dtx_store_t *st, const char *item, int64_t version,
+                    json_t **out);
+
+/* *out: an array, one per version in order, of
+ * {"version","committed","children":[KEYS]}: the committed versions still
+ * kept, and (committed false) reservations still being written. */
+int dtx_version_history(dtx_store_t *st, const char *item, json_t **out);
+
+typedef struct dtx_version_gc_opts {
+  int64_t keep;     /* committed versions kept per item; 0: 10 */
+  int64_t grace_ms; /* a version superseded less than this long ago is
+                       kept (a reader may be reading it); 0: 60000 */
+} dtx_version_gc_opts_t;
+
+/* Removes, for every item, the committed versions older than the last
+ * `keep`, unless superseded less than grace_ms ago, and the children no
+ * kept version names.  *summary (may be NULL): {"items","versions_removed",
+ * "children_removed"}.  opts may be NULL. */
+int dtx_version_gc(dtx_store_t *st, const dtx_version_gc_opts_t *opts,
+                   json_t **summary);
+
 #ifdef __cplusplus
 }
 #endif

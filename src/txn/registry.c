@@ -14,7 +14,8 @@
 #include "util/err.h"
 
 #define DTX_PATTERNS(X) \
-  X(transfer)
+  X(transfer)           \
+  X(ledger)
 
 #define DECLARE(name) extern const dtx__pattern_t dtx__##name##_pattern;
 DTX_PATTERNS(DECLARE)
