@@ -1,7 +1,8 @@
-/* bench_common.h -- what the transfer benchmarks share: the clock, the
- * percentile, a transfer pair, and one timed doctx transfer, so that
- * bench_transfer (SQLite) and bench_redis measure the doctx side the same
- * way.  Header-only (static inline): each benchmark is one executable. */
+/* bench_common.h -- what the benchmarks share: the clock, the percentile,
+ * a transfer pair and one timed doctx transfer (so that bench_transfer
+ * (SQLite) and bench_redis measure the doctx side the same way), and a
+ * field's sum over a collection (the check that no update was lost).
+ * Header-only (static inline): each benchmark is one executable. */
 #ifndef DTX_BENCH_COMMON_H
 #define DTX_BENCH_COMMON_H
 
@@ -32,6 +33,20 @@ static inline int cmp_double(const void *a, const void *b) {
 static inline double pct(double *v, int n, double p) {
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   return v[(int)(p * (n - 1))];
+}
+
+/* The sum of the integer field `field` over coll's documents, in *sum. */
+static inline int bench_sum(dtx_store_t *st, const char *coll,
+                            const char *field, int64_t *sum) {
+  json_t *docs, *d;
+  size_t i;
+  int rc = dtx_store_find(st, coll, NULL, NULL, &docs);
+  *sum = 0;
+  if (rc < 0)
+    return rc;
+  json_array_foreach(docs, i, d) *sum += json_integer_value(json_object_get(d, field));
+  json_decref(docs);
+  return 0;
 }
 
 /* Runs one transfer a<from> -> a<to> to its end; *lat receives its

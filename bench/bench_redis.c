@@ -32,6 +32,7 @@ int main(void) {
 #include <time.h>
 
 #include "bench_common.h"
+#include "bench_native.h"
 #include "doctx.h"
 #include "store/redis/redis_int.h"
 #include "store/store.h"
@@ -69,79 +70,12 @@ typedef struct result {
 
 /* ---- native side ----------------------------------------------------------- */
 
-/* A connection to the native node, authenticated, with the URI's timeout
- * so that a stuck server fails the benchmark instead of hanging it. */
 static redisContext *native_connect(const cfg_t *c, char *why, size_t wl) {
-  struct timeval tv = {c->uri.timeout_ms / 1000,
-                       (c->uri.timeout_ms % 1000) * 1000};
-  redisContext *rc = redisConnectWithTimeout(c->host, c->port, tv);
-  if (!rc || rc->err) {
-    snprintf(why, wl, "connect %s:%d: %s", c->host, c->port,
-             rc ? rc->errstr : "out of memory");
-    redisFree(rc);
-    return NULL;
-  }
-  redisSetTimeout(rc, tv);
-  if (c->uri.password) {
-    redisReply *r = redisCommand(rc, "AUTH %s", c->uri.password);
-    int ok = r && r->type == REDIS_REPLY_STATUS;
-    if (!ok)
-      snprintf(why, wl, "AUTH on %s:%d: %s", c->host, c->port,
-               r && r->type == REDIS_REPLY_ERROR ? r->str : "failed");
-    freeReplyObject(r);
-    if (!ok) {
-      redisFree(rc);
-      return NULL;
-    }
-  }
-  return rc;
+  return native_connect_to(&c->uri, c->host, c->port, why, wl);
 }
 
-/* Finds the node that owns TAG's slot: CLUSTER SLOTS from the first seed
- * that answers, or that seed itself when it is not a cluster. */
 static int find_native_node(cfg_t *c) {
-  char why[512] = "no seed";
-  int slot = dtx__rd_slot(TAG, strlen(TAG));
-  for (size_t s = 0; s < c->uri.nseeds; s++) {
-    snprintf(c->host, sizeof c->host, "%s", c->uri.hosts[s]);
-    c->port = c->uri.ports[s];
-    redisContext *rc = native_connect(c, why, sizeof why);
-    if (!rc)
-      continue;
-    redisReply *r = redisCommand(rc, "CLUSTER SLOTS");
-    int found = 0;
-    if (r && r->type == REDIS_REPLY_ERROR) {
-      found = 1; /* standalone: the seed holds every key */
-    } else if (r && r->type == REDIS_REPLY_ARRAY) {
-      for (size_t i = 0; i < r->elements && !found; i++) {
-        const redisReply *e = r->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
-            e->element[0]->type != REDIS_REPLY_INTEGER ||
-            e->element[1]->type != REDIS_REPLY_INTEGER ||
-            e->element[0]->integer > slot || e->element[1]->integer < slot ||
-            e->element[2]->type != REDIS_REPLY_ARRAY ||
-            e->element[2]->elements < 2)
-          continue;
-        const redisReply *m = e->element[2];
-        if (m->element[1]->type != REDIS_REPLY_INTEGER)
-          continue;
-        if (m->element[0]->type == REDIS_REPLY_STRING && m->element[0]->len)
-          snprintf(c->host, sizeof c->host, "%s", m->element[0]->str);
-        c->port = (int)m->element[1]->integer;
-        found = 1;
-      }
-      if (!found)
-        snprintf(why, sizeof why, "no node serves slot %d", slot);
-    } else {
-      snprintf(why, sizeof why, "CLUSTER SLOTS: %s", rc->errstr);
-    }
-    freeReplyObject(r);
-    redisFree(rc);
-    if (found)
-      return 0;
-  }
-  fprintf(stderr, "bench_redis: native baseline: %s\n", why);
-  return -1;
+  return native_find_node(&c->uri, TAG, c->host, &c->port, "bench_redis");
 }
 
 static void *native_worker(void *arg) {

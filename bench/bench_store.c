@@ -15,6 +15,7 @@
  *   --ops N     updates per round (default 20000 at normal, 2000 at full)
  *   --rounds R  rounds per side (default 5)
  *   --dir PATH  where to create the databases (default a new /tmp dir) */
+#include "bench_common.h"
 #include "doctx.h"
 
 #include <sqlite3.h>
@@ -89,15 +90,10 @@ static void doctx_round(dtx_store_t *st, int ops, int64_t *lat) {
 }
 
 static int64_t doctx_total(dtx_store_t *st) {
-  json_t *docs;
-  int rc = dtx_store_find(st, "bench", NULL, NULL, &docs);
+  int64_t sum;
+  int rc = bench_sum(st, "bench", "n", &sum);
   if (rc < 0)
     die("find", rc);
-  int64_t sum = 0;
-  size_t i;
-  json_t *d;
-  json_array_foreach(docs, i, d) sum += json_integer_value(json_object_get(d, "n"));
-  json_decref(docs);
   return sum;
 }
 

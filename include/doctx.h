@@ -65,7 +65,8 @@ extern "C" {
   X(AUDIT, -22, "audit found broken invariants")                             \
   X(STALE, -23, "lease lost to another owner")                              \
   X(LIMIT, -24, "resource limit exceeded")                                   \
-  X(VALIDATION, -25, "document failed validation")
+  X(VALIDATION, -25, "document failed validation")                          \
+  X(FENCED, -26, "a newer fencing token wrote the document")
 
 typedef enum dtx_errno {
   DTX_OK = 0,
@@ -200,6 +201,37 @@ int dtx_store_find(dtx_store_t *st, const char *coll, const json_t *filter,
 int dtx_store_count(dtx_store_t *st, const char *coll, const json_t *filter,
                     int64_t *out);
 
+/* Fenced writes.  Every modify call -- dtx_store_update (one or many),
+ * find_one_and_update, find_one_and_delete, dtx_store_delete_ex -- may be
+ * fenced by a lock name and token (fence_name, fence_token in its
+ * options): Kleppmann's fencing token, so that a resource refuses a lock
+ * holder whose lease lapsed while it was paused.  A document records, per
+ * lock name, the largest token that wrote it, in the reserved top-level
+ * field
+ *   _fence: {NAME: token, ...}
+ * On the document the filter matched, in the same atomic step as the
+ * write: when a token larger than fence_token is recorded there, the call
+ * fails with DTX_EFENCED, naming both tokens, and changes nothing;
+ * otherwise the update (or delete) is applied and fence_token recorded.
+ * A document with no token of that lock yet accepts the write and records
+ * its token; an equal token writes again.  A document the filter does not
+ * match is DTX_ENOMATCH (or matched 0), as unfenced: FENCED means the
+ * filter matched and the token was refused.  With many, each document is
+ * judged on its own and a refused one stops the call there, as a
+ * validation error does.  A fenced upsert records the token in the new
+ * document.
+ * fence_name is 1..128 of [A-Za-z0-9_.:-] and fence_token >= 1
+ * (DTX_EINVAL).  The lock names of doctx's own locks (dtx_lock_*) are
+ * their names, and their tokens the tokens acquire returned.
+ * _fence is written only by fenced writes: an update naming it (any
+ * operator, or $rename to it) and a replacement holding it are
+ * DTX_EBADUPDATE; a replacement keeps the stored _fence, as it keeps _id;
+ * an upsert's filter does not seed it; an inserted document may carry a
+ * well-formed _fence ({NAME: integer >= 1}) or none (DTX_EINVAL), e.g. to
+ * restore a copy.  Filters may read it ({"_fence.L": {"$lte": 7}}; a name
+ * holding '.' reads as a path).  Writes without a fence are not checked
+ * against it: every writer of a fenced resource must fence. */
+
 typedef struct dtx_update_opts {
   int many;   /* update every matching document (each atomic on its own) */
   int upsert; /* insert a document built from filter + update if none */
@@ -207,6 +239,9 @@ typedef struct dtx_update_opts {
    * identifier used as $[id] in update paths; NULL when none. */
   const json_t *array_filters;
   int bypass_validation; /* skip the collection's validator */
+  /* A fenced write (see "fenced writes" below): fence_name NULL for none. */
+  const char *fence_name;
+  int64_t fence_token;
 } dtx_update_opts_t;
 
 typedef struct dtx_update_result {
@@ -234,6 +269,8 @@ typedef struct dtx_fam_opts {
   const json_t *array_filters; /* as in dtx_update_opts_t */
   int bypass_validation; /* skip the validator (find_one_and_update) or
                             the delete guard (find_one_and_delete) */
+  const char *fence_name; /* a fenced write; NULL for none */
+  int64_t fence_token;
 } dtx_fam_opts_t;
 
 /* The primitive: atomically finds one document matching filter and applies
@@ -284,12 +321,83 @@ int dtx_store_delete(dtx_store_t *st, const char *coll, const json_t *filter,
 typedef struct dtx_delete_opts {
   int many;              /* delete every match (each atomically) */
   int bypass_validation; /* skip the collection's delete guard */
+  const char *fence_name; /* a fenced delete; NULL for none */
+  int64_t fence_token;
 } dtx_delete_opts_t;
 
 /* dtx_store_delete with options; opts may be NULL (delete one). */
 int dtx_store_delete_ex(dtx_store_t *st, const char *coll,
                         const json_t *filter, const dtx_delete_opts_t *opts,
                         int64_t *deleted);
+
+/* ---- bulk writes -----------------------------------------------------------
+ *
+ * dtx_store_bulk_write runs many independent single-document writes in one
+ * call, as MongoDB's bulkWrite with ordered: false.  Each operation is
+ * atomic and isolated on its own, exactly as the single call of its kind
+ * with the same options, and gets its own result, error and detail; the
+ * batch as a whole is NOT a transaction.  No order between the operations
+ * is promised (two on one document apply one after the other, in some
+ * order).  What the batch buys is the store's cost: SQLite runs the batch
+ * in one write transaction (one savepoint per operation, one commit, so
+ * one fsync at sync=full); Redis sends each node's share as one pipeline
+ * (one round trip per node per round), and only the operations whose
+ * compare-and-set lost go again. */
+
+typedef enum dtx_bulk_kind {
+  DTX_BULK_INSERT = 1,          /* insertOne: doc (insert_opts) */
+  DTX_BULK_UPDATE_ONE,          /* updateOne: filter, update (update_opts;
+                                   many must be 0) */
+  DTX_BULK_DELETE_ONE,          /* deleteOne: filter (delete_opts; many
+                                   must be 0) */
+  DTX_BULK_FIND_ONE_AND_UPDATE, /* filter, update (fam_opts) */
+  DTX_BULK_FIND_ONE_AND_DELETE  /* filter (fam_opts) */
+} dtx_bulk_kind_t;
+
+/* One operation.  Everything is borrowed for the duration of the call.
+ * The option pointer of the op's kind may be NULL (the defaults); the
+ * others are ignored.  They are the single calls' own option structs, so
+ * an option added there applies here too. */
+typedef struct dtx_bulk_op {
+  dtx_bulk_kind_t kind;
+  const char *coll;
+  const json_t *doc;    /* DTX_BULK_INSERT */
+  const json_t *filter; /* NULL means {} */
+  const json_t *update; /* the update kinds */
+  const dtx_insert_opts_t *insert_opts;
+  const dtx_update_opts_t *update_opts;
+  const dtx_delete_opts_t *delete_opts;
+  const dtx_fam_opts_t *fam_opts;
+} dtx_bulk_op_t;
+
+/* The outcome of one operation.  Owned by the caller's array; the members
+ * that are pointers are freed by dtx_bulk_results_clear(). */
+typedef struct dtx_bulk_result {
+  int rc;         /* 0 or DTX_E*, as the single call would return */
+  char *detail;   /* the error detail (malloc'd), NULL when rc == 0 */
+  int64_t matched;  /* UPDATE_ONE, DELETE_ONE: 0 or 1 */
+  int64_t modified; /* UPDATE_ONE: changed; DELETE_ONE: deleted (0 or 1) */
+  json_t *id;     /* INSERT: the _id (also when generated); UPDATE_ONE
+                     and FIND_ONE_AND_UPDATE with upsert: the upserted
+                     _id, else NULL */
+  json_t *doc;    /* FIND_ONE_AND_*: the document as the single call's *out
+                     (projection applied); NULL otherwise */
+} dtx_bulk_result_t;
+
+/* Runs ops[0..n) and fills results[0..n) (the caller's array of n; its
+ * prior contents are ignored).  An operation that is invalid (a bad
+ * filter, update, document or option, e.g. many set) fails alone with the
+ * error the single call would give, and the others still run.  Returns 0
+ * when every operation succeeded; otherwise the rc of the first failed
+ * one, with a detail "K of N operations failed; first: #i: ...".  A
+ * call-level error (st, ops or results NULL: DTX_EINVAL, before anything
+ * ran) is returned with every result set to it.  n == 0 is a no-op.
+ * Release the results with dtx_bulk_results_clear() in every case. */
+int dtx_store_bulk_write(dtx_store_t *st, const dtx_bulk_op_t *ops, size_t n,
+                         dtx_bulk_result_t *results);
+
+/* Frees what results[0..n) hold and zeroes them.  NULL is a no-op. */
+void dtx_bulk_results_clear(dtx_bulk_result_t *results, size_t n);
 
 typedef struct dtx_index_opts {
   int unique;
@@ -316,6 +424,56 @@ int dtx_store_drop_collection(dtx_store_t *st, const char *coll);
 
 /* *out: sorted array of collection names. */
 int dtx_store_list_collections(dtx_store_t *st, json_t **out);
+
+/* ---- checking input without a store ----------------------------------------
+ *
+ * The checks every store call makes before it touches the store, exposed
+ * so that a caller can refuse bad input before it opens (and so creates)
+ * a store, as the CLI does.  They are the same functions the store calls,
+ * not copies.  Each returns 0, or a negative DTX_E* with dtx_errdetail()
+ * naming the operator, path or key.  Arguments are only read (borrowed).
+ */
+
+/* Parses text as one JSON value.  Duplicate object keys, NUL bytes,
+ * trailing garbage, integers outside int64 and nesting past jansson's
+ * limit are DTX_EBADJSON with the position.  *out is a new reference the
+ * caller json_decref()s (NULL on error). */
+int dtx_json_parse(const char *text, json_t **out);
+
+/* Compact, key-order-preserving JSON of v, malloc'd (the caller free()s
+ * it); NULL only when out of memory.  The CLI prints documents this way. */
+char *dtx_json_dump(const json_t *v);
+
+/* A collection name: 1..120 bytes of [A-Za-z0-9_.-], not starting with
+ * "_dtx" or "system." (DTX_EINVAL). */
+int dtx_check_collection(const char *name);
+
+/* An _id value (any JSON value but an array; see docs/mongodb.md). */
+int dtx_check_id(const json_t *id);
+
+/* A filter document (DTX_EBADQUERY: unknown operator, bad argument). */
+int dtx_check_filter(const json_t *filter);
+
+/* An update document with its arrayFilters (NULL when none).  With
+ * DTX_CHECK_MANY a replacement document is refused, as update --many
+ * refuses it (DTX_EBADUPDATE). */
+#define DTX_CHECK_MANY 1u
+int dtx_check_update(const json_t *update, const json_t *array_filters,
+                     unsigned flags);
+
+/* A sort ({path: 1|-1}) and a projection (DTX_EBADQUERY). */
+int dtx_check_sort(const json_t *sort);
+int dtx_check_projection(const json_t *projection);
+
+/* Index keys with their options (DTX_EBADINDEX). */
+int dtx_check_index(const json_t *keys, const dtx_index_opts_t *opts);
+
+/* An aggregation pipeline (DTX_EBADQUERY naming the stage or operator). */
+int dtx_check_pipeline(const json_t *pipeline);
+
+/* A fence of a fenced write: lock name (1..128 of [A-Za-z0-9_.:-]) and
+ * token >= 1 (DTX_EINVAL). */
+int dtx_check_fence(const char *name, int64_t token);
 
 /* ---- collection rules ------------------------------------------------------
  *
@@ -491,6 +649,8 @@ typedef struct dtx_recover_opts {
   int64_t tombstone_ttl_ms; /* tombstones older than this are cleared;
                                0: 24 hours */
   int64_t deadline_ms; /* budget of the whole pass; 0: see "Deadlines" */
+  int64_t retention_ms; /* succeeded jobs finished longer ago than this
+                           are purged (in batches); 0: 24 hours */
 } dtx_recover_opts_t;
 
 /* One recovery pass of every pattern: for transfers, abandoned preparing
@@ -542,6 +702,219 @@ const char *const *dtx_fault_points(void);
  * is malformed or names a point dtx_fault_points() does not list.  (It is
  * otherwise read on first use, and a typo would inject nothing.) */
 int dtx_fault_check(void);
+
+
+/* ---- job queue ---------------------------------------------------------------
+ *
+ * A job is a document of the collection "jobs" (src/txn/jobq/job.c has
+ * the state diagram and the invariants):
+ *   {_id, queue, type, payload, state, priority, rank, run_at, attempts,
+ *    max_attempts, backoff_ms, unique_key, unique_live, last_error,
+ *    result, fx_colls, created, updated, finished, owner, lease_until,
+ *    epoch}
+ * States: ready (due), delayed (run_at in the future, including a
+ * retry's backoff), running (claimed under a lease), succeeded, dead
+ * (attempts exhausted) and canceled.  A worker claims the due job of its
+ * queue with the highest priority, then the oldest run_at, in ONE
+ * conditional update, and renews its lease while the handler runs.
+ * Every write of a running job -- completing, failing, renewing, effects
+ * -- is fenced by the claim's epoch, so a worker whose lease lapsed and
+ * was taken over changes nothing.  A takeover counts as an attempt.
+ * Times are wall-clock milliseconds. */
+
+#define DTX_JOBS "jobs"
+
+#define DTX_JOB_PRIORITY_MIN (-100)
+#define DTX_JOB_PRIORITY_MAX 100
+#define DTX_JOB_MAX_ATTEMPTS 5        /* default of dtx_job_req_t */
+#define DTX_JOB_BACKOFF_MS 1000       /* default first backoff */
+#define DTX_JOB_BACKOFF_CAP_MS 3600000 /* backoff never exceeds one hour */
+
+typedef struct dtx_job_req {
+  const char *queue;      /* 1..128 of [A-Za-z0-9_.:-] */
+  const char *type;       /* 1..128 of [A-Za-z0-9_.:-] */
+  const json_t *payload;  /* any JSON value (borrowed); NULL: null */
+  const char *id;         /* NULL: generated; else as queue */
+  int priority;           /* DTX_JOB_PRIORITY_MIN..MAX; higher runs first */
+  int64_t delay_ms;       /* >= 0: run_at = now + delay_ms */
+  int max_attempts;       /* >= 1; 0: DTX_JOB_MAX_ATTEMPTS */
+  int64_t backoff_ms;     /* >= 1; 0: DTX_JOB_BACKOFF_MS */
+  const char *unique_key; /* NULL: none; else 1..256 bytes */
+} dtx_job_req_t;
+
+/* Records a job (ready, or delayed when delay_ms > 0).  Bad input is
+ * DTX_EINVAL and records nothing.  An existing id with the same queue,
+ * type and payload returns that job (so a retried add records at most
+ * one); with anything else it is DTX_ECONFLICT.  With unique_key, while
+ * a non-terminal job of the same queue holds that key (the store's
+ * unique index enforces it across processes), that job is returned and
+ * nothing is recorded.  *out receives the job; *added (may be NULL) is 1
+ * when this call recorded it, 0 when it returned an existing one. */
+int dtx_job_add(dtx_store_t *st, const dtx_job_req_t *req, json_t **out,
+                int *added);
+
+/* *out: the job, or DTX_ENOTFOUND. */
+int dtx_job_get(dtx_store_t *st, const char *id, json_t **out);
+
+/* *out: array of jobs of queue (NULL: all) in state (NULL: all; else one
+ * of the six states, DTX_EINVAL otherwise), in creation order, paged by
+ * page (may be NULL). */
+int dtx_job_list(dtx_store_t *st, const char *queue, const char *state,
+                 const dtx_page_t *page, json_t **out);
+
+/* *out: {"ready": n, "delayed": n, "running": n, "succeeded": n,
+ * "dead": n, "canceled": n, "total": n} for queue (NULL: all). */
+int dtx_job_stats(dtx_store_t *st, const char *queue, json_t **out);
+
+/* Cancels a ready or delayed job (-> canceled; its unique key is free
+ * again).  A canceled job is returned as it is; running, succeeded and
+ * dead ones are DTX_ESTATE; an unknown id DTX_ENOTFOUND.  *out: the job. */
+int dtx_job_cancel(dtx_store_t *st, const char *id, json_t **out);
+
+/* Retries a dead job by hand: -> ready with attempts 0.  DTX_ESTATE for
+ * any other state, or when recovery has already cleared the job's effect
+ * markers (its effects could then apply twice: add a new job instead);
+ * DTX_ECONFLICT when another live job holds its unique key. */
+int dtx_job_retry(dtx_store_t *st, const char *id, json_t **out);
+
+/* The attempt a handler runs in: opaque, valid only during the call. */
+typedef struct dtx_job_run dtx_job_run_t;
+
+/* A handler runs one attempt of job (borrowed; its _id, epoch, payload).
+ * Return 0 for success (the job succeeds, with the result set by
+ * dtx_job_result) or non-zero for failure (retried with backoff, or dead
+ * after max_attempts; the message set by dtx_job_fail is kept as
+ * last_error).  It may be called from several threads at once. */
+typedef int (*dtx_job_handler_fn)(dtx_job_run_t *run, const json_t *job,
+                                  void *arg);
+
+typedef struct dtx_job_handler {
+  const char *type; /* the job type it runs; NULL: every type */
+  dtx_job_handler_fn fn;
+  void *arg;        /* passed to fn */
+} dtx_job_handler_t;
+
+/* The one way a handler changes other documents: applies update (an
+ * operator update, borrowed) to the first document of coll matching
+ * filter (borrowed), at most once per (job, key) over all attempts and
+ * workers.  A marker {job, key, at} in the target's "dtx_fx" array is
+ * checked and added in the same atomic step, and the job must still be
+ * running at this attempt's epoch (DTX_ESTALE otherwise, nothing
+ * changed).  *applied: 1 the first time, 0 on a repeat (both return 0);
+ * DTX_ENOMATCH when no document matches.  key: 1..128 of
+ * [A-Za-z0-9_.:-].  The first effect on a collection creates the index
+ * {"dtx_fx.job": 1} there.  Markers are cleared by dtx_recover once the
+ * job is terminal and tombstone_ttl_ms has passed. */
+int dtx_job_effect(dtx_job_run_t *run, const char *key, const char *coll,
+                   const json_t *filter, const json_t *update, int *applied);
+
+/* dtx_job_effect for a handler in another process (doctx job effect):
+ * the attempt is named by the job id and its epoch. */
+int dtx_job_effect_at(dtx_store_t *st, const char *job_id, int64_t epoch,
+                      const char *key, const char *coll, const json_t *filter,
+                      const json_t *update, int *applied);
+
+/* Sets the result the job keeps when the handler succeeds (copied). */
+void dtx_job_result(dtx_job_run_t *run, const json_t *result);
+/* Sets the message kept as last_error when the handler fails (copied). */
+void dtx_job_fail(dtx_job_run_t *run, const char *message);
+/* 1 while the attempt may go on: its lease is held and --timeout-ms has
+ * not passed.  A long handler should stop when it turns 0. */
+int dtx_job_alive(const dtx_job_run_t *run);
+/* The store the attempt runs on (borrowed). */
+dtx_store_t *dtx_job_store(const dtx_job_run_t *run);
+
+/* A built-in handler: runs cmd (a const char *, passed as arg) with
+ * /bin/sh -c, the job's JSON on its stdin and DOCTX_JOB_ID,
+ * DOCTX_JOB_EPOCH and DOCTX_STORE (the store URI) in its environment.
+ * Exit 0 succeeds, with stdout as the result when it is JSON; any other
+ * exit fails, with (the end of) stderr as the error.  The command is
+ * killed (its process group) when the attempt stops being alive: its
+ * lease was lost, or the timeout passed.  A command that exits without
+ * reading its stdin makes the write fail with EPIPE: the process should
+ * ignore SIGPIPE (doctx job work does). */
+int dtx_job_exec(dtx_job_run_t *run, const json_t *job, void *cmd);
+
+typedef struct dtx_job_work_opts {
+  const char *queue;                  /* required */
+  const dtx_job_handler_t *handlers;  /* required: nhandlers entries; the
+                                         first whose type matches runs */
+  size_t nhandlers;
+  int threads;         /* 0: 1; at most 256 */
+  int once;            /* process everything due, then return */
+  int64_t lease_ms;    /* 0: 30000; renewed every third of it */
+  int64_t timeout_ms;  /* a handler's time; 0: 300000 */
+  const char *owner;   /* NULL: host:pid */
+  volatile int *stop;  /* set non-zero to make the workers return */
+  int64_t deadline_ms; /* budget of each job's store steps; 0: see
+                          "Deadlines" */
+} dtx_job_work_opts_t;
+
+/* Runs workers that claim the due jobs of opts->queue whose types have a
+ * handler, run them and record the outcome, and now and then run the job
+ * pattern's recovery (stalled jobs, due delayed jobs, markers, retention).
+ * Returns when once is set and nothing is due, or when *stop is set.
+ * *summary (may be NULL) receives
+ *   {"ok": bool, "queue": Q, "ran": {"succeeded": n, "retried": n,
+ *    "dead": n, "fenced": n}, "errors": {...}}
+ * ("fenced": attempts whose lease was taken over; they changed nothing).
+ * With once, the first store error is returned; otherwise errors are
+ * counted. */
+int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
+                 json_t **summary);
+/* ---- lease locks with fencing tokens (src/txn/lock/, docs/locks.md) --------
+ *
+ * A lock is a document of the collection "locks", _id = its name, never
+ * deleted (its delete guard refuses), so its token never resets:
+ *   {_id: NAME, owner: O|null, token: N, expires: ms, ttl: ms,
+ *    acquired: ms, updated: ms, nonce: "..."}
+ * Acquire, renew and release are each ONE conditional update of it.
+ * Acquire succeeds when the lock is free (released, or never taken) or its
+ * lease lapsed (expires <= now, wall-clock ms of the acquiring client), and
+ * returns token = the previous token + 1: strictly greater than every
+ * token issued before for that name, across expiry, release and restarts.
+ * A lease alone does not give mutual exclusion (a holder paused past it
+ * still believes it holds the lock): every protected write must carry the
+ * token as a fence (fence_name = the lock's name, fence_token = the
+ * token), and the store refuses the older holder (DTX_EFENCED).
+ * Names are 1..128 of [A-Za-z0-9_.:-].  The lock's view, returned by every
+ * call (*out, new reference, may be NULL):
+ *   {"name", "owner", "token", "expires" (ms), "held": bool}
+ * ("held": a live lease at the time of the call). */
+typedef struct dtx_lock_opts {
+  const char *owner;   /* recorded holder; NULL or "": host:pid */
+  int64_t ttl_ms;      /* lease; 0: 30000 (renew: the lock's last ttl) */
+  int64_t wait_ms;     /* acquire: wait up to this long while the lock is
+                          held, polling with backoff; 0: do not wait */
+  int64_t deadline_ms; /* budget of the whole call (a wait included); 0: see
+                          "Deadlines" */
+} dtx_lock_opts_t;
+
+/* Takes lock name.  DTX_ENOMATCH, naming the holder, its token and how
+ * long its lease runs, when it is held (after waiting wait_ms).  opts may
+ * be NULL. */
+int dtx_lock_acquire(dtx_store_t *st, const char *name,
+                     const dtx_lock_opts_t *opts, json_t **out);
+
+/* Extends the lease of token (expires = now + ttl) while it is the
+ * current token and not released -- also after it lapsed, as long as no
+ * one acquired since.  DTX_ENOMATCH when the token is no longer current;
+ * DTX_ENOTFOUND when there is no such lock. */
+int dtx_lock_renew(dtx_store_t *st, const char *name, int64_t token,
+                   const dtx_lock_opts_t *opts, json_t **out);
+
+/* Frees the lock, when token is its current token and not released yet
+ * (the token itself is kept: the next acquire gets token + 1).
+ * DTX_ENOMATCH when the token is no longer current; DTX_ENOTFOUND when
+ * there is no such lock. */
+int dtx_lock_release(dtx_store_t *st, const char *name, int64_t token,
+                     json_t **out);
+
+/* *out: the lock's view, or DTX_ENOTFOUND. */
+int dtx_lock_get(dtx_store_t *st, const char *name, json_t **out);
+
+/* *out: array of lock views by name, paged by page (may be NULL). */
+int dtx_lock_list(dtx_store_t *st, const dtx_page_t *page, json_t **out);
 
 /* ---- ledger: log reconciliation with multi-leg entries ---------------------
  *
@@ -670,82 +1043,6 @@ int dtx_ledger_get(dtx_store_t *st, const char *id, json_t **out);
  * (account NULL) all in creation order; paged by page (may be NULL). */
 int dtx_ledger_list(dtx_store_t *st, const char *account,
                     const dtx_page_t *page, json_t **out);
-
-/* ---- versioned documents ------------------------------------------------------
- *
- * An item is a root document plus children, each child stored per version,
- * so a change that spans many documents becomes visible all at once:
- *   version_roots    {_id: item, version, next, root, manifest: {KEY: v},
- *                     dead: [v...], unfinished: [v...], committed_at}
- *   version_log      {_id: "item@v", item, version, state, base, root,
- *                     manifest, owner, lease_until, epoch, updated, ...}
- *   version_children {_id: "item@v/KEY", item, version, key, doc}
- * A writer reserves the next version (a counter on the root; numbers are
- * never reused), records it (state writing, under a lease), writes the
- * children it names under that version, and commits by moving the root
- * to it in ONE conditional step, which also takes the manifest (KEY ->
- * the version holding that child).  Readers read the root and then
- * exactly the children its manifest names: children are immutable, so a
- * reader never sees a mix of two versions.  A reservation abandoned by a
- * crashed or stalled writer is marked dead on the root by recovery (after
- * its lease), so it can never commit, and its children are deleted.
- * src/txn/version/version.c has the diagram and invariants, docs/versions.md
- * the design. */
-
-#define DTX_VERSION_ROOTS "version_roots"
-#define DTX_VERSION_LOG "version_log"
-#define DTX_VERSION_CHILDREN "version_children"
-
-typedef struct dtx_version_child {
-  const char *key;   /* 1..100 of [A-Za-z0-9_:-] */
-  const json_t *doc; /* any JSON value */
-} dtx_version_child_t;
-
-typedef struct dtx_version_put_req {
-  const char *item;   /* 1..100 of [A-Za-z0-9_.:-] */
-  const json_t *root; /* the root document of the new version */
-  const dtx_version_child_t *children; /* written under the new version */
-  size_t nchildren;
-  const char *const *remove; /* keys dropped from the new version */
-  size_t nremove;
-  int expect;             /* 1: commit only over expect_version */
-  int64_t expect_version; /* 0: the item must not exist yet */
-} dtx_version_put_req_t;
-
-/* Writes a new version of req->item: children named carry their new
- * documents, removed keys are dropped, every other child carries over
- * from the version it is committed over.  *version (may be NULL)
- * receives the new version.  With expect, a current version other than
- * expect_version is DTX_ECONFLICT (nothing becomes visible).  Without it,
- * a put that loses the race to a later reservation reserves again and
- * rewrites, within opts' deadline.  A key both named and removed, or
- * named twice, is DTX_EINVAL. */
-int dtx_version_put(dtx_store_t *st, const dtx_version_put_req_t *req,
-                    const dtx_exec_opts_t *opts, int64_t *version);
-
-/* *out: {"item","version","root","children":{KEY: DOC}} as of the
- * current committed version (version 0) or of version (> 0, a committed
- * version not yet removed by gc).  DTX_ENOTFOUND when there is none. */
-int dtx_version_get(dtx_store_t *st, const char *item, int64_t version,
-                    json_t **out);
-
-/* *out: an array, one per version in order, of
- * {"version","committed","children":[KEYS]}: the committed versions still
- * kept, and (committed false) reservations still being written. */
-int dtx_version_history(dtx_store_t *st, const char *item, json_t **out);
-
-typedef struct dtx_version_gc_opts {
-  int64_t keep;     /* committed versions kept per item; 0: 10 */
-  int64_t grace_ms; /* a version superseded less than this long ago is
-                       kept (a reader may be reading it); 0: 60000 */
-} dtx_version_gc_opts_t;
-
-/* Removes, for every item, the committed versions older than the last
- * `keep`, unless superseded less than grace_ms ago, and the children no
- * kept version names.  *summary (may be NULL): {"items","versions_removed",
- * "children_removed"}.  opts may be NULL. */
-int dtx_version_gc(dtx_store_t *st, const dtx_version_gc_opts_t *opts,
-                   json_t **summary);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench: the store, transfer and aggregate benchmarks on SQLite, then
+# make bench: the store, bulk, transfer and aggregate benchmarks on SQLite, then
 # the Redis benchmark on a standalone server and a 3+3 Cluster; each prints
 # ratios against a native baseline measured in the same run (medians of rounds:
 # the machine is noisy, so compare within a run, not across runs).
@@ -19,6 +19,9 @@
 #      doctx transfers/s, p50/p99, store operations, round trips and Redis
 #      commands per transfer, beside MULTI/INCRBY/INCRBY/EXEC on two keys of
 #      one slot, and the ratio.
+#   1b. bench_bulk on both: bulk_write in batches of 1, 16 and 64 against
+#      a pipeline of as many EVALSHA of a compare-and-set script (on
+#      SQLite, run in the first part: against one transaction of N UPDATEs).
 #   2. the store's ceiling: redis-benchmark, pipelined EVALSHA of a script
 #      shaped like doctx's document compare-and-set, on the standalone
 #      server and on one cluster master; and the share of it doctx uses,
@@ -40,6 +43,9 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 if [ "$ONLY" != redis ]; then
   echo "## bench_store: find_one_and_update \$inc vs raw SQLite UPDATE"
   "$BUILD/bench_store"
+  echo
+  echo "## bench_bulk: bulk_write batches of 1/16/64 vs one SQLite transaction of N UPDATEs"
+  "$BUILD/bench_bulk"
   echo
   echo "## bench_transfer: two-phase transfers vs one SQLite transaction each"
   "$BUILD/bench_transfer"
@@ -95,6 +101,18 @@ run_redis() { # LABEL URI [bench_redis args...]
 
 run_redis standalone "$URI_SA" --rounds 5
 run_redis cluster "$URI_CL" --rounds 5
+
+echo
+echo "## bench_bulk: bulk_write batches of 1/16/64 vs a pipeline of N EVALSHA (compare-and-set)"
+run_bulk() { # NAME URI
+  "$BUILD/bench_bulk" --store "$2" --label "redis-$1" >"$WORK/bulk-$1.out"
+  local rc=$?
+  grep -v '^RESULT ' "$WORK/bulk-$1.out"
+  grep '^RESULT ' "$WORK/bulk-$1.out" >>"$RESULTS"
+  [ $rc = 0 ] || { echo "bench: bench_bulk $1 failed (exit $rc)" >&2; fail=$((fail + 1)); }
+}
+run_bulk standalone "$URI_SA"
+run_bulk cluster "$URI_CL"
 
 # ---- the ceiling ----------------------------------------------------------------
 # The same shape as RD_S_WRITE (src/store/redis/scripts.c) updating one

@@ -50,6 +50,11 @@ int dtx__cli_exit_code(int rc);
  * detail) to stderr and returns dtx__cli_exit_code(rc). */
 int dtx__cli_fail(int rc);
 
+/* Prints "doctx: NAME: <fmt...>" for a check the CLI itself makes (an
+ * argument's shape), and returns rc's exit code. */
+int dtx__cli_error(int rc, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* Prints "doctx: USAGE: <msg>" and returns DTX_EXIT_USAGE. */
 int dtx__cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -82,6 +87,7 @@ int dtx__cmd_update(dtx_cli_t *, int, char **);
 int dtx__cmd_find_and_modify(dtx_cli_t *, int, char **);
 int dtx__cmd_aggregate(dtx_cli_t *, int, char **);
 int dtx__cmd_delete(dtx_cli_t *, int, char **);
+int dtx__cmd_bulk(dtx_cli_t *, int, char **); /* cmd_bulk.c */
 int dtx__cmd_index(dtx_cli_t *, int, char **);
 int dtx__cmd_indexes(dtx_cli_t *, int, char **);
 int dtx__cmd_drop(dtx_cli_t *, int, char **);
@@ -96,5 +102,42 @@ int dtx__cmd_worker(dtx_cli_t *, int, char **);
 int dtx__cmd_recover(dtx_cli_t *, int, char **);
 int dtx__cmd_audit(dtx_cli_t *, int, char **);
 int dtx__cmd_faults(dtx_cli_t *, int, char **);
+
+/* args.c: argument handling of the transaction commands. */
+typedef struct dtx__cli_opt {
+  const char *name;
+  int has_value;
+  const char *value; /* set when seen (flags: "1") */
+} dtx__cli_opt_t;
+/* Splits argv into at most maxpos positionals (into pos) and the options
+ * of opts; returns the number of positionals, or -1 after a usage error. */
+int dtx__cli_split(int argc, char **argv, dtx__cli_opt_t *opts, size_t nopts,
+                   char **pos, int maxpos);
+/* An integer option (unset: *out untouched) >= min; -1 after a usage
+ * error. */
+int dtx__cli_int_opt(const char *cmd, const dtx__cli_opt_t *o,
+                     int allow_negative, int64_t min, int64_t *out);
+/* 1 when argv has --help or -h. */
+int dtx__cli_is_help(int argc, char **argv);
+/* Prints text; returns DTX_EXIT_OK. */
+int dtx__cli_help(const char *text);
+/* Checks DOCTX_FAULT (a typo is a usage error, not a silent no-op). */
+int dtx__cli_faults_ok(void);
+/* The store of a long-running command (worker, job work): DOCTX_FAULT
+ * checked, the store opened, and SIGINT/SIGTERM turned into
+ * dtx__cli_stop, which the command passes as its options' stop flag so
+ * the loop ends after the items it holds.  NULL with *code set (printed). */
+extern volatile int dtx__cli_stop;
+dtx_store_t *dtx__cli_store_stoppable(dtx_cli_t *cli, int *code);
+/* Prints each item of arr (stolen) with dtx__cli_print_item. */
+int dtx__cli_print_items(json_t *arr, int verbose);
+/* --skip/--limit into page; -1 after a usage error. */
+int dtx__cli_page_opts(const char *cmd, const dtx__cli_opt_t *skip,
+                       const dtx__cli_opt_t *limit, dtx_page_t *page);
+
+/* cmd_job.c: the job queue. */
+int dtx__cmd_job(dtx_cli_t *, int, char **);
+/* cmd_txn.c: lease locks. */
+int dtx__cmd_lock(dtx_cli_t *, int, char **);
 
 #endif

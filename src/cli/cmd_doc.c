@@ -10,8 +10,6 @@
  * half-done change behind, and bad input always exits 2. */
 #include "cli/cli.h"
 
-#include "store/store.h"
-#include "util/err.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +32,7 @@ enum {
   O_VALIDATOR = 1 << 11,
   O_GUARD = 1 << 12,
   O_CLEAR = 1 << 13,
+  O_FENCE = 1 << 14,
 };
 
 static const struct option {
@@ -48,7 +47,7 @@ static const struct option {
     {"--sparse", O_SPARSE, 0}, {"--array-filters", O_ARRAY_FILTERS, 1},
     {"--bypass-validation", O_BYPASS, 0},
     {"--validator", O_VALIDATOR, 1}, {"--delete-guard", O_GUARD, 1},
-    {"--clear", O_CLEAR, 0},
+    {"--clear", O_CLEAR, 0},       {"--fence", O_FENCE, 1},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 
@@ -83,7 +82,7 @@ static int parse_args(args_t *a, int argc, char **argv) {
   a->cmd = argv[0];
   a->pos = calloc((size_t)argc + 1, sizeof *a->pos);
   if (!a->pos)
-    return dtx__cli_fail(dtx__err(DTX_ENOMEM, "parsing arguments"));
+    return dtx__cli_error(DTX_ENOMEM, "parsing arguments");
   for (int i = 1; i < argc; i++) {
     char *arg = argv[i];
     if (dashdash || arg[0] != '-' || arg[1] == '\0') {
@@ -131,8 +130,33 @@ static int parse_args(args_t *a, int argc, char **argv) {
 
 /* ---- argument checks (no store access) ----------------------------------------- */
 
+/* --fence NAME:TOKEN (split at the last ':', since lock names such as
+ * "job:7" hold one), checked as the library will check it, so that bad
+ * input exits 2 before the store is opened.  *name points into argv. */
+static int parse_fence(const args_t *a, const char **name, int64_t *token) {
+  static _Thread_local char buf[160];
+  const char *v = optval(a, O_FENCE);
+  *name = NULL;
+  *token = 0;
+  if (!v)
+    return 0;
+  const char *colon = strrchr(v, ':');
+  if (!colon || colon == v || (size_t)(colon - v) >= sizeof buf ||
+      dtx__cli_int64(colon + 1, 0, token) < 0)
+    return dtx__cli_usage("%s: --fence wants NAME:TOKEN with an integer "
+                          "TOKEN >= 1, not '%s'",
+                          a->cmd, v);
+  memcpy(buf, v, (size_t)(colon - v));
+  buf[colon - v] = '\0';
+  int rc = dtx_check_fence(buf, *token);
+  if (rc < 0)
+    return dtx__cli_fail(rc);
+  *name = buf;
+  return 0;
+}
+
 static int check_coll(const char *coll) {
-  int rc = dtx__coll_check(coll);
+  int rc = dtx_check_collection(coll);
   return rc < 0 ? dtx__cli_fail(rc) : 0;
 }
 
@@ -155,15 +179,15 @@ static int parse_filter(const char *text, json_t **out) {
   json_t *f = dtx__cli_json(text, "FILTER");
   if (!f)
     return DTX_EXIT_USAGE;
-  dtx__filter_t *cf = NULL;
-  int rc = json_is_object(f)
-               ? dtx__filter_compile(f, &cf)
-               : dtx__err(DTX_EBADQUERY, "FILTER must be a JSON object");
+  if (!json_is_object(f)) {
+    json_decref(f);
+    return dtx__cli_error(DTX_EBADQUERY, "FILTER must be a JSON object");
+  }
+  int rc = dtx_check_filter(f);
   if (rc < 0) {
     json_decref(f);
     return dtx__cli_fail(rc);
   }
-  dtx__filter_free(cf);
   *out = f;
   return 0;
 }
@@ -183,20 +207,16 @@ static int parse_update(const args_t *a, const char *text, int many,
     *afs = NULL;
     return DTX_EXIT_USAGE;
   }
-  dtx__update_t *cu = NULL;
-  int rc = json_is_object(u)
-               ? dtx__update_compile_ex(u, *afs, &cu)
-               : dtx__err(DTX_EBADUPDATE, "UPDATE must be a JSON object");
-  if (rc == 0 && many && dtx__update_is_replacement(cu))
-    rc = dtx__err(DTX_EBADUPDATE,
-                  "a replacement document cannot be used with --many");
-  if (cu)
-    dtx__update_free(cu);
-  if (rc < 0) {
+  int ec = 0, rc;
+  if (!json_is_object(u))
+    ec = dtx__cli_error(DTX_EBADUPDATE, "UPDATE must be a JSON object");
+  else if ((rc = dtx_check_update(u, *afs, many ? DTX_CHECK_MANY : 0)) < 0)
+    ec = dtx__cli_fail(rc);
+  if (ec) {
     json_decref(u);
     json_decref(*afs);
     *afs = NULL;
-    return dtx__cli_fail(rc);
+    return ec;
   }
   *out = u;
   return 0;
@@ -211,7 +231,7 @@ static int parse_sort(const args_t *a, json_t **out) {
   json_t *s = dtx__cli_json(text, "--sort");
   if (!s)
     return DTX_EXIT_USAGE;
-  int rc = dtx__sort_check(s);
+  int rc = dtx_check_sort(s);
   if (rc < 0) {
     json_decref(s);
     return dtx__cli_fail(rc);
@@ -228,7 +248,7 @@ static int parse_projection(const args_t *a, json_t **out) {
   json_t *p = dtx__cli_json(text, "--project");
   if (!p)
     return DTX_EXIT_USAGE;
-  int rc = dtx__projection_check(p);
+  int rc = dtx_check_projection(p);
   if (rc < 0) {
     json_decref(p);
     return dtx__cli_fail(rc);
@@ -267,12 +287,12 @@ int dtx__cmd_insert(dtx_cli_t *cli, int argc, char **argv) {
     json_array_append_new(docs, d);
     json_t *id = json_object_get(d, "_id");
     int rc = 0;
-    if (!json_is_object(d))
-      rc = dtx__err(DTX_EINVAL, "%s must be a JSON object", what);
-    else if (id && (rc = dtx__id_check(id)) < 0)
-      rc = dtx__err_wrap(rc, "%s", what);
-    if (rc < 0) {
-      ec = dtx__cli_fail(rc);
+    if (!json_is_object(d)) {
+      ec = dtx__cli_error(DTX_EINVAL, "%s must be a JSON object", what);
+      goto out;
+    }
+    if (id && (rc = dtx_check_id(id)) < 0) {
+      ec = dtx__cli_error(rc, "%s: %s", what, dtx_errdetail());
       goto out;
     }
   }
@@ -348,11 +368,15 @@ out:
 }
 
 int dtx__cmd_update(dtx_cli_t *cli, int argc, char **argv) {
-  args_t a = {.allowed = O_MANY | O_UPSERT | O_ARRAY_FILTERS | O_BYPASS,
+  args_t a = {.allowed =
+                  O_MANY | O_UPSERT | O_ARRAY_FILTERS | O_BYPASS | O_FENCE,
               .posnames = pn_update, .minpos = 3, .maxpos = 3};
   json_t *filter = NULL, *update = NULL, *afs = NULL;
+  const char *fname;
+  int64_t ftoken;
   int ec = parse_args(&a, argc, argv);
   if (ec || (ec = check_coll(a.pos[0])) ||
+      (ec = parse_fence(&a, &fname, &ftoken)) ||
       (ec = parse_filter(a.pos[1], &filter)) ||
       (ec = parse_update(&a, a.pos[2], (a.given & O_MANY) != 0, &update,
                          &afs)))
@@ -363,7 +387,9 @@ int dtx__cmd_update(dtx_cli_t *cli, int argc, char **argv) {
   dtx_update_opts_t uo = {.many = (a.given & O_MANY) != 0,
                           .upsert = (a.given & O_UPSERT) != 0,
                           .array_filters = afs,
-                          .bypass_validation = (a.given & O_BYPASS) != 0};
+                          .bypass_validation = (a.given & O_BYPASS) != 0,
+                          .fence_name = fname,
+                          .fence_token = ftoken};
   dtx_update_result_t res;
   int rc = dtx_store_update(st, a.pos[0], filter, update, &uo, &res);
   if (rc < 0) {
@@ -386,13 +412,16 @@ out:
 }
 
 int dtx__cmd_find_and_modify(dtx_cli_t *cli, int argc, char **argv) {
-  args_t a = {.allowed =
-                  O_SORT | O_NEW | O_UPSERT | O_ARRAY_FILTERS | O_BYPASS,
+  args_t a = {.allowed = O_SORT | O_NEW | O_UPSERT | O_ARRAY_FILTERS |
+                         O_BYPASS | O_FENCE,
               .posnames = pn_update, .minpos = 3, .maxpos = 3};
   json_t *filter = NULL, *update = NULL, *sort = NULL, *doc = NULL,
          *afs = NULL;
+  const char *fname;
+  int64_t ftoken;
   int ec = parse_args(&a, argc, argv);
   if (ec || (ec = check_coll(a.pos[0])) ||
+      (ec = parse_fence(&a, &fname, &ftoken)) ||
       (ec = parse_filter(a.pos[1], &filter)) ||
       (ec = parse_update(&a, a.pos[2], 0, &update, &afs)) ||
       (ec = parse_sort(&a, &sort)))
@@ -404,7 +433,9 @@ int dtx__cmd_find_and_modify(dtx_cli_t *cli, int argc, char **argv) {
                        .upsert = (a.given & O_UPSERT) != 0,
                        .return_new = (a.given & O_NEW) != 0,
                        .array_filters = afs,
-                       .bypass_validation = (a.given & O_BYPASS) != 0};
+                       .bypass_validation = (a.given & O_BYPASS) != 0,
+                       .fence_name = fname,
+                       .fence_token = ftoken};
   int rc =
       dtx_store_find_one_and_update(st, a.pos[0], filter, update, &fo, &doc);
   if (rc == DTX_ENOMATCH) {
@@ -443,9 +474,7 @@ int dtx__cmd_aggregate(dtx_cli_t *cli, int argc, char **argv) {
     ec = DTX_EXIT_USAGE;
     goto out;
   }
-  dtx__pipeline_t *p = NULL;
-  int rc = dtx__pipeline_compile(pipeline, &p);
-  dtx__pipeline_free(p);
+  int rc = dtx_check_pipeline(pipeline);
   if (rc < 0) {
     ec = dtx__cli_fail(rc);
     goto out;
@@ -467,11 +496,14 @@ out:
 }
 
 int dtx__cmd_delete(dtx_cli_t *cli, int argc, char **argv) {
-  args_t a = {.allowed = O_MANY | O_BYPASS, .posnames = pn_filter,
+  args_t a = {.allowed = O_MANY | O_BYPASS | O_FENCE, .posnames = pn_filter,
               .minpos = 2, .maxpos = 2};
   json_t *filter = NULL;
+  const char *fname;
+  int64_t ftoken;
   int ec = parse_args(&a, argc, argv);
   if (ec || (ec = check_coll(a.pos[0])) ||
+      (ec = parse_fence(&a, &fname, &ftoken)) ||
       (ec = parse_filter(a.pos[1], &filter)))
     goto out;
   dtx_store_t *st = dtx__cli_store(cli, &ec);
@@ -479,7 +511,9 @@ int dtx__cmd_delete(dtx_cli_t *cli, int argc, char **argv) {
     goto out;
   int64_t n = 0;
   dtx_delete_opts_t dopt = {.many = (a.given & O_MANY) != 0,
-                            .bypass_validation = (a.given & O_BYPASS) != 0};
+                            .bypass_validation = (a.given & O_BYPASS) != 0,
+                            .fence_name = fname,
+                            .fence_token = ftoken};
   int rc = dtx_store_delete_ex(st, a.pos[0], filter, &dopt, &n);
   if (rc < 0)
     ec = dtx__cli_fail(rc);
@@ -505,13 +539,11 @@ int dtx__cmd_index(dtx_cli_t *cli, int argc, char **argv) {
   }
   dtx_index_opts_t io = {(a.given & O_UNIQUE) != 0, (a.given & O_SPARSE) != 0,
                          NULL};
-  dtx__index_spec_t *spec;
-  int rc = dtx__index_spec_parse(keys, &io, &spec);
+  int rc = dtx_check_index(keys, &io);
   if (rc < 0) {
     ec = dtx__cli_fail(rc);
     goto out;
   }
-  dtx__index_spec_free(spec);
   dtx_store_t *st = dtx__cli_store(cli, &ec);
   if (!st)
     goto out;

@@ -2,7 +2,6 @@
  * commands: the CLI face of src/txn/.  Every argument is validated before
  * the store is opened, so bad input records nothing. */
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,11 +66,15 @@ static const char *worker_help =
 
 static const char *recover_help =
     "usage: doctx recover [--older-than-ms N] [--tombstone-ttl-ms N]\n"
-    "                     [--deadline-ms N]\n"
+    "                     [--retention-ms N] [--deadline-ms N]\n"
     "One recovery pass of every pattern.  Transfers not updated for N ms\n"
     "(default: whose lease lapsed) are finished -- preparing ones roll back,\n"
     "committed and rolling_back ones complete, initiated ones run -- and\n"
-    "account markers of finished transfers are repaired.  Prints a JSON\n"
+    "account markers of finished transfers are repaired.  Jobs: due delayed\n"
+    "ones become ready, running ones whose lease lapsed (or not updated for\n"
+    "N ms) are taken over (an attempt), effect markers of jobs ended longer\n"
+    "than --tombstone-ttl-ms ago are cleared, and succeeded jobs ended\n"
+    "longer than --retention-ms (default 24 h) ago purged.  Prints a JSON\n"
     "summary per pattern: what ran, what was left alone and why (e.g. a\n"
     "lease not expired), and what failed.\n"
     DEADLINE_HELP
@@ -91,120 +94,19 @@ static const char *audit_help =
     "exit: 0 clean, 5 an invariant is broken, 2 bad --acked file, 4 store "
     "error\n";
 
-static int is_help(int argc, char **argv) {
-  for (int i = 1; i < argc; i++)
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
-      return 1;
-  return 0;
-}
-
-static int help(const char *text) {
-  fputs(text, stdout);
-  return DTX_EXIT_OK;
-}
-
-/* Checks DOCTX_FAULT before anything runs, so a typo is not silently a
- * test that injects nothing. */
-static int faults_ok(void) {
-  int rc = dtx_fault_check();
-  if (rc == 0)
-    return DTX_EXIT_OK;
-  dtx__cli_fail(rc);
-  return DTX_EXIT_USAGE;
-}
-
-/* Splits argv into positionals and --name [value] options.  opts lists the
- * options taking a value; flags the ones without.  Returns the number of
- * positionals, or -1 after printing a usage error. */
-typedef struct optval {
-  const char *name;
-  int has_value;
-  const char *value; /* set when seen (flags: "1") */
-} optval_t;
-
-static int split(int argc, char **argv, optval_t *opts, size_t nopts,
-                 char **pos, int maxpos) {
-  int npos = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strncmp(a, "--", 2) == 0 && a[2]) {
-      size_t k;
-      const char *eq = strchr(a, '=');
-      size_t len = eq ? (size_t)(eq - a) : strlen(a);
-      for (k = 0; k < nopts; k++)
-        if (strlen(opts[k].name) == len && strncmp(opts[k].name, a, len) == 0)
-          break;
-      if (k == nopts) {
-        dtx__cli_usage("%s: unknown option %s", argv[0], a);
-        return -1;
-      }
-      if (!opts[k].has_value) {
-        if (eq) {
-          dtx__cli_usage("%s: %.*s takes no value", argv[0], (int)len, a);
-          return -1;
-        }
-        opts[k].value = "1";
-      } else if (eq) {
-        opts[k].value = eq + 1;
-      } else if (i + 1 < argc) {
-        opts[k].value = argv[++i];
-      } else {
-        dtx__cli_usage("%s: %s needs a value", argv[0], a);
-        return -1;
-      }
-      continue;
-    }
-    if (npos == maxpos) {
-      dtx__cli_usage("%s: unexpected argument '%s'", argv[0], a);
-      return -1;
-    }
-    pos[npos++] = argv[i];
-  }
-  return npos;
-}
-
-static int int_opt(const char *cmd, const optval_t *o, int allow_negative,
-                   int64_t min, int64_t *out) {
-  if (!o->value)
-    return 0;
-  if (dtx__cli_int64(o->value, allow_negative, out) != 0 || *out < min) {
-    dtx__cli_usage("%s: %s must be an integer >= %lld, got '%s'", cmd, o->name,
-                   (long long)min, o->value);
-    return -1;
-  }
-  return 0;
-}
-
-static int print_items(json_t *arr, int verbose) {
-  size_t i;
-  json_t *v;
-  json_array_foreach(arr, i, v) dtx__cli_print_item(v, verbose);
-  json_decref(arr);
-  return DTX_EXIT_OK;
-}
-
-/* --skip/--limit into page; -1 after a usage error. */
-static int page_opts(const char *cmd, const optval_t *skip,
-                     const optval_t *limit, dtx_page_t *page) {
-  if (int_opt(cmd, skip, 0, 0, &page->skip) ||
-      int_opt(cmd, limit, 0, 0, &page->limit))
-    return -1;
-  return 0;
-}
-
 /* ---- account -------------------------------------------------------------- */
 
 int dtx__cmd_account(dtx_cli_t *cli, int argc, char **argv) {
-  optval_t o[] = {{"--balance", 1, NULL},
+  dtx__cli_opt_t o[] = {{"--balance", 1, NULL},
                   {"--min-balance", 1, NULL},
                   {"--limit", 1, NULL},
                   {"--skip", 1, NULL}};
   char *pos[3];
   dtx_account_opts_t ao = {0};
   int code;
-  if (is_help(argc, argv))
-    return help(account_help);
-  int n = split(argc, argv, o, 4, pos, 2);
+  if (dtx__cli_is_help(argc, argv))
+    return dtx__cli_help(account_help);
+  int n = dtx__cli_split(argc, argv, o, 4, pos, 2);
   if (n < 0)
     return DTX_EXIT_USAGE;
   if (n == 0)
@@ -215,11 +117,11 @@ int dtx__cmd_account(dtx_cli_t *cli, int argc, char **argv) {
       return dtx__cli_usage("account create: expected ID");
     if (o[2].value || o[3].value)
       return dtx__cli_usage("account create: --limit/--skip go with list");
-    if (int_opt("account create", &o[0], 1, INT64_MIN, &ao.balance))
+    if (dtx__cli_int_opt("account create", &o[0], 1, INT64_MIN, &ao.balance))
       return DTX_EXIT_USAGE;
     if (o[1].value && strcmp(o[1].value, "none") == 0)
       ao.no_min_balance = 1;
-    else if (int_opt("account create", &o[1], 1, INT64_MIN, &ao.min_balance))
+    else if (dtx__cli_int_opt("account create", &o[1], 1, INT64_MIN, &ao.min_balance))
       return DTX_EXIT_USAGE;
     if (!ao.no_min_balance && ao.balance < ao.min_balance)
       return dtx__cli_usage("account create: balance %lld is below "
@@ -263,14 +165,14 @@ int dtx__cmd_account(dtx_cli_t *cli, int argc, char **argv) {
     dtx_page_t page = {0};
     if (n != 1)
       return dtx__cli_usage("account list: takes no arguments");
-    if (page_opts("account list", &o[3], &o[2], &page))
+    if (dtx__cli_page_opts("account list", &o[3], &o[2], &page))
       return DTX_EXIT_USAGE;
     dtx_store_t *st = dtx__cli_store_read(cli, &code);
     if (!st)
       return code;
     json_t *all = NULL;
     int rc = dtx_account_list(st, &page, &all);
-    return rc ? dtx__cli_fail(rc) : print_items(all, 0);
+    return rc ? dtx__cli_fail(rc) : dtx__cli_print_items(all, 0);
   }
   return dtx__cli_usage("account: unknown subcommand '%s' (create, show, list)",
                         sub);
@@ -285,19 +187,20 @@ static int transfer_exit(const json_t *tx) {
 
 enum { T_ID, T_ASYNC, T_STATE, T_LIMIT, T_SKIP, T_VERBOSE, T_DEADLINE, T_N };
 
-static int transfer_new(dtx_cli_t *cli, char **pos, optval_t *o) {
+static int transfer_new(dtx_cli_t *cli, char **pos, dtx__cli_opt_t *o) {
   dtx_transfer_req_t req = {.id = o[T_ID].value, .from = pos[0], .to = pos[1]};
   dtx_exec_opts_t eo = {0};
   int verbose = o[T_VERBOSE].value != NULL, code;
-  if (dtx__cli_int64(pos[2], 0, &req.amount) != 0 || req.amount <= 0)
+  if (dtx__cli_int64(pos[2], 0, &req.amount) != 0 || req.amount <= 0 ||
+      pos[2][0] == '0') /* "05": no leading zeros, as for "+5" */
     return dtx__cli_usage("transfer: AMOUNT must be a positive int64 in minor "
                           "units, got '%s'", pos[2]);
   if (strcmp(req.from, req.to) == 0)
     return dtx__cli_usage("transfer: FROM and TO are the same account '%s'",
                           req.from);
-  if (int_opt("transfer", &o[T_DEADLINE], 0, 1, &eo.deadline_ms))
+  if (dtx__cli_int_opt("transfer", &o[T_DEADLINE], 0, 1, &eo.deadline_ms))
     return DTX_EXIT_USAGE;
-  if ((code = faults_ok()))
+  if ((code = dtx__cli_faults_ok()))
     return code;
   dtx_store_t *st = dtx__cli_store(cli, &code);
   if (!st)
@@ -318,16 +221,16 @@ static int transfer_new(dtx_cli_t *cli, char **pos, optval_t *o) {
 }
 
 int dtx__cmd_transfer(dtx_cli_t *cli, int argc, char **argv) {
-  optval_t o[T_N] = {
+  dtx__cli_opt_t o[T_N] = {
       [T_ID] = {"--id", 1, NULL},         [T_ASYNC] = {"--async", 0, NULL},
       [T_STATE] = {"--state", 1, NULL},   [T_LIMIT] = {"--limit", 1, NULL},
       [T_SKIP] = {"--skip", 1, NULL},     [T_VERBOSE] = {"--verbose", 0, NULL},
       [T_DEADLINE] = {"--deadline-ms", 1, NULL}};
   char *pos[4];
   int code, verbose;
-  if (is_help(argc, argv))
-    return help(transfer_help);
-  int n = split(argc, argv, o, T_N, pos, 3);
+  if (dtx__cli_is_help(argc, argv))
+    return dtx__cli_help(transfer_help);
+  int n = dtx__cli_split(argc, argv, o, T_N, pos, 3);
   if (n < 0)
     return DTX_EXIT_USAGE;
   verbose = o[T_VERBOSE].value != NULL;
@@ -349,14 +252,14 @@ int dtx__cmd_transfer(dtx_cli_t *cli, int argc, char **argv) {
     dtx_page_t page = {0};
     if (n != 1)
       return dtx__cli_usage("transfer list: takes no arguments");
-    if (page_opts("transfer list", &o[T_SKIP], &o[T_LIMIT], &page))
+    if (dtx__cli_page_opts("transfer list", &o[T_SKIP], &o[T_LIMIT], &page))
       return DTX_EXIT_USAGE;
     dtx_store_t *st = dtx__cli_store_read(cli, &code);
     if (!st)
       return code;
     json_t *all = NULL;
     int rc = dtx_transfer_list(st, o[T_STATE].value, &page, &all);
-    return rc ? dtx__cli_fail(rc) : print_items(all, verbose);
+    return rc ? dtx__cli_fail(rc) : dtx__cli_print_items(all, verbose);
   }
   if (list_opts)
     return dtx__cli_usage("transfer: --state/--limit/--skip go with list");
@@ -365,7 +268,7 @@ int dtx__cmd_transfer(dtx_cli_t *cli, int argc, char **argv) {
                           "cancel; got '%s'", sub);
   if (n != 2)
     return dtx__cli_usage("transfer %s: expected ID", sub);
-  if (is_cancel && (code = faults_ok()))
+  if (is_cancel && (code = dtx__cli_faults_ok()))
     return code;
   dtx_store_t *st = is_show ? dtx__cli_store_read(cli, &code)
                             : dtx__cli_store(cli, &code);
@@ -386,41 +289,30 @@ int dtx__cmd_transfer(dtx_cli_t *cli, int argc, char **argv) {
 
 /* ---- worker, recover, audit, faults ---------------------------------------- */
 
-static volatile int stop_flag;
-static void on_signal(int sig) {
-  (void)sig;
-  stop_flag = 1;
-}
 
 int dtx__cmd_worker(dtx_cli_t *cli, int argc, char **argv) {
-  optval_t o[] = {{"--threads", 1, NULL},  {"--once", 0, NULL},
+  dtx__cli_opt_t o[] = {{"--threads", 1, NULL},  {"--once", 0, NULL},
                   {"--lease-ms", 1, NULL}, {"--owner", 1, NULL},
                   {"--deadline-ms", 1, NULL}};
   char *pos[1];
   int64_t threads = 1, lease = 0, deadline = 0;
   int code;
-  if (is_help(argc, argv))
-    return help(worker_help);
-  if (split(argc, argv, o, 5, pos, 0) < 0)
+  if (dtx__cli_is_help(argc, argv))
+    return dtx__cli_help(worker_help);
+  if (dtx__cli_split(argc, argv, o, 5, pos, 0) < 0)
     return DTX_EXIT_USAGE;
-  if (int_opt("worker", &o[0], 0, 1, &threads) ||
-      int_opt("worker", &o[2], 0, 1, &lease) ||
-      int_opt("worker", &o[4], 0, 1, &deadline))
+  if (dtx__cli_int_opt("worker", &o[0], 0, 1, &threads) ||
+      dtx__cli_int_opt("worker", &o[2], 0, 1, &lease) ||
+      dtx__cli_int_opt("worker", &o[4], 0, 1, &deadline))
     return DTX_EXIT_USAGE;
   if (threads > 256)
     return dtx__cli_usage("worker: --threads must be at most 256");
-  if ((code = faults_ok()))
-    return code;
-  dtx_store_t *st = dtx__cli_store(cli, &code);
+  dtx_store_t *st = dtx__cli_store_stoppable(cli, &code);
   if (!st)
     return code;
-  struct sigaction sa = {0};
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
   dtx_worker_opts_t wo = {.threads = (int)threads, .once = o[1].value != NULL,
                           .lease_ms = lease, .owner = o[3].value,
-                          .stop = &stop_flag, .deadline_ms = deadline};
+                          .stop = &dtx__cli_stop, .deadline_ms = deadline};
   json_t *sum = NULL;
   int rc = dtx_worker_run(st, &wo, &sum);
   if (sum)
@@ -430,21 +322,23 @@ int dtx__cmd_worker(dtx_cli_t *cli, int argc, char **argv) {
 }
 
 int dtx__cmd_recover(dtx_cli_t *cli, int argc, char **argv) {
-  optval_t o[] = {{"--older-than-ms", 1, NULL},
+  dtx__cli_opt_t o[] = {{"--older-than-ms", 1, NULL},
                   {"--tombstone-ttl-ms", 1, NULL},
-                  {"--deadline-ms", 1, NULL}};
+                  {"--deadline-ms", 1, NULL},
+                  {"--retention-ms", 1, NULL}};
   char *pos[1];
   dtx_recover_opts_t ro = {.older_than_ms = -1};
   int code;
-  if (is_help(argc, argv))
-    return help(recover_help);
-  if (split(argc, argv, o, 3, pos, 0) < 0)
+  if (dtx__cli_is_help(argc, argv))
+    return dtx__cli_help(recover_help);
+  if (dtx__cli_split(argc, argv, o, 4, pos, 0) < 0)
     return DTX_EXIT_USAGE;
-  if (int_opt("recover", &o[0], 0, 0, &ro.older_than_ms) ||
-      int_opt("recover", &o[1], 0, 1, &ro.tombstone_ttl_ms) ||
-      int_opt("recover", &o[2], 0, 1, &ro.deadline_ms))
+  if (dtx__cli_int_opt("recover", &o[3], 0, 1, &ro.retention_ms) ||
+      dtx__cli_int_opt("recover", &o[0], 0, 0, &ro.older_than_ms) ||
+      dtx__cli_int_opt("recover", &o[1], 0, 1, &ro.tombstone_ttl_ms) ||
+      dtx__cli_int_opt("recover", &o[2], 0, 1, &ro.deadline_ms))
     return DTX_EXIT_USAGE;
-  if ((code = faults_ok()))
+  if ((code = dtx__cli_faults_ok()))
     return code;
   dtx_store_t *st = dtx__cli_store(cli, &code);
   if (!st)
@@ -496,14 +390,14 @@ static int read_acked(const char *path, json_t **out) {
 }
 
 int dtx__cmd_audit(dtx_cli_t *cli, int argc, char **argv) {
-  optval_t o[] = {{"--json", 0, NULL}, {"--settled", 0, NULL},
+  dtx__cli_opt_t o[] = {{"--json", 0, NULL}, {"--settled", 0, NULL},
                   {"--acked", 1, NULL}};
   char *pos[1];
   int code;
   json_t *acked = NULL;
-  if (is_help(argc, argv))
-    return help(audit_help);
-  if (split(argc, argv, o, 3, pos, 0) < 0)
+  if (dtx__cli_is_help(argc, argv))
+    return dtx__cli_help(audit_help);
+  if (dtx__cli_split(argc, argv, o, 3, pos, 0) < 0)
     return DTX_EXIT_USAGE;
   if (o[2].value && (code = read_acked(o[2].value, &acked)))
     return code;
@@ -541,14 +435,124 @@ int dtx__cmd_audit(dtx_cli_t *cli, int argc, char **argv) {
 
 int dtx__cmd_faults(dtx_cli_t *cli, int argc, char **argv) {
   (void)cli;
-  if (is_help(argc, argv))
-    return help("usage: doctx faults\nLists every fault point, one per line. "
+  if (dtx__cli_is_help(argc, argv))
+    return dtx__cli_help("usage: doctx faults\nLists every fault point, one per line. "
                 "Arm them with DOCTX_FAULT=POINT:ACTION[:N][,...],\n"
-                "ACTION crash | pause | error, N the N-th arrival (default "
-                "1).\n");
+                "ACTION crash | pause | error | lost (the write applied, its "
+                "reply lost),\nN the N-th arrival (default 1).\n");
   if (argc > 1)
     return dtx__cli_usage("faults: takes no arguments");
   for (const char *const *p = dtx_fault_points(); *p; p++)
     puts(*p);
+  return DTX_EXIT_OK;
+}
+
+/* ---- lock (src/txn/lock/, docs/locks.md) ------------------------------------ */
+
+static const char *lock_help =
+    "usage: doctx lock acquire NAME [--ttl-ms N] [--owner O] [--wait-ms N]\n"
+    "                               [--deadline-ms N]\n"
+    "       doctx lock renew NAME TOKEN [--ttl-ms N]\n"
+    "       doctx lock release NAME TOKEN\n"
+    "       doctx lock show NAME\n"
+    "       doctx lock list [--limit N] [--skip N]\n"
+    "A lease lock with fencing tokens.  acquire takes NAME when it is free\n"
+    "or its lease lapsed and prints {\"name\",\"owner\",\"token\",\"expires\"}\n"
+    "(expires: wall-clock ms); the token is greater than every token NAME\n"
+    "issued before.  --ttl-ms is the lease (default 30000), --wait-ms how\n"
+    "long to wait while another holds it (default 0).  renew extends the\n"
+    "lease of TOKEN (--ttl-ms default: the lock's own), release frees it;\n"
+    "both only while TOKEN is current.  A lease does not stop a paused\n"
+    "holder: give every protected write the fence NAME:TOKEN (an option of\n"
+    "update, find-and-modify and delete), and the store refuses an older\n"
+    "token with FENCED (exit 3).\n"
+    "show and list also print \"held\".\n"
+    "exit: 0 ok, 1 still held (acquire), token no longer current (renew,\n"
+    "      release) or no such lock, 2 invalid input, 4 store error\n";
+
+enum { L_TTL, L_OWNER, L_WAIT, L_DEADLINE, L_LIMIT, L_SKIP, L_N };
+
+int dtx__cmd_lock(dtx_cli_t *cli, int argc, char **argv) {
+  dtx__cli_opt_t o[L_N] = {
+      [L_TTL] = {"--ttl-ms", 1, NULL},   [L_OWNER] = {"--owner", 1, NULL},
+      [L_WAIT] = {"--wait-ms", 1, NULL}, [L_DEADLINE] = {"--deadline-ms", 1, NULL},
+      [L_LIMIT] = {"--limit", 1, NULL},  [L_SKIP] = {"--skip", 1, NULL}};
+  char *pos[3];
+  int code, rc;
+  dtx_lock_opts_t lo = {0};
+  dtx_page_t page = {0};
+  int64_t token = 0;
+  if (dtx__cli_is_help(argc, argv))
+    return dtx__cli_help(lock_help);
+  int n = dtx__cli_split(argc, argv, o, L_N, pos, 3);
+  if (n < 0)
+    return DTX_EXIT_USAGE;
+  if (n == 0)
+    return dtx__cli_usage("lock: expected acquire, renew, release, show or "
+                          "list");
+  const char *sub = pos[0];
+  /* Which options and how many arguments each subcommand takes. */
+  static const struct {
+    const char *name;
+    int npos;
+    unsigned opts; /* bit i: option i allowed */
+  } subs[] = {
+      {"acquire", 2, 1u << L_TTL | 1u << L_OWNER | 1u << L_WAIT | 1u << L_DEADLINE},
+      {"renew", 3, 1u << L_TTL},
+      {"release", 3, 0},
+      {"show", 2, 0},
+      {"list", 1, 1u << L_LIMIT | 1u << L_SKIP},
+  };
+  size_t k;
+  for (k = 0; k < sizeof subs / sizeof subs[0]; k++)
+    if (strcmp(subs[k].name, sub) == 0)
+      break;
+  if (k == sizeof subs / sizeof subs[0])
+    return dtx__cli_usage("lock: expected acquire, renew, release, show or "
+                          "list; got '%s'", sub);
+  if (n != subs[k].npos)
+    return dtx__cli_usage("lock %s: expected %s", sub,
+                          subs[k].npos == 1   ? "no arguments"
+                          : subs[k].npos == 2 ? "NAME"
+                                              : "NAME TOKEN");
+  for (int i = 0; i < L_N; i++)
+    if (o[i].value && !(subs[k].opts & (1u << i)))
+      return dtx__cli_usage("lock %s: %s does not apply", sub, o[i].name);
+  if (dtx__cli_int_opt("lock", &o[L_TTL], 0, 1, &lo.ttl_ms) ||
+      dtx__cli_int_opt("lock", &o[L_WAIT], 0, 0, &lo.wait_ms) ||
+      dtx__cli_int_opt("lock", &o[L_DEADLINE], 0, 0, &lo.deadline_ms) ||
+      dtx__cli_page_opts("lock list", &o[L_SKIP], &o[L_LIMIT], &page))
+    return DTX_EXIT_USAGE;
+  lo.owner = o[L_OWNER].value;
+  if (n == 3 && (dtx__cli_int64(pos[2], 0, &token) != 0 || token < 1))
+    return dtx__cli_usage("lock %s: TOKEN must be an integer >= 1, got '%s'",
+                          sub, pos[2]);
+  int reads = strcmp(sub, "show") == 0 || strcmp(sub, "list") == 0;
+  if (!reads && (code = dtx__cli_faults_ok()))
+    return code;
+  dtx_store_t *st = reads ? dtx__cli_store_read(cli, &code)
+                          : dtx__cli_store(cli, &code);
+  if (!st)
+    return code;
+  json_t *out = NULL;
+  switch (k) {
+  case 0: rc = dtx_lock_acquire(st, pos[1], &lo, &out); break;
+  case 1: rc = dtx_lock_renew(st, pos[1], token, &lo, &out); break;
+  case 2: rc = dtx_lock_release(st, pos[1], token, &out); break;
+  case 3: rc = dtx_lock_get(st, pos[1], &out); break;
+  default: rc = dtx_lock_list(st, &page, &out); break;
+  }
+  if (rc)
+    return dtx__cli_fail(rc);
+  if (k == 4) {
+    size_t i;
+    json_t *v;
+    json_array_foreach(out, i, v) dtx__cli_print_json(v);
+  } else {
+    if (k == 0) /* acquire prints what the contract names */
+      json_object_del(out, "held");
+    dtx__cli_print_json(out);
+  }
+  json_decref(out);
   return DTX_EXIT_OK;
 }

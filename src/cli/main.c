@@ -51,7 +51,11 @@ static const command_t commands[] = {
      "  --array-filters JSON  MongoDB's arrayFilters: a JSON array of\n"
      "            filters, one per $[id] in UPDATE's paths, e.g.\n"
      "            '[{\"x.grade\":{\"$gte\":85}}]'\n"
-     "  --bypass-validation  skip COLL's validator (see doctx rules)\n"},
+     "  --bypass-validation  skip COLL's validator (see doctx rules)\n"
+     "  --fence NAME:TOKEN  a fenced write: refused with FENCED (exit 3),\n"
+     "            changing nothing, when a token of lock NAME larger than\n"
+     "            TOKEN already wrote the document; else TOKEN is recorded\n"
+     "            in its _fence field (see doctx lock --help)\n"},
     {"find-and-modify", dtx__cmd_find_and_modify,
      "usage: doctx [--store URI] find-and-modify COLL FILTER UPDATE [--sort S]\n"
      "                            [--new] [--upsert] [--array-filters JSON]\n"
@@ -63,7 +67,11 @@ static const command_t commands[] = {
      "  --upsert   insert a document when none matches (without --new this\n"
      "             prints null)\n"
      "  --array-filters JSON  filters for the $[id] paths of UPDATE\n"
-     "  --bypass-validation  skip COLL's validator (see doctx rules)\n"},
+     "  --bypass-validation  skip COLL's validator (see doctx rules)\n"
+     "  --fence NAME:TOKEN  a fenced write: refused with FENCED (exit 3),\n"
+     "            changing nothing, when a token of lock NAME larger than\n"
+     "            TOKEN already wrote the document; else TOKEN is recorded\n"
+     "            in its _fence field (see doctx lock --help)\n"},
     {"aggregate", dtx__cmd_aggregate,
      "usage: doctx [--store URI] aggregate COLL PIPELINE\n"
      "Runs the aggregation PIPELINE (a JSON array of stages such as\n"
@@ -75,7 +83,34 @@ static const command_t commands[] = {
      "usage: doctx [--store URI] delete COLL FILTER [--many]\n"
      "Deletes the first (or with --many, every) document matching FILTER and\n"
      "prints {\"deleted\":N}.\n"
-     "  --bypass-validation  skip COLL's delete guard (see doctx rules)\n"},
+     "  --bypass-validation  skip COLL's delete guard (see doctx rules)\n"
+     "  --fence NAME:TOKEN  a fenced write: refused with FENCED (exit 3),\n"
+     "            changing nothing, when a token of lock NAME larger than\n"
+     "            TOKEN already wrote the document; else TOKEN is recorded\n"
+     "            in its _fence field (see doctx lock --help)\n"},
+    {"bulk", dtx__cmd_bulk,
+     "usage: doctx [--store URI] bulk COLL [--file PATH]\n"
+     "Runs many single-document writes on COLL, one JSON operation per line\n"
+     "of stdin (or PATH), in MongoDB's bulkWrite shape:\n"
+     "  {\"insertOne\":{\"document\":DOC}}\n"
+     "  {\"updateOne\":{\"filter\":F,\"update\":U,\"upsert\":B,\"arrayFilters\":A}}\n"
+     "  {\"deleteOne\":{\"filter\":F}}\n"
+     "  {\"findOneAndUpdate\":{\"filter\":F,\"update\":U,\"sort\":S,\"projection\":P,\n"
+     "      \"upsert\":B,\"returnDocument\":\"before\"|\"after\",\"arrayFilters\":A}}\n"
+     "  {\"findOneAndDelete\":{\"filter\":F,\"sort\":S,\"projection\":P}}\n"
+     "(each may also carry \"bypassDocumentValidation\":true; blank lines\n"
+     "are skipped).  Each operation is atomic on its own, as the single\n"
+     "command; the batch is not a transaction (unordered: every operation\n"
+     "runs, whatever the others do).  Prints one result per operation, in\n"
+     "order: {\"ok\":true,\"insertedId\":ID}, {\"ok\":true,\"matched\":N,\n"
+     "\"modified\":M[,\"upsertedId\":ID]}, {\"ok\":true,\"deleted\":N},\n"
+     "{\"ok\":true,\"doc\":DOC|null[,\"upsertedId\":ID]}, or for a failed one\n"
+     "{\"ok\":false,\"error\":NAME,\"detail\":TEXT} (a findOneAndUpdate that\n"
+     "matched nothing fails with NOMATCH).  Lines go to the store in batches\n"
+     "of 1000 (on SQLite, one transaction each).\n"
+     "Exit: 0 every operation succeeded; 3 some failed; 4 some failed because\n"
+     "of the store (wins over 3); 2 a line is malformed (it is named on\n"
+     "stderr and nothing runs).\n"},
     {"index", dtx__cmd_index,
      "usage: doctx [--store URI] index COLL KEYS [--unique] [--sparse]\n"
      "Creates an index on KEYS (JSON object of path: 1 or -1, in order) and\n"
@@ -115,6 +150,8 @@ static const command_t commands[] = {
     {"recover", dtx__cmd_recover, NULL},
     {"audit", dtx__cmd_audit, NULL},
     {"faults", dtx__cmd_faults, NULL},
+    {"job", dtx__cmd_job, NULL},
+    {"lock", dtx__cmd_lock, NULL},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -135,9 +172,12 @@ static const char global_usage[] =
     "                                        prints {\"matched\":N,\"modified\":M}\n"
     "  find-and-modify COLL FILTER UPDATE [--sort S] [--new] [--upsert]\n"
     "                                        the primitive; prints the document\n"
-    "      (update and find-and-modify also take --array-filters JSON)\n"
+    "      (update and find-and-modify also take --array-filters JSON;\n"
+    "       update, find-and-modify and delete take --fence NAME:TOKEN)\n"
     "  aggregate COLL PIPELINE               prints the results, one per line\n"
     "  delete COLL FILTER [--many]           prints {\"deleted\":N}\n"
+    "  bulk COLL [--file PATH]               one write per input line (bulkWrite\n"
+    "                                        shape); one result per line\n"
     "  index COLL KEYS [--unique] [--sparse] creates an index; prints its name\n"
     "  indexes COLL                          lists indexes\n"
     "  drop COLL                             drops a collection\n"
@@ -147,7 +187,7 @@ static const char global_usage[] =
     "  demo                                  a narrated tour of the primitive\n"
     "\n"
     "Transaction commands (see doctx COMMAND --help):\n"
-    "  account, transfer, worker, recover, audit, faults\n"
+    "  account, transfer, worker, recover, audit, faults, job, lock\n"
     "\n"
     "Options:\n"
     "  --store URI, --store=URI  the store to use, anywhere on the line:\n"

@@ -6,8 +6,6 @@
  * hold for every command, including the transfer commands in cmd_txn.c. */
 #include "cli/cli.h"
 
-#include "doc/doc.h"
-
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -48,7 +46,9 @@ static const struct {
     {DTX_EXIT_NOMATCH,
      "find-and-modify matched nothing (it prints nothing); a transfer that "
      "failed, for instance for insufficient funds (the reason is in the "
-     "printed document); show of a missing account or transfer"},
+     "printed document); show of a missing account, transfer, job or lock; "
+     "a lock still held (lock acquire) or a token no longer current (lock "
+     "renew, release); job effect on no matching document"},
     {DTX_EXIT_USAGE,
      "usage error or invalid input: bad JSON, unknown operator, bad URI, bad "
      "option or number, missing or extra argument; a transfer amount that is "
@@ -58,7 +58,9 @@ static const struct {
      "constraint violation: duplicate key, wrong type, int64 overflow, _id "
      "change, an existing account id, a transfer id reused with other "
      "parameters, cancel after commit, an aggregation past its memory limit, "
-     "a write refused by a collection's rules (VALIDATION)"},
+     "a write refused by a collection's rules (VALIDATION), a write whose "
+     "--fence token is older than one that wrote the document (FENCED), a "
+     "job id reused with other parameters, a job effect with a stale epoch"},
     {DTX_EXIT_BACKEND,
      "store unavailable or backend error (a transfer it interrupts is left "
      "for doctx recover), including no store at PATH for a command that "
@@ -114,6 +116,7 @@ int dtx__cli_exit_code(int rc) {
   case DTX_ESTALE:
   case DTX_ELIMIT:
   case DTX_EVALIDATION:
+  case DTX_EFENCED:
     return DTX_EXIT_CONSTRAINT;
   case DTX_EAUDIT:
     return DTX_EXIT_AUDIT;
@@ -127,6 +130,17 @@ int dtx__cli_fail(int rc) {
   fflush(stdout);
   fprintf(stderr, "doctx: %s: %s\n", dtx_errname(rc),
           detail && *detail ? detail : dtx_strerror(rc));
+  return dtx__cli_exit_code(rc);
+}
+
+int dtx__cli_error(int rc, const char *fmt, ...) {
+  va_list ap;
+  fflush(stdout);
+  fprintf(stderr, "doctx: %s: ", dtx_errname(rc));
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
   return dtx__cli_exit_code(rc);
 }
 
@@ -181,7 +195,7 @@ json_t *dtx__cli_json(const char *text, const char *what) {
   char *in = NULL;
   if (strcmp(text, "-") == 0 && !(text = in = read_stdin(what)))
     return NULL;
-  int rc = dtx__json_parse(text, &v);
+  int rc = dtx_json_parse(text, &v);
   free(in);
   if (rc < 0) {
     fflush(stdout);
@@ -216,7 +230,7 @@ int dtx__cli_int64(const char *text, int allow_negative, int64_t *out) {
 }
 
 void dtx__cli_print_json(const json_t *v) {
-  char *s = dtx__json_dump(v);
+  char *s = dtx_json_dump(v);
   if (!s) {
     fputs("doctx: NOMEM: printing a result\n", stderr);
     return;

@@ -332,6 +332,15 @@ json_t *dtx__index_spec_json(const dtx__index_spec_t *s);
 int dtx__index_keys(const dtx__index_spec_t *s, const json_t *doc,
                     json_t **out);
 
+/* Whether keys (from dtx__index_keys) make their index multikey: several
+ * tuples, or a tuple holding an array or object value (an empty array, a
+ * whole subdocument).  Both backends keep the flag per index, and the
+ * planners then combine conditions more carefully; an index that never
+ * had such keys also lists each document once under scalars only, whose
+ * index order is MongoDB's sort order, so a sort can walk it
+ * (dtx__conds_sorted). */
+int dtx__index_keys_multikey(const json_t *keys);
+
 /* ---- stored-document rules (rules.c, schema.c) ------------------------------ */
 
 /* 0 when v (a document, or any value) nests no deeper than DTX_MAX_DEPTH

@@ -398,3 +398,17 @@ done:
   }
   return rc;
 }
+
+int dtx__index_keys_multikey(const json_t *keys) {
+  size_t i, f;
+  json_t *t, *v;
+  if (json_array_size(keys) > 1)
+    return 1;
+  json_array_foreach(keys, i, t) {
+    json_array_foreach(t, f, v) {
+      if (json_is_array(v) || json_is_object(v))
+        return 1;
+    }
+  }
+  return 0;
+}

@@ -152,10 +152,16 @@ int dtx__regex_prefix(const char *pattern, size_t len, const char *options,
   while (i < len && !is_meta(pattern[i]))
     i++;
   size_t n = i - start;
-  if (n && i < len && strchr("?*{", pattern[i]))
-    n--; /* "ab?": the b is optional */
-  /* A multi-byte UTF-8 character cut in half by that would give a bound
-   * that is still correct (a byte prefix), so no care is needed. */
+  if (n && i < len && strchr("?*{", pattern[i])) {
+    /* "ab?": the b is optional.  In UTF mode the quantifier applies to a
+     * whole character, so "é?" drops both bytes of the é: stepping back
+     * one byte would leave its lead byte as a demanded prefix, and a
+     * subject without the é (which matches) would fall outside the
+     * index range.  Step back over continuation bytes (10xxxxxx). */
+    do
+      n--;
+    while (n && ((unsigned char)pattern[start + n] & 0xC0) == 0x80);
+  }
   if (!n)
     return 0;
   char *p = malloc(n + 1);

@@ -10,11 +10,12 @@
  *   false), enum, minimum, maximum, exclusiveMinimum, exclusiveMaximum
  *   (draft 4: booleans beside minimum/maximum), minLength, maxLength,
  *   items (one schema), minItems, maxItems, uniqueItems, anyOf, allOf,
- *   oneOf, not, and title/description (ignored).
+ *   oneOf, not, pattern (PCRE2, unanchored, as JSON Schema), and
+ *   title/description (ignored).
  * Every other keyword is refused when the schema is compiled, with
  * DTX_EBADQUERY naming it and where it was met, so that a validator never
- * silently checks less than its author wrote.  `pattern` and
- * `patternProperties` wait for regular expressions.
+ * silently checks less than its author wrote (patternProperties among
+ * them).
  *
  * As in JSON Schema, a keyword constrains only values of the kind it is
  * about: minimum ignores strings, required ignores non-objects, and so on;
@@ -23,8 +24,8 @@
  * (and also "int" when they fit in 32 bits); reals are "double"; there is
  * no "decimal", "date" or "objectId", and naming one is refused.
  *
- * Matching never allocates (messages go to a caller's buffer) and never
- * writes to the tree, so one compiled schema may be shared by threads.
+ * Matching allocates nothing but PCRE2's match data for `pattern`
+ * (messages go to a caller's buffer) and never writes to the tree, so one compiled schema may be shared by threads.
  * On a mismatch the reason names the instance path, what was wrong, and
  * the keyword path inside the schema, e.g.
  *   min_balance is double, must be long or null
@@ -86,6 +87,8 @@ struct sch {
   json_t *minimum, *maximum;
   int exmin, exmax;
   int64_t minlen, maxlen, minitems, maxitems; /* UNSET when absent */
+  dtx__regex_t *pattern; /* pattern, or NULL */
+  char *pattern_text;    /* for messages */
   int unique;
   sch_t *items;
   sch_t **anyof, **allof, **oneof;
@@ -120,6 +123,8 @@ static void sch_free(sch_t *s) {
   json_decref(s->enumv);
   json_decref(s->minimum);
   json_decref(s->maximum);
+  dtx__regex_free(s->pattern);
+  free(s->pattern_text);
   sch_free(s->items);
   sch_list_free(s->anyof, s->nany);
   sch_list_free(s->allof, s->nall);
@@ -323,10 +328,6 @@ static int compile_enum(sch_t *s, const json_t *v, where_t *w) {
 
 /* Keywords that are known but refused, with the reason. */
 static int refuse(const char *kw, where_t *w) {
-  if (strcmp(kw, "pattern") == 0 || strcmp(kw, "patternProperties") == 0)
-    return bad(w, "keyword '%s' is not supported yet: it needs regular "
-                  "expressions",
-               kw);
   return bad(w, "keyword '%.60s' is not supported (see docs/validation.md "
                 "for the supported subset)",
              kw);
@@ -377,6 +378,14 @@ static int sch_compile(const json_t *spec, where_t *w, sch_t **out) {
         exmin = v;
       else
         exmax = v;
+    } else if (strcmp(kw, "pattern") == 0) {
+      if (!json_is_string(v))
+        rc = bad(w, "pattern must be a string (a regular expression)");
+      else if (dtx__regex_compile(json_string_value(v), json_string_length(v),
+                                  "", &s->pattern) < 0)
+        rc = bad(w, "pattern: %s", dtx_errdetail());
+      else if (!(s->pattern_text = strdup(json_string_value(v))))
+        rc = dtx__err(DTX_ENOMEM, "compiling $jsonSchema");
     } else if (strcmp(kw, "minLength") == 0) {
       rc = nonneg(v, kw, w, &s->minlen);
     } else if (strcmp(kw, "maxLength") == 0) {
@@ -668,6 +677,17 @@ static int check_number(const sch_t *s, const json_t *v, mctx_t *m) {
 }
 
 static int check_string(const sch_t *s, const json_t *v, mctx_t *m) {
+  if (s->pattern) {
+    /* A match PCRE2 could not finish (its backtracking limits) refuses
+     * the document: a validator that cannot tell must not let it in. */
+    int r = dtx__regex_match(s->pattern, json_string_value(v),
+                             json_string_length(v));
+    if (r == 0)
+      return fail(m, "pattern", "does not match /%.60s/", s->pattern_text);
+    if (r < 0)
+      return fail(m, "pattern", "could not be matched against /%.60s/ "
+                  "within PCRE2's limits", s->pattern_text);
+  }
   if (s->minlen == UNSET && s->maxlen == UNSET)
     return 1;
   int64_t n = (int64_t)utf8_chars(json_string_value(v), json_string_length(v));

@@ -267,3 +267,38 @@ void dtx__conds_consider(const dtx__conds_t *cs, const void *ix,
   if (ch.score > best->score)
     *best = ch;
 }
+
+int dtx__conds_sorted(const dtx__conds_t *cs, const void *ix,
+                      const dtx__index_spec_t *s, int multikey,
+                      const json_t *sort, dtx__choice_t *ch) {
+  size_t ns = json_object_size(sort);
+  memset(ch, 0, sizeof *ch);
+  if (multikey || s->unique || ns == 0 || ns > s->nfields || s->nfields > 16)
+    return 0;
+  size_t neq = s->nfields - ns, k = 0;
+  const char *path;
+  json_t *dir;
+  json_object_foreach((json_t *)sort, path, dir) {
+    if (json_integer_value(dir) != 1 || strcmp(path, s->paths[neq + k]) != 0)
+      return 0;
+    k++;
+  }
+  if (s->sparse && neq == 0)
+    return 0; /* documents without the fields are not in it */
+  for (size_t f = 0; f < neq; f++) {
+    const dtx__cond_t *pick = NULL;
+    for (size_t i = 0; i < cs->n && !pick; i++) {
+      const dtx__cond_t *c = &cs->c[i];
+      if (c->kind == DTX__COND_EQ && json_array_size(c->vals) == 1 &&
+          strcmp(c->path, s->paths[f]) == 0 &&
+          !(s->sparse && has_null(c->vals)))
+        pick = c;
+    }
+    if (!pick)
+      return 0;
+    ch->eq[ch->neq++] = pick;
+  }
+  ch->ix = ix;
+  ch->score = (int)ch->neq * 4;
+  return 1;
+}

@@ -53,12 +53,29 @@ typedef struct dtx__choice {
   int score;
 } dtx__choice_t;
 
-/* Scores the index ix (its spec s, and whether it ever held several keys
- * for one document) against cs, and makes it *best if it scores higher:
+/* Scores the index ix (its spec s, and whether it is multikey:
+ * dtx__index_keys_multikey) against cs, and makes it *best if it scores higher:
  * equalities count most, a full unique match wins outright. */
 void dtx__conds_consider(const dtx__conds_t *cs, const void *ix,
                          const dtx__index_spec_t *s, int multikey,
                          dtx__choice_t *best);
+
+/* Whether index ix (spec s) can serve a sort by walking its entries in
+ * key order under an equality prefix, so that the first entry whose
+ * document matches is the least document in `sort` order (ties in
+ * insertion order, as a stable sort of all matches gives them).  It can
+ * when: every sort direction is 1; the index is neither unique nor
+ * multikey (one entry per document, scalars only: their key order is the
+ * sort order, brackets and all; dtx__index_keys_multikey); its first
+ * fields are equalities of cs with one value each (not null for a sparse
+ * index, which must have at least one); and its remaining fields are
+ * exactly the sort's paths, in order.  Then *ch is that plan (neq
+ * equalities, no range) and the result is 1; else 0.  The caller still
+ * checks each document with the matcher, and prefers a plan with more
+ * equalities (dtx__conds_consider) over this one. */
+int dtx__conds_sorted(const dtx__conds_t *cs, const void *ix,
+                      const dtx__index_spec_t *s, int multikey,
+                      const json_t *sort, dtx__choice_t *ch);
 
 /* Whether paths a and b begin with the same segment ("a.b" and "a.c"). */
 int dtx__same_first_seg(const char *a, const char *b);

@@ -15,6 +15,7 @@
 #include "store/store.h"
 
 #include "util/err.h"
+#include "util/fault.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,13 @@ void dtx__modify_result_clear(dtx__modify_result_t *res) {
   json_decref(res->after);
   json_decref(res->upserted_id);
   memset(res, 0, sizeof *res);
+}
+
+int dtx__many_check(const dtx__update_t *u) {
+  if (dtx__update_is_replacement(u))
+    return dtx__err(DTX_EBADUPDATE, "a replacement document cannot update "
+                    "many documents (many, --many)");
+  return 0;
 }
 
 int dtx__coll_check(const char *coll) {
@@ -206,6 +214,8 @@ static int prepare_doc(const char *coll, const json_t *doc, json_t **out) {
   *out = NULL;
   if (!json_is_object(doc))
     return dtx__err(DTX_EINVAL, "document must be an object");
+  if ((rc = dtx__fence_check_doc(doc)) < 0)
+    return rc;
   json_t *id = json_object_get(doc, "_id");
   if (id) {
     if ((rc = dtx__id_check(id)) < 0 ||
@@ -475,13 +485,25 @@ int dtx_store_count(dtx_store_t *st, const char *coll, const json_t *filter,
 static int modify_prepare(dtx_store_t *st, const char *coll,
                           const json_t *filter, const json_t *update,
                           const json_t *array_filters, int is_delete,
-                          int bypass, dtx__modify_t *m, compiled_t *c) {
+                          int bypass, const char *fence_name,
+                          int64_t fence_token, dtx__modify_t *m,
+                          compiled_t *c) {
   int rc;
   memset(m, 0, sizeof *m);
   memset(c, 0, sizeof *c);
   if ((rc = check_st_coll(st, coll)) < 0 ||
+      (rc = dtx__fence_check_args(fence_name, fence_token)) < 0 ||
+      (!is_delete && (rc = dtx__fence_check_update(update)) < 0) ||
       (rc = compile(filter, update, array_filters, !is_delete, c)) < 0)
     return rc;
+  m->fence_name = fence_name;
+  m->fence_token = fence_token;
+  /* A lock holder paused between deciding to write and writing is the
+   * case fencing exists for: the fault point to stop it at. */
+  if (fence_name && (rc = DTX_FAULTPOINT("fence.write")) < 0) {
+    compiled_free(c);
+    return rc;
+  }
   m->coll = coll;
   m->filter_spec = c->filter;
   m->filter = c->f;
@@ -507,13 +529,13 @@ int dtx_store_update(dtx_store_t *st, const char *coll, const json_t *filter,
   dtx__modify_t m;
   compiled_t c;
   int rc = modify_prepare(st, coll, filter, update, opts->array_filters, 0,
-                          opts->bypass_validation, &m, &c);
+                          opts->bypass_validation, opts->fence_name,
+                          opts->fence_token, &m, &c);
   if (rc < 0)
     return rc;
-  if (opts->many && dtx__update_is_replacement(c.u)) {
+  if (opts->many && (rc = dtx__many_check(c.u)) < 0) {
     compiled_free(&c);
-    return dtx__err(DTX_EBADUPDATE,
-                    "replacement document cannot be used with many");
+    return rc;
   }
   if (opts->many)
     rc = st->m->modify_many(st->b, &m, &r.matched, &r.modified);
@@ -567,7 +589,8 @@ static int find_one_and_modify(dtx_store_t *st, const char *coll,
   }
   if ((rc = modify_prepare(st, coll, filter, update,
                            is_delete ? NULL : opts->array_filters, is_delete,
-                           opts->bypass_validation, &m, &c)) < 0) {
+                           opts->bypass_validation, opts->fence_name,
+                           opts->fence_token, &m, &c)) < 0) {
     dtx__proj_free(proj);
     return rc;
   }
@@ -633,7 +656,8 @@ int dtx_store_delete_ex(dtx_store_t *st, const char *coll,
   dtx__modify_t m;
   compiled_t c;
   int rc = modify_prepare(st, coll, filter, NULL, NULL, 1,
-                          opts->bypass_validation, &m, &c);
+                          opts->bypass_validation, opts->fence_name,
+                          opts->fence_token, &m, &c);
   if (rc < 0)
     return rc;
   int64_t matched = 0, n = 0;
@@ -810,4 +834,208 @@ int dtx_store_get_rules(dtx_store_t *st, const char *coll, json_t **out) {
                    "delete_guard", json_is_null(g) ? NULL : g);
   json_decref(spec);
   return *out ? 0 : dtx__err(DTX_ENOMEM, "reading the rules of %s", coll);
+}
+
+/* ---- bulk writes ------------------------------------------------------------------------------ */
+
+/* What store.c keeps per operation of a bulk write besides the backend's
+ * dtx__bulk_op_t: the compiled filter/update the op borrows, and what is
+ * applied to its result afterwards. */
+typedef struct bulk_item {
+  compiled_t c;
+  dtx__proj_t *proj;
+  int return_new;
+} bulk_item_t;
+
+void dtx__bulk_op_fail(dtx__bulk_op_t *op, int rc) {
+  op->rc = rc;
+  snprintf(op->detail, sizeof op->detail, "%s", dtx_errdetail());
+}
+
+/* The checks and compilation of one operation, exactly those of the
+ * single call of its kind (same options, same errors), into op and it.
+ * The option structs are the single calls' own; each member they have is
+ * mapped here as the single call maps it. */
+static int bulk_prepare(dtx_store_t *st, const dtx_bulk_op_t *o,
+                        dtx__bulk_op_t *op, bulk_item_t *it) {
+  static const dtx_update_opts_t no_update;
+  static const dtx_delete_opts_t no_delete;
+  static const dtx_fam_opts_t no_fam;
+  int rc;
+  switch (o->kind) {
+  case DTX_BULK_INSERT:
+    if ((rc = check_st_coll(st, o->coll)) < 0 ||
+        (rc = prepare_doc(o->coll, o->doc, &op->doc)) < 0)
+      return rc;
+    op->m.coll = o->coll;
+    op->m.bypass = o->insert_opts && o->insert_opts->bypass_validation;
+    return 0;
+  case DTX_BULK_UPDATE_ONE: {
+    const dtx_update_opts_t *u = o->update_opts ? o->update_opts : &no_update;
+    if (u->many)
+      return dtx__err(DTX_EINVAL, "a bulk updateOne cannot have many set");
+    if ((rc = modify_prepare(st, o->coll, o->filter, o->update,
+                             u->array_filters, 0, u->bypass_validation,
+                             u->fence_name, u->fence_token, &op->m,
+                             &it->c)) < 0)
+      return rc;
+    op->m.upsert = u->upsert;
+    return 0;
+  }
+  case DTX_BULK_DELETE_ONE: {
+    const dtx_delete_opts_t *d = o->delete_opts ? o->delete_opts : &no_delete;
+    if (d->many)
+      return dtx__err(DTX_EINVAL, "a bulk deleteOne cannot have many set");
+    return modify_prepare(st, o->coll, o->filter, NULL, NULL, 1,
+                          d->bypass_validation, d->fence_name,
+                          d->fence_token, &op->m, &it->c);
+  }
+  case DTX_BULK_FIND_ONE_AND_UPDATE:
+  case DTX_BULK_FIND_ONE_AND_DELETE: {
+    const dtx_fam_opts_t *f = o->fam_opts ? o->fam_opts : &no_fam;
+    int is_delete = o->kind == DTX_BULK_FIND_ONE_AND_DELETE;
+    if (!is_delete && !o->update)
+      return dtx__err(DTX_EBADUPDATE, "update is NULL");
+    if ((rc = check_sort_proj(f->sort, NULL)) < 0 ||
+        (f->projection &&
+         (rc = dtx__proj_compile(f->projection, &it->proj)) < 0) ||
+        (it->proj && (rc = dtx__proj_check_query(it->proj, o->filter)) < 0))
+      return rc;
+    if ((rc = modify_prepare(st, o->coll, o->filter,
+                             is_delete ? NULL : o->update,
+                             is_delete ? NULL : f->array_filters, is_delete,
+                             f->bypass_validation, f->fence_name,
+                             f->fence_token, &op->m, &it->c)) < 0)
+      return rc;
+    op->m.sort = f->sort;
+    op->m.upsert = !is_delete && f->upsert;
+    it->return_new = !is_delete && f->return_new;
+    return 0;
+  }
+  }
+  return dtx__err(DTX_EINVAL, "unknown bulk operation kind %d", (int)o->kind);
+}
+
+/* Turns the backend's outcome of one operation into its public result,
+ * as the single call of its kind would report it. */
+static int bulk_finish(const dtx_bulk_op_t *o, dtx__bulk_op_t *op,
+                       bulk_item_t *it, dtx_bulk_result_t *r) {
+  int rc = it->c.f ? match_error(&it->c, 0) : 0;
+  if (rc < 0)
+    return rc;
+  if ((rc = op->rc) < 0)
+    return dtx__err(rc, "%s", op->detail);
+  dtx__modify_result_t *mr = &op->res;
+  switch (o->kind) {
+  case DTX_BULK_INSERT:
+    r->id = json_incref(json_object_get(op->doc, "_id"));
+    return 0;
+  case DTX_BULK_UPDATE_ONE:
+    r->matched = mr->matched ? 1 : 0;
+    r->modified = mr->matched && mr->modified ? 1 : 0;
+    r->id = json_incref(mr->upserted_id);
+    return 0;
+  case DTX_BULK_DELETE_ONE:
+    r->matched = r->modified = mr->matched ? 1 : 0;
+    return 0;
+  default: {
+    if (!mr->matched && !mr->upserted_id)
+      return dtx__err(DTX_ENOMATCH, "no document in '%s' matched the filter",
+                      o->coll);
+    r->id = json_incref(mr->upserted_id);
+    json_t **pick = it->return_new ? &mr->after : &mr->before;
+    json_t *doc = *pick;
+    *pick = NULL;
+    if ((rc = project_in_place(&doc, it->proj, it->c.f, mr->before)) < 0) {
+      json_decref(doc);
+      return rc;
+    }
+    r->doc = doc;
+    return 0;
+  }
+  }
+}
+
+void dtx_bulk_results_clear(dtx_bulk_result_t *results, size_t n) {
+  for (size_t i = 0; results && i < n; i++) {
+    free(results[i].detail);
+    json_decref(results[i].id);
+    json_decref(results[i].doc);
+    memset(&results[i], 0, sizeof results[i]);
+  }
+}
+
+static void bulk_result_error(dtx_bulk_result_t *r, int rc) {
+  r->rc = rc;
+  r->detail = strdup(dtx_errdetail());
+}
+
+/* Every operation is checked and compiled here first; the ones that fail
+ * get their error and never reach the backend, which runs the rest in one
+ * call.  Results are then built as the single calls build theirs. */
+int dtx_store_bulk_write(dtx_store_t *st, const dtx_bulk_op_t *ops, size_t n,
+                         dtx_bulk_result_t *results) {
+  dtx__err_clear();
+  if (!results)
+    return dtx__err(DTX_EINVAL, "results is NULL");
+  memset(results, 0, n * sizeof *results);
+  int rc = 0;
+  if (!st)
+    rc = dtx__err(DTX_EINVAL, "store is NULL");
+  else if (!ops && n > 0)
+    rc = dtx__err(DTX_EINVAL, "ops is NULL");
+  if (rc < 0) {
+    for (size_t i = 0; i < n; i++)
+      bulk_result_error(&results[i], rc);
+    return rc;
+  }
+  if (n == 0)
+    return 0;
+  dtx__bulk_op_t *bops = calloc(n, sizeof *bops);
+  bulk_item_t *items = calloc(n, sizeof *items);
+  if (!bops || !items) {
+    free(bops);
+    free(items);
+    rc = dtx__err(DTX_ENOMEM, "a bulk write of %zu operations", n);
+    for (size_t i = 0; i < n; i++)
+      bulk_result_error(&results[i], rc);
+    return rc;
+  }
+  size_t torun = 0;
+  for (size_t i = 0; i < n; i++) {
+    dtx__err_clear();
+    if ((rc = bulk_prepare(st, &ops[i], &bops[i], &items[i])) < 0)
+      dtx__bulk_op_fail(&bops[i], rc);
+    else
+      torun++;
+  }
+  if (torun > 0 && (rc = st->m->bulk(st->b, bops, n)) < 0) {
+    for (size_t i = 0; i < n; i++)
+      if (bops[i].rc == 0)
+        dtx__bulk_op_fail(&bops[i], rc);
+  }
+  size_t nfailed = 0, first = 0;
+  int first_rc = 0;
+  for (size_t i = 0; i < n; i++) {
+    dtx__err_clear();
+    if ((rc = bulk_finish(&ops[i], &bops[i], &items[i], &results[i])) < 0) {
+      bulk_result_error(&results[i], rc);
+      if (nfailed++ == 0) {
+        first = i;
+        first_rc = rc;
+      }
+    }
+    dtx__modify_result_clear(&bops[i].res);
+    json_decref(bops[i].doc);
+    compiled_free(&items[i].c);
+    dtx__proj_free(items[i].proj);
+  }
+  free(bops);
+  free(items);
+  dtx__err_clear();
+  if (nfailed == 0)
+    return 0;
+  return dtx__err(first_rc, "%zu of %zu operations failed; first: #%zu: %s",
+                  nfailed, n, first,
+                  results[first].detail ? results[first].detail : "");
 }

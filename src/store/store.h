@@ -46,6 +46,8 @@ typedef struct dtx__modify {
   const json_t *sort;           /* checked sort spec or NULL */
   int upsert;                   /* insert when nothing matches */
   int bypass;                   /* skip the validator / delete guard */
+  const char *fence_name;       /* NULL, or the lock fencing this write */
+  int64_t fence_token;          /* its token (>= 1) */
 } dtx__modify_t;
 
 /* The outcome of one modify_one call. */
@@ -58,8 +60,30 @@ typedef struct dtx__modify_result {
   json_t *upserted_id; /* _id of an upserted document, else NULL */
 } dtx__modify_result_t;
 
+/* One operation of a bulk write, compiled by store.c.  An insert has
+ * doc set (a prepared copy with its _id) and m.coll, m.bypass; every
+ * other kind is a modify_one request in m.  The backend fills rc, detail
+ * (when rc < 0) and res; ops already failed in store.c (rc < 0 on entry)
+ * are left alone. */
+typedef struct dtx__bulk_op {
+  dtx__modify_t m;
+  json_t *doc;              /* insert: the document (owned by store.c) */
+  int rc;
+  char detail[512];
+  dtx__modify_result_t res; /* modify: as modify_one fills it */
+} dtx__bulk_op_t;
+
+/* Reached once per operation of a bulk write, as the backend starts it
+ * (doctx faults lists it): an injected error fails that operation alone;
+ * a crash leaves each operation all or nothing (SQLite: the whole batch
+ * transaction is lost). */
+#define DTX__FP_BULK_OP "store.bulk_op"
+
+/* Records rc and the current detail as op's outcome. */
+void dtx__bulk_op_fail(dtx__bulk_op_t *op, int rc);
+
 typedef struct dtx_store_methods {
-  int version;          /* 2: every member below is set */
+  int version;          /* 3: every member below is set */
   const char *scheme;   /* URI scheme this backend serves: "sqlite" */
   const char *uri_form; /* for messages: "sqlite:PATH" */
 
@@ -111,6 +135,16 @@ typedef struct dtx_store_methods {
   /* *out: the stored spec (new reference), or NULL when coll has none or
    * does not exist.  Read from the store, not a cache. */
   int (*get_rules)(dtx__backend_t *b, const char *coll, json_t **out);
+
+  /* Version 3. */
+  /* Runs ops[0..n), each exactly as insert (of one document) or
+   * modify_one would run it alone -- atomic, isolated, its own outcome in
+   * ops[i].rc/detail/res -- but sharing the store's cost: one write
+   * transaction, one pipeline per node.  No order between them is
+   * promised.  Reaches DTX__FP_BULK_OP once per operation it starts.
+   * Returns 0; a negative code means nothing ran (every op fails with
+   * it). */
+  int (*bulk)(dtx__backend_t *b, dtx__bulk_op_t *ops, size_t n);
 } dtx_store_methods_t;
 
 extern const dtx_store_methods_t dtx__sqlite_methods;
@@ -143,6 +177,36 @@ void dtx__modify_result_clear(dtx__modify_result_t *res);
 int dtx__err_dupkey(const char *index, const char *const *paths,
                     const json_t *tuple, size_t n);
 int dtx__err_dupid(const json_t *id);
+
+/* ---- fenced writes (fence.c) ------------------------------------------------ */
+
+/* The one step every backend runs on the document a modify matched, inside
+ * its atomic step, where it would apply m->update: the fence test (a
+ * larger token recorded in before's _fence: DTX_EFENCED, nothing changes),
+ * then the update (none for a delete: *after NULL), keeping before's
+ * _fence across a replacement, then the token recorded.  *after is a new
+ * document (NULL on error or for a delete); *changed is 1 when it differs
+ * from before (always 1 for a delete).  The backend then checks *after
+ * with dtx__doc_check_write as before. */
+int dtx__modify_apply(const dtx__modify_t *m, const json_t *before,
+                      int64_t now, json_t **after, int *changed);
+
+/* The document an upserting m inserts: dtx__upsert_doc without any _fence
+ * the filter seeded, plus m's token when fenced.  *out is new. */
+int dtx__modify_upsert_doc(const dtx__modify_t *m, int64_t now, json_t **out);
+
+/* Argument checks of store.c: a fence name is 1..128 of [A-Za-z0-9_.:-]
+ * and its token >= 1 (name NULL: no fence, 0); a user update may not name
+ * _fence (DTX_EBADUPDATE); an inserted document's _fence, when present,
+ * must be {NAME: token >= 1, ...} (DTX_EINVAL). */
+int dtx__fence_name_check(const char *name);
+int dtx__fence_check_args(const char *name, int64_t token);
+int dtx__fence_check_update(const json_t *update);
+int dtx__fence_check_doc(const json_t *doc);
+
+/* The rule of an update of many documents: no replacement document
+ * (DTX_EBADUPDATE).  dtx_store_update and dtx_check_update both use it. */
+int dtx__many_check(const dtx__update_t *u);
 
 /* Checks a collection name: 1..120 bytes of [A-Za-z0-9_.-], not starting
  * with "_dtx" or "system.".  DTX_EINVAL otherwise. */

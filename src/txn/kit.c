@@ -165,7 +165,8 @@ int dtx__kit_update(dtx__exec_t *ex, const char *point, const char *coll,
       memset(&res, 0, sizeof res);
       rc = DTX_FAULTPOINT(point);
       if (rc == 0)
-        rc = dtx_store_update(ex->st, coll, filter, update, NULL, &res);
+        rc = dtx__fault_lost(
+            dtx_store_update(ex->st, coll, filter, update, NULL, &res));
     } while (dtx__retry_again(&r, &rc, point));
     if (rc == 0 && matched)
       *matched = res.matched > 0;
@@ -175,19 +176,31 @@ int dtx__kit_update(dtx__exec_t *ex, const char *point, const char *coll,
   return rc;
 }
 
-int dtx__kit_modify(dtx__exec_t *ex, const char *point, const char *coll,
-                    json_t *filter, json_t *update, const json_t *sort,
-                    json_t **out) {
-  dtx_fam_opts_t o = {.return_new = 1, .sort = sort};
+/* The one retry loop of a conditional update.  *unsure (may be NULL) is
+ * set when an attempt ended in an error after which the write may have
+ * been applied (a lost reply): then a later "nothing matched" may be this
+ * executor's own write. */
+static int modify_opts(dtx__exec_t *ex, const char *point, const char *coll,
+                       json_t *filter, json_t *update,
+                       const dtx_fam_opts_t *opts, json_t **out,
+                       int *unsure) {
+  dtx_fam_opts_t o = *opts;
   dtx__retry_t r = {0};
   int rc = DTX_ENOMEM;
   *out = NULL;
   if (filter && update) {
     do {
       rc = DTX_FAULTPOINT(point);
-      if (rc == 0)
-        rc = dtx_store_find_one_and_update(ex->st, coll, filter, update, &o,
-                                           out);
+      if (rc == 0) {
+        rc = dtx__fault_lost(dtx_store_find_one_and_update(
+            ex->st, coll, filter, update, &o, out));
+        if (rc && rc != DTX_ENOMATCH && unsure)
+          *unsure = 1;
+        if (rc) {
+          json_decref(*out);
+          *out = NULL;
+        }
+      }
     } while (dtx__retry_again(&r, &rc, point));
   }
   json_decref(filter);
@@ -197,6 +210,25 @@ int dtx__kit_modify(dtx__exec_t *ex, const char *point, const char *coll,
   return rc;
 }
 
+static int modify(dtx__exec_t *ex, const char *point, const char *coll,
+                  json_t *filter, json_t *update, const json_t *sort,
+                  json_t **out, int *unsure) {
+  dtx_fam_opts_t o = {.return_new = 1, .sort = sort};
+  return modify_opts(ex, point, coll, filter, update, &o, out, unsure);
+}
+
+int dtx__kit_modify_ex(dtx__exec_t *ex, const char *point, const char *coll,
+                       json_t *filter, json_t *update,
+                       const dtx_fam_opts_t *opts, json_t **out) {
+  return modify_opts(ex, point, coll, filter, update, opts, out, NULL);
+}
+
+int dtx__kit_modify(dtx__exec_t *ex, const char *point, const char *coll,
+                    json_t *filter, json_t *update, const json_t *sort,
+                    json_t **out) {
+  return modify(ex, point, coll, filter, update, sort, out, NULL);
+}
+
 int dtx__kit_insert(dtx__exec_t *ex, const char *point, const char *coll,
                     const json_t *doc) {
   dtx__retry_t r = {0};
@@ -204,7 +236,7 @@ int dtx__kit_insert(dtx__exec_t *ex, const char *point, const char *coll,
   do {
     rc = DTX_FAULTPOINT(point);
     if (rc == 0)
-      rc = dtx_store_insert(ex->st, coll, doc, NULL);
+      rc = dtx__fault_lost(dtx_store_insert(ex->st, coll, doc, NULL));
   } while (dtx__retry_again(&r, &rc, point));
   return rc;
 }
@@ -231,6 +263,38 @@ static json_t *move_update(const dtx__exec_t *ex, const dtx__kind_t *k,
               : json_pack("{s:o}", "$set", s);
 }
 
+/* After a move matched nothing on a retry that followed an error which may
+ * have hidden its applied write (a lost reply, Redis ?wait=N): is the
+ * document where this executor's own move would have left it?  For a move
+ * taking the lease: in state `to`, owned by this executor at the epoch
+ * after doc's.  For a fenced move: in state `to`, at doc's epoch, owned by
+ * this executor.  Only an executor at that epoch can make such a move, so
+ * it is ours: 0 with *out the document.  Otherwise DTX_ENOMATCH, as the
+ * store said.  Unfenced moves (anyone may make them) stay DTX_ENOMATCH:
+ * their callers reread and go on from what they find. */
+static int own_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
+                    const dtx__move_t *m, json_t **out) {
+  json_t *cur = NULL;
+  const char *id = dtx__str(doc, "_id");
+  if (!id || !m->to || !(m->flags & (DTX__TAKE | DTX__FENCED)) ||
+      dtx__kit_get(ex, k->coll, id, &cur) != 0)
+    return DTX_ENOMATCH;
+  json_int_t epoch = json_integer_value(json_object_get(doc, "epoch"));
+  if (m->flags & DTX__TAKE)
+    epoch++;
+  int ours = dtx__str_is(cur, k->state, m->to) &&
+             dtx__str_is(cur, "owner", ex->owner) &&
+             json_is_integer(json_object_get(cur, "epoch")) &&
+             json_integer_value(json_object_get(cur, "epoch")) == epoch;
+  if (!ours) {
+    json_decref(cur);
+    dtx__err_clear();
+    return DTX_ENOMATCH;
+  }
+  *out = cur;
+  return 0;
+}
+
 int dtx__kit_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
                   const dtx__move_t *m, json_t **out) {
   const char *from = m->from ? m->from : dtx__str(doc, k->state);
@@ -238,6 +302,7 @@ int dtx__kit_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
   if (!from) {
     json_decref(m->cond);
     json_decref(m->set);
+    json_decref(m->unset);
     return dtx__err(DTX_ESTATE, "%s %s has no %s", k->coll,
                     dtx__str(doc, "_id") ? dtx__str(doc, "_id") : "?",
                     k->state);
@@ -245,6 +310,7 @@ int dtx__kit_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
   if ((m->flags & DTX__FENCED) && !json_is_integer(json_object_get(doc, "epoch"))) {
     json_decref(m->cond);
     json_decref(m->set);
+    json_decref(m->unset);
     return dtx__err(DTX_ESTATE, "%s %s has no integer epoch to fence on",
                     k->coll, dtx__str(doc, "_id") ? dtx__str(doc, "_id") : "?");
   }
@@ -260,7 +326,17 @@ int dtx__kit_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
     json_object_update(filter, cond);
   json_decref(cond);
   json_t *upd = move_update(ex, k, m->to, (m->flags & DTX__TAKE) != 0, m->set);
-  return dtx__kit_modify(ex, m->point, k->coll, filter, upd, NULL, out);
+  if (upd && m->unset && json_object_set_new(upd, "$unset", m->unset) < 0) {
+    json_decref(upd);
+    upd = NULL;
+  } else if (!upd) {
+    json_decref(m->unset);
+  }
+  int unsure = 0;
+  int rc = modify(ex, m->point, k->coll, filter, upd, NULL, out, &unsure);
+  if (rc == DTX_ENOMATCH && unsure)
+    rc = own_move(ex, k, doc, m, out);
+  return rc;
 }
 
 int dtx__kit_takeover(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
@@ -302,7 +378,30 @@ int dtx__kit_claim_next(dtx__exec_t *ex, const dtx__kind_t *k,
                         const dtx__claim_t *c, json_t **out) {
   json_t *filter = json_deep_copy(c->due);
   json_t *upd = move_update(ex, k, c->to, 1, NULL);
-  return dtx__kit_modify(ex, c->point, k->coll, filter, upd, c->sort, out);
+  int unsure = 0;
+  int rc = modify(ex, c->point, k->coll, filter, upd, c->sort, out, &unsure);
+  if (rc != DTX_ENOMATCH || !unsure)
+    return rc;
+  /* The claim may have landed before its reply was lost, on an item the
+   * retry no longer sees as due: this executor's own claim, in state `to`
+   * under its name with a live lease, is the one it made (an executor
+   * claims one item at a time). */
+  json_t *mine = json_pack("{s:s,s:s,s:{s:I}}", k->state, c->to, "owner",
+                           ex->owner, "lease_until", "$gt",
+                           (json_int_t)dtx__now_ms());
+  json_t *newest = json_pack("{s:i}", "updated", -1), *found = NULL;
+  if (mine && newest &&
+      dtx__kit_find(ex, k->coll, mine, newest, &found) == 0 &&
+      json_array_size(found) > 0) {
+    *out = json_incref(json_array_get(found, 0));
+    rc = 0;
+  } else {
+    dtx__err_clear();
+  }
+  json_decref(mine);
+  json_decref(newest);
+  json_decref(found);
+  return rc;
 }
 
 int dtx__kit_await(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,

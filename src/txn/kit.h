@@ -44,6 +44,8 @@
 #ifndef DTX_TXN_KIT_H
 #define DTX_TXN_KIT_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "doctx.h"
@@ -160,6 +162,13 @@ int dtx__kit_modify(dtx__exec_t *ex, const char *point, const char *coll,
                     json_t *filter, json_t *update, const json_t *sort,
                     json_t **out);
 
+/* dtx__kit_modify with the store's options (borrowed; e.g. upsert, a
+ * fence, return_new).  DTX_EDUPKEY is returned as is: an upsert whose
+ * filter did not match a document that exists (e.g. a held lock). */
+int dtx__kit_modify_ex(dtx__exec_t *ex, const char *point, const char *coll,
+                       json_t *filter, json_t *update,
+                       const dtx_fam_opts_t *opts, json_t **out);
+
 /* Inserts doc (borrowed).  A retry after a lost reply may find its own
  * insert: DTX_EDUPKEY is returned as is, for the caller to judge. */
 int dtx__kit_insert(dtx__exec_t *ex, const char *point, const char *coll,
@@ -185,13 +194,16 @@ typedef struct dtx__move {
   unsigned flags;    /* DTX__FENCED | DTX__TAKE | DTX__LAPSED */
   json_t *cond;      /* more filter conditions, stolen, may be NULL */
   json_t *set;       /* more $set fields, stolen, may be NULL */
+  json_t *unset;     /* fields to $unset ({"f": ""}), stolen, may be NULL:
+                        a field that must be absent, not null, afterwards
+                        (a sparse unique index skips only absent ones) */
 } dtx__move_t;
 
 /* The fenced state change of item doc (borrowed; its _id, state and epoch
  * are read):
  *   filter {_id, <state>: from [, epoch] [, lease_until <= now]} + cond
  *   update $set {<state>: to, updated: now [, owner, lease_until]} + set
- *          [$inc epoch]
+ *          [$inc epoch] [$unset unset]
  * *out: the document after it.  DTX_ENOMATCH (*out NULL, no detail) when
  * the item is no longer as expected: it moved on, or was fenced. */
 int dtx__kit_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
@@ -390,6 +402,52 @@ int dtx__recover_pass(dtx__exec_t *ex, const dtx_recover_opts_t *o,
 int dtx__tally_raise(const dtx__tally_t *tallies);
 /* {"ok": rc == 0, "patterns": {NAME: tally...}} (new reference). */
 json_t *dtx__tally_report(const dtx__tally_t *tallies, int rc);
+
+/* The pace every worker loop keeps (worker.c, jobq/work.c), in one place.
+ * Recovery runs at most every DTX__RECOVER_EVERY_MS, one thread at a
+ * time; after a round that found nothing to do, a --once loop runs one
+ * forced pass and stops when a second such round finds nothing either,
+ * and a standing loop runs the pass when due and sleeps, doubling its
+ * pause up to DTX__IDLE_MAX_MS. */
+#define DTX__RECOVER_EVERY_MS 1000
+#define DTX__IDLE_MAX_MS 50
+
+typedef struct dtx__pacer {
+  pthread_mutex_t lock;
+  int64_t last; /* when the last pass ran, ms */
+  /* One recovery pass for this executor: how much it did (moved items). */
+  int64_t (*pass)(void *arg, dtx__exec_t *ex);
+  void *arg;
+} dtx__pacer_t;
+
+void dtx__pacer_init(dtx__pacer_t *p, int64_t (*pass)(void *, dtx__exec_t *),
+                     void *arg);
+void dtx__pacer_destroy(dtx__pacer_t *p);
+/* Runs the pass when due (or when force), unless another thread is in it;
+ * returns what it did (0 when it did not run). */
+int64_t dtx__pacer_recover(dtx__pacer_t *p, dtx__exec_t *ex, int force);
+
+/* One thread's idle state: zero it, or dtx__idle_busy after work. */
+typedef struct dtx__idle {
+  int rounds;
+  int64_t pause_ms;
+} dtx__idle_t;
+void dtx__idle_busy(dtx__idle_t *s);
+/* After a round with nothing to do: 1 when a once-loop should stop; else
+ * recovers (when due) and, for a standing loop, sleeps. */
+int dtx__idle_round(dtx__idle_t *s, dtx__pacer_t *p, dtx__exec_t *ex,
+                    int once);
+
+/* The executor threads of a worker: fn runs on n threads (1..256), each
+ * given its own dtx__thread_t; all are joined before this returns.  A
+ * thread that cannot start stores DTX_ENOMEM in *fatal (which the running
+ * ones watch to stop) and is returned. */
+typedef struct dtx__thread {
+  void *shared; /* the caller's shared state */
+  int n;        /* 0..n-1, for the executor's name */
+} dtx__thread_t;
+int dtx__run_threads(int n, void *(*fn)(void *), void *shared,
+                     atomic_int *fatal);
 
 /* Sets p's collections up: creates its indexes and installs its rules
  * (p->rules; stored rules that differ are replaced, equal ones are left

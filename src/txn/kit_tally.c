@@ -3,8 +3,14 @@
  *
  * Worker threads fill one tally at once, so every change takes its
  * mutex.  Lists of ids and errors keep only the first few: a summary of a
- * pass over a million items must stay one readable line. */
+ * pass over a million items must stay one readable line.
+ *
+ * It also keeps the workers' pace (dtx__pacer_*, dtx__idle_*): when the
+ * recovery pass runs and how an idle thread waits, shared by the generic
+ * worker and the job worker so the two loops cannot drift apart. */
+#include "doc/doc.h"
 #include "txn/kit.h"
+#include "util/err.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -100,4 +106,70 @@ void dtx__tally_merge(dtx__tally_t *dst, const dtx__tally_t *src) {
   if (!dst->first_err)
     dst->first_err = src->first_err;
   pthread_mutex_unlock(dst->lock);
+}
+
+/* ---- the workers' pace (kit.h) ------------------------------------------------ */
+
+void dtx__pacer_init(dtx__pacer_t *p, int64_t (*pass)(void *, dtx__exec_t *),
+                     void *arg) {
+  pthread_mutex_init(&p->lock, NULL);
+  p->last = 0;
+  p->pass = pass;
+  p->arg = arg;
+}
+
+void dtx__pacer_destroy(dtx__pacer_t *p) { pthread_mutex_destroy(&p->lock); }
+
+int64_t dtx__pacer_recover(dtx__pacer_t *p, dtx__exec_t *ex, int force) {
+  int64_t did = 0;
+  /* A thread that finds another in the pass goes back to claiming. */
+  if (pthread_mutex_trylock(&p->lock) != 0)
+    return 0;
+  if (force || dtx__now_ms() - p->last >= DTX__RECOVER_EVERY_MS) {
+    did = p->pass(p->arg, ex);
+    p->last = dtx__now_ms();
+  }
+  pthread_mutex_unlock(&p->lock);
+  return did;
+}
+
+void dtx__idle_busy(dtx__idle_t *s) {
+  s->rounds = 0;
+  s->pause_ms = 1;
+}
+
+int dtx__idle_round(dtx__idle_t *s, dtx__pacer_t *p, dtx__exec_t *ex,
+                    int once) {
+  if (once)
+    /* Nothing due: one last recovery pass; stop when it found nothing
+     * either (twice, so work the pass freed is claimed first). */
+    return dtx__pacer_recover(p, ex, 1) == 0 && ++s->rounds >= 2;
+  dtx__pacer_recover(p, ex, 0);
+  if (s->pause_ms < 1)
+    s->pause_ms = 1;
+  dtx__deadline_sleep_ms(s->pause_ms);
+  if (s->pause_ms < DTX__IDLE_MAX_MS)
+    s->pause_ms *= 2;
+  return 0;
+}
+
+int dtx__run_threads(int n, void *(*fn)(void *), void *shared,
+                     atomic_int *fatal) {
+  pthread_t tids[256];
+  dtx__thread_t args[256];
+  int started = 0, rc = 0;
+  if (n < 1 || n > 256)
+    return dtx__err(DTX_EINVAL, "%d worker threads: 1 to 256", n);
+  for (int i = 0; i < n; i++) {
+    args[i] = (dtx__thread_t){shared, i};
+    if (pthread_create(&tids[i], NULL, fn, &args[i]) != 0) {
+      rc = dtx__err(DTX_ENOMEM, "cannot start worker thread %d", i);
+      atomic_store(fatal, rc);
+      break;
+    }
+    started++;
+  }
+  for (int i = 0; i < started; i++)
+    pthread_join(tids[i], NULL);
+  return rc;
 }

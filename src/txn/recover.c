@@ -8,6 +8,7 @@
  * independent, and each pass is safe to rerun. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "txn/kit.h"
 #include "util/err.h"
@@ -41,8 +42,12 @@ int dtx__tally_raise(const dtx__tally_t *tallies) {
     json_t *e = json_array_get(
         json_object_get(json_object_get(tallies[i].obj, "errors"), "first"), 0);
     const char *id = dtx__str(e, "id"), *detail = dtx__str(e, "detail");
-    return dtx__err(tallies[i].first_err, "%s%s%s: %s", dtx__patterns[i]->name,
-                    id ? " " : "", id ? id : "", detail ? detail : "");
+    char head[200];
+    snprintf(head, sizeof head, "%s%s%s: ", dtx__patterns[i]->name,
+             id ? " " : "", id ? id : "");
+    if (detail && strncmp(detail, head, strlen(head)) == 0)
+      head[0] = '\0'; /* the detail names the item already */
+    return dtx__err(tallies[i].first_err, "%s%s", head, detail ? detail : "");
   }
   return 0;
 }

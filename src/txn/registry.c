@@ -14,7 +14,9 @@
 #include "util/err.h"
 
 #define DTX_PATTERNS(X) \
-  X(transfer)           \
+  X(transfer) \
+  X(job) \
+  X(lock) \
   X(ledger)
 
 #define DECLARE(name) extern const dtx__pattern_t dtx__##name##_pattern;

@@ -5,8 +5,9 @@
  * pass for what others abandoned.
  *
  * Each item runs in its own call frame, so one deadline bounds it.  When
- * no pattern has anything due, a thread backs off (up to IDLE_MAX_MS)
- * instead of spinning.  With `once`, a claim that fails (the store cannot
+ * no pattern has anything due, a thread backs off (the kit's pace,
+ * dtx__idle_round) instead of spinning.  With `once`, a claim that fails
+ * (the store cannot
  * be reached) ends the run with that error; a failed item is counted and
  * left for recovery, and the others go on.  The summary says, per
  * pattern, what ran, what the last recovery pass left alone and why, and
@@ -21,8 +22,6 @@
 #include "txn/kit.h"
 #include "util/err.h"
 
-#define RECOVER_EVERY_MS 1000
-#define IDLE_MAX_MS 50
 #define ERROR_PAUSE_MS 50
 
 typedef struct shared {
@@ -31,53 +30,43 @@ typedef struct shared {
   size_t npat;
   dtx__tally_t *ran;      /* per pattern: claims, and recovery's counts */
   dtx__tally_t *skipped;  /* per pattern: the last recovery pass's */
-  pthread_mutex_t recover_lock;
-  int64_t last_recover;
+  dtx__pacer_t pacer; /* the recovery pass: recover_pass below */
   atomic_int fatal; /* once: an error that ends the run (its code) */
 } shared_t;
-
-typedef struct worker {
-  shared_t *sh;
-  int n;
-} worker_t;
 
 static int stopping(shared_t *sh) {
   return (sh->o->stop && *sh->o->stop) || atomic_load(&sh->fatal);
 }
 
-/* One recovery pass at a time across threads; returns how much it did. */
-static int64_t maybe_recover(shared_t *sh, dtx__exec_t *ex, int force) {
-  int64_t did = 0, now = dtx__now_ms();
-  if (pthread_mutex_trylock(&sh->recover_lock) != 0)
-    return 0;
-  if (force || now - sh->last_recover >= RECOVER_EVERY_MS) {
-    dtx_recover_opts_t ro = {.older_than_ms = -1};
-    dtx__tally_t *t = calloc(sh->npat + 1, sizeof *t);
-    int ok = t != NULL;
-    for (size_t i = 0; ok && i < sh->npat; i++)
-      ok = dtx__tally_init(&t[i]) == 0;
-    if (ok) {
-      dtx__call_t c;
-      dtx__call_begin(&c, ex->deadline_ms);
-      dtx__call_end(&c, dtx__recover_pass(ex, &ro, t));
-      for (size_t i = 0; i < sh->npat; i++) {
-        const char *k;
-        json_t *v;
-        json_object_foreach(json_object_get(t[i].obj, "ran"), k, v)
-            did += json_integer_value(v);
-        dtx__tally_merge(&sh->ran[i], &t[i]);
-        /* What is left alone is what the last pass saw. */
-        dtx__tally_t old = sh->skipped[i];
-        sh->skipped[i] = t[i];
-        t[i] = old;
-      }
+/* One recovery pass of every pattern (dtx__pacer_recover runs it, one
+ * thread at a time); returns how much it did. */
+static int64_t recover_pass(void *arg, dtx__exec_t *ex) {
+  shared_t *sh = arg;
+  int64_t did = 0;
+  dtx_recover_opts_t ro = {.older_than_ms = -1};
+  dtx__tally_t *t = calloc(sh->npat + 1, sizeof *t);
+  int ok = t != NULL;
+  for (size_t i = 0; ok && i < sh->npat; i++)
+    ok = dtx__tally_init(&t[i]) == 0;
+  if (ok) {
+    dtx__call_t c;
+    dtx__call_begin(&c, ex->deadline_ms);
+    dtx__call_end(&c, dtx__recover_pass(ex, &ro, t));
+    for (size_t i = 0; i < sh->npat; i++) {
+      const char *k;
+      json_t *v;
+      json_object_foreach(json_object_get(t[i].obj, "ran"), k, v)
+          did += json_integer_value(v);
+      dtx__tally_merge(&sh->ran[i], &t[i]);
+      /* What is left alone is what the last pass saw. */
+      dtx__tally_t old = sh->skipped[i];
+      sh->skipped[i] = t[i];
+      t[i] = old;
     }
-    for (size_t i = 0; t && i < sh->npat; i++)
-      dtx__tally_free(&t[i]);
-    free(t);
-    sh->last_recover = dtx__now_ms();
   }
-  pthread_mutex_unlock(&sh->recover_lock);
+  for (size_t i = 0; t && i < sh->npat; i++)
+    dtx__tally_free(&t[i]);
+  free(t);
   return did;
 }
 
@@ -108,14 +97,13 @@ static int run_one(shared_t *sh, dtx__exec_t *ex, size_t i) {
 }
 
 static void *work(void *arg) {
-  worker_t *w = arg;
-  shared_t *sh = w->sh;
+  dtx__thread_t *w = arg;
+  shared_t *sh = w->shared;
   dtx__exec_t ex;
   dtx__exec_init(&ex, sh->st, sh->o->owner, sh->o->lease_ms,
                  sh->o->deadline_ms);
   dtx__exec_rename(&ex, "%.120s#%d", ex.owner, w->n);
-  int idle = 0;
-  int64_t pause = 1;
+  dtx__idle_t idle = {0};
   while (!stopping(sh)) {
     int did = 0, failed = 0;
     for (size_t i = 0; i < sh->npat && !stopping(sh); i++) {
@@ -135,25 +123,15 @@ static void *work(void *arg) {
       }
     }
     if (did) {
-      idle = 0;
-      pause = 1;
+      dtx__idle_busy(&idle);
       continue;
     }
     if (failed) {
       dtx__deadline_sleep_ms(ERROR_PAUSE_MS);
       continue;
     }
-    if (sh->o->once) {
-      /* Nothing due anywhere: one last recovery pass; stop when it found
-       * nothing either. */
-      if (maybe_recover(sh, &ex, 1) == 0 && ++idle >= 2)
-        break;
-      continue;
-    }
-    maybe_recover(sh, &ex, 0);
-    dtx__deadline_sleep_ms(pause);
-    if (pause < IDLE_MAX_MS)
-      pause *= 2;
+    if (dtx__idle_round(&idle, &sh->pacer, &ex, sh->o->once))
+      break;
   }
   return NULL;
 }
@@ -180,22 +158,9 @@ int dtx_worker_run(dtx_store_t *st, const dtx_worker_opts_t *opts,
   for (size_t i = 0; rc == 0 && i < sh.npat; i++)
     rc = dtx__kit_ensure(st, dtx__patterns[i]);
   if (rc == 0) {
-    pthread_mutex_init(&sh.recover_lock, NULL);
-    pthread_t tids[256];
-    worker_t ws[256];
-    int started = 0;
-    for (int i = 0; i < n; i++) {
-      ws[i] = (worker_t){&sh, i};
-      if (pthread_create(&tids[i], NULL, work, &ws[i]) != 0) {
-        rc = dtx__err(DTX_ENOMEM, "cannot start worker thread %d", i);
-        atomic_store(&sh.fatal, rc);
-        break;
-      }
-      started++;
-    }
-    for (int i = 0; i < started; i++)
-      pthread_join(tids[i], NULL);
-    pthread_mutex_destroy(&sh.recover_lock);
+    dtx__pacer_init(&sh.pacer, recover_pass, &sh);
+    rc = dtx__run_threads(n, work, &sh, &sh.fatal);
+    dtx__pacer_destroy(&sh.pacer);
     /* The skips of the last recovery pass go into the summary. */
     for (size_t i = 0; i < sh.npat; i++)
       json_object_set(sh.ran[i].obj, "skipped",

@@ -25,10 +25,16 @@ static const char *const store_points[] = {
     /* Redis unique claims (store/redis/docs.c) */
     "redis.unique_claimed",
     "redis.unique_written",
+    /* bulk writes (store/store.h, store/redis/bulk.c) */
+    "store.bulk_op",
+    "store.bulk_sent",
+    /* a fenced write, before its atomic step (store/store.c): Kleppmann's
+     * paused lock holder stops here */
+    "fence.write",
     NULL,
 };
 
-enum { ACT_CRASH = 1, ACT_PAUSE, ACT_ERROR };
+enum { ACT_CRASH = 1, ACT_PAUSE, ACT_ERROR, ACT_LOST };
 #define MAX_RULES 16
 
 #define NAME_MAX_LEN 96
@@ -85,10 +91,12 @@ static int parse(const char *spec, const char *const *known) {
     int a = !strcmp(act, "crash")   ? ACT_CRASH
             : !strcmp(act, "pause") ? ACT_PAUSE
             : !strcmp(act, "error") ? ACT_ERROR
+            : !strcmp(act, "lost")  ? ACT_LOST
                                     : 0;
     if (!a)
       return dtx__err(DTX_EINVAL,
-                      "DOCTX_FAULT: unknown action '%s' (crash, pause, error)",
+                      "DOCTX_FAULT: unknown action '%s' (crash, pause, error, "
+                      "lost)",
                       act);
     if (nrules == MAX_RULES)
       return dtx__err(DTX_EINVAL, "DOCTX_FAULT: more than %d rules", MAX_RULES);
@@ -112,7 +120,20 @@ int dtx__fault_init(const char *const *known) {
   return rc;
 }
 
+/* The point whose reply is to be lost, until the step's operation ends. */
+static _Thread_local const char *lose_reply;
+
+int dtx__fault_lost(int rc) {
+  const char *p = lose_reply;
+  lose_reply = NULL;
+  if (!p || rc != 0)
+    return rc;
+  return dtx__err(DTX_EUNAVAILABLE, "injected lost reply at fault point %s "
+                  "(the write was applied)", p);
+}
+
 int dtx__fault(const char *point) {
+  lose_reply = NULL;
   if (!atomic_load(&inited))
     (void)dtx__fault_init(NULL); /* the CLI checks DOCTX_FAULT up front */
   if (nrules == 0)
@@ -132,7 +153,7 @@ int dtx__fault(const char *point) {
     if (rules[i].nth != n || strcmp(rules[i].point, point) != 0)
       continue;
     /* Say so on stderr: tests use it to prove the point was reached. */
-    static const char *names[] = {"", "crash", "pause", "error"};
+    static const char *names[] = {"", "crash", "pause", "error", "lost"};
     fprintf(stderr, "doctx: fault: %s %s (arrival %ld)\n", point,
             names[rules[i].action], n);
     fflush(stderr);
@@ -144,6 +165,9 @@ int dtx__fault(const char *point) {
       break;
     case ACT_ERROR:
       return dtx__err(DTX_EFAULT, "injected error at fault point %s", point);
+    case ACT_LOST:
+      lose_reply = rules[i].point; /* static storage: outlives the step */
+      break;
     }
   }
   return 0;

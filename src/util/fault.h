@@ -9,7 +9,12 @@
  *   crash  _exit(137) at once, as a SIGKILL would;
  *   pause  raise(SIGSTOP): the process waits for SIGCONT;
  *   error  the step's store operation fails with DTX_EFAULT, as a backend
- *          error would.
+ *          error would;
+ *   lost   the step's store operation is applied, and then its reply is
+ *          lost: the step sees DTX_EUNAVAILABLE (a Redis ?wait=N timeout
+ *          or a dropped connection after the master applied the write).
+ *          Only steps that call dtx__fault_lost after their operation
+ *          (the kit's) can lose a reply; elsewhere it does nothing.
  * Each layer lists its points (fault.c has the store's; each pattern's
  * method table has its own) and src/txn/registry.c joins the lists, so
  * `doctx faults` -- and the crash tests that loop over it -- see every
@@ -23,6 +28,11 @@
  * pause actions, which do not return / return 0 after SIGCONT). */
 int dtx__fault(const char *point);
 #define DTX_FAULTPOINT(name) dtx__fault(name)
+
+/* After the store operation of the step whose point was just reached:
+ * rc, or DTX_EUNAVAILABLE when that arrival is armed "lost" and the
+ * operation succeeded (rc 0).  Per thread. */
+int dtx__fault_lost(int rc);
 
 /* NULL-terminated list of the store layer's points (static storage). */
 const char *const *dtx__fault_store_points(void);

@@ -138,5 +138,37 @@ void conf_run_mongo(void);
 void conf_run_rules(void);
 void conf_run_store(void);
 void conf_run_scale(void);
+void conf_run_fence(void);
+void conf_run_bulk(void);
+
+/* ---- every single write through bulk (conf_bulk.c) ---------------------- */
+
+/* 1 when $DTX_CONF_VIA_BULK is set: the single-document writes of every
+ * test then run inside dtx_store_bulk_write batches, mixed with unrelated
+ * operations, through the wrappers below (same signatures, same results
+ * as the calls they stand for). */
+int conf_via_bulk(void);
+int conf_insert(dtx_store_t *, const char *, const json_t *, json_t **);
+int conf_insert_ex(dtx_store_t *, const char *, const json_t *,
+                   const dtx_insert_opts_t *, json_t **);
+int conf_update(dtx_store_t *, const char *, const json_t *, const json_t *,
+                const dtx_update_opts_t *, dtx_update_result_t *);
+int conf_find_one_and_update(dtx_store_t *, const char *, const json_t *,
+                             const json_t *, const dtx_fam_opts_t *,
+                             json_t **);
+int conf_find_one_and_delete(dtx_store_t *, const char *, const json_t *,
+                             const dtx_fam_opts_t *, json_t **);
+int conf_delete(dtx_store_t *, const char *, const json_t *, int, int64_t *);
+int conf_delete_ex(dtx_store_t *, const char *, const json_t *,
+                   const dtx_delete_opts_t *, int64_t *);
+#ifndef CONF_NO_WRAP
+#define dtx_store_insert conf_insert
+#define dtx_store_insert_ex conf_insert_ex
+#define dtx_store_update conf_update
+#define dtx_store_find_one_and_update conf_find_one_and_update
+#define dtx_store_find_one_and_delete conf_find_one_and_delete
+#define dtx_store_delete conf_delete
+#define dtx_store_delete_ex conf_delete_ex
+#endif
 
 #endif

@@ -2,8 +2,9 @@
  *
  * Usage: conformance URI [TOPIC...]
  * opens the store named by URI (sqlite:..., redis://...), runs every topic
- * (crud query index concurrency crash mongo rules store scale) or only
- * those named, drops every
+ * (crud query index concurrency crash mongo rules store scale bulk fence)
+ * or only those named (DTX_CONF_VIA_BULK=1: every single-document write
+ * through dtx_store_bulk_write, see conf_bulk.c), drops every
  * collection it created and exits non-zero on any failure.  Collection
  * names carry a random per-run tag so runs against one long-lived store
  * never see each other's data.  This file also holds the helpers declared
@@ -307,7 +308,7 @@ int main(int argc, char **argv) {
   if (argc < 2 || argv[1][0] == '\0') {
     fprintf(stderr,
             "usage: %s URI [crud|query|index|concurrency|crash|rules|store|"
-            "scale ...]\n",
+            "scale|bulk ...]\n",
             argv[0]);
     return 2;
   }
@@ -325,8 +326,9 @@ int main(int argc, char **argv) {
             dtx_errdetail());
     return 2;
   }
-  printf("conformance: %s (tag %s%s)\n", dtx_store_uri(conf_st), run_tag,
-         conf_quick ? ", quick" : "");
+  printf("conformance: %s (tag %s%s%s)\n", dtx_store_uri(conf_st), run_tag,
+         conf_quick ? ", quick" : "",
+         conf_via_bulk() ? ", single writes through bulk_write" : "");
   fflush(stdout);
 
   static const struct {
@@ -342,6 +344,8 @@ int main(int argc, char **argv) {
       {"rules", conf_run_rules},
       {"store", conf_run_store},
       {"scale", conf_run_scale},
+      {"bulk", conf_run_bulk},
+      {"fence", conf_run_fence},
   };
   int64_t t_all = conf_now_ms();
   for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++) {

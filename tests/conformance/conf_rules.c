@@ -86,9 +86,13 @@ static void test_rules_set_get_replace_remove(void) {
   /* An invalid rule is refused and changes nothing. */
   CHECK_RC(set_rules(c, "{'a':{'$bogus':1}}", NULL), DTX_EBADQUERY);
   CHECKF(strstr(dtx_errdetail(), "$bogus"), "%s", dtx_errdetail());
-  CHECK_RC(set_rules(c, "{'$jsonSchema':{'pattern':'^x'}}", NULL),
+  CHECK_RC(set_rules(c, "{'$jsonSchema':{'patternProperties':{}}}", NULL),
            DTX_EBADQUERY);
-  CHECKF(strstr(dtx_errdetail(), "'pattern'"), "%s", dtx_errdetail());
+  CHECKF(strstr(dtx_errdetail(), "'patternProperties'"), "%s",
+         dtx_errdetail());
+  CHECK_RC(set_rules(c, "{'$jsonSchema':{'properties':{'s':{'pattern':'('}}}}",
+                     NULL),
+           DTX_EBADQUERY);
   CHECK_RC(set_rules(c, NULL, "[1]"), DTX_EBADQUERY);
   CHECK_RC(dtx_store_get_rules(conf_st, c, &out), 0);
   CHECKF(json_equal(out, JQ("{'validator':{'$jsonSchema':{'required':['a']}},"
@@ -100,6 +104,20 @@ static void test_rules_set_get_replace_remove(void) {
   CHECKF(json_equal(out, JQ("{'validator':null,'delete_guard':null}")), "%s",
          JS(out));
   json_decref(out);
+  /* A pattern (PCRE2) validator, checked in the store's atomic step. */
+  CHECK_RC(set_rules(c, "{'$jsonSchema':{'properties':{'cur':"
+                        "{'pattern':'^[A-Z]{3}$'}}}}", NULL),
+           0);
+  CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'p1','cur':'eur'}"), NULL),
+           DTX_EVALIDATION);
+  CHECKF(strstr(dtx_errdetail(), "cur does not match /^[A-Z]{3}$/"), "%s",
+         dtx_errdetail());
+  CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'p1','cur':'EUR'}"), NULL),
+           0);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'p1'}"),
+                            JQ("{'$set':{'cur':'EURO'}}"), NULL, NULL),
+           DTX_EVALIDATION);
+  CHECK_RC(dtx_store_set_rules(conf_st, c, NULL), 0);
   /* Removing the rules of a missing collection is no error, and creates
    * nothing. */
   CHECK_RC(dtx_store_set_rules(conf_st, conf_coll("rules_none"), NULL), 0);

@@ -10,7 +10,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/harness.sh"
 
 one_point() { # POINT
-  local p=$1 cmd rc pid label="$1:pause" log=$WORK/job.$1/pause.log
+  local p=$1 cmd rc pid rargs label="$1:pause" log=$WORK/job.$1/pause.log
   load_scenario "$p" || return
   new_store "${p//./_}_pause"
   scenario_setup || { bad "$label: setup"; return; }
@@ -23,7 +23,12 @@ one_point() { # POINT
     bounded_wait "$pid" 30 "$log"
     bad "$label: never paused (exit $?): $(head -3 "$log")"; return
   fi
-  run_bounded 120 "$WORK/job.$p/recover.log" "$DOCTX" --store "$S" recover --older-than-ms 0
+  # A scenario may bound recovery (scenario_recover_args): a point inside
+  # a SQLite write transaction leaves the lock with the stopped process.
+  rargs=
+  if declare -F scenario_recover_args >/dev/null; then rargs=$(scenario_recover_args "$p"); fi
+  # shellcheck disable=SC2086
+  run_bounded 120 "$WORK/job.$p/recover.log" "$DOCTX" --store "$S" recover --older-than-ms 0 $rargs
   kill -CONT "$pid"
   bounded_wait "$pid" 120 "$log"
   rc=$?

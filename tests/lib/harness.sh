@@ -83,6 +83,21 @@ bad() {
   echo "FAIL: $*" >&2
   echo "FAIL: $*" >>"$HARNESS_RESULTS"
 }
+# expect CODE LABEL -- command...: runs it with stdout in $WORK/out and
+# stderr in $WORK/err; ok when it exits CODE, else bad with both heads.
+# (contract.sh has an expect of its own that also compares stdout.)
+expect() {
+  local want=$1 label=$2
+  shift 3
+  "$@" >"$WORK/out" 2>"$WORK/err"
+  local rc=$?
+  if [ "$rc" -eq "$want" ]; then ok; else
+    bad "$label: exit $rc, want $want: $(head -c 400 "$WORK/err") $(head -c 400 "$WORK/out")"
+  fi
+}
+# The stdout of the last expect.
+out() { cat "$WORK/out"; }
+
 finish() {
   local pass fail
   pass=$(grep -c '^ok$' "$HARNESS_RESULTS")

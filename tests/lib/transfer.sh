@@ -22,3 +22,4 @@ state() { # URI-LABEL ID
   j=$(d find transfers "{\"_id\":\"$2\"}" --project '{"_id":0,"state":1}' 2>/dev/null)
   if [[ $j =~ ^\{\"state\":\"([a-z_]+)\"\}$ ]]; then echo "${BASH_REMATCH[1]}"; else echo missing; fi
 }
+

@@ -3,16 +3,22 @@
 #
 # Starts, on 127.0.0.1 and free ports, in a temporary directory, a
 # standalone redis-server and a 3-master 3-replica Redis Cluster, then
-# runs against each:
-#   conformance   BUILD_DIR/conformance redis://...
-#   shell         tests/crash/faults.sh, pause.sh, chaos.sh and
-#                 tests/cli/contract.sh (DOCTX set; each scenario gets an
+# runs against each (the two side by side, both_targets):
+#   conformance   BUILD_DIR/conformance redis://..., then again with
+#                 every single write through bulk_write (quick loops;
+#                 with DTX_QUICK set, on the cluster only)
+#   shell         tests/crash/faults.sh, pause.sh, chaos.sh,
+#                 tests/cli/contract.sh, job.sh, lock.sh and
+#                 tests/crash/kleppmann.sh (DOCTX set; each scenario gets an
 #                 emptied namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time)
-#   cli           tests/cli/bad_input.sh, likewise (about 1.5 minutes per
+#   cli           tests/cli/bad_input.sh, transfer_defects.sh and
+#                 tests/crash/tamper.sh, likewise
+#                 (bad_input about 1.5 minutes per
 #                 target in a release build, so the sanitizer run of
 #                 scripts/test.sh leaves it out)
-#   transfers     BUILD_DIR/txn_transfer_concurrency and txn_kit redis://...
+#   transfers     BUILD_DIR/txn_transfer_concurrency, txn_kit,
+#                 txn_transfer_declines, txn_job and txn_lock redis://...
 # on the standalone server only:
 #   deadline      tests/redis/deadline.sh: the server is SIGSTOPped while
 #                 commands run; each must end within its one budget,
@@ -45,16 +51,18 @@ ROOT=${DTX_ROOT:-$(cd "$HERE/../.." && pwd)} # the repository
 for tool in redis-server redis-cli python3; do
   command -v $tool >/dev/null || { echo "run-redis: $tool not found" >&2; exit 2; }
 done
-for bin in conformance doctx txn_transfer_concurrency txn_kit acked_load; do
+for bin in conformance doctx txn_transfer_concurrency txn_kit txn_job acked_load; do
   [ -x "$BUILD/$bin" ] || { echo "run-redis: $BUILD/$bin missing" >&2; exit 2; }
 done
 
 . "$HERE/servers.sh"
-pass=0
-fail=0
 STEP_TIMEOUT=${STEP_TIMEOUT:-900}
-ok() { pass=$((pass + 1)); echo "PASS: $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+# Results go to a file as well, so steps run in background subshells
+# (both_targets) count like the others.
+RESULTS=$WORK/results # servers.sh made WORK and removes it on exit
+: >"$RESULTS"
+ok() { echo "PASS: $*" | tee -a "$RESULTS"; }
+bad() { echo "FAIL: $*" | tee -a "$RESULTS" >&2; }
 
 servers_up
 
@@ -68,15 +76,28 @@ flush() { DTX_REDIS_URI=$1 "$HERE/fresh-store.sh" --all >/dev/null; }
 
 # Runs a command with its output in a log; prints the tail on failure.
 run_logged() { # LABEL CMD...
-  local label=$1 log
+  local label=$1 log t0=$SECONDS
   shift
   log="$WORK/$(echo "$label" | tr -c 'A-Za-z0-9_\n' '_').log"
-  if timeout "$STEP_TIMEOUT" "$@" >"$log" 2>&1; then
-    ok "$label ($(tail -1 "$log"))"
+  if timeout -k 10 "$STEP_TIMEOUT" "$@" >"$log" 2>&1; then
+    ok "$label ($(tail -1 "$log"); $((SECONDS - t0)) s)"
   else
-    bad "$label"
+    bad "$label ($((SECONDS - t0)) s)"
     tail -25 "$log" >&2
   fi
+}
+
+# Runs FN URI for the standalone server and the cluster side by side:
+# they are separate servers (and each scenario has a namespace of its
+# own), and most steps wait on round trips rather than CPU, so the two
+# overlap well on 2 cores.  Each step is bounded by run_logged's timeout.
+both_targets() { # FN
+  "$1" "$URI_SA" &
+  local a=$!
+  "$1" "$URI_CL" &
+  local b=$!
+  wait "$a"
+  wait "$b"
 }
 
 # Masters that serve slots: id and address, one per line.
@@ -98,24 +119,33 @@ masters() {
 
 # ---- phases -------------------------------------------------------------------
 
-phase_conformance() {
-  for u in "$URI_SA" "$URI_CL"; do
-    flush "$u"
-    run_logged "conformance $u" "$BUILD/conformance" "$u"
-  done
+conformance_on() { # URI
+  flush "$1"
+  run_logged "conformance $1" "$BUILD/conformance" "$1"
+  # Every single-document write inside a bulk_write batch (conf_bulk.c).
+  # Under DTX_QUICK (the sanitizer stage) on the cluster only: the two
+  # targets share bulk.c, and each run costs about 2 minutes there.
+  [ -n "${DTX_QUICK:-}" ] && [ "$1" != "$URI_CL" ] && return 0
+  run_logged "conformance via bulk_write $1" env DTX_CONF_VIA_BULK=1 \
+    DTX_QUICK=1 "$BUILD/conformance" "$1"
 }
+phase_conformance() { both_targets conformance_on; }
 
-phase_shell() {
-  for u in "$URI_SA" "$URI_CL"; do
-    for s in faults pause chaos; do
-      run_logged "$s.sh $u" env DTX_REDIS_URI="$u" \
-        bash "$ROOT/tests/crash/$s.sh"
-    done
-    run_logged "unique_crash.sh $u" env DTX_REDIS_URI="$u" bash "$HERE/unique_crash.sh"
-    run_logged "contract.sh $u" env DTX_REDIS_URI="$u" \
-      bash "$ROOT/tests/cli/contract.sh"
+shell_on() { # URI
+  local u=$1 s
+  for s in faults pause chaos; do
+    run_logged "$s.sh $u" env DTX_REDIS_URI="$u" \
+      bash "$ROOT/tests/crash/$s.sh"
   done
+  run_logged "unique_crash.sh $u" env DTX_REDIS_URI="$u" bash "$HERE/unique_crash.sh"
+  run_logged "contract.sh $u" env DTX_REDIS_URI="$u" \
+    bash "$ROOT/tests/cli/contract.sh"
+  run_logged "job.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/job.sh"
+  run_logged "lock.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/lock.sh"
+  run_logged "kleppmann.sh $u" env DTX_REDIS_URI="$u" \
+    bash "$ROOT/tests/crash/kleppmann.sh"
 }
+phase_shell() { both_targets shell_on; }
 
 phase_deadline() {
   run_logged "deadline.sh $URI_SA" env DTX_REDIS_URI="$URI_SA" \
@@ -193,21 +223,27 @@ phase_replicas() {
   fi
 }
 
-phase_cli() {
-  for u in "$URI_SA" "$URI_CL"; do
-    run_logged "bad_input.sh $u" env DTX_REDIS_URI="$u" \
-      bash "$ROOT/tests/cli/bad_input.sh"
-  done
+cli_on() { # URI
+  run_logged "bad_input.sh $1" env DTX_REDIS_URI="$1" \
+    bash "$ROOT/tests/cli/bad_input.sh"
+  run_logged "transfer_defects.sh $1" env DTX_REDIS_URI="$1" \
+    bash "$ROOT/tests/cli/transfer_defects.sh"
+  run_logged "tamper.sh $1" env DTX_REDIS_URI="$1" \
+    bash "$ROOT/tests/crash/tamper.sh"
 }
+phase_cli() { both_targets cli_on; }
 
-phase_transfers() {
-  for u in "$URI_SA" "$URI_CL"; do
-    flush "$u"
-    run_logged "txn_transfer_concurrency $u" \
-      "$BUILD/txn_transfer_concurrency" "$u"
-    run_logged "txn_kit $u" "$BUILD/txn_kit" "$u"
-  done
+transfers_on() { # URI
+  flush "$1"
+  run_logged "txn_transfer_concurrency $1" \
+    "$BUILD/txn_transfer_concurrency" "$1"
+  run_logged "txn_kit $1" "$BUILD/txn_kit" "$1"
+  run_logged "txn_job $1" "$BUILD/txn_job" "$1"
+  run_logged "txn_lock $1" "$BUILD/txn_lock" "$1"
+  flush "$1"
+  run_logged "txn_transfer_declines $1" "$BUILD/txn_transfer_declines" "$1"
 }
+phase_transfers() { both_targets transfers_on; }
 
 # Moves 2000 slots from the first master to the second and back until
 # $WORK/reshard.stop exists.  The running redis-cli's pid is kept in
@@ -468,5 +504,7 @@ for ph in $PHASES; do
   *) echo "run-redis: unknown phase $ph" >&2; exit 2 ;;
   esac
 done
+pass=$(grep -c '^PASS: ' "$RESULTS")
+fail=$(grep -c '^FAIL: ' "$RESULTS")
 echo "run-redis: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -249,6 +249,11 @@ static void test_regex_prefix(void) {
       {"^abc", "s", "abc"},    {"^a|^b", "", NULL},
       {"^(ab)", "", NULL},     {"^", "", NULL},
       {"^[ab]", "", NULL},
+      /* a quantifier takes the whole UTF-8 character (fuzz_regex found
+       * "\\Aé?" giving the lone lead byte of the é as a prefix) */
+      {"\\A\xc3\xa9?", "", NULL},  {"^a\xc3\xa9?", "", "a"},
+      {"^a\xc3\xa9*", "", "a"},    {"^\xe2\x82\xac\xc3\xa9{2}", "", "\xe2\x82\xac"},
+      {"^a\xc3\xa9+", "", "a\xc3\xa9"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *p = NULL;

@@ -115,6 +115,18 @@ static const mcase_t match_cases[] = {
     {"{'properties':{'n':{'maximum':9223372036854775806}}}",
      "{'n':9223372036854775807}", 0, "must be <= 9223372036854775806"},
     {"{'properties':{'n':{'minimum':0}}}", "{'n':'-5'}", 1, NULL},
+    /* pattern: PCRE2, unanchored (JSON Schema), strings only */
+    {"{'properties':{'s':{'pattern':'^[A-Z]{3}$'}}}", "{'s':'EUR'}", 1, NULL},
+    {"{'properties':{'s':{'pattern':'^[A-Z]{3}$'}}}", "{'s':'eur'}", 0,
+     "s does not match /^[A-Z]{3}$/ ($jsonSchema properties.s.pattern)"},
+    {"{'properties':{'s':{'pattern':'b'}}}", "{'s':'abc'}", 1, NULL},
+    {"{'properties':{'s':{'pattern':'^b'}}}", "{'s':'abc'}", 0,
+     "does not match"},
+    {"{'properties':{'s':{'pattern':'^a'}}}", "{'s':5}", 1, NULL},
+    {"{'properties':{'s':{'pattern':'^\\\\d+$'}}}", "{'s':'123'}", 1, NULL},
+    {"{'properties':{'s':{'pattern':'^(a+)+$'}}}",
+     "{'s':'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab'}",
+     0, "pattern"},
     /* minLength / maxLength count characters, not bytes */
     {"{'properties':{'s':{'minLength':2,'maxLength':3}}}", "{'s':'ab'}", 1,
      NULL},
@@ -223,9 +235,8 @@ typedef struct bcase {
 
 static const bcase_t bad_schemas[] = {
     {"5", "a schema must be an object"},
-    {"{'pattern':'^a'}", "'pattern' is not supported yet"},
-    {"{'properties':{'s':{'pattern':'^a'}}}",
-     "at properties.s: keyword 'pattern'"},
+    {"{'pattern':5}", "pattern must be a string"},
+    {"{'properties':{'s':{'pattern':'(a'}}}", "at properties.s: pattern:"},
     {"{'patternProperties':{}}", "'patternProperties'"},
     {"{'bogus':1}", "keyword 'bogus' is not supported"},
     {"{'$ref':'#/x'}", "'$ref'"},
@@ -394,7 +405,7 @@ static void test_bad_rules(void) {
   } t[] = {
       {"{'validator':{'a':{'$foo':1}}}", "validator"},
       {"{'validator':{'a':{'$foo':1}}}", "$foo"},
-      {"{'validator':{'$jsonSchema':{'pattern':'x'}}}", "'pattern'"},
+      {"{'validator':{'$jsonSchema':{'pattern':'('}}}", "pattern"},
       {"{'delete_guard':{'$where':'1'}}", "delete_guard"},
       {"{'validator':5}", "validator must be an object"},
       {"{'delete_guard':[]}", "delete_guard must be an object"},

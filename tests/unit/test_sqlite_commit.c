@@ -307,7 +307,8 @@ static void test_batches_form(void) {
   dtx__update_t *u;
   REQUIRE(dtx__filter_compile(fs, &f) == 0);
   REQUIRE(dtx__update_compile(us, &u) == 0);
-  dtx__modify_t m = {"c", fs, f, us, u, NULL, 0, 0};
+  dtx__modify_t m = {.coll = "c", .filter_spec = fs, .filter = f,
+                     .update_spec = us, .update = u};
   uint64_t batches0 = b->nbatches, ops0 = b->nbatched;
   pthread_t t[NTHREADS];
   raw_worker_t w[NTHREADS];

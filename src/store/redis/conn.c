@@ -44,6 +44,7 @@
 
 #include "util/deadline.h"
 #include "util/err.h"
+#include "util/fault.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -738,7 +739,7 @@ static int flush_ctx(redisContext *c) {
 }
 
 static int run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n, const char *what,
-               int together) {
+               int together, const char *point) {
   for (size_t i = 0; i < n; i++)
     if (cmds[i].oom)
       return dtx__err(DTX_ENOMEM, "redis: building %s", what);
@@ -838,6 +839,13 @@ static int run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n, const char *what,
       if (gr->broken && gr->c && gr->c->err)
         snprintf(why, sizeof why, "%s:%d: %s", gr->node->host, gr->node->port,
                  gr->c->errstr);
+    }
+
+    /* A bulk write's step: its pipelines are out, no reply is read. */
+    if (point && round == 0 && DTX_FAULTPOINT(point) < 0) {
+      snprintf(why, sizeof why, "%s", dtx_errdetail());
+      for (size_t g = 0; g < ngroups; g++)
+        groups[g].broken = 1;
     }
 
     /* Read the answers, in order, node by node. */
@@ -971,10 +979,15 @@ out:
 
 int dtx__rd_run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n,
                 const char *what) {
-  return run(b, cmds, n, what, 0);
+  return run(b, cmds, n, what, 0, NULL);
+}
+
+int dtx__rd_run_sent(dtx__backend_t *b, rd_cmd_t *cmds, size_t n,
+                     const char *what, const char *point) {
+  return run(b, cmds, n, what, 0, point);
 }
 
 int dtx__rd_run_together(dtx__backend_t *b, rd_cmd_t *cmds, size_t n,
                          const char *what) {
-  return run(b, cmds, n, what, 1);
+  return run(b, cmds, n, what, 1, NULL);
 }

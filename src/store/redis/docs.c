@@ -106,8 +106,7 @@ static void doc_key(const rd_coll_t *co, const rd_doc_t *d, rd_buf_t *key) {
   dtx__rd_key_doc(key, co, d->bucket, d->id.p, d->id.n);
 }
 
-/* Sets d's id (and bucket) from an _id value. */
-static int doc_set_id(const rd_coll_t *co, rd_doc_t *d, const json_t *id) {
+int dtx__rd_doc_set_id(const rd_coll_t *co, rd_doc_t *d, const json_t *id) {
   d->id.n = 0;
   int rc = dtx__rd_idenc(id, &d->id);
   if (rc < 0)
@@ -116,34 +115,44 @@ static int doc_set_id(const rd_coll_t *co, rd_doc_t *d, const json_t *id) {
   return 0;
 }
 
+void dtx__rd_read_cmd(const rd_coll_t *co, const rd_doc_t *d, rd_cmd_t *c) {
+  rd_buf_t key = {0};
+  dtx__rd_cmd_init(c, co->slots[d->bucket], RD_S_READDOC, 0);
+  c->nkeys = 2;
+  doc_key(co, d, &key);
+  dtx__rd_argb(c, &key);
+  key.n = 0;
+  dtx__rd_key_stamp(&key, co, d->bucket);
+  dtx__rd_argb(c, &key);
+  dtx__rd_buf_free(&key);
+}
+
+int dtx__rd_read_reply(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *d,
+                       const rd_cmd_t *c) {
+  const redisReply *r = c->reply;
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 4)
+    return dtx__rd_bad_reply(r, "reading a document");
+  if (r->element[0]->type != REDIS_REPLY_STRING ||
+      (r->element[0]->len == 7 &&
+       memcmp(r->element[0]->str, "dropped", 7) == 0))
+    return RD_ESTALE;
+  int rc = dtx__rd_doc_fill(d, r->element[1], r->element[2], r->element[3]);
+  if (rc == 0 && d->body) {
+    rd_buf_t key = {0};
+    doc_key(co, d, &key);
+    dtx__rd_cache_put(b, &key, d);
+    dtx__rd_buf_free(&key);
+  }
+  return rc;
+}
+
 int dtx__rd_read_doc(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *d) {
   rd_cmd_t c;
-  rd_buf_t key = {0};
-  dtx__rd_cmd_init(&c, co->slots[d->bucket], RD_S_READDOC, 0);
-  c.nkeys = 2;
-  doc_key(co, d, &key);
-  dtx__rd_argb(&c, &key);
-  rd_buf_t st = {0};
-  dtx__rd_key_stamp(&st, co, d->bucket);
-  dtx__rd_argb(&c, &st);
-  dtx__rd_buf_free(&st);
+  dtx__rd_read_cmd(co, d, &c);
   int rc = dtx__rd_run(b, &c, 1, "reading a document");
-  if (rc == 0) {
-    const redisReply *r = c.reply;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) {
-      rc = dtx__rd_bad_reply(r, "reading a document");
-    } else if (r->element[0]->type != REDIS_REPLY_STRING ||
-               (r->element[0]->len == 7 &&
-                memcmp(r->element[0]->str, "dropped", 7) == 0)) {
-      rc = RD_ESTALE;
-    } else {
-      rc = dtx__rd_doc_fill(d, r->element[1], r->element[2], r->element[3]);
-      if (rc == 0 && d->body)
-        dtx__rd_cache_put(b, &key, d);
-    }
-  }
+  if (rc == 0)
+    rc = dtx__rd_read_reply(b, co, d, &c);
   dtx__rd_cmd_clear(&c);
-  dtx__rd_buf_free(&key);
   return rc;
 }
 
@@ -266,8 +275,9 @@ static int encref_cmp(const void *pa, const void *pb) {
   return c ? c : (a->which > b->which) - (a->which < b->which);
 }
 
-/* single: the index is not multikey yet, so a document with several keys
- * is RD_EMULTI -- found before the keys are encoded, since the write is
+/* single: the index is not multikey yet, so a document with keys that
+ * make it so (several, or an array or object value:
+ * dtx__index_keys_multikey) is RD_EMULTI -- found before the keys are encoded, since the write is
  * then redone after the catalog changed. */
 static int enckeys_of(const rd_idx_t *ix, const json_t *doc, int single,
                       enckeys_t *e) {
@@ -278,7 +288,7 @@ static int enckeys_of(const rd_idx_t *ix, const json_t *doc, int single,
   if (rc < 0)
     return dtx__err_wrap(rc, "index '%s'", ix->spec->name);
   size_t n = json_array_size(e->keys), i;
-  if (single && n > 1)
+  if (single && dtx__index_keys_multikey(e->keys))
     return RD_EMULTI;
   encref_t *r = calloc(n ? n : 1, sizeof *r);
   e->enc = calloc(n ? n : 1, sizeof *e->enc);
@@ -560,91 +570,122 @@ static int prepare(dtx__backend_t *b, const rd_coll_t *co, const rd_doc_t *cur,
   return rc;
 }
 
-int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
-                  json_t *newbody, rd_claims_t *claims) {
+/* A write in flight: built by dtx__rd_write_begin, its reply read by
+ * dtx__rd_write_end.  Split so that a bulk write sends the WRITE scripts
+ * of many documents in one pipeline. */
+struct rd_wprep {
   wstate_t w;
-  memset(&w, 0, sizeof w);
+  rd_cmd_t c;
+  rd_buf_t key;
+  char seq[RD_SEQLEN + 1], ver[RD_VERMAX + 1];
+  json_t *newbody; /* borrowed */
+};
+
+int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
+                        json_t *newbody, rd_wprep_t **out) {
+  *out = NULL;
   char op = !cur->body ? 'i' : !newbody ? 'd' : 'u';
   if (op == 'i' && !newbody)
     return 0; /* deleting nothing */
-  char seq[RD_SEQLEN + 1], ver[RD_VERMAX + 1];
+  rd_wprep_t *p = calloc(1, sizeof *p);
+  if (!p)
+    return dtx__err(DTX_ENOMEM, "writing a document");
+  wstate_t *w = &p->w;
+  char *seq = p->seq, *ver = p->ver;
+  p->newbody = newbody;
   if (op == 'i')
     dtx__rd_newseq(b, seq);
   else
-    memcpy(seq, cur->seq, sizeof seq);
-  if (strlen(seq) != RD_SEQLEN)
+    memcpy(seq, cur->seq, sizeof p->seq);
+  if (strlen(seq) != RD_SEQLEN) {
+    free(p);
     return dtx__err(DTX_EBACKEND, "redis: document without a sequence");
+  }
   dtx__rd_token(b, ver);
   char *text = NULL;
-  if (newbody && !(text = dtx__json_dump(newbody)))
+  if (newbody && !(text = dtx__json_dump(newbody))) {
+    free(p);
     return dtx__err(DTX_ENOMEM, "writing a document");
-  int rc = prepare(b, co, cur, newbody, &w);
+  }
+  int rc = prepare(b, co, cur, newbody, w);
   /* A protocol step of its own: the claims are held but no document
    * records them yet, so a crash here leaves orphans and a pause lets a
    * rival fence this write.  Only writes that record claims reach it.  An
    * injected error fails like any failed write: fresh claims go back. */
-  if (rc == 0 && w.rec.n > 0)
+  if (rc == 0 && w->rec.n > 0)
     rc = DTX_FAULTPOINT("redis.unique_claimed");
   if (rc < 0) {
-    dtx__rd_claims_release(b, &w.taken);
-    if (rc == RD_EMULTI && (rc = dtx__rd_mark_multikey(b, co, w.multi)) == 0)
+    dtx__rd_claims_release(b, &w->taken);
+    if (rc == RD_EMULTI && (rc = dtx__rd_mark_multikey(b, co, w->multi)) == 0)
       rc = RD_ESTALE; /* write again with the new catalog */
-    wstate_free(&w);
+    wstate_free(w);
     free(text);
+    free(p);
     return rc;
   }
-  rd_buf_t key = {0}, tmp = {0};
-  rd_cmd_t c;
-  dtx__rd_cmd_init(&c, co->slots[cur->bucket], RD_S_WRITE, 1);
-  doc_key(co, cur, &key);
-  dtx__rd_argb(&c, &key);
+  rd_buf_t tmp = {0};
+  rd_cmd_t *c = &p->c;
+  dtx__rd_cmd_init(c, co->slots[cur->bucket], RD_S_WRITE, 1);
+  doc_key(co, cur, &p->key);
+  dtx__rd_argb(c, &p->key);
   dtx__rd_key_members(&tmp, co, cur->bucket);
-  dtx__rd_argb(&c, &tmp);
+  dtx__rd_argb(c, &tmp);
   tmp.n = 0;
   dtx__rd_key_stamp(&tmp, co, cur->bucket);
-  dtx__rd_argb(&c, &tmp);
+  dtx__rd_argb(c, &tmp);
   for (size_t i = 0; i < co->nidx; i++) {
     tmp.n = 0;
     dtx__rd_key_index(&tmp, co, cur->bucket, co->idx[i].id);
-    dtx__rd_argb(&c, &tmp);
+    dtx__rd_argb(c, &tmp);
   }
-  c.nkeys = (int)c.argc;
-  dtx__rd_args(&c, cur->ver);
-  dtx__rd_args(&c, ver);
-  dtx__rd_argi(&c, co->ver);
-  dtx__rd_arg(&c, &op, 1);
-  dtx__rd_args(&c, text ? text : "");
+  c->nkeys = (int)c->argc;
+  dtx__rd_args(c, cur->ver);
+  dtx__rd_args(c, ver);
+  dtx__rd_argi(c, co->ver);
+  dtx__rd_arg(c, &op, 1);
+  dtx__rd_args(c, text ? text : "");
   tmp.n = 0;
   dtx__rd_put(&tmp, seq, RD_SEQLEN);
   dtx__rd_put(&tmp, cur->id.p, cur->id.n);
-  dtx__rd_argb(&c, &tmp);
-  dtx__rd_args(&c, seq);
-  dtx__rd_argi(&c, (long long)w.rel.n);
-  for (size_t i = 0; i < w.rel.n; i++) {
+  dtx__rd_argb(c, &tmp);
+  dtx__rd_args(c, seq);
+  dtx__rd_argi(c, (long long)w->rel.n);
+  for (size_t i = 0; i < w->rel.n; i++) {
     tmp.n = 0;
     dtx__rd_putc(&tmp, 'u');
-    dtx__rd_put(&tmp, w.rel.keys[i].p, w.rel.keys[i].n);
-    dtx__rd_argb(&c, &tmp);
+    dtx__rd_put(&tmp, w->rel.keys[i].p, w->rel.keys[i].n);
+    dtx__rd_argb(c, &tmp);
   }
-  dtx__rd_argi(&c, (long long)w.rec.n);
-  for (size_t i = 0; i < w.rec.n; i++) {
+  dtx__rd_argi(c, (long long)w->rec.n);
+  for (size_t i = 0; i < w->rec.n; i++) {
     tmp.n = 0;
     dtx__rd_putc(&tmp, 'u');
-    dtx__rd_put(&tmp, w.rec.keys[i].p, w.rec.keys[i].n);
-    dtx__rd_argb(&c, &tmp);
-    dtx__rd_argb(&c, &w.rec.vals[i]);
+    dtx__rd_put(&tmp, w->rec.keys[i].p, w->rec.keys[i].n);
+    dtx__rd_argb(c, &tmp);
+    dtx__rd_argb(c, &w->rec.vals[i]);
   }
   for (size_t i = 0; i < co->nidx; i++) {
-    put_entries(&c, &w.old[i], w.rem[i], w.nrem[i], seq, &cur->id);
-    put_entries(&c, &w.new_[i], w.add[i], w.nadd[i], seq, &cur->id);
+    put_entries(c, &w->old[i], w->rem[i], w->nrem[i], seq, &cur->id);
+    put_entries(c, &w->new_[i], w->add[i], w->nadd[i], seq, &cur->id);
   }
   dtx__rd_buf_free(&tmp);
   free(text);
-  rc = dtx__rd_run(b, &c, 1, "writing a document");
+  *out = p;
+  return 0;
+}
+
+rd_cmd_t *dtx__rd_write_cmd(rd_wprep_t *p) { return &p->c; }
+
+int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
+                      rd_wprep_t *p, int rc, rd_claims_t *claims) {
+  wstate_t *w = &p->w;
+  rd_cmd_t *c = &p->c;
+  const char *seq = p->seq, *ver = p->ver;
+  json_t *newbody = p->newbody;
   /* A stamp below the catalog's version means a catalog change whose
    * author died before raising every stamp: finish that for it. */
   for (int heal = 0; rc == 0 && heal < 3; heal++) {
-    const redisReply *r = c.reply;
+    const redisReply *r = c->reply;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
         r->element[0]->type != REDIS_REPLY_INTEGER ||
         r->element[0]->integer != -1 ||
@@ -654,24 +695,24 @@ int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
       break;
     if ((rc = dtx__rd_raise_stamps(b, co)) < 0)
       break;
-    freeReplyObject(c.reply);
-    c.reply = NULL;
-    rc = dtx__rd_run(b, &c, 1, "writing a document");
+    freeReplyObject(c->reply);
+    c->reply = NULL;
+    rc = dtx__rd_run(b, c, 1, "writing a document");
   }
   int applied = 0;
   if (rc == 0) {
-    const redisReply *r = c.reply;
+    const redisReply *r = c->reply;
     long long tag = r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
                             r->element[0]->type == REDIS_REPLY_INTEGER
                         ? r->element[0]->integer
                         : -2;
     if (tag == 1) {
       applied = 1;
-      for (size_t i = 0; i < w.rel.n && i + 1 < r->elements; i++) {
+      for (size_t i = 0; i < w->rel.n && i + 1 < r->elements; i++) {
         const redisReply *v = r->element[i + 1];
         if (v->type == REDIS_REPLY_STRING) {
-          w.rel.vals[i].n = 0;
-          dtx__rd_put(&w.rel.vals[i], v->str, v->len);
+          w->rel.vals[i].n = 0;
+          dtx__rd_put(&w->rel.vals[i], v->str, v->len);
         }
       }
     } else if (tag == 0 && r->elements == 4) {
@@ -679,8 +720,8 @@ int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
       if (v->type == REDIS_REPLY_STRING && strlen(ver) == v->len &&
           memcmp(v->str, ver, v->len) == 0) {
         applied = 1; /* a resend found its own earlier success */
-        for (size_t i = 0; i < w.rel.n; i++)
-          w.rel.vals[i].n = 0; /* unknown: they become orphans */
+        for (size_t i = 0; i < w->rel.n; i++)
+          w->rel.vals[i].n = 0; /* unknown: they become orphans */
       } else {
         rc = dtx__rd_doc_fill(cur, r->element[1], r->element[2],
                               r->element[3]);
@@ -699,86 +740,110 @@ int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
      * lost connection would: the claims stay as orphans for the next
      * taker to fence, and the write still succeeded (as in
      * dtx__rd_claims_release, a failed release is no error of the write). */
-    if (w.rel.n == 0 || DTX_FAULTPOINT("redis.unique_written") == 0)
-      dtx__rd_claims_release(b, &w.rel);
+    if (w->rel.n == 0 || DTX_FAULTPOINT("redis.unique_written") == 0)
+      dtx__rd_claims_release(b, &w->rel);
     if (claims)
-      for (size_t i = 0; i < w.taken.n; i++)
-        dtx__rd_claims_add(claims, w.taken.keys[i].p, w.taken.keys[i].n,
-                           w.taken.vals[i].p, w.taken.vals[i].n);
+      for (size_t i = 0; i < w->taken.n; i++)
+        dtx__rd_claims_add(claims, w->taken.keys[i].p, w->taken.keys[i].n,
+                           w->taken.vals[i].p, w->taken.vals[i].n);
     memcpy(cur->ver, ver, sizeof cur->ver);
     memcpy(cur->seq, seq, sizeof cur->seq);
     json_decref(cur->body);
     cur->body = json_incref(newbody);
     cur->cached = 0;
     if (newbody)
-      dtx__rd_cache_put(b, &key, cur);
+      dtx__rd_cache_put(b, &p->key, cur);
     else
-      dtx__rd_cache_drop(b, &key);
+      dtx__rd_cache_drop(b, &p->key);
     /* Even when fewer replicas than ?wait= acknowledged it in time (see
      * conn.c), the write is done and cannot be undone, so the state above
      * is recorded either way.  A replica that is catching up was waited
      * for; but when its master has fewer replicas connected than ?wait=,
      * the caller must hear that the write is not durable as asked: an
      * UNAVAILABLE whose outcome is unknown, as after a lost reply. */
-    rc = c.few ? dtx__rd_few_replicas_err(b, &c) : 0;
+    rc = c->few ? dtx__rd_few_replicas_err(b, c) : 0;
   } else {
     if (rc == RD_ELOST && cur->body)
-      dtx__rd_cache_put(b, &key, cur);
+      dtx__rd_cache_put(b, &p->key, cur);
     else if (rc == RD_ELOST)
-      dtx__rd_cache_drop(b, &key);
-    dtx__rd_claims_release(b, &w.taken);
+      dtx__rd_cache_drop(b, &p->key);
+    dtx__rd_claims_release(b, &w->taken);
   }
-  dtx__rd_cmd_clear(&c);
-  dtx__rd_buf_free(&key);
-  wstate_free(&w);
+  dtx__rd_cmd_clear(c);
+  dtx__rd_buf_free(&p->key);
+  wstate_free(w);
+  free(p);
   return rc;
 }
 
+int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
+                  json_t *newbody, rd_claims_t *claims) {
+  rd_wprep_t *p;
+  int rc = dtx__rd_write_begin(b, co, cur, newbody, &p);
+  if (rc < 0 || !p)
+    return rc;
+  rc = dtx__rd_run(b, &p->c, 1, "writing a document");
+  return dtx__rd_write_end(b, co, cur, p, rc, claims);
+}
+
 /* A version-only check of a state read from the cache: 0 when it is
- * current, RD_ELOST with cur refreshed when not, RD_ESTALE. */
-static int verify(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur) {
-  rd_cmd_t c;
-  rd_buf_t key = {0}, tmp = {0};
-  dtx__rd_cmd_init(&c, co->slots[cur->bucket], RD_S_WRITE, 0);
-  c.nkeys = 3;
-  doc_key(co, cur, &key);
-  dtx__rd_argb(&c, &key);
+ * current, RD_ELOST with cur refreshed when not, RD_ESTALE.  In two
+ * halves, so a bulk write pipelines the checks of many documents. */
+void dtx__rd_verify_cmd(const rd_coll_t *co, const rd_doc_t *cur,
+                        rd_cmd_t *c) {
+  rd_buf_t tmp = {0};
+  dtx__rd_cmd_init(c, co->slots[cur->bucket], RD_S_WRITE, 0);
+  c->nkeys = 3;
+  doc_key(co, cur, &tmp);
+  dtx__rd_argb(c, &tmp);
+  tmp.n = 0;
   dtx__rd_key_members(&tmp, co, cur->bucket);
-  dtx__rd_argb(&c, &tmp);
+  dtx__rd_argb(c, &tmp);
   tmp.n = 0;
   dtx__rd_key_stamp(&tmp, co, cur->bucket);
-  dtx__rd_argb(&c, &tmp);
+  dtx__rd_argb(c, &tmp);
   dtx__rd_buf_free(&tmp);
-  dtx__rd_args(&c, cur->ver);
-  dtx__rd_args(&c, "");
-  dtx__rd_argi(&c, co->ver);
-  dtx__rd_args(&c, "c");
-  int rc = dtx__rd_run(b, &c, 1, "checking a document");
-  if (rc == 0) {
-    const redisReply *r = c.reply;
-    long long tag = r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
-                            r->element[0]->type == REDIS_REPLY_INTEGER
-                        ? r->element[0]->integer
-                        : -2;
-    if (tag == 1) {
-      cur->cached = 0;
-    } else if (tag == 0 && r->elements == 4) {
-      rc = dtx__rd_doc_fill(cur, r->element[1], r->element[2], r->element[3]);
-      if (rc == 0) {
-        rc = RD_ELOST;
-        if (cur->body)
-          dtx__rd_cache_put(b, &key, cur);
-        else
-          dtx__rd_cache_drop(b, &key);
-      }
-    } else if (tag == -1) {
-      rc = RD_ESTALE;
-    } else {
-      rc = dtx__rd_bad_reply(r, "checking a document");
-    }
+  dtx__rd_args(c, cur->ver);
+  dtx__rd_args(c, "");
+  dtx__rd_argi(c, co->ver);
+  dtx__rd_args(c, "c");
+}
+
+int dtx__rd_verify_reply(dtx__backend_t *b, const rd_coll_t *co,
+                         rd_doc_t *cur, const rd_cmd_t *c) {
+  const redisReply *r = c->reply;
+  long long tag = r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+                          r->element[0]->type == REDIS_REPLY_INTEGER
+                      ? r->element[0]->integer
+                      : -2;
+  if (tag == 1) {
+    cur->cached = 0;
+    return 0;
   }
-  dtx__rd_cmd_clear(&c);
+  if (tag == -1)
+    return RD_ESTALE;
+  if (tag != 0 || r->elements != 4)
+    return dtx__rd_bad_reply(r, "checking a document");
+  int rc = dtx__rd_doc_fill(cur, r->element[1], r->element[2], r->element[3]);
+  if (rc < 0)
+    return rc;
+  rd_buf_t key = {0};
+  doc_key(co, cur, &key);
+  if (cur->body)
+    dtx__rd_cache_put(b, &key, cur);
+  else
+    dtx__rd_cache_drop(b, &key);
   dtx__rd_buf_free(&key);
+  return RD_ELOST;
+}
+
+static int verify(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur) {
+  rd_cmd_t c;
+  dtx__rd_verify_cmd(co, cur, &c);
+  int rc = dtx__rd_run(b, &c, 1, "checking a document");
+  if (rc == 0)
+    rc = dtx__rd_verify_reply(b, co, cur, &c);
+  dtx__rd_cmd_clear(&c);
   return rc;
 }
 
@@ -791,7 +856,7 @@ static int verify(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur) {
 static int insert_one(dtx__backend_t *b, rd_coll_t **cop, json_t *doc,
                       int bypass) {
   rd_doc_t cur = {0};
-  int rc = doc_set_id(*cop, &cur, json_object_get(doc, "_id"));
+  int rc = dtx__rd_doc_set_id(*cop, &cur, json_object_get(doc, "_id"));
   for (int attempt = 0; rc == 0 && attempt < MAX_ATTEMPTS; attempt++) {
     rc = dtx__doc_check_write((*cop)->rules, (*cop)->name, NULL, doc, bypass);
     if (rc == 0)
@@ -812,7 +877,7 @@ static int insert_one(dtx__backend_t *b, rd_coll_t **cop, json_t *doc,
       *cop = fresh;
       json_t *id = json_incref(json_object_get(doc, "_id"));
       dtx__rd_doc_clear(&cur);
-      rc = doc_set_id(*cop, &cur, id);
+      rc = dtx__rd_doc_set_id(*cop, &cur, id);
       json_decref(id);
       continue;
     }
@@ -1062,9 +1127,9 @@ static int modify_doc(dtx__backend_t *b, const rd_coll_t *co,
     }
     json_t *nd = NULL;
     int changed = 1;
-    rc = m->update ? dtx__update_apply(m->update, cur->body, 0, now, &nd,
-                                       &changed)
-                   : 0;
+    /* The update and the fence (fence.c), decided on this version of
+     * the document: the write below is refused if it moved since. */
+    rc = dtx__modify_apply(m, cur->body, now, &nd, &changed);
     /* The new document (or the delete) against the rules of co, the
      * descriptor whose stamp the write will carry. */
     if (rc == 0 && changed)
@@ -1119,8 +1184,7 @@ static int modify_doc(dtx__backend_t *b, const rd_coll_t *co,
   return dtx__err(DTX_EBUSY, "redis: document in '%s' kept changing", m->coll);
 }
 
-/* The single _id of a plain by-id filter, or NULL. */
-static const json_t *single_id(const rd_plan_t *p) {
+const json_t *dtx__rd_plan_single_id(const rd_plan_t *p) {
   if (p->kind != RD_PLAN_IDS || json_array_size(p->ids) != 1)
     return NULL;
   const json_t *v = json_array_get(p->ids, 0);
@@ -1149,11 +1213,11 @@ static int select_doc(dtx__backend_t *b, rd_coll_t **cop,
   int rc = dtx__rd_plan(*cop, m->filter_spec, &p);
   if (rc < 0)
     return rc;
-  const json_t *id = single_id(&p);
+  const json_t *id = dtx__rd_plan_single_id(&p);
   if (id) {
     *by_id = 1;
     rd_buf_t key = {0};
-    rc = doc_set_id(*cop, out, id);
+    rc = dtx__rd_doc_set_id(*cop, out, id);
     if (rc == 0) {
       doc_key(*cop, out, &key);
       if (!dtx__rd_cache_get(b, &key, out))
@@ -1168,9 +1232,17 @@ static int select_doc(dtx__backend_t *b, rd_coll_t **cop,
   }
   rd_doc_t *d = NULL;
   size_t n = 0;
-  /* Without a sort only the first match in natural order is wanted: each
-   * bucket's first will do, when the plan keeps a bucket in that order. */
-  rc = m->sort ? 0 : dtx__rd_first_matches(b, *cop, &p, m->filter, &d, &n);
+  /* Only the first match in natural (or sort) order is wanted: each
+   * bucket's first will do, when the plan keeps a bucket in that order --
+   * for a sort, an index walked in sort order (dtx__rd_plan_sorted). */
+  if (m->sort) {
+    dtx__rd_plan_free(&p);
+    rc = dtx__rd_plan_sorted(*cop, m->filter_spec, m->sort, &p);
+    if (rc == 1)
+      rc = dtx__rd_first_matches(b, *cop, &p, m->filter, m->sort, &d, &n);
+  } else {
+    rc = dtx__rd_first_matches(b, *cop, &p, m->filter, NULL, &d, &n);
+  }
   dtx__rd_plan_free(&p);
   if (rc < 0)
     return rc;
@@ -1203,7 +1275,7 @@ static int select_doc(dtx__backend_t *b, rd_coll_t **cop,
 static int upsert(dtx__backend_t *b, rd_coll_t **cop, const dtx__modify_t *m,
                   int64_t now, dtx__modify_result_t *res) {
   json_t *doc;
-  int rc = dtx__upsert_doc(m->filter_spec, m->update, now, &doc);
+  int rc = dtx__modify_upsert_doc(m, now, &doc);
   if (rc == 0)
     rc = dtx__doc_check_write((*cop)->rules, (*cop)->name, NULL, doc,
                               m->bypass);
@@ -1212,7 +1284,7 @@ static int upsert(dtx__backend_t *b, rd_coll_t **cop, const dtx__modify_t *m,
     return rc;
   }
   rd_doc_t cur = {0};
-  rc = doc_set_id(*cop, &cur, json_object_get(doc, "_id"));
+  rc = dtx__rd_doc_set_id(*cop, &cur, json_object_get(doc, "_id"));
   for (int attempt = 0; rc == 0 && attempt < MAX_ATTEMPTS; attempt++) {
     rc = dtx__rd_write(b, *cop, &cur, doc, NULL);
     if (rc == RD_ELOST && !cur.body) {

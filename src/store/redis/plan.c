@@ -98,6 +98,44 @@ int dtx__rd_plan(const rd_coll_t *co, const json_t *fspec, rd_plan_t *p) {
   return 0;
 }
 
+int dtx__rd_plan_sorted(const rd_coll_t *co, const json_t *fspec,
+                        const json_t *sort, rd_plan_t *p) {
+  memset(p, 0, sizeof *p);
+  dtx__conds_t *cs = malloc(sizeof *cs);
+  if (!cs)
+    return dtx__err(DTX_ENOMEM, "planning a query");
+  dtx__conds_collect(cs, fspec);
+  dtx__choice_t best = {0}, sorted = {0}, ch;
+  int have_id = 0;
+  for (size_t i = 0; i < cs->n && !have_id; i++)
+    have_id = cs->c[i].kind == DTX__COND_EQ && cs->c[i].group == 0 &&
+              strcmp(cs->c[i].path, "_id") == 0;
+  for (size_t i = 0; i < co->nidx && !have_id; i++) {
+    if (!co->idx[i].ready)
+      continue;
+    dtx__conds_consider(cs, &co->idx[i], co->idx[i].spec,
+                        co->idx[i].multikey, &best);
+    if (dtx__conds_sorted(cs, &co->idx[i], co->idx[i].spec,
+                          co->idx[i].multikey, sort, &ch) &&
+        (!sorted.ix || ch.score > sorted.score))
+      sorted = ch;
+  }
+  int rc = 0;
+  /* As the SQLite planner: an _id lookup or an index with more
+   * equalities reads fewer documents than the walk. */
+  if (sorted.ix && best.score <= sorted.score) {
+    p->kind = RD_PLAN_INDEX;
+    p->ix = sorted.ix;
+    p->neq = sorted.neq;
+    for (size_t f = 0; f < sorted.neq; f++)
+      p->eq[f] = json_incref(sorted.eq[f]->vals);
+    rc = 1;
+  }
+  dtx__conds_free(cs);
+  free(cs);
+  return rc;
+}
+
 /* ---- candidates ------------------------------------------------------------------ */
 
 void dtx__rd_docs_free(rd_doc_t *d, size_t n) {
@@ -506,17 +544,26 @@ int dtx__rd_candidates(dtx__backend_t *b, const rd_coll_t *co,
 #define FIRST_PAGE 4
 #define FIRST_PAGE_MAX 256
 
+/* Whether a's entry comes before b's in the walk's order: (sort, seq). */
+static int walk_before(const json_t *sort, const rd_doc_t *a,
+                       const rd_doc_t *b) {
+  int c = sort ? dtx__sort_cmp(sort, a->body, b->body) : 0;
+  return c ? c < 0 : strcmp(a->seq, b->seq) < 0;
+}
+
 /* Within one bucket, members and the entries of one full-equality index
- * key are ordered by sequence number, so the bucket's first match in
- * natural order is found by reading a few entries at a time; and a bucket
- * whose entries have passed the best match found elsewhere can stop. */
+ * key are ordered by sequence number, and the entries of a sorted plan's
+ * index (dtx__rd_plan_sorted) by the sort and then sequence number; so the
+ * bucket's first match in that order is found by reading a few entries
+ * at a time, and a bucket whose entries have passed the best match found
+ * elsewhere can stop. */
 int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
                           const rd_plan_t *p, const dtx__filter_t *f,
-                          rd_doc_t **out, size_t *n) {
+                          const json_t *sort, rd_doc_t **out, size_t *n) {
   *out = NULL;
   *n = 0;
   if (p->kind == RD_PLAN_INDEX) {
-    if (p->lo || p->hi || p->neq != p->ix->spec->nfields)
+    if (p->lo || p->hi || (!sort && p->neq != p->ix->spec->nfields))
       return 0;
     for (size_t k = 0; k < p->neq; k++)
       if (json_array_size(p->eq[k]) != 1)
@@ -555,7 +602,7 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
   dtx__rd_buf_free(&min);
   dtx__rd_buf_free(&max);
   rd_buf_t stamp = {0}, prefix = {0};
-  char best[RD_SEQLEN + 1] = "";
+  const rd_doc_t *best = NULL; /* the first match in walk order so far */
   for (;;) {
     size_t nc = 0;
     for (size_t k = 0; k < nb; k++) {
@@ -591,7 +638,7 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
         rc = RD_ESTALE;
         break;
       }
-      char last[RD_SEQLEN + 1] = "";
+      rd_doc_t last = {0}; /* the last entry read, for the stop rule */
       for (size_t e = 3; rc == 0 && e + 3 < r->elements && !done[k];
            e += 4) {
         rd_doc_t d = {0};
@@ -600,20 +647,25 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
         rc = dtx__rd_doc_fill(&d, r->element[e + 1], r->element[e + 2],
                               r->element[e + 3]);
         if (rc == 0 && d.body) {
-          memcpy(last, d.seq, sizeof last);
           dtx__docs_examined++;
           if (dtx__filter_match(f, d.body)) {
             found[k] = d;
             memset(&d, 0, sizeof d);
             done[k] = 1;
-            if (!best[0] || strcmp(found[k].seq, best) < 0)
-              memcpy(best, found[k].seq, sizeof best);
+            if (!best || walk_before(sort, &found[k], best))
+              best = &found[k];
+          } else {
+            dtx__rd_doc_clear(&last);
+            last = d;
+            memset(&d, 0, sizeof d);
           }
         }
         dtx__rd_doc_clear(&d);
       }
-      if (rc < 0 || done[k])
+      if (rc < 0 || done[k]) {
+        dtx__rd_doc_clear(&last);
         continue;
+      }
       if (r->element[1]->integer < limit[k]) {
         done[k] = 1; /* exhausted */
       } else {
@@ -623,9 +675,10 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
         if (limit[k] < FIRST_PAGE_MAX)
           limit[k] *= 2;
         /* Its next entries come after 'last': past the best, stop. */
-        if (best[0] && last[0] && strcmp(last, best) > 0)
+        if (best && last.body && walk_before(sort, best, &last))
           done[k] = 1;
       }
+      dtx__rd_doc_clear(&last);
     }
     for (size_t i = 0; i < nc; i++)
       dtx__rd_cmd_clear(&cmds[i]);

@@ -462,7 +462,7 @@ static void rd_close(dtx__backend_t *b) {
 }
 
 const dtx_store_methods_t dtx__redis_methods = {
-    .version = 2,
+    .version = 3,
     .scheme = "redis",
     .uri_form = "redis://HOST:PORT",
     .open = rd_open,
@@ -478,4 +478,5 @@ const dtx_store_methods_t dtx__redis_methods = {
     .list_collections = dtx__rd_list_collections,
     .set_rules = dtx__rd_set_rules,
     .get_rules = dtx__rd_get_rules,
+    .bulk = dtx__rd_bulk,
 };

@@ -162,6 +162,17 @@ int dtx__rd_run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n,
 int dtx__rd_run_together(dtx__backend_t *b, rd_cmd_t *cmds, size_t n,
                          const char *what);
 
+/* As dtx__rd_run, and once every node's pipeline of the first round is
+ * written (before any reply is read) it reaches fault point `point`: a
+ * crash there leaves the server to apply what it received, an injected
+ * error is taken as every connection lost, so all is sent again (every
+ * write the backend sends is safe to run twice, see redis.c). */
+int dtx__rd_run_sent(dtx__backend_t *b, rd_cmd_t *cmds, size_t n,
+                     const char *what, const char *point);
+
+/* bulk.c: the bulk method. */
+int dtx__rd_bulk(dtx__backend_t *b, dtx__bulk_op_t *ops, size_t n);
+
 /* DTX_EUNAVAILABLE for a write c whose master had fewer connected
  * replicas than ?wait= (c->few set by the executor): names the master
  * and both counts, and says the write was applied there. */
@@ -195,7 +206,7 @@ typedef struct rd_idx {
   int64_t id;
   dtx__index_spec_t *spec;
   int ready;    /* built: queries may use it */
-  int multikey; /* some document has had several keys in it */
+  int multikey; /* some document made it so (dtx__index_keys_multikey) */
 } rd_idx_t;
 
 #define RD_KPMAX 48 /* a key prefix: "dtx:" or "dtx@NAME:" */
@@ -295,8 +306,35 @@ int dtx__rd_doc_fill(rd_doc_t *d, const redisReply *v, const redisReply *s,
 int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
                   json_t *newbody, rd_claims_t *claims);
 
-/* Re-reads one document (fresh). */
+/* dtx__rd_write in halves, so that a bulk write pipelines many: begin
+ * prepares (index diffs; unique claims are taken here, a round trip each)
+ * and builds the WRITE command, dtx__rd_write_cmd(p); after running it,
+ * end reads its reply with rc the run's code, and returns what
+ * dtx__rd_write would (it frees p).  begin returns 0 with *out NULL when
+ * there is nothing to write, or an error (nothing to end). */
+typedef struct rd_wprep rd_wprep_t;
+int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
+                        json_t *newbody, rd_wprep_t **out);
+rd_cmd_t *dtx__rd_write_cmd(rd_wprep_t *p);
+int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
+                      rd_wprep_t *p, int rc, rd_claims_t *claims);
+
+/* Re-reads one document (fresh).  In halves for a bulk write: the READDOC
+ * command of d (its id and bucket set), and its reply into d. */
 int dtx__rd_read_doc(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *d);
+void dtx__rd_read_cmd(const rd_coll_t *co, const rd_doc_t *d, rd_cmd_t *c);
+int dtx__rd_read_reply(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *d,
+                       const rd_cmd_t *c);
+
+/* The version-only check of a cached state (docs.c's verify) in halves:
+ * its reply gives 0 (current), RD_ELOST (cur refreshed) or RD_ESTALE. */
+void dtx__rd_verify_cmd(const rd_coll_t *co, const rd_doc_t *cur,
+                        rd_cmd_t *c);
+int dtx__rd_verify_reply(dtx__backend_t *b, const rd_coll_t *co,
+                         rd_doc_t *cur, const rd_cmd_t *c);
+
+/* Sets d's encoded id and bucket from an _id value. */
+int dtx__rd_doc_set_id(const rd_coll_t *co, rd_doc_t *d, const json_t *id);
 
 int dtx__rd_insert(dtx__backend_t *b, const char *coll, json_t *const *docs,
                    size_t n, int bypass, size_t *ninserted);
@@ -325,6 +363,9 @@ typedef struct rd_plan {
 } rd_plan_t;
 
 int dtx__rd_plan(const rd_coll_t *co, const json_t *fspec, rd_plan_t *p);
+/* The single _id (an integer or a string) of a plain by-id plan, or
+ * NULL: then that document is the only candidate. */
+const json_t *dtx__rd_plan_single_id(const rd_plan_t *p);
 void dtx__rd_plan_free(rd_plan_t *p);
 
 /* Fresh documents that may match the plan, each once, bodies present, in
@@ -334,14 +375,22 @@ int dtx__rd_candidates(dtx__backend_t *b, const rd_coll_t *co,
                        const rd_plan_t *p, rd_doc_t **out, size_t *n);
 void dtx__rd_docs_free(rd_doc_t *d, size_t n);
 
-/* For modify_one without sort: the first match of f in each bucket (at
- * most one per bucket, in *out), reading a few entries at a time.  Only
+/* For modify_one: the first match of f in each bucket (at most one per
+ * bucket, in *out), reading a few entries at a time.  Without sort, only
  * for plans whose entries are in insertion order within a bucket (a scan,
- * or an index with every field equal to one value); returns 0 for others
- * (then use dtx__rd_candidates), 1 when done, <0 on error. */
+ * or an index with every field equal to one value); with sort, for a
+ * plan of dtx__rd_plan_sorted, whose entries are in sort order.  Returns
+ * 0 for other plans (then use dtx__rd_candidates), 1 when done, <0 on
+ * error. */
 int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
                           const rd_plan_t *p, const dtx__filter_t *f,
-                          rd_doc_t **out, size_t *n);
+                          const json_t *sort, rd_doc_t **out, size_t *n);
+
+/* A plan that walks an index in sort order (dtx__conds_sorted): 1 and *p
+ * set when one is better than dtx__rd_plan's, else 0 (*p empty); <0 on
+ * error.  Free *p with dtx__rd_plan_free. */
+int dtx__rd_plan_sorted(const rd_coll_t *co, const json_t *fspec,
+                        const json_t *sort, rd_plan_t *p);
 
 /* ---- the backend --------------------------------------------------------------- */
 

@@ -133,13 +133,59 @@ out:
   pthread_mutex_unlock(&c->mu);
 }
 
+/* Takes the next batch off the queue: whole groups (the ops one caller
+ * handed over together are never split between transactions), up to
+ * BATCH_MAX ops, or one group alone when it is bigger -- split into
+ * BATCH_MAX slices only if memory for it cannot be had (each op stays
+ * atomic on its own either way).  Caller holds qmu.  *out is into (room
+ * for BATCH_MAX) or a malloc'd array the caller frees. */
+static size_t take_batch(dtx__backend_t *b, sq_op_t **into, sq_op_t ***out) {
+  size_t n = 0;
+  sq_op_t **batch = into;
+  if (b->qhead->glen > BATCH_MAX &&
+      (batch = malloc(b->qhead->glen * sizeof *batch)) == NULL) {
+    batch = into;
+    b->qhead->glen = BATCH_MAX;
+    sq_op_t *rest = b->qhead;
+    for (size_t k = 0; k < BATCH_MAX; k++)
+      rest = rest->next;
+    rest->glen = b->qhead->grp->glen_left - BATCH_MAX;
+  }
+  while (b->qhead && (n == 0 || n + b->qhead->glen <= BATCH_MAX)) {
+    size_t k = b->qhead->glen;
+    b->qhead->grp->glen_left -= k;
+    for (; k > 0; k--) {
+      batch[n++] = b->qhead;
+      b->qhead = b->qhead->next;
+    }
+    if (batch != into)
+      break; /* a big group goes alone */
+  }
+  if (!b->qhead)
+    b->qtail = NULL;
+  *out = batch;
+  return n;
+}
+
 int dtx__sq_submit(dtx__backend_t *b, sq_op_t *op) {
-  sq_op_t *batch[BATCH_MAX];
-  op->done = 0;
-  op->next = NULL;
-  op->rc = 0;
-  op->examined = 0;
-  op->detail[0] = '\0';
+  return dtx__sq_submit_many(b, &op, 1);
+}
+
+/* The caller waits on its group's head; whoever finishes the group's last
+ * op wakes it (I2: only after that op's transaction ended). */
+int dtx__sq_submit_many(dtx__backend_t *b, sq_op_t **ops, size_t nops) {
+  sq_op_t *stack[BATCH_MAX];
+  sq_op_t *op = ops[0], *last = ops[nops - 1];
+  for (size_t i = 0; i < nops; i++) {
+    ops[i]->done = 0;
+    ops[i]->next = i + 1 < nops ? ops[i + 1] : NULL;
+    ops[i]->grp = op;
+    ops[i]->glen = i == 0 ? nops : 0;
+    ops[i]->rc = 0;
+    ops[i]->examined = 0;
+    ops[i]->detail[0] = '\0';
+  }
+  op->glen_left = nops;
   pthread_cond_init(&op->cv, NULL);
 
   pthread_mutex_lock(&b->qmu);
@@ -147,20 +193,15 @@ int dtx__sq_submit(dtx__backend_t *b, sq_op_t *op) {
     b->qtail->next = op;
   else
     b->qhead = op;
-  b->qtail = op;
-  while (!op->done) {
+  b->qtail = last;
+  while (!last->done) {
     if (b->leading) {
       pthread_cond_wait(&op->cv, &b->qmu);
       continue;
     }
+    sq_op_t **batch;
+    size_t n = take_batch(b, stack, &batch);
     b->leading = 1;
-    size_t n = 0;
-    while (b->qhead && n < BATCH_MAX) {
-      batch[n++] = b->qhead;
-      b->qhead = b->qhead->next;
-    }
-    if (!b->qhead)
-      b->qtail = NULL;
     b->nbatches++;
     b->nbatched += n;
     if (n > b->maxbatch)
@@ -172,19 +213,24 @@ int dtx__sq_submit(dtx__backend_t *b, sq_op_t *op) {
     pthread_mutex_lock(&b->qmu);
     for (size_t i = 0; i < n; i++) {
       batch[i]->done = 1;
-      if (batch[i] != op)
-        pthread_cond_signal(&batch[i]->cv);
+      int group_done = batch[i]->grp->glen_left == 0 &&
+                       (i + 1 == n || batch[i + 1]->grp != batch[i]->grp);
+      if (group_done && batch[i]->grp != op)
+        pthread_cond_signal(&batch[i]->grp->cv);
     }
+    if (batch != stack)
+      free(batch);
     b->leading = 0;
-    /* Our own op may still be queued behind a full batch: then we lead
+    /* Our own ops may still be queued behind a full batch: then we lead
      * again; otherwise the oldest waiter takes over (I3). */
-    if (op->done && b->qhead)
-      pthread_cond_signal(&b->qhead->cv);
+    if (last->done && b->qhead)
+      pthread_cond_signal(&b->qhead->grp->cv);
   }
   pthread_mutex_unlock(&b->qmu);
   pthread_cond_destroy(&op->cv);
 
-  dtx__docs_examined += op->examined;
+  for (size_t i = 0; i < nops; i++)
+    dtx__docs_examined += ops[i]->examined;
   if (op->rc < 0)
     return dtx__err(op->rc, "%s", op->detail);
   dtx__err_clear();

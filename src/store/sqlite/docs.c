@@ -18,6 +18,7 @@
 #include "store/sqlite/sqlite_int.h"
 
 #include "util/err.h"
+#include "util/fault.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -111,7 +112,7 @@ static int idx_rows(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
 
 int dtx__sq_idx_insert(sq_wctx_t *w, const sq_idx_t *ix, const json_t *keys,
                        int64_t seq) {
-  if (json_array_size(keys) > 1 && !ix->multikey) {
+  if (!ix->multikey && dtx__index_keys_multikey(keys)) {
     size_t i = 0;
     while (i < w->nmk && w->mk[i] != ix->id)
       i++;
@@ -339,7 +340,12 @@ int dtx__sq_find(dtx__backend_t *b, const char *coll, const json_t *fspec,
     sq_cursor_t cur;
     int64_t seq, nmatch = 0;
     json_t *doc;
-    if ((rc = dtx__sq_cursor_open(&cur, c, co, fspec, f)) == 0) {
+    /* A sort an index walk delivers (sorted == 1) is as good as none. */
+    int sorted = dtx__sq_cursor_open_sorted(&cur, c, co, fspec, f, sort);
+    rc = sorted < 0 ? sorted : 0;
+    if (sorted == 1)
+      sort = NULL;
+    if (rc == 0) {
       while ((rc = dtx__sq_cursor_next(&cur, &seq, &doc)) == 1) {
         /* Without sort, skip and limit apply as matches arrive, and the
          * scan stops once the page is full. */
@@ -436,25 +442,28 @@ typedef struct mod_arg {
 } mod_arg_t;
 
 /* The first match in insertion order, or with a sort the least one (the
- * earliest of equals, as a stable sort would give). */
+ * earliest of equals, as a stable sort would give): the first one an
+ * index walk in sort order meets, or else the least of all matches. */
 static int pick_first(sq_conn_t *c, const sq_coll_t *co,
                       const dtx__modify_t *m, int64_t *seq, json_t **doc) {
   sq_cursor_t cur;
   *doc = NULL;
-  int rc = dtx__sq_cursor_open(&cur, c, co, m->filter_spec, m->filter);
+  int rc = dtx__sq_cursor_open_sorted(&cur, c, co, m->filter_spec, m->filter,
+                                      m->sort);
   if (rc < 0)
     return rc;
+  const json_t *sort = rc == 1 ? NULL : m->sort;
   int64_t s;
   json_t *d;
   while ((rc = dtx__sq_cursor_next(&cur, &s, &d)) == 1) {
-    if (!*doc || dtx__sort_cmp(m->sort, d, *doc) < 0) {
+    if (!*doc || dtx__sort_cmp(sort, d, *doc) < 0) {
       json_decref(*doc);
       *doc = d;
       *seq = s;
     } else {
       json_decref(d);
     }
-    if (!m->sort)
+    if (!sort)
       break;
   }
   dtx__sq_cursor_close(&cur);
@@ -470,7 +479,7 @@ static int pick_first(sq_conn_t *c, const sq_coll_t *co,
 static int upsert(sq_wctx_t *w, const dtx__modify_t *m,
                   dtx__modify_result_t *res) {
   json_t *doc;
-  int rc = dtx__upsert_doc(m->filter_spec, m->update, dtx__now_ms(), &doc);
+  int rc = dtx__modify_upsert_doc(m, dtx__now_ms(), &doc);
   if (rc < 0)
     return rc;
   const sq_coll_t *co;
@@ -496,7 +505,9 @@ static int modify_run(sq_wctx_t *w, sq_op_t *op) {
     return rc;
   if (!doc)
     return m->upsert && m->update ? upsert(w, m, res) : 0;
-  if (!m->update) {
+  /* The update and the fence (fence.c), in this write transaction. */
+  rc = dtx__modify_apply(m, doc, dtx__now_ms(), &nd, &changed);
+  if (rc == 0 && !m->update) {
     if ((rc = delete_doc(w->c, co, seq, doc, m->bypass)) < 0) {
       json_decref(doc);
       return rc;
@@ -505,7 +516,6 @@ static int modify_run(sq_wctx_t *w, sq_op_t *op) {
     res->before = doc;
     return 0;
   }
-  rc = dtx__update_apply(m->update, doc, 0, dtx__now_ms(), &nd, &changed);
   if (rc == 0 && changed)
     rc = update_doc(w, co, seq, doc, nd, m->bypass);
   if (rc < 0) {
@@ -586,9 +596,7 @@ static int many_run(sq_wctx_t *w, sq_op_t *op) {
     a->matched++;
     json_t *nd = NULL;
     int changed = 1;
-    if (m->update &&
-        (rc = dtx__update_apply(m->update, ms[i].doc, 0, now, &nd,
-                                &changed)) < 0)
+    if ((rc = dtx__modify_apply(m, ms[i].doc, now, &nd, &changed)) < 0)
       break;
     if (changed) {
       if ((rc = savepoint_begin(w->c, co)) == 0) {
@@ -626,4 +634,73 @@ int dtx__sq_modify_many(dtx__backend_t *b, const dtx__modify_t *m,
   if (modified)
     *modified = a.modified;
   return rc;
+}
+
+/* ---- bulk ---------------------------------------------------------------------------------------- */
+
+/* One operation of a bulk write, as the group commit runs it: the same
+ * run function as the single call, behind the bulk fault point, so an
+ * injected error fails this op alone (its savepoint is rolled back) and
+ * a crash loses the whole batch's transaction. */
+typedef struct bulk_arg {
+  dtx__bulk_op_t *op;
+  mod_arg_t mod;
+  ins_arg_t ins;
+} bulk_arg_t;
+
+static int bulk_run(sq_wctx_t *w, sq_op_t *op) {
+  bulk_arg_t *a = op->arg;
+  int rc = DTX_FAULTPOINT(DTX__FP_BULK_OP);
+  if (rc < 0)
+    return rc;
+  sq_op_t inner = *op;
+  inner.arg = a->op->doc ? (void *)&a->ins : (void *)&a->mod;
+  return a->op->doc ? insert_run(w, &inner) : modify_run(w, &inner);
+}
+
+static void bulk_discard(sq_op_t *op) {
+  bulk_arg_t *a = op->arg;
+  dtx__modify_result_clear(&a->op->res);
+}
+
+int dtx__sq_bulk(dtx__backend_t *b, dtx__bulk_op_t *ops, size_t n) {
+  size_t nrun = 0;
+  for (size_t i = 0; i < n; i++)
+    nrun += ops[i].rc == 0;
+  if (nrun == 0)
+    return 0;
+  bulk_arg_t *args = calloc(nrun, sizeof *args);
+  sq_op_t *sops = calloc(nrun, sizeof *sops);
+  sq_op_t **list = calloc(nrun, sizeof *list);
+  if (!args || !sops || !list) {
+    free(args);
+    free(sops);
+    free(list);
+    return dtx__err(DTX_ENOMEM, "a bulk write of %zu operations", n);
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (ops[i].rc < 0)
+      continue;
+    bulk_arg_t *a = &args[k];
+    a->op = &ops[i];
+    a->mod = (mod_arg_t){&ops[i].m, &ops[i].res, 0, 0};
+    a->ins = (ins_arg_t){ops[i].m.coll, &ops[i].doc, 1, 0, ops[i].m.bypass};
+    sops[k] = (sq_op_t){.run = bulk_run, .discard = bulk_discard, .arg = a};
+    list[k] = &sops[k];
+    k++;
+  }
+  (void)dtx__sq_submit_many(b, list, nrun);
+  for (size_t j = 0; j < nrun; j++) {
+    dtx__bulk_op_t *op = args[j].op;
+    op->rc = sops[j].rc;
+    if (op->rc < 0) {
+      memcpy(op->detail, sops[j].detail, sizeof op->detail);
+      dtx__modify_result_clear(&op->res);
+    }
+  }
+  free(args);
+  free(sops);
+  free(list);
+  return 0;
 }

@@ -36,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { PLAN_SCAN, PLAN_IDS, PLAN_ONE, PLAN_INDEX };
+enum { PLAN_SCAN, PLAN_IDS, PLAN_ONE, PLAN_INDEX, PLAN_SORTED };
 
 
 static int range_bracket(const dtx__cond_t *r) {
@@ -263,6 +263,77 @@ int dtx__sq_cursor_open(sq_cursor_t *cur, sq_conn_t *c, const sq_coll_t *coll,
   return rc;
 }
 
+/* The walk of a sorted plan (dtx__conds_sorted): the index rows under
+ * the equality prefix in primary-key order -- the remaining fields, then
+ * seq -- which is the sort's order, ties in insertion order.  Stepped
+ * lazily, so the first match ends a find_one_and_update's search. */
+static int sorted_open(sq_cursor_t *cur, const dtx__choice_t *ch) {
+  const sq_idx_t *ix = ch->ix;
+  size_t nf = ix->spec->nfields;
+  char sql[1200];
+  size_t n = (size_t)snprintf(sql, sizeof sql, "SELECT seq FROM %s%s",
+                              ix->table, ch->neq ? " WHERE " : "");
+  for (size_t f = 0; f < ch->neq; f++)
+    n += (size_t)snprintf(sql + n, sizeof sql - n,
+                          "%sb%zu=?%zu AND v%zu=?%zu", f ? " AND " : "", f,
+                          2 * f + 1, f, 2 * f + 2);
+  n += (size_t)snprintf(sql + n, sizeof sql - n, " ORDER BY ");
+  for (size_t f = ch->neq; f < nf; f++)
+    n += (size_t)snprintf(sql + n, sizeof sql - n, "b%zu, v%zu, ", f, f);
+  n += (size_t)snprintf(sql + n, sizeof sql - n, "seq");
+  if (n >= sizeof sql)
+    return dtx__err(DTX_EBACKEND, "sqlite: index query too long");
+  int rc = dtx__sq_prep(cur->c, sql, 0, &cur->scan);
+  for (size_t f = 0; rc == 0 && f < ch->neq; f++)
+    rc = dtx__sq_bind_key(cur->scan, (int)(2 * f + 1),
+                          json_array_get(ch->eq[f]->vals, 0));
+  if (rc < 0)
+    cur->scan = NULL;
+  return rc;
+}
+
+int dtx__sq_cursor_open_sorted(sq_cursor_t *cur, sq_conn_t *c,
+                               const sq_coll_t *coll,
+                               const json_t *filter_spec,
+                               const dtx__filter_t *f, const json_t *sort) {
+  dtx__conds_t *cs = sort ? malloc(sizeof *cs) : NULL;
+  if (!cs)
+    return sort ? dtx__err(DTX_ENOMEM, "planning a query")
+                : dtx__sq_cursor_open(cur, c, coll, filter_spec, f);
+  dtx__conds_collect(cs, filter_spec);
+  dtx__choice_t best = {0}, sorted = {0}, ch;
+  int have_id = 0;
+  for (size_t i = 0; i < cs->n && !have_id; i++)
+    have_id = cs->c[i].kind == DTX__COND_EQ && cs->c[i].group == 0 &&
+              strcmp(cs->c[i].path, "_id") == 0;
+  for (size_t i = 0; i < coll->nidx && !have_id; i++) {
+    dtx__conds_consider(cs, &coll->idx[i], coll->idx[i].spec,
+                        coll->idx[i].multikey, &best);
+    if (dtx__conds_sorted(cs, &coll->idx[i], coll->idx[i].spec,
+                          coll->idx[i].multikey, sort, &ch) &&
+        (!sorted.ix || ch.score > sorted.score))
+      sorted = ch;
+  }
+  int rc = 0;
+  /* An _id lookup, or an index with more equalities, reads fewer
+   * documents than the walk would (which may pass non-matching ones). */
+  if (sorted.ix && best.score <= sorted.score) {
+    memset(cur, 0, sizeof *cur);
+    cur->c = c;
+    cur->coll = coll;
+    cur->f = f;
+    cur->kind = PLAN_SORTED;
+    rc = sorted_open(cur, &sorted);
+    if (rc == 0)
+      rc = 1;
+  }
+  dtx__conds_free(cs);
+  free(cs);
+  if (rc == 0)
+    rc = dtx__sq_cursor_open(cur, c, coll, filter_spec, f);
+  return rc;
+}
+
 static int fetch_seq(sq_cursor_t *cur, int64_t seq, json_t **doc) {
   const sq_coll_t *co = cur->coll;
   sqlite3_stmt *st;
@@ -319,6 +390,27 @@ int dtx__sq_cursor_next(sq_cursor_t *cur, int64_t *seq, json_t **doc) {
       dtx__docs_examined++;
       if (dtx__filter_match(cur->f, d)) {
         *seq = sqlite3_column_int64(cur->scan, 0);
+        *doc = d;
+        return 1;
+      }
+      json_decref(d);
+    }
+  case PLAN_SORTED:
+    for (;;) {
+      int src = sqlite3_step(cur->scan);
+      if (src != SQLITE_ROW) {
+        sqlite3_reset(cur->scan);
+        cur->kind = PLAN_IDS; /* exhausted: nothing more to step */
+        return src == SQLITE_DONE ? 0
+                                  : dtx__sq_err(cur->c, src, "reading an index");
+      }
+      int64_t s = sqlite3_column_int64(cur->scan, 0);
+      json_t *d;
+      if ((rc = fetch_seq(cur, s, &d)) < 0)
+        return rc;
+      dtx__docs_examined++;
+      if (dtx__filter_match(cur->f, d)) {
+        *seq = s;
         *doc = d;
         return 1;
       }

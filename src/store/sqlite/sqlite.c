@@ -495,7 +495,7 @@ static void sq_close(dtx__backend_t *b) {
 }
 
 const dtx_store_methods_t dtx__sqlite_methods = {
-    .version = 2,
+    .version = 3,
     .scheme = "sqlite",
     .uri_form = "sqlite:PATH",
     .open = sq_open,
@@ -511,4 +511,5 @@ const dtx_store_methods_t dtx__sqlite_methods = {
     .list_collections = dtx__sq_list_collections,
     .set_rules = dtx__sq_set_rules,
     .get_rules = dtx__sq_get_rules,
+    .bulk = dtx__sq_bulk,
 };

@@ -129,7 +129,7 @@ enum {
 typedef struct sq_idx {
   int64_t id;
   dtx__index_spec_t *spec;
-  int multikey; /* some document has had several keys in it */
+  int multikey; /* some document made it so (dtx__index_keys_multikey) */
   char table[SQ_TABLE_MAX]; /* quoted: "i:NAME:ID" */
   char *sql_ins, *sql_del;
   uint64_t h_ins, h_del;
@@ -204,13 +204,23 @@ struct sq_op {
   int done;
   int64_t examined;
   char detail[512];
-  pthread_cond_t cv;
+  pthread_cond_t cv; /* the group head's: its caller waits on it */
   sq_op_t *next;
+  sq_op_t *grp;      /* the head of the group this op came in */
+  size_t glen;       /* on a group's first op still queued: ops left */
+  size_t glen_left;  /* on the head: ops of the group not yet taken */
 };
 
 /* Runs op through the group commit and returns its result code, with the
  * detail and docs-examined count moved to the calling thread. */
 int dtx__sq_submit(dtx__backend_t *b, sq_op_t *op);
+
+/* Runs ops[0..n) (n >= 1) through the group commit as one group: they go
+ * into one batch, so one transaction and one COMMIT, each in its own
+ * savepoint with its own outcome (ops[i]->rc, ->detail).  Returns
+ * ops[0]'s code (callers read every op's), with the docs-examined counts
+ * of all moved to the calling thread. */
+int dtx__sq_submit_many(dtx__backend_t *b, sq_op_t **ops, size_t n);
 
 /* Read transactions: a connection (from the pool, or the shared one in
  * memory mode) inside BEGIN with a catalog snapshot valid for it. */
@@ -271,11 +281,19 @@ typedef struct sq_cursor {
   size_t nseq, pos;
   json_t *one;        /* single-id plan: the loaded document */
   int64_t one_seq;
-  sqlite3_stmt *scan; /* scan plan: the running statement */
+  sqlite3_stmt *scan; /* scan and sorted plans: the running statement */
 } sq_cursor_t;
 
 int dtx__sq_cursor_open(sq_cursor_t *cur, sq_conn_t *c, const sq_coll_t *coll,
                         const json_t *filter_spec, const dtx__filter_t *f);
+/* dtx__sq_cursor_open for a query sorted by sort (NULL: none): 1 when
+ * an index walk yields the matches in sort order (dtx__conds_sorted; the
+ * caller need not sort, and may stop early), 0 when the cursor yields
+ * them in seq order as dtx__sq_cursor_open's, <0 on error. */
+int dtx__sq_cursor_open_sorted(sq_cursor_t *cur, sq_conn_t *c,
+                               const sq_coll_t *coll,
+                               const json_t *filter_spec,
+                               const dtx__filter_t *f, const json_t *sort);
 /* 1 with *seq and *doc (new ref) for the next match, 0 at the end, <0 error. */
 int dtx__sq_cursor_next(sq_cursor_t *cur, int64_t *seq, json_t **doc);
 void dtx__sq_cursor_close(sq_cursor_t *cur);
@@ -299,5 +317,8 @@ int dtx__sq_modify_one(dtx__backend_t *b, const dtx__modify_t *m,
                        dtx__modify_result_t *res);
 int dtx__sq_modify_many(dtx__backend_t *b, const dtx__modify_t *m,
                         int64_t *matched, int64_t *modified);
+/* The bulk method: every op that has not failed yet goes to the group
+ * commit as one group (one transaction, a savepoint each). */
+int dtx__sq_bulk(dtx__backend_t *b, dtx__bulk_op_t *ops, size_t n);
 
 #endif

@@ -21,12 +21,13 @@ static int create(dtx_store_t *st, const char *id, const dtx_account_opts_t *o,
                     (long long)o->balance, (long long)o->min_balance);
   if ((rc = dtx__kit_ensure(st, &dtx__transfer_pattern)))
     return rc;
-  json_t *doc = json_pack("{s:s,s:I,s:o,s:I,s:[],s:[]}", "_id", id, "balance",
-                          (json_int_t)o->balance, "min_balance",
+  /* ceiling: balance + pending markers (none yet), transfer.c I7. */
+  json_t *doc = json_pack("{s:s,s:I,s:o,s:I,s:I,s:[],s:[]}", "_id", id,
+                          "balance", (json_int_t)o->balance, "min_balance",
                           o->no_min_balance ? json_null()
                                             : json_integer(o->min_balance),
-                          "opening_balance", (json_int_t)o->balance, "pending",
-                          "voids");
+                          "opening_balance", (json_int_t)o->balance, "ceiling",
+                          (json_int_t)o->balance, "pending", "voids");
   if (!doc)
     return DTX_ENOMEM;
   rc = dtx_store_insert(st, DTX_ACCOUNTS, doc, NULL);

@@ -19,6 +19,7 @@
  * own record of what it was told closes that gap: dtx_audit_acked checks
  * each acknowledged transfer against T3 -- present, same parties and
  * amount, and in its acknowledged state or one that state can reach. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "doc/doc.h"
@@ -61,15 +62,46 @@ static int credited(const json_t *tx, const json_t *payee) {
   return 0;
 }
 
-/* Conservation and limits over the account snapshot. */
+/* The exact decimal of v into buf (at least 41 bytes). */
+static const char *wide_str(__int128 v, char *buf) {
+  char tmp[48];
+  size_t n = 0;
+  unsigned __int128 u = v < 0 ? -(unsigned __int128)v : (unsigned __int128)v;
+  do {
+    tmp[n++] = (char)('0' + (int)(u % 10));
+    u /= 10;
+  } while (u);
+  size_t k = 0;
+  if (v < 0)
+    buf[k++] = '-';
+  while (n)
+    buf[k++] = tmp[--n];
+  buf[k] = '\0';
+  return buf;
+}
+
+/* v as JSON: an integer while it fits int64, else its exact decimal as a
+ * string (a sum of tampered balances can pass int64; never wrap it). */
+static json_t *wide_json(__int128 v) {
+  char buf[48];
+  if (v >= INT64_MIN && v <= INT64_MAX)
+    return json_integer((json_int_t)v);
+  return json_string(wide_str(v, buf));
+}
+
+/* Conservation and limits over the account snapshot.  Every sum is exact
+ * (__int128): a tampered balance near INT64_MAX must be reported, not
+ * wrapped. */
 static void check_money(audit_t *a) {
   __int128 opening = 0, balance = 0, flight = 0;
+  char b1[48], b2[48], b3[48];
   const char *id;
   json_t *acct;
   json_object_foreach(a->accounts, id, acct) {
     json_t *b = json_object_get(acct, "balance");
     json_t *ob = json_object_get(acct, "opening_balance");
     json_t *min = json_object_get(acct, "min_balance");
+    json_t *ceiling = json_object_get(acct, "ceiling");
     if (!json_is_integer(b) || !json_is_integer(ob)) {
       finding(a, "malformed_account", "account %s lacks integer balance or "
               "opening_balance", id);
@@ -81,12 +113,18 @@ static void check_money(audit_t *a) {
       finding(a, "below_limit", "account %s balance %lld < min_balance %lld",
               id, (long long)json_integer_value(b),
               (long long)json_integer_value(min));
+    if (!json_is_integer(min) && !json_is_null(min))
+      finding(a, "bad_min_balance", "account %s min_balance is neither an "
+              "int64 nor null (no limit): its debits are refused", id);
+    /* I7: ceiling == balance + every marker's amount <= INT64_MAX. */
+    __int128 reach = json_integer_value(b);
     size_t i;
     json_t *m;
     json_array_foreach(json_object_get(acct, "pending"), i, m) {
       const char *op = dtx__str(m, "op"), *txid = dtx__str(m, "tx");
       int64_t amt = dtx__int(m, "amount");
       const json_t *tx = txid ? tx3(a, txid) : NULL;
+      reach += amt;
       if (op && strcmp(op, "debit") == 0) {
         flight += amt;
       } else if (op && strcmp(op, "credit") == 0 && tx &&
@@ -98,14 +136,49 @@ static void check_money(audit_t *a) {
           flight += amt; /* payer cleared, payee not yet credited */
       }
     }
+    if (reach > INT64_MAX)
+      finding(a, "unfinishable", "account %s: balance %lld and its pending "
+              "markers reach %s, past int64: not every credit can land", id,
+              (long long)json_integer_value(b), wide_str(reach, b1));
+    if (ceiling && (!json_is_integer(ceiling) ||
+                    (__int128)json_integer_value(ceiling) != reach))
+      finding(a, "ceiling_mismatch", "account %s ceiling is not its balance "
+              "plus its pending markers (%s)", id, wide_str(reach, b1));
   }
   if (balance + flight != opening)
-    finding(a, "conservation",
-            "balances %lld + in flight %lld != opening total %lld",
-            (long long)balance, (long long)flight, (long long)opening);
-  dtx__audit_set(a->f, "opening_total", json_integer((json_int_t)opening));
-  dtx__audit_set(a->f, "balance_total", json_integer((json_int_t)balance));
-  dtx__audit_set(a->f, "in_flight", json_integer((json_int_t)flight));
+    finding(a, "conservation", "balances %s + in flight %s != opening total "
+            "%s", wide_str(balance, b1), wide_str(flight, b2),
+            wide_str(opening, b3));
+  dtx__audit_set(a->f, "opening_total", wide_json(opening));
+  dtx__audit_set(a->f, "balance_total", wide_json(balance));
+  dtx__audit_set(a->f, "in_flight", wide_json(flight));
+}
+
+/* A committed transfer must be finishable (I7): its payee is there and
+ * the credit fits.  Recovery would fail on it forever otherwise. */
+static void check_finishable(audit_t *a) {
+  const char *id;
+  json_t *tx;
+  json_object_foreach(a->t3, id, tx) {
+    if (!dtx__state_is(tx, DTX_ST_COMMITTED) || !stable(a, id))
+      continue;
+    const char *to = dtx__str(tx, "to");
+    const json_t *payee = to ? json_object_get(a->accounts, to) : NULL;
+    const json_t *m = payee ? dtx__marker(payee, id, "credit") : NULL;
+    if (!payee) {
+      finding(a, "unfinishable", "committed transfer %s: its payee account "
+              "%s is gone, the credit of %lld cannot land", id, to ? to : "?",
+              (long long)dtx__int(tx, "amount"));
+      continue;
+    }
+    json_t *b = json_object_get(payee, "balance");
+    if (m && json_is_integer(b) &&
+        (__int128)json_integer_value(b) + dtx__int(tx, "amount") > INT64_MAX)
+      finding(a, "unfinishable", "committed transfer %s: crediting %lld to "
+              "payee %s (balance %lld) would pass int64", id,
+              (long long)dtx__int(tx, "amount"), to,
+              (long long)json_integer_value(b));
+  }
 }
 
 /* Markers and tombstones must belong to a transfer in a state that allows
@@ -157,13 +230,18 @@ static void check_markers(audit_t *a) {
 /* Each account's balance against its opening balance and the transfers
  * that touched it, and each transfer's state against its markers. */
 static void check_balances(audit_t *a, int settled) {
+  /* expect: account id -> index into want[], the exact expected balance */
   json_t *expect = json_object(), *skip = json_object();
+  size_t n = json_object_size(a->accounts), k = 0;
+  __int128 *want = calloc(n ? n : 1, sizeof *want);
   const char *id;
   json_t *tx, *acct;
-  json_object_foreach(a->accounts, id, acct)
-      json_object_set_new(expect, id,
-                          json_integer(json_integer_value(
-                              json_object_get(acct, "opening_balance"))));
+  char b1[48];
+  json_object_foreach(a->accounts, id, acct) {
+    if (want)
+      want[k] = json_integer_value(json_object_get(acct, "opening_balance"));
+    json_object_set_new(expect, id, json_integer((json_int_t)k++));
+  }
   json_object_foreach(a->t3, id, tx) {
     const char *from = dtx__str(tx, "from"), *to = dtx__str(tx, "to");
     const json_t *payer = from ? json_object_get(a->accounts, from) : NULL;
@@ -187,14 +265,10 @@ static void check_balances(audit_t *a, int settled) {
     if (c && !payee)
       finding(a, "missing_account", "transfer %s credited missing account %s",
               id, to ? to : "?");
-    if (d && payer) {
-      json_t *e = json_object_get(expect, from);
-      json_integer_set(e, json_integer_value(e) - amt);
-    }
-    if (c && payee) {
-      json_t *e = json_object_get(expect, to);
-      json_integer_set(e, json_integer_value(e) + amt);
-    }
+    if (d && payer && want)
+      want[json_integer_value(json_object_get(expect, from))] -= amt;
+    if (c && payee && want)
+      want[json_integer_value(json_object_get(expect, to))] += amt;
     int pd = payer && dtx__marker(payer, id, "debit");
     int pc = payee && dtx__marker(payee, id, "credit");
     int ok = 1;
@@ -213,13 +287,15 @@ static void check_balances(audit_t *a, int settled) {
   json_object_foreach(a->accounts, id, acct) {
     if (json_object_get(skip, id))
       continue;
-    int64_t want = json_integer_value(json_object_get(expect, id));
+    __int128 w = want ? want[json_integer_value(json_object_get(expect, id))]
+                      : 0;
     int64_t got = dtx__int(acct, "balance");
-    if (want != got)
+    if (!want || w != got)
       finding(a, "balance_mismatch", "account %s balance %lld, but opening "
-              "balance and transfers give %lld", id, (long long)got,
-              (long long)want);
+              "balance and transfers give %s", id, (long long)got,
+              want ? wide_str(w, b1) : "? (out of memory)");
   }
+  free(want);
   json_decref(expect);
   json_decref(skip);
 }
@@ -295,6 +371,7 @@ int dtx__tx_audit(dtx__audit_t *f) {
   }
   check_money(&a);
   check_markers(&a);
+  check_finishable(&a);
   check_balances(&a, settled);
   size_t lost = f->acked ? check_acked(&a, f->acked) : 0;
   json_t *states = json_object();
@@ -312,16 +389,20 @@ int dtx__tx_audit(dtx__audit_t *f) {
   dtx__audit_set(f, "states", states);
   dtx__audit_unsettled(f, a.unsettled);
   const json_t *part = dtx__audit_part(f);
-  char line[400];
-  int n = snprintf(
-      line, sizeof line,
-      "%zu accounts, %zu transfers, opening total %lld, balances %lld, "
-      "in flight %lld, unsettled %lld",
-      naccts, ntx,
-      (long long)json_integer_value(json_object_get(part, "opening_total")),
-      (long long)json_integer_value(json_object_get(part, "balance_total")),
-      (long long)json_integer_value(json_object_get(part, "in_flight")),
-      (long long)a.unsettled);
+  char line[400], tot[3][48];
+  const char *keys[3] = {"opening_total", "balance_total", "in_flight"};
+  for (int i = 0; i < 3; i++) { /* exact: an int64 or a wider decimal */
+    json_t *v = json_object_get(part, keys[i]);
+    if (json_is_string(v))
+      snprintf(tot[i], sizeof tot[i], "%s", json_string_value(v));
+    else
+      snprintf(tot[i], sizeof tot[i], "%lld",
+               (long long)json_integer_value(v));
+  }
+  int n = snprintf(line, sizeof line,
+                   "%zu accounts, %zu transfers, opening total %s, balances "
+                   "%s, in flight %s, unsettled %lld",
+                   naccts, ntx, tot[0], tot[1], tot[2], (long long)a.unsettled);
   if (f->acked && n > 0 && (size_t)n < sizeof line)
     snprintf(line + n, sizeof line - (size_t)n,
              "; %zu acknowledged transfers checked, %zu lost",

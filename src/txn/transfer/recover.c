@@ -90,29 +90,28 @@ static int recover_transfers(dtx__exec_t *ex, const dtx_recover_opts_t *o,
 }
 
 /* Account-side repair of one marker whose transfer is terminal or
- * missing: either way the marker must go. */
+ * missing: either way the marker must go.  A debit whose transfer is over
+ * still holds money out of circulation: for a failed or missing transfer
+ * it was never spent, and for a succeeded one the real debit was cleared
+ * before the finish, so this is a second reservation.  Either way it goes
+ * back to the payer (ceiling unchanged).  A credit marker goes with its
+ * reservation under the ceiling (transfer.c, I7). */
 static int repair_marker(dtx__exec_t *ex, const char *acct,
                          const json_t *marker) {
   const char *id = dtx__str(marker, "tx"), *op = dtx__str(marker, "op");
-  if (op && strcmp(op, "debit") == 0) {
-    /* A debit whose transfer is over still holds money out of circulation:
-     * for a failed or missing transfer it was never spent, and for a
-     * succeeded one the real debit was cleared before the finish, so this
-     * is a second reservation.  Either way it goes back to the payer. */
-    return dtx__kit_update(
-        ex, "transfer.recover.repair_marker", DTX_ACCOUNTS,
-        json_pack("{s:s,s:{s:{s:s,s:s}}}", "_id", acct, "pending", "$elemMatch",
-                  "tx", id, "op", "debit"),
-        json_pack("{s:{s:O},s:{s:{s:s,s:s}}}", "$inc", "balance",
-                  json_object_get(marker, "amount"), "$pull", "pending", "tx",
-                  id, "op", "debit"),
-        NULL);
-  }
-  return dtx__kit_update(ex, "transfer.recover.repair_marker", DTX_ACCOUNTS,
-                         json_pack("{s:s,s:s}", "_id", acct, "pending.tx", id),
-                         json_pack("{s:{s:{s:s,s:s?}}}", "$pull", "pending",
-                                   "tx", id, "op", op),
-                         NULL);
+  json_t *amt = json_object_get(marker, "amount");
+  enum dtx__taken got;
+  if (!id || !op || !json_is_integer(amt) || json_integer_value(amt) <= 0)
+    return dtx__err(DTX_ESTATE, "account %s has a malformed marker: left for "
+                    "an operator (the audit reports it)", acct);
+  int debit = strcmp(op, "debit") == 0;
+  return dtx__tx_take_marker(
+      ex, "transfer.recover.repair_marker", acct, id, op,
+      json_integer_value(amt),
+      json_pack("{s:o}", debit ? "balance" : "ceiling",
+                debit ? json_incref(amt)
+                      : json_integer(-json_integer_value(amt))),
+      0, &got);
 }
 
 /* Looks a transfer up in cache (an object id -> doc, or null if missing). */

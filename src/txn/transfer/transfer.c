@@ -26,22 +26,24 @@
  *   preparing -> rolling_back       begin_rollback()    transfer.rollback.begin
  *                                   dtx__tx_takeover()  transfer.recover.takeover,
  *                                                       transfer.cancel.begin
- *   (payer: refund, tombstone)      finish_rollback()   transfer.rollback.refund_payer
- *   (payee: drop marker, tombstone) finish_rollback()   transfer.rollback.unmark_payee
+ *   (payer: refund, [tombstone])    finish_rollback()   transfer.rollback.refund_payer
+ *   (payee: drop marker,[tombstone])finish_rollback()   transfer.rollback.unmark_payee
  *   rolling_back -> failed          finish_rollback()   transfer.rollback.finish
  *   initiated -> failed             dtx_transfer_cancel transfer.cancel.begin
  * Recovery's own points (transfer.recover.*) are in recover.c.
  *
- * Account documents: {_id, balance, min_balance, opening_balance,
- * pending: [{tx, op:"debit"|"credit", amount, at}], voids: [{tx, at}]}.
- * A "void" is a tombstone: the rollback of an account step leaves one, and
- * every prepare step requires its absence, so an executor that wakes up
- * late (paused past its lease) cannot debit or mark after the rollback.
+ * Account documents: {_id, balance, min_balance, opening_balance, ceiling,
+ * pending: [{tx, op:"debit"|"credit", amount, at}], voids: [{tx, at}]}
+ * (the account steps are in steps.c).  A "void" is a tombstone: a rollback
+ * by someone other than the executor leaves one, and every prepare step
+ * requires its absence, so an executor that wakes up late (paused past its
+ * lease) cannot debit or mark after the rollback.
  *
  * Invariants (checked by asserts here and by dtx_audit() on the store):
  *  I1 A payer's balance never drops below its min_balance: the debit's
  *     filter demands balance >= min_balance + amount in the same atomic
- *     step (no limit when min_balance is null).
+ *     step.  min_balance null is no limit; any other non-int64 value
+ *     refuses every debit (never read as "no limit").
  *  I2 Money in flight: a debit marker holds `amount` out of circulation
  *     until the payer is cleared; between clearing the payer and crediting
  *     the payee, the payee's credit marker of a committed transfer does.
@@ -51,11 +53,25 @@
  *     cancel bump the epoch, so a stale owner's transitions fail.
  *  I4 Each account step matches at most once per transfer: debit and mark
  *     require no marker and no tombstone for the id; credit and refund
- *     require the marker and remove it in the same step.
+ *     require the marker (with its amount) and remove it in the same step.
  *  I5 The payee is credited only after commit; a committed transfer is
  *     never rolled back, a rolling_back one never commits.
  *  I6 An account lists a transfer in `pending` only while that transfer is
- *     non-terminal; tombstones only for failed transfers.
+ *     non-terminal; tombstones only for failed or rolling_back transfers.
+ *  I7 ceiling == balance + the amounts of all pending markers <= INT64_MAX
+ *     on every account that has one (older accounts get it at their first
+ *     step that needs it).  The payee's mark demands ceiling + amount <=
+ *     INT64_MAX and raises the ceiling in the same step, so every credit
+ *     and refund fits when it lands: a committed transfer can always be
+ *     finished (issue 8, defect 1).
+ *  I8 Tombstones only where a late step is possible: a rollback after a
+ *     takeover or cancel (reason abandoned/canceled); the executor's own
+ *     decline leaves none.  An account keeps the newest VOIDS_MAX (64).
+ *  I9 An account step that matched nothing reads the account back: done
+ *     before, fenced, refused, or the account is gone.  A transfer never
+ *     reports success for a credit that did not land: a committed transfer
+ *     whose payee is gone stays committed (DTX_ESTATE), and the audit
+ *     reports it as unfinishable.
  */
 #include <assert.h>
 #include <stdio.h>
@@ -214,52 +230,35 @@ static int begin_rollback(dtx__exec_t *ex, const json_t *tx, const char *reason,
               json_pack("{s:s}", "reason", reason), out);
 }
 
-/* Outcome of an account step that matched nothing, read back from the
- * account: which of the refusals it was. */
-enum refusal { R_DONE, R_FENCED, R_MISSING, R_LIMIT, R_CHANGED };
-
-/* Reads account id into *acct; a missing account is the refusal
- * R_MISSING (0, *acct NULL). */
+/* Reads account id into *acct; a missing account is DTX__MK_MISSING (0,
+ * *acct NULL). */
 static int read_account(dtx__exec_t *ex, const char *id, json_t **acct,
-                        enum refusal *why) {
+                        enum dtx__marked *why) {
   int rc = dtx__kit_get(ex, DTX_ACCOUNTS, id, acct);
   if (rc == DTX_ENOTFOUND) {
-    *why = R_MISSING;
+    *why = DTX__MK_MISSING;
     return 0;
   }
   return rc;
 }
 
-static int classify(dtx__exec_t *ex, const char *acct, const char *txid,
-                    const char *op, const json_t *expect_min,
-                    enum refusal *why) {
-  json_t *a = NULL;
-  int rc = read_account(ex, acct, &a, why);
-  if (rc || !a)
-    return rc;
-  if (dtx__has_tombstone(a, txid))
-    *why = R_FENCED;
-  else if (dtx__marker(a, txid, op))
-    *why = R_DONE;
-  else if (expect_min && !json_equal(json_object_get(a, "min_balance"),
-                                     (json_t *)expect_min))
-    *why = R_CHANGED;
-  else
-    *why = R_LIMIT;
-  json_decref(a);
-  return 0;
-}
-
 /* The payer's debit: balance - amount >= min_balance, checked in the same
- * atomic step that takes the money and leaves the debit marker (I1, I4). */
-static int debit(dtx__exec_t *ex, const json_t *tx, enum refusal *why) {
+ * atomic step that takes the money and leaves the debit marker (I1, I4).
+ * A min_balance that is neither an int64 nor null (no limit) refuses the
+ * debit (DTX__MK_BADLIMIT): reject rather than guess the limit. */
+static int debit(dtx__exec_t *ex, const json_t *tx, enum dtx__marked *why) {
   const char *id = dtx__str(tx, "_id"), *from = dtx__str(tx, "from");
   int64_t amount = dtx__int(tx, "amount");
-  for (;;) {
+  for (int round = 0; round < 8; round++) {
     json_t *acct = NULL;
     int rc = read_account(ex, from, &acct, why);
     if (rc || !acct)
       return rc;
+    if (dtx__has_tombstone(acct, id) || dtx__marker(acct, id, "debit")) {
+      *why = dtx__has_tombstone(acct, id) ? DTX__MK_FENCED : DTX__MK_DONE;
+      json_decref(acct);
+      return 0;
+    }
     json_t *min = json_incref(json_object_get(acct, "min_balance"));
     json_decref(acct);
     int64_t floor;
@@ -267,11 +266,15 @@ static int debit(dtx__exec_t *ex, const json_t *tx, enum refusal *why) {
       if (__builtin_add_overflow((int64_t)json_integer_value(min), amount,
                                  &floor)) {
         json_decref(min);
-        *why = R_LIMIT;
+        *why = DTX__MK_REFUSED;
         return 0;
       }
-    } else {
+    } else if (json_is_null(min)) {
       floor = INT64_MIN + amount; /* no limit, but never wrap around */
+    } else {
+      json_decref(min); /* 0.0, "50", absent, ...: not a limit we can apply */
+      *why = DTX__MK_BADLIMIT;
+      return 0;
     }
     json_t *filter = json_pack(
         "{s:s,s:O,s:{s:I},s:{s:s},s:{s:s}}", "_id", from, "min_balance", min,
@@ -281,42 +284,41 @@ static int debit(dtx__exec_t *ex, const json_t *tx, enum refusal *why) {
         "{s:{s:I},s:{s:{s:s,s:s,s:I,s:I}}}", "$inc", "balance",
         (json_int_t)-amount, "$push", "pending", "tx", id, "op", "debit",
         "amount", (json_int_t)amount, "at", (json_int_t)dtx__now_ms());
-    int matched;
-    rc = dtx__kit_update(ex, "transfer.debit", DTX_ACCOUNTS, filter, upd, &matched);
-    if (rc == 0 && matched)
-      *why = R_DONE;
-    else if (rc == 0)
-      rc = classify(ex, from, id, "debit", min, why);
-    json_decref(min);
-    if (rc || *why != R_CHANGED)
+    int matched = 0;
+    rc = dtx__kit_update(ex, "transfer.debit", DTX_ACCOUNTS, filter, upd,
+                         &matched);
+    if (rc || matched) {
+      json_decref(min);
+      *why = DTX__MK_DONE;
       return rc;
-    /* min_balance changed under us: read it again and retry. */
+    }
+    /* Read back: done before, fenced, gone, min_balance changed (again),
+     * or the limit refuses it. */
+    if ((rc = read_account(ex, from, &acct, why)) || !acct) {
+      json_decref(min);
+      return rc;
+    }
+    int changed = !json_equal(json_object_get(acct, "min_balance"), min);
+    if (dtx__has_tombstone(acct, id))
+      *why = DTX__MK_FENCED;
+    else if (dtx__marker(acct, id, "debit"))
+      *why = DTX__MK_DONE;
+    else
+      *why = DTX__MK_REFUSED;
+    json_decref(acct);
+    json_decref(min);
+    if (!changed || *why != DTX__MK_REFUSED)
+      return 0;
   }
+  return dtx__err(DTX_EBUSY, "the min_balance of account %s kept changing "
+                  "during transfer %s", from, id);
 }
 
-/* The payee's credit marker; the money arrives only after commit (I5). */
-static int mark_payee(dtx__exec_t *ex, const json_t *tx, enum refusal *why) {
-  const char *id = dtx__str(tx, "_id"), *to = dtx__str(tx, "to");
-  int64_t amount = dtx__int(tx, "amount");
-  json_t *filter = json_pack("{s:s,s:{s:I},s:{s:s},s:{s:s}}", "_id", to,
-                             "balance", "$lte", (json_int_t)(INT64_MAX - amount),
-                             "pending.tx", "$ne", id, "voids.tx", "$ne", id);
-  json_t *upd = json_pack("{s:{s:{s:s,s:s,s:I,s:I}}}", "$push", "pending", "tx",
-                          id, "op", "credit", "amount", (json_int_t)amount,
-                          "at", (json_int_t)dtx__now_ms());
-  int matched;
-  int rc = dtx__kit_update(ex, "transfer.mark_payee", DTX_ACCOUNTS, filter,
-                           upd, &matched);
-  if (rc == 0 && matched)
-    *why = R_DONE;
-  else if (rc == 0)
-    rc = classify(ex, to, id, "credit", NULL, why);
-  return rc;
-}
-
-static const char *refusal_reason(enum refusal why, int payer) {
-  if (why == R_MISSING)
+static const char *refusal_reason(enum dtx__marked why, int payer) {
+  if (why == DTX__MK_MISSING)
     return DTX_REASON_NOACCOUNT;
+  if (why == DTX__MK_BADLIMIT)
+    return DTX_REASON_BADLIMIT;
   return payer ? DTX_REASON_FUNDS : DTX_REASON_PAYEE_LIMIT;
 }
 
@@ -325,23 +327,23 @@ static const char *refusal_reason(enum refusal why, int payer) {
  * with *out the document after the last transition it made (or NULL when
  * it was fenced off, and the caller rereads). */
 static int prepare(dtx__exec_t *ex, const json_t *tx, json_t **out) {
-  enum refusal why;
+  enum dtx__marked why;
   int rc;
   *out = NULL;
   assert(dtx__state_is(tx, DTX_ST_PREPARING));
   if ((rc = debit(ex, tx, &why)))
     return rc;
-  if (why == R_FENCED)
+  if (why == DTX__MK_FENCED)
     return 0; /* rolled back behind our back: the caller rereads */
-  if (why != R_DONE) {
+  if (why != DTX__MK_DONE) {
     rc = begin_rollback(ex, tx, refusal_reason(why, 1), out);
     return rc == DTX_ENOMATCH ? 0 : rc;
   }
-  if ((rc = mark_payee(ex, tx, &why)))
+  if ((rc = dtx__tx_mark_payee(ex, tx, &why)))
     return rc;
-  if (why == R_FENCED)
+  if (why == DTX__MK_FENCED)
     return 0;
-  if (why != R_DONE) {
+  if (why != DTX__MK_DONE) {
     rc = begin_rollback(ex, tx, refusal_reason(why, 0), out);
     return rc == DTX_ENOMATCH ? 0 : rc;
   }
@@ -352,89 +354,83 @@ static int prepare(dtx__exec_t *ex, const json_t *tx, json_t **out) {
 
 /* ---- commit and rollback phases (idempotent; anyone may run them) ------------- */
 
+/* committed -> succeeded: the payer's debit marker goes (the money left
+ * it at the debit), then the payee's credit marker goes with the money.
+ * The credit always fits: mark_payee reserved it under the ceiling (I7).
+ * A payee that is gone (deleted with bypass_validation) is DTX_ESTATE and
+ * the transfer stays committed: its money is in flight until an operator
+ * restores the account (docs/transfers.md), never reported as delivered. */
 static int finish_commit(dtx__exec_t *ex, const json_t *tx, json_t **out) {
-  const char *id = dtx__str(tx, "_id");
+  const char *id = dtx__str(tx, "_id"), *to = dtx__str(tx, "to");
   int64_t amount = dtx__int(tx, "amount");
+  enum dtx__taken got;
   int rc;
   *out = NULL;
   assert(dtx__state_is(tx, DTX_ST_COMMITTED));
-  rc = dtx__kit_update(ex, "transfer.clear_payer", DTX_ACCOUNTS,
-                       json_pack("{s:s,s:s}", "_id", dtx__str(tx, "from"),
-                                 "pending.tx", id),
-                       json_pack("{s:{s:{s:s,s:s}}}", "$pull", "pending", "tx",
-                                 id, "op", "debit"),
-                       NULL);
+  /* A payer that is gone lost its balance with it; the transfer committed,
+   * so the payee is still owed the amount. */
+  rc = dtx__tx_take_marker(ex, "transfer.clear_payer", dtx__str(tx, "from"),
+                           id, "debit", amount,
+                           json_pack("{s:I}", "ceiling", (json_int_t)-amount),
+                           0, &got);
   if (rc)
     return rc;
-  rc = dtx__kit_update(
-      ex, "transfer.credit_payee", DTX_ACCOUNTS,
-      json_pack("{s:s,s:{s:{s:s,s:s}}}", "_id", dtx__str(tx, "to"), "pending",
-                "$elemMatch", "tx", id, "op", "credit"),
-      json_pack("{s:{s:I},s:{s:{s:s}}}", "$inc", "balance", (json_int_t)amount,
-                "$pull", "pending", "tx", id),
-      NULL);
+  rc = dtx__tx_take_marker(ex, "transfer.credit_payee", to, id, "credit",
+                           amount, json_pack("{s:I}", "balance",
+                                             (json_int_t)amount),
+                           0, &got);
   if (rc)
     return rc;
+  if (got == DTX__GONE)
+    return dtx__err(DTX_ESTATE, "transfer %s is committed but its payee "
+                    "account %s is gone: the credit of %lld did not land "
+                    "(the transfer stays committed; see docs/transfers.md, "
+                    "\"An account deleted mid-transfer\")", id, to,
+                    (long long)amount);
   rc = move(ex, "transfer.finish", tx, DTX_ST_COMMITTED, DTX_ST_SUCCEEDED, 0,
             NULL, out);
   return rc == DTX_ENOMATCH ? 0 : rc; /* someone else finished it */
 }
 
-/* Refunds the payer if it was debited, and in any case leaves a tombstone
- * there, so a late debit is refused.  Loops because a late debit may land
- * between "no debit marker" and "push the tombstone". */
-static int refund_payer(dtx__exec_t *ex, const json_t *tx) {
-  const char *id = dtx__str(tx, "_id"), *from = dtx__str(tx, "from");
-  int64_t amount = dtx__int(tx, "amount");
-  for (int round = 0; round < 8; round++) {
-    int matched, rc;
-    rc = dtx__kit_update(
-        ex, "transfer.rollback.refund_payer", DTX_ACCOUNTS,
-        json_pack("{s:s,s:{s:{s:s,s:s}}}", "_id", from, "pending",
-                  "$elemMatch", "tx", id, "op", "debit"),
-        json_pack("{s:{s:I},s:{s:{s:s}},s:{s:{s:s,s:I}}}", "$inc", "balance",
-                  (json_int_t)amount, "$pull", "pending", "tx", id, "$push",
-                  "voids", "tx", id, "at", (json_int_t)dtx__now_ms()),
-        &matched);
-    if (rc || matched)
-      return rc;
-    rc = dtx__kit_update(
-        ex, "transfer.rollback.refund_payer", DTX_ACCOUNTS,
-        json_pack("{s:s,s:{s:s},s:{s:s}}", "_id", from, "pending.tx", "$ne",
-                  id, "voids.tx", "$ne", id),
-        json_pack("{s:{s:{s:s,s:I}}}", "$push", "voids", "tx", id, "at",
-                  (json_int_t)dtx__now_ms()),
-        &matched);
-    if (rc || matched)
-      return rc;
-    json_t *a = NULL;
-    rc = dtx__kit_get(ex, DTX_ACCOUNTS, from, &a);
-    if (rc == DTX_ENOTFOUND)
-      return 0;
-    if (rc)
-      return rc;
-    int settled = dtx__has_tombstone(a, id) && !dtx__marker(a, id, "debit");
-    json_decref(a);
-    if (settled)
-      return 0;
-  }
-  return dtx__err(DTX_EBACKEND, "refund of %s did not settle", id);
+/* Whether the rollback of tx leaves tombstones: only when someone other
+ * than the executor rolled it back (takeover, cancel), so the executor may
+ * still wake up and try a prepare step; an executor's own decline leaves
+ * nobody who could (I8). */
+static int leaves_tombstones(const json_t *tx) {
+  const char *r = dtx__str(tx, "reason");
+  return !r || strcmp(r, DTX_REASON_CANCELED) == 0 ||
+         strcmp(r, DTX_REASON_ABANDONED) == 0;
 }
 
+/* rolling_back -> failed: the payer gets its debit back, the payee's
+ * credit marker goes (and its reservation under the ceiling). */
 static int finish_rollback(dtx__exec_t *ex, const json_t *tx, json_t **out) {
-  const char *id = dtx__str(tx, "_id");
+  const char *id = dtx__str(tx, "_id"), *from = dtx__str(tx, "from");
+  const char *reason = dtx__str(tx, "reason");
+  int64_t amount = dtx__int(tx, "amount");
+  int tomb = leaves_tombstones(tx);
+  enum dtx__taken got;
   int rc;
   *out = NULL;
   assert(dtx__state_is(tx, DTX_ST_ROLLING_BACK));
-  if ((rc = refund_payer(ex, tx)))
+  rc = dtx__tx_take_marker(ex, "transfer.rollback.refund_payer", from, id,
+                           "debit", amount,
+                           json_pack("{s:I}", "balance", (json_int_t)amount),
+                           tomb, &got);
+  if (rc)
     return rc;
-  rc = dtx__kit_update(
-      ex, "transfer.rollback.unmark_payee", DTX_ACCOUNTS,
-      json_pack("{s:s,s:{s:s}}", "_id", dtx__str(tx, "to"), "voids.tx", "$ne",
-                id),
-      json_pack("{s:{s:{s:s}},s:{s:{s:s,s:I}}}", "$pull", "pending", "tx", id,
-                "$push", "voids", "tx", id, "at", (json_int_t)dtx__now_ms()),
-      NULL);
+  /* A payer gone before its debit is the reason of the rollback; one gone
+   * after it took its refund with it: not a "failed, nothing moved". */
+  if (got == DTX__GONE &&
+      !(reason && strcmp(reason, DTX_REASON_NOACCOUNT) == 0))
+    return dtx__err(DTX_ESTATE, "transfer %s is rolling back but its payer "
+                    "account %s is gone: a refund of %lld may be owed (see "
+                    "docs/transfers.md, \"An account deleted mid-transfer\")",
+                    id, from, (long long)amount);
+  rc = dtx__tx_take_marker(ex, "transfer.rollback.unmark_payee",
+                           dtx__str(tx, "to"), id, "credit", amount,
+                           json_pack("{s:I}", "ceiling", (json_int_t)-amount),
+                           tomb, &got);
   if (rc)
     return rc;
   rc = move(ex, "transfer.rollback.finish", tx, DTX_ST_ROLLING_BACK,
@@ -504,14 +500,26 @@ int dtx__tx_drive(dtx__exec_t *ex, const json_t *start, int wait_owner,
     tx = next;
   }
   if (rc) {
-    /* Show where it stands now -- unless reading it is what failed. */
+    /* The error's detail, kept across the read below (every store call
+     * starts with a clean detail), and naming the transfer: an OVERFLOW or
+     * TYPE from an account step says which transfer it stopped. */
+    char detail[400];
+    const char *d = dtx_errdetail();
+    snprintf(detail, sizeof detail, "%s", d && *d ? d : dtx_strerror(rc));
+    /* Show where it stands now -- unless reading it is what failed: then
+     * nothing, rather than a document that may be stale. */
     json_t *cur = NULL;
-    if (rc != DTX_EUNAVAILABLE && dtx__kit_get(ex, DTX_TRANSFERS, id, &cur) == 0) {
-      json_decref(tx);
-      tx = cur;
-    }
-    if (rc == DTX_ENOTFOUND)
-      rc = dtx__err(DTX_ENOTFOUND, "transfer '%s' vanished while running", id);
+    int got = rc != DTX_EUNAVAILABLE &&
+              dtx__kit_get(ex, DTX_TRANSFERS, id, &cur) == 0;
+    json_decref(tx);
+    tx = got ? cur : NULL;
+    if (rc == DTX_ENOTFOUND) /* the store lost it (FLUSHALL, a failover) */
+      rc = dtx__err(DTX_EBACKEND, "transfer '%s' vanished from the store "
+                    "while running", id);
+    else if (strstr(detail, id))
+      rc = dtx__err(rc, "%s", detail);
+    else
+      rc = dtx__err(rc, "transfer %s: %s", id, detail);
   }
   *out = tx;
   return rc;
@@ -723,7 +731,7 @@ static const char account_shape[] =
     "\"pending\",\"voids\"],"
     "\"properties\":{\"_id\":" ID ",\"balance\":" LONG ","
     "\"min_balance\":{\"bsonType\":[\"long\",\"null\"]},"
-    "\"opening_balance\":" LONG ","
+    "\"opening_balance\":" LONG ",\"ceiling\":" LONG ","
     "\"pending\":{\"bsonType\":\"array\",\"items\":{\"bsonType\":\"object\","
     "\"required\":[\"tx\",\"op\",\"amount\",\"at\"],"
     "\"additionalProperties\":false,\"properties\":{\"tx\":" ID ","

@@ -24,6 +24,7 @@
 #define DTX_REASON_CANCELED "canceled"
 #define DTX_REASON_ABANDONED "abandoned by its executor"
 #define DTX_REASON_PAYEE_LIMIT "payee balance would overflow"
+#define DTX_REASON_BADLIMIT "payer min_balance is not an integer"
 
 /* The transfer documents, for the kit's moves and claims. */
 extern const dtx__kind_t dtx__tx_kind;
@@ -60,5 +61,34 @@ const json_t *dtx__marker(const json_t *account, const char *txid,
                           const char *op);
 /* 1 when account carries a tombstone for txid. */
 int dtx__has_tombstone(const json_t *account, const char *txid);
+
+/* ---- account steps (steps.c) ---- */
+
+/* What dtx__tx_take_marker found: the marker taken now; no marker (taken
+ * before, or never made); no account. */
+enum dtx__taken { DTX__TAKEN, DTX__ABSENT, DTX__GONE };
+
+/* Takes the op marker of transfer txid (carrying amount) off account id in
+ * one step together with inc (stolen: an $inc object, e.g. {"balance":
+ * amount} or {"ceiling": -amount}) and, with tomb, a tombstone.  Never
+ * reports "nothing matched": *out says why (I9).  DTX_ESTATE for a marker
+ * with another amount or an account whose ceiling cannot be made. */
+int dtx__tx_take_marker(dtx__exec_t *ex, const char *point, const char *id,
+                        const char *txid, const char *op, int64_t amount,
+                        json_t *inc, int tomb, enum dtx__taken *out);
+
+/* Outcome of a prepare step on an account. */
+enum dtx__marked {
+  DTX__MK_DONE,   /* the marker is there: placed now or before */
+  DTX__MK_FENCED, /* a tombstone: the transfer was rolled back meanwhile */
+  DTX__MK_MISSING,  /* no such account */
+  DTX__MK_REFUSED,  /* the account's limit refuses it */
+  DTX__MK_BADLIMIT, /* the payer's min_balance is neither int64 nor null */
+};
+
+/* The payee's credit marker, reserving its amount under the payee's
+ * ceiling in the same step (I7). */
+int dtx__tx_mark_payee(dtx__exec_t *ex, const json_t *tx,
+                       enum dtx__marked *why);
 
 #endif

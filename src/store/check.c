@@ -1,0 +1,81 @@
+/* check.c -- the public input checks (doctx.h, "checking input without a
+ * store"): thin wrappers that run the very compilers and checkers the
+ * store calls use, and throw the compiled form away.
+ *
+ * They exist for callers that must refuse bad input before opening a
+ * store, because opening a SQLite path creates it: the CLI checks every
+ * argument first, so a typo in a filter never leaves an empty store
+ * behind.  Keeping them here, next to the store API, is what lets the CLI
+ * use only doctx.h while each rule still lives once (in src/doc, or
+ * dtx__coll_check in store.c). */
+#include "doc/doc.h"
+#include "store/store.h"
+#include "util/err.h"
+
+int dtx_json_parse(const char *text, json_t **out) {
+  *out = NULL;
+  if (!text)
+    return dtx__err(DTX_EBADJSON, "no JSON text");
+  return dtx__json_parse(text, out);
+}
+
+char *dtx_json_dump(const json_t *v) { return dtx__json_dump(v); }
+
+int dtx_check_collection(const char *name) { return dtx__coll_check(name); }
+
+int dtx_check_id(const json_t *id) {
+  if (!id)
+    return dtx__err(DTX_EINVAL, "no _id value");
+  return dtx__id_check(id);
+}
+
+int dtx_check_filter(const json_t *filter) {
+  if (!json_is_object(filter))
+    return dtx__err(DTX_EBADQUERY, "a filter must be a JSON object");
+  dtx__filter_t *f = NULL;
+  int rc = dtx__filter_compile(filter, &f);
+  dtx__filter_free(f);
+  return rc;
+}
+
+int dtx_check_update(const json_t *update, const json_t *array_filters,
+                     unsigned flags) {
+  if (!json_is_object(update))
+    return dtx__err(DTX_EBADUPDATE, "an update must be a JSON object");
+  dtx__update_t *u = NULL;
+  int rc = dtx__fence_check_update(update);
+  if (rc == 0)
+    rc = dtx__update_compile_ex(update, array_filters, &u);
+  if (rc == 0 && (flags & DTX_CHECK_MANY))
+    rc = dtx__many_check(u);
+  if (u)
+    dtx__update_free(u);
+  return rc;
+}
+
+int dtx_check_sort(const json_t *sort) { return dtx__sort_check(sort); }
+
+int dtx_check_projection(const json_t *projection) {
+  return dtx__projection_check(projection);
+}
+
+int dtx_check_index(const json_t *keys, const dtx_index_opts_t *opts) {
+  dtx__index_spec_t *spec = NULL;
+  int rc = dtx__index_spec_parse(keys, opts, &spec);
+  if (rc == 0)
+    dtx__index_spec_free(spec);
+  return rc;
+}
+
+int dtx_check_fence(const char *name, int64_t token) {
+  if (!name)
+    return dtx__err(DTX_EINVAL, "no lock name for the fence");
+  return dtx__fence_check_args(name, token);
+}
+
+int dtx_check_pipeline(const json_t *pipeline) {
+  dtx__pipeline_t *p = NULL;
+  int rc = dtx__pipeline_compile(pipeline, &p);
+  dtx__pipeline_free(p);
+  return rc;
+}

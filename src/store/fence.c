@@ -1,0 +1,232 @@
+/* fence.c -- fenced writes: the one rule that lets a resource refuse a
+ * stale lock holder (Kleppmann's fencing token), checked inside the atomic
+ * step of every backend.
+ *
+ * A modify call (update, find_one_and_update/delete, delete) may carry a
+ * fence: a lock name and a token (dtx_update_opts_t.fence_name/token).
+ * The document it would change records, per lock name, the largest token
+ * that has written it, in the reserved top-level field
+ *
+ *   _fence: {NAME: token, ...}
+ *
+ * On the document the call's filter matched, inside the backend's atomic
+ * step (SQLite: the write transaction; Redis: the compare-and-set whose
+ * version the decision was made on), dtx__modify_apply():
+ *   - recorded > token: refuses with DTX_EFENCED, nothing changes;
+ *   - recorded <= token or none: applies the update and records token.
+ * A document the filter does not match is DTX_ENOMATCH as always, so the
+ * two outcomes are told apart in the same step, never by a re-read.
+ *
+ * Both backends call only dtx__modify_apply() (where they applied the
+ * update) and dtx__modify_upsert_doc() (where they built an upsert), so
+ * the rule exists once, here.  store.c checks the arguments
+ * (dtx__fence_check_args) and keeps `_fence` out of user updates
+ * (dtx__fence_check_update) and of inserts unless well formed
+ * (dtx__fence_check_doc): the field changes only through fenced writes,
+ * and a replacement keeps it as it keeps _id.  Writes without a fence
+ * are not checked against it. */
+#include "store/store.h"
+
+#include "util/err.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FENCE_FIELD "_fence"
+
+/* ---- arguments -------------------------------------------------------------- */
+
+int dtx__fence_name_check(const char *name) {
+  size_t n = name ? strlen(name) : 0;
+  if (n == 0 || n > 128)
+    return dtx__err(DTX_EINVAL, "fence name must be 1 to 128 characters");
+  for (size_t i = 0; i < n; i++) {
+    char c = name[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' ||
+          c == '-'))
+      return dtx__err(DTX_EINVAL,
+                      "fence name '%.128s' may only contain A-Z a-z 0-9 _ . : -",
+                      name);
+  }
+  return 0;
+}
+
+int dtx__fence_check_args(const char *name, int64_t token) {
+  if (!name)
+    return 0;
+  int rc = dtx__fence_name_check(name);
+  if (rc < 0)
+    return rc;
+  if (token < 1)
+    return dtx__err(DTX_EINVAL,
+                    "fence token of '%s' must be a positive integer, not %lld",
+                    name, (long long)token);
+  return 0;
+}
+
+/* 1 when path names _fence or a field inside it. */
+static int is_fence_path(const char *path) {
+  size_t n = strlen(FENCE_FIELD);
+  return strncmp(path, FENCE_FIELD, n) == 0 &&
+         (path[n] == '\0' || path[n] == '.');
+}
+
+int dtx__fence_check_update(const json_t *update) {
+  const char *op, *path;
+  json_t *args, *v;
+  if (!json_is_object(update))
+    return 0; /* the update compiler refuses it */
+  json_object_foreach((json_t *)update, op, args) {
+    if (op[0] != '$') { /* a replacement: its top-level fields */
+      if (strcmp(op, FENCE_FIELD) == 0)
+        return dtx__err(DTX_EBADUPDATE,
+                        "replacement: _fence is reserved for fenced writes "
+                        "(a replacement keeps it)");
+      continue;
+    }
+    if (!json_is_object(args))
+      continue;
+    json_object_foreach(args, path, v) {
+      int to = strcmp(op, "$rename") == 0 && json_is_string(v) &&
+               is_fence_path(json_string_value(v));
+      if (is_fence_path(path) || to)
+        return dtx__err(DTX_EBADUPDATE,
+                        "%s: _fence is reserved for fenced writes (path "
+                        "'%s'); pass a fence instead",
+                        op, to ? json_string_value(v) : path);
+    }
+  }
+  return 0;
+}
+
+int dtx__fence_check_doc(const json_t *doc) {
+  const json_t *f = json_object_get(doc, FENCE_FIELD);
+  const char *name;
+  json_t *t;
+  if (!f)
+    return 0;
+  if (!json_is_object(f))
+    return dtx__err(DTX_EINVAL, "_fence must be an object {NAME: token}");
+  json_object_foreach((json_t *)f, name, t) {
+    int rc = dtx__fence_name_check(name);
+    if (rc < 0)
+      return dtx__err_wrap(rc, "_fence");
+    if (!json_is_integer(t) || json_integer_value(t) < 1)
+      return dtx__err(DTX_EINVAL,
+                      "_fence.%s must be a positive integer token", name);
+  }
+  return 0;
+}
+
+/* ---- inside the atomic step -------------------------------------------------- */
+
+/* "orders 'T1'": the collection and the document's _id, for details. */
+static void who(const char *coll, const json_t *doc, char *out, size_t n) {
+  const json_t *id = json_object_get(doc, "_id");
+  if (json_is_string(id)) {
+    snprintf(out, n, "%s '%.100s'", coll, json_string_value(id));
+  } else {
+    char *t = id ? dtx__json_dump(id) : NULL;
+    snprintf(out, n, "%s %.100s", coll, t ? t : "?");
+    free(t);
+  }
+}
+
+/* The fence test of m on the stored document before: 0 when m may write
+ * it, DTX_EFENCED when a larger token (or a malformed record, which no
+ * token can be judged against) holds it.  *recorded: the token on record,
+ * 0 when none. */
+static int fence_test(const dtx__modify_t *m, const json_t *before,
+                      int64_t *recorded) {
+  const json_t *f = json_object_get(before, FENCE_FIELD);
+  char w[160];
+  *recorded = 0;
+  if (!f)
+    return 0;
+  const json_t *t = json_is_object(f) ? json_object_get(f, m->fence_name)
+                                      : NULL;
+  if (json_is_object(f) && !t)
+    return 0;
+  if (!json_is_integer(t)) {
+    who(m->coll, before, w, sizeof w);
+    return dtx__err(DTX_EFENCED,
+                    "%s: its _fence%s%s is not an integer token, so no "
+                    "fenced write of lock '%s' is accepted",
+                    w, t ? "." : "", t ? m->fence_name : "", m->fence_name);
+  }
+  *recorded = (int64_t)json_integer_value(t);
+  if (*recorded > m->fence_token) {
+    who(m->coll, before, w, sizeof w);
+    return dtx__err(DTX_EFENCED,
+                    "%s: token %lld of lock '%s' is stale: token %lld "
+                    "already wrote it",
+                    w, (long long)m->fence_token, m->fence_name,
+                    (long long)*recorded);
+  }
+  return 0;
+}
+
+/* Records m's token in doc (a private copy the caller will store). */
+static int fence_record(const dtx__modify_t *m, json_t *doc) {
+  json_t *f = json_object_get(doc, FENCE_FIELD);
+  if (!f) {
+    if (!(f = json_object()) || json_object_set_new(doc, FENCE_FIELD, f) < 0)
+      return dtx__err(DTX_ENOMEM, "recording a fence");
+  }
+  if (json_object_set_new(f, m->fence_name,
+                          json_integer((json_int_t)m->fence_token)) < 0)
+    return dtx__err(DTX_ENOMEM, "recording a fence");
+  return 0;
+}
+
+int dtx__modify_apply(const dtx__modify_t *m, const json_t *before,
+                      int64_t now, json_t **after, int *changed) {
+  int64_t recorded = 0;
+  int rc;
+  *after = NULL;
+  *changed = 1;
+  if (m->fence_name && (rc = fence_test(m, before, &recorded)) < 0)
+    return rc;
+  if (!m->update)
+    return 0; /* a delete: the test is all */
+  if ((rc = dtx__update_apply(m->update, before, 0, now, after, changed)) < 0)
+    return rc;
+  /* A replacement keeps the record, as it keeps _id: otherwise any
+   * replacement would open the document to every stale token again. */
+  const json_t *bf = json_object_get(before, FENCE_FIELD);
+  if (bf && !json_object_get(*after, FENCE_FIELD)) {
+    if (json_object_set_new(*after, FENCE_FIELD, json_deep_copy(bf)) < 0)
+      goto nomem;
+    *changed = !json_equal(before, *after);
+  }
+  if (m->fence_name && recorded != m->fence_token) {
+    if ((rc = fence_record(m, *after)) < 0) {
+      json_decref(*after);
+      *after = NULL;
+      return rc;
+    }
+    *changed = 1;
+  }
+  return 0;
+nomem:
+  json_decref(*after);
+  *after = NULL;
+  return dtx__err(DTX_ENOMEM, "applying an update");
+}
+
+int dtx__modify_upsert_doc(const dtx__modify_t *m, int64_t now,
+                           json_t **out) {
+  int rc = dtx__upsert_doc(m->filter_spec, m->update, now, out);
+  if (rc < 0)
+    return rc;
+  /* A filter on _fence seeds nothing: the record is only ever a fenced
+   * write's. */
+  json_object_del(*out, FENCE_FIELD);
+  if (m->fence_name && (rc = fence_record(m, *out)) < 0) {
+    json_decref(*out);
+    *out = NULL;
+  }
+  return rc;
+}

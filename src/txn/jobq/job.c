@@ -1,0 +1,602 @@
+/* job.c -- the job queue (reference solution 2): the state machine, the
+ * public calls on one job and the pattern's method table.  The worker
+ * that runs handlers is work.c; effects on other documents effect.c.
+ *
+ * A job is one document of "jobs"; each step below is one atomic
+ * conditional update of it.  Workers claim the due job of their queue
+ * with the highest priority, then the oldest run_at, in one
+ * find_one_and_update whose sort the store serves by walking the index
+ * {state, queue, rank, run_at} (rank = -priority), a few entries per
+ * bucket on Redis, so a claim neither reads the backlog nor queues on
+ * one key or slot.
+ *
+ *          add (delay > 0)                        failure, attempts left
+ *    +------------------------> delayed <------------------------------+
+ *    |                          |   ^  promote (run_at <= now)         |
+ *    | add                      v   |                                  |
+ *  (new) ---------------------> ready --claim--> running --complete--> succeeded
+ *                               |   ^               |  |
+ *                   cancel      |   | retry (hand)  |  +--failure, none left-->
+ *    canceled <-----------------+   |               |                    dead
+ *    (also from delayed)            +---------------+--- (dead) <--------+
+ *                                   takeover (lease lapsed) = a failure
+ *
+ *   transition                  function               fault point
+ *   (record ready|delayed)      dtx_job_add            job.add
+ *   ready -> running            claim_next (work.c)    job.claim
+ *   (lease renewed)             heartbeat (work.c)     -- (no step)
+ *   (effect on a document)      dtx_job_effect         job.effect.fence,
+ *                                                      job.effect.apply
+ *   running -> succeeded        dtx__job_finish        job.complete
+ *   running -> delayed|dead     dtx__job_finish        job.fail
+ *   running -> delayed|dead     recover.c (takeover)   job.recover.takeover
+ *   delayed -> ready            dtx__job_promote       job.promote
+ *   ready|delayed -> canceled   dtx_job_cancel         job.cancel
+ *   dead -> ready               dtx_job_retry          job.retry
+ * Recovery's other points (markers, retention) are in recover.c.
+ *
+ * Invariants (checked by dtx_audit on the store, audit.c):
+ *  J1 Only the holder of a job's current epoch ends its attempt or acts
+ *     for it: completing, failing, renewing and effects are conditioned
+ *     on {state: running, epoch}; a claim and a takeover bump the epoch,
+ *     so the previous holder's writes fail (reference weak spot 7).
+ *  J2 A job is claimed only when due: ready means run_at <= now, as a
+ *     delayed job becomes ready only by a promote conditioned on
+ *     run_at <= now.
+ *  J3 attempts counts the attempts that ended (success, failure,
+ *     takeover), written by the fenced move that ends each; a job is
+ *     dead exactly when a failure brings attempts to max_attempts.
+ *  J4 unique_live ("QUEUE/KEY") is present exactly while a job with a
+ *     unique key is not terminal: set at add and retry, $unset by the
+ *     step that makes it terminal.  The store's unique sparse index on it
+ *     admits one live job per (queue, key), across processes and crashes.
+ *  J5 An effect applies at most once per (job, key): effect.c.
+ *  J6 A terminal job changes state again only by an explicit retry of a
+ *     dead one, which is refused once its effect markers were cleared.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "doc/doc.h"
+#include "txn/jobq/jobq.h"
+#include "util/err.h"
+
+const dtx__kind_t dtx__job_kind = {DTX_JOBS, "state"};
+#define JOB (&dtx__job_kind)
+
+#define UNIQUE_KEY_MAX 256
+
+static const char *const states[] = {DTX_JOB_READY,     DTX_JOB_DELAYED,
+                                     DTX_JOB_RUNNING,   DTX_JOB_SUCCEEDED,
+                                     DTX_JOB_DEAD,      DTX_JOB_CANCELED,
+                                     NULL};
+
+int dtx__job_terminal(const json_t *job) {
+  return dtx__state_is(job, DTX_JOB_SUCCEEDED) ||
+         dtx__state_is(job, DTX_JOB_DEAD) ||
+         dtx__state_is(job, DTX_JOB_CANCELED);
+}
+
+int dtx__job_setup(dtx_store_t *st) {
+  return dtx__kit_ensure_indexes(st, &dtx__job_pattern);
+}
+
+/* ---- backoff ---------------------------------------------------------------- */
+
+/* A per-thread xorshift: jitter needs no quality, only no shared state. */
+static uint64_t next_random(void) {
+  static _Thread_local uint64_t x;
+  if (!x) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    x = (uint64_t)ts.tv_nsec * 2654435761u ^ (uint64_t)(uintptr_t)&x ^
+        (uint64_t)ts.tv_sec;
+    if (!x)
+      x = 88172645463325252ull;
+  }
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return x;
+}
+
+int64_t dtx__job_backoff(int64_t backoff_ms, int64_t failed) {
+  int64_t d = backoff_ms > 0 ? backoff_ms : DTX_JOB_BACKOFF_MS;
+  for (int64_t i = 1; i < failed && d < DTX_JOB_BACKOFF_CAP_MS; i++)
+    d *= 2;
+  if (d > DTX_JOB_BACKOFF_CAP_MS)
+    d = DTX_JOB_BACKOFF_CAP_MS;
+  /* +-20%: d * (0.8 .. 1.2), in integer arithmetic */
+  int64_t span = d * 2 / 5;
+  if (span > 0)
+    d = d - d / 5 + (int64_t)(next_random() % (uint64_t)(span + 1));
+  if (d > DTX_JOB_BACKOFF_CAP_MS)
+    d = DTX_JOB_BACKOFF_CAP_MS;
+  return d > 0 ? d : 1;
+}
+
+/* ---- add -------------------------------------------------------------------- */
+
+static int check_req(const dtx_job_req_t *r) {
+  int rc;
+  if (!r)
+    return dtx__err(DTX_EINVAL, "no job request");
+  if ((rc = dtx__check_ident("queue name", r->queue)) ||
+      (rc = dtx__check_ident("job type", r->type)) ||
+      (r->id && (rc = dtx__check_ident("job id", r->id))))
+    return rc;
+  if (r->priority < DTX_JOB_PRIORITY_MIN || r->priority > DTX_JOB_PRIORITY_MAX)
+    return dtx__err(DTX_EINVAL, "priority must be from %d to %d, got %d",
+                    DTX_JOB_PRIORITY_MIN, DTX_JOB_PRIORITY_MAX, r->priority);
+  if (r->delay_ms < 0)
+    return dtx__err(DTX_EINVAL, "delay must be >= 0 ms, got %lld",
+                    (long long)r->delay_ms);
+  if (r->delay_ms > (int64_t)100 * 365 * 24 * 3600 * 1000)
+    return dtx__err(DTX_EINVAL, "delay of %lld ms is more than 100 years",
+                    (long long)r->delay_ms);
+  if (r->max_attempts < 0)
+    return dtx__err(DTX_EINVAL, "max attempts must be >= 1, got %d",
+                    r->max_attempts);
+  if (r->backoff_ms < 0 || r->backoff_ms > DTX_JOB_BACKOFF_CAP_MS)
+    return dtx__err(DTX_EINVAL, "backoff must be from 1 to %d ms, got %lld",
+                    DTX_JOB_BACKOFF_CAP_MS, (long long)r->backoff_ms);
+  if (r->unique_key &&
+      (!*r->unique_key || strlen(r->unique_key) > UNIQUE_KEY_MAX))
+    return dtx__err(DTX_EINVAL, "unique key must be 1 to %d bytes",
+                    UNIQUE_KEY_MAX);
+  if (r->payload) {
+    if ((rc = dtx__depth_check(r->payload, DTX_EINVAL, "payload")))
+      return rc;
+  }
+  return 0;
+}
+
+/* "QUEUE/KEY": '/' cannot occur in a queue name, so the pair is unique. */
+static json_t *unique_live(const char *queue, const char *key) {
+  return json_sprintf("%s/%s", queue, key);
+}
+
+static json_t *new_job(const dtx_job_req_t *r, const char *id) {
+  int64_t now = dtx__now_ms();
+  int max = r->max_attempts ? r->max_attempts : DTX_JOB_MAX_ATTEMPTS;
+  int64_t backoff = r->backoff_ms ? r->backoff_ms : DTX_JOB_BACKOFF_MS;
+  json_t *job = json_pack(
+      "{s:s,s:s,s:s,s:O,s:s,s:i,s:i,s:I,s:i,s:i,s:I,s:s?,s:n,s:n,s:[],"
+      "s:I,s:I,s:n,s:n,s:I,s:I}",
+      "_id", id, "queue", r->queue, "type", r->type, "payload",
+      r->payload ? r->payload : json_null(), "state",
+      r->delay_ms > 0 ? DTX_JOB_DELAYED : DTX_JOB_READY, "priority",
+      r->priority, "rank", -r->priority, "run_at",
+      (json_int_t)(now + r->delay_ms), "attempts", 0, "max_attempts", max,
+      "backoff_ms", (json_int_t)backoff, "unique_key", r->unique_key,
+      "last_error", "result", "fx_colls", "created", (json_int_t)now,
+      "updated", (json_int_t)now, "finished", "owner", "lease_until",
+      (json_int_t)0, "epoch", (json_int_t)0);
+  if (job && r->unique_key &&
+      json_object_set_new(job, "unique_live",
+                          unique_live(r->queue, r->unique_key)) < 0) {
+    json_decref(job);
+    return NULL;
+  }
+  return job;
+}
+
+static int same_job(const json_t *job, const dtx_job_req_t *r) {
+  return dtx__str_is(job, "queue", r->queue) &&
+         dtx__str_is(job, "type", r->type) &&
+         json_equal(json_object_get(job, "payload"),
+                    r->payload ? (json_t *)r->payload : json_null());
+}
+
+/* The job recorded under id, when it is this request's; DTX_ECONFLICT
+ * when it is another's; DTX_ENOTFOUND when there is none. */
+static int existing_by_id(dtx__exec_t *ex, const dtx_job_req_t *r,
+                          const char *id, json_t **out) {
+  int rc = dtx__kit_get(ex, DTX_JOBS, id, out);
+  if (rc)
+    return rc;
+  if (same_job(*out, r))
+    return 0;
+  json_decref(*out);
+  *out = NULL;
+  return dtx__err(DTX_ECONFLICT,
+                  "job '%s' exists with another queue, type or payload", id);
+}
+
+static int add(dtx__exec_t *ex, const dtx_job_req_t *r, json_t **out,
+               int *added) {
+  char idbuf[25];
+  int rc;
+  if ((rc = check_req(r)) || (rc = dtx__job_setup(ex->st)))
+    return rc;
+  const char *id = r->id;
+  if (!id) {
+    dtx__id_new(idbuf);
+    id = idbuf;
+  }
+  json_t *job = new_job(r, id);
+  if (!job)
+    return DTX_ENOMEM;
+  /* A few rounds: the holder of a unique key may end between our refused
+   * insert and our read of it, and then the key is free. */
+  for (int round = 0; round < 8; round++) {
+    rc = dtx__kit_insert(ex, "job.add", DTX_JOBS, job);
+    if (rc == 0) {
+      *out = json_incref(job);
+      *added = 1;
+      break;
+    }
+    if (rc != DTX_EDUPKEY)
+      break;
+    /* The _id, or the unique key.  A retry after a lost reply finds its
+     * own insert here, which is the same job. */
+    if ((rc = existing_by_id(ex, r, id, out)) != DTX_ENOTFOUND)
+      break;
+    if (!r->unique_key) {
+      rc = dtx__err(DTX_EBUSY, "job '%s': duplicate key, yet no such job", id);
+      break;
+    }
+    json_t *holders = NULL, *f = json_pack(
+        "{s:o}", "unique_live", unique_live(r->queue, r->unique_key));
+    rc = f ? dtx__kit_find(ex, DTX_JOBS, f, NULL, &holders) : DTX_ENOMEM;
+    json_decref(f);
+    if (rc == 0 && json_array_size(holders) > 0) {
+      *out = json_incref(json_array_get(holders, 0));
+      json_decref(holders);
+      break;
+    }
+    json_decref(holders);
+    if (rc)
+      break;
+    rc = dtx__err(DTX_EBUSY, "unique key '%s' of queue %s kept changing",
+                  r->unique_key, r->queue);
+  }
+  json_decref(job);
+  return rc;
+}
+
+int dtx_job_add(dtx_store_t *st, const dtx_job_req_t *req, json_t **out,
+                int *added) {
+  dtx__exec_t ex;
+  dtx__call_t c;
+  int dummy;
+  *out = NULL;
+  if (!added)
+    added = &dummy;
+  *added = 0;
+  dtx__call_begin(&c, 0);
+  dtx__exec_init(&ex, st, NULL, 0, 0);
+  return dtx__call_end(&c, add(&ex, req, out, added));
+}
+
+/* ---- ending an attempt ---------------------------------------------------------- */
+
+int dtx__job_finish(dtx__exec_t *ex, const json_t *job, int ok,
+                    json_t *result, const char *error, const char *point,
+                    int take, json_t **out) {
+  int64_t attempts = dtx__int(job, "attempts") + 1;
+  int64_t max = dtx__int(job, "max_attempts");
+  int64_t now = dtx__now_ms();
+  const char *to = ok                ? DTX_JOB_SUCCEEDED
+                   : attempts >= max ? DTX_JOB_DEAD
+                                     : DTX_JOB_DELAYED;
+  json_t *set = json_pack("{s:I}", "attempts", (json_int_t)attempts);
+  if (set && ok)
+    json_object_set_new(set, "result", result ? result : json_null());
+  else
+    json_decref(result);
+  if (set && !ok)
+    json_object_set_new(set, "last_error", error ? json_string(error)
+                                                 : json_null());
+  if (set && strcmp(to, DTX_JOB_DELAYED) == 0)
+    json_object_set_new(
+        set, "run_at",
+        json_integer((json_int_t)(now + dtx__job_backoff(
+                                            dtx__int(job, "backoff_ms"),
+                                            attempts))));
+  else if (set)
+    json_object_set_new(set, "finished", json_integer((json_int_t)now));
+  /* A terminal job frees its unique key (J4). */
+  json_t *unset = strcmp(to, DTX_JOB_DELAYED) == 0
+                      ? NULL
+                      : json_pack("{s:s}", "unique_live", "");
+  dtx__move_t m = {.point = point,
+                   .from = DTX_JOB_RUNNING,
+                   .to = to,
+                   .flags = DTX__FENCED | (take ? DTX__TAKE : 0) |
+                            (take == 1 ? DTX__LAPSED : 0),
+                   .set = set,
+                   .unset = unset};
+  return dtx__kit_move(ex, JOB, job, &m, out);
+}
+
+/* ---- promote ------------------------------------------------------------------ */
+
+int dtx__job_promote(dtx__exec_t *ex, const char *queue, int limit,
+                     int64_t *moved) {
+  int64_t now = dtx__now_ms(), n = 0;
+  json_t *f = json_pack("{s:s,s:{s:I}}", "state", DTX_JOB_DELAYED, "run_at",
+                        "$lte", (json_int_t)now);
+  if (f && queue)
+    json_object_set_new(f, "queue", json_string(queue));
+  json_t *sort = json_pack("{s:i}", "run_at", 1), *due = NULL, *j;
+  dtx_find_opts_t fo = {.sort = sort, .limit = limit};
+  dtx__retry_t r = {0};
+  int rc = f && sort ? 0 : DTX_ENOMEM;
+  if (rc == 0) {
+    do
+      rc = dtx_store_find(ex->st, DTX_JOBS, f, &fo, &due);
+    while (dtx__retry_again(&r, &rc, "finding due delayed jobs"));
+  }
+  json_decref(f);
+  json_decref(sort);
+  size_t i;
+  json_array_foreach(due, i, j) {
+    json_t *out = NULL;
+    dtx__move_t m = {.point = "job.promote",
+                     .from = DTX_JOB_DELAYED,
+                     .to = DTX_JOB_READY,
+                     .cond = json_pack("{s:{s:I}}", "run_at", "$lte",
+                                       (json_int_t)now)};
+    int mrc = dtx__kit_move(ex, JOB, j, &m, &out);
+    json_decref(out);
+    if (mrc == 0)
+      n++;
+    else if (mrc != DTX_ENOMATCH) { /* another promoter got it: fine */
+      rc = mrc;
+      break;
+    }
+  }
+  json_decref(due);
+  if (moved)
+    *moved = n;
+  return rc;
+}
+
+/* ---- the calls on one job ------------------------------------------------------- */
+
+/* The start of a call on job id: *out NULL, the executor, the frame
+ * opened (the caller closes it in every case); the id checked. */
+static int begin_on(dtx__call_t *c, dtx__exec_t *ex, dtx_store_t *st,
+                    const char *id, json_t **out) {
+  *out = NULL;
+  dtx__call_begin(c, 0);
+  dtx__exec_init(ex, st, NULL, 0, 0);
+  return dtx__check_ident("job id", id);
+}
+
+static int get_job(dtx__exec_t *ex, const char *id, json_t **out) {
+  int rc = dtx__kit_get(ex, DTX_JOBS, id, out);
+  return rc == DTX_ENOTFOUND ? dtx__err(rc, "no job '%s'", id) : rc;
+}
+
+int dtx_job_get(dtx_store_t *st, const char *id, json_t **out) {
+  dtx__exec_t ex;
+  dtx__call_t c;
+  int rc = begin_on(&c, &ex, st, id, out);
+  if (rc == 0)
+    rc = get_job(&ex, id, out);
+  return dtx__call_end(&c, rc);
+}
+
+static int check_state(const char *state) {
+  for (size_t i = 0; state && states[i]; i++)
+    if (strcmp(states[i], state) == 0)
+      return 0;
+  return dtx__err(DTX_EINVAL,
+                  "unknown job state '%s' (ready, delayed, running, "
+                  "succeeded, dead, canceled)",
+                  state ? state : "");
+}
+
+int dtx_job_list(dtx_store_t *st, const char *queue, const char *state,
+                 const dtx_page_t *page, json_t **out) {
+  dtx__call_t c;
+  int rc = 0;
+  *out = NULL;
+  dtx__call_begin(&c, 0);
+  if ((queue && (rc = dtx__check_ident("queue name", queue))) ||
+      (state && (rc = check_state(state))))
+    return dtx__call_end(&c, rc);
+  json_t *filter = json_object();
+  if (filter && queue)
+    json_object_set_new(filter, "queue", json_string(queue));
+  if (filter && state)
+    json_object_set_new(filter, "state", json_string(state));
+  json_t *sort = json_pack("{s:i,s:i}", "created", 1, "_id", 1);
+  rc = filter && sort ? dtx__kit_list(st, DTX_JOBS, filter, sort, page, out)
+                      : DTX_ENOMEM;
+  json_decref(filter);
+  json_decref(sort);
+  return dtx__call_end(&c, rc);
+}
+
+int dtx_job_stats(dtx_store_t *st, const char *queue, json_t **out) {
+  dtx__call_t c;
+  dtx__exec_t ex;
+  int rc = 0;
+  int64_t total = 0;
+  *out = NULL;
+  dtx__call_begin(&c, 0);
+  dtx__exec_init(&ex, st, NULL, 0, 0);
+  if (queue && (rc = dtx__check_ident("queue name", queue)))
+    return dtx__call_end(&c, rc);
+  json_t *res = json_object();
+  for (size_t i = 0; res && rc == 0 && states[i]; i++) {
+    json_t *f = json_pack("{s:s}", "state", states[i]);
+    if (f && queue)
+      json_object_set_new(f, "queue", json_string(queue));
+    int64_t n = 0;
+    dtx__retry_t r = {0};
+    do
+      rc = f ? dtx_store_count(st, DTX_JOBS, f, &n) : DTX_ENOMEM;
+    while (dtx__retry_again(&r, &rc, "counting jobs"));
+    json_decref(f);
+    json_object_set_new(res, states[i], json_integer((json_int_t)n));
+    total += n;
+  }
+  if (res)
+    json_object_set_new(res, "total", json_integer((json_int_t)total));
+  if (rc || !res) {
+    json_decref(res);
+    return dtx__call_end(&c, rc ? rc : DTX_ENOMEM);
+  }
+  *out = res;
+  return dtx__call_end(&c, 0);
+}
+
+/* What a state change by hand (cancel, retry) writes besides the state,
+ * into *set and *unset; DTX_ESTATE for a retry that must be refused. */
+static int by_hand_fields(const json_t *job, int retry, json_t **set,
+                          json_t **unset) {
+  *unset = NULL;
+  if (!retry) { /* canceled: terminal, so the unique key is free (J4) */
+    *set = json_pack("{s:I}", "finished", (json_int_t)dtx__now_ms());
+    *unset = json_pack("{s:s}", "unique_live", "");
+    return *set && *unset ? 0 : DTX_ENOMEM;
+  }
+  if (json_is_true(json_object_get(job, "fx_cleared"))) {
+    *set = NULL;
+    return dtx__err(DTX_ESTATE,
+                    "job %s: its effect markers were cleared after their "
+                    "TTL, so a retry could apply its effects twice; add a "
+                    "new job instead",
+                    dtx__str(job, "_id"));
+  }
+  *set = json_pack("{s:i,s:I,s:n}", "attempts", 0, "run_at",
+                   (json_int_t)dtx__now_ms(), "finished");
+  const char *key = dtx__str(job, "unique_key"), *q = dtx__str(job, "queue");
+  if (*set && key && q)
+    json_object_set_new(*set, "unique_live", unique_live(q, key));
+  return *set ? 0 : DTX_ENOMEM;
+}
+
+/* A state change by hand from one of `from` to `to`, read again and
+ * retried while the job moves under it.  *out: the job afterwards, or as
+ * it stands when it is in none of the states (then DTX_ESTATE). */
+static int by_hand(dtx__exec_t *ex, const char *id, const char *const *from,
+                   const char *to, int retry, json_t **out) {
+  const char *point = retry ? "job.retry" : "job.cancel";
+  const char *verb = retry ? "retried" : "canceled";
+  json_t *job = NULL;
+  int rc = get_job(ex, id, &job);
+  for (int guard = 0; rc == 0 && guard < 100; guard++) {
+    size_t i = 0;
+    while (from[i] && !dtx__state_is(job, from[i]))
+      i++;
+    if (!retry && dtx__state_is(job, DTX_JOB_CANCELED)) {
+      *out = job; /* canceled already: the same answer again */
+      return 0;
+    }
+    if (!from[i]) {
+      *out = job;
+      return dtx__err(DTX_ESTATE, "job %s is %s; only %s%s%s jobs can be %s",
+                      id, dtx__str(job, "state") ? dtx__str(job, "state") : "?",
+                      from[0], from[1] ? " or " : "", from[1] ? from[1] : "",
+                      verb);
+    }
+    json_t *set, *unset, *next = NULL;
+    if ((rc = by_hand_fields(job, retry, &set, &unset))) {
+      json_decref(set);
+      json_decref(unset);
+      *out = job;
+      return rc;
+    }
+    /* A retry must not pass recovery's forgetting of the markers. */
+    dtx__move_t m = {.point = point, .from = from[i], .to = to, .set = set,
+                     .unset = unset,
+                     .cond = retry ? json_pack("{s:{s:b}}", "fx_cleared",
+                                               "$ne", 1)
+                                   : NULL};
+    rc = dtx__kit_move(ex, JOB, job, &m, &next);
+    if (rc == 0) {
+      json_decref(job);
+      *out = next;
+      return 0;
+    }
+    if (rc == DTX_EDUPKEY) {
+      *out = job;
+      return dtx__err(DTX_ECONFLICT,
+                      "job %s: another live job of queue %s holds its "
+                      "unique key '%s'",
+                      id, dtx__str(job, "queue"),
+                      dtx__str(job, "unique_key") ? dtx__str(job, "unique_key")
+                                                  : "");
+    }
+    if (rc != DTX_ENOMATCH)
+      break;
+    json_decref(job); /* it moved on: look again */
+    job = NULL;
+    rc = get_job(ex, id, &job);
+  }
+  if (rc == 0)
+    rc = dtx__err(DTX_ECONFLICT, "job %s kept changing while %s", id, verb);
+  *out = job;
+  return rc;
+}
+
+int dtx_job_cancel(dtx_store_t *st, const char *id, json_t **out) {
+  static const char *const from[] = {DTX_JOB_READY, DTX_JOB_DELAYED, NULL};
+  dtx__exec_t ex;
+  dtx__call_t c;
+  int rc = begin_on(&c, &ex, st, id, out);
+  if (rc == 0)
+    rc = by_hand(&ex, id, from, DTX_JOB_CANCELED, 0, out);
+  return dtx__call_end(&c, rc);
+}
+
+int dtx_job_retry(dtx_store_t *st, const char *id, json_t **out) {
+  static const char *const from[] = {DTX_JOB_DEAD, NULL};
+  dtx__exec_t ex;
+  dtx__call_t c;
+  int rc = begin_on(&c, &ex, st, id, out);
+  if (rc == 0 && (rc = dtx__job_setup(st)) == 0)
+    rc = by_hand(&ex, id, from, DTX_JOB_READY, 1, out);
+  return dtx__call_end(&c, rc);
+}
+
+/* ---- the method table ------------------------------------------------------------- */
+
+static const char *const collections[] = {DTX_JOBS, NULL};
+
+static const dtx__index_def_t indexes[] = {
+    /* the claim: the walk in (rank, run_at) order under (state, queue) */
+    {DTX_JOBS, "{\"state\":1,\"queue\":1,\"rank\":1,\"run_at\":1}", 0, 0},
+    /* promotion of due delayed jobs */
+    {DTX_JOBS, "{\"state\":1,\"run_at\":1}", 0, 0},
+    /* stalled takeover, markers and retention, by age */
+    {DTX_JOBS, "{\"state\":1,\"updated\":1}", 0, 0},
+    /* one live job per (queue, unique key) (J4) */
+    {DTX_JOBS, "{\"unique_live\":1}", 1, 1},
+    {NULL, NULL, 0, 0},
+};
+
+static const char *const fault_points[] = {
+    "job.add",
+    "job.claim",
+    "job.effect.fence",
+    "job.effect.apply",
+    "job.complete",
+    "job.fail",
+    "job.promote",
+    "job.cancel",
+    "job.retry",
+    /* recovery (recover.c) */
+    "job.recover.takeover",
+    "job.recover.forget_markers",
+    "job.recover.clear_marker",
+    "job.recover.markers_cleared",
+    "job.recover.purge",
+    NULL,
+};
+
+const dtx__pattern_t dtx__job_pattern = {
+    .name = "job",
+    .kind = &dtx__job_kind,
+    .collections = collections,
+    .indexes = indexes,
+    .fault_points = fault_points,
+    .recover = dtx__job_recover,
+    .audit = dtx__job_audit,
+};

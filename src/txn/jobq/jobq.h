@@ -1,0 +1,85 @@
+/* jobq.h -- internals shared by the files of the job-queue pattern.
+ *
+ * job.c holds the state machine (diagram, transitions, invariants), the
+ * public calls on one job (add, get, list, stats, cancel, retry) and the
+ * method table; work.c the job worker (claim, heartbeat, handlers,
+ * outcome); exec.c the built-in --exec handler; effect.c the effects
+ * that apply at most once per (job, key); recover.c and audit.c the
+ * pattern's recovery pass and audit, which the kit's frames call through
+ * the table.  Retry, fenced moves, claims and leases come from
+ * txn/kit.h. */
+#ifndef DTX_TXN_JOBQ_H
+#define DTX_TXN_JOBQ_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "txn/kit.h"
+
+/* Job states, as stored in the "state" field. */
+#define DTX_JOB_READY "ready"
+#define DTX_JOB_DELAYED "delayed"
+#define DTX_JOB_RUNNING "running"
+#define DTX_JOB_SUCCEEDED "succeeded"
+#define DTX_JOB_DEAD "dead"
+#define DTX_JOB_CANCELED "canceled"
+
+/* The marker array an effect leaves in its target document. */
+#define DTX_JOB_FX "dtx_fx"
+
+/* The job documents, for the kit's moves and claims. */
+extern const dtx__kind_t dtx__job_kind;
+
+/* The method table (registered in src/txn/registry.c). */
+extern const dtx__pattern_t dtx__job_pattern;
+
+/* 1 for succeeded, dead and canceled. */
+int dtx__job_terminal(const json_t *job);
+
+/* The job's indexes (and collection rules), once per store. */
+int dtx__job_setup(dtx_store_t *st);
+
+/* The move that ends a running attempt this executor holds at job's
+ * epoch: success (result, stolen, may be NULL) -> succeeded; failure
+ * (error: the message) -> delayed with backoff, or dead when attempts
+ * are exhausted.  point: the fault point.  *out: the job afterwards.
+ * take: 0 for the holder itself; 1 for recovery's takeover of a lapsed
+ * lease; 2 for a takeover regardless of the lease (recover
+ * --older-than-ms), both bumping the epoch.
+ * DTX_ENOMATCH when the attempt was fenced off (taken over). */
+int dtx__job_finish(dtx__exec_t *ex, const json_t *job, int ok,
+                    json_t *result, const char *error, const char *point,
+                    int take, json_t **out);
+
+/* The delay before attempt n + 1 after n failed ones (n >= 1): backoff_ms
+ * doubled n - 1 times, +-20% jitter, capped at DTX_JOB_BACKOFF_CAP_MS. */
+int64_t dtx__job_backoff(int64_t backoff_ms, int64_t failed);
+
+/* Moves due delayed jobs (of queue, or of every queue when NULL) to
+ * ready, at most limit of them; *moved (may be NULL) counts them. */
+int dtx__job_promote(dtx__exec_t *ex, const char *queue, int limit,
+                     int64_t *moved);
+
+/* The attempt a handler runs in (doctx.h: dtx_job_run_t). */
+struct dtx_job_run {
+  dtx__exec_t *ex;     /* the worker thread's executor */
+  char id[160];        /* the job's _id */
+  int64_t epoch;       /* the claim's */
+  json_t *result;      /* dtx_job_result's copy, or NULL */
+  char *error;         /* dtx_job_fail's copy, or NULL */
+  atomic_int lost;     /* the heartbeat found the lease taken over */
+  int64_t deadline;    /* mono ms: the handler's timeout */
+};
+
+/* The fenced check an effect starts with, also recording coll among the
+ * collections the job touched: DTX_ESTALE unless job id is running at
+ * epoch. */
+int dtx__job_fence(dtx__exec_t *ex, const char *id, int64_t epoch,
+                   const char *coll);
+
+/* The pattern's methods (recover.c, audit.c). */
+int dtx__job_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
+                     dtx__tally_t *t);
+int dtx__job_audit(dtx__audit_t *a);
+
+#endif

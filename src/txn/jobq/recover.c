@@ -1,0 +1,206 @@
+/* recover.c -- the job queue's recovery pass, run by `doctx recover`,
+ * `doctx worker` and the job workers now and then:
+ *
+ *   1. promote   due delayed jobs -> ready (job.promote), in a batch
+ *   2. takeover  running jobs whose lease lapsed (or, with
+ *                --older-than-ms N, not updated for N ms) -> delayed, or
+ *                dead when attempts are exhausted: it counts as an
+ *                attempt, and the epoch bump fences the old holder (J1)
+ *                (job.recover.takeover)
+ *   3. markers   for a terminal job finished longer than the tombstone TTL
+ *                ago: fx_cleared is set first (job.recover.forget_markers;
+ *                from then on a retry by hand is refused, J6), then each
+ *                target's marker is pulled (job.recover.clear_marker),
+ *                then fx_colls emptied (job.recover.markers_cleared).  A
+ *                crash between the steps leaves fx_colls set, so the next
+ *                pass repeats them; each is idempotent.
+ *   4. retention succeeded jobs finished longer than retention_ms ago and
+ *                with no markers left are deleted, at most PURGE_BATCH
+ *                per pass (job.recover.purge).
+ *
+ * Every step is bounded per pass, so one pass never reads the whole
+ * history; a backlog is worked off over several passes. */
+#include <string.h>
+
+#include "doc/doc.h"
+#include "txn/jobq/jobq.h"
+#include "util/err.h"
+
+#define DEFAULT_TTL_MS (24LL * 3600 * 1000)
+#define DEFAULT_RETENTION_MS (24LL * 3600 * 1000)
+#define BATCH 500
+#define PURGE_BATCH 200
+
+static int find_some(dtx__exec_t *ex, json_t *filter, const char *sortkey,
+                     int64_t limit, json_t **out) {
+  json_t *sort = json_pack("{s:i}", sortkey, 1);
+  dtx_find_opts_t fo = {.sort = sort, .limit = limit};
+  dtx__retry_t r = {0};
+  int rc;
+  do
+    rc = filter && sort ? dtx_store_find(ex->st, DTX_JOBS, filter, &fo, out)
+                        : DTX_ENOMEM;
+  while (dtx__retry_again(&r, &rc, "finding jobs to recover"));
+  json_decref(filter);
+  json_decref(sort);
+  return rc;
+}
+
+static int takeovers(dtx__exec_t *ex, const dtx_recover_opts_t *o,
+                     dtx__tally_t *t) {
+  int64_t now = dtx__now_ms();
+  json_t *f = o->older_than_ms >= 0
+                  ? json_pack("{s:s,s:{s:I}}", "state", DTX_JOB_RUNNING,
+                              "updated", "$lte",
+                              (json_int_t)(now - o->older_than_ms))
+                  : json_pack("{s:s,s:{s:I}}", "state", DTX_JOB_RUNNING,
+                              "lease_until", "$lte", (json_int_t)now);
+  json_t *list = NULL, *job;
+  size_t i;
+  int rc = find_some(ex, f, "updated", BATCH, &list);
+  if (rc)
+    return rc;
+  json_array_foreach(list, i, job) {
+    json_t *out = NULL;
+    int take = o->older_than_ms >= 0 ? 2 : 1;
+    rc = dtx__job_finish(ex, job, 0, NULL,
+                         "taken over: the worker's lease lapsed",
+                         "job.recover.takeover", take, &out);
+    if (rc == 0)
+      dtx__tally_ran(t, dtx__state_is(out, DTX_JOB_DEAD) ? "taken_over_dead"
+                                                         : "taken_over",
+                     1);
+    else if (rc == DTX_ENOMATCH)
+      dtx__tally_skip(t, "moved on while recovering",
+                      json_object_get(job, "_id"));
+    else
+      dtx__tally_error(t, json_object_get(job, "_id"), rc);
+    json_decref(out);
+  }
+  json_decref(list);
+  return 0;
+}
+
+/* Pulls job id's markers out of every document of coll holding one. */
+static int clear_in(dtx__exec_t *ex, const char *id, const char *coll,
+                    int64_t *n) {
+  json_t *f = json_pack("{s:s}", DTX_JOB_FX ".job", id), *docs = NULL, *d;
+  dtx__retry_t r = {0};
+  int rc;
+  do
+    rc = f ? dtx_store_find(ex->st, coll, f, NULL, &docs) : DTX_ENOMEM;
+  while (dtx__retry_again(&r, &rc, "finding effect markers"));
+  json_decref(f);
+  size_t i;
+  json_array_foreach(docs, i, d) {
+    int matched = 0;
+    rc = dtx__kit_update(
+        ex, "job.recover.clear_marker", coll,
+        json_pack("{s:O,s:s}", "_id", json_object_get(d, "_id"),
+                  DTX_JOB_FX ".job", id),
+        json_pack("{s:{s:{s:s}}}", "$pull", DTX_JOB_FX, "job", id), &matched);
+    if (rc)
+      break;
+    *n += matched;
+  }
+  json_decref(docs);
+  return rc;
+}
+
+static int clear_markers(dtx__exec_t *ex, const json_t *job, int64_t *n) {
+  const char *id = dtx__str(job, "_id"), *st = dtx__str(job, "state");
+  int rc = 0;
+  if (!json_is_true(json_object_get(job, "fx_cleared"))) {
+    int matched = 0;
+    rc = dtx__kit_update(ex, "job.recover.forget_markers", DTX_JOBS,
+                         json_pack("{s:s,s:s}", "_id", id, "state", st),
+                         json_pack("{s:{s:b}}", "$set", "fx_cleared", 1),
+                         &matched);
+    if (rc == 0 && !matched)
+      return DTX_ENOMATCH; /* retried meanwhile: its markers stay */
+  }
+  size_t i;
+  json_t *c;
+  json_array_foreach(json_object_get(job, "fx_colls"), i, c) {
+    if (json_is_string(c) && (rc = clear_in(ex, id, json_string_value(c), n)))
+      return rc;
+  }
+  int matched = 0;
+  rc = dtx__kit_update(ex, "job.recover.markers_cleared", DTX_JOBS,
+                       json_pack("{s:s,s:s,s:b}", "_id", id, "state", st,
+                                 "fx_cleared", 1),
+                       json_pack("{s:{s:[]}}", "$set", "fx_colls"), &matched);
+  return rc;
+}
+
+static int markers(dtx__exec_t *ex, const dtx_recover_opts_t *o,
+                   dtx__tally_t *t) {
+  int64_t ttl = o->tombstone_ttl_ms > 0 ? o->tombstone_ttl_ms : DEFAULT_TTL_MS;
+  json_t *f = json_pack("{s:{s:[s,s,s]},s:{s:b},s:{s:I}}", "state", "$in",
+                        DTX_JOB_SUCCEEDED, DTX_JOB_DEAD, DTX_JOB_CANCELED,
+                        "fx_colls.0", "$exists", 1, "finished", "$lte",
+                        (json_int_t)(dtx__now_ms() - ttl));
+  json_t *list = NULL, *job;
+  size_t i;
+  int rc = find_some(ex, f, "finished", BATCH, &list);
+  if (rc)
+    return rc;
+  json_array_foreach(list, i, job) {
+    int64_t n = 0;
+    rc = clear_markers(ex, job, &n);
+    if (rc == 0)
+      dtx__tally_ran(t, "markers_cleared", n);
+    else if (rc == DTX_ENOMATCH)
+      dtx__tally_skip(t, "retried while clearing markers",
+                      json_object_get(job, "_id"));
+    else
+      dtx__tally_error(t, json_object_get(job, "_id"), rc);
+  }
+  json_decref(list);
+  return 0;
+}
+
+static int purge(dtx__exec_t *ex, const dtx_recover_opts_t *o,
+                 dtx__tally_t *t) {
+  int64_t keep = o->retention_ms > 0 ? o->retention_ms : DEFAULT_RETENTION_MS;
+  json_t *f = json_pack("{s:s,s:{s:b},s:{s:I}}", "state", DTX_JOB_SUCCEEDED,
+                        "fx_colls.0", "$exists", 0, "finished", "$lte",
+                        (json_int_t)(dtx__now_ms() - keep));
+  json_t *list = NULL, *job;
+  size_t i;
+  int rc = find_some(ex, f, "finished", PURGE_BATCH, &list);
+  if (rc)
+    return rc;
+  json_array_foreach(list, i, job) {
+    int64_t n = 0;
+    dtx__retry_t r = {0};
+    json_t *df = json_pack("{s:O,s:s}", "_id", json_object_get(job, "_id"),
+                           "state", DTX_JOB_SUCCEEDED);
+    do {
+      rc = DTX_FAULTPOINT("job.recover.purge");
+      if (rc == 0)
+        rc = df ? dtx_store_delete(ex->st, DTX_JOBS, df, 0, &n) : DTX_ENOMEM;
+    } while (dtx__retry_again(&r, &rc, "purging a succeeded job"));
+    json_decref(df);
+    if (rc)
+      dtx__tally_error(t, json_object_get(job, "_id"), rc);
+    else
+      dtx__tally_ran(t, "purged", n);
+  }
+  json_decref(list);
+  return 0;
+}
+
+int dtx__job_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
+                     dtx__tally_t *t) {
+  int64_t moved = 0;
+  int rc = dtx__job_promote(ex, NULL, BATCH, &moved);
+  if (rc)
+    dtx__tally_error(t, NULL, rc);
+  else if (moved)
+    dtx__tally_ran(t, "promoted", moved);
+  if ((rc = takeovers(ex, o, t)) || (rc = markers(ex, o, t)) ||
+      (rc = purge(ex, o, t)))
+    dtx__tally_error(t, NULL, rc);
+  return 0;
+}

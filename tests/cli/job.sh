@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# The job CLI contract (issue 10): add and its idempotent --id, unique
+# keys, bad input that records nothing, priorities, --exec (stdin, the
+# environment, stdout as result, stderr as last_error, backoff, dead,
+# retry, cancel, the lease renewed while CMD runs, the timeout kill) and
+# `job effect` (applied once, exit 1 on no match, exit 3 on a stale
+# epoch).  Runs on SQLite, and on both Redis targets from run-redis.sh.
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../lib/harness.sh"
+
+jget() { # jget JSON PATH... -> the value (python repr for non-strings)
+  python3 -c 'import json,sys
+v=json.loads(sys.argv[1])
+for k in sys.argv[2:]: v=v[k]
+print(v if isinstance(v,str) else json.dumps(v))' "$@"
+}
+state() { jget "$(d job show "$1")" state; }
+export DOCTX
+
+new_store job
+# ---- add ------------------------------------------------------------------
+expect 0 "add" -- d job add mail send '{"to":"a"}' --id j1
+[ "$(jget "$(out)" state)" = ready ] && ok || bad "j1 not ready: $(out)"
+expect 0 "add again, same" -- d job add mail send '{"to":"a"}' --id j1
+[ "$(d count jobs)" = 1 ] && ok || bad "an idempotent add recorded twice"
+expect 3 "add again, other payload" -- d job add mail send '{"to":"b"}' --id j1
+grep -q "doctx: CONFLICT: " "$WORK/err" && ok || bad "conflict message: $(cat "$WORK/err")"
+expect 3 "add again, other type" -- d job add mail other '{"to":"a"}' --id j1
+expect 0 "delayed" -- d job add mail send --id j2 --delay-ms 60000
+[ "$(jget "$(out)" state)" = delayed ] && ok || bad "j2 not delayed: $(out)"
+
+# ---- unique key ----------------------------------------------------------------
+expect 0 "unique 1" -- d job add mail send --id u1 --unique-key k
+expect 0 "unique 2" -- d job add mail send --id u2 --unique-key k
+[ "$(jget "$(out)" _id)" = u1 ] && ok || bad "the holder of key k is not printed: $(out)"
+[ "$(d count jobs '{"_id":"u2"}')" = 0 ] && ok || bad "a second live job holds key k"
+expect 0 "unique, other queue" -- d job add other send --id u3 --unique-key k
+expect 0 "cancel holder" -- d job cancel u1
+[ "$(jget "$(out)" state)" = canceled ] && ok || bad "u1 not canceled: $(out)"
+expect 0 "cancel again" -- d job cancel u1
+expect 0 "unique, key free" -- d job add mail send --id u4 --unique-key k
+[ "$(jget "$(out)" _id)" = u4 ] && ok || bad "key k not free after cancel: $(out)"
+
+# ---- bad input: exit 2, nothing recorded -------------------------------------------
+before=$(d find jobs | md5sum)
+while IFS='|' read -r label args pattern; do
+  # shellcheck disable=SC2086
+  expect 2 "$label" -- d job $args
+  grep -q -- "$pattern" "$WORK/err" && ok || bad "$label: message '$(cat "$WORK/err")' lacks '$pattern'"
+done <<'TABLE'
+queue characters|add ma/il send|queue name
+empty type|add mail  |expected QUEUE TYPE
+malformed payload|add mail send {"a":|PAYLOAD
+negative delay|add mail send --delay-ms -1|--delay-ms
+max attempts 0|add mail send --max-attempts 0|--max-attempts
+priority 101|add mail send --priority 101|--priority
+priority -101|add mail send --priority -101|--priority
+priority word|add mail send --priority high|--priority
+backoff 0|add mail send --backoff-ms 0|--backoff-ms
+unknown option|add mail send --bogus 1|unknown option
+bad state|list --state done|unknown job state
+work without exec|work mail --once|--exec
+effect bad epoch|effect j1 0 k c {} {"$set":{"a":1}}|EPOCH
+effect bad key|effect j1 1 k/1 c {} {"$set":{"a":1}}|effect key
+unknown sub|frobnicate|expected add
+TABLE
+[ "$(d find jobs | md5sum)" = "$before" ] && ok || bad "bad input changed the store"
+expect 1 "show missing" -- d job show nope
+expect 3 "retry a ready job" -- d job retry j1
+
+# ---- priorities, stats -----------------------------------------------------------
+new_store job_prio
+d job add pq t --id low --priority -5 >/dev/null
+d job add pq t --id mid >/dev/null
+d job add pq t --id high --priority 10 >/dev/null
+d job add pq t --id mid2 >/dev/null
+expect 0 "stats" -- d job stats pq
+[ "$(jget "$(out)" ready)" = 4 ] && [ "$(jget "$(out)" total)" = 4 ] && ok || bad "stats: $(out)"
+expect 0 "work priorities" -- d job work pq --once --exec "echo \$DOCTX_JOB_ID >>$WORK/order"
+[ "$(tr '\n' ' ' <"$WORK/order")" = "high mid mid2 low " ] && ok || bad "order: $(cat "$WORK/order")"
+[ "$(jget "$(out)" ran succeeded)" = 4 ] && ok || bad "work summary: $(out)"
+
+# ---- --exec: stdin, environment, result, failure, backoff, dead, retry --------------
+new_store job_exec
+S_URI=$S
+d job add q t '{"x":7}' --id e1 >/dev/null
+expect 0 "work env" -- d job work q --once --exec \
+  'x=$(python3 -c "import json,sys; print(json.load(sys.stdin)[\"payload\"][\"x\"])"); echo "{\"x\":$x,\"id\":\"$DOCTX_JOB_ID\",\"epoch\":$DOCTX_JOB_EPOCH,\"store\":\"$DOCTX_STORE\"}"'
+job=$(d job show e1)
+[ "$(jget "$job" state)" = succeeded ] && ok || bad "e1: $job"
+[ "$(jget "$job" result)" = "{\"x\": 7, \"id\": \"e1\", \"epoch\": 1, \"store\": \"$S_URI\"}" ] && ok || bad "e1 result: $job"
+d job add q t --id f1 --max-attempts 2 --backoff-ms 60000 >/dev/null
+expect 0 "work failing" -- d job work q --once --exec 'echo "it broke" >&2; exit 3'
+job=$(d job show f1)
+[ "$(jget "$job" state)" = delayed ] && [ "$(jget "$job" attempts)" = 1 ] && ok || bad "f1 after a failure: $job"
+[ "$(jget "$job" last_error)" = "it broke" ] && ok || bad "f1 last_error: $job"
+# The backoff against the failure's own time (raw ms; a loaded machine
+# may take seconds between the failure and this line).
+raw=$(d find jobs '{"_id":"f1"}')
+wait_ms=$(( $(jget "$raw" run_at) - $(jget "$raw" updated) ))
+[ "$wait_ms" -ge 47990 ] && [ "$wait_ms" -le 72000 ] && ok || bad "f1 backoff $wait_ms ms, want 48000..72000"
+d job add q t --id f2 --max-attempts 1 >/dev/null
+d job work q --once --exec 'exit 1' >/dev/null
+[ "$(state f2)" = dead ] && ok || bad "f2 not dead after its one attempt"
+expect 3 "cancel dead" -- d job cancel f2
+expect 0 "retry dead" -- d job retry f2
+[ "$(jget "$(out)" state)" = ready ] && [ "$(jget "$(out)" attempts)" = 0 ] && ok || bad "f2 after retry: $(out)"
+
+# ---- the lease is renewed while CMD runs; a hung CMD is killed -------------------
+d job add q t --id long >/dev/null
+# CMD outlives its 1 s lease 2.5 times over; a heartbeat every 333 ms
+# keeps it (with room for a loaded machine's scheduling delays).
+start_bg "$WORK/long.log" "$DOCTX" --store "$S" job work q --once --lease-ms 1000 --exec 'sleep 2.5'
+pid=$BG_PID
+sleep 1.6
+d recover >/dev/null # would take long over if its lease had lapsed
+bounded_wait "$pid" 30 "$WORK/long.log" && ok || bad "long worker"
+job=$(d job show long --verbose)
+[ "$(jget "$job" state)" = succeeded ] && [ "$(jget "$job" epoch)" = 1 ] && ok || bad "long was taken over: $job"
+d job add q t --id hang --max-attempts 1 >/dev/null
+t0=$SECONDS
+expect 0 "timeout" -- d job work q --once --timeout-ms 300 --exec 'sleep 30'
+[ $((SECONDS - t0)) -lt 15 ] && ok || bad "the hung CMD was not killed in time"
+job=$(d job show hang)
+[ "$(jget "$job" state)" = dead ] && ok || bad "hang: $job"
+case "$(jget "$job" last_error)" in *timeout*) ok ;; *) bad "hang last_error: $job" ;; esac
+
+# ---- job effect ----------------------------------------------------------------------
+new_store job_fx
+d insert users '{"_id":"ann","friends":[]}' '{"_id":"bob","friends":[]}' >/dev/null
+d job add social ADD_FRIEND '{"a":"ann","b":"bob"}' --id af >/dev/null
+d find-and-modify jobs '{"_id":"af"}' \
+  '{"$set":{"state":"running","owner":"me","lease_until":9000000000000},"$inc":{"epoch":1}}' >/dev/null
+expect 0 "effect" -- d job effect af 1 ann users '{"_id":"ann"}' '{"$addToSet":{"friends":"bob"}}'
+[ "$(out)" = '{"applied":true}' ] && ok || bad "effect: $(out)"
+expect 0 "effect repeat" -- d job effect af 1 ann users '{"_id":"ann"}' '{"$addToSet":{"friends":"bob"}}'
+[ "$(out)" = '{"applied":false}' ] && ok || bad "effect repeat: $(out)"
+expect 1 "effect no match" -- d job effect af 1 cy users '{"_id":"cy"}' '{"$addToSet":{"friends":"bob"}}'
+expect 3 "effect stale epoch" -- d job effect af 2 bob users '{"_id":"bob"}' '{"$addToSet":{"friends":"ann"}}'
+grep -q "doctx: STALE: " "$WORK/err" && ok || bad "stale message: $(cat "$WORK/err")"
+[ "$(d find users '{"_id":"bob"}' --project '{"friends":1}')" = '{"_id":"bob","friends":[]}' ] && ok || bad "a stale effect changed bob"
+expect 2 "effect on markers" -- d job effect af 1 m users '{"_id":"bob"}' '{"$unset":{"dtx_fx":""}}'
+expect 0 "audit" -- d audit
+finish

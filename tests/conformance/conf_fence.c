@@ -1,0 +1,379 @@
+/* conf_fence.c -- conformance: fenced writes (doctx.h, "Fenced writes").
+ *
+ * A modify call fenced by (lock name, token) applies only when no larger
+ * token of that lock has written the document, and records its token in
+ * _fence.NAME in the same atomic step; a stale one is DTX_EFENCED and
+ * changes nothing.  FENCED (the filter matched, the token was refused) is
+ * told apart from NOMATCH (the filter did not match).  Every modify call
+ * takes the option: update (one, many, upsert), find_one_and_update,
+ * find_one_and_delete, delete (one, many).  _fence is reserved: user
+ * updates cannot write it, a replacement keeps it, an upsert's filter does
+ * not seed it.  Several processes racing fenced writes with mixed tokens
+ * leave a log in which the accepted tokens never go down. */
+#include "conf.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+static json_t *doc_of(const char *c, const char *id) {
+  char f[160];
+  snprintf(f, sizeof f, "{'_id':'%s'}", id);
+  return conf_keep(conf_get(c, JQ(f)));
+}
+
+static dtx_update_opts_t upd_fence(const char *name, int64_t token) {
+  dtx_update_opts_t o = {.fence_name = name, .fence_token = token};
+  return o;
+}
+
+static void check_doc(const char *c, const char *id, const char *want) {
+  json_t *d = doc_of(c, id);
+  CHECKF(d && json_equal(d, JQ(want)), "%s: %s, want %s", id, JS(d), want);
+}
+
+/* The core rule on update: first write records, equal and larger are
+ * accepted, smaller is FENCED with both tokens named, nothing changed. */
+static void test_fence_update_rule(void) {
+  const char *c = conf_coll("fence_rule");
+  REQUIRE(conf_seed(c, "[{'_id':'r','v':0}]") == 0);
+  dtx_update_result_t res;
+  dtx_update_opts_t o = upd_fence("L", 5);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'r'}"),
+                            JQ("{'$set':{'v':1}}"), &o, &res), 0);
+  CHECK(res.matched == 1 && res.modified == 1);
+  check_doc(c, "r", "{'_id':'r','v':1,'_fence':{'L':5}}");
+  /* Equal token: written again; a no-op with the same token writes
+   * nothing. */
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'r'}"),
+                            JQ("{'$set':{'v':2}}"), &o, &res), 0);
+  CHECK(res.modified == 1);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'r'}"),
+                            JQ("{'$set':{'v':2}}"), &o, &res), 0);
+  CHECK(res.matched == 1 && res.modified == 0);
+  /* A no-op under a newer token still records it. */
+  o.fence_token = 7;
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'r'}"),
+                            JQ("{'$set':{'v':2}}"), &o, &res), 0);
+  CHECK(res.matched == 1 && res.modified == 1);
+  check_doc(c, "r", "{'_id':'r','v':2,'_fence':{'L':7}}");
+  /* Stale. */
+  o.fence_token = 6;
+  res.matched = 99;
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'r'}"),
+                            JQ("{'$set':{'v':3}}"), &o, &res),
+           DTX_EFENCED);
+  CHECK(res.matched == 0 && res.modified == 0);
+  const char *d = dtx_errdetail();
+  CHECKF(strstr(d, "token 6") && strstr(d, "token 7") && strstr(d, "'L'"),
+         "detail: %s", d);
+  check_doc(c, "r", "{'_id':'r','v':2,'_fence':{'L':7}}");
+  /* Another lock's tokens are its own. */
+  dtx_update_opts_t m = upd_fence("M", 1);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'r'}"),
+                            JQ("{'$inc':{'v':1}}"), &m, &res), 0);
+  check_doc(c, "r", "{'_id':'r','v':3,'_fence':{'L':7,'M':1}}");
+  /* An unfenced write is not judged (and leaves the record alone). */
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'r'}"),
+                            JQ("{'$inc':{'v':1}}"), NULL, &res), 0);
+  check_doc(c, "r", "{'_id':'r','v':4,'_fence':{'L':7,'M':1}}");
+  /* Filters read it. */
+  CHECK(conf_count(c, JQ("{'_fence.L':{'$gte':7}}")) == 1);
+}
+
+/* FENCED only when the filter matched; NOMATCH when it did not, whatever
+ * the token. */
+static void test_fence_vs_nomatch(void) {
+  const char *c = conf_coll("fence_nomatch");
+  REQUIRE(conf_seed(c, "[{'_id':'r','v':0}]") == 0);
+  dtx_update_opts_t o = upd_fence("L", 9);
+  dtx_update_result_t res;
+  REQUIRE(dtx_store_update(conf_st, c, JQ("{'_id':'r'}"),
+                           JQ("{'$set':{'v':1}}"), &o, &res) == 0);
+  dtx_fam_opts_t fo = {.fence_name = "L", .fence_token = 3, .return_new = 1};
+  json_t *out = conf_poison;
+  CHECK_RC(dtx_store_find_one_and_update(conf_st, c,
+                                         JQ("{'_id':'r','v':5}"),
+                                         JQ("{'$set':{'v':2}}"), &fo, &out),
+           DTX_ENOMATCH);
+  CHECK(out == NULL);
+  out = conf_poison;
+  CHECK_RC(dtx_store_find_one_and_update(conf_st, c,
+                                         JQ("{'_id':'r','v':1}"),
+                                         JQ("{'$set':{'v':2}}"), &fo, &out),
+           DTX_EFENCED);
+  CHECK(out == NULL);
+  o.fence_token = 3;
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'v':5}"), JQ("{'$set':{'v':2}}"),
+                            &o, &res), 0);
+  CHECK(res.matched == 0);
+  /* Through a secondary filter (not by _id) too. */
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'v':1}"), JQ("{'$set':{'v':2}}"),
+                            &o, &res), DTX_EFENCED);
+  fo.fence_token = 10;
+  CHECK_RC(dtx_store_find_one_and_update(conf_st, c, JQ("{'v':1}"),
+                                         JQ("{'$set':{'v':2}}"), &fo, &out),
+           0);
+  CHECKF(json_equal(out, JQ("{'_id':'r','v':2,'_fence':{'L':10}}")), "%s",
+         JS(out));
+  json_decref(out);
+}
+
+/* Every modify call takes the option. */
+static void test_fence_every_call(void) {
+  const char *c = conf_coll("fence_calls");
+  REQUIRE(conf_seed(c, "[{'_id':'a','g':1,'_fence':{'L':4}},"
+                       "{'_id':'b','g':1},{'_id':'c','g':1,'_fence':{'L':2}},"
+                       "{'_id':'d','g':2,'_fence':{'L':8}}]") == 0);
+  int64_t n = -1;
+  /* delete one: stale, then current. */
+  dtx_delete_opts_t del = {.fence_name = "L", .fence_token = 3};
+  CHECK_RC(dtx_store_delete_ex(conf_st, c, JQ("{'_id':'a'}"), &del, &n),
+           DTX_EFENCED);
+  CHECK(n == 0 && conf_count(c, JQ("{'_id':'a'}")) == 1);
+  del.fence_token = 4;
+  CHECK_RC(dtx_store_delete_ex(conf_st, c, JQ("{'_id':'a'}"), &del, &n), 0);
+  CHECK(n == 1 && conf_count(c, JQ("{'_id':'a'}")) == 0);
+  /* find_one_and_delete. */
+  dtx_fam_opts_t fo = {.fence_name = "L", .fence_token = 7};
+  json_t *out = conf_poison;
+  CHECK_RC(dtx_store_find_one_and_delete(conf_st, c, JQ("{'_id':'d'}"), &fo,
+                                         &out),
+           DTX_EFENCED);
+  CHECK(out == NULL && conf_count(c, JQ("{'_id':'d'}")) == 1);
+  fo.fence_token = 8;
+  CHECK_RC(dtx_store_find_one_and_delete(conf_st, c, JQ("{'_id':'d'}"), &fo,
+                                         &out),
+           0);
+  CHECKF(json_equal(out, JQ("{'_id':'d','g':2,'_fence':{'L':8}}")), "%s",
+         JS(out));
+  json_decref(out);
+  /* update many: each document judged on its own. */
+  dtx_update_opts_t um = {.many = 1, .fence_name = "L", .fence_token = 3};
+  dtx_update_result_t res;
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'g':1}"), JQ("{'$set':{'x':1}}"),
+                            &um, &res), 0);
+  CHECK(res.matched == 2 && res.modified == 2);
+  check_doc(c, "b", "{'_id':'b','g':1,'x':1,'_fence':{'L':3}}");
+  check_doc(c, "c", "{'_id':'c','g':1,'_fence':{'L':3},'x':1}");
+  REQUIRE(conf_seed(c, "[{'_id':'e','g':1,'_fence':{'L':9}}]") == 0);
+  um.fence_token = 5;
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'g':1}"), JQ("{'$set':{'x':2}}"),
+                            &um, &res), DTX_EFENCED);
+  CHECK(conf_count(c, JQ("{'_id':'e','x':{'$exists':false}}")) == 1);
+  /* delete many stops at the stale one. */
+  dtx_delete_opts_t dm = {.many = 1, .fence_name = "L", .fence_token = 5};
+  CHECK_RC(dtx_store_delete_ex(conf_st, c, JQ("{'_id':'e'}"), &dm, &n),
+           DTX_EFENCED);
+  CHECK(n == 0 && conf_count(c, NULL) == 3);
+  /* Upsert: the new document records the token; a filter on _fence seeds
+   * nothing. */
+  dtx_update_opts_t up = {.upsert = 1, .fence_name = "L", .fence_token = 2};
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'u','_fence.L':{'$gt':5}}"),
+                            JQ("{'$set':{'y':1}}"), &up, &res), 0);
+  CHECK(res.upserted_id != NULL);
+  json_decref(res.upserted_id);
+  check_doc(c, "u", "{'_id':'u','y':1,'_fence':{'L':2}}");
+  dtx_fam_opts_t fu = {.upsert = 1, .return_new = 1, .fence_name = "K",
+                       .fence_token = 1};
+  CHECK_RC(dtx_store_find_one_and_update(conf_st, c,
+                                         JQ("{'_id':'w','_fence.K':1}"),
+                                         JQ("{'$set':{'y':2}}"), &fu, &out),
+           0);
+  CHECKF(json_equal(out, JQ("{'_id':'w','y':2,'_fence':{'K':1}}")), "%s",
+         JS(out));
+  json_decref(out);
+  /* Unfenced upsert with a _fence filter: no record at all. */
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'z','_fence.K':1}"),
+                            JQ("{'$set':{'y':3}}"),
+                            &(dtx_update_opts_t){.upsert = 1}, &res),
+           0);
+  json_decref(res.upserted_id);
+  check_doc(c, "z", "{'_id':'z','y':3}");
+}
+
+/* _fence is written only by fenced writes. */
+static void test_fence_reserved(void) {
+  const char *c = conf_coll("fence_reserved");
+  REQUIRE(conf_seed(c, "[{'_id':'r','v':0,'_fence':{'L':3}}]") == 0);
+  json_t *before = conf_keep(conf_find(c, NULL, NULL));
+  static const char *const bad[] = {
+      "{'$set':{'_fence.L':9}}",     "{'$set':{'_fence':{}}}",
+      "{'$unset':{'_fence':1}}",     "{'$inc':{'_fence.L':1}}",
+      "{'$max':{'_fence.L':100}}",   "{'$rename':{'_fence':'f'}}",
+      "{'$rename':{'v':'_fence'}}",  "{'$rename':{'v':'_fence.L'}}",
+      "{'_fence':{'L':1},'v':1}",    "{'$setOnInsert':{'_fence.L':1}}",
+  };
+  dtx_update_result_t res;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int rc = dtx_store_update(conf_st, c, JQ("{'_id':'r'}"), JQ(bad[i]), NULL,
+                              &res);
+    CHECKF(rc == DTX_EBADUPDATE && strstr(dtx_errdetail(), "_fence"),
+           "%s: %s (%s)", bad[i], dtx_errname(rc), dtx_errdetail());
+    dtx_update_opts_t o = upd_fence("L", 50);
+    rc = dtx_store_update(conf_st, c, JQ("{'_id':'r'}"), JQ(bad[i]), &o, &res);
+    CHECKF(rc == DTX_EBADUPDATE, "%s fenced: %s", bad[i], dtx_errname(rc));
+  }
+  /* Fields merely named like it are anyone's. */
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'r'}"),
+                            JQ("{'$set':{'_fences':1}}"), NULL, &res), 0);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'r'}"),
+                            JQ("{'$unset':{'_fences':1}}"), NULL, &res), 0);
+  json_t *now = conf_keep(conf_find(c, NULL, NULL));
+  CHECKF(json_equal(now, before), "%s -> %s", JS(before), JS(now));
+  /* A replacement keeps it, fenced or not. */
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'r'}"), JQ("{'w':1}"), NULL,
+                            &res), 0);
+  check_doc(c, "r", "{'_id':'r','w':1,'_fence':{'L':3}}");
+  dtx_update_opts_t o = upd_fence("L", 2);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'r'}"), JQ("{'w':2}"), &o,
+                            &res), DTX_EFENCED);
+  o.fence_token = 4;
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'r'}"), JQ("{'w':2}"), &o,
+                            &res), 0);
+  check_doc(c, "r", "{'_id':'r','w':2,'_fence':{'L':4}}");
+  /* Inserts: a well-formed record (a restored copy) or none. */
+  static const char *const bad_docs[] = {
+      "{'_id':'x','_fence':1}",        "{'_id':'x','_fence':{'L':0}}",
+      "{'_id':'x','_fence':{'L':'1'}}", "{'_id':'x','_fence':{'L':1.5}}",
+      "{'_id':'x','_fence':{'a b':1}}", "{'_id':'x','_fence':[1]}",
+  };
+  for (size_t i = 0; i < sizeof bad_docs / sizeof bad_docs[0]; i++) {
+    json_t *id = conf_poison;
+    CHECK_RC(dtx_store_insert(conf_st, c, JQ(bad_docs[i]), &id), DTX_EINVAL);
+    CHECK(id == NULL);
+  }
+  CHECK(conf_count(c, JQ("{'_id':'x'}")) == 0);
+  CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'x','_fence':{'L':2}}"),
+                            NULL), 0);
+}
+
+/* Bad fence arguments: INVAL, nothing changed, on every call. */
+static void test_fence_bad_args(void) {
+  const char *c = conf_coll("fence_args");
+  REQUIRE(conf_seed(c, "[{'_id':'r','v':0}]") == 0);
+  json_t *before = conf_keep(conf_find(c, NULL, NULL));
+  static const struct {
+    const char *name;
+    int64_t token;
+  } bad[] = {{"", 1}, {"a b", 1}, {"L", 0}, {"L", -3}, {"x/y", 2}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    dtx_update_opts_t o = upd_fence(bad[i].name, bad[i].token);
+    dtx_update_result_t res;
+    CHECK_RC(dtx_store_update(conf_st, c, JQ("{}"), JQ("{'$set':{'v':1}}"), &o,
+                              &res), DTX_EINVAL);
+    dtx_fam_opts_t fo = {.fence_name = bad[i].name,
+                         .fence_token = bad[i].token};
+    json_t *out = conf_poison;
+    CHECK_RC(dtx_store_find_one_and_update(conf_st, c, JQ("{}"),
+                                           JQ("{'$set':{'v':1}}"), &fo, &out),
+             DTX_EINVAL);
+    CHECK(out == NULL);
+    dtx_delete_opts_t d = {.fence_name = bad[i].name,
+                           .fence_token = bad[i].token};
+    CHECK_RC(dtx_store_delete_ex(conf_st, c, JQ("{}"), &d, NULL), DTX_EINVAL);
+  }
+  char longname[200];
+  memset(longname, 'a', 129);
+  longname[129] = '\0';
+  dtx_update_opts_t o = upd_fence(longname, 1);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{}"), JQ("{'$set':{'v':1}}"), &o,
+                            NULL), DTX_EINVAL);
+  json_t *now = conf_keep(conf_find(c, NULL, NULL));
+  CHECKF(json_equal(now, before), "%s -> %s", JS(before), JS(now));
+}
+
+/* ---- racing writers ------------------------------------------------------- */
+
+enum { RACE_PROCS = 4, RACE_WRITES = 60 };
+
+typedef struct race {
+  const char *coll;
+  conf_barrier_t *bar;
+  int who;
+} race_t;
+
+/* Each writer pushes its token into the document's log under the fence.
+ * Tokens climb slowly with random jitter, so writers overtake each other
+ * and many writes are stale.  Anything but OK or FENCED is a failure. */
+static int race_child(void *arg) {
+  race_t *r = arg;
+  dtx_store_t *st = NULL;
+  if (dtx_store_open(conf_uri, &st) != 0 || conf_barrier_child(r->bar) != 0) {
+    CONF_CHILD_FAIL("open/barrier: %s", dtx_errdetail());
+    dtx_store_close(st);
+    return 1;
+  }
+  int bad = 0;
+  json_t *f = json_pack("{s:s}", "_id", "r");
+  for (int k = 0; k < RACE_WRITES && !bad; k++) {
+    int64_t token = 1 + k * 2 + (int64_t)(conf_random() % 7);
+    json_t *u = json_pack("{s:{s:I}}", "$push", "log", (json_int_t)token);
+    dtx_update_opts_t o = {.fence_name = "R", .fence_token = token};
+    dtx_update_result_t res;
+    int rc = dtx_store_update(st, r->coll, f, u, &o, &res);
+    json_decref(u);
+    if (rc != 0 && rc != DTX_EFENCED) {
+      CONF_CHILD_FAIL("token %lld: %s (%s)", (long long)token,
+                      dtx_errname(rc), dtx_errdetail());
+      bad = 1;
+    } else if (rc == 0 && res.matched != 1) {
+      CONF_CHILD_FAIL("token %lld: matched %lld", (long long)token,
+                      (long long)res.matched);
+      bad = 1;
+    }
+  }
+  json_decref(f);
+  dtx_store_close(st);
+  return bad;
+}
+
+static void test_fence_racing_writers(void) {
+  if (conf_store_is_private()) {
+    conf_skip("private store");
+    return;
+  }
+  const char *c = conf_coll("fence_race");
+  REQUIRE(conf_seed(c, "[{'_id':'r','log':[]}]") == 0);
+  conf_barrier_t bar;
+  REQUIRE(conf_barrier_init(&bar) == 0);
+  race_t rs[RACE_PROCS];
+  pid_t pids[RACE_PROCS];
+  conf_store_release();
+  for (int i = 0; i < RACE_PROCS; i++) {
+    rs[i] = (race_t){c, &bar, i};
+    pids[i] = conf_fork(race_child, &rs[i]);
+    CHECKF(pids[i] > 0, "fork: %s", strerror(errno));
+  }
+  CHECKF(conf_barrier_release(&bar, RACE_PROCS) == 0, "a child died");
+  for (int i = 0; i < RACE_PROCS; i++)
+    CHECKF(pids[i] > 0 && conf_wait(pids[i]) == 0, "child %d failed", i);
+  conf_barrier_close(&bar);
+  conf_store_reacquire();
+  json_t *d = doc_of(c, "r");
+  json_t *log = json_object_get(d, "log");
+  REQUIRE(json_array_size(log) > 0);
+  json_int_t prev = 0;
+  size_t i;
+  json_t *v;
+  int ordered = 1;
+  json_array_foreach(log, i, v) {
+    ordered &= json_integer_value(v) >= prev;
+    prev = json_integer_value(v);
+  }
+  CHECKF(ordered, "accepted tokens went down: %s", JS(log));
+  json_t *rec = json_object_get(json_object_get(d, "_fence"), "R");
+  CHECKF(json_integer_value(rec) == prev, "recorded %s, last accepted %lld",
+         JS(rec), (long long)prev);
+  printf("   fenced race: %zu of %d writes accepted\n", json_array_size(log),
+         RACE_PROCS * RACE_WRITES);
+}
+
+void conf_run_fence(void) {
+  CONF_RUN(test_fence_update_rule);
+  CONF_RUN(test_fence_vs_nomatch);
+  CONF_RUN(test_fence_every_call);
+  CONF_RUN(test_fence_reserved);
+  CONF_RUN(test_fence_bad_args);
+  CONF_RUN(test_fence_racing_writers);
+}

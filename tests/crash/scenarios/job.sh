@@ -1,0 +1,93 @@
+# scenarios/job.sh -- how the crash suites (faults.sh, pause.sh) reach
+# each job.* fault point, and what must hold afterwards (the interface is
+# described in scenarios/transfer.sh).
+#
+# Here: job j1 of queue q, whose handler (tests/lib/job_handler.sh)
+# applies one effect, $inc n of counters/j1, and fails when its payload
+# says so.  check_final recovers, runs a worker until nothing is due,
+# and proves: audit --settled clean; j1 terminal (or never recorded /
+# purged, where the point allows it); n exactly 1 for a succeeded j1 and
+# at most 1 otherwise.
+H=$HARNESS_ROOT/tests/lib/job_handler.sh
+WORK_Q="job work q --once --lease-ms 300 --exec $H"
+
+scenario_setup() { d insert counters '{"_id":"j1","n":0}' >/dev/null; }
+
+add_j1() { d job add q t "${1:-{\}}" --id j1 --backoff-ms 1 ${2:-} >/dev/null; }
+
+scenario_cmd() {
+  local p=$1
+  case "$p" in
+  job.add) echo "job add q t {} --id j1 --backoff-ms 1" ;;
+  job.claim | job.complete) add_j1; echo "$WORK_Q" ;;
+  job.fail) add_j1 '{"fail":true}' "--max-attempts 2"; echo "$WORK_Q" ;;
+  job.promote) add_j1 '{}' "--delay-ms 1"; sleep 0.01; echo "$WORK_Q" ;;
+  job.effect.*)
+    # j1 running at epoch 1 under a lease that lapsed: an attempt whose
+    # worker stopped, now applying its effect from the shell.
+    add_j1
+    d find-and-modify jobs '{"_id":"j1"}' \
+      '{"$set":{"state":"running","owner":"gone","lease_until":0},"$inc":{"epoch":1}}' >/dev/null
+    echo 'job effect j1 1 k1 counters {"_id":"j1"} {"$inc":{"n":1}}' ;;
+  job.cancel) add_j1; echo "job cancel j1" ;;
+  job.retry)
+    add_j1 '{"fail":true}' "--max-attempts 1"
+    d $WORK_Q >/dev/null 2>&1
+    echo "job retry j1" ;;
+  job.recover.takeover)
+    add_j1
+    DOCTX_FAULT=job.complete:crash d $WORK_Q >/dev/null 2>&1
+    sleep 0.35 # the lease lapses
+    echo "recover" ;;
+  job.recover.purge)
+    add_j1; d $WORK_Q >/dev/null; sleep 0.01
+    echo "recover --tombstone-ttl-ms 1 --retention-ms 1" ;;
+  job.recover.*)
+    add_j1; d $WORK_Q >/dev/null; sleep 0.01
+    echo "recover --tombstone-ttl-ms 1" ;;
+  *) echo "UNKNOWN" ;;
+  esac
+}
+
+# j1's state ("" when there is none) and its counter, without a python
+# per call: the projections print {"state":"..."} and {"n":N}.
+j1_state() {
+  local v
+  v=$(d find jobs '{"_id":"j1"}' --project '{"_id":0,"state":1}')
+  v=${v#*\"state\":\"}
+  [ -n "$v" ] && echo "${v%%\"*}"
+}
+j1_count() {
+  local v
+  v=$(d find counters '{"_id":"j1"}' --project '{"_id":0,"n":1}')
+  v=${v#*\"n\":}
+  echo "${v%\}}"
+}
+
+check_final() {
+  local label=$1 out st n
+  d recover --older-than-ms 0 >/dev/null || { bad "$label: recover failed"; return; }
+  st=$(j1_state)
+  case "$st" in
+  succeeded | dead | canceled | "") ;;
+  *)
+    d $WORK_Q >/dev/null 2>&1 || { bad "$label: worker failed"; return; }
+    st=$(j1_state) ;;
+  esac
+  if ! out=$(d audit --settled); then
+    bad "$label: audit not clean: $out"; return
+  fi
+  n=$(j1_count)
+  case "$st" in
+  succeeded) [ "$n" = 1 ] || { bad "$label: j1 succeeded but its effect applied $n times"; return; } ;;
+  dead | canceled) [ "$n" -le 1 ] || { bad "$label: j1 $st, effect applied $n times"; return; } ;;
+  "")
+    case "$label" in
+    job.add:* | job.recover.purge:*) ;;
+    *) bad "$label: j1 missing"; return ;;
+    esac
+    [ "$n" -le 1 ] || { bad "$label: effect applied $n times"; return; } ;;
+  *) bad "$label: j1 is $st, not terminal"; return ;;
+  esac
+  ok
+}

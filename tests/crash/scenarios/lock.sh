@@ -1,0 +1,56 @@
+# scenarios/lock.sh -- the lease lock's points (src/txn/lock/lock.c) for
+# faults.sh and pause.sh: lock.acquire and lock.acquired on a fresh lock,
+# lock.renew and lock.release on token 1 held since the set-up.  Whatever
+# happened (crash, injected error, pause and resume, a recovery pass in
+# between), the lock's token is 0 or 1 as the point allows, the next
+# acquire (after a release of a live holder) gets exactly the next token,
+# a fenced write with it lands, and one with the older token is FENCED.
+# tests/crash/kleppmann.sh pauses at these points with a second holder
+# acting meanwhile.
+
+scenario_setup() {
+  d insert res '{"_id":"r","v":0}' >/dev/null || return
+  # $p: the point the calling suite (faults.sh, pause.sh) is at.
+  case "${p:-}" in
+  lock.renew | lock.release) d lock acquire L --ttl-ms 60000 --owner c1 >/dev/null ;;
+  esac
+}
+
+scenario_cmd() {
+  case "$1" in
+  lock.acquire | lock.acquired) echo 'lock acquire L --ttl-ms 60000 --owner c1' ;;
+  lock.renew) echo 'lock renew L 1 --ttl-ms 60000' ;;
+  lock.release) echo 'lock release L 1' ;;
+  *) echo UNKNOWN ;;
+  esac
+}
+
+check_final() {
+  local label=$1 doc t owner next rc
+  d audit --settled >/dev/null || { bad "$label: audit not clean"; return; }
+  doc=$(d lock show L 2>/dev/null) || doc='{"token":0,"owner":null}'
+  t=$(field "$doc" token)
+  owner=$(field "$doc" owner)
+  case "$label:$t" in
+  lock.acquire*:0 | lock.acquire*:1 | lock.renew*:1 | lock.release*:1) ;;
+  *) bad "$label: token $t: $doc"; return ;;
+  esac
+  case "$label:$owner" in
+  lock.renew*:None) bad "$label: renew released the lock: $doc"; return ;;
+  lock.release:crash:None) bad "$label: released without reaching the step"; return ;;
+  esac
+  if [ "$owner" != None ]; then
+    d lock release L "$t" >/dev/null || { bad "$label: release of the holder $t"; return; }
+  fi
+  next=$(field "$(d lock acquire L --ttl-ms 60000 --owner c2)" token)
+  [ "$next" = $((t + 1)) ] || { bad "$label: next token $next after $t"; return; }
+  d update res '{"_id":"r"}' '{"$set":{"v":2}}' --fence "L:$next" >/dev/null ||
+    { bad "$label: fenced write with the new token"; return; }
+  if [ "$t" -ge 1 ]; then
+    d update res '{"_id":"r"}' '{"$set":{"v":1}}' --fence "L:$t" >/dev/null 2>&1
+    rc=$?
+    [ $rc = 3 ] || { bad "$label: stale token $t not FENCED (exit $rc)"; return; }
+  fi
+  [ "$(field "$(d find res '{"_id":"r"}')" v)" = 2 ] || { bad "$label: r changed by the stale token"; return; }
+  ok
+}
