@@ -139,5 +139,7 @@ int dtx__cli_page_opts(const char *cmd, const dtx__cli_opt_t *skip,
 int dtx__cmd_job(dtx_cli_t *, int, char **);
 /* cmd_txn.c: lease locks. */
 int dtx__cmd_lock(dtx_cli_t *, int, char **);
+/* cmd_ledger.c: the log-reconciliation ledger. */
+int dtx__cmd_ledger(dtx_cli_t *, int, char **);
 
 #endif

@@ -152,6 +152,7 @@ static const command_t commands[] = {
     {"faults", dtx__cmd_faults, NULL},
     {"job", dtx__cmd_job, NULL},
     {"lock", dtx__cmd_lock, NULL},
+    {"ledger", dtx__cmd_ledger, NULL},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -187,7 +188,7 @@ static const char global_usage[] =
     "  demo                                  a narrated tour of the primitive\n"
     "\n"
     "Transaction commands (see doctx COMMAND --help):\n"
-    "  account, transfer, worker, recover, audit, faults, job, lock\n"
+    "  account, transfer, worker, recover, audit, faults, job, lock, ledger\n"
     "\n"
     "Options:\n"
     "  --store URI, --store=URI  the store to use, anywhere on the line:\n"
