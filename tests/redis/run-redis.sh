@@ -8,7 +8,7 @@
 #                 every single write through bulk_write (quick loops;
 #                 with DTX_QUICK set, on the cluster only)
 #   shell         tests/crash/faults.sh, pause.sh, chaos.sh,
-#                 tests/cli/contract.sh, job.sh, lock.sh and
+#                 tests/cli/contract.sh, job.sh, lock.sh, ledger.sh and
 #                 tests/crash/kleppmann.sh (DOCTX set; each scenario gets an
 #                 emptied namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time)
@@ -142,6 +142,7 @@ shell_on() { # URI
     bash "$ROOT/tests/cli/contract.sh"
   run_logged "job.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/job.sh"
   run_logged "lock.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/lock.sh"
+  run_logged "ledger.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/ledger.sh"
   run_logged "kleppmann.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/crash/kleppmann.sh"
 }
