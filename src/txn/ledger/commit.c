@@ -187,9 +187,11 @@ static void seq_key(char *buf, size_t n, const char *account, int64_t seq) {
 
 /* Is e's every predecessor committed, or committed earlier in this round?
  * unc: (account, seqId) -> 1 for every entry still uncommitted as far as
- * the round knows; caches: account id -> account. */
+ * the round knows and not planned; planned: the same for the legs of the
+ * entries planned before e in this round (they commit before it);
+ * accts: account id -> account. */
 static int ready(dtx__exec_t *ex, const json_t *e, const json_t *unc,
-                 const json_t *accts, int *yes) {
+                 const json_t *planned, const json_t *accts, int *yes) {
   size_t i;
   json_t *leg;
   char key[192];
@@ -200,6 +202,8 @@ static int ready(dtx__exec_t *ex, const json_t *e, const json_t *unc,
     if (!a || s <= 1)
       continue;
     seq_key(key, sizeof key, a, s - 1);
+    if (json_object_get(planned, key))
+      continue;
     if (json_object_get(unc, key))
       return 0;
     const json_t *acct = json_object_get(accts, a);
@@ -219,12 +223,13 @@ static int ready(dtx__exec_t *ex, const json_t *e, const json_t *unc,
  * (empty when none). */
 static int plan_round(dtx__exec_t *ex, json_t **order) {
   json_t *scan = NULL, *accts = NULL, *unc = json_object(), *ids = json_array();
+  json_t *planned = json_object();
   json_t *filter = json_pack("{s:s}", "proc", LG_UNCOMMITTED);
   json_t *sort = json_pack("{s:i,s:i}", "created", 1, "_id", 1), *e, *leg;
   size_t i, j;
   char key[192];
   *order = json_array();
-  int rc = filter && sort && unc && ids && *order
+  int rc = filter && sort && unc && planned && ids && *order
                ? dtx__kit_find_n(ex, DTX_LEDGER_ENTRIES, filter, sort,
                                  ROUND_SCAN, &scan)
                : DTX_ENOMEM;
@@ -261,7 +266,7 @@ static int plan_round(dtx__exec_t *ex, json_t **order) {
       int yes = 0;
       if (dtx__state_is(e, LG_PENDING) || json_object_get(e, "_planned"))
         continue;
-      if ((rc = ready(ex, e, unc, accts, &yes)))
+      if ((rc = ready(ex, e, unc, planned, accts, &yes)))
         break;
       if (!yes)
         continue;
@@ -271,12 +276,14 @@ static int plan_round(dtx__exec_t *ex, json_t **order) {
         seq_key(key, sizeof key, dtx__str(leg, "account"),
                 dtx__int(leg, "seqId"));
         json_object_del(unc, key);
+        json_object_set_new(planned, key, json_true());
       }
     }
   }
   json_decref(scan);
   json_decref(accts);
   json_decref(unc);
+  json_decref(planned);
   json_decref(ids);
   if (rc) {
     json_decref(*order);
