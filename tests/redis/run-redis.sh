@@ -18,7 +18,8 @@
 #                 target in a release build, so the sanitizer run of
 #                 scripts/test.sh leaves it out)
 #   transfers     BUILD_DIR/txn_transfer_concurrency, txn_kit,
-#                 txn_transfer_declines, txn_job and txn_lock redis://...
+#                 txn_transfer_declines, txn_job, txn_lock and txn_ledger
+#                 redis://...
 # on the standalone server only:
 #   deadline      tests/redis/deadline.sh: the server is SIGSTOPped while
 #                 commands run; each must end within its one budget,
@@ -241,6 +242,7 @@ transfers_on() { # URI
   run_logged "txn_kit $1" "$BUILD/txn_kit" "$1"
   run_logged "txn_job $1" "$BUILD/txn_job" "$1"
   run_logged "txn_lock $1" "$BUILD/txn_lock" "$1"
+  run_logged "txn_ledger $1" "$BUILD/txn_ledger" "$1"
   flush "$1"
   run_logged "txn_transfer_declines $1" "$BUILD/txn_transfer_declines" "$1"
 }
