@@ -247,7 +247,7 @@ static void test_load(void) {
   for (int i = 0; i < NACCTS; i++) {
     acct_name(a, sizeof a, i);
     CHECK_RC(dtx_ledger_account_create(st, a, NULL, NULL), 0);
-    dtx_ledger_leg_t fund[] = {{"SETTLE", -200}, {a, 200}};
+    dtx_ledger_leg_t fund[] = {{"SETTLE", -50}, {a, 50}};
     dtx_ledger_post_req_t req = {.legs = fund, .nlegs = 2};
     json_t *e = NULL;
     CHECK_RC(dtx_ledger_post(st, &req, NULL, &e), 0);
@@ -365,7 +365,7 @@ static void test_pending_races(void) {
     dtx_ledger_leg_t legs[] = {{"P", -10}, {"S", 10}};
     /* Timeouts around the race's start, so expiry wins some rounds. */
     dtx_ledger_post_req_t req = {.id = id, .legs = legs, .nlegs = 2,
-                                 .pending = 1, .timeout_ms = 1 + round % 4 * 5};
+                                 .pending = 1, .timeout_ms = 1 + round % 4 * 25};
     CHECK_RC(dtx_ledger_post(st, &req, NULL, &e), 0);
     json_decref(e);
     usleep(5000);

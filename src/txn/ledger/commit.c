@@ -210,7 +210,8 @@ static int ready(dtx__exec_t *ex, const json_t *e, const json_t *unc,
     if (dtx__int(json_object_get(acct, "cache"), "seqId") >= s - 1)
       continue;
     /* Behind the cache and not among the uncommitted we read: committed,
-     * unless the scan missed it (inserted while it ran).  Ask. */
+     * unless it is pending (not scanned) or the scan missed it (inserted
+     * while it ran).  Ask. */
     int ok = 0, rc = is_committed(ex, a, s - 1, &ok);
     if (rc || !ok)
       return rc;
@@ -224,7 +225,12 @@ static int ready(dtx__exec_t *ex, const json_t *e, const json_t *unc,
 static int plan_round(dtx__exec_t *ex, json_t **order) {
   json_t *scan = NULL, *accts = NULL, *unc = json_object(), *ids = json_array();
   json_t *planned = json_object();
-  json_t *filter = json_pack("{s:s}", "proc", LG_UNCOMMITTED);
+  /* Pending entries are left out: they cannot commit, and long-lived
+   * ones must not fill the scan and hide committable entries behind
+   * them.  A successor of a pending entry finds its predecessor neither
+   * planned nor behind the cache, asks, and waits (ready). */
+  json_t *filter = json_pack("{s:s,s:{s:s}}", "proc", LG_UNCOMMITTED, "state",
+                             "$ne", LG_PENDING);
   json_t *sort = json_pack("{s:i,s:i}", "created", 1, "_id", 1), *e, *leg;
   size_t i, j;
   char key[192];
