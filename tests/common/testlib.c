@@ -91,3 +91,12 @@ json_t *JNEST(int levels, const char *k) {
     abort();
   return v;
 }
+
+dtx_store_t *dtx_t_open(const char *uri) {
+  dtx_store_t *st = NULL;
+  if (dtx_store_open(uri, &st) != 0) {
+    fprintf(stderr, "open %s: %s\n", uri, dtx_errdetail());
+    exit(1);
+  }
+  return st;
+}

@@ -95,4 +95,8 @@ void dtx_t_filter_table(const char *name, const dtx_t_fcase_t *t, size_t n);
  * without a parser (so deeper than any parser takes); a new reference. */
 json_t *JNEST(int levels, const char *k);
 
+/* Opens the store at uri, or exits 1 printing why (a suite that cannot
+ * reach its store has nothing to check). */
+dtx_store_t *dtx_t_open(const char *uri);
+
 #endif

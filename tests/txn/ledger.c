@@ -32,14 +32,7 @@
 
 static const char *uri;
 
-static dtx_store_t *open_store(void) {
-  dtx_store_t *st = NULL;
-  if (dtx_store_open(uri, &st) != 0) {
-    fprintf(stderr, "open %s: %s\n", uri, dtx_errdetail());
-    exit(1);
-  }
-  return st;
-}
+static dtx_store_t *open_store(void) { return dtx_t_open(uri); }
 
 static int64_t mono_ms(void) {
   struct timespec ts;

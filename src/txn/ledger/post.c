@@ -216,30 +216,44 @@ static int reversal_of(dtx__exec_t *ex, const char *reverses,
   return rc;
 }
 
+/* What is already recorded for this request: the entry under id (this
+ * request again, or DTX_ECONFLICT), or the reversal of `reverses`.
+ * DTX_ENOTFOUND when neither exists. */
+static int recorded(dtx__exec_t *ex, const char *id,
+                    const dtx_ledger_post_req_t *req, const char *reverses,
+                    json_t **out) {
+  json_t *e = NULL;
+  int rc = DTX_ENOTFOUND;
+  if (id && (rc = dtx__kit_get(ex, DTX_LEDGER_ENTRIES, id, &e)) !=
+                DTX_ENOTFOUND) {
+    if (rc == 0)
+      rc = existing(e, req, reverses, out);
+    json_decref(e);
+    return rc;
+  }
+  if (reverses)
+    rc = reversal_of(ex, reverses, req, out);
+  return rc;
+}
+
 /* Posts req (reverses: the entry it reverses, or NULL).  The loop runs
  * once per lost race (L2), within the command's deadline. */
 static int post(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
                 const char *reverses, json_t **out) {
   const char *point = reverses ? "ledger.reverse" : "ledger.post";
   char idbuf[25];
-  json_t *doc = NULL, *e = NULL;
+  json_t *doc = NULL;
   int rc;
   *out = NULL;
   if ((rc = check_req(req)) || (rc = dtx__lg_setup(ex->st)))
+    return rc;
+  if ((rc = recorded(ex, req->id, req, reverses, out)) != DTX_ENOTFOUND)
     return rc;
   const char *id = req->id;
   if (!id) {
     dtx__id_new(idbuf);
     id = idbuf;
-  } else if ((rc = dtx__kit_get(ex, DTX_LEDGER_ENTRIES, id, &e)) !=
-             DTX_ENOTFOUND) {
-    if (rc == 0)
-      rc = existing(e, req, reverses, out);
-    json_decref(e);
-    return rc;
   }
-  if (reverses && (rc = reversal_of(ex, reverses, req, out)) != DTX_ENOTFOUND)
-    return rc;
   dtx__contend_t ct = {0};
   for (;;) {
     if ((rc = build(ex, req, id, reverses, &doc)))
@@ -252,13 +266,7 @@ static int post(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
     /* Which key?  Our id (another request's, or our own insert whose
      * reply was lost), the reversal index, or a seqId: then derive
      * again. */
-    if ((rc = dtx__kit_get(ex, DTX_LEDGER_ENTRIES, id, &e)) != DTX_ENOTFOUND) {
-      if (rc == 0)
-        rc = existing(e, req, reverses, out);
-      json_decref(e);
-      return rc;
-    }
-    if (reverses && (rc = reversal_of(ex, reverses, req, out)) != DTX_ENOTFOUND)
+    if ((rc = recorded(ex, id, req, reverses, out)) != DTX_ENOTFOUND)
       return rc;
     rc = DTX_EDUPKEY;
     if (!dtx__kit_contend(&ct, &rc, point))
