@@ -13,7 +13,7 @@
  *     recomputation, dense unique seqIds, anchors), and the balances sum
  *     to zero;
  *  3. pending races: post-pending, void and expiry race for each pending
- *     entry from 3 threads; exactly one outcome wins and every caller
+ *     entry from 3 processes; exactly one outcome wins and every caller
  *     agrees with it.
  *
  * usage: txn_ledger STORE-URI   (the ledger collections are dropped
@@ -22,6 +22,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -312,37 +313,38 @@ static void test_load(void) {
 
 #define PENDING_ROUNDS 8
 
-typedef struct resolver {
-  pthread_barrier_t *bar;
-  dtx_store_t *st;
-  const char *id;
-  int which; /* 0 post-pending, 1 void, 2 expiry (recover) */
-  int rc;
-  char state[16];
-} resolver_t;
+/* Shared with the 3 resolver processes of a round. */
+typedef struct race_shm {
+  pthread_barrier_t bar; /* PTHREAD_PROCESS_SHARED */
+  int rc[3];
+} race_shm_t;
 
-static void *resolve_one(void *arg) {
-  resolver_t *r = arg;
+/* The resolver process `which` (0 post-pending, 1 void, 2 expiry by a
+ * recovery pass) of entry id: its own store handle, then the start line. */
+static void resolver(race_shm_t *shm, int which, const char *id) {
+  dtx_store_t *st = open_store();
   json_t *e = NULL;
-  pthread_barrier_wait(r->bar);
-  if (r->which == 2) {
+  pthread_barrier_wait(&shm->bar);
+  if (which == 2) {
     dtx_recover_opts_t ro = {.older_than_ms = -1};
-    r->rc = dtx_recover(r->st, &ro, &e);
+    shm->rc[2] = dtx_recover(st, &ro, &e);
   } else {
-    r->rc = r->which == 0 ? dtx_ledger_post_pending(r->st, r->id, &e)
-                          : dtx_ledger_void(r->st, r->id, &e);
-    snprintf(r->state, sizeof r->state, "%s",
-             e ? json_string_value(json_object_get(e, "state")) : "-");
+    shm->rc[which] = which == 0 ? dtx_ledger_post_pending(st, id, &e)
+                                : dtx_ledger_void(st, id, &e);
   }
   json_decref(e);
-  return NULL;
+  dtx_store_close(st);
+  _exit(0);
 }
 
 static void test_pending_races(void) {
   dtx_store_t *st = open_store();
-  resolver_t r[3];
-  pthread_t th[3];
-  pthread_barrier_t bar;
+  race_shm_t *shm = mmap(NULL, sizeof *shm, PROT_READ | PROT_WRITE,
+                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(shm != MAP_FAILED);
+  pthread_barrierattr_t ba;
+  pthread_barrierattr_init(&ba);
+  pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
   int outcomes[3] = {0};
   CHECK_RC(dtx_ledger_account_create(st, "P", NULL, NULL), 0);
   dtx_ledger_leg_t fund[] = {{"S", -1000}, {"P", 1000}};
@@ -350,28 +352,32 @@ static void test_pending_races(void) {
   json_t *e = NULL;
   CHECK_RC(dtx_ledger_post(st, &freq, NULL, &e), 0);
   json_decref(e);
-  for (int i = 0; i < 3; i++)
-    r[i].st = open_store();
   for (int round = 0; round < PENDING_ROUNDS; round++) {
     char id[32];
     snprintf(id, sizeof id, "pend%d", round);
     dtx_ledger_leg_t legs[] = {{"P", -10}, {"S", 10}};
-    /* Timeouts around the race's start, so expiry wins some rounds. */
+    /* Timeouts from before the race to well after its start (a loaded
+     * or sanitized run starts processes slowly), so each outcome can
+     * win some rounds. */
+    static const int64_t timeouts[] = {1, 40, 150, 1000};
     dtx_ledger_post_req_t req = {.id = id, .legs = legs, .nlegs = 2,
-                                 .pending = 1, .timeout_ms = 1 + round % 4 * 25};
+                                 .pending = 1, .timeout_ms = timeouts[round % 4]};
     CHECK_RC(dtx_ledger_post(st, &req, NULL, &e), 0);
     json_decref(e);
     usleep(5000);
-    pthread_barrier_init(&bar, NULL, 3);
-    for (int i = 0; i < 3; i++) {
-      r[i].bar = &bar;
-      r[i].id = id;
-      r[i].which = i;
-      pthread_create(&th[i], NULL, resolve_one, &r[i]);
-    }
+    pthread_barrier_init(&shm->bar, &ba, 3);
+    shm->rc[0] = shm->rc[1] = shm->rc[2] = 1;
+    pid_t pids[3];
+    fflush(NULL);
     for (int i = 0; i < 3; i++)
-      pthread_join(th[i], NULL);
-    pthread_barrier_destroy(&bar);
+      if ((pids[i] = fork()) == 0)
+        resolver(shm, i, id);
+    for (int i = 0; i < 3; i++) {
+      int status = 0;
+      CHECK(pids[i] > 0 && waitpid(pids[i], &status, 0) == pids[i] &&
+            WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    pthread_barrier_destroy(&shm->bar);
     dtx_recover_opts_t ro = {.older_than_ms = -1};
     json_t *sum = NULL;
     CHECK_RC(dtx_recover(st, &ro, &sum), 0);
@@ -387,14 +393,14 @@ static void test_pending_races(void) {
       outcomes[k]++;
     /* Whoever won, the losers say so: post-pending succeeds only if it
      * posted, void only if it voided; the others get STATE. */
-    CHECKF((r[0].rc == 0) == (k == 0) &&
-               (r[0].rc == 0 || r[0].rc == DTX_ESTATE),
-           "%s: post-pending %s with the entry %s", id, dtx_errname(r[0].rc),
+    CHECKF((shm->rc[0] == 0) == (k == 0) &&
+               (shm->rc[0] == 0 || shm->rc[0] == DTX_ESTATE),
+           "%s: post-pending %s with the entry %s", id, dtx_errname(shm->rc[0]),
            final);
-    CHECKF((r[1].rc == 0) == (k == 1) &&
-               (r[1].rc == 0 || r[1].rc == DTX_ESTATE),
-           "%s: void %s with the entry %s", id, dtx_errname(r[1].rc), final);
-    CHECK_RC(r[2].rc, 0);
+    CHECKF((shm->rc[1] == 0) == (k == 1) &&
+               (shm->rc[1] == 0 || shm->rc[1] == DTX_ESTATE),
+           "%s: void %s with the entry %s", id, dtx_errname(shm->rc[1]), final);
+    CHECK_RC(shm->rc[2], 0);
     json_decref(e);
   }
   printf("pending races: %d posted, %d voided, %d expired\n", outcomes[0],
@@ -411,8 +417,8 @@ static void test_pending_races(void) {
     show("audit", rep);
   CHECKF(rc == 0, "audit: %s", dtx_errname(rc));
   json_decref(rep);
-  for (int i = 0; i < 3; i++)
-    dtx_store_close(r[i].st);
+  pthread_barrierattr_destroy(&ba);
+  munmap(shm, sizeof *shm);
   dtx_store_close(st);
 }
 
