@@ -534,6 +534,10 @@ int dtx_store_get_rules(dtx_store_t *st, const char *coll, json_t **out);
 
 #define DTX_ACCOUNTS "accounts"
 #define DTX_TRANSFERS "transfers"
+/* One immutable record per account ever created, {_id, opening_balance,
+ * at}: what lets the audit find an account that was deleted while it
+ * still held money (docs/transfers.md, "Account registry"). */
+#define DTX_OPENINGS "openings"
 
 /* Paging of the list functions: skip the first `skip`, then at most
  * `limit` (0: no limit).  A NULL page means all. */
@@ -552,8 +556,12 @@ typedef struct dtx_account_opts {
 } dtx_account_opts_t;
 
 /* Creates an account (opts NULL: the zero value).  Unless no_min_balance,
- * balance must be >= min_balance (DTX_EINVAL).  An existing id is
- * DTX_EDUPKEY.  *out (may be NULL) receives the account. */
+ * balance must be >= min_balance (DTX_EINVAL).  An existing id, or the id
+ * of an account that was closed (ids are never reused), is DTX_EDUPKEY.
+ * The account and its opening record are two writes: an account whose
+ * creator stopped between them is marked "unregistered" until
+ * dtx_recover (or the next create's retry) records its opening.  *out
+ * (may be NULL) receives the account. */
 int dtx_account_create(dtx_store_t *st, const char *id,
                        const dtx_account_opts_t *opts, json_t **out);
 

@@ -11,7 +11,9 @@
 #                              (default 8000, median of 5 rounds; the
 #                              durability runs use half, median of 3).
 #                              The Redis part takes about 2.5 minutes on 2
-#                              cores.
+#                              cores (before bench_bulk and bench_job).
+#   BENCH_REDIS_JOBS=N         jobs per drain round of bench_job on Redis
+#                              (default 300; latency rounds run N/4)
 #
 # The Redis part starts its own servers (tests/redis/servers.sh; a trap
 # stops them on exit) and prints:
@@ -22,6 +24,12 @@
 #   1b. bench_bulk on both: bulk_write in batches of 1, 16 and 64 against
 #      a pipeline of as many EVALSHA of a compare-and-set script (on
 #      SQLite, run in the first part: against one transaction of N UPDATEs).
+#   1c. bench_job on both: no-op jobs added, claimed and completed by 1, 4
+#      and 8 worker threads, against a reliable list queue (LPUSH, LMOVE
+#      ready->processing, LREM) under one hash tag (on SQLite, run in the
+#      first part: against a table queue claimed with UPDATE ... RETURNING);
+#      and, with 8 workers, on a cluster of one master holding every slot
+#      (doctx's throughput should grow with masters, not sit on one).
 #   2. the store's ceiling: redis-benchmark, pipelined EVALSHA of a script
 #      shaped like doctx's document compare-and-set, on the standalone
 #      server and on one cluster master; and the share of it doctx uses,
@@ -52,6 +60,9 @@ if [ "$ONLY" != redis ]; then
   echo
   echo "## bench_aggregate: \$match/\$unwind/\$group sum over 100k ledger documents vs SQLite json_each + GROUP BY"
   "$BUILD/bench_aggregate"
+  echo
+  echo "## bench_job: add + claim + complete of no-op jobs vs a SQLite table queue (UPDATE ... RETURNING)"
+  "$BUILD/bench_job"
 fi
 [ "$ONLY" = sqlite ] && exit 0
 
@@ -104,15 +115,43 @@ run_redis cluster "$URI_CL" --rounds 5
 
 echo
 echo "## bench_bulk: bulk_write batches of 1/16/64 vs a pipeline of N EVALSHA (compare-and-set)"
-run_bulk() { # NAME URI
-  "$BUILD/bench_bulk" --store "$2" --label "redis-$1" >"$WORK/bulk-$1.out"
+# Runs a benchmark on one target as run_redis does: the table to the
+# terminal, RESULT lines to $RESULTS.
+run_on() { # BENCH LABEL URI [BENCH's args...]
+  "$BUILD/$1" --store "$3" --label "$2" "${@:4}" >"$WORK/$2.out"
   local rc=$?
-  grep -v '^RESULT ' "$WORK/bulk-$1.out"
-  grep '^RESULT ' "$WORK/bulk-$1.out" >>"$RESULTS"
-  [ $rc = 0 ] || { echo "bench: bench_bulk $1 failed (exit $rc)" >&2; fail=$((fail + 1)); }
+  grep -v '^RESULT ' "$WORK/$2.out"
+  grep '^RESULT ' "$WORK/$2.out" >>"$RESULTS"
+  [ $rc = 0 ] || { echo "bench: $1 $2 failed (exit $rc)" >&2; fail=$((fail + 1)); }
 }
-run_bulk standalone "$URI_SA"
-run_bulk cluster "$URI_CL"
+run_on bench_bulk redis-standalone "$URI_SA"
+run_on bench_bulk redis-cluster "$URI_CL"
+
+echo
+echo "## bench_job: add + claim + complete of no-op jobs vs LPUSH / LMOVE / LREM in one slot"
+# 300 jobs per drain, not 1,000 as on SQLite: the worker's recovery pass
+# (every second) reads every succeeded job on Redis, so a longer drain
+# slows down as they pile up (docs/benchmarks.md, "Job queue").
+JOBS_RD=${BENCH_REDIS_JOBS:-300}
+run_on bench_job job-standalone "$URI_SA" --jobs "$JOBS_RD"
+run_on bench_job job-cluster "$URI_CL" --jobs "$JOBS_RD"
+# The scale-out check: the same benchmark (8 workers) on a cluster of one
+# master holding every slot, on a spare port of servers.sh's block (it
+# found BASE..BASE+9 free), stopped afterwards.  doctx spreads jobs over
+# all slots, so with three masters it should not sit on one node.
+port=$((BASE + 9))
+if start_server "$port" --cluster-enabled yes \
+  --cluster-config-file "$WORK/$port/nodes.conf" &&
+  redis-cli -p "$port" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null &&
+  wait_cluster_ok "$port"; then
+  run_on bench_job job-1-master "redis://127.0.0.1:$port" \
+    --jobs "$JOBS_RD" --workers 8
+else
+  echo "bench: one-master cluster did not start" >&2
+  fail=$((fail + 1))
+fi
+pid=$(cat "$WORK/$port/pid" 2>/dev/null)
+[ -n "$pid" ] && { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }
 
 # ---- the ceiling ----------------------------------------------------------------
 # The same shape as RD_S_WRITE (src/store/redis/scripts.c) updating one

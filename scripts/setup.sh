@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
       libsqlite3-dev libjansson-dev libhiredis-dev libpcre2-dev redis-server
-      redis-tools sqlite3)
+      redis-tools sqlite3 jq python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \

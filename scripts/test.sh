@@ -2,7 +2,7 @@
 # The whole suite, as CI runs it (make test):
 #   1. release build, every ctest suite (unit, conformance, cli, crash);
 #   2. ASan+UBSan build, the same suites (chaos shortened);
-#   3. libFuzzer targets, each for FUZZ_SECONDS (default 15), JOBS at a time;
+#   3. libFuzzer targets, each for FUZZ_SECONDS (default 10), JOBS at a time;
 #   4. nothing left behind in the run's TMPDIR.
 # After each ctest run, tests/redis/run-redis.sh starts a standalone
 # redis-server and a 3+3 Redis Cluster on free loopback ports and runs the
@@ -14,7 +14,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
-FUZZ_SECONDS=${FUZZ_SECONDS:-15}
+FUZZ_SECONDS=${FUZZ_SECONDS:-10}
 # Every temporary file of the run goes under one directory (the suites
 # honour TMPDIR), which must be empty at the end: a suite that leaves
 # something behind fails the run, and a clean run leaves nothing in /tmp.

@@ -9,11 +9,9 @@ set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/harness.sh"
 
-jget() { # jget JSON PATH... -> the value (python repr for non-strings)
-  python3 -c 'import json,sys
-v=json.loads(sys.argv[1])
-for k in sys.argv[2:]: v=v[k]
-print(v if isinstance(v,str) else json.dumps(v))' "$@"
+jget() { # jget JSON KEY... -> the value at that path (strings raw, others compact JSON)
+  local j=$1; shift
+  jq -rc 'getpath($ARGS.positional)' --args "$@" <<<"$j"
 }
 state() { jget "$(d job show "$1")" state; }
 export DOCTX
@@ -86,10 +84,10 @@ new_store job_exec
 S_URI=$S
 d job add q t '{"x":7}' --id e1 >/dev/null
 expect 0 "work env" -- d job work q --once --exec \
-  'x=$(python3 -c "import json,sys; print(json.load(sys.stdin)[\"payload\"][\"x\"])"); echo "{\"x\":$x,\"id\":\"$DOCTX_JOB_ID\",\"epoch\":$DOCTX_JOB_EPOCH,\"store\":\"$DOCTX_STORE\"}"'
+  'x=$(jq .payload.x); echo "{\"x\":$x,\"id\":\"$DOCTX_JOB_ID\",\"epoch\":$DOCTX_JOB_EPOCH,\"store\":\"$DOCTX_STORE\"}"'
 job=$(d job show e1)
 [ "$(jget "$job" state)" = succeeded ] && ok || bad "e1: $job"
-[ "$(jget "$job" result)" = "{\"x\": 7, \"id\": \"e1\", \"epoch\": 1, \"store\": \"$S_URI\"}" ] && ok || bad "e1 result: $job"
+[ "$(jget "$job" result)" = "{\"x\":7,\"id\":\"e1\",\"epoch\":1,\"store\":\"$S_URI\"}" ] && ok || bad "e1 result: $job"
 d job add q t --id f1 --max-attempts 2 --backoff-ms 60000 >/dev/null
 expect 0 "work failing" -- d job work q --once --exec 'echo "it broke" >&2; exit 3'
 job=$(d job show f1)

@@ -20,7 +20,7 @@ python3 -c 'import json,sys; d=json.load(sys.stdin); assert sorted(d)==["expires
 expect 1 "acquire while held" -- d lock acquire L --owner c2
 grep -q "held by c1 (token 1)" "$WORK/err" && ok || bad "held message: $(cat "$WORK/err")"
 expect 0 "show" -- d lock show L
-[ "$(field "$(out)" held)" = True ] && ok || bad "show: $(out)"
+[ "$(field "$(out)" held)" = true ] && ok || bad "show: $(out)"
 expect 0 "renew" -- d lock renew L 1
 # A renew may also shorten the lease: 1 ms makes it lapse at once.
 expect 0 "renew to 1 ms" -- d lock renew L 1 --ttl-ms 1
@@ -44,7 +44,7 @@ expect 1 "fenced find-and-modify matching nothing is NOMATCH" -- d find-and-modi
 
 # Release frees it, keeps the token; twice exits 1; next acquire is 3.
 expect 0 "release" -- d lock release L 2
-[ "$(field "$(out)" owner)" = None ] && ok || bad "release output: $(out)"
+[ "$(field "$(out)" owner)" = null ] && ok || bad "release output: $(out)"
 expect 1 "release twice" -- d lock release L 2
 expect 0 "acquire after release" -- d lock acquire L --owner c3
 [ "$(field "$(out)" token)" = 3 ] && ok || bad "token after release: $(out)"

@@ -176,11 +176,13 @@ else
   bounded_wait "$pid" 10 "$WORK/lost.log"; bad "d10: lost1 never paused"
 fi
 # Audit totals are exact past int64 (tampered balances and opening
-# balances): printed in full, never wrapped.
+# balances, with their opening records to match): printed in full, never
+# wrapped.
 new_store wide
 setup_accounts
 for a in A B; do
   d update accounts "{\"_id\":\"$a\"}" "{\"\$set\":{\"balance\":$MAX,\"opening_balance\":$MAX,\"ceiling\":$MAX}}" >/dev/null
+  d update openings "{\"_id\":\"$a\"}" "{\"\$set\":{\"opening_balance\":$MAX}}" >/dev/null
 done
 expect 0 "d10: audit of wide sums" -- d audit
 has "$WORK/out" "opening total 18446744073709551614, balances 18446744073709551614" "d10: exact totals"

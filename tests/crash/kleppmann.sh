@@ -137,7 +137,7 @@ one_case() { # POINT
   [ "$p" = lock.release ] || grep -q "FENCED: res 'r': token $t1 of lock 'L' is stale" "$dir/c1.log" ||
     { bad "$label: no FENCED message: $(log_tail "$dir/c1.log" 4)"; return; }
   doc=$(d find res '{"_id":"r"}')
-  [ "$(field "$doc" v)" = c2 ] && [ "$(field "$doc" _fence)" = "{'L': $t2}" ] ||
+  [ "$(field "$doc" v)" = c2 ] && [ "$(field "$doc" _fence)" = "{\"L\":$t2}" ] ||
     { bad "$label: the document does not hold client 2's write: $doc"; return; }
   # Client 1's late release freed nothing: client 2 still holds it.
   doc=$(d lock show L)

@@ -38,8 +38,12 @@ one_point() { # POINT
   check_final "$label"
 }
 
-points=$("$DOCTX" faults | grep -E -- "${FAULT_ONLY:-.}")
-[ -n "$points" ] || { echo "no fault points"; exit 1; }
+fault_points || exit 1
+# Under DTX_QUICK (the sanitizer stage) the half of the points where
+# faults.sh injects an error, not a crash: each point runs once there.
+if [ -n "${DTX_QUICK:-}" ]; then
+  POINTS=$(for p in $POINTS; do [ "${POINT_TURN[$p]}" = 0 ] || echo "$p"; done)
+fi
 # shellcheck disable=SC2086
-run_jobs "${FAULT_JOBS:-2}" one_point $points
+run_jobs "${FAULT_JOBS:-2}" one_point $POINTS
 finish

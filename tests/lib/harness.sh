@@ -46,6 +46,11 @@
 #   field JSON KEY       a top-level field of a JSON text (strings bare)
 #   scenario_file POINT  tests/crash/scenarios/PREFIX.sh for a fault point
 #                        PREFIX.STEP (the pattern or layer that owns it)
+#   fault_points         sets POINTS to the points of `doctx faults` that
+#                        match FAULT_ONLY (fails when none) and
+#                        POINT_TURN[P] to 0 or 1, by turns down the whole
+#                        list: under DTX_QUICK (the sanitizer stage) the
+#                        suites split the actions between the two halves
 #   load_scenario POINT  sources that file (scenario_setup, scenario_cmd,
 #                        check_final); 1 when the point has none (a
 #                        failure) or the file skips it (says why)
@@ -216,8 +221,22 @@ source "$HARNESS_ROOT/tests/lib/store.sh"
 
 d() { "$DOCTX" --store "$S" "$@"; }
 
+# field JSON KEY -> the top-level KEY of JSON: strings raw, anything else
+# as compact JSON (null when absent).  jq, not python: a python start costs
+# ~0.6 s of CPU on this kind of machine, and the scenario checks call this
+# per row.  jq 1.6 reads numbers as doubles, exact only up to 2^53: read
+# balances near int64 through a projection (lib/transfer.sh's balance).
 field() {
-  python3 -c 'import json,sys; v=json.loads(sys.argv[1]).get(sys.argv[2]); print(v)' "$1" "$2"
+  jq -rc --arg k "$2" '.[$k]' <<<"$1"
+}
+
+fault_points() {
+  local all p i=0
+  all=$("$DOCTX" faults) || return 1
+  declare -gA POINT_TURN=()
+  for p in $all; do POINT_TURN[$p]=$((i % 2)); i=$((i + 1)); done
+  POINTS=$(grep -E -- "${FAULT_ONLY:-.}" <<<"$all")
+  [ -n "$POINTS" ] || { echo "no fault points"; return 1; }
 }
 
 scenario_file() {

@@ -13,7 +13,7 @@
 #                 emptied namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time)
 #   cli           tests/cli/bad_input.sh, transfer_defects.sh and
-#                 tests/crash/tamper.sh, likewise
+#                 tests/crash/tamper.sh and deletes.sh, likewise
 #                 (bad_input about 1.5 minutes per
 #                 target in a release build, so the sanitizer run of
 #                 scripts/test.sh leaves it out)
@@ -232,6 +232,8 @@ cli_on() { # URI
     bash "$ROOT/tests/cli/transfer_defects.sh"
   run_logged "tamper.sh $1" env DTX_REDIS_URI="$1" \
     bash "$ROOT/tests/crash/tamper.sh"
+  run_logged "deletes.sh $1" env DTX_REDIS_URI="$1" \
+    bash "$ROOT/tests/crash/deletes.sh"
 }
 phase_cli() { both_targets cli_on; }
 
@@ -503,7 +505,10 @@ loss_trial() { # MODE TRIAL
 
 for ph in $PHASES; do
   case "$ph" in
-  conformance | shell | cli | transfers | deadline | replicas | migration | failover | loss) "phase_$ph" ;;
+  conformance | shell | cli | transfers | deadline | replicas | migration | failover | loss)
+    t0=$SECONDS
+    "phase_$ph"
+    echo "run-redis: phase $ph took $((SECONDS - t0)) s" ;;
   *) echo "run-redis: unknown phase $ph" >&2; exit 2 ;;
   esac
 done

@@ -572,6 +572,47 @@ static const dtx__index_def_t indexes[] = {
     {NULL, NULL, 0, 0},
 };
 
+/* The shape the protocol relies on (docs/validation.md): a write through
+ * the generic document commands that breaks it is refused, and the audit
+ * reports any job that does not match (issue 8, defect 4).  A job goes
+ * only once it is over: a live one may hold a lease, effects and a
+ * unique key. */
+#define ID "{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":128}"
+#define LONG "{\"bsonType\":\"long\"}"
+#define LONG_OR_NULL "{\"bsonType\":[\"long\",\"null\"]}"
+static const char job_shape[] =
+    "{\"$jsonSchema\":{\"bsonType\":\"object\","
+    "\"required\":[\"_id\",\"queue\",\"type\",\"state\",\"priority\","
+    "\"rank\",\"run_at\",\"attempts\",\"max_attempts\",\"backoff_ms\","
+    "\"fx_colls\",\"created\"," DTX__KIT_ITEM_REQUIRED "],"
+    "\"properties\":{\"_id\":" ID ",\"queue\":" ID ",\"type\":" ID ","
+    "\"state\":{\"enum\":[\"" DTX_JOB_READY "\",\"" DTX_JOB_DELAYED
+    "\",\"" DTX_JOB_RUNNING "\",\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD
+    "\",\"" DTX_JOB_CANCELED "\"]},"
+    "\"priority\":{\"bsonType\":\"long\",\"minimum\":-100,\"maximum\":100},"
+    "\"rank\":{\"bsonType\":\"long\",\"minimum\":-100,\"maximum\":100},"
+    "\"run_at\":" LONG ",\"attempts\":{\"bsonType\":\"long\",\"minimum\":0},"
+    "\"max_attempts\":{\"bsonType\":\"long\",\"minimum\":1},"
+    "\"backoff_ms\":{\"bsonType\":\"long\",\"minimum\":0,"
+    "\"maximum\":3600000},"
+    "\"unique_key\":{\"bsonType\":[\"string\",\"null\"]},"
+    "\"unique_live\":{\"bsonType\":\"string\"},"
+    "\"last_error\":{\"bsonType\":[\"string\",\"null\"]},"
+    "\"fx_colls\":{\"bsonType\":\"array\",\"items\":" ID "},"
+    "\"fx_cleared\":{\"bsonType\":\"bool\"},"
+    "\"created\":" LONG ",\"finished\":" LONG_OR_NULL ","
+    DTX__KIT_ITEM_PROPS "}}}";
+#undef ID
+#undef LONG
+#undef LONG_OR_NULL
+
+static const dtx__rules_def_t rules[] = {
+    {DTX_JOBS, job_shape,
+     "{\"state\":{\"$in\":[\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD
+     "\",\"" DTX_JOB_CANCELED "\"]}}"},
+    {NULL, NULL, NULL},
+};
+
 static const char *const fault_points[] = {
     "job.add",
     "job.claim",
@@ -599,4 +640,5 @@ const dtx__pattern_t dtx__job_pattern = {
     .fault_points = fault_points,
     .recover = dtx__job_recover,
     .audit = dtx__job_audit,
+    .rules = rules,
 };

@@ -31,6 +31,11 @@
 #define BATCH 500
 #define PURGE_BATCH 200
 
+/* The markers and retention steps select terminal jobs by age through
+ * `updated` as well as `finished`: a terminal job's updated is never
+ * earlier than its finished, so the condition on it loses nothing, and it
+ * lets the index {state, updated} find them, where `finished` alone made
+ * every pass read every finished job (the job benchmark's profile). */
 static int find_some(dtx__exec_t *ex, json_t *filter, const char *sortkey,
                      int64_t limit, json_t **out) {
   json_t *sort = json_pack("{s:i}", sortkey, 1);
@@ -136,13 +141,15 @@ static int clear_markers(dtx__exec_t *ex, const json_t *job, int64_t *n) {
 static int markers(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                    dtx__tally_t *t) {
   int64_t ttl = o->tombstone_ttl_ms > 0 ? o->tombstone_ttl_ms : DEFAULT_TTL_MS;
-  json_t *f = json_pack("{s:{s:[s,s,s]},s:{s:b},s:{s:I}}", "state", "$in",
-                        DTX_JOB_SUCCEEDED, DTX_JOB_DEAD, DTX_JOB_CANCELED,
-                        "fx_colls.0", "$exists", 1, "finished", "$lte",
-                        (json_int_t)(dtx__now_ms() - ttl));
+  int64_t before = dtx__now_ms() - ttl;
+  json_t *f = json_pack("{s:{s:[s,s,s]},s:{s:b},s:{s:I},s:{s:I}}", "state",
+                        "$in", DTX_JOB_SUCCEEDED, DTX_JOB_DEAD,
+                        DTX_JOB_CANCELED, "fx_colls.0", "$exists", 1,
+                        "updated", "$lte", (json_int_t)before, "finished",
+                        "$lte", (json_int_t)before);
   json_t *list = NULL, *job;
   size_t i;
-  int rc = find_some(ex, f, "finished", BATCH, &list);
+  int rc = find_some(ex, f, "updated", BATCH, &list);
   if (rc)
     return rc;
   json_array_foreach(list, i, job) {
@@ -163,12 +170,14 @@ static int markers(dtx__exec_t *ex, const dtx_recover_opts_t *o,
 static int purge(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                  dtx__tally_t *t) {
   int64_t keep = o->retention_ms > 0 ? o->retention_ms : DEFAULT_RETENTION_MS;
-  json_t *f = json_pack("{s:s,s:{s:b},s:{s:I}}", "state", DTX_JOB_SUCCEEDED,
-                        "fx_colls.0", "$exists", 0, "finished", "$lte",
-                        (json_int_t)(dtx__now_ms() - keep));
+  int64_t before = dtx__now_ms() - keep;
+  json_t *f = json_pack("{s:s,s:{s:b},s:{s:I},s:{s:I}}", "state",
+                        DTX_JOB_SUCCEEDED, "fx_colls.0", "$exists", 0,
+                        "updated", "$lte", (json_int_t)before, "finished",
+                        "$lte", (json_int_t)before);
   json_t *list = NULL, *job;
   size_t i;
-  int rc = find_some(ex, f, "finished", PURGE_BATCH, &list);
+  int rc = find_some(ex, f, "updated", PURGE_BATCH, &list);
   if (rc)
     return rc;
   json_array_foreach(list, i, job) {

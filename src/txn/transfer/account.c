@@ -1,7 +1,32 @@
 /* account.c -- creating and reading the accounts that transfers move money
  * between.  An account's opening_balance is fixed at creation: money only
  * enters or leaves through it and through transfers, which is what lets
- * the audit prove conservation. */
+ * the audit prove conservation.
+ *
+ * The registry.  Conservation over the accounts that exist cannot see an
+ * account that is gone: delete one (bypassing its delete guard) and its
+ * balance leaves with its opening balance, the sums still agree.  So every
+ * account also gets an immutable opening record in "openings", which
+ * outlives it, and the audit requires each recorded account that is gone
+ * to have been left holding nothing (its opening plus its transfers).
+ * Creation is two writes, made safe by their order:
+ *
+ *   insert account {..., unregistered: true}     (DTX_EDUPKEY: it exists)
+ *     -- transfer.register -->   insert opening  (a duplicate with the same
+ *                                                 opening balance is ours)
+ *     -- transfer.registered --> $unset unregistered
+ *
+ * A creator that stops after the first write leaves an unregistered
+ * account; recovery (recover.c) and the audit find it by that flag, and
+ * recovery registers it from the account's own opening_balance: the same
+ * two idempotent writes, dtx__tx_register.  The invariants the audit
+ * checks (audit.c):
+ *   R1. an account without the flag has an opening record with its
+ *       opening_balance;
+ *   R2. an opening record whose account is gone: opening balance plus
+ *       the account's transfers is 0 (it was closed empty, as its delete
+ *       guard demands);
+ *   R3. after recovery no account is unregistered. */
 #include <string.h>
 
 #include "doc/doc.h"
@@ -21,22 +46,68 @@ static int create(dtx_store_t *st, const char *id, const dtx_account_opts_t *o,
                     (long long)o->balance, (long long)o->min_balance);
   if ((rc = dtx__kit_ensure(st, &dtx__transfer_pattern)))
     return rc;
+  dtx__exec_t ex;
+  json_t *old = NULL;
+  dtx__exec_init(&ex, st, NULL, 0, 0);
+  /* An id with an opening record but no account was closed: not reused,
+   * or the new account would inherit the old one's transfers. */
+  rc = dtx__kit_get(&ex, DTX_OPENINGS, id, &old);
+  json_decref(old);
+  if (rc == 0 && dtx__kit_get(&ex, DTX_ACCOUNTS, id, &old) == DTX_ENOTFOUND)
+    return dtx__err(DTX_EDUPKEY, "account '%s' existed and was closed; "
+                    "account ids are not reused", id);
+  json_decref(old);
+  if (rc && rc != DTX_ENOTFOUND)
+    return rc;
   /* ceiling: balance + pending markers (none yet), transfer.c I7. */
-  json_t *doc = json_pack("{s:s,s:I,s:o,s:I,s:I,s:[],s:[]}", "_id", id,
+  json_t *doc = json_pack("{s:s,s:I,s:o,s:I,s:I,s:[],s:[],s:b}", "_id", id,
                           "balance", (json_int_t)o->balance, "min_balance",
                           o->no_min_balance ? json_null()
                                             : json_integer(o->min_balance),
                           "opening_balance", (json_int_t)o->balance, "ceiling",
-                          (json_int_t)o->balance, "pending", "voids");
+                          (json_int_t)o->balance, "pending", "voids",
+                          "unregistered", 1);
   if (!doc)
     return DTX_ENOMEM;
   rc = dtx_store_insert(st, DTX_ACCOUNTS, doc, NULL);
   if (rc == DTX_EDUPKEY)
     rc = dtx__err(DTX_EDUPKEY, "account '%s' exists", id);
+  if (rc == 0)
+    rc = dtx__tx_register(&ex, doc);
+  json_object_del(doc, "unregistered");
   if (rc == 0 && out)
     *out = json_incref(doc);
   json_decref(doc);
   return rc;
+}
+
+int dtx__tx_register(dtx__exec_t *ex, const json_t *account) {
+  const char *id = dtx__str(account, "_id");
+  json_t *ob = json_object_get(account, "opening_balance"), *have = NULL;
+  if (!id || !json_is_integer(ob))
+    return dtx__err(DTX_ETYPE, "account '%s' has no integer opening_balance",
+                    id ? id : "?");
+  json_t *rec = json_pack("{s:s,s:O,s:I}", "_id", id, "opening_balance", ob,
+                          "at", (json_int_t)dtx__now_ms());
+  if (!rec)
+    return DTX_ENOMEM;
+  int rc = dtx__kit_insert(ex, "transfer.register", DTX_OPENINGS, rec);
+  json_decref(rec);
+  if (rc == DTX_EDUPKEY) { /* ours (a retry, or recovery got there first)? */
+    if ((rc = dtx__kit_get(ex, DTX_OPENINGS, id, &have)) == 0 &&
+        !json_equal(json_object_get(have, "opening_balance"), ob))
+      rc = dtx__err(DTX_EDUPKEY, "account '%s': an opening record with "
+                    "another opening balance exists", id);
+    json_decref(have);
+    if (rc)
+      return rc;
+  } else if (rc) {
+    return rc;
+  }
+  return dtx__kit_update(ex, "transfer.registered", DTX_ACCOUNTS,
+                         json_pack("{s:s,s:b}", "_id", id, "unregistered", 1),
+                         json_pack("{s:{s:s}}", "$unset", "unregistered", ""),
+                         NULL);
 }
 
 int dtx_account_create(dtx_store_t *st, const char *id,

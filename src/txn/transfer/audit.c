@@ -29,6 +29,7 @@
 typedef struct audit {
   dtx__audit_t *f;   /* the kit's frame: findings and report */
   json_t *t1, *t3;   /* id -> transfer */
+  json_t *o1, *o3;   /* id -> opening record, read before and after A */
   json_t *accounts;  /* id -> account (snapshot A) */
   int64_t unsettled;
 } audit_t;
@@ -145,6 +146,12 @@ static void check_money(audit_t *a) {
       finding(a, "ceiling_mismatch", "account %s ceiling is not its balance "
               "plus its pending markers (%s)", id, wide_str(reach, b1));
   }
+  /* A recorded account that is gone took its balance with it, but not its
+   * opening: closed empty, its money is in the others' balances. */
+  json_object_foreach(a->o1, id, acct) {
+    if (!json_object_get(a->accounts, id))
+      opening += dtx__int(acct, "opening_balance");
+  }
   if (balance + flight != opening)
     finding(a, "conservation", "balances %s + in flight %s != opening total "
             "%s", wide_str(balance, b1), wide_str(flight, b2),
@@ -231,8 +238,8 @@ static void check_markers(audit_t *a) {
  * that touched it, and each transfer's state against its markers. */
 static void check_balances(audit_t *a, int settled) {
   /* expect: account id -> index into want[], the exact expected balance */
-  json_t *expect = json_object(), *skip = json_object();
-  size_t n = json_object_size(a->accounts), k = 0;
+  json_t *expect = json_object(), *skip = json_object(), *gone = json_object();
+  size_t n = json_object_size(a->accounts) + json_object_size(a->o1), k = 0;
   __int128 *want = calloc(n ? n : 1, sizeof *want);
   const char *id;
   json_t *tx, *acct;
@@ -240,6 +247,16 @@ static void check_balances(audit_t *a, int settled) {
   json_object_foreach(a->accounts, id, acct) {
     if (want)
       want[k] = json_integer_value(json_object_get(acct, "opening_balance"));
+    json_object_set_new(expect, id, json_integer((json_int_t)k++));
+  }
+  /* R2: a recorded account that is gone (its record read before A, so it
+   * was created before A) is judged by its opening and its transfers. */
+  json_object_foreach(a->o1, id, acct) {
+    if (json_object_get(a->accounts, id))
+      continue;
+    if (want)
+      want[k] = json_integer_value(json_object_get(acct, "opening_balance"));
+    json_object_set_new(gone, id, json_true());
     json_object_set_new(expect, id, json_integer((json_int_t)k++));
   }
   json_object_foreach(a->t3, id, tx) {
@@ -258,16 +275,26 @@ static void check_balances(audit_t *a, int settled) {
         json_object_set_new(skip, to, json_true());
       continue;
     }
+    /* A gone account's markers went with it: while a transfer that may
+     * have touched it is still moving, its flows are unknown. */
+    if (!dtx__tx_terminal(tx) && !dtx__state_is(tx, DTX_ST_INITIATED)) {
+      if (from && json_object_get(gone, from))
+        json_object_set_new(skip, from, json_true());
+      if (to && json_object_get(gone, to))
+        json_object_set_new(skip, to, json_true());
+    }
     int d = debited(tx, payer), c = credited(tx, payee);
-    if (d && !payer)
+    int dgone = from && json_object_get(gone, from);
+    int cgone = to && json_object_get(gone, to);
+    if (d && !payer && !dgone)
       finding(a, "missing_account", "transfer %s debited missing account %s",
               id, from ? from : "?");
-    if (c && !payee)
+    if (c && !payee && !cgone)
       finding(a, "missing_account", "transfer %s credited missing account %s",
               id, to ? to : "?");
-    if (d && payer && want)
+    if (d && (payer || dgone) && want)
       want[json_integer_value(json_object_get(expect, from))] -= amt;
-    if (c && payee && want)
+    if (c && (payee || cgone) && want)
       want[json_integer_value(json_object_get(expect, to))] += amt;
     int pd = payer && dtx__marker(payer, id, "debit");
     int pc = payee && dtx__marker(payee, id, "credit");
@@ -295,9 +322,47 @@ static void check_balances(audit_t *a, int settled) {
               "balance and transfers give %s", id, (long long)got,
               want ? wide_str(w, b1) : "? (out of memory)");
   }
+  json_object_foreach(gone, id, acct) {
+    if (json_object_get(skip, id))
+      continue;
+    __int128 w = want ? want[json_integer_value(json_object_get(expect, id))]
+                      : 1;
+    if (w != 0)
+      finding(a, "missing_account", "account %s is gone, but its opening "
+              "balance and transfers leave it holding %s", id,
+              want ? wide_str(w, b1) : "? (out of memory)");
+  }
   free(want);
   json_decref(expect);
   json_decref(skip);
+  json_decref(gone);
+}
+
+/* R1 and R3 (account.c, "The registry"): every account has its opening
+ * recorded, with its own opening balance, unless its creator (or recovery)
+ * is still between the two writes. */
+static void check_registry(audit_t *a, int settled) {
+  const char *id;
+  json_t *acct;
+  size_t pending = 0;
+  json_object_foreach(a->accounts, id, acct) {
+    const json_t *rec = json_object_get(a->o3, id);
+    if (json_is_true(json_object_get(acct, "unregistered"))) {
+      pending++;
+      if (settled)
+        finding(a, "unregistered", "account %s: its opening is not recorded "
+                "(its creator stopped; recovery records it)", id);
+      continue;
+    }
+    if (!rec)
+      finding(a, "unregistered", "account %s has no opening record: it was "
+              "not made by account create, or its record was deleted", id);
+    else if (!json_equal(json_object_get(rec, "opening_balance"),
+                         json_object_get(acct, "opening_balance")))
+      finding(a, "opening_mismatch", "account %s opening_balance differs "
+              "from its opening record", id);
+  }
+  a->unsettled += (int64_t)pending;
 }
 
 /* Can a transfer acknowledged in state s later be found in state t?
@@ -363,15 +428,20 @@ int dtx__tx_audit(dtx__audit_t *f) {
   audit_t a = {.f = f};
   int settled = (f->flags & DTX_AUDIT_SETTLED) != 0, rc;
   if ((rc = dtx__audit_load(f, DTX_TRANSFERS, &a.t1)) ||
+      (rc = dtx__audit_load(f, DTX_OPENINGS, &a.o1)) ||
       (rc = dtx__audit_load(f, DTX_ACCOUNTS, &a.accounts)) ||
+      (rc = dtx__audit_load(f, DTX_OPENINGS, &a.o3)) ||
       (rc = dtx__audit_load(f, DTX_TRANSFERS, &a.t3))) {
     json_decref(a.t1);
+    json_decref(a.o1);
     json_decref(a.accounts);
+    json_decref(a.o3);
     return rc;
   }
   check_money(&a);
   check_markers(&a);
   check_finishable(&a);
+  check_registry(&a, settled);
   check_balances(&a, settled);
   size_t lost = f->acked ? check_acked(&a, f->acked) : 0;
   json_t *states = json_object();
@@ -418,6 +488,8 @@ int dtx__tx_audit(dtx__audit_t *f) {
   }
   json_decref(a.t1);
   json_decref(a.t3);
+  json_decref(a.o1);
+  json_decref(a.o3);
   json_decref(a.accounts);
   return 0;
 }

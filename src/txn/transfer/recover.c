@@ -12,12 +12,14 @@
  *   account marker        its transfer terminal/missing   refund or remove
  *   tombstone             older than tombstone_ttl and    clear
  *                         its transfer failed
+ *   unregistered account  always (both writes idempotent) record its opening
  *
  *   step                          fault point
  *   takeover of preparing         transfer.recover.takeover
  *   scan of account markers       transfer.recover.scan_markers
  *   refund/removal of a marker    transfer.recover.repair_marker
  *   removal of a tombstone        transfer.recover.clear_tombstone
+ *   an account's opening record   transfer.register, transfer.registered
  *
  * Takeover is conditioned on the epoch the pass read, so two recoverers
  * (or a recoverer and a cancel) never both roll back one transfer, and the
@@ -190,10 +192,33 @@ out:
   return rc;
 }
 
+/* Accounts whose creator stopped between the account and its opening
+ * record (account.c, "The registry"): record it now.  No lease to wait
+ * for: both writes are idempotent, so a creator still running and this
+ * pass can both make them. */
+static int recover_registrations(dtx__exec_t *ex, dtx__tally_t *t) {
+  json_t *accts = NULL, *a, *filter = json_pack("{s:b}", "unregistered", 1);
+  size_t i;
+  int rc = dtx__kit_find(ex, DTX_ACCOUNTS, filter, NULL, &accts);
+  json_decref(filter);
+  if (rc)
+    return rc;
+  json_array_foreach(accts, i, a) {
+    if ((rc = dtx__tx_register(ex, a)))
+      dtx__tally_error(t, json_object_get(a, "_id"), rc);
+    else
+      dtx__tally_ran(t, "accounts_registered", 1);
+  }
+  json_decref(accts);
+  return 0;
+}
+
 int dtx__tx_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                     dtx__tally_t *t) {
   int rc = recover_transfers(ex, o, t);
   if (rc == 0)
     rc = recover_markers(ex, o, t);
+  if (rc == 0)
+    rc = recover_registrations(ex, t);
   return rc;
 }

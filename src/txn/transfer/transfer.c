@@ -698,12 +698,14 @@ int dtx_transfer_cancel(dtx_store_t *st, const char *id, json_t **out) {
 
 /* ---- the method table ---------------------------------------------------------------- */
 
-static const char *const collections[] = {DTX_ACCOUNTS, DTX_TRANSFERS, NULL};
+static const char *const collections[] = {DTX_ACCOUNTS, DTX_TRANSFERS,
+                                          DTX_OPENINGS, NULL};
 
 static const dtx__index_def_t indexes[] = {
     {DTX_TRANSFERS, "{\"state\":1}", 0, 0},
     {DTX_ACCOUNTS, "{\"pending.tx\":1}", 0, 0},
     {DTX_ACCOUNTS, "{\"voids.tx\":1}", 0, 0},
+    {DTX_ACCOUNTS, "{\"unregistered\":1}", 0, 1}, /* recovery's scan */
     {NULL, NULL, 0, 0},
 };
 
@@ -732,6 +734,7 @@ static const char account_shape[] =
     "\"properties\":{\"_id\":" ID ",\"balance\":" LONG ","
     "\"min_balance\":{\"bsonType\":[\"long\",\"null\"]},"
     "\"opening_balance\":" LONG ",\"ceiling\":" LONG ","
+    "\"unregistered\":{\"enum\":[true]},"
     "\"pending\":{\"bsonType\":\"array\",\"items\":{\"bsonType\":\"object\","
     "\"required\":[\"tx\",\"op\",\"amount\",\"at\"],"
     "\"additionalProperties\":false,\"properties\":{\"tx\":" ID ","
@@ -740,6 +743,12 @@ static const char account_shape[] =
     "\"voids\":{\"bsonType\":\"array\",\"items\":{\"bsonType\":\"object\","
     "\"required\":[\"tx\",\"at\"],\"additionalProperties\":false,"
     "\"properties\":{\"tx\":" ID ",\"at\":" LONG "}}}}}}";
+static const char opening_shape[] =
+    "{\"$jsonSchema\":{\"bsonType\":\"object\","
+    "\"required\":[\"_id\",\"opening_balance\",\"at\"],"
+    "\"additionalProperties\":false,"
+    "\"properties\":{\"_id\":" ID ",\"opening_balance\":" LONG ","
+    "\"at\":" LONG "}}}";
 #undef ID
 #undef LONG
 #undef AMOUNT
@@ -751,6 +760,9 @@ static const dtx__rules_def_t rules[] = {
     {DTX_ACCOUNTS, account_shape,
      "{\"balance\":0,\"pending\":{\"$size\":0}}"},
     {DTX_TRANSFERS, transfer_shape, "{\"state\":\"" DTX_ST_FAILED "\"}"},
+    /* An opening record outlives its account (account.c, "The
+     * registry"): no document matches this guard, so none goes. */
+    {DTX_OPENINGS, opening_shape, "{\"_id\":{\"$exists\":false}}"},
     {NULL, NULL, NULL},
 };
 
@@ -771,6 +783,9 @@ static const char *const fault_points[] = {
     "transfer.rollback.finish",
     /* cancel */
     "transfer.cancel.begin",
+    /* account creation (account.c) */
+    "transfer.register",
+    "transfer.registered",
     /* recovery (recover.c) */
     "transfer.recover.takeover",
     "transfer.recover.scan_markers",

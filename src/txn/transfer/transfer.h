@@ -47,6 +47,11 @@ int dtx__tx_drive(dtx__exec_t *ex, const json_t *tx, int wait_owner,
 int dtx__tx_takeover(dtx__exec_t *ex, const json_t *tx, const char *reason,
                      json_t *cond, const char *point, json_t **out);
 
+/* Records the opening of account (borrowed; account.c, "The registry")
+ * and clears its unregistered flag: idempotent, for the creator and for
+ * recovery alike. */
+int dtx__tx_register(dtx__exec_t *ex, const json_t *account);
+
 /* The pattern's methods (recover.c, audit.c). */
 int dtx__tx_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                     dtx__tally_t *t);

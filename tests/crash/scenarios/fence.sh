@@ -23,9 +23,9 @@ check_final() {
   v=$(field "$doc" v)
   case "$label:$v" in
   *:crash:0 | *:error:0)
-    [ "$(field "$doc" _fence)" = None ] || { bad "$label: token recorded without the write: $doc"; return; } ;;
+    [ "$(field "$doc" _fence)" = null ] || { bad "$label: token recorded without the write: $doc"; return; } ;;
   *:pause:1)
-    [ "$(field "$doc" _fence)" = "{'L': 5}" ] || { bad "$label: token not recorded: $doc"; return; } ;;
+    [ "$(field "$doc" _fence)" = '{"L":5}' ] || { bad "$label: token not recorded: $doc"; return; } ;;
   *) bad "$label: v=$v: $doc"; return ;;
   esac
   d update res '{"_id":"r"}' '{"$set":{"v":9}}' --fence L:6 >/dev/null &&

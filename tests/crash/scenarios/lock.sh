@@ -36,10 +36,10 @@ check_final() {
   *) bad "$label: token $t: $doc"; return ;;
   esac
   case "$label:$owner" in
-  lock.renew*:None) bad "$label: renew released the lock: $doc"; return ;;
-  lock.release:crash:None) bad "$label: released without reaching the step"; return ;;
+  lock.renew*:null) bad "$label: renew released the lock: $doc"; return ;;
+  lock.release:crash:null) bad "$label: released without reaching the step"; return ;;
   esac
-  if [ "$owner" != None ]; then
+  if [ "$owner" != null ]; then
     d lock release L "$t" >/dev/null || { bad "$label: release of the holder $t"; return; }
   fi
   next=$(field "$(d lock acquire L --ttl-ms 60000 --owner c2)" token)

@@ -55,12 +55,10 @@ scenario_cmd() {
 
 check_final() {
   local label=$1 applied want
-  # One read of all eight (one python3, not one per field: CI is shared).
-  applied=$(d find bulk '{}' | python3 -c '
-import json, sys
-docs = [json.loads(l) for l in sys.stdin if l.strip()]
-bad = [d for d in docs if d.get("n") not in (0, 1) or d.get("k") != d.get("n")]
-print(sum(d["n"] for d in docs) if len(docs) == 8 and not bad else "bad %r" % (bad or docs))')
+  # One read of all eight (one jq, not one per field: CI is shared).
+  applied=$(d find bulk '{}' | jq -rs '
+    if length == 8 and all(.[]; (.n == 0 or .n == 1) and .k == .n)
+    then map(.n) | add else "bad \(tojson)" end')
   case "$applied" in [0-8]) ;; *) bad "$label: $applied"; return ;; esac
   # The index must find exactly the documents whose k moved, and no other.
   [ "$(d count bulk '{"k":1}')" = "$applied" ] && [ "$(d count bulk '{"k":0}')" = $((8 - applied)) ] ||

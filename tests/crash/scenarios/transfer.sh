@@ -10,7 +10,7 @@
 # another suite covers.
 #
 # Here: accounts A and B (1000 each) and X (no lower limit); transfer t1
-# is driven to the point.  check_final proves, after recovery: audit
+# is driven to the point (at transfer.register*, account N is created).  check_final proves, after recovery: audit
 # --settled clean, t1 terminal, balances exactly matching t1's end.
 source "$HARNESS_ROOT/tests/lib/transfer.sh"
 
@@ -41,6 +41,7 @@ scenario_cmd() {
     d transfer cancel t1 >/dev/null
     sleep 0.01
     echo "recover --older-than-ms 0 --tombstone-ttl-ms 1" ;;
+  transfer.register | transfer.registered) echo "account create N --balance 50" ;;
   transfer.*) echo "transfer A B 100 --id t1" ;;
   *) echo "UNKNOWN" ;;
   esac
@@ -58,7 +59,14 @@ check_final() {
   succeeded) [ "$a" = 900 ] && [ "$b" = 1100 ] || { bad "$label: succeeded but A=$a B=$b"; return; } ;;
   failed) [ "$a" = 1000 ] && [ "$b" = 1000 ] || { bad "$label: failed but A=$a B=$b"; return; } ;;
   missing) # only a crash before the transfer was recorded may leave none
-    case "$label" in transfer.submit:*) ;; *) bad "$label: t1 missing"; return ;; esac
+    case "$label" in
+    transfer.submit:*) ;;
+    transfer.register*:*) # account creation: N exists, registered
+      [ "$(balance N)" = 50 ] && [ "$(d count openings '{"_id":"N","opening_balance":50}')" = 1 ] &&
+        [ "$(d count accounts '{"unregistered":{"$exists":true}}')" = 0 ] ||
+        { bad "$label: N not created and registered: $(d find accounts '{"_id":"N"}')"; return; } ;;
+    *) bad "$label: t1 missing"; return ;;
+    esac
     [ "$a" = 1000 ] && [ "$b" = 1000 ] || { bad "$label: nothing recorded but A=$a B=$b"; return; } ;;
   *) bad "$label: t1 is $st, not terminal"; return ;;
   esac
