@@ -52,6 +52,27 @@ static int64_t ival(const json_t *v, const char *k) {
   return json_integer_value(json_object_get(v, k));
 }
 
+/* The settled audit finds nothing wrong with the ledger.  (Only the
+ * ledger's findings count: the suites of run-redis.sh share one store, and
+ * another pattern's leftovers are its own suite's to judge.) */
+static void check_audit(dtx_store_t *st) {
+  json_t *rep = NULL, *f;
+  size_t i, n = 0;
+  int rc = dtx_audit(st, DTX_AUDIT_SETTLED, &rep);
+  CHECKF(rc == 0 || rc == DTX_EAUDIT, "audit: %s %s", dtx_errname(rc),
+         dtx_errdetail());
+  json_array_foreach(json_object_get(rep, "findings"), i, f) {
+    const char *p = json_string_value(json_object_get(f, "pattern"));
+    if (p && strcmp(p, "ledger") == 0) {
+      n++;
+      show("finding", f);
+    }
+  }
+  CHECKF(n == 0, "the audit found %zu ledger findings", n);
+  show("audit ledger", json_object_get(json_object_get(rep, "patterns"), "ledger"));
+  json_decref(rep);
+}
+
 /* ---- 1. two debits only one fits ------------------------------------------ */
 
 #define RACERS 8
@@ -286,15 +307,11 @@ static void test_load(void) {
   CHECK(atomic_load(&below_limit) == 0);
   /* Everything committed, caches caught up: the settled audit. */
   dtx_recover_opts_t ro = {.older_than_ms = 0};
-  json_t *sum = NULL, *rep = NULL;
+  json_t *sum = NULL;
   CHECK_RC(dtx_recover(st, &ro, &sum), 0);
   show("recover", json_object_get(json_object_get(sum, "patterns"), "ledger"));
   json_decref(sum);
-  int rc = dtx_audit(st, DTX_AUDIT_SETTLED, &rep);
-  if (rc)
-    show("audit", rep);
-  CHECKF(rc == 0, "audit: %s", dtx_errname(rc));
-  json_decref(rep);
+  check_audit(st);
   int64_t total = 0;
   for (int i = 0; i <= NACCTS; i++) {
     json_t *b = NULL;
@@ -411,12 +428,7 @@ static void test_pending_races(void) {
         ival(b, "pending_debits") == 0);
   show("P", b);
   json_decref(b);
-  json_t *rep = NULL;
-  int rc = dtx_audit(st, DTX_AUDIT_SETTLED, &rep);
-  if (rc)
-    show("audit", rep);
-  CHECKF(rc == 0, "audit: %s", dtx_errname(rc));
-  json_decref(rep);
+  check_audit(st);
   pthread_barrierattr_destroy(&ba);
   munmap(shm, sizeof *shm);
   dtx_store_close(st);
