@@ -161,7 +161,8 @@ static void check_account(audit_t *a, acct_t *ac, int settled) {
     return;
   }
   int64_t c = json_integer_value(cs), cbal = json_integer_value(cb);
-  qsort(ac->legs, ac->n, sizeof *ac->legs, leg_cmp);
+  if (ac->n > 1) /* legs is NULL for an account without any */
+    qsort(ac->legs, ac->n, sizeof *ac->legs, leg_cmp);
   /* L7: the committed prefix is final, so this is exact at any time. */
   __int128 upto = 0;
   for (size_t i = 0; i < ac->n && ac->legs[i].seq <= c; i++) {
