@@ -223,8 +223,8 @@ static int run_doctx(const cfg_t *c, const pair_t *pairs, double *lat,
             dtx_strerror(rc), dtx_errdetail());
     return -1;
   }
-  const char *colls[2] = {DTX_ACCOUNTS, DTX_TRANSFERS};
-  for (int i = 0; i < 2; i++)
+  const char *colls[3] = {DTX_ACCOUNTS, DTX_OPENINGS, DTX_TRANSFERS};
+  for (int i = 0; i < 3; i++)
     if ((rc = dtx_store_drop_collection(r.st, colls[i]))) {
       fprintf(stderr, "bench_redis: emptying %s: %s: %s\n", colls[i],
               dtx_strerror(rc), dtx_errdetail());

@@ -140,6 +140,7 @@ static result_t run_doctx(const cfg_t *c, const pair_t *pairs, double *lat,
     return bad;
   }
   dtx_store_drop_collection(r.st, DTX_ACCOUNTS);
+  dtx_store_drop_collection(r.st, DTX_OPENINGS);
   dtx_store_drop_collection(r.st, DTX_TRANSFERS);
   for (int i = 0; i < c->accounts; i++) {
     char id[32];

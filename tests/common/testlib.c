@@ -100,3 +100,9 @@ dtx_store_t *dtx_t_open(const char *uri) {
   }
   return st;
 }
+
+void dtx_t_drop_transfers(dtx_store_t *st) {
+  dtx_store_drop_collection(st, DTX_ACCOUNTS);
+  dtx_store_drop_collection(st, DTX_OPENINGS);
+  dtx_store_drop_collection(st, DTX_TRANSFERS);
+}

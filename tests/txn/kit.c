@@ -282,8 +282,7 @@ static void test_rules(void) {
 
 static void test_account_zero_value(void) {
   dtx_store_t *st = open_fresh();
-  dtx_store_drop_collection(st, DTX_ACCOUNTS);
-  dtx_store_drop_collection(st, DTX_TRANSFERS);
+  dtx_t_drop_transfers(st);
   json_t *a = NULL, *tx = NULL;
   /* NULL and a zeroed struct: balance 0, min_balance 0 -- never negative. */
   CHECK_RC(dtx_account_create(st, "z0", NULL, &a), 0);

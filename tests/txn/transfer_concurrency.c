@@ -114,8 +114,7 @@ static void *sampler(void *arg) {
 
 static void test_concurrent_transfers(void) {
   REQUIRE(dtx_store_open(uri, &shared_st) == 0);
-  dtx_store_drop_collection(shared_st, DTX_ACCOUNTS);
-  dtx_store_drop_collection(shared_st, DTX_TRANSFERS);
+  dtx_t_drop_transfers(shared_st);
   for (int i = 0; i < NACCT; i++) {
     char id[16];
     snprintf(id, sizeof id, "acc%02d", i);

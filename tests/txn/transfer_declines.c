@@ -50,8 +50,7 @@ static void transfer(dtx_store_t *st, const char *from, const char *to,
 static void test_declines_flat(void) {
   dtx_store_t *st = NULL;
   REQUIRE(dtx_store_open(uri, &st) == 0);
-  dtx_store_drop_collection(st, DTX_ACCOUNTS);
-  dtx_store_drop_collection(st, DTX_TRANSFERS);
+  dtx_t_drop_transfers(st);
   dtx_account_opts_t o = {.balance = 100};
   REQUIRE(dtx_account_create(st, "A", &o, NULL) == 0);
   REQUIRE(dtx_account_create(st, "B", &o, NULL) == 0);
