@@ -992,6 +992,133 @@ int dtx_sync_update(dtx_store_t *st, const char *rule, const char *master_id,
  *    "errors"} (the per-pattern shape of dtx_recover). */
 int dtx_sync_repair(dtx_store_t *st, const dtx_recover_opts_t *opts,
                     json_t **summary);
+/* ---- ledger: log reconciliation with multi-leg entries ---------------------
+ *
+ * An entry is ONE immutable document carrying all its legs, so a transfer
+ * among any number of accounts is all or nothing without a two-phase
+ * protocol:
+ *   ledger_entries  {_id, changes: [{account, value, seqId[, min]}...],
+ *                    state, proc, created, updated[, expires_at]
+ *                    [, reverses][, committed_at]}
+ *   ledger_accounts {_id, min_balance, cache: {balance, seqId}, created,
+ *                    updated}
+ * A negative value is a debit (money leaves the account), a positive one a
+ * credit; the values of an entry sum to zero.  Each account numbers its
+ * legs 1, 2, 3, ... (seqId, dense), unique by the index
+ * {changes.account: 1, changes.seqId: 1}: a poster derives each account's
+ * next seqId and balance, checks its debits, and inserts; a concurrent
+ * poster that took the same seqId loses at the index and derives again,
+ * so the balance check is serialisable per account without a lock.
+ * state: posted (the legs count), pending (debits held against the
+ * available balance, credits not yet counted), voided or expired (the legs
+ * never count).  proc: uncommitted, or committed once resolved and every
+ * earlier seqId of each of its accounts is committed; the cache advances
+ * over committed entries only (the worker's committer does both).
+ * src/txn/ledger/ledger.c has the diagram and the invariants, and
+ * docs/ledger.md the design. */
+
+#define DTX_LEDGER_ACCOUNTS "ledger_accounts"
+#define DTX_LEDGER_ENTRIES "ledger_entries"
+#define DTX_LEDGER_MAX_LEGS 128
+
+/* A ledger account's limit.  The zero value: min_balance 0. */
+typedef struct dtx_ledger_limit {
+  int64_t min_balance; /* the lowest available balance a debit may leave */
+  int no_min_balance;  /* 1: no limit (external or settlement accounts) */
+} dtx_ledger_limit_t;
+
+/* Creates ledger account id (1..128 of [A-Za-z0-9_.:-]) with balance 0
+ * and the limit *limit (NULL: min_balance 0).  An existing id is
+ * DTX_EDUPKEY.  *out (may be NULL) receives the account. */
+int dtx_ledger_account_create(dtx_store_t *st, const char *id,
+                              const dtx_ledger_limit_t *limit, json_t **out);
+
+/* Changes account id's limit (NULL: min_balance 0).  It applies to debits
+ * posted after this call returns; history is never touched, and a limit
+ * above the current balance only refuses later debits.  (A debit whose
+ * post was already running may still be checked against the old limit;
+ * each debit leg records the limit it was checked against as "min".)
+ * DTX_ENOACCOUNT when there is no such account.  *out (may be NULL): the
+ * account afterwards. */
+int dtx_ledger_account_limit(dtx_store_t *st, const char *id,
+                             const dtx_ledger_limit_t *limit, json_t **out);
+
+typedef struct dtx_ledger_leg {
+  const char *account;
+  int64_t value; /* != 0; < 0 debits the account, > 0 credits it */
+} dtx_ledger_leg_t;
+
+typedef struct dtx_ledger_post_req {
+  const char *id; /* NULL: generated.  Else 1..128 of [A-Za-z0-9_.:-] */
+  const dtx_ledger_leg_t *legs;
+  size_t nlegs;        /* 2..DTX_LEDGER_MAX_LEGS, distinct accounts */
+  int pending;         /* hold the debits; resolve with post_pending/void */
+  int64_t timeout_ms;  /* pending: expires after this; 0: one hour */
+} dtx_ledger_post_req_t;
+
+/* Posts an entry.  Checked first, recording nothing when wrong: 2 to 128
+ * legs, distinct accounts, non-zero values summing to zero (DTX_EINVAL),
+ * every account existing (DTX_ENOACCOUNT naming it).  Then each debited
+ * account's available balance (balance - pending debits) after the debit
+ * must stay >= its min_balance (DTX_EINSUFFICIENT naming the account,
+ * nothing recorded), and every account's balance must stay within int64
+ * whatever its pending entries become (DTX_EOVERFLOW naming it).  An
+ * existing id with the same legs (and the same pending flag) returns the
+ * existing entry, so a retry posts at most once; with other legs it is
+ * DTX_ECONFLICT.  Losing a seqId to a concurrent poster is retried within
+ * opts' deadline (DTX_EUNAVAILABLE past it; nothing recorded).  *out: the
+ * entry.  opts may be NULL. */
+int dtx_ledger_post(dtx_store_t *st, const dtx_ledger_post_req_t *req,
+                    const dtx_exec_opts_t *opts, json_t **out);
+
+/* Posts pending entry id in full: its debits and credits count from now
+ * on.  An entry already posted is returned as is (0).  A voided or expired
+ * one, or one past its timeout, is DTX_ESTATE; an unknown id
+ * DTX_ENOTFOUND.  Races with void and expiry have exactly one winner.
+ * *out: the entry afterwards. */
+int dtx_ledger_post_pending(dtx_store_t *st, const char *id, json_t **out);
+
+/* Voids pending entry id: its legs never count.  Voiding a voided entry
+ * returns it (0); a posted one (reverse it instead) or an expired one is
+ * DTX_ESTATE.  *out: the entry afterwards. */
+int dtx_ledger_void(dtx_store_t *st, const char *id, json_t **out);
+
+/* Reverses posted entry id: posts a new entry with the negated legs and
+ * "reverses": id (the original is never edited).  The new entry is
+ * checked like any post (DTX_EINSUFFICIENT when an account credited by
+ * the original has spent the money).  An entry is reversed at most once:
+ * reversing it again returns the existing reversal, unless new_id names
+ * another id (DTX_ECONFLICT).  new_id NULL: generated. */
+int dtx_ledger_reverse(dtx_store_t *st, const char *id, const char *new_id,
+                       const dtx_exec_opts_t *opts, json_t **out);
+
+/* at_seq for dtx_ledger_balance: the latest. */
+#define DTX_LEDGER_LATEST (-1)
+
+/* *out: {"account","balance","available","pending_debits","seq"}: the
+ * balance (cache + posted legs after it), the available balance (balance
+ * - pending debits) and the seqId they are as of -- the latest, or at_seq
+ * (>= 0, at most the latest: DTX_EINVAL beyond it), the point-in-time
+ * balance over the legs up to that seqId.  DTX_ENOACCOUNT when there is
+ * no such account. */
+int dtx_ledger_balance(dtx_store_t *st, const char *account, int64_t at_seq,
+                       json_t **out);
+
+/* *out: an array of the account's valid (posted) legs with seqId >=
+ * from_seq (>= 1), in seqId order, at most limit (0: all):
+ * {"entry","seq","value","balance","state"}, balance being the running
+ * balance after the leg and state "committed" or "uncommitted".
+ * DTX_ENOACCOUNT when there is no such account. */
+int dtx_ledger_statement(dtx_store_t *st, const char *account,
+                         int64_t from_seq, int64_t limit, json_t **out);
+
+/* *out: entry id, or DTX_ENOTFOUND. */
+int dtx_ledger_get(dtx_store_t *st, const char *id, json_t **out);
+
+/* *out: an array of entries: of one account in its seqId order, or
+ * (account NULL) all in creation order; paged by page (may be NULL). */
+int dtx_ledger_list(dtx_store_t *st, const char *account,
+                    const dtx_page_t *page, json_t **out);
 
 #ifdef __cplusplus
 }

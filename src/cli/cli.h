@@ -150,5 +150,7 @@ int dtx__cmd_job(dtx_cli_t *, int, char **);
 int dtx__cmd_lock(dtx_cli_t *, int, char **);
 /* cmd_sync.c: the sync flag. */
 int dtx__cmd_sync(dtx_cli_t *, int, char **);
+/* cmd_ledger.c: the log-reconciliation ledger. */
+int dtx__cmd_ledger(dtx_cli_t *, int, char **);
 
 #endif

@@ -153,6 +153,7 @@ static const command_t commands[] = {
     {"job", dtx__cmd_job, NULL},
     {"lock", dtx__cmd_lock, NULL},
     {"sync", dtx__cmd_sync, NULL},
+    {"ledger", dtx__cmd_ledger, NULL},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -188,7 +189,8 @@ static const char global_usage[] =
     "  demo                                  a narrated tour of the primitive\n"
     "\n"
     "Transaction commands (see doctx COMMAND --help):\n"
-    "  account, transfer, worker, recover, audit, faults, job, lock, sync\n"
+    "  account, transfer, worker, recover, audit, faults, job, lock, sync,\n"
+    "  ledger\n"
     "\n"
     "Options:\n"
     "  --store URI, --store=URI  the store to use, anywhere on the line:\n"

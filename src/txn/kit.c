@@ -10,6 +10,8 @@
 #include "txn/kit.h"
 
 #include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -82,6 +84,35 @@ int dtx__retry_again(dtx__retry_t *r, int *rc, const char *what) {
   return 1;
 }
 
+/* ---- contention ----------------------------------------------------------------- */
+
+int dtx__kit_contend(dtx__contend_t *c, int *rc, const char *what) {
+  static _Thread_local unsigned seed;
+  int64_t now = dtx__mono_ms();
+  if (!seed)
+    seed = (unsigned)now ^ (unsigned)(uintptr_t)&seed;
+  if (c->until == 0)
+    c->until = now + DTX__CONTEND_MS;
+  c->attempt++;
+  if (dtx__deadline_passed() || now >= c->until) {
+    *rc = dtx__err(DTX_EUNAVAILABLE,
+                   "%s: lost %d races to concurrent writers; gave up at the "
+                   "command's deadline (%lld ms)",
+                   what, c->attempt,
+                   (long long)(dtx__deadline_budget_ms()
+                                   ? dtx__deadline_budget_ms()
+                                   : DTX__CONTEND_MS));
+    return 0;
+  }
+  /* The first loss retries at once (the winner is done); later ones back
+   * off at random up to a cap that doubles, 1 .. 16 ms. */
+  if (c->attempt > 1) {
+    int cap = 1 << (c->attempt < 5 ? c->attempt - 1 : 4);
+    dtx__deadline_sleep_ms(1 + (int64_t)(rand_r(&seed) % (unsigned)cap));
+  }
+  return 1;
+}
+
 /* ---- steps ---------------------------------------------------------------------- */
 
 int dtx__kit_get(dtx__exec_t *ex, const char *coll, const char *id,
@@ -108,7 +139,12 @@ int dtx__kit_get(dtx__exec_t *ex, const char *coll, const char *id,
 
 int dtx__kit_find(dtx__exec_t *ex, const char *coll, const json_t *filter,
                   const json_t *sort, json_t **out) {
-  dtx_find_opts_t o = {.sort = sort};
+  return dtx__kit_find_n(ex, coll, filter, sort, 0, out);
+}
+
+int dtx__kit_find_n(dtx__exec_t *ex, const char *coll, const json_t *filter,
+                    const json_t *sort, int64_t limit, json_t **out) {
+  dtx_find_opts_t o = {.sort = sort, .limit = limit > 0 ? limit : 0};
   dtx__retry_t r = {0};
   int rc;
   do

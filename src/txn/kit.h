@@ -113,6 +113,27 @@ typedef struct dtx__retry {
  */
 int dtx__retry_again(dtx__retry_t *r, int *rc, const char *what);
 
+/* ---- contention: optimistic races lost to a concurrent writer ------------ */
+
+/* A step may lose a race instead of failing: a unique index took the key
+ * it derived (a ledger seqId), or a conditional step found the document
+ * moved on (a version root).  The caller then re-reads and tries again,
+ * which is correct but must stay bounded.  In a frame without an armed
+ * deadline (the store never had to wait) the bound is
+ * DTX__CONTEND_MS. */
+#define DTX__CONTEND_MS 30000
+
+typedef struct dtx__contend {
+  int attempt;
+  int64_t until; /* mono ms; 0 until the first loss */
+} dtx__contend_t; /* zero it before the first attempt */
+
+/* Called after an attempt lost a race: 1 to try again (it has slept a
+ * short randomised backoff that grows with the attempts, so contenders
+ * spread out), 0 when the deadline has passed, with *rc set to
+ * DTX_EUNAVAILABLE naming `what` and the number of races lost. */
+int dtx__kit_contend(dtx__contend_t *c, int *rc, const char *what);
+
 /* ---- steps: store calls behind a fault point and the retry policy -------- */
 
 /* The document of coll with _id id (a string) in *out; DTX_ENOTFOUND
@@ -124,6 +145,10 @@ int dtx__kit_get(dtx__exec_t *ex, const char *coll, const char *id,
  * order (borrowed, NULL: the store's order). */
 int dtx__kit_find(dtx__exec_t *ex, const char *coll, const json_t *filter,
                   const json_t *sort, json_t **out);
+
+/* dtx__kit_find with a limit (> 0: at most that many, in sort order). */
+int dtx__kit_find_n(dtx__exec_t *ex, const char *coll, const json_t *filter,
+                    const json_t *sort, int64_t limit, json_t **out);
 
 /* One conditional update of at most one document.  filter and update are
  * stolen.  *matched (may be NULL): whether a document matched. */

@@ -17,7 +17,8 @@
   X(transfer) \
   X(job) \
   X(lock) \
-  X(sync)
+  X(sync) \
+  X(ledger)
 
 #define DECLARE(name) extern const dtx__pattern_t dtx__##name##_pattern;
 DTX_PATTERNS(DECLARE)

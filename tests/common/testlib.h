@@ -105,4 +105,5 @@ void dtx_t_filter_table(const char *name, const dtx_t_fcase_t *t, size_t n);
  * without a parser (so deeper than any parser takes); a new reference. */
 json_t *JNEST(int levels, const char *k);
 
+
 #endif

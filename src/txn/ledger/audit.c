@@ -1,0 +1,326 @@
+/* audit.c -- the ledger's audit: every invariant of ledger.c (L1-L7) on the
+ * stored entries and accounts, at any time.
+ *
+ * The store gives no snapshot across documents, so the audit reads the
+ * entries (E1), the accounts (A), then the entries again (E3).  Entries
+ * only ever change state and proc, forward; an entry equal in E1 and E3
+ * held that content at the instant between the two reads.  So:
+ *  - checks of one entry (L1: legs, shape) and of the committed prefix of
+ *    each account (L7: everything up to cache.seqId is committed and
+ *    final, the cache was read after it) are exact at any time;
+ *  - checks across the entries of one account (L2 density, L3 limits, L6
+ *    anchors) are made when every entry of that account is the same in E1
+ *    and E3; otherwise the account is counted as unsettled and left to a
+ *    later audit.
+ * At quiescence everything is stable and the audit is exact.  With
+ * DTX_AUDIT_SETTLED (after recovery) it also demands that the committer
+ * has caught up: every resolved entry whose predecessors are committed is
+ * committed, every cache stands at the end of its committed run, and no
+ * pending entry is past its timeout. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "doc/doc.h"
+#include "txn/ledger/ledger.h"
+#include "util/err.h"
+
+#define finding(a, ...) dtx__audit_finding((a)->f, __VA_ARGS__)
+
+/* One leg as the audit sees it, per account. */
+typedef struct leg {
+  int64_t seq, value;
+  const json_t *entry; /* borrowed from E3 */
+} leg_t;
+
+typedef struct acct {
+  const char *id;
+  leg_t *legs;
+  size_t n, cap;
+  int unstable;
+} acct_t;
+
+typedef struct audit {
+  dtx__audit_t *f;
+  json_t *e1, *e3, *accounts;
+  acct_t *accts;
+  size_t naccts;
+  json_t *index; /* account id -> its position in accts */
+  int64_t unsettled;
+  __int128 posted_sum, volume;
+} audit_t;
+
+static acct_t *acct_of(audit_t *a, const char *id) {
+  json_t *i = json_object_get(a->index, id);
+  return i ? &a->accts[json_integer_value(i)] : NULL;
+}
+
+static int add_leg(acct_t *ac, int64_t seq, int64_t value, const json_t *e) {
+  if (ac->n == ac->cap) {
+    size_t ncap = ac->cap ? ac->cap * 2 : 16;
+    leg_t *n = realloc(ac->legs, ncap * sizeof *n);
+    if (!n)
+      return DTX_ENOMEM;
+    ac->legs = n;
+    ac->cap = ncap;
+  }
+  ac->legs[ac->n++] = (leg_t){seq, value, e};
+  return 0;
+}
+
+static int leg_cmp(const void *x, const void *y) {
+  int64_t p = ((const leg_t *)x)->seq, q = ((const leg_t *)y)->seq;
+  return p < q ? -1 : p > q;
+}
+
+static int is_state(const json_t *e) {
+  return dtx__state_is(e, LG_POSTED) || dtx__state_is(e, LG_PENDING) ||
+         dtx__state_is(e, LG_VOIDED) || dtx__state_is(e, LG_EXPIRED);
+}
+
+/* L1 and the shape of entry e; its legs go to their accounts.  Returns
+ * DTX_ENOMEM only. */
+static int check_entry(audit_t *a, const char *id, const json_t *e) {
+  json_t *changes = json_object_get(e, "changes"), *l;
+  size_t i, n = json_array_size(changes);
+  int stable = json_equal(json_object_get(a->e1, id), (json_t *)e);
+  if (!is_state(e) || !(dtx__str_is(e, "proc", LG_COMMITTED) ||
+                        dtx__str_is(e, "proc", LG_UNCOMMITTED)))
+    finding(a, "bad_entry", "entry %s has state '%s' and proc '%s'", id,
+            dtx__str(e, "state") ? dtx__str(e, "state") : "?",
+            dtx__str(e, "proc") ? dtx__str(e, "proc") : "?");
+  else if (dtx__state_is(e, LG_PENDING) && dtx__str_is(e, "proc", LG_COMMITTED))
+    finding(a, "bad_entry", "entry %s is pending but committed", id);
+  if (!json_is_array(changes) || n < 2 || n > DTX_LEDGER_MAX_LEGS) {
+    finding(a, "bad_entry", "entry %s has %zu legs (2..%d)", id, n,
+            DTX_LEDGER_MAX_LEGS);
+    if (!json_is_array(changes))
+      return 0;
+  }
+  __int128 sum = 0;
+  json_array_foreach(changes, i, l) {
+    const char *acc = dtx__str(l, "account");
+    json_t *v = json_object_get(l, "value"), *s = json_object_get(l, "seqId");
+    if (!acc || !json_is_integer(v) || json_integer_value(v) == 0 ||
+        !json_is_integer(s) || json_integer_value(s) < 1) {
+      finding(a, "bad_leg", "entry %s leg %zu lacks an account, a non-zero "
+              "integer value or a seqId >= 1", id, i + 1);
+      continue;
+    }
+    for (size_t j = 0; j < i; j++)
+      if (dtx__str_is(json_array_get(changes, j), "account", acc))
+        finding(a, "bad_entry", "entry %s names account %s twice", id, acc);
+    sum += json_integer_value(v);
+    if (dtx__state_is(e, LG_POSTED)) {
+      a->posted_sum += json_integer_value(v);
+      if (json_integer_value(v) > 0)
+        a->volume += json_integer_value(v);
+    }
+    acct_t *ac = acct_of(a, acc);
+    if (!ac) {
+      finding(a, "unknown_account", "entry %s has a leg on unknown account %s",
+              id, acc);
+      continue;
+    }
+    if (add_leg(ac, json_integer_value(s), json_integer_value(v), e))
+      return DTX_ENOMEM;
+    if (!stable)
+      ac->unstable = 1;
+  }
+  if (sum != 0)
+    finding(a, "unbalanced_entry", "entry %s: its legs sum to %lld, not 0", id,
+            (long long)(sum > INT64_MAX   ? INT64_MAX
+                        : sum < INT64_MIN ? INT64_MIN
+                                          : (int64_t)sum));
+  const char *rv = dtx__str(e, "reverses");
+  if (rv) {
+    const json_t *o = json_object_get(a->e3, rv);
+    int ok = o && dtx__state_is(o, LG_POSTED) &&
+             json_array_size(json_object_get(o, "changes")) == n;
+    json_array_foreach(changes, i, l) {
+      const char *acc = dtx__str(l, "account");
+      ok = ok && acc &&
+           dtx__int(dtx__lg_leg(o, acc), "value") == -dtx__int(l, "value");
+    }
+    if (!ok)
+      finding(a, "bad_reversal", "entry %s does not negate the posted entry "
+              "%s it reverses", id, rv);
+  }
+  return 0;
+}
+
+/* L2, L3, L6, L7 for one account, its legs sorted by seqId. */
+static void check_account(audit_t *a, acct_t *ac, int settled) {
+  const json_t *doc = json_object_get(a->accounts, ac->id);
+  json_t *cache = json_object_get(doc, "cache");
+  json_t *min = json_object_get(doc, "min_balance");
+  json_t *cs = json_object_get(cache, "seqId"), *cb = json_object_get(cache, "balance");
+  if (!json_is_integer(cs) || !json_is_integer(cb) || json_integer_value(cs) < 0 ||
+      !(json_is_integer(min) || json_is_null(min))) {
+    finding(a, "bad_account", "account %s lacks an integer cache {balance, "
+            "seqId} or an integer/null min_balance", ac->id);
+    return;
+  }
+  int64_t c = json_integer_value(cs), cbal = json_integer_value(cb);
+  if (ac->n > 1) /* legs is NULL for an account without any */
+    qsort(ac->legs, ac->n, sizeof *ac->legs, leg_cmp);
+  /* L7: the committed prefix is final, so this is exact at any time. */
+  __int128 upto = 0;
+  for (size_t i = 0; i < ac->n && ac->legs[i].seq <= c; i++) {
+    const json_t *e = ac->legs[i].entry;
+    if (!dtx__str_is(e, "proc", LG_COMMITTED))
+      finding(a, "cache_uncommitted", "account %s cache covers seqId %lld "
+              "(entry %s) which is not committed", ac->id,
+              (long long)ac->legs[i].seq, dtx__str(e, "_id"));
+    if (dtx__state_is(e, LG_POSTED))
+      upto += ac->legs[i].value;
+  }
+  if (upto != cbal)
+    finding(a, "cache_mismatch", "account %s cache balance %lld at seqId %lld, "
+            "but its legs up to there sum to %lld", ac->id, (long long)cbal,
+            (long long)c, (long long)upto);
+  if (ac->unstable) { /* the rest is judged by a later audit */
+    a->unsettled++;
+    return;
+  }
+  __int128 posted = 0, pend = 0;
+  int64_t run_end = 0; /* the last seqId of the committed run from 1 */
+  int gap = 0;
+  for (size_t i = 0; i < ac->n; i++) {
+    const leg_t *l = &ac->legs[i];
+    const json_t *e = l->entry;
+    const char *eid = dtx__str(e, "_id");
+    if (i > 0 && l->seq == ac->legs[i - 1].seq)
+      finding(a, "duplicate_seq", "account %s seqId %lld is held by entries %s "
+              "and %s", ac->id, (long long)l->seq,
+              dtx__str(ac->legs[i - 1].entry, "_id"), eid);
+    else if (!gap && l->seq != (int64_t)i + 1) {
+      gap = 1;
+      finding(a, "seq_gap", "account %s has no entry for seqId %lld (next is "
+              "%lld in entry %s)", ac->id, (long long)i + 1, (long long)l->seq,
+              eid);
+    }
+    int committed = dtx__str_is(e, "proc", LG_COMMITTED);
+    if (committed && run_end == l->seq - 1)
+      run_end = l->seq;
+    else if (committed && !gap)
+      finding(a, "anchor", "entry %s is committed but account %s's seqId %lld "
+              "before it is not", eid, ac->id, (long long)l->seq - 1);
+    if (dtx__state_is(e, LG_POSTED))
+      posted += l->value;
+    else if (dtx__state_is(e, LG_PENDING) && l->value < 0)
+      pend -= l->value;
+    if (posted > INT64_MAX || posted < INT64_MIN)
+      finding(a, "overflow", "account %s balance leaves int64 at seqId %lld",
+              ac->id, (long long)l->seq);
+    /* L3: checked against the limit the leg recorded. */
+    json_t *lm = json_object_get(dtx__lg_leg(e, ac->id), "min");
+    if (l->value < 0 && json_is_integer(lm) &&
+        (dtx__state_is(e, LG_POSTED) || dtx__state_is(e, LG_PENDING)) &&
+        posted - pend < json_integer_value(lm))
+      finding(a, "below_limit", "account %s available balance %lld after "
+              "seqId %lld (entry %s) is below the min_balance %lld it was "
+              "posted against", ac->id, (long long)(posted - pend),
+              (long long)l->seq, eid, (long long)json_integer_value(lm));
+    if (settled && dtx__state_is(e, LG_PENDING) &&
+        dtx__int(e, "expires_at") <= dtx__now_ms())
+      finding(a, "not_expired", "entry %s is pending past its timeout", eid);
+  }
+  if (c > (int64_t)ac->n)
+    finding(a, "cache_ahead", "account %s cache seqId %lld is past its last "
+            "seqId %zu", ac->id, (long long)c, ac->n);
+  if (settled && c < run_end)
+    finding(a, "cache_behind", "account %s cache is at seqId %lld, its "
+            "committed run ends at %lld", ac->id, (long long)c,
+            (long long)run_end);
+}
+
+/* Settled: a resolved entry all of whose predecessors are committed must
+ * be committed. */
+static void check_committer(audit_t *a) {
+  const char *id;
+  json_t *e;
+  json_object_foreach(a->e3, id, e) {
+    if (dtx__str_is(e, "proc", LG_COMMITTED) || dtx__state_is(e, LG_PENDING))
+      continue;
+    size_t i;
+    json_t *l;
+    int due = 1;
+    json_array_foreach(json_object_get(e, "changes"), i, l) {
+      acct_t *ac = dtx__str(l, "account") ? acct_of(a, dtx__str(l, "account")) : NULL;
+      int64_t s = dtx__int(l, "seqId");
+      if (!ac || ac->unstable || s < 1 || (size_t)s > ac->n)
+        due = 0;
+      else if (s > 1 && (ac->legs[s - 2].seq != s - 1 ||
+                         !dtx__str_is(ac->legs[s - 2].entry, "proc",
+                                      LG_COMMITTED)))
+        due = 0;
+    }
+    if (due)
+      finding(a, "not_committed", "entry %s could be committed but is not", id);
+  }
+}
+
+int dtx__lg_audit(dtx__audit_t *f) {
+  audit_t a = {.f = f};
+  int settled = (f->flags & DTX_AUDIT_SETTLED) != 0, rc;
+  if ((rc = dtx__audit_load(f, DTX_LEDGER_ENTRIES, &a.e1)) ||
+      (rc = dtx__audit_load(f, DTX_LEDGER_ACCOUNTS, &a.accounts)) ||
+      (rc = dtx__audit_load(f, DTX_LEDGER_ENTRIES, &a.e3))) {
+    json_decref(a.e1);
+    json_decref(a.accounts);
+    return rc;
+  }
+  a.accts = calloc(json_object_size(a.accounts) + 1, sizeof *a.accts);
+  if (!a.accts)
+    rc = DTX_ENOMEM;
+  const char *id;
+  json_t *d;
+  a.index = json_object();
+  json_object_foreach(a.accounts, id, d) {
+    if (a.accts) {
+      json_object_set_new(a.index, id, json_integer((json_int_t)a.naccts));
+      a.accts[a.naccts++].id = id;
+    }
+  }
+  json_object_foreach(a.e3, id, d) {
+    if (rc == 0)
+      rc = check_entry(&a, id, d);
+  }
+  for (size_t i = 0; rc == 0 && i < a.naccts; i++)
+    check_account(&a, &a.accts[i], settled);
+  if (rc == 0 && settled)
+    check_committer(&a);
+  if (rc == 0 && a.posted_sum != 0)
+    finding(&a, "conservation", "the posted legs of all entries sum to %lld, "
+            "not 0", (long long)a.posted_sum);
+  if (rc == 0) {
+    json_t *states = json_object();
+    int64_t uncommitted = 0;
+    json_object_foreach(a.e3, id, d) {
+      const char *s = dtx__str(d, "state");
+      json_t *n = json_object_get(states, s ? s : "?");
+      json_object_set_new(states, s ? s : "?",
+                          json_integer(n ? json_integer_value(n) + 1 : 1));
+      uncommitted += !dtx__str_is(d, "proc", LG_COMMITTED);
+    }
+    int64_t vol = a.volume > INT64_MAX ? INT64_MAX : (int64_t)a.volume;
+    dtx__audit_set(f, "accounts", json_integer((json_int_t)a.naccts));
+    dtx__audit_set(f, "entries", json_integer((json_int_t)json_object_size(a.e3)));
+    dtx__audit_set(f, "states", states);
+    dtx__audit_set(f, "uncommitted", json_integer((json_int_t)uncommitted));
+    dtx__audit_set(f, "posted_volume", json_integer((json_int_t)vol));
+    dtx__audit_unsettled(f, a.unsettled);
+    dtx__audit_summary(f, "%zu accounts, %zu entries (%lld uncommitted), "
+                       "posted volume %lld, unsettled %lld",
+                       a.naccts, json_object_size(a.e3), (long long)uncommitted,
+                       (long long)vol, (long long)a.unsettled);
+  }
+  for (size_t i = 0; i < a.naccts; i++)
+    free(a.accts[i].legs);
+  free(a.accts);
+  json_decref(a.index);
+  json_decref(a.e1);
+  json_decref(a.e3);
+  json_decref(a.accounts);
+  return rc;
+}

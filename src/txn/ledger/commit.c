@@ -1,0 +1,449 @@
+/* commit.c -- the ledger's committer and expiry: the pattern's worker work
+ * (claim_next, drive) and its recovery pass (ledger.c has the diagram and
+ * the invariants).
+ *
+ * An entry is committed once it is resolved and every earlier seqId of
+ * each of its accounts is committed (L6).  Checking each leg's immediate
+ * predecessor is enough: that one was committed only under the same rule.
+ * The committer works in rounds: one scan of the uncommitted entries (in
+ * creation order, which is close to insertion order, and insertion order
+ * is a valid commit order because an entry's predecessors were inserted
+ * before it), one read of their accounts' caches, then it decides which
+ * entries are committable -- counting those it will commit before them in
+ * the same round -- commits them one conditional step each, and advances
+ * each account's cache once, over the whole run of committed entries.  A
+ * pending entry blocks its accounts' later entries until it is resolved;
+ * expiry (worker and recovery) bounds how long.
+ *
+ * Every step is idempotent and conditional: two committers racing on one
+ * entry both see it committed; a cache advances only from the seqId it
+ * was read at (L7).  A committer that dies between commit and cache
+ * advance leaves the cache behind, which is harmless (readers add the
+ * committed entries after the cache like any other); the next round on
+ * that account, or `recover --older-than-ms N` for all accounts, brings
+ * it up. */
+#include <stdio.h>
+#include <string.h>
+
+#include "doc/doc.h"
+#include "txn/ledger/ledger.h"
+#include "util/err.h"
+
+#define ROUND_SCAN 2048   /* uncommitted entries one round considers */
+#define RECOVER_ROUNDS 64 /* rounds in one recovery pass, at most */
+
+/* ---- expiry --------------------------------------------------------------------------- */
+
+int dtx__lg_expire(dtx__exec_t *ex, const json_t *e, json_t **out) {
+  int64_t now = dtx__now_ms();
+  dtx__move_t m = {
+      .point = "ledger.expire", .from = LG_PENDING, .to = LG_EXPIRED,
+      .cond = json_pack("{s:{s:I}}", "expires_at", "$lte", (json_int_t)now),
+      .set = json_pack("{s:I}", "resolved_at", (json_int_t)now)};
+  return dtx__kit_move(ex, &dtx__lg_state_kind, e, &m, out);
+}
+
+/* Expires the pending entry whose timeout passed first: DTX_ENOMATCH when
+ * none is due. */
+static int expire_next(dtx__exec_t *ex, json_t **out) {
+  int64_t now = dtx__now_ms();
+  json_t *sort = json_pack("{s:i}", "expires_at", 1);
+  int rc = dtx__kit_modify(
+      ex, "ledger.expire", DTX_LEDGER_ENTRIES,
+      json_pack("{s:s,s:{s:I}}", "state", LG_PENDING, "expires_at", "$lte",
+                (json_int_t)now),
+      json_pack("{s:{s:s,s:I,s:I}}", "$set", "state", LG_EXPIRED,
+                "resolved_at", (json_int_t)now, "updated", (json_int_t)now),
+      sort, out);
+  json_decref(sort);
+  return rc;
+}
+
+/* ---- caches ---------------------------------------------------------------------------- */
+
+int dtx__lg_advance(dtx__exec_t *ex, const char *account, int64_t target) {
+  for (int guard = 0; guard < 64; guard++) {
+    json_t *acct = NULL, *docs = NULL, *e;
+    int rc = dtx__kit_get(ex, DTX_LEDGER_ACCOUNTS, account, &acct);
+    if (rc)
+      return rc == DTX_ENOTFOUND ? 0 : rc; /* the audit reports it */
+    json_t *cache = json_object_get(acct, "cache");
+    int64_t c = dtx__int(cache, "seqId"), b = dtx__int(cache, "balance");
+    json_decref(acct);
+    if (c >= target)
+      return 0;
+    if ((rc = dtx__lg_range(ex, account, c + 1, target, &docs)))
+      return rc;
+    /* The run of committed entries right after the cache. */
+    __int128 bal = b;
+    int64_t last = c;
+    size_t i;
+    json_array_foreach(docs, i, e) {
+      const json_t *leg = dtx__lg_leg(e, account);
+      if (dtx__int(leg, "seqId") != last + 1 || !dtx__str_is(e, "proc", LG_COMMITTED))
+        break;
+      if (dtx__state_is(e, LG_POSTED))
+        bal += dtx__int(leg, "value");
+      last++;
+    }
+    json_decref(docs);
+    if (last == c)
+      return 0; /* the next one is not committed yet */
+    int64_t nb;
+    if ((rc = dtx__lg_fit(bal, &nb, "the cached balance", account)))
+      return rc;
+    int matched;
+    rc = dtx__kit_update(
+        ex, "ledger.cache", DTX_LEDGER_ACCOUNTS,
+        json_pack("{s:s,s:I,s:I}", "_id", account, "cache.seqId", (json_int_t)c,
+                  "cache.balance", (json_int_t)b),
+        json_pack("{s:{s:{s:I,s:I},s:I}}", "$set", "cache", "balance",
+                  (json_int_t)nb, "seqId", (json_int_t)last, "updated",
+                  (json_int_t)dtx__now_ms()),
+        &matched);
+    if (rc)
+      return rc;
+    if (matched && last >= target)
+      return 0;
+    /* Another committer moved it first, or more is left: look again. */
+  }
+  return dtx__err(DTX_ECONFLICT, "the cache of ledger account '%s' kept "
+                  "changing", account);
+}
+
+/* ---- committing ------------------------------------------------------------------------ */
+
+/* uncommitted entry e -> committed (the step is the whole commit: the
+ * legs are already there).  DTX_ENOMATCH: someone else committed it, or
+ * it is pending after all. */
+static int commit_one(dtx__exec_t *ex, const json_t *e, json_t **out) {
+  dtx__move_t m = {
+      .point = "ledger.commit", .from = LG_UNCOMMITTED, .to = LG_COMMITTED,
+      .cond = json_pack("{s:{s:s}}", "state", "$ne", LG_PENDING),
+      .set = json_pack("{s:I}", "committed_at", (json_int_t)dtx__now_ms())};
+  return dtx__kit_move(ex, &dtx__lg_proc_kind, e, &m, out);
+}
+
+/* Is the entry holding account's seqId `seq` committed?  (One read; only
+ * when the round could not tell.) */
+static int is_committed(dtx__exec_t *ex, const char *account, int64_t seq,
+                        int *yes) {
+  json_t *docs = NULL;
+  int rc = dtx__lg_range(ex, account, seq, seq, &docs);
+  if (rc)
+    return rc;
+  json_t *e = json_array_get(docs, 0);
+  *yes = e && dtx__str_is(e, "proc", LG_COMMITTED);
+  if (!e)
+    rc = dtx__err(DTX_EBACKEND, "ledger account '%s': no entry holds seqId "
+                  "%lld (run doctx audit)", account, (long long)seq);
+  json_decref(docs);
+  return rc;
+}
+
+int dtx__lg_commit(dtx__exec_t *ex, const json_t *e, int *committed) {
+  json_t *next = NULL;
+  size_t i;
+  json_t *leg;
+  int rc = 0;
+  *committed = dtx__str_is(e, "proc", LG_COMMITTED);
+  if (!*committed && dtx__state_is(e, LG_PENDING))
+    return 0;
+  if (!*committed) {
+    json_array_foreach(json_object_get(e, "changes"), i, leg) {
+      int64_t s = dtx__int(leg, "seqId");
+      int yes = 1;
+      if (s > 1 && (rc = is_committed(ex, dtx__str(leg, "account"), s - 1, &yes)))
+        return rc;
+      if (!yes)
+        return 0; /* L6: a predecessor is not committed yet */
+    }
+    rc = commit_one(ex, e, &next);
+    json_decref(next);
+    if (rc && rc != DTX_ENOMATCH)
+      return rc;
+    if (rc == DTX_ENOMATCH) {
+      rc = dtx__kit_get(ex, DTX_LEDGER_ENTRIES, dtx__str(e, "_id"), &next);
+      *committed = rc == 0 && dtx__str_is(next, "proc", LG_COMMITTED);
+      json_decref(next);
+      if (rc || !*committed)
+        return rc;
+    }
+    *committed = 1;
+  }
+  json_array_foreach(json_object_get(e, "changes"), i, leg) {
+    if ((rc = dtx__lg_advance(ex, dtx__str(leg, "account"), dtx__int(leg, "seqId"))))
+      return rc;
+  }
+  return 0;
+}
+
+/* ---- rounds ------------------------------------------------------------------------------- */
+
+/* "account\nseqId" */
+static void seq_key(char *buf, size_t n, const char *account, int64_t seq) {
+  snprintf(buf, n, "%s\n%lld", account, (long long)seq);
+}
+
+/* Is e's every predecessor committed, or committed earlier in this round?
+ * unc: (account, seqId) -> 1 for every entry still uncommitted as far as
+ * the round knows and not planned; planned: the same for the legs of the
+ * entries planned before e in this round (they commit before it);
+ * accts: account id -> account. */
+static int ready(dtx__exec_t *ex, const json_t *e, const json_t *unc,
+                 const json_t *planned, const json_t *accts, int *yes) {
+  size_t i;
+  json_t *leg;
+  char key[192];
+  *yes = 0;
+  json_array_foreach(json_object_get(e, "changes"), i, leg) {
+    const char *a = dtx__str(leg, "account");
+    int64_t s = dtx__int(leg, "seqId");
+    if (!a || s <= 1)
+      continue;
+    seq_key(key, sizeof key, a, s - 1);
+    if (json_object_get(planned, key))
+      continue;
+    if (json_object_get(unc, key))
+      return 0;
+    const json_t *acct = json_object_get(accts, a);
+    if (dtx__int(json_object_get(acct, "cache"), "seqId") >= s - 1)
+      continue;
+    /* Behind the cache and not among the uncommitted we read: committed,
+     * unless it is pending (not scanned) or the scan missed it (inserted
+     * while it ran).  Ask. */
+    int ok = 0, rc = is_committed(ex, a, s - 1, &ok);
+    if (rc || !ok)
+      return rc;
+  }
+  *yes = 1;
+  return 0;
+}
+
+/* One round: *order receives the committable entries in commit order
+ * (empty when none). */
+static int plan_round(dtx__exec_t *ex, json_t **order) {
+  json_t *scan = NULL, *accts = NULL, *unc = json_object(), *ids = json_array();
+  json_t *planned = json_object();
+  /* Pending entries are left out: they cannot commit, and long-lived
+   * ones must not fill the scan and hide committable entries behind
+   * them.  A successor of a pending entry finds its predecessor neither
+   * planned nor behind the cache, asks, and waits (ready). */
+  json_t *filter = json_pack("{s:s,s:{s:s}}", "proc", LG_UNCOMMITTED, "state",
+                             "$ne", LG_PENDING);
+  json_t *sort = json_pack("{s:i,s:i}", "created", 1, "_id", 1), *e, *leg;
+  size_t i, j;
+  char key[192];
+  *order = json_array();
+  int rc = filter && sort && unc && planned && ids && *order
+               ? dtx__kit_find_n(ex, DTX_LEDGER_ENTRIES, filter, sort,
+                                 ROUND_SCAN, &scan)
+               : DTX_ENOMEM;
+  json_decref(filter);
+  json_decref(sort);
+  if (rc == 0) {
+    json_array_foreach(scan, i, e) {
+      json_array_foreach(json_object_get(e, "changes"), j, leg) {
+        const char *a = dtx__str(leg, "account");
+        if (!a)
+          continue;
+        seq_key(key, sizeof key, a, dtx__int(leg, "seqId"));
+        json_object_set_new(unc, key, json_true());
+        json_array_append_new(ids, json_string(a));
+      }
+    }
+    if (json_array_size(scan)) {
+      json_t *f = json_pack("{s:{s:O}}", "_id", "$in", ids), *docs = NULL;
+      rc = f ? dtx__kit_find(ex, DTX_LEDGER_ACCOUNTS, f, NULL, &docs)
+             : DTX_ENOMEM;
+      json_decref(f);
+      accts = json_object();
+      json_array_foreach(docs, i, e) {
+        if (dtx__str(e, "_id"))
+          json_object_set(accts, dtx__str(e, "_id"), e);
+      }
+      json_decref(docs);
+    }
+  }
+  /* Creation order is nearly insertion order; a second pass catches an
+   * entry that was ready only after a later-created one committed. */
+  for (int pass = 0; rc == 0 && pass < 2; pass++) {
+    json_array_foreach(scan, i, e) {
+      int yes = 0;
+      if (dtx__state_is(e, LG_PENDING) || json_object_get(e, "_planned"))
+        continue;
+      if ((rc = ready(ex, e, unc, planned, accts, &yes)))
+        break;
+      if (!yes)
+        continue;
+      json_object_set_new(e, "_planned", json_true());
+      json_array_append(*order, e);
+      json_array_foreach(json_object_get(e, "changes"), j, leg) {
+        seq_key(key, sizeof key, dtx__str(leg, "account"),
+                dtx__int(leg, "seqId"));
+        json_object_del(unc, key);
+        json_object_set_new(planned, key, json_true());
+      }
+    }
+  }
+  json_decref(scan);
+  json_decref(accts);
+  json_decref(unc);
+  json_decref(planned);
+  json_decref(ids);
+  if (rc) {
+    json_decref(*order);
+    *order = NULL;
+  }
+  return rc;
+}
+
+/* Commits the planned entries in order and advances each account's cache
+ * once, to the last seqId committed there.  *n: how many are committed. */
+static int run_round(dtx__exec_t *ex, json_t *order, int64_t *n) {
+  json_t *targets = json_object(), *e, *leg, *next;
+  const char *a;
+  size_t i, j;
+  int rc = 0;
+  *n = 0;
+  json_array_foreach(order, i, e) {
+    json_object_del(e, "_planned");
+    next = NULL;
+    rc = commit_one(ex, e, &next);
+    if (rc == DTX_ENOMATCH) { /* committed by another committer? */
+      rc = dtx__kit_get(ex, DTX_LEDGER_ENTRIES, dtx__str(e, "_id"), &next);
+      if (rc == 0 && !dtx__str_is(next, "proc", LG_COMMITTED))
+        rc = DTX_ENOMATCH;
+    }
+    json_decref(next);
+    if (rc)
+      break; /* the rest may depend on it: a later round */
+    (*n)++;
+    json_array_foreach(json_object_get(e, "changes"), j, leg) {
+      json_t *t = json_object_get(targets, dtx__str(leg, "account"));
+      if (!t || json_integer_value(t) < dtx__int(leg, "seqId"))
+        json_object_set_new(targets, dtx__str(leg, "account"),
+                            json_integer(dtx__int(leg, "seqId")));
+    }
+  }
+  if (rc == DTX_ENOMATCH)
+    rc = 0;
+  json_t *t;
+  json_object_foreach(targets, a, t) {
+    int arc = dtx__lg_advance(ex, a, json_integer_value(t));
+    if (arc && !rc)
+      rc = arc;
+  }
+  json_decref(targets);
+  return rc;
+}
+
+/* ---- worker and recovery ------------------------------------------------------------------- */
+
+/* The worker's claim: a pending entry past its timeout, expired in this
+ * one step; else the first committable entry, committed in this one step,
+ * with the rest of its round for drive ("_round"). */
+int dtx__lg_claim_next(dtx__exec_t *ex, json_t **item) {
+  json_t *order = NULL, *first = NULL;
+  int rc = expire_next(ex, item);
+  if (rc != DTX_ENOMATCH)
+    return rc;
+  if ((rc = plan_round(ex, &order)))
+    return rc;
+  while (json_array_size(order)) {
+    json_t *e = json_incref(json_array_get(order, 0));
+    json_array_remove(order, 0);
+    json_object_del(e, "_planned");
+    rc = commit_one(ex, e, &first);
+    json_decref(e);
+    if (rc != DTX_ENOMATCH)
+      break;
+  }
+  if (rc == 0 && first) {
+    json_object_set(first, "_round", order);
+    *item = first;
+  } else if (rc == 0) {
+    rc = DTX_ENOMATCH;
+  }
+  json_decref(order);
+  return rc;
+}
+
+int dtx__lg_drive(dtx__exec_t *ex, const json_t *item, json_t **out) {
+  int rc, committed = 0;
+  int64_t n = 0;
+  *out = NULL;
+  json_t *round = json_object_get(item, "_round");
+  if (round) {
+    /* The claimed entry first (committed already: idempotent), then the
+     * rest of its round. */
+    json_t *all = json_array(), *e = json_deep_copy(item);
+    json_object_del(e, "_round");
+    json_array_append_new(all, e);
+    json_array_extend(all, round);
+    rc = run_round(ex, all, &n);
+    json_decref(all);
+  } else { /* an entry just expired: commit it if its turn has come */
+    rc = dtx__lg_commit(ex, item, &committed);
+  }
+  *out = json_pack("{s:O,s:s,s:I}", "_id", json_object_get(item, "_id"), "proc",
+                   round ? LG_COMMITTED : LG_EXPIRED, "entries",
+                   (json_int_t)(round ? n : committed));
+  return rc;
+}
+
+int dtx__lg_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
+                    dtx__tally_t *t) {
+  json_t *e = NULL, *order = NULL;
+  int rc;
+  /* Pending entries past their timeout: expired, at most once each. */
+  while ((rc = expire_next(ex, &e)) == 0) {
+    dtx__tally_ran(t, "expired", 1);
+    json_decref(e);
+    e = NULL;
+  }
+  if (rc != DTX_ENOMATCH)
+    return rc;
+  /* Whatever is committable: what a dead committer left, and more. */
+  for (int r = 0; r < RECOVER_ROUNDS; r++) {
+    int64_t n = 0;
+    if ((rc = plan_round(ex, &order)))
+      return rc;
+    if (json_array_size(order) == 0) {
+      json_decref(order);
+      break;
+    }
+    rc = run_round(ex, order, &n);
+    json_decref(order);
+    if (rc)
+      return rc;
+    dtx__tally_ran(t, "committed", n);
+    if (n == 0)
+      break;
+  }
+  /* Asked to look at everything: every cache up to its committed run. */
+  if (o->older_than_ms >= 0) {
+    json_t *accts = NULL, *a;
+    size_t i;
+    if ((rc = dtx__kit_find(ex, DTX_LEDGER_ACCOUNTS, NULL, NULL, &accts)))
+      return rc;
+    json_array_foreach(accts, i, a) {
+      const char *id = dtx__str(a, "_id");
+      if (!id)
+        continue;
+      int64_t before = dtx__int(json_object_get(a, "cache"), "seqId");
+      int arc = dtx__lg_advance(ex, id, INT64_MAX);
+      if (arc) {
+        dtx__tally_error(t, json_object_get(a, "_id"), arc);
+        continue;
+      }
+      json_t *now = NULL;
+      if (dtx__kit_get(ex, DTX_LEDGER_ACCOUNTS, id, &now) == 0 &&
+          dtx__int(json_object_get(now, "cache"), "seqId") > before)
+        dtx__tally_ran(t, "caches_advanced", 1);
+      json_decref(now);
+    }
+    json_decref(accts);
+  }
+  return 0;
+}

@@ -1,0 +1,260 @@
+/* ledger.c -- the log-reconciliation ledger (reference solution 4): the
+ * state machine of an entry, the ledger accounts and the pattern's method
+ * table.  Posting is in post.c, balances in position.c, the committer in
+ * commit.c, the audit in audit.c.
+ *
+ * An entry is one immutable document with all its legs, so it is never
+ * half applied: there is no multi-document step at all.  Each leg takes
+ * its account's next seqId; the unique index {changes.account,
+ * changes.seqId} lets only one entry hold a given (account, seqId), so a
+ * poster that derived its balance check from seqIds 1..n and inserted
+ * n+1 has seen every leg before its own: whoever loses the race derives
+ * again (post.c).
+ *
+ *             post                          commit (worker)
+ *   (none) ---------> posted/uncommitted ------------------> posted/committed
+ *     |                                                     (legs count)
+ *     | post --pending
+ *     v          post-pending
+ *   pending/uncommitted ------> posted/uncommitted --commit--> ...
+ *     |   |
+ *     |   +--void--> voided/uncommitted ---commit--> voided/committed
+ *     +--expire (worker, recover)--> expired/uncommitted --commit--> ...
+ *
+ *   transition                 function                 fault point
+ *   (account)                  dtx_ledger_account_create ledger.account.create
+ *   (account limit)            dtx_ledger_account_limit ledger.account.limit
+ *   (insert entry)             dtx_ledger_post          ledger.post
+ *   (insert reversal)          dtx_ledger_reverse       ledger.reverse
+ *   pending -> posted          dtx_ledger_post_pending  ledger.pending.post
+ *   pending -> voided          dtx_ledger_void          ledger.pending.void
+ *   pending -> expired         dtx__lg_expire           ledger.expire
+ *   uncommitted -> committed   dtx__lg_commit           ledger.commit
+ *   (cache advance)            dtx__lg_advance          ledger.cache
+ *
+ * Invariants (checked by asserts where a step can, and by dtx_audit):
+ *  L1 Each entry's legs are 2..128 distinct accounts with non-zero int64
+ *     values summing to zero; so all posted legs together sum to zero.
+ *  L2 Each account's seqIds are 1, 2, ..., head: unique (the index) and
+ *     dense (a poster takes head + 1 only after reading head; entries are
+ *     never deleted -- the delete guard refuses it -- and a voided or
+ *     expired entry keeps its seqIds, its legs just never count).
+ *  L3 For every debit leg k that is posted or pending, the available
+ *     balance through k -- posted legs up to k minus pending debits up to
+ *     k -- is >= the min_balance it was checked against (recorded on the
+ *     leg as "min").  Resolving an earlier pending entry never lowers it:
+ *     posting moves a held debit into the balance, voiding and expiry
+ *     release it, a posted credit only adds.
+ *  L4 Every balance stays within int64 whatever the pending entries
+ *     become: a post checks posted - pending debits + debit >= INT64_MIN
+ *     and posted + pending credits + credit <= INT64_MAX at its seqId, so
+ *     each later seqId's bounds contain every earlier outcome.
+ *  L5 A state leaves pending at most once (post, void and expire all
+ *     demand state "pending" in their filter), and nothing else changes
+ *     an entry's legs or state.
+ *  L6 An entry is committed only when resolved and every earlier seqId of
+ *     each of its accounts is committed (checking each leg's predecessor
+ *     suffices, by induction); commit order is insertion order's
+ *     topology, so it never deadlocks: an entry's predecessors were all
+ *     inserted before it.
+ *  L7 cache {balance, seqId}: every entry up to seqId is committed and
+ *     balance is the sum of their posted legs; it advances only over
+ *     committed entries, conditioned on the seqId it advances from.
+ */
+#include <string.h>
+
+#include "doc/doc.h"
+#include "txn/ledger/ledger.h"
+#include "util/err.h"
+
+const dtx__kind_t dtx__lg_state_kind = {DTX_LEDGER_ENTRIES, "state"};
+const dtx__kind_t dtx__lg_proc_kind = {DTX_LEDGER_ENTRIES, "proc"};
+
+const json_t *dtx__lg_leg(const json_t *e, const char *account) {
+  size_t i;
+  json_t *l;
+  json_array_foreach(json_object_get(e, "changes"), i, l) {
+    if (dtx__str_is(l, "account", account))
+      return l;
+  }
+  return NULL;
+}
+
+/* ---- set-up: indexes and rules ------------------------------------------------ */
+
+static const dtx__index_def_t indexes[] = {
+    /* L2: one entry per (account, seqId); also how a position is read */
+    {DTX_LEDGER_ENTRIES, "{\"changes.account\":1,\"changes.seqId\":1}", 1, 0},
+    /* a posted entry is reversed at most once */
+    {DTX_LEDGER_ENTRIES, "{\"reverses\":1}", 1, 1},
+    /* the committer's and the expiry's scans */
+    {DTX_LEDGER_ENTRIES, "{\"proc\":1,\"created\":1}", 0, 0},
+    {DTX_LEDGER_ENTRIES, "{\"state\":1,\"expires_at\":1}", 0, 0},
+    {NULL, NULL, 0, 0},
+};
+
+/* The documents the protocol writes, and nothing else: the generic
+ * document commands cannot store an entry the ledger would misread, nor
+ * delete one (an entry is never deleted: a deleted entry would open a gap
+ * in its accounts' seqIds).  What the validator cannot see -- a leg's
+ * value edited to another non-zero integer -- the audit finds (L1). */
+#define LEG_SCHEMA                                                           \
+  "{\"bsonType\":\"object\",\"required\":[\"account\",\"value\",\"seqId\"]," \
+  "\"additionalProperties\":false,\"properties\":{"                         \
+  "\"account\":{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":128}," \
+  "\"value\":{\"bsonType\":\"long\",\"not\":{\"enum\":[0]}},"                \
+  "\"seqId\":{\"bsonType\":\"long\",\"minimum\":1},"                        \
+  "\"min\":{\"bsonType\":\"long\"}}}"
+
+static const char entry_validator[] =
+    "{\"$jsonSchema\":{\"bsonType\":\"object\","
+    "\"required\":[\"_id\",\"changes\",\"state\",\"proc\",\"created\"],"
+    "\"additionalProperties\":false,\"properties\":{"
+    "\"_id\":{\"bsonType\":\"string\"},"
+    "\"changes\":{\"bsonType\":\"array\",\"minItems\":2,\"maxItems\":128,"
+    "\"items\":" LEG_SCHEMA "},"
+    "\"state\":{\"enum\":[\"pending\",\"posted\",\"voided\",\"expired\"]},"
+    "\"proc\":{\"enum\":[\"uncommitted\",\"committed\"]},"
+    "\"created\":{\"bsonType\":\"long\"},"
+    "\"updated\":{\"bsonType\":\"long\"},"
+    "\"expires_at\":{\"bsonType\":\"long\"},"
+    "\"resolved_at\":{\"bsonType\":\"long\"},"
+    "\"committed_at\":{\"bsonType\":\"long\"},"
+    "\"reverses\":{\"bsonType\":\"string\"}}},"
+    /* a pending entry is never committed (L6) */
+    "\"$or\":[{\"proc\":\"uncommitted\"},{\"state\":{\"$ne\":\"pending\"}}]}";
+
+static const char account_validator[] =
+    "{\"$jsonSchema\":{\"bsonType\":\"object\","
+    "\"required\":[\"_id\",\"min_balance\",\"cache\"],"
+    "\"properties\":{"
+    "\"_id\":{\"bsonType\":\"string\"},"
+    "\"min_balance\":{\"bsonType\":[\"long\",\"null\"]},"
+    "\"cache\":{\"bsonType\":\"object\",\"required\":[\"balance\",\"seqId\"],"
+    "\"additionalProperties\":false,\"properties\":{"
+    "\"balance\":{\"bsonType\":\"long\"},"
+    "\"seqId\":{\"bsonType\":\"long\",\"minimum\":0}}},"
+    "\"created\":{\"bsonType\":\"long\"},"
+    "\"updated\":{\"bsonType\":\"long\"}}}}";
+
+/* Matches no document: entries and accounts are never deleted. */
+static const char never[] = "{\"_id\":{\"$exists\":false}}";
+
+static const dtx__rules_def_t rules[] = {
+    {DTX_LEDGER_ENTRIES, entry_validator, never},
+    {DTX_LEDGER_ACCOUNTS, account_validator, never},
+    {NULL, NULL, NULL},
+};
+
+int dtx__lg_setup(dtx_store_t *st) {
+  return dtx__kit_ensure(st, &dtx__ledger_pattern);
+}
+
+/* ---- accounts ------------------------------------------------------------------ */
+
+static json_t *limit_json(const dtx_ledger_limit_t *l) {
+  return l && l->no_min_balance
+             ? json_null()
+             : json_integer((json_int_t)(l ? l->min_balance : 0));
+}
+
+static int account_create(dtx__exec_t *ex, const char *id,
+                          const dtx_ledger_limit_t *limit, json_t **out) {
+  int rc;
+  if ((rc = dtx__check_ident("account id", id)) || (rc = dtx__lg_setup(ex->st)))
+    return rc;
+  int64_t now = dtx__now_ms();
+  json_t *doc = json_pack("{s:s,s:o,s:{s:i,s:i},s:I,s:I}", "_id", id,
+                          "min_balance", limit_json(limit), "cache", "balance",
+                          0, "seqId", 0, "created", (json_int_t)now, "updated",
+                          (json_int_t)now);
+  if (!doc)
+    return DTX_ENOMEM;
+  rc = dtx__kit_insert(ex, "ledger.account.create", DTX_LEDGER_ACCOUNTS, doc);
+  if (rc == DTX_EDUPKEY)
+    rc = dtx__err(DTX_EDUPKEY, "ledger account '%s' exists", id);
+  if (rc == 0 && out)
+    *out = json_incref(doc);
+  json_decref(doc);
+  return rc;
+}
+
+int dtx_ledger_account_create(dtx_store_t *st, const char *id,
+                              const dtx_ledger_limit_t *limit, json_t **out) {
+  dtx__exec_t ex;
+  dtx__call_t c;
+  if (out)
+    *out = NULL;
+  dtx__exec_init(&ex, st, NULL, 0, 0);
+  dtx__call_begin(&c, 0);
+  return dtx__call_end(&c, account_create(&ex, id, limit, out));
+}
+
+int dtx__lg_account(dtx__exec_t *ex, const char *id, json_t **out) {
+  int rc = dtx__kit_get(ex, DTX_LEDGER_ACCOUNTS, id, out);
+  return rc == DTX_ENOTFOUND ? dtx__err(DTX_ENOACCOUNT, "no ledger account '%s'",
+                                        id)
+                             : rc;
+}
+
+static int account_limit(dtx__exec_t *ex, const char *id,
+                         const dtx_ledger_limit_t *limit, json_t **out) {
+  int rc;
+  if ((rc = dtx__check_ident("account id", id)) || (rc = dtx__lg_setup(ex->st)))
+    return rc;
+  rc = dtx__kit_modify(
+      ex, "ledger.account.limit", DTX_LEDGER_ACCOUNTS,
+      json_pack("{s:s}", "_id", id),
+      json_pack("{s:{s:o,s:I}}", "$set", "min_balance", limit_json(limit),
+                "updated", (json_int_t)dtx__now_ms()),
+      NULL, out);
+  return rc == DTX_ENOMATCH
+             ? dtx__err(DTX_ENOACCOUNT, "no ledger account '%s'", id)
+             : rc;
+}
+
+int dtx_ledger_account_limit(dtx_store_t *st, const char *id,
+                             const dtx_ledger_limit_t *limit, json_t **out) {
+  dtx__exec_t ex;
+  dtx__call_t c;
+  json_t *acct = NULL;
+  dtx__exec_init(&ex, st, NULL, 0, 0);
+  dtx__call_begin(&c, 0);
+  int rc = account_limit(&ex, id, limit, &acct);
+  if (out)
+    *out = acct;
+  else
+    json_decref(acct);
+  return dtx__call_end(&c, rc);
+}
+
+/* ---- the method table ------------------------------------------------------------ */
+
+static const char *const collections[] = {DTX_LEDGER_ACCOUNTS,
+                                          DTX_LEDGER_ENTRIES, NULL};
+
+static const char *const fault_points[] = {
+    "ledger.account.create",
+    "ledger.account.limit",
+    "ledger.post",
+    "ledger.reverse",
+    "ledger.pending.post",
+    "ledger.pending.void",
+    "ledger.expire",
+    "ledger.commit",
+    "ledger.cache",
+    NULL,
+};
+
+const dtx__pattern_t dtx__ledger_pattern = {
+    .name = "ledger",
+    .kind = &dtx__lg_proc_kind,
+    .collections = collections,
+    .indexes = indexes,
+    .fault_points = fault_points,
+    .claim_next = dtx__lg_claim_next,
+    .drive = dtx__lg_drive,
+    .recover = dtx__lg_recover,
+    .audit = dtx__lg_audit,
+    .rules = rules,
+};

@@ -1,0 +1,105 @@
+/* ledger.h -- internals shared by the files of the ledger pattern (log
+ * reconciliation with multi-leg entries, reference solution 4).
+ *
+ * ledger.c holds the state machine (diagram, invariants), the accounts and
+ * the method table; post.c posting, pending resolution and reversal;
+ * position.c how an account's balance and next seqId are derived from its
+ * cache and the entries after it (balance, statement, list); commit.c the
+ * committer (worker), expiry and recovery; audit.c the audit.  Retry,
+ * contention, fault points and moves come from txn/kit.h. */
+#ifndef DTX_TXN_LEDGER_H
+#define DTX_TXN_LEDGER_H
+
+#include "txn/kit.h"
+
+/* Entry states ("state"): whether the legs count. */
+#define LG_POSTED "posted"   /* valid: the legs count */
+#define LG_PENDING "pending" /* debits held against available, credits not
+                                yet counted */
+#define LG_VOIDED "voided"   /* a pending entry voided: the legs never count */
+#define LG_EXPIRED "expired" /* a pending entry past its timeout: likewise */
+
+/* Entry commitment ("proc", as in the reference): an entry is committed
+ * once it is resolved (not pending) and every earlier seqId of each of its
+ * accounts is committed -- the anchor rule. */
+#define LG_UNCOMMITTED "uncommitted"
+#define LG_COMMITTED "committed"
+
+/* The default timeout of a pending entry. */
+#define LG_DEFAULT_TIMEOUT_MS 3600000
+
+/* The entries, for the kit's moves: one kind per state field. */
+extern const dtx__kind_t dtx__lg_state_kind; /* {entries, "state"} */
+extern const dtx__kind_t dtx__lg_proc_kind;  /* {entries, "proc"} */
+
+/* The method table (registered in src/txn/registry.c). */
+extern const dtx__pattern_t dtx__ledger_pattern;
+
+/* Indexes and rules of the pattern, once per store and process. */
+int dtx__lg_setup(dtx_store_t *st);
+
+/* The leg of entry e for account (borrowed from e), or NULL. */
+const json_t *dtx__lg_leg(const json_t *e, const char *account);
+
+/* ---- an account's position (position.c) ------------------------------------ */
+
+/* Where an account stands, derived from its cache and the entries after
+ * it.  Sums are kept in 128 bits, so a corrupted store is reported, never
+ * wrapped. */
+typedef struct dtx__lg_pos {
+  json_t *acct;       /* the account document (owned) */
+  const char *id;     /* its _id (borrowed from acct) */
+  int64_t cache_seq;  /* cache.seqId: every entry up to it is committed */
+  int64_t cache_bal;  /* cache.balance: the balance at cache_seq */
+  int64_t head;       /* the latest seqId (cache_seq when none after it) */
+  __int128 posted;    /* the balance: cache + posted legs after it */
+  __int128 pend_debit;  /* held by pending debits (>= 0) */
+  __int128 pend_credit; /* promised by pending credits (>= 0) */
+  json_t *tail; /* the entries after the cache, by this account's seqId
+                   (owned) */
+} dtx__lg_pos_t;
+
+/* Derives acct's (borrowed; its reference is taken) position.  The
+ * entries are read in one indexed query; a gap in the seqIds after the
+ * cache (an entry inserted while the query ran) is read again, a gap that
+ * stays is DTX_EBACKEND naming the account and the seqId. */
+int dtx__lg_position(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos);
+void dtx__lg_pos_free(dtx__lg_pos_t *pos);
+
+/* Reads the ledger account id; DTX_ENOACCOUNT naming it when missing. */
+int dtx__lg_account(dtx__exec_t *ex, const char *id, json_t **out);
+
+/* The entries holding account's seqIds in [lo, hi] (hi < 0: no upper
+ * bound), sorted by that seqId. */
+int dtx__lg_range(dtx__exec_t *ex, const char *account, int64_t lo, int64_t hi,
+                  json_t **out);
+
+/* 128-bit value to int64: DTX_EOVERFLOW naming what when it does not
+ * fit. */
+int dtx__lg_fit(__int128 v, int64_t *out, const char *what, const char *acct);
+
+/* ---- the committer (commit.c) ------------------------------------------------ */
+
+/* Commits entry e (borrowed) if it is resolved and its predecessors are
+ * committed, then advances its accounts' caches.  *committed: whether it
+ * is committed afterwards (by this call or another). */
+int dtx__lg_commit(dtx__exec_t *ex, const json_t *e, int *committed);
+
+/* Advances account's cache over its committed entries up to seqId target
+ * (or as far as they are committed). */
+int dtx__lg_advance(dtx__exec_t *ex, const char *account, int64_t target);
+
+/* Expires pending entry e if its timeout passed: DTX_ENOMATCH when it was
+ * not due or was resolved meanwhile.  *out: the entry afterwards. */
+int dtx__lg_expire(dtx__exec_t *ex, const json_t *e, json_t **out);
+
+int dtx__lg_claim_next(dtx__exec_t *ex, json_t **item);
+int dtx__lg_drive(dtx__exec_t *ex, const json_t *item, json_t **out);
+int dtx__lg_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
+                    dtx__tally_t *t);
+
+/* ---- the audit (audit.c) ---------------------------------------------------- */
+
+int dtx__lg_audit(dtx__audit_t *a);
+
+#endif

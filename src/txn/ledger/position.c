@@ -1,0 +1,375 @@
+/* position.c -- where a ledger account stands, derived from its cache and
+ * the entries after it (the reference's "last good balance plus pending
+ * changes"), and the reads built on it: balance, point-in-time balance,
+ * statement, list, show.
+ *
+ * The cache {balance, seqId} covers committed entries only (ledger.c, L7),
+ * so everything up to cache.seqId is final; the entries after it are read
+ * in one indexed query on {changes.account, changes.seqId}.  The store
+ * gives no snapshot across documents, but entries are immutable except for
+ * their state, and a state change never lowers an available balance
+ * (ledger.c, L3), so a reader that sees an older state errs on the safe
+ * side.  What it must not do is miss an entry: seqIds are dense (L2), so a
+ * gap means the query ran past an entry inserted meanwhile, and the read
+ * is made again. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "doc/doc.h"
+#include "txn/ledger/ledger.h"
+#include "util/err.h"
+
+#define GAP_REREADS 4
+#define CHUNK 256
+
+int dtx__lg_fit(__int128 v, int64_t *out, const char *what, const char *acct) {
+  if (v > INT64_MAX || v < INT64_MIN)
+    return dtx__err(DTX_EOVERFLOW, "account '%s': %s does not fit in int64",
+                    acct, what);
+  *out = (int64_t)v;
+  return 0;
+}
+
+/* ---- reading legs by seqId --------------------------------------------------------- */
+
+typedef struct keyed {
+  int64_t seq;
+  json_t *e;
+} keyed_t;
+
+static int by_seq(const void *a, const void *b) {
+  int64_t x = ((const keyed_t *)a)->seq, y = ((const keyed_t *)b)->seq;
+  return x < y ? -1 : x > y;
+}
+
+/* Sorts docs (an array of entries) by account's seqId in place. */
+static int sort_by_seq(json_t *docs, const char *account) {
+  size_t n = json_array_size(docs), i;
+  if (n < 2)
+    return 0;
+  keyed_t *k = malloc(n * sizeof *k);
+  if (!k)
+    return DTX_ENOMEM;
+  for (i = 0; i < n; i++) {
+    k[i].e = json_incref(json_array_get(docs, i));
+    k[i].seq = dtx__int(dtx__lg_leg(k[i].e, account), "seqId");
+  }
+  qsort(k, n, sizeof *k, by_seq);
+  json_array_clear(docs);
+  for (i = 0; i < n; i++)
+    json_array_append_new(docs, k[i].e);
+  free(k);
+  return 0;
+}
+
+int dtx__lg_range(dtx__exec_t *ex, const char *account, int64_t lo, int64_t hi,
+                  json_t **out) {
+  json_t *seq = hi >= 0 ? json_pack("{s:I,s:I}", "$gte", (json_int_t)lo,
+                                    "$lte", (json_int_t)hi)
+                        : json_pack("{s:I}", "$gte", (json_int_t)lo);
+  json_t *filter = json_pack("{s:{s:{s:s,s:o}}}", "changes", "$elemMatch",
+                             "account", account, "seqId", seq);
+  int rc = filter ? dtx__kit_find(ex, DTX_LEDGER_ENTRIES, filter, NULL, out)
+                  : DTX_ENOMEM;
+  json_decref(filter);
+  if (rc == 0 && (rc = sort_by_seq(*out, account))) {
+    json_decref(*out);
+    *out = NULL;
+  }
+  return rc;
+}
+
+/* ---- position -------------------------------------------------------------------------- */
+
+void dtx__lg_pos_free(dtx__lg_pos_t *pos) {
+  json_decref(pos->acct);
+  json_decref(pos->tail);
+  memset(pos, 0, sizeof *pos);
+}
+
+/* The seqId the tail breaks density at, or 0 when it is dense. */
+static int64_t first_gap(const json_t *tail, const char *id, int64_t from) {
+  size_t i;
+  json_t *e;
+  json_array_foreach(tail, i, e) {
+    if (dtx__int(dtx__lg_leg(e, id), "seqId") != from + (int64_t)i)
+      return from + (int64_t)i;
+  }
+  return 0;
+}
+
+int dtx__lg_position(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos) {
+  memset(pos, 0, sizeof *pos);
+  pos->acct = json_incref(acct);
+  pos->id = dtx__str(acct, "_id");
+  json_t *cache = json_object_get(acct, "cache");
+  json_t *cs = json_object_get(cache, "seqId"), *cb = json_object_get(cache, "balance");
+  if (!pos->id || !json_is_integer(cs) || !json_is_integer(cb) ||
+      json_integer_value(cs) < 0)
+    return dtx__err(DTX_EBACKEND, "ledger account '%s' has no valid cache",
+                    pos->id ? pos->id : "?");
+  pos->cache_seq = json_integer_value(cs);
+  pos->cache_bal = json_integer_value(cb);
+  int64_t gap = 0;
+  for (int round = 0; round < GAP_REREADS; round++) {
+    json_decref(pos->tail);
+    pos->tail = NULL;
+    int rc = dtx__lg_range(ex, pos->id, pos->cache_seq + 1, -1, &pos->tail);
+    if (rc)
+      return rc;
+    if (!(gap = first_gap(pos->tail, pos->id, pos->cache_seq + 1)))
+      break;
+  }
+  if (gap)
+    return dtx__err(DTX_EBACKEND,
+                    "ledger account '%s': no entry holds seqId %lld although "
+                    "a later one exists (run doctx audit)",
+                    pos->id, (long long)gap);
+  pos->head = pos->cache_seq + (int64_t)json_array_size(pos->tail);
+  pos->posted = pos->cache_bal;
+  size_t i;
+  json_t *e;
+  json_array_foreach(pos->tail, i, e) {
+    int64_t v = dtx__int(dtx__lg_leg(e, pos->id), "value");
+    if (dtx__state_is(e, LG_POSTED))
+      pos->posted += v;
+    else if (dtx__state_is(e, LG_PENDING) && v < 0)
+      pos->pend_debit -= v;
+    else if (dtx__state_is(e, LG_PENDING))
+      pos->pend_credit += v;
+  }
+  return 0;
+}
+
+/* ---- balance ------------------------------------------------------------------------------ */
+
+/* The sum of account's posted legs with seqIds in [lo, hi]. */
+static int posted_sum(dtx__exec_t *ex, const char *account, int64_t lo,
+                      int64_t hi, __int128 *sum) {
+  json_t *docs = NULL, *e;
+  size_t i;
+  *sum = 0;
+  if (lo > hi)
+    return 0;
+  int rc = dtx__lg_range(ex, account, lo, hi, &docs);
+  if (rc)
+    return rc;
+  json_array_foreach(docs, i, e) {
+    if (dtx__state_is(e, LG_POSTED))
+      *sum += dtx__int(dtx__lg_leg(e, account), "value");
+  }
+  json_decref(docs);
+  return 0;
+}
+
+/* The posted balance as of seqId n (0 <= n <= head) of an account whose
+ * position is pos: from the cache forward over the tail when n is past
+ * the cache, else from whichever end of [1, cache] is nearer. */
+static int balance_at(dtx__exec_t *ex, const dtx__lg_pos_t *pos, int64_t n,
+                      __int128 *bal, __int128 *pend) {
+  *pend = 0;
+  if (n >= pos->cache_seq) {
+    *bal = pos->cache_bal;
+    for (int64_t s = pos->cache_seq + 1; s <= n; s++) {
+      const json_t *e = json_array_get(pos->tail, (size_t)(s - pos->cache_seq - 1));
+      int64_t v = dtx__int(dtx__lg_leg(e, pos->id), "value");
+      if (dtx__state_is(e, LG_POSTED))
+        *bal += v;
+      else if (dtx__state_is(e, LG_PENDING) && v < 0)
+        *pend -= v;
+    }
+    return 0;
+  }
+  __int128 part;
+  int rc;
+  if (n <= pos->cache_seq - n) {
+    rc = posted_sum(ex, pos->id, 1, n, &part);
+    *bal = part;
+  } else {
+    rc = posted_sum(ex, pos->id, n + 1, pos->cache_seq, &part);
+    *bal = (__int128)pos->cache_bal - part;
+  }
+  return rc; /* nothing up to the cache is pending (L6) */
+}
+
+static int balance(dtx__exec_t *ex, const char *account, int64_t at_seq,
+                   json_t **out) {
+  json_t *acct = NULL;
+  dtx__lg_pos_t pos;
+  int rc;
+  if ((rc = dtx__check_ident("account id", account)))
+    return rc;
+  if (at_seq < DTX_LEDGER_LATEST)
+    return dtx__err(DTX_EINVAL, "at_seq must be >= 0, got %lld",
+                    (long long)at_seq);
+  if ((rc = dtx__lg_account(ex, account, &acct)))
+    return rc;
+  rc = dtx__lg_position(ex, acct, &pos);
+  json_decref(acct);
+  int64_t n = at_seq == DTX_LEDGER_LATEST ? pos.head : at_seq;
+  if (rc == 0 && n > pos.head)
+    rc = dtx__err(DTX_EINVAL, "account '%s' has seqIds up to %lld, not %lld",
+                  account, (long long)pos.head, (long long)n);
+  __int128 bal = 0, pend = 0;
+  if (rc == 0)
+    rc = balance_at(ex, &pos, n, &bal, &pend);
+  int64_t b = 0, p = 0, av = 0;
+  if (rc == 0 && !(rc = dtx__lg_fit(bal, &b, "the balance", account)) &&
+      !(rc = dtx__lg_fit(pend, &p, "the pending debits", account)))
+    rc = dtx__lg_fit(bal - pend, &av, "the available balance", account);
+  if (rc == 0)
+    *out = json_pack("{s:s,s:I,s:I,s:I,s:I}", "account", account, "balance",
+                     (json_int_t)b, "available", (json_int_t)av,
+                     "pending_debits", (json_int_t)p, "seq", (json_int_t)n);
+  dtx__lg_pos_free(&pos);
+  return rc == 0 && !*out ? DTX_ENOMEM : rc;
+}
+
+int dtx_ledger_balance(dtx_store_t *st, const char *account, int64_t at_seq,
+                       json_t **out) {
+  dtx__exec_t ex;
+  dtx__call_t c;
+  *out = NULL;
+  dtx__exec_init(&ex, st, NULL, 0, 0);
+  dtx__call_begin(&c, 0);
+  return dtx__call_end(&c, balance(&ex, account, at_seq, out));
+}
+
+/* ---- statement ------------------------------------------------------------------------------ */
+
+typedef struct stmt {
+  json_t *lines;
+  int64_t limit;
+  __int128 running;
+  const char *account;
+} stmt_t;
+
+/* Appends the lines of the valid legs of docs (sorted by seqId); 1 when
+ * the limit is reached. */
+static int add_lines(stmt_t *s, const json_t *docs, int *rc) {
+  size_t i;
+  json_t *e;
+  json_array_foreach(docs, i, e) {
+    if (!dtx__state_is(e, LG_POSTED))
+      continue;
+    const json_t *leg = dtx__lg_leg(e, s->account);
+    int64_t bal;
+    s->running += dtx__int(leg, "value");
+    if ((*rc = dtx__lg_fit(s->running, &bal, "the running balance", s->account)))
+      return 1;
+    json_array_append_new(
+        s->lines,
+        json_pack("{s:O,s:O,s:O,s:I,s:s}", "entry", json_object_get(e, "_id"),
+                  "seq", json_object_get(leg, "seqId"), "value",
+                  json_object_get(leg, "value"), "balance", (json_int_t)bal,
+                  "state", dtx__str_is(e, "proc", LG_COMMITTED)
+                               ? LG_COMMITTED
+                               : LG_UNCOMMITTED));
+    if (s->limit > 0 && (int64_t)json_array_size(s->lines) >= s->limit)
+      return 1;
+  }
+  return 0;
+}
+
+static int statement(dtx__exec_t *ex, const char *account, int64_t from,
+                     int64_t limit, json_t **out) {
+  json_t *acct = NULL;
+  dtx__lg_pos_t pos;
+  int rc;
+  if ((rc = dtx__check_ident("account id", account)))
+    return rc;
+  if (from < 1 || limit < 0)
+    return dtx__err(DTX_EINVAL, "from_seq must be >= 1 and limit >= 0, got "
+                    "%lld and %lld", (long long)from, (long long)limit);
+  if ((rc = dtx__lg_account(ex, account, &acct)))
+    return rc;
+  rc = dtx__lg_position(ex, acct, &pos);
+  json_decref(acct);
+  stmt_t s = {.lines = json_array(), .limit = limit, .account = account};
+  __int128 pend;
+  if (rc == 0 && from <= pos.head)
+    rc = balance_at(ex, &pos, from - 1, &s.running, &pend);
+  int full = 0;
+  /* The committed part, in chunks of seqIds... */
+  for (int64_t lo = from; rc == 0 && !full && lo <= pos.cache_seq; lo += CHUNK) {
+    json_t *docs = NULL;
+    int64_t hi = lo + CHUNK - 1 < pos.cache_seq ? lo + CHUNK - 1 : pos.cache_seq;
+    if ((rc = dtx__lg_range(ex, account, lo, hi, &docs)) == 0)
+      full = add_lines(&s, docs, &rc);
+    json_decref(docs);
+  }
+  /* ...then the tail already read. */
+  if (rc == 0 && !full && from <= pos.head) {
+    int64_t skip = from > pos.cache_seq + 1 ? from - pos.cache_seq - 1 : 0;
+    json_t *rest = json_array();
+    for (size_t i = (size_t)skip; i < json_array_size(pos.tail); i++)
+      json_array_append(rest, json_array_get(pos.tail, i));
+    add_lines(&s, rest, &rc);
+    json_decref(rest);
+  }
+  dtx__lg_pos_free(&pos);
+  if (rc)
+    json_decref(s.lines);
+  else
+    *out = s.lines;
+  return rc;
+}
+
+int dtx_ledger_statement(dtx_store_t *st, const char *account,
+                         int64_t from_seq, int64_t limit, json_t **out) {
+  dtx__exec_t ex;
+  dtx__call_t c;
+  *out = NULL;
+  dtx__exec_init(&ex, st, NULL, 0, 0);
+  dtx__call_begin(&c, 0);
+  return dtx__call_end(&c, statement(&ex, account, from_seq, limit, out));
+}
+
+/* ---- show and list ----------------------------------------------------------------------------- */
+
+int dtx_ledger_get(dtx_store_t *st, const char *id, json_t **out) {
+  dtx__exec_t ex;
+  dtx__call_t c;
+  *out = NULL;
+  dtx__exec_init(&ex, st, NULL, 0, 0);
+  dtx__call_begin(&c, 0);
+  int rc = dtx__check_ident("entry id", id);
+  if (rc == 0 && (rc = dtx__kit_get(&ex, DTX_LEDGER_ENTRIES, id, out)) ==
+                     DTX_ENOTFOUND)
+    rc = dtx__err(DTX_ENOTFOUND, "no ledger entry '%s'", id);
+  return dtx__call_end(&c, rc);
+}
+
+/* An account's entries hold its seqIds 1..head, one each (L2), so a page
+ * of them is a range of seqIds. */
+static int list_account(dtx__exec_t *ex, const char *account,
+                        const dtx_page_t *page, json_t **out) {
+  json_t *acct = NULL;
+  int rc;
+  if ((rc = dtx__check_ident("account id", account)))
+    return rc;
+  if (page && (page->skip < 0 || page->limit < 0))
+    return dtx__err(DTX_EINVAL, "skip and limit must be >= 0");
+  if ((rc = dtx__lg_account(ex, account, &acct)))
+    return rc;
+  json_decref(acct);
+  int64_t lo = 1 + (page ? page->skip : 0);
+  int64_t hi = page && page->limit > 0 ? lo + page->limit - 1 : -1;
+  return dtx__lg_range(ex, account, lo, hi, out);
+}
+
+int dtx_ledger_list(dtx_store_t *st, const char *account,
+                    const dtx_page_t *page, json_t **out) {
+  dtx__exec_t ex;
+  dtx__call_t c;
+  *out = NULL;
+  dtx__exec_init(&ex, st, NULL, 0, 0);
+  dtx__call_begin(&c, 0);
+  if (account)
+    return dtx__call_end(&c, list_account(&ex, account, page, out));
+  json_t *sort = json_pack("{s:i,s:i}", "created", 1, "_id", 1);
+  int rc = sort ? dtx__kit_list(st, DTX_LEDGER_ENTRIES, NULL, sort, page, out)
+                : DTX_ENOMEM;
+  json_decref(sort);
+  return dtx__call_end(&c, rc);
+}

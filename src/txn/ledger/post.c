@@ -1,0 +1,408 @@
+/* post.c -- posting a ledger entry, resolving a pending one, reversing a
+ * posted one (ledger.c has the state diagram and the invariants L1-L7).
+ *
+ * A post is: check the request; read the accounts; derive each account's
+ * position (position.c: next seqId, balance, pending debits and credits);
+ * check every debit against its account's limit and every balance against
+ * int64; insert the entry in ONE atomic step.  The unique index on
+ * (changes.account, changes.seqId) is what makes the check serialisable
+ * per account without a lock: an insert that succeeds holds seqId n+1 of
+ * each of its accounts, and it derived its balance from exactly the
+ * entries 1..n, which were all there before it (L2).  A concurrent poster
+ * that took one of those seqIds first makes the insert fail with a
+ * duplicate key; nothing was written, and the loser derives again from
+ * the winner's entry.  So two debits that only one fits can never both
+ * pass: the second to insert would need the seqId the first holds, or
+ * derive from it. */
+#include <string.h>
+
+#include "doc/doc.h"
+#include "txn/ledger/ledger.h"
+#include "util/err.h"
+
+/* ---- the request ------------------------------------------------------------------ */
+
+static int check_req(const dtx_ledger_post_req_t *req) {
+  int rc;
+  if (!req || !req->legs)
+    return dtx__err(DTX_EINVAL, "an entry needs legs");
+  if (req->nlegs < 2 || req->nlegs > DTX_LEDGER_MAX_LEGS)
+    return dtx__err(DTX_EINVAL, "an entry has 2 to %d legs, got %zu",
+                    DTX_LEDGER_MAX_LEGS, req->nlegs);
+  if (req->id && (rc = dtx__check_ident("entry id", req->id)))
+    return rc;
+  if (req->timeout_ms < 0 || (req->timeout_ms && !req->pending))
+    return dtx__err(DTX_EINVAL, "timeout_ms must be >= 0, and only for a "
+                    "pending entry");
+  __int128 sum = 0;
+  for (size_t i = 0; i < req->nlegs; i++) {
+    const dtx_ledger_leg_t *l = &req->legs[i];
+    if ((rc = dtx__check_ident("account id", l->account)))
+      return rc;
+    if (l->value == 0)
+      return dtx__err(DTX_EINVAL, "leg %zu (account '%s') has value 0", i + 1,
+                      l->account);
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(req->legs[j].account, l->account) == 0)
+        return dtx__err(DTX_EINVAL, "account '%s' appears in two legs",
+                        l->account);
+    sum += l->value;
+  }
+  if (sum != 0)
+    return dtx__err(DTX_EINVAL, "the legs sum to %s%lld, not 0",
+                    sum > INT64_MAX || sum < INT64_MIN ? "about " : "",
+                    (long long)(sum > INT64_MAX   ? INT64_MAX
+                                : sum < INT64_MIN ? INT64_MIN
+                                                  : (int64_t)sum));
+  return 0;
+}
+
+/* Does existing entry e record the same request (legs, kind, reversal)? */
+static int same_entry(const json_t *e, const dtx_ledger_post_req_t *req,
+                      const char *reverses) {
+  if (json_array_size(json_object_get(e, "changes")) != req->nlegs)
+    return 0;
+  for (size_t i = 0; i < req->nlegs; i++) {
+    const json_t *leg = dtx__lg_leg(e, req->legs[i].account);
+    if (!leg || dtx__int(leg, "value") != req->legs[i].value)
+      return 0;
+  }
+  int was_pending = json_object_get(e, "expires_at") != NULL;
+  const char *rv = dtx__str(e, "reverses");
+  return was_pending == (req->pending != 0) &&
+         (reverses ? rv && strcmp(rv, reverses) == 0 : !rv);
+}
+
+/* An existing entry under the id asked for: returned when it is this
+ * request again (a retry posts at most once), else DTX_ECONFLICT. */
+static int existing(const json_t *e, const dtx_ledger_post_req_t *req,
+                    const char *reverses, json_t **out) {
+  if (!same_entry(e, req, reverses))
+    return dtx__err(DTX_ECONFLICT, "ledger entry '%s' exists with other legs",
+                    dtx__str(e, "_id"));
+  *out = json_incref((json_t *)e);
+  return 0;
+}
+
+/* ---- deriving and checking the legs --------------------------------------------- */
+
+/* Checks leg l against its account's position and appends the leg as
+ * stored: {account, value, seqId: head + 1[, min]}.  L3: a debit must
+ * leave the available balance (posted - pending debits) >= min_balance.
+ * L4: whatever the pending entries become, the balance stays in int64. */
+static int derive_leg(const dtx_ledger_leg_t *l, const dtx__lg_pos_t *pos,
+                      json_t *changes) {
+  int64_t v = l->value;
+  __int128 lo = pos->posted - pos->pend_debit + (v < 0 ? v : 0);
+  __int128 hi = pos->posted + pos->pend_credit + (v > 0 ? v : 0);
+  int64_t bal, avail;
+  json_t *min = json_object_get(pos->acct, "min_balance");
+  if (dtx__lg_fit(pos->posted, &bal, "the balance", l->account) ||
+      dtx__lg_fit(pos->posted - pos->pend_debit, &avail, "the available balance",
+                  l->account))
+    return DTX_EOVERFLOW;
+  if (hi > INT64_MAX || lo < INT64_MIN)
+    return dtx__err(DTX_EOVERFLOW,
+                    "account '%s': %s of %lld could take its balance %lld "
+                    "(pending debits %lld, credits %lld) past int64",
+                    l->account, v < 0 ? "a debit" : "a credit", (long long)v,
+                    (long long)bal, (long long)pos->pend_debit,
+                    (long long)pos->pend_credit);
+  if (v < 0 && json_is_integer(min) && lo < json_integer_value(min))
+    return dtx__err(DTX_EINSUFFICIENT,
+                    "account '%s': a debit of %lld would leave the available "
+                    "balance %lld (balance %lld, pending debits %lld) below "
+                    "its min_balance %lld",
+                    l->account, (long long)-v, (long long)(avail + v),
+                    (long long)bal, (long long)pos->pend_debit,
+                    (long long)json_integer_value(min));
+  if (pos->head == INT64_MAX)
+    return dtx__err(DTX_EOVERFLOW, "account '%s' has no seqId left",
+                    l->account);
+  json_t *leg = json_pack("{s:s,s:I,s:I}", "account", l->account, "value",
+                          (json_int_t)v, "seqId", (json_int_t)(pos->head + 1));
+  if (leg && v < 0 && json_is_integer(min))
+    json_object_set(leg, "min", min);
+  return leg ? json_array_append_new(changes, leg) ? DTX_ENOMEM : 0
+             : DTX_ENOMEM;
+}
+
+/* The accounts of req, read in one query, as id -> document; the first
+ * missing one (in leg order) is DTX_ENOACCOUNT. */
+static int read_accounts(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
+                         json_t **map) {
+  json_t *ids = json_array(), *docs = NULL, *d;
+  size_t i;
+  *map = NULL;
+  for (i = 0; i < req->nlegs; i++)
+    json_array_append_new(ids, json_string(req->legs[i].account));
+  json_t *filter = json_pack("{s:{s:o}}", "_id", "$in", ids);
+  int rc = filter ? dtx__kit_find(ex, DTX_LEDGER_ACCOUNTS, filter, NULL, &docs)
+                  : DTX_ENOMEM;
+  json_decref(filter);
+  if (rc)
+    return rc;
+  *map = json_object();
+  json_array_foreach(docs, i, d) {
+    if (dtx__str(d, "_id"))
+      json_object_set(*map, dtx__str(d, "_id"), d);
+  }
+  json_decref(docs);
+  for (i = 0; i < req->nlegs; i++) {
+    if (!json_object_get(*map, req->legs[i].account)) {
+      json_decref(*map);
+      *map = NULL;
+      return dtx__err(DTX_ENOACCOUNT, "no ledger account '%s'",
+                      req->legs[i].account);
+    }
+  }
+  return 0;
+}
+
+/* One attempt: derive every leg and build the entry (*doc). */
+static int build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
+                 const char *id, const char *reverses, json_t **doc) {
+  json_t *accts = NULL, *changes = json_array();
+  int rc = changes ? read_accounts(ex, req, &accts) : DTX_ENOMEM;
+  for (size_t i = 0; rc == 0 && i < req->nlegs; i++) {
+    dtx__lg_pos_t pos;
+    rc = dtx__lg_position(ex, json_object_get(accts, req->legs[i].account),
+                          &pos);
+    if (rc == 0)
+      rc = derive_leg(&req->legs[i], &pos, changes);
+    dtx__lg_pos_free(&pos);
+  }
+  json_decref(accts);
+  *doc = NULL;
+  if (rc) {
+    json_decref(changes);
+    return rc;
+  }
+  int64_t now = dtx__now_ms();
+  *doc = json_pack("{s:s,s:o,s:s,s:s,s:I,s:I}", "_id", id, "changes", changes,
+                   "state", req->pending ? LG_PENDING : LG_POSTED, "proc",
+                   LG_UNCOMMITTED, "created", (json_int_t)now, "updated",
+                   (json_int_t)now);
+  if (*doc && req->pending)
+    json_object_set_new(
+        *doc, "expires_at",
+        json_integer((json_int_t)(now + (req->timeout_ms
+                                             ? req->timeout_ms
+                                             : LG_DEFAULT_TIMEOUT_MS))));
+  if (*doc && reverses)
+    json_object_set_new(*doc, "reverses", json_string(reverses));
+  return *doc ? 0 : DTX_ENOMEM;
+}
+
+/* The entry already reversing `reverses`: returned when the request names
+ * no other id, else DTX_ECONFLICT.  DTX_ENOTFOUND when there is none. */
+static int reversal_of(dtx__exec_t *ex, const char *reverses,
+                       const dtx_ledger_post_req_t *req, json_t **out) {
+  json_t *docs = NULL, *filter = json_pack("{s:s}", "reverses", reverses);
+  int rc = filter ? dtx__kit_find(ex, DTX_LEDGER_ENTRIES, filter, NULL, &docs)
+                  : DTX_ENOMEM;
+  json_decref(filter);
+  if (rc)
+    return rc;
+  json_t *e = json_array_get(docs, 0);
+  if (!e)
+    rc = DTX_ENOTFOUND;
+  else if (req->id && !dtx__str_is(e, "_id", req->id))
+    rc = dtx__err(DTX_ECONFLICT, "ledger entry '%s' is already reversed by "
+                  "'%s'", reverses, dtx__str(e, "_id"));
+  else
+    *out = json_incref(e);
+  json_decref(docs);
+  return rc;
+}
+
+/* What is already recorded for this request: the entry under id (this
+ * request again, or DTX_ECONFLICT), or the reversal of `reverses`.
+ * DTX_ENOTFOUND when neither exists. */
+static int recorded(dtx__exec_t *ex, const char *id,
+                    const dtx_ledger_post_req_t *req, const char *reverses,
+                    json_t **out) {
+  json_t *e = NULL;
+  int rc = DTX_ENOTFOUND;
+  if (id && (rc = dtx__kit_get(ex, DTX_LEDGER_ENTRIES, id, &e)) !=
+                DTX_ENOTFOUND) {
+    if (rc == 0)
+      rc = existing(e, req, reverses, out);
+    json_decref(e);
+    return rc;
+  }
+  if (reverses)
+    rc = reversal_of(ex, reverses, req, out);
+  return rc;
+}
+
+/* Posts req (reverses: the entry it reverses, or NULL).  The loop runs
+ * once per lost race (L2), within the command's deadline. */
+static int post(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
+                const char *reverses, json_t **out) {
+  const char *point = reverses ? "ledger.reverse" : "ledger.post";
+  char idbuf[25];
+  json_t *doc = NULL;
+  int rc;
+  *out = NULL;
+  if ((rc = check_req(req)) || (rc = dtx__lg_setup(ex->st)))
+    return rc;
+  if ((rc = recorded(ex, req->id, req, reverses, out)) != DTX_ENOTFOUND)
+    return rc;
+  const char *id = req->id;
+  if (!id) {
+    dtx__id_new(idbuf);
+    id = idbuf;
+  }
+  dtx__contend_t ct = {0};
+  for (;;) {
+    if ((rc = build(ex, req, id, reverses, &doc)))
+      return rc;
+    rc = dtx__kit_insert(ex, point, DTX_LEDGER_ENTRIES, doc);
+    if (rc != DTX_EDUPKEY)
+      break;
+    json_decref(doc);
+    doc = NULL;
+    /* Which key?  Our id (another request's, or our own insert whose
+     * reply was lost), the reversal index, or a seqId: then derive
+     * again. */
+    if ((rc = recorded(ex, id, req, reverses, out)) != DTX_ENOTFOUND)
+      return rc;
+    rc = DTX_EDUPKEY;
+    if (!dtx__kit_contend(&ct, &rc, point))
+      return rc;
+  }
+  if (rc == 0)
+    *out = doc;
+  else
+    json_decref(doc);
+  return rc;
+}
+
+int dtx_ledger_post(dtx_store_t *st, const dtx_ledger_post_req_t *req,
+                    const dtx_exec_opts_t *opts, json_t **out) {
+  dtx__exec_t ex;
+  dtx__call_t c;
+  *out = NULL;
+  dtx__exec_from(&ex, st, opts);
+  dtx__call_begin(&c, ex.deadline_ms);
+  return dtx__call_end(&c, post(&ex, req, NULL, out));
+}
+
+/* ---- pending entries: post in full, void, expire ------------------------------- */
+
+static int get_entry(dtx__exec_t *ex, const char *id, json_t **out) {
+  int rc = dtx__check_ident("entry id", id);
+  if (rc == 0 && (rc = dtx__kit_get(ex, DTX_LEDGER_ENTRIES, id, out)) ==
+                     DTX_ENOTFOUND)
+    rc = dtx__err(DTX_ENOTFOUND, "no ledger entry '%s'", id);
+  return rc;
+}
+
+/* Resolves pending entry id to `to` (posted or voided): one conditional
+ * step demanding state pending and a timeout not yet passed, so post,
+ * void and expiry race for it and exactly one wins (L5).  The entry
+ * already in `to` is returned as is (`ok_again`: for post-pending, and
+ * void of a voided entry). */
+static int resolve(dtx__exec_t *ex, const char *id, const char *to,
+                   const char *point, json_t **out) {
+  json_t *e = NULL, *next = NULL;
+  int rc = get_entry(ex, id, &e);
+  for (int guard = 0; rc == 0 && guard < 8; guard++) {
+    if (dtx__state_is(e, to)) {
+      *out = e;
+      return 0;
+    }
+    if (!dtx__state_is(e, LG_PENDING)) {
+      rc = dtx__err(DTX_ESTATE, "ledger entry '%s' is %s%s", id,
+                    dtx__str(e, "state") ? dtx__str(e, "state") : "?",
+                    dtx__state_is(e, LG_POSTED) ? "; reverse it instead" : "");
+      break;
+    }
+    int64_t now = dtx__now_ms();
+    if (dtx__int(e, "expires_at") <= now) {
+      /* Past its timeout: it expires, whoever gets there first. */
+      rc = dtx__lg_expire(ex, e, &next);
+    } else {
+      dtx__move_t m = {
+          .point = point, .from = LG_PENDING, .to = to,
+          .cond = json_pack("{s:{s:I}}", "expires_at", "$gt", (json_int_t)now),
+          .set = json_pack("{s:I}", "resolved_at", (json_int_t)now)};
+      rc = dtx__kit_move(ex, &dtx__lg_state_kind, e, &m, &next);
+    }
+    if (rc == DTX_ENOMATCH) /* resolved meanwhile: look again */
+      rc = get_entry(ex, id, &next);
+    json_decref(e);
+    e = next;
+    next = NULL;
+  }
+  if (rc == 0)
+    rc = dtx__err(DTX_ECONFLICT, "ledger entry '%s' kept changing", id);
+  json_decref(e);
+  return rc;
+}
+
+static int pending_call(dtx_store_t *st, const char *id, const char *to,
+                        const char *point, json_t **out) {
+  dtx__exec_t ex;
+  dtx__call_t c;
+  *out = NULL;
+  dtx__exec_init(&ex, st, NULL, 0, 0);
+  dtx__call_begin(&c, 0);
+  int rc = dtx__lg_setup(st);
+  if (rc == 0)
+    rc = resolve(&ex, id, to, point, out);
+  return dtx__call_end(&c, rc);
+}
+
+int dtx_ledger_post_pending(dtx_store_t *st, const char *id, json_t **out) {
+  return pending_call(st, id, LG_POSTED, "ledger.pending.post", out);
+}
+
+int dtx_ledger_void(dtx_store_t *st, const char *id, json_t **out) {
+  return pending_call(st, id, LG_VOIDED, "ledger.pending.void", out);
+}
+
+/* ---- reversal ---------------------------------------------------------------------------- */
+
+static int reverse(dtx__exec_t *ex, const char *id, const char *new_id,
+                   json_t **out) {
+  json_t *e = NULL;
+  int rc = get_entry(ex, id, &e);
+  if (rc)
+    return rc;
+  if (!dtx__state_is(e, LG_POSTED)) {
+    rc = dtx__err(DTX_ESTATE, "ledger entry '%s' is %s: only a posted entry "
+                  "is reversed%s", id, dtx__str(e, "state") ? dtx__str(e, "state") : "?",
+                  dtx__state_is(e, LG_PENDING) ? " (void it instead)" : "");
+    json_decref(e);
+    return rc;
+  }
+  json_t *changes = json_object_get(e, "changes");
+  size_t n = json_array_size(changes);
+  dtx_ledger_leg_t legs[DTX_LEDGER_MAX_LEGS];
+  if (n > DTX_LEDGER_MAX_LEGS) {
+    json_decref(e);
+    return dtx__err(DTX_EBACKEND, "ledger entry '%s' has %zu legs", id, n);
+  }
+  for (size_t i = 0; i < n; i++) {
+    json_t *l = json_array_get(changes, i);
+    int64_t v = dtx__int(l, "value");
+    legs[i].account = dtx__str(l, "account");
+    legs[i].value = v == INT64_MIN ? 0 : -v; /* 0: refused by check_req */
+  }
+  dtx_ledger_post_req_t req = {.id = new_id, .legs = legs, .nlegs = n};
+  rc = post(ex, &req, id, out);
+  json_decref(e);
+  return rc;
+}
+
+int dtx_ledger_reverse(dtx_store_t *st, const char *id, const char *new_id,
+                       const dtx_exec_opts_t *opts, json_t **out) {
+  dtx__exec_t ex;
+  dtx__call_t c;
+  *out = NULL;
+  dtx__exec_from(&ex, st, opts);
+  dtx__call_begin(&c, ex.deadline_ms);
+  return dtx__call_end(&c, reverse(&ex, id, new_id, out));
+}

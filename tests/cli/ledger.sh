@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# The ledger CLI contract (issue 11): accounts and limits, posting with
+# dense per-account seqIds, the exit codes (funds refused 1 naming the
+# account and recording nothing; bad legs or an unknown account 2; a
+# conflicting id reuse, voiding a posted entry, posting a voided or expired
+# one 3; post-pending of a posted entry 0), idempotent ids, pending entries
+# and expiry, balances (--at-seq), statements with the running balance,
+# reversal, int64 overflow refused, and the audit finding tampering.
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../lib/harness.sh"
+
+new_store ledger
+# j FILTER: jq over the last output's JSON, compact (strings raw); lines
+# FILTER: the same over its JSON lines as one array.  (jq, not python: a
+# python start costs over a second of wall time on a loaded machine.)
+j() { jq -rc "$1" <"$WORK/out"; }
+lines() { jq -rcs "$1" <"$WORK/out"; }
+entries() { d count ledger_entries; }
+
+# Accounts: min_balance 0 by default, a number, or none.
+expect 0 "account create" -- d ledger account create A
+[ "$(j '[.min_balance, .cache]')" = '[0,{"balance":0,"seqId":0}]' ] && ok || bad "account: $(out)"
+expect 0 "account create none" -- d ledger account create B --min-balance none
+[ "$(j .min_balance)" = null ] && ok || bad "account none: $(out)"
+expect 0 "account create -50" -- d ledger account create C --min-balance -50
+expect 3 "account exists" -- d ledger account create A
+expect 2 "account create bad limit" -- d ledger account create Z --min-balance x
+expect 1 "limit of no such account" -- d ledger account limit Z 5
+
+# Funds: A holds nothing, so a debit is refused (exit 1, A named), nothing
+# recorded.
+expect 1 "debit refused for funds" -- d ledger post A:-5 B:5
+grep -q "INSUFFICIENT: account 'A'" "$WORK/err" && ok || bad "funds message: $(cat "$WORK/err")"
+[ "$(entries)" = 0 ] && ok || bad "a refused post recorded something"
+
+# Bad legs: exit 2, nothing recorded.
+expect 2 "legs not summing to zero" -- d ledger post A:5 B:-4
+expect 2 "zero value" -- d ledger post A:0 B:0
+expect 2 "non-integer value" -- d ledger post A:1.5 B:-1.5
+expect 2 "unknown account" -- d ledger post A:5 Q:-5
+grep -q "'Q'" "$WORK/err" && ok || bad "unknown account not named: $(cat "$WORK/err")"
+expect 2 "repeated account" -- d ledger post A:5 A:-5
+expect 2 "one leg" -- d ledger post A:5
+expect 2 "no colon" -- d ledger post A5 B-5
+[ "$(entries)" = 0 ] && ok || bad "bad input recorded something"
+
+# Posting: a 3-leg entry, seqIds from 1, dense per account.
+expect 0 "post 3 legs" -- d ledger post B:-1000 A:700 C:300 --id fund
+[ "$(j '[[.changes[] | [.account, .value, .seqId]], .state]')" = \
+  '[[["B",-1000,1],["A",700,1],["C",300,1]],"posted"]' ] && ok || bad "entry: $(out)"
+expect 0 "post again" -- d ledger post A:-200 B:200 --id e2
+[ "$(j '[.changes[].seqId]')" = "[2,2]" ] && ok || bad "seqIds: $(out)"
+
+# Idempotency: same id and legs -> the existing entry; other legs -> 3.
+expect 0 "same id, same legs" -- d ledger post A:-200 B:200 --id e2
+[ "$(j ._id)" = e2 ] && [ "$(entries)" = 2 ] && ok || bad "idempotent post: $(out)"
+expect 3 "same id, other legs" -- d ledger post A:-201 B:201 --id e2
+grep -q "CONFLICT" "$WORK/err" && ok || bad "conflict message: $(cat "$WORK/err")"
+
+# Balance and the exact field set; seq is the latest seqId.
+expect 0 "balance" -- d ledger balance A
+[ "$(j '[keys, .balance, .available, .pending_debits, .seq]')" = \
+  '[["account","available","balance","pending_debits","seq"],500,500,0,2]' ] && ok || bad "balance: $(out)"
+expect 0 "balance at seq 1" -- d ledger balance A --at-seq 1
+[ "$(j '[.balance, .seq]')" = "[700,1]" ] && ok || bad "balance --at-seq: $(out)"
+expect 2 "balance past the latest seq" -- d ledger balance A --at-seq 9
+expect 1 "balance of no such account" -- d ledger balance Q
+
+# The limit check is on the available balance; C may go to -50.
+expect 0 "debit into C's negative limit" -- d ledger post C:-350 B:350
+expect 1 "past C's limit" -- d ledger post C:-1 B:1
+
+# Pending entries: the debit is held against available, not moved.
+expect 0 "pending" -- d ledger post A:-100 B:100 --id p1 --pending
+[ "$(j .state)" = pending ] && ok || bad "pending: $(out)"
+expect 0 "balance with a pending debit" -- d ledger balance A
+[ "$(j '[.balance, .available, .pending_debits]')" = "[500,400,100]" ] && ok || bad "held: $(out)"
+expect 1 "a debit only the held money would cover" -- d ledger post A:-450 B:450
+expect 0 "post-pending" -- d ledger post-pending p1
+[ "$(j .state)" = posted ] && ok || bad "post-pending: $(out)"
+expect 0 "post-pending of a posted entry" -- d ledger post-pending p1
+expect 3 "void of a posted entry" -- d ledger void p1
+expect 0 "pending p2" -- d ledger post A:-50 B:50 --id p2 --pending
+expect 0 "void" -- d ledger void p2
+[ "$(j .state)" = voided ] && ok || bad "void: $(out)"
+expect 3 "post-pending of a voided entry" -- d ledger post-pending p2
+expect 0 "pending p3 with a short timeout" -- d ledger post A:-50 B:50 --id p3 --pending --timeout-ms 1
+sleep 0.05
+expect 3 "post-pending past the timeout" -- d ledger post-pending p3
+expect 0 "show p3" -- d ledger show p3
+[ "$(j .state)" = expired ] && ok || bad "expired: $(out)"
+expect 2 "--timeout-ms without --pending" -- d ledger post A:-1 B:1 --timeout-ms 5
+expect 1 "void of no such entry" -- d ledger void nope
+expect 0 "balance after the pending outcomes" -- d ledger balance A
+[ "$(j '[.balance, .available, .seq]')" = "[400,400,5]" ] && ok || bad "after pending: $(out)"
+
+# Statement: one line per valid leg, running balance, uncommitted included,
+# --from-seq inclusive, --limit.
+expect 0 "statement" -- d ledger statement A
+[ "$(lines '[.[] | [.entry, .seq, .value, .balance, .state]]')" = \
+  '[["fund",1,700,700,"uncommitted"],["e2",2,-200,500,"uncommitted"],["p1",3,-100,400,"uncommitted"]]' ] &&
+  ok || bad "statement: $(out)"
+[ "$(lines '.[0] | keys')" = '["balance","entry","seq","state","value"]' ] && ok || bad "statement fields: $(out)"
+expect 0 "statement --from-seq 2 --limit 1" -- d ledger statement A --from-seq 2 --limit 1
+[ "$(lines '[.[] | [.entry, .balance]]')" = '[["e2",500]]' ] && ok || bad "statement from: $(out)"
+
+# The committer: worker commits in per-account seqId order and moves the
+# caches; the statement says committed; the audit is clean.
+expect 0 "worker" -- d worker --once
+expect 0 "statement committed" -- d ledger statement A
+[ "$(lines '[.[].state] | unique')" = '["committed"]' ] && ok || bad "committed: $(out)"
+expect 0 "account cache" -- d find ledger_accounts '{"_id":"A"}'
+[ "$(j .cache)" = '{"balance":400,"seqId":5}' ] && ok || bad "cache: $(out)"
+expect 0 "audit" -- d audit --settled
+
+# Limits change later: above the balance, later debits are refused,
+# history untouched.
+expect 0 "limit above the balance" -- d ledger account limit A 1000
+expect 1 "debit under the raised limit" -- d ledger post A:-1 B:1
+expect 0 "balance unchanged" -- d ledger balance A
+[ "$(j '[.balance, .seq]')" = "[400,5]" ] && ok || bad "history touched: $(out)"
+expect 0 "audit after the limit change" -- d audit --settled
+expect 0 "limit none" -- d ledger account limit A none
+expect 0 "debit below zero with no limit" -- d ledger post A:-500 B:500 --id e9
+expect 0 "limit back to 0" -- d ledger account limit A 0
+
+# Reversal: a new entry with the negated legs; the original untouched.
+expect 0 "reverse" -- d ledger reverse e9 --id r9
+[ "$(j '[.reverses, [.changes[] | [.account, .value]]]')" = \
+  '["e9",[["A",500],["B",-500]]]' ] && ok || bad "reversal: $(out)"
+expect 0 "reverse again returns it" -- d ledger reverse e9
+[ "$(j ._id)" = r9 ] && ok || bad "reverse again: $(out)"
+expect 3 "reverse again under another id" -- d ledger reverse e9 --id r10
+expect 3 "reverse of a voided entry" -- d ledger reverse p2
+expect 0 "show e9" -- d ledger show e9
+[ "$(j .state)" = posted ] && ok || bad "original changed: $(out)"
+
+# int64: a balance must stay representable.
+d ledger account create X --min-balance none >/dev/null
+d ledger account create Y --min-balance none >/dev/null
+expect 0 "post INT64_MAX" -- d ledger post X:-9223372036854775807 Y:9223372036854775807
+expect 3 "overflow refused" -- d ledger post X:-1 Y:1
+grep -q "OVERFLOW: account 'Y'" "$WORK/err" && ok || bad "overflow message: $(cat "$WORK/err")"
+expect 2 "value past int64" -- d ledger post X:-9223372036854775808 Y:9223372036854775808
+
+# show and list.
+expect 1 "show of no such entry" -- d ledger show nope
+expect 0 "list --account A" -- d ledger list --account A
+[ "$(lines '[.[]._id]')" = '["fund","e2","p1","p2","p3","e9","r9"]' ] && ok || bad "list: $(out)"
+expect 0 "list --limit 2" -- d ledger list --limit 2
+[ "$(lines length)" = 2 ] && ok || bad "list --limit: $(out)"
+expect 0 "faults lists the ledger's points" -- d faults
+grep -q "^ledger.post$" "$WORK/out" && grep -q "^ledger.commit$" "$WORK/out" && ok || bad "faults: $(out)"
+d worker --once >/dev/null
+expect 0 "audit before tampering" -- d audit --settled
+
+# Tampering: entries and accounts are never deleted; a changed leg or a
+# wrong cache is found by the audit (exit 5).
+expect 3 "delete of an entry refused" -- d delete ledger_entries '{"_id":"e2"}'
+expect 3 "a leg of value 0 refused" -- d update ledger_entries '{"_id":"e2"}' '{"$set":{"changes.0.value":0}}'
+expect 0 "a leg's value changed" -- d update ledger_entries '{"_id":"e2"}' '{"$set":{"changes.0.value":-201}}'
+expect 5 "audit finds the changed leg" -- d audit
+grep -q "unbalanced_entry" "$WORK/out" && ok || bad "audit output: $(out)"
+d update ledger_entries '{"_id":"e2"}' '{"$set":{"changes.0.value":-200}}' >/dev/null
+expect 0 "a cache set wrong" -- d update ledger_accounts '{"_id":"B"}' '{"$inc":{"cache.balance":1}}'
+expect 5 "audit finds the cache" -- d audit
+grep -q "cache_mismatch" "$WORK/out" && ok || bad "audit output: $(out)"
+finish

@@ -1,0 +1,447 @@
+/* ledger.c -- the ledger (src/txn/ledger/) through the public C API on a
+ * real store, under concurrency:
+ *  1. the race the unique index decides: 8 threads, each with its own
+ *     store handle, debit 60 from an account holding 100 at the same
+ *     moment; exactly one passes the check, every other one is refused
+ *     for funds naming the account (rounds on fresh accounts);
+ *  2. load: 8 threads in this process and 2 in a forked one post 3-leg
+ *     entries among 20 accounts (limits 0, plus one settlement account
+ *     with none) for a bounded time, while a sampler reads balances: no
+ *     available balance is ever below its limit, every refusal for funds
+ *     names an account of the entry; then recovery commits everything
+ *     and the settled audit is clean (legs sum to zero, caches equal
+ *     recomputation, dense unique seqIds, anchors), and the balances sum
+ *     to zero;
+ *  3. pending races: post-pending, void and expiry race for each pending
+ *     entry from 3 processes; exactly one outcome wins and every caller
+ *     agrees with it.
+ *
+ * usage: txn_ledger STORE-URI   (the ledger collections are dropped
+ * first) */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "doc/doc.h"
+#include "testlib.h"
+#include "util/err.h"
+
+static const char *uri;
+
+static dtx_store_t *open_store(void) { return dtx_t_open(uri); }
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Prints "what: JSON" (v borrowed, may be NULL). */
+static void show(const char *what, const json_t *v) {
+  char *t = v ? json_dumps(v, JSON_COMPACT) : NULL;
+  printf("%s: %s\n", what, t ? t : "-");
+  free(t);
+}
+
+static int64_t ival(const json_t *v, const char *k) {
+  return json_integer_value(json_object_get(v, k));
+}
+
+/* The settled audit finds nothing wrong with the ledger.  (Only the
+ * ledger's findings count: the suites of run-redis.sh share one store, and
+ * another pattern's leftovers are its own suite's to judge.) */
+static void check_audit(dtx_store_t *st) {
+  json_t *rep = NULL, *f;
+  size_t i, n = 0;
+  int rc = dtx_audit(st, DTX_AUDIT_SETTLED, &rep);
+  CHECKF(rc == 0 || rc == DTX_EAUDIT, "audit: %s %s", dtx_errname(rc),
+         dtx_errdetail());
+  json_array_foreach(json_object_get(rep, "findings"), i, f) {
+    const char *p = json_string_value(json_object_get(f, "pattern"));
+    if (p && strcmp(p, "ledger") == 0) {
+      n++;
+      show("finding", f);
+    }
+  }
+  CHECKF(n == 0, "the audit found %zu ledger findings", n);
+  show("audit ledger", json_object_get(json_object_get(rep, "patterns"), "ledger"));
+  json_decref(rep);
+}
+
+/* ---- 1. two debits only one fits ------------------------------------------ */
+
+#define RACERS 8
+#define ROUNDS 6
+
+typedef struct racer {
+  pthread_barrier_t *bar;
+  dtx_store_t *st;
+  const char *acct;
+  int rc;
+  char detail[256];
+} racer_t;
+
+static void *race_one(void *arg) {
+  racer_t *r = arg;
+  dtx_ledger_leg_t legs[] = {{r->acct, -60}, {"S", 60}};
+  dtx_ledger_post_req_t req = {.legs = legs, .nlegs = 2};
+  json_t *e = NULL;
+  pthread_barrier_wait(r->bar);
+  r->rc = dtx_ledger_post(r->st, &req, NULL, &e);
+  snprintf(r->detail, sizeof r->detail, "%s", dtx_errdetail());
+  json_decref(e);
+  return NULL;
+}
+
+static void test_race(void) {
+  dtx_store_t *st = open_store();
+  dtx_ledger_limit_t none = {.no_min_balance = 1};
+  CHECK_RC(dtx_ledger_account_create(st, "S", &none, NULL), 0);
+  racer_t r[RACERS];
+  pthread_t th[RACERS];
+  pthread_barrier_t bar;
+  for (int i = 0; i < RACERS; i++)
+    r[i].st = open_store();
+  for (int round = 0; round < ROUNDS; round++) {
+    char acct[32];
+    snprintf(acct, sizeof acct, "R%d", round);
+    CHECK_RC(dtx_ledger_account_create(st, acct, NULL, NULL), 0);
+    dtx_ledger_leg_t fund[] = {{"S", -100}, {acct, 100}};
+    dtx_ledger_post_req_t req = {.legs = fund, .nlegs = 2};
+    json_t *e = NULL;
+    CHECK_RC(dtx_ledger_post(st, &req, NULL, &e), 0);
+    json_decref(e);
+    pthread_barrier_init(&bar, NULL, RACERS);
+    for (int i = 0; i < RACERS; i++) {
+      r[i].bar = &bar;
+      r[i].acct = acct;
+      pthread_create(&th[i], NULL, race_one, &r[i]);
+    }
+    int passed = 0;
+    for (int i = 0; i < RACERS; i++) {
+      pthread_join(th[i], NULL);
+      if (r[i].rc == 0)
+        passed++;
+      else
+        CHECKF(r[i].rc == DTX_EINSUFFICIENT && strstr(r[i].detail, acct),
+               "racer %d: %s: %s", i, dtx_errname(r[i].rc), r[i].detail);
+    }
+    pthread_barrier_destroy(&bar);
+    CHECKF(passed == 1, "round %d: %d debits of 60 passed on 100", round,
+           passed);
+    json_t *b = NULL;
+    CHECK_RC(dtx_ledger_balance(st, acct, DTX_LEDGER_LATEST, &b), 0);
+    CHECKF(ival(b, "balance") == 40 && ival(b, "seq") == 2,
+           "round %d: balance %lld seq %lld", round,
+           (long long)ival(b, "balance"), (long long)ival(b, "seq"));
+    json_decref(b);
+  }
+  for (int i = 0; i < RACERS; i++)
+    dtx_store_close(r[i].st);
+  dtx_store_close(st);
+}
+
+/* ---- 2. load with a sampler ---------------------------------------------- */
+
+#define NACCTS 20
+#define THREADS 8
+#define CHILD_THREADS 2
+#define LOAD_MS 2500
+
+typedef struct load {
+  int64_t until;
+  unsigned seed;
+  int posted, refused, bad_refusal, errors;
+  char first_error[256];
+} load_t;
+
+static atomic_int sampler_stop, below_limit, samples;
+
+static void acct_name(char *buf, size_t n, int i) {
+  if (i == NACCTS)
+    snprintf(buf, n, "SETTLE");
+  else
+    snprintf(buf, n, "L%02d", i);
+}
+
+static void *poster(void *arg) {
+  load_t *l = arg;
+  dtx_store_t *st = open_store();
+  while (mono_ms() < l->until) {
+    /* Three distinct accounts: two debited, one credited; now and then
+     * the settlement account pays in, so money keeps flowing. */
+    char a[3][16];
+    int idx[3];
+    for (int k = 0; k < 3; k++) {
+    again:
+      idx[k] = (int)(rand_r(&l->seed) % (NACCTS + 1));
+      for (int j = 0; j < k; j++)
+        if (idx[j] == idx[k])
+          goto again;
+      acct_name(a[k], sizeof a[k], idx[k]);
+    }
+    int64_t x = 1 + rand_r(&l->seed) % 40, y = 1 + rand_r(&l->seed) % 40;
+    dtx_ledger_leg_t legs[] = {{a[0], -x}, {a[1], -y}, {a[2], x + y}};
+    dtx_ledger_post_req_t req = {.legs = legs, .nlegs = 3};
+    json_t *e = NULL;
+    int rc = dtx_ledger_post(st, &req, NULL, &e);
+    json_decref(e);
+    if (rc == 0)
+      l->posted++;
+    else if (rc == DTX_EINSUFFICIENT) {
+      l->refused++;
+      const char *d = dtx_errdetail();
+      char q0[24], q1[24];
+      snprintf(q0, sizeof q0, "'%s'", a[0]);
+      snprintf(q1, sizeof q1, "'%s'", a[1]);
+      if (!strstr(d, q0) && !strstr(d, q1))
+        l->bad_refusal++;
+    } else {
+      if (!l->errors++)
+        snprintf(l->first_error, sizeof l->first_error, "%s: %s",
+                 dtx_errname(rc), dtx_errdetail());
+    }
+  }
+  dtx_store_close(st);
+  return NULL;
+}
+
+static void *sampler(void *arg) {
+  (void)arg;
+  dtx_store_t *st = open_store();
+  unsigned seed = 7;
+  while (!atomic_load(&sampler_stop)) {
+    char a[16];
+    acct_name(a, sizeof a, (int)(rand_r(&seed) % NACCTS));
+    json_t *b = NULL;
+    if (dtx_ledger_balance(st, a, DTX_LEDGER_LATEST, &b) == 0) {
+      atomic_fetch_add(&samples, 1);
+      if (ival(b, "available") < 0) {
+        atomic_fetch_add(&below_limit, 1);
+        show("below limit", b);
+      }
+    }
+    json_decref(b);
+  }
+  dtx_store_close(st);
+  return NULL;
+}
+
+/* Runs n posters until `until`; sums their counts into *sum. */
+static void run_posters(int n, int64_t until, unsigned seed, load_t *sum) {
+  load_t l[THREADS];
+  pthread_t th[THREADS];
+  for (int i = 0; i < n; i++) {
+    memset(&l[i], 0, sizeof l[i]);
+    l[i].until = until;
+    l[i].seed = seed + (unsigned)i;
+    pthread_create(&th[i], NULL, poster, &l[i]);
+  }
+  memset(sum, 0, sizeof *sum);
+  for (int i = 0; i < n; i++) {
+    pthread_join(th[i], NULL);
+    sum->posted += l[i].posted;
+    sum->refused += l[i].refused;
+    sum->bad_refusal += l[i].bad_refusal;
+    if (l[i].errors && !sum->errors)
+      memcpy(sum->first_error, l[i].first_error, sizeof sum->first_error);
+    sum->errors += l[i].errors;
+  }
+}
+
+static void test_load(void) {
+  dtx_store_t *st = open_store();
+  dtx_ledger_limit_t none = {.no_min_balance = 1};
+  char a[16];
+  CHECK_RC(dtx_ledger_account_create(st, "SETTLE", &none, NULL), 0);
+  for (int i = 0; i < NACCTS; i++) {
+    acct_name(a, sizeof a, i);
+    CHECK_RC(dtx_ledger_account_create(st, a, NULL, NULL), 0);
+    dtx_ledger_leg_t fund[] = {{"SETTLE", -50}, {a, 50}};
+    dtx_ledger_post_req_t req = {.legs = fund, .nlegs = 2};
+    json_t *e = NULL;
+    CHECK_RC(dtx_ledger_post(st, &req, NULL, &e), 0);
+    json_decref(e);
+  }
+  int64_t until = mono_ms() + LOAD_MS;
+  int pipefd[2];
+  REQUIRE(pipe(pipefd) == 0);
+  fflush(NULL);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) { /* the second process: its own handles, its counts back */
+    load_t sum;
+    close(pipefd[0]);
+    run_posters(CHILD_THREADS, until, 1000, &sum);
+    ssize_t w = write(pipefd[1], &sum, sizeof sum);
+    _exit(w == (ssize_t)sizeof sum ? 0 : 1);
+  }
+  close(pipefd[1]);
+  pthread_t sth;
+  pthread_create(&sth, NULL, sampler, NULL);
+  load_t mine, child;
+  run_posters(THREADS, until, 1, &mine);
+  atomic_store(&sampler_stop, 1);
+  pthread_join(sth, NULL);
+  ssize_t got = read(pipefd[0], &child, sizeof child);
+  close(pipefd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(got == (ssize_t)sizeof child && WIFEXITED(status) &&
+        WEXITSTATUS(status) == 0);
+  if (got != (ssize_t)sizeof child)
+    memset(&child, 0, sizeof child);
+  int posted = mine.posted + child.posted, refused = mine.refused + child.refused;
+  printf("load: %d posted, %d refused for funds, %d balance samples, "
+         "%d errors\n", posted, refused, atomic_load(&samples),
+         mine.errors + child.errors);
+  CHECK(posted > 0 && refused > 0 && atomic_load(&samples) > 0);
+  CHECKF(mine.errors + child.errors == 0, "%s%s", mine.first_error,
+         child.first_error);
+  CHECK(mine.bad_refusal + child.bad_refusal == 0);
+  CHECK(atomic_load(&below_limit) == 0);
+  /* Everything committed, caches caught up: the settled audit. */
+  dtx_recover_opts_t ro = {.older_than_ms = 0};
+  json_t *sum = NULL;
+  CHECK_RC(dtx_recover(st, &ro, &sum), 0);
+  show("recover", json_object_get(json_object_get(sum, "patterns"), "ledger"));
+  json_decref(sum);
+  check_audit(st);
+  int64_t total = 0;
+  for (int i = 0; i <= NACCTS; i++) {
+    json_t *b = NULL;
+    acct_name(a, sizeof a, i);
+    CHECK_RC(dtx_ledger_balance(st, a, DTX_LEDGER_LATEST, &b), 0);
+    if (i < NACCTS)
+      CHECK(ival(b, "balance") >= 0);
+    total += ival(b, "balance");
+    json_decref(b);
+  }
+  CHECKF(total == 0, "balances sum to %lld", (long long)total);
+  dtx_store_close(st);
+}
+
+/* ---- 3. pending races ------------------------------------------------------ */
+
+#define PENDING_ROUNDS 8
+
+/* Shared with the 3 resolver processes of a round. */
+typedef struct race_shm {
+  pthread_barrier_t bar; /* PTHREAD_PROCESS_SHARED */
+  int rc[3];
+} race_shm_t;
+
+/* The resolver process `which` (0 post-pending, 1 void, 2 expiry by a
+ * recovery pass) of entry id: its own store handle, then the start line. */
+static void resolver(race_shm_t *shm, int which, const char *id) {
+  dtx_store_t *st = open_store();
+  json_t *e = NULL;
+  pthread_barrier_wait(&shm->bar);
+  if (which == 2) {
+    dtx_recover_opts_t ro = {.older_than_ms = -1};
+    shm->rc[2] = dtx_recover(st, &ro, &e);
+  } else {
+    shm->rc[which] = which == 0 ? dtx_ledger_post_pending(st, id, &e)
+                                : dtx_ledger_void(st, id, &e);
+  }
+  json_decref(e);
+  dtx_store_close(st);
+  _exit(0);
+}
+
+static void test_pending_races(void) {
+  dtx_store_t *st = open_store();
+  race_shm_t *shm = mmap(NULL, sizeof *shm, PROT_READ | PROT_WRITE,
+                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(shm != MAP_FAILED);
+  pthread_barrierattr_t ba;
+  pthread_barrierattr_init(&ba);
+  pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
+  int outcomes[3] = {0};
+  CHECK_RC(dtx_ledger_account_create(st, "P", NULL, NULL), 0);
+  dtx_ledger_leg_t fund[] = {{"S", -1000}, {"P", 1000}};
+  dtx_ledger_post_req_t freq = {.legs = fund, .nlegs = 2};
+  json_t *e = NULL;
+  CHECK_RC(dtx_ledger_post(st, &freq, NULL, &e), 0);
+  json_decref(e);
+  for (int round = 0; round < PENDING_ROUNDS; round++) {
+    char id[32];
+    snprintf(id, sizeof id, "pend%d", round);
+    dtx_ledger_leg_t legs[] = {{"P", -10}, {"S", 10}};
+    /* Timeouts from before the race to well after its start (a loaded
+     * or sanitized run starts processes slowly), so each outcome can
+     * win some rounds. */
+    static const int64_t timeouts[] = {1, 40, 150, 1000};
+    dtx_ledger_post_req_t req = {.id = id, .legs = legs, .nlegs = 2,
+                                 .pending = 1, .timeout_ms = timeouts[round % 4]};
+    CHECK_RC(dtx_ledger_post(st, &req, NULL, &e), 0);
+    json_decref(e);
+    usleep(5000);
+    pthread_barrier_init(&shm->bar, &ba, 3);
+    shm->rc[0] = shm->rc[1] = shm->rc[2] = 1;
+    pid_t pids[3];
+    fflush(NULL);
+    for (int i = 0; i < 3; i++)
+      if ((pids[i] = fork()) == 0)
+        resolver(shm, i, id);
+    for (int i = 0; i < 3; i++) {
+      int status = 0;
+      CHECK(pids[i] > 0 && waitpid(pids[i], &status, 0) == pids[i] &&
+            WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    pthread_barrier_destroy(&shm->bar);
+    dtx_recover_opts_t ro = {.older_than_ms = -1};
+    json_t *sum = NULL;
+    CHECK_RC(dtx_recover(st, &ro, &sum), 0);
+    json_decref(sum);
+    CHECK_RC(dtx_ledger_get(st, id, &e), 0);
+    const char *final = e ? json_string_value(json_object_get(e, "state")) : "";
+    int k = strcmp(final, "posted") == 0   ? 0
+            : strcmp(final, "voided") == 0 ? 1
+            : strcmp(final, "expired") == 0 ? 2
+                                            : -1;
+    CHECKF(k >= 0, "%s ended %s", id, final);
+    if (k >= 0)
+      outcomes[k]++;
+    /* Whoever won, the losers say so: post-pending succeeds only if it
+     * posted, void only if it voided; the others get STATE. */
+    CHECKF((shm->rc[0] == 0) == (k == 0) &&
+               (shm->rc[0] == 0 || shm->rc[0] == DTX_ESTATE),
+           "%s: post-pending %s with the entry %s", id, dtx_errname(shm->rc[0]),
+           final);
+    CHECKF((shm->rc[1] == 0) == (k == 1) &&
+               (shm->rc[1] == 0 || shm->rc[1] == DTX_ESTATE),
+           "%s: void %s with the entry %s", id, dtx_errname(shm->rc[1]), final);
+    CHECK_RC(shm->rc[2], 0);
+    json_decref(e);
+  }
+  printf("pending races: %d posted, %d voided, %d expired\n", outcomes[0],
+         outcomes[1], outcomes[2]);
+  json_t *b = NULL;
+  CHECK_RC(dtx_ledger_balance(st, "P", DTX_LEDGER_LATEST, &b), 0);
+  CHECK(ival(b, "balance") == 1000 - 10 * outcomes[0] &&
+        ival(b, "pending_debits") == 0);
+  show("P", b);
+  json_decref(b);
+  check_audit(st);
+  pthread_barrierattr_destroy(&ba);
+  munmap(shm, sizeof *shm);
+  dtx_store_close(st);
+}
+
+int main(int argc, char **argv) {
+  uri = argc > 1 ? argv[1] : "sqlite:/tmp/doctx_txn_ledger.db";
+  dtx_store_t *st = open_store();
+  dtx_store_drop_collection(st, DTX_LEDGER_ENTRIES);
+  dtx_store_drop_collection(st, DTX_LEDGER_ACCOUNTS);
+  dtx_store_close(st);
+  TEST_RUN(test_race);
+  TEST_RUN(test_load);
+  TEST_RUN(test_pending_races);
+  return TEST_DONE();
+}
