@@ -30,6 +30,12 @@ int dtx__cli_faults_ok(void) {
   return DTX_EXIT_USAGE;
 }
 
+dtx_store_t *dtx__cli_store_armed(dtx_cli_t *cli, int *code) {
+  if ((*code = dtx__cli_faults_ok()))
+    return NULL;
+  return dtx__cli_store(cli, code);
+}
+
 volatile int dtx__cli_stop;
 
 static void on_signal(int sig) {
@@ -38,9 +44,7 @@ static void on_signal(int sig) {
 }
 
 dtx_store_t *dtx__cli_store_stoppable(dtx_cli_t *cli, int *code) {
-  if ((*code = dtx__cli_faults_ok()))
-    return NULL;
-  dtx_store_t *st = dtx__cli_store(cli, code);
+  dtx_store_t *st = dtx__cli_store_armed(cli, code);
   if (!st)
     return NULL;
   struct sigaction sa = {0};

@@ -123,6 +123,9 @@ int dtx__cli_is_help(int argc, char **argv);
 int dtx__cli_help(const char *text);
 /* Checks DOCTX_FAULT (a typo is a usage error, not a silent no-op). */
 int dtx__cli_faults_ok(void);
+/* dtx__cli_faults_ok, then dtx__cli_store: NULL with *code set when
+ * either fails (every command that writes opens its store so). */
+dtx_store_t *dtx__cli_store_armed(dtx_cli_t *cli, int *code);
 /* The store of a long-running command (worker, job work): DOCTX_FAULT
  * checked, the store opened, and SIGINT/SIGTERM turned into
  * dtx__cli_stop, which the command passes as its options' stop flag so

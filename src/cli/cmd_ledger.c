@@ -132,9 +132,7 @@ static int ledger_account(dtx_cli_t *cli, int argc, char **argv) {
     return dtx__cli_usage("ledger account: expected create ID "
                           "[--min-balance N|none] or limit ID N|none");
   }
-  if ((code = dtx__cli_faults_ok()))
-    return code;
-  dtx_store_t *st = dtx__cli_store(cli, &code);
+  dtx_store_t *st = dtx__cli_store_armed(cli, &code);
   if (!st)
     return code;
   json_t *acct = NULL;
@@ -165,9 +163,7 @@ static int ledger_post(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {
   if (dtx__cli_int_opt("ledger post", &o[G_TIMEOUT], 0, 1, &req.timeout_ms) ||
       dtx__cli_int_opt("ledger post", &o[G_DEADLINE], 0, 1, &eo.deadline_ms))
     return DTX_EXIT_USAGE;
-  if ((code = dtx__cli_faults_ok()))
-    return code;
-  dtx_store_t *st = dtx__cli_store(cli, &code);
+  dtx_store_t *st = dtx__cli_store_armed(cli, &code);
   if (!st)
     return code;
   json_t *e = NULL;

@@ -50,9 +50,7 @@ static int sync_rule(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {
   for (int i = O_MASTER; i <= O_COPY; i++)
     if (!o[i].value)
       return dtx__cli_usage("sync rule: %s is required", o[i].name);
-  if ((code = dtx__cli_faults_ok()))
-    return code;
-  dtx_store_t *st = dtx__cli_store(cli, &code);
+  dtx_store_t *st = dtx__cli_store_armed(cli, &code);
   if (!st)
     return code;
   dtx_sync_rule_t r = {.name = pos[1], .master = o[O_MASTER].value,
@@ -98,9 +96,7 @@ static int sync_repair(dtx_cli_t *cli, int n, dtx__cli_opt_t *o) {
       dtx__cli_int_opt("sync repair", &o[O_OLDER], 0, 0, &ro.older_than_ms) ||
       dtx__cli_int_opt("sync repair", &o[O_DEADLINE], 0, 1, &ro.deadline_ms))
     return code ? code : DTX_EXIT_USAGE;
-  if ((code = dtx__cli_faults_ok()))
-    return code;
-  dtx_store_t *st = dtx__cli_store(cli, &code);
+  dtx_store_t *st = dtx__cli_store_armed(cli, &code);
   if (!st)
     return code;
   json_t *sum = NULL;

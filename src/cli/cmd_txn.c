@@ -200,9 +200,7 @@ static int transfer_new(dtx_cli_t *cli, char **pos, dtx__cli_opt_t *o) {
                           req.from);
   if (dtx__cli_int_opt("transfer", &o[T_DEADLINE], 0, 1, &eo.deadline_ms))
     return DTX_EXIT_USAGE;
-  if ((code = dtx__cli_faults_ok()))
-    return code;
-  dtx_store_t *st = dtx__cli_store(cli, &code);
+  dtx_store_t *st = dtx__cli_store_armed(cli, &code);
   if (!st)
     return code;
   json_t *tx = NULL;
@@ -335,9 +333,7 @@ int dtx__cmd_recover(dtx_cli_t *cli, int argc, char **argv) {
       dtx__cli_int_opt("recover", &o[1], 0, 1, &ro.tombstone_ttl_ms) ||
       dtx__cli_int_opt("recover", &o[2], 0, 1, &ro.deadline_ms))
     return DTX_EXIT_USAGE;
-  if ((code = dtx__cli_faults_ok()))
-    return code;
-  dtx_store_t *st = dtx__cli_store(cli, &code);
+  dtx_store_t *st = dtx__cli_store_armed(cli, &code);
   if (!st)
     return code;
   json_t *sum = NULL;
