@@ -376,10 +376,16 @@ int dtx__kit_renew(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
 
 int dtx__kit_claim_next(dtx__exec_t *ex, const dtx__kind_t *k,
                         const dtx__claim_t *c, json_t **out) {
-  json_t *filter = json_deep_copy(c->due);
-  json_t *upd = move_update(ex, k, c->to, 1, NULL);
-  int unsure = 0;
-  int rc = modify(ex, c->point, k->coll, filter, upd, c->sort, out, &unsure);
+  /* Many executors race for the same head of the queue: one that lost it
+   * for the store's whole retry window (DTX_EBUSY) contends again, with
+   * the kit's randomised backoff, inside the command's deadline. */
+  dtx__contend_t ct = {0};
+  int unsure = 0, rc; /* sticky: any attempt may have landed unseen */
+  do {
+    json_t *filter = json_deep_copy(c->due);
+    json_t *upd = move_update(ex, k, c->to, 1, NULL);
+    rc = modify(ex, c->point, k->coll, filter, upd, c->sort, out, &unsure);
+  } while (rc == DTX_EBUSY && dtx__kit_contend(&ct, &rc, "claiming"));
   if (rc != DTX_ENOMATCH || !unsure)
     return rc;
   /* The claim may have landed before its reply was lost, on an item the

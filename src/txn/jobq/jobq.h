@@ -55,9 +55,6 @@ int dtx__job_finish(dtx__exec_t *ex, const json_t *job, int ok,
  * doubled n - 1 times, +-20% jitter, capped at DTX_JOB_BACKOFF_CAP_MS. */
 int64_t dtx__job_backoff(int64_t backoff_ms, int64_t failed);
 
-/* A per-thread pseudo-random number for jitter (no shared state). */
-uint64_t dtx__job_random(void);
-
 /* Moves due delayed jobs (of queue, or of every queue when NULL) to
  * ready, at most limit of them; *moved (may be NULL) counts them. */
 int dtx__job_promote(dtx__exec_t *ex, const char *queue, int limit,

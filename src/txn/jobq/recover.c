@@ -31,11 +31,6 @@
 #define BATCH 500
 #define PURGE_BATCH 200
 
-/* The markers and retention steps select terminal jobs by age through
- * `updated` as well as `finished`: a terminal job's updated is never
- * earlier than its finished, so the condition on it loses nothing, and it
- * lets the index {state, updated} find them, where `finished` alone made
- * every pass read every finished job (the job benchmark's profile). */
 static int find_some(dtx__exec_t *ex, json_t *filter, const char *sortkey,
                      int64_t limit, json_t **out) {
   json_t *sort = json_pack("{s:i}", sortkey, 1);
@@ -49,6 +44,23 @@ static int find_some(dtx__exec_t *ex, json_t *filter, const char *sortkey,
   json_decref(filter);
   json_decref(sort);
   return rc;
+}
+
+/* Up to limit jobs in state (stolen: a state or a {$in: [...]}) with
+ * (fx) or without (!fx) effect collections, finished over age_ms ago,
+ * oldest first.  They are selected by `updated` as well as `finished`: a
+ * terminal job's updated is never earlier than its finished, so the
+ * condition on it loses nothing, and it lets the index {state, updated}
+ * find them, where `finished` alone made every pass read every finished
+ * job (the job benchmark's profile). */
+static int finished_before(dtx__exec_t *ex, json_t *state, int fx,
+                           int64_t age_ms, int64_t limit, json_t **out) {
+  json_int_t before = (json_int_t)(dtx__now_ms() - age_ms);
+  return find_some(ex,
+                   json_pack("{s:o,s:{s:b},s:{s:I},s:{s:I}}", "state", state,
+                             "fx_colls.0", "$exists", fx, "updated", "$lte",
+                             before, "finished", "$lte", before),
+                   "updated", limit, out);
 }
 
 static int takeovers(dtx__exec_t *ex, const dtx_recover_opts_t *o,
@@ -141,15 +153,13 @@ static int clear_markers(dtx__exec_t *ex, const json_t *job, int64_t *n) {
 static int markers(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                    dtx__tally_t *t) {
   int64_t ttl = o->tombstone_ttl_ms > 0 ? o->tombstone_ttl_ms : DEFAULT_TTL_MS;
-  int64_t before = dtx__now_ms() - ttl;
-  json_t *f = json_pack("{s:{s:[s,s,s]},s:{s:b},s:{s:I},s:{s:I}}", "state",
-                        "$in", DTX_JOB_SUCCEEDED, DTX_JOB_DEAD,
-                        DTX_JOB_CANCELED, "fx_colls.0", "$exists", 1,
-                        "updated", "$lte", (json_int_t)before, "finished",
-                        "$lte", (json_int_t)before);
   json_t *list = NULL, *job;
   size_t i;
-  int rc = find_some(ex, f, "updated", BATCH, &list);
+  int rc = finished_before(
+      ex,
+      json_pack("{s:[s,s,s]}", "$in", DTX_JOB_SUCCEEDED, DTX_JOB_DEAD,
+                DTX_JOB_CANCELED),
+      1, ttl, BATCH, &list);
   if (rc)
     return rc;
   json_array_foreach(list, i, job) {
@@ -170,14 +180,10 @@ static int markers(dtx__exec_t *ex, const dtx_recover_opts_t *o,
 static int purge(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                  dtx__tally_t *t) {
   int64_t keep = o->retention_ms > 0 ? o->retention_ms : DEFAULT_RETENTION_MS;
-  int64_t before = dtx__now_ms() - keep;
-  json_t *f = json_pack("{s:s,s:{s:b},s:{s:I},s:{s:I}}", "state",
-                        DTX_JOB_SUCCEEDED, "fx_colls.0", "$exists", 0,
-                        "updated", "$lte", (json_int_t)before, "finished",
-                        "$lte", (json_int_t)before);
   json_t *list = NULL, *job;
   size_t i;
-  int rc = find_some(ex, f, "updated", PURGE_BATCH, &list);
+  int rc = finished_before(ex, json_string(DTX_JOB_SUCCEEDED), 0, keep,
+                           PURGE_BATCH, &list);
   if (rc)
     return rc;
   json_array_foreach(list, i, job) {

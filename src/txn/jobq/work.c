@@ -22,7 +22,6 @@
 
 #define DEFAULT_TIMEOUT_MS 300000
 #define PROMOTE_BATCH 100
-#define CONTENDED_MAX 4 /* store retry windows lost in a row before an error */
 
 typedef struct shared {
   dtx_store_t *st;
@@ -221,27 +220,16 @@ static void *work(void *arg) {
                  sh->o->deadline_ms);
   dtx__exec_rename(&ex, "%.120s#%d", ex.owner, w->n);
   dtx__idle_t idle = {0};
-  int contended = 0;
   while (!stopping(sh)) {
     json_t *job = NULL;
     int rc = claim(sh, &ex, &job);
     if (rc == 0) {
-      contended = 0;
       run_job(sh, &ex, job);
       json_decref(job);
       dtx__idle_busy(&idle);
       dtx__pacer_recover(&sh->pacer, &ex, 0);
       continue;
     }
-    /* Many workers lost the same head of the queue until the store's
-     * retry window ran out: contention, not a broken store.  Claim again
-     * after a random moment, up to CONTENDED_MAX windows in a row, before
-     * it counts as an error (the job benchmark: 8 workers on one queue). */
-    if (rc == DTX_EBUSY && ++contended < CONTENDED_MAX) {
-      dtx__deadline_sleep_ms(1 + (int64_t)(dtx__job_random() % 50));
-      continue;
-    }
-    contended = 0;
     if (rc != DTX_ENOMATCH) {
       dtx__tally_error(&sh->ran, NULL, rc);
       if (sh->o->once) {
