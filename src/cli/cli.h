@@ -92,6 +92,7 @@ int dtx__cmd_index(dtx_cli_t *, int, char **);
 int dtx__cmd_indexes(dtx_cli_t *, int, char **);
 int dtx__cmd_drop(dtx_cli_t *, int, char **);
 int dtx__cmd_collections(dtx_cli_t *, int, char **);
+int dtx__cmd_dump(dtx_cli_t *, int, char **);
 int dtx__cmd_rules(dtx_cli_t *, int, char **);
 int dtx__cmd_demo(dtx_cli_t *, int, char **);
 
