@@ -10,6 +10,7 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/harness.sh"
+scaffold_without_leak_check
 
 one_point() { # POINT
   local p=$1 action cmd rc label err

@@ -8,6 +8,7 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/harness.sh"
+scaffold_without_leak_check
 
 one_point() { # POINT
   local p=$1 cmd rc pid rargs label="$1:pause" log=$WORK/job.$1/pause.log
