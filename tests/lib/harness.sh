@@ -145,18 +145,32 @@ start_bg() { # LOG CMD...
   echo "$BG_PID" >>"$HARNESS_PIDS"
 }
 
-# 1 while PID is alive and not yet reaped-able (a zombie counts as done).
-alive() {
-  local st
-  st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
-  [ -n "$st" ] && [ "$st" != Z ]
+# nap SECS: sleeps without starting a process -- read's timeout on a FIFO
+# that never gets data.  The polling loops below run for the whole of a
+# suite beside its work, and on a small machine a `sleep` plus an `awk` per
+# turn (a process start is ~10 ms of CPU here) took a fifth of a core.
+mkfifo "$WORK/.nap"
+exec {HARNESS_NAP_FD}<>"$WORK/.nap"
+nap() { read -r -t "$1" -u "$HARNESS_NAP_FD" _ 2>/dev/null || :; }
+
+# proc_state PID: PROC_STATE is the state letter of PID (R, S, T, Z...),
+# read from /proc with builtins only; 1 when PID is gone.
+proc_state() {
+  local line
+  { read -r line <"/proc/$1/stat"; } 2>/dev/null || return 1
+  line=${line##*) } # after the command name, which may hold ") "
+  PROC_STATE=${line%% *}
+  [ -n "$PROC_STATE" ]
 }
+
+# 0 while PID is alive and not yet reaped-able (a zombie counts as done).
+alive() { proc_state "$1" && [ "$PROC_STATE" != Z ]; }
 
 bounded_wait() { # PID SECS LOG
   local pid=$1 secs=$2 log=${3:-} end
   end=$((SECONDS + secs))
   while alive "$pid" && [ $SECONDS -lt $end ]; do
-    sleep 0.05
+    nap 0.05
   done
   if alive "$pid"; then
     echo "TIMEOUT: process $pid still running after ${secs}s" >&2
@@ -177,14 +191,22 @@ stop_bg() { # PID [SECS] [LOG]
 }
 
 wait_stopped() { # PID SECS
-  local pid=$1 end=$((SECONDS + $2)) st
+  local pid=$1 end=$((SECONDS + $2))
   while [ $SECONDS -lt $end ]; do
-    st=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) || return 1
-    [ "$st" = T ] && return 0
-    [ "$st" = Z ] && return 1
-    sleep 0.01
+    proc_state "$pid" || return 1
+    case $PROC_STATE in T | t) return 0 ;; Z) return 1 ;; esac
+    nap 0.01
   done
   return 1
+}
+
+# count_running PID...: RUNNING is how many of them are alive (builtins
+# only, no subshell).
+count_running() {
+  local pid
+  RUNNING=0
+  for pid; do alive "$pid" && RUNNING=$((RUNNING + 1)); done
+  return 0
 }
 
 run_jobs() { # N FUNC ARG...
@@ -192,8 +214,8 @@ run_jobs() { # N FUNC ARG...
   local -a pids=()
   shift 2
   for arg in "$@"; do
-    while [ "$(jobs -rp | wc -l)" -ge "$n" ]; do
-      sleep 0.05
+    while count_running "${pids[@]}" && [ "$RUNNING" -ge "$n" ]; do
+      nap 0.05
     done
     (
       mkdir -p "$WORK/job.$arg"
