@@ -12,7 +12,7 @@
 #
 # Run by ctest with $DOCTX set to the doctx binary, against a fresh SQLite
 # file; run-redis.sh runs it against Redis by setting DTX_TEST_STORE_CMD
-# (tests/redis/fresh-store.sh), which hands out an emptied store.  Exits
+# (tests/redis/fresh-store.sh), which hands out a new namespace.  Exits
 # non-zero when any check fails and ends with "N passed, N failed".
 set -u
 

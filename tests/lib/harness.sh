@@ -41,7 +41,7 @@
 #   new_store NAME       sets S to a fresh store URI for one scenario:
 #                        sqlite:$WORK/NAME.db, or whatever
 #                        $DTX_TEST_STORE_CMD NAME prints (run-redis.sh:
-#                        tests/redis/fresh-store.sh, an emptied server)
+#                        tests/redis/fresh-store.sh, a new namespace)
 #   d ARGS...            doctx --store "$S" ARGS...
 #   scaffold_without_leak_check
 #                        d runs without LeakSanitizer's exit scan (the

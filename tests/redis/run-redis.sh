@@ -11,7 +11,7 @@
 #                 tests/cli/contract.sh, job.sh, lock.sh, sync.sh,
 #                 ledger.sh and
 #                 tests/crash/kleppmann.sh (DOCTX set; each scenario gets an
-#                 emptied namespace of its own through fresh-store.sh;
+#                 new namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time)
 #   cli           tests/cli/bad_input.sh, transfer_defects.sh and
 #                 tests/crash/tamper.sh and deletes.sh, likewise
