@@ -51,9 +51,10 @@
 #                        PREFIX.STEP (the pattern or layer that owns it)
 #   fault_points         sets POINTS to the points of `doctx faults` that
 #                        match FAULT_ONLY (fails when none) and
-#                        POINT_TURN[P] to 0 or 1, by turns down the whole
-#                        list: under DTX_QUICK (the sanitizer stage) the
-#                        suites split the actions between the two halves
+#                        POINT_TURN[P] to 0, 1 or 2, by turns down the
+#                        whole list: under DTX_QUICK (the sanitizer stage)
+#                        each point gets one action, crash (0), error (1)
+#                        or pause (2)
 #   load_scenario POINT  sources that file (scenario_setup, scenario_cmd,
 #                        check_final); 1 when the point has none (a
 #                        failure) or the file skips it (says why)
@@ -275,7 +276,7 @@ fault_points() {
   local all p i=0
   all=$("$DOCTX" faults) || return 1
   declare -gA POINT_TURN=()
-  for p in $all; do POINT_TURN[$p]=$((i % 2)); i=$((i + 1)); done
+  for p in $all; do POINT_TURN[$p]=$((i % 3)); i=$((i + 1)); done
   POINTS=$(grep -E -- "${FAULT_ONLY:-.}" <<<"$all")
   [ -n "$POINTS" ] || { echo "no fault points"; return 1; }
 }
