@@ -87,6 +87,25 @@ static int order_confirm(dtx_cli_t *cli, char **pos, int n,
   return dtx__cli_summary(rc, out);
 }
 
+/* cancel and show: one TRADE_ID, no options; show only reads. */
+static int order_one(dtx_cli_t *cli, const char *sub, char **pos, int n,
+                     dtx__cli_opt_t *o) {
+  static const int none[] = {-1};
+  int cancel = strcmp(sub, "cancel") == 0, code;
+  if (n != 2)
+    return dtx__cli_usage("order %s: expected TRADE_ID", sub);
+  if ((code = stray(sub, o, none)))
+    return code;
+  dtx_store_t *st = cancel ? dtx__cli_store_armed(cli, &code)
+                           : dtx__cli_store_read(cli, &code);
+  if (!st)
+    return code;
+  json_t *out = NULL;
+  int rc = cancel ? dtx_order_cancel(st, pos[1], &out)
+                  : dtx_order_get(st, pos[1], &out);
+  return dtx__cli_summary(rc, out);
+}
+
 int dtx__cmd_order(dtx_cli_t *cli, int argc, char **argv) {
   dtx__cli_opt_t o[O_N] = {
       [O_ACCOUNT] = {"--account", 1, NULL},
@@ -98,9 +117,8 @@ int dtx__cmd_order(dtx_cli_t *cli, int argc, char **argv) {
       [O_STATE] = {"--state", 1, NULL},
       [O_LIMIT] = {"--limit", 1, NULL},
       [O_SKIP] = {"--skip", 1, NULL}};
-  static const int none[] = {-1};
   char *pos[3];
-  int code, rc;
+  int code;
   if (dtx__cli_is_help(argc, argv))
     return dtx__cli_help(order_help);
   int n = dtx__cli_split(argc, argv, o, O_N, pos, 2);
@@ -114,29 +132,8 @@ int dtx__cmd_order(dtx_cli_t *cli, int argc, char **argv) {
     return order_create(cli, pos, n, o);
   if (strcmp(sub, "confirm") == 0)
     return order_confirm(cli, pos, n, o);
-  json_t *out = NULL;
-  if (strcmp(sub, "cancel") == 0) {
-    if (n != 2)
-      return dtx__cli_usage("order cancel: expected TRADE_ID");
-    if ((code = stray("cancel", o, none)))
-      return code;
-    dtx_store_t *st = dtx__cli_store_armed(cli, &code);
-    if (!st)
-      return code;
-    rc = dtx_order_cancel(st, pos[1], &out);
-    return dtx__cli_summary(rc, out);
-  }
-  if (strcmp(sub, "show") == 0) {
-    if (n != 2)
-      return dtx__cli_usage("order show: expected TRADE_ID");
-    if ((code = stray("show", o, none)))
-      return code;
-    dtx_store_t *st = dtx__cli_store_read(cli, &code);
-    if (!st)
-      return code;
-    rc = dtx_order_get(st, pos[1], &out);
-    return dtx__cli_summary(rc, out);
-  }
+  if (strcmp(sub, "cancel") == 0 || strcmp(sub, "show") == 0)
+    return order_one(cli, sub, pos, n, o);
   if (strcmp(sub, "list") != 0)
     return dtx__cli_usage("order: expected create, confirm, cancel, show or "
                           "list; got '%s'", sub);
@@ -151,7 +148,8 @@ int dtx__cmd_order(dtx_cli_t *cli, int argc, char **argv) {
   dtx_store_t *st = dtx__cli_store_read(cli, &code);
   if (!st)
     return code;
-  rc = dtx_order_list(st, o[O_STATE].value, &page, &out);
+  json_t *out = NULL;
+  int rc = dtx_order_list(st, o[O_STATE].value, &page, &out);
   if (rc)
     return dtx__cli_summary(rc, NULL);
   return dtx__cli_print_items(out, 0);
