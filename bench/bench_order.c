@@ -209,10 +209,10 @@ int main(int argc, char **argv) {
   for (int r = 0; r < c.rounds; r++) {
     d[r] = doctx_round(&c, r, lat);
     n[r] = native_round(&c, r, nlat);
-    dp50 = pct(lat, c.orders, 50);
-    dp99 = pct(lat, c.orders, 99);
-    np50 = pct(nlat, c.orders, 50);
-    np99 = pct(nlat, c.orders, 99);
+    dp50 = pct(lat, c.orders, 0.50);
+    dp99 = pct(lat, c.orders, 0.99);
+    np50 = pct(nlat, c.orders, 0.50);
+    np99 = pct(nlat, c.orders, 0.99);
   }
   double dm = median(d, c.rounds), nm = median(n, c.rounds);
   printf("order confirm (%d orders, %d users, sync=%s, %s): doctx %.0f/s "
