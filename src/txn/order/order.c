@@ -38,8 +38,9 @@
  * transfer (the current attempt's transfer id), attempt, created, owner,
  * lease_until, epoch, updated}.
  *
- * Invariants (asserts check O1, O3 and O4 here; dtx_audit checks O1-O3 on
- * the store, audit.c):
+ * Invariants (asserts here check O2 and the preconditions of O1 and O4:
+ * a credit runs only on a confirming order this executor holds, attempts
+ * number from 1; dtx_audit checks O1-O3 on the store, audit.c):
  *  O1 At most one transfer of an order ever succeeds.  Attempt n's id is
  *     "order:ID" (n = 1) or "order:ID:n", so a callback delivered twice
  *     finds the transfer of its attempt and the transfer's own idempotency
@@ -260,6 +261,7 @@ static int credit(dtx__exec_t *ex, const json_t *o, int *declines,
   json_t *tx = NULL, *done = NULL;
   *out = NULL;
   assert(dtx__state_is(o, DTX_OS_CONFIRMING)); /* O2 */
+  assert(dtx__str_is(o, "owner", ex->owner));  /* O4: under its claim */
   tx_id(id, attempt >= 1 ? attempt : 1, want, sizeof want);
   if (!txid || attempt < 1 || strcmp(txid, want) != 0)
     return dtx__err(DTX_ESTATE, "order %s: its transfer '%s' is not attempt "
