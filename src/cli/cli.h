@@ -156,5 +156,7 @@ int dtx__cmd_lock(dtx_cli_t *, int, char **);
 int dtx__cmd_sync(dtx_cli_t *, int, char **);
 /* cmd_ledger.c: the log-reconciliation ledger. */
 int dtx__cmd_ledger(dtx_cli_t *, int, char **);
+/* cmd_order.c: order confirmation. */
+int dtx__cmd_order(dtx_cli_t *, int, char **);
 
 #endif

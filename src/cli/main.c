@@ -160,6 +160,7 @@ static const command_t commands[] = {
     {"lock", dtx__cmd_lock, NULL},
     {"sync", dtx__cmd_sync, NULL},
     {"ledger", dtx__cmd_ledger, NULL},
+    {"order", dtx__cmd_order, NULL},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -197,7 +198,7 @@ static const char global_usage[] =
     "  demo                                  a narrated tour of the primitive\n"
     "\n"
     "Transaction commands (see doctx COMMAND --help):\n"
-    "  account, transfer, worker, recover, audit, faults, job, lock, sync, ledger\n"
+    "  account, transfer, worker, recover, audit, faults, job, lock, sync, ledger, order\n"
     "\n"
     "Options:\n"
     "  --store URI, --store=URI  the store to use, anywhere on the line:\n"
