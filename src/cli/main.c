@@ -154,6 +154,8 @@ static const command_t commands[] = {
     {"lock", dtx__cmd_lock, NULL},
     {"sync", dtx__cmd_sync, NULL},
     {"ledger", dtx__cmd_ledger, NULL},
+    {"batch-update", dtx__cmd_batch_update, NULL},
+    {"interest", dtx__cmd_interest, NULL},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -189,7 +191,8 @@ static const char global_usage[] =
     "  demo                                  a narrated tour of the primitive\n"
     "\n"
     "Transaction commands (see doctx COMMAND --help):\n"
-    "  account, transfer, worker, recover, audit, faults, job, lock, sync, ledger\n"
+    "  account, transfer, worker, recover, audit, faults, job, lock, sync, ledger,"
+    " batch-update, interest\n"
     "\n"
     "Options:\n"
     "  --store URI, --store=URI  the store to use, anywhere on the line:\n"

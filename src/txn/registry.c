@@ -18,7 +18,9 @@
   X(job) \
   X(lock) \
   X(sync) \
-  X(ledger)
+  X(ledger) \
+  X(batch) \
+  X(interest)
 
 #define DECLARE(name) extern const dtx__pattern_t dtx__##name##_pattern;
 DTX_PATTERNS(DECLARE)

@@ -1,0 +1,287 @@
+/* interest.c -- daily interest settlement, the last of LeanCloud's
+ * scenarios (reference 003, issue 12): every account with a positive
+ * balance and a limit earns floor(balance * rate_ppm / 1,000,000) for a
+ * day, credited exactly once per (account, day) however often the run is
+ * crashed and repeated.  It adds no protocol of its own: each credit is a
+ * two-phase transfer (src/txn/transfer/) from the settlement account with
+ * the deterministic id interest:DAY:ACCOUNT, so transfer idempotency is
+ * the once-only guarantee and the transfer audit's conservation covers
+ * every credit.
+ *
+ *   per eligible account A (pages of accounts by _id, read first):
+ *
+ *     transfer interest:DAY:A exists? --yes--> already: finish it if it is
+ *        | no                                  not terminal (never
+ *        v                                     recomputed)
+ *     amount = floor(balance_read * rate / 1e6)   (0: nothing to credit)
+ *        |   interest.credit
+ *        v
+ *     submit interest:DAY:A (settlement -> A, amount)  --CONFLICT--> already
+ *        |                                   (a concurrent run recorded it
+ *        v                                    from another balance)
+ *     run it to succeeded (transfer.* points)
+ *
+ *   transition                    function          fault point
+ *   settlement created            settlement()      interest.settlement
+ *   (none) -> credit recorded     credit_one()      interest.credit
+ *   credit recorded -> succeeded  dtx_transfer_run  transfer.*
+ *
+ * Which balance.  The balance an account's interest is computed from is
+ * the one read BEFORE its credit exists: the account is read, then the
+ * transfer looked up; a credit recorded between the two is found and
+ * never recomputed.  So a rerun never compounds on the same day's credit,
+ * and a crashed-then-rerun run credits exactly what an uninterrupted run
+ * does (given no other transfers meanwhile: each account's amount is
+ * fixed by its own balance when its credit is first recorded).
+ *
+ * Invariants (asserts check 1; transfer idempotency gives 2):
+ *   1. 0 <= amount <= balance (rate <= 1,000,000 ppm), computed exactly
+ *      in int64 (no intermediate product can overflow);
+ *   2. at most one credit per (account, day): its transfer id. */
+#include <assert.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "doc/doc.h"
+#include "txn/kit.h"
+#include "util/err.h"
+
+#define PAGE 200
+#define SETTLEMENT "settlement"
+
+/* YYYY-MM-DD, a date of the proleptic Gregorian calendar, year >= 1. */
+static int check_day(const char *day) {
+  static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  int ok = day && strlen(day) == 10 && day[4] == '-' && day[7] == '-';
+  for (int i = 0; ok && i < 10; i++)
+    ok = i == 4 || i == 7 || (day[i] >= '0' && day[i] <= '9');
+  if (ok) {
+    int y = (day[0] - '0') * 1000 + (day[1] - '0') * 100 +
+            (day[2] - '0') * 10 + (day[3] - '0');
+    int m = (day[5] - '0') * 10 + (day[6] - '0');
+    int d = (day[8] - '0') * 10 + (day[9] - '0');
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    ok = y >= 1 && m >= 1 && m <= 12 && d >= 1 &&
+         d <= mdays[m - 1] + (m == 2 && leap);
+  }
+  return ok ? 0 : dtx__err(DTX_EINVAL, "interest day '%s': expected a real "
+                           "calendar date YYYY-MM-DD", day ? day : "(null)");
+}
+
+/* floor(b * r / 1e6) for 0 <= b, 0 <= r <= 1e6, without a wider type:
+ * (b / 1e6) * r <= b, and (b % 1e6) * r < 1e12. */
+static int64_t interest_of(int64_t b, int64_t r) {
+  int64_t q = b / 1000000, m = b % 1000000;
+  int64_t v = q * r + m * r / 1000000;
+  assert(v >= 0 && v <= b); /* I1 */
+  return v;
+}
+
+/* The settlement account, created on first use with no limit; one that
+ * exists with a limit would run dry mid-day: refused. */
+static int settlement(dtx__exec_t *ex, const char *id) {
+  json_t *acc = NULL;
+  int rc = dtx_account_get(ex->st, id, &acc);
+  if (rc == DTX_ENOACCOUNT) {
+    dtx__retry_t r = {0};
+    do
+      rc = DTX_FAULTPOINT("interest.settlement");
+    while (dtx__retry_again(&r, &rc, "creating the settlement account"));
+    dtx_account_opts_t o = {.no_min_balance = 1};
+    if (rc == 0)
+      rc = dtx_account_create(ex->st, id, &o, &acc);
+    if (rc == DTX_EDUPKEY) /* a concurrent first use */
+      rc = dtx_account_get(ex->st, id, &acc);
+  }
+  if (rc == 0 && !json_is_null(json_object_get(acc, "min_balance")))
+    rc = dtx__err(DTX_ECONFLICT, "settlement account '%s' has a limit "
+                  "(min_balance %lld); interest needs one with none", id,
+                  (long long)dtx__int(acc, "min_balance"));
+  json_decref(acc);
+  return rc;
+}
+
+typedef struct run {
+  dtx__exec_t ex;
+  const dtx_interest_req_t *req;
+  const char *settle;
+  const dtx_exec_opts_t *opts;
+  int64_t accounts, credited, already, pending, skipped, zero, failed, total;
+  int refused; /* the first per-account refusal (overflow, id too long) */
+} run_t;
+
+/* Counts the end of transfer t (borrowed) for the run. */
+static void tally_end(run_t *r, const json_t *t, int fresh) {
+  if (dtx__state_is(t, "succeeded")) {
+    if (fresh) {
+      r->credited++;
+      r->total += dtx__int(t, "amount");
+    } else {
+      r->already++;
+    }
+  } else if (dtx__state_is(t, "failed")) {
+    r->failed++;
+  } else {
+    r->pending++;
+    if (!fresh)
+      r->already++;
+  }
+}
+
+static int credit_one(run_t *r, const json_t *acc) {
+  const char *id = dtx__str(acc, "_id");
+  int64_t bal = dtx__int(acc, "balance");
+  char tid[160];
+  json_t *t = NULL;
+  if (!id || !json_is_integer(json_object_get(acc, "balance")) ||
+      !json_is_integer(json_object_get(acc, "min_balance")) || bal <= 0 ||
+      strcmp(id, r->settle) == 0) {
+    r->skipped++;
+    return 0;
+  }
+  r->accounts++;
+  int n = snprintf(tid, sizeof tid, "interest:%s:%s", r->req->day, id);
+  if (n < 0 || n > 128) {
+    int rc = dtx__err(DTX_EINVAL, "interest for account '%s': its transfer "
+                      "id %s is longer than 128 bytes", id, tid);
+    if (!r->refused)
+      r->refused = rc;
+    return 0;
+  }
+  /* Looked up after the account was read: a credit recorded since is
+   * found here, and its amount is never recomputed. */
+  int rc = dtx_transfer_get(r->ex.st, tid, &t);
+  if (rc == 0) {
+    int done = dtx__state_is(t, "succeeded") || dtx__state_is(t, "failed");
+    if (!done) {
+      json_decref(t);
+      t = NULL;
+      rc = dtx_transfer_run(r->ex.st, tid, r->opts, &t);
+    }
+    if (rc == 0)
+      tally_end(r, t, 0);
+    json_decref(t);
+    return rc;
+  }
+  if (rc != DTX_ENOTFOUND)
+    return rc;
+  dtx__err_clear();
+  int64_t amount = interest_of(bal, r->req->rate_ppm);
+  if (amount == 0) {
+    r->zero++;
+    return 0;
+  }
+  if (bal > INT64_MAX - amount) {
+    rc = dtx__err(DTX_EOVERFLOW, "interest %lld for account '%s' would take "
+                  "its balance %lld past INT64_MAX", (long long)amount, id,
+                  (long long)bal);
+    if (!r->refused)
+      r->refused = rc;
+    return 0;
+  }
+  dtx__retry_t rt = {0};
+  do
+    rc = DTX_FAULTPOINT("interest.credit");
+  while (dtx__retry_again(&rt, &rc, "recording an interest credit"));
+  dtx_transfer_req_t q = {.id = tid, .from = r->settle, .to = id,
+                          .amount = amount};
+  int fresh = 1;
+  if (rc == 0)
+    rc = dtx_transfer_submit(r->ex.st, &q, &t);
+  if (rc == DTX_ECONFLICT) { /* a concurrent run, from another balance */
+    dtx__err_clear();
+    fresh = 0;
+    rc = dtx_transfer_get(r->ex.st, tid, &t);
+  } else if (rc == 0 && !dtx__state_is(t, "initiated")) {
+    fresh = 0; /* submitted before by a concurrent run, same amount */
+  }
+  if (rc == 0 && !dtx__state_is(t, "succeeded") &&
+      !dtx__state_is(t, "failed")) {
+    json_decref(t);
+    t = NULL;
+    rc = dtx_transfer_run(r->ex.st, tid, r->opts, &t);
+  }
+  if (rc == 0)
+    tally_end(r, t, fresh);
+  json_decref(t);
+  return rc;
+}
+
+static int run_all(run_t *r) {
+  json_t *sort = json_pack("{s:i}", "_id", 1), *last = json_string("");
+  int rc = sort && last ? 0 : DTX_ENOMEM;
+  while (rc == 0) {
+    json_t *page = NULL, *acc;
+    size_t i;
+    json_t *q = json_pack("{s:{s:O}}", "_id", "$gt", last);
+    rc = q ? dtx__kit_find_n(&r->ex, DTX_ACCOUNTS, q, sort, PAGE, &page)
+           : DTX_ENOMEM;
+    json_decref(q);
+    if (rc == 0 && json_array_size(page) == 0) {
+      json_decref(page);
+      break;
+    }
+    json_array_foreach(page, i, acc) {
+      if (rc == 0)
+        rc = credit_one(r, acc);
+    }
+    if (rc == 0) {
+      json_decref(last);
+      last = json_incref(
+          json_object_get(json_array_get(page, json_array_size(page) - 1),
+                          "_id"));
+    }
+    json_decref(page);
+  }
+  json_decref(sort);
+  json_decref(last);
+  return rc;
+}
+
+int dtx_interest_run(dtx_store_t *st, const dtx_interest_req_t *req,
+                     const dtx_exec_opts_t *opts, json_t **out) {
+  dtx__call_t c;
+  run_t r = {.req = req, .opts = opts};
+  if (out)
+    *out = NULL;
+  dtx__exec_from(&r.ex, st, opts);
+  dtx__call_begin(&c, r.ex.deadline_ms);
+  int rc = req ? check_day(req->day)
+               : dtx__err(DTX_EINVAL, "interest: NULL request");
+  if (rc == 0 && (req->rate_ppm < 0 || req->rate_ppm > DTX_INTEREST_MAX_PPM))
+    rc = dtx__err(DTX_EINVAL, "interest rate %lld ppm: must be 0..%d",
+                  (long long)req->rate_ppm, DTX_INTEREST_MAX_PPM);
+  if (rc == 0) {
+    r.settle = req->settlement ? req->settlement : SETTLEMENT;
+    rc = dtx__check_ident("settlement account id", r.settle);
+  }
+  if (rc == 0)
+    rc = settlement(&r.ex, r.settle);
+  int started = rc == 0;
+  if (started)
+    rc = run_all(&r);
+  if (rc == 0 && r.refused)
+    rc = r.refused; /* after the others were credited */
+  if (out && started)
+    *out = json_pack("{s:s,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "day",
+                     req->day, "rate_ppm", (json_int_t)req->rate_ppm,
+                     "settlement", r.settle, "accounts",
+                     (json_int_t)r.accounts, "credited",
+                     (json_int_t)r.credited, "already", (json_int_t)r.already,
+                     "pending", (json_int_t)r.pending, "failed",
+                     (json_int_t)r.failed, "skipped", (json_int_t)r.skipped,
+                     "zero", (json_int_t)r.zero, "total",
+                     (json_int_t)r.total);
+  return dtx__call_end(&c, rc);
+}
+
+static const char *const points[] = {"interest.settlement", "interest.credit",
+                                     NULL};
+
+/* Points only: its credits are transfers, recovered and audited by the
+ * transfer pattern. */
+const dtx__pattern_t dtx__interest_pattern = {
+    .name = "interest",
+    .fault_points = points,
+};
