@@ -1158,7 +1158,11 @@ int dtx_batch_update(dtx_store_t *st, const char *coll, const json_t *filter,
  * settlement account and other unlimited accounts never earn), each
  * credit a transfer from the settlement account with id
  * "interest:DAY:ACCOUNT" -- so transfer idempotency credits each (account,
- * day) at most once however often the run is repeated.  The balance used
+ * day) at most once however often the run is repeated.  A credit cut short
+ * before it committed is rolled back by the transfer protocol (failed);
+ * the next attempt, "interest.2:DAY:ACCOUNT" (then .3, ... up to 5), is
+ * made only once every earlier one failed, for the same amount.  The
+ * balance used
  * is the account's balance when its credit is first recorded; a rerun
  * finds the recorded transfer and never recomputes it, so it does not
  * compound on the same day's credit (docs/scenarios.md). */
@@ -1177,7 +1181,9 @@ typedef struct dtx_interest_req {
  * accounts: the eligible accounts seen; credited: credits this call
  * recorded and completed; already: credits an earlier run recorded
  * (completed now if they were not); pending: credits left unfinished
- * (a live executor holds them; doctx recover finishes them); skipped:
+ * (a live executor holds them past the deadline; a rerun or doctx
+ * recover finishes them); failed: accounts whose 5 attempts failed;
+ * skipped:
  * accounts that earn nothing (no limit, balance <= 0); zero: eligible
  * accounts whose interest rounds to 0; total: the amount credited by this
  * call.  Bad input (day, rate, settlement id) is DTX_EINVAL before

@@ -9,7 +9,7 @@
 #                 with DTX_QUICK set, on the cluster only)
 #   shell         tests/crash/faults.sh, pause.sh, chaos.sh,
 #                 tests/cli/contract.sh, job.sh, lock.sh, sync.sh,
-#                 ledger.sh and
+#                 ledger.sh, scenarios.sh, flashsale.sh and
 #                 tests/crash/kleppmann.sh (DOCTX set; each scenario gets an
 #                 emptied namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time)
@@ -147,6 +147,8 @@ shell_on() { # URI
   run_logged "lock.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/lock.sh"
   run_logged "sync.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/sync.sh"
   run_logged "ledger.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/ledger.sh"
+  run_logged "scenarios.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/scenarios.sh"
+  run_logged "flashsale.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/flashsale.sh"
   run_logged "kleppmann.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/crash/kleppmann.sh"
 }

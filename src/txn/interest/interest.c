@@ -8,23 +8,35 @@
  * the once-only guarantee and the transfer audit's conservation covers
  * every credit.
  *
- *   per eligible account A (pages of accounts by _id, read first):
+ *   per eligible account A (pages of accounts by _id, read first), for
+ *   attempt k = 1, 2, ... (id interest:DAY:A, then interest.K:DAY:A):
  *
- *     transfer interest:DAY:A exists? --yes--> already: finish it if it is
- *        | no                                  not terminal (never
- *        v                                     recomputed)
- *     amount = floor(balance_read * rate / 1e6)   (0: nothing to credit)
+ *     attempt k exists? --yes--> finish it if not terminal (never
+ *        | no                    recomputed): succeeded -> already;
+ *        |                       failed -> attempt k+1, same amount
+ *        v
+ *     amount = floor(balance_read * rate / 1e6)  (k = 1; 0: nothing due)
  *        |   interest.credit
  *        v
- *     submit interest:DAY:A (settlement -> A, amount)  --CONFLICT--> already
- *        |                                   (a concurrent run recorded it
- *        v                                    from another balance)
- *     run it to succeeded (transfer.* points)
+ *     submit attempt k (settlement -> A, amount)  --CONFLICT--> a
+ *        |                       concurrent run recorded it: finish that
+ *        v
+ *     run it (transfer.*): succeeded -> credited; failed -> attempt k+1
  *
  *   transition                    function          fault point
  *   settlement created            settlement()      interest.settlement
  *   (none) -> credit recorded     credit_one()      interest.credit
- *   credit recorded -> succeeded  dtx_transfer_run  transfer.*
+ *   credit recorded -> terminal   dtx_transfer_run  transfer.*
+ *
+ * Why attempts.  A credit whose run was cut short before it committed is
+ * rolled back by the transfer protocol (failed, "abandoned by its
+ * executor") -- by the rerun, once its lease lapsed, or by doctx recover.
+ * Its id is spent, yet the day's interest is still owed: the next
+ * attempt, interest.2:DAY:A, credits the same amount.  An attempt is made
+ * only when every earlier one is failed (terminal), so at most one
+ * attempt per (account, day) ever succeeds; the prefix "interest.K:"
+ * cannot be the start of a first attempt's id, whatever the account id
+ * holds.  After MAX_ATTEMPTS failures the account is reported failed.
  *
  * Which balance.  The balance an account's interest is computed from is
  * the one read BEFORE its credit exists: the account is read, then the
@@ -37,7 +49,9 @@
  * Invariants (asserts check 1; transfer idempotency gives 2):
  *   1. 0 <= amount <= balance (rate <= 1,000,000 ppm), computed exactly
  *      in int64 (no intermediate product can overflow);
- *   2. at most one credit per (account, day): its transfer id. */
+ *   2. at most one credit per (account, day) succeeds: attempt k+1 is
+ *      submitted only when attempt k has failed, and each attempt's id
+ *      is unique (transfer idempotency). */
 #include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,6 +63,7 @@
 
 #define PAGE 200
 #define SETTLEMENT "settlement"
+#define MAX_ATTEMPTS 5
 
 /* YYYY-MM-DD, a date of the proleptic Gregorian calendar, year >= 1. */
 static int check_day(const char *day) {
@@ -111,29 +126,55 @@ typedef struct run {
   int refused; /* the first per-account refusal (overflow, id too long) */
 } run_t;
 
-/* Counts the end of transfer t (borrowed) for the run. */
-static void tally_end(run_t *r, const json_t *t, int fresh) {
-  if (dtx__state_is(t, "succeeded")) {
-    if (fresh) {
-      r->credited++;
-      r->total += dtx__int(t, "amount");
-    } else {
-      r->already++;
-    }
-  } else if (dtx__state_is(t, "failed")) {
-    r->failed++;
-  } else {
-    r->pending++;
-    if (!fresh)
-      r->already++;
+/* The transfer id of attempt k (1: interest:DAY:ACCOUNT, then
+ * interest.K:DAY:ACCOUNT -- a prefix no first attempt can have, whatever
+ * the account id holds); 0, or DTX_EINVAL past 128 bytes. */
+static int credit_id(char *buf, size_t n, const run_t *r, int k,
+                     const char *acc) {
+  int len = k == 1 ? snprintf(buf, n, "interest:%s:%s", r->req->day, acc)
+                   : snprintf(buf, n, "interest.%d:%s:%s", k, r->req->day,
+                              acc);
+  if (len < 0 || len > 128)
+    return dtx__err(DTX_EINVAL, "interest for account '%s': its transfer "
+                    "id %s is longer than 128 bytes", acc, buf);
+  return 0;
+}
+
+/* Drives an existing attempt t (stolen) to its end; 1 in *again when it
+ * failed (the next attempt is due, for its amount *amount). */
+static int finish(run_t *r, const char *tid, json_t *t, int fresh,
+                  int64_t *amount, int *again) {
+  int rc = 0;
+  *again = 0;
+  if (!dtx__state_is(t, "succeeded") && !dtx__state_is(t, "failed")) {
+    json_decref(t);
+    t = NULL;
+    rc = dtx_transfer_run(r->ex.st, tid, r->opts, &t);
   }
+  if (rc == 0) {
+    *amount = dtx__int(t, "amount");
+    if (dtx__state_is(t, "succeeded")) {
+      if (fresh) {
+        r->credited++;
+        r->total += *amount;
+      } else {
+        r->already++;
+      }
+    } else if (dtx__state_is(t, "failed")) {
+      *again = 1;
+    } else {
+      r->pending++; /* held by a live executor; recovery finishes it */
+    }
+  }
+  json_decref(t);
+  return rc;
 }
 
 static int credit_one(run_t *r, const json_t *acc) {
   const char *id = dtx__str(acc, "_id");
-  int64_t bal = dtx__int(acc, "balance");
+  int64_t bal = dtx__int(acc, "balance"), amount = -1;
   char tid[160];
-  json_t *t = NULL;
+  int rc = 0, again = 1;
   if (!id || !json_is_integer(json_object_get(acc, "balance")) ||
       !json_is_integer(json_object_get(acc, "min_balance")) || bal <= 0 ||
       strcmp(id, r->settle) == 0) {
@@ -141,70 +182,59 @@ static int credit_one(run_t *r, const json_t *acc) {
     return 0;
   }
   r->accounts++;
-  int n = snprintf(tid, sizeof tid, "interest:%s:%s", r->req->day, id);
-  if (n < 0 || n > 128) {
-    int rc = dtx__err(DTX_EINVAL, "interest for account '%s': its transfer "
-                      "id %s is longer than 128 bytes", id, tid);
-    if (!r->refused)
-      r->refused = rc;
-    return 0;
-  }
-  /* Looked up after the account was read: a credit recorded since is
-   * found here, and its amount is never recomputed. */
-  int rc = dtx_transfer_get(r->ex.st, tid, &t);
-  if (rc == 0) {
-    int done = dtx__state_is(t, "succeeded") || dtx__state_is(t, "failed");
-    if (!done) {
-      json_decref(t);
-      t = NULL;
-      rc = dtx_transfer_run(r->ex.st, tid, r->opts, &t);
+  for (int k = 1; rc == 0 && again && k <= MAX_ATTEMPTS; k++) {
+    json_t *t = NULL;
+    if ((rc = credit_id(tid, sizeof tid, r, k, id))) {
+      if (!r->refused)
+        r->refused = rc;
+      return 0;
+    }
+    /* Looked up after the account was read: a credit recorded since is
+     * found here, and its amount is never recomputed. */
+    rc = dtx_transfer_get(r->ex.st, tid, &t);
+    if (rc == 0) {
+      rc = finish(r, tid, t, 0, &amount, &again);
+      continue;
+    }
+    if (rc != DTX_ENOTFOUND)
+      return rc;
+    dtx__err_clear();
+    if (amount < 0) { /* the first attempt: from the balance read */
+      amount = interest_of(bal, r->req->rate_ppm);
+      if (amount == 0) {
+        r->zero++;
+        return 0;
+      }
+      if (bal > INT64_MAX - amount) {
+        rc = dtx__err(DTX_EOVERFLOW, "interest %lld for account '%s' would "
+                      "take its balance %lld past INT64_MAX",
+                      (long long)amount, id, (long long)bal);
+        if (!r->refused)
+          r->refused = rc;
+        return 0;
+      }
+    }
+    dtx__retry_t rt = {0};
+    do
+      rc = DTX_FAULTPOINT("interest.credit");
+    while (dtx__retry_again(&rt, &rc, "recording an interest credit"));
+    dtx_transfer_req_t q = {.id = tid, .from = r->settle, .to = id,
+                            .amount = amount};
+    int fresh = 1;
+    if (rc == 0)
+      rc = dtx_transfer_submit(r->ex.st, &q, &t);
+    if (rc == DTX_ECONFLICT) { /* a concurrent run, from another balance */
+      dtx__err_clear();
+      fresh = 0;
+      rc = dtx_transfer_get(r->ex.st, tid, &t);
+    } else if (rc == 0 && !dtx__state_is(t, "initiated")) {
+      fresh = 0; /* submitted before by a concurrent run, same amount */
     }
     if (rc == 0)
-      tally_end(r, t, 0);
-    json_decref(t);
-    return rc;
+      rc = finish(r, tid, t, fresh, &amount, &again);
   }
-  if (rc != DTX_ENOTFOUND)
-    return rc;
-  dtx__err_clear();
-  int64_t amount = interest_of(bal, r->req->rate_ppm);
-  if (amount == 0) {
-    r->zero++;
-    return 0;
-  }
-  if (bal > INT64_MAX - amount) {
-    rc = dtx__err(DTX_EOVERFLOW, "interest %lld for account '%s' would take "
-                  "its balance %lld past INT64_MAX", (long long)amount, id,
-                  (long long)bal);
-    if (!r->refused)
-      r->refused = rc;
-    return 0;
-  }
-  dtx__retry_t rt = {0};
-  do
-    rc = DTX_FAULTPOINT("interest.credit");
-  while (dtx__retry_again(&rt, &rc, "recording an interest credit"));
-  dtx_transfer_req_t q = {.id = tid, .from = r->settle, .to = id,
-                          .amount = amount};
-  int fresh = 1;
-  if (rc == 0)
-    rc = dtx_transfer_submit(r->ex.st, &q, &t);
-  if (rc == DTX_ECONFLICT) { /* a concurrent run, from another balance */
-    dtx__err_clear();
-    fresh = 0;
-    rc = dtx_transfer_get(r->ex.st, tid, &t);
-  } else if (rc == 0 && !dtx__state_is(t, "initiated")) {
-    fresh = 0; /* submitted before by a concurrent run, same amount */
-  }
-  if (rc == 0 && !dtx__state_is(t, "succeeded") &&
-      !dtx__state_is(t, "failed")) {
-    json_decref(t);
-    t = NULL;
-    rc = dtx_transfer_run(r->ex.st, tid, r->opts, &t);
-  }
-  if (rc == 0)
-    tally_end(r, t, fresh);
-  json_decref(t);
+  if (rc == 0 && again)
+    r->failed++; /* MAX_ATTEMPTS attempts failed: reported, not retried */
   return rc;
 }
 
