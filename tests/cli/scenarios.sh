@@ -60,6 +60,11 @@ expect 0 "batch: leaving the filter" -- d batch-update items '{"kind":"a"}' '{"$
 is "batch: leaving counts" "$(counts)" "4,4,0"
 expect 0 "batch: leaving, rerun" -- d batch-update items '{"kind":"a"}' '{"$set":{"kind":"c"}}' --id M
 is "batch: leaving rerun counts" "$(counts)" "0,0,0"
+# A step whose reply is lost: its retry matches nothing, and the run's
+# stamp in the marker says the step was its own.
+DOCTX_FAULT=batch.apply:lost:2 d batch-update items '{}' "$INC" --id L >"$WORK/out" 2>/dev/null
+is "batch: a lost reply counted as modified" "$(counts)" "5,5,0"
+is "batch: a lost reply applied once" "$(d count items '{"_batches.L":{"$exists":true},"n":{"$in":[1,3]}}')" 5
 # A validator that admits no _batches: refused (VALIDATION), nothing changed.
 d insert strict '{"_id":"s1","n":0}' '{"_id":"s2","n":0}' >/dev/null
 d rules strict --validator '{"$jsonSchema":{"additionalProperties":false,"properties":{"_id":{},"n":{}}}}' >/dev/null
