@@ -70,29 +70,11 @@ static int is_marker(const char *path) {
 
 /* An operator update that leaves the markers alone. */
 static int check_update(const char *id, const json_t *u) {
-  const char *op, *path;
-  json_t *args, *v;
-  if (!json_is_object(u) || json_object_size(u) == 0)
-    return dtx__err(DTX_EINVAL, "batch %s: UPDATE must be a non-empty object "
-                    "of update operators", id);
-  json_object_foreach((json_t *)u, op, args) {
-    if (op[0] != '$')
-      return dtx__err(DTX_EINVAL, "batch %s: UPDATE must use update "
-                      "operators ($set, $inc, ...), not replace documents "
-                      "(field '%s'): a replacement would drop the markers",
-                      id, op);
-    if (!json_is_object(args))
-      continue; /* the compile below names the bad argument */
-    json_object_foreach(args, path, v) {
-      const char *to = strcmp(op, "$rename") == 0 && json_is_string(v)
-                           ? json_string_value(v) : NULL;
-      if (is_marker(path) || (to && is_marker(to)))
-        return dtx__err(DTX_EINVAL, "batch %s: UPDATE may not touch '%s' "
-                        "(%s): doctx keeps the batch markers there", id,
-                        is_marker(path) ? path : to, op);
-    }
-  }
-  return 0;
+  char what[96];
+  snprintf(what, sizeof what, "batch %s", id);
+  return dtx__check_op_update(what, u, is_marker,
+                              "documents (that would drop the markers)",
+                              "the batch markers in " DTX_BATCH_FIELD);
 }
 
 static int check_coll(const char *coll) {
