@@ -19,8 +19,8 @@
 #                 target in a release build, so the sanitizer run of
 #                 scripts/test.sh leaves it out)
 #   transfers     BUILD_DIR/txn_transfer_concurrency, txn_kit,
-#                 txn_transfer_declines, txn_job, txn_lock, txn_sync and
-#                 txn_ledger
+#                 txn_transfer_declines, txn_job, txn_lock, txn_sync,
+#                 txn_ledger and txn_scenarios
 #                 redis://...
 # on the standalone server only:
 #   deadline      tests/redis/deadline.sh: the server is SIGSTOPped while
@@ -254,6 +254,7 @@ transfers_on() { # URI
   run_logged "txn_lock $1" "$BUILD/txn_lock" "$1"
   run_logged "txn_sync $1" "$BUILD/txn_sync" "$1"
   run_logged "txn_ledger $1" "$BUILD/txn_ledger" "$1"
+  run_logged "txn_scenarios $1" "$BUILD/txn_scenarios" "$1"
   flush "$1"
   run_logged "txn_transfer_declines $1" "$BUILD/txn_transfer_declines" "$1"
 }

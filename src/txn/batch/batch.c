@@ -241,10 +241,12 @@ int dtx_batch_update(dtx_store_t *st, const char *coll, const json_t *filter,
 }
 
 static const char *const points[] = {"batch.apply", NULL};
+static const char *const collections[] = {NULL};
 
 /* Points only: no items, no recovery (a rerun finishes a batch), no
  * collections of its own (the markers live in the user's documents). */
 const dtx__pattern_t dtx__batch_pattern = {
     .name = "batch",
+    .collections = collections,
     .fault_points = points,
 };

@@ -308,10 +308,12 @@ int dtx_interest_run(dtx_store_t *st, const dtx_interest_req_t *req,
 
 static const char *const points[] = {"interest.settlement", "interest.credit",
                                      NULL};
+static const char *const collections[] = {NULL};
 
 /* Points only: its credits are transfers, recovered and audited by the
  * transfer pattern. */
 const dtx__pattern_t dtx__interest_pattern = {
     .name = "interest",
+    .collections = collections,
     .fault_points = points,
 };
