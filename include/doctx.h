@@ -1176,6 +1176,79 @@ int dtx_order_get(dtx_store_t *st, const char *trade_id, json_t **out);
 int dtx_order_list(dtx_store_t *st, const char *state, const dtx_page_t *page,
                    json_t **out);
 
+/* ---- scenarios (LeanCloud 003): batch update and daily interest ---------
+ *
+ * Batch update.  Applies an operator UPDATE once to every document of coll
+ * matching filter, for batch id: each document gets the marker
+ *   _batches: {ID: STAMP}
+ * in the SAME conditional step as the update (the step's filter demands
+ * the marker be absent), so a batch that crashed and runs again resumes
+ * where it stopped and never applies the update to a document twice.
+ * UPDATE must be update operators, none touching _batches; the id is
+ * 1..64 of [A-Za-z0-9_-].  A collection whose validator forbids unknown
+ * fields must admit _batches.  doctx's own protocol collections
+ * (accounts, transfers, ...) are refused.  docs/scenarios.md. */
+#define DTX_BATCH_FIELD "_batches"
+
+typedef struct dtx_batch_result {
+  int64_t matched;  /* documents found matching filter (marked or not) */
+  int64_t modified; /* updated (and marked) by this call */
+  int64_t already;  /* carrying the marker already: an earlier run, or a
+                       concurrent one, applied it */
+} dtx_batch_result_t;
+
+/* Runs batch id over coll (filter NULL: every document; borrowed, as is
+ * update).  res (may be NULL) receives the counts -- also after an error,
+ * as far as the call got; the batch then resumes when it is run again.
+ * Bad input is DTX_EINVAL / DTX_EBADQUERY / DTX_EBADUPDATE before anything
+ * is written.  A document the update cannot be applied to (a type error,
+ * its collection's validator) stops the batch with that error, naming
+ * the document.  opts may be NULL (deadline_ms bounds the call). */
+int dtx_batch_update(dtx_store_t *st, const char *coll, const json_t *filter,
+                     const json_t *update, const char *id,
+                     const dtx_exec_opts_t *opts, dtx_batch_result_t *res);
+
+/* Daily interest.  Credits floor(balance * rate_ppm / 1,000,000) to every
+ * account with a positive balance and a limit (min_balance not null; the
+ * settlement account and other unlimited accounts never earn), each
+ * credit a transfer from the settlement account with id
+ * "interest:DAY:ACCOUNT" -- so transfer idempotency credits each (account,
+ * day) at most once however often the run is repeated.  A credit cut short
+ * before it committed is rolled back by the transfer protocol (failed);
+ * the next attempt, "interest.2:DAY:ACCOUNT" (then .3, ... up to 5), is
+ * made only once every earlier one failed, for the same amount.  The
+ * balance used
+ * is the account's balance when its credit is first recorded; a rerun
+ * finds the recorded transfer and never recomputes it, so it does not
+ * compound on the same day's credit (docs/scenarios.md). */
+typedef struct dtx_interest_req {
+  const char *day;        /* YYYY-MM-DD, a real calendar date */
+  int64_t rate_ppm;       /* 0..DTX_INTEREST_MAX_PPM */
+  const char *settlement; /* NULL: "settlement"; created on first use with
+                             no limit */
+} dtx_interest_req_t;
+
+#define DTX_INTEREST_MAX_PPM 1000000 /* 100% a day */
+
+/* Runs the day's interest.  *out (may be NULL) receives
+ *   {"day","rate_ppm","settlement","accounts","credited","already",
+ *    "pending","skipped","zero","total"}
+ * accounts: the eligible accounts seen; credited: credits this call
+ * recorded and completed; already: credits an earlier run recorded
+ * (completed now if they were not); pending: credits left unfinished
+ * (a live executor holds them past the deadline; a rerun or doctx
+ * recover finishes them); failed: accounts whose 5 attempts failed;
+ * skipped:
+ * accounts that earn nothing (no limit, balance <= 0); zero: eligible
+ * accounts whose interest rounds to 0; total: the amount credited by this
+ * call.  Bad input (day, rate, settlement id) is DTX_EINVAL before
+ * anything is written; so is a settlement account that exists with a
+ * limit, or was closed.  An account whose balance plus its interest would pass
+ * INT64_MAX is not credited and the call ends DTX_EOVERFLOW (naming it)
+ * after crediting the others.  opts (may be NULL) are the transfers'. */
+int dtx_interest_run(dtx_store_t *st, const dtx_interest_req_t *req,
+                     const dtx_exec_opts_t *opts, json_t **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -158,5 +158,8 @@ int dtx__cmd_sync(dtx_cli_t *, int, char **);
 int dtx__cmd_ledger(dtx_cli_t *, int, char **);
 /* cmd_order.c: order confirmation. */
 int dtx__cmd_order(dtx_cli_t *, int, char **);
+/* cmd_scen.c: LeanCloud's scenarios, batch update and daily interest. */
+int dtx__cmd_batch_update(dtx_cli_t *, int, char **);
+int dtx__cmd_interest(dtx_cli_t *, int, char **);
 
 #endif

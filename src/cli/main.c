@@ -161,6 +161,8 @@ static const command_t commands[] = {
     {"sync", dtx__cmd_sync, NULL},
     {"ledger", dtx__cmd_ledger, NULL},
     {"order", dtx__cmd_order, NULL},
+    {"batch-update", dtx__cmd_batch_update, NULL},
+    {"interest", dtx__cmd_interest, NULL},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -198,7 +200,8 @@ static const char global_usage[] =
     "  demo                                  a narrated tour of the primitive\n"
     "\n"
     "Transaction commands (see doctx COMMAND --help):\n"
-    "  account, transfer, worker, recover, audit, faults, job, lock, sync, ledger, order\n"
+    "  account, transfer, worker, recover, audit, faults, job, lock, sync, ledger, order,"
+    " batch-update, interest\n"
     "\n"
     "Options:\n"
     "  --store URI, --store=URI  the store to use, anywhere on the line:\n"

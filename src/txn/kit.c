@@ -502,3 +502,30 @@ int dtx__check_ident(const char *what, const char *id) {
   }
   return 0;
 }
+
+int dtx__check_op_update(const char *what, const json_t *u,
+                         int (*is_reserved)(const char *path),
+                         const char *replaces, const char *keeps) {
+  const char *op, *path;
+  json_t *args, *v;
+  if (!json_is_object(u) || json_object_size(u) == 0)
+    return dtx__err(DTX_EINVAL, "%s: UPDATE must be a non-empty object of "
+                    "update operators", what);
+  json_object_foreach((json_t *)u, op, args) {
+    if (op[0] != '$')
+      return dtx__err(DTX_EINVAL, "%s: UPDATE must use update operators "
+                      "($set, $inc, ...), not replace %s (field '%s')", what,
+                      replaces, op);
+    if (!json_is_object(args))
+      continue;
+    json_object_foreach(args, path, v) {
+      const char *to = strcmp(op, "$rename") == 0 && json_is_string(v)
+                           ? json_string_value(v) : NULL;
+      if (is_reserved(path) || (to && is_reserved(to)))
+        return dtx__err(DTX_EINVAL, "%s: UPDATE may not touch '%s' (%s): "
+                        "doctx keeps %s", what,
+                        is_reserved(path) ? path : to, op, keeps);
+    }
+  }
+  return 0;
+}

@@ -268,6 +268,17 @@ int dtx__state_is(const json_t *doc, const char *state);
  * naming `what` otherwise. */
 int dtx__check_ident(const char *what, const char *id);
 
+/* Checks an UPDATE given by a user to a pattern that adds fields of its
+ * own to the same step (sync's versions, batch markers): a non-empty
+ * object of update operators (a replacement would drop doctx's fields),
+ * none of whose paths -- nor a $rename target -- is_reserved() claims.
+ * DTX_EINVAL otherwise, the detail starting "WHAT: " and ending "doctx
+ * keeps KEEPS"; replaces names what a replacement would replace.
+ * Argument shapes are left to the store's compile, which names them. */
+int dtx__check_op_update(const char *what, const json_t *u,
+                         int (*is_reserved)(const char *path),
+                         const char *replaces, const char *keeps);
+
 /* ---- tallies: what worker and recover report, per pattern ----------------- */
 
 /* A per-pattern summary that threads may fill at once:

@@ -19,7 +19,9 @@
   X(lock) \
   X(sync) \
   X(ledger) \
-  X(order)
+  X(order) \
+  X(batch) \
+  X(interest)
 
 #define DECLARE(name) extern const dtx__pattern_t dtx__##name##_pattern;
 DTX_PATTERNS(DECLARE)

@@ -164,32 +164,6 @@ static int check_req(const dtx_order_req_t *r) {
   return 0;
 }
 
-/* The settlement account: created on first use with no lower limit
- * (through the account API, so its opening is registered), and refused
- * when it exists with one -- an order's credit must never be declined for
- * the settlement's funds. */
-static int ensure_settlement(dtx__exec_t *ex, const char *id) {
-  json_t *a = NULL;
-  int rc = dtx__kit_get(ex, DTX_ACCOUNTS, id, &a);
-  if (rc == DTX_ENOTFOUND) {
-    dtx_account_opts_t ao = {.no_min_balance = 1};
-    rc = dtx_account_create(ex->st, id, &ao, &a);
-    if (rc == DTX_EDUPKEY) { /* a concurrent first use, or a closed id */
-      json_decref(a);
-      a = NULL;
-      rc = dtx__kit_get(ex, DTX_ACCOUNTS, id, &a);
-      if (rc == DTX_ENOTFOUND)
-        rc = dtx__err(DTX_EINVAL, "settlement account '%s' was closed "
-                      "(account ids are not reused)", id);
-    }
-  }
-  if (rc == 0 && !json_is_null(json_object_get(a, "min_balance")))
-    rc = dtx__err(DTX_EINVAL, "settlement account '%s' has a lower limit "
-                  "(min_balance); orders need one with none", id);
-  json_decref(a);
-  return rc;
-}
-
 static int same_params(const json_t *o, const dtx_order_req_t *r) {
   return dtx__str_is(o, "account", r->account) &&
          dtx__str_is(o, "settlement", settlement_of(r)) &&
@@ -208,7 +182,7 @@ static int create(dtx__exec_t *ex, const dtx_order_req_t *r, json_t **out) {
   if (rc == DTX_ENOTFOUND) /* bad input, as an unknown id: nothing recorded */
     return dtx__err(DTX_EINVAL, "order %s: no account '%s'", r->trade_id,
                     r->account);
-  if (rc || (rc = ensure_settlement(ex, settlement_of(r))))
+  if (rc || (rc = dtx__tx_settlement(ex, settlement_of(r), NULL, "orders")))
     return rc;
   tx_id(r->trade_id, 1, txid, sizeof txid);
   int64_t now = dtx__now_ms();

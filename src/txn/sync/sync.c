@@ -420,29 +420,11 @@ int dtx__sync_clear(dtx__exec_t *ex, const dtx__sync_rule_t *r,
 
 /* An operator update that leaves doctx's fields alone. */
 static int check_update(const char *rule, const json_t *u) {
-  const char *op, *path;
-  json_t *args, *v;
-  if (!json_is_object(u) || json_object_size(u) == 0)
-    return dtx__err(DTX_EINVAL, "sync update %s: UPDATE must be a non-empty "
-                    "object of update operators", rule);
-  json_object_foreach((json_t *)u, op, args) {
-    if (op[0] != '$')
-      return dtx__err(DTX_EINVAL, "sync update %s: UPDATE must use update "
-                      "operators ($set, $inc, ...), not replace the master "
-                      "(field '%s')", rule, op);
-    if (!json_is_object(args))
-      continue; /* the store names the bad argument */
-    json_object_foreach(args, path, v) {
-      const char *to = strcmp(op, "$rename") == 0 && json_is_string(v)
-                           ? json_string_value(v) : NULL;
-      if (reserved(path) || (to && reserved(to)))
-        return dtx__err(DTX_EINVAL, "sync update %s: UPDATE may not touch "
-                        "'%s' (%s): doctx keeps %s, %s and %s", rule,
-                        reserved(path) ? path : to, op, DTX__SYNC_MASTER,
-                        DTX__SYNC_FLAG, DTX__SYNC_DEP);
-    }
-  }
-  return 0;
+  char what[96];
+  snprintf(what, sizeof what, "sync update %s", rule);
+  return dtx__check_op_update(what, u, reserved, "the master",
+                              DTX__SYNC_MASTER ", " DTX__SYNC_FLAG " and "
+                              DTX__SYNC_DEP);
 }
 
 /* UPDATE + $inc v + $set {stamp, flag}: the master step's update. */

@@ -81,6 +81,41 @@ static int create(dtx_store_t *st, const char *id, const dtx_account_opts_t *o,
   return rc;
 }
 
+/* The settlement account that pays orders and interest: created on first
+ * use with no lower limit (through dtx_account_create, so it is registered
+ * like any other).  point (may be NULL) is the caller's fault point before
+ * the creation.  A concurrent first use is fine (DUPKEY, then read); an id
+ * that was closed cannot come back (ids are not reused), and one that has
+ * a lower limit cannot pay: both DTX_EINVAL naming it and who asked. */
+int dtx__tx_settlement(dtx__exec_t *ex, const char *id, const char *point,
+                       const char *who) {
+  json_t *a = NULL;
+  int rc = dtx__kit_get(ex, DTX_ACCOUNTS, id, &a);
+  if (rc == DTX_ENOTFOUND) {
+    dtx__retry_t r = {0};
+    do
+      rc = point ? DTX_FAULTPOINT(point) : 0;
+    while (dtx__retry_again(&r, &rc, "creating the settlement account"));
+    dtx_account_opts_t ao = {.no_min_balance = 1};
+    if (rc == 0)
+      rc = dtx_account_create(ex->st, id, &ao, &a);
+    if (rc == DTX_EDUPKEY) { /* a concurrent first use, or a closed id */
+      json_decref(a);
+      a = NULL;
+      rc = dtx__kit_get(ex, DTX_ACCOUNTS, id, &a);
+      if (rc == DTX_ENOTFOUND)
+        rc = dtx__err(DTX_EINVAL, "settlement account '%s' was closed "
+                      "(account ids are not reused)", id);
+    }
+  }
+  if (rc == 0 && !json_is_null(json_object_get(a, "min_balance")))
+    rc = dtx__err(DTX_EINVAL, "settlement account '%s' has a lower limit "
+                  "(min_balance %lld); %s need one with none", id,
+                  (long long)dtx__int(a, "min_balance"), who);
+  json_decref(a);
+  return rc;
+}
+
 int dtx__tx_register(dtx__exec_t *ex, const json_t *account) {
   const char *id = dtx__str(account, "_id");
   json_t *ob = json_object_get(account, "opening_balance"), *have = NULL;

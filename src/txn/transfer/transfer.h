@@ -51,6 +51,10 @@ int dtx__tx_takeover(dtx__exec_t *ex, const json_t *tx, const char *reason,
  * and clears its unregistered flag: idempotent, for the creator and for
  * recovery alike. */
 int dtx__tx_register(dtx__exec_t *ex, const json_t *account);
+/* The settlement account id, created on first use with no lower limit
+ * (account.c); orders and interest pay from it. */
+int dtx__tx_settlement(dtx__exec_t *ex, const char *id, const char *point,
+                       const char *who);
 
 /* The pattern's methods (recover.c, audit.c). */
 int dtx__tx_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,

@@ -1,0 +1,252 @@
+/* batch.c -- the batch update of LeanCloud's scenarios (reference 003,
+ * issue 12): one operator UPDATE applied exactly once to every document of
+ * a collection matching FILTER, resumable after a crash.  Like the sync
+ * flag's dependents (src/txn/sync/), each document carries its own
+ * marker, written in the SAME conditional step as the update:
+ *
+ *   filter: {$and: [FILTER, {_batches.ID: {$exists: false}}], _id: X}
+ *   update: UPDATE + {$set: {_batches.ID: STAMP}}
+ *
+ *            apply (UPDATE + marker, ONE atomic step)
+ *   unmarked ------------------------------------------> marked(ID)
+ *      |                                                (final: the
+ *      | changed by someone else so it no longer        update is never
+ *      v matches FILTER: left alone (not counted)       applied again)
+ *
+ *   transition           function       fault point
+ *   unmarked -> marked   apply_one      batch.apply
+ *
+ * Paging.  The batch reads its next page as the first documents, in _id
+ * order, that match FILTER and are UNMARKED -- not by an _id cursor.  A
+ * document it marked leaves the query by its own step, so the walk needs
+ * no position that a crash could lose, a rerun starts where the last
+ * stopped, documents inserted or changed meanwhile are seen if they match
+ * when their turn comes, and _ids of mixed types (which an _id $gt cursor
+ * would skip across, comparisons being type-bracketed) are all reached.
+ * A document whose step matches nothing left the query (it no longer
+ * matches FILTER, or a concurrent run of the same batch marked it); a
+ * page where that happened to every document contends through the kit
+ * (bounded by the deadline) rather than spin.
+ *
+ * Invariants (asserts check 2; the marker makes 1 hold by construction):
+ *   1. UPDATE is applied to a document at most once per batch id: only a
+ *      step whose filter saw no marker applies it, and it writes the
+ *      marker in the same step;
+ *   2. modified + already <= matched.
+ * A retried step whose first attempt landed (its reply lost) matches
+ * nothing: the marker read back carries this run's stamp, so it is
+ * counted as modified.  Recovery has nothing to do: a crashed batch is
+ * finished by running it again. */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "doc/doc.h"
+#include "store/store.h"
+#include "txn/kit.h"
+#include "util/err.h"
+
+#define PAGE 200
+
+static int check_id(const char *id) {
+  size_t n = id ? strlen(id) : 0;
+  int ok = n >= 1 && n <= 64;
+  for (size_t i = 0; ok && i < n; i++) {
+    char c = id[i];
+    ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c >= '0' && c <= '9') || c == '_' || c == '-';
+  }
+  return ok ? 0 : dtx__err(DTX_EINVAL, "batch id '%s': must be 1..64 of "
+                           "[A-Za-z0-9_-]", id ? id : "(null)");
+}
+
+/* path's first segment is the marker field. */
+static int is_marker(const char *path) {
+  size_t n = strlen(DTX_BATCH_FIELD);
+  return strncmp(path, DTX_BATCH_FIELD, n) == 0 &&
+         (path[n] == '\0' || path[n] == '.');
+}
+
+/* An operator update that leaves the markers alone. */
+static int check_update(const char *id, const json_t *u) {
+  char what[96];
+  snprintf(what, sizeof what, "batch %s", id);
+  return dtx__check_op_update(what, u, is_marker,
+                              "documents (that would drop the markers)",
+                              "the batch markers in " DTX_BATCH_FIELD);
+}
+
+static int check_coll(const char *coll) {
+  int rc = dtx__coll_check(coll);
+  if (rc)
+    return dtx__err_wrap(rc, "batch collection");
+  /* A protocol's documents change only through its steps. */
+  for (size_t i = 0; dtx__patterns[i]; i++)
+    for (const char *const *c = dtx__patterns[i]->collections; c && *c; c++)
+      if (strcmp(*c, coll) == 0)
+        return dtx__err(DTX_EINVAL, "batch collection '%s' belongs to "
+                        "doctx's %s pattern", coll, dtx__patterns[i]->name);
+  return 0;
+}
+
+/* UPDATE + $set {_batches.ID: stamp} (a new reference; NULL: no memory). */
+static json_t *marked_update(const json_t *update, const char *mpath,
+                             const char *stamp) {
+  json_t *u = json_deep_copy(update), *set;
+  if (!u)
+    return NULL;
+  if (!(set = json_object_get(u, "$set")))
+    json_object_set_new(u, "$set", set = json_object());
+  if (json_is_object(set))
+    json_object_set_new(set, mpath, json_string(stamp));
+  return u;
+}
+
+typedef struct batch {
+  dtx__exec_t ex;
+  const char *coll, *id;
+  const json_t *filter; /* the user's, {} when none */
+  dtx__filter_t *cf;    /* filter, compiled */
+  json_t *update;       /* the user's + the marker */
+  char mpath[80], stamp[25];
+  dtx_batch_result_t *res;
+} batch_t;
+
+/* {$and: [FILTER, {MARKER: {$exists: want}}]} */
+static json_t *marker_filter(const batch_t *b, int want) {
+  return json_pack("{s:[O,{s:{s:b}}]}", "$and", b->filter, b->mpath,
+                   "$exists", want);
+}
+
+/* The step: UPDATE + marker on document doc iff it still matches FILTER
+ * and is unmarked.  *progress: whether doc left the unmarked query. */
+static int apply_one(batch_t *b, const json_t *doc, int *progress) {
+  const json_t *id = json_object_get(doc, "_id");
+  json_t *f = marker_filter(b, 0), *now = NULL;
+  int matched = 0, rc;
+  if (f)
+    json_object_set(f, "_id", (json_t *)id);
+  rc = f ? dtx__kit_update(&b->ex, "batch.apply", b->coll, f,
+                           json_incref(b->update), &matched)
+         : DTX_ENOMEM;
+  *progress = 0;
+  if (rc == 0 && matched) {
+    b->res->modified++;
+    *progress = 1;
+    return 0;
+  }
+  if (rc) {
+    char *t = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
+    rc = dtx__err_wrap(rc, "batch %s: document %s of %s", b->id,
+                       t ? t : "?", b->coll);
+    free(t);
+    return rc;
+  }
+  /* Nothing matched: marked meanwhile (by us if a reply was lost), or it
+   * no longer matches FILTER, or it is gone. */
+  json_t *q = json_pack("{s:O}", "_id", id), *arr = NULL;
+  rc = q ? dtx__kit_find_n(&b->ex, b->coll, q, NULL, 1, &arr) : DTX_ENOMEM;
+  json_decref(q);
+  now = json_array_get(arr, 0);
+  if (rc == 0) {
+    const json_t *m = json_object_get(json_object_get(now, DTX_BATCH_FIELD),
+                                      b->id);
+    if (m && json_is_string(m) && strcmp(json_string_value(m), b->stamp) == 0)
+      b->res->modified++;
+    else if (m)
+      b->res->already++;
+    *progress = m || !now; /* else: changed away (or back: seen again) */
+    if (!m && now)
+      *progress = !dtx__filter_match(b->cf, now);
+  }
+  json_decref(arr);
+  return rc;
+}
+
+static int run(batch_t *b) {
+  int64_t n = 0;
+  json_t *q = marker_filter(b, 1), *sort = json_pack("{s:i}", "_id", 1);
+  int rc = q && sort ? dtx_store_count(b->ex.st, b->coll, q, &n) : DTX_ENOMEM;
+  json_decref(q);
+  b->res->already = n;
+  b->res->matched = n;
+  dtx__contend_t ct = {0};
+  while (rc == 0) {
+    json_t *page = NULL, *doc;
+    size_t i;
+    int moved = 0;
+    q = marker_filter(b, 0);
+    rc = q ? dtx__kit_find_n(&b->ex, b->coll, q, sort, PAGE, &page)
+           : DTX_ENOMEM;
+    json_decref(q);
+    if (rc == 0 && json_array_size(page) == 0) {
+      json_decref(page);
+      break;
+    }
+    json_array_foreach(page, i, doc) {
+      int progress = 0;
+      b->res->matched++;
+      if ((rc = apply_one(b, doc, &progress)))
+        break;
+      moved += progress;
+    }
+    json_decref(page);
+    if (rc == 0 && moved == 0 &&
+        !dtx__kit_contend(&ct, &rc, "a batch page whose documents keep "
+                          "changing"))
+      break;
+  }
+  json_decref(sort);
+  assert(b->res->modified + b->res->already <= b->res->matched); /* I2 */
+  return rc;
+}
+
+int dtx_batch_update(dtx_store_t *st, const char *coll, const json_t *filter,
+                     const json_t *update, const char *id,
+                     const dtx_exec_opts_t *opts, dtx_batch_result_t *res) {
+  dtx__call_t c;
+  dtx_batch_result_t none;
+  batch_t b = {.coll = coll, .id = id, .res = res ? res : &none};
+  json_t *empty = json_object();
+  dtx__update_t *cu = NULL;
+  memset(b.res, 0, sizeof *b.res);
+  dtx__exec_from(&b.ex, st, opts);
+  dtx__call_begin(&c, b.ex.deadline_ms);
+  b.filter = filter ? filter : empty;
+  int rc = empty ? check_id(id) : DTX_ENOMEM;
+  if (rc == 0)
+    rc = check_coll(coll);
+  if (rc == 0 && !json_is_object(b.filter))
+    rc = dtx__err(DTX_EBADQUERY, "batch %s: FILTER must be an object", id);
+  if (rc == 0)
+    rc = dtx__filter_compile(b.filter, &b.cf);
+  if (rc == 0)
+    rc = check_update(id, update);
+  if (rc == 0) {
+    snprintf(b.mpath, sizeof b.mpath, "%s.%s", DTX_BATCH_FIELD, id);
+    dtx__id_new(b.stamp);
+    if (!(b.update = marked_update(update, b.mpath, b.stamp)))
+      rc = DTX_ENOMEM;
+  }
+  if (rc == 0 && (rc = dtx__update_compile(b.update, &cu)))
+    rc = dtx__err_wrap(rc, "batch %s: UPDATE", id);
+  if (rc == 0)
+    rc = run(&b);
+  dtx__filter_free(b.cf);
+  dtx__update_free(cu);
+  json_decref(b.update);
+  json_decref(empty);
+  return dtx__call_end(&c, rc);
+}
+
+static const char *const points[] = {"batch.apply", NULL};
+static const char *const collections[] = {NULL};
+
+/* Points only: no items, no recovery (a rerun finishes a batch), no
+ * collections of its own (the markers live in the user's documents). */
+const dtx__pattern_t dtx__batch_pattern = {
+    .name = "batch",
+    .collections = collections,
+    .fault_points = points,
+};

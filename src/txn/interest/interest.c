@@ -1,0 +1,298 @@
+/* interest.c -- daily interest settlement, the last of LeanCloud's
+ * scenarios (reference 003, issue 12): every account with a positive
+ * balance and a limit earns floor(balance * rate_ppm / 1,000,000) for a
+ * day, credited exactly once per (account, day) however often the run is
+ * crashed and repeated.  It adds no protocol of its own: each credit is a
+ * two-phase transfer (src/txn/transfer/) from the settlement account with
+ * the deterministic id interest:DAY:ACCOUNT, so transfer idempotency is
+ * the once-only guarantee and the transfer audit's conservation covers
+ * every credit.
+ *
+ *   per eligible account A (pages of accounts by _id, read first), for
+ *   attempt k = 1, 2, ... (id interest:DAY:A, then interest.K:DAY:A):
+ *
+ *     attempt k exists? --yes--> finish it if not terminal (never
+ *        | no                    recomputed): succeeded -> already;
+ *        |                       failed -> attempt k+1, same amount
+ *        v
+ *     amount = floor(balance_read * rate / 1e6)  (k = 1; 0: nothing due)
+ *        |   interest.credit
+ *        v
+ *     submit attempt k (settlement -> A, amount)  --CONFLICT--> a
+ *        |                       concurrent run recorded it: finish that
+ *        v
+ *     run it (transfer.*): succeeded -> credited; failed -> attempt k+1
+ *
+ *   transition                    function          fault point
+ *   settlement created            dtx__tx_settlement interest.settlement
+ *   (none) -> credit recorded     credit_one()      interest.credit
+ *   credit recorded -> terminal   dtx_transfer_run  transfer.*
+ *
+ * Why attempts.  A credit whose run was cut short before it committed is
+ * rolled back by the transfer protocol (failed, "abandoned by its
+ * executor") -- by the rerun, once its lease lapsed, or by doctx recover.
+ * Its id is spent, yet the day's interest is still owed: the next
+ * attempt, interest.2:DAY:A, credits the same amount.  An attempt is made
+ * only when every earlier one is failed (terminal), so at most one
+ * attempt per (account, day) ever succeeds; the prefix "interest.K:"
+ * cannot be the start of a first attempt's id, whatever the account id
+ * holds.  After MAX_ATTEMPTS failures the account is reported failed.
+ *
+ * Which balance.  The balance an account's interest is computed from is
+ * the one read BEFORE its credit exists: the account is read, then the
+ * transfer looked up; a credit recorded between the two is found and
+ * never recomputed.  So a rerun never compounds on the same day's credit,
+ * and a crashed-then-rerun run credits exactly what an uninterrupted run
+ * does (given no other transfers meanwhile: each account's amount is
+ * fixed by its own balance when its credit is first recorded).
+ *
+ * Invariants (asserts check 1; transfer idempotency gives 2):
+ *   1. 0 <= amount <= balance (rate <= 1,000,000 ppm), computed exactly
+ *      in int64 (no intermediate product can overflow);
+ *   2. at most one credit per (account, day) succeeds: attempt k+1 is
+ *      submitted only when attempt k has failed, and each attempt's id
+ *      is unique (transfer idempotency). */
+#include <assert.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "doc/doc.h"
+#include "txn/kit.h"
+#include "txn/transfer/transfer.h"
+#include "util/err.h"
+
+#define PAGE 200
+#define SETTLEMENT "settlement"
+#define MAX_ATTEMPTS 5
+
+/* YYYY-MM-DD, a date of the proleptic Gregorian calendar, year >= 1. */
+static int check_day(const char *day) {
+  static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  int ok = day && strlen(day) == 10 && day[4] == '-' && day[7] == '-';
+  for (int i = 0; ok && i < 10; i++)
+    ok = i == 4 || i == 7 || (day[i] >= '0' && day[i] <= '9');
+  if (ok) {
+    int y = (day[0] - '0') * 1000 + (day[1] - '0') * 100 +
+            (day[2] - '0') * 10 + (day[3] - '0');
+    int m = (day[5] - '0') * 10 + (day[6] - '0');
+    int d = (day[8] - '0') * 10 + (day[9] - '0');
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    ok = y >= 1 && m >= 1 && m <= 12 && d >= 1 &&
+         d <= mdays[m - 1] + (m == 2 && leap);
+  }
+  return ok ? 0 : dtx__err(DTX_EINVAL, "interest day '%s': expected a real "
+                           "calendar date YYYY-MM-DD", day ? day : "(null)");
+}
+
+/* floor(b * r / 1e6) for 0 <= b, 0 <= r <= 1e6, without a wider type:
+ * (b / 1e6) * r <= b, and (b % 1e6) * r < 1e12. */
+static int64_t interest_of(int64_t b, int64_t r) {
+  int64_t q = b / 1000000, m = b % 1000000;
+  int64_t v = q * r + m * r / 1000000;
+  assert(v >= 0 && v <= b); /* I1 */
+  return v;
+}
+
+/* The settlement account, created on first use with no limit; one that
+ * exists with a limit would run dry mid-day: refused. */
+typedef struct run {
+  dtx__exec_t ex;
+  const dtx_interest_req_t *req;
+  const char *settle;
+  const dtx_exec_opts_t *opts;
+  int64_t accounts, credited, already, pending, skipped, zero, failed, total;
+  int refused; /* the first per-account refusal (overflow, id too long) */
+} run_t;
+
+/* The transfer id of attempt k (1: interest:DAY:ACCOUNT, then
+ * interest.K:DAY:ACCOUNT -- a prefix no first attempt can have, whatever
+ * the account id holds); 0, or DTX_EINVAL past 128 bytes. */
+static int credit_id(char *buf, size_t n, const run_t *r, int k,
+                     const char *acc) {
+  int len = k == 1 ? snprintf(buf, n, "interest:%s:%s", r->req->day, acc)
+                   : snprintf(buf, n, "interest.%d:%s:%s", k, r->req->day,
+                              acc);
+  if (len < 0 || len > 128)
+    return dtx__err(DTX_EINVAL, "interest for account '%s': its transfer "
+                    "id %s is longer than 128 bytes", acc, buf);
+  return 0;
+}
+
+/* Drives an existing attempt t (stolen) to its end; 1 in *again when it
+ * failed (the next attempt is due, for its amount *amount). */
+static int finish(run_t *r, const char *tid, json_t *t, int fresh,
+                  int64_t *amount, int *again) {
+  int rc = 0;
+  *again = 0;
+  if (!dtx__state_is(t, "succeeded") && !dtx__state_is(t, "failed")) {
+    json_decref(t);
+    t = NULL;
+    rc = dtx_transfer_run(r->ex.st, tid, r->opts, &t);
+  }
+  if (rc == 0) {
+    *amount = dtx__int(t, "amount");
+    if (dtx__state_is(t, "succeeded")) {
+      if (fresh) {
+        r->credited++;
+        r->total += *amount;
+      } else {
+        r->already++;
+      }
+    } else if (dtx__state_is(t, "failed")) {
+      *again = 1;
+    } else {
+      r->pending++; /* held by a live executor; recovery finishes it */
+    }
+  }
+  json_decref(t);
+  return rc;
+}
+
+static int credit_one(run_t *r, const json_t *acc) {
+  const char *id = dtx__str(acc, "_id");
+  int64_t bal = dtx__int(acc, "balance"), amount = -1;
+  char tid[160];
+  int rc = 0, again = 1;
+  if (!id || !json_is_integer(json_object_get(acc, "balance")) ||
+      !json_is_integer(json_object_get(acc, "min_balance")) || bal <= 0 ||
+      strcmp(id, r->settle) == 0) {
+    r->skipped++;
+    return 0;
+  }
+  r->accounts++;
+  for (int k = 1; rc == 0 && again && k <= MAX_ATTEMPTS; k++) {
+    json_t *t = NULL;
+    if ((rc = credit_id(tid, sizeof tid, r, k, id))) {
+      if (!r->refused)
+        r->refused = rc;
+      return 0;
+    }
+    /* Looked up after the account was read: a credit recorded since is
+     * found here, and its amount is never recomputed. */
+    rc = dtx_transfer_get(r->ex.st, tid, &t);
+    if (rc == 0) {
+      rc = finish(r, tid, t, 0, &amount, &again);
+      continue;
+    }
+    if (rc != DTX_ENOTFOUND)
+      return rc;
+    dtx__err_clear();
+    if (amount < 0) { /* the first attempt: from the balance read */
+      amount = interest_of(bal, r->req->rate_ppm);
+      if (amount == 0) {
+        r->zero++;
+        return 0;
+      }
+      if (bal > INT64_MAX - amount) {
+        rc = dtx__err(DTX_EOVERFLOW, "interest %lld for account '%s' would "
+                      "take its balance %lld past INT64_MAX",
+                      (long long)amount, id, (long long)bal);
+        if (!r->refused)
+          r->refused = rc;
+        return 0;
+      }
+    }
+    dtx__retry_t rt = {0};
+    do
+      rc = DTX_FAULTPOINT("interest.credit");
+    while (dtx__retry_again(&rt, &rc, "recording an interest credit"));
+    dtx_transfer_req_t q = {.id = tid, .from = r->settle, .to = id,
+                            .amount = amount};
+    int fresh = 1;
+    if (rc == 0)
+      rc = dtx_transfer_submit(r->ex.st, &q, &t);
+    if (rc == DTX_ECONFLICT) { /* a concurrent run, from another balance */
+      dtx__err_clear();
+      fresh = 0;
+      rc = dtx_transfer_get(r->ex.st, tid, &t);
+    } else if (rc == 0 && !dtx__state_is(t, "initiated")) {
+      fresh = 0; /* submitted before by a concurrent run, same amount */
+    }
+    if (rc == 0)
+      rc = finish(r, tid, t, fresh, &amount, &again);
+  }
+  if (rc == 0 && again)
+    r->failed++; /* MAX_ATTEMPTS attempts failed: reported, not retried */
+  return rc;
+}
+
+static int run_all(run_t *r) {
+  json_t *sort = json_pack("{s:i}", "_id", 1), *last = json_string("");
+  int rc = sort && last ? 0 : DTX_ENOMEM;
+  while (rc == 0) {
+    json_t *page = NULL, *acc;
+    size_t i;
+    json_t *q = json_pack("{s:{s:O}}", "_id", "$gt", last);
+    rc = q ? dtx__kit_find_n(&r->ex, DTX_ACCOUNTS, q, sort, PAGE, &page)
+           : DTX_ENOMEM;
+    json_decref(q);
+    if (rc == 0 && json_array_size(page) == 0) {
+      json_decref(page);
+      break;
+    }
+    json_array_foreach(page, i, acc) {
+      if (rc == 0)
+        rc = credit_one(r, acc);
+    }
+    if (rc == 0) {
+      json_decref(last);
+      last = json_incref(
+          json_object_get(json_array_get(page, json_array_size(page) - 1),
+                          "_id"));
+    }
+    json_decref(page);
+  }
+  json_decref(sort);
+  json_decref(last);
+  return rc;
+}
+
+int dtx_interest_run(dtx_store_t *st, const dtx_interest_req_t *req,
+                     const dtx_exec_opts_t *opts, json_t **out) {
+  dtx__call_t c;
+  run_t r = {.req = req, .opts = opts};
+  if (out)
+    *out = NULL;
+  dtx__exec_from(&r.ex, st, opts);
+  dtx__call_begin(&c, r.ex.deadline_ms);
+  int rc = req ? check_day(req->day)
+               : dtx__err(DTX_EINVAL, "interest: NULL request");
+  if (rc == 0 && (req->rate_ppm < 0 || req->rate_ppm > DTX_INTEREST_MAX_PPM))
+    rc = dtx__err(DTX_EINVAL, "interest rate %lld ppm: must be 0..%d",
+                  (long long)req->rate_ppm, DTX_INTEREST_MAX_PPM);
+  if (rc == 0) {
+    r.settle = req->settlement ? req->settlement : SETTLEMENT;
+    rc = dtx__check_ident("settlement account id", r.settle);
+  }
+  if (rc == 0)
+    rc = dtx__tx_settlement(&r.ex, r.settle, "interest.settlement", "interest runs");
+  int started = rc == 0;
+  if (started)
+    rc = run_all(&r);
+  if (rc == 0 && r.refused)
+    rc = r.refused; /* after the others were credited */
+  if (out && started)
+    *out = json_pack("{s:s,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "day",
+                     req->day, "rate_ppm", (json_int_t)req->rate_ppm,
+                     "settlement", r.settle, "accounts",
+                     (json_int_t)r.accounts, "credited",
+                     (json_int_t)r.credited, "already", (json_int_t)r.already,
+                     "pending", (json_int_t)r.pending, "failed",
+                     (json_int_t)r.failed, "skipped", (json_int_t)r.skipped,
+                     "zero", (json_int_t)r.zero, "total",
+                     (json_int_t)r.total);
+  return dtx__call_end(&c, rc);
+}
+
+static const char *const points[] = {"interest.settlement", "interest.credit",
+                                     NULL};
+static const char *const collections[] = {NULL};
+
+/* Points only: its credits are transfers, recovered and audited by the
+ * transfer pattern. */
+const dtx__pattern_t dtx__interest_pattern = {
+    .name = "interest",
+    .collections = collections,
+    .fault_points = points,
+};

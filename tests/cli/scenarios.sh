@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# LeanCloud's scenarios (reference 003, issue 12; docs/scenarios.md): the
+# CLI contract of doctx batch-update and doctx interest run, each crashed
+# mid-run and rerun twice.
+#   batch-update: bad input exits 2 and writes nothing; the counts of a
+#     run and a rerun; a FILTER the UPDATE leaves; _ids of mixed types; a
+#     validator that refuses the marker stops the batch (exit 3) having
+#     changed nothing; two runs at once update each document once; a crash
+#     at the 250th and then the 40th document, then a rerun: every
+#     document updated exactly once.
+#   interest run: bad input (day, rate, settlement) exits 2 recording
+#     nothing; leap days; who earns (a positive balance and a limit);
+#     a rerun credits nothing; a settlement with a limit exits 2; a crash
+#     before the 5th credit, then one inside the 3rd credit's transfer,
+#     then reruns: the balances an uninterrupted run gives, the audit clean.
+# (tests/cli/flashsale.sh has the flash sale; scenarios/batch.sh and
+# scenarios/interest.sh put every fault point through faults.sh/pause.sh.)
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../lib/harness.sh"
+source "$HERE/../lib/transfer.sh" # balance
+
+is() { # LABEL GOT WANT
+  [ "$2" = "$3" ] && ok || bad "$1: got '$2', want '$3'"
+}
+counts() { jq -rc '[.matched, .modified, .already] | @csv' "$WORK/out"; }
+
+# ---- batch-update: contract ------------------------------------------------------------
+new_store batch
+d insert items '{"_id":1,"kind":"a","n":0}' '{"_id":2,"kind":"a","n":0}' \
+  '{"_id":"x","kind":"a","n":0}' '{"_id":{"k":1},"kind":"a","n":0}' \
+  '{"_id":"y","kind":"b","n":0}' >/dev/null || { echo "setup failed"; exit 1; }
+A='{"kind":"a"}'
+INC='{"$inc":{"n":1}}'
+expect 2 "batch: no --id" -- d batch-update items "$A" "$INC"
+expect 2 "batch: bad id" -- d batch-update items "$A" "$INC" --id 'b 1'
+expect 2 "batch: id too long" -- d batch-update items "$A" "$INC" --id "$(printf 'b%.0s' {1..65})"
+expect 2 "batch: UPDATE touching the marker" -- d batch-update items "$A" '{"$set":{"_batches.B":1}}' --id B
+expect 2 "batch: UPDATE renaming onto the marker" -- d batch-update items "$A" '{"$rename":{"n":"_batches"}}' --id B
+expect 2 "batch: UPDATE unsetting the markers" -- d batch-update items "$A" '{"$unset":{"_batches":""}}' --id B
+expect 2 "batch: a replacement UPDATE" -- d batch-update items "$A" '{"n":5}' --id B
+expect 2 "batch: unknown update operator" -- d batch-update items "$A" '{"$incr":{"n":1}}' --id B
+expect 2 "batch: unknown filter operator" -- d batch-update items '{"n":{"$gtt":0}}' "$INC" --id B
+expect 2 "batch: malformed JSON" -- d batch-update items '{"kind":' "$INC" --id B
+expect 2 "batch: a protocol collection" -- d batch-update transfers '{}' "$INC" --id B
+expect 2 "batch: extra argument" -- d batch-update items "$A" "$INC" extra --id B
+is "batch: bad input changed nothing" "$(d count items '{"$or":[{"n":{"$ne":0}},{"_batches":{"$exists":true}}]}')" 0
+
+expect 0 "batch: run" -- d batch-update items "$A" "$INC" --id B
+is "batch: run counts" "$(counts)" "4,4,0"
+expect 0 "batch: rerun" -- d batch-update items "$A" "$INC" --id B
+is "batch: rerun counts" "$(counts)" "4,0,4"
+is "batch: each of kind a once (mixed _ids), y untouched" \
+  "$(d find items '{}' --sort '{"_id":1}' | jq -rc '[.n, (._batches.B != null)] | @csv' | tr '\n' ' ')" \
+  "1,true 1,true 1,true 0,false 1,true "
+expect 0 "batch: another id applies again" -- d batch-update items "$A" "$INC" --id B2
+is "batch: B2 counts" "$(counts)" "4,4,0"
+# An UPDATE that takes documents out of its FILTER: the rerun finds none.
+expect 0 "batch: leaving the filter" -- d batch-update items '{"kind":"a"}' '{"$set":{"kind":"c"}}' --id M
+is "batch: leaving counts" "$(counts)" "4,4,0"
+expect 0 "batch: leaving, rerun" -- d batch-update items '{"kind":"a"}' '{"$set":{"kind":"c"}}' --id M
+is "batch: leaving rerun counts" "$(counts)" "0,0,0"
+# A step whose reply is lost: its retry matches nothing, and the run's
+# stamp in the marker says the step was its own.
+DOCTX_FAULT=batch.apply:lost:2 d batch-update items '{}' "$INC" --id L >"$WORK/out" 2>/dev/null
+is "batch: a lost reply counted as modified" "$(counts)" "5,5,0"
+is "batch: a lost reply applied once" "$(d count items '{"_batches.L":{"$exists":true},"n":{"$in":[1,3]}}')" 5
+# A validator that admits no _batches: refused (VALIDATION), nothing changed.
+d insert strict '{"_id":"s1","n":0}' '{"_id":"s2","n":0}' >/dev/null
+d rules strict --validator '{"$jsonSchema":{"additionalProperties":false,"properties":{"_id":{},"n":{}}}}' >/dev/null
+expect 3 "batch: a validator refusing the marker" -- d batch-update strict '{}' "$INC" --id V
+grep -q 'VALIDATION.*"s1"' "$WORK/err" && ok || bad "batch: VALIDATION naming s1: $(cat "$WORK/err")"
+is "batch: the refused batch changed nothing" "$(d count strict '{"n":0}')" 2
+
+# ---- batch-update: two runs at once, and crashes mid-batch --------------------------
+N=300
+new_store batch_big
+# 300 documents cross a page (200); on SQLite without an fsync per write,
+# which this suite does not test.
+[[ $S == sqlite:* ]] && S="$S?sync=normal"
+mapfile -t docs < <(seq -f '{"_id":"d%03g","n":0}' 1 $N) # no fork per line
+d insert big "${docs[@]}" >/dev/null || { echo "setup failed"; exit 1; }
+start_bg "$WORK/c1.log" d batch-update big '{}' "$INC" --id C
+p1=$BG_PID
+start_bg "$WORK/c2.log" d batch-update big '{}' "$INC" --id C
+p2=$BG_PID
+bounded_wait "$p1" 60 "$WORK/c1.log" && bounded_wait "$p2" 60 "$WORK/c2.log" && ok ||
+  bad "batch: concurrent runs failed"
+is "batch: concurrent runs modified each once" \
+  "$(cat "$WORK/c1.log" "$WORK/c2.log" | jq -s '[.[].modified] | add')" "$N"
+is "batch: concurrent runs, every n 1" "$(d count big '{"n":1}')" "$N"
+
+DOCTX_FAULT=batch.apply:crash:250 d batch-update big '{}' "$INC" --id K >/dev/null 2>&1
+is "batch: crash at the 250th document (second page)" "$?" 137
+is "batch: 249 applied before the crash" "$(d count big '{"n":2}')" 249
+DOCTX_FAULT=batch.apply:crash:40 d batch-update big '{}' "$INC" --id K >/dev/null 2>&1
+is "batch: the rerun crashes at its 40th" "$?" 137
+expect 0 "batch: the second rerun finishes" -- d batch-update big '{}' "$INC" --id K
+is "batch: the second rerun's counts" "$(counts)" "$N,12,288"
+is "batch: after two crashes every document updated once" "$(d count big '{"n":2,"_batches.K":{"$exists":true}}')" "$N"
+expect 0 "batch: audit" -- d audit --settled
+
+# ---- interest: contract --------------------------------------------------------------------
+new_store interest
+d account create A --balance 1000000 >/dev/null &&
+  d account create B --balance 12345 >/dev/null &&
+  d account create C --balance 0 >/dev/null &&
+  d account create N --balance -50 --min-balance -100 >/dev/null &&
+  d account create S --balance 99 --min-balance -1000 >/dev/null &&
+  d account create X --balance 500 --min-balance none >/dev/null || { echo "setup failed"; exit 1; }
+R=(--rate-ppm 1000)
+expect 2 "interest: 2026-02-29 is no date" -- d interest run "${R[@]}" --day 2026-02-29
+expect 2 "interest: month 13" -- d interest run "${R[@]}" --day 2026-13-01
+expect 2 "interest: April 31" -- d interest run "${R[@]}" --day 2026-04-31
+expect 2 "interest: day 00" -- d interest run "${R[@]}" --day 2026-01-00
+expect 2 "interest: short form" -- d interest run "${R[@]}" --day 2026-1-01
+expect 2 "interest: trailing text" -- d interest run "${R[@]}" --day 2026-01-011
+expect 2 "interest: no day" -- d interest run "${R[@]}"
+expect 2 "interest: no rate" -- d interest run --day 2026-01-01
+expect 2 "interest: negative rate" -- d interest run --rate-ppm -1 --day 2026-01-01
+expect 2 "interest: rate not a number" -- d interest run --rate-ppm 1.5 --day 2026-01-01
+expect 2 "interest: rate past the bound" -- d interest run --rate-ppm 1000001 --day 2026-01-01
+expect 2 "interest: rate past int64" -- d interest run --rate-ppm 99999999999999999999 --day 2026-01-01
+expect 2 "interest: bad settlement id" -- d interest run "${R[@]}" --day 2026-01-01 --settlement 'a b'
+expect 2 "interest: no subcommand" -- d interest "${R[@]}" --day 2026-01-01
+is "interest: bad input recorded nothing" "$(d count accounts '{"_id":"settlement"}') $(d count transfers)" "0 0"
+
+expect 0 "interest: 2028-02-29 is a date" -- d interest run "${R[@]}" --day 2028-02-29
+is "interest: summary" "$(jq -rc '[.day,.rate_ppm,.settlement,.accounts,.credited,.already,.pending,.failed,.skipped,.zero,.total] | @csv' "$WORK/out")" \
+  '"2028-02-29",1000,"settlement",3,2,0,0,0,4,1,1012'
+# A 1000 -> 1001000 (+1000), B 12345 (+12), S 99 (0: rounds down);
+# C (0), N (negative), X (no limit), settlement: nothing.
+is "interest: balances" "$(balance A) $(balance B) $(balance C) $(balance N) $(balance S) $(balance X) $(balance settlement)" \
+  "1001000 12357 0 -50 99 500 -1012"
+is "interest: credit ids" "$(d find transfers '{}' --sort '{"_id":1}' | jq -r '._id' | tr '\n' ' ')" \
+  "interest:2028-02-29:A interest:2028-02-29:B "
+expect 0 "interest: the same day again" -- d interest run "${R[@]}" --day 2028-02-29
+is "interest: rerun credits nothing" "$(jq -rc '[.credited,.already,.total] | @csv' "$WORK/out")" "0,2,0"
+is "interest: rerun left the balances" "$(balance A) $(balance B) $(balance settlement)" "1001000 12357 -1012"
+expect 0 "interest: the next day compounds" -- d interest run "${R[@]}" --day 2028-03-01
+is "interest: next day" "$(balance A) $(balance B)" "1002001 12369"
+d account create LIM --balance 0 >/dev/null
+expect 2 "interest: a settlement with a limit" -- d interest run "${R[@]}" --day 2028-03-02 --settlement LIM
+expect 0 "interest: another settlement, created" -- d interest run --rate-ppm 0 --day 2028-03-02 --settlement bank
+is "interest: rate 0 credits nothing; bank has no limit" \
+  "$(jq -rc '[.credited,.zero] | @csv' "$WORK/out") $(d find accounts '{"_id":"bank"}' | jq -c .min_balance)" "0,3 null"
+expect 0 "interest: audit" -- d audit --settled
+
+# ---- interest: crashed, rerun twice ----------------------------------------------------
+# 10 accounts k01..k10 of 1000*i + 7; at 12345 ppm each earns
+# floor((1000*i + 7) * 12345 / 1e6).
+new_store interest_crash
+for i in 01 02 03 04 05 06 07 08 09 10; do
+  d account create "k$i" --balance $((1000 * 10#$i + 7)) >/dev/null || { echo "setup failed"; exit 1; }
+done
+DAY=(--rate-ppm 12345 --day 2026-06-30 --lease-ms 300)
+DOCTX_FAULT=interest.credit:crash:5 d interest run "${DAY[@]}" >/dev/null 2>&1
+is "interest: crash before the 5th credit" "$?" 137
+DOCTX_FAULT=transfer.mark_payee:crash:3 d interest run "${DAY[@]}" >/dev/null 2>&1
+is "interest: the rerun crashes inside its 3rd credit" "$?" 137
+expect 0 "interest: the second rerun" -- d interest run "${DAY[@]}"
+# k07's credit was cut short before its payee was marked: the rerun waits
+# out its lease, the transfer rolls back (failed, "abandoned"), and the
+# next attempt, interest.2:2026-06-30:k07, credits the same amount.
+is "interest: second rerun: the interrupted credit retried" \
+  "$(jq -rc '[.accounts,.credited,.already,.pending,.failed] | @csv' "$WORK/out")" "10,4,6,0,0"
+is "interest: the retried credit" \
+  "$(d find transfers '{"to":"k07"}' --sort '{"_id":1}' | jq -r '"\(._id) \(.state)"' | tr '\n' ' ')" \
+  "interest.2:2026-06-30:k07 succeeded interest:2026-06-30:k07 failed "
+expect 0 "interest: recover" -- d recover --older-than-ms 0
+expect 0 "interest: a third run" -- d interest run "${DAY[@]}"
+is "interest: third run: all there" "$(jq -rc '[.credited,.already,.pending] | @csv' "$WORK/out")" "0,10,0"
+want= sum=0
+for i in $(seq 1 10); do
+  b=$((1000 * i + 7)) c=$(((1000 * i + 7) * 12345 / 1000000))
+  sum=$((sum + c))
+  want+="$((b + c)) "
+done
+got=$(d find accounts '{"_id":{"$regex":"^k"}}' --sort '{"_id":1}' --project '{"_id":0,"balance":1}' |
+  jq -r .balance | tr '\n' ' ')
+is "interest: crashed and rerun twice = one uninterrupted run" "$got" "$want"
+is "interest: settlement paid the sum once" "$(balance settlement)" "-$sum"
+is "interest: one credit per account" "$(d count transfers '{"state":"succeeded"}') $(d count transfers)" "10 11"
+expect 0 "interest: audit after crashes" -- d audit --settled
+
+finish
