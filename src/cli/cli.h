@@ -155,5 +155,7 @@ int dtx__cmd_lock(dtx_cli_t *, int, char **);
 int dtx__cmd_sync(dtx_cli_t *, int, char **);
 /* cmd_ledger.c: the log-reconciliation ledger. */
 int dtx__cmd_ledger(dtx_cli_t *, int, char **);
+/* cmd_version.c: versioned documents. */
+int dtx__cmd_version(dtx_cli_t *, int, char **);
 
 #endif

@@ -154,6 +154,7 @@ static const command_t commands[] = {
     {"lock", dtx__cmd_lock, NULL},
     {"sync", dtx__cmd_sync, NULL},
     {"ledger", dtx__cmd_ledger, NULL},
+    {"version", dtx__cmd_version, NULL},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -189,7 +190,7 @@ static const char global_usage[] =
     "  demo                                  a narrated tour of the primitive\n"
     "\n"
     "Transaction commands (see doctx COMMAND --help):\n"
-    "  account, transfer, worker, recover, audit, faults, job, lock, sync, ledger\n"
+    "  account, transfer, worker, recover, audit, faults, job, lock, sync, ledger, version\n"
     "\n"
     "Options:\n"
     "  --store URI, --store=URI  the store to use, anywhere on the line:\n"

@@ -18,7 +18,8 @@
   X(job) \
   X(lock) \
   X(sync) \
-  X(ledger)
+  X(ledger) \
+  X(version)
 
 #define DECLARE(name) extern const dtx__pattern_t dtx__##name##_pattern;
 DTX_PATTERNS(DECLARE)
