@@ -9,7 +9,7 @@
 #                 with DTX_QUICK set, on the cluster only)
 #   shell         tests/crash/faults.sh, pause.sh, chaos.sh,
 #                 tests/cli/contract.sh, job.sh, lock.sh, sync.sh,
-#                 ledger.sh and
+#                 ledger.sh, version.sh and
 #                 tests/crash/kleppmann.sh (DOCTX set; each scenario gets an
 #                 emptied namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time)
@@ -19,8 +19,8 @@
 #                 target in a release build, so the sanitizer run of
 #                 scripts/test.sh leaves it out)
 #   transfers     BUILD_DIR/txn_transfer_concurrency, txn_kit,
-#                 txn_transfer_declines, txn_job, txn_lock, txn_sync and
-#                 txn_ledger
+#                 txn_transfer_declines, txn_job, txn_lock, txn_sync,
+#                 txn_ledger and txn_version
 #                 redis://...
 # on the standalone server only:
 #   deadline      tests/redis/deadline.sh: the server is SIGSTOPped while
@@ -147,6 +147,7 @@ shell_on() { # URI
   run_logged "lock.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/lock.sh"
   run_logged "sync.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/sync.sh"
   run_logged "ledger.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/ledger.sh"
+  run_logged "version.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/version.sh"
   run_logged "kleppmann.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/crash/kleppmann.sh"
 }
@@ -252,6 +253,7 @@ transfers_on() { # URI
   run_logged "txn_lock $1" "$BUILD/txn_lock" "$1"
   run_logged "txn_sync $1" "$BUILD/txn_sync" "$1"
   run_logged "txn_ledger $1" "$BUILD/txn_ledger" "$1"
+  run_logged "txn_version $1" "$BUILD/txn_version" "$1"
   flush "$1"
   run_logged "txn_transfer_declines $1" "$BUILD/txn_transfer_declines" "$1"
 }
