@@ -62,9 +62,6 @@ check_final() {
   out=$(d version put I "{\"n\":$n,\"sum\":$((n + 9))}" --child b='{"x":9}') ||
     { bad "$label: the next put failed"; return; }
   v=$(field "$out" version)
-  out=$(d version get I)
-  why=$(vr_whole "$out")
-  [ -z "$why" ] && [ "$(field "$out" version)" = "$v" ] && [ "$v" -ge "$fresh" ] ||
-    { bad "$label: the next put: version $v (want >= $fresh): ${why:-$out}"; return; }
+  [ "$v" -ge "$fresh" ] || { bad "$label: the next put took version $v (want >= $fresh)"; return; }
   ok
 }
