@@ -554,13 +554,11 @@ static const char *const fault_points[] = {
 };
 
 const dtx__pattern_t dtx__version_pattern = {
+    /* no worker work: the worker's recovery pass covers it */
     .name = "version",
-    .kind = NULL,
     .collections = collections,
     .indexes = indexes,
     .fault_points = fault_points,
-    .claim_next = NULL,
-    .drive = NULL,
     .recover = dtx__vr_recover,
     .audit = dtx__vr_audit,
     .rules = rules,
