@@ -4,7 +4,8 @@
 # carry over and --remove-child drops one; get prints the whole tree of
 # the committed version or of --version N; history one line per committed
 # version kept; --expect-version N exits 3 when the item is not at N; bad
-# input exits 2 and changes nothing; a crashed writer's version never
+# input exits 2 and changes nothing; lost replies of the reserve and the
+# commit are recognised as the writer's own; a crashed writer's version never
 # becomes visible, not even after a later writer commits, and recovery
 # removes it; racing puts all land on distinct versions; gc keeps the last
 # N (never inside the grace) and keeps carried-over children alive; the
@@ -73,6 +74,10 @@ expect 0 "recover abandons it" -- d recover --older-than-ms 0
 same "its record and child are gone" "$(d count versions '{"version":5}'):$(d count version_children '{"version":5}')" "0:0"
 expect 0 "audit --settled clean" -- d audit --settled
 
+# ---- lost replies: the reserve and the commit applied, their replies lost ---------------
+same "reserve and commit replies lost" "$(DOCTX_FAULT=version.reserve:lost,version.commit:lost d version put I '{"n":7}')" '{"item":"I","version":7}'
+same "... and the tree is that version's" "$(d version get I | jq -c '[.version, .root.n]')" '[7,7]'
+
 # ---- racing writers --------------------------------------------------------------------
 pids=()
 for k in 1 2 3 4; do
@@ -86,14 +91,14 @@ expect 0 "racing puts: audit clean" -- d audit --settled
 
 # ---- retention ----------------------------------------------------------------------------
 same "gc inside the grace removes nothing" "$(d version gc --keep 1 | jq -c .removed)" 0
-same "gc --keep 2 --grace-ms 0" "$(d version gc --keep 2 --grace-ms 0 | jq -c '[.removed]')" '[5]'
-same "history after gc" "$(d version history I | jq -c .version | tr '\n' ' ')" "4 6 "
-expect 1 "a removed version is not readable" -- d version get I --version 3
+same "gc --keep 2 --grace-ms 0" "$(d version gc --keep 2 --grace-ms 0 | jq -c '[.removed]')" '[6]'
+same "history after gc" "$(d version history I | jq -c .version | tr '\n' ' ')" "6 7 "
+expect 1 "a removed version is not readable" -- d version get I --version 4
 same "a carried-over child outlives the version that wrote it" "$(d version get I | jq -c .children)" '{"a":{"x":2},"c":{"x":3}}'
 expect 0 "audit --settled after gc" -- d audit --settled
 
 # ---- collection rules -------------------------------------------------------------------
 expect 3 "delete of a live child refused" -- d delete version_children '{"_id":"I/2/a"}'
 expect 3 "delete of a root refused" -- d delete version_roots '{"_id":"I"}'
-expect 3 "a record's root set to a string refused" -- d update versions '{"_id":"I/6"}' '{"$set":{"root":"x"}}'
+expect 3 "a record's root set to a string refused" -- d update versions '{"_id":"I/7"}' '{"$set":{"root":"x"}}'
 finish
