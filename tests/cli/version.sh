@@ -56,6 +56,9 @@ expect 2 "unknown option" -- d version put I '{}' --force
 expect 2 "--version on put" -- d version put I '{}' --version 1
 expect 2 "--keep 0" -- d version gc --keep 0
 expect 2 "get --version 0" -- d version get I --version 0
+DEEP=$(printf '{"a":%.0s' {1..100})1$(printf '}%.0s' {1..100})
+expect 2 "ROOT nested too deep" -- d version put I "$DEEP"
+expect 2 "child DOC nested too deep" -- d version put I '{}' --child a="$DEEP"
 expect 1 "remove a child that is not there" -- d version put I '{}' --remove-child zz
 expect 1 "get of a missing item" -- d version get nope
 expect 1 "get of a version never committed" -- d version get I --version 99

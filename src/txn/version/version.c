@@ -251,11 +251,22 @@ static int put_once(dtx__exec_t *ex, const dtx_version_put_req_t *req,
   }
   if (rc == DTX_EDUPKEY)
     rc = 0;
-  if (rc) /* the reservation stays for recovery (after its lease) */
-    goto out;
-  int64_t now = dtx__now_ms();
   snprintf(rpath, sizeof rpath, "res.%lld", (long long)v);
   snprintf(path, sizeof path, "%s.token", rpath);
+  if (rc) {
+    /* Not committed (the commit step was not reached): give the number
+     * back now -- bad input the store refused (too deep) then changes
+     * nothing visible; if the store is down too, recovery does it after
+     * the lease. */
+    char why[512];
+    snprintf(why, sizeof why, "%s", dtx_errdetail());
+    if (dtx__vr_abandon(ex, item, v, json_pack("{s:s}", path, token)) == 0)
+      dtx__vr_drop(ex, item, v, NULL);
+    rc = dtx__err(rc, "item '%s' version %lld (given back): %s", item,
+                  (long long)v, why);
+    goto out;
+  }
+  int64_t now = dtx__now_ms();
   json_t *after = NULL;
   rc = dtx__kit_modify(
       ex, "version.commit", DTX_VERSION_ROOTS,
@@ -298,6 +309,15 @@ out:
   return rc;
 }
 
+/* doc, stored one level down in a record or a child, nests within the
+ * store's limit (checked before anything is written). */
+static int check_depth(const char *item, const char *what, const json_t *doc) {
+  json_t *wrap = json_pack("{s:O}", "doc", doc);
+  int rc = wrap ? dtx__depth_check(wrap, DTX_EINVAL, what) : DTX_ENOMEM;
+  json_decref(wrap);
+  return rc ? dtx__err_wrap(rc, "item '%s'", item) : 0;
+}
+
 static int check_req(const dtx_version_put_req_t *req) {
   int rc;
   if (!req)
@@ -307,6 +327,8 @@ static int check_req(const dtx_version_put_req_t *req) {
   if (!json_is_object(req->root))
     return dtx__err(DTX_EINVAL, "item '%s': the root must be a JSON object",
                     req->item);
+  if ((rc = check_depth(req->item, "the root", req->root)))
+    return rc;
   if (req->nchildren > DTX_VERSION_MAX_CHILDREN ||
       (req->nchildren && !req->children))
     return dtx__err(DTX_EINVAL, "item '%s': at most %d child changes",
@@ -321,6 +343,8 @@ static int check_req(const dtx_version_put_req_t *req) {
     if (c->doc && !json_is_object(c->doc))
       return dtx__err(DTX_EINVAL, "item '%s' child '%s': must be a JSON "
                       "object", req->item, c->key);
+    if (c->doc && (rc = check_depth(req->item, c->key, c->doc)))
+      return rc;
     for (size_t j = 0; j < i; j++)
       if (strcmp(req->children[j].key, c->key) == 0)
         return dtx__err(DTX_EINVAL, "item '%s': child '%s' given twice",
