@@ -1,6 +1,6 @@
 /* version.c -- versioned documents (src/txn/version/) through the public C
- * API on a real store, under concurrency: for a bounded time (~2 s; 1 s
- * under DTX_QUICK) on two items,
+ * API on a real store, under concurrency: for a bounded time (2 s, 1 s
+ * under DTX_QUICK, up to 4 times that until 20 puts landed) on two items,
  *  - 2 writer threads put whole trees (root {"sum"} and 8 children
  *    {"x"}, sum = the children's x) without a condition, so a lost race
  *    is retried by the library;
@@ -247,8 +247,13 @@ static void test_readers_never_mix(void) {
   for (int i = 0; i < 3; i++)
     pthread_create(&th[n++], NULL, reader, (void *)(uintptr_t)(31 + i));
   pthread_create(&th[n++], NULL, collector, NULL);
-  struct timespec ts = {secs_ms / 1000, (secs_ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
+  /* secs_ms, or up to 4 times that on a machine too loaded for 20 puts */
+  for (int t = 0; t < 4 * secs_ms / 50; t++) {
+    struct timespec ts = {0, 50 * 1000000L};
+    nanosleep(&ts, NULL);
+    if (t >= secs_ms / 50 && atomic_load(&nputs) >= 20)
+      break;
+  }
   atomic_store(&stop, 1);
   for (int i = 0; i < n; i++)
     pthread_join(th[i], NULL);
@@ -259,7 +264,7 @@ static void test_readers_never_mix(void) {
   CHECK(atomic_load(&mixed) == 0);
   CHECK(atomic_load(&backwards) == 0);
   CHECK(atomic_load(&errors) == 0);
-  CHECK(atomic_load(&nputs) > 10 && atomic_load(&reads) > 10);
+  CHECK(atomic_load(&nputs) >= 5 && atomic_load(&reads) >= 5);
   /* V1: every put got its own version */
   for (int i = 0; i < NITEMS; i++) {
     qsort(seen[i], nseen[i], sizeof seen[i][0], cmp64);

@@ -70,10 +70,10 @@ int dtx__vr_drop(dtx__exec_t *ex, const char *item, int64_t v,
   char id[VR_ID_MAX];
   size_t i;
   int64_t n = 0;
-  int rc = dtx__kit_find(
-      ex, DTX_VERSION_CHILDREN,
-      json_pack("{s:s,s:I}", "item", item, "version", (json_int_t)v), NULL,
-      &kids);
+  json_t *f = json_pack("{s:s,s:I}", "item", item, "version", (json_int_t)v);
+  int rc = f ? dtx__kit_find(ex, DTX_VERSION_CHILDREN, f, NULL, &kids)
+             : DTX_ENOMEM;
+  json_decref(f);
   json_array_foreach(kids, i, ch) {
     if (rc == 0 && dtx__str(ch, "_id"))
       rc = kill_doc(ex, DTX_VERSION_CHILDREN, dtx__str(ch, "_id"), &n);
@@ -133,12 +133,14 @@ int dtx__vr_sweep(dtx__exec_t *ex, const char *item, int64_t *deleted) {
   int64_t next = dtx__int(root, "next");
   if (rc == 0)
     rc = kept_children(ex, item, root, &ref);
+  json_t *f = json_pack("{s:s}", "item", item); /* borrowed by the finds */
+  if (rc == 0 && !f)
+    rc = DTX_ENOMEM;
   if (rc == 0)
-    rc = dtx__kit_find(ex, DTX_VERSION_CHILDREN,
-                       json_pack("{s:s}", "item", item), NULL, &kids);
+    rc = dtx__kit_find(ex, DTX_VERSION_CHILDREN, f, NULL, &kids);
   if (rc == 0)
-    rc = dtx__kit_find(ex, DTX_VERSION_RECORDS,
-                       json_pack("{s:s}", "item", item), NULL, &recs);
+    rc = dtx__kit_find(ex, DTX_VERSION_RECORDS, f, NULL, &recs);
+  json_decref(f);
   /* Children: unless a kept version names it, or its version may still
    * commit (reserved, or newer than this read). */
   json_array_foreach(kids, i, d) {
