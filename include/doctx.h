@@ -1172,7 +1172,9 @@ typedef struct dtx_version_put_req {
  * (DTX_EINVAL: a bad item or key, a key given twice, a root or child that
  * is not an object, too many children) writes nothing.  With
  * expect_version >= 0, a committed version other than it is DTX_ECONFLICT
- * (nothing becomes visible); without, a put that loses the race to
+ * (nothing becomes visible; for an item that does not exist yet, nothing
+ * is written at all, nor for a removal there: DTX_ENOTFOUND); without, a
+ * put that loses the race to
  * another writer releases its version and tries again on the new one,
  * within the deadline of opts (may be NULL; lease_ms is how long the
  * reservation stays its own before recovery may abandon it).  *out (may

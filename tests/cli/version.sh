@@ -60,6 +60,8 @@ DEEP=$(printf '{"a":%.0s' {1..100})1$(printf '}%.0s' {1..100})
 expect 2 "ROOT nested too deep" -- d version put I "$DEEP"
 expect 2 "child DOC nested too deep" -- d version put I '{}' --child a="$DEEP"
 expect 1 "remove a child that is not there" -- d version put I '{}' --remove-child zz
+expect 1 "remove a child of an item that does not exist" -- d version put nope '{}' --remove-child a
+expect 3 "a version expected of an item that does not exist" -- d version put nope '{}' --expect-version 1
 expect 1 "get of a missing item" -- d version get nope
 expect 1 "get of a version never committed" -- d version get I --version 99
 expect 1 "history of a missing item" -- d version history nope

@@ -120,11 +120,22 @@ static int check_key(const char *key) {
 
 /* ---- writing ---------------------------------------------------------------------- */
 
-/* The item's root; created (version 0) when missing. */
-static int read_root(dtx__exec_t *ex, const char *item, json_t **out) {
+/* The item's root; created (version 0) when missing -- unless req could
+ * not be applied to an item without versions (an expected version > 0, a
+ * child to remove): then that error, and nothing is written. */
+static int read_root(dtx__exec_t *ex, const dtx_version_put_req_t *req,
+                     json_t **out) {
+  const char *item = req->item;
   int rc = dtx__kit_get(ex, DTX_VERSION_ROOTS, item, out);
   if (rc != DTX_ENOTFOUND)
     return rc;
+  if (req->expect_version > 0)
+    return dtx__err(DTX_ECONFLICT, "item '%s' has no version, not %lld",
+                    item, (long long)req->expect_version);
+  for (size_t i = 0; i < req->nchildren; i++)
+    if (!req->children[i].doc)
+      return dtx__err(DTX_ENOTFOUND, "item '%s' has no version, so no child "
+                      "'%s' to remove", item, req->children[i].key);
   json_t *doc = json_pack("{s:s,s:i,s:i,s:{},s:[],s:[],s:I}", "_id", item,
                           "version", 0, "next", 0, "res", "log", "trash",
                           "updated", (json_int_t)dtx__now_ms());
@@ -192,7 +203,7 @@ static int put_once(dtx__exec_t *ex, const dtx_version_put_req_t *req,
   json_t *root = NULL, *map = NULL, *rec = NULL;
   char token[25], id[VR_ID_MAX], path[48], rpath[40];
   int64_t v = 0;
-  int rc = read_root(ex, item, &root);
+  int rc = read_root(ex, req, &root);
   if (rc)
     return rc;
   int64_t base = dtx__int(root, "version");
