@@ -1120,6 +1120,61 @@ int dtx_ledger_get(dtx_store_t *st, const char *id, json_t **out);
 int dtx_ledger_list(dtx_store_t *st, const char *account,
                     const dtx_page_t *page, json_t **out);
 
+/* ---- order confirmation (src/txn/order/, docs/orders.md) --------------------
+ *
+ * Reference 003's payment-order flow.  An order is a document of the
+ * collection "orders", _id = its trade id (1..100 of [A-Za-z0-9_.-]):
+ *   {_id, account, amount, settlement, state, transfer, attempt, created,
+ *    owner, lease_until, epoch, updated}
+ * States: pending -> confirming -> confirmed -> success, or pending ->
+ * canceled.  Confirming credits the order's account with amount through a
+ * transfer from the settlement account (id "order:TRADE_ID"; after a
+ * credit its executor lost, "order:TRADE_ID:N"), so the transfer audit's
+ * conservation covers orders, and the account is credited exactly once
+ * however often confirm runs and wherever a crash stops it; dtx_recover
+ * (and the worker) finish interrupted confirmations.  Every call returns
+ * the order document in *out (new reference, the caller releases it; NULL
+ * on errors before the order was read). */
+typedef struct dtx_order_req {
+  const char *trade_id;   /* the payment's trade id: unique */
+  const char *account;    /* the transfer account credited; must exist */
+  int64_t amount;         /* > 0 */
+  const char *settlement; /* the account paying; NULL: "settlement".  It is
+                             created on first use with no lower limit; one
+                             that exists with a limit is refused */
+} dtx_order_req_t;
+
+/* Records the order pending.  The same trade id again with the same
+ * account, amount and settlement returns the stored order (whatever its
+ * state); with anything different it is DTX_ECONFLICT.  Bad input -- a
+ * malformed trade id or account id, amount <= 0, an unknown account, a
+ * settlement with a lower limit -- is DTX_EINVAL and records nothing.
+ * All strings of req are borrowed for the call only. */
+int dtx_order_create(dtx_store_t *st, const dtx_order_req_t *req,
+                     json_t **out);
+
+/* The payment callback: drives the order to success, crediting its
+ * account once.  An order another executor is confirming is waited for
+ * (its lease, bounded by the deadline) or taken over when its lease
+ * lapsed.  success already: 0, nothing credited.  canceled: DTX_ESTATE.
+ * A credit declined by the transfer (the account is gone, its balance
+ * would pass int64) is DTX_ESTATE and leaves the order confirming; each
+ * call retries it once.  DTX_ENOTFOUND for an unknown trade id.  opts (may
+ * be NULL) gives the executor's owner, lease and deadline. */
+int dtx_order_confirm(dtx_store_t *st, const char *trade_id,
+                      const dtx_exec_opts_t *opts, json_t **out);
+
+/* Cancels a pending order (canceled again: 0).  confirming, confirmed or
+ * success: DTX_ESTATE, *out the order as it stands. */
+int dtx_order_cancel(dtx_store_t *st, const char *trade_id, json_t **out);
+
+/* *out: the order, or DTX_ENOTFOUND. */
+int dtx_order_get(dtx_store_t *st, const char *trade_id, json_t **out);
+
+/* *out: array of orders in creation order, all or of one state (NULL:
+ * all; an unknown state is DTX_EINVAL), paged by page (may be NULL). */
+int dtx_order_list(dtx_store_t *st, const char *state, const dtx_page_t *page,
+                   json_t **out);
 /* ---- versioned documents: a tree of documents read at one version ---------
  *
  * An ITEM is a root document plus child documents (KEY -> DOC), stored

@@ -92,6 +92,7 @@ int dtx__cmd_index(dtx_cli_t *, int, char **);
 int dtx__cmd_indexes(dtx_cli_t *, int, char **);
 int dtx__cmd_drop(dtx_cli_t *, int, char **);
 int dtx__cmd_collections(dtx_cli_t *, int, char **);
+int dtx__cmd_dump(dtx_cli_t *, int, char **);
 int dtx__cmd_rules(dtx_cli_t *, int, char **);
 int dtx__cmd_demo(dtx_cli_t *, int, char **);
 
@@ -155,6 +156,8 @@ int dtx__cmd_lock(dtx_cli_t *, int, char **);
 int dtx__cmd_sync(dtx_cli_t *, int, char **);
 /* cmd_ledger.c: the log-reconciliation ledger. */
 int dtx__cmd_ledger(dtx_cli_t *, int, char **);
+/* cmd_order.c: order confirmation. */
+int dtx__cmd_order(dtx_cli_t *, int, char **);
 /* cmd_version.c: versioned documents. */
 int dtx__cmd_version(dtx_cli_t *, int, char **);
 

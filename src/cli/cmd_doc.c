@@ -614,6 +614,47 @@ out:
   return ec;
 }
 
+/* dump: every collection's header line (indexes, rules, count) and its
+ * documents by _id.  The crash and bad-input suites compare whole stores
+ * after each row; one process doing it replaces some ten per row. */
+int dtx__cmd_dump(dtx_cli_t *cli, int argc, char **argv) {
+  args_t a = {.minpos = 0, .maxpos = 0};
+  json_t *names = NULL, *sort = json_pack("{s:i}", "_id", 1);
+  int ec = parse_args(&a, argc, argv);
+  if (ec)
+    goto out;
+  dtx_store_t *st = dtx__cli_store(cli, &ec);
+  if (!st)
+    goto out;
+  int rc = dtx_store_list_collections(st, &names);
+  for (size_t i = 0; rc >= 0 && i < json_array_size(names); i++) {
+    const char *c = json_string_value(json_array_get(names, i));
+    json_t *idx = NULL, *rules = NULL, *docs = NULL;
+    dtx_find_opts_t fo = {.sort = sort};
+    if ((rc = dtx_store_list_indexes(st, c, &idx)) >= 0 &&
+        (rc = dtx_store_get_rules(st, c, &rules)) >= 0 &&
+        (rc = dtx_store_find(st, c, NULL, &fo, &docs)) >= 0) {
+      json_t *head = json_pack("{s:s,s:O,s:O,s:I}", "collection", c, "indexes",
+                               idx, "rules", rules, "count",
+                               (json_int_t)json_array_size(docs));
+      dtx__cli_print_json(head);
+      json_decref(head);
+      for (size_t j = 0; j < json_array_size(docs); j++)
+        dtx__cli_print_json(json_array_get(docs, j));
+    }
+    json_decref(idx);
+    json_decref(rules);
+    json_decref(docs);
+  }
+  if (rc < 0)
+    ec = dtx__cli_fail(rc);
+out:
+  json_decref(names);
+  json_decref(sort);
+  free(a.pos);
+  return ec;
+}
+
 /* rules COLL [--validator JSON] [--delete-guard JSON] [--clear]: without
  * options prints the rules; --validator / --delete-guard replace that rule
  * (JSON null removes it) and keep the other; --clear removes both.  The

@@ -126,6 +126,12 @@ static const command_t commands[] = {
     {"collections", dtx__cmd_collections,
      "usage: doctx [--store URI] collections\n"
      "Prints the collection names, sorted, one per line.\n"},
+    {"dump", dtx__cmd_dump,
+     "usage: doctx [--store URI] dump\n"
+     "Prints the whole store for inspection or comparison: per collection\n"
+     "(sorted by name) one line {\"collection\",\"indexes\",\"rules\",\"count\"},\n"
+     "then its documents sorted by _id, one per line.  Each collection is\n"
+     "one read; the dump is not one snapshot across collections.\n"},
     {"rules", dtx__cmd_rules,
      "usage: doctx [--store URI] rules COLL [--validator JSON]\n"
      "                                  [--delete-guard JSON] [--clear]\n"
@@ -154,6 +160,7 @@ static const command_t commands[] = {
     {"lock", dtx__cmd_lock, NULL},
     {"sync", dtx__cmd_sync, NULL},
     {"ledger", dtx__cmd_ledger, NULL},
+    {"order", dtx__cmd_order, NULL},
     {"version", dtx__cmd_version, NULL},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
@@ -185,12 +192,14 @@ static const char global_usage[] =
     "  indexes COLL                          lists indexes\n"
     "  drop COLL                             drops a collection\n"
     "  collections                           lists collections\n"
+    "  dump                                  prints every collection: its\n"
+    "                                        indexes, rules and documents\n"
     "  rules COLL [--validator V] [--delete-guard G] [--clear]\n"
     "                                        shows or sets COLL's rules\n"
     "  demo                                  a narrated tour of the primitive\n"
     "\n"
     "Transaction commands (see doctx COMMAND --help):\n"
-    "  account, transfer, worker, recover, audit, faults, job, lock, sync, ledger, version\n"
+    "  account, transfer, worker, recover, audit, faults, job, lock, sync, ledger, order, version\n"
     "\n"
     "Options:\n"
     "  --store URI, --store=URI  the store to use, anywhere on the line:\n"
@@ -225,7 +234,7 @@ static void print_usage(FILE *f) {
  * themselves with dtx__cli_store_read.) */
 static const char *const read_only[] = {"find",        "count", "aggregate",
                                         "indexes",     "collections",
-                                        "audit"};
+                                        "dump",        "audit"};
 
 static int reads_only(const char *name) {
   for (size_t i = 0; i < sizeof read_only / sizeof read_only[0]; i++)

@@ -49,12 +49,13 @@ static const struct {
      "printed document); show of a missing account, transfer, job, lock or "
      "sync rule; a lock still held (lock acquire) or a token no longer "
      "current (lock renew, release); job effect on no matching document; "
-     "sync update of a missing rule or master"},
+     "sync update of a missing rule or master; show or confirm of a missing "
+     "order"},
     {DTX_EXIT_USAGE,
      "usage error or invalid input: bad JSON, unknown operator, bad URI, bad "
      "option or number, missing or extra argument; a transfer amount that is "
-     "not a positive int64, FROM equal to TO, or a missing account. Nothing "
-     "is changed."},
+     "not a positive int64, FROM equal to TO, or a missing account (also for "
+     "order create, with a malformed trade id). Nothing is changed."},
     {DTX_EXIT_CONSTRAINT,
      "constraint violation: duplicate key, wrong type, int64 overflow, _id "
      "change, an existing account id, a transfer id reused with other "
@@ -62,7 +63,9 @@ static const struct {
      "a write refused by a collection's rules (VALIDATION), a write whose "
      "--fence token is older than one that wrote the document (FENCED), a "
      "job id reused with other parameters, a job effect with a stale epoch, "
-     "a sync rule redefined with another definition"},
+     "a sync rule redefined with another definition, an order trade id reused "
+     "with another account or amount, confirm of a canceled order, cancel "
+     "of an order past pending"},
     {DTX_EXIT_BACKEND,
      "store unavailable or backend error (a transfer it interrupts is left "
      "for doctx recover), including no store at PATH for a command that "

@@ -19,6 +19,7 @@
   X(lock) \
   X(sync) \
   X(ledger) \
+  X(order) \
   X(version)
 
 #define DECLARE(name) extern const dtx__pattern_t dtx__##name##_pattern;

@@ -193,6 +193,13 @@ expect 0 '"3"' insert users '{"_id":"3","email":"c@x"}'
 expect 0 $'acct\nc\norder\nusers' collections
 expect 0 '' drop order
 expect 0 '' drop order
+# dump: a header per collection, then its documents by _id.
+run dump
+check "dump: users' header, then users 1, 2 and \"3\" by _id (got $OUT)" \
+  "$(grep -A3 '^{"collection":"users",' <<<"$OUT" | tail -3 | jq -c ._id | tr '\n' ' ' | grep -qx '1 2 "3" '; echo $?)"
+check "dump: users' header carries its count and unique index (got $OUT)" \
+  "$(grep '^{"collection":"users",' <<<"$OUT" | jq -e '.count == 3 and (.indexes | map(.name) | index("email_1")) and .rules.validator == null' >/dev/null; echo $?)"
+check "dump: no header for a dropped collection" "$(! grep -q '"collection":"order"' <<<"$OUT"; echo $?)"
 expect 0 $'acct\nc\nusers' collections
 expect 0 '' find order
 expect 0 '' drop users
@@ -261,7 +268,7 @@ expect 0 '{"_id":"s1","n":3}' find stdin
 # store with dtx__cli_store_read).
 mkdir -p "$TMP/none"
 NS="$TMP/none/x.db"
-READS=("find c" "count c" "indexes c" "collections" "audit"
+READS=("find c" "count c" "indexes c" "collections" "dump" "audit"
   "account list" "account show A" "transfer list" "transfer show t1")
 for c in "${READS[@]}"; do
   RC=0

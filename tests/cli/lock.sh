@@ -15,7 +15,7 @@ d insert res '{"_id":"r","v":0}' >/dev/null || { echo "setup failed"; exit 1; }
 # acquire prints exactly name, owner, token, expires; a second one exits 1
 # naming the holder.
 expect 0 "acquire" -- d lock acquire L --ttl-ms 30000 --owner c1
-python3 -c 'import json,sys; d=json.load(sys.stdin); assert sorted(d)==["expires","name","owner","token"] and d["token"]==1 and d["owner"]=="c1"' <"$WORK/out" &&
+jq -e 'keys == ["expires","name","owner","token"] and .token == 1 and .owner == "c1"' <"$WORK/out" >/dev/null &&
   ok || bad "acquire output: $(out)"
 expect 1 "acquire while held" -- d lock acquire L --owner c2
 grep -q "held by c1 (token 1)" "$WORK/err" && ok || bad "held message: $(cat "$WORK/err")"

@@ -20,23 +20,18 @@ d insert users '{"_id":"u1","name":"ann","n":0}' '{"_id":"u2","name":"bob"}' >/d
     '{"_id":"c2","user":"u1","author":"ann"}' '{"_id":"c3","user":"u2","author":"bob"}' \
     >/dev/null || { echo "setup failed"; exit 1; }
 
-# Checks, in one python, that every comment of MASTER carries its name
-# and n at its version and that no flag is left; prints what is wrong.
+# Checks, in one jq, that every comment of MASTER carries its name and n
+# at its version and that no flag is left; prints what is wrong.  Users
+# and comments arrive in one slurp (a comment is what has "user").
 synced() { # MASTER
-  python3 - "$1" "$(d find users)" "$(d find comments)" <<'EOF'
-import json, sys
-m = sys.argv[1]
-users = {d["_id"]: d for d in map(json.loads, sys.argv[2].splitlines())}
-u = users[m]
-v = u.get("_syncm", {}).get("R", {}).get("v", 0)
-errs = ["flag left on %s" % k for k, x in users.items() if "R" in x.get("_syncing", {})]
-for c in map(json.loads, sys.argv[3].splitlines()):
-    if c["user"] != m: continue
-    if (c.get("author") != u.get("name") or c.get("stats", {}).get("posts") != u.get("n")
-            or c.get("_sync", {}).get("R") != v):
-        errs.append("%s: %s (master %s)" % (c["_id"], c, u))
-print("; ".join(errs))
-EOF
+  jq -rs --arg m "$1" '
+    map(select(has("user") | not)) as $users |
+    ($users[] | select(._id == $m)) as $u | ($u._syncm.R.v // 0) as $v |
+    [ ($users[] | select((._syncing // {}) | has("R")) | "flag left on \(._id)"),
+      (.[] | select(has("user") and .user == $m)
+        | select(.author != $u.name or .stats.posts != $u.n or ._sync.R != $v)
+        | "\(._id): \(tojson) (master \($u | tojson))")
+    ] | join("; ")' <(d find users) <(d find comments)
 }
 check_synced() { # LABEL MASTER
   local why
@@ -46,7 +41,7 @@ check_synced() { # LABEL MASTER
 
 # ---- rules ---------------------------------------------------------------------
 expect 0 "rule" -- d sync rule R "${RULE[@]}"
-python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["_id"]=="R" and d["link"]=="user" and d["copy"]==[{"src":"name","dst":"author"},{"src":"n","dst":"stats.posts"}]' <"$WORK/out" &&
+jq -e '._id == "R" and .link == "user" and .copy == [{"src":"name","dst":"author"},{"src":"n","dst":"stats.posts"}]' <"$WORK/out" >/dev/null &&
   ok || bad "rule output: $(out)"
 expect 0 "the same rule again" -- d sync rule R "${RULE[@]}"
 expect 3 "another definition under the same name" -- d sync rule R --master users --dependents comments --link user --copy name:author
@@ -98,7 +93,7 @@ expect 2 "update: bad --lease-ms" -- d sync update R u1 '{"$set":{"name":"x"}}' 
 [ "$(d find users; d find comments)" = "$before" ] && ok || bad "bad updates changed something"
 
 expect 0 "update" -- d sync update R u1 '{"$set":{"name":"anne"},"$inc":{"n":1}}'
-python3 -c 'import json,sys; d=json.load(sys.stdin); assert d=={"rule":"R","master":"u1","version":1,"dependents":2,"flag_cleared":True}, d' <"$WORK/out" &&
+jq -e '. == {"rule":"R","master":"u1","version":1,"dependents":2,"flag_cleared":true}' <"$WORK/out" >/dev/null &&
   ok || bad "update output: $(out)"
 check_synced "after update" u1
 [ "$(d find comments '{"_id":"c3"}')" = '{"_id":"c3","user":"u2","author":"bob"}' ] && ok || bad "c3 changed"
@@ -122,7 +117,7 @@ for i in 1 2 3 4 5 6; do
 done
 for pid in "${pids[@]}"; do bounded_wait "$pid" 60 "$RACE_LOG/x" || bad "a racing update failed"; done
 u1=$(d find users '{"_id":"u1"}')
-python3 -c 'import json,sys; u=json.loads(sys.argv[1]); assert u["n"]==8 and u["_syncm"]["R"]["v"]==8 and u["name"] in ("r1","r2")' "$u1" &&
+jq -e '.n == 8 and ._syncm.R.v == 8 and (.name == "r1" or .name == "r2")' <<<"$u1" >/dev/null &&
   ok || bad "after the race: $u1"
 check_synced "after the race" u1
 
@@ -140,7 +135,7 @@ d update users '{"_id":"u1"}' '{"$set":{"_syncing.R.until":0}}' >/dev/null
 expect 5 "audit: a flag past its lease" -- d audit
 grep -q "past its lease" "$WORK/out" && ok || bad "stale flag finding: $(out)"
 expect 0 "repair" -- d sync repair
-python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["ok"] and d["ran"]=={"dependents_updated":1,"repaired":1}, d' <"$WORK/out" &&
+jq -e '.ok and .ran == {"dependents_updated":1,"repaired":1}' <"$WORK/out" >/dev/null &&
   ok || bad "repair summary: $(out)"
 check_synced "after repair" u1
 expect 0 "audit after repair" -- d audit --settled

@@ -23,6 +23,7 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/harness.sh"
+scaffold_without_leak_check
 source "$HERE/../lib/transfer.sh"
 
 one_row() { # POINT DOC ("accounts:A", "accounts:B", "transfers:t1")

@@ -10,6 +10,7 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/harness.sh"
+scaffold_without_leak_check
 
 one_point() { # POINT
   local p=$1 action cmd rc label err
@@ -35,13 +36,15 @@ one_point() { # POINT
 }
 
 # Both actions at every point; under DTX_QUICK (the sanitizer stage, where
-# a doctx start costs ~10x a release one) one per point, by turns down the
-# list: every point still runs under the sanitizers, once (pause.sh pauses
-# the error half), and the release stage runs everything on every backend.
+# a doctx start costs ~10x a release one) one action per point, by turns
+# down the list: crash, error, and pause (pause.sh's third): every point
+# still runs under the sanitizers, once, and the release stage runs
+# everything on every backend.
 actions_at() { # POINT
   if [ -z "${DTX_QUICK:-}" ]; then echo crash error
-  elif [ "${POINT_TURN[$1]}" = 0 ]; then echo crash
-  else echo error; fi
+  else
+    case ${POINT_TURN[$1]} in 0) echo crash ;; 1) echo error ;; esac
+  fi
 }
 
 fault_points || exit 1

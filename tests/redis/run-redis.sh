@@ -9,9 +9,9 @@
 #                 with DTX_QUICK set, on the cluster only)
 #   shell         tests/crash/faults.sh, pause.sh, chaos.sh,
 #                 tests/cli/contract.sh, job.sh, lock.sh, sync.sh,
-#                 ledger.sh, version.sh and
+#                 ledger.sh, order.sh, version.sh and
 #                 tests/crash/kleppmann.sh (DOCTX set; each scenario gets an
-#                 emptied namespace of its own through fresh-store.sh;
+#                 new namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time)
 #   cli           tests/cli/bad_input.sh, transfer_defects.sh and
 #                 tests/crash/tamper.sh and deletes.sh, likewise
@@ -147,6 +147,7 @@ shell_on() { # URI
   run_logged "lock.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/lock.sh"
   run_logged "sync.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/sync.sh"
   run_logged "ledger.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/ledger.sh"
+  run_logged "order.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/order.sh"
   run_logged "version.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/version.sh"
   run_logged "kleppmann.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/crash/kleppmann.sh"

@@ -8,7 +8,7 @@
 #
 # Every step is its own doctx process on one collection with a unique index
 # on u, run against the store in DTX_REDIS_URI (standalone or cluster;
-# emptied first by fresh-store.sh), and asserts exact outcomes: exit codes,
+# new from fresh-store.sh), and asserts exact outcomes: exit codes,
 # the documents, and that `find {u:V}` (an index query) returns exactly the
 # document holding V.  The claim keys themselves (dtx@NS:u:*, NS the
 # namespace fresh-store.sh gave this suite) are read from

@@ -484,24 +484,37 @@ static int check_replicas(dtx__backend_t *b) {
 
 /* ---- topology at open --------------------------------------------------------------------- */
 
+/* The scripts' SHA1s, for EVALSHA.  The loads go out as one pipeline: one
+ * round trip per open instead of one per script (a CLI run opens a store
+ * once per command).  Every reply is read even after a bad one, so the
+ * connection is never left with replies pending. */
 static int load_scripts(dtx__backend_t *b, redisContext *c) {
+  int rc = 0;
+  for (int i = 0; i < RD_NSCRIPTS; i++)
+    if (redisAppendCommand(c, "SCRIPT LOAD %s", dtx__rd_scripts[i]) != REDIS_OK)
+      return dtx__err(DTX_EUNAVAILABLE, "redis: loading scripts: %s",
+                      c->errstr[0] ? c->errstr : "out of memory");
   for (int i = 0; i < RD_NSCRIPTS; i++) {
-    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", dtx__rd_scripts[i]);
-    if (!r || r->type != REDIS_REPLY_STRING || r->len >= sizeof b->sha[i]) {
-      int rc = r && r->type == REDIS_REPLY_ERROR
-                   ? dtx__err(DTX_EBACKEND, "redis: loading script %d: %.200s",
-                              i, r->str)
-                   : dtx__err(DTX_EUNAVAILABLE, "redis: loading scripts: %s",
-                              c->errstr[0] ? c->errstr : "bad reply");
-      if (r)
-        freeReplyObject(r);
-      return rc;
+    redisReply *r = NULL;
+    if (redisGetReply(c, (void **)&r) != REDIS_OK || !r)
+      return rc ? rc
+                : dtx__err(DTX_EUNAVAILABLE, "redis: loading scripts: %s",
+                           c->errstr[0] ? c->errstr : "no reply");
+    if (rc == 0) {
+      if (r->type == REDIS_REPLY_STRING && r->len < sizeof b->sha[i]) {
+        memcpy(b->sha[i], r->str, r->len);
+        b->sha[i][r->len] = '\0';
+      } else {
+        rc = r->type == REDIS_REPLY_ERROR
+                 ? dtx__err(DTX_EBACKEND, "redis: loading script %d: %.200s",
+                            i, r->str)
+                 : dtx__err(DTX_EUNAVAILABLE,
+                            "redis: loading script %d: bad reply", i);
+      }
     }
-    memcpy(b->sha[i], r->str, r->len);
-    b->sha[i][r->len] = '\0';
     freeReplyObject(r);
   }
-  return 0;
+  return rc;
 }
 
 int dtx__rd_connect(dtx__backend_t *b) {

@@ -39,22 +39,17 @@ check_final() {
   d recover --older-than-ms 0 >/dev/null || { bad "$label: recover failed"; return; }
   d audit --settled >/dev/null || { bad "$label: audit not clean: $(d audit 2>&1 | tail -3)"; return; }
   case "$label" in sync.master:crash | sync.rule:*) want=ann ;; esac
-  why=$(python3 - "$want" "$(d find users)" "$(d find comments)" <<'EOF'
-import json, sys
-want = sys.argv[1]
-users = {d["_id"]: d for d in map(json.loads, sys.argv[2].splitlines())}
-cs = {d["_id"]: d for d in map(json.loads, sys.argv[3].splitlines())}
-u1, v = users["u1"], users["u1"].get("_syncm", {}).get("R", {}).get("v", 0)
-errs = []
-if u1["name"] != want: errs.append("u1 is %s, want %s" % (u1["name"], want))
-for u in users.values():
-    if "R" in u.get("_syncing", {}): errs.append("flag left on %s" % u["_id"])
-for c in ("c1", "c2"):
-    if cs[c]["author"] != u1["name"] or cs[c].get("_sync", {}).get("R", 0) != v:
-        errs.append("%s: %s" % (c, cs[c]))
-if cs["c3"] != {"_id": "c3", "user": "u2", "author": "bob"}: errs.append("c3: %s" % cs["c3"])
-print("; ".join(errs))
-EOF
-)
+  # Users and comments in one slurp (a comment is what has "user"); jq,
+  # not python: this runs for every row of every crash suite.
+  why=$(jq -rs --arg want "$want" '
+    (map(select(has("user") | not) | {key: ._id, value: .}) | from_entries) as $u |
+    (map(select(has("user")) | {key: ._id, value: .}) | from_entries) as $c |
+    $u.u1 as $u1 | ($u1._syncm.R.v // 0) as $v |
+    [ (if $u1.name != $want then "u1 is \($u1.name), want \($want)" else empty end),
+      ($u[] | select((._syncing // {}) | has("R")) | "flag left on \(._id)"),
+      ("c1", "c2" | select($c[.].author != $u1.name or ($c[.]._sync.R // 0) != $v)
+        | "\(.): \($c[.] | tojson)"),
+      (if $c.c3 != {_id: "c3", user: "u2", author: "bob"} then "c3: \($c.c3 | tojson)" else empty end)
+    ] | join("; ")' <(d find users) <(d find comments))
   [ -z "$why" ] && ok || bad "$label: $why"
 }

@@ -1,0 +1,608 @@
+/* order.c -- order confirmation, after reference 003 ("改进订单处理"): a
+ * payment order is created pending under its unique trade id; the payment
+ * provider's callback confirms it, crediting the user's account exactly
+ * once however often the callback arrives and wherever a crash stops it;
+ * a scheduled recovery finishes every interrupted confirmation.  The money
+ * is a transfer of the transfer pattern, from a settlement account with no
+ * lower limit to the order's account, so the transfer audit's
+ * conservation covers orders.  docs/orders.md has the long form, and how
+ * each step of 003 maps onto doctx.
+ *
+ *              create (unique _id = trade id)
+ *                 |
+ *                 v
+ *   canceled <-- pending --confirm.begin (claim: owner, lease, epoch+1)--+
+ *      (cancel, only from pending)                                        |
+ *                                                                         v
+ *                       +---- retry (attempt n failed) ---------- confirming
+ *                       |     transfer := order:ID:n+1                |  |
+ *                       +------------------------------------------->-+  |
+ *                                                  credit: transfer      |
+ *                                                  order:ID[:n] driven   |
+ *                                                  to succeeded          |
+ *                                                                        v
+ *                                success <--finish-- confirmed <--commit-+
+ *
+ *   transition                     function            fault point
+ *   (record pending)               create()            order.create
+ *   pending -> canceled            cancel()            order.cancel
+ *   pending -> confirming          drive()             order.confirm.begin
+ *   (lapsed lease: take it over)   drive(), recover()  order.takeover
+ *   (credit: submit + drive the    credit()            order.credit, then the
+ *    transfer of this attempt)                         transfer.* points
+ *   confirming: next attempt       credit()            order.retry
+ *   confirming -> confirmed        credit()            order.confirm.commit
+ *   confirmed -> success           drive()             order.finish
+ *
+ * An order document: {_id: trade id, account, amount, settlement, state,
+ * transfer (the current attempt's transfer id), attempt, created, owner,
+ * lease_until, epoch, updated}.
+ *
+ * Invariants (asserts here check O2 and the preconditions of O1 and O4:
+ * a credit runs only on a confirming order this executor holds, attempts
+ * number from 1; dtx_audit checks O1-O3 on the store, audit.c):
+ *  O1 At most one transfer of an order ever succeeds.  Attempt n's id is
+ *     "order:ID" (n = 1) or "order:ID:n", so a callback delivered twice
+ *     finds the transfer of its attempt and the transfer's own idempotency
+ *     (its unique id, its markers) applies it once; attempt n+1 is recorded
+ *     (a fenced move conditioned on attempt n's id) only after attempt n
+ *     was read failed, a terminal state.
+ *  O2 A transfer for an order is submitted only by an executor that moved
+ *     it pending -> confirming or took a confirming order over; nothing
+ *     moves an order back to pending, and cancel moves only pending
+ *     orders: a canceled order is never credited.
+ *  O3 confirmed and success imply that the current attempt succeeded: the
+ *     move to confirmed is made only after its transfer was read
+ *     succeeded, conditioned on that attempt still being the current one.
+ *  O4 While confirming or confirmed, every move is fenced by the epoch of
+ *     the claim or takeover it runs under (kit: DTX__FENCED); a takeover
+ *     bumps the epoch, so a paused executor that wakes up matches nothing,
+ *     re-reads and carries on from where the order stands.
+ *  O5 create is idempotent through the unique _id: the same account,
+ *     amount and settlement return the stored order, anything else is
+ *     DTX_ECONFLICT. */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "doc/doc.h"
+#include "txn/order/order.h"
+#include "txn/transfer/transfer.h"
+#include "util/err.h"
+
+const dtx__kind_t dtx__order_kind = {DTX__ORDERS, "state"};
+#define OK_KIND (&dtx__order_kind)
+
+#define DEFAULT_SETTLEMENT "settlement"
+#define TRADE_MAX 100
+
+/* ---- ids --------------------------------------------------------------------- */
+
+static int check_trade_id(const char *id) {
+  size_t n = id ? strlen(id) : 0;
+  for (size_t i = 0; i < n && n <= TRADE_MAX; i++) {
+    char c = id[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-'))
+      n = 0;
+  }
+  if (n == 0 || n > TRADE_MAX)
+    return dtx__err(DTX_EINVAL, "trade id '%.140s': must be 1..%d of "
+                    "[A-Za-z0-9_.-]", id ? id : "(null)", TRADE_MAX);
+  return 0;
+}
+
+/* The transfer id of attempt n of trade (see O1). */
+static void tx_id(const char *trade, int64_t attempt, char *buf, size_t n) {
+  assert(attempt >= 1);
+  if (attempt == 1)
+    snprintf(buf, n, DTX__ORDER_TX_PREFIX "%s", trade);
+  else
+    snprintf(buf, n, DTX__ORDER_TX_PREFIX "%s:%lld", trade,
+             (long long)attempt);
+}
+
+int dtx__order_tx_parse(const char *txid, char *trade, int64_t *attempt) {
+  size_t p = strlen(DTX__ORDER_TX_PREFIX);
+  if (!txid || strncmp(txid, DTX__ORDER_TX_PREFIX, p) != 0)
+    return 0;
+  const char *rest = txid + p, *colon = strchr(rest, ':');
+  size_t n = colon ? (size_t)(colon - rest) : strlen(rest);
+  if (n == 0 || n > 128)
+    return 0;
+  memcpy(trade, rest, n);
+  trade[n] = '\0';
+  *attempt = 1;
+  if (colon) {
+    char *end = NULL;
+    long long a = strtoll(colon + 1, &end, 10);
+    if (end == colon + 1 || *end || a < 2) /* "order:X:1" is not ours */
+      return 0;
+    *attempt = a;
+  }
+  return 1;
+}
+
+/* A state change of the order (kit: fenced move). */
+static int move(dtx__exec_t *ex, const char *point, const json_t *o,
+                const char *from, const char *to, unsigned flags, json_t *cond,
+                json_t *set, json_t **out) {
+  dtx__move_t m = {.point = point, .from = from, .to = to, .flags = flags,
+                   .cond = cond, .set = set};
+  return dtx__kit_move(ex, OK_KIND, o, &m, out);
+}
+
+static int ensure(dtx_store_t *st) {
+  int rc = dtx__kit_ensure(st, &dtx__transfer_pattern);
+  return rc ? rc : dtx__kit_ensure(st, &dtx__order_pattern);
+}
+
+/* ---- create ------------------------------------------------------------------- */
+
+static const char *settlement_of(const dtx_order_req_t *r) {
+  return r->settlement ? r->settlement : DEFAULT_SETTLEMENT;
+}
+
+static int check_req(const dtx_order_req_t *r) {
+  int rc;
+  if (!r)
+    return dtx__err(DTX_EINVAL, "no order request");
+  if ((rc = check_trade_id(r->trade_id)))
+    return rc;
+  if (!r->account)
+    return dtx__err(DTX_EINVAL, "order %s needs an account", r->trade_id);
+  if ((rc = dtx__check_ident("account id", r->account)) ||
+      (rc = dtx__check_ident("settlement account id", settlement_of(r))))
+    return rc;
+  if (r->amount <= 0)
+    return dtx__err(DTX_EINVAL, "order %s: amount must be a positive "
+                    "integer, got %lld", r->trade_id, (long long)r->amount);
+  if (strcmp(r->account, settlement_of(r)) == 0)
+    return dtx__err(DTX_EINVAL, "order %s: account '%s' is the settlement "
+                    "account", r->trade_id, r->account);
+  return 0;
+}
+
+/* The settlement account: created on first use with no lower limit
+ * (through the account API, so its opening is registered), and refused
+ * when it exists with one -- an order's credit must never be declined for
+ * the settlement's funds. */
+static int ensure_settlement(dtx__exec_t *ex, const char *id) {
+  json_t *a = NULL;
+  int rc = dtx__kit_get(ex, DTX_ACCOUNTS, id, &a);
+  if (rc == DTX_ENOTFOUND) {
+    dtx_account_opts_t ao = {.no_min_balance = 1};
+    rc = dtx_account_create(ex->st, id, &ao, &a);
+    if (rc == DTX_EDUPKEY) { /* a concurrent first use, or a closed id */
+      json_decref(a);
+      a = NULL;
+      rc = dtx__kit_get(ex, DTX_ACCOUNTS, id, &a);
+      if (rc == DTX_ENOTFOUND)
+        rc = dtx__err(DTX_EINVAL, "settlement account '%s' was closed "
+                      "(account ids are not reused)", id);
+    }
+  }
+  if (rc == 0 && !json_is_null(json_object_get(a, "min_balance")))
+    rc = dtx__err(DTX_EINVAL, "settlement account '%s' has a lower limit "
+                  "(min_balance); orders need one with none", id);
+  json_decref(a);
+  return rc;
+}
+
+static int same_params(const json_t *o, const dtx_order_req_t *r) {
+  return dtx__str_is(o, "account", r->account) &&
+         dtx__str_is(o, "settlement", settlement_of(r)) &&
+         json_is_integer(json_object_get(o, "amount")) &&
+         dtx__int(o, "amount") == r->amount;
+}
+
+static int create(dtx__exec_t *ex, const dtx_order_req_t *r, json_t **out) {
+  json_t *acct = NULL, *o = NULL;
+  char txid[160];
+  int rc;
+  if ((rc = check_req(r)) || (rc = ensure(ex->st)))
+    return rc;
+  rc = dtx__kit_get(ex, DTX_ACCOUNTS, r->account, &acct);
+  json_decref(acct);
+  if (rc == DTX_ENOTFOUND) /* bad input, as an unknown id: nothing recorded */
+    return dtx__err(DTX_EINVAL, "order %s: no account '%s'", r->trade_id,
+                    r->account);
+  if (rc || (rc = ensure_settlement(ex, settlement_of(r))))
+    return rc;
+  tx_id(r->trade_id, 1, txid, sizeof txid);
+  int64_t now = dtx__now_ms();
+  o = json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:I,s:I,s:n,s:I,s:I,s:I}", "_id",
+                r->trade_id, "account", r->account, "amount",
+                (json_int_t)r->amount, "settlement", settlement_of(r), "state",
+                DTX_OS_PENDING, "transfer", txid, "attempt", (json_int_t)1,
+                "created", (json_int_t)now, "owner", "lease_until",
+                (json_int_t)0, "epoch", (json_int_t)0, "updated",
+                (json_int_t)now);
+  if (!o)
+    return DTX_ENOMEM;
+  rc = dtx__kit_insert(ex, "order.create", DTX__ORDERS, o);
+  if (rc == DTX_EDUPKEY) { /* O5: the trade id is taken -- by this order? */
+    json_decref(o);
+    o = NULL;
+    if ((rc = dtx__kit_get(ex, DTX__ORDERS, r->trade_id, &o)) == 0 &&
+        !same_params(o, r))
+      rc = dtx__err(DTX_ECONFLICT, "order %s exists with another account, "
+                    "amount or settlement", r->trade_id);
+  }
+  if (rc) {
+    json_decref(o);
+    return rc;
+  }
+  *out = o;
+  return 0;
+}
+
+/* ---- confirm ------------------------------------------------------------------- */
+
+/* The failure reasons after which a credit is simply tried again under a
+ * new attempt: its executor was fenced off, or an operator canceled the
+ * transfer.  Any other reason is a decline (the account is gone, its
+ * balance would pass int64): retried only by an explicit confirm. */
+static int retryable(const json_t *tx) {
+  return dtx__str_is(tx, "reason", DTX_REASON_ABANDONED) ||
+         dtx__str_is(tx, "reason", DTX_REASON_CANCELED);
+}
+
+/* The credit of a confirming order o this executor holds: the transfer of
+ * its current attempt, submitted (idempotent) and driven to its end; then
+ * confirming -> confirmed, or the next attempt.  *declines: how many
+ * declined attempts this call may still retry. */
+static int credit(dtx__exec_t *ex, const json_t *o, int *declines,
+                  json_t **out) {
+  const char *id = dtx__str(o, "_id"), *txid = dtx__str(o, "transfer");
+  int64_t attempt = dtx__int(o, "attempt");
+  char want[160], next[160];
+  json_t *tx = NULL, *done = NULL;
+  *out = NULL;
+  assert(dtx__state_is(o, DTX_OS_CONFIRMING)); /* O2 */
+  assert(dtx__str_is(o, "owner", ex->owner));  /* O4: under its claim */
+  tx_id(id, attempt >= 1 ? attempt : 1, want, sizeof want);
+  if (!txid || attempt < 1 || strcmp(txid, want) != 0)
+    return dtx__err(DTX_ESTATE, "order %s: its transfer '%s' is not attempt "
+                    "%lld's (%s); left for an operator (the audit reports "
+                    "it)", id, txid ? txid : "?", (long long)attempt, want);
+  int rc = DTX_FAULTPOINT("order.credit");
+  if (rc)
+    return rc;
+  dtx_transfer_req_t req = {.id = txid, .from = dtx__str(o, "settlement"),
+                            .to = dtx__str(o, "account"),
+                            .amount = dtx__int(o, "amount")};
+  rc = dtx_transfer_submit(ex->st, &req, &tx);
+  if (rc == DTX_ENOACCOUNT)
+    return dtx__err(DTX_ESTATE, "order %s cannot be credited: %s", id,
+                    dtx_errdetail());
+  if (rc)
+    return dtx__err_wrap(rc, "order %s: submitting its credit %s", id, txid);
+  rc = dtx__tx_drive(ex, tx, 1, &done);
+  json_decref(tx);
+  if (rc) {
+    json_decref(done);
+    return rc;
+  }
+  if (dtx__state_is(done, DTX_ST_SUCCEEDED)) { /* O3 */
+    json_decref(done);
+    return move(ex, "order.confirm.commit", o, DTX_OS_CONFIRMING,
+                DTX_OS_CONFIRMED, DTX__FENCED,
+                json_pack("{s:s}", "transfer", txid), NULL, out);
+  }
+  if (!dtx__state_is(done, DTX_ST_FAILED)) {
+    rc = dtx__err(DTX_EUNAVAILABLE, "order %s: its credit %s is still %s",
+                  id, txid, dtx__str(done, "state") ? dtx__str(done, "state")
+                                                    : "?");
+    json_decref(done);
+    return rc;
+  }
+  if (!retryable(done) && *declines <= 0) {
+    rc = dtx__err(DTX_ESTATE, "order %s: its credit %s was declined (%s); "
+                  "confirm it again once that is fixed", id, txid,
+                  dtx__str(done, "reason") ? dtx__str(done, "reason") : "?");
+    json_decref(done);
+    return rc;
+  }
+  if (!retryable(done))
+    (*declines)--;
+  json_decref(done);
+  /* O1: attempt n is failed, a terminal state: n+1 may be recorded. */
+  tx_id(id, attempt + 1, next, sizeof next);
+  return move(ex, "order.retry", o, DTX_OS_CONFIRMING, NULL, DTX__FENCED,
+              json_pack("{s:s}", "transfer", txid),
+              json_pack("{s:s,s:I}", "transfer", next, "attempt",
+                        (json_int_t)(attempt + 1)),
+              out);
+}
+
+/* Drives order o toward success from wherever it stands: claims a pending
+ * order, waits for or takes over one another executor holds, credits,
+ * finishes.  success is the end (0, nothing credited by this call when it
+ * was there already); canceled is DTX_ESTATE.  *out: the order afterwards
+ * (also on error, when it could be read). */
+static int drive(dtx__exec_t *ex, const json_t *start, int declines,
+                 json_t **out) {
+  json_t *o = json_incref((json_t *)start), *next = NULL;
+  char id[TRADE_MAX + 1];
+  int rc = 0;
+  snprintf(id, sizeof id, "%s", dtx__str(o, "_id"));
+  for (int guard = 0; guard < 1000; guard++) {
+    next = NULL;
+    if (dtx__state_is(o, DTX_OS_SUCCESS))
+      break;
+    if (dtx__state_is(o, DTX_OS_CANCELED)) {
+      rc = dtx__err(DTX_ESTATE, "order %s is canceled: it is never credited",
+                    id);
+      break;
+    }
+    if (dtx__state_is(o, DTX_OS_PENDING)) {
+      rc = move(ex, "order.confirm.begin", o, DTX_OS_PENDING,
+                DTX_OS_CONFIRMING, DTX__TAKE, NULL, NULL, &next);
+    } else if (!dtx__state_is(o, DTX_OS_CONFIRMING) &&
+               !dtx__state_is(o, DTX_OS_CONFIRMED)) {
+      rc = dtx__err(DTX_ESTATE, "order %s has unknown state '%s'", id,
+                    dtx__str(o, "state") ? dtx__str(o, "state") : "?");
+      break;
+    } else if (!dtx__str_is(o, "owner", ex->owner)) {
+      /* Another executor's (a concurrent callback, a paused one): wait for
+       * it to finish or its lease to lapse, then take it over (O4). */
+      if (dtx__int(o, "lease_until") > dtx__now_ms())
+        rc = dtx__kit_await(ex, OK_KIND, o, &next);
+      else
+        rc = dtx__kit_takeover(ex, OK_KIND, o, "order.takeover", NULL, NULL,
+                               NULL, &next);
+    } else if (dtx__state_is(o, DTX_OS_CONFIRMING)) {
+      rc = credit(ex, o, &declines, &next);
+    } else {
+      rc = move(ex, "order.finish", o, DTX_OS_CONFIRMED, DTX_OS_SUCCESS,
+                DTX__FENCED,
+                NULL, json_pack("{s:n,s:I}", "owner", "lease_until",
+                                (json_int_t)0), &next);
+    }
+    if (rc && rc != DTX_ENOMATCH)
+      break;
+    rc = 0; /* ENOMATCH: it moved on (or this executor was fenced): re-read */
+    if (!next && (rc = dtx__kit_get(ex, DTX__ORDERS, id, &next)))
+      break;
+    json_decref(o);
+    o = next;
+  }
+  if (rc && rc != DTX_ESTATE) { /* show where it stands, if it can be read */
+    char detail[400];
+    snprintf(detail, sizeof detail, "%s", dtx_errdetail());
+    json_t *cur = NULL;
+    if (rc != DTX_EUNAVAILABLE &&
+        dtx__kit_get(ex, DTX__ORDERS, id, &cur) == 0) {
+      json_decref(o);
+      o = cur;
+    }
+    rc = dtx__err(rc, "%s", detail);
+  }
+  *out = o;
+  return rc;
+}
+
+/* ---- cancel -------------------------------------------------------------------- */
+
+static int get_order(dtx__exec_t *ex, const char *id, json_t **out) {
+  int rc = check_trade_id(id);
+  if (rc == 0)
+    rc = dtx__kit_get(ex, DTX__ORDERS, id, out);
+  return rc == DTX_ENOTFOUND ? dtx__err(rc, "no order '%s'", id) : rc;
+}
+
+static int cancel(dtx__exec_t *ex, const char *id, json_t **out) {
+  json_t *o = NULL, *next = NULL;
+  int rc = get_order(ex, id, &o);
+  for (int guard = 0; rc == 0 && guard < 100; guard++) {
+    if (dtx__state_is(o, DTX_OS_CANCELED)) {
+      *out = o;
+      return 0;
+    }
+    if (!dtx__state_is(o, DTX_OS_PENDING)) {
+      rc = dtx__err(DTX_ESTATE, "order %s is %s: only a pending order can "
+                    "be canceled", id, dtx__str(o, "state") ?
+                    dtx__str(o, "state") : "?");
+      *out = o;
+      return rc;
+    }
+    /* The same condition the confirm's claim needs: one of them wins. */
+    rc = move(ex, "order.cancel", o, DTX_OS_PENDING, DTX_OS_CANCELED, 0, NULL,
+              NULL, &next);
+    if (rc == 0) {
+      json_decref(o);
+      *out = next;
+      return 0;
+    }
+    if (rc == DTX_ENOMATCH) {
+      json_decref(o);
+      o = NULL;
+      rc = dtx__kit_get(ex, DTX__ORDERS, id, &o);
+    }
+  }
+  json_decref(o);
+  return rc ? rc : dtx__err(DTX_ECONFLICT, "order %s kept changing during "
+                            "cancel", id);
+}
+
+/* ---- the public API ------------------------------------------------------------- */
+
+int dtx_order_create(dtx_store_t *st, const dtx_order_req_t *req,
+                     json_t **out) {
+  dtx__exec_t ex;
+  dtx__call_t c;
+  *out = NULL;
+  dtx__call_begin(&c, 0);
+  dtx__exec_init(&ex, st, NULL, 0, 0);
+  return dtx__call_end(&c, create(&ex, req, out));
+}
+
+int dtx_order_confirm(dtx_store_t *st, const char *trade_id,
+                      const dtx_exec_opts_t *opts, json_t **out) {
+  dtx__exec_t ex;
+  dtx__call_t c;
+  json_t *o = NULL;
+  *out = NULL;
+  dtx__exec_from(&ex, st, opts);
+  dtx__call_begin(&c, ex.deadline_ms);
+  int rc = get_order(&ex, trade_id, &o);
+  if (rc == 0 && (rc = ensure(st)) == 0)
+    rc = drive(&ex, o, 1, out); /* an explicit confirm retries one decline */
+  else if (rc == 0)
+    *out = json_incref(o);
+  json_decref(o);
+  return dtx__call_end(&c, rc);
+}
+
+int dtx_order_cancel(dtx_store_t *st, const char *trade_id, json_t **out) {
+  dtx__exec_t ex;
+  dtx__call_t c;
+  *out = NULL;
+  dtx__call_begin(&c, 0);
+  dtx__exec_init(&ex, st, NULL, 0, 0);
+  int rc = ensure(st);
+  return dtx__call_end(&c, rc ? rc : cancel(&ex, trade_id, out));
+}
+
+int dtx_order_get(dtx_store_t *st, const char *trade_id, json_t **out) {
+  dtx__exec_t ex;
+  dtx__call_t c;
+  *out = NULL;
+  dtx__call_begin(&c, 0);
+  dtx__exec_init(&ex, st, NULL, 0, 0);
+  return dtx__call_end(&c, get_order(&ex, trade_id, out));
+}
+
+static const char *const states[] = {DTX_OS_PENDING, DTX_OS_CONFIRMING,
+                                     DTX_OS_CONFIRMED, DTX_OS_SUCCESS,
+                                     DTX_OS_CANCELED, NULL};
+
+int dtx_order_list(dtx_store_t *st, const char *state, const dtx_page_t *page,
+                   json_t **out) {
+  dtx__call_t c;
+  size_t i = 0;
+  *out = NULL;
+  dtx__call_begin(&c, 0);
+  while (state && states[i] && strcmp(state, states[i]) != 0)
+    i++;
+  if (state && !states[i])
+    return dtx__call_end(&c, dtx__err(DTX_EINVAL, "unknown order state '%s' "
+                                      "(pending, confirming, confirmed, "
+                                      "success, canceled)", state));
+  json_t *filter = state ? json_pack("{s:s}", "state", state) : NULL;
+  json_t *sort = json_pack("{s:i,s:i}", "created", 1, "_id", 1);
+  int rc = sort ? dtx__kit_list(st, DTX__ORDERS, filter, sort, page, out)
+                : DTX_ENOMEM;
+  json_decref(filter);
+  json_decref(sort);
+  return dtx__call_end(&c, rc);
+}
+
+/* ---- recovery (003's scheduled job) ------------------------------------------- */
+
+/* 003's decision table, with doctx's leases for its "updatedAt older than
+ * ten minutes" (docs/orders.md, "Recovery"):
+ *   confirming, its transfer absent or not terminal -> credit (submit is
+ *                                                      idempotent; drive it)
+ *   confirming, its transfer succeeded             -> confirmed, then success
+ *   confirming, its transfer failed (fenced off or -> next attempt, credit
+ *               canceled)
+ *   confirming, its transfer declined              -> left, tallied (an
+ *                                                      explicit confirm
+ *                                                      retries it)
+ *   confirmed                                      -> success
+ * each after a takeover (epoch+1, order.takeover) of an order whose lease
+ * lapsed, or, with older_than_ms >= 0, untouched that long. */
+static int recover(dtx__exec_t *ex, const dtx_recover_opts_t *ro,
+                   dtx__tally_t *t) {
+  json_t *filter = json_pack("{s:{s:[s,s]}}", "state", "$in",
+                             DTX_OS_CONFIRMING, DTX_OS_CONFIRMED);
+  json_t *list = NULL, *o;
+  size_t i;
+  int rc = dtx__kit_find(ex, DTX__ORDERS, filter, NULL, &list);
+  json_decref(filter);
+  if (rc)
+    return rc;
+  int64_t now = dtx__now_ms();
+  json_array_foreach(list, i, o) {
+    json_t *id = json_object_get(o, "_id"), *taken = NULL, *out = NULL,
+           *cond = NULL;
+    if (ro->older_than_ms >= 0) {
+      if (dtx__int(o, "updated") > now - ro->older_than_ms) {
+        dtx__tally_skip(t, "updated within --older-than-ms", id);
+        continue;
+      }
+      cond = json_pack("{s:O}", "updated", json_object_get(o, "updated"));
+    } else if (dtx__int(o, "lease_until") > now) {
+      dtx__tally_skip(t, "lease not expired", id);
+      continue;
+    }
+    rc = dtx__kit_takeover(ex, OK_KIND, o, "order.takeover", NULL, cond, NULL,
+                           &taken);
+    if (rc == 0)
+      rc = drive(ex, taken, 0, &out);
+    if (rc == 0)
+      dtx__tally_ran(t, "finished", 1);
+    else if (rc == DTX_ENOMATCH)
+      dtx__tally_skip(t, "moved on while recovering", id);
+    else
+      dtx__tally_error(t, id, rc);
+    json_decref(taken);
+    json_decref(out);
+  }
+  json_decref(list);
+  return 0;
+}
+
+/* ---- the method table ------------------------------------------------------------ */
+
+static const char *const collections[] = {DTX__ORDERS, NULL};
+
+static const dtx__index_def_t indexes[] = {
+    {DTX__ORDERS, "{\"state\":1}", 0, 0},
+    {NULL, NULL, 0, 0},
+};
+
+#define ID "{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":128}"
+#define LONG "{\"bsonType\":\"long\"}"
+static const char order_shape[] =
+    "{\"$jsonSchema\":{\"bsonType\":\"object\","
+    "\"required\":[\"_id\",\"account\",\"amount\",\"settlement\",\"state\","
+    "\"transfer\",\"attempt\",\"created\"," DTX__KIT_ITEM_REQUIRED "],"
+    "\"properties\":{\"_id\":{\"bsonType\":\"string\",\"minLength\":1,"
+    "\"maxLength\":100},\"account\":" ID ",\"settlement\":" ID ","
+    "\"amount\":{\"bsonType\":\"long\",\"minimum\":1},"
+    "\"state\":{\"enum\":[\"" DTX_OS_PENDING "\",\"" DTX_OS_CONFIRMING
+    "\",\"" DTX_OS_CONFIRMED "\",\"" DTX_OS_SUCCESS "\",\"" DTX_OS_CANCELED
+    "\"]},\"transfer\":" ID ",\"attempt\":{\"bsonType\":\"long\","
+    "\"minimum\":1},\"created\":" LONG "," DTX__KIT_ITEM_PROPS "}}}";
+#undef ID
+#undef LONG
+
+static const dtx__rules_def_t rules[] = {
+    /* Only a canceled order goes: it never had a transfer (O2).  Any other
+     * explains a credit, or may still get one. */
+    {DTX__ORDERS, order_shape, "{\"state\":\"" DTX_OS_CANCELED "\"}"},
+    {NULL, NULL, NULL},
+};
+
+static const char *const fault_points[] = {
+    "order.create",         "order.confirm.begin", "order.takeover",
+    "order.credit",         "order.retry",         "order.confirm.commit",
+    "order.finish",         "order.cancel",        NULL,
+};
+
+const dtx__pattern_t dtx__order_pattern = {
+    .name = "order",
+    .kind = &dtx__order_kind,
+    .collections = collections,
+    .indexes = indexes,
+    .fault_points = fault_points,
+    .claim_next = NULL, /* pending orders wait for their callback */
+    .drive = NULL,
+    .recover = recover,
+    .audit = dtx__order_audit,
+    .rules = rules,
+};
