@@ -1175,6 +1175,97 @@ int dtx_order_get(dtx_store_t *st, const char *trade_id, json_t **out);
  * all; an unknown state is DTX_EINVAL), paged by page (may be NULL). */
 int dtx_order_list(dtx_store_t *st, const char *state, const dtx_page_t *page,
                    json_t **out);
+/* ---- versioned documents: a tree of documents read at one version ---------
+ *
+ * An ITEM is a root document plus child documents (KEY -> DOC), stored
+ * per version, so a reader sees the whole tree as of one committed
+ * version and never a mix of two (reference solution 5).  A writer
+ * reserves a fresh version number on the item's root (never reused),
+ * writes the version's record and its new children, and commits by
+ * moving the root's committed version in ONE conditional step.  A child
+ * not named in a put carries over by reference (the version's record maps
+ * KEY -> the version that wrote it), so a put writes only what changed.
+ *   version_roots    {_id: ITEM, version: committed (0: none), next: the
+ *                     last number reserved, res: {"V": {owner, token,
+ *                     until, at}} reservations in flight, log: [{v, at}]
+ *                     committed versions still kept, trash: [V] versions
+ *                     to clean, updated}
+ *   versions         {_id: "ITEM/V", item, version, base, root, children:
+ *                     {KEY: W}, owner, created[, dead]}
+ *   version_children {_id: "ITEM/W/KEY", item, version: W, key, doc[, dead]}
+ * src/txn/version/version.c has the diagram and the invariants,
+ * docs/versions.md the design. */
+#define DTX_VERSION_ROOTS "version_roots"
+#define DTX_VERSION_RECORDS "versions"
+#define DTX_VERSION_CHILDREN "version_children"
+#define DTX_VERSION_MAX_CHILDREN 1024
+#define DTX_VERSION_ANY (-1)   /* expect_version: no condition */
+#define DTX_VERSION_LATEST 0   /* dtx_version_get: the committed version */
+#define DTX_VERSION_GRACE_MS 60000 /* dtx_version_gc's default grace */
+#define DTX_VERSION_KEEP 10        /* dtx_version_gc's default keep */
+
+/* One child change of a put: doc (borrowed, a JSON object) sets child key
+ * (1..64 of [A-Za-z0-9_-]); doc NULL removes it (it must exist in the
+ * version the put builds on: DTX_ENOTFOUND otherwise). */
+typedef struct dtx_version_child {
+  const char *key;
+  const json_t *doc;
+} dtx_version_child_t;
+
+typedef struct dtx_version_put_req {
+  const char *item;   /* 1..128 of [A-Za-z0-9_.:-] */
+  const json_t *root; /* the new version's root document (an object),
+                         borrowed */
+  const dtx_version_child_t *children; /* changes, borrowed; keys distinct */
+  size_t nchildren;   /* 0..DTX_VERSION_MAX_CHILDREN */
+  int64_t expect_version; /* DTX_VERSION_ANY, or the committed version the
+                             put must build on (0: the item has none) */
+} dtx_version_put_req_t;
+
+/* Writes a new version of req->item: its root, the children of the
+ * previous committed version with req's changes applied.  Bad input
+ * (DTX_EINVAL: a bad item or key, a key given twice, a root or child that
+ * is not an object, too many children) writes nothing.  With
+ * expect_version >= 0, a committed version other than it is DTX_ECONFLICT
+ * (nothing becomes visible; for an item that does not exist yet, nothing
+ * is written at all, nor for a removal there: DTX_ENOTFOUND); without, a
+ * put that loses the race to
+ * another writer releases its version and tries again on the new one,
+ * within the deadline of opts (may be NULL; lease_ms is how long the
+ * reservation stays its own before recovery may abandon it).  *out (may
+ * be NULL; new reference, NULL on error): {"item","version"}. */
+int dtx_version_put(dtx_store_t *st, const dtx_version_put_req_t *req,
+                    const dtx_exec_opts_t *opts, json_t **out);
+
+/* *out (new reference, NULL on error): {"item","version","root",
+ * "children": {KEY: DOC}} of the committed version (version
+ * DTX_VERSION_LATEST) or of version (a committed version still kept).
+ * DTX_ENOTFOUND when the item or that version does not exist. */
+int dtx_version_get(dtx_store_t *st, const char *item, int64_t version,
+                    json_t **out);
+
+/* *out (new reference): an array, oldest first, of the item's committed
+ * versions still kept: {"version","committed" (ms),"children":[KEYS]}.
+ * DTX_ENOTFOUND when there is no such item. */
+int dtx_version_history(dtx_store_t *st, const char *item, json_t **out);
+
+typedef struct dtx_version_gc_opts {
+  int64_t keep;        /* committed versions kept per item, >= 1; 0:
+                          DTX_VERSION_KEEP */
+  int64_t grace_ms;    /* only versions superseded at least this long ago
+                          are removed (a reader started before may still
+                          read them); < 0: DTX_VERSION_GRACE_MS; 0: none */
+  int64_t deadline_ms; /* budget of the whole pass; 0: see "Deadlines" */
+} dtx_version_gc_opts_t;
+
+/* Retention over every item: all but the last keep committed versions
+ * that were superseded more than grace_ms ago are removed, and so is what
+ * no kept version refers to (children carried over stay while a kept
+ * version refers to them), and what abandoned writers left.  opts may be
+ * NULL.  *summary (may be NULL; new reference, set on an error too):
+ * {"ok","items","removed","deleted"}. */
+int dtx_version_gc(dtx_store_t *st, const dtx_version_gc_opts_t *opts,
+                   json_t **summary);
 
 /* ---- scenarios (LeanCloud 003): batch update and daily interest ---------
  *

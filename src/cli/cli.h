@@ -161,5 +161,7 @@ int dtx__cmd_order(dtx_cli_t *, int, char **);
 /* cmd_scen.c: LeanCloud's scenarios, batch update and daily interest. */
 int dtx__cmd_batch_update(dtx_cli_t *, int, char **);
 int dtx__cmd_interest(dtx_cli_t *, int, char **);
+/* cmd_version.c: versioned documents. */
+int dtx__cmd_version(dtx_cli_t *, int, char **);
 
 #endif

@@ -163,6 +163,7 @@ static const command_t commands[] = {
     {"order", dtx__cmd_order, NULL},
     {"batch-update", dtx__cmd_batch_update, NULL},
     {"interest", dtx__cmd_interest, NULL},
+    {"version", dtx__cmd_version, NULL},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -201,7 +202,7 @@ static const char global_usage[] =
     "\n"
     "Transaction commands (see doctx COMMAND --help):\n"
     "  account, transfer, worker, recover, audit, faults, job, lock, sync, ledger, order,"
-    " batch-update, interest\n"
+    " version, batch-update, interest\n"
     "\n"
     "Options:\n"
     "  --store URI, --store=URI  the store to use, anywhere on the line:\n"

@@ -241,6 +241,22 @@ int dtx__kit_insert(dtx__exec_t *ex, const char *point, const char *coll,
   return rc;
 }
 
+int dtx__kit_delete(dtx__exec_t *ex, const char *point, const char *coll,
+                    json_t *filter, int64_t *deleted) {
+  dtx__retry_t r = {0};
+  int64_t n = 0;
+  int rc;
+  do {
+    rc = filter ? DTX_FAULTPOINT(point) : DTX_ENOMEM;
+    if (rc == 0)
+      rc = dtx__fault_lost(dtx_store_delete(ex->st, coll, filter, 0, &n));
+  } while (dtx__retry_again(&r, &rc, point));
+  json_decref(filter);
+  if (deleted)
+    *deleted = rc ? 0 : n;
+  return rc;
+}
+
 /* ---- items ---------------------------------------------------------------------- */
 
 /* $set {<state>: to, updated: now} plus, when taking the lease, the owner

@@ -174,6 +174,13 @@ int dtx__kit_modify_ex(dtx__exec_t *ex, const char *point, const char *coll,
 int dtx__kit_insert(dtx__exec_t *ex, const char *point, const char *coll,
                     const json_t *doc);
 
+/* Deletes at most one document matching filter (stolen).  A delete is
+ * idempotent, so a retry after a lost reply is harmless (*deleted, may
+ * be NULL, then says 0).  The collection's delete guard applies:
+ * DTX_EVALIDATION when it refuses. */
+int dtx__kit_delete(dtx__exec_t *ex, const char *point, const char *coll,
+                    json_t *filter, int64_t *deleted);
+
 /* ---- items: fenced state changes, claim, takeover -------------------------- */
 
 /* Where a pattern's items live. */

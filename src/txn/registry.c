@@ -21,7 +21,8 @@
   X(ledger) \
   X(order) \
   X(batch) \
-  X(interest)
+  X(interest) \
+  X(version)
 
 #define DECLARE(name) extern const dtx__pattern_t dtx__##name##_pattern;
 DTX_PATTERNS(DECLARE)

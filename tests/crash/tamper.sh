@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The tamper table (issue 8, "How it is proven"): every protocol field of
-# accounts, transfers, opening records and jobs set to every wrong type.  Each row must be
+# accounts, transfers, opening records, jobs and versioned documents set
+# to every wrong type.  Each row must be
 # refused by the collection's validator (exit 3) and, written anyway with
 # --bypass-validation, reported by the audit (exit 5).  None may pass
 # silently.  The store holds a succeeded transfer t1, a transfer t2 in
@@ -22,6 +23,9 @@ DOCTX_FAULT=transfer.commit:crash d transfer A B 10 --id t2 >/dev/null 2>&1
 DOCTX_FAULT=transfer.mark_payee:crash d transfer A B 20 --id t3 >/dev/null 2>&1
 d transfer cancel t3 >/dev/null
 d job add q t '{"n":1}' --id j1 >/dev/null
+# item V at version 2, its child a carried over from version 1
+d version put V '{"n":1}' --child a='{"x":1}' >/dev/null
+d version put V '{"n":2}' --child b='{"x":2}' >/dev/null
 expect 0 "baseline audit clean" -- d audit
 [ "$(d count accounts '{"_id":"A","pending.0":{"$exists":true},"voids.0":{"$exists":true}}')" = 1 ] &&
   ok || bad "setup: A lacks a marker or a tombstone: $(d find accounts '{"_id":"A"}')"
@@ -32,6 +36,9 @@ ORIG[accounts.A]=$(d find accounts '{"_id":"A"}')
 ORIG[transfers.t1]=$(d find transfers '{"_id":"t1"}')
 ORIG[openings.A]=$(d find openings '{"_id":"A"}')
 ORIG[jobs.j1]=$(d find jobs '{"_id":"j1"}')
+ORIG[version_roots.V]=$(d find version_roots '{"_id":"V"}')
+ORIG[versions.V/2]=$(d find versions '{"_id":"V/2"}')
+ORIG[version_children.V/1/a]=$(d find version_children '{"_id":"V/1/a"}')
 
 row() { # COLL ID FIELD VALUE (UNSET: remove the field)
   local coll=$1 id=$2 field=$3 val=$4 upd orig=${ORIG[$1.$2]} label="$1.$3=$4"
@@ -85,11 +92,33 @@ transfers|t1|owner|5
 transfers|t1|lease_until|"x"
 transfers|t1|epoch|"x" -1
 transfers|t1|updated|"x" UNSET
+version_roots|V|version|"2" UNSET
+version_roots|V|next|"x"
+version_roots|V|log|[5]
+version_roots|V|res|[]
+version_roots|V|trash|[0]
+versions|V/2|root|5
+versions|V/2|children|"x"
+versions|V/2|dead|false
+version_children|V/1/a|doc|UNSET
+version_children|V/1/a|version|"1"
 TABLE
+
+# Versions: tampering the validator cannot see.  A committed version's
+# child deleted (its guard refuses; past it, the audit reports the
+# version missing a child), and a root moved back to an older version.
+expect 3 "version child delete: guard" -- d delete version_children '{"_id":"V/1/a"}'
+expect 0 "version child delete: bypass" -- d delete version_children '{"_id":"V/1/a"}' --bypass-validation
+expect 5 "version child delete: audit" -- d audit
+grep -q "missing_child" "$WORK/out" && ok || bad "version child delete: not reported as missing_child: $(grep FINDING "$WORK/out" | head -2)"
+expect 0 "version child: restore" -- d insert version_children "${ORIG[version_children.V/1/a]}" --bypass-validation
+expect 0 "version root moved back" -- d update version_roots '{"_id":"V"}' '{"$set":{"version":1}}'
+expect 5 "version root moved back: audit" -- d audit
+expect 0 "version root: restore" -- d update version_roots '{"_id":"V"}' "${ORIG[version_roots.V]}" --bypass-validation
 
 # Documents the audit could not key: an account or a transfer whose _id is
 # not a string.
-for coll in accounts transfers openings jobs; do
+for coll in accounts transfers openings jobs version_roots versions version_children; do
   expect 3 "$coll integer _id: validator" -- d insert "$coll" '{"_id":7}'
   expect 0 "$coll integer _id: bypass" -- d insert "$coll" '{"_id":7}' --bypass-validation
   expect 5 "$coll integer _id: audit" -- d audit

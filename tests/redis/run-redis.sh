@@ -9,7 +9,7 @@
 #                 with DTX_QUICK set, on the cluster only)
 #   shell         tests/crash/faults.sh, pause.sh, chaos.sh,
 #                 tests/cli/contract.sh, job.sh, lock.sh, sync.sh,
-#                 ledger.sh, order.sh, scenarios.sh, flashsale.sh and
+#                 ledger.sh, order.sh, scenarios.sh, flashsale.sh, version.sh and
 #                 tests/crash/kleppmann.sh (DOCTX set; each scenario gets an
 #                 new namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time)
@@ -20,7 +20,7 @@
 #                 scripts/test.sh leaves it out)
 #   transfers     BUILD_DIR/txn_transfer_concurrency, txn_kit,
 #                 txn_transfer_declines, txn_job, txn_lock, txn_sync,
-#                 txn_ledger and txn_scenarios
+#                 txn_ledger, txn_scenarios and txn_version
 #                 redis://...
 # on the standalone server only:
 #   deadline      tests/redis/deadline.sh: the server is SIGSTOPped while
@@ -150,6 +150,7 @@ shell_on() { # URI
   run_logged "order.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/order.sh"
   run_logged "scenarios.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/scenarios.sh"
   run_logged "flashsale.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/flashsale.sh"
+  run_logged "version.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/version.sh"
   run_logged "kleppmann.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/crash/kleppmann.sh"
 }
@@ -256,6 +257,7 @@ transfers_on() { # URI
   run_logged "txn_sync $1" "$BUILD/txn_sync" "$1"
   run_logged "txn_ledger $1" "$BUILD/txn_ledger" "$1"
   run_logged "txn_scenarios $1" "$BUILD/txn_scenarios" "$1"
+  run_logged "txn_version $1" "$BUILD/txn_version" "$1"
   flush "$1"
   run_logged "txn_transfer_declines $1" "$BUILD/txn_transfer_declines" "$1"
 }
