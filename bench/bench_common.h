@@ -119,12 +119,83 @@ static inline int bench_transfer_one(dtx_store_t *st, const pair_t *p,
   return ok;
 }
 
-/* ---- progress line and results file --------------------------------------- */
-
 /* A figure of one row; a negative value is "not measured" (null). */
 typedef struct bench_side {
   double ops_s, p50_us, p99_us;
 } bench_side_t;
+
+/* ---- a timed pool of worker threads ------------------------------------------ */
+
+/* Runs operation i (0..total) on worker w; returns 1 when it succeeded. */
+typedef int (*bench_op_fn)(void *ctx, int w, int i);
+
+typedef struct bench_pool {
+  bench_op_fn op;
+  void *ctx;
+  int total, next, nw, errors; /* next, nw, errors: atomic */
+  double *lat;                 /* per operation, microseconds */
+} bench_pool_t;
+
+static inline void *bench_pool_worker(void *arg) {
+  bench_pool_t *p = arg;
+  int w = __atomic_fetch_add(&p->nw, 1, __ATOMIC_RELAXED);
+  for (;;) {
+    int i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
+    if (i >= p->total)
+      break;
+    double t0 = now_us();
+    int ok = p->op(p->ctx, w, i);
+    p->lat[i] = now_us() - t0;
+    if (!ok)
+      __atomic_add_fetch(&p->errors, 1, __ATOMIC_RELAXED);
+  }
+  return NULL;
+}
+
+/* Runs total operations on workers threads (at most 256), each thread
+ * taking the next index: ops/s over the wall time, p50/p99 of the
+ * operations' latencies.  *errors (may be NULL) receives the count of
+ * operations that did not succeed (a thread that did not start counts
+ * as total). */
+static inline bench_side_t bench_pool_run(int workers, int total,
+                                          bench_op_fn op, void *ctx,
+                                          int *errors) {
+  bench_pool_t p = {.op = op, .ctx = ctx, .total = total};
+  bench_side_t r = {-1, -1, -1};
+  pthread_t th[256];
+  int started = 0;
+  if (!(p.lat = malloc(sizeof *p.lat * (size_t)(total > 0 ? total : 1)))) {
+    if (errors)
+      *errors = total;
+    return r;
+  }
+  double t0 = now_us();
+  for (int i = 0; i < workers && i < 256; i++)
+    if (pthread_create(&th[started], NULL, bench_pool_worker, &p) == 0)
+      started++;
+  for (int i = 0; i < started; i++)
+    pthread_join(th[i], NULL);
+  double el = now_us() - t0;
+  r.ops_s = total / (el / 1e6);
+  r.p50_us = pct(p.lat, total, 0.50);
+  r.p99_us = pct(p.lat, total, 0.99);
+  free(p.lat);
+  if (errors)
+    *errors = p.errors + (started < workers ? total : 0);
+  return r;
+}
+
+/* The median of rounds by ops/s (sorts v in place). */
+static inline int bench_cmp_side(const void *a, const void *b) {
+  return cmp_double(&((const bench_side_t *)a)->ops_s,
+                    &((const bench_side_t *)b)->ops_s);
+}
+static inline bench_side_t bench_median_side(bench_side_t *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, bench_cmp_side);
+  return v[n / 2];
+}
+
+/* ---- progress line and results file --------------------------------------- */
 
 /* One row of results: doctx beside its native baseline. */
 typedef struct bench_row {
