@@ -329,7 +329,7 @@ static int bench(const cfg_t *c) {
                nm = bench_median_side(n, c->rounds);
   bench_row(&(bench_row_t){
       .metric = "lock cycle", .backend = c->backend, .sync = c->sync,
-      .workload = "acquire+fenced write+release", .unit = "cycles/s",
+      .workload = "acquire/write/release", .unit = "cycles/s",
       .native = c->redis ? "SET NX PX; SET; Lua compare-and-delete"
                          : "one transaction: lock row, write, unlock",
       .workers = c->workers, .rounds = c->rounds, .doctx = dm, .nat = nm,
