@@ -40,6 +40,7 @@
 
 #include "bench_common.h"
 #include "doctx.h"
+#include "store/store.h"
 #ifdef DTX_HAVE_REDIS
 #include "bench_native.h"
 #endif
@@ -176,15 +177,19 @@ static int settle(dtx_store_t *st) {
   return rc;
 }
 
+/* One doctx round; *ops receives the store operations per post, the
+ * committer's included. */
 static bench_side_t doctx_posts(const cfg_t *c, const pair_t *pairs, int round,
-                                int *errors) {
+                                int *errors, double *ops) {
   side_t s = {.c = c, .pairs = pairs, .st = doctx_open(c, "post", round)};
   doctx_accounts(s.st, c->accounts, "a");
   committer_t cm = {.st = s.st};
+  int64_t ops0 = dtx__store_calls();
   pthread_create(&cm.th, NULL, committer_main, &cm);
   bench_side_t r = bench_pool_run(c->workers, c->posts, doctx_post, &s, errors);
   cm.stop = 1;
   pthread_join(cm.th, NULL);
+  *ops = (double)(dtx__store_calls() - ops0) / c->posts;
   if (settle(s.st) != 0)
     (*errors)++;
   doctx_close(c, s.st);
@@ -562,6 +567,7 @@ static int bench_reads(const cfg_t *c) {
 static int bench_posts(const cfg_t *c, int hot, double *uniform) {
   pair_t *pairs = malloc(sizeof *pairs * (size_t)c->posts);
   bench_side_t d[16], n[16];
+  double ops[16];
   int derr = 0, nerr = 0, e;
   unsigned seed = 42;
   if (!pairs)
@@ -578,7 +584,7 @@ static int bench_posts(const cfg_t *c, int hot, double *uniform) {
   for (int k = 0; k < c->rounds; k++) {
     bench_phase("%s sync=%s hot=%d%% round %d/%d doctx", c->label, c->sync,
                 hot, k + 1, c->rounds);
-    d[k] = doctx_posts(c, pairs, k, &e);
+    d[k] = doctx_posts(c, pairs, k, &e, &ops[k]);
     derr += e;
     bench_phase("%s sync=%s hot=%d%% round %d/%d native", c->label, c->sync,
                 hot, k + 1, c->rounds);
@@ -601,15 +607,17 @@ static int bench_posts(const cfg_t *c, int hot, double *uniform) {
       .native = c->redis ? "MULTI; INCRBY x2; XADD; EXEC (one slot)"
                          : "BEGIN; INSERT entry; UPDATE x2; COMMIT",
       .workers = c->workers, .rounds = c->rounds, .doctx = dm, .nat = nm,
-      .extra = json_pack("{s:i,s:i,s:i,s:f,s:i,s:i}", "hot_pct", hot, "posts",
-                         c->posts, "accounts", c->accounts,
-                         "hot_over_uniform", hot ? hu : 1.0, "doctx_failed",
-                         derr, "native_failed", nerr)});
+      .extra = json_pack("{s:i,s:i,s:i,s:f,s:f,s:i,s:i}", "hot_pct", hot,
+                         "posts", c->posts, "accounts", c->accounts,
+                         "hot_over_uniform", hot ? hu : 1.0, "ops_per_post",
+                         bench_median(ops, c->rounds), "doctx_failed", derr,
+                         "native_failed", nerr)});
   printf("%-16s %-6s %-8s | %9.0f %8.0f %8.0f | %9.0f %8.0f %8.0f | %6.3f "
-         "| hot/uniform %.2f%s\n",
+         "| hot/uniform %.2f, %.1f store ops/post%s\n",
          c->label, c->sync, hot ? "hot90" : "uniform", dm.ops_s, dm.p50_us,
          dm.p99_us, nm.ops_s, nm.p50_us, nm.p99_us,
          nm.ops_s > 0 ? dm.ops_s / nm.ops_s : 0, hot ? hu : 1.0,
+         bench_median(ops, c->rounds),
          derr || nerr ? "  (errors!)" : "");
   fflush(stdout);
   return derr || nerr ? 1 : 0;

@@ -8,15 +8,16 @@
 # Environment:
 #   BENCH_ONLY=sqlite|redis    run one part only (default: both)
 #   BENCH_SCALE=F              the factor on every benchmark's default
-#                              amount of work (default 1: make bench takes
-#                              a few minutes on 2 cores; 4 for steadier
-#                              figures, 0.2 for a smoke run)
+#                              amount of work (make bench's default 0.4:
+#                              a few minutes on an idle 2-core machine; 1
+#                              is the amount a benchmark run by hand does,
+#                              2-4 for steadier figures, 0.1 a smoke run)
 #   BENCH_REDIS_TRANSFERS=N    transfers per round in the main Redis runs
-#                              (default 8000 x BENCH_SCALE, median of 5
+#                              (8000 x BENCH_SCALE, median of 5
 #                              rounds; the durability runs use half,
 #                              median of 3)
 #   BENCH_REDIS_JOBS=N         jobs per drain round of bench_job on Redis
-#                              (default 300 x BENCH_SCALE; latency rounds
+#                              (300 x BENCH_SCALE; latency rounds
 #                              run N/4)
 #   BENCH_RESULTS=DIR          where the JSON results and the charts go
 #                              (default bench/results, emptied first)
@@ -68,7 +69,8 @@ all | sqlite | redis) ;;
 *) echo "bench: BENCH_ONLY must be sqlite or redis" >&2; exit 2 ;;
 esac
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-SCALE=${BENCH_SCALE:-1}
+export BENCH_SCALE=${BENCH_SCALE:-0.4}
+SCALE=$BENCH_SCALE
 export BENCH_RESULTS=${BENCH_RESULTS:-$ROOT/bench/results}
 mkdir -p "$BENCH_RESULTS"
 rm -f "$BENCH_RESULTS"/bench_*.json "$BENCH_RESULTS"/*.png \
