@@ -101,6 +101,64 @@ static inline int bench_sum(dtx_store_t *st, const char *coll,
   return 0;
 }
 
+/* Fills p[0..n) with transfers among accounts (>= 2): from is account 0
+ * for hot percent of them and uniform otherwise, to uniform among the
+ * others, amounts 1..1000; the same list for the same arguments. */
+static inline void bench_pairs(pair_t *p, int n, int accounts, int hot) {
+  unsigned seed = 42;
+  for (int i = 0; i < n; i++) {
+    int from = (int)(rand_r(&seed) % 100) < hot
+                   ? 0
+                   : (int)(rand_r(&seed) % (unsigned)accounts);
+    int to = (int)(rand_r(&seed) % (unsigned)(accounts - 1));
+    if (to >= from)
+      to++;
+    p[i] = (pair_t){from, to, 1 + rand_r(&seed) % 1000};
+  }
+}
+
+/* Removes a benchmark's temporary directory: 0, or 1 when it failed. */
+static inline int bench_rmdir(const char *dir) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  return system(cmd) == 0 ? 0 : 1;
+}
+
+/* ---- native SQLite: the baselines' connection and statements ---------------- */
+
+/* A connection to path with the given synchronous setting and a long busy
+ * timeout (the native workers wait for the write lock as doctx's do);
+ * exits naming who on failure. */
+static inline sqlite3 *bench_sq_open(const char *path, const char *sync,
+                                     const char *who) {
+  sqlite3 *db;
+  char sql[64];
+  if (sqlite3_open(path, &db) != SQLITE_OK) {
+    fprintf(stderr, "%s: native open: %s\n", who, sqlite3_errmsg(db));
+    exit(1);
+  }
+  sqlite3_busy_timeout(db, 60000);
+  snprintf(sql, sizeof sql, "PRAGMA synchronous=%s", sync);
+  sqlite3_exec(db, sql, NULL, NULL, NULL);
+  return db;
+}
+
+/* Prepares sql in *st; exits naming who on failure. */
+static inline void bench_sq_prep(sqlite3 *db, const char *sql,
+                                 sqlite3_stmt **st, const char *who) {
+  if (sqlite3_prepare_v2(db, sql, -1, st, NULL) != SQLITE_OK) {
+    fprintf(stderr, "%s: native: %s: %s\n", who, sql, sqlite3_errmsg(db));
+    exit(1);
+  }
+}
+
+/* Runs a statement that returns no row, and resets it: 1 when it ran. */
+static inline int bench_sq_done(sqlite3_stmt *st) {
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE;
+}
+
 /* Runs one transfer a<from> -> a<to> to its end; *lat receives its
  * latency in microseconds.  Returns 1 when it succeeded. */
 static inline int bench_transfer_one(dtx_store_t *st, const pair_t *p,

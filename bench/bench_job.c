@@ -852,9 +852,7 @@ int main(int argc, char **argv) {
   if (c.redis)
     dtx__rd_uri_free(&c.uri);
 #endif
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  if (system(cmd) != 0)
+  if (bench_rmdir(dir))
     rc = 1;
   return bench_end(rc);
 }

@@ -199,35 +199,17 @@ static bench_side_t doctx_posts(const cfg_t *c, const pair_t *pairs, int round,
 /* ---- native SQLite ----------------------------------------------------------------- */
 
 static sqlite3 *sq_open(const cfg_t *c, const char *path) {
-  sqlite3 *db;
-  char sql[64];
-  if (sqlite3_open(path, &db) != SQLITE_OK) {
-    fprintf(stderr, "bench_ledger: native open: %s\n", sqlite3_errmsg(db));
-    exit(1);
-  }
-  sqlite3_busy_timeout(db, 60000);
-  snprintf(sql, sizeof sql, "PRAGMA synchronous=%s", c->sync);
-  sqlite3_exec(db, sql, NULL, NULL, NULL);
-  return db;
+  return bench_sq_open(path, c->sync, "bench_ledger");
 }
 
 static void sq_prep(sqlite3 *db, const char *sql, sqlite3_stmt **st) {
-  if (sqlite3_prepare_v2(db, sql, -1, st, NULL) != SQLITE_OK) {
-    fprintf(stderr, "bench_ledger: native: %s: %s\n", sql, sqlite3_errmsg(db));
-    exit(1);
-  }
-}
-
-static int sq_done(sqlite3_stmt *st) {
-  int rc = sqlite3_step(st);
-  sqlite3_reset(st);
-  return rc == SQLITE_DONE;
+  bench_sq_prep(db, sql, st, "bench_ledger");
 }
 
 static int sq_post(void *ctx, int w, int i) {
   side_t *s = ctx;
   const pair_t *p = &s->pairs[i];
-  while (!sq_done(s->beg[w]))
+  while (!bench_sq_done(s->beg[w]))
     ; /* busy past the timeout: try again */
   sqlite3_bind_int(s->ins[w], 1, p->from);
   sqlite3_bind_int(s->ins[w], 2, p->to);
@@ -237,9 +219,9 @@ static int sq_post(void *ctx, int w, int i) {
   sqlite3_bind_int(s->deb[w], 2, p->from);
   sqlite3_bind_int64(s->cre[w], 1, p->amount);
   sqlite3_bind_int(s->cre[w], 2, p->to);
-  int ok = sq_done(s->ins[w]) && sq_done(s->deb[w]) &&
-           sqlite3_changes(s->db[w]) == 1 && sq_done(s->cre[w]);
-  return sq_done(s->com[w]) && ok;
+  int ok = bench_sq_done(s->ins[w]) && bench_sq_done(s->deb[w]) &&
+           sqlite3_changes(s->db[w]) == 1 && bench_sq_done(s->cre[w]);
+  return bench_sq_done(s->com[w]) && ok;
 }
 
 /* Creates the native tables in path (every account at 0). */
@@ -322,14 +304,7 @@ static bench_side_t sq_posts(const cfg_t *c, const pair_t *pairs, int round,
 
 #ifdef DTX_HAVE_REDIS
 static redisContext *rd_conn(const cfg_t *c) {
-  char why[512];
-  redisContext *rc = native_connect_to(&c->uri, c->host, c->port, why,
-                                       sizeof why);
-  if (!rc) {
-    fprintf(stderr, "bench_ledger: native: %s\n", why);
-    exit(1);
-  }
-  return rc;
+  return native_connect_or_die(&c->uri, c->host, c->port, "bench_ledger");
 }
 
 static int rd_post(void *ctx, int w, int i) {
@@ -569,18 +544,9 @@ static int bench_posts(const cfg_t *c, int hot, double *uniform) {
   bench_side_t d[16], n[16];
   double ops[16];
   int derr = 0, nerr = 0, e;
-  unsigned seed = 42;
   if (!pairs)
     die("pairs", DTX_ENOMEM);
-  for (int i = 0; i < c->posts; i++) {
-    int from = (int)(rand_r(&seed) % 100) < hot
-                   ? 0
-                   : (int)(rand_r(&seed) % (unsigned)c->accounts);
-    int to = (int)(rand_r(&seed) % (unsigned)(c->accounts - 1));
-    if (to >= from)
-      to++;
-    pairs[i] = (pair_t){from, to, 1 + rand_r(&seed) % 1000};
-  }
+  bench_pairs(pairs, c->posts, c->accounts, hot);
   for (int k = 0; k < c->rounds; k++) {
     bench_phase("%s sync=%s hot=%d%% round %d/%d doctx", c->label, c->sync,
                 hot, k + 1, c->rounds);
@@ -731,9 +697,7 @@ int main(int argc, char **argv) {
   if (c.redis)
     dtx__rd_uri_free(&c.uri);
 #endif
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  if (system(cmd) != 0)
+  if (bench_rmdir(dir))
     rc = 1;
   return bench_end(rc);
 }

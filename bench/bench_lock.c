@@ -145,29 +145,11 @@ static bench_side_t doctx_cycles(const cfg_t *c, int round, int *errors) {
 /* ---- native SQLite ------------------------------------------------------------------- */
 
 static sqlite3 *sq_open(const cfg_t *c, const char *path) {
-  sqlite3 *db;
-  char sql[64];
-  if (sqlite3_open(path, &db) != SQLITE_OK) {
-    fprintf(stderr, "bench_lock: native open: %s\n", sqlite3_errmsg(db));
-    exit(1);
-  }
-  sqlite3_busy_timeout(db, 60000);
-  snprintf(sql, sizeof sql, "PRAGMA synchronous=%s", c->sync);
-  sqlite3_exec(db, sql, NULL, NULL, NULL);
-  return db;
+  return bench_sq_open(path, c->sync, "bench_lock");
 }
 
 static void sq_prep(sqlite3 *db, const char *sql, sqlite3_stmt **st) {
-  if (sqlite3_prepare_v2(db, sql, -1, st, NULL) != SQLITE_OK) {
-    fprintf(stderr, "bench_lock: native: %s: %s\n", sql, sqlite3_errmsg(db));
-    exit(1);
-  }
-}
-
-static int sq_done(sqlite3_stmt *st) {
-  int rc = sqlite3_step(st);
-  sqlite3_reset(st);
-  return rc == SQLITE_DONE;
+  bench_sq_prep(db, sql, st, "bench_lock");
 }
 
 static int sq_cycle(void *ctx, int w, int i) {
@@ -175,12 +157,12 @@ static int sq_cycle(void *ctx, int w, int i) {
   sqlite3 *db = s->db[w];
   int64_t now = (int64_t)(wall_us() / 1000);
   (void)i;
-  while (!sq_done(s->beg[w]))
+  while (!bench_sq_done(s->beg[w]))
     ; /* busy past the timeout: try again */
   sqlite3_bind_int(s->acq[w], 1, w);
   sqlite3_bind_int64(s->acq[w], 2, now + TTL_MS);
   sqlite3_bind_int64(s->acq[w], 3, now);
-  int ok = sq_done(s->acq[w]) && sqlite3_changes(db) == 1;
+  int ok = bench_sq_done(s->acq[w]) && sqlite3_changes(db) == 1;
   int64_t token = 0;
   sqlite3_bind_int(s->tok[w], 1, w);
   if (ok && sqlite3_step(s->tok[w]) == SQLITE_ROW)
@@ -188,11 +170,11 @@ static int sq_cycle(void *ctx, int w, int i) {
   sqlite3_reset(s->tok[w]);
   sqlite3_bind_int64(s->wr[w], 1, token);
   sqlite3_bind_int(s->wr[w], 2, w);
-  ok = ok && token > 0 && sq_done(s->wr[w]) && sqlite3_changes(db) == 1;
+  ok = ok && token > 0 && bench_sq_done(s->wr[w]) && sqlite3_changes(db) == 1;
   sqlite3_bind_int(s->rel[w], 1, w);
   sqlite3_bind_int64(s->rel[w], 2, token);
-  ok = ok && sq_done(s->rel[w]) && sqlite3_changes(db) == 1;
-  return sq_done(s->com[w]) && ok;
+  ok = ok && bench_sq_done(s->rel[w]) && sqlite3_changes(db) == 1;
+  return bench_sq_done(s->com[w]) && ok;
 }
 
 static bench_side_t sq_cycles(const cfg_t *c, int round, int *errors) {
@@ -257,14 +239,7 @@ static const char CAD_LUA[] =
     "return redis.call('DEL', KEYS[1]) else return 0 end";
 
 static redisContext *rd_conn(const cfg_t *c) {
-  char why[512];
-  redisContext *rc = native_connect_to(&c->uri, c->host, c->port, why,
-                                       sizeof why);
-  if (!rc) {
-    fprintf(stderr, "bench_lock: native: %s\n", why);
-    exit(1);
-  }
-  return rc;
+  return native_connect_or_die(&c->uri, c->host, c->port, "bench_lock");
 }
 
 static int rd_cycle(void *ctx, int w, int i) {
@@ -439,9 +414,7 @@ int main(int argc, char **argv) {
   if (c.redis)
     dtx__rd_uri_free(&c.uri);
 #endif
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  if (system(cmd) != 0)
+  if (bench_rmdir(dir))
     rc = 1;
   return bench_end(rc);
 }

@@ -7,6 +7,7 @@
 #define DTX_BENCH_NATIVE_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "store/redis/redis_int.h"
@@ -37,6 +38,20 @@ static inline redisContext *native_connect_to(const rd_uri_t *u,
       redisFree(rc);
       return NULL;
     }
+  }
+  return rc;
+}
+
+/* native_connect_to, exiting naming who on failure (the benchmarks'
+ * workers connect before the clock starts). */
+static inline redisContext *native_connect_or_die(const rd_uri_t *u,
+                                                  const char *host, int port,
+                                                  const char *who) {
+  char why[512];
+  redisContext *rc = native_connect_to(u, host, port, why, sizeof why);
+  if (!rc) {
+    fprintf(stderr, "%s: native: %s\n", who, why);
+    exit(1);
   }
   return rc;
 }

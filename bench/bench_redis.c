@@ -300,16 +300,7 @@ static int bench(const cfg_t *c, int hot) {
     fprintf(stderr, "bench_redis: out of memory\n");
     goto out;
   }
-  unsigned seed = 42;
-  for (int i = 0; i < c->transfers; i++) {
-    int from = (int)(rand_r(&seed) % 100) < hot
-                   ? 0
-                   : (int)(rand_r(&seed) % (unsigned)c->accounts);
-    int to = (int)(rand_r(&seed) % (unsigned)(c->accounts - 1));
-    if (to >= from)
-      to++;
-    pairs[i] = (pair_t){from, to, 1 + rand_r(&seed) % 1000};
-  }
+  bench_pairs(pairs, c->transfers, c->accounts, hot);
   for (int round = 0; round < c->rounds; round++) {
     bench_phase("hot=%d%% round %d/%d doctx", hot, round + 1, c->rounds);
     if (run_doctx(c, pairs, lat, &d[round]) < 0)

@@ -193,15 +193,7 @@ static void bench(cfg_t *c, int hot) {
   pair_t *pairs = malloc(sizeof *pairs * (size_t)c->transfers);
   double *lat = malloc(sizeof *lat * (size_t)c->transfers);
   result_t d[16], n[16];
-  unsigned seed = 42;
-  for (int i = 0; i < c->transfers; i++) {
-    int from = (int)(rand_r(&seed) % 100) < hot ? 0
-                                                : (int)(rand_r(&seed) % (unsigned)c->accounts);
-    int to = (int)(rand_r(&seed) % (unsigned)(c->accounts - 1));
-    if (to >= from)
-      to++;
-    pairs[i] = (pair_t){from, to, 1 + rand_r(&seed) % 1000};
-  }
+  bench_pairs(pairs, c->transfers, c->accounts, hot);
   for (int round = 0; round < c->rounds; round++) {
     bench_phase("sync=%s hot=%d%% round %d/%d doctx", c->sync, hot, round + 1,
                 c->rounds);
@@ -294,7 +286,5 @@ int main(int argc, char **argv) {
     }
     c.transfers = m;
   }
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  return bench_end(system(cmd) == 0 ? 0 : 1);
+  return bench_end(bench_rmdir(dir));
 }
