@@ -12,16 +12,23 @@ if (!exists("mode")) mode = 'pair'
 if (!exists("title")) title = ''
 stats data using 0 nooutput
 n = STATS_records
-set terminal pngcairo size (n < 8 ? 900 : 360 + 60 * n), 640 font 'DejaVu Sans,10'
+if (mode eq 'pair') {
+  set terminal pngcairo size (n < 8 ? 900 : 360 + 60 * n), 640 font 'DejaVu Sans,10'
+} else {
+  set terminal pngcairo size (n < 20 ? 900 : 300 + 26 * n), 860 font 'DejaVu Sans,9'
+}
+# ten distinct colours for the groups (lc variable picks by group index)
+colours = "#9467bd #2ca02c #1f77b4 #ff7f0e #8c564b #e377c2 #7f7f7f #bcbd22 #17becf #d62728"
+do for [i = 1:10] { set linetype i lc rgb word(colours, i) }
 set output out
 set title title
 set logscale y
 set grid ytics
-set xtics rotate by 40 right nomirror noenhanced
+set xtics rotate by 55 right nomirror noenhanced
 set key top right noenhanced
 set style fill solid 0.85 border -1
-set bmargin 14
-set lmargin 16
+set bmargin (mode eq 'pair' ? 14 : 24)
+set lmargin 22
 if (mode eq 'pair') {
   set style data histograms
   set style histogram clustered gap 1

@@ -47,14 +47,16 @@ for path in sorted(glob.glob(os.path.join(src, 'bench_*.json'))):
         rows.append((key, label, r))
 def clean(s):
     return s.replace('\t', ' ').replace('"', "'")
-keys = list(groups)
+# SQLite first, then the Redis targets; the durability variants last.
+order = ['sqlite-normal', 'sqlite-full', 'redis-standalone', 'redis-cluster']
+keys = sorted(groups, key=lambda k: (order.index(k) if k in order else 9, k))
 rows.sort(key=lambda x: keys.index(x[0]))  # stable: a group's rows together
 with open(os.path.join(out, 'groups'), 'w') as g:
     for k in keys:
         name = ''.join(c if c.isalnum() or c in '-_.' else '_' for c in k)
         with open(os.path.join(out, name + '.dat'), 'w') as f:
             for label, r in groups[k]:
-                f.write('"%s\\n%.3gx"\t%g\t%g\t%g\n' % (
+                f.write('"%s  %.3gx"\t%g\t%g\t%g\n' % (
                     clean(label), r['ratio'], r['doctx']['ops_s'],
                     r['native']['ops_s'], r['ratio']))
         g.write('%s\t%s\n' % (name, k))
