@@ -440,11 +440,11 @@ static int bench_reads(const cfg_t *c) {
   double t0 = now_us();
   for (int i = 0; i < c->legs; i++) {
     dtx_ledger_leg_t legs[2] = {{"r0", -1}, {"r1", 1}};
-    json_t *e = NULL;
+    json_t *entry = NULL;
     int rc = dtx_ledger_post(st, &(dtx_ledger_post_req_t){.legs = legs,
                                                           .nlegs = 2},
-                             NULL, &e);
-    json_decref(e);
+                             NULL, &entry);
+    json_decref(entry);
     if (rc < 0)
       die("post", rc);
   }
