@@ -364,14 +364,9 @@ int main(int argc, char **argv) {
   c.redis = c.store != NULL;
   if (c.redis) {
 #ifdef DTX_HAVE_REDIS
-    int rc = strncmp(c.store, "redis", 5) ? DTX_EINVAL
-                                          : dtx__rd_uri_parse(c.store, &c.uri);
-    if (rc) {
-      fprintf(stderr, "bench_lock: --store takes a redis:// URI\n");
-      return 2;
-    }
-    if (native_find_node(&c.uri, TAG, c.host, &c.port, "bench_lock") < 0)
-      return 1;
+    int rc = native_target(c.store, TAG, &c.uri, c.host, &c.port, "bench_lock");
+    if (rc)
+      return rc;
     redisContext *rc0 = rd_conn(&c);
     redisReply *r = redisCommand(rc0, "SCRIPT LOAD %s", CAD_LUA);
     if (!r || r->type != REDIS_REPLY_STRING) {

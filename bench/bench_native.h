@@ -105,4 +105,22 @@ static inline int native_find_node(const rd_uri_t *u, const char *tag,
   return -1;
 }
 
+/* A benchmark's --store target: parses store (a redis:// URI) into *u
+ * and finds the node owning tag's slot (host[256], *port), where the
+ * native baseline runs.  Returns 0; 2 for a URI that is not Redis's
+ * (reported), 1 when no node answers (reported; *u is freed then). */
+static inline int native_target(const char *store, const char *tag,
+                                rd_uri_t *u, char *host, int *port,
+                                const char *who) {
+  if (strncmp(store, "redis", 5) || dtx__rd_uri_parse(store, u)) {
+    fprintf(stderr, "%s: --store takes a redis:// URI\n", who);
+    return 2;
+  }
+  if (native_find_node(u, tag, host, port, who) < 0) {
+    dtx__rd_uri_free(u);
+    return 1;
+  }
+  return 0;
+}
+
 #endif
