@@ -22,6 +22,7 @@
  * native speed; issue 14 asks for >= 0.3).
  *
  * Usage: bench_aggregate [--docs N] [--rounds R] [--dir PATH] */
+#include "bench_common.h"
 #include "doctx.h"
 
 #include <sqlite3.h>
@@ -52,16 +53,6 @@ static void die(const char *what, int rc) {
   fprintf(stderr, "bench_aggregate: %s: %s (%s)\n", what, dtx_errname(rc),
           dtx_errdetail());
   exit(1);
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static void load(dtx_store_t *st, int ndocs, int64_t *expect) {
@@ -158,7 +149,7 @@ static double run_native(sqlite3 *db, sqlite3_stmt *q,
 }
 
 int main(int argc, char **argv) {
-  int ndocs = 100000, rounds = 5;
+  int ndocs = bench_scaled(100000), rounds = 5;
   const char *dir = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--docs") && i + 1 < argc)
@@ -185,9 +176,11 @@ int main(int argc, char **argv) {
   snprintf(uri, sizeof uri, "sqlite:%s?sync=normal", path);
   unlink(path);
   dtx_store_t *st;
+  bench_begin("bench_aggregate", NULL, argc, argv);
   int rc = dtx_store_open(uri, &st);
   if (rc)
     die("open", rc);
+  bench_phase("loading %d documents", ndocs);
   int64_t *expect = calloc(NACCOUNTS, sizeof *expect);
   double t0 = now_ms();
   load(st, ndocs, expect);
@@ -209,10 +202,18 @@ int main(int argc, char **argv) {
   run_doctx(st, pl, expect);
   run_native(db, q, expect);
   for (int r = 0; r < rounds; r++) {
+    bench_phase("round %d/%d", r + 1, rounds);
     td[r] = run_doctx(st, pl, expect);
     tn[r] = run_native(db, q, expect);
   }
-  double md = median(td, rounds), mn = median(tn, rounds);
+  double md = bench_median(td, rounds), mn = bench_median(tn, rounds);
+  bench_row(&(bench_row_t){
+      .metric = "aggregate", .backend = "sqlite", .sync = "normal",
+      .workload = "$match/$unwind/$group", .unit = "docs/s",
+      .native = "json_each + GROUP BY", .workers = 1, .rounds = rounds,
+      .doctx = {ndocs / md * 1e3, -1, -1}, .nat = {ndocs / mn * 1e3, -1, -1},
+      .extra = json_pack("{s:i,s:f,s:f}", "docs", ndocs, "doctx_ms", md,
+                         "native_ms", mn)});
   printf("%-8s %10s %14s\n", "side", "median ms", "docs/s");
   printf("%-8s %10.1f %14.0f\n", "doctx", md, ndocs / md * 1e3);
   printf("%-8s %10.1f %14.0f\n", "native", mn, ndocs / mn * 1e3);
@@ -235,5 +236,5 @@ int main(int argc, char **argv) {
   unlink(side);
   if (dir == tmpl)
     rmdir(dir);
-  return 0;
+  return bench_end(0);
 }

@@ -245,31 +245,26 @@ static void rd_round(native_t *n, int b, int ops) {
 
 /* ---- the run ------------------------------------------------------------------- */
 
-static int cmp_dbl(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_dbl);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 typedef void (*native_round_fn)(native_t *, int, int);
 
-/* Every batch size, rounds alternating the sides; prints the table. */
-static void run(const char *label, dtx_store_t *st, native_t *nat,
-                native_round_fn nround, int ops, int rounds) {
+/* Every batch size, rounds alternating the sides; prints the table.
+ * backend and sync name the target in the results file. */
+static void run(const char *label, const char *backend, const char *sync,
+                dtx_store_t *st, native_t *nat, native_round_fn nround,
+                int ops, int rounds) {
   double d[16], w[16], d1 = 0;
   int64_t done = 0;
   for (int bi = 0; bi < nb; bi++) {
     int b = batches[bi];
+    bench_phase("%s batch %d warm-up", label, b);
     doctx_round(st, b, 64); /* warm-up */
     nround(nat, b, 64);
     done += 64;
     for (int r = 0; r < rounds; r++) {
       for (int side = 0; side < 2; side++) {
         int doctx_side = (side + r) % 2 == 0;
+        bench_phase("%s batch %d round %d/%d %s", label, b, r + 1, rounds,
+                    doctx_side ? "doctx" : "native");
         double t0 = now_us();
         if (doctx_side)
           doctx_round(st, b, ops);
@@ -279,9 +274,20 @@ static void run(const char *label, dtx_store_t *st, native_t *nat,
       }
     }
     done += (int64_t)ops * rounds;
-    double dm = median(d, rounds), wm = median(w, rounds);
+    double dm = bench_median(d, rounds), wm = bench_median(w, rounds);
     if (bi == 0)
       d1 = dm;
+    char wl[32];
+    snprintf(wl, sizeof wl, "batch%d", b);
+    bench_row(&(bench_row_t){
+        .metric = "bulk_write", .backend = backend, .sync = sync,
+        .workload = wl, .unit = "ops/s",
+        .native = nround == sq_round ? "one transaction of B UPDATEs"
+                                     : "pipeline of B EVALSHA (CAS)",
+        .workers = 1, .rounds = rounds, .doctx = {dm, -1, -1},
+        .nat = {wm, -1, -1},
+        .extra = json_pack("{s:i,s:i,s:f}", "batch", b, "ops", ops, "gain",
+                           dm / d1)});
     printf("%-18s %5d %12.0f %12.0f %8.3f %8.2f\n", label, b, dm, wm, dm / wm,
            dm / d1);
     printf("RESULT bench=bulk label=%s batch=%d doctx_ops=%.0f native_ops=%.0f "
@@ -340,6 +346,8 @@ int main(int argc, char **argv) {
                     "1..16\n");
     return 2;
   }
+  bench_begin("bench_bulk", label ? label : store ? "redis" : NULL, argc,
+              argv);
   printf("bulk_write of B updateOne {_id: r} {$inc: {n: 1}} over %d docs vs "
          "the native batch; median of %d rounds; gain = doctx(B) / doctx(first B)\n",
          NDOCS, rounds);
@@ -349,11 +357,13 @@ int main(int argc, char **argv) {
     native_t nat = {0};
     rd_setup(&nat, store);
     dtx_store_t *st = doctx_setup(store);
-    run(label ? label : "redis", st, &nat, rd_round, ops ? ops : 6400, rounds);
+    label = label ? label : "redis";
+    run(label, label, "none", st, &nat, rd_round,
+        ops ? ops : bench_scaled(100) * 64, rounds);
     dtx_store_drop_collection(st, COLL);
     dtx_store_close(st);
     redisFree(nat.rc);
-    return 0;
+    return bench_end(0);
 #else
     fprintf(stderr, "bench_bulk: built without Redis\n");
     return 2;
@@ -379,7 +389,8 @@ int main(int argc, char **argv) {
     dtx_store_t *st = doctx_setup(uri);
     native_t nat = {0};
     sq_setup(&nat, path, syncs[s]);
-    run(lab, st, &nat, sq_round, ops ? ops : s == 0 ? 12800 : 1280, rounds);
+    run(lab, "sqlite", syncs[s], st, &nat, sq_round,
+        ops ? ops : bench_scaled(s == 0 ? 200 : 20) * 64, rounds);
     dtx_store_close(st);
     sq_close(&nat);
     static const char *const sfx[] = {"", "-wal", "-shm"};
@@ -391,5 +402,5 @@ int main(int argc, char **argv) {
     }
   }
   rmdir(dir);
-  return 0;
+  return bench_end(0);
 }

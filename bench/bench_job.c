@@ -60,6 +60,7 @@
 typedef struct cfg {
   int jobs, rounds, nw, workers[8];
   const char *store, *label, *sync, *dir;
+  const char *backend; /* in the results file: sqlite, or the label */
   int redis;
   int drain_only, doctx_only; /* --phase drain, --side doctx (profiling) */
 #ifdef DTX_HAVE_REDIS
@@ -642,8 +643,13 @@ static int rounds_of(const cfg_t *c, int w, double rate, native_fn native,
                      res_t *nm, int *derr, int *nerr) {
   res_t d[16], n[16];
   for (int k = 0; k < c->rounds; k++) {
-    if (run_doctx(c, w, rate, k, add_us, lat, &d[k]) < 0 ||
-        native(c, w, rate, k, add_us, lat, &n[k]) < 0)
+    bench_phase("%s W=%d %s round %d/%d doctx", c->label, w,
+                rate > 0 ? "latency" : "drain", k + 1, c->rounds);
+    if (run_doctx(c, w, rate, k, add_us, lat, &d[k]) < 0)
+      return -1;
+    bench_phase("%s W=%d %s round %d/%d native", c->label, w,
+                rate > 0 ? "latency" : "drain", k + 1, c->rounds);
+    if (native(c, w, rate, k, add_us, lat, &n[k]) < 0)
       return -1;
     *derr += d[k].errors;
     *nerr += n[k].errors;
@@ -677,6 +683,23 @@ static int bench(const cfg_t *c, int w, native_fn native) {
                 &nerr) < 0)
     goto out;
   double ratio = nm.drain_jps > 0 ? dm.drain_jps / nm.drain_jps : 0;
+  bench_row(&(bench_row_t){
+      .metric = "job", .backend = c->backend,
+      .sync = c->redis ? "none" : c->sync, .workload = "noop drain",
+      .unit = "jobs/s",
+      .native = c->redis ? "LPUSH / LMOVE / LREM (one slot)"
+                         : "table queue, UPDATE ... RETURNING",
+      .workers = w, .rounds = c->rounds,
+      .doctx = {dm.drain_jps, c->drain_only ? -1 : dlm.p50,
+                c->drain_only ? -1 : dlm.p99},
+      .nat = {c->doctx_only ? -1 : nm.drain_jps,
+              c->drain_only || c->doctx_only ? -1 : nlm.p50,
+              c->drain_only || c->doctx_only ? -1 : nlm.p99},
+      .extra = json_pack("{s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:i,s:i}", "jobs", n,
+                         "lat_jobs", lc.jobs, "latency_rate", rate,
+                         "add_jps", dm.add_jps, "native_add_jps", nm.add_jps,
+                         "ops_per_job", dm.ops, "rt_per_job", dm.rts,
+                         "doctx_failed", derr, "native_failed", nerr)});
   printf("%-16s %2d | %7.0f %7.0f %5.1f %5.1f | %6.0f %7.0f %7.0f | "
          "%7.0f %7.0f | %7.0f %7.0f %5.2f | %5.2f%s\n",
          c->label, w, dm.add_jps, dm.drain_jps, dm.ops, dm.rts, rate, dlm.p50,
@@ -709,7 +732,7 @@ static void usage(void) {
 }
 
 int main(int argc, char **argv) {
-  cfg_t c = {.jobs = 1000, .rounds = 3, .nw = 3, .workers = {1, 4, 8}};
+  cfg_t c = {.jobs = 0, .rounds = 3, .nw = 3, .workers = {1, 4, 8}};
   const char *sync = "both";
   char dir[] = "/tmp/dtx-bench-job-XXXXXX";
   for (int i = 1; i < argc; i += 2) {
@@ -748,6 +771,8 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  if (c.jobs == 0)
+    c.jobs = bench_scaled(1000);
   int bad = c.jobs < 1 || c.jobs > 10000000 || c.rounds < 1 ||
             c.rounds > 16 || c.nw < 1;
   for (int i = 0; i < c.nw && !bad; i++)
@@ -787,6 +812,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   c.dir = dir;
+  c.backend = c.redis ? c.label ? c.label : "redis" : "sqlite";
+  bench_begin("bench_job", c.redis ? c.backend : NULL, argc, argv);
   printf("jobs: %d no-op jobs per drain, %d per latency round (half at "
          "sync=full), median of %d rounds; native: %s\n",
          c.jobs, c.jobs / 4 > 0 ? c.jobs / 4 : 1, c.rounds,
@@ -825,9 +852,7 @@ int main(int argc, char **argv) {
   if (c.redis)
     dtx__rd_uri_free(&c.uri);
 #endif
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  if (system(cmd) != 0)
+  if (bench_rmdir(dir))
     rc = 1;
-  return rc;
+  return bench_end(rc);
 }

@@ -7,6 +7,7 @@
 #define DTX_BENCH_NATIVE_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "store/redis/redis_int.h"
@@ -37,6 +38,20 @@ static inline redisContext *native_connect_to(const rd_uri_t *u,
       redisFree(rc);
       return NULL;
     }
+  }
+  return rc;
+}
+
+/* native_connect_to, exiting naming who on failure (the benchmarks'
+ * workers connect before the clock starts). */
+static inline redisContext *native_connect_or_die(const rd_uri_t *u,
+                                                  const char *host, int port,
+                                                  const char *who) {
+  char why[512];
+  redisContext *rc = native_connect_to(u, host, port, why, sizeof why);
+  if (!rc) {
+    fprintf(stderr, "%s: native: %s\n", who, why);
+    exit(1);
   }
   return rc;
 }
@@ -88,6 +103,24 @@ static inline int native_find_node(const rd_uri_t *u, const char *tag,
   }
   fprintf(stderr, "%s: native baseline: %s\n", who, why);
   return -1;
+}
+
+/* A benchmark's --store target: parses store (a redis:// URI) into *u
+ * and finds the node owning tag's slot (host[256], *port), where the
+ * native baseline runs.  Returns 0; 2 for a URI that is not Redis's
+ * (reported), 1 when no node answers (reported; *u is freed then). */
+static inline int native_target(const char *store, const char *tag,
+                                rd_uri_t *u, char *host, int *port,
+                                const char *who) {
+  if (strncmp(store, "redis", 5) || dtx__rd_uri_parse(store, u)) {
+    fprintf(stderr, "%s: --store takes a redis:// URI\n", who);
+    return 2;
+  }
+  if (native_find_node(u, tag, host, port, who) < 0) {
+    dtx__rd_uri_free(u);
+    return 1;
+  }
+  return 0;
 }
 
 #endif

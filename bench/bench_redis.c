@@ -9,6 +9,10 @@
  *
  * usage: bench_redis --store URI [--accounts N] [--transfers M]
  *                    [--workers W] [--rounds R] [--hot PCT] [--label TEXT]
+ *                    [--backend B] [--sync S]
+ * (--backend and --sync only name the target in the results file:
+ * "redis-standalone", "aof-always", ...; by default "redis" and "none",
+ * or "wait=N" with ?wait=N.)
  * Without --hot it runs a uniform and a 90%-hot workload (as
  * bench_transfer).  The doctx side empties the store's accounts and
  * transfers collections each round.  Prints, per workload, transfers/s
@@ -45,7 +49,7 @@ int main(void) {
 
 typedef struct cfg {
   int accounts, transfers, workers, rounds;
-  const char *store, *label;
+  const char *store, *label, *backend, *sync;
   rd_uri_t uri;
   char host[256]; /* native: the node owning TAG's slot */
   int port;
@@ -296,24 +300,30 @@ static int bench(const cfg_t *c, int hot) {
     fprintf(stderr, "bench_redis: out of memory\n");
     goto out;
   }
-  unsigned seed = 42;
-  for (int i = 0; i < c->transfers; i++) {
-    int from = (int)(rand_r(&seed) % 100) < hot
-                   ? 0
-                   : (int)(rand_r(&seed) % (unsigned)c->accounts);
-    int to = (int)(rand_r(&seed) % (unsigned)(c->accounts - 1));
-    if (to >= from)
-      to++;
-    pairs[i] = (pair_t){from, to, 1 + rand_r(&seed) % 1000};
-  }
-  for (int round = 0; round < c->rounds; round++)
-    if (run_doctx(c, pairs, lat, &d[round]) < 0 ||
-        run_native(c, pairs, lat, &n[round]) < 0)
+  bench_pairs(pairs, c->transfers, c->accounts, hot);
+  for (int round = 0; round < c->rounds; round++) {
+    bench_phase("hot=%d%% round %d/%d doctx", hot, round + 1, c->rounds);
+    if (run_doctx(c, pairs, lat, &d[round]) < 0)
       goto out;
+    bench_phase("hot=%d%% round %d/%d native", hot, round + 1, c->rounds);
+    if (run_native(c, pairs, lat, &n[round]) < 0)
+      goto out;
+  }
   qsort(d, (size_t)c->rounds, sizeof *d, cmp_res);
   qsort(n, (size_t)c->rounds, sizeof *n, cmp_res);
   result_t dm = d[c->rounds / 2], nm = n[c->rounds / 2];
   double ratio = nm.tps > 0 ? dm.tps / nm.tps : 0;
+  bench_row(&(bench_row_t){
+      .metric = "transfer", .backend = c->backend, .sync = c->sync,
+      .workload = hot ? "hot90" : "uniform", .unit = "transfers/s",
+      .native = "MULTI; INCRBY x2; EXEC (one slot)", .workers = c->workers,
+      .rounds = c->rounds, .doctx = {dm.tps, dm.p50, dm.p99},
+      .nat = {nm.tps, nm.p50, nm.p99},
+      .extra = json_pack("{s:i,s:i,s:f,s:f,s:f,s:i,s:i}", "hot_pct", hot,
+                         "transfers", c->transfers, "ops_per_transfer",
+                         dm.ops, "rt_per_transfer", dm.rts,
+                         "cmds_per_transfer", dm.cmds, "doctx_failed",
+                         dm.errors, "native_failed", nm.errors)});
   printf("%-14s %3d%% | %8.0f %7.0f %7.0f %5.1f %5.1f %5.1f | %8.0f %7.0f "
          "%7.0f | %6.3f",
          c->label, hot, dm.tps, dm.p50, dm.p99, dm.ops, dm.rts, dm.cmds,
@@ -373,6 +383,10 @@ int main(int argc, char **argv) {
       hot = atoi(v);
     else if (!strcmp(a, "--label"))
       c.label = v;
+    else if (!strcmp(a, "--backend"))
+      c.backend = v;
+    else if (!strcmp(a, "--sync"))
+      c.sync = v;
     else {
       fprintf(stderr, "bench_redis: unknown option %s\n", a);
       usage();
@@ -393,6 +407,11 @@ int main(int argc, char **argv) {
   }
   if (!c.label)
     c.label = c.uri.wait ? "redis+wait" : "redis";
+  char waitn[32];
+  snprintf(waitn, sizeof waitn, "wait=%d", c.uri.wait);
+  c.backend = c.backend ? c.backend : "redis";
+  c.sync = c.sync ? c.sync : c.uri.wait ? waitn : "none";
+  bench_begin("bench_redis", c.label, argc, argv);
   if (find_native_node(&c) < 0) {
     dtx__rd_uri_free(&c.uri);
     return 1;
@@ -409,6 +428,6 @@ int main(int argc, char **argv) {
   else if ((rc = bench(&c, 0)) == 0)
     rc = bench(&c, 90);
   dtx__rd_uri_free(&c.uri);
-  return rc < 0 ? 1 : 0;
+  return bench_end(rc < 0 ? 1 : 0);
 }
 #endif /* DTX_HAVE_REDIS */

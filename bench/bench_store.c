@@ -197,12 +197,15 @@ static void bench_sync(const char *dir, const char *sync, int ops,
     exit(1);
   }
   /* A short warm-up on each side fills the page caches. */
+  bench_phase("sync=%s warm-up", sync);
   doctx_round(st, ops / 10 + 1, dl);
   raw_round(&raw, ops / 10 + 1, rl);
   int64_t warm = ops / 10 + 1;
   for (int r = 0; r < rounds; r++) {
     for (int side = 0; side < 2; side++) {
       int doctx_side = (side + r) % 2 == 0; /* alternate who goes first */
+      bench_phase("sync=%s round %d/%d %s", sync, r + 1, rounds,
+                  doctx_side ? "doctx" : "native");
       int64_t t0 = now_ns();
       if (doctx_side)
         doctx_round(st, ops, dl + (size_t)r * (size_t)ops);
@@ -221,6 +224,13 @@ static void bench_sync(const char *dir, const char *sync, int ops,
   }
   result_t d = summarise(dl, ops * rounds, dops, rounds);
   result_t w = summarise(rl, ops * rounds, rops, rounds);
+  bench_row(&(bench_row_t){
+      .metric = "find_one_and_update", .backend = "sqlite", .sync = sync,
+      .workload = "$inc", .unit = "ops/s",
+      .native = "UPDATE t SET n=n+1 WHERE id=? (autocommit)", .workers = 1,
+      .rounds = rounds, .doctx = {d.ops_s, d.p50_us, d.p99_us},
+      .nat = {w.ops_s, w.p50_us, w.p99_us},
+      .extra = json_pack("{s:i}", "ops", ops)});
   printf("%-7s %-6s %8d %12.0f %10.1f %10.1f\n", sync, "doctx", ops, d.ops_s,
          d.p50_us, d.p99_us);
   printf("%-7s %-6s %8d %12.0f %10.1f %10.1f\n", sync, "raw", ops, w.ops_s,
@@ -266,13 +276,14 @@ int main(int argc, char **argv) {
     }
     made = 1;
   }
+  bench_begin("bench_store", NULL, argc, argv);
   printf("find_one_and_update {_id: r} {$inc: {n: 1}} over %d docs, "
          "%d rounds\n\n",
          NDOCS, rounds);
   printf("%-7s %-6s %8s %12s %10s %10s\n", "sync", "side", "ops", "ops/s",
          "p50 us", "p99 us");
-  bench_sync(dir, "normal", ops ? ops : 20000, rounds);
-  bench_sync(dir, "full", ops ? ops : 2000, rounds);
+  bench_sync(dir, "normal", ops ? ops : bench_scaled(20000), rounds);
+  bench_sync(dir, "full", ops ? ops : bench_scaled(2000), rounds);
   if (made) {
     static const char *const files[] = {
         "doctx-normal.db", "doctx-normal.db-wal", "doctx-normal.db-shm",
@@ -286,5 +297,5 @@ int main(int argc, char **argv) {
     }
     rmdir(dir);
   }
-  return 0;
+  return bench_end(0);
 }

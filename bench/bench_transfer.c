@@ -193,22 +193,29 @@ static void bench(cfg_t *c, int hot) {
   pair_t *pairs = malloc(sizeof *pairs * (size_t)c->transfers);
   double *lat = malloc(sizeof *lat * (size_t)c->transfers);
   result_t d[16], n[16];
-  unsigned seed = 42;
-  for (int i = 0; i < c->transfers; i++) {
-    int from = (int)(rand_r(&seed) % 100) < hot ? 0
-                                                : (int)(rand_r(&seed) % (unsigned)c->accounts);
-    int to = (int)(rand_r(&seed) % (unsigned)(c->accounts - 1));
-    if (to >= from)
-      to++;
-    pairs[i] = (pair_t){from, to, 1 + rand_r(&seed) % 1000};
-  }
+  bench_pairs(pairs, c->transfers, c->accounts, hot);
   for (int round = 0; round < c->rounds; round++) {
+    bench_phase("sync=%s hot=%d%% round %d/%d doctx", c->sync, hot, round + 1,
+                c->rounds);
     d[round] = run_doctx(c, pairs, lat, round);
+    bench_phase("sync=%s hot=%d%% round %d/%d native", c->sync, hot,
+                round + 1, c->rounds);
     n[round] = run_native(c, pairs, lat, round);
   }
   qsort(d, (size_t)c->rounds, sizeof *d, cmp_res);
   qsort(n, (size_t)c->rounds, sizeof *n, cmp_res);
   result_t dm = d[c->rounds / 2], nm = n[c->rounds / 2];
+  bench_row(&(bench_row_t){
+      .metric = "transfer", .backend = c->store ? "store" : "sqlite",
+      .sync = c->sync, .workload = hot ? "hot90" : "uniform",
+      .unit = "transfers/s",
+      .native = "BEGIN IMMEDIATE; UPDATE x2; COMMIT", .workers = c->workers,
+      .rounds = c->rounds, .doctx = {dm.tps, dm.p50, dm.p99},
+      .nat = {nm.tps, nm.p50, nm.p99},
+      .extra = json_pack("{s:i,s:i,s:f,s:i,s:i}", "hot_pct", hot,
+                         "transfers", c->transfers, "ops_per_transfer",
+                         dm.ops, "doctx_failed", dm.errors, "native_failed",
+                         nm.errors)});
   printf("%-6s %4d%%  | %9.0f %8.0f %8.0f %6.1f | %9.0f %8.0f %8.0f | %6.2f%s\n",
          c->sync, hot, dm.tps, dm.p50, dm.p99, dm.ops, nm.tps,
          nm.p50, nm.p99, nm.tps > 0 ? dm.tps / nm.tps : 0,
@@ -258,6 +265,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   c.dir = dir;
+  bench_begin("bench_transfer", NULL, argc, argv);
   printf("transfers: %d accounts, %d workers, median of %d rounds\n",
          c.accounts, c.workers, c.rounds);
   printf("sync   hot    | doctx t/s  p50(us)  p99(us) ops/t | native t/s  "
@@ -269,7 +277,7 @@ int main(int argc, char **argv) {
     c.sync = syncs[s];
     int m = c.transfers;
     if (m == 0)
-      c.transfers = s == 0 ? 2000 : 5000;
+      c.transfers = bench_scaled(s == 0 ? 2000 : 5000);
     if (hot >= 0) {
       bench(&c, hot);
     } else {
@@ -278,7 +286,5 @@ int main(int argc, char **argv) {
     }
     c.transfers = m;
   }
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  return system(cmd) == 0 ? 0 : 1;
+  return bench_end(bench_rmdir(dir));
 }

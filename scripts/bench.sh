@@ -7,13 +7,27 @@
 # usage: scripts/bench.sh [BUILD_DIR]      (default: build)
 # Environment:
 #   BENCH_ONLY=sqlite|redis    run one part only (default: both)
+#   BENCH_SCALE=F              the factor on every benchmark's default
+#                              amount of work (make bench's default 0.4:
+#                              a few minutes on an idle 2-core machine; 1
+#                              is the amount a benchmark run by hand does,
+#                              2-4 for steadier figures, 0.1 a smoke run)
 #   BENCH_REDIS_TRANSFERS=N    transfers per round in the main Redis runs
-#                              (default 8000, median of 5 rounds; the
-#                              durability runs use half, median of 3).
-#                              The Redis part takes about 2.5 minutes on 2
-#                              cores (before bench_bulk and bench_job).
+#                              (8000 x BENCH_SCALE, median of 5
+#                              rounds; the durability runs use half,
+#                              median of 3)
 #   BENCH_REDIS_JOBS=N         jobs per drain round of bench_job on Redis
-#                              (default 300; latency rounds run N/4)
+#                              (300 x BENCH_SCALE; latency rounds
+#                              run N/4)
+#   BENCH_RESULTS=DIR          where the JSON results and the charts go
+#                              (default bench/results, emptied first)
+#
+# Every benchmark writes its rows to DIR/<bench>[-<label>].json (machine,
+# backend, sync mode, workers, ops/s, p50/p99, the native baseline and the
+# ratio: bench/bench_common.h), shows a progress line on stderr while it
+# runs, and at the end scripts/bench_plot.sh draws DIR/chart-*.png (doctx
+# beside native per backend and sync mode) and DIR/ratios.png with
+# gnuplot.
 #
 # The Redis part starts its own servers (tests/redis/servers.sh; a trap
 # stops them on exit) and prints:
@@ -30,6 +44,14 @@
 #      first part: against a table queue claimed with UPDATE ... RETURNING);
 #      and, with 8 workers, on a cluster of one master holding every slot
 #      (doctx's throughput should grow with masters, not sit on one).
+#   1d. bench_ledger on both: 2-leg ledger entries posted by 8 writers
+#      (and one committer), uniform and 90%-hot, against MULTI / INCRBY x2 /
+#      XADD / EXEC in one slot (on SQLite, in the first part: against one
+#      transaction inserting the entry and updating two balance rows); and
+#      balance reads 1,000 legs past the cache against GET (SELECT).
+#   1e. bench_lock on both: lock acquire + fenced write + release cycles
+#      against SET NX PX / SET / Lua compare-and-delete (on SQLite: one
+#      plain transaction doing the same updates).
 #   2. the store's ceiling: redis-benchmark, pipelined EVALSHA of a script
 #      shaped like doctx's document compare-and-set, on the standalone
 #      server and on one cluster master; and the share of it doctx uses,
@@ -47,6 +69,29 @@ all | sqlite | redis) ;;
 *) echo "bench: BENCH_ONLY must be sqlite or redis" >&2; exit 2 ;;
 esac
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+export BENCH_SCALE=${BENCH_SCALE:-0.4}
+SCALE=$BENCH_SCALE
+export BENCH_RESULTS=${BENCH_RESULTS:-$ROOT/bench/results}
+mkdir -p "$BENCH_RESULTS"
+rm -f "$BENCH_RESULTS"/bench_*.json "$BENCH_RESULTS"/*.png \
+  "$BENCH_RESULTS"/summary.tsv
+BENCH_GIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+BENCH_NOTE="load at start: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+export BENCH_GIT BENCH_NOTE
+# n x BENCH_SCALE, at least 1 (the shell's side of bench_scaled()).
+scaled() { awk -v n="$1" -v f="$SCALE" 'BEGIN { v = int(n * f); print v < 1 ? 1 : v }'; }
+
+# The charts, from whatever ran (called before each normal exit).
+plot() {
+  if command -v gnuplot >/dev/null && command -v python3 >/dev/null; then
+    echo
+    echo "## charts"
+    bash "$ROOT/scripts/bench_plot.sh" "$BENCH_RESULTS" ||
+      echo "bench: drawing the charts failed" >&2
+  else
+    echo "bench: gnuplot or python3 missing: no charts (scripts/setup.sh)" >&2
+  fi
+}
 
 if [ "$ONLY" != redis ]; then
   echo "## bench_store: find_one_and_update \$inc vs raw SQLite UPDATE"
@@ -63,8 +108,17 @@ if [ "$ONLY" != redis ]; then
   echo
   echo "## bench_job: add + claim + complete of no-op jobs vs a SQLite table queue (UPDATE ... RETURNING)"
   "$BUILD/bench_job"
+  echo
+  echo "## bench_ledger: 2-leg ledger posts vs one SQLite transaction (INSERT entry, UPDATE x2); balance reads"
+  "$BUILD/bench_ledger"
+  echo
+  echo "## bench_lock: lock acquire + fenced write + release vs one plain SQLite transaction"
+  "$BUILD/bench_lock"
 fi
-[ "$ONLY" = sqlite ] && exit 0
+if [ "$ONLY" = sqlite ]; then
+  plot
+  exit 0
+fi
 
 # ---- Redis --------------------------------------------------------------------
 
@@ -72,6 +126,7 @@ for tool in redis-server redis-cli redis-benchmark python3; do
   if ! command -v $tool >/dev/null; then
     echo "## bench_redis: skipped ($tool not found)"
     [ "$ONLY" = redis ] && exit 2
+    plot
     exit 0
   fi
 done
@@ -79,7 +134,7 @@ done
   echo "bench: $BUILD/bench_redis missing (built without Redis?)" >&2
   exit 2
 }
-M=${BENCH_REDIS_TRANSFERS:-8000}
+M=${BENCH_REDIS_TRANSFERS:-$(scaled 8000)}
 MD=$((M / 2))
 
 # servers.sh's exit trap waits for the servers it kills, and a killed
@@ -95,11 +150,11 @@ RESULTS=$WORK/results
 
 # Runs bench_redis; the table goes to the terminal, RESULT lines to
 # $RESULTS for the share computed at the end.
-run_redis() { # LABEL URI [bench_redis args...]
-  local label=$1 uri=$2
-  shift 2
-  "$BUILD/bench_redis" --store "$uri" --label "$label" --transfers "$M" "$@" \
-    >"$WORK/$label.out"
+run_redis() { # LABEL URI BACKEND SYNC [bench_redis args...]
+  local label=$1 uri=$2 backend=$3 sync=$4
+  shift 4
+  "$BUILD/bench_redis" --store "$uri" --label "$label" --transfers "$M" \
+    --backend "$backend" --sync "$sync" "$@" >"$WORK/$label.out"
   local rc=$?
   grep -v '^RESULT ' "$WORK/$label.out"
   grep '^RESULT ' "$WORK/$label.out" >>"$RESULTS"
@@ -110,18 +165,19 @@ run_redis() { # LABEL URI [bench_redis args...]
   return $rc
 }
 
-run_redis standalone "$URI_SA" --rounds 5
-run_redis cluster "$URI_CL" --rounds 5
+run_redis standalone "$URI_SA" redis-standalone none --rounds 5
+run_redis cluster "$URI_CL" redis-cluster none --rounds 5
 
 echo
 echo "## bench_bulk: bulk_write batches of 1/16/64 vs a pipeline of N EVALSHA (compare-and-set)"
 # Runs a benchmark on one target as run_redis does: the table to the
 # terminal, RESULT lines to $RESULTS.
 run_on() { # BENCH LABEL URI [BENCH's args...]
-  "$BUILD/$1" --store "$3" --label "$2" "${@:4}" >"$WORK/$2.out"
+  local out="$WORK/$1-$2.out"
+  "$BUILD/$1" --store "$3" --label "$2" "${@:4}" >"$out"
   local rc=$?
-  grep -v '^RESULT ' "$WORK/$2.out"
-  grep '^RESULT ' "$WORK/$2.out" >>"$RESULTS"
+  grep -v '^RESULT ' "$out"
+  grep '^RESULT ' "$out" >>"$RESULTS"
   [ $rc = 0 ] || { echo "bench: $1 $2 failed (exit $rc)" >&2; fail=$((fail + 1)); }
 }
 run_on bench_bulk redis-standalone "$URI_SA"
@@ -132,9 +188,9 @@ echo "## bench_job: add + claim + complete of no-op jobs vs LPUSH / LMOVE / LREM
 # 300 jobs per drain, not 1,000 as on SQLite: the worker's recovery pass
 # (every second) reads every succeeded job on Redis, so a longer drain
 # slows down as they pile up (docs/benchmarks.md, "Job queue").
-JOBS_RD=${BENCH_REDIS_JOBS:-300}
-run_on bench_job job-standalone "$URI_SA" --jobs "$JOBS_RD"
-run_on bench_job job-cluster "$URI_CL" --jobs "$JOBS_RD"
+JOBS_RD=${BENCH_REDIS_JOBS:-$(scaled 300)}
+run_on bench_job redis-standalone "$URI_SA" --jobs "$JOBS_RD"
+run_on bench_job redis-cluster "$URI_CL" --jobs "$JOBS_RD"
 # The scale-out check: the same benchmark (8 workers) on a cluster of one
 # master holding every slot, on a spare port of servers.sh's block (it
 # found BASE..BASE+9 free), stopped afterwards.  doctx spreads jobs over
@@ -144,7 +200,7 @@ if start_server "$port" --cluster-enabled yes \
   --cluster-config-file "$WORK/$port/nodes.conf" &&
   redis-cli -p "$port" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null &&
   wait_cluster_ok "$port"; then
-  run_on bench_job job-1-master "redis://127.0.0.1:$port" \
+  run_on bench_job redis-1-master "redis://127.0.0.1:$port" \
     --jobs "$JOBS_RD" --workers 8
 else
   echo "bench: one-master cluster did not start" >&2
@@ -152,6 +208,16 @@ else
 fi
 pid=$(cat "$WORK/$port/pid" 2>/dev/null)
 [ -n "$pid" ] && { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }
+
+echo
+echo "## bench_ledger: 2-leg ledger posts vs MULTI / INCRBY x2 / XADD / EXEC in one slot; balance reads"
+run_on bench_ledger redis-standalone "$URI_SA"
+run_on bench_ledger redis-cluster "$URI_CL"
+
+echo
+echo "## bench_lock: lock acquire + fenced write + release vs SET NX PX / SET / Lua compare-and-delete"
+run_on bench_lock redis-standalone "$URI_SA"
+run_on bench_lock redis-cluster "$URI_CL"
 
 # ---- the ceiling ----------------------------------------------------------------
 # The same shape as RD_S_WRITE (src/store/redis/scripts.c) updating one
@@ -237,24 +303,26 @@ awk -v sa="${CEIL_SA:-0}" -v cl="${CEIL_CL:-0}" '
 echo
 echo "## durability: uniform, $MD transfers, median of 3 rounds"
 M=$MD
-run_redis sa-no-aof "$URI_SA" --hot 0 --rounds 3
+run_redis sa-no-aof "$URI_SA" redis-standalone no-aof --hot 0 --rounds 3
 # Fresh standalone servers on spare ports of servers.sh's block (it found
 # BASE..BASE+9 free), each stopped before the next starts.
 port=$((BASE + 7))
 for fsync in everysec always; do
   REDIS_EXTRA_ARGS="--appendonly yes --appendfsync $fsync" start_server "$port" ||
     { fail=$((fail + 1)); continue; }
-  run_redis "sa-aof-$fsync" "redis://127.0.0.1:$port" --hot 0 --rounds 3
+  run_redis "sa-aof-$fsync" "redis://127.0.0.1:$port" redis-standalone \
+    "aof-$fsync" --hot 0 --rounds 3
   pid=$(cat "$WORK/$port/pid")
   kill "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
   port=$((port + 1))
 done
-run_redis cl-no-wait "$URI_CL" --hot 0 --rounds 3
-run_redis cl-wait1 "$URI_CL?wait=1" --hot 0 --rounds 3
+run_redis cl-no-wait "$URI_CL" redis-cluster no-wait --hot 0 --rounds 3
+run_redis cl-wait1 "$URI_CL?wait=1" redis-cluster wait=1 --hot 0 --rounds 3
 
 echo
 echo "## machine-readable"
 cat "$RESULTS" "$WORK/shares" 2>/dev/null
+plot
 [ "$fail" = 0 ] || { echo "bench: $fail Redis step(s) failed" >&2; exit 1; }
 exit 0

@@ -2,9 +2,10 @@
 # Installs the Debian packages doctx needs, only those missing.  Run as root
 # on a fresh Debian 12 machine (make run / make test call it first).
 set -euo pipefail
+# gnuplot-nox: make bench's charts (gnuplot without the X11/Qt front ends).
 pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
       libsqlite3-dev libjansson-dev libhiredis-dev libpcre2-dev redis-server
-      redis-tools sqlite3 jq python3)
+      redis-tools sqlite3 jq python3 gnuplot-nox)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
