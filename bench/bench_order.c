@@ -206,7 +206,10 @@ int main(int argc, char **argv) {
   double *lat = malloc(sizeof *lat * (size_t)c.orders);
   double *nlat = malloc(sizeof *nlat * (size_t)c.orders);
   double d[64], n[64], dp50 = 0, dp99 = 0, np50 = 0, np99 = 0;
+  bench_begin("bench_order", c.store ? "redis" : NULL, argc, argv);
   for (int r = 0; r < c.rounds; r++) {
+    bench_phase("order confirm, sync=%s, round %d of %d", c.sync, r + 1,
+                c.rounds);
     d[r] = doctx_round(&c, r, lat);
     n[r] = native_round(&c, r, nlat);
     dp50 = pct(lat, c.orders, 0.50);
@@ -220,11 +223,18 @@ int main(int argc, char **argv) {
          "(p50 %.0f us, p99 %.0f us), ratio doctx/native %.3f\n",
          c.orders, c.users, c.sync, c.store ? c.store : "sqlite", dm, dp50,
          dp99, nm, np50, np99, dm / nm);
+  bench_row(&(bench_row_t){
+      .metric = "order confirm", .backend = c.store ? "redis" : "sqlite",
+      .sync = c.sync, .workload = "one thread", .unit = "orders/s",
+      .native = "one SQLite transaction: order and balance updates",
+      .workers = 1, .rounds = c.rounds,
+      .doctx = {dm, dp50, dp99}, .nat = {nm, np50, np99},
+      .extra = json_pack("{s:i,s:i}", "orders", c.orders, "users", c.users)});
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", c.dir);
   if (system(cmd) != 0)
     fprintf(stderr, "bench_order: could not remove %s\n", c.dir);
   free(lat);
   free(nlat);
-  return 0;
+  return bench_end(0);
 }

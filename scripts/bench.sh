@@ -114,6 +114,11 @@ if [ "$ONLY" != redis ]; then
   echo
   echo "## bench_lock: lock acquire + fenced write + release vs one plain SQLite transaction"
   "$BUILD/bench_lock"
+  echo
+  echo "## bench_order: order confirmations (claim, credit transfer, confirm) vs one SQLite transaction"
+  for s in normal full; do
+    "$BUILD/bench_order" --sync "$s" --orders "$(scaled 300)"
+  done
 fi
 if [ "$ONLY" = sqlite ]; then
   plot
