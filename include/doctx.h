@@ -822,6 +822,26 @@ int dtx_job_effect_at(dtx_store_t *st, const char *job_id, int64_t epoch,
                       const char *key, const char *coll, const json_t *filter,
                       const json_t *update, int *applied);
 
+/* An effect's options.  fence_name (NULL for none) and fence_token make
+ * the effect a fenced write (see "fenced writes" above): the handler holds
+ * that lease lock, and the target refuses the effect with DTX_EFENCED,
+ * changing nothing, once a larger token of the lock has written it -- so a
+ * handler that kept running after its lock lapsed cannot overwrite the
+ * next holder's work.  Strings are borrowed for the call. */
+typedef struct dtx_job_effect_opts {
+  const char *fence_name;
+  int64_t fence_token;
+} dtx_job_effect_opts_t;
+
+/* dtx_job_effect and dtx_job_effect_at with options (opts may be NULL). */
+int dtx_job_effect_ex(dtx_job_run_t *run, const char *key, const char *coll,
+                      const json_t *filter, const json_t *update,
+                      const dtx_job_effect_opts_t *opts, int *applied);
+int dtx_job_effect_at_ex(dtx_store_t *st, const char *job_id, int64_t epoch,
+                         const char *key, const char *coll,
+                         const json_t *filter, const json_t *update,
+                         const dtx_job_effect_opts_t *opts, int *applied);
+
 /* Sets the result the job keeps when the handler succeeds (copied). */
 void dtx_job_result(dtx_job_run_t *run, const json_t *result);
 /* Sets the message kept as last_error when the handler fails (copied). */
@@ -1066,8 +1086,8 @@ typedef struct dtx_ledger_post_req {
  * existing id with the same legs (and the same pending flag) returns the
  * existing entry, so a retry posts at most once; with other legs it is
  * DTX_ECONFLICT.  Losing a seqId to a concurrent poster is retried within
- * opts' deadline (DTX_EUNAVAILABLE past it; nothing recorded).  *out: the
- * entry.  opts may be NULL. */
+ * opts' deadline (DTX_EUNAVAILABLE past it; nothing recorded).  *out (may be NULL):
+ * the entry, a new reference.  opts may be NULL. */
 int dtx_ledger_post(dtx_store_t *st, const dtx_ledger_post_req_t *req,
                     const dtx_exec_opts_t *opts, json_t **out);
 

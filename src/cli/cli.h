@@ -144,6 +144,11 @@ int dtx__cli_stray(const char *cmd, const char *sub, const dtx__cli_opt_t *o,
  * returns rc's exit code (its error printed): the tail of every command
  * that prints a result or summary and may fail. */
 int dtx__cli_summary(int rc, json_t *sum);
+/* --fence NAME:TOKEN (v; NULL: no fence, *name NULL) checked by the
+ * library; *name points into a per-thread buffer until the next call.  0,
+ * or the exit code after printing the error. */
+int dtx__cli_fence(const char *cmd, const char *v, const char **name,
+                   int64_t *token);
 /* --skip/--limit into page; -1 after a usage error. */
 int dtx__cli_page_opts(const char *cmd, const dtx__cli_opt_t *skip,
                        const dtx__cli_opt_t *limit, dtx_page_t *page);

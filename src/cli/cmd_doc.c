@@ -134,25 +134,7 @@ static int parse_args(args_t *a, int argc, char **argv) {
  * "job:7" hold one), checked as the library will check it, so that bad
  * input exits 2 before the store is opened.  *name points into argv. */
 static int parse_fence(const args_t *a, const char **name, int64_t *token) {
-  static _Thread_local char buf[160];
-  const char *v = optval(a, O_FENCE);
-  *name = NULL;
-  *token = 0;
-  if (!v)
-    return 0;
-  const char *colon = strrchr(v, ':');
-  if (!colon || colon == v || (size_t)(colon - v) >= sizeof buf ||
-      dtx__cli_int64(colon + 1, 0, token) < 0)
-    return dtx__cli_usage("%s: --fence wants NAME:TOKEN with an integer "
-                          "TOKEN >= 1, not '%s'",
-                          a->cmd, v);
-  memcpy(buf, v, (size_t)(colon - v));
-  buf[colon - v] = '\0';
-  int rc = dtx_check_fence(buf, *token);
-  if (rc < 0)
-    return dtx__cli_fail(rc);
-  *name = buf;
-  return 0;
+  return dtx__cli_fence(a->cmd, optval(a, O_FENCE), name, token);
 }
 
 static int check_coll(const char *coll) {

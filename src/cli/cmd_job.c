@@ -20,6 +20,7 @@ static const char *job_help =
     "                 [--lease-ms N] [--timeout-ms N] [--owner NAME]\n"
     "                 [--deadline-ms N]\n"
     "       doctx job effect JOB_ID EPOCH KEY COLL FILTER UPDATE\n"
+    "                 [--fence NAME:TOKEN]\n"
     "States: ready, delayed (run-at in the future, also a retry's backoff),\n"
     "running, succeeded, dead, canceled.  --priority is -100..100 (default\n"
     "0; higher runs first); among equals the oldest run-at runs first.\n"
@@ -39,15 +40,19 @@ static const char *job_help =
     "effect applies UPDATE to the first document of COLL matching FILTER at\n"
     "most once per (job, KEY), only while the job runs at EPOCH; it prints\n"
     "{\"applied\":true} the first time, {\"applied\":false} on a repeat.\n"
+    "--fence NAME:TOKEN makes it a fenced write under lock NAME (the\n"
+    "handler's token): refused with FENCED, exit 3, once a larger token of\n"
+    "NAME wrote the document.\n"
     "exit: 0 ok; 1 no such job (show), no document matches (effect);\n"
     "      2 invalid input (nothing is recorded); 3 --id reused with other\n"
     "      parameters, cancel of a job that is not ready or delayed, retry\n"
-    "      of one that is not dead, a stale EPOCH (effect); 4 store error\n";
+    "      of one that is not dead, a stale EPOCH or a stale --fence token\n"
+    "      (effect); 4 store error\n";
 
 
 enum { O_ID, O_PRI, O_DELAY, O_MAX, O_BACKOFF, O_UKEY, O_STATE, O_LIMIT,
        O_SKIP, O_VERBOSE, O_EXEC, O_THREADS, O_ONCE, O_LEASE, O_TIMEOUT,
-       O_OWNER, O_DEADLINE, O_N };
+       O_OWNER, O_DEADLINE, O_FENCE, O_N };
 
 
 
@@ -134,11 +139,14 @@ static int job_work(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {
 static int job_effect(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {
   int64_t epoch = 0;
   int code;
-  static const int ok[] = {-1};
+  static const int ok[] = {O_FENCE, -1};
+  dtx_job_effect_opts_t eo = {0};
   if (n != 7)
     return dtx__cli_usage("job effect: expected JOB_ID EPOCH KEY COLL FILTER "
                           "UPDATE");
-  if ((code = stray("effect", o, ok)))
+  if ((code = stray("effect", o, ok)) ||
+      (code = dtx__cli_fence("job effect", o[O_FENCE].value, &eo.fence_name,
+                             &eo.fence_token)))
     return code;
   if (dtx__cli_int64(pos[2], 0, &epoch) != 0 || epoch < 1)
     return dtx__cli_usage("job effect: EPOCH must be an integer >= 1, got "
@@ -151,8 +159,8 @@ static int job_effect(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {
   dtx_store_t *st = NULL;
   int rc = 0, applied = 0;
   if (!(code = dtx__cli_faults_ok()) && (st = dtx__cli_store(cli, &code)))
-    rc = dtx_job_effect_at(st, pos[1], epoch, pos[3], pos[4], filter, update,
-                           &applied);
+    rc = dtx_job_effect_at_ex(st, pos[1], epoch, pos[3], pos[4], filter,
+                              update, &eo, &applied);
   json_decref(filter);
   json_decref(update);
   if (!st)
@@ -173,7 +181,8 @@ int dtx__cmd_job(dtx_cli_t *cli, int argc, char **argv) {
       [O_VERBOSE] = {"--verbose", 0, NULL}, [O_EXEC] = {"--exec", 1, NULL},
       [O_THREADS] = {"--threads", 1, NULL}, [O_ONCE] = {"--once", 0, NULL},
       [O_LEASE] = {"--lease-ms", 1, NULL},  [O_TIMEOUT] = {"--timeout-ms", 1, NULL},
-      [O_OWNER] = {"--owner", 1, NULL},     [O_DEADLINE] = {"--deadline-ms", 1, NULL}};
+      [O_OWNER] = {"--owner", 1, NULL},     [O_DEADLINE] = {"--deadline-ms", 1, NULL},
+      [O_FENCE] = {"--fence", 1, NULL}};
   char *pos[8];
   int code;
   if (dtx__cli_is_help(argc, argv))

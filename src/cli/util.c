@@ -321,3 +321,25 @@ int dtx__cli_summary(int rc, json_t *sum) {
   json_decref(sum);
   return rc ? dtx__cli_fail(rc) : DTX_EXIT_OK;
 }
+
+int dtx__cli_fence(const char *cmd, const char *v, const char **name,
+                   int64_t *token) {
+  static _Thread_local char buf[160];
+  *name = NULL;
+  *token = 0;
+  if (!v)
+    return 0;
+  const char *colon = strrchr(v, ':');
+  if (!colon || colon == v || (size_t)(colon - v) >= sizeof buf ||
+      dtx__cli_int64(colon + 1, 0, token) < 0)
+    return dtx__cli_usage("%s: --fence wants NAME:TOKEN with an integer "
+                          "TOKEN >= 1, not '%s'",
+                          cmd, v);
+  memcpy(buf, v, (size_t)(colon - v));
+  buf[colon - v] = '\0';
+  int rc = dtx_check_fence(buf, *token);
+  if (rc < 0)
+    return dtx__cli_fail(rc);
+  *name = buf;
+  return 0;
+}

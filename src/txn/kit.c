@@ -155,6 +155,12 @@ int dtx__kit_find_n(dtx__exec_t *ex, const char *coll, const json_t *filter,
 
 int dtx__kit_update(dtx__exec_t *ex, const char *point, const char *coll,
                     json_t *filter, json_t *update, int *matched) {
+  return dtx__kit_update_ex(ex, point, coll, filter, update, NULL, matched);
+}
+
+int dtx__kit_update_ex(dtx__exec_t *ex, const char *point, const char *coll,
+                       json_t *filter, json_t *update,
+                       const dtx_update_opts_t *opts, int *matched) {
   dtx__retry_t r = {0};
   int rc = DTX_ENOMEM;
   if (matched)
@@ -166,7 +172,7 @@ int dtx__kit_update(dtx__exec_t *ex, const char *point, const char *coll,
       rc = DTX_FAULTPOINT(point);
       if (rc == 0)
         rc = dtx__fault_lost(
-            dtx_store_update(ex->st, coll, filter, update, NULL, &res));
+            dtx_store_update(ex->st, coll, filter, update, opts, &res));
     } while (dtx__retry_again(&r, &rc, point));
     if (rc == 0 && matched)
       *matched = res.matched > 0;

@@ -154,6 +154,12 @@ int dtx__kit_find_n(dtx__exec_t *ex, const char *coll, const json_t *filter,
  * stolen.  *matched (may be NULL): whether a document matched. */
 int dtx__kit_update(dtx__exec_t *ex, const char *point, const char *coll,
                     json_t *filter, json_t *update, int *matched);
+/* dtx__kit_update with the store's update options (borrowed; may be NULL),
+ * e.g. a fenced write (DTX_EFENCED when a larger token wrote the document;
+ * nothing changed). */
+int dtx__kit_update_ex(dtx__exec_t *ex, const char *point, const char *coll,
+                       json_t *filter, json_t *update,
+                       const dtx_update_opts_t *opts, int *matched);
 
 /* find_one_and_update returning the document after the update; sort
  * (borrowed, may be NULL) picks among several matches.  filter and update

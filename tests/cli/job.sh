@@ -3,8 +3,9 @@
 # keys, bad input that records nothing, priorities, --exec (stdin, the
 # environment, stdout as result, stderr as last_error, backoff, dead,
 # retry, cancel, the lease renewed while CMD runs, the timeout kill) and
-# `job effect` (applied once, exit 1 on no match, exit 3 on a stale
-# epoch).  Runs on SQLite, and on both Redis targets from run-redis.sh.
+# `job effect` (applied once, exit 1 on no match, exit 3 on a stale epoch
+# or a stale --fence token).  Runs on SQLite, and on both Redis targets
+# from run-redis.sh.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/harness.sh"
@@ -61,6 +62,8 @@ bad state|list --state done|unknown job state
 work without exec|work mail --once|--exec
 effect bad epoch|effect j1 0 k c {} {"$set":{"a":1}}|EPOCH
 effect bad key|effect j1 1 k/1 c {} {"$set":{"a":1}}|effect key
+effect bad fence|effect j1 1 k c {} {"$set":{"a":1}} --fence L:0|positive integer
+effect fence word|effect j1 1 k c {} {"$set":{"a":1}} --fence L:x|--fence
 unknown sub|frobnicate|expected add
 TABLE
 [ "$(d find jobs | md5sum)" = "$before" ] && ok || bad "bad input changed the store"
@@ -139,5 +142,14 @@ expect 3 "effect stale epoch" -- d job effect af 2 bob users '{"_id":"bob"}' '{"
 grep -q "doctx: STALE: " "$WORK/err" && ok || bad "stale message: $(cat "$WORK/err")"
 [ "$(d find users '{"_id":"bob"}' --project '{"friends":1}')" = '{"_id":"bob","friends":[]}' ] && ok || bad "a stale effect changed bob"
 expect 2 "effect on markers" -- d job effect af 1 m users '{"_id":"bob"}' '{"$unset":{"dtx_fx":""}}'
+
+# A fenced effect (Kleppmann): the handler held lock L with token 1; the
+# next holder (token 2) wrote bob; the first one's late effect is refused.
+expect 0 "fenced effect, token 1" -- d job effect af 1 f1 users '{"_id":"bob"}' '{"$set":{"by":1}}' --fence L:1
+expect 0 "fenced effect, token 2" -- d job effect af 1 f2 users '{"_id":"bob"}' '{"$set":{"by":2}}' --fence L:2
+expect 3 "fenced effect, stale token 1" -- d job effect af 1 f3 users '{"_id":"bob"}' '{"$set":{"by":1}}' --fence L:1
+grep -q "doctx: FENCED: " "$WORK/err" && ok || bad "fenced message: $(cat "$WORK/err")"
+[ "$(d find users '{"_id":"bob"}' --project '{"_id":0,"by":1}')" = '{"by":2}' ] && ok || bad "a fenced-out effect changed bob"
+[ "$(d count users '{"_id":"bob","dtx_fx.key":"f3"}')" = 0 ] && ok || bad "a fenced-out effect left its marker"
 expect 0 "audit" -- d audit
 finish

@@ -108,9 +108,14 @@ static json_t *both(const json_t *filter, json_t *cond) {
 
 static int apply(dtx__exec_t *ex, const char *id, int64_t epoch,
                  const char *key, const char *coll, const json_t *filter,
-                 const json_t *update, int *applied) {
+                 const json_t *update, const dtx_job_effect_opts_t *eo,
+                 int *applied) {
   int rc, matched = 0;
   *applied = 0;
+  dtx_update_opts_t uo = {.fence_name = eo ? eo->fence_name : NULL,
+                          .fence_token = eo ? eo->fence_token : 0};
+  if (uo.fence_name && (rc = dtx_check_fence(uo.fence_name, uo.fence_token)))
+    return rc;
   if ((rc = dtx__check_ident("job id", id)) ||
       (rc = dtx__check_ident("effect key", key)))
     return rc;
@@ -134,8 +139,9 @@ static int apply(dtx__exec_t *ex, const char *id, int64_t epoch,
     json_decref(u);
     return rc;
   }
-  rc = dtx__kit_update(ex, "job.effect.apply", coll,
-                       both(filter, marker_cond(id, key, 0)), u, &matched);
+  rc = dtx__kit_update_ex(ex, "job.effect.apply", coll,
+                          both(filter, marker_cond(id, key, 0)), u, &uo,
+                          &matched);
   if (rc || matched) {
     *applied = rc == 0;
     return rc;
@@ -155,8 +161,9 @@ static int apply(dtx__exec_t *ex, const char *id, int64_t epoch,
   return rc;
 }
 
-int dtx_job_effect(dtx_job_run_t *run, const char *key, const char *coll,
-                   const json_t *filter, const json_t *update, int *applied) {
+int dtx_job_effect_ex(dtx_job_run_t *run, const char *key, const char *coll,
+                      const json_t *filter, const json_t *update,
+                      const dtx_job_effect_opts_t *opts, int *applied) {
   int dummy;
   if (!applied)
     applied = &dummy;
@@ -168,12 +175,18 @@ int dtx_job_effect(dtx_job_run_t *run, const char *key, const char *coll,
   dtx__call_t c;
   dtx__call_begin(&c, run->ex->deadline_ms);
   return dtx__call_end(&c, apply(run->ex, run->id, run->epoch, key, coll,
-                                 filter, update, applied));
+                                 filter, update, opts, applied));
 }
 
-int dtx_job_effect_at(dtx_store_t *st, const char *job_id, int64_t epoch,
-                      const char *key, const char *coll, const json_t *filter,
-                      const json_t *update, int *applied) {
+int dtx_job_effect(dtx_job_run_t *run, const char *key, const char *coll,
+                   const json_t *filter, const json_t *update, int *applied) {
+  return dtx_job_effect_ex(run, key, coll, filter, update, NULL, applied);
+}
+
+int dtx_job_effect_at_ex(dtx_store_t *st, const char *job_id, int64_t epoch,
+                         const char *key, const char *coll,
+                         const json_t *filter, const json_t *update,
+                         const dtx_job_effect_opts_t *opts, int *applied) {
   dtx__exec_t ex;
   dtx__call_t c;
   int dummy;
@@ -182,5 +195,12 @@ int dtx_job_effect_at(dtx_store_t *st, const char *job_id, int64_t epoch,
   dtx__call_begin(&c, 0);
   dtx__exec_init(&ex, st, NULL, 0, 0);
   return dtx__call_end(&c, apply(&ex, job_id, epoch, key, coll, filter,
-                                 update, applied));
+                                 update, opts, applied));
+}
+
+int dtx_job_effect_at(dtx_store_t *st, const char *job_id, int64_t epoch,
+                      const char *key, const char *coll, const json_t *filter,
+                      const json_t *update, int *applied) {
+  return dtx_job_effect_at_ex(st, job_id, epoch, key, coll, filter, update,
+                              NULL, applied);
 }

@@ -283,10 +283,15 @@ int dtx_ledger_post(dtx_store_t *st, const dtx_ledger_post_req_t *req,
                     const dtx_exec_opts_t *opts, json_t **out) {
   dtx__exec_t ex;
   dtx__call_t c;
-  *out = NULL;
+  json_t *entry = NULL; /* out may be NULL: the entry is then dropped */
   dtx__exec_from(&ex, st, opts);
   dtx__call_begin(&c, ex.deadline_ms);
-  return dtx__call_end(&c, post(&ex, req, NULL, out));
+  int rc = dtx__call_end(&c, post(&ex, req, NULL, &entry));
+  if (out)
+    *out = entry;
+  else
+    json_decref(entry);
+  return rc;
 }
 
 /* ---- pending entries: post in full, void, expire ------------------------------- */
