@@ -551,3 +551,9 @@ int dtx__check_op_update(const char *what, const json_t *u,
   }
   return 0;
 }
+
+int dtx__kit_abandoned(const dtx_recover_opts_t *o, int64_t changed_at,
+                       int64_t lease_until, int64_t now) {
+  return o->older_than_ms >= 0 ? changed_at <= now - o->older_than_ms
+                               : lease_until <= now;
+}

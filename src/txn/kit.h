@@ -419,6 +419,13 @@ size_t dtx__pattern_count(void);
 
 /* One recovery pass of every pattern; tallies[i] (initialised) receives
  * pattern i's.  Returns dtx__tally_raise(tallies). */
+/* Recovery's one rule for work held under a lease: with
+ * o->older_than_ms >= 0 (the operator's explicit age) it is abandoned when
+ * its last change, changed_at, is at least that old; otherwise when its
+ * lease, lease_until, has lapsed.  1 when abandoned, else 0. */
+int dtx__kit_abandoned(const dtx_recover_opts_t *o, int64_t changed_at,
+                       int64_t lease_until, int64_t now);
+
 int dtx__recover_pass(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                       dtx__tally_t *tallies);
 /* The first error any of the tallies (one per pattern) counted, with its

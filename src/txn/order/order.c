@@ -503,16 +503,15 @@ static int recover(dtx__exec_t *ex, const dtx_recover_opts_t *ro,
   json_array_foreach(list, i, o) {
     json_t *id = json_object_get(o, "_id"), *taken = NULL, *out = NULL,
            *cond = NULL;
-    if (ro->older_than_ms >= 0) {
-      if (dtx__int(o, "updated") > now - ro->older_than_ms) {
-        dtx__tally_skip(t, "updated within --older-than-ms", id);
-        continue;
-      }
-      cond = json_pack("{s:O}", "updated", json_object_get(o, "updated"));
-    } else if (dtx__int(o, "lease_until") > now) {
-      dtx__tally_skip(t, "lease not expired", id);
+    if (!dtx__kit_abandoned(ro, dtx__int(o, "updated"),
+                            dtx__int(o, "lease_until"), now)) {
+      dtx__tally_skip(t, ro->older_than_ms >= 0
+                             ? "updated within --older-than-ms"
+                             : "lease not expired", id);
       continue;
     }
+    if (ro->older_than_ms >= 0) /* taken over only if still untouched */
+      cond = json_pack("{s:O}", "updated", json_object_get(o, "updated"));
     rc = dtx__kit_takeover(ex, OK_KIND, o, "order.takeover", NULL, cond, NULL,
                            &taken);
     if (rc == 0)

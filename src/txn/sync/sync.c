@@ -545,9 +545,8 @@ static void repair_rule(dtx__exec_t *ex, const dtx__sync_rule_t *r,
   json_array_foreach(list, i, m) {
     const json_t *flag = dtx__sync_get(m, r->fpath), *id;
     const char *stamp = dtx__str(flag, "stamp");
-    int stale = o->older_than_ms >= 0
-                    ? dtx__int(flag, "at") <= now - o->older_than_ms
-                    : dtx__int(flag, "until") <= now;
+    int stale = dtx__kit_abandoned(o, dtx__int(flag, "at"),
+                                   dtx__int(flag, "until"), now);
     id = json_object_get(m, "_id");
     if (!stale) {
       dtx__tally_skip(t, "flag not stale", id);

@@ -38,13 +38,13 @@
 /* NULL when tx is abandoned, else why it is left alone. */
 static const char *left_alone(const json_t *tx, const dtx_recover_opts_t *o,
                               int64_t now) {
-  if (o->older_than_ms >= 0)
-    return dtx__int(tx, "updated") <= now - o->older_than_ms
-               ? NULL
-               : "updated within --older-than-ms";
-  if (dtx__state_is(tx, DTX_ST_INITIATED))
+  if (o->older_than_ms < 0 && dtx__state_is(tx, DTX_ST_INITIATED))
     return "initiated: left to workers"; /* only an explicit age makes them ours */
-  return dtx__int(tx, "lease_until") <= now ? NULL : "lease not expired";
+  if (dtx__kit_abandoned(o, dtx__int(tx, "updated"),
+                         dtx__int(tx, "lease_until"), now))
+    return NULL;
+  return o->older_than_ms >= 0 ? "updated within --older-than-ms"
+                               : "lease not expired";
 }
 
 /* Drives every abandoned non-terminal transfer to its end. */

@@ -184,9 +184,8 @@ int dtx__vr_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
     if (!item)
       continue; /* the audit reports it */
     json_object_foreach(json_object_get(r, "res"), k, res) {
-      int lapsed = o->older_than_ms >= 0
-                       ? dtx__int(res, "at") <= now - o->older_than_ms
-                       : dtx__int(res, "until") <= now;
+      int lapsed = dtx__kit_abandoned(o, dtx__int(res, "at"),
+                                      dtx__int(res, "until"), now);
       char path[48];
       if (!lapsed) {
         dtx__tally_skip(t, "lease not expired", id);
