@@ -26,6 +26,14 @@ int dtx__recover_pass(dtx__exec_t *ex, const dtx_recover_opts_t *o,
     const dtx__pattern_t *p = dtx__patterns[i];
     if (!p->recover)
       continue;
+    /* One budget for the whole pass: once it is spent (a pattern gave up
+     * on an unreachable store), the rest are not started -- each would
+     * otherwise spend a request timeout of its own finding that out. */
+    if (dtx__deadline_passed()) {
+      dtx__tally_skip(&tallies[i], "not run: the command's deadline passed",
+                      NULL);
+      continue;
+    }
     int rc = dtx__kit_ensure(ex->st, p);
     if (rc == 0)
       rc = p->recover(ex, o, &tallies[i]);
