@@ -8,7 +8,7 @@
 # master) and prints DTX_REDIS_URI as it is: run-redis.sh does this before
 # suites that use the default namespace.
 #
-# tests/lib/txn.sh calls it through DTX_TEST_STORE_CMD (new_store NAME);
+# tests/lib/store.sh calls it through DTX_TEST_STORE_CMD (new_store NAME);
 # run-redis.sh sets DTX_REDIS_URI to the URI to hand out (redis://H:P or
 # redis://H:P,H:P..., options allowed).  For --all on a cluster it asks
 # the first seed for the masters (CLUSTER NODES).  A NAME outside the namespace

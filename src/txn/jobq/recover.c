@@ -188,15 +188,11 @@ static int purge(dtx__exec_t *ex, const dtx_recover_opts_t *o,
     return rc;
   json_array_foreach(list, i, job) {
     int64_t n = 0;
-    dtx__retry_t r = {0};
-    json_t *df = json_pack("{s:O,s:s}", "_id", json_object_get(job, "_id"),
-                           "state", DTX_JOB_SUCCEEDED);
-    do {
-      rc = DTX_FAULTPOINT("job.recover.purge");
-      if (rc == 0)
-        rc = df ? dtx_store_delete(ex->st, DTX_JOBS, df, 0, &n) : DTX_ENOMEM;
-    } while (dtx__retry_again(&r, &rc, "purging a succeeded job"));
-    json_decref(df);
+    rc = dtx__kit_delete(ex, "job.recover.purge", DTX_JOBS,
+                         json_pack("{s:O,s:s}", "_id",
+                                   json_object_get(job, "_id"), "state",
+                                   DTX_JOB_SUCCEEDED),
+                         &n);
     if (rc)
       dtx__tally_error(t, json_object_get(job, "_id"), rc);
     else
