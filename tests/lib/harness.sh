@@ -264,12 +264,54 @@ scaffold_without_leak_check() {
 }
 
 # field JSON KEY -> the top-level KEY of JSON: strings raw, anything else
-# as compact JSON (null when absent).  jq, not python: a python start costs
-# ~0.6 s of CPU on this kind of machine, and the scenario checks call this
-# per row.  jq 1.6 reads numbers as doubles, exact only up to 2^53: read
-# balances near int64 through a projection (lib/transfer.sh's balance).
+# as compact JSON (null when absent).  The scenario checks call this per
+# row, so it reads doctx's own compact output with bash alone: a jq start
+# costs ~4x this (jq 1.6 compiles its builtins at every start), a python
+# start ~50x.  Anything the fast path does not take -- not an object, an
+# escape in a string, a fraction or exponent (jq prints those its own
+# way) -- goes to jq.  jq 1.6 reads numbers as doubles, exact only up to
+# 2^53: read balances near int64 through a projection (lib/transfer.sh's
+# balance).
 field() {
-  jq -rc --arg k "$2" '.[$k]' <<<"$1"
+  local rest=$1 k=$2 key val depth tok
+  if [[ $rest != \{* || $rest == *\\* ]]; then
+    jq -rc --arg k "$k" '.[$k]' <<<"$rest"
+    return
+  fi
+  rest=${rest:1}
+  while [[ $rest =~ ^\"([^\"]*)\": ]]; do
+    key=${BASH_REMATCH[1]}
+    rest=${rest:${#BASH_REMATCH[0]}}
+    case ${rest:0:1} in
+    \") # no escapes here, so the string ends at the next quote
+      [[ $rest =~ ^\"([^\"]*)\" ]] || break
+      val=${BASH_REMATCH[1]} ;;
+    \{ | \[) # a nested value: strings and brackets, until depth 0
+      val= depth=0
+      while [[ $rest =~ ^(\"[^\"]*\"|[][{}]|[^][{}\"]+) ]]; do
+        tok=${BASH_REMATCH[0]}
+        [[ $tok == \"* || $tok != *[0-9][.eE]* ]] || break # a fraction: jq
+        case $tok in \{ | \[) depth=$((depth + 1)) ;; \} | \]) depth=$((depth - 1)) ;; esac
+        val+=$tok
+        rest=${rest:${#tok}}
+        [ "$depth" -gt 0 ] || break
+      done
+      [ "$depth" -eq 0 ] || break
+      [ "$key" = "$k" ] && { printf '%s\n' "$val"; return 0; }
+      rest=${rest#,}
+      continue ;;
+    *) # a number, true, false or null
+      [[ $rest =~ ^[^,}]+ ]] || break
+      val=${BASH_REMATCH[0]}
+      [[ $val =~ ^(-?[0-9]+|true|false|null)$ ]] || break ;;
+    esac
+    [ "$key" = "$k" ] && { printf '%s\n' "$val"; return 0; }
+    rest=${rest:${#BASH_REMATCH[0]}}
+    rest=${rest#,}
+  done
+  # The whole object read without finding KEY: absent.  Stopped early:
+  # something the fast path does not know, so jq decides.
+  if [ "$rest" = "}" ]; then echo null; else jq -rc --arg k "$k" '.[$k]' <<<"$1"; fi
 }
 
 fault_points() {
