@@ -20,8 +20,6 @@ source "$HERE/../lib/harness.sh"
 
 STOCK=12 USERS=16 PROCS=8 ATTEMPTS=20
 new_store flashsale
-# Contention is the point here, not durability: no fsync per write.
-[[ $S == sqlite:* ]] && S="$S?sync=normal"
 d insert coupons "{\"_id\":\"c1\",\"stock\":$STOCK}" >/dev/null &&
   d index claims '{"user":1,"coupon":1}' --unique >/dev/null || { echo "setup failed"; exit 1; }
 

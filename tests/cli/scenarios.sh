@@ -75,9 +75,7 @@ is "batch: the refused batch changed nothing" "$(d count strict '{"n":0}')" 2
 # ---- batch-update: two runs at once, and crashes mid-batch --------------------------
 N=300
 new_store batch_big
-# 300 documents cross a page (200); on SQLite without an fsync per write,
-# which this suite does not test.
-[[ $S == sqlite:* ]] && S="$S?sync=normal"
+# 300 documents cross a page (200).
 mapfile -t docs < <(seq -f '{"_id":"d%03g","n":0}' 1 $N) # no fork per line
 d insert big "${docs[@]}" >/dev/null || { echo "setup failed"; exit 1; }
 start_bg "$WORK/c1.log" d batch-update big '{}' "$INC" --id C
