@@ -485,9 +485,17 @@ int dtx__run_threads(int n, void *(*fn)(void *), void *shared,
  * untouched so no catalog version is spent), unless this process already
  * did for this store (keyed by the store's URI; private in-memory stores
  * every time).  Call it at the top of every writing API call; the worker
- * and recovery call it for every pattern. */
+ * and recovery call it for every pattern the store uses (dtx__kit_unused). */
 int dtx__kit_ensure(dtx_store_t *st, const dtx__pattern_t *p);
 /* The name before rules existed (same function). */
 #define dtx__kit_ensure_indexes(st, p) dtx__kit_ensure((st), (p))
+
+/* 1 when the store holds none of the collections p lists (p lists at
+ * least one): p has nothing to recover or claim there, and ensuring it
+ * would create them -- every pattern's tables and indexes in a store that
+ * uses one.  names: the store's collections (dtx_store_list_collections),
+ * borrowed; NULL (they could not be listed) counts as in use, so the pass
+ * runs and meets the store's error itself. */
+int dtx__kit_unused(const dtx__pattern_t *p, const json_t *names);
 
 #endif

@@ -22,9 +22,22 @@ size_t dtx__pattern_count(void) {
 
 int dtx__recover_pass(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                       dtx__tally_t *tallies) {
+  /* The store's collections, once per pass: a pattern whose collections
+   * do not exist has nothing to recover, and ensuring it would create
+   * them (nine patterns' tables and indexes in a store that uses one).
+   * Not listed (the store failed): every pass runs and meets the error. */
+  json_t *names = NULL;
+  int lrc = dtx_store_list_collections(ex->st, &names);
+  if (lrc) {
+    names = NULL;
+    /* The listing spent the budget: no pass will run, so its error is the
+     * pass's -- never an ok over a store nothing was read from. */
+    if (dtx__deadline_passed())
+      dtx__tally_error(&tallies[0], NULL, lrc);
+  }
   for (size_t i = 0; dtx__patterns[i]; i++) {
     const dtx__pattern_t *p = dtx__patterns[i];
-    if (!p->recover)
+    if (!p->recover || dtx__kit_unused(p, names))
       continue;
     /* One budget for the whole pass: once it is spent (a pattern gave up
      * on an unreachable store), the rest are not started -- each would
@@ -40,6 +53,7 @@ int dtx__recover_pass(dtx__exec_t *ex, const dtx_recover_opts_t *o,
     if (rc) /* the pass itself stopped: say so beside the item errors */
       dtx__tally_error(&tallies[i], NULL, rc);
   }
+  json_decref(names);
   return dtx__tally_raise(tallies);
 }
 

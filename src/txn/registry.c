@@ -201,3 +201,18 @@ int dtx__kit_ensure(dtx_store_t *st, const dtx__pattern_t *p) {
   pthread_mutex_unlock(&ensure_lock);
   return rc;
 }
+
+int dtx__kit_unused(const dtx__pattern_t *p, const json_t *names) {
+  if (!names || !p->collections || !p->collections[0])
+    return 0;
+  for (size_t i = 0; p->collections[i]; i++) {
+    size_t k;
+    json_t *n;
+    json_array_foreach(names, k, n) {
+      const char *s = json_string_value(n);
+      if (s && strcmp(s, p->collections[i]) == 0)
+        return 0;
+    }
+  }
+  return 1;
+}

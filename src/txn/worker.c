@@ -155,8 +155,17 @@ int dtx_worker_run(dtx_store_t *st, const dtx_worker_opts_t *opts,
   for (size_t i = 0; rc == 0 && i < sh.npat; i++)
     if ((rc = dtx__tally_init(&sh.ran[i])) == 0)
       rc = dtx__tally_init(&sh.skipped[i]);
+  /* The patterns the store uses get their indexes and rules before the
+   * first claim; the others are left uncreated (their claims find
+   * nothing, and recovery passes ensure a pattern once its collections
+   * appear).  Not listed: every pattern, which meets the store's error. */
+  json_t *names = NULL;
+  if (rc == 0 && dtx_store_list_collections(st, &names))
+    names = NULL;
   for (size_t i = 0; rc == 0 && i < sh.npat; i++)
-    rc = dtx__kit_ensure(st, dtx__patterns[i]);
+    if (!dtx__kit_unused(dtx__patterns[i], names))
+      rc = dtx__kit_ensure(st, dtx__patterns[i]);
+  json_decref(names);
   if (rc == 0) {
     dtx__pacer_init(&sh.pacer, recover_pass, &sh);
     rc = dtx__run_threads(n, work, &sh, &sh.fatal);

@@ -159,4 +159,13 @@ expect 2 "audit --acked missing file" -- d audit --acked "$WORK/nope"
 d update accounts '{"_id":"B"}' '{"$inc":{"balance":1}}' >/dev/null
 expect 5 "audit broken" -- d audit
 grep -q "conservation" "$WORK/out" && ok || bad "audit did not report conservation: $(cat "$WORK/out")"
+
+# recover and the worker set up only the patterns a store uses: a store of
+# transfers gets no job, lock, ledger, order or version collections.
+new_store only_transfers
+d account create A --balance 1 >/dev/null && d recover >/dev/null && d worker --once >/dev/null ||
+  bad "only_transfers: set-up, recover or worker failed"
+same_colls=$(d dump | sed -n 's/^{"collection":"\([^"]*\)".*/\1/p' | tr '\n' ' ')
+[ "$same_colls" = "accounts openings transfers " ] && ok ||
+  bad "recover or worker created collections of unused patterns: $same_colls"
 finish
