@@ -31,7 +31,7 @@ one_row() { # POINT DOC ("accounts:A", "accounts:B", "transfers:t1")
   log=$WORK/job.$p/$coll.$id.log
   new_store "${p//./_}_${coll}_$id"
   scenario_setup || { bad "$label: setup"; return; }
-  cmd=$(scenario_cmd "$p")
+  scenario_cmd_of "$p"; cmd=$CMD
   # shellcheck disable=SC2086
   DOCTX_FAULT="$p:pause" start_bg "$log" "$DOCTX" --store "$S" $cmd
   pid=$BG_PID

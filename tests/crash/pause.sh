@@ -15,7 +15,7 @@ one_point() { # POINT
   load_scenario "$p" || return
   new_store "${p//./_}_pause"
   scenario_setup || { bad "$label: setup"; return; }
-  cmd=$(scenario_cmd "$p")
+  scenario_cmd_of "$p"; cmd=$CMD
   [ "$cmd" != UNKNOWN ] || { bad "$label: no scenario reaches this point"; return; }
   # shellcheck disable=SC2086
   DOCTX_FAULT="$p:pause" start_bg "$log" "$DOCTX" --store "$S" $cmd

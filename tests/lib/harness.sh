@@ -58,6 +58,8 @@
 #   load_scenario POINT  sources that file (scenario_setup, scenario_cmd,
 #                        check_final); 1 when the point has none (a
 #                        failure) or the file skips it (says why)
+#   scenario_cmd_of POINT
+#                        CMD is scenario_cmd POINT's output (no subshell)
 #
 # Every wait a suite makes must go through these, so a hang is a failure
 # with a log tail, never a stuck CI stage.
@@ -325,6 +327,13 @@ fault_points() {
 
 scenario_file() {
   echo "$HARNESS_ROOT/tests/crash/scenarios/${1%%.*}.sh"
+}
+
+# scenario_cmd_of POINT: CMD is what scenario_cmd prints, read back from a
+# file: a $(...) would fork the suite's shell once per row.
+scenario_cmd_of() {
+  scenario_cmd "$1" >"$WORK/.cmd.$BASHPID"
+  CMD=$(<"$WORK/.cmd.$BASHPID")
 }
 
 load_scenario() {
