@@ -54,9 +54,17 @@ row() { # COLL ID FIELD VALUE (UNSET: remove the field)
   expect 0 "$label: restore" -- d update "$coll" "{\"_id\":\"$id\"}" "$orig" --bypass-validation
 }
 
+# Under DTX_QUICK (the sanitizer stage) every other row, by turns: the
+# validator and the audit walk the same code for every field, and the
+# release stage runs the whole table on every backend.
+turn=0
 while IFS='|' read -r coll id field vals; do
   [ -n "$coll" ] || continue
-  for v in $vals; do row "$coll" "$id" "$field" "$v"; done
+  for v in $vals; do
+    turn=$((turn + 1))
+    [ -z "${DTX_QUICK:-}" ] || [ $((turn % 2)) -eq 0 ] || continue
+    row "$coll" "$id" "$field" "$v"
+  done
 done <<'TABLE'
 accounts|A|balance|"5" 1.5 null {} [] true UNSET
 accounts|A|min_balance|0.5 "50" {} [] true UNSET
