@@ -146,6 +146,21 @@ is "interest: rate 0 credits nothing; bank has no limit" \
   "$(jq -rc '[.credited,.zero] | @csv' "$WORK/out") $(d find accounts '{"_id":"bank"}' | jq -c .min_balance)" "0,3 null"
 expect 0 "interest: audit" -- d audit --settled
 
+# Transfers recorded under the credit ids by someone else are not credits:
+# a failed one from another account (its amount must not be paid as the
+# next attempt's), a succeeded one the other way (not "already paid").
+new_store interest_forged
+d account create P --balance 0 >/dev/null &&
+  d account create F --balance 1000000 >/dev/null &&
+  d account create G --balance 1000000 >/dev/null &&
+  d account create H --balance 1000000 >/dev/null || { echo "setup failed"; exit 1; }
+d transfer P F 500000 --id interest:2026-06-30:F >/dev/null 2>&1
+d transfer G P 7 --id interest:2026-06-30:G >/dev/null
+expect 3 "interest: forged credit ids refused" -- d interest run --rate-ppm 100 --day 2026-06-30
+is "interest: forged ids: F and G unpaid, H paid" \
+  "$(balance F) $(balance G) $(balance H) $(balance settlement)" "1000000 999993 1000100 -100"
+is "interest: forged ids: no attempt 2" "$(d count transfers '{"_id":{"$regex":"^interest\\."}}')" 0
+
 # ---- interest: crashed, rerun twice ----------------------------------------------------
 # 10 accounts k01..k10 of 1000*i + 7; at 12345 ppm each earns
 # floor((1000*i + 7) * 12345 / 1e6).
