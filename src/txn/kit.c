@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "doc/doc.h"
+#include "store/store.h"
 #include "util/err.h"
 
 #define STEP_RETRIES 4
@@ -522,6 +523,18 @@ int dtx__check_ident(const char *what, const char *id) {
       return dtx__err(DTX_EINVAL,
                       "%s '%s' may only contain A-Z a-z 0-9 _ . : -", what, id);
   }
+  return 0;
+}
+
+int dtx__check_user_coll(const char *what, const char *coll) {
+  int rc = dtx__coll_check(coll);
+  if (rc)
+    return dtx__err_wrap(rc, "%s collection", what);
+  for (size_t i = 0; dtx__patterns[i]; i++)
+    for (const char *const *c = dtx__patterns[i]->collections; c && *c; c++)
+      if (strcmp(*c, coll) == 0)
+        return dtx__err(DTX_EINVAL, "%s collection '%s' belongs to doctx's "
+                        "%s pattern", what, coll, dtx__patterns[i]->name);
   return 0;
 }
 

@@ -281,6 +281,13 @@ int dtx__state_is(const json_t *doc, const char *state);
  * naming `what` otherwise. */
 int dtx__check_ident(const char *what, const char *id);
 
+/* Checks a collection a user names for a pattern to write its own
+ * documents into (batch updates, sync rules, job effects): a valid name
+ * (dtx__coll_check) and none of a pattern's collections, whose documents
+ * change only through their protocol's steps.  DTX_EINVAL, the detail
+ * "WHAT collection 'C' belongs to doctx's P pattern", otherwise. */
+int dtx__check_user_coll(const char *what, const char *coll);
+
 /* Checks an UPDATE given by a user to a pattern that adds fields of its
  * own to the same step (sync's versions, batch markers): a non-empty
  * object of update operators (a replacement would drop doctx's fields),

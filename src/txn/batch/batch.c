@@ -77,19 +77,6 @@ static int check_update(const char *id, const json_t *u) {
                               "the batch markers in " DTX_BATCH_FIELD);
 }
 
-static int check_coll(const char *coll) {
-  int rc = dtx__coll_check(coll);
-  if (rc)
-    return dtx__err_wrap(rc, "batch collection");
-  /* A protocol's documents change only through its steps. */
-  for (size_t i = 0; dtx__patterns[i]; i++)
-    for (const char *const *c = dtx__patterns[i]->collections; c && *c; c++)
-      if (strcmp(*c, coll) == 0)
-        return dtx__err(DTX_EINVAL, "batch collection '%s' belongs to "
-                        "doctx's %s pattern", coll, dtx__patterns[i]->name);
-  return 0;
-}
-
 /* UPDATE + $set {_batches.ID: stamp} (a new reference; NULL: no memory). */
 static json_t *marked_update(const json_t *update, const char *mpath,
                              const char *stamp) {
@@ -216,7 +203,7 @@ int dtx_batch_update(dtx_store_t *st, const char *coll, const json_t *filter,
   b.filter = filter ? filter : empty;
   int rc = empty ? check_id(id) : DTX_ENOMEM;
   if (rc == 0)
-    rc = check_coll(coll);
+    rc = dtx__check_user_coll("batch", coll);
   if (rc == 0 && !json_is_object(b.filter))
     rc = dtx__err(DTX_EBADQUERY, "batch %s: FILTER must be an object", id);
   if (rc == 0)
