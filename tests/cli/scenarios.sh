@@ -197,5 +197,13 @@ is "interest: crashed and rerun twice = one uninterrupted run" "$got" "$want"
 is "interest: settlement paid the sum once" "$(balance settlement)" "-$sum"
 is "interest: one credit per account" "$(d count transfers '{"state":"succeeded"}') $(d count transfers)" "10 11"
 expect 0 "interest: audit after crashes" -- d audit --settled
+# The failed first attempt deleted by hand (its delete guard allows it)
+# once recovery cleared k07's tombstone of it: a rerun must not record
+# attempt 1 again from a balance that holds attempt 2's credit.
+d recover --tombstone-ttl-ms 1 >/dev/null
+d delete transfers '{"_id":"interest:2026-06-30:k07"}' >/dev/null
+b07=$(balance k07)
+expect 3 "interest: first attempt deleted, later one there: refused" -- d interest run "${DAY[@]}"
+is "interest: not credited twice" "$(balance k07) $(d count transfers '{"to":"k07"}')" "$b07 1"
 
 finish

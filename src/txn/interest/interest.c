@@ -37,6 +37,11 @@
  * attempt per (account, day) ever succeeds; the prefix "interest.K:"
  * cannot be the start of a first attempt's id, whatever the account id
  * holds.  After MAX_ATTEMPTS failures the account is reported failed.
+ * A transfer found under an attempt's id that is not a credit from the
+ * settlement to the account (of the failed attempt's amount) was put
+ * there by someone else, and a first attempt missing while a later one
+ * exists was deleted by hand: both are refused for that account, never
+ * paid, counted or recomputed (CONFLICT, after the other accounts).
  *
  * Which balance.  The balance an account's interest is computed from is
  * the one read BEFORE its credit exists: the account is read, then the
@@ -182,6 +187,38 @@ static int is_credit(run_t *r, const char *tid, const json_t *t,
   return 0;
 }
 
+/* Attempt 1 is missing: is a later one there?  Then attempt 1 existed,
+ * failed, and was deleted by hand (the transfers' delete guard lets failed
+ * ones go); recording it again -- from a balance that may already hold the
+ * later attempt's credit -- would pay the day twice once the account's
+ * tombstone of it was cleared.  Refused (CONFLICT) for this account. */
+static int later_attempt(run_t *r, const char *acc, int *found) {
+  char tid[160];
+  json_t *ids = json_array(), *arr = NULL;
+  int rc = ids ? 0 : DTX_ENOMEM;
+  *found = 0;
+  for (int k = 2; rc == 0 && k <= MAX_ATTEMPTS; k++)
+    if (credit_id(tid, sizeof tid, r, k, acc) == 0)
+      json_array_append_new(ids, json_string(tid));
+  dtx__err_clear();
+  json_t *q = ids ? json_pack("{s:{s:o}}", "_id", "$in", ids) : NULL;
+  if (rc == 0)
+    rc = q ? dtx__kit_find_n(&r->ex, DTX_TRANSFERS, q, NULL, 1, &arr)
+           : DTX_ENOMEM;
+  json_decref(q);
+  if (rc == 0 && json_array_size(arr) > 0) {
+    const char *later = dtx__str(json_array_get(arr, 0), "_id");
+    *found = 1;
+    credit_id(tid, sizeof tid, r, 1, acc);
+    refuse(r, dtx__err(DTX_ECONFLICT, "interest for account '%s': its "
+                       "first credit %s is gone but %s exists (deleted by "
+                       "hand?): not credited again", acc, tid,
+                       later ? later : "?"));
+  }
+  json_decref(arr);
+  return rc;
+}
+
 static int credit_one(run_t *r, const json_t *acc) {
   const char *id = dtx__str(acc, "_id");
   int64_t bal = dtx__int(acc, "balance"), amount = -1;
@@ -215,11 +252,14 @@ static int credit_one(run_t *r, const json_t *acc) {
       return rc;
     dtx__err_clear();
     if (amount < 0) { /* the first attempt: from the balance read */
+      int gone = 0;
       amount = interest_of(bal, r->req->rate_ppm);
       if (amount == 0) {
         r->zero++;
         return 0;
       }
+      if ((rc = later_attempt(r, id, &gone)) || gone)
+        return rc;
       if (bal > INT64_MAX - amount) {
         rc = dtx__err(DTX_EOVERFLOW, "interest %lld for account '%s' would "
                       "take its balance %lld past INT64_MAX",
