@@ -27,7 +27,12 @@
 void dtx__exec_init(dtx__exec_t *ex, dtx_store_t *st, const char *owner,
                     int64_t lease_ms, int64_t deadline_ms) {
   ex->st = st;
-  ex->lease_ms = lease_ms > 0 ? lease_ms : DTX__DEFAULT_LEASE_MS;
+  /* Bounded as a lock's ttl is: every lease end is now + lease_ms, which
+   * past int64 would wrap to a lease that lapsed before it began (another
+   * executor takes the item over while this one still runs it). */
+  ex->lease_ms = lease_ms <= 0 ? DTX__DEFAULT_LEASE_MS
+                 : lease_ms > DTX__MAX_LEASE_MS ? DTX__MAX_LEASE_MS
+                                                : lease_ms;
   ex->deadline_ms = deadline_ms > 0 ? deadline_ms : 0;
   if (owner && *owner) {
     snprintf(ex->owner, sizeof ex->owner, "%s", owner);
