@@ -60,6 +60,10 @@ expect 0 "batch: leaving the filter" -- d batch-update items '{"kind":"a"}' '{"$
 is "batch: leaving counts" "$(counts)" "4,4,0"
 expect 0 "batch: leaving, rerun" -- d batch-update items '{"kind":"a"}' '{"$set":{"kind":"c"}}' --id M
 is "batch: leaving rerun counts" "$(counts)" "0,0,0"
+# The same id with another FILTER or UPDATE is another batch: refused.
+expect 3 "batch: id reused with another UPDATE" -- d batch-update items '{"kind":"a"}' '{"$inc":{"n":1000}}' --id B
+expect 3 "batch: id reused with another FILTER" -- d batch-update items '{}' "$INC" --id B
+is "batch: a reused id changed nothing" "$(d count items '{"n":{"$gt":2}}')" 0
 # A step whose reply is lost: its retry matches nothing, and the run's
 # stamp in the marker says the step was its own.
 DOCTX_FAULT=batch.apply:lost:2 d batch-update items '{}' "$INC" --id L >"$WORK/out" 2>/dev/null
