@@ -1298,7 +1298,9 @@ int dtx_version_gc(dtx_store_t *st, const dtx_version_gc_opts_t *opts,
  * UPDATE must be update operators, none touching _batches; the id is
  * 1..64 of [A-Za-z0-9_-].  A collection whose validator forbids unknown
  * fields must admit _batches.  doctx's own protocol collections
- * (accounts, transfers, ...) are refused.  docs/scenarios.md. */
+ * (accounts, transfers, ...) are refused.  The id run again with another
+ * filter or update is DTX_ECONFLICT, nothing written (STAMP starts with a
+ * digest of coll, filter and update).  docs/scenarios.md. */
 #define DTX_BATCH_FIELD "_batches"
 
 typedef struct dtx_batch_result {

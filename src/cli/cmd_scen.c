@@ -20,6 +20,7 @@ static const char *batch_help =
     "updated now, and updated before (by an earlier or concurrent run).\n"
     "exit: 0 done; 2 invalid input (nothing is written); 3 a document the\n"
     "      update cannot apply to (type, validator) stops the batch, named;\n"
+    "      or the id was run with another FILTER or UPDATE (nothing written);\n"
     "      4 store error (run it again to resume)\n";
 
 int dtx__cmd_batch_update(dtx_cli_t *cli, int argc, char **argv) {

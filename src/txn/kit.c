@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "doc/doc.h"
+#include "store/store.h"
 #include "util/err.h"
 
 #define STEP_RETRIES 4
@@ -26,7 +27,12 @@
 void dtx__exec_init(dtx__exec_t *ex, dtx_store_t *st, const char *owner,
                     int64_t lease_ms, int64_t deadline_ms) {
   ex->st = st;
-  ex->lease_ms = lease_ms > 0 ? lease_ms : DTX__DEFAULT_LEASE_MS;
+  /* Bounded as a lock's ttl is: every lease end is now + lease_ms, which
+   * past int64 would wrap to a lease that lapsed before it began (another
+   * executor takes the item over while this one still runs it). */
+  ex->lease_ms = lease_ms <= 0 ? DTX__DEFAULT_LEASE_MS
+                 : lease_ms > DTX__MAX_LEASE_MS ? DTX__MAX_LEASE_MS
+                                                : lease_ms;
   ex->deadline_ms = deadline_ms > 0 ? deadline_ms : 0;
   if (owner && *owner) {
     snprintf(ex->owner, sizeof ex->owner, "%s", owner);
@@ -522,6 +528,18 @@ int dtx__check_ident(const char *what, const char *id) {
       return dtx__err(DTX_EINVAL,
                       "%s '%s' may only contain A-Z a-z 0-9 _ . : -", what, id);
   }
+  return 0;
+}
+
+int dtx__check_user_coll(const char *what, const char *coll) {
+  int rc = dtx__coll_check(coll);
+  if (rc)
+    return dtx__err_wrap(rc, "%s collection", what);
+  for (size_t i = 0; dtx__patterns[i]; i++)
+    for (const char *const *c = dtx__patterns[i]->collections; c && *c; c++)
+      if (strcmp(*c, coll) == 0)
+        return dtx__err(DTX_EINVAL, "%s collection '%s' belongs to doctx's "
+                        "%s pattern", what, coll, dtx__patterns[i]->name);
   return 0;
 }
 

@@ -55,6 +55,7 @@
 /* ---- executor ------------------------------------------------------------- */
 
 #define DTX__DEFAULT_LEASE_MS 30000
+#define DTX__MAX_LEASE_MS (366LL * 24 * 3600 * 1000) /* as a lock ttl */
 
 /* One executor's identity: who claims, for how long, and the budget of
  * each command (or worker item) it runs. */
@@ -65,7 +66,8 @@ typedef struct dtx__exec {
   int64_t deadline_ms; /* 0: soft (the store's own retry window, once) */
 } dtx__exec_t;
 
-/* owner NULL or "": host:pid.  lease_ms <= 0: DTX__DEFAULT_LEASE_MS.
+/* owner NULL or "": host:pid.  lease_ms <= 0: DTX__DEFAULT_LEASE_MS;
+ * past DTX__MAX_LEASE_MS: that.
  * deadline_ms < 0 counts as 0. */
 void dtx__exec_init(dtx__exec_t *ex, dtx_store_t *st, const char *owner,
                     int64_t lease_ms, int64_t deadline_ms);
@@ -280,6 +282,13 @@ int dtx__state_is(const json_t *doc, const char *state);
 /* Checks an id given by a user: 1..128 of [A-Za-z0-9_.:-]; DTX_EINVAL
  * naming `what` otherwise. */
 int dtx__check_ident(const char *what, const char *id);
+
+/* Checks a collection a user names for a pattern to write its own
+ * documents into (batch updates, sync rules, job effects): a valid name
+ * (dtx__coll_check) and none of a pattern's collections, whose documents
+ * change only through their protocol's steps.  DTX_EINVAL, the detail
+ * "WHAT collection 'C' belongs to doctx's P pattern", otherwise. */
+int dtx__check_user_coll(const char *what, const char *coll);
 
 /* Checks an UPDATE given by a user to a pattern that adds fields of its
  * own to the same step (sync's versions, batch markers): a non-empty

@@ -142,6 +142,12 @@ expect 3 "effect stale epoch" -- d job effect af 2 bob users '{"_id":"bob"}' '{"
 grep -q "doctx: STALE: " "$WORK/err" && ok || bad "stale message: $(cat "$WORK/err")"
 [ "$(d find users '{"_id":"bob"}' --project '{"friends":1}')" = '{"_id":"bob","friends":[]}' ] && ok || bad "a stale effect changed bob"
 expect 2 "effect on markers" -- d job effect af 1 m users '{"_id":"bob"}' '{"$unset":{"dtx_fx":""}}'
+# A protocol's collections change only through its steps (as batch-update).
+d account create acc --balance 100 >/dev/null
+expect 2 "effect on accounts" -- d job effect af 1 p accounts '{"_id":"acc"}' '{"$inc":{"balance":5}}'
+expect 2 "effect on jobs" -- d job effect af 1 p jobs '{"_id":"af"}' '{"$set":{"max_attempts":99}}'
+[ "$(d find accounts '{"_id":"acc"}' | jq -c '[.balance, .dtx_fx]')$(d find jobs '{"_id":"af"}' | jq -c '[.max_attempts, .fx_colls]')" = '[100,null][5,["users"]]' ] &&
+  ok || bad "a refused effect changed accounts or jobs"
 
 # A fenced effect (Kleppmann): the handler held lock L with token 1; the
 # next holder (token 2) wrote bob; the first one's late effect is refused.

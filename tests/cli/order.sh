@@ -88,6 +88,19 @@ x1=$(d order show X1)
   bad "X1 after recovery: $x1, U $(bal U)"
 expect 0 "audit --settled" -- d audit --settled
 
+# A lease past int64 (--lease-ms 2^63-1) must not wrap into one that
+# lapsed before it began: recovery (lease judged, no --older-than-ms)
+# leaves the crashed confirm's order alone.
+d account create LX >/dev/null
+d order create X2 --account LX --amount 5 >/dev/null
+DOCTX_FAULT=order.finish:crash d order confirm X2 --lease-ms 9223372036854775807 >/dev/null 2>&1
+[ $? = 137 ] && ok || bad "the crash at order.finish did not happen"
+expect 0 "recover judging a huge lease" -- d recover
+[ "$(st X2)" = confirmed ] && [ "$(d find orders '{"_id":"X2"}' | jq '.lease_until > .updated')" = true ] &&
+  ok || bad "X2 taken over under a live lease: $(d order show X2)"
+expect 0 "recover --older-than-ms 0 finishes X2" -- d recover --older-than-ms 0
+[ "$(st X2)" = success ] && [ "$(bal LX)" = 5 ] && ok || bad "X2 after recovery: $(d order show X2), LX $(bal LX)"
+
 # The races.  4 processes deliver the same callback at once.
 d order create R1 --account U --amount 10 >/dev/null
 pids=()

@@ -60,6 +60,10 @@ expect 0 "batch: leaving the filter" -- d batch-update items '{"kind":"a"}' '{"$
 is "batch: leaving counts" "$(counts)" "4,4,0"
 expect 0 "batch: leaving, rerun" -- d batch-update items '{"kind":"a"}' '{"$set":{"kind":"c"}}' --id M
 is "batch: leaving rerun counts" "$(counts)" "0,0,0"
+# The same id with another FILTER or UPDATE is another batch: refused.
+expect 3 "batch: id reused with another UPDATE" -- d batch-update items '{"kind":"a"}' '{"$inc":{"n":1000}}' --id B
+expect 3 "batch: id reused with another FILTER" -- d batch-update items '{}' "$INC" --id B
+is "batch: a reused id changed nothing" "$(d count items '{"n":{"$gt":2}}')" 0
 # A step whose reply is lost: its retry matches nothing, and the run's
 # stamp in the marker says the step was its own.
 DOCTX_FAULT=batch.apply:lost:2 d batch-update items '{}' "$INC" --id L >"$WORK/out" 2>/dev/null
@@ -144,6 +148,21 @@ is "interest: rate 0 credits nothing; bank has no limit" \
   "$(jq -rc '[.credited,.zero] | @csv' "$WORK/out") $(d find accounts '{"_id":"bank"}' | jq -c .min_balance)" "0,3 null"
 expect 0 "interest: audit" -- d audit --settled
 
+# Transfers recorded under the credit ids by someone else are not credits:
+# a failed one from another account (its amount must not be paid as the
+# next attempt's), a succeeded one the other way (not "already paid").
+new_store interest_forged
+d account create P --balance 0 >/dev/null &&
+  d account create F --balance 1000000 >/dev/null &&
+  d account create G --balance 1000000 >/dev/null &&
+  d account create H --balance 1000000 >/dev/null || { echo "setup failed"; exit 1; }
+d transfer P F 500000 --id interest:2026-06-30:F >/dev/null 2>&1
+d transfer G P 7 --id interest:2026-06-30:G >/dev/null
+expect 3 "interest: forged credit ids refused" -- d interest run --rate-ppm 100 --day 2026-06-30
+is "interest: forged ids: F and G unpaid, H paid" \
+  "$(balance F) $(balance G) $(balance H) $(balance settlement)" "1000000 999993 1000100 -100"
+is "interest: forged ids: no attempt 2" "$(d count transfers '{"_id":{"$regex":"^interest\\."}}')" 0
+
 # ---- interest: crashed, rerun twice ----------------------------------------------------
 # 10 accounts k01..k10 of 1000*i + 7; at 12345 ppm each earns
 # floor((1000*i + 7) * 12345 / 1e6).
@@ -180,5 +199,13 @@ is "interest: crashed and rerun twice = one uninterrupted run" "$got" "$want"
 is "interest: settlement paid the sum once" "$(balance settlement)" "-$sum"
 is "interest: one credit per account" "$(d count transfers '{"state":"succeeded"}') $(d count transfers)" "10 11"
 expect 0 "interest: audit after crashes" -- d audit --settled
+# The failed first attempt deleted by hand (its delete guard allows it)
+# once recovery cleared k07's tombstone of it: a rerun must not record
+# attempt 1 again from a balance that holds attempt 2's credit.
+d recover --tombstone-ttl-ms 1 >/dev/null
+d delete transfers '{"_id":"interest:2026-06-30:k07"}' >/dev/null
+b07=$(balance k07)
+expect 3 "interest: first attempt deleted, later one there: refused" -- d interest run "${DAY[@]}"
+is "interest: not credited twice" "$(balance k07) $(d count transfers '{"to":"k07"}')" "$b07 1"
 
 finish

@@ -106,4 +106,13 @@ expect 0 "audit --settled after gc" -- d audit --settled
 expect 3 "delete of a live child refused" -- d delete version_children '{"_id":"I/2/a"}'
 expect 3 "delete of a root refused" -- d delete version_roots '{"_id":"I"}'
 expect 3 "a record's root set to a string refused" -- d update versions '{"_id":"I/7"}' '{"$set":{"root":"x"}}'
+# A counter moved back by hand (the validator cannot compare next with
+# version): a put must not take version 7 again and report success for a
+# root it never stored; nor overflow past INT64_MAX.
+d version put K '{"n":1}' >/dev/null && d version put K '{"n":2}' >/dev/null &&
+  d update version_roots '{"_id":"K"}' '{"$set":{"next":1}}' >/dev/null || bad "K: setup"
+expect 4 "put on a root whose next is below its version" -- d version put K '{"n":3}'
+same "K: nothing stored" "$(d version get K | jq -c .root) $(d count versions '{"item":"K"}')" '{"n":2} 2'
+d update version_roots '{"_id":"K"}' '{"$set":{"next":9223372036854775807}}' >/dev/null || bad "K: setup 2"
+expect 4 "put on a root whose next is INT64_MAX" -- d version put K '{"n":3}'
 finish

@@ -38,6 +38,7 @@
  * counted as modified.  Recovery has nothing to do: a crashed batch is
  * finished by running it again. */
 #include <assert.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,19 +78,6 @@ static int check_update(const char *id, const json_t *u) {
                               "the batch markers in " DTX_BATCH_FIELD);
 }
 
-static int check_coll(const char *coll) {
-  int rc = dtx__coll_check(coll);
-  if (rc)
-    return dtx__err_wrap(rc, "batch collection");
-  /* A protocol's documents change only through its steps. */
-  for (size_t i = 0; dtx__patterns[i]; i++)
-    for (const char *const *c = dtx__patterns[i]->collections; c && *c; c++)
-      if (strcmp(*c, coll) == 0)
-        return dtx__err(DTX_EINVAL, "batch collection '%s' belongs to "
-                        "doctx's %s pattern", coll, dtx__patterns[i]->name);
-  return 0;
-}
-
 /* UPDATE + $set {_batches.ID: stamp} (a new reference; NULL: no memory). */
 static json_t *marked_update(const json_t *update, const char *mpath,
                              const char *stamp) {
@@ -109,9 +97,26 @@ typedef struct batch {
   const json_t *filter; /* the user's, {} when none */
   dtx__filter_t *cf;    /* filter, compiled */
   json_t *update;       /* the user's + the marker */
-  char mpath[80], stamp[25];
+  char mpath[80], stamp[48]; /* DIGEST:RUN (digest_of, dtx__id_new) */
   dtx_batch_result_t *res;
 } batch_t;
+
+/* What the batch does, as 16 hex digits: FNV-1a over coll, FILTER and
+ * UPDATE as compact JSON with sorted keys.  It leads every marker the run
+ * writes, so a later run of the same id can tell it is another batch. */
+static int digest_of(const char *coll, const json_t *filter,
+                     const json_t *update, char out[17]) {
+  json_t *all = json_pack("[s,O,O]", coll, filter, update);
+  char *t = all ? json_dumps(all, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+  uint64_t h = 14695981039346656037ULL;
+  for (const char *c = t; c && *c; c++)
+    h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+  int rc = t ? 0 : DTX_ENOMEM;
+  snprintf(out, 17, "%016llx", (unsigned long long)h);
+  json_decref(all);
+  free(t);
+  return rc;
+}
 
 /* {$and: [FILTER, {MARKER: {$exists: want}}]} */
 static json_t *marker_filter(const batch_t *b, int want) {
@@ -164,10 +169,38 @@ static int apply_one(batch_t *b, const json_t *doc, int *progress) {
   return rc;
 }
 
+/* The id reused for another batch (FILTER or UPDATE changed, e.g. a rerun
+ * after a crash with a typo): one marked document of the id tells, by its
+ * digest.  Markers without one (written before digests) are not judged.
+ * Two first runs racing with different parameters are not seen. */
+static int check_reuse(batch_t *b) {
+  json_t *q = json_pack("{s:{s:b}}", b->mpath, "$exists", 1), *arr = NULL;
+  int rc = q ? dtx__kit_find_n(&b->ex, b->coll, q, NULL, 1, &arr)
+             : DTX_ENOMEM;
+  json_decref(q);
+  const json_t *doc = json_array_get(arr, 0);
+  const char *m = json_string_value(
+      json_object_get(json_object_get(doc, DTX_BATCH_FIELD), b->id));
+  if (rc == 0 && m && strlen(m) > 17 && m[16] == ':' &&
+      strncmp(m, b->stamp, 17) != 0) {
+    char *t = json_dumps(json_object_get(doc, "_id"),
+                         JSON_ENCODE_ANY | JSON_COMPACT);
+    rc = dtx__err(DTX_ECONFLICT, "batch %s was run on %s with another "
+                  "FILTER or UPDATE (document %s carries its marker): "
+                  "give this batch another id", b->id, b->coll,
+                  t ? t : "?");
+    free(t);
+  }
+  json_decref(arr);
+  return rc;
+}
+
 static int run(batch_t *b) {
   int64_t n = 0;
   json_t *q = marker_filter(b, 1), *sort = json_pack("{s:i}", "_id", 1);
-  int rc = q && sort ? dtx_store_count(b->ex.st, b->coll, q, &n) : DTX_ENOMEM;
+  int rc = q && sort ? check_reuse(b) : DTX_ENOMEM;
+  if (rc == 0)
+    rc = dtx_store_count(b->ex.st, b->coll, q, &n);
   json_decref(q);
   b->res->already = n;
   b->res->matched = n;
@@ -216,7 +249,7 @@ int dtx_batch_update(dtx_store_t *st, const char *coll, const json_t *filter,
   b.filter = filter ? filter : empty;
   int rc = empty ? check_id(id) : DTX_ENOMEM;
   if (rc == 0)
-    rc = check_coll(coll);
+    rc = dtx__check_user_coll("batch", coll);
   if (rc == 0 && !json_is_object(b.filter))
     rc = dtx__err(DTX_EBADQUERY, "batch %s: FILTER must be an object", id);
   if (rc == 0)
@@ -224,8 +257,13 @@ int dtx_batch_update(dtx_store_t *st, const char *coll, const json_t *filter,
   if (rc == 0)
     rc = check_update(id, update);
   if (rc == 0) {
+    char run_id[25];
     snprintf(b.mpath, sizeof b.mpath, "%s.%s", DTX_BATCH_FIELD, id);
-    dtx__id_new(b.stamp);
+    dtx__id_new(run_id);
+    rc = digest_of(coll, b.filter, update, b.stamp);
+    snprintf(b.stamp + 16, sizeof b.stamp - 16, ":%s", run_id);
+  }
+  if (rc == 0) {
     if (!(b.update = marked_update(update, b.mpath, b.stamp)))
       rc = DTX_ENOMEM;
   }

@@ -37,6 +37,11 @@
  * attempt per (account, day) ever succeeds; the prefix "interest.K:"
  * cannot be the start of a first attempt's id, whatever the account id
  * holds.  After MAX_ATTEMPTS failures the account is reported failed.
+ * A transfer found under an attempt's id that is not a credit from the
+ * settlement to the account (of the failed attempt's amount) was put
+ * there by someone else, and a first attempt missing while a later one
+ * exists was deleted by hand: both are refused for that account, never
+ * paid, counted or recomputed (CONFLICT, after the other accounts).
  *
  * Which balance.  The balance an account's interest is computed from is
  * the one read BEFORE its credit exists: the account is read, then the
@@ -102,8 +107,18 @@ typedef struct run {
   const char *settle;
   const dtx_exec_opts_t *opts;
   int64_t accounts, credited, already, pending, skipped, zero, failed, total;
-  int refused; /* the first per-account refusal (overflow, id too long) */
+  int refused; /* the first per-account refusal (overflow, id too long,
+                  a transfer under its id that is not its credit) */
+  char why[512]; /* its detail: later accounts' calls overwrite the thread's */
 } run_t;
+
+/* Records a refusal of one account (the first is returned at the end). */
+static void refuse(run_t *r, int rc) {
+  if (!r->refused) {
+    r->refused = rc;
+    snprintf(r->why, sizeof r->why, "%s", dtx_errdetail());
+  }
+}
 
 /* The transfer id of attempt k (1: interest:DAY:ACCOUNT, then
  * interest.K:DAY:ACCOUNT -- a prefix no first attempt can have, whatever
@@ -149,6 +164,61 @@ static int finish(run_t *r, const char *tid, json_t *t, int fresh,
   return rc;
 }
 
+/* A transfer found under attempt k's id is this day's credit only if it
+ * moves money from the settlement to the account, and (after a failed
+ * attempt) the amount that attempt carried.  Anything else was recorded
+ * under the id by someone else (`doctx transfer poor A 500000 --id
+ * interest:DAY:A`, which fails): finishing it, counting it as paid, or
+ * carrying its amount into the next attempt would pay the wrong sum.
+ * Refused (CONFLICT) for this account alone, after the others. */
+static int is_credit(run_t *r, const char *tid, const json_t *t,
+                     const char *acc, int64_t amount) {
+  const char *from = dtx__str(t, "from"), *to = dtx__str(t, "to");
+  int64_t a = dtx__int(t, "amount");
+  if (from && to && strcmp(from, r->settle) == 0 && strcmp(to, acc) == 0 &&
+      a >= 1 && (amount < 0 || a == amount))
+    return 1;
+  int rc = dtx__err(DTX_ECONFLICT, "interest for account '%s': transfer %s "
+                    "exists but is not its credit (from '%s' to '%s', "
+                    "amount %lld; expected from '%s'%s)", acc, tid,
+                    from ? from : "?", to ? to : "?", (long long)a, r->settle,
+                    amount < 0 ? "" : ", the amount of the failed attempt");
+  refuse(r, rc);
+  return 0;
+}
+
+/* Attempt 1 is missing: is a later one there?  Then attempt 1 existed,
+ * failed, and was deleted by hand (the transfers' delete guard lets failed
+ * ones go); recording it again -- from a balance that may already hold the
+ * later attempt's credit -- would pay the day twice once the account's
+ * tombstone of it was cleared.  Refused (CONFLICT) for this account. */
+static int later_attempt(run_t *r, const char *acc, int *found) {
+  char tid[160];
+  json_t *ids = json_array(), *arr = NULL;
+  int rc = ids ? 0 : DTX_ENOMEM;
+  *found = 0;
+  for (int k = 2; rc == 0 && k <= MAX_ATTEMPTS; k++)
+    if (credit_id(tid, sizeof tid, r, k, acc) == 0)
+      json_array_append_new(ids, json_string(tid));
+  dtx__err_clear();
+  json_t *q = ids ? json_pack("{s:{s:o}}", "_id", "$in", ids) : NULL;
+  if (rc == 0)
+    rc = q ? dtx__kit_find_n(&r->ex, DTX_TRANSFERS, q, NULL, 1, &arr)
+           : DTX_ENOMEM;
+  json_decref(q);
+  if (rc == 0 && json_array_size(arr) > 0) {
+    const char *later = dtx__str(json_array_get(arr, 0), "_id");
+    *found = 1;
+    credit_id(tid, sizeof tid, r, 1, acc);
+    refuse(r, dtx__err(DTX_ECONFLICT, "interest for account '%s': its "
+                       "first credit %s is gone but %s exists (deleted by "
+                       "hand?): not credited again", acc, tid,
+                       later ? later : "?"));
+  }
+  json_decref(arr);
+  return rc;
+}
+
 static int credit_one(run_t *r, const json_t *acc) {
   const char *id = dtx__str(acc, "_id");
   int64_t bal = dtx__int(acc, "balance"), amount = -1;
@@ -164,14 +234,17 @@ static int credit_one(run_t *r, const json_t *acc) {
   for (int k = 1; rc == 0 && again && k <= MAX_ATTEMPTS; k++) {
     json_t *t = NULL;
     if ((rc = credit_id(tid, sizeof tid, r, k, id))) {
-      if (!r->refused)
-        r->refused = rc;
+      refuse(r, rc);
       return 0;
     }
     /* Looked up after the account was read: a credit recorded since is
      * found here, and its amount is never recomputed. */
     rc = dtx_transfer_get(r->ex.st, tid, &t);
     if (rc == 0) {
+      if (!is_credit(r, tid, t, id, amount)) {
+        json_decref(t);
+        return 0;
+      }
       rc = finish(r, tid, t, 0, &amount, &again);
       continue;
     }
@@ -179,17 +252,19 @@ static int credit_one(run_t *r, const json_t *acc) {
       return rc;
     dtx__err_clear();
     if (amount < 0) { /* the first attempt: from the balance read */
+      int gone = 0;
       amount = interest_of(bal, r->req->rate_ppm);
       if (amount == 0) {
         r->zero++;
         return 0;
       }
+      if ((rc = later_attempt(r, id, &gone)) || gone)
+        return rc;
       if (bal > INT64_MAX - amount) {
         rc = dtx__err(DTX_EOVERFLOW, "interest %lld for account '%s' would "
                       "take its balance %lld past INT64_MAX",
                       (long long)amount, id, (long long)bal);
-        if (!r->refused)
-          r->refused = rc;
+        refuse(r, rc);
         return 0;
       }
     }
@@ -206,6 +281,10 @@ static int credit_one(run_t *r, const json_t *acc) {
       dtx__err_clear();
       fresh = 0;
       rc = dtx_transfer_get(r->ex.st, tid, &t);
+      if (rc == 0 && !is_credit(r, tid, t, id, -1)) {
+        json_decref(t);
+        return 0;
+      }
     } else if (rc == 0 && !dtx__state_is(t, "initiated")) {
       fresh = 0; /* submitted before by a concurrent run, same amount */
     }
@@ -271,7 +350,7 @@ int dtx_interest_run(dtx_store_t *st, const dtx_interest_req_t *req,
   if (started)
     rc = run_all(&r);
   if (rc == 0 && r.refused)
-    rc = r.refused; /* after the others were credited */
+    rc = dtx__err(r.refused, "%s", r.why); /* after the others */
   if (out && started)
     *out = json_pack("{s:s,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "day",
                      req->day, "rate_ppm", (json_int_t)req->rate_ppm,

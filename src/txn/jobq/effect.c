@@ -119,8 +119,10 @@ static int apply(dtx__exec_t *ex, const char *id, int64_t epoch,
   if ((rc = dtx__check_ident("job id", id)) ||
       (rc = dtx__check_ident("effect key", key)))
     return rc;
-  if (!coll || !*coll)
-    return dtx__err(DTX_EINVAL, "an effect needs a collection");
+  /* A protocol's documents change only through its steps: an effect's
+   * $inc on accounts would make money up, one on jobs rewrite a job. */
+  if ((rc = dtx__check_user_coll("effect", coll ? coll : "")))
+    return rc;
   if (!json_is_object(filter))
     return dtx__err(DTX_EBADQUERY, "an effect's filter must be an object");
   if (epoch < 1)

@@ -101,19 +101,12 @@ static int overlaps(const char *a, const char *b) {
   return strncmp(a, b, n) == 0 && (la == lb || (la < lb ? b : a)[n] == '.');
 }
 
+/* A protocol's own collections are guarded by its rules and read by its
+ * recovery: copying into them, or versioning them, is not for users. */
 static int check_coll(const char *rule, const char *what, const char *coll) {
-  int rc = dtx__coll_check(coll);
-  if (rc)
-    return dtx__err_wrap(rc, "sync rule %s: %s collection", rule, what);
-  /* A protocol's own collections are guarded by its rules and read by its
-   * recovery: copying into them, or versioning them, is not for users. */
-  for (size_t i = 0; dtx__patterns[i]; i++)
-    for (const char *const *c = dtx__patterns[i]->collections; c && *c; c++)
-      if (strcmp(*c, coll) == 0)
-        return dtx__err(DTX_EINVAL, "sync rule %s: %s collection '%s' "
-                        "belongs to doctx's %s pattern", rule, what, coll,
-                        dtx__patterns[i]->name);
-  return 0;
+  char w[200];
+  snprintf(w, sizeof w, "sync rule %s: %s", rule, what);
+  return dtx__check_user_coll(w, coll);
 }
 
 static int fmt_path(char *buf, size_t n, const char *a, const char *name,

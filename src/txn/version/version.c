@@ -70,6 +70,7 @@
  *     record and exactly the children its map names.
  */
 #include <assert.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -206,7 +207,17 @@ static int put_once(dtx__exec_t *ex, const dtx_version_put_req_t *req,
   int rc = read_root(ex, req, &root);
   if (rc)
     return rc;
-  int64_t base = dtx__int(root, "version");
+  int64_t base = dtx__int(root, "version"), next = dtx__int(root, "next");
+  /* V1/V3 hold only on a root the protocol alone wrote; one moved by hand
+   * (its validator cannot compare two fields) would have this writer take
+   * a number already used -- and its DUPKEY then read as its own insert,
+   * reporting a put whose data was never stored -- or overflow. */
+  if (next < base || next == INT64_MAX) {
+    rc = dtx__err(DTX_EBACKEND, "item '%s': its root is damaged (next %lld, "
+                  "version %lld): no version number can be reserved; the "
+                  "audit reports it", item, (long long)next, (long long)base);
+    goto out;
+  }
   if (req->expect_version >= 0 && base != req->expect_version) {
     rc = dtx__err(DTX_ECONFLICT, "item '%s' is at version %lld, not %lld",
                   item, (long long)base, (long long)req->expect_version);
