@@ -12,7 +12,8 @@
  *   retry        ONE policy for transient store errors, bounded by the
  *                deadline
  *   steps        read by id, update, find-one-and-update, insert: each
- *                behind its fault point and the retry policy
+ *                behind its fault point and the retry policy; independent
+ *                updates together in one bulk write (update_many)
  *   move         the fenced state change: expected state (+ epoch) -> new
  *                state, returning the new document, DTX_ENOMATCH when the
  *                item moved on or was fenced

@@ -8,6 +8,8 @@
  * point; every account step is a conditional single-document update made
  * idempotent by a marker carrying the transfer id (after reference 004).
  *
+ *   (submit, synchronous) -----------+
+ *                                    v
  *   initiated --claim--> preparing --commit--> committed --finish--> succeeded
  *       |                   |
  *       | cancel            +--funds/account/cancel/timeout--> rolling_back
@@ -15,13 +17,17 @@
  *     failed <-------------------------finish----------------------+
  *
  *   transition                      function            fault point
- *   (record initiated)              dtx_transfer_submit transfer.submit
+ *   (record initiated: --async)     dtx_transfer_submit transfer.submit
+ *   (record preparing, claimed by   submit(), from      transfer.submit
+ *    the executor: synchronous)     dtx_transfer_execute
  *   initiated -> preparing          claim(), claim_next transfer.claim
- *   (payer: debit + debit marker)   prepare()           transfer.debit
- *   (payee: credit marker)          prepare()           transfer.mark_payee
+ *   (payer: debit + debit marker)   prepare()  } one    transfer.debit
+ *   (payee: credit marker)          prepare()  } batch  transfer.mark_payee
+ *   (both results back)             prepare()           transfer.debit_mark.done
  *   preparing -> committed          prepare()           transfer.commit
- *   (payer: drop debit marker)      finish_commit()     transfer.clear_payer
- *   (payee: credit, drop marker)    finish_commit()     transfer.credit_payee
+ *   (payer: drop debit marker)      finish_commit() }   transfer.clear_payer
+ *   (payee: credit, drop marker)    finish_commit() }   transfer.credit_payee
+ *   (both results back)             finish_commit()     transfer.clear_credit.done
  *   committed -> succeeded          finish_commit()     transfer.finish
  *   preparing -> rolling_back       begin_rollback()    transfer.rollback.begin
  *                                   dtx__tx_takeover()  transfer.recover.takeover,
@@ -30,6 +36,22 @@
  *   (payee: drop marker,[tombstone])finish_rollback()   transfer.rollback.unmark_payee
  *   rolling_back -> failed          finish_rollback()   transfer.rollback.finish
  *   initiated -> failed             dtx_transfer_cancel transfer.cancel.begin
+ * The steps marked "}" go to the store together, in one
+ * dtx__kit_update_many (one bulk_write: one round trip, one commit), each
+ * still one atomic single-document update behind its own fault point,
+ * reached just before it joins the batch (a crash there sends neither).
+ * Either of a pair may land without the other (a refusal; an error that
+ * sends it alone into a later round, where a crash may find it), which
+ * adds two account states the one-at-a-time
+ * sequence never reached: the payee marked while the payer's debit was
+ * refused (or not made yet), and the payee credited before the payer was
+ * cleared.  Both are covered by I2, I6 and the rollback below.
+ * A synchronous transfer is recorded already claimed (owner, lease_until =
+ * now + lease, epoch 1): an executor that dies right after is one that
+ * died after a claim, and recovery's lapsed-lease takeover covers it.
+ * The submission reads both accounts in one query; the payer as read
+ * gives the first debit its min_balance (a changed one makes the debit
+ * match nothing, and the read-back of I9 tries again).
  * Recovery's own points (transfer.recover.*) are in recover.c.
  *
  * Account documents: {_id, balance, min_balance, opening_balance, ceiling,
@@ -44,10 +66,15 @@
  *     filter demands balance >= min_balance + amount in the same atomic
  *     step.  min_balance null is no limit; any other non-int64 value
  *     refuses every debit (never read as "no limit").
- *  I2 Money in flight: a debit marker holds `amount` out of circulation
- *     until the payer is cleared; between clearing the payer and crediting
- *     the payee, the payee's credit marker of a committed transfer does.
- *     So sum(balance) + in flight == sum(opening_balance) at every moment.
+ *  I2 Money in flight: a transfer holds `amount` out of circulation from
+ *     the payer's debit until the payee's credit -- on the payer's debit
+ *     marker, or, once the payer is cleared, on the payee's credit marker
+ *     of a committed transfer.  A payee's mark carries no money (it may
+ *     land before or without the debit: the pair), and a debit marker of
+ *     a committed transfer whose payee was already credited (the clear
+ *     may land after the credit) holds none either.  So sum(balance) + in
+ *     flight == sum(opening_balance) at every moment (audit.c counts each
+ *     transfer once).
  *  I3 Every state change is conditioned on the expected current state, and
  *     preparing-phase changes also on the claim's epoch; recovery and
  *     cancel bump the epoch, so a stale owner's transitions fail.
@@ -58,12 +85,20 @@
  *     never rolled back, a rolling_back one never commits.
  *  I6 An account lists a transfer in `pending` only while that transfer is
  *     non-terminal; tombstones only for failed or rolling_back transfers.
+ *     Within preparing, committed and rolling_back, any combination of the
+ *     payer's debit marker and the payee's credit marker is possible (the
+ *     pairs); the rollback takes each account's marker off on its own,
+ *     idempotently (a payee mark without a debit: dropped, its ceiling
+ *     reservation with it, I7), and the commit never starts before both
+ *     of the prepare pair landed.
  *  I7 ceiling == balance + the amounts of all pending markers <= INT64_MAX
  *     on every account that has one (older accounts get it at their first
  *     step that needs it).  The payee's mark demands ceiling + amount <=
  *     INT64_MAX and raises the ceiling in the same step, so every credit
  *     and refund fits when it lands: a committed transfer can always be
- *     finished (issue 8, defect 1).
+ *     finished (issue 8, defect 1).  Each account's own steps keep it
+ *     (the mark raises it, dropping the mark in a rollback lowers it),
+ *     whatever the other account of the pair did.
  *  I8 Tombstones only where a late step is possible: a rollback after a
  *     takeover or cancel (reason abandoned/canceled); the executor's own
  *     decline leaves none.  An account keeps the newest VOIDS_MAX (64).
