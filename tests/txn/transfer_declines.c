@@ -120,6 +120,25 @@ static int same_money(const json_t *x, const json_t *y) {
 
 static void crash_child(const dtx_transfer_req_t *req, const char *spec);
 
+/* The audit while transfer id is left mid-way: clean, and no money in
+ * flight (the pair's states hold none); then recovery takes it to want. */
+static void audit_recover(dtx_store_t *st, const char *id, const char *want) {
+  json_t *rep = NULL, *tx = NULL;
+  CHECK_RC(dtx_audit(st, 0, &rep), 0);
+  CHECK(json_integer_value(json_object_get(rep, "in_flight")) == 0);
+  if (!json_is_true(json_object_get(rep, "ok"))) {
+    char *d = json_dumps(rep, JSON_COMPACT);
+    fprintf(stderr, "audit: %s\n", d ? d : "?");
+    free(d);
+  }
+  json_decref(rep);
+  dtx_recover_opts_t ro = {.older_than_ms = 0};
+  CHECK_RC(dtx_recover(st, &ro, NULL), 0);
+  REQUIRE(dtx_transfer_get(st, id, &tx) == 0);
+  CHECK(str_is(tx, "state", want));
+  json_decref(tx);
+}
+
 static void test_payee_marked_payer_refused(void) {
   dtx_store_t *st = NULL;
   REQUIRE(dtx_store_open(uri, &st) == 0);
@@ -136,7 +155,7 @@ static void test_payee_marked_payer_refused(void) {
   /* The executor's own decline: both documents exactly as before. */
   dtx_transfer_req_t req = {.from = "P", .to = "Q", .amount = 1000,
                             .id = "pm1"};
-  json_t *tx = NULL;
+  json_t *tx = NULL, *rep = NULL;
   CHECK_RC(dtx_transfer_execute(st, &req, NULL, &tx), 0);
   CHECK(str_is(tx, "state", "failed"));
   json_decref(tx);
@@ -166,23 +185,10 @@ static void test_payee_marked_payer_refused(void) {
                    json_object_get(q0, "balance")));
   json_decref(p1);
   json_decref(q1);
-  /* The audit counts no money for the mark: clean, nothing in flight. */
-  json_t *rep = NULL;
-  CHECK_RC(dtx_audit(st, 0, &rep), 0);
-  CHECK(json_integer_value(json_object_get(rep, "in_flight")) == 0);
-  if (!json_is_true(json_object_get(rep, "ok"))) {
-    char *d = json_dumps(rep, JSON_COMPACT);
-    fprintf(stderr, "audit: %s\n", d ? d : "?");
-    free(d);
-  }
-  json_decref(rep);
-  /* Recovery rolls it back: balances, ceilings and markers as before (a
+  /* The audit counts no money for the mark: clean, nothing in flight.
+   * Recovery rolls it back: balances, ceilings and markers as before (a
    * takeover leaves tombstones, I8: not compared). */
-  dtx_recover_opts_t ro = {.older_than_ms = 0};
-  CHECK_RC(dtx_recover(st, &ro, NULL), 0);
-  REQUIRE(dtx_transfer_get(st, "pm2", &tx) == 0);
-  CHECK(str_is(tx, "state", "failed"));
-  json_decref(tx);
+  audit_recover(st, "pm2", "failed");
   p1 = account(st, "P");
   q1 = account(st, "Q");
   CHECK(same_money(p1, p0));
@@ -227,21 +233,14 @@ static void test_payee_credited_payer_not_cleared(void) {
   REQUIRE(dtx_account_create(st, "Q", &o, NULL) == 0);
   dtx_transfer_req_t req = {.from = "P", .to = "Q", .amount = 30, .id = "cc1"};
   crash_child(&req, "transfer.clear_payer:error:1,transfer.clear_payer:crash:2");
-  json_t *p = account(st, "P"), *q = account(st, "Q"), *tx = NULL, *rep = NULL;
+  json_t *p = account(st, "P"), *q = account(st, "Q"), *rep = NULL;
   CHECK(json_integer_value(json_object_get(p, "balance")) == 70);
   CHECK(json_array_size(json_object_get(p, "pending")) == 1); /* not cleared */
   CHECK(json_integer_value(json_object_get(q, "balance")) == 130);
   CHECK(json_array_size(json_object_get(q, "pending")) == 0); /* credited */
   json_decref(p);
   json_decref(q);
-  CHECK_RC(dtx_audit(st, 0, &rep), 0);
-  CHECK(json_integer_value(json_object_get(rep, "in_flight")) == 0);
-  json_decref(rep);
-  dtx_recover_opts_t ro = {.older_than_ms = 0};
-  CHECK_RC(dtx_recover(st, &ro, NULL), 0);
-  REQUIRE(dtx_transfer_get(st, "cc1", &tx) == 0);
-  CHECK(str_is(tx, "state", "succeeded"));
-  json_decref(tx);
+  audit_recover(st, "cc1", "succeeded");
   p = account(st, "P");
   q = account(st, "Q");
   CHECK(json_integer_value(json_object_get(p, "balance")) == 70);
