@@ -59,13 +59,27 @@ static void transfer(dtx_store_t *st, const char *from, const char *to,
   json_decref(tx);
 }
 
-static void test_declines_flat(void) {
+/* A store emptied of transfers and accounts, with accounts a and b
+ * holding abal and bbal. */
+static dtx_store_t *two_accounts(const char *a, int64_t abal, const char *b,
+                                 int64_t bbal) {
   dtx_store_t *st = NULL;
-  REQUIRE(dtx_store_open(uri, &st) == 0);
+  dtx_account_opts_t oa = {.balance = abal}, ob = {.balance = bbal};
+  if (dtx_store_open(uri, &st) != 0) {
+    fprintf(stderr, "open %s: %s\n", uri, dtx_errdetail());
+    exit(1);
+  }
   dtx_t_drop_transfers(st);
-  dtx_account_opts_t o = {.balance = 100};
-  REQUIRE(dtx_account_create(st, "A", &o, NULL) == 0);
-  REQUIRE(dtx_account_create(st, "B", &o, NULL) == 0);
+  if (dtx_account_create(st, a, &oa, NULL) != 0 ||
+      dtx_account_create(st, b, &ob, NULL) != 0) {
+    fprintf(stderr, "accounts %s, %s: %s\n", a, b, dtx_errdetail());
+    exit(1);
+  }
+  return st;
+}
+
+static void test_declines_flat(void) {
+  dtx_store_t *st = two_accounts("A", 100, "B", 100);
 
   transfer(st, "A", "B", 1000, "failed");
   size_t a1 = doc_bytes(st, "A"), b1 = doc_bytes(st, "B");
@@ -140,13 +154,7 @@ static void audit_recover(dtx_store_t *st, const char *id, const char *want) {
 }
 
 static void test_payee_marked_payer_refused(void) {
-  dtx_store_t *st = NULL;
-  REQUIRE(dtx_store_open(uri, &st) == 0);
-  dtx_t_drop_transfers(st);
-  dtx_account_opts_t o = {.balance = 100};
-  REQUIRE(dtx_account_create(st, "P", &o, NULL) == 0);
-  o.balance = 50;
-  REQUIRE(dtx_account_create(st, "Q", &o, NULL) == 0);
+  dtx_store_t *st = two_accounts("P", 100, "Q", 50);
   /* A first transfer gives both their ceilings (older accounts get it at
    * their first step): from here on a document compares exactly. */
   transfer(st, "P", "Q", 1, "succeeded");
@@ -225,12 +233,7 @@ static void crash_child(const dtx_transfer_req_t *req, const char *spec) {
  * error, then a crash at its retry).  The money is in flight nowhere: the
  * audit is clean with nothing in flight, and recovery finishes it. */
 static void test_payee_credited_payer_not_cleared(void) {
-  dtx_store_t *st = NULL;
-  REQUIRE(dtx_store_open(uri, &st) == 0);
-  dtx_t_drop_transfers(st);
-  dtx_account_opts_t o = {.balance = 100};
-  REQUIRE(dtx_account_create(st, "P", &o, NULL) == 0);
-  REQUIRE(dtx_account_create(st, "Q", &o, NULL) == 0);
+  dtx_store_t *st = two_accounts("P", 100, "Q", 100);
   dtx_transfer_req_t req = {.from = "P", .to = "Q", .amount = 30, .id = "cc1"};
   crash_child(&req, "transfer.clear_payer:error:1,transfer.clear_payer:crash:2");
   json_t *p = account(st, "P"), *q = account(st, "Q"), *rep = NULL;
