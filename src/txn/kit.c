@@ -269,6 +269,96 @@ int dtx__kit_delete(dtx__exec_t *ex, const char *point, const char *coll,
   return rc;
 }
 
+#define UPDATE_MANY_MAX 8
+
+int dtx__kit_update_many(dtx__exec_t *ex, dtx__kit_upd_t *u, size_t n,
+                         const char *done) {
+  dtx__retry_t r[UPDATE_MANY_MAX] = {{0}};
+  int pending[UPDATE_MANY_MAX], lost[UPDATE_MANY_MAX];
+  dtx_bulk_op_t ops[UPDATE_MANY_MAX];
+  dtx_bulk_result_t res[UPDATE_MANY_MAX];
+  size_t idx[UPDATE_MANY_MAX], i;
+  char detail[UPDATE_MANY_MAX][300];
+  if (n > UPDATE_MANY_MAX) {
+    for (i = 0; i < n; i++) {
+      json_decref(u[i].filter);
+      json_decref(u[i].update);
+      u[i].filter = u[i].update = NULL;
+      u[i].rc = DTX_EINVAL;
+    }
+    return dtx__err(DTX_EINVAL, "dtx__kit_update_many: %zu updates, at most "
+                    "%d", n, UPDATE_MANY_MAX);
+  }
+  for (i = 0; i < n; i++) {
+    u[i].matched = 0;
+    u[i].rc = (u[i].filter && u[i].update) ? 0 : DTX_ENOMEM;
+    pending[i] = u[i].rc == 0;
+  }
+  for (;;) {
+    size_t k = 0;
+    for (i = 0; i < n; i++) {
+      if (!pending[i])
+        continue;
+      /* Its own fault point just before it joins; "lost" is per update. */
+      int f = DTX_FAULTPOINT(u[i].point);
+      lost[i] = f == 0 && dtx__fault_lost(0) != 0;
+      if (f) {
+        u[i].rc = f;
+        snprintf(detail[i], sizeof detail[0], "%s", dtx_errdetail());
+        continue;
+      }
+      ops[k] = (dtx_bulk_op_t){.kind = DTX_BULK_UPDATE_ONE,
+                               .coll = u[i].coll,
+                               .filter = u[i].filter,
+                               .update = u[i].update};
+      idx[k++] = i;
+    }
+    if (k) {
+      memset(res, 0, sizeof res);
+      (void)dtx_store_bulk_write(ex->st, ops, k, res);
+      for (size_t j = 0; j < k; j++) {
+        dtx__kit_upd_t *x = &u[idx[j]];
+        x->rc = res[j].rc;
+        if (x->rc)
+          dtx__err(x->rc, "%s", res[j].detail ? res[j].detail
+                                              : dtx_strerror(x->rc));
+        else if (lost[idx[j]])
+          x->rc = dtx__err(DTX_EUNAVAILABLE, "injected lost reply at fault "
+                           "point %s (the write was applied)", x->point);
+        if (x->rc) /* kept: the next update's error replaces the detail */
+          snprintf(detail[idx[j]], sizeof detail[0], "%s", dtx_errdetail());
+        x->matched = x->rc == 0 && res[j].matched > 0;
+      }
+      dtx_bulk_results_clear(res, k);
+    }
+    /* Who goes again: a transient failure, under the one retry policy. */
+    int again = 0;
+    for (i = 0; i < n; i++) {
+      if (!pending[i])
+        continue;
+      int rci = u[i].rc;
+      pending[i] = dtx__retry_again(&r[i], &rci, u[i].point);
+      if (rci != u[i].rc) /* the deadline stopped it: its own words */
+        snprintf(detail[i], sizeof detail[0], "%s", dtx_errdetail());
+      u[i].rc = rci;
+      again |= pending[i];
+    }
+    if (!again)
+      break;
+  }
+  for (i = 0; i < n; i++) {
+    json_decref(u[i].filter);
+    json_decref(u[i].update);
+    u[i].filter = u[i].update = NULL;
+  }
+  for (i = 0; i < n; i++)
+    if (u[i].rc && u[i].rc != DTX_ENOMEM)
+      return dtx__err(u[i].rc, "%s", detail[i]);
+    else if (u[i].rc)
+      return u[i].rc;
+  return done ? DTX_FAULTPOINT(done) : 0;
+}
+
 /* ---- items ---------------------------------------------------------------------- */
 
 /* $set {<state>: to, updated: now} plus, when taking the lease, the owner

@@ -12,7 +12,8 @@
  *   retry        ONE policy for transient store errors, bounded by the
  *                deadline
  *   steps        read by id, update, find-one-and-update, insert: each
- *                behind its fault point and the retry policy
+ *                behind its fault point and the retry policy; independent
+ *                updates together in one bulk write (update_many)
  *   move         the fenced state change: expected state (+ epoch) -> new
  *                state, returning the new document, DTX_ENOMATCH when the
  *                item moved on or was fenced
@@ -188,6 +189,30 @@ int dtx__kit_insert(dtx__exec_t *ex, const char *point, const char *coll,
  * DTX_EVALIDATION when it refuses. */
 int dtx__kit_delete(dtx__exec_t *ex, const char *point, const char *coll,
                     json_t *filter, int64_t *deleted);
+
+/* Independent conditional updates sent together: one dtx_store_bulk_write
+ * (one write transaction on SQLite, one pipeline per node on Redis), each
+ * update still atomic on its own.  Each reaches its own fault point just
+ * before it joins the batch (an injected error, a lost reply or a
+ * transient store error puts that update alone into the next round, under
+ * the retry policy, as dtx__kit_update would); then, once every update
+ * has its result, the fault point `done` (may be NULL) is reached, so the
+ * crash and pause suites stop a caller that has the results but has not
+ * acted on them.  Fill point, filter and update (both stolen, released in
+ * every case; matched and rc are outputs). */
+typedef struct dtx__kit_upd {
+  const char *point;
+  const char *coll;
+  json_t *filter, *update; /* stolen */
+  int matched;             /* out: a document matched */
+  int rc;                  /* out: this update's result */
+} dtx__kit_upd_t;
+
+/* Runs the n (1..8) updates of u together as above.  Returns 0 when every
+ * one succeeded, else the first failed one's rc with its detail (each
+ * u[i].rc says which). */
+int dtx__kit_update_many(dtx__exec_t *ex, dtx__kit_upd_t *u, size_t n,
+                         const char *done);
 
 /* ---- items: fenced state changes, claim, takeover -------------------------- */
 

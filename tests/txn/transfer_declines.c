@@ -5,14 +5,26 @@
  * and the next successful transfer leaves them as a transfer did before.
  * Sizes are counted (bytes of the stored documents), never timed.
  *
+ * And the state the paired prepare step creates (transfer.c, I2): the
+ * payer debit and the payee mark go to the store together, so the payee
+ * may be marked while the payer's debit is refused.  The decline then
+ * leaves both accounts exactly as they were; a crash with the pair's
+ * results back (transfer.debit_mark.done, in a forked child) leaves the
+ * payee marked and the payer untouched, which the audit counts as no
+ * money in flight, and recovery's rollback restores both.  Likewise the
+ * payee credited before the payer's clear (the finish pair).
+ *
  * usage: transfer_declines STORE-URI [N]   (N declines, default 10,000,
  * 1,000 under DTX_QUICK;
  * the collections are emptied first; a SQLite file runs with sync=off) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "testlib.h"
+#include "util/fault.h"
 
 static const char *uri;
 static long n;
@@ -47,13 +59,27 @@ static void transfer(dtx_store_t *st, const char *from, const char *to,
   json_decref(tx);
 }
 
-static void test_declines_flat(void) {
+/* A store emptied of transfers and accounts, with accounts a and b
+ * holding abal and bbal. */
+static dtx_store_t *two_accounts(const char *a, int64_t abal, const char *b,
+                                 int64_t bbal) {
   dtx_store_t *st = NULL;
-  REQUIRE(dtx_store_open(uri, &st) == 0);
+  dtx_account_opts_t oa = {.balance = abal}, ob = {.balance = bbal};
+  if (dtx_store_open(uri, &st) != 0) {
+    fprintf(stderr, "open %s: %s\n", uri, dtx_errdetail());
+    exit(1);
+  }
   dtx_t_drop_transfers(st);
-  dtx_account_opts_t o = {.balance = 100};
-  REQUIRE(dtx_account_create(st, "A", &o, NULL) == 0);
-  REQUIRE(dtx_account_create(st, "B", &o, NULL) == 0);
+  if (dtx_account_create(st, a, &oa, NULL) != 0 ||
+      dtx_account_create(st, b, &ob, NULL) != 0) {
+    fprintf(stderr, "accounts %s, %s: %s\n", a, b, dtx_errdetail());
+    exit(1);
+  }
+  return st;
+}
+
+static void test_declines_flat(void) {
+  dtx_store_t *st = two_accounts("A", 100, "B", 100);
 
   transfer(st, "A", "B", 1000, "failed");
   size_t a1 = doc_bytes(st, "A"), b1 = doc_bytes(st, "B");
@@ -82,6 +108,155 @@ static void test_declines_flat(void) {
   dtx_store_close(st);
 }
 
+/* 1 when doc's key is the string want. */
+static int str_is(const json_t *doc, const char *key, const char *want) {
+  const char *v = json_string_value(json_object_get(doc, key));
+  return v && strcmp(v, want) == 0;
+}
+
+static json_t *account(dtx_store_t *st, const char *id) {
+  json_t *a = NULL;
+  if (dtx_account_get(st, id, &a) != 0) {
+    fprintf(stderr, "account %s: %s\n", id, dtx_errdetail());
+    exit(1);
+  }
+  return a;
+}
+
+/* What a rollback must restore: the balance, the ceiling, the markers. */
+static int same_money(const json_t *x, const json_t *y) {
+  const char *keys[] = {"balance", "ceiling", "pending", "min_balance"};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+    if (!json_equal(json_object_get(x, keys[i]), json_object_get(y, keys[i])))
+      return 0;
+  return 1;
+}
+
+static void crash_child(const dtx_transfer_req_t *req, const char *spec);
+
+/* The audit while transfer id is left mid-way: clean, and no money in
+ * flight (the pair's states hold none); then recovery takes it to want. */
+static void audit_recover(dtx_store_t *st, const char *id, const char *want) {
+  json_t *rep = NULL, *tx = NULL;
+  CHECK_RC(dtx_audit(st, 0, &rep), 0);
+  CHECK(json_integer_value(json_object_get(rep, "in_flight")) == 0);
+  if (!json_is_true(json_object_get(rep, "ok"))) {
+    char *d = json_dumps(rep, JSON_COMPACT);
+    fprintf(stderr, "audit: %s\n", d ? d : "?");
+    free(d);
+  }
+  json_decref(rep);
+  dtx_recover_opts_t ro = {.older_than_ms = 0};
+  CHECK_RC(dtx_recover(st, &ro, NULL), 0);
+  REQUIRE(dtx_transfer_get(st, id, &tx) == 0);
+  CHECK(str_is(tx, "state", want));
+  json_decref(tx);
+}
+
+static void test_payee_marked_payer_refused(void) {
+  dtx_store_t *st = two_accounts("P", 100, "Q", 50);
+  /* A first transfer gives both their ceilings (older accounts get it at
+   * their first step): from here on a document compares exactly. */
+  transfer(st, "P", "Q", 1, "succeeded");
+  json_t *p0 = account(st, "P"), *q0 = account(st, "Q");
+
+  /* The executor's own decline: both documents exactly as before. */
+  dtx_transfer_req_t req = {.from = "P", .to = "Q", .amount = 1000,
+                            .id = "pm1"};
+  json_t *tx = NULL, *rep = NULL;
+  CHECK_RC(dtx_transfer_execute(st, &req, NULL, &tx), 0);
+  CHECK(str_is(tx, "state", "failed"));
+  json_decref(tx);
+  json_t *p1 = account(st, "P"), *q1 = account(st, "Q");
+  CHECK(json_equal(p1, p0));
+  CHECK(json_equal(q1, q0));
+  json_decref(p1);
+  json_decref(q1);
+
+  /* The pair's results back, then a crash: Q marked, P untouched. */
+  req.id = "pm2";
+  crash_child(&req, "transfer.debit_mark.done:crash");
+  p1 = account(st, "P");
+  q1 = account(st, "Q");
+  CHECK(json_equal(p1, p0)); /* the debit was refused */
+  const json_t *m = NULL;
+  size_t i;
+  json_t *e;
+  json_array_foreach(json_object_get(q1, "pending"), i, e) {
+    if (str_is(e, "tx", "pm2"))
+      m = e;
+  }
+  CHECK(m != NULL); /* the payee was marked */
+  CHECK(json_integer_value(json_object_get(q1, "ceiling")) ==
+        json_integer_value(json_object_get(q0, "ceiling")) + 1000);
+  CHECK(json_equal(json_object_get(q1, "balance"),
+                   json_object_get(q0, "balance")));
+  json_decref(p1);
+  json_decref(q1);
+  /* The audit counts no money for the mark: clean, nothing in flight.
+   * Recovery rolls it back: balances, ceilings and markers as before (a
+   * takeover leaves tombstones, I8: not compared). */
+  audit_recover(st, "pm2", "failed");
+  p1 = account(st, "P");
+  q1 = account(st, "Q");
+  CHECK(same_money(p1, p0));
+  CHECK(same_money(q1, q0));
+  json_decref(p1);
+  json_decref(q1);
+  CHECK_RC(dtx_audit(st, DTX_AUDIT_SETTLED, &rep), 0);
+  json_decref(rep);
+  json_decref(p0);
+  json_decref(q0);
+  dtx_store_close(st);
+}
+
+/* Runs transfer req in a forked child with DOCTX_FAULT=spec armed, which
+ * must crash it (exit 137). */
+static void crash_child(const dtx_transfer_req_t *req, const char *spec) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    dtx_store_t *cs = NULL;
+    json_t *tx = NULL;
+    setenv("DOCTX_FAULT", spec, 1);
+    dtx__fault_init(NULL);
+    if (dtx_store_open(uri, &cs) != 0)
+      _exit(3);
+    dtx_transfer_execute(cs, req, NULL, &tx);
+    _exit(4); /* the crash point was not reached */
+  }
+  int status = 0;
+  REQUIRE(pid > 0 && waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 137);
+}
+
+/* The other pair: the payee credited while the payer's clear failed (an
+ * error, then a crash at its retry).  The money is in flight nowhere: the
+ * audit is clean with nothing in flight, and recovery finishes it. */
+static void test_payee_credited_payer_not_cleared(void) {
+  dtx_store_t *st = two_accounts("P", 100, "Q", 100);
+  dtx_transfer_req_t req = {.from = "P", .to = "Q", .amount = 30, .id = "cc1"};
+  crash_child(&req, "transfer.clear_payer:error:1,transfer.clear_payer:crash:2");
+  json_t *p = account(st, "P"), *q = account(st, "Q"), *rep = NULL;
+  CHECK(json_integer_value(json_object_get(p, "balance")) == 70);
+  CHECK(json_array_size(json_object_get(p, "pending")) == 1); /* not cleared */
+  CHECK(json_integer_value(json_object_get(q, "balance")) == 130);
+  CHECK(json_array_size(json_object_get(q, "pending")) == 0); /* credited */
+  json_decref(p);
+  json_decref(q);
+  audit_recover(st, "cc1", "succeeded");
+  p = account(st, "P");
+  q = account(st, "Q");
+  CHECK(json_integer_value(json_object_get(p, "balance")) == 70);
+  CHECK(json_integer_value(json_object_get(p, "ceiling")) == 70);
+  CHECK(json_integer_value(json_object_get(q, "balance")) == 130);
+  CHECK(json_integer_value(json_object_get(q, "ceiling")) == 130);
+  json_decref(p);
+  json_decref(q);
+  CHECK_RC(dtx_audit(st, DTX_AUDIT_SETTLED, &rep), 0);
+  json_decref(rep);
+  dtx_store_close(st);
+}
+
 int main(int argc, char **argv) {
   static char buf[4096];
   uri = argc > 1 ? argv[1] : "sqlite::memory:";
@@ -95,5 +270,7 @@ int main(int argc, char **argv) {
   /* The sanitizer stage (DTX_QUICK) checks memory, not the count: 1,000. */
   n = argc > 2 ? strtol(argv[2], NULL, 10) : getenv("DTX_QUICK") ? 1000 : 10000;
   TEST_RUN(test_declines_flat);
+  TEST_RUN(test_payee_marked_payer_refused);
+  TEST_RUN(test_payee_credited_payer_not_cleared);
   return TEST_DONE();
 }

@@ -81,32 +81,48 @@ static json_t *tombstone(const char *txid) {
                    "at", (json_int_t)dtx__now_ms(), "$slice", -VOIDS_MAX);
 }
 
+/* The first attempt of taking the op marker of txid off account id: the
+ * conditional update, in u (for dtx__kit_update_many, or run alone). */
+void dtx__tx_take_op(dtx__kit_upd_t *u, const char *point, const char *id,
+                     const char *txid, const char *op, int64_t amount,
+                     const json_t *inc, int tomb) {
+  u->point = point;
+  u->coll = DTX_ACCOUNTS;
+  u->filter = json_pack("{s:s,s:{s:{s:s,s:s,s:I}}}", "_id", id, "pending",
+                        "$elemMatch", "tx", txid, "op", op, "amount",
+                        (json_int_t)amount);
+  u->update = json_pack("{s:O,s:{s:{s:s,s:s}}}", "$inc", inc, "$pull",
+                        "pending", "tx", txid, "op", op);
+  if (u->filter && json_object_get(inc, "ceiling"))
+    json_object_set_new(u->filter, "ceiling", json_pack("{s:b}", "$exists", 1));
+  if (u->update && tomb)
+    json_object_set_new(u->update, "$push", tombstone(txid));
+}
+
 /* The op marker of transfer txid on account id is taken off in one step
  * with what it carried: `inc` (stolen, e.g. {"balance": amount}) and,
  * with `tomb`, a tombstone.  The marker must carry `amount`: one with
  * another amount is DTX_ESTATE (reject rather than guess).  With
  * `tomb`, an account without the marker gets the tombstone alone, so a
  * late step of the transfer is refused there.  *out: TAKEN now, ABSENT
- * (no marker: taken before, or never made), GONE (no account). */
-int dtx__tx_take_marker(dtx__exec_t *ex, const char *point, const char *id,
-                        const char *txid, const char *op, int64_t amount,
-                        json_t *inc, int tomb, enum dtx__taken *out) {
+ * (no marker: taken before, or never made), GONE (no account).  tried:
+ * the first attempt (dtx__tx_take_op) already ran and matched nothing. */
+int dtx__tx_take_marker_after(dtx__exec_t *ex, const char *point,
+                              const char *id, const char *txid, const char *op,
+                              int64_t amount, json_t *inc, int tomb, int tried,
+                              enum dtx__taken *out) {
   int needs_ceiling = json_object_get(inc, "ceiling") != NULL, rc = 0;
   assert(amount > 0); /* the transfer's validator: amounts are >= 1 */
   *out = DTX__ABSENT;
   for (int round = 0; round < ROUNDS; round++) {
     int matched = 0;
-    json_t *filter = json_pack("{s:s,s:{s:{s:s,s:s,s:I}}}", "_id", id,
-                               "pending", "$elemMatch", "tx", txid, "op", op,
-                               "amount", (json_int_t)amount);
-    json_t *upd = json_pack("{s:O,s:{s:{s:s,s:s}}}", "$inc", inc, "$pull",
-                            "pending", "tx", txid, "op", op);
-    if (filter && needs_ceiling)
-      json_object_set_new(filter, "ceiling", json_pack("{s:b}", "$exists", 1));
-    if (upd && tomb)
-      json_object_set_new(upd, "$push", tombstone(txid));
-    if ((rc = dtx__kit_update(ex, point, DTX_ACCOUNTS, filter, upd, &matched)))
-      break;
+    if (round > 0 || !tried) {
+      dtx__kit_upd_t u;
+      dtx__tx_take_op(&u, point, id, txid, op, amount, inc, tomb);
+      if ((rc = dtx__kit_update(ex, point, DTX_ACCOUNTS, u.filter, u.update,
+                                &matched)))
+        break;
+    }
     if (matched) {
       *out = DTX__TAKEN;
       break;
@@ -150,27 +166,43 @@ int dtx__tx_take_marker(dtx__exec_t *ex, const char *point, const char *id,
   return rc;
 }
 
+int dtx__tx_take_marker(dtx__exec_t *ex, const char *point, const char *id,
+                        const char *txid, const char *op, int64_t amount,
+                        json_t *inc, int tomb, enum dtx__taken *out) {
+  return dtx__tx_take_marker_after(ex, point, id, txid, op, amount, inc, tomb,
+                                   0, out);
+}
+
 /* ---- the payee's credit marker ------------------------------------------------ */
 
-int dtx__tx_mark_payee(dtx__exec_t *ex, const json_t *tx,
-                       enum dtx__marked *why) {
+void dtx__tx_mark_op(dtx__kit_upd_t *u, const json_t *tx) {
   const char *id = dtx__str(tx, "_id"), *to = dtx__str(tx, "to");
   int64_t amount = dtx__int(tx, "amount");
-  int rc = 0;
   assert(amount > 0); /* so INT64_MAX - amount below cannot wrap (I7) */
+  u->point = "transfer.mark_payee";
+  u->coll = DTX_ACCOUNTS;
+  u->filter = json_pack("{s:s,s:{s:I},s:{s:s},s:{s:s}}", "_id", to, "ceiling",
+                        "$lte", (json_int_t)(INT64_MAX - amount), "pending.tx",
+                        "$ne", id, "voids.tx", "$ne", id);
+  u->update = json_pack(
+      "{s:{s:I},s:{s:{s:s,s:s,s:I,s:I}}}", "$inc", "ceiling",
+      (json_int_t)amount, "$push", "pending", "tx", id, "op", "credit",
+      "amount", (json_int_t)amount, "at", (json_int_t)dtx__now_ms());
+}
+
+int dtx__tx_mark_payee(dtx__exec_t *ex, const json_t *tx, int tried,
+                       enum dtx__marked *why) {
+  const char *id = dtx__str(tx, "_id"), *to = dtx__str(tx, "to");
+  int rc = 0;
   for (int round = 0; round < ROUNDS; round++) {
     int matched = 0;
-    json_t *filter = json_pack(
-        "{s:s,s:{s:I},s:{s:s},s:{s:s}}", "_id", to, "ceiling", "$lte",
-        (json_int_t)(INT64_MAX - amount), "pending.tx", "$ne", id, "voids.tx",
-        "$ne", id);
-    json_t *upd = json_pack(
-        "{s:{s:I},s:{s:{s:s,s:s,s:I,s:I}}}", "$inc", "ceiling",
-        (json_int_t)amount, "$push", "pending", "tx", id, "op", "credit",
-        "amount", (json_int_t)amount, "at", (json_int_t)dtx__now_ms());
-    if ((rc = dtx__kit_update(ex, "transfer.mark_payee", DTX_ACCOUNTS, filter,
-                              upd, &matched)))
-      return rc;
+    if (round > 0 || !tried) {
+      dtx__kit_upd_t u;
+      dtx__tx_mark_op(&u, tx);
+      if ((rc = dtx__kit_update(ex, u.point, DTX_ACCOUNTS, u.filter, u.update,
+                                &matched)))
+        return rc;
+    }
     if (matched) {
       *why = DTX__MK_DONE;
       return 0;

@@ -8,6 +8,8 @@
  * point; every account step is a conditional single-document update made
  * idempotent by a marker carrying the transfer id (after reference 004).
  *
+ *   (submit, synchronous) -----------+
+ *                                    v
  *   initiated --claim--> preparing --commit--> committed --finish--> succeeded
  *       |                   |
  *       | cancel            +--funds/account/cancel/timeout--> rolling_back
@@ -15,13 +17,17 @@
  *     failed <-------------------------finish----------------------+
  *
  *   transition                      function            fault point
- *   (record initiated)              dtx_transfer_submit transfer.submit
+ *   (record initiated: --async)     dtx_transfer_submit transfer.submit
+ *   (record preparing, claimed by   submit(), from      transfer.submit
+ *    the executor: synchronous)     dtx_transfer_execute
  *   initiated -> preparing          claim(), claim_next transfer.claim
- *   (payer: debit + debit marker)   prepare()           transfer.debit
- *   (payee: credit marker)          prepare()           transfer.mark_payee
+ *   (payer: debit + debit marker)   prepare()  } one    transfer.debit
+ *   (payee: credit marker)          prepare()  } batch  transfer.mark_payee
+ *   (both results back)             prepare()           transfer.debit_mark.done
  *   preparing -> committed          prepare()           transfer.commit
- *   (payer: drop debit marker)      finish_commit()     transfer.clear_payer
- *   (payee: credit, drop marker)    finish_commit()     transfer.credit_payee
+ *   (payer: drop debit marker)      finish_commit() }   transfer.clear_payer
+ *   (payee: credit, drop marker)    finish_commit() }   transfer.credit_payee
+ *   (both results back)             finish_commit()     transfer.clear_credit.done
  *   committed -> succeeded          finish_commit()     transfer.finish
  *   preparing -> rolling_back       begin_rollback()    transfer.rollback.begin
  *                                   dtx__tx_takeover()  transfer.recover.takeover,
@@ -30,6 +36,22 @@
  *   (payee: drop marker,[tombstone])finish_rollback()   transfer.rollback.unmark_payee
  *   rolling_back -> failed          finish_rollback()   transfer.rollback.finish
  *   initiated -> failed             dtx_transfer_cancel transfer.cancel.begin
+ * The steps marked "}" go to the store together, in one
+ * dtx__kit_update_many (one bulk_write: one round trip, one commit), each
+ * still one atomic single-document update behind its own fault point,
+ * reached just before it joins the batch (a crash there sends neither).
+ * Either of a pair may land without the other (a refusal; an error that
+ * sends it alone into a later round, where a crash may find it), which
+ * adds two account states the one-at-a-time
+ * sequence never reached: the payee marked while the payer's debit was
+ * refused (or not made yet), and the payee credited before the payer was
+ * cleared.  Both are covered by I2, I6 and the rollback below.
+ * A synchronous transfer is recorded already claimed (owner, lease_until =
+ * now + lease, epoch 1): an executor that dies right after is one that
+ * died after a claim, and recovery's lapsed-lease takeover covers it.
+ * The submission reads both accounts in one query; the payer as read
+ * gives the first debit its min_balance (a changed one makes the debit
+ * match nothing, and the read-back of I9 tries again).
  * Recovery's own points (transfer.recover.*) are in recover.c.
  *
  * Account documents: {_id, balance, min_balance, opening_balance, ceiling,
@@ -44,10 +66,15 @@
  *     filter demands balance >= min_balance + amount in the same atomic
  *     step.  min_balance null is no limit; any other non-int64 value
  *     refuses every debit (never read as "no limit").
- *  I2 Money in flight: a debit marker holds `amount` out of circulation
- *     until the payer is cleared; between clearing the payer and crediting
- *     the payee, the payee's credit marker of a committed transfer does.
- *     So sum(balance) + in flight == sum(opening_balance) at every moment.
+ *  I2 Money in flight: a transfer holds `amount` out of circulation from
+ *     the payer's debit until the payee's credit -- on the payer's debit
+ *     marker, or, once the payer is cleared, on the payee's credit marker
+ *     of a committed transfer.  A payee's mark carries no money (it may
+ *     land before or without the debit: the pair), and a debit marker of
+ *     a committed transfer whose payee was already credited (the clear
+ *     may land after the credit) holds none either.  So sum(balance) + in
+ *     flight == sum(opening_balance) at every moment (audit.c counts each
+ *     transfer once).
  *  I3 Every state change is conditioned on the expected current state, and
  *     preparing-phase changes also on the claim's epoch; recovery and
  *     cancel bump the epoch, so a stale owner's transitions fail.
@@ -58,12 +85,20 @@
  *     never rolled back, a rolling_back one never commits.
  *  I6 An account lists a transfer in `pending` only while that transfer is
  *     non-terminal; tombstones only for failed or rolling_back transfers.
+ *     Within preparing, committed and rolling_back, any combination of the
+ *     payer's debit marker and the payee's credit marker is possible (the
+ *     pairs); the rollback takes each account's marker off on its own,
+ *     idempotently (a payee mark without a debit: dropped, its ceiling
+ *     reservation with it, I7), and the commit never starts before both
+ *     of the prepare pair landed.
  *  I7 ceiling == balance + the amounts of all pending markers <= INT64_MAX
  *     on every account that has one (older accounts get it at their first
  *     step that needs it).  The payee's mark demands ceiling + amount <=
  *     INT64_MAX and raises the ceiling in the same step, so every credit
  *     and refund fits when it lands: a committed transfer can always be
- *     finished (issue 8, defect 1).
+ *     finished (issue 8, defect 1).  Each account's own steps keep it
+ *     (the mark raises it, dropping the mark in a rollback lowers it),
+ *     whatever the other account of the pair did.
  *  I8 Tombstones only where a late step is possible: a rollback after a
  *     takeover or cancel (reason abandoned/canceled); the executor's own
  *     decline leaves none.  An account keeps the newest VOIDS_MAX (64).
@@ -150,24 +185,51 @@ static int same_params(const json_t *tx, const dtx_transfer_req_t *req) {
          dtx__int(tx, "amount") == req->amount;
 }
 
-static int submit(dtx__exec_t *ex, const dtx_transfer_req_t *req,
-                  json_t **out) {
-  json_t *acct = NULL, *tx = NULL;
+/* Records the transfer req.  The accounts are read in one query, and
+ * *payer (may be NULL) receives the payer as read, which the first debit
+ * uses instead of reading it again.  claimed = 0 records it initiated, for
+ * a worker to claim; claimed = 1 records it already claimed by ex
+ * (preparing, owner, lease, epoch 1), which saves the claim step: an
+ * executor that dies right after is one that died after a claim, and
+ * recovery takes it over when its lease lapses.  *mine: 1 when ex made
+ * the claimed record (now, or before a lost reply), so ex runs its
+ * prepare phase; 0 when the id existed already (the same request again:
+ * it is returned, and driven from where it stands). */
+static int submit(dtx__exec_t *ex, const dtx_transfer_req_t *req, int claimed,
+                  json_t **payer, int *mine, json_t **out) {
+  json_t *accts = NULL, *tx = NULL;
   char idbuf[25];
   int rc;
+  *mine = 0;
+  if (payer)
+    *payer = NULL;
   if ((rc = check_req(req)))
     return rc;
   if ((rc = dtx__kit_ensure(ex->st, &dtx__transfer_pattern)))
     return rc;
-  const char *accts[2] = {req->from, req->to};
-  for (int i = 0; i < 2; i++) {
-    rc = dtx__kit_get(ex, DTX_ACCOUNTS, accts[i], &acct);
-    json_decref(acct);
-    if (rc == DTX_ENOTFOUND)
-      return dtx__err(DTX_ENOACCOUNT, "no account '%s'", accts[i]);
-    if (rc)
-      return rc;
+  json_t *filter = json_pack("{s:{s:[s,s]}}", "_id", "$in", req->from, req->to);
+  rc = filter ? dtx__kit_find(ex, DTX_ACCOUNTS, filter, NULL, &accts)
+              : DTX_ENOMEM;
+  json_decref(filter);
+  if (rc)
+    return rc;
+  const char *ids[2] = {req->from, req->to};
+  const json_t *found[2] = {NULL, NULL};
+  size_t i;
+  json_t *a;
+  json_array_foreach(accts, i, a) {
+    for (int k = 0; k < 2; k++)
+      if (dtx__str_is(a, "_id", ids[k]))
+        found[k] = a;
   }
+  for (int k = 0; k < 2; k++)
+    if (!found[k]) {
+      json_decref(accts);
+      return dtx__err(DTX_ENOACCOUNT, "no account '%s'", ids[k]);
+    }
+  if (payer)
+    *payer = json_incref((json_t *)found[0]);
+  json_decref(accts);
   const char *id = req->id;
   if (!id) {
     dtx__id_new(idbuf);
@@ -179,29 +241,47 @@ static int submit(dtx__exec_t *ex, const dtx_transfer_req_t *req,
                  (json_int_t)req->amount, "state", DTX_ST_INITIATED, "reason",
                  "owner", "lease_until", (json_int_t)0, "epoch", (json_int_t)0,
                  "created", (json_int_t)now, "updated", (json_int_t)now);
-  if (!tx)
-    return DTX_ENOMEM;
+  if (tx && claimed) {
+    json_object_set_new(tx, "state", json_string(DTX_ST_PREPARING));
+    json_object_set_new(tx, "owner", json_string(ex->owner));
+    json_object_set_new(tx, "lease_until", json_integer(now + ex->lease_ms));
+    json_object_set_new(tx, "epoch", json_integer(1));
+  }
+  if (!tx) {
+    rc = DTX_ENOMEM;
+    goto fail;
+  }
   rc = dtx__kit_insert(ex, "transfer.submit", DTX_TRANSFERS, tx);
+  *mine = rc == 0 && claimed;
   if (rc == DTX_EDUPKEY) {
     /* The id exists: a retry of the same request returns it (at most once),
-     * a different request under the same id is refused. */
-    json_decref(tx);
-    tx = NULL;
-    if ((rc = dtx__kit_get(ex, DTX_TRANSFERS, id, &tx)))
-      return rc;
-    if (!same_params(tx, req)) {
-      json_decref(tx);
-      return dtx__err(DTX_ECONFLICT,
-                      "transfer '%s' exists with different parameters", id);
+     * a different request under the same id is refused.  The very record
+     * ex tried to insert is its own (an insert whose reply was lost). */
+    json_t *have = NULL;
+    if ((rc = dtx__kit_get(ex, DTX_TRANSFERS, id, &have)))
+      goto fail;
+    if (!same_params(have, req)) {
+      json_decref(have);
+      rc = dtx__err(DTX_ECONFLICT,
+                    "transfer '%s' exists with different parameters", id);
+      goto fail;
     }
-    rc = 0;
-  }
-  if (rc) {
+    *mine = claimed && json_equal(have, tx);
     json_decref(tx);
-    return rc;
+    tx = have;
   }
+  if (rc)
+    goto fail;
   *out = tx;
   return 0;
+fail:
+  json_decref(tx);
+  if (payer) {
+    json_decref(*payer);
+    *payer = NULL;
+  }
+  *mine = 0;
+  return rc;
 }
 
 int dtx_transfer_submit(dtx_store_t *st, const dtx_transfer_req_t *req,
@@ -210,8 +290,9 @@ int dtx_transfer_submit(dtx_store_t *st, const dtx_transfer_req_t *req,
   dtx__call_t c;
   *out = NULL;
   dtx__call_begin(&c, 0);
+  int mine;
   dtx__exec_init(&ex, st, NULL, 0, 0);
-  return dtx__call_end(&c, submit(&ex, req, out));
+  return dtx__call_end(&c, submit(&ex, req, 0, NULL, &mine, out));
 }
 
 /* ---- prepare phase -------------------------------------------------------------- */
@@ -242,55 +323,79 @@ static int read_account(dtx__exec_t *ex, const char *id, json_t **acct,
   return rc;
 }
 
-/* The payer's debit: balance - amount >= min_balance, checked in the same
- * atomic step that takes the money and leaves the debit marker (I1, I4).
- * A min_balance that is neither an int64 nor null (no limit) refuses the
+/* The payer's debit for payer account acct (as read) in u, or decided
+ * without a write (returns 1, *why set): done before, fenced, or a limit
+ * that refuses it.  balance - amount >= min_balance is checked in the
+ * same atomic step that takes the money and leaves the debit marker (I1,
+ * I4), on the min_balance read (*min, a new reference): if it changed
+ * since, the step matches nothing and the caller reads again.  A
+ * min_balance that is neither an int64 nor null (no limit) refuses the
  * debit (DTX__MK_BADLIMIT): reject rather than guess the limit. */
-static int debit(dtx__exec_t *ex, const json_t *tx, enum dtx__marked *why) {
+static int debit_op(const json_t *tx, const json_t *acct, dtx__kit_upd_t *u,
+                    json_t **min, enum dtx__marked *why) {
   const char *id = dtx__str(tx, "_id"), *from = dtx__str(tx, "from");
-  int64_t amount = dtx__int(tx, "amount");
+  int64_t amount = dtx__int(tx, "amount"), floor;
+  *min = NULL;
+  if (dtx__has_tombstone(acct, id) || dtx__marker(acct, id, "debit")) {
+    *why = dtx__has_tombstone(acct, id) ? DTX__MK_FENCED : DTX__MK_DONE;
+    return 1;
+  }
+  json_t *m = json_object_get(acct, "min_balance");
+  if (json_is_integer(m)) {
+    if (__builtin_add_overflow((int64_t)json_integer_value(m), amount,
+                               &floor)) {
+      *why = DTX__MK_REFUSED;
+      return 1;
+    }
+  } else if (json_is_null(m)) {
+    floor = INT64_MIN + amount; /* no limit, but never wrap around */
+  } else {
+    *why = DTX__MK_BADLIMIT; /* 0.0, "50", absent, ...: not a limit we can apply */
+    return 1;
+  }
+  *min = json_incref(m);
+  u->point = "transfer.debit";
+  u->coll = DTX_ACCOUNTS;
+  u->filter = json_pack("{s:s,s:O,s:{s:I},s:{s:s},s:{s:s}}", "_id", from,
+                        "min_balance", m, "balance", "$gte", (json_int_t)floor,
+                        "pending.tx", "$ne", id, "voids.tx", "$ne", id);
+  u->update = json_pack(
+      "{s:{s:I},s:{s:{s:s,s:s,s:I,s:I}}}", "$inc", "balance",
+      (json_int_t)-amount, "$push", "pending", "tx", id, "op", "debit",
+      "amount", (json_int_t)amount, "at", (json_int_t)dtx__now_ms());
+  return 0;
+}
+
+/* The payer's debit (debit_op), with the read-back of I9 when it matched
+ * nothing.  payer: the account as read (borrowed; NULL: read it first).
+ * tried_min (stolen, may be NULL): the first attempt already ran, on this
+ * min_balance, and matched nothing (the pair in prepare()): start with
+ * its read-back. */
+static int debit(dtx__exec_t *ex, const json_t *tx, const json_t *payer,
+                 json_t *tried_min, enum dtx__marked *why) {
+  const char *id = dtx__str(tx, "_id"), *from = dtx__str(tx, "from");
   for (int round = 0; round < 8; round++) {
-    json_t *acct = NULL;
-    int rc = read_account(ex, from, &acct, why);
-    if (rc || !acct)
-      return rc;
-    if (dtx__has_tombstone(acct, id) || dtx__marker(acct, id, "debit")) {
-      *why = dtx__has_tombstone(acct, id) ? DTX__MK_FENCED : DTX__MK_DONE;
-      json_decref(acct);
-      return 0;
-    }
-    json_t *min = json_incref(json_object_get(acct, "min_balance"));
-    json_decref(acct);
-    int64_t floor;
-    if (json_is_integer(min)) {
-      if (__builtin_add_overflow((int64_t)json_integer_value(min), amount,
-                                 &floor)) {
-        json_decref(min);
-        *why = DTX__MK_REFUSED;
-        return 0;
-      }
-    } else if (json_is_null(min)) {
-      floor = INT64_MIN + amount; /* no limit, but never wrap around */
+    json_t *acct = NULL, *min = NULL;
+    int rc, matched = 0;
+    if (round == 0 && tried_min) {
+      min = tried_min;
     } else {
-      json_decref(min); /* 0.0, "50", absent, ...: not a limit we can apply */
-      *why = DTX__MK_BADLIMIT;
-      return 0;
-    }
-    json_t *filter = json_pack(
-        "{s:s,s:O,s:{s:I},s:{s:s},s:{s:s}}", "_id", from, "min_balance", min,
-        "balance", "$gte", (json_int_t)floor, "pending.tx", "$ne", id,
-        "voids.tx", "$ne", id);
-    json_t *upd = json_pack(
-        "{s:{s:I},s:{s:{s:s,s:s,s:I,s:I}}}", "$inc", "balance",
-        (json_int_t)-amount, "$push", "pending", "tx", id, "op", "debit",
-        "amount", (json_int_t)amount, "at", (json_int_t)dtx__now_ms());
-    int matched = 0;
-    rc = dtx__kit_update(ex, "transfer.debit", DTX_ACCOUNTS, filter, upd,
-                         &matched);
-    if (rc || matched) {
-      json_decref(min);
-      *why = DTX__MK_DONE;
-      return rc;
+      dtx__kit_upd_t u;
+      if (round == 0 && payer)
+        acct = json_incref((json_t *)payer);
+      else if ((rc = read_account(ex, from, &acct, why)) || !acct)
+        return rc;
+      int decided = debit_op(tx, acct, &u, &min, why);
+      json_decref(acct);
+      if (decided)
+        return 0;
+      if ((rc = dtx__kit_update(ex, u.point, u.coll, u.filter, u.update,
+                                &matched)) ||
+          matched) {
+        json_decref(min);
+        *why = DTX__MK_DONE;
+        return rc;
+      }
     }
     /* Read back: done before, fenced, gone, min_balance changed (again),
      * or the limit refuses it. */
@@ -323,28 +428,59 @@ static const char *refusal_reason(enum dtx__marked why, int payer) {
 }
 
 /* Runs the prepare phase of a transfer this executor has just claimed,
- * then commits, or rolls back when an account step is refused.  Returns
- * with *out the document after the last transition it made (or NULL when
- * it was fenced off, and the caller rereads). */
-static int prepare(dtx__exec_t *ex, const json_t *tx, json_t **out) {
-  enum dtx__marked why;
-  int rc;
+ * then commits, or rolls back when an account step is refused.  The payer
+ * debit and the payee mark do not depend on each other, so they go to
+ * the store together (dtx__kit_update_many: one round trip, one commit),
+ * each behind its own fault point; transfer.debit_mark.done is reached
+ * with both results back.  Either may land while the other is refused:
+ * a payee marked while the payer was not debited is rolled back like any
+ * refusal (the mark carries no money, I2).  payer: the payer as read at
+ * submission (borrowed, may be NULL).  Returns with *out the document
+ * after the last transition it made (or NULL when it was fenced off, and
+ * the caller rereads). */
+static int prepare(dtx__exec_t *ex, const json_t *tx, const json_t *payer,
+                   json_t **out) {
+  enum dtx__marked why, mwhy;
+  json_t *acct = NULL, *min = NULL;
+  dtx__kit_upd_t u[2];
+  int rc, pair = 0;
   *out = NULL;
   assert(dtx__state_is(tx, DTX_ST_PREPARING));
-  if ((rc = debit(ex, tx, &why)))
+  if (payer)
+    acct = json_incref((json_t *)payer);
+  else if ((rc = read_account(ex, dtx__str(tx, "from"), &acct, &why)))
     return rc;
+  if (acct && !debit_op(tx, acct, &u[0], &min, &why)) {
+    dtx__tx_mark_op(&u[1], tx);
+    pair = 1;
+  }
+  json_decref(acct);
+  if (pair) {
+    if ((rc = dtx__kit_update_many(ex, u, 2, "transfer.debit_mark.done"))) {
+      json_decref(min);
+      return rc;
+    }
+    if (u[0].matched) {
+      json_decref(min);
+      why = DTX__MK_DONE;
+    } else if ((rc = debit(ex, tx, NULL, min, &why))) {
+      return rc;
+    }
+  }
   if (why == DTX__MK_FENCED)
     return 0; /* rolled back behind our back: the caller rereads */
   if (why != DTX__MK_DONE) {
     rc = begin_rollback(ex, tx, refusal_reason(why, 1), out);
     return rc == DTX_ENOMATCH ? 0 : rc;
   }
-  if ((rc = dtx__tx_mark_payee(ex, tx, &why)))
+  if (pair && u[1].matched)
+    mwhy = DTX__MK_DONE;
+  else if ((rc = dtx__tx_mark_payee(ex, tx, pair, &mwhy)))
     return rc;
-  if (why == DTX__MK_FENCED)
+  if (mwhy == DTX__MK_FENCED)
     return 0;
-  if (why != DTX__MK_DONE) {
-    rc = begin_rollback(ex, tx, refusal_reason(why, 0), out);
+  if (mwhy != DTX__MK_DONE) {
+    rc = begin_rollback(ex, tx, refusal_reason(mwhy, 0), out);
     return rc == DTX_ENOMATCH ? 0 : rc;
   }
   rc = move(ex, "transfer.commit", tx, DTX_ST_PREPARING, DTX_ST_COMMITTED,
@@ -354,32 +490,56 @@ static int prepare(dtx__exec_t *ex, const json_t *tx, json_t **out) {
 
 /* ---- commit and rollback phases (idempotent; anyone may run them) ------------- */
 
+/* The rest of a take step whose first attempt u ran in a pair. */
+static int take_rest(dtx__exec_t *ex, const dtx__kit_upd_t *u, const char *acct,
+                     const json_t *tx, const char *op, json_t *inc,
+                     enum dtx__taken *got) {
+  if (u->matched) {
+    json_decref(inc);
+    *got = DTX__TAKEN;
+    return 0;
+  }
+  return dtx__tx_take_marker_after(ex, u->point, acct, dtx__str(tx, "_id"), op,
+                                   dtx__int(tx, "amount"), inc, 0, 1, got);
+}
+
 /* committed -> succeeded: the payer's debit marker goes (the money left
- * it at the debit), then the payee's credit marker goes with the money.
- * The credit always fits: mark_payee reserved it under the ceiling (I7).
- * A payee that is gone (deleted with bypass_validation) is DTX_ESTATE and
- * the transfer stays committed: its money is in flight until an operator
- * restores the account (docs/transfers.md), never reported as delivered. */
+ * it at the debit) and the payee's credit marker goes with the money.
+ * The two do not depend on each other and go to the store together
+ * (transfer.clear_credit.done is reached with both results back), so the
+ * payee may be credited before the payer is cleared (I2 counts the money
+ * in flight once either way).  The credit always fits: mark_payee
+ * reserved it under the ceiling (I7).  A payee that is gone (deleted
+ * with bypass_validation) is DTX_ESTATE and the transfer stays committed:
+ * its money is in flight until an operator restores the account
+ * (docs/transfers.md), never reported as delivered. */
 static int finish_commit(dtx__exec_t *ex, const json_t *tx, json_t **out) {
   const char *id = dtx__str(tx, "_id"), *to = dtx__str(tx, "to");
+  const char *from = dtx__str(tx, "from");
   int64_t amount = dtx__int(tx, "amount");
+  json_t *cinc = json_pack("{s:I}", "ceiling", (json_int_t)-amount);
+  json_t *binc = json_pack("{s:I}", "balance", (json_int_t)amount);
+  dtx__kit_upd_t u[2];
   enum dtx__taken got;
   int rc;
   *out = NULL;
   assert(dtx__state_is(tx, DTX_ST_COMMITTED));
+  dtx__tx_take_op(&u[0], "transfer.clear_payer", from, id, "debit", amount,
+                  cinc, 0);
+  dtx__tx_take_op(&u[1], "transfer.credit_payee", to, id, "credit", amount,
+                  binc, 0);
+  if ((rc = dtx__kit_update_many(ex, u, 2, "transfer.clear_credit.done"))) {
+    json_decref(cinc);
+    json_decref(binc);
+    return rc;
+  }
   /* A payer that is gone lost its balance with it; the transfer committed,
    * so the payee is still owed the amount. */
-  rc = dtx__tx_take_marker(ex, "transfer.clear_payer", dtx__str(tx, "from"),
-                           id, "debit", amount,
-                           json_pack("{s:I}", "ceiling", (json_int_t)-amount),
-                           0, &got);
-  if (rc)
+  if ((rc = take_rest(ex, &u[0], from, tx, "debit", cinc, &got))) {
+    json_decref(binc);
     return rc;
-  rc = dtx__tx_take_marker(ex, "transfer.credit_payee", to, id, "credit",
-                           amount, json_pack("{s:I}", "balance",
-                                             (json_int_t)amount),
-                           0, &got);
-  if (rc)
+  }
+  if ((rc = take_rest(ex, &u[1], to, tx, "credit", binc, &got)))
     return rc;
   if (got == DTX__GONE)
     return dtx__err(DTX_ESTATE, "transfer %s is committed but its payee "
@@ -457,19 +617,25 @@ int dtx__tx_takeover(dtx__exec_t *ex, const json_t *tx, const char *reason,
 
 /* ---- driving a transfer to its end -------------------------------------------- */
 
-int dtx__tx_drive(dtx__exec_t *ex, const json_t *start, int wait_owner,
-                  json_t **out) {
+/* dtx__tx_drive; with mine, start is a transfer ex has just recorded
+ * claimed (submit), whose prepare phase it runs first, with the payer as
+ * read at submission (borrowed, may be NULL). */
+static int drive(dtx__exec_t *ex, const json_t *start, int wait_owner,
+                 int mine, const json_t *payer, json_t **out) {
   json_t *tx = json_incref((json_t *)start), *next = NULL;
   char id[160];
   int rc = 0;
   snprintf(id, sizeof id, "%s", dtx__str(tx, "_id"));
   for (int guard = 0; guard < 10000 && !dtx__tx_terminal(tx); guard++) {
     next = NULL;
-    if (dtx__state_is(tx, DTX_ST_INITIATED)) {
+    if (mine && dtx__state_is(tx, DTX_ST_PREPARING)) {
+      mine = 0;
+      rc = prepare(ex, tx, payer, &next);
+    } else if (dtx__state_is(tx, DTX_ST_INITIATED)) {
       rc = claim(ex, tx, &next);
       if (rc == 0) {
         json_t *claimed = next;
-        rc = prepare(ex, claimed, &next);
+        rc = prepare(ex, claimed, NULL, &next);
         json_decref(claimed);
       }
     } else if (dtx__state_is(tx, DTX_ST_COMMITTED)) {
@@ -525,6 +691,11 @@ int dtx__tx_drive(dtx__exec_t *ex, const json_t *start, int wait_owner,
   return rc;
 }
 
+int dtx__tx_drive(dtx__exec_t *ex, const json_t *start, int wait_owner,
+                  json_t **out) {
+  return drive(ex, start, wait_owner, 0, NULL, out);
+}
+
 /* The worker's claim: the first initiated transfer (any: claims spread over
  * the store instead of queueing on one document). */
 static int tx_claim_next(dtx__exec_t *ex, json_t **out) {
@@ -544,7 +715,7 @@ static int tx_drive_claimed(dtx__exec_t *ex, const json_t *item, json_t **out) {
   *out = NULL;
   if (dtx__state_is(item, DTX_ST_PREPARING) &&
       dtx__str_is(item, "owner", ex->owner)) {
-    rc = prepare(ex, item, &next);
+    rc = prepare(ex, item, NULL, &next);
     if (rc == 0 && !next) /* fenced off: see where it stands now */
       rc = dtx__kit_get(ex, DTX_TRANSFERS, dtx__str(item, "_id"), &next);
     if (rc) {
@@ -599,10 +770,13 @@ int dtx_transfer_execute(dtx_store_t *st, const dtx_transfer_req_t *req,
   *out = NULL;
   dtx__exec_from(&ex, st, opts);
   dtx__call_begin(&c, ex.deadline_ms);
-  int rc = submit(&ex, req, &tx);
+  json_t *payer = NULL;
+  int mine;
+  int rc = submit(&ex, req, 1, &payer, &mine, &tx);
   if (rc == 0)
-    rc = dtx__tx_drive(&ex, tx, 1, out);
+    rc = drive(&ex, tx, 1, mine, payer, out);
   json_decref(tx);
+  json_decref(payer);
   return dtx__call_end(&c, rc);
 }
 
@@ -772,9 +946,11 @@ static const char *const fault_points[] = {
     "transfer.claim",
     "transfer.debit",
     "transfer.mark_payee",
+    "transfer.debit_mark.done",
     "transfer.commit",
     "transfer.clear_payer",
     "transfer.credit_payee",
+    "transfer.clear_credit.done",
     "transfer.finish",
     /* rollback path */
     "transfer.rollback.begin",

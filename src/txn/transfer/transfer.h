@@ -85,6 +85,17 @@ enum dtx__taken { DTX__TAKEN, DTX__ABSENT, DTX__GONE };
 int dtx__tx_take_marker(dtx__exec_t *ex, const char *point, const char *id,
                         const char *txid, const char *op, int64_t amount,
                         json_t *inc, int tomb, enum dtx__taken *out);
+/* The first attempt of that step as an update (filter and update new
+ * references in u, for dtx__kit_update_many; inc borrowed), and the rest
+ * of the step after it ran: tried 1 when it did and matched nothing (one
+ * that matched is TAKEN, nothing more to do). */
+void dtx__tx_take_op(dtx__kit_upd_t *u, const char *point, const char *id,
+                     const char *txid, const char *op, int64_t amount,
+                     const json_t *inc, int tomb);
+int dtx__tx_take_marker_after(dtx__exec_t *ex, const char *point,
+                              const char *id, const char *txid, const char *op,
+                              int64_t amount, json_t *inc, int tomb, int tried,
+                              enum dtx__taken *out);
 
 /* Outcome of a prepare step on an account. */
 enum dtx__marked {
@@ -96,8 +107,12 @@ enum dtx__marked {
 };
 
 /* The payee's credit marker, reserving its amount under the payee's
- * ceiling in the same step (I7). */
-int dtx__tx_mark_payee(dtx__exec_t *ex, const json_t *tx,
+ * ceiling in the same step (I7); tried: its first attempt already ran
+ * (dtx__tx_mark_op) and matched nothing. */
+int dtx__tx_mark_payee(dtx__exec_t *ex, const json_t *tx, int tried,
                        enum dtx__marked *why);
+/* Its first attempt as an update (new references in u), for
+ * dtx__kit_update_many; tried = 1 above when it ran and matched nothing. */
+void dtx__tx_mark_op(dtx__kit_upd_t *u, const json_t *tx);
 
 #endif

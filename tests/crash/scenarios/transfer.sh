@@ -20,6 +20,11 @@ scenario_cmd() {
   local p=$1
   case "$p" in
   transfer.rollback.*) echo "transfer A B 5000 --id t1" ;; # insufficient funds
+  transfer.claim) # a synchronous transfer is recorded already claimed
+    d transfer A B 100 --id t1 --async >/dev/null
+    echo "worker --once" ;;
+  transfer.debit_mark.done) # the pair: A refuses the debit, B is marked
+    echo "transfer A B 5000 --id t1" ;;
   transfer.cancel.*)
     d transfer A B 100 --id t1 --async >/dev/null
     echo "transfer cancel t1" ;;
