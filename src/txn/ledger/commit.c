@@ -62,6 +62,25 @@ static int expire_next(dtx__exec_t *ex, json_t **out) {
 
 /* ---- caches ---------------------------------------------------------------------------- */
 
+/* account's cache [c, b] -> [seq, bal] (bal: 128-bit, checked), one
+ * conditional step; *matched: whether the cache was still [c, b]. */
+static int cache_move(dtx__exec_t *ex, const char *account, int64_t c,
+                      int64_t b, int64_t seq, __int128 bal, int *matched) {
+  int64_t nb;
+  int rc = dtx__lg_fit(bal, &nb, "the cached balance", account);
+  *matched = 0;
+  if (rc)
+    return rc;
+  return dtx__kit_update(
+      ex, "ledger.cache", DTX_LEDGER_ACCOUNTS,
+      json_pack("{s:s,s:I,s:I}", "_id", account, "cache.seqId", (json_int_t)c,
+                "cache.balance", (json_int_t)b),
+      json_pack("{s:{s:{s:I,s:I},s:I}}", "$set", "cache", "balance",
+                (json_int_t)nb, "seqId", (json_int_t)seq, "updated",
+                (json_int_t)dtx__now_ms()),
+      matched);
+}
+
 int dtx__lg_advance(dtx__exec_t *ex, const char *account, int64_t target) {
   for (int guard = 0; guard < 64; guard++) {
     json_t *acct = NULL, *docs = NULL, *e;
@@ -90,19 +109,8 @@ int dtx__lg_advance(dtx__exec_t *ex, const char *account, int64_t target) {
     json_decref(docs);
     if (last == c)
       return 0; /* the next one is not committed yet */
-    int64_t nb;
-    if ((rc = dtx__lg_fit(bal, &nb, "the cached balance", account)))
-      return rc;
     int matched;
-    rc = dtx__kit_update(
-        ex, "ledger.cache", DTX_LEDGER_ACCOUNTS,
-        json_pack("{s:s,s:I,s:I}", "_id", account, "cache.seqId", (json_int_t)c,
-                  "cache.balance", (json_int_t)b),
-        json_pack("{s:{s:{s:I,s:I},s:I}}", "$set", "cache", "balance",
-                  (json_int_t)nb, "seqId", (json_int_t)last, "updated",
-                  (json_int_t)dtx__now_ms()),
-        &matched);
-    if (rc)
+    if ((rc = cache_move(ex, account, c, b, last, bal, &matched)))
       return rc;
     if (matched && last >= target)
       return 0;
@@ -328,21 +336,12 @@ static int advance_known(dtx__exec_t *ex, const char *a, int64_t target,
   json_t *cs = json_array_get(cache, 0), *cb = json_array_get(cache, 1);
   if (cs && cb && run->lo == json_integer_value(cs) + 1 &&
       run->hi == target && run->n == run->hi - run->lo + 1) {
-    int64_t c = json_integer_value(cs), b = json_integer_value(cb), nb;
+    int64_t c = json_integer_value(cs), b = json_integer_value(cb);
     int matched = 0;
-    if (dtx__lg_fit(b + run->sum, &nb, "the cached balance", a) == 0) {
-      int rc = dtx__kit_update(
-          ex, "ledger.cache", DTX_LEDGER_ACCOUNTS,
-          json_pack("{s:s,s:I,s:I}", "_id", a, "cache.seqId", (json_int_t)c,
-                    "cache.balance", (json_int_t)b),
-          json_pack("{s:{s:{s:I,s:I},s:I}}", "$set", "cache", "balance",
-                    (json_int_t)nb, "seqId", (json_int_t)target, "updated",
-                    (json_int_t)dtx__now_ms()),
-          &matched);
-      if (rc || matched)
-        return rc;
-    }
-    dtx__err_clear();
+    int rc = cache_move(ex, a, c, b, target, b + run->sum, &matched);
+    if ((rc && rc != DTX_EOVERFLOW) || matched)
+      return rc;
+    dtx__err_clear(); /* an overflow is dtx__lg_advance's to report */
   }
   return dtx__lg_advance(ex, a, target);
 }
