@@ -11,7 +11,8 @@
  * (ledger.c, L3), so a reader that sees an older state errs on the safe
  * side.  What it must not do is miss an entry: seqIds are dense (L2), so a
  * gap means the query ran past an entry inserted meanwhile, and the read
- * is made again. */
+ * is made again.  A post may start later than the cache, from this
+ * process's memo of final entries ("the tail memo" below). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
