@@ -320,7 +320,8 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches) {
 /* What a round committed on one account: seqIds lo..hi (n legs) whose
  * posted values sum to sum. */
 typedef struct run {
-  int64_t lo, hi, n;
+  int64_t lo, hi;
+  int broken; /* not lo, lo+1, ..., hi in commit order */
   __int128 sum;
 } run_t;
 
@@ -334,8 +335,8 @@ typedef struct run {
 static int advance_known(dtx__exec_t *ex, const char *a, int64_t target,
                          const json_t *cache, const run_t *run) {
   json_t *cs = json_array_get(cache, 0), *cb = json_array_get(cache, 1);
-  if (cs && cb && run->lo == json_integer_value(cs) + 1 &&
-      run->hi == target && run->n == run->hi - run->lo + 1) {
+  if (cs && cb && !run->broken && run->lo == json_integer_value(cs) + 1 &&
+      run->hi == target) {
     int64_t c = json_integer_value(cs), b = json_integer_value(cb);
     int matched = 0;
     int rc = cache_move(ex, a, c, b, target, b + run->sum, &matched);
@@ -356,8 +357,11 @@ static int run_round(dtx__exec_t *ex, json_t *order, const json_t *caches,
   int rc = 0;
   *n = 0;
   /* One run per account: runs[k] for the account whose target holds
-   * [seqId, k]. */
-  run_t *runs = calloc(2 * json_array_size(order) + 1, sizeof *runs);
+   * [seqId, k]; at most one per leg. */
+  size_t nlegs = 1;
+  json_array_foreach(order, i, e)
+    nlegs += json_array_size(json_object_get(e, "changes"));
+  run_t *runs = calloc(nlegs, sizeof *runs);
   if (!runs || !targets) {
     free(runs);
     json_decref(targets);
@@ -382,18 +386,26 @@ static int run_round(dtx__exec_t *ex, json_t *order, const json_t *caches,
       json_t *t = acct ? json_object_get(targets, acct) : NULL;
       if (!acct)
         continue;
+      run_t *r;
       if (!t) {
         t = json_pack("[I,I]", (json_int_t)s, (json_int_t)nruns);
         if (!t || json_object_set_new(targets, acct, t))
           continue; /* no run: the plain advance below is skipped too */
-        runs[nruns++] = (run_t){.lo = s, .hi = s};
-      } else if (json_integer_value(json_array_get(t, 0)) < s) {
-        json_array_set_new(t, 0, json_integer(s));
+        r = &runs[nruns++];
+        *r = (run_t){.lo = s, .hi = s};
+      } else {
+        if (json_integer_value(json_array_get(t, 0)) < s)
+          json_array_set_new(t, 0, json_integer(s));
+        r = &runs[json_integer_value(json_array_get(t, 1))];
+        /* A round commits an account's entries in seqId order (ready()
+         * wants each predecessor planned earlier or committed before),
+         * so anything else -- a gap, a duplicate -- leaves it to
+         * dtx__lg_advance, which reads them. */
+        if (s != r->hi + 1)
+          r->broken = 1;
+        else
+          r->hi = s;
       }
-      run_t *r = &runs[json_integer_value(json_array_get(t, 1))];
-      r->lo = s < r->lo ? s : r->lo;
-      r->hi = s > r->hi ? s : r->hi;
-      r->n++;
       if (dtx__state_is(e, LG_POSTED))
         r->sum += dtx__int(leg, "value");
     }
