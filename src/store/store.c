@@ -36,6 +36,7 @@ struct dtx_store {
   const dtx_store_methods_t *m;
   dtx__backend_t *b;
   char *uri;
+  uint64_t serial; /* dtx__store_serial: unique per handle in this process */
 };
 
 #define DEFAULT_URI "sqlite:./doctx.db"
@@ -305,6 +306,8 @@ int dtx_store_open_ex(const char *uri, unsigned flags, dtx_store_t **out) {
     return dtx__err(DTX_ENOMEM, "opening %s", uri);
   }
   st->m = m;
+  static _Atomic uint64_t opened;
+  st->serial = ++opened;
   int rc = m->open(uri, flags, &st->b);
   if (rc < 0) {
     free(st->uri);
@@ -324,6 +327,8 @@ void dtx_store_close(dtx_store_t *st) {
 }
 
 const char *dtx_store_uri(const dtx_store_t *st) { return st ? st->uri : NULL; }
+
+uint64_t dtx__store_serial(const dtx_store_t *st) { return st ? st->serial : 0; }
 
 /* ---- insert ---------------------------------------------------------------------- */
 

@@ -160,6 +160,11 @@ extern _Thread_local int64_t dtx__docs_examined;
 int64_t dtx__store_calls(void);
 void dtx__store_count_call(void);
 
+/* A number naming this handle, unique among the handles this process has
+ * opened (never reused, unlike the pointer after a close), so a cache
+ * above the store can key on it without outliving the handle's data. */
+uint64_t dtx__store_serial(const dtx_store_t *st);
+
 /* Network exchanges with the store's servers (the Redis backend counts
  * them; SQLite has none): round_trips is one per pipeline written to a
  * connection and answered, commands what those pipelines carried.

@@ -14,7 +14,13 @@
  *     to zero;
  *  3. pending races: post-pending, void and expiry race for each pending
  *     entry from 3 processes; exactly one outcome wins and every caller
- *     agrees with it.
+ *     agrees with it;
+ *  4. the tail memo of posts (src/txn/ledger/position.c) on one handle: a
+ *     pending debit in the tail is held, not memoised as final; after the
+ *     ledger collections are dropped and the accounts made again, the
+ *     memo's anchor is gone and a post derives from the new store (a
+ *     memo trusted without its anchor would let the debit through).
+ *     Run last: the drop takes the ledger's indexes with it.
  *
  * usage: txn_ledger STORE-URI   (the ledger collections are dropped
  * first) */
@@ -434,6 +440,58 @@ static void test_pending_races(void) {
   dtx_store_close(st);
 }
 
+/* ---- 4. the tail memo ------------------------------------------------------ */
+
+static int post2(dtx_store_t *st, const char *from, const char *to, int64_t v,
+                 int pending, const char *id) {
+  dtx_ledger_leg_t legs[] = {{from, -v}, {to, v}};
+  dtx_ledger_post_req_t req = {.id = id, .legs = legs, .nlegs = 2,
+                               .pending = pending};
+  json_t *e = NULL;
+  int rc = dtx_ledger_post(st, &req, NULL, &e);
+  json_decref(e);
+  return rc;
+}
+
+static void test_memo(void) {
+  dtx_store_t *st = open_store();
+  dtx_ledger_limit_t none = {.no_min_balance = 1};
+  CHECK_RC(dtx_ledger_account_create(st, "MS", &none, NULL), 0);
+  CHECK_RC(dtx_ledger_account_create(st, "M", NULL, NULL), 0);
+  CHECK_RC(post2(st, "MS", "M", 100, 0, NULL), 0);
+  CHECK_RC(post2(st, "M", "MS", 10, 0, NULL), 0);     /* memo: M at 90 */
+  CHECK_RC(post2(st, "M", "MS", 60, 1, "memo-p"), 0); /* held */
+  CHECK_RC(post2(st, "M", "MS", 50, 0, NULL), DTX_EINSUFFICIENT);
+  json_t *e = NULL;
+  CHECK_RC(dtx_ledger_void(st, "memo-p", &e), 0);
+  json_decref(e);
+  CHECK_RC(post2(st, "M", "MS", 50, 0, NULL), 0); /* 40 left */
+  CHECK_RC(post2(st, "M", "MS", 41, 0, NULL), DTX_EINSUFFICIENT);
+  json_t *b = NULL;
+  CHECK_RC(dtx_ledger_balance(st, "M", DTX_LEDGER_LATEST, &b), 0);
+  CHECKF(ival(b, "balance") == 40 && ival(b, "seq") == 4,
+         "M: balance %lld seq %lld", (long long)ival(b, "balance"),
+         (long long)ival(b, "seq"));
+  json_decref(b);
+  /* Same handle, a new ledger: the memo says M stood at 40 (seqId 4). */
+  CHECK_RC(dtx_store_drop_collection(st, DTX_LEDGER_ENTRIES), 0);
+  CHECK_RC(dtx_store_drop_collection(st, DTX_LEDGER_ACCOUNTS), 0);
+  CHECK_RC(dtx_ledger_account_create(st, "MS", &none, NULL), 0);
+  CHECK_RC(dtx_ledger_account_create(st, "M", NULL, NULL), 0);
+  CHECK_RC(post2(st, "M", "MS", 30, 0, NULL), DTX_EINSUFFICIENT);
+  CHECK_RC(post2(st, "MS", "M", 5, 0, NULL), 0);
+  CHECK_RC(dtx_ledger_balance(st, "M", DTX_LEDGER_LATEST, &b), 0);
+  CHECKF(ival(b, "balance") == 5 && ival(b, "seq") == 1,
+         "M anew: balance %lld seq %lld", (long long)ival(b, "balance"),
+         (long long)ival(b, "seq"));
+  json_decref(b);
+  CHECK_RC(dtx_worker_run(st, &(dtx_worker_opts_t){.threads = 1, .once = 1},
+                          NULL),
+           0);
+  check_audit(st);
+  dtx_store_close(st);
+}
+
 int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:/tmp/doctx_txn_ledger.db";
   dtx_store_t *st = open_store();
@@ -443,5 +501,6 @@ int main(int argc, char **argv) {
   TEST_RUN(test_race);
   TEST_RUN(test_load);
   TEST_RUN(test_pending_races);
+  TEST_RUN(test_memo);
   return TEST_DONE();
 }

@@ -23,6 +23,7 @@
  * that account, or `recover --older-than-ms N` for all accounts, brings
  * it up. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "doc/doc.h"
@@ -61,6 +62,25 @@ static int expire_next(dtx__exec_t *ex, json_t **out) {
 
 /* ---- caches ---------------------------------------------------------------------------- */
 
+/* account's cache [c, b] -> [seq, bal] (bal: 128-bit, checked), one
+ * conditional step; *matched: whether the cache was still [c, b]. */
+static int cache_move(dtx__exec_t *ex, const char *account, int64_t c,
+                      int64_t b, int64_t seq, __int128 bal, int *matched) {
+  int64_t nb;
+  int rc = dtx__lg_fit(bal, &nb, "the cached balance", account);
+  *matched = 0;
+  if (rc)
+    return rc;
+  return dtx__kit_update(
+      ex, "ledger.cache", DTX_LEDGER_ACCOUNTS,
+      json_pack("{s:s,s:I,s:I}", "_id", account, "cache.seqId", (json_int_t)c,
+                "cache.balance", (json_int_t)b),
+      json_pack("{s:{s:{s:I,s:I},s:I}}", "$set", "cache", "balance",
+                (json_int_t)nb, "seqId", (json_int_t)seq, "updated",
+                (json_int_t)dtx__now_ms()),
+      matched);
+}
+
 int dtx__lg_advance(dtx__exec_t *ex, const char *account, int64_t target) {
   for (int guard = 0; guard < 64; guard++) {
     json_t *acct = NULL, *docs = NULL, *e;
@@ -89,19 +109,8 @@ int dtx__lg_advance(dtx__exec_t *ex, const char *account, int64_t target) {
     json_decref(docs);
     if (last == c)
       return 0; /* the next one is not committed yet */
-    int64_t nb;
-    if ((rc = dtx__lg_fit(bal, &nb, "the cached balance", account)))
-      return rc;
     int matched;
-    rc = dtx__kit_update(
-        ex, "ledger.cache", DTX_LEDGER_ACCOUNTS,
-        json_pack("{s:s,s:I,s:I}", "_id", account, "cache.seqId", (json_int_t)c,
-                  "cache.balance", (json_int_t)b),
-        json_pack("{s:{s:{s:I,s:I},s:I}}", "$set", "cache", "balance",
-                  (json_int_t)nb, "seqId", (json_int_t)last, "updated",
-                  (json_int_t)dtx__now_ms()),
-        &matched);
-    if (rc)
+    if ((rc = cache_move(ex, account, c, b, last, bal, &matched)))
       return rc;
     if (matched && last >= target)
       return 0;
@@ -221,8 +230,9 @@ static int ready(dtx__exec_t *ex, const json_t *e, const json_t *unc,
 }
 
 /* One round: *order receives the committable entries in commit order
- * (empty when none). */
-static int plan_round(dtx__exec_t *ex, json_t **order) {
+ * (empty when none), *caches each scanned account's cache as read,
+ * account id -> [seqId, balance] (for run_round's advance). */
+static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches) {
   json_t *scan = NULL, *accts = NULL, *unc = json_object(), *ids = json_array();
   json_t *planned = json_object();
   /* Pending entries are left out: they cannot commit, and long-lived
@@ -235,7 +245,8 @@ static int plan_round(dtx__exec_t *ex, json_t **order) {
   size_t i, j;
   char key[192];
   *order = json_array();
-  int rc = filter && sort && unc && planned && ids && *order
+  *caches = json_object();
+  int rc = filter && sort && unc && planned && ids && *order && *caches
                ? dtx__kit_find_n(ex, DTX_LEDGER_ENTRIES, filter, sort,
                                  ROUND_SCAN, &scan)
                : DTX_ENOMEM;
@@ -259,8 +270,15 @@ static int plan_round(dtx__exec_t *ex, json_t **order) {
       json_decref(f);
       accts = json_object();
       json_array_foreach(docs, i, e) {
-        if (dtx__str(e, "_id"))
-          json_object_set(accts, dtx__str(e, "_id"), e);
+        json_t *cache = json_object_get(e, "cache");
+        json_t *cs = json_object_get(cache, "seqId");
+        json_t *cb = json_object_get(cache, "balance");
+        if (!dtx__str(e, "_id"))
+          continue;
+        json_object_set(accts, dtx__str(e, "_id"), e);
+        if (json_is_integer(cs) && json_is_integer(cb))
+          json_object_set_new(*caches, dtx__str(e, "_id"),
+                              json_pack("[O,O]", cs, cb));
       }
       json_decref(docs);
     }
@@ -293,19 +311,62 @@ static int plan_round(dtx__exec_t *ex, json_t **order) {
   json_decref(ids);
   if (rc) {
     json_decref(*order);
-    *order = NULL;
+    json_decref(*caches);
+    *order = *caches = NULL;
   }
   return rc;
 }
 
+/* What a round committed on one account: seqIds lo..hi (n legs) whose
+ * posted values sum to sum. */
+typedef struct run {
+  int64_t lo, hi;
+  int broken; /* not lo, lo+1, ..., hi in commit order */
+  __int128 sum;
+} run_t;
+
+/* Advances account a's cache to target.  When the round read the cache
+ * at [c, b] and itself committed exactly the entries c+1..target of a
+ * (run), the new cache is known without reading them again: one update
+ * conditional on the cache still being [c, b].  Committed entries are
+ * resolved, so their states are final and the sum is exact (L7).
+ * Anything else -- another committer moved the cache, the round covers
+ * only part of the run, no cache read -- is dtx__lg_advance's. */
+static int advance_known(dtx__exec_t *ex, const char *a, int64_t target,
+                         const json_t *cache, const run_t *run) {
+  json_t *cs = json_array_get(cache, 0), *cb = json_array_get(cache, 1);
+  if (cs && cb && !run->broken && run->lo == json_integer_value(cs) + 1 &&
+      run->hi == target) {
+    int64_t c = json_integer_value(cs), b = json_integer_value(cb);
+    int matched = 0;
+    int rc = cache_move(ex, a, c, b, target, b + run->sum, &matched);
+    if ((rc && rc != DTX_EOVERFLOW) || matched)
+      return rc;
+    dtx__err_clear(); /* an overflow is dtx__lg_advance's to report */
+  }
+  return dtx__lg_advance(ex, a, target);
+}
+
 /* Commits the planned entries in order and advances each account's cache
  * once, to the last seqId committed there.  *n: how many are committed. */
-static int run_round(dtx__exec_t *ex, json_t *order, int64_t *n) {
+static int run_round(dtx__exec_t *ex, json_t *order, const json_t *caches,
+                     int64_t *n) {
   json_t *targets = json_object(), *e, *leg, *next;
   const char *a;
-  size_t i, j;
+  size_t i, j, nruns = 0;
   int rc = 0;
   *n = 0;
+  /* One run per account: runs[k] for the account whose target holds
+   * [seqId, k]; at most one per leg. */
+  size_t nlegs = 1;
+  json_array_foreach(order, i, e)
+    nlegs += json_array_size(json_object_get(e, "changes"));
+  run_t *runs = calloc(nlegs, sizeof *runs);
+  if (!runs || !targets) {
+    free(runs);
+    json_decref(targets);
+    return DTX_ENOMEM;
+  }
   json_array_foreach(order, i, e) {
     json_object_del(e, "_planned");
     next = NULL;
@@ -320,21 +381,47 @@ static int run_round(dtx__exec_t *ex, json_t *order, int64_t *n) {
       break; /* the rest may depend on it: a later round */
     (*n)++;
     json_array_foreach(json_object_get(e, "changes"), j, leg) {
-      json_t *t = json_object_get(targets, dtx__str(leg, "account"));
-      if (!t || json_integer_value(t) < dtx__int(leg, "seqId"))
-        json_object_set_new(targets, dtx__str(leg, "account"),
-                            json_integer(dtx__int(leg, "seqId")));
+      const char *acct = dtx__str(leg, "account");
+      int64_t s = dtx__int(leg, "seqId");
+      json_t *t = acct ? json_object_get(targets, acct) : NULL;
+      if (!acct)
+        continue;
+      run_t *r;
+      if (!t) {
+        t = json_pack("[I,I]", (json_int_t)s, (json_int_t)nruns);
+        if (!t || json_object_set_new(targets, acct, t))
+          continue; /* no run: the plain advance below is skipped too */
+        r = &runs[nruns++];
+        *r = (run_t){.lo = s, .hi = s};
+      } else {
+        if (json_integer_value(json_array_get(t, 0)) < s)
+          json_array_set_new(t, 0, json_integer(s));
+        r = &runs[json_integer_value(json_array_get(t, 1))];
+        /* A round commits an account's entries in seqId order (ready()
+         * wants each predecessor planned earlier or committed before),
+         * so anything else -- a gap, a duplicate -- leaves it to
+         * dtx__lg_advance, which reads them. */
+        if (s != r->hi + 1)
+          r->broken = 1;
+        else
+          r->hi = s;
+      }
+      if (dtx__state_is(e, LG_POSTED))
+        r->sum += dtx__int(leg, "value");
     }
   }
   if (rc == DTX_ENOMATCH)
     rc = 0;
   json_t *t;
   json_object_foreach(targets, a, t) {
-    int arc = dtx__lg_advance(ex, a, json_integer_value(t));
+    int arc = advance_known(ex, a, json_integer_value(json_array_get(t, 0)),
+                            json_object_get(caches, a),
+                            &runs[json_integer_value(json_array_get(t, 1))]);
     if (arc && !rc)
       rc = arc;
   }
   json_decref(targets);
+  free(runs);
   return rc;
 }
 
@@ -344,11 +431,11 @@ static int run_round(dtx__exec_t *ex, json_t *order, int64_t *n) {
  * one step; else the first committable entry, committed in this one step,
  * with the rest of its round for drive ("_round"). */
 int dtx__lg_claim_next(dtx__exec_t *ex, json_t **item) {
-  json_t *order = NULL, *first = NULL;
+  json_t *order = NULL, *caches = NULL, *first = NULL;
   int rc = expire_next(ex, item);
   if (rc != DTX_ENOMATCH)
     return rc;
-  if ((rc = plan_round(ex, &order)))
+  if ((rc = plan_round(ex, &order, &caches)))
     return rc;
   while (json_array_size(order)) {
     json_t *e = json_incref(json_array_get(order, 0));
@@ -361,11 +448,13 @@ int dtx__lg_claim_next(dtx__exec_t *ex, json_t **item) {
   }
   if (rc == 0 && first) {
     json_object_set(first, "_round", order);
+    json_object_set(first, "_caches", caches);
     *item = first;
   } else if (rc == 0) {
     rc = DTX_ENOMATCH;
   }
   json_decref(order);
+  json_decref(caches);
   return rc;
 }
 
@@ -379,9 +468,10 @@ int dtx__lg_drive(dtx__exec_t *ex, const json_t *item, json_t **out) {
      * rest of its round. */
     json_t *all = json_array(), *e = json_deep_copy(item);
     json_object_del(e, "_round");
+    json_object_del(e, "_caches");
     json_array_append_new(all, e);
     json_array_extend(all, round);
-    rc = run_round(ex, all, &n);
+    rc = run_round(ex, all, json_object_get(item, "_caches"), &n);
     json_decref(all);
   } else { /* an entry just expired: commit it if its turn has come */
     rc = dtx__lg_commit(ex, item, &committed);
@@ -407,14 +497,17 @@ int dtx__lg_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
   /* Whatever is committable: what a dead committer left, and more. */
   for (int r = 0; r < RECOVER_ROUNDS; r++) {
     int64_t n = 0;
-    if ((rc = plan_round(ex, &order)))
+    json_t *caches = NULL;
+    if ((rc = plan_round(ex, &order, &caches)))
       return rc;
     if (json_array_size(order) == 0) {
       json_decref(order);
+      json_decref(caches);
       break;
     }
-    rc = run_round(ex, order, &n);
+    rc = run_round(ex, order, caches, &n);
     json_decref(order);
+    json_decref(caches);
     if (rc)
       return rc;
     dtx__tally_ran(t, "committed", n);

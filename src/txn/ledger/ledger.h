@@ -55,8 +55,11 @@ typedef struct dtx__lg_pos {
   __int128 posted;    /* the balance: cache + posted legs after it */
   __int128 pend_debit;  /* held by pending debits (>= 0) */
   __int128 pend_credit; /* promised by pending credits (>= 0) */
-  json_t *tail; /* the entries after the cache, by this account's seqId
-                   (owned) */
+  int64_t base;     /* the seqId the tail starts after: cache_seq, or (posts
+                       only) a later one from the memo (position.c) */
+  __int128 base_bal; /* the posted balance at base */
+  int all_final;     /* every tail entry is posted, voided or expired */
+  json_t *tail; /* the entries after base, by this account's seqId (owned) */
 } dtx__lg_pos_t;
 
 /* Derives acct's (borrowed; its reference is taken) position.  The
@@ -64,6 +67,17 @@ typedef struct dtx__lg_pos {
  * cache (an entry inserted while the query ran) is read again, a gap that
  * stays is DTX_EBACKEND naming the account and the seqId. */
 int dtx__lg_position(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos);
+
+/* The same for a post: the tail may start past the cache, at this
+ * process's memo of the account (position.c says why that is exact);
+ * only head, posted and the pending sums are meant to be read. */
+int dtx__lg_position_post(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos);
+
+/* Tells the memo that posted entry entry_id, with leg `value`, holds
+ * account's seqId seq, that every entry before it is final and that the
+ * posted balance at seq is bal (a post, once its insert succeeded). */
+void dtx__lg_memo_posted(dtx__exec_t *ex, const char *account, int64_t seq,
+                         __int128 bal, const char *entry_id, int64_t value);
 void dtx__lg_pos_free(dtx__lg_pos_t *pos);
 
 /* Reads the ledger account id; DTX_ENOACCOUNT naming it when missing. */

@@ -11,11 +11,14 @@
  * (ledger.c, L3), so a reader that sees an older state errs on the safe
  * side.  What it must not do is miss an entry: seqIds are dense (L2), so a
  * gap means the query ran past an entry inserted meanwhile, and the read
- * is made again. */
+ * is made again.  A post may start later than the cache, from this
+ * process's memo of final entries ("the tail memo" below). */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "doc/doc.h"
+#include "store/store.h"
 #include "txn/ledger/ledger.h"
 #include "util/err.h"
 
@@ -81,12 +84,6 @@ int dtx__lg_range(dtx__exec_t *ex, const char *account, int64_t lo, int64_t hi,
 
 /* ---- position -------------------------------------------------------------------------- */
 
-void dtx__lg_pos_free(dtx__lg_pos_t *pos) {
-  json_decref(pos->acct);
-  json_decref(pos->tail);
-  memset(pos, 0, sizeof *pos);
-}
-
 /* The seqId the tail breaks density at, or 0 when it is dense. */
 static int64_t first_gap(const json_t *tail, const char *id, int64_t from) {
   size_t i;
@@ -98,7 +95,154 @@ static int64_t first_gap(const json_t *tail, const char *id, int64_t from) {
   return 0;
 }
 
-int dtx__lg_position(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos) {
+/* Will entry e's legs count (or not count) forever?  Posted, voided and
+ * expired are final; only a pending entry still changes. */
+static int is_final(const json_t *e) {
+  return dtx__state_is(e, LG_POSTED) || dtx__state_is(e, LG_VOIDED) ||
+         dtx__state_is(e, LG_EXPIRED);
+}
+
+/* ---- the tail memo ---------------------------------------------------------------------
+ *
+ * Deriving a position reads every entry past the cache, and the cache
+ * trails the posts by as much as the committer lags (on a hot account,
+ * dozens of entries).  But an entry whose state is final never changes
+ * again (the legs are immutable and seqIds are never reused, L2), so the
+ * posted balance at seqId n, once every entry up to n is final, is fixed.
+ * The memo remembers it per (store handle, account): {n, balance at n,
+ * the _id and leg value of the entry holding n (the anchor)}.  A post
+ * then reads only the entries from n on, and the anchor read back must be
+ * the same entry, still final, or the memo is dropped and the position is
+ * derived from the cache as before.  So the memo is only ever a shortcut
+ * to a sum the post would have computed from the same legs; reads
+ * (balance, statement) and the committer do not use it, and the audit
+ * recomputes everything from the legs.  Bounded: one direct-mapped table
+ * per process (a newer key overwrites its slot), under one mutex;
+ * handles are told apart by dtx__store_serial, never by pointer. */
+
+#define MEMO_SLOTS 1024
+#define MEMO_ID 64 /* longer account or entry ids are simply not memoised */
+
+typedef struct memo {
+  uint64_t store; /* dtx__store_serial; 0: an empty slot */
+  int64_t seq;    /* every entry of account up to seq is final */
+  int64_t value;  /* the anchor's leg value */
+  __int128 bal;   /* the posted balance at seq */
+  char account[MEMO_ID + 1], anchor[MEMO_ID + 1];
+} memo_t;
+
+static memo_t memos[MEMO_SLOTS];
+static pthread_mutex_t memo_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t memo_slot(uint64_t store, const char *account) {
+  uint64_t h = 1469598103934665603ULL ^ store;
+  for (const char *p = account; *p; p++)
+    h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+  return (size_t)(h % MEMO_SLOTS);
+}
+
+static int memo_get(uint64_t store, const char *account, memo_t *out) {
+  if (strlen(account) > MEMO_ID)
+    return 0;
+  memo_t *m = &memos[memo_slot(store, account)];
+  pthread_mutex_lock(&memo_lock);
+  int hit = m->store == store && strcmp(m->account, account) == 0;
+  if (hit)
+    *out = *m;
+  pthread_mutex_unlock(&memo_lock);
+  return hit;
+}
+
+/* Records that account's posted balance at seq is bal, the entry holding
+ * seq being anchor with leg value. */
+static void memo_put(uint64_t store, const char *account, int64_t seq,
+                     __int128 bal, const char *anchor, int64_t value) {
+  if (!anchor || strlen(account) > MEMO_ID || strlen(anchor) > MEMO_ID)
+    return;
+  memo_t *m = &memos[memo_slot(store, account)];
+  pthread_mutex_lock(&memo_lock);
+  if (m->store != store || strcmp(m->account, account) != 0 || m->seq < seq) {
+    m->store = store;
+    m->seq = seq;
+    m->value = value;
+    m->bal = bal;
+    strcpy(m->account, account);
+    strcpy(m->anchor, anchor);
+  }
+  pthread_mutex_unlock(&memo_lock);
+}
+
+/* Advances the memo over the final entries at the head of pos's tail. */
+static void memo_learn(dtx__exec_t *ex, const dtx__lg_pos_t *pos) {
+  __int128 bal = pos->base_bal;
+  const json_t *last = NULL;
+  size_t i, n = 0;
+  json_t *e;
+  json_array_foreach(pos->tail, i, e) {
+    if (!is_final(e))
+      break;
+    if (dtx__state_is(e, LG_POSTED))
+      bal += dtx__int(dtx__lg_leg(e, pos->id), "value");
+    last = e;
+    n++;
+  }
+  if (last)
+    memo_put(dtx__store_serial(ex->st), pos->id, pos->base + (int64_t)n, bal,
+             dtx__str(last, "_id"),
+             dtx__int(dtx__lg_leg(last, pos->id), "value"));
+}
+
+void dtx__lg_memo_posted(dtx__exec_t *ex, const char *account, int64_t seq,
+                         __int128 bal, const char *entry_id, int64_t value) {
+  memo_put(dtx__store_serial(ex->st), account, seq, bal, entry_id, value);
+}
+
+/* ---- position -------------------------------------------------------------------------- */
+
+void dtx__lg_pos_free(dtx__lg_pos_t *pos) {
+  json_decref(pos->acct);
+  json_decref(pos->tail);
+  memset(pos, 0, sizeof *pos);
+}
+
+/* Reads pos's tail: the entries from seqId `from` on, dense.  With an
+ * anchor (m), the first must be the memo's anchor entry, still final;
+ * when it is not, 1 (and no tail) so the caller derives from the cache. */
+static int read_tail(dtx__exec_t *ex, dtx__lg_pos_t *pos, int64_t from,
+                     const memo_t *m) {
+  int64_t gap = 0;
+  for (int round = 0; round < GAP_REREADS; round++) {
+    json_decref(pos->tail);
+    pos->tail = NULL;
+    int rc = dtx__lg_range(ex, pos->id, from, -1, &pos->tail);
+    if (rc)
+      return rc;
+    if (m) {
+      const json_t *a = json_array_get(pos->tail, 0);
+      const json_t *leg = dtx__lg_leg(a, pos->id);
+      if (!a || dtx__int(leg, "seqId") != m->seq ||
+          !dtx__str_is(a, "_id", m->anchor) ||
+          dtx__int(leg, "value") != m->value || !is_final(a)) {
+        json_decref(pos->tail);
+        pos->tail = NULL;
+        return 1;
+      }
+    }
+    if (!(gap = first_gap(pos->tail, pos->id, from)))
+      break;
+  }
+  if (gap)
+    return dtx__err(DTX_EBACKEND,
+                    "ledger account '%s': no entry holds seqId %lld although "
+                    "a later one exists (run doctx audit)",
+                    pos->id, (long long)gap);
+  if (m) /* the anchor is counted in the memo's balance already */
+    json_array_remove(pos->tail, 0);
+  return 0;
+}
+
+static int position(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos,
+                    int use_memo) {
   memset(pos, 0, sizeof *pos);
   pos->acct = json_incref(acct);
   pos->id = dtx__str(acct, "_id");
@@ -110,23 +254,24 @@ int dtx__lg_position(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos) {
                     pos->id ? pos->id : "?");
   pos->cache_seq = json_integer_value(cs);
   pos->cache_bal = json_integer_value(cb);
-  int64_t gap = 0;
-  for (int round = 0; round < GAP_REREADS; round++) {
-    json_decref(pos->tail);
-    pos->tail = NULL;
-    int rc = dtx__lg_range(ex, pos->id, pos->cache_seq + 1, -1, &pos->tail);
-    if (rc)
-      return rc;
-    if (!(gap = first_gap(pos->tail, pos->id, pos->cache_seq + 1)))
-      break;
+  memo_t m;
+  int rc = 1;
+  if (use_memo && memo_get(dtx__store_serial(ex->st), pos->id, &m) &&
+      m.seq > pos->cache_seq && (rc = read_tail(ex, pos, m.seq, &m)) == 0) {
+    pos->base = m.seq;
+    pos->base_bal = m.bal;
   }
-  if (gap)
-    return dtx__err(DTX_EBACKEND,
-                    "ledger account '%s': no entry holds seqId %lld although "
-                    "a later one exists (run doctx audit)",
-                    pos->id, (long long)gap);
-  pos->head = pos->cache_seq + (int64_t)json_array_size(pos->tail);
-  pos->posted = pos->cache_bal;
+  if (rc < 0)
+    return rc;
+  if (rc) { /* no memo, or the cache is as far on, or the anchor differs */
+    if ((rc = read_tail(ex, pos, pos->cache_seq + 1, NULL)))
+      return rc;
+    pos->base = pos->cache_seq;
+    pos->base_bal = pos->cache_bal;
+  }
+  pos->head = pos->base + (int64_t)json_array_size(pos->tail);
+  pos->posted = pos->base_bal;
+  pos->all_final = 1;
   size_t i;
   json_t *e;
   json_array_foreach(pos->tail, i, e) {
@@ -137,8 +282,20 @@ int dtx__lg_position(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos) {
       pos->pend_debit -= v;
     else if (dtx__state_is(e, LG_PENDING))
       pos->pend_credit += v;
+    if (!is_final(e))
+      pos->all_final = 0;
   }
+  if (use_memo)
+    memo_learn(ex, pos);
   return 0;
+}
+
+int dtx__lg_position(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos) {
+  return position(ex, acct, pos, 0);
+}
+
+int dtx__lg_position_post(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos) {
+  return position(ex, acct, pos, 1);
 }
 
 /* ---- balance ------------------------------------------------------------------------------ */

@@ -159,17 +159,28 @@ static int read_accounts(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
   return 0;
 }
 
+/* What a post learned of each leg's account: once the entry is in, and
+ * when every entry before it is final (memo), the posted balance at the
+ * entry's seqId is bal -- the tail memo's next step (position.c). */
+typedef struct learned {
+  int memo;
+  __int128 bal;
+} learned_t;
+
 /* One attempt: derive every leg and build the entry (*doc). */
 static int build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
-                 const char *id, const char *reverses, json_t **doc) {
+                 const char *id, const char *reverses, learned_t *learned,
+                 json_t **doc) {
   json_t *accts = NULL, *changes = json_array();
   int rc = changes ? read_accounts(ex, req, &accts) : DTX_ENOMEM;
   for (size_t i = 0; rc == 0 && i < req->nlegs; i++) {
     dtx__lg_pos_t pos;
-    rc = dtx__lg_position(ex, json_object_get(accts, req->legs[i].account),
-                          &pos);
+    rc = dtx__lg_position_post(
+        ex, json_object_get(accts, req->legs[i].account), &pos);
     if (rc == 0)
       rc = derive_leg(&req->legs[i], &pos, changes);
+    learned[i].memo = rc == 0 && pos.all_final && !req->pending;
+    learned[i].bal = pos.posted + req->legs[i].value;
     dtx__lg_pos_free(&pos);
   }
   json_decref(accts);
@@ -255,8 +266,9 @@ static int post(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
     id = idbuf;
   }
   dtx__contend_t ct = {0};
+  learned_t learned[DTX_LEDGER_MAX_LEGS];
   for (;;) {
-    if ((rc = build(ex, req, id, reverses, &doc)))
+    if ((rc = build(ex, req, id, reverses, learned, &doc)))
       return rc;
     rc = dtx__kit_insert(ex, point, DTX_LEDGER_ENTRIES, doc);
     if (rc != DTX_EDUPKEY)
@@ -272,10 +284,18 @@ static int post(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
     if (!dtx__kit_contend(&ct, &rc, point))
       return rc;
   }
-  if (rc == 0)
+  if (rc == 0) {
+    json_t *legs = json_object_get(doc, "changes");
+    for (size_t i = 0; i < req->nlegs; i++) {
+      const json_t *leg = json_array_get(legs, i);
+      if (learned[i].memo)
+        dtx__lg_memo_posted(ex, req->legs[i].account, dtx__int(leg, "seqId"),
+                            learned[i].bal, id, req->legs[i].value);
+    }
     *out = doc;
-  else
+  } else {
     json_decref(doc);
+  }
   return rc;
 }
 
