@@ -71,7 +71,7 @@ static dtx_store_t *doctx_setup(const char *uri) {
   int rc = dtx_store_open(uri, &st);
   if (rc < 0)
     die("open", rc);
-  if ((rc = dtx_store_drop_collection(st, COLL)) < 0)
+  if ((rc = dtx_store_drop_collection_ex(st, COLL, &(dtx_drop_opts_t){1})) < 0)
     die("drop", rc);
   json_t *docs = json_array();
   for (int i = 0; i < NDOCS; i++)
@@ -360,7 +360,7 @@ int main(int argc, char **argv) {
     label = label ? label : "redis";
     run(label, label, "none", st, &nat, rd_round,
         ops ? ops : bench_scaled(100) * 64, rounds);
-    dtx_store_drop_collection(st, COLL);
+    dtx_store_drop_collection_ex(st, COLL, &(dtx_drop_opts_t){1});
     dtx_store_close(st);
     redisFree(nat.rc);
     return bench_end(0);

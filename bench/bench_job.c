@@ -246,7 +246,7 @@ static int doctx_open(const cfg_t *c, int w, int round, const char *phase,
   }
   int rc = dtx_store_open(uri, st);
   if (!rc && c->redis)
-    rc = dtx_store_drop_collection(*st, DTX_JOBS);
+    rc = dtx_store_drop_collection_ex(*st, DTX_JOBS, &(dtx_drop_opts_t){1});
   json_t *out = NULL;
   dtx_job_req_t warm = {.queue = "warm", .type = TYPE};
   if (!rc)

@@ -127,7 +127,7 @@ static void doctx_close(const cfg_t *c, dtx_store_t *st) {
       size_t i;
       json_t *n;
       json_array_foreach(names, i, n)
-          dtx_store_drop_collection(st, json_string_value(n));
+          dtx_store_drop_collection_ex(st, json_string_value(n), &(dtx_drop_opts_t){1});
     }
     json_decref(names);
   }

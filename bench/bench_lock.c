@@ -119,7 +119,7 @@ static bench_side_t doctx_cycles(const cfg_t *c, int round, int *errors) {
   int rc = dtx_store_open(uri, &s.st);
   if (rc < 0)
     die("open", rc);
-  if ((rc = dtx_store_drop_collection(s.st, COLL)) < 0)
+  if ((rc = dtx_store_drop_collection_ex(s.st, COLL, &(dtx_drop_opts_t){1})) < 0)
     die("emptying " COLL, rc);
   json_t *docs = json_array();
   for (int w = 0; w < c->workers; w++)
@@ -137,7 +137,7 @@ static bench_side_t doctx_cycles(const cfg_t *c, int round, int *errors) {
             (long long)sum, c->cycles);
     (*errors)++;
   }
-  dtx_store_drop_collection(s.st, COLL);
+  dtx_store_drop_collection_ex(s.st, COLL, &(dtx_drop_opts_t){1});
   dtx_store_close(s.st);
   return r;
 }

@@ -50,7 +50,7 @@ static double doctx_round(const cfg_t *c, int round, double *lat) {
    * store up once per process); later rounds use ids of their own. */
   const char *colls[] = {"orders", "accounts", "transfers", "openings"};
   for (int i = 0; round == 0 && i < 4; i++)
-    dtx_store_drop_collection(st, colls[i]);
+    dtx_store_drop_collection_ex(st, colls[i], &(dtx_drop_opts_t){1});
   char settle[32];
   snprintf(settle, sizeof settle, "r%dsettlement", round);
   for (int u = 0; u < c->users; u++) {

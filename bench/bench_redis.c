@@ -229,7 +229,7 @@ static int run_doctx(const cfg_t *c, const pair_t *pairs, double *lat,
   }
   const char *colls[3] = {DTX_ACCOUNTS, DTX_OPENINGS, DTX_TRANSFERS};
   for (int i = 0; i < 3; i++)
-    if ((rc = dtx_store_drop_collection(r.st, colls[i]))) {
+    if ((rc = dtx_store_drop_collection_ex(r.st, colls[i], &(dtx_drop_opts_t){1}))) {
       fprintf(stderr, "bench_redis: emptying %s: %s: %s\n", colls[i],
               dtx_strerror(rc), dtx_errdetail());
       dtx_store_close(r.st);

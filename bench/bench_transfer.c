@@ -139,9 +139,9 @@ static result_t run_doctx(const cfg_t *c, const pair_t *pairs, double *lat,
     fprintf(stderr, "open %s: %s\n", uri, dtx_errdetail());
     return bad;
   }
-  dtx_store_drop_collection(r.st, DTX_ACCOUNTS);
-  dtx_store_drop_collection(r.st, DTX_OPENINGS);
-  dtx_store_drop_collection(r.st, DTX_TRANSFERS);
+  dtx_store_drop_collection_ex(r.st, DTX_ACCOUNTS, &(dtx_drop_opts_t){1});
+  dtx_store_drop_collection_ex(r.st, DTX_OPENINGS, &(dtx_drop_opts_t){1});
+  dtx_store_drop_collection_ex(r.st, DTX_TRANSFERS, &(dtx_drop_opts_t){1});
   for (int i = 0; i < c->accounts; i++) {
     char id[32];
     snprintf(id, sizeof id, "a%d", i);

@@ -419,8 +419,22 @@ int dtx_store_create_index(dtx_store_t *st, const char *coll,
 int dtx_store_list_indexes(dtx_store_t *st, const char *coll, json_t **out);
 
 /* Drops the collection with its documents and indexes.  Dropping a missing
- * collection is not an error. */
+ * collection is not an error.  A collection whose rules have a delete
+ * guard (dtx_store_set_rules) is dropped only while it is empty: a drop
+ * deletes every document without asking the guard, so a guarded
+ * collection that holds documents is refused with DTX_EVALIDATION, and
+ * nothing changes.  = dtx_store_drop_collection_ex with opts NULL. */
 int dtx_store_drop_collection(dtx_store_t *st, const char *coll);
+
+typedef struct dtx_drop_opts {
+  int bypass_validation; /* drop a guarded collection that holds documents */
+} dtx_drop_opts_t;
+
+/* dtx_store_drop_collection with options; opts may be NULL.  The check and
+ * the drop are two steps: a document inserted between them is dropped
+ * with the rest. */
+int dtx_store_drop_collection_ex(dtx_store_t *st, const char *coll,
+                                 const dtx_drop_opts_t *opts);
 
 /* *out: sorted array of collection names. */
 int dtx_store_list_collections(dtx_store_t *st, json_t **out);

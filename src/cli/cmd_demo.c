@@ -109,8 +109,8 @@ static int run(dtx_store_t *st) {
       return DEMO_UNEXPECTED;                                                \
   } while (0)
 
-  TRY(dtx_store_drop_collection(st, ACCOUNTS));
-  TRY(dtx_store_drop_collection(st, TRANSFERS));
+  TRY(dtx_store_drop_collection_ex(st, ACCOUNTS, &(dtx_drop_opts_t){1}));
+  TRY(dtx_store_drop_collection_ex(st, TRANSFERS, &(dtx_drop_opts_t){1}));
 
   say("1. Two accounts, A and B, each with a balance of 100:");
   TRY(insert(st, ACCOUNTS, "{\"_id\":\"A\",\"balance\":100,\"pending\":[]}"));

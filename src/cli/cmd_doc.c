@@ -540,9 +540,10 @@ out:
   return ec;
 }
 
-/* indexes and drop take just COLL. */
+/* indexes takes just COLL; drop COLL [--bypass-validation]. */
 static int coll_only(dtx_cli_t *cli, int argc, char **argv, int list) {
-  args_t a = {.posnames = pn_coll, .minpos = 1, .maxpos = 1};
+  args_t a = {.allowed = list ? 0 : O_BYPASS, .posnames = pn_coll,
+              .minpos = 1, .maxpos = 1};
   json_t *out = NULL;
   int ec = parse_args(&a, argc, argv);
   if (ec || (ec = check_coll(a.pos[0])))
@@ -551,7 +552,9 @@ static int coll_only(dtx_cli_t *cli, int argc, char **argv, int list) {
   if (!st)
     goto done;
   int rc = list ? dtx_store_list_indexes(st, a.pos[0], &out)
-                : dtx_store_drop_collection(st, a.pos[0]);
+                : dtx_store_drop_collection_ex(
+                      st, a.pos[0],
+                      &(dtx_drop_opts_t){(a.given & O_BYPASS) != 0});
   if (rc < 0) {
     ec = dtx__cli_fail(rc);
     goto done;

@@ -121,8 +121,10 @@ static const command_t commands[] = {
      "usage: doctx [--store URI] indexes COLL\n"
      "Prints the indexes of COLL, one JSON object per line.\n"},
     {"drop", dtx__cmd_drop,
-     "usage: doctx [--store URI] drop COLL\n"
-     "Drops COLL with its documents and indexes (a missing COLL is fine).\n"},
+     "usage: doctx [--store URI] drop COLL [--bypass-validation]\n"
+     "Drops COLL with its documents and indexes (a missing COLL is fine).\n"
+     "A collection with a delete guard is dropped only while it is empty\n"
+     "(exit 3 otherwise, nothing changed) unless --bypass-validation.\n"},
     {"collections", dtx__cmd_collections,
      "usage: doctx [--store URI] collections\n"
      "Prints the collection names, sorted, one per line.\n"},
@@ -192,7 +194,7 @@ static const char global_usage[] =
     "                                        shape); one result per line\n"
     "  index COLL KEYS [--unique] [--sparse] creates an index; prints its name\n"
     "  indexes COLL                          lists indexes\n"
-    "  drop COLL                             drops a collection\n"
+    "  drop COLL [--bypass-validation]       drops a collection\n"
     "  collections                           lists collections\n"
     "  dump                                  prints every collection: its\n"
     "                                        indexes, rules and documents\n"

@@ -782,12 +782,39 @@ int dtx_store_list_indexes(dtx_store_t *st, const char *coll, json_t **out) {
   return st->m->list_indexes(st->b, coll, out);
 }
 
-int dtx_store_drop_collection(dtx_store_t *st, const char *coll) {
+int dtx_store_drop_collection_ex(dtx_store_t *st, const char *coll,
+                                 const dtx_drop_opts_t *opts) {
   dtx__err_clear();
   int rc = check_st_coll(st, coll);
   if (rc < 0)
     return rc;
+  if (!(opts && opts->bypass_validation)) {
+    /* A drop deletes every document without asking the delete guard: the
+     * guard of doctx's protocol collections (an account with money or a
+     * marker, a live transfer, a lock's token) would be bypassed by one
+     * `doctx drop accounts`.  So a guarded collection must be empty. */
+    json_t *rules = NULL;
+    int64_t n = 0;
+    if ((rc = dtx_store_get_rules(st, coll, &rules)) < 0)
+      return rc;
+    const json_t *g = json_object_get(rules, "delete_guard");
+    int guarded = json_is_object(g) && json_object_size(g) > 0;
+    json_decref(rules);
+    if (guarded && (rc = dtx_store_count(st, coll, NULL, &n)) < 0)
+      return rc;
+    if (guarded && n > 0)
+      return dtx__err(DTX_EVALIDATION,
+                      "collection '%s' has a delete guard and holds %lld "
+                      "documents: a drop would delete them unchecked "
+                      "(bypass validation to drop it anyway)",
+                      coll, (long long)n);
+    dtx__err_clear();
+  }
   return st->m->drop_collection(st->b, coll);
+}
+
+int dtx_store_drop_collection(dtx_store_t *st, const char *coll) {
+  return dtx_store_drop_collection_ex(st, coll, NULL);
 }
 
 int dtx_store_list_collections(dtx_store_t *st, json_t **out) {

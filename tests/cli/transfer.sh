@@ -168,4 +168,14 @@ d account create A --balance 1 >/dev/null && d recover >/dev/null && d worker --
 same_colls=$(d dump | sed -n 's/^{"collection":"\([^"]*\)".*/\1/p' | tr '\n' ' ')
 [ "$same_colls" = "accounts openings transfers " ] && ok ||
   bad "recover or worker created collections of unused patterns: $same_colls"
+# A drop deletes every document without asking the delete guard: a guarded
+# collection holding documents is refused (exit 3, nothing changed) unless
+# validation is bypassed; an empty one drops.
+expect 3 "drop accounts: refused" -- d drop accounts
+grep -q "has a delete guard and holds 1 documents" "$WORK/err" && ok || bad "drop refusal: $(cat "$WORK/err")"
+[ "$(d count accounts)" = 1 ] && ok || bad "the refused drop changed accounts"
+expect 0 "drop accounts --bypass-validation" -- d drop accounts --bypass-validation
+[ "$(d count accounts)" = 0 ] && ok || bad "the bypassed drop left accounts"
+d rules accounts --delete-guard '{"balance":0}' >/dev/null
+expect 0 "drop of an empty guarded collection" -- d drop accounts
 finish

@@ -102,7 +102,7 @@ json_t *JNEST(int levels, const char *k) {
 }
 
 void dtx_t_drop_transfers(dtx_store_t *st) {
-  dtx_store_drop_collection(st, DTX_ACCOUNTS);
-  dtx_store_drop_collection(st, DTX_OPENINGS);
-  dtx_store_drop_collection(st, DTX_TRANSFERS);
+  dtx_store_drop_collection_ex(st, DTX_ACCOUNTS, &(dtx_drop_opts_t){1});
+  dtx_store_drop_collection_ex(st, DTX_OPENINGS, &(dtx_drop_opts_t){1});
+  dtx_store_drop_collection_ex(st, DTX_TRANSFERS, &(dtx_drop_opts_t){1});
 }

@@ -360,14 +360,24 @@ static void test_rules_survive_reopen_and_drop_removes_them(void) {
            DTX_EVALIDATION);
   CHECK_RC(dtx_store_delete(conf_st, c, JQ("{'_id':'A'}"), 0, NULL),
            DTX_EVALIDATION);
-  /* Dropping the collection drops its rules with it. */
-  CHECK_RC(dtx_store_drop_collection(conf_st, c), 0);
+  /* A drop would delete A without asking the guard: refused while the
+   * guarded collection holds documents, nothing changed; bypassing
+   * validation drops it, and its rules with it. */
+  CHECK_RC(dtx_store_drop_collection(conf_st, c), DTX_EVALIDATION);
+  CHECKF(strstr(dtx_errdetail(), "has a delete guard and holds 1 documents")
+         != NULL, "detail '%s'", dtx_errdetail());
+  CHECK(conf_count(c, NULL) == 1);
+  dtx_drop_opts_t dro = {.bypass_validation = 1};
+  CHECK_RC(dtx_store_drop_collection_ex(conf_st, c, &dro), 0);
   CHECK_RC(dtx_store_get_rules(conf_st, c, &out), 0);
   CHECKF(json_equal(out, JQ("{'validator':null,'delete_guard':null}")), "%s",
          JS(out));
   json_decref(out);
   CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'B'}"), NULL), 0);
   CHECK_RC(dtx_store_delete(conf_st, c, JQ("{'_id':'B'}"), 0, NULL), 0);
+  /* An empty guarded collection drops without a bypass. */
+  REQUIRE(set_rules(c, NULL, "{'balance':0}") == 0);
+  CHECK_RC(dtx_store_drop_collection(conf_st, c), 0);
 }
 
 /* A second handle -- as another process would -- that has already

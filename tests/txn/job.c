@@ -300,8 +300,8 @@ static void test_chaos(void) {
 int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:job.db";
   st = open_store();
-  dtx_store_drop_collection(st, DTX_JOBS);
-  dtx_store_drop_collection(st, "counters");
+  dtx_store_drop_collection_ex(st, DTX_JOBS, &(dtx_drop_opts_t){1});
+  dtx_store_drop_collection_ex(st, "counters", &(dtx_drop_opts_t){1});
   TEST_RUN(test_backoff);
   TEST_RUN(test_order_delay_dead_retry);
   TEST_RUN(test_unique_race);

@@ -24,7 +24,7 @@ static dtx_store_t *open_fresh(void) {
     fprintf(stderr, "open %s: %s\n", uri, dtx_errdetail());
     exit(1);
   }
-  dtx_store_drop_collection(st, K.coll);
+  dtx_store_drop_collection_ex(st, K.coll, &(dtx_drop_opts_t){1});
   return st;
 }
 

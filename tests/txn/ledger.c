@@ -474,8 +474,8 @@ static void test_memo(void) {
          (long long)ival(b, "seq"));
   json_decref(b);
   /* Same handle, a new ledger: the memo says M stood at 40 (seqId 4). */
-  CHECK_RC(dtx_store_drop_collection(st, DTX_LEDGER_ENTRIES), 0);
-  CHECK_RC(dtx_store_drop_collection(st, DTX_LEDGER_ACCOUNTS), 0);
+  CHECK_RC(dtx_store_drop_collection_ex(st, DTX_LEDGER_ENTRIES, &(dtx_drop_opts_t){1}), 0);
+  CHECK_RC(dtx_store_drop_collection_ex(st, DTX_LEDGER_ACCOUNTS, &(dtx_drop_opts_t){1}), 0);
   CHECK_RC(dtx_ledger_account_create(st, "MS", &none, NULL), 0);
   CHECK_RC(dtx_ledger_account_create(st, "M", NULL, NULL), 0);
   CHECK_RC(post2(st, "M", "MS", 30, 0, NULL), DTX_EINSUFFICIENT);
@@ -495,8 +495,8 @@ static void test_memo(void) {
 int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:/tmp/doctx_txn_ledger.db";
   dtx_store_t *st = open_store();
-  dtx_store_drop_collection(st, DTX_LEDGER_ENTRIES);
-  dtx_store_drop_collection(st, DTX_LEDGER_ACCOUNTS);
+  dtx_store_drop_collection_ex(st, DTX_LEDGER_ENTRIES, &(dtx_drop_opts_t){1});
+  dtx_store_drop_collection_ex(st, DTX_LEDGER_ACCOUNTS, &(dtx_drop_opts_t){1});
   dtx_store_close(st);
   TEST_RUN(test_race);
   TEST_RUN(test_load);

@@ -28,7 +28,7 @@ static int64_t token_of(const json_t *v) {
 
 static void test_semantics(void) {
   dtx_store_t *st = open_store();
-  dtx_store_drop_collection(st, "locks");
+  dtx_store_drop_collection_ex(st, "locks", &(dtx_drop_opts_t){1});
   json_t *v = NULL;
   dtx_lock_opts_t o = {.owner = "c1", .ttl_ms = 60000};
   CHECK_RC(dtx_lock_acquire(st, "L", &o, &v), 0);
@@ -144,7 +144,7 @@ static void *worker(void *arg) {
 
 static void test_mutual_exclusion(void) {
   dtx_store_t *st = open_store();
-  dtx_store_drop_collection(st, "lock_res");
+  dtx_store_drop_collection_ex(st, "lock_res", &(dtx_drop_opts_t){1});
   json_t *c = json_pack("{s:s,s:i}", "_id", "c", "n", 0);
   CHECK_RC(dtx_store_insert(st, "lock_res", c, NULL), 0);
   json_decref(c);

@@ -32,7 +32,7 @@ static int batch(dtx_store_t *st, const char *coll, const char *filter,
 static void test_batch(void) {
   dtx_store_t *st = dtx_t_open(uri);
   dtx_batch_result_t r;
-  dtx_store_drop_collection(st, "sc_items");
+  dtx_store_drop_collection_ex(st, "sc_items", &(dtx_drop_opts_t){1});
   /* 250 documents: past one page of 200. */
   json_t *docs = json_array();
   for (int i = 0; i < 250; i++)

@@ -33,8 +33,8 @@ static void insert(dtx_store_t *st, const char *coll, const char *text) {
 
 static void test_api(void) {
   dtx_store_t *st = open_store();
-  dtx_store_drop_collection(st, "csync_users");
-  dtx_store_drop_collection(st, "csync_comments");
+  dtx_store_drop_collection_ex(st, "csync_users", &(dtx_drop_opts_t){1});
+  dtx_store_drop_collection_ex(st, "csync_comments", &(dtx_drop_opts_t){1});
   insert(st, "csync_users", "{\"_id\":\"u1\",\"name\":\"ann\",\"n\":0}");
   for (int i = 0; i < 3; i++) {
     char c[80];

@@ -310,9 +310,9 @@ int main(int argc, char **argv) {
     uri = buf;
   }
   dtx_store_t *st = dtx_t_open(uri);
-  dtx_store_drop_collection(st, DTX_VERSION_ROOTS);
-  dtx_store_drop_collection(st, DTX_VERSION_RECORDS);
-  dtx_store_drop_collection(st, DTX_VERSION_CHILDREN);
+  dtx_store_drop_collection_ex(st, DTX_VERSION_ROOTS, &(dtx_drop_opts_t){1});
+  dtx_store_drop_collection_ex(st, DTX_VERSION_RECORDS, &(dtx_drop_opts_t){1});
+  dtx_store_drop_collection_ex(st, DTX_VERSION_CHILDREN, &(dtx_drop_opts_t){1});
   dtx_store_close(st);
   TEST_RUN(test_readers_never_mix);
   return TEST_DONE();
