@@ -38,19 +38,7 @@
 /* ---- arguments -------------------------------------------------------------- */
 
 int dtx__fence_name_check(const char *name) {
-  size_t n = name ? strlen(name) : 0;
-  if (n == 0 || n > 128)
-    return dtx__err(DTX_EINVAL, "fence name must be 1 to 128 characters");
-  for (size_t i = 0; i < n; i++) {
-    char c = name[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-          (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' ||
-          c == '-'))
-      return dtx__err(DTX_EINVAL,
-                      "fence name '%.128s' may only contain A-Z a-z 0-9 _ . : -",
-                      name);
-  }
-  return 0;
+  return dtx__check_word("fence name", name, 128, "_.:-");
 }
 
 int dtx__fence_check_args(const char *name, int64_t token) {

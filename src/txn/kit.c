@@ -607,18 +607,7 @@ int dtx__state_is(const json_t *doc, const char *state) {
 }
 
 int dtx__check_ident(const char *what, const char *id) {
-  size_t n = id ? strlen(id) : 0;
-  if (n == 0 || n > 128)
-    return dtx__err(DTX_EINVAL, "%s must be 1 to 128 characters", what);
-  for (size_t i = 0; i < n; i++) {
-    char c = id[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-          (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' ||
-          c == '-'))
-      return dtx__err(DTX_EINVAL,
-                      "%s '%s' may only contain A-Z a-z 0-9 _ . : -", what, id);
-  }
-  return 0;
+  return dtx__check_word(what, id, 128, "_.:-");
 }
 
 int dtx__check_user_coll(const char *what, const char *coll) {

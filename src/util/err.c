@@ -63,3 +63,17 @@ int dtx__err_wrap(int code, const char *fmt, ...) {
              (int)(sizeof detail - (size_t)n - 3), old);
   return code;
 }
+
+int dtx__check_word(const char *what, const char *s, size_t max,
+                    const char *punct) {
+  size_t n = s ? strlen(s) : 0;
+  int ok = n >= 1 && n <= max;
+  for (size_t i = 0; ok && i < n; i++) {
+    char c = s[i];
+    ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c >= '0' && c <= '9') || (c && strchr(punct, c));
+  }
+  return ok ? 0 : dtx__err(DTX_EINVAL, "%s '%.140s': must be 1..%zu of "
+                           "[A-Za-z0-9%s]", what, s ? s : "(null)", max,
+                           punct);
+}

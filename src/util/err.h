@@ -21,4 +21,10 @@ void dtx__err_clear(void);
 int dtx__err_wrap(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Checks a name a user gives (an id, a key, a rule name): 1..max bytes of
+ * [A-Za-z0-9] and the characters of punct (e.g. "_-").  0, or DTX_EINVAL
+ * naming what, the name and the rule. */
+int dtx__check_word(const char *what, const char *s, size_t max,
+                    const char *punct);
+
 #endif

@@ -51,15 +51,7 @@
 #define PAGE 200
 
 static int check_id(const char *id) {
-  size_t n = id ? strlen(id) : 0;
-  int ok = n >= 1 && n <= 64;
-  for (size_t i = 0; ok && i < n; i++) {
-    char c = id[i];
-    ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-         (c >= '0' && c <= '9') || c == '_' || c == '-';
-  }
-  return ok ? 0 : dtx__err(DTX_EINVAL, "batch id '%s': must be 1..64 of "
-                           "[A-Za-z0-9_-]", id ? id : "(null)");
+  return dtx__check_word("batch id", id, 64, "_-");
 }
 
 /* path's first segment is the marker field. */

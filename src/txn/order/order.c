@@ -80,17 +80,7 @@ const dtx__kind_t dtx__order_kind = {DTX__ORDERS, "state"};
 /* ---- ids --------------------------------------------------------------------- */
 
 static int check_trade_id(const char *id) {
-  size_t n = id ? strlen(id) : 0;
-  for (size_t i = 0; i < n && n <= TRADE_MAX; i++) {
-    char c = id[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-          (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-'))
-      n = 0;
-  }
-  if (n == 0 || n > TRADE_MAX)
-    return dtx__err(DTX_EINVAL, "trade id '%.140s': must be 1..%d of "
-                    "[A-Za-z0-9_.-]", id ? id : "(null)", TRADE_MAX);
-  return 0;
+  return dtx__check_word("trade id", id, TRADE_MAX, "_.-");
 }
 
 /* The transfer id of attempt n of trade (see O1). */

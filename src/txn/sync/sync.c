@@ -56,18 +56,7 @@
 /* ---- rules ------------------------------------------------------------------ */
 
 static int check_name(const char *name) {
-  size_t n = name ? strlen(name) : 0;
-  if (n == 0 || n > 64)
-    return dtx__err(DTX_EINVAL, "sync rule name '%s': must be 1..64 of "
-                    "[A-Za-z0-9_-]", name ? name : "(null)");
-  for (size_t i = 0; i < n; i++) {
-    char c = name[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-          (c >= '0' && c <= '9') || c == '_' || c == '-'))
-      return dtx__err(DTX_EINVAL, "sync rule name '%s': must be 1..64 of "
-                      "[A-Za-z0-9_-]", name);
-  }
-  return 0;
+  return dtx__check_word("sync rule name", name, 64, "_-");
 }
 
 /* The first segment of path is one of doctx's fields. */

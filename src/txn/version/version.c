@@ -108,15 +108,7 @@ const json_t *dtx__vr_res(const json_t *root, int64_t v) {
 /* A child key: 1..64 of [A-Za-z0-9_-] (it is a field name in a map and a
  * segment of a child's _id, so no '.', '/' or '$'). */
 static int check_key(const char *key) {
-  size_t n = key ? strlen(key) : 0;
-  int ok = n >= 1 && n <= 64;
-  for (size_t i = 0; ok && i < n; i++) {
-    char c = key[i];
-    ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-         (c >= '0' && c <= '9') || c == '_' || c == '-';
-  }
-  return ok ? 0 : dtx__err(DTX_EINVAL, "child key '%s': must be 1..64 of "
-                           "[A-Za-z0-9_-]", key ? key : "(null)");
+  return dtx__check_word("child key", key, 64, "_-");
 }
 
 /* ---- writing ---------------------------------------------------------------------- */
