@@ -25,6 +25,15 @@ int dtx__json_parse(const char *text, json_t **out);
  * Returns NULL only when out of memory. */
 char *dtx__json_dump(const json_t *v);
 
+/* A digest of v for telling later whether it changed: 64-bit FNV-1a over
+ * its compact serialisation with object keys sorted, as 16 lower-case hex
+ * digits and a NUL in out.  Equal values give equal digests whatever
+ * their key order; a round trip through any store keeps it (integers and
+ * reals keep their kind, dtx__json_dump).  It detects changes, not a
+ * forger: anyone can compute it.  DTX_ENOMEM (out "") when out of
+ * memory. */
+int dtx__json_digest(const json_t *v, char out[17]);
+
 /* ---- values ------------------------------------------------------------- */
 
 /* MongoDB's cross-type order: null < numbers < strings < objects < arrays

@@ -99,14 +99,8 @@ typedef struct batch {
 static int digest_of(const char *coll, const json_t *filter,
                      const json_t *update, char out[17]) {
   json_t *all = json_pack("[s,O,O]", coll, filter, update);
-  char *t = all ? json_dumps(all, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-  uint64_t h = 14695981039346656037ULL;
-  for (const char *c = t; c && *c; c++)
-    h = (h ^ (unsigned char)*c) * 1099511628211ULL;
-  int rc = t ? 0 : DTX_ENOMEM;
-  snprintf(out, 17, "%016llx", (unsigned long long)h);
+  int rc = all ? dtx__json_digest(all, out) : DTX_ENOMEM;
   json_decref(all);
-  free(t);
   return rc;
 }
 
