@@ -115,4 +115,33 @@ expect 4 "put on a root whose next is below its version" -- d version put K '{"n
 same "K: nothing stored" "$(d version get K | jq -c .root) $(d count versions '{"item":"K"}')" '{"n":2} 2'
 d update version_roots '{"_id":"K"}' '{"$set":{"next":9223372036854775807}}' >/dev/null || bad "K: setup 2"
 expect 4 "put on a root whose next is INT64_MAX" -- d version put K '{"n":3}'
+
+# ---- committed history and its digests (V7; attack N6a) -----------------------------------
+# (tests/crash/tamper.sh rewrites a record's root, a child's doc and a
+# children map: history_changed, and a read refuses them.)  Here: a store
+# written before digests is not judged, but counted, and the next put
+# starts its digests.
+new_store version_digest
+# Reals, -0.0, unicode, escapes, int64 bounds, key order: the digest of a
+# document read back from the store is the one written.
+F='{"b":1.5,"a":[1,2.0,-0.0,0.1,1e300],"c":{"z":"\u00e9\"\\","y":null},"m":-9223372036854775808,"M":9223372036854775807}'
+same "odd values put" "$(d version put F "$F" --child c="$F")" '{"item":"F","version":1}'
+same "... read back (no history_changed)" "$(d version get F | jq -c '.root == .children.c')" true
+expect 0 "... audit clean" -- d audit
+d version put H '{"n":1}' --child a='{"x":1}' >/dev/null || bad "H: setup"
+d update versions '{"_id":"H/1"}' '{"$unset":{"sum":""}}' >/dev/null &&
+  d update version_children '{"_id":"H/1/a"}' '{"$unset":{"sum":""}}' >/dev/null &&
+  d update version_roots '{"_id":"H"}' '{"$unset":{"sum_from":""}}' >/dev/null || bad "H: back to no digests"
+expect 0 "before digests: not judged" -- d audit --json
+same "... but counted" "$(jq -c .patterns.version.undigested "$WORK/out")" 2
+same "... and readable" "$(d version get H | jq -c .root)" '{"n":1}'
+same "the next put" "$(d version put H '{"n":2}' --child b='{"x":2}')" '{"item":"H","version":2}'
+same "... starts the digests at its version" "$(d find version_roots '{"_id":"H"}' | jq -c .sum_from)" 2
+expect 0 "... audit clean" -- d audit --json
+same "... the older documents still counted" "$(jq -c .patterns.version.undigested "$WORK/out")" 2
+expect 0 "version 2's root rewritten" -- d update versions '{"_id":"H/2"}' '{"$set":{"root":{"n":9}}}'
+expect 5 "... the audit reports it" -- d audit
+grep -q "history_changed" "$WORK/out" && ok || bad "H/2 rewritten: $(grep FINDING "$WORK/out" | head -2)"
+expect 4 "... a read refuses it" -- d version get H
+grep -q "rewritten after it was committed" "$WORK/err" && ok || bad "H/2 read: $(cat "$WORK/err")"
 finish

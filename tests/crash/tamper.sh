@@ -6,7 +6,9 @@
 # --bypass-validation, reported by the audit (exit 5).  None may pass
 # silently.  The store holds a succeeded transfer t1, a transfer t2 in
 # flight (its markers on A and B) and a canceled t3 (its tombstones), so
-# markers and tombstones have fields to break.
+# markers and tombstones have fields to break.  Writes the validator cannot
+# see have rows of their own after the table: a committed version's
+# content rewritten (its digest tells, V7).
 #
 # Its second half, every protocol document deleted mid-flight at every
 # fault point, is tests/crash/deletes.sh.  Opening records (the account
@@ -123,6 +125,24 @@ expect 0 "version child: restore" -- d insert version_children "${ORIG[version_c
 expect 0 "version root moved back" -- d update version_roots '{"_id":"V"}' '{"$set":{"version":1}}'
 expect 5 "version root moved back: audit" -- d audit
 expect 0 "version root: restore" -- d update version_roots '{"_id":"V"}' "${ORIG[version_roots.V]}" --bypass-validation
+
+# Committed history rewritten (V7): a record's root and a child's doc are
+# plain objects, so the validator accepts any; the digest written with
+# each tells the audit (and a read) that it changed.
+for w in 'versions|V/2|root|{"n":9}' 'version_children|V/1/a|doc|{"x":9}' \
+  'versions|V/2|children|{"a":1}'; do
+  IFS='|' read -r coll id field val <<<"$w"
+  expect 0 "$coll.$field rewritten" -- d update "$coll" "{\"_id\":\"$id\"}" "{\"\$set\":{\"$field\":$val}}"
+  expect 5 "$coll.$field rewritten: audit" -- d audit
+  grep -q "history_changed" "$WORK/out" && ok || bad "$coll.$field rewritten: not history_changed: $(grep FINDING "$WORK/out" | head -2)"
+  expect 4 "$coll.$field rewritten: a read refuses it" -- d version get V --version 2
+  expect 0 "$coll.$field: restore" -- d update "$coll" "{\"_id\":\"$id\"}" "${ORIG[$coll.$id]}" --bypass-validation
+done
+# ... and its digest removed with it, in the same update
+expect 0 "versions.root rewritten, sum removed" -- d update versions '{"_id":"V/2"}' '{"$set":{"root":{"n":9}},"$unset":{"sum":""}}'
+expect 5 "versions.root rewritten, sum removed: audit" -- d audit
+grep -q "history_changed" "$WORK/out" && ok || bad "sum removed: not history_changed: $(grep FINDING "$WORK/out" | head -2)"
+expect 0 "versions V/2: restore" -- d update versions '{"_id":"V/2"}' "${ORIG[versions.V/2]}" --bypass-validation
 
 # Documents the audit could not key: an account or a transfer whose _id is
 # not a string.

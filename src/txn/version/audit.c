@@ -17,6 +17,13 @@
  *   mismatch       a record or child whose fields disagree with its _id
  *   dead_reachable a reachable document marked dead (V5)
  *   no_root        a record or child of an item without a root
+ *   history_changed  a kept version's record or reachable child whose
+ *                  content no longer matches the digest written with it,
+ *                  or that lost the digest its version was written with
+ *                  (dtx__vr_sum_check): committed history rewritten by
+ *                  hand.  Documents written before digests (the root's
+ *                  sum_from missing or later) are counted as undigested,
+ *                  not judged.
  * and with DTX_AUDIT_SETTLED (after recovery): in_flight (a reservation
  * left), garbage (unreachable documents, or trash, left). */
 #include <stdlib.h>
@@ -29,8 +36,33 @@
 typedef struct vaudit {
   dtx__audit_t *a;
   json_t *recs, *kids, *reach; /* reach: child ids reachable */
-  int64_t versions, children, in_flight, garbage;
+  int64_t versions, children, in_flight, garbage, undigested;
 } vaudit_t;
+
+/* Judges the digest of a record (key NULL) or child of version w. */
+static void check_sum(vaudit_t *va, const json_t *root, const char *id,
+                      const json_t *d, const char *key, int64_t w) {
+  switch (dtx__vr_sum_check(root, d, key != NULL, w)) {
+  case VR_SUM_NONE:
+    va->undigested++;
+    break;
+  case VR_SUM_CHANGED:
+    dtx__audit_finding(va->a, "history_changed", "%s %s of committed "
+                       "version %lld does not match the digest written with "
+                       "it: its content was changed after the commit",
+                       key ? "child" : "record", id, (long long)w);
+    break;
+  case VR_SUM_MISSING:
+    dtx__audit_finding(va->a, "history_changed", "%s %s of committed "
+                       "version %lld has no digest, yet its item writes one "
+                       "for every version from %lld: it was removed",
+                       key ? "child" : "record", id, (long long)w,
+                       (long long)dtx__int(root, "sum_from"));
+    break;
+  default:
+    break;
+  }
+}
 
 /* Checks a record or child's fields against what its _id says. */
 static void same(vaudit_t *va, const char *what, const char *id,
@@ -60,6 +92,7 @@ static void check_version(vaudit_t *va, const char *item, const json_t *root,
     return;
   }
   same(va, "record", id, rec, item, v, NULL);
+  check_sum(va, root, id, rec, NULL, v);
   json_object_foreach(json_object_get(rec, "children"), key, w) {
     int64_t wv = json_is_integer(w) ? json_integer_value(w) : 0;
     if (wv < 1 || wv > v || (wv >= first && !dtx__vr_in_log(root, wv))) {
@@ -78,9 +111,10 @@ static void check_version(vaudit_t *va, const char *item, const json_t *root,
       continue;
     }
     same(va, "child", cid, ch, item, wv, key);
-    if (!json_object_get(va->reach, cid)) {
+    if (!json_object_get(va->reach, cid)) { /* judged once, when first met */
       json_object_set_new(va->reach, cid, json_true());
       va->children++;
+      check_sum(va, root, cid, ch, key, wv);
     }
   }
 }
@@ -193,11 +227,15 @@ int dtx__vr_audit(dtx__audit_t *a) {
     dtx__audit_set(a, "versions", json_integer((json_int_t)va.versions));
     dtx__audit_set(a, "in_flight", json_integer((json_int_t)va.in_flight));
     dtx__audit_set(a, "garbage", json_integer((json_int_t)va.garbage));
+    dtx__audit_set(a, "undigested",
+                   json_integer((json_int_t)va.undigested));
     dtx__audit_summary(a, "%zu items, %lld committed versions kept, %lld "
                        "children reachable, %lld reserved, %lld unreachable "
-                       "documents", json_object_size(r1),
-                       (long long)va.versions, (long long)va.children,
-                       (long long)va.in_flight, (long long)va.garbage);
+                       "documents, %lld written before digests (not "
+                       "checked)",
+                       json_object_size(r1), (long long)va.versions,
+                       (long long)va.children, (long long)va.in_flight,
+                       (long long)va.garbage, (long long)va.undigested);
   }
   json_decref(r1);
   json_decref(r3);

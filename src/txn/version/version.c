@@ -68,6 +68,14 @@
  *     it never mixes versions).
  *  V6 A reader takes the root's committed version, then that version's
  *     record and exactly the children its map names.
+ *  V7 Committed history does not change: every record and child is
+ *     inserted with "sum", the digest of its content (dtx__vr_sum), and
+ *     the root's sum_from is the first version written so (1 for an item
+ *     created since; set by the first commit on an older root).  A read
+ *     refuses, and the audit reports (history_changed), a kept document
+ *     whose digest does not match, or is missing from version sum_from
+ *     on.  The digest is no signature: it catches a document rewritten
+ *     with the generic commands, not a forger who recomputes it.
  */
 #include <assert.h>
 #include <stdint.h>
@@ -105,6 +113,40 @@ const json_t *dtx__vr_res(const json_t *root, int64_t v) {
   return json_object_get(json_object_get(root, "res"), k);
 }
 
+/* The fields a version's content is: whatever else a record or a child
+ * holds (owner, created, dead) may change without changing what a reader
+ * is shown. */
+int dtx__vr_sum(const json_t *doc, int child, char out[17]) {
+  static const char *const rec_fields[] = {"item", "version", "base", "root",
+                                           "children", NULL};
+  static const char *const child_fields[] = {"item", "version", "key", "doc",
+                                             NULL};
+  json_t *a = json_array();
+  int rc = a ? 0 : DTX_ENOMEM;
+  for (const char *const *f = child ? child_fields : rec_fields; rc == 0 && *f;
+       f++) {
+    json_t *v = json_object_get(doc, *f);
+    if (json_array_append(a, v ? v : json_null()) < 0)
+      rc = DTX_ENOMEM;
+  }
+  if (rc == 0)
+    rc = dtx__json_digest(a, out);
+  json_decref(a);
+  return rc;
+}
+
+int dtx__vr_sum_check(const json_t *root, const json_t *doc, int child,
+                      int64_t w) {
+  char want[17];
+  const char *have = dtx__str(doc, "sum");
+  int64_t from = dtx__int(root, "sum_from");
+  if (!have)
+    return from >= 1 && w >= from ? VR_SUM_MISSING : VR_SUM_NONE;
+  if (dtx__vr_sum(doc, child, want))
+    return VR_SUM_NONE;
+  return strcmp(want, have) == 0 ? VR_SUM_OK : VR_SUM_CHANGED;
+}
+
 /* A child key: 1..64 of [A-Za-z0-9_-] (it is a field name in a map and a
  * segment of a child's _id, so no '.', '/' or '$'). */
 static int check_key(const char *key) {
@@ -129,9 +171,11 @@ static int read_root(dtx__exec_t *ex, const dtx_version_put_req_t *req,
     if (!req->children[i].doc)
       return dtx__err(DTX_ENOTFOUND, "item '%s' has no version, so no child "
                       "'%s' to remove", item, req->children[i].key);
-  json_t *doc = json_pack("{s:s,s:i,s:i,s:{},s:[],s:[],s:I}", "_id", item,
-                          "version", 0, "next", 0, "res", "log", "trash",
-                          "updated", (json_int_t)dtx__now_ms());
+  /* sum_from 1: every version of a new item carries its digest. */
+  json_t *doc = json_pack("{s:s,s:i,s:i,s:{},s:[],s:[],s:I,s:i}", "_id",
+                          item, "version", 0, "next", 0, "res", "log",
+                          "trash", "updated", (json_int_t)dtx__now_ms(),
+                          "sum_from", 1);
   if (!doc)
     return DTX_ENOMEM;
   rc = dtx__kit_insert(ex, "version.root", DTX_VERSION_ROOTS, doc);
@@ -244,7 +288,9 @@ static int put_once(dtx__exec_t *ex, const dtx_version_put_req_t *req,
                   item, "version", (json_int_t)v, "base", (json_int_t)base,
                   "root", req->root, "children", map, "owner", ex->owner,
                   "created", (json_int_t)dtx__now_ms());
-  if (!rec) {
+  char sum[17];
+  if (!rec || dtx__vr_sum(rec, 0, sum) ||
+      json_object_set_new(rec, "sum", json_string(sum)) < 0) {
     rc = DTX_ENOMEM;
     goto out;
   }
@@ -259,8 +305,11 @@ static int put_once(dtx__exec_t *ex, const dtx_version_put_req_t *req,
     json_t *doc = json_pack("{s:s,s:s,s:I,s:s,s:O}", "_id", id, "item", item,
                             "version", (json_int_t)v, "key", c->key, "doc",
                             c->doc);
-    rc = doc ? dtx__kit_insert(ex, "version.child", DTX_VERSION_CHILDREN, doc)
-             : DTX_ENOMEM;
+    if (!doc || dtx__vr_sum(doc, 1, sum) ||
+        json_object_set_new(doc, "sum", json_string(sum)) < 0)
+      rc = DTX_ENOMEM;
+    else
+      rc = dtx__kit_insert(ex, "version.child", DTX_VERSION_CHILDREN, doc);
     json_decref(doc);
   }
   if (rc == DTX_EDUPKEY)
@@ -281,16 +330,21 @@ static int put_once(dtx__exec_t *ex, const dtx_version_put_req_t *req,
     goto out;
   }
   int64_t now = dtx__now_ms();
-  json_t *after = NULL;
+  json_t *after = NULL,
+         *upd = json_pack("{s:{s:I,s:I},s:{s:s},s:{s:{s:I,s:I}}}", "$set",
+                          "version", (json_int_t)v, "updated",
+                          (json_int_t)now, "$unset", rpath, "", "$push",
+                          "log", "v", (json_int_t)v, "at", (json_int_t)now);
+  /* A root from before digests: from v on, its versions carry them (the
+   * versions before stay unjudged; the audit counts them). */
+  if (upd && !json_object_get(root, "sum_from"))
+    json_object_set_new(json_object_get(upd, "$set"), "sum_from",
+                        json_integer((json_int_t)v));
   rc = dtx__kit_modify(
       ex, "version.commit", DTX_VERSION_ROOTS,
       json_pack("{s:s,s:I,s:s}", "_id", item, "version", (json_int_t)base,
                 path, token),
-      json_pack("{s:{s:I,s:I},s:{s:s},s:{s:{s:I,s:I}}}", "$set", "version",
-                (json_int_t)v, "updated", (json_int_t)now, "$unset", rpath,
-                "", "$push", "log",
-                "v", (json_int_t)v, "at", (json_int_t)now),
-      NULL, &after);
+      upd, NULL, &after);
   json_decref(after);
   if (rc == DTX_ENOMATCH) {
     json_t *r = NULL;
@@ -396,6 +450,21 @@ int dtx_version_put(dtx_store_t *st, const dtx_version_put_req_t *req,
 
 /* ---- reading --------------------------------------------------------------------------- */
 
+/* A document of a committed version whose digest says it was rewritten
+ * (or had its digest removed) after the commit: history changed by hand.
+ * Where data is at stake a read refuses it rather than show it. */
+static int changed(const char *item, const char *key, const json_t *root,
+                   const json_t *doc, int64_t w) {
+  int s = dtx__vr_sum_check(root, doc, key != NULL, w);
+  if (s == VR_SUM_OK || s == VR_SUM_NONE)
+    return 0;
+  return dtx__err(DTX_EBACKEND, "item '%s': %s%s%s of version %lld %s after "
+                  "it was committed: history changed (doctx audit)", item,
+                  key ? "child '" : "the record", key ? key : "",
+                  key ? "'" : "", (long long)w,
+                  s == VR_SUM_CHANGED ? "was rewritten" : "lost its digest");
+}
+
 /* One attempt at reading version want (0: the committed one) of item.
  * DTX_ENOMATCH: a document of it was gone (removed since the root was
  * read): read again.  *root_out: the root as read. */
@@ -420,7 +489,8 @@ static int get_once(dtx__exec_t *ex, const char *item, int64_t want,
   dtx__vr_rec_id(id, item, v);
   if ((rc = dtx__kit_get(ex, DTX_VERSION_RECORDS, id, &rec)))
     return rc == DTX_ENOTFOUND ? DTX_ENOMATCH : rc;
-  if (!(kids = json_object()))
+  rc = changed(item, NULL, root, rec, v);
+  if (rc == 0 && !(kids = json_object()))
     rc = DTX_ENOMEM;
   json_object_foreach(json_object_get(rec, "children"), key, w) {
     json_t *ch = NULL;
@@ -428,6 +498,8 @@ static int get_once(dtx__exec_t *ex, const char *item, int64_t want,
       break;
     dtx__vr_child_id(id, item, json_integer_value(w), key);
     rc = dtx__kit_get(ex, DTX_VERSION_CHILDREN, id, &ch);
+    if (rc == 0)
+      rc = changed(item, key, root, ch, json_integer_value(w));
     if (rc == 0)
       json_object_set(kids, key, json_object_get(ch, "doc"));
     else if (rc == DTX_ENOTFOUND)
@@ -543,7 +615,12 @@ static const char root_validator[] =
     "\"at\":{\"bsonType\":\"long\"}}}},"
     "\"trash\":{\"bsonType\":\"array\",\"items\":{\"bsonType\":\"long\","
     "\"minimum\":1}},"
-    "\"updated\":{\"bsonType\":\"long\"}}}}";
+    "\"updated\":{\"bsonType\":\"long\"},"
+    "\"sum_from\":{\"bsonType\":\"long\",\"minimum\":1}}}}";
+
+/* The digest a record or child carries (dtx__vr_sum), optional: documents
+ * written before digests have none. */
+#define SUM "\"sum\":{\"bsonType\":\"string\",\"pattern\":\"^[0-9a-f]{16}$\"},"
 
 static const char record_validator[] =
     "{\"$jsonSchema\":{\"bsonType\":\"object\","
@@ -556,7 +633,7 @@ static const char record_validator[] =
     "\"root\":{\"bsonType\":\"object\"},"
     "\"children\":{\"bsonType\":\"object\"},"
     "\"owner\":{\"bsonType\":[\"string\",\"null\"]},"
-    "\"created\":{\"bsonType\":\"long\"},"
+    "\"created\":{\"bsonType\":\"long\"}," SUM
     "\"dead\":{\"enum\":[true]}}}}";
 
 static const char child_validator[] =
@@ -567,8 +644,9 @@ static const char child_validator[] =
     "\"item\":{\"bsonType\":\"string\"},"
     "\"version\":{\"bsonType\":\"long\",\"minimum\":1},"
     "\"key\":{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":64},"
-    "\"doc\":{\"bsonType\":\"object\"},"
+    "\"doc\":{\"bsonType\":\"object\"}," SUM
     "\"dead\":{\"enum\":[true]}}}}";
+#undef SUM
 
 /* A root is never deleted (its counter is what keeps version numbers from
  * being reused, V1); records and children only once the protocol marked

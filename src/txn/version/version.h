@@ -25,6 +25,23 @@ void dtx__vr_child_id(char *buf, const char *item, int64_t w, const char *key);
 int dtx__vr_in_log(const json_t *root, int64_t v);
 const json_t *dtx__vr_res(const json_t *root, int64_t v);
 
+/* The digest of a version's committed content (dtx__json_digest): for a
+ * record (child 0) of its item, version, base, root and children map; for
+ * a child (child 1) of its item, version, key and doc.  Written into the
+ * document's "sum" when it is inserted; a version committed at or after
+ * the root's "sum_from" must carry it.  0, or DTX_ENOMEM. */
+int dtx__vr_sum(const json_t *doc, int child, char out[17]);
+
+/* What doc (a record, or a child of version w, under root) says of its
+ * digest: VR_SUM_OK (it matches), VR_SUM_NONE (no digest, written before
+ * digests: root's sum_from is missing or after w), VR_SUM_CHANGED (it does
+ * not match: the content was rewritten), VR_SUM_MISSING (none, though the
+ * version was written with one: removed).  Out of memory counts as
+ * VR_SUM_NONE (nothing is claimed). */
+enum { VR_SUM_OK, VR_SUM_NONE, VR_SUM_CHANGED, VR_SUM_MISSING };
+int dtx__vr_sum_check(const json_t *root, const json_t *doc, int child,
+                      int64_t w);
+
 /* ---- clean.c ------------------------------------------------------------- */
 
 /* Abandons reservation v of item: it leaves res and joins trash in ONE
