@@ -6,9 +6,11 @@
 # --bypass-validation, reported by the audit (exit 5).  None may pass
 # silently.  The store holds a succeeded transfer t1, a transfer t2 in
 # flight (its markers on A and B) and a canceled t3 (its tombstones), so
-# markers and tombstones have fields to break.  Writes the validator cannot
+# markers and tombstones have fields to break.  Jobs in three states get
+# the states of the others written over them, without the fields that go
+# with those (J7: refused, and reported).  Writes the validator cannot
 # see have rows of their own after the table: a committed version's
-# content rewritten (its digest tells, V7).
+# content rewritten (its digest tells, V7), a live job out of attempts.
 #
 # Its second half, every protocol document deleted mid-flight at every
 # fault point, is tests/crash/deletes.sh.  Opening records (the account
@@ -25,6 +27,10 @@ DOCTX_FAULT=transfer.commit:crash d transfer A B 10 --id t2 >/dev/null 2>&1
 DOCTX_FAULT=transfer.mark_payee:crash d transfer A B 20 --id t3 >/dev/null 2>&1
 d transfer cancel t3 >/dev/null
 d job add q t '{"n":1}' --id j1 >/dev/null
+# j2 succeeded with a result (queue q2, so j1 stays ready), j3 delayed:
+# what each state carries (J7) has fields to contradict
+d job add q2 t '{}' --id j2 >/dev/null && d job work q2 --once --exec 'echo {\"ok\":1}' >/dev/null &&
+  d job add q t '{}' --id j3 --delay-ms 3600000 >/dev/null || { echo "setup: jobs"; exit 1; }
 # item V at version 2, its child a carried over from version 1
 d version put V '{"n":1}' --child a='{"x":1}' >/dev/null
 d version put V '{"n":2}' --child b='{"x":2}' >/dev/null
@@ -38,6 +44,8 @@ ORIG[accounts.A]=$(d find accounts '{"_id":"A"}')
 ORIG[transfers.t1]=$(d find transfers '{"_id":"t1"}')
 ORIG[openings.A]=$(d find openings '{"_id":"A"}')
 ORIG[jobs.j1]=$(d find jobs '{"_id":"j1"}')
+ORIG[jobs.j2]=$(d find jobs '{"_id":"j2"}')
+ORIG[jobs.j3]=$(d find jobs '{"_id":"j3"}')
 ORIG[version_roots.V]=$(d find version_roots '{"_id":"V"}')
 ORIG[versions.V/2]=$(d find versions '{"_id":"V/2"}')
 ORIG[version_children.V/1/a]=$(d find version_children '{"_id":"V/1/a"}')
@@ -92,6 +100,14 @@ jobs|j1|priority|500 "x"
 jobs|j1|run_at|"x" null
 jobs|j1|epoch|-1 "x"
 jobs|j1|fx_colls|"x" [5]
+jobs|j1|state|"succeeded" "dead" "canceled"
+jobs|j1|finished|5
+jobs|j1|result|{"ok":1}
+jobs|j2|state|"ready" "delayed" "running" "dead" "canceled"
+jobs|j2|finished|null UNSET
+jobs|j2|attempts|0
+jobs|j2|epoch|0
+jobs|j3|state|"succeeded" "running"
 transfers|t1|amount|"5" 1.5 0 -5 null UNSET
 transfers|t1|from|5 null UNSET
 transfers|t1|to|5 [] UNSET
@@ -125,6 +141,12 @@ expect 0 "version child: restore" -- d insert version_children "${ORIG[version_c
 expect 0 "version root moved back" -- d update version_roots '{"_id":"V"}' '{"$set":{"version":1}}'
 expect 5 "version root moved back: audit" -- d audit
 expect 0 "version root: restore" -- d update version_roots '{"_id":"V"}' "${ORIG[version_roots.V]}" --bypass-validation
+
+# A live job with no attempts left (J7: two fields, so the audit's alone).
+expect 0 "job j1 out of attempts" -- d update jobs '{"_id":"j1"}' '{"$set":{"attempts":5}}'
+expect 5 "job j1 out of attempts: audit" -- d audit
+grep -q "job_state" "$WORK/out" && ok || bad "job j1 out of attempts: not job_state: $(grep FINDING "$WORK/out" | head -2)"
+expect 0 "job j1: restore" -- d update jobs '{"_id":"j1"}' "${ORIG[jobs.j1]}" --bypass-validation
 
 # Committed history rewritten (V7): a record's root and a child's doc are
 # plain objects, so the validator accepts any; the digest written with

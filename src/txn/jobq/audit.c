@@ -9,6 +9,8 @@
  *   unique_live    unique_live present on a terminal job, or missing on a
  *                  live one with a unique key (J4)
  *   dead_attempts  a dead job whose attempts are below max_attempts (J3)
+ *   job_state      a live job with no attempts left (J7; the rest of J7
+ *                  is in the validator, so bad_shape reports it)
  *   orphan_marker  an effect marker whose job is missing, does not list
  *                  the collection in fx_colls, or has had its markers
  *                  cleared (a late duplicate could then apply again)
@@ -69,6 +71,10 @@ static void check_job(dtx__audit_t *a, const char *id, const json_t *j,
   if (has_live != (!terminal && has_key))
     dtx__audit_finding(a, "unique_live", "job %s is %s %s unique_live (J4)",
                        id, st, has_live ? "but holds" : "without");
+  if (!terminal && att >= max)
+    dtx__audit_finding(a, "job_state", "job %s is %s after %lld of %lld "
+                       "attempts: a live job has attempts left (J7)", id, st,
+                       (long long)att, (long long)max);
   if (strcmp(st, DTX_JOB_DEAD) == 0 && att < max)
     dtx__audit_finding(a, "dead_attempts", "job %s is dead after %lld of "
                        "%lld attempts (J3)", id, (long long)att,

@@ -53,6 +53,18 @@
  *  J5 An effect applies at most once per (job, key): effect.c.
  *  J6 A terminal job changes state again only by an explicit retry of a
  *     dead one, which is refused once its effect markers were cleared.
+ *  J7 Each state carries what the steps into it write, and nothing the
+ *     steps out of it set: ready, delayed and running have no finished
+ *     time; succeeded, dead and canceled have one; only a succeeded job
+ *     has a result; succeeded and dead have ended an attempt (attempts
+ *     >= 1); running, succeeded and dead were claimed (epoch >= 1); a
+ *     live job has attempts left (attempts < max_attempts).  The
+ *     validator refuses a write that breaks one (all but the last: it
+ *     compares two fields) and the audit reports one forced past it, so
+ *     a state set by hand -- a succeeded job back to ready (it would run
+ *     again), a delayed one to succeeded (it would never run) -- is seen.
+ *     A job rewritten whole into another consistent state is not: its
+ *     fields are all the history it has.
  */
 #include <stdio.h>
 #include <string.h>
@@ -580,6 +592,10 @@ static const dtx__index_def_t indexes[] = {
 #define ID "{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":128}"
 #define LONG "{\"bsonType\":\"long\"}"
 #define LONG_OR_NULL "{\"bsonType\":[\"long\",\"null\"]}"
+#define LIVE                                                                  \
+  "\"" DTX_JOB_READY "\",\"" DTX_JOB_DELAYED "\",\"" DTX_JOB_RUNNING "\""
+#define OVER                                                                  \
+  "\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD "\",\"" DTX_JOB_CANCELED "\""
 static const char job_shape[] =
     "{\"$jsonSchema\":{\"bsonType\":\"object\","
     "\"required\":[\"_id\",\"queue\",\"type\",\"state\",\"priority\","
@@ -601,10 +617,25 @@ static const char job_shape[] =
     "\"fx_colls\":{\"bsonType\":\"array\",\"items\":" ID "},"
     "\"fx_cleared\":{\"bsonType\":\"bool\"},"
     "\"created\":" LONG ",\"finished\":" LONG_OR_NULL ","
-    DTX__KIT_ITEM_PROPS "}}}";
+    DTX__KIT_ITEM_PROPS "}},"
+    /* J7: what each state carries, as the steps of the diagram write it.
+     * A state written by hand without the fields that go with it (a
+     * succeeded job set back to ready would run again; a delayed one set
+     * to succeeded would never run) contradicts one of these. */
+    "\"$nor\":["
+    "{\"state\":{\"$in\":[" LIVE "]},\"finished\":{\"$ne\":null}},"
+    "{\"state\":{\"$in\":[" OVER "]},\"finished\":null},"
+    "{\"state\":{\"$ne\":\"" DTX_JOB_SUCCEEDED "\"},"
+    "\"result\":{\"$ne\":null}},"
+    "{\"state\":{\"$in\":[\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD
+    "\"]},\"attempts\":{\"$lt\":1}},"
+    "{\"state\":{\"$in\":[\"" DTX_JOB_RUNNING "\",\"" DTX_JOB_SUCCEEDED
+    "\",\"" DTX_JOB_DEAD "\"]},\"epoch\":{\"$lt\":1}}]}";
 #undef ID
 #undef LONG
 #undef LONG_OR_NULL
+#undef LIVE
+#undef OVER
 
 static const dtx__rules_def_t rules[] = {
     {DTX_JOBS, job_shape,
