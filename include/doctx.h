@@ -1360,9 +1360,10 @@ typedef struct dtx_interest_req {
 /* Runs the day's interest.  *out (may be NULL) receives
  *   {"day","rate_ppm","settlement","accounts","credited","already",
  *    "pending","skipped","zero","total"}
- * accounts: the eligible accounts seen; credited: credits this call
- * recorded and completed; already: credits an earlier run recorded
- * (completed now if they were not); pending: credits left unfinished
+ * accounts: the eligible accounts seen; credited: credits this call's
+ * executor completed (each credit is counted so by one run at most, also
+ * among concurrent runs); already: credits found completed by another
+ * (an earlier or concurrent run, or recovery); pending: credits left unfinished
  * (a live executor holds them past the deadline; a rerun or doctx
  * recover finishes them); failed: accounts whose 5 attempts failed;
  * skipped:
@@ -1372,7 +1373,11 @@ typedef struct dtx_interest_req {
  * anything is written; so is a settlement account that exists with a
  * limit, or was closed.  An account whose balance plus its interest would pass
  * INT64_MAX is not credited and the call ends DTX_EOVERFLOW (naming it)
- * after crediting the others.  opts (may be NULL) are the transfers'. */
+ * after crediting the others.  A day is paid at one rate: its first run
+ * records rate_ppm and the settlement (collection interest_days), and a
+ * run of the day with others is DTX_ECONFLICT before anything is
+ * credited.  opts (may be NULL) are the transfers'; the run executes them
+ * under opts->owner (or host:pid) plus a nonce of its own. */
 int dtx_interest_run(dtx_store_t *st, const dtx_interest_req_t *req,
                      const dtx_exec_opts_t *opts, json_t **out);
 

@@ -81,12 +81,15 @@ static const char *interest_help =
     "back is made again as interest.2:DAY:ACCOUNT.  A credit a crashed run\n"
     "left is waited for until that run's lease lapses (its --lease-ms,\n"
     "default 30000), then rolled back and made again.  N is 0..1000000;\n"
-    "DAY must be a real calendar date.  Prints {\"day\",\"rate_ppm\",\n"
+    "DAY must be a real calendar date.  A day is paid at one rate: the\n"
+    "first run records N and the settlement, and a rerun with others is\n"
+    "refused (exit 3, nothing credited).  Prints {\"day\",\"rate_ppm\",\n"
     "\"settlement\",\"accounts\",\"credited\",\"already\",\"pending\",\"failed\",\n"
     "\"skipped\",\"zero\",\"total\"} (docs/scenarios.md).\n"
     "exit: 0 done; 2 invalid input (nothing is recorded); 3 the settlement\n"
     "      account has a limit, or an account's balance would overflow (the\n"
-    "      others are credited); 4 store error (run it again)\n";
+    "      others are credited), or the day was run with another N or\n"
+    "      settlement; 4 store error (run it again)\n";
 
 int dtx__cmd_interest(dtx_cli_t *cli, int argc, char **argv) {
   enum { O_RATE, O_DAY, O_SETTLE, O_LEASE, O_DEADLINE, O_N };

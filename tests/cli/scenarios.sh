@@ -208,4 +208,46 @@ b07=$(balance k07)
 expect 3 "interest: first attempt deleted, later one there: refused" -- d interest run "${DAY[@]}"
 is "interest: not credited twice" "$(balance k07) $(d count transfers '{"to":"k07"}')" "$b07 1"
 
+# ---- interest: a day rerun with another rate (attack F9) ------------------------------
+# The first run of a day records its rate and settlement; a rerun with
+# others is refused before anything is credited.
+new_store interest_rate
+d account create a --balance 1000000 >/dev/null &&
+  d account create b --balance 1000000 >/dev/null || { echo "setup failed"; exit 1; }
+DOCTX_FAULT=interest.credit:crash:2 d interest run --rate-ppm 100 --day 2026-01-01 >/dev/null 2>&1
+is "interest rate: the run crashed after a's credit" "$?" 137
+expect 3 "interest rate: the rerun at another rate refused" -- d interest run --rate-ppm 5000 --day 2026-01-01
+grep -q "CONFLICT: interest day 2026-01-01 was run at 100 ppm .* asks 5000 ppm" "$WORK/err" && ok ||
+  bad "interest rate: message: $(cat "$WORK/err")"
+is "interest rate: nothing credited at 5000" "$(balance a) $(balance b)" "1000100 1000000"
+expect 3 "interest rate: another settlement refused" -- d interest run --rate-ppm 100 --day 2026-01-01 --settlement bank
+expect 0 "interest rate: the same rate finishes the day" -- d interest run --rate-ppm 100 --day 2026-01-01
+is "interest rate: one rate for the day" "$(balance a) $(balance b)" "1000100 1000100"
+expect 3 "interest rate: the day record's rate is protocol state" -- d update interest_days '{"_id":"2026-01-01"}' '{"$set":{"rate_ppm":"5000"}}'
+expect 3 "interest rate: the day record is never deleted" -- d delete interest_days '{"_id":"2026-01-01"}'
+expect 0 "interest rate: audit" -- d audit --settled
+
+# ---- interest: two runs submit one credit at once (attack F3) -----------------------------
+# Run 1 records the credit and stops before claiming it; run 2, which had
+# looked it up before run 1 recorded it, submits the same credit (same
+# parameters: the same transfer) and runs it to the end.  The credit is
+# counted once between them: by run 2, whose executor finished it.
+new_store interest_count
+d account create k --balance 1000000 >/dev/null || { echo "setup failed"; exit 1; }
+RUN=(interest run --rate-ppm 100 --day 2026-01-02)
+start_bg "$WORK/r1.log" env DOCTX_FAULT=interest.credit:pause,transfer.claim:pause "$DOCTX" --store "$S" "${RUN[@]}"
+r1=$BG_PID
+wait_stopped "$r1" 20 || bad "interest count: run 1 did not stop at interest.credit"
+start_bg "$WORK/r2.log" env DOCTX_FAULT=interest.credit:pause "$DOCTX" --store "$S" "${RUN[@]}"
+r2=$BG_PID
+wait_stopped "$r2" 20 || bad "interest count: run 2 did not stop at interest.credit"
+kill -CONT "$r1" # it records the credit, then stops at transfer.claim
+wait_stopped "$r1" 20 || bad "interest count: run 1 did not stop at transfer.claim"
+kill -CONT "$r2"
+bounded_wait "$r2" 30 "$WORK/r2.log" || bad "interest count: run 2 failed"
+kill -CONT "$r1"
+bounded_wait "$r1" 30 "$WORK/r1.log" || bad "interest count: run 1 failed"
+sums=$(grep -h '^{' "$WORK/r1.log" "$WORK/r2.log" | jq -s -c '[(map(.credited) | add), (map(.total) | add), (map(.already) | add)]')
+is "interest count: credited once, total = what was paid" "$sums $(balance settlement)" "[1,100,1] -100"
+
 finish

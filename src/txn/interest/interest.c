@@ -25,8 +25,29 @@
  *
  *   transition                    function          fault point
  *   settlement created            dtx__tx_settlement interest.settlement
+ *   the day's run record inserted record_day()      interest.day
  *   (none) -> credit recorded     credit_one()      interest.credit
  *   credit recorded -> terminal   dtx_transfer_run  transfer.*
+ *
+ * The day's run record.  The credits are plain transfers and carry no
+ * rate, so a rerun of a day with another --rate-ppm (or settlement) would
+ * pay the accounts not yet credited at the new rate beside those paid at
+ * the old one.  The first run of a day inserts {_id: DAY, rate_ppm,
+ * settlement} into interest_days before any credit; every run compares
+ * its parameters with it and refuses others (CONFLICT, nothing paid), as
+ * a transfer id reused with other parameters is.  It is inserted, never
+ * updated, and never deleted (delete guard), so two first runs racing
+ * with different rates are told apart too: one insert wins, the other
+ * reads it.  Days run before the record existed have none: their first
+ * rerun records its own parameters (unjudged).
+ *
+ * Who counts a credit.  Each run executes its transfers under an owner of
+ * its own (the caller's, or host:pid, plus a nonce), so a succeeded
+ * credit names the run whose executor claimed and finished it: that run
+ * counts it as credited, every other run as already there.  Two runs that
+ * submit the same credit at once thus count it once between them, and
+ * their totals add up to what the settlement paid (a credit finished by
+ * recovery, which takes it over under its own name, is counted by no run).
  *
  * Why attempts.  A credit whose run was cut short before it committed is
  * rolled back by the transfer protocol (failed, "abandoned by its
@@ -70,6 +91,9 @@
 #define PAGE 200
 #define SETTLEMENT "settlement"
 #define MAX_ATTEMPTS 5
+#define DAYS "interest_days" /* the days' run records */
+
+extern const dtx__pattern_t dtx__interest_pattern;
 
 /* YYYY-MM-DD, a date of the proleptic Gregorian calendar, year >= 1. */
 static int check_day(const char *day) {
@@ -102,10 +126,10 @@ static int64_t interest_of(int64_t b, int64_t r) {
 /* The settlement account, created on first use with no limit; one that
  * exists with a limit would run dry mid-day: refused. */
 typedef struct run {
-  dtx__exec_t ex;
+  dtx__exec_t ex; /* its owner: the run's own, with a nonce */
   const dtx_interest_req_t *req;
   const char *settle;
-  const dtx_exec_opts_t *opts;
+  dtx_exec_opts_t opts; /* the caller's, with the run's owner */
   int64_t accounts, credited, already, pending, skipped, zero, failed, total;
   int refused; /* the first per-account refusal (overflow, id too long,
                   a transfer under its id that is not its credit) */
@@ -135,20 +159,22 @@ static int credit_id(char *buf, size_t n, const run_t *r, int k,
 }
 
 /* Drives an existing attempt t (stolen) to its end; 1 in *again when it
- * failed (the next attempt is due, for its amount *amount). */
-static int finish(run_t *r, const char *tid, json_t *t, int fresh,
-                  int64_t *amount, int *again) {
+ * failed (the next attempt is due, for its amount *amount).  A succeeded
+ * credit is this run's (credited) when its executor finished it: the
+ * transfer names its owner, which no other run shares. */
+static int finish(run_t *r, const char *tid, json_t *t, int64_t *amount,
+                  int *again) {
   int rc = 0;
   *again = 0;
   if (!dtx__state_is(t, "succeeded") && !dtx__state_is(t, "failed")) {
     json_decref(t);
     t = NULL;
-    rc = dtx_transfer_run(r->ex.st, tid, r->opts, &t);
+    rc = dtx_transfer_run(r->ex.st, tid, &r->opts, &t);
   }
   if (rc == 0) {
     *amount = dtx__int(t, "amount");
     if (dtx__state_is(t, "succeeded")) {
-      if (fresh) {
+      if (dtx__str_is(t, "owner", r->ex.owner)) {
         r->credited++;
         r->total += *amount;
       } else {
@@ -245,7 +271,7 @@ static int credit_one(run_t *r, const json_t *acc) {
         json_decref(t);
         return 0;
       }
-      rc = finish(r, tid, t, 0, &amount, &again);
+      rc = finish(r, tid, t, &amount, &again);
       continue;
     }
     if (rc != DTX_ENOTFOUND)
@@ -274,22 +300,20 @@ static int credit_one(run_t *r, const json_t *acc) {
     while (dtx__retry_again(&rt, &rc, "recording an interest credit"));
     dtx_transfer_req_t q = {.id = tid, .from = r->settle, .to = id,
                             .amount = amount};
-    int fresh = 1;
     if (rc == 0)
       rc = dtx_transfer_submit(r->ex.st, &q, &t);
     if (rc == DTX_ECONFLICT) { /* a concurrent run, from another balance */
       dtx__err_clear();
-      fresh = 0;
       rc = dtx_transfer_get(r->ex.st, tid, &t);
       if (rc == 0 && !is_credit(r, tid, t, id, -1)) {
         json_decref(t);
         return 0;
       }
-    } else if (rc == 0 && !dtx__state_is(t, "initiated")) {
-      fresh = 0; /* submitted before by a concurrent run, same amount */
     }
+    /* Submitted by this run or a concurrent one (the same parameters
+     * return the same transfer): finish() tells by who ran it. */
     if (rc == 0)
-      rc = finish(r, tid, t, fresh, &amount, &again);
+      rc = finish(r, tid, t, &amount, &again);
   }
   if (rc == 0 && again)
     r->failed++; /* MAX_ATTEMPTS attempts failed: reported, not retried */
@@ -327,13 +351,51 @@ static int run_all(run_t *r) {
   return rc;
 }
 
+/* The day's run record: inserted by the day's first run, compared by
+ * every later one.  Another rate or settlement is CONFLICT before any
+ * credit (a lost reply of our own insert reads back our parameters). */
+static int record_day(run_t *r) {
+  const dtx_interest_req_t *q = r->req;
+  json_t *day = NULL,
+         *doc = json_pack("{s:s,s:I,s:s,s:I}", "_id", q->day, "rate_ppm",
+                          (json_int_t)q->rate_ppm, "settlement", r->settle,
+                          "created", (json_int_t)dtx__now_ms());
+  int rc = doc ? dtx__kit_ensure(r->ex.st, &dtx__interest_pattern)
+               : DTX_ENOMEM;
+  if (rc == 0)
+    rc = dtx__kit_insert(&r->ex, "interest.day", DAYS, doc);
+  json_decref(doc);
+  if (rc != DTX_EDUPKEY)
+    return rc;
+  if ((rc = dtx__kit_get(&r->ex, DAYS, q->day, &day)))
+    return rc;
+  int64_t rate = dtx__int(day, "rate_ppm");
+  const char *settle = dtx__str(day, "settlement");
+  if (!json_is_integer(json_object_get(day, "rate_ppm")) || !settle ||
+      rate != q->rate_ppm || strcmp(settle, r->settle) != 0)
+    rc = dtx__err(DTX_ECONFLICT, "interest day %s was run at %lld ppm from "
+                  "settlement '%s'; this run asks %lld ppm from '%s': a day "
+                  "is paid at one rate (nothing credited)", q->day,
+                  (long long)rate, settle ? settle : "?",
+                  (long long)q->rate_ppm, r->settle);
+  json_decref(day);
+  return rc;
+}
+
 int dtx_interest_run(dtx_store_t *st, const dtx_interest_req_t *req,
                      const dtx_exec_opts_t *opts, json_t **out) {
   dtx__call_t c;
-  run_t r = {.req = req, .opts = opts};
+  char nonce[25];
+  run_t r = {.req = req};
   if (out)
     *out = NULL;
+  if (opts)
+    r.opts = *opts;
   dtx__exec_from(&r.ex, st, opts);
+  /* The run's own executor name (see "Who counts a credit"). */
+  dtx__id_new(nonce);
+  dtx__exec_rename(&r.ex, "%.100s/%s", r.ex.owner, nonce);
+  r.opts.owner = r.ex.owner;
   dtx__call_begin(&c, r.ex.deadline_ms);
   int rc = req ? check_day(req->day)
                : dtx__err(DTX_EINVAL, "interest: NULL request");
@@ -346,6 +408,8 @@ int dtx_interest_run(dtx_store_t *st, const dtx_interest_req_t *req,
   }
   if (rc == 0)
     rc = dtx__tx_settlement(&r.ex, r.settle, "interest.settlement", "interest runs");
+  if (rc == 0)
+    rc = record_day(&r);
   int started = rc == 0;
   if (started)
     rc = run_all(&r);
@@ -364,14 +428,46 @@ int dtx_interest_run(dtx_store_t *st, const dtx_interest_req_t *req,
   return dtx__call_end(&c, rc);
 }
 
-static const char *const points[] = {"interest.settlement", "interest.credit",
-                                     NULL};
-static const char *const collections[] = {NULL};
+/* The day records' shape; one is never deleted (it is what keeps a day
+ * at one rate). */
+static const char day_validator[] =
+    "{\"$jsonSchema\":{\"bsonType\":\"object\","
+    "\"required\":[\"_id\",\"rate_ppm\",\"settlement\",\"created\"],"
+    "\"additionalProperties\":false,\"properties\":{"
+    "\"_id\":{\"bsonType\":\"string\",\"pattern\":"
+    "\"^[0-9]{4}-[0-9]{2}-[0-9]{2}$\"},"
+    "\"rate_ppm\":{\"bsonType\":\"long\",\"minimum\":0,\"maximum\":1000000},"
+    "\"settlement\":{\"bsonType\":\"string\",\"minLength\":1},"
+    "\"created\":{\"bsonType\":\"long\"}}}}";
 
-/* Points only: its credits are transfers, recovered and audited by the
- * transfer pattern. */
+static const dtx__rules_def_t rules[] = {
+    {DAYS, day_validator, "{\"_id\":{\"$exists\":false}}"},
+    {NULL, NULL, NULL},
+};
+
+/* The audit reads the day records (their shape, through the validator);
+ * the credits are transfers, audited by the transfer pattern. */
+static int audit_days(dtx__audit_t *a) {
+  json_t *days = NULL;
+  int rc = dtx__audit_load(a, DAYS, &days);
+  if (rc == 0) {
+    dtx__audit_set(a, "days", json_integer((json_int_t)json_object_size(days)));
+    dtx__audit_summary(a, "%zu days run", json_object_size(days));
+  }
+  json_decref(days);
+  return rc;
+}
+
+static const char *const points[] = {"interest.settlement", "interest.day",
+                                     "interest.credit", NULL};
+static const char *const collections[] = {DAYS, NULL};
+
+/* Its credits are transfers, recovered and audited by the transfer
+ * pattern; its own documents are the days' run records. */
 const dtx__pattern_t dtx__interest_pattern = {
     .name = "interest",
     .collections = collections,
     .fault_points = points,
+    .audit = audit_days,
+    .rules = rules,
 };

@@ -19,7 +19,7 @@ scenario_setup() {
 
 scenario_cmd() {
   case "$1" in
-  interest.settlement | interest.credit) echo "$RUN" ;;
+  interest.settlement | interest.day | interest.credit) echo "$RUN" ;;
   *) echo UNKNOWN ;;
   esac
 }
