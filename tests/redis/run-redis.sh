@@ -277,6 +277,7 @@ transfers_on() { # URI
   done
   flush "$1"
   txn_on "$1" txn_transfer_declines
+  txn_on "$1" txn_transfer_batch
 }
 phase_transfers() { both_targets transfers_on; }
 
