@@ -177,6 +177,32 @@ static inline int bench_transfer_one(dtx_store_t *st, const pair_t *p,
   return ok;
 }
 
+/* k transfers (k <= 256) of pairs in one dtx_transfer_execute_many call;
+ * each one's latency is the call's.  Returns how many did not succeed. */
+static inline int bench_transfer_many(dtx_store_t *st, const pair_t *p, int k,
+                                      double *lat) {
+  char ids[256][2][32];
+  dtx_transfer_req_t req[256];
+  dtx_transfer_result_t res[256];
+  int bad = 0;
+  for (int i = 0; i < k; i++) {
+    snprintf(ids[i][0], sizeof ids[i][0], "a%d", p[i].from);
+    snprintf(ids[i][1], sizeof ids[i][1], "a%d", p[i].to);
+    req[i] = (dtx_transfer_req_t){
+        .from = ids[i][0], .to = ids[i][1], .amount = p[i].amount};
+  }
+  double t0 = now_us();
+  (void)dtx_transfer_execute_many(st, req, (size_t)k, NULL, res);
+  double el = now_us() - t0;
+  for (int i = 0; i < k; i++) {
+    const char *s = json_string_value(json_object_get(res[i].tx, "state"));
+    bad += !(res[i].rc == 0 && s && strcmp(s, "succeeded") == 0);
+    lat[i] = el;
+  }
+  dtx_transfer_results_clear(res, (size_t)k);
+  return bad;
+}
+
 /* A figure of one row; a negative value is "not measured" (null). */
 typedef struct bench_side {
   double ops_s, p50_us, p99_us;

@@ -9,7 +9,10 @@
  *
  * usage: bench_redis --store URI [--accounts N] [--transfers M]
  *                    [--workers W] [--rounds R] [--hot PCT] [--label TEXT]
- *                    [--backend B] [--sync S]
+ *                    [--backend B] [--sync S] [--batch B]
+ * (--batch: the batched row, each worker taking B transfers at a time into
+ * one dtx_transfer_execute_many, measured in the same rounds; default 16,
+ * 0: none.)
  * (--backend and --sync only name the target in the results file:
  * "redis-standalone", "aof-always", ...; by default "redis" and "none",
  * or "wait=N" with ?wait=N.)
@@ -48,7 +51,7 @@ int main(void) {
 #define NATIVE_PASSES 10
 
 typedef struct cfg {
-  int accounts, transfers, workers, rounds;
+  int accounts, transfers, workers, rounds, batch;
   const char *store, *label, *backend, *sync;
   rd_uri_t uri;
   char host[256]; /* native: the node owning TAG's slot */
@@ -190,6 +193,22 @@ static void *doctx_worker(void *arg) {
   return NULL;
 }
 
+/* The batched row: each worker takes the next B transfers as one batch. */
+static void *doctx_batch_worker(void *arg) {
+  run_t *r = arg;
+  int b = r->c->batch;
+  for (;;) {
+    int i = __atomic_fetch_add(&r->next, b, __ATOMIC_RELAXED);
+    if (i >= r->total)
+      break;
+    int k = r->total - i < b ? r->total - i : b;
+    int bad = bench_transfer_many(r->st, &r->pairs[i], k, &r->lat[i]);
+    if (bad)
+      __atomic_add_fetch(&r->errors, bad, __ATOMIC_RELAXED);
+  }
+  return NULL;
+}
+
 static result_t run_threads(run_t *r, void *(*fn)(void *)) {
   pthread_t th[256];
   result_t res = {0};
@@ -219,7 +238,7 @@ static result_t run_threads(run_t *r, void *(*fn)(void *)) {
 
 /* One doctx round on an emptied store.  -1 on a setup error (reported). */
 static int run_doctx(const cfg_t *c, const pair_t *pairs, double *lat,
-                     result_t *res) {
+                     result_t *res, int batched) {
   run_t r = {.c = c, .pairs = pairs, .total = c->transfers, .lat = lat};
   int rc = dtx_store_open(c->store, &r.st);
   if (rc) {
@@ -246,7 +265,7 @@ static int run_doctx(const cfg_t *c, const pair_t *pairs, double *lat,
       return -1;
     }
   }
-  *res = run_threads(&r, doctx_worker);
+  *res = run_threads(&r, batched ? doctx_batch_worker : doctx_worker);
   json_t *rep = NULL;
   if ((rc = dtx_audit(r.st, DTX_AUDIT_SETTLED, &rep)) != 0) {
     fprintf(stderr, "bench_redis: audit after benchmark: %s: %s\n",
@@ -294,7 +313,7 @@ static int cmp_res(const void *a, const void *b) {
 static int bench(const cfg_t *c, int hot) {
   pair_t *pairs = malloc(sizeof *pairs * (size_t)c->transfers);
   double *lat = malloc(sizeof *lat * (size_t)c->transfers * NATIVE_PASSES);
-  result_t d[16], n[16];
+  result_t d[16], n[16], b[16];
   int rc = -1;
   if (!pairs || !lat) {
     fprintf(stderr, "bench_redis: out of memory\n");
@@ -303,16 +322,26 @@ static int bench(const cfg_t *c, int hot) {
   bench_pairs(pairs, c->transfers, c->accounts, hot);
   for (int round = 0; round < c->rounds; round++) {
     bench_phase("hot=%d%% round %d/%d doctx", hot, round + 1, c->rounds);
-    if (run_doctx(c, pairs, lat, &d[round]) < 0)
+    if (run_doctx(c, pairs, lat, &d[round], 0) < 0)
       goto out;
+    if (c->batch > 0) {
+      bench_phase("hot=%d%% round %d/%d doctx batch %d", hot, round + 1,
+                  c->rounds, c->batch);
+      if (run_doctx(c, pairs, lat, &b[round], 1) < 0)
+        goto out;
+    }
     bench_phase("hot=%d%% round %d/%d native", hot, round + 1, c->rounds);
     if (run_native(c, pairs, lat, &n[round]) < 0)
       goto out;
   }
   qsort(d, (size_t)c->rounds, sizeof *d, cmp_res);
   qsort(n, (size_t)c->rounds, sizeof *n, cmp_res);
+  if (c->batch > 0)
+    qsort(b, (size_t)c->rounds, sizeof *b, cmp_res);
   result_t dm = d[c->rounds / 2], nm = n[c->rounds / 2];
+  result_t bm = c->batch > 0 ? b[c->rounds / 2] : (result_t){0};
   double ratio = nm.tps > 0 ? dm.tps / nm.tps : 0;
+  double bratio = nm.tps > 0 ? bm.tps / nm.tps : 0;
   bench_row(&(bench_row_t){
       .metric = "transfer", .backend = c->backend, .sync = c->sync,
       .workload = hot ? "hot90" : "uniform", .unit = "transfers/s",
@@ -343,6 +372,30 @@ static int bench(const cfg_t *c, int hot) {
          "native_p99_us=%.0f ratio=%.4f doctx_failed=%d native_failed=%d\n",
          lab, hot, dm.tps, dm.p50, dm.p99, dm.ops, dm.rts, dm.cmds, nm.tps,
          nm.p50, nm.p99, ratio, dm.errors, nm.errors);
+  if (c->batch > 0) {
+    bench_row(&(bench_row_t){
+        .metric = "transfer_batched", .backend = c->backend, .sync = c->sync,
+        .workload = hot ? "hot90" : "uniform", .unit = "transfers/s",
+        .native = "MULTI; INCRBY x2; EXEC (one slot)", .workers = c->workers,
+        .rounds = c->rounds, .doctx = {bm.tps, bm.p50, bm.p99},
+        .nat = {nm.tps, nm.p50, nm.p99},
+        .extra = json_pack("{s:i,s:i,s:i,s:f,s:f,s:f,s:i,s:i}", "batch",
+                           c->batch, "hot_pct", hot, "transfers",
+                           c->transfers, "ops_per_transfer", bm.ops,
+                           "rt_per_transfer", bm.rts, "cmds_per_transfer",
+                           bm.cmds, "doctx_failed", bm.errors,
+                           "native_failed", nm.errors)});
+    printf("%-14s %3d%% B=%d | %8.0f %7.0f %7.0f %5.1f %5.1f %5.1f | "
+           "(batched; latency per batch) | %6.3f%s\n",
+           c->label, hot, c->batch, bm.tps, bm.p50, bm.p99, bm.ops, bm.rts,
+           bm.cmds, bratio, bm.errors ? "  (not all succeeded)" : "");
+    printf("RESULT label=%s_batch%d hot=%d tps=%.0f p50_us=%.0f p99_us=%.0f "
+           "ops_per_transfer=%.2f rt_per_transfer=%.2f "
+           "cmds_per_transfer=%.2f native_tps=%.0f ratio=%.4f "
+           "doctx_failed=%d\n",
+           lab, c->batch, hot, bm.tps, bm.p50, bm.p99, bm.ops, bm.rts,
+           bm.cmds, nm.tps, bratio, bm.errors);
+  }
   fflush(stdout);
   rc = 0;
 out:
@@ -356,11 +409,12 @@ static void usage(void) {
           "usage: bench_redis --store URI [--accounts N(1000)] "
           "[--transfers M(3000)]\n"
           "                   [--workers W(16)] [--rounds R(3)] [--hot PCT] "
-          "[--label TEXT]\n");
+          "[--label TEXT] [--batch B(16)]\n");
 }
 
 int main(int argc, char **argv) {
-  cfg_t c = {.accounts = 1000, .transfers = 3000, .workers = 16, .rounds = 3};
+  cfg_t c = {.accounts = 1000, .transfers = 3000, .workers = 16, .rounds = 3,
+             .batch = 16};
   int hot = -1;
   for (int i = 1; i < argc; i += 2) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -387,6 +441,8 @@ int main(int argc, char **argv) {
       c.backend = v;
     else if (!strcmp(a, "--sync"))
       c.sync = v;
+    else if (!strcmp(a, "--batch"))
+      c.batch = atoi(v);
     else {
       fprintf(stderr, "bench_redis: unknown option %s\n", a);
       usage();
@@ -395,7 +451,8 @@ int main(int argc, char **argv) {
   }
   if (!c.store || c.accounts < 2 || c.transfers < 1 ||
       c.transfers > 10000000 || c.workers < 1 ||
-      c.workers > 256 || c.rounds < 1 || c.rounds > 16 || hot > 100) {
+      c.workers > 256 || c.rounds < 1 || c.rounds > 16 || hot > 100 ||
+      c.batch < 0 || c.batch > 256) {
     usage();
     return 2;
   }

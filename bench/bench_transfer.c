@@ -5,8 +5,10 @@
  *
  * usage: bench_transfer [--accounts N] [--transfers M] [--workers W]
  *                       [--hot PCT] [--rounds R] [--sync full|normal|both]
- *                       [--store URI]
- * Without --hot it runs uniform and 90%-hot workloads.  With --store the
+ *                       [--store URI] [--batch B]
+ * Without --hot it runs uniform and 90%-hot workloads.  Each round also
+ * runs the batched row: the same transfers, each worker taking B at a time
+ * into one dtx_transfer_execute_many (default 16; 0: no batched row).  With --store the
  * doctx side runs on that store (its collections are emptied) and the
  * native side still on SQLite.  Prints transfers/s (median of the rounds),
  * p50/p99 latency, store operations per transfer and the ratio. */
@@ -23,7 +25,7 @@
 #include "store/store.h"
 
 typedef struct cfg {
-  int accounts, transfers, workers, rounds;
+  int accounts, transfers, workers, rounds, batch;
   const char *sync, *store, *dir;
 } cfg_t;
 
@@ -45,6 +47,22 @@ static void *doctx_worker(void *arg) {
       break;
     if (!bench_transfer_one(r->st, &r->pairs[i], &r->lat[i]))
       __atomic_add_fetch(&r->errors, 1, __ATOMIC_RELAXED);
+  }
+  return NULL;
+}
+
+/* The batched row: each worker takes the next B transfers as one batch. */
+static void *doctx_batch_worker(void *arg) {
+  run_t *r = arg;
+  int b = r->c->batch;
+  for (;;) {
+    int i = __atomic_fetch_add(&r->next, b, __ATOMIC_RELAXED);
+    if (i >= r->c->transfers)
+      break;
+    int k = r->c->transfers - i < b ? r->c->transfers - i : b;
+    int bad = bench_transfer_many(r->st, &r->pairs[i], k, &r->lat[i]);
+    if (bad)
+      __atomic_add_fetch(&r->errors, bad, __ATOMIC_RELAXED);
   }
   return NULL;
 }
@@ -126,14 +144,14 @@ static result_t run_threads(run_t *r, void *(*fn)(void *)) {
 }
 
 static result_t run_doctx(const cfg_t *c, const pair_t *pairs, double *lat,
-                          int round) {
+                          int round, int batched) {
   char uri[512];
   result_t bad = {0};
   if (c->store)
     snprintf(uri, sizeof uri, "%s", c->store);
   else
-    snprintf(uri, sizeof uri, "sqlite:%s/doctx-%s-%d.db?sync=%s", c->dir,
-             c->sync, round, c->sync);
+    snprintf(uri, sizeof uri, "sqlite:%s/doctx-%s-%d%s.db?sync=%s", c->dir,
+             c->sync, round, batched ? "b" : "", c->sync);
   run_t r = {.c = c, .pairs = pairs, .lat = lat};
   if (dtx_store_open(uri, &r.st)) {
     fprintf(stderr, "open %s: %s\n", uri, dtx_errdetail());
@@ -148,7 +166,7 @@ static result_t run_doctx(const cfg_t *c, const pair_t *pairs, double *lat,
     dtx_account_create(r.st, id, &(dtx_account_opts_t){.balance = 1000000000},
                        NULL);
   }
-  result_t res = run_threads(&r, doctx_worker);
+  result_t res = run_threads(&r, batched ? doctx_batch_worker : doctx_worker);
   json_t *rep = NULL;
   if (dtx_audit(r.st, DTX_AUDIT_SETTLED, &rep) != 0) {
     fprintf(stderr, "audit after benchmark: %s\n", dtx_errdetail());
@@ -192,19 +210,27 @@ static int cmp_res(const void *a, const void *b) {
 static void bench(cfg_t *c, int hot) {
   pair_t *pairs = malloc(sizeof *pairs * (size_t)c->transfers);
   double *lat = malloc(sizeof *lat * (size_t)c->transfers);
-  result_t d[16], n[16];
+  result_t d[16], n[16], b[16];
   bench_pairs(pairs, c->transfers, c->accounts, hot);
   for (int round = 0; round < c->rounds; round++) {
     bench_phase("sync=%s hot=%d%% round %d/%d doctx", c->sync, hot, round + 1,
                 c->rounds);
-    d[round] = run_doctx(c, pairs, lat, round);
+    d[round] = run_doctx(c, pairs, lat, round, 0);
+    if (c->batch > 0) {
+      bench_phase("sync=%s hot=%d%% round %d/%d doctx batch %d", c->sync, hot,
+                  round + 1, c->rounds, c->batch);
+      b[round] = run_doctx(c, pairs, lat, round, 1);
+    }
     bench_phase("sync=%s hot=%d%% round %d/%d native", c->sync, hot,
                 round + 1, c->rounds);
     n[round] = run_native(c, pairs, lat, round);
   }
   qsort(d, (size_t)c->rounds, sizeof *d, cmp_res);
   qsort(n, (size_t)c->rounds, sizeof *n, cmp_res);
+  if (c->batch > 0)
+    qsort(b, (size_t)c->rounds, sizeof *b, cmp_res);
   result_t dm = d[c->rounds / 2], nm = n[c->rounds / 2];
+  result_t bm = c->batch > 0 ? b[c->rounds / 2] : (result_t){0};
   bench_row(&(bench_row_t){
       .metric = "transfer", .backend = c->store ? "store" : "sqlite",
       .sync = c->sync, .workload = hot ? "hot90" : "uniform",
@@ -220,13 +246,31 @@ static void bench(cfg_t *c, int hot) {
          c->sync, hot, dm.tps, dm.p50, dm.p99, dm.ops, nm.tps,
          nm.p50, nm.p99, nm.tps > 0 ? dm.tps / nm.tps : 0,
          dm.errors || nm.errors ? "  (errors!)" : "");
+  if (c->batch > 0) {
+    bench_row(&(bench_row_t){
+        .metric = "transfer_batched", .backend = c->store ? "store" : "sqlite",
+        .sync = c->sync, .workload = hot ? "hot90" : "uniform",
+        .unit = "transfers/s",
+        .native = "BEGIN IMMEDIATE; UPDATE x2; COMMIT", .workers = c->workers,
+        .rounds = c->rounds, .doctx = {bm.tps, bm.p50, bm.p99},
+        .nat = {nm.tps, nm.p50, nm.p99},
+        .extra = json_pack("{s:i,s:i,s:i,s:f,s:i,s:i}", "batch", c->batch,
+                           "hot_pct", hot, "transfers", c->transfers,
+                           "ops_per_transfer", bm.ops, "doctx_failed",
+                           bm.errors, "native_failed", nm.errors)});
+    printf("%-6s %4d%% B=%-3d | %9.0f %8.0f %8.0f %6.1f | (batched; latency "
+           "per batch) | %6.2f%s\n",
+           c->sync, hot, c->batch, bm.tps, bm.p50, bm.p99, bm.ops,
+           nm.tps > 0 ? bm.tps / nm.tps : 0, bm.errors ? "  (errors!)" : "");
+  }
   fflush(stdout);
   free(pairs);
   free(lat);
 }
 
 int main(int argc, char **argv) {
-  cfg_t c = {.accounts = 1000, .transfers = 0, .workers = 16, .rounds = 3};
+  cfg_t c = {.accounts = 1000, .transfers = 0, .workers = 16, .rounds = 3,
+             .batch = 16};
   const char *sync = "both";
   int hot = -1;
   char dir[] = "/tmp/dtx-bench-XXXXXX";
@@ -250,13 +294,16 @@ int main(int argc, char **argv) {
       sync = v;
     else if (!strcmp(a, "--store"))
       c.store = v;
+    else if (!strcmp(a, "--batch"))
+      c.batch = atoi(v);
     else {
       fprintf(stderr, "unknown option %s\n", a);
       return 2;
     }
   }
   if (c.accounts < 2 || c.workers < 1 || c.workers > 256 || c.rounds < 1 ||
-      c.rounds > 16 || c.transfers < 0 || hot > 100) {
+      c.rounds > 16 || c.transfers < 0 || hot > 100 || c.batch < 0 ||
+      c.batch > 256) {
     fprintf(stderr, "bad arguments\n");
     return 2;
   }

@@ -627,6 +627,49 @@ int dtx_transfer_run(dtx_store_t *st, const char *id,
 int dtx_transfer_execute(dtx_store_t *st, const dtx_transfer_req_t *req,
                          const dtx_exec_opts_t *opts, json_t **out);
 
+/* The checks dtx_transfer_submit and _execute make of a request before
+ * anything is recorded (ids, amount > 0, from != to), without a store:
+ * 0 or DTX_EINVAL with a detail.  For a caller that checks all its
+ * requests before running any (doctx transfer batch). */
+int dtx_transfer_req_check(const dtx_transfer_req_t *req);
+
+/* The outcome of one transfer of dtx_transfer_execute_many, in the
+ * caller's array.  Pointers are freed by dtx_transfer_results_clear. */
+typedef struct dtx_transfer_result {
+  int rc;       /* 0 or DTX_E*: what dtx_transfer_execute returns for this
+                   request alone (0 for a declined transfer: state failed) */
+  char *detail; /* malloc'd error detail, NULL when rc == 0 */
+  json_t *tx;   /* the transfer document, as dtx_transfer_execute's *out
+                   (NULL where it would be NULL) */
+} dtx_transfer_result_t;
+
+/* Runs the n transfers of reqs (borrowed for the call) as
+ * dtx_transfer_execute runs each alone -- same checks, states, rc and
+ * detail per transfer, same idempotency (an existing id with the same
+ * parameters is returned and driven, with others DTX_ECONFLICT; an id
+ * twice in reqs is that too for the later one) -- but the same step of
+ * all of them goes to the store as one bulk write per round: one find of
+ * all their accounts, one insert of all transfers, one batch of debits
+ * and payee marks, of commits, of clears and credits, of finishes (6
+ * round trips for n transfers).  A transfer that leaves this lockstep (a
+ * decline, a missing account, an id that exists, an error) is driven on
+ * alone from where it stands, without holding up the others; two
+ * transfers of one payer are two independent conditional debits, and the
+ * one the funds do not cover fails alone.  Transfers of one batch may
+ * complete in any order.  opts (may be NULL) as for dtx_transfer_execute:
+ * one executor, and ONE deadline for the whole call.
+ * results[i] (caller's array of n) receives transfer i's outcome, set in
+ * every case; release it with dtx_transfer_results_clear().  Returns 0
+ * when every rc is 0, else the first failure's rc with the detail
+ * "K of N transfers failed; first: #i: ...".  st, reqs or results NULL is
+ * DTX_EINVAL (every result set to it when results is given), nothing run;
+ * n == 0 is a no-op. */
+int dtx_transfer_execute_many(dtx_store_t *st, const dtx_transfer_req_t *reqs,
+                              size_t n, const dtx_exec_opts_t *opts,
+                              dtx_transfer_result_t *results);
+/* Frees the pointers of results[0..n) and zeroes them. */
+void dtx_transfer_results_clear(dtx_transfer_result_t *results, size_t n);
+
 /* *out: the transfer, or DTX_ENOTFOUND. */
 int dtx_transfer_get(dtx_store_t *st, const char *id, json_t **out);
 

@@ -99,6 +99,9 @@ int dtx__cmd_demo(dtx_cli_t *, int, char **);
 /* cmd_txn.c: accounts, transfers, worker, recovery, audit, faults. */
 int dtx__cmd_account(dtx_cli_t *, int, char **);
 int dtx__cmd_transfer(dtx_cli_t *, int, char **);
+/* doctx transfer batch (cmd_transfer_batch.c). */
+int dtx__cmd_transfer_batch(dtx_cli_t *cli, const char *file,
+                            int64_t deadline_ms, int verbose);
 int dtx__cmd_worker(dtx_cli_t *, int, char **);
 int dtx__cmd_recover(dtx_cli_t *, int, char **);
 int dtx__cmd_audit(dtx_cli_t *, int, char **);

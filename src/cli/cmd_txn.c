@@ -35,6 +35,7 @@ static const char *transfer_help =
     "       doctx transfer show ID\n"
     "       doctx transfer list [--state S] [--limit N] [--skip N]\n"
     "       doctx transfer cancel ID\n"
+    "       doctx transfer batch [--file PATH] [--deadline-ms N]\n"
     "A synchronous transfer runs to a terminal state and prints the transfer\n"
     "document; --async records it (state initiated) for a worker.  --id makes\n"
     "the request idempotent: the same id with the same parameters returns the\n"
@@ -42,6 +43,12 @@ static const char *transfer_help =
     "in creation order, skipping the first --skip, at most --limit (0: all).\n"
     "Printed transfers show timestamps as ISO 8601 UTC (stored as integer\n"
     "ms); --verbose also shows the executor's owner, lease_until and epoch.\n"
+    "batch runs many synchronous transfers, one JSON object per line of stdin\n"
+    "(or PATH): {\"from\":\"A\",\"to\":\"B\",\"amount\":100[,\"id\":\"t1\"]}.  Every\n"
+    "line is checked first (a malformed one exits 2 naming it; nothing runs);\n"
+    "then the same step of many transfers goes to the store together, and each\n"
+    "line prints its transfer, or {\"error\",\"detail\",\"line\"}, in input\n"
+    "order; the exit code is the most severe line's (0 when all succeeded).\n"
     DEADLINE_HELP
     "exit: 0 succeeded (or recorded with --async, or canceled)\n"
     "      1 the transfer failed (reason in the document), or no such transfer\n"
@@ -185,7 +192,8 @@ static int transfer_exit(const json_t *tx) {
   return s && strcmp(s, "failed") == 0 ? DTX_EXIT_NOMATCH : DTX_EXIT_OK;
 }
 
-enum { T_ID, T_ASYNC, T_STATE, T_LIMIT, T_SKIP, T_VERBOSE, T_DEADLINE, T_N };
+enum { T_ID, T_ASYNC, T_STATE, T_LIMIT, T_SKIP, T_VERBOSE, T_DEADLINE, T_FILE,
+       T_N };
 
 static int transfer_new(dtx_cli_t *cli, char **pos, dtx__cli_opt_t *o) {
   dtx_transfer_req_t req = {.id = o[T_ID].value, .from = pos[0], .to = pos[1]};
@@ -223,7 +231,8 @@ int dtx__cmd_transfer(dtx_cli_t *cli, int argc, char **argv) {
       [T_ID] = {"--id", 1, NULL},         [T_ASYNC] = {"--async", 0, NULL},
       [T_STATE] = {"--state", 1, NULL},   [T_LIMIT] = {"--limit", 1, NULL},
       [T_SKIP] = {"--skip", 1, NULL},     [T_VERBOSE] = {"--verbose", 0, NULL},
-      [T_DEADLINE] = {"--deadline-ms", 1, NULL}};
+      [T_DEADLINE] = {"--deadline-ms", 1, NULL},
+      [T_FILE] = {"--file", 1, NULL}};
   char *pos[4];
   int code, verbose;
   if (dtx__cli_is_help(argc, argv))
@@ -236,11 +245,26 @@ int dtx__cmd_transfer(dtx_cli_t *cli, int argc, char **argv) {
   if (n == 3) {
     if (list_opts)
       return dtx__cli_usage("transfer: --state/--limit/--skip go with list");
+    if (o[T_FILE].value)
+      return dtx__cli_usage("transfer: --file goes with batch");
     return transfer_new(cli, pos, o);
   }
   if (n == 0)
     return dtx__cli_usage("transfer: expected FROM TO AMOUNT, or show, list, "
-                          "cancel");
+                          "cancel, batch");
+  if (strcmp(pos[0], "batch") == 0) {
+    static const int ok[] = {T_VERBOSE, T_DEADLINE, T_FILE, -1};
+    int64_t deadline = 0;
+    if (n != 1)
+      return dtx__cli_usage("transfer batch: takes no arguments (the "
+                            "transfers come from stdin or --file)");
+    if (dtx__cli_stray("transfer", "batch", o, T_N, ok) ||
+        dtx__cli_int_opt("transfer batch", &o[T_DEADLINE], 0, 1, &deadline))
+      return DTX_EXIT_USAGE;
+    return dtx__cmd_transfer_batch(cli, o[T_FILE].value, deadline, verbose);
+  }
+  if (o[T_FILE].value)
+    return dtx__cli_usage("transfer: --file goes with batch");
   if (o[T_ID].value || o[T_ASYNC].value || o[T_DEADLINE].value)
     return dtx__cli_usage("transfer %s: --id/--async/--deadline-ms go with "
                           "FROM TO AMOUNT", pos[0]);
@@ -263,7 +287,7 @@ int dtx__cmd_transfer(dtx_cli_t *cli, int argc, char **argv) {
     return dtx__cli_usage("transfer: --state/--limit/--skip go with list");
   if (!is_show && !is_cancel)
     return dtx__cli_usage("transfer: expected FROM TO AMOUNT, or show, list, "
-                          "cancel; got '%s'", sub);
+                          "cancel, batch; got '%s'", sub);
   if (n != 2)
     return dtx__cli_usage("transfer %s: expected ID", sub);
   if (is_cancel && (code = dtx__cli_faults_ok()))

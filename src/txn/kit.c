@@ -269,93 +269,38 @@ int dtx__kit_delete(dtx__exec_t *ex, const char *point, const char *coll,
   return rc;
 }
 
-#define UPDATE_MANY_MAX 8
-
+/* The pair (or any few) of updates as one batch: dtx__kit_run does the
+ * rounds and the retries; the `done` point follows with every result. */
 int dtx__kit_update_many(dtx__exec_t *ex, dtx__kit_upd_t *u, size_t n,
                          const char *done) {
-  dtx__retry_t r[UPDATE_MANY_MAX] = {{0}};
-  int pending[UPDATE_MANY_MAX], lost[UPDATE_MANY_MAX];
-  dtx_bulk_op_t ops[UPDATE_MANY_MAX];
-  dtx_bulk_result_t res[UPDATE_MANY_MAX];
-  size_t idx[UPDATE_MANY_MAX], i;
-  char detail[UPDATE_MANY_MAX][300];
-  if (n > UPDATE_MANY_MAX) {
-    for (i = 0; i < n; i++) {
-      json_decref(u[i].filter);
-      json_decref(u[i].update);
-      u[i].filter = u[i].update = NULL;
-      u[i].rc = DTX_EINVAL;
-    }
-    return dtx__err(DTX_EINVAL, "dtx__kit_update_many: %zu updates, at most "
-                    "%d", n, UPDATE_MANY_MAX);
-  }
+  dtx__kit_op_t *ops = calloc(n ? n : 1, sizeof *ops);
+  size_t i;
   for (i = 0; i < n; i++) {
-    u[i].matched = 0;
-    u[i].rc = (u[i].filter && u[i].update) ? 0 : DTX_ENOMEM;
-    pending[i] = u[i].rc == 0;
-  }
-  for (;;) {
-    size_t k = 0;
-    for (i = 0; i < n; i++) {
-      if (!pending[i])
-        continue;
-      /* Its own fault point just before it joins; "lost" is per update. */
-      int f = DTX_FAULTPOINT(u[i].point);
-      lost[i] = f == 0 && dtx__fault_lost(0) != 0;
-      if (f) {
-        u[i].rc = f;
-        snprintf(detail[i], sizeof detail[0], "%s", dtx_errdetail());
-        continue;
-      }
-      ops[k] = (dtx_bulk_op_t){.kind = DTX_BULK_UPDATE_ONE,
+    if (ops)
+      ops[i] = (dtx__kit_op_t){.kind = DTX_BULK_UPDATE_ONE,
+                               .point = u[i].point,
                                .coll = u[i].coll,
                                .filter = u[i].filter,
                                .update = u[i].update};
-      idx[k++] = i;
+    else {
+      json_decref(u[i].filter);
+      json_decref(u[i].update);
+      u[i].rc = DTX_ENOMEM;
     }
-    if (k) {
-      memset(res, 0, sizeof res);
-      (void)dtx_store_bulk_write(ex->st, ops, k, res);
-      for (size_t j = 0; j < k; j++) {
-        dtx__kit_upd_t *x = &u[idx[j]];
-        x->rc = res[j].rc;
-        if (x->rc)
-          dtx__err(x->rc, "%s", res[j].detail ? res[j].detail
-                                              : dtx_strerror(x->rc));
-        else if (lost[idx[j]])
-          x->rc = dtx__err(DTX_EUNAVAILABLE, "injected lost reply at fault "
-                           "point %s (the write was applied)", x->point);
-        if (x->rc) /* kept: the next update's error replaces the detail */
-          snprintf(detail[idx[j]], sizeof detail[0], "%s", dtx_errdetail());
-        x->matched = x->rc == 0 && res[j].matched > 0;
-      }
-      dtx_bulk_results_clear(res, k);
-    }
-    /* Who goes again: a transient failure, under the one retry policy. */
-    int again = 0;
-    for (i = 0; i < n; i++) {
-      if (!pending[i])
-        continue;
-      int rci = u[i].rc;
-      pending[i] = dtx__retry_again(&r[i], &rci, u[i].point);
-      if (rci != u[i].rc) /* the deadline stopped it: its own words */
-        snprintf(detail[i], sizeof detail[0], "%s", dtx_errdetail());
-      u[i].rc = rci;
-      again |= pending[i];
-    }
-    if (!again)
-      break;
-  }
-  for (i = 0; i < n; i++) {
-    json_decref(u[i].filter);
-    json_decref(u[i].update);
     u[i].filter = u[i].update = NULL;
+    u[i].matched = 0;
   }
-  for (i = 0; i < n; i++)
-    if (u[i].rc && u[i].rc != DTX_ENOMEM)
-      return dtx__err(u[i].rc, "%s", detail[i]);
-    else if (u[i].rc)
-      return u[i].rc;
+  if (!ops)
+    return DTX_ENOMEM;
+  int rc = dtx__kit_run(ex, ops, n);
+  for (i = 0; i < n; i++) {
+    u[i].rc = ops[i].rc;
+    u[i].matched = ops[i].matched;
+  }
+  dtx__kit_ops_clear(ops, n);
+  free(ops);
+  if (rc)
+    return rc; /* dtx__kit_run left the first failure's detail */
   return done ? DTX_FAULTPOINT(done) : 0;
 }
 
@@ -390,10 +335,11 @@ static json_t *move_update(const dtx__exec_t *ex, const dtx__kind_t *k,
  * it is ours: 0 with *out the document.  Otherwise DTX_ENOMATCH, as the
  * store said.  Unfenced moves (anyone may make them) stay DTX_ENOMATCH:
  * their callers reread and go on from what they find. */
-static int own_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
-                    const dtx__move_t *m, json_t **out) {
+int dtx__kit_own_move(dtx__exec_t *ex, const dtx__kind_t *k,
+                      const json_t *doc, const dtx__move_t *m, json_t **out) {
   json_t *cur = NULL;
   const char *id = dtx__str(doc, "_id");
+  *out = NULL;
   if (!id || !m->to || !(m->flags & (DTX__TAKE | DTX__FENCED)) ||
       dtx__kit_get(ex, k->coll, id, &cur) != 0)
     return DTX_ENOMATCH;
@@ -413,10 +359,10 @@ static int own_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
   return 0;
 }
 
-int dtx__kit_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
-                  const dtx__move_t *m, json_t **out) {
+int dtx__kit_move_op(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
+                     const dtx__move_t *m, json_t **filter, json_t **update) {
   const char *from = m->from ? m->from : dtx__str(doc, k->state);
-  *out = NULL;
+  *filter = *update = NULL;
   if (!from) {
     json_decref(m->cond);
     json_decref(m->set);
@@ -432,16 +378,16 @@ int dtx__kit_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
     return dtx__err(DTX_ESTATE, "%s %s has no integer epoch to fence on",
                     k->coll, dtx__str(doc, "_id") ? dtx__str(doc, "_id") : "?");
   }
-  json_t *filter = json_pack("{s:O,s:s}", "_id", json_object_get(doc, "_id"),
-                             k->state, from);
+  json_t *f = json_pack("{s:O,s:s}", "_id", json_object_get(doc, "_id"),
+                        k->state, from);
   json_t *cond = m->cond;
-  if (filter && (m->flags & DTX__FENCED))
-    json_object_set(filter, "epoch", json_object_get(doc, "epoch"));
-  if (filter && (m->flags & DTX__LAPSED))
-    json_object_set_new(filter, "lease_until",
+  if (f && (m->flags & DTX__FENCED))
+    json_object_set(f, "epoch", json_object_get(doc, "epoch"));
+  if (f && (m->flags & DTX__LAPSED))
+    json_object_set_new(f, "lease_until",
                         json_pack("{s:I}", "$lte", (json_int_t)dtx__now_ms()));
-  if (filter && cond)
-    json_object_update(filter, cond);
+  if (f && cond)
+    json_object_update(f, cond);
   json_decref(cond);
   json_t *upd = move_update(ex, k, m->to, (m->flags & DTX__TAKE) != 0, m->set);
   if (upd && m->unset && json_object_set_new(upd, "$unset", m->unset) < 0) {
@@ -450,10 +396,27 @@ int dtx__kit_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
   } else if (!upd) {
     json_decref(m->unset);
   }
+  if (!f || !upd) {
+    json_decref(f);
+    json_decref(upd);
+    return DTX_ENOMEM;
+  }
+  *filter = f;
+  *update = upd;
+  return 0;
+}
+
+int dtx__kit_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
+                  const dtx__move_t *m, json_t **out) {
+  json_t *filter, *upd;
+  *out = NULL;
+  int rc = dtx__kit_move_op(ex, k, doc, m, &filter, &upd);
+  if (rc)
+    return rc;
   int unsure = 0;
-  int rc = modify(ex, m->point, k->coll, filter, upd, NULL, out, &unsure);
+  rc = modify(ex, m->point, k->coll, filter, upd, NULL, out, &unsure);
   if (rc == DTX_ENOMATCH && unsure)
-    rc = own_move(ex, k, doc, m, out);
+    rc = dtx__kit_own_move(ex, k, doc, m, out);
   return rc;
 }
 

@@ -208,11 +208,58 @@ typedef struct dtx__kit_upd {
   int rc;                  /* out: this update's result */
 } dtx__kit_upd_t;
 
-/* Runs the n (1..8) updates of u together as above.  Returns 0 when every
- * one succeeded, else the first failed one's rc with its detail (each
- * u[i].rc says which). */
+/* Runs the n updates of u together as above (dtx__kit_run below).
+ * Returns 0 when every one succeeded, else the first failed one's rc with
+ * its detail (each u[i].rc says which). */
 int dtx__kit_update_many(dtx__exec_t *ex, dtx__kit_upd_t *u, size_t n,
                          const char *done);
+
+/* ---- batched steps: the same step of many items in one round (kit_batch.c) -- */
+
+/* One store step of a batch: an insert, a conditional update or a
+ * find_one_and_update, behind its own fault point.  dtx__kit_run sends
+ * every step of a round in ONE dtx_store_bulk_write (one write
+ * transaction on SQLite, one pipeline per node on Redis; a round of one
+ * step is the single call), each step still the atomic single-document
+ * operation it is alone.  Each step reaches its fault point just before it
+ * joins the round (a crash there sends none of the round; an injected
+ * error fails that step alone); a step that failed transiently (BUSY,
+ * UNAVAILABLE, BACKEND, an injected FAULT or lost reply) goes again alone
+ * in the next round under the ONE retry policy (dtx__retry_again) and the
+ * call's ONE deadline, so the loop is the kit's only retry loop for
+ * batches.  Steps never wait on each other's failures: the others' results
+ * stand.  Fill the inputs (zero the rest); doc, filter and update are
+ * stolen (released in every case; a NULL one is DTX_ENOMEM for that step
+ * alone). */
+typedef struct dtx__kit_op {
+  dtx_bulk_kind_t kind;    /* DTX_BULK_INSERT, _UPDATE_ONE or
+                              _FIND_ONE_AND_UPDATE */
+  const char *point;       /* its fault point */
+  const char *coll;
+  json_t *doc;             /* INSERT: stolen */
+  json_t *filter, *update; /* the update kinds: stolen */
+  dtx_fam_opts_t fam;      /* FIND_ONE_AND_UPDATE's options (members
+                              borrowed), e.g. return_new */
+  /* outputs */
+  int rc;         /* 0 or DTX_E*: as the single kit step would return;
+                     DTX_ENOMATCH (no detail) when a find_one_and_update
+                     matched nothing; DTX_EDUPKEY as is for an insert (a
+                     retry after a lost reply may meet its own insert) */
+  int matched;    /* UPDATE_ONE: a document matched; FAM: rc == 0 */
+  int unsure;     /* an attempt failed after which its write may have
+                     landed (a lost reply): a later "nothing matched" may
+                     be this step's own write */
+  json_t *out;    /* FAM: the document returned (new reference) */
+  char *detail;   /* malloc'd detail of a failed step (NULL otherwise) */
+} dtx__kit_op_t;
+
+/* Runs the n steps of ops as above.  Returns 0 when every step succeeded
+ * or is a find_one_and_update that matched nothing, else the first
+ * failed step's rc with its detail made this thread's.  Release the
+ * outputs with dtx__kit_ops_clear in every case.  A caller with an
+ * outcome to act on per item reads ops[i].rc. */
+int dtx__kit_run(dtx__exec_t *ex, dtx__kit_op_t *ops, size_t n);
+void dtx__kit_ops_clear(dtx__kit_op_t *ops, size_t n);
 
 /* ---- items: fenced state changes, claim, takeover -------------------------- */
 
@@ -248,6 +295,30 @@ typedef struct dtx__move {
  * the item is no longer as expected: it moved on, or was fenced. */
 int dtx__kit_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
                   const dtx__move_t *m, json_t **out);
+
+/* The fenced state changes of n items at once: item i is docs[i]
+ * (borrowed) moved by m[i] (its cond, set and unset stolen), every move of
+ * the round in one dtx__kit_run.  rcs[i] and outs[i] (new reference) are
+ * what dtx__kit_move would give for item i alone, including its check of
+ * "was it my own move" after a lost reply; details (may be NULL) receives
+ * each failed move's detail (malloc'd, NULL for none; the caller frees).
+ * Returns 0 when every move succeeded or matched nothing, else the first
+ * other error, with its detail. */
+int dtx__kit_move_many(dtx__exec_t *ex, const dtx__kind_t *k,
+                       const json_t *const *docs, const dtx__move_t *m,
+                       size_t n, json_t **outs, int *rcs, char **details);
+
+/* The pieces dtx__kit_move is made of (kit.c), for dtx__kit_move_many:
+ * the move's filter and update (new references; m's cond, set and unset
+ * are stolen in every case), DTX_ESTATE for an item without a state or
+ * (fenced) an epoch; and after a move that matched nothing on an attempt
+ * that followed an unsure error, whether the item is where this
+ * executor's own move would have left it (0, *out the document) or not
+ * (DTX_ENOMATCH). */
+int dtx__kit_move_op(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
+                     const dtx__move_t *m, json_t **filter, json_t **update);
+int dtx__kit_own_move(dtx__exec_t *ex, const dtx__kind_t *k,
+                      const json_t *doc, const dtx__move_t *m, json_t **out);
 
 /* Takeover of an item whose lease lapsed: doc's state -> to, fenced by
  * doc's epoch, the lease taken (epoch + 1, so the old owner's fenced

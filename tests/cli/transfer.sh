@@ -160,6 +160,56 @@ d update accounts '{"_id":"B"}' '{"$inc":{"balance":1}}' >/dev/null
 expect 5 "audit broken" -- d audit
 grep -q "conservation" "$WORK/out" && ok || bad "audit did not report conservation: $(cat "$WORK/out")"
 
+# transfer batch: one transfer per input line, one result per line in
+# input order, the most severe line's exit code; every line is checked
+# before anything runs (a malformed one: exit 2 naming it, nothing ran).
+new_store batch
+setup_accounts || bad "batch: setup failed"
+printf '%s\n' '{"from":"A","to":"B","amount":100,"id":"b1"}' '' \
+  '{"from":"B","to":"A","amount":30,"id":"b2"}' \
+  '{"from":"A","to":"B","amount":100,"id":"b1"}' >"$WORK/b.jsonl"
+expect 0 "batch: all succeed" -- d transfer batch --file "$WORK/b.jsonl"
+[ "$(jq -r '._id + ":" + .state' "$WORK/out" | tr '\n' ' ')" = "b1:succeeded b2:succeeded b1:succeeded " ] &&
+  ok || bad "batch results: $(cat "$WORK/out")"
+[ "$(balance A)" = 930 ] && [ "$(balance B)" = 1070 ] && ok || bad "batch balances A=$(balance A) B=$(balance B)"
+[ "$(d count transfers)" = 2 ] && ok || bad "an id twice in a batch recorded twice"
+# From stdin: a declined transfer is exit 1, the others still go.
+printf '%s\n' '{"from":"A","to":"B","amount":5000,"id":"b3"}' \
+  '{"from":"A","to":"B","amount":1,"id":"b4"}' >"$WORK/b2.jsonl"
+d transfer batch <"$WORK/b2.jsonl" >"$WORK/out" 2>"$WORK/err"
+[ $? = 1 ] && ok || bad "batch with a decline: exit not 1: $(cat "$WORK/err")"
+[ "$(jq -r '.state + ":" + (.reason // "")' "$WORK/out" | tr '\n' ' ')" = "failed:insufficient funds succeeded: " ] &&
+  ok || bad "batch decline results: $(cat "$WORK/out")"
+# A missing account (2) and an id reused with other parameters (3): the
+# most severe wins; errors name their input line.
+printf '%s\n' '{"from":"A","to":"NOPE","amount":1}' '' \
+  '{"from":"A","to":"B","amount":7,"id":"b1"}' '{"from":"B","to":"A","amount":1,"id":"b5"}' >"$WORK/b3.jsonl"
+expect 3 "batch: conflict wins" -- d transfer batch --file "$WORK/b3.jsonl"
+[ "$(jq -rc '[.error, .line, .state] | map(tostring) | join(":")' "$WORK/out" | tr '\n' ' ')" = \
+  "NOACCOUNT:1:null CONFLICT:3:null null:null:succeeded " ] && ok || bad "batch error lines: $(cat "$WORK/out")"
+# Malformed input: exit 2 naming the line; nothing ran.
+before=$(snapshot)
+while IFS='|' read -r label line2 pattern; do
+  printf '%s\n' '{"from":"A","to":"B","amount":1,"id":"never"}' "$line2" >"$WORK/bad.jsonl"
+  expect 2 "batch: $label" -- d transfer batch --file "$WORK/bad.jsonl"
+  grep -q "line 2: .*$pattern" "$WORK/err" && ok || bad "batch $label: message '$(cat "$WORK/err")' lacks '$pattern'"
+done <<'TABLE'
+not json|{"from":|
+no amount|{"from":"A","to":"B"}|amount
+zero amount|{"from":"A","to":"B","amount":0}|positive
+text amount|{"from":"A","to":"B","amount":"5"}|amount
+same account|{"from":"A","to":"A","amount":5}|same account
+bad id|{"from":"A","to":"B","amount":5,"id":"bad/id"}|transfer id
+unknown field|{"from":"A","to":"B","amount":5,"memo":"x"}|unknown field
+not an object|[1,2]|object
+TABLE
+[ "$(snapshot)" = "$before" ] && ok || bad "a malformed batch changed the store"
+expect 2 "batch: extra argument" -- d transfer batch x
+expect 2 "batch: --file without batch" -- d transfer A B 1 --file "$WORK/b.jsonl"
+expect 2 "batch: --id with batch" -- d transfer batch --id x
+expect 2 "batch: missing file" -- d transfer batch --file "$WORK/nope"
+expect 0 "batch: audit" -- d audit --settled
+
 # recover and the worker set up only the patterns a store uses: a store of
 # transfers gets no job, lock, ledger, order or version collections.
 new_store only_transfers

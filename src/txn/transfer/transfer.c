@@ -18,8 +18,8 @@
  *
  *   transition                      function            fault point
  *   (record initiated: --async)     dtx_transfer_submit transfer.submit
- *   (record preparing, claimed by   submit(), from      transfer.submit
- *    the executor: synchronous)     dtx_transfer_execute
+ *   (record preparing, claimed by   batch.c round 2     transfer.submit
+ *    the executor: synchronous)     (_execute, _many)
  *   initiated -> preparing          claim(), claim_next transfer.claim
  *   (payer: debit + debit marker)   prepare()  } one    transfer.debit
  *   (payee: credit marker)          prepare()  } batch  transfer.mark_payee
@@ -29,6 +29,8 @@
  *   (payee: credit, drop marker)    finish_commit() }   transfer.credit_payee
  *   (both results back)             finish_commit()     transfer.clear_credit.done
  *   committed -> succeeded          finish_commit()     transfer.finish
+ *   (a batch item leaves the        batch.c split()     transfer.batch.split
+ *    lockstep for this drive)
  *   preparing -> rolling_back       begin_rollback()    transfer.rollback.begin
  *                                   dtx__tx_takeover()  transfer.recover.takeover,
  *                                                       transfer.cancel.begin
@@ -46,6 +48,12 @@
  * sequence never reached: the payee marked while the payer's debit was
  * refused (or not made yet), and the payee credited before the payer was
  * cleared.  Both are covered by I2, I6 and the rollback below.
+ * A synchronous transfer (dtx_transfer_execute, _execute_many) runs in
+ * batch.c: the same step of every transfer of a batch (of one, for
+ * _execute) goes to the store as one round, through prepare()'s and
+ * finish_commit()'s own halves (dtx__tx_pair_ops / prepare_rest,
+ * dtx__tx_clear_credit_ops / finish_rest); a transfer that deviates is
+ * driven on by drive() below from where it stands.
  * A synchronous transfer is recorded already claimed (owner, lease_until =
  * now + lease, epoch 1): an executor that dies right after is one that
  * died after a claim, and recovery's lapsed-lease takeover covers it.
@@ -157,142 +165,6 @@ static int move(dtx__exec_t *ex, const char *point, const json_t *tx,
   dtx__move_t m = {
       .point = point, .from = from, .to = to, .flags = flags, .set = set};
   return dtx__kit_move(ex, TX, tx, &m, out);
-}
-
-/* ---- submission ------------------------------------------------------------ */
-
-static int check_req(const dtx_transfer_req_t *req) {
-  int rc;
-  if (!req || !req->from || !req->to)
-    return dtx__err(DTX_EINVAL, "transfer needs from and to accounts");
-  if ((rc = dtx__check_ident("account id", req->from)) ||
-      (rc = dtx__check_ident("account id", req->to)))
-    return rc;
-  if (req->id && (rc = dtx__check_ident("transfer id", req->id)))
-    return rc;
-  if (req->amount <= 0)
-    return dtx__err(DTX_EINVAL, "amount must be a positive integer, got %lld",
-                    (long long)req->amount);
-  if (strcmp(req->from, req->to) == 0)
-    return dtx__err(DTX_EINVAL, "from and to are the same account '%s'",
-                    req->from);
-  return 0;
-}
-
-static int same_params(const json_t *tx, const dtx_transfer_req_t *req) {
-  const char *f = dtx__str(tx, "from"), *t = dtx__str(tx, "to");
-  return f && t && strcmp(f, req->from) == 0 && strcmp(t, req->to) == 0 &&
-         dtx__int(tx, "amount") == req->amount;
-}
-
-/* Records the transfer req.  The accounts are read in one query, and
- * *payer (may be NULL) receives the payer as read, which the first debit
- * uses instead of reading it again.  claimed = 0 records it initiated, for
- * a worker to claim; claimed = 1 records it already claimed by ex
- * (preparing, owner, lease, epoch 1), which saves the claim step: an
- * executor that dies right after is one that died after a claim, and
- * recovery takes it over when its lease lapses.  *mine: 1 when ex made
- * the claimed record (now, or before a lost reply), so ex runs its
- * prepare phase; 0 when the id existed already (the same request again:
- * it is returned, and driven from where it stands). */
-static int submit(dtx__exec_t *ex, const dtx_transfer_req_t *req, int claimed,
-                  json_t **payer, int *mine, json_t **out) {
-  json_t *accts = NULL, *tx = NULL;
-  char idbuf[25];
-  int rc;
-  *mine = 0;
-  if (payer)
-    *payer = NULL;
-  if ((rc = check_req(req)))
-    return rc;
-  if ((rc = dtx__kit_ensure(ex->st, &dtx__transfer_pattern)))
-    return rc;
-  json_t *filter = json_pack("{s:{s:[s,s]}}", "_id", "$in", req->from, req->to);
-  rc = filter ? dtx__kit_find(ex, DTX_ACCOUNTS, filter, NULL, &accts)
-              : DTX_ENOMEM;
-  json_decref(filter);
-  if (rc)
-    return rc;
-  const char *ids[2] = {req->from, req->to};
-  const json_t *found[2] = {NULL, NULL};
-  size_t i;
-  json_t *a;
-  json_array_foreach(accts, i, a) {
-    for (int k = 0; k < 2; k++)
-      if (dtx__str_is(a, "_id", ids[k]))
-        found[k] = a;
-  }
-  for (int k = 0; k < 2; k++)
-    if (!found[k]) {
-      json_decref(accts);
-      return dtx__err(DTX_ENOACCOUNT, "no account '%s'", ids[k]);
-    }
-  if (payer)
-    *payer = json_incref((json_t *)found[0]);
-  json_decref(accts);
-  const char *id = req->id;
-  if (!id) {
-    dtx__id_new(idbuf);
-    id = idbuf;
-  }
-  int64_t now = dtx__now_ms();
-  tx = json_pack("{s:s,s:s,s:s,s:I,s:s,s:n,s:n,s:I,s:I,s:I,s:I}", "_id", id,
-                 "from", req->from, "to", req->to, "amount",
-                 (json_int_t)req->amount, "state", DTX_ST_INITIATED, "reason",
-                 "owner", "lease_until", (json_int_t)0, "epoch", (json_int_t)0,
-                 "created", (json_int_t)now, "updated", (json_int_t)now);
-  if (tx && claimed) {
-    json_object_set_new(tx, "state", json_string(DTX_ST_PREPARING));
-    json_object_set_new(tx, "owner", json_string(ex->owner));
-    json_object_set_new(tx, "lease_until", json_integer(now + ex->lease_ms));
-    json_object_set_new(tx, "epoch", json_integer(1));
-  }
-  if (!tx) {
-    rc = DTX_ENOMEM;
-    goto fail;
-  }
-  rc = dtx__kit_insert(ex, "transfer.submit", DTX_TRANSFERS, tx);
-  *mine = rc == 0 && claimed;
-  if (rc == DTX_EDUPKEY) {
-    /* The id exists: a retry of the same request returns it (at most once),
-     * a different request under the same id is refused.  The very record
-     * ex tried to insert is its own (an insert whose reply was lost). */
-    json_t *have = NULL;
-    if ((rc = dtx__kit_get(ex, DTX_TRANSFERS, id, &have)))
-      goto fail;
-    if (!same_params(have, req)) {
-      json_decref(have);
-      rc = dtx__err(DTX_ECONFLICT,
-                    "transfer '%s' exists with different parameters", id);
-      goto fail;
-    }
-    *mine = claimed && json_equal(have, tx);
-    json_decref(tx);
-    tx = have;
-  }
-  if (rc)
-    goto fail;
-  *out = tx;
-  return 0;
-fail:
-  json_decref(tx);
-  if (payer) {
-    json_decref(*payer);
-    *payer = NULL;
-  }
-  *mine = 0;
-  return rc;
-}
-
-int dtx_transfer_submit(dtx_store_t *st, const dtx_transfer_req_t *req,
-                        json_t **out) {
-  dtx__exec_t ex;
-  dtx__call_t c;
-  *out = NULL;
-  dtx__call_begin(&c, 0);
-  int mine;
-  dtx__exec_init(&ex, st, NULL, 0, 0);
-  return dtx__call_end(&c, submit(&ex, req, 0, NULL, &mine, out));
 }
 
 /* ---- prepare phase -------------------------------------------------------------- */
@@ -440,7 +312,7 @@ static const char *refusal_reason(enum dtx__marked why, int payer) {
  * the caller rereads). */
 static int prepare(dtx__exec_t *ex, const json_t *tx, const json_t *payer,
                    json_t **out) {
-  enum dtx__marked why, mwhy;
+  enum dtx__marked why = DTX__MK_DONE;
   json_t *acct = NULL, *min = NULL;
   dtx__kit_upd_t u[2];
   int rc, pair = 0;
@@ -450,22 +322,42 @@ static int prepare(dtx__exec_t *ex, const json_t *tx, const json_t *payer,
     acct = json_incref((json_t *)payer);
   else if ((rc = read_account(ex, dtx__str(tx, "from"), &acct, &why)))
     return rc;
-  if (acct && !debit_op(tx, acct, &u[0], &min, &why)) {
-    dtx__tx_mark_op(&u[1], tx);
-    pair = 1;
-  }
+  if (acct)
+    pair = dtx__tx_pair_ops(tx, acct, u, &min, &why);
   json_decref(acct);
+  if (pair &&
+      (rc = dtx__kit_update_many(ex, u, 2, "transfer.debit_mark.done"))) {
+    json_decref(min);
+    return rc;
+  }
+  return dtx__tx_prepare_rest(ex, tx, pair, pair && u[0].matched,
+                              pair && u[1].matched, min, why, out);
+}
+
+int dtx__tx_pair_ops(const json_t *tx, const json_t *payer,
+                     dtx__kit_upd_t u[2], json_t **min,
+                     enum dtx__marked *why) {
+  if (debit_op(tx, payer, &u[0], min, why))
+    return 0;
+  dtx__tx_mark_op(&u[1], tx);
+  return 1;
+}
+
+int dtx__tx_prepare_rest(dtx__exec_t *ex, const json_t *tx, int pair,
+                         int debited, int marked, json_t *min,
+                         enum dtx__marked why, json_t **out) {
+  enum dtx__marked mwhy;
+  int rc;
+  *out = NULL;
   if (pair) {
-    if ((rc = dtx__kit_update_many(ex, u, 2, "transfer.debit_mark.done"))) {
-      json_decref(min);
-      return rc;
-    }
-    if (u[0].matched) {
+    if (debited) {
       json_decref(min);
       why = DTX__MK_DONE;
     } else if ((rc = debit(ex, tx, NULL, min, &why))) {
       return rc;
     }
+  } else {
+    json_decref(min);
   }
   if (why == DTX__MK_FENCED)
     return 0; /* rolled back behind our back: the caller rereads */
@@ -473,7 +365,7 @@ static int prepare(dtx__exec_t *ex, const json_t *tx, const json_t *payer,
     rc = begin_rollback(ex, tx, refusal_reason(why, 1), out);
     return rc == DTX_ENOMATCH ? 0 : rc;
   }
-  if (pair && u[1].matched)
+  if (pair && marked)
     mwhy = DTX__MK_DONE;
   else if ((rc = dtx__tx_mark_payee(ex, tx, pair, &mwhy)))
     return rc;
@@ -490,16 +382,17 @@ static int prepare(dtx__exec_t *ex, const json_t *tx, const json_t *payer,
 
 /* ---- commit and rollback phases (idempotent; anyone may run them) ------------- */
 
-/* The rest of a take step whose first attempt u ran in a pair. */
-static int take_rest(dtx__exec_t *ex, const dtx__kit_upd_t *u, const char *acct,
-                     const json_t *tx, const char *op, json_t *inc,
-                     enum dtx__taken *got) {
-  if (u->matched) {
+/* The rest of a take step whose first attempt (at point) ran in a pair
+ * and matched or not. */
+static int take_rest(dtx__exec_t *ex, const char *point, int matched,
+                     const char *acct, const json_t *tx, const char *op,
+                     json_t *inc, enum dtx__taken *got) {
+  if (matched) {
     json_decref(inc);
     *got = DTX__TAKEN;
     return 0;
   }
-  return dtx__tx_take_marker_after(ex, u->point, acct, dtx__str(tx, "_id"), op,
+  return dtx__tx_take_marker_after(ex, point, acct, dtx__str(tx, "_id"), op,
                                    dtx__int(tx, "amount"), inc, 0, 1, got);
 }
 
@@ -514,32 +407,52 @@ static int take_rest(dtx__exec_t *ex, const dtx__kit_upd_t *u, const char *acct,
  * its money is in flight until an operator restores the account
  * (docs/transfers.md), never reported as delivered. */
 static int finish_commit(dtx__exec_t *ex, const json_t *tx, json_t **out) {
-  const char *id = dtx__str(tx, "_id"), *to = dtx__str(tx, "to");
-  const char *from = dtx__str(tx, "from");
-  int64_t amount = dtx__int(tx, "amount");
-  json_t *cinc = json_pack("{s:I}", "ceiling", (json_int_t)-amount);
-  json_t *binc = json_pack("{s:I}", "balance", (json_int_t)amount);
+  json_t *cinc, *binc;
   dtx__kit_upd_t u[2];
-  enum dtx__taken got;
   int rc;
   *out = NULL;
   assert(dtx__state_is(tx, DTX_ST_COMMITTED));
-  dtx__tx_take_op(&u[0], "transfer.clear_payer", from, id, "debit", amount,
-                  cinc, 0);
-  dtx__tx_take_op(&u[1], "transfer.credit_payee", to, id, "credit", amount,
-                  binc, 0);
+  dtx__tx_clear_credit_ops(tx, u, &cinc, &binc);
   if ((rc = dtx__kit_update_many(ex, u, 2, "transfer.clear_credit.done"))) {
     json_decref(cinc);
     json_decref(binc);
     return rc;
   }
+  return dtx__tx_finish_rest(ex, tx, u[0].matched, u[1].matched, cinc, binc,
+                             out);
+}
+
+void dtx__tx_clear_credit_ops(const json_t *tx, dtx__kit_upd_t u[2],
+                              json_t **cinc, json_t **binc) {
+  const char *id = dtx__str(tx, "_id"), *to = dtx__str(tx, "to");
+  const char *from = dtx__str(tx, "from");
+  int64_t amount = dtx__int(tx, "amount");
+  *cinc = json_pack("{s:I}", "ceiling", (json_int_t)-amount);
+  *binc = json_pack("{s:I}", "balance", (json_int_t)amount);
+  dtx__tx_take_op(&u[0], "transfer.clear_payer", from, id, "debit", amount,
+                  *cinc, 0);
+  dtx__tx_take_op(&u[1], "transfer.credit_payee", to, id, "credit", amount,
+                  *binc, 0);
+}
+
+int dtx__tx_finish_rest(dtx__exec_t *ex, const json_t *tx, int cleared,
+                        int credited, json_t *cinc, json_t *binc,
+                        json_t **out) {
+  const char *id = dtx__str(tx, "_id"), *to = dtx__str(tx, "to");
+  const char *from = dtx__str(tx, "from");
+  int64_t amount = dtx__int(tx, "amount");
+  enum dtx__taken got;
+  int rc;
+  *out = NULL;
   /* A payer that is gone lost its balance with it; the transfer committed,
    * so the payee is still owed the amount. */
-  if ((rc = take_rest(ex, &u[0], from, tx, "debit", cinc, &got))) {
+  if ((rc = take_rest(ex, "transfer.clear_payer", cleared, from, tx, "debit",
+                      cinc, &got))) {
     json_decref(binc);
     return rc;
   }
-  if ((rc = take_rest(ex, &u[1], to, tx, "credit", binc, &got)))
+  if ((rc = take_rest(ex, "transfer.credit_payee", credited, to, tx, "credit",
+                      binc, &got)))
     return rc;
   if (got == DTX__GONE)
     return dtx__err(DTX_ESTATE, "transfer %s is committed but its payee "
@@ -666,29 +579,37 @@ static int drive(dtx__exec_t *ex, const json_t *start, int wait_owner,
     tx = next;
   }
   if (rc) {
-    /* The error's detail, kept across the read below (every store call
-     * starts with a clean detail), and naming the transfer: an OVERFLOW or
-     * TYPE from an account step says which transfer it stopped. */
-    char detail[400];
-    const char *d = dtx_errdetail();
-    snprintf(detail, sizeof detail, "%s", d && *d ? d : dtx_strerror(rc));
-    /* Show where it stands now -- unless reading it is what failed: then
-     * nothing, rather than a document that may be stale. */
-    json_t *cur = NULL;
-    int got = rc != DTX_EUNAVAILABLE &&
-              dtx__kit_get(ex, DTX_TRANSFERS, id, &cur) == 0;
     json_decref(tx);
-    tx = got ? cur : NULL;
-    if (rc == DTX_ENOTFOUND) /* the store lost it (FLUSHALL, a failover) */
-      rc = dtx__err(DTX_EBACKEND, "transfer '%s' vanished from the store "
-                    "while running", id);
-    else if (strstr(detail, id))
-      rc = dtx__err(rc, "%s", detail);
-    else
-      rc = dtx__err(rc, "transfer %s: %s", id, detail);
+    return dtx__tx_fail(ex, id, rc, out);
   }
   *out = tx;
   return rc;
+}
+
+int dtx__tx_fail(dtx__exec_t *ex, const char *id, int rc, json_t **out) {
+  /* The error's detail, kept across the read below (every store call
+   * starts with a clean detail), and naming the transfer: an OVERFLOW or
+   * TYPE from an account step says which transfer it stopped. */
+  char detail[400];
+  const char *d = dtx_errdetail();
+  snprintf(detail, sizeof detail, "%s", d && *d ? d : dtx_strerror(rc));
+  /* Show where it stands now -- unless reading it is what failed: then
+   * nothing, rather than a document that may be stale. */
+  json_t *cur = NULL;
+  int got = rc != DTX_EUNAVAILABLE &&
+            dtx__kit_get(ex, DTX_TRANSFERS, id, &cur) == 0;
+  *out = got ? cur : NULL;
+  if (rc == DTX_ENOTFOUND) /* the store lost it (FLUSHALL, a failover) */
+    return dtx__err(DTX_EBACKEND, "transfer '%s' vanished from the store "
+                    "while running", id);
+  if (strstr(detail, id))
+    return dtx__err(rc, "%s", detail);
+  return dtx__err(rc, "transfer %s: %s", id, detail);
+}
+
+int dtx__tx_drive_ex(dtx__exec_t *ex, const json_t *start, int wait_owner,
+                     int mine, const json_t *payer, json_t **out) {
+  return drive(ex, start, wait_owner, mine, payer, out);
 }
 
 int dtx__tx_drive(dtx__exec_t *ex, const json_t *start, int wait_owner,
@@ -762,22 +683,26 @@ int dtx_transfer_run(dtx_store_t *st, const char *id,
   return dtx__call_end(&c, rc);
 }
 
+/* One transfer is the batch of one (transfer/batch.c): the same six
+ * rounds, the same fault points, the same fallback to the sequential
+ * drive, so every transfer row of the crash, pause and error suites runs
+ * the batch driver. */
 int dtx_transfer_execute(dtx_store_t *st, const dtx_transfer_req_t *req,
                          const dtx_exec_opts_t *opts, json_t **out) {
-  dtx__exec_t ex;
-  dtx__call_t c;
-  json_t *tx = NULL;
+  dtx_transfer_result_t res;
   *out = NULL;
-  dtx__exec_from(&ex, st, opts);
-  dtx__call_begin(&c, ex.deadline_ms);
-  json_t *payer = NULL;
-  int mine;
-  int rc = submit(&ex, req, 1, &payer, &mine, &tx);
-  if (rc == 0)
-    rc = drive(&ex, tx, 1, mine, payer, out);
-  json_decref(tx);
-  json_decref(payer);
-  return dtx__call_end(&c, rc);
+  if (!req) {
+    dtx__err_clear();
+    return dtx__err(DTX_EINVAL, "transfer needs from and to accounts");
+  }
+  (void)dtx_transfer_execute_many(st, req, 1, opts, &res);
+  int rc = res.rc;
+  *out = res.tx;
+  res.tx = NULL;
+  if (rc) /* its own words, not the batch's summary */
+    rc = res.detail ? dtx__err(rc, "%s", res.detail) : rc;
+  dtx_transfer_results_clear(&res, 1);
+  return rc;
 }
 
 int dtx_transfer_get(dtx_store_t *st, const char *id, json_t **out) {
@@ -952,6 +877,8 @@ static const char *const fault_points[] = {
     "transfer.credit_payee",
     "transfer.clear_credit.done",
     "transfer.finish",
+    /* a batch item leaving the lockstep for the sequential drive (batch.c) */
+    "transfer.batch.split",
     /* rollback path */
     "transfer.rollback.begin",
     "transfer.rollback.refund_payer",

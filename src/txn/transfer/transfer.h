@@ -115,4 +115,60 @@ int dtx__tx_mark_payee(dtx__exec_t *ex, const json_t *tx, int tried,
  * dtx__kit_update_many; tried = 1 above when it ran and matched nothing. */
 void dtx__tx_mark_op(dtx__kit_upd_t *u, const json_t *tx);
 
+/* ---- the pieces the batch driver (batch.c) shares with the sequential
+ * one; each is the very code dtx_transfer_run and the worker run ---- */
+
+/* The checks of a request (submit.c): DTX_EINVAL naming what is wrong. */
+int dtx__tx_check_req(const dtx_transfer_req_t *req);
+/* The new transfer document for req under id (new reference, NULL when
+ * out of memory): initiated, or with claimed already claimed by ex
+ * (preparing, owner, lease_until = now + lease, epoch 1). */
+json_t *dtx__tx_new(const dtx__exec_t *ex, const dtx_transfer_req_t *req,
+                    const char *id, int claimed);
+/* An insert of req under id met an existing id: *out (new reference) the
+ * transfer as stored when it has req's parameters (DTX_ECONFLICT when
+ * not); *mine 1 when it is the very document tried (borrowed, may be NULL)
+ * that ex inserted claimed (the insert's reply was lost). */
+int dtx__tx_existing(dtx__exec_t *ex, const dtx_transfer_req_t *req,
+                     const char *id, const json_t *tried, int claimed,
+                     int *mine, json_t **out);
+
+/* The prepare phase in two halves around its pair (payer debit + payee
+ * mark).  pair_ops: 1 with the pair's first attempts in u (new references,
+ * for dtx__kit_update_many or a batch round) and *min the min_balance the
+ * debit relies on; 0 when the payer as read (payer, borrowed) decides it
+ * without a write (*why: done before, fenced, refused, bad limit).
+ * prepare_rest: everything after the pair's results -- the debit's and
+ * mark's read-backs when they matched nothing (debited, marked), the
+ * rollback of a refusal, the commit (fault point transfer.commit); min is
+ * stolen.  *out as prepare's: the document after its last transition, or
+ * NULL when fenced off (the caller rereads). */
+int dtx__tx_pair_ops(const json_t *tx, const json_t *payer,
+                     dtx__kit_upd_t u[2], json_t **min,
+                     enum dtx__marked *why);
+int dtx__tx_prepare_rest(dtx__exec_t *ex, const json_t *tx, int pair,
+                         int debited, int marked, json_t *min,
+                         enum dtx__marked why, json_t **out);
+
+/* The commit's finish in two halves around its pair (payer clear + payee
+ * credit): the first attempts in u with the $inc objects they carry
+ * (*cinc, *binc: new references, which finish_rest steals), and the rest
+ * after the results (cleared, credited: whether each matched) -- the
+ * read-backs, and the move to succeeded (transfer.finish). */
+void dtx__tx_clear_credit_ops(const json_t *tx, dtx__kit_upd_t u[2],
+                              json_t **cinc, json_t **binc);
+int dtx__tx_finish_rest(dtx__exec_t *ex, const json_t *tx, int cleared,
+                        int credited, json_t *cinc, json_t *binc,
+                        json_t **out);
+
+/* dtx__tx_drive; with mine, start is a transfer ex has just recorded
+ * claimed, whose prepare phase it runs first with the payer as read
+ * (borrowed, may be NULL). */
+int dtx__tx_drive_ex(dtx__exec_t *ex, const json_t *start, int wait_owner,
+                     int mine, const json_t *payer, json_t **out);
+/* How a drive ends on error rc (with this thread's detail): *out the
+ * transfer as it stands now (NULL when it cannot be read, or rc is
+ * DTX_EUNAVAILABLE), the detail naming transfer id; returns the rc. */
+int dtx__tx_fail(dtx__exec_t *ex, const char *id, int rc, json_t **out);
+
 #endif

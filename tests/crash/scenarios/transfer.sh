@@ -12,6 +12,9 @@
 # Here: accounts A and B (1000 each) and X (no lower limit); transfer t1
 # is driven to the point (at transfer.register*, account N is created).  check_final proves, after recovery: audit
 # --settled clean, t1 terminal, balances exactly matching t1's end.
+# transfer.batch.split: `transfer batch` of t1 (A->B 100) and t2 (A->B
+# 5000, declined for funds), so t2 leaves the lockstep while t1 is in it;
+# check_final then proves both terminal, t2 failed, balances exact.
 source "$HARNESS_ROOT/tests/lib/transfer.sh"
 
 scenario_setup() { setup_accounts; }
@@ -25,6 +28,11 @@ scenario_cmd() {
     echo "worker --once" ;;
   transfer.debit_mark.done) # the pair: A refuses the debit, B is marked
     echo "transfer A B 5000 --id t1" ;;
+  transfer.batch.split) # t2 is declined: it leaves the lockstep
+    local f=$WORK/batch.$BASHPID.jsonl
+    printf '%s\n' '{"from":"A","to":"B","amount":100,"id":"t1"}' \
+      '{"from":"A","to":"B","amount":5000,"id":"t2"}' >"$f"
+    echo "transfer batch --file $f" ;;
   transfer.cancel.*)
     d transfer A B 100 --id t1 --async >/dev/null
     echo "transfer cancel t1" ;;
@@ -60,6 +68,12 @@ check_final() {
   fi
   st=$(state "$S" t1)
   a=$(balance A); b=$(balance B)
+  case "$label" in
+  transfer.batch.split:*) # t2 never fits: it must have failed
+    local st2
+    st2=$(state "$S" t2)
+    [ "$st2" = failed ] || { bad "$label: t2 is $st2, not failed"; return; } ;;
+  esac
   case "$st" in
   succeeded) [ "$a" = 900 ] && [ "$b" = 1100 ] || { bad "$label: succeeded but A=$a B=$b"; return; } ;;
   failed) [ "$a" = 1000 ] && [ "$b" = 1000 ] || { bad "$label: failed but A=$a B=$b"; return; } ;;

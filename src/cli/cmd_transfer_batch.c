@@ -1,0 +1,174 @@
+/* cmd_transfer_batch.c -- doctx transfer batch [--file PATH]: many
+ * synchronous transfers from stdin (or PATH), one JSON object per line
+ * {"from", "to", "amount"[, "id"]}, run through
+ * dtx_transfer_execute_many, one result per line in input order.
+ *
+ * Like `doctx bulk` it runs in two phases: every line is read, parsed and
+ * checked first (its shape here; the request itself by the library's
+ * dtx_transfer_req_check, the check every transfer passes); a malformed
+ * line exits 2 naming it, before the store is opened, so nothing runs.
+ * Then the transfers go to the store in batches of BATCH_CHUNK, each one
+ * dtx_transfer_execute_many call, and each line prints the transfer
+ * document, or {"error": NAME, "detail": ..., "line": N}.
+ *
+ * Exit code: 0 when every transfer succeeded, else the most severe of
+ * the lines' codes, each the one `doctx transfer` gives it alone: 1 a
+ * transfer failed (declined; reason in the document), 2 a missing
+ * account, 3 an id reused with other parameters, 4 a store error (the
+ * transfer is left for `doctx recover`). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+#define BATCH_CHUNK 64
+
+typedef struct tline {
+  size_t lineno;
+  json_t *line; /* owns the strings req borrows */
+  dtx_transfer_req_t req;
+} tline_t;
+
+static int bad_line(size_t lineno, int rc, const char *msg) {
+  fflush(stdout);
+  fprintf(stderr, "doctx: %s: line %zu: %s\n", dtx_errname(rc), lineno, msg);
+  return DTX_EXIT_USAGE;
+}
+
+/* Checks one line's shape, then the request (the library's check). */
+static int parse_line(tline_t *l) {
+  json_t *v = l->line, *f;
+  const char *key;
+  if (!json_is_object(v))
+    return bad_line(l->lineno, DTX_EINVAL, "a transfer is an object "
+                    "{\"from\", \"to\", \"amount\"[, \"id\"]}");
+  json_object_foreach(v, key, f) {
+    if (strcmp(key, "from") && strcmp(key, "to") && strcmp(key, "amount") &&
+        strcmp(key, "id")) {
+      char msg[300];
+      snprintf(msg, sizeof msg, "unknown field '%.200s' (from, to, amount, "
+               "id)", key);
+      return bad_line(l->lineno, DTX_EINVAL, msg);
+    }
+  }
+  json_t *from = json_object_get(v, "from"), *to = json_object_get(v, "to");
+  json_t *amount = json_object_get(v, "amount"), *id = json_object_get(v, "id");
+  if (!json_is_string(from) || !json_is_string(to))
+    return bad_line(l->lineno, DTX_EINVAL, "\"from\" and \"to\" must be "
+                    "account ids (strings)");
+  if (!json_is_integer(amount))
+    return bad_line(l->lineno, DTX_EINVAL, "\"amount\" must be a positive "
+                    "integer in minor units");
+  if (id && !json_is_string(id))
+    return bad_line(l->lineno, DTX_EINVAL, "\"id\" must be a string");
+  l->req = (dtx_transfer_req_t){.id = id ? json_string_value(id) : NULL,
+                                .from = json_string_value(from),
+                                .to = json_string_value(to),
+                                .amount = (int64_t)json_integer_value(amount)};
+  int rc = dtx_transfer_req_check(&l->req);
+  return rc ? bad_line(l->lineno, rc, dtx_errdetail()) : 0;
+}
+
+/* Reads the input: every non-blank line parsed as JSON.  0, or an exit
+ * code (printed). */
+static int read_lines(FILE *in, tline_t **out, size_t *nout) {
+  char *buf = NULL;
+  size_t cap = 0, n = 0, capl = 0, lineno = 0;
+  tline_t *ls = NULL;
+  ssize_t len;
+  int ec = 0;
+  errno = 0;
+  while ((len = getline(&buf, &cap, in)) >= 0) {
+    lineno++;
+    if (strspn(buf, " \t\r\n") == (size_t)len)
+      continue;
+    if (n == capl) {
+      capl = capl ? capl * 2 : 64;
+      tline_t *nl = realloc(ls, capl * sizeof *nl);
+      if (!nl) {
+        ec = dtx__cli_error(DTX_ENOMEM, "reading transfers");
+        break;
+      }
+      ls = nl;
+    }
+    memset(&ls[n], 0, sizeof ls[n]);
+    ls[n].lineno = lineno;
+    int rc = dtx_json_parse(buf, &ls[n].line);
+    if (rc < 0) {
+      ec = bad_line(lineno, rc, dtx_errdetail());
+      break;
+    }
+    n++;
+  }
+  if (!ec && ferror(in))
+    ec = dtx__cli_usage("transfer batch: reading the transfers: %s",
+                        strerror(errno));
+  free(buf);
+  *out = ls;
+  *nout = n;
+  return ec;
+}
+
+/* The exit code `doctx transfer` gives this outcome alone. */
+static int line_exit(const dtx_transfer_result_t *r) {
+  if (r->rc == DTX_ENOACCOUNT)
+    return DTX_EXIT_USAGE; /* invalid input at submission: nothing recorded */
+  if (r->rc)
+    return dtx__cli_exit_code(r->rc);
+  const char *s = json_string_value(json_object_get(r->tx, "state"));
+  return s && strcmp(s, "failed") == 0 ? DTX_EXIT_NOMATCH : DTX_EXIT_OK;
+}
+
+int dtx__cmd_transfer_batch(dtx_cli_t *cli, const char *file,
+                            int64_t deadline_ms, int verbose) {
+  FILE *in = stdin;
+  if (file && strcmp(file, "-") != 0 && !(in = fopen(file, "r")))
+    return dtx__cli_usage("transfer batch: cannot open %s: %s", file,
+                          strerror(errno));
+  tline_t *ls = NULL;
+  size_t n = 0;
+  int ec = read_lines(in, &ls, &n);
+  if (in != stdin)
+    fclose(in);
+  for (size_t i = 0; !ec && i < n; i++)
+    ec = parse_line(&ls[i]);
+  dtx_store_t *st = ec || n == 0 ? NULL : dtx__cli_store_armed(cli, &ec);
+  dtx_transfer_req_t *reqs = st ? calloc(n, sizeof *reqs) : NULL;
+  dtx_transfer_result_t *res = st ? calloc(n, sizeof *res) : NULL;
+  if (st && (!reqs || !res))
+    ec = dtx__cli_error(DTX_ENOMEM, "transfer batch of %zu", n);
+  for (size_t i = 0; st && !ec && i < n; i++)
+    reqs[i] = ls[i].req;
+  dtx_exec_opts_t eo = {.deadline_ms = deadline_ms};
+  int worst = DTX_EXIT_OK;
+  for (size_t from = 0; st && !ec && from < n; from += BATCH_CHUNK) {
+    size_t k = n - from < BATCH_CHUNK ? n - from : BATCH_CHUNK;
+    (void)dtx_transfer_execute_many(st, reqs + from, k, &eo, res + from);
+    for (size_t i = from; i < from + k; i++) {
+      if (res[i].rc) {
+        json_t *e = json_pack("{s:s,s:s,s:I}", "error",
+                              dtx_errname(res[i].rc), "detail",
+                              res[i].detail ? res[i].detail : "", "line",
+                              (json_int_t)ls[i].lineno);
+        if (e)
+          dtx__cli_print_json(e);
+        else
+          puts("{\"error\":\"NOMEM\"}");
+        json_decref(e);
+      } else {
+        dtx__cli_print_item(res[i].tx, verbose);
+      }
+      if (line_exit(&res[i]) > worst)
+        worst = line_exit(&res[i]);
+    }
+    dtx_transfer_results_clear(res + from, k);
+  }
+  for (size_t i = 0; i < n; i++)
+    json_decref(ls[i].line);
+  free(ls);
+  free(reqs);
+  free(res);
+  return ec ? ec : worst;
+}

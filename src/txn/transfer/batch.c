@@ -1,0 +1,536 @@
+/* batch.c -- the batched transfer executor: dtx_transfer_execute_many, and
+ * dtx_transfer_execute as its batch of one.  The state machine is
+ * transfer.c's; this file only decides which steps of which transfers go
+ * to the store together.
+ *
+ * Every transfer of a batch that stays on the happy path moves in
+ * LOCKSTEP: the same step of all of them is one round, one
+ * dtx_store_bulk_write (one write transaction and fsync on SQLite, one
+ * pipeline per node on Redis), each step still the atomic single-document
+ * update it is alone, behind its own fault point:
+ *
+ *   round  what, for every transfer in the lockstep        fault points
+ *   1      one find of all their accounts ({_id: {$in}})   --
+ *   2      insert each transfer already claimed            transfer.submit
+ *   3      payer debit + payee mark                        transfer.debit,
+ *                                                          transfer.mark_payee,
+ *                                                          transfer.debit_mark.done
+ *   4      commit (fenced move)                            transfer.commit
+ *   5      payer clear + payee credit                      transfer.clear_payer,
+ *                                                          transfer.credit_payee,
+ *                                                          transfer.clear_credit.done
+ *   6      finish (move)                                   transfer.finish
+ *
+ * FALLBACK RULE.  A transfer whose step deviates from the happy path -- an
+ * invalid request or a missing account (it ends at once, as alone:
+ * nothing recorded), an id that exists or came earlier in the batch, a
+ * debit or mark that matched nothing (funds, limits, fences), a move that
+ * matched nothing, a step that failed for good -- LEAVES the lockstep
+ * (fault point transfer.batch.split, reached at that moment) and, once
+ * the rounds are over, is driven on alone by the sequential code from
+ * where it stands: the rest of its prepare or finish (prepare_rest,
+ * finish_rest), then dtx__tx_drive -- the code the worker, recovery and
+ * `transfer run` use, which the crash, pause, error and chaos suites
+ * prove.  Transient errors (BUSY, UNAVAILABLE, an injected FAULT) are the
+ * kit's: the step goes again alone under the one retry policy and the
+ * call's one deadline (dtx__kit_run); a step that keeps failing ends its
+ * transfer with that error, as alone (left for recovery).  So each
+ * transfer's outcome is exactly dtx_transfer_execute's for it alone, and
+ * no transfer waits on another's failure: the lockstep never waits for a
+ * split transfer, and split transfers run after it (those whose id
+ * existed last, so a duplicate id in one batch finds its twin finished).
+ *
+ * Invariants (beyond transfer.c's I1-I9, which every step keeps):
+ *  B1 A transfer takes part in at most one step per round, and a round
+ *     only holds steps whose transfers are in the lockstep.
+ *  B2 A transfer in the lockstep is owned by this executor at epoch 1
+ *     from round 2 on, and its document is as the last round left it.
+ *  B3 Leaving the lockstep never undoes a step: the split transfer is in
+ *     the state its last applied step left it, which is what the
+ *     sequential code (and recovery, after a crash) starts from. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "doc/doc.h"
+#include "txn/transfer/transfer.h"
+#include "util/err.h"
+
+#define TX (&dtx__tx_kind)
+
+enum lane { L_LOCK, L_SPLIT, L_DONE };
+
+/* How a transfer that left the lockstep goes on. */
+enum resume {
+  R_EXISTING, /* its id exists (or came earlier in this batch) */
+  R_PREPARE,  /* the rest of the prepare phase after its pair */
+  R_FINISH,   /* the rest of the finish after its pair */
+  R_REREAD,   /* a move that matched nothing: read it, drive it */
+};
+
+typedef struct item {
+  const dtx_transfer_req_t *req;
+  dtx_transfer_result_t *res;
+  char id[160];
+  enum lane lane;
+  enum resume resume;
+  json_t *tx;    /* as the last round left it */
+  json_t *tried; /* R_EXISTING: the document its insert tried, or NULL */
+  json_t *payer; /* the payer as read in round 1 */
+  /* the prepare pair's outcome (R_PREPARE) */
+  int pair, debited, marked;
+  json_t *min;
+  enum dtx__marked why;
+  /* the finish pair's outcome (R_FINISH) */
+  int cleared, credited;
+  json_t *cinc, *binc;
+  size_t op; /* its first step in the round's steps */
+} item_t;
+
+/* Ends it with rc (and this thread's detail) and the document tx
+ * (stolen, may be NULL). */
+static void finish_item(item_t *it, int rc, json_t *tx) {
+  const char *d = dtx_errdetail();
+  it->res->rc = rc;
+  it->res->detail = rc ? strdup(d && *d ? d : dtx_strerror(rc)) : NULL;
+  it->res->tx = tx;
+  it->lane = L_DONE;
+}
+
+/* Ends it with an error of one of its steps, as a drive ends (the
+ * transfer as it stands now, the detail naming it): detail (may be NULL)
+ * becomes this thread's first. */
+static void fail_item(dtx__exec_t *ex, item_t *it, int rc,
+                      const char *detail) {
+  json_t *now = NULL;
+  if (detail)
+    dtx__err(rc, "%s", detail);
+  rc = dtx__tx_fail(ex, it->id, rc, &now);
+  finish_item(it, rc, now);
+}
+
+/* It leaves the lockstep, to go on alone as `r` says after the rounds. */
+static void split(dtx__exec_t *ex, item_t *it, enum resume r) {
+  int rc = DTX_FAULTPOINT("transfer.batch.split");
+  it->resume = r;
+  it->lane = L_SPLIT;
+  if (rc) /* as a failed step: left where it stands, for recovery */
+    fail_item(ex, it, rc, NULL);
+}
+
+/* ---- the rounds ------------------------------------------------------------ */
+
+/* Round 1: the requests checked, every account of the batch in one find;
+ * a bad request or a missing account ends its transfer as alone (nothing
+ * recorded). */
+static void round_accounts(dtx__exec_t *ex, item_t *its, size_t n) {
+  json_t *ids = json_array(), *seen = json_object(), *accts = NULL;
+  size_t i;
+  int rc = ids && seen ? 0 : DTX_ENOMEM;
+  for (i = 0; i < n; i++) {
+    int bad = dtx__tx_check_req(its[i].req);
+    if (bad) {
+      finish_item(&its[i], bad, NULL);
+      continue;
+    }
+    const char *ab[2] = {its[i].req->from, its[i].req->to};
+    for (int k = 0; k < 2 && rc == 0; k++)
+      if (!json_object_get(seen, ab[k]) &&
+          (json_object_set_new(seen, ab[k], json_true()) ||
+           json_array_append_new(ids, json_string(ab[k]))))
+        rc = DTX_ENOMEM;
+  }
+  if (rc == 0)
+    rc = dtx__kit_ensure(ex->st, &dtx__transfer_pattern);
+  if (rc == 0 && json_array_size(ids) > 0) {
+    json_t *filter = json_pack("{s:{s:O}}", "_id", "$in", ids);
+    rc = filter ? dtx__kit_find(ex, DTX_ACCOUNTS, filter, NULL, &accts)
+                : DTX_ENOMEM;
+    json_decref(filter);
+  }
+  json_t *byid = json_object(), *a;
+  json_array_foreach(accts, i, a) {
+    if (byid && dtx__str(a, "_id"))
+      json_object_set(byid, dtx__str(a, "_id"), a);
+  }
+  if (rc == 0 && !byid)
+    rc = DTX_ENOMEM;
+  for (i = 0; i < n; i++) {
+    item_t *it = &its[i];
+    if (it->lane != L_LOCK)
+      continue;
+    if (rc) {
+      finish_item(it, rc, NULL);
+      continue;
+    }
+    const char *ab[2] = {it->req->from, it->req->to};
+    int k = 0;
+    while (k < 2 && json_object_get(byid, ab[k]))
+      k++;
+    if (k < 2) {
+      finish_item(it, dtx__err(DTX_ENOACCOUNT, "no account '%s'", ab[k]),
+                  NULL);
+      continue;
+    }
+    it->payer = json_incref(json_object_get(byid, it->req->from));
+  }
+  json_decref(byid);
+  json_decref(accts);
+  json_decref(ids);
+  json_decref(seen);
+}
+
+/* Round 2: every transfer inserted already claimed (preparing, owned by
+ * ex at epoch 1).  An id seen earlier in the batch is not sent: it is the
+ * same request again (or a conflict), judged after its twin ran. */
+static void round_insert(dtx__exec_t *ex, item_t *its, size_t n,
+                         dtx__kit_op_t *ops) {
+  json_t *ids = json_object();
+  size_t i, k = 0;
+  for (i = 0; i < n; i++) {
+    item_t *it = &its[i];
+    char gen[25];
+    const char *id = it->req->id;
+    if (it->lane != L_LOCK)
+      continue;
+    if (!id) {
+      dtx__id_new(gen);
+      id = gen;
+    }
+    snprintf(it->id, sizeof it->id, "%s", id);
+    if (!ids || !(it->tx = dtx__tx_new(ex, it->req, it->id, 1))) {
+      finish_item(it, dtx__err(DTX_ENOMEM, "transfer %s: out of memory",
+                               it->id), NULL);
+      continue;
+    }
+    if (json_object_get(ids, it->id)) {
+      json_decref(it->tx);
+      it->tx = NULL;
+      split(ex, it, R_EXISTING);
+      continue;
+    }
+    json_object_set_new(ids, it->id, json_true());
+    it->op = k;
+    ops[k++] = (dtx__kit_op_t){.kind = DTX_BULK_INSERT,
+                               .point = "transfer.submit",
+                               .coll = DTX_TRANSFERS,
+                               .doc = json_incref(it->tx)};
+  }
+  json_decref(ids);
+  (void)dtx__kit_run(ex, ops, k);
+  for (i = 0; i < n; i++) {
+    item_t *it = &its[i];
+    if (it->lane != L_LOCK)
+      continue;
+    int rc = ops[it->op].rc;
+    if (rc == DTX_EDUPKEY) { /* the id exists: see what it holds */
+      it->tried = it->tx;
+      it->tx = NULL;
+      split(ex, it, R_EXISTING);
+    } else if (rc) { /* as submit fails alone: nothing to show */
+      if (ops[it->op].detail)
+        dtx__err(rc, "%s", ops[it->op].detail);
+      finish_item(it, rc, NULL);
+    }
+  }
+  dtx__kit_ops_clear(ops, k);
+}
+
+/* The pair rounds' common end for transfer it, whose steps are ops[it->op]
+ * and the next: a step that failed for good ends it (as alone), then the
+ * pair's done point; 1 when it goes on (in the lockstep or split). */
+static int pair_back(dtx__exec_t *ex, item_t *it, const dtx__kit_op_t *ops,
+                     const char *done) {
+  const dtx__kit_op_t *o = &ops[it->op];
+  for (int j = 0; j < 2; j++)
+    if (o[j].rc) {
+      fail_item(ex, it, o[j].rc, o[j].detail);
+      return 0;
+    }
+  int rc = DTX_FAULTPOINT(done);
+  if (rc) {
+    fail_item(ex, it, rc, NULL);
+    return 0;
+  }
+  return 1;
+}
+
+/* Round 3: each payer's debit with its payee's mark.  A payer as read in
+ * round 1 that decides the debit without a write (a limit the amount
+ * passes, a bad limit) splits before the round; a debit or mark that
+ * matched nothing (funds; a payee's ceiling) splits after it. */
+static void round_pair(dtx__exec_t *ex, item_t *its, size_t n,
+                       dtx__kit_op_t *ops) {
+  size_t i, k = 0;
+  for (i = 0; i < n; i++) {
+    item_t *it = &its[i];
+    dtx__kit_upd_t u[2];
+    if (it->lane != L_LOCK)
+      continue;
+    if (!dtx__tx_pair_ops(it->tx, it->payer, u, &it->min, &it->why)) {
+      it->pair = 0;
+      split(ex, it, R_PREPARE);
+      continue;
+    }
+    it->pair = 1;
+    it->op = k;
+    for (int j = 0; j < 2; j++)
+      ops[k++] = (dtx__kit_op_t){.kind = DTX_BULK_UPDATE_ONE,
+                                 .point = u[j].point,
+                                 .coll = u[j].coll,
+                                 .filter = u[j].filter,
+                                 .update = u[j].update};
+  }
+  (void)dtx__kit_run(ex, ops, k);
+  for (i = 0; i < n; i++) {
+    item_t *it = &its[i];
+    if (it->lane != L_LOCK)
+      continue;
+    if (!pair_back(ex, it, ops, "transfer.debit_mark.done")) {
+      json_decref(it->min);
+      it->min = NULL;
+      continue;
+    }
+    it->debited = ops[it->op].matched;
+    it->marked = ops[it->op + 1].matched;
+    if (!it->debited || !it->marked) {
+      split(ex, it, R_PREPARE);
+    } else {
+      json_decref(it->min);
+      it->min = NULL;
+    }
+  }
+  dtx__kit_ops_clear(ops, k);
+}
+
+/* Rounds 4 and 6: one fenced or plain move of every transfer in the
+ * lockstep.  A move that matched nothing (fenced off by recovery or a
+ * cancel; finished by someone else) splits: the sequential drive rereads
+ * it.  With last, the moved transfers are done. */
+static void round_move(dtx__exec_t *ex, item_t *its, size_t n,
+                       const dtx__move_t *proto, int last,
+                       const json_t **docs, dtx__move_t *m, json_t **outs,
+                       int *rcs, char **details, size_t *at) {
+  size_t i, k = 0;
+  for (i = 0; i < n; i++) {
+    if (its[i].lane != L_LOCK)
+      continue;
+    docs[k] = its[i].tx;
+    m[k] = *proto;
+    at[k++] = i;
+  }
+  (void)dtx__kit_move_many(ex, TX, docs, m, k, outs, rcs, details);
+  for (size_t j = 0; j < k; j++) {
+    item_t *it = &its[at[j]];
+    if (rcs[j] == 0) {
+      json_decref(it->tx);
+      it->tx = outs[j];
+      if (last) {
+        dtx__err_clear();
+        finish_item(it, 0, json_incref(it->tx));
+      }
+    } else if (rcs[j] == DTX_ENOMATCH) {
+      split(ex, it, R_REREAD);
+    } else {
+      fail_item(ex, it, rcs[j], details[j]);
+    }
+    free(details[j]);
+    details[j] = NULL;
+  }
+}
+
+/* Round 5: each payer's debit marker cleared with its payee's credit. */
+static void round_clear_credit(dtx__exec_t *ex, item_t *its, size_t n,
+                               dtx__kit_op_t *ops) {
+  size_t i, k = 0;
+  for (i = 0; i < n; i++) {
+    item_t *it = &its[i];
+    dtx__kit_upd_t u[2];
+    if (it->lane != L_LOCK)
+      continue;
+    dtx__tx_clear_credit_ops(it->tx, u, &it->cinc, &it->binc);
+    it->op = k;
+    for (int j = 0; j < 2; j++)
+      ops[k++] = (dtx__kit_op_t){.kind = DTX_BULK_UPDATE_ONE,
+                                 .point = u[j].point,
+                                 .coll = u[j].coll,
+                                 .filter = u[j].filter,
+                                 .update = u[j].update};
+  }
+  (void)dtx__kit_run(ex, ops, k);
+  for (i = 0; i < n; i++) {
+    item_t *it = &its[i];
+    if (it->lane != L_LOCK)
+      continue;
+    if (pair_back(ex, it, ops, "transfer.clear_credit.done")) {
+      it->cleared = ops[it->op].matched;
+      it->credited = ops[it->op + 1].matched;
+      if (!it->cleared || !it->credited) {
+        split(ex, it, R_FINISH); /* keeps cinc, binc for finish_rest */
+        continue;
+      }
+    }
+    json_decref(it->cinc);
+    json_decref(it->binc);
+    it->cinc = it->binc = NULL;
+  }
+  dtx__kit_ops_clear(ops, k);
+}
+
+/* ---- the transfers that left the lockstep ---------------------------------- */
+
+/* Goes on alone from where the split left it, as the sequential drive
+ * would have from there. */
+static void resume(dtx__exec_t *ex, item_t *it) {
+  json_t *next = NULL, *out = NULL;
+  int rc = 0, mine = 0;
+  switch (it->resume) {
+  case R_EXISTING:
+    if ((rc = dtx__tx_existing(ex, it->req, it->id, it->tried, 1, &mine,
+                               &next))) {
+      finish_item(it, rc, NULL); /* as submit: nothing to show */
+      return;
+    }
+    rc = dtx__tx_drive_ex(ex, next, 1, mine, it->payer, &out);
+    json_decref(next);
+    finish_item(it, rc, out);
+    return;
+  case R_PREPARE:
+    rc = dtx__tx_prepare_rest(ex, it->tx, it->pair, it->debited, it->marked,
+                              it->min, it->why, &next);
+    it->min = NULL;
+    break;
+  case R_FINISH:
+    rc = dtx__tx_finish_rest(ex, it->tx, it->cleared, it->credited, it->cinc,
+                             it->binc, &next);
+    it->cinc = it->binc = NULL;
+    break;
+  case R_REREAD:
+    break;
+  }
+  if (rc == DTX_ENOMATCH) /* as the drive takes it: moved on, reread */
+    rc = 0;
+  if (rc == 0 && !next)
+    rc = dtx__kit_get(ex, DTX_TRANSFERS, it->id, &next);
+  if (rc) {
+    json_decref(next);
+    fail_item(ex, it, rc, NULL);
+    return;
+  }
+  rc = dtx__tx_drive_ex(ex, next, 1, 0, NULL, &out);
+  json_decref(next);
+  finish_item(it, rc, out);
+}
+
+/* ---- the public call ---------------------------------------------------------- */
+
+static void run(dtx__exec_t *ex, item_t *its, size_t n) {
+  dtx__kit_op_t *ops = calloc(2 * n, sizeof *ops);
+  const json_t **docs = calloc(n, sizeof *docs);
+  dtx__move_t *m = calloc(n, sizeof *m);
+  json_t **outs = calloc(n, sizeof *outs);
+  int *rcs = calloc(n, sizeof *rcs);
+  char **details = calloc(n, sizeof *details);
+  size_t *at = calloc(n, sizeof *at), i;
+  if (!ops || !docs || !m || !outs || !rcs || !details || !at) {
+    for (i = 0; i < n; i++)
+      finish_item(&its[i], dtx__err(DTX_ENOMEM, "a batch of %zu transfers: "
+                                    "out of memory", n), NULL);
+  } else {
+    const dtx__move_t commit = {.point = "transfer.commit",
+                                .from = DTX_ST_PREPARING,
+                                .to = DTX_ST_COMMITTED,
+                                .flags = DTX__FENCED};
+    const dtx__move_t fin = {.point = "transfer.finish",
+                             .from = DTX_ST_COMMITTED,
+                             .to = DTX_ST_SUCCEEDED};
+    round_accounts(ex, its, n);
+    round_insert(ex, its, n, ops);
+    round_pair(ex, its, n, ops);
+    round_move(ex, its, n, &commit, 0, docs, m, outs, rcs, details, at);
+    round_clear_credit(ex, its, n, ops);
+    round_move(ex, its, n, &fin, 1, docs, m, outs, rcs, details, at);
+    /* Those that left, in input order; an existing id last (B3). */
+    for (int pass = 0; pass < 2; pass++)
+      for (i = 0; i < n; i++)
+        if (its[i].lane == L_SPLIT &&
+            (its[i].resume == R_EXISTING) == (pass == 1))
+          resume(ex, &its[i]);
+  }
+  free(ops);
+  free(docs);
+  free(m);
+  free(outs);
+  free(rcs);
+  free(details);
+  free(at);
+}
+
+int dtx_transfer_execute_many(dtx_store_t *st, const dtx_transfer_req_t *reqs,
+                              size_t n, const dtx_exec_opts_t *opts,
+                              dtx_transfer_result_t *results) {
+  dtx__exec_t ex;
+  dtx__call_t c;
+  size_t i;
+  if (results)
+    memset(results, 0, n * sizeof *results);
+  if (!st || !reqs || !results) {
+    dtx__err_clear();
+    int rc = dtx__err(DTX_EINVAL, "dtx_transfer_execute_many: %s is NULL",
+                      !st ? "st" : !reqs ? "reqs" : "results");
+    for (i = 0; results && i < n; i++) {
+      results[i].rc = rc;
+      results[i].detail = strdup(dtx_errdetail());
+    }
+    return rc;
+  }
+  if (n == 0) {
+    dtx__err_clear();
+    return 0;
+  }
+  dtx__exec_from(&ex, st, opts);
+  dtx__call_begin(&c, ex.deadline_ms);
+  item_t *its = calloc(n, sizeof *its);
+  if (!its) {
+    for (i = 0; i < n; i++)
+      results[i].rc = DTX_ENOMEM;
+    return dtx__call_end(&c, DTX_ENOMEM);
+  }
+  for (i = 0; i < n; i++) {
+    its[i].req = &reqs[i];
+    its[i].res = &results[i];
+  }
+  run(&ex, its, n);
+  size_t failed = 0, first = n;
+  for (i = 0; i < n; i++) {
+    item_t *it = &its[i];
+    json_decref(it->tx);
+    json_decref(it->tried);
+    json_decref(it->payer);
+    json_decref(it->min);
+    json_decref(it->cinc);
+    json_decref(it->binc);
+    if (results[i].rc) {
+      failed++;
+      if (first == n)
+        first = i;
+    }
+  }
+  free(its);
+  dtx__err_clear();
+  int rc = 0;
+  if (failed)
+    rc = dtx__err(results[first].rc, "%zu of %zu transfers failed; first: "
+                  "#%zu: %s", failed, n, first,
+                  results[first].detail ? results[first].detail
+                                        : dtx_strerror(results[first].rc));
+  return dtx__call_end(&c, rc);
+}
+
+void dtx_transfer_results_clear(dtx_transfer_result_t *results, size_t n) {
+  for (size_t i = 0; results && i < n; i++) {
+    free(results[i].detail);
+    json_decref(results[i].tx);
+    results[i] = (dtx_transfer_result_t){0};
+  }
+}
