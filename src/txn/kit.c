@@ -1,5 +1,6 @@
-/* kit.c -- the executor, call frame, retry policy, steps and item moves
- * of the pattern kit (kit.h says what each is for).
+/* kit.c -- the executor, call frame, retry policy, steps (single and
+ * batched) and item moves of the pattern kit (kit.h says what each is
+ * for; the claims are in kit_claim.c).
  *
  * The retry policy is the only one in src/txn: a step that meets a
  * transient store error tries again a few times with a short backoff, and
@@ -8,6 +9,7 @@
  * pattern makes goes through one of the steps here, behind its fault
  * point, so `DOCTX_FAULT=POINT:error` exercises exactly this policy. */
 #include "txn/kit.h"
+#include "txn/kit_int.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -235,6 +237,12 @@ int dtx__kit_modify_ex(dtx__exec_t *ex, const char *point, const char *coll,
   return modify_opts(ex, point, coll, filter, update, opts, out, NULL);
 }
 
+int dtx__kit_modify_unsure(dtx__exec_t *ex, const char *point,
+                           const char *coll, json_t *filter, json_t *update,
+                           const json_t *sort, json_t **out, int *unsure) {
+  return modify(ex, point, coll, filter, update, sort, out, unsure);
+}
+
 int dtx__kit_modify(dtx__exec_t *ex, const char *point, const char *coll,
                     json_t *filter, json_t *update, const json_t *sort,
                     json_t **out) {
@@ -269,65 +277,75 @@ int dtx__kit_delete(dtx__exec_t *ex, const char *point, const char *coll,
   return rc;
 }
 
-#define UPDATE_MANY_MAX 8
-
-int dtx__kit_update_many(dtx__exec_t *ex, dtx__kit_upd_t *u, size_t n,
-                         const char *done) {
-  dtx__retry_t r[UPDATE_MANY_MAX] = {{0}};
-  int pending[UPDATE_MANY_MAX], lost[UPDATE_MANY_MAX];
-  dtx_bulk_op_t ops[UPDATE_MANY_MAX];
-  dtx_bulk_result_t res[UPDATE_MANY_MAX];
-  size_t idx[UPDATE_MANY_MAX], i;
-  char detail[UPDATE_MANY_MAX][300];
-  if (n > UPDATE_MANY_MAX) {
-    for (i = 0; i < n; i++) {
-      json_decref(u[i].filter);
-      json_decref(u[i].update);
-      u[i].filter = u[i].update = NULL;
-      u[i].rc = DTX_EINVAL;
-    }
-    return dtx__err(DTX_EINVAL, "dtx__kit_update_many: %zu updates, at most "
-                    "%d", n, UPDATE_MANY_MAX);
-  }
+/* The batched step runner (kit_int.h).  Its retry is dtx__retry_again,
+ * per step: the one policy, applied to each step on its own, so one step's
+ * transient error costs the others nothing. */
+int dtx__kit_ops_run(dtx__exec_t *ex, dtx__kit_op_t *u, size_t n) {
+  static const dtx_fam_opts_t fam = {.return_new = 1};
+  size_t i;
+  if (n == 0)
+    return 0;
+  dtx__retry_t *r = calloc(n, sizeof *r);
+  int *pending = calloc(n, sizeof *pending), *lost = calloc(n, sizeof *lost);
+  dtx_bulk_op_t *ops = calloc(n, sizeof *ops);
+  dtx_bulk_result_t *res = calloc(n, sizeof *res);
+  size_t *idx = calloc(n, sizeof *idx);
+  int oom = !r || !pending || !lost || !ops || !res || !idx;
   for (i = 0; i < n; i++) {
-    u[i].matched = 0;
-    u[i].rc = (u[i].filter && u[i].update) ? 0 : DTX_ENOMEM;
-    pending[i] = u[i].rc == 0;
+    u[i].matched = u[i].unsure = 0;
+    u[i].doc = NULL;
+    u[i].detail[0] = 0;
+    u[i].rc = (!oom && u[i].filter && u[i].update) ? 0 : DTX_ENOMEM;
+    if (!oom)
+      pending[i] = u[i].rc == 0;
   }
-  for (;;) {
+  while (!oom) {
     size_t k = 0;
     for (i = 0; i < n; i++) {
       if (!pending[i])
         continue;
-      /* Its own fault point just before it joins; "lost" is per update. */
-      int f = DTX_FAULTPOINT(u[i].point);
-      lost[i] = f == 0 && dtx__fault_lost(0) != 0;
+      /* Its own fault point just before it joins; "lost" is per step. */
+      int f = u[i].point ? DTX_FAULTPOINT(u[i].point) : 0;
+      lost[i] = u[i].point && f == 0 && dtx__fault_lost(0) != 0;
       if (f) {
         u[i].rc = f;
-        snprintf(detail[i], sizeof detail[0], "%s", dtx_errdetail());
+        snprintf(u[i].detail, sizeof u[i].detail, "%s", dtx_errdetail());
         continue;
       }
-      ops[k] = (dtx_bulk_op_t){.kind = DTX_BULK_UPDATE_ONE,
-                               .coll = u[i].coll,
-                               .filter = u[i].filter,
-                               .update = u[i].update};
+      ops[k] = (dtx_bulk_op_t){
+          .kind = u[i].modify ? DTX_BULK_FIND_ONE_AND_UPDATE
+                              : DTX_BULK_UPDATE_ONE,
+          .coll = u[i].coll,
+          .filter = u[i].filter,
+          .update = u[i].update,
+          .fam_opts = u[i].modify ? &fam : NULL};
       idx[k++] = i;
     }
     if (k) {
-      memset(res, 0, sizeof res);
+      memset(res, 0, k * sizeof *res);
       (void)dtx_store_bulk_write(ex->st, ops, k, res);
       for (size_t j = 0; j < k; j++) {
-        dtx__kit_upd_t *x = &u[idx[j]];
+        dtx__kit_op_t *x = &u[idx[j]];
         x->rc = res[j].rc;
-        if (x->rc)
-          dtx__err(x->rc, "%s", res[j].detail ? res[j].detail
-                                              : dtx_strerror(x->rc));
-        else if (lost[idx[j]])
-          x->rc = dtx__err(DTX_EUNAVAILABLE, "injected lost reply at fault "
-                           "point %s (the write was applied)", x->point);
-        if (x->rc) /* kept: the next update's error replaces the detail */
-          snprintf(detail[idx[j]], sizeof detail[0], "%s", dtx_errdetail());
-        x->matched = x->rc == 0 && res[j].matched > 0;
+        if (x->rc == DTX_ENOMATCH && x->modify)
+          x->rc = 0; /* nothing matched: as an update_one says it */
+        if (x->rc) {
+          snprintf(x->detail, sizeof x->detail, "%s",
+                   res[j].detail ? res[j].detail : dtx_strerror(x->rc));
+          x->unsure |= dtx__transient(x->rc); /* it may have landed */
+        } else if (lost[idx[j]]) {
+          x->rc = DTX_EUNAVAILABLE;
+          x->unsure = 1;
+          snprintf(x->detail, sizeof x->detail,
+                   "injected lost reply at fault point %s (the write was "
+                   "applied)", x->point);
+        } else if (x->modify) {
+          x->doc = res[j].doc;
+          res[j].doc = NULL;
+          x->matched = x->doc != NULL;
+        } else {
+          x->matched = res[j].matched > 0;
+        }
       }
       dtx_bulk_results_clear(res, k);
     }
@@ -337,9 +355,12 @@ int dtx__kit_update_many(dtx__exec_t *ex, dtx__kit_upd_t *u, size_t n,
       if (!pending[i])
         continue;
       int rci = u[i].rc;
-      pending[i] = dtx__retry_again(&r[i], &rci, u[i].point);
-      if (rci != u[i].rc) /* the deadline stopped it: its own words */
-        snprintf(detail[i], sizeof detail[0], "%s", dtx_errdetail());
+      if (rci) /* the policy words a deadline stop from this detail */
+        dtx__err(rci, "%s", u[i].detail);
+      pending[i] = dtx__retry_again(&r[i], &rci,
+                                    u[i].point ? u[i].point : u[i].coll);
+      if (rci != u[i].rc)
+        snprintf(u[i].detail, sizeof u[i].detail, "%s", dtx_errdetail());
       u[i].rc = rci;
       again |= pending[i];
     }
@@ -351,9 +372,48 @@ int dtx__kit_update_many(dtx__exec_t *ex, dtx__kit_upd_t *u, size_t n,
     json_decref(u[i].update);
     u[i].filter = u[i].update = NULL;
   }
+  free(r);
+  free(pending);
+  free(lost);
+  free(ops);
+  free(res);
+  free(idx);
+  dtx__err_clear();
+  for (i = 0; i < n; i++)
+    if (u[i].rc)
+      return u[i].rc;
+  return 0;
+}
+
+#define UPDATE_MANY_MAX 8
+
+int dtx__kit_update_many(dtx__exec_t *ex, dtx__kit_upd_t *u, size_t n,
+                         const char *done) {
+  dtx__kit_op_t op[UPDATE_MANY_MAX];
+  size_t i;
+  if (n > UPDATE_MANY_MAX) {
+    for (i = 0; i < n; i++) {
+      json_decref(u[i].filter);
+      json_decref(u[i].update);
+      u[i].filter = u[i].update = NULL;
+      u[i].rc = DTX_EINVAL;
+    }
+    return dtx__err(DTX_EINVAL, "dtx__kit_update_many: %zu updates, at most "
+                    "%d", n, UPDATE_MANY_MAX);
+  }
+  for (i = 0; i < n; i++) {
+    op[i] = (dtx__kit_op_t){.point = u[i].point, .coll = u[i].coll,
+                            .filter = u[i].filter, .update = u[i].update};
+    u[i].filter = u[i].update = NULL; /* op[i] owns them now */
+  }
+  (void)dtx__kit_ops_run(ex, op, n);
+  for (i = 0; i < n; i++) {
+    u[i].rc = op[i].rc;
+    u[i].matched = op[i].matched;
+  }
   for (i = 0; i < n; i++)
     if (u[i].rc && u[i].rc != DTX_ENOMEM)
-      return dtx__err(u[i].rc, "%s", detail[i]);
+      return dtx__err(u[i].rc, "%s", op[i].detail);
     else if (u[i].rc)
       return u[i].rc;
   return done ? DTX_FAULTPOINT(done) : 0;
@@ -363,8 +423,8 @@ int dtx__kit_update_many(dtx__exec_t *ex, dtx__kit_upd_t *u, size_t n,
 
 /* $set {<state>: to, updated: now} plus, when taking the lease, the owner
  * and lease_until, merged into set (stolen). */
-static json_t *move_update(const dtx__exec_t *ex, const dtx__kind_t *k,
-                           const char *to, int take, json_t *set) {
+json_t *dtx__kit_move_update(const dtx__exec_t *ex, const dtx__kind_t *k,
+                             const char *to, int take, json_t *set) {
   int64_t now = dtx__now_ms();
   json_t *s = set ? set : json_object();
   if (!s)
@@ -443,7 +503,8 @@ int dtx__kit_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
   if (filter && cond)
     json_object_update(filter, cond);
   json_decref(cond);
-  json_t *upd = move_update(ex, k, m->to, (m->flags & DTX__TAKE) != 0, m->set);
+  json_t *upd = dtx__kit_move_update(ex, k, m->to,
+                                     (m->flags & DTX__TAKE) != 0, m->set);
   if (upd && m->unset && json_object_set_new(upd, "$unset", m->unset) < 0) {
     json_decref(upd);
     upd = NULL;
@@ -489,42 +550,6 @@ int dtx__kit_renew(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
   }
   json_decref(filter);
   json_decref(upd);
-  return rc;
-}
-
-int dtx__kit_claim_next(dtx__exec_t *ex, const dtx__kind_t *k,
-                        const dtx__claim_t *c, json_t **out) {
-  /* Many executors race for the same head of the queue: one that lost it
-   * for the store's whole retry window (DTX_EBUSY) contends again, with
-   * the kit's randomised backoff, inside the command's deadline. */
-  dtx__contend_t ct = {0};
-  int unsure = 0, rc; /* sticky: any attempt may have landed unseen */
-  do {
-    json_t *filter = json_deep_copy(c->due);
-    json_t *upd = move_update(ex, k, c->to, 1, NULL);
-    rc = modify(ex, c->point, k->coll, filter, upd, c->sort, out, &unsure);
-  } while (rc == DTX_EBUSY && dtx__kit_contend(&ct, &rc, "claiming"));
-  if (rc != DTX_ENOMATCH || !unsure)
-    return rc;
-  /* The claim may have landed before its reply was lost, on an item the
-   * retry no longer sees as due: this executor's own claim, in state `to`
-   * under its name with a live lease, is the one it made (an executor
-   * claims one item at a time). */
-  json_t *mine = json_pack("{s:s,s:s,s:{s:I}}", k->state, c->to, "owner",
-                           ex->owner, "lease_until", "$gt",
-                           (json_int_t)dtx__now_ms());
-  json_t *newest = json_pack("{s:i}", "updated", -1), *found = NULL;
-  if (mine && newest &&
-      dtx__kit_find(ex, k->coll, mine, newest, &found) == 0 &&
-      json_array_size(found) > 0) {
-    *out = json_incref(json_array_get(found, 0));
-    rc = 0;
-  } else {
-    dtx__err_clear();
-  }
-  json_decref(mine);
-  json_decref(newest);
-  json_decref(found);
   return rc;
 }
 
