@@ -615,9 +615,18 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
   size_t pos[16] = {0};
   if (p->kind == RD_PLAN_INDEX)
     index_bounds(p, pos, &min, &max);
+  /* The first page: FIRST_PAGE entries per bucket for one match (a few
+   * may not match); for more, about twice a bucket's share of them, since
+   * every entry read is a document parsed and a page of N for a job
+   * worker's batch is spread over every bucket. */
+  int page = FIRST_PAGE;
+  if (want > 1) {
+    size_t share = (2 * want + nb - 1) / nb;
+    page = share < 1 ? 1 : share > FIRST_PAGE ? FIRST_PAGE : (int)share;
+  }
   for (size_t k = 0; k < nb; k++) {
     qs[k].bucket = (int)k;
-    limit[k] = FIRST_PAGE;
+    limit[k] = page;
     if (p->kind == RD_PLAN_SCAN) {
       dtx__rd_key_members(&qs[k].zkey, co, (int)k);
       dtx__rd_puts(&qs[k].min, "-");
