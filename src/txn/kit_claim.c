@@ -188,10 +188,12 @@ static json_t *pick_some(const json_t *found, size_t want) {
   return some;
 }
 
-/* How many due items a round looks at after it lost every one it found:
- * it then picks max of them at random, so contenders spread out instead
- * of racing for the same head of the queue again. */
+/* How many due items a round looks at after it lost every one it found
+ * (SPREAD x max, at least SPREAD_MIN): it then picks max of them at
+ * random, so contenders spread out instead of racing for the same head of
+ * the queue again. */
 #define SPREAD 4
+#define SPREAD_MIN 16
 #define SPREAD_MAX 1000
 
 int dtx__kit_claim_many(dtx__exec_t *ex, const dtx__kind_t *k,
@@ -203,9 +205,11 @@ int dtx__kit_claim_many(dtx__exec_t *ex, const dtx__kind_t *k,
     return dtx__err(DTX_EINVAL, "claiming %zu items of %s at once: 1 to %d",
                     max, k->coll, DTX__CLAIM_MANY_MAX);
   for (;;) {
-    size_t window = spread ? (max * SPREAD < SPREAD_MAX ? max * SPREAD
-                                                        : SPREAD_MAX)
-                           : max;
+    size_t window = max;
+    if (spread) {
+      window = max * SPREAD < SPREAD_MIN ? SPREAD_MIN : max * SPREAD;
+      window = window < SPREAD_MAX ? window : SPREAD_MAX;
+    }
     json_t *found = NULL, *won = json_array();
     int rc = won ? dtx__kit_find_n(ex, k->coll, c->due, c->sort,
                                    (int64_t)window, &found)

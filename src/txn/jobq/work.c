@@ -358,8 +358,11 @@ static void *work(void *arg) {
   pace_init(&pace, (size_t)sh->batch, ex.lease_ms);
   while (!stopping(sh)) {
     json_t *jobs = NULL;
-    int64_t t0 = dtx__mono_ms();
     int rc = claim(sh, &ex, pace.k, &jobs);
+    /* From the claim on: how long its jobs wait behind one another (the
+     * claim's own time, long under contention, must not shrink the batch:
+     * that only makes more claims contend). */
+    int64_t t0 = dtx__mono_ms();
     if (rc == 0) {
       size_t n = json_array_size(jobs);
       held_t *h = calloc(n, sizeof *h);
