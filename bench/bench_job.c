@@ -241,7 +241,13 @@ static int doctx_open(const cfg_t *c, int w, int round, const char *phase,
                       dtx_store_t **st) {
   char uri[600];
   if (c->store && c->redis) {
-    snprintf(uri, sizeof uri, "%s", c->store);
+    /* A namespace of its own per run: the job pattern's indexes are set
+     * up once per store URI and process (dtx__kit_ensure), so a run on a
+     * collection dropped and re-created under the same URI had none and
+     * every claim scanned the queue (the Redis rounds after the first). */
+    snprintf(uri, sizeof uri, "%s%cns=bj%d%c%d-%ld", c->store,
+             strchr(c->store, '?') ? '&' : '?', w, phase[0], round,
+             (long)getpid());
   } else {
     snprintf(uri, sizeof uri, "sqlite:%s/doctx-%s-%s-%d-%d.db?sync=%s",
              c->dir, c->sync, phase, w, round, c->sync);
