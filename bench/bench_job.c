@@ -30,6 +30,7 @@
  * usage: bench_job [--store URI] [--label L] [--jobs N] [--rounds R]
  *                  [--workers 1,4,8] [--sync full|normal|both]
  *                  [--phase drain] [--side doctx]   (for profiling)
+ *                  [--batch K]   (the workers' claim batch; 0: default)
  * At sync=full each round runs half as many jobs (fsyncs are slow).
  * Prints a table, medians of the rounds ("p50 x": doctx's p50 over the
  * native one; "ratio": doctx's drain jobs/s over the native), and one
@@ -63,6 +64,7 @@ typedef struct cfg {
   const char *backend; /* in the results file: sqlite, or the label */
   int redis;
   int drain_only, doctx_only; /* --phase drain, --side doctx (profiling) */
+  int batch;                  /* dtx_job_work_opts_t.batch (0: default) */
 #ifdef DTX_HAVE_REDIS
   rd_uri_t uri;
   char host[256]; /* native: the node owning TAG's slot */
@@ -218,7 +220,7 @@ static void *doctx_work(void *arg) {
   dtx_job_handler_t h = {.type = TYPE, .fn = noop};
   dtx_job_work_opts_t o = {.queue = QUEUE, .handlers = &h, .nhandlers = 1,
                            .threads = r->w, .once = r->rate == 0,
-                           .stop = &r->stop};
+                           .stop = &r->stop, .batch = r->c->batch};
   json_t *sum = NULL;
   int rc = dtx_job_work(r->st, &o, &sum);
   if (rc) {
@@ -239,7 +241,13 @@ static int doctx_open(const cfg_t *c, int w, int round, const char *phase,
                       dtx_store_t **st) {
   char uri[600];
   if (c->store && c->redis) {
-    snprintf(uri, sizeof uri, "%s", c->store);
+    /* A namespace of its own per run: the job pattern's indexes are set
+     * up once per store URI and process (dtx__kit_ensure), so a run on a
+     * collection dropped and re-created under the same URI had none and
+     * every claim scanned the queue (the Redis rounds after the first). */
+    snprintf(uri, sizeof uri, "%s%cns=bj%d%c%d-%ld", c->store,
+             strchr(c->store, '?') ? '&' : '?', w, phase[0], round,
+             (long)getpid());
   } else {
     snprintf(uri, sizeof uri, "sqlite:%s/doctx-%s-%s-%d-%d.db?sync=%s",
              c->dir, c->sync, phase, w, round, c->sync);
@@ -728,7 +736,8 @@ static void usage(void) {
                   "[--rounds R(3)]\n"
                   "                 [--workers 1,4,8] "
                   "[--sync full|normal|both]\n"
-                  "                 [--phase drain] [--side doctx]\n");
+                  "                 [--phase drain] [--side doctx] "
+                  "[--batch K]\n");
 }
 
 int main(int argc, char **argv) {
@@ -756,6 +765,8 @@ int main(int argc, char **argv) {
       c.drain_only = !strcmp(v, "drain");
     } else if (!strcmp(a, "--side")) {
       c.doctx_only = !strcmp(v, "doctx");
+    } else if (!strcmp(a, "--batch")) {
+      c.batch = atoi(v);
     } else if (!strcmp(a, "--workers")) {
       c.nw = 0;
       for (char *p = (char *)v; *p && c.nw < 8;) {
@@ -774,7 +785,7 @@ int main(int argc, char **argv) {
   if (c.jobs == 0)
     c.jobs = bench_scaled(1000);
   int bad = c.jobs < 1 || c.jobs > 10000000 || c.rounds < 1 ||
-            c.rounds > 16 || c.nw < 1;
+            c.rounds > 16 || c.nw < 1 || c.batch < 0 || c.batch > 256;
   for (int i = 0; i < c.nw && !bad; i++)
     bad = c.workers[i] < 1 || c.workers[i] > MAXW;
   if (bad || (strcmp(sync, "both") && strcmp(sync, "full") &&

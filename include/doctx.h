@@ -793,6 +793,7 @@ int dtx_fault_check(void);
 #define DTX_JOB_PRIORITY_MAX 100
 #define DTX_JOB_MAX_ATTEMPTS 5        /* default of dtx_job_req_t */
 #define DTX_JOB_BACKOFF_MS 1000       /* default first backoff */
+#define DTX_JOB_BATCH 16              /* default of dtx_job_work_opts_t */
 #define DTX_JOB_BACKOFF_CAP_MS 3600000 /* backoff never exceeds one hour */
 
 typedef struct dtx_job_req {
@@ -933,12 +934,19 @@ typedef struct dtx_job_work_opts {
   volatile int *stop;  /* set non-zero to make the workers return */
   int64_t deadline_ms; /* budget of each job's store steps; 0: see
                           "Deadlines" */
+  int batch;           /* the most jobs a thread claims in one round (one
+                          find, one bulk write of claims), 1..256; 0:
+                          DTX_JOB_BATCH.  A thread claims fewer while its
+                          jobs are slow (what it starts within ~100 ms),
+                          renews the lease of every job it holds, and runs
+                          them one after another in priority order */
 } dtx_job_work_opts_t;
 
 /* Runs workers that claim the due jobs of opts->queue whose types have a
  * handler, run them and record the outcome, and now and then run the job
  * pattern's recovery (stalled jobs, due delayed jobs, markers, retention).
- * Returns when once is set and nothing is due, or when *stop is set.
+ * Returns when once is set and nothing is due, or when *stop is set (a
+ * thread first runs the jobs it has claimed: at most its batch).
  * *summary (may be NULL) receives
  *   {"ok": bool, "queue": Q, "ran": {"succeeded": n, "retried": n,
  *    "dead": n, "fenced": n}, "errors": {...}}

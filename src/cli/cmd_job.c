@@ -18,7 +18,7 @@ static const char *job_help =
     "       doctx job cancel ID | doctx job retry ID\n"
     "       doctx job work QUEUE --exec CMD [--threads N] [--once]\n"
     "                 [--lease-ms N] [--timeout-ms N] [--owner NAME]\n"
-    "                 [--deadline-ms N]\n"
+    "                 [--deadline-ms N] [--batch N]\n"
     "       doctx job effect JOB_ID EPOCH KEY COLL FILTER UPDATE\n"
     "                 [--fence NAME:TOKEN]\n"
     "States: ready, delayed (run-at in the future, also a retry's backoff),\n"
@@ -36,7 +36,9 @@ static const char *job_help =
     "other exit fails the attempt (stderr is kept as last_error).  The lease\n"
     "(--lease-ms, default 30000) is renewed while CMD runs; CMD is killed\n"
     "after --timeout-ms (default 300000).  --once processes everything due\n"
-    "and exits; it prints a JSON summary.\n"
+    "and exits; it prints a JSON summary.  Each thread claims up to --batch\n"
+    "jobs at once (1..256, default 16; fewer while jobs take long) and runs\n"
+    "them one after another, renewing the lease of every job it holds.\n"
     "effect applies UPDATE to the first document of COLL matching FILTER at\n"
     "most once per (job, KEY), only while the job runs at EPOCH; it prints\n"
     "{\"applied\":true} the first time, {\"applied\":false} on a repeat.\n"
@@ -52,7 +54,7 @@ static const char *job_help =
 
 enum { O_ID, O_PRI, O_DELAY, O_MAX, O_BACKOFF, O_UKEY, O_STATE, O_LIMIT,
        O_SKIP, O_VERBOSE, O_EXEC, O_THREADS, O_ONCE, O_LEASE, O_TIMEOUT,
-       O_OWNER, O_DEADLINE, O_FENCE, O_N };
+       O_OWNER, O_DEADLINE, O_FENCE, O_BATCH, O_N };
 
 
 
@@ -103,22 +105,25 @@ static int job_add(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {
 }
 
 static int job_work(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {
-  int64_t threads = 1, lease = 0, timeout = 0, deadline = 0;
+  int64_t threads = 1, lease = 0, timeout = 0, deadline = 0, batch = 0;
   int code;
-  static const int ok[] = {O_EXEC,  O_THREADS, O_ONCE,    O_LEASE,
-                           O_TIMEOUT, O_OWNER, O_DEADLINE, -1};
+  static const int ok[] = {O_EXEC,    O_THREADS, O_ONCE,     O_LEASE,
+                           O_TIMEOUT, O_OWNER,   O_DEADLINE, O_BATCH, -1};
   if (n != 2)
     return dtx__cli_usage("job work: expected QUEUE");
   if ((code = stray("work", o, ok)) ||
       dtx__cli_int_opt("job work", &o[O_THREADS], 0, 1, &threads) ||
       dtx__cli_int_opt("job work", &o[O_LEASE], 0, 1, &lease) ||
       dtx__cli_int_opt("job work", &o[O_TIMEOUT], 0, 1, &timeout) ||
-      dtx__cli_int_opt("job work", &o[O_DEADLINE], 0, 1, &deadline))
+      dtx__cli_int_opt("job work", &o[O_DEADLINE], 0, 1, &deadline) ||
+      dtx__cli_int_opt("job work", &o[O_BATCH], 0, 1, &batch))
     return DTX_EXIT_USAGE;
   if (!o[O_EXEC].value || !*o[O_EXEC].value)
     return dtx__cli_usage("job work: --exec CMD is required");
   if (threads > 256)
     return dtx__cli_usage("job work: --threads must be at most 256");
+  if (o[O_BATCH].value && (batch < 1 || batch > 256))
+    return dtx__cli_usage("job work: --batch must be from 1 to 256");
   dtx_store_t *st = dtx__cli_store_stoppable(cli, &code);
   if (!st)
     return code;
@@ -130,7 +135,7 @@ static int job_work(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {
                             .once = o[O_ONCE].value != NULL,
                             .lease_ms = lease, .timeout_ms = timeout,
                             .owner = o[O_OWNER].value, .stop = &dtx__cli_stop,
-                            .deadline_ms = deadline};
+                            .deadline_ms = deadline, .batch = (int)batch};
   json_t *sum = NULL;
   int rc = dtx_job_work(st, &wo, &sum);
   return dtx__cli_summary(rc, sum);
@@ -182,7 +187,7 @@ int dtx__cmd_job(dtx_cli_t *cli, int argc, char **argv) {
       [O_THREADS] = {"--threads", 1, NULL}, [O_ONCE] = {"--once", 0, NULL},
       [O_LEASE] = {"--lease-ms", 1, NULL},  [O_TIMEOUT] = {"--timeout-ms", 1, NULL},
       [O_OWNER] = {"--owner", 1, NULL},     [O_DEADLINE] = {"--deadline-ms", 1, NULL},
-      [O_FENCE] = {"--fence", 1, NULL}};
+      [O_FENCE] = {"--fence", 1, NULL},     [O_BATCH] = {"--batch", 1, NULL}};
   char *pos[8];
   int code;
   if (dtx__cli_is_help(argc, argv))

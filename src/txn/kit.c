@@ -1,5 +1,6 @@
-/* kit.c -- the executor, call frame, retry policy, steps and item moves
- * of the pattern kit (kit.h says what each is for).
+/* kit.c -- the executor, call frame, retry policy, steps (single and
+ * batched) and item moves of the pattern kit (kit.h says what each is
+ * for; the claims are in kit_claim.c).
  *
  * The retry policy is the only one in src/txn: a step that meets a
  * transient store error tries again a few times with a short backoff, and
@@ -8,6 +9,7 @@
  * pattern makes goes through one of the steps here, behind its fault
  * point, so `DOCTX_FAULT=POINT:error` exercises exactly this policy. */
 #include "txn/kit.h"
+#include "txn/kit_int.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -235,6 +237,12 @@ int dtx__kit_modify_ex(dtx__exec_t *ex, const char *point, const char *coll,
   return modify_opts(ex, point, coll, filter, update, opts, out, NULL);
 }
 
+int dtx__kit_modify_unsure(dtx__exec_t *ex, const char *point,
+                           const char *coll, json_t *filter, json_t *update,
+                           const json_t *sort, json_t **out, int *unsure) {
+  return modify(ex, point, coll, filter, update, sort, out, unsure);
+}
+
 int dtx__kit_modify(dtx__exec_t *ex, const char *point, const char *coll,
                     json_t *filter, json_t *update, const json_t *sort,
                     json_t **out) {
@@ -308,8 +316,8 @@ int dtx__kit_update_many(dtx__exec_t *ex, dtx__kit_upd_t *u, size_t n,
 
 /* $set {<state>: to, updated: now} plus, when taking the lease, the owner
  * and lease_until, merged into set (stolen). */
-static json_t *move_update(const dtx__exec_t *ex, const dtx__kind_t *k,
-                           const char *to, int take, json_t *set) {
+json_t *dtx__kit_move_update(const dtx__exec_t *ex, const dtx__kind_t *k,
+                             const char *to, int take, json_t *set) {
   int64_t now = dtx__now_ms();
   json_t *s = set ? set : json_object();
   if (!s)
@@ -389,7 +397,8 @@ int dtx__kit_move_op(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
   if (f && cond)
     json_object_update(f, cond);
   json_decref(cond);
-  json_t *upd = move_update(ex, k, m->to, (m->flags & DTX__TAKE) != 0, m->set);
+  json_t *upd = dtx__kit_move_update(ex, k, m->to,
+                                     (m->flags & DTX__TAKE) != 0, m->set);
   if (upd && m->unset && json_object_set_new(upd, "$unset", m->unset) < 0) {
     json_decref(upd);
     upd = NULL;
@@ -452,42 +461,6 @@ int dtx__kit_renew(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
   }
   json_decref(filter);
   json_decref(upd);
-  return rc;
-}
-
-int dtx__kit_claim_next(dtx__exec_t *ex, const dtx__kind_t *k,
-                        const dtx__claim_t *c, json_t **out) {
-  /* Many executors race for the same head of the queue: one that lost it
-   * for the store's whole retry window (DTX_EBUSY) contends again, with
-   * the kit's randomised backoff, inside the command's deadline. */
-  dtx__contend_t ct = {0};
-  int unsure = 0, rc; /* sticky: any attempt may have landed unseen */
-  do {
-    json_t *filter = json_deep_copy(c->due);
-    json_t *upd = move_update(ex, k, c->to, 1, NULL);
-    rc = modify(ex, c->point, k->coll, filter, upd, c->sort, out, &unsure);
-  } while (rc == DTX_EBUSY && dtx__kit_contend(&ct, &rc, "claiming"));
-  if (rc != DTX_ENOMATCH || !unsure)
-    return rc;
-  /* The claim may have landed before its reply was lost, on an item the
-   * retry no longer sees as due: this executor's own claim, in state `to`
-   * under its name with a live lease, is the one it made (an executor
-   * claims one item at a time). */
-  json_t *mine = json_pack("{s:s,s:s,s:{s:I}}", k->state, c->to, "owner",
-                           ex->owner, "lease_until", "$gt",
-                           (json_int_t)dtx__now_ms());
-  json_t *newest = json_pack("{s:i}", "updated", -1), *found = NULL;
-  if (mine && newest &&
-      dtx__kit_find(ex, k->coll, mine, newest, &found) == 0 &&
-      json_array_size(found) > 0) {
-    *out = json_incref(json_array_get(found, 0));
-    rc = 0;
-  } else {
-    dtx__err_clear();
-  }
-  json_decref(mine);
-  json_decref(newest);
-  json_decref(found);
   return rc;
 }
 

@@ -18,8 +18,10 @@
  *                state, returning the new document, DTX_ENOMATCH when the
  *                item moved on or was fenced
  *   claim        claim-next (one conditional find_one_and_update on a
- *                due filter, with a sort) and takeover of a lapsed lease,
- *                both bumping the epoch that fences the previous owner
+ *                due filter, with a sort), claim-many (one find of up to
+ *                N due items, then one bulk write of by-_id claims) and
+ *                takeover of a lapsed lease, all bumping the epoch that
+ *                fences the previous owner (kit_claim.c)
  *   set-up       each pattern's indexes and collection rules (validator,
  *                delete guard) installed once per store
  *   list         paged listing
@@ -341,13 +343,33 @@ typedef struct dtx__claim {
   const char *to;    /* the state a claim moves it to */
 } dtx__claim_t;
 
-/* Claim-next: ONE find_one_and_update of the first item matching c->due
- * in c->sort order, setting <state> = to, owner, lease_until, updated and
- * epoch + 1.  *out: the claimed item.  DTX_ENOMATCH (no detail) when
+/* Claim-next (kit_claim.c): ONE find_one_and_update of the first item
+ * matching c->due in c->sort order, setting <state> = to, owner,
+ * lease_until, updated and epoch + 1.  *out: the claimed item.  DTX_ENOMATCH (no detail) when
  * nothing is due.  A due filter on a lapsed lease ({state: "running",
  * lease_until: {$lte: now}}) makes it a takeover-next. */
 int dtx__kit_claim_next(dtx__exec_t *ex, const dtx__kind_t *k,
                         const dtx__claim_t *c, json_t **out);
+
+#define DTX__CLAIM_MANY_MAX 256
+
+/* Claim-many (kit_claim.c): up to max (1..DTX__CLAIM_MANY_MAX) due items
+ * in one round -- ONE find of c->due in c->sort order with a limit of max,
+ * then ONE dtx_store_bulk_write of by-_id claims, one per item found:
+ *   {c->due, _id, epoch: as found} -> claim-next's update
+ * (state = to, owner, lease_until, updated, epoch + 1).  Each claim
+ * reaches c->point as it joins the batch and is retried alone under the
+ * retry policy; a claim whose reply was lost is recognised as won.
+ * *out: a new array of the items won (at least one), in c->sort order.
+ * Items another executor claimed first are dropped; when it lost every
+ * item it found, it looks again (the kit's contention backoff, within the
+ * deadline), then among 4 x max due items, picking max at random, so
+ * contenders spread out (alone, an executor claims in sort order).  DTX_ENOMATCH (no detail) when nothing is due; another error
+ * only when nothing was won.  Every item returned is under this
+ * executor's lease from the claim on: the caller runs each, or renews its
+ * lease (dtx__kit_renew), before lease_ms has passed. */
+int dtx__kit_claim_many(dtx__exec_t *ex, const dtx__kind_t *k,
+                        const dtx__claim_t *c, size_t max, json_t **out);
 
 /* Waits while doc (borrowed) is held by another executor's live lease:
  * returns when the item's state or epoch changed, or its lease lapsed,

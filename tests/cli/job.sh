@@ -81,6 +81,8 @@ expect 0 "stats" -- d job stats pq
 expect 0 "work priorities" -- d job work pq --once --exec "echo \$DOCTX_JOB_ID >>$WORK/order"
 [ "$(tr '\n' ' ' <"$WORK/order")" = "high mid mid2 low " ] && ok || bad "order: $(cat "$WORK/order")"
 [ "$(jget "$(out)" ran succeeded)" = 4 ] && ok || bad "work summary: $(out)"
+expect 2 "work --batch 0" -- d job work pq --once --batch 0 --exec true
+expect 2 "work --batch 257" -- d job work pq --once --batch 257 --exec true
 
 # ---- --exec: stdin, environment, result, failure, backoff, dead, retry --------------
 new_store job_exec

@@ -3,6 +3,8 @@
  *   - backoff doubles with +-20% jitter and stops at the one-hour cap
  *   - a delayed job never runs early; priorities then run_at order claims
  *   - a job is dead after max_attempts failures; retry brings it back
+ *   - a worker's batch: jobs waiting their turn keep their leases while
+ *     recovery runs beside it (none is taken over)
  *   - the unique key under adds from 4 processes at once: one job
  *   - chaos: worker processes SIGKILLed at random while a submitter adds
  *     (and cancels some) jobs whose one effect $inc's a per-job counter;
@@ -10,6 +12,7 @@
  *     added, each effect applied at most once and exactly once for every
  *     succeeded job, nothing running, audit --settled clean.
  * Short by design (a few seconds): CI runs it on three backends. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,6 +170,78 @@ static void test_order_delay_dead_retry(void) {
   json_decref(ran);
 }
 
+/* ---- a batch's waiting jobs keep their leases ------------------------------------- */
+
+/* Fast jobs let the worker's batch grow; the slow ones then wait their
+ * turn behind one another for longer than the lease.  Meanwhile recovery
+ * runs every 20 ms and takes over any running job whose lease lapsed:
+ * only the heartbeat's renewal of the waiting jobs keeps them (every job
+ * ends succeeded at epoch 1, nothing fenced). */
+#define BATCH_FAST 12
+#define BATCH_SLOW 4
+
+static int fast_or_slow(dtx_job_run_t *run, const json_t *job, void *arg) {
+  (void)run;
+  (void)arg;
+  if (json_is_true(json_object_get(json_object_get(job, "payload"), "slow")))
+    sleep_ms(200);
+  return 0;
+}
+
+static volatile int recovering;
+
+static void *recover_loop(void *arg) {
+  (void)arg;
+  while (recovering) {
+    dtx_recover_opts_t ro = {.older_than_ms = -1};
+    json_t *sum = NULL;
+    dtx_recover(st, &ro, &sum);
+    json_decref(sum);
+    sleep_ms(20);
+  }
+  return NULL;
+}
+
+static void test_batch_leases(void) {
+  for (int i = 0; i < BATCH_FAST + BATCH_SLOW; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "b%02d", i);
+    json_t *p = J(i < BATCH_FAST ? "{}" : "{\"slow\":true}"), *out = NULL;
+    dtx_job_req_t r = {.queue = "bq", .type = "t", .id = id, .payload = p,
+                       .priority = i < BATCH_FAST ? 10 : 5};
+    CHECK_RC(dtx_job_add(st, &r, &out, NULL), 0);
+    json_decref(out);
+    json_decref(p);
+  }
+  pthread_t rt;
+  recovering = 1;
+  REQUIRE(pthread_create(&rt, NULL, recover_loop, NULL) == 0);
+  dtx_job_handler_t h = {.type = NULL, .fn = fast_or_slow};
+  dtx_job_work_opts_t o = {.queue = "bq", .handlers = &h, .nhandlers = 1,
+                           .threads = 1, .once = 1, .lease_ms = 300,
+                           .batch = 8};
+  json_t *sum = NULL;
+  CHECK_RC(dtx_job_work(st, &o, &sum), 0);
+  recovering = 0;
+  pthread_join(rt, NULL);
+  json_t *ran = json_object_get(sum, "ran");
+  CHECKF(dtx__int(ran, "succeeded") == BATCH_FAST + BATCH_SLOW &&
+             dtx__int(ran, "fenced") == 0,
+         "%s", JS(sum));
+  json_decref(sum);
+  json_t *jobs = NULL, *j, *f = J("{\"queue\":\"bq\"}");
+  size_t i;
+  CHECK_RC(dtx_store_find(st, DTX_JOBS, f, NULL, &jobs), 0);
+  json_array_foreach(jobs, i, j) {
+    CHECKF(dtx__state_is(j, "succeeded") && dtx__int(j, "epoch") == 1 &&
+               dtx__int(j, "attempts") == 1,
+           "taken over while it waited its turn: %s", JS(j));
+  }
+  CHECK(json_array_size(jobs) == BATCH_FAST + BATCH_SLOW);
+  json_decref(jobs);
+  json_decref(f);
+}
+
 static void test_unique_race(void) {
   pid_t kids[4];
   for (int k = 0; k < 4; k++) {
@@ -312,6 +387,7 @@ int main(int argc, char **argv) {
   dtx_store_drop_collection_ex(st, "counters", &(dtx_drop_opts_t){1});
   TEST_RUN(test_backoff);
   TEST_RUN(test_order_delay_dead_retry);
+  TEST_RUN(test_batch_leases);
   TEST_RUN(test_unique_race);
   TEST_RUN(test_chaos);
   dtx_store_close(st);

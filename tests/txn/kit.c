@@ -1,16 +1,19 @@
 /* kit.c -- the pattern kit (src/txn/kit.h) on a real store: claim-next,
  * fenced moves, takeover of a lapsed lease, renew, the retry policy under
- * injected faults and a deadline, paging, tallies, index set-up per store
- * (not per handle address), the zero-value account options, and the
- * shapes of the worker, recover and audit reports.
+ * injected faults and a deadline, claim-many (order, sizes, a race of 4
+ * processes, takeover, faults, what a round reads), paging, tallies,
+ * index set-up per store (not per handle address), the zero-value account
+ * options, and the shapes of the worker, recover and audit reports.
  *
  * usage: txn_kit STORE-URI   (collections kit_items, accounts and
  * transfers are emptied first) */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "doc/doc.h"
+#include "store/store.h" /* dtx__docs_examined */
 #include "testlib.h"
 #include "txn/kit.h"
 #include "util/err.h"
@@ -123,6 +126,234 @@ static void test_fencing_and_takeover(void) {
   json_decref(mine);
   json_decref(taken);
   json_decref(due);
+  dtx_store_close(st);
+}
+
+/* ---- claim-many -------------------------------------------------------------- */
+
+#define MANY_ITEMS 300
+
+/* n ready items m000.. with priorities 0..6, and the index the claims'
+ * sorted find walks. */
+static dtx_store_t *many_fresh(int n) {
+  dtx_store_t *st = open_fresh();
+  json_t *keys = J("{\"phase\":1,\"prio\":1}");
+  CHECK_RC(dtx_store_create_index(st, K.coll, keys, NULL, NULL), 0);
+  json_decref(keys);
+  for (int i = 0; i < n; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "m%03d", i);
+    add_item(st, id, "ready", i % 7);
+  }
+  return st;
+}
+
+/* The items a claim returned are in prio order (ascending: the store
+ * walks the index {phase, prio} in sort order only upwards), running,
+ * under this executor's lease at epoch 1; returns how many. */
+static size_t check_won(const json_t *got, const char *owner, int64_t *prev) {
+  size_t i;
+  json_t *d;
+  json_array_foreach(got, i, d) {
+    CHECKF(dtx__str_is(d, "phase", "running") &&
+               dtx__str_is(d, "owner", owner) && dtx__int(d, "epoch") == 1 &&
+               dtx__int(d, "lease_until") > dtx__now_ms(),
+           "%s", JS(d));
+    CHECKF(dtx__int(d, "prio") >= *prev, "out of order: %s", JS(got));
+    *prev = dtx__int(d, "prio");
+  }
+  return json_array_size(got);
+}
+
+static void test_claim_many(void) {
+  dtx_store_t *st = many_fresh(20);
+  dtx__exec_t ex;
+  dtx__exec_init(&ex, st, "w1", 60000, 0);
+  json_t *due = J("{\"phase\":\"ready\"}"), *sort = J("{\"prio\":1}");
+  dtx__claim_t c = {.point = "kit.claim", .due = due, .sort = sort,
+                    .to = "running"};
+  json_t *got = NULL;
+  int64_t prev = -1;
+  /* max 1: the first in sort order. */
+  CHECK_RC(dtx__kit_claim_many(&ex, &K, &c, 1, &got), 0);
+  CHECK(check_won(got, "w1", &prev) == 1 && prev == 0);
+  json_decref(got);
+  /* max 16: the next 16 in order, in one round. */
+  CHECK_RC(dtx__kit_claim_many(&ex, &K, &c, 16, &got), 0);
+  CHECKF(check_won(got, "w1", &prev) == 16, "%s", JS(got));
+  json_decref(got);
+  /* fewer due than max: the 3 left. */
+  CHECK_RC(dtx__kit_claim_many(&ex, &K, &c, 16, &got), 0);
+  CHECKF(check_won(got, "w1", &prev) == 3, "%s", JS(got));
+  json_decref(got);
+  CHECK_RC(dtx__kit_claim_many(&ex, &K, &c, 16, &got), DTX_ENOMATCH);
+  CHECK(got == NULL);
+  CHECK_RC(dtx__kit_claim_many(&ex, &K, &c, 0, &got), DTX_EINVAL);
+  CHECK_RC(dtx__kit_claim_many(&ex, &K, &c, DTX__CLAIM_MANY_MAX + 1, &got),
+           DTX_EINVAL);
+  /* Every item was claimed once: epoch 1 everywhere. */
+  json_t *all = NULL, *bumped = J("{\"phase\":\"running\",\"epoch\":1}");
+  CHECK_RC(dtx__kit_find(&ex, K.coll, bumped, NULL, &all), 0);
+  CHECK(json_array_size(all) == 20);
+  json_decref(all);
+  json_decref(bumped);
+  json_decref(due);
+  json_decref(sort);
+  dtx_store_close(st);
+}
+
+/* A claim round reads its batch, not the backlog: the sorted find walks
+ * the index a few entries per bucket (on Redis it read every ready item
+ * before, ~MANY_ITEMS documents per round). */
+static void test_claim_many_reads_little(void) {
+  dtx_store_t *st = many_fresh(MANY_ITEMS);
+  dtx__exec_t ex;
+  dtx__exec_init(&ex, st, "w1", 60000, 0);
+  json_t *due = J("{\"phase\":\"ready\"}"), *sort = J("{\"prio\":1}");
+  dtx__claim_t c = {.point = "kit.claim", .due = due, .sort = sort,
+                    .to = "running"};
+  json_t *got = NULL;
+  dtx__docs_examined = 0;
+  CHECK_RC(dtx__kit_claim_many(&ex, &K, &c, 16, &got), 0);
+  CHECK(json_array_size(got) == 16);
+  CHECKF(dtx__docs_examined < MANY_ITEMS * 2 / 3,
+         "%lld documents examined for a claim of 16 of %d",
+         (long long)dtx__docs_examined, MANY_ITEMS);
+  json_decref(got);
+  json_decref(due);
+  json_decref(sort);
+  dtx_store_close(st);
+}
+
+/* 4 processes claim from one pile, 1..8 at a time, until nothing is due:
+ * every item is claimed exactly once (epoch 1, its one owner). */
+static void test_claim_many_race(void) {
+  dtx_store_t *st = many_fresh(MANY_ITEMS);
+  pid_t kids[4];
+  int fds[4][2];
+  for (int k = 0; k < 4; k++) {
+    REQUIRE(pipe(fds[k]) == 0);
+    if ((kids[k] = fork()) == 0) {
+      close(fds[k][0]);
+      dtx_store_t *s = dtx_t_open(uri);
+      dtx__exec_t ex;
+      char owner[16];
+      snprintf(owner, sizeof owner, "racer%d", k);
+      dtx__exec_init(&ex, s, owner, 60000, 0);
+      json_t *due = J("{\"phase\":\"ready\"}"), *sort = J("{\"prio\":1}");
+      dtx__claim_t c = {.point = "kit.claim", .due = due, .sort = sort,
+                        .to = "running"};
+      int rc, won = 0, bad = 0;
+      for (size_t max = 1;; max = max % 8 + 1) {
+        json_t *got = NULL;
+        dtx__call_t call;
+        dtx__call_begin(&call, 20000);
+        rc = dtx__call_end(&call, dtx__kit_claim_many(&ex, &K, &c, max, &got));
+        if (rc) {
+          if (rc != DTX_ENOMATCH) {
+            fprintf(stderr, "racer %d: %s\n", k, dtx_errdetail());
+            bad = 1;
+          }
+          break;
+        }
+        size_t i;
+        json_t *d;
+        json_array_foreach(got, i, d) {
+          if (!dtx__str_is(d, "owner", owner) || dtx__int(d, "epoch") != 1)
+            bad = 1;
+        }
+        won += (int)json_array_size(got);
+        json_decref(got);
+      }
+      if (write(fds[k][1], &won, sizeof won) != sizeof won)
+        bad = 1;
+      json_decref(due);
+      json_decref(sort);
+      dtx_store_close(s);
+      _exit(bad);
+    }
+    close(fds[k][1]);
+  }
+  int total = 0;
+  for (int k = 0; k < 4; k++) {
+    int status = 0, won = 0;
+    CHECK(read(fds[k][0], &won, sizeof won) == sizeof won);
+    close(fds[k][0]);
+    waitpid(kids[k], &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    total += won;
+  }
+  CHECKF(total == MANY_ITEMS, "%d claims of %d items", total, MANY_ITEMS);
+  dtx__exec_t ex;
+  dtx__exec_init(&ex, st, "judge", 0, 0);
+  json_t *all = NULL,
+         *once = J("{\"phase\":\"running\",\"epoch\":1,\"owner\":{\"$in\":"
+                   "[\"racer0\",\"racer1\",\"racer2\",\"racer3\"]}}");
+  CHECK_RC(dtx__kit_find(&ex, K.coll, once, NULL, &all), 0);
+  CHECKF(json_array_size(all) == MANY_ITEMS, "%zu of %d claimed once",
+         json_array_size(all), MANY_ITEMS);
+  json_decref(all);
+  json_decref(once);
+  dtx_store_close(st);
+}
+
+/* A due filter on a lapsed lease makes claim-many a takeover: it takes
+ * the lapsed item (epoch + 1, the old owner fenced), not the live one;
+ * an injected error at the claim point is retried away, and a lost reply
+ * is recognised as this executor's own claim (one epoch bump, returned). */
+static void test_claim_many_takeover_and_faults(void) {
+  dtx_store_t *st = many_fresh(0);
+  add_item(st, "lapsed", "ready", 1);
+  add_item(st, "live", "ready", 2);
+  dtx__exec_t quick, slow, w2;
+  dtx__exec_init(&quick, st, "quick", 1, 0);
+  dtx__exec_init(&slow, st, "slow", 60000, 0);
+  dtx__exec_init(&w2, st, "w2", 60000, 0);
+  json_t *one = J("{\"_id\":\"lapsed\",\"phase\":\"ready\"}"),
+         *two = J("{\"_id\":\"live\",\"phase\":\"ready\"}");
+  dtx__claim_t c1 = {.point = "kit.claim", .due = one, .to = "running"},
+               c2 = {.point = "kit.claim", .due = two, .to = "running"};
+  json_t *a = NULL, *b = NULL, *got = NULL, *out = NULL;
+  CHECK_RC(dtx__kit_claim_many(&quick, &K, &c1, 4, &a), 0);
+  CHECK_RC(dtx__kit_claim_many(&slow, &K, &c2, 4, &b), 0);
+  usleep(5000); /* quick's 1 ms lease lapses; slow's does not */
+  char lapsed[96];
+  snprintf(lapsed, sizeof lapsed,
+           "{\"phase\":\"running\",\"lease_until\":{\"$lte\":%lld}}",
+           (long long)dtx__now_ms());
+  json_t *due = J(lapsed), *sort = J("{\"prio\":1}");
+  dtx__claim_t take = {.point = "kit.claim_err", .due = due, .sort = sort,
+                       .to = "running"};
+  CHECK_RC(dtx__kit_claim_many(&w2, &K, &take, 8, &got), 0);
+  CHECKF(json_array_size(got) == 1 &&
+             dtx__str_is(json_array_get(got, 0), "_id", "lapsed") &&
+             dtx__str_is(json_array_get(got, 0), "owner", "w2") &&
+             dtx__int(json_array_get(got, 0), "epoch") == 2,
+         "%s", JS(got));
+  /* quick is fenced off: its move at epoch 1 matches nothing. */
+  dtx__move_t m = {.point = "kit.finish", .from = "running", .to = "done",
+                   .flags = DTX__FENCED};
+  CHECK_RC(dtx__kit_move(&quick, &K, json_array_get(a, 0), &m, &out),
+           DTX_ENOMATCH);
+  json_decref(got);
+  /* A lost reply: the claim landed, its answer did not. */
+  add_item(st, "lost", "ready", 3);
+  json_t *three = J("{\"_id\":\"lost\",\"phase\":\"ready\"}");
+  dtx__claim_t c3 = {.point = "kit.claim_lost", .due = three,
+                     .to = "running"};
+  CHECK_RC(dtx__kit_claim_many(&w2, &K, &c3, 2, &got), 0);
+  CHECKF(json_array_size(got) == 1 &&
+             dtx__str_is(json_array_get(got, 0), "owner", "w2") &&
+             dtx__int(json_array_get(got, 0), "epoch") == 1,
+         "%s", JS(got));
+  json_decref(got);
+  json_decref(a);
+  json_decref(b);
+  json_decref(one);
+  json_decref(two);
+  json_decref(three);
+  json_decref(due);
+  json_decref(sort);
   dtx_store_close(st);
 }
 
@@ -390,10 +621,15 @@ int main(int argc, char **argv) {
    * first, after the deadline passed. */
   setenv("DOCTX_FAULT",
          "kit.once:error,kit.always:error:1,kit.always:error:2,"
-         "kit.always:error:3,kit.always:error:4,kit.late:error",
+         "kit.always:error:3,kit.always:error:4,kit.late:error,"
+         "kit.claim_err:error,kit.claim_lost:lost",
          1);
   TEST_RUN(test_claim_next);
   TEST_RUN(test_fencing_and_takeover);
+  TEST_RUN(test_claim_many);
+  TEST_RUN(test_claim_many_reads_little);
+  TEST_RUN(test_claim_many_race);
+  TEST_RUN(test_claim_many_takeover_and_faults);
   TEST_RUN(test_retry_and_deadline);
   TEST_RUN(test_list_paging);
   TEST_RUN(test_indexes_per_store);

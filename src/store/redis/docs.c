@@ -971,6 +971,41 @@ static int matches(dtx__backend_t *b, rd_coll_t **cop, const json_t *fspec,
   return dtx__err(DTX_EBUSY, "redis: the catalog kept changing during a read");
 }
 
+/* The first `want` matches in sort order, for a find with a sort and a
+ * small page: read from an index walked in sort order, a few entries per
+ * bucket (dtx__rd_first_matches), instead of every match -- a job
+ * worker's claim round reads its batch, not the queue's backlog.  Each
+ * document read goes into the doc cache, since the caller usually writes
+ * it next (a claim by _id then needs no read of its own).  0 when no
+ * such walk serves the query (the caller reads every match), 1 with *out
+ * and *n in natural order, <0 on error (RD_ESTALE included). */
+static int first_sorted(dtx__backend_t *b, const rd_coll_t *co,
+                        const json_t *fspec, const dtx__filter_t *f,
+                        const json_t *sort, size_t want, rd_doc_t **out,
+                        size_t *n) {
+  rd_plan_t p;
+  int rc = dtx__rd_plan_sorted(co, fspec, sort, &p);
+  if (rc == 1)
+    rc = dtx__rd_first_matches(b, co, &p, f, sort, want, out, n);
+  dtx__rd_plan_free(&p);
+  if (rc != 1)
+    return rc;
+  rd_buf_t key = {0};
+  for (size_t i = 0; i < *n; i++) {
+    key.n = 0;
+    dtx__rd_key_doc(&key, co, (*out)[i].bucket, (*out)[i].id.p,
+                    (*out)[i].id.n);
+    dtx__rd_cache_put(b, &key, &(*out)[i]);
+  }
+  dtx__rd_buf_free(&key);
+  if (*n > 1)
+    qsort(*out, *n, sizeof **out, doc_seq_cmp);
+  return 1;
+}
+
+/* Pages up to this many documents are served by first_sorted. */
+#define FIRST_SORTED_MAX 1000
+
 int dtx__rd_find(dtx__backend_t *b, const char *coll, const json_t *fspec,
                  const dtx__filter_t *f, const json_t *sort, int64_t skip,
                  int64_t limit, json_t **out) {
@@ -986,7 +1021,12 @@ int dtx__rd_find(dtx__backend_t *b, const char *coll, const json_t *fspec,
   }
   rd_doc_t *d = NULL;
   size_t n = 0;
-  if (co)
+  if (co && sort && limit > 0 && skip >= 0 &&
+      skip + limit <= FIRST_SORTED_MAX)
+    rc = first_sorted(b, co, fspec, f, sort, (size_t)(skip + limit), &d, &n);
+  if (rc == 1)
+    rc = 0; /* served: sorted and paged below, as the full read is */
+  else if (co && (rc == 0 || rc == RD_ESTALE)) /* matches reloads a stale co */
     rc = matches(b, &co, fspec, f, &d, &n);
   dtx__rd_coll_put(co);
   for (size_t i = 0; rc == 0 && i < n; i++)
@@ -1239,9 +1279,9 @@ static int select_doc(dtx__backend_t *b, rd_coll_t **cop,
     dtx__rd_plan_free(&p);
     rc = dtx__rd_plan_sorted(*cop, m->filter_spec, m->sort, &p);
     if (rc == 1)
-      rc = dtx__rd_first_matches(b, *cop, &p, m->filter, m->sort, &d, &n);
+      rc = dtx__rd_first_matches(b, *cop, &p, m->filter, m->sort, 1, &d, &n);
   } else {
-    rc = dtx__rd_first_matches(b, *cop, &p, m->filter, NULL, &d, &n);
+    rc = dtx__rd_first_matches(b, *cop, &p, m->filter, NULL, 1, &d, &n);
   }
   dtx__rd_plan_free(&p);
   if (rc < 0)

@@ -551,17 +551,42 @@ static int walk_before(const json_t *sort, const rd_doc_t *a,
   return c ? c < 0 : strcmp(a->seq, b->seq) < 0;
 }
 
+/* The want-th document of d[0..n) in walk order, or NULL when there are
+ * fewer: the bar a bucket's later entries must beat.  (n is at most the
+ * buckets times want; a small insertion into want slots.) */
+static const rd_doc_t *kth_best(const json_t *sort, const rd_doc_t *d,
+                                size_t n, size_t want, const rd_doc_t **top) {
+  size_t nt = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t j = nt < want ? nt++ : want;
+    if (j == want && !walk_before(sort, &d[i], top[want - 1]))
+      continue;
+    if (j == want)
+      j = want - 1;
+    while (j > 0 && walk_before(sort, &d[i], top[j - 1])) {
+      top[j] = top[j - 1];
+      j--;
+    }
+    top[j] = &d[i];
+  }
+  return nt == want ? top[want - 1] : NULL;
+}
+
 /* Within one bucket, members and the entries of one full-equality index
  * key are ordered by sequence number, and the entries of a sorted plan's
  * index (dtx__rd_plan_sorted) by the sort and then sequence number; so the
- * bucket's first match in that order is found by reading a few entries
- * at a time, and a bucket whose entries have passed the best match found
- * elsewhere can stop. */
+ * bucket's first matches in that order are found by reading a few entries
+ * at a time, and a bucket whose entries have passed the want-th best
+ * match found over all buckets can stop: its later matches come after
+ * want others. */
 int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
                           const rd_plan_t *p, const dtx__filter_t *f,
-                          const json_t *sort, rd_doc_t **out, size_t *n) {
+                          const json_t *sort, size_t want, rd_doc_t **out,
+                          size_t *n) {
   *out = NULL;
   *n = 0;
+  if (want < 1)
+    want = 1;
   if (p->kind == RD_PLAN_INDEX) {
     if (p->lo || p->hi || (!sort && p->neq != p->ix->spec->nfields))
       return 0;
@@ -571,14 +596,18 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
   } else if (p->kind != RD_PLAN_SCAN) {
     return 0;
   }
-  size_t nb = (size_t)co->nb;
+  size_t nb = (size_t)co->nb, ngot = 0, cap = nb * want;
   rq_t *qs = calloc(nb, sizeof *qs);
   int *done = calloc(nb, sizeof *done), *limit = calloc(nb, sizeof *limit);
-  rd_doc_t *found = calloc(nb, sizeof *found);
+  size_t *per = calloc(nb, sizeof *per);
+  rd_doc_t *got = calloc(cap, sizeof *got);
+  rd_doc_t *last = calloc(nb, sizeof *last); /* each bucket's last entry */
+  const rd_doc_t **top = calloc(want, sizeof *top);
   rd_cmd_t *cmds = calloc(nb, sizeof *cmds);
   size_t *which = calloc(nb, sizeof *which);
   int rc = 0;
-  if (!qs || !done || !limit || !found || !cmds || !which) {
+  if (!qs || !done || !limit || !per || !got || !last || !top || !cmds ||
+      !which) {
     rc = dtx__err(DTX_ENOMEM, "reading candidates");
     goto out;
   }
@@ -586,9 +615,18 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
   size_t pos[16] = {0};
   if (p->kind == RD_PLAN_INDEX)
     index_bounds(p, pos, &min, &max);
+  /* The first page: FIRST_PAGE entries per bucket for one match (a few
+   * may not match); for more, about twice a bucket's share of them, since
+   * every entry read is a document parsed and a page of N for a job
+   * worker's batch is spread over every bucket. */
+  int page = FIRST_PAGE;
+  if (want > 1) {
+    size_t share = (2 * want + nb - 1) / nb;
+    page = share < 1 ? 1 : share > FIRST_PAGE ? FIRST_PAGE : (int)share;
+  }
   for (size_t k = 0; k < nb; k++) {
     qs[k].bucket = (int)k;
-    limit[k] = FIRST_PAGE;
+    limit[k] = page;
     if (p->kind == RD_PLAN_SCAN) {
       dtx__rd_key_members(&qs[k].zkey, co, (int)k);
       dtx__rd_puts(&qs[k].min, "-");
@@ -602,7 +640,6 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
   dtx__rd_buf_free(&min);
   dtx__rd_buf_free(&max);
   rd_buf_t stamp = {0}, prefix = {0};
-  const rd_doc_t *best = NULL; /* the first match in walk order so far */
   for (;;) {
     size_t nc = 0;
     for (size_t k = 0; k < nb; k++) {
@@ -638,7 +675,6 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
         rc = RD_ESTALE;
         break;
       }
-      rd_doc_t last = {0}; /* the last entry read, for the stop rule */
       for (size_t e = 3; rc == 0 && e + 3 < r->elements && !done[k];
            e += 4) {
         rd_doc_t d = {0};
@@ -647,25 +683,26 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
         rc = dtx__rd_doc_fill(&d, r->element[e + 1], r->element[e + 2],
                               r->element[e + 3]);
         if (rc == 0 && d.body) {
+          /* the stop rule's entry: the last one read, match or not */
+          dtx__rd_doc_clear(&last[k]);
+          last[k].body = json_incref(d.body);
+          memcpy(last[k].seq, d.seq, sizeof d.seq);
           dtx__docs_examined++;
-          if (dtx__filter_match(f, d.body)) {
-            found[k] = d;
+          int dup = 0; /* a multikey index lists a document once per key */
+          for (size_t j = 0; j < ngot && !dup; j++)
+            dup = got[j].bucket == d.bucket && got[j].id.n == d.id.n &&
+                  memcmp(got[j].id.p, d.id.p, d.id.n) == 0;
+          if (!dup && dtx__filter_match(f, d.body)) {
+            got[ngot++] = d;
             memset(&d, 0, sizeof d);
-            done[k] = 1;
-            if (!best || walk_before(sort, &found[k], best))
-              best = &found[k];
-          } else {
-            dtx__rd_doc_clear(&last);
-            last = d;
-            memset(&d, 0, sizeof d);
+            if (++per[k] >= want)
+              done[k] = 1; /* its later matches come after these */
           }
         }
         dtx__rd_doc_clear(&d);
       }
-      if (rc < 0 || done[k]) {
-        dtx__rd_doc_clear(&last);
+      if (rc < 0 || done[k])
         continue;
-      }
       if (r->element[1]->integer < limit[k]) {
         done[k] = 1; /* exhausted */
       } else {
@@ -674,37 +711,38 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
         dtx__rd_put(&qs[k].min, r->element[2]->str, r->element[2]->len);
         if (limit[k] < FIRST_PAGE_MAX)
           limit[k] *= 2;
-        /* Its next entries come after 'last': past the best, stop. */
-        if (best && last.body && walk_before(sort, best, &last))
-          done[k] = 1;
       }
-      dtx__rd_doc_clear(&last);
     }
     for (size_t i = 0; i < nc; i++)
       dtx__rd_cmd_clear(&cmds[i]);
     if (rc < 0)
       break;
+    /* A bucket's next entries come after its last one: past the want-th
+     * best found anywhere, it can stop. */
+    const rd_doc_t *bar = kth_best(sort, got, ngot, want, top);
+    for (size_t k = 0; bar && k < nb; k++)
+      if (!done[k] && last[k].body && walk_before(sort, bar, &last[k]))
+        done[k] = 1;
   }
   dtx__rd_buf_free(&stamp);
   dtx__rd_buf_free(&prefix);
   if (rc == 0) {
-    size_t w = 0;
-    for (size_t k = 0; k < nb; k++)
-      if (found[k].body)
-        found[w++] = found[k];
-    *out = found;
-    *n = w;
-    found = NULL;
+    *out = got;
+    *n = ngot;
+    got = NULL;
     rc = 1;
   }
 out:
-  if (found)
-    dtx__rd_docs_free(found, nb);
+  if (got)
+    dtx__rd_docs_free(got, ngot);
+  if (last)
+    dtx__rd_docs_free(last, nb);
   rq_free(qs, nb);
   free(done);
   free(limit);
+  free(per);
+  free(top);
   free(cmds);
   free(which);
   return rc;
 }
-

@@ -375,16 +375,20 @@ int dtx__rd_candidates(dtx__backend_t *b, const rd_coll_t *co,
                        const rd_plan_t *p, rd_doc_t **out, size_t *n);
 void dtx__rd_docs_free(rd_doc_t *d, size_t n);
 
-/* For modify_one: the first match of f in each bucket (at most one per
- * bucket, in *out), reading a few entries at a time.  Without sort, only
- * for plans whose entries are in insertion order within a bucket (a scan,
- * or an index with every field equal to one value); with sort, for a
- * plan of dtx__rd_plan_sorted, whose entries are in sort order.  Returns
- * 0 for other plans (then use dtx__rd_candidates), 1 when done, <0 on
- * error. */
+/* For modify_one (want 1) and a sorted find with a small page (want: its
+ * skip + limit): the first matches of f in each bucket (at most want per
+ * bucket, in *out, no document twice), reading a few entries at a time;
+ * a bucket stops early once its entries pass the want-th best match found
+ * over all buckets, so *out holds the first `want` matches overall (and
+ * maybe more).  Without sort, only for plans whose entries are in
+ * insertion order within a bucket (a scan, or an index with every field
+ * equal to one value); with sort, for a plan of dtx__rd_plan_sorted,
+ * whose entries are in sort order.  Returns 0 for other plans (then use
+ * dtx__rd_candidates), 1 when done, <0 on error. */
 int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
                           const rd_plan_t *p, const dtx__filter_t *f,
-                          const json_t *sort, rd_doc_t **out, size_t *n);
+                          const json_t *sort, size_t want, rd_doc_t **out,
+                          size_t *n);
 
 /* A plan that walks an index in sort order (dtx__conds_sorted): 1 and *p
  * set when one is better than dtx__rd_plan's, else 0 (*p empty); <0 on

@@ -3,12 +3,13 @@
  * that runs handlers is work.c; effects on other documents effect.c.
  *
  * A job is one document of "jobs"; each step below is one atomic
- * conditional update of it.  Workers claim the due job of their queue
- * with the highest priority, then the oldest run_at, in one
- * find_one_and_update whose sort the store serves by walking the index
+ * conditional update of it.  Workers claim the due jobs of their queue
+ * with the highest priority, then the oldest run_at, a batch at a time:
+ * one find with a limit whose sort the store serves by walking the index
  * {state, queue, rank, run_at} (rank = -priority), a few entries per
- * bucket on Redis, so a claim neither reads the backlog nor queues on
- * one key or slot.
+ * bucket on Redis, then one bulk write of by-_id claims, each fenced by
+ * the epoch it found (the kit's claim-many), so a claim neither reads the
+ * backlog nor queues on one key or slot.
  *
  *          add (delay > 0)                        failure, attempts left
  *    +------------------------> delayed <------------------------------+
@@ -23,7 +24,8 @@
  *
  *   transition                  function               fault point
  *   (record ready|delayed)      dtx_job_add            job.add
- *   ready -> running            claim_next (work.c)    job.claim
+ *   ready -> running            claim (work.c)         job.claim (each
+ *                               (kit claim-many)       claim of a batch)
  *   (lease renewed)             heartbeat (work.c)     -- (no step)
  *   (effect on a document)      dtx_job_effect         job.effect.fence,
  *                                                      job.effect.apply

@@ -2,19 +2,30 @@
  * run the handler registered for each job's type under a renewed lease,
  * and record the outcome with a move fenced by the claim's epoch.
  *
- * A claim is ONE find_one_and_update of {state: ready, queue} sorted by
- * {rank, run_at} (highest priority, then oldest run_at), through the
- * kit's claim-next (fault point job.claim), which sets the owner, the
- * lease and epoch + 1.  While the handler runs, a heartbeat thread renews
- * the lease every third of it; when a renewal finds the job gone (taken
- * over after a pause, canceled by nobody -- a running job cannot be) it
- * marks the attempt lost, the handler sees dtx_job_alive() == 0, and the
- * outcome is not written (it would fail its fence anyway, J1).  Every
- * DTX__RECOVER_EVERY_MS one thread runs the job recovery pass (recover.c):
- * due delayed jobs become ready, stalled jobs are taken over. */
+ * A thread claims up to a batch of jobs in one round, through the kit's
+ * claim-many (fault point job.claim, reached by each claim): one find of
+ * {state: ready, queue} sorted by {rank, run_at} (highest priority, then
+ * oldest run_at) with a limit, then one bulk write of by-_id claims, each
+ * fenced by the epoch the find saw and setting the owner, the lease and
+ * epoch + 1; the jobs another worker claimed first are dropped.  The
+ * batch grows from 1 while the thread's jobs are short (pace_after), so a
+ * thread never holds jobs it would not start soon.  It runs them one
+ * after another in claim order.  A heartbeat thread, one per worker
+ * thread for its whole life, renews the lease of every job of the batch
+ * in hand -- the running one and the ones waiting their turn -- every
+ * third of it; when a renewal finds a job gone (taken over after a
+ * pause; a running job cannot be canceled) the attempt is lost: a waiting
+ * job is skipped, a running one's handler sees dtx_job_alive() == 0, and
+ * no outcome is written (it would fail its fence anyway, J1).  Every
+ * DTX__RECOVER_EVERY_MS one thread runs the job recovery pass
+ * (recover.c): due delayed jobs become ready, stalled jobs are taken
+ * over. */
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "doc/doc.h"
 #include "txn/jobq/jobq.h"
@@ -30,6 +41,7 @@ typedef struct shared {
   dtx__tally_t ran;
   dtx__pacer_t pacer; /* the job recovery pass: recover_pass below */
   int64_t timeout_ms;
+  int batch; /* the most jobs a thread claims at once */
   atomic_int fatal;
 } shared_t;
 
@@ -58,18 +70,65 @@ dtx_store_t *dtx_job_store(const dtx_job_run_t *run) { return run->ex->st; }
 
 /* ---- heartbeat ------------------------------------------------------------ */
 
+/* A job of the batch in hand: claimed, then run in its turn. */
+typedef struct held {
+  const json_t *job;   /* as claimed (its _id, state, epoch) */
+  dtx_job_run_t *run;  /* while its handler runs, else NULL */
+  int over;            /* ended or skipped: no more renewals */
+  int lost;            /* a renewal found it taken over */
+} held_t;
+
+/* One worker thread's heartbeat: a thread of its own for the worker
+ * thread's whole life (not one per job: creating and joining a thread per
+ * job was a fifth of the worker's CPU), renewing the lease of every job
+ * of the batch in hand -- the one running and the ones waiting their turn
+ * -- every third of the lease.  Fields below `mu` are under it. */
 typedef struct beat {
-  dtx_job_run_t *run;
-  const json_t *job; /* the claimed job (its _id, state, epoch) */
+  dtx__exec_t ex; /* the worker thread's executor: renew checks the owner */
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int done;
+  int done;       /* the worker thread ends */
+  int busy;       /* renewing outside mu: held must stay */
+  held_t *held;   /* the batch in hand, or NULL */
+  size_t nheld;
+  int started;
+  pthread_t tid;
 } beat_t;
+
+/* Renews the batch's jobs once.  Called with b->mu held, returns with it
+ * held; held stays put meanwhile (busy). */
+static void renew_batch(beat_t *b) {
+  held_t *h = b->held;
+  size_t n = b->nheld;
+  int64_t every = b->ex.lease_ms / 3 > 0 ? b->ex.lease_ms / 3 : 1;
+  b->busy = 1;
+  for (size_t i = 0; i < n; i++) {
+    if (h[i].over || h[i].lost)
+      continue;
+    pthread_mutex_unlock(&b->mu);
+    json_t *out = NULL;
+    dtx__call_t c;
+    dtx__call_begin(&c, every);
+    int rc = dtx__call_end(&c, dtx__kit_renew(&b->ex, &dtx__job_kind,
+                                              h[i].job, &out));
+    json_decref(out);
+    pthread_mutex_lock(&b->mu);
+    /* Taken over (J1): a waiting job is skipped in its turn, a running
+     * one sees dtx_job_alive() == 0.  Other errors: the store is slow;
+     * the next beat tries again, and a lapse is what recovery is for. */
+    if (rc == DTX_ENOMATCH && !h[i].over) {
+      h[i].lost = 1;
+      if (h[i].run)
+        atomic_store(&h[i].run->lost, 1);
+    }
+  }
+  b->busy = 0;
+  pthread_cond_broadcast(&b->cv);
+}
 
 static void *heartbeat(void *arg) {
   beat_t *b = arg;
-  dtx__exec_t ex = *b->run->ex; /* the same owner: renew checks it */
-  int64_t every = ex.lease_ms / 3 > 0 ? ex.lease_ms / 3 : 1;
+  int64_t every = b->ex.lease_ms / 3 > 0 ? b->ex.lease_ms / 3 : 1;
   pthread_mutex_lock(&b->mu);
   while (!b->done) {
     struct timespec ts;
@@ -77,24 +136,56 @@ static void *heartbeat(void *arg) {
     int64_t ns = ts.tv_nsec + (every % 1000) * 1000000;
     ts.tv_sec += every / 1000 + ns / 1000000000;
     ts.tv_nsec = ns % 1000000000;
-    pthread_cond_timedwait(&b->cv, &b->mu, &ts);
-    if (b->done)
-      break;
-    pthread_mutex_unlock(&b->mu);
-    json_t *out = NULL;
-    dtx__call_t c;
-    dtx__call_begin(&c, ex.lease_ms / 3 > 0 ? ex.lease_ms / 3 : 1);
-    int rc = dtx__call_end(&c, dtx__kit_renew(&ex, &dtx__job_kind, b->job,
-                                              &out));
-    json_decref(out);
-    if (rc == DTX_ENOMATCH)
-      atomic_store(&b->run->lost, 1); /* taken over: stop acting (J1) */
-    /* other errors: the store is slow; the next beat tries again, and a
-     * lapse is what recovery is for */
-    pthread_mutex_lock(&b->mu);
+    while (!b->done &&
+           pthread_cond_timedwait(&b->cv, &b->mu, &ts) != ETIMEDOUT)
+      ;
+    if (!b->done && b->nheld)
+      renew_batch(b);
   }
   pthread_mutex_unlock(&b->mu);
   return NULL;
+}
+
+/* The batch h[0..n) is in hand: the heartbeat (started on first use)
+ * renews it from now on.  Returns 0 when no heartbeat could start (the
+ * jobs then run on their claim's lease alone, as a stalled worker's). */
+static int batch_begin(beat_t *b, held_t *h, size_t n) {
+  pthread_mutex_lock(&b->mu);
+  if (!b->started)
+    b->started = pthread_create(&b->tid, NULL, heartbeat, b) == 0 ? 1 : -1;
+  b->held = h;
+  b->nheld = n;
+  pthread_mutex_unlock(&b->mu);
+  return b->started > 0;
+}
+
+/* The batch is done: once a renewal in progress has finished, the
+ * heartbeat forgets it. */
+static void batch_end(beat_t *b) {
+  pthread_mutex_lock(&b->mu);
+  while (b->busy)
+    pthread_cond_wait(&b->cv, &b->mu);
+  b->held = NULL;
+  b->nheld = 0;
+  pthread_mutex_unlock(&b->mu);
+}
+
+static void beat_init(beat_t *b, const dtx__exec_t *ex) {
+  memset(b, 0, sizeof *b);
+  b->ex = *ex;
+  pthread_mutex_init(&b->mu, NULL);
+  pthread_cond_init(&b->cv, NULL);
+}
+
+static void beat_destroy(beat_t *b) {
+  pthread_mutex_lock(&b->mu);
+  b->done = 1;
+  pthread_cond_broadcast(&b->cv);
+  pthread_mutex_unlock(&b->mu);
+  if (b->started > 0)
+    pthread_join(b->tid, NULL);
+  pthread_cond_destroy(&b->cv);
+  pthread_mutex_destroy(&b->mu);
 }
 
 /* ---- one job ---------------------------------------------------------------- */
@@ -107,35 +198,34 @@ static const dtx_job_handler_t *handler_for(const dtx_job_work_opts_t *o,
   return NULL;
 }
 
-/* Runs the handler of the claimed job and records the outcome. */
-static void run_job(shared_t *sh, dtx__exec_t *ex, const json_t *job) {
+/* Runs the handler of the claimed job h->job, in its turn in the batch,
+ * and records the outcome. */
+static void run_job(shared_t *sh, dtx__exec_t *ex, beat_t *b, held_t *h) {
+  const json_t *job = h->job;
   dtx_job_run_t run = {.ex = ex, .epoch = dtx__int(job, "epoch")};
   snprintf(run.id, sizeof run.id, "%s", dtx__str(job, "_id"));
   atomic_init(&run.lost, 0);
+  pthread_mutex_lock(&b->mu);
+  int lost = h->lost;
+  h->run = lost ? NULL : &run;
+  pthread_mutex_unlock(&b->mu);
+  if (lost) { /* taken over while it waited its turn: not ours to run */
+    dtx__tally_ran(&sh->ran, "fenced", 1);
+    return;
+  }
   run.deadline = dtx__mono_ms() + sh->timeout_ms;
-  const dtx_job_handler_t *h = handler_for(sh->o, job);
-  beat_t b = {.run = &run, .job = job};
-  pthread_mutex_init(&b.mu, NULL);
-  pthread_cond_init(&b.cv, NULL);
-  pthread_t tid;
-  int beating = pthread_create(&tid, NULL, heartbeat, &b) == 0;
+  const dtx_job_handler_t *h_fn = handler_for(sh->o, job);
   int hrc;
-  if (!h) {
+  if (!h_fn) {
     hrc = -1;
     dtx_job_fail(&run, "no handler for this job type");
   } else {
-    hrc = h->fn(&run, job, h->arg);
+    hrc = h_fn->fn(&run, job, h_fn->arg);
   }
   int timed_out = dtx__mono_ms() >= run.deadline;
-  if (beating) {
-    pthread_mutex_lock(&b.mu);
-    b.done = 1;
-    pthread_cond_signal(&b.cv);
-    pthread_mutex_unlock(&b.mu);
-    pthread_join(tid, NULL);
-  }
-  pthread_cond_destroy(&b.cv);
-  pthread_mutex_destroy(&b.mu);
+  pthread_mutex_lock(&b->mu);
+  h->run = NULL;
+  pthread_mutex_unlock(&b->mu);
   if (atomic_load(&run.lost)) {
     dtx__tally_ran(&sh->ran, "fenced", 1);
   } else {
@@ -168,6 +258,9 @@ static void run_job(shared_t *sh, dtx__exec_t *ex, const json_t *job) {
       dtx__tally_error(&sh->ran, json_object_get(job, "_id"), rc);
     json_decref(out);
   }
+  pthread_mutex_lock(&b->mu);
+  h->over = 1;
+  pthread_mutex_unlock(&b->mu);
   json_decref(run.result);
   free(run.error);
 }
@@ -194,22 +287,61 @@ static int64_t recover_pass(void *arg, dtx__exec_t *ex) {
   return did;
 }
 
-static int claim(shared_t *sh, dtx__exec_t *ex, json_t **job) {
+/* Claims up to max due jobs of the queue (*jobs: the array won, in claim
+ * order); when none is ready, makes due delayed jobs ready and looks once
+ * more.  DTX_ENOMATCH when nothing is due. */
+static int claim(shared_t *sh, dtx__exec_t *ex, size_t max, json_t **jobs) {
   int64_t moved = 0;
   dtx__call_t c;
   dtx__call_begin(&c, ex->deadline_ms);
   dtx__claim_t cl = {.point = "job.claim", .due = sh->due, .sort = sh->sort,
                      .to = DTX_JOB_RUNNING};
-  int rc = dtx__kit_claim_next(ex, &dtx__job_kind, &cl, job);
+  int rc = dtx__kit_claim_many(ex, &dtx__job_kind, &cl, max, jobs);
   if (rc == DTX_ENOMATCH) {
     /* Nothing ready: make due delayed jobs ready, then look once more. */
     int prc = dtx__job_promote(ex, sh->o->queue, PROMOTE_BATCH, &moved);
     if (prc)
       rc = prc;
     else if (moved)
-      rc = dtx__kit_claim_next(ex, &dtx__job_kind, &cl, job);
+      rc = dtx__kit_claim_many(ex, &dtx__job_kind, &cl, max, jobs);
   }
   return dtx__call_end(&c, rc);
+}
+
+/* How many jobs a thread claims in its next round.  A batch saves the
+ * store a round trip per job for the claim, but its jobs wait their turn
+ * behind one another, while another thread (or process) might have run
+ * them: so a thread claims only what it will start within HOLD_MS (a
+ * quarter of the lease when that is shorter), by its recent time per job,
+ * and grows its batch from 1 by doubling (no hoard before the first
+ * measurement).  Short jobs end up at the option's batch; jobs of
+ * HOLD_MS and more are claimed one at a time. */
+#define HOLD_MS 100.0
+
+typedef struct pace {
+  size_t k, max;
+  double hold_ms;
+  double per_job_ms; /* moving average; 0 before the first batch */
+} pace_t;
+
+static void pace_init(pace_t *p, size_t max, int64_t lease_ms) {
+  p->k = 1;
+  p->max = max;
+  p->hold_ms = (double)lease_ms / 4 < HOLD_MS ? (double)lease_ms / 4
+                                               : HOLD_MS;
+  p->per_job_ms = 0;
+}
+
+static void pace_after(pace_t *p, size_t n, double ms) {
+  if (n == 0)
+    return;
+  double per = ms / (double)n;
+  p->per_job_ms = p->per_job_ms > 0 ? 0.7 * p->per_job_ms + 0.3 * per : per;
+  double fit = p->hold_ms / (p->per_job_ms > 0.01 ? p->per_job_ms : 0.01);
+  size_t k = p->k * 2;
+  if ((double)k > fit)
+    k = fit < 1 ? 1 : (size_t)fit;
+  p->k = k < 1 ? 1 : k > p->max ? p->max : k;
 }
 
 static void *work(void *arg) {
@@ -219,13 +351,39 @@ static void *work(void *arg) {
   dtx__exec_init(&ex, sh->st, sh->o->owner, sh->o->lease_ms,
                  sh->o->deadline_ms);
   dtx__exec_rename(&ex, "%.120s#%d", ex.owner, w->n);
+  beat_t beat;
+  beat_init(&beat, &ex);
   dtx__idle_t idle = {0};
+  pace_t pace;
+  pace_init(&pace, (size_t)sh->batch, ex.lease_ms);
   while (!stopping(sh)) {
-    json_t *job = NULL;
-    int rc = claim(sh, &ex, &job);
+    json_t *jobs = NULL;
+    int rc = claim(sh, &ex, pace.k, &jobs);
+    /* From the claim on: how long its jobs wait behind one another (the
+     * claim's own time, long under contention, must not shrink the batch:
+     * that only makes more claims contend). */
+    int64_t t0 = dtx__mono_ms();
     if (rc == 0) {
-      run_job(sh, &ex, job);
-      json_decref(job);
+      size_t n = json_array_size(jobs);
+      held_t *h = calloc(n, sizeof *h);
+      if (!h) {
+        /* Their leases lapse; recovery takes them over. */
+        dtx__tally_error(&sh->ran, NULL, DTX_ENOMEM);
+        json_decref(jobs);
+        dtx__deadline_sleep_ms(DTX__IDLE_MAX_MS);
+        continue;
+      }
+      for (size_t i = 0; i < n; i++)
+        h[i].job = json_array_get(jobs, i);
+      batch_begin(&beat, h, n);
+      /* Every job claimed is run, also after a stop: each is under this
+       * executor's lease until it ends. */
+      for (size_t i = 0; i < n; i++)
+        run_job(sh, &ex, &beat, &h[i]);
+      batch_end(&beat);
+      free(h);
+      json_decref(jobs);
+      pace_after(&pace, n, (double)(dtx__mono_ms() - t0));
       dtx__idle_busy(&idle);
       dtx__pacer_recover(&sh->pacer, &ex, 0);
       continue;
@@ -244,6 +402,7 @@ static void *work(void *arg) {
     if (dtx__idle_round(&idle, &sh->pacer, &ex, sh->o->once))
       break;
   }
+  beat_destroy(&beat);
   return NULL;
 }
 
@@ -271,10 +430,15 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
   if (opts->lease_ms < 0 || opts->timeout_ms < 0)
     return dtx__call_end(&c, dtx__err(DTX_EINVAL, "lease and timeout must "
                                                   "be >= 0 ms"));
+  if (opts->batch < 0 || opts->batch > DTX__CLAIM_MANY_MAX)
+    return dtx__call_end(&c, dtx__err(DTX_EINVAL, "batch must be from 1 to "
+                                                  "%d jobs, got %d",
+                                      DTX__CLAIM_MANY_MAX, opts->batch));
   if ((rc = dtx__job_setup(st)))
     return dtx__call_end(&c, rc);
   shared_t sh = {.st = st, .o = opts};
   sh.timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;
+  sh.batch = opts->batch > 0 ? opts->batch : DTX_JOB_BATCH;
   sh.due = json_pack("{s:s,s:s}", "state", DTX_JOB_READY, "queue",
                      opts->queue);
   sh.sort = json_pack("{s:i,s:i}", "rank", 1, "run_at", 1);
