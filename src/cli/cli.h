@@ -58,6 +58,30 @@ int dtx__cli_error(int rc, const char *fmt, ...)
 /* Prints "doctx: USAGE: <msg>" and returns DTX_EXIT_USAGE. */
 int dtx__cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Prints "doctx: NAME: line N: <fmt...>" for a bad line of a command's
+ * JSON-lines input (doctx bulk, transfer batch) and returns
+ * DTX_EXIT_USAGE: nothing has run yet. */
+int dtx__cli_bad_line(size_t lineno, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The start of each element of a JSON-lines input: its line number and
+ * the parsed line (owned by the element). */
+typedef struct dtx__cli_jline {
+  size_t lineno;
+  json_t *line;
+} dtx__cli_jline_t;
+
+/* Reads a JSON-lines input -- file PATH, or stdin when file is NULL or
+ * "-" -- into *out, a malloc'd array of *nout elements of `size` bytes,
+ * each starting with a dtx__cli_jline_t and zeroed after it; blank lines
+ * are skipped.  `what` names the input in messages ("bulk: reading the
+ * operations").  Returns 0, or an exit code (printed): a line that is not
+ * JSON is dtx__cli_bad_line.  Free with dtx__cli_jlines_free in every
+ * case. */
+int dtx__cli_read_jlines(const char *file, const char *what, size_t size,
+                         void **out, size_t *nout);
+void dtx__cli_jlines_free(void *lines, size_t n, size_t size);
+
 /* Parses JSON text from argv for argument `what` ("FILTER", "DOC", ...);
  * "-" reads the text from stdin (once per process: a second "-" is a
  * usage error).  On failure prints the error naming `what` and returns

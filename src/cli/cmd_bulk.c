@@ -27,8 +27,7 @@
 
 /* One parsed line: the op (borrowing from `line`, which it owns). */
 typedef struct bline {
-  size_t lineno;
-  json_t *line;
+  dtx__cli_jline_t j; /* first: the line number and the parsed line */
   dtx_bulk_op_t op;
   dtx_update_opts_t uo;
   dtx_fam_opts_t fo;
@@ -58,14 +57,6 @@ static const struct {
 };
 #define NKINDS (sizeof kinds / sizeof kinds[0])
 
-static int bad_line(size_t lineno, int rc, const char *fmt, const char *arg) {
-  char msg[600];
-  snprintf(msg, sizeof msg, fmt, arg);
-  fflush(stdout);
-  fprintf(stderr, "doctx: %s: line %zu: %s\n", dtx_errname(rc), lineno, msg);
-  return DTX_EXIT_USAGE;
-}
-
 /* A boolean member (absent: 0); -1 when it is not a boolean. */
 static int get_bool(const json_t *body, const char *key) {
   const json_t *v = json_object_get(body, key);
@@ -75,9 +66,10 @@ static int get_bool(const json_t *body, const char *key) {
 /* Checks one line's shape and compiles its parts; fills l->op.  0 or an
  * exit code (printed). */
 static int parse_line(const char *coll, bline_t *l) {
-  json_t *v = l->line;
+  size_t ln = l->j.lineno;
+  json_t *v = l->j.line;
   if (!json_is_object(v) || json_object_size(v) != 1)
-    return bad_line(l->lineno, DTX_EINVAL, "%s",
+    return dtx__cli_bad_line(ln, DTX_EINVAL, "%s",
                     "an operation is an object with one key: insertOne, "
                     "updateOne, deleteOne, findOneAndUpdate or "
                     "findOneAndDelete");
@@ -87,9 +79,11 @@ static int parse_line(const char *coll, bline_t *l) {
   while (k < NKINDS && strcmp(kinds[k].name, name) != 0)
     k++;
   if (k == NKINDS)
-    return bad_line(l->lineno, DTX_EINVAL, "unknown operation '%s'", name);
+    return dtx__cli_bad_line(ln, DTX_EINVAL, "unknown operation '%.200s'",
+                             name);
   if (!json_is_object(body))
-    return bad_line(l->lineno, DTX_EINVAL, "%s must be an object", name);
+    return dtx__cli_bad_line(ln, DTX_EINVAL, "%.200s must be an object",
+                             name);
   const char *key;
   json_t *f;
   json_object_foreach(body, key, f) {
@@ -97,7 +91,8 @@ static int parse_line(const char *coll, bline_t *l) {
     while (kinds[k].keys[j] && strcmp(kinds[k].keys[j], key) != 0)
       j++;
     if (!kinds[k].keys[j])
-      return bad_line(l->lineno, DTX_EINVAL, "unknown field '%s'", key);
+      return dtx__cli_bad_line(ln, DTX_EINVAL, "unknown field '%.200s'",
+                               key);
   }
   dtx_bulk_op_t *op = &l->op;
   op->kind = kinds[k].kind;
@@ -112,40 +107,40 @@ static int parse_line(const char *coll, bline_t *l) {
   int upsert = get_bool(body, "upsert");
   int bypass = get_bool(body, "bypassDocumentValidation");
   if (upsert < 0 || bypass < 0)
-    return bad_line(l->lineno, DTX_EINVAL, "%s",
+    return dtx__cli_bad_line(ln, DTX_EINVAL, "%s",
                     "upsert and bypassDocumentValidation are booleans");
   if (ret && (!json_is_string(ret) ||
               (strcmp(json_string_value(ret), "before") != 0 &&
                strcmp(json_string_value(ret), "after") != 0)))
-    return bad_line(l->lineno, DTX_EINVAL, "%s",
+    return dtx__cli_bad_line(ln, DTX_EINVAL, "%s",
                     "returnDocument is \"before\" or \"after\"");
   int rc = 0;
   if (op->kind == DTX_BULK_INSERT) {
     if (!json_is_object(op->doc))
-      return bad_line(l->lineno, DTX_EINVAL, "%s",
+      return dtx__cli_bad_line(ln, DTX_EINVAL, "%s",
                       "insertOne needs a \"document\" object");
     const json_t *id = json_object_get(op->doc, "_id");
     if (id && (rc = dtx_check_id(id)) < 0)
-      return bad_line(l->lineno, rc, "%s", dtx_errdetail());
+      return dtx__cli_bad_line(ln, rc, "%s", dtx_errdetail());
   } else {
     if (!json_is_object(op->filter))
-      return bad_line(l->lineno, DTX_EBADQUERY, "%s",
+      return dtx__cli_bad_line(ln, DTX_EBADQUERY, "%s",
                       "\"filter\" must be an object");
     if ((rc = dtx_check_filter(op->filter)) < 0)
-      return bad_line(l->lineno, rc, "filter: %s", dtx_errdetail());
+      return dtx__cli_bad_line(ln, rc, "filter: %s", dtx_errdetail());
   }
   int updates = op->kind == DTX_BULK_UPDATE_ONE ||
                 op->kind == DTX_BULK_FIND_ONE_AND_UPDATE;
   if (updates) {
     if (!json_is_object(op->update))
-      return bad_line(l->lineno, DTX_EBADUPDATE, "%s",
+      return dtx__cli_bad_line(ln, DTX_EBADUPDATE, "%s",
                       "\"update\" must be an object");
     if ((rc = dtx_check_update(op->update, afs, 0)) < 0)
-      return bad_line(l->lineno, rc, "update: %s", dtx_errdetail());
+      return dtx__cli_bad_line(ln, rc, "update: %s", dtx_errdetail());
   }
   if ((sort && (rc = dtx_check_sort(sort)) < 0) ||
       (proj && (rc = dtx_check_projection(proj)) < 0))
-    return bad_line(l->lineno, rc, "%s", dtx_errdetail());
+    return dtx__cli_bad_line(ln, rc, "%s", dtx_errdetail());
   switch (op->kind) {
   case DTX_BULK_INSERT:
     l->io.bypass_validation = bypass;
@@ -195,45 +190,6 @@ static json_t *result_json(const dtx_bulk_op_t *op,
   }
 }
 
-/* Reads the input: every non-blank line parsed as JSON.  0, or an exit
- * code (printed). */
-static int read_lines(FILE *in, bline_t **out, size_t *nout) {
-  char *buf = NULL;
-  size_t cap = 0, n = 0, capl = 0, lineno = 0;
-  bline_t *ls = NULL;
-  ssize_t len;
-  int ec = 0;
-  errno = 0;
-  while ((len = getline(&buf, &cap, in)) >= 0) {
-    lineno++;
-    if (strspn(buf, " \t\r\n") == (size_t)len)
-      continue;
-    if (n == capl) {
-      capl = capl ? capl * 2 : 64;
-      bline_t *nl = realloc(ls, capl * sizeof *nl);
-      if (!nl) {
-        ec = dtx__cli_error(DTX_ENOMEM, "reading operations");
-        break;
-      }
-      ls = nl;
-    }
-    memset(&ls[n], 0, sizeof ls[n]);
-    ls[n].lineno = lineno;
-    int rc = dtx_json_parse(buf, &ls[n].line);
-    if (rc < 0) {
-      ec = bad_line(lineno, rc, "%s", dtx_errdetail());
-      break;
-    }
-    n++;
-  }
-  if (!ec && ferror(in))
-    ec = dtx__cli_usage("bulk: reading the operations: %s", strerror(errno));
-  free(buf);
-  *out = ls;
-  *nout = n;
-  return ec;
-}
-
 /* Exit code of one failed operation: 4 for the store's failures, else 3. */
 static int op_exit(int rc) {
   return dtx__cli_exit_code(rc) == DTX_EXIT_BACKEND ? DTX_EXIT_BACKEND
@@ -262,14 +218,10 @@ int dtx__cmd_bulk(dtx_cli_t *cli, int argc, char **argv) {
   int rc = dtx_check_collection(coll);
   if (rc < 0)
     return dtx__cli_fail(rc);
-  FILE *in = stdin;
-  if (file && strcmp(file, "-") != 0 && !(in = fopen(file, "r")))
-    return dtx__cli_usage("bulk: cannot open %s: %s", file, strerror(errno));
   bline_t *ls = NULL;
   size_t n = 0;
-  int ec = read_lines(in, &ls, &n);
-  if (in != stdin)
-    fclose(in);
+  int ec = dtx__cli_read_jlines(file, "bulk: reading the operations",
+                                sizeof *ls, (void **)&ls, &n);
   for (size_t i = 0; !ec && i < n; i++)
     ec = parse_line(coll, &ls[i]);
   dtx_store_t *st = ec ? NULL : dtx__cli_store(cli, &ec);
@@ -295,9 +247,7 @@ int dtx__cmd_bulk(dtx_cli_t *cli, int argc, char **argv) {
     }
     dtx_bulk_results_clear(res + from, k);
   }
-  for (size_t i = 0; i < n; i++)
-    json_decref(ls[i].line);
-  free(ls);
+  dtx__cli_jlines_free(ls, n, sizeof *ls);
   free(ops);
   free(res);
   return ec ? ec : worst;

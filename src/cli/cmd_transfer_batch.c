@@ -26,89 +26,41 @@
 #define BATCH_CHUNK 64
 
 typedef struct tline {
-  size_t lineno;
-  json_t *line; /* owns the strings req borrows */
+  dtx__cli_jline_t j; /* first; its line owns the strings req borrows */
   dtx_transfer_req_t req;
 } tline_t;
 
-static int bad_line(size_t lineno, int rc, const char *msg) {
-  fflush(stdout);
-  fprintf(stderr, "doctx: %s: line %zu: %s\n", dtx_errname(rc), lineno, msg);
-  return DTX_EXIT_USAGE;
-}
-
 /* Checks one line's shape, then the request (the library's check). */
 static int parse_line(tline_t *l) {
-  json_t *v = l->line, *f;
+  size_t ln = l->j.lineno;
+  json_t *v = l->j.line, *f;
   const char *key;
   if (!json_is_object(v))
-    return bad_line(l->lineno, DTX_EINVAL, "a transfer is an object "
-                    "{\"from\", \"to\", \"amount\"[, \"id\"]}");
+    return dtx__cli_bad_line(ln, DTX_EINVAL, "a transfer is an object "
+                             "{\"from\", \"to\", \"amount\"[, \"id\"]}");
   json_object_foreach(v, key, f) {
     if (strcmp(key, "from") && strcmp(key, "to") && strcmp(key, "amount") &&
         strcmp(key, "id")) {
-      char msg[300];
-      snprintf(msg, sizeof msg, "unknown field '%.200s' (from, to, amount, "
-               "id)", key);
-      return bad_line(l->lineno, DTX_EINVAL, msg);
+      return dtx__cli_bad_line(ln, DTX_EINVAL, "unknown field '%.200s' "
+                               "(from, to, amount, id)", key);
     }
   }
   json_t *from = json_object_get(v, "from"), *to = json_object_get(v, "to");
   json_t *amount = json_object_get(v, "amount"), *id = json_object_get(v, "id");
   if (!json_is_string(from) || !json_is_string(to))
-    return bad_line(l->lineno, DTX_EINVAL, "\"from\" and \"to\" must be "
-                    "account ids (strings)");
+    return dtx__cli_bad_line(ln, DTX_EINVAL, "\"from\" and \"to\" must be "
+                             "account ids (strings)");
   if (!json_is_integer(amount))
-    return bad_line(l->lineno, DTX_EINVAL, "\"amount\" must be a positive "
-                    "integer in minor units");
+    return dtx__cli_bad_line(ln, DTX_EINVAL, "\"amount\" must be a "
+                             "positive integer in minor units");
   if (id && !json_is_string(id))
-    return bad_line(l->lineno, DTX_EINVAL, "\"id\" must be a string");
+    return dtx__cli_bad_line(ln, DTX_EINVAL, "\"id\" must be a string");
   l->req = (dtx_transfer_req_t){.id = id ? json_string_value(id) : NULL,
                                 .from = json_string_value(from),
                                 .to = json_string_value(to),
                                 .amount = (int64_t)json_integer_value(amount)};
   int rc = dtx_transfer_req_check(&l->req);
-  return rc ? bad_line(l->lineno, rc, dtx_errdetail()) : 0;
-}
-
-/* Reads the input: every non-blank line parsed as JSON.  0, or an exit
- * code (printed). */
-static int read_lines(FILE *in, tline_t **out, size_t *nout) {
-  char *buf = NULL;
-  size_t cap = 0, n = 0, capl = 0, lineno = 0;
-  tline_t *ls = NULL;
-  ssize_t len;
-  int ec = 0;
-  errno = 0;
-  while ((len = getline(&buf, &cap, in)) >= 0) {
-    lineno++;
-    if (strspn(buf, " \t\r\n") == (size_t)len)
-      continue;
-    if (n == capl) {
-      capl = capl ? capl * 2 : 64;
-      tline_t *nl = realloc(ls, capl * sizeof *nl);
-      if (!nl) {
-        ec = dtx__cli_error(DTX_ENOMEM, "reading transfers");
-        break;
-      }
-      ls = nl;
-    }
-    memset(&ls[n], 0, sizeof ls[n]);
-    ls[n].lineno = lineno;
-    int rc = dtx_json_parse(buf, &ls[n].line);
-    if (rc < 0) {
-      ec = bad_line(lineno, rc, dtx_errdetail());
-      break;
-    }
-    n++;
-  }
-  if (!ec && ferror(in))
-    ec = dtx__cli_usage("transfer batch: reading the transfers: %s",
-                        strerror(errno));
-  free(buf);
-  *out = ls;
-  *nout = n;
-  return ec;
+  return rc ? dtx__cli_bad_line(ln, rc, "%s", dtx_errdetail()) : 0;
 }
 
 /* The exit code `doctx transfer` gives this outcome alone. */
@@ -123,15 +75,10 @@ static int line_exit(const dtx_transfer_result_t *r) {
 
 int dtx__cmd_transfer_batch(dtx_cli_t *cli, const char *file,
                             int64_t deadline_ms, int verbose) {
-  FILE *in = stdin;
-  if (file && strcmp(file, "-") != 0 && !(in = fopen(file, "r")))
-    return dtx__cli_usage("transfer batch: cannot open %s: %s", file,
-                          strerror(errno));
   tline_t *ls = NULL;
   size_t n = 0;
-  int ec = read_lines(in, &ls, &n);
-  if (in != stdin)
-    fclose(in);
+  int ec = dtx__cli_read_jlines(file, "transfer batch: reading the transfers",
+                                sizeof *ls, (void **)&ls, &n);
   for (size_t i = 0; !ec && i < n; i++)
     ec = parse_line(&ls[i]);
   dtx_store_t *st = ec || n == 0 ? NULL : dtx__cli_store_armed(cli, &ec);
@@ -151,7 +98,7 @@ int dtx__cmd_transfer_batch(dtx_cli_t *cli, const char *file,
         json_t *e = json_pack("{s:s,s:s,s:I}", "error",
                               dtx_errname(res[i].rc), "detail",
                               res[i].detail ? res[i].detail : "", "line",
-                              (json_int_t)ls[i].lineno);
+                              (json_int_t)ls[i].j.lineno);
         if (e)
           dtx__cli_print_json(e);
         else
@@ -165,9 +112,7 @@ int dtx__cmd_transfer_batch(dtx_cli_t *cli, const char *file,
     }
     dtx_transfer_results_clear(res + from, k);
   }
-  for (size_t i = 0; i < n; i++)
-    json_decref(ls[i].line);
-  free(ls);
+  dtx__cli_jlines_free(ls, n, sizeof *ls);
   free(reqs);
   free(res);
   return ec ? ec : worst;

@@ -160,6 +160,69 @@ int dtx__cli_usage(const char *fmt, ...) {
   return DTX_EXIT_USAGE;
 }
 
+int dtx__cli_bad_line(size_t lineno, int rc, const char *fmt, ...) {
+  va_list ap;
+  fflush(stdout);
+  fprintf(stderr, "doctx: %s: line %zu: ", dtx_errname(rc), lineno);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  return DTX_EXIT_USAGE;
+}
+
+int dtx__cli_read_jlines(const char *file, const char *what, size_t size,
+                         void **out, size_t *nout) {
+  FILE *in = stdin;
+  char *buf = NULL, *ls = NULL;
+  size_t cap = 0, n = 0, capl = 0, lineno = 0;
+  ssize_t len;
+  int ec = 0;
+  *out = NULL;
+  *nout = 0;
+  if (file && strcmp(file, "-") != 0 && !(in = fopen(file, "r")))
+    return dtx__cli_usage("%s: cannot open %s: %s", what, file,
+                          strerror(errno));
+  errno = 0;
+  while ((len = getline(&buf, &cap, in)) >= 0) {
+    lineno++;
+    if (strspn(buf, " \t\r\n") == (size_t)len)
+      continue;
+    if (n == capl) {
+      capl = capl ? capl * 2 : 64;
+      char *nl = realloc(ls, capl * size);
+      if (!nl) {
+        ec = dtx__cli_error(DTX_ENOMEM, "%s", what);
+        break;
+      }
+      ls = nl;
+    }
+    dtx__cli_jline_t *l = (dtx__cli_jline_t *)(ls + n * size);
+    memset(l, 0, size);
+    l->lineno = lineno;
+    int rc = dtx_json_parse(buf, &l->line);
+    if (rc < 0) {
+      ec = dtx__cli_bad_line(lineno, rc, "%s", dtx_errdetail());
+      break;
+    }
+    n++;
+  }
+  if (!ec && ferror(in))
+    ec = dtx__cli_usage("%s: %s", what, strerror(errno));
+  if (in != stdin)
+    fclose(in);
+  free(buf);
+  *out = ls;
+  *nout = n;
+  return ec;
+}
+
+void dtx__cli_jlines_free(void *lines, size_t n, size_t size) {
+  for (size_t i = 0; lines && i < n; i++)
+    json_decref(((dtx__cli_jline_t *)((char *)lines + i * size))->line);
+  free(lines);
+}
+
 /* Reads all of stdin for a "-" argument.  Only one argument of a command
  * line can be "-": stdin is read once. */
 static char *read_stdin(const char *what) {
