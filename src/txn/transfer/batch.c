@@ -236,6 +236,18 @@ static void round_insert(dtx__exec_t *ex, item_t *its, size_t n,
   dtx__kit_ops_clear(ops, k);
 }
 
+/* Appends the pair u (its filters and updates, stolen) to the round's
+ * steps ops[k..]; returns the new count. */
+static size_t add_pair(dtx__kit_op_t *ops, size_t k, const dtx__kit_upd_t *u) {
+  for (int j = 0; j < 2; j++)
+    ops[k++] = (dtx__kit_op_t){.kind = DTX_BULK_UPDATE_ONE,
+                               .point = u[j].point,
+                               .coll = u[j].coll,
+                               .filter = u[j].filter,
+                               .update = u[j].update};
+  return k;
+}
+
 /* The pair rounds' common end for transfer it, whose steps are ops[it->op]
  * and the next: a step that failed for good ends it (as alone), then the
  * pair's done point; 1 when it goes on (in the lockstep or split). */
@@ -274,12 +286,7 @@ static void round_pair(dtx__exec_t *ex, item_t *its, size_t n,
     }
     it->pair = 1;
     it->op = k;
-    for (int j = 0; j < 2; j++)
-      ops[k++] = (dtx__kit_op_t){.kind = DTX_BULK_UPDATE_ONE,
-                                 .point = u[j].point,
-                                 .coll = u[j].coll,
-                                 .filter = u[j].filter,
-                                 .update = u[j].update};
+    k = add_pair(ops, k, u);
   }
   (void)dtx__kit_run(ex, ops, k);
   for (i = 0; i < n; i++) {
@@ -350,12 +357,7 @@ static void round_clear_credit(dtx__exec_t *ex, item_t *its, size_t n,
       continue;
     dtx__tx_clear_credit_ops(it->tx, u, &it->cinc, &it->binc);
     it->op = k;
-    for (int j = 0; j < 2; j++)
-      ops[k++] = (dtx__kit_op_t){.kind = DTX_BULK_UPDATE_ONE,
-                                 .point = u[j].point,
-                                 .coll = u[j].coll,
-                                 .filter = u[j].filter,
-                                 .update = u[j].update};
+    k = add_pair(ops, k, u);
   }
   (void)dtx__kit_run(ex, ops, k);
   for (i = 0; i < n; i++) {
