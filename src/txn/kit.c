@@ -77,7 +77,9 @@ int dtx__transient(int rc) {
          rc == DTX_EFAULT;
 }
 
-int dtx__retry_again(dtx__retry_t *r, int *rc, const char *what) {
+int dtx__retry_next(dtx__retry_t *r, int *rc, const char *what,
+                    int64_t *pause_ms) {
+  *pause_ms = 0;
   if (*rc == 0 || !dtx__transient(*rc))
     return 0;
   if (dtx__deadline_passed()) {
@@ -88,8 +90,16 @@ int dtx__retry_again(dtx__retry_t *r, int *rc, const char *what) {
   }
   if (++r->attempt >= STEP_RETRIES)
     return 0;
-  dtx__deadline_sleep_ms(1LL << ((r->attempt - 1) * 2)); /* 1, 4, 16 ms */
+  *pause_ms = 1LL << ((r->attempt - 1) * 2); /* 1, 4, 16 ms */
   return 1;
+}
+
+int dtx__retry_again(dtx__retry_t *r, int *rc, const char *what) {
+  int64_t pause;
+  int again = dtx__retry_next(r, rc, what, &pause);
+  if (again)
+    dtx__deadline_sleep_ms(pause);
+  return again;
 }
 
 /* ---- contention ----------------------------------------------------------------- */

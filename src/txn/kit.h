@@ -118,6 +118,13 @@ typedef struct dtx__retry {
  */
 int dtx__retry_again(dtx__retry_t *r, int *rc, const char *what);
 
+/* dtx__retry_again without its pause: *pause_ms is the backoff it would
+ * have slept (0 when it returns 0).  For a caller retrying many steps in
+ * one round (dtx__kit_run), which pauses once, for the longest of them,
+ * rather than once per step. */
+int dtx__retry_next(dtx__retry_t *r, int *rc, const char *what,
+                    int64_t *pause_ms);
+
 /* ---- contention: optimistic races lost to a concurrent writer ------------ */
 
 /* A step may lose a race instead of failing: a unique index took the key

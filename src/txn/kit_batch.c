@@ -122,19 +122,26 @@ int dtx__kit_run(dtx__exec_t *ex, dtx__kit_op_t *ops, size_t n) {
     }
     if (k)
       dtx_bulk_results_clear(res, k);
-    /* Who goes again: a transient failure, under the one retry policy. */
+    /* Who goes again: a transient failure, under the one retry policy.
+     * The round pauses once, for the longest backoff among them: a pause
+     * per step would add up over a wide round (128 steps of a batch of 64
+     * transfers, all failing while the store is away, would sleep 128
+     * times the backoff before their next attempt). */
     int again = 0;
+    int64_t pause = 0, p;
     for (i = 0; i < n; i++) {
       if (!pending[i])
         continue;
       int rc = ops[i].rc;
-      pending[i] = (char)dtx__retry_again(&r[i], &rc, ops[i].point);
+      pending[i] = (char)dtx__retry_next(&r[i], &rc, ops[i].point, &p);
       if (rc != ops[i].rc) /* the deadline stopped it: its own words */
         set_failed(&ops[i], rc, dtx_errdetail());
       again |= pending[i];
+      pause = p > pause ? p : pause;
     }
     if (!again)
       break;
+    dtx__deadline_sleep_ms(pause);
   }
   free(r);
   free(pending);
