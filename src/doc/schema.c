@@ -149,20 +149,36 @@ typedef struct where {
   size_t n;
 } where_t;
 
+/* Appends len bytes of t, truncating at the buffer's end as snprintf
+ * would.  Plain copies, not snprintf: every property of every write's
+ * schema check passes here, and formatting showed in profiles (~3 % of
+ * a batched transfer on SQLite). */
+static void where_add(where_t *w, const char *t, size_t len) {
+  size_t room = sizeof w->buf - 1 - w->n;
+  if (len > room)
+    len = room;
+  memcpy(w->buf + w->n, t, len);
+  w->n += len;
+  w->buf[w->n] = '\0';
+}
+
+/* Appends "." (unless empty), then fmt with s for its one "%s", or, when
+ * s is NULL, the index i (fmt is then "%zu"). */
 static size_t where_push(where_t *w, const char *fmt, const char *s,
                          size_t i) {
   size_t save = w->n;
-  if (w->n < sizeof w->buf) {
-    int k = snprintf(w->buf + w->n, sizeof w->buf - w->n, "%s", w->n ? "." : "");
-    w->n += (size_t)k;
+  if (w->n)
+    where_add(w, ".", 1);
+  if (s) {
+    const char *p = strstr(fmt, "%s");
+    where_add(w, fmt, (size_t)(p - fmt));
+    where_add(w, s, strlen(s));
+    where_add(w, p + 2, strlen(p + 2));
+  } else {
+    char num[24];
+    int k = snprintf(num, sizeof num, "%zu", i);
+    where_add(w, num, (size_t)k);
   }
-  if (w->n < sizeof w->buf) {
-    int k = s ? snprintf(w->buf + w->n, sizeof w->buf - w->n, fmt, s)
-              : snprintf(w->buf + w->n, sizeof w->buf - w->n, fmt, i);
-    w->n += (size_t)k;
-  }
-  if (w->n >= sizeof w->buf)
-    w->n = sizeof w->buf - 1;
   return save;
 }
 

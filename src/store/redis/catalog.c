@@ -62,31 +62,41 @@ void dtx__rd_key_prefix(char out[RD_KPMAX], const char *ns) {
 }
 
 static void put_tag(rd_buf_t *o, const rd_coll_t *co, int bucket) {
-  dtx__rd_putf(o, "{%s:%s:%d}", co->name, co->gen, bucket);
+  dtx__rd_putc(o, '{');
+  dtx__rd_puts(o, co->name);
+  dtx__rd_putc(o, ':');
+  dtx__rd_puts(o, co->gen);
+  dtx__rd_putc(o, ':');
+  dtx__rd_puti(o, bucket);
+  dtx__rd_putc(o, '}');
 }
 
 void dtx__rd_key_doc(rd_buf_t *o, const rd_coll_t *co, int bucket,
                      const char *id, size_t idlen) {
-  dtx__rd_putf(o, "%sd:", co->kp);
+  dtx__rd_puts(o, co->kp);
+  dtx__rd_put(o, "d:", 2);
   put_tag(o, co, bucket);
   dtx__rd_put(o, id, idlen);
 }
 
 void dtx__rd_key_members(rd_buf_t *o, const rd_coll_t *co, int bucket) {
-  dtx__rd_putf(o, "%sc:", co->kp);
+  dtx__rd_puts(o, co->kp);
+  dtx__rd_put(o, "c:", 2);
   put_tag(o, co, bucket);
 }
 
 void dtx__rd_key_stamp(rd_buf_t *o, const rd_coll_t *co, int bucket) {
-  dtx__rd_putf(o, "%sm:", co->kp);
+  dtx__rd_puts(o, co->kp);
+  dtx__rd_put(o, "m:", 2);
   put_tag(o, co, bucket);
 }
 
 void dtx__rd_key_index(rd_buf_t *o, const rd_coll_t *co, int bucket,
                        int64_t ixid) {
-  dtx__rd_putf(o, "%sx:", co->kp);
+  dtx__rd_puts(o, co->kp);
+  dtx__rd_put(o, "x:", 2);
   put_tag(o, co, bucket);
-  dtx__rd_putf(o, "%lld", (long long)ixid);
+  dtx__rd_puti(o, (long long)ixid);
 }
 
 void dtx__rd_key_claim(rd_buf_t *o, const rd_coll_t *co, int64_t ixid,
