@@ -75,6 +75,17 @@ outcome >"$WORK/single.out"
 if cmp -s "$WORK/batched.out" "$WORK/single.out"; then ok; else
   bad "mixed: batched and one-at-a-time outcomes differ: $(diff "$WORK/batched.out" "$WORK/single.out" | head -10)"
 fi
+# Again with a lease so short that the batch renews it on the transfers
+# still to go before their commit and before each split one's drive
+# (batch.c, keep_leases): the same outcomes.
+mixed_store short_lease
+run_bounded 120 "$WORK/ws.log" "$DOCTX" --store "$S" worker --once --batch 16 \
+  --lease-ms 8 || bad "mixed: worker --lease-ms 8: $(tail -3 "$WORK/ws.log")"
+audit_clean "mixed short lease"
+outcome >"$WORK/short.out"
+if cmp -s "$WORK/short.out" "$WORK/single.out"; then ok; else
+  bad "mixed: short-lease and one-at-a-time outcomes differ: $(diff "$WORK/short.out" "$WORK/single.out" | head -10)"
+fi
 # Each kind of outcome is there (the comparison is not of two empty runs).
 for want in '"state":"succeeded"' 'insufficient funds' 'no such account'; do
   grep -q "$want" "$WORK/batched.out" && ok || bad "mixed: no '$want' outcome"

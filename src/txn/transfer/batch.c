@@ -21,6 +21,16 @@
  *                                                          transfer.clear_credit.done
  *   6      finish (move)                                   transfer.finish
  *
+ * THE WORKER'S BATCH (dtx__tx_drive_claimed_many).  Transfers a worker
+ * claimed together (claim-many: initiated -> preparing, transfer.claim)
+ * enter the same rounds at round 1' -- one find of their payers, for the
+ * debit's min_balance -- and go on from round 3; they were claimed at
+ * their own epoch, not 1 (B2 holds with "at the epoch of its claim").  A
+ * gone payer splits with prepare's verdict (no such account).  Their
+ * leases are the claim's: renewed before the commit round and before
+ * each split transfer's drive once a quarter of the lease has passed
+ * (keep_leases).
+ *
  * FALLBACK RULE.  A transfer whose step deviates from the happy path -- an
  * invalid request or a missing account (it ends at once, as alone:
  * nothing recorded), an id that exists or came earlier in the batch, a
@@ -425,6 +435,42 @@ static void round_clear_credit(dtx__exec_t *ex, item_t *its, size_t n,
   dtx__kit_ops_clear(ops, k);
 }
 
+/* ---- leases of a claimed batch ------------------------------------------------ */
+
+/* A claimed batch (the worker's) holds its transfers under the lease of
+ * their claim, taken just before `since` (dtx__mono_ms).  When the rounds
+ * (or the split transfers driven one after another) have used a quarter
+ * of it, it is renewed on the preparing transfers still to be driven,
+ * before their next fenced step: a lapsed lease lets recovery take them
+ * over, which is safe (the fenced commit fails, the drive rereads) but
+ * must not be what a slow batch normally meets.  A renewal that finds
+ * the transfer gone from this executor changes nothing: its next step
+ * finds that too. */
+static void keep_lease(dtx__exec_t *ex, item_t *it, int64_t *since) {
+  json_t *out = NULL;
+  if (*since < 0 || dtx__mono_ms() - *since < ex->lease_ms / 4 ||
+      it->lane == L_DONE || !it->tx ||
+      !dtx__state_is(it->tx, DTX_ST_PREPARING))
+    return;
+  if (dtx__kit_renew(ex, TX, it->tx, &out) == 0 && out) {
+    json_decref(it->tx);
+    it->tx = out;
+  } else {
+    json_decref(out);
+    dtx__err_clear();
+  }
+}
+
+static void keep_leases(dtx__exec_t *ex, item_t *its, size_t n,
+                        int64_t *since) {
+  int64_t at = dtx__mono_ms();
+  if (*since < 0 || at - *since < ex->lease_ms / 4)
+    return;
+  for (size_t i = 0; i < n; i++)
+    keep_lease(ex, &its[i], since);
+  *since = at; /* renewed from here on */
+}
+
 /* ---- the transfers that left the lockstep ---------------------------------- */
 
 /* Goes on alone from where the split left it, as the sequential drive
@@ -486,6 +532,9 @@ static void item_clear(item_t *it) {
  * requests) or claimed by a worker (claimed 1: from the payers' read,
  * each it->tx a transfer this executor holds in preparing). */
 static void run(dtx__exec_t *ex, item_t *its, size_t n, int claimed) {
+  /* Submitted transfers are claimed by their insert, moments before the
+   * commit: only a worker's batch keeps its leases (keep_leases). */
+  int64_t since = claimed ? dtx__mono_ms() : -1;
   dtx__kit_op_t *ops = calloc(2 * n, sizeof *ops);
   const json_t **docs = calloc(n, sizeof *docs);
   dtx__move_t *m = calloc(n, sizeof *m);
@@ -512,6 +561,7 @@ static void run(dtx__exec_t *ex, item_t *its, size_t n, int claimed) {
       round_insert(ex, its, n, ops);
     }
     round_pair(ex, its, n, ops);
+    keep_leases(ex, its, n, &since);
     round_move(ex, its, n, &commit, 0, docs, m, outs, rcs, details, at);
     round_clear_credit(ex, its, n, ops);
     round_move(ex, its, n, &fin, 1, docs, m, outs, rcs, details, at);
@@ -519,8 +569,10 @@ static void run(dtx__exec_t *ex, item_t *its, size_t n, int claimed) {
     for (int pass = 0; pass < 2; pass++)
       for (i = 0; i < n; i++)
         if (its[i].lane == L_SPLIT &&
-            (its[i].resume == R_EXISTING) == (pass == 1))
+            (its[i].resume == R_EXISTING) == (pass == 1)) {
+          keep_leases(ex, its, n, &since); /* those still to go */
           resume(ex, &its[i]);
+        }
   }
   free(ops);
   free(docs);

@@ -21,6 +21,8 @@
  *   (record preparing, claimed by   batch.c round 2     transfer.submit
  *    the executor: synchronous)     (_execute, _many)
  *   initiated -> preparing          claim(), claim_next transfer.claim
+ *    (the worker: up to --batch     tx_claim_many,      transfer.claim
+ *    at once, driven by batch.c)    tx_drive_many
  *   (payer: debit + debit marker)   prepare()  } one    transfer.debit
  *   (payee: credit marker)          prepare()  } batch  transfer.mark_payee
  *   (both results back)             prepare()           transfer.debit_mark.done
