@@ -4,6 +4,11 @@
  * against one store) and drive it, and now and then run the recovery
  * pass for what others abandoned.
  *
+ * A pattern with a batched path (claim_many + drive_many: transfers) is
+ * served a batch at a time instead when the worker's batch is above 1:
+ * up to that many due items claimed in one round and driven together, in
+ * one call frame, each counted as run_one counts it (run_batch).
+ *
  * Each item runs in its own call frame, so one deadline bounds it.  When
  * no pattern has anything due, a thread backs off (the kit's pace,
  * dtx__idle_round) instead of spinning.  With `once`, a claim that fails
