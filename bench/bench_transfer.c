@@ -5,10 +5,13 @@
  *
  * usage: bench_transfer [--accounts N] [--transfers M] [--workers W]
  *                       [--hot PCT] [--rounds R] [--sync full|normal|both]
- *                       [--store URI] [--batch B]
+ *                       [--store URI] [--batch B] [--worker-batch K]
  * Without --hot it runs uniform and 90%-hot workloads.  Each round also
  * runs the batched row: the same transfers, each worker taking B at a time
- * into one dtx_transfer_execute_many (default 16; 0: no batched row).  With --store the
+ * into one dtx_transfer_execute_many (default 16; 0: no batched row).
+ * With --worker-batch K (default 16; 0: none) also the async+worker rows:
+ * the same transfers submitted --async, then timed while `worker --once`
+ * (W threads) drains them claiming 1, then K, at a time.  With --store the
  * doctx side runs on that store (its collections are emptied) and the
  * native side still on SQLite.  Prints transfers/s (median of the rounds),
  * p50/p99 latency, store operations per transfer and the ratio. */
@@ -26,6 +29,7 @@
 
 typedef struct cfg {
   int accounts, transfers, workers, rounds, batch;
+  int worker_rows, wbatch; /* the async+worker rows: --worker-batch K */
   const char *sync, *store, *dir;
 } cfg_t;
 
@@ -177,6 +181,69 @@ static result_t run_doctx(const cfg_t *c, const pair_t *pairs, double *lat,
   return res;
 }
 
+/* The async+worker row: all transfers submitted (--async, not timed),
+ * then `doctx worker --once` with W threads and a claim batch of k times
+ * draining them (timed: transfers/s of the drain; no per-transfer
+ * latency). */
+static result_t run_worker(const cfg_t *c, const pair_t *pairs, int round,
+                           int k) {
+  char uri[512];
+  result_t res = {.p50 = -1, .p99 = -1};
+  dtx_store_t *st = NULL;
+  if (c->store)
+    snprintf(uri, sizeof uri, "%s", c->store);
+  else
+    snprintf(uri, sizeof uri, "sqlite:%s/doctx-%s-%d-w%d.db?sync=%s", c->dir,
+             c->sync, round, k, c->sync);
+  if (dtx_store_open(uri, &st)) {
+    fprintf(stderr, "open %s: %s\n", uri, dtx_errdetail());
+    res.errors = c->transfers;
+    return res;
+  }
+  dtx_store_drop_collection_ex(st, DTX_ACCOUNTS, &(dtx_drop_opts_t){1});
+  dtx_store_drop_collection_ex(st, DTX_OPENINGS, &(dtx_drop_opts_t){1});
+  dtx_store_drop_collection_ex(st, DTX_TRANSFERS, &(dtx_drop_opts_t){1});
+  for (int i = 0; i < c->accounts; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "a%d", i);
+    dtx_account_create(st, id, &(dtx_account_opts_t){.balance = 1000000000},
+                       NULL);
+  }
+  for (int i = 0; i < c->transfers; i++) {
+    char from[32], to[32];
+    json_t *tx = NULL;
+    snprintf(from, sizeof from, "a%d", pairs[i].from);
+    snprintf(to, sizeof to, "a%d", pairs[i].to);
+    dtx_transfer_req_t req = {.from = from, .to = to,
+                              .amount = pairs[i].amount};
+    if (dtx_transfer_submit(st, &req, &tx))
+      res.errors++;
+    json_decref(tx);
+  }
+  dtx_worker_opts_t wo = {.threads = c->workers, .once = 1, .batch = k};
+  json_t *sum = NULL;
+  int64_t ops0 = dtx__store_calls();
+  double t0 = now_us();
+  if (dtx_worker_run(st, &wo, &sum))
+    fprintf(stderr, "worker: %s\n", dtx_errdetail());
+  double el = now_us() - t0;
+  res.tps = c->transfers / (el / 1e6);
+  res.ops = (double)(dtx__store_calls() - ops0) / c->transfers;
+  json_t *ran = json_object_get(
+      json_object_get(json_object_get(sum, "patterns"), "transfer"), "ran");
+  res.errors +=
+      c->transfers - (int)json_integer_value(json_object_get(ran, "succeeded"));
+  json_decref(sum);
+  json_t *rep = NULL;
+  if (dtx_audit(st, DTX_AUDIT_SETTLED, &rep) != 0) {
+    fprintf(stderr, "audit after benchmark: %s\n", dtx_errdetail());
+    res.errors++;
+  }
+  json_decref(rep);
+  dtx_store_close(st);
+  return res;
+}
+
 static result_t run_native(const cfg_t *c, const pair_t *pairs, double *lat,
                            int round) {
   char path[512], sql[128];
@@ -210,7 +277,7 @@ static int cmp_res(const void *a, const void *b) {
 static void bench(cfg_t *c, int hot) {
   pair_t *pairs = malloc(sizeof *pairs * (size_t)c->transfers);
   double *lat = malloc(sizeof *lat * (size_t)c->transfers);
-  result_t d[16], n[16], b[16];
+  result_t d[16], n[16], b[16], w1[16], wk[16];
   bench_pairs(pairs, c->transfers, c->accounts, hot);
   for (int round = 0; round < c->rounds; round++) {
     bench_phase("sync=%s hot=%d%% round %d/%d doctx", c->sync, hot, round + 1,
@@ -220,6 +287,14 @@ static void bench(cfg_t *c, int hot) {
       bench_phase("sync=%s hot=%d%% round %d/%d doctx batch %d", c->sync, hot,
                   round + 1, c->rounds, c->batch);
       b[round] = run_doctx(c, pairs, lat, round, 1);
+    }
+    if (c->worker_rows) {
+      bench_phase("sync=%s hot=%d%% round %d/%d worker batch 1", c->sync,
+                  hot, round + 1, c->rounds);
+      w1[round] = run_worker(c, pairs, round, 1);
+      bench_phase("sync=%s hot=%d%% round %d/%d worker batch %d", c->sync,
+                  hot, round + 1, c->rounds, c->wbatch);
+      wk[round] = run_worker(c, pairs, round, c->wbatch);
     }
     bench_phase("sync=%s hot=%d%% round %d/%d native", c->sync, hot,
                 round + 1, c->rounds);
@@ -263,6 +338,30 @@ static void bench(cfg_t *c, int hot) {
            c->sync, hot, c->batch, bm.tps, bm.p50, bm.p99, bm.ops,
            nm.tps > 0 ? bm.tps / nm.tps : 0, bm.errors ? "  (errors!)" : "");
   }
+  if (c->worker_rows) {
+    qsort(w1, (size_t)c->rounds, sizeof *w1, cmp_res);
+    qsort(wk, (size_t)c->rounds, sizeof *wk, cmp_res);
+    for (int j = 0; j < 2; j++) {
+      result_t wm = (j ? wk : w1)[c->rounds / 2];
+      int k = j ? c->wbatch : 1;
+      bench_row(&(bench_row_t){
+          .metric = "transfer_async_worker",
+          .backend = c->store ? "store" : "sqlite", .sync = c->sync,
+          .workload = hot ? "hot90" : "uniform", .unit = "transfers/s",
+          .native = "BEGIN IMMEDIATE; UPDATE x2; COMMIT",
+          .workers = c->workers, .rounds = c->rounds,
+          .doctx = {wm.tps, -1, -1}, .nat = {nm.tps, nm.p50, nm.p99},
+          .extra = json_pack("{s:i,s:i,s:i,s:f,s:i}", "worker_batch", k,
+                             "hot_pct", hot, "transfers", c->transfers,
+                             "ops_per_transfer", wm.ops, "doctx_failed",
+                             wm.errors)});
+      printf("%-6s %4d%% W=%-3d | %9.0f %8s %8s %6.1f | (submit --async, then "
+             "worker --batch %d drains) | %6.2f%s\n",
+             c->sync, hot, k, wm.tps, "-", "-", wm.ops, k,
+             nm.tps > 0 ? wm.tps / nm.tps : 0,
+             wm.errors ? "  (errors!)" : "");
+    }
+  }
   fflush(stdout);
   free(pairs);
   free(lat);
@@ -270,7 +369,7 @@ static void bench(cfg_t *c, int hot) {
 
 int main(int argc, char **argv) {
   cfg_t c = {.accounts = 1000, .transfers = 0, .workers = 16, .rounds = 3,
-             .batch = 16};
+             .batch = 16, .wbatch = 16};
   const char *sync = "both";
   int hot = -1;
   char dir[] = "/tmp/dtx-bench-XXXXXX";
@@ -296,6 +395,8 @@ int main(int argc, char **argv) {
       c.store = v;
     else if (!strcmp(a, "--batch"))
       c.batch = atoi(v);
+    else if (!strcmp(a, "--worker-batch"))
+      c.wbatch = atoi(v);
     else {
       fprintf(stderr, "unknown option %s\n", a);
       return 2;
@@ -303,7 +404,7 @@ int main(int argc, char **argv) {
   }
   if (c.accounts < 2 || c.workers < 1 || c.workers > 256 || c.rounds < 1 ||
       c.rounds > 16 || c.transfers < 0 || hot > 100 || c.batch < 0 ||
-      c.batch > 256) {
+      c.batch > 256 || c.wbatch < 0 || c.wbatch > 256) {
     fprintf(stderr, "bad arguments\n");
     return 2;
   }
@@ -312,6 +413,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   c.dir = dir;
+  c.worker_rows = c.wbatch > 0;
   bench_begin("bench_transfer", NULL, argc, argv);
   printf("transfers: %d accounts, %d workers, median of %d rounds\n",
          c.accounts, c.workers, c.rounds);

@@ -691,6 +691,9 @@ typedef struct dtx_worker_opts {
   const char *owner; /* NULL: host:pid */
   volatile int *stop; /* set to non-zero to make the workers return */
   int64_t deadline_ms; /* budget of each item; 0: see "Deadlines" */
+  int batch; /* the most items a thread claims and drives together, for a
+                pattern with a batched path (transfers): 0: 16; 1: one at
+                a time; at most 256 */
 } dtx_worker_opts_t;
 
 /* Runs executors that claim the due work of every pattern (initiated

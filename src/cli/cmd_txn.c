@@ -60,13 +60,16 @@ static const char *transfer_help =
 
 static const char *worker_help =
     "usage: doctx worker [--threads N] [--once] [--lease-ms N] [--owner NAME]\n"
-    "                    [--deadline-ms N]\n"
+    "                    [--deadline-ms N] [--batch N]\n"
     "Claims the due work of every pattern (initiated transfers, ...) and runs\n"
     "it; also recovers work whose lease lapsed.  --once processes everything\n"
     "due and exits.  SIGINT or SIGTERM stop it after the items in hand.  On\n"
     "exit it prints a JSON summary per pattern: what ran, what the last\n"
     "recovery pass left alone and why, and what failed.\n"
-    "Deadline: each item runs under one budget -- --deadline-ms N, or else\n"
+    "--batch N (1-256, default 16): a thread claims up to N initiated\n"
+    "transfers in one round and drives them together, each step of all of\n"
+    "them one round trip; 1 claims and drives one at a time.\n"
+    "Deadline: each item (batch) runs under one budget -- --deadline-ms N, or else\n"
     "the store's retry window counted once (see doctx transfer --help).\n"
     "exit: 0 ok; 4 with --once, the store could not be reached or an item\n"
     "      failed (the reason is printed; the work is left for recovery)\n";
@@ -315,26 +318,30 @@ int dtx__cmd_transfer(dtx_cli_t *cli, int argc, char **argv) {
 int dtx__cmd_worker(dtx_cli_t *cli, int argc, char **argv) {
   dtx__cli_opt_t o[] = {{"--threads", 1, NULL},  {"--once", 0, NULL},
                   {"--lease-ms", 1, NULL}, {"--owner", 1, NULL},
-                  {"--deadline-ms", 1, NULL}};
+                  {"--deadline-ms", 1, NULL}, {"--batch", 1, NULL}};
   char *pos[1];
-  int64_t threads = 1, lease = 0, deadline = 0;
+  int64_t threads = 1, lease = 0, deadline = 0, batch = 0;
   int code;
   if (dtx__cli_is_help(argc, argv))
     return dtx__cli_help(worker_help);
-  if (dtx__cli_split(argc, argv, o, 5, pos, 0) < 0)
+  if (dtx__cli_split(argc, argv, o, 6, pos, 0) < 0)
     return DTX_EXIT_USAGE;
   if (dtx__cli_int_opt("worker", &o[0], 0, 1, &threads) ||
+      dtx__cli_int_opt("worker", &o[5], 0, 1, &batch) ||
       dtx__cli_int_opt("worker", &o[2], 0, 1, &lease) ||
       dtx__cli_int_opt("worker", &o[4], 0, 1, &deadline))
     return DTX_EXIT_USAGE;
   if (threads > 256)
     return dtx__cli_usage("worker: --threads must be at most 256");
+  if (batch > 256)
+    return dtx__cli_usage("worker: --batch must be at most 256");
   dtx_store_t *st = dtx__cli_store_stoppable(cli, &code);
   if (!st)
     return code;
   dtx_worker_opts_t wo = {.threads = (int)threads, .once = o[1].value != NULL,
                           .lease_ms = lease, .owner = o[3].value,
-                          .stop = &dtx__cli_stop, .deadline_ms = deadline};
+                          .stop = &dtx__cli_stop, .deadline_ms = deadline,
+                          .batch = (int)batch};
   json_t *sum = NULL;
   int rc = dtx_worker_run(st, &wo, &sum);
   return dtx__cli_summary(rc, sum);

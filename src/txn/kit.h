@@ -541,6 +541,17 @@ typedef struct dtx__pattern {
   /* The rules of its collections, ended by {NULL}; NULL: none.  (Later
    * members must keep zero-initialised tables valid.) */
   const dtx__rules_def_t *rules;
+  /* Optional, the batched worker path (both or neither; the worker falls
+   * back to claim_next/drive without them, or with a batch of 1).
+   * claim_many: up to max (1..DTX__CLAIM_MANY_MAX) due items in one round
+   * (*items: a new array of at least one, each under this executor's
+   * lease); DTX_ENOMATCH when none is due.  drive_many: drives them
+   * together, within one lease of the claim; per item i outs[i] (new
+   * reference, may be NULL), rcs[i] and details[i] (malloc'd or NULL) are
+   * what drive would have given for it alone. */
+  int (*claim_many)(dtx__exec_t *ex, size_t max, json_t **items);
+  void (*drive_many)(dtx__exec_t *ex, const json_t *items, json_t **outs,
+                     int *rcs, char **details);
 } dtx__pattern_t;
 
 /* Every registered pattern, NULL-ended (registry.c: one line each). */

@@ -4,6 +4,11 @@
  * against one store) and drive it, and now and then run the recovery
  * pass for what others abandoned.
  *
+ * A pattern with a batched path (claim_many + drive_many: transfers) is
+ * served a batch at a time instead when the worker's batch is above 1:
+ * up to that many due items claimed in one round and driven together, in
+ * one call frame, each counted as run_one counts it (run_batch).
+ *
  * Each item runs in its own call frame, so one deadline bounds it.  When
  * no pattern has anything due, a thread backs off (the kit's pace,
  * dtx__idle_round) instead of spinning.  With `once`, a claim that fails
@@ -23,11 +28,16 @@
 #include "util/err.h"
 
 #define ERROR_PAUSE_MS 50
+/* The default batch (dtx_worker_opts_t.batch): enough to make a round
+ * trip carry many transfers, small enough that a batch's six rounds and
+ * the few that split off stay far inside one lease. */
+#define DTX__WORKER_BATCH 16
 
 typedef struct shared {
   dtx_store_t *st;
   const dtx_worker_opts_t *o;
   size_t npat;
+  int batch; /* the most items claimed and driven together */
   dtx__tally_t *ran;      /* per pattern: claims, and recovery's counts */
   dtx__tally_t *skipped;  /* per pattern: the last recovery pass's */
   dtx__pacer_t pacer; /* the recovery pass: recover_pass below */
@@ -96,6 +106,54 @@ static int run_one(shared_t *sh, dtx__exec_t *ex, size_t i) {
   return dtx__call_end(&c, rc);
 }
 
+/* Claims up to sh's batch of pattern i's due items in one round and
+ * drives them together (the pattern's claim_many/drive_many): as run_one,
+ * counted per item; the batch shares one call frame, so one deadline
+ * bounds it as it bounds one item. */
+static int run_batch(shared_t *sh, dtx__exec_t *ex, size_t i) {
+  const dtx__pattern_t *p = dtx__patterns[i];
+  json_t *items = NULL;
+  dtx__call_t c;
+  dtx__call_begin(&c, ex->deadline_ms);
+  int rc = p->claim_many(ex, (size_t)sh->batch, &items);
+  if (rc == 0) {
+    size_t n = json_array_size(items);
+    json_t **outs = calloc(n, sizeof *outs);
+    int *rcs = calloc(n, sizeof *rcs);
+    char **details = calloc(n, sizeof *details);
+    if (outs && rcs && details) {
+      p->drive_many(ex, items, outs, rcs, details);
+    } else {
+      /* Claimed, not run: their leases lapse and recovery takes them. */
+      for (size_t k = 0; rcs && k < n; k++)
+        rcs[k] = DTX_ENOMEM;
+    }
+    for (size_t k = 0; k < n; k++) {
+      json_t *id = json_object_get(json_array_get(items, k), "_id");
+      int drc = rcs ? rcs[k] : DTX_ENOMEM;
+      if (drc) {
+        const char *d = details ? details[k] : NULL;
+        dtx__err(drc, "%s", d ? d : dtx_strerror(drc));
+        dtx__tally_error(&sh->ran[i], id, drc);
+      } else {
+        const char *s = p->kind ? dtx__str(outs[k], p->kind->state) : NULL;
+        dtx__tally_ran(&sh->ran[i], s ? s : "done", 1);
+      }
+      if (outs)
+        json_decref(outs[k]);
+      if (details)
+        free(details[k]);
+    }
+    free(outs);
+    free(rcs);
+    free(details);
+  } else if (rc != DTX_ENOMATCH) {
+    dtx__tally_error(&sh->ran[i], NULL, rc);
+  }
+  json_decref(items);
+  return dtx__call_end(&c, rc);
+}
+
 static void *work(void *arg) {
   dtx__thread_t *w = arg;
   shared_t *sh = w->shared;
@@ -109,7 +167,10 @@ static void *work(void *arg) {
     for (size_t i = 0; i < sh->npat && !stopping(sh); i++) {
       if (!dtx__patterns[i]->claim_next)
         continue;
-      int rc = run_one(sh, &ex, i);
+      const dtx__pattern_t *p = dtx__patterns[i];
+      int rc = sh->batch > 1 && p->claim_many && p->drive_many
+                   ? run_batch(sh, &ex, i)
+                   : run_one(sh, &ex, i);
       if (rc == 0) {
         did = 1;
       } else if (rc != DTX_ENOMATCH) {
@@ -147,7 +208,11 @@ int dtx_worker_run(dtx_store_t *st, const dtx_worker_opts_t *opts,
   dtx__call_begin(&c, 0);
   if (n > 256)
     return dtx__call_end(&c, dtx__err(DTX_EINVAL, "at most 256 threads"));
-  shared_t sh = {.st = st, .o = o, .npat = dtx__pattern_count()};
+  if (o->batch < 0 || o->batch > DTX__CLAIM_MANY_MAX)
+    return dtx__call_end(&c, dtx__err(DTX_EINVAL, "worker batch %d: 1 to %d",
+                                      o->batch, DTX__CLAIM_MANY_MAX));
+  shared_t sh = {.st = st, .o = o, .npat = dtx__pattern_count(),
+                 .batch = o->batch ? o->batch : DTX__WORKER_BATCH};
   sh.ran = calloc(sh.npat + 1, sizeof *sh.ran);
   sh.skipped = calloc(sh.npat + 1, sizeof *sh.skipped);
   if (!sh.ran || !sh.skipped)

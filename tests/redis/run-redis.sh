@@ -13,7 +13,8 @@
 #                 tests/crash/kleppmann.sh (DOCTX set; each scenario gets an
 #                 new namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time)
-#   cli           tests/cli/bad_input.sh, transfer_defects.sh and
+#   cli           tests/cli/bad_input.sh, transfer_defects.sh,
+#                 transfer_worker.sh and
 #                 tests/crash/tamper.sh and deletes.sh, likewise
 #                 (bad_input about 1.5 minutes per
 #                 target in a release build, so the sanitizer run of
@@ -245,6 +246,8 @@ cli_on() { # URI
     bash "$ROOT/tests/cli/bad_input.sh"
   run_logged "transfer_defects.sh $1" env DTX_REDIS_URI="$1" \
     bash "$ROOT/tests/cli/transfer_defects.sh"
+  run_logged "transfer_worker.sh $1" env DTX_REDIS_URI="$1" \
+    bash "$ROOT/tests/cli/transfer_worker.sh"
   run_logged "tamper.sh $1" env DTX_REDIS_URI="$1" \
     bash "$ROOT/tests/crash/tamper.sh"
   # One document per point on each target, a different one on each (the

@@ -21,6 +21,16 @@
  *                                                          transfer.clear_credit.done
  *   6      finish (move)                                   transfer.finish
  *
+ * THE WORKER'S BATCH (dtx__tx_drive_claimed_many).  Transfers a worker
+ * claimed together (claim-many: initiated -> preparing, transfer.claim)
+ * enter the same rounds at round 1' -- one find of their payers, for the
+ * debit's min_balance -- and go on from round 3; they were claimed at
+ * their own epoch, not 1 (B2 holds with "at the epoch of its claim").  A
+ * gone payer splits with prepare's verdict (no such account).  Their
+ * leases are the claim's: renewed before the commit round and before
+ * each split transfer's drive once a quarter of the lease has passed
+ * (keep_leases).
+ *
  * FALLBACK RULE.  A transfer whose step deviates from the happy path -- an
  * invalid request or a missing account (it ends at once, as alone:
  * nothing recorded), an id that exists or came earlier in the batch, a
@@ -173,6 +183,54 @@ static void round_accounts(dtx__exec_t *ex, item_t *its, size_t n) {
       continue;
     }
     it->payer = json_incref(json_object_get(byid, it->req->from));
+  }
+  json_decref(byid);
+  json_decref(accts);
+  json_decref(ids);
+  json_decref(seen);
+}
+
+/* Round 1 of a claimed batch (dtx__tx_drive_claimed_many): every payer in
+ * one find, for the debit's min_balance.  A payer that is gone splits
+ * with the prepare's own verdict on it (no such account: rolled back),
+ * exactly as prepare() decides when its read finds nothing. */
+static void round_payers(dtx__exec_t *ex, item_t *its, size_t n) {
+  json_t *ids = json_array(), *seen = json_object(), *accts = NULL;
+  json_t *byid = json_object(), *a;
+  size_t i;
+  int rc = ids && seen && byid ? 0 : DTX_ENOMEM;
+  for (i = 0; i < n && rc == 0; i++) {
+    const char *from = dtx__str(its[i].tx, "from");
+    if (from && !json_object_get(seen, from) &&
+        (json_object_set_new(seen, from, json_true()) ||
+         json_array_append_new(ids, json_string(from))))
+      rc = DTX_ENOMEM;
+  }
+  if (rc == 0 && json_array_size(ids) > 0) {
+    json_t *filter = json_pack("{s:{s:O}}", "_id", "$in", ids);
+    rc = filter ? dtx__kit_find(ex, DTX_ACCOUNTS, filter, NULL, &accts)
+                : DTX_ENOMEM;
+    json_decref(filter);
+  }
+  json_array_foreach(accts, i, a) {
+    if (dtx__str(a, "_id"))
+      json_object_set(byid, dtx__str(a, "_id"), a);
+  }
+  for (i = 0; i < n; i++) {
+    item_t *it = &its[i];
+    const char *from = dtx__str(it->tx, "from");
+    if (it->lane != L_LOCK)
+      continue;
+    if (rc) { /* as a failed read of prepare(): left for recovery */
+      fail_item(ex, it, rc, NULL);
+      continue;
+    }
+    it->payer = from ? json_incref(json_object_get(byid, from)) : NULL;
+    if (!it->payer) {
+      it->pair = 0;
+      it->why = DTX__MK_MISSING;
+      split(ex, it, R_PREPARE);
+    }
   }
   json_decref(byid);
   json_decref(accts);
@@ -379,6 +437,42 @@ static void round_clear_credit(dtx__exec_t *ex, item_t *its, size_t n,
   dtx__kit_ops_clear(ops, k);
 }
 
+/* ---- leases of a claimed batch ------------------------------------------------ */
+
+/* A claimed batch (the worker's) holds its transfers under the lease of
+ * their claim, taken just before `since` (dtx__mono_ms).  When the rounds
+ * (or the split transfers driven one after another) have used a quarter
+ * of it, it is renewed on the preparing transfers still to be driven,
+ * before their next fenced step: a lapsed lease lets recovery take them
+ * over, which is safe (the fenced commit fails, the drive rereads) but
+ * must not be what a slow batch normally meets.  A renewal that finds
+ * the transfer gone from this executor changes nothing: its next step
+ * finds that too. */
+static void keep_lease(dtx__exec_t *ex, item_t *it, int64_t *since) {
+  json_t *out = NULL;
+  if (*since < 0 || dtx__mono_ms() - *since < ex->lease_ms / 4 ||
+      it->lane == L_DONE || !it->tx ||
+      !dtx__state_is(it->tx, DTX_ST_PREPARING))
+    return;
+  if (dtx__kit_renew(ex, TX, it->tx, &out) == 0 && out) {
+    json_decref(it->tx);
+    it->tx = out;
+  } else {
+    json_decref(out);
+    dtx__err_clear();
+  }
+}
+
+static void keep_leases(dtx__exec_t *ex, item_t *its, size_t n,
+                        int64_t *since) {
+  int64_t at = dtx__mono_ms();
+  if (*since < 0 || at - *since < ex->lease_ms / 4)
+    return;
+  for (size_t i = 0; i < n; i++)
+    keep_lease(ex, &its[i], since);
+  *since = at; /* renewed from here on */
+}
+
 /* ---- the transfers that left the lockstep ---------------------------------- */
 
 /* Goes on alone from where the split left it, as the sequential drive
@@ -424,9 +518,25 @@ static void resume(dtx__exec_t *ex, item_t *it) {
   finish_item(it, rc, out);
 }
 
+/* Drops what the rounds left on it. */
+static void item_clear(item_t *it) {
+  json_decref(it->tx);
+  json_decref(it->tried);
+  json_decref(it->payer);
+  json_decref(it->min);
+  json_decref(it->cinc);
+  json_decref(it->binc);
+}
+
 /* ---- the public call ---------------------------------------------------------- */
 
-static void run(dtx__exec_t *ex, item_t *its, size_t n) {
+/* Runs the rounds over its[0..n): submitted (claimed 0: from round 1,
+ * requests) or claimed by a worker (claimed 1: from the payers' read,
+ * each it->tx a transfer this executor holds in preparing). */
+static void run(dtx__exec_t *ex, item_t *its, size_t n, int claimed) {
+  /* Submitted transfers are claimed by their insert, moments before the
+   * commit: only a worker's batch keeps its leases (keep_leases). */
+  int64_t since = claimed ? dtx__mono_ms() : -1;
   dtx__kit_op_t *ops = calloc(2 * n, sizeof *ops);
   const json_t **docs = calloc(n, sizeof *docs);
   dtx__move_t *m = calloc(n, sizeof *m);
@@ -446,9 +556,14 @@ static void run(dtx__exec_t *ex, item_t *its, size_t n) {
     const dtx__move_t fin = {.point = "transfer.finish",
                              .from = DTX_ST_COMMITTED,
                              .to = DTX_ST_SUCCEEDED};
-    round_accounts(ex, its, n);
-    round_insert(ex, its, n, ops);
+    if (claimed) {
+      round_payers(ex, its, n);
+    } else {
+      round_accounts(ex, its, n);
+      round_insert(ex, its, n, ops);
+    }
     round_pair(ex, its, n, ops);
+    keep_leases(ex, its, n, &since);
     round_move(ex, its, n, &commit, 0, docs, m, outs, rcs, details, at);
     round_clear_credit(ex, its, n, ops);
     round_move(ex, its, n, &fin, 1, docs, m, outs, rcs, details, at);
@@ -456,8 +571,10 @@ static void run(dtx__exec_t *ex, item_t *its, size_t n) {
     for (int pass = 0; pass < 2; pass++)
       for (i = 0; i < n; i++)
         if (its[i].lane == L_SPLIT &&
-            (its[i].resume == R_EXISTING) == (pass == 1))
+            (its[i].resume == R_EXISTING) == (pass == 1)) {
+          keep_leases(ex, its, n, &since); /* those still to go */
           resume(ex, &its[i]);
+        }
   }
   free(ops);
   free(docs);
@@ -502,16 +619,10 @@ int dtx_transfer_execute_many(dtx_store_t *st, const dtx_transfer_req_t *reqs,
     its[i].req = &reqs[i];
     its[i].res = &results[i];
   }
-  run(&ex, its, n);
+  run(&ex, its, n, 0);
   size_t failed = 0, first = n;
   for (i = 0; i < n; i++) {
-    item_t *it = &its[i];
-    json_decref(it->tx);
-    json_decref(it->tried);
-    json_decref(it->payer);
-    json_decref(it->min);
-    json_decref(it->cinc);
-    json_decref(it->binc);
+    item_clear(&its[i]);
     if (results[i].rc) {
       failed++;
       if (first == n)
@@ -535,4 +646,48 @@ void dtx_transfer_results_clear(dtx_transfer_result_t *results, size_t n) {
     json_decref(results[i].tx);
     results[i] = (dtx_transfer_result_t){0};
   }
+}
+
+/* The worker's batch (transfer.c, tx_drive_many): transfers it claimed
+ * together, driven in lockstep from the payers' read on; one that is not
+ * (or no longer) this executor's preparing transfer goes on alone at once,
+ * as the one-at-a-time worker's drive would take it. */
+void dtx__tx_drive_claimed_many(dtx__exec_t *ex, const json_t *const *docs,
+                                size_t n, json_t **outs, int *rcs,
+                                char **details) {
+  dtx_transfer_result_t *res = calloc(n ? n : 1, sizeof *res);
+  item_t *its = calloc(n ? n : 1, sizeof *its);
+  size_t i;
+  if (!res || !its) {
+    for (i = 0; i < n; i++) {
+      outs[i] = json_incref((json_t *)docs[i]);
+      rcs[i] = dtx__err(DTX_ENOMEM, "driving %zu transfers", n);
+      details[i] = NULL;
+    }
+    free(res);
+    free(its);
+    return;
+  }
+  for (i = 0; i < n; i++) {
+    item_t *it = &its[i];
+    it->res = &res[i];
+    it->tx = json_incref((json_t *)docs[i]);
+    const char *id = dtx__str(docs[i], "_id");
+    snprintf(it->id, sizeof it->id, "%s", id ? id : "");
+    if (!dtx__state_is(docs[i], DTX_ST_PREPARING) ||
+        !dtx__str_is(docs[i], "owner", ex->owner)) {
+      json_t *out = NULL;
+      int rc = dtx__tx_drive(ex, docs[i], 1, &out);
+      finish_item(it, rc, out);
+    }
+  }
+  run(ex, its, n, 1);
+  for (i = 0; i < n; i++) {
+    item_clear(&its[i]);
+    outs[i] = res[i].tx;
+    rcs[i] = res[i].rc;
+    details[i] = res[i].detail; /* handed over */
+  }
+  free(res);
+  free(its);
 }

@@ -21,6 +21,8 @@
  *   (record preparing, claimed by   batch.c round 2     transfer.submit
  *    the executor: synchronous)     (_execute, _many)
  *   initiated -> preparing          claim(), claim_next transfer.claim
+ *    (the worker: up to --batch     tx_claim_many,      transfer.claim
+ *    at once, driven by batch.c)    tx_drive_many
  *   (payer: debit + debit marker)   prepare()  } one    transfer.debit
  *   (payee: credit marker)          prepare()  } batch  transfer.mark_payee
  *   (both results back)             prepare()           transfer.debit_mark.done
@@ -118,6 +120,7 @@
  */
 #include <assert.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "doc/doc.h"
@@ -628,6 +631,36 @@ static int tx_claim_next(dtx__exec_t *ex, json_t **out) {
   return rc;
 }
 
+/* The batched worker path: up to max initiated transfers claimed in one
+ * round (the same due filter and fault point as tx_claim_next), then
+ * driven together by batch.c's lockstep from the payers' read on. */
+static int tx_claim_many(dtx__exec_t *ex, size_t max, json_t **out) {
+  json_t *due = json_pack("{s:s}", "state", DTX_ST_INITIATED);
+  dtx__claim_t c = {.point = "transfer.claim", .due = due,
+                    .to = DTX_ST_PREPARING};
+  int rc = due ? dtx__kit_claim_many(ex, TX, &c, max, out) : DTX_ENOMEM;
+  json_decref(due);
+  return rc;
+}
+
+static void tx_drive_many(dtx__exec_t *ex, const json_t *items, json_t **outs,
+                          int *rcs, char **details) {
+  size_t n = json_array_size(items);
+  const json_t **docs = calloc(n ? n : 1, sizeof *docs);
+  if (!docs) {
+    for (size_t i = 0; i < n; i++) {
+      outs[i] = json_incref(json_array_get(items, i));
+      rcs[i] = DTX_ENOMEM;
+      details[i] = NULL;
+    }
+    return;
+  }
+  for (size_t i = 0; i < n; i++)
+    docs[i] = json_array_get(items, i);
+  dtx__tx_drive_claimed_many(ex, docs, n, outs, rcs, details);
+  free(docs);
+}
+
 /* Drives a transfer: one this executor just claimed (preparing, its owner)
  * goes through the prepare phase first. */
 static int tx_drive_claimed(dtx__exec_t *ex, const json_t *item, json_t **out) {
@@ -908,4 +941,6 @@ const dtx__pattern_t dtx__transfer_pattern = {
     .recover = dtx__tx_recover,
     .audit = dtx__tx_audit,
     .rules = rules,
+    .claim_many = tx_claim_many,
+    .drive_many = tx_drive_many,
 };

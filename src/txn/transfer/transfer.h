@@ -171,4 +171,15 @@ int dtx__tx_drive_ex(dtx__exec_t *ex, const json_t *start, int wait_owner,
  * DTX_EUNAVAILABLE), the detail naming transfer id; returns the rc. */
 int dtx__tx_fail(dtx__exec_t *ex, const char *id, int rc, json_t **out);
 
+/* The worker's batched drive (batch.c): docs[0..n) (borrowed) are
+ * transfers ex claimed together (preparing, its own); they go through the
+ * lockstep rounds from the payers' read on (one find of their payers,
+ * pair, commit, clear + credit, finish), a deviating one splitting off to
+ * the sequential drive as in dtx_transfer_execute_many.  outs[i] (new
+ * reference, may be NULL) and rcs[i] are what dtx__tx_drive would give
+ * for docs[i], details[i] its error's detail (malloc'd, or NULL). */
+void dtx__tx_drive_claimed_many(dtx__exec_t *ex, const json_t *const *docs,
+                                size_t n, json_t **outs, int *rcs,
+                                char **details);
+
 #endif
