@@ -29,3 +29,19 @@ void dtx__buf_put(dtx__buf_t *b, const void *p, size_t n) {
     b->n += n;
   }
 }
+
+size_t dtx__itoa(long long v, char out[24]) {
+  char tmp[24];
+  size_t i = sizeof tmp;
+  /* Negate in unsigned arithmetic so LLONG_MIN needs no special case. */
+  unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v
+                               : (unsigned long long)v;
+  do {
+    tmp[--i] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  if (v < 0)
+    tmp[--i] = '-';
+  memcpy(out, tmp + i, sizeof tmp - i);
+  return sizeof tmp - i;
+}

@@ -22,4 +22,10 @@ int dtx__buf_reserve(dtx__buf_t *b, size_t more);
 /* Appends n bytes of p (dropped when out of memory). */
 void dtx__buf_put(dtx__buf_t *b, const void *p, size_t n);
 
+/* v in decimal, as "%lld" prints it, into out (not NUL-terminated);
+ * returns the length.  Without snprintf: keys, _id encodings and integer
+ * fields are formatted for every operation of every backend, and the
+ * formatting showed in profiles of batched transfers. */
+size_t dtx__itoa(long long v, char out[24]);
+
 #endif

@@ -115,7 +115,7 @@ void dtx__rd_args(rd_cmd_t *c, const char *s) { dtx__rd_arg(c, s, strlen(s)); }
 
 void dtx__rd_argi(rd_cmd_t *c, long long v) {
   char tmp[24];
-  dtx__rd_arg(c, tmp, dtx__rd_itoa(v, tmp));
+  dtx__rd_arg(c, tmp, dtx__itoa(v, tmp));
 }
 
 void dtx__rd_argb(rd_cmd_t *c, const rd_buf_t *b) {

@@ -55,9 +55,6 @@ typedef dtx__buf_t rd_buf_t; /* kept NUL-terminated by dtx__rd_put* */
 void dtx__rd_put(rd_buf_t *b, const void *p, size_t n);
 void dtx__rd_putc(rd_buf_t *b, char c);
 void dtx__rd_puts(rd_buf_t *b, const char *s);
-/* v in decimal, as "%lld" prints it, into out (not NUL-terminated);
- * returns the length. */
-size_t dtx__rd_itoa(long long v, char out[24]);
 void dtx__rd_puti(rd_buf_t *b, long long v);
 void dtx__rd_putf(rd_buf_t *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

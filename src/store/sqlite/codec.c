@@ -39,17 +39,7 @@ static void putc_(buf_t *b, char c) {
 
 static void put_int(buf_t *b, json_int_t v) {
   char tmp[24];
-  int i = (int)sizeof tmp;
-  /* Negate in unsigned arithmetic so INT64_MIN needs no special case. */
-  unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v
-                               : (unsigned long long)v;
-  do {
-    tmp[--i] = (char)('0' + u % 10);
-    u /= 10;
-  } while (u);
-  if (v < 0)
-    tmp[--i] = '-';
-  dtx__buf_put(b, tmp + i, sizeof tmp - (size_t)i);
+  dtx__buf_put(b, tmp, dtx__itoa((long long)v, tmp));
 }
 
 static void put_real(buf_t *b, double d, int canonical) {
