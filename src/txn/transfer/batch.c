@@ -130,41 +130,57 @@ static void split(dtx__exec_t *ex, item_t *it, enum resume r) {
 
 /* ---- the rounds ------------------------------------------------------------ */
 
-/* Round 1: the requests checked, every account of the batch in one find;
- * a bad request or a missing account ends its transfer as alone (nothing
- * recorded). */
-static void round_accounts(dtx__exec_t *ex, item_t *its, size_t n) {
-  json_t *ids = json_array(), *seen = json_object(), *accts = NULL;
+/* The accounts ids[0..n) (NULLs skipped, a repeated id read once) in
+ * one find ({_id: {$in: [...]}}): *byid, an object _id -> account (a new
+ * reference, NULL on error).  Both first rounds read through it. */
+static int read_accounts(dtx__exec_t *ex, const char *const *ids, size_t n,
+                         json_t **byid) {
+  json_t *in = json_array(), *seen = json_object(), *accts = NULL, *a;
   size_t i;
-  int rc = ids && seen ? 0 : DTX_ENOMEM;
-  for (i = 0; i < n; i++) {
-    int bad = dtx__tx_check_req(its[i].req);
-    if (bad) {
-      finish_item(&its[i], bad, NULL);
-      continue;
-    }
-    const char *ab[2] = {its[i].req->from, its[i].req->to};
-    for (int k = 0; k < 2 && rc == 0; k++)
-      if (!json_object_get(seen, ab[k]) &&
-          (json_object_set_new(seen, ab[k], json_true()) ||
-           json_array_append_new(ids, json_string(ab[k]))))
-        rc = DTX_ENOMEM;
-  }
-  if (rc == 0)
-    rc = dtx__kit_ensure(ex->st, &dtx__transfer_pattern);
-  if (rc == 0 && json_array_size(ids) > 0) {
-    json_t *filter = json_pack("{s:{s:O}}", "_id", "$in", ids);
+  int rc = in && seen ? 0 : DTX_ENOMEM;
+  *byid = NULL;
+  for (i = 0; i < n && rc == 0; i++)
+    if (ids[i] && !json_object_get(seen, ids[i]) &&
+        (json_object_set_new(seen, ids[i], json_true()) ||
+         json_array_append_new(in, json_string(ids[i]))))
+      rc = DTX_ENOMEM;
+  if (rc == 0 && json_array_size(in) > 0) {
+    json_t *filter = json_pack("{s:{s:O}}", "_id", "$in", in);
     rc = filter ? dtx__kit_find(ex, DTX_ACCOUNTS, filter, NULL, &accts)
                 : DTX_ENOMEM;
     json_decref(filter);
   }
-  json_t *byid = json_object(), *a;
-  json_array_foreach(accts, i, a) {
-    if (byid && dtx__str(a, "_id"))
-      json_object_set(byid, dtx__str(a, "_id"), a);
-  }
-  if (rc == 0 && !byid)
+  if (rc == 0 && !(*byid = json_object()))
     rc = DTX_ENOMEM;
+  json_array_foreach(accts, i, a) {
+    if (rc == 0 && dtx__str(a, "_id"))
+      json_object_set(*byid, dtx__str(a, "_id"), a);
+  }
+  json_decref(accts);
+  json_decref(in);
+  json_decref(seen);
+  return rc;
+}
+
+/* Round 1: the requests checked, every account of the batch in one find;
+ * a bad request or a missing account ends its transfer as alone (nothing
+ * recorded). */
+static void round_accounts(dtx__exec_t *ex, item_t *its, size_t n) {
+  const char **ids = calloc(2 * n, sizeof *ids);
+  json_t *byid = NULL;
+  size_t i;
+  for (i = 0; i < n; i++) {
+    int bad = dtx__tx_check_req(its[i].req);
+    if (bad) {
+      finish_item(&its[i], bad, NULL);
+    } else if (ids) {
+      ids[2 * i] = its[i].req->from;
+      ids[2 * i + 1] = its[i].req->to;
+    }
+  }
+  int rc = ids ? dtx__kit_ensure(ex->st, &dtx__transfer_pattern) : DTX_ENOMEM;
+  if (rc == 0)
+    rc = read_accounts(ex, ids, 2 * n, &byid);
   for (i = 0; i < n; i++) {
     item_t *it = &its[i];
     if (it->lane != L_LOCK)
@@ -185,9 +201,7 @@ static void round_accounts(dtx__exec_t *ex, item_t *its, size_t n) {
     it->payer = json_incref(json_object_get(byid, it->req->from));
   }
   json_decref(byid);
-  json_decref(accts);
-  json_decref(ids);
-  json_decref(seen);
+  free(ids);
 }
 
 /* Round 1 of a claimed batch (dtx__tx_drive_claimed_many): every payer in
@@ -195,27 +209,12 @@ static void round_accounts(dtx__exec_t *ex, item_t *its, size_t n) {
  * with the prepare's own verdict on it (no such account: rolled back),
  * exactly as prepare() decides when its read finds nothing. */
 static void round_payers(dtx__exec_t *ex, item_t *its, size_t n) {
-  json_t *ids = json_array(), *seen = json_object(), *accts = NULL;
-  json_t *byid = json_object(), *a;
+  const char **ids = calloc(n ? n : 1, sizeof *ids);
+  json_t *byid = NULL;
   size_t i;
-  int rc = ids && seen && byid ? 0 : DTX_ENOMEM;
-  for (i = 0; i < n && rc == 0; i++) {
-    const char *from = dtx__str(its[i].tx, "from");
-    if (from && !json_object_get(seen, from) &&
-        (json_object_set_new(seen, from, json_true()) ||
-         json_array_append_new(ids, json_string(from))))
-      rc = DTX_ENOMEM;
-  }
-  if (rc == 0 && json_array_size(ids) > 0) {
-    json_t *filter = json_pack("{s:{s:O}}", "_id", "$in", ids);
-    rc = filter ? dtx__kit_find(ex, DTX_ACCOUNTS, filter, NULL, &accts)
-                : DTX_ENOMEM;
-    json_decref(filter);
-  }
-  json_array_foreach(accts, i, a) {
-    if (dtx__str(a, "_id"))
-      json_object_set(byid, dtx__str(a, "_id"), a);
-  }
+  for (i = 0; ids && i < n; i++)
+    ids[i] = dtx__str(its[i].tx, "from");
+  int rc = ids ? read_accounts(ex, ids, n, &byid) : DTX_ENOMEM;
   for (i = 0; i < n; i++) {
     item_t *it = &its[i];
     const char *from = dtx__str(it->tx, "from");
@@ -233,9 +232,7 @@ static void round_payers(dtx__exec_t *ex, item_t *its, size_t n) {
     }
   }
   json_decref(byid);
-  json_decref(accts);
-  json_decref(ids);
-  json_decref(seen);
+  free(ids);
 }
 
 /* Round 2: every transfer inserted already claimed (preparing, owned by
