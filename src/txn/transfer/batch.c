@@ -130,38 +130,6 @@ static void split(dtx__exec_t *ex, item_t *it, enum resume r) {
 
 /* ---- the rounds ------------------------------------------------------------ */
 
-/* The accounts ids[0..n) (NULLs skipped, a repeated id read once) in
- * one find ({_id: {$in: [...]}}): *byid, an object _id -> account (a new
- * reference, NULL on error).  Both first rounds read through it. */
-static int read_accounts(dtx__exec_t *ex, const char *const *ids, size_t n,
-                         json_t **byid) {
-  json_t *in = json_array(), *seen = json_object(), *accts = NULL, *a;
-  size_t i;
-  int rc = in && seen ? 0 : DTX_ENOMEM;
-  *byid = NULL;
-  for (i = 0; i < n && rc == 0; i++)
-    if (ids[i] && !json_object_get(seen, ids[i]) &&
-        (json_object_set_new(seen, ids[i], json_true()) ||
-         json_array_append_new(in, json_string(ids[i]))))
-      rc = DTX_ENOMEM;
-  if (rc == 0 && json_array_size(in) > 0) {
-    json_t *filter = json_pack("{s:{s:O}}", "_id", "$in", in);
-    rc = filter ? dtx__kit_find(ex, DTX_ACCOUNTS, filter, NULL, &accts)
-                : DTX_ENOMEM;
-    json_decref(filter);
-  }
-  if (rc == 0 && !(*byid = json_object()))
-    rc = DTX_ENOMEM;
-  json_array_foreach(accts, i, a) {
-    if (rc == 0 && dtx__str(a, "_id"))
-      json_object_set(*byid, dtx__str(a, "_id"), a);
-  }
-  json_decref(accts);
-  json_decref(in);
-  json_decref(seen);
-  return rc;
-}
-
 /* Round 1: the requests checked, every account of the batch in one find;
  * a bad request or a missing account ends its transfer as alone (nothing
  * recorded). */
@@ -180,7 +148,7 @@ static void round_accounts(dtx__exec_t *ex, item_t *its, size_t n) {
   }
   int rc = ids ? dtx__kit_ensure(ex->st, &dtx__transfer_pattern) : DTX_ENOMEM;
   if (rc == 0)
-    rc = read_accounts(ex, ids, 2 * n, &byid);
+    rc = dtx__tx_read_accounts(ex, ids, 2 * n, &byid);
   for (i = 0; i < n; i++) {
     item_t *it = &its[i];
     if (it->lane != L_LOCK)
@@ -214,7 +182,7 @@ static void round_payers(dtx__exec_t *ex, item_t *its, size_t n) {
   size_t i;
   for (i = 0; ids && i < n; i++)
     ids[i] = dtx__str(its[i].tx, "from");
-  int rc = ids ? read_accounts(ex, ids, n, &byid) : DTX_ENOMEM;
+  int rc = ids ? dtx__tx_read_accounts(ex, ids, n, &byid) : DTX_ENOMEM;
   for (i = 0; i < n; i++) {
     item_t *it = &its[i];
     const char *from = dtx__str(it->tx, "from");

@@ -82,82 +82,81 @@ int dtx__tx_existing(dtx__exec_t *ex, const dtx_transfer_req_t *req,
   return 0;
 }
 
-/* Records the transfer req.  The accounts are read in one query, and
- * *payer (may be NULL) receives the payer as read, which the first debit
- * uses instead of reading it again.  claimed = 0 records it initiated, for
- * a worker to claim; claimed = 1 records it already claimed by ex
- * (preparing, owner, lease, epoch 1), which saves the claim step: an
- * executor that dies right after is one that died after a claim, and
- * recovery takes it over when its lease lapses.  *mine: 1 when ex made
- * the claimed record (now, or before a lost reply), so ex runs its
- * prepare phase; 0 when the id existed already (the same request again:
- * it is returned, and driven from where it stands). */
-static int submit(dtx__exec_t *ex, const dtx_transfer_req_t *req, int claimed,
-                  json_t **payer, int *mine, json_t **out) {
-  json_t *accts = NULL, *tx = NULL;
+/* The accounts ids[0..n) (NULLs skipped, a repeated id read once) in
+ * one find ({_id: {$in: [...]}}): *byid, an object _id -> account (a new
+ * reference, NULL on error).  Submission and both first rounds of a
+ * batch read through it. */
+int dtx__tx_read_accounts(dtx__exec_t *ex, const char *const *ids, size_t n,
+                          json_t **byid) {
+  json_t *in = json_array(), *seen = json_object(), *accts = NULL, *a;
+  size_t i;
+  int rc = in && seen ? 0 : DTX_ENOMEM;
+  *byid = NULL;
+  for (i = 0; i < n && rc == 0; i++)
+    if (ids[i] && !json_object_get(seen, ids[i]) &&
+        (json_object_set_new(seen, ids[i], json_true()) ||
+         json_array_append_new(in, json_string(ids[i]))))
+      rc = DTX_ENOMEM;
+  if (rc == 0 && json_array_size(in) > 0) {
+    json_t *filter = json_pack("{s:{s:O}}", "_id", "$in", in);
+    rc = filter ? dtx__kit_find(ex, DTX_ACCOUNTS, filter, NULL, &accts)
+                : DTX_ENOMEM;
+    json_decref(filter);
+  }
+  if (rc == 0 && !(*byid = json_object()))
+    rc = DTX_ENOMEM;
+  json_array_foreach(accts, i, a) {
+    if (rc == 0 && dtx__str(a, "_id"))
+      json_object_set(*byid, dtx__str(a, "_id"), a);
+  }
+  json_decref(accts);
+  json_decref(in);
+  json_decref(seen);
+  return rc;
+}
+
+/* Records the transfer req initiated, for a worker to claim (a
+ * synchronous transfer is recorded already claimed by the batch driver,
+ * batch.c).  The accounts are read in one query first: a missing one is
+ * DTX_ENOACCOUNT, nothing recorded.  An id that exists already is the same
+ * request again (returned as it stands) or a conflict (dtx__tx_existing). */
+static int submit(dtx__exec_t *ex, const dtx_transfer_req_t *req,
+                  json_t **out) {
+  json_t *byid = NULL, *tx = NULL;
   char idbuf[25];
-  int rc;
-  *mine = 0;
-  if (payer)
-    *payer = NULL;
-  if ((rc = dtx__tx_check_req(req)))
-    return rc;
-  if ((rc = dtx__kit_ensure(ex->st, &dtx__transfer_pattern)))
-    return rc;
-  json_t *filter = json_pack("{s:{s:[s,s]}}", "_id", "$in", req->from, req->to);
-  rc = filter ? dtx__kit_find(ex, DTX_ACCOUNTS, filter, NULL, &accts)
-              : DTX_ENOMEM;
-  json_decref(filter);
-  if (rc)
+  int rc, mine;
+  if ((rc = dtx__tx_check_req(req)) ||
+      (rc = dtx__kit_ensure(ex->st, &dtx__transfer_pattern)))
     return rc;
   const char *ids[2] = {req->from, req->to};
-  const json_t *found[2] = {NULL, NULL};
-  size_t i;
-  json_t *a;
-  json_array_foreach(accts, i, a) {
-    for (int k = 0; k < 2; k++)
-      if (dtx__str_is(a, "_id", ids[k]))
-        found[k] = a;
-  }
-  for (int k = 0; k < 2; k++)
-    if (!found[k]) {
-      json_decref(accts);
-      return dtx__err(DTX_ENOACCOUNT, "no account '%s'", ids[k]);
-    }
-  if (payer)
-    *payer = json_incref((json_t *)found[0]);
-  json_decref(accts);
+  if ((rc = dtx__tx_read_accounts(ex, ids, 2, &byid)))
+    return rc;
+  for (int k = 0; k < 2 && !rc; k++)
+    if (!json_object_get(byid, ids[k]))
+      rc = dtx__err(DTX_ENOACCOUNT, "no account '%s'", ids[k]);
+  json_decref(byid);
+  if (rc)
+    return rc;
   const char *id = req->id;
   if (!id) {
     dtx__id_new(idbuf);
     id = idbuf;
   }
-  tx = dtx__tx_new(ex, req, id, claimed);
-  if (!tx) {
-    rc = DTX_ENOMEM;
-    goto fail;
-  }
+  if (!(tx = dtx__tx_new(ex, req, id, 0)))
+    return DTX_ENOMEM;
   rc = dtx__kit_insert(ex, "transfer.submit", DTX_TRANSFERS, tx);
-  *mine = rc == 0 && claimed;
   if (rc == DTX_EDUPKEY) {
     json_t *have = NULL;
-    if ((rc = dtx__tx_existing(ex, req, id, tx, claimed, mine, &have)))
-      goto fail;
+    rc = dtx__tx_existing(ex, req, id, tx, 0, &mine, &have);
     json_decref(tx);
     tx = have;
   }
-  if (rc)
-    goto fail;
+  if (rc) {
+    json_decref(tx);
+    return rc;
+  }
   *out = tx;
   return 0;
-fail:
-  json_decref(tx);
-  if (payer) {
-    json_decref(*payer);
-    *payer = NULL;
-  }
-  *mine = 0;
-  return rc;
 }
 
 int dtx_transfer_submit(dtx_store_t *st, const dtx_transfer_req_t *req,
@@ -166,8 +165,7 @@ int dtx_transfer_submit(dtx_store_t *st, const dtx_transfer_req_t *req,
   dtx__call_t c;
   *out = NULL;
   dtx__call_begin(&c, 0);
-  int mine;
   dtx__exec_init(&ex, st, NULL, 0, 0);
-  return dtx__call_end(&c, submit(&ex, req, 0, NULL, &mine, out));
+  return dtx__call_end(&c, submit(&ex, req, out));
 }
 

@@ -120,6 +120,11 @@ void dtx__tx_mark_op(dtx__kit_upd_t *u, const json_t *tx);
 
 /* The checks of a request (submit.c): DTX_EINVAL naming what is wrong. */
 int dtx__tx_check_req(const dtx_transfer_req_t *req);
+
+/* The accounts ids[0..n) (NULLs skipped, a repeated id read once) in one
+ * find: *byid, an object _id -> account (new reference, NULL on error). */
+int dtx__tx_read_accounts(dtx__exec_t *ex, const char *const *ids, size_t n,
+                          json_t **byid);
 /* The new transfer document for req under id (new reference, NULL when
  * out of memory): initiated, or with claimed already claimed by ex
  * (preparing, owner, lease_until = now + lease, epoch 1). */
