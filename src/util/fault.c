@@ -22,7 +22,7 @@
 /* The store layer's own points; the patterns' points are listed by their
  * method tables (src/txn/registry.c joins them all for `doctx faults`). */
 static const char *const store_points[] = {
-    /* Redis unique claims (store/redis/docs.c) */
+    /* Redis unique claims (store/redis/write.c) */
     "redis.unique_claimed",
     "redis.unique_written",
     /* bulk writes (store/store.h, store/redis/bulk.c) */

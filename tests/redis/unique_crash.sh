@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # unique_crash.sh -- crash, pause and error injection at the steps of the
-# Redis unique-claim protocol (src/store/redis/docs.c): redis.unique_claimed
+# Redis unique-claim protocol (src/store/redis/write.c): redis.unique_claimed
 # (claims taken, the document's WRITE next) and redis.unique_written (WRITE
 # done, releasing the dropped keys' claims next).  tests/crash/faults.sh and
 # pause.sh skip these points, since no transfer reaches them; this suite

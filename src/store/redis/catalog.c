@@ -28,7 +28,7 @@
  *
  *   create_index:  entry += {id, spec, ready:false}, ver+1   (CATSET)
  *                  every bucket's stamp := ver              (STAMP)
- *                  every document rewritten (docs.c adds all entries and
+ *                  every document rewritten (write.c adds all entries and
  *                  claims of a building index)
  *                  entry.idx[id].ready := true              (CATSET)
  *       on DUPKEY/BADINDEX: entry -= idx, ver+1; stamps; zsets deleted;

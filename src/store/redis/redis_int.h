@@ -11,7 +11,10 @@
  *              create_index, drop, the multikey flag
  *   plan.c     query planning and candidate reads across buckets (scans
  *              made snapshots by a double collect; first matches)
- *   docs.c     insert, find, count, modify_one, modify_many, unique claims
+ *   docs.c     document records, reading one, claim lists, insert
+ *   write.c    the compare-and-set write: index entries, unique claims
+ *   find.c     find, count, and the matches modify.c chooses from
+ *   modify.c   modify_one (with upsert), modify_many
  *
  * Keys (B is a bucket 0..nb-1 of a collection incarnation GEN; every key of
  * one bucket shares the hash tag {COLL:GEN:B}, so one slot; with ?ns=NAME
@@ -295,8 +298,21 @@ void dtx__rd_doc_clear(rd_doc_t *d);
 /* Fills d from a {v, s, b} triple of replies (bodies parsed). */
 int dtx__rd_doc_fill(rd_doc_t *d, const redisReply *v, const redisReply *s,
                      const redisReply *body);
+/* Sets key (emptied first; the caller owns and frees it) to the key of
+ * d's record in co; d's id and bucket must be set. */
+void dtx__rd_doc_key(const rd_coll_t *co, const rd_doc_t *d, rd_buf_t *key);
 
-/* The compare-and-set write of one document (docs.c): takes cur (a
+/* The most attempts of a compare-and-set loop that dtx__rd_keep_trying
+ * does not pace (taking a unique claim, an insert, an upsert). */
+#define RD_WRITE_ATTEMPTS 200
+
+/* Whether a compare-and-set loop begun at t0 (dtx__rd_mono_ms) that has
+ * lost `losses` times tries again (docs.c): 1, after a randomised pause
+ * growing with the losses from the third on, until the URI's retry budget
+ * is spent; then 0. */
+int dtx__rd_keep_trying(const dtx__backend_t *b, int64_t t0, int losses);
+
+/* The compare-and-set write of one document (write.c): takes cur (a
  * document as last seen, body NULL when absent) to newbody (NULL deletes),
  * with its index entries and unique claims.  0 on success (*cur then
  * describes the new state), RD_ELOST with *cur replaced by the current
@@ -327,8 +343,10 @@ void dtx__rd_read_cmd(const rd_coll_t *co, const rd_doc_t *d, rd_cmd_t *c);
 int dtx__rd_read_reply(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *d,
                        const rd_cmd_t *c);
 
-/* The version-only check of a cached state (docs.c's verify) in halves:
- * its reply gives 0 (current), RD_ELOST (cur refreshed) or RD_ESTALE. */
+/* The version-only check of a cached state (write.c): 0 when cur is
+ * current, RD_ELOST with cur refreshed when not, RD_ESTALE, or an error.
+ * dtx__rd_verify is one round trip; a bulk write pipelines the halves. */
+int dtx__rd_verify(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur);
 void dtx__rd_verify_cmd(const rd_coll_t *co, const rd_doc_t *cur,
                         rd_cmd_t *c);
 int dtx__rd_verify_reply(dtx__backend_t *b, const rd_coll_t *co,
@@ -339,6 +357,16 @@ int dtx__rd_doc_set_id(const rd_coll_t *co, rd_doc_t *d, const json_t *id);
 
 int dtx__rd_insert(dtx__backend_t *b, const char *coll, json_t *const *docs,
                    size_t n, int bypass, size_t *ninserted);
+
+/* The fresh documents of *cop that match f, in natural order (find.c): an
+ * array of *n docs in *out that the caller frees with dtx__rd_docs_free
+ * (NULL and 0 on error).  *cop may be replaced by a fresher descriptor
+ * (the old reference is put); NULL when the collection was dropped. */
+int dtx__rd_matches(dtx__backend_t *b, rd_coll_t **cop, const json_t *fspec,
+                    const dtx__filter_t *f, rd_doc_t **out, size_t *n);
+/* qsort order of rd_doc_t: natural order (insertion sequence, then the
+ * encoded _id). */
+int dtx__rd_doc_seq_cmp(const void *pa, const void *pb);
 int dtx__rd_find(dtx__backend_t *b, const char *coll, const json_t *fspec,
                  const dtx__filter_t *f, const json_t *sort, int64_t skip,
                  int64_t limit, json_t **out);

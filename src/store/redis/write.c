@@ -1,0 +1,665 @@
+/* write.c -- the compare-and-set write of the Redis backend: one
+ * document's new body with its index entries and unique claims.
+ *
+ * Every change goes through dtx__rd_write, which sends one WRITE script
+ * (scripts.c) to the document's node: the expected version, the new body
+ * and version, the bucket's index entries to remove and add, and the
+ * unique claims to record and release.  Filters and updates are evaluated
+ * in C before it is sent (find.c, modify.c, bulk.c); the script only
+ * refuses when the document moved since (then its reply is the current
+ * state, and the caller evaluates again) or when the catalog did
+ * (RD_ESTALE: reload, redo).
+ *
+ * Unique claims (redis.c has the argument):
+ *
+ *   take(t):  CLAIM(key, '' -> mine) ---------------------------> taken
+ *                |  held by X                                      ^
+ *                v                                                 |
+ *             FENCE(owner of X): owner records X? --yes--> DUPKEY  |
+ *                |  no: owner's version bumped (or tombstoned)     |  (X is
+ *                v                                                 |  mine:
+ *             CLAIM(key, X -> mine) --------------------------------+  keep)
+ *                |  changed meanwhile: start over
+ *   write:    WRITE records u<key> = value for every claim taken, and
+ *             returns the recorded values of the claims it drops
+ *   release:  UNCLAIM(key, recorded value) after the write succeeded; a
+ *             failed write releases the claims it took fresh.
+ * A crash between the steps leaves orphan claims (nobody records them),
+ * which the next taker fences and takes over. */
+#include "store/redis/redis_int.h"
+
+#include "util/err.h"
+#include "util/fault.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define TOMBSTONE_TTL_MS (24LL * 3600 * 1000)
+
+/* ---- index keys of a document ----------------------------------------------------------- */
+
+/* The encoded, distinct index key tuples of doc for ix, sorted by their
+ * encoding, with the tuple values kept for error messages.  doc NULL has
+ * none.  Sorted, so that deduplicating them and diffing the old keys of a
+ * document against its new ones cost O(n log n) for an n-element array,
+ * not O(n^2). */
+typedef struct enckeys {
+  json_t *keys; /* dtx__index_keys result */
+  rd_buf_t *enc; /* sorted by enc_cmp, distinct */
+  size_t *which; /* tuple index in keys of each enc */
+  size_t n;
+} enckeys_t;
+
+static void enckeys_free(enckeys_t *e) {
+  for (size_t i = 0; i < e->n; i++)
+    dtx__rd_buf_free(&e->enc[i]);
+  free(e->enc);
+  free(e->which);
+  json_decref(e->keys);
+  memset(e, 0, sizeof *e);
+}
+
+/* Bytewise, a shorter prefix first. */
+static int enc_cmp(const rd_buf_t *a, const rd_buf_t *b) {
+  int c = memcmp(a->p, b->p, a->n < b->n ? a->n : b->n);
+  return c ? c : (a->n > b->n) - (a->n < b->n);
+}
+
+static int enckeys_has(const enckeys_t *e, const rd_buf_t *x) {
+  size_t lo = 0, hi = e->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = enc_cmp(&e->enc[mid], x);
+    if (c == 0)
+      return 1;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return 0;
+}
+
+typedef struct encref {
+  rd_buf_t enc;
+  size_t which;
+} encref_t;
+
+/* Equal encodings keep the first tuple (the lowest which). */
+static int encref_cmp(const void *pa, const void *pb) {
+  const encref_t *a = pa, *b = pb;
+  int c = enc_cmp(&a->enc, &b->enc);
+  return c ? c : (a->which > b->which) - (a->which < b->which);
+}
+
+/* single: the index is not multikey yet, so a document with keys that
+ * make it so (several, or an array or object value:
+ * dtx__index_keys_multikey) is RD_EMULTI -- found before the keys are encoded, since the write is
+ * then redone after the catalog changed. */
+static int enckeys_of(const rd_idx_t *ix, const json_t *doc, int single,
+                      enckeys_t *e) {
+  memset(e, 0, sizeof *e);
+  if (!doc)
+    return 0;
+  int rc = dtx__index_keys(ix->spec, doc, &e->keys);
+  if (rc < 0)
+    return dtx__err_wrap(rc, "index '%s'", ix->spec->name);
+  size_t n = json_array_size(e->keys), i;
+  if (single && dtx__index_keys_multikey(e->keys))
+    return RD_EMULTI;
+  encref_t *r = calloc(n ? n : 1, sizeof *r);
+  e->enc = calloc(n ? n : 1, sizeof *e->enc);
+  e->which = calloc(n ? n : 1, sizeof *e->which);
+  int oom = !r || !e->enc || !e->which;
+  for (i = 0; !oom && i < n; i++) {
+    dtx__rd_tupleenc(&r[i].enc, json_array_get(e->keys, i));
+    r[i].which = i;
+    oom = r[i].enc.oom;
+  }
+  if (oom) {
+    for (size_t k = 0; r && k < n; k++)
+      dtx__rd_buf_free(&r[k].enc);
+    free(r);
+    enckeys_free(e);
+    return dtx__err(DTX_ENOMEM, "computing index keys");
+  }
+  qsort(r, n, sizeof *r, encref_cmp);
+  /* 1 and 1.0 are distinct tuples to dtx__index_keys but one key. */
+  for (i = 0; i < n; i++) {
+    if (e->n > 0 && enc_cmp(&e->enc[e->n - 1], &r[i].enc) == 0) {
+      dtx__rd_buf_free(&r[i].enc);
+      continue;
+    }
+    e->which[e->n] = r[i].which;
+    e->enc[e->n++] = r[i].enc;
+  }
+  free(r);
+  return 0;
+}
+
+/* ---- claims --------------------------------------------------------------------------- */
+
+/* Takes the claim at key for document self (see the diagram above).  On
+ * success *val holds the claim's value and *fresh is 1 when this call
+ * set it (0 when self already held it). */
+static int claim_take(dtx__backend_t *b, const rd_coll_t *co,
+                      const rd_idx_t *ix, const json_t *tuple,
+                      const rd_buf_t *key, const rd_doc_t *self, rd_buf_t *val,
+                      int *fresh) {
+  char tok[RD_VERMAX + 1];
+  dtx__rd_token(b, tok);
+  val->n = 0;
+  dtx__rd_put(val, self->id.p, self->id.n);
+  dtx__rd_putc(val, '\n');
+  dtx__rd_puts(val, tok);
+  rd_buf_t expect = {0}, field = {0}, okey = {0};
+  dtx__rd_putc(&field, 'u');
+  dtx__rd_put(&field, key->p, key->n);
+  dtx__rd_put(&expect, "", 0);
+  int rc = DTX_EBUSY;
+  uint16_t slot = dtx__rd_slot(key->p, key->n);
+  for (int attempt = 0; attempt < RD_WRITE_ATTEMPTS; attempt++) {
+    rd_cmd_t c;
+    dtx__rd_cmd_init(&c, slot, RD_S_CLAIM, 1);
+    c.nkeys = 1;
+    dtx__rd_argb(&c, key);
+    dtx__rd_argb(&c, &expect);
+    dtx__rd_argb(&c, val);
+    if ((rc = dtx__rd_run(b, &c, 1, "taking a unique claim")) < 0) {
+      dtx__rd_cmd_clear(&c);
+      break;
+    }
+    const redisReply *r = c.reply;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER) {
+      rc = dtx__rd_bad_reply(r, "taking a unique claim");
+      dtx__rd_cmd_clear(&c);
+      break;
+    }
+    if (r->element[0]->integer == 1) {
+      *fresh = 1;
+      rc = 0;
+      dtx__rd_cmd_clear(&c);
+      break;
+    }
+    const redisReply *cur = r->elements > 1 ? r->element[1] : NULL;
+    if (!cur || cur->type != REDIS_REPLY_STRING) {
+      rc = dtx__rd_bad_reply(r, "taking a unique claim");
+      dtx__rd_cmd_clear(&c);
+      break;
+    }
+    if (cur->len == val->n && memcmp(cur->str, val->p, val->n) == 0) {
+      *fresh = 1; /* our own resent claim */
+      rc = 0;
+      dtx__rd_cmd_clear(&c);
+      break;
+    }
+    expect.n = 0;
+    dtx__rd_put(&expect, cur->str, cur->len);
+    dtx__rd_cmd_clear(&c);
+    if (expect.n == 0)
+      continue; /* released meanwhile: take it free */
+    /* The owner is the id before the last newline. */
+    size_t olen = expect.n;
+    while (olen > 0 && expect.p[olen - 1] != '\n')
+      olen--;
+    if (olen == 0) {
+      rc = dtx__err(DTX_EBACKEND, "redis: malformed unique claim");
+      break;
+    }
+    olen--;
+    int obucket = dtx__rd_bucket(co, expect.p, olen);
+    okey.n = 0;
+    dtx__rd_key_doc(&okey, co, obucket, expect.p, olen);
+    char ftok[RD_VERMAX + 1];
+    dtx__rd_token(b, ftok);
+    rd_cmd_t f;
+    dtx__rd_cmd_init(&f, co->slots[obucket], RD_S_FENCE, 1);
+    f.nkeys = 1;
+    dtx__rd_argb(&f, &okey);
+    dtx__rd_argb(&f, &field);
+    dtx__rd_argb(&f, &expect);
+    dtx__rd_args(&f, ftok);
+    dtx__rd_argi(&f, TOMBSTONE_TTL_MS);
+    if ((rc = dtx__rd_run(b, &f, 1, "checking a unique claim")) < 0) {
+      dtx__rd_cmd_clear(&f);
+      break;
+    }
+    long long held = f.reply->type == REDIS_REPLY_INTEGER
+                         ? f.reply->integer == 0
+                         : -1;
+    if (held < 0)
+      rc = dtx__rd_bad_reply(f.reply, "checking a unique claim");
+    dtx__rd_cmd_clear(&f);
+    if (held < 0)
+      break;
+    if (held) {
+      if (olen == self->id.n && memcmp(expect.p, self->id.p, olen) == 0) {
+        val->n = 0;
+        dtx__rd_put(val, expect.p, expect.n);
+        *fresh = 0;
+        rc = 0;
+      } else {
+        rc = dtx__err_dupkey(ix->spec->name,
+                             (const char *const *)ix->spec->paths, tuple,
+                             ix->spec->nfields);
+      }
+      break;
+    }
+    dtx__rd_cache_drop(b, &okey); /* its version moved */
+    if (attempt > 3)
+      dtx__rd_sleep_ms(1 + attempt % 8);
+    /* Fenced: take it over if it still holds that value. */
+    rc = DTX_EBUSY;
+  }
+  if (rc == DTX_EBUSY)
+    rc = dtx__err(DTX_EBUSY, "redis: unique claim on index '%s' kept changing",
+                  ix->spec->name);
+  dtx__rd_buf_free(&expect);
+  dtx__rd_buf_free(&field);
+  dtx__rd_buf_free(&okey);
+  return rc;
+}
+
+/* ---- the compare-and-set write --------------------------------------------------------------- */
+
+/* Adds "nrem entries... nadd entries..." of one index to c. */
+static void put_entries(rd_cmd_t *c, const enckeys_t *e, const size_t *pick,
+                        size_t npick, const char *seq, const rd_buf_t *id) {
+  dtx__rd_argi(c, (long long)npick);
+  rd_buf_t m = {0};
+  for (size_t i = 0; i < npick; i++) {
+    m.n = 0;
+    const rd_buf_t *t = &e->enc[pick[i]];
+    dtx__rd_put(&m, t->p, t->n);
+    dtx__rd_put(&m, seq, RD_SEQLEN);
+    dtx__rd_put(&m, id->p, id->n);
+    unsigned char len[4] = {(unsigned char)(id->n >> 24),
+                            (unsigned char)(id->n >> 16),
+                            (unsigned char)(id->n >> 8),
+                            (unsigned char)id->n};
+    dtx__rd_put(&m, len, 4);
+    dtx__rd_argb(c, &m);
+  }
+  dtx__rd_buf_free(&m);
+}
+
+typedef struct wstate {
+  size_t nix;
+  enckeys_t *old, *new_;
+  size_t **rem, **add; /* per index: picked positions */
+  size_t *nrem, *nadd;
+  rd_claims_t taken;   /* fresh claims of this write */
+  rd_claims_t rec;     /* claims to record (key, value) */
+  rd_claims_t rel;     /* claim keys to release (value filled from reply) */
+  int64_t multi;       /* RD_EMULTI: the index to mark multikey */
+} wstate_t;
+
+static void wstate_free(wstate_t *w) {
+  for (size_t i = 0; i < w->nix; i++) {
+    if (w->old)
+      enckeys_free(&w->old[i]);
+    if (w->new_)
+      enckeys_free(&w->new_[i]);
+    if (w->rem)
+      free(w->rem[i]);
+    if (w->add)
+      free(w->add[i]);
+  }
+  free(w->old);
+  free(w->new_);
+  free(w->rem);
+  free(w->add);
+  free(w->nrem);
+  free(w->nadd);
+  dtx__rd_claims_free(&w->taken);
+  dtx__rd_claims_free(&w->rec);
+  dtx__rd_claims_free(&w->rel);
+}
+
+/* Computes index diffs and takes the unique claims the new body needs. */
+static int prepare(dtx__backend_t *b, const rd_coll_t *co, const rd_doc_t *cur,
+                   const json_t *newbody, wstate_t *w) {
+  size_t n = co->nidx;
+  w->nix = n;
+  w->old = calloc(n + 1, sizeof *w->old);
+  w->new_ = calloc(n + 1, sizeof *w->new_);
+  w->rem = calloc(n + 1, sizeof *w->rem);
+  w->add = calloc(n + 1, sizeof *w->add);
+  w->nrem = calloc(n + 1, sizeof *w->nrem);
+  w->nadd = calloc(n + 1, sizeof *w->nadd);
+  if (!w->old || !w->new_ || !w->rem || !w->add || !w->nrem || !w->nadd)
+    return dtx__err(DTX_ENOMEM, "writing a document");
+  rd_buf_t ckey = {0};
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < n; i++) {
+    const rd_idx_t *ix = &co->idx[i];
+    /* A stored document that a building index cannot hold (parallel
+     * arrays) simply has no old keys there. */
+    if (enckeys_of(ix, cur->body, 0, &w->old[i]) < 0)
+      memset(&w->old[i], 0, sizeof w->old[i]);
+    if ((rc = enckeys_of(ix, newbody, !ix->multikey, &w->new_[i])) < 0) {
+      if (rc == RD_EMULTI)
+        w->multi = ix->id;
+      break;
+    }
+    const enckeys_t *o = &w->old[i], *nw = &w->new_[i];
+    w->rem[i] = calloc(o->n + 1, sizeof **w->rem);
+    w->add[i] = calloc(nw->n + 1, sizeof **w->add);
+    if (!w->rem[i] || !w->add[i]) {
+      rc = dtx__err(DTX_ENOMEM, "writing a document");
+      break;
+    }
+    for (size_t k = 0; k < o->n; k++)
+      if (!enckeys_has(nw, &o->enc[k]))
+        w->rem[i][w->nrem[i]++] = k;
+    for (size_t k = 0; k < nw->n; k++)
+      if (!ix->ready || !enckeys_has(o, &nw->enc[k]))
+        w->add[i][w->nadd[i]++] = k;
+    if (!ix->spec->unique)
+      continue;
+    for (size_t k = 0; k < w->nrem[i]; k++) {
+      const rd_buf_t *t = &o->enc[w->rem[i][k]];
+      ckey.n = 0;
+      dtx__rd_putc(&ckey, 'u');
+      dtx__rd_key_claim(&ckey, co, ix->id, t->p, t->n);
+      dtx__rd_claims_add(&w->rel, ckey.p + 1, ckey.n - 1, "", 0);
+    }
+    for (size_t k = 0; rc == 0 && k < w->nadd[i]; k++) {
+      const rd_buf_t *t = &nw->enc[w->add[i][k]];
+      const json_t *tuple = json_array_get(nw->keys, nw->which[w->add[i][k]]);
+      ckey.n = 0;
+      dtx__rd_key_claim(&ckey, co, ix->id, t->p, t->n);
+      rd_buf_t val = {0};
+      int fresh = 0;
+      rc = claim_take(b, co, ix, tuple, &ckey, cur, &val, &fresh);
+      if (rc == 0) {
+        if (fresh)
+          dtx__rd_claims_add(&w->taken, ckey.p, ckey.n, val.p, val.n);
+        dtx__rd_claims_add(&w->rec, ckey.p, ckey.n, val.p, val.n);
+      }
+      dtx__rd_buf_free(&val);
+    }
+  }
+  if (rc == 0 && (ckey.oom || w->taken.oom || w->rec.oom || w->rel.oom))
+    rc = dtx__err(DTX_ENOMEM, "writing a document");
+  dtx__rd_buf_free(&ckey);
+  return rc;
+}
+
+/* A write in flight: built by dtx__rd_write_begin, its reply read by
+ * dtx__rd_write_end.  Split so that a bulk write sends the WRITE scripts
+ * of many documents in one pipeline. */
+struct rd_wprep {
+  wstate_t w;
+  rd_cmd_t c;
+  rd_buf_t key;
+  char seq[RD_SEQLEN + 1], ver[RD_VERMAX + 1];
+  json_t *newbody; /* borrowed */
+};
+
+int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
+                        json_t *newbody, rd_wprep_t **out) {
+  *out = NULL;
+  char op = !cur->body ? 'i' : !newbody ? 'd' : 'u';
+  if (op == 'i' && !newbody)
+    return 0; /* deleting nothing */
+  rd_wprep_t *p = calloc(1, sizeof *p);
+  if (!p)
+    return dtx__err(DTX_ENOMEM, "writing a document");
+  wstate_t *w = &p->w;
+  char *seq = p->seq, *ver = p->ver;
+  p->newbody = newbody;
+  if (op == 'i')
+    dtx__rd_newseq(b, seq);
+  else
+    memcpy(seq, cur->seq, sizeof p->seq);
+  if (strlen(seq) != RD_SEQLEN) {
+    free(p);
+    return dtx__err(DTX_EBACKEND, "redis: document without a sequence");
+  }
+  dtx__rd_token(b, ver);
+  char *text = NULL;
+  if (newbody && !(text = dtx__json_dump(newbody))) {
+    free(p);
+    return dtx__err(DTX_ENOMEM, "writing a document");
+  }
+  int rc = prepare(b, co, cur, newbody, w);
+  /* A protocol step of its own: the claims are held but no document
+   * records them yet, so a crash here leaves orphans and a pause lets a
+   * rival fence this write.  Only writes that record claims reach it.  An
+   * injected error fails like any failed write: fresh claims go back. */
+  if (rc == 0 && w->rec.n > 0)
+    rc = DTX_FAULTPOINT("redis.unique_claimed");
+  if (rc < 0) {
+    dtx__rd_claims_release(b, &w->taken);
+    if (rc == RD_EMULTI && (rc = dtx__rd_mark_multikey(b, co, w->multi)) == 0)
+      rc = RD_ESTALE; /* write again with the new catalog */
+    wstate_free(w);
+    free(text);
+    free(p);
+    return rc;
+  }
+  rd_buf_t tmp = {0};
+  rd_cmd_t *c = &p->c;
+  dtx__rd_cmd_init(c, co->slots[cur->bucket], RD_S_WRITE, 1);
+  dtx__rd_doc_key(co, cur, &p->key);
+  dtx__rd_argb(c, &p->key);
+  dtx__rd_key_members(&tmp, co, cur->bucket);
+  dtx__rd_argb(c, &tmp);
+  tmp.n = 0;
+  dtx__rd_key_stamp(&tmp, co, cur->bucket);
+  dtx__rd_argb(c, &tmp);
+  for (size_t i = 0; i < co->nidx; i++) {
+    tmp.n = 0;
+    dtx__rd_key_index(&tmp, co, cur->bucket, co->idx[i].id);
+    dtx__rd_argb(c, &tmp);
+  }
+  c->nkeys = (int)c->argc;
+  dtx__rd_args(c, cur->ver);
+  dtx__rd_args(c, ver);
+  dtx__rd_argi(c, co->ver);
+  dtx__rd_arg(c, &op, 1);
+  dtx__rd_args(c, text ? text : "");
+  tmp.n = 0;
+  dtx__rd_put(&tmp, seq, RD_SEQLEN);
+  dtx__rd_put(&tmp, cur->id.p, cur->id.n);
+  dtx__rd_argb(c, &tmp);
+  dtx__rd_args(c, seq);
+  dtx__rd_argi(c, (long long)w->rel.n);
+  for (size_t i = 0; i < w->rel.n; i++) {
+    tmp.n = 0;
+    dtx__rd_putc(&tmp, 'u');
+    dtx__rd_put(&tmp, w->rel.keys[i].p, w->rel.keys[i].n);
+    dtx__rd_argb(c, &tmp);
+  }
+  dtx__rd_argi(c, (long long)w->rec.n);
+  for (size_t i = 0; i < w->rec.n; i++) {
+    tmp.n = 0;
+    dtx__rd_putc(&tmp, 'u');
+    dtx__rd_put(&tmp, w->rec.keys[i].p, w->rec.keys[i].n);
+    dtx__rd_argb(c, &tmp);
+    dtx__rd_argb(c, &w->rec.vals[i]);
+  }
+  for (size_t i = 0; i < co->nidx; i++) {
+    put_entries(c, &w->old[i], w->rem[i], w->nrem[i], seq, &cur->id);
+    put_entries(c, &w->new_[i], w->add[i], w->nadd[i], seq, &cur->id);
+  }
+  dtx__rd_buf_free(&tmp);
+  free(text);
+  *out = p;
+  return 0;
+}
+
+rd_cmd_t *dtx__rd_write_cmd(rd_wprep_t *p) { return &p->c; }
+
+int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
+                      rd_wprep_t *p, int rc, rd_claims_t *claims) {
+  wstate_t *w = &p->w;
+  rd_cmd_t *c = &p->c;
+  const char *seq = p->seq, *ver = p->ver;
+  json_t *newbody = p->newbody;
+  /* A stamp below the catalog's version means a catalog change whose
+   * author died before raising every stamp: finish that for it. */
+  for (int heal = 0; rc == 0 && heal < 3; heal++) {
+    const redisReply *r = c->reply;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER ||
+        r->element[0]->integer != -1 ||
+        r->element[1]->type != REDIS_REPLY_STRING ||
+        strcmp(r->element[1]->str, "dropped") == 0 ||
+        strtoll(r->element[1]->str, NULL, 10) >= co->ver)
+      break;
+    if ((rc = dtx__rd_raise_stamps(b, co)) < 0)
+      break;
+    freeReplyObject(c->reply);
+    c->reply = NULL;
+    rc = dtx__rd_run(b, c, 1, "writing a document");
+  }
+  int applied = 0;
+  if (rc == 0) {
+    const redisReply *r = c->reply;
+    long long tag = r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+                            r->element[0]->type == REDIS_REPLY_INTEGER
+                        ? r->element[0]->integer
+                        : -2;
+    if (tag == 1) {
+      applied = 1;
+      for (size_t i = 0; i < w->rel.n && i + 1 < r->elements; i++) {
+        const redisReply *v = r->element[i + 1];
+        if (v->type == REDIS_REPLY_STRING) {
+          w->rel.vals[i].n = 0;
+          dtx__rd_put(&w->rel.vals[i], v->str, v->len);
+        }
+      }
+    } else if (tag == 0 && r->elements == 4) {
+      const redisReply *v = r->element[1];
+      if (v->type == REDIS_REPLY_STRING && strlen(ver) == v->len &&
+          memcmp(v->str, ver, v->len) == 0) {
+        applied = 1; /* a resend found its own earlier success */
+        for (size_t i = 0; i < w->rel.n; i++)
+          w->rel.vals[i].n = 0; /* unknown: they become orphans */
+      } else {
+        rc = dtx__rd_doc_fill(cur, r->element[1], r->element[2],
+                              r->element[3]);
+        if (rc == 0)
+          rc = RD_ELOST;
+      }
+    } else if (tag == -1) {
+      rc = RD_ESTALE;
+    } else {
+      rc = dtx__rd_bad_reply(r, "writing a document");
+    }
+  }
+  if (applied) {
+    /* The write is done and cannot be undone; releasing the dropped keys'
+     * claims is the next step.  An injected error fails that step as a
+     * lost connection would: the claims stay as orphans for the next
+     * taker to fence, and the write still succeeded (as in
+     * dtx__rd_claims_release, a failed release is no error of the write). */
+    if (w->rel.n == 0 || DTX_FAULTPOINT("redis.unique_written") == 0)
+      dtx__rd_claims_release(b, &w->rel);
+    if (claims)
+      for (size_t i = 0; i < w->taken.n; i++)
+        dtx__rd_claims_add(claims, w->taken.keys[i].p, w->taken.keys[i].n,
+                           w->taken.vals[i].p, w->taken.vals[i].n);
+    memcpy(cur->ver, ver, sizeof cur->ver);
+    memcpy(cur->seq, seq, sizeof cur->seq);
+    json_decref(cur->body);
+    cur->body = json_incref(newbody);
+    cur->cached = 0;
+    if (newbody)
+      dtx__rd_cache_put(b, &p->key, cur);
+    else
+      dtx__rd_cache_drop(b, &p->key);
+    /* Even when fewer replicas than ?wait= acknowledged it in time (see
+     * conn.c), the write is done and cannot be undone, so the state above
+     * is recorded either way.  A replica that is catching up was waited
+     * for; but when its master has fewer replicas connected than ?wait=,
+     * the caller must hear that the write is not durable as asked: an
+     * UNAVAILABLE whose outcome is unknown, as after a lost reply. */
+    rc = c->few ? dtx__rd_few_replicas_err(b, c) : 0;
+  } else {
+    if (rc == RD_ELOST && cur->body)
+      dtx__rd_cache_put(b, &p->key, cur);
+    else if (rc == RD_ELOST)
+      dtx__rd_cache_drop(b, &p->key);
+    dtx__rd_claims_release(b, &w->taken);
+  }
+  dtx__rd_cmd_clear(c);
+  dtx__rd_buf_free(&p->key);
+  wstate_free(w);
+  free(p);
+  return rc;
+}
+
+int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
+                  json_t *newbody, rd_claims_t *claims) {
+  rd_wprep_t *p;
+  int rc = dtx__rd_write_begin(b, co, cur, newbody, &p);
+  if (rc < 0 || !p)
+    return rc;
+  rc = dtx__rd_run(b, &p->c, 1, "writing a document");
+  return dtx__rd_write_end(b, co, cur, p, rc, claims);
+}
+
+/* A version-only check of a state read from the cache: 0 when it is
+ * current, RD_ELOST with cur refreshed when not, RD_ESTALE.  In two
+ * halves, so a bulk write pipelines the checks of many documents. */
+void dtx__rd_verify_cmd(const rd_coll_t *co, const rd_doc_t *cur,
+                        rd_cmd_t *c) {
+  rd_buf_t tmp = {0};
+  dtx__rd_cmd_init(c, co->slots[cur->bucket], RD_S_WRITE, 0);
+  c->nkeys = 3;
+  dtx__rd_doc_key(co, cur, &tmp);
+  dtx__rd_argb(c, &tmp);
+  tmp.n = 0;
+  dtx__rd_key_members(&tmp, co, cur->bucket);
+  dtx__rd_argb(c, &tmp);
+  tmp.n = 0;
+  dtx__rd_key_stamp(&tmp, co, cur->bucket);
+  dtx__rd_argb(c, &tmp);
+  dtx__rd_buf_free(&tmp);
+  dtx__rd_args(c, cur->ver);
+  dtx__rd_args(c, "");
+  dtx__rd_argi(c, co->ver);
+  dtx__rd_args(c, "c");
+}
+
+int dtx__rd_verify_reply(dtx__backend_t *b, const rd_coll_t *co,
+                         rd_doc_t *cur, const rd_cmd_t *c) {
+  const redisReply *r = c->reply;
+  long long tag = r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+                          r->element[0]->type == REDIS_REPLY_INTEGER
+                      ? r->element[0]->integer
+                      : -2;
+  if (tag == 1) {
+    cur->cached = 0;
+    return 0;
+  }
+  if (tag == -1)
+    return RD_ESTALE;
+  if (tag != 0 || r->elements != 4)
+    return dtx__rd_bad_reply(r, "checking a document");
+  int rc = dtx__rd_doc_fill(cur, r->element[1], r->element[2], r->element[3]);
+  if (rc < 0)
+    return rc;
+  rd_buf_t key = {0};
+  dtx__rd_doc_key(co, cur, &key);
+  if (cur->body)
+    dtx__rd_cache_put(b, &key, cur);
+  else
+    dtx__rd_cache_drop(b, &key);
+  dtx__rd_buf_free(&key);
+  return RD_ELOST;
+}
+
+int dtx__rd_verify(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur) {
+  rd_cmd_t c;
+  dtx__rd_verify_cmd(co, cur, &c);
+  int rc = dtx__rd_run(b, &c, 1, "checking a document");
+  if (rc == 0)
+    rc = dtx__rd_verify_reply(b, co, cur, &c);
+  dtx__rd_cmd_clear(&c);
+  return rc;
+}
