@@ -92,7 +92,7 @@ static void *native_worker(void *arg) {
   redisContext *rc = r->conns[__atomic_fetch_add(&r->nconn, 1,
                                                  __ATOMIC_RELAXED)];
   snprintf(w, sizeof w, "%d", c->uri.wait);
-  /* WAIT gets the timeout doctx gives it (conn.c: half the command's) */
+  /* WAIT gets the timeout doctx gives it (exec.c: half the command's) */
   snprintf(t, sizeof t, "%d",
            c->uri.timeout_ms / 2 > 0 ? c->uri.timeout_ms / 2 : 1);
   for (;;) {

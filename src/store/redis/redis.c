@@ -32,7 +32,7 @@
  * pointless: the open refuses such a master, and one found so later
  * fails the write that found it (DTX_EUNAVAILABLE, outcome unknown, as
  * after a lost reply) and refuses further writes until it has N again
- * (conn.c).
+ * (exec.c).
  *
  * One round trip in the common case: the backend keeps the last (version,
  * body) it saw of each document (a bounded cache shared by the threads of

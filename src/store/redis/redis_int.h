@@ -3,8 +3,9 @@
  *
  * Layout of the backend (redis.c carries the design argument):
  *   redis.c    the method table, URI parsing, ids, versions, the doc cache
- *   conn.c     connections, the cluster slot map, redirects, retries, and
- *              the batch executor every other file sends commands through
+ *   conn.c     nodes, connections, the cluster slot map, topology at open
+ *   exec.c     the batch executor every other file sends commands through:
+ *              routing, redirects, retries, ?wait=N replicas
  *   scripts.c  the Lua scripts (small, data-only: no doctx semantics)
  *   codec.c    buffers, CRC16 slots, _id and index key encodings
  *   catalog.c  key names; collections and indexes: the catalog,
@@ -188,6 +189,37 @@ int dtx__rd_bad_reply(const redisReply *r, const char *what);
 /* Opens connections and learns the topology (standalone or cluster). */
 int dtx__rd_connect(dtx__backend_t *b);
 void dtx__rd_disconnect(dtx__backend_t *b);
+
+/* conn.c's pieces the executor (exec.c) runs on. */
+
+/* slot2node's value for a slot no known node serves. */
+#define RD_NO_NODE UINT16_MAX
+
+/* The index in b->nodes of the node host:port, added when new (the
+ * backend owns it until close).  The caller holds maplock for writing.
+ * -1 when out of memory. */
+int dtx__rd_node_index_locked(dtx__backend_t *b, const char *host, int port);
+/* A connection to n for the calling thread alone: an idle one, or a new
+ * one (authenticated).  NULL with why (whylen bytes) saying what failed.
+ * Give it back with dtx__rd_conn_put, or redisFree it when its state is
+ * unknown. */
+redisContext *dtx__rd_conn_get(dtx__backend_t *b, rd_node_t *n, char *why,
+                               size_t whylen);
+/* Returns c (NULL: nothing) to n's idle connections, or frees it when it
+ * has failed or n keeps enough; c must not be used after the call. */
+void dtx__rd_conn_put(rd_node_t *n, redisContext *c);
+/* Whether r is an error reply starting with prefix. */
+int dtx__rd_reply_is_err(const redisReply *r, const char *prefix);
+/* Re-reads the cluster slot map from the first node that answers, at
+ * most once per REFRESH_MIN_MS unless force (standalone: nothing to do).
+ * 0 when refreshed or fresh enough; else -1 with why (whylen bytes)
+ * holding the last failure. */
+int dtx__rd_refresh_slots(dtx__backend_t *b, int force, char *why,
+                          size_t whylen);
+/* At open (exec.c): with ?wait=N, DTX_EUNAVAILABLE when a master that
+ * serves slots has fewer than N connected replicas, as no write to it
+ * could be acknowledged; 0 otherwise. */
+int dtx__rd_check_replicas(dtx__backend_t *b);
 
 /* ---- keys and encodings ------------------------------------------------------- */
 

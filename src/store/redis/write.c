@@ -573,7 +573,7 @@ int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
     else
       dtx__rd_cache_drop(b, &p->key);
     /* Even when fewer replicas than ?wait= acknowledged it in time (see
-     * conn.c), the write is done and cannot be undone, so the state above
+     * exec.c), the write is done and cannot be undone, so the state above
      * is recorded either way.  A replica that is catching up was waited
      * for; but when its master has fewer replicas connected than ?wait=,
      * the caller must hear that the write is not durable as asked: an
