@@ -1,8 +1,9 @@
 /* store.h -- the backend method table, as SQLite's VFS.
  *
- * src/store/store.c implements the public dtx_store_* API: it validates
- * and compiles filters and updates, generates _ids, applies projections,
- * and then calls one backend through this table.  A backend is one folder
+ * src/store/store.c and its siblings (store_int.h lists them) implement
+ * the public dtx_store_* API: they validate and compile filters and
+ * updates, generate _ids, apply projections, and then call one backend
+ * through this table.  A backend is one folder
  * under src/store/ and one line in store.c's registry; the core never
  * includes a backend's headers.
  *
@@ -60,14 +61,14 @@ typedef struct dtx__modify_result {
   json_t *upserted_id; /* _id of an upserted document, else NULL */
 } dtx__modify_result_t;
 
-/* One operation of a bulk write, compiled by store.c.  An insert has
+/* One operation of a bulk write, compiled by store_bulk.c.  An insert has
  * doc set (a prepared copy with its _id) and m.coll, m.bypass; every
  * other kind is a modify_one request in m.  The backend fills rc, detail
- * (when rc < 0) and res; ops already failed in store.c (rc < 0 on entry)
- * are left alone. */
+ * (when rc < 0) and res; ops already failed in store_bulk.c (rc < 0 on
+ * entry) are left alone. */
 typedef struct dtx__bulk_op {
   dtx__modify_t m;
-  json_t *doc;              /* insert: the document (owned by store.c) */
+  json_t *doc;              /* insert: the document (owned by store_bulk.c) */
   int rc;
   char detail[512];
   dtx__modify_result_t res; /* modify: as modify_one fills it */

@@ -28,8 +28,8 @@ static const char *const store_points[] = {
     /* bulk writes (store/store.h, store/redis/bulk.c) */
     "store.bulk_op",
     "store.bulk_sent",
-    /* a fenced write, before its atomic step (store/store.c): Kleppmann's
-     * paused lock holder stops here */
+    /* a fenced write, before its atomic step (store/store_write.c):
+     * Kleppmann's paused lock holder stops here */
     "fence.write",
     NULL,
 };

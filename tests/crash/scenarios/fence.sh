@@ -1,5 +1,5 @@
 # scenarios/fence.sh -- the store's fenced-write point (fence.write, in
-# src/store/store.c, just before the write's atomic step) for faults.sh
+# src/store/store_write.c, just before the write's atomic step) for faults.sh
 # and pause.sh: a fenced $inc of one document.  After a crash or an
 # injected error nothing was written and no token recorded; after a pause
 # (and the resume) the write landed once and recorded its token.  A later
