@@ -24,6 +24,7 @@
 #include "util/fault.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -411,15 +412,18 @@ typedef struct dec_job {
   shared_t *sh;
 } dec_job_t;
 
-/* One process: batches of 16 conditional decrements, one per document,
- * counting the ones that applied per document. */
-static int dec_child(void *arg) {
-  dec_job_t *j = arg;
-  dtx_store_t *st = NULL;
-  if (dtx_store_open(conf_uri, &st) != 0 || conf_barrier_child(j->bar) != 0) {
-    CONF_CHILD_FAIL("open or barrier: %s", dtx_errdetail());
-    return 1;
-  }
+/* One thread: batches of 16 conditional decrements, one per document (or
+ * all on document 0), counting the ones that applied per document.  1 on
+ * a failed operation. */
+typedef struct dec_thread {
+  dec_job_t *j;
+  dtx_store_t *st;
+  int batches, bad;
+} dec_thread_t;
+
+static void *dec_thread(void *arg) {
+  dec_thread_t *t = arg;
+  dec_job_t *j = t->j;
   json_t *upd = json_pack("{s:{s:i}}", "$inc", "n", -1);
   json_t *filters[16];
   dtx_bulk_op_t ops[16];
@@ -429,16 +433,15 @@ static int dec_child(void *arg) {
     ops[i] = (dtx_bulk_op_t){.kind = DTX_BULK_UPDATE_ONE, .coll = j->coll,
                              .filter = filters[i], .update = upd};
   }
-  int bad = 0;
-  for (int b = 0; b < j->batches && !bad; b++) {
+  for (int b = 0; b < t->batches && !t->bad; b++) {
     dtx_bulk_result_t r[16];
-    int rc = dtx_store_bulk_write(st, ops, 16, r);
+    int rc = dtx_store_bulk_write(t->st, ops, 16, r);
     for (int i = 0; i < 16; i++) {
       if (r[i].rc != 0) {
         CONF_CHILD_FAIL("batch %d op %d: %s (%s); call %s", b, i,
                         dtx_errname(r[i].rc), r[i].detail,
                         dtx_errname(rc));
-        bad = 1;
+        t->bad = 1;
       } else if (r[i].modified) {
         __atomic_fetch_add(&j->sh->ok[j->onedoc ? 0 : i], 1,
                            __ATOMIC_SEQ_CST);
@@ -449,6 +452,34 @@ static int dec_child(void *arg) {
   for (int i = 0; i < 16; i++)
     json_decref(filters[i]);
   json_decref(upd);
+  return NULL;
+}
+
+/* One process.  On one document, two threads share its store handle:
+ * writers of one process on one document take turns (redis/bulk.c). */
+static int dec_child(void *arg) {
+  dec_job_t *j = arg;
+  dtx_store_t *st = NULL;
+  if (dtx_store_open(conf_uri, &st) != 0 || conf_barrier_child(j->bar) != 0) {
+    CONF_CHILD_FAIL("open or barrier: %s", dtx_errdetail());
+    return 1;
+  }
+  int nt = j->onedoc ? 2 : 1, bad = 0;
+  dec_thread_t t[2];
+  pthread_t th[2];
+  for (int k = 0; k < nt; k++) {
+    t[k] = (dec_thread_t){j, st, j->batches / nt, 0};
+    if (k > 0 && pthread_create(&th[k], NULL, dec_thread, &t[k]) != 0) {
+      CONF_CHILD_FAIL("%s", "pthread_create");
+      nt = k;
+      bad = 1;
+    }
+  }
+  dec_thread(&t[0]);
+  for (int k = 1; k < nt; k++)
+    pthread_join(th[k], NULL);
+  for (int k = 0; k < nt; k++)
+    bad |= t[k].bad;
   dtx_store_close(st);
   return bad;
 }
@@ -457,7 +488,8 @@ static int dec_child(void *arg) {
  * on 16 documents that start at S < 4B: each document must end at 0 with
  * exactly S decrements applied, and a sampling reader must never see one
  * below 0.  With onedoc, all 16 of every batch go to one document (a hot
- * account), which starts at S = 16 x 4B x 3/5. */
+ * account), which starts at S = 16 x 4B x 3/5, and each process sends
+ * its B batches from two threads sharing its store handle. */
 static void concurrent_decrements(int onedoc) {
   if (conf_store_is_private()) {
     conf_skip("needs a store shared between processes");

@@ -43,6 +43,19 @@
  *            op2 eval(op1's)  ---+--> WRITE base.ver -> op3's body (op3's wp)
  *            op3 eval(op2's) ---/     op1, op2: B_RIDE on op3's outcome
  *
+ * Turns.  Groups make one thread's operations on a document one write;
+ * several threads of this process writing the same hot document still
+ * beat each other's compare-and-sets, and an evaluation that takes long
+ * (a group on a large document) can lose every time until the retry
+ * window ends.  So an operation whose write lost holds its document's
+ * turn (a mutex by key hash, b->turns) in the rounds after: from before
+ * its evaluation, on the newest state this process knows (the doc cache),
+ * to the write's reply.  A round takes all its turns at once, in index
+ * order, and does nothing but its own round trips while holding them, so
+ * turns cannot deadlock.  Writers in other processes still race as
+ * before; each write stays its own compare-and-set, so turns change who
+ * goes first, never what a write does.
+ *
  * I1: an operation reaches DTX__FP_BULK_OP once, before its first write.
  * I2: an operation moves to the slow path only while nothing of it was
  *     applied (before its first write, or after a write that lost or met
@@ -79,6 +92,7 @@ typedef struct bitem {
   int held;        /* its decision was held (hold()) */
   json_t *pbefore; /* evaluated on a group's prediction: that state */
   int wrc;         /* B_WRITE's outcome: dtx__rd_write_end's code */
+  int contended;   /* a write of it (or of its group) lost: take turns */
   rd_wprep_t *wp;
   rd_cmd_t cmd; /* a READDOC or a version check */
   json_t *nd;   /* the new body of the write in flight, or of a no-op */
@@ -289,8 +303,10 @@ static void finish(dtx__backend_t *b, bitem_t *it, int run_rc) {
       item_matched(it, 1, before);
     } else {
       json_decref(before);
-      if (rc == RD_ELOST)
+      if (rc == RD_ELOST) {
         it->state = B_EVAL; /* the reply carried the current state */
+        it->contended = 1;
+      }
       else if (rc == RD_ESTALE)
         it->state = B_SLOW;
       else
@@ -447,6 +463,7 @@ static void ride_all(bitem_t *items, size_t n) {
       it->state = B_SLOW;
     } else if (x->wrc == RD_ELOST) {
       reevaluate(it, &x->cur); /* x->cur: the state its reply carried */
+      it->contended = 1;
     } else if (x->wrc < 0) {
       dtx__err(x->wrc, "%s", x->op->detail);
       item_fail(it, x->wrc);
@@ -524,6 +541,44 @@ static void run_slow(dtx__backend_t *b, bitem_t *it) {
   it->state = B_DONE;
 }
 
+/* ---- turns ----------------------------------------------------------------------- */
+
+static int turn_cmp(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Takes the turns of the round's contended items, in index order, into
+ * held[] (*nheld of them), and brings each such item waiting to be
+ * evaluated to the newest state this process knows. */
+static void turns_take(dtx__backend_t *b, bitem_t *items, size_t n,
+                       size_t *held, size_t *nheld) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (items[i].contended && items[i].key.n > 0 &&
+        items[i].state == B_EVAL)
+      held[k++] = (size_t)(items[i].hash % RD_TURNS);
+  qsort(held, k, sizeof *held, turn_cmp);
+  size_t u = 0;
+  for (size_t i = 0; i < k; i++)
+    if (u == 0 || held[u - 1] != held[i])
+      held[u++] = held[i];
+  for (size_t i = 0; i < u; i++)
+    pthread_mutex_lock(&b->turns[held[i]]);
+  *nheld = u;
+  /* The writer before us in turn left its state in the cache: our
+   * reply's is older.  (A stale one only costs a lost write.) */
+  for (size_t i = 0; i < n; i++)
+    if (items[i].contended && items[i].key.n > 0 &&
+        items[i].state == B_EVAL)
+      (void)dtx__rd_cache_get(b, &items[i].key, &items[i].cur);
+}
+
+static void turns_give(dtx__backend_t *b, const size_t *held, size_t nheld) {
+  for (size_t i = nheld; i-- > 0;)
+    pthread_mutex_unlock(&b->turns[held[i]]);
+}
+
 /* Rounds until every fast-path item is done or slow: reads, then
  * evaluations, then writes and checks.  Losers go again; after the
  * URI's retry budget (or the command's deadline) they fail EBUSY, as a
@@ -539,20 +594,20 @@ static int rounds(dtx__backend_t *b, bitem_t *items, size_t n) {
       ;
     g.slot = malloc(g.cap * sizeof *g.slot);
   }
+  /* Without memory for it, no turns are taken: writers race as before. */
+  size_t *held = malloc(n * sizeof *held), nheld = 0;
   int rc = 0;
   for (int round = 0;; round++) {
+    if (held && round > 0)
+      turns_take(b, items, n, held, &nheld);
     size_t live = 0;
     for (size_t i = 0; i < n; i++) {
       if (items[i].state != B_READ)
         continue;
-      rd_buf_t key = {0};
-      dtx__rd_key_doc(&key, items[i].co, items[i].cur.bucket,
-                      items[i].cur.id.p, items[i].cur.id.n);
-      if (dtx__rd_cache_get(b, &key, &items[i].cur))
+      if (dtx__rd_cache_get(b, &items[i].key, &items[i].cur))
         items[i].state = B_EVAL;
       else
         dtx__rd_read_cmd(items[i].co, &items[i].cur, &items[i].cmd);
-      dtx__rd_buf_free(&key);
     }
     rc = round_trip(b, items, n, "reading documents", NULL);
     if (rc == 0) {
@@ -563,6 +618,8 @@ static int rounds(dtx__backend_t *b, bitem_t *items, size_t n) {
     }
     if (rc == 0)
       ride_all(items, n);
+    turns_give(b, held, nheld);
+    nheld = 0;
     for (size_t i = 0; i < n; i++)
       live += items[i].state == B_EVAL || items[i].state == B_READ;
     if (rc < 0 || live == 0) {
@@ -590,6 +647,7 @@ static int rounds(dtx__backend_t *b, bitem_t *items, size_t n) {
     }
   }
   free(g.slot);
+  free(held);
   return rc;
 }
 
