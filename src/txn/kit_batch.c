@@ -133,6 +133,12 @@ int dtx__kit_run(dtx__exec_t *ex, dtx__kit_op_t *ops, size_t n) {
       if (!pending[i])
         continue;
       int rc = ops[i].rc;
+      /* The deadline's words wrap this step's own detail, not whatever
+       * the step before it left in the thread's. */
+      if (ops[i].detail)
+        (void)dtx__err(rc, "%s", ops[i].detail);
+      else
+        dtx__err_clear();
       pending[i] = (char)dtx__retry_next(&r[i], &rc, ops[i].point, &p);
       if (rc != ops[i].rc) /* the deadline stopped it: its own words */
         set_failed(&ops[i], rc, dtx_errdetail());

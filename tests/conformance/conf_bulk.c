@@ -19,10 +19,12 @@
 #define CONF_NO_WRAP
 #include "conf.h"
 
+#include "store/store.h"
 #include "util/err.h"
 #include "util/fault.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -302,6 +304,94 @@ static void test_bulk_every_kind(void) {
   CHECK_RC(dtx_store_bulk_write(conf_st, NULL, 0, &one), 0);
 }
 
+/* Many operations on ONE document in one batch (a hot account's debits):
+ * each is its own atomic step, as if the operations ran one after
+ * another -- exactly 10 of 14 conditional debits of 100 from 1,000
+ * apply, each result's before and after are consecutive states, a no-
+ * match and an error keep their own outcome, the index follows the last
+ * state -- and on Redis the batch is one read and one write (the
+ * operations form one group, bulk.c), not a round per operation. */
+static void test_bulk_one_document(void) {
+  const char *c = conf_coll("bulk_onedoc");
+  REQUIRE(conf_seed(c, "[{'_id':1,'n':1000,'s':'x','log':[]}]") == 0);
+  CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'n':1}"), NULL, NULL), 0);
+  CHECK(conf_int_field(c, 1, "n") == 1000); /* the catalog is loaded */
+  static const dtx_fam_opts_t after = {.return_new = 1};
+  enum { N = 16 };
+  dtx_bulk_op_t ops[N];
+  for (int i = 0; i < N; i++) {
+    char u[96];
+    snprintf(u, sizeof u, "{'$inc':{'n':-100},'$push':{'log':%d}}", i);
+    ops[i] = (dtx_bulk_op_t){.kind = i % 2 ? DTX_BULK_FIND_ONE_AND_UPDATE
+                                           : DTX_BULK_UPDATE_ONE,
+                             .coll = c,
+                             .filter = JQ("{'_id':1,'n':{'$gte':100}}"),
+                             .update = JQ(u),
+                             .fam_opts = i % 4 == 1 ? &after : NULL};
+  }
+  /* #3: an error at apply time ($inc of a string), on the predicted state;
+   * #12: a filter no state matches. */
+  ops[3].update = JQ("{'$inc':{'s':1}}");
+  ops[12].filter = JQ("{'_id':1,'n':-5}");
+  dtx_bulk_result_t r[N];
+  int64_t rt0 = dtx__store_round_trips();
+  (void)dtx_store_bulk_write(conf_st, ops, N, r);
+  int64_t rts = dtx__store_round_trips() - rt0;
+  int applied = 0, none = 0;
+  int seen[N] = {0};
+  for (int i = 0; i < N; i++) {
+    if (i == 3) {
+      CHECKF(r[i].rc == DTX_ETYPE && r[i].detail && strstr(r[i].detail, "s"),
+             "#3: %s %s", dtx_errname(r[i].rc), r[i].detail);
+      continue;
+    }
+    if (ops[i].kind == DTX_BULK_UPDATE_ONE) {
+      CHECKF(r[i].rc == 0, "#%d: %s %s", i, dtx_errname(r[i].rc),
+             r[i].detail);
+      applied += r[i].modified;
+      none += !r[i].matched;
+      continue;
+    }
+    if (r[i].rc == DTX_ENOMATCH) {
+      none++;
+      continue;
+    }
+    CHECKF(r[i].rc == 0, "#%d: %s %s", i, dtx_errname(r[i].rc), r[i].detail);
+    applied++;
+    /* The state it returns is the one it made or the one it found. */
+    int64_t n = json_integer_value(json_object_get(r[i].doc, "n"));
+    json_t *log = json_object_get(r[i].doc, "log");
+    size_t k = json_array_size(log);
+    int64_t last = k ? json_integer_value(json_array_get(log, k - 1)) : -1;
+    CHECKF(n >= 0 && n % 100 == 0, "#%d: n=%lld", i, (long long)n);
+    if (ops[i].fam_opts) {
+      CHECKF(last == i && n == 1000 - 100 * (int64_t)k, "#%d returns %s", i,
+             JS(r[i].doc));
+    } else {
+      CHECKF(n == 1000 - 100 * (int64_t)k && n >= 100, "#%d found %s", i,
+             JS(r[i].doc));
+    }
+    /* The number of debits once it applied: one per operation. */
+    size_t made = ops[i].fam_opts ? k : k + 1;
+    CHECKF(made < N && !seen[made], "#%d: a state made twice: %s", i,
+           JS(r[i].doc));
+    if (made < N)
+      seen[made] = 1;
+  }
+  CHECKF(applied == 10 && none == 5, "%d applied, %d did not match", applied,
+         none);
+  dtx_bulk_results_clear(r, N);
+  CHECK(conf_int_field(c, 1, "n") == 0);
+  CHECK(conf_count(c, JQ("{'n':0}")) == 1 && conf_count(c, JQ("{'n':1000}")) == 0);
+  json_t *all = conf_find(c, NULL, NULL);
+  json_t *log = json_object_get(json_array_get(all, 0), "log");
+  CHECKF(json_array_size(log) == 10, "%s", JS(all));
+  json_decref(all);
+  if (strncmp(conf_uri, "redis", 5) == 0)
+    CHECKF(rts <= 2, "%lld round trips for 16 operations on one document",
+           (long long)rts);
+}
+
 /* Shared between the parent and the children of the tests below. */
 typedef struct shared {
   int64_t ok[16];
@@ -317,39 +407,44 @@ static shared_t *shared_new(void) {
 typedef struct dec_job {
   const char *coll;
   int batches;
+  int onedoc; /* every decrement on document 0 */
   conf_barrier_t *bar;
   shared_t *sh;
 } dec_job_t;
 
-/* One process: batches of 16 conditional decrements, one per document,
- * counting the ones that applied per document. */
-static int dec_child(void *arg) {
-  dec_job_t *j = arg;
-  dtx_store_t *st = NULL;
-  if (dtx_store_open(conf_uri, &st) != 0 || conf_barrier_child(j->bar) != 0) {
-    CONF_CHILD_FAIL("open or barrier: %s", dtx_errdetail());
-    return 1;
-  }
+/* One thread: batches of 16 conditional decrements, one per document (or
+ * all on document 0), counting the ones that applied per document.  1 on
+ * a failed operation. */
+typedef struct dec_thread {
+  dec_job_t *j;
+  dtx_store_t *st;
+  int batches, bad;
+} dec_thread_t;
+
+static void *dec_thread(void *arg) {
+  dec_thread_t *t = arg;
+  dec_job_t *j = t->j;
   json_t *upd = json_pack("{s:{s:i}}", "$inc", "n", -1);
   json_t *filters[16];
   dtx_bulk_op_t ops[16];
   for (int i = 0; i < 16; i++) {
-    filters[i] = json_pack("{s:i,s:{s:i}}", "_id", i, "n", "$gt", 0);
+    filters[i] =
+        json_pack("{s:i,s:{s:i}}", "_id", j->onedoc ? 0 : i, "n", "$gt", 0);
     ops[i] = (dtx_bulk_op_t){.kind = DTX_BULK_UPDATE_ONE, .coll = j->coll,
                              .filter = filters[i], .update = upd};
   }
-  int bad = 0;
-  for (int b = 0; b < j->batches && !bad; b++) {
+  for (int b = 0; b < t->batches && !t->bad; b++) {
     dtx_bulk_result_t r[16];
-    int rc = dtx_store_bulk_write(st, ops, 16, r);
+    int rc = dtx_store_bulk_write(t->st, ops, 16, r);
     for (int i = 0; i < 16; i++) {
       if (r[i].rc != 0) {
         CONF_CHILD_FAIL("batch %d op %d: %s (%s); call %s", b, i,
                         dtx_errname(r[i].rc), r[i].detail,
                         dtx_errname(rc));
-        bad = 1;
+        t->bad = 1;
       } else if (r[i].modified) {
-        __atomic_fetch_add(&j->sh->ok[i], 1, __ATOMIC_SEQ_CST);
+        __atomic_fetch_add(&j->sh->ok[j->onedoc ? 0 : i], 1,
+                           __ATOMIC_SEQ_CST);
       }
     }
     dtx_bulk_results_clear(r, 16);
@@ -357,6 +452,34 @@ static int dec_child(void *arg) {
   for (int i = 0; i < 16; i++)
     json_decref(filters[i]);
   json_decref(upd);
+  return NULL;
+}
+
+/* One process.  On one document, two threads share its store handle:
+ * writers of one process on one document take turns (redis/bulk.c). */
+static int dec_child(void *arg) {
+  dec_job_t *j = arg;
+  dtx_store_t *st = NULL;
+  if (dtx_store_open(conf_uri, &st) != 0 || conf_barrier_child(j->bar) != 0) {
+    CONF_CHILD_FAIL("open or barrier: %s", dtx_errdetail());
+    return 1;
+  }
+  int nt = j->onedoc ? 2 : 1, bad = 0;
+  dec_thread_t t[2];
+  pthread_t th[2];
+  for (int k = 0; k < nt; k++) {
+    t[k] = (dec_thread_t){j, st, j->batches / nt, 0};
+    if (k > 0 && pthread_create(&th[k], NULL, dec_thread, &t[k]) != 0) {
+      CONF_CHILD_FAIL("%s", "pthread_create");
+      nt = k;
+      bad = 1;
+    }
+  }
+  dec_thread(&t[0]);
+  for (int k = 1; k < nt; k++)
+    pthread_join(th[k], NULL);
+  for (int k = 0; k < nt; k++)
+    bad |= t[k].bad;
   dtx_store_close(st);
   return bad;
 }
@@ -364,16 +487,19 @@ static int dec_child(void *arg) {
 /* 4 processes each send B batches of 16 conditional decrements ($gt: 0)
  * on 16 documents that start at S < 4B: each document must end at 0 with
  * exactly S decrements applied, and a sampling reader must never see one
- * below 0. */
-static void test_bulk_concurrent_decrements(void) {
+ * below 0.  With onedoc, all 16 of every batch go to one document (a hot
+ * account), which starts at S = 16 x 4B x 3/5, and each process sends
+ * its B batches from two threads sharing its store handle. */
+static void concurrent_decrements(int onedoc) {
   if (conf_store_is_private()) {
     conf_skip("needs a store shared between processes");
     return;
   }
-  const char *c = conf_coll("bulk_dec");
-  const int B = conf_quick ? 125 : 500, S = B * 4 * 3 / 5, NP = 4;
+  const char *c = conf_coll(onedoc ? "bulk_dec1" : "bulk_dec");
+  const int B = onedoc ? (conf_quick ? 40 : 150) : (conf_quick ? 125 : 500);
+  const int S = B * 4 * 3 / 5 * (onedoc ? 16 : 1), NP = 4, ND = onedoc ? 1 : 16;
   json_t *docs = json_array();
-  for (int i = 0; i < 16; i++)
+  for (int i = 0; i < ND; i++)
     json_array_append_new(docs, json_pack("{s:i,s:i}", "_id", i, "n", S));
   CHECK_RC(dtx_store_insert_many(conf_st, c, docs, NULL, NULL), 0);
   json_decref(docs);
@@ -381,7 +507,7 @@ static void test_bulk_concurrent_decrements(void) {
   REQUIRE(sh != NULL);
   conf_barrier_t bar;
   REQUIRE(conf_barrier_init(&bar) == 0);
-  dec_job_t job = {c, B, &bar, sh};
+  dec_job_t job = {c, B, onedoc, &bar, sh};
   conf_store_release();
   pid_t pids[4];
   for (int p = 0; p < NP; p++)
@@ -410,15 +536,22 @@ static void test_bulk_concurrent_decrements(void) {
     CHECKF(conf_wait(pids[p]) == 0, "child %d failed", p);
   conf_barrier_close(&bar);
   CHECKF(below == 0, "%lld samples saw a document below 0", (long long)below);
-  for (int i = 0; i < 16; i++) {
+  for (int i = 0; i < ND; i++) {
     CHECKF(sh->ok[i] == S, "doc %d: %lld decrements applied, want %d", i,
            (long long)sh->ok[i], S);
     CHECKF(conf_int_field(c, i, "n") == 0, "doc %d ends at %lld", i,
            (long long)conf_int_field(c, i, "n"));
   }
-  printf("     %d processes x %d batches of 16: %lld samples\n", NP, B,
-         (long long)samples);
+  printf("     %d processes x %d batches of 16 on %d document(s): %lld "
+         "samples\n",
+         NP, B, ND, (long long)samples);
   munmap(sh, sizeof *sh);
+}
+
+static void test_bulk_concurrent_decrements(void) { concurrent_decrements(0); }
+
+static void test_bulk_concurrent_one_document(void) {
+  concurrent_decrements(1);
 }
 
 /* Arms DOCTX_FAULT (NULL: disarms) for this process. */
@@ -532,7 +665,9 @@ static void test_bulk_fault_crash(void) {
 
 void conf_run_bulk(void) {
   CONF_RUN(test_bulk_every_kind);
+  CONF_RUN(test_bulk_one_document);
   CONF_RUN(test_bulk_fault_error_one_op);
   CONF_RUN(test_bulk_fault_crash);
   CONF_RUN(test_bulk_concurrent_decrements);
+  CONF_RUN(test_bulk_concurrent_one_document);
 }

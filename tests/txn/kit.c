@@ -382,6 +382,28 @@ static void test_retry_and_deadline(void) {
   CHECKF(strstr(dtx_errdetail(), "kit.late") &&
              strstr(dtx_errdetail(), "deadline"),
          "detail: %s", dtx_errdetail());
+  /* Two batched steps failing after the deadline: each detail names its
+   * own step, once (the second used to carry the first's words too). */
+  dtx__kit_op_t ops[2];
+  for (int i = 0; i < 2; i++)
+    ops[i] = (dtx__kit_op_t){.kind = DTX_BULK_UPDATE_ONE,
+                             .point = i ? "kit.late_b" : "kit.late_a",
+                             .coll = K.coll,
+                             .filter = json_pack("{s:s}", "_id", "r"),
+                             .update = json_pack("{s:{s:i}}", "$inc", "n", 1)};
+  dtx__call_begin(&c, 1);
+  usleep(5000);
+  rc = dtx__kit_run(&ex, ops, 2);
+  CHECK_RC(dtx__call_end(&c, rc), DTX_EUNAVAILABLE);
+  for (int i = 0; i < 2; i++) {
+    const char *d = ops[i].detail ? ops[i].detail : "";
+    const char *other = i ? "kit.late_a" : "kit.late_b";
+    const char *dl = strstr(d, "deadline");
+    CHECKF(ops[i].rc == DTX_EUNAVAILABLE && strstr(d, ops[i].point) &&
+               !strstr(d, other) && dl && !strstr(dl + 1, "deadline"),
+           "step %d: %s: %s", i, dtx_errname(ops[i].rc), d);
+  }
+  dtx__kit_ops_clear(ops, 2);
   json_t *r = NULL;
   CHECK_RC(dtx__kit_get(&ex, K.coll, "r", &r), 0);
   CHECK(dtx__int(r, "n") == 1); /* only the retried one applied */
@@ -617,11 +639,12 @@ static void test_registry(void) {
 
 int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:kit.db";
-  /* kit.once fails its first arrival; kit.always every one; kit.late its
-   * first, after the deadline passed. */
+  /* kit.once fails its first arrival; kit.always every one; kit.late (and
+   * the batched kit.late_a, _b) its first, after the deadline passed. */
   setenv("DOCTX_FAULT",
          "kit.once:error,kit.always:error:1,kit.always:error:2,"
          "kit.always:error:3,kit.always:error:4,kit.late:error,"
+         "kit.late_a:error,kit.late_b:error,"
          "kit.claim_err:error,kit.claim_lost:lost",
          1);
   TEST_RUN(test_claim_next);

@@ -20,10 +20,49 @@
  *                                  +--lost--+ (fresh state in the reply)
  *   eval --other filter/upsert/stale--> slow (dtx__rd_modify_one/insert)
  *
+ * Groups.  Several operations on one document in one round (k debits of
+ * one hot account) would lose to each other: the first write wins, the
+ * others come back with its state and go again -- k rounds, each a
+ * compare-and-set that other threads' writes can beat.  Instead, in each
+ * round an operation on a document that an earlier operation of the
+ * round is writing is evaluated on the state that write leaves (a
+ * prediction), and the group's writes go out as ONE compare-and-set from
+ * the state the first was evaluated on to the state the last leaves.
+ * That is the operations run one after another with nothing in between,
+ * a serial order any caller could have seen; each keeps its own result
+ * (before, after, or its own error).  If the write lost, every member
+ * goes again from the state its reply carries; if it could not be sent
+ * or its outcome is unknown, every member gets that outcome.  Decisions
+ * taken on a prediction without a write of their own (no match, no
+ * change, an error) ride on the group's write in the same way.  Inserts
+ * and deletes do not group (a delete waits for the next round), nor do
+ * collections with a unique index: a middle state's unique keys would
+ * never be claimed, where a serial run would have checked them.
+ *
+ *   round r: op1 eval(base) ----\
+ *            op2 eval(op1's)  ---+--> WRITE base.ver -> op3's body (op3's wp)
+ *            op3 eval(op2's) ---/     op1, op2: B_RIDE on op3's outcome
+ *
+ * Turns.  Groups make one thread's operations on a document one write;
+ * several threads of this process writing the same hot document still
+ * beat each other's compare-and-sets, and an evaluation that takes long
+ * (a group on a large document) can lose every time until the retry
+ * window ends.  So an operation whose write lost holds its document's
+ * turn (a mutex by key hash, b->turns) in the rounds after: from before
+ * its evaluation, on the newest state this process knows (the doc cache),
+ * to the write's reply.  A round takes all its turns at once, in index
+ * order, and does nothing but its own round trips while holding them, so
+ * turns cannot deadlock.  Writers in other processes still race as
+ * before; each write stays its own compare-and-set, so turns change who
+ * goes first, never what a write does.
+ *
  * I1: an operation reaches DTX__FP_BULK_OP once, before its first write.
  * I2: an operation moves to the slow path only while nothing of it was
  *     applied (before its first write, or after a write that lost or met
- *     a stale stamp, both of which change nothing). */
+ *     a stale stamp, both of which change nothing).
+ * I3: a group's members are applied together or not at all: only the
+ *     last writer sends a write, and every other member's outcome is
+ *     taken from that write's. */
 #include "store/redis/redis_int.h"
 
 #include "util/deadline.h"
@@ -36,7 +75,7 @@
 
 #define FP_SENT "store.bulk_sent"
 
-enum { B_READ, B_EVAL, B_WRITE, B_CHECK, B_DONE, B_SLOW };
+enum { B_READ, B_EVAL, B_PREP, B_WRITE, B_CHECK, B_RIDE, B_DONE, B_SLOW };
 
 typedef struct bitem {
   dtx__bulk_op_t *op;
@@ -44,6 +83,16 @@ typedef struct bitem {
   rd_doc_t cur;
   int state;
   int started; /* reached the fault point (I1) */
+  /* Groups (per round; see above). */
+  rd_buf_t key;    /* the document's key: set for single-_id modifications */
+  uint64_t hash;   /* of key */
+  size_t head;     /* index + 1 of its group's first writer (0: none) */
+  size_t last;     /* on a head: index + 1 of the group's last writer */
+  int grouped;     /* on a head: a later operation was evaluated on it */
+  int held;        /* its decision was held (hold()) */
+  json_t *pbefore; /* evaluated on a group's prediction: that state */
+  int wrc;         /* B_WRITE's outcome: dtx__rd_write_end's code */
+  int contended;   /* a write of it (or of its group) lost: take turns */
   rd_wprep_t *wp;
   rd_cmd_t cmd; /* a READDOC or a version check */
   json_t *nd;   /* the new body of the write in flight, or of a no-op */
@@ -93,6 +142,14 @@ static void item_start(dtx__backend_t *b, bitem_t *it) {
       id = NULL;
     dtx__rd_plan_free(&p);
     it->state = id ? B_READ : B_SLOW;
+    if (id) {
+      dtx__rd_key_doc(&it->key, it->co, it->cur.bucket, it->cur.id.p,
+                      it->cur.id.n);
+      it->hash = 1469598103934665603ULL; /* FNV-1a */
+      for (size_t i = 0; i < it->key.n; i++)
+        it->hash =
+            (it->hash ^ (unsigned char)it->key.p[i]) * 1099511628211ULL;
+    }
     return;
   }
   if (rc == 0)
@@ -110,6 +167,7 @@ static void hold(bitem_t *it, int rc, int matched) {
   snprintf(it->held_detail, sizeof it->held_detail, "%s",
            rc < 0 ? dtx_errdetail() : "");
   it->held_matched = matched;
+  it->held = 1;
   dtx__rd_verify_cmd(it->co, &it->cur, &it->cmd);
   it->state = B_CHECK;
 }
@@ -191,7 +249,7 @@ static void eval(dtx__backend_t *b, bitem_t *it, int64_t now) {
     decide(it, rc, 1);
     return;
   }
-  write_begin(b, it);
+  it->state = B_PREP; /* the round begins the write (prep_writes) */
 }
 
 /* Reads a round's replies back into the items.  run_rc is the round's
@@ -228,11 +286,14 @@ static void finish(dtx__backend_t *b, bitem_t *it, int run_rc) {
     }
     return;
   case B_WRITE: {
-    json_t *before = json_incref(it->cur.body);
+    /* A group's last writer was evaluated on the prediction, not on the
+     * state its write goes from. */
+    json_t *before = json_incref(it->pbefore ? it->pbefore : it->cur.body);
     rc = dtx__rd_write_end(b, it->co, &it->cur, it->wp,
                            dtx__rd_write_cmd(it->wp)->reply ? 0 : run_rc,
                            NULL);
     it->wp = NULL;
+    it->wrc = rc;
     if (rc == 0 && it->op->doc) {
       json_decref(before);
       json_decref(it->nd);
@@ -242,8 +303,10 @@ static void finish(dtx__backend_t *b, bitem_t *it, int run_rc) {
       item_matched(it, 1, before);
     } else {
       json_decref(before);
-      if (rc == RD_ELOST)
+      if (rc == RD_ELOST) {
         it->state = B_EVAL; /* the reply carried the current state */
+        it->contended = 1;
+      }
       else if (rc == RD_ESTALE)
         it->state = B_SLOW;
       else
@@ -251,6 +314,170 @@ static void finish(dtx__backend_t *b, bitem_t *it, int run_rc) {
     }
     return;
   }
+  }
+}
+
+/* ---- groups ------------------------------------------------------------------------ */
+
+/* Per round: document key -> index + 1 of the group's head.  Open
+ * addressing; cap is a power of two, at least twice the items. */
+typedef struct groups {
+  size_t *slot;
+  size_t cap;
+} groups_t;
+
+static size_t *group_slot(groups_t *g, const bitem_t *items,
+                          const bitem_t *it) {
+  size_t m = g->cap - 1;
+  for (size_t h = (size_t)it->hash & m;; h = (h + 1) & m) {
+    size_t j = g->slot[h];
+    const bitem_t *o = j ? &items[j - 1] : NULL;
+    if (!o || (o->hash == it->hash && o->key.n == it->key.n &&
+               memcmp(o->key.p, it->key.p, it->key.n) == 0))
+      return &g->slot[h];
+  }
+}
+
+/* A single-_id modification of a collection without a unique index. */
+static int groupable(const bitem_t *it) {
+  if (it->op->doc || it->key.n == 0)
+    return 0;
+  for (size_t i = 0; i < it->co->nidx; i++)
+    if (it->co->idx[i].spec->unique)
+      return 0;
+  return 1;
+}
+
+static void doc_copy(rd_doc_t *d, const rd_doc_t *s) {
+  memcpy(d->ver, s->ver, sizeof d->ver);
+  memcpy(d->seq, s->seq, sizeof d->seq);
+  json_decref(d->body);
+  d->body = json_incref(s->body);
+  d->cached = s->cached;
+}
+
+/* Back to B_EVAL with the state in s (a member of a group that lost, or a
+ * delete that waits for the next round). */
+static void reevaluate(bitem_t *it, const rd_doc_t *s) {
+  doc_copy(&it->cur, s);
+  json_decref(it->nd);
+  it->nd = NULL;
+  it->state = B_EVAL;
+}
+
+/* Evaluates the round's items in order, each on the state the group of
+ * its document leaves so far (see "Groups" above). */
+static void eval_all(dtx__backend_t *b, bitem_t *items, size_t n,
+                     groups_t *g, int64_t now) {
+  if (g->slot)
+    memset(g->slot, 0, g->cap * sizeof *g->slot);
+  for (size_t i = 0; i < n; i++) {
+    bitem_t *it = &items[i];
+    if (it->state != B_EVAL)
+      continue;
+    it->head = it->last = 0;
+    it->grouped = it->held = 0;
+    json_decref(it->pbefore);
+    it->pbefore = NULL;
+    size_t *slot = g->slot && groupable(it) ? group_slot(g, items, it) : NULL;
+    bitem_t *head = slot && *slot ? &items[*slot - 1] : NULL;
+    if (head) { /* evaluated on the prediction */
+      json_t *tip = items[head->last - 1].nd;
+      it->pbefore = json_incref(tip);
+      json_decref(it->cur.body);
+      it->cur.body = json_incref(tip);
+      it->cur.cached = 1; /* a decision on it is held (decide) */
+    }
+    eval(b, it, now);
+    if (!slot)
+      continue;
+    if (!head) {
+      if (it->state == B_PREP && it->nd) { /* a head */
+        *slot = i + 1;
+        it->head = it->last = i + 1;
+      }
+    } else if (it->state == B_PREP && it->nd) {
+      it->head = *slot;
+      head->last = i + 1;
+      head->grouped = 1;
+    } else if (it->state == B_CHECK) { /* held: rides on the group */
+      dtx__rd_cmd_clear(&it->cmd);
+      it->head = *slot;
+      it->state = B_RIDE;
+      head->grouped = 1;
+    } else if (it->state == B_PREP) { /* a delete: next round */
+      json_decref(it->pbefore);
+      it->pbefore = NULL;
+      reevaluate(it, &head->cur);
+    } /* else done (failed at its fault point) or slow: on its own */
+  }
+}
+
+/* Begins the writes of the round's B_PREP items: each alone, or, for a
+ * group, one write by its last writer from the head's state; the other
+ * writers ride on it. */
+static void prep_writes(dtx__backend_t *b, bitem_t *items, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    bitem_t *it = &items[i];
+    if (it->state != B_PREP)
+      continue;
+    bitem_t *head = it->head ? &items[it->head - 1] : NULL;
+    if (!head || !head->grouped) {
+      write_begin(b, it);
+      continue;
+    }
+    if (head->last != i + 1) {
+      it->state = B_RIDE;
+      continue;
+    }
+    if (it != head)
+      doc_copy(&it->cur, &head->cur);
+    write_begin(b, it);
+    if (it->state == B_WRITE)
+      continue;
+    /* Not sent (a stale catalog stamp, an error): nothing of the group
+     * was applied (I2, I3), and every member goes the way the write
+     * went. */
+    for (size_t j = 0; j < n; j++) {
+      bitem_t *o = &items[j];
+      if (o == it || o->head != it->head || o->state != B_RIDE)
+        continue;
+      if (it->state == B_SLOW || it->op->rc == 0) {
+        o->state = B_SLOW;
+      } else {
+        dtx__err(it->op->rc, "%s", it->op->detail);
+        item_fail(o, it->op->rc);
+      }
+    }
+  }
+}
+
+/* After the writes: each rider's outcome, from its group's write (I3). */
+static void ride_all(bitem_t *items, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    bitem_t *it = &items[i];
+    if (it->state != B_RIDE)
+      continue;
+    const bitem_t *x = &items[items[it->head - 1].last - 1];
+    if (x->state == B_SLOW) {
+      it->state = B_SLOW;
+    } else if (x->wrc == RD_ELOST) {
+      reevaluate(it, &x->cur); /* x->cur: the state its reply carried */
+      it->contended = 1;
+    } else if (x->wrc < 0) {
+      dtx__err(x->wrc, "%s", x->op->detail);
+      item_fail(it, x->wrc);
+    } else if (!it->held) { /* a writer: applied */
+      item_matched(it, 1, json_incref(it->pbefore));
+    } else { /* its held decision stands: the state it saw was real */
+      it->cur.cached = 0;
+      if (it->held_rc < 0) {
+        dtx__err(it->held_rc, "%s", it->held_detail);
+        item_fail(it, it->held_rc);
+      } else {
+        decide(it, 0, it->held_matched);
+      }
+    }
   }
 }
 
@@ -314,6 +541,44 @@ static void run_slow(dtx__backend_t *b, bitem_t *it) {
   it->state = B_DONE;
 }
 
+/* ---- turns ----------------------------------------------------------------------- */
+
+static int turn_cmp(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Takes the turns of the round's contended items, in index order, into
+ * held[] (*nheld of them), and brings each such item waiting to be
+ * evaluated to the newest state this process knows. */
+static void turns_take(dtx__backend_t *b, bitem_t *items, size_t n,
+                       size_t *held, size_t *nheld) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (items[i].contended && items[i].key.n > 0 &&
+        items[i].state == B_EVAL)
+      held[k++] = (size_t)(items[i].hash % RD_TURNS);
+  qsort(held, k, sizeof *held, turn_cmp);
+  size_t u = 0;
+  for (size_t i = 0; i < k; i++)
+    if (u == 0 || held[u - 1] != held[i])
+      held[u++] = held[i];
+  for (size_t i = 0; i < u; i++)
+    pthread_mutex_lock(&b->turns[held[i]]);
+  *nheld = u;
+  /* The writer before us in turn left its state in the cache: our
+   * reply's is older.  (A stale one only costs a lost write.) */
+  for (size_t i = 0; i < n; i++)
+    if (items[i].contended && items[i].key.n > 0 &&
+        items[i].state == B_EVAL)
+      (void)dtx__rd_cache_get(b, &items[i].key, &items[i].cur);
+}
+
+static void turns_give(dtx__backend_t *b, const size_t *held, size_t nheld) {
+  for (size_t i = nheld; i-- > 0;)
+    pthread_mutex_unlock(&b->turns[held[i]]);
+}
+
 /* Rounds until every fast-path item is done or slow: reads, then
  * evaluations, then writes and checks.  Losers go again; after the
  * URI's retry budget (or the command's deadline) they fail EBUSY, as a
@@ -321,34 +586,47 @@ static void run_slow(dtx__backend_t *b, bitem_t *it) {
 static int rounds(dtx__backend_t *b, bitem_t *items, size_t n) {
   int64_t now = dtx__now_ms(), t0 = dtx__rd_mono_ms();
   uint64_t rnd = (uint64_t)t0 * 0x9e3779b97f4a7c15ULL ^ (uintptr_t)items;
+  /* Without memory for the map nothing groups: the operations of one
+   * document then take turns, round by round. */
+  groups_t g = {0};
+  if (n > 1) {
+    for (g.cap = 4; g.cap < 2 * n; g.cap *= 2)
+      ;
+    g.slot = malloc(g.cap * sizeof *g.slot);
+  }
+  /* Without memory for it, no turns are taken: writers race as before. */
+  size_t *held = malloc(n * sizeof *held), nheld = 0;
+  int rc = 0;
   for (int round = 0;; round++) {
+    if (held && round > 0)
+      turns_take(b, items, n, held, &nheld);
     size_t live = 0;
     for (size_t i = 0; i < n; i++) {
       if (items[i].state != B_READ)
         continue;
-      rd_buf_t key = {0};
-      dtx__rd_key_doc(&key, items[i].co, items[i].cur.bucket,
-                      items[i].cur.id.p, items[i].cur.id.n);
-      if (dtx__rd_cache_get(b, &key, &items[i].cur))
+      if (dtx__rd_cache_get(b, &items[i].key, &items[i].cur))
         items[i].state = B_EVAL;
       else
         dtx__rd_read_cmd(items[i].co, &items[i].cur, &items[i].cmd);
-      dtx__rd_buf_free(&key);
     }
-    int rc = round_trip(b, items, n, "reading documents", NULL);
-    for (size_t i = 0; rc == 0 && i < n; i++)
-      if (items[i].state == B_EVAL)
-        eval(b, &items[i], now);
-    if (rc == 0)
+    rc = round_trip(b, items, n, "reading documents", NULL);
+    if (rc == 0) {
+      eval_all(b, items, n, &g, now);
+      prep_writes(b, items, n);
       rc = round_trip(b, items, n, "writing documents",
                       round == 0 ? FP_SENT : NULL);
+    }
+    if (rc == 0)
+      ride_all(items, n);
+    turns_give(b, held, nheld);
+    nheld = 0;
     for (size_t i = 0; i < n; i++)
       live += items[i].state == B_EVAL || items[i].state == B_READ;
     if (rc < 0 || live == 0) {
       for (size_t i = 0; rc < 0 && i < n; i++)
         if (items[i].state != B_DONE && items[i].state != B_SLOW)
           item_fail(&items[i], rc);
-      return rc;
+      break;
     }
     if (dtx__deadline_expired(t0, b->uri.retry_ms + 1)) {
       for (size_t i = 0; i < n; i++)
@@ -357,7 +635,7 @@ static int rounds(dtx__backend_t *b, bitem_t *items, size_t n) {
                     dtx__err(DTX_EBUSY, "redis: document in '%s' kept "
                                         "changing",
                              items[i].op->m.coll));
-      return 0;
+      break;
     }
     if (round >= 2) {
       /* Writers of one hot document take turns (docs.c's keep_trying). */
@@ -368,6 +646,9 @@ static int rounds(dtx__backend_t *b, bitem_t *items, size_t n) {
       nanosleep(&ts, NULL);
     }
   }
+  free(g.slot);
+  free(held);
+  return rc;
 }
 
 int dtx__rd_bulk(dtx__backend_t *b, dtx__bulk_op_t *ops, size_t n) {
@@ -392,6 +673,8 @@ int dtx__rd_bulk(dtx__backend_t *b, dtx__bulk_op_t *ops, size_t n) {
       dtx__modify_result_clear(&it->op->res);
     json_decref(it->nd);
     dtx__rd_cmd_clear(&it->cmd);
+    dtx__rd_buf_free(&it->key);
+    json_decref(it->pbefore);
     dtx__rd_doc_clear(&it->cur);
     dtx__rd_coll_put(it->co);
   }

@@ -427,6 +427,8 @@ static int rd_open(const char *uri, unsigned flags, dtx__backend_t **out) {
   pthread_mutex_init(&b->catmu, NULL);
   for (int i = 0; i < RD_CACHE_LOCKS; i++)
     pthread_mutex_init(&b->cachemu[i], NULL);
+  for (int i = 0; i < RD_TURNS; i++)
+    pthread_mutex_init(&b->turns[i], NULL);
   if (getrandom(&b->rnd, sizeof b->rnd, 0) != (ssize_t)sizeof b->rnd) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -454,6 +456,8 @@ static void rd_close(dtx__backend_t *b) {
   }
   for (int i = 0; i < RD_CACHE_LOCKS; i++)
     pthread_mutex_destroy(&b->cachemu[i]);
+  for (int i = 0; i < RD_TURNS; i++)
+    pthread_mutex_destroy(&b->turns[i]);
   pthread_rwlock_destroy(&b->maplock);
   pthread_mutex_destroy(&b->refreshmu);
   pthread_mutex_destroy(&b->catmu);

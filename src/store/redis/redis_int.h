@@ -461,6 +461,7 @@ int dtx__rd_plan_sorted(const rd_coll_t *co, const json_t *fspec,
 
 #define RD_CACHE_SLOTS 4096
 #define RD_CACHE_LOCKS 64
+#define RD_TURNS 256 /* bulk.c's turns on contended documents */
 
 typedef struct rd_centry {
   char *key;
@@ -493,6 +494,12 @@ struct dtx__backend {
   /* recently seen documents, by key */
   pthread_mutex_t cachemu[RD_CACHE_LOCKS];
   rd_centry_t cache[RD_CACHE_SLOTS];
+
+  /* Turns: a bulk write whose compare-and-set on a document lost holds
+   * that document's turn (by key hash) from its next evaluation to the
+   * write's reply, so this process's threads write a hot document one
+   * after another instead of beating each other's writes (bulk.c). */
+  pthread_mutex_t turns[RD_TURNS];
 
   /* version tokens and sequence numbers */
   uint64_t rnd;
