@@ -145,10 +145,7 @@ static void item_start(dtx__backend_t *b, bitem_t *it) {
     if (id) {
       dtx__rd_key_doc(&it->key, it->co, it->cur.bucket, it->cur.id.p,
                       it->cur.id.n);
-      it->hash = 1469598103934665603ULL; /* FNV-1a */
-      for (size_t i = 0; i < it->key.n; i++)
-        it->hash =
-            (it->hash ^ (unsigned char)it->key.p[i]) * 1099511628211ULL;
+      it->hash = dtx__rd_hash64(it->key.p, it->key.n);
     }
     return;
   }
@@ -199,7 +196,7 @@ static void write_begin(dtx__backend_t *b, bitem_t *it) {
 }
 
 /* One evaluation of an item whose state is known: the fault point the
- * first time, then as modify_doc (docs.c) decides -- but with the
+ * first time, then as modify_doc (modify.c) decides -- but with the
  * command it needs built for the round instead of sent. */
 static void eval(dtx__backend_t *b, bitem_t *it, int64_t now) {
   dtx__bulk_op_t *op = it->op;
@@ -638,7 +635,7 @@ static int rounds(dtx__backend_t *b, bitem_t *items, size_t n) {
       break;
     }
     if (round >= 2) {
-      /* Writers of one hot document take turns (docs.c's keep_trying). */
+      /* Writers of one hot document take turns (dtx__rd_keep_trying). */
       rnd = rnd * 6364136223846793005ULL + 1442695040888963407ULL;
       int shift = round - 2 < 7 ? round - 2 : 7;
       long us = (long)((rnd >> 33) % (uint64_t)(50L << shift)) + 1;

@@ -14,14 +14,33 @@
 
 enum { M_DONE, M_NOMATCH };
 
+/* Takes the turn of cur's document (b->turns; bulk.c says why) into
+ * *turn, and brings cur to the newest state this process knows: the
+ * writer before us in turn left it in the doc cache. */
+static void turn_take(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
+                      int *turn) {
+  rd_buf_t key = {0};
+  dtx__rd_doc_key(co, cur, &key);
+  *turn = (int)(dtx__rd_hash64(key.p, key.n) % RD_TURNS);
+  pthread_mutex_lock(&b->turns[*turn]);
+  (void)dtx__rd_cache_get(b, &key, cur);
+  dtx__rd_buf_free(&key);
+}
+
 /* Applies m to the document cur (as last seen) until a compare-and-set
- * succeeds or the document no longer matches.  *outcome says which. */
-static int modify_doc(dtx__backend_t *b, const rd_coll_t *co,
-                      const dtx__modify_t *m, rd_doc_t *cur, int64_t now,
-                      dtx__modify_result_t *res, int *outcome) {
+ * succeeds or the document no longer matches.  *outcome says which.
+ * After a first loss it holds the document's turn (*turn, taken by
+ * turn_take) until it returns: threads of this process writing one hot
+ * document go one after another instead of beating each other's writes;
+ * while holding it, it does nothing but this document's round trips. */
+static int modify_turns(dtx__backend_t *b, const rd_coll_t *co,
+                        const dtx__modify_t *m, rd_doc_t *cur, int64_t now,
+                        dtx__modify_result_t *res, int *outcome, int *turn) {
   *outcome = M_NOMATCH;
   int64_t t0 = dtx__rd_mono_ms();
   for (int attempt = 0; dtx__rd_keep_trying(b, t0, attempt); attempt++) {
+    if (attempt > 0 && *turn < 0)
+      turn_take(b, co, cur, turn);
     if (!cur->body) {
       if (cur->cached) {
         int rc = dtx__rd_verify(b, co, cur);
@@ -101,6 +120,16 @@ static int modify_doc(dtx__backend_t *b, const rd_coll_t *co,
     return 0;
   }
   return dtx__err(DTX_EBUSY, "redis: document in '%s' kept changing", m->coll);
+}
+
+static int modify_doc(dtx__backend_t *b, const rd_coll_t *co,
+                      const dtx__modify_t *m, rd_doc_t *cur, int64_t now,
+                      dtx__modify_result_t *res, int *outcome) {
+  int turn = -1;
+  int rc = modify_turns(b, co, m, cur, now, res, outcome, &turn);
+  if (turn >= 0)
+    pthread_mutex_unlock(&b->turns[turn]);
+  return rc;
 }
 
 const json_t *dtx__rd_plan_single_id(const rd_plan_t *p) {
