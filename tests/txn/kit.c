@@ -508,6 +508,42 @@ static void test_indexes_per_store(void) {
   }
 }
 
+/* The set-up memo sees a drop made through this library in this process:
+ * a pattern run, its collection dropped, the pattern run again -- its
+ * unique index is there again, and refuses a second live job of the key.
+ * (The memo used to hold for the life of the process, and the second run
+ * wrote without the index.) */
+static void test_ensure_after_drop(void) {
+  dtx_store_t *st = dtx_t_open(uri), *other = dtx_t_open(uri);
+  dtx_drop_opts_t by = {1};
+  dtx_job_req_t r = {.queue = "kq", .type = "t", .unique_key = "k1"};
+  json_t *job = NULL;
+  int added = 0;
+  dtx_store_drop_collection_ex(st, DTX_JOBS, &by);
+  CHECK_RC(dtx_job_add(st, &r, &job, &added), 0);
+  CHECK(added == 1);
+  json_decref(job);
+  CHECK(has_index(st, DTX_JOBS, "unique_live"));
+  for (int round = 0; round < 2; round++) {
+    /* dropped on this handle, then on another one of the same store */
+    CHECK_RC(dtx_store_drop_collection_ex(round ? other : st, DTX_JOBS, &by),
+             0);
+    CHECK(!has_index(st, DTX_JOBS, "unique_live"));
+    CHECK_RC(dtx_job_add(st, &r, &job, &added), 0);
+    CHECK(added == 1);
+    json_decref(job);
+    CHECKF(has_index(st, DTX_JOBS, "unique_live"),
+           "round %d: the job pattern wrote without its unique index", round);
+    r.id = NULL;
+    CHECK_RC(dtx_job_add(st, &r, &job, &added), 0);
+    CHECK(added == 0); /* the live job of k1, returned */
+    json_decref(job);
+  }
+  dtx_store_drop_collection_ex(st, DTX_JOBS, &by);
+  dtx_store_close(other);
+  dtx_store_close(st);
+}
+
 /* A pattern's rules table: dtx__kit_ensure installs the validator and
  * delete guard (replacing rules that differ), the store then refuses
  * what they refuse, and dtx__audit_load reports a document the validator
@@ -691,6 +727,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_retry_and_deadline);
   TEST_RUN(test_list_paging);
   TEST_RUN(test_indexes_per_store);
+  TEST_RUN(test_ensure_after_drop);
   TEST_RUN(test_rules);
   TEST_RUN(test_account_zero_value);
   TEST_RUN(test_tally);
