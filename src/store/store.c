@@ -28,6 +28,13 @@
 
 _Thread_local int64_t dtx__docs_examined;
 
+/* Raised after (never before) the change: a reader that saw the old value
+ * before the change started fills its cache entry with that old value,
+ * and the next look sees the new one. */
+static _Atomic uint64_t catalog_gen;
+
+uint64_t dtx__store_catalog_gen(void) { return catalog_gen; }
+
 /* The registry: one line per backend, matched by URI scheme. */
 static const dtx_store_methods_t *const backends[] = {
     &dtx__sqlite_methods,
@@ -375,7 +382,9 @@ int dtx_store_drop_collection_ex(dtx_store_t *st, const char *coll,
                       coll, (long long)n);
     dtx__err_clear();
   }
-  return st->m->drop_collection(st->b, coll);
+  rc = st->m->drop_collection(st->b, coll);
+  catalog_gen++; /* also on an error: part of it may be gone */
+  return rc;
 }
 
 int dtx_store_drop_collection(dtx_store_t *st, const char *coll) {
@@ -415,6 +424,7 @@ int dtx_store_set_rules(dtx_store_t *st, const char *coll,
     return dtx__err_wrap(rc, "rules of %s", coll);
   rc = st->m->set_rules(st->b, coll, dtx__rules_spec(r));
   dtx__rules_free(r);
+  catalog_gen++;
   return rc;
 }
 

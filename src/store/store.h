@@ -156,6 +156,15 @@ extern const dtx_store_methods_t dtx__redis_methods; /* with DTX_REDIS */
  * on indexed fields does not scan the collection. */
 extern _Thread_local int64_t dtx__docs_examined;
 
+/* The process's catalog generation: raised after every drop of a
+ * collection and every change of a collection's rules made through this
+ * library in this process, on any handle.  A cache above the store of
+ * what some catalog holds (the kit's memo of the indexes it created,
+ * txn/registry.c) reads it before filling an entry and trusts the entry
+ * only while it is unchanged.  A drop by another process does not raise
+ * it. */
+uint64_t dtx__store_catalog_gen(void);
+
 /* How many store operations (public dtx_store_* calls) this process has
  * made; the transfer benchmark reports operations per transfer. */
 int64_t dtx__store_calls(void);

@@ -348,6 +348,11 @@ typedef struct dtx__claim {
   const json_t *due; /* filter of claimable items, borrowed */
   const json_t *sort; /* which first (borrowed, NULL: any) */
   const char *to;    /* the state a claim moves it to */
+  /* The due items are alike (any will do; the sort only bounds what a
+   * round reads): claim-many picks at random among the first SPREAD x
+   * max from its first round on, so racing executors do not all meet on
+   * the head of the sort first. */
+  int spread;
 } dtx__claim_t;
 
 /* Claim-next (kit_claim.c): ONE find_one_and_update of the first item
@@ -371,7 +376,9 @@ int dtx__kit_claim_next(dtx__exec_t *ex, const dtx__kind_t *k,
  * Items another executor claimed first are dropped; when it lost every
  * item it found, it looks again (the kit's contention backoff, within the
  * deadline), then among 4 x max due items, picking max at random, so
- * contenders spread out (alone, an executor claims in sort order).  DTX_ENOMATCH (no detail) when nothing is due; another error
+ * contenders spread out (alone, an executor claims in sort order; with
+ * c->spread it picks at random from the first round on).  DTX_ENOMATCH
+ * (no detail) when nothing is due; another error
  * only when nothing was won.  Every item returned is under this
  * executor's lease from the claim on: the caller runs each, or renews its
  * lease (dtx__kit_renew), before lease_ms has passed. */

@@ -33,7 +33,10 @@
  * Order: an executor alone claims strictly in sort order.  Executors that
  * find the same head race for it; one that lost every item it found looks
  * again at SPREAD times as many and picks at random among them, so
- * contenders spread out instead of meeting on the same items again. */
+ * contenders spread out instead of meeting on the same items again.  A
+ * claim whose items are alike (c->spread: transfers, where the sort only
+ * makes a round read its batch and not the backlog) picks so from its
+ * first round on: the race it would lose is not run at all. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,7 +187,7 @@ static json_t *pick_some(const json_t *found, size_t want) {
 int dtx__kit_claim_many(dtx__exec_t *ex, const dtx__kind_t *k,
                         const dtx__claim_t *c, size_t max, json_t **out) {
   dtx__contend_t ct = {0};
-  int spread = 0;
+  int spread = c->spread;
   *out = NULL;
   if (max < 1 || max > DTX__CLAIM_MANY_MAX)
     return dtx__err(DTX_EINVAL, "claiming %zu items of %s at once: 1 to %d",

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/store.h" /* dtx__store_catalog_gen */
 #include "util/err.h"
 
 #define DTX_PATTERNS(X) \
@@ -77,12 +78,23 @@ int dtx_fault_check(void) {
 
 /* ---- set-up: indexes and rules -------------------------------------------------- */
 
-/* "URI\npattern" of every (store, pattern) this process set up.  Keyed by URI, not by handle: a handle's address is reused
- * after close, and another handle on the same store needs nothing new.
- * A private in-memory store is new on every open, so it is never
- * remembered. */
+/* "URI\npattern" of every (store, pattern) this process set up, with the
+ * store layer's catalog generation read before the set-up began.  Keyed
+ * by URI, not by handle: a handle's address is reused after close, and
+ * another handle on the same store needs nothing new.  A private
+ * in-memory store is new on every open, so it is never remembered.
+ * An entry holds only while the generation is unchanged: a drop of a
+ * collection (or a change of its rules) through this library in this
+ * process, on any handle, raises it, and the next call sets the pattern
+ * up again -- else the pattern would go on writing without its indexes,
+ * a unique one among them.  A drop by another process is not seen here
+ * (docs/kit.md, "Set-up, and what a process remembers"). */
+typedef struct ensured {
+  char *key; /* never freed: a thread's memo points at it */
+  uint64_t gen;
+} ensured_t;
 static pthread_mutex_t ensure_lock = PTHREAD_MUTEX_INITIALIZER;
-static char **ensured;
+static ensured_t *ensured;
 static size_t nensured, capensured;
 
 static int is_private(const char *uri) {
@@ -161,28 +173,37 @@ int dtx__kit_ensure(dtx_store_t *st, const dtx__pattern_t *p) {
    * comes through here.  Keys are never freed, so the pointer stays
    * valid. */
   static _Thread_local const char *memo;
+  static _Thread_local uint64_t memo_gen;
+  /* Read before any set-up: a drop after this makes the entry old. */
+  uint64_t gen = dtx__store_catalog_gen();
   const char *uri = dtx_store_uri(st);
   size_t ulen = strlen(uri), plen = strlen(p->name);
   if (is_private(uri))
     return create_all(st, p);
-  if (is_key(memo, uri, ulen, p->name))
+  if (memo_gen == gen && is_key(memo, uri, ulen, p->name))
     return 0;
   /* Held while creating, so no thread of this process writes an item
    * before its pattern's (possibly unique) indexes exist. */
   pthread_mutex_lock(&ensure_lock);
-  for (size_t i = 0; i < nensured; i++) {
-    if (is_key(ensured[i], uri, ulen, p->name)) {
-      memo = ensured[i];
-      pthread_mutex_unlock(&ensure_lock);
-      return 0;
-    }
+  size_t i = 0;
+  while (i < nensured && !is_key(ensured[i].key, uri, ulen, p->name))
+    i++;
+  if (i < nensured && ensured[i].gen == gen) {
+    memo = ensured[i].key;
+    memo_gen = gen;
+    pthread_mutex_unlock(&ensure_lock);
+    return 0;
   }
   int rc = create_all(st, p);
-  if (rc == 0) {
+  if (rc == 0 && i < nensured) {
+    ensured[i].gen = gen;
+    memo = ensured[i].key;
+    memo_gen = gen;
+  } else if (rc == 0) {
     char *key = malloc(ulen + plen + 2);
     if (nensured == capensured) {
       size_t ncap = capensured ? capensured * 2 : 8;
-      char **n = realloc(ensured, ncap * sizeof *n);
+      ensured_t *n = realloc(ensured, ncap * sizeof *n);
       if (n) {
         ensured = n;
         capensured = ncap;
@@ -192,8 +213,9 @@ int dtx__kit_ensure(dtx_store_t *st, const dtx__pattern_t *p) {
       memcpy(key, uri, ulen);
       key[ulen] = '\n';
       memcpy(key + ulen + 1, p->name, plen + 1);
-      ensured[nensured++] = key;
+      ensured[nensured++] = (ensured_t){key, gen};
       memo = key;
+      memo_gen = gen;
     } else {
       free(key); /* not remembered: created again next time, harmlessly */
     }

@@ -20,8 +20,8 @@
  *   (record initiated: --async)     dtx_transfer_submit transfer.submit
  *   (record preparing, claimed by   batch.c round 2     transfer.submit
  *    the executor: synchronous)     (_execute, _many)
- *   initiated -> preparing          claim(), claim_next transfer.claim
- *    (the worker: up to --batch     tx_claim_many,      transfer.claim
+ *   initiated -> preparing          claim(), tx_claim   transfer.claim
+ *    (the worker: up to --batch     (claim_next, _many) transfer.claim
  *    at once, driven by batch.c)    tx_drive_many
  *   (payer: debit + debit marker)   prepare()  } one    transfer.debit
  *   (payee: credit marker)          prepare()  } batch  transfer.mark_payee
@@ -620,27 +620,40 @@ int dtx__tx_drive(dtx__exec_t *ex, const json_t *start, int wait_owner,
   return drive(ex, start, wait_owner, 0, NULL, out);
 }
 
-/* The worker's claim: the first initiated transfer (any: claims spread over
- * the store instead of queueing on one document). */
-static int tx_claim_next(dtx__exec_t *ex, json_t **out) {
+/* The worker's claims: up to max initiated transfers in one round (the
+ * kit's claim-many: one find, one bulk write of by-_id claims).  Any
+ * initiated transfer will do, but the find is sorted -- oldest first, on
+ * the index {state, created, _id} -- so the store walks the index and
+ * stops after the few it needs: unsorted, a find on Redis reads every
+ * match, and each round read the whole backlog (docs/batching.md).  The
+ * claim spreads (c.spread): it picks max at random among the oldest few
+ * times max, so threads racing for work do not all meet on the oldest
+ * one.  Every transfer has `created` (the validator requires it). */
+static int tx_claim(dtx__exec_t *ex, size_t max, json_t **out) {
   json_t *due = json_pack("{s:s}", "state", DTX_ST_INITIATED);
-  dtx__claim_t c = {.point = "transfer.claim", .due = due,
-                    .to = DTX_ST_PREPARING};
-  int rc = due ? dtx__kit_claim_next(ex, TX, &c, out) : DTX_ENOMEM;
+  json_t *sort = json_pack("{s:i,s:i}", "created", 1, "_id", 1);
+  dtx__claim_t c = {.point = "transfer.claim", .due = due, .sort = sort,
+                    .to = DTX_ST_PREPARING, .spread = 1};
+  int rc = due && sort ? dtx__kit_claim_many(ex, TX, &c, max, out)
+                       : DTX_ENOMEM;
   json_decref(due);
+  json_decref(sort);
   return rc;
 }
 
-/* The batched worker path: up to max initiated transfers claimed in one
- * round (the same due filter and fault point as tx_claim_next), then
- * driven together by batch.c's lockstep from the payers' read on. */
-static int tx_claim_many(dtx__exec_t *ex, size_t max, json_t **out) {
-  json_t *due = json_pack("{s:s}", "state", DTX_ST_INITIATED);
-  dtx__claim_t c = {.point = "transfer.claim", .due = due,
-                    .to = DTX_ST_PREPARING};
-  int rc = due ? dtx__kit_claim_many(ex, TX, &c, max, out) : DTX_ENOMEM;
-  json_decref(due);
+/* One transfer (--batch 1): a claim round of one, for the same reasons. */
+static int tx_claim_next(dtx__exec_t *ex, json_t **out) {
+  json_t *won = NULL;
+  int rc = tx_claim(ex, 1, &won);
+  *out = rc == 0 ? json_incref(json_array_get(won, 0)) : NULL;
+  json_decref(won);
   return rc;
+}
+
+/* The batched worker path: the claimed batch is driven together by
+ * batch.c's lockstep from the payers' read on. */
+static int tx_claim_many(dtx__exec_t *ex, size_t max, json_t **out) {
+  return tx_claim(ex, max, out);
 }
 
 static void tx_drive_many(dtx__exec_t *ex, const json_t *items, json_t **outs,
@@ -834,7 +847,10 @@ static const char *const collections[] = {DTX_ACCOUNTS, DTX_TRANSFERS,
                                           DTX_OPENINGS, NULL};
 
 static const dtx__index_def_t indexes[] = {
-    {DTX_TRANSFERS, "{\"state\":1}", 0, 0},
+    /* the worker's claim walks it (tx_claim), `transfer list --state`
+     * pages along it, recovery's and the audit's state queries use its
+     * prefix */
+    {DTX_TRANSFERS, "{\"state\":1,\"created\":1,\"_id\":1}", 0, 0},
     {DTX_ACCOUNTS, "{\"pending.tx\":1}", 0, 0},
     {DTX_ACCOUNTS, "{\"voids.tx\":1}", 0, 0},
     {DTX_ACCOUNTS, "{\"unregistered\":1}", 0, 1}, /* recovery's scan */
