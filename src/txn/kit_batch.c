@@ -12,45 +12,10 @@
  * commits the steps cost, never what any one of them does. */
 #include "txn/kit.h"
 
-#include <stddef.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/err.h"
-
-/* A round's arrays (one entry per step) come from a block on the stack
- * while they fit, from calloc past it.  A round is usually small (a batch
- * of 16 transfers is 16 to 32 steps), but its arrays are a kilobyte or
- * more, and every malloc of that size makes glibc consolidate its fast
- * bins first: malloc_consolidate under these callocs was 2.3 % of a
- * batched transfer on SQLite and 4 % on Redis (perf). */
-typedef struct scratch {
-  _Alignas(max_align_t) char buf[8192];
-  size_t used;
-} scratch_t;
-
-/* n (at least 1) zeroed elements of size bytes; NULL when out of memory. */
-static void *scratch_get(scratch_t *s, size_t n, size_t size) {
-  size_t need;
-  if (__builtin_mul_overflow(n ? n : 1, size, &need))
-    return NULL;
-  size_t round = (need + _Alignof(max_align_t) - 1) &
-                 ~(size_t)(_Alignof(max_align_t) - 1);
-  if (round >= need && round <= sizeof s->buf - s->used) {
-    void *p = s->buf + s->used;
-    s->used += round;
-    memset(p, 0, need);
-    return p;
-  }
-  return calloc(1, need);
-}
-
-static void scratch_put(const scratch_t *s, void *p) {
-  uintptr_t a = (uintptr_t)p, b = (uintptr_t)s->buf;
-  if (a < b || a >= b + sizeof s->buf)
-    free(p);
-}
 
 /* The step's result as the single store call: one operation alone goes
  * as that call (a bulk of one would cost the Redis fast path a read
@@ -94,13 +59,11 @@ static void set_failed(dtx__kit_op_t *op, int rc, const char *detail) {
 
 int dtx__kit_run(dtx__exec_t *ex, dtx__kit_op_t *ops, size_t n) {
   size_t i;
-  scratch_t sc;
-  sc.used = 0;
-  dtx__retry_t *r = scratch_get(&sc, n, sizeof *r);
-  char *pending = scratch_get(&sc, n, 1), *lost = scratch_get(&sc, n, 1);
-  size_t *idx = scratch_get(&sc, n, sizeof *idx);
-  dtx_bulk_op_t *bops = scratch_get(&sc, n, sizeof *bops);
-  dtx_bulk_result_t *res = scratch_get(&sc, n, sizeof *res);
+  dtx__retry_t *r = calloc(n ? n : 1, sizeof *r);
+  char *pending = calloc(n ? n : 1, 1), *lost = calloc(n ? n : 1, 1);
+  size_t *idx = calloc(n ? n : 1, sizeof *idx);
+  dtx_bulk_op_t *bops = calloc(n ? n : 1, sizeof *bops);
+  dtx_bulk_result_t *res = calloc(n ? n : 1, sizeof *res);
   int nomem = !r || !pending || !lost || !idx || !bops || !res;
   for (i = 0; i < n; i++) {
     dtx__kit_op_t *o = &ops[i];
@@ -180,12 +143,12 @@ int dtx__kit_run(dtx__exec_t *ex, dtx__kit_op_t *ops, size_t n) {
       break;
     dtx__deadline_sleep_ms(pause);
   }
-  scratch_put(&sc, r);
-  scratch_put(&sc, pending);
-  scratch_put(&sc, lost);
-  scratch_put(&sc, idx);
-  scratch_put(&sc, bops);
-  scratch_put(&sc, res);
+  free(r);
+  free(pending);
+  free(lost);
+  free(idx);
+  free(bops);
+  free(res);
   for (i = 0; i < n; i++) {
     json_decref(ops[i].doc);
     json_decref(ops[i].filter);
@@ -212,11 +175,9 @@ void dtx__kit_ops_clear(dtx__kit_op_t *ops, size_t n) {
 int dtx__kit_move_many(dtx__exec_t *ex, const dtx__kind_t *k,
                        const json_t *const *docs, const dtx__move_t *m,
                        size_t n, json_t **outs, int *rcs, char **details) {
-  scratch_t sc;
-  sc.used = 0;
-  dtx__kit_op_t *ops = scratch_get(&sc, n, sizeof *ops);
-  size_t *idx = scratch_get(&sc, n, sizeof *idx), nb = 0, i;
-  char **why = details ? details : scratch_get(&sc, n, sizeof *why);
+  dtx__kit_op_t *ops = calloc(n ? n : 1, sizeof *ops);
+  size_t *idx = calloc(n ? n : 1, sizeof *idx), nb = 0, i;
+  char **why = details ? details : calloc(n ? n : 1, sizeof *why);
   int first = 0;
   for (i = 0; i < n; i++) {
     outs[i] = NULL;
@@ -231,10 +192,10 @@ int dtx__kit_move_many(dtx__exec_t *ex, const dtx__kind_t *k,
       json_decref(m[i].unset);
       rcs[i] = DTX_ENOMEM;
     }
-    scratch_put(&sc, ops);
-    scratch_put(&sc, idx);
+    free(ops);
+    free(idx);
     if (!details)
-      scratch_put(&sc, why);
+      free(why);
     return DTX_ENOMEM;
   }
   /* Items whose move cannot even be written (no state, no epoch) fail
@@ -275,9 +236,9 @@ int dtx__kit_move_many(dtx__exec_t *ex, const dtx__kind_t *k,
   if (!details) {
     for (i = 0; i < n; i++)
       free(why[i]);
-    scratch_put(&sc, why);
+    free(why);
   }
-  scratch_put(&sc, idx);
-  scratch_put(&sc, ops);
+  free(idx);
+  free(ops);
   return first;
 }
