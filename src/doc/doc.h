@@ -171,7 +171,10 @@ const dtx__filter_t *dtx__update_filter(const dtx__update_t *u);
 int dtx__update_is_replacement(const dtx__update_t *u);
 
 /* Applies u to a copy of doc and returns it in *out; doc is untouched.
- * is_insert enables $setOnInsert (and is set for upserts).  now_ms is the
+ * *out shares with doc the objects and arrays the update does not change
+ * (both hold references): a caller that changes one of them in place in
+ * either document copies it first when its refcount is above 1, as
+ * update_ops.c does.  is_insert enables $setOnInsert (and is set for upserts).  now_ms is the
  * value $currentDate writes.  *changed is 1 when *out differs from doc.
  * Errors (document left unchanged, *out NULL):
  *   DTX_ETYPE      $inc/$min... of a non-number, $push to a non-array,

@@ -4,9 +4,11 @@
  * an immutable list of operations, or a replacement document, checking
  * everything that can be checked without a document: operator names,
  * argument shapes, path syntax, arrayFilters identifiers and conflicts
- * between paths.  dtx__update_apply() then runs the list on a private deep
- * copy of a document, so an error part-way leaves the caller's document
- * untouched and the copy is simply dropped (all or nothing).  What each
+ * between paths.  dtx__update_apply() then runs the list on a private copy
+ * of a document -- its top level, sharing the subtrees no operation
+ * changes (update_ops.c copies a container before changing it) -- so an
+ * error part-way leaves the caller's document untouched and the copy is
+ * simply dropped (all or nothing).  What each
  * operator does is in update_ops.c; positional paths and the $push
  * modifiers in update_array.c.
  *
@@ -744,7 +746,8 @@ int dtx__update_apply(const dtx__update_t *u, const json_t *doc, int is_insert,
     if ((rc = apply_replacement(u, doc, &res)))
       return rc;
   } else {
-    res = json_deep_copy(doc);
+    /* The top level only: update_ops.c copies what it changes below. */
+    res = json_copy((json_t *)doc);
     if (!res)
       return dtx__err(DTX_ENOMEM, "out of memory applying update");
     if (u->positional)

@@ -1,8 +1,12 @@
 /* update_ops.c -- what each update operator does to one concrete path.
  *
  * The driver (update.c) hands dtx__upd_apply_op() an operation whose path
- * has no positional segments left, and a private copy of the document to
- * change in place.  Per operator, MongoDB's documented behaviour:
+ * has no positional segments left, and a private copy of the document's top
+ * level to change in place.  The copy shares its nested objects and arrays
+ * with the document it was made from, so every container on the way to a
+ * change is copied first when anything else holds it (writable()): the
+ * cost is that of the paths changed, not of the whole document, and the
+ * original is never touched.  Per operator, MongoDB's documented behaviour:
  *  - $set/$setOnInsert create missing fields (objects on the way; an array
  *    index past the end pads with nulls, at most PAD_MAX elements).
  *  - $unset and $pull never fail on a missing field or a path through a
@@ -57,6 +61,26 @@ static int array_put(const upd_op_t *op, json_t *arr, size_t idx, json_t *v) {
   return 0;
 }
 
+/* Makes child, held in parent at seg (an object key, or an array index
+ * when parent is an array), safe to change: an object or array that
+ * anything else also holds (the document the update started from, a
+ * cache) is replaced in parent by a shallow copy of itself, whose own
+ * children stay shared until they are changed in turn.  Scalars are never
+ * changed in place, only replaced, so they are returned as they are.
+ * Returns the container to change, or NULL when out of memory. */
+static json_t *writable(json_t *parent, const char *seg, size_t idx,
+                       json_t *child) {
+  if (!(json_is_object(child) || json_is_array(child)) || child->refcount <= 1)
+    return child;
+  json_t *c = json_copy(child);
+  if (!c)
+    return NULL;
+  if (json_is_object(parent) ? json_object_set_new(parent, seg, c)
+                             : json_array_set_new(parent, idx, c))
+    return NULL;
+  return c;
+}
+
 /* The detail names the prefix that holds the scalar, as MongoDB's "Cannot
  * create field 'b' in element {a: 5}" does. */
 static int not_traversable(const upath_t *p, const char *opname, size_t i,
@@ -92,6 +116,8 @@ static int walk(const upd_op_t *op, const upath_t *p, json_t *root,
         next = json_object();
         if (!next || json_object_set_new(cur, seg, next))
           return dtx__err(DTX_ENOMEM, "out of memory applying update");
+      } else if (!(next = writable(cur, seg, 0, next))) {
+        return dtx__err(DTX_ENOMEM, "out of memory applying update");
       }
     } else if (json_is_array(cur)) {
       if (!dtx__upd_seg_index(seg, &idx)) {
@@ -108,6 +134,8 @@ static int walk(const upd_op_t *op, const upath_t *p, json_t *root,
         if ((rc = array_put(op, cur, idx, json_object())))
           return rc;
         next = json_array_get(cur, idx);
+      } else if (!(next = writable(cur, NULL, idx, next))) {
+        return dtx__err(DTX_ENOMEM, "out of memory applying update");
       }
     } else {
       if (!create)
@@ -307,6 +335,9 @@ static int walk_objects(const upath_t *p, json_t *root, int create,
       next = json_object();
       if (!next || json_object_set_new(cur, p->segs[i], next))
         return dtx__err(DTX_ENOMEM, "out of memory applying update");
+    } else if (json_is_object(next) &&
+               !(next = writable(cur, p->segs[i], 0, next))) {
+      return dtx__err(DTX_ENOMEM, "out of memory applying update");
     } else if (json_is_array(next)) {
       return dtx__err(DTX_ETYPE,
                       "$rename: the %s field '%s' cannot be an array element "
@@ -381,6 +412,17 @@ int dtx__upd_apply_op(const upd_op_t *op, json_t *doc, int is_insert,
   if (rc <= 0)
     return rc;
   cur = slot_get(&op->p, parent);
+  /* $push, $addToSet, $pull, $pullAll and $pop change the array itself. */
+  if (cur && json_is_array(cur) &&
+      (op->kind == OP_PUSH || op->kind == OP_ADDTOSET || op->kind == OP_PULL ||
+       op->kind == OP_PULLALL || op->kind == OP_POP)) {
+    size_t idx = 0;
+    const char *seg = op->p.segs[op->p.nsegs - 1];
+    if (json_is_array(parent))
+      dtx__upd_seg_index(seg, &idx);
+    if (!(cur = writable(parent, seg, idx, cur)))
+      return dtx__err(DTX_ENOMEM, "out of memory applying update");
+  }
 
   switch (op->kind) {
   case OP_SET:

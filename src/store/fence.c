@@ -159,6 +159,12 @@ static int fence_test(const dtx__modify_t *m, const json_t *before,
 /* Records m's token in doc (a private copy the caller will store). */
 static int fence_record(const dtx__modify_t *m, json_t *doc) {
   json_t *f = json_object_get(doc, FENCE_FIELD);
+  /* An updated document shares its unchanged subtrees with the one it was
+   * made from (dtx__update_apply), so the record is copied before it is
+   * changed when the old version holds it too. */
+  if (f && f->refcount > 1 &&
+      (!(f = json_copy(f)) || json_object_set_new(doc, FENCE_FIELD, f) < 0))
+    return dtx__err(DTX_ENOMEM, "recording a fence");
   if (!f) {
     if (!(f = json_object()) || json_object_set_new(doc, FENCE_FIELD, f) < 0)
       return dtx__err(DTX_ENOMEM, "recording a fence");

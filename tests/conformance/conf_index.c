@@ -323,6 +323,35 @@ static void test_unique_multikey(void) {
   CHECK_RC(insert(c, "{'_id':10,'tags':['c']}"), DTX_EDUPKEY);
 }
 
+/* An update shares the fields it does not change with the stored document
+ * (dtx__update_apply), and SQLite skips the keys of an index whose fields
+ * are all shared; a change below a top-level object (a.b) must still move
+ * the key, and a change beside it (z, a.c) must keep it. */
+static void test_unique_nested_update_moves_key(void) {
+  const char *c = conf_coll("ix_nested_upd");
+  CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'a.b':1}"),
+                                  &(dtx_index_opts_t){.unique = 1}, NULL),
+           0);
+  CHECK_RC(insert(c, "{'_id':1,'a':{'b':1,'c':1},'z':1}"), 0);
+  CHECK_RC(insert(c, "{'_id':2,'a':{'b':2}}"), 0);
+  dtx_update_result_t r;
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':1}"),
+                            JQ("{'$set':{'z':2,'a.c':2}}"), NULL, &r),
+           0);
+  CHECK(conf_count(c, JQ("{'a.b':1}")) == 1);
+  CHECK_RC(insert(c, "{'_id':3,'a':{'b':1}}"), DTX_EDUPKEY);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':1}"),
+                            JQ("{'$set':{'a.b':3}}"), NULL, &r),
+           0);
+  CHECK(conf_count(c, JQ("{'a.b':1}")) == 0);
+  CHECK(conf_count(c, JQ("{'a.b':3}")) == 1);
+  CHECK_RC(insert(c, "{'_id':3,'a':{'b':1}}"), 0);
+  CHECK_RC(insert(c, "{'_id':4,'a':{'b':3}}"), DTX_EDUPKEY);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':2}"),
+                            JQ("{'$set':{'a.b':3}}"), NULL, &r),
+           DTX_EDUPKEY);
+}
+
 /* The ledger case from the issue: a unique compound index over two paths
  * through one array must pair values element by element. */
 static void test_unique_compound_ledger(void) {
@@ -799,6 +828,7 @@ void conf_run_index(void) {
   CONF_RUN(test_unique_refused_over_existing_duplicates);
   CONF_RUN(test_unique_every_write_path);
   CONF_RUN(test_unique_multikey);
+  CONF_RUN(test_unique_nested_update_moves_key);
   CONF_RUN(test_unique_compound_ledger);
   CONF_RUN(test_unique_sparse_and_null);
   CONF_RUN(test_unique_number_equivalence);
