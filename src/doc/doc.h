@@ -344,6 +344,16 @@ json_t *dtx__index_spec_json(const dtx__index_spec_t *s);
 int dtx__index_keys(const dtx__index_spec_t *s, const json_t *doc,
                     json_t **out);
 
+/* 1 when s's keys cannot differ between old and doc: the top-level field
+ * each of its paths starts with is the very same value (pointer) in both,
+ * or absent from both.  The keys, sparse or not, are a function of those
+ * fields alone, and an updated document shares the fields its update did
+ * not change with the one it was made from (dtx__update_apply's copy on
+ * write), so most indexes of an updated document need no keys computed.
+ * Both backends skip such an index when writing an update. */
+int dtx__index_fields_same(const dtx__index_spec_t *s, const json_t *old,
+                           const json_t *doc);
+
 /* Whether keys (from dtx__index_keys) make their index multikey: several
  * tuples, or a tuple holding an array or object value (an empty array, a
  * whole subdocument).  Both backends keep the flag per index, and the

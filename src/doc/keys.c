@@ -412,3 +412,14 @@ int dtx__index_keys_multikey(const json_t *keys) {
   }
   return 0;
 }
+
+int dtx__index_fields_same(const dtx__index_spec_t *s, const json_t *old,
+                           const json_t *doc) {
+  for (size_t f = 0; f < s->nfields; f++) {
+    const char *p = s->paths[f], *dot = strchr(p, '.');
+    size_t n = dot ? (size_t)(dot - p) : strlen(p);
+    if (json_object_getn(old, p, n) != json_object_getn(doc, p, n))
+      return 0;
+  }
+  return 1;
+}

@@ -334,6 +334,11 @@ static int prepare(dtx__backend_t *b, const rd_coll_t *co, const rd_doc_t *cur,
   int rc = 0;
   for (size_t i = 0; rc == 0 && i < n; i++) {
     const rd_idx_t *ix = &co->idx[i];
+    /* Unchanged fields, unchanged keys: nothing to remove, add or claim
+     * (a building index still gets every key added). */
+    if (ix->ready && cur->body && newbody &&
+        dtx__index_fields_same(ix->spec, cur->body, newbody))
+      continue;
     /* A stored document that a building index cannot hold (parallel
      * arrays) simply has no old keys there. */
     if (enckeys_of(ix, cur->body, 0, &w->old[i]) < 0)

@@ -141,22 +141,6 @@ static int doc_keys(const sq_idx_t *ix, const json_t *doc, json_t **keys) {
   return rc < 0 ? dtx__err_wrap(rc, "index '%s'", ix->spec->name) : 0;
 }
 
-/* 1 when ix's keys cannot differ between old and doc: the top-level field
- * each of its paths starts with is the very same value in both (or absent
- * from both).  The keys, sparse or not, are a function of those fields
- * alone, and an updated document shares the fields its update did not
- * change with the one it was made from (dtx__update_apply), so most
- * indexes of an updated document need no keys computed. */
-static int same_index_fields(const sq_idx_t *ix, const json_t *old,
-                             const json_t *doc) {
-  for (size_t f = 0; f < ix->spec->nfields; f++) {
-    const char *p = ix->spec->paths[f], *dot = strchr(p, '.');
-    size_t n = dot ? (size_t)(dot - p) : strlen(p);
-    if (json_object_getn(old, p, n) != json_object_getn(doc, p, n))
-      return 0;
-  }
-  return 1;
-}
 
 /* ---- single-document writes --------------------------------------------------------------- */
 
@@ -225,7 +209,7 @@ static int update_doc(sq_wctx_t *w, const sq_coll_t *co, int64_t seq,
   for (size_t i = 0; i < co->nidx; i++) {
     const sq_idx_t *ix = &co->idx[i];
     json_t *ko, *kn;
-    if (same_index_fields(ix, old, doc))
+    if (dtx__index_fields_same(ix->spec, old, doc))
       continue;
     if ((rc = doc_keys(ix, old, &ko)) < 0)
       return rc;
