@@ -252,6 +252,11 @@ int dtx__sort_cmp(const json_t *sort, const json_t *a, const json_t *b);
 
 /* Stable-sorts array (of documents) in place by sort. */
 int dtx__sort_array(json_t *array, const json_t *sort);
+/* Keeps elements [skip, skip + limit) of *array (limit <= 0: all after
+ * skip; skip <= 0: from the first), as a find's page: *array is replaced
+ * by a new array when that drops any.  0, or DTX_ENOMEM (*array
+ * then freed and NULL).  Both backends page a sorted find with it. */
+int dtx__page_array(json_t **array, int64_t skip, int64_t limit);
 
 /* ---- aggregation ------------------------------------------------------------ */
 

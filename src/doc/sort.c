@@ -162,3 +162,23 @@ out:
   free(docs);
   return rc;
 }
+
+int dtx__page_array(json_t **array, int64_t skip, int64_t limit) {
+  size_t n = json_array_size(*array);
+  size_t from = skip > 0 && (uint64_t)skip < n ? (size_t)skip
+                : skip > 0                     ? n
+                                               : 0;
+  size_t to = limit > 0 && (uint64_t)limit < n - from ? from + (size_t)limit
+                                                      : n;
+  if (from == 0 && to == n)
+    return 0;
+  json_t *page = json_array();
+  for (size_t i = from; page && i < to; i++)
+    if (json_array_append(page, json_array_get(*array, i)) < 0) {
+      json_decref(page);
+      page = NULL;
+    }
+  json_decref(*array);
+  *array = page;
+  return page ? 0 : dtx__err(DTX_ENOMEM, "paging %zu documents", n);
+}

@@ -136,22 +136,8 @@ int dtx__rd_find(dtx__backend_t *b, const char *coll, const json_t *fspec,
   dtx__rd_docs_free(d, n);
   if (rc == 0 && sort)
     rc = dtx__sort_array(arr, sort);
-  if (rc == 0 && (skip > 0 || limit > 0)) {
-    size_t total = json_array_size(arr);
-    size_t from = skip > 0 && (uint64_t)skip < total ? (size_t)skip
-                  : skip > 0                         ? total
-                                                     : 0;
-    size_t to = limit > 0 && (uint64_t)limit < total - from
-                    ? from + (size_t)limit
-                    : total;
-    json_t *page = json_array();
-    for (size_t i = from; page && i < to; i++)
-      json_array_append(page, json_array_get(arr, i));
-    json_decref(arr);
-    arr = page;
-    if (!arr)
-      rc = dtx__err(DTX_ENOMEM, "finding documents");
-  }
+  if (rc == 0 && (skip > 0 || limit > 0))
+    rc = dtx__page_array(&arr, skip, limit);
   if (rc < 0) {
     json_decref(arr);
     return rc;

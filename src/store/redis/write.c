@@ -392,6 +392,23 @@ static int prepare(dtx__backend_t *b, const rd_coll_t *co, const rd_doc_t *cur,
   return rc;
 }
 
+/* Adds "n field [value] ..." of a claim list to c: each claim's field in
+ * the document's hash ('u' and the claim key), and its value when
+ * vals. */
+static void put_claims(rd_cmd_t *c, const rd_claims_t *l, int vals) {
+  rd_buf_t f = {0};
+  dtx__rd_argi(c, (long long)l->n);
+  for (size_t i = 0; i < l->n; i++) {
+    f.n = 0;
+    dtx__rd_putc(&f, 'u');
+    dtx__rd_put(&f, l->keys[i].p, l->keys[i].n);
+    dtx__rd_argb(c, &f);
+    if (vals)
+      dtx__rd_argb(c, &l->vals[i]);
+  }
+  dtx__rd_buf_free(&f);
+}
+
 /* A write in flight: built by dtx__rd_write_begin, its reply read by
  * dtx__rd_write_end.  Split so that a bulk write sends the WRITE scripts
  * of many documents in one pipeline. */
@@ -471,21 +488,8 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
   dtx__rd_put(&tmp, cur->id.p, cur->id.n);
   dtx__rd_argb(c, &tmp);
   dtx__rd_args(c, seq);
-  dtx__rd_argi(c, (long long)w->rel.n);
-  for (size_t i = 0; i < w->rel.n; i++) {
-    tmp.n = 0;
-    dtx__rd_putc(&tmp, 'u');
-    dtx__rd_put(&tmp, w->rel.keys[i].p, w->rel.keys[i].n);
-    dtx__rd_argb(c, &tmp);
-  }
-  dtx__rd_argi(c, (long long)w->rec.n);
-  for (size_t i = 0; i < w->rec.n; i++) {
-    tmp.n = 0;
-    dtx__rd_putc(&tmp, 'u');
-    dtx__rd_put(&tmp, w->rec.keys[i].p, w->rec.keys[i].n);
-    dtx__rd_argb(c, &tmp);
-    dtx__rd_argb(c, &w->rec.vals[i]);
-  }
+  put_claims(c, &w->rel, 0); /* to release */
+  put_claims(c, &w->rec, 1); /* to record, with their values */
   for (size_t i = 0; i < co->nidx; i++) {
     put_entries(c, &w->old[i], w->rem[i], w->nrem[i], seq, &cur->id);
     put_entries(c, &w->new_[i], w->add[i], w->nadd[i], seq, &cur->id);

@@ -451,25 +451,8 @@ int dtx__sq_find(dtx__backend_t *b, const char *coll, const json_t *fspec,
     }
   }
   dtx__sq_read_end(b, c, cat);
-  if (rc == 0 && sort) {
-    if ((rc = dtx__sort_array(arr, sort)) == 0) {
-      size_t n = json_array_size(arr);
-      size_t from = skip > 0 && (uint64_t)skip < n ? (size_t)skip
-                    : skip > 0                     ? n
-                                                   : 0;
-      size_t to = limit > 0 && (uint64_t)limit < n - from ? from + (size_t)limit
-                                                          : n;
-      if (from > 0 || to < n) {
-        json_t *page = json_array();
-        for (size_t i = from; page && i < to; i++)
-          json_array_append(page, json_array_get(arr, i));
-        json_decref(arr);
-        arr = page;
-        if (!arr)
-          rc = dtx__err(DTX_ENOMEM, "finding documents");
-      }
-    }
-  }
+  if (rc == 0 && sort && (rc = dtx__sort_array(arr, sort)) == 0)
+    rc = dtx__page_array(&arr, skip, limit);
   if (rc < 0) {
     json_decref(arr);
     return rc;
