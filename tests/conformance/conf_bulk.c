@@ -392,6 +392,35 @@ static void test_bulk_one_document(void) {
            (long long)rts);
 }
 
+/* find_one_and_update returning the document BEFORE, several times on
+ * one document in one batch: each returns a real state, and the states
+ * they return are the consecutive ones 0, 1, 2, 3.  (On Redis the first
+ * of them heads the group; it once returned no document at all.) */
+static void test_bulk_group_returns_before(void) {
+  const char *c = conf_coll("bulk_before");
+  REQUIRE(conf_seed(c, "[{'_id':1,'n':0}]") == 0);
+  static const dtx_fam_opts_t before = {0};
+  enum { N = 4 };
+  dtx_bulk_op_t ops[N];
+  for (int i = 0; i < N; i++)
+    ops[i] = (dtx_bulk_op_t){.kind = DTX_BULK_FIND_ONE_AND_UPDATE, .coll = c,
+                             .filter = JQ("{'_id':1}"),
+                             .update = JQ("{'$inc':{'n':1}}"),
+                             .fam_opts = &before};
+  dtx_bulk_result_t r[N];
+  CHECK_RC(dtx_store_bulk_write(conf_st, ops, N, r), 0);
+  int seen[N] = {0};
+  for (int i = 0; i < N; i++) {
+    int64_t n = json_integer_value(json_object_get(r[i].doc, "n"));
+    CHECKF(r[i].rc == 0 && r[i].doc && n >= 0 && n < N && !seen[n],
+           "#%d: %s %s", i, dtx_errname(r[i].rc), JS(r[i].doc));
+    if (r[i].doc && n >= 0 && n < N)
+      seen[n] = 1;
+  }
+  dtx_bulk_results_clear(r, N);
+  CHECK(conf_int_field(c, 1, "n") == N);
+}
+
 /* Shared between the parent and the children of the tests below. */
 typedef struct shared {
   int64_t ok[16];
@@ -666,6 +695,7 @@ static void test_bulk_fault_crash(void) {
 void conf_run_bulk(void) {
   CONF_RUN(test_bulk_every_kind);
   CONF_RUN(test_bulk_one_document);
+  CONF_RUN(test_bulk_group_returns_before);
   CONF_RUN(test_bulk_fault_error_one_op);
   CONF_RUN(test_bulk_fault_crash);
   CONF_RUN(test_bulk_concurrent_decrements);

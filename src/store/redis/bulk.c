@@ -465,7 +465,9 @@ static void ride_all(bitem_t *items, size_t n) {
       dtx__err(x->wrc, "%s", x->op->detail);
       item_fail(it, x->wrc);
     } else if (!it->held) { /* a writer: applied */
-      item_matched(it, 1, json_incref(it->pbefore));
+      /* The head was evaluated on its own state (no prediction). */
+      item_matched(it, 1,
+                   json_incref(it->pbefore ? it->pbefore : it->cur.body));
     } else { /* its held decision stands: the state it saw was real */
       it->cur.cached = 0;
       if (it->held_rc < 0) {
