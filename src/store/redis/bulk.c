@@ -37,7 +37,11 @@
  * change, an error) ride on the group's write in the same way.  Inserts
  * and deletes do not group (a delete waits for the next round), nor do
  * collections with a unique index: a middle state's unique keys would
- * never be claimed, where a serial run would have checked them.
+ * never be claimed, where a serial run would have checked them.  There,
+ * and after an insert, a later write of the same document waits for the
+ * next round (B_WAIT, then read from the doc cache): two writes of one
+ * document in one round would each fence the other's fresh unique claim
+ * (write.c), and both would lose every round until the retry window.
  *
  *   round r: op1 eval(base) ----\
  *            op2 eval(op1's)  ---+--> WRITE base.ver -> op3's body (op3's wp)
@@ -75,7 +79,10 @@
 
 #define FP_SENT "store.bulk_sent"
 
-enum { B_READ, B_EVAL, B_PREP, B_WRITE, B_CHECK, B_RIDE, B_DONE, B_SLOW };
+/* B_WAIT: a write of its document goes first this round; it reads the
+ * state that write leaves in the next (B_READ). */
+enum { B_READ, B_EVAL, B_PREP, B_WRITE, B_CHECK, B_RIDE, B_DONE, B_SLOW,
+       B_WAIT };
 
 typedef struct bitem {
   dtx__bulk_op_t *op;
@@ -151,10 +158,15 @@ static void item_start(dtx__backend_t *b, bitem_t *it) {
   }
   if (rc == 0)
     rc = dtx__rd_doc_set_id(it->co, &it->cur, id);
-  if (rc < 0)
+  if (rc < 0) {
     item_fail(it, rc);
-  else
-    it->state = B_EVAL; /* an insert needs no read: its write says */
+    return;
+  }
+  it->state = B_EVAL; /* an insert needs no read: its write says */
+  /* Its key, for the round's map of writers (eval_all) and turns. */
+  dtx__rd_key_doc(&it->key, it->co, it->cur.bucket, it->cur.id.p,
+                  it->cur.id.n);
+  it->hash = dtx__rd_hash64(it->key.p, it->key.n);
 }
 
 /* An outcome decided on a cached state holds only if the state was
@@ -376,8 +388,19 @@ static void eval_all(dtx__backend_t *b, bitem_t *items, size_t n,
     it->grouped = it->held = 0;
     json_decref(it->pbefore);
     it->pbefore = NULL;
-    size_t *slot = g->slot && groupable(it) ? group_slot(g, items, it) : NULL;
+    int gr = groupable(it);
+    size_t *slot = g->slot && it->key.n > 0 ? group_slot(g, items, it) : NULL;
     bitem_t *head = slot && *slot ? &items[*slot - 1] : NULL;
+    if (head && (!gr || head->op->doc)) {
+      /* No group (an insert, a collection with a unique index), and two
+       * writes of one document in one round would fence each other's
+       * fresh unique claims (write.c: a claim whose owner does not record
+       * it yet is taken over by bumping the owner's version), so both
+       * would lose, round after round.  The later one waits for the next
+       * round, and reads the state the earlier leaves in the doc cache. */
+      it->state = B_WAIT;
+      continue;
+    }
     if (head) { /* evaluated on the prediction */
       json_t *tip = items[head->last - 1].nd;
       it->pbefore = json_incref(tip);
@@ -389,7 +412,8 @@ static void eval_all(dtx__backend_t *b, bitem_t *items, size_t n,
     if (!slot)
       continue;
     if (!head) {
-      if (it->state == B_PREP && it->nd) { /* a head */
+      if ((it->state == B_PREP && it->nd) ||
+          (it->op->doc && it->state == B_WRITE)) { /* a head */
         *slot = i + 1;
         it->head = it->last = i + 1;
       }
@@ -601,6 +625,8 @@ static int rounds(dtx__backend_t *b, bitem_t *items, size_t n) {
       turns_take(b, items, n, held, &nheld);
     size_t live = 0;
     for (size_t i = 0; i < n; i++) {
+      if (items[i].state == B_WAIT)
+        items[i].state = B_READ;
       if (items[i].state != B_READ)
         continue;
       if (dtx__rd_cache_get(b, &items[i].key, &items[i].cur))
@@ -620,7 +646,8 @@ static int rounds(dtx__backend_t *b, bitem_t *items, size_t n) {
     turns_give(b, held, nheld);
     nheld = 0;
     for (size_t i = 0; i < n; i++)
-      live += items[i].state == B_EVAL || items[i].state == B_READ;
+      live += items[i].state == B_EVAL || items[i].state == B_READ ||
+              items[i].state == B_WAIT;
     if (rc < 0 || live == 0) {
       for (size_t i = 0; rc < 0 && i < n; i++)
         if (items[i].state != B_DONE && items[i].state != B_SLOW)
@@ -629,14 +656,18 @@ static int rounds(dtx__backend_t *b, bitem_t *items, size_t n) {
     }
     if (dtx__deadline_expired(t0, b->uri.retry_ms + 1)) {
       for (size_t i = 0; i < n; i++)
-        if (items[i].state == B_EVAL || items[i].state == B_READ)
+        if (items[i].state == B_EVAL || items[i].state == B_READ ||
+            items[i].state == B_WAIT)
           item_fail(&items[i],
                     dtx__err(DTX_EBUSY, "redis: document in '%s' kept "
                                         "changing",
                              items[i].op->m.coll));
       break;
     }
-    if (round >= 2) {
+    size_t waiting = 0; /* only waiting for this round's own write */
+    for (size_t i = 0; i < n; i++)
+      waiting += items[i].state == B_WAIT;
+    if (round >= 2 && waiting < live) {
       /* Writers of one hot document take turns (dtx__rd_keep_trying). */
       rnd = rnd * 6364136223846793005ULL + 1442695040888963407ULL;
       int shift = round - 2 < 7 ? round - 2 : 7;
