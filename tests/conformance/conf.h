@@ -140,6 +140,9 @@ void conf_run_store(void);
 void conf_run_scale(void);
 void conf_run_fence(void);
 void conf_run_bulk(void);
+/* Random batches explained by a serial order (conf_bulk_serial.c), run
+ * by conf_run_bulk. */
+void conf_test_bulk_serial(void);
 
 /* ---- every single write through bulk (conf_bulk.c) ---------------------- */
 
