@@ -740,6 +740,7 @@ void conf_run_bulk(void) {
   CONF_RUN(test_bulk_group_returns_before);
   CONF_RUN(test_bulk_unique_one_document);
   CONF_RUN(conf_test_bulk_serial);
+  CONF_RUN(conf_test_turn_deadline);
   CONF_RUN(test_bulk_fault_error_one_op);
   CONF_RUN(test_bulk_fault_crash);
   CONF_RUN(test_bulk_concurrent_decrements);
