@@ -121,6 +121,10 @@ void conf_test_turn_deadline(void) {
     conf_skip("Redis only (pauses the server)");
     return;
   }
+  if (conf_via_bulk()) { /* it makes its own calls: once is enough */
+    conf_skip("runs in the plain conformance run");
+    return;
+  }
   char host[256];
   int port = 0;
   if (sscanf(conf_uri + 8, "%255[^:]:%d", host, &port) != 2) {
