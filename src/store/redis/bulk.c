@@ -604,7 +604,7 @@ static void turns_take(dtx__backend_t *b, bitem_t *items, size_t n,
                        int64_t t0, size_t *held, size_t *nheld) {
   size_t k = 0;
   for (size_t i = 0; i < n; i++)
-    if (items[i].contended && items[i].key.n > 0 &&
+    if (items[i].contended && items[i].key.n > 0 && !items[i].op->doc &&
         items[i].state == B_EVAL)
       held[k++] = (size_t)(items[i].hash % RD_TURNS);
   qsort(held, k, sizeof *held, turn_cmp);
@@ -620,7 +620,7 @@ static void turns_take(dtx__backend_t *b, bitem_t *items, size_t n,
   /* The writer before us in turn left its state in the cache: our
    * reply's is older.  (A stale one only costs a lost write.) */
   for (size_t i = 0; i < n; i++)
-    if (items[i].contended && items[i].key.n > 0 &&
+    if (items[i].contended && items[i].key.n > 0 && !items[i].op->doc &&
         items[i].state == B_EVAL)
       (void)dtx__rd_cache_get(b, &items[i].key, &items[i].cur);
 }
@@ -657,7 +657,10 @@ static int rounds(dtx__backend_t *b, bitem_t *items, size_t n) {
         items[i].state = B_READ;
       if (items[i].state != B_READ)
         continue;
-      if (dtx__rd_cache_get(b, &items[i].key, &items[i].cur))
+      /* An insert decides on what it finds without a check (eval): a
+       * state read now, never a cached one. */
+      if (!items[i].op->doc &&
+          dtx__rd_cache_get(b, &items[i].key, &items[i].cur))
         items[i].state = B_EVAL;
       else
         dtx__rd_read_cmd(items[i].co, &items[i].cur, &items[i].cmd);
