@@ -140,6 +140,12 @@ void conf_run_store(void);
 void conf_run_scale(void);
 void conf_run_fence(void);
 void conf_run_bulk(void);
+/* Random batches explained by a serial order (conf_bulk_serial.c), run
+ * by conf_run_bulk. */
+void conf_test_bulk_serial(void);
+/* A wait for a hot document's turn keeps the call's deadline
+ * (conf_bulk_turns.c, Redis only), run by conf_run_bulk. */
+void conf_test_turn_deadline(void);
 
 /* ---- every single write through bulk (conf_bulk.c) ---------------------- */
 

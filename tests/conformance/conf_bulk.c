@@ -392,6 +392,77 @@ static void test_bulk_one_document(void) {
            (long long)rts);
 }
 
+/* find_one_and_update returning the document BEFORE, several times on
+ * one document in one batch: each returns a real state, and the states
+ * they return are the consecutive ones 0, 1, 2, 3.  (On Redis the first
+ * of them heads the group; it once returned no document at all.) */
+static void test_bulk_group_returns_before(void) {
+  const char *c = conf_coll("bulk_before");
+  REQUIRE(conf_seed(c, "[{'_id':1,'n':0}]") == 0);
+  static const dtx_fam_opts_t before = {0};
+  enum { N = 4 };
+  dtx_bulk_op_t ops[N];
+  for (int i = 0; i < N; i++)
+    ops[i] = (dtx_bulk_op_t){.kind = DTX_BULK_FIND_ONE_AND_UPDATE, .coll = c,
+                             .filter = JQ("{'_id':1}"),
+                             .update = JQ("{'$inc':{'n':1}}"),
+                             .fam_opts = &before};
+  dtx_bulk_result_t r[N];
+  CHECK_RC(dtx_store_bulk_write(conf_st, ops, N, r), 0);
+  int seen[N] = {0};
+  for (int i = 0; i < N; i++) {
+    int64_t n = json_integer_value(json_object_get(r[i].doc, "n"));
+    CHECKF(r[i].rc == 0 && r[i].doc && n >= 0 && n < N && !seen[n],
+           "#%d: %s %s", i, dtx_errname(r[i].rc), JS(r[i].doc));
+    if (r[i].doc && n >= 0 && n < N)
+      seen[n] = 1;
+  }
+  dtx_bulk_results_clear(r, N);
+  CHECK(conf_int_field(c, 1, "n") == N);
+}
+
+/* A collection with a unique index: 8 updates of the unique field of one
+ * document and 4 inserts of one new _id, all in one batch.  Each update
+ * applies (k ends at 8), one insert wins and the others are DUPKEY, and
+ * quickly.  (On Redis two writes of one document in one round fenced
+ * each other's unique claims and both lost, round after round, until
+ * the 10 s retry window failed every one with BUSY.) */
+static void test_bulk_unique_one_document(void) {
+  const char *c = conf_coll("bulk_uq1");
+  REQUIRE(conf_seed(c, "[{'_id':1,'k':0}]") == 0);
+  dtx_index_opts_t uq = {.unique = 1};
+  CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'k':1}"), &uq, NULL), 0);
+  enum { NU = 8, NI = 4, N = NU + NI };
+  dtx_bulk_op_t ops[N];
+  for (int i = 0; i < N; i++) {
+    char d[64];
+    snprintf(d, sizeof d, "{'_id':2,'k':%d}", 100 + i);
+    ops[i] = i < NU ? inc_op(c, 1, "{'$inc':{'k':1}}")
+                    : (dtx_bulk_op_t){.kind = DTX_BULK_INSERT, .coll = c,
+                                      .doc = JQ(d)};
+  }
+  dtx_bulk_result_t r[N];
+  int64_t t0 = conf_now_ms();
+  (void)dtx_store_bulk_write(conf_st, ops, N, r);
+  int64_t took = conf_now_ms() - t0;
+  int inserted = 0;
+  for (int i = 0; i < N; i++) {
+    if (i < NU)
+      CHECKF(r[i].rc == 0 && r[i].modified == 1, "#%d: %s %s", i,
+             dtx_errname(r[i].rc), r[i].detail);
+    else if (r[i].rc == 0)
+      inserted++;
+    else
+      CHECKF(r[i].rc == DTX_EDUPKEY, "#%d: %s %s", i, dtx_errname(r[i].rc),
+             r[i].detail);
+  }
+  dtx_bulk_results_clear(r, N);
+  CHECKF(inserted == 1, "%d inserts of one _id", inserted);
+  CHECK(conf_int_field(c, 1, "k") == NU);
+  CHECK(conf_count(c, JQ("{'_id':2}")) == 1);
+  CHECKF(took < 3000, "%lld ms", (long long)took);
+}
+
 /* Shared between the parent and the children of the tests below. */
 typedef struct shared {
   int64_t ok[16];
@@ -666,6 +737,10 @@ static void test_bulk_fault_crash(void) {
 void conf_run_bulk(void) {
   CONF_RUN(test_bulk_every_kind);
   CONF_RUN(test_bulk_one_document);
+  CONF_RUN(test_bulk_group_returns_before);
+  CONF_RUN(test_bulk_unique_one_document);
+  CONF_RUN(conf_test_bulk_serial);
+  CONF_RUN(conf_test_turn_deadline);
   CONF_RUN(test_bulk_fault_error_one_op);
   CONF_RUN(test_bulk_fault_crash);
   CONF_RUN(test_bulk_concurrent_decrements);

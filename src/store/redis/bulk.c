@@ -37,7 +37,11 @@
  * change, an error) ride on the group's write in the same way.  Inserts
  * and deletes do not group (a delete waits for the next round), nor do
  * collections with a unique index: a middle state's unique keys would
- * never be claimed, where a serial run would have checked them.
+ * never be claimed, where a serial run would have checked them.  There,
+ * and after an insert, a later write of the same document waits for the
+ * next round (B_WAIT, then read from the doc cache): two writes of one
+ * document in one round would each fence the other's fresh unique claim
+ * (write.c), and both would lose every round until the retry window.
  *
  *   round r: op1 eval(base) ----\
  *            op2 eval(op1's)  ---+--> WRITE base.ver -> op3's body (op3's wp)
@@ -75,7 +79,10 @@
 
 #define FP_SENT "store.bulk_sent"
 
-enum { B_READ, B_EVAL, B_PREP, B_WRITE, B_CHECK, B_RIDE, B_DONE, B_SLOW };
+/* B_WAIT: a write of its document goes first this round; it reads the
+ * state that write leaves in the next (B_READ). */
+enum { B_READ, B_EVAL, B_PREP, B_WRITE, B_CHECK, B_RIDE, B_DONE, B_SLOW,
+       B_WAIT };
 
 typedef struct bitem {
   dtx__bulk_op_t *op;
@@ -119,10 +126,27 @@ static void item_matched(bitem_t *it, int modified, json_t *before) {
 }
 
 /* Starts an item: its collection, and whether the fast path takes it. */
+/* The batch's budget (dtx__rd_bulk) ran out: an operation not sent yet
+ * fails without sending anything, instead of adding one more request's
+ * timeout_ms to the batch. */
+static int budget_gone(const dtx__bulk_op_t *op) {
+  if (!dtx__deadline_passed())
+    return 0;
+  return dtx__err(DTX_EUNAVAILABLE,
+                  "redis: the bulk write's budget (%lld ms) ran out before "
+                  "this operation on '%s' was sent",
+                  (long long)dtx__deadline_budget_ms(), op->m.coll);
+}
+
 static void item_start(dtx__backend_t *b, bitem_t *it) {
   dtx__modify_t *m = &it->op->m;
   int insert = it->op->doc != NULL;
-  int rc = dtx__rd_coll_get(b, m->coll, insert || (m->upsert && m->update), 0,
+  int rc = budget_gone(it->op);
+  if (rc < 0) {
+    item_fail(it, rc);
+    return;
+  }
+  rc = dtx__rd_coll_get(b, m->coll, insert || (m->upsert && m->update), 0,
                             &it->co);
   if (rc < 0) {
     item_fail(it, rc);
@@ -151,10 +175,15 @@ static void item_start(dtx__backend_t *b, bitem_t *it) {
   }
   if (rc == 0)
     rc = dtx__rd_doc_set_id(it->co, &it->cur, id);
-  if (rc < 0)
+  if (rc < 0) {
     item_fail(it, rc);
-  else
-    it->state = B_EVAL; /* an insert needs no read: its write says */
+    return;
+  }
+  it->state = B_EVAL; /* an insert needs no read: its write says */
+  /* Its key, for the round's map of writers (eval_all) and turns. */
+  dtx__rd_key_doc(&it->key, it->co, it->cur.bucket, it->cur.id.p,
+                  it->cur.id.n);
+  it->hash = dtx__rd_hash64(it->key.p, it->key.n);
 }
 
 /* An outcome decided on a cached state holds only if the state was
@@ -376,8 +405,19 @@ static void eval_all(dtx__backend_t *b, bitem_t *items, size_t n,
     it->grouped = it->held = 0;
     json_decref(it->pbefore);
     it->pbefore = NULL;
-    size_t *slot = g->slot && groupable(it) ? group_slot(g, items, it) : NULL;
+    int gr = groupable(it);
+    size_t *slot = g->slot && it->key.n > 0 ? group_slot(g, items, it) : NULL;
     bitem_t *head = slot && *slot ? &items[*slot - 1] : NULL;
+    if (head && (!gr || head->op->doc)) {
+      /* No group (an insert, a collection with a unique index), and two
+       * writes of one document in one round would fence each other's
+       * fresh unique claims (write.c: a claim whose owner does not record
+       * it yet is taken over by bumping the owner's version), so both
+       * would lose, round after round.  The later one waits for the next
+       * round, and reads the state the earlier leaves in the doc cache. */
+      it->state = B_WAIT;
+      continue;
+    }
     if (head) { /* evaluated on the prediction */
       json_t *tip = items[head->last - 1].nd;
       it->pbefore = json_incref(tip);
@@ -389,7 +429,8 @@ static void eval_all(dtx__backend_t *b, bitem_t *items, size_t n,
     if (!slot)
       continue;
     if (!head) {
-      if (it->state == B_PREP && it->nd) { /* a head */
+      if ((it->state == B_PREP && it->nd) ||
+          (it->op->doc && it->state == B_WRITE)) { /* a head */
         *slot = i + 1;
         it->head = it->last = i + 1;
       }
@@ -465,7 +506,9 @@ static void ride_all(bitem_t *items, size_t n) {
       dtx__err(x->wrc, "%s", x->op->detail);
       item_fail(it, x->wrc);
     } else if (!it->held) { /* a writer: applied */
-      item_matched(it, 1, json_incref(it->pbefore));
+      /* The head was evaluated on its own state (no prediction). */
+      item_matched(it, 1,
+                   json_incref(it->pbefore ? it->pbefore : it->cur.body));
     } else { /* its held decision stands: the state it saw was real */
       it->cur.cached = 0;
       if (it->held_rc < 0) {
@@ -530,6 +573,8 @@ static void run_slow(dtx__backend_t *b, bitem_t *it) {
   }
   dtx__modify_result_clear(&op->res);
   if (rc == 0)
+    rc = budget_gone(op);
+  if (rc == 0)
     rc = op->doc ? dtx__rd_insert(b, op->m.coll, &op->doc, 1, op->m.bypass,
                                   NULL)
                  : dtx__rd_modify_one(b, &op->m, &op->res);
@@ -540,6 +585,11 @@ static void run_slow(dtx__backend_t *b, bitem_t *it) {
 
 /* ---- turns ----------------------------------------------------------------------- */
 
+/* modify.c: locks a turn, waiting at most until the operation's window
+ * or the command's deadline ends (0 taken, -1 not).  Declared here, not
+ * in redis_int.h, only to keep this change to the two files. */
+int dtx__rd_turn_lock(dtx__backend_t *b, size_t i, int64_t t0);
+
 static int turn_cmp(const void *a, const void *b) {
   size_t x = *(const size_t *)a, y = *(const size_t *)b;
   return x < y ? -1 : x > y;
@@ -547,12 +597,14 @@ static int turn_cmp(const void *a, const void *b) {
 
 /* Takes the turns of the round's contended items, in index order, into
  * held[] (*nheld of them), and brings each such item waiting to be
- * evaluated to the newest state this process knows. */
+ * evaluated to the newest state this process knows.  A turn whose wait
+ * runs out (the holder's server stopped answering; dtx__rd_turn_lock)
+ * is not held: those items go on without it. */
 static void turns_take(dtx__backend_t *b, bitem_t *items, size_t n,
-                       size_t *held, size_t *nheld) {
+                       int64_t t0, size_t *held, size_t *nheld) {
   size_t k = 0;
   for (size_t i = 0; i < n; i++)
-    if (items[i].contended && items[i].key.n > 0 &&
+    if (items[i].contended && items[i].key.n > 0 && !items[i].op->doc &&
         items[i].state == B_EVAL)
       held[k++] = (size_t)(items[i].hash % RD_TURNS);
   qsort(held, k, sizeof *held, turn_cmp);
@@ -560,13 +612,15 @@ static void turns_take(dtx__backend_t *b, bitem_t *items, size_t n,
   for (size_t i = 0; i < k; i++)
     if (u == 0 || held[u - 1] != held[i])
       held[u++] = held[i];
+  size_t k2 = 0;
   for (size_t i = 0; i < u; i++)
-    pthread_mutex_lock(&b->turns[held[i]]);
-  *nheld = u;
+    if (dtx__rd_turn_lock(b, held[i], t0) == 0)
+      held[k2++] = held[i];
+  *nheld = k2;
   /* The writer before us in turn left its state in the cache: our
    * reply's is older.  (A stale one only costs a lost write.) */
   for (size_t i = 0; i < n; i++)
-    if (items[i].contended && items[i].key.n > 0 &&
+    if (items[i].contended && items[i].key.n > 0 && !items[i].op->doc &&
         items[i].state == B_EVAL)
       (void)dtx__rd_cache_get(b, &items[i].key, &items[i].cur);
 }
@@ -596,12 +650,17 @@ static int rounds(dtx__backend_t *b, bitem_t *items, size_t n) {
   int rc = 0;
   for (int round = 0;; round++) {
     if (held && round > 0)
-      turns_take(b, items, n, held, &nheld);
+      turns_take(b, items, n, t0, held, &nheld);
     size_t live = 0;
     for (size_t i = 0; i < n; i++) {
+      if (items[i].state == B_WAIT)
+        items[i].state = B_READ;
       if (items[i].state != B_READ)
         continue;
-      if (dtx__rd_cache_get(b, &items[i].key, &items[i].cur))
+      /* An insert decides on what it finds without a check (eval): a
+       * state read now, never a cached one. */
+      if (!items[i].op->doc &&
+          dtx__rd_cache_get(b, &items[i].key, &items[i].cur))
         items[i].state = B_EVAL;
       else
         dtx__rd_read_cmd(items[i].co, &items[i].cur, &items[i].cmd);
@@ -618,7 +677,8 @@ static int rounds(dtx__backend_t *b, bitem_t *items, size_t n) {
     turns_give(b, held, nheld);
     nheld = 0;
     for (size_t i = 0; i < n; i++)
-      live += items[i].state == B_EVAL || items[i].state == B_READ;
+      live += items[i].state == B_EVAL || items[i].state == B_READ ||
+              items[i].state == B_WAIT;
     if (rc < 0 || live == 0) {
       for (size_t i = 0; rc < 0 && i < n; i++)
         if (items[i].state != B_DONE && items[i].state != B_SLOW)
@@ -627,14 +687,18 @@ static int rounds(dtx__backend_t *b, bitem_t *items, size_t n) {
     }
     if (dtx__deadline_expired(t0, b->uri.retry_ms + 1)) {
       for (size_t i = 0; i < n; i++)
-        if (items[i].state == B_EVAL || items[i].state == B_READ)
+        if (items[i].state == B_EVAL || items[i].state == B_READ ||
+            items[i].state == B_WAIT)
           item_fail(&items[i],
                     dtx__err(DTX_EBUSY, "redis: document in '%s' kept "
                                         "changing",
                              items[i].op->m.coll));
       break;
     }
-    if (round >= 2) {
+    size_t waiting = 0; /* only waiting for this round's own write */
+    for (size_t i = 0; i < n; i++)
+      waiting += items[i].state == B_WAIT;
+    if (round >= 2 && waiting < live) {
       /* Writers of one hot document take turns (dtx__rd_keep_trying). */
       rnd = rnd * 6364136223846793005ULL + 1442695040888963407ULL;
       int shift = round - 2 < 7 ? round - 2 : 7;
@@ -652,6 +716,14 @@ int dtx__rd_bulk(dtx__backend_t *b, dtx__bulk_op_t *ops, size_t n) {
   bitem_t *items = calloc(n ? n : 1, sizeof *items);
   if (!items)
     return dtx__err(DTX_ENOMEM, "a bulk write of %zu operations", n);
+  /* One budget for the whole batch (util/deadline.h; a soft frame keeps
+   * an enclosing command's deadline): the first wait sets it to the end
+   * of its own window, and every later wait -- each operation's catalog
+   * read, the rounds, the slow path -- stops there.  Without it, against
+   * a server that stopped answering, each operation's catalog read waited
+   * a window of its own: 4 operations with retry_ms=1000 took 2.8 s. */
+  dtx__deadline_frame_t frame;
+  dtx__deadline_enter(&frame, 0);
   for (size_t i = 0; i < n; i++) {
     items[i].op = &ops[i];
     if (ops[i].rc < 0)
@@ -676,5 +748,6 @@ int dtx__rd_bulk(dtx__backend_t *b, dtx__bulk_op_t *ops, size_t n) {
     dtx__rd_coll_put(it->co);
   }
   free(items);
+  dtx__deadline_leave(&frame);
   return 0;
 }

@@ -4,25 +4,57 @@
  * current state again.  modify_one upserts when nothing matches. */
 #include "store/redis/redis_int.h"
 
+#include "util/deadline.h"
 #include "util/err.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- modify ------------------------------------------------------------------------------ */
 
 enum { M_DONE, M_NOMATCH };
 
+/* Locks turn i (b->turns), waiting no longer than the operation's own
+ * window (retry_ms from t0, mono ms) or the command's deadline: the
+ * holder may be stuck on a server that stopped answering, for its whole
+ * window, and a queue of waiters behind it would each add theirs (with 8
+ * threads on one document of a stopped server, calls with retry_ms=1000
+ * waited out the whole 4 s outage).  0 when taken; -1 when the wait ran
+ * out: the caller goes on without it (turns only order the writers) and
+ * meets the server's error, or the deadline, itself.  bulk.c uses it
+ * too (declared there). */
+int dtx__rd_turn_lock(dtx__backend_t *b, size_t i, int64_t t0) {
+  if (pthread_mutex_trylock(&b->turns[i]) == 0)
+    return 0;
+  int64_t left = t0 + b->uri.retry_ms - dtx__rd_mono_ms();
+  int64_t cmd = dtx__deadline_left_ms();
+  if (cmd < left)
+    left = cmd;
+  if (left <= 0)
+    return -1;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += (time_t)(left / 1000);
+  ts.tv_nsec += (long)(left % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  return pthread_mutex_timedlock(&b->turns[i], &ts) == 0 ? 0 : -1;
+}
+
 /* Takes the turn of cur's document (b->turns; bulk.c says why) into
- * *turn, and brings cur to the newest state this process knows: the
- * writer before us in turn left it in the doc cache. */
+ * *turn (-1 when the wait ran out, dtx__rd_turn_lock), and brings cur to
+ * the newest state this process knows: the writer before us in turn left
+ * it in the doc cache. */
 static void turn_take(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
-                      int *turn) {
+                      int64_t t0, int *turn) {
   rd_buf_t key = {0};
   dtx__rd_doc_key(co, cur, &key);
-  *turn = (int)(dtx__rd_hash64(key.p, key.n) % RD_TURNS);
-  pthread_mutex_lock(&b->turns[*turn]);
+  int i = (int)(dtx__rd_hash64(key.p, key.n) % RD_TURNS);
+  *turn = dtx__rd_turn_lock(b, (size_t)i, t0) == 0 ? i : -1;
   (void)dtx__rd_cache_get(b, &key, cur);
   dtx__rd_buf_free(&key);
 }
@@ -40,7 +72,7 @@ static int modify_turns(dtx__backend_t *b, const rd_coll_t *co,
   int64_t t0 = dtx__rd_mono_ms();
   for (int attempt = 0; dtx__rd_keep_trying(b, t0, attempt); attempt++) {
     if (attempt > 0 && *turn < 0)
-      turn_take(b, co, cur, turn);
+      turn_take(b, co, cur, t0, turn);
     if (!cur->body) {
       if (cur->cached) {
         int rc = dtx__rd_verify(b, co, cur);
