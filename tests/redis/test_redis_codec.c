@@ -4,13 +4,18 @@
  * encode alike, order within a bracket is MongoDB's, tuples are
  * prefix-free), URI parsing (accepted forms with their settings, and
  * DTX_EBADURI for each malformed part; an unreachable server is
- * DTX_EUNAVAILABLE), and namespaced key names (one slot per bucket). */
+ * DTX_EUNAVAILABLE), namespaced key names (one slot per bucket), and
+ * that a wait for a document's turn is bounded. */
 #include "testlib.h"
 
 #include "store/redis/redis_int.h"
+#include "util/deadline.h"
 #include "util/err.h"
 
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- slots ----------------------------------------------------------------- */
 
@@ -336,6 +341,73 @@ static void test_unreachable_is_unavailable(void) {
            DTX_EUNAVAILABLE);
 }
 
+/* ---- turns ------------------------------------------------------------------ */
+
+typedef struct turn_try {
+  dtx__backend_t *b;
+  int64_t budget; /* > 0: a command deadline of this many ms */
+  int got;
+  int64_t took;
+} turn_try_t;
+
+static void *turn_try(void *arg) {
+  turn_try_t *t = arg;
+  dtx__deadline_frame_t saved;
+  if (t->budget > 0)
+    dtx__deadline_enter(&saved, t->budget);
+  int64_t t0 = dtx__rd_mono_ms();
+  t->got = dtx__rd_turn_lock(t->b, 3, t0) == 0;
+  t->took = dtx__rd_mono_ms() - t0;
+  if (t->got)
+    pthread_mutex_unlock(&t->b->turns[3]);
+  if (t->budget > 0)
+    dtx__deadline_leave(&saved);
+  return NULL;
+}
+
+/* A writer waiting for a document's turn (bulk.c, modify.c) behind a
+ * holder stuck on an unreachable server gives up with its retry window,
+ * or sooner with its command's deadline, and goes on without the turn:
+ * it must not outlive its budget.  A free turn is taken at once. */
+static void test_turn_waits_are_bounded(void) {
+  dtx__backend_t *b = calloc(1, sizeof *b);
+  REQUIRE(b != NULL);
+  for (int i = 0; i < RD_TURNS; i++)
+    pthread_mutex_init(&b->turns[i], NULL);
+  b->uri.retry_ms = 300;
+  turn_try_t free_turn = {b, 0, 0, 0};
+  turn_try(&free_turn);
+  CHECKF(free_turn.got == 1 && free_turn.took < 100, "free: got %d in %lld ms",
+         free_turn.got, (long long)free_turn.took);
+  pthread_mutex_lock(&b->turns[3]); /* the stuck holder */
+  turn_try_t window = {b, 0, 0, 0}, deadline = {b, 40, 0, 0};
+  turn_try_t *tries[2] = {&window, &deadline};
+  for (int k = 0; k < 2; k++) {
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, turn_try, tries[k]) == 0);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 5; /* bounded: a waiter that never gives up fails */
+    int jr = pthread_timedjoin_np(th, NULL, &until);
+    CHECKF(jr == 0, "try %d still waiting after 5 s", k);
+    if (jr != 0) {
+      pthread_mutex_unlock(&b->turns[3]);
+      pthread_join(th, NULL);
+      pthread_mutex_lock(&b->turns[3]);
+    }
+  }
+  pthread_mutex_unlock(&b->turns[3]);
+  CHECKF(window.got == 0 && window.took >= 250 && window.took < 2000,
+         "retry window: got %d after %lld ms", window.got,
+         (long long)window.took);
+  CHECKF(deadline.got == 0 && deadline.took < 250,
+         "deadline: got %d after %lld ms", deadline.got,
+         (long long)deadline.took);
+  for (int i = 0; i < RD_TURNS; i++)
+    pthread_mutex_destroy(&b->turns[i]);
+  free(b);
+}
+
 int main(void) {
   TEST_RUN(test_slots_match_redis_cluster);
   TEST_RUN(test_numbers_encode_by_exact_value);
@@ -346,5 +418,6 @@ int main(void) {
   TEST_RUN(test_uri_parsing);
   TEST_RUN(test_namespace_keys);
   TEST_RUN(test_unreachable_is_unavailable);
+  TEST_RUN(test_turn_waits_are_bounded);
   return TEST_DONE();
 }

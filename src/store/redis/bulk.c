@@ -585,11 +585,6 @@ static void run_slow(dtx__backend_t *b, bitem_t *it) {
 
 /* ---- turns ----------------------------------------------------------------------- */
 
-/* modify.c: locks a turn, waiting at most until the operation's window
- * or the command's deadline ends (0 taken, -1 not).  Declared here, not
- * in redis_int.h, only to keep this change to the two files. */
-int dtx__rd_turn_lock(dtx__backend_t *b, size_t i, int64_t t0);
-
 static int turn_cmp(const void *a, const void *b) {
   size_t x = *(const size_t *)a, y = *(const size_t *)b;
   return x < y ? -1 : x > y;

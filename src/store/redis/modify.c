@@ -16,35 +16,6 @@
 
 enum { M_DONE, M_NOMATCH };
 
-/* Locks turn i (b->turns), waiting no longer than the operation's own
- * window (retry_ms from t0, mono ms) or the command's deadline: the
- * holder may be stuck on a server that stopped answering, for its whole
- * window, and a queue of waiters behind it would each add theirs (with 8
- * threads on one document of a stopped server, calls with retry_ms=1000
- * waited out the whole 4 s outage).  0 when taken; -1 when the wait ran
- * out: the caller goes on without it (turns only order the writers) and
- * meets the server's error, or the deadline, itself.  bulk.c uses it
- * too (declared there). */
-int dtx__rd_turn_lock(dtx__backend_t *b, size_t i, int64_t t0) {
-  if (pthread_mutex_trylock(&b->turns[i]) == 0)
-    return 0;
-  int64_t left = t0 + b->uri.retry_ms - dtx__rd_mono_ms();
-  int64_t cmd = dtx__deadline_left_ms();
-  if (cmd < left)
-    left = cmd;
-  if (left <= 0)
-    return -1;
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += (time_t)(left / 1000);
-  ts.tv_nsec += (long)(left % 1000) * 1000000L;
-  if (ts.tv_nsec >= 1000000000L) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000L;
-  }
-  return pthread_mutex_timedlock(&b->turns[i], &ts) == 0 ? 0 : -1;
-}
-
 /* Takes the turn of cur's document (b->turns; bulk.c says why) into
  * *turn (-1 when the wait ran out, dtx__rd_turn_lock), and brings cur to
  * the newest state this process knows: the writer before us in turn left

@@ -132,6 +132,7 @@
  *    with backoff) until the slot has moved. */
 #include "store/redis/redis_int.h"
 
+#include "util/deadline.h"
 #include "util/err.h"
 
 #include <stdio.h>
@@ -383,6 +384,28 @@ void dtx__rd_cache_put(dtx__backend_t *b, const rd_buf_t *key,
   pthread_mutex_unlock(mu);
   free(oldk);
   json_decref(oldb);
+}
+
+/* ---- turns (bulk.c, modify.c) ---- */
+
+int dtx__rd_turn_lock(dtx__backend_t *b, size_t i, int64_t t0) {
+  if (pthread_mutex_trylock(&b->turns[i]) == 0)
+    return 0;
+  int64_t left = t0 + b->uri.retry_ms - dtx__rd_mono_ms();
+  int64_t cmd = dtx__deadline_left_ms();
+  if (cmd < left)
+    left = cmd;
+  if (left <= 0)
+    return -1;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += (time_t)(left / 1000);
+  ts.tv_nsec += (long)(left % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  return pthread_mutex_timedlock(&b->turns[i], &ts) == 0 ? 0 : -1;
 }
 
 void dtx__rd_cache_drop(dtx__backend_t *b, const rd_buf_t *key) {

@@ -518,6 +518,16 @@ void dtx__rd_cache_put(dtx__backend_t *b, const rd_buf_t *key,
                        const rd_doc_t *d);
 void dtx__rd_cache_drop(dtx__backend_t *b, const rd_buf_t *key);
 
+/* Locks turn i (b->turns), waiting no longer than the operation's own
+ * window (retry_ms from t0, mono ms) or the command's deadline: the
+ * holder may be stuck on a server that stopped answering, for its whole
+ * window, and a queue of waiters behind it would each add theirs (with 8
+ * threads on one document of a stopped server, calls with retry_ms=1000
+ * waited out the whole 4 s outage).  0 when taken; -1 when the wait ran
+ * out: the caller goes on without it (turns only order the writers) and
+ * meets the server's error, or the deadline, itself. */
+int dtx__rd_turn_lock(dtx__backend_t *b, size_t i, int64_t t0);
+
 int64_t dtx__rd_mono_ms(void);
 void dtx__rd_sleep_ms(int64_t ms);
 
