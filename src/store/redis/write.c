@@ -409,6 +409,15 @@ static void put_claims(rd_cmd_t *c, const rd_claims_t *l, int vals) {
   dtx__rd_buf_free(&f);
 }
 
+/* The WRITE script's first reply element: 1 applied (or current), 0 lost
+ * (the current state follows), -1 stale stamp; -2 for anything else. */
+static long long reply_tag(const redisReply *r) {
+  return r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+                 r->element[0]->type == REDIS_REPLY_INTEGER
+             ? r->element[0]->integer
+             : -2;
+}
+
 /* A write in flight: built by dtx__rd_write_begin, its reply read by
  * dtx__rd_write_end.  Split so that a bulk write sends the WRITE scripts
  * of many documents in one pipeline. */
@@ -528,10 +537,7 @@ int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
   int applied = 0;
   if (rc == 0) {
     const redisReply *r = c->reply;
-    long long tag = r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
-                            r->element[0]->type == REDIS_REPLY_INTEGER
-                        ? r->element[0]->integer
-                        : -2;
+    long long tag = reply_tag(r);
     if (tag == 1) {
       applied = 1;
       for (size_t i = 0; i < w->rel.n && i + 1 < r->elements; i++) {
@@ -638,10 +644,7 @@ void dtx__rd_verify_cmd(const rd_coll_t *co, const rd_doc_t *cur,
 int dtx__rd_verify_reply(dtx__backend_t *b, const rd_coll_t *co,
                          rd_doc_t *cur, const rd_cmd_t *c) {
   const redisReply *r = c->reply;
-  long long tag = r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
-                          r->element[0]->type == REDIS_REPLY_INTEGER
-                      ? r->element[0]->integer
-                      : -2;
+  long long tag = reply_tag(r);
   if (tag == 1) {
     cur->cached = 0;
     return 0;
