@@ -75,7 +75,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define FP_SENT "store.bulk_sent"
 
@@ -125,6 +124,14 @@ static void item_matched(bitem_t *it, int modified, json_t *before) {
   it->state = B_DONE;
 }
 
+/* The key of the item's document (id and bucket set), for the round's
+ * map of writers (eval_all) and for turns. */
+static void set_key(bitem_t *it) {
+  dtx__rd_key_doc(&it->key, it->co, it->cur.bucket, it->cur.id.p,
+                  it->cur.id.n);
+  it->hash = dtx__rd_hash64(it->key.p, it->key.n);
+}
+
 /* Starts an item: its collection, and whether the fast path takes it. */
 /* The batch's budget (dtx__rd_bulk) ran out: an operation not sent yet
  * fails without sending anything, instead of adding one more request's
@@ -166,11 +173,8 @@ static void item_start(dtx__backend_t *b, bitem_t *it) {
       id = NULL;
     dtx__rd_plan_free(&p);
     it->state = id ? B_READ : B_SLOW;
-    if (id) {
-      dtx__rd_key_doc(&it->key, it->co, it->cur.bucket, it->cur.id.p,
-                      it->cur.id.n);
-      it->hash = dtx__rd_hash64(it->key.p, it->key.n);
-    }
+    if (id)
+      set_key(it);
     return;
   }
   if (rc == 0)
@@ -180,10 +184,7 @@ static void item_start(dtx__backend_t *b, bitem_t *it) {
     return;
   }
   it->state = B_EVAL; /* an insert needs no read: its write says */
-  /* Its key, for the round's map of writers (eval_all) and turns. */
-  dtx__rd_key_doc(&it->key, it->co, it->cur.bucket, it->cur.id.p,
-                  it->cur.id.n);
-  it->hash = dtx__rd_hash64(it->key.p, it->key.n);
+  set_key(it);
 }
 
 /* An outcome decided on a cached state holds only if the state was
@@ -595,12 +596,17 @@ static int turn_cmp(const void *a, const void *b) {
  * evaluated to the newest state this process knows.  A turn whose wait
  * runs out (the holder's server stopped answering; dtx__rd_turn_lock)
  * is not held: those items go on without it. */
+/* A modification waiting for evaluation whose last write lost. */
+static int wants_turn(const bitem_t *it) {
+  return it->contended && it->key.n > 0 && !it->op->doc &&
+         it->state == B_EVAL;
+}
+
 static void turns_take(dtx__backend_t *b, bitem_t *items, size_t n,
                        int64_t t0, size_t *held, size_t *nheld) {
   size_t k = 0;
   for (size_t i = 0; i < n; i++)
-    if (items[i].contended && items[i].key.n > 0 && !items[i].op->doc &&
-        items[i].state == B_EVAL)
+    if (wants_turn(&items[i]))
       held[k++] = (size_t)(items[i].hash % RD_TURNS);
   qsort(held, k, sizeof *held, turn_cmp);
   size_t u = 0;
@@ -615,8 +621,7 @@ static void turns_take(dtx__backend_t *b, bitem_t *items, size_t n,
   /* The writer before us in turn left its state in the cache: our
    * reply's is older.  (A stale one only costs a lost write.) */
   for (size_t i = 0; i < n; i++)
-    if (items[i].contended && items[i].key.n > 0 && !items[i].op->doc &&
-        items[i].state == B_EVAL)
+    if (wants_turn(&items[i]))
       (void)dtx__rd_cache_get(b, &items[i].key, &items[i].cur);
 }
 
@@ -631,7 +636,6 @@ static void turns_give(dtx__backend_t *b, const size_t *held, size_t nheld) {
  * single call whose document kept changing does. */
 static int rounds(dtx__backend_t *b, bitem_t *items, size_t n) {
   int64_t now = dtx__now_ms(), t0 = dtx__rd_mono_ms();
-  uint64_t rnd = (uint64_t)t0 * 0x9e3779b97f4a7c15ULL ^ (uintptr_t)items;
   /* Without memory for the map nothing groups: the operations of one
    * document then take turns, round by round. */
   groups_t g = {0};
@@ -693,14 +697,9 @@ static int rounds(dtx__backend_t *b, bitem_t *items, size_t n) {
     size_t waiting = 0; /* only waiting for this round's own write */
     for (size_t i = 0; i < n; i++)
       waiting += items[i].state == B_WAIT;
-    if (round >= 2 && waiting < live) {
-      /* Writers of one hot document take turns (dtx__rd_keep_trying). */
-      rnd = rnd * 6364136223846793005ULL + 1442695040888963407ULL;
-      int shift = round - 2 < 7 ? round - 2 : 7;
-      long us = (long)((rnd >> 33) % (uint64_t)(50L << shift)) + 1;
-      struct timespec ts = {0, us * 1000L};
-      nanosleep(&ts, NULL);
-    }
+    /* Round r has lost r + 1 times: the single path's pause. */
+    if (waiting < live)
+      dtx__rd_contend_pause(round + 1);
   }
   free(g.slot);
   free(held);

@@ -19,14 +19,9 @@
 
 /* ---- contention ----------------------------------------------------------------------- */
 
-/* A compare-and-set that keeps losing is retried for up to the URI's
- * retry budget, with a randomised pause that grows with the losses, so
- * that writers of one hot document take turns instead of starving. */
-int dtx__rd_keep_trying(const dtx__backend_t *b, int64_t t0, int losses) {
+void dtx__rd_contend_pause(int losses) {
   if (losses < 3)
-    return 1;
-  if (dtx__deadline_expired(t0, b->uri.retry_ms + 1)) /* or the command's */
-    return 0;
+    return;
   static _Thread_local uint64_t rnd;
   if (!rnd)
     rnd = dtx__rd_hash64(&rnd, sizeof rnd) ^ (uint64_t)dtx__rd_mono_ms() ^
@@ -37,6 +32,17 @@ int dtx__rd_keep_trying(const dtx__backend_t *b, int64_t t0, int losses) {
   long pause = (long)((rnd >> 33) % (uint64_t)us) + 1;
   struct timespec ts = {0, pause * 1000L};
   nanosleep(&ts, NULL);
+}
+
+/* A compare-and-set that keeps losing is retried for up to the URI's
+ * retry budget, with a randomised pause that grows with the losses, so
+ * that writers of one hot document take turns instead of starving. */
+int dtx__rd_keep_trying(const dtx__backend_t *b, int64_t t0, int losses) {
+  if (losses < 3)
+    return 1;
+  if (dtx__deadline_expired(t0, b->uri.retry_ms + 1)) /* or the command's */
+    return 0;
+  dtx__rd_contend_pause(losses);
   return 1;
 }
 

@@ -343,6 +343,10 @@ void dtx__rd_doc_key(const rd_coll_t *co, const rd_doc_t *d, rd_buf_t *key);
  * growing with the losses from the third on, until the URI's retry budget
  * is spent; then 0. */
 int dtx__rd_keep_trying(const dtx__backend_t *b, int64_t t0, int losses);
+/* The pause after `losses` lost compare-and-sets (none before the third;
+ * then random, up to 50 us << min(losses - 3, 7)), shared by the single
+ * path's loop above and the bulk write's rounds (bulk.c). */
+void dtx__rd_contend_pause(int losses);
 
 /* The compare-and-set write of one document (write.c): takes cur (a
  * document as last seen, body NULL when absent) to newbody (NULL deletes),
