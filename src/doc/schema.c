@@ -775,11 +775,24 @@ static int check(const sch_t *s, const json_t *v, mctx_t *m) {
 
 int dtx__schema_match(const dtx__schema_t *s, const json_t *doc, char *why,
                       size_t whylen) {
+  /* Almost every write passes, and a pass needs no "where": check
+   * quietly first (no path is built), and only a failure is checked
+   * again with the paths, to say where and why.  check is a pure
+   * function of (schema, document), so both passes agree. */
   mctx_t m;
-  memset(&m, 0, sizeof m);
-  m.why = whylen ? why : NULL;
+  m.ip.n = m.kp.n = 0;
+  m.ip.buf[0] = m.kp.buf[0] = '\0';
+  m.why = NULL;
+  m.whylen = 0;
+  m.quiet = 1;
+  if (whylen)
+    why[0] = '\0';
+  if (check(s->root, doc, &m))
+    return 1;
+  if (!whylen)
+    return 0;
+  m.quiet = 0;
+  m.why = why;
   m.whylen = whylen;
-  if (m.why)
-    m.why[0] = '\0';
   return check(s->root, doc, &m);
 }
