@@ -29,8 +29,10 @@
  *   (lease renewed)             heartbeat (work.c)     -- (no step)
  *   (effect on a document)      dtx_job_effect         job.effect.fence,
  *                                                      job.effect.apply
- *   running -> succeeded        dtx__job_finish        job.complete
- *   running -> delayed|dead     dtx__job_finish        job.fail
+ *   running -> succeeded        dtx__job_outcome, a    job.complete
+ *                               batch's in one round
+ *                               (work.c write_outcomes)
+ *   running -> delayed|dead     the same               job.fail
  *   running -> delayed|dead     recover.c (takeover)   job.recover.takeover
  *   delayed -> ready            dtx__job_promote       job.promote
  *   ready|delayed -> canceled   dtx_job_cancel         job.cancel
@@ -286,9 +288,9 @@ int dtx_job_add(dtx_store_t *st, const dtx_job_req_t *req, json_t **out,
 
 /* ---- ending an attempt ---------------------------------------------------------- */
 
-int dtx__job_finish(dtx__exec_t *ex, const json_t *job, int ok,
-                    json_t *result, const char *error, const char *point,
-                    int take, json_t **out) {
+int dtx__job_outcome(const json_t *job, int ok, json_t *result,
+                     const char *error, const char *point, int take,
+                     dtx__move_t *m) {
   int64_t attempts = dtx__int(job, "attempts") + 1;
   int64_t max = dtx__int(job, "max_attempts");
   int64_t now = dtx__now_ms();
@@ -315,14 +317,31 @@ int dtx__job_finish(dtx__exec_t *ex, const json_t *job, int ok,
   json_t *unset = strcmp(to, DTX_JOB_DELAYED) == 0
                       ? NULL
                       : json_pack("{s:s}", "unique_live", "");
-  dtx__move_t m = {.point = point,
-                   .from = DTX_JOB_RUNNING,
-                   .to = to,
-                   .flags = DTX__FENCED | (take ? DTX__TAKE : 0) |
-                            (take == 1 ? DTX__LAPSED : 0),
-                   .set = set,
-                   .unset = unset};
-  return dtx__kit_move(ex, JOB, job, &m, out);
+  *m = (dtx__move_t){.point = point,
+                      .from = DTX_JOB_RUNNING,
+                      .to = to,
+                      .flags = DTX__FENCED | (take ? DTX__TAKE : 0) |
+                               (take == 1 ? DTX__LAPSED : 0),
+                      .set = set,
+                      .unset = unset};
+  if (!set || (strcmp(to, DTX_JOB_DELAYED) != 0 && !unset)) {
+    /* Without its fields the move would break J3/J7: refuse it. */
+    json_decref(set);
+    json_decref(unset);
+    m->set = m->unset = NULL;
+    return dtx__err(DTX_ENOMEM, "ending the attempt of job %s",
+                    dtx__str(job, "_id"));
+  }
+  return 0;
+}
+
+int dtx__job_finish(dtx__exec_t *ex, const json_t *job, int ok,
+                    json_t *result, const char *error, const char *point,
+                    int take, json_t **out) {
+  dtx__move_t m;
+  int rc = dtx__job_outcome(job, ok, result, error, point, take, &m);
+  *out = NULL;
+  return rc ? rc : dtx__kit_move(ex, JOB, job, &m, out);
 }
 
 /* ---- promote ------------------------------------------------------------------ */

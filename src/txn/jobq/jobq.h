@@ -51,6 +51,14 @@ int dtx__job_finish(dtx__exec_t *ex, const json_t *job, int ok,
                     json_t *result, const char *error, const char *point,
                     int take, json_t **out);
 
+/* The same move, built and not made: *m (its set and unset new
+ * references, which the kit's move steals) for dtx__kit_move_many, so a
+ * worker ends the attempts of its batch in one round.  result is stolen
+ * in every case.  DTX_ENOMEM leaves nothing in *m to free. */
+int dtx__job_outcome(const json_t *job, int ok, json_t *result,
+                     const char *error, const char *point, int take,
+                     dtx__move_t *m);
+
 /* The delay before attempt n + 1 after n failed ones (n >= 1): backoff_ms
  * doubled n - 1 times, +-20% jitter, capped at DTX_JOB_BACKOFF_CAP_MS. */
 int64_t dtx__job_backoff(int64_t backoff_ms, int64_t failed);

@@ -10,7 +10,13 @@
  * epoch + 1; the jobs another worker claimed first are dropped.  The
  * batch grows from 1 while the thread's jobs are short (pace_after), so a
  * thread never holds jobs it would not start soon.  It runs them one
- * after another in claim order.  A heartbeat thread, one per worker
+ * after another in claim order, and writes their outcomes together, one
+ * round of the kit's fenced moves (job.complete / job.fail, each its own
+ * step) after the last handler -- or sooner, once an outcome has waited
+ * HOLD_MS.  A worker that dies between a handler and that round leaves
+ * the job running; recovery takes it over as a failed attempt, as it
+ * does one whose worker died inside the handler (at least once; effects
+ * apply at most once, effect.c).  A heartbeat thread, one per worker
  * thread for its whole life, renews the lease of every job of the batch
  * in hand -- the running one and the ones waiting their turn -- every
  * third of it; when a renewal finds a job gone (taken over after a
@@ -76,6 +82,9 @@ typedef struct held {
   dtx_job_run_t *run;  /* while its handler runs, else NULL */
   int over;            /* ended or skipped: no more renewals */
   int lost;            /* a renewal found it taken over */
+  /* Not under the heartbeat's mu (the worker thread's own): */
+  int ended;           /* its handler ran; its outcome is in m, unwritten */
+  dtx__move_t m;       /* that outcome (dtx__job_outcome) */
 } held_t;
 
 /* One worker thread's heartbeat: a thread of its own for the worker
@@ -188,6 +197,13 @@ static void beat_destroy(beat_t *b) {
   pthread_mutex_destroy(&b->mu);
 }
 
+/* h needs no more renewals: it ended, was skipped or was fenced. */
+static void held_over(beat_t *b, held_t *h) {
+  pthread_mutex_lock(&b->mu);
+  h->over = 1;
+  pthread_mutex_unlock(&b->mu);
+}
+
 /* ---- one job ---------------------------------------------------------------- */
 
 static const dtx_job_handler_t *handler_for(const dtx_job_work_opts_t *o,
@@ -199,7 +215,9 @@ static const dtx_job_handler_t *handler_for(const dtx_job_work_opts_t *o,
 }
 
 /* Runs the handler of the claimed job h->job, in its turn in the batch,
- * and records the outcome. */
+ * and leaves its outcome in h->m for write_outcomes: the outcomes of a
+ * batch go out together, one bulk round instead of a write per job.
+ * The job stays under the heartbeat's renewals until it is written. */
 static void run_job(shared_t *sh, dtx__exec_t *ex, beat_t *b, held_t *h) {
   const json_t *job = h->job;
   dtx_job_run_t run = {.ex = ex, .epoch = dtx__int(job, "epoch")};
@@ -211,6 +229,7 @@ static void run_job(shared_t *sh, dtx__exec_t *ex, beat_t *b, held_t *h) {
   pthread_mutex_unlock(&b->mu);
   if (lost) { /* taken over while it waited its turn: not ours to run */
     dtx__tally_ran(&sh->ran, "fenced", 1);
+    held_over(b, h);
     return;
   }
   run.deadline = dtx__mono_ms() + sh->timeout_ms;
@@ -228,6 +247,7 @@ static void run_job(shared_t *sh, dtx__exec_t *ex, beat_t *b, held_t *h) {
   pthread_mutex_unlock(&b->mu);
   if (atomic_load(&run.lost)) {
     dtx__tally_ran(&sh->ran, "fenced", 1);
+    held_over(b, h);
   } else {
     char msg[96];
     const char *err = run.error ? run.error : "handler failed";
@@ -237,32 +257,61 @@ static void run_job(shared_t *sh, dtx__exec_t *ex, beat_t *b, held_t *h) {
                (long long)sh->timeout_ms);
       err = msg;
     }
-    json_t *out = NULL;
-    dtx__call_t c;
-    dtx__call_begin(&c, ex->deadline_ms);
-    int rc = dtx__call_end(
-        &c, dtx__job_finish(ex, job, hrc == 0, hrc == 0 ? run.result : NULL,
-                            err, hrc == 0 ? "job.complete" : "job.fail", 0,
-                            &out));
+    int rc = dtx__job_outcome(job, hrc == 0, hrc == 0 ? run.result : NULL,
+                              err, hrc == 0 ? "job.complete" : "job.fail",
+                              0, &h->m);
     if (hrc == 0)
-      run.result = NULL; /* stolen by finish */
-    if (rc == 0)
-      dtx__tally_ran(&sh->ran,
-                     dtx__state_is(out, DTX_JOB_SUCCEEDED) ? "succeeded"
-                     : dtx__state_is(out, DTX_JOB_DEAD)    ? "dead"
-                                                           : "retried",
-                     1);
-    else if (rc == DTX_ENOMATCH)
-      dtx__tally_ran(&sh->ran, "fenced", 1);
-    else /* left running: its lease lapses and recovery takes it over */
+      run.result = NULL; /* stolen by the outcome */
+    if (rc == 0) {
+      h->ended = 1;
+    } else { /* left running: its lease lapses and recovery takes it over */
       dtx__tally_error(&sh->ran, json_object_get(job, "_id"), rc);
-    json_decref(out);
+      held_over(b, h);
+    }
   }
-  pthread_mutex_lock(&b->mu);
-  h->over = 1;
-  pthread_mutex_unlock(&b->mu);
   json_decref(run.result);
   free(run.error);
+}
+
+/* Writes the outcomes the batch's handlers left (h[i].ended), all in one
+ * round of the kit's fenced moves (each behind its own fault point,
+ * job.complete or job.fail, each with its own result: a fenced one is
+ * "fenced", an error leaves that job running for recovery alone). */
+static void write_outcomes(shared_t *sh, dtx__exec_t *ex, beat_t *b,
+                           held_t *h, size_t n) {
+  const json_t *docs[DTX__CLAIM_MANY_MAX];
+  dtx__move_t m[DTX__CLAIM_MANY_MAX];
+  json_t *outs[DTX__CLAIM_MANY_MAX];
+  int rcs[DTX__CLAIM_MANY_MAX];
+  size_t at[DTX__CLAIM_MANY_MAX], k = 0;
+  for (size_t i = 0; i < n && k < DTX__CLAIM_MANY_MAX; i++)
+    if (h[i].ended) {
+      at[k] = i;
+      docs[k] = h[i].job;
+      m[k++] = h[i].m;
+      h[i].ended = 0;
+      h[i].m = (dtx__move_t){0}; /* its cond, set and unset go to the kit */
+    }
+  if (k == 0)
+    return;
+  dtx__call_t c;
+  dtx__call_begin(&c, ex->deadline_ms);
+  dtx__call_end(&c, dtx__kit_move_many(ex, &dtx__job_kind, docs, m, k, outs,
+                                       rcs, NULL));
+  for (size_t j = 0; j < k; j++) {
+    if (rcs[j] == 0)
+      dtx__tally_ran(&sh->ran,
+                     dtx__state_is(outs[j], DTX_JOB_SUCCEEDED) ? "succeeded"
+                     : dtx__state_is(outs[j], DTX_JOB_DEAD)    ? "dead"
+                                                               : "retried",
+                     1);
+    else if (rcs[j] == DTX_ENOMATCH)
+      dtx__tally_ran(&sh->ran, "fenced", 1);
+    else /* left running: its lease lapses and recovery takes it over */
+      dtx__tally_error(&sh->ran, json_object_get(docs[j], "_id"), rcs[j]);
+    json_decref(outs[j]);
+    held_over(b, &h[at[j]]);
+  }
 }
 
 /* One job recovery pass (dtx__pacer_recover runs it, one thread at a
@@ -378,8 +427,19 @@ static void *work(void *arg) {
       batch_begin(&beat, h, n);
       /* Every job claimed is run, also after a stop: each is under this
        * executor's lease until it ends. */
-      for (size_t i = 0; i < n; i++)
+      int64_t first = 0; /* when the oldest unwritten outcome ended */
+      for (size_t i = 0; i < n; i++) {
+        /* An outcome waits for the batch's round at most HOLD_MS, so a
+         * slow job does not hold back the ones that ended before it. */
+        if (first && dtx__mono_ms() - first >= (int64_t)pace.hold_ms) {
+          write_outcomes(sh, &ex, &beat, h, i);
+          first = 0;
+        }
         run_job(sh, &ex, &beat, &h[i]);
+        if (h[i].ended && !first)
+          first = dtx__mono_ms();
+      }
+      write_outcomes(sh, &ex, &beat, h, n);
       batch_end(&beat);
       free(h);
       json_decref(jobs);
