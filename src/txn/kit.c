@@ -135,7 +135,7 @@ int dtx__kit_contend(dtx__contend_t *c, int *rc, const char *what) {
 
 int dtx__kit_get(dtx__exec_t *ex, const char *coll, const char *id,
                  json_t **out) {
-  json_t *filter = json_pack("{s:s}", "_id", id), *docs = NULL;
+  json_t *filter = dtx__pack("{s:s}", "_id", id), *docs = NULL;
   dtx__retry_t r = {0};
   int rc = DTX_ENOMEM;
   *out = NULL;
@@ -340,8 +340,8 @@ json_t *dtx__kit_move_update(const dtx__exec_t *ex, const dtx__kind_t *k,
     json_object_set_new(s, "lease_until",
                         json_integer((json_int_t)(now + ex->lease_ms)));
   }
-  return take ? json_pack("{s:o,s:{s:i}}", "$set", s, "$inc", "epoch", 1)
-              : json_pack("{s:o}", "$set", s);
+  return take ? dtx__pack("{s:o,s:{s:i}}", "$set", s, "$inc", "epoch", 1)
+              : dtx__pack("{s:o}", "$set", s);
 }
 
 /* After a move matched nothing on a retry that followed an error which may
@@ -396,14 +396,14 @@ int dtx__kit_move_op(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
     return dtx__err(DTX_ESTATE, "%s %s has no integer epoch to fence on",
                     k->coll, dtx__str(doc, "_id") ? dtx__str(doc, "_id") : "?");
   }
-  json_t *f = json_pack("{s:O,s:s}", "_id", json_object_get(doc, "_id"),
+  json_t *f = dtx__pack("{s:O,s:s}", "_id", json_object_get(doc, "_id"),
                         k->state, from);
   json_t *cond = m->cond;
   if (f && (m->flags & DTX__FENCED))
     json_object_set(f, "epoch", json_object_get(doc, "epoch"));
   if (f && (m->flags & DTX__LAPSED))
     json_object_set_new(f, "lease_until",
-                        json_pack("{s:I}", "$lte", (json_int_t)dtx__now_ms()));
+                        dtx__pack("{s:I}", "$lte", (json_int_t)dtx__now_ms()));
   if (f && cond)
     json_object_update(f, cond);
   json_decref(cond);
@@ -453,11 +453,11 @@ int dtx__kit_takeover(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
 int dtx__kit_renew(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
                    json_t **out) {
   int64_t now = dtx__now_ms();
-  json_t *filter = json_pack("{s:O,s:O,s:O,s:s}", "_id",
+  json_t *filter = dtx__pack("{s:O,s:O,s:O,s:s}", "_id",
                              json_object_get(doc, "_id"), k->state,
                              json_object_get(doc, k->state), "epoch",
                              json_object_get(doc, "epoch"), "owner", ex->owner);
-  json_t *upd = json_pack("{s:{s:I}}", "$set", "lease_until",
+  json_t *upd = dtx__pack("{s:{s:I}}", "$set", "lease_until",
                           (json_int_t)(now + ex->lease_ms));
   /* The heartbeat is no protocol step: no fault point of its own. */
   dtx_fam_opts_t o = {.return_new = 1};
@@ -526,7 +526,7 @@ int dtx__kit_list(dtx_store_t *st, const char *coll, const json_t *filter,
   if (page && (page->skip < 0 || page->limit < 0))
     return dtx__err(DTX_EINVAL, "skip and limit must be >= 0, got %lld, %lld",
                     (long long)page->skip, (long long)page->limit);
-  json_t *by_id = sort ? NULL : json_pack("{s:i}", "_id", 1);
+  json_t *by_id = sort ? NULL : dtx__pack("{s:i}", "_id", 1);
   dtx_find_opts_t o = {.sort = sort ? sort : by_id,
                        .skip = page ? page->skip : 0,
                        .limit = page ? page->limit : 0};

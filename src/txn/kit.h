@@ -403,6 +403,13 @@ int dtx__kit_list(dtx_store_t *st, const char *coll, const json_t *filter,
 
 /* ---- small helpers ----------------------------------------------------------- */
 
+/* json_pack's format ({} [] s o O I i b n, and s? o? O?) at half its cost
+ * (kit_pack.c): a new reference, or NULL on a NULL s/o/O without '?' or
+ * out of memory.  o arguments are stolen in every case, also on error.
+ * ASCII keys and strings go in unchecked, others are checked as
+ * json_pack checks them. */
+json_t *dtx__pack(const char *fmt, ...);
+
 /* Field accessors (no allocation; NULL / 0 when absent or of another
  * type). */
 const char *dtx__str(const json_t *doc, const char *key);

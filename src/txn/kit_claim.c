@@ -67,10 +67,10 @@ int dtx__kit_claim_next(dtx__exec_t *ex, const dtx__kind_t *k,
    * retry no longer sees as due: this executor's own claim, in state `to`
    * under its name with a live lease, is the one it made (an executor
    * claims one item at a time). */
-  json_t *mine = json_pack("{s:s,s:s,s:{s:I}}", k->state, c->to, "owner",
+  json_t *mine = dtx__pack("{s:s,s:s,s:{s:I}}", k->state, c->to, "owner",
                            ex->owner, "lease_until", "$gt",
                            (json_int_t)dtx__now_ms());
-  json_t *newest = json_pack("{s:i}", "updated", -1), *found = NULL;
+  json_t *newest = dtx__pack("{s:i}", "updated", -1), *found = NULL;
   if (mine && newest &&
       dtx__kit_find(ex, k->coll, mine, newest, &found) == 0 &&
       json_array_size(found) > 0) {
@@ -93,13 +93,13 @@ int dtx__kit_claim_next(dtx__exec_t *ex, const dtx__kind_t *k,
  * filter that names _id or epoch itself is nested in an $and. */
 static json_t *fence_filter(const json_t *due, const json_t *d) {
   const json_t *ep = json_object_get(d, "epoch");
-  json_t *fence = json_pack("{s:O}", "_id", json_object_get(d, "_id"));
+  json_t *fence = dtx__pack("{s:O}", "_id", json_object_get(d, "_id"));
   if (fence)
     json_object_set_new(fence, "epoch",
                         ep ? json_incref((json_t *)ep)
-                           : json_pack("{s:b}", "$exists", 0));
+                           : dtx__pack("{s:b}", "$exists", 0));
   if (!fence || json_object_get(due, "_id") || json_object_get(due, "epoch"))
-    return fence ? json_pack("{s:[O,o]}", "$and", due, fence) : NULL;
+    return fence ? dtx__pack("{s:[O,o]}", "$and", due, fence) : NULL;
   json_t *f = json_deep_copy(due);
   if (f && json_object_update(f, fence) < 0) {
     json_decref(f);

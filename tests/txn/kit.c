@@ -7,6 +7,7 @@
  *
  * usage: txn_kit STORE-URI   (collections kit_items, accounts and
  * transfers are emptied first) */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -730,6 +731,63 @@ static void test_registry(void) {
   }
 }
 
+/* dtx__pack builds what json_pack builds, for every format the step
+ * builders use; refuses a NULL s/o/O (null with '?') and invalid UTF-8;
+ * and releases every o argument on error, also those after the failure. */
+static void test_pack(void) {
+  json_t *x = json_pack("{s:i}", "x", 1);
+  struct {
+    json_t *got, *want;
+    const char *what;
+  } t[] = {
+      {dtx__pack("{s:s,s:{s:{s:s,s:s,s:I}}}", "_id", "a1", "pending",
+                 "$elemMatch", "tx", "t1", "op", "debit", "amount", (json_int_t)-417),
+       json_pack("{s:s,s:{s:{s:s,s:s,s:I}}}", "_id", "a1", "pending",
+                 "$elemMatch", "tx", "t1", "op", "debit", "amount", (json_int_t)-417),
+       "nested objects"},
+      {dtx__pack("{s:O, s:[{s:s,s:I}, n, b, i], s:o}", "o", x, "arr", "tx",
+                 "t", "n", (json_int_t)INT64_MAX, 1, -7, "s", json_true()),
+       json_pack("{s:O, s:[{s:s,s:I}, n, b, i], s:o}", "o", x, "arr", "tx",
+                 "t", "n", (json_int_t)INT64_MAX, 1, -7, "s", json_true()),
+       "arrays, O, o, n, b, i"},
+      {dtx__pack("{s:s?,s:o?,s:O?}", "a", NULL, "b", NULL, "c", NULL),
+       json_pack("{s:s?,s:o?,s:O?}", "a", NULL, "b", NULL, "c", NULL),
+       "nullable"},
+      {dtx__pack("[]"), json_pack("[]"), "empty array"},
+      {dtx__pack("{}"), json_pack("{}"), "empty object"},
+      {dtx__pack("{s:s}", "k\xc3\xa9", "\xe2\x82\xac"),
+       json_pack("{s:s}", "k\xc3\xa9", "\xe2\x82\xac"), "UTF-8"},
+  };
+  for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+    CHECKF(t[i].got && t[i].want && json_equal(t[i].got, t[i].want),
+           "%s: %s against %s", t[i].what, JS(t[i].got), JS(t[i].want));
+    json_decref(t[i].got);
+    json_decref(t[i].want);
+  }
+  /* Key order is kept, as json_pack keeps it (documents are compared
+   * order-sensitively). */
+  json_t *o = dtx__pack("{s:i,s:i,s:i}", "z", 1, "a", 2, "m", 3);
+  char *txt = json_dumps(o, JSON_COMPACT);
+  CHECKF(txt && strcmp(txt, "{\"z\":1,\"a\":2,\"m\":3}") == 0, "%s", txt);
+  free(txt);
+  json_decref(o);
+  /* Refused: NULL without '?', invalid UTF-8 in a value or a key. */
+  CHECK(dtx__pack("{s:s}", "a", NULL) == NULL);
+  CHECK(dtx__pack("{s:O}", "a", NULL) == NULL);
+  CHECK(dtx__pack("[s]", "\xc3\x28") == NULL);
+  CHECK(dtx__pack("{s:i}", "\xff", 1) == NULL);
+  /* o is stolen on error too: before and after the failing value. */
+  json_t *a = json_object(), *b = json_object();
+  json_incref(a);
+  json_incref(b);
+  CHECK(dtx__pack("{s:o,s:s,s:o}", "a", a, "bad", NULL, "b", b) == NULL);
+  CHECKF(a->refcount == 1 && b->refcount == 1, "refcounts %zu %zu",
+         a->refcount, b->refcount);
+  json_decref(a);
+  json_decref(b);
+  json_decref(x);
+}
+
 int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:kit.db";
   /* kit.once fails its first arrival; kit.always every one; kit.late (and
@@ -754,6 +812,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_rules);
   TEST_RUN(test_account_zero_value);
   TEST_RUN(test_tally);
+  TEST_RUN(test_pack);
   TEST_RUN(test_registry);
   return TEST_DONE();
 }

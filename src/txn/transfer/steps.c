@@ -68,16 +68,16 @@ static int upgrade(dtx__exec_t *ex, const char *point, const json_t *acct) {
                     "pass int64: not every marker can land", id);
   return dtx__kit_update(
       ex, point, DTX_ACCOUNTS,
-      json_pack("{s:s,s:{s:b},s:O,s:O}", "_id", id, "ceiling", "$exists", 0,
+      dtx__pack("{s:s,s:{s:b},s:O,s:O}", "_id", id, "ceiling", "$exists", 0,
                 "balance", bal, "pending", pending),
-      json_pack("{s:{s:I}}", "$set", "ceiling", (json_int_t)sum), NULL);
+      dtx__pack("{s:{s:I}}", "$set", "ceiling", (json_int_t)sum), NULL);
 }
 
 /* ---- taking a marker off ---------------------------------------------------- */
 
 /* $push of a tombstone for txid, keeping the newest VOIDS_MAX. */
 static json_t *tombstone(const char *txid) {
-  return json_pack("{s:{s:[{s:s,s:I}],s:i}}", "voids", "$each", "tx", txid,
+  return dtx__pack("{s:{s:[{s:s,s:I}],s:i}}", "voids", "$each", "tx", txid,
                    "at", (json_int_t)dtx__now_ms(), "$slice", -VOIDS_MAX);
 }
 
@@ -88,13 +88,13 @@ void dtx__tx_take_op(dtx__kit_upd_t *u, const char *point, const char *id,
                      const json_t *inc, int tomb) {
   u->point = point;
   u->coll = DTX_ACCOUNTS;
-  u->filter = json_pack("{s:s,s:{s:{s:s,s:s,s:I}}}", "_id", id, "pending",
+  u->filter = dtx__pack("{s:s,s:{s:{s:s,s:s,s:I}}}", "_id", id, "pending",
                         "$elemMatch", "tx", txid, "op", op, "amount",
                         (json_int_t)amount);
-  u->update = json_pack("{s:O,s:{s:{s:s,s:s}}}", "$inc", inc, "$pull",
+  u->update = dtx__pack("{s:O,s:{s:{s:s,s:s}}}", "$inc", inc, "$pull",
                         "pending", "tx", txid, "op", op);
   if (u->filter && json_object_get(inc, "ceiling"))
-    json_object_set_new(u->filter, "ceiling", json_pack("{s:b}", "$exists", 1));
+    json_object_set_new(u->filter, "ceiling", dtx__pack("{s:b}", "$exists", 1));
   if (u->update && tomb)
     json_object_set_new(u->update, "$push", tombstone(txid));
 }
@@ -130,9 +130,9 @@ int dtx__tx_take_marker_after(dtx__exec_t *ex, const char *point,
     if (tomb) { /* no marker: the tombstone alone, unless one is there */
       rc = dtx__kit_update(
           ex, point, DTX_ACCOUNTS,
-          json_pack("{s:s,s:{s:s},s:{s:s}}", "_id", id, "pending.tx", "$ne",
+          dtx__pack("{s:s,s:{s:s},s:{s:s}}", "_id", id, "pending.tx", "$ne",
                     txid, "voids.tx", "$ne", txid),
-          json_pack("{s:o}", "$push", tombstone(txid)), &matched);
+          dtx__pack("{s:o}", "$push", tombstone(txid)), &matched);
       if (rc || matched)
         break; /* ABSENT */
     }
@@ -181,10 +181,10 @@ void dtx__tx_mark_op(dtx__kit_upd_t *u, const json_t *tx) {
   assert(amount > 0); /* so INT64_MAX - amount below cannot wrap (I7) */
   u->point = "transfer.mark_payee";
   u->coll = DTX_ACCOUNTS;
-  u->filter = json_pack("{s:s,s:{s:I},s:{s:s},s:{s:s}}", "_id", to, "ceiling",
+  u->filter = dtx__pack("{s:s,s:{s:I},s:{s:s},s:{s:s}}", "_id", to, "ceiling",
                         "$lte", (json_int_t)(INT64_MAX - amount), "pending.tx",
                         "$ne", id, "voids.tx", "$ne", id);
-  u->update = json_pack(
+  u->update = dtx__pack(
       "{s:{s:I},s:{s:{s:s,s:s,s:I,s:I}}}", "$inc", "ceiling",
       (json_int_t)amount, "$push", "pending", "tx", id, "op", "credit",
       "amount", (json_int_t)amount, "at", (json_int_t)dtx__now_ms());

@@ -45,7 +45,7 @@ static int same_params(const json_t *tx, const dtx_transfer_req_t *req) {
 json_t *dtx__tx_new(const dtx__exec_t *ex, const dtx_transfer_req_t *req,
                     const char *id, int claimed) {
   int64_t now = dtx__now_ms();
-  json_t *tx = json_pack(
+  json_t *tx = dtx__pack(
       "{s:s,s:s,s:s,s:I,s:s,s:n,s:n,s:I,s:I,s:I,s:I}", "_id", id, "from",
       req->from, "to", req->to, "amount", (json_int_t)req->amount, "state",
       DTX_ST_INITIATED, "reason", "owner", "lease_until", (json_int_t)0,
@@ -98,7 +98,7 @@ int dtx__tx_read_accounts(dtx__exec_t *ex, const char *const *ids, size_t n,
          json_array_append_new(in, json_string(ids[i]))))
       rc = DTX_ENOMEM;
   if (rc == 0 && json_array_size(in) > 0) {
-    json_t *filter = json_pack("{s:{s:O}}", "_id", "$in", in);
+    json_t *filter = dtx__pack("{s:{s:O}}", "_id", "$in", in);
     rc = filter ? dtx__kit_find(ex, DTX_ACCOUNTS, filter, NULL, &accts)
                 : DTX_ENOMEM;
     json_decref(filter);

@@ -183,7 +183,7 @@ static int begin_rollback(dtx__exec_t *ex, const json_t *tx, const char *reason,
                           json_t **out) {
   return move(ex, "transfer.rollback.begin", tx, DTX_ST_PREPARING,
               DTX_ST_ROLLING_BACK, DTX__FENCED,
-              json_pack("{s:s}", "reason", reason), out);
+              dtx__pack("{s:s}", "reason", reason), out);
 }
 
 /* Reads account id into *acct; a missing account is DTX__MK_MISSING (0,
@@ -231,10 +231,10 @@ static int debit_op(const json_t *tx, const json_t *acct, dtx__kit_upd_t *u,
   *min = json_incref(m);
   u->point = "transfer.debit";
   u->coll = DTX_ACCOUNTS;
-  u->filter = json_pack("{s:s,s:O,s:{s:I},s:{s:s},s:{s:s}}", "_id", from,
+  u->filter = dtx__pack("{s:s,s:O,s:{s:I},s:{s:s},s:{s:s}}", "_id", from,
                         "min_balance", m, "balance", "$gte", (json_int_t)floor,
                         "pending.tx", "$ne", id, "voids.tx", "$ne", id);
-  u->update = json_pack(
+  u->update = dtx__pack(
       "{s:{s:I},s:{s:{s:s,s:s,s:I,s:I}}}", "$inc", "balance",
       (json_int_t)-amount, "$push", "pending", "tx", id, "op", "debit",
       "amount", (json_int_t)amount, "at", (json_int_t)dtx__now_ms());
@@ -430,8 +430,8 @@ void dtx__tx_clear_credit_ops(const json_t *tx, dtx__kit_upd_t u[2],
   const char *id = dtx__str(tx, "_id"), *to = dtx__str(tx, "to");
   const char *from = dtx__str(tx, "from");
   int64_t amount = dtx__int(tx, "amount");
-  *cinc = json_pack("{s:I}", "ceiling", (json_int_t)-amount);
-  *binc = json_pack("{s:I}", "balance", (json_int_t)amount);
+  *cinc = dtx__pack("{s:I}", "ceiling", (json_int_t)-amount);
+  *binc = dtx__pack("{s:I}", "balance", (json_int_t)amount);
   dtx__tx_take_op(&u[0], "transfer.clear_payer", from, id, "debit", amount,
                   *cinc, 0);
   dtx__tx_take_op(&u[1], "transfer.credit_payee", to, id, "credit", amount,
@@ -491,7 +491,7 @@ static int finish_rollback(dtx__exec_t *ex, const json_t *tx, json_t **out) {
   assert(dtx__state_is(tx, DTX_ST_ROLLING_BACK));
   rc = dtx__tx_take_marker(ex, "transfer.rollback.refund_payer", from, id,
                            "debit", amount,
-                           json_pack("{s:I}", "balance", (json_int_t)amount),
+                           dtx__pack("{s:I}", "balance", (json_int_t)amount),
                            tomb, &got);
   if (rc)
     return rc;
@@ -505,7 +505,7 @@ static int finish_rollback(dtx__exec_t *ex, const json_t *tx, json_t **out) {
                     id, from, (long long)amount);
   rc = dtx__tx_take_marker(ex, "transfer.rollback.unmark_payee",
                            dtx__str(tx, "to"), id, "credit", amount,
-                           json_pack("{s:I}", "ceiling", (json_int_t)-amount),
+                           dtx__pack("{s:I}", "ceiling", (json_int_t)-amount),
                            tomb, &got);
   if (rc)
     return rc;
@@ -523,7 +523,7 @@ int dtx__tx_takeover(dtx__exec_t *ex, const json_t *tx, const char *reason,
     return DTX_ENOMATCH;
   }
   int rc = dtx__kit_takeover(ex, TX, tx, point, DTX_ST_ROLLING_BACK, cond,
-                             json_pack("{s:s}", "reason", reason), &taken);
+                             dtx__pack("{s:s}", "reason", reason), &taken);
   if (rc)
     return rc;
   rc = finish_rollback(ex, taken, out);
@@ -630,8 +630,8 @@ int dtx__tx_drive(dtx__exec_t *ex, const json_t *start, int wait_owner,
  * times max, so threads racing for work do not all meet on the oldest
  * one.  Every transfer has `created` (the validator requires it). */
 static int tx_claim(dtx__exec_t *ex, size_t max, json_t **out) {
-  json_t *due = json_pack("{s:s}", "state", DTX_ST_INITIATED);
-  json_t *sort = json_pack("{s:i,s:i}", "created", 1, "_id", 1);
+  json_t *due = dtx__pack("{s:s}", "state", DTX_ST_INITIATED);
+  json_t *sort = dtx__pack("{s:i,s:i}", "created", 1, "_id", 1);
   dtx__claim_t c = {.point = "transfer.claim", .due = due, .sort = sort,
                     .to = DTX_ST_PREPARING, .spread = 1};
   int rc = due && sort ? dtx__kit_claim_many(ex, TX, &c, max, out)
@@ -778,8 +778,8 @@ int dtx_transfer_list(dtx_store_t *st, const char *state,
                      "unknown state '%s' (initiated, preparing, committed, "
                      "succeeded, rolling_back, failed)",
                      state));
-  json_t *filter = state ? json_pack("{s:s}", "state", state) : NULL;
-  json_t *sort = json_pack("{s:i,s:i}", "created", 1, "_id", 1);
+  json_t *filter = state ? dtx__pack("{s:s}", "state", state) : NULL;
+  json_t *sort = dtx__pack("{s:i,s:i}", "created", 1, "_id", 1);
   int rc = sort ? dtx__kit_list(st, DTX_TRANSFERS, filter, sort, page, out)
                 : DTX_ENOMEM;
   json_decref(filter);
@@ -809,7 +809,7 @@ static int cancel(dtx__exec_t *ex, const char *id, json_t **out) {
     if (dtx__state_is(tx, DTX_ST_INITIATED))
       rc = move(ex, "transfer.cancel.begin", tx, DTX_ST_INITIATED,
                 DTX_ST_FAILED, 0,
-                json_pack("{s:s}", "reason", DTX_REASON_CANCELED), &next);
+                dtx__pack("{s:s}", "reason", DTX_REASON_CANCELED), &next);
     else /* preparing: fence the running executor off, lease or not */
       rc = dtx__tx_takeover(ex, tx, DTX_REASON_CANCELED, json_object(),
                             "transfer.cancel.begin", &next);
