@@ -12,6 +12,7 @@
 
 #include "doctx.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* ---- JSON text ---------------------------------------------------------- */
@@ -109,6 +110,34 @@ int dtx__regex_match(const dtx__regex_t *re, const char *s, size_t n);
  * *len 0) when the pattern or options give none. */
 int dtx__regex_prefix(const char *pattern, size_t len, const char *options,
                       char **prefix, size_t *plen);
+
+/* ---- compile arena (filter.c) ---------------------------------------------- */
+
+/* The memory of one compiled filter or update: its nodes, arrays and path
+ * strings are carved from a few chunks and released together, so a
+ * compile costs a malloc or two instead of one per piece and a free walks
+ * no lists.  The jansson values and regexes a compiled form holds are not
+ * in it; their owner releases them. */
+typedef struct dtx__arena {
+  char *cur, *end; /* the free part of the newest chunk */
+  void *chunks;    /* chunks from malloc, linked through their first word */
+} dtx__arena_t;
+
+/* Starts an arena whose first chunk is buf[0..n), the caller's (8-byte
+ * aligned; NULL and 0 for none). */
+void dtx__arena_init(dtx__arena_t *a, void *buf, size_t n);
+
+/* n zeroed bytes aligned to 8 (enough for the pointers, 64-bit integers
+ * and doubles a compiled form holds), valid until dtx__arena_free; NULL
+ * when out of memory (the arena stays usable and freeable). */
+void *dtx__arena_alloc(dtx__arena_t *a, size_t n);
+
+/* A NUL-terminated copy of s[0..n) in the arena, or NULL. */
+char *dtx__arena_strndup(dtx__arena_t *a, const char *s, size_t n);
+
+/* Frees the chunks from malloc (never the caller's first one); the arena
+ * must then be initialised again before use. */
+void dtx__arena_free(dtx__arena_t *a);
 
 /* ---- filter ----------------------------------------------------------------- */
 
