@@ -119,7 +119,7 @@ int dtx__upd_array_filters(dtx__update_t *u, const json_t *afs) {
   if (afs && !json_is_array(afs))
     return dtx__err(DTX_EBADUPDATE, "arrayFilters must be an array");
   size_t n = afs ? json_array_size(afs) : 0;
-  if (n && !(u->af = calloc(n, sizeof *u->af)))
+  if (n && !(u->af = dtx__arena_alloc(&u->arena, n * sizeof *u->af)))
     return dtx__err(DTX_ENOMEM, "out of memory compiling arrayFilters");
   json_array_foreach(afs, i, f) {
     const char *id = NULL;
@@ -140,7 +140,7 @@ int dtx__upd_array_filters(dtx__update_t *u, const json_t *afs) {
                         "arrayFilters: several filters for identifier '%.*s'",
                         (int)len, id);
     afilter_t *a = &u->af[u->naf++];
-    if (!(a->id = strndup(id, len)))
+    if (!(a->id = dtx__arena_strndup(&u->arena, id, len)))
       return dtx__err(DTX_ENOMEM, "out of memory compiling arrayFilters");
     if ((rc = dtx__filter_compile(f, &a->f)))
       return dtx__err_wrap(rc == DTX_EBADQUERY ? DTX_EBADUPDATE : rc,

@@ -36,12 +36,14 @@ enum pull_mode {
   PULL_QUERY    /* {score:{$lt:5}}: a query run on object elements */
 };
 
-/* A dotted path split into segments.  path and buf are owned; segs points
- * into buf. */
+/* A dotted path split into segments: one block holding segs, then the
+ * path, then buf (the path with its dots turned into NULs), which segs
+ * point into.  A compiled update's paths live in its arena; others own
+ * their block (dtx__upd_path_split, dtx__upd_path_free). */
 typedef struct upath {
   char *path;
   char *buf;
-  char **segs;
+  char **segs; /* the start of the block */
   size_t nsegs;
 } upath_t;
 
@@ -67,23 +69,30 @@ typedef struct upd_op {
   int timestamp; /* $currentDate {$type: "timestamp"} */
 } upd_op_t;
 
-/* One arrayFilters entry: the identifier and its filter, which is run on
- * {identifier: element}. */
+/* One arrayFilters entry: the identifier (in the arena) and its filter,
+ * which is run on {identifier: element}. */
 typedef struct afilter {
   char *id;
   dtx__filter_t *f;
 } afilter_t;
 
+/* An update and the first chunk of its arena (ops, their paths, the
+ * arrayFilters) are one allocation of this many bytes, under 1 KiB for
+ * the reason filter_int.h gives at FILTER_BYTES. */
+#define UPDATE_BYTES 992
+
 struct dtx__update {
   int replacement;
   json_t *repl; /* replacement document, owned */
   size_t nops;
-  upd_op_t *ops;      /* sorted by path order */
+  upd_op_t *ops;      /* sorted by path order; in the arena */
   int positional;     /* some op has a positional path */
   int uses_dollar;    /* some op has a "$" segment */
   size_t naf;
-  afilter_t *af;      /* arrayFilters, owned */
+  afilter_t *af;      /* arrayFilters (the array in the arena) */
   const dtx__filter_t *filter; /* bound query filter (borrowed) or NULL */
+  dtx__arena_t arena;
+  char first[]; /* the arena's first chunk; 8-aligned as the members are */
 };
 
 /* ---- shared helpers (update.c) ---------------------------------------- */
@@ -100,7 +109,10 @@ int dtx__upd_seg_index(const char *seg, size_t *idx);
 /* Order of segments as MongoDB 5.0 applies them: numbers numerically. */
 int dtx__upd_seg_cmp(const char *a, const char *b);
 
-/* Splits path into p (owned strings). */
+/* Splits path into p, one block from malloc, or from arena when it is not
+ * NULL (then never dtx__upd_path_free it). */
+int dtx__upd_path_split_in(dtx__arena_t *arena, upath_t *p, const char *path);
+/* dtx__upd_path_split_in without an arena. */
 int dtx__upd_path_split(upath_t *p, const char *path);
 void dtx__upd_path_free(upath_t *p);
 
