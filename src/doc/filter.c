@@ -165,11 +165,20 @@ static node_t *wrap1(dtx__filter_t *f, kind_t kind, node_t *kid) {
   return n;
 }
 
+/* The filter's hold on an operand: a deep copy, so that it shares nothing
+ * mutable with the spec, or a counted reference when the compile lives
+ * for one call over a spec that does not change (DTX__COMPILE_BORROW):
+ * copying an object operand is a dozen allocations. */
+static json_t *operand(const dtx__filter_t *f, const json_t *v) {
+  return f->flags & DTX__COMPILE_BORROW ? json_incref((json_t *)v)
+                                        : json_deep_copy(v);
+}
+
 static node_t *leaf_arg(dtx__filter_t *f, kind_t kind, const json_t *arg) {
   node_t *n = node_new(f, kind, 0);
   if (!n)
     return NULL;
-  n->arg = json_deep_copy(arg);
+  n->arg = operand(f, arg);
   return n->arg ? n : NULL;
 }
 
@@ -284,7 +293,7 @@ static int compile_in(const ctx_t *c, const char *op, const json_t *arg,
     }
     if (json_is_null(e))
       n->has_null = 1;
-    if (!(n->vals[n->nvals] = json_deep_copy(e))) {
+    if (!(n->vals[n->nvals] = operand(c->f, e))) {
       node_release(n);
       return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
     }
@@ -739,6 +748,11 @@ static int compile_query(dtx__filter_t *f, const json_t *q, int depth,
 }
 
 int dtx__filter_compile(const json_t *spec, dtx__filter_t **out) {
+  return dtx__filter_compile_flags(spec, 0, out);
+}
+
+int dtx__filter_compile_flags(const json_t *spec, unsigned flags,
+                              dtx__filter_t **out) {
   *out = NULL;
   /* malloc, not calloc: the first chunk needs no zeroing (the arena
    * zeroes what it hands out). */
@@ -749,6 +763,7 @@ int dtx__filter_compile(const json_t *spec, dtx__filter_t **out) {
   atomic_init(&f->failed, 0);
   f->err = 0;
   f->detail[0] = '\0';
+  f->flags = flags;
   dtx__arena_init(&f->arena, f->first,
                   FILTER_BYTES - offsetof(dtx__filter_t, first));
   int rc = spec ? compile_query(f, spec, 0, &f->root)

@@ -48,7 +48,7 @@ typedef struct node {
   uint32_t nkids, cap;   /* kids in use, and room for (fixed at creation) */
   union {
     const char *path; /* PATH: validated dotted path, in the arena */
-    json_t *arg;      /* EQ, LT..GTE: the operand */
+    json_t *arg;      /* EQ, LT..GTE: the operand (operand() in filter.c) */
     struct {          /* IN */
       json_t **vals;  /* sorted by dtx__value_cmp */
       size_t nvals;
@@ -77,6 +77,7 @@ struct dtx__filter {
   _Atomic int failed;   /* a match hit an error; see the file comment */
   int err;              /* that error's code, once failed is set */
   char detail[256];     /* and its detail */
+  unsigned flags;       /* DTX__COMPILE_* it was compiled with */
   dtx__arena_t arena;   /* nodes, kids, paths; first chunk: first[] */
   char first[]; /* 8-aligned: the members above are */
 };

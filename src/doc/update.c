@@ -83,6 +83,15 @@ const char *dtx__upd_type_name(const json_t *v) {
   return "unknown";
 }
 
+/* Apply never lets an operand into a document by reference (it copies
+ * what it stores), so a reference is as good as a copy as long as the
+ * spec does not change, which DTX__COMPILE_BORROW promises; copying an
+ * object operand is a dozen allocations. */
+json_t *dtx__upd_operand(const dtx__update_t *u, const json_t *v) {
+  return u->flags & DTX__COMPILE_BORROW ? json_incref((json_t *)v)
+                                        : json_deep_copy(v);
+}
+
 /* Structural identity used for "changed" and for the _id check: stricter
  * than dtx__value_cmp, which calls 1 and 1.0 equal and ignores nothing
  * else.  Field order counts because it is visible in the stored document. */
@@ -323,9 +332,10 @@ static int check_path(upd_op_t *op, const char *path, int positional) {
  * its first key is a path operator ($gte, $in, ...), as a query on object
  * elements when it is a field name or a logical operator ($or ...), and as
  * a value to compare with otherwise. */
-static int compile_pull(upd_op_t *op, const json_t *v) {
+static int compile_pull(const dtx__update_t *u, upd_op_t *op,
+                        const json_t *v) {
   int rc;
-  op->arg = json_deep_copy(v);
+  op->arg = dtx__upd_operand(u, v);
   if (!op->arg)
     return dtx__err(DTX_ENOMEM, "out of memory compiling update");
   if (!json_is_object(v)) {
@@ -342,11 +352,11 @@ static int compile_pull(upd_op_t *op, const json_t *v) {
       return dtx__err(DTX_ENOMEM, "out of memory compiling update");
     }
     op->pull_mode = PULL_WRAPPED;
-    rc = dtx__filter_compile(wrap, &op->cond);
+    rc = dtx__filter_compile_flags(wrap, u->flags, &op->cond);
     json_decref(wrap);
   } else {
     op->pull_mode = PULL_QUERY;
-    rc = dtx__filter_compile(v, &op->cond);
+    rc = dtx__filter_compile_flags(v, u->flags, &op->cond);
   }
   if (rc == DTX_EBADQUERY)
     return dtx__err_wrap(DTX_EBADUPDATE, "$pull: bad condition at '%s'",
@@ -439,9 +449,9 @@ static int compile_field(dtx__update_t *u, upd_op_t *op, const char *path,
     break;
   case OP_PUSH:
   case OP_ADDTOSET:
-    return dtx__upd_compile_push(op, v);
+    return dtx__upd_compile_push(u, op, v);
   case OP_PULL:
-    return compile_pull(op, v);
+    return compile_pull(u, op, v);
   case OP_PULLALL:
     if (!json_is_array(v))
       return dtx__err(DTX_EBADUPDATE,
@@ -466,7 +476,7 @@ static int compile_field(dtx__update_t *u, upd_op_t *op, const char *path,
   default:
     break;
   }
-  op->arg = json_deep_copy(v);
+  op->arg = dtx__upd_operand(u, v);
   return op->arg ? 0 : dtx__err(DTX_ENOMEM, "out of memory compiling update");
 }
 
@@ -478,7 +488,7 @@ static int compile_replacement(dtx__update_t *u, const json_t *spec) {
       return dtx__err(DTX_EBADUPDATE, "replacement has an empty field name");
   }
   u->replacement = 1;
-  u->repl = json_deep_copy(spec);
+  u->repl = dtx__upd_operand(u, spec);
   return u->repl ? 0 : dtx__err(DTX_ENOMEM, "out of memory compiling update");
 }
 
@@ -574,6 +584,11 @@ static int compile_operators(dtx__update_t *u, const json_t *spec) {
 
 int dtx__update_compile_ex(const json_t *spec, const json_t *array_filters,
                            dtx__update_t **out) {
+  return dtx__update_compile_flags(spec, array_filters, 0, out);
+}
+
+int dtx__update_compile_flags(const json_t *spec, const json_t *array_filters,
+                              unsigned flags, dtx__update_t **out) {
   dtx__update_t *u;
   const char *k, *first_op = NULL, *first_field = NULL;
   json_t *v;
@@ -604,6 +619,7 @@ int dtx__update_compile_ex(const json_t *spec, const json_t *array_filters,
   if (!u)
     return dtx__err(DTX_ENOMEM, "out of memory compiling update");
   memset(u, 0, sizeof *u);
+  u->flags = flags;
   dtx__arena_init(&u->arena, u->first,
                   UPDATE_BYTES - offsetof(dtx__update_t, first));
   rc = first_op ? compile_operators(u, spec) : compile_replacement(u, spec);

@@ -56,9 +56,9 @@ typedef struct upd_op {
   upath_t p;          /* the path; for $rename the source */
   upath_t to;         /* $rename: the destination */
   int positional;     /* p has a $, $[] or $[id] segment */
-  /* Owned deep copy of the argument.  $push/$addToSet hold the array of
-   * values to add (a single value is wrapped), $pull the value or the
-   * condition, others the operand. */
+  /* The argument, a deep copy or a counted reference (dtx__upd_operand).
+   * $push/$addToSet hold the array of values to add (a single value is
+   * wrapped), $pull the value or the condition, others the operand. */
   json_t *arg;
   dtx__filter_t *cond; /* $pull with PULL_WRAPPED or PULL_QUERY */
   enum pull_mode pull_mode;
@@ -91,6 +91,7 @@ struct dtx__update {
   size_t naf;
   afilter_t *af;      /* arrayFilters (the array in the arena) */
   const dtx__filter_t *filter; /* bound query filter (borrowed) or NULL */
+  unsigned flags;     /* DTX__COMPILE_* it was compiled with */
   dtx__arena_t arena;
   char first[]; /* the arena's first chunk; 8-aligned as the members are */
 };
@@ -98,6 +99,10 @@ struct dtx__update {
 /* ---- shared helpers (update.c) ---------------------------------------- */
 
 const char *dtx__upd_type_name(const json_t *v);
+
+/* u's hold on a value of its spec: a deep copy, or with
+ * DTX__COMPILE_BORROW a counted reference.  NULL when out of memory. */
+json_t *dtx__upd_operand(const dtx__update_t *u, const json_t *v);
 
 /* Structural identity (types, values, field order), stricter than
  * dtx__value_cmp; 0.0 and -0.0 differ. */
@@ -142,7 +147,8 @@ int dtx__upd_array_filters(dtx__update_t *u, const json_t *afs);
 
 /* $push/$addToSet: parses {$each: [...], $position, $sort, $slice} or a
  * plain value into op. */
-int dtx__upd_compile_push(upd_op_t *op, const json_t *v);
+int dtx__upd_compile_push(const dtx__update_t *u, upd_op_t *op,
+                          const json_t *v);
 
 /* $push: inserts, sorts and slices per op's modifiers; arr is the array at
  * the target (already created when missing). */
