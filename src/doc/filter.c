@@ -723,15 +723,16 @@ static int compile_query(dtx__filter_t *f, const json_t *q, int depth,
   json_object_foreach((json_t *)q, key, v) {
     node_t *kid = NULL;
     int rc;
-    if (!strcmp(key, "$comment"))
+    if (!is_op(key)) { /* the usual key, tested first */
+      rc = compile_field(f, key, v, depth, &kid);
+    } else if (!strcmp(key, "$comment")) {
       continue; /* MongoDB allows a comment anywhere a query is */
-    if (!strcmp(key, "$and") || !strcmp(key, "$or") || !strcmp(key, "$nor")) {
+    } else if (!strcmp(key, "$and") || !strcmp(key, "$or") ||
+               !strcmp(key, "$nor")) {
       rc = compile_logical(f, key, v, depth, &kid);
-    } else if (is_op(key)) {
+    } else {
       ctx_t top = {f, "", 0, depth};
       rc = bad_op(&top, key);
-    } else {
-      rc = compile_field(f, key, v, depth, &kid);
     }
     if (rc || (rc = node_add(and, kid))) {
       node_release(and);

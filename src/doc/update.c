@@ -523,7 +523,10 @@ static int check_conflicts(wpath_t *w, size_t n, int concrete) {
 static int compile_operators(dtx__update_t *u, const json_t *spec) {
   const char *opk, *path;
   json_t *arg, *v;
-  size_t total = 0, i;
+  size_t total = 0, i, nkeys = 0;
+  /* Each key's op_table entry, found once: a key is a known operator
+   * and appears once, so there are at most NOPS of them. */
+  unsigned char kind_of[NOPS];
   int rc;
 
   json_object_foreach((json_t *)spec, opk, arg) {
@@ -533,6 +536,7 @@ static int compile_operators(dtx__update_t *u, const json_t *spec) {
         break;
     if (t == NOPS)
       return dtx__err(DTX_EBADUPDATE, "unknown operator %s", opk);
+    kind_of[nkeys++] = (unsigned char)t;
     if (!json_is_object(arg))
       return dtx__err(DTX_EBADUPDATE, "%s: argument must be an object", opk);
     if (json_object_size(arg) == 0)
@@ -543,10 +547,9 @@ static int compile_operators(dtx__update_t *u, const json_t *spec) {
   u->ops = dtx__arena_alloc(&u->arena, total * sizeof *u->ops);
   if (!u->ops)
     return dtx__err(DTX_ENOMEM, "out of memory compiling update");
+  nkeys = 0;
   json_object_foreach((json_t *)spec, opk, arg) {
-    size_t t;
-    for (t = 0; strcmp(opk, op_table[t].name); t++)
-      ;
+    size_t t = kind_of[nkeys++];
     json_object_foreach(arg, path, v) {
       upd_op_t *op = &u->ops[u->nops++];
       op->kind = op_table[t].kind;
