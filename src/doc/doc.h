@@ -12,6 +12,7 @@
 
 #include "doctx.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* ---- JSON text ---------------------------------------------------------- */
@@ -110,6 +111,46 @@ int dtx__regex_match(const dtx__regex_t *re, const char *s, size_t n);
 int dtx__regex_prefix(const char *pattern, size_t len, const char *options,
                       char **prefix, size_t *plen);
 
+/* ---- compile arena (filter.c) ---------------------------------------------- */
+
+/* The memory of one compiled filter or update: its nodes, arrays and path
+ * strings are carved from a few chunks and released together, so a
+ * compile costs a malloc or two instead of one per piece and a free walks
+ * no lists.  The jansson values and regexes a compiled form holds are not
+ * in it; their owner releases them. */
+typedef struct dtx__arena {
+  char *cur, *end; /* the free part of the newest chunk */
+  void *chunks;    /* chunks from malloc, linked through their first word */
+} dtx__arena_t;
+
+/* Starts an arena whose first chunk is buf[0..n), the caller's (8-byte
+ * aligned; NULL and 0 for none). */
+void dtx__arena_init(dtx__arena_t *a, void *buf, size_t n);
+
+/* n zeroed bytes aligned to 8 (enough for the pointers, 64-bit integers
+ * and doubles a compiled form holds), valid until dtx__arena_free; NULL
+ * when out of memory (the arena stays usable and freeable). */
+void *dtx__arena_alloc(dtx__arena_t *a, size_t n);
+
+/* A NUL-terminated copy of s[0..n) in the arena, or NULL. */
+char *dtx__arena_strndup(dtx__arena_t *a, const char *s, size_t n);
+
+/* Frees the chunks from malloc (never the caller's first one); the arena
+ * must then be initialised again before use. */
+void dtx__arena_free(dtx__arena_t *a);
+
+/* Flags of dtx__filter_compile_flags and dtx__update_compile_flags. */
+enum {
+  /* The compiled form holds counted references (json_incref; jansson
+   * 2.14's counts are atomic) to the spec's operand values instead of deep
+   * copies.  The spec must then not change while the compiled form lives:
+   * only for a compile that lives for one call whose spec is const, such
+   * as the store API's (store.c).  A compile kept past its call
+   * (validators, rules, anything cached) must copy: without this flag, the
+   * compiled form shares nothing mutable with the spec. */
+  DTX__COMPILE_BORROW = 1u << 0,
+};
+
 /* ---- filter ----------------------------------------------------------------- */
 
 typedef struct dtx__filter dtx__filter_t;
@@ -124,6 +165,12 @@ typedef struct dtx__filter dtx__filter_t;
  * operator and path in the detail.  spec NULL means {} (matches all).
  * The compiled filter does not reference spec after return. */
 int dtx__filter_compile(const json_t *spec, dtx__filter_t **out);
+
+/* dtx__filter_compile with DTX__COMPILE_* flags: with DTX__COMPILE_BORROW
+ * the compiled filter references spec's operand values, and spec must not
+ * change until dtx__filter_free. */
+int dtx__filter_compile_flags(const json_t *spec, unsigned flags,
+                              dtx__filter_t **out);
 
 /* 1 when doc matches, else 0.  Thread-safe on a shared compiled filter.
  * A $regex that exceeds PCRE2's limits makes this and every later match of
@@ -160,6 +207,12 @@ typedef struct dtx__update dtx__update_t;
 int dtx__update_compile_ex(const json_t *spec, const json_t *array_filters,
                            dtx__update_t **out);
 int dtx__update_compile(const json_t *spec, dtx__update_t **out);
+
+/* dtx__update_compile_ex with DTX__COMPILE_* flags: with
+ * DTX__COMPILE_BORROW the compiled update references the operand values of
+ * spec and array_filters, which must not change until dtx__update_free. */
+int dtx__update_compile_flags(const json_t *spec, const json_t *array_filters,
+                              unsigned flags, dtx__update_t **out);
 
 /* Binds the compiled query filter the update runs under (borrowed: it
  * must outlive u's use), for the positional $ and so that an upsert can

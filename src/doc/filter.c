@@ -32,96 +32,165 @@
 #include "doc/filter_int.h"
 #include "util/err.h"
 
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- the compile arena -------------------------------------------------- */
+
+/* Chunks after the first have this size unless one request needs more:
+ * under 1 KiB, for the reason given at FILTER_BYTES.  A chunk from malloc
+ * starts with the link to the one before. */
+#define ARENA_ALIGN 8
+#define ARENA_LINK sizeof(void *)
+#define ARENA_CHUNK 992
+
+_Static_assert(offsetof(struct dtx__filter, first) % ARENA_ALIGN == 0,
+               "a filter's first chunk is aligned");
+
+void dtx__arena_init(dtx__arena_t *a, void *buf, size_t n) {
+  a->cur = buf;
+  a->end = buf ? (char *)buf + n : NULL;
+  a->chunks = NULL;
+}
+
+void *dtx__arena_alloc(dtx__arena_t *a, size_t n) {
+  if (n > SIZE_MAX / 2)
+    return NULL;
+  n = n ? (n + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1) : ARENA_ALIGN;
+  if (!a->cur || (size_t)(a->end - a->cur) < n) {
+    size_t sz = n + ARENA_LINK > ARENA_CHUNK ? n + ARENA_LINK : ARENA_CHUNK;
+    char *c = malloc(sz);
+    if (!c)
+      return NULL;
+    *(void **)c = a->chunks;
+    a->chunks = c;
+    a->cur = c + ARENA_LINK;
+    a->end = c + sz;
+  }
+  void *p = a->cur;
+  a->cur += n;
+  memset(p, 0, n);
+  return p;
+}
+
+char *dtx__arena_strndup(dtx__arena_t *a, const char *s, size_t n) {
+  char *d = dtx__arena_alloc(a, n + 1);
+  if (d)
+    memcpy(d, s, n); /* the arena zeroed the NUL */
+  return d;
+}
+
+void dtx__arena_free(dtx__arena_t *a) {
+  void *c = a->chunks;
+  while (c) {
+    void *next = *(void **)c;
+    free(c);
+    c = next;
+  }
+  a->cur = a->end = NULL;
+  a->chunks = NULL;
+}
+
 /* ---- building nodes ---------------------------------------------------- */
 
-static void node_free(node_t *n) {
+/* Releases what n's subtree holds outside the arena: operand values and
+ * regexes.  Its memory goes with the arena (dtx__filter_free). */
+static void node_release(node_t *n) {
   if (!n)
     return;
   for (size_t i = 0; i < n->nkids; i++)
-    node_free(n->kids[i]);
-  free(n->kids);
-  free(n->path);
-  json_decref(n->arg);
-  for (size_t i = 0; i < n->nvals; i++)
-    json_decref(n->vals[i]);
-  free(n->vals);
-  dtx__regex_free(n->re);
-  free(n);
+    node_release(n->kids[i]);
+  switch (n->kind) {
+  case K_EQ:
+  case K_LT:
+  case K_LTE:
+  case K_GT:
+  case K_GTE:
+    json_decref(n->arg);
+    break;
+  case K_IN:
+    for (size_t i = 0; i < n->nvals; i++)
+      json_decref(n->vals[i]);
+    break;
+  case K_REGEX:
+    dtx__regex_free(n->re);
+    break;
+  default:
+    break;
+  }
 }
 
-static node_t *node_new(kind_t kind) {
-  node_t *n = calloc(1, sizeof *n);
-  if (n)
+/* A node of f's arena with room for cap kids, carved right after it: the
+ * number of operands is known from the spec before any is compiled. */
+static node_t *node_new(dtx__filter_t *f, kind_t kind, size_t cap) {
+  if (cap > UINT32_MAX)
+    return NULL;
+  node_t *n = dtx__arena_alloc(&f->arena, sizeof *n + cap * sizeof(node_t *));
+  if (n) {
     n->kind = kind;
+    n->cap = (uint32_t)cap;
+  }
   return n;
 }
 
-/* Appends kid to n (taking ownership either way). */
+/* Appends kid to n; kid is NULL when building it ran out of memory. */
 static int node_add(node_t *n, node_t *kid) {
   if (!kid)
     return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
-  node_t **k = realloc(n->kids, (n->nkids + 1) * sizeof *k);
-  if (!k) {
-    node_free(kid);
-    return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
-  }
-  n->kids = k;
+  assert(n->nkids < n->cap);
   n->kids[n->nkids++] = kid;
   return 0;
 }
 
 /* An AND of one operand is that operand; saves a level on every match. */
 static node_t *simplify(node_t *n) {
-  if (n && n->kind == K_AND && n->nkids == 1) {
-    node_t *k = n->kids[0];
-    n->nkids = 0;
-    node_free(n);
-    return k;
-  }
+  if (n && n->kind == K_AND && n->nkids == 1)
+    return n->kids[0];
   return n;
 }
 
-/* Wraps kid in a new node of kind; kid is consumed even on failure. */
-static node_t *wrap1(kind_t kind, node_t *kid) {
+/* Wraps kid in a new node of kind; kid is released on failure. */
+static node_t *wrap1(dtx__filter_t *f, kind_t kind, node_t *kid) {
   if (!kid)
     return NULL;
-  node_t *n = node_new(kind);
+  node_t *n = node_new(f, kind, 1);
   if (!n) {
-    node_free(kid);
+    node_release(kid);
     return NULL;
   }
-  if (node_add(n, kid)) {
-    free(n);
-    return NULL;
-  }
+  n->kids[n->nkids++] = kid;
   return n;
 }
 
-static node_t *leaf_arg(kind_t kind, const json_t *arg) {
-  node_t *n = node_new(kind);
+/* The filter's hold on an operand: a deep copy, so that it shares nothing
+ * mutable with the spec, or a counted reference when the compile lives
+ * for one call over a spec that does not change (DTX__COMPILE_BORROW):
+ * copying an object operand is a dozen allocations. */
+static json_t *operand(const dtx__filter_t *f, const json_t *v) {
+  return f->flags & DTX__COMPILE_BORROW ? json_incref((json_t *)v)
+                                        : json_deep_copy(v);
+}
+
+static node_t *leaf_arg(dtx__filter_t *f, kind_t kind, const json_t *arg) {
+  node_t *n = node_new(f, kind, 0);
   if (!n)
     return NULL;
-  n->arg = json_deep_copy(arg);
-  if (!n->arg) {
-    free(n);
-    return NULL;
-  }
-  return n;
+  n->arg = operand(f, arg);
+  return n->arg ? n : NULL;
 }
 
-static node_t *path_node(const char *path, int leaf_mode, node_t *pred) {
-  node_t *n = wrap1(K_PATH, pred);
+/* path is already in f's arena (compile_field copies it once for all the
+ * PATH nodes of its field). */
+static node_t *path_node(dtx__filter_t *f, const char *path, int leaf_mode,
+                         node_t *pred) {
+  node_t *n = wrap1(f, K_PATH, pred);
   if (!n)
     return NULL;
   n->leaf_mode = leaf_mode;
-  n->path = strdup(path);
-  if (!n->path) {
-    node_free(n);
-    return NULL;
-  }
+  n->path = path;
   return n;
 }
 
@@ -129,12 +198,14 @@ static node_t *path_node(const char *path, int leaf_mode, node_t *pred) {
 
 /* Where an operator appears, for error details. */
 typedef struct ctx {
-  const char *path; /* the field path ("" at top level) */
+  dtx__filter_t *f; /* the filter being built, whose arena nodes come from */
+  const char *path; /* the field path ("" at top level), in f's arena */
   int value_level;  /* inside $elemMatch's value form: no path to walk */
   int depth;
 } ctx_t;
 
-static int compile_query(const json_t *q, int depth, node_t **out);
+static int compile_query(dtx__filter_t *f, const json_t *q, int depth,
+                         node_t **out);
 
 static int is_op(const char *key) { return key[0] == '$'; }
 
@@ -208,23 +279,22 @@ static int compile_in(const ctx_t *c, const char *op, const json_t *arg,
                       node_t **out) {
   if (!json_is_array(arg))
     return dtx__err(DTX_EBADQUERY, "%s needs an array at %s", op, where(c));
-  node_t *n = node_new(K_IN);
+  node_t *n = node_new(c->f, K_IN, 0);
   size_t cnt = json_array_size(arg);
-  if (!n || (cnt && !(n->vals = calloc(cnt, sizeof *n->vals)))) {
-    free(n);
+  if (!n || (cnt && !(n->vals = dtx__arena_alloc(&c->f->arena,
+                                                 cnt * sizeof *n->vals))))
     return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
-  }
   for (size_t i = 0; i < cnt; i++) {
     const json_t *e = json_array_get(arg, i);
     if (has_op_key(e)) {
-      node_free(n);
+      node_release(n);
       return dtx__err(DTX_EBADQUERY, "cannot nest $ under %s at %s", op,
                       where(c));
     }
     if (json_is_null(e))
       n->has_null = 1;
-    if (!(n->vals[n->nvals] = json_deep_copy(e))) {
-      node_free(n);
+    if (!(n->vals[n->nvals] = operand(c->f, e))) {
+      node_release(n);
       return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
     }
     n->nvals++;
@@ -252,18 +322,18 @@ static int compile_elem_match(const ctx_t *c, const json_t *arg,
   node_t *sub = NULL;
   int rc;
   if (value_form) {
-    ctx_t vc = {c->path, 1, c->depth + 1};
+    ctx_t vc = {c->f, c->path, 1, c->depth + 1};
     if ((rc = check_opdoc(&vc, arg, NULL)))
       return rc;
     rc = compile_ops(&vc, arg, &sub);
   } else {
-    rc = compile_query(arg, c->depth + 1, &sub);
+    rc = compile_query(c->f, arg, c->depth + 1, &sub);
     if (rc)
       dtx__err_wrap(rc, "in $elemMatch at %s", where(c));
   }
   if (rc)
     return rc;
-  *out = wrap1(value_form ? K_ELEM_VAL : K_ELEM_OBJ, sub);
+  *out = wrap1(c->f, value_form ? K_ELEM_VAL : K_ELEM_OBJ, sub);
   if (!*out)
     return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
   return 0;
@@ -276,9 +346,9 @@ static int finish(const ctx_t *c, node_t *pred, int negate, int leaf_mode,
                   node_t **out) {
   node_t *n = pred;
   if (!c->value_level)
-    n = path_node(c->path, leaf_mode, pred);
+    n = path_node(c->f, c->path, leaf_mode, pred);
   if (n && negate)
-    n = wrap1(K_NOT, n);
+    n = wrap1(c->f, K_NOT, n);
   if (!n)
     return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
   *out = n;
@@ -290,7 +360,7 @@ static int compile_all(const ctx_t *c, const json_t *arg, node_t **out) {
     return dtx__err(DTX_EBADQUERY, "$all needs an array at %s", where(c));
   size_t cnt = json_array_size(arg);
   if (cnt == 0) /* MongoDB: $all: [] matches no document */
-    return (*out = node_new(K_FALSE)) ? 0
+    return (*out = node_new(c->f, K_FALSE, 0)) ? 0
                                       : dtx__err(DTX_ENOMEM, "out of memory");
   int nelem = 0;
   for (size_t i = 0; i < cnt; i++) {
@@ -305,7 +375,7 @@ static int compile_all(const ctx_t *c, const json_t *arg, node_t **out) {
   if (nelem && (size_t)nelem != cnt)
     return dtx__err(DTX_EBADQUERY,
                     "$all mixes $elemMatch and values at %s", where(c));
-  node_t *and = node_new(K_AND);
+  node_t *and = node_new(c->f, K_AND, cnt);
   if (!and)
     return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
   for (size_t i = 0; i < cnt; i++) {
@@ -317,12 +387,12 @@ static int compile_all(const ctx_t *c, const json_t *arg, node_t **out) {
       if (!rc)
         rc = finish(c, kid, 0, DTX__LEAF_WHOLE, &kid);
     } else {
-      kid = leaf_arg(K_EQ, e);
+      kid = leaf_arg(c->f, K_EQ, e);
       rc = kid ? finish(c, kid, 0, DTX__LEAF_EXPAND, &kid)
                : dtx__err(DTX_ENOMEM, "out of memory compiling filter");
     }
     if (rc || (rc = node_add(and, kid))) {
-      node_free(and);
+      node_release(and);
       return rc;
     }
   }
@@ -342,7 +412,7 @@ static int compile_size(const ctx_t *c, const json_t *arg, node_t **out) {
   if (size < 0)
     return dtx__err(DTX_EBADQUERY,
                     "$size needs a non-negative integer at %s", where(c));
-  node_t *n = node_new(K_SIZE);
+  node_t *n = node_new(c->f, K_SIZE, 0);
   if (!n)
     return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
   n->size = size;
@@ -414,7 +484,7 @@ static int compile_type(const ctx_t *c, const json_t *arg, node_t **out) {
   } else if ((rc = one_type(c, arg, &mask))) {
     return rc;
   }
-  node_t *n = node_new(K_TYPE);
+  node_t *n = node_new(c->f, K_TYPE, 0);
   if (!n)
     return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
   n->types = mask;
@@ -456,7 +526,7 @@ static int compile_mod(const ctx_t *c, const json_t *arg, node_t **out) {
   if (d == 0)
     return dtx__err(DTX_EBADQUERY, "$mod: divisor cannot be 0 at %s",
                     where(c));
-  node_t *n = node_new(K_MOD);
+  node_t *n = node_new(c->f, K_MOD, 0);
   if (!n)
     return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
   n->size = d;
@@ -473,15 +543,13 @@ static int compile_regex(const ctx_t *c, const json_t *pat,
   if (opts && !json_is_string(opts))
     return dtx__err(DTX_EBADQUERY, "$options needs a string at %s",
                     where(c));
-  node_t *n = node_new(K_REGEX);
+  node_t *n = node_new(c->f, K_REGEX, 0);
   if (!n)
     return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
   int rc = dtx__regex_compile(json_string_value(pat), json_string_length(pat),
                               opts ? json_string_value(opts) : "", &n->re);
-  if (rc) {
-    node_free(n);
+  if (rc)
     return dtx__err_wrap(rc, "at %s", where(c));
-  }
   return finish(c, n, 0, DTX__LEAF_EXPAND, out);
 }
 
@@ -502,7 +570,7 @@ static int compile_op(const ctx_t *c, const char *op, const json_t *arg,
   for (size_t i = 0; i < sizeof cmps / sizeof cmps[0]; i++) {
     if (strcmp(op, cmps[i].name))
       continue;
-    if (!(n = leaf_arg(cmps[i].kind, arg)))
+    if (!(n = leaf_arg(c->f, cmps[i].kind, arg)))
       return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
     return finish(c, n, cmps[i].negate, DTX__LEAF_EXPAND, out);
   }
@@ -522,7 +590,7 @@ static int compile_op(const ctx_t *c, const char *op, const json_t *arg,
     else
       return dtx__err(DTX_EBADQUERY, "$exists needs a boolean at %s",
                       where(c));
-    if (!(n = node_new(K_EXISTS)))
+    if (!(n = node_new(c->f, K_EXISTS, 0)))
       return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
     return finish(c, n, !want, DTX__LEAF_EXPAND, out);
   }
@@ -546,10 +614,10 @@ static int compile_op(const ctx_t *c, const char *op, const json_t *arg,
                       where(c));
     if ((rc = check_opdoc(c, arg, "$not")))
       return rc;
-    ctx_t nc = {c->path, c->value_level, c->depth + 1};
+    ctx_t nc = {c->f, c->path, c->value_level, c->depth + 1};
     if ((rc = compile_ops(&nc, arg, &n)))
       return rc;
-    if (!(*out = wrap1(K_NOT, n)))
+    if (!(*out = wrap1(c->f, K_NOT, n)))
       return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
     return 0;
   }
@@ -558,7 +626,7 @@ static int compile_op(const ctx_t *c, const char *op, const json_t *arg,
 
 /* An operator document: every key is an operator, and all must hold. */
 static int compile_ops(const ctx_t *c, const json_t *opdoc, node_t **out) {
-  node_t *and = node_new(K_AND);
+  node_t *and = node_new(c->f, K_AND, json_object_size(opdoc));
   const char *op;
   json_t *arg;
   if (!and)
@@ -569,7 +637,7 @@ static int compile_ops(const ctx_t *c, const json_t *opdoc, node_t **out) {
     if (!strcmp(op, "$options")) {
       if (json_object_get(opdoc, "$regex"))
         continue; /* read together with its $regex */
-      node_free(and);
+      node_release(and);
       return dtx__err(DTX_EBADQUERY, "$options needs a $regex at %s",
                       where(c));
     }
@@ -581,7 +649,7 @@ static int compile_ops(const ctx_t *c, const json_t *opdoc, node_t **out) {
     else
       rc = compile_op(c, op, arg, &kid);
     if (rc || (rc = node_add(and, kid))) {
-      node_free(and);
+      node_release(and);
       return rc;
     }
   }
@@ -589,30 +657,33 @@ static int compile_ops(const ctx_t *c, const json_t *opdoc, node_t **out) {
   return 0;
 }
 
-static int compile_field(const char *path, const json_t *v, int depth,
-                         node_t **out) {
-  ctx_t c = {path, 0, depth};
+static int compile_field(dtx__filter_t *f, const char *path, const json_t *v,
+                         int depth, node_t **out) {
   int rc = dtx__path_check(path, DTX_EBADQUERY);
   if (rc)
     return rc;
+  /* One copy of the path serves every PATH node of the field. */
+  ctx_t c = {f, dtx__arena_strndup(&f->arena, path, strlen(path)), 0, depth};
+  if (!c.path)
+    return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
   if (has_op_key(v)) {
     if ((rc = check_opdoc(&c, v, NULL)))
       return rc;
     return compile_ops(&c, v, out);
   }
-  node_t *eq = leaf_arg(K_EQ, v);
+  node_t *eq = leaf_arg(f, K_EQ, v);
   if (!eq)
     return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
   return finish(&c, eq, 0, DTX__LEAF_EXPAND, out);
 }
 
-static int compile_logical(const char *op, const json_t *arg, int depth,
-                           node_t **out) {
+static int compile_logical(dtx__filter_t *f, const char *op,
+                           const json_t *arg, int depth, node_t **out) {
   kind_t kind = !strcmp(op, "$and") ? K_AND : !strcmp(op, "$or") ? K_OR
                                                                    : K_NOR;
   if (!json_is_array(arg) || json_array_size(arg) == 0)
     return dtx__err(DTX_EBADQUERY, "%s needs a non-empty array", op);
-  node_t *n = node_new(kind);
+  node_t *n = node_new(f, kind, json_array_size(arg));
   if (!n)
     return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
   for (size_t i = 0; i < json_array_size(arg); i++) {
@@ -620,12 +691,13 @@ static int compile_logical(const char *op, const json_t *arg, int depth,
     node_t *kid;
     int rc;
     if (!json_is_object(q)) {
-      node_free(n);
+      node_release(n);
       return dtx__err(DTX_EBADQUERY, "%s entries must be objects (entry %zu)",
                       op, i);
     }
-    if ((rc = compile_query(q, depth + 1, &kid)) || (rc = node_add(n, kid))) {
-      node_free(n);
+    if ((rc = compile_query(f, q, depth + 1, &kid)) ||
+        (rc = node_add(n, kid))) {
+      node_release(n);
       return rc;
     }
   }
@@ -635,7 +707,8 @@ static int compile_logical(const char *op, const json_t *arg, int depth,
 
 /* A query document: {field: value-or-operators, $and: [...], ...}, all of
  * which must hold.  The empty query matches everything. */
-static int compile_query(const json_t *q, int depth, node_t **out) {
+static int compile_query(dtx__filter_t *f, const json_t *q, int depth,
+                         node_t **out) {
   const char *key;
   json_t *v;
   *out = NULL;
@@ -644,24 +717,25 @@ static int compile_query(const json_t *q, int depth, node_t **out) {
   if (depth > MAX_DEPTH)
     return dtx__err(DTX_EBADQUERY, "filter nested deeper than %d",
                     MAX_DEPTH);
-  node_t *and = node_new(K_AND);
+  node_t *and = node_new(f, K_AND, json_object_size(q));
   if (!and)
     return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
   json_object_foreach((json_t *)q, key, v) {
     node_t *kid = NULL;
     int rc;
-    if (!strcmp(key, "$comment"))
+    if (!is_op(key)) { /* the usual key, tested first */
+      rc = compile_field(f, key, v, depth, &kid);
+    } else if (!strcmp(key, "$comment")) {
       continue; /* MongoDB allows a comment anywhere a query is */
-    if (!strcmp(key, "$and") || !strcmp(key, "$or") || !strcmp(key, "$nor")) {
-      rc = compile_logical(key, v, depth, &kid);
-    } else if (is_op(key)) {
-      ctx_t top = {"", 0, depth};
-      rc = bad_op(&top, key);
+    } else if (!strcmp(key, "$and") || !strcmp(key, "$or") ||
+               !strcmp(key, "$nor")) {
+      rc = compile_logical(f, key, v, depth, &kid);
     } else {
-      rc = compile_field(key, v, depth, &kid);
+      ctx_t top = {f, "", 0, depth};
+      rc = bad_op(&top, key);
     }
     if (rc || (rc = node_add(and, kid))) {
-      node_free(and);
+      node_release(and);
       return rc;
     }
   }
@@ -675,15 +749,30 @@ static int compile_query(const json_t *q, int depth, node_t **out) {
 }
 
 int dtx__filter_compile(const json_t *spec, dtx__filter_t **out) {
+  return dtx__filter_compile_flags(spec, 0, out);
+}
+
+int dtx__filter_compile_flags(const json_t *spec, unsigned flags,
+                              dtx__filter_t **out) {
   *out = NULL;
-  dtx__filter_t *f = calloc(1, sizeof *f);
+  /* malloc, not calloc: the first chunk needs no zeroing (the arena
+   * zeroes what it hands out). */
+  dtx__filter_t *f = malloc(FILTER_BYTES);
   if (!f)
     return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
-  int rc = spec ? compile_query(spec, 0, &f->root)
-                : ((f->root = node_new(K_TRUE))
+  f->root = NULL;
+  atomic_init(&f->failed, 0);
+  f->err = 0;
+  f->detail[0] = '\0';
+  f->flags = flags;
+  dtx__arena_init(&f->arena, f->first,
+                  FILTER_BYTES - offsetof(dtx__filter_t, first));
+  int rc = spec ? compile_query(f, spec, 0, &f->root)
+                : ((f->root = node_new(f, K_TRUE, 0))
                        ? 0
                        : dtx__err(DTX_ENOMEM, "out of memory"));
   if (rc) {
+    dtx__arena_free(&f->arena);
     free(f);
     return rc;
   }
@@ -694,6 +783,7 @@ int dtx__filter_compile(const json_t *spec, dtx__filter_t **out) {
 void dtx__filter_free(dtx__filter_t *f) {
   if (!f)
     return;
-  node_free(f->root);
+  node_release(f->root);
+  dtx__arena_free(&f->arena);
   free(f);
 }

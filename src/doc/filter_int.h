@@ -7,6 +7,7 @@
 #include "doc/doc.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* MongoDB refuses filters nested deeper than 100 levels; so do we, which
@@ -36,27 +37,49 @@ typedef enum kind {
   K_REGEX,    /* a string the PCRE2 pattern matches */
 } kind_t;
 
+/* A node lives in its filter's arena (doc.h) with its kids right after
+ * it; only the jansson values and the regex it holds are released one by
+ * one (node_release in filter.c).  Each kind reads only its own member of
+ * the union, which keeps a node at 40 bytes: a dozen nodes, a transfer
+ * step's filter, fit the filter's first chunk. */
 typedef struct node {
   kind_t kind;
-  size_t nkids;
-  struct node **kids; /* logical operands; PATH/ELEM_*: kids[0] */
-  char *path;         /* PATH: validated dotted path (owned) */
-  int leaf_mode;      /* PATH: DTX__LEAF_EXPAND or DTX__LEAF_WHOLE */
-  json_t *arg;        /* EQ, LT..GTE: deep copy of the operand */
-  json_t **vals;      /* IN: deep copies, sorted by dtx__value_cmp */
-  size_t nvals;
-  int has_null; /* IN: null is listed, so a missing value matches */
-  json_int_t size;   /* SIZE; MOD: the divisor */
-  json_int_t rem;    /* MOD: the remainder */
-  uint64_t types;    /* TYPE: bit per type code (type_bit) */
-  dtx__regex_t *re;  /* REGEX */
+  int leaf_mode;         /* PATH: DTX__LEAF_EXPAND or DTX__LEAF_WHOLE */
+  uint32_t nkids, cap;   /* kids in use, and room for (fixed at creation) */
+  union {
+    const char *path; /* PATH: validated dotted path, in the arena */
+    json_t *arg;      /* EQ, LT..GTE: the operand (operand() in filter.c) */
+    struct {          /* IN */
+      json_t **vals;  /* sorted by dtx__value_cmp */
+      size_t nvals;
+      int has_null; /* null is listed, so a missing value matches */
+    };
+    struct {
+      json_int_t size; /* SIZE; MOD: the divisor */
+      json_int_t rem;  /* MOD: the remainder */
+    };
+    uint64_t types;   /* TYPE: bit per type code (type_bit) */
+    dtx__regex_t *re; /* REGEX */
+  };
+  struct node *kids[]; /* logical operands; PATH/ELEM_*: kids[0] */
 } node_t;
+
+/* A filter and the first chunk of its arena are one allocation of this
+ * many bytes: under 1 KiB, which glibc serves from its per-thread cache
+ * and small bins (a larger request may consolidate the whole heap first,
+ * which showed in profiles of batched transfers), and room for a
+ * transfer step's filter, so compiling one costs a single malloc besides
+ * its operand copies and regexes. */
+#define FILTER_BYTES 992
 
 struct dtx__filter {
   node_t *root;
   _Atomic int failed;   /* a match hit an error; see the file comment */
   int err;              /* that error's code, once failed is set */
   char detail[256];     /* and its detail */
+  unsigned flags;       /* DTX__COMPILE_* it was compiled with */
+  dtx__arena_t arena;   /* nodes, kids, paths; first chunk: first[] */
+  char first[]; /* 8-aligned: the members above are */
 };
 
 /* The bit of BSON type code in a $type set (minKey -1 and maxKey 127 get

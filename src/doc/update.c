@@ -38,6 +38,7 @@
 #include "doc/update_int.h"
 #include "util/err.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +56,9 @@ static const struct {
     {"$currentDate", OP_CURDATE},
 };
 #define NOPS (sizeof op_table / sizeof op_table[0])
+
+_Static_assert(offsetof(struct dtx__update, first) % 8 == 0,
+               "an update's first arena chunk is 8-aligned");
 
 /* ---- helpers shared by compile and apply --------------------------------- */
 
@@ -77,6 +81,15 @@ const char *dtx__upd_type_name(const json_t *v) {
     return "null";
   }
   return "unknown";
+}
+
+/* Apply never lets an operand into a document by reference (it copies
+ * what it stores), so a reference is as good as a copy as long as the
+ * spec does not change, which DTX__COMPILE_BORROW promises; copying an
+ * object operand is a dozen allocations. */
+json_t *dtx__upd_operand(const dtx__update_t *u, const json_t *v) {
+  return u->flags & DTX__COMPILE_BORROW ? json_incref((json_t *)v)
+                                        : json_deep_copy(v);
 }
 
 /* Structural identity used for "changed" and for the _id check: stricter
@@ -166,17 +179,23 @@ int dtx__upd_seg_cmp(const char *a, const char *b) {
   return strcmp(a, b);
 }
 
-int dtx__upd_path_split(upath_t *p, const char *path) {
+/* One block per path (see upath_t) rather than three: paths are split for
+ * every operation of every compile, and again per apply of a positional
+ * update. */
+int dtx__upd_path_split_in(dtx__arena_t *arena, upath_t *p, const char *path) {
   size_t i, n = 1, len = strlen(path);
-  p->path = strdup(path);
-  p->buf = strdup(path);
-  if (!p->path || !p->buf)
-    return dtx__err(DTX_ENOMEM, "out of memory compiling update");
   for (i = 0; i < len; i++)
     n += path[i] == '.';
-  p->segs = malloc(n * sizeof *p->segs);
-  if (!p->segs)
+  size_t bytes = n * sizeof *p->segs + 2 * (len + 1);
+  p->segs = arena ? dtx__arena_alloc(arena, bytes) : malloc(bytes);
+  if (!p->segs) {
+    memset(p, 0, sizeof *p);
     return dtx__err(DTX_ENOMEM, "out of memory compiling update");
+  }
+  p->path = (char *)(p->segs + n);
+  p->buf = p->path + len + 1;
+  memcpy(p->path, path, len + 1);
+  memcpy(p->buf, path, len + 1);
   p->nsegs = 0;
   p->segs[p->nsegs++] = p->buf;
   for (i = 0; i < len; i++)
@@ -187,9 +206,11 @@ int dtx__upd_path_split(upath_t *p, const char *path) {
   return 0;
 }
 
+int dtx__upd_path_split(upath_t *p, const char *path) {
+  return dtx__upd_path_split_in(NULL, p, path);
+}
+
 void dtx__upd_path_free(upath_t *p) {
-  free(p->path);
-  free(p->buf);
   free(p->segs);
   memset(p, 0, sizeof *p);
 }
@@ -228,9 +249,8 @@ static int op_order_cmp(const void *pa, const void *pb) {
 
 /* ---- compile ------------------------------------------------------------- */
 
+/* What an op holds outside the update's arena. */
 static void op_clear(upd_op_t *op) {
-  dtx__upd_path_free(&op->p);
-  dtx__upd_path_free(&op->to);
   json_decref(op->arg);
   json_decref(op->sort);
   dtx__filter_free(op->cond);
@@ -242,13 +262,10 @@ void dtx__update_free(dtx__update_t *u) {
     return;
   for (i = 0; i < u->nops; i++)
     op_clear(&u->ops[i]);
-  free(u->ops);
-  for (i = 0; i < u->naf; i++) {
-    free(u->af[i].id);
+  for (i = 0; i < u->naf; i++)
     dtx__filter_free(u->af[i].f);
-  }
-  free(u->af);
   json_decref(u->repl);
+  dtx__arena_free(&u->arena);
   free(u);
 }
 
@@ -315,9 +332,10 @@ static int check_path(upd_op_t *op, const char *path, int positional) {
  * its first key is a path operator ($gte, $in, ...), as a query on object
  * elements when it is a field name or a logical operator ($or ...), and as
  * a value to compare with otherwise. */
-static int compile_pull(upd_op_t *op, const json_t *v) {
+static int compile_pull(const dtx__update_t *u, upd_op_t *op,
+                        const json_t *v) {
   int rc;
-  op->arg = json_deep_copy(v);
+  op->arg = dtx__upd_operand(u, v);
   if (!op->arg)
     return dtx__err(DTX_ENOMEM, "out of memory compiling update");
   if (!json_is_object(v)) {
@@ -334,11 +352,11 @@ static int compile_pull(upd_op_t *op, const json_t *v) {
       return dtx__err(DTX_ENOMEM, "out of memory compiling update");
     }
     op->pull_mode = PULL_WRAPPED;
-    rc = dtx__filter_compile(wrap, &op->cond);
+    rc = dtx__filter_compile_flags(wrap, u->flags, &op->cond);
     json_decref(wrap);
   } else {
     op->pull_mode = PULL_QUERY;
-    rc = dtx__filter_compile(v, &op->cond);
+    rc = dtx__filter_compile_flags(v, u->flags, &op->cond);
   }
   if (rc == DTX_EBADQUERY)
     return dtx__err_wrap(DTX_EBADUPDATE, "$pull: bad condition at '%s'",
@@ -384,7 +402,7 @@ static int compile_bit(upd_op_t *op, const json_t *v) {
   return 0;
 }
 
-static int compile_rename(upd_op_t *op, const json_t *v) {
+static int compile_rename(dtx__update_t *u, upd_op_t *op, const json_t *v) {
   int rc;
   if (!json_is_string(v))
     return dtx__err(DTX_EBADUPDATE,
@@ -393,7 +411,7 @@ static int compile_rename(upd_op_t *op, const json_t *v) {
   const char *to = json_string_value(v);
   if ((rc = check_path(op, to, 0)))
     return rc;
-  if ((rc = dtx__upd_path_split(&op->to, to)))
+  if ((rc = dtx__upd_path_split_in(&u->arena, &op->to, to)))
     return rc;
   if (!strcmp(op->to.segs[0], "_id"))
     return dtx__err(DTX_EBADUPDATE, "$rename: _id is immutable (path '%s')",
@@ -407,11 +425,12 @@ static int compile_rename(upd_op_t *op, const json_t *v) {
   return 0;
 }
 
-static int compile_field(upd_op_t *op, const char *path, const json_t *v) {
+static int compile_field(dtx__update_t *u, upd_op_t *op, const char *path,
+                         const json_t *v) {
   int rc = check_path(op, path, op->kind != OP_RENAME);
   if (rc)
     return rc;
-  if ((rc = dtx__upd_path_split(&op->p, path)))
+  if ((rc = dtx__upd_path_split_in(&u->arena, &op->p, path)))
     return rc;
   for (size_t i = 0; i < op->p.nsegs; i++)
     if (op->p.segs[i][0] == '$')
@@ -430,9 +449,9 @@ static int compile_field(upd_op_t *op, const char *path, const json_t *v) {
     break;
   case OP_PUSH:
   case OP_ADDTOSET:
-    return dtx__upd_compile_push(op, v);
+    return dtx__upd_compile_push(u, op, v);
   case OP_PULL:
-    return compile_pull(op, v);
+    return compile_pull(u, op, v);
   case OP_PULLALL:
     if (!json_is_array(v))
       return dtx__err(DTX_EBADUPDATE,
@@ -449,7 +468,7 @@ static int compile_field(upd_op_t *op, const char *path, const json_t *v) {
       return rc;
     break;
   case OP_RENAME:
-    if ((rc = compile_rename(op, v)))
+    if ((rc = compile_rename(u, op, v)))
       return rc;
     break;
   case OP_CURDATE:
@@ -457,7 +476,7 @@ static int compile_field(upd_op_t *op, const char *path, const json_t *v) {
   default:
     break;
   }
-  op->arg = json_deep_copy(v);
+  op->arg = dtx__upd_operand(u, v);
   return op->arg ? 0 : dtx__err(DTX_ENOMEM, "out of memory compiling update");
 }
 
@@ -469,7 +488,7 @@ static int compile_replacement(dtx__update_t *u, const json_t *spec) {
       return dtx__err(DTX_EBADUPDATE, "replacement has an empty field name");
   }
   u->replacement = 1;
-  u->repl = json_deep_copy(spec);
+  u->repl = dtx__upd_operand(u, spec);
   return u->repl ? 0 : dtx__err(DTX_ENOMEM, "out of memory compiling update");
 }
 
@@ -504,7 +523,10 @@ static int check_conflicts(wpath_t *w, size_t n, int concrete) {
 static int compile_operators(dtx__update_t *u, const json_t *spec) {
   const char *opk, *path;
   json_t *arg, *v;
-  size_t total = 0, i;
+  size_t total = 0, i, nkeys = 0;
+  /* Each key's op_table entry, found once: a key is a known operator
+   * and appears once, so there are at most NOPS of them. */
+  unsigned char kind_of[NOPS];
   int rc;
 
   json_object_foreach((json_t *)spec, opk, arg) {
@@ -514,6 +536,7 @@ static int compile_operators(dtx__update_t *u, const json_t *spec) {
         break;
     if (t == NOPS)
       return dtx__err(DTX_EBADUPDATE, "unknown operator %s", opk);
+    kind_of[nkeys++] = (unsigned char)t;
     if (!json_is_object(arg))
       return dtx__err(DTX_EBADUPDATE, "%s: argument must be an object", opk);
     if (json_object_size(arg) == 0)
@@ -521,18 +544,17 @@ static int compile_operators(dtx__update_t *u, const json_t *spec) {
     total += json_object_size(arg);
   }
 
-  u->ops = calloc(total, sizeof *u->ops);
+  u->ops = dtx__arena_alloc(&u->arena, total * sizeof *u->ops);
   if (!u->ops)
     return dtx__err(DTX_ENOMEM, "out of memory compiling update");
+  nkeys = 0;
   json_object_foreach((json_t *)spec, opk, arg) {
-    size_t t;
-    for (t = 0; strcmp(opk, op_table[t].name); t++)
-      ;
+    size_t t = kind_of[nkeys++];
     json_object_foreach(arg, path, v) {
       upd_op_t *op = &u->ops[u->nops++];
       op->kind = op_table[t].kind;
       op->opname = op_table[t].name;
-      if ((rc = compile_field(op, path, v)))
+      if ((rc = compile_field(u, op, path, v)))
         return rc;
       u->positional |= op->positional;
       for (size_t s = 0; s < op->p.nsegs; s++)
@@ -542,7 +564,11 @@ static int compile_operators(dtx__update_t *u, const json_t *spec) {
   }
 
   qsort(u->ops, u->nops, sizeof *u->ops, op_order_cmp);
-  wpath_t *w = malloc(2 * u->nops * sizeof *w);
+  /* A few operations, the usual case, need no malloc for the check. */
+  wpath_t wbuf[16];
+  wpath_t *w = 2 * u->nops <= sizeof wbuf / sizeof wbuf[0]
+                   ? wbuf
+                   : malloc(2 * u->nops * sizeof *w);
   size_t nw = 0;
   if (!w)
     return dtx__err(DTX_ENOMEM, "out of memory compiling update");
@@ -554,12 +580,18 @@ static int compile_operators(dtx__update_t *u, const json_t *spec) {
                           op->opname};
   }
   rc = check_conflicts(w, nw, 0);
-  free(w);
+  if (w != wbuf)
+    free(w);
   return rc;
 }
 
 int dtx__update_compile_ex(const json_t *spec, const json_t *array_filters,
                            dtx__update_t **out) {
+  return dtx__update_compile_flags(spec, array_filters, 0, out);
+}
+
+int dtx__update_compile_flags(const json_t *spec, const json_t *array_filters,
+                              unsigned flags, dtx__update_t **out) {
   dtx__update_t *u;
   const char *k, *first_op = NULL, *first_field = NULL;
   json_t *v;
@@ -584,9 +616,15 @@ int dtx__update_compile_ex(const json_t *spec, const json_t *array_filters,
                     "update mixes operators (%s) and fields ('%s')", first_op,
                     first_field);
 
-  u = calloc(1, sizeof *u);
+  /* malloc, not calloc: the first chunk needs no zeroing (the arena
+   * zeroes what it hands out). */
+  u = malloc(UPDATE_BYTES);
   if (!u)
     return dtx__err(DTX_ENOMEM, "out of memory compiling update");
+  memset(u, 0, sizeof *u);
+  u->flags = flags;
+  dtx__arena_init(&u->arena, u->first,
+                  UPDATE_BYTES - offsetof(dtx__update_t, first));
   rc = first_op ? compile_operators(u, spec) : compile_replacement(u, spec);
   if (rc == 0)
     rc = dtx__upd_array_filters(u, array_filters);

@@ -119,7 +119,7 @@ int dtx__upd_array_filters(dtx__update_t *u, const json_t *afs) {
   if (afs && !json_is_array(afs))
     return dtx__err(DTX_EBADUPDATE, "arrayFilters must be an array");
   size_t n = afs ? json_array_size(afs) : 0;
-  if (n && !(u->af = calloc(n, sizeof *u->af)))
+  if (n && !(u->af = dtx__arena_alloc(&u->arena, n * sizeof *u->af)))
     return dtx__err(DTX_ENOMEM, "out of memory compiling arrayFilters");
   json_array_foreach(afs, i, f) {
     const char *id = NULL;
@@ -140,9 +140,9 @@ int dtx__upd_array_filters(dtx__update_t *u, const json_t *afs) {
                         "arrayFilters: several filters for identifier '%.*s'",
                         (int)len, id);
     afilter_t *a = &u->af[u->naf++];
-    if (!(a->id = strndup(id, len)))
+    if (!(a->id = dtx__arena_strndup(&u->arena, id, len)))
       return dtx__err(DTX_ENOMEM, "out of memory compiling arrayFilters");
-    if ((rc = dtx__filter_compile(f, &a->f)))
+    if ((rc = dtx__filter_compile_flags(f, u->flags, &a->f)))
       return dtx__err_wrap(rc == DTX_EBADQUERY ? DTX_EBADUPDATE : rc,
                            "arrayFilters[%zu]", i);
     if (!ident_used(u, a->id))
@@ -358,13 +358,14 @@ static int compile_sort(upd_op_t *op, const json_t *v) {
   return 0;
 }
 
-int dtx__upd_compile_push(upd_op_t *op, const json_t *v) {
+int dtx__upd_compile_push(const dtx__update_t *u, upd_op_t *op,
+                          const json_t *v) {
   const char *k;
   json_t *mv, *each = json_is_object(v) ? json_object_get(v, "$each") : NULL;
   int rc;
   if (!each) {
     op->arg = json_array();
-    if (!op->arg || json_array_append_new(op->arg, json_deep_copy(v)))
+    if (!op->arg || json_array_append_new(op->arg, dtx__upd_operand(u, v)))
       return dtx__err(DTX_ENOMEM, "out of memory compiling update");
     return 0;
   }
@@ -390,7 +391,7 @@ int dtx__upd_compile_push(upd_op_t *op, const json_t *v) {
   if (!json_is_array(each))
     return dtx__err(DTX_EBADUPDATE, "%s: $each must be an array at '%s'",
                     op->opname, op->p.path);
-  op->arg = json_deep_copy(each);
+  op->arg = dtx__upd_operand(u, each);
   return op->arg ? 0 : dtx__err(DTX_ENOMEM, "out of memory compiling update");
 }
 

@@ -36,12 +36,14 @@ enum pull_mode {
   PULL_QUERY    /* {score:{$lt:5}}: a query run on object elements */
 };
 
-/* A dotted path split into segments.  path and buf are owned; segs points
- * into buf. */
+/* A dotted path split into segments: one block holding segs, then the
+ * path, then buf (the path with its dots turned into NULs), which segs
+ * point into.  A compiled update's paths live in its arena; others own
+ * their block (dtx__upd_path_split, dtx__upd_path_free). */
 typedef struct upath {
   char *path;
   char *buf;
-  char **segs;
+  char **segs; /* the start of the block */
   size_t nsegs;
 } upath_t;
 
@@ -54,9 +56,9 @@ typedef struct upd_op {
   upath_t p;          /* the path; for $rename the source */
   upath_t to;         /* $rename: the destination */
   int positional;     /* p has a $, $[] or $[id] segment */
-  /* Owned deep copy of the argument.  $push/$addToSet hold the array of
-   * values to add (a single value is wrapped), $pull the value or the
-   * condition, others the operand. */
+  /* The argument, a deep copy or a counted reference (dtx__upd_operand).
+   * $push/$addToSet hold the array of values to add (a single value is
+   * wrapped), $pull the value or the condition, others the operand. */
   json_t *arg;
   dtx__filter_t *cond; /* $pull with PULL_WRAPPED or PULL_QUERY */
   enum pull_mode pull_mode;
@@ -67,28 +69,40 @@ typedef struct upd_op {
   int timestamp; /* $currentDate {$type: "timestamp"} */
 } upd_op_t;
 
-/* One arrayFilters entry: the identifier and its filter, which is run on
- * {identifier: element}. */
+/* One arrayFilters entry: the identifier (in the arena) and its filter,
+ * which is run on {identifier: element}. */
 typedef struct afilter {
   char *id;
   dtx__filter_t *f;
 } afilter_t;
 
+/* An update and the first chunk of its arena (ops, their paths, the
+ * arrayFilters) are one allocation of this many bytes, under 1 KiB for
+ * the reason filter_int.h gives at FILTER_BYTES. */
+#define UPDATE_BYTES 992
+
 struct dtx__update {
   int replacement;
   json_t *repl; /* replacement document, owned */
   size_t nops;
-  upd_op_t *ops;      /* sorted by path order */
+  upd_op_t *ops;      /* sorted by path order; in the arena */
   int positional;     /* some op has a positional path */
   int uses_dollar;    /* some op has a "$" segment */
   size_t naf;
-  afilter_t *af;      /* arrayFilters, owned */
+  afilter_t *af;      /* arrayFilters (the array in the arena) */
   const dtx__filter_t *filter; /* bound query filter (borrowed) or NULL */
+  unsigned flags;     /* DTX__COMPILE_* it was compiled with */
+  dtx__arena_t arena;
+  char first[]; /* the arena's first chunk; 8-aligned as the members are */
 };
 
 /* ---- shared helpers (update.c) ---------------------------------------- */
 
 const char *dtx__upd_type_name(const json_t *v);
+
+/* u's hold on a value of its spec: a deep copy, or with
+ * DTX__COMPILE_BORROW a counted reference.  NULL when out of memory. */
+json_t *dtx__upd_operand(const dtx__update_t *u, const json_t *v);
 
 /* Structural identity (types, values, field order), stricter than
  * dtx__value_cmp; 0.0 and -0.0 differ. */
@@ -100,7 +114,10 @@ int dtx__upd_seg_index(const char *seg, size_t *idx);
 /* Order of segments as MongoDB 5.0 applies them: numbers numerically. */
 int dtx__upd_seg_cmp(const char *a, const char *b);
 
-/* Splits path into p (owned strings). */
+/* Splits path into p, one block from malloc, or from arena when it is not
+ * NULL (then never dtx__upd_path_free it). */
+int dtx__upd_path_split_in(dtx__arena_t *arena, upath_t *p, const char *path);
+/* dtx__upd_path_split_in without an arena. */
 int dtx__upd_path_split(upath_t *p, const char *path);
 void dtx__upd_path_free(upath_t *p);
 
@@ -130,7 +147,8 @@ int dtx__upd_array_filters(dtx__update_t *u, const json_t *afs);
 
 /* $push/$addToSet: parses {$each: [...], $position, $sort, $slice} or a
  * plain value into op. */
-int dtx__upd_compile_push(upd_op_t *op, const json_t *v);
+int dtx__upd_compile_push(const dtx__update_t *u, upd_op_t *op,
+                          const json_t *v);
 
 /* $push: inserts, sorts and slices per op's modifiers; arr is the array at
  * the target (already created when missing). */

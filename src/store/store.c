@@ -128,7 +128,12 @@ void dtx__st_compiled_free(st_compiled_t *c) {
 }
 
 /* A filter that is not an object is a mistake in the query, so it is
- * DTX_EBADQUERY rather than EINVAL; likewise EBADUPDATE for an update. */
+ * DTX_EBADQUERY rather than EINVAL; likewise EBADUPDATE for an update.
+ * The compiled forms live for one call, which already borrows filter,
+ * update and array_filters (const, unchanged until c is freed), so they
+ * reference their operands instead of copying them
+ * (DTX__COMPILE_BORROW): a batched transfer compiles a filter and an
+ * update per single-document step. */
 int dtx__st_compile(const json_t *filter, const json_t *update,
                     const json_t *array_filters, int with_update,
                     st_compiled_t *c) {
@@ -139,7 +144,8 @@ int dtx__st_compile(const json_t *filter, const json_t *update,
   if (!filter && !(filter = c->empty = json_object()))
     return dtx__err(DTX_ENOMEM, "compiling a filter");
   c->filter = filter;
-  if ((rc = dtx__filter_compile(filter, &c->f)) < 0)
+  if ((rc = dtx__filter_compile_flags(filter, DTX__COMPILE_BORROW,
+                                      &c->f)) < 0)
     goto fail;
   if (with_update) {
     if (!update)
@@ -147,7 +153,8 @@ int dtx__st_compile(const json_t *filter, const json_t *update,
     else if (!json_is_object(update))
       rc = dtx__err(DTX_EBADUPDATE, "update must be an object");
     else
-      rc = dtx__update_compile_ex(update, array_filters, &c->u);
+      rc = dtx__update_compile_flags(update, array_filters,
+                                     DTX__COMPILE_BORROW, &c->u);
     if (rc < 0)
       goto fail;
     /* The positional $ reads the filter's match; an upsert checks it for

@@ -39,7 +39,9 @@ typedef struct compiled {
 } st_compiled_t;
 
 /* Compiles filter (and, with with_update, update and its array_filters)
- * into *c, which borrows filter and update: they must outlive it.  On
+ * into *c, which borrows filter, update and array_filters: they must
+ * outlive it and not change until it is freed (the compiled forms hold
+ * references to their values, DTX__COMPILE_BORROW).  On
  * error nothing is left to free; else free *c with dtx__st_compiled_free,
  * which leaves it empty. */
 int dtx__st_compile(const json_t *filter, const json_t *update,

@@ -711,7 +711,48 @@ static const fcase_t app_cases[] = {
      "{'lease':{'until':9}}", 0},
 };
 
+/* Each table again, compiled as the store API compiles (holding references
+ * to the spec's operands, DTX__COMPILE_BORROW): the answers must be the
+ * same, and the spec's own reference is dropped before matching, so the
+ * compiled filter must hold what it uses. */
+static void borrowed_table(const char *name, const fcase_t *t, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    json_t *spec = JQNEW(t[i].filter), *doc = JQNEW(t[i].doc);
+    dtx__filter_t *f = NULL;
+    int rc = dtx__filter_compile_flags(spec, DTX__COMPILE_BORROW, &f);
+    json_decref(spec);
+    CHECKF(rc == 0, "borrowed %s[%zu] compile %s: %s (%s)", name, i,
+           t[i].filter, dtx_errname(rc), dtx_errdetail());
+    if (rc == 0) {
+      int got = dtx__filter_match(f, doc);
+      CHECKF(got == t[i].want,
+             "borrowed %s[%zu] filter %s doc %s: got %d want %d", name, i,
+             t[i].filter, t[i].doc, got, t[i].want);
+    }
+    dtx__filter_free(f);
+    json_decref(doc);
+  }
+}
+
+#define RUN_BORROWED(t) borrowed_table(#t, t, sizeof t / sizeof t[0])
+
 static void test_tables(void) {
+  RUN_BORROWED(eq_cases);
+  RUN_BORROWED(array_eq_cases);
+  RUN_BORROWED(object_eq_cases);
+  RUN_BORROWED(path_cases);
+  RUN_BORROWED(index_cases);
+  RUN_BORROWED(null_cases);
+  RUN_BORROWED(ne_cases);
+  RUN_BORROWED(cmp_cases);
+  RUN_BORROWED(in_cases);
+  RUN_BORROWED(exists_cases);
+  RUN_BORROWED(size_cases);
+  RUN_BORROWED(all_cases);
+  RUN_BORROWED(elem_cases);
+  RUN_BORROWED(not_cases);
+  RUN_BORROWED(logic_cases);
+  RUN_BORROWED(app_cases);
   RUN(eq_cases);
   RUN(array_eq_cases);
   RUN(object_eq_cases);
@@ -812,11 +853,14 @@ static const bcase_t bad_cases[] = {
     {"{'a':{'$':1}}", "$"},
 };
 
+/* Both ways of compiling refuse the same filters with the same detail. */
 static void test_bad(void) {
-  for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
+  for (size_t k = 0; k < 2 * (sizeof bad_cases / sizeof bad_cases[0]); k++) {
+    size_t i = k / 2;
     json_t *spec = Q(bad_cases[i].filter);
     dtx__filter_t *f = (dtx__filter_t *)&f; /* must be reset to NULL */
-    int rc = dtx__filter_compile(spec, &f);
+    int rc = dtx__filter_compile_flags(spec, k % 2 ? DTX__COMPILE_BORROW : 0,
+                                       &f);
     CHECKF(rc == DTX_EBADQUERY, "bad[%zu] %s: got %s", i,
            bad_cases[i].filter, dtx_errname(rc));
     CHECKF(f == NULL, "bad[%zu] %s: out not cleared", i, bad_cases[i].filter);
@@ -885,6 +929,51 @@ static void test_null_and_ownership(void) {
   json_decref(other);
 }
 
+/* A filter compiled to be kept (no DTX__COMPILE_BORROW: rules,
+ * validators) holds copies: changing the spec's operand values in place
+ * after the compile changes nothing it answers.  With the flag it holds a
+ * reference to each operand instead, and gives it back when freed. */
+static void test_operands_copied_or_held(void) {
+  json_t *spec = Q("{'n':{'$gte':5},'s':'abc','o':{'k':[1,2]},"
+                   "'t':{'$in':['x',{'y':1}]},'all':{'$all':[7]}}");
+  json_t *yes = Q("{'n':5,'s':'abc','o':{'k':[1,2]},'t':{'y':1},'all':[7]}");
+  json_t *n = json_object_get(json_object_get(spec, "n"), "$gte");
+  json_t *str = json_object_get(spec, "s"), *o = json_object_get(spec, "o");
+  json_t *in = json_object_get(json_object_get(spec, "t"), "$in");
+  json_t *all = json_array_get(json_object_get(json_object_get(spec, "all"),
+                                               "$all"), 0);
+  size_t before = n->refcount + str->refcount + o->refcount +
+                  json_array_get(in, 1)->refcount + all->refcount;
+  dtx__filter_t *f = NULL, *b = NULL;
+  REQUIRE(dtx__filter_compile(spec, &f) == 0);
+  CHECK(n->refcount + str->refcount + o->refcount +
+            json_array_get(in, 1)->refcount + all->refcount ==
+        before);
+  REQUIRE(dtx__filter_compile_flags(spec, DTX__COMPILE_BORROW, &b) == 0);
+  CHECK(n->refcount + str->refcount + o->refcount +
+            json_array_get(in, 1)->refcount + all->refcount ==
+        before + 5);
+  CHECK(dtx__filter_match(b, yes) == 1);
+  dtx__filter_free(b);
+  CHECK(n->refcount + str->refcount + o->refcount +
+            json_array_get(in, 1)->refcount + all->refcount ==
+        before);
+
+  json_integer_set(n, 100);
+  json_string_set(str, "zzz");
+  json_array_clear(json_object_get(o, "k"));
+  json_object_clear(json_array_get(in, 1));
+  json_string_set(json_array_get(in, 0), "w");
+  json_integer_set(all, 8);
+  CHECK(dtx__filter_match(f, yes) == 1);
+  json_t *no = Q("{'n':100,'s':'zzz','o':{'k':[]},'t':{},'all':[8]}");
+  CHECK(dtx__filter_match(f, no) == 0);
+  dtx__filter_free(f);
+  json_decref(spec);
+  json_decref(yes);
+  json_decref(no);
+}
+
 /* Many threads share one compiled filter. */
 typedef struct tharg {
   const dtx__filter_t *f;
@@ -945,6 +1034,7 @@ int main(void) {
   TEST_RUN(test_bad);
   TEST_RUN(test_depth);
   TEST_RUN(test_null_and_ownership);
+  TEST_RUN(test_operands_copied_or_held);
   TEST_RUN(test_threads);
   TEST_RUN(test_count);
   return TEST_DONE();

@@ -337,15 +337,17 @@ static const acase_t apply_cases[] = {
     ERR("{'_id':'1'}", "{'_id':1}", DTX_EIMMUTABLE, "immutable"),
 };
 
-static void run_apply_case(size_t i, const acase_t *c) {
+/* flags: 0, or DTX__COMPILE_BORROW as the store API compiles; either way
+ * the spec is released before the apply. */
+static void run_apply_case(size_t i, const acase_t *c, unsigned flags) {
   json_t *spec = JQNEW(c->update), *doc = JQNEW(c->doc), *out = (json_t *)1;
   char *before = JDUMP(doc), *after;
   dtx__update_t *u = NULL;
   int changed = -1, rc;
 
-  rc = dtx__update_compile(spec, &u);
-  CHECKF(rc == 0, "case %zu %s: compile %s (%s)", i, c->update,
-         dtx_errname(rc), dtx_errdetail());
+  rc = dtx__update_compile_flags(spec, NULL, flags, &u);
+  CHECKF(rc == 0, "case %zu %s (flags %u): compile %s (%s)", i, c->update,
+         flags, dtx_errname(rc), dtx_errdetail());
   if (rc) {
     json_decref(spec);
     json_decref(doc);
@@ -389,8 +391,10 @@ static void run_apply_case(size_t i, const acase_t *c) {
 
 static void test_apply_table(void) {
   size_t i;
-  for (i = 0; i < sizeof apply_cases / sizeof apply_cases[0]; i++)
-    run_apply_case(i, &apply_cases[i]);
+  for (i = 0; i < sizeof apply_cases / sizeof apply_cases[0]; i++) {
+    run_apply_case(i, &apply_cases[i], 0);
+    run_apply_case(i, &apply_cases[i], DTX__COMPILE_BORROW);
+  }
 }
 
 /* ---- compile-time errors ------------------------------------------------ */
@@ -526,12 +530,16 @@ static const ccase_t conflict_cases[] = {
     {"{'$set':{'a':1},'$setOnInsert':{'b':1}}", 0, NULL},
 };
 
+/* Each case compiled both ways (DTX__COMPILE_BORROW or not): the same
+ * answer and detail. */
 static void run_compile_table(const ccase_t *cs, size_t n) {
-  size_t i;
-  for (i = 0; i < n; i++) {
+  size_t k, i;
+  for (k = 0; k < 2 * n; k++) {
+    i = k / 2;
     json_t *spec = JQNEW(cs[i].update);
     dtx__update_t *u = (dtx__update_t *)1;
-    int rc = dtx__update_compile(spec, &u);
+    int rc = dtx__update_compile_flags(
+        spec, NULL, k % 2 ? DTX__COMPILE_BORROW : 0, &u);
     CHECKF(rc == cs[i].rc, "case %zu %s: %s want %s (%s)", i, cs[i].update,
            dtx_errname(rc), dtx_errname(cs[i].rc), dtx_errdetail());
     if (rc)
@@ -646,6 +654,62 @@ static void test_replacement_independent(void) {
   dtx__update_free(u);
 }
 
+/* An update compiled to be kept (no DTX__COMPILE_BORROW) holds copies:
+ * changing the spec's and the arrayFilters' values in place after the
+ * compile changes nothing it does.  With the flag it holds references,
+ * given back when it is freed. */
+static void test_operands_copied_or_held(void) {
+  json_t *spec = JQNEW("{'$set':{'a':{'b':1},'e.$[i]':0},'$inc':{'n':2},"
+                       "'$push':{'l':{'x':1},'m':{'$each':[1,2]}},"
+                       "'$pull':{'p':{'$gte':5}}}");
+  json_t *afs = JQNEW("[{'i':{'$gt':1}}]");
+  json_t *doc = JQNEW("{'_id':1,'n':1,'p':[4,6],'e':[1,2]}");
+  const char *want = "{\"_id\":1,\"n\":3,\"p\":[4],\"e\":[1,0],"
+                     "\"a\":{\"b\":1},\"l\":[{\"x\":1}],\"m\":[1,2]}";
+  json_t *set = json_object_get(spec, "$set"), *a = json_object_get(set, "a");
+  json_t *n = json_object_get(json_object_get(spec, "$inc"), "n");
+  json_t *push = json_object_get(spec, "$push");
+  json_t *x = json_object_get(push, "l");
+  json_t *each = json_object_get(json_object_get(push, "m"), "$each");
+  json_t *pull = json_object_get(json_object_get(spec, "$pull"), "p");
+  json_t *gt = json_object_get(json_object_get(json_array_get(afs, 0), "i"),
+                               "$gt");
+#define HELD                                                                  \
+  (a->refcount + n->refcount + x->refcount + each->refcount +               \
+   pull->refcount + gt->refcount)
+  size_t before = HELD;
+  dtx__update_t *u = NULL, *b = NULL;
+  json_t *out = NULL;
+  int ch = 0;
+  REQUIRE(dtx__update_compile_ex(spec, afs, &u) == 0);
+  CHECK(HELD == before);
+  REQUIRE(dtx__update_compile_flags(spec, afs, DTX__COMPILE_BORROW, &b) == 0);
+  /* one reference to each: the $pull condition's filter takes its own to
+   * 5, which HELD does not count */
+  CHECK(HELD == before + 6);
+  REQUIRE(dtx__update_apply(b, doc, 0, NOW, &out, &ch) == 0);
+  CHECKF(!strcmp(JS(out), want), "borrowed: %s", JS(out));
+  json_decref(out);
+  dtx__update_free(b);
+  CHECK(HELD == before);
+#undef HELD
+
+  json_object_set_new(a, "b", json_integer(9));
+  json_integer_set(n, 50);
+  json_object_set_new(x, "x", json_string("changed"));
+  json_array_clear(each);
+  json_integer_set(json_object_get(pull, "$gte"), 0);
+  json_integer_set(gt, 0);
+  json_object_clear(set);
+  REQUIRE(dtx__update_apply(u, doc, 0, NOW, &out, &ch) == 0);
+  CHECKF(!strcmp(JS(out), want), "after changing the spec: %s", JS(out));
+  json_decref(out);
+  dtx__update_free(u);
+  json_decref(spec);
+  json_decref(afs);
+  json_decref(doc);
+}
+
 /* Many threads apply one compiled update at once (run under TSan to see
  * races; under ASan it checks the results). */
 typedef struct tharg {
@@ -709,6 +773,7 @@ int main(void) {
   TEST_RUN(test_bad_apply_args);
   TEST_RUN(test_results_are_independent);
   TEST_RUN(test_replacement_independent);
+  TEST_RUN(test_operands_copied_or_held);
   TEST_RUN(test_concurrent_apply);
   return TEST_DONE();
 }
