@@ -282,6 +282,7 @@ transfers_on() { # URI
   flush "$1"
   txn_on "$1" txn_transfer_declines
   txn_on "$1" txn_transfer_batch
+  txn_on "$1" txn_order_batch
 }
 phase_transfers() { both_targets transfers_on; }
 
