@@ -14,8 +14,9 @@
  *    second confirm_many: every order success, credited exactly once,
  *    audit clean;
  *  - a batch paused before its commits while another executor takes its
- *    orders over: the paused batch's fenced commits match nothing, and
- *    the orders are still credited once.
+ *    orders over and holds them: the paused batch's fenced commits match
+ *    nothing (it gives up at its deadline), and the orders are still
+ *    credited once.
  *
  * usage: order_batch STORE-URI   (collections emptied first; a SQLite
  * file runs with sync=off; DTX_QUICK=1 keeps the loops short) */
@@ -29,6 +30,8 @@
 #include <unistd.h>
 
 #include "testlib.h"
+#include "txn/kit.h"         /* the thief's takeover */
+#include "txn/order/order.h" /* dtx__order_kind */
 #include "util/fault.h"
 
 static const char *uri;
@@ -378,10 +381,12 @@ static void test_crash_mid_batch(void) {
   }
 }
 
-/* A batch paused at its first commit (its credits done) with a short
- * lease; another executor takes the orders over and finishes them; the
- * batch resumes: its fenced commits match nothing, it re-reads, and every
- * order is success, credited once. */
+/* A batch paused at its first commit (its credits done) while another
+ * executor ("thief") takes its orders over and holds them: resumed, the
+ * batch's commits are fenced off by the epoch (O4) -- they match nothing,
+ * it re-reads, finds the orders held and gives up at its deadline -- and
+ * the thief then finishes them, each credited once.  Without the fence the
+ * paused batch would move orders the thief holds. */
 static void test_paused_batch_fenced(void) {
   dtx_store_t *st = fresh();
   char ids[4][16];
@@ -398,11 +403,19 @@ static void test_paused_batch_fenced(void) {
     dtx__fault_init(NULL);
     if (dtx_store_open(uri, &cs) != 0)
       _exit(3);
-    dtx_exec_opts_t eo = {.owner = "paused", .lease_ms = 300};
-    int rc = dtx_order_confirm_many(cs, v, 4, &eo, res);
-    int bad = rc != 0;
-    for (int i = 0; i < 4; i++)
-      bad |= strcmp(str_of(res[i].order, "state"), "success") != 0;
+    dtx_exec_opts_t eo = {.owner = "paused", .deadline_ms = 1500};
+    (void)dtx_order_confirm_many(cs, v, 4, &eo, res);
+    int bad = 0;
+    for (int i = 0; i < 4; i++) {
+      int held = strcmp(str_of(res[i].order, "state"), "confirming") == 0 &&
+                 strcmp(str_of(res[i].order, "owner"), "thief") == 0;
+      if (res[i].rc != DTX_EUNAVAILABLE || !held) {
+        fprintf(stderr, "paused batch #%d: %s, %s by %s\n", i,
+                dtx_errname(res[i].rc), str_of(res[i].order, "state"),
+                str_of(res[i].order, "owner"));
+        bad = 1;
+      }
+    }
     _exit(bad ? 1 : 0);
   }
   REQUIRE(pid > 0);
@@ -424,22 +437,30 @@ static void test_paused_batch_fenced(void) {
     dtx_store_close(st);
     return;
   }
-  usleep(400000); /* its lease lapses */
-  dtx_recover_opts_t ro = {.older_than_ms = -1};
-  json_t *sum = NULL;
-  CHECKF(dtx_recover(st, &ro, &sum) == 0, "recover: %s", dtx_errdetail());
-  json_decref(sum);
-  for (int i = 0; i < 4; i++) { /* finished by the takeover */
-    json_t *o = NULL;
-    REQUIRE(dtx_order_get(st, ids[i], &o) == 0);
-    CHECKF(strcmp(str_of(o, "state"), "success") == 0, "%s is %s", ids[i],
-           str_of(o, "state"));
+  dtx__exec_t thief;
+  dtx__exec_init(&thief, st, "thief", 60000, 0);
+  for (int i = 0; i < 4; i++) {
+    json_t *o = NULL, *t = NULL;
+    REQUIRE(dtx__kit_get(&thief, "orders", ids[i], &o) == 0);
+    CHECKF(strcmp(str_of(o, "state"), "confirming") == 0 &&
+               strcmp(str_of(o, "owner"), "paused") == 0,
+           "%s is %s by %s before the takeover", ids[i], str_of(o, "state"),
+           str_of(o, "owner"));
+    CHECKF(dtx__kit_takeover(&thief, &dtx__order_kind, o, "order.takeover",
+                             NULL, json_object(), NULL, &t) == 0,
+           "takeover of %s: %s", ids[i], dtx_errdetail());
     json_decref(o);
+    json_decref(t);
   }
   kill(pid, SIGCONT);
   REQUIRE(waitpid(pid, &status, 0) == pid);
   CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0,
          "the resumed batch: status %d", status);
+  dtx_order_result_t res[4];
+  dtx_exec_opts_t eo = {.owner = "thief", .lease_ms = 60000};
+  CHECKF(dtx_order_confirm_many(st, v, 4, &eo, res) == 0, "the thief: %s",
+         dtx_errdetail());
+  dtx_order_results_clear(res, 4);
   check_credited_once(st, ids, 4, amount, "paused batch");
   audit_clean(st, "paused batch");
   dtx_store_close(st);
