@@ -235,7 +235,7 @@ static void test_batches_mixed(void) {
  * its current attempt's transfer succeeded, every earlier one failed (a
  * crash can cost an attempt: recovery fails a transfer its executor
  * abandoned), and the users hold what the orders credit. */
-static void check_credited_once(dtx_store_t *st, char (*ids)[16], size_t n,
+static void check_credited_once(dtx_store_t *st, char (*ids)[32], size_t n,
                                 const int64_t *amount, const char *what) {
   int64_t want = 0, got = 0;
   for (size_t i = 0; i < n; i++) {
@@ -276,7 +276,7 @@ static void check_credited_once(dtx_store_t *st, char (*ids)[16], size_t n,
 }
 
 static size_t make_orders(dtx_store_t *st, const char *p, size_t n,
-                          char (*ids)[16], int64_t *amount) {
+                          char (*ids)[32], int64_t *amount) {
   for (int k = 0; k < 4; k++) {
     char a[8];
     snprintf(a, sizeof a, "W%d", k);
@@ -284,7 +284,7 @@ static size_t make_orders(dtx_store_t *st, const char *p, size_t n,
   }
   for (size_t i = 0; i < n; i++) {
     char a[8];
-    snprintf(ids[i], 16, "%s%zu", p, i);
+    snprintf(ids[i], sizeof ids[i], "%.8s%d", p, (int)i);
     snprintf(a, sizeof a, "W%zu", i % 4);
     amount[i] = 5 + (int64_t)i;
     order(st, ids[i], a, amount[i]);
@@ -294,7 +294,7 @@ static size_t make_orders(dtx_store_t *st, const char *p, size_t n,
 
 static void test_two_processes(void) {
   dtx_store_t *st = fresh();
-  char ids[32][16];
+  char ids[32][32];
   int64_t amount[32];
   const char *p[32];
   make_orders(st, "c", 32, ids, amount);
@@ -358,7 +358,7 @@ static void test_crash_mid_batch(void) {
       "order.credit:error:2,order.finish:crash:2"};
   for (size_t s = 0; s < sizeof specs / sizeof *specs; s++) {
     dtx_store_t *st = fresh();
-    char ids[6][16], p[4];
+    char ids[6][32], p[4];
     int64_t amount[6];
     const char *v[6];
     snprintf(p, sizeof p, "k%zu", s);
@@ -389,7 +389,7 @@ static void test_crash_mid_batch(void) {
  * paused batch would move orders the thief holds. */
 static void test_paused_batch_fenced(void) {
   dtx_store_t *st = fresh();
-  char ids[4][16];
+  char ids[4][32];
   int64_t amount[4];
   const char *v[4];
   make_orders(st, "f", 4, ids, amount);
