@@ -287,12 +287,11 @@ out:
 
 static void run(dtx__exec_t *ex, item_t *its, size_t n) {
   size_t i;
-  if (round_read(ex, its, n) == 0) {
-    int rc = dtx__order_ensure(ex->st);
-    for (i = 0; rc && i < n; i++)
-      if (its[i].lane != L_DONE)
-        finish_item(&its[i], rc, its[i].o); /* as alone: the order read */
-  }
+  (void)round_read(ex, its, n); /* a failed read ends the orders it read */
+  int rc = dtx__order_ensure(ex->st);
+  for (i = 0; rc && i < n; i++)
+    if (its[i].lane != L_DONE)
+      finish_item(&its[i], rc, its[i].o); /* as alone: the order read */
   round_move(ex, its, n, claim_of, 0);
   round_credit(ex, its, n);
   round_move(ex, its, n, commit_of, 0);
@@ -300,7 +299,7 @@ static void run(dtx__exec_t *ex, item_t *its, size_t n) {
   for (i = 0; i < n; i++) {
     item_t *it = &its[i];
     json_t *o = it->o, *out = NULL;
-    int rc = 0;
+    rc = 0;
     if (it->lane != L_ALONE)
       continue;
     it->o = NULL;
