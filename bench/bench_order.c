@@ -6,8 +6,13 @@
  * balance - amount; COMMIT) on plain tables with the same synchronous
  * setting, one after another on one thread.
  *
+ * A second doctx row confirms the same number of orders K at a time with
+ * dtx_order_confirm_many (--batch K, default 16; one thread as well):
+ * each call's steps go to the store as one bulk write per round.  Its
+ * latencies are per call (K orders).  The native baseline is the same run's.
+ *
  * usage: bench_order [--orders N] [--users U] [--rounds R]
- *                    [--sync full|normal] [--store URI]
+ *                    [--sync full|normal] [--store URI] [--batch K]
  * With --store the doctx side runs on that store (its order, account and
  * transfer collections are emptied) and the native side still on SQLite.
  * Prints confirmations/s (median of the rounds), p50/p99 latency and the
@@ -22,7 +27,7 @@
 #include "doctx.h"
 
 typedef struct cfg {
-  int orders, users, rounds;
+  int orders, users, rounds, batch;
   const char *sync, *store;
   char dir[256];
 } cfg_t;
@@ -34,8 +39,11 @@ static int die(const char *what, int rc) {
 }
 
 /* One doctx round: fresh collections, U users, N pending orders; the
- * confirmations timed.  Returns confirmations/s; lat gets each one's us. */
-static double doctx_round(const cfg_t *c, int round, double *lat) {
+ * confirmations timed, one at a time (batch 0) or batch per
+ * dtx_order_confirm_many call.  Returns confirmations/s; lat gets each
+ * confirmation's (or call's) us, *nlat how many. */
+static double doctx_round(const cfg_t *c, int round, int batch, double *lat,
+                          int *nlat) {
   char uri[512];
   dtx_store_t *st = NULL;
   int rc;
@@ -70,16 +78,32 @@ static double doctx_round(const cfg_t *c, int round, double *lat) {
       die("order create", rc);
     json_decref(o);
   }
-  double t0 = wall_us();
+  char (*trades)[32] = malloc(sizeof *trades * (size_t)c->orders);
+  const char **ids = malloc(sizeof *ids * (size_t)c->orders);
+  dtx_order_result_t *res = malloc(sizeof *res * (size_t)(batch ? batch : 1));
+  if (!trades || !ids || !res)
+    die("malloc", DTX_ENOMEM);
   for (int i = 0; i < c->orders; i++) {
-    char trade[32];
+    snprintf(trades[i], sizeof trades[i], "r%dt%d", round, i);
+    ids[i] = trades[i];
+  }
+  *nlat = 0;
+  double t0 = wall_us();
+  for (int i = 0; i < c->orders && !batch; i++) {
     json_t *o = NULL;
-    snprintf(trade, sizeof trade, "r%dt%d", round, i);
     double s = now_us();
-    if ((rc = dtx_order_confirm(st, trade, NULL, &o)))
+    if ((rc = dtx_order_confirm(st, ids[i], NULL, &o)))
       die("order confirm", rc);
-    lat[i] = now_us() - s;
+    lat[(*nlat)++] = now_us() - s;
     json_decref(o);
+  }
+  for (int i = 0; i < c->orders && batch; i += batch) {
+    size_t k = (size_t)(c->orders - i < batch ? c->orders - i : batch);
+    double s = now_us();
+    if ((rc = dtx_order_confirm_many(st, ids + i, k, NULL, res)))
+      die("order confirm_many", rc);
+    lat[(*nlat)++] = now_us() - s;
+    dtx_order_results_clear(res, k);
   }
   double secs = (wall_us() - t0) / 1e6;
   int64_t want = 0, got = 0;
@@ -93,6 +117,9 @@ static double doctx_round(const cfg_t *c, int round, double *lat) {
     die("settlement balance", rc ? rc : DTX_EAUDIT);
   json_decref(set);
   dtx_store_close(st);
+  free(trades);
+  free(ids);
+  free(res);
   return c->orders / secs;
 }
 
@@ -180,7 +207,8 @@ static double median(double *v, int n) {
 }
 
 int main(int argc, char **argv) {
-  cfg_t c = {.orders = 300, .users = 10, .rounds = 3, .sync = "full"};
+  cfg_t c = {.orders = 300, .users = 10, .rounds = 3, .batch = 16,
+             .sync = "full"};
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--orders") == 0)
       c.orders = atoi(argv[i + 1]);
@@ -192,12 +220,15 @@ int main(int argc, char **argv) {
       c.sync = argv[i + 1];
     else if (strcmp(argv[i], "--store") == 0)
       c.store = argv[i + 1];
+    else if (strcmp(argv[i], "--batch") == 0)
+      c.batch = atoi(argv[i + 1]);
     else {
       fprintf(stderr, "bench_order: unknown option %s\n", argv[i]);
       return 2;
     }
   }
-  if (c.orders < 1 || c.users < 1 || c.rounds < 1 || c.rounds > 64)
+  if (c.orders < 1 || c.users < 1 || c.rounds < 1 || c.rounds > 64 ||
+      c.batch < 1 || c.batch > 10000)
     return 2;
   snprintf(c.dir, sizeof c.dir, "%s/bench_order.XXXXXX",
            getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -205,24 +236,36 @@ int main(int argc, char **argv) {
     return 1;
   double *lat = malloc(sizeof *lat * (size_t)c.orders);
   double *nlat = malloc(sizeof *nlat * (size_t)c.orders);
-  double d[64], n[64], dp50 = 0, dp99 = 0, np50 = 0, np99 = 0;
+  double *blat = malloc(sizeof *blat * (size_t)c.orders);
+  double d[64], b[64], n[64], dp50 = 0, dp99 = 0, bp50 = 0, bp99 = 0,
+         np50 = 0, np99 = 0;
+  int nd = 0, nb = 0;
   bench_begin("bench_order", c.store ? "redis" : NULL, argc, argv);
   for (int r = 0; r < c.rounds; r++) {
     bench_phase("order confirm, sync=%s, round %d of %d", c.sync, r + 1,
                 c.rounds);
-    d[r] = doctx_round(&c, r, lat);
+    d[r] = doctx_round(&c, r, 0, lat, &nd);
+    b[r] = doctx_round(&c, 64 + r, c.batch, blat, &nb);
     n[r] = native_round(&c, r, nlat);
-    dp50 = pct(lat, c.orders, 0.50);
-    dp99 = pct(lat, c.orders, 0.99);
+    dp50 = pct(lat, nd, 0.50);
+    dp99 = pct(lat, nd, 0.99);
+    bp50 = pct(blat, nb, 0.50);
+    bp99 = pct(blat, nb, 0.99);
     np50 = pct(nlat, c.orders, 0.50);
     np99 = pct(nlat, c.orders, 0.99);
   }
-  double dm = median(d, c.rounds), nm = median(n, c.rounds);
+  double dm = median(d, c.rounds), bm = median(b, c.rounds),
+         nm = median(n, c.rounds);
   printf("order confirm (%d orders, %d users, sync=%s, %s): doctx %.0f/s "
          "(p50 %.0f us, p99 %.0f us), native one SQLite transaction %.0f/s "
          "(p50 %.0f us, p99 %.0f us), ratio doctx/native %.3f\n",
          c.orders, c.users, c.sync, c.store ? c.store : "sqlite", dm, dp50,
          dp99, nm, np50, np99, dm / nm);
+  printf("order confirm_many (%d orders, %d per call, sync=%s, %s): doctx "
+         "%.0f/s (per call p50 %.0f us, p99 %.0f us), native one SQLite "
+         "transaction per order %.0f/s, ratio doctx/native %.3f\n",
+         c.orders, c.batch, c.sync, c.store ? c.store : "sqlite", bm, bp50,
+         bp99, nm, bm / nm);
   bench_row(&(bench_row_t){
       .metric = "order confirm", .backend = c.store ? "redis" : "sqlite",
       .sync = c.sync, .workload = "one thread", .unit = "orders/s",
@@ -230,11 +273,21 @@ int main(int argc, char **argv) {
       .workers = 1, .rounds = c.rounds,
       .doctx = {dm, dp50, dp99}, .nat = {nm, np50, np99},
       .extra = json_pack("{s:i,s:i}", "orders", c.orders, "users", c.users)});
+  bench_row(&(bench_row_t){
+      .metric = "order confirm_many", .backend = c.store ? "redis" : "sqlite",
+      .sync = c.sync, .workload = "one thread, batches", .unit = "orders/s",
+      .native = "one SQLite transaction per order: order and balance "
+                "updates",
+      .workers = 1, .rounds = c.rounds,
+      .doctx = {bm, bp50, bp99}, .nat = {nm, np50, np99},
+      .extra = json_pack("{s:i,s:i,s:i,s:s}", "orders", c.orders, "users",
+                         c.users, "batch", c.batch, "latency", "per call")});
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", c.dir);
   if (system(cmd) != 0)
     fprintf(stderr, "bench_order: could not remove %s\n", c.dir);
   free(lat);
+  free(blat);
   free(nlat);
   return bench_end(0);
 }

@@ -1252,6 +1252,41 @@ int dtx_order_create(dtx_store_t *st, const dtx_order_req_t *req,
 int dtx_order_confirm(dtx_store_t *st, const char *trade_id,
                       const dtx_exec_opts_t *opts, json_t **out);
 
+/* The outcome of one order of dtx_order_confirm_many, in the caller's
+ * array.  Its pointers are owned by the array and freed by
+ * dtx_order_results_clear. */
+typedef struct dtx_order_result {
+  int rc;        /* 0 or DTX_E*: what dtx_order_confirm returns for this
+                    trade id alone */
+  char *detail;  /* malloc'd error detail, NULL when rc == 0 */
+  json_t *order; /* the order document, as dtx_order_confirm's *out (NULL
+                    where it would be NULL, e.g. an unknown trade id) */
+} dtx_order_result_t;
+
+/* Confirms the n orders trade_ids[0..n) (borrowed for the call), each
+ * exactly as dtx_order_confirm would alone -- same rc, detail and order
+ * document per id, same crediting exactly once -- but the same step of
+ * all of them goes to the store as one bulk write per round: one read of
+ * all the orders, one round of claims, ONE dtx_transfer_execute_many for
+ * all their credits, one round of commits, one of finishes.  An order off
+ * that path (unknown, canceled, success already, held by another
+ * executor, a credit declined or failed, a step that failed) is confirmed
+ * alone from where it stands, after the rounds, without holding up the
+ * others; an id given twice is confirmed again after its first
+ * occurrence, as a second callback would be (0, nothing credited twice).
+ * opts (may be NULL) as for dtx_order_confirm: one executor, and ONE
+ * deadline for the whole call.  results[i] (caller's array of n) receives
+ * trade_ids[i]'s outcome, set in every case; release it with
+ * dtx_order_results_clear().  Returns 0 when every rc is 0, else the
+ * first failure's rc with the detail "K of N orders failed; first: #i:
+ * ...".  st, trade_ids or results NULL is DTX_EINVAL (every result set to
+ * it when results is given), nothing run; n == 0 is a no-op. */
+int dtx_order_confirm_many(dtx_store_t *st, const char *const *trade_ids,
+                           size_t n, const dtx_exec_opts_t *opts,
+                           dtx_order_result_t *results);
+/* Frees the pointers of results[0..n) and zeroes them. */
+void dtx_order_results_clear(dtx_order_result_t *results, size_t n);
+
 /* Cancels a pending order (canceled again: 0).  confirming, confirmed or
  * success: DTX_ESTATE, *out the order as it stands. */
 int dtx_order_cancel(dtx_store_t *st, const char *trade_id, json_t **out);

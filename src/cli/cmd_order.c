@@ -3,6 +3,7 @@
  * accounts and amounts before it writes; this file splits arguments and
  * maps errors to exit codes (an unknown account is bad input here: 2). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -10,7 +11,7 @@
 static const char *order_help =
     "usage: doctx order create TRADE_ID --account A --amount N\n"
     "                          [--settlement ID]\n"
-    "       doctx order confirm TRADE_ID [--lease-ms N] [--owner O]\n"
+    "       doctx order confirm TRADE_ID... [--lease-ms N] [--owner O]\n"
     "                          [--deadline-ms N]\n"
     "       doctx order cancel TRADE_ID | order show TRADE_ID\n"
     "       doctx order list [--state S] [--limit N] [--skip N]\n"
@@ -20,7 +21,11 @@ static const char *order_help =
     "order.  confirm is the payment callback: it credits account A with N\n"
     "exactly once, as a transfer \"order:TRADE_ID\" from the settlement\n"
     "account (default \"settlement\", created on first use with no lower\n"
-    "limit), and prints the order, which ends success.  States: pending,\n"
+    "limit), and prints the order, which ends success.  Several trade ids\n"
+    "are confirmed together (one bulk write per step, dtx_order_confirm_many),\n"
+    "each as alone, one line per id in their order: the order, or\n"
+    "{\"error\", \"detail\", \"trade_id\"}; the exit code is then the most\n"
+    "severe of theirs.  States: pending,\n"
     "confirming, confirmed, success, canceled; cancel only while pending.\n"
     "doctx recover and doctx worker finish confirmations a crash\n"
     "interrupted.\n"
@@ -66,13 +71,48 @@ static int order_create(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {
   return dtx__cli_summary(rc, out);
 }
 
+/* The exit code of one confirmation, as `order confirm` gives it alone. */
+static int confirm_exit(int rc) {
+  return rc ? dtx__cli_exit_code(rc) : DTX_EXIT_OK;
+}
+
+/* Several trade ids: one dtx_order_confirm_many call, one line each. */
+static int confirm_many(dtx_store_t *st, char **ids, int n,
+                        const dtx_exec_opts_t *eo) {
+  dtx_order_result_t *res = calloc((size_t)n, sizeof *res);
+  int worst = DTX_EXIT_OK;
+  if (!res)
+    return dtx__cli_error(DTX_ENOMEM, "order confirm of %d orders", n);
+  (void)dtx_order_confirm_many(st, (const char *const *)ids, (size_t)n, eo,
+                               res);
+  for (int i = 0; i < n; i++) {
+    if (res[i].rc) {
+      json_t *e = json_pack("{s:s,s:s,s:s}", "error", dtx_errname(res[i].rc),
+                            "detail", res[i].detail ? res[i].detail : "",
+                            "trade_id", ids[i]);
+      if (e)
+        dtx__cli_print_json(e);
+      else
+        puts("{\"error\":\"NOMEM\"}");
+      json_decref(e);
+    } else {
+      dtx__cli_print_json(res[i].order);
+    }
+    if (confirm_exit(res[i].rc) > worst)
+      worst = confirm_exit(res[i].rc);
+  }
+  dtx_order_results_clear(res, (size_t)n);
+  free(res);
+  return worst;
+}
+
 static int order_confirm(dtx_cli_t *cli, char **pos, int n,
                          dtx__cli_opt_t *o) {
   static const int ok[] = {O_LEASE, O_OWNER, O_DEADLINE, -1};
   int64_t lease = 0, deadline = 0;
   int code;
-  if (n != 2)
-    return dtx__cli_usage("order confirm: expected TRADE_ID");
+  if (n < 2)
+    return dtx__cli_usage("order confirm: expected TRADE_ID...");
   if ((code = stray("confirm", o, ok)) ||
       dtx__cli_int_opt("order confirm", &o[O_LEASE], 0, 1, &lease) ||
       dtx__cli_int_opt("order confirm", &o[O_DEADLINE], 0, 1, &deadline))
@@ -82,6 +122,8 @@ static int order_confirm(dtx_cli_t *cli, char **pos, int n,
     return code;
   dtx_exec_opts_t eo = {.owner = o[O_OWNER].value, .lease_ms = lease,
                         .deadline_ms = deadline};
+  if (n > 2)
+    return confirm_many(st, pos + 1, n - 1, &eo);
   json_t *out = NULL;
   int rc = dtx_order_confirm(st, pos[1], &eo, &out);
   return dtx__cli_summary(rc, out);
@@ -106,6 +148,8 @@ static int order_one(dtx_cli_t *cli, const char *sub, char **pos, int n,
   return dtx__cli_summary(rc, out);
 }
 
+static int order_sub(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o);
+
 int dtx__cmd_order(dtx_cli_t *cli, int argc, char **argv) {
   dtx__cli_opt_t o[O_N] = {
       [O_ACCOUNT] = {"--account", 1, NULL},
@@ -117,13 +161,23 @@ int dtx__cmd_order(dtx_cli_t *cli, int argc, char **argv) {
       [O_STATE] = {"--state", 1, NULL},
       [O_LIMIT] = {"--limit", 1, NULL},
       [O_SKIP] = {"--skip", 1, NULL}};
-  char *pos[3];
   int code;
   if (dtx__cli_is_help(argc, argv))
     return dtx__cli_help(order_help);
-  int n = dtx__cli_split(argc, argv, o, O_N, pos, 2);
-  if (n < 0)
-    return DTX_EXIT_USAGE;
+  /* confirm takes any number of trade ids; the others at most one, as
+   * before (the split's own "too many" message). */
+  int many = argc > 1 && strcmp(argv[1], "confirm") == 0;
+  char **pos = calloc((size_t)argc + 1, sizeof *pos);
+  if (!pos)
+    return dtx__cli_error(DTX_ENOMEM, "order: %d arguments", argc);
+  int n = dtx__cli_split(argc, argv, o, O_N, pos, many ? argc : 2);
+  code = n < 0 ? DTX_EXIT_USAGE : order_sub(cli, pos, n, o);
+  free(pos);
+  return code;
+}
+
+static int order_sub(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {
+  int code;
   if (n == 0)
     return dtx__cli_usage("order: expected create, confirm, cancel, show or "
                           "list");

@@ -8,7 +8,8 @@
 # under a second attempt, the audit catching a credit its state does not
 # allow -- and the races: 4 processes delivering the same callback at once
 # (exactly one credit), cancel racing confirm (canceled with no credit, or
-# success with one).  On SQLite, or on $DTX_REDIS_URI.
+# success with one); several trade ids confirmed in one call, each as
+# alone.  On SQLite, or on $DTX_REDIS_URI.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/harness.sh"
@@ -132,6 +133,26 @@ for k in 1 2 3 4; do
 done
 [ "$(bal U)" = "$want" ] && ok || bad "after the cancel races U $(bal U), want $want"
 expect 0 "audit --settled after the races" -- d audit --settled
+
+# Several trade ids at once (dtx_order_confirm_many): one line per id in
+# their order, each as alone (the order, or an error line naming it), the
+# exit code the most severe of theirs; credited once, an id twice too.
+new_store order_many
+d account create U >/dev/null
+for t in M1 M2 M3; do d order create $t --account U --amount 10 >/dev/null; done
+d order cancel M3 >/dev/null
+expect 0 "confirm M1 M2 together" -- d order confirm M1 M2 M1
+[ "$(out | wc -l)" = 3 ] && [ "$(out | jq -r .state | sort -u)" = success ] &&
+  [ "$(out | jq -r ._id | tr '\n' ' ')" = "M1 M2 M1 " ] && [ "$(bal U)" = 20 ] && ok ||
+  bad "confirm M1 M2 M1: $(out), U $(bal U)"
+expect 3 "confirm with a canceled and an unknown id" -- d order confirm M2 M3 NOPE
+[ "$(out | jq -r '.state // .error' | tr '\n' ' ')" = "success STATE NOTFOUND " ] &&
+  [ "$(out | jq -r '.trade_id // empty' | tr '\n' ' ')" = "M3 NOPE " ] && [ "$(bal U)" = 20 ] && ok ||
+  bad "confirm M2 M3 NOPE: $(out), U $(bal U)"
+expect 1 "confirm of two unknown ids" -- d order confirm NOPE1 NOPE2
+expect 2 "confirm without a trade id" -- d order confirm
+expect 2 "show takes one trade id" -- d order show M1 M2
+expect 0 "audit after confirming several" -- d audit
 
 # The audit must fail on a credit its state does not allow.
 new_store order_audit

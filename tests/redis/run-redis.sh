@@ -20,7 +20,8 @@
 #                 target in a release build, so the sanitizer run of
 #                 scripts/test.sh leaves it out)
 #   transfers     BUILD_DIR/txn_transfer_concurrency, txn_kit,
-#                 txn_transfer_declines, txn_transfer_batch, txn_job,
+#                 txn_transfer_declines, txn_transfer_batch,
+#                 txn_order_batch, txn_job,
 #                 txn_lock, txn_sync,
 #                 txn_ledger, txn_scenarios and txn_version
 #                 redis://... (with DTX_QUICK set, each on one of the
@@ -282,6 +283,7 @@ transfers_on() { # URI
   flush "$1"
   txn_on "$1" txn_transfer_declines
   txn_on "$1" txn_transfer_batch
+  txn_on "$1" txn_order_batch
 }
 phase_transfers() { both_targets transfers_on; }
 

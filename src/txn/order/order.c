@@ -34,6 +34,18 @@
  *   confirming -> confirmed        credit()            order.confirm.commit
  *   confirmed -> success           drive()             order.finish
  *
+ *   the same transitions for many orders at once (many.c,
+ *   dtx_order_confirm_many), each round one bulk write:
+ *   pending -> confirming          round_claim()       order.confirm.begin
+ *   (credits: one                  round_credit()      order.credit per
+ *    dtx_transfer_execute_many)                        order, then the
+ *                                                      transfer.* points
+ *   confirming -> confirmed        round_commit()      order.confirm.commit
+ *   confirmed -> success           round_finish()      order.finish
+ *   anything else (held by another executor, a credit that did not
+ *   succeed, a move that matched nothing, an error) -> drive() alone,
+ *   from where the order stands
+ *
  * An order document: {_id: trade id, account, amount, settlement, state,
  * transfer (the current attempt's transfer id), attempt, created, owner,
  * lease_until, epoch, updated}.
@@ -79,12 +91,12 @@ const dtx__kind_t dtx__order_kind = {DTX__ORDERS, "state"};
 
 /* ---- ids --------------------------------------------------------------------- */
 
-static int check_trade_id(const char *id) {
+int dtx__order_check_id(const char *id) {
   return dtx__check_word("trade id", id, TRADE_MAX, "_.-");
 }
 
-/* The transfer id of attempt n of trade (see O1). */
-static void tx_id(const char *trade, int64_t attempt, char *buf, size_t n) {
+void dtx__order_tx_id(const char *trade, int64_t attempt, char *buf,
+                      size_t n) {
   assert(attempt >= 1);
   if (attempt == 1)
     snprintf(buf, n, DTX__ORDER_TX_PREFIX "%s", trade);
@@ -123,7 +135,7 @@ static int move(dtx__exec_t *ex, const char *point, const json_t *o,
   return dtx__kit_move(ex, OK_KIND, o, &m, out);
 }
 
-static int ensure(dtx_store_t *st) {
+int dtx__order_ensure(dtx_store_t *st) {
   int rc = dtx__kit_ensure(st, &dtx__transfer_pattern);
   return rc ? rc : dtx__kit_ensure(st, &dtx__order_pattern);
 }
@@ -138,7 +150,7 @@ static int check_req(const dtx_order_req_t *r) {
   int rc;
   if (!r)
     return dtx__err(DTX_EINVAL, "no order request");
-  if ((rc = check_trade_id(r->trade_id)))
+  if ((rc = dtx__order_check_id(r->trade_id)))
     return rc;
   if (!r->account)
     return dtx__err(DTX_EINVAL, "order %s needs an account", r->trade_id);
@@ -165,7 +177,7 @@ static int create(dtx__exec_t *ex, const dtx_order_req_t *r, json_t **out) {
   json_t *acct = NULL, *o = NULL;
   char txid[160];
   int rc;
-  if ((rc = check_req(r)) || (rc = ensure(ex->st)))
+  if ((rc = check_req(r)) || (rc = dtx__order_ensure(ex->st)))
     return rc;
   rc = dtx__kit_get(ex, DTX_ACCOUNTS, r->account, &acct);
   json_decref(acct);
@@ -174,7 +186,7 @@ static int create(dtx__exec_t *ex, const dtx_order_req_t *r, json_t **out) {
                     r->account);
   if (rc || (rc = dtx__tx_settlement(ex, settlement_of(r), NULL, "orders")))
     return rc;
-  tx_id(r->trade_id, 1, txid, sizeof txid);
+  dtx__order_tx_id(r->trade_id, 1, txid, sizeof txid);
   int64_t now = dtx__now_ms();
   o = json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:I,s:I,s:n,s:I,s:I,s:I}", "_id",
                 r->trade_id, "account", r->account, "amount",
@@ -226,7 +238,7 @@ static int credit(dtx__exec_t *ex, const json_t *o, int *declines,
   *out = NULL;
   assert(dtx__state_is(o, DTX_OS_CONFIRMING)); /* O2 */
   assert(dtx__str_is(o, "owner", ex->owner));  /* O4: under its claim */
-  tx_id(id, attempt >= 1 ? attempt : 1, want, sizeof want);
+  dtx__order_tx_id(id, attempt >= 1 ? attempt : 1, want, sizeof want);
   if (!txid || attempt < 1 || strcmp(txid, want) != 0)
     return dtx__err(DTX_ESTATE, "order %s: its transfer '%s' is not attempt "
                     "%lld's (%s); left for an operator (the audit reports "
@@ -273,7 +285,7 @@ static int credit(dtx__exec_t *ex, const json_t *o, int *declines,
     (*declines)--;
   json_decref(done);
   /* O1: attempt n is failed, a terminal state: n+1 may be recorded. */
-  tx_id(id, attempt + 1, next, sizeof next);
+  dtx__order_tx_id(id, attempt + 1, next, sizeof next);
   return move(ex, "order.retry", o, DTX_OS_CONFIRMING, NULL, DTX__FENCED,
               json_pack("{s:s}", "transfer", txid),
               json_pack("{s:s,s:I}", "transfer", next, "attempt",
@@ -281,13 +293,10 @@ static int credit(dtx__exec_t *ex, const json_t *o, int *declines,
               out);
 }
 
-/* Drives order o toward success from wherever it stands: claims a pending
- * order, waits for or takes over one another executor holds, credits,
- * finishes.  success is the end (0, nothing credited by this call when it
- * was there already); canceled is DTX_ESTATE.  *out: the order afterwards
- * (also on error, when it could be read). */
-static int drive(dtx__exec_t *ex, const json_t *start, int declines,
-                 json_t **out) {
+/* The one-order drive (order.h), which every order off the batch's fast
+ * path also takes. */
+int dtx__order_drive(dtx__exec_t *ex, const json_t *start, int declines,
+                     json_t **out) {
   json_t *o = json_incref((json_t *)start), *next = NULL;
   char id[TRADE_MAX + 1];
   int rc = 0;
@@ -333,6 +342,11 @@ static int drive(dtx__exec_t *ex, const json_t *start, int declines,
     json_decref(o);
     o = next;
   }
+  return dtx__order_end(ex, id, rc, o, out);
+}
+
+int dtx__order_end(dtx__exec_t *ex, const char *id, int rc, json_t *o,
+                   json_t **out) {
   if (rc && rc != DTX_ESTATE) { /* show where it stands, if it can be read */
     char detail[400];
     snprintf(detail, sizeof detail, "%s", dtx_errdetail());
@@ -350,8 +364,8 @@ static int drive(dtx__exec_t *ex, const json_t *start, int declines,
 
 /* ---- cancel -------------------------------------------------------------------- */
 
-static int get_order(dtx__exec_t *ex, const char *id, json_t **out) {
-  int rc = check_trade_id(id);
+int dtx__order_get(dtx__exec_t *ex, const char *id, json_t **out) {
+  int rc = dtx__order_check_id(id);
   if (rc == 0)
     rc = dtx__kit_get(ex, DTX__ORDERS, id, out);
   return rc == DTX_ENOTFOUND ? dtx__err(rc, "no order '%s'", id) : rc;
@@ -359,7 +373,7 @@ static int get_order(dtx__exec_t *ex, const char *id, json_t **out) {
 
 static int cancel(dtx__exec_t *ex, const char *id, json_t **out) {
   json_t *o = NULL, *next = NULL;
-  int rc = get_order(ex, id, &o);
+  int rc = dtx__order_get(ex, id, &o);
   for (int guard = 0; rc == 0 && guard < 100; guard++) {
     if (dtx__state_is(o, DTX_OS_CANCELED)) {
       *out = o;
@@ -411,9 +425,10 @@ int dtx_order_confirm(dtx_store_t *st, const char *trade_id,
   *out = NULL;
   dtx__exec_from(&ex, st, opts);
   dtx__call_begin(&c, ex.deadline_ms);
-  int rc = get_order(&ex, trade_id, &o);
-  if (rc == 0 && (rc = ensure(st)) == 0)
-    rc = drive(&ex, o, 1, out); /* an explicit confirm retries one decline */
+  int rc = dtx__order_get(&ex, trade_id, &o);
+  if (rc == 0 && (rc = dtx__order_ensure(st)) == 0)
+    rc = dtx__order_drive(&ex, o, 1, out); /* an explicit confirm retries
+                                              one decline */
   else if (rc == 0)
     *out = json_incref(o);
   json_decref(o);
@@ -426,7 +441,7 @@ int dtx_order_cancel(dtx_store_t *st, const char *trade_id, json_t **out) {
   *out = NULL;
   dtx__call_begin(&c, 0);
   dtx__exec_init(&ex, st, NULL, 0, 0);
-  int rc = ensure(st);
+  int rc = dtx__order_ensure(st);
   return dtx__call_end(&c, rc ? rc : cancel(&ex, trade_id, out));
 }
 
@@ -436,7 +451,7 @@ int dtx_order_get(dtx_store_t *st, const char *trade_id, json_t **out) {
   *out = NULL;
   dtx__call_begin(&c, 0);
   dtx__exec_init(&ex, st, NULL, 0, 0);
-  return dtx__call_end(&c, get_order(&ex, trade_id, out));
+  return dtx__call_end(&c, dtx__order_get(&ex, trade_id, out));
 }
 
 static const char *const states[] = {DTX_OS_PENDING, DTX_OS_CONFIRMING,
@@ -505,7 +520,7 @@ static int recover(dtx__exec_t *ex, const dtx_recover_opts_t *ro,
     rc = dtx__kit_takeover(ex, OK_KIND, o, "order.takeover", NULL, cond, NULL,
                            &taken);
     if (rc == 0)
-      rc = drive(ex, taken, 0, &out);
+      rc = dtx__order_drive(ex, taken, 0, &out);
     if (rc == 0)
       dtx__tally_ran(t, "finished", 1);
     else if (rc == DTX_ENOMATCH)
