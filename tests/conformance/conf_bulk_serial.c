@@ -238,8 +238,11 @@ static int sr_dfs(sr_search_t *x, const json_t *s, int left) {
     sr_op_t *p = &x->ops[d->idx[k]];
     if (p->placed)
       continue;
-    if (--x->budget < 0)
+    if (--x->budget < 0) { /* out of budget: drop what this level holds */
+      for (int i = 0; i < nc; i++)
+        json_decref(cand_after[i]);
       goto out;
+    }
     sr_out_t got;
     json_t *after;
     sr_eval(x->o, d->id, s, p, &got, &after);
