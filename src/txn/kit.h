@@ -401,6 +401,28 @@ int dtx__kit_await(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
 int dtx__kit_list(dtx_store_t *st, const char *coll, const json_t *filter,
                   const json_t *sort, const dtx_page_t *page, json_t **out);
 
+/* ---- the results of a batched public call ------------------------------------ */
+
+/* dtx_transfer_execute_many and dtx_order_confirm_many return their
+ * outcomes in the caller's array of structs that begin {int rc; char
+ * *detail;} (the public result types, checked by static asserts where
+ * they are used); `size` is one struct's size.  These two rules are
+ * shared by every such call. */
+typedef struct dtx__many_res {
+  int rc;
+  char *detail;
+} dtx__many_res_t;
+
+/* A call refused as a whole: the error (fmt) in every result, each with a
+ * malloc'd copy of its detail.  Returns that error. */
+int dtx__many_refuse(void *results, size_t n, size_t size, const char *fmt,
+                     ...) __attribute__((format(printf, 4, 5)));
+
+/* The call's return after its items ran: 0 when every rc is 0, else the
+ * first failure's rc with "K of N <noun> failed; first: #i: <detail>". */
+int dtx__many_summary(const void *results, size_t n, size_t size,
+                      const char *noun);
+
 /* ---- small helpers ----------------------------------------------------------- */
 
 /* json_pack's format ({} [] s o O I i b n, and s? o? O?) at half its cost

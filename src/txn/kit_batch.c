@@ -12,6 +12,7 @@
  * commits the steps cost, never what any one of them does. */
 #include "txn/kit.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -247,4 +248,40 @@ int dtx__kit_move_many(dtx__exec_t *ex, const dtx__kind_t *k,
   free(idx);
   free(ops);
   return first;
+}
+
+/* ---- the results of a batched public call ------------------------------------ */
+
+static dtx__many_res_t *many_at(const void *results, size_t i, size_t size) {
+  return (dtx__many_res_t *)((char *)results + i * size);
+}
+
+int dtx__many_refuse(void *results, size_t n, size_t size, const char *fmt,
+                     ...) {
+  char msg[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  dtx__err_clear();
+  int rc = dtx__err(DTX_EINVAL, "%s", msg);
+  for (size_t i = 0; results && i < n; i++) {
+    many_at(results, i, size)->rc = rc;
+    many_at(results, i, size)->detail = strdup(dtx_errdetail());
+  }
+  return rc;
+}
+
+int dtx__many_summary(const void *results, size_t n, size_t size,
+                      const char *noun) {
+  size_t failed = 0, first = n;
+  for (size_t i = 0; i < n; i++)
+    if (many_at(results, i, size)->rc && failed++ == 0)
+      first = i;
+  dtx__err_clear();
+  if (!failed)
+    return 0;
+  const dtx__many_res_t *f = many_at(results, first, size);
+  return dtx__err(f->rc, "%zu of %zu %s failed; first: #%zu: %s", failed, n,
+                  noun, first, f->detail ? f->detail : dtx_strerror(f->rc));
 }

@@ -43,6 +43,7 @@
  *     its last applied step left it, which is what dtx__order_drive (and
  *     recovery, after a crash) starts from. */
 #include <assert.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,13 @@
 #include "txn/order/order.h"
 #include "txn/transfer/transfer.h"
 #include "util/err.h"
+
+/* The result type begins as the kit's batched results (kit.h). */
+_Static_assert(offsetof(dtx_order_result_t, rc) ==
+                       offsetof(dtx__many_res_t, rc) &&
+                   offsetof(dtx_order_result_t, detail) ==
+                       offsetof(dtx__many_res_t, detail),
+               "dtx_order_result_t begins {int rc; char *detail;}");
 
 #define OK_KIND (&dtx__order_kind)
 
@@ -323,16 +331,10 @@ int dtx_order_confirm_many(dtx_store_t *st, const char *const *trade_ids,
   size_t i;
   if (results)
     memset(results, 0, n * sizeof *results);
-  if (!st || !trade_ids || !results) {
-    dtx__err_clear();
-    int rc = dtx__err(DTX_EINVAL, "dtx_order_confirm_many: %s is NULL",
-                      !st ? "st" : !trade_ids ? "trade_ids" : "results");
-    for (i = 0; results && i < n; i++) {
-      results[i].rc = rc;
-      results[i].detail = strdup(dtx_errdetail());
-    }
-    return rc;
-  }
+  if (!st || !trade_ids || !results)
+    return dtx__many_refuse(results, n, sizeof *results,
+                            "dtx_order_confirm_many: %s is NULL",
+                            !st ? "st" : !trade_ids ? "trade_ids" : "results");
   if (n == 0) {
     dtx__err_clear();
     return 0;
@@ -350,24 +352,11 @@ int dtx_order_confirm_many(dtx_store_t *st, const char *const *trade_ids,
     its[i].res = &results[i];
   }
   run(&ex, its, n);
-  size_t failed = 0, first = n;
-  for (i = 0; i < n; i++) {
+  for (i = 0; i < n; i++)
     json_decref(its[i].o); /* NULL once ended */
-    if (results[i].rc) {
-      failed++;
-      if (first == n)
-        first = i;
-    }
-  }
   free(its);
-  dtx__err_clear();
-  int rc = 0;
-  if (failed)
-    rc = dtx__err(results[first].rc, "%zu of %zu orders failed; first: #%zu: "
-                  "%s", failed, n, first,
-                  results[first].detail ? results[first].detail
-                                        : dtx_strerror(results[first].rc));
-  return dtx__call_end(&c, rc);
+  return dtx__call_end(&c, dtx__many_summary(results, n, sizeof *results,
+                                             "orders"));
 }
 
 void dtx_order_results_clear(dtx_order_result_t *results, size_t n) {

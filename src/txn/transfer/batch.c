@@ -58,6 +58,7 @@
  *  B3 Leaving the lockstep never undoes a step: the split transfer is in
  *     the state its last applied step left it, which is what the
  *     sequential code (and recovery, after a crash) starts from. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,13 @@
 #include "doc/doc.h"
 #include "txn/transfer/transfer.h"
 #include "util/err.h"
+
+/* The result type begins as the kit's batched results (kit.h). */
+_Static_assert(offsetof(dtx_transfer_result_t, rc) ==
+                       offsetof(dtx__many_res_t, rc) &&
+                   offsetof(dtx_transfer_result_t, detail) ==
+                       offsetof(dtx__many_res_t, detail),
+               "dtx_transfer_result_t begins {int rc; char *detail;}");
 
 #define TX (&dtx__tx_kind)
 
@@ -558,16 +566,10 @@ int dtx_transfer_execute_many(dtx_store_t *st, const dtx_transfer_req_t *reqs,
   size_t i;
   if (results)
     memset(results, 0, n * sizeof *results);
-  if (!st || !reqs || !results) {
-    dtx__err_clear();
-    int rc = dtx__err(DTX_EINVAL, "dtx_transfer_execute_many: %s is NULL",
-                      !st ? "st" : !reqs ? "reqs" : "results");
-    for (i = 0; results && i < n; i++) {
-      results[i].rc = rc;
-      results[i].detail = strdup(dtx_errdetail());
-    }
-    return rc;
-  }
+  if (!st || !reqs || !results)
+    return dtx__many_refuse(results, n, sizeof *results,
+                            "dtx_transfer_execute_many: %s is NULL",
+                            !st ? "st" : !reqs ? "reqs" : "results");
   if (n == 0) {
     dtx__err_clear();
     return 0;
@@ -585,24 +587,11 @@ int dtx_transfer_execute_many(dtx_store_t *st, const dtx_transfer_req_t *reqs,
     its[i].res = &results[i];
   }
   run(&ex, its, n, 0);
-  size_t failed = 0, first = n;
-  for (i = 0; i < n; i++) {
+  for (i = 0; i < n; i++)
     item_clear(&its[i]);
-    if (results[i].rc) {
-      failed++;
-      if (first == n)
-        first = i;
-    }
-  }
   free(its);
-  dtx__err_clear();
-  int rc = 0;
-  if (failed)
-    rc = dtx__err(results[first].rc, "%zu of %zu transfers failed; first: "
-                  "#%zu: %s", failed, n, first,
-                  results[first].detail ? results[first].detail
-                                        : dtx_strerror(results[first].rc));
-  return dtx__call_end(&c, rc);
+  return dtx__call_end(&c, dtx__many_summary(results, n, sizeof *results,
+                                             "transfers"));
 }
 
 void dtx_transfer_results_clear(dtx_transfer_result_t *results, size_t n) {
