@@ -21,6 +21,15 @@
  *     memo's anchor is gone and a post derives from the new store (a
  *     memo trusted without its anchor would let the debit through).
  *     Run last: the drop takes the ledger's indexes with it.
+ *  5. the committer's levels (commit.c): a round commits the entries with
+ *     no predecessor in the round in one bulk write, then their
+ *     successors, and so on.  One entry of the first level is made to
+ *     fail its commit for good (a field its validator refuses, set with
+ *     the validator bypassed): the 16 independent entries of that level
+ *     commit, the failed one and the 7 entries chained behind it on its
+ *     account stay uncommitted (L6: committing one of them would commit
+ *     an entry before its predecessor), and once it is repaired the next
+ *     pass commits the rest and the settled audit is clean.
  *
  * usage: txn_ledger STORE-URI   (the ledger collections are dropped
  * first) */
@@ -492,6 +501,90 @@ static void test_memo(void) {
   dtx_store_close(st);
 }
 
+
+/* ---- 5. the committer's levels ----------------------------------------------- */
+
+static const char *proc_of(dtx_store_t *st, const char *id) {
+  static char buf[32];
+  json_t *e = NULL;
+  buf[0] = 0;
+  if (dtx_ledger_get(st, id, &e) == 0)
+    snprintf(buf, sizeof buf, "%s",
+             json_string_value(json_object_get(e, "proc")));
+  json_decref(e);
+  return buf;
+}
+
+static void test_commit_levels(void) {
+  dtx_store_t *st = open_store();
+  dtx_ledger_limit_t none = {.no_min_balance = 1};
+  char a[32], b[32], id[32];
+  /* c00: HOT -> Z0; c01..c16: Xi -> Yi (independent); c17..c23: HOT ->
+   * Zk, chained behind c00 on HOT.  One round plans them all (creation
+   * order, then _id). */
+  CHECK_RC(dtx_ledger_account_create(st, "LV-HOT", &none, NULL), 0);
+  for (int i = 0; i < 24; i++) {
+    snprintf(id, sizeof id, "c%02d", i);
+    if (i >= 1 && i <= 16) {
+      snprintf(a, sizeof a, "LV-X%d", i);
+      snprintf(b, sizeof b, "LV-Y%d", i);
+      CHECK_RC(dtx_ledger_account_create(st, a, &none, NULL), 0);
+    } else {
+      snprintf(a, sizeof a, "LV-HOT");
+      snprintf(b, sizeof b, "LV-Z%d", i);
+    }
+    CHECK_RC(dtx_ledger_account_create(st, b, NULL, NULL), 0);
+    CHECK_RC(post2(st, a, b, 10 + i, 0, id), 0);
+  }
+  /* c00's commit fails for good: its validator refuses "note". */
+  json_t *f = json_pack("{s:s}", "_id", "c00");
+  json_t *u = json_pack("{s:{s:s}}", "$set", "note", "tampered");
+  dtx_update_result_t ur;
+  CHECK_RC(dtx_store_update(st, DTX_LEDGER_ENTRIES, f, u,
+                            &(dtx_update_opts_t){.bypass_validation = 1}, &ur),
+           0);
+  json_decref(u);
+  dtx_recover_opts_t ro = {.older_than_ms = -1};
+  json_t *sum = NULL;
+  int rc = dtx_recover(st, &ro, &sum);
+  /* Reported, naming the entry. */
+  CHECKF(rc != 0 && strstr(dtx_errdetail(), "'c00'"), "recover: %s %s",
+         dtx_errname(rc), dtx_errdetail());
+  json_decref(sum);
+  CHECKF(strcmp(proc_of(st, "c00"), "uncommitted") == 0, "c00: %s",
+         proc_of(st, "c00"));
+  for (int i = 1; i < 24; i++) {
+    snprintf(id, sizeof id, "c%02d", i);
+    const char *want = i <= 16 ? "committed" : "uncommitted";
+    CHECKF(strcmp(proc_of(st, id), want) == 0, "%s: %s, want %s", id,
+           proc_of(st, id), want);
+  }
+  /* Repaired: the next pass commits the rest. */
+  u = json_pack("{s:{s:s}}", "$unset", "note", "");
+  CHECK_RC(dtx_store_update(st, DTX_LEDGER_ENTRIES, f, u,
+                            &(dtx_update_opts_t){.bypass_validation = 1}, &ur),
+           0);
+  json_decref(u);
+  json_decref(f);
+  ro.older_than_ms = 0;
+  CHECK_RC(dtx_recover(st, &ro, &sum), 0);
+  json_decref(sum);
+  for (int i = 0; i < 24; i++) {
+    snprintf(id, sizeof id, "c%02d", i);
+    CHECKF(strcmp(proc_of(st, id), "committed") == 0, "%s: %s", id,
+           proc_of(st, id));
+  }
+  json_t *bal = NULL;
+  CHECK_RC(dtx_ledger_balance(st, "LV-HOT", DTX_LEDGER_LATEST, &bal), 0);
+  CHECKF(ival(bal, "balance") == -(10 + 27 + 28 + 29 + 30 + 31 + 32 + 33) &&
+             ival(bal, "seq") == 8,
+         "LV-HOT: balance %lld seq %lld", (long long)ival(bal, "balance"),
+         (long long)ival(bal, "seq"));
+  json_decref(bal);
+  check_audit(st);
+  dtx_store_close(st);
+}
+
 int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:/tmp/doctx_txn_ledger.db";
   dtx_store_t *st = open_store();
@@ -501,6 +594,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_race);
   TEST_RUN(test_load);
   TEST_RUN(test_pending_races);
+  TEST_RUN(test_commit_levels);
   TEST_RUN(test_memo);
   return TEST_DONE();
 }

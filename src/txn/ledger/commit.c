@@ -10,8 +10,12 @@
  * is a valid commit order because an entry's predecessors were inserted
  * before it), one read of their accounts' caches, then it decides which
  * entries are committable -- counting those it will commit before them in
- * the same round -- commits them one conditional step each, and advances
- * each account's cache once, over the whole run of committed entries.  A
+ * the same round -- commits them one conditional step each, level by level
+ * (an entry's level is one above its highest predecessor's in the round;
+ * each level is ONE bulk write through the kit's dtx__kit_move_many, and
+ * no entry of a level depends on another of it), and advances each
+ * account's cache once, over the whole run of committed entries, all the
+ * accounts' advances in one more bulk write.  A
  * pending entry blocks its accounts' later entries until it is resolved;
  * expiry (worker and recovery) bounds how long.
  *
@@ -62,23 +66,30 @@ static int expire_next(dtx__exec_t *ex, json_t **out) {
 
 /* ---- caches ---------------------------------------------------------------------------- */
 
+/* The step moving account's cache [c, b] -> [seq, nb]: conditional on the
+ * cache still being [c, b] (L7). */
+static void cache_step(const char *account, int64_t c, int64_t b, int64_t seq,
+                       int64_t nb, json_t **filter, json_t **update) {
+  *filter = json_pack("{s:s,s:I,s:I}", "_id", account, "cache.seqId",
+                      (json_int_t)c, "cache.balance", (json_int_t)b);
+  *update = json_pack("{s:{s:{s:I,s:I},s:I}}", "$set", "cache", "balance",
+                      (json_int_t)nb, "seqId", (json_int_t)seq, "updated",
+                      (json_int_t)dtx__now_ms());
+}
+
 /* account's cache [c, b] -> [seq, bal] (bal: 128-bit, checked), one
  * conditional step; *matched: whether the cache was still [c, b]. */
 static int cache_move(dtx__exec_t *ex, const char *account, int64_t c,
                       int64_t b, int64_t seq, __int128 bal, int *matched) {
   int64_t nb;
+  json_t *filter, *update;
   int rc = dtx__lg_fit(bal, &nb, "the cached balance", account);
   *matched = 0;
   if (rc)
     return rc;
-  return dtx__kit_update(
-      ex, "ledger.cache", DTX_LEDGER_ACCOUNTS,
-      json_pack("{s:s,s:I,s:I}", "_id", account, "cache.seqId", (json_int_t)c,
-                "cache.balance", (json_int_t)b),
-      json_pack("{s:{s:{s:I,s:I},s:I}}", "$set", "cache", "balance",
-                (json_int_t)nb, "seqId", (json_int_t)seq, "updated",
-                (json_int_t)dtx__now_ms()),
-      matched);
+  cache_step(account, c, b, seq, nb, &filter, &update);
+  return dtx__kit_update(ex, "ledger.cache", DTX_LEDGER_ACCOUNTS, filter,
+                         update, matched);
 }
 
 int dtx__lg_advance(dtx__exec_t *ex, const char *account, int64_t target) {
@@ -122,14 +133,19 @@ int dtx__lg_advance(dtx__exec_t *ex, const char *account, int64_t target) {
 
 /* ---- committing ------------------------------------------------------------------------ */
 
-/* uncommitted entry e -> committed (the step is the whole commit: the
- * legs are already there).  DTX_ENOMATCH: someone else committed it, or
- * it is pending after all. */
-static int commit_one(dtx__exec_t *ex, const json_t *e, json_t **out) {
-  dtx__move_t m = {
+/* The move uncommitted -> committed (the step is the whole commit: the
+ * legs are already there); conditional on the entry not being pending. */
+static dtx__move_t commit_move(void) {
+  return (dtx__move_t){
       .point = "ledger.commit", .from = LG_UNCOMMITTED, .to = LG_COMMITTED,
       .cond = json_pack("{s:{s:s}}", "state", "$ne", LG_PENDING),
       .set = json_pack("{s:I}", "committed_at", (json_int_t)dtx__now_ms())};
+}
+
+/* Commits entry e.  DTX_ENOMATCH: someone else committed it, or it is
+ * pending after all. */
+static int commit_one(dtx__exec_t *ex, const json_t *e, json_t **out) {
+  dtx__move_t m = commit_move();
   return dtx__kit_move(ex, &dtx__lg_proc_kind, e, &m, out);
 }
 
@@ -317,111 +333,233 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches) {
   return rc;
 }
 
-/* What a round committed on one account: seqIds lo..hi (n legs) whose
- * posted values sum to sum. */
+/* What a round committed on one account: seqIds lo..hi whose posted
+ * values sum to sum. */
 typedef struct run {
+  const char *acct; /* borrowed from the round's entries */
   int64_t lo, hi;
   int broken; /* not lo, lo+1, ..., hi in commit order */
   __int128 sum;
 } run_t;
 
-/* Advances account a's cache to target.  When the round read the cache
- * at [c, b] and itself committed exactly the entries c+1..target of a
- * (run), the new cache is known without reading them again: one update
- * conditional on the cache still being [c, b].  Committed entries are
- * resolved, so their states are final and the sum is exact (L7).
- * Anything else -- another committer moved the cache, the round covers
- * only part of the run, no cache read -- is dtx__lg_advance's. */
-static int advance_known(dtx__exec_t *ex, const char *a, int64_t target,
-                         const json_t *cache, const run_t *run) {
-  json_t *cs = json_array_get(cache, 0), *cb = json_array_get(cache, 1);
-  if (cs && cb && !run->broken && run->lo == json_integer_value(cs) + 1 &&
-      run->hi == target) {
-    int64_t c = json_integer_value(cs), b = json_integer_value(cb);
-    int matched = 0;
-    int rc = cache_move(ex, a, c, b, target, b + run->sum, &matched);
-    if ((rc && rc != DTX_EOVERFLOW) || matched)
-      return rc;
-    dtx__err_clear(); /* an overflow is dtx__lg_advance's to report */
+/* The round's runs, one per account, looked up through `index` (account
+ * -> position in runs). */
+typedef struct runs {
+  run_t *v;
+  size_t n;
+  json_t *index;
+} runs_t;
+
+/* Records that committed entry e's legs are committed, in commit order. */
+static void runs_add(runs_t *rs, const json_t *e) {
+  size_t j;
+  json_t *leg;
+  json_array_foreach(json_object_get(e, "changes"), j, leg) {
+    const char *acct = dtx__str(leg, "account");
+    int64_t s = dtx__int(leg, "seqId");
+    if (!acct)
+      continue;
+    json_t *k = json_object_get(rs->index, acct);
+    run_t *r;
+    if (!k) {
+      if (json_object_set_new(rs->index, acct, json_integer((json_int_t)rs->n)))
+        continue; /* no run: its cache is left behind, which is harmless */
+      r = &rs->v[rs->n++];
+      *r = (run_t){.acct = acct, .lo = s, .hi = s};
+    } else {
+      r = &rs->v[json_integer_value(k)];
+      /* A round commits an account's entries in seqId order (ready()
+       * wants each predecessor planned earlier or committed before, and
+       * a successor's level is above its predecessor's), so anything
+       * else -- a gap, a duplicate -- leaves it to dtx__lg_advance. */
+      if (s != r->hi + 1)
+        r->broken = 1;
+      else
+        r->hi = s;
+    }
+    if (dtx__state_is(e, LG_POSTED))
+      r->sum += dtx__int(leg, "value");
   }
-  return dtx__lg_advance(ex, a, target);
 }
 
-/* Commits the planned entries in order and advances each account's cache
- * once, to the last seqId committed there.  *n: how many are committed. */
-static int run_round(dtx__exec_t *ex, json_t *order, const json_t *caches,
-                     int64_t *n) {
-  json_t *targets = json_object(), *e, *leg, *next;
-  const char *a;
-  size_t i, j, nruns = 0;
+/* Advances every account the round committed on to the last seqId
+ * committed there.  When the round read the cache at [c, b] and itself
+ * committed exactly the entries c+1..hi of the account (its run), the new
+ * cache is known without reading them again: one update conditional on
+ * the cache still being [c, b] -- all of them in ONE bulk write.
+ * Committed entries are resolved, so their states are final and the sum
+ * is exact (L7).  Anything else -- another committer moved the cache, the
+ * round covers only part of the run, no cache read, an overflow to
+ * report -- is dtx__lg_advance's, one account at a time. */
+static int advance_all(dtx__exec_t *ex, const runs_t *rs, const json_t *caches) {
+  dtx__kit_upd_t *u = calloc(rs->n ? rs->n : 1, sizeof *u);
+  size_t *of = calloc(rs->n ? rs->n : 1, sizeof *of), nu = 0, i;
+  char *known = calloc(rs->n ? rs->n : 1, 1);
   int rc = 0;
-  *n = 0;
-  /* One run per account: runs[k] for the account whose target holds
-   * [seqId, k]; at most one per leg. */
-  size_t nlegs = 1;
-  json_array_foreach(order, i, e)
-    nlegs += json_array_size(json_object_get(e, "changes"));
-  run_t *runs = calloc(nlegs, sizeof *runs);
-  if (!runs || !targets) {
-    free(runs);
-    json_decref(targets);
+  if (!u || !of || !known) {
+    free(u);
+    free(of);
+    free(known);
     return DTX_ENOMEM;
   }
-  json_array_foreach(order, i, e) {
-    json_object_del(e, "_planned");
-    next = NULL;
-    rc = commit_one(ex, e, &next);
-    if (rc == DTX_ENOMATCH) { /* committed by another committer? */
-      rc = dtx__kit_get(ex, DTX_LEDGER_ENTRIES, dtx__str(e, "_id"), &next);
-      if (rc == 0 && !dtx__str_is(next, "proc", LG_COMMITTED))
-        rc = DTX_ENOMATCH;
+  for (i = 0; i < rs->n; i++) {
+    const run_t *r = &rs->v[i];
+    json_t *cache = json_object_get(caches, r->acct);
+    json_t *cs = json_array_get(cache, 0), *cb = json_array_get(cache, 1);
+    int64_t nb;
+    if (!cs || !cb || r->broken || r->lo != json_integer_value(cs) + 1 ||
+        dtx__lg_fit(json_integer_value(cb) + r->sum, &nb, "", "") != 0) {
+      dtx__err_clear(); /* an overflow is dtx__lg_advance's to report */
+      continue;
     }
-    json_decref(next);
-    if (rc)
-      break; /* the rest may depend on it: a later round */
-    (*n)++;
-    json_array_foreach(json_object_get(e, "changes"), j, leg) {
-      const char *acct = dtx__str(leg, "account");
-      int64_t s = dtx__int(leg, "seqId");
-      json_t *t = acct ? json_object_get(targets, acct) : NULL;
-      if (!acct)
-        continue;
-      run_t *r;
-      if (!t) {
-        t = json_pack("[I,I]", (json_int_t)s, (json_int_t)nruns);
-        if (!t || json_object_set_new(targets, acct, t))
-          continue; /* no run: the plain advance below is skipped too */
-        r = &runs[nruns++];
-        *r = (run_t){.lo = s, .hi = s};
-      } else {
-        if (json_integer_value(json_array_get(t, 0)) < s)
-          json_array_set_new(t, 0, json_integer(s));
-        r = &runs[json_integer_value(json_array_get(t, 1))];
-        /* A round commits an account's entries in seqId order (ready()
-         * wants each predecessor planned earlier or committed before),
-         * so anything else -- a gap, a duplicate -- leaves it to
-         * dtx__lg_advance, which reads them. */
-        if (s != r->hi + 1)
-          r->broken = 1;
-        else
-          r->hi = s;
-      }
-      if (dtx__state_is(e, LG_POSTED))
-        r->sum += dtx__int(leg, "value");
-    }
+    u[nu] = (dtx__kit_upd_t){.point = "ledger.cache",
+                             .coll = DTX_LEDGER_ACCOUNTS};
+    cache_step(r->acct, json_integer_value(cs), json_integer_value(cb), r->hi,
+               nb, &u[nu].filter, &u[nu].update);
+    of[nu++] = i;
   }
-  if (rc == DTX_ENOMATCH)
-    rc = 0;
-  json_t *t;
-  json_object_foreach(targets, a, t) {
-    int arc = advance_known(ex, a, json_integer_value(json_array_get(t, 0)),
-                            json_object_get(caches, a),
-                            &runs[json_integer_value(json_array_get(t, 1))]);
+  if (nu) {
+    /* A failed step is reported, as the single step's was; one that did
+     * not match (another committer moved the cache) is advanced below. */
+    rc = dtx__kit_update_many(ex, u, nu, NULL);
+    for (size_t j = 0; j < nu; j++)
+      known[of[j]] = u[j].rc != 0 || u[j].matched;
+  }
+  for (i = 0; i < rs->n; i++) {
+    if (known[i])
+      continue;
+    int arc = dtx__lg_advance(ex, rs->v[i].acct, rs->v[i].hi);
     if (arc && !rc)
       rc = arc;
   }
-  json_decref(targets);
-  free(runs);
+  free(u);
+  free(of);
+  free(known);
+  return rc;
+}
+
+/* Commits the planned entries and advances each account's cache once, to
+ * the last seqId committed there.  The entries go level by level, each
+ * level ONE bulk write of commit steps (dtx__kit_move_many): level 0 are
+ * the entries whose predecessors were committed before the round, level
+ * k+1 those with a predecessor at level k.  No entry of a level depends on
+ * another of the same level, so whichever part of a level lands (a crash,
+ * a failed step), L6 holds; a level with a failure ends the round, as the
+ * rest may depend on it (a later round).  An entry already committed
+ * (the worker's claimed one) counts without a step.  *n: how many are
+ * committed. */
+static int run_round(dtx__exec_t *ex, json_t *order, const json_t *caches,
+                     int64_t *n) {
+  size_t ne = json_array_size(order), nlegs = 1, i, j, lv;
+  json_t *levels = json_object(), *e, *leg;
+  char key[192];
+  int rc = 0;
+  *n = 0;
+  json_array_foreach(order, i, e)
+    nlegs += json_array_size(json_object_get(e, "changes"));
+  runs_t rs = {.v = calloc(nlegs, sizeof *rs.v), .index = json_object()};
+  int *level = calloc(ne ? ne : 1, sizeof *level);
+  const json_t **docs = calloc(ne ? ne : 1, sizeof *docs);
+  dtx__move_t *m = calloc(ne ? ne : 1, sizeof *m);
+  json_t **outs = calloc(ne ? ne : 1, sizeof *outs);
+  int *rcs = calloc(ne ? ne : 1, sizeof *rcs);
+  size_t *idx = calloc(ne ? ne : 1, sizeof *idx);
+  char **why = calloc(ne ? ne : 1, sizeof *why);
+  int top = 0;
+  if (!rs.v || !rs.index || !levels || !level || !docs || !m || !outs ||
+      !rcs || !idx || !why) {
+    rc = DTX_ENOMEM;
+    goto out;
+  }
+  /* Levels: order is a commit order, so a planned predecessor comes first. */
+  json_array_foreach(order, i, e) {
+    json_object_del(e, "_planned");
+    int l = 0;
+    json_array_foreach(json_object_get(e, "changes"), j, leg) {
+      seq_key(key, sizeof key, dtx__str(leg, "account"),
+              dtx__int(leg, "seqId") - 1);
+      json_t *p = json_object_get(levels, key);
+      if (p && json_integer_value(p) + 1 > l)
+        l = (int)json_integer_value(p) + 1;
+    }
+    level[i] = l;
+    top = l > top ? l : top;
+    json_array_foreach(json_object_get(e, "changes"), j, leg) {
+      seq_key(key, sizeof key, dtx__str(leg, "account"),
+              dtx__int(leg, "seqId"));
+      json_object_set_new(levels, key, json_integer(l));
+    }
+  }
+  for (lv = 0; rc == 0 && lv <= (size_t)top && ne; lv++) {
+    size_t nm = 0;
+    int failed = 0, first = 0;
+    json_array_foreach(order, i, e) {
+      if ((size_t)level[i] != lv)
+        continue;
+      if (dtx__str_is(e, "proc", LG_COMMITTED)) {
+        runs_add(&rs, e);
+        (*n)++;
+        continue;
+      }
+      docs[nm] = e;
+      m[nm] = commit_move();
+      idx[nm++] = i;
+    }
+    if (nm)
+      (void)dtx__kit_move_many(ex, &dtx__lg_proc_kind, docs, m, nm, outs, rcs,
+                               why);
+    for (j = 0; j < nm; j++) {
+      e = json_array_get(order, idx[j]);
+      if (rcs[j] == DTX_ENOMATCH) { /* committed by another committer? */
+        json_t *now = NULL;
+        int grc = dtx__kit_get(ex, DTX_LEDGER_ENTRIES, dtx__str(e, "_id"), &now);
+        rcs[j] = grc ? grc
+                     : dtx__str_is(now, "proc", LG_COMMITTED) ? 0 : DTX_ENOMATCH;
+        json_decref(now);
+      }
+      json_decref(outs[j]);
+      outs[j] = NULL;
+      free(why[j]);
+      why[j] = NULL;
+      if (rcs[j]) {
+        failed = 1;
+        if (!first && rcs[j] != DTX_ENOMATCH)
+          first = dtx__err(rcs[j], "ledger entry '%s': its commit failed: %s",
+                           dtx__str(e, "_id"),
+                           why[j] ? why[j] : dtx_strerror(rcs[j]));
+        continue;
+      }
+      runs_add(&rs, e);
+      (*n)++;
+    }
+    rc = first;
+    if (failed)
+      break; /* the next levels may depend on it: a later round */
+  }
+  if (rc == DTX_ENOMATCH)
+    rc = 0;
+  {
+    /* The caches of what did commit advance in any case; a commit's
+     * failure stays the one reported (advancing overwrites the detail). */
+    char *detail = rc ? strdup(dtx_errdetail()) : NULL;
+    int arc = advance_all(ex, &rs, caches);
+    if (rc)
+      rc = dtx__err(rc, "%s", detail ? detail : dtx_strerror(rc));
+    else
+      rc = arc;
+    free(detail);
+  }
+out:
+  json_decref(levels);
+  json_decref(rs.index);
+  free(rs.v);
+  free(level);
+  free(docs);
+  free(m);
+  free(outs);
+  free(rcs);
+  free(idx);
+  free(why);
   return rc;
 }
 

@@ -29,8 +29,10 @@
  *   pending -> posted          dtx_ledger_post_pending  ledger.pending.post
  *   pending -> voided          dtx_ledger_void          ledger.pending.void
  *   pending -> expired         dtx__lg_expire           ledger.expire
- *   uncommitted -> committed   dtx__lg_commit           ledger.commit
- *   (cache advance)            dtx__lg_advance          ledger.cache
+ *   uncommitted -> committed   dtx__lg_commit,          ledger.commit
+ *                              run_round (a level: one bulk write)
+ *   (cache advance)            dtx__lg_advance,         ledger.cache
+ *                              advance_all (one bulk write)
  *
  * Invariants (checked by asserts where a step can, and by dtx_audit):
  *  L1 Each entry's legs are 2..128 distinct accounts with non-zero int64
