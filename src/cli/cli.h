@@ -171,6 +171,25 @@ int dtx__cli_stray(const char *cmd, const char *sub, const dtx__cli_opt_t *o,
  * returns rc's exit code (its error printed): the tail of every command
  * that prints a result or summary and may fail. */
 int dtx__cli_summary(int rc, json_t *sum);
+/* The output of a batched call (order confirm of several trade ids,
+ * transfer batch): one line per request in input order, and the exit
+ * code of the command, the most severe of its requests' codes. */
+typedef struct dtx__cli_batch {
+  const char *key; /* names a request in its error line ("trade_id") */
+  int item;        /* 1: documents through dtx__cli_print_item; 0: as is */
+  int verbose;     /* with item: the executor's fields too */
+  /* The exit code a request ending (rc, doc) gives alone, as the
+   * command's one-request form gives it; NULL: dtx__cli_exit_code(rc). */
+  int (*exit_of)(int rc, const json_t *doc);
+  int worst; /* start 0; the most severe code of the lines printed */
+} dtx__cli_batch_t;
+/* Prints one request's line: doc when rc is 0, else {"error": NAME,
+ * "detail": detail (NULL: ""), b->key: id} ({"error":"NOMEM"} when that
+ * cannot be built).  id is stolen (NULL allowed): the request's name for
+ * a reader, e.g. json_string(trade_id), json_integer(input line).  Folds
+ * the request's exit code into b->worst and returns it. */
+int dtx__cli_batch_line(dtx__cli_batch_t *b, json_t *id, int rc,
+                        const char *detail, const json_t *doc);
 /* --fence NAME:TOKEN (v; NULL: no fence, *name NULL) checked by the
  * library; *name points into a per-thread buffer until the next call.  0,
  * or the exit code after printing the error. */

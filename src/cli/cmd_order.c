@@ -71,39 +71,22 @@ static int order_create(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {
   return dtx__cli_summary(rc, out);
 }
 
-/* The exit code of one confirmation, as `order confirm` gives it alone. */
-static int confirm_exit(int rc) {
-  return rc ? dtx__cli_exit_code(rc) : DTX_EXIT_OK;
-}
-
 /* Several trade ids: one dtx_order_confirm_many call, one line each. */
 static int confirm_many(dtx_store_t *st, char **ids, int n,
                         const dtx_exec_opts_t *eo) {
   dtx_order_result_t *res = calloc((size_t)n, sizeof *res);
-  int worst = DTX_EXIT_OK;
+  /* each exit code as `order confirm` gives it alone: rc's */
+  dtx__cli_batch_t out = {.key = "trade_id"};
   if (!res)
     return dtx__cli_error(DTX_ENOMEM, "order confirm of %d orders", n);
   (void)dtx_order_confirm_many(st, (const char *const *)ids, (size_t)n, eo,
                                res);
-  for (int i = 0; i < n; i++) {
-    if (res[i].rc) {
-      json_t *e = json_pack("{s:s,s:s,s:s}", "error", dtx_errname(res[i].rc),
-                            "detail", res[i].detail ? res[i].detail : "",
-                            "trade_id", ids[i]);
-      if (e)
-        dtx__cli_print_json(e);
-      else
-        puts("{\"error\":\"NOMEM\"}");
-      json_decref(e);
-    } else {
-      dtx__cli_print_json(res[i].order);
-    }
-    if (confirm_exit(res[i].rc) > worst)
-      worst = confirm_exit(res[i].rc);
-  }
+  for (int i = 0; i < n; i++)
+    dtx__cli_batch_line(&out, json_string(ids[i]), res[i].rc, res[i].detail,
+                        res[i].order);
   dtx_order_results_clear(res, (size_t)n);
   free(res);
-  return worst;
+  return out.worst;
 }
 
 static int order_confirm(dtx_cli_t *cli, char **pos, int n,

@@ -64,12 +64,12 @@ static int parse_line(tline_t *l) {
 }
 
 /* The exit code `doctx transfer` gives this outcome alone. */
-static int line_exit(const dtx_transfer_result_t *r) {
-  if (r->rc == DTX_ENOACCOUNT)
+static int line_exit(int rc, const json_t *tx) {
+  if (rc == DTX_ENOACCOUNT)
     return DTX_EXIT_USAGE; /* invalid input at submission: nothing recorded */
-  if (r->rc)
-    return dtx__cli_exit_code(r->rc);
-  const char *s = json_string_value(json_object_get(r->tx, "state"));
+  if (rc)
+    return dtx__cli_exit_code(rc);
+  const char *s = json_string_value(json_object_get(tx, "state"));
   return s && strcmp(s, "failed") == 0 ? DTX_EXIT_NOMATCH : DTX_EXIT_OK;
 }
 
@@ -89,31 +89,18 @@ int dtx__cmd_transfer_batch(dtx_cli_t *cli, const char *file,
   for (size_t i = 0; st && !ec && i < n; i++)
     reqs[i] = ls[i].req;
   dtx_exec_opts_t eo = {.deadline_ms = deadline_ms};
-  int worst = DTX_EXIT_OK;
+  dtx__cli_batch_t out = {.key = "line", .item = 1, .verbose = verbose,
+                          .exit_of = line_exit};
   for (size_t from = 0; st && !ec && from < n; from += BATCH_CHUNK) {
     size_t k = n - from < BATCH_CHUNK ? n - from : BATCH_CHUNK;
     (void)dtx_transfer_execute_many(st, reqs + from, k, &eo, res + from);
-    for (size_t i = from; i < from + k; i++) {
-      if (res[i].rc) {
-        json_t *e = json_pack("{s:s,s:s,s:I}", "error",
-                              dtx_errname(res[i].rc), "detail",
-                              res[i].detail ? res[i].detail : "", "line",
-                              (json_int_t)ls[i].j.lineno);
-        if (e)
-          dtx__cli_print_json(e);
-        else
-          puts("{\"error\":\"NOMEM\"}");
-        json_decref(e);
-      } else {
-        dtx__cli_print_item(res[i].tx, verbose);
-      }
-      if (line_exit(&res[i]) > worst)
-        worst = line_exit(&res[i]);
-    }
+    for (size_t i = from; i < from + k; i++)
+      dtx__cli_batch_line(&out, json_integer((json_int_t)ls[i].j.lineno),
+                          res[i].rc, res[i].detail, res[i].tx);
     dtx_transfer_results_clear(res + from, k);
   }
   dtx__cli_jlines_free(ls, n, sizeof *ls);
   free(reqs);
   free(res);
-  return ec ? ec : worst;
+  return ec ? ec : out.worst;
 }

@@ -385,6 +385,31 @@ int dtx__cli_summary(int rc, json_t *sum) {
   return rc ? dtx__cli_fail(rc) : DTX_EXIT_OK;
 }
 
+/* One line per request, whatever the call: a script reading the output of
+ * `order confirm ID...` or `transfer batch` matches lines to its input the
+ * same way, and the exit code means the same for one request or many. */
+int dtx__cli_batch_line(dtx__cli_batch_t *b, json_t *id, int rc,
+                        const char *detail, const json_t *doc) {
+  if (rc) {
+    json_t *e = json_pack("{s:s,s:s,s:O}", "error", dtx_errname(rc), "detail",
+                          detail ? detail : "", b->key, id);
+    if (e)
+      dtx__cli_print_json(e);
+    else
+      puts("{\"error\":\"NOMEM\"}");
+    json_decref(e);
+  } else if (b->item) {
+    dtx__cli_print_item(doc, b->verbose);
+  } else {
+    dtx__cli_print_json(doc);
+  }
+  json_decref(id);
+  int code = b->exit_of ? b->exit_of(rc, doc) : dtx__cli_exit_code(rc);
+  if (code > b->worst)
+    b->worst = code;
+  return code;
+}
+
 int dtx__cli_fence(const char *cmd, const char *v, const char **name,
                    int64_t *token) {
   static _Thread_local char buf[160];

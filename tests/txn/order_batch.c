@@ -29,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "testlib.h"
+#include "txnlib.h"
 #include "txn/kit.h"         /* the thief's takeover */
 #include "txn/order/order.h" /* dtx__order_kind */
 #include "util/fault.h"
@@ -37,37 +37,11 @@
 static const char *uri;
 static int quick;
 
+/* A store emptied of transfers and orders. */
 static dtx_store_t *fresh(void) {
-  dtx_store_t *st = NULL;
-  if (dtx_store_open(uri, &st) != 0) {
-    fprintf(stderr, "open %s: %s\n", uri, dtx_errdetail());
-    exit(1);
-  }
-  dtx_t_drop_transfers(st);
+  dtx_store_t *st = dtx_t_fresh(uri);
   dtx_store_drop_collection_ex(st, "orders", &(dtx_drop_opts_t){1});
   return st;
-}
-
-static void account(dtx_store_t *st, const char *id, int64_t bal) {
-  dtx_account_opts_t o = {.balance = bal};
-  if (dtx_account_create(st, id, &o, NULL) != 0) {
-    fprintf(stderr, "account %s: %s\n", id, dtx_errdetail());
-    exit(1);
-  }
-}
-
-static int64_t balance(dtx_store_t *st, const char *id) {
-  json_t *a = NULL;
-  if (dtx_account_get(st, id, &a) != 0)
-    return -999999;
-  int64_t b = json_integer_value(json_object_get(a, "balance"));
-  json_decref(a);
-  return b;
-}
-
-static const char *str_of(const json_t *o, const char *k) {
-  const char *s = json_string_value(json_object_get(o, k));
-  return s ? s : "-";
 }
 
 static void order(dtx_store_t *st, const char *id, const char *acct,
@@ -79,25 +53,6 @@ static void order(dtx_store_t *st, const char *id, const char *acct,
     exit(1);
   }
   json_decref(o);
-}
-
-/* settled: every item terminal too (not with a declined order, which
- * stays confirming, as alone). */
-static void audit_flags(dtx_store_t *st, const char *when, unsigned flags) {
-  json_t *rep = NULL;
-  int rc = dtx_audit(st, flags, &rep);
-  CHECKF(rc == 0 && json_is_true(json_object_get(rep, "ok")),
-         "audit after %s: %s %s", when, dtx_errname(rc), dtx_errdetail());
-  if (!json_is_true(json_object_get(rep, "ok"))) {
-    char *s = json_dumps(rep, JSON_COMPACT);
-    fprintf(stderr, "  %s\n", s ? s : "?");
-    free(s);
-  }
-  json_decref(rep);
-}
-
-static void audit_clean(dtx_store_t *st, const char *when) {
-  audit_flags(st, when, DTX_AUDIT_SETTLED);
 }
 
 /* Order "p" + name of kind k; the twin of the batch order "b" + name. */
@@ -146,9 +101,9 @@ static void same(const char *what, size_t i, int rc, const json_t *o,
          ao ? "set" : "NULL");
   if (!o || !ao)
     return;
-  CHECKF(strcmp(str_of(o, "state"), str_of(ao, "state")) == 0,
-         "%s #%zu: state %s, alone %s", what, i, str_of(o, "state"),
-         str_of(ao, "state"));
+  CHECKF(strcmp(dtx_t_str(o, "state"), dtx_t_str(ao, "state")) == 0,
+         "%s #%zu: state %s, alone %s", what, i, dtx_t_str(o, "state"),
+         dtx_t_str(ao, "state"));
   CHECKF(json_integer_value(json_object_get(o, "attempt")) ==
              json_integer_value(json_object_get(ao, "attempt")),
          "%s #%zu: attempt differs from alone", what, i);
@@ -163,8 +118,8 @@ static void run_and_compare(dtx_store_t *st, const spec_t *s, size_t n,
   const char **ids = calloc(n, sizeof *ids);
   dtx_order_result_t *res = calloc(n, sizeof *res);
   REQUIRE(b && a && ids && res);
-  int64_t u1 = balance(st, "U1"), u2 = balance(st, "U2"),
-          big = balance(st, "BIG");
+  int64_t u1 = dtx_t_balance(st, "U1"), u2 = dtx_t_balance(st, "U2"),
+          big = dtx_t_balance(st, "BIG");
   for (size_t i = 0; i < n; i++) {
     setup(st, s, i, "b", tag, b[i], sizeof b[i]);
     setup(st, s, i, "s", tag, a[i], sizeof a[i]);
@@ -182,11 +137,11 @@ static void run_and_compare(dtx_store_t *st, const spec_t *s, size_t n,
     json_decref(ao);
   }
   CHECK((rc != 0) == any);
-  CHECKF(balance(st, "U1") == u1 && balance(st, "U2") == u2,
+  CHECKF(dtx_t_balance(st, "U1") == u1 && dtx_t_balance(st, "U2") == u2,
          "%s: U1 %lld (want %lld), U2 %lld (want %lld)", what,
-         (long long)balance(st, "U1"), (long long)u1,
-         (long long)balance(st, "U2"), (long long)u2);
-  CHECK(balance(st, "BIG") == big);
+         (long long)dtx_t_balance(st, "U1"), (long long)u1,
+         (long long)dtx_t_balance(st, "U2"), (long long)u2);
+  CHECK(dtx_t_balance(st, "BIG") == big);
   dtx_order_results_clear(res, n);
   for (size_t i = 0; i < n; i++)
     CHECK(res[i].order == NULL && res[i].detail == NULL);
@@ -194,14 +149,16 @@ static void run_and_compare(dtx_store_t *st, const spec_t *s, size_t n,
   free(ids);
   free(a);
   free(b);
-  audit_flags(st, what, 0);
+  /* not settled (every item terminal too): a declined order stays
+   * confirming, as alone */
+  dtx_t_audit_ok(st, what, 0);
 }
 
 static void test_batches_mixed(void) {
   dtx_store_t *st = fresh();
-  account(st, "U1", 0);
-  account(st, "U2", 0);
-  account(st, "BIG", INT64_MAX - 5); /* any credit would pass int64 */
+  dtx_t_account(st, "U1", 0);
+  dtx_t_account(st, "U2", 0);
+  dtx_t_account(st, "BIG", INT64_MAX - 5); /* any credit would pass int64 */
   spec_t one[1] = {{K_PENDING, 0}};
   run_and_compare(st, one, 1, "x", "batch of 1");
   spec_t two[2] = {{K_PENDING, 0}, {K_PENDING, 0}};
@@ -241,9 +198,9 @@ static void check_credited_once(dtx_store_t *st, char (*ids)[32], size_t n,
   for (size_t i = 0; i < n; i++) {
     json_t *o = NULL, *tx = NULL;
     int rc = dtx_order_get(st, ids[i], &o);
-    CHECKF(rc == 0 && strcmp(str_of(o, "state"), "success") == 0,
+    CHECKF(rc == 0 && strcmp(dtx_t_str(o, "state"), "success") == 0,
            "%s: order %s is %s", what, ids[i],
-           rc ? "missing" : str_of(o, "state"));
+           rc ? "missing" : dtx_t_str(o, "state"));
     int64_t att = json_integer_value(json_object_get(o, "attempt"));
     for (int64_t a = 1; a <= att; a++) {
       char tid[40];
@@ -253,11 +210,11 @@ static void check_credited_once(dtx_store_t *st, char (*ids)[32], size_t n,
         snprintf(tid, sizeof tid, "order:%s:%lld", ids[i], (long long)a);
       const char *want_st = a == att ? "succeeded" : "failed";
       rc = dtx_transfer_get(st, tid, &tx);
-      CHECKF(rc == 0 && strcmp(str_of(tx, "state"), want_st) == 0,
+      CHECKF(rc == 0 && strcmp(dtx_t_str(tx, "state"), want_st) == 0,
              "%s: %s is %s, want %s", what, tid,
-             rc ? "missing" : str_of(tx, "state"), want_st);
+             rc ? "missing" : dtx_t_str(tx, "state"), want_st);
       if (a == att)
-        CHECK(strcmp(str_of(o, "transfer"), tid) == 0);
+        CHECK(strcmp(dtx_t_str(o, "transfer"), tid) == 0);
       json_decref(tx);
       tx = NULL;
     }
@@ -267,12 +224,12 @@ static void check_credited_once(dtx_store_t *st, char (*ids)[32], size_t n,
   for (int k = 0; k < 4; k++) {
     char a[8];
     snprintf(a, sizeof a, "W%d", k);
-    got += balance(st, a);
+    got += dtx_t_balance(st, a);
   }
   CHECKF(got == want, "%s: users hold %lld, credited %lld", what,
          (long long)got, (long long)want);
-  CHECKF(balance(st, "settlement") == -want, "%s: settlement %lld", what,
-         (long long)balance(st, "settlement"));
+  CHECKF(dtx_t_balance(st, "settlement") == -want, "%s: settlement %lld", what,
+         (long long)dtx_t_balance(st, "settlement"));
 }
 
 static size_t make_orders(dtx_store_t *st, const char *p, size_t n,
@@ -280,7 +237,7 @@ static size_t make_orders(dtx_store_t *st, const char *p, size_t n,
   for (int k = 0; k < 4; k++) {
     char a[8];
     snprintf(a, sizeof a, "W%d", k);
-    account(st, a, 0);
+    dtx_t_account(st, a, 0);
   }
   for (size_t i = 0; i < n; i++) {
     char a[8];
@@ -313,7 +270,7 @@ static void test_two_processes(void) {
       int bad = rc != 0;
       for (int i = 0; i < 32; i++)
         bad |= res[i].rc != 0 ||
-               strcmp(str_of(res[i].order, "state"), "success") != 0;
+               strcmp(dtx_t_str(res[i].order, "state"), "success") != 0;
       if (bad)
         fprintf(stderr, "proc %d: %s\n", k, dtx_errdetail());
       dtx_order_results_clear(res, 32);
@@ -321,33 +278,16 @@ static void test_two_processes(void) {
       _exit(bad ? 1 : 0);
     }
   }
-  for (int k = 0; k < 2; k++) {
-    int status = 0;
-    REQUIRE(pids[k] > 0 && waitpid(pids[k], &status, 0) == pids[k]);
-    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "proc %d: %d", k,
-           status);
-  }
+  dtx_t_reap(pids, 2);
   check_credited_once(st, ids, 32, amount, "two processes");
-  audit_clean(st, "two processes");
+  dtx_t_audit_ok(st, "two processes", DTX_AUDIT_SETTLED);
   dtx_store_close(st);
 }
 
-static void crash_child(const char *const *ids, size_t n, const char *spec) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    dtx_store_t *cs = NULL;
-    dtx_order_result_t res[16];
-    setenv("DOCTX_FAULT", spec, 1);
-    dtx__fault_init(NULL);
-    if (dtx_store_open(uri, &cs) != 0)
-      _exit(3);
-    dtx_order_confirm_many(cs, ids, n, NULL, res);
-    _exit(4); /* the crash point was not reached */
-  }
-  int status = 0;
-  REQUIRE(pid > 0 && waitpid(pid, &status, 0) == pid);
-  CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 137, "%s: status %d",
-         spec, status);
+/* The child of dtx_t_crash_child: one confirm_many, which must crash. */
+static void run_batch(dtx_store_t *cs, const void *ids, size_t n) {
+  dtx_order_result_t res[16];
+  dtx_order_confirm_many(cs, ids, n, NULL, res);
 }
 
 static void test_crash_mid_batch(void) {
@@ -365,7 +305,7 @@ static void test_crash_mid_batch(void) {
     make_orders(st, p, 6, ids, amount);
     for (int i = 0; i < 6; i++)
       v[i] = ids[i];
-    crash_child(v, 6, specs[s]);
+    dtx_t_crash_child(uri, specs[s], run_batch, v, 6);
     dtx_recover_opts_t ro = {.older_than_ms = 0};
     json_t *sum = NULL;
     CHECKF(dtx_recover(st, &ro, &sum) == 0, "%s: recover: %s", specs[s],
@@ -376,7 +316,7 @@ static void test_crash_mid_batch(void) {
     CHECKF(rc == 0, "%s: second confirm: %s", specs[s], dtx_errdetail());
     dtx_order_results_clear(res, 6);
     check_credited_once(st, ids, 6, amount, specs[s]);
-    audit_clean(st, specs[s]);
+    dtx_t_audit_ok(st, specs[s], DTX_AUDIT_SETTLED);
     dtx_store_close(st);
   }
 }
@@ -407,12 +347,12 @@ static void test_paused_batch_fenced(void) {
     (void)dtx_order_confirm_many(cs, v, 4, &eo, res);
     int bad = 0;
     for (int i = 0; i < 4; i++) {
-      int held = strcmp(str_of(res[i].order, "state"), "confirming") == 0 &&
-                 strcmp(str_of(res[i].order, "owner"), "thief") == 0;
+      int held = strcmp(dtx_t_str(res[i].order, "state"), "confirming") == 0 &&
+                 strcmp(dtx_t_str(res[i].order, "owner"), "thief") == 0;
       if (res[i].rc != DTX_EUNAVAILABLE || !held) {
         fprintf(stderr, "paused batch #%d: %s, %s by %s\n", i,
-                dtx_errname(res[i].rc), str_of(res[i].order, "state"),
-                str_of(res[i].order, "owner"));
+                dtx_errname(res[i].rc), dtx_t_str(res[i].order, "state"),
+                dtx_t_str(res[i].order, "owner"));
         bad = 1;
       }
     }
@@ -442,10 +382,10 @@ static void test_paused_batch_fenced(void) {
   for (int i = 0; i < 4; i++) {
     json_t *o = NULL, *t = NULL;
     REQUIRE(dtx__kit_get(&thief, "orders", ids[i], &o) == 0);
-    CHECKF(strcmp(str_of(o, "state"), "confirming") == 0 &&
-               strcmp(str_of(o, "owner"), "paused") == 0,
-           "%s is %s by %s before the takeover", ids[i], str_of(o, "state"),
-           str_of(o, "owner"));
+    CHECKF(strcmp(dtx_t_str(o, "state"), "confirming") == 0 &&
+               strcmp(dtx_t_str(o, "owner"), "paused") == 0,
+           "%s is %s by %s before the takeover", ids[i], dtx_t_str(o, "state"),
+           dtx_t_str(o, "owner"));
     CHECKF(dtx__kit_takeover(&thief, &dtx__order_kind, o, "order.takeover",
                              NULL, json_object(), NULL, &t) == 0,
            "takeover of %s: %s", ids[i], dtx_errdetail());
@@ -462,18 +402,12 @@ static void test_paused_batch_fenced(void) {
          dtx_errdetail());
   dtx_order_results_clear(res, 4);
   check_credited_once(st, ids, 4, amount, "paused batch");
-  audit_clean(st, "paused batch");
+  dtx_t_audit_ok(st, "paused batch", DTX_AUDIT_SETTLED);
   dtx_store_close(st);
 }
 
 int main(int argc, char **argv) {
-  static char buf[4096];
-  uri = argc > 1 ? argv[1] : "sqlite::memory:";
-  if (strncmp(uri, "sqlite:", 7) == 0 && !strchr(uri, '?') &&
-      strcmp(uri, "sqlite::memory:") != 0) {
-    snprintf(buf, sizeof buf, "%s?sync=off", uri);
-    uri = buf;
-  }
+  uri = dtx_t_suite_uri(argc, argv);
   quick = getenv("DTX_QUICK") != NULL;
   (void)quick;
   TEST_RUN(test_batches_mixed);

@@ -19,54 +19,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "testlib.h"
-#include "util/fault.h"
+#include "txnlib.h"
 
 static const char *uri;
 static int quick;
-
-static dtx_store_t *fresh(void) {
-  dtx_store_t *st = NULL;
-  if (dtx_store_open(uri, &st) != 0) {
-    fprintf(stderr, "open %s: %s\n", uri, dtx_errdetail());
-    exit(1);
-  }
-  dtx_t_drop_transfers(st);
-  return st;
-}
-
-static void account(dtx_store_t *st, const char *id, int64_t bal) {
-  dtx_account_opts_t o = {.balance = bal};
-  if (dtx_account_create(st, id, &o, NULL) != 0) {
-    fprintf(stderr, "account %s: %s\n", id, dtx_errdetail());
-    exit(1);
-  }
-}
-
-static int64_t balance(dtx_store_t *st, const char *id) {
-  json_t *a = NULL;
-  if (dtx_account_get(st, id, &a) != 0)
-    return -999999;
-  int64_t b = json_integer_value(json_object_get(a, "balance"));
-  json_decref(a);
-  return b;
-}
-
-static const char *state_of(const json_t *tx) {
-  const char *s = json_string_value(json_object_get(tx, "state"));
-  return s ? s : "-";
-}
-
-static void audit_clean(dtx_store_t *st, const char *when) {
-  json_t *rep = NULL;
-  int rc = dtx_audit(st, DTX_AUDIT_SETTLED, &rep);
-  CHECKF(rc == 0 && json_is_true(json_object_get(rep, "ok")),
-         "audit after %s: %s %s", when, dtx_errname(rc), dtx_errdetail());
-  json_decref(rep);
-}
 
 /* One expectation per request: rc, and for rc 0 the final state. */
 typedef struct want {
@@ -86,23 +44,23 @@ static void run_and_check(dtx_store_t *st, const dtx_transfer_req_t *reqs,
            dtx_errname(res[i].rc), res[i].detail ? res[i].detail : "",
            dtx_errname(w[i].rc));
     if (w[i].rc == 0)
-      CHECKF(strcmp(state_of(res[i].tx), w[i].state) == 0,
-             "%s #%zu: state %s, want %s", what, i, state_of(res[i].tx),
-             w[i].state);
+      CHECKF(strcmp(dtx_t_str(res[i].tx, "state"), w[i].state) == 0,
+             "%s #%zu: state %s, want %s", what, i,
+             dtx_t_str(res[i].tx, "state"), w[i].state);
     CHECKF((res[i].rc == 0) == (res[i].detail == NULL),
            "%s #%zu: detail iff error", what, i);
   }
   CHECK((rc != 0) == any);
   dtx_transfer_results_clear(res, n);
   free(res);
-  audit_clean(st, what);
+  dtx_t_audit_ok(st, what, DTX_AUDIT_SETTLED);
 }
 
 static void test_batches_mixed(void) {
-  dtx_store_t *st = fresh();
-  account(st, "A", 100000);
-  account(st, "B", 100000);
-  account(st, "C", 50);
+  dtx_store_t *st = dtx_t_fresh(uri);
+  dtx_t_account(st, "A", 100000);
+  dtx_t_account(st, "B", 100000);
+  dtx_t_account(st, "C", 50);
   json_t *tx = NULL;
   dtx_transfer_req_t pre = {.id = "pre1", .from = "A", .to = "B", .amount = 10};
   REQUIRE(dtx_transfer_execute(st, &pre, NULL, &tx) == 0);
@@ -118,14 +76,15 @@ static void test_batches_mixed(void) {
                                {.from = "C", .to = "A", .amount = 100}};
   want_t w2[2] = {{0, "succeeded"}, {0, "failed"}};
   run_and_check(st, two, w2, 2, "batch of 2");
-  CHECK(balance(st, "A") == 100000 - 10 - 100 - 100);
-  CHECK(balance(st, "C") == 50);
+  CHECK(dtx_t_balance(st, "A") == 100000 - 10 - 100 - 100);
+  CHECK(dtx_t_balance(st, "C") == 50);
 
   /* 64, mixed. */
   dtx_transfer_req_t r[64];
   want_t w[64];
   char ids[64][32];
-  int64_t a = balance(st, "A"), b = balance(st, "B"), c = balance(st, "C");
+  int64_t a = dtx_t_balance(st, "A"), b = dtx_t_balance(st, "B"),
+          c = dtx_t_balance(st, "C");
   for (int i = 0; i < 64; i++) {
     snprintf(ids[i], sizeof ids[i], "m%d", i);
     r[i] = (dtx_transfer_req_t){.id = ids[i], .from = i % 2 ? "A" : "B",
@@ -169,11 +128,11 @@ static void test_batches_mixed(void) {
   r[50] = (dtx_transfer_req_t){.id = "dd", .from = "C", .to = "B", .amount = 7};
   w[50] = (want_t){DTX_ECONFLICT, NULL}; /* the twin with other parameters */
   run_and_check(st, r, w, 64, "batch of 64");
-  CHECKF(balance(st, "A") == a, "A %lld, want %lld",
-         (long long)balance(st, "A"), (long long)a);
-  CHECKF(balance(st, "B") == b, "B %lld, want %lld",
-         (long long)balance(st, "B"), (long long)b);
-  CHECK(balance(st, "C") == c);
+  CHECKF(dtx_t_balance(st, "A") == a, "A %lld, want %lld",
+         (long long)dtx_t_balance(st, "A"), (long long)a);
+  CHECKF(dtx_t_balance(st, "B") == b, "B %lld, want %lld",
+         (long long)dtx_t_balance(st, "B"), (long long)b);
+  CHECK(dtx_t_balance(st, "C") == c);
   /* Call-level errors: nothing runs, every result says so. */
   dtx_transfer_result_t res[2];
   CHECK(dtx_transfer_execute_many(NULL, two, 2, NULL, res) == DTX_EINVAL);
@@ -184,8 +143,8 @@ static void test_batches_mixed(void) {
 }
 
 static void test_hot_payer(void) {
-  dtx_store_t *st = fresh();
-  account(st, "H", 2000);
+  dtx_store_t *st = dtx_t_fresh(uri);
+  dtx_t_account(st, "H", 2000);
   dtx_transfer_req_t r[32];
   char to[32][16];
   for (int i = 0; i < 32; i++) {
@@ -193,12 +152,12 @@ static void test_hot_payer(void) {
     r[i] = (dtx_transfer_req_t){.from = "H", .to = to[i], .amount = 100};
   }
   for (int i = 0; i < 4; i++)
-    account(st, to[i], 0);
+    dtx_t_account(st, to[i], 0);
   dtx_transfer_result_t res[32];
   dtx_transfer_execute_many(st, r, 32, NULL, res);
   int ok = 0, funds = 0;
   for (int i = 0; i < 32; i++) {
-    const char *s = state_of(res[i].tx);
+    const char *s = dtx_t_str(res[i].tx, "state");
     const char *why = json_string_value(json_object_get(res[i].tx, "reason"));
     CHECKF(res[i].rc == 0, "#%d: %s", i, dtx_errname(res[i].rc));
     ok += strcmp(s, "succeeded") == 0;
@@ -207,33 +166,18 @@ static void test_hot_payer(void) {
   }
   CHECKF(ok == 20 && funds == 12, "%d succeeded, %d declined", ok, funds);
   dtx_transfer_results_clear(res, 32);
-  CHECK(balance(st, "H") == 0);
-  CHECK(balance(st, "R0") + balance(st, "R1") + balance(st, "R2") +
-            balance(st, "R3") ==
+  CHECK(dtx_t_balance(st, "H") == 0);
+  CHECK(dtx_t_balance(st, "R0") + dtx_t_balance(st, "R1") +
+            dtx_t_balance(st, "R2") + dtx_t_balance(st, "R3") ==
         2000);
-  audit_clean(st, "hot payer");
+  dtx_t_audit_ok(st, "hot payer", DTX_AUDIT_SETTLED);
   dtx_store_close(st);
 }
 
-/* Runs reqs in a forked child with DOCTX_FAULT=spec armed, which must
- * crash it (exit 137). */
-static void crash_child(const dtx_transfer_req_t *reqs, size_t n,
-                        const char *spec) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    dtx_store_t *cs = NULL;
-    dtx_transfer_result_t res[16];
-    setenv("DOCTX_FAULT", spec, 1);
-    dtx__fault_init(NULL);
-    if (dtx_store_open(uri, &cs) != 0)
-      _exit(3);
-    dtx_transfer_execute_many(cs, reqs, n, NULL, res);
-    _exit(4); /* the crash point was not reached */
-  }
-  int status = 0;
-  REQUIRE(pid > 0 && waitpid(pid, &status, 0) == pid);
-  CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 137, "%s: status %d",
-         spec, status);
+/* The child of dtx_t_crash_child: one batch, which must crash. */
+static void run_batch(dtx_store_t *cs, const void *reqs, size_t n) {
+  dtx_transfer_result_t res[16];
+  dtx_transfer_execute_many(cs, reqs, n, NULL, res);
 }
 
 /* After recovery every transfer of the batch is terminal and the balances
@@ -252,7 +196,7 @@ static void check_recovered(dtx_store_t *st, const dtx_transfer_req_t *reqs,
   for (size_t i = 0; i < n; i++) {
     json_t *tx = NULL;
     int rc = dtx_transfer_get(st, reqs[i].id, &tx);
-    const char *s = rc == 0 ? state_of(tx) : "missing";
+    const char *s = rc == 0 ? dtx_t_str(tx, "state") : "missing";
     CHECKF(rc == DTX_ENOTFOUND || strcmp(s, "succeeded") == 0 ||
                strcmp(s, "failed") == 0,
            "%s: %s is %s", what, reqs[i].id, s);
@@ -266,10 +210,10 @@ static void check_recovered(dtx_store_t *st, const dtx_transfer_req_t *reqs,
     json_decref(tx);
   }
   for (size_t k = 0; k < na; k++)
-    CHECKF(balance(st, accts[k]) == want[k], "%s: %s holds %lld, want %lld",
-           what, accts[k], (long long)balance(st, accts[k]),
-           (long long)want[k]);
-  audit_clean(st, what);
+    CHECKF(dtx_t_balance(st, accts[k]) == want[k],
+           "%s: %s holds %lld, want %lld", what, accts[k],
+           (long long)dtx_t_balance(st, accts[k]), (long long)want[k]);
+  dtx_t_audit_ok(st, what, DTX_AUDIT_SETTLED);
 }
 
 static void test_crash_mid_batch(void) {
@@ -280,9 +224,9 @@ static void test_crash_mid_batch(void) {
   const char *accts[4] = {"A", "B", "C", "D"};
   int64_t open[4] = {1000, 1000, 1000, 30};
   for (size_t s = 0; s < sizeof specs / sizeof *specs; s++) {
-    dtx_store_t *st = fresh();
+    dtx_store_t *st = dtx_t_fresh(uri);
     for (int k = 0; k < 4; k++)
-      account(st, accts[k], open[k]);
+      dtx_t_account(st, accts[k], open[k]);
     char ids[6][16];
     dtx_transfer_req_t r[6] = {
         {.from = "A", .to = "B", .amount = 100},
@@ -295,7 +239,7 @@ static void test_crash_mid_batch(void) {
       snprintf(ids[i], sizeof ids[i], "c%zu_%d", s, i);
       r[i].id = ids[i];
     }
-    crash_child(r, 6, specs[s]);
+    dtx_t_crash_child(uri, specs[s], run_batch, r, 6);
     check_recovered(st, r, 6, accts, open, 4, specs[s]);
     dtx_store_close(st);
   }
@@ -304,12 +248,12 @@ static void test_crash_mid_batch(void) {
 /* 4 processes, each running batches of 16 random transfers among 8 shared
  * accounts (some declined for funds). */
 static void test_concurrent_batches(void) {
-  dtx_store_t *st = fresh();
+  dtx_store_t *st = dtx_t_fresh(uri);
   const int nacct = 8, procs = 4, batches = quick ? 5 : 25;
   char names[8][8];
   for (int k = 0; k < nacct; k++) {
     snprintf(names[k], sizeof names[k], "S%d", k);
-    account(st, names[k], 500);
+    dtx_t_account(st, names[k], 500);
   }
   pid_t pids[4];
   for (int p = 0; p < procs; p++) {
@@ -330,7 +274,7 @@ static void test_concurrent_batches(void) {
         }
         dtx_transfer_execute_many(cs, r, 16, NULL, res);
         for (int i = 0; i < 16; i++) {
-          const char *s = state_of(res[i].tx);
+          const char *s = dtx_t_str(res[i].tx, "state");
           if (res[i].rc || (strcmp(s, "succeeded") && strcmp(s, "failed"))) {
             fprintf(stderr, "proc %d batch %d #%d: %s %s (%s)\n", p, b, i,
                     dtx_errname(res[i].rc), s,
@@ -344,16 +288,11 @@ static void test_concurrent_batches(void) {
       _exit(bad ? 1 : 0);
     }
   }
-  for (int p = 0; p < procs; p++) {
-    int status = 0;
-    REQUIRE(pids[p] > 0 && waitpid(pids[p], &status, 0) == pids[p]);
-    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "proc %d: %d", p,
-           status);
-  }
+  dtx_t_reap(pids, procs);
   int64_t total = 0;
   for (int k = 0; k < nacct; k++) {
-    total += balance(st, names[k]);
-    CHECK(balance(st, names[k]) >= 0);
+    total += dtx_t_balance(st, names[k]);
+    CHECK(dtx_t_balance(st, names[k]) >= 0);
   }
   CHECKF(total == 500 * nacct, "total %lld", (long long)total);
   json_t *open = NULL;
@@ -369,18 +308,12 @@ static void test_concurrent_batches(void) {
          json_array_size(failed));
   json_decref(open);
   json_decref(failed);
-  audit_clean(st, "concurrent batches");
+  dtx_t_audit_ok(st, "concurrent batches", DTX_AUDIT_SETTLED);
   dtx_store_close(st);
 }
 
 int main(int argc, char **argv) {
-  static char buf[4096];
-  uri = argc > 1 ? argv[1] : "sqlite::memory:";
-  if (strncmp(uri, "sqlite:", 7) == 0 && !strchr(uri, '?') &&
-      strcmp(uri, "sqlite::memory:") != 0) {
-    snprintf(buf, sizeof buf, "%s?sync=off", uri);
-    uri = buf;
-  }
+  uri = dtx_t_suite_uri(argc, argv);
   quick = getenv("DTX_QUICK") != NULL;
   TEST_RUN(test_batches_mixed);
   TEST_RUN(test_hot_payer);

@@ -20,11 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include "testlib.h"
-#include "util/fault.h"
+#include "txnlib.h"
 
 static const char *uri;
 static long n;
@@ -63,18 +60,9 @@ static void transfer(dtx_store_t *st, const char *from, const char *to,
  * holding abal and bbal. */
 static dtx_store_t *two_accounts(const char *a, int64_t abal, const char *b,
                                  int64_t bbal) {
-  dtx_store_t *st = NULL;
-  dtx_account_opts_t oa = {.balance = abal}, ob = {.balance = bbal};
-  if (dtx_store_open(uri, &st) != 0) {
-    fprintf(stderr, "open %s: %s\n", uri, dtx_errdetail());
-    exit(1);
-  }
-  dtx_t_drop_transfers(st);
-  if (dtx_account_create(st, a, &oa, NULL) != 0 ||
-      dtx_account_create(st, b, &ob, NULL) != 0) {
-    fprintf(stderr, "accounts %s, %s: %s\n", a, b, dtx_errdetail());
-    exit(1);
-  }
+  dtx_store_t *st = dtx_t_fresh(uri);
+  dtx_t_account(st, a, abal);
+  dtx_t_account(st, b, bbal);
   return st;
 }
 
@@ -132,7 +120,12 @@ static int same_money(const json_t *x, const json_t *y) {
   return 1;
 }
 
-static void crash_child(const dtx_transfer_req_t *req, const char *spec);
+/* The child of dtx_t_crash_child: transfer req, which must crash. */
+static void run_transfer(dtx_store_t *cs, const void *req, size_t n) {
+  json_t *tx = NULL;
+  (void)n; /* one */
+  dtx_transfer_execute(cs, req, NULL, &tx);
+}
 
 /* The audit while transfer id is left mid-way: clean, and no money in
  * flight (the pair's states hold none); then recovery takes it to want. */
@@ -175,7 +168,8 @@ static void test_payee_marked_payer_refused(void) {
 
   /* The pair's results back, then a crash: Q marked, P untouched. */
   req.id = "pm2";
-  crash_child(&req, "transfer.debit_mark.done:crash");
+  dtx_t_crash_child(uri, "transfer.debit_mark.done:crash", run_transfer, &req,
+                    1);
   p1 = account(st, "P");
   q1 = account(st, "Q");
   CHECK(json_equal(p1, p0)); /* the debit was refused */
@@ -210,32 +204,15 @@ static void test_payee_marked_payer_refused(void) {
   dtx_store_close(st);
 }
 
-/* Runs transfer req in a forked child with DOCTX_FAULT=spec armed, which
- * must crash it (exit 137). */
-static void crash_child(const dtx_transfer_req_t *req, const char *spec) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    dtx_store_t *cs = NULL;
-    json_t *tx = NULL;
-    setenv("DOCTX_FAULT", spec, 1);
-    dtx__fault_init(NULL);
-    if (dtx_store_open(uri, &cs) != 0)
-      _exit(3);
-    dtx_transfer_execute(cs, req, NULL, &tx);
-    _exit(4); /* the crash point was not reached */
-  }
-  int status = 0;
-  REQUIRE(pid > 0 && waitpid(pid, &status, 0) == pid);
-  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 137);
-}
-
 /* The other pair: the payee credited while the payer's clear failed (an
  * error, then a crash at its retry).  The money is in flight nowhere: the
  * audit is clean with nothing in flight, and recovery finishes it. */
 static void test_payee_credited_payer_not_cleared(void) {
   dtx_store_t *st = two_accounts("P", 100, "Q", 100);
   dtx_transfer_req_t req = {.from = "P", .to = "Q", .amount = 30, .id = "cc1"};
-  crash_child(&req, "transfer.clear_payer:error:1,transfer.clear_payer:crash:2");
+  dtx_t_crash_child(uri,
+                    "transfer.clear_payer:error:1,transfer.clear_payer:crash:2",
+                    run_transfer, &req, 1);
   json_t *p = account(st, "P"), *q = account(st, "Q"), *rep = NULL;
   CHECK(json_integer_value(json_object_get(p, "balance")) == 70);
   CHECK(json_array_size(json_object_get(p, "pending")) == 1); /* not cleared */
@@ -258,15 +235,9 @@ static void test_payee_credited_payer_not_cleared(void) {
 }
 
 int main(int argc, char **argv) {
-  static char buf[4096];
-  uri = argc > 1 ? argv[1] : "sqlite::memory:";
   /* Durability is not what this counts: a SQLite file without fsyncs
    * keeps the 10,000 transfers within seconds. */
-  if (strncmp(uri, "sqlite:", 7) == 0 && !strchr(uri, '?') &&
-      strcmp(uri, "sqlite::memory:") != 0) {
-    snprintf(buf, sizeof buf, "%s?sync=off", uri);
-    uri = buf;
-  }
+  uri = dtx_t_suite_uri(argc, argv);
   /* The sanitizer stage (DTX_QUICK) checks memory, not the count: 1,000. */
   n = argc > 2 ? strtol(argv[2], NULL, 10) : getenv("DTX_QUICK") ? 1000 : 10000;
   TEST_RUN(test_declines_flat);
