@@ -149,6 +149,9 @@ expect 3 "confirm with a canceled and an unknown id" -- d order confirm M2 M3 NO
 [ "$(out | jq -r '.state // .error' | tr '\n' ' ')" = "success STATE NOTFOUND " ] &&
   [ "$(out | jq -r '.trade_id // empty' | tr '\n' ' ')" = "M3 NOPE " ] && [ "$(bal U)" = 20 ] && ok ||
   bad "confirm M2 M3 NOPE: $(out), U $(bal U)"
+# An error line carries the call's detail, naming the order.
+out | jq -se 'map(select(.trade_id == "NOPE"))[0].detail | test("NOPE")' >/dev/null &&
+  ok || bad "confirm NOPE: the error line's detail does not name it: $(out)"
 expect 1 "confirm of two unknown ids" -- d order confirm NOPE1 NOPE2
 expect 2 "confirm without a trade id" -- d order confirm
 expect 2 "show takes one trade id" -- d order show M1 M2

@@ -187,6 +187,8 @@ printf '%s\n' '{"from":"A","to":"NOPE","amount":1}' '' \
 expect 3 "batch: conflict wins" -- d transfer batch --file "$WORK/b3.jsonl"
 [ "$(jq -rc '[.error, .line, .state] | map(tostring) | join(":")' "$WORK/out" | tr '\n' ' ')" = \
   "NOACCOUNT:1:null CONFLICT:3:null null:null:succeeded " ] && ok || bad "batch error lines: $(cat "$WORK/out")"
+jq -se 'map(select(.line == 1))[0].detail | test("NOPE")' "$WORK/out" >/dev/null &&
+  ok || bad "batch: the error line's detail does not name the account: $(cat "$WORK/out")"
 # Malformed input: exit 2 naming the line; nothing ran.
 before=$(snapshot)
 while IFS='|' read -r label line2 pattern; do
