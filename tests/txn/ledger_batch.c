@@ -356,11 +356,12 @@ static void batch(dtx_store_t *st, unsigned k, size_t n, const char *what) {
 
 /* Array order, not "earlier member" order: #1 waits behind #0 (A); #2
  * shares nothing with #0 but C with #1, so it must wait too, or it would
- * spend C's money before #1 (alone, #1 posts and #2 is refused). */
+ * spend C's money before #1 (C may spend 200, so once 180: alone, #1
+ * posts and #2 is refused). */
 static void ordering(dtx_store_t *st) {
   rq_t b[3], s[3];
   const char *a0[2] = {"A", "B"}, *a1[2] = {"A", "C"}, *a2[2] = {"C", "D"};
-  int64_t v0[2] = {-1, 1}, v1[2] = {100, -100}, v2[2] = {-100, 100};
+  int64_t v0[2] = {-1, 1}, v1[2] = {180, -180}, v2[2] = {-180, 180};
   for (int t = 0; t < 2; t++) {
     rq_t *r = t ? s : b;
     const char *p = t ? "s." : "b.";
