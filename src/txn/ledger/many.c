@@ -7,9 +7,11 @@
  *   step  what                                          fault point
  *   1     (first round) every request checked, as
  *         post() checks it; an invalid one fails alone  --
- *   2     one find of the ids asked for ({_id: {$in}})  --
- *   3     one find of every account ({_id: {$in}})      --
- *   4     the round's members picked, in array order    --
+ *   2     the round's members picked, in array order    --
+ *   3     one find of the ids the members ask for, one
+ *         of their accounts ({_id: {$in}} each)         --
+ *   4     a member whose id exists, or naming an
+ *         unknown account, ends as post() ends it       --
  *   5     each member's accounts' positions derived,
  *         its legs checked (refusals fail alone)        --
  *   6     ONE dtx__kit_run of the members' inserts      ledger.post (each)
@@ -96,33 +98,71 @@ static void end_rest(item_t *its, size_t n, int rc) {
   free(d);
 }
 
-/* ---- steps 2 and 3: what the round reads --------------------------------------- */
+/* ---- step 2: the round's members ----------------------------------------------- */
 
-/* The entries under the ids asked for by unfinished requests, as *found
- * (id -> entry; generated ids are new, so not asked), and every account
- * they name, as *accts (id -> account). */
-static int round_read(dtx__exec_t *ex, const item_t *its, size_t n,
-                      json_t **found, json_t **accts) {
-  json_t *ids = json_array(), *acc = json_array(), *seen = json_object();
-  json_t *docs = NULL, *d;
-  size_t i, j;
-  int rc = ids && acc && seen ? 0 : DTX_ENOMEM;
-  *found = *accts = NULL;
-  for (i = 0; rc == 0 && i < n; i++) {
-    const item_t *it = &its[i];
+/* Is any of its accounts, or its id, in used (P1, P2)? */
+static int is_blocked(const item_t *it, const json_t *used_accts,
+                      const json_t *used_ids) {
+  if (it->req->id && json_object_get(used_ids, it->id))
+    return 1;
+  for (size_t j = 0; j < it->req->nlegs; j++)
+    if (json_object_get(used_accts, it->req->legs[j].account))
+      return 1;
+  return 0;
+}
+
+static int mark_used(const item_t *it, json_t *used_accts, json_t *used_ids) {
+  int bad = it->req->id && json_object_set(used_ids, it->id, json_true());
+  for (size_t j = 0; !bad && j < it->req->nlegs; j++)
+    bad = json_object_set(used_accts, it->req->legs[j].account, json_true());
+  return bad ? DTX_ENOMEM : 0;
+}
+
+/* Picks the round's members into at[] (their count is returned), in array
+ * order: every unfinished request uses its accounts and id for the rest
+ * of the round, as a member when no earlier one used any of them, else
+ * waiting.  (The first unfinished request is always a member, so every
+ * round ends at least one request or loses a race.) */
+static size_t pick(item_t *its, size_t n, size_t *at, int *rc) {
+  json_t *used_accts = json_object(), *used_ids = json_object();
+  size_t k = 0;
+  *rc = used_accts && used_ids ? 0 : DTX_ENOMEM;
+  for (size_t i = 0; *rc == 0 && i < n; i++) {
+    item_t *it = &its[i];
     if (it->done)
       continue;
+    int blocked = is_blocked(it, used_accts, used_ids);
+    *rc = mark_used(it, used_accts, used_ids);
+    if (!blocked)
+      at[k++] = i;
+  }
+  json_decref(used_accts);
+  json_decref(used_ids);
+  return *rc ? 0 : k;
+}
+
+/* ---- step 3: what the round reads ------------------------------------------------ */
+
+/* For the members its[at[0..k)]: the entries under the ids they ask for,
+ * as *found (id -> entry; generated ids are new, so not asked), and
+ * every account they name, as *accts (id -> account).  Only the members:
+ * a request that waits is read in its own round, so a batch that takes a
+ * round per entry (a hot account) reads each request once, not once per
+ * round. */
+static int round_read(dtx__exec_t *ex, const item_t *its, const size_t *at,
+                      size_t k, json_t **found, json_t **accts) {
+  json_t *ids = json_array(), *acc = json_array(), *docs = NULL, *d;
+  size_t i, j;
+  int rc = ids && acc ? 0 : DTX_ENOMEM;
+  *found = *accts = NULL;
+  for (i = 0; rc == 0 && i < k; i++) {
+    const item_t *it = &its[at[i]];
     if (it->req->id && json_array_append_new(ids, json_string(it->id)))
       rc = DTX_ENOMEM;
-    for (j = 0; rc == 0 && j < it->req->nlegs; j++) {
-      const char *a = it->req->legs[j].account;
-      if (!json_object_get(seen, a) &&
-          (json_object_set_new(seen, a, json_true()) ||
-           json_array_append_new(acc, json_string(a))))
+    for (j = 0; rc == 0 && j < it->req->nlegs; j++) /* distinct (P1) */
+      if (json_array_append_new(acc, json_string(it->req->legs[j].account)))
         rc = DTX_ENOMEM;
-    }
   }
-  json_decref(seen);
   if (rc == 0 && !(*found = json_object()))
     rc = DTX_ENOMEM;
   if (rc == 0 && json_array_size(ids)) {
@@ -149,65 +189,6 @@ static int round_read(dtx__exec_t *ex, const item_t *its, size_t n,
   return rc;
 }
 
-/* ---- step 4: the round's members ------------------------------------------------ */
-
-/* Is any of it's accounts, or its id, in used (P1, P2)? */
-static int is_blocked(const item_t *it, const json_t *used_accts,
-                      const json_t *used_ids) {
-  if (it->req->id && json_object_get(used_ids, it->id))
-    return 1;
-  for (size_t j = 0; j < it->req->nlegs; j++)
-    if (json_object_get(used_accts, it->req->legs[j].account))
-      return 1;
-  return 0;
-}
-
-static int mark_used(const item_t *it, json_t *used_accts, json_t *used_ids) {
-  int bad = it->req->id && json_object_set(used_ids, it->id, json_true());
-  for (size_t j = 0; !bad && j < it->req->nlegs; j++)
-    bad = json_object_set(used_accts, it->req->legs[j].account, json_true());
-  return bad ? DTX_ENOMEM : 0;
-}
-
-/* Picks the round's members into at[] (their count is returned), in array
- * order.  A request not blocked by an earlier unfinished one and whose id
- * exists, or one of whose accounts does not, ends here as post() ends it
- * (no write, so it blocks nothing); every other request uses its accounts
- * and id for the rest of the round, as a member when nothing blocked it,
- * else waiting. */
-static size_t pick(item_t *its, size_t n, const json_t *found,
-                   const json_t *accts, size_t *at, int *rc) {
-  json_t *used_accts = json_object(), *used_ids = json_object();
-  size_t k = 0;
-  *rc = used_accts && used_ids ? 0 : DTX_ENOMEM;
-  for (size_t i = 0; *rc == 0 && i < n; i++) {
-    item_t *it = &its[i];
-    if (it->done)
-      continue;
-    int blocked = is_blocked(it, used_accts, used_ids);
-    const json_t *e = it->req->id ? json_object_get(found, it->id) : NULL;
-    if (!blocked && e) {
-      json_t *out = NULL;
-      dtx__err_clear();
-      int r = dtx__lg_existing(e, it->req, NULL, &out);
-      end_item(it, r, out);
-      continue;
-    }
-    dtx__err_clear();
-    int missing = blocked ? 0 : dtx__lg_accounts_missing(it->req, accts);
-    if (missing) {
-      end_item(it, missing, NULL);
-      continue;
-    }
-    *rc = mark_used(it, used_accts, used_ids);
-    if (!blocked)
-      at[k++] = i;
-  }
-  json_decref(used_accts);
-  json_decref(used_ids);
-  return *rc ? 0 : k;
-}
-
 /* ---- steps 5 to 7: derive, insert, judge --------------------------------------- */
 
 /* Drops what a member held for its round. */
@@ -218,16 +199,33 @@ static void unhold(item_t *it) {
   it->doc = NULL;
 }
 
-/* The round's members (its[at[0..k)]) derived against accts and inserted
- * in one dtx__kit_run.  Returns how many lost a seqId to a concurrent
- * poster (they stay unfinished); *won: how many inserted their entry. */
+/* The round's members (its[at[0..k)]): one whose id exists, or naming an
+ * account that does not, ends as a post ends it, without a write; the
+ * others are derived against accts and inserted in one dtx__kit_run.
+ * Returns how many lost a seqId to a concurrent poster (they stay
+ * unfinished); *won: how many inserted their entry. */
 static size_t round_insert(dtx__exec_t *ex, item_t *its, const size_t *at,
-                           size_t k, const json_t *accts, size_t *won) {
+                           size_t k, const json_t *found, const json_t *accts,
+                           size_t *won) {
   dtx__kit_op_t *ops = calloc(k ? k : 1, sizeof *ops);
   size_t *of = calloc(k ? k : 1, sizeof *of), nops = 0, lost = 0, j;
   *won = 0;
   for (j = 0; j < k; j++) {
     item_t *it = &its[at[j]];
+    const json_t *e = it->req->id ? json_object_get(found, it->id) : NULL;
+    if (e) { /* this request again, or another under its id */
+      json_t *out = NULL;
+      dtx__err_clear();
+      int r = dtx__lg_existing(e, it->req, NULL, &out);
+      end_item(it, r, out);
+      continue;
+    }
+    dtx__err_clear();
+    int missing = dtx__lg_accounts_missing(it->req, accts);
+    if (missing) {
+      end_item(it, missing, NULL);
+      continue;
+    }
     int rc = ops && of && (it->learned = calloc(it->req->nlegs,
                                                 sizeof *it->learned))
                  ? 0
@@ -307,10 +305,11 @@ static void run(dtx__exec_t *ex, item_t *its, size_t n) {
     json_t *found = NULL, *accts = NULL;
     size_t k = 0, won = 0, lost = 0;
     dtx__err_clear();
-    if ((rc = round_read(ex, its, n, &found, &accts)) == 0)
-      k = pick(its, n, found, accts, at, &rc);
+    k = pick(its, n, at, &rc);
     if (rc == 0)
-      lost = round_insert(ex, its, at, k, accts, &won);
+      rc = round_read(ex, its, at, k, &found, &accts);
+    if (rc == 0)
+      lost = round_insert(ex, its, at, k, found, accts, &won);
     json_decref(found);
     json_decref(accts);
     if (rc) { /* a read failed for good: nothing known, as alone */
