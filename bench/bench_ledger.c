@@ -23,10 +23,15 @@
  * native read of the balance row (SELECT balance ... / GET); and with the
  * cache current (10x as many reads), recorded as extra figures.
  *
+ * With --batch K (> 1) each round also runs the batched side: the same
+ * entries, each writer posting the next K as ONE dtx_ledger_post_many
+ * (ledger/many.c); its row gives entries/s (latency per call) with its
+ * ratio to the native side and to the single posts of the same rounds.
+ *
  * usage: bench_ledger [--store redis://...] [--label L] [--backend B]
  *                     [--accounts N(1000)] [--posts M] [--workers W(8)]
  *                     [--rounds R(3)] [--hot PCT] [--sync full|normal|both]
- *                     [--legs L(1000)] [--reads K]
+ *                     [--legs L(1000)] [--reads K] [--batch K(1)]
  * M defaults to 2000 (SQLite normal) and 600 (full, Redis), K to 100,
  * both times BENCH_SCALE.  Each doctx round runs on a store of its own
  * (SQLite: a new file; Redis: a new ?ns= namespace, emptied afterwards).  Exits 1
@@ -50,6 +55,7 @@
 
 typedef struct cfg {
   int accounts, posts, workers, rounds, legs, reads;
+  int batch; /* > 1: also the dtx_ledger_post_many side */
   const char *store, *label, *backend, *sync, *dir;
   int redis;
 #ifdef DTX_HAVE_REDIS
@@ -95,6 +101,40 @@ static int doctx_post(void *ctx, int w, int i) {
     fprintf(stderr, "bench_ledger: post %s -> %s: %s (%s)\n", from, to,
             dtx_errname(rc), dtx_errdetail());
   return rc == 0;
+}
+
+/* The batched side: op j posts entries j*K .. j*K+K-1 in one call. */
+static int doctx_post_many(void *ctx, int w, int j) {
+  side_t *s = ctx;
+  int K = s->c->batch, from = j * K;
+  int k = s->c->posts - from < K ? s->c->posts - from : K, ok = 1;
+  char (*ids)[32] = malloc(sizeof *ids * 2 * (size_t)k);
+  dtx_ledger_leg_t(*legs)[2] = malloc(sizeof *legs * (size_t)k);
+  dtx_ledger_post_req_t *reqs = calloc((size_t)k, sizeof *reqs);
+  dtx_ledger_result_t *res = calloc((size_t)k, sizeof *res);
+  (void)w;
+  if (!ids || !legs || !reqs || !res)
+    die("batch", DTX_ENOMEM);
+  for (int i = 0; i < k; i++) {
+    const pair_t *p = &s->pairs[from + i];
+    snprintf(ids[2 * i], sizeof ids[0], "a%d", p->from);
+    snprintf(ids[2 * i + 1], sizeof ids[0], "a%d", p->to);
+    legs[i][0] = (dtx_ledger_leg_t){ids[2 * i], -p->amount};
+    legs[i][1] = (dtx_ledger_leg_t){ids[2 * i + 1], p->amount};
+    reqs[i] = (dtx_ledger_post_req_t){.legs = legs[i], .nlegs = 2};
+  }
+  int rc = dtx_ledger_post_many(s->st, reqs, (size_t)k, NULL, res);
+  if (rc < 0) {
+    fprintf(stderr, "bench_ledger: post_many of %d: %s (%s)\n", k,
+            dtx_errname(rc), dtx_errdetail());
+    ok = 0;
+  }
+  dtx_ledger_results_clear(res, (size_t)k);
+  free(ids);
+  free(legs);
+  free(reqs);
+  free(res);
+  return ok;
 }
 
 /* A fresh store for a round: a new SQLite file, or on Redis a namespace
@@ -178,15 +218,22 @@ static int settle(dtx_store_t *st) {
 }
 
 /* One doctx round; *ops receives the store operations per post, the
- * committer's included. */
+ * committer's included.  batched: each op is one dtx_ledger_post_many of
+ * c->batch entries; the rate is still entries/s, the latencies per call. */
 static bench_side_t doctx_posts(const cfg_t *c, const pair_t *pairs, int round,
-                                int *errors, double *ops) {
-  side_t s = {.c = c, .pairs = pairs, .st = doctx_open(c, "post", round)};
+                                int *errors, double *ops, int batched) {
+  side_t s = {.c = c, .pairs = pairs,
+              .st = doctx_open(c, batched ? "many" : "post", round)};
+  int nops = batched ? (c->posts + c->batch - 1) / c->batch : c->posts;
   doctx_accounts(s.st, c->accounts, "a");
   committer_t cm = {.st = s.st};
   int64_t ops0 = dtx__store_calls();
   pthread_create(&cm.th, NULL, committer_main, &cm);
-  bench_side_t r = bench_pool_run(c->workers, c->posts, doctx_post, &s, errors);
+  bench_side_t r = bench_pool_run(c->workers, nops,
+                                  batched ? doctx_post_many : doctx_post, &s,
+                                  errors);
+  if (r.ops_s > 0)
+    r.ops_s *= (double)c->posts / nops;
   cm.stop = 1;
   pthread_join(cm.th, NULL);
   *ops = (double)(dtx__store_calls() - ops0) / c->posts;
@@ -541,17 +588,23 @@ static int bench_reads(const cfg_t *c) {
  * hot/uniform ratio (set when hot is 0). */
 static int bench_posts(const cfg_t *c, int hot, double *uniform) {
   pair_t *pairs = malloc(sizeof *pairs * (size_t)c->posts);
-  bench_side_t d[16], n[16];
-  double ops[16];
-  int derr = 0, nerr = 0, e;
+  bench_side_t d[16], n[16], b[16];
+  double ops[16], bops[16];
+  int derr = 0, nerr = 0, berr = 0, e;
   if (!pairs)
     die("pairs", DTX_ENOMEM);
   bench_pairs(pairs, c->posts, c->accounts, hot);
   for (int k = 0; k < c->rounds; k++) {
     bench_phase("%s sync=%s hot=%d%% round %d/%d doctx", c->label, c->sync,
                 hot, k + 1, c->rounds);
-    d[k] = doctx_posts(c, pairs, k, &e, &ops[k]);
+    d[k] = doctx_posts(c, pairs, k, &e, &ops[k], 0);
     derr += e;
+    if (c->batch > 1) {
+      bench_phase("%s sync=%s hot=%d%% round %d/%d doctx batch %d", c->label,
+                  c->sync, hot, k + 1, c->rounds, c->batch);
+      b[k] = doctx_posts(c, pairs, k, &e, &bops[k], 1);
+      berr += e;
+    }
     bench_phase("%s sync=%s hot=%d%% round %d/%d native", c->label, c->sync,
                 hot, k + 1, c->rounds);
 #ifdef DTX_HAVE_REDIS
@@ -585,8 +638,34 @@ static int bench_posts(const cfg_t *c, int hot, double *uniform) {
          nm.ops_s > 0 ? dm.ops_s / nm.ops_s : 0, hot ? hu : 1.0,
          bench_median(ops, c->rounds),
          derr || nerr ? "  (errors!)" : "");
+  if (c->batch > 1) {
+    bench_side_t bm = bench_median_side(b, c->rounds);
+    char wl[32];
+    snprintf(wl, sizeof wl, "%s_batch%d", hot ? "hot90" : "uniform",
+             c->batch);
+    bench_row(&(bench_row_t){
+        .metric = "post_many", .backend = c->backend, .sync = c->sync,
+        .workload = wl, .unit = "entries/s",
+        .native = c->redis ? "MULTI; INCRBY x2; XADD; EXEC (one slot)"
+                           : "BEGIN; INSERT entry; UPDATE x2; COMMIT",
+        .workers = c->workers, .rounds = c->rounds, .doctx = bm, .nat = nm,
+        .extra = json_pack("{s:i,s:i,s:i,s:f,s:f,s:i}", "batch", c->batch,
+                           "hot_pct", hot, "posts", c->posts,
+                           "over_single_posts",
+                           dm.ops_s > 0 ? bm.ops_s / dm.ops_s : 0,
+                           "ops_per_post", bench_median(bops, c->rounds),
+                           "doctx_failed", berr)});
+    printf("%-16s %-6s %-8s | %9.0f %8.0f %8.0f | %9.0f %8.0f %8.0f | %6.3f "
+           "| B=%d (latency per call): %.2fx the single posts, %.1f store "
+           "ops/post%s\n",
+           c->label, c->sync, hot ? "hot90" : "uniform", bm.ops_s, bm.p50_us,
+           bm.p99_us, nm.ops_s, nm.p50_us, nm.p99_us,
+           nm.ops_s > 0 ? bm.ops_s / nm.ops_s : 0, c->batch,
+           dm.ops_s > 0 ? bm.ops_s / dm.ops_s : 0,
+           bench_median(bops, c->rounds), berr ? "  (errors!)" : "");
+  }
   fflush(stdout);
-  return derr || nerr ? 1 : 0;
+  return derr || nerr || berr ? 1 : 0;
 }
 
 static void usage(void) {
@@ -596,11 +675,12 @@ static void usage(void) {
           "                    [--posts M] [--workers W] [--rounds R] "
           "[--hot PCT]\n"
           "                    [--sync full|normal|both] [--legs L] "
-          "[--reads K]\n");
+          "[--reads K] [--batch K]\n");
 }
 
 int main(int argc, char **argv) {
-  cfg_t c = {.accounts = 1000, .workers = 8, .rounds = 3, .legs = 1000};
+  cfg_t c = {.accounts = 1000, .workers = 8, .rounds = 3, .legs = 1000,
+             .batch = 1};
   const char *sync = "both";
   int hot = -1, posts = 0;
   for (int i = 1; i < argc; i += 2) {
@@ -631,6 +711,8 @@ int main(int argc, char **argv) {
       c.legs = atoi(v);
     else if (!strcmp(a, "--reads"))
       c.reads = atoi(v);
+    else if (!strcmp(a, "--batch"))
+      c.batch = atoi(v);
     else {
       usage();
       return 2;
@@ -640,6 +722,7 @@ int main(int argc, char **argv) {
     c.reads = bench_scaled(100);
   if (c.accounts < 2 || c.workers < 1 || c.workers > 256 || c.rounds < 1 ||
       c.rounds > 16 || posts < 0 || hot > 100 || c.legs < 1 || c.reads < 1 ||
+      c.batch < 1 || c.batch > 1000 ||
       (strcmp(sync, "both") && strcmp(sync, "full") &&
        strcmp(sync, "normal"))) {
     usage();

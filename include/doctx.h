@@ -1159,6 +1159,43 @@ typedef struct dtx_ledger_post_req {
 int dtx_ledger_post(dtx_store_t *st, const dtx_ledger_post_req_t *req,
                     const dtx_exec_opts_t *opts, json_t **out);
 
+/* The outcome of one entry of dtx_ledger_post_many, in the caller's
+ * array.  Its pointers are owned by the array and freed by
+ * dtx_ledger_results_clear. */
+typedef struct dtx_ledger_result {
+  int rc;        /* 0 or DTX_E*: what dtx_ledger_post returns for this
+                    request alone */
+  char *detail;  /* malloc'd error detail, NULL when rc == 0 */
+  json_t *entry; /* the entry, as dtx_ledger_post's *out (NULL when rc) */
+} dtx_ledger_result_t;
+
+/* Posts the n entries of reqs (borrowed for the call), each exactly as
+ * dtx_ledger_post would alone -- same checks and refusals, rc, detail and
+ * entry, same idempotency on id (an existing id with the same legs returns
+ * the entry, with other legs DTX_ECONFLICT) -- and, without concurrent
+ * posters, with the result of posting them one at a time in array order:
+ * an earlier request takes the lower seqId of an account they share, and
+ * a debit that fits only before another's is decided in array order; an
+ * id given twice is the later one's retry (or conflict).  The work goes in
+ * rounds, each ONE bulk write of inserts (one write transaction on SQLite,
+ * one pipeline per node on Redis): a round reads the ids asked for and
+ * every account once, and takes each request whose accounts and id no
+ * earlier unfinished request of the call uses; the rest wait for the next
+ * round (so entries on disjoint accounts go together, and a batch that
+ * debits one account takes a round per entry).  Pending requests are
+ * allowed.  opts (may be NULL) as for dtx_ledger_post, with ONE deadline
+ * for the whole call.  results[i] (caller's array of n) receives reqs[i]'s
+ * outcome, set in every case; release it with dtx_ledger_results_clear().
+ * Returns 0 when every rc is 0, else the first failure's rc with the
+ * detail "K of N entries failed; first: #i: ...".  st, reqs or results
+ * NULL is DTX_EINVAL (every result set to it when results is given),
+ * nothing posted; n == 0 is a no-op. */
+int dtx_ledger_post_many(dtx_store_t *st, const dtx_ledger_post_req_t *reqs,
+                         size_t n, const dtx_exec_opts_t *opts,
+                         dtx_ledger_result_t *results);
+/* Frees the pointers of results[0..n) and zeroes them. */
+void dtx_ledger_results_clear(dtx_ledger_result_t *results, size_t n);
+
 /* Posts pending entry id in full: its debits and credits count from now
  * on.  An entry already posted is returned as is (0).  A voided or expired
  * one, or one past its timeout, is DTX_ESTATE; an unknown id

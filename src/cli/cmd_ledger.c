@@ -6,6 +6,7 @@
  * their errors to the issue's exit codes: funds refused 1, bad legs or an
  * unknown account 2, a conflicting id or a resolved entry 3. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -15,6 +16,7 @@ static const char *ledger_help =
     "       doctx ledger account limit ID N|none\n"
     "       doctx ledger post ACCT:VALUE ACCT:VALUE... [--id ID]\n"
     "                         [--pending [--timeout-ms N]] [--deadline-ms N]\n"
+    "       doctx ledger post-many [--file PATH] [--deadline-ms N]\n"
     "       doctx ledger post-pending ID | ledger void ID\n"
     "       doctx ledger reverse ID [--id NEWID] [--deadline-ms N]\n"
     "       doctx ledger balance ACCT [--at-seq N]\n"
@@ -27,9 +29,15 @@ static const char *ledger_help =
     "must leave the account's available balance (balance minus pending\n"
     "debits) at or above its min_balance (0 by default; none: no limit).\n"
     "--id makes a post idempotent: the same id with the same legs prints the\n"
-    "existing entry.  --pending holds the debits until post-pending (in\n"
-    "full) or void, or until --timeout-ms (default 1 h) passes and a worker\n"
-    "expires it.  reverse posts the negated legs as a new entry.  balance\n"
+    "existing entry.  post-many posts one entry per line of stdin (or PATH),\n"
+    "{\"legs\":[{\"account\":A,\"value\":N}...][,\"id\"][,\"pending\"][,\"timeout_ms\"]},\n"
+    "as posting them one at a time in line order would, entries on distinct\n"
+    "accounts together (one write per round); it prints one line per entry\n"
+    "(the entry, or {\"error\",\"detail\",\"line\"}) and exits with the most\n"
+    "severe line's code; a malformed line exits 2 before anything is posted.\n"
+    "--pending holds the debits until post-pending (in full) or void, or\n"
+    "until --timeout-ms (default 1 h) passes and a worker expires it.\n"
+    "reverse posts the negated legs as a new entry.  balance\n"
     "prints {\"account\",\"balance\",\"available\",\"pending_debits\",\"seq\"}\n"
     "(--at-seq N: as of the account's seq N); statement one line per valid\n"
     "leg {\"entry\",\"seq\",\"value\",\"balance\",\"state\"} with the running\n"
@@ -47,7 +55,7 @@ static const char *ledger_help =
 
 enum {
   G_MIN, G_ID, G_PENDING, G_TIMEOUT, G_DEADLINE, G_AT, G_FROM, G_LIMIT,
-  G_ACCOUNT, G_N
+  G_ACCOUNT, G_FILE, G_N
 };
 
 /* The subcommands: positionals after the name (-1: at least 2) and the
@@ -66,6 +74,7 @@ static const struct {
     {"show", 1, 0},
     {"list", 0, 1u << G_ACCOUNT | 1u << G_LIMIT},
     {"account", 0, 0}, /* checked by ledger_account */
+    {"post-many", 0, 1u << G_FILE | 1u << G_DEADLINE},
 };
 #define NSUBS (sizeof subs / sizeof subs[0])
 
@@ -99,17 +108,24 @@ static int parse_limit(const char *cmd, const char *text,
 }
 
 /* A library error as this command's exit code (the contract above). */
-static int ledger_fail(int rc, int missing_code) {
-  int code = dtx__cli_fail(rc);
+static int ledger_code(int rc, int missing_code) {
   switch (rc) {
+  case 0:
+    return DTX_EXIT_OK;
   case DTX_EINSUFFICIENT:
     return DTX_EXIT_NOMATCH;
   case DTX_ENOACCOUNT:
   case DTX_ENOTFOUND:
     return missing_code;
   default:
-    return code;
+    return dtx__cli_exit_code(rc);
   }
+}
+
+/* ledger_code after printing the error. */
+static int ledger_fail(int rc, int missing_code) {
+  (void)dtx__cli_fail(rc);
+  return ledger_code(rc, missing_code);
 }
 
 static int ledger_account(dtx_cli_t *cli, int argc, char **argv) {
@@ -175,6 +191,124 @@ static int ledger_post(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {
   return DTX_EXIT_OK;
 }
 
+/* ---- post-many ------------------------------------------------------------------ */
+
+/* Entries per dtx_ledger_post_many call: a bound on the memory of one
+ * call's rounds, not on the input. */
+#define POST_CHUNK 1000
+
+typedef struct pline {
+  dtx__cli_jline_t j; /* first; its line owns the strings req borrows */
+  dtx_ledger_post_req_t req;
+  dtx_ledger_leg_t *legs; /* malloc'd, freed by ledger_post_many */
+} pline_t;
+
+/* Checks one line's shape into l->req; the entry's rules (sum, distinct
+ * accounts, ids) are the library's, judged per entry. */
+static int parse_entry(pline_t *l) {
+  size_t ln = l->j.lineno, i;
+  json_t *v = l->j.line, *f, *leg;
+  const char *key;
+  if (!json_is_object(v))
+    return dtx__cli_bad_line(ln, DTX_EINVAL, "an entry is an object "
+                             "{\"legs\"[, \"id\", \"pending\", \"timeout_ms\"]}");
+  json_object_foreach(v, key, f) {
+    if (strcmp(key, "legs") && strcmp(key, "id") && strcmp(key, "pending") &&
+        strcmp(key, "timeout_ms"))
+      return dtx__cli_bad_line(ln, DTX_EINVAL, "unknown field '%.200s' "
+                               "(legs, id, pending, timeout_ms)", key);
+  }
+  json_t *legs = json_object_get(v, "legs"), *id = json_object_get(v, "id");
+  json_t *pend = json_object_get(v, "pending");
+  json_t *tmo = json_object_get(v, "timeout_ms");
+  if (!json_is_array(legs) || json_array_size(legs) > DTX_LEDGER_MAX_LEGS)
+    return dtx__cli_bad_line(ln, DTX_EINVAL, "\"legs\" must be an array of "
+                             "at most %d legs", DTX_LEDGER_MAX_LEGS);
+  if (!(l->legs = calloc(json_array_size(legs) + 1, sizeof *l->legs)))
+    return dtx__cli_error(DTX_ENOMEM, "ledger post-many: line %zu", ln);
+  json_array_foreach(legs, i, leg) {
+    json_t *a = json_object_get(leg, "account");
+    json_t *val = json_object_get(leg, "value");
+    if (!json_is_object(leg) || json_object_size(leg) != 2 ||
+        !json_is_string(a) || !json_is_integer(val))
+      return dtx__cli_bad_line(ln, DTX_EINVAL, "leg %zu must be "
+                               "{\"account\": ID, \"value\": int64}", i + 1);
+    l->legs[i] = (dtx_ledger_leg_t){json_string_value(a),
+                                    (int64_t)json_integer_value(val)};
+  }
+  if (id && !json_is_string(id))
+    return dtx__cli_bad_line(ln, DTX_EINVAL, "\"id\" must be a string");
+  if (pend && !json_is_boolean(pend))
+    return dtx__cli_bad_line(ln, DTX_EINVAL, "\"pending\" must be true or "
+                             "false");
+  if (tmo && !json_is_integer(tmo))
+    return dtx__cli_bad_line(ln, DTX_EINVAL, "\"timeout_ms\" must be an "
+                             "integer");
+  l->req = (dtx_ledger_post_req_t){
+      .id = id ? json_string_value(id) : NULL, .legs = l->legs,
+      .nlegs = json_array_size(legs), .pending = json_is_true(pend),
+      .timeout_ms = tmo ? (int64_t)json_integer_value(tmo) : 0};
+  return 0;
+}
+
+/* One call per POST_CHUNK lines; each line prints what `ledger post`
+ * prints for it alone (the entry, or the error naming the line). */
+static int ledger_post_many(dtx_cli_t *cli, int n, dtx__cli_opt_t *o) {
+  pline_t *ls = NULL;
+  size_t nl = 0;
+  int64_t deadline = 0;
+  if (n != 1)
+    return dtx__cli_usage("ledger post-many: takes no arguments (the "
+                          "entries come from stdin or --file)");
+  if (dtx__cli_int_opt("ledger post-many", &o[G_DEADLINE], 0, 1, &deadline))
+    return DTX_EXIT_USAGE;
+  int ec = dtx__cli_read_jlines(o[G_FILE].value,
+                                "ledger post-many: reading the entries",
+                                sizeof *ls, (void **)&ls, &nl);
+  for (size_t i = 0; !ec && i < nl; i++)
+    ec = parse_entry(&ls[i]);
+  dtx_store_t *st = ec || nl == 0 ? NULL : dtx__cli_store_armed(cli, &ec);
+  size_t cap = nl < POST_CHUNK ? nl : POST_CHUNK;
+  dtx_ledger_post_req_t *reqs = st ? calloc(cap, sizeof *reqs) : NULL;
+  dtx_ledger_result_t *res = st ? calloc(cap, sizeof *res) : NULL;
+  if (st && (!reqs || !res))
+    ec = dtx__cli_error(DTX_ENOMEM, "ledger post-many of %zu", nl);
+  dtx_exec_opts_t eo = {.deadline_ms = deadline};
+  int worst = DTX_EXIT_OK;
+  for (size_t from = 0; st && !ec && from < nl; from += POST_CHUNK) {
+    size_t k = nl - from < POST_CHUNK ? nl - from : POST_CHUNK;
+    for (size_t i = 0; i < k; i++)
+      reqs[i] = ls[from + i].req;
+    (void)dtx_ledger_post_many(st, reqs, k, &eo, res);
+    for (size_t i = 0; i < k; i++) {
+      int code = DTX_EXIT_OK;
+      if (res[i].rc) {
+        json_t *e = json_pack("{s:s,s:s,s:I}", "error",
+                              dtx_errname(res[i].rc), "detail",
+                              res[i].detail ? res[i].detail : "", "line",
+                              (json_int_t)ls[from + i].j.lineno);
+        if (e)
+          dtx__cli_print_json(e);
+        else
+          puts("{\"error\":\"NOMEM\"}");
+        json_decref(e);
+        code = ledger_code(res[i].rc, DTX_EXIT_USAGE); /* as alone */
+      } else {
+        dtx__cli_print_item(res[i].entry, 0);
+      }
+      if (code > worst)
+        worst = code;
+    }
+    dtx_ledger_results_clear(res, k);
+  }
+  for (size_t i = 0; ls && i < nl; i++)
+    free(ls[i].legs);
+  dtx__cli_jlines_free(ls, nl, sizeof *ls);
+  free(reqs);
+  free(res);
+  return ec ? ec : worst;
+}
+
 /* The read subcommands: balance, statement, show, list. */
 static int ledger_read(dtx_cli_t *cli, size_t k, char **pos,
                        dtx__cli_opt_t *o) {
@@ -224,7 +358,7 @@ int dtx__cmd_ledger(dtx_cli_t *cli, int argc, char **argv) {
       [G_PENDING] = {"--pending", 0, NULL}, [G_TIMEOUT] = {"--timeout-ms", 1, NULL},
       [G_DEADLINE] = {"--deadline-ms", 1, NULL}, [G_AT] = {"--at-seq", 1, NULL},
       [G_FROM] = {"--from-seq", 1, NULL},   [G_LIMIT] = {"--limit", 1, NULL},
-      [G_ACCOUNT] = {"--account", 1, NULL}};
+      [G_ACCOUNT] = {"--account", 1, NULL}, [G_FILE] = {"--file", 1, NULL}};
   char *pos[DTX_LEDGER_MAX_LEGS + 2];
   int code;
   if (dtx__cli_is_help(argc, argv))
@@ -240,8 +374,9 @@ int dtx__cmd_ledger(dtx_cli_t *cli, int argc, char **argv) {
       if (strcmp(subs[k].name, pos[0]) == 0)
         break;
   if (k == NSUBS)
-    return dtx__cli_usage("ledger: expected account, post, post-pending, void, "
-                          "reverse, balance, statement, show or list%s%s",
+    return dtx__cli_usage("ledger: expected account, post, post-many, "
+                          "post-pending, void, reverse, balance, statement, "
+                          "show or list%s%s",
                           n > 0 ? "; got " : "", n > 0 ? pos[0] : "");
   const char *sub = subs[k].name;
   for (int i = 0; i < G_N; i++)
@@ -249,6 +384,8 @@ int dtx__cmd_ledger(dtx_cli_t *cli, int argc, char **argv) {
       return dtx__cli_usage("ledger %s: %s does not apply", sub, o[i].name);
   if (k == 0)
     return ledger_post(cli, pos, n, o);
+  if (strcmp(sub, "post-many") == 0)
+    return ledger_post_many(cli, n, o);
   if (n - 1 != subs[k].npos)
     return dtx__cli_usage("ledger %s: expected %s", sub,
                           subs[k].npos ? "one argument (ID or ACCT)"

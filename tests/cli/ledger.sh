@@ -150,6 +150,44 @@ expect 0 "list --account A" -- d ledger list --account A
 [ "$(lines '[.[]._id]')" = '["fund","e2","p1","p2","p3","e9","r9"]' ] && ok || bad "list: $(out)"
 expect 0 "list --limit 2" -- d ledger list --limit 2
 [ "$(lines length)" = 2 ] && ok || bad "list --limit: $(out)"
+# post-many: one entry per line (stdin, or --file), each ending as `ledger
+# post` would end it, in line order; one result line each; the exit code is
+# the most severe line's.
+d ledger account create M1 >/dev/null
+d ledger account create M2 >/dev/null
+d ledger account create M3 >/dev/null
+d ledger post B:-40 M1:40 >/dev/null
+cat >"$WORK/many" <<'EOF'
+{"id":"m1","legs":[{"account":"M1","value":-30},{"account":"M2","value":30}]}
+{"legs":[{"account":"M1","value":-30},{"account":"M3","value":30}]}
+{"legs":[{"account":"M2","value":-5},{"account":"M3","value":4}]}
+{"legs":[{"account":"M2","value":-5},{"account":"Q","value":5}]}
+{"id":"m1","legs":[{"account":"M1","value":-30},{"account":"M2","value":30}]}
+{"id":"m1","legs":[{"account":"M1","value":-31},{"account":"M2","value":31}]}
+{"id":"m7","legs":[{"account":"M2","value":-10},{"account":"M3","value":10}],"pending":true,"timeout_ms":60000}
+EOF
+expect 3 "post-many: the worst line is a conflict" -- d ledger post-many --file "$WORK/many"
+[ "$(lines '[.[] | if .error then [.error, .line] else [._id, .state, [.changes[].seqId]] end]')" = \
+  '[["m1","posted",[2,1]],["INSUFFICIENT",2],["INVAL",3],["NOACCOUNT",4],["m1","posted",[2,1]],["CONFLICT",6],["m7","pending",[2,1]]]' ] &&
+  ok || bad "post-many lines: $(out)"
+grep -q "account 'M1'" "$WORK/out" && ok || bad "post-many: the refusal names no account: $(out)"
+expect 0 "balance after post-many" -- d ledger balance M2
+[ "$(j '[.balance, .available, .seq]')" = "[30,20,2]" ] && ok || bad "post-many balance: $(out)"
+n=$(entries)
+printf '%s\n' '{"legs":[{"account":"M2","value":-1},{"account":"M3","value":1}]}' >"$WORK/m0"
+expect 0 "post-many from stdin" -- d ledger post-many <"$WORK/m0"
+[ "$(j '[.changes[].seqId]')" = "[3,2]" ] && ok || bad "post-many stdin: $(out)"
+printf '%s\n' '{"legs":[{"account":"M2","value":-1},{"account":"M3","value":1}]}' \
+  '{"legs":[{"account":"M2","value":"1"},{"account":"M3","value":-1}]}' >"$WORK/mbad"
+expect 2 "post-many: a malformed line posts nothing" -- d ledger post-many --file "$WORK/mbad"
+grep -q "line 2" "$WORK/err" && [ "$(entries)" = $((n + 1)) ] && ok || bad "malformed: $(cat "$WORK/err") $(entries)"
+printf 'not json\n' >"$WORK/mbad"
+expect 2 "post-many: a line that is not JSON" -- d ledger post-many --file "$WORK/mbad"
+expect 2 "post-many takes no arguments" -- d ledger post-many x
+expect 2 "post-many: --id does not apply" -- d ledger post-many --id x --file "$WORK/m0"
+printf '%s\n' '{"legs":[{"account":"M1","value":-1000},{"account":"M3","value":1000}]}' >"$WORK/m0"
+expect 1 "post-many: only a refusal for funds" -- d ledger post-many --file - <"$WORK/m0"
+d ledger void m7 >/dev/null
 expect 0 "faults lists the ledger's points" -- d faults
 grep -q "^ledger.post$" "$WORK/out" && grep -q "^ledger.commit$" "$WORK/out" && ok || bad "faults: $(out)"
 d worker --once >/dev/null

@@ -3,6 +3,7 @@
  *
  * ledger.c holds the state machine (diagram, invariants), the accounts and
  * the method table; post.c posting, pending resolution and reversal;
+ * many.c posting many entries at once (dtx_ledger_post_many);
  * position.c how an account's balance and next seqId are derived from its
  * cache and the entries after it (balance, statement, list); commit.c the
  * committer (worker), expiry and recovery; audit.c the audit.  Retry,
@@ -91,6 +92,55 @@ int dtx__lg_range(dtx__exec_t *ex, const char *account, int64_t lo, int64_t hi,
 /* 128-bit value to int64: DTX_EOVERFLOW naming what when it does not
  * fit. */
 int dtx__lg_fit(__int128 v, int64_t *out, const char *what, const char *acct);
+
+/* ---- posting (post.c), shared by dtx_ledger_post and post_many (many.c) -- */
+
+/* The request's own checks (legs, ids, timeout): DTX_EINVAL naming the
+ * fault, nothing read. */
+int dtx__lg_check_req(const dtx_ledger_post_req_t *req);
+
+/* Existing entry e (borrowed) under the id req asks for: *out (a new
+ * reference) when it records req again (same legs, kind and reversal: a
+ * retry posts at most once), else DTX_ECONFLICT. */
+int dtx__lg_existing(const json_t *e, const dtx_ledger_post_req_t *req,
+                     const char *reverses, json_t **out);
+
+/* What is already recorded for req: the entry under id (req again, or
+ * DTX_ECONFLICT), or the reversal of `reverses`.  DTX_ENOTFOUND when
+ * neither exists. */
+int dtx__lg_recorded(dtx__exec_t *ex, const char *id,
+                     const dtx_ledger_post_req_t *req, const char *reverses,
+                     json_t **out);
+
+/* The ledger accounts whose ids are in ids (an array, stolen), read in
+ * one query, as *map: id -> document (a new object). */
+int dtx__lg_accounts_find(dtx__exec_t *ex, json_t *ids, json_t **map);
+
+/* DTX_ENOACCOUNT naming the first of req's accounts (in leg order) that
+ * map lacks; 0 when it has them all. */
+int dtx__lg_accounts_missing(const dtx_ledger_post_req_t *req,
+                             const json_t *map);
+
+/* What a post learned of one leg's account: once the entry is in, and
+ * when every entry before it is final (memo), the posted balance at the
+ * entry's seqId is bal -- the tail memo's next step (position.c). */
+typedef struct dtx__lg_learned {
+  int memo;
+  __int128 bal;
+} dtx__lg_learned_t;
+
+/* One attempt of a post: derives each leg's account position (accts: id
+ * -> account document, holding every account of req), checks the leg
+ * against it (L3, L4: DTX_EINSUFFICIENT, DTX_EOVERFLOW naming the
+ * account) and builds the entry *doc (a new reference) under id.
+ * learned[0..nlegs) is filled for dtx__lg_posted. */
+int dtx__lg_build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
+                  const char *id, const char *reverses, const json_t *accts,
+                  dtx__lg_learned_t *learned, json_t **doc);
+
+/* After entry doc of req was inserted: tells the memo what build learned. */
+void dtx__lg_posted(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
+                    const json_t *doc, const dtx__lg_learned_t *learned);
 
 /* ---- the committer (commit.c) ------------------------------------------------ */
 

@@ -22,7 +22,7 @@
 
 /* ---- the request ------------------------------------------------------------------ */
 
-static int check_req(const dtx_ledger_post_req_t *req) {
+int dtx__lg_check_req(const dtx_ledger_post_req_t *req) {
   int rc;
   if (!req || !req->legs)
     return dtx__err(DTX_EINVAL, "an entry needs legs");
@@ -73,9 +73,7 @@ static int same_entry(const json_t *e, const dtx_ledger_post_req_t *req,
          (reverses ? rv && strcmp(rv, reverses) == 0 : !rv);
 }
 
-/* An existing entry under the id asked for: returned when it is this
- * request again (a retry posts at most once), else DTX_ECONFLICT. */
-static int existing(const json_t *e, const dtx_ledger_post_req_t *req,
+int dtx__lg_existing(const json_t *e, const dtx_ledger_post_req_t *req,
                     const char *reverses, json_t **out) {
   if (!same_entry(e, req, reverses))
     return dtx__err(DTX_ECONFLICT, "ledger entry '%s' exists with other legs",
@@ -127,52 +125,58 @@ static int derive_leg(const dtx_ledger_leg_t *l, const dtx__lg_pos_t *pos,
              : DTX_ENOMEM;
 }
 
-/* The accounts of req, read in one query, as id -> document; the first
- * missing one (in leg order) is DTX_ENOACCOUNT. */
-static int read_accounts(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
-                         json_t **map) {
-  json_t *ids = json_array(), *docs = NULL, *d;
+int dtx__lg_accounts_find(dtx__exec_t *ex, json_t *ids, json_t **map) {
+  json_t *docs = NULL, *d;
   size_t i;
   *map = NULL;
-  for (i = 0; i < req->nlegs; i++)
-    json_array_append_new(ids, json_string(req->legs[i].account));
-  json_t *filter = json_pack("{s:{s:o}}", "_id", "$in", ids);
+  json_t *filter = ids ? json_pack("{s:{s:o}}", "_id", "$in", ids) : NULL;
   int rc = filter ? dtx__kit_find(ex, DTX_LEDGER_ACCOUNTS, filter, NULL, &docs)
                   : DTX_ENOMEM;
   json_decref(filter);
   if (rc)
     return rc;
-  *map = json_object();
+  if (!(*map = json_object())) {
+    json_decref(docs);
+    return DTX_ENOMEM;
+  }
   json_array_foreach(docs, i, d) {
     if (dtx__str(d, "_id"))
       json_object_set(*map, dtx__str(d, "_id"), d);
   }
   json_decref(docs);
-  for (i = 0; i < req->nlegs; i++) {
-    if (!json_object_get(*map, req->legs[i].account)) {
-      json_decref(*map);
-      *map = NULL;
-      return dtx__err(DTX_ENOACCOUNT, "no ledger account '%s'",
-                      req->legs[i].account);
-    }
-  }
   return 0;
 }
 
-/* What a post learned of each leg's account: once the entry is in, and
- * when every entry before it is final (memo), the posted balance at the
- * entry's seqId is bal -- the tail memo's next step (position.c). */
-typedef struct learned {
-  int memo;
-  __int128 bal;
-} learned_t;
+int dtx__lg_accounts_missing(const dtx_ledger_post_req_t *req,
+                             const json_t *map) {
+  for (size_t i = 0; i < req->nlegs; i++)
+    if (!json_object_get(map, req->legs[i].account))
+      return dtx__err(DTX_ENOACCOUNT, "no ledger account '%s'",
+                      req->legs[i].account);
+  return 0;
+}
 
-/* One attempt: derive every leg and build the entry (*doc). */
-static int build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
-                 const char *id, const char *reverses, learned_t *learned,
-                 json_t **doc) {
-  json_t *accts = NULL, *changes = json_array();
-  int rc = changes ? read_accounts(ex, req, &accts) : DTX_ENOMEM;
+/* The accounts of req, read in one query, as id -> document; the first
+ * missing one (in leg order) is DTX_ENOACCOUNT. */
+static int read_accounts(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
+                         json_t **map) {
+  json_t *ids = json_array();
+  for (size_t i = 0; ids && i < req->nlegs; i++)
+    json_array_append_new(ids, json_string(req->legs[i].account));
+  int rc = dtx__lg_accounts_find(ex, ids, map);
+  if (rc == 0 && (rc = dtx__lg_accounts_missing(req, *map))) {
+    json_decref(*map);
+    *map = NULL;
+  }
+  return rc;
+}
+
+int dtx__lg_build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
+                  const char *id, const char *reverses, const json_t *accts,
+                  dtx__lg_learned_t *learned, json_t **doc) {
+  json_t *changes = json_array();
+  int rc = changes ? 0 : DTX_ENOMEM;
+  *doc = NULL;
   for (size_t i = 0; rc == 0 && i < req->nlegs; i++) {
     dtx__lg_pos_t pos;
     rc = dtx__lg_position_post(
@@ -183,8 +187,6 @@ static int build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
     learned[i].bal = pos.posted + req->legs[i].value;
     dtx__lg_pos_free(&pos);
   }
-  json_decref(accts);
-  *doc = NULL;
   if (rc) {
     json_decref(changes);
     return rc;
@@ -203,6 +205,18 @@ static int build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
   if (*doc && reverses)
     json_object_set_new(*doc, "reverses", json_string(reverses));
   return *doc ? 0 : DTX_ENOMEM;
+}
+
+void dtx__lg_posted(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
+                    const json_t *doc, const dtx__lg_learned_t *learned) {
+  json_t *legs = json_object_get(doc, "changes");
+  for (size_t i = 0; i < req->nlegs; i++) {
+    const json_t *leg = json_array_get(legs, i);
+    if (learned[i].memo)
+      dtx__lg_memo_posted(ex, req->legs[i].account, dtx__int(leg, "seqId"),
+                          learned[i].bal, dtx__str(doc, "_id"),
+                          req->legs[i].value);
+  }
 }
 
 /* The entry already reversing `reverses`: returned when the request names
@@ -227,10 +241,7 @@ static int reversal_of(dtx__exec_t *ex, const char *reverses,
   return rc;
 }
 
-/* What is already recorded for this request: the entry under id (this
- * request again, or DTX_ECONFLICT), or the reversal of `reverses`.
- * DTX_ENOTFOUND when neither exists. */
-static int recorded(dtx__exec_t *ex, const char *id,
+int dtx__lg_recorded(dtx__exec_t *ex, const char *id,
                     const dtx_ledger_post_req_t *req, const char *reverses,
                     json_t **out) {
   json_t *e = NULL;
@@ -238,7 +249,7 @@ static int recorded(dtx__exec_t *ex, const char *id,
   if (id && (rc = dtx__kit_get(ex, DTX_LEDGER_ENTRIES, id, &e)) !=
                 DTX_ENOTFOUND) {
     if (rc == 0)
-      rc = existing(e, req, reverses, out);
+      rc = dtx__lg_existing(e, req, reverses, out);
     json_decref(e);
     return rc;
   }
@@ -253,12 +264,13 @@ static int post(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
                 const char *reverses, json_t **out) {
   const char *point = reverses ? "ledger.reverse" : "ledger.post";
   char idbuf[25];
-  json_t *doc = NULL;
+  json_t *doc = NULL, *accts = NULL;
   int rc;
   *out = NULL;
-  if ((rc = check_req(req)) || (rc = dtx__lg_setup(ex->st)))
+  if ((rc = dtx__lg_check_req(req)) || (rc = dtx__lg_setup(ex->st)))
     return rc;
-  if ((rc = recorded(ex, req->id, req, reverses, out)) != DTX_ENOTFOUND)
+  if ((rc = dtx__lg_recorded(ex, req->id, req, reverses, out)) !=
+      DTX_ENOTFOUND)
     return rc;
   const char *id = req->id;
   if (!id) {
@@ -266,9 +278,13 @@ static int post(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
     id = idbuf;
   }
   dtx__contend_t ct = {0};
-  learned_t learned[DTX_LEDGER_MAX_LEGS];
+  dtx__lg_learned_t learned[DTX_LEDGER_MAX_LEGS];
   for (;;) {
-    if ((rc = build(ex, req, id, reverses, learned, &doc)))
+    if ((rc = read_accounts(ex, req, &accts)) == 0)
+      rc = dtx__lg_build(ex, req, id, reverses, accts, learned, &doc);
+    json_decref(accts);
+    accts = NULL;
+    if (rc)
       return rc;
     rc = dtx__kit_insert(ex, point, DTX_LEDGER_ENTRIES, doc);
     if (rc != DTX_EDUPKEY)
@@ -278,20 +294,14 @@ static int post(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
     /* Which key?  Our id (another request's, or our own insert whose
      * reply was lost), the reversal index, or a seqId: then derive
      * again. */
-    if ((rc = recorded(ex, id, req, reverses, out)) != DTX_ENOTFOUND)
+    if ((rc = dtx__lg_recorded(ex, id, req, reverses, out)) != DTX_ENOTFOUND)
       return rc;
     rc = DTX_EDUPKEY;
     if (!dtx__kit_contend(&ct, &rc, point))
       return rc;
   }
   if (rc == 0) {
-    json_t *legs = json_object_get(doc, "changes");
-    for (size_t i = 0; i < req->nlegs; i++) {
-      const json_t *leg = json_array_get(legs, i);
-      if (learned[i].memo)
-        dtx__lg_memo_posted(ex, req->legs[i].account, dtx__int(leg, "seqId"),
-                            learned[i].bal, id, req->legs[i].value);
-    }
+    dtx__lg_posted(ex, req, doc, learned);
     *out = doc;
   } else {
     json_decref(doc);
