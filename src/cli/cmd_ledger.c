@@ -122,6 +122,13 @@ static int ledger_code(int rc, int missing_code) {
   }
 }
 
+/* The exit code of one entry of post-many: what `ledger post` alone
+ * exits with (a missing account is a usage error there too). */
+static int post_code(int rc, const json_t *doc) {
+  (void)doc;
+  return ledger_code(rc, DTX_EXIT_USAGE);
+}
+
 /* ledger_code after printing the error. */
 static int ledger_fail(int rc, int missing_code) {
   (void)dtx__cli_fail(rc);
@@ -274,31 +281,15 @@ static int ledger_post_many(dtx_cli_t *cli, int n, dtx__cli_opt_t *o) {
   if (st && (!reqs || !res))
     ec = dtx__cli_error(DTX_ENOMEM, "ledger post-many of %zu", nl);
   dtx_exec_opts_t eo = {.deadline_ms = deadline};
-  int worst = DTX_EXIT_OK;
+  dtx__cli_batch_t out = {.key = "line", .item = 1, .exit_of = post_code};
   for (size_t from = 0; st && !ec && from < nl; from += POST_CHUNK) {
     size_t k = nl - from < POST_CHUNK ? nl - from : POST_CHUNK;
     for (size_t i = 0; i < k; i++)
       reqs[i] = ls[from + i].req;
     (void)dtx_ledger_post_many(st, reqs, k, &eo, res);
-    for (size_t i = 0; i < k; i++) {
-      int code = DTX_EXIT_OK;
-      if (res[i].rc) {
-        json_t *e = json_pack("{s:s,s:s,s:I}", "error",
-                              dtx_errname(res[i].rc), "detail",
-                              res[i].detail ? res[i].detail : "", "line",
-                              (json_int_t)ls[from + i].j.lineno);
-        if (e)
-          dtx__cli_print_json(e);
-        else
-          puts("{\"error\":\"NOMEM\"}");
-        json_decref(e);
-        code = ledger_code(res[i].rc, DTX_EXIT_USAGE); /* as alone */
-      } else {
-        dtx__cli_print_item(res[i].entry, 0);
-      }
-      if (code > worst)
-        worst = code;
-    }
+    for (size_t i = 0; i < k; i++)
+      (void)dtx__cli_batch_line(&out, json_integer(ls[from + i].j.lineno),
+                                res[i].rc, res[i].detail, res[i].entry);
     dtx_ledger_results_clear(res, k);
   }
   for (size_t i = 0; ls && i < nl; i++)
@@ -306,7 +297,7 @@ static int ledger_post_many(dtx_cli_t *cli, int n, dtx__cli_opt_t *o) {
   dtx__cli_jlines_free(ls, nl, sizeof *ls);
   free(reqs);
   free(res);
-  return ec ? ec : worst;
+  return ec ? ec : out.worst;
 }
 
 /* The read subcommands: balance, statement, show, list. */
