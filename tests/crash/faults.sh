@@ -23,7 +23,8 @@ one_point() { # POINT
     [ "$cmd" != UNKNOWN ] || { bad "$label: no scenario reaches this point"; continue; }
     err=$WORK/job.$p/$action.log
     # shellcheck disable=SC2086
-    DOCTX_FAULT="$p:$action" run_bounded 120 "$err" "$DOCTX" --store "$S" $cmd
+    fault_spec "$p" "$action"
+    DOCTX_FAULT="$FSPEC" run_bounded 120 "$err" "$DOCTX" --store "$S" $cmd
     rc=$?
     if [[ $(<"$err") != *"doctx: fault: $p $action"* ]]; then # no grep start per row
       bad "$label: fault point was not reached (rc=$rc): $(head -3 "$err")"; continue

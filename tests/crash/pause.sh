@@ -18,7 +18,8 @@ one_point() { # POINT
   scenario_cmd_of "$p"; cmd=$CMD
   [ "$cmd" != UNKNOWN ] || { bad "$label: no scenario reaches this point"; return; }
   # shellcheck disable=SC2086
-  DOCTX_FAULT="$p:pause" start_bg "$log" "$DOCTX" --store "$S" $cmd
+  fault_spec "$p" pause
+  DOCTX_FAULT="$FSPEC" start_bg "$log" "$DOCTX" --store "$S" $cmd
   pid=$BG_PID
   if ! wait_stopped "$pid" 30; then
     bounded_wait "$pid" 30 "$log"

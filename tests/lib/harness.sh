@@ -60,6 +60,9 @@
 #                        failure) or the file skips it (says why)
 #   scenario_cmd_of POINT
 #                        CMD is scenario_cmd POINT's output (no subshell)
+#   fault_spec POINT ACTION
+#                        FSPEC is DOCTX_FAULT arming it (at the arrival
+#                        the scenario's optional scenario_arrival names)
 #
 # Every wait a suite makes must go through these, so a hang is a failure
 # with a log tail, never a stuck CI stage.
@@ -329,6 +332,17 @@ scenario_file() {
   echo "$HARNESS_ROOT/tests/crash/scenarios/${1%%.*}.sh"
 }
 
+# fault_spec POINT ACTION: FSPEC is the DOCTX_FAULT value arming POINT:
+# the first arrival, or the one the scenario's optional scenario_arrival
+# POINT names (a point whose first arrival is not the interesting one,
+# e.g. the committer's bulk of a level after the claim's single commit).
+fault_spec() {
+  local n=1
+  if declare -F scenario_arrival >/dev/null; then n=$(scenario_arrival "$1"); fi
+  FSPEC="$1:$2"
+  [ "$n" = 1 ] || FSPEC="$1:$2:$n"
+}
+
 # scenario_cmd_of POINT: CMD is what scenario_cmd prints, read back from a
 # file: a $(...) would fork the suite's shell once per row.
 scenario_cmd_of() {
@@ -340,6 +354,7 @@ load_scenario() {
   local f why
   f=$(scenario_file "$1")
   [ -f "$f" ] || { bad "$1: no scenario file $f"; return 1; }
+  unset -f scenario_skip scenario_arrival
   source "$f"
   if declare -F scenario_skip >/dev/null && why=$(scenario_skip "$1"); then
     echo "skip $1: $why"

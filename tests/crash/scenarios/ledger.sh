@@ -8,7 +8,9 @@
 # entry's predecessors committed, everything committable committed), the
 # entry of the point in one of the states the point allows, A's balance
 # exactly what that state implies (never applied twice: there is no half
-# of one document), and the next post lands on the next seqId.
+# of one document), and the next post lands on the next seqId.  The
+# committer's points get a round of three levels (entries chained on C
+# and D beside A's), and D's balance must come out exact too.
 
 scenario_setup() {
   d ledger account create A >/dev/null &&
@@ -18,6 +20,14 @@ scenario_setup() {
   ledger.reverse) d ledger post A:-100 B:100 --id e0 >/dev/null ;;
   ledger.pending.*) d ledger post A:-100 B:100 --id p1 --pending >/dev/null ;;
   ledger.expire) d ledger post A:-100 B:100 --id p1 --pending --timeout-ms 1 >/dev/null ;;
+  ledger.commit | ledger.cache)
+    # A round of three levels for the committer (commit.c): c1 beside
+    # fund, c2 behind c1 on C and D, c3 behind c2.
+    d ledger account create C --min-balance none >/dev/null &&
+      d ledger account create D >/dev/null &&
+      d ledger post C:-5 D:5 --id c1 >/dev/null &&
+      d ledger post C:-6 D:6 --id c2 >/dev/null &&
+      d ledger post C:-7 D:7 --id c3 >/dev/null ;;
   esac
 }
 
@@ -32,6 +42,12 @@ scenario_cmd() {
   ledger.expire | ledger.commit | ledger.cache) echo 'worker --once' ;;
   *) echo UNKNOWN ;;
   esac
+}
+
+# The committer's first commit is the claim's, of one entry alone; the
+# second is the first step of a level's bulk write, the step to stop.
+scenario_arrival() {
+  case "$1" in ledger.commit) echo 2 ;; *) echo 1 ;; esac
 }
 
 # The state of entry $1 ("missing" when there is none).
@@ -61,6 +77,8 @@ check_final() {
     [ "$st" != pending ] || case "$label" in *:crash) ;; *) want=bad ;; esac ;;
   ledger.expire:*) st=$(lg_state p1) # recovery expires what the worker did not
     case "$st" in expired) want=1000 ;; *) want=bad ;; esac ;;
+  ledger.commit:* | ledger.cache:*) st=-; want=1000
+    [ "$(field "$(d ledger balance D)" balance)" = 18 ] || want="1000, D 18" ;;
   *) st=-; want=1000 ;;
   esac
   [ "$a" = "$want" ] || { bad "$label: entry $st, A's balance $a (want $want)"; return; }
