@@ -21,11 +21,15 @@ scenario_setup() {
   ledger.pending.*) d ledger post A:-100 B:100 --id p1 --pending >/dev/null ;;
   ledger.expire) d ledger post A:-100 B:100 --id p1 --pending --timeout-ms 1 >/dev/null ;;
   ledger.commit | ledger.cache)
-    # A round of three levels for the committer (commit.c): c1 beside
-    # fund, c2 behind c1 on C and D, c3 behind c2.
+    # A round of three levels for the committer (commit.c): c1 and x1
+    # beside fund (one bulk write of two once the claim took fund), c2
+    # behind c1 on C and D, c3 behind c2.
     d ledger account create C --min-balance none >/dev/null &&
       d ledger account create D >/dev/null &&
+      d ledger account create E --min-balance none >/dev/null &&
+      d ledger account create F >/dev/null &&
       d ledger post C:-5 D:5 --id c1 >/dev/null &&
+      d ledger post E:-4 F:4 --id x1 >/dev/null &&
       d ledger post C:-6 D:6 --id c2 >/dev/null &&
       d ledger post C:-7 D:7 --id c3 >/dev/null ;;
   esac
@@ -45,7 +49,8 @@ scenario_cmd() {
 }
 
 # The committer's first commit is the claim's, of one entry alone; the
-# second is the first step of a level's bulk write, the step to stop.
+# second is the first step of a level's bulk write (c1 beside x1), the
+# step to stop.
 scenario_arrival() {
   case "$1" in ledger.commit) echo 2 ;; *) echo 1 ;; esac
 }
@@ -78,7 +83,8 @@ check_final() {
   ledger.expire:*) st=$(lg_state p1) # recovery expires what the worker did not
     case "$st" in expired) want=1000 ;; *) want=bad ;; esac ;;
   ledger.commit:* | ledger.cache:*) st=-; want=1000
-    [ "$(field "$(d ledger balance D)" balance)" = 18 ] || want="1000, D 18" ;;
+    [ "$(field "$(d ledger balance D)" balance)" = 18 ] &&
+      [ "$(field "$(d ledger balance F)" balance)" = 4 ] || want="1000, D 18, F 4" ;;
   *) st=-; want=1000 ;;
   esac
   [ "$a" = "$want" ] || { bad "$label: entry $st, A's balance $a (want $want)"; return; }
