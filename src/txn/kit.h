@@ -403,7 +403,8 @@ int dtx__kit_list(dtx_store_t *st, const char *coll, const json_t *filter,
 
 /* ---- the results of a batched public call ------------------------------------ */
 
-/* dtx_transfer_execute_many and dtx_order_confirm_many return their
+/* dtx_transfer_execute_many, dtx_order_confirm_many and
+ * dtx_ledger_post_many return their
  * outcomes in the caller's array of structs that begin {int rc; char
  * *detail;} (the public result types, checked by static asserts where
  * they are used); `size` is one struct's size.  These two rules are
@@ -417,6 +418,18 @@ typedef struct dtx__many_res {
  * malloc'd copy of its detail.  Returns that error. */
 int dtx__many_refuse(void *results, size_t n, size_t size, const char *fmt,
                      ...) __attribute__((format(printf, 4, 5)));
+
+/* The start of a batched public call `fn` (st, reqs, n, opts, results):
+ * the results zeroed; a NULL st, reqs (named reqs_name) or results
+ * refused as a whole (dtx__many_refuse); n == 0 a no-op; else *ex made
+ * from opts, the call's frame *c begun and *items = calloc(n, isize) (out
+ * of memory: every result DTX_ENOMEM and the frame closed).  Returns 1
+ * when the call goes on (close it with dtx__call_end), else 0 with *rc
+ * the call's return value. */
+int dtx__many_begin(dtx_store_t *st, const void *reqs, const char *reqs_name,
+                    size_t n, const dtx_exec_opts_t *opts, void *results,
+                    size_t rsize, const char *fn, size_t isize,
+                    dtx__exec_t *ex, dtx__call_t *c, void **items, int *rc);
 
 /* The call's return after its items ran: 0 when every rc is 0, else the
  * first failure's rc with "K of N <noun> failed; first: #i: <detail>". */

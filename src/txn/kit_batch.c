@@ -272,6 +272,34 @@ int dtx__many_refuse(void *results, size_t n, size_t size, const char *fmt,
   return rc;
 }
 
+int dtx__many_begin(dtx_store_t *st, const void *reqs, const char *reqs_name,
+                    size_t n, const dtx_exec_opts_t *opts, void *results,
+                    size_t rsize, const char *fn, size_t isize,
+                    dtx__exec_t *ex, dtx__call_t *c, void **items, int *rc) {
+  *items = NULL;
+  if (results)
+    memset(results, 0, n * rsize);
+  if (!st || !reqs || !results) {
+    *rc = dtx__many_refuse(results, n, rsize, "%s: %s is NULL", fn,
+                           !st ? "st" : !reqs ? reqs_name : "results");
+    return 0;
+  }
+  if (n == 0) {
+    dtx__err_clear();
+    *rc = 0;
+    return 0;
+  }
+  dtx__exec_from(ex, st, opts);
+  dtx__call_begin(c, ex->deadline_ms);
+  if (!(*items = calloc(n, isize))) {
+    for (size_t i = 0; i < n; i++)
+      many_at(results, i, rsize)->rc = DTX_ENOMEM;
+    *rc = dtx__call_end(c, DTX_ENOMEM);
+    return 0;
+  }
+  return 1;
+}
+
 int dtx__many_summary(const void *results, size_t n, size_t size,
                       const char *noun) {
   size_t failed = 0, first = n;

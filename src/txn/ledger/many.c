@@ -340,24 +340,13 @@ int dtx_ledger_post_many(dtx_store_t *st, const dtx_ledger_post_req_t *reqs,
   dtx__exec_t ex;
   dtx__call_t c;
   size_t i;
-  if (results)
-    memset(results, 0, n * sizeof *results);
-  if (!st || !reqs || !results)
-    return dtx__many_refuse(results, n, sizeof *results,
-                            "dtx_ledger_post_many: %s is NULL",
-                            !st ? "st" : !reqs ? "reqs" : "results");
-  if (n == 0) {
-    dtx__err_clear();
-    return 0;
-  }
-  dtx__exec_from(&ex, st, opts);
-  dtx__call_begin(&c, ex.deadline_ms);
-  item_t *its = calloc(n, sizeof *its);
-  if (!its) {
-    for (i = 0; i < n; i++)
-      results[i].rc = DTX_ENOMEM;
-    return dtx__call_end(&c, DTX_ENOMEM);
-  }
+  void *mem;
+  int rc;
+  if (!dtx__many_begin(st, reqs, "reqs", n, opts, results,
+                       sizeof *results, "dtx_ledger_post_many", sizeof(item_t), &ex,
+                       &c, &mem, &rc))
+    return rc;
+  item_t *its = mem;
   for (i = 0; i < n; i++) {
     its[i].req = &reqs[i];
     its[i].res = &results[i];
