@@ -585,8 +585,347 @@ static void test_commit_levels(void) {
   dtx_store_close(st);
 }
 
+/* ---- 6. committers at once, sampled ------------------------------------------ */
+
+/* Two forked processes run workers (one serving with 2 threads until told
+ * to stop, one looping --once passes with 2 threads) and a thread here
+ * runs recovery passes, while 2 poster threads post among 3 hot accounts
+ * and 6 independent pairs: plain posts, pending ones posted, voided or
+ * left to expire, and reversals.  A sampler reads every entry (S1), the
+ * accounts, then every entry again (S2): a committed entry of S1 whose
+ * predecessor is not committed in S2 was committed before it (L6; the
+ * successor is read first, so a consistent snapshot would show the
+ * same); a cache covering an entry not committed in S2, or whose balance
+ * differs from its posted legs up to it, breaks L7.  The non-settled
+ * audit runs now and then too.  Afterwards, once the pending entries
+ * have expired: recovery commits everything, the settled audit is clean
+ * and the balances sum to zero. */
+
+#define CM_HOT 3
+#define CM_PAIRS 6
+
+static atomic_int cm_stop, cm_l6, cm_l7, cm_samples, cm_audits, cm_findings,
+    cm_errors;
+static int cm_quick;
+
+static void cm_acct(char *buf, size_t n, int i) {
+  if (i < CM_HOT)
+    snprintf(buf, n, "CM-H%d", i);
+  else
+    snprintf(buf, n, "CM-%c%d", (i - CM_HOT) % 2 ? 'Y' : 'X', (i - CM_HOT) / 2);
+}
+#define CM_NACCTS (CM_HOT + 2 * CM_PAIRS)
+
+static void cm_error(const char *what, int rc) {
+  if (atomic_fetch_add(&cm_errors, 1) < 5)
+    printf("committers: %s: %s %s\n", what, dtx_errname(rc), dtx_errdetail());
+}
+
+typedef struct cm_poster {
+  int64_t until;
+  unsigned seed;
+  int n;
+} cm_poster_t;
+
+static void *cm_post(void *arg) {
+  cm_poster_t *p = arg;
+  dtx_store_t *st = open_store();
+  char last[64] = "", id[64];
+  int k = 0;
+  unsigned tag = p->seed;
+  while (mono_ms() < p->until) {
+    int a, b, kind = (int)(rand_r(&p->seed) % 10);
+    int pair = (int)(rand_r(&p->seed) % CM_PAIRS);
+    switch (rand_r(&p->seed) % 3) {
+    case 0: /* hot to hot */
+      a = (int)(rand_r(&p->seed) % CM_HOT);
+      b = (a + 1 + (int)(rand_r(&p->seed) % (CM_HOT - 1))) % CM_HOT;
+      break;
+    case 1: /* an independent pair */
+      a = CM_HOT + 2 * pair;
+      b = a + 1;
+      break;
+    default: /* hot to a pair's account */
+      a = (int)(rand_r(&p->seed) % CM_HOT);
+      b = CM_HOT + 2 * pair + (int)(rand_r(&p->seed) % 2);
+    }
+    char x[16], y[16];
+    cm_acct(x, sizeof x, a);
+    cm_acct(y, sizeof y, b);
+    int64_t v = 1 + rand_r(&p->seed) % 50;
+    dtx_ledger_leg_t legs[] = {{x, -v}, {y, v}};
+    snprintf(id, sizeof id, "cm-%u-%d", tag, k++);
+    dtx_ledger_post_req_t req = {.id = id, .legs = legs, .nlegs = 2};
+    json_t *e = NULL;
+    int rc;
+    if (kind == 9 && last[0]) {
+      rc = dtx_ledger_reverse(st, last, NULL, NULL, &e);
+      last[0] = 0;
+    } else {
+      req.pending = kind >= 6 && kind <= 8;
+      req.timeout_ms = kind == 8 ? 1 + rand_r(&p->seed) % 30 : 0;
+      rc = dtx_ledger_post(st, &req, NULL, &e);
+      json_decref(e);
+      e = NULL;
+      if (rc == 0 && kind == 6)
+        rc = dtx_ledger_post_pending(st, id, &e);
+      else if (rc == 0 && kind == 7)
+        rc = dtx_ledger_void(st, id, &e);
+      if (rc == 0 && kind < 6)
+        snprintf(last, sizeof last, "%s", id);
+    }
+    json_decref(e);
+    if (rc == 0)
+      p->n++;
+    else if (!(kind == 9 && rc == DTX_ESTATE))
+      cm_error("post", rc);
+  }
+  dtx_store_close(st);
+  return NULL;
+}
+
+static void *cm_recover(void *arg) {
+  (void)arg;
+  dtx_store_t *st = open_store();
+  for (int i = 0; !atomic_load(&cm_stop); i++) {
+    dtx_recover_opts_t ro = {.older_than_ms = i % 2 ? 0 : -1};
+    json_t *sum = NULL;
+    int rc = dtx_recover(st, &ro, &sum);
+    json_decref(sum);
+    if (rc)
+      cm_error("recover", rc);
+    usleep(10000);
+  }
+  dtx_store_close(st);
+  return NULL;
+}
+
+/* key "account\nseqId" -> the leg's entry, over entries (borrowed) */
+static json_t *cm_index(const json_t *entries) {
+  json_t *ix = json_object(), *e, *leg;
+  size_t i, j;
+  char key[192];
+  json_array_foreach(entries, i, e) {
+    json_array_foreach(json_object_get(e, "changes"), j, leg) {
+      snprintf(key, sizeof key, "%s\n%lld",
+               json_string_value(json_object_get(leg, "account")),
+               (long long)ival(leg, "seqId"));
+      json_object_set(ix, key, e);
+    }
+  }
+  return ix;
+}
+
+static const json_t *cm_leg(const json_t *e, const char *a) {
+  size_t i;
+  json_t *l;
+  json_array_foreach(json_object_get(e, "changes"), i, l) {
+    const char *x = json_string_value(json_object_get(l, "account"));
+    if (x && strcmp(x, a) == 0)
+      return l;
+  }
+  return NULL;
+}
+
+static int cm_committed(const json_t *e) {
+  const char *p = json_string_value(json_object_get(e, "proc"));
+  return p && strcmp(p, "committed") == 0;
+}
+
+/* One sample: S1, accounts, S2 (see above). */
+static void cm_sample(dtx_store_t *st) {
+  json_t *s1 = NULL, *accts = NULL, *s2 = NULL, *e, *leg;
+  size_t i, j;
+  char key[192];
+  if (dtx_store_find(st, DTX_LEDGER_ENTRIES, NULL, NULL, &s1) ||
+      dtx_store_find(st, DTX_LEDGER_ACCOUNTS, NULL, NULL, &accts) ||
+      dtx_store_find(st, DTX_LEDGER_ENTRIES, NULL, NULL, &s2)) {
+    cm_error("sample", DTX_EBACKEND);
+    goto out;
+  }
+  json_t *ix = cm_index(s2);
+  json_array_foreach(s1, i, e) {
+    if (!cm_committed(e))
+      continue;
+    json_array_foreach(json_object_get(e, "changes"), j, leg) {
+      int64_t s = ival(leg, "seqId");
+      const char *a = json_string_value(json_object_get(leg, "account"));
+      snprintf(key, sizeof key, "%s\n%lld", a, (long long)s - 1);
+      const json_t *pre = s > 1 ? json_object_get(ix, key) : NULL;
+      if (s > 1 && !cm_committed(pre)) {
+        if (atomic_fetch_add(&cm_l6, 1) < 5)
+          printf("L6: entry %s committed (S1) before %s's seqId %lld "
+                 "(entry %s, %s in S2)\n",
+                 json_string_value(json_object_get(e, "_id")), a,
+                 (long long)s - 1,
+                 pre ? json_string_value(json_object_get(pre, "_id")) : "-",
+                 pre ? json_string_value(json_object_get(pre, "proc")) : "-");
+      }
+    }
+  }
+  json_array_foreach(accts, i, e) {
+    const char *a = json_string_value(json_object_get(e, "_id"));
+    json_t *cache = json_object_get(e, "cache");
+    int64_t c = ival(cache, "seqId"), bal = 0;
+    for (int64_t s = 1; s <= c; s++) {
+      snprintf(key, sizeof key, "%s\n%lld", a, (long long)s);
+      const json_t *x = json_object_get(ix, key);
+      const char *state = json_string_value(json_object_get(x, "state"));
+      if (!cm_committed(x)) {
+        if (atomic_fetch_add(&cm_l7, 1) < 5)
+          printf("L7: %s's cache at seqId %lld covers seqId %lld, not "
+                 "committed\n", a, (long long)c, (long long)s);
+        break;
+      }
+      if (state && strcmp(state, "posted") == 0)
+        bal += ival(cm_leg(x, a), "value");
+    }
+    if (bal != ival(cache, "balance") && atomic_fetch_add(&cm_l7, 1) < 5)
+      printf("L7: %s's cache balance %lld at seqId %lld, its posted legs "
+             "sum to %lld\n", a, (long long)ival(cache, "balance"),
+             (long long)c, (long long)bal);
+  }
+  json_decref(ix);
+  atomic_fetch_add(&cm_samples, 1);
+out:
+  json_decref(s1);
+  json_decref(accts);
+  json_decref(s2);
+}
+
+static void *cm_sampler(void *arg) {
+  (void)arg;
+  dtx_store_t *st = open_store();
+  for (int i = 0; !atomic_load(&cm_stop); i++) {
+    cm_sample(st);
+    if (i % 4 == 3) { /* the audit at any time: no ledger finding either */
+      json_t *rep = NULL, *f;
+      size_t k;
+      int rc = dtx_audit(st, 0, &rep);
+      if (rc && rc != DTX_EAUDIT)
+        cm_error("audit", rc);
+      json_array_foreach(json_object_get(rep, "findings"), k, f) {
+        const char *p = json_string_value(json_object_get(f, "pattern"));
+        if (p && strcmp(p, "ledger") == 0 &&
+            atomic_fetch_add(&cm_findings, 1) < 5)
+          show("audit during the run", f);
+      }
+      json_decref(rep);
+      atomic_fetch_add(&cm_audits, 1);
+    }
+  }
+  dtx_store_close(st);
+  return NULL;
+}
+
+static volatile int cm_halt;
+static int64_t cm_until;
+
+static void *cm_timer(void *arg) {
+  (void)arg;
+  while (mono_ms() < cm_until)
+    usleep(20000);
+  cm_halt = 1;
+  return NULL;
+}
+
+/* A committer process: serving workers (which 0) or --once passes (1)
+ * until `until`; exits 0, or 1 after an error. */
+static void cm_committer(int which, int64_t until) {
+  dtx_store_t *st = open_store();
+  int rc = 0;
+  if (which == 0) {
+    pthread_t t;
+    cm_until = until;
+    pthread_create(&t, NULL, cm_timer, NULL);
+    rc = dtx_worker_run(st, &(dtx_worker_opts_t){.threads = 2, .stop = &cm_halt},
+                        NULL);
+    pthread_join(t, NULL);
+  } else {
+    while (rc == 0 && mono_ms() < until) {
+      rc = dtx_worker_run(st, &(dtx_worker_opts_t){.threads = 2, .once = 1},
+                          NULL);
+      usleep(5000);
+    }
+  }
+  if (rc)
+    printf("committer %d: %s %s\n", which, dtx_errname(rc), dtx_errdetail());
+  fflush(NULL);
+  dtx_store_close(st);
+  _exit(rc ? 1 : 0);
+}
+
+static void test_committers(void) {
+  dtx_store_t *st = open_store();
+  dtx_ledger_limit_t none = {.no_min_balance = 1};
+  char a[16];
+  for (int i = 0; i < CM_NACCTS; i++) {
+    cm_acct(a, sizeof a, i);
+    CHECK_RC(dtx_ledger_account_create(st, a, &none, NULL), 0);
+  }
+  int64_t until = mono_ms() + (cm_quick ? 800 : 2500);
+  pid_t pids[2];
+  fflush(NULL);
+  for (int w = 0; w < 2; w++)
+    if ((pids[w] = fork()) == 0)
+      cm_committer(w, until);
+  pthread_t pth[2], rth, sth;
+  cm_poster_t ps[2] = {{until, 11, 0}, {until, 23, 0}};
+  for (int i = 0; i < 2; i++)
+    pthread_create(&pth[i], NULL, cm_post, &ps[i]);
+  pthread_create(&rth, NULL, cm_recover, NULL);
+  pthread_create(&sth, NULL, cm_sampler, NULL);
+  for (int i = 0; i < 2; i++)
+    pthread_join(pth[i], NULL);
+  for (int w = 0; w < 2; w++) {
+    int status = 0;
+    CHECKF(pids[w] > 0 && waitpid(pids[w], &status, 0) == pids[w] &&
+               WIFEXITED(status) && WEXITSTATUS(status) == 0,
+           "committer process %d: status %d", w, status);
+  }
+  atomic_store(&cm_stop, 1);
+  pthread_join(rth, NULL);
+  pthread_join(sth, NULL);
+  cm_sample(st); /* and once at rest */
+  printf("committers: %d posted, %d samples, %d audits\n", ps[0].n + ps[1].n,
+         atomic_load(&cm_samples), atomic_load(&cm_audits));
+  CHECK(ps[0].n + ps[1].n > 0 && atomic_load(&cm_samples) > 1);
+  CHECKF(atomic_load(&cm_l6) == 0, "%d entries committed before a "
+         "predecessor", atomic_load(&cm_l6));
+  CHECKF(atomic_load(&cm_l7) == 0, "%d caches over uncommitted or wrong",
+         atomic_load(&cm_l7));
+  CHECKF(atomic_load(&cm_findings) == 0, "%d audit findings during the run",
+         atomic_load(&cm_findings));
+  CHECKF(atomic_load(&cm_errors) == 0, "%d errors", atomic_load(&cm_errors));
+  usleep(40000); /* the last pending entries' timeouts pass */
+  dtx_recover_opts_t ro = {.older_than_ms = 0};
+  json_t *sum = NULL;
+  CHECK_RC(dtx_recover(st, &ro, &sum), 0);
+  json_decref(sum);
+  check_audit(st);
+  json_t *rest = NULL;
+  int64_t total = 0, unc = -1;
+  CHECK_RC(dtx_store_count(st, DTX_LEDGER_ENTRIES,
+                           rest = json_pack("{s:s}", "proc", "uncommitted"),
+                           &unc), 0);
+  json_decref(rest);
+  CHECKF(unc == 0, "%lld entries left uncommitted", (long long)unc);
+  for (int i = 0; i < CM_NACCTS; i++) {
+    json_t *b = NULL;
+    cm_acct(a, sizeof a, i);
+    CHECK_RC(dtx_ledger_balance(st, a, DTX_LEDGER_LATEST, &b), 0);
+    total += ival(b, "balance");
+    json_decref(b);
+  }
+  CHECKF(total == 0, "balances sum to %lld", (long long)total);
+  cm_sample(st);
+  CHECK(atomic_load(&cm_l6) == 0 && atomic_load(&cm_l7) == 0);
+  dtx_store_close(st);
+}
+
 int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:/tmp/doctx_txn_ledger.db";
+  cm_quick = getenv("DTX_QUICK") != NULL;
   dtx_store_t *st = open_store();
   dtx_store_drop_collection_ex(st, DTX_LEDGER_ENTRIES, &(dtx_drop_opts_t){1});
   dtx_store_drop_collection_ex(st, DTX_LEDGER_ACCOUNTS, &(dtx_drop_opts_t){1});
@@ -595,6 +934,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_load);
   TEST_RUN(test_pending_races);
   TEST_RUN(test_commit_levels);
+  TEST_RUN(test_committers);
   TEST_RUN(test_memo);
   return TEST_DONE();
 }
