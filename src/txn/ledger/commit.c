@@ -519,16 +519,18 @@ static int run_round(dtx__exec_t *ex, json_t *order, const json_t *caches,
       }
       json_decref(outs[j]);
       outs[j] = NULL;
-      free(why[j]);
-      why[j] = NULL;
       if (rcs[j]) {
         failed = 1;
         if (!first && rcs[j] != DTX_ENOMATCH)
           first = dtx__err(rcs[j], "ledger entry '%s': its commit failed: %s",
                            dtx__str(e, "_id"),
                            why[j] ? why[j] : dtx_strerror(rcs[j]));
-        continue;
       }
+      /* Freed only now: the store's reason is the detail's point. */
+      free(why[j]);
+      why[j] = NULL;
+      if (rcs[j])
+        continue;
       runs_add(&rs, e);
       (*n)++;
     }
