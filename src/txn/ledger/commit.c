@@ -247,8 +247,15 @@ static int ready(dtx__exec_t *ex, const json_t *e, const json_t *unc,
 
 /* One round: *order receives the committable entries in commit order
  * (empty when none), *caches each scanned account's cache as read,
- * account id -> [seqId, balance] (for run_round's advance). */
-static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches) {
+ * account id -> [seqId, balance] (for run_round's advance).  An entry
+ * whose predecessor cannot be found (DTX_EBACKEND: a gap in its account's
+ * seqIds, which the audit reports) is left out, not the whole round:
+ * one broken account must not stop the commits of every other.  *held
+ * (malloc'd, NULL for none) receives the first such error's detail, for
+ * the caller to report; with nothing committable it is the round's
+ * error as before. */
+static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches,
+                      char **held) {
   json_t *scan = NULL, *accts = NULL, *unc = json_object(), *ids = json_array();
   json_t *planned = json_object();
   /* Pending entries are left out: they cannot commit, and long-lived
@@ -262,6 +269,7 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches) {
   char key[192];
   *order = json_array();
   *caches = json_object();
+  *held = NULL;
   int rc = filter && sort && unc && planned && ids && *order && *caches
                ? dtx__kit_find_n(ex, DTX_LEDGER_ENTRIES, filter, sort,
                                  ROUND_SCAN, &scan)
@@ -306,7 +314,13 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches) {
       int yes = 0;
       if (dtx__state_is(e, LG_PENDING) || json_object_get(e, "_planned"))
         continue;
-      if ((rc = ready(ex, e, unc, planned, accts, &yes)))
+      if ((rc = ready(ex, e, unc, planned, accts, &yes)) == DTX_EBACKEND) {
+        if (!*held)
+          *held = strdup(dtx_errdetail());
+        rc = 0;
+        continue; /* not ready: left uncommitted */
+      }
+      if (rc)
         break;
       if (!yes)
         continue;
@@ -325,7 +339,11 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches) {
   json_decref(unc);
   json_decref(planned);
   json_decref(ids);
+  if (rc == 0 && *held && json_array_size(*order) == 0)
+    rc = dtx__err(DTX_EBACKEND, "%s", *held);
   if (rc) {
+    free(*held);
+    *held = NULL;
     json_decref(*order);
     json_decref(*caches);
     *order = *caches = NULL;
@@ -572,11 +590,13 @@ out:
  * with the rest of its round for drive ("_round"). */
 int dtx__lg_claim_next(dtx__exec_t *ex, json_t **item) {
   json_t *order = NULL, *caches = NULL, *first = NULL;
+  char *held = NULL;
   int rc = expire_next(ex, item);
   if (rc != DTX_ENOMATCH)
     return rc;
-  if ((rc = plan_round(ex, &order, &caches)))
+  if ((rc = plan_round(ex, &order, &caches, &held)))
     return rc;
+  free(held); /* the entries left out wait; recovery and the audit report it */
   while (json_array_size(order)) {
     json_t *e = json_incref(json_array_get(order, 0));
     json_array_remove(order, 0);
@@ -625,6 +645,7 @@ int dtx__lg_drive(dtx__exec_t *ex, const json_t *item, json_t **out) {
 int dtx__lg_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                     dtx__tally_t *t) {
   json_t *e = NULL, *order = NULL;
+  char *held = NULL; /* the first entry a round had to leave out */
   int rc;
   /* Pending entries past their timeout: expired, at most once each. */
   while ((rc = expire_next(ex, &e)) == 0) {
@@ -638,8 +659,15 @@ int dtx__lg_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
   for (int r = 0; r < RECOVER_ROUNDS; r++) {
     int64_t n = 0;
     json_t *caches = NULL;
-    if ((rc = plan_round(ex, &order, &caches)))
+    char *h = NULL;
+    if ((rc = plan_round(ex, &order, &caches, &h))) {
+      free(held);
       return rc;
+    }
+    if (!held)
+      held = h;
+    else
+      free(h);
     if (json_array_size(order) == 0) {
       json_decref(order);
       json_decref(caches);
@@ -648,8 +676,10 @@ int dtx__lg_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
     rc = run_round(ex, order, caches, &n);
     json_decref(order);
     json_decref(caches);
-    if (rc)
+    if (rc) {
+      free(held);
       return rc;
+    }
     dtx__tally_ran(t, "committed", n);
     if (n == 0)
       break;
@@ -658,8 +688,10 @@ int dtx__lg_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
   if (o->older_than_ms >= 0) {
     json_t *accts = NULL, *a;
     size_t i;
-    if ((rc = dtx__kit_find(ex, DTX_LEDGER_ACCOUNTS, NULL, NULL, &accts)))
+    if ((rc = dtx__kit_find(ex, DTX_LEDGER_ACCOUNTS, NULL, NULL, &accts))) {
+      free(held);
       return rc;
+    }
     json_array_foreach(accts, i, a) {
       const char *id = dtx__str(a, "_id");
       if (!id)
@@ -678,5 +710,9 @@ int dtx__lg_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
     }
     json_decref(accts);
   }
-  return 0;
+  /* What the rounds committed stands; the entry they left out is this
+   * pass's error, naming its account. */
+  rc = held ? dtx__err(DTX_EBACKEND, "%s", held) : 0;
+  free(held);
+  return rc;
 }
