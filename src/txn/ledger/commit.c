@@ -150,15 +150,18 @@ static int commit_one(dtx__exec_t *ex, const json_t *e, json_t **out) {
 }
 
 /* Is the entry holding account's seqId `seq` committed?  (One read; only
- * when the round could not tell.) */
+ * when the round could not tell.)  *missing (may be NULL): set when no
+ * entry holds it (a gap: the error names the account). */
 static int is_committed(dtx__exec_t *ex, const char *account, int64_t seq,
-                        int *yes) {
+                        int *yes, int *missing) {
   json_t *docs = NULL;
   int rc = dtx__lg_range(ex, account, seq, seq, &docs);
   if (rc)
     return rc;
   json_t *e = json_array_get(docs, 0);
   *yes = e && dtx__str_is(e, "proc", LG_COMMITTED);
+  if (!e && missing)
+    *missing = 1;
   if (!e)
     rc = dtx__err(DTX_EBACKEND, "ledger account '%s': no entry holds seqId "
                   "%lld (run doctx audit)", account, (long long)seq);
@@ -178,7 +181,7 @@ int dtx__lg_commit(dtx__exec_t *ex, const json_t *e, int *committed) {
     json_array_foreach(json_object_get(e, "changes"), i, leg) {
       int64_t s = dtx__int(leg, "seqId");
       int yes = 1;
-      if (s > 1 && (rc = is_committed(ex, dtx__str(leg, "account"), s - 1, &yes)))
+      if (s > 1 && (rc = is_committed(ex, dtx__str(leg, "account"), s - 1, &yes, NULL)))
         return rc;
       if (!yes)
         return 0; /* L6: a predecessor is not committed yet */
@@ -214,9 +217,11 @@ static void seq_key(char *buf, size_t n, const char *account, int64_t seq) {
  * unc: (account, seqId) -> 1 for every entry still uncommitted as far as
  * the round knows and not planned; planned: the same for the legs of the
  * entries planned before e in this round (they commit before it);
- * accts: account id -> account. */
+ * accts: account id -> account.  *missing: set when the error is that no
+ * entry holds a predecessor's seqId (a gap). */
 static int ready(dtx__exec_t *ex, const json_t *e, const json_t *unc,
-                 const json_t *planned, const json_t *accts, int *yes) {
+                 const json_t *planned, const json_t *accts, int *yes,
+                 int *missing) {
   size_t i;
   json_t *leg;
   char key[192];
@@ -237,7 +242,7 @@ static int ready(dtx__exec_t *ex, const json_t *e, const json_t *unc,
     /* Behind the cache and not among the uncommitted we read: committed,
      * unless it is pending (not scanned) or the scan missed it (inserted
      * while it ran).  Ask. */
-    int ok = 0, rc = is_committed(ex, a, s - 1, &ok);
+    int ok = 0, rc = is_committed(ex, a, s - 1, &ok, missing);
     if (rc || !ok)
       return rc;
   }
@@ -248,8 +253,8 @@ static int ready(dtx__exec_t *ex, const json_t *e, const json_t *unc,
 /* One round: *order receives the committable entries in commit order
  * (empty when none), *caches each scanned account's cache as read,
  * account id -> [seqId, balance] (for run_round's advance).  An entry
- * whose predecessor cannot be found (DTX_EBACKEND: a gap in its account's
- * seqIds, which the audit reports) is left out, not the whole round:
+ * whose predecessor cannot be found (a gap in its account's seqIds, which
+ * the audit reports) is left out, not the whole round:
  * one broken account must not stop the commits of every other.  *held
  * (malloc'd, NULL for none) receives the first such error's detail, for
  * the caller to report; with nothing committable it is the round's
@@ -311,10 +316,11 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches,
    * entry that was ready only after a later-created one committed. */
   for (int pass = 0; rc == 0 && pass < 2; pass++) {
     json_array_foreach(scan, i, e) {
-      int yes = 0;
+      int yes = 0, missing = 0;
       if (dtx__state_is(e, LG_PENDING) || json_object_get(e, "_planned"))
         continue;
-      if ((rc = ready(ex, e, unc, planned, accts, &yes)) == DTX_EBACKEND) {
+      rc = ready(ex, e, unc, planned, accts, &yes, &missing);
+      if (rc && missing) { /* only a gap: a store error still ends it */
         if (!*held)
           *held = strdup(dtx_errdetail());
         rc = 0;
