@@ -30,6 +30,14 @@
  *     account stay uncommitted (L6: committing one of them would commit
  *     an entry before its predecessor), and once it is repaired the next
  *     pass commits the rest and the settled audit is clean.
+ *  6. committers at once: two worker processes and recovery passes while
+ *     posters post, void, expire and reverse; a sampler flags any entry
+ *     committed before a predecessor (L6) or a cache over an uncommitted
+ *     entry (L7) at any moment; then recovery, the settled audit, sum 0;
+ *  7. a failed commit's detail names the entry and the store's reason;
+ *  8. a gap in one account's seqIds holds back that account only;
+ *  9. caches that would overflow: DTX_EOVERFLOW naming the account, never
+ *     a wrapped cache.
  *
  * usage: txn_ledger STORE-URI   (the ledger collections are dropped
  * first) */
