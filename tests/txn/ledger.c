@@ -1127,6 +1127,46 @@ static void test_cache_overflow(void) {
   dtx_store_close(st);
 }
 
+/* ---- 10. a cache edited past a pending entry -------------------------------- */
+
+/* A cache moved ahead over a pending entry (the audit's cache_uncommitted)
+ * must not make the committer commit that entry's successor before it
+ * (L6): the successor waits until the pending entry is resolved and the
+ * cache repaired; then the settled audit is clean. */
+static void test_cache_ahead(void) {
+  dtx_store_t *st = open_store();
+  dtx_ledger_limit_t none = {.no_min_balance = 1};
+  const char *accts[] = {"CA-S", "CA-A", "CA-B"};
+  for (int i = 0; i < 3; i++)
+    CHECK_RC(dtx_ledger_account_create(st, accts[i], &none, NULL), 0);
+  CHECK_RC(post2(st, "CA-S", "CA-A", 100, 0, "ca1"), 0); /* A:1 */
+  dtx_recover_opts_t ro = {.older_than_ms = 0};
+  json_t *sum = NULL;
+  CHECK_RC(dtx_recover(st, &ro, &sum), 0);
+  json_decref(sum);
+  CHECK_RC(post2(st, "CA-A", "CA-S", 10, 1, "ca2"), 0); /* A:2, pending */
+  CHECK_RC(post2(st, "CA-A", "CA-B", 5, 0, "ca3"), 0);  /* A:3 */
+  set_cache(st, "CA-A", 2, 100);                        /* over ca2 */
+  ro.older_than_ms = -1;
+  (void)dtx_recover(st, &ro, &sum);
+  json_decref(sum);
+  (void)dtx_worker_run(st, &(dtx_worker_opts_t){.threads = 1, .once = 1},
+                       NULL);
+  CHECKF(strcmp(proc_of(st, "ca3"), "uncommitted") == 0,
+         "ca3: %s before the pending ca2", proc_of(st, "ca3"));
+  set_cache(st, "CA-A", 1, 100);
+  json_t *e = NULL;
+  CHECK_RC(dtx_ledger_void(st, "ca2", &e), 0);
+  json_decref(e);
+  ro.older_than_ms = 0;
+  CHECK_RC(dtx_recover(st, &ro, &sum), 0);
+  json_decref(sum);
+  CHECKF(strcmp(proc_of(st, "ca3"), "committed") == 0, "ca3: %s",
+         proc_of(st, "ca3"));
+  check_audit(st);
+  dtx_store_close(st);
+}
+
 int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:/tmp/doctx_txn_ledger.db";
   cm_quick = getenv("DTX_QUICK") != NULL;
@@ -1142,6 +1182,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_commit_detail);
   TEST_RUN(test_gap_isolated);
   TEST_RUN(test_cache_overflow);
+  TEST_RUN(test_cache_ahead);
   TEST_RUN(test_memo);
   return TEST_DONE();
 }

@@ -265,11 +265,12 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches,
   json_t *planned = json_object();
   /* Pending entries are left out: they cannot commit, and long-lived
    * ones must not fill the scan and hide committable entries behind
-   * them.  A successor of a pending entry finds its predecessor neither
-   * planned nor behind the cache, asks, and waits (ready). */
+   * them.  They are read apart, below, so that a successor of one finds
+   * its predecessor uncommitted and waits (ready). */
   json_t *filter = json_pack("{s:s,s:{s:s}}", "proc", LG_UNCOMMITTED, "state",
                              "$ne", LG_PENDING);
   json_t *sort = json_pack("{s:i,s:i}", "created", 1, "_id", 1), *e, *leg;
+  json_t *pend = NULL;
   size_t i, j;
   char key[192];
   *order = json_array();
@@ -280,8 +281,28 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches,
                                  ROUND_SCAN, &scan)
                : DTX_ENOMEM;
   json_decref(filter);
+  /* The pending entries' legs count as uncommitted as well (read only when
+   * there is something to commit): a successor of one then waits without
+   * a read of its own, and a cache edited past one (the audit's
+   * cache_uncommitted) cannot make ready() take it for committed and
+   * commit its successor first (L6). */
+  filter = json_pack("{s:s,s:s}", "proc", LG_UNCOMMITTED, "state", LG_PENDING);
+  if (rc == 0 && json_array_size(scan))
+    rc = filter ? dtx__kit_find_n(ex, DTX_LEDGER_ENTRIES, filter, sort,
+                                  ROUND_SCAN, &pend)
+                : DTX_ENOMEM;
+  json_decref(filter);
   json_decref(sort);
   if (rc == 0) {
+    json_array_foreach(pend, i, e) {
+      json_array_foreach(json_object_get(e, "changes"), j, leg) {
+        if (!dtx__str(leg, "account"))
+          continue;
+        seq_key(key, sizeof key, dtx__str(leg, "account"),
+                dtx__int(leg, "seqId"));
+        json_object_set_new(unc, key, json_true());
+      }
+    }
     json_array_foreach(scan, i, e) {
       json_array_foreach(json_object_get(e, "changes"), j, leg) {
         const char *a = dtx__str(leg, "account");
@@ -341,6 +362,7 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches,
     }
   }
   json_decref(scan);
+  json_decref(pend);
   json_decref(accts);
   json_decref(unc);
   json_decref(planned);
