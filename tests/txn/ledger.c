@@ -37,7 +37,9 @@
  *  7. a failed commit's detail names the entry and the store's reason;
  *  8. a gap in one account's seqIds holds back that account only;
  *  9. caches that would overflow: DTX_EOVERFLOW naming the account, never
- *     a wrapped cache.
+ *     a wrapped cache;
+ * 10. a cache edited past a pending entry does not get its successor
+ *     committed before it.
  *
  * usage: txn_ledger STORE-URI   (the ledger collections are dropped
  * first) */
