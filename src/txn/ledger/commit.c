@@ -150,15 +150,18 @@ static int commit_one(dtx__exec_t *ex, const json_t *e, json_t **out) {
 }
 
 /* Is the entry holding account's seqId `seq` committed?  (One read; only
- * when the round could not tell.) */
+ * when the round could not tell.)  *missing (may be NULL): set when no
+ * entry holds it (a gap: the error names the account). */
 static int is_committed(dtx__exec_t *ex, const char *account, int64_t seq,
-                        int *yes) {
+                        int *yes, int *missing) {
   json_t *docs = NULL;
   int rc = dtx__lg_range(ex, account, seq, seq, &docs);
   if (rc)
     return rc;
   json_t *e = json_array_get(docs, 0);
   *yes = e && dtx__str_is(e, "proc", LG_COMMITTED);
+  if (!e && missing)
+    *missing = 1;
   if (!e)
     rc = dtx__err(DTX_EBACKEND, "ledger account '%s': no entry holds seqId "
                   "%lld (run doctx audit)", account, (long long)seq);
@@ -178,7 +181,7 @@ int dtx__lg_commit(dtx__exec_t *ex, const json_t *e, int *committed) {
     json_array_foreach(json_object_get(e, "changes"), i, leg) {
       int64_t s = dtx__int(leg, "seqId");
       int yes = 1;
-      if (s > 1 && (rc = is_committed(ex, dtx__str(leg, "account"), s - 1, &yes)))
+      if (s > 1 && (rc = is_committed(ex, dtx__str(leg, "account"), s - 1, &yes, NULL)))
         return rc;
       if (!yes)
         return 0; /* L6: a predecessor is not committed yet */
@@ -214,9 +217,11 @@ static void seq_key(char *buf, size_t n, const char *account, int64_t seq) {
  * unc: (account, seqId) -> 1 for every entry still uncommitted as far as
  * the round knows and not planned; planned: the same for the legs of the
  * entries planned before e in this round (they commit before it);
- * accts: account id -> account. */
+ * accts: account id -> account.  *missing: set when the error is that no
+ * entry holds a predecessor's seqId (a gap). */
 static int ready(dtx__exec_t *ex, const json_t *e, const json_t *unc,
-                 const json_t *planned, const json_t *accts, int *yes) {
+                 const json_t *planned, const json_t *accts, int *yes,
+                 int *missing) {
   size_t i;
   json_t *leg;
   char key[192];
@@ -237,7 +242,7 @@ static int ready(dtx__exec_t *ex, const json_t *e, const json_t *unc,
     /* Behind the cache and not among the uncommitted we read: committed,
      * unless it is pending (not scanned) or the scan missed it (inserted
      * while it ran).  Ask. */
-    int ok = 0, rc = is_committed(ex, a, s - 1, &ok);
+    int ok = 0, rc = is_committed(ex, a, s - 1, &ok, missing);
     if (rc || !ok)
       return rc;
   }
@@ -247,28 +252,57 @@ static int ready(dtx__exec_t *ex, const json_t *e, const json_t *unc,
 
 /* One round: *order receives the committable entries in commit order
  * (empty when none), *caches each scanned account's cache as read,
- * account id -> [seqId, balance] (for run_round's advance). */
-static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches) {
+ * account id -> [seqId, balance] (for run_round's advance).  An entry
+ * whose predecessor cannot be found (a gap in its account's seqIds, which
+ * the audit reports) is left out, not the whole round:
+ * one broken account must not stop the commits of every other.  *held
+ * (malloc'd, NULL for none) receives the first such error's detail, for
+ * the caller to report; with nothing committable it is the round's
+ * error as before. */
+static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches,
+                      char **held) {
   json_t *scan = NULL, *accts = NULL, *unc = json_object(), *ids = json_array();
   json_t *planned = json_object();
   /* Pending entries are left out: they cannot commit, and long-lived
    * ones must not fill the scan and hide committable entries behind
-   * them.  A successor of a pending entry finds its predecessor neither
-   * planned nor behind the cache, asks, and waits (ready). */
+   * them.  They are read apart, below, so that a successor of one finds
+   * its predecessor uncommitted and waits (ready). */
   json_t *filter = json_pack("{s:s,s:{s:s}}", "proc", LG_UNCOMMITTED, "state",
                              "$ne", LG_PENDING);
   json_t *sort = json_pack("{s:i,s:i}", "created", 1, "_id", 1), *e, *leg;
+  json_t *pend = NULL;
   size_t i, j;
   char key[192];
   *order = json_array();
   *caches = json_object();
+  *held = NULL;
   int rc = filter && sort && unc && planned && ids && *order && *caches
                ? dtx__kit_find_n(ex, DTX_LEDGER_ENTRIES, filter, sort,
                                  ROUND_SCAN, &scan)
                : DTX_ENOMEM;
   json_decref(filter);
+  /* The pending entries' legs count as uncommitted as well (read only when
+   * there is something to commit): a successor of one then waits without
+   * a read of its own, and a cache edited past one (the audit's
+   * cache_uncommitted) cannot make ready() take it for committed and
+   * commit its successor first (L6). */
+  filter = json_pack("{s:s,s:s}", "proc", LG_UNCOMMITTED, "state", LG_PENDING);
+  if (rc == 0 && json_array_size(scan))
+    rc = filter ? dtx__kit_find_n(ex, DTX_LEDGER_ENTRIES, filter, sort,
+                                  ROUND_SCAN, &pend)
+                : DTX_ENOMEM;
+  json_decref(filter);
   json_decref(sort);
   if (rc == 0) {
+    json_array_foreach(pend, i, e) {
+      json_array_foreach(json_object_get(e, "changes"), j, leg) {
+        if (!dtx__str(leg, "account"))
+          continue;
+        seq_key(key, sizeof key, dtx__str(leg, "account"),
+                dtx__int(leg, "seqId"));
+        json_object_set_new(unc, key, json_true());
+      }
+    }
     json_array_foreach(scan, i, e) {
       json_array_foreach(json_object_get(e, "changes"), j, leg) {
         const char *a = dtx__str(leg, "account");
@@ -303,10 +337,17 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches) {
    * entry that was ready only after a later-created one committed. */
   for (int pass = 0; rc == 0 && pass < 2; pass++) {
     json_array_foreach(scan, i, e) {
-      int yes = 0;
+      int yes = 0, missing = 0;
       if (dtx__state_is(e, LG_PENDING) || json_object_get(e, "_planned"))
         continue;
-      if ((rc = ready(ex, e, unc, planned, accts, &yes)))
+      rc = ready(ex, e, unc, planned, accts, &yes, &missing);
+      if (rc && missing) { /* only a gap: a store error still ends it */
+        if (!*held)
+          *held = strdup(dtx_errdetail());
+        rc = 0;
+        continue; /* not ready: left uncommitted */
+      }
+      if (rc)
         break;
       if (!yes)
         continue;
@@ -321,11 +362,16 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches) {
     }
   }
   json_decref(scan);
+  json_decref(pend);
   json_decref(accts);
   json_decref(unc);
   json_decref(planned);
   json_decref(ids);
+  if (rc == 0 && *held && json_array_size(*order) == 0)
+    rc = dtx__err(DTX_EBACKEND, "%s", *held);
   if (rc) {
+    free(*held);
+    *held = NULL;
     json_decref(*order);
     json_decref(*caches);
     *order = *caches = NULL;
@@ -519,16 +565,18 @@ static int run_round(dtx__exec_t *ex, json_t *order, const json_t *caches,
       }
       json_decref(outs[j]);
       outs[j] = NULL;
-      free(why[j]);
-      why[j] = NULL;
       if (rcs[j]) {
         failed = 1;
         if (!first && rcs[j] != DTX_ENOMATCH)
           first = dtx__err(rcs[j], "ledger entry '%s': its commit failed: %s",
                            dtx__str(e, "_id"),
                            why[j] ? why[j] : dtx_strerror(rcs[j]));
-        continue;
       }
+      /* Freed only now: the store's reason is the detail's point. */
+      free(why[j]);
+      why[j] = NULL;
+      if (rcs[j])
+        continue;
       runs_add(&rs, e);
       (*n)++;
     }
@@ -570,11 +618,13 @@ out:
  * with the rest of its round for drive ("_round"). */
 int dtx__lg_claim_next(dtx__exec_t *ex, json_t **item) {
   json_t *order = NULL, *caches = NULL, *first = NULL;
+  char *held = NULL;
   int rc = expire_next(ex, item);
   if (rc != DTX_ENOMATCH)
     return rc;
-  if ((rc = plan_round(ex, &order, &caches)))
+  if ((rc = plan_round(ex, &order, &caches, &held)))
     return rc;
+  free(held); /* the entries left out wait; recovery and the audit report it */
   while (json_array_size(order)) {
     json_t *e = json_incref(json_array_get(order, 0));
     json_array_remove(order, 0);
@@ -623,6 +673,7 @@ int dtx__lg_drive(dtx__exec_t *ex, const json_t *item, json_t **out) {
 int dtx__lg_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                     dtx__tally_t *t) {
   json_t *e = NULL, *order = NULL;
+  char *held = NULL; /* the first entry a round had to leave out */
   int rc;
   /* Pending entries past their timeout: expired, at most once each. */
   while ((rc = expire_next(ex, &e)) == 0) {
@@ -636,8 +687,15 @@ int dtx__lg_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
   for (int r = 0; r < RECOVER_ROUNDS; r++) {
     int64_t n = 0;
     json_t *caches = NULL;
-    if ((rc = plan_round(ex, &order, &caches)))
+    char *h = NULL;
+    if ((rc = plan_round(ex, &order, &caches, &h))) {
+      free(held);
       return rc;
+    }
+    if (!held)
+      held = h;
+    else
+      free(h);
     if (json_array_size(order) == 0) {
       json_decref(order);
       json_decref(caches);
@@ -646,8 +704,10 @@ int dtx__lg_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
     rc = run_round(ex, order, caches, &n);
     json_decref(order);
     json_decref(caches);
-    if (rc)
+    if (rc) {
+      free(held);
       return rc;
+    }
     dtx__tally_ran(t, "committed", n);
     if (n == 0)
       break;
@@ -656,8 +716,10 @@ int dtx__lg_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
   if (o->older_than_ms >= 0) {
     json_t *accts = NULL, *a;
     size_t i;
-    if ((rc = dtx__kit_find(ex, DTX_LEDGER_ACCOUNTS, NULL, NULL, &accts)))
+    if ((rc = dtx__kit_find(ex, DTX_LEDGER_ACCOUNTS, NULL, NULL, &accts))) {
+      free(held);
       return rc;
+    }
     json_array_foreach(accts, i, a) {
       const char *id = dtx__str(a, "_id");
       if (!id)
@@ -676,5 +738,9 @@ int dtx__lg_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
     }
     json_decref(accts);
   }
-  return 0;
+  /* What the rounds committed stands; the entry they left out is this
+   * pass's error, naming its account. */
+  rc = held ? dtx__err(DTX_EBACKEND, "%s", held) : 0;
+  free(held);
+  return rc;
 }
