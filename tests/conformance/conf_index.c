@@ -12,6 +12,8 @@
 #include "conf.h"
 #include "store/store.h"
 
+#include <hiredis/hiredis.h>
+#include <stdio.h>
 #include <string.h>
 
 static int insert(const char *c, const char *doc) {
@@ -821,9 +823,160 @@ static void test_sorted_fam_walks_index(void) {
          "indexed order %s, plain order %s", JS(a), JS(b));
 }
 
+/* ---- a cached catalog that moved ------------------------------------------ */
+
+/* The number of documents of c that `st` finds with filter f (and opts),
+ * all with field g == gen; -1 and a failed check when it cannot. */
+static int found_gen(dtx_store_t *st, const char *c, const char *f,
+                     const dtx_find_opts_t *o, int gen, int *rc_out) {
+  json_t *out = NULL;
+  int rc = dtx_store_find(st, c, JQ(f), o, &out);
+  if (rc_out)
+    *rc_out = rc;
+  if (rc != 0)
+    return -1;
+  size_t i;
+  json_t *d;
+  json_array_foreach(out, i, d) {
+    CHECKF(json_integer_value(json_object_get(d, "g")) == gen,
+           "%s %s: read %s, want generation %d", c, f, JS(d), gen);
+  }
+  int n = (int)json_array_size(out);
+  json_decref(out);
+  return n;
+}
+
+/* On a Redis server (standalone, or every master of a cluster): sets the
+ * first key matching pattern whose value is not "dropped" to val, with
+ * its old value in old.  1 when one was set. */
+static int redis_set_first(const char *pattern, const char *val, char *old,
+                           size_t nold) {
+  char host[256];
+  int port = 0;
+  if (sscanf(conf_uri + 8, "%255[^:]:%d", host, &port) != 2)
+    return 0;
+  redisContext *c = redisConnect(host, port);
+  if (!c || c->err) {
+    redisFree(c);
+    return 0;
+  }
+  /* the nodes to look on: "<id> <ip>:<port>@<bus> flags ..." lines */
+  char *nodes = NULL;
+  redisReply *r = redisCommand(c, "CLUSTER NODES");
+  if (r && r->type == REDIS_REPLY_STRING)
+    nodes = strdup(r->str);
+  freeReplyObject(r);
+  int set = 0;
+  for (char *line = nodes, *next; !set && (!nodes || *line);
+       line = next) {
+    redisContext *k = c;
+    if (nodes) {
+      next = strchr(line, '\n');
+      if (next)
+        *next++ = '\0';
+      char *sp = strchr(line, ' ');
+      char *colon = sp ? strchr(sp + 1, ':') : NULL;
+      if (!colon || !strstr(line, "master"))
+        goto next_node;
+      *colon = '\0';
+      k = redisConnect(sp + 1, atoi(colon + 1));
+    }
+    r = k && !k->err ? redisCommand(k, "KEYS %s", pattern) : NULL;
+    for (size_t e = 0; !set && r && r->type == REDIS_REPLY_ARRAY &&
+                       e < r->elements;
+         e++) {
+      /* a dropped generation's stamps linger a while: not those */
+      const char *key = r->element[e]->str;
+      redisReply *g = redisCommand(k, "GET %s", key);
+      int dropped = g && g->type == REDIS_REPLY_STRING &&
+                    strcmp(g->str, "dropped") == 0;
+      snprintf(old, nold, "%s",
+               g && g->type == REDIS_REPLY_STRING ? g->str : "");
+      freeReplyObject(g);
+      if (dropped)
+        continue;
+      g = redisCommand(k, "SET %s %s", key, val);
+      set = g && g->type == REDIS_REPLY_STATUS;
+      freeReplyObject(g);
+    }
+    freeReplyObject(r);
+    if (k != c)
+      redisFree(k);
+  next_node:
+    if (!nodes || !next)
+      break;
+  }
+  free(nodes);
+  redisFree(c);
+  return set;
+}
+
+/* A second handle -- as another process would -- has the catalog cached
+ * when the collection is dropped and made again: each bucket's stamp
+ * tells it its descriptor moved, so its scans, index reads and sorted
+ * walks reload and read the new generation (with the old descriptor they
+ * would read the old one's keys: nothing).  On Redis a stamp moved in ONE
+ * bucket must do the same: a standalone server reads every bucket's range
+ * in one script call (RD_S_MRANGE), and each sub-reply's stamp counts. */
+static void test_second_handle_reads_after_recreate(void) {
+  if (conf_store_is_private()) {
+    conf_skip("a private store has no second handle");
+    return;
+  }
+  const char *c = conf_coll("ix_recreate");
+  enum { N = 48 };
+  dtx_find_opts_t sorted = {.sort = JQ("{'k':1}"), .limit = 3};
+  dtx_store_t *two = NULL;
+  REQUIRE(dtx_store_open(conf_uri, &two) == 0);
+  for (int gen = 1; gen <= 3; gen++) {
+    if (gen > 1)
+      CHECK_RC(dtx_store_drop_collection(conf_st, c), 0);
+    CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'k':1}"), NULL, NULL),
+             0);
+    json_t *many = json_array();
+    for (int i = 0; i < N; i++) /* new ids each time: none is left over */
+      json_array_append_new(many, json_pack("{sisisi}", "_id", gen * 1000 + i,
+                                            "k", i % 4, "g", gen));
+    CHECK_RC(dtx_store_insert_many(conf_st, c, many, NULL, NULL), 0);
+    json_decref(many);
+    CHECKF(found_gen(two, c, "{}", NULL, gen, NULL) == N, "scan, gen %d",
+           gen);
+    CHECKF(found_gen(two, c, "{'k':2}", NULL, gen, NULL) == N / 4,
+           "index read, gen %d", gen);
+    CHECKF(found_gen(two, c, "{'k':{'$in':[1,3]}}", NULL, gen, NULL) == N / 2,
+           "index $in read, gen %d", gen);
+    CHECKF(found_gen(two, c, "{'k':{'$gte':0}}", &sorted, gen, NULL) == 3,
+           "sorted walk, gen %d", gen);
+  }
+  if (strncmp(conf_uri, "redis://", 8) == 0 && !conf_via_bulk()) {
+    /* One bucket's stamp ahead of every catalog a reader can load: each
+     * read reloads and finds it still ahead, until it gives up. */
+    char pattern[512], old[64] = "";
+    snprintf(pattern, sizeof pattern, "*m:{%s:*:5}", c);
+    REQUIRE(redis_set_first(pattern, "999999999", old, sizeof old));
+    static const char *const fs[] = {"{}", "{'k':2}", "{'k':{'$in':[1,3]}}"};
+    for (size_t i = 0; i < sizeof fs / sizeof *fs; i++) {
+      int rc = 0;
+      found_gen(two, c, fs[i], NULL, 3, &rc);
+      CHECKF(rc == DTX_EBUSY, "%s with one bucket's stamp ahead: %s (%s)",
+             fs[i], dtx_errname(rc), dtx_errdetail());
+    }
+    int rc = 0;
+    found_gen(two, c, "{'k':{'$gte':0}}", &sorted, 3, &rc);
+    CHECKF(rc == DTX_EBUSY, "sorted walk with one bucket's stamp ahead: %s",
+           dtx_errname(rc));
+    char back[64];
+    REQUIRE(redis_set_first(pattern, old[0] ? old : "1", back, sizeof back));
+    CHECK(found_gen(two, c, "{}", NULL, 3, NULL) == N);
+    CHECK(found_gen(two, c, "{'k':{'$gte':0}}", &sorted, 3, NULL) == 3);
+  }
+  dtx_store_close(two);
+}
+
 void conf_run_index(void) {
   CONF_RUN(test_index_create_and_list);
   CONF_RUN(test_index_recreate_and_conflicts);
+  CONF_RUN(test_second_handle_reads_after_recreate);
   CONF_RUN(test_index_bad_specs);
   CONF_RUN(test_unique_refused_over_existing_duplicates);
   CONF_RUN(test_unique_every_write_path);

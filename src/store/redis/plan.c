@@ -22,8 +22,10 @@
  * Reading is a scatter: one command per bucket (per equality combination
  * for an index), all sent in one batch, so each node gets one pipeline
  * and the nodes work in parallel; a bucket whose page filled up is asked
- * again from where it stopped.  A full scan is made a snapshot by a
- * double collect (versions read twice, see dtx__rd_candidates). */
+ * again from where it stopped (on a standalone server a round's ranges go
+ * as one script call per 16, see round_run).  A full scan is made a
+ * snapshot by a double collect (versions read twice, see
+ * dtx__rd_candidates). */
 #include "store/redis/redis_int.h"
 
 #include "store/conds.h"
@@ -259,6 +261,93 @@ static void rq_free(rq_t *q, size_t n) {
   free(q);
 }
 
+/* One round of range reads: the sub-ranges qs[which[0..n)], each with
+ * its limit (lim[j] for qs[j], or PAGE without lim).  On a cluster each
+ * is one RD_S_RANGE call to its bucket's slot.  On a standalone server
+ * every bucket lives on the one node, and a call's own cost is about a
+ * third of the server time of a range that finds nothing (the common
+ * case in a ledger post's 32), so the sub-ranges go as RD_S_MRANGE calls
+ * of up to RD_MRANGE_MAX each (a lone one still as RD_S_RANGE): a post is
+ * 7 script calls instead of 37.  Either way rd->r[i] is sub-range i's
+ * reply in RD_S_RANGE's format, owned by rd->cmds until round_free; on
+ * error rd is empty. */
+typedef struct round {
+  rd_cmd_t *cmds;
+  size_t nc;
+  const redisReply **r;
+} round_t;
+
+static void round_free(round_t *rd) {
+  dtx__rd_cmds_free(rd->cmds, rd->nc);
+  free(rd->r);
+  memset(rd, 0, sizeof *rd);
+}
+
+static int round_run(dtx__backend_t *b, const rd_coll_t *co, const rq_t *qs,
+                     const size_t *which, const int *lim, size_t n,
+                     int members, int versions, int together,
+                     round_t *rd) {
+  memset(rd, 0, sizeof *rd);
+  size_t group = b->cluster ? 1 : RD_MRANGE_MAX;
+  size_t ncmd = (n + group - 1) / group;
+  rd->cmds = calloc(ncmd ? ncmd : 1, sizeof *rd->cmds);
+  rd->r = calloc(n ? n : 1, sizeof *rd->r);
+  if (!rd->cmds || !rd->r) {
+    round_free(rd);
+    return dtx__err(DTX_ENOMEM, "reading candidates");
+  }
+  rd_buf_t stamp = {0}, prefix = {0};
+  for (size_t i = 0; i < n; i += group) {
+    size_t m = n - i < group ? n - i : group;
+    rd_cmd_t *c = &rd->cmds[rd->nc++];
+    dtx__rd_cmd_init(c, co->slots[qs[which[i]].bucket],
+                     m == 1 ? RD_S_RANGE : RD_S_MRANGE, 0);
+    c->nkeys = (int)(2 * m);
+    for (size_t j = i; j < i + m; j++) {
+      stamp.n = 0;
+      dtx__rd_key_stamp(&stamp, co, qs[which[j]].bucket);
+      dtx__rd_argb(c, &qs[which[j]].zkey);
+      dtx__rd_argb(c, &stamp);
+    }
+    for (size_t j = i; j < i + m; j++) {
+      const rq_t *q = &qs[which[j]];
+      prefix.n = 0;
+      dtx__rd_key_doc(&prefix, co, q->bucket, "", 0);
+      dtx__rd_argb(c, &q->min);
+      dtx__rd_argb(c, &q->max);
+      dtx__rd_argi(c, lim ? lim[which[j]] : PAGE);
+      dtx__rd_argb(c, &prefix);
+      dtx__rd_args(c, members ? "m" : "x");
+      if (versions)
+        dtx__rd_args(c, "v");
+      else if (m > 1)
+        dtx__rd_args(c, ""); /* MRANGE's arguments are six per range */
+    }
+  }
+  dtx__rd_buf_free(&stamp);
+  dtx__rd_buf_free(&prefix);
+  int rc = together
+               ? dtx__rd_run_together(b, rd->cmds, rd->nc, "reading candidates")
+               : dtx__rd_run(b, rd->cmds, rd->nc, "reading candidates");
+  for (size_t k = 0, i = 0; rc == 0 && k < rd->nc; k++, i += group) {
+    size_t m = n - i < group ? n - i : group;
+    const redisReply *r = rd->cmds[k].reply;
+    if (m == 1) {
+      rd->r[i] = r;
+      continue;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != m) {
+      rc = dtx__rd_bad_reply(r, "reading candidates");
+      break;
+    }
+    for (size_t j = 0; j < m; j++)
+      rd->r[i + j] = r->element[j];
+  }
+  if (rc < 0)
+    round_free(rd);
+  return rc;
+}
+
 /* Runs the range reads, following pages, into s.  With versions (a
  * second collect, see dtx__rd_candidates), only ids and versions are
  * read, and *same says whether they are exactly those of s. */
@@ -271,40 +360,20 @@ static int run_ranges(dtx__backend_t *b, const rd_coll_t *co, rq_t *qs,
   int *done = calloc(nq ? nq : 1, sizeof *done);
   if (!done)
     return dtx__err(DTX_ENOMEM, "reading candidates");
-  rd_buf_t stamp = {0}, prefix = {0};
   while (rc == 0 && live > 0) {
-    rd_cmd_t *cmds = calloc(live, sizeof *cmds);
     size_t *which = calloc(live, sizeof *which);
-    if (!cmds || !which) {
-      free(cmds);
-      free(which);
+    if (!which) {
       rc = dtx__err(DTX_ENOMEM, "reading candidates");
       break;
     }
     size_t nc = 0;
-    for (size_t i = 0; i < nq; i++) {
-      if (done[i])
-        continue;
-      stamp.n = prefix.n = 0;
-      dtx__rd_key_stamp(&stamp, co, qs[i].bucket);
-      dtx__rd_key_doc(&prefix, co, qs[i].bucket, "", 0);
-      rd_cmd_t *c = &cmds[nc];
-      dtx__rd_cmd_init(c, co->slots[qs[i].bucket], RD_S_RANGE, 0);
-      c->nkeys = 2;
-      dtx__rd_argb(c, &qs[i].zkey);
-      dtx__rd_argb(c, &stamp);
-      dtx__rd_argb(c, &qs[i].min);
-      dtx__rd_argb(c, &qs[i].max);
-      dtx__rd_argi(c, PAGE);
-      dtx__rd_argb(c, &prefix);
-      dtx__rd_args(c, members ? "m" : "x");
-      if (versions)
-        dtx__rd_args(c, "v");
-      which[nc++] = i;
-    }
-    rc = dtx__rd_run_together(b, cmds, nc, "reading candidates");
+    for (size_t i = 0; i < nq; i++)
+      if (!done[i])
+        which[nc++] = i;
+    round_t rd;
+    rc = round_run(b, co, qs, which, NULL, nc, members, versions, 1, &rd);
     for (size_t k = 0; rc == 0 && k < nc; k++) {
-      const redisReply *r = cmds[k].reply;
+      const redisReply *r = rd.r[k];
       rq_t *q = &qs[which[k]];
       size_t per = versions ? 2 : 4;
       if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
@@ -339,11 +408,9 @@ static int run_ranges(dtx__backend_t *b, const rd_coll_t *co, rq_t *qs,
         dtx__rd_put(&q->min, r->element[2]->str, r->element[2]->len);
       }
     }
-    dtx__rd_cmds_free(cmds, nc);
+    round_free(&rd); /* zeroed when round_run failed */
     free(which);
   }
-  dtx__rd_buf_free(&stamp);
-  dtx__rd_buf_free(&prefix);
   free(done);
   if (versions && seen != s->n)
     *same = 0;
@@ -616,11 +683,9 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
   rd_doc_t *got = calloc(cap, sizeof *got);
   rd_doc_t *last = calloc(nb, sizeof *last); /* each bucket's last entry */
   const rd_doc_t **top = calloc(want, sizeof *top);
-  rd_cmd_t *cmds = calloc(nb, sizeof *cmds);
   size_t *which = calloc(nb, sizeof *which);
   int rc = 0;
-  if (!qs || !done || !limit || !per || !got || !last || !top || !cmds ||
-      !which) {
+  if (!qs || !done || !limit || !per || !got || !last || !top || !which) {
     rc = dtx__err(DTX_ENOMEM, "reading candidates");
     goto out;
   }
@@ -652,33 +717,19 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
   }
   dtx__rd_buf_free(&min);
   dtx__rd_buf_free(&max);
-  rd_buf_t stamp = {0}, prefix = {0};
   for (;;) {
     size_t nc = 0;
-    for (size_t k = 0; k < nb; k++) {
-      if (done[k])
-        continue;
-      stamp.n = prefix.n = 0;
-      dtx__rd_key_stamp(&stamp, co, (int)k);
-      dtx__rd_key_doc(&prefix, co, (int)k, "", 0);
-      rd_cmd_t *c = &cmds[nc];
-      dtx__rd_cmd_init(c, co->slots[k], RD_S_RANGE, 0);
-      c->nkeys = 2;
-      dtx__rd_argb(c, &qs[k].zkey);
-      dtx__rd_argb(c, &stamp);
-      dtx__rd_argb(c, &qs[k].min);
-      dtx__rd_argb(c, &qs[k].max);
-      dtx__rd_argi(c, limit[k]);
-      dtx__rd_argb(c, &prefix);
-      dtx__rd_args(c, p->kind == RD_PLAN_SCAN ? "m" : "x");
-      which[nc++] = k;
-    }
+    for (size_t k = 0; k < nb; k++)
+      if (!done[k])
+        which[nc++] = k;
     if (nc == 0)
       break;
-    rc = dtx__rd_run(b, cmds, nc, "reading candidates");
+    round_t rd;
+    rc = round_run(b, co, qs, which, limit, nc, p->kind == RD_PLAN_SCAN, 0, 0,
+                   &rd);
     for (size_t i = 0; rc == 0 && i < nc; i++) {
       size_t k = which[i];
-      const redisReply *r = cmds[i].reply;
+      const redisReply *r = rd.r[i];
       if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
           (r->elements - 3) % 4 != 0) {
         rc = dtx__rd_bad_reply(r, "reading candidates");
@@ -726,8 +777,7 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
           limit[k] *= 2;
       }
     }
-    for (size_t i = 0; i < nc; i++)
-      dtx__rd_cmd_clear(&cmds[i]);
+    round_free(&rd); /* zeroed when round_run failed */
     if (rc < 0)
       break;
     /* A bucket's next entries come after its last one: past the want-th
@@ -737,8 +787,6 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
       if (!done[k] && last[k].body && walk_before(sort, bar, &last[k]))
         done[k] = 1;
   }
-  dtx__rd_buf_free(&stamp);
-  dtx__rd_buf_free(&prefix);
   if (rc == 0) {
     *out = got;
     *n = ngot;
@@ -755,7 +803,6 @@ out:
   free(limit);
   free(per);
   free(top);
-  free(cmds);
   free(which);
   return rc;
 }

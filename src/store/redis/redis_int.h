@@ -96,10 +96,15 @@ enum {
   RD_S_CATSET,  /* catalog: compare-and-set of one collection */
   RD_S_STAMP,   /* raise a bucket's stamp */
   RD_S_DROP,    /* drop one bucket */
+  RD_S_MRANGE,  /* standalone: RD_S_RANGE over up to RD_MRANGE_MAX buckets */
   RD_NSCRIPTS
 };
 
 extern const char *const dtx__rd_scripts[RD_NSCRIPTS];
+
+/* The most sub-ranges one RD_S_MRANGE call carries: each reads up to its
+ * own page, so this bounds how long one call holds the server. */
+#define RD_MRANGE_MAX 16
 
 /* ---- the cluster client ------------------------------------------------------- */
 

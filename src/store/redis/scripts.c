@@ -5,7 +5,9 @@
  * bucket's bookkeeping atomic with a document's compare-and-set: it
  * checks a version and a catalog stamp and then writes bytes it was
  * given.  Every key a script touches carries the hash tag of the bucket
- * (or is the one key passed), so each runs on one slot of one node.
+ * (or is the one key passed), so each runs on one slot of one node --
+ * except RD_S_MRANGE, which reads several buckets and is sent only to a
+ * standalone server, where every slot lives on the one node.
  *
  * Replies are arrays whose first element says what happened; the C side
  * (docs.c, plan.c, catalog.c) documents the layout next to each use.
@@ -104,38 +106,67 @@ static const char S_READDOC[] =
  * in the zset's slot); a listed document that is missing can only be one
  * that a slot migration has not moved here yet (a document and its
  * entries change together), so the read fails with TRYAGAIN rather than
- * answer without it. */
+ * answer without it.
+ *
+ * RANGE_FN is that body as a Lua function, shared by RD_S_RANGE and
+ * RD_S_MRANGE so the two cannot drift apart. */
+#define RANGE_FN                                                              \
+  "local function range(zk, sk, lo, hi, lim, pre, kind, vo)\n"               \
+  "  local st = redis.call('GET', sk) or '1'\n"                              \
+  "  local ms = redis.call('ZRANGEBYLEX', zk, lo, hi,"                       \
+  " 'LIMIT', 0, tonumber(lim))\n"                                            \
+  "  local out = {st, #ms, ms[#ms] or ''}\n"                                 \
+  "  local seen = {}\n"                                                      \
+  "  for _, m in ipairs(ms) do\n"                                            \
+  "    local id\n"                                                           \
+  "    if kind == 'm' then id = string.sub(m, 17)\n"                         \
+  "    else\n"                                                               \
+  "      local n = #m\n"                                                     \
+  "      local a, b, c, d = string.byte(m, n - 3, n)\n"                      \
+  "      local l = ((a * 256 + b) * 256 + c) * 256 + d\n"                    \
+  "      id = string.sub(m, n - 3 - l, n - 4)\n"                             \
+  "    end\n"                                                                \
+  "    if not seen[id] then\n"                                               \
+  "      seen[id] = true\n"                                                  \
+  "      local d = redis.call('HMGET', pre .. id, 'v', 's', 'b')\n"          \
+  "      if not d[3] then\n"                                                 \
+  "        return redis.error_reply('TRYAGAIN document not here yet')\n"     \
+  "      end\n"                                                              \
+  "      out[#out + 1] = id\n"                                               \
+  "      out[#out + 1] = d[1]\n"                                             \
+  "      if vo ~= 'v' then\n"                                                \
+  "        out[#out + 1] = d[2] or ''\n"                                     \
+  "        out[#out + 1] = d[3]\n"                                           \
+  "      end\n"                                                              \
+  "    end\n"                                                                \
+  "  end\n"                                                                  \
+  "  return out\n"                                                           \
+  "end\n"
+
 static const char S_RANGE[] =
-    "#!lua flags=no-writes\n"
-    "local st = redis.call('GET', KEYS[2]) or '1'\n"
-    "local ms = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], ARGV[2],"
-    " 'LIMIT', 0, tonumber(ARGV[3]))\n"
-    "local out = {st, #ms, ms[#ms] or ''}\n"
-    "local seen = {}\n"
-    "for _, m in ipairs(ms) do\n"
-    "  local id\n"
-    "  if ARGV[5] == 'm' then id = string.sub(m, 17)\n"
-    "  else\n"
-    "    local n = #m\n"
-    "    local a, b, c, d = string.byte(m, n - 3, n)\n"
-    "    local l = ((a * 256 + b) * 256 + c) * 256 + d\n"
-    "    id = string.sub(m, n - 3 - l, n - 4)\n"
-    "  end\n"
-    "  if not seen[id] then\n"
-    "    seen[id] = true\n"
-    "    local d = redis.call('HMGET', ARGV[4] .. id, 'v', 's', 'b')\n"
-    "    if not d[3] then\n"
-    "      return redis.error_reply('TRYAGAIN document not here yet')\n"
-    "    end\n"
-    "    out[#out + 1] = id\n"
-    "    out[#out + 1] = d[1]\n"
-    "    if ARGV[6] ~= 'v' then\n"
-    "      out[#out + 1] = d[2] or ''\n"
-    "      out[#out + 1] = d[3]\n"
-    "    end\n"
-    "  end\n"
+    "#!lua flags=no-writes\n" RANGE_FN
+    "return range(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4],"
+    " ARGV[5], ARGV[6])\n";
+
+/* RD_S_MRANGE  (standalone servers only: its keys span slots)
+ * KEYS: k pairs of a bucket zset and its stamp
+ * ARGV: per pair, RD_S_RANGE's six arguments (the sixth '' or 'v')
+ * Returns k replies, each exactly RD_S_RANGE's for that pair, or the
+ * first error one of them raised.  Each sub-range keeps its own limit,
+ * and a caller sends at most RD_MRANGE_MAX pairs, so one call reads at
+ * most that many pages: a scatter over a standalone server's buckets
+ * costs one script call instead of one per bucket. */
+static const char S_MRANGE[] =
+    "#!lua flags=no-writes\n" RANGE_FN
+    "local all = {}\n"
+    "for i = 1, #KEYS / 2 do\n"
+    "  local a = (i - 1) * 6\n"
+    "  local r = range(KEYS[2 * i - 1], KEYS[2 * i], ARGV[a + 1],"
+    " ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6])\n"
+    "  if r.err then return r end\n"
+    "  all[i] = r\n"
     "end\n"
-    "return out\n";
+    "return all\n";
 
 /* RD_S_COUNT  KEYS: members zset, stamp.  Returns {stamp, count}. */
 static const char S_COUNT[] =
@@ -227,4 +258,5 @@ const char *const dtx__rd_scripts[RD_NSCRIPTS] = {
     [RD_S_FENCE] = S_FENCE,     [RD_S_CLAIM] = S_CLAIM,
     [RD_S_UNCLAIM] = S_UNCLAIM, [RD_S_CATSET] = S_CATSET,
     [RD_S_STAMP] = S_STAMP,     [RD_S_DROP] = S_DROP,
+    [RD_S_MRANGE] = S_MRANGE,
 };
