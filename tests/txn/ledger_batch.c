@@ -611,6 +611,78 @@ static void test_crash_mid_batch(void) {
   dtx_store_close(st);
 }
 
+/* ---- int64 at the edges of a request --------------------------------------------
+ *
+ * A debit of INT64_MIN refused for funds names the amount 2^63 (negating
+ * the int64 was undefined, and printed the debit as negative); a pending
+ * entry with timeout_ms near INT64_MAX expires at the end of time, not
+ * (now + timeout wrapped around) before it was created -- post-pending
+ * then found it "expired" at once.  Through post_many and post alike. */
+static void test_int64_edges(void) {
+  dtx_store_t *st = open_store();
+  for (int t = 0; t < 2; t++) {
+    const char *p = t ? "ey." : "ex.";
+    char a[16], b[16], c[16], id[16];
+    account(st, p, "A", 0, 0);
+    account(st, p, "B", 0, 1);
+    account(st, p, "C", 0, 1);
+    fund(st, p, "B", "A", 10, NULL);
+    snprintf(a, sizeof a, "%sA", p);
+    snprintf(b, sizeof b, "%sB", p);
+    snprintf(c, sizeof c, "%sC", p);
+    snprintf(id, sizeof id, "%slong", p);
+    dtx_ledger_leg_t l3[3] = {{a, INT64_MIN}, {b, INT64_C(1) << 62},
+                              {c, INT64_C(1) << 62}};
+    dtx_ledger_leg_t l2[2] = {{a, -4}, {b, 4}};
+    dtx_ledger_post_req_t rq[2] = {
+        {.legs = l3, .nlegs = 3},
+        {.id = id, .legs = l2, .nlegs = 2, .pending = 1,
+         .timeout_ms = INT64_MAX}};
+    dtx_ledger_result_t res[2];
+    json_t *e[2] = {NULL, NULL};
+    int rc[2];
+    const char *d[2];
+    char d0[512] = "";
+    if (t == 0) {
+      (void)dtx_ledger_post_many(st, rq, 2, NULL, res);
+      for (int i = 0; i < 2; i++) {
+        rc[i] = res[i].rc;
+        d[i] = res[i].detail ? res[i].detail : "";
+        e[i] = json_incref(res[i].entry);
+      }
+    } else {
+      for (int i = 0; i < 2; i++) {
+        rc[i] = dtx_ledger_post(st, &rq[i], NULL, &e[i]);
+        if (i == 0)
+          snprintf(d0, sizeof d0, "%s", dtx_errdetail());
+        d[i] = d0;
+      }
+    }
+    CHECKF(rc[0] == DTX_EINSUFFICIENT &&
+               strstr(d[0], "a debit of 9223372036854775808 would"),
+           "%s: INT64_MIN debit: %s '%s'", p, dtx_errname(rc[0]), d[0]);
+    CHECKF(rc[1] == 0, "%s: timeout INT64_MAX: %s", p, dtx_errname(rc[1]));
+    int64_t exp = json_integer_value(json_object_get(e[1], "expires_at"));
+    int64_t cre = json_integer_value(json_object_get(e[1], "created"));
+    CHECKF(exp > cre, "%s: expires_at %lld before created %lld", p,
+           (long long)exp, (long long)cre);
+    json_t *out = NULL;
+    int prc = dtx_ledger_post_pending(st, id, &out);
+    CHECKF(prc == 0 && json_object_get(out, "state") &&
+               strcmp(json_string_value(json_object_get(out, "state")),
+                      "posted") == 0,
+           "%s: post-pending of a pending entry with a long timeout: %s %s",
+           p, dtx_errname(prc), prc ? dtx_errdetail() : "");
+    json_decref(out);
+    json_decref(e[0]);
+    json_decref(e[1]);
+    if (t == 0)
+      dtx_ledger_results_clear(res, 2);
+  }
+  audit_clean(st, "int64 edges");
+  dtx_store_close(st);
+}
+
 int main(int argc, char **argv) {
   static char buf[4096];
   uri = argc > 1 ? argv[1] : "sqlite::memory:";
@@ -628,6 +700,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_hot_batch);
   TEST_RUN(test_two_processes);
   TEST_RUN(test_crash_mid_batch);
+  TEST_RUN(test_int64_edges);
   /* Leave no entries behind: on Redis the next suites share the store, and
    * their settled audits would count this suite's pending entries. */
   st = open_store();
