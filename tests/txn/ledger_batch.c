@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "testlib.h"
@@ -611,6 +612,431 @@ static void test_crash_mid_batch(void) {
   dtx_store_close(st);
 }
 
+/* ---- a randomized differential: post_many against post, one at a time -------
+ *
+ * Random batches (1..64) over few accounts with random limits: values
+ * near the available balances, pending entries (some with a 1 ms
+ * timeout, resolved or expired between batches; some with timeouts near
+ * INT64_MAX), ids reused (same legs, other legs, other pending flag,
+ * twice in a row in one batch, from an earlier batch), invalid requests
+ * (no legs, 1 leg, 129 legs, a zero value, legs not summing to 0 and sums
+ * past int64, a repeated account, bad or empty ids, a bad timeout),
+ * unknown accounts, and int64 extremes (INT64_MIN and INT64_MAX legs,
+ * balances pushed to the edge).  Each batch goes through
+ * dtx_ledger_post_many on the "x." accounts and the same requests
+ * through dtx_ledger_post one at a time, in order, on the twin "y."
+ * accounts; every rc, detail and entry, the call's summary and every
+ * balance must agree.  Limits change and pending entries are resolved
+ * between batches, identically on both twins.  The seed is
+ * printed (DTX_SEED replays it). */
+
+#define RMAXL 130
+static const char *const rnames[] = {"N0", "N1", "N2", "N3", "L", "S",
+                                     "U1", "U2", "U3"};
+#define RN_LIMITED 5 /* N0..N3, L: a limit; S, U1..U3: none */
+#define RN_ALL 9
+
+typedef struct spec {
+  int has_id, raw_id; /* raw: the id as is (invalid ones), unprefixed */
+  char id[40];
+  int nolegs;
+  size_t nlegs;
+  char acct[RMAXL][8];
+  int64_t val[RMAXL];
+  int pending;
+  int64_t timeout_ms;
+} spec_t;
+
+typedef struct rr {
+  char id[48];
+  char acct[RMAXL][16];
+  dtx_ledger_leg_t legs[RMAXL];
+  dtx_ledger_post_req_t req;
+} rr_t;
+
+static uint64_t rstate;
+static unsigned rnd(unsigned n) {
+  rstate ^= rstate << 13;
+  rstate ^= rstate >> 7;
+  rstate ^= rstate << 17;
+  return n ? (unsigned)(rstate % n) : 0;
+}
+
+static void inst(rr_t *r, const spec_t *s, const char *p) {
+  memset(r, 0, sizeof *r);
+  for (size_t i = 0; i < s->nlegs; i++) {
+    snprintf(r->acct[i], sizeof r->acct[i], "%s%s", p, s->acct[i]);
+    r->legs[i] = (dtx_ledger_leg_t){r->acct[i], s->val[i]};
+  }
+  r->req.legs = s->nolegs ? NULL : r->legs;
+  r->req.nlegs = s->nlegs;
+  if (s->has_id) {
+    snprintf(r->id, sizeof r->id, "%s%s", s->raw_id ? "" : p, s->id);
+    r->req.id = r->id;
+  }
+  r->req.pending = s->pending;
+  r->req.timeout_ms = s->timeout_ms;
+}
+
+static void leg2(spec_t *s, const char *a, const char *b, int64_t v) {
+  s->nlegs = 2;
+  snprintf(s->acct[0], sizeof s->acct[0], "%s", a);
+  snprintf(s->acct[1], sizeof s->acct[1], "%s", b);
+  s->val[0] = -v;
+  s->val[1] = v;
+}
+
+/* Two distinct account names, the first limited. */
+static void pick2(const char **a, const char **b) {
+  *a = rnames[rnd(RN_LIMITED)];
+  do
+    *b = rnames[rnd(6)];
+  while (*b == *a);
+}
+
+/* Spec i of a batch; avail[] holds the available balances before it,
+ * used[] the ids of earlier batches (nused of them). */
+static void rspec(spec_t *sp, size_t i, const int64_t *avail, unsigned batchno,
+                  char (*used)[40], size_t nused) {
+  spec_t *s = &sp[i];
+  const char *a, *b;
+  memset(s, 0, sizeof *s);
+  if (rnd(2)) {
+    s->has_id = 1;
+    snprintf(s->id, sizeof s->id, "r%u_%zu", batchno, i);
+  }
+  pick2(&a, &b);
+  int64_t near = avail[a[0] == 'L' ? 4 : a[1] - '0'];
+  int64_t v = 1 + rnd(30);
+  switch (rnd(24)) {
+  case 0: case 1: case 2: /* near the available balance */
+    v = near + (int64_t)rnd(7) - 3;
+    if (v <= 0)
+      v = 1 + rnd(3);
+    break;
+  case 3: { /* 3..5 legs */
+    size_t n = 3 + rnd(3), k = 0;
+    int64_t sum = 0;
+    const char *acc[6] = {0};
+    while (k < n) {
+      const char *c = rnames[rnd(6)];
+      int dup = 0;
+      for (size_t j = 0; j < k; j++)
+        dup |= acc[j] == c;
+      if (!dup)
+        acc[k++] = c;
+    }
+    s->nlegs = n;
+    for (k = 0; k < n; k++) {
+      snprintf(s->acct[k], sizeof s->acct[k], "%s", acc[k]);
+      s->val[k] = k ? 1 + rnd(20) : 0;
+      sum += s->val[k];
+    }
+    s->val[0] = -sum;
+    return;
+  }
+  case 4: case 5: /* pending: one hour, a minute, 1 ms or "never" */
+    s->pending = 1;
+    s->timeout_ms = rnd(3) == 0 ? 0 : rnd(2) ? 60000 : 1;
+    if (rnd(8) == 0)
+      s->timeout_ms = INT64_MAX - rnd(1000);
+    break;
+  case 6: case 7: case 8: { /* an id again: earlier in the batch or before */
+    const spec_t *o = NULL;
+    for (size_t j = i; j-- > 0 && !o;)
+      if (sp[j].has_id && !sp[j].raw_id && rnd(3))
+        o = &sp[j];
+    if (o) {
+      *s = *o;
+      unsigned how = rnd(5); /* same, other values, other flag, accounts */
+      if (how == 1 && s->nlegs >= 2 && s->val[0] < -1)
+        s->val[0] += 1, s->val[1] -= 1;
+      if (how == 2)
+        s->pending = !s->pending, s->timeout_ms = 0;
+      if (how == 3) { /* other accounts: only the id joins them */
+        const char *c, *d;
+        pick2(&c, &d);
+        leg2(s, c, d, 1 + rnd(30));
+        s->pending = 0;
+        s->timeout_ms = 0;
+      }
+      return;
+    }
+    if (nused) {
+      s->has_id = 1;
+      snprintf(s->id, sizeof s->id, "%.39s", used[rnd((unsigned)nused)]);
+    }
+    break;
+  }
+  case 9: /* the one before, again, with an id */
+    if (i > 0 && sp[i - 1].has_id) {
+      *s = sp[i - 1];
+      return;
+    }
+    break;
+  case 10: case 11: { /* invalid */
+    switch (rnd(12)) {
+    case 0: s->nlegs = 1; snprintf(s->acct[0], 8, "%s", a); s->val[0] = 5;
+      return;
+    case 1: leg2(s, a, b, v); s->val[1] = 0; s->val[0] = 0; return;
+    case 2: leg2(s, a, b, v); s->val[1] += 1; return;
+    case 3: leg2(s, a, a, v); return;
+    case 4: /* 129 legs */
+      s->nlegs = 129;
+      for (size_t k = 0; k < 129; k++) {
+        snprintf(s->acct[k], sizeof s->acct[k], "W%zu", k);
+        s->val[k] = k ? 1 : -128;
+      }
+      return;
+    case 5: leg2(s, a, b, v); s->has_id = s->raw_id = 1;
+      snprintf(s->id, sizeof s->id, "%s", rnd(2) ? "bad id!" : "");
+      return;
+    case 6: /* a sum past int64 either way */
+      leg2(s, "U1", "U2", 1);
+      s->val[0] = s->val[1] = rnd(2) ? INT64_MAX : INT64_MIN;
+      return;
+    case 7: leg2(s, a, b, v); s->timeout_ms = 5; return; /* not pending */
+    case 8: leg2(s, a, b, v); s->pending = 1; s->timeout_ms = -1; return;
+    case 9: s->nolegs = 1; s->nlegs = rnd(3); return;
+    case 10: leg2(s, a, b, v); s->val[0] = INT64_MIN; s->val[1] = INT64_MAX;
+      return; /* sums to -1 */
+    default: /* 128 legs: valid shape, unknown accounts W.. */
+      s->nlegs = 128;
+      for (size_t k = 0; k < 128; k++) {
+        if (k)
+          snprintf(s->acct[k], sizeof s->acct[k], "W%zu", k);
+        else
+          snprintf(s->acct[k], sizeof s->acct[k], "%s", a);
+        s->val[k] = k ? 1 : -127;
+      }
+      return;
+    }
+  }
+  case 12: /* an unknown account */
+    leg2(s, a, "Q", v);
+    if (rnd(2))
+      leg2(s, "Q", b, v);
+    return;
+  case 13: case 14: { /* int64 extremes */
+    switch (rnd(5)) {
+    case 0: leg2(s, "U1", "U2", INT64_MAX); if (rnd(2)) leg2(s, "U2", "U1", INT64_MAX); return;
+    case 1: case 2: /* INT64_MIN, from a no-limit or a limited account */
+      s->nlegs = 3;
+      snprintf(s->acct[0], 8, "%s", rnd(2) ? "U1" : a);
+      snprintf(s->acct[1], 8, "U2");
+      snprintf(s->acct[2], 8, "U3");
+      s->val[0] = INT64_MIN;
+      s->val[1] = s->val[2] = INT64_C(1) << 62;
+      return;
+    case 3: leg2(s, "U3", "U1", 1 + rnd(3)); return;
+    default: leg2(s, "S", "U2", INT64_MAX - rnd(2)); return;
+    }
+  }
+  case 15: /* far more than anything holds */
+    v = 1000000;
+    break;
+  default:
+    break;
+  }
+  leg2(s, a, b, v);
+}
+
+/* The detail with the batch's "'x." read as the twin's "'y.". */
+static char *xy_detail(const char *d) {
+  char *s = strdup(d ? d : "");
+  for (char *q = s; q && (q = strstr(q, "'x.")); q += 3)
+    q[1] = 'y';
+  return s;
+}
+
+typedef struct pend {
+  char x[48], y[48];
+} pend_t;
+
+/* How often each rc came up, over the whole run (coverage at a glance). */
+static int rtally[64];
+
+static void rcompare(dtx_store_t *st, const spec_t *sp, size_t n,
+                     unsigned batchno, pend_t *pends, size_t *npend,
+                     size_t maxpend) {
+  rr_t *bx = calloc(n, sizeof *bx), *by = calloc(n, sizeof *by);
+  dtx_ledger_post_req_t *reqs = calloc(n, sizeof *reqs);
+  dtx_ledger_result_t *res = calloc(n, sizeof *res);
+  REQUIRE(bx && by && reqs && res);
+  for (size_t i = 0; i < n; i++) {
+    inst(&bx[i], &sp[i], "x.");
+    inst(&by[i], &sp[i], "y.");
+    reqs[i] = bx[i].req;
+  }
+  int rc = dtx_ledger_post_many(st, reqs, n, NULL, res);
+  char *sum = xy_detail(rc ? dtx_errdetail() : NULL);
+  size_t failed = 0, first = n;
+  for (size_t i = 0; i < n; i++) {
+    json_t *e = NULL;
+    int arc = dtx_ledger_post(st, &by[i].req, NULL, &e);
+    char *d = xy_detail(res[i].detail);
+    const char *ad = arc ? dtx_errdetail() : "";
+    if (res[i].rc && failed++ == 0)
+      first = i;
+    rtally[-res[i].rc & 63]++;
+    CHECKF(res[i].rc == arc, "batch %u #%zu: rc %s (%s), alone %s (%s)",
+           batchno, i, dtx_errname(res[i].rc), d, dtx_errname(arc), ad);
+    CHECKF(!res[i].rc == !res[i].detail && !res[i].rc == !!res[i].entry,
+           "batch %u #%zu: detail or entry with rc %s", batchno, i,
+           dtx_errname(res[i].rc));
+    CHECKF(!arc || strcmp(d, ad) == 0, "batch %u #%zu: detail '%s', alone '%s'",
+           batchno, i, d, ad);
+    int named = sp[i].has_id;
+    json_t *x = norm(res[i].entry, named), *y = norm(e, named);
+    if (!json_equal(x, y)) {
+      char *xs = json_dumps(x, JSON_COMPACT), *ys = json_dumps(y, JSON_COMPACT);
+      CHECKF(0, "batch %u #%zu: entry %s, alone %s", batchno, i, xs, ys);
+      free(xs);
+      free(ys);
+    }
+    const char *xid = json_string_value(json_object_get(res[i].entry, "_id"));
+    const char *yid = json_string_value(json_object_get(e, "_id"));
+    if (res[i].rc == 0 && arc == 0 && xid && yid && *npend < maxpend &&
+        json_object_get(res[i].entry, "expires_at")) {
+      snprintf(pends[*npend].x, sizeof pends[*npend].x, "%s", xid);
+      snprintf(pends[(*npend)++].y, sizeof pends[0].y, "%s", yid);
+    }
+    json_decref(x);
+    json_decref(y);
+    json_decref(e);
+    free(d);
+  }
+  /* The call's own result: the first failure, counted. */
+  CHECKF(rc == (failed ? res[first].rc : 0), "batch %u: returned %s",
+         batchno, dtx_errname(rc));
+  if (failed) {
+    char want[64];
+    snprintf(want, sizeof want, "%zu of %zu entries failed; first: #%zu: ",
+             failed, n, first);
+    CHECKF(strncmp(sum, want, strlen(want)) == 0, "batch %u: summary '%s'",
+           batchno, sum);
+  }
+  free(sum);
+  for (size_t i = 0; i < RN_ALL; i++) {
+    json_t *x = balance(st, "x.", rnames[i]), *y = balance(st, "y.", rnames[i]);
+    char *xs = json_dumps(x, JSON_COMPACT), *ys = json_dumps(y, JSON_COMPACT);
+    CHECKF(json_equal(x, y), "batch %u: %s is %s, alone %s", batchno,
+           rnames[i], xs, ys);
+    free(xs);
+    free(ys);
+    json_decref(x);
+    json_decref(y);
+  }
+  dtx_ledger_results_clear(res, n);
+  free(bx);
+  free(by);
+  free(reqs);
+  free(res);
+}
+
+/* Between batches, on both twins alike: a limit changes, pending entries
+ * are posted or voided (those past a 1 ms timeout expire instead). */
+static void rbetween(dtx_store_t *st, pend_t *pends, size_t *npend) {
+  static const int64_t mins[] = {0, -30, 40, 0};
+  const char *a = rnames[rnd(4)];
+  unsigned m = rnd(5);
+  for (int t = 0; t < 2; t++) {
+    char id[32];
+    snprintf(id, sizeof id, "%s%s", t ? "y." : "x.", a);
+    dtx_ledger_limit_t l = {.min_balance = m < 4 ? mins[m] : 0,
+                            .no_min_balance = m == 4};
+    CHECK_RC(dtx_ledger_account_limit(st, id, &l, NULL), 0);
+  }
+  usleep(3000); /* the 1 ms timeouts pass */
+  for (size_t i = 0; i < *npend;) {
+    unsigned how = rnd(3);
+    if (how == 2) { /* left pending for now */
+      i++;
+      continue;
+    }
+    json_t *ex = NULL, *ey = NULL;
+    int rx = how ? dtx_ledger_void(st, pends[i].x, &ex)
+                 : dtx_ledger_post_pending(st, pends[i].x, &ex);
+    int ry = how ? dtx_ledger_void(st, pends[i].y, &ey)
+                 : dtx_ledger_post_pending(st, pends[i].y, &ey);
+    CHECKF(rx == ry, "resolving %s: %s, twin %s", pends[i].x,
+           dtx_errname(rx), dtx_errname(ry));
+    CHECKF(rx || json_equal(json_object_get(ex, "state"),
+                            json_object_get(ey, "state")),
+           "resolving %s: other states", pends[i].x);
+    json_decref(ex);
+    json_decref(ey);
+    pends[i] = pends[--*npend];
+  }
+}
+
+static void test_random_differential(void) {
+  const char *env = getenv("DTX_SEED");
+  unsigned seed = env ? (unsigned)strtoul(env, NULL, 10)
+                      : (unsigned)time(NULL) ^ (unsigned)getpid();
+  printf("random differential: seed %u (DTX_SEED=%u replays it)\n", seed,
+         seed);
+  fflush(stdout);
+  rstate = 0x9e3779b97f4a7c15ULL ^ seed;
+  for (int k = 0; k < 4; k++)
+    (void)rnd(1);
+  dtx_store_t *st = open_store();
+  for (int t = 0; t < 2; t++) {
+    const char *p = t ? "y." : "x.";
+    account(st, p, "S", 0, 1);
+    account(st, p, "U1", 0, 1);
+    account(st, p, "U2", 0, 1);
+    account(st, p, "U3", 0, 1);
+    account(st, p, "L", 100, 0);
+  }
+  for (int i = 0; i < 4; i++) {
+    int64_t min = (int64_t)rnd(3) * -25, f = 20 + rnd(150);
+    for (int t = 0; t < 2; t++) {
+      const char *p = t ? "y." : "x.";
+      account(st, p, rnames[i], min, 0);
+      fund(st, p, "S", rnames[i], f, NULL);
+    }
+  }
+  fund(st, "x.", "S", "L", 150, NULL);
+  fund(st, "y.", "S", "L", 150, NULL);
+  int batches = quick ? 8 : 40;
+  static char used[512][40];
+  size_t nused = 0, npend = 0;
+  static pend_t pends[256];
+  spec_t *sp = calloc(64, sizeof *sp);
+  int failed0 = dtx_t_failed;
+  REQUIRE(sp);
+  for (int k = 0; k < batches; k++) {
+    size_t n = 1 + rnd(rnd(3) ? 64 : 8);
+    int64_t avail[5];
+    for (int a = 0; a < 5; a++) {
+      json_t *b = balance(st, "x.", rnames[a]);
+      avail[a] = json_integer_value(json_object_get(b, "available"));
+      json_decref(b);
+    }
+    for (size_t i = 0; i < n; i++)
+      rspec(sp, i, avail, (unsigned)k, used, nused);
+    rcompare(st, sp, n, (unsigned)k, pends, &npend, 256);
+    for (size_t i = 0; i < n && nused < 512; i++)
+      if (sp[i].has_id && !sp[i].raw_id)
+        snprintf(used[nused++], sizeof used[0], "%s", sp[i].id);
+    rbetween(st, pends, &npend);
+    if (dtx_t_failed > failed0) {
+      fprintf(stderr, "random differential: failed at batch %d, seed %u\n",
+              k, seed);
+      break;
+    }
+  }
+  free(sp);
+  printf("random differential:");
+  for (int i = 0; i < 64; i++)
+    if (rtally[i])
+      printf(" %s %d", i ? dtx_errname(-i) : "OK", rtally[i]);
+  printf("\n");
+  audit_clean(st, "random differential");
+  dtx_store_close(st);
+}
+
 /* ---- int64 at the edges of a request --------------------------------------------
  *
  * A debit of INT64_MIN refused for funds names the amount 2^63 (negating
@@ -700,6 +1126,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_hot_batch);
   TEST_RUN(test_two_processes);
   TEST_RUN(test_crash_mid_batch);
+  TEST_RUN(test_random_differential);
   TEST_RUN(test_int64_edges);
   /* Leave no entries behind: on Redis the next suites share the store, and
    * their settled audits would count this suite's pending entries. */
