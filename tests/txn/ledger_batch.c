@@ -1109,6 +1109,204 @@ static void test_int64_edges(void) {
   dtx_store_close(st);
 }
 
+/* ---- hot accounts, many writers, a sampler ------------------------------------
+ *
+ * Two processes posting batches (post_many, pending entries among them)
+ * and one posting the same kind of entries one at a time (post), all on
+ * three hot accounts with tight limits (0, 0, -20) fed by a source,
+ * while a fourth process samples the balances: no available balance is
+ * ever seen below its limit.  Afterwards every pending entry is posted or
+ * voided, and each account's balance is exactly the sum of the legs the
+ * writers were told went in (plus the pending ones posted); the worker
+ * and recovery run and the settled audit is clean. */
+#define HOT_PEND 512
+typedef struct hot_shm {
+  int64_t exp[4]; /* S, H1, H2, H3: the legs of entries told posted */
+  int npend;
+  char pend[HOT_PEND][32];
+  int64_t pval[HOT_PEND][4];
+  int stop, samples, below;
+  char first_below[160];
+} hot_shm_t;
+
+static const char *const hot[4] = {"S", "H1", "H2", "H3"};
+static const int64_t hot_min[4] = {0, 0, 0, -20};
+
+static void hot_writer(hot_shm_t *m, int k, int rounds) {
+  dtx_store_t *cs = NULL;
+  if (dtx_store_open(uri, &cs) != 0)
+    _exit(3);
+  unsigned seed = 901u + (unsigned)k * 31u;
+  int bad = 0;
+  for (int b = 0; b < rounds && !bad; b++) {
+    rq_t r[16];
+    dtx_ledger_post_req_t reqs[16];
+    dtx_ledger_result_t res[16];
+    int ai[16][2];
+    for (int i = 0; i < 16; i++) {
+      int x = next(&seed) % 8 == 0 ? 0 : 1 + next(&seed) % 3;
+      int y = 1 + next(&seed) % 3;
+      if (y == x)
+        y = y % 3 + 1;
+      const char *a[2] = {hot[x], hot[y]};
+      int64_t v = 1 + next(&seed) % (x ? 25 : 60), w[2] = {-v, v};
+      memset(&r[i], 0, sizeof r[i]);
+      legs_of(&r[i], "z.", 2, a, w);
+      if (next(&seed) % 5 == 0) {
+        r[i].req.pending = 1;
+        id_of(&r[i], "z.", "p", (unsigned)k * 1000u + (unsigned)b, (size_t)i);
+      }
+      ai[i][0] = x;
+      ai[i][1] = y;
+      reqs[i] = r[i].req;
+    }
+    dtx_exec_opts_t eo = {.deadline_ms = 20000};
+    if (k < 2) {
+      (void)dtx_ledger_post_many(cs, reqs, 16, &eo, res);
+    } else {
+      for (int i = 0; i < 16; i++) {
+        json_t *e = NULL;
+        res[i].rc = dtx_ledger_post(cs, &reqs[i], &eo, &e);
+        res[i].detail = res[i].rc ? strdup(dtx_errdetail()) : NULL;
+        res[i].entry = e;
+      }
+    }
+    for (int i = 0; i < 16; i++) {
+      if (res[i].rc == 0 && !reqs[i].pending) {
+        __atomic_fetch_add(&m->exp[ai[i][0]], reqs[i].legs[0].value,
+                           __ATOMIC_SEQ_CST);
+        __atomic_fetch_add(&m->exp[ai[i][1]], reqs[i].legs[1].value,
+                           __ATOMIC_SEQ_CST);
+      } else if (res[i].rc == 0) {
+        int at = __atomic_fetch_add(&m->npend, 1, __ATOMIC_SEQ_CST);
+        if (at < HOT_PEND) {
+          snprintf(m->pend[at], sizeof m->pend[at], "%s", reqs[i].id);
+          m->pval[at][ai[i][0]] = reqs[i].legs[0].value;
+          m->pval[at][ai[i][1]] = reqs[i].legs[1].value;
+        }
+      } else if (res[i].rc != DTX_EINSUFFICIENT) {
+        fprintf(stderr, "writer %d: #%d %s %s\n", k, i, dtx_errname(res[i].rc),
+                res[i].detail ? res[i].detail : "");
+        bad = 1;
+      }
+    }
+    dtx_ledger_results_clear(res, 16);
+  }
+  dtx_store_close(cs);
+  _exit(bad ? 1 : 0);
+}
+
+static void hot_sampler(hot_shm_t *m) {
+  dtx_store_t *cs = NULL;
+  if (dtx_store_open(uri, &cs) != 0)
+    _exit(3);
+  while (!__atomic_load_n(&m->stop, __ATOMIC_SEQ_CST)) {
+    for (int i = 1; i < 4; i++) {
+      json_t *b = balance(cs, "z.", hot[i]);
+      if (!json_is_object(b)) {
+        json_decref(b);
+        continue;
+      }
+      int64_t av = json_integer_value(json_object_get(b, "available"));
+      m->samples++;
+      if (av < hot_min[i] && m->below++ == 0)
+        snprintf(m->first_below, sizeof m->first_below,
+                 "%s available %lld < limit %lld", hot[i], (long long)av,
+                 (long long)hot_min[i]);
+      json_decref(b);
+    }
+    usleep(1000);
+  }
+  dtx_store_close(cs);
+  _exit(0);
+}
+
+static void test_hot_concurrency(void) {
+  dtx_store_t *st = open_store();
+  account(st, "z.", "S", 0, 1);
+  for (int i = 1; i < 4; i++) {
+    account(st, "z.", hot[i], hot_min[i], 0);
+    fund(st, "z.", "S", hot[i], 40, NULL);
+  }
+  hot_shm_t *m = mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(m != MAP_FAILED);
+  memset(m, 0, sizeof *m);
+  m->exp[0] = -120;
+  m->exp[1] = m->exp[2] = m->exp[3] = 40;
+  int rounds = quick ? 2 : 4;
+  pid_t w[3], smp = fork();
+  if (smp == 0)
+    hot_sampler(m);
+  for (int k = 0; k < 3; k++)
+    if ((w[k] = fork()) == 0)
+      hot_writer(m, k, rounds);
+  for (int k = 0; k < 3; k++) {
+    int status = 0;
+    REQUIRE(w[k] > 0 && waitpid(w[k], &status, 0) == w[k]);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer %d: %d", k,
+           status);
+  }
+  __atomic_store_n(&m->stop, 1, __ATOMIC_SEQ_CST);
+  int status = 0;
+  REQUIRE(smp > 0 && waitpid(smp, &status, 0) == smp);
+  CHECKF(m->below == 0, "%d of %d samples below a limit; first: %s", m->below,
+         m->samples, m->first_below);
+  /* Resolve every pending entry: even ones posted, odd ones voided. */
+  int np = m->npend < HOT_PEND ? m->npend : HOT_PEND;
+  for (int i = 0; i < np; i++) {
+    json_t *e = NULL;
+    int rc = i % 2 ? dtx_ledger_void(st, m->pend[i], &e)
+                   : dtx_ledger_post_pending(st, m->pend[i], &e);
+    CHECKF(rc == 0, "resolving %s: %s %s", m->pend[i], dtx_errname(rc),
+           dtx_errdetail());
+    for (int a = 0; rc == 0 && i % 2 == 0 && a < 4; a++)
+      m->exp[a] += m->pval[i][a];
+    json_decref(e);
+  }
+  int64_t sum = 0;
+  for (int i = 0; i < 4; i++) {
+    json_t *b = balance(st, "z.", hot[i]);
+    int64_t bal = json_integer_value(json_object_get(b, "balance"));
+    int64_t av = json_integer_value(json_object_get(b, "available"));
+    CHECKF(bal == m->exp[i], "%s holds %lld, the writers were told %lld",
+           hot[i], (long long)bal, (long long)m->exp[i]);
+    CHECKF(i == 0 || av >= hot_min[i], "%s available %lld", hot[i],
+           (long long)av);
+    sum += bal;
+    json_decref(b);
+  }
+  CHECKF(sum == 0, "the hot balances sum to %lld", (long long)sum);
+  printf("hot concurrency: %d samples, %d pending resolved, balances %lld "
+         "%lld %lld\n", m->samples, np, (long long)m->exp[1],
+         (long long)m->exp[2], (long long)m->exp[3]);
+  dtx_worker_opts_t wo = {.once = 1};
+  json_t *sum_w = NULL;
+  CHECK_RC(dtx_worker_run(st, &wo, &sum_w), 0);
+  json_decref(sum_w);
+  dtx_recover_opts_t ro = {.older_than_ms = -1};
+  json_t *sum_r = NULL;
+  CHECK_RC(dtx_recover(st, &ro, &sum_r), 0);
+  json_decref(sum_r);
+  json_t *rep = NULL, *f;
+  size_t i, n = 0;
+  int rc = dtx_audit(st, DTX_AUDIT_SETTLED, &rep);
+  json_array_foreach(json_object_get(rep, "findings"), i, f) {
+    const char *p = json_string_value(json_object_get(f, "pattern"));
+    if (p && strcmp(p, "ledger") == 0) {
+      char *s = json_dumps(f, JSON_COMPACT);
+      fprintf(stderr, "  settled finding: %s\n", s ? s : "?");
+      free(s);
+      n++;
+    }
+  }
+  CHECKF(n == 0, "settled audit: %zu ledger findings (%s)", n,
+         dtx_errname(rc));
+  json_decref(rep);
+  munmap(m, sizeof *m);
+  dtx_store_close(st);
+}
+
 /* ---- a tiny deadline over a hot batch ---------------------------------------------
  *
  * 64 entries all debiting one account (a round each) under a 1 ms (then
@@ -1234,6 +1432,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_crash_mid_batch);
   TEST_RUN(test_random_differential);
   TEST_RUN(test_int64_edges);
+  TEST_RUN(test_hot_concurrency);
   TEST_RUN(test_deadline_hot);
   /* Leave no entries behind: on Redis the next suites share the store, and
    * their settled audits would count this suite's pending entries. */
