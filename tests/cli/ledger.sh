@@ -204,4 +204,80 @@ d update ledger_entries '{"_id":"e2"}' '{"$set":{"changes.0.value":-200}}' >/dev
 expect 0 "a cache set wrong" -- d update ledger_accounts '{"_id":"B"}' '{"$inc":{"cache.balance":1}}'
 expect 5 "audit finds the cache" -- d audit
 grep -q "cache_mismatch" "$WORK/out" && ok || bad "audit output: $(out)"
+# post-many, hostile input (the post-many attack): every malformed shape
+# exits 2 naming its line, and posts nothing -- not even the good line
+# before it.
+d ledger account create P0 --min-balance none >/dev/null
+for i in 1 2 3 4 5 6 7; do d ledger account create P$i >/dev/null; done
+pgood='{"legs":[{"account":"P0","value":-1},{"account":"P1","value":1}]}'
+deep=$(printf '%*s' 3000 '' | tr ' ' '[')
+n=$(entries)
+bad_lines=(
+  '{"legs":'
+  '{"id":"x"}'
+  '{"legs":{"account":"P0","value":-1}}'
+  '{"legs":"P0:-1 P1:1"}'
+  '{"legs":[{"account":"P0","value":"-1"},{"account":"P1","value":1}]}'
+  '{"legs":[{"account":"P0","value":-1.0},{"account":"P1","value":1}]}'
+  '{"legs":[{"account":"P0","value":-1e30},{"account":"P1","value":1e30}]}'
+  '{"legs":[{"account":"P0","value":-9223372036854775809},{"account":"P1","value":1}]}'
+  '{"legs":[{"account":"P0","value":9223372036854775808},{"account":"P1","value":-1}]}'
+  '{"legs":[{"account":"P0"},{"account":"P1","value":1}]}'
+  '{"legs":[{"account":"P0","value":-1,"x":1},{"account":"P1","value":1}]}'
+  '{"legs":[null,{"account":"P1","value":1}]}'
+  '{"legs":[{"account":"P0","value":-1},{"account":"P1","value":1}],"legs":[]}'
+  '{"legs":[{"account":"P0","value":-1},{"account":"P1","value":1}],"pending":1}'
+  '{"legs":[{"account":"P0","value":-1},{"account":"P1","value":1}],"id":7}'
+  '{"legs":[{"account":"P0","value":-1},{"account":"P1","value":1}]} {}'
+  "{\"legs\":[$deep"
+  '[]'
+)
+for l in "${bad_lines[@]}"; do
+  printf '%s\n%s\n' "$pgood" "$l" >"$WORK/pm"
+  expect 2 "post-many: malformed '${l:0:40}'" -- d ledger post-many --file "$WORK/pm"
+  grep -q "line 2" "$WORK/err" && [ ! -s "$WORK/out" ] && ok || bad "post-many '${l:0:40}': $(head -c 300 "$WORK/err") $(head -c 300 "$WORK/out")"
+done
+[ "$(entries)" = "$n" ] && ok || bad "post-many: malformed input posted $(( $(entries) - n ))"
+# 129 legs: refused as a shape, before the store.
+legs=$(for i in $(seq 0 128); do printf '{"account":"P%d","value":1},' $((i % 8)); done)
+printf '{"legs":[%s]}\n' "${legs%,}" >"$WORK/pm"
+expect 2 "post-many: 129 legs" -- d ledger post-many --file "$WORK/pm"
+# Empty input, blank lines only: nothing posted, nothing printed, exit 0.
+expect 0 "post-many: empty input" -- d ledger post-many </dev/null
+[ ! -s "$WORK/out" ] && ok || bad "empty post-many printed: $(out)"
+printf '\n  \n\t\n' >"$WORK/pm"
+expect 0 "post-many: blank lines" -- d ledger post-many --file "$WORK/pm"
+[ ! -s "$WORK/out" ] && [ "$(entries)" = "$n" ] && ok || bad "blank post-many: $(out)"
+
+# Past one call's chunk (1,000 lines): 1,002 lines on 4 disjoint pairs,
+# each with an id; line 1001 repeats line 1 (its entry again, not a second
+# one), line 1002 reuses line 2's id with other legs (CONFLICT, exit 3).
+# Each pair's seqIds follow the line order across the chunks.
+for i in $(seq 1 1000); do
+  a=$(( (i % 4) * 2 )); printf '{"id":"pm%d","legs":[{"account":"P%d","value":1},{"account":"P%d","value":-1}]}\n' "$i" "$a" $((a + 1))
+done >"$WORK/pm"
+for k in 1 3 5 7; do d ledger post P0:-2000 P$k:2000 >/dev/null; done
+printf '%s\n' "$(head -1 "$WORK/pm")" \
+  '{"id":"pm2","legs":[{"account":"P4","value":2},{"account":"P5","value":-2}]}' >>"$WORK/pm"
+n=$(entries)
+expect 3 "post-many: 1,002 lines over two calls" -- d ledger post-many --file "$WORK/pm"
+[ "$(lines 'length')" = 1002 ] && [ "$(entries)" = $((n + 1000)) ] && ok ||
+  bad "post-many chunks: $(lines length) lines, $(( $(entries) - n )) entries"
+[ "$(lines '[.[0]._id, .[1000]._id, .[0].changes == .[1000].changes, .[1001].error, .[1001].line]')" = \
+  '["pm1","pm1",true,"CONFLICT",1002]' ] && ok || bad "post-many across chunks: $(lines '[.[0], .[1000], .[1001]]')"
+[ "$(lines '[.[0:1000][] | select(.changes[0].account == "P2") | .changes[0].seqId] | . == ([range(1; 251)])')" = true ] &&
+  ok || bad "post-many: P2's seqIds not in line order: $(lines '[.[0:1000][] | select(.changes[0].account == "P2") | .changes[0].seqId] | .[0:5]')"
+# A malformed line past the first chunk: still nothing posted.
+n=$(entries)
+{ head -1000 "$WORK/pm" | sed 's/"pm/"pn/'; echo '{"legs":[1,2]}'; } >"$WORK/pm2"
+expect 2 "post-many: a bad line 1001 posts nothing" -- d ledger post-many --file "$WORK/pm2"
+grep -q "line 1001" "$WORK/err" && [ "$(entries)" = "$n" ] && ok || bad "bad line 1001: $(cat "$WORK/err") $(( $(entries) - n ))"
+# int64 at the edges of one entry (post.c): a timeout of INT64_MAX ms is
+# "never", not a time before now (post-pending found the entry born
+# expired); an INT64_MIN debit refused for funds names 2^63.
+expect 0 "pending with timeout INT64_MAX" -- d ledger post P0:-1 P1:1 --id ptmax --pending --timeout-ms 9223372036854775807
+expect 0 "post-pending of it" -- d ledger post-pending ptmax
+[ "$(j .state)" = posted ] && ok || bad "timeout INT64_MAX: $(out)"
+expect 1 "an INT64_MIN debit refused" -- d ledger post P1:-9223372036854775808 P0:4611686018427387904 P2:4611686018427387904
+grep -q "a debit of 9223372036854775808 would" "$WORK/err" && ok || bad "INT64_MIN debit: $(cat "$WORK/err")"
 finish

@@ -7,6 +7,8 @@
  *   step  what                                          fault point
  *   1     (first round) every request checked, as
  *         post() checks it; an invalid one fails alone  --
+ *   1b    (later rounds) the call's deadline passed:
+ *         every unfinished request ends (P4)            --
  *   2     the round's members picked, in array order    --
  *   3     one find of the ids the members ask for, one
  *         of their accounts ({_id: {$in}} each)         --
@@ -47,7 +49,11 @@
  *     refused before any write (invalid, unknown account, funds,
  *     overflow), the entry it inserted, or the entry already under its
  *     id (or DTX_ECONFLICT); a lost seqId only sends it to the next
- *     round. */
+ *     round.
+ *  P4 The call's one deadline bounds the rounds: once it has passed, no
+ *     round starts, and every request still waiting ends with
+ *     DTX_EUNAVAILABLE, nothing recorded for it (as a post cut short);
+ *     the requests of a round already sent keep their outcomes. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,45 +106,177 @@ static void end_rest(item_t *its, size_t n, int rc) {
 
 /* ---- step 2: the round's members ----------------------------------------------- */
 
-/* Is any of its accounts, or its id, in used (P1, P2)? */
-static int is_blocked(const item_t *it, const json_t *used_accts,
-                      const json_t *used_ids) {
-  if (it->req->id && json_object_get(used_ids, it->id))
-    return 1;
-  for (size_t j = 0; j < it->req->nlegs; j++)
-    if (json_object_get(used_accts, it->req->legs[j].account))
-      return 1;
+/* A request is a member exactly when no earlier unfinished request uses
+ * one of its accounts or its id (P1, P2): when it heads every LANE it is
+ * in -- the unfinished requests using one account, or asking for one id,
+ * in array order.  So a round looks only at the requests that may just
+ * have come to the head of their lanes (the members of the round before
+ * that lost a race, and the next in each lane a member finished), never
+ * at every waiting one: a hot batch (a round per entry) used to scan all
+ * n requests per round, n^2 in all -- 16,000 entries on one account took
+ * 12.3 s, against 3.0 s posted one at a time. */
+typedef struct lane {
+  size_t *q;         /* request indexes, ascending (in sched_t's qbuf) */
+  size_t n, head;    /* q[head]: the first one not finished */
+} lane_t;
+
+typedef struct sched {
+  lane_t *lanes;
+  size_t nlanes;
+  size_t *in, *off; /* request i's lanes: in[off[i] .. off[i + 1]) */
+  size_t *qbuf;     /* every lane's q, one after the other */
+  size_t *cand;     /* may head all its lanes (each once: mark) */
+  size_t ncand;
+  char *mark;
+} sched_t;
+
+static void sched_free(sched_t *s) {
+  free(s->lanes);
+  free(s->in);
+  free(s->off);
+  free(s->qbuf);
+  free(s->cand);
+  free(s->mark);
+}
+
+static void add_cand(sched_t *s, size_t i) {
+  if (!s->mark[i]) {
+    s->mark[i] = 1;
+    s->cand[s->ncand++] = i;
+  }
+}
+
+/* The lane of key kind + name ("a" + account, "i" + id) into in[*pos],
+ * made on first use, and counted. */
+static int slot_of(sched_t *s, json_t *keys, char kind, const char *name,
+                   size_t *pos) {
+  char key[136];
+  snprintf(key, sizeof key, "%c%s", kind, name); /* names <= 128 */
+  json_t *slot = json_object_get(keys, key);
+  size_t at = slot ? (size_t)json_integer_value(slot) : s->nlanes;
+  if (!slot) {
+    if (json_object_set_new(keys, key, json_integer((json_int_t)at)))
+      return DTX_ENOMEM;
+    s->nlanes++;
+  }
+  s->lanes[at].n++;
+  s->in[(*pos)++] = at;
   return 0;
 }
 
-static int mark_used(const item_t *it, json_t *used_accts, json_t *used_ids) {
-  int bad = it->req->id && json_object_set(used_ids, it->id, json_true());
-  for (size_t j = 0; !bad && j < it->req->nlegs; j++)
-    bad = json_object_set(used_accts, it->req->legs[j].account, json_true());
-  return bad ? DTX_ENOMEM : 0;
+/* The lanes of the unfinished requests (the invalid ones ended in step
+ * 1 use nothing); every request then heading all its lanes is a
+ * candidate.  Two passes: the lanes and their sizes, then their
+ * requests, in one buffer (a lane per account and id of a big batch
+ * would otherwise be as many small allocations). */
+static int sched_init(sched_t *s, const item_t *its, size_t n) {
+  size_t total = 0, pos = 0, i, j;
+  memset(s, 0, sizeof *s);
+  for (i = 0; i < n; i++)
+    if (!its[i].done)
+      total += its[i].req->nlegs + (its[i].req->id != NULL);
+  json_t *keys = json_object();
+  s->lanes = calloc(total + 1, sizeof *s->lanes);
+  s->in = malloc((total + 1) * sizeof *s->in);
+  s->off = malloc((n + 1) * sizeof *s->off);
+  s->qbuf = malloc((total + 1) * sizeof *s->qbuf);
+  s->cand = malloc((n + 1) * sizeof *s->cand);
+  s->mark = calloc(n + 1, 1);
+  int rc = keys && s->lanes && s->in && s->off && s->qbuf && s->cand &&
+                   s->mark
+               ? 0
+               : DTX_ENOMEM;
+  for (i = 0; rc == 0 && i < n; i++) {
+    s->off[i] = pos;
+    if (its[i].done)
+      continue;
+    const dtx_ledger_post_req_t *r = its[i].req;
+    for (j = 0; rc == 0 && j < r->nlegs; j++)
+      rc = slot_of(s, keys, 'a', r->legs[j].account, &pos);
+    if (rc == 0 && r->id)
+      rc = slot_of(s, keys, 'i', its[i].id, &pos);
+  }
+  json_decref(keys);
+  if (rc)
+    return rc;
+  s->off[n] = pos;
+  for (i = 0, pos = 0; i < s->nlanes; i++) { /* carve, then fill */
+    s->lanes[i].q = s->qbuf + pos;
+    pos += s->lanes[i].n;
+    s->lanes[i].n = 0;
+  }
+  for (i = 0; i < n; i++)
+    for (j = s->off[i]; j < s->off[i + 1]; j++) {
+      lane_t *l = &s->lanes[s->in[j]];
+      l->q[l->n++] = i;
+    }
+  for (i = 0; i < n; i++) { /* heads of all its lanes, all heads at 0 */
+    int head = !its[i].done;
+    for (j = s->off[i]; head && j < s->off[i + 1]; j++)
+      head = s->lanes[s->in[j]].q[0] == i;
+    if (head)
+      add_cand(s, i);
+  }
+  return 0;
 }
 
-/* Picks the round's members into at[] (their count is returned), in array
- * order: every unfinished request uses its accounts and id for the rest
- * of the round, as a member when no earlier one used any of them, else
- * waiting.  (The first unfinished request is always a member, so every
- * round ends at least one request or loses a race.) */
-static size_t pick(item_t *its, size_t n, size_t *at, int *rc) {
-  json_t *used_accts = json_object(), *used_ids = json_object();
+/* Does request i head every lane it is in?  (Heads move past finished
+ * requests here.) */
+static int heads_all(sched_t *s, const item_t *its, size_t i) {
+  for (size_t j = s->off[i]; j < s->off[i + 1]; j++) {
+    lane_t *l = &s->lanes[s->in[j]];
+    while (l->head < l->n && its[l->q[l->head]].done)
+      l->head++;
+    if (l->head >= l->n || l->q[l->head] != i)
+      return 0;
+  }
+  return 1;
+}
+
+static int by_index(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The round's members into at[], in array order (their count is
+ * returned): the candidates heading all their lanes.  The first
+ * unfinished request always does, so every round ends one request or
+ * loses a race. */
+static size_t pick(sched_t *s, const item_t *its, size_t *at) {
   size_t k = 0;
-  *rc = used_accts && used_ids ? 0 : DTX_ENOMEM;
-  for (size_t i = 0; *rc == 0 && i < n; i++) {
-    item_t *it = &its[i];
-    if (it->done)
-      continue;
-    int blocked = is_blocked(it, used_accts, used_ids);
-    *rc = mark_used(it, used_accts, used_ids);
-    if (!blocked)
+  qsort(s->cand, s->ncand, sizeof *s->cand, by_index);
+  for (size_t c = 0; c < s->ncand; c++) {
+    size_t i = s->cand[c];
+    s->mark[i] = 0;
+    if (!its[i].done && heads_all(s, its, i))
       at[k++] = i;
   }
-  json_decref(used_accts);
-  json_decref(used_ids);
-  return *rc ? 0 : k;
+  s->ncand = 0;
+  return k;
+}
+
+/* After the round of members at[0..k): one that lost a race goes again;
+ * for one that ended, the next request of each of its lanes may now head
+ * them all.  Returns how many ended. */
+static size_t sched_next(sched_t *s, const item_t *its, const size_t *at,
+                         size_t k) {
+  size_t ended = 0;
+  for (size_t m = 0; m < k; m++) {
+    size_t i = at[m];
+    if (!its[i].done) {
+      add_cand(s, i);
+      continue;
+    }
+    ended++;
+    for (size_t j = s->off[i]; j < s->off[i + 1]; j++) {
+      lane_t *l = &s->lanes[s->in[j]];
+      while (l->head < l->n && its[l->q[l->head]].done)
+        l->head++;
+      if (l->head < l->n)
+        add_cand(s, l->q[l->head]);
+    }
+  }
+  return ended;
 }
 
 /* ---- step 3: what the round reads ------------------------------------------------ */
@@ -296,16 +434,35 @@ static void run(dtx__exec_t *ex, item_t *its, size_t n) {
     return;
   }
   size_t *at = calloc(n, sizeof *at);
-  if (!at) {
+  sched_t sc;
+  if (!at || sched_init(&sc, its, n)) {
     end_rest(its, n, dtx__err(DTX_ENOMEM, "posting %zu ledger entries", n));
+    if (at)
+      sched_free(&sc);
+    free(at);
     return;
   }
   dtx__contend_t ct = {0};
-  while (left) {
+  for (size_t round = 0; left; round++) {
     json_t *found = NULL, *accts = NULL;
     size_t k = 0, won = 0, lost = 0;
+    /* ONE budget for the call (P4): nothing waits between rounds, so
+     * no retry loop would notice it pass, and a hot batch (a round per
+     * entry) ran on for n rounds -- 1,000 entries for 1.5 s under a 10
+     * ms budget. */
+    if (round && dtx__deadline_passed()) {
+      end_rest(its, n, dtx__err(DTX_EUNAVAILABLE,
+                                "ledger.post: gave up at the command's "
+                                "deadline (%lld ms) after %zu round%s; not "
+                                "posted",
+                                (long long)dtx__deadline_budget_ms(), round,
+                                round == 1 ? "" : "s"));
+      break;
+    }
     dtx__err_clear();
-    k = pick(its, n, at, &rc);
+    k = pick(&sc, its, at);
+    rc = k ? 0 : dtx__err(DTX_EBACKEND, "posting ledger entries: no "
+                          "request could go (a bug: the first always can)");
     if (rc == 0)
       rc = round_read(ex, its, at, k, &found, &accts);
     if (rc == 0)
@@ -316,8 +473,7 @@ static void run(dtx__exec_t *ex, item_t *its, size_t n) {
       end_rest(its, n, rc);
       break;
     }
-    for (left = 0, i = 0; i < n; i++)
-      left += !its[i].done;
+    left -= sched_next(&sc, its, at, k);
     if (!lost)
       continue;
     /* Lost seqIds: the kit's contention backoff, once per round.  A round
@@ -331,6 +487,7 @@ static void run(dtx__exec_t *ex, item_t *its, size_t n) {
       break;
     }
   }
+  sched_free(&sc);
   free(at);
 }
 

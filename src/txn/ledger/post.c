@@ -106,12 +106,14 @@ static int derive_leg(const dtx_ledger_leg_t *l, const dtx__lg_pos_t *pos,
                     l->account, v < 0 ? "a debit" : "a credit", (long long)v,
                     (long long)bal, (long long)pos->pend_debit,
                     (long long)pos->pend_credit);
+  /* The amount is -v in unsigned arithmetic: a debit of INT64_MIN is
+   * 2^63, which no int64 holds.  lo fits (checked just above). */
   if (v < 0 && json_is_integer(min) && lo < json_integer_value(min))
     return dtx__err(DTX_EINSUFFICIENT,
-                    "account '%s': a debit of %lld would leave the available "
+                    "account '%s': a debit of %llu would leave the available "
                     "balance %lld (balance %lld, pending debits %lld) below "
                     "its min_balance %lld",
-                    l->account, (long long)-v, (long long)(avail + v),
+                    l->account, 0ULL - (unsigned long long)v, (long long)lo,
                     (long long)bal, (long long)pos->pend_debit,
                     (long long)json_integer_value(min));
   if (pos->head == INT64_MAX)
@@ -191,17 +193,18 @@ int dtx__lg_build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
     json_decref(changes);
     return rc;
   }
-  int64_t now = dtx__now_ms();
+  int64_t now = dtx__now_ms(), tmo = req->timeout_ms ? req->timeout_ms
+                                                      : LG_DEFAULT_TIMEOUT_MS;
+  /* now + tmo saturates: a timeout past the end of int64 milliseconds
+   * means "never" (it wrapped to a time before now, so the entry was
+   * born expired).  check_req made tmo >= 0. */
+  int64_t expires = tmo > INT64_MAX - now ? INT64_MAX : now + tmo;
   *doc = json_pack("{s:s,s:o,s:s,s:s,s:I,s:I}", "_id", id, "changes", changes,
                    "state", req->pending ? LG_PENDING : LG_POSTED, "proc",
                    LG_UNCOMMITTED, "created", (json_int_t)now, "updated",
                    (json_int_t)now);
   if (*doc && req->pending)
-    json_object_set_new(
-        *doc, "expires_at",
-        json_integer((json_int_t)(now + (req->timeout_ms
-                                             ? req->timeout_ms
-                                             : LG_DEFAULT_TIMEOUT_MS))));
+    json_object_set_new(*doc, "expires_at", json_integer((json_int_t)expires));
   if (*doc && reverses)
     json_object_set_new(*doc, "reverses", json_string(reverses));
   return *doc ? 0 : DTX_ENOMEM;
