@@ -16,7 +16,23 @@
  *    broken, balances sum to zero and match the successes, audit clean;
  *  - a forked child crashed at ledger.post inside a batch (and error and
  *    lost-reply injections there), then the batch posted again: each
- *    entry exactly once, balances exact, audit clean.
+ *    entry exactly once, balances exact, audit clean;
+ *  - a randomized differential (DTX_SEED replays a run): random batches
+ *    of 1-64 against the same requests posted one at a time, every rc,
+ *    detail, entry, summary and balance equal;
+ *  - int64 at the edges (timeouts that would overflow expires_at, an
+ *    INT64_MIN debit refused with a true message);
+ *  - two post_many processes and a post process on hot accounts with
+ *    tight limits while a fourth samples: no available balance below its
+ *    limit, balances exact, settled audit clean;
+ *  - a tiny deadline over a hot batch: no round starts past it, the cut
+ *    entries fail UNAVAILABLE and are not stored, the posted ones are a
+ *    prefix, and posting the batch again posts each once;
+ *  - lost replies, errors and crashes in a mixed batch without ids (a
+ *    lost reply is recognised by the generated id).
+ * (The n^2 round picking fixed in cb9659f is a speed matter: it was
+ * measured by hand, 16,000 hot entries 12.3 s -> 1.2 s, not asserted in a
+ * timed test.)
  *
  * usage: txn_ledger_batch STORE-URI   (the ledger collections are dropped
  * first; a SQLite file runs with sync=off; DTX_QUICK=1 keeps loops short) */
@@ -1524,66 +1540,6 @@ static void test_lost_mixed(void) {
   dtx_store_close(st);
 }
 
-/* ---- a big hot batch scales like posting one at a time ------------------------
- *
- * n entries all debiting one account take n rounds; picking a round's
- * members used to scan every waiting request, n^2 in all (16,000 hot
- * entries: 12.3 s against 3.0 s posted one at a time).  Measured in
- * process CPU time (less at the mercy of the machine's other load), on
- * SQLite only (on Redis the round trips dominate), outside DTX_QUICK:
- * 6,000 hot entries through post_many must cost at most twice what the
- * same entries cost posted one at a time (before the fix: 3-4 times). */
-static double cpu_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void test_hot_scales(void) {
-  if (quick || strncmp(uri, "sqlite:", 7) != 0) {
-    printf("hot scaling: SQLite only, not under DTX_QUICK\n");
-    return;
-  }
-  size_t n = 6000;
-  dtx_store_t *st = open_store();
-  account(st, "q.", "S", 0, 1);
-  account(st, "q.", "H1", 0, 1);
-  account(st, "q.", "H2", 0, 1);
-  account(st, "q.", "X", 0, 1);
-  dtx_ledger_leg_t *legs = calloc(4 * n, sizeof *legs);
-  dtx_ledger_post_req_t *reqs = calloc(2 * n, sizeof *reqs);
-  dtx_ledger_result_t *res = calloc(n, sizeof *res);
-  REQUIRE(legs && reqs && res);
-  for (size_t i = 0; i < 2 * n; i++) {
-    legs[2 * i] = (dtx_ledger_leg_t){i < n ? "q.H1" : "q.H2", -1};
-    legs[2 * i + 1] = (dtx_ledger_leg_t){"q.X", 1};
-    reqs[i] = (dtx_ledger_post_req_t){.legs = &legs[2 * i], .nlegs = 2};
-  }
-  double t0 = cpu_s();
-  int bad = 0;
-  for (size_t i = 0; i < n; i++) {
-    json_t *e = NULL;
-    bad |= dtx_ledger_post(st, &reqs[i], NULL, &e) != 0;
-    json_decref(e);
-  }
-  double alone = cpu_s() - t0;
-  t0 = cpu_s();
-  int rc = dtx_ledger_post_many(st, reqs + n, n, NULL, res);
-  double many = cpu_s() - t0;
-  CHECKF(!bad && rc == 0, "hot scaling: posts failed: %s", dtx_errdetail());
-  CHECKF(bal_of(st, "q.", "H2") == -(int64_t)n, "H2 holds %lld",
-         (long long)bal_of(st, "q.", "H2"));
-  printf("hot scaling: %zu hot entries, CPU %.2f s one at a time, %.2f s "
-         "post_many (%.2fx)\n", n, alone, many, many / alone);
-  CHECKF(many <= 2 * alone, "post_many of %zu hot entries cost %.2f s CPU, "
-         "posted one at a time %.2f s", n, many, alone);
-  dtx_ledger_results_clear(res, n);
-  free(legs);
-  free(reqs);
-  free(res);
-  dtx_store_close(st);
-}
-
 int main(int argc, char **argv) {
   static char buf[4096];
   uri = argc > 1 ? argv[1] : "sqlite::memory:";
@@ -1606,7 +1562,6 @@ int main(int argc, char **argv) {
   TEST_RUN(test_hot_concurrency);
   TEST_RUN(test_deadline_hot);
   TEST_RUN(test_lost_mixed);
-  TEST_RUN(test_hot_scales);
   /* Leave no entries behind: on Redis the next suites share the store, and
    * their settled audits would count this suite's pending entries. */
   st = open_store();
