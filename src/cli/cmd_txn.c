@@ -389,6 +389,11 @@ static int read_acked(const char *path, json_t **out) {
     lineno++;
     if (strspn(line, " \t\r\n") == (size_t)len)
       continue;
+    if (memchr(line, '\0', (size_t)len)) { /* json_loads would stop there */
+      code = dtx__cli_usage("audit: %s line %zu: a NUL byte at column %zu",
+                            path, lineno, strlen(line) + 1);
+      break;
+    }
     json_error_t e;
     json_t *doc = json_loads(line, JSON_REJECT_DUPLICATES, &e);
     if (!json_is_object(doc))

@@ -200,6 +200,13 @@ int dtx__cli_read_jlines(const char *file, const char *what, size_t size,
     dtx__cli_jline_t *l = (dtx__cli_jline_t *)(ls + n * size);
     memset(l, 0, size);
     l->lineno = lineno;
+    /* A NUL would end the text the parser sees: the rest of the line
+     * would be dropped unseen.  Refuse it. */
+    if (memchr(buf, '\0', (size_t)len)) {
+      ec = dtx__cli_bad_line(lineno, DTX_EBADJSON, "a NUL byte at column %zu",
+                             strlen(buf) + 1);
+      break;
+    }
     int rc = dtx_json_parse(buf, &l->line);
     if (rc < 0) {
       ec = dtx__cli_bad_line(lineno, rc, "%s", dtx_errdetail());

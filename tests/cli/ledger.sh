@@ -237,6 +237,12 @@ for l in "${bad_lines[@]}"; do
   expect 2 "post-many: malformed '${l:0:40}'" -- d ledger post-many --file "$WORK/pm"
   grep -q "line 2" "$WORK/err" && [ ! -s "$WORK/out" ] && ok || bad "post-many '${l:0:40}': $(head -c 300 "$WORK/err") $(head -c 300 "$WORK/out")"
 done
+# A NUL byte inside a line: refused naming the line, not the rest of the
+# line dropped unseen (the JSON parser stops at a NUL).
+printf '%s\n%s\0{"legs":5}\n' "$pgood" "$pgood" >"$WORK/pm"
+expect 2 "post-many: a NUL byte in line 2" -- d ledger post-many --file "$WORK/pm"
+grep -q "line 2: a NUL byte" "$WORK/err" && [ ! -s "$WORK/out" ] && ok ||
+  bad "post-many NUL: $(head -c 300 "$WORK/err") $(head -c 300 "$WORK/out")"
 [ "$(entries)" = "$n" ] && ok || bad "post-many: malformed input posted $(( $(entries) - n ))"
 # 129 legs: refused as a shape, before the store.
 legs=$(for i in $(seq 0 128); do printf '{"account":"P%d","value":1},' $((i % 8)); done)
