@@ -1184,7 +1184,11 @@ typedef struct dtx_ledger_result {
  * round (so entries on disjoint accounts go together, and a batch that
  * debits one account takes a round per entry).  Pending requests are
  * allowed.  opts (may be NULL) as for dtx_ledger_post, with ONE deadline
- * for the whole call.  results[i] (caller's array of n) receives reqs[i]'s
+ * for the whole call: no round starts past it, and each request not yet
+ * posted then gets DTX_EUNAVAILABLE ("gave up at the command's deadline";
+ * nothing recorded for it; the posted ones are a prefix of each
+ * account's requests, and posting the batch again posts each once).
+ * results[i] (caller's array of n) receives reqs[i]'s
  * outcome, set in every case; release it with dtx_ledger_results_clear().
  * Returns 0 when every rc is 0, else the first failure's rc with the
  * detail "K of N entries failed; first: #i: ...".  st, reqs or results
