@@ -167,6 +167,15 @@ int conf_find_one_and_delete(dtx_store_t *, const char *, const json_t *,
 int conf_delete(dtx_store_t *, const char *, const json_t *, int, int64_t *);
 int conf_delete_ex(dtx_store_t *, const char *, const json_t *,
                    const dtx_delete_opts_t *, int64_t *);
+/* Redis targets (conf_redis.c): calls fn(ctx, arg) on the server of
+ * conf_uri -- on a cluster on every node CLUSTER NODES lists (masters
+ * only: every master), until fn returns nonzero.  ctx is a hiredis
+ * redisContext (void * here so this header needs no hiredis).  Returns
+ * how many calls returned nonzero (0 when conf_uri is not redis://HOST:
+ * PORT or nothing answers). */
+int conf_redis_each_node(int masters_only, int (*fn)(void *ctx, void *arg),
+                         void *arg, int stop_at_first);
+
 #ifndef CONF_NO_WRAP
 #define dtx_store_insert conf_insert
 #define dtx_store_insert_ex conf_insert_ex

@@ -74,46 +74,18 @@ static void *td_thread(void *arg) {
   return NULL;
 }
 
-/* Sends CLIENT PAUSE ms ALL to the node host:port and, on a cluster, to
- * every node CLUSTER NODES lists.  The number of nodes paused. */
-static int td_pause_all(const char *host, int port, int ms) {
-  redisContext *c = redisConnect(host, port);
-  if (!c || c->err) {
-    redisFree(c);
-    return 0;
-  }
-  char *nodes = NULL;
-  redisReply *r = redisCommand(c, "CLUSTER NODES");
-  if (r && r->type == REDIS_REPLY_STRING)
-    nodes = strdup(r->str);
+/* CLIENT PAUSE ms ALL on one node: 1 when it took it. */
+static int td_pause_one(void *ctx, void *arg) {
+  redisReply *r = redisCommand(ctx, "CLIENT PAUSE %d ALL", *(int *)arg);
+  int ok = r && r->type == REDIS_REPLY_STATUS;
   freeReplyObject(r);
-  int n = 0;
-  if (!nodes) {
-    r = redisCommand(c, "CLIENT PAUSE %d ALL", ms);
-    n += r && r->type == REDIS_REPLY_STATUS;
-    freeReplyObject(r);
-  }
-  redisFree(c);
-  /* Lines: "<id> <ip>:<port>@<bus> flags ..." */
-  for (char *line = nodes, *next; line && *line; line = next) {
-    next = strchr(line, '\n');
-    if (next)
-      *next++ = '\0';
-    char *sp = strchr(line, ' ');
-    char *colon = sp ? strchr(sp + 1, ':') : NULL;
-    if (!colon)
-      continue;
-    *colon = '\0';
-    redisContext *k = redisConnect(sp + 1, atoi(colon + 1));
-    if (k && !k->err) {
-      r = redisCommand(k, "CLIENT PAUSE %d ALL", ms);
-      n += r && r->type == REDIS_REPLY_STATUS;
-      freeReplyObject(r);
-    }
-    redisFree(k);
-  }
-  free(nodes);
-  return n;
+  return ok;
+}
+
+/* Pauses the server and, on a cluster, every node CLUSTER NODES lists.
+ * The number of nodes paused. */
+static int td_pause_all(int ms) {
+  return conf_redis_each_node(0, td_pause_one, &ms, 0);
 }
 
 void conf_test_turn_deadline(void) {
@@ -147,7 +119,7 @@ void conf_test_turn_deadline(void) {
       break;
   usleep(1000 * 1000); /* contention first: turns are being taken */
   int64_t at = conf_now_ms();
-  int paused = td_pause_all(host, port, TD_PAUSE);
+  int paused = td_pause_all(TD_PAUSE);
   __atomic_store_n(&s.pause_at, at, __ATOMIC_SEQ_CST);
   /* Meanwhile one batch on 8 collections this handle has not read yet:
    * each operation needs its catalog, and they share one budget. */

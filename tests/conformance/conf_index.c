@@ -846,69 +846,46 @@ static int found_gen(dtx_store_t *st, const char *c, const char *f,
   return n;
 }
 
-/* On a Redis server (standalone, or every master of a cluster): sets the
- * first key matching pattern whose value is not "dropped" to val, with
+typedef struct set_first {
+  const char *pattern, *val;
+  char *old;
+  size_t nold;
+} set_first_t;
+
+/* On one node: sets the first key matching the pattern whose value is
+ * not "dropped" (a dropped generation's stamps linger a while) to val,
  * its old value in old.  1 when one was set. */
+static int set_first_on(void *ctx, void *arg) {
+  set_first_t *a = arg;
+  redisContext *k = ctx;
+  int set = 0;
+  redisReply *r = redisCommand(k, "KEYS %s", a->pattern);
+  for (size_t e = 0;
+       !set && r && r->type == REDIS_REPLY_ARRAY && e < r->elements; e++) {
+    const char *key = r->element[e]->str;
+    redisReply *g = redisCommand(k, "GET %s", key);
+    int dropped = g && g->type == REDIS_REPLY_STRING &&
+                  strcmp(g->str, "dropped") == 0;
+    snprintf(a->old, a->nold, "%s",
+             g && g->type == REDIS_REPLY_STRING ? g->str : "");
+    freeReplyObject(g);
+    if (dropped)
+      continue;
+    g = redisCommand(k, "SET %s %s", key, a->val);
+    set = g && g->type == REDIS_REPLY_STATUS;
+    freeReplyObject(g);
+  }
+  freeReplyObject(r);
+  return set;
+}
+
+/* On the Redis server (standalone, or the first master of a cluster that
+ * has one): sets the first key matching pattern whose value is not
+ * "dropped" to val, with its old value in old.  1 when one was set. */
 static int redis_set_first(const char *pattern, const char *val, char *old,
                            size_t nold) {
-  char host[256];
-  int port = 0;
-  if (sscanf(conf_uri + 8, "%255[^:]:%d", host, &port) != 2)
-    return 0;
-  redisContext *c = redisConnect(host, port);
-  if (!c || c->err) {
-    redisFree(c);
-    return 0;
-  }
-  /* the nodes to look on: "<id> <ip>:<port>@<bus> flags ..." lines */
-  char *nodes = NULL;
-  redisReply *r = redisCommand(c, "CLUSTER NODES");
-  if (r && r->type == REDIS_REPLY_STRING)
-    nodes = strdup(r->str);
-  freeReplyObject(r);
-  int set = 0;
-  for (char *line = nodes, *next; !set && (!nodes || *line);
-       line = next) {
-    redisContext *k = c;
-    if (nodes) {
-      next = strchr(line, '\n');
-      if (next)
-        *next++ = '\0';
-      char *sp = strchr(line, ' ');
-      char *colon = sp ? strchr(sp + 1, ':') : NULL;
-      if (!colon || !strstr(line, "master"))
-        goto next_node;
-      *colon = '\0';
-      k = redisConnect(sp + 1, atoi(colon + 1));
-    }
-    r = k && !k->err ? redisCommand(k, "KEYS %s", pattern) : NULL;
-    for (size_t e = 0; !set && r && r->type == REDIS_REPLY_ARRAY &&
-                       e < r->elements;
-         e++) {
-      /* a dropped generation's stamps linger a while: not those */
-      const char *key = r->element[e]->str;
-      redisReply *g = redisCommand(k, "GET %s", key);
-      int dropped = g && g->type == REDIS_REPLY_STRING &&
-                    strcmp(g->str, "dropped") == 0;
-      snprintf(old, nold, "%s",
-               g && g->type == REDIS_REPLY_STRING ? g->str : "");
-      freeReplyObject(g);
-      if (dropped)
-        continue;
-      g = redisCommand(k, "SET %s %s", key, val);
-      set = g && g->type == REDIS_REPLY_STATUS;
-      freeReplyObject(g);
-    }
-    freeReplyObject(r);
-    if (k != c)
-      redisFree(k);
-  next_node:
-    if (!nodes || !next)
-      break;
-  }
-  free(nodes);
-  redisFree(c);
-  return set;
+  set_first_t a = {pattern, val, old, nold};
+  return conf_redis_each_node(1, set_first_on, &a, 1) > 0;
 }
 
 /* A second handle -- as another process would -- has the catalog cached
