@@ -80,7 +80,8 @@ stage "build (asan+ubsan)" 45 build build-asan -DCMAKE_BUILD_TYPE=Debug -DDTX_SA
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 stage "tests (asan+ubsan)" 200 env DTX_QUICK=1 bash -c 'cd build-asan && ctest --output-on-failure -j '"$JOBS"
-stage "redis (asan+ubsan): standalone + 3+3 cluster" 70 env DTX_QUICK=1 \
+# 90 s: the ledger's batch and committer suites (2026-11-24) added ~15 s.
+stage "redis (asan+ubsan): standalone + 3+3 cluster" 90 env DTX_QUICK=1 \
   bash tests/redis/run-redis.sh build-asan conformance transfers
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
