@@ -23,7 +23,8 @@
 #                 txn_transfer_declines, txn_transfer_batch,
 #                 txn_order_batch, txn_job,
 #                 txn_lock, txn_sync,
-#                 txn_ledger, txn_ledger_commit, txn_ledger_batch, txn_scenarios and txn_version
+#                 txn_ledger, txn_ledger_commit, txn_ledger_batch,
+#                 txn_ledger_batch_attack, txn_scenarios and txn_version
 #                 redis://... (with DTX_QUICK set, each on one of the
 #                 two targets; conformance likewise splits its single
 #                 calls and its bulk_write run between them)
@@ -277,7 +278,8 @@ transfers_on() { # URI
   local s
   flush "$1"
   for s in txn_transfer_concurrency txn_kit txn_job txn_lock txn_sync \
-    txn_ledger txn_ledger_commit txn_ledger_batch txn_scenarios txn_version; do
+    txn_ledger txn_ledger_commit txn_ledger_batch txn_ledger_batch_attack \
+    txn_scenarios txn_version; do
     txn_on "$1" "$s"
   done
   flush "$1"
