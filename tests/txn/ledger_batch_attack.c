@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ledgerlib.h"
 #include "lgbatchlib.h"
 #include "testlib.h"
 #include "util/fault.h"
@@ -743,12 +744,6 @@ static void test_hot_concurrency(void) {
  * ends with DTX_EUNAVAILABLE naming the deadline and left nothing behind;
  * the batch posted again without a deadline then posts every entry
  * exactly once. */
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void test_deadline_hot(void) {
   dtx_store_t *st = dtx_t_lgb_open();
   size_t n = dtx_t_lgb_quick ? 24 : 64;
@@ -773,9 +768,9 @@ static void test_deadline_hot(void) {
       reqs[i] = r[i].req;
     }
     dtx_exec_opts_t eo = {.deadline_ms = budgets[t]};
-    int64_t t0 = mono_ms();
+    int64_t t0 = dtx_t_mono_ms();
     int rc = dtx_ledger_post_many(st, reqs, n, &eo, res);
-    int64_t took = mono_ms() - t0;
+    int64_t took = dtx_t_mono_ms() - t0;
     size_t ok = 0, late = 0;
     for (size_t i = 0; i < n; i++) {
       json_t *e = NULL;
