@@ -4,8 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "testlib.h"
+#include "util/fault.h"
 
 const char *dtx_t_lgb_uri;
 int dtx_t_lgb_quick;
@@ -148,4 +151,20 @@ json_t *dtx_t_lgb_norm(const json_t *e, int has_id) {
       json_object_set_new(l, "account", json_string(a + 2));
   }
   return c;
+}
+
+dtx_store_t *dtx_t_lgb_child_store(const char *spec) {
+  dtx_store_t *cs = NULL;
+  setenv("DOCTX_FAULT", spec, 1);
+  dtx__fault_init(NULL);
+  if (dtx_store_open(dtx_t_lgb_uri, &cs) != 0)
+    _exit(3);
+  return cs;
+}
+
+int dtx_t_lgb_wait(int pid) {
+  int status = 0;
+  if (pid <= 0 || waitpid(pid, &status, 0) != pid)
+    return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

@@ -24,6 +24,15 @@ void dtx_t_lgb_init(int argc, char **argv);
 /* Drops the ledger's entries and accounts collections. */
 void dtx_t_lgb_drop(void);
 
+/* In a forked child: arms DOCTX_FAULT=spec and opens its own store on
+ * dtx_t_lgb_uri (the caller closes it by exiting); exits 3 when it
+ * cannot. */
+dtx_store_t *dtx_t_lgb_child_store(const char *spec);
+
+/* Waits for child pid: its exit status, 128 + the signal that ended it,
+ * or -1 when pid is not a child (a failed fork). */
+int dtx_t_lgb_wait(int pid);
+
 /* Opens dtx_t_lgb_uri (exits on failure); the caller closes the store. */
 dtx_store_t *dtx_t_lgb_open(void);
 

@@ -425,20 +425,14 @@ static int child(const char *p, const char *spec) {
     dtx_t_lgb_rq_t r[8];
     dtx_ledger_post_req_t reqs[8];
     dtx_ledger_result_t res[8];
-    setenv("DOCTX_FAULT", spec, 1);
-    dtx__fault_init(NULL);
-    if (dtx_store_open(dtx_t_lgb_uri, &cs) != 0)
-      _exit(3);
+    cs = dtx_t_lgb_child_store(spec);
     crash_batch(p, r, reqs);
     int rc = dtx_ledger_post_many(cs, reqs, 8, NULL, res);
     if (rc)
       fprintf(stderr, "%s: %s\n", spec, dtx_errdetail());
     _exit(rc ? 1 : 0);
   }
-  int status = 0;
-  if (pid <= 0 || waitpid(pid, &status, 0) != pid)
-    return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return dtx_t_lgb_wait(pid);
 }
 
 static void test_crash_mid_batch(void) {

@@ -870,10 +870,7 @@ static int lost_child(const char *p, int ids, const char *spec) {
     dtx_t_lgb_rq_t r[12];
     dtx_ledger_post_req_t reqs[12];
     dtx_ledger_result_t res[12];
-    setenv("DOCTX_FAULT", spec, 1);
-    dtx__fault_init(NULL);
-    if (dtx_store_open(dtx_t_lgb_uri, &cs) != 0)
-      _exit(3);
+    cs = dtx_t_lgb_child_store(spec);
     lost_batch(p, ids, r, reqs);
     int rc = dtx_ledger_post_many(cs, reqs, 12, NULL, res);
     for (int i = 0; i < 12; i++)
@@ -882,10 +879,7 @@ static int lost_child(const char *p, int ids, const char *spec) {
                 res[i].detail);
     _exit(rc ? 1 : 0);
   }
-  int status = 0;
-  if (pid <= 0 || waitpid(pid, &status, 0) != pid)
-    return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return dtx_t_lgb_wait(pid);
 }
 
 static void test_lost_mixed(void) {
