@@ -49,6 +49,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h> /* offsetof, for DTX__MANY_RES_CHECK */
 #include <stdint.h>
 
 #include "doctx.h"
@@ -404,15 +405,33 @@ int dtx__kit_list(dtx_store_t *st, const char *coll, const json_t *filter,
 /* ---- the results of a batched public call ------------------------------------ */
 
 /* dtx_transfer_execute_many, dtx_order_confirm_many and
- * dtx_ledger_post_many return their
- * outcomes in the caller's array of structs that begin {int rc; char
- * *detail;} (the public result types, checked by static asserts where
- * they are used); `size` is one struct's size.  These two rules are
- * shared by every such call. */
+ * dtx_ledger_post_many return their outcomes in the caller's array of
+ * structs laid out as {int rc; char *detail; json_t *doc;} (the public
+ * result types, each checked by DTX__MANY_RES_CHECK where it is used);
+ * `size` is one struct's size.  These rules are shared by every such
+ * call. */
 typedef struct dtx__many_res {
   int rc;
-  char *detail;
+  char *detail; /* malloc'd, NULL when rc == 0 */
+  json_t *doc;  /* the item's document (owned), or NULL */
 } dtx__many_res_t;
+
+#define DTX__MANY_RES_CHECK(type, docfield)                                 \
+  _Static_assert(offsetof(type, rc) == offsetof(dtx__many_res_t, rc) &&     \
+                     offsetof(type, detail) ==                              \
+                         offsetof(dtx__many_res_t, detail) &&               \
+                     offsetof(type, docfield) ==                            \
+                         offsetof(dtx__many_res_t, doc),                    \
+                 #type " is laid out as {int rc; char *detail; json_t *doc;}")
+
+/* Sets one result (res: the caller's struct): rc, a copy of this
+ * thread's detail when rc != 0 (the error's text when there is none), and
+ * doc (stolen, may be NULL). */
+void dtx__many_set(void *res, int rc, json_t *doc);
+
+/* Frees every result's detail and doc and zeroes the n results (the
+ * public *_results_clear). */
+void dtx__many_clear(void *results, size_t n, size_t size);
 
 /* A call refused as a whole: the error (fmt) in every result, each with a
  * malloc'd copy of its detail.  Returns that error. */

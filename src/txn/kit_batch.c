@@ -256,6 +256,23 @@ static dtx__many_res_t *many_at(const void *results, size_t i, size_t size) {
   return (dtx__many_res_t *)((char *)results + i * size);
 }
 
+void dtx__many_set(void *res, int rc, json_t *doc) {
+  dtx__many_res_t *r = res;
+  const char *d = dtx_errdetail();
+  r->rc = rc;
+  r->detail = rc ? strdup(d && *d ? d : dtx_strerror(rc)) : NULL;
+  r->doc = doc;
+}
+
+void dtx__many_clear(void *results, size_t n, size_t size) {
+  for (size_t i = 0; results && i < n; i++) {
+    dtx__many_res_t *r = many_at(results, i, size);
+    free(r->detail);
+    json_decref(r->doc);
+    memset(r, 0, size);
+  }
+}
+
 int dtx__many_refuse(void *results, size_t n, size_t size, const char *fmt,
                      ...) {
   char msg[256];

@@ -62,12 +62,8 @@
 #include "txn/ledger/ledger.h"
 #include "util/err.h"
 
-/* The result type begins as the kit's batched results (kit.h). */
-_Static_assert(offsetof(dtx_ledger_result_t, rc) ==
-                       offsetof(dtx__many_res_t, rc) &&
-                   offsetof(dtx_ledger_result_t, detail) ==
-                       offsetof(dtx__many_res_t, detail),
-               "dtx_ledger_result_t begins {int rc; char *detail;}");
+/* The result type is laid out as the kit's batched results (kit.h). */
+DTX__MANY_RES_CHECK(dtx_ledger_result_t, entry);
 
 typedef struct item {
   const dtx_ledger_post_req_t *req;
@@ -81,14 +77,11 @@ typedef struct item {
 
 /* Ends it with rc (this thread's detail) and the entry (stolen). */
 static void end_item(item_t *it, int rc, json_t *entry) {
-  const char *d = dtx_errdetail();
-  it->res->rc = rc;
-  it->res->detail = rc ? strdup(d && *d ? d : dtx_strerror(rc)) : NULL;
-  if (rc) {
+  if (rc) { /* as dtx_ledger_post: no entry with an error */
     json_decref(entry);
     entry = NULL;
   }
-  it->res->entry = entry;
+  dtx__many_set(it->res, rc, entry);
   it->done = 1;
 }
 
@@ -520,9 +513,5 @@ int dtx_ledger_post_many(dtx_store_t *st, const dtx_ledger_post_req_t *reqs,
 }
 
 void dtx_ledger_results_clear(dtx_ledger_result_t *results, size_t n) {
-  for (size_t i = 0; results && i < n; i++) {
-    free(results[i].detail);
-    json_decref(results[i].entry);
-    results[i] = (dtx_ledger_result_t){0};
-  }
+  dtx__many_clear(results, n, sizeof *results);
 }

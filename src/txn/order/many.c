@@ -53,12 +53,8 @@
 #include "txn/transfer/transfer.h"
 #include "util/err.h"
 
-/* The result type begins as the kit's batched results (kit.h). */
-_Static_assert(offsetof(dtx_order_result_t, rc) ==
-                       offsetof(dtx__many_res_t, rc) &&
-                   offsetof(dtx_order_result_t, detail) ==
-                       offsetof(dtx__many_res_t, detail),
-               "dtx_order_result_t begins {int rc; char *detail;}");
+/* The result type is laid out as the kit's batched results (kit.h). */
+DTX__MANY_RES_CHECK(dtx_order_result_t, order);
 
 #define OK_KIND (&dtx__order_kind)
 
@@ -75,10 +71,7 @@ typedef struct item {
 
 /* Ends it with rc (this thread's detail) and the order o (stolen). */
 static void finish_item(item_t *it, int rc, json_t *o) {
-  const char *d = dtx_errdetail();
-  it->res->rc = rc;
-  it->res->detail = rc ? strdup(d && *d ? d : dtx_strerror(rc)) : NULL;
-  it->res->order = o;
+  dtx__many_set(it->res, rc, o);
   it->o = NULL;
   it->lane = L_DONE;
 }
@@ -349,9 +342,5 @@ int dtx_order_confirm_many(dtx_store_t *st, const char *const *trade_ids,
 }
 
 void dtx_order_results_clear(dtx_order_result_t *results, size_t n) {
-  for (size_t i = 0; results && i < n; i++) {
-    free(results[i].detail);
-    json_decref(results[i].order);
-    results[i] = (dtx_order_result_t){0};
-  }
+  dtx__many_clear(results, n, sizeof *results);
 }

@@ -67,12 +67,8 @@
 #include "txn/transfer/transfer.h"
 #include "util/err.h"
 
-/* The result type begins as the kit's batched results (kit.h). */
-_Static_assert(offsetof(dtx_transfer_result_t, rc) ==
-                       offsetof(dtx__many_res_t, rc) &&
-                   offsetof(dtx_transfer_result_t, detail) ==
-                       offsetof(dtx__many_res_t, detail),
-               "dtx_transfer_result_t begins {int rc; char *detail;}");
+/* The result type is laid out as the kit's batched results (kit.h). */
+DTX__MANY_RES_CHECK(dtx_transfer_result_t, tx);
 
 #define TX (&dtx__tx_kind)
 
@@ -108,10 +104,7 @@ typedef struct item {
 /* Ends it with rc (and this thread's detail) and the document tx
  * (stolen, may be NULL). */
 static void finish_item(item_t *it, int rc, json_t *tx) {
-  const char *d = dtx_errdetail();
-  it->res->rc = rc;
-  it->res->detail = rc ? strdup(d && *d ? d : dtx_strerror(rc)) : NULL;
-  it->res->tx = tx;
+  dtx__many_set(it->res, rc, tx);
   it->lane = L_DONE;
 }
 
@@ -584,11 +577,7 @@ int dtx_transfer_execute_many(dtx_store_t *st, const dtx_transfer_req_t *reqs,
 }
 
 void dtx_transfer_results_clear(dtx_transfer_result_t *results, size_t n) {
-  for (size_t i = 0; results && i < n; i++) {
-    free(results[i].detail);
-    json_decref(results[i].tx);
-    results[i] = (dtx_transfer_result_t){0};
-  }
+  dtx__many_clear(results, n, sizeof *results);
 }
 
 /* The worker's batch (transfer.c, tx_drive_many): transfers it claimed
