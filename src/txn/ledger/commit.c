@@ -250,6 +250,25 @@ static int ready(dtx__exec_t *ex, const json_t *e, const json_t *unc,
   return 0;
 }
 
+/* Marks every leg of the entries in docs uncommitted in unc ("account\n
+ * seqId" -> true), and appends its account to ids (may be NULL). */
+static void mark_uncommitted(json_t *unc, const json_t *docs, json_t *ids) {
+  size_t i, j;
+  json_t *e, *leg;
+  char key[192];
+  json_array_foreach(docs, i, e) {
+    json_array_foreach(json_object_get(e, "changes"), j, leg) {
+      const char *a = dtx__str(leg, "account");
+      if (!a)
+        continue;
+      seq_key(key, sizeof key, a, dtx__int(leg, "seqId"));
+      json_object_set_new(unc, key, json_true());
+      if (ids)
+        json_array_append_new(ids, json_string(a));
+    }
+  }
+}
+
 /* One round: *order receives the committable entries in commit order
  * (empty when none), *caches each scanned account's cache as read,
  * account id -> [seqId, balance] (for run_round's advance).  An entry
@@ -294,43 +313,19 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches,
   json_decref(filter);
   json_decref(sort);
   if (rc == 0) {
-    json_array_foreach(pend, i, e) {
-      json_array_foreach(json_object_get(e, "changes"), j, leg) {
-        if (!dtx__str(leg, "account"))
-          continue;
-        seq_key(key, sizeof key, dtx__str(leg, "account"),
-                dtx__int(leg, "seqId"));
-        json_object_set_new(unc, key, json_true());
-      }
-    }
-    json_array_foreach(scan, i, e) {
-      json_array_foreach(json_object_get(e, "changes"), j, leg) {
-        const char *a = dtx__str(leg, "account");
-        if (!a)
-          continue;
-        seq_key(key, sizeof key, a, dtx__int(leg, "seqId"));
-        json_object_set_new(unc, key, json_true());
-        json_array_append_new(ids, json_string(a));
-      }
-    }
+    mark_uncommitted(unc, pend, NULL);
+    mark_uncommitted(unc, scan, ids);
     if (json_array_size(scan)) {
-      json_t *f = json_pack("{s:{s:O}}", "_id", "$in", ids), *docs = NULL;
-      rc = f ? dtx__kit_find(ex, DTX_LEDGER_ACCOUNTS, f, NULL, &docs)
-             : DTX_ENOMEM;
-      json_decref(f);
-      accts = json_object();
-      json_array_foreach(docs, i, e) {
+      const char *id;
+      rc = dtx__lg_accounts_find(ex, ids, &accts);
+      ids = NULL; /* stolen */
+      json_object_foreach(accts, id, e) {
         json_t *cache = json_object_get(e, "cache");
         json_t *cs = json_object_get(cache, "seqId");
         json_t *cb = json_object_get(cache, "balance");
-        if (!dtx__str(e, "_id"))
-          continue;
-        json_object_set(accts, dtx__str(e, "_id"), e);
         if (json_is_integer(cs) && json_is_integer(cb))
-          json_object_set_new(*caches, dtx__str(e, "_id"),
-                              json_pack("[O,O]", cs, cb));
+          json_object_set_new(*caches, id, json_pack("[O,O]", cs, cb));
       }
-      json_decref(docs);
     }
   }
   /* Creation order is nearly insertion order; a second pass catches an
