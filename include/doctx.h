@@ -1141,7 +1141,8 @@ typedef struct dtx_ledger_post_req {
   const dtx_ledger_leg_t *legs;
   size_t nlegs;        /* 2..DTX_LEDGER_MAX_LEGS, distinct accounts */
   int pending;         /* hold the debits; resolve with post_pending/void */
-  int64_t timeout_ms;  /* pending: expires after this; 0: one hour */
+  int64_t timeout_ms;  /* pending: expires after this; 0: one hour; at
+                          most 100 years (DTX_EINVAL beyond) */
 } dtx_ledger_post_req_t;
 
 /* Posts an entry.  Checked first, recording nothing when wrong: 2 to 128

@@ -60,6 +60,11 @@
 
 #define DTX__DEFAULT_LEASE_MS 30000
 #define DTX__MAX_LEASE_MS (366LL * 24 * 3600 * 1000) /* as a lock ttl */
+/* The longest delay or timeout a request may ask for (a job's delay, a
+ * pending ledger entry's timeout): now + it stays far inside int64, where
+ * a wrapped sum would be a time before now (an entry born expired).
+ * Longer is DTX_EINVAL, not a guess at "never". */
+#define DTX__MAX_DELAY_MS (100LL * 365 * 24 * 3600 * 1000)
 
 /* One executor's identity: who claims, for how long, and the budget of
  * each command (or worker item) it runs. */

@@ -278,12 +278,16 @@ n=$(entries)
 { head -1000 "$WORK/pm" | sed 's/"pm/"pn/'; echo '{"legs":[1,2]}'; } >"$WORK/pm2"
 expect 2 "post-many: a bad line 1001 posts nothing" -- d ledger post-many --file "$WORK/pm2"
 grep -q "line 1001" "$WORK/err" && [ "$(entries)" = "$n" ] && ok || bad "bad line 1001: $(cat "$WORK/err") $(( $(entries) - n ))"
-# int64 at the edges of one entry (post.c): a timeout of INT64_MAX ms is
-# "never", not a time before now (post-pending found the entry born
-# expired); an INT64_MIN debit refused for funds names 2^63.
-expect 0 "pending with timeout INT64_MAX" -- d ledger post P0:-1 P1:1 --id ptmax --pending --timeout-ms 9223372036854775807
+# int64 at the edges of one entry (post.c): a timeout past 100 years is
+# refused, nothing recorded (INT64_MAX ms wrapped to a time before now:
+# post-pending found the entry born expired); at 100 years it posts; an
+# INT64_MIN debit refused for funds names 2^63.
+expect 2 "pending with timeout INT64_MAX" -- d ledger post P0:-1 P1:1 --id ptmax --pending --timeout-ms 9223372036854775807
+grep -q "more than 100 years" "$WORK/err" && ok || bad "timeout INT64_MAX: $(cat "$WORK/err")"
+expect 1 "nothing recorded for it" -- d ledger show ptmax
+expect 0 "pending with timeout 100 years" -- d ledger post P0:-1 P1:1 --id ptmax --pending --timeout-ms 3153600000000
 expect 0 "post-pending of it" -- d ledger post-pending ptmax
-[ "$(j .state)" = posted ] && ok || bad "timeout INT64_MAX: $(out)"
+[ "$(j .state)" = posted ] && ok || bad "timeout 100 years: $(out)"
 expect 1 "an INT64_MIN debit refused" -- d ledger post P1:-9223372036854775808 P0:4611686018427387904 P2:4611686018427387904
 grep -q "a debit of 9223372036854775808 would" "$WORK/err" && ok || bad "INT64_MIN debit: $(cat "$WORK/err")"
 finish

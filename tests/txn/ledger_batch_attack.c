@@ -494,7 +494,7 @@ static void test_int64_edges(void) {
     json_t *e[2] = {NULL, NULL};
     int rc[2];
     const char *d[2];
-    char d0[512] = "";
+    char d0[512] = "", d1[512] = "";
     if (t == 0) {
       (void)dtx_ledger_post_many(st, rq, 2, NULL, res);
       for (int i = 0; i < 2; i++) {
@@ -505,20 +505,33 @@ static void test_int64_edges(void) {
     } else {
       for (int i = 0; i < 2; i++) {
         rc[i] = dtx_ledger_post(st, &rq[i], NULL, &e[i]);
-        if (i == 0)
-          snprintf(d0, sizeof d0, "%s", dtx_errdetail());
-        d[i] = d0;
+        snprintf(i ? d1 : d0, sizeof d0, "%s", dtx_errdetail());
+        d[i] = i ? d1 : d0;
       }
     }
     CHECKF(rc[0] == DTX_EINSUFFICIENT &&
                strstr(d[0], "a debit of 9223372036854775808 would"),
            "%s: INT64_MIN debit: %s '%s'", p, dtx_errname(rc[0]), d[0]);
-    CHECKF(rc[1] == 0, "%s: timeout INT64_MAX: %s", p, dtx_errname(rc[1]));
+    /* A timeout past the bound is refused, nothing recorded (it used to
+     * wrap expires_at to a time before now: an entry born expired). */
+    CHECKF(rc[1] == DTX_EINVAL && strstr(d[1], "more than 100 years") &&
+               !e[1],
+           "%s: timeout INT64_MAX: %s '%s'", p, dtx_errname(rc[1]), d[1]);
+    json_t *out = NULL;
+    CHECKF(dtx_ledger_get(st, id, &out) == DTX_ENOTFOUND,
+           "%s: a refused timeout recorded an entry", p);
+    json_decref(out);
+    out = NULL;
+    /* At the bound: it posts, expires after it was created, and can be
+     * posted in full. */
+    json_decref(e[1]);
+    e[1] = NULL;
+    rq[1].timeout_ms = INT64_C(100) * 365 * 24 * 3600 * 1000;
+    CHECK_RC(dtx_ledger_post(st, &rq[1], NULL, &e[1]), 0);
     int64_t exp = json_integer_value(json_object_get(e[1], "expires_at"));
     int64_t cre = json_integer_value(json_object_get(e[1], "created"));
     CHECKF(exp > cre, "%s: expires_at %lld before created %lld", p,
            (long long)exp, (long long)cre);
-    json_t *out = NULL;
     int prc = dtx_ledger_post_pending(st, id, &out);
     CHECKF(prc == 0 && json_object_get(out, "state") &&
                strcmp(json_string_value(json_object_get(out, "state")),

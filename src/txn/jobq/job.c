@@ -148,7 +148,7 @@ static int check_req(const dtx_job_req_t *r) {
   if (r->delay_ms < 0)
     return dtx__err(DTX_EINVAL, "delay must be >= 0 ms, got %lld",
                     (long long)r->delay_ms);
-  if (r->delay_ms > (int64_t)100 * 365 * 24 * 3600 * 1000)
+  if (r->delay_ms > DTX__MAX_DELAY_MS)
     return dtx__err(DTX_EINVAL, "delay of %lld ms is more than 100 years",
                     (long long)r->delay_ms);
   if (r->max_attempts < 0)

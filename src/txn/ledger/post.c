@@ -34,6 +34,9 @@ int dtx__lg_check_req(const dtx_ledger_post_req_t *req) {
   if (req->timeout_ms < 0 || (req->timeout_ms && !req->pending))
     return dtx__err(DTX_EINVAL, "timeout_ms must be >= 0, and only for a "
                     "pending entry");
+  if (req->timeout_ms > DTX__MAX_DELAY_MS)
+    return dtx__err(DTX_EINVAL, "a timeout of %lld ms is more than 100 years",
+                    (long long)req->timeout_ms);
   __int128 sum = 0;
   for (size_t i = 0; i < req->nlegs; i++) {
     const dtx_ledger_leg_t *l = &req->legs[i];
@@ -193,12 +196,10 @@ int dtx__lg_build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
     json_decref(changes);
     return rc;
   }
-  int64_t now = dtx__now_ms(), tmo = req->timeout_ms ? req->timeout_ms
-                                                      : LG_DEFAULT_TIMEOUT_MS;
-  /* now + tmo saturates: a timeout past the end of int64 milliseconds
-   * means "never" (it wrapped to a time before now, so the entry was
-   * born expired).  check_req made tmo >= 0. */
-  int64_t expires = tmo > INT64_MAX - now ? INT64_MAX : now + tmo;
+  /* check_req bounded the timeout (DTX__MAX_DELAY_MS): no wrap. */
+  int64_t now = dtx__now_ms();
+  int64_t expires =
+      now + (req->timeout_ms ? req->timeout_ms : LG_DEFAULT_TIMEOUT_MS);
   *doc = json_pack("{s:s,s:o,s:s,s:s,s:I,s:I}", "_id", id, "changes", changes,
                    "state", req->pending ? LG_PENDING : LG_POSTED, "proc",
                    LG_UNCOMMITTED, "created", (json_int_t)now, "updated",
