@@ -373,41 +373,27 @@ int dtx__cmd_recover(dtx_cli_t *cli, int argc, char **argv) {
 }
 
 /* Reads a file of acknowledged transfers, one JSON object per line (blank
- * lines skipped).  Any unreadable line refuses the whole file: an audit
- * that silently skipped records would hide exactly what it is for. */
+ * lines skipped; the CLI's one JSON-lines reader).  Any unreadable line
+ * refuses the whole file: an audit that silently skipped records would
+ * hide exactly what it is for. */
 static int read_acked(const char *path, json_t **out) {
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return dtx__cli_usage("audit: cannot open --acked file %s: %s", path,
-                          strerror(errno));
-  json_t *arr = json_array();
-  char *line = NULL;
-  size_t cap = 0, lineno = 0;
-  ssize_t len;
-  int code = DTX_EXIT_OK;
-  while (code == DTX_EXIT_OK && (len = getline(&line, &cap, f)) >= 0) {
-    lineno++;
-    if (strspn(line, " \t\r\n") == (size_t)len)
-      continue;
-    if (memchr(line, '\0', (size_t)len)) { /* json_loads would stop there */
-      code = dtx__cli_usage("audit: %s line %zu: a NUL byte at column %zu",
-                            path, lineno, strlen(line) + 1);
+  dtx__cli_jline_t *ls = NULL;
+  size_t n = 0;
+  int code = dtx__cli_read_jlines(path, "audit: reading --acked", sizeof *ls,
+                                  (void **)&ls, &n);
+  json_t *arr = code ? NULL : json_array();
+  for (size_t i = 0; arr && i < n; i++) {
+    if (!json_is_object(ls[i].line)) {
+      code = dtx__cli_bad_line(ls[i].lineno, DTX_EBADJSON,
+                               "%s: not a JSON object", path);
       break;
     }
-    json_error_t e;
-    json_t *doc = json_loads(line, JSON_REJECT_DUPLICATES, &e);
-    if (!json_is_object(doc))
-      code = dtx__cli_usage("audit: %s line %zu: %s", path, lineno,
-                            doc ? "not a JSON object" : e.text);
-    else
-      json_array_append(arr, doc);
-    json_decref(doc);
+    json_array_append(arr, ls[i].line);
   }
-  if (code == DTX_EXIT_OK && ferror(f))
-    code = dtx__cli_usage("audit: reading %s: %s", path, strerror(errno));
-  free(line);
-  fclose(f);
-  if (code != DTX_EXIT_OK) {
+  if (!code && !arr)
+    code = dtx__cli_error(DTX_ENOMEM, "audit: reading --acked");
+  dtx__cli_jlines_free(ls, n, sizeof *ls);
+  if (code) {
     json_decref(arr);
     return code;
   }
