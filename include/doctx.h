@@ -505,11 +505,24 @@ int dtx_check_fence(const char *name, int64_t token);
  *  - delete_guard (a doctx extension): a filter in the same language that
  *    a document must match to be deleted, by any delete or
  *    find_one_and_delete.
+ *  - transition (a doctx extension): what an update may change, judged on
+ *    the document before AND after it (an insert or a delete is not an
+ *    update).  One rule object, or an array of them that must all hold:
+ *      {"immutable":  [PATH...],  the value at each path never changes
+ *                                 (a missing one stays missing);
+ *       "increasing": [PATH...],  a number there never decreases nor goes;
+ *       "moves": [{"from": FILTER, "to": FILTER, "name": TEXT}...]}
+ *                                 some move's "from" must match the
+ *                                 document before and its "to" the one
+ *                                 after (a state machine's edges).
+ *    The patterns use it for what a validator cannot see: a settlement
+ *    that must not move to another payer, a token that must not go back
+ *    (docs/validation.md, "Transition rules").
  * A refused write is DTX_EVALIDATION and changes nothing; the detail names
  * the collection, the _id and the rule that failed, e.g.
  *   accounts 'A': min_balance is double, must be long or null
  *   ($jsonSchema properties.min_balance.bsonType)
- * The bypass_validation option of each write skips both rules for that
+ * The bypass_validation option of each write skips every rule for that
  * call only (never the depth limit).  A change of rules is seen by every
  * writer of every process before its next write: a write that commits
  * after dtx_store_set_rules() returned was checked against the new rules. */
@@ -517,19 +530,20 @@ int dtx_check_fence(const char *name, int64_t token);
 typedef struct dtx_collection_rules {
   const json_t *validator;    /* NULL or {} = none */
   const json_t *delete_guard; /* NULL or {} = none */
+  const json_t *transition;   /* NULL or {} = none */
 } dtx_collection_rules_t;
 
-/* Replaces coll's rules by *rules (NULL removes both), creating the
- * collection if it does not exist.  Both are compiled first: an invalid
- * one is DTX_EBADQUERY (naming the operator or $jsonSchema keyword) and
- * changes nothing.  The json_t values are borrowed (copied into the
+/* Replaces coll's rules by *rules (NULL removes them all), creating the
+ * collection if it does not exist.  All are compiled first: an invalid
+ * one is DTX_EBADQUERY (naming the operator, $jsonSchema keyword or
+ * transition key) and changes nothing.  The json_t values are borrowed (copied into the
  * catalog).  Dropping the collection removes its rules. */
 int dtx_store_set_rules(dtx_store_t *st, const char *coll,
                         const dtx_collection_rules_t *rules);
 
-/* *out: {"validator": V or null, "delete_guard": G or null} as stored (a
- * new reference); both null for a collection without rules or a missing
- * one.  Always read from the store, never from a cache. */
+/* *out: {"validator": V or null, "delete_guard": G or null,
+ * "transition": T or null} as stored (a new reference); all null for a
+ * collection without rules or a missing one.  Always read from the store, never from a cache. */
 int dtx_store_get_rules(dtx_store_t *st, const char *coll, json_t **out);
 
 

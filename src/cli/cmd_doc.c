@@ -33,6 +33,7 @@ enum {
   O_GUARD = 1 << 12,
   O_CLEAR = 1 << 13,
   O_FENCE = 1 << 14,
+  O_TRANSITION = 1 << 15,
 };
 
 static const struct option {
@@ -48,6 +49,7 @@ static const struct option {
     {"--bypass-validation", O_BYPASS, 0},
     {"--validator", O_VALIDATOR, 1}, {"--delete-guard", O_GUARD, 1},
     {"--clear", O_CLEAR, 0},       {"--fence", O_FENCE, 1},
+    {"--transition", O_TRANSITION, 1},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 
@@ -640,27 +642,31 @@ out:
   return ec;
 }
 
-/* rules COLL [--validator JSON] [--delete-guard JSON] [--clear]: without
- * options prints the rules; --validator / --delete-guard replace that rule
- * (JSON null removes it) and keep the other; --clear removes both.  The
+/* rules COLL [--validator JSON] [--delete-guard JSON] [--transition JSON]
+ * [--clear]: without options prints the rules; --validator /
+ * --delete-guard / --transition replace that rule (JSON null removes it)
+ * and keep the others; --clear removes them all.  The
  * library compiles the rules (a bad one exits 2 and changes nothing); the
  * result is printed as the store holds it. */
 int dtx__cmd_rules(dtx_cli_t *cli, int argc, char **argv) {
-  args_t a = {.allowed = O_VALIDATOR | O_GUARD | O_CLEAR,
-              .posnames = pn_coll, .minpos = 1, .maxpos = 1};
-  json_t *v = NULL, *g = NULL, *cur = NULL;
+  const unsigned set = O_VALIDATOR | O_GUARD | O_TRANSITION;
+  args_t a = {.allowed = set | O_CLEAR, .posnames = pn_coll, .minpos = 1,
+              .maxpos = 1};
+  json_t *v = NULL, *g = NULL, *t = NULL, *cur = NULL;
   int ec = parse_args(&a, argc, argv);
   if (ec || (ec = check_coll(a.pos[0])))
     goto out;
-  if ((a.given & O_CLEAR) && (a.given & (O_VALIDATOR | O_GUARD))) {
-    ec = dtx__cli_usage("rules: --clear cannot be combined with --validator "
-                        "or --delete-guard");
+  if ((a.given & O_CLEAR) && (a.given & set)) {
+    ec = dtx__cli_usage("rules: --clear cannot be combined with --validator, "
+                        "--delete-guard or --transition");
     goto out;
   }
   if (((a.given & O_VALIDATOR) &&
        !(v = dtx__cli_json(optval(&a, O_VALIDATOR), "--validator"))) ||
       ((a.given & O_GUARD) &&
-       !(g = dtx__cli_json(optval(&a, O_GUARD), "--delete-guard")))) {
+       !(g = dtx__cli_json(optval(&a, O_GUARD), "--delete-guard"))) ||
+      ((a.given & O_TRANSITION) &&
+       !(t = dtx__cli_json(optval(&a, O_TRANSITION), "--transition")))) {
     ec = DTX_EXIT_USAGE;
     goto out;
   }
@@ -668,8 +674,8 @@ int dtx__cmd_rules(dtx_cli_t *cli, int argc, char **argv) {
   if (!st)
     goto out;
   int rc = 0;
-  if (a.given & (O_VALIDATOR | O_GUARD | O_CLEAR)) {
-    dtx_collection_rules_t r = {NULL, NULL};
+  if (a.given & (set | O_CLEAR)) {
+    dtx_collection_rules_t r = {NULL, NULL, NULL};
     if (!(a.given & O_CLEAR) &&
         (rc = dtx_store_get_rules(st, a.pos[0], &cur)) == 0) {
       r.validator = (a.given & O_VALIDATOR) ? v
@@ -677,6 +683,9 @@ int dtx__cmd_rules(dtx_cli_t *cli, int argc, char **argv) {
       r.delete_guard = (a.given & O_GUARD)
                            ? g
                            : json_object_get(cur, "delete_guard");
+      r.transition = (a.given & O_TRANSITION)
+                         ? t
+                         : json_object_get(cur, "transition");
     }
     if (rc == 0)
       rc = dtx_store_set_rules(st, a.pos[0], &r);
@@ -692,6 +701,7 @@ int dtx__cmd_rules(dtx_cli_t *cli, int argc, char **argv) {
 out:
   json_decref(v);
   json_decref(g);
+  json_decref(t);
   json_decref(cur);
   free(a.pos);
   return ec;

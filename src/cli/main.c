@@ -136,16 +136,19 @@ static const command_t commands[] = {
      "one read; the dump is not one snapshot across collections.\n"},
     {"rules", dtx__cmd_rules,
      "usage: doctx [--store URI] rules COLL [--validator JSON]\n"
-     "                                  [--delete-guard JSON] [--clear]\n"
-     "Prints COLL's rules as {\"validator\":...,\"delete_guard\":...}, after\n"
-     "changing them when asked.  Every write to COLL must leave a document\n"
-     "that matches the validator (query operators and/or $jsonSchema, as\n"
-     "MongoDB's; see docs/validation.md), and a document must match the\n"
-     "delete guard to be deleted; a refused write exits 3 (VALIDATION) and\n"
-     "changes nothing, unless the write bypasses validation explicitly.\n"
+     "                  [--delete-guard JSON] [--transition JSON] [--clear]\n"
+     "Prints COLL's rules as {\"validator\":...,\"delete_guard\":...,\n"
+     "\"transition\":...}, after changing them when asked.  Every write to\n"
+     "COLL must leave a document that matches the validator (query operators\n"
+     "and/or $jsonSchema, as MongoDB's), every update must keep the\n"
+     "transition rule (immutable and increasing fields, allowed moves), and\n"
+     "a document must match the delete guard to be deleted (see\n"
+     "docs/validation.md); a refused write exits 3 (VALIDATION) and changes\n"
+     "nothing, unless the write bypasses validation explicitly.\n"
      "  --validator JSON     replace the validator (null removes it)\n"
      "  --delete-guard JSON  replace the delete guard (null removes it)\n"
-     "  --clear              remove both\n"},
+     "  --transition JSON    replace the transition rule (null removes it)\n"
+     "  --clear              remove them all\n"},
     {"demo", dtx__cmd_demo,
      "usage: doctx [--store URI] demo\n"
      "Walks through the primitive, narrating each step: a debit guarded by\n"
@@ -198,8 +201,8 @@ static const char global_usage[] =
     "  collections                           lists collections\n"
     "  dump                                  prints every collection: its\n"
     "                                        indexes, rules and documents\n"
-    "  rules COLL [--validator V] [--delete-guard G] [--clear]\n"
-    "                                        shows or sets COLL's rules\n"
+    "  rules COLL [--validator V] [--delete-guard G] [--transition T]\n"
+    "             [--clear]                  shows or sets COLL's rules\n"
     "  demo                                  a narrated tour of the primitive\n"
     "\n"
     "Transaction commands (see doctx COMMAND --help):\n"

@@ -443,7 +443,8 @@ int dtx__schema_match(const dtx__schema_t *s, const json_t *doc, char *why,
 void dtx__schema_free(dtx__schema_t *s);
 
 /* A collection's rules, compiled from their stored form
- * {"validator": V|null, "delete_guard": G|null} (doctx.h describes them).
+ * {"validator": V|null, "delete_guard": G|null, "transition": T|null}
+ * (doctx.h describes them).
  * *out is NULL when spec (which may be NULL) holds no rule; null and {}
  * mean none.  DTX_EBADQUERY for an invalid rule.  Immutable once built,
  * so a catalog snapshot may share one between threads. */
@@ -458,7 +459,8 @@ const json_t *dtx__rules_spec(const dtx__rules_t *r);
  * rules).  after is the document about to be stored (NULL for a delete),
  * before the stored one being deleted or replaced (NULL for an insert):
  *  - after must nest at most DTX_MAX_DEPTH levels (DTX_EINVAL), always;
- *  - unless bypass, after must satisfy the validator, and a deleted
+ *  - unless bypass, after must satisfy the validator, an update (before
+ *    and after both given) must keep the transition rules, and a deleted
  *    before must match the delete guard (DTX_EVALIDATION).
  * The detail names the collection, the _id and the failing rule. */
 int dtx__doc_check_write(const dtx__rules_t *r, const char *coll,

@@ -14,6 +14,14 @@
  * (top-level conditions are ANDed) and lets a refusal name the condition
  * that failed.
  *
+ * A transition rule (a doctx extension; docs/validation.md, "Transition
+ * rules") judges an update by the document before AND after it: fields
+ * that may never change, counters that may only grow, and the moves a
+ * state machine allows.  A validator sees one document; a protocol's
+ * promise is often about the change (a settlement that must not move to
+ * another payer, a fencing token that must not go back), so it is stated
+ * here, in the same atomic step, for every writer.
+ *
  * The depth limit (DTX_MAX_DEPTH, MongoDB's 100 levels) applies to every
  * write, also with bypass_validation: it is what keeps every stored
  * document readable -- jansson, and so both backends' decoders, refuse
@@ -114,9 +122,27 @@ typedef struct part {
   char **texts; /* each condition as compact JSON, for messages */
 } part_t;
 
+/* One move of a transition rule: the document before must match from and
+ * the one after must match to. */
+typedef struct move {
+  dtx__filter_t *from, *to;
+  char *name; /* its "name", or "#N" */
+} move_t;
+
+/* One transition rule (an object of the "transition" spec). */
+typedef struct trans {
+  size_t nimm, ninc, nmoves;
+  char **imm;   /* dotted paths that never change */
+  char **inc;   /* dotted paths whose number never decreases */
+  move_t *moves; /* none: any change of state is allowed */
+} trans_t;
+
 struct dtx__rules {
-  json_t *spec; /* {"validator": V|null, "delete_guard": G|null} */
+  json_t *spec; /* {"validator": V|null, "delete_guard": G|null,
+                   "transition": T|null} */
   part_t validator, guard;
+  size_t ntrans;
+  trans_t *trans;
 };
 
 static void part_free(part_t *p) {
@@ -130,11 +156,29 @@ static void part_free(part_t *p) {
   memset(p, 0, sizeof *p);
 }
 
+static void trans_free(trans_t *t) {
+  for (size_t i = 0; i < t->nimm; i++)
+    free(t->imm[i]);
+  for (size_t i = 0; i < t->ninc; i++)
+    free(t->inc[i]);
+  for (size_t i = 0; i < t->nmoves; i++) {
+    dtx__filter_free(t->moves[i].from);
+    dtx__filter_free(t->moves[i].to);
+    free(t->moves[i].name);
+  }
+  free(t->imm);
+  free(t->inc);
+  free(t->moves);
+}
+
 void dtx__rules_free(dtx__rules_t *r) {
   if (!r)
     return;
   part_free(&r->validator);
   part_free(&r->guard);
+  for (size_t i = 0; i < r->ntrans; i++)
+    trans_free(&r->trans[i]);
+  free(r->trans);
   json_decref(r->spec);
   free(r);
 }
@@ -177,13 +221,138 @@ static int part_compile(const json_t *spec, const char *name, part_t *p) {
   return 0;
 }
 
+
+/* ---- transition rules ------------------------------------------------------------ */
+
+/* A list of dotted paths: a non-empty array of distinct valid paths. */
+static int paths_compile(const json_t *v, const char *what, char ***out,
+                         size_t *n) {
+  if (!json_is_array(v) || !json_array_size(v))
+    return dtx__err(DTX_EBADQUERY, "%s must be a non-empty array of field "
+                    "paths", what);
+  size_t cnt = json_array_size(v);
+  if (!(*out = calloc(cnt, sizeof **out)))
+    return dtx__err(DTX_ENOMEM, "compiling %s", what);
+  for (size_t i = 0; i < cnt; i++) {
+    const json_t *e = json_array_get(v, i);
+    if (!json_is_string(e))
+      return dtx__err(DTX_EBADQUERY, "%s[%zu] must be a field path string",
+                      what, i);
+    const char *p = json_string_value(e);
+    int rc = dtx__path_check(p, DTX_EBADQUERY);
+    if (rc < 0)
+      return dtx__err_wrap(rc, "%s[%zu]", what, i);
+    for (size_t j = 0; j < i; j++)
+      if (strcmp((*out)[j], p) == 0)
+        return dtx__err(DTX_EBADQUERY, "%s names '%s' twice", what, p);
+    if (!((*out)[i] = strdup(p)))
+      return dtx__err(DTX_ENOMEM, "compiling %s", what);
+    (*n)++;
+  }
+  return 0;
+}
+
+static int move_compile(const json_t *m, const char *what, size_t i,
+                        move_t *mv) {
+  char w[96];
+  snprintf(w, sizeof w, "%s.moves[%zu]", what, i);
+  if (!json_is_object(m))
+    return dtx__err(DTX_EBADQUERY, "%s must be an object {\"from\": FILTER, "
+                    "\"to\": FILTER, \"name\": TEXT}", w);
+  const char *k;
+  json_t *v;
+  json_object_foreach((json_t *)m, k, v) {
+    if (strcmp(k, "from") && strcmp(k, "to") && strcmp(k, "name"))
+      return dtx__err(DTX_EBADQUERY, "%s: unknown key '%.40s' (from, to, "
+                      "name)", w, k);
+  }
+  const json_t *name = json_object_get(m, "name");
+  if (name && (!json_is_string(name) || !json_string_length(name) ||
+               json_string_length(name) > 64))
+    return dtx__err(DTX_EBADQUERY, "%s.name must be a string of 1..64 "
+                    "bytes", w);
+  char num[24];
+  snprintf(num, sizeof num, "#%zu", i + 1);
+  if (!(mv->name = strdup(name ? json_string_value(name) : num)))
+    return dtx__err(DTX_ENOMEM, "compiling %s", w);
+  static const char *const sides[] = {"from", "to"};
+  for (int s = 0; s < 2; s++) {
+    const json_t *f = json_object_get(m, sides[s]);
+    if (!json_is_object(f))
+      return dtx__err(DTX_EBADQUERY, "%s.%s must be a filter object", w,
+                      sides[s]);
+    int rc = dtx__filter_compile(f, s ? &mv->to : &mv->from);
+    if (rc < 0)
+      return dtx__err_wrap(rc, "%s.%s", w, sides[s]);
+  }
+  return 0;
+}
+
+static int trans_compile(const json_t *spec, size_t idx, trans_t *t) {
+  char what[48];
+  snprintf(what, sizeof what, "transition[%zu]", idx);
+  if (!json_is_object(spec) || !json_object_size(spec))
+    return dtx__err(DTX_EBADQUERY, "%s must be a non-empty object of "
+                    "immutable, increasing and moves", what);
+  int rc = dtx__depth_check(spec, DTX_EBADQUERY, what);
+  const char *k;
+  json_t *v;
+  char w[80];
+  json_object_foreach((json_t *)spec, k, v) {
+    if (rc < 0)
+      break;
+    snprintf(w, sizeof w, "%s.%.20s", what, k);
+    if (strcmp(k, "immutable") == 0) {
+      rc = paths_compile(v, w, &t->imm, &t->nimm);
+    } else if (strcmp(k, "increasing") == 0) {
+      rc = paths_compile(v, w, &t->inc, &t->ninc);
+    } else if (strcmp(k, "moves") == 0) {
+      if (!json_is_array(v) || !json_array_size(v))
+        return dtx__err(DTX_EBADQUERY, "%s must be a non-empty array of "
+                        "moves", w);
+      size_t n = json_array_size(v);
+      if (!(t->moves = calloc(n, sizeof *t->moves)))
+        return dtx__err(DTX_ENOMEM, "compiling %s", w);
+      for (size_t i = 0; rc == 0 && i < n; i++) {
+        rc = move_compile(json_array_get(v, i), what, i, &t->moves[i]);
+        t->nmoves++;
+      }
+    } else {
+      rc = dtx__err(DTX_EBADQUERY, "%s: unknown key '%.40s' (immutable, "
+                    "increasing, moves)", what, k);
+    }
+  }
+  return rc;
+}
+
+/* The transition spec: one rule object or a non-empty array of them. */
+static int transitions_compile(const json_t *spec, dtx__rules_t *r) {
+  size_t n = json_is_array(spec) ? json_array_size(spec) : 1;
+  if (json_is_array(spec) && !n)
+    return dtx__err(DTX_EBADQUERY, "transition must be an object or a "
+                    "non-empty array of objects");
+  if (!(r->trans = calloc(n, sizeof *r->trans)))
+    return dtx__err(DTX_ENOMEM, "compiling the transition rule");
+  for (size_t i = 0; i < n; i++) {
+    r->ntrans++;
+    int rc = trans_compile(json_is_array(spec) ? json_array_get(spec, i)
+                                               : spec,
+                           i, &r->trans[i]);
+    if (rc < 0)
+      return rc;
+  }
+  return 0;
+}
+
 /* A rule as given: NULL, null and {} mean none; anything else must be an
- * object.  *norm is the value to store (a new reference, or NULL). */
+ * object (the transition rule may also be an array of objects).  *norm is
+ * the value to store (a new reference, or NULL). */
 static int part_arg(const json_t *v, const char *name, json_t **norm) {
   *norm = NULL;
   if (!v || json_is_null(v) || (json_is_object(v) && !json_object_size(v)))
     return 0;
-  if (!json_is_object(v))
+  if (!json_is_object(v) &&
+      !(json_is_array(v) && strcmp(name, "transition") == 0))
     return dtx__err(DTX_EBADQUERY, "%s must be an object", name);
   *norm = json_incref((json_t *)v);
   return 0;
@@ -193,34 +362,33 @@ int dtx__rules_compile(const json_t *spec, dtx__rules_t **out) {
   *out = NULL;
   if (spec && !json_is_object(spec))
     return dtx__err(DTX_EBADQUERY, "collection rules must be an object");
-  json_t *v = NULL, *g = NULL;
+  json_t *v = NULL, *g = NULL, *t = NULL;
   int rc = part_arg(json_object_get(spec, "validator"), "validator", &v);
   if (rc == 0)
     rc = part_arg(json_object_get(spec, "delete_guard"), "delete_guard", &g);
-  if (rc < 0 || (!v && !g)) {
-    json_decref(v);
-    json_decref(g);
-    return rc;
-  }
-  dtx__rules_t *r = calloc(1, sizeof *r);
-  if (!r || !(r->spec = json_pack("{s:O?,s:O?}", "validator", v,
-                                  "delete_guard", g))) {
-    free(r);
-    json_decref(v);
-    json_decref(g);
-    return dtx__err(DTX_ENOMEM, "compiling collection rules");
+  if (rc == 0)
+    rc = part_arg(json_object_get(spec, "transition"), "transition", &t);
+  dtx__rules_t *r = NULL;
+  if (rc < 0 || (!v && !g && !t))
+    goto out;
+  if (!(r = calloc(1, sizeof *r)) ||
+      !(r->spec = json_pack("{s:O?,s:O?,s:O?}", "validator", v,
+                            "delete_guard", g, "transition", t))) {
+    rc = dtx__err(DTX_ENOMEM, "compiling collection rules");
+    goto out;
   }
   if ((v && (rc = part_compile(v, "validator", &r->validator)) < 0) ||
-      (g && (rc = part_compile(g, "delete_guard", &r->guard)) < 0)) {
-    json_decref(v);
-    json_decref(g);
-    dtx__rules_free(r);
-    return rc;
-  }
+      (g && (rc = part_compile(g, "delete_guard", &r->guard)) < 0) ||
+      (t && (rc = transitions_compile(t, r)) < 0))
+    goto out;
+  *out = r;
+  r = NULL;
+out:
+  dtx__rules_free(r);
   json_decref(v);
   json_decref(g);
-  *out = r;
-  return 0;
+  json_decref(t);
+  return rc;
 }
 
 const json_t *dtx__rules_spec(const dtx__rules_t *r) {
@@ -259,6 +427,92 @@ static int part_match(const part_t *p, const json_t *doc, const char *name,
   return 1;
 }
 
+/* The value a transition path names: object fields by name, array
+ * elements by a numeric segment; NULL when it reaches nothing.  Protocol
+ * fields are plain paths, so there is no fan-out over arrays here: a
+ * path that would fan out names nothing, and a missing value stays
+ * missing on both sides or it changed. */
+static const json_t *path_value(const json_t *doc, const char *path) {
+  const json_t *cur = doc;
+  const char *seg = path;
+  while (cur) {
+    const char *dot = strchr(seg, '.');
+    size_t n = dot ? (size_t)(dot - seg) : strlen(seg);
+    char key[256];
+    if (n >= sizeof key)
+      return NULL;
+    memcpy(key, seg, n);
+    key[n] = '\0';
+    if (json_is_object(cur)) {
+      cur = json_object_get(cur, key);
+    } else if (json_is_array(cur) && n && strspn(key, "0123456789") == n &&
+               n < 10) {
+      cur = json_array_get(cur, (size_t)strtoul(key, NULL, 10));
+    } else {
+      return NULL;
+    }
+    if (!dot)
+      return cur;
+    seg = dot + 1;
+  }
+  return NULL;
+}
+
+/* The first rule of t that the change before -> after breaks, in why;
+ * 0 when it keeps them all.  Immutable values compare exactly (type
+ * included: 5 and 5.0 differ).  An increasing value that was a number
+ * must stay a number no smaller; one that was not a number is the
+ * validator's business. */
+static int trans_match(const trans_t *t, const json_t *before,
+                       const json_t *after, char *why, size_t n) {
+  for (size_t i = 0; i < t->nimm; i++) {
+    const json_t *a = path_value(before, t->imm[i]);
+    const json_t *b = path_value(after, t->imm[i]);
+    if (a == b || (a && b && json_equal(a, b)))
+      continue;
+    snprintf(why, n, "%.100s may not change (transition immutable)",
+             t->imm[i]);
+    return 0;
+  }
+  for (size_t i = 0; i < t->ninc; i++) {
+    const json_t *a = path_value(before, t->inc[i]);
+    const json_t *b = path_value(after, t->inc[i]);
+    if (!json_is_number(a))
+      continue;
+    if (json_is_number(b) && dtx__value_cmp(b, a) >= 0)
+      continue;
+    char *at = dtx__json_dump(a), *bt = b ? dtx__json_dump(b) : NULL;
+    snprintf(why, n, "%.100s may not decrease: %.40s -> %.40s (transition "
+             "increasing)", t->inc[i], at ? at : "?", b ? (bt ? bt : "?")
+                                                      : "missing");
+    free(at);
+    free(bt);
+    return 0;
+  }
+  if (!t->nmoves)
+    return 1;
+  /* Some move must fit.  The refusal lists the moves allowed from the
+   * document's state, which is what a person can act on. */
+  char from[200] = "";
+  size_t len = 0;
+  for (size_t i = 0; i < t->nmoves; i++) {
+    if (!dtx__filter_match(t->moves[i].from, before))
+      continue;
+    if (dtx__filter_match(t->moves[i].to, after))
+      return 1;
+    if (len < sizeof from)
+      len += (size_t)snprintf(from + len, sizeof from - len, "%s%s",
+                              len ? ", " : "", t->moves[i].name);
+  }
+  if (len)
+    snprintf(why, n, "the change fits no allowed move (transition moves; "
+             "allowed from this state: %s)", from);
+  else
+    snprintf(why, n, "the change fits no allowed move (transition moves; "
+             "none is allowed from this state)");
+  return 0;
+}
+
 int dtx__doc_check_write(const dtx__rules_t *r, const char *coll,
                          const json_t *before, const json_t *after,
                          int bypass) {
@@ -273,13 +527,18 @@ int dtx__doc_check_write(const dtx__rules_t *r, const char *coll,
       doc_name(coll, after, who, sizeof who);
       return dtx__depth_check(after, DTX_EINVAL, who);
     }
-    if (bypass || !r || !json_object_size(json_object_get(r->spec,
-                                                          "validator")))
+    if (bypass || !r)
       return 0;
-    if (!part_match(&r->validator, after, "validator", why, sizeof why)) {
+    if (json_object_size(json_object_get(r->spec, "validator")) &&
+        !part_match(&r->validator, after, "validator", why, sizeof why)) {
       doc_name(coll, after, who, sizeof who);
       return dtx__err(DTX_EVALIDATION, "%s: %s", who, why);
     }
+    for (size_t i = 0; before && i < r->ntrans; i++)
+      if (!trans_match(&r->trans[i], before, after, why, sizeof why)) {
+        doc_name(coll, before, who, sizeof who);
+        return dtx__err(DTX_EVALIDATION, "%s: %s", who, why);
+      }
     return 0;
   }
   if (bypass || !r || !before ||

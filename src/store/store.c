@@ -419,9 +419,10 @@ int dtx_store_set_rules(dtx_store_t *st, const char *coll,
   int rc = dtx__st_check_coll(st, coll);
   if (rc < 0)
     return rc;
-  json_t *spec = json_pack("{s:O?,s:O?}", "validator",
+  json_t *spec = json_pack("{s:O?,s:O?,s:O?}", "validator",
                            rules ? rules->validator : NULL, "delete_guard",
-                           rules ? rules->delete_guard : NULL);
+                           rules ? rules->delete_guard : NULL, "transition",
+                           rules ? rules->transition : NULL);
   if (!spec)
     return dtx__err(DTX_ENOMEM, "setting the rules of %s", coll);
   dtx__rules_t *r = NULL;
@@ -444,8 +445,11 @@ int dtx_store_get_rules(dtx_store_t *st, const char *coll, json_t **out) {
     return rc;
   json_t *v = json_object_get(spec, "validator");
   json_t *g = json_object_get(spec, "delete_guard");
-  *out = json_pack("{s:O?,s:O?}", "validator", json_is_null(v) ? NULL : v,
-                   "delete_guard", json_is_null(g) ? NULL : g);
+  json_t *t = json_object_get(spec, "transition");
+  *out = json_pack("{s:O?,s:O?,s:O?}", "validator",
+                   json_is_null(v) ? NULL : v, "delete_guard",
+                   json_is_null(g) ? NULL : g, "transition",
+                   json_is_null(t) ? NULL : t);
   json_decref(spec);
   return *out ? 0 : dtx__err(DTX_ENOMEM, "reading the rules of %s", coll);
 }

@@ -579,6 +579,7 @@ typedef struct dtx__rules_def {
   const char *coll;         /* NULL ends a list */
   const char *validator;    /* {"$jsonSchema": {...}, ...} or NULL */
   const char *delete_guard; /* a filter, e.g. {"state": "failed"}, or NULL */
+  const char *transition;   /* what an update may change, or NULL */
 } dtx__rules_def_t;
 
 /* The kit's item fields (owner, lease_until, epoch, updated) as JSON text

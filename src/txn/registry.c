@@ -118,24 +118,30 @@ static int rule_json(const dtx__pattern_t *p, const char *coll,
  * is raised), so a process that starts must not pay it for nothing. */
 static int install_rules(dtx_store_t *st, const dtx__pattern_t *p,
                          const dtx__rules_def_t *d) {
-  json_t *v = NULL, *g = NULL, *cur = NULL;
+  json_t *v = NULL, *g = NULL, *t = NULL, *cur = NULL;
   int rc = rule_json(p, d->coll, d->validator, &v);
   if (rc == 0)
     rc = rule_json(p, d->coll, d->delete_guard, &g);
+  if (rc == 0)
+    rc = rule_json(p, d->coll, d->transition, &t);
   if (rc == 0)
     rc = dtx_store_get_rules(st, d->coll, &cur);
   if (rc == 0) {
     json_t *cv = json_object_get(cur, "validator");
     json_t *cg = json_object_get(cur, "delete_guard");
+    json_t *ct = json_object_get(cur, "transition");
     int same = (v ? json_equal(v, cv) : json_is_null(cv)) &&
-               (g ? json_equal(g, cg) : json_is_null(cg));
+               (g ? json_equal(g, cg) : json_is_null(cg)) &&
+               (t ? json_equal(t, ct) : json_is_null(ct));
     if (!same) {
-      dtx_collection_rules_t r = {.validator = v, .delete_guard = g};
+      dtx_collection_rules_t r = {.validator = v, .delete_guard = g,
+                                  .transition = t};
       rc = dtx_store_set_rules(st, d->coll, &r);
     }
   }
   json_decref(v);
   json_decref(g);
+  json_decref(t);
   json_decref(cur);
   return rc ? dtx__err_wrap(rc, "installing the %s rules of %s", p->name,
                             d->coll)

@@ -101,7 +101,8 @@ dx insert users '{"_id":1,"email":"a@x"}' '{"_id":2,"email":"b@x"}' \
 dx index users '{"email":1}' --unique > /dev/null || setup_ok=0
 dx index acc '{"balance":-1}' > /dev/null || setup_ok=0
 dx rules users --validator '{"$jsonSchema":{"required":["email"],"properties":{"email":{"bsonType":"string"}}},"email":{"$ne":""}}' \
-  --delete-guard '{"email":"keep"}' > /dev/null || setup_ok=0
+  --delete-guard '{"email":"keep"}' \
+  --transition '{"immutable":["since"],"increasing":["logins"]}' > /dev/null || setup_ok=0
 if [ "$setup_ok" -ne 1 ] || [ "$(dx count acc)" != 5 ]; then
   echo "setup failed" >&2
   echo "0 passed, 1 failed"
@@ -248,6 +249,12 @@ row 3 VALIDATION "users 1" -- update users '{}' '{"$set":{"email":0.0}}' --many
 row 3 VALIDATION "missing required field 'email'" -- find-and-modify users '{"_id":1}' '{"$unset":{"email":""}}'
 row 3 VALIDATION "users 1: delete refused" -- delete users '{"_id":1}'
 row 3 VALIDATION "delete refused" -- delete users '{}' --many
+row 3 VALIDATION "users 1: since may not change (transition immutable)" -- update users '{"_id":1}' '{"$set":{"since":1}}'
+row 3 VALIDATION "users 1: since may not change" -- update users '{}' '{"$set":{"since":1}}' --many --upsert
+row 3 VALIDATION "since may not change" -- find-and-modify users '{"_id":1}' '{"_id":1,"email":"a@x","since":0}'
+row 2 BADQUERY "transition[0].moves must be a non-empty array" -- rules users --transition '{"moves":[]}'
+row 2 BADQUERY "transition[0]: unknown key 'grow'" -- rules users --transition '{"grow":["n"]}'
+row 2 BADJSON --transition -- rules users --transition '[1'
 row 2 BADQUERY "'patternProperties'" -- rules users --validator '{"$jsonSchema":{"patternProperties":{"a":{}}}}'
 row 2 BADQUERY "properties.a: pattern:" -- rules users --validator '{"$jsonSchema":{"properties":{"a":{"pattern":"(x"}}}}'
 row 2 BADQUERY "bsonType 'decimal'" -- rules users --validator '{"$jsonSchema":{"bsonType":"decimal"}}'

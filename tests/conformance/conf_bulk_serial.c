@@ -87,7 +87,7 @@ static int sr_out_eq(const sr_out_t *a, const sr_out_t *b) {
 
 static void sr_flavour(dtx_store_t *st, const char *c, int flavour) {
   if (flavour == 1) {
-    dtx_collection_rules_t r = {JQ("{'n':{'$gte':0}}"), NULL};
+    dtx_collection_rules_t r = {JQ("{'n':{'$gte':0}}"), NULL, NULL};
     CHECK_RC(dtx_store_set_rules(st, c, &r), 0);
   } else if (flavour == 2) {
     dtx_index_opts_t o = {.unique = 1};

@@ -26,7 +26,12 @@
 static int set_rules(const char *coll, const char *validator,
                      const char *guard) {
   dtx_collection_rules_t r = {validator ? JQ(validator) : NULL,
-                              guard ? JQ(guard) : NULL};
+                              guard ? JQ(guard) : NULL, NULL};
+  return dtx_store_set_rules(conf_st, coll, &r);
+}
+
+static int set_transition(const char *coll, const char *transition) {
+  dtx_collection_rules_t r = {NULL, NULL, JQ(transition)};
   return dtx_store_set_rules(conf_st, coll, &r);
 }
 
@@ -59,7 +64,7 @@ static void test_rules_set_get_replace_remove(void) {
   json_t *out = conf_poison;
   /* A missing collection has no rules. */
   CHECK_RC(dtx_store_get_rules(conf_st, c, &out), 0);
-  CHECKF(json_equal(out, JQ("{'validator':null,'delete_guard':null}")), "%s",
+  CHECKF(json_equal(out, JQ("{'validator':null,'delete_guard':null,'transition':null}")), "%s",
          JS(out));
   json_decref(out);
   /* Setting them creates the collection. */
@@ -73,14 +78,14 @@ static void test_rules_set_get_replace_remove(void) {
   CHECKF(listed, "%s not in %s", c, JS(names));
   CHECK_RC(dtx_store_get_rules(conf_st, c, &out), 0);
   CHECKF(json_equal(out, JQ("{'validator':{'a':{'$gte':1}},'delete_guard':"
-                            "{'b':0}}")),
+                            "{'b':0},'transition':null}")),
          "%s", JS(out));
   json_decref(out);
   /* Replacing replaces both; {} and NULL are none. */
   CHECK_RC(set_rules(c, "{'$jsonSchema':{'required':['a']}}", "{}"), 0);
   CHECK_RC(dtx_store_get_rules(conf_st, c, &out), 0);
   CHECKF(json_equal(out, JQ("{'validator':{'$jsonSchema':{'required':['a']}},"
-                            "'delete_guard':null}")),
+                            "'delete_guard':null,'transition':null}")),
          "%s", JS(out));
   json_decref(out);
   /* An invalid rule is refused and changes nothing. */
@@ -96,12 +101,12 @@ static void test_rules_set_get_replace_remove(void) {
   CHECK_RC(set_rules(c, NULL, "[1]"), DTX_EBADQUERY);
   CHECK_RC(dtx_store_get_rules(conf_st, c, &out), 0);
   CHECKF(json_equal(out, JQ("{'validator':{'$jsonSchema':{'required':['a']}},"
-                            "'delete_guard':null}")),
+                            "'delete_guard':null,'transition':null}")),
          "%s", JS(out));
   json_decref(out);
   CHECK_RC(dtx_store_set_rules(conf_st, c, NULL), 0);
   CHECK_RC(dtx_store_get_rules(conf_st, c, &out), 0);
-  CHECKF(json_equal(out, JQ("{'validator':null,'delete_guard':null}")), "%s",
+  CHECKF(json_equal(out, JQ("{'validator':null,'delete_guard':null,'transition':null}")), "%s",
          JS(out));
   json_decref(out);
   /* A pattern (PCRE2) validator, checked in the store's atomic step. */
@@ -370,7 +375,7 @@ static void test_rules_survive_reopen_and_drop_removes_them(void) {
   dtx_drop_opts_t dro = {.bypass_validation = 1};
   CHECK_RC(dtx_store_drop_collection_ex(conf_st, c, &dro), 0);
   CHECK_RC(dtx_store_get_rules(conf_st, c, &out), 0);
-  CHECKF(json_equal(out, JQ("{'validator':null,'delete_guard':null}")), "%s",
+  CHECKF(json_equal(out, JQ("{'validator':null,'delete_guard':null,'transition':null}")), "%s",
          JS(out));
   json_decref(out);
   CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'B'}"), NULL), 0);
@@ -595,12 +600,158 @@ static void test_rules_change_races_writers(void) {
          nwin, (long long)covered, (long long)sum.refused, (long long)sum.ok);
 }
 
+/* A transition rule judges an update by the document before and after
+ * it: immutable fields, increasing numbers and the allowed moves, on
+ * every kind of update (one, many, replacement, find_one_and_update, an
+ * upsert that matched); inserts and deletes are not updates; bypass skips
+ * it; a bad rule is refused naming the key. */
+#define TRANSITION                                                           \
+  "{'immutable':['payer','terms.rate'],'increasing':['token'],"             \
+  "'moves':[{'name':'open->open','from':{'s':'open'},'to':{'s':'open'}},"   \
+  "{'name':'open->held','from':{'s':'open'},'to':{'s':'held'}},"            \
+  "{'from':{'s':'held'},'to':{'s':'done'}}]}"
+
+static void test_transition_rule(void) {
+  const char *c = conf_coll("rules_trans");
+  json_t *out = conf_poison;
+  CHECK_RC(set_transition(c, TRANSITION), 0);
+  CHECK_RC(dtx_store_get_rules(conf_st, c, &out), 0);
+  CHECKF(json_equal(json_object_get(out, "transition"), JQ(TRANSITION)), "%s",
+         JS(out));
+  json_decref(out);
+  REQUIRE(conf_seed(c, "[{'_id':'X','s':'open','payer':'alice',"
+                       "'terms':{'rate':5},'token':3}]") == 0);
+  json_t *before = snapshot(c);
+  static const struct {
+    const char *update, *why;
+  } bad[] = {
+      {"{'$set':{'payer':'bob'}}", "payer may not change (transition "
+                                   "immutable)"},
+      {"{'$unset':{'payer':''}}", "payer may not change"},
+      {"{'$set':{'terms.rate':5.0}}", "terms.rate may not change"},
+      {"{'$set':{'terms':{}}}", "terms.rate may not change"},
+      {"{'$inc':{'token':-1}}", "token may not decrease: 3 -> 2 (transition "
+                                "increasing)"},
+      {"{'$unset':{'token':''}}", "token may not decrease: 3 -> missing"},
+      {"{'$set':{'token':'9'}}", "token may not decrease"},
+      {"{'$set':{'s':'done'}}", "the change fits no allowed move (transition "
+                                "moves; allowed from this state: "
+                                "open->open, open->held)"},
+      {"{'_id':'X','s':'held','payer':'bob','terms':{'rate':5},'token':3}",
+       "payer may not change"},
+  };
+  dtx_update_result_t r;
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
+                              JQ(bad[i].update), NULL, &r),
+             DTX_EVALIDATION);
+    check_detail(c, "X", bad[i].why);
+    json_t *doc = conf_poison;
+    CHECK_RC(dtx_store_find_one_and_update(conf_st, c, JQ("{'_id':'X'}"),
+                                           JQ(bad[i].update), NULL, &doc),
+             DTX_EVALIDATION);
+    CHECK(doc == NULL);
+    check_detail(c, "X", bad[i].why);
+    if (bad[i].update[2] == '$') {
+      dtx_update_opts_t many = {.many = 1};
+      CHECK_RC(dtx_store_update(conf_st, c, JQ("{}"), JQ(bad[i].update),
+                                &many, &r),
+               DTX_EVALIDATION);
+      dtx_update_opts_t up = {.upsert = 1};
+      CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
+                                JQ(bad[i].update), &up, &r),
+               DTX_EVALIDATION);
+    }
+  }
+  check_same(c, before, "a refused transition");
+  /* The allowed moves go, one after the other; a counter may grow. */
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
+                            JQ("{'$inc':{'token':1},'$set':{'note':1}}"),
+                            NULL, &r),
+           0);
+  CHECK(r.modified == 1);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
+                            JQ("{'$set':{'s':'held'}}"), NULL, &r),
+           0);
+  CHECK(r.modified == 1);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
+                            JQ("{'$set':{'s':'open'}}"), NULL, &r),
+           DTX_EVALIDATION);
+  check_detail(c, "X", "allowed from this state: #3)");
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
+                            JQ("{'$set':{'s':'done'}}"), NULL, &r),
+           0);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
+                            JQ("{'$set':{'s':'open'}}"), NULL, &r),
+           DTX_EVALIDATION);
+  check_detail(c, "X", "none is allowed from this state)");
+  /* A change that changes nothing writes nothing and is not judged. */
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
+                            JQ("{'$set':{'s':'done'}}"), NULL, &r),
+           0);
+  CHECK(r.modified == 0);
+  /* Inserts, upserts that insert, and deletes are not updates. */
+  CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'Y','s':'done'}"), NULL),
+           0);
+  dtx_update_opts_t up = {.upsert = 1};
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'Z'}"),
+                            JQ("{'$set':{'s':'weird','token':-5}}"), &up, &r),
+           0);
+  json_decref(r.upserted_id);
+  CHECK_RC(dtx_store_delete(conf_st, c, JQ("{'_id':'Y'}"), 0, NULL), 0);
+  /* Bypass lets any change through. */
+  dtx_update_opts_t by = {.bypass_validation = 1};
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
+                            JQ("{'$set':{'payer':'bob','token':0}}"), &by, &r),
+           0);
+  CHECK(r.modified == 1);
+  /* An array of rules: each must hold. */
+  CHECK_RC(set_transition(c, "[{'immutable':['a']},{'increasing':['n']}]"),
+           0);
+  REQUIRE(conf_seed(c, "[{'_id':'W','a':1,'n':1}]") == 0);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'W'}"),
+                            JQ("{'$set':{'n':0}}"), NULL, &r),
+           DTX_EVALIDATION);
+  check_detail(c, "W", "n may not decrease");
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'W'}"),
+                            JQ("{'$set':{'a':2}}"), NULL, &r),
+           DTX_EVALIDATION);
+  /* Bad rules are refused naming what is wrong, and change nothing. */
+  static const struct {
+    const char *rule, *why;
+  } bad_rules[] = {
+      {"{'immutable':[]}", "transition[0].immutable must be a non-empty"},
+      {"{'immutable':['a','a']}", "names 'a' twice"},
+      {"{'immutable':['$a']}", "starts with '$'"},
+      {"{'increasing':[7]}", "increasing[0] must be a field path"},
+      {"{'moves':{}}", "moves must be a non-empty array"},
+      {"{'moves':[{'from':{}}]}", "moves[0].to must be a filter"},
+      {"{'moves':[{'from':{'a':{'$bogus':1}},'to':{}}]}", "$bogus"},
+      {"{'moves':[{'from':{},'to':{},'when':1}]}", "unknown key 'when'"},
+      {"{'final':['s']}", "unknown key 'final'"},
+      {"[]", "non-empty array"},
+      {"[{'immutable':['a']},3]", "transition[1] must be a non-empty object"},
+      {"'x'", "transition must be an object"},
+  };
+  for (size_t i = 0; i < sizeof bad_rules / sizeof *bad_rules; i++) {
+    CHECK_RC(set_transition(c, bad_rules[i].rule), DTX_EBADQUERY);
+    CHECKF(strstr(dtx_errdetail(), bad_rules[i].why), "%s: '%s' lacks '%s'",
+           bad_rules[i].rule, dtx_errdetail(), bad_rules[i].why);
+  }
+  CHECK_RC(dtx_store_get_rules(conf_st, c, &out), 0);
+  CHECKF(json_equal(json_object_get(out, "transition"),
+                    JQ("[{'immutable':['a']},{'increasing':['n']}]")),
+         "%s", JS(out));
+  json_decref(out);
+}
+
 void conf_run_rules(void) {
   CONF_RUN(test_rules_set_get_replace_remove);
   CONF_RUN(test_validator_refuses_every_write);
   CONF_RUN(test_invalid_documents_stay_until_updated);
   CONF_RUN(test_bypass_validation);
   CONF_RUN(test_delete_guard);
+  CONF_RUN(test_transition_rule);
   CONF_RUN(test_rules_survive_reopen_and_drop_removes_them);
   CONF_RUN(test_second_handle_sees_rules_at_once);
   CONF_RUN(test_rules_change_races_writers);

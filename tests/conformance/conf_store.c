@@ -51,7 +51,7 @@ static void test_names_differing_in_case_are_two_collections(void) {
   CHECK_RC(dtx_store_list_indexes(conf_st, low, &ix), 0);
   CHECKF(json_array_size(ix) == 1, "%s", JS(ix));
   json_decref(ix);
-  dtx_collection_rules_t r = {JQ("{'w':'lower'}"), NULL};
+  dtx_collection_rules_t r = {JQ("{'w':'lower'}"), NULL, NULL};
   CHECK_RC(dtx_store_set_rules(conf_st, low, &r), 0);
   CHECK_RC(dtx_store_insert(conf_st, mixed, JQ("{'_id':3,'w':'x'}"), NULL), 0);
   CHECK_RC(dtx_store_insert(conf_st, low, JQ("{'_id':3,'w':'x'}"), NULL),
@@ -187,7 +187,7 @@ static void test_namespaces_share_nothing(void) {
   /* Same _id and same unique key: no collision across namespaces. */
   CHECK_RC(dtx_store_insert(b, c, JQ("{'_id':1,'u':1,'in':'b'}"), NULL), 0);
   CHECK_RC(dtx_store_insert(b, c, JQ("{'_id':2,'u':2,'in':'b'}"), NULL), 0);
-  dtx_collection_rules_t r = {JQ("{'in':'a'}"), NULL};
+  dtx_collection_rules_t r = {JQ("{'in':'a'}"), NULL, NULL};
   CHECK_RC(dtx_store_set_rules(a, c, &r), 0);
   CHECK_RC(dtx_store_insert(a, c, JQ("{'_id':3,'in':'b'}"), NULL),
            DTX_EVALIDATION);

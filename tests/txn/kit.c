@@ -577,8 +577,8 @@ static void test_rules(void) {
        "{\"$jsonSchema\":{\"bsonType\":\"object\",\"required\":[\"_id\","
        "\"phase\"," DTX__KIT_ITEM_REQUIRED "],\"properties\":{\"phase\":{"
        "\"enum\":[\"ready\",\"done\"]}," DTX__KIT_ITEM_PROPS "}}}",
-       "{\"phase\":\"done\"}"},
-      {NULL, NULL, NULL},
+       "{\"phase\":\"done\"}", NULL},
+      {NULL, NULL, NULL, NULL},
   };
   const dtx__pattern_t p = {.name = "kit", .rules = rules};
   dtx_store_t *st = NULL;

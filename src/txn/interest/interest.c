@@ -441,8 +441,8 @@ static const char day_validator[] =
     "\"created\":{\"bsonType\":\"long\"}}}}";
 
 static const dtx__rules_def_t rules[] = {
-    {DAYS, day_validator, "{\"_id\":{\"$exists\":false}}"},
-    {NULL, NULL, NULL},
+    {DAYS, day_validator, "{\"_id\":{\"$exists\":false}}", NULL},
+    {NULL, NULL, NULL, NULL},
 };
 
 /* The audit reads the day records (their shape, through the validator);

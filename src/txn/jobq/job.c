@@ -661,8 +661,8 @@ static const char job_shape[] =
 static const dtx__rules_def_t rules[] = {
     {DTX_JOBS, job_shape,
      "{\"state\":{\"$in\":[\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD
-     "\",\"" DTX_JOB_CANCELED "\"]}}"},
-    {NULL, NULL, NULL},
+     "\",\"" DTX_JOB_CANCELED "\"]}}", NULL},
+    {NULL, NULL, NULL, NULL},
 };
 
 static const char *const fault_points[] = {

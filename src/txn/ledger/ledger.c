@@ -143,9 +143,9 @@ static const char account_validator[] =
 static const char never[] = "{\"_id\":{\"$exists\":false}}";
 
 static const dtx__rules_def_t rules[] = {
-    {DTX_LEDGER_ENTRIES, entry_validator, never},
-    {DTX_LEDGER_ACCOUNTS, account_validator, never},
-    {NULL, NULL, NULL},
+    {DTX_LEDGER_ENTRIES, entry_validator, never, NULL},
+    {DTX_LEDGER_ACCOUNTS, account_validator, never, NULL},
+    {NULL, NULL, NULL, NULL},
 };
 
 int dtx__lg_setup(dtx_store_t *st) {

@@ -457,8 +457,8 @@ static const char lock_shape[] =
 static const dtx__rules_def_t rules[] = {
     /* Never deleted (token >= 1 is required, so the guard matches
      * nothing): a deleted lock would start again at token 1. */
-    {DTX_LOCKS, lock_shape, "{\"token\":{\"$lt\":0}}"},
-    {NULL, NULL, NULL},
+    {DTX_LOCKS, lock_shape, "{\"token\":{\"$lt\":0}}", NULL},
+    {NULL, NULL, NULL, NULL},
 };
 
 static const char *const fault_points[] = {

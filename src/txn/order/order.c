@@ -562,8 +562,8 @@ static const char order_shape[] =
 static const dtx__rules_def_t rules[] = {
     /* Only a canceled order goes: it never had a transfer (O2).  Any other
      * explains a credit, or may still get one. */
-    {DTX__ORDERS, order_shape, "{\"state\":\"" DTX_OS_CANCELED "\"}"},
-    {NULL, NULL, NULL},
+    {DTX__ORDERS, order_shape, "{\"state\":\"" DTX_OS_CANCELED "\"}", NULL},
+    {NULL, NULL, NULL, NULL},
 };
 
 static const char *const fault_points[] = {

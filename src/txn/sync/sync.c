@@ -639,8 +639,8 @@ static const dtx__rules_def_t rules[] = {
      "\"properties\":{\"src\":{\"bsonType\":\"string\"},"
      "\"dst\":{\"bsonType\":\"string\"}}}},"
      "\"created\":{\"bsonType\":\"long\"}}}}",
-     "{\"_id\":{\"$type\":\"number\"}}"},
-    {NULL, NULL, NULL},
+     "{\"_id\":{\"$type\":\"number\"}}", NULL},
+    {NULL, NULL, NULL, NULL},
 };
 
 static const char *const collections[] = {DTX__SYNC_RULES, NULL};

@@ -906,12 +906,12 @@ static const dtx__rules_def_t rules[] = {
      * money; a transfer only once it failed (a succeeded one is what
      * explains the balances, one in flight is still moving money). */
     {DTX_ACCOUNTS, account_shape,
-     "{\"balance\":0,\"pending\":{\"$size\":0}}"},
-    {DTX_TRANSFERS, transfer_shape, "{\"state\":\"" DTX_ST_FAILED "\"}"},
+     "{\"balance\":0,\"pending\":{\"$size\":0}}", NULL},
+    {DTX_TRANSFERS, transfer_shape, "{\"state\":\"" DTX_ST_FAILED "\"}", NULL},
     /* An opening record outlives its account (account.c, "The
      * registry"): no document matches this guard, so none goes. */
-    {DTX_OPENINGS, opening_shape, "{\"_id\":{\"$exists\":false}}"},
-    {NULL, NULL, NULL},
+    {DTX_OPENINGS, opening_shape, "{\"_id\":{\"$exists\":false}}", NULL},
+    {NULL, NULL, NULL, NULL},
 };
 
 static const char *const fault_points[] = {

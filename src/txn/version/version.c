@@ -652,10 +652,10 @@ static const char child_validator[] =
  * being reused, V1); records and children only once the protocol marked
  * them dead, which it does only when they are unreachable (V5). */
 static const dtx__rules_def_t rules[] = {
-    {DTX_VERSION_ROOTS, root_validator, "{\"_id\":{\"$exists\":false}}"},
-    {DTX_VERSION_RECORDS, record_validator, "{\"dead\":true}"},
-    {DTX_VERSION_CHILDREN, child_validator, "{\"dead\":true}"},
-    {NULL, NULL, NULL},
+    {DTX_VERSION_ROOTS, root_validator, "{\"_id\":{\"$exists\":false}}", NULL},
+    {DTX_VERSION_RECORDS, record_validator, "{\"dead\":true}", NULL},
+    {DTX_VERSION_CHILDREN, child_validator, "{\"dead\":true}", NULL},
+    {NULL, NULL, NULL, NULL},
 };
 
 /* ---- the method table -------------------------------------------------------------------- */
