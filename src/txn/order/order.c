@@ -25,6 +25,7 @@
  *
  *   transition                     function            fault point
  *   (record pending)               create()            order.create
+ *   (O6 re-check: reads only)      precheck()          --
  *   pending -> canceled            cancel()            order.cancel
  *   pending -> confirming          drive()             order.confirm.begin
  *   (lapsed lease: take it over)   drive(), recover()  order.takeover
@@ -72,7 +73,18 @@
  *     re-reads and carries on from where the order stands.
  *  O5 create is idempotent through the unique _id: the same account,
  *     amount and settlement return the stored order, anything else is
- *     DTX_ECONFLICT. */
+ *     DTX_ECONFLICT.
+ *  O6 What create checked holds whenever money moves: an update can
+ *     change neither account, amount, settlement nor created, nor take a
+ *     state backwards or out of a terminal one (the transition rule, in
+ *     the store's atomic step); and before the claim and before each
+ *     first credit, confirm checks again what create checked -- the
+ *     settlement account exists with no lower limit and is not the
+ *     account, the transfer is the attempt's (dtx__order_recheck) -- and
+ *     O1's chain (attempt n-1 failed), and finishes a confirmed order
+ *     only on its attempt's succeeded credit (O3), for an order written
+ *     past the rules or inserted by hand.  The audit reports what fails
+ *     them (bad_settlement, bad_order, attempt_skipped, not_credited). */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
