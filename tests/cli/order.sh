@@ -336,10 +336,12 @@ ROWS
 before=$(d find orders)
 d bulk orders --file "$WORK/refused.jsonl" >"$WORK/refused.out" 2>"$WORK/err"
 n=$(wc -l <"$WORK/refused.jsonl")
-paste -d '\t' "$WORK/refused.jsonl" "$WORK/refused.out" | while IFS=$'\t' read -r row res; do
-  case "$(jq -r '.error // "applied"' <<<"$res")" in
+# (_id is immutable to every update: IMMUTABLE, exit 3 too)
+jq -r '.error // "applied"' "$WORK/refused.out" >"$WORK/refused.err"
+paste -d '\t' "$WORK/refused.err" "$WORK/refused.jsonl" | while IFS=$'\t' read -r err row; do
+  case "$err" in
   VALIDATION | IMMUTABLE) ok ;;
-  *) bad "attack: admitted: $row -> $res" ;;
+  *) bad "attack: admitted ($err): $row" ;;
   esac
 done
 [ "$(wc -l <"$WORK/refused.out")" = "$n" ] && [ "$(d find orders)" = "$before" ] && ok ||

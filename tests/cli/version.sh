@@ -215,10 +215,11 @@ refused() { # COLL FILE
   before=$(d find "$1")
   n=$(wc -l <"$2")
   d bulk "$1" --file "$2" >"$WORK/refused.out" 2>"$WORK/err"
-  paste -d '\t' "$2" "$WORK/refused.out" | while IFS=$'\t' read -r row res; do
-    case "$(jq -r '.error // "applied"' <<<"$res")" in
+  jq -r '.error // "applied"' "$WORK/refused.out" >"$WORK/refused.err"
+  paste -d '\t' "$WORK/refused.err" "$2" | while IFS=$'\t' read -r err row; do
+    case "$err" in
     VALIDATION | IMMUTABLE) ok ;;
-    *) bad "attack: $1: admitted: $row -> $res" ;;
+    *) bad "attack: $1: admitted ($err): $row" ;;
     esac
   done
   [ "$(wc -l <"$WORK/refused.out")" = "$n" ] && [ "$(d find "$1")" = "$before" ] && ok ||
