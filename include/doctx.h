@@ -1308,6 +1308,12 @@ int dtx_order_create(dtx_store_t *st, const dtx_order_req_t *req,
 int dtx_order_confirm(dtx_store_t *st, const char *trade_id,
                       const dtx_exec_opts_t *opts, json_t **out);
 
+/* The check every order call makes of a trade id before anything is
+ * recorded (1..100 of [A-Za-z0-9_.-]), without a store: 0 or DTX_EINVAL
+ * naming it.  For a caller that checks all its ids before confirming any
+ * (doctx order confirm ID...). */
+int dtx_order_id_check(const char *trade_id);
+
 /* The outcome of one order of dtx_order_confirm_many, in the caller's
  * array.  Its pointers are owned by the array and freed by
  * dtx_order_results_clear. */
