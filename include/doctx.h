@@ -1057,12 +1057,17 @@ typedef struct dtx_sync_rule {
 
 /* Records rule (every string borrowed, checked first: DTX_EINVAL names the
  * bad part and records nothing) and creates the index on the link field
- * of the dependents and the sparse index on the flag of the masters.
+ * of the dependents, the sparse index on the flag of the masters, and the
+ * transition rules that keep the masters' and dependents' versions from
+ * going back (merged into the collections' own; docs/sync.md).
  * Defining a rule again with the same definition returns it (0); with a
  * different one it is DTX_ECONFLICT and the stored rule is kept (rules are
  * never replaced: a change in flight must be repaired with the rule it was
- * made under).  *out (may be NULL): the stored rule document, new
- * reference, NULL on error. */
+ * made under).  A new rule that clashes with one on record -- writes a
+ * field another rule writes or links by, or copies into a field another
+ * copies from -- is DTX_ECONFLICT too, nothing written.  Rules may share
+ * master fields: a change propagates every rule it touches.  *out (may be
+ * NULL): the stored rule document, new reference, NULL on error. */
 int dtx_sync_rule_define(dtx_store_t *st, const dtx_sync_rule_t *rule,
                          json_t **out);
 
@@ -1072,12 +1077,18 @@ int dtx_sync_rule_get(dtx_store_t *st, const char *name, json_t **out);
 
 /* Applies update (borrowed: an operator update, e.g. {"$set": {...}},
  * that must not touch the fields above: DTX_EINVAL) to the master
- * master_id (a string _id) of rule and propagates the copied fields.
- * DTX_ENOTFOUND when there is no such rule or master (nothing changed).
- * An error after the master step leaves the flag for repair: the change
- * itself is made.  *out (may be NULL), new reference, NULL on error:
+ * master_id (a string _id) of rule and propagates the copied fields --
+ * of rule, and of every other rule on the same master collection whose
+ * copied fields update can change: the one master step raises the
+ * version and sets the flag of each.  DTX_ENOTFOUND when there is no such
+ * rule or master (nothing changed; a missing rule creates nothing).  An
+ * error after the master step leaves the flags not yet cleared for
+ * repair: the change itself is made.  *out (may be NULL), new reference,
+ * NULL on error:
  *   {"rule", "master", "version", "dependents": N written,
- *    "flag_cleared": false when a newer change owns the flag}
+ *    "flag_cleared": false when a newer change owns the flag,
+ *    "also": [{"rule", "version", "dependents", "flag_cleared"}...] for
+ *    the other rules the change touched}
  * opts may be NULL; its lease_ms is how long the flag counts as live
  * (dtx_sync_repair and the audit leave a live flag alone). */
 int dtx_sync_update(dtx_store_t *st, const char *rule, const char *master_id,
