@@ -1499,7 +1499,10 @@ int dtx_batch_update(dtx_store_t *st, const char *coll, const json_t *filter,
  * day) at most once however often the run is repeated.  A credit cut short
  * before it committed is rolled back by the transfer protocol (failed);
  * the next attempt, "interest.2:DAY:ACCOUNT" (then .3, ... up to 5), is
- * made only once every earlier one failed, for the same amount.  The
+ * made only once every earlier one failed, for the same amount.  An id
+ * that would pass 128 bytes (a long account id) carries the account id's
+ * SHA-256 instead: "interest-sha256:DAY:HEX", "interest-sha256.K:DAY:HEX"
+ * (docs/scenarios.md "Credit ids").  The
  * balance used
  * is the account's balance when its credit is first recorded; a rerun
  * finds the recorded transfer and never recomputes it, so it does not
@@ -1515,7 +1518,7 @@ typedef struct dtx_interest_req {
 
 /* Runs the day's interest.  *out (may be NULL) receives
  *   {"day","rate_ppm","settlement","accounts","credited","already",
- *    "pending","skipped","zero","total"}
+ *    "pending","failed","skipped","zero","total","refused","refusals"}
  * accounts: the eligible accounts seen; credited: credits this call's
  * executor completed (each credit is counted so by one run at most, also
  * among concurrent runs); already: credits found completed by another
@@ -1527,12 +1530,17 @@ typedef struct dtx_interest_req {
  * accounts whose interest rounds to 0; total: the amount credited by this
  * call.  Bad input (day, rate, settlement id) is DTX_EINVAL before
  * anything is written; so is a settlement account that exists with a
- * limit, or was closed.  An account whose balance plus its interest would pass
- * INT64_MAX is not credited and the call ends DTX_EOVERFLOW (naming it)
- * after crediting the others.  A day is paid at one rate: its first run
- * records rate_ppm and the settlement (collection interest_days), and a
- * run of the day with others is DTX_ECONFLICT before anything is
- * credited.  opts (may be NULL) are the transfers'; the run executes them
+ * limit, or was closed.  An account that cannot be credited for a reason
+ * of its own (its balance plus its interest would pass INT64_MAX, a
+ * transfer under its credit id that is not its credit, an id the
+ * transfers refuse) is not credited; the run goes on, and ends
+ * DTX_EOVERFLOW (when that was the first reason) or DTX_ECONFLICT after
+ * crediting the others: refused counts such accounts and refusals lists
+ * the first 20 as {"account","error","detail"}.  A store error stops the
+ * run (*out says how far it got; run it again).  A day is paid at one
+ * rate: its first run records rate_ppm and the settlement (collection
+ * interest_days), and a run of the day with others is DTX_ECONFLICT
+ * before anything is written.  opts (may be NULL) are the transfers'; the run executes them
  * under opts->owner (or host:pid) plus a nonce of its own. */
 int dtx_interest_run(dtx_store_t *st, const dtx_interest_req_t *req,
                      const dtx_exec_opts_t *opts, json_t **out);
