@@ -1058,8 +1058,8 @@ typedef struct dtx_sync_rule {
 /* Records rule (every string borrowed, checked first: DTX_EINVAL names the
  * bad part and records nothing) and creates the index on the link field
  * of the dependents, the sparse index on the flag of the masters, and the
- * transition rules that keep the masters' and dependents' versions from
- * going back (merged into the collections' own; docs/sync.md).
+ * transition rule that keeps the masters' versions from going back
+ * (merged into the collection's own; docs/sync.md).
  * Defining a rule again with the same definition returns it (0); with a
  * different one it is DTX_ECONFLICT and the stored rule is kept (rules are
  * never replaced: a change in flight must be repaired with the rule it was

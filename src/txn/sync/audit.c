@@ -14,7 +14,7 @@
  *   - a rule document that is not a valid rule is a "bad_rule", two
  *     rules that cannot both hold (dtx__sync_clash) a "sync_rule_clash",
  *     and a rule whose collections lack its transition rules a
- *     "sync_guard" (sync repair, recover and worker put them back).
+ *     "sync_guard" (sync repair, recover and worker put it back).
  * Masters and dependents are the user's collections: they are read with
  * plain finds (no shape rules of ours apply to them); a dependent whose
  * master does not exist is counted ("orphans"), not judged. */
@@ -167,7 +167,7 @@ static int audit_rule(dtx__audit_t *a, const dtx__sync_rule_t *r,
   return 0;
 }
 
-/* Checks of the rules themselves: each one's guards on its collections,
+/* Checks of the rules themselves: each one's guard on its masters,
  * and every pair against dtx__sync_clash (two defines racing pass the
  * define's own check). */
 static int audit_rules(dtx__audit_t *a, const dtx__sync_rule_t *all,

@@ -2,10 +2,10 @@
  * alone (dtx__sync_rule_parse), against the other rules on record
  * (dtx__sync_clash: no two rules may write one dependent field, and no
  * copied field may be another rule's source), recorded once and never
- * replaced (dtx_sync_rule_define), and the guards a rule puts on the
- * user's master and dependent collections (dtx__sync_guard: transition
- * rules that keep doctx's versions increasing, docs/validation.md
- * "Transition rules").  The protocol that uses a rule is in sync.c. */
+ * replaced (dtx_sync_rule_define), and the guard a rule puts on the
+ * user's master collection (dtx__sync_guard: a transition rule that keeps
+ * the master's version increasing, docs/validation.md "Transition
+ * rules").  The protocol that uses a rule is in sync.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,13 +204,11 @@ int dtx__sync_clash(const dtx__sync_rule_t *a, const dtx__sync_rule_t *b,
 }
 
 int dtx__sync_rules_all(dtx__exec_t *ex, const json_t *filter,
-                        dtx__sync_rule_t **out, size_t *n, json_t **bad) {
+                        dtx__sync_rule_t **out, size_t *n) {
   json_t *docs = NULL, *doc;
   size_t i;
   *out = NULL;
   *n = 0;
-  if (bad)
-    *bad = NULL;
   int rc = dtx__kit_find(ex, DTX__SYNC_RULES, filter, NULL, &docs);
   if (rc == DTX_ENOTFOUND) /* no collection yet: no rules */
     rc = 0;
@@ -220,25 +218,13 @@ int dtx__sync_rules_all(dtx__exec_t *ex, const json_t *filter,
   json_array_foreach(docs, i, doc) {
     if (rc)
       break;
-    if (dtx__sync_rule_parse(doc, &(*out)[*n]) == 0) {
+    if (dtx__sync_rule_parse(doc, &(*out)[*n]) == 0)
       ++*n;
-      continue;
-    }
-    dtx__sync_rule_free(&(*out)[*n]);
-    if (bad && !*bad) {
-      *bad = json_pack("{s:O?,s:s}", "_id", json_object_get(doc, "_id"),
-                       "detail", dtx_errdetail());
-      if (!*bad)
-        rc = DTX_ENOMEM;
-    }
+    else /* written by hand: the audit's bad_rule */
+      dtx__sync_rule_free(&(*out)[*n]);
     dtx__err_clear();
   }
   json_decref(docs);
-  if (rc) {
-    dtx__sync_rules_free(*out, *n);
-    *out = NULL;
-    *n = 0;
-  }
   return rc;
 }
 
@@ -255,7 +241,7 @@ static int check_clashes(dtx__exec_t *ex, const dtx__sync_rule_t *r) {
   dtx__sync_rule_t *all = NULL;
   size_t n = 0;
   char why[600];
-  int rc = dtx__sync_rules_all(ex, NULL, &all, &n, NULL);
+  int rc = dtx__sync_rules_all(ex, NULL, &all, &n);
   for (size_t i = 0; rc == 0 && i < n; i++)
     if (dtx__sync_clash(r, &all[i], why, sizeof why))
       rc = dtx__err(DTX_ECONFLICT, "sync rule %s: %s", r->name, why);
@@ -265,11 +251,16 @@ static int check_clashes(dtx__exec_t *ex, const dtx__sync_rule_t *r) {
 
 /* ---- guards on the user's collections ------------------------------------------ */
 
-/* The transition rule r puts on coll (new reference): the master's
- * version, or the dependent's reflected version, only grows and never
- * goes away (docs/sync.md "What a plain write can do"). */
-static json_t *guard_of(const dtx__sync_rule_t *r, int dependents) {
-  return json_pack("{s:[s]}", "increasing", dependents ? r->dpath : r->vpath);
+/* The transition rule r puts on its masters (new reference): the
+ * version only grows and never goes away or stops being a number -- a
+ * lowered one would let later changes skip dependents that reflect a
+ * higher one.  The dependents' _sync.NAME gets none: lowering or removing
+ * it is harmless (the next change writes it), raising it is compared with
+ * the master by the audit, and removing it is how a dependent moved to
+ * another master is made to take that master's next change
+ * (docs/sync.md "What a plain write can do"). */
+static json_t *guard_of(const dtx__sync_rule_t *r) {
+  return json_pack("{s:[s]}", "increasing", r->vpath);
 }
 
 /* Is g one of the rule objects of transition t (one object or an array
@@ -321,23 +312,15 @@ static int guard_coll(dtx_store_t *st, const char *coll, const json_t *g,
 
 int dtx__sync_guard(dtx_store_t *st, const dtx__sync_rule_t *r,
                     int check_only, char *why, size_t n, int *missing) {
-  int rc = 0;
-  *missing = 0;
-  for (int dep = 0; rc == 0 && dep < 2; dep++) {
-    const char *coll = dep ? r->dependents : r->master;
-    json_t *g = guard_of(r, dep);
-    int m = 0;
-    rc = g ? guard_coll(st, coll, g, check_only, &m) : DTX_ENOMEM;
-    if (rc == 0 && m && !*missing) {
-      *missing = 1;
-      if (why)
-        snprintf(why, n, "%s lacks the transition rule {\"increasing\":"
-                 "[\"%s\"]}", coll, dep ? r->dpath : r->vpath);
-    }
-    json_decref(g);
-  }
-  return rc ? dtx__err_wrap(rc, "sync rule %s: the transition rules of its "
-                            "collections", r->name)
+  json_t *g = guard_of(r);
+  int rc = g ? guard_coll(st, r->master, g, check_only, missing)
+             : DTX_ENOMEM;
+  if (rc == 0 && *missing && why)
+    snprintf(why, n, "%s lacks the transition rule {\"increasing\":"
+             "[\"%s\"]}", r->master, r->vpath);
+  json_decref(g);
+  return rc ? dtx__err_wrap(rc, "sync rule %s: the transition rule of its "
+                            "masters", r->name)
             : 0;
 }
 
@@ -386,8 +369,8 @@ static int same_rule(const json_t *a, const json_t *b) {
 }
 
 /* The link index of the dependents, the flag's sparse index of the
- * masters, and the guards: all idempotent, so every define may make
- * them. */
+ * masters, and the masters' guard: all idempotent, so every define may
+ * make them. */
 static int rule_setup(dtx_store_t *st, const dtx__sync_rule_t *r) {
   char at[200];
   int missing;
@@ -442,7 +425,7 @@ int dtx_sync_rule_define(dtx_store_t *st, const dtx_sync_rule_t *rule,
                   rule->name);
   if (rc == 0)
     rc = dtx__kit_ensure(st, &dtx__sync_pattern);
-  /* Indexes and guards first: a rule on record is one any process may
+  /* Indexes and guard first: a rule on record is one any process may
    * repair through them (and a define that crashed in between makes
    * them now). */
   if (rc == 0)

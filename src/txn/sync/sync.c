@@ -213,25 +213,20 @@ static int update_hits(const json_t *u, const dtx__sync_rule_t *r) {
 /* The rules a change of a master through rule `named` must propagate
  * (docs/sync.md "Rules sharing a master"): named itself (first, taken
  * over: *named is emptied), and every other rule on the same master
- * collection whose copied fields UPDATE can change.  A stored rule on
- * that collection that is not valid could be one of them: the change is
- * refused (nothing written) rather than leave its dependents stale. */
+ * collection whose copied fields UPDATE can change.  A stored rule that
+ * is not valid is left out: rules are immutable, so one can only be
+ * written so by hand (the audit reports it, bad_rule), and refusing every
+ * change for it would let one plain insert stop all of them. */
 static int affected(dtx__exec_t *ex, dtx__sync_rule_t *named,
                     const json_t *update, dtx__sync_rule_t **set,
                     size_t *n) {
   dtx__sync_rule_t *all = NULL;
   size_t nall = 0;
-  json_t *bad = NULL, *q = json_pack("{s:s}", "master", named->master);
-  int rc = q ? dtx__sync_rules_all(ex, q, &all, &nall, &bad) : DTX_ENOMEM;
+  json_t *q = json_pack("{s:s}", "master", named->master);
+  int rc = q ? dtx__sync_rules_all(ex, q, &all, &nall) : DTX_ENOMEM;
   json_decref(q);
   *set = NULL;
   *n = 0;
-  if (rc == 0 && bad)
-    rc = dtx__err(DTX_EINVAL, "sync update %s: stored sync rule '%s' on the "
-                  "same master collection %s is not valid (%s): a change "
-                  "could leave its dependents stale", named->name,
-                  dtx__str(bad, "_id") ? dtx__str(bad, "_id") : "?",
-                  named->master, dtx__str(bad, "detail"));
   if (rc == 0 && !(*set = calloc(nall + 1, sizeof **set)))
     rc = DTX_ENOMEM;
   if (rc == 0) {
@@ -245,7 +240,6 @@ static int affected(dtx__exec_t *ex, dtx__sync_rule_t *named,
       memset(&all[i], 0, sizeof all[i]);
     }
   }
-  json_decref(bad);
   dtx__sync_rules_free(all, nall);
   return rc;
 }
@@ -452,8 +446,8 @@ static int recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
     dtx__sync_rule_t r;
     int missing = 0;
     rc = dtx__sync_rule_parse(doc, &r);
-    /* A rule's guards (docs/sync.md "What a plain write can do") come
-     * back if someone replaced its collections' transition rules. */
+    /* A rule's guard (docs/sync.md "What a plain write can do") comes
+     * back if someone replaced its masters' transition rules. */
     if (rc == 0)
       rc = dtx__sync_guard(ex->st, &r, 0, NULL, 0, &missing);
     if (rc == 0 && missing)

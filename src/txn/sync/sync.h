@@ -48,11 +48,11 @@ int dtx__sync_rule_load(dtx__exec_t *ex, const char *name,
                         dtx__sync_rule_t *r);
 
 /* The valid rules of sync_rules matching filter (borrowed, NULL: all)
- * into *out (an array of *n; free with dtx__sync_rules_free).  A stored
- * rule that is not valid is left out; bad (may be NULL) receives the
- * first such, {_id, detail} (new reference, NULL when none). */
+ * into *out (an array of *n; free with dtx__sync_rules_free, also on an
+ * error).  A stored rule that is not valid is left out (the audit
+ * reports it). */
 int dtx__sync_rules_all(dtx__exec_t *ex, const json_t *filter,
-                        dtx__sync_rule_t **out, size_t *n, json_t **bad);
+                        dtx__sync_rule_t **out, size_t *n);
 void dtx__sync_rules_free(dtx__sync_rule_t *r, size_t n);
 
 /* 1 when rules a and b cannot both hold (docs/sync.md "Rules"): they
@@ -62,11 +62,10 @@ void dtx__sync_rules_free(dtx__sync_rule_t *r, size_t n);
 int dtx__sync_clash(const dtx__sync_rule_t *a, const dtx__sync_rule_t *b,
                     char *why, size_t n);
 
-/* The transition rules r puts on its masters ("_syncm.NAME.v" increasing)
- * and dependents ("_sync.NAME" increasing), merged into what the
- * collections hold.  check_only: reads only, *missing says whether one is
- * absent (why, when not NULL, names it); otherwise installs what is
- * missing (*missing: whether it had to). */
+/* The transition rule r puts on its masters ("_syncm.NAME.v" increasing),
+ * merged into what the collection holds.  check_only: reads only,
+ * *missing says whether it is absent (why, when not NULL, names it);
+ * otherwise installs it when missing (*missing: whether it had to). */
 int dtx__sync_guard(dtx_store_t *st, const dtx__sync_rule_t *r,
                     int check_only, char *why, size_t n, int *missing);
 
