@@ -4,7 +4,8 @@
  * day, credited exactly once per (account, day) however often the run is
  * crashed and repeated.  It adds no protocol of its own: each credit is a
  * two-phase transfer (src/txn/transfer/) from the settlement account with
- * the deterministic id interest:DAY:ACCOUNT, so transfer idempotency is
+ * the deterministic id interest:DAY:ACCOUNT (interest-sha256:DAY:HEX when
+ * that would pass 128 bytes: credit_id()), so transfer idempotency is
  * the once-only guarantee and the transfer audit's conservation covers
  * every credit.
  *
@@ -63,6 +64,14 @@
  * there by someone else, and a first attempt missing while a later one
  * exists was deleted by hand: both are refused for that account, never
  * paid, counted or recomputed (CONFLICT, after the other accounts).
+ *
+ * Refusals.  Any error of one account's credit that is not the store's
+ * (stops_run()) -- those above, an overflowing balance, an account id the
+ * transfers refuse -- refuses that account alone: the run goes on, lists
+ * it in "refusals" and ends CONFLICT (or OVERFLOW) after the others, so
+ * an error exit never hides credits made, and INVAL always means nothing
+ * was written (every argument, and the day's record, are checked before
+ * the first write).
  *
  * Which balance.  The balance an account's interest is computed from is
  * the one read BEFORE its credit exists: the account is read, then the
