@@ -1057,12 +1057,17 @@ typedef struct dtx_sync_rule {
 
 /* Records rule (every string borrowed, checked first: DTX_EINVAL names the
  * bad part and records nothing) and creates the index on the link field
- * of the dependents and the sparse index on the flag of the masters.
+ * of the dependents, the sparse index on the flag of the masters, and the
+ * transition rule that keeps the masters' versions from going back
+ * (merged into the collection's own; docs/sync.md).
  * Defining a rule again with the same definition returns it (0); with a
  * different one it is DTX_ECONFLICT and the stored rule is kept (rules are
  * never replaced: a change in flight must be repaired with the rule it was
- * made under).  *out (may be NULL): the stored rule document, new
- * reference, NULL on error. */
+ * made under).  A new rule that clashes with one on record -- writes a
+ * field another rule writes or links by, or copies into a field another
+ * copies from -- is DTX_ECONFLICT too, nothing written.  Rules may share
+ * master fields: a change propagates every rule it touches.  *out (may be
+ * NULL): the stored rule document, new reference, NULL on error. */
 int dtx_sync_rule_define(dtx_store_t *st, const dtx_sync_rule_t *rule,
                          json_t **out);
 
@@ -1072,12 +1077,18 @@ int dtx_sync_rule_get(dtx_store_t *st, const char *name, json_t **out);
 
 /* Applies update (borrowed: an operator update, e.g. {"$set": {...}},
  * that must not touch the fields above: DTX_EINVAL) to the master
- * master_id (a string _id) of rule and propagates the copied fields.
- * DTX_ENOTFOUND when there is no such rule or master (nothing changed).
- * An error after the master step leaves the flag for repair: the change
- * itself is made.  *out (may be NULL), new reference, NULL on error:
+ * master_id (a string _id) of rule and propagates the copied fields --
+ * of rule, and of every other rule on the same master collection whose
+ * copied fields update can change: the one master step raises the
+ * version and sets the flag of each.  DTX_ENOTFOUND when there is no such
+ * rule or master (nothing changed; a missing rule creates nothing).  An
+ * error after the master step leaves the flags not yet cleared for
+ * repair: the change itself is made.  *out (may be NULL), new reference,
+ * NULL on error:
  *   {"rule", "master", "version", "dependents": N written,
- *    "flag_cleared": false when a newer change owns the flag}
+ *    "flag_cleared": false when a newer change owns the flag,
+ *    "also": [{"rule", "version", "dependents", "flag_cleared"}...] for
+ *    the other rules the change touched}
  * opts may be NULL; its lease_ms is how long the flag counts as live
  * (dtx_sync_repair and the audit leave a live flag alone). */
 int dtx_sync_update(dtx_store_t *st, const char *rule, const char *master_id,
@@ -1494,7 +1505,10 @@ int dtx_batch_update(dtx_store_t *st, const char *coll, const json_t *filter,
  * day) at most once however often the run is repeated.  A credit cut short
  * before it committed is rolled back by the transfer protocol (failed);
  * the next attempt, "interest.2:DAY:ACCOUNT" (then .3, ... up to 5), is
- * made only once every earlier one failed, for the same amount.  The
+ * made only once every earlier one failed, for the same amount.  An id
+ * that would pass 128 bytes (a long account id) carries the account id's
+ * SHA-256 instead: "interest-sha256:DAY:HEX", "interest-sha256.K:DAY:HEX"
+ * (docs/scenarios.md "Credit ids").  The
  * balance used
  * is the account's balance when its credit is first recorded; a rerun
  * finds the recorded transfer and never recomputes it, so it does not
@@ -1510,7 +1524,7 @@ typedef struct dtx_interest_req {
 
 /* Runs the day's interest.  *out (may be NULL) receives
  *   {"day","rate_ppm","settlement","accounts","credited","already",
- *    "pending","skipped","zero","total"}
+ *    "pending","failed","skipped","zero","total","refused","refusals"}
  * accounts: the eligible accounts seen; credited: credits this call's
  * executor completed (each credit is counted so by one run at most, also
  * among concurrent runs); already: credits found completed by another
@@ -1522,12 +1536,17 @@ typedef struct dtx_interest_req {
  * accounts whose interest rounds to 0; total: the amount credited by this
  * call.  Bad input (day, rate, settlement id) is DTX_EINVAL before
  * anything is written; so is a settlement account that exists with a
- * limit, or was closed.  An account whose balance plus its interest would pass
- * INT64_MAX is not credited and the call ends DTX_EOVERFLOW (naming it)
- * after crediting the others.  A day is paid at one rate: its first run
- * records rate_ppm and the settlement (collection interest_days), and a
- * run of the day with others is DTX_ECONFLICT before anything is
- * credited.  opts (may be NULL) are the transfers'; the run executes them
+ * limit, or was closed.  An account that cannot be credited for a reason
+ * of its own (its balance plus its interest would pass INT64_MAX, a
+ * transfer under its credit id that is not its credit, an id the
+ * transfers refuse) is not credited; the run goes on, and ends
+ * DTX_EOVERFLOW (when that was the first reason) or DTX_ECONFLICT after
+ * crediting the others: refused counts such accounts and refusals lists
+ * the first 20 as {"account","error","detail"}.  A store error stops the
+ * run (*out says how far it got; run it again).  A day is paid at one
+ * rate: its first run records rate_ppm and the settlement (collection
+ * interest_days), and a run of the day with others is DTX_ECONFLICT
+ * before anything is written.  opts (may be NULL) are the transfers'; the run executes them
  * under opts->owner (or host:pid) plus a nonce of its own. */
 int dtx_interest_run(dtx_store_t *st, const dtx_interest_req_t *req,
                      const dtx_exec_opts_t *opts, json_t **out);

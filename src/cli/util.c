@@ -63,9 +63,11 @@ static const struct {
      "a write refused by a collection's rules (VALIDATION), a write whose "
      "--fence token is older than one that wrote the document (FENCED), a "
      "job id reused with other parameters, a job effect with a stale epoch, "
-     "a sync rule redefined with another definition, an order trade id reused "
-     "with another account or amount, confirm of a canceled order, cancel "
-     "of an order past pending"},
+     "a sync rule redefined with another definition or clashing with "
+     "another rule, an order trade id reused with another account or amount, "
+     "confirm of a canceled order, cancel of an order past pending, an "
+     "interest run that could not credit some accounts (it credited the "
+     "others and lists those in \"refusals\")"},
     {DTX_EXIT_BACKEND,
      "store unavailable or backend error (a transfer it interrupts is left "
      "for doctx recover), including no store at PATH for a command that "
