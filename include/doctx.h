@@ -613,7 +613,10 @@ typedef struct dtx_transfer_req {
  * operation.  A request already in flight when the budget runs out may
  * still take its socket timeout (Redis timeout_ms).  A call cut short
  * fails with DTX_EUNAVAILABLE, and the detail says what it was waiting
- * for; whatever it left half done is finished by dtx_recover. */
+ * for; whatever it left half done is finished by dtx_recover.  A
+ * deadline_ms of any size up to INT64_MAX is a budget: too large for the
+ * clock, it saturates ("no deadline in practice"), never wraps into the
+ * past.  docs/deadlines.md lists the rule of every duration. */
 
 typedef struct dtx_exec_opts {
   const char *owner; /* executor name recorded in the transfer; NULL: host:pid */

@@ -103,6 +103,15 @@ dx index acc '{"balance":-1}' > /dev/null || setup_ok=0
 dx rules users --validator '{"$jsonSchema":{"required":["email"],"properties":{"email":{"bsonType":"string"}}},"email":{"$ne":""}}' \
   --delete-guard '{"email":"keep"}' \
   --transition '{"immutable":["since"],"increasing":["logins"]}' > /dev/null || setup_ok=0
+# Ledger accounts at the ends of int64: LMIN's balance is INT64_MIN,
+# LMAX's INT64_MAX.
+for a in LMIN LX LY; do
+  dx ledger account create $a --min-balance none > /dev/null || setup_ok=0
+done
+dx ledger account create LMAX > /dev/null || setup_ok=0
+dx ledger post LMIN:-9223372036854775807 LMAX:9223372036854775807 \
+  > /dev/null || setup_ok=0
+dx ledger post LMIN:-1 LX:1 > /dev/null || setup_ok=0
 if [ "$setup_ok" -ne 1 ] || [ "$(dx count acc)" != 5 ]; then
   echo "setup failed" >&2
   echo "0 passed, 1 failed"
@@ -277,6 +286,19 @@ row 2 INVAL "nests deeper" -- find-and-modify acc '{"_id":"A"}' "{\"\$push\":{\"
 row 2 BADJSON 'maximum parsing depth' -- find acc "$(nest 3000)"
 row 2 BADJSON 'maximum parsing depth' -- update acc '{"_id":"A"}' "{\"\$set\":{\"y\":$(nest 3000)}}"
 row 2 BADJSON 'maximum parsing depth' -- insert acc "{\"v\":$(nest 3000)}"
+
+# ---- durations and deadlines near INT64_MAX that are refused (exit 2, nothing recorded) --------
+# The ones that work as "practically forever" are in contract.sh; the
+# rule for each is in docs/deadlines.md ("Huge durations").
+for v in 9223372036854775807 9223371036854775807 3153600000001; do
+  row 2 INVAL "lock ttl $v ms: must be 1..31622400000" -- lock acquire LK --ttl-ms "$v"
+  row 2 INVAL "lock ttl $v ms" -- lock renew LK 1 --ttl-ms "$v"
+  row 2 INVAL "delay of $v ms is more than 100 years" -- job add q t --delay-ms "$v"
+  row 2 INVAL "backoff must be from 1 to 3600000 ms, got $v" -- job add q t --backoff-ms "$v"
+  row 2 INVAL "more than 100 years" -- ledger post LX:-1 LY:1 --pending --timeout-ms "$v"
+done
+row 2 USAGE "--deadline-ms" -- recover --deadline-ms 9223372036854775808
+row 2 USAGE "--wait-ms" -- lock acquire LK --wait-ms 99999999999999999999
 
 check_store
 
