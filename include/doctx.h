@@ -1136,6 +1136,7 @@ int dtx_sync_repair(dtx_store_t *st, const dtx_recover_opts_t *opts,
 #define DTX_LEDGER_ACCOUNTS "ledger_accounts"
 #define DTX_LEDGER_ENTRIES "ledger_entries"
 #define DTX_LEDGER_MAX_LEGS 128
+#define DTX_LEDGER_TIMEOUT_MS 3600000 /* a pending entry's usual timeout */
 
 /* A ledger account's limit.  The zero value: min_balance 0. */
 typedef struct dtx_ledger_limit {
@@ -1169,8 +1170,12 @@ typedef struct dtx_ledger_post_req {
   const dtx_ledger_leg_t *legs;
   size_t nlegs;        /* 2..DTX_LEDGER_MAX_LEGS, distinct accounts */
   int pending;         /* hold the debits; resolve with post_pending/void */
-  int64_t timeout_ms;  /* pending: expires after this; 0: one hour; at
-                          most 100 years (DTX_EINVAL beyond) */
+  int64_t timeout_ms;  /* pending: expires after this, 1 ms to 100 years
+                          (DTX_LEDGER_TIMEOUT_MS, one hour, is the CLI's
+                          default); not pending: 0.  Anything else --
+                          0 or less for a pending entry, a timeout on
+                          one that is not, past 100 years -- is
+                          DTX_EINVAL, nothing recorded */
 } dtx_ledger_post_req_t;
 
 /* Posts an entry.  Checked first, recording nothing when wrong: 2 to 128

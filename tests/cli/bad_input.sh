@@ -326,6 +326,11 @@ nulrow '{"$set":{"name":"x"}}' UPDATE -- sync update r1 u1 -
 nulrow '{"a":1}' ROOT -- version put it -
 nulrow '{"c":1}' "child DOC" -- version put it '{"a":1}' --child k=-
 
+# ---- a pending entry's timeout: one rule, the library's (0 is refused, not "one hour") -----------
+row 2 INVAL "timeout_ms 0: a pending entry's timeout must be 1 ms to 100 years" -- ledger post LX:-1 LY:1 --pending --timeout-ms 0
+row 2 INVAL "timeout_ms -1: a pending entry's timeout" -- ledger post LX:-1 LY:1 --pending --timeout-ms -1
+row 2 INVAL "timeout_ms 5: only a pending entry has a timeout" -- ledger post LX:-1 LY:1 --timeout-ms 5
+
 # ---- durations and deadlines near INT64_MAX that are refused (exit 2, nothing recorded) --------
 # The ones that work as "practically forever" are in contract.sh; the
 # rule for each is in docs/deadlines.md ("Huge durations").
@@ -334,7 +339,7 @@ for v in 9223372036854775807 9223371036854775807 3153600000001; do
   row 2 INVAL "lock ttl $v ms" -- lock renew LK 1 --ttl-ms "$v"
   row 2 INVAL "delay of $v ms is more than 100 years" -- job add q t --delay-ms "$v"
   row 2 INVAL "backoff must be from 1 to 3600000 ms, got $v" -- job add q t --backoff-ms "$v"
-  row 2 INVAL "more than 100 years" -- ledger post LX:-1 LY:1 --pending --timeout-ms "$v"
+  row 2 INVAL "timeout_ms $v: a timeout of more than 100 years" -- ledger post LX:-1 LY:1 --pending --timeout-ms "$v"
 done
 row 2 USAGE "--deadline-ms" -- recover --deadline-ms 9223372036854775808
 row 2 USAGE "--wait-ms" -- lock acquire LK --wait-ms 99999999999999999999
