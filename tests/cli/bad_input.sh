@@ -107,7 +107,7 @@ dx rules users --validator '{"$jsonSchema":{"required":["email"],"properties":{"
   --transition '{"immutable":["since"],"increasing":["logins"]}' > /dev/null || setup_ok=0
 dx insert bu '{"_id":1,"n":0}' > /dev/null || setup_ok=0
 # Ledger accounts at the ends of int64: LMIN's balance is INT64_MIN,
-# LMAX's INT64_MAX.
+# LMAX's INT64_MAX (the OVERFLOW messages below).
 for a in LMIN LX LY; do
   dx ledger account create $a --min-balance none > /dev/null || setup_ok=0
 done
@@ -325,6 +325,12 @@ nulrow '{"$inc":{"n":1}}' UPDATE -- batch-update bu '{}' - --id b1
 nulrow '{"$set":{"name":"x"}}' UPDATE -- sync update r1 u1 -
 nulrow '{"a":1}' ROOT -- version put it -
 nulrow '{"c":1}' "child DOC" -- version put it '{"a":1}' --child k=-
+
+# ---- ledger messages at the ends of int64 (a debit or credit is named by its amount) ----------
+row 3 OVERFLOW "account 'LMIN': a debit of 1 could take its balance -9223372036854775808 (pending debits 0, credits 0) past int64" -- ledger post LMIN:-1 LY:1
+row 3 OVERFLOW "account 'LMIN': a debit of 9223372036854775808 could take its balance -9223372036854775808" -- ledger post LMIN:-9223372036854775808 LX:4611686018427387904 LY:4611686018427387904
+row 3 OVERFLOW "account 'LMAX': a credit of 1 could take its balance 9223372036854775807 (pending debits 0, credits 0) past int64" -- ledger post LY:-1 LMAX:1
+row 3 OVERFLOW "account 'LMAX': a credit of 1 could take" -- ledger post LY:-1 LMAX:1 --pending
 
 # ---- a pending entry's timeout: one rule, the library's (0 is refused, not "one hour") -----------
 row 2 INVAL "timeout_ms 0: a pending entry's timeout must be 1 ms to 100 years" -- ledger post LX:-1 LY:1 --pending --timeout-ms 0

@@ -102,6 +102,11 @@ int dtx__lg_existing(const json_t *e, const dtx_ledger_post_req_t *req,
 static int derive_leg(const dtx_ledger_leg_t *l, const dtx__lg_pos_t *pos,
                       json_t *changes) {
   int64_t v = l->value;
+  /* A debit or credit is named by its amount, never its sign ("a debit
+   * of 1", not "of -1"): |v| in unsigned arithmetic, where -INT64_MIN,
+   * 2^63, fits. */
+  unsigned long long amount =
+      v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
   __int128 lo = pos->posted - pos->pend_debit + (v < 0 ? v : 0);
   __int128 hi = pos->posted + pos->pend_credit + (v > 0 ? v : 0);
   int64_t bal, avail;
@@ -112,19 +117,18 @@ static int derive_leg(const dtx_ledger_leg_t *l, const dtx__lg_pos_t *pos,
     return DTX_EOVERFLOW;
   if (hi > INT64_MAX || lo < INT64_MIN)
     return dtx__err(DTX_EOVERFLOW,
-                    "account '%s': %s of %lld could take its balance %lld "
+                    "account '%s': %s of %llu could take its balance %lld "
                     "(pending debits %lld, credits %lld) past int64",
-                    l->account, v < 0 ? "a debit" : "a credit", (long long)v,
+                    l->account, v < 0 ? "a debit" : "a credit", amount,
                     (long long)bal, (long long)pos->pend_debit,
                     (long long)pos->pend_credit);
-  /* The amount is -v in unsigned arithmetic: a debit of INT64_MIN is
-   * 2^63, which no int64 holds.  lo fits (checked just above). */
+  /* lo fits (checked just above). */
   if (v < 0 && json_is_integer(min) && lo < json_integer_value(min))
     return dtx__err(DTX_EINSUFFICIENT,
                     "account '%s': a debit of %llu would leave the available "
                     "balance %lld (balance %lld, pending debits %lld) below "
                     "its min_balance %lld",
-                    l->account, 0ULL - (unsigned long long)v, (long long)lo,
+                    l->account, amount, (long long)lo,
                     (long long)bal, (long long)pos->pend_debit,
                     (long long)json_integer_value(min));
   if (pos->head == INT64_MAX)
