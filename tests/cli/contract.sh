@@ -18,13 +18,16 @@ PASS=0
 FAIL=0
 
 # run ARGS...: runs doctx on the test store, with $IN on stdin when set
-# (IN=TEXT run ...); sets OUT, ERR and RC.
+# (IN=TEXT run ...), killed after $BOUND seconds when set (BOUND=N run
+# ...: a command told to wait as long as it takes); sets OUT, ERR and RC.
 run() {
   RC=0
+  local t=()
+  [ -n "${BOUND:-}" ] && t=(timeout -k 5 "$BOUND")
   if [ -n "${IN+set}" ]; then
-    printf '%s' "$IN" | "$DOCTX" --store "$S" "$@" >"$TMP/out" 2>"$TMP/err" || RC=$?
+    printf '%s' "$IN" | "${t[@]}" "$DOCTX" --store "$S" "$@" >"$TMP/out" 2>"$TMP/err" || RC=$?
   else
-    "$DOCTX" --store "$S" "$@" >"$TMP/out" 2>"$TMP/err" </dev/null || RC=$?
+    "${t[@]}" "$DOCTX" --store "$S" "$@" >"$TMP/out" 2>"$TMP/err" </dev/null || RC=$?
   fi
   OUT=$(cat "$TMP/out")
   ERR=$(cat "$TMP/err")
@@ -369,7 +372,7 @@ for V in 9223372036854775807 9223371036854775807 3153600000001; do
   # jobs: the handler's time, the lease, the budget
   for o in --timeout-ms --lease-ms --deadline-ms; do
     quiet job add "q$i" t
-    works "job work $o $V" '"ran":\{"succeeded":1,"retried":0,' \
+    BOUND=60 works "job work $o $V" '"ran":\{"succeeded":1,"retried":0,' \
       job work "q$i" --exec "$J" --once "$o" "$V"
   done
   works "recover --retention-ms $V keeps a succeeded job" '"job":\{"ran":\{("[a-z_]+":[0-9]+,?)*\}' \
@@ -377,7 +380,7 @@ for V in 9223372036854775807 9223371036854775807 3153600000001; do
   check "recover --retention-ms $V purged nothing (out=$OUT)" "$([[ $OUT != *purged* ]]; echo $?)"
   # locks: a wait as long as it takes (this one's holder lapses in 200 ms)
   quiet lock acquire "W$i" --ttl-ms 200
-  works "lock acquire --wait-ms $V waits out the holder" '"token":2,' \
+  BOUND=60 works "lock acquire --wait-ms $V waits out the holder" '"token":2,' \
     lock acquire "W$i" --wait-ms "$V"
   works "lock acquire --deadline-ms $V" '"token":1,' lock acquire "D$i" --deadline-ms "$V"
   # ledger
