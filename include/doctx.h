@@ -613,7 +613,10 @@ typedef struct dtx_transfer_req {
  * operation.  A request already in flight when the budget runs out may
  * still take its socket timeout (Redis timeout_ms).  A call cut short
  * fails with DTX_EUNAVAILABLE, and the detail says what it was waiting
- * for; whatever it left half done is finished by dtx_recover. */
+ * for; whatever it left half done is finished by dtx_recover.  A
+ * deadline_ms of any size up to INT64_MAX is a budget: too large for the
+ * clock, it saturates ("no deadline in practice"), never wraps into the
+ * past.  docs/deadlines.md lists the rule of every duration. */
 
 typedef struct dtx_exec_opts {
   const char *owner; /* executor name recorded in the transfer; NULL: host:pid */
@@ -1133,6 +1136,7 @@ int dtx_sync_repair(dtx_store_t *st, const dtx_recover_opts_t *opts,
 #define DTX_LEDGER_ACCOUNTS "ledger_accounts"
 #define DTX_LEDGER_ENTRIES "ledger_entries"
 #define DTX_LEDGER_MAX_LEGS 128
+#define DTX_LEDGER_TIMEOUT_MS 3600000 /* a pending entry's usual timeout */
 
 /* A ledger account's limit.  The zero value: min_balance 0. */
 typedef struct dtx_ledger_limit {
@@ -1166,8 +1170,12 @@ typedef struct dtx_ledger_post_req {
   const dtx_ledger_leg_t *legs;
   size_t nlegs;        /* 2..DTX_LEDGER_MAX_LEGS, distinct accounts */
   int pending;         /* hold the debits; resolve with post_pending/void */
-  int64_t timeout_ms;  /* pending: expires after this; 0: one hour; at
-                          most 100 years (DTX_EINVAL beyond) */
+  int64_t timeout_ms;  /* pending: expires after this, 1 ms to 100 years
+                          (DTX_LEDGER_TIMEOUT_MS, one hour, is the CLI's
+                          default); not pending: 0.  Anything else --
+                          0 or less for a pending entry, a timeout on
+                          one that is not, past 100 years -- is
+                          DTX_EINVAL, nothing recorded */
 } dtx_ledger_post_req_t;
 
 /* Posts an entry.  Checked first, recording nothing when wrong: 2 to 128

@@ -85,7 +85,8 @@ static void check_job(dtx__audit_t *a, const char *id, const json_t *j,
       dtx__audit_finding(a, "stuck_running", "job %s is running but the "
                          "lease of %s lapsed %lld ms ago: run doctx recover",
                          id, dtx__str(j, "owner") ? dtx__str(j, "owner") : "?",
-                         (long long)(now - dtx__int(j, "lease_until")));
+                         (long long)dtx__sub_sat(
+                             now, dtx__int(j, "lease_until")));
     else if (a->flags & DTX_AUDIT_SETTLED)
       dtx__audit_finding(a, "unsettled", "job %s is still running (held by "
                          "%s)", id, dtx__str(j, "owner") ? dtx__str(j, "owner")

@@ -232,7 +232,10 @@ static void run_job(shared_t *sh, dtx__exec_t *ex, beat_t *b, held_t *h) {
     held_over(b, h);
     return;
   }
-  run.deadline = dtx__mono_ms() + sh->timeout_ms;
+  /* Saturated: a timeout too large for int64 is "no timeout in practice"
+   * (docs/deadlines.md, "Huge durations"), never one that wrapped into
+   * the past and killed the handler at its start. */
+  run.deadline = dtx__add_sat(dtx__mono_ms(), sh->timeout_ms);
   const dtx_job_handler_t *h_fn = handler_for(sh->o, job);
   int hrc;
   if (!h_fn) {

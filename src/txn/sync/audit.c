@@ -98,7 +98,7 @@ static int load_masters(dtx__audit_t *a, const dtx__sync_rule_t *r,
                            key ? key : "?", r->master,
                            dtx__str(flag, "owner") ? dtx__str(flag, "owner")
                                                    : "?",
-                           (long long)(now - dtx__int(flag, "at")));
+                           (long long)dtx__sub_sat(now, dtx__int(flag, "at")));
       else
         dtx__audit_unsettled(a, 1);
     }
