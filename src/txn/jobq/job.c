@@ -670,6 +670,8 @@ static const char *const fault_points[] = {
     "job.claim",
     "job.effect.fence",
     "job.effect.apply",
+    "job.effect.void",
+    "job.effect.repin",
     "job.complete",
     "job.fail",
     "job.promote",
