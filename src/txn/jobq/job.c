@@ -611,6 +611,12 @@ static const dtx__index_def_t indexes[] = {
  * only once it is over: a live one may hold a lease, effects and a
  * unique key. */
 #define ID "{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":128}"
+/* A collection an effect may name (dtx_check_collection's rule): a job
+ * naming any other value in fx_colls would stop recovery and the audit
+ * at it. */
+#define COLL                                                                  \
+  "{\"bsonType\":\"string\",\"pattern\":"                                  \
+  "\"^(?!_dtx|system\\\\.)[A-Za-z0-9_.-]{1,120}$\"}"
 #define LONG "{\"bsonType\":\"long\"}"
 #define LONG_OR_NULL "{\"bsonType\":[\"long\",\"null\"]}"
 #define LIVE                                                                  \
@@ -635,8 +641,10 @@ static const char job_shape[] =
     "\"unique_key\":{\"bsonType\":[\"string\",\"null\"]},"
     "\"unique_live\":{\"bsonType\":\"string\"},"
     "\"last_error\":{\"bsonType\":[\"string\",\"null\"]},"
-    "\"fx_colls\":{\"bsonType\":\"array\",\"items\":" ID "},"
+    "\"fx_colls\":{\"bsonType\":\"array\",\"items\":" COLL "},"
     "\"fx_cleared\":{\"bsonType\":\"bool\"},"
+    "\"fx_pins\":{\"bsonType\":\"object\"},"
+    "\"fx_until\":" LONG ","
     "\"created\":" LONG ",\"finished\":" LONG_OR_NULL ","
     DTX__KIT_ITEM_PROPS "}},"
     /* J7: what each state carries, as the steps of the diagram write it.
@@ -653,15 +661,68 @@ static const char job_shape[] =
     "{\"state\":{\"$in\":[\"" DTX_JOB_RUNNING "\",\"" DTX_JOB_SUCCEEDED
     "\",\"" DTX_JOB_DEAD "\"]},\"epoch\":{\"$lt\":1}}]}";
 #undef ID
+#undef COLL
 #undef LONG
 #undef LONG_OR_NULL
 #undef LIVE
 #undef OVER
 
+/* The transition rule (docs/validation.md, "Transition rules"): a
+ * plain update of a job can make only a change the protocol makes.
+ *  - What add records and no step changes is immutable (a rewritten
+ *    payload, queue or max_attempts would run another job under this
+ *    one's history and effect markers).
+ *  - epoch only grows (J1: a holder fenced off stays fenced off), and so
+ *    does fx_until (effect.c F3: markers must outlive every bounded
+ *    write).
+ *  - The state moves only along the diagram's edges; a terminal job
+ *    changes only by recovery's forgetting of its markers (which sets
+ *    fx_cleared), and a dead one is retried only while its markers are
+ *    kept (J6).  So a succeeded job cannot be made runnable again (its
+ *    effects would be judged anew), nor a canceled one revived.
+ *  - fx_cleared, once true, stays true (a retry after the markers went
+ *    could apply the effects twice).
+ * What the rule cannot compare (a pin rewritten to another document,
+ * attempts reset on a running job) the audit reports (audit.c). */
+#define S_(x) "\"" x "\""
+#define TERMINAL_MOVE(st)                                                     \
+  "{\"name\":\"forget-markers(" st ")\",\"from\":{\"state\":" S_(st)      \
+  "},\"to\":{\"state\":" S_(st) ",\"fx_cleared\":true}}"
+static const char job_transition[] =
+    "[{\"immutable\":[\"queue\",\"type\",\"payload\",\"priority\",\"rank\","
+    "\"max_attempts\",\"backoff_ms\",\"unique_key\",\"created\"],"
+    "\"increasing\":[\"epoch\",\"fx_until\"],"
+    "\"moves\":["
+    "{\"name\":\"claim\",\"from\":{\"state\":" S_(DTX_JOB_READY) "},"
+    "\"to\":{\"state\":" S_(DTX_JOB_RUNNING) "}},"
+    "{\"name\":\"renew\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING) "},"
+    "\"to\":{\"state\":" S_(DTX_JOB_RUNNING) "}},"
+    "{\"name\":\"complete\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING) "},"
+    "\"to\":{\"state\":" S_(DTX_JOB_SUCCEEDED) "}},"
+    "{\"name\":\"fail\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING) "},"
+    "\"to\":{\"state\":{\"$in\":[" S_(DTX_JOB_DELAYED) "," S_(DTX_JOB_DEAD)
+    "]}}},"
+    "{\"name\":\"promote\",\"from\":{\"state\":" S_(DTX_JOB_DELAYED) "},"
+    "\"to\":{\"state\":" S_(DTX_JOB_READY) "}},"
+    "{\"name\":\"cancel\",\"from\":{\"state\":{\"$in\":[" S_(DTX_JOB_READY)
+    "," S_(DTX_JOB_DELAYED) "]}},\"to\":{\"state\":" S_(DTX_JOB_CANCELED) "}},"
+    "{\"name\":\"retry\",\"from\":{\"state\":" S_(DTX_JOB_DEAD) ","
+    "\"fx_cleared\":{\"$ne\":true}},\"to\":{\"state\":" S_(DTX_JOB_READY)
+    ",\"attempts\":0}},"
+    TERMINAL_MOVE(DTX_JOB_SUCCEEDED) "," TERMINAL_MOVE(DTX_JOB_DEAD) ","
+    TERMINAL_MOVE(DTX_JOB_CANCELED) "]},"
+    "{\"moves\":["
+    "{\"name\":\"markers-kept\",\"from\":{\"fx_cleared\":{\"$ne\":true}},"
+    "\"to\":{}},"
+    "{\"name\":\"markers-forgotten\",\"from\":{\"fx_cleared\":true},"
+    "\"to\":{\"fx_cleared\":true}}]}]";
+#undef TERMINAL_MOVE
+#undef S_
+
 static const dtx__rules_def_t rules[] = {
     {DTX_JOBS, job_shape,
      "{\"state\":{\"$in\":[\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD
-     "\",\"" DTX_JOB_CANCELED "\"]}}", NULL},
+     "\",\"" DTX_JOB_CANCELED "\"]}}", job_transition},
     {NULL, NULL, NULL, NULL},
 };
 
