@@ -288,6 +288,47 @@ int dtx_job_add(dtx_store_t *st, const dtx_job_req_t *req, json_t **out,
 
 /* ---- ending an attempt ---------------------------------------------------------- */
 
+/* The most of a result's JSON text an unstorable result keeps. */
+#define RESULT_TEXT_MAX 16384
+
+json_t *dtx__job_storable_result(json_t *result, const char *why) {
+  char reason[400];
+  if (!result)
+    return json_null();
+  if (!why) {
+    /* Inside a job the result is one level down: the depth the store
+     * allows the job document (DTX_MAX_DEPTH) is what counts. */
+    json_t *in_job = json_pack("{s:O}", "result", result);
+    int rc = in_job ? dtx__depth_check(in_job, DTX_EINVAL, "the job's result")
+                    : DTX_ENOMEM;
+    json_decref(in_job);
+    if (rc == 0)
+      return result;
+    snprintf(reason, sizeof reason, "%s", rc == DTX_ENOMEM
+                                              ? "out of memory"
+                                              : dtx_errdetail());
+    dtx__err_clear();
+    why = reason;
+  }
+  /* Kept as text, cut at a character boundary, and marked: the command
+   * succeeded, and a job whose handler succeeded must end succeeded
+   * (docs/jobs.md, "Results"), not stay running to be taken over and run
+   * again. */
+  char *text = dtx__json_dump(result);
+  json_decref(result);
+  size_t n = text ? strlen(text) : 0, keep = n;
+  if (keep > RESULT_TEXT_MAX) {
+    keep = RESULT_TEXT_MAX;
+    while (keep > 0 && ((unsigned char)text[keep] & 0xC0) == 0x80)
+      keep--; /* not inside a UTF-8 sequence */
+  }
+  json_t *out = json_pack("{s:s,s:s%,s:b,s:I}", "dtx_unstorable", why,
+                          "text", text ? text : "", keep, "truncated",
+                          keep < n, "bytes", (json_int_t)n);
+  free(text);
+  return out ? out : json_null();
+}
+
 int dtx__job_outcome(const json_t *job, int ok, json_t *result,
                      const char *error, const char *point, int take,
                      dtx__move_t *m) {
@@ -299,7 +340,7 @@ int dtx__job_outcome(const json_t *job, int ok, json_t *result,
                                      : DTX_JOB_DELAYED;
   json_t *set = json_pack("{s:I}", "attempts", (json_int_t)attempts);
   if (set && ok)
-    json_object_set_new(set, "result", result ? result : json_null());
+    json_object_set_new(set, "result", dtx__job_storable_result(result, NULL));
   else
     json_decref(result);
   if (set && !ok)

@@ -60,6 +60,13 @@ int dtx__job_finish(dtx__exec_t *ex, const json_t *job, int ok,
                     json_t *result, const char *error, const char *point,
                     int take, json_t **out);
 
+/* A result the jobs collection can store (stolen; NULL: null): result
+ * itself when it nests no deeper than a job allows, else -- or when why
+ * is given, the store's reason for refusing it -- the marked text form
+ * {"dtx_unstorable": why, "text": its JSON text (at most 16 KiB, cut at a
+ * character boundary), "truncated": bool, "bytes": its full length}. */
+json_t *dtx__job_storable_result(json_t *result, const char *why);
+
 /* The same move, built and not made: *m (its set and unset new
  * references, which the kit's move steals) for dtx__kit_move_many, so a
  * worker ends the attempts of its batch in one round.  result is stolen
