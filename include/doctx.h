@@ -906,16 +906,25 @@ typedef struct dtx_job_handler {
 } dtx_job_handler_t;
 
 /* The one way a handler changes other documents: applies update (an
- * operator update, borrowed) to the first document of coll matching
- * filter (borrowed), at most once per (job, key) over all attempts and
- * workers.  A marker {job, key, at} in the target's "dtx_fx" array is
- * checked and added in the same atomic step, and the job must still be
- * running at this attempt's epoch (DTX_ESTALE otherwise, nothing
- * changed).  *applied: 1 the first time, 0 on a repeat (both return 0);
- * DTX_ENOMATCH when no document matches.  key: 1..128 of
+ * operator update, borrowed) to one document of coll matching filter
+ * (borrowed) -- the first match when the effect (job, key) is first
+ * applied, which the job then pins -- at most once per (job, key) over
+ * every document of coll, every attempt and every process, paused ones
+ * included (docs/jobs.md, "Effects: exactly once").  A marker {job, key,
+ * at} in the target's "dtx_fx" array is checked and added in the same
+ * atomic step; the job must be running at this attempt's epoch with its
+ * lease not over (DTX_ESTALE otherwise, nothing written), and the store
+ * refuses the write (DTX_ESTALE) once its own clock is past that lease's
+ * end.  *applied: 1 the first time, 0 on any repeat, whatever filter says
+ * of the pinned document then (both return 0); DTX_ENOMATCH when no
+ * document matches (nothing written), or when the pinned document was
+ * deleted or no longer matches and no other does; DTX_ECONFLICT when the
+ * key was pinned in another collection.  key: 1..128 of
  * [A-Za-z0-9_.:-].  The first effect on a collection creates the index
  * {"dtx_fx.job": 1} there.  Markers are cleared by dtx_recover once the
- * job is terminal and tombstone_ttl_ms has passed. */
+ * job is terminal, tombstone_ttl_ms has passed and the store's clock is
+ * past every bound an effect's write carried (the job's fx_until) plus
+ * 1 s. */
 int dtx_job_effect(dtx_job_run_t *run, const char *key, const char *coll,
                    const json_t *filter, const json_t *update, int *applied);
 

@@ -14,11 +14,19 @@
  *   orphan_marker  an effect marker whose job is missing, does not list
  *                  the collection in fx_colls, or has had its markers
  *                  cleared (a late duplicate could then apply again)
+ *   unpinned_marker a marker on a document its effect is not pinned to
+ *                  (a void one on a document it never moved away from):
+ *                  effect.c F1
+ *   effect_twice   two real markers of one (job, key), anywhere
+ *   audit_error    a collection whose markers could not be read
+ * Markers are looked for wherever they can be: every collection carrying
+ * the marker index and every one a job lists or pins.  A name there that
+ * no effect may use is a job_shape finding, and the audit goes on.
  * With DTX_AUDIT_SETTLED every running job is a finding too.
  *
  * The jobs are read before and after the targets: a job that appeared or
- * changed meanwhile is judged by its later version, so a live queue gives
- * no false orphan. */
+ * changed meanwhile is judged by its later version (it pinned before it
+ * applied), so a live queue gives no false orphan. */
 #include <string.h>
 
 #include "doc/doc.h"

@@ -28,7 +28,9 @@
  *                               (kit claim-many)       claim of a batch)
  *   (lease renewed)             heartbeat (work.c)     -- (no step)
  *   (effect on a document)      dtx_job_effect         job.effect.fence,
- *                                                      job.effect.apply
+ *                               (effect.c: pin, apply, job.effect.apply,
+ *                               void and repin)        job.effect.void,
+ *                                                      job.effect.repin
  *   running -> succeeded        dtx__job_outcome, a    job.complete
  *                               batch's in one round
  *                               (work.c write_outcomes)
@@ -54,9 +56,13 @@
  *     unique key is not terminal: set at add and retry, $unset by the
  *     step that makes it terminal.  The store's unique sparse index on it
  *     admits one live job per (queue, key), across processes and crashes.
- *  J5 An effect applies at most once per (job, key): effect.c.
+ *  J5 An effect applies at most once per (job, key), on one pinned
+ *     document of its collection, over every attempt and process: effect.c
+ *     (F1-F4).
  *  J6 A terminal job changes state again only by an explicit retry of a
- *     dead one, which is refused once its effect markers were cleared.
+ *     dead one, which is refused once its effect markers were cleared;
+ *     the transition rule (job_transition below) refuses every other
+ *     plain update that would, and fx_cleared never goes back.
  *  J7 Each state carries what the steps into it write, and nothing the
  *     steps out of it set: ready, delayed and running have no finished
  *     time; succeeded, dead and canceled have one; only a succeeded job
