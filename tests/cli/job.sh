@@ -70,9 +70,12 @@ effect bad epoch|effect j1 0 k c {} {"$set":{"a":1}}|EPOCH
 effect bad key|effect j1 1 k/1 c {} {"$set":{"a":1}}|effect key
 effect bad fence|effect j1 1 k c {} {"$set":{"a":1}} --fence L:0|positive integer
 effect fence word|effect j1 1 k c {} {"$set":{"a":1}} --fence L:x|--fence
+effect bad operator|effect j1 1 k c {} {"$bogus":{"a":1}}|unknown operator $bogus
+effect bad filter|effect j1 1 k c {"$where":1} {"$set":{"a":1}}|$where
 unknown sub|frobnicate|expected add
 TABLE
 [ "$(d find jobs | md5sum)" = "$before" ] && ok || bad "bad input changed the store"
+case " $(d collections | tr '\n' ' ') " in *" c "*) bad "a refused effect created collection c" ;; *) ok ;; esac
 expect 1 "show missing" -- d job show nope
 expect 3 "retry a ready job" -- d job retry j1
 
