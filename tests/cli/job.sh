@@ -153,6 +153,7 @@ expect 3 "effect stale epoch" -- d job effect af 2 bob users '{"_id":"bob"}' '{"
 grep -q "doctx: STALE: " "$WORK/err" && ok || bad "stale message: $(cat "$WORK/err")"
 [ "$(d find users '{"_id":"bob"}' --project '{"friends":1}')" = '{"_id":"bob","friends":[]}' ] && ok || bad "a stale effect changed bob"
 expect 2 "effect on markers" -- d job effect af 1 m users '{"_id":"bob"}' '{"$unset":{"dtx_fx":""}}'
+expect 2 "effect renaming onto markers" -- d job effect af 1 m users '{"_id":"ann"}' '{"$rename":{"friends":"dtx_fx"}}'
 # A protocol's collections change only through its steps (as batch-update).
 d account create acc --balance 100 >/dev/null
 expect 2 "effect on accounts" -- d job effect af 1 p accounts '{"_id":"acc"}' '{"$inc":{"balance":5}}'

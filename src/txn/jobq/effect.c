@@ -123,36 +123,23 @@ static int current_job(dtx__exec_t *ex, const char *id, int64_t epoch,
   return 0;
 }
 
+/* 1 when path is the marker array or inside it. */
+static int is_fx_path(const char *path) {
+  size_t n = strlen(DTX_JOB_FX);
+  return strncmp(path, DTX_JOB_FX, n) == 0 &&
+         (path[n] == 0 || path[n] == '.');
+}
+
 /* The handler's update plus the marker push, or NULL (detail set). */
 static json_t *with_marker(const json_t *update, const char *id,
                            const char *key, int *rc) {
-  const char *op;
-  json_t *v;
-  if (!json_is_object(update) || json_object_size(update) == 0) {
-    *rc = dtx__err(DTX_EBADUPDATE, "an effect's update must be a non-empty "
-                                   "object of update operators");
+  /* Operators only (a replacement would drop the markers), none of them
+   * on the markers -- a $rename onto them included (the kit's one check,
+   * as batch updates and sync make it). */
+  if ((*rc = dtx__check_op_update("effect", update, is_fx_path,
+                                  "the document", "its markers in "
+                                  DTX_JOB_FX)))
     return NULL;
-  }
-  json_object_foreach((json_t *)update, op, v) {
-    if (op[0] != '$') {
-      *rc = dtx__err(DTX_EBADUPDATE,
-                     "an effect's update takes operators, not a replacement "
-                     "document (field '%s')", op);
-      return NULL;
-    }
-    const char *f;
-    json_t *x;
-    if (json_is_object(v))
-      json_object_foreach(v, f, x) {
-        if (strncmp(f, DTX_JOB_FX, strlen(DTX_JOB_FX)) == 0 &&
-            (f[strlen(DTX_JOB_FX)] == 0 || f[strlen(DTX_JOB_FX)] == '.')) {
-          *rc = dtx__err(DTX_EINVAL, "an effect may not change %s (%s %s): "
-                                     "doctx keeps its markers there",
-                         DTX_JOB_FX, op, f);
-          return NULL;
-        }
-      }
-  }
   /* The update's own errors (an unknown operator, a bad argument) are
    * found now, before anything is written. */
   if ((*rc = dtx_check_update(update, NULL, 0)))
