@@ -230,7 +230,26 @@ int dtx_store_count(dtx_store_t *st, const char *coll, const json_t *filter,
  * well-formed _fence ({NAME: integer >= 1}) or none (DTX_EINVAL), e.g. to
  * restore a copy.  Filters may read it ({"_fence.L": {"$lte": 7}}; a name
  * holding '.' reads as a path).  Writes without a fence are not checked
- * against it: every writer of a fenced resource must fence. */
+ * against it: every writer of a fenced resource must fence.
+ *
+ * Time-bounded writes.  An update (one or many, upsert included) and a
+ * find_one_and_update or find_one_and_delete may carry not_before and
+ * not_after (dtx_update_opts_t, dtx_fam_opts_t; wall-clock ms since the
+ * epoch, 0 for no bound; negative, or not_before past not_after, is
+ * DTX_EINVAL).  The store reads ITS clock inside the atomic step of each
+ * write the call makes -- SQLite: the writing process's clock, read
+ * inside the write transaction while it holds the write lock; Redis: the
+ * server's TIME, read inside the write's script on the node that holds the
+ * document -- and refuses the write when that clock is past not_after
+ * (DTX_ESTALE: its time is over) or before not_before (DTX_ESTATE: not
+ * yet), naming the bound and the store's time; nothing changes.  A call
+ * that matches nothing, or whose update changes nothing, writes nothing
+ * and is not judged.  A writer that may be paused for an unbounded time
+ * (a job attempt taken over meanwhile) so learns, in the same step, that
+ * its write came too late -- unlike a deadline in the client, which a
+ * pause outlasts.  With many, each document is judged on its own and a
+ * refused one stops the call there.  docs/jobs.md has the clock
+ * assumptions its user states. */
 
 typedef struct dtx_update_opts {
   int many;   /* update every matching document (each atomic on its own) */
@@ -242,6 +261,10 @@ typedef struct dtx_update_opts {
   /* A fenced write (see "fenced writes" below): fence_name NULL for none. */
   const char *fence_name;
   int64_t fence_token;
+  /* A time-bounded write (see "time-bounded writes" below): wall-clock
+   * ms since the epoch, 0 for no bound. */
+  int64_t not_before;
+  int64_t not_after;
 } dtx_update_opts_t;
 
 typedef struct dtx_update_result {
@@ -271,6 +294,8 @@ typedef struct dtx_fam_opts {
                             the delete guard (find_one_and_delete) */
   const char *fence_name; /* a fenced write; NULL for none */
   int64_t fence_token;
+  int64_t not_before; /* a time-bounded write, as in dtx_update_opts_t */
+  int64_t not_after;
 } dtx_fam_opts_t;
 
 /* The primitive: atomically finds one document matching filter and applies
@@ -762,7 +787,10 @@ int dtx_recover(dtx_store_t *st, const dtx_recover_opts_t *opts,
  *    "unsettled": n, "patterns": {NAME: {"summary": "one line", ...}},
  *    ...the transfer pattern's counts, also at the top level}.
  * Returns 0 when clean, DTX_EAUDIT when any invariant is broken, or
- * another error (then *report is NULL). */
+ * another error (then *report is NULL): only a store that keeps failing.
+ * One bad document never stops it: a pattern's audit that stops at a
+ * document or name it cannot judge is a finding ("audit_error"), and the
+ * other patterns are audited all the same. */
 int dtx_audit(dtx_store_t *st, int flags, json_t **report);
 
 /* dtx_audit, and also the client's record of acknowledged transfers
@@ -881,16 +909,25 @@ typedef struct dtx_job_handler {
 } dtx_job_handler_t;
 
 /* The one way a handler changes other documents: applies update (an
- * operator update, borrowed) to the first document of coll matching
- * filter (borrowed), at most once per (job, key) over all attempts and
- * workers.  A marker {job, key, at} in the target's "dtx_fx" array is
- * checked and added in the same atomic step, and the job must still be
- * running at this attempt's epoch (DTX_ESTALE otherwise, nothing
- * changed).  *applied: 1 the first time, 0 on a repeat (both return 0);
- * DTX_ENOMATCH when no document matches.  key: 1..128 of
+ * operator update, borrowed) to one document of coll matching filter
+ * (borrowed) -- the first match when the effect (job, key) is first
+ * applied, which the job then pins -- at most once per (job, key) over
+ * every document of coll, every attempt and every process, paused ones
+ * included (docs/jobs.md, "Effects: exactly once").  A marker {job, key,
+ * at} in the target's "dtx_fx" array is checked and added in the same
+ * atomic step; the job must be running at this attempt's epoch with its
+ * lease not over (DTX_ESTALE otherwise, nothing written), and the store
+ * refuses the write (DTX_ESTALE) once its own clock is past that lease's
+ * end.  *applied: 1 the first time, 0 on any repeat, whatever filter says
+ * of the pinned document then (both return 0); DTX_ENOMATCH when no
+ * document matches (nothing written), or when the pinned document was
+ * deleted or no longer matches and no other does; DTX_ECONFLICT when the
+ * key was pinned in another collection.  key: 1..128 of
  * [A-Za-z0-9_.:-].  The first effect on a collection creates the index
  * {"dtx_fx.job": 1} there.  Markers are cleared by dtx_recover once the
- * job is terminal and tombstone_ttl_ms has passed. */
+ * job is terminal, tombstone_ttl_ms has passed and the store's clock is
+ * past every bound an effect's write carried (the job's fx_until) plus
+ * 1 s. */
 int dtx_job_effect(dtx_job_run_t *run, const char *key, const char *coll,
                    const json_t *filter, const json_t *update, int *applied);
 

@@ -49,6 +49,8 @@ typedef struct dtx__modify {
   int bypass;                   /* skip the validator / delete guard */
   const char *fence_name;       /* NULL, or the lock fencing this write */
   int64_t fence_token;          /* its token (>= 1) */
+  int64_t not_before;           /* a time-bounded write (window.c): */
+  int64_t not_after;            /* wall-clock ms, 0 for no bound */
 } dtx__modify_t;
 
 /* The outcome of one modify_one call. */
@@ -218,6 +220,24 @@ int dtx__fence_name_check(const char *name);
 int dtx__fence_check_args(const char *name, int64_t token);
 int dtx__fence_check_update(const json_t *update);
 int dtx__fence_check_doc(const json_t *doc);
+
+/* ---- time-bounded writes (window.c) ------------------------------------------ */
+
+/* Checks and sets m's bounds (doctx.h, "time-bounded writes"): each >= 0
+ * (0: none) and not_before <= not_after when both are set; DTX_EINVAL
+ * otherwise, m unchanged. */
+int dtx__window_set(dtx__modify_t *m, int64_t not_before, int64_t not_after);
+
+/* 1 when m carries a bound. */
+int dtx__window_any(const dtx__modify_t *m);
+
+/* The one test of a bounded write, at the store's clock now (ms), on the
+ * document doc it would write (for the detail; may be NULL): 0 when now
+ * is within m's bounds, else DTX_ESTALE (past not_after) or DTX_ESTATE
+ * (before not_before) with the detail every backend gives.  SQLite calls
+ * it inside its write transaction; Redis with the server time its write
+ * script refused at. */
+int dtx__window_test(const dtx__modify_t *m, const json_t *doc, int64_t now);
 
 /* The rule of an update of many documents: no replacement document
  * (DTX_EBADUPDATE).  dtx_store_update and dtx_check_update both use it. */

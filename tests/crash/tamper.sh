@@ -143,8 +143,12 @@ expect 0 "version root moved back: bypass" -- d update version_roots '{"_id":"V"
 expect 5 "version root moved back: audit" -- d audit
 expect 0 "version root: restore" -- d update version_roots '{"_id":"V"}' "${ORIG[version_roots.V]}" --bypass-validation
 
-# A live job with no attempts left (J7: two fields, so the audit's alone).
-expect 0 "job j1 out of attempts" -- d update jobs '{"_id":"j1"}' '{"$set":{"attempts":5}}'
+# A live job with no attempts left (J7: two fields, so the audit's
+# alone).  A plain update is refused: no move of the protocol changes a
+# ready job in place (the jobs' transition rule); forced past it, the
+# audit reports it.
+expect 3 "job j1 out of attempts (plain)" -- d update jobs '{"_id":"j1"}' '{"$set":{"attempts":5}}'
+expect 0 "job j1 out of attempts" -- d update jobs '{"_id":"j1"}' '{"$set":{"attempts":5}}' --bypass-validation
 expect 5 "job j1 out of attempts: audit" -- d audit
 grep -q "job_state" "$WORK/out" && ok || bad "job j1 out of attempts: not job_state: $(grep FINDING "$WORK/out" | head -2)"
 expect 0 "job j1: restore" -- d update jobs '{"_id":"j1"}' "${ORIG[jobs.j1]}" --bypass-validation

@@ -36,6 +36,7 @@
  * taken on a prediction without a write of their own (no match, no
  * change, an error) ride on the group's write in the same way.  Inserts
  * and deletes do not group (a delete waits for the next round), nor do
+ * time-bounded writes (one write would carry one member's bounds), nor
  * collections with a unique index: a middle state's unique keys would
  * never be claimed, where a serial run would have checked them.  There,
  * and after an insert, a later write of the same document waits for the
@@ -216,7 +217,8 @@ static void decide(bitem_t *it, int rc, int matched) {
 
 /* Starts the write of it->nd over it->cur. */
 static void write_begin(dtx__backend_t *b, bitem_t *it) {
-  int rc = dtx__rd_write_begin(b, it->co, &it->cur, it->nd, &it->wp);
+  int rc = dtx__rd_write_begin(b, it->co, &it->cur, it->nd, &it->op->m,
+                                &it->wp);
   if (rc == RD_ESTALE)
     it->state = B_SLOW;
   else if (rc < 0)
@@ -366,8 +368,10 @@ static size_t *group_slot(groups_t *g, const bitem_t *items,
 }
 
 /* A single-_id modification of a collection without a unique index. */
+/* A time-bounded write (window.c) does not group either: the group's one
+ * write would carry one member's bounds for all of them. */
 static int groupable(const bitem_t *it) {
-  if (it->op->doc || it->key.n == 0)
+  if (it->op->doc || it->key.n == 0 || dtx__window_any(&it->op->m))
     return 0;
   for (size_t i = 0; i < it->co->nidx; i++)
     if (it->co->idx[i].spec->unique)
@@ -409,7 +413,7 @@ static void eval_all(dtx__backend_t *b, bitem_t *items, size_t n,
     int gr = groupable(it);
     size_t *slot = g->slot && it->key.n > 0 ? group_slot(g, items, it) : NULL;
     bitem_t *head = slot && *slot ? &items[*slot - 1] : NULL;
-    if (head && (!gr || head->op->doc)) {
+    if (head && (!gr || !groupable(head))) {
       /* No group (an insert, a collection with a unique index), and two
        * writes of one document in one round would fence each other's
        * fresh unique claims (write.c: a claim whose owner does not record

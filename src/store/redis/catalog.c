@@ -517,7 +517,7 @@ static int backfill_bucket(dtx__backend_t *b, rd_coll_t **cop, int k,
                             r->element[i + 3]);
       for (int tries = 0; rc == 0 && d.body; tries++) {
         json_t *same = json_incref(d.body);
-        rc = dtx__rd_write(b, *cop, &d, same, claims);
+        rc = dtx__rd_write(b, *cop, &d, same, NULL, claims);
         json_decref(same);
         if (rc == RD_ESTALE) {
           /* Another index changed meanwhile: carry on with the new

@@ -215,7 +215,7 @@ static int insert_one(dtx__backend_t *b, rd_coll_t **cop, json_t *doc,
   for (int attempt = 0; rc == 0 && attempt < RD_WRITE_ATTEMPTS; attempt++) {
     rc = dtx__doc_check_write((*cop)->rules, (*cop)->name, NULL, doc, bypass);
     if (rc == 0)
-      rc = dtx__rd_write(b, *cop, &cur, doc, NULL);
+      rc = dtx__rd_write(b, *cop, &cur, doc, NULL, NULL);
     if (rc == RD_ELOST && cur.body) {
       rc = dtx__err_dupid(json_object_get(doc, "_id"));
       break;

@@ -104,7 +104,7 @@ static int modify_turns(dtx__backend_t *b, const rd_coll_t *co,
       return 0;
     }
     json_t *before = json_incref(cur->body);
-    rc = dtx__rd_write(b, co, cur, nd, NULL);
+    rc = dtx__rd_write(b, co, cur, nd, m, NULL);
     if (rc == RD_ELOST) {
       json_decref(before);
       json_decref(nd);
@@ -238,7 +238,7 @@ static int upsert(dtx__backend_t *b, rd_coll_t **cop, const dtx__modify_t *m,
   rd_doc_t cur = {0};
   rc = dtx__rd_doc_set_id(*cop, &cur, json_object_get(doc, "_id"));
   for (int attempt = 0; rc == 0 && attempt < RD_WRITE_ATTEMPTS; attempt++) {
-    rc = dtx__rd_write(b, *cop, &cur, doc, NULL);
+    rc = dtx__rd_write(b, *cop, &cur, doc, m, NULL);
     if (rc == RD_ELOST && !cur.body) {
       rc = 0;
       continue; /* a tombstone */

@@ -360,9 +360,12 @@ void dtx__rd_contend_pause(int losses);
  * state when it changed meanwhile, RD_ESTALE when the catalog moved, or
  * an error (DTX_EDUPKEY ...).  Claims the write took and recorded are
  * appended to claims when it is not NULL (an index build releases them
- * if it fails). */
+ * if it fails).  m (borrowed, may be NULL) is the modify request whose
+ * time bounds the script checks against the server's TIME (window.c):
+ * DTX_ESTALE / DTX_ESTATE when outside them, nothing written. */
 int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
-                  json_t *newbody, rd_claims_t *claims);
+                  json_t *newbody, const dtx__modify_t *m,
+                  rd_claims_t *claims);
 
 /* dtx__rd_write in halves, so that a bulk write pipelines many: begin
  * prepares (index diffs; unique claims are taken here, a round trip each)
@@ -372,7 +375,8 @@ int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
  * there is nothing to write, or an error (nothing to end). */
 typedef struct rd_wprep rd_wprep_t;
 int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
-                        json_t *newbody, rd_wprep_t **out);
+                        json_t *newbody, const dtx__modify_t *m,
+                        rd_wprep_t **out);
 rd_cmd_t *dtx__rd_write_cmd(rd_wprep_t *p);
 int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
                       rd_wprep_t *p, int rc, rd_claims_t *claims);

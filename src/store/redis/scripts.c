@@ -21,12 +21,15 @@
  * KEYS: doc, members zset, stamp, index zsets...
  * ARGV: 1 expected version ('' = no key), 2 new version, 3 stamp,
  *       4 op (i insert, u update, d delete, c check only), 5 body,
- *       6 members entry, 7 seq,
+ *       6 members entry, 7 seq, 8 not_before, 9 not_after (wall-clock
+ *       ms, '' = none; not for c),
  *       then nrel and that many claim fields to release (their values are
  *       returned), then nrec and that many field/value pairs to record,
  *       then per index zset: nrem entries..., nadd entries...
  * Returns {-1, stamp} on a stale catalog, {0, v, s, b} when the version
- * differs (the current state), else {1, released values...}. */
+ * differs (the current state), {-3, server ms} when the server's TIME is
+ * outside [not_before, not_after] (a time-bounded write, window.c: read
+ * here, in the write's atomic step), else {1, released values...}. */
 static const char S_WRITE[] =
     /* ZADD/ZREM entries ARGV[p+1..p+n], a few hundred per call: a write
      * of a document with a large indexed array then blocks the server for
@@ -52,7 +55,15 @@ static const char S_WRITE[] =
     "if v ~= ARGV[1] then return {0, v, cur[2] or '', cur[3] or ''} end\n"
     "local op = ARGV[4]\n"
     "if op == 'c' then return {1} end\n"
-    "local p = 8\n"
+    "if ARGV[8] ~= '' or ARGV[9] ~= '' then\n"
+    "  local t = redis.call('TIME')\n"
+    "  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "  if (ARGV[8] ~= '' and now < tonumber(ARGV[8])) or\n"
+    "     (ARGV[9] ~= '' and now > tonumber(ARGV[9])) then\n"
+    "    return {-3, now}\n"
+    "  end\n"
+    "end\n"
+    "local p = 10\n"
     "local out = {1}\n"
     "local n = tonumber(ARGV[p])\n"
     "for i = 1, n do\n"

@@ -427,10 +427,12 @@ struct rd_wprep {
   rd_buf_t key;
   char seq[RD_SEQLEN + 1], ver[RD_VERMAX + 1];
   json_t *newbody; /* borrowed */
+  const dtx__modify_t *m; /* borrowed: its time bounds, or NULL */
 };
 
 int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
-                        json_t *newbody, rd_wprep_t **out) {
+                        json_t *newbody, const dtx__modify_t *m,
+                        rd_wprep_t **out) {
   *out = NULL;
   char op = !cur->body ? 'i' : !newbody ? 'd' : 'u';
   if (op == 'i' && !newbody)
@@ -441,6 +443,7 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
   wstate_t *w = &p->w;
   char *seq = p->seq, *ver = p->ver;
   p->newbody = newbody;
+  p->m = m && dtx__window_any(m) ? m : NULL;
   if (op == 'i')
     dtx__rd_newseq(b, seq);
   else
@@ -497,6 +500,15 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
   dtx__rd_put(&tmp, cur->id.p, cur->id.n);
   dtx__rd_argb(c, &tmp);
   dtx__rd_args(c, seq);
+  /* The time bounds, which the script compares with the server's TIME. */
+  if (p->m && p->m->not_before > 0)
+    dtx__rd_argi(c, (long long)p->m->not_before);
+  else
+    dtx__rd_args(c, "");
+  if (p->m && p->m->not_after > 0)
+    dtx__rd_argi(c, (long long)p->m->not_after);
+  else
+    dtx__rd_args(c, "");
   put_claims(c, &w->rel, 0); /* to release */
   put_claims(c, &w->rec, 1); /* to record, with their values */
   for (size_t i = 0; i < co->nidx; i++) {
@@ -562,6 +574,13 @@ int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
       }
     } else if (tag == -1) {
       rc = RD_ESTALE;
+    } else if (tag == -3 && p->m && r->elements == 2 &&
+               r->element[1]->type == REDIS_REPLY_INTEGER) {
+      /* Refused at the server's time: the one rule names it (window.c). */
+      rc = dtx__window_test(p->m, cur->body ? cur->body : newbody,
+                            (int64_t)r->element[1]->integer);
+      if (rc == 0)
+        rc = dtx__rd_bad_reply(r, "writing a time-bounded document");
     } else {
       rc = dtx__rd_bad_reply(r, "writing a document");
     }
@@ -609,9 +628,10 @@ int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
 }
 
 int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
-                  json_t *newbody, rd_claims_t *claims) {
+                  json_t *newbody, const dtx__modify_t *m,
+                  rd_claims_t *claims) {
   rd_wprep_t *p;
-  int rc = dtx__rd_write_begin(b, co, cur, newbody, &p);
+  int rc = dtx__rd_write_begin(b, co, cur, newbody, m, &p);
   if (rc < 0 || !p)
     return rc;
   rc = dtx__rd_run(b, &p->c, 1, "writing a document");
