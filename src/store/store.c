@@ -338,7 +338,12 @@ int dtx_store_create_index(dtx_store_t *st, const char *coll,
   dtx__index_spec_t *spec;
   if ((rc = dtx__index_spec_parse(keys, opts, &spec)) < 0)
     return rc;
-  rc = st->m->create_index(st->b, coll, spec);
+  if (strcmp(spec->name, "_id_") != 0)
+    rc = st->m->create_index(st->b, coll, spec);
+  else if (spec->nfields != 1 || strcmp(spec->paths[0], "_id") != 0 ||
+           spec->sparse) /* the _id index itself is always there */
+    rc = dtx__err(DTX_EBADINDEX,
+                  "index name _id_ is reserved for the _id index");
   if (rc == 0 && name_out && !(*name_out = strdup(spec->name)))
     rc = dtx__err(DTX_ENOMEM, "copying index name");
   dtx__index_spec_free(spec);

@@ -121,6 +121,7 @@ typedef struct dtx_store_methods {
   int (*modify_many)(dtx__backend_t *b, const dtx__modify_t *m,
                      int64_t *matched, int64_t *modified);
 
+  /* Never called for the name _id_: store.c answers that itself. */
   int (*create_index)(dtx__backend_t *b, const char *coll,
                       const dtx__index_spec_t *spec);
   int (*list_indexes)(dtx__backend_t *b, const char *coll, json_t **out);
