@@ -422,10 +422,10 @@ int dtx__index_fields_same(const dtx__index_spec_t *s, const json_t *old,
 /* Whether keys (from dtx__index_keys) make their index multikey: several
  * tuples, or a tuple holding an array or object value (an empty array, a
  * whole subdocument).  Both backends keep the flag per index, and the
- * planners then combine conditions more carefully; an index that never
+ * planner then combines conditions more carefully; an index that never
  * had such keys also lists each document once under scalars only, whose
  * index order is MongoDB's sort order, so a sort can walk it
- * (dtx__conds_sorted). */
+ * (DTX__PLAN_SORTED, store/plan.h). */
 int dtx__index_keys_multikey(const json_t *keys);
 
 /* ---- stored-document rules (rules.c, schema.c) ------------------------------ */
