@@ -124,6 +124,8 @@ typedef struct dtx_store_methods {
   /* Never called for the name _id_: store.c answers that itself. */
   int (*create_index)(dtx__backend_t *b, const char *coll,
                       const dtx__index_spec_t *spec);
+  /* *out: a new array of coll's indexes (dtx__index_spec_json), the _id
+   * index left out (store.c adds it), or NULL when coll does not exist. */
   int (*list_indexes)(dtx__backend_t *b, const char *coll, json_t **out);
   int (*drop_collection)(dtx__backend_t *b, const char *coll);
   int (*list_collections)(dtx__backend_t *b, json_t **out);

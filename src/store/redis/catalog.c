@@ -786,20 +786,14 @@ int dtx__rd_list_indexes(dtx__backend_t *b, const char *coll, json_t **out) {
   int rc = dtx__rd_coll_get(b, coll, 0, 1, &co);
   if (rc < 0)
     return rc;
-  json_t *arr = json_array();
-  if (arr && co) {
-    json_t *id = json_pack("{s:s,s:{s:i},s:b,s:b}", "name", "_id_", "key",
-                           "_id", 1, "unique", 1, "sparse", 0);
-    if (!id || json_array_append_new(arr, id) < 0)
+  json_t *arr = co ? json_array() : NULL;
+  for (size_t i = 0; arr && rc == 0 && i < co->nidx; i++)
+    if (co->idx[i].ready &&
+        json_array_append_new(arr, dtx__index_spec_json(co->idx[i].spec)) < 0)
       rc = DTX_ENOMEM;
-    for (size_t i = 0; rc == 0 && i < co->nidx; i++)
-      if (co->idx[i].ready &&
-          json_array_append_new(arr, dtx__index_spec_json(co->idx[i].spec)) <
-              0)
-        rc = DTX_ENOMEM;
-  }
+  int missing = !co;
   dtx__rd_coll_put(co);
-  if (!arr || rc < 0) {
+  if ((!missing && !arr) || rc < 0) {
     json_decref(arr);
     return dtx__err(DTX_ENOMEM, "listing indexes of '%s'", coll);
   }

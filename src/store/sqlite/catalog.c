@@ -818,8 +818,6 @@ int dtx__sq_get_rules(dtx__backend_t *b, const char *coll, json_t **out) {
 
 /* ---- listing ------------------------------------------------------------------------------ */
 
-/* A missing collection has no indexes: an empty array, as find on it
- * gives no documents. */
 int dtx__sq_list_indexes(dtx__backend_t *b, const char *coll, json_t **out) {
   sq_conn_t *c;
   sq_cat_t *cat;
@@ -827,20 +825,14 @@ int dtx__sq_list_indexes(dtx__backend_t *b, const char *coll, json_t **out) {
   int rc = dtx__sq_read_begin(b, &c, &cat);
   if (rc < 0)
     return rc;
-  json_t *arr = json_array();
   const sq_coll_t *co = dtx__sq_coll_find(cat, coll);
-  if (arr && co) {
-    json_t *id = json_pack("{s:s,s:{s:i},s:b,s:b}", "name", "_id_", "key",
-                           "_id", 1, "unique", 1, "sparse", 0);
-    if (!id || json_array_append_new(arr, id) < 0)
+  json_t *arr = co ? json_array() : NULL;
+  for (size_t i = 0; arr && rc == 0 && i < co->nidx; i++)
+    if (json_array_append_new(arr, dtx__index_spec_json(co->idx[i].spec)) <
+        0)
       rc = DTX_ENOMEM;
-    for (size_t i = 0; rc == 0 && i < co->nidx; i++)
-      if (json_array_append_new(arr, dtx__index_spec_json(co->idx[i].spec)) <
-          0)
-        rc = DTX_ENOMEM;
-  }
   dtx__sq_read_end(b, c, cat);
-  if (!arr || rc < 0) {
+  if ((co && !arr) || rc < 0) {
     json_decref(arr);
     return dtx__err(DTX_ENOMEM, "listing indexes of '%s'", coll);
   }
