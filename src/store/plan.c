@@ -22,8 +22,8 @@ enum { COND_EQ, COND_RANGE };
  * error, and conditions beyond MAX_CONDS or lost to a failed malloc only
  * make the plan less selective. */
 typedef struct cond {
-  char *path; /* malloc'd */
-  int group;  /* 0: top level; else the $elemMatch it came from */
+  char *path;     /* malloc'd */
+  int group;      /* 0: top level; else the $elemMatch it came from */
   size_t gprefix; /* length of "elemMatchPath." when group != 0 */
   int kind;
   json_t *vals; /* COND_EQ: array of scalars (owned); RANGE from a $regex:
@@ -410,9 +410,8 @@ int dtx__plan_choose(const json_t *filter_spec, const json_t *sort,
                      dtx__plan_t *p) {
   memset(p, 0, sizeof *p);
   p->kind = DTX__PLAN_SCAN;
-  const json_t *id = json_is_object(filter_spec)
-                         ? json_object_get(filter_spec, "_id")
-                         : NULL;
+  const json_t *id =
+      json_is_object(filter_spec) ? json_object_get(filter_spec, "_id") : NULL;
   if (id && dtx__id_valid(id)) /* never an operator document */
     return ids_plan(p, json_pack("[O]", id));
   conds_t *cs = malloc(sizeof *cs);

@@ -50,10 +50,10 @@ enum {
 
 typedef struct dtx__plan {
   int kind;
-  json_t *ids;   /* IDS: an array of one or more _id values (owned) */
-  const void *ix; /* INDEX, SORTED: the backend's index (borrowed) */
-  size_t neq;     /* equalities on the index's first neq fields, */
-  json_t *eq[16]; /* each an array of values (owned; SORTED: one value) */
+  json_t *ids;     /* IDS: an array of one or more _id values (owned) */
+  const void *ix;  /* INDEX, SORTED: the backend's index (borrowed) */
+  size_t neq;      /* equalities on the index's first neq fields, */
+  json_t *eq[16];  /* each an array of values (owned; SORTED: one value) */
   json_t *lo, *hi; /* INDEX: the range on field neq, either NULL (owned);
                       hi is left out where it may not narrow with lo */
   int lo_incl, hi_incl;

@@ -88,8 +88,9 @@ static int bad_value(const char *uri, const dtx__uri_opt_t *o, const char *v,
   else
     snprintf(must, sizeof must, "%d..%d%s", o->lo, o->hi,
              o->kind == DTX__URI_NAME ? " of [A-Za-z0-9_-]" : "");
-  return dtx__err(DTX_EBADURI, "store URI '%s': bad value '%.*s' (%s must be %s)",
-                  uri, (int)n, v, o->name, must);
+  return dtx__err(DTX_EBADURI,
+                  "store URI '%s': bad value '%.*s' (%s must be %s)", uri,
+                  (int)n, v, o->name, must);
 }
 
 static int unknown(const char *uri, const dtx__uri_opt_t *opts, size_t nopts,

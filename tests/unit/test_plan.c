@@ -39,8 +39,8 @@ static int index_of(const void *coll, size_t i, dtx__plan_index_t *out) {
 typedef struct plan_case {
   const char *filter, *sort;
   int kind;
-  const char *index; /* INDEX, SORTED: the index's name */
-  size_t n;          /* IDS: how many ids; INDEX, SORTED: neq */
+  const char *index;   /* INDEX, SORTED: the index's name */
+  size_t n;            /* IDS: how many ids; INDEX, SORTED: neq */
   const char *lo, *hi; /* INDEX: the bounds as JSON, NULL: none */
 } plan_case_t;
 
@@ -75,20 +75,19 @@ static const plan_case_t cases[] = {
     {"{'k':{'$gt':1,'$lt':'a'}}", NULL, INDEX, "k_1", 0, "1", NULL},
     /* ... nor of a multikey one, except inside $elemMatch */
     {"{'tags':{'$gt':1,'$lt':5}}", NULL, INDEX, "tags_1", 0, "1", NULL},
-    {"{'tags':{'$elemMatch':{'$gt':1,'$lt':5}}}", NULL, INDEX, "tags_1", 0,
-     "1", "5"},
+    {"{'tags':{'$elemMatch':{'$gt':1,'$lt':5}}}", NULL, INDEX, "tags_1", 0, "1",
+     "5"},
     /* an anchored $regex is a string range */
     {"{'n':{'$regex':'^ab'}}", NULL, INDEX, "n_1", 0, "\"ab\"", "\"ac\""},
-    {"{'n':{'$regex':'^ab','$options':'i'}}", NULL, SCAN, NULL, 0, NULL,
-     NULL},
+    {"{'n':{'$regex':'^ab','$options':'i'}}", NULL, SCAN, NULL, 0, NULL, NULL},
     /* a sparse index lacks null */
     {"{'z':null}", NULL, SCAN, NULL, 0, NULL, NULL},
     {"{'z':{'$in':[1,null]}}", NULL, SCAN, NULL, 0, NULL, NULL},
     {"{'z':3}", NULL, INDEX, "z_1", 1, NULL, NULL},
     /* a multikey index pairs a.x and a.y only inside $elemMatch */
     {"{'a.x':1,'a.y':2}", NULL, INDEX, "a.x_1_a.y_1", 1, NULL, NULL},
-    {"{'a':{'$elemMatch':{'x':1,'y':2}}}", NULL, INDEX, "a.x_1_a.y_1", 2,
-     NULL, NULL},
+    {"{'a':{'$elemMatch':{'x':1,'y':2}}}", NULL, INDEX, "a.x_1_a.y_1", 2, NULL,
+     NULL},
     /* an index not built yet, and what no index serves */
     {"{'r':1}", NULL, SCAN, NULL, 0, NULL, NULL},
     {"{'$or':[{'k':1},{'k':2}]}", NULL, SCAN, NULL, 0, NULL, NULL},
@@ -137,8 +136,8 @@ static void test_plan_table(void) {
     size_t n = p.kind == IDS    ? json_array_size(p.ids)
                : p.kind == NONE ? 0
                                 : p.neq;
-    CHECKF(p.kind == c->kind && n == c->n, "%s %s: kind %d n %zu",
-           c->filter, c->sort ? c->sort : "", p.kind, n);
+    CHECKF(p.kind == c->kind && n == c->n, "%s %s: kind %d n %zu", c->filter,
+           c->sort ? c->sort : "", p.kind, n);
     if (p.kind == INDEX || p.kind == SORTED)
       CHECKF(x && c->index && strcmp(x->spec->name, c->index) == 0,
              "%s: index %s", c->filter, x ? x->spec->name : "(none)");

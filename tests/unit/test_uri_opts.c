@@ -27,10 +27,10 @@ static const dtx__uri_opt_t opts[] = {
 typedef struct opt_case {
   const char *query;
   int rc;
-  int n, mode;         /* settings after success (defaults 7, 2) */
-  const char *name;    /* "" when not given */
-  const char *text;    /* NULL when not given */
-  const char *detail;  /* on error: the whole detail, after "store URI 'u'" */
+  int n, mode;        /* settings after success (defaults 7, 2) */
+  const char *name;   /* "" when not given */
+  const char *text;   /* NULL when not given */
+  const char *detail; /* on error: the whole detail, after "store URI 'u'" */
 } opt_case_t;
 
 static const opt_case_t cases[] = {
@@ -52,9 +52,9 @@ static const opt_case_t cases[] = {
      ": unknown option 'x' (known: n, mode, name, text)"},
     {"N=1", DTX_EBADURI, 0, 0, NULL, NULL,
      ": unknown option 'N' (known: n, mode, name, text)"},
-    {"mode=a&mode=a", DTX_EBADURI, 0, 0, NULL, NULL,
-     ": option mode repeated"},
-    {"n=0", DTX_EBADURI, 0, 0, NULL, NULL, ": bad value '0' (n must be 1..500)"},
+    {"mode=a&mode=a", DTX_EBADURI, 0, 0, NULL, NULL, ": option mode repeated"},
+    {"n=0", DTX_EBADURI, 0, 0, NULL, NULL,
+     ": bad value '0' (n must be 1..500)"},
     {"n=501", DTX_EBADURI, 0, 0, NULL, NULL,
      ": bad value '501' (n must be 1..500)"},
     {"n=", DTX_EBADURI, 0, 0, NULL, NULL, ": bad value '' (n must be 1..500)"},
@@ -79,8 +79,7 @@ static void test_opts_table(void) {
     const opt_case_t *c = &cases[i];
     settings_t s = {.n = 7, .mode = 2};
     dtx__err_clear();
-    int rc = dtx__uri_opts("u", c->query, opts, sizeof opts / sizeof *opts,
-                           &s);
+    int rc = dtx__uri_opts("u", c->query, opts, sizeof opts / sizeof *opts, &s);
     CHECKF(rc == c->rc, "'%s': %s (%s)", c->query, dtx_errname(rc),
            dtx_errdetail());
     if (rc == 0 && c->rc == 0) {
@@ -101,8 +100,7 @@ static void test_opts_table(void) {
 
 static void test_int(void) {
   int v = -5;
-  CHECK(dtx__uri_int("123456789", 9, 0, 999999999, &v) == 0 &&
-        v == 123456789);
+  CHECK(dtx__uri_int("123456789", 9, 0, 999999999, &v) == 0 && v == 123456789);
   CHECK(dtx__uri_int("1234567890", 10, 0, 2147483647, &v) < 0);
   CHECK(dtx__uri_int("12x", 3, 0, 1000, &v) < 0);
   CHECK(dtx__uri_int("", 0, 0, 1000, &v) < 0);

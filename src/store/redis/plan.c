@@ -426,6 +426,34 @@ static void index_bounds(const rd_plan_t *p, const size_t *pos, rd_buf_t *min,
   dtx__rd_buf_free(&pre);
 }
 
+/* The range reads of plan p in each bucket, into qs[0..nb): for a scan
+ * the whole members zsets, else the index zsets' entries under the
+ * equality values at pos (within the range, if any). */
+static void bucket_ranges(const rd_coll_t *co, const rd_plan_t *p,
+                          const size_t *pos, rq_t *qs) {
+  rd_buf_t min = {0}, max = {0};
+  int scan = p->kind == DTX__PLAN_SCAN;
+  if (scan) {
+    dtx__rd_puts(&min, "-");
+    dtx__rd_puts(&max, "+");
+  } else {
+    index_bounds(p, pos, &min, &max);
+  }
+  for (int k = 0; k < co->nb; k++) {
+    qs[k].bucket = k;
+    if (scan)
+      dtx__rd_key_members(&qs[k].zkey, co, k);
+    else
+      dtx__rd_key_index(&qs[k].zkey, co, k, ((const rd_idx_t *)p->ix)->id);
+    dtx__rd_put(&qs[k].min, min.p, min.n);
+    dtx__rd_put(&qs[k].max, max.p, max.n);
+    qs[k].min.oom |= min.oom;
+    qs[k].max.oom |= max.oom;
+  }
+  dtx__rd_buf_free(&min);
+  dtx__rd_buf_free(&max);
+}
+
 int dtx__rd_candidates(dtx__backend_t *b, const rd_coll_t *co,
                        const rd_plan_t *p, rd_doc_t **out, size_t *n) {
   *out = NULL;
@@ -440,38 +468,19 @@ int dtx__rd_candidates(dtx__backend_t *b, const rd_coll_t *co,
     size_t combos = 1;
     for (size_t f = 0; f < p->neq; f++)
       combos *= json_array_size(p->eq[f]);
-    size_t nq = (size_t)co->nb * (p->kind != DTX__PLAN_SCAN ? combos : 1);
+    size_t nq = (size_t)co->nb * combos; /* a scan: no equalities, 1 */
     rq_t *qs = calloc(nq ? nq : 1, sizeof *qs);
     if (!qs)
       return dtx__err(DTX_ENOMEM, "reading candidates");
-    size_t q = 0;
-    if (p->kind == DTX__PLAN_SCAN) {
-      for (int k = 0; k < co->nb; k++, q++) {
-        qs[q].bucket = k;
-        dtx__rd_key_members(&qs[q].zkey, co, k);
-        dtx__rd_puts(&qs[q].min, "-");
-        dtx__rd_puts(&qs[q].max, "+");
-      }
-    } else {
-      size_t pos[16] = {0};
-      for (;;) {
-        rd_buf_t min = {0}, max = {0};
-        index_bounds(p, pos, &min, &max);
-        for (int k = 0; k < co->nb; k++, q++) {
-          qs[q].bucket = k;
-          dtx__rd_key_index(&qs[q].zkey, co, k,
-                            ((const rd_idx_t *)p->ix)->id);
-          dtx__rd_put(&qs[q].min, min.p, min.n);
-          dtx__rd_put(&qs[q].max, max.p, max.n);
-        }
-        dtx__rd_buf_free(&min);
-        dtx__rd_buf_free(&max);
-        size_t f = p->neq;
-        while (f > 0 && ++pos[f - 1] == json_array_size(p->eq[f - 1]))
-          pos[--f] = 0;
-        if (f == 0)
-          break;
-      }
+    size_t q = 0, pos[16] = {0};
+    for (;;) { /* an odometer over the equality values (a scan has none) */
+      bucket_ranges(co, p, pos, &qs[q]);
+      q += (size_t)co->nb;
+      size_t f = p->neq;
+      while (f > 0 && ++pos[f - 1] == json_array_size(p->eq[f - 1]))
+        pos[--f] = 0;
+      if (f == 0)
+        break;
     }
     for (size_t i = 0; i < q; i++)
       if (qs[i].zkey.oom || qs[i].min.oom || qs[i].max.oom)
@@ -588,10 +597,8 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
     rc = dtx__err(DTX_ENOMEM, "reading candidates");
     goto out;
   }
-  rd_buf_t min = {0}, max = {0};
   size_t pos[16] = {0};
-  if (p->kind != DTX__PLAN_SCAN)
-    index_bounds(p, pos, &min, &max);
+  bucket_ranges(co, p, pos, qs);
   /* The first page: FIRST_PAGE entries per bucket for one match (a few
    * may not match); for more, about twice a bucket's share of them, since
    * every entry read is a document parsed and a page of N for a job
@@ -601,21 +608,8 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
     size_t share = (2 * want + nb - 1) / nb;
     page = share < 1 ? 1 : share > FIRST_PAGE ? FIRST_PAGE : (int)share;
   }
-  for (size_t k = 0; k < nb; k++) {
-    qs[k].bucket = (int)k;
+  for (size_t k = 0; k < nb; k++)
     limit[k] = page;
-    if (p->kind == DTX__PLAN_SCAN) {
-      dtx__rd_key_members(&qs[k].zkey, co, (int)k);
-      dtx__rd_puts(&qs[k].min, "-");
-      dtx__rd_puts(&qs[k].max, "+");
-    } else {
-      dtx__rd_key_index(&qs[k].zkey, co, (int)k, ix->id);
-      dtx__rd_put(&qs[k].min, min.p, min.n);
-      dtx__rd_put(&qs[k].max, max.p, max.n);
-    }
-  }
-  dtx__rd_buf_free(&min);
-  dtx__rd_buf_free(&max);
   for (;;) {
     size_t nc = 0;
     for (size_t k = 0; k < nb; k++)

@@ -94,16 +94,36 @@ static int bind_bound(sqlite3_stmt *st, int i, const json_t *v) {
   return sqlite3_bind_double(st, i, json_real_value(v));
 }
 
-static int index_candidates(sq_cursor_t *cur, const dtx__plan_t *p) {
+/* The index queries' SQL: SQL_MAX holds the longest, a table name of
+ * SQ_TABLE_MAX and 16 fields (the check after each is a safety net). */
+#define SQL_MAX 1200
+
+/* "SELECT seq FROM <index> WHERE b0=?1 AND v0=?2 AND ..." for p's
+ * equalities into sql (and " WHERE " when more conditions follow); its
+ * length. */
+static size_t select_eq(char *sql, const dtx__plan_t *p, int more) {
   const sq_idx_t *ix = p->ix;
-  char sql[1200];
-  size_t n = (size_t)snprintf(sql, sizeof sql, "SELECT seq FROM %s WHERE ",
-                              ix->table);
-  int arg = 1;
-  for (size_t f = 0; f < p->neq; f++, arg += 2)
-    n += (size_t)snprintf(sql + n, sizeof sql - n,
-                          "%sb%zu=?%d AND v%zu=?%d", f ? " AND " : "", f, arg,
-                          f, arg + 1);
+  size_t n = (size_t)snprintf(sql, SQL_MAX, "SELECT seq FROM %s%s", ix->table,
+                              p->neq || more ? " WHERE " : "");
+  for (size_t f = 0; f < p->neq; f++)
+    n += (size_t)snprintf(sql + n, SQL_MAX - n, "%sb%zu=?%zu AND v%zu=?%zu",
+                          f ? " AND " : "", f, 2 * f + 1, f, 2 * f + 2);
+  return n;
+}
+
+/* Binds the equality values at pos to select_eq's parameters. */
+static int bind_eq(sqlite3_stmt *st, const dtx__plan_t *p, const size_t *pos) {
+  int rc = 0;
+  for (size_t f = 0; rc == 0 && f < p->neq; f++)
+    rc = dtx__sq_bind_key(st, (int)(2 * f + 1),
+                          json_array_get(p->eq[f], pos[f]));
+  return rc;
+}
+
+static int index_candidates(sq_cursor_t *cur, const dtx__plan_t *p) {
+  char sql[SQL_MAX];
+  size_t n = select_eq(sql, p, p->lo || p->hi);
+  int arg = (int)(2 * p->neq + 1);
   if (p->lo || p->hi) {
     size_t f = p->neq;
     n += (size_t)snprintf(sql + n, sizeof sql - n, "%sb%zu=%d",
@@ -126,10 +146,8 @@ static int index_candidates(sq_cursor_t *cur, const dtx__plan_t *p) {
   size_t pos[16] = {0}, cap = 0;
   for (;;) {
     sqlite3_reset(st);
-    for (size_t f = 0; f < p->neq; f++)
-      if ((rc = dtx__sq_bind_key(st, (int)(2 * f + 1),
-                                 json_array_get(p->eq[f], pos[f]))) < 0)
-        return rc;
+    if ((rc = bind_eq(st, p, pos)) < 0)
+      return rc;
     if (p->lo)
       bind_bound(st, arg, p->lo);
     if (p->hi)
@@ -173,15 +191,9 @@ static int load_one(sq_cursor_t *cur, const json_t *id) {
  * sort's order, ties in insertion order.  Stepped lazily, so the first
  * match ends a find_one_and_update's search. */
 static int sorted_open(sq_cursor_t *cur, const dtx__plan_t *p) {
-  const sq_idx_t *ix = p->ix;
-  size_t nf = ix->spec->nfields;
-  char sql[1200];
-  size_t n = (size_t)snprintf(sql, sizeof sql, "SELECT seq FROM %s%s",
-                              ix->table, p->neq ? " WHERE " : "");
-  for (size_t f = 0; f < p->neq; f++)
-    n += (size_t)snprintf(sql + n, sizeof sql - n,
-                          "%sb%zu=?%zu AND v%zu=?%zu", f ? " AND " : "", f,
-                          2 * f + 1, f, 2 * f + 2);
+  size_t nf = ((const sq_idx_t *)p->ix)->spec->nfields, pos[16] = {0};
+  char sql[SQL_MAX];
+  size_t n = select_eq(sql, p, 0);
   n += (size_t)snprintf(sql + n, sizeof sql - n, " ORDER BY ");
   for (size_t f = p->neq; f < nf; f++)
     n += (size_t)snprintf(sql + n, sizeof sql - n, "b%zu, v%zu, ", f, f);
@@ -189,9 +201,8 @@ static int sorted_open(sq_cursor_t *cur, const dtx__plan_t *p) {
   if (n >= sizeof sql)
     return dtx__err(DTX_EBACKEND, "sqlite: index query too long");
   int rc = dtx__sq_prep(cur->c, sql, 0, &cur->scan);
-  for (size_t f = 0; rc == 0 && f < p->neq; f++)
-    rc = dtx__sq_bind_key(cur->scan, (int)(2 * f + 1),
-                          json_array_get(p->eq[f], 0));
+  if (rc == 0)
+    rc = bind_eq(cur->scan, p, pos);
   if (rc < 0)
     cur->scan = NULL;
   return rc;
