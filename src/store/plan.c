@@ -405,14 +405,19 @@ static void choice_plan(dtx__plan_t *p, const choice_t *ch, int kind) {
   }
 }
 
+const json_t *dtx__plan_one_id(const json_t *filter_spec) {
+  const json_t *id =
+      json_is_object(filter_spec) ? json_object_get(filter_spec, "_id") : NULL;
+  return id && dtx__id_valid(id) ? id : NULL;
+}
+
 int dtx__plan_choose(const json_t *filter_spec, const json_t *sort,
                      const void *coll, size_t nidx, dtx__plan_index_fn index,
                      dtx__plan_t *p) {
   memset(p, 0, sizeof *p);
   p->kind = DTX__PLAN_SCAN;
-  const json_t *id =
-      json_is_object(filter_spec) ? json_object_get(filter_spec, "_id") : NULL;
-  if (id && dtx__id_valid(id)) /* never an operator document */
+  const json_t *id = dtx__plan_one_id(filter_spec);
+  if (id)
     return ids_plan(p, json_pack("[O]", id));
   conds_t *cs = malloc(sizeof *cs);
   if (!cs)

@@ -85,4 +85,10 @@ int dtx__plan_choose(const json_t *filter_spec, const json_t *sort,
                      dtx__plan_t *p);
 void dtx__plan_free(dtx__plan_t *p);
 
+/* The value of filter_spec's top-level _id when it is a valid _id (never
+ * an operator document), else NULL: the filter's plan is then IDS of that
+ * one value, and a backend may read that document without planning (the
+ * primitives' usual filter; SQLite does, saving the plan's allocations). */
+const json_t *dtx__plan_one_id(const json_t *filter_spec);
+
 #endif

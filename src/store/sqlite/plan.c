@@ -222,20 +222,25 @@ int dtx__sq_cursor_open_sorted(sq_cursor_t *cur, sq_conn_t *c,
   cur->c = c;
   cur->coll = coll;
   cur->f = f;
-  dtx__plan_t p;
-  int rc = dtx__plan_choose(filter_spec, sort, coll, coll->nidx, index_of, &p);
+  const json_t *id = dtx__plan_one_id(filter_spec);
+  dtx__plan_t p = {.kind = CUR_ONE};
+  int rc = id ? 0
+              : dtx__plan_choose(filter_spec, sort, coll, coll->nidx,
+                                 index_of, &p);
   if (rc < 0)
     return rc;
+  if (p.kind == DTX__PLAN_IDS && json_array_size(p.ids) == 1 &&
+      dtx__id_valid(json_array_get(p.ids, 0))) {
+    p.kind = CUR_ONE;
+    id = json_array_get(p.ids, 0);
+  }
   cur->kind = p.kind;
   switch (p.kind) {
+  case CUR_ONE:
+    rc = load_one(cur, id);
+    break;
   case DTX__PLAN_IDS:
-    if (json_array_size(p.ids) == 1 &&
-        dtx__id_valid(json_array_get(p.ids, 0))) {
-      cur->kind = CUR_ONE;
-      rc = load_one(cur, json_array_get(p.ids, 0));
-    } else {
-      rc = ids_candidates(cur, p.ids);
-    }
+    rc = ids_candidates(cur, p.ids);
     break;
   case DTX__PLAN_INDEX:
     rc = index_candidates(cur, &p);
