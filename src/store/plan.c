@@ -207,13 +207,6 @@ static void collect(conds_t *cs, const json_t *spec, const char *prefix,
   }
 }
 
-/* Gathers the conjuncts of filter_spec (which must outlive cs) into cs. */
-static void conds_collect(conds_t *cs, const json_t *filter_spec) {
-  cs->n = 0;
-  cs->ngroups = 0;
-  collect(cs, filter_spec, "", 0, 0);
-}
-
 static void conds_free(conds_t *cs) {
   for (size_t i = 0; i < cs->n; i++) {
     free(cs->c[i].path);
@@ -391,9 +384,7 @@ static void choice_plan(dtx__plan_t *p, const choice_t *ch, int kind) {
   if (ch->range) {
     const cond_t *r = ch->range;
     const json_t *lo = r->lo, *hi = r->hi;
-    /* {a: {$gte: 2, $lt: 3}} matches a: [1, 5] (each bound met by some
-     * element), so in a multikey index both bounds narrow one key only
-     * inside $elemMatch.  Bounds in two brackets are never combined. */
+    /* plan.h's rule on two bounds */
     if (lo && hi &&
         ((ch->pi.multikey && !r->one_elem) ||
          dtx__value_bracket(lo) != dtx__value_bracket(hi)))
@@ -422,7 +413,9 @@ int dtx__plan_choose(const json_t *filter_spec, const json_t *sort,
   conds_t *cs = malloc(sizeof *cs);
   if (!cs)
     return dtx__err(DTX_ENOMEM, "planning a query");
-  conds_collect(cs, filter_spec);
+  cs->n = 0;
+  cs->ngroups = 0;
+  collect(cs, filter_spec, "", 0, 0); /* cs borrows from filter_spec */
   const cond_t *idc = NULL;
   for (size_t i = 0; i < cs->n && !idc; i++)
     if (cs->c[i].kind == COND_EQ && cs->c[i].group == 0 &&

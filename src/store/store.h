@@ -177,10 +177,10 @@ typedef struct dtx__uri_opt {
 } dtx__uri_opt_t;
 
 /* Parses query (the text after uri's '?') by the nopts (at most 64)
- * options of opts into the struct at out; settings not named keep their values.  0, or
- * DTX_EBADURI naming uri and the mistake (an empty list, a pair without
- * '=', an unknown or repeated option, a bad value, a trailing '&'), or
- * DTX_ENOMEM; what was set before the mistake stays set. */
+ * options of opts into the struct at out; settings not named keep their
+ * values.  0, or DTX_EBADURI naming uri and the mistake (an empty list, a
+ * pair without '=', an unknown or repeated option, a bad value, a
+ * trailing '&'), or DTX_ENOMEM; what was set before the mistake stays. */
 int dtx__uri_opts(const char *uri, const char *query,
                   const dtx__uri_opt_t *opts, size_t nopts, void *out);
 

@@ -93,19 +93,6 @@ static int bad_value(const char *uri, const dtx__uri_opt_t *o, const char *v,
                   (int)n, v, o->name, must);
 }
 
-static int unknown(const char *uri, const dtx__uri_opt_t *opts, size_t nopts,
-                   const char *name, size_t n) {
-  char known[256];
-  size_t k = 0;
-  known[0] = '\0';
-  for (size_t i = 0; i < nopts && k < sizeof known; i++)
-    k += (size_t)snprintf(known + k, sizeof known - k, "%s%s", i ? ", " : "",
-                          opts[i].name);
-  return dtx__err(DTX_EBADURI,
-                  "store URI '%s': unknown option '%.*s' (known: %s)", uri,
-                  (int)n, name, known);
-}
-
 int dtx__uri_opts(const char *uri, const char *query,
                   const dtx__uri_opt_t *opts, size_t nopts, void *out) {
   if (!*query)
@@ -124,8 +111,14 @@ int dtx__uri_opts(const char *uri, const char *query,
     while (i < nopts && (strlen(opts[i].name) != nlen ||
                          memcmp(opts[i].name, opt, nlen) != 0))
       i++;
+    char known[256] = "";
+    for (size_t k = 0, j = 0; i == nopts && j < nopts && k < sizeof known; j++)
+      k += (size_t)snprintf(known + k, sizeof known - k, "%s%s", j ? ", " : "",
+                            opts[j].name);
     if (i == nopts)
-      return unknown(uri, opts, nopts, opt, nlen);
+      return dtx__err(DTX_EBADURI,
+                      "store URI '%s': unknown option '%.*s' (known: %s)", uri,
+                      (int)nlen, opt, known);
     const dtx__uri_opt_t *o = &opts[i];
     if (o->once && (seen >> i & 1))
       return dtx__err(DTX_EBADURI, "store URI '%s': option %s repeated", uri,

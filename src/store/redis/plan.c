@@ -16,8 +16,6 @@
 
 #include "util/err.h"
 
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,7 +24,6 @@
  * SNAPSHOT_MS, then settles for one pipelined round. */
 #define SNAPSHOT_TRIES 8
 #define SNAPSHOT_MS 5000
-
 
 /* Queries may use an index once it is built (catalog.c). */
 static int index_of(const void *coll, size_t i, dtx__plan_index_t *out) {
