@@ -1,6 +1,7 @@
-/* sqlite.c -- the embedded SQLite backend: URI parsing, connections and
- * their statement caches, lock waiting, error mapping, read transactions,
- * and the method table that store.c calls.
+/* sqlite.c -- the embedded SQLite backend: its URI (the options through
+ * store.h's one parser), connections and their statement caches, lock
+ * waiting, error mapping, read transactions, and the method table that
+ * store.c calls.
  *
  * A backend has one writer connection, shared by all threads of the
  * process through the group commit (commit.c), and a small pool of read
