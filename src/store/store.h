@@ -123,8 +123,11 @@ typedef struct dtx_store_methods {
   int (*modify_many)(dtx__backend_t *b, const dtx__modify_t *m,
                      int64_t *matched, int64_t *modified);
 
+  /* Never called for the name _id_: store.c answers that itself. */
   int (*create_index)(dtx__backend_t *b, const char *coll,
                       const dtx__index_spec_t *spec);
+  /* *out: a new array of coll's indexes (dtx__index_spec_json), the _id
+   * index left out (store.c adds it), or NULL when coll does not exist. */
   int (*list_indexes)(dtx__backend_t *b, const char *coll, json_t **out);
   int (*drop_collection)(dtx__backend_t *b, const char *coll);
   int (*list_collections)(dtx__backend_t *b, json_t **out);
@@ -152,6 +155,40 @@ typedef struct dtx_store_methods {
 
 extern const dtx_store_methods_t dtx__sqlite_methods;
 extern const dtx_store_methods_t dtx__redis_methods; /* with DTX_REDIS */
+
+/* ---- URI options (uri.c) ---------------------------------------------------- */
+
+/* One option a backend's URI takes after '?', as name=value pairs joined
+ * by '&'.  Each backend declares a table of them; dtx__uri_opts parses
+ * the pairs into the backend's settings struct, with one error text per
+ * kind of mistake whatever the backend. */
+enum {
+  DTX__URI_INT,  /* an int in lo..hi, digits only */
+  DTX__URI_WORD, /* one of words ("off|normal|full"): its index, an int */
+  DTX__URI_NAME, /* lo..hi of [A-Za-z0-9_-] into a char[hi + 1] */
+  DTX__URI_TEXT  /* any text, into a malloc'd char * (the caller frees it) */
+};
+
+typedef struct dtx__uri_opt {
+  const char *name;
+  int kind;
+  size_t off; /* offsetof the setting in the settings struct */
+  int lo, hi;
+  const char *words; /* DTX__URI_WORD */
+  int once;          /* a repeat is refused (else the last one counts) */
+} dtx__uri_opt_t;
+
+/* Parses query (the text after uri's '?') by the nopts (at most 64)
+ * options of opts into the struct at out; settings not named keep their
+ * values.  0, or DTX_EBADURI naming uri and the mistake (an empty list, a
+ * pair without '=', an unknown or repeated option, a bad value, a
+ * trailing '&'), or DTX_ENOMEM; what was set before the mistake stays. */
+int dtx__uri_opts(const char *uri, const char *query,
+                  const dtx__uri_opt_t *opts, size_t nopts, void *out);
+
+/* The int of the n digits at s when it is in lo..hi: 0 with *out set,
+ * else -1 (no digits, a non-digit, more than 9 digits, out of range). */
+int dtx__uri_int(const char *s, size_t n, int lo, int hi, int *out);
 
 /* Documents a backend loaded on this thread to evaluate filters (every
  * candidate it ran the matcher on).  Tests read it to prove that a query

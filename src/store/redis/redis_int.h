@@ -2,7 +2,8 @@
  * (standalone and Cluster); nothing outside src/store/redis/ includes it.
  *
  * Layout of the backend (redis.c carries the design argument):
- *   redis.c    the method table, URI parsing, ids, versions, the doc cache
+ *   redis.c    the method table, the URI (its options: store.h), ids,
+ *              versions, the doc cache
  *   conn.c     nodes, connections, the cluster slot map, topology at open
  *   exec.c     the batch executor every other file sends commands through:
  *              routing, redirects, retries, ?wait=N replicas
@@ -10,8 +11,9 @@
  *   codec.c    buffers, CRC16 slots, _id and index key encodings
  *   catalog.c  key names; collections and indexes: the catalog,
  *              create_index, drop, the multikey flag
- *   plan.c     query planning and candidate reads across buckets (scans
- *              made snapshots by a double collect; first matches)
+ *   plan.c     executing a query plan (store/plan.h): candidate reads
+ *              across buckets (scans made snapshots by a double
+ *              collect; first matches)
  *   docs.c     document records, reading one, claim lists, insert
  *   write.c    the compare-and-set write: index entries, unique claims
  *   find.c     find, count, and the matches modify.c chooses from
@@ -35,6 +37,7 @@
 #ifndef DTX_STORE_REDIS_INT_H
 #define DTX_STORE_REDIS_INT_H
 
+#include "store/plan.h"
 #include "store/store.h"
 #include "util/buf.h"
 
@@ -424,23 +427,17 @@ int dtx__rd_modify_many(dtx__backend_t *b, const dtx__modify_t *m,
 
 /* ---- planning ---------------------------------------------------------------- */
 
-enum { RD_PLAN_SCAN, RD_PLAN_IDS, RD_PLAN_INDEX, RD_PLAN_NONE };
+/* The one planner's plan (store/plan.h), under the names the write
+ * paths (modify.c, bulk.c) use. */
+typedef dtx__plan_t rd_plan_t;
+enum { RD_PLAN_IDS = DTX__PLAN_IDS };
+#define dtx__rd_plan_free dtx__plan_free
 
-typedef struct rd_plan {
-  int kind;
-  json_t *ids;        /* RD_PLAN_IDS: array of _id values */
-  const rd_idx_t *ix; /* RD_PLAN_INDEX */
-  size_t neq;
-  json_t *eq[16];     /* value arrays of the equality fields (owned) */
-  const json_t *lo, *hi; /* range bounds on field neq (owned refs) */
-  int lo_incl, hi_incl;
-} rd_plan_t;
-
+/* The plan of fspec over co's built indexes (dtx__plan_choose). */
 int dtx__rd_plan(const rd_coll_t *co, const json_t *fspec, rd_plan_t *p);
 /* The single _id (an integer or a string) of a plain by-id plan, or
  * NULL: then that document is the only candidate. */
 const json_t *dtx__rd_plan_single_id(const rd_plan_t *p);
-void dtx__rd_plan_free(rd_plan_t *p);
 
 /* Fresh documents that may match the plan, each once, bodies present, in
  * no particular order.  RD_ESTALE when a bucket's stamp disagrees with co.
@@ -464,7 +461,7 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
                           const json_t *sort, size_t want, rd_doc_t **out,
                           size_t *n);
 
-/* A plan that walks an index in sort order (dtx__conds_sorted): 1 and *p
+/* A plan that walks an index in sort order (DTX__PLAN_SORTED): 1 and *p
  * set when one is better than dtx__rd_plan's, else 0 (*p empty); <0 on
  * error.  Free *p with dtx__rd_plan_free. */
 int dtx__rd_plan_sorted(const rd_coll_t *co, const json_t *fspec,
