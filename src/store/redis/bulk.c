@@ -165,14 +165,14 @@ static void item_start(dtx__backend_t *b, bitem_t *it) {
     return;
   }
   const json_t *id = NULL;
-  rd_plan_t p;
+  dtx__plan_t p;
   if (insert) {
     id = json_object_get(it->op->doc, "_id");
   } else if ((rc = dtx__rd_plan(it->co, m->filter_spec, &p)) == 0) {
     id = dtx__rd_plan_single_id(&p);
     if (id && (rc = dtx__rd_doc_set_id(it->co, &it->cur, id)) < 0)
       id = NULL;
-    dtx__rd_plan_free(&p);
+    dtx__plan_free(&p);
     it->state = id ? B_READ : B_SLOW;
     if (id)
       set_key(it);

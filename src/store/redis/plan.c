@@ -32,12 +32,12 @@ static int index_of(const void *coll, size_t i, dtx__plan_index_t *out) {
   return ix->ready;
 }
 
-int dtx__rd_plan(const rd_coll_t *co, const json_t *fspec, rd_plan_t *p) {
+int dtx__rd_plan(const rd_coll_t *co, const json_t *fspec, dtx__plan_t *p) {
   return dtx__plan_choose(fspec, NULL, co, co->nidx, index_of, p);
 }
 
 int dtx__rd_plan_sorted(const rd_coll_t *co, const json_t *fspec,
-                        const json_t *sort, rd_plan_t *p) {
+                        const json_t *sort, dtx__plan_t *p) {
   int rc = dtx__plan_choose(fspec, sort, co, co->nidx, index_of, p);
   if (rc == 0 && p->kind == DTX__PLAN_SORTED)
     return 1;
@@ -386,7 +386,7 @@ static int read_ids(dtx__backend_t *b, const rd_coll_t *co, const json_t *ids,
 
 /* The lexical bounds of an index plan for one combination of equality
  * values (see codec.c for why "+ 0xFF" bounds a prefix). */
-static void index_bounds(const rd_plan_t *p, const size_t *pos, rd_buf_t *min,
+static void index_bounds(const dtx__plan_t *p, const size_t *pos, rd_buf_t *min,
                          rd_buf_t *max) {
   rd_buf_t pre = {0};
   for (size_t f = 0; f < p->neq; f++)
@@ -426,7 +426,7 @@ static void index_bounds(const rd_plan_t *p, const size_t *pos, rd_buf_t *min,
 /* The range reads of plan p in each bucket, into qs[0..nb): for a scan
  * the whole members zsets, else the index zsets' entries under the
  * equality values at pos (within the range, if any). */
-static void bucket_ranges(const rd_coll_t *co, const rd_plan_t *p,
+static void bucket_ranges(const rd_coll_t *co, const dtx__plan_t *p,
                           const size_t *pos, rq_t *qs) {
   rd_buf_t min = {0}, max = {0};
   int scan = p->kind == DTX__PLAN_SCAN;
@@ -452,7 +452,7 @@ static void bucket_ranges(const rd_coll_t *co, const rd_plan_t *p,
 }
 
 int dtx__rd_candidates(dtx__backend_t *b, const rd_coll_t *co,
-                       const rd_plan_t *p, rd_doc_t **out, size_t *n) {
+                       const dtx__plan_t *p, rd_doc_t **out, size_t *n) {
   *out = NULL;
   *n = 0;
   docset_t s = {0};
@@ -564,7 +564,7 @@ static const rd_doc_t *kth_best(const json_t *sort, const rd_doc_t *d,
  * match found over all buckets can stop: its later matches come after
  * want others. */
 int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
-                          const rd_plan_t *p, const dtx__filter_t *f,
+                          const dtx__plan_t *p, const dtx__filter_t *f,
                           const json_t *sort, size_t want, rd_doc_t **out,
                           size_t *n) {
   *out = NULL;

@@ -427,23 +427,17 @@ int dtx__rd_modify_many(dtx__backend_t *b, const dtx__modify_t *m,
 
 /* ---- planning ---------------------------------------------------------------- */
 
-/* The one planner's plan (store/plan.h), under the names the write
- * paths (modify.c, bulk.c) use. */
-typedef dtx__plan_t rd_plan_t;
-enum { RD_PLAN_IDS = DTX__PLAN_IDS };
-#define dtx__rd_plan_free dtx__plan_free
-
 /* The plan of fspec over co's built indexes (dtx__plan_choose). */
-int dtx__rd_plan(const rd_coll_t *co, const json_t *fspec, rd_plan_t *p);
+int dtx__rd_plan(const rd_coll_t *co, const json_t *fspec, dtx__plan_t *p);
 /* The single _id (an integer or a string) of a plain by-id plan, or
  * NULL: then that document is the only candidate. */
-const json_t *dtx__rd_plan_single_id(const rd_plan_t *p);
+const json_t *dtx__rd_plan_single_id(const dtx__plan_t *p);
 
 /* Fresh documents that may match the plan, each once, bodies present, in
  * no particular order.  RD_ESTALE when a bucket's stamp disagrees with co.
  * *out is an array of *n docs the caller frees with dtx__rd_docs_free. */
 int dtx__rd_candidates(dtx__backend_t *b, const rd_coll_t *co,
-                       const rd_plan_t *p, rd_doc_t **out, size_t *n);
+                       const dtx__plan_t *p, rd_doc_t **out, size_t *n);
 void dtx__rd_docs_free(rd_doc_t *d, size_t n);
 
 /* For modify_one (want 1) and a sorted find with a small page (want: its
@@ -457,15 +451,15 @@ void dtx__rd_docs_free(rd_doc_t *d, size_t n);
  * whose entries are in sort order.  Returns 0 for other plans (then use
  * dtx__rd_candidates), 1 when done, <0 on error. */
 int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
-                          const rd_plan_t *p, const dtx__filter_t *f,
+                          const dtx__plan_t *p, const dtx__filter_t *f,
                           const json_t *sort, size_t want, rd_doc_t **out,
                           size_t *n);
 
 /* A plan that walks an index in sort order (DTX__PLAN_SORTED): 1 and *p
  * set when one is better than dtx__rd_plan's, else 0 (*p empty); <0 on
- * error.  Free *p with dtx__rd_plan_free. */
+ * error.  Free *p with dtx__plan_free. */
 int dtx__rd_plan_sorted(const rd_coll_t *co, const json_t *fspec,
-                        const json_t *sort, rd_plan_t *p);
+                        const json_t *sort, dtx__plan_t *p);
 
 /* ---- the backend --------------------------------------------------------------- */
 
