@@ -114,7 +114,7 @@ int dtx__st_modify_prepare(dtx_store_t *st, const char *coll,
   m->fence_token = fence_token;
   /* A lock holder paused between deciding to write and writing is the
    * case fencing exists for: the fault point to stop it at. */
-  if (fence_name && (rc = DTX_FAULTPOINT("fence.write")) < 0) {
+  if (fence_name && (rc = DTX_FAULTPOINT_INNER("fence.write")) < 0) {
     dtx__st_compiled_free(c);
     return rc;
   }

@@ -136,6 +136,17 @@ int dtx__fault_lost(int rc) {
                   "(the write was applied)", p);
 }
 
+/* A point inside another step's store operation (the Redis transport's):
+ * the enclosing step's pending lost reply must survive it. */
+int dtx__fault_inner(const char *point, int *lost) {
+  const char *outer = lose_reply;
+  int rc = dtx__fault(point);
+  if (lost)
+    *lost = rc == 0 && lose_reply != NULL;
+  lose_reply = outer;
+  return rc;
+}
+
 int dtx__fault(const char *point) {
   lose_reply = NULL;
   if (!atomic_load(&inited))

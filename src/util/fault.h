@@ -34,6 +34,15 @@ int dtx__fault(const char *point);
  * operation succeeded (rc 0).  Per thread. */
 int dtx__fault_lost(int rc);
 
+/* dtx__fault for a point reached inside another step's store operation
+ * (the store's points: fence.write, store.bulk_op, redis.*): *lost (may
+ * be NULL) is 1 when this arrival is armed "lost", and the enclosing
+ * kit step's own pending lost reply (dtx__fault_lost) is left as it was
+ * -- a step armed "lost" whose write passed an inner point lost nothing
+ * before. */
+int dtx__fault_inner(const char *point, int *lost);
+#define DTX_FAULTPOINT_INNER(name) dtx__fault_inner(name, NULL)
+
 /* NULL-terminated list of the store layer's points (static storage). */
 const char *const *dtx__fault_store_points(void);
 

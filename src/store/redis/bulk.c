@@ -236,7 +236,7 @@ static void eval(dtx__backend_t *b, bitem_t *it, int64_t now) {
   int rc;
   if (!it->started) {
     it->started = 1;
-    if ((rc = DTX_FAULTPOINT(DTX__FP_BULK_OP)) < 0) {
+    if ((rc = DTX_FAULTPOINT_INNER(DTX__FP_BULK_OP)) < 0) {
       item_fail(it, rc);
       return;
     }
@@ -574,7 +574,7 @@ static void run_slow(dtx__backend_t *b, bitem_t *it) {
   int rc = 0;
   if (!it->started) {
     it->started = 1;
-    rc = DTX_FAULTPOINT(DTX__FP_BULK_OP);
+    rc = DTX_FAULTPOINT_INNER(DTX__FP_BULK_OP);
   }
   dtx__modify_result_clear(&op->res);
   if (rc == 0)

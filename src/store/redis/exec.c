@@ -400,7 +400,9 @@ static int run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n, const char *what,
         /* A write that went out before and may have run goes again: a
          * pause here lets another writer change the document between
          * the two copies (tests/redis/lost_reply.sh). */
-        if (c->write && c->sent && DTX_FAULTPOINT("redis.write_resend") < 0) {
+        int lost;
+        if (c->write && c->sent &&
+            dtx__fault_inner("redis.write_resend", &lost) < 0) {
           snprintf(why, sizeof why, "%s", dtx_errdetail());
           gr->broken = 1;
         } else if (append_cmd(b, gr->c, c) < 0) {
@@ -430,7 +432,7 @@ static int run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n, const char *what,
     }
 
     /* A bulk write's step: its pipelines are out, no reply is read. */
-    if (point && round == 0 && DTX_FAULTPOINT(point) < 0) {
+    if (point && round == 0 && DTX_FAULTPOINT_INNER(point) < 0) {
       snprintf(why, sizeof why, "%s", dtx_errdetail());
       for (size_t g = 0; g < ngroups; g++)
         groups[g].broken = 1;
@@ -460,8 +462,9 @@ static int run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n, const char *what,
          * network fails after the server answered ("lost" at this point):
          * the connection is dropped and the write goes again, marked
          * sent, so its reply is judged as a resend's (write.c). */
-        if (c->write && DTX_FAULTPOINT("redis.write_replied") == 0 &&
-            dtx__fault_lost(0) != 0) {
+        int lost = 0;
+        if (c->write &&
+            (dtx__fault_inner("redis.write_replied", &lost) < 0 || lost)) {
           freeReplyObject(r);
           snprintf(why, sizeof why, "injected lost reply at fault point "
                    "redis.write_replied");

@@ -473,7 +473,7 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
    * rival fence this write.  Only writes that record claims reach it.  An
    * injected error fails like any failed write: fresh claims go back. */
   if (rc == 0 && w->rec.n > 0)
-    rc = DTX_FAULTPOINT("redis.unique_claimed");
+    rc = DTX_FAULTPOINT_INNER("redis.unique_claimed");
   if (rc < 0) {
     dtx__rd_claims_release(b, &w->taken);
     if (rc == RD_EMULTI && (rc = dtx__rd_mark_multikey(b, co, w->multi)) == 0)
@@ -617,7 +617,7 @@ int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
      * lost connection would: the claims stay as orphans for the next
      * taker to fence, and the write still succeeded (as in
      * dtx__rd_claims_release, a failed release is no error of the write). */
-    if (w->rel.n == 0 || DTX_FAULTPOINT("redis.unique_written") == 0)
+    if (w->rel.n == 0 || DTX_FAULTPOINT_INNER("redis.unique_written") == 0)
       dtx__rd_claims_release(b, &w->rel);
     if (claims)
       for (size_t i = 0; i < w->taken.n; i++)

@@ -732,7 +732,7 @@ typedef struct bulk_arg {
 
 static int bulk_run(sq_wctx_t *w, sq_op_t *op) {
   bulk_arg_t *a = op->arg;
-  int rc = DTX_FAULTPOINT(DTX__FP_BULK_OP);
+  int rc = DTX_FAULTPOINT_INNER(DTX__FP_BULK_OP);
   if (rc < 0)
     return rc;
   sq_op_t inner = *op;
