@@ -103,8 +103,13 @@ static int modify_turns(dtx__backend_t *b, const rd_coll_t *co,
       *outcome = M_DONE;
       return 0;
     }
+    /* A delete leaves the document's fence record (fence.c). */
+    json_t *tomb = NULL;
+    if (!m->update && (rc = dtx__fence_tombstone(m, cur->body, &tomb)) < 0)
+      return rc;
     json_t *before = json_incref(cur->body);
-    rc = dtx__rd_write(b, co, cur, nd, NULL);
+    rc = dtx__rd_write(b, co, cur, nd, tomb, NULL);
+    json_decref(tomb);
     if (rc == RD_ELOST) {
       json_decref(before);
       json_decref(nd);
@@ -223,22 +228,25 @@ static int select_doc(dtx__backend_t *b, rd_coll_t **cop,
 }
 
 /* Builds and inserts an upserted document.  RD_ELOST when its _id
- * appeared meanwhile (select again). */
+ * appeared meanwhile (select again).  Over a tombstone it writes on that
+ * tombstone's version, the fenced upsert judged by (and the document
+ * given) the fence record a deleted document left (fence.c). */
 static int upsert(dtx__backend_t *b, rd_coll_t **cop, const dtx__modify_t *m,
                   int64_t now, dtx__modify_result_t *res) {
   json_t *doc;
   int rc = dtx__modify_upsert_doc(m, now, &doc);
-  if (rc == 0)
-    rc = dtx__doc_check_write((*cop)->rules, (*cop)->name, NULL, doc,
-                              m->bypass);
-  if (rc < 0) {
-    json_decref(doc);
+  if (rc < 0)
     return rc;
-  }
   rd_doc_t cur = {0};
   rc = dtx__rd_doc_set_id(*cop, &cur, json_object_get(doc, "_id"));
   for (int attempt = 0; rc == 0 && attempt < RD_WRITE_ATTEMPTS; attempt++) {
-    rc = dtx__rd_write(b, *cop, &cur, doc, NULL);
+    if (cur.fence)
+      rc = dtx__fence_revive(m, (*cop)->name, cur.fence, doc);
+    if (rc == 0)
+      rc = dtx__doc_check_write((*cop)->rules, (*cop)->name, NULL, doc,
+                                m->bypass);
+    if (rc == 0)
+      rc = dtx__rd_write(b, *cop, &cur, doc, NULL, NULL);
     if (rc == RD_ELOST && !cur.body) {
       rc = 0;
       continue; /* a tombstone */

@@ -282,6 +282,8 @@ void dtx__rd_key_doc(rd_buf_t *o, const rd_coll_t *co, int bucket,
                      const char *id, size_t idlen);
 void dtx__rd_key_members(rd_buf_t *o, const rd_coll_t *co, int bucket);
 void dtx__rd_key_stamp(rd_buf_t *o, const rd_coll_t *co, int bucket);
+/* The set of the bucket's fence tombstones (by encoded _id). */
+void dtx__rd_key_tombs(rd_buf_t *o, const rd_coll_t *co, int bucket);
 void dtx__rd_key_index(rd_buf_t *o, const rd_coll_t *co, int bucket,
                        int64_t ixid);
 void dtx__rd_key_claim(rd_buf_t *o, const rd_coll_t *co, int64_t ixid,
@@ -327,14 +329,17 @@ typedef struct rd_doc {
   int bucket;
   char ver[RD_VERMAX + 1]; /* "" when the key does not exist */
   char seq[RD_SEQLEN + 1];
-  json_t *body; /* NULL when absent (or a fence tombstone) */
+  json_t *body; /* NULL when absent (or a tombstone of either kind) */
+  json_t *fence; /* absent: the fence record a deleted document left
+                    (src/store/fence.c), NULL when none */
   int cached;   /* from this process's cache: may be stale */
 } rd_doc_t;
 
 void dtx__rd_doc_clear(rd_doc_t *d);
-/* Fills d from a {v, s, b} triple of replies (bodies parsed). */
+/* Fills d from a {v, s, b} triple of replies (bodies parsed) and f, the
+ * fence record field (NULL for replies that list only live documents). */
 int dtx__rd_doc_fill(rd_doc_t *d, const redisReply *v, const redisReply *s,
-                     const redisReply *body);
+                     const redisReply *body, const redisReply *f);
 /* Sets key (emptied first; the caller owns and frees it) to the key of
  * d's record in co; d's id and bucket must be set. */
 void dtx__rd_doc_key(const rd_coll_t *co, const rd_doc_t *d, rd_buf_t *key);
@@ -360,9 +365,12 @@ void dtx__rd_contend_pause(int losses);
  * state when it changed meanwhile, RD_ESTALE when the catalog moved, or
  * an error (DTX_EDUPKEY ...).  Claims the write took and recorded are
  * appended to claims when it is not NULL (an index build releases them
- * if it fails). */
+ * if it fails).  A delete leaves tomb (borrowed; NULL: nothing) as the
+ * deleted document's fence record (dtx__fence_tombstone); an insert over
+ * a fence tombstone drops it (the caller has folded cur->fence into
+ * newbody with dtx__fence_revive). */
 int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
-                  json_t *newbody, rd_claims_t *claims);
+                  json_t *newbody, const json_t *tomb, rd_claims_t *claims);
 
 /* dtx__rd_write in halves, so that a bulk write pipelines many: begin
  * prepares (index diffs; unique claims are taken here, a round trip each)
@@ -372,7 +380,8 @@ int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
  * there is nothing to write, or an error (nothing to end). */
 typedef struct rd_wprep rd_wprep_t;
 int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
-                        json_t *newbody, rd_wprep_t **out);
+                        json_t *newbody, const json_t *tomb,
+                        rd_wprep_t **out);
 rd_cmd_t *dtx__rd_write_cmd(rd_wprep_t *p);
 int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
                       rd_wprep_t *p, int rc, rd_claims_t *claims);

@@ -427,10 +427,12 @@ struct rd_wprep {
   rd_buf_t key;
   char seq[RD_SEQLEN + 1], ver[RD_VERMAX + 1];
   json_t *newbody; /* borrowed */
+  json_t *tomb;    /* a delete's fence record (owned), or NULL */
 };
 
 int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
-                        json_t *newbody, rd_wprep_t **out) {
+                        json_t *newbody, const json_t *tomb,
+                        rd_wprep_t **out) {
   *out = NULL;
   char op = !cur->body ? 'i' : !newbody ? 'd' : 'u';
   if (op == 'i' && !newbody)
@@ -450,8 +452,16 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
     return dtx__err(DTX_EBACKEND, "redis: document without a sequence");
   }
   dtx__rd_token(b, ver);
-  char *text = NULL;
-  if (newbody && !(text = dtx__json_dump(newbody))) {
+  char *text = NULL, *ttext = NULL;
+  if ((newbody && !(text = dtx__json_dump(newbody))) ||
+      (op == 'd' && tomb && !(ttext = dtx__json_dump(tomb)))) {
+    free(text);
+    free(p);
+    return dtx__err(DTX_ENOMEM, "writing a document");
+  }
+  if (op == 'd' && tomb && !(p->tomb = json_deep_copy(tomb))) {
+    free(text);
+    free(ttext);
     free(p);
     return dtx__err(DTX_ENOMEM, "writing a document");
   }
@@ -468,6 +478,8 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
       rc = RD_ESTALE; /* write again with the new catalog */
     wstate_free(w);
     free(text);
+    free(ttext);
+    json_decref(p->tomb);
     free(p);
     return rc;
   }
@@ -480,6 +492,9 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
   dtx__rd_argb(c, &tmp);
   tmp.n = 0;
   dtx__rd_key_stamp(&tmp, co, cur->bucket);
+  dtx__rd_argb(c, &tmp);
+  tmp.n = 0;
+  dtx__rd_key_tombs(&tmp, co, cur->bucket);
   dtx__rd_argb(c, &tmp);
   for (size_t i = 0; i < co->nidx; i++) {
     tmp.n = 0;
@@ -497,6 +512,7 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
   dtx__rd_put(&tmp, cur->id.p, cur->id.n);
   dtx__rd_argb(c, &tmp);
   dtx__rd_args(c, seq);
+  dtx__rd_args(c, ttext ? ttext : "");
   put_claims(c, &w->rel, 0); /* to release */
   put_claims(c, &w->rec, 1); /* to record, with their values */
   for (size_t i = 0; i < co->nidx; i++) {
@@ -505,6 +521,7 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
   }
   dtx__rd_buf_free(&tmp);
   free(text);
+  free(ttext);
   *out = p;
   return 0;
 }
@@ -547,7 +564,7 @@ int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
           dtx__rd_put(&w->rel.vals[i], v->str, v->len);
         }
       }
-    } else if (tag == 0 && r->elements == 4) {
+    } else if (tag == 0 && r->elements == 5) {
       const redisReply *v = r->element[1];
       if (v->type == REDIS_REPLY_STRING && strlen(ver) == v->len &&
           memcmp(v->str, ver, v->len) == 0) {
@@ -556,7 +573,7 @@ int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
           w->rel.vals[i].n = 0; /* unknown: they become orphans */
       } else {
         rc = dtx__rd_doc_fill(cur, r->element[1], r->element[2],
-                              r->element[3]);
+                              r->element[3], r->element[4]);
         if (rc == 0)
           rc = RD_ELOST;
       }
@@ -582,6 +599,9 @@ int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
     memcpy(cur->seq, seq, sizeof cur->seq);
     json_decref(cur->body);
     cur->body = json_incref(newbody);
+    json_decref(cur->fence);
+    cur->fence = p->tomb; /* what a delete left; NULL after any other */
+    p->tomb = NULL;
     cur->cached = 0;
     if (newbody)
       dtx__rd_cache_put(b, &p->key, cur);
@@ -603,15 +623,16 @@ int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
   }
   dtx__rd_cmd_clear(c);
   dtx__rd_buf_free(&p->key);
+  json_decref(p->tomb);
   wstate_free(w);
   free(p);
   return rc;
 }
 
 int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
-                  json_t *newbody, rd_claims_t *claims) {
+                  json_t *newbody, const json_t *tomb, rd_claims_t *claims) {
   rd_wprep_t *p;
-  int rc = dtx__rd_write_begin(b, co, cur, newbody, &p);
+  int rc = dtx__rd_write_begin(b, co, cur, newbody, tomb, &p);
   if (rc < 0 || !p)
     return rc;
   rc = dtx__rd_run(b, &p->c, 1, "writing a document");
@@ -651,9 +672,10 @@ int dtx__rd_verify_reply(dtx__backend_t *b, const rd_coll_t *co,
   }
   if (tag == -1)
     return RD_ESTALE;
-  if (tag != 0 || r->elements != 4)
+  if (tag != 0 || r->elements != 5)
     return dtx__rd_bad_reply(r, "checking a document");
-  int rc = dtx__rd_doc_fill(cur, r->element[1], r->element[2], r->element[3]);
+  int rc = dtx__rd_doc_fill(cur, r->element[1], r->element[2], r->element[3],
+                            r->element[4]);
   if (rc < 0)
     return rc;
   rd_buf_t key = {0};
