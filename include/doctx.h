@@ -616,7 +616,10 @@ typedef struct dtx_transfer_req {
  * for; whatever it left half done is finished by dtx_recover. */
 
 typedef struct dtx_exec_opts {
-  const char *owner; /* executor name recorded in the transfer; NULL: host:pid */
+  const char *owner; /* executor name recorded in the transfer; NULL:
+                        host:pid; else 1..128 of [A-Za-z0-9_.:-] ("" is
+                        DTX_EINVAL, as on every call that takes an owner,
+                        and nothing is written) */
   int64_t lease_ms;  /* how long a claim is exclusive; 0: 30000 */
   int64_t deadline_ms; /* budget of the whole call; 0: see "Deadlines" */
 } dtx_exec_opts_t;
@@ -702,7 +705,8 @@ typedef struct dtx_worker_opts {
   int threads;       /* 0: 1 */
   int once;          /* process everything due, then return */
   int64_t lease_ms;  /* 0: 30000 */
-  const char *owner; /* NULL: host:pid */
+  const char *owner; /* NULL: host:pid; else 1..128 of [A-Za-z0-9_.:-]
+                        (DTX_EINVAL before anything runs) */
   volatile int *stop; /* set to non-zero to make the workers return */
   int64_t deadline_ms; /* budget of each item; 0: see "Deadlines" */
   int batch; /* the most items a thread claims and drives together, for a
@@ -947,7 +951,8 @@ typedef struct dtx_job_work_opts {
   int once;            /* process everything due, then return */
   int64_t lease_ms;    /* 0: 30000; renewed every third of it */
   int64_t timeout_ms;  /* a handler's time; 0: 300000 */
-  const char *owner;   /* NULL: host:pid */
+  const char *owner;   /* NULL: host:pid; else 1..128 of [A-Za-z0-9_.:-]
+                          (DTX_EINVAL before anything runs) */
   volatile int *stop;  /* set non-zero to make the workers return */
   int64_t deadline_ms; /* budget of each job's store steps; 0: see
                           "Deadlines" */
@@ -992,7 +997,8 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
  *   {"name", "owner", "token", "expires" (ms), "held": bool}
  * ("held": a live lease at the time of the call). */
 typedef struct dtx_lock_opts {
-  const char *owner;   /* recorded holder; NULL or "": host:pid */
+  const char *owner;   /* recorded holder; NULL: host:pid; else 1..128 of
+                          [A-Za-z0-9_.:-] ("" is DTX_EINVAL) */
   int64_t ttl_ms;      /* lease; 0: 30000 (renew: the lock's last ttl) */
   int64_t wait_ms;     /* acquire: wait up to this long while the lock is
                           held, polling with backoff; 0: do not wait */
