@@ -230,7 +230,17 @@ int dtx_store_count(dtx_store_t *st, const char *coll, const json_t *filter,
  * well-formed _fence ({NAME: integer >= 1}) or none (DTX_EINVAL), e.g. to
  * restore a copy.  Filters may read it ({"_fence.L": {"$lte": 7}}; a name
  * holding '.' reads as a path).  Writes without a fence are not checked
- * against it: every writer of a fenced resource must fence. */
+ * against it: every writer of a fenced resource must fence.
+ *
+ * A delete does not erase the record: a deleted document that carried
+ * one, or was deleted by a fenced call, leaves it under its _id (a fence
+ * tombstone, in the same atomic step), which no read, count, index or
+ * scan sees.  The next document created with that _id takes it over in
+ * its insert's atomic step: a fenced upsert older than it fails with
+ * DTX_EFENCED and creates nothing; an insert or unfenced upsert carries
+ * it on (per name the larger of it and the document's own token).  It
+ * stays until then, or until the collection is dropped -- never on a
+ * timer (docs/locks.md, "Fence tombstones"). */
 
 typedef struct dtx_update_opts {
   int many;   /* update every matching document (each atomic on its own) */
@@ -980,14 +990,20 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
 /* ---- lease locks with fencing tokens (src/txn/lock/, docs/locks.md) --------
  *
  * A lock is a document of the collection "locks", _id = its name, never
- * deleted (its delete guard refuses), so its token never resets:
+ * deleted (its delete guard refuses) and whose token a plain update may
+ * not lower (its transition rule), so its token never resets:
  *   {_id: NAME, owner: O|null, token: N, expires: ms, ttl: ms,
- *    acquired: ms, updated: ms, nonce: "..."}
- * Acquire, renew and release are each ONE conditional update of it.
+ *    acquired: ms, updated: ms, nonce: "...", _fence: {NAME: N}}
+ * Renew and release are each ONE conditional update of it; acquire reads
+ * it and makes ONE conditional update, fenced by its own name and new
+ * token (so a lock deleted with bypass_validation leaves its newest token
+ * in a fence tombstone), and the first acquire of a name first registers
+ * it in "lock_names" and creates the lock free (docs/locks.md).
  * Acquire succeeds when the lock is free (released, or never taken) or its
  * lease lapsed (expires <= now, wall-clock ms of the acquiring client), and
- * returns token = the previous token + 1: strictly greater than every
- * token issued before for that name, across expiry, release and restarts.
+ * returns a token one past both the stored one and the lock's own fence
+ * record: strictly greater than every token issued before for that name,
+ * across expiry, release, restarts and a deleted lock.
  * A lease alone does not give mutual exclusion (a holder paused past it
  * still believes it holds the lock): every protected write must carry the
  * token as a fence (fence_name = the lock's name, fence_token = the
