@@ -627,7 +627,7 @@ typedef struct dtx_transfer_req {
 
 typedef struct dtx_exec_opts {
   const char *owner; /* executor name recorded in the transfer; NULL:
-                        host:pid; else 1..128 of [A-Za-z0-9_.:-] ("" is
+                        host:pid; else 1..128 of [A-Za-z0-9_.:@#-] ("" is
                         DTX_EINVAL, as on every call that takes an owner,
                         and nothing is written) */
   int64_t lease_ms;  /* how long a claim is exclusive; 0: 30000 */
@@ -715,7 +715,7 @@ typedef struct dtx_worker_opts {
   int threads;       /* 0: 1 */
   int once;          /* process everything due, then return */
   int64_t lease_ms;  /* 0: 30000 */
-  const char *owner; /* NULL: host:pid; else 1..128 of [A-Za-z0-9_.:-]
+  const char *owner; /* NULL: host:pid; else 1..128 of [A-Za-z0-9_.:@#-]
                         (DTX_EINVAL before anything runs) */
   volatile int *stop; /* set to non-zero to make the workers return */
   int64_t deadline_ms; /* budget of each item; 0: see "Deadlines" */
@@ -961,7 +961,7 @@ typedef struct dtx_job_work_opts {
   int once;            /* process everything due, then return */
   int64_t lease_ms;    /* 0: 30000; renewed every third of it */
   int64_t timeout_ms;  /* a handler's time; 0: 300000 */
-  const char *owner;   /* NULL: host:pid; else 1..128 of [A-Za-z0-9_.:-]
+  const char *owner;   /* NULL: host:pid; else 1..128 of [A-Za-z0-9_.:@#-]
                           (DTX_EINVAL before anything runs) */
   volatile int *stop;  /* set non-zero to make the workers return */
   int64_t deadline_ms; /* budget of each job's store steps; 0: see
@@ -1014,7 +1014,7 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
  * ("held": a live lease at the time of the call). */
 typedef struct dtx_lock_opts {
   const char *owner;   /* recorded holder; NULL: host:pid; else 1..128 of
-                          [A-Za-z0-9_.:-] ("" is DTX_EINVAL) */
+                          [A-Za-z0-9_.:@#-] ("" is DTX_EINVAL) */
   int64_t ttl_ms;      /* lease; 0: 30000 (renew: the lock's last ttl) */
   int64_t wait_ms;     /* acquire: wait up to this long while the lock is
                           held, polling with backoff; 0: do not wait */

@@ -27,7 +27,7 @@
 /* ---- executor and call frame ------------------------------------------------ */
 
 int dtx__check_owner(const char *owner) {
-  return owner ? dtx__check_word("owner", owner, 128, "_.:-") : 0;
+  return owner ? dtx__check_word("owner", owner, 128, "_.:@#-") : 0;
 }
 
 int dtx__exec_init(dtx__exec_t *ex, dtx_store_t *st, const char *owner,
@@ -67,7 +67,7 @@ int dtx__exec_check(const dtx__exec_t *ex) {
   int rc = dtx__check_owner(ex->owner);
   return rc ? rc
             : dtx__err(DTX_EINVAL, "owner '%.100s...': must be 1..128 of "
-                                   "[A-Za-z0-9_.:-]", ex->owner);
+                                   "[A-Za-z0-9_.:@#-]", ex->owner);
 }
 
 void dtx__exec_rename(dtx__exec_t *ex, const char *fmt, ...) {

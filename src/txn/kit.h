@@ -79,7 +79,10 @@ typedef struct dtx__exec {
 
 /* The one rule for an executor's (worker's, lock holder's) name, on every
  * path that takes one: NULL is "none given" (host:pid); anything else is
- * 1..128 of [A-Za-z0-9_.:-] -- "" and "a/b" are DTX_EINVAL naming it. */
+ * 1..128 of [A-Za-z0-9_.:@#-] -- "" and "a/b" are DTX_EINVAL naming it.
+ * '#' and '@' are in because the kit derives names with them (a worker's
+ * threads "O#N", recovery "recover@O"), and a derived name travels
+ * through the same calls (a batch of transfers of an order's worker). */
 int dtx__check_owner(const char *owner);
 
 /* owner NULL: host:pid.  lease_ms <= 0: DTX__DEFAULT_LEASE_MS; past

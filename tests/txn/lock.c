@@ -219,7 +219,7 @@ static void test_owner_rule(void) {
   o128[128] = '\0';
   memset(o129, 'o', 129);
   o129[129] = '\0';
-  static const char *const bad[] = {"", "a/b", "a b", "x#1"};
+  static const char *const bad[] = {"", "a/b", "a b", "x%1"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0] + 1; i++) {
     const char *o = i < sizeof bad / sizeof bad[0] ? bad[i] : o129;
     dtx_lock_opts_t lo = {.owner = o};
