@@ -203,6 +203,13 @@ static void test_tokens_never_go_back(void) {
   CHECK_RC(dtx_store_insert(st, "locks", doc, NULL), 0);
   json_decref(doc);
   CHECK(acquire_release(st, "T") == 7);
+  /* A token that is no integer (bypassing the validator): the acquire
+   * says so and changes nothing; the audit reports the shape. */
+  bypass(st, "{\"$set\":{\"token\":\"x\"}}", "T");
+  CHECK_RC(dtx_lock_acquire(st, "T", NULL, NULL), DTX_ESTATE);
+  CHECK(strstr(dtx_errdetail(), "not an integer"));
+  CHECK(audit_has(st, "bad_shape", &rc) && rc == DTX_EAUDIT);
+  bypass(st, "{\"$set\":{\"token\":7}}", "T");
   /* A name never registered nor fenced starts at 1. */
   CHECK(acquire_release(st, "U") == 1);
   dtx_store_close(st);

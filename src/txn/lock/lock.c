@@ -235,10 +235,17 @@ static int try_acquire(dtx__exec_t *ex, const char *name, int64_t ttl,
   json_t *seen_token = json_incref(json_object_get(*doc, "token"));
   json_decref(*doc);
   *doc = NULL;
-  if (top == INT64_MAX) {
+  if (!json_is_integer(seen_token) || top == INT64_MAX) {
+    rc = seen_token && !json_is_integer(seen_token)
+             ? dtx__err(DTX_ESTATE, "lock '%s': its token is not an "
+                        "integer (written with --bypass-validation?)", name)
+             : !seen_token
+                   ? dtx__err(DTX_ESTATE, "lock '%s' has no token (written "
+                              "with --bypass-validation?)", name)
+                   : dtx__err(DTX_EOVERFLOW, "lock '%s': no token after %lld",
+                              name, (long long)top);
     json_decref(seen_token);
-    return dtx__err(DTX_EOVERFLOW, "lock '%s': no token after %lld", name,
-                    (long long)top);
+    return rc;
   }
   char nonce[25];
   dtx__id_new(nonce);
