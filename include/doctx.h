@@ -240,7 +240,26 @@ int dtx_store_count(dtx_store_t *st, const char *coll, const json_t *filter,
  * DTX_EFENCED and creates nothing; an insert or unfenced upsert carries
  * it on (per name the larger of it and the document's own token).  It
  * stays until then, or until the collection is dropped -- never on a
- * timer (docs/locks.md, "Fence tombstones"). */
+ * timer (docs/locks.md, "Fence tombstones").
+ *
+ * Time-bounded writes.  An update (one or many, upsert included) and a
+ * find_one_and_update or find_one_and_delete may carry not_before and
+ * not_after (dtx_update_opts_t, dtx_fam_opts_t; wall-clock ms since the
+ * epoch, 0 for no bound; negative, or not_before past not_after, is
+ * DTX_EINVAL).  The store reads ITS clock inside the atomic step of each
+ * write the call makes -- SQLite: the writing process's clock, read
+ * inside the write transaction while it holds the write lock; Redis: the
+ * server's TIME, read inside the write's script on the node that holds the
+ * document -- and refuses the write when that clock is past not_after
+ * (DTX_ESTALE: its time is over) or before not_before (DTX_ESTATE: not
+ * yet), naming the bound and the store's time; nothing changes.  A call
+ * that matches nothing, or whose update changes nothing, writes nothing
+ * and is not judged.  A writer that may be paused for an unbounded time
+ * (a job attempt taken over meanwhile) so learns, in the same step, that
+ * its write came too late -- unlike a deadline in the client, which a
+ * pause outlasts.  With many, each document is judged on its own and a
+ * refused one stops the call there.  docs/jobs.md has the clock
+ * assumptions its user states. */
 
 typedef struct dtx_update_opts {
   int many;   /* update every matching document (each atomic on its own) */
@@ -252,6 +271,10 @@ typedef struct dtx_update_opts {
   /* A fenced write (see "fenced writes" below): fence_name NULL for none. */
   const char *fence_name;
   int64_t fence_token;
+  /* A time-bounded write (see "time-bounded writes" below): wall-clock
+   * ms since the epoch, 0 for no bound. */
+  int64_t not_before;
+  int64_t not_after;
 } dtx_update_opts_t;
 
 typedef struct dtx_update_result {
@@ -281,6 +304,8 @@ typedef struct dtx_fam_opts {
                             the delete guard (find_one_and_delete) */
   const char *fence_name; /* a fenced write; NULL for none */
   int64_t fence_token;
+  int64_t not_before; /* a time-bounded write, as in dtx_update_opts_t */
+  int64_t not_after;
 } dtx_fam_opts_t;
 
 /* The primitive: atomically finds one document matching filter and applies
@@ -623,7 +648,10 @@ typedef struct dtx_transfer_req {
  * operation.  A request already in flight when the budget runs out may
  * still take its socket timeout (Redis timeout_ms).  A call cut short
  * fails with DTX_EUNAVAILABLE, and the detail says what it was waiting
- * for; whatever it left half done is finished by dtx_recover. */
+ * for; whatever it left half done is finished by dtx_recover.  A
+ * deadline_ms of any size up to INT64_MAX is a budget: too large for the
+ * clock, it saturates ("no deadline in practice"), never wraps into the
+ * past.  docs/deadlines.md lists the rule of every duration. */
 
 typedef struct dtx_exec_opts {
   const char *owner; /* executor name recorded in the transfer; NULL:
@@ -773,7 +801,10 @@ int dtx_recover(dtx_store_t *st, const dtx_recover_opts_t *opts,
  *    "unsettled": n, "patterns": {NAME: {"summary": "one line", ...}},
  *    ...the transfer pattern's counts, also at the top level}.
  * Returns 0 when clean, DTX_EAUDIT when any invariant is broken, or
- * another error (then *report is NULL). */
+ * another error (then *report is NULL): only a store that keeps failing.
+ * One bad document never stops it: a pattern's audit that stops at a
+ * document or name it cannot judge is a finding ("audit_error"), and the
+ * other patterns are audited all the same. */
 int dtx_audit(dtx_store_t *st, int flags, json_t **report);
 
 /* dtx_audit, and also the client's record of acknowledged transfers
@@ -892,16 +923,25 @@ typedef struct dtx_job_handler {
 } dtx_job_handler_t;
 
 /* The one way a handler changes other documents: applies update (an
- * operator update, borrowed) to the first document of coll matching
- * filter (borrowed), at most once per (job, key) over all attempts and
- * workers.  A marker {job, key, at} in the target's "dtx_fx" array is
- * checked and added in the same atomic step, and the job must still be
- * running at this attempt's epoch (DTX_ESTALE otherwise, nothing
- * changed).  *applied: 1 the first time, 0 on a repeat (both return 0);
- * DTX_ENOMATCH when no document matches.  key: 1..128 of
+ * operator update, borrowed) to one document of coll matching filter
+ * (borrowed) -- the first match when the effect (job, key) is first
+ * applied, which the job then pins -- at most once per (job, key) over
+ * every document of coll, every attempt and every process, paused ones
+ * included (docs/jobs.md, "Effects: exactly once").  A marker {job, key,
+ * at} in the target's "dtx_fx" array is checked and added in the same
+ * atomic step; the job must be running at this attempt's epoch with its
+ * lease not over (DTX_ESTALE otherwise, nothing written), and the store
+ * refuses the write (DTX_ESTALE) once its own clock is past that lease's
+ * end.  *applied: 1 the first time, 0 on any repeat, whatever filter says
+ * of the pinned document then (both return 0); DTX_ENOMATCH when no
+ * document matches (nothing written), or when the pinned document was
+ * deleted or no longer matches and no other does; DTX_ECONFLICT when the
+ * key was pinned in another collection.  key: 1..128 of
  * [A-Za-z0-9_.:-].  The first effect on a collection creates the index
  * {"dtx_fx.job": 1} there.  Markers are cleared by dtx_recover once the
- * job is terminal and tombstone_ttl_ms has passed. */
+ * job is terminal, tombstone_ttl_ms has passed and the store's clock is
+ * past every bound an effect's write carried (the job's fx_until) plus
+ * 1 s. */
 int dtx_job_effect(dtx_job_run_t *run, const char *key, const char *coll,
                    const json_t *filter, const json_t *update, int *applied);
 
@@ -1079,12 +1119,17 @@ typedef struct dtx_sync_rule {
 
 /* Records rule (every string borrowed, checked first: DTX_EINVAL names the
  * bad part and records nothing) and creates the index on the link field
- * of the dependents and the sparse index on the flag of the masters.
+ * of the dependents, the sparse index on the flag of the masters, and the
+ * transition rule that keeps the masters' versions from going back
+ * (merged into the collection's own; docs/sync.md).
  * Defining a rule again with the same definition returns it (0); with a
  * different one it is DTX_ECONFLICT and the stored rule is kept (rules are
  * never replaced: a change in flight must be repaired with the rule it was
- * made under).  *out (may be NULL): the stored rule document, new
- * reference, NULL on error. */
+ * made under).  A new rule that clashes with one on record -- writes a
+ * field another rule writes or links by, or copies into a field another
+ * copies from -- is DTX_ECONFLICT too, nothing written.  Rules may share
+ * master fields: a change propagates every rule it touches.  *out (may be
+ * NULL): the stored rule document, new reference, NULL on error. */
 int dtx_sync_rule_define(dtx_store_t *st, const dtx_sync_rule_t *rule,
                          json_t **out);
 
@@ -1094,12 +1139,18 @@ int dtx_sync_rule_get(dtx_store_t *st, const char *name, json_t **out);
 
 /* Applies update (borrowed: an operator update, e.g. {"$set": {...}},
  * that must not touch the fields above: DTX_EINVAL) to the master
- * master_id (a string _id) of rule and propagates the copied fields.
- * DTX_ENOTFOUND when there is no such rule or master (nothing changed).
- * An error after the master step leaves the flag for repair: the change
- * itself is made.  *out (may be NULL), new reference, NULL on error:
+ * master_id (a string _id) of rule and propagates the copied fields --
+ * of rule, and of every other rule on the same master collection whose
+ * copied fields update can change: the one master step raises the
+ * version and sets the flag of each.  DTX_ENOTFOUND when there is no such
+ * rule or master (nothing changed; a missing rule creates nothing).  An
+ * error after the master step leaves the flags not yet cleared for
+ * repair: the change itself is made.  *out (may be NULL), new reference,
+ * NULL on error:
  *   {"rule", "master", "version", "dependents": N written,
- *    "flag_cleared": false when a newer change owns the flag}
+ *    "flag_cleared": false when a newer change owns the flag,
+ *    "also": [{"rule", "version", "dependents", "flag_cleared"}...] for
+ *    the other rules the change touched}
  * opts may be NULL; its lease_ms is how long the flag counts as live
  * (dtx_sync_repair and the audit leave a live flag alone). */
 int dtx_sync_update(dtx_store_t *st, const char *rule, const char *master_id,
@@ -1144,6 +1195,7 @@ int dtx_sync_repair(dtx_store_t *st, const dtx_recover_opts_t *opts,
 #define DTX_LEDGER_ACCOUNTS "ledger_accounts"
 #define DTX_LEDGER_ENTRIES "ledger_entries"
 #define DTX_LEDGER_MAX_LEGS 128
+#define DTX_LEDGER_TIMEOUT_MS 3600000 /* a pending entry's usual timeout */
 
 /* A ledger account's limit.  The zero value: min_balance 0. */
 typedef struct dtx_ledger_limit {
@@ -1177,8 +1229,12 @@ typedef struct dtx_ledger_post_req {
   const dtx_ledger_leg_t *legs;
   size_t nlegs;        /* 2..DTX_LEDGER_MAX_LEGS, distinct accounts */
   int pending;         /* hold the debits; resolve with post_pending/void */
-  int64_t timeout_ms;  /* pending: expires after this; 0: one hour; at
-                          most 100 years (DTX_EINVAL beyond) */
+  int64_t timeout_ms;  /* pending: expires after this, 1 ms to 100 years
+                          (DTX_LEDGER_TIMEOUT_MS, one hour, is the CLI's
+                          default); not pending: 0.  Anything else --
+                          0 or less for a pending entry, a timeout on
+                          one that is not, past 100 years -- is
+                          DTX_EINVAL, nothing recorded */
 } dtx_ledger_post_req_t;
 
 /* Posts an entry.  Checked first, recording nothing when wrong: 2 to 128
@@ -1329,6 +1385,12 @@ int dtx_order_create(dtx_store_t *st, const dtx_order_req_t *req,
  * be NULL) gives the executor's owner, lease and deadline. */
 int dtx_order_confirm(dtx_store_t *st, const char *trade_id,
                       const dtx_exec_opts_t *opts, json_t **out);
+
+/* The check every order call makes of a trade id before anything is
+ * recorded (1..100 of [A-Za-z0-9_.-]), without a store: 0 or DTX_EINVAL
+ * naming it.  For a caller that checks all its ids before confirming any
+ * (doctx order confirm ID...). */
+int dtx_order_id_check(const char *trade_id);
 
 /* The outcome of one order of dtx_order_confirm_many, in the caller's
  * array.  Its pointers are owned by the array and freed by
@@ -1510,7 +1572,10 @@ int dtx_batch_update(dtx_store_t *st, const char *coll, const json_t *filter,
  * day) at most once however often the run is repeated.  A credit cut short
  * before it committed is rolled back by the transfer protocol (failed);
  * the next attempt, "interest.2:DAY:ACCOUNT" (then .3, ... up to 5), is
- * made only once every earlier one failed, for the same amount.  The
+ * made only once every earlier one failed, for the same amount.  An id
+ * that would pass 128 bytes (a long account id) carries the account id's
+ * SHA-256 instead: "interest-sha256:DAY:HEX", "interest-sha256.K:DAY:HEX"
+ * (docs/scenarios.md "Credit ids").  The
  * balance used
  * is the account's balance when its credit is first recorded; a rerun
  * finds the recorded transfer and never recomputes it, so it does not
@@ -1526,7 +1591,7 @@ typedef struct dtx_interest_req {
 
 /* Runs the day's interest.  *out (may be NULL) receives
  *   {"day","rate_ppm","settlement","accounts","credited","already",
- *    "pending","skipped","zero","total"}
+ *    "pending","failed","skipped","zero","total","refused","refusals"}
  * accounts: the eligible accounts seen; credited: credits this call's
  * executor completed (each credit is counted so by one run at most, also
  * among concurrent runs); already: credits found completed by another
@@ -1538,12 +1603,17 @@ typedef struct dtx_interest_req {
  * accounts whose interest rounds to 0; total: the amount credited by this
  * call.  Bad input (day, rate, settlement id) is DTX_EINVAL before
  * anything is written; so is a settlement account that exists with a
- * limit, or was closed.  An account whose balance plus its interest would pass
- * INT64_MAX is not credited and the call ends DTX_EOVERFLOW (naming it)
- * after crediting the others.  A day is paid at one rate: its first run
- * records rate_ppm and the settlement (collection interest_days), and a
- * run of the day with others is DTX_ECONFLICT before anything is
- * credited.  opts (may be NULL) are the transfers'; the run executes them
+ * limit, or was closed.  An account that cannot be credited for a reason
+ * of its own (its balance plus its interest would pass INT64_MAX, a
+ * transfer under its credit id that is not its credit, an id the
+ * transfers refuse) is not credited; the run goes on, and ends
+ * DTX_EOVERFLOW (when that was the first reason) or DTX_ECONFLICT after
+ * crediting the others: refused counts such accounts and refusals lists
+ * the first 20 as {"account","error","detail"}.  A store error stops the
+ * run (*out says how far it got; run it again).  A day is paid at one
+ * rate: its first run records rate_ppm and the settlement (collection
+ * interest_days), and a run of the day with others is DTX_ECONFLICT
+ * before anything is written.  opts (may be NULL) are the transfers'; the run executes them
  * under opts->owner (or host:pid) plus a nonce of its own. */
 int dtx_interest_run(dtx_store_t *st, const dtx_interest_req_t *req,
                      const dtx_exec_opts_t *opts, json_t **out);

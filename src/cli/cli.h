@@ -84,8 +84,9 @@ void dtx__cli_jlines_free(void *lines, size_t n, size_t size);
 
 /* Parses JSON text from argv for argument `what` ("FILTER", "DOC", ...);
  * "-" reads the text from stdin (once per process: a second "-" is a
- * usage error).  On failure prints the error naming `what` and returns
- * NULL; every failure here is bad input (exit 2). */
+ * usage error; a NUL byte in it is BADJSON naming `what`).  On failure
+ * prints the error naming `what` and returns NULL; every failure here is
+ * bad input (exit 2). */
 json_t *dtx__cli_json(const char *text, const char *what);
 
 /* Parses a strict decimal int64 (no sign unless allow_negative, no

@@ -38,8 +38,8 @@ static const char *ledger_help =
     "before anything is posted (an entry the library refuses, e.g. one leg,\n"
     "fails alone on its line, exit 2 too, while the others post).\n"
     "--pending holds the debits until post-pending (in full) or void, or\n"
-    "until --timeout-ms (default 1 h, at most 100 years) passes and a worker\n"
-    "expires it.\n"
+    "until --timeout-ms (1 ms to 100 years; 0 is refused; default 1 h; a\n"
+    "line's \"timeout_ms\" alike) passes and a worker expires it.\n"
     "reverse posts the negated legs as a new entry.  balance\n"
     "prints {\"account\",\"balance\",\"available\",\"pending_debits\",\"seq\"}\n"
     "(--at-seq N: as of the account's seq N); statement one line per valid\n"
@@ -184,9 +184,11 @@ static int ledger_post(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {
     if (parse_leg(pos[i], &legs[i - 1]))
       return DTX_EXIT_USAGE;
   req.nlegs = (size_t)(n - 1);
-  if (o[G_TIMEOUT].value && !req.pending)
-    return dtx__cli_usage("ledger post: --timeout-ms goes with --pending");
-  if (dtx__cli_int_opt("ledger post", &o[G_TIMEOUT], 0, 1, &req.timeout_ms) ||
+  /* The timeout's rule (1 ms .. 100 years, only with --pending) is the
+   * library's: any integer goes to it; unset is its usual one hour. */
+  req.timeout_ms = req.pending ? DTX_LEDGER_TIMEOUT_MS : 0;
+  if (dtx__cli_int_opt("ledger post", &o[G_TIMEOUT], 1, INT64_MIN,
+                       &req.timeout_ms) ||
       dtx__cli_int_opt("ledger post", &o[G_DEADLINE], 0, 1, &eo.deadline_ms))
     return DTX_EXIT_USAGE;
   dtx_store_t *st = dtx__cli_store_armed(cli, &code);
@@ -257,7 +259,11 @@ static int parse_entry(pline_t *l) {
   l->req = (dtx_ledger_post_req_t){
       .id = id ? json_string_value(id) : NULL, .legs = l->legs,
       .nlegs = json_array_size(legs), .pending = json_is_true(pend),
-      .timeout_ms = tmo ? (int64_t)json_integer_value(tmo) : 0};
+      /* As `ledger post`: unset is the usual hour, a value is the
+       * library's to judge (0 refused on its line, as --timeout-ms 0). */
+      .timeout_ms = tmo                 ? (int64_t)json_integer_value(tmo)
+                    : json_is_true(pend) ? DTX_LEDGER_TIMEOUT_MS
+                                         : 0};
   return 0;
 }
 

@@ -25,7 +25,9 @@ static const char *order_help =
     "are confirmed together (one bulk write per step, dtx_order_confirm_many),\n"
     "each as alone, one line per id in their order: the order, or\n"
     "{\"error\", \"detail\", \"trade_id\"}; the exit code is then the most\n"
-    "severe of theirs.  States: pending,\n"
+    "severe of theirs.  A malformed trade id anywhere in the list is a\n"
+    "usage error (exit 2, naming it) found before any order is confirmed;\n"
+    "an unknown one fails on its own line.  States: pending,\n"
     "confirming, confirmed, success, canceled; cancel only while pending.\n"
     "doctx recover and doctx worker finish confirmations a crash\n"
     "interrupted.\n"
@@ -36,7 +38,9 @@ static const char *order_help =
     "        integer, an unknown account): nothing is recorded\n"
     "      3 the trade id exists with another account or amount, confirm of\n"
     "        a canceled order, cancel of an order past pending, a credit\n"
-    "        declined (the order stays confirming)\n"
+    "        declined (the order stays confirming), an order whose stored\n"
+    "        fields fail what create checked (a settlement with a lower\n"
+    "        limit...: nothing is credited; doctx audit reports it)\n"
     "      4 store error (the order is left for recovery)\n";
 
 enum { O_ACCOUNT, O_AMOUNT, O_SETTLEMENT, O_LEASE, O_OWNER, O_DEADLINE,
@@ -100,6 +104,12 @@ static int order_confirm(dtx_cli_t *cli, char **pos, int n,
       dtx__cli_int_opt("order confirm", &o[O_LEASE], 0, 1, &lease) ||
       dtx__cli_int_opt("order confirm", &o[O_DEADLINE], 0, 1, &deadline))
     return code ? code : DTX_EXIT_USAGE;
+  /* Every trade id is checked before the first is confirmed: a malformed
+   * one is a usage error of the whole command, so nothing is written. */
+  for (int i = 1; i < n; i++)
+    if (dtx_order_id_check(pos[i]))
+      return dtx__cli_error(DTX_EINVAL, "%s (argument %d); nothing "
+                            "confirmed", dtx_errdetail(), i);
   dtx_store_t *st = dtx__cli_store_armed(cli, &code);
   if (!st)
     return code;

@@ -83,13 +83,18 @@ static const char *interest_help =
     "default 30000), then rolled back and made again.  N is 0..1000000;\n"
     "DAY must be a real calendar date.  A day is paid at one rate: the\n"
     "first run records N and the settlement, and a rerun with others is\n"
-    "refused (exit 3, nothing credited).  Prints {\"day\",\"rate_ppm\",\n"
-    "\"settlement\",\"accounts\",\"credited\",\"already\",\"pending\",\"failed\",\n"
-    "\"skipped\",\"zero\",\"total\"} (docs/scenarios.md).\n"
-    "exit: 0 done; 2 invalid input (nothing is recorded); 3 the settlement\n"
-    "      account has a limit, or an account's balance would overflow (the\n"
-    "      others are credited), or the day was run with another N or\n"
-    "      settlement; 4 store error (run it again)\n";
+    "refused (exit 3, nothing credited).  A credit id past 128 bytes (an\n"
+    "account id of 109 bytes or more) carries the account id's SHA-256:\n"
+    "interest-sha256:DAY:HEX.  Prints {\"day\",\"rate_ppm\",\"settlement\",\n"
+    "\"accounts\",\"credited\",\"already\",\"pending\",\"failed\",\"skipped\",\n"
+    "\"zero\",\"total\",\"refused\",\"refusals\"} (docs/scenarios.md), also\n"
+    "when it exits 3 or 4: refusals lists the accounts not credited.\n"
+    "exit: 0 done; 2 invalid input or a settlement account with a limit\n"
+    "      (nothing is recorded); 3 some accounts not credited (a balance\n"
+    "      that would overflow, a transfer under a credit id that is not\n"
+    "      the credit, an id the transfers refuse: the others are\n"
+    "      credited), or the day was run with another N or settlement\n"
+    "      (nothing is recorded); 4 store error (run it again)\n";
 
 int dtx__cmd_interest(dtx_cli_t *cli, int argc, char **argv) {
   enum { O_RATE, O_DAY, O_SETTLE, O_LEASE, O_DEADLINE, O_N };

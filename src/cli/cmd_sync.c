@@ -22,15 +22,21 @@ static const char *sync_help =
     "_syncing or _sync) to master MASTER_ID, raising its version and setting\n"
     "its syncing flag in the same step, then copies the fields into every\n"
     "dependent reflecting an older version and clears the flag if it is\n"
-    "still its own.  It prints {\"rule\",\"master\",\"version\",\"dependents\"\n"
-    "(written),\"flag_cleared\"}.  A change interrupted leaves its flag\n"
-    "(live for --lease-ms, default 30000).\n"
+    "still its own.  Every other rule on the same master collection whose\n"
+    "SRC fields UPDATE can change is flagged in the same step and propagated\n"
+    "too.  It prints {\"rule\",\"master\",\"version\",\"dependents\"\n"
+    "(written),\"flag_cleared\",\"also\":[the same for each other rule]}.\n"
+    "A change interrupted leaves its flags (live for --lease-ms, default\n"
+    "30000).\n"
     "repair re-propagates every stale flag (lease lapsed, or set at least\n"
     "--older-than-ms ago) from the master's current values and prints a\n"
     "JSON summary; doctx recover and doctx worker do the same.\n"
-    "exit: 0 ok; 1 no such rule or master; 2 invalid input (nothing is\n"
-    "      recorded); 3 a rule redefined differently, a write refused by\n"
-    "      a collection's rules; 4 store error (the flag is left for repair)\n";
+    "A new rule may not write a field another rule writes or links by, nor\n"
+    "copy into a field another rule copies from (exit 3).\n"
+    "exit: 0 ok; 1 no such rule or master (nothing is created); 2 invalid\n"
+    "      input (nothing is recorded); 3 a rule redefined differently or\n"
+    "      clashing with another, a write refused by a collection's rules;\n"
+    "      4 store error (the flags are left for repair)\n";
 
 enum { O_MASTER, O_DEPS, O_LINK, O_COPY, O_LEASE, O_OWNER, O_DEADLINE,
        O_OLDER, O_N };

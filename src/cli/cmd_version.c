@@ -33,7 +33,9 @@ static const char *version_help =
     "lapsed and remove what they wrote.\n"
     "exit: 0 ok; 1 no such item, version or child to remove; 2 invalid\n"
     "      input (nothing is written); 3 --expect-version not met, a write\n"
-    "      refused by a collection's rules; 4 store error\n";
+    "      refused by a collection's rules; 4 store error, or a root or\n"
+    "      document written past the rules (nothing is written or removed\n"
+    "      there; doctx audit reports it)\n";
 
 #define MAX_CHANGES DTX_VERSION_MAX_CHILDREN
 

@@ -63,9 +63,11 @@ static const struct {
      "a write refused by a collection's rules (VALIDATION), a write whose "
      "--fence token is older than one that wrote the document (FENCED), a "
      "job id reused with other parameters, a job effect with a stale epoch, "
-     "a sync rule redefined with another definition, an order trade id reused "
-     "with another account or amount, confirm of a canceled order, cancel "
-     "of an order past pending"},
+     "a sync rule redefined with another definition or clashing with "
+     "another rule, an order trade id reused with another account or amount, "
+     "confirm of a canceled order, cancel of an order past pending, an "
+     "interest run that could not credit some accounts (it credited the "
+     "others and lists those in \"refusals\")"},
     {DTX_EXIT_BACKEND,
      "store unavailable or backend error (a transfer it interrupts is left "
      "for doctx recover), including no store at PATH for a command that "
@@ -230,8 +232,9 @@ void dtx__cli_jlines_free(void *lines, size_t n, size_t size) {
   free(lines);
 }
 
-/* Reads all of stdin for a "-" argument.  Only one argument of a command
- * line can be "-": stdin is read once. */
+/* Reads all of stdin for a "-" argument: the CLI's one reader of it, so
+ * every command taking "-" refuses what it refuses.  Only one argument
+ * of a command line can be "-": stdin is read once. */
 static char *read_stdin(const char *what) {
   static int used;
   if (used++) {
@@ -251,6 +254,16 @@ static char *read_stdin(const char *what) {
       return NULL;
     }
     if (feof(stdin)) {
+      /* A NUL would end the text the parser sees: the rest of the
+       * argument would be dropped unseen (as for input lines,
+       * dtx__cli_read_jlines).  Refuse it before anything runs. */
+      const char *nul = memchr(buf, '\0', n);
+      if (nul) {
+        dtx__cli_error(DTX_EBADJSON, "%s: a NUL byte at byte %zu of stdin",
+                       what, (size_t)(nul - buf) + 1);
+        free(buf);
+        return NULL;
+      }
       buf[n] = '\0';
       return buf;
     }

@@ -8,8 +8,8 @@
  *
  * The source: a leading run of $match stages (joined with $and), then a
  * $sort, a $skip and a $limit that follow directly, are not run here but
- * handed to the store's find (dtx__pipeline_source), so the backends'
- * planners use indexes for them; the store then passes the documents found
+ * handed to the store's find (dtx__pipeline_source), so the store's
+ * planner uses indexes for them; the store then passes the documents found
  * to dtx__pipeline_run.
  *
  * The run is push-based: each input document flows through the stages one

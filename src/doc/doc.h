@@ -391,6 +391,13 @@ void dtx__index_spec_free(dtx__index_spec_t *s);
 
 /* The spec as {"name","key","unique","sparse"} (new reference). */
 json_t *dtx__index_spec_json(const dtx__index_spec_t *s);
+/* How create_index's spec want meets the index have already on coll:
+ * 0 when their names differ; 1 when they have the same
+ * dtx__index_spec_json (the key compared as a JSON object, field order
+ * aside), so creating it again changes nothing; else DTX_EBADINDEX (an
+ * index of that name with another spec; out of memory counts as one). */
+int dtx__index_spec_same(const dtx__index_spec_t *have,
+                         const dtx__index_spec_t *want, const char *coll);
 
 /* The index keys of doc: an array of tuples (arrays of nfields values),
  * without duplicates.  A missing field gives null; an array gives one key
@@ -415,10 +422,10 @@ int dtx__index_fields_same(const dtx__index_spec_t *s, const json_t *old,
 /* Whether keys (from dtx__index_keys) make their index multikey: several
  * tuples, or a tuple holding an array or object value (an empty array, a
  * whole subdocument).  Both backends keep the flag per index, and the
- * planners then combine conditions more carefully; an index that never
+ * planner then combines conditions more carefully; an index that never
  * had such keys also lists each document once under scalars only, whose
  * index order is MongoDB's sort order, so a sort can walk it
- * (dtx__conds_sorted). */
+ * (DTX__PLAN_SORTED, store/plan.h). */
 int dtx__index_keys_multikey(const json_t *keys);
 
 /* ---- stored-document rules (rules.c, schema.c) ------------------------------ */

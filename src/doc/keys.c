@@ -150,6 +150,21 @@ json_t *dtx__index_spec_json(const dtx__index_spec_t *s) {
   return r;
 }
 
+int dtx__index_spec_same(const dtx__index_spec_t *have,
+                         const dtx__index_spec_t *want, const char *coll) {
+  if (strcmp(have->name, want->name) != 0)
+    return 0;
+  json_t *ja = dtx__index_spec_json(have), *jb = dtx__index_spec_json(want);
+  int same = ja && jb && json_equal(ja, jb);
+  json_decref(ja);
+  json_decref(jb);
+  return same ? 1
+              : dtx__err(DTX_EBADINDEX,
+                         "index '%s' on '%s' already exists with a different "
+                         "specification",
+                         want->name, coll);
+}
+
 /* ---- key extraction ------------------------------------------------------ */
 
 /* One index path as seen from the current base value: its remaining

@@ -338,7 +338,12 @@ int dtx_store_create_index(dtx_store_t *st, const char *coll,
   dtx__index_spec_t *spec;
   if ((rc = dtx__index_spec_parse(keys, opts, &spec)) < 0)
     return rc;
-  rc = st->m->create_index(st->b, coll, spec);
+  if (strcmp(spec->name, "_id_") != 0)
+    rc = st->m->create_index(st->b, coll, spec);
+  else if (spec->nfields != 1 || strcmp(spec->paths[0], "_id") != 0 ||
+           spec->sparse) /* the _id index itself is always there */
+    rc = dtx__err(DTX_EBADINDEX,
+                  "index name _id_ is reserved for the _id index");
   if (rc == 0 && name_out && !(*name_out = strdup(spec->name)))
     rc = dtx__err(DTX_ENOMEM, "copying index name");
   dtx__index_spec_free(spec);
@@ -356,9 +361,22 @@ static int check_out_call(dtx_store_t *st, const char *coll, json_t **out) {
 
 int dtx_store_list_indexes(dtx_store_t *st, const char *coll, json_t **out) {
   int rc = check_out_call(st, coll, out);
-  if (rc < 0)
+  json_t *specs = NULL;
+  if (rc < 0 || (rc = st->m->list_indexes(st->b, coll, &specs)) < 0)
     return rc;
-  return st->m->list_indexes(st->b, coll, out);
+  /* Every collection has the _id index first; a missing one has none,
+   * as find on it gives no documents. */
+  json_t *arr = specs ? json_pack("[{s:s,s:{s:i},s:b,s:b}]", "name", "_id_",
+                                  "key", "_id", 1, "unique", 1, "sparse", 0)
+                      : json_array();
+  if (!arr || (specs && json_array_extend(arr, specs) < 0)) {
+    json_decref(arr);
+    arr = NULL;
+    rc = dtx__err(DTX_ENOMEM, "listing indexes of '%s'", coll);
+  }
+  json_decref(specs);
+  *out = arr;
+  return rc;
 }
 
 int dtx_store_drop_collection_ex(dtx_store_t *st, const char *coll,

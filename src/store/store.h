@@ -49,6 +49,8 @@ typedef struct dtx__modify {
   int bypass;                   /* skip the validator / delete guard */
   const char *fence_name;       /* NULL, or the lock fencing this write */
   int64_t fence_token;          /* its token (>= 1) */
+  int64_t not_before;           /* a time-bounded write (window.c): */
+  int64_t not_after;            /* wall-clock ms, 0 for no bound */
 } dtx__modify_t;
 
 /* The outcome of one modify_one call. */
@@ -121,8 +123,11 @@ typedef struct dtx_store_methods {
   int (*modify_many)(dtx__backend_t *b, const dtx__modify_t *m,
                      int64_t *matched, int64_t *modified);
 
+  /* Never called for the name _id_: store.c answers that itself. */
   int (*create_index)(dtx__backend_t *b, const char *coll,
                       const dtx__index_spec_t *spec);
+  /* *out: a new array of coll's indexes (dtx__index_spec_json), the _id
+   * index left out (store.c adds it), or NULL when coll does not exist. */
   int (*list_indexes)(dtx__backend_t *b, const char *coll, json_t **out);
   int (*drop_collection)(dtx__backend_t *b, const char *coll);
   int (*list_collections)(dtx__backend_t *b, json_t **out);
@@ -150,6 +155,40 @@ typedef struct dtx_store_methods {
 
 extern const dtx_store_methods_t dtx__sqlite_methods;
 extern const dtx_store_methods_t dtx__redis_methods; /* with DTX_REDIS */
+
+/* ---- URI options (uri.c) ---------------------------------------------------- */
+
+/* One option a backend's URI takes after '?', as name=value pairs joined
+ * by '&'.  Each backend declares a table of them; dtx__uri_opts parses
+ * the pairs into the backend's settings struct, with one error text per
+ * kind of mistake whatever the backend. */
+enum {
+  DTX__URI_INT,  /* an int in lo..hi, digits only */
+  DTX__URI_WORD, /* one of words ("off|normal|full"): its index, an int */
+  DTX__URI_NAME, /* lo..hi of [A-Za-z0-9_-] into a char[hi + 1] */
+  DTX__URI_TEXT  /* any text, into a malloc'd char * (the caller frees it) */
+};
+
+typedef struct dtx__uri_opt {
+  const char *name;
+  int kind;
+  size_t off; /* offsetof the setting in the settings struct */
+  int lo, hi;
+  const char *words; /* DTX__URI_WORD */
+  int once;          /* a repeat is refused (else the last one counts) */
+} dtx__uri_opt_t;
+
+/* Parses query (the text after uri's '?') by the nopts (at most 64)
+ * options of opts into the struct at out; settings not named keep their
+ * values.  0, or DTX_EBADURI naming uri and the mistake (an empty list, a
+ * pair without '=', an unknown or repeated option, a bad value, a
+ * trailing '&'), or DTX_ENOMEM; what was set before the mistake stays. */
+int dtx__uri_opts(const char *uri, const char *query,
+                  const dtx__uri_opt_t *opts, size_t nopts, void *out);
+
+/* The int of the n digits at s when it is in lo..hi: 0 with *out set,
+ * else -1 (no digits, a non-digit, more than 9 digits, out of range). */
+int dtx__uri_int(const char *s, size_t n, int lo, int hi, int *out);
 
 /* Documents a backend loaded on this thread to evaluate filters (every
  * candidate it ran the matcher on).  Tests read it to prove that a query
@@ -236,6 +275,24 @@ int dtx__fence_name_check(const char *name);
 int dtx__fence_check_args(const char *name, int64_t token);
 int dtx__fence_check_update(const json_t *update);
 int dtx__fence_check_doc(const json_t *doc);
+
+/* ---- time-bounded writes (window.c) ------------------------------------------ */
+
+/* Checks and sets m's bounds (doctx.h, "time-bounded writes"): each >= 0
+ * (0: none) and not_before <= not_after when both are set; DTX_EINVAL
+ * otherwise, m unchanged. */
+int dtx__window_set(dtx__modify_t *m, int64_t not_before, int64_t not_after);
+
+/* 1 when m carries a bound. */
+int dtx__window_any(const dtx__modify_t *m);
+
+/* The one test of a bounded write, at the store's clock now (ms), on the
+ * document doc it would write (for the detail; may be NULL): 0 when now
+ * is within m's bounds, else DTX_ESTALE (past not_after) or DTX_ESTATE
+ * (before not_before) with the detail every backend gives.  SQLite calls
+ * it inside its write transaction; Redis with the server time its write
+ * script refused at. */
+int dtx__window_test(const dtx__modify_t *m, const json_t *doc, int64_t now);
 
 /* The rule of an update of many documents: no replacement document
  * (DTX_EBADUPDATE).  dtx_store_update and dtx_check_update both use it. */

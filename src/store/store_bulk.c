@@ -51,7 +51,8 @@ static int bulk_prepare(dtx_store_t *st, const dtx_bulk_op_t *o,
     if ((rc = dtx__st_modify_prepare(st, o->coll, o->filter, o->update,
                                      u->array_filters, 0, u->bypass_validation,
                                      u->fence_name, u->fence_token, &op->m,
-                                     &it->c)) < 0)
+                                     &it->c)) < 0 ||
+        (rc = dtx__window_set(&op->m, u->not_before, u->not_after)) < 0)
       return rc;
     op->m.upsert = u->upsert;
     return 0;
@@ -79,7 +80,8 @@ static int bulk_prepare(dtx_store_t *st, const dtx_bulk_op_t *o,
              st, o->coll, o->filter, is_delete ? NULL : o->update,
              is_delete ? NULL : f->array_filters, is_delete,
              f->bypass_validation, f->fence_name, f->fence_token, &op->m,
-             &it->c)) < 0)
+             &it->c)) < 0 ||
+        (rc = dtx__window_set(&op->m, f->not_before, f->not_after)) < 0)
       return rc;
     op->m.sort = f->sort;
     op->m.upsert = !is_delete && f->upsert;

@@ -147,7 +147,8 @@ int dtx_store_update(dtx_store_t *st, const char *coll, const json_t *filter,
                                   opts->fence_token, &m, &c);
   if (rc < 0)
     return rc;
-  if (opts->many && (rc = dtx__many_check(c.u)) < 0) {
+  if ((rc = dtx__window_set(&m, opts->not_before, opts->not_after)) < 0 ||
+      (opts->many && (rc = dtx__many_check(c.u)) < 0)) {
     dtx__st_compiled_free(&c);
     return rc;
   }
@@ -205,6 +206,11 @@ static int find_one_and_modify(dtx_store_t *st, const char *coll,
            st, coll, filter, update, is_delete ? NULL : opts->array_filters,
            is_delete, opts->bypass_validation, opts->fence_name,
            opts->fence_token, &m, &c)) < 0) {
+    dtx__proj_free(proj);
+    return rc;
+  }
+  if ((rc = dtx__window_set(&m, opts->not_before, opts->not_after)) < 0) {
+    dtx__st_compiled_free(&c);
     dtx__proj_free(proj);
     return rc;
   }

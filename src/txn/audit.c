@@ -8,8 +8,14 @@
  *                                                       for its top-level
  *                                                       counts)
  * A pattern's audit only reads; it adds findings and counts through the
- * helpers below.  A read that fails ends the audit with that error and no
- * report: an audit that skipped a pattern must not say "clean". */
+ * helpers below.  One bad document never stops the audit: a pattern
+ * whose audit stops at an error of its own (a document it cannot judge,
+ * a name no collection can have) gets an "audit_error" finding naming
+ * it, and every other pattern is still audited -- so the report is never
+ * "clean" then, and never hides what the other patterns found.  Only a
+ * store that keeps failing (transient errors past the retry policy, out
+ * of memory) ends the audit with that error and no report: an audit that
+ * could read nothing must not report as if it had. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -149,8 +155,17 @@ int dtx_audit_acked(dtx_store_t *st, int flags, const json_t *acked,
     a.part = json_object();
     json_object_set_new(json_object_get(a.report, "patterns"), p->name,
                         a.part);
-    if ((rc = p->audit(&a)))
-      rc = dtx__err_wrap(rc, "audit of %s", p->name);
+    int prc = p->audit(&a);
+    if (prc && (dtx__transient(prc) || prc == DTX_ENOMEM)) {
+      rc = dtx__err_wrap(prc, "audit of %s", p->name);
+    } else if (prc) {
+      dtx__audit_finding(&a, "audit_error", "the audit of %s stopped: %s: "
+                         "%s; its other checks were not made", p->name,
+                         dtx_errname(prc), dtx_errdetail());
+      if (!json_object_get(a.part, "summary"))
+        dtx__audit_summary(&a, "stopped at an error (see findings)");
+      dtx__err_clear();
+    }
   }
   if (rc) {
     json_decref(a.report);

@@ -23,7 +23,7 @@ void dtx__deadline_enter(dtx__deadline_frame_t *saved, int64_t budget_ms) {
     cur.budget = 0;
   }
   if (budget_ms > 0) {
-    int64_t at = dtx__mono_ms() + budget_ms;
+    int64_t at = dtx__add_sat(dtx__mono_ms(), budget_ms);
     if (cur.at == 0 || at < cur.at) { /* a nested frame only tightens */
       cur.at = at;
       cur.budget = budget_ms;
@@ -34,7 +34,8 @@ void dtx__deadline_enter(dtx__deadline_frame_t *saved, int64_t budget_ms) {
 void dtx__deadline_leave(const dtx__deadline_frame_t *saved) { cur = *saved; }
 
 int dtx__deadline_expired(int64_t op_start_ms, int64_t window_ms) {
-  int64_t now = dtx__mono_ms(), op_stop_ms = op_start_ms + window_ms;
+  int64_t now = dtx__mono_ms(),
+          op_stop_ms = dtx__add_sat(op_start_ms, window_ms);
   if (cur.open && cur.at == 0) {
     /* Soft frame: the store's own window, once, is the command's. */
     cur.at = op_stop_ms;

@@ -9,7 +9,9 @@
  * add up: one budget bounds the whole call.
  *
  * A frame is hard or soft:
- *  - hard (budget_ms > 0): the deadline is now + budget_ms;
+ *  - hard (budget_ms > 0): the deadline is now + budget_ms, saturated:
+ *    a budget too large for int64 (up to INT64_MAX) is "no deadline in
+ *    practice", never a deadline that wrapped into the past;
  *  - soft (budget_ms == 0): the deadline is set by the store itself, the
  *    first time one of its operations has to wait -- to the end of that
  *    operation's own retry window (Redis: retry_ms after it started;
@@ -31,6 +33,28 @@
 
 /* Milliseconds on the monotonic clock. */
 int64_t dtx__mono_ms(void);
+
+/* a + b, saturated at INT64_MAX / INT64_MIN instead of wrapping.  Every
+ * "time + duration" in doctx goes through it or through a bound checked
+ * before it (docs/deadlines.md, "Huge durations"): a wrapped sum is a
+ * time in the past, so a budget of INT64_MAX ms would mean "already
+ * expired" -- a command that skips everything and reports success. */
+static inline int64_t dtx__add_sat(int64_t a, int64_t b) {
+  int64_t s;
+  if (__builtin_add_overflow(a, b, &s))
+    return b > 0 ? INT64_MAX : INT64_MIN;
+  return s;
+}
+
+/* a - b, saturated likewise: for "how long ago" and "how long left" of a
+ * time read from a document, which a bypassing write may have set to
+ * anything (INT64_MIN included). */
+static inline int64_t dtx__sub_sat(int64_t a, int64_t b) {
+  int64_t s;
+  if (__builtin_sub_overflow(a, b, &s))
+    return b < 0 ? INT64_MAX : INT64_MIN;
+  return s;
+}
 
 /* What enter saved, for leave to restore.  Opaque to callers. */
 typedef struct dtx__deadline_frame {

@@ -5,7 +5,8 @@
 #
 # The table below is one `row` per case:
 #   row EXIT ERRNAME MENTION -- ARGS...
-# MENTION is a string stderr must contain ("" for none).  After each row
+# MENTION is a string stderr must contain ("" for none).  stdin is
+# /dev/null, or the file $ROW_IN (ROW_IN=FILE row ...).  After each row
 # the whole store (every collection's documents, indexes and rules) is
 # dumped and compared with the dump taken before it -- which is the dump
 # taken after the row before, since no row may change the store.
@@ -53,7 +54,8 @@ row() {
   NROWS=$((NROWS + 1))
   what="doctx $*"
   [ -s "$TMP/before" ] || dump > "$TMP/before"
-  "$DOCTX" --store "$S" "$@" > "$TMP/out" 2> "$TMP/err" || rc=$?
+  "$DOCTX" --store "$S" "$@" < "${ROW_IN:-/dev/null}" > "$TMP/out" \
+    2> "$TMP/err" || rc=$?
   GROUP+=("$what")
   local err first
   err=$(cat "$TMP/err")
@@ -103,6 +105,16 @@ dx index acc '{"balance":-1}' > /dev/null || setup_ok=0
 dx rules users --validator '{"$jsonSchema":{"required":["email"],"properties":{"email":{"bsonType":"string"}}},"email":{"$ne":""}}' \
   --delete-guard '{"email":"keep"}' \
   --transition '{"immutable":["since"],"increasing":["logins"]}' > /dev/null || setup_ok=0
+dx insert bu '{"_id":1,"n":0}' > /dev/null || setup_ok=0
+# Ledger accounts at the ends of int64: LMIN's balance is INT64_MIN,
+# LMAX's INT64_MAX (the OVERFLOW messages below).
+for a in LMIN LX LY; do
+  dx ledger account create $a --min-balance none > /dev/null || setup_ok=0
+done
+dx ledger account create LMAX > /dev/null || setup_ok=0
+dx ledger post LMIN:-9223372036854775807 LMAX:9223372036854775807 \
+  > /dev/null || setup_ok=0
+dx ledger post LMIN:-1 LX:1 > /dev/null || setup_ok=0
 if [ "$setup_ok" -ne 1 ] || [ "$(dx count acc)" != 5 ]; then
   echo "setup failed" >&2
   echo "0 passed, 1 failed"
@@ -277,6 +289,66 @@ row 2 INVAL "nests deeper" -- find-and-modify acc '{"_id":"A"}' "{\"\$push\":{\"
 row 2 BADJSON 'maximum parsing depth' -- find acc "$(nest 3000)"
 row 2 BADJSON 'maximum parsing depth' -- update acc '{"_id":"A"}' "{\"\$set\":{\"y\":$(nest 3000)}}"
 row 2 BADJSON 'maximum parsing depth' -- insert acc "{\"v\":$(nest 3000)}"
+
+# ---- a NUL byte in a JSON argument read from stdin (-) ------------------------------------------
+# The parser would stop at the NUL and drop the rest unseen (the command
+# then wrote the first half and exited 0).  Every "-" goes through the
+# CLI's one reader of it (dtx__cli_json), for every command that takes
+# one: BADJSON naming the argument, nothing written.
+nulrow() { # nulrow JSON WHAT -- ARGS...: JSON, a NUL, then more JSON on stdin
+  local json=$1 what=$2
+  shift 3
+  printf '%s\0{"more":1}' "$json" > "$TMP/nul"
+  ROW_IN="$TMP/nul" row 2 BADJSON "$what: a NUL byte at byte $((${#json} + 1)) of stdin" -- "$@"
+}
+nulrow '{"_id":"N0"}' DOC -- insert acc -
+nulrow '{"_id":"N1"}' "DOC 2" -- insert acc '{"_id":"N2"}' -
+nulrow '{"_id":"A"}' FILTER -- find acc -
+nulrow '{"_id":"A"}' FILTER -- count acc -
+nulrow '{"_id":"A"}' FILTER -- update acc - '{"$set":{"z":1}}'
+nulrow '{"$set":{"z":1}}' UPDATE -- update acc '{"_id":"A"}' -
+nulrow '{"$set":{"z":1}}' UPDATE -- find-and-modify acc '{"_id":"A"}' -
+nulrow '{"_id":"S"}' FILTER -- delete acc -
+nulrow '[{"$match":{}}]' PIPELINE -- aggregate acc -
+nulrow '{"zz":1}' KEYS -- index acc -
+nulrow '{"balance":1}' --sort -- find acc '{}' --sort -
+nulrow '{"balance":1}' --project -- find acc '{}' --project -
+nulrow '[{"t":"x"}]' --array-filters -- update acc '{"_id":"A"}' '{"$set":{"tags.$[t]":"z"}}' --array-filters -
+nulrow '{"n":{"$type":"long"}}' --validator -- rules bu --validator -
+nulrow '{"n":0}' --delete-guard -- rules bu --delete-guard -
+nulrow '{"immutable":["n"]}' --transition -- rules bu --transition -
+nulrow '{"k":1}' PAYLOAD -- job add q t -
+nulrow '{}' FILTER -- job effect j1 1 k bu - '{"$inc":{"n":1}}'
+nulrow '{"$inc":{"n":1}}' UPDATE -- job effect j1 1 k bu '{}' -
+nulrow '{}' FILTER -- batch-update bu - '{"$inc":{"n":1}}' --id b1
+nulrow '{"$inc":{"n":1}}' UPDATE -- batch-update bu '{}' - --id b1
+nulrow '{"$set":{"name":"x"}}' UPDATE -- sync update r1 u1 -
+nulrow '{"a":1}' ROOT -- version put it -
+nulrow '{"c":1}' "child DOC" -- version put it '{"a":1}' --child k=-
+
+# ---- ledger messages at the ends of int64 (a debit or credit is named by its amount) ----------
+row 3 OVERFLOW "account 'LMIN': a debit of 1 could take its balance -9223372036854775808 (pending debits 0, credits 0) past int64" -- ledger post LMIN:-1 LY:1
+row 3 OVERFLOW "account 'LMIN': a debit of 9223372036854775808 could take its balance -9223372036854775808" -- ledger post LMIN:-9223372036854775808 LX:4611686018427387904 LY:4611686018427387904
+row 3 OVERFLOW "account 'LMAX': a credit of 1 could take its balance 9223372036854775807 (pending debits 0, credits 0) past int64" -- ledger post LY:-1 LMAX:1
+row 3 OVERFLOW "account 'LMAX': a credit of 1 could take" -- ledger post LY:-1 LMAX:1 --pending
+
+# ---- a pending entry's timeout: one rule, the library's (0 is refused, not "one hour") -----------
+row 2 INVAL "timeout_ms 0: a pending entry's timeout must be 1 ms to 100 years" -- ledger post LX:-1 LY:1 --pending --timeout-ms 0
+row 2 INVAL "timeout_ms -1: a pending entry's timeout" -- ledger post LX:-1 LY:1 --pending --timeout-ms -1
+row 2 INVAL "timeout_ms 5: only a pending entry has a timeout" -- ledger post LX:-1 LY:1 --timeout-ms 5
+
+# ---- durations and deadlines near INT64_MAX that are refused (exit 2, nothing recorded) --------
+# The ones that work as "practically forever" are in contract.sh; the
+# rule for each is in docs/deadlines.md ("Huge durations").
+for v in 9223372036854775807 9223371036854775807 3153600000001; do
+  row 2 INVAL "lock ttl $v ms: must be 1..31622400000" -- lock acquire LK --ttl-ms "$v"
+  row 2 INVAL "lock ttl $v ms" -- lock renew LK 1 --ttl-ms "$v"
+  row 2 INVAL "delay of $v ms is more than 100 years" -- job add q t --delay-ms "$v"
+  row 2 INVAL "backoff must be from 1 to 3600000 ms, got $v" -- job add q t --backoff-ms "$v"
+  row 2 INVAL "timeout_ms $v: a timeout of more than 100 years" -- ledger post LX:-1 LY:1 --pending --timeout-ms "$v"
+done
+row 2 USAGE "--deadline-ms" -- recover --deadline-ms 9223372036854775808
+row 2 USAGE "--wait-ms" -- lock acquire LK --wait-ms 99999999999999999999
 
 check_store
 

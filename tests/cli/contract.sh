@@ -18,13 +18,16 @@ PASS=0
 FAIL=0
 
 # run ARGS...: runs doctx on the test store, with $IN on stdin when set
-# (IN=TEXT run ...); sets OUT, ERR and RC.
+# (IN=TEXT run ...), killed after $BOUND seconds when set (BOUND=N run
+# ...: a command told to wait as long as it takes); sets OUT, ERR and RC.
 run() {
   RC=0
+  local t=()
+  [ -n "${BOUND:-}" ] && t=(timeout -k 5 "$BOUND")
   if [ -n "${IN+set}" ]; then
-    printf '%s' "$IN" | "$DOCTX" --store "$S" "$@" >"$TMP/out" 2>"$TMP/err" || RC=$?
+    printf '%s' "$IN" | "${t[@]}" "$DOCTX" --store "$S" "$@" >"$TMP/out" 2>"$TMP/err" || RC=$?
   else
-    "$DOCTX" --store "$S" "$@" >"$TMP/out" 2>"$TMP/err" </dev/null || RC=$?
+    "${t[@]}" "$DOCTX" --store "$S" "$@" >"$TMP/out" 2>"$TMP/err" </dev/null || RC=$?
   fi
   OUT=$(cat "$TMP/out")
   ERR=$(cat "$TMP/err")
@@ -311,6 +314,133 @@ redis://*)
     "$([[ $RC -eq 4 && -n $want && $ERR == *"failed: $want" ]]; echo $?)"
   ;;
 esac
+
+# ---- durations and deadlines at the edge of int64 ----------------------------------------------
+# Every option that takes a duration or a deadline, at INT64_MAX (its
+# sum with either clock wraps), INT64_MAX - 10^12 (wraps with the wall
+# clock only) and 100 years + 1 ms (past the bounds): each either works as
+# "practically forever" -- exit 0 AND the command did its work, checked
+# below -- or is refused with exit 2 naming it (those rows are in
+# bad_input.sh, which also checks that they change nothing).  Never exit
+# 0 having done nothing: `recover --deadline-ms 9223372036854775807` once
+# skipped every pattern as "deadline passed" and printed "ok":true.
+# docs/deadlines.md ("Huge durations") gives each option's rule.
+S_MAIN=$S
+new_store durations
+# works DESC ERE ARGS...: exit 0, no deadline passed, and the last line
+# of stdout (the command's result or summary) matches ERE (bash =~: no
+# jq per row, which would cost more CPU than the commands).
+works() {
+  local desc=$1 re=$2
+  shift 2
+  run "$@"
+  if [ "$RC" -eq 0 ] && [[ $OUT != *"deadline passed"* ]] &&
+     [[ ${OUT##*$'\n'} =~ $re ]]; then ok; else
+    bad "$desc: doctx $* -> exit $RC" "stdout: $OUT"$'\n'"stderr: $ERR"
+  fi
+}
+quiet() { run "$@"; [ "$RC" -eq 0 ] || bad "set-up: doctx $* -> exit $RC" "stderr: $ERR"; }
+quiet account create a --balance 100000000
+quiet account create b
+quiet ledger account create LA --min-balance none
+quiet ledger account create LB
+quiet sync rule r1 --master users --dependents posts --link uid --copy name:uname
+quiet insert users '{"_id":"u1","name":"x"}'
+quiet insert posts '{"_id":"p1","uid":"u1"}'
+quiet insert bu '{"_id":1,"n":0}'
+J='cat >/dev/null; echo "{}"'
+i=0
+for V in 9223372036854775807 9223371036854775807 3153600000001; do
+  i=$((i + 1))
+  # transfers, worker, recover
+  works "transfer --deadline-ms $V" '"state":"succeeded"' transfer a b 1 --deadline-ms "$V"
+  IN='{"from":"a","to":"b","amount":1}' works "transfer batch --deadline-ms $V" \
+    '"state":"succeeded"' transfer batch --deadline-ms "$V"
+  quiet transfer a b 1 --async --id "old$i"
+  works "recover --older-than-ms $V: nothing is that old" \
+    '"updated within --older-than-ms":\{"count":[1-9]' \
+    recover --older-than-ms "$V"
+  works "worker --deadline-ms $V" '"transfer":\{"ran":\{[^}]*"succeeded":[1-9]' \
+    worker --once --deadline-ms "$V"
+  quiet transfer a b 1 --async
+  works "worker --lease-ms $V" '"transfer":\{"ran":\{[^}]*"succeeded":1[,}]' worker --once --lease-ms "$V"
+  for o in --deadline-ms --tombstone-ttl-ms --retention-ms; do
+    quiet transfer a b 1 --async
+    works "recover $o $V" '"transfer":\{"ran":\{[^}]*"executed":1[,}]' \
+      recover --older-than-ms 0 "$o" "$V"
+  done
+  # jobs: the handler's time, the lease, the budget
+  for o in --timeout-ms --lease-ms --deadline-ms; do
+    quiet job add "q$i" t
+    BOUND=60 works "job work $o $V" '"ran":\{"succeeded":1,"retried":0,' \
+      job work "q$i" --exec "$J" --once "$o" "$V"
+  done
+  works "recover --retention-ms $V keeps a succeeded job" '"job":\{"ran":\{("[a-z_]+":[0-9]+,?)*\}' \
+    recover --retention-ms "$V"
+  check "recover --retention-ms $V purged nothing (out=$OUT)" "$([[ $OUT != *purged* ]]; echo $?)"
+  # locks: a wait as long as it takes (this one's holder lapses in 200 ms)
+  quiet lock acquire "W$i" --ttl-ms 200
+  BOUND=60 works "lock acquire --wait-ms $V waits out the holder" '"token":2,' \
+    lock acquire "W$i" --wait-ms "$V"
+  works "lock acquire --deadline-ms $V" '"token":1,' lock acquire "D$i" --deadline-ms "$V"
+  # ledger
+  works "ledger post --deadline-ms $V" '"state":"posted"' ledger post LA:-1 LB:1 --deadline-ms "$V"
+  [[ $OUT =~ \"_id\":\"([^\"]+)\" ]] && E=${BASH_REMATCH[1]}
+  works "ledger reverse --deadline-ms $V" '"state":"posted"' ledger reverse "$E" --deadline-ms "$V"
+  IN='{"legs":[{"account":"LA","value":-1},{"account":"LB","value":1}]}' \
+    works "ledger post-many --deadline-ms $V" '"state":"posted"' ledger post-many --deadline-ms "$V"
+  IN='{"legs":[{"account":"LA","value":-1},{"account":"LB","value":1}],"pending":true,"timeout_ms":'$V'}' \
+    run ledger post-many
+  check "ledger post-many \"timeout_ms\":$V is refused on its line (rc=$RC out=$OUT)" \
+    "$([[ $RC -eq 2 && $OUT == '{"error":"INVAL","detail":"timeout_ms '$V': a timeout of more than 100 years","line":1}' ]]; echo $?)"
+  # orders, batch-update, interest, sync, versions
+  quiet order create "o$i" --account a --amount 1
+  works "order confirm --lease-ms $V" '"state":"success"' order confirm "o$i" --lease-ms "$V"
+  quiet order create "p$i" --account a --amount 1
+  works "order confirm --deadline-ms $V" '"state":"success"' order confirm "p$i" --deadline-ms "$V"
+  works "batch-update --deadline-ms $V" '"modified":1,' \
+    batch-update bu '{}' '{"$inc":{"n":1}}' --id "b$i" --deadline-ms "$V"
+  works "interest run --lease-ms $V" '"credited":[1-9]' \
+    interest run --rate-ppm 1000 --day "2024-01-0$i" --lease-ms "$V"
+  works "interest run --deadline-ms $V" '"credited":[1-9]' \
+    interest run --rate-ppm 1000 --day "2024-02-0$i" --deadline-ms "$V"
+  works "sync update --lease-ms $V" '"dependents":1,"flag_cleared":true' \
+    sync update r1 u1 "{\"\$set\":{\"name\":\"l$i\"}}" --lease-ms "$V"
+  works "sync update --deadline-ms $V" '"dependents":1,"flag_cleared":true' \
+    sync update r1 u1 "{\"\$set\":{\"name\":\"d$i\"}}" --deadline-ms "$V"
+  # a flag left by a crash: not "older than" V, and repaired under budget V
+  RC=0; DOCTX_FAULT=sync.propagate:crash "$DOCTX" --store "$S" sync update r1 u1 \
+    "{\"\$set\":{\"name\":\"c$i\"}}" >/dev/null 2>&1 || RC=$?
+  check "sync update crashed at sync.propagate (rc=$RC)" "$([ "$RC" -ne 0 ]; echo $?)"
+  works "sync repair --older-than-ms $V: the flag is not that old" \
+    '"flag not stale":\{"count":1,' sync repair --older-than-ms "$V"
+  works "sync repair --deadline-ms $V" '"repaired":1[,}]' \
+    sync repair --older-than-ms 0 --deadline-ms "$V"
+  quiet version put "it$i" '{"v":1}'
+  quiet version put "it$i" '{"v":2}'
+  works "version gc --grace-ms $V removes nothing superseded that recently" \
+    '"ok":true,.*"removed":0,' version gc --keep 1 --grace-ms "$V"
+done
+works "version gc --grace-ms 0 then removes them" '"removed":3,' version gc --keep 1 --grace-ms 0
+# 15a: a pending timeout of 0 is one rule, the library's: refused on its
+# line by post-many as --timeout-ms 0 is by post (bad_input.sh); the
+# other lines post.
+IN=$'{"legs":[{"account":"LA","value":-1},{"account":"LB","value":1}],"pending":true,"timeout_ms":0}\n{"legs":[{"account":"LA","value":-2},{"account":"LB","value":2}],"pending":true}' \
+  run ledger post-many
+check "post-many \"timeout_ms\":0 is refused on its line, the next posts with the usual hour (rc=$RC out=$OUT)" \
+  "$([[ $RC -eq 2 && $(head -n 1 <<<"$OUT") == '{"error":"INVAL","detail":"timeout_ms 0: a pending entry'\''s timeout must be 1 ms to 100 years (one hour is 3600000)","line":1}' ]] &&
+     tail -n 1 <<<"$OUT" | jq -e '.state == "pending" and (.expires_at / 1000 - now | . > 3500 and . < 3700)' >/dev/null; echo $?)"
+case $S in
+redis://*) # the URI's own durations are bounded: refused, not wrapped
+  for q in timeout_ms retry_ms; do
+    case $S in *\?*) W="$S&$q=9223372036854775807" ;; *) W="$S?$q=9223372036854775807" ;; esac
+    RC=0; "$DOCTX" --store "$W" count c >"$TMP/out" 2>"$TMP/err" || RC=$?
+    check "?$q=INT64_MAX is a bad URI naming it (rc=$RC err=$(cat "$TMP/err"))" \
+      "$([[ $RC -eq 2 ]] && grep -q "$q" "$TMP/err"; echo $?)"
+  done
+  ;;
+esac
+S=$S_MAIN
 
 # ---- the demo command runs and narrates ------------------------------------------------------
 RC=0; "$DOCTX" demo > "$TMP/out" 2>&1 || RC=$?

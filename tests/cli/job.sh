@@ -4,8 +4,14 @@
 # environment, stdout as result, stderr as last_error, backoff, dead,
 # retry, cancel, the lease renewed while CMD runs, the timeout kill) and
 # `job effect` (applied once, exit 1 on no match, exit 3 on a stale epoch
-# or a stale --fence token).  Runs on SQLite, and on both Redis targets
-# from run-redis.sh.
+# or a stale --fence token), and the exactly-once contract of effects
+# (docs/jobs.md, "Effects: exactly once"): one document per (job, key)
+# whatever FILTER matches later, a repeat is {"applied":false}, a paused
+# attempt's late write is refused by the store once its lease ended, the
+# audit finds every marker and carries on past a bad job, a command that
+# succeeded is never run again (an unstorable result, a child left in the
+# background), and plain updates make only the protocol's moves.  Runs on
+# SQLite, and on both Redis targets from run-redis.sh.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/harness.sh"
@@ -64,9 +70,12 @@ effect bad epoch|effect j1 0 k c {} {"$set":{"a":1}}|EPOCH
 effect bad key|effect j1 1 k/1 c {} {"$set":{"a":1}}|effect key
 effect bad fence|effect j1 1 k c {} {"$set":{"a":1}} --fence L:0|positive integer
 effect fence word|effect j1 1 k c {} {"$set":{"a":1}} --fence L:x|--fence
+effect bad operator|effect j1 1 k c {} {"$bogus":{"a":1}}|unknown operator $bogus
+effect bad filter|effect j1 1 k c {"$where":1} {"$set":{"a":1}}|$where
 unknown sub|frobnicate|expected add
 TABLE
 [ "$(d find jobs | md5sum)" = "$before" ] && ok || bad "bad input changed the store"
+case " $(d collections | tr '\n' ' ') " in *" c "*) bad "a refused effect created collection c" ;; *) ok ;; esac
 expect 1 "show missing" -- d job show nope
 expect 3 "retry a ready job" -- d job retry j1
 
@@ -144,6 +153,7 @@ expect 3 "effect stale epoch" -- d job effect af 2 bob users '{"_id":"bob"}' '{"
 grep -q "doctx: STALE: " "$WORK/err" && ok || bad "stale message: $(cat "$WORK/err")"
 [ "$(d find users '{"_id":"bob"}' --project '{"friends":1}')" = '{"_id":"bob","friends":[]}' ] && ok || bad "a stale effect changed bob"
 expect 2 "effect on markers" -- d job effect af 1 m users '{"_id":"bob"}' '{"$unset":{"dtx_fx":""}}'
+expect 2 "effect renaming onto markers" -- d job effect af 1 m users '{"_id":"ann"}' '{"$rename":{"friends":"dtx_fx"}}'
 # A protocol's collections change only through its steps (as batch-update).
 d account create acc --balance 100 >/dev/null
 expect 2 "effect on accounts" -- d job effect af 1 p accounts '{"_id":"acc"}' '{"$inc":{"balance":5}}'
@@ -160,4 +170,120 @@ grep -q "doctx: FENCED: " "$WORK/err" && ok || bad "fenced message: $(cat "$WORK
 [ "$(d find users '{"_id":"bob"}' --project '{"_id":0,"by":1}')" = '{"by":2}' ] && ok || bad "a fenced-out effect changed bob"
 [ "$(d count users '{"_id":"bob","dtx_fx.key":"f3"}')" = 0 ] && ok || bad "a fenced-out effect left its marker"
 expect 0 "audit" -- d audit
+# A refused effect (stale epoch) writes nothing: no index, no collection.
+expect 3 "stale effect on a new collection" -- d job effect af 2 k2 fresh_coll '{"_id":"x"}' '{"$set":{"a":1}}'
+case " $(d collections | tr '\n' ' ') " in *" fresh_coll "*) bad "a stale effect created fresh_coll" ;; *) ok ;; esac
+
+# ---- exactly once: one document per (job, key), over every attempt -----------------
+# "Claim one coupon", then fail: every attempt runs the effect again.  It
+# must claim one coupon in all (it claimed one per attempt before).
+new_store job_once
+d insert coupons '{"_id":"c1","claimed":false}' '{"_id":"c2","claimed":false}' '{"_id":"c3","claimed":false}' >/dev/null
+cat >"$WORK/claim.sh" <<'SH'
+"$DOCTX" job effect "$DOCTX_JOB_ID" "$DOCTX_JOB_EPOCH" coupon coupons '{"claimed":false}' '{"$set":{"claimed":true}}' >/dev/null || exit 2
+exit 1
+SH
+d job add q claim --id cj --max-attempts 3 --backoff-ms 1 >/dev/null
+for _ in 1 2 3; do [ "$(state cj)" = dead ] || d job work q --once --exec "sh $WORK/claim.sh" >/dev/null; done
+[ "$(state cj)" = dead ] && ok || bad "cj: $(d job show cj)"
+[ "$(d count coupons '{"claimed":true}')" = 1 ] && ok || bad "3 attempts claimed $(d count coupons '{"claimed":true}') coupons: $(d find coupons)"
+expect 0 "audit after the coupon job" -- d audit
+# A conditional debit that landed, repeated by the next attempt: a repeat
+# whatever FILTER says now ({"applied":false}, exit 0), never NOMATCH.
+d insert wallets '{"_id":"v","balance":15}' >/dev/null
+d job add q debit --id dj >/dev/null
+d find-and-modify jobs '{"_id":"dj"}' '{"$set":{"state":"running","owner":"me","lease_until":9000000000000},"$inc":{"epoch":1}}' >/dev/null
+expect 0 "debit" -- d job effect dj 1 debit wallets '{"_id":"v","balance":{"$gte":10}}' '{"$inc":{"balance":-10}}'
+d find-and-modify jobs '{"_id":"dj"}' '{"$inc":{"epoch":1}}' >/dev/null # taken over
+expect 0 "debit repeated by the next attempt" -- d job effect dj 2 debit wallets '{"_id":"v","balance":{"$gte":10}}' '{"$inc":{"balance":-10}}'
+[ "$(out)" = '{"applied":false}' ] && ok || bad "repeat: $(out)"
+[ "$(d find wallets '{"_id":"v"}' --project '{"_id":0,"balance":1}')" = '{"balance":5}' ] && ok || bad "wallet: $(d find wallets)"
+# The audit finds a marker wherever it is, also once no job lists its
+# collection (here a job's fx_colls emptied by hand).
+d update jobs '{"_id":"dj"}' '{"$set":{"fx_colls":[]}}' --bypass-validation >/dev/null
+expect 5 "audit, marker in an unlisted collection" -- d audit
+grep -q "orphan_marker.*wallets" "$WORK/out" && ok || bad "orphan marker not reported: $(grep FINDING "$WORK/out")"
+
+# ---- exactly once: a paused attempt's late write ----------------------------------
+# Attempt 1 passes its checks and stops before its write; its lease
+# lapses, recovery takes it over, attempt 2 debits and succeeds, and the
+# markers are cleared.  Attempt 1 resumes: the store refuses its write
+# (its lease ended), and the wallet is debited once.
+new_store job_late
+d insert wallets '{"_id":"w","balance":100}' >/dev/null
+d job add q t --id p1 --backoff-ms 1 >/dev/null
+d find-and-modify jobs '{"_id":"p1"}' \
+  '{"$set":{"state":"running","owner":"w1","lease_until":'$(($(now_ms) + 1500))'},"$inc":{"epoch":1}}' >/dev/null
+DOCTX_FAULT=job.effect.apply:pause start_bg "$WORK/late.log" "$DOCTX" --store "$S" \
+  job effect p1 1 debit wallets '{"_id":"w"}' '{"$inc":{"balance":-10}}'
+late=$BG_PID
+wait_stopped "$late" 30 && ok || bad "attempt 1 never paused: $(cat "$WORK/late.log")"
+cat >"$WORK/debit.sh" <<'SH'
+"$DOCTX" job effect "$DOCTX_JOB_ID" "$DOCTX_JOB_EPOCH" debit wallets '{"_id":"w"}' '{"$inc":{"balance":-10}}' >/dev/null && echo '{}'
+SH
+end=$((SECONDS + 30))
+while [ "$(state p1)" != succeeded ] && [ $SECONDS -lt $end ]; do
+  d recover >/dev/null # takes attempt 1 over once its lease lapsed
+  d job work q --once --lease-ms 300 --exec "sh $WORK/debit.sh" >/dev/null
+  [ "$(state p1)" = succeeded ] || nap 0.2
+done
+[ "$(state p1)" = succeeded ] && ok || bad "p1: $(d job show p1)"
+# Past every bound an effect's writes carried (fx_until) and the margin.
+fx=$(d find jobs '{"_id":"p1"}' --project '{"_id":0,"fx_until":1,"lease_until":1}' | jq '[.fx_until // 0, .lease_until] | max')
+while [ "$(now_ms)" -le $((fx + 1100)) ]; do nap 0.1; done
+d recover --tombstone-ttl-ms 1 >/dev/null
+[ "$(d count wallets '{"dtx_fx.0":{"$exists":true}}')" = 0 ] && ok || bad "markers kept: $(d find wallets)"
+kill -CONT "$late"
+bounded_wait "$late" 30 "$WORK/late.log"
+[ $? = 3 ] && grep -q "STALE" "$WORK/late.log" && ok || bad "the late write: $(cat "$WORK/late.log")"
+[ "$(d find wallets '{"_id":"w"}' --project '{"_id":0,"balance":1}')" = '{"balance":90}' ] && ok || bad "wallet debited twice: $(d find wallets)"
+expect 0 "audit --settled after the late write" -- d audit --settled
+
+# ---- the audit never stops at one bad job ------------------------------------------
+new_store job_audit
+d account create a --balance 100 >/dev/null
+d job add q t --id j1 >/dev/null
+expect 3 "plain update of fx_colls to no collection" -- d update jobs '{"_id":"j1"}' '{"$set":{"fx_colls":["no such coll!"]}}'
+d update jobs '{"_id":"j1"}' '{"$set":{"fx_colls":["no such coll!"]}}' --bypass-validation >/dev/null
+d update accounts '{"_id":"a"}' '{"$inc":{"balance":50}}' --bypass-validation >/dev/null
+expect 5 "audit: a bad job and a money tamper" -- d audit
+grep -q "FINDING transfer conservation" "$WORK/out" && grep -q "FINDING job .*no such coll" "$WORK/out" &&
+  ok || bad "audit findings: $(cat "$WORK/out" "$WORK/err")"
+
+# ---- plain updates make only the protocol's moves ------------------------------------
+new_store job_moves
+d job add q t --id s1 '{"p":1}' >/dev/null
+d job work q --once --exec 'echo {}' >/dev/null
+expect 3 "a succeeded job made runnable again" -- d update jobs '{"_id":"s1"}' '{"$set":{"state":"ready","finished":null,"result":null}}'
+grep -q "fits no allowed move" "$WORK/err" && ok || bad "resurrect: $(cat "$WORK/err")"
+d job add q t --id r1 '{"p":1}' >/dev/null
+expect 3 "a payload rewritten" -- d update jobs '{"_id":"r1"}' '{"$set":{"payload":{"p":2}}}'
+expect 3 "a ready job set succeeded without running" -- d update jobs '{"_id":"r1"}' \
+  '{"$set":{"state":"succeeded","finished":1,"attempts":1,"epoch":1,"result":{}}}'
+d find-and-modify jobs '{"_id":"r1"}' '{"$set":{"state":"running","owner":"me","lease_until":9000000000000},"$inc":{"epoch":2}}' >/dev/null
+expect 3 "an epoch set back" -- d update jobs '{"_id":"r1"}' '{"$set":{"epoch":1}}'
+d job add q t --id x1 --max-attempts 1 >/dev/null
+d job work q --once --exec 'exit 1' >/dev/null
+d update jobs '{"_id":"x1"}' '{"$set":{"fx_cleared":true}}' >/dev/null # recovery's forgetting
+expect 3 "markers forgotten, then remembered" -- d update jobs '{"_id":"x1"}' '{"$set":{"fx_cleared":false}}'
+expect 3 "retry after the markers went" -- d job retry x1
+expect 0 "audit after the refused moves" -- d audit
+
+# ---- a command that succeeded runs once ------------------------------------------
+new_store job_once_ok
+# Its result nests deeper than a job may: stored as marked text.
+d job add q t --id deep --backoff-ms 1 >/dev/null
+deep=$(printf '%.0s[' {1..150})$(printf '%.0s]' {1..150})
+expect 0 "a result nested 150 deep" -- d job work q --once --lease-ms 300 --exec "echo run >>$WORK/deep.runs; echo '$deep'"
+job=$(d job show deep)
+[ "$(jget "$job" state)" = succeeded ] && [ "$(wc -l <"$WORK/deep.runs")" = 1 ] && ok || bad "deep: $job, runs $(wc -l <"$WORK/deep.runs")"
+[ "$(jget "$job" result truncated)" = false ] && [ "$(jget "$job" result text)" = "$deep" ] && ok || bad "deep result: $job"
+# It leaves a child in the background holding its output: the attempt
+# ends when it exits, and the child is killed.
+d job add q t --id bgc >/dev/null
+t0=$SECONDS
+expect 0 "a background child" -- d job work q --once --timeout-ms 20000 --exec 'sleep 30 & echo "{\"ok\":1}"; exit 0'
+[ $((SECONDS - t0)) -lt 10 ] && ok || bad "the worker waited for the background child"
+job=$(d job show bgc)
+[ "$(jget "$job" state)" = succeeded ] && [ "$(jget "$job" result ok)" = 1 ] && ok || bad "bgc: $job"
 finish

@@ -165,8 +165,253 @@ d order create P2 --account U --amount 9 >/dev/null
 d transfer settlement U 9 --id order:P1 >/dev/null
 expect 5 "audit: a pending order credited" -- d audit
 grep -q "credited_uncredited" "$WORK/out" "$WORK/err" && ok || bad "finding: $(out)"
-d update orders '{"_id":"P2"}' '{"$set":{"state":"success"}}' >/dev/null
+expect 3 "a pending order set success: refused (transition moves)" -- d update orders '{"_id":"P2"}' '{"$set":{"state":"success"}}'
+d update orders '{"_id":"P2"}' '{"$set":{"state":"success"}}' --bypass-validation >/dev/null
 expect 5 "audit: a success order never credited" -- d audit
 grep -q "not_credited" "$WORK/out" "$WORK/err" && ok || bad "finding: $(out)"
+
+# ---- another user pays for an order (docs/orders.md, "Rules, re-checks")
+# create refuses a settlement with a lower limit; a plain update of the
+# settlement of a pending order must not get past it: the transition rule
+# refuses it, confirm checks again what create checked (an order written
+# past the rules, or inserted by hand), and the audit reports it.
+new_store order_payer
+d account create alice >/dev/null && d account create bob --balance 1000 >/dev/null ||
+  bad "payer: setup"
+bobbal() { field "$(d find accounts '{"_id":"bob"}')" balance; }
+expect 2 "create with bob (a limit) as settlement" -- d order create O1 --account alice --amount 100 --settlement bob
+d order create O1 --account alice --amount 100 >/dev/null || bad "payer: create O1"
+expect 3 "a pending order's settlement set to bob: refused" -- d update orders '{"_id":"O1"}' '{"$set":{"settlement":"bob"}}'
+grep -q "settlement may not change" "$WORK/err" && ok || bad "payer: refusal message: $(cat "$WORK/err")"
+expect 0 "... forced past the rules" -- d update orders '{"_id":"O1"}' '{"$set":{"settlement":"bob"}}' --bypass-validation
+expect 3 "confirm re-checks the settlement" -- d order confirm O1
+grep -q "settlement account 'bob' has a lower limit" "$WORK/err" && ok || bad "payer: confirm message: $(cat "$WORK/err")"
+[ "$(bobbal)" = 1000 ] && [ "$(d count transfers)" = 0 ] && [ "$(st O1)" = pending ] && ok ||
+  bad "payer: bob paid $(bobbal), O1 $(st O1)"
+expect 5 "audit reports the order's payer" -- d audit
+grep -q "bad_settlement.*'bob'" "$WORK/out" && ok || bad "payer: finding: $(grep FINDING "$WORK/out")"
+# An order inserted by hand (no bypass: the validator admits its shape),
+# confirmed in a batch beside a good one: the good one is credited, the
+# bad one refused as alone, bob untouched.
+d order create O2 --account alice --amount 5 >/dev/null || bad "payer: create O2"
+O3='{"_id":"O3","account":"alice","amount":7,"settlement":"bob","state":"pending","transfer":"order:O3","attempt":1,"created":1,"owner":null,"lease_until":0,"epoch":0,"updated":1}'
+expect 0 "an order paid by bob inserted by hand" -- d insert orders "$O3"
+expect 3 "confirm O2 O3: O3 refused" -- d order confirm O2 O3
+[ "$(out | jq -r '.state // .error' | tr '\n' ' ')" = "success STATE " ] && [ "$(bobbal)" = 1000 ] &&
+  [ "$(field "$(d find accounts '{"_id":"alice"}')" balance)" = 5 ] && ok ||
+  bad "payer: confirm O2 O3: $(out), bob $(bobbal)"
+
+# ---- a list with a malformed trade id: a usage error, nothing confirmed
+d order create G1 --account alice --amount 1 >/dev/null || bad "usage: create G1"
+expect 2 "confirm GOOD BAD" -- d order confirm G1 'BAD:ID'
+grep -q "BAD:ID.*nothing confirmed" "$WORK/err" && [ ! -s "$WORK/out" ] && [ "$(st G1)" = pending ] && ok ||
+  bad "confirm GOOD BAD: G1 $(st G1), out $(out), err $(cat "$WORK/err")"
+expect 2 "confirm BAD GOOD" -- d order confirm 'x y' G1
+[ "$(st G1)" = pending ] && ok || bad "confirm BAD GOOD: G1 $(st G1)"
+
+# ---- the plain-write attack table (docs/orders.md, "Rules, re-checks").
+# Every protocol field of an order in each state set, with plain commands
+# (no --bypass-validation), to a wrong type, another live order's value
+# and an earlier value.  Rows the rules refuse go through ONE bulk (each
+# line must be VALIDATION, and nothing may change); the rows they admit,
+# each on an order of its own, through a second bulk -- then recovery,
+# one audit and one read, and each admitted row must leave its order
+# correct or be reported by the audit.
+new_store order_attack
+d account create U >/dev/null && d account create LIM --min-balance 0 >/dev/null &&
+  d account create settlement --min-balance none >/dev/null || bad "attack: accounts"
+# orders as create writes them (amounts distinct powers of 2: the
+# balance says which were credited)
+doc() { # ID AMOUNT
+  printf '{"_id":"%s","account":"U","amount":%s,"settlement":"settlement","state":"pending","transfer":"order:%s","attempt":1,"created":%s,"owner":null,"lease_until":0,"epoch":0,"updated":0}' \
+    "$1" "$2" "$1" "$2"
+}
+ids=(P C F S X A1 A2 C3 F4 C5 F6 C7 D8 C9 C10 C11 X12 P9)
+declare -A AMT
+amt=1
+for id in "${ids[@]}"; do
+  AMT[$id]=$amt
+  echo "{\"insertOne\":{\"document\":$(doc "$id" $amt)}}"
+  amt=$((amt * 2))
+done >"$WORK/setup.jsonl"
+d bulk orders --file "$WORK/setup.jsonl" >/dev/null || bad "attack: insert the orders"
+# C*: confirming, claimed and crashed before the credit; F*: confirmed,
+# crashed before the finish; D8: crashed inside its credit after the
+# transfer committed; S: success; X*: canceled.
+DOCTX_FAULT=order.credit:crash d order confirm C C3 C5 C7 C9 C10 C11 >/dev/null 2>&1
+[ $? = 137 ] && ok || bad "attack: the crash at order.credit did not happen"
+DOCTX_FAULT=order.finish:crash d order confirm F F4 F6 >/dev/null 2>&1
+[ $? = 137 ] && ok || bad "attack: the crash at order.finish did not happen"
+DOCTX_FAULT=transfer.credit_payee:crash d order confirm D8 >/dev/null 2>&1
+[ $? = 137 ] && ok || bad "attack: the crash at transfer.credit_payee did not happen"
+d order confirm S >/dev/null && d order cancel X >/dev/null && d order cancel X12 >/dev/null ||
+  bad "attack: S, X"
+[ "$(d find orders '{"_id":{"$in":["C","D8","F","S","X"]}}' | jq -r '"\(._id)=\(.state)"' | sort | tr '\n' ' ')" = \
+  "C=confirming D8=confirming F=confirmed S=success X=canceled " ] && ok ||
+  bad "attack: set-up states: $(d find orders | jq -c '[._id, .state]' | tr '\n' ' ')"
+
+# Refused: DOC FIELD VALUE (UNSET: $unset; DELETE: a plain delete; a
+# VALUE of {"$r": DOC} is DOC replaced whole).  Another live order's value
+# is taken from P, S or the settlement LIM; an earlier one is the order's
+# own before its last step.
+while read -r id f v; do
+  [ -z "$id" ] && continue
+  case "$f" in
+  DELETE) echo "{\"deleteOne\":{\"filter\":{\"_id\":\"$id\"}}}" ;;
+  REPLACE) echo "{\"updateOne\":{\"filter\":{\"_id\":\"$id\"},\"update\":$v}}" ;;
+  *) if [ "$v" = UNSET ]; then u="{\"\$unset\":{\"$f\":\"\"}}"; else u="{\"\$set\":{\"$f\":$v}}"; fi
+     echo "{\"updateOne\":{\"filter\":{\"_id\":\"$id\"},\"update\":$u}}" ;;
+  esac
+done >"$WORK/refused.jsonl" <<'ROWS'
+P account 5
+P account "S"
+P account UNSET
+P amount "1"
+P amount 0
+P amount 2
+P settlement 5
+P settlement "LIM"
+P settlement UNSET
+P created "x"
+P created 2
+P state 5
+P state "nope"
+P state "confirmed"
+P state "success"
+P transfer 5
+P transfer "order:S"
+P attempt "1"
+P attempt 2
+P epoch 1
+P owner "mallory"
+P lease_until 1
+P updated 1
+P _id "P2"
+P DELETE
+P REPLACE {"account":"U","amount":1,"settlement":"LIM","state":"pending","transfer":"order:P","attempt":1,"created":1,"owner":null,"lease_until":0,"epoch":0,"updated":0}
+C account "S"
+C amount 8
+C settlement "LIM"
+C created 8
+C state "pending"
+C state "canceled"
+C state "success"
+C attempt 0
+C attempt "2"
+C epoch 0
+C epoch -1
+C owner 5
+C lease_until "x"
+C updated "x"
+C transfer 5
+C DELETE
+F amount 3
+F settlement "LIM"
+F state "confirming"
+F state "pending"
+F state "canceled"
+F attempt 0
+F epoch 0
+F DELETE
+S account "P"
+S amount 1
+S settlement "LIM"
+S state "confirmed"
+S state "pending"
+S state "canceled"
+S transfer "order:P"
+S attempt 2
+S epoch 5
+S owner "mallory"
+S lease_until 5
+S updated 5
+S DELETE
+X state "pending"
+X state "confirming"
+X state "success"
+X settlement "LIM"
+X transfer "order:S"
+X attempt 2
+ROWS
+before=$(d find orders)
+d bulk orders --file "$WORK/refused.jsonl" >"$WORK/refused.out" 2>"$WORK/err"
+n=$(wc -l <"$WORK/refused.jsonl")
+# (_id is immutable to every update: IMMUTABLE, exit 3 too)
+jq -r '.error // "applied"' "$WORK/refused.out" >"$WORK/refused.err"
+paste -d '\t' "$WORK/refused.err" "$WORK/refused.jsonl" | while IFS=$'\t' read -r err row; do
+  case "$err" in
+  VALIDATION | IMMUTABLE) ok ;;
+  *) bad "attack: admitted ($err): $row" ;;
+  esac
+done
+[ "$(wc -l <"$WORK/refused.out")" = "$n" ] && [ "$(d find orders)" = "$before" ] && ok ||
+  bad "attack: the refused rows changed something ($(wc -l <"$WORK/refused.out") results of $n)"
+
+# Admitted: each on an order of its own, then recovery and the audit.
+cat >"$WORK/admitted.jsonl" <<'ROWS'
+{"updateOne":{"filter":{"_id":"A1"},"update":{"$set":{"state":"confirming"}}}}
+{"updateOne":{"filter":{"_id":"A2"},"update":{"$set":{"state":"canceled"}}}}
+{"updateOne":{"filter":{"_id":"C3"},"update":{"$set":{"state":"confirmed"}}}}
+{"updateOne":{"filter":{"_id":"F4"},"update":{"$set":{"state":"success","owner":null}}}}
+{"updateOne":{"filter":{"_id":"C5"},"update":{"$set":{"transfer":"order:S"}}}}
+{"updateOne":{"filter":{"_id":"F6"},"update":{"$set":{"transfer":"order:S"}}}}
+{"updateOne":{"filter":{"_id":"C7"},"update":{"$set":{"attempt":2}}}}
+{"updateOne":{"filter":{"_id":"D8"},"update":{"$set":{"attempt":2,"transfer":"order:D8:2"}}}}
+{"updateOne":{"filter":{"_id":"C9"},"update":{"$set":{"owner":"mallory"}}}}
+{"updateOne":{"filter":{"_id":"C10"},"update":{"$inc":{"epoch":99}}}}
+{"updateOne":{"filter":{"_id":"C11"},"update":{"$set":{"lease_until":0,"updated":0}}}}
+{"deleteOne":{"filter":{"_id":"X12"}}}
+{"insertOne":{"document":{"_id":"X12","account":"U","amount":4096,"settlement":"LIM","state":"pending","transfer":"order:X12","attempt":1,"created":1,"owner":null,"lease_until":0,"epoch":0,"updated":1}}}
+{"insertOne":{"document":{"_id":"I13","account":"U","amount":1,"settlement":"settlement","state":"success","transfer":"order:I13","attempt":1,"created":1,"owner":null,"lease_until":0,"epoch":1,"updated":1}}}
+{"insertOne":{"document":{"_id":"I14","account":"U","amount":1,"settlement":"settlement","state":"confirmed","transfer":"order:I14","attempt":1,"created":1,"owner":null,"lease_until":0,"epoch":1,"updated":1}}}
+ROWS
+expect 0 "attack: the admitted rows" -- d bulk orders --file "$WORK/admitted.jsonl"
+expect 3 "attack: recover (the orders it must leave alone are errors)" -- d recover --older-than-ms 0
+expect 3 "attack: confirm of X12 (paid by LIM) refused" -- d order confirm X12
+expect 5 "attack: the audit reports what is wrong" -- d audit --json
+finding() { # KIND ORDER-OR-ACCOUNT: the audit has it
+  jq -e --arg k "$1" --arg o "$2" '[.findings[] | select(.kind == $k and (.detail | test("(order |account .)" + $o + "[ :\u0027]")))] | length > 0' \
+    "$WORK/out" >/dev/null && ok || bad "attack: no $1 finding for $2: $(jq -c '[.findings[] | [.kind, .detail]]' "$WORK/out")"
+}
+finding not_credited C3
+finding bad_order C5
+finding bad_order F6
+finding not_credited F6
+finding bad_order C7
+finding attempt_skipped D8
+finding bad_settlement LIM
+finding not_credited I13
+finding not_credited I14
+[ "$(jq '[.findings[] | select(.pattern != "order")] | length' "$WORK/out")" = 0 ] && ok ||
+  bad "attack: findings outside orders: $(jq -c '[.findings[] | select(.pattern != "order")]' "$WORK/out")"
+d find orders | jq -r '"\(._id) \(.state)"' | sort >"$WORK/states"
+want_states="A1 success
+A2 canceled
+C success
+C10 success
+C11 success
+C3 confirmed
+C5 confirming
+C7 confirming
+C9 success
+D8 confirming
+F success
+F4 success
+F6 confirmed
+I13 success
+I14 confirmed
+P pending
+P9 pending
+S success
+X canceled
+X12 pending"
+[ "$(cat "$WORK/states")" = "$want_states" ] && ok ||
+  bad "attack: states: $(tr '\n' ' ' <"$WORK/states")"
+# Credited exactly once: S, the orders that ended success by the
+# protocol (A1, C, C9-C11), and those credited before their row (F,
+# F4, F6, D8's attempt 1); nothing else.
+want=0
+for id in S A1 C C9 C10 C11 F F4 F6 D8; do want=$((want + AMT[$id])); done
+[ "$(bal U)" = "$want" ] && ok || bad "attack: U holds $(bal U), want $want"
 
 finish

@@ -12,7 +12,10 @@
 #     nothing; leap days; who earns (a positive balance and a limit);
 #     a rerun credits nothing; a settlement with a limit exits 2; a crash
 #     before the 5th credit, then one inside the 3rd credit's transfer,
-#     then reruns: the balances an uninterrupted run gives, the audit clean.
+#     then reruns: the balances an uninterrupted run gives, the audit clean;
+#     plain writes of a day record refused; account ids too long for
+#     interest:DAY:ID credited under their SHA-256; an account the
+#     transfers refuse listed, the others credited, exit 3.
 # (tests/cli/flashsale.sh has the flash sale; scenarios/batch.sh and
 # scenarios/interest.sh put every fault point through faults.sh/pause.sh.)
 set -u
@@ -221,11 +224,78 @@ grep -q "CONFLICT: interest day 2026-01-01 was run at 100 ppm .* asks 5000 ppm" 
   bad "interest rate: message: $(cat "$WORK/err")"
 is "interest rate: nothing credited at 5000" "$(balance a) $(balance b)" "1000100 1000000"
 expect 3 "interest rate: another settlement refused" -- d interest run --rate-ppm 100 --day 2026-01-01 --settlement bank
+is "interest rate: the refused run created no settlement account" "$(d count accounts '{"_id":"bank"}')" 0
 expect 0 "interest rate: the same rate finishes the day" -- d interest run --rate-ppm 100 --day 2026-01-01
 is "interest rate: one rate for the day" "$(balance a) $(balance b)" "1000100 1000100"
-expect 3 "interest rate: the day record's rate is protocol state" -- d update interest_days '{"_id":"2026-01-01"}' '{"$set":{"rate_ppm":"5000"}}'
-expect 3 "interest rate: the day record is never deleted" -- d delete interest_days '{"_id":"2026-01-01"}'
+# Plain writes (no --bypass-validation) of the day record: a wrong type,
+# another run's value, an earlier value -- each refused (its validator and
+# its transition rule: every field immutable), the record unchanged.
+d interest run --rate-ppm 200 --day 2026-01-02 >/dev/null
+day1=$(d find interest_days '{"_id":"2026-01-01"}')
+while IFS='|' read -r what op arg; do
+  [ -n "$what" ] || continue
+  case $op in
+  update) expect 3 "interest day record: $what" -- d update interest_days '{"_id":"2026-01-01"}' "$arg" ;;
+  delete) expect 3 "interest day record: $what" -- d delete interest_days '{"_id":"2026-01-01"}' ;;
+  esac
+done <<'TABLE'
+rate of another type|update|{"$set":{"rate_ppm":"5000"}}
+another day's rate|update|{"$set":{"rate_ppm":200}}
+a higher rate|update|{"$inc":{"rate_ppm":1}}
+another settlement|update|{"$set":{"settlement":"bank"}}
+an earlier created|update|{"$set":{"created":0}}
+a field of its own|update|{"$set":{"paid":true}}
+no settlement|update|{"$unset":{"settlement":""}}
+replaced by another day's|update|{"rate_ppm":200,"settlement":"settlement","created":0}
+deleted|delete|
+TABLE
+is "interest day record: unchanged" "$(d find interest_days '{"_id":"2026-01-01"}')" "$day1"
+# A record inserted by hand for a day not run yet: the run refuses it
+# (another rate), credits nothing.
+d insert interest_days '{"_id":"2026-01-09","rate_ppm":999999,"settlement":"settlement","created":0}' >/dev/null
+expect 3 "interest rate: a day recorded by hand at another rate" -- d interest run --rate-ppm 100 --day 2026-01-09
+is "interest rate: nothing credited on it" "$(d count transfers '{"_id":{"$regex":"2026-01-09"}}')" 0
 expect 0 "interest rate: audit" -- d audit --settled
+
+# ---- interest: long account ids, accounts that cannot be credited -------------------------
+# An account id of 109..128 bytes is valid, but interest:DAY:ID would pass
+# the 128 bytes of a transfer id: the credit id then carries the account
+# id's SHA-256 (interest-sha256:DAY:HEX, docs/scenarios.md "Credit ids"),
+# the same on every run; 108 bytes still fit.  A credit rolled back gets
+# attempt 2 under interest-sha256.2:DAY:HEX.
+new_store interest_long
+A128=$(printf 'a%.0s' {1..128}) B109=$(printf 'b%.0s' {1..109}) C108=$(printf 'c%.0s' {1..108})
+for a in "$A128" "$B109" "$C108" z; do
+  d account create "$a" --balance 1000000 >/dev/null || { echo "setup failed"; exit 1; }
+done
+sha() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
+expect 0 "interest long ids: every account paid" -- d interest run --rate-ppm 100 --day 2026-07-01
+is "interest long ids: counts" "$(jq -rc '[.accounts,.credited,.refused,.total] | @csv' "$WORK/out")" "4,4,0,400"
+is "interest long ids: balances" "$(balance "$A128") $(balance "$B109") $(balance "$C108") $(balance z)" \
+  "1000100 1000100 1000100 1000100"
+is "interest long ids: the credit ids" \
+  "$(d find transfers '{}' | jq -r '"\(.to) \(._id)"' | sort | tr '\n' ' ')" \
+  "$A128 interest-sha256:2026-07-01:$(sha "$A128") $B109 interest-sha256:2026-07-01:$(sha "$B109") $C108 interest:2026-07-01:$C108 z interest:2026-07-01:z "
+expect 0 "interest long ids: the rerun finds them" -- d interest run --rate-ppm 100 --day 2026-07-01
+is "interest long ids: rerun counts" "$(jq -rc '[.credited,.already] | @csv' "$WORK/out")" "0,4"
+DOCTX_FAULT=transfer.mark_payee:crash d interest run --rate-ppm 100 --day 2026-07-02 --lease-ms 300 >/dev/null 2>&1
+is "interest long ids: crash inside the first credit" "$?" 137
+expect 0 "interest long ids: the rerun" -- d interest run --rate-ppm 100 --day 2026-07-02
+is "interest long ids: attempt 2 under the hashed id" \
+  "$(d find transfers '{"to":"'"$A128"'","_id":{"$regex":"2026-07-02"}}' --sort '{"_id":1}' | jq -r '"\(._id) \(.state)"' | tr '\n' ' ')" \
+  "interest-sha256.2:2026-07-02:$(sha "$A128") succeeded interest-sha256:2026-07-02:$(sha "$A128") failed "
+is "interest long ids: paid once" "$(balance "$A128")" 1000200
+expect 0 "interest long ids: audit" -- d audit --settled
+# An account the transfers refuse (an id with a space, written by hand
+# past the account commands): not credited, the others are, exit 3 with
+# the account listed -- never exit 2, which says nothing was recorded.
+d insert accounts '{"_id":"y y","balance":1000000,"min_balance":0,"opening_balance":1000000,"ceiling":1000000,"pending":[],"voids":[]}' >/dev/null
+expect 3 "interest: an account the transfers refuse" -- d interest run --rate-ppm 100 --day 2026-07-03
+is "interest: the refused one listed" \
+  "$(jq -rc '[.credited,.refused,(.refusals | map([.account,.error]))] | tojson' "$WORK/out")" '[4,1,[["y y","INVAL"]]]'
+grep -q '^doctx: CONFLICT: interest day 2026-07-03: 1 account not credited (the others are' "$WORK/err" && ok ||
+  bad "interest: partial run message: $(cat "$WORK/err")"
+is "interest: z, after it, paid" "$(balance z)" 1000300
 
 # ---- interest: two runs submit one credit at once (attack F3) -----------------------------
 # Run 1 records the credit and stops before claiming it; run 2, which had

@@ -46,7 +46,9 @@ int dtx_t_lg_post2(dtx_store_t *st, const char *from, const char *to,
                    int64_t v, int pending, const char *id) {
   dtx_ledger_leg_t legs[] = {{from, -v}, {to, v}};
   dtx_ledger_post_req_t req = {.id = id, .legs = legs, .nlegs = 2,
-                               .pending = pending};
+                               .pending = pending,
+                               .timeout_ms = pending ? DTX_LEDGER_TIMEOUT_MS
+                                                     : 0};
   json_t *e = NULL;
   int rc = dtx_ledger_post(st, &req, NULL, &e);
   json_decref(e);

@@ -139,6 +139,7 @@ void conf_run_rules(void);
 void conf_run_store(void);
 void conf_run_scale(void);
 void conf_run_fence(void);
+void conf_run_window(void); /* conf_window.c: time-bounded writes */
 void conf_run_bulk(void);
 /* Random batches explained by a serial order (conf_bulk_serial.c), run
  * by conf_run_bulk. */

@@ -138,30 +138,38 @@ expect 0 "version child delete: bypass" -- d delete version_children '{"_id":"V/
 expect 5 "version child delete: audit" -- d audit
 grep -q "missing_child" "$WORK/out" && ok || bad "version child delete: not reported as missing_child: $(grep FINDING "$WORK/out" | head -2)"
 expect 0 "version child: restore" -- d insert version_children "${ORIG[version_children.V/1/a]}" --bypass-validation
-expect 0 "version root moved back" -- d update version_roots '{"_id":"V"}' '{"$set":{"version":1}}'
+expect 3 "version root moved back: transition rule" -- d update version_roots '{"_id":"V"}' '{"$set":{"version":1}}'
+expect 0 "version root moved back: bypass" -- d update version_roots '{"_id":"V"}' '{"$set":{"version":1}}' --bypass-validation
 expect 5 "version root moved back: audit" -- d audit
 expect 0 "version root: restore" -- d update version_roots '{"_id":"V"}' "${ORIG[version_roots.V]}" --bypass-validation
 
-# A live job with no attempts left (J7: two fields, so the audit's alone).
-expect 0 "job j1 out of attempts" -- d update jobs '{"_id":"j1"}' '{"$set":{"attempts":5}}'
+# A live job with no attempts left (J7: two fields, so the audit's
+# alone).  A plain update is refused: no move of the protocol changes a
+# ready job in place (the jobs' transition rule); forced past it, the
+# audit reports it.
+expect 3 "job j1 out of attempts (plain)" -- d update jobs '{"_id":"j1"}' '{"$set":{"attempts":5}}'
+expect 0 "job j1 out of attempts" -- d update jobs '{"_id":"j1"}' '{"$set":{"attempts":5}}' --bypass-validation
 expect 5 "job j1 out of attempts: audit" -- d audit
 grep -q "job_state" "$WORK/out" && ok || bad "job j1 out of attempts: not job_state: $(grep FINDING "$WORK/out" | head -2)"
 expect 0 "job j1: restore" -- d update jobs '{"_id":"j1"}' "${ORIG[jobs.j1]}" --bypass-validation
 
 # Committed history rewritten (V7): a record's root and a child's doc are
-# plain objects, so the validator accepts any; the digest written with
-# each tells the audit (and a read) that it changed.
+# plain objects, so the validator accepts any; their transition rule
+# refuses any change (V8), and past it the digest written with each tells
+# the audit (and a read) that it changed.
 for w in 'versions|V/2|root|{"n":9}' 'version_children|V/1/a|doc|{"x":9}' \
   'versions|V/2|children|{"a":1}'; do
   IFS='|' read -r coll id field val <<<"$w"
-  expect 0 "$coll.$field rewritten" -- d update "$coll" "{\"_id\":\"$id\"}" "{\"\$set\":{\"$field\":$val}}"
+  expect 3 "$coll.$field rewritten: transition rule" -- d update "$coll" "{\"_id\":\"$id\"}" "{\"\$set\":{\"$field\":$val}}"
+  expect 0 "$coll.$field rewritten" -- d update "$coll" "{\"_id\":\"$id\"}" "{\"\$set\":{\"$field\":$val}}" --bypass-validation
   expect 5 "$coll.$field rewritten: audit" -- d audit
   grep -q "history_changed" "$WORK/out" && ok || bad "$coll.$field rewritten: not history_changed: $(grep FINDING "$WORK/out" | head -2)"
   expect 4 "$coll.$field rewritten: a read refuses it" -- d version get V --version 2
   expect 0 "$coll.$field: restore" -- d update "$coll" "{\"_id\":\"$id\"}" "${ORIG[$coll.$id]}" --bypass-validation
 done
 # ... and its digest removed with it, in the same update
-expect 0 "versions.root rewritten, sum removed" -- d update versions '{"_id":"V/2"}' '{"$set":{"root":{"n":9}},"$unset":{"sum":""}}'
+expect 3 "versions.root rewritten, sum removed: transition rule" -- d update versions '{"_id":"V/2"}' '{"$set":{"root":{"n":9}},"$unset":{"sum":""}}'
+expect 0 "versions.root rewritten, sum removed" -- d update versions '{"_id":"V/2"}' '{"$set":{"root":{"n":9}},"$unset":{"sum":""}}' --bypass-validation
 expect 5 "versions.root rewritten, sum removed: audit" -- d audit
 grep -q "history_changed" "$WORK/out" && ok || bad "sum removed: not history_changed: $(grep FINDING "$WORK/out" | head -2)"
 expect 0 "versions V/2: restore" -- d update versions '{"_id":"V/2"}' "${ORIG[versions.V/2]}" --bypass-validation

@@ -13,6 +13,9 @@
  *     after recovery and a last worker: succeeded + dead + canceled =
  *     added, each effect applied at most once and exactly once for every
  *     succeeded job, nothing running, audit --settled clean.
+ *   - effects under contention: jobs on 4 threads each claim "the first
+ *     unclaimed coupon" and fail once after it: each ends owning exactly
+ *     one coupon (one document per (job, key), docs/jobs.md).
  * Short by design (a few seconds): CI runs it on three backends. */
 #include <pthread.h>
 #include <signal.h>
@@ -508,6 +511,93 @@ static void test_chaos(void) {
   json_decref(rep);
 }
 
+/* ---- effects: one document per (job, key), under contention ------------------- */
+
+#define RACE_JOBS 8
+#define RACE_COUPONS 12
+
+/* "Claim one coupon" (the first unclaimed one), then fail the first
+ * attempt: every job runs its effect at least twice, and its threads race
+ * for the same first coupon, so pins are voided and moved (effect.c). */
+static int claim_coupon(dtx_job_run_t *run, const json_t *job, void *arg) {
+  (void)arg;
+  json_t *f = json_pack("{s:b}", "claimed", 0);
+  json_t *u = json_pack("{s:{s:b,s:s}}", "$set", "claimed", 1, "by",
+                        dtx__str(job, "_id"));
+  int applied = 0;
+  int rc = dtx_job_effect(run, "coupon", "coupons_race", f, u, &applied);
+  json_decref(f);
+  json_decref(u);
+  if (rc == 0 && dtx__int(job, "attempts") == 0) {
+    dtx_job_fail(run, "the first attempt fails after its effect");
+    return 1;
+  }
+  return rc;
+}
+
+/* RACE_JOBS jobs, 4 threads, each job claiming one of RACE_COUPONS
+ * coupons and failing once after it: every job ends succeeded owning
+ * exactly one coupon -- one claim per job over both its attempts and
+ * every coupon, no coupon claimed twice -- and the audit is clean (before
+ * the effects were pinned, the second attempt claimed a second coupon). */
+static void test_effect_race(void) {
+  dtx_store_drop_collection_ex(st, "coupons_race", &(dtx_drop_opts_t){1});
+  for (int i = 0; i < RACE_COUPONS; i++) {
+    json_t *c = json_pack("{s:i,s:b}", "_id", i, "claimed", 0);
+    CHECK_RC(dtx_store_insert(st, "coupons_race", c, NULL), 0);
+    json_decref(c);
+  }
+  for (int i = 0; i < RACE_JOBS; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "cr-%d", i);
+    dtx_job_req_t r = {.queue = "race", .type = "t", .id = id,
+                       .max_attempts = 3, .backoff_ms = 1};
+    json_t *out = NULL;
+    CHECK_RC(dtx_job_add(st, &r, &out, NULL), 0);
+    json_decref(out);
+  }
+  dtx_job_handler_t h = {.type = NULL, .fn = claim_coupon};
+  dtx_job_work_opts_t o = {.queue = "race", .handlers = &h, .nhandlers = 1,
+                           .threads = 4, .once = 1, .lease_ms = 5000};
+  for (int round = 0; round < 20 && count_state("race", "succeeded") +
+                                           count_state("race", "dead") <
+                                       RACE_JOBS;
+       round++) {
+    CHECK_RC(dtx_job_work(st, &o, NULL), 0);
+    sleep_ms(5); /* the backoff: 1 ms */
+  }
+  CHECKF(count_state("race", "succeeded") == RACE_JOBS, "%d of %d succeeded",
+         count_state("race", "succeeded"), RACE_JOBS);
+  json_t *claimed = NULL, *c;
+  size_t i;
+  CHECK_RC(dtx_store_find(st, "coupons_race",
+                          J("{\"claimed\":true}"), NULL, &claimed),
+           0);
+  json_t *owners = json_object();
+  json_array_foreach(claimed, i, c) {
+    const char *by = dtx__str(c, "by");
+    size_t real = 0, k;
+    json_t *m;
+    json_array_foreach(json_object_get(c, "dtx_fx"), k, m) real +=
+        !json_is_true(json_object_get(m, "void"));
+    CHECKF(by && !json_object_get(owners, by) && real == 1,
+           "coupon %s: a second coupon of its job, or %zu markers", JS(c),
+           real);
+    if (by)
+      json_object_set_new(owners, by, json_true());
+  }
+  CHECKF(json_array_size(claimed) == RACE_JOBS &&
+             json_object_size(owners) == RACE_JOBS,
+         "%zu coupons claimed by %zu jobs, want %d each",
+         json_array_size(claimed), json_object_size(owners), RACE_JOBS);
+  json_decref(owners);
+  json_decref(claimed);
+  json_t *rep = NULL;
+  CHECK_RC(dtx_audit(st, DTX_AUDIT_SETTLED, &rep), 0);
+  CHECKF(json_is_true(json_object_get(rep, "ok")), "audit %s", JS(rep));
+  json_decref(rep);
+}
+
 int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:job.db";
   st = open_store();
@@ -519,6 +609,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_batch_outcomes);
   TEST_RUN(test_unique_race);
   TEST_RUN(test_chaos);
+  TEST_RUN(test_effect_race);
   dtx_store_close(st);
   return TEST_DONE();
 }

@@ -120,7 +120,8 @@ static void make(dtx_t_lgb_rq_t *r, const char *p, unsigned k, size_t i) {
   }
   case 15:
     q->req.pending = 1;
-    q->req.timeout_ms = dtx_t_lgb_next(&s) % 2 ? 60000 : 0;
+    q->req.timeout_ms =
+        dtx_t_lgb_next(&s) % 2 ? 60000 : DTX_LEDGER_TIMEOUT_MS;
     break;
   default:
     break;

@@ -161,7 +161,7 @@ static void rspec(spec_t *sp, size_t i, const int64_t *avail, unsigned batchno,
   }
   case 4: case 5: /* pending: one hour, a minute, 1 ms or "never" */
     s->pending = 1;
-    s->timeout_ms = rnd(3) == 0 ? 0 : rnd(2) ? 60000 : 1;
+    s->timeout_ms = rnd(3) == 0 ? DTX_LEDGER_TIMEOUT_MS : rnd(2) ? 60000 : 1;
     if (rnd(8) == 0)
       s->timeout_ms = INT64_MAX - rnd(1000);
     break;
@@ -176,7 +176,8 @@ static void rspec(spec_t *sp, size_t i, const int64_t *avail, unsigned batchno,
       if (how == 1 && s->nlegs >= 2 && s->val[0] < -1)
         s->val[0] += 1, s->val[1] -= 1;
       if (how == 2)
-        s->pending = !s->pending, s->timeout_ms = 0;
+        s->pending = !s->pending,
+        s->timeout_ms = s->pending ? DTX_LEDGER_TIMEOUT_MS : 0;
       if (how == 3) { /* other accounts: only the id joins them */
         const char *c, *d;
         pick2(&c, &d);
@@ -220,7 +221,9 @@ static void rspec(spec_t *sp, size_t i, const int64_t *avail, unsigned batchno,
       s->val[0] = s->val[1] = rnd(2) ? INT64_MAX : INT64_MIN;
       return;
     case 7: leg2(s, a, b, v); s->timeout_ms = 5; return; /* not pending */
-    case 8: leg2(s, a, b, v); s->pending = 1; s->timeout_ms = -1; return;
+    case 8: /* a pending timeout of -1, or 0 (no "default" in disguise) */
+      leg2(s, a, b, v); s->pending = 1; s->timeout_ms = -(int64_t)rnd(2);
+      return;
     case 9: s->nolegs = 1; s->nlegs = rnd(3); return;
     case 10: leg2(s, a, b, v); s->val[0] = INT64_MIN; s->val[1] = INT64_MAX;
       return; /* sums to -1 */
@@ -469,7 +472,8 @@ static void test_random_differential(void) {
  * the int64 was undefined, and printed the debit as negative); a pending
  * entry with timeout_ms near INT64_MAX expires at the end of time, not
  * (now + timeout wrapped around) before it was created -- post-pending
- * then found it "expired" at once.  Through post_many and post alike. */
+ * then found it "expired" at once; a pending timeout of 0 is refused
+ * (it was read as one hour).  Through post_many and post alike. */
 static void test_int64_edges(void) {
   dtx_store_t *st = dtx_t_lgb_open();
   for (int t = 0; t < 2; t++) {
@@ -520,6 +524,24 @@ static void test_int64_edges(void) {
     json_t *out = NULL;
     CHECKF(dtx_ledger_get(st, id, &out) == DTX_ENOTFOUND,
            "%s: a refused timeout recorded an entry", p);
+    json_decref(out);
+    out = NULL;
+    /* A pending timeout of 0 is refused as --timeout-ms 0 is, by the
+     * library on both paths: 0 is no "one hour" in disguise. */
+    dtx_ledger_post_req_t z = {.id = id, .legs = l2, .nlegs = 2, .pending = 1};
+    dtx_ledger_result_t zr[1] = {{0}};
+    int zrc = t ? dtx_ledger_post(st, &z, NULL, &out)
+                : (dtx_ledger_post_many(st, &z, 1, NULL, zr), zr[0].rc);
+    char zd[512];
+    snprintf(zd, sizeof zd, "%s",
+             t ? dtx_errdetail() : zr[0].detail ? zr[0].detail : "");
+    dtx_ledger_results_clear(zr, 1);
+    json_decref(out);
+    out = NULL;
+    CHECKF(zrc == DTX_EINVAL && strstr(zd, "timeout_ms 0:"),
+           "%s: pending timeout 0: %s '%s'", p, dtx_errname(zrc), zd);
+    CHECKF(dtx_ledger_get(st, id, &out) == DTX_ENOTFOUND,
+           "%s: a refused timeout 0 recorded an entry", p);
     json_decref(out);
     out = NULL;
     /* At the bound: it posts, expires after it was created, and can be
@@ -594,6 +616,7 @@ static void hot_writer(hot_shm_t *m, int k, int rounds) {
       dtx_t_lgb_legs_of(&r[i], "z.", 2, a, w);
       if (dtx_t_lgb_next(&seed) % 5 == 0) {
         r[i].req.pending = 1;
+        r[i].req.timeout_ms = DTX_LEDGER_TIMEOUT_MS;
         dtx_t_lgb_id_of(&r[i], "z.", "p", (unsigned)k * 1000u + (unsigned)b,
                         (size_t)i);
       }
@@ -778,6 +801,7 @@ static void test_deadline_hot(void) {
       dtx_t_lgb_legs_of(&r[i], p, 2, a, v);
       dtx_t_lgb_id_of(&r[i], p, "d", (unsigned)t, i);
       r[i].req.pending = i % 5 == 4;
+      r[i].req.timeout_ms = r[i].req.pending ? DTX_LEDGER_TIMEOUT_MS : 0;
       reqs[i] = r[i].req;
     }
     dtx_exec_opts_t eo = {.deadline_ms = budgets[t]};
@@ -872,6 +896,7 @@ static void lost_batch(const char *p, int ids, dtx_t_lgb_rq_t *r,
     if (ids || (i >= 6 && i < 10))
       dtx_t_lgb_id_of(&r[i], p, "l", 0, i);
     r[i].req.pending = i >= 10;
+    r[i].req.timeout_ms = r[i].req.pending ? DTX_LEDGER_TIMEOUT_MS : 0;
     reqs[i] = r[i].req;
   }
 }

@@ -201,7 +201,9 @@ static void *cm_post(void *arg) {
       last[0] = 0;
     } else {
       req.pending = kind >= 6 && kind <= 8;
-      req.timeout_ms = kind == 8 ? 1 + rand_r(&p->seed) % 30 : 0;
+      req.timeout_ms = kind == 8   ? 1 + rand_r(&p->seed) % 30
+                       : req.pending ? DTX_LEDGER_TIMEOUT_MS
+                                     : 0;
       rc = dtx_ledger_post(st, &req, NULL, &e);
       json_decref(e);
       e = NULL;

@@ -3,12 +3,17 @@
  * and a rerun, its refusals (error codes, nothing written), a paging run
  * past one page; dtx_interest_run's summary, its refusals (nothing
  * recorded, not even the settlement account), leap days, a rerun that
- * credits nothing, and a settlement account with a limit.
+ * credits nothing, and a settlement account with a limit; account ids too
+ * long to fit interest:DAY:ID, credited under their SHA-256 (checked
+ * against FIPS 180-4's examples).
  *
  * usage: txn_scenarios STORE-URI   (its collections are dropped first) */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "testlib.h"
+#include "util/sha256.h"
 
 static const char *uri;
 
@@ -146,9 +151,74 @@ static void test_interest(void) {
   dtx_store_close(st);
 }
 
+/* FIPS 180-4's examples and a two-block tail: the hash behind the credit
+ * ids of long account ids must be SHA-256 itself, or a rerun by another
+ * build would look for another id. */
+static void test_sha256(void) {
+  static const struct {
+    const char *in, *hex;
+  } v[] = {
+      {"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+      {"abc",
+       "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+      {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+       "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"}};
+  char hex[65];
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+    dtx__sha256_hex(v[i].in, strlen(v[i].in), hex);
+    CHECK(strcmp(hex, v[i].hex) == 0);
+  }
+  char *m = malloc(1000000);
+  CHECK(m != NULL);
+  memset(m, 'a', 1000000);
+  dtx__sha256_hex(m, 1000000, hex);
+  CHECK(strcmp(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39cc"
+                    "c7112cd0") == 0);
+  free(m);
+}
+
+/* An account id of 128 bytes (valid) is credited under
+ * interest-sha256:DAY:HEX, found again by the rerun; one of 108 bytes
+ * still fits interest:DAY:ID (128 bytes). */
+static void test_interest_long_ids(void) {
+  dtx_store_t *st = dtx_t_open(uri);
+  dtx_t_drop_transfers(st);
+  char a128[129], a108[109], hex[65], tid[200];
+  memset(a128, 'q', 128);
+  a128[128] = '\0';
+  memset(a108, 'r', 108);
+  a108[108] = '\0';
+  dtx_account_opts_t o = {.balance = 1000000};
+  CHECK_RC(dtx_account_create(st, a128, &o, NULL), 0);
+  CHECK_RC(dtx_account_create(st, a108, &o, NULL), 0);
+  json_t *r = interest(st, "2026-05-05", 100, NULL, 0);
+  CHECK(num(r, "accounts") == 2 && num(r, "credited") == 2 &&
+        num(r, "refused") == 0 && num(r, "total") == 200);
+  json_decref(r);
+  dtx__sha256_hex(a128, 128, hex);
+  snprintf(tid, sizeof tid, "interest-sha256:2026-05-05:%s", hex);
+  json_t *t = NULL;
+  CHECK_RC(dtx_transfer_get(st, tid, &t), 0);
+  CHECK(strcmp(json_string_value(json_object_get(t, "to")), a128) == 0);
+  json_decref(t);
+  snprintf(tid, sizeof tid, "interest:2026-05-05:%s", a108);
+  CHECK(strlen(tid) == 128);
+  CHECK_RC(dtx_transfer_get(st, tid, &t), 0);
+  json_decref(t);
+  r = interest(st, "2026-05-05", 100, NULL, 0);
+  CHECK(num(r, "credited") == 0 && num(r, "already") == 2);
+  json_decref(r);
+  json_t *rep = NULL;
+  CHECK_RC(dtx_audit(st, DTX_AUDIT_SETTLED, &rep), 0);
+  json_decref(rep);
+  dtx_store_close(st);
+}
+
 int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:scenarios.db";
   TEST_RUN(test_batch);
   TEST_RUN(test_interest);
+  TEST_RUN(test_sha256);
+  TEST_RUN(test_interest_long_ids);
   return TEST_DONE();
 }

@@ -384,7 +384,8 @@ static void test_rules_normalised(void) {
   dtx__rules_t *r = NULL;
   CHECK_RC(dtx__rules_compile(spec, &r), 0);
   char *t = JDUMP(dtx__rules_spec(r));
-  CHECKF(t && strcmp(t, "{\"validator\":{\"a\":1},\"delete_guard\":null}") == 0,
+  CHECKF(t && strcmp(t, "{\"validator\":{\"a\":1},\"delete_guard\":null,"
+                        "\"transition\":null}") == 0,
          "spec %s", t ? t : "(null)");
   free(t);
   dtx__rules_free(r);
@@ -410,6 +411,8 @@ static void test_bad_rules(void) {
       {"{'validator':5}", "validator must be an object"},
       {"{'delete_guard':[]}", "delete_guard must be an object"},
       {"[1]", "rules must be an object"},
+      {"{'transition':5}", "transition must be an object"},
+      {"{'transition':{'immutable':'a'}}", "transition[0].immutable"},
   };
   for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
     json_t *spec = Q(t[i].rules);

@@ -36,6 +36,7 @@
  * taken on a prediction without a write of their own (no match, no
  * change, an error) ride on the group's write in the same way.  Inserts
  * and deletes do not group (a delete waits for the next round), nor do
+ * time-bounded writes (one write would carry one member's bounds), nor
  * collections with a unique index: a middle state's unique keys would
  * never be claimed, where a serial run would have checked them.  There,
  * and after an insert, a later write of the same document waits for the
@@ -164,14 +165,14 @@ static void item_start(dtx__backend_t *b, bitem_t *it) {
     return;
   }
   const json_t *id = NULL;
-  rd_plan_t p;
+  dtx__plan_t p;
   if (insert) {
     id = json_object_get(it->op->doc, "_id");
   } else if ((rc = dtx__rd_plan(it->co, m->filter_spec, &p)) == 0) {
     id = dtx__rd_plan_single_id(&p);
     if (id && (rc = dtx__rd_doc_set_id(it->co, &it->cur, id)) < 0)
       id = NULL;
-    dtx__rd_plan_free(&p);
+    dtx__plan_free(&p);
     it->state = id ? B_READ : B_SLOW;
     if (id)
       set_key(it);
@@ -214,16 +215,11 @@ static void decide(bitem_t *it, int rc, int matched) {
   }
 }
 
-/* Starts the write of it->nd over it->cur; a delete leaves the
- * document's fence record (fence.c), as on the single path. */
+/* Starts the write of it->nd over it->cur (a delete leaves the
+ * document's fence record, fence.c: dtx__rd_write_begin keeps it). */
 static void write_begin(dtx__backend_t *b, bitem_t *it) {
-  json_t *tomb = NULL;
-  int rc = 0;
-  if (!it->nd && !it->op->doc && it->cur.body)
-    rc = dtx__fence_tombstone(&it->op->m, it->cur.body, &tomb);
-  if (rc == 0)
-    rc = dtx__rd_write_begin(b, it->co, &it->cur, it->nd, tomb, &it->wp);
-  json_decref(tomb);
+  int rc = dtx__rd_write_begin(b, it->co, &it->cur, it->nd, &it->op->m,
+                                &it->wp);
   if (rc == RD_ESTALE)
     it->state = B_SLOW;
   else if (rc < 0)
@@ -377,8 +373,10 @@ static size_t *group_slot(groups_t *g, const bitem_t *items,
 }
 
 /* A single-_id modification of a collection without a unique index. */
+/* A time-bounded write (window.c) does not group either: the group's one
+ * write would carry one member's bounds for all of them. */
 static int groupable(const bitem_t *it) {
-  if (it->op->doc || it->key.n == 0)
+  if (it->op->doc || it->key.n == 0 || dtx__window_any(&it->op->m))
     return 0;
   for (size_t i = 0; i < it->co->nidx; i++)
     if (it->co->idx[i].spec->unique)
@@ -422,7 +420,7 @@ static void eval_all(dtx__backend_t *b, bitem_t *items, size_t n,
     int gr = groupable(it);
     size_t *slot = g->slot && it->key.n > 0 ? group_slot(g, items, it) : NULL;
     bitem_t *head = slot && *slot ? &items[*slot - 1] : NULL;
-    if (head && (!gr || head->op->doc)) {
+    if (head && (!gr || !groupable(head))) {
       /* No group (an insert, a collection with a unique index), and two
        * writes of one document in one round would fence each other's
        * fresh unique claims (write.c: a claim whose owner does not record

@@ -408,14 +408,6 @@ static int entry_replace(dtx__backend_t *b, const rd_coll_t *co, json_t *j) {
   return rc;
 }
 
-static int spec_same(const dtx__index_spec_t *a, const dtx__index_spec_t *b) {
-  json_t *ja = dtx__index_spec_json(a), *jb = dtx__index_spec_json(b);
-  int same = ja && jb && json_equal(ja, jb);
-  json_decref(ja);
-  json_decref(jb);
-  return same;
-}
-
 static const rd_idx_t *find_idx(const rd_coll_t *co, int64_t id) {
   for (size_t i = 0; i < co->nidx; i++)
     if (co->idx[i].id == id)
@@ -690,30 +682,18 @@ static int build_index(dtx__backend_t *b, rd_coll_t **cop, int64_t ixid) {
 
 int dtx__rd_create_index(dtx__backend_t *b, const char *coll,
                          const dtx__index_spec_t *spec) {
-  if (strcmp(spec->name, "_id_") == 0) {
-    if (spec->nfields == 1 && strcmp(spec->paths[0], "_id") == 0 &&
-        !spec->sparse)
-      return 0;
-    return dtx__err(DTX_EBADINDEX,
-                    "index name _id_ is reserved for the _id index");
-  }
   for (int attempt = 0; attempt < 100; attempt++) {
     rd_coll_t *co;
     int rc = dtx__rd_coll_get(b, coll, 1, 1, &co);
     if (rc < 0)
       return rc;
     const rd_idx_t *same = NULL;
-    for (size_t i = 0; i < co->nidx; i++) {
-      if (strcmp(co->idx[i].spec->name, spec->name) != 0)
-        continue;
-      if (!spec_same(co->idx[i].spec, spec)) {
-        dtx__rd_coll_put(co);
-        return dtx__err(DTX_EBADINDEX,
-                        "index %s on %s already exists with a different "
-                        "specification",
-                        spec->name, coll);
-      }
-      same = &co->idx[i];
+    for (size_t i = 0; i < co->nidx && !same && rc == 0; i++)
+      if ((rc = dtx__index_spec_same(co->idx[i].spec, spec, coll)) == 1)
+        same = &co->idx[i];
+    if (rc < 0) {
+      dtx__rd_coll_put(co);
+      return rc;
     }
     if (same) {
       /* Already there; if its builder died, finish the build. */
@@ -812,20 +792,14 @@ int dtx__rd_list_indexes(dtx__backend_t *b, const char *coll, json_t **out) {
   int rc = dtx__rd_coll_get(b, coll, 0, 1, &co);
   if (rc < 0)
     return rc;
-  json_t *arr = json_array();
-  if (arr && co) {
-    json_t *id = json_pack("{s:s,s:{s:i},s:b,s:b}", "name", "_id_", "key",
-                           "_id", 1, "unique", 1, "sparse", 0);
-    if (!id || json_array_append_new(arr, id) < 0)
+  json_t *arr = co ? json_array() : NULL;
+  for (size_t i = 0; arr && rc == 0 && i < co->nidx; i++)
+    if (co->idx[i].ready &&
+        json_array_append_new(arr, dtx__index_spec_json(co->idx[i].spec)) < 0)
       rc = DTX_ENOMEM;
-    for (size_t i = 0; rc == 0 && i < co->nidx; i++)
-      if (co->idx[i].ready &&
-          json_array_append_new(arr, dtx__index_spec_json(co->idx[i].spec)) <
-              0)
-        rc = DTX_ENOMEM;
-  }
+  int missing = !co;
   dtx__rd_coll_put(co);
-  if (!arr || rc < 0) {
+  if ((!missing && !arr) || rc < 0) {
     json_decref(arr);
     return dtx__err(DTX_ENOMEM, "listing indexes of '%s'", coll);
   }

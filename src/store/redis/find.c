@@ -30,14 +30,14 @@ int dtx__rd_matches(dtx__backend_t *b, rd_coll_t **cop, const json_t *fspec,
   *out = NULL;
   *n = 0;
   for (int attempt = 0; attempt < 20; attempt++) {
-    rd_plan_t p;
+    dtx__plan_t p;
     int rc = dtx__rd_plan(*cop, fspec, &p);
     if (rc < 0)
       return rc;
     rd_doc_t *d;
     size_t nd;
     rc = dtx__rd_candidates(b, *cop, &p, &d, &nd);
-    dtx__rd_plan_free(&p);
+    dtx__plan_free(&p);
     if (rc == RD_ESTALE) {
       rd_coll_t *fresh;
       if ((rc = dtx__rd_coll_get(b, (*cop)->name, 0, 1, &fresh)) < 0)
@@ -84,11 +84,11 @@ static int first_sorted(dtx__backend_t *b, const rd_coll_t *co,
                         const json_t *fspec, const dtx__filter_t *f,
                         const json_t *sort, size_t want, rd_doc_t **out,
                         size_t *n) {
-  rd_plan_t p;
+  dtx__plan_t p;
   int rc = dtx__rd_plan_sorted(co, fspec, sort, &p);
   if (rc == 1)
     rc = dtx__rd_first_matches(b, co, &p, f, sort, want, out, n);
-  dtx__rd_plan_free(&p);
+  dtx__plan_free(&p);
   if (rc != 1)
     return rc;
   rd_buf_t key = {0};

@@ -103,13 +103,8 @@ static int modify_turns(dtx__backend_t *b, const rd_coll_t *co,
       *outcome = M_DONE;
       return 0;
     }
-    /* A delete leaves the document's fence record (fence.c). */
-    json_t *tomb = NULL;
-    if (!m->update && (rc = dtx__fence_tombstone(m, cur->body, &tomb)) < 0)
-      return rc;
     json_t *before = json_incref(cur->body);
-    rc = dtx__rd_write(b, co, cur, nd, tomb, NULL);
-    json_decref(tomb);
+    rc = dtx__rd_write(b, co, cur, nd, m, NULL);
     if (rc == RD_ELOST) {
       json_decref(before);
       json_decref(nd);
@@ -140,8 +135,8 @@ static int modify_doc(dtx__backend_t *b, const rd_coll_t *co,
   return rc;
 }
 
-const json_t *dtx__rd_plan_single_id(const rd_plan_t *p) {
-  if (p->kind != RD_PLAN_IDS || json_array_size(p->ids) != 1)
+const json_t *dtx__rd_plan_single_id(const dtx__plan_t *p) {
+  if (p->kind != DTX__PLAN_IDS || json_array_size(p->ids) != 1)
     return NULL;
   const json_t *v = json_array_get(p->ids, 0);
   return json_is_integer(v) || json_is_string(v) ? v : NULL;
@@ -165,7 +160,7 @@ static int select_doc(dtx__backend_t *b, rd_coll_t **cop,
                       int *have, int *by_id) {
   *have = 0;
   *by_id = 0;
-  rd_plan_t p;
+  dtx__plan_t p;
   int rc = dtx__rd_plan(*cop, m->filter_spec, &p);
   if (rc < 0)
     return rc;
@@ -180,7 +175,7 @@ static int select_doc(dtx__backend_t *b, rd_coll_t **cop,
         rc = dtx__rd_read_doc(b, *cop, out);
     }
     dtx__rd_buf_free(&key);
-    dtx__rd_plan_free(&p);
+    dtx__plan_free(&p);
     if (rc == RD_ESTALE)
       return rc;
     *have = rc == 0 && out->body != NULL;
@@ -192,14 +187,14 @@ static int select_doc(dtx__backend_t *b, rd_coll_t **cop,
    * bucket's first will do, when the plan keeps a bucket in that order --
    * for a sort, an index walked in sort order (dtx__rd_plan_sorted). */
   if (m->sort) {
-    dtx__rd_plan_free(&p);
+    dtx__plan_free(&p);
     rc = dtx__rd_plan_sorted(*cop, m->filter_spec, m->sort, &p);
     if (rc == 1)
       rc = dtx__rd_first_matches(b, *cop, &p, m->filter, m->sort, 1, &d, &n);
   } else {
     rc = dtx__rd_first_matches(b, *cop, &p, m->filter, NULL, 1, &d, &n);
   }
-  dtx__rd_plan_free(&p);
+  dtx__plan_free(&p);
   if (rc < 0)
     return rc;
   if (rc == 0 &&
@@ -246,7 +241,7 @@ static int upsert(dtx__backend_t *b, rd_coll_t **cop, const dtx__modify_t *m,
       rc = dtx__doc_check_write((*cop)->rules, (*cop)->name, NULL, doc,
                                 m->bypass);
     if (rc == 0)
-      rc = dtx__rd_write(b, *cop, &cur, doc, NULL, NULL);
+      rc = dtx__rd_write(b, *cop, &cur, doc, m, NULL);
     if (rc == RD_ELOST && !cur.body) {
       rc = 0;
       continue; /* a tombstone */

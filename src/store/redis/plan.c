@@ -1,23 +1,9 @@
-/* plan.c -- query planning for the Redis backend and the scatter/gather
- * read of candidate documents.
- *
- * The planner follows the SQLite backend's rules (src/store/sqlite/
- * plan.c) so both backends use indexes in the same, safe situations.  It
- * reads the filter's top-level conjuncts (including those inside $and and
- * the fields of an $elemMatch) of the forms
- *   {path: scalar}  {path: {$eq: scalar}}  {path: {$in: [scalars]}}
- *   {path: {$gt|$gte|$lt|$lte: number or string}}
- * and picks: _id equality or $in (direct reads of those documents); else
- * the ready index whose leading fields have the most equalities (a unique
- * index fully covered wins), optionally with a range on the next field;
- * else a scan of the members zsets.  Candidates are only candidates: the
- * caller checks every one with dtx__filter_match, so a plan may
- * over-approximate but never miss a document.  As in SQLite: sparse
- * indexes are not used for null equality; conditions on paths sharing a
- * first segment are combined only inside one $elemMatch; a range with
- * both bounds narrows one key only inside $elemMatch (a: [1, 5] matches
- * {$gte: 2, $lt: 3}); these two rules apply only to multikey indexes
- * (catalog.c keeps the flag, stamped like any catalog change).
+/* plan.c -- the Redis backend's execution of a query plan (the one
+ * planner, store/plan.h, chooses it): the scatter/gather read of
+ * candidate documents.  An _id plan reads those documents; an index plan
+ * reads the index zsets' ranges of every bucket (per equality
+ * combination); a scan reads the members zsets.  Candidates are only
+ * candidates: the caller checks every one with dtx__filter_match.
  *
  * Reading is a scatter: one command per bucket (per equality combination
  * for an index), all sent in one batch, so each node gets one pipeline
@@ -28,11 +14,8 @@
  * dtx__rd_candidates). */
 #include "store/redis/redis_int.h"
 
-#include "store/conds.h"
 #include "util/err.h"
 
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,112 +25,23 @@
 #define SNAPSHOT_TRIES 8
 #define SNAPSHOT_MS 5000
 
-
-void dtx__rd_plan_free(rd_plan_t *p) {
-  json_decref(p->ids);
-  for (size_t i = 0; i < p->neq; i++)
-    json_decref(p->eq[i]);
-  json_decref((json_t *)p->lo);
-  json_decref((json_t *)p->hi);
-  memset(p, 0, sizeof *p);
+/* Queries may use an index once it is built (catalog.c). */
+static int index_of(const void *coll, size_t i, dtx__plan_index_t *out) {
+  const rd_idx_t *ix = &((const rd_coll_t *)coll)->idx[i];
+  *out = (dtx__plan_index_t){ix, ix->spec, ix->multikey};
+  return ix->ready;
 }
 
-int dtx__rd_plan(const rd_coll_t *co, const json_t *fspec, rd_plan_t *p) {
-  memset(p, 0, sizeof *p);
-  p->kind = RD_PLAN_SCAN;
-  /* A top-level _id equality on a string or an integer (the primitives'
-   * {_id: value, more} filters) is the plan the conditions below would
-   * pick, without collecting them into a ~5 KB struct first (its malloc
-   * showed in profiles of batched transfers).  The filter still checks
-   * the rest. */
-  const json_t *id =
-      json_is_object(fspec) ? json_object_get(fspec, "_id") : NULL;
-  if (json_is_string(id) || json_is_integer(id)) {
-    if (!(p->ids = json_pack("[O]", id)))
-      return dtx__err(DTX_ENOMEM, "planning a query");
-    p->kind = RD_PLAN_IDS;
-    return 0;
-  }
-  dtx__conds_t *cs = malloc(sizeof *cs);
-  if (!cs)
-    return dtx__err(DTX_ENOMEM, "planning a query");
-  dtx__conds_collect(cs, fspec);
-  const dtx__cond_t *idc = NULL;
-  for (size_t i = 0; i < cs->n && !idc; i++)
-    if (cs->c[i].kind == DTX__COND_EQ && cs->c[i].group == 0 &&
-        strcmp(cs->c[i].path, "_id") == 0)
-      idc = &cs->c[i];
-  if (idc) {
-    p->kind = RD_PLAN_IDS;
-    p->ids = json_incref(idc->vals);
-  } else {
-    dtx__choice_t best = {0};
-    for (size_t i = 0; i < co->nidx; i++)
-      if (co->idx[i].ready)
-        dtx__conds_consider(cs, &co->idx[i], co->idx[i].spec,
-                            co->idx[i].multikey, &best);
-    if (best.ix) {
-      p->kind = RD_PLAN_INDEX;
-      p->ix = best.ix;
-      p->neq = best.neq;
-      for (size_t f = 0; f < best.neq; f++) {
-        p->eq[f] = json_incref(best.eq[f]->vals);
-        if (json_array_size(p->eq[f]) == 0)
-          p->kind = RD_PLAN_NONE; /* $in: [] matches nothing */
-      }
-      if (best.range) {
-        const json_t *lo = best.range->lo, *hi = best.range->hi;
-        if (lo && hi &&
-            ((p->ix->multikey && !best.range->one_elem) ||
-             dtx__value_bracket(lo) != dtx__value_bracket(hi)))
-          hi = NULL;
-        p->lo = json_incref((json_t *)lo);
-        p->hi = json_incref((json_t *)hi);
-        p->lo_incl = best.range->lo_incl;
-        p->hi_incl = best.range->hi_incl;
-      }
-    }
-  }
-  dtx__conds_free(cs);
-  free(cs);
-  return 0;
+int dtx__rd_plan(const rd_coll_t *co, const json_t *fspec, dtx__plan_t *p) {
+  return dtx__plan_choose(fspec, NULL, co, co->nidx, index_of, p);
 }
 
 int dtx__rd_plan_sorted(const rd_coll_t *co, const json_t *fspec,
-                        const json_t *sort, rd_plan_t *p) {
-  memset(p, 0, sizeof *p);
-  dtx__conds_t *cs = malloc(sizeof *cs);
-  if (!cs)
-    return dtx__err(DTX_ENOMEM, "planning a query");
-  dtx__conds_collect(cs, fspec);
-  dtx__choice_t best = {0}, sorted = {0}, ch;
-  int have_id = 0;
-  for (size_t i = 0; i < cs->n && !have_id; i++)
-    have_id = cs->c[i].kind == DTX__COND_EQ && cs->c[i].group == 0 &&
-              strcmp(cs->c[i].path, "_id") == 0;
-  for (size_t i = 0; i < co->nidx && !have_id; i++) {
-    if (!co->idx[i].ready)
-      continue;
-    dtx__conds_consider(cs, &co->idx[i], co->idx[i].spec,
-                        co->idx[i].multikey, &best);
-    if (dtx__conds_sorted(cs, &co->idx[i], co->idx[i].spec,
-                          co->idx[i].multikey, sort, &ch) &&
-        (!sorted.ix || ch.score > sorted.score))
-      sorted = ch;
-  }
-  int rc = 0;
-  /* As the SQLite planner: an _id lookup or an index with more
-   * equalities reads fewer documents than the walk. */
-  if (sorted.ix && best.score <= sorted.score) {
-    p->kind = RD_PLAN_INDEX;
-    p->ix = sorted.ix;
-    p->neq = sorted.neq;
-    for (size_t f = 0; f < sorted.neq; f++)
-      p->eq[f] = json_incref(sorted.eq[f]->vals);
-    rc = 1;
-  }
-  dtx__conds_free(cs);
-  free(cs);
+                        const json_t *sort, dtx__plan_t *p) {
+  int rc = dtx__plan_choose(fspec, sort, co, co->nidx, index_of, p);
+  if (rc == 0 && p->kind == DTX__PLAN_SORTED)
+    return 1;
+  dtx__plan_free(p);
   return rc;
 }
 
@@ -492,7 +386,7 @@ static int read_ids(dtx__backend_t *b, const rd_coll_t *co, const json_t *ids,
 
 /* The lexical bounds of an index plan for one combination of equality
  * values (see codec.c for why "+ 0xFF" bounds a prefix). */
-static void index_bounds(const rd_plan_t *p, const size_t *pos, rd_buf_t *min,
+static void index_bounds(const dtx__plan_t *p, const size_t *pos, rd_buf_t *min,
                          rd_buf_t *max) {
   rd_buf_t pre = {0};
   for (size_t f = 0; f < p->neq; f++)
@@ -529,56 +423,66 @@ static void index_bounds(const rd_plan_t *p, const size_t *pos, rd_buf_t *min,
   dtx__rd_buf_free(&pre);
 }
 
+/* The range reads of plan p in each bucket, into qs[0..nb): for a scan
+ * the whole members zsets, else the index zsets' entries under the
+ * equality values at pos (within the range, if any). */
+static void bucket_ranges(const rd_coll_t *co, const dtx__plan_t *p,
+                          const size_t *pos, rq_t *qs) {
+  rd_buf_t min = {0}, max = {0};
+  int scan = p->kind == DTX__PLAN_SCAN;
+  if (scan) {
+    dtx__rd_puts(&min, "-");
+    dtx__rd_puts(&max, "+");
+  } else {
+    index_bounds(p, pos, &min, &max);
+  }
+  for (int k = 0; k < co->nb; k++) {
+    qs[k].bucket = k;
+    if (scan)
+      dtx__rd_key_members(&qs[k].zkey, co, k);
+    else
+      dtx__rd_key_index(&qs[k].zkey, co, k, ((const rd_idx_t *)p->ix)->id);
+    dtx__rd_put(&qs[k].min, min.p, min.n);
+    dtx__rd_put(&qs[k].max, max.p, max.n);
+    qs[k].min.oom |= min.oom;
+    qs[k].max.oom |= max.oom;
+  }
+  dtx__rd_buf_free(&min);
+  dtx__rd_buf_free(&max);
+}
+
 int dtx__rd_candidates(dtx__backend_t *b, const rd_coll_t *co,
-                       const rd_plan_t *p, rd_doc_t **out, size_t *n) {
+                       const dtx__plan_t *p, rd_doc_t **out, size_t *n) {
   *out = NULL;
   *n = 0;
   docset_t s = {0};
   int rc = 0;
-  if (p->kind == RD_PLAN_NONE) {
+  if (p->kind == DTX__PLAN_NONE) {
     rc = 0;
-  } else if (p->kind == RD_PLAN_IDS) {
+  } else if (p->kind == DTX__PLAN_IDS) {
     rc = read_ids(b, co, p->ids, &s);
   } else {
     size_t combos = 1;
     for (size_t f = 0; f < p->neq; f++)
       combos *= json_array_size(p->eq[f]);
-    size_t nq = (size_t)co->nb * (p->kind == RD_PLAN_INDEX ? combos : 1);
+    size_t nq = (size_t)co->nb * combos; /* a scan: no equalities, 1 */
     rq_t *qs = calloc(nq ? nq : 1, sizeof *qs);
     if (!qs)
       return dtx__err(DTX_ENOMEM, "reading candidates");
-    size_t q = 0;
-    if (p->kind == RD_PLAN_SCAN) {
-      for (int k = 0; k < co->nb; k++, q++) {
-        qs[q].bucket = k;
-        dtx__rd_key_members(&qs[q].zkey, co, k);
-        dtx__rd_puts(&qs[q].min, "-");
-        dtx__rd_puts(&qs[q].max, "+");
-      }
-    } else {
-      size_t pos[16] = {0};
-      for (;;) {
-        rd_buf_t min = {0}, max = {0};
-        index_bounds(p, pos, &min, &max);
-        for (int k = 0; k < co->nb; k++, q++) {
-          qs[q].bucket = k;
-          dtx__rd_key_index(&qs[q].zkey, co, k, p->ix->id);
-          dtx__rd_put(&qs[q].min, min.p, min.n);
-          dtx__rd_put(&qs[q].max, max.p, max.n);
-        }
-        dtx__rd_buf_free(&min);
-        dtx__rd_buf_free(&max);
-        size_t f = p->neq;
-        while (f > 0 && ++pos[f - 1] == json_array_size(p->eq[f - 1]))
-          pos[--f] = 0;
-        if (f == 0)
-          break;
-      }
+    size_t q = 0, pos[16] = {0};
+    for (;;) { /* an odometer over the equality values (a scan has none) */
+      bucket_ranges(co, p, pos, &qs[q]);
+      q += (size_t)co->nb;
+      size_t f = p->neq;
+      while (f > 0 && ++pos[f - 1] == json_array_size(p->eq[f - 1]))
+        pos[--f] = 0;
+      if (f == 0)
+        break;
     }
     for (size_t i = 0; i < q; i++)
       if (qs[i].zkey.oom || qs[i].min.oom || qs[i].max.oom)
         rc = dtx__err(DTX_ENOMEM, "reading candidates");
-    int scan = p->kind == RD_PLAN_SCAN;
+    int scan = p->kind == DTX__PLAN_SCAN;
     int64_t t0 = dtx__rd_mono_ms();
     for (int attempt = 0; rc == 0; attempt++) {
       if ((rc = run_ranges(b, co, qs, q, scan, &s, 0, NULL)) < 0 || !scan ||
@@ -660,20 +564,21 @@ static const rd_doc_t *kth_best(const json_t *sort, const rd_doc_t *d,
  * match found over all buckets can stop: its later matches come after
  * want others. */
 int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
-                          const rd_plan_t *p, const dtx__filter_t *f,
+                          const dtx__plan_t *p, const dtx__filter_t *f,
                           const json_t *sort, size_t want, rd_doc_t **out,
                           size_t *n) {
   *out = NULL;
   *n = 0;
   if (want < 1)
     want = 1;
-  if (p->kind == RD_PLAN_INDEX) {
-    if (p->lo || p->hi || (!sort && p->neq != p->ix->spec->nfields))
+  const rd_idx_t *ix = p->ix;
+  if (p->kind == DTX__PLAN_INDEX) {
+    if (p->lo || p->hi || p->neq != ix->spec->nfields)
       return 0;
     for (size_t k = 0; k < p->neq; k++)
       if (json_array_size(p->eq[k]) != 1)
         return 0;
-  } else if (p->kind != RD_PLAN_SCAN) {
+  } else if (p->kind != DTX__PLAN_SCAN && p->kind != DTX__PLAN_SORTED) {
     return 0;
   }
   size_t nb = (size_t)co->nb, ngot = 0, cap = nb * want;
@@ -689,10 +594,8 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
     rc = dtx__err(DTX_ENOMEM, "reading candidates");
     goto out;
   }
-  rd_buf_t min = {0}, max = {0};
   size_t pos[16] = {0};
-  if (p->kind == RD_PLAN_INDEX)
-    index_bounds(p, pos, &min, &max);
+  bucket_ranges(co, p, pos, qs);
   /* The first page: FIRST_PAGE entries per bucket for one match (a few
    * may not match); for more, about twice a bucket's share of them, since
    * every entry read is a document parsed and a page of N for a job
@@ -702,21 +605,8 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
     size_t share = (2 * want + nb - 1) / nb;
     page = share < 1 ? 1 : share > FIRST_PAGE ? FIRST_PAGE : (int)share;
   }
-  for (size_t k = 0; k < nb; k++) {
-    qs[k].bucket = (int)k;
+  for (size_t k = 0; k < nb; k++)
     limit[k] = page;
-    if (p->kind == RD_PLAN_SCAN) {
-      dtx__rd_key_members(&qs[k].zkey, co, (int)k);
-      dtx__rd_puts(&qs[k].min, "-");
-      dtx__rd_puts(&qs[k].max, "+");
-    } else {
-      dtx__rd_key_index(&qs[k].zkey, co, (int)k, p->ix->id);
-      dtx__rd_put(&qs[k].min, min.p, min.n);
-      dtx__rd_put(&qs[k].max, max.p, max.n);
-    }
-  }
-  dtx__rd_buf_free(&min);
-  dtx__rd_buf_free(&max);
   for (;;) {
     size_t nc = 0;
     for (size_t k = 0; k < nb; k++)
@@ -725,7 +615,7 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
     if (nc == 0)
       break;
     round_t rd;
-    rc = round_run(b, co, qs, which, limit, nc, p->kind == RD_PLAN_SCAN, 0, 0,
+    rc = round_run(b, co, qs, which, limit, nc, p->kind == DTX__PLAN_SCAN, 0, 0,
                    &rd);
     for (size_t i = 0; rc == 0 && i < nc; i++) {
       size_t k = which[i];

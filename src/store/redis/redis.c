@@ -150,6 +150,7 @@
 #include "util/deadline.h"
 #include "util/err.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,21 +163,6 @@
 #define DEFAULT_BUCKETS 16
 
 /* ---- URI ---------------------------------------------------------------------- */
-
-static int parse_int(const char *s, size_t n, int lo, int hi, int *out) {
-  if (n == 0 || n > 9)
-    return -1;
-  int v = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (s[i] < '0' || s[i] > '9')
-      return -1;
-    v = v * 10 + (s[i] - '0');
-  }
-  if (v < lo || v > hi)
-    return -1;
-  *out = v;
-  return 0;
-}
 
 void dtx__rd_uri_free(rd_uri_t *u) {
   for (size_t i = 0; i < u->nseeds; i++)
@@ -196,7 +182,7 @@ static int add_seed(rd_uri_t *u, const char *uri, const char *s, size_t n) {
     return dtx__err(DTX_EBADURI, "store URI '%s' has an empty host", uri);
   size_t hlen = colon ? (size_t)(colon - s) : n;
   int port = 6379;
-  if (colon && parse_int(colon + 1, n - hlen - 1, 1, 65535, &port) < 0)
+  if (colon && dtx__uri_int(colon + 1, n - hlen - 1, 1, 65535, &port) < 0)
     return dtx__err(DTX_EBADURI, "store URI '%s': bad port in '%.*s'", uri,
                     (int)n, s);
   if (hlen == 0 || hlen > 255)
@@ -219,6 +205,18 @@ static int add_seed(rd_uri_t *u, const char *uri, const char *s, size_t n) {
   u->ports[u->nseeds++] = port;
   return 0;
 }
+
+/* The options a redis:// URI takes (store.h's one parser reads them). */
+static const dtx__uri_opt_t opts[] = {
+    {"wait", DTX__URI_INT, offsetof(rd_uri_t, wait), 0, 64, NULL, 0},
+    {"password", DTX__URI_TEXT, offsetof(rd_uri_t, password), 0, 0, NULL, 0},
+    {"timeout_ms", DTX__URI_INT, offsetof(rd_uri_t, timeout_ms), 1, 600000,
+     NULL, 0},
+    {"retry_ms", DTX__URI_INT, offsetof(rd_uri_t, retry_ms), 0, 3600000, NULL,
+     0},
+    {"buckets", DTX__URI_INT, offsetof(rd_uri_t, buckets), 1, 4096, NULL, 0},
+    {"ns", DTX__URI_NAME, offsetof(rd_uri_t, ns), 1, 32, NULL, 0},
+};
 
 int dtx__rd_uri_parse(const char *uri, rd_uri_t *out) {
   memset(out, 0, sizeof *out);
@@ -251,80 +249,9 @@ int dtx__rd_uri_parse(const char *uri, rd_uri_t *out) {
       goto fail;
     }
   }
-  if (q) {
-    const char *opt = q + 1;
-    if (!*opt) {
-      rc = dtx__err(DTX_EBADURI, "store URI '%s' has an empty option list",
-                    uri);
-      goto fail;
-    }
-    while (*opt) {
-      const char *end = strchr(opt, '&');
-      size_t len = end ? (size_t)(end - opt) : strlen(opt);
-      const char *eq = memchr(opt, '=', len);
-      if (!eq) {
-        rc = dtx__err(DTX_EBADURI,
-                      "store URI '%s': option '%.*s' is not name=value", uri,
-                      (int)len, opt);
-        goto fail;
-      }
-      size_t nlen = (size_t)(eq - opt), vlen = len - nlen - 1;
-      const char *val = eq + 1;
-      int bad = 0;
-#define OPT(name) (nlen == strlen(name) && strncmp(opt, name, nlen) == 0)
-      if (OPT("wait"))
-        bad = parse_int(val, vlen, 0, 64, &out->wait);
-      else if (OPT("timeout_ms"))
-        bad = parse_int(val, vlen, 1, 600000, &out->timeout_ms);
-      else if (OPT("retry_ms"))
-        bad = parse_int(val, vlen, 0, 3600000, &out->retry_ms);
-      else if (OPT("buckets"))
-        bad = parse_int(val, vlen, 1, 4096, &out->buckets);
-      else if (OPT("ns")) {
-        bad = vlen < 1 || vlen >= sizeof out->ns;
-        for (size_t i = 0; !bad && i < vlen; i++) {
-          char ch = val[i];
-          bad = !((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                  (ch >= '0' && ch <= '9') || ch == '_' || ch == '-');
-        }
-        if (bad) {
-          rc = dtx__err(DTX_EBADURI,
-                        "store URI '%s': ns must be 1..32 of [A-Za-z0-9_-], "
-                        "not '%.*s'",
-                        uri, (int)vlen, val);
-          goto fail;
-        }
-        memcpy(out->ns, val, vlen);
-        out->ns[vlen] = '\0';
-      }
-      else if (OPT("password")) {
-        free(out->password);
-        if (!(out->password = strndup(val, vlen))) {
-          rc = dtx__err(DTX_ENOMEM, "parsing %s", uri);
-          goto fail;
-        }
-      } else {
-        rc = dtx__err(DTX_EBADURI,
-                      "store URI '%s': unknown option '%.*s' (known: wait, "
-                      "password, timeout_ms, retry_ms, buckets, ns)",
-                      uri, (int)nlen, opt);
-        goto fail;
-      }
-#undef OPT
-      if (bad) {
-        rc = dtx__err(DTX_EBADURI, "store URI '%s': bad value for '%.*s'",
-                      uri, (int)nlen, opt);
-        goto fail;
-      }
-      if (!end)
-        break;
-      opt = end + 1;
-      if (!*opt) {
-        rc = dtx__err(DTX_EBADURI, "store URI '%s' ends with '&'", uri);
-        goto fail;
-      }
-    }
-  }
+  if (q && (rc = dtx__uri_opts(uri, q + 1, opts, sizeof opts / sizeof *opts,
+                               out)) < 0)
+    goto fail;
   return 0;
 fail:
   dtx__rd_uri_free(out);

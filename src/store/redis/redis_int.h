@@ -2,7 +2,8 @@
  * (standalone and Cluster); nothing outside src/store/redis/ includes it.
  *
  * Layout of the backend (redis.c carries the design argument):
- *   redis.c    the method table, URI parsing, ids, versions, the doc cache
+ *   redis.c    the method table, the URI (its options: store.h), ids,
+ *              versions, the doc cache
  *   conn.c     nodes, connections, the cluster slot map, topology at open
  *   exec.c     the batch executor every other file sends commands through:
  *              routing, redirects, retries, ?wait=N replicas
@@ -10,8 +11,9 @@
  *   codec.c    buffers, CRC16 slots, _id and index key encodings
  *   catalog.c  key names; collections and indexes: the catalog,
  *              create_index, drop, the multikey flag
- *   plan.c     query planning and candidate reads across buckets (scans
- *              made snapshots by a double collect; first matches)
+ *   plan.c     executing a query plan (store/plan.h): candidate reads
+ *              across buckets (scans made snapshots by a double
+ *              collect; first matches)
  *   docs.c     document records, reading one, claim lists, insert
  *   write.c    the compare-and-set write: index entries, unique claims
  *   find.c     find, count, and the matches modify.c chooses from
@@ -35,6 +37,7 @@
 #ifndef DTX_STORE_REDIS_INT_H
 #define DTX_STORE_REDIS_INT_H
 
+#include "store/plan.h"
 #include "store/store.h"
 #include "util/buf.h"
 
@@ -365,12 +368,16 @@ void dtx__rd_contend_pause(int losses);
  * state when it changed meanwhile, RD_ESTALE when the catalog moved, or
  * an error (DTX_EDUPKEY ...).  Claims the write took and recorded are
  * appended to claims when it is not NULL (an index build releases them
- * if it fails).  A delete leaves tomb (borrowed; NULL: nothing) as the
- * deleted document's fence record (dtx__fence_tombstone); an insert over
- * a fence tombstone drops it (the caller has folded cur->fence into
- * newbody with dtx__fence_revive). */
+ * if it fails).  m (borrowed, may be NULL) is the modify request whose
+ * time bounds the script checks against the server's TIME (window.c):
+ * DTX_ESTALE / DTX_ESTATE when outside them, nothing written.  A delete by
+ * m leaves the deleted document's fence record under its key
+ * (dtx__fence_tombstone of m and cur's body), in the same script; an
+ * insert over a fence tombstone drops it (the caller has folded
+ * cur->fence into newbody with dtx__fence_revive). */
 int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
-                  json_t *newbody, const json_t *tomb, rd_claims_t *claims);
+                  json_t *newbody, const dtx__modify_t *m,
+                  rd_claims_t *claims);
 
 /* dtx__rd_write in halves, so that a bulk write pipelines many: begin
  * prepares (index diffs; unique claims are taken here, a round trip each)
@@ -380,7 +387,7 @@ int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
  * there is nothing to write, or an error (nothing to end). */
 typedef struct rd_wprep rd_wprep_t;
 int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
-                        json_t *newbody, const json_t *tomb,
+                        json_t *newbody, const dtx__modify_t *m,
                         rd_wprep_t **out);
 rd_cmd_t *dtx__rd_write_cmd(rd_wprep_t *p);
 int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
@@ -429,29 +436,17 @@ int dtx__rd_modify_many(dtx__backend_t *b, const dtx__modify_t *m,
 
 /* ---- planning ---------------------------------------------------------------- */
 
-enum { RD_PLAN_SCAN, RD_PLAN_IDS, RD_PLAN_INDEX, RD_PLAN_NONE };
-
-typedef struct rd_plan {
-  int kind;
-  json_t *ids;        /* RD_PLAN_IDS: array of _id values */
-  const rd_idx_t *ix; /* RD_PLAN_INDEX */
-  size_t neq;
-  json_t *eq[16];     /* value arrays of the equality fields (owned) */
-  const json_t *lo, *hi; /* range bounds on field neq (owned refs) */
-  int lo_incl, hi_incl;
-} rd_plan_t;
-
-int dtx__rd_plan(const rd_coll_t *co, const json_t *fspec, rd_plan_t *p);
+/* The plan of fspec over co's built indexes (dtx__plan_choose). */
+int dtx__rd_plan(const rd_coll_t *co, const json_t *fspec, dtx__plan_t *p);
 /* The single _id (an integer or a string) of a plain by-id plan, or
  * NULL: then that document is the only candidate. */
-const json_t *dtx__rd_plan_single_id(const rd_plan_t *p);
-void dtx__rd_plan_free(rd_plan_t *p);
+const json_t *dtx__rd_plan_single_id(const dtx__plan_t *p);
 
 /* Fresh documents that may match the plan, each once, bodies present, in
  * no particular order.  RD_ESTALE when a bucket's stamp disagrees with co.
  * *out is an array of *n docs the caller frees with dtx__rd_docs_free. */
 int dtx__rd_candidates(dtx__backend_t *b, const rd_coll_t *co,
-                       const rd_plan_t *p, rd_doc_t **out, size_t *n);
+                       const dtx__plan_t *p, rd_doc_t **out, size_t *n);
 void dtx__rd_docs_free(rd_doc_t *d, size_t n);
 
 /* For modify_one (want 1) and a sorted find with a small page (want: its
@@ -465,15 +460,15 @@ void dtx__rd_docs_free(rd_doc_t *d, size_t n);
  * whose entries are in sort order.  Returns 0 for other plans (then use
  * dtx__rd_candidates), 1 when done, <0 on error. */
 int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
-                          const rd_plan_t *p, const dtx__filter_t *f,
+                          const dtx__plan_t *p, const dtx__filter_t *f,
                           const json_t *sort, size_t want, rd_doc_t **out,
                           size_t *n);
 
-/* A plan that walks an index in sort order (dtx__conds_sorted): 1 and *p
+/* A plan that walks an index in sort order (DTX__PLAN_SORTED): 1 and *p
  * set when one is better than dtx__rd_plan's, else 0 (*p empty); <0 on
- * error.  Free *p with dtx__rd_plan_free. */
+ * error.  Free *p with dtx__plan_free. */
 int dtx__rd_plan_sorted(const rd_coll_t *co, const json_t *fspec,
-                        const json_t *sort, rd_plan_t *p);
+                        const json_t *sort, dtx__plan_t *p);
 
 /* ---- the backend --------------------------------------------------------------- */
 

@@ -21,13 +21,16 @@
  * KEYS: doc, members zset, stamp, tombstones set, index zsets...
  * ARGV: 1 expected version ('' = no key), 2 new version, 3 stamp,
  *       4 op (i insert, u update, d delete, c check only), 5 body,
- *       6 members entry, 7 seq, 8 (d) the fence record the deleted
+ *       6 members entry, 7 seq, 8 not_before, 9 not_after (wall-clock
+ *       ms, '' = none; not for c), 10 (d) the fence record the deleted
  *       document leaves ('' = none),
  *       then nrel and that many claim fields to release (their values are
  *       returned), then nrec and that many field/value pairs to record,
  *       then per index zset: nrem entries..., nadd entries...
  * Returns {-1, stamp} on a stale catalog, {0, v, s, b, f} when the
- * version differs (the current state), else {1, released values...}.
+ * version differs (the current state), {-3, server ms} when the server's
+ * TIME is outside [not_before, not_after] (a time-bounded write, window.c:
+ * read here, in the write's atomic step), else {1, released values...}.
  *
  * A fence tombstone (src/store/fence.c) is the deleted document's key
  * kept with a version and its fence record f, no body, no expiry, listed
@@ -63,7 +66,15 @@ static const char S_WRITE[] =
     "end\n"
     "local op = ARGV[4]\n"
     "if op == 'c' then return {1} end\n"
-    "local p = 9\n"
+    "if ARGV[8] ~= '' or ARGV[9] ~= '' then\n"
+    "  local t = redis.call('TIME')\n"
+    "  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "  if (ARGV[8] ~= '' and now < tonumber(ARGV[8])) or\n"
+    "     (ARGV[9] ~= '' and now > tonumber(ARGV[9])) then\n"
+    "    return {-3, now}\n"
+    "  end\n"
+    "end\n"
+    "local p = 11\n"
     "local out = {1}\n"
     "local n = tonumber(ARGV[p])\n"
     "for i = 1, n do\n"
@@ -75,8 +86,8 @@ static const char S_WRITE[] =
     "if op == 'd' then\n"
     "  redis.call('DEL', KEYS[1])\n"
     "  redis.call('ZREM', KEYS[2], ARGV[6])\n"
-    "  if ARGV[8] ~= '' then\n"
-    "    redis.call('HSET', KEYS[1], 'v', ARGV[2], 'f', ARGV[8])\n"
+    "  if ARGV[10] ~= '' then\n"
+    "    redis.call('HSET', KEYS[1], 'v', ARGV[2], 'f', ARGV[10])\n"
     "    redis.call('SADD', KEYS[4], string.sub(ARGV[6], 17))\n"
     "  end\n"
     "elseif op == 'i' then\n"

@@ -427,11 +427,12 @@ struct rd_wprep {
   rd_buf_t key;
   char seq[RD_SEQLEN + 1], ver[RD_VERMAX + 1];
   json_t *newbody; /* borrowed */
+  const dtx__modify_t *m; /* borrowed: its time bounds, or NULL */
   json_t *tomb;    /* a delete's fence record (owned), or NULL */
 };
 
 int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
-                        json_t *newbody, const json_t *tomb,
+                        json_t *newbody, const dtx__modify_t *m,
                         rd_wprep_t **out) {
   *out = NULL;
   char op = !cur->body ? 'i' : !newbody ? 'd' : 'u';
@@ -443,6 +444,7 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
   wstate_t *w = &p->w;
   char *seq = p->seq, *ver = p->ver;
   p->newbody = newbody;
+  p->m = m && dtx__window_any(m) ? m : NULL;
   if (op == 'i')
     dtx__rd_newseq(b, seq);
   else
@@ -453,19 +455,17 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
   }
   dtx__rd_token(b, ver);
   char *text = NULL, *ttext = NULL;
-  if ((newbody && !(text = dtx__json_dump(newbody))) ||
-      (op == 'd' && tomb && !(ttext = dtx__json_dump(tomb)))) {
+  int rc = op == 'd' && m ? dtx__fence_tombstone(m, cur->body, &p->tomb) : 0;
+  if (rc == 0 && ((newbody && !(text = dtx__json_dump(newbody))) ||
+                  (p->tomb && !(ttext = dtx__json_dump(p->tomb)))))
+    rc = dtx__err(DTX_ENOMEM, "writing a document");
+  if (rc < 0) {
     free(text);
+    json_decref(p->tomb);
     free(p);
-    return dtx__err(DTX_ENOMEM, "writing a document");
+    return rc;
   }
-  if (op == 'd' && tomb && !(p->tomb = json_deep_copy(tomb))) {
-    free(text);
-    free(ttext);
-    free(p);
-    return dtx__err(DTX_ENOMEM, "writing a document");
-  }
-  int rc = prepare(b, co, cur, newbody, w);
+  rc = prepare(b, co, cur, newbody, w);
   /* A protocol step of its own: the claims are held but no document
    * records them yet, so a crash here leaves orphans and a pause lets a
    * rival fence this write.  Only writes that record claims reach it.  An
@@ -512,6 +512,17 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
   dtx__rd_put(&tmp, cur->id.p, cur->id.n);
   dtx__rd_argb(c, &tmp);
   dtx__rd_args(c, seq);
+  /* The time bounds, which the script compares with the server's TIME. */
+  if (p->m && p->m->not_before > 0)
+    dtx__rd_argi(c, (long long)p->m->not_before);
+  else
+    dtx__rd_args(c, "");
+  if (p->m && p->m->not_after > 0)
+    dtx__rd_argi(c, (long long)p->m->not_after);
+  else
+    dtx__rd_args(c, "");
+  /* What a delete leaves: the deleted document's fence record
+   * (fence.c), on the version this write replaces. */
   dtx__rd_args(c, ttext ? ttext : "");
   put_claims(c, &w->rel, 0); /* to release */
   put_claims(c, &w->rec, 1); /* to record, with their values */
@@ -579,6 +590,13 @@ int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
       }
     } else if (tag == -1) {
       rc = RD_ESTALE;
+    } else if (tag == -3 && p->m && r->elements == 2 &&
+               r->element[1]->type == REDIS_REPLY_INTEGER) {
+      /* Refused at the server's time: the one rule names it (window.c). */
+      rc = dtx__window_test(p->m, cur->body ? cur->body : newbody,
+                            (int64_t)r->element[1]->integer);
+      if (rc == 0)
+        rc = dtx__rd_bad_reply(r, "writing a time-bounded document");
     } else {
       rc = dtx__rd_bad_reply(r, "writing a document");
     }
@@ -630,9 +648,10 @@ int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
 }
 
 int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
-                  json_t *newbody, const json_t *tomb, rd_claims_t *claims) {
+                  json_t *newbody, const dtx__modify_t *m,
+                  rd_claims_t *claims) {
   rd_wprep_t *p;
-  int rc = dtx__rd_write_begin(b, co, cur, newbody, tomb, &p);
+  int rc = dtx__rd_write_begin(b, co, cur, newbody, m, &p);
   if (rc < 0 || !p)
     return rc;
   rc = dtx__rd_run(b, &p->c, 1, "writing a document");

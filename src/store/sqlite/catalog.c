@@ -625,14 +625,6 @@ typedef struct ci_arg {
   const dtx__index_spec_t *spec;
 } ci_arg_t;
 
-static int spec_same(const dtx__index_spec_t *a, const dtx__index_spec_t *b) {
-  json_t *ja = dtx__index_spec_json(a), *jb = dtx__index_spec_json(b);
-  int same = ja && jb && json_equal(ja, jb);
-  json_decref(ja);
-  json_decref(jb);
-  return same;
-}
-
 /* Indexes every existing document; a unique violation fails the op and
  * the op's rollback removes the half-built index. */
 static int index_build(sq_wctx_t *w, const sq_coll_t *co,
@@ -670,27 +662,13 @@ static int index_build(sq_wctx_t *w, const sq_coll_t *co,
 static int create_index_run(sq_wctx_t *w, sq_op_t *op) {
   ci_arg_t *a = op->arg;
   const dtx__index_spec_t *spec = a->spec;
-  if (strcmp(spec->name, "_id_") == 0) {
-    if (spec->nfields == 1 && strcmp(spec->paths[0], "_id") == 0 &&
-        !spec->sparse)
-      return 0;
-    return dtx__err(DTX_EBADINDEX,
-                    "index name _id_ is reserved for the _id index");
-  }
   const sq_coll_t *co;
   int rc = dtx__sq_coll_ensure(w, a->coll, &co);
   if (rc < 0)
     return rc;
-  for (size_t i = 0; i < co->nidx; i++) {
-    if (strcmp(co->idx[i].spec->name, spec->name) != 0)
-      continue;
-    if (spec_same(co->idx[i].spec, spec))
-      return 0;
-    return dtx__err(DTX_EBADINDEX,
-                    "index '%s' on '%s' already exists with a different "
-                    "specification",
-                    spec->name, a->coll);
-  }
+  for (size_t i = 0; i < co->nidx; i++)
+    if ((rc = dtx__index_spec_same(co->idx[i].spec, spec, a->coll)) != 0)
+      return rc < 0 ? rc : 0;
   json_t *sj = dtx__index_spec_json(spec);
   char *text = sj ? dtx__json_dump(sj) : NULL;
   json_decref(sj);
@@ -867,8 +845,6 @@ int dtx__sq_get_rules(dtx__backend_t *b, const char *coll, json_t **out) {
 
 /* ---- listing ------------------------------------------------------------------------------ */
 
-/* A missing collection has no indexes: an empty array, as find on it
- * gives no documents. */
 int dtx__sq_list_indexes(dtx__backend_t *b, const char *coll, json_t **out) {
   sq_conn_t *c;
   sq_cat_t *cat;
@@ -876,20 +852,14 @@ int dtx__sq_list_indexes(dtx__backend_t *b, const char *coll, json_t **out) {
   int rc = dtx__sq_read_begin(b, &c, &cat);
   if (rc < 0)
     return rc;
-  json_t *arr = json_array();
   const sq_coll_t *co = dtx__sq_coll_find(cat, coll);
-  if (arr && co) {
-    json_t *id = json_pack("{s:s,s:{s:i},s:b,s:b}", "name", "_id_", "key",
-                           "_id", 1, "unique", 1, "sparse", 0);
-    if (!id || json_array_append_new(arr, id) < 0)
+  json_t *arr = co ? json_array() : NULL;
+  for (size_t i = 0; arr && rc == 0 && i < co->nidx; i++)
+    if (json_array_append_new(arr, dtx__index_spec_json(co->idx[i].spec)) <
+        0)
       rc = DTX_ENOMEM;
-    for (size_t i = 0; rc == 0 && i < co->nidx; i++)
-      if (json_array_append_new(arr, dtx__index_spec_json(co->idx[i].spec)) <
-          0)
-        rc = DTX_ENOMEM;
-  }
   dtx__sq_read_end(b, c, cat);
-  if (!arr || rc < 0) {
+  if ((co && !arr) || rc < 0) {
     json_decref(arr);
     return dtx__err(DTX_ENOMEM, "listing indexes of '%s'", coll);
   }

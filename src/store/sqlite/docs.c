@@ -635,12 +635,16 @@ static int pick_first(sq_conn_t *c, const sq_coll_t *co,
 }
 
 /* Inserts the document an upsert builds (dtx__upsert_doc). */
-static int upsert(sq_wctx_t *w, const dtx__modify_t *m,
+static int upsert(sq_wctx_t *w, const dtx__modify_t *m, int64_t now,
                   dtx__modify_result_t *res) {
   json_t *doc;
-  int rc = dtx__modify_upsert_doc(m, dtx__now_ms(), &doc);
-  if (rc < 0)
+  int rc = dtx__modify_upsert_doc(m, now, &doc);
+  if (rc == 0 && dtx__window_any(m))
+    rc = dtx__window_test(m, doc, now);
+  if (rc < 0) {
+    json_decref(doc);
     return rc;
+  }
   const sq_coll_t *co;
   if ((rc = dtx__sq_coll_ensure(w, m->coll, &co)) < 0 ||
       (rc = insert_doc(w, co, m, doc, m->bypass)) < 0) {
@@ -660,12 +664,18 @@ static int modify_run(sq_wctx_t *w, sq_op_t *op) {
   json_t *doc = NULL, *nd = NULL;
   int64_t seq = 0;
   int rc, changed;
+  /* The store's clock for this write: read inside the write transaction,
+   * under the write lock, so a time-bounded write (window.c) is judged at
+   * its atomic step. */
+  int64_t now = dtx__now_ms();
   if (co && (rc = pick_first(w->c, co, m, &seq, &doc)) < 0)
     return rc;
   if (!doc)
-    return m->upsert && m->update ? upsert(w, m, res) : 0;
+    return m->upsert && m->update ? upsert(w, m, now, res) : 0;
   /* The update and the fence (fence.c), in this write transaction. */
-  rc = dtx__modify_apply(m, doc, dtx__now_ms(), &nd, &changed);
+  rc = dtx__modify_apply(m, doc, now, &nd, &changed);
+  if (rc == 0 && changed && dtx__window_any(m))
+    rc = dtx__window_test(m, doc, now);
   if (rc == 0 && !m->update) {
     if ((rc = delete_doc(w, &co, m, seq, doc)) < 0) {
       json_decref(doc);
@@ -755,8 +765,12 @@ static int many_run(sq_wctx_t *w, sq_op_t *op) {
     a->matched++;
     json_t *nd = NULL;
     int changed = 1;
-    if ((rc = dtx__modify_apply(m, ms[i].doc, now, &nd, &changed)) < 0)
+    if ((rc = dtx__modify_apply(m, ms[i].doc, now, &nd, &changed)) < 0 ||
+        (changed && dtx__window_any(m) &&
+         (rc = dtx__window_test(m, ms[i].doc, now)) < 0)) {
+      json_decref(nd);
       break;
+    }
     if (changed) {
       int sp = savepoint_need(w, co, !m->update);
       if ((rc = savepoint_begin(w->c, sp)) == 0) {

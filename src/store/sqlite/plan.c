@@ -1,47 +1,25 @@
-/* plan.c -- query planning for the SQLite backend, and the cursor that
- * yields matching documents.
+/* plan.c -- the SQLite backend's execution of a query plan (the one
+ * planner, store/plan.h, chooses it), and the cursor that yields the
+ * matching documents.
  *
- * The planner reads the filter's top-level conjuncts (including those
- * inside $and, and the fields of an $elemMatch) of the forms
- *   {path: scalar}  {path: {$eq: scalar}}  {path: {$in: [scalars]}}
- *   {path: {$gt|$gte|$lt|$lte: number or string}}
- * and picks, in this order: the primary key for _id equality or $in; else
- * the secondary index whose leading fields have the most equalities (a
- * unique index fully covered by equalities wins), optionally followed by a
- * range on the next field; else a scan in seq order.  The index only
- * narrows the candidates: every candidate is loaded and checked with
- * dtx__filter_match, so an index may over-approximate but must never
- * miss a document.  Two rules keep it from missing one:
- *   - sparse indexes omit documents without the fields, so they are not
- *     used for null equality;
- *   - index keys pair fields that run through the same array element by
- *     element, while {a.x: 1, a.y: 2} may match x and y in different
- *     elements; so conditions on fields that share a first path segment
- *     are combined only when they come from one $elemMatch (which does
- *     require the same element) and differ right after its path;
- *   - likewise {a: {$gte: 2, $lt: 3}} matches a: [1, 5], so two bounds
- *     narrow one key only inside $elemMatch.
- * The last two rules apply to multikey indexes only: like MongoDB, an
- * index remembers whether any document ever gave it several keys, and
- * while none has, each document has one key tuple and conditions combine
- * freely.
- * Candidates are collected from the index first, sorted by seq and made
- * distinct (a multikey index lists a document once per matching key), so
- * results come in insertion order and the caller can stop early. */
+ * An _id plan reads by primary key; an index plan selects the seqs of
+ * the index rows under each combination of equality values (and within
+ * the range), which are then sorted and made distinct (a multikey index
+ * lists a document once per matching key), so results come in insertion
+ * order and the caller can stop early; a sorted plan steps the index
+ * rows in primary-key order; a scan steps the collection in seq order.
+ * Every candidate is loaded and checked with dtx__filter_match. */
 #include "store/sqlite/sqlite_int.h"
 
-#include "store/conds.h"
+#include "store/plan.h"
 #include "util/err.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-enum { PLAN_SCAN, PLAN_IDS, PLAN_ONE, PLAN_INDEX, PLAN_SORTED };
-
-
-static int range_bracket(const dtx__cond_t *r) {
-  return dtx__value_bracket(r->lo ? r->lo : r->hi);
-}
+/* The cursor's kinds, beside the plan's: one document loaded whole, and
+ * a walk whose rows are exhausted. */
+enum { CUR_ONE = DTX__PLAN_SCAN + 1, CUR_DONE };
 
 /* ---- candidates ----------------------------------------------------------------------- */
 
@@ -116,38 +94,47 @@ static int bind_bound(sqlite3_stmt *st, int i, const json_t *v) {
   return sqlite3_bind_double(st, i, json_real_value(v));
 }
 
-static int index_candidates(sq_cursor_t *cur, const dtx__choice_t *ch) {
-  const sq_idx_t *ix = ch->ix;
-  char sql[1200];
-  size_t n = (size_t)snprintf(sql, sizeof sql, "SELECT seq FROM %s WHERE ",
-                              ix->table);
-  int arg = 1;
-  for (size_t f = 0; f < ch->neq; f++, arg += 2)
-    n += (size_t)snprintf(sql + n, sizeof sql - n,
-                          "%sb%zu=?%d AND v%zu=?%d", f ? " AND " : "", f, arg,
-                          f, arg + 1);
-  int rbr = 0;
-  const json_t *lo = NULL, *hi = NULL;
-  if (ch->range) {
-    rbr = range_bracket(ch->range);
-    lo = ch->range->lo;
-    hi = ch->range->hi;
-    /* {a: {$gte: 2, $lt: 3}} matches a: [1, 5] (each bound met by some
-     * element), so in a multikey index both bounds narrow one key only
-     * inside $elemMatch.  Bounds in two brackets are never combined. */
-    if (lo && hi &&
-        ((ix->multikey && !ch->range->one_elem) ||
-         dtx__value_bracket(lo) != dtx__value_bracket(hi)))
-      hi = NULL;
-    size_t f = ch->neq;
+/* The index queries' SQL: SQL_MAX holds the longest, a table name of
+ * SQ_TABLE_MAX and 16 fields (the check after each is a safety net). */
+#define SQL_MAX 1200
+
+/* "SELECT seq FROM <index> WHERE b0=?1 AND v0=?2 AND ..." for p's
+ * equalities into sql (and " WHERE " when more conditions follow); its
+ * length. */
+static size_t select_eq(char *sql, const dtx__plan_t *p, int more) {
+  const sq_idx_t *ix = p->ix;
+  size_t n = (size_t)snprintf(sql, SQL_MAX, "SELECT seq FROM %s%s", ix->table,
+                              p->neq || more ? " WHERE " : "");
+  for (size_t f = 0; f < p->neq; f++)
+    n += (size_t)snprintf(sql + n, SQL_MAX - n, "%sb%zu=?%zu AND v%zu=?%zu",
+                          f ? " AND " : "", f, 2 * f + 1, f, 2 * f + 2);
+  return n;
+}
+
+/* Binds the equality values at pos to select_eq's parameters. */
+static int bind_eq(sqlite3_stmt *st, const dtx__plan_t *p, const size_t *pos) {
+  int rc = 0;
+  for (size_t f = 0; rc == 0 && f < p->neq; f++)
+    rc = dtx__sq_bind_key(st, (int)(2 * f + 1),
+                          json_array_get(p->eq[f], pos[f]));
+  return rc;
+}
+
+static int index_candidates(sq_cursor_t *cur, const dtx__plan_t *p) {
+  char sql[SQL_MAX];
+  size_t n = select_eq(sql, p, p->lo || p->hi);
+  int arg = (int)(2 * p->neq + 1);
+  if (p->lo || p->hi) {
+    size_t f = p->neq;
     n += (size_t)snprintf(sql + n, sizeof sql - n, "%sb%zu=%d",
-                          f ? " AND " : "", f, rbr);
-    if (lo)
+                          f ? " AND " : "", f,
+                          dtx__value_bracket(p->lo ? p->lo : p->hi));
+    if (p->lo)
       n += (size_t)snprintf(sql + n, sizeof sql - n, " AND v%zu%s?%d", f,
-                            ch->range->lo_incl ? ">=" : ">", arg);
-    if (hi)
+                            p->lo_incl ? ">=" : ">", arg);
+    if (p->hi)
       n += (size_t)snprintf(sql + n, sizeof sql - n, " AND v%zu%s?%d", f,
-                            ch->range->hi_incl ? "<=" : "<", arg + 1);
+                            p->hi_incl ? "<=" : "<", arg + 1);
   }
   if (n >= sizeof sql)
     return dtx__err(DTX_EBACKEND, "sqlite: index query too long");
@@ -155,26 +142,20 @@ static int index_candidates(sq_cursor_t *cur, const dtx__choice_t *ch) {
   int rc = dtx__sq_prep(cur->c, sql, 0, &st);
   if (rc < 0)
     return rc;
-  /* Odometer over the equality value sets. */
+  /* Odometer over the equality value sets (none empty: DTX__PLAN_NONE). */
   size_t pos[16] = {0}, cap = 0;
-  for (size_t f = 0; f < ch->neq; f++)
-    if (json_array_size(ch->eq[f]->vals) == 0)
-      return 0; /* $in: [] matches nothing */
   for (;;) {
     sqlite3_reset(st);
-    for (size_t f = 0; f < ch->neq; f++)
-      if ((rc = dtx__sq_bind_key(st, (int)(2 * f + 1),
-                                 json_array_get(ch->eq[f]->vals, pos[f]))) <
-          0)
-        return rc;
-    if (lo)
-      bind_bound(st, arg, lo);
-    if (hi)
-      bind_bound(st, arg + 1, hi);
+    if ((rc = bind_eq(st, p, pos)) < 0)
+      return rc;
+    if (p->lo)
+      bind_bound(st, arg, p->lo);
+    if (p->hi)
+      bind_bound(st, arg + 1, p->hi);
     if ((rc = collect_rows(cur, st, &cap)) < 0)
       return rc;
-    size_t f = ch->neq;
-    while (f > 0 && ++pos[f - 1] == json_array_size(ch->eq[f - 1]->vals))
+    size_t f = p->neq;
+    while (f > 0 && ++pos[f - 1] == json_array_size(p->eq[f - 1]))
       pos[--f] = 0;
     if (f == 0)
       break;
@@ -205,137 +186,83 @@ static int load_one(sq_cursor_t *cur, const json_t *id) {
   return rc;
 }
 
-int dtx__sq_cursor_open(sq_cursor_t *cur, sq_conn_t *c, const sq_coll_t *coll,
-                        const json_t *filter_spec, const dtx__filter_t *f) {
-  memset(cur, 0, sizeof *cur);
-  cur->c = c;
-  cur->coll = coll;
-  cur->f = f;
-  cur->kind = PLAN_SCAN;
-  /* The primitive's usual filters, {_id: value} and {_id: value, more},
-   * need no planning: a top-level _id equality is the plan the conditions
-   * below would pick (the filter still checks the rest), and skipping them
-   * saves collecting them into a ~5 KB struct, whose malloc showed in
-   * profiles of batched transfers (malloc_consolidate). */
-  if (json_is_object(filter_spec)) {
-    const json_t *id = json_object_get(filter_spec, "_id");
-    if (id && dtx__id_valid(id)) { /* never an operator document */
-      cur->kind = PLAN_ONE;
-      int rc = load_one(cur, id);
-      if (rc < 0)
-        dtx__sq_cursor_close(cur);
-      return rc;
-    }
-  }
-  dtx__conds_t *cs = malloc(sizeof *cs);
-  if (!cs)
-    return dtx__err(DTX_ENOMEM, "planning a query");
-  dtx__conds_collect(cs, filter_spec);
-
-  int rc = 0;
-  const dtx__cond_t *idc = NULL;
-  for (size_t i = 0; i < cs->n && !idc; i++)
-    if (cs->c[i].kind == DTX__COND_EQ && cs->c[i].group == 0 &&
-        strcmp(cs->c[i].path, "_id") == 0)
-      idc = &cs->c[i];
-  if (idc) {
-    const json_t *v = json_array_get(idc->vals, 0);
-    if (json_array_size(idc->vals) == 1 && dtx__id_valid(v)) {
-      cur->kind = PLAN_ONE;
-      rc = load_one(cur, v);
-    } else {
-      cur->kind = PLAN_IDS;
-      rc = ids_candidates(cur, idc->vals);
-    }
-  } else {
-    dtx__choice_t best = {0};
-    for (size_t i = 0; i < coll->nidx; i++)
-      dtx__conds_consider(cs, &coll->idx[i], coll->idx[i].spec,
-                          coll->idx[i].multikey, &best);
-    if (best.ix) {
-      cur->kind = PLAN_INDEX;
-      rc = index_candidates(cur, &best);
-    } else {
-      rc = dtx__sq_prep(c, coll->sql[SQ_C_SCAN], coll->h[SQ_C_SCAN],
-                        &cur->scan);
-    }
-  }
-  dtx__conds_free(cs);
-  free(cs);
-  if (rc < 0)
-    dtx__sq_cursor_close(cur);
-  return rc;
-}
-
-/* The walk of a sorted plan (dtx__conds_sorted): the index rows under
- * the equality prefix in primary-key order -- the remaining fields, then
- * seq -- which is the sort's order, ties in insertion order.  Stepped
- * lazily, so the first match ends a find_one_and_update's search. */
-static int sorted_open(sq_cursor_t *cur, const dtx__choice_t *ch) {
-  const sq_idx_t *ix = ch->ix;
-  size_t nf = ix->spec->nfields;
-  char sql[1200];
-  size_t n = (size_t)snprintf(sql, sizeof sql, "SELECT seq FROM %s%s",
-                              ix->table, ch->neq ? " WHERE " : "");
-  for (size_t f = 0; f < ch->neq; f++)
-    n += (size_t)snprintf(sql + n, sizeof sql - n,
-                          "%sb%zu=?%zu AND v%zu=?%zu", f ? " AND " : "", f,
-                          2 * f + 1, f, 2 * f + 2);
+/* The walk of a sorted plan: the index rows under the equality prefix
+ * in primary-key order -- the remaining fields, then seq -- which is the
+ * sort's order, ties in insertion order.  Stepped lazily, so the first
+ * match ends a find_one_and_update's search. */
+static int sorted_open(sq_cursor_t *cur, const dtx__plan_t *p) {
+  size_t nf = ((const sq_idx_t *)p->ix)->spec->nfields, pos[16] = {0};
+  char sql[SQL_MAX];
+  size_t n = select_eq(sql, p, 0);
   n += (size_t)snprintf(sql + n, sizeof sql - n, " ORDER BY ");
-  for (size_t f = ch->neq; f < nf; f++)
+  for (size_t f = p->neq; f < nf; f++)
     n += (size_t)snprintf(sql + n, sizeof sql - n, "b%zu, v%zu, ", f, f);
   n += (size_t)snprintf(sql + n, sizeof sql - n, "seq");
   if (n >= sizeof sql)
     return dtx__err(DTX_EBACKEND, "sqlite: index query too long");
   int rc = dtx__sq_prep(cur->c, sql, 0, &cur->scan);
-  for (size_t f = 0; rc == 0 && f < ch->neq; f++)
-    rc = dtx__sq_bind_key(cur->scan, (int)(2 * f + 1),
-                          json_array_get(ch->eq[f]->vals, 0));
+  if (rc == 0)
+    rc = bind_eq(cur->scan, p, pos);
   if (rc < 0)
     cur->scan = NULL;
   return rc;
+}
+
+static int index_of(const void *coll, size_t i, dtx__plan_index_t *out) {
+  const sq_idx_t *ix = &((const sq_coll_t *)coll)->idx[i];
+  *out = (dtx__plan_index_t){ix, ix->spec, ix->multikey};
+  return 1;
 }
 
 int dtx__sq_cursor_open_sorted(sq_cursor_t *cur, sq_conn_t *c,
                                const sq_coll_t *coll,
                                const json_t *filter_spec,
                                const dtx__filter_t *f, const json_t *sort) {
-  dtx__conds_t *cs = sort ? malloc(sizeof *cs) : NULL;
-  if (!cs)
-    return sort ? dtx__err(DTX_ENOMEM, "planning a query")
-                : dtx__sq_cursor_open(cur, c, coll, filter_spec, f);
-  dtx__conds_collect(cs, filter_spec);
-  dtx__choice_t best = {0}, sorted = {0}, ch;
-  int have_id = 0;
-  for (size_t i = 0; i < cs->n && !have_id; i++)
-    have_id = cs->c[i].kind == DTX__COND_EQ && cs->c[i].group == 0 &&
-              strcmp(cs->c[i].path, "_id") == 0;
-  for (size_t i = 0; i < coll->nidx && !have_id; i++) {
-    dtx__conds_consider(cs, &coll->idx[i], coll->idx[i].spec,
-                        coll->idx[i].multikey, &best);
-    if (dtx__conds_sorted(cs, &coll->idx[i], coll->idx[i].spec,
-                          coll->idx[i].multikey, sort, &ch) &&
-        (!sorted.ix || ch.score > sorted.score))
-      sorted = ch;
+  memset(cur, 0, sizeof *cur);
+  cur->c = c;
+  cur->coll = coll;
+  cur->f = f;
+  const json_t *id = dtx__plan_one_id(filter_spec);
+  dtx__plan_t p = {.kind = CUR_ONE};
+  int rc = id ? 0
+              : dtx__plan_choose(filter_spec, sort, coll, coll->nidx,
+                                 index_of, &p);
+  if (rc < 0)
+    return rc;
+  if (p.kind == DTX__PLAN_IDS && json_array_size(p.ids) == 1 &&
+      dtx__id_valid(json_array_get(p.ids, 0))) {
+    p.kind = CUR_ONE;
+    id = json_array_get(p.ids, 0);
   }
-  int rc = 0;
-  /* An _id lookup, or an index with more equalities, reads fewer
-   * documents than the walk would (which may pass non-matching ones). */
-  if (sorted.ix && best.score <= sorted.score) {
-    memset(cur, 0, sizeof *cur);
-    cur->c = c;
-    cur->coll = coll;
-    cur->f = f;
-    cur->kind = PLAN_SORTED;
-    rc = sorted_open(cur, &sorted);
-    if (rc == 0)
+  cur->kind = p.kind;
+  switch (p.kind) {
+  case CUR_ONE:
+    rc = load_one(cur, id);
+    break;
+  case DTX__PLAN_IDS:
+    rc = ids_candidates(cur, p.ids);
+    break;
+  case DTX__PLAN_INDEX:
+    rc = index_candidates(cur, &p);
+    break;
+  case DTX__PLAN_SORTED:
+    if ((rc = sorted_open(cur, &p)) == 0)
       rc = 1;
+    break;
+  case DTX__PLAN_SCAN:
+    rc = dtx__sq_prep(c, coll->sql[SQ_C_SCAN], coll->h[SQ_C_SCAN],
+                      &cur->scan);
+    break;
   }
-  dtx__conds_free(cs);
-  free(cs);
-  if (rc == 0)
-    rc = dtx__sq_cursor_open(cur, c, coll, filter_spec, f);
+  dtx__plan_free(&p);
+  if (rc < 0)
+    dtx__sq_cursor_close(cur);
   return rc;
+}
+
+int dtx__sq_cursor_open(sq_cursor_t *cur, sq_conn_t *c, const sq_coll_t *coll,
+                        const json_t *filter_spec, const dtx__filter_t *f) {
+  return dtx__sq_cursor_open_sorted(cur, c, coll, filter_spec, f, NULL);
 }
 
 static int fetch_seq(sq_cursor_t *cur, int64_t seq, json_t **doc) {
@@ -363,78 +290,45 @@ static int fetch_seq(sq_cursor_t *cur, int64_t seq, json_t **doc) {
 int dtx__sq_cursor_next(sq_cursor_t *cur, int64_t *seq, json_t **doc) {
   int rc;
   *doc = NULL;
-  switch (cur->kind) {
-  case PLAN_ONE:
-    while (cur->one) {
-      json_t *d = cur->one;
+  for (;;) {
+    int64_t s;
+    json_t *d = NULL;
+    if (cur->kind == CUR_ONE) {
+      d = cur->one;
+      s = cur->one_seq;
       cur->one = NULL;
-      dtx__docs_examined++;
-      if (dtx__filter_match(cur->f, d)) {
-        *seq = cur->one_seq;
-        *doc = d;
-        return 1;
-      }
-      json_decref(d);
-    }
-    return 0;
-  case PLAN_SCAN:
-    for (;;) {
+      cur->kind = CUR_DONE;
+      if (!d)
+        return 0;
+    } else if (cur->kind == DTX__PLAN_SCAN || cur->kind == DTX__PLAN_SORTED) {
       int src = sqlite3_step(cur->scan);
       if (src != SQLITE_ROW) {
         sqlite3_reset(cur->scan);
-        cur->kind = PLAN_IDS; /* exhausted: nothing more to step */
-        return src == SQLITE_DONE ? 0
-                                  : dtx__sq_err(cur->c, src, "scanning");
+        const char *what =
+            cur->kind == DTX__PLAN_SCAN ? "scanning" : "reading an index";
+        cur->kind = CUR_DONE; /* exhausted: nothing more to step */
+        return src == SQLITE_DONE ? 0 : dtx__sq_err(cur->c, src, what);
       }
-      json_t *d;
-      if ((rc = dtx__sq_body_parse(
+      s = sqlite3_column_int64(cur->scan, 0);
+      if (cur->kind == DTX__PLAN_SCAN &&
+          (rc = dtx__sq_body_parse(
                (const char *)sqlite3_column_text(cur->scan, 1),
                sqlite3_column_bytes(cur->scan, 1), &d)) < 0)
         return rc;
-      dtx__docs_examined++;
-      if (dtx__filter_match(cur->f, d)) {
-        *seq = sqlite3_column_int64(cur->scan, 0);
-        *doc = d;
-        return 1;
-      }
-      json_decref(d);
+    } else if (cur->pos < cur->nseq) {
+      s = cur->seqs[cur->pos++];
+    } else {
+      return 0;
     }
-  case PLAN_SORTED:
-    for (;;) {
-      int src = sqlite3_step(cur->scan);
-      if (src != SQLITE_ROW) {
-        sqlite3_reset(cur->scan);
-        cur->kind = PLAN_IDS; /* exhausted: nothing more to step */
-        return src == SQLITE_DONE ? 0
-                                  : dtx__sq_err(cur->c, src, "reading an index");
-      }
-      int64_t s = sqlite3_column_int64(cur->scan, 0);
-      json_t *d;
-      if ((rc = fetch_seq(cur, s, &d)) < 0)
-        return rc;
-      dtx__docs_examined++;
-      if (dtx__filter_match(cur->f, d)) {
-        *seq = s;
-        *doc = d;
-        return 1;
-      }
-      json_decref(d);
+    if (!d && (rc = fetch_seq(cur, s, &d)) < 0)
+      return rc;
+    dtx__docs_examined++;
+    if (dtx__filter_match(cur->f, d)) {
+      *seq = s;
+      *doc = d;
+      return 1;
     }
-  default:
-    while (cur->pos < cur->nseq) {
-      int64_t s = cur->seqs[cur->pos++];
-      json_t *d;
-      if ((rc = fetch_seq(cur, s, &d)) < 0)
-        return rc;
-      dtx__docs_examined++;
-      if (dtx__filter_match(cur->f, d)) {
-        *seq = s;
-        *doc = d;
-        return 1;
-      }
-      json_decref(d);
-    }
-    return 0;
+    json_decref(d);
   }
 }
 

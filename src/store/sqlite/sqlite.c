@@ -1,6 +1,7 @@
-/* sqlite.c -- the embedded SQLite backend: URI parsing, connections and
- * their statement caches, lock waiting, error mapping, read transactions,
- * and the method table that store.c calls.
+/* sqlite.c -- the embedded SQLite backend: its URI (the options through
+ * store.h's one parser), connections and their statement caches, lock
+ * waiting, error mapping, read transactions, and the method table that
+ * store.c calls.
  *
  * A backend has one writer connection, shared by all threads of the
  * process through the group commit (commit.c), and a small pool of read
@@ -18,6 +19,7 @@
 #include "util/err.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,13 @@
 
 /* ---- URI ------------------------------------------------------------------------ */
 
+/* The options a sqlite: URI takes (store.h's one parser reads them);
+ * sync's words are in SQ_SYNC_* order. */
+static const dtx__uri_opt_t opts[] = {
+    {"sync", DTX__URI_WORD, offsetof(sq_uri_t, sync), 0, 0, "off|normal|full",
+     1},
+};
+
 int dtx__sq_uri_parse(const char *uri, sq_uri_t *out) {
   memset(out, 0, sizeof *out);
   out->sync = SQ_SYNC_FULL;
@@ -41,49 +50,11 @@ int dtx__sq_uri_parse(const char *uri, sq_uri_t *out) {
   size_t plen = q ? (size_t)(q - p) : strlen(p);
   if (plen == 0)
     return dtx__err(DTX_EBADURI, "store URI '%s' has an empty path", uri);
-  int seen_sync = 0;
-  if (q) {
-    const char *opt = q + 1;
-    if (!*opt)
-      return dtx__err(DTX_EBADURI, "store URI '%s' has an empty option list",
-                      uri);
-    while (*opt) {
-      const char *end = strchr(opt, '&');
-      size_t len = end ? (size_t)(end - opt) : strlen(opt);
-      const char *eq = memchr(opt, '=', len);
-      if (len == 0 || !eq)
-        return dtx__err(DTX_EBADURI,
-                        "store URI '%s': option '%.*s' is not name=value", uri,
-                        (int)len, opt);
-      size_t nlen = (size_t)(eq - opt), vlen = len - nlen - 1;
-      const char *val = eq + 1;
-      if (nlen == 4 && strncmp(opt, "sync", 4) == 0) {
-        if (seen_sync++)
-          return dtx__err(DTX_EBADURI, "store URI '%s': option sync repeated",
-                          uri);
-        if (vlen == 4 && strncmp(val, "full", 4) == 0)
-          out->sync = SQ_SYNC_FULL;
-        else if (vlen == 6 && strncmp(val, "normal", 6) == 0)
-          out->sync = SQ_SYNC_NORMAL;
-        else if (vlen == 3 && strncmp(val, "off", 3) == 0)
-          out->sync = SQ_SYNC_OFF;
-        else
-          return dtx__err(DTX_EBADURI,
-                          "store URI '%s': bad value '%.*s' for sync "
-                          "(full|normal|off)",
-                          uri, (int)vlen, val);
-      } else {
-        return dtx__err(DTX_EBADURI,
-                        "store URI '%s': unknown option '%.*s' (known: sync)",
-                        uri, (int)nlen, opt);
-      }
-      if (!end)
-        break;
-      opt = end + 1;
-      if (!*opt)
-        return dtx__err(DTX_EBADURI, "store URI '%s' ends with '&'", uri);
-    }
-  }
+  int rc = q ? dtx__uri_opts(uri, q + 1, opts, sizeof opts / sizeof *opts,
+                             out)
+             : 0;
+  if (rc < 0)
+    return rc;
   if (plen == 8 && strncmp(p, ":memory:", 8) == 0) {
     out->memory = 1;
     return 0;

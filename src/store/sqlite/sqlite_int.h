@@ -6,7 +6,7 @@
  *              error mapping, read transactions, the method table
  *   commit.c   group commit: many threads share one writer connection
  *   catalog.c  collections and indexes (the catalog and its cache)
- *   plan.c     query planning and the candidate cursor
+ *   plan.c     executing a query plan (store/plan.h): the candidate cursor
  *   codec.c    the stored text of bodies and of object/array keys
  *   docs.c     insert, find, count, modify_one, modify_many
  *
@@ -273,7 +273,7 @@ int dtx__sq_idx_delete(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
                        int64_t seq);
 int dtx__sq_bind_id(sqlite3_stmt *st, int i, const json_t *id);
 
-/* ---- planning (plan.c) -------------------------------------------------------------- */
+/* ---- executing a plan (plan.c) ------------------------------------------------------ */
 
 /* Yields the documents of a collection that match a filter, in seq
  * (insertion) order, loading only the candidates an index or the primary
@@ -282,7 +282,7 @@ typedef struct sq_cursor {
   sq_conn_t *c;
   const sq_coll_t *coll;
   const dtx__filter_t *f;
-  int kind;           /* internal plan kind */
+  int kind;           /* the plan's kind (store/plan.h), or plan.c's */
   int64_t *seqs;      /* candidates, sorted and distinct */
   size_t nseq, pos;
   json_t *one;        /* single-id plan: the loaded document */
@@ -293,7 +293,7 @@ typedef struct sq_cursor {
 int dtx__sq_cursor_open(sq_cursor_t *cur, sq_conn_t *c, const sq_coll_t *coll,
                         const json_t *filter_spec, const dtx__filter_t *f);
 /* dtx__sq_cursor_open for a query sorted by sort (NULL: none): 1 when
- * an index walk yields the matches in sort order (dtx__conds_sorted; the
+ * an index walk yields the matches in sort order (DTX__PLAN_SORTED; the
  * caller need not sort, and may stop early), 0 when the cursor yields
  * them in seq order as dtx__sq_cursor_open's, <0 on error. */
 int dtx__sq_cursor_open_sorted(sq_cursor_t *cur, sq_conn_t *c,

@@ -1,10 +1,11 @@
 /* interest.c -- daily interest settlement, the last of LeanCloud's
- * scenarios (reference 003, issue 12): every account with a positive
+ * scenarios (reference 003): every account with a positive
  * balance and a limit earns floor(balance * rate_ppm / 1,000,000) for a
  * day, credited exactly once per (account, day) however often the run is
  * crashed and repeated.  It adds no protocol of its own: each credit is a
  * two-phase transfer (src/txn/transfer/) from the settlement account with
- * the deterministic id interest:DAY:ACCOUNT, so transfer idempotency is
+ * the deterministic id interest:DAY:ACCOUNT (interest-sha256:DAY:HEX when
+ * that would pass 128 bytes: credit_id()), so transfer idempotency is
  * the once-only guarantee and the transfer audit's conservation covers
  * every credit.
  *
@@ -64,6 +65,14 @@
  * exists was deleted by hand: both are refused for that account, never
  * paid, counted or recomputed (CONFLICT, after the other accounts).
  *
+ * Refusals.  Any error of one account's credit that is not the store's
+ * (stops_run()) -- those above, an overflowing balance, an account id the
+ * transfers refuse -- refuses that account alone: the run goes on, lists
+ * it in "refusals" and ends CONFLICT (or OVERFLOW) after the others, so
+ * an error exit never hides credits made, and INVAL always means nothing
+ * was written (every argument, and the day's record, are checked before
+ * the first write).
+ *
  * Which balance.  The balance an account's interest is computed from is
  * the one read BEFORE its credit exists: the account is read, then the
  * transfer looked up; a credit recorded between the two is found and
@@ -87,11 +96,13 @@
 #include "txn/kit.h"
 #include "txn/transfer/transfer.h"
 #include "util/err.h"
+#include "util/sha256.h"
 
 #define PAGE 200
 #define SETTLEMENT "settlement"
 #define MAX_ATTEMPTS 5
 #define DAYS "interest_days" /* the days' run records */
+#define MAX_LISTED 20 /* refusals listed in a run's summary */
 
 extern const dtx__pattern_t dtx__interest_pattern;
 
@@ -131,31 +142,56 @@ typedef struct run {
   const char *settle;
   dtx_exec_opts_t opts; /* the caller's, with the run's owner */
   int64_t accounts, credited, already, pending, skipped, zero, failed, total;
-  int refused; /* the first per-account refusal (overflow, id too long,
-                  a transfer under its id that is not its credit) */
+  int64_t refused; /* accounts not credited for a reason of their own */
+  int first;        /* the first one's error */
   char why[512]; /* its detail: later accounts' calls overwrite the thread's */
+  json_t *refusals; /* the first MAX_LISTED: {account, error, detail} */
 } run_t;
 
-/* Records a refusal of one account (the first is returned at the end). */
-static void refuse(run_t *r, int rc) {
-  if (!r->refused) {
-    r->refused = rc;
-    snprintf(r->why, sizeof r->why, "%s", dtx_errdetail());
+/* Records that account acc is not credited (rc, with this thread's
+ * detail); the run goes on with the others and says so at its end. */
+static void refuse(run_t *r, const char *acc, int rc) {
+  const char *d = dtx_errdetail();
+  if (!r->refused++) {
+    r->first = rc;
+    snprintf(r->why, sizeof r->why, "%s", d && *d ? d : dtx_strerror(rc));
   }
+  if (json_array_size(r->refusals) < MAX_LISTED)
+    json_array_append_new(r->refusals,
+                          json_pack("{s:s,s:s,s:s}", "account", acc, "error",
+                                    dtx_errname(rc), "detail",
+                                    d && *d ? d : dtx_strerror(rc)));
+  dtx__err_clear();
 }
 
-/* The transfer id of attempt k (1: interest:DAY:ACCOUNT, then
- * interest.K:DAY:ACCOUNT -- a prefix no first attempt can have, whatever
- * the account id holds); 0, or DTX_EINVAL past 128 bytes. */
-static int credit_id(char *buf, size_t n, const run_t *r, int k,
-                     const char *acc) {
-  int len = k == 1 ? snprintf(buf, n, "interest:%s:%s", r->req->day, acc)
-                   : snprintf(buf, n, "interest.%d:%s:%s", k, r->req->day,
-                              acc);
-  if (len < 0 || len > 128)
-    return dtx__err(DTX_EINVAL, "interest for account '%s': its transfer "
-                    "id %s is longer than 128 bytes", acc, buf);
-  return 0;
+/* Errors that are the store's, not one account's: they stop the run
+ * (exit 4, run it again); any other error of an account's credit is that
+ * account's alone (refuse). */
+static int stops_run(int rc) {
+  return rc == DTX_ENOMEM || rc == DTX_EBUSY || rc == DTX_EUNAVAILABLE ||
+         rc == DTX_EBACKEND || rc == DTX_EFAULT || rc == DTX_ELIMIT;
+}
+
+/* The transfer id of attempt k: interest:DAY:ACCOUNT for k = 1,
+ * interest.K:DAY:ACCOUNT after (a prefix no first attempt can have,
+ * whatever the account id holds).  Where that would pass the 128 bytes a
+ * transfer id may have (an account id of 108 bytes or more; 106 for
+ * attempts 2..5), the account id is replaced by its SHA-256 in hex:
+ * interest-sha256:DAY:HEX, interest-sha256.K:DAY:HEX (at most 93 bytes;
+ * the '-' after "interest" is in no other form, and two accounts share one
+ * only by a SHA-256 collision).  A function of (day, k, account) alone,
+ * so every run finds the same id (docs/scenarios.md "Credit ids"). */
+static void credit_id(char *buf, size_t n, const run_t *r, int k,
+                      const char *acc) {
+  char kk[16] = "", hex[65];
+  if (k > 1)
+    snprintf(kk, sizeof kk, ".%d", k);
+  int len = snprintf(buf, n, "interest%s:%s:%s", kk, r->req->day, acc);
+  if (len >= 0 && len <= 128)
+    return;
+  dtx__sha256_hex(acc, strlen(acc), hex);
+  len = snprintf(buf, n, "interest-sha256%s:%s:%s", kk, r->req->day, hex);
+  assert(len > 0 && len <= 128);
 }
 
 /* Drives an existing attempt t (stolen) to its end; 1 in *again when it
@@ -197,20 +233,18 @@ static int finish(run_t *r, const char *tid, json_t *t, int64_t *amount,
  * interest:DAY:A`, which fails): finishing it, counting it as paid, or
  * carrying its amount into the next attempt would pay the wrong sum.
  * Refused (CONFLICT) for this account alone, after the others. */
-static int is_credit(run_t *r, const char *tid, const json_t *t,
-                     const char *acc, int64_t amount) {
+static int check_credit(run_t *r, const char *tid, const json_t *t,
+                        const char *acc, int64_t amount) {
   const char *from = dtx__str(t, "from"), *to = dtx__str(t, "to");
   int64_t a = dtx__int(t, "amount");
   if (from && to && strcmp(from, r->settle) == 0 && strcmp(to, acc) == 0 &&
       a >= 1 && (amount < 0 || a == amount))
-    return 1;
-  int rc = dtx__err(DTX_ECONFLICT, "interest for account '%s': transfer %s "
-                    "exists but is not its credit (from '%s' to '%s', "
-                    "amount %lld; expected from '%s'%s)", acc, tid,
-                    from ? from : "?", to ? to : "?", (long long)a, r->settle,
-                    amount < 0 ? "" : ", the amount of the failed attempt");
-  refuse(r, rc);
-  return 0;
+    return 0;
+  return dtx__err(DTX_ECONFLICT, "interest for account '%s': transfer %s "
+                  "exists but is not its credit (from '%s' to '%s', "
+                  "amount %lld; expected from '%s'%s)", acc, tid,
+                  from ? from : "?", to ? to : "?", (long long)a, r->settle,
+                  amount < 0 ? "" : ", the amount of the failed attempt");
 }
 
 /* Attempt 1 is missing: is a later one there?  Then attempt 1 existed,
@@ -218,81 +252,63 @@ static int is_credit(run_t *r, const char *tid, const json_t *t,
  * ones go); recording it again -- from a balance that may already hold the
  * later attempt's credit -- would pay the day twice once the account's
  * tombstone of it was cleared.  Refused (CONFLICT) for this account. */
-static int later_attempt(run_t *r, const char *acc, int *found) {
+static int later_attempt(run_t *r, const char *acc) {
   char tid[160];
   json_t *ids = json_array(), *arr = NULL;
-  int rc = ids ? 0 : DTX_ENOMEM;
-  *found = 0;
-  for (int k = 2; rc == 0 && k <= MAX_ATTEMPTS; k++)
-    if (credit_id(tid, sizeof tid, r, k, acc) == 0)
-      json_array_append_new(ids, json_string(tid));
-  dtx__err_clear();
+  for (int k = 2; ids && k <= MAX_ATTEMPTS; k++) {
+    credit_id(tid, sizeof tid, r, k, acc);
+    json_array_append_new(ids, json_string(tid));
+  }
   json_t *q = ids ? json_pack("{s:{s:o}}", "_id", "$in", ids) : NULL;
-  if (rc == 0)
-    rc = q ? dtx__kit_find_n(&r->ex, DTX_TRANSFERS, q, NULL, 1, &arr)
-           : DTX_ENOMEM;
+  int rc = q ? dtx__kit_find_n(&r->ex, DTX_TRANSFERS, q, NULL, 1, &arr)
+             : DTX_ENOMEM;
   json_decref(q);
   if (rc == 0 && json_array_size(arr) > 0) {
     const char *later = dtx__str(json_array_get(arr, 0), "_id");
-    *found = 1;
     credit_id(tid, sizeof tid, r, 1, acc);
-    refuse(r, dtx__err(DTX_ECONFLICT, "interest for account '%s': its "
-                       "first credit %s is gone but %s exists (deleted by "
-                       "hand?): not credited again", acc, tid,
-                       later ? later : "?"));
+    rc = dtx__err(DTX_ECONFLICT, "interest for account '%s': its first "
+                  "credit %s is gone but %s exists (deleted by hand?): not "
+                  "credited again", acc, tid, later ? later : "?");
   }
   json_decref(arr);
   return rc;
 }
 
-static int credit_one(run_t *r, const json_t *acc) {
-  const char *id = dtx__str(acc, "_id");
-  int64_t bal = dtx__int(acc, "balance"), amount = -1;
+/* Credits account acc's interest for the day (or finds it credited).
+ * An error is this account's (run_all refuses it and goes on) unless
+ * stops_run() says it is the store's. */
+static int credit_one(run_t *r, const char *id, int64_t bal) {
+  int64_t amount = -1;
   char tid[160];
   int rc = 0, again = 1;
-  if (!id || !json_is_integer(json_object_get(acc, "balance")) ||
-      !json_is_integer(json_object_get(acc, "min_balance")) || bal <= 0 ||
-      strcmp(id, r->settle) == 0) {
-    r->skipped++;
-    return 0;
-  }
-  r->accounts++;
   for (int k = 1; rc == 0 && again && k <= MAX_ATTEMPTS; k++) {
     json_t *t = NULL;
-    if ((rc = credit_id(tid, sizeof tid, r, k, id))) {
-      refuse(r, rc);
-      return 0;
-    }
+    credit_id(tid, sizeof tid, r, k, id);
     /* Looked up after the account was read: a credit recorded since is
      * found here, and its amount is never recomputed. */
     rc = dtx_transfer_get(r->ex.st, tid, &t);
     if (rc == 0) {
-      if (!is_credit(r, tid, t, id, amount)) {
+      if ((rc = check_credit(r, tid, t, id, amount)) == 0)
+        rc = finish(r, tid, t, &amount, &again);
+      else
         json_decref(t);
-        return 0;
-      }
-      rc = finish(r, tid, t, &amount, &again);
       continue;
     }
     if (rc != DTX_ENOTFOUND)
       return rc;
     dtx__err_clear();
     if (amount < 0) { /* the first attempt: from the balance read */
-      int gone = 0;
       amount = interest_of(bal, r->req->rate_ppm);
       if (amount == 0) {
         r->zero++;
         return 0;
       }
-      if ((rc = later_attempt(r, id, &gone)) || gone)
+      if ((rc = later_attempt(r, id)))
         return rc;
-      if (bal > INT64_MAX - amount) {
-        rc = dtx__err(DTX_EOVERFLOW, "interest %lld for account '%s' would "
-                      "take its balance %lld past INT64_MAX",
-                      (long long)amount, id, (long long)bal);
-        refuse(r, rc);
-        return 0;
-      }
+      if (bal > INT64_MAX - amount)
+        return dtx__err(DTX_EOVERFLOW, "interest %lld for account '%s' "
+                        "would take its balance %lld past INT64_MAX",
+                        (long long)amount, id, (long long)bal);
     }
     dtx__retry_t rt = {0};
     do
@@ -305,9 +321,9 @@ static int credit_one(run_t *r, const json_t *acc) {
     if (rc == DTX_ECONFLICT) { /* a concurrent run, from another balance */
       dtx__err_clear();
       rc = dtx_transfer_get(r->ex.st, tid, &t);
-      if (rc == 0 && !is_credit(r, tid, t, id, -1)) {
+      if (rc == 0 && (rc = check_credit(r, tid, t, id, -1))) {
         json_decref(t);
-        return 0;
+        return rc;
       }
     }
     /* Submitted by this run or a concurrent one (the same parameters
@@ -317,6 +333,26 @@ static int credit_one(run_t *r, const json_t *acc) {
   }
   if (rc == 0 && again)
     r->failed++; /* MAX_ATTEMPTS attempts failed: reported, not retried */
+  return rc;
+}
+
+/* One account of a page: skipped when it earns nothing, else credited;
+ * an error of its own is a refusal, and the run goes on. */
+static int account_one(run_t *r, const json_t *acc) {
+  const char *id = dtx__str(acc, "_id");
+  int64_t bal = dtx__int(acc, "balance");
+  if (!id || !json_is_integer(json_object_get(acc, "balance")) ||
+      !json_is_integer(json_object_get(acc, "min_balance")) || bal <= 0 ||
+      strcmp(id, r->settle) == 0) {
+    r->skipped++;
+    return 0;
+  }
+  r->accounts++;
+  int rc = credit_one(r, id, bal);
+  if (rc && !stops_run(rc)) {
+    refuse(r, id, rc);
+    rc = 0;
+  }
   return rc;
 }
 
@@ -336,7 +372,7 @@ static int run_all(run_t *r) {
     }
     json_array_foreach(page, i, acc) {
       if (rc == 0)
-        rc = credit_one(r, acc);
+        rc = account_one(r, acc);
     }
     if (rc == 0) {
       json_decref(last);
@@ -348,6 +384,38 @@ static int run_all(run_t *r) {
   }
   json_decref(sort);
   json_decref(last);
+  return rc;
+}
+
+/* The day's record against this run's parameters: another rate or
+ * settlement is CONFLICT (nothing credited). */
+static int judge_day(const run_t *r, const json_t *day) {
+  const dtx_interest_req_t *q = r->req;
+  int64_t rate = dtx__int(day, "rate_ppm");
+  const char *settle = dtx__str(day, "settlement");
+  if (json_is_integer(json_object_get(day, "rate_ppm")) && settle &&
+      rate == q->rate_ppm && strcmp(settle, r->settle) == 0)
+    return 0;
+  return dtx__err(DTX_ECONFLICT, "interest day %s was run at %lld ppm from "
+                  "settlement '%s'; this run asks %lld ppm from '%s': a day "
+                  "is paid at one rate (nothing credited)", q->day,
+                  (long long)rate, settle ? settle : "?",
+                  (long long)q->rate_ppm, r->settle);
+}
+
+/* Before any write (the settlement account is one): a day run with other
+ * parameters is refused here, creating nothing.  record_day judges again
+ * against a first run racing this one. */
+static int read_day(run_t *r) {
+  json_t *day = NULL;
+  int rc = dtx__kit_get(&r->ex, DAYS, r->req->day, &day);
+  if (rc == DTX_ENOTFOUND) {
+    dtx__err_clear();
+    return 0;
+  }
+  if (rc == 0)
+    rc = judge_day(r, day);
+  json_decref(day);
   return rc;
 }
 
@@ -367,17 +435,8 @@ static int record_day(run_t *r) {
   json_decref(doc);
   if (rc != DTX_EDUPKEY)
     return rc;
-  if ((rc = dtx__kit_get(&r->ex, DAYS, q->day, &day)))
-    return rc;
-  int64_t rate = dtx__int(day, "rate_ppm");
-  const char *settle = dtx__str(day, "settlement");
-  if (!json_is_integer(json_object_get(day, "rate_ppm")) || !settle ||
-      rate != q->rate_ppm || strcmp(settle, r->settle) != 0)
-    rc = dtx__err(DTX_ECONFLICT, "interest day %s was run at %lld ppm from "
-                  "settlement '%s'; this run asks %lld ppm from '%s': a day "
-                  "is paid at one rate (nothing credited)", q->day,
-                  (long long)rate, settle ? settle : "?",
-                  (long long)q->rate_ppm, r->settle);
+  if ((rc = dtx__kit_get(&r->ex, DAYS, q->day, &day)) == 0)
+    rc = judge_day(r, day);
   json_decref(day);
   return rc;
 }
@@ -407,6 +466,10 @@ int dtx_interest_run(dtx_store_t *st, const dtx_interest_req_t *req,
     r.settle = req->settlement ? req->settlement : SETTLEMENT;
     rc = dtx__check_ident("settlement account id", r.settle);
   }
+  if (rc == 0 && !(r.refusals = json_array()))
+    rc = DTX_ENOMEM;
+  if (rc == 0)
+    rc = read_day(&r);
   if (rc == 0)
     rc = dtx__tx_settlement(&r.ex, r.settle, "interest.settlement", "interest runs");
   if (rc == 0)
@@ -414,23 +477,33 @@ int dtx_interest_run(dtx_store_t *st, const dtx_interest_req_t *req,
   int started = rc == 0;
   if (started)
     rc = run_all(&r);
+  /* After the others: what was not credited, and why the first was not.
+   * CONFLICT (or the first's OVERFLOW) means "the others are credited";
+   * every other exit means the run did not get that far. */
   if (rc == 0 && r.refused)
-    rc = dtx__err(r.refused, "%s", r.why); /* after the others */
+    rc = dtx__err(r.first == DTX_EOVERFLOW ? DTX_EOVERFLOW : DTX_ECONFLICT,
+                  "interest day %s: %lld account%s not credited (the others "
+                  "are; see \"refusals\"), the first: %s", req->day,
+                  (long long)r.refused, r.refused == 1 ? "" : "s", r.why);
   if (out && started)
-    *out = json_pack("{s:s,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "day",
-                     req->day, "rate_ppm", (json_int_t)req->rate_ppm,
+    *out = json_pack("{s:s,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:O}",
+                     "day", req->day, "rate_ppm", (json_int_t)req->rate_ppm,
                      "settlement", r.settle, "accounts",
                      (json_int_t)r.accounts, "credited",
                      (json_int_t)r.credited, "already", (json_int_t)r.already,
                      "pending", (json_int_t)r.pending, "failed",
                      (json_int_t)r.failed, "skipped", (json_int_t)r.skipped,
                      "zero", (json_int_t)r.zero, "total",
-                     (json_int_t)r.total);
+                     (json_int_t)r.total, "refused", (json_int_t)r.refused,
+                     "refusals", r.refusals);
+  json_decref(r.refusals);
   return dtx__call_end(&c, rc);
 }
 
 /* The day records' shape; one is never deleted (it is what keeps a day
- * at one rate). */
+ * at one rate), and never changed: every field is immutable (its
+ * transition rule), and the validator admits no other field, so a plain
+ * update of a day record can change nothing. */
 static const char day_validator[] =
     "{\"$jsonSchema\":{\"bsonType\":\"object\","
     "\"required\":[\"_id\",\"rate_ppm\",\"settlement\",\"created\"],"
@@ -442,7 +515,8 @@ static const char day_validator[] =
     "\"created\":{\"bsonType\":\"long\"}}}}";
 
 static const dtx__rules_def_t rules[] = {
-    {DAYS, day_validator, "{\"_id\":{\"$exists\":false}}", NULL},
+    {DAYS, day_validator, "{\"_id\":{\"$exists\":false}}",
+     "{\"immutable\":[\"rate_ppm\",\"settlement\",\"created\"]}"},
     {NULL, NULL, NULL, NULL},
 };
 

@@ -14,11 +14,19 @@
  *   orphan_marker  an effect marker whose job is missing, does not list
  *                  the collection in fx_colls, or has had its markers
  *                  cleared (a late duplicate could then apply again)
+ *   unpinned_marker a marker on a document its effect is not pinned to
+ *                  (a void one on a document it never moved away from):
+ *                  effect.c F1
+ *   effect_twice   two real markers of one (job, key), anywhere
+ *   audit_error    a collection whose markers could not be read
+ * Markers are looked for wherever they can be: every collection carrying
+ * the marker index and every one a job lists or pins.  A name there that
+ * no effect may use is a job_shape finding, and the audit goes on.
  * With DTX_AUDIT_SETTLED every running job is a finding too.
  *
  * The jobs are read before and after the targets: a job that appeared or
- * changed meanwhile is judged by its later version, so a live queue gives
- * no false orphan. */
+ * changed meanwhile is judged by its later version (it pinned before it
+ * applied), so a live queue gives no false orphan. */
 #include <string.h>
 
 #include "doc/doc.h"
@@ -85,7 +93,8 @@ static void check_job(dtx__audit_t *a, const char *id, const json_t *j,
       dtx__audit_finding(a, "stuck_running", "job %s is running but the "
                          "lease of %s lapsed %lld ms ago: run doctx recover",
                          id, dtx__str(j, "owner") ? dtx__str(j, "owner") : "?",
-                         (long long)(now - dtx__int(j, "lease_until")));
+                         (long long)dtx__sub_sat(
+                             now, dtx__int(j, "lease_until")));
     else if (a->flags & DTX_AUDIT_SETTLED)
       dtx__audit_finding(a, "unsettled", "job %s is still running (held by "
                          "%s)", id, dtx__str(j, "owner") ? dtx__str(j, "owner")
@@ -102,70 +111,257 @@ static int lists(const json_t *arr, const char *s) {
   return 0;
 }
 
-/* Every marker in the collections any job names. */
-static int check_markers(dtx__audit_t *a, const json_t *jobs,
-                         const json_t *later, int64_t *nmarkers) {
-  json_t *colls = json_object();
-  const char *id;
-  json_t *j, *c;
+static int lists_value(const json_t *arr, const json_t *x) {
   size_t i;
-  json_object_foreach((json_t *)later, id, j)
-      json_array_foreach(json_object_get(j, "fx_colls"), i, c) if (
-          json_is_string(c)) json_object_set(colls, json_string_value(c),
-                                             json_true());
-  json_object_foreach((json_t *)jobs, id, j)
-      json_array_foreach(json_object_get(j, "fx_colls"), i, c) if (
-          json_is_string(c)) json_object_set(colls, json_string_value(c),
-                                             json_true());
+  json_t *v;
+  json_array_foreach(arr, i, v) if (json_equal(v, x)) return 1;
+  return 0;
+}
+
+/* A store error the audit cannot judge past (the store is failing, not a
+ * document): it ends the audit with that error. */
+static int store_error(int rc) {
+  return dtx__transient(rc) || rc == DTX_ENOMEM;
+}
+
+/* Adds coll to colls when it is a collection an effect may use; reports
+ * the job naming it otherwise (a name the validator would refuse, or a
+ * pattern's own collection), and skips it: one bad job never stops the
+ * audit (docs/jobs.md, "Audit"). */
+static void want_coll(dtx__audit_t *a, json_t *colls, const char *jid,
+                      const char *where, const json_t *c) {
+  const char *name = json_string_value(c);
+  if (name && dtx__check_user_coll("effect", name) == 0) {
+    json_object_set(colls, name, json_true());
+  } else {
+    char *t = json_dumps(c, JSON_ENCODE_ANY | JSON_COMPACT);
+    dtx__audit_finding(a, "job_shape", "job %s: %s names %.120s, which is "
+                       "not a collection an effect may write (%s)", jid,
+                       where, t ? t : "?",
+                       name ? dtx_errdetail() : "not a string");
+    free(t);
+  }
+  dtx__err_clear();
+}
+
+/* The collections and pins a job names, checked, into colls. */
+static void job_colls(dtx__audit_t *a, const char *jid, const json_t *j,
+                      json_t *colls) {
+  size_t i;
+  json_t *c, *pin;
+  const char *k;
+  json_array_foreach(json_object_get(j, "fx_colls"), i, c)
+      want_coll(a, colls, jid, "fx_colls", c);
+  const json_t *pins = json_object_get(j, DTX_JOB_PINS);
+  if (pins && !json_is_object(pins)) {
+    dtx__audit_finding(a, "job_shape", "job %s: %s is not an object", jid,
+                       DTX_JOB_PINS);
+    return;
+  }
+  json_object_foreach((json_t *)pins, k, pin) {
+    const json_t *v = json_object_get(pin, "voided");
+    if (!json_is_object(pin) || !dtx__str(pin, "coll") ||
+        !json_object_get(pin, "id") || (v && !json_is_array(v))) {
+      dtx__audit_finding(a, "job_shape", "job %s: the pin of effect %s is "
+                         "not {coll, id, voided: [...]}", jid, k);
+      continue;
+    }
+    want_coll(a, colls, jid, "a pin", json_object_get(pin, "coll"));
+  }
+}
+
+/* Every collection carrying the marker index, which the first effect on
+ * a collection creates (effect.c): markers are found there even once no
+ * job lists the collection any more (its fx_colls was emptied). */
+static int indexed_colls(dtx__audit_t *a, json_t *colls) {
+  json_t *names = NULL, *n;
+  size_t i;
+  dtx__retry_t r = {0};
+  int rc;
+  do
+    rc = dtx_store_list_collections(a->st, &names);
+  while (dtx__retry_again(&r, &rc, "listing collections"));
+  json_array_foreach(names, i, n) {
+    const char *coll = json_string_value(n);
+    json_t *ix = NULL, *x;
+    size_t k;
+    dtx__retry_t r2 = {0};
+    do
+      rc = coll ? dtx_store_list_indexes(a->st, coll, &ix) : 0;
+    while (dtx__retry_again(&r2, &rc, coll ? coll : "?"));
+    if (rc)
+      break;
+    json_array_foreach(ix, k, x) {
+      const json_t *key = json_object_get(x, "key");
+      if (json_object_size(key) == 1 &&
+          json_object_get(key, DTX_JOB_FX ".job"))
+        json_object_set(colls, coll, json_true());
+    }
+    json_decref(ix);
+  }
+  json_decref(names);
+  return rc;
+}
+
+/* One marker m of document d of coll, against job, the job it names
+ * (NULL: none).  seen records the effects' real markers across every
+ * collection. */
+static void check_marker(dtx__audit_t *a, const json_t *job,
+                         const char *coll, const json_t *d, const json_t *m,
+                         json_t *seen) {
+  const char *jid = dtx__str(m, "job"), *key = dtx__str(m, "key");
+  const json_t *did = json_object_get(d, "_id");
+  int is_void = json_is_true(json_object_get(m, "void"));
+  char *ds = json_dumps(did, JSON_ENCODE_ANY | JSON_COMPACT);
+  const char *dn = ds ? ds : "?";
+  if (!job) {
+    dtx__audit_finding(a, "orphan_marker", "%s %s holds a marker of job %s, "
+                       "which does not exist", coll, dn, jid ? jid : "?");
+  } else if (!lists(json_object_get(job, "fx_colls"), coll)) {
+    dtx__audit_finding(a, "orphan_marker", "%s %s holds a marker of job %s, "
+                       "which does not list %s in fx_colls%s", coll, dn, jid,
+                       coll,
+                       json_is_true(json_object_get(job, "fx_cleared"))
+                           ? " (its markers were cleared)"
+                           : "");
+  } else if (key && json_object_get(job, DTX_JOB_PINS)) {
+    /* F1 (effect.c): an effect's update lands only on its pinned
+     * document; a void marker only on one it moved away from. */
+    const json_t *pin = dtx__job_pin(job, key);
+    const json_t *pid = json_object_get(pin, "id");
+    int pinned = pin && dtx__str_is(pin, "coll", coll) && json_equal(pid, did);
+    int voided = pin && dtx__str_is(pin, "coll", coll) &&
+                 lists_value(json_object_get(pin, "voided"), did);
+    if (!pin || (!pinned && !(is_void && voided))) {
+      char *ps = pid ? json_dumps(pid, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+      dtx__audit_finding(a, "unpinned_marker", "%s %s holds a%s marker of "
+                         "effect %s of job %s, which is pinned to %s %s: an "
+                         "effect lands on its pinned document only (J5)",
+                         coll, dn, is_void ? " void" : "", key, jid,
+                         pin ? dtx__str(pin, "coll") : "no", ps ? ps : "document");
+      free(ps);
+    }
+  }
+  if (!is_void && jid && key) {
+    char ek[300];
+    snprintf(ek, sizeof ek, "%s\n%s", jid, key);
+    json_t *n = json_object_get(seen, ek);
+    if (n)
+      dtx__audit_finding(a, "effect_twice", "effect %s of job %s applied to "
+                         "%s and to %s %s: at most once per (job, key) (J5)",
+                         key, jid, json_string_value(n), coll, dn);
+    else {
+      char where[300];
+      snprintf(where, sizeof where, "%s %s", coll, dn);
+      json_object_set_new(seen, ek, json_string(where));
+    }
+  }
+  free(ds);
+}
+
+/* A read of every job without the shape checks (dtx__audit_load made
+ * them on the first read): *map _id -> job. */
+static int load_again(dtx__audit_t *a, json_t **map) {
+  json_t *docs = NULL, *d;
+  size_t i;
+  dtx__retry_t r = {0};
+  int rc;
+  *map = NULL;
+  do
+    rc = dtx_store_find(a->st, DTX_JOBS, NULL, NULL, &docs);
+  while (dtx__retry_again(&r, &rc, DTX_JOBS));
+  if (rc)
+    return rc;
+  *map = json_object();
+  json_array_foreach(docs, i, d) {
+    const char *id = json_string_value(json_object_get(d, "_id"));
+    if (id && *map)
+      json_object_set(*map, id, d);
+  }
+  json_decref(docs);
+  return *map ? 0 : DTX_ENOMEM;
+}
+
+/* Every marker wherever one can be -- the collections carrying the marker
+ * index and those any job lists or pins -- judged against the jobs as
+ * read AFTER the scan, so a marker that appeared meanwhile meets a job
+ * that has its pin (the fence step precedes every apply).  A collection
+ * that cannot be read for a reason of its own is a finding, and the
+ * audit goes on. */
+static int check_markers(dtx__audit_t *a, const json_t *jobs,
+                         int64_t *nmarkers) {
+  json_t *colls = json_object(), *seen = json_object(), *found = json_array();
+  json_t *later = NULL, *j;
+  const char *id;
+  size_t i;
+  json_object_foreach((json_t *)jobs, id, j) job_colls(a, id, j, colls);
+  int rc = colls && seen && found ? indexed_colls(a, colls) : DTX_ENOMEM;
   const char *coll;
   json_t *unused;
-  int rc = 0;
   json_object_foreach(colls, coll, unused) {
+    if (rc)
+      break;
     json_t *f = json_pack("{s:{s:b}}", DTX_JOB_FX ".0", "$exists", 1);
-    json_t *docs = NULL, *d;
+    json_t *docs = NULL;
     dtx__retry_t r = {0};
     do
       rc = f ? dtx_store_find(a->st, coll, f, NULL, &docs) : DTX_ENOMEM;
     while (dtx__retry_again(&r, &rc, coll));
     json_decref(f);
+    if (rc && !store_error(rc)) {
+      dtx__audit_finding(a, "audit_error", "the markers of %s could not be "
+                         "read: %s", coll, dtx_errdetail());
+      rc = 0;
+      continue;
+    }
+    if (rc == 0)
+      json_array_append_new(found, json_pack("{s:s,s:o}", "coll", coll,
+                                             "docs", docs));
+  }
+  if (rc == 0)
+    rc = load_again(a, &later);
+  json_t *g, *d;
+  json_array_foreach(found, i, g) {
     if (rc)
       break;
-    json_array_foreach(docs, i, d) {
-      size_t k;
+    coll = dtx__str(g, "coll");
+    size_t k;
+    json_array_foreach(json_object_get(g, "docs"), k, d) {
+      size_t q;
       json_t *m;
-      json_array_foreach(json_object_get(d, DTX_JOB_FX), k, m) {
-        const char *jid = dtx__str(m, "job");
+      const json_t *fx = json_object_get(d, DTX_JOB_FX);
+      if (!json_is_array(fx)) {
+        char *ds = json_dumps(json_object_get(d, "_id"),
+                              JSON_ENCODE_ANY | JSON_COMPACT);
+        dtx__audit_finding(a, "orphan_marker", "%s %s: %s is not an array "
+                           "of markers", coll, ds ? ds : "?", DTX_JOB_FX);
+        free(ds);
+        continue;
+      }
+      json_array_foreach(fx, q, m) {
         (*nmarkers)++;
-        /* the later read decides: it saw every job the markers name */
+        /* The later read decides; a job gone since the first read (a
+         * purge) is judged as the first read saw it. */
+        const char *jid = dtx__str(m, "job");
         const json_t *job = jid ? json_object_get(later, jid) : NULL;
-        char *did = json_dumps(json_object_get(d, "_id"), JSON_ENCODE_ANY);
-        if (!job)
-          dtx__audit_finding(a, "orphan_marker", "%s %s holds a marker of "
-                             "job %s, which does not exist", coll,
-                             did ? did : "?", jid ? jid : "?");
-        else if (!lists(json_object_get(job, "fx_colls"), coll))
-          dtx__audit_finding(a, "orphan_marker", "%s %s holds a marker of "
-                             "job %s, which does not list %s in fx_colls%s",
-                             coll, did ? did : "?", jid, coll,
-                             json_is_true(json_object_get(job, "fx_cleared"))
-                                 ? " (its markers were cleared)"
-                                 : "");
-        free(did);
+        if (jid && !job)
+          job = json_object_get(jobs, jid);
+        check_marker(a, job, coll, d, m, seen);
       }
     }
-    json_decref(docs);
   }
   json_decref(colls);
+  json_decref(seen);
+  json_decref(found);
+  json_decref(later);
   return rc;
 }
 
 int dtx__job_audit(dtx__audit_t *a) {
-  json_t *jobs = NULL, *later = NULL, *j;
+  json_t *jobs = NULL, *j;
   const char *id;
   int64_t now = dtx__now_ms(), running = 0, nmarkers = 0;
   int rc = dtx__audit_load(a, DTX_JOBS, &jobs);
-  if (rc == 0)
-    rc = dtx__audit_load(a, DTX_JOBS, &later);
   json_t *counts = json_object();
   if (rc == 0) {
     json_object_foreach(jobs, id, j) {
@@ -175,7 +371,7 @@ int dtx__job_audit(dtx__audit_t *a) {
       json_object_set_new(counts, s ? s : "?",
                           json_integer(n ? json_integer_value(n) + 1 : 1));
     }
-    rc = check_markers(a, jobs, later, &nmarkers);
+    rc = check_markers(a, jobs, &nmarkers);
   }
   if (rc == 0) {
     dtx__audit_set(a, "jobs", json_integer((json_int_t)json_object_size(jobs)));
@@ -188,6 +384,5 @@ int dtx__job_audit(dtx__audit_t *a) {
   }
   json_decref(counts);
   json_decref(jobs);
-  json_decref(later);
   return rc;
 }

@@ -6,6 +6,9 @@
  * runs, the worker's heartbeat keeps the lease; when the attempt stops
  * being alive (lease lost, or --timeout-ms passed) the whole group is
  * killed, so a hung CMD and its children cannot outlive the attempt.
+ * The attempt ends when CMD exits -- not when its output pipes close,
+ * which a child left in the background may hold open -- and whatever is
+ * left of its process group is then killed.
  *
  * The environment is built before fork: between fork and exec the child
  * of a threaded process may only make async-signal-safe calls. */
@@ -27,6 +30,8 @@ extern char **environ;
 
 #define OUT_MAX (1 << 20) /* stdout kept for the result */
 #define ERR_KEEP 2048     /* the end of stderr kept as last_error */
+#define DRAIN_MS 1000     /* reading the pipes after CMD exited */
+#define GROUP_WAIT_MS 100 /* then waiting for its killed group to go */
 
 typedef struct buf {
   char *p;
@@ -121,15 +126,36 @@ int dtx_job_exec(dtx_job_run_t *run, const json_t *job, void *cmd) {
   in[0] = out[1] = err[1] = -1;
   fcntl(in[1], F_SETFL, O_NONBLOCK);
   size_t len = strlen(text), sent = 0;
-  int killed = 0, status = 0, open_out = 1, open_err = 1;
+  int killed = 0, exited = 0, status = -1, open_out = 1, open_err = 1;
+  int64_t drain_until = 0;
   if (len == 0) {
     close(in[1]);
     in[1] = -1;
   }
-  while (open_out || open_err || in[1] >= 0) {
-    if (!killed && !dtx_job_alive(run)) {
-      kill(-pid, SIGKILL);
-      killed = 1;
+  /* The attempt ends when CMD exits, not when its pipes close: a child it
+   * left in the background may hold them open for as long as it likes
+   * (`sleep 20 & echo ok`).  Until the exit, read its output (so it never
+   * blocks on a full pipe) and kill its group when the attempt stops being
+   * alive; after the exit, kill what is left of its group and read what
+   * the pipes still hold, for at most DRAIN_MS. */
+  while (!exited || ((open_out || open_err) && dtx__mono_ms() < drain_until)) {
+    if (!exited) {
+      /* WNOWAIT: the leader stays a zombie, so its pid -- the group's id
+       * -- cannot be reused before the group is killed below. */
+      siginfo_t si = {0};
+      int w = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT);
+      if ((w == 0 && si.si_pid == pid) || (w < 0 && errno != EINTR)) {
+        exited = 1;
+        kill(-pid, SIGKILL); /* the leftovers of its group */
+        drain_until = dtx__mono_ms() + DRAIN_MS;
+        if (in[1] >= 0) {
+          close(in[1]);
+          in[1] = -1;
+        }
+      } else if (!killed && !dtx_job_alive(run)) {
+        kill(-pid, SIGKILL);
+        killed = 1;
+      }
     }
     struct pollfd p[3];
     int np = 0;
@@ -139,7 +165,12 @@ int dtx_job_exec(dtx_job_run_t *run, const json_t *job, void *cmd) {
       p[np++] = (struct pollfd){.fd = err[0], .events = POLLIN};
     if (in[1] >= 0)
       p[np++] = (struct pollfd){.fd = in[1], .events = POLLOUT};
-    if (poll(p, (nfds_t)np, 50) < 0 && errno != EINTR)
+    if (np == 0) {
+      if (!exited)
+        dtx__deadline_sleep_ms(5);
+      continue;
+    }
+    if (poll(p, (nfds_t)np, exited ? 10 : 50) < 0 && errno != EINTR)
       break;
     for (int i = 0; i < np; i++) {
       if (!p[i].revents)
@@ -169,17 +200,19 @@ int dtx_job_exec(dtx_job_run_t *run, const json_t *job, void *cmd) {
       }
     }
   }
-  /* Output closed: wait for the exit, still killing it if it lingers. */
+  /* Reap the leader (its status is the attempt's), then wait, bounded,
+   * for the group it leaves to be gone: the leftovers were killed
+   * (SIGKILL cannot be caught), their pipes are closed, and whoever
+   * inherited them -- init, or a subreaper -- reaps them, which some
+   * inits do only every second or two: so a short bound. */
   for (;;) {
-    pid_t w = waitpid(pid, &status, WNOHANG);
+    pid_t w = waitpid(pid, &status, 0);
     if (w == pid || (w < 0 && errno != EINTR))
       break;
-    if (!killed && !dtx_job_alive(run)) {
-      kill(-pid, SIGKILL);
-      killed = 1;
-    }
-    dtx__deadline_sleep_ms(5);
   }
+  for (int64_t until = dtx__mono_ms() + GROUP_WAIT_MS;
+       kill(-pid, 0) == 0 && dtx__mono_ms() < until;)
+    dtx__deadline_sleep_ms(5);
   if (killed) {
     dtx_job_fail(run, dtx__mono_ms() >= run->deadline
                           ? "killed: the command ran past --timeout-ms"

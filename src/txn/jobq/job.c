@@ -28,7 +28,9 @@
  *                               (kit claim-many)       claim of a batch)
  *   (lease renewed)             heartbeat (work.c)     -- (no step)
  *   (effect on a document)      dtx_job_effect         job.effect.fence,
- *                                                      job.effect.apply
+ *                               (effect.c: pin, apply, job.effect.apply,
+ *                               void and repin)        job.effect.void,
+ *                                                      job.effect.repin
  *   running -> succeeded        dtx__job_outcome, a    job.complete
  *                               batch's in one round
  *                               (work.c write_outcomes)
@@ -54,9 +56,13 @@
  *     unique key is not terminal: set at add and retry, $unset by the
  *     step that makes it terminal.  The store's unique sparse index on it
  *     admits one live job per (queue, key), across processes and crashes.
- *  J5 An effect applies at most once per (job, key): effect.c.
+ *  J5 An effect applies at most once per (job, key), on one pinned
+ *     document of its collection, over every attempt and process: effect.c
+ *     (F1-F4).
  *  J6 A terminal job changes state again only by an explicit retry of a
- *     dead one, which is refused once its effect markers were cleared.
+ *     dead one, which is refused once its effect markers were cleared;
+ *     the transition rule (job_transition below) refuses every other
+ *     plain update that would, and fx_cleared never goes back.
  *  J7 Each state carries what the steps into it write, and nothing the
  *     steps out of it set: ready, delayed and running have no finished
  *     time; succeeded, dead and canceled have one; only a succeeded job
@@ -288,6 +294,47 @@ int dtx_job_add(dtx_store_t *st, const dtx_job_req_t *req, json_t **out,
 
 /* ---- ending an attempt ---------------------------------------------------------- */
 
+/* The most of a result's JSON text an unstorable result keeps. */
+#define RESULT_TEXT_MAX 16384
+
+json_t *dtx__job_storable_result(json_t *result, const char *why) {
+  char reason[400];
+  if (!result)
+    return json_null();
+  if (!why) {
+    /* Inside a job the result is one level down: the depth the store
+     * allows the job document (DTX_MAX_DEPTH) is what counts. */
+    json_t *in_job = json_pack("{s:O}", "result", result);
+    int rc = in_job ? dtx__depth_check(in_job, DTX_EINVAL, "the job's result")
+                    : DTX_ENOMEM;
+    json_decref(in_job);
+    if (rc == 0)
+      return result;
+    snprintf(reason, sizeof reason, "%s", rc == DTX_ENOMEM
+                                              ? "out of memory"
+                                              : dtx_errdetail());
+    dtx__err_clear();
+    why = reason;
+  }
+  /* Kept as text, cut at a character boundary, and marked: the command
+   * succeeded, and a job whose handler succeeded must end succeeded
+   * (docs/jobs.md, "Results"), not stay running to be taken over and run
+   * again. */
+  char *text = dtx__json_dump(result);
+  json_decref(result);
+  size_t n = text ? strlen(text) : 0, keep = n;
+  if (keep > RESULT_TEXT_MAX) {
+    keep = RESULT_TEXT_MAX;
+    while (keep > 0 && ((unsigned char)text[keep] & 0xC0) == 0x80)
+      keep--; /* not inside a UTF-8 sequence */
+  }
+  json_t *out = json_pack("{s:s,s:s%,s:b,s:I}", "dtx_unstorable", why,
+                          "text", text ? text : "", keep, "truncated",
+                          keep < n, "bytes", (json_int_t)n);
+  free(text);
+  return out ? out : json_null();
+}
+
 int dtx__job_outcome(const json_t *job, int ok, json_t *result,
                      const char *error, const char *point, int take,
                      dtx__move_t *m) {
@@ -299,7 +346,7 @@ int dtx__job_outcome(const json_t *job, int ok, json_t *result,
                                      : DTX_JOB_DELAYED;
   json_t *set = json_pack("{s:I}", "attempts", (json_int_t)attempts);
   if (set && ok)
-    json_object_set_new(set, "result", result ? result : json_null());
+    json_object_set_new(set, "result", dtx__job_storable_result(result, NULL));
   else
     json_decref(result);
   if (set && !ok)
@@ -611,6 +658,12 @@ static const dtx__index_def_t indexes[] = {
  * only once it is over: a live one may hold a lease, effects and a
  * unique key. */
 #define ID "{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":128}"
+/* A collection an effect may name (dtx_check_collection's rule): a job
+ * naming any other value in fx_colls would stop recovery and the audit
+ * at it. */
+#define COLL                                                                  \
+  "{\"bsonType\":\"string\",\"pattern\":"                                  \
+  "\"^(?!_dtx|system\\\\.)[A-Za-z0-9_.-]{1,120}$\"}"
 #define LONG "{\"bsonType\":\"long\"}"
 #define LONG_OR_NULL "{\"bsonType\":[\"long\",\"null\"]}"
 #define LIVE                                                                  \
@@ -635,8 +688,10 @@ static const char job_shape[] =
     "\"unique_key\":{\"bsonType\":[\"string\",\"null\"]},"
     "\"unique_live\":{\"bsonType\":\"string\"},"
     "\"last_error\":{\"bsonType\":[\"string\",\"null\"]},"
-    "\"fx_colls\":{\"bsonType\":\"array\",\"items\":" ID "},"
+    "\"fx_colls\":{\"bsonType\":\"array\",\"items\":" COLL "},"
     "\"fx_cleared\":{\"bsonType\":\"bool\"},"
+    "\"fx_pins\":{\"bsonType\":\"object\"},"
+    "\"fx_until\":" LONG ","
     "\"created\":" LONG ",\"finished\":" LONG_OR_NULL ","
     DTX__KIT_ITEM_PROPS "}},"
     /* J7: what each state carries, as the steps of the diagram write it.
@@ -653,15 +708,68 @@ static const char job_shape[] =
     "{\"state\":{\"$in\":[\"" DTX_JOB_RUNNING "\",\"" DTX_JOB_SUCCEEDED
     "\",\"" DTX_JOB_DEAD "\"]},\"epoch\":{\"$lt\":1}}]}";
 #undef ID
+#undef COLL
 #undef LONG
 #undef LONG_OR_NULL
 #undef LIVE
 #undef OVER
 
+/* The transition rule (docs/validation.md, "Transition rules"): a
+ * plain update of a job can make only a change the protocol makes.
+ *  - What add records and no step changes is immutable (a rewritten
+ *    payload, queue or max_attempts would run another job under this
+ *    one's history and effect markers).
+ *  - epoch only grows (J1: a holder fenced off stays fenced off), and so
+ *    does fx_until (effect.c F3: markers must outlive every bounded
+ *    write).
+ *  - The state moves only along the diagram's edges; a terminal job
+ *    changes only by recovery's forgetting of its markers (which sets
+ *    fx_cleared), and a dead one is retried only while its markers are
+ *    kept (J6).  So a succeeded job cannot be made runnable again (its
+ *    effects would be judged anew), nor a canceled one revived.
+ *  - fx_cleared, once true, stays true (a retry after the markers went
+ *    could apply the effects twice).
+ * What the rule cannot compare (a pin rewritten to another document,
+ * attempts reset on a running job) the audit reports (audit.c). */
+#define S_(x) "\"" x "\""
+#define TERMINAL_MOVE(st)                                                     \
+  "{\"name\":\"forget-markers(" st ")\",\"from\":{\"state\":" S_(st)      \
+  "},\"to\":{\"state\":" S_(st) ",\"fx_cleared\":true}}"
+static const char job_transition[] =
+    "[{\"immutable\":[\"queue\",\"type\",\"payload\",\"priority\",\"rank\","
+    "\"max_attempts\",\"backoff_ms\",\"unique_key\",\"created\"],"
+    "\"increasing\":[\"epoch\",\"fx_until\"],"
+    "\"moves\":["
+    "{\"name\":\"claim\",\"from\":{\"state\":" S_(DTX_JOB_READY) "},"
+    "\"to\":{\"state\":" S_(DTX_JOB_RUNNING) "}},"
+    "{\"name\":\"renew\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING) "},"
+    "\"to\":{\"state\":" S_(DTX_JOB_RUNNING) "}},"
+    "{\"name\":\"complete\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING) "},"
+    "\"to\":{\"state\":" S_(DTX_JOB_SUCCEEDED) "}},"
+    "{\"name\":\"fail\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING) "},"
+    "\"to\":{\"state\":{\"$in\":[" S_(DTX_JOB_DELAYED) "," S_(DTX_JOB_DEAD)
+    "]}}},"
+    "{\"name\":\"promote\",\"from\":{\"state\":" S_(DTX_JOB_DELAYED) "},"
+    "\"to\":{\"state\":" S_(DTX_JOB_READY) "}},"
+    "{\"name\":\"cancel\",\"from\":{\"state\":{\"$in\":[" S_(DTX_JOB_READY)
+    "," S_(DTX_JOB_DELAYED) "]}},\"to\":{\"state\":" S_(DTX_JOB_CANCELED) "}},"
+    "{\"name\":\"retry\",\"from\":{\"state\":" S_(DTX_JOB_DEAD) ","
+    "\"fx_cleared\":{\"$ne\":true}},\"to\":{\"state\":" S_(DTX_JOB_READY)
+    ",\"attempts\":0}},"
+    TERMINAL_MOVE(DTX_JOB_SUCCEEDED) "," TERMINAL_MOVE(DTX_JOB_DEAD) ","
+    TERMINAL_MOVE(DTX_JOB_CANCELED) "]},"
+    "{\"moves\":["
+    "{\"name\":\"markers-kept\",\"from\":{\"fx_cleared\":{\"$ne\":true}},"
+    "\"to\":{}},"
+    "{\"name\":\"markers-forgotten\",\"from\":{\"fx_cleared\":true},"
+    "\"to\":{\"fx_cleared\":true}}]}]";
+#undef TERMINAL_MOVE
+#undef S_
+
 static const dtx__rules_def_t rules[] = {
     {DTX_JOBS, job_shape,
      "{\"state\":{\"$in\":[\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD
-     "\",\"" DTX_JOB_CANCELED "\"]}}", NULL},
+     "\",\"" DTX_JOB_CANCELED "\"]}}", job_transition},
     {NULL, NULL, NULL, NULL},
 };
 
@@ -670,6 +778,8 @@ static const char *const fault_points[] = {
     "job.claim",
     "job.effect.fence",
     "job.effect.apply",
+    "job.effect.void",
+    "job.effect.repin",
     "job.complete",
     "job.fail",
     "job.promote",

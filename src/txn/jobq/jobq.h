@@ -26,6 +26,15 @@
 
 /* The marker array an effect leaves in its target document. */
 #define DTX_JOB_FX "dtx_fx"
+/* The job's object of effect pins: key (with '.' written '~') ->
+ * {coll, id, voided: [ids]} (effect.c). */
+#define DTX_JOB_PINS "fx_pins"
+/* How far past a job's fx_until (the last lease end any write of its
+ * effects was bounded by) the store's clock must be before recovery
+ * removes the markers (recover.c): the clock steps back, or differs
+ * between the nodes a document lives on across a failover, by less
+ * (docs/jobs.md, "Clocks"). */
+#define DTX_JOB_FX_MARGIN_MS 1000
 
 /* The job documents, for the kit's moves and claims. */
 extern const dtx__kind_t dtx__job_kind;
@@ -50,6 +59,13 @@ int dtx__job_setup(dtx_store_t *st);
 int dtx__job_finish(dtx__exec_t *ex, const json_t *job, int ok,
                     json_t *result, const char *error, const char *point,
                     int take, json_t **out);
+
+/* A result the jobs collection can store (stolen; NULL: null): result
+ * itself when it nests no deeper than a job allows, else -- or when why
+ * is given, the store's reason for refusing it -- the marked text form
+ * {"dtx_unstorable": why, "text": its JSON text (at most 16 KiB, cut at a
+ * character boundary), "truncated": bool, "bytes": its full length}. */
+json_t *dtx__job_storable_result(json_t *result, const char *why);
 
 /* The same move, built and not made: *m (its set and unset new
  * references, which the kit's move steals) for dtx__kit_move_many, so a
@@ -79,11 +95,10 @@ struct dtx_job_run {
   int64_t deadline;    /* mono ms: the handler's timeout */
 };
 
-/* The fenced check an effect starts with, also recording coll among the
- * collections the job touched: DTX_ESTALE unless job id is running at
- * epoch. */
-int dtx__job_fence(dtx__exec_t *ex, const char *id, int64_t epoch,
-                   const char *coll);
+
+/* The job's pin of effect key (effect.c; borrowed, NULL when none):
+ * {coll, id, voided: [ids]} as the fence and repin steps wrote it. */
+const json_t *dtx__job_pin(const json_t *job, const char *key);
 
 /* The pattern's methods (recover.c, audit.c). */
 int dtx__job_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,

@@ -8,18 +8,27 @@
  *                attempt, and the epoch bump fences the old holder (J1)
  *                (job.recover.takeover)
  *   3. markers   for a terminal job finished longer than the tombstone TTL
- *                ago: fx_cleared is set first (job.recover.forget_markers;
- *                from then on a retry by hand is refused, J6), then each
- *                target's marker is pulled (job.recover.clear_marker),
- *                then fx_colls emptied (job.recover.markers_cleared).  A
- *                crash between the steps leaves fx_colls set, so the next
- *                pass repeats them; each is idempotent.
+ *                ago, and whose fx_until (the last lease end any write of
+ *                its effects was bounded by, effect.c F3) is more than
+ *                DTX_JOB_FX_MARGIN_MS past: fx_cleared is set first
+ *                (job.recover.forget_markers; from then on a retry by
+ *                hand is refused, J6), then each target's marker is
+ *                pulled (job.recover.clear_marker) by a write bounded by
+ *                not_before = fx_until + the margin -- the STORE's clock
+ *                must be past it, not only ours (effect.c F4) -- then
+ *                fx_colls emptied (job.recover.markers_cleared).  A crash
+ *                between the steps, or a pull the store finds too early,
+ *                leaves fx_colls set, so a later pass repeats them; each
+ *                is idempotent.  Whatever --tombstone-ttl-ms says, a
+ *                marker so outlives every write that could repeat its
+ *                effect.
  *   4. retention succeeded jobs finished longer than retention_ms ago and
  *                with no markers left are deleted, at most PURGE_BATCH
  *                per pass (job.recover.purge).
  *
  * Every step is bounded per pass, so one pass never reads the whole
  * history; a backlog is worked off over several passes. */
+#include <stdint.h>
 #include <string.h>
 
 #include "doc/doc.h"
@@ -55,12 +64,21 @@ static int find_some(dtx__exec_t *ex, json_t *filter, const char *sortkey,
  * job (the job benchmark's profile). */
 static int finished_before(dtx__exec_t *ex, json_t *state, int fx,
                            int64_t age_ms, int64_t limit, json_t **out) {
-  json_int_t before = (json_int_t)(dtx__now_ms() - age_ms);
-  return find_some(ex,
-                   json_pack("{s:o,s:{s:b},s:{s:I},s:{s:I}}", "state", state,
-                             "fx_colls.0", "$exists", fx, "updated", "$lte",
-                             before, "finished", "$lte", before),
-                   "updated", limit, out);
+  int64_t now = dtx__now_ms();
+  json_int_t before = (json_int_t)(now - age_ms);
+  json_t *f = json_pack("{s:o,s:{s:b},s:{s:I},s:{s:I}}", "state", state,
+                        "fx_colls.0", "$exists", fx, "updated", "$lte",
+                        before, "finished", "$lte", before);
+  /* With effects: only those whose writes are over by our clock (the
+   * pulls' not_before asks the store's), so jobs whose effects may still
+   * land do not fill every pass's batch. */
+  if (f && fx)
+    json_object_set_new(
+        f, "$or",
+        json_pack("[{s:{s:b}},{s:{s:I}}]", "fx_until", "$exists", 0,
+                  "fx_until", "$lt",
+                  (json_int_t)(now - DTX_JOB_FX_MARGIN_MS)));
+  return find_some(ex, f, "updated", limit, out);
 }
 
 static int takeovers(dtx__exec_t *ex, const dtx_recover_opts_t *o,
@@ -98,9 +116,12 @@ static int takeovers(dtx__exec_t *ex, const dtx_recover_opts_t *o,
   return 0;
 }
 
-/* Pulls job id's markers out of every document of coll holding one. */
+/* Pulls job id's markers out of every document of coll holding one,
+ * each pull bounded by not_before (the store refuses it, DTX_ESTATE,
+ * while its clock is earlier). */
 static int clear_in(dtx__exec_t *ex, const char *id, const char *coll,
-                    int64_t *n) {
+                    int64_t not_before, int64_t *n) {
+  dtx_update_opts_t uo = {.not_before = not_before};
   json_t *f = json_pack("{s:s}", DTX_JOB_FX ".job", id), *docs = NULL, *d;
   dtx__retry_t r = {0};
   int rc;
@@ -111,11 +132,12 @@ static int clear_in(dtx__exec_t *ex, const char *id, const char *coll,
   size_t i;
   json_array_foreach(docs, i, d) {
     int matched = 0;
-    rc = dtx__kit_update(
+    rc = dtx__kit_update_ex(
         ex, "job.recover.clear_marker", coll,
-        json_pack("{s:O,s:s}", "_id", json_object_get(d, "_id"),
+        json_pack("{s:{s:O},s:s}", "_id", "$eq", json_object_get(d, "_id"),
                   DTX_JOB_FX ".job", id),
-        json_pack("{s:{s:{s:s}}}", "$pull", DTX_JOB_FX, "job", id), &matched);
+        json_pack("{s:{s:{s:s}}}", "$pull", DTX_JOB_FX, "job", id), &uo,
+        &matched);
     if (rc)
       break;
     *n += matched;
@@ -124,8 +146,17 @@ static int clear_in(dtx__exec_t *ex, const char *id, const char *coll,
   return rc;
 }
 
+/* fx_until + the margin, saturated: the store time after which no write
+ * of the job's effects can land (effect.c F3). */
+static int64_t markers_free_at(const json_t *job) {
+  int64_t u = dtx__int(job, "fx_until");
+  return u > INT64_MAX - DTX_JOB_FX_MARGIN_MS ? INT64_MAX
+                                              : u + DTX_JOB_FX_MARGIN_MS;
+}
+
 static int clear_markers(dtx__exec_t *ex, const json_t *job, int64_t *n) {
   const char *id = dtx__str(job, "_id"), *st = dtx__str(job, "state");
+  int64_t free_at = markers_free_at(job);
   int rc = 0;
   if (!json_is_true(json_object_get(job, "fx_cleared"))) {
     int matched = 0;
@@ -139,7 +170,8 @@ static int clear_markers(dtx__exec_t *ex, const json_t *job, int64_t *n) {
   size_t i;
   json_t *c;
   json_array_foreach(json_object_get(job, "fx_colls"), i, c) {
-    if (json_is_string(c) && (rc = clear_in(ex, id, json_string_value(c), n)))
+    if (json_is_string(c) &&
+        (rc = clear_in(ex, id, json_string_value(c), free_at, n)))
       return rc;
   }
   int matched = 0;
@@ -162,13 +194,24 @@ static int markers(dtx__exec_t *ex, const dtx_recover_opts_t *o,
       1, ttl, BATCH, &list);
   if (rc)
     return rc;
+  int64_t now = dtx__now_ms();
   json_array_foreach(list, i, job) {
     int64_t n = 0;
+    /* Our clock first (no store write for a job not due yet); the pulls'
+     * not_before makes the store's clock the judge. */
+    if (markers_free_at(job) >= now) {
+      dtx__tally_skip(t, "effects' writes not yet over (fx_until)",
+                      json_object_get(job, "_id"));
+      continue;
+    }
     rc = clear_markers(ex, job, &n);
     if (rc == 0)
       dtx__tally_ran(t, "markers_cleared", n);
     else if (rc == DTX_ENOMATCH)
       dtx__tally_skip(t, "retried while clearing markers",
+                      json_object_get(job, "_id"));
+    else if (rc == DTX_ESTATE)
+      dtx__tally_skip(t, "store clock not yet past fx_until",
                       json_object_get(job, "_id"));
     else
       dtx__tally_error(t, json_object_get(job, "_id"), rc);

@@ -85,6 +85,8 @@ typedef struct held {
   /* Not under the heartbeat's mu (the worker thread's own): */
   int ended;           /* its handler ran; its outcome is in m, unwritten */
   dtx__move_t m;       /* that outcome (dtx__job_outcome) */
+  json_t *result;      /* a success's result (a reference), in case the
+                          store refuses it (write_outcomes), or NULL */
 } held_t;
 
 /* One worker thread's heartbeat: a thread of its own for the worker
@@ -232,7 +234,10 @@ static void run_job(shared_t *sh, dtx__exec_t *ex, beat_t *b, held_t *h) {
     held_over(b, h);
     return;
   }
-  run.deadline = dtx__mono_ms() + sh->timeout_ms;
+  /* Saturated: a timeout too large for int64 is "no timeout in practice"
+   * (docs/deadlines.md, "Huge durations"), never one that wrapped into
+   * the past and killed the handler at its start. */
+  run.deadline = dtx__add_sat(dtx__mono_ms(), sh->timeout_ms);
   const dtx_job_handler_t *h_fn = handler_for(sh->o, job);
   int hrc;
   if (!h_fn) {
@@ -257,6 +262,8 @@ static void run_job(shared_t *sh, dtx__exec_t *ex, beat_t *b, held_t *h) {
                (long long)sh->timeout_ms);
       err = msg;
     }
+    if (hrc == 0)
+      h->result = json_incref(run.result);
     int rc = dtx__job_outcome(job, hrc == 0, hrc == 0 ? run.result : NULL,
                               err, hrc == 0 ? "job.complete" : "job.fail",
                               0, &h->m);
@@ -266,6 +273,8 @@ static void run_job(shared_t *sh, dtx__exec_t *ex, beat_t *b, held_t *h) {
       h->ended = 1;
     } else { /* left running: its lease lapses and recovery takes it over */
       dtx__tally_error(&sh->ran, json_object_get(job, "_id"), rc);
+      json_decref(h->result);
+      h->result = NULL;
       held_over(b, h);
     }
   }
@@ -294,11 +303,34 @@ static void write_outcomes(shared_t *sh, dtx__exec_t *ex, beat_t *b,
     }
   if (k == 0)
     return;
+  char *details[DTX__CLAIM_MANY_MAX] = {0};
   dtx__call_t c;
   dtx__call_begin(&c, ex->deadline_ms);
-  dtx__call_end(&c, dtx__kit_move_many(ex, &dtx__job_kind, docs, m, k, outs,
-                                       rcs, NULL));
+  (void)dtx__kit_move_many(ex, &dtx__job_kind, docs, m, k, outs, rcs,
+                           details);
+  /* A handler that succeeded never runs again for its result's sake: a
+   * completion the store refused for a reason of its own (not a fence,
+   * not a store outage) is written once more with the result in its
+   * marked text form (dtx__job_storable_result), which it can store. */
   for (size_t j = 0; j < k; j++) {
+    held_t *hj = &h[at[j]];
+    if (rcs[j] == 0 || rcs[j] == DTX_ENOMATCH || dtx__transient(rcs[j]) ||
+        !hj->result)
+      continue;
+    dtx__move_t m2;
+    json_t *res = dtx__job_storable_result(json_incref(hj->result),
+                                           details[j] ? details[j] : "refused");
+    if (dtx__job_outcome(docs[j], 1, res, NULL, "job.complete", 0, &m2) == 0) {
+      json_decref(outs[j]);
+      outs[j] = NULL;
+      rcs[j] = dtx__kit_move(ex, &dtx__job_kind, docs[j], &m2, &outs[j]);
+    }
+  }
+  dtx__call_end(&c, 0);
+  for (size_t j = 0; j < k; j++) {
+    free(details[j]);
+    json_decref(h[at[j]].result);
+    h[at[j]].result = NULL;
     if (rcs[j] == 0)
       dtx__tally_ran(&sh->ran,
                      dtx__state_is(outs[j], DTX_JOB_SUCCEEDED) ? "succeeded"

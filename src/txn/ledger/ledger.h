@@ -26,9 +26,6 @@
 #define LG_UNCOMMITTED "uncommitted"
 #define LG_COMMITTED "committed"
 
-/* The default timeout of a pending entry. */
-#define LG_DEFAULT_TIMEOUT_MS 3600000
-
 /* The entries, for the kit's moves: one kind per state field. */
 extern const dtx__kind_t dtx__lg_state_kind; /* {entries, "state"} */
 extern const dtx__kind_t dtx__lg_proc_kind;  /* {entries, "proc"} */

@@ -31,12 +31,20 @@ int dtx__lg_check_req(const dtx_ledger_post_req_t *req) {
                     DTX_LEDGER_MAX_LEGS, req->nlegs);
   if (req->id && (rc = dtx__check_ident("entry id", req->id)))
     return rc;
-  if (req->timeout_ms < 0 || (req->timeout_ms && !req->pending))
-    return dtx__err(DTX_EINVAL, "timeout_ms must be >= 0, and only for a "
-                    "pending entry");
+  /* One rule for every caller (doctx ledger post --timeout-ms, a
+   * post-many line's "timeout_ms", C): a pending entry's timeout is
+   * 1 ms .. 100 years.  0 is refused, not read as a default: "expire
+   * at once" and "one hour" must not be the same request. */
+  if (!req->pending && req->timeout_ms)
+    return dtx__err(DTX_EINVAL, "timeout_ms %lld: only a pending entry has "
+                    "a timeout", (long long)req->timeout_ms);
+  if (req->pending && req->timeout_ms <= 0)
+    return dtx__err(DTX_EINVAL, "timeout_ms %lld: a pending entry's timeout "
+                    "must be 1 ms to 100 years (one hour is %d)",
+                    (long long)req->timeout_ms, DTX_LEDGER_TIMEOUT_MS);
   if (req->timeout_ms > DTX__MAX_DELAY_MS)
-    return dtx__err(DTX_EINVAL, "a timeout of %lld ms is more than 100 years",
-                    (long long)req->timeout_ms);
+    return dtx__err(DTX_EINVAL, "timeout_ms %lld: a timeout of more than "
+                    "100 years", (long long)req->timeout_ms);
   __int128 sum = 0;
   for (size_t i = 0; i < req->nlegs; i++) {
     const dtx_ledger_leg_t *l = &req->legs[i];
@@ -94,6 +102,11 @@ int dtx__lg_existing(const json_t *e, const dtx_ledger_post_req_t *req,
 static int derive_leg(const dtx_ledger_leg_t *l, const dtx__lg_pos_t *pos,
                       json_t *changes) {
   int64_t v = l->value;
+  /* A debit or credit is named by its amount, never its sign ("a debit
+   * of 1", not "of -1"): |v| in unsigned arithmetic, where -INT64_MIN,
+   * 2^63, fits. */
+  unsigned long long amount =
+      v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
   __int128 lo = pos->posted - pos->pend_debit + (v < 0 ? v : 0);
   __int128 hi = pos->posted + pos->pend_credit + (v > 0 ? v : 0);
   int64_t bal, avail;
@@ -104,19 +117,18 @@ static int derive_leg(const dtx_ledger_leg_t *l, const dtx__lg_pos_t *pos,
     return DTX_EOVERFLOW;
   if (hi > INT64_MAX || lo < INT64_MIN)
     return dtx__err(DTX_EOVERFLOW,
-                    "account '%s': %s of %lld could take its balance %lld "
+                    "account '%s': %s of %llu could take its balance %lld "
                     "(pending debits %lld, credits %lld) past int64",
-                    l->account, v < 0 ? "a debit" : "a credit", (long long)v,
+                    l->account, v < 0 ? "a debit" : "a credit", amount,
                     (long long)bal, (long long)pos->pend_debit,
                     (long long)pos->pend_credit);
-  /* The amount is -v in unsigned arithmetic: a debit of INT64_MIN is
-   * 2^63, which no int64 holds.  lo fits (checked just above). */
+  /* lo fits (checked just above). */
   if (v < 0 && json_is_integer(min) && lo < json_integer_value(min))
     return dtx__err(DTX_EINSUFFICIENT,
                     "account '%s': a debit of %llu would leave the available "
                     "balance %lld (balance %lld, pending debits %lld) below "
                     "its min_balance %lld",
-                    l->account, 0ULL - (unsigned long long)v, (long long)lo,
+                    l->account, amount, (long long)lo,
                     (long long)bal, (long long)pos->pend_debit,
                     (long long)json_integer_value(min));
   if (pos->head == INT64_MAX)
@@ -198,8 +210,7 @@ int dtx__lg_build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
   }
   /* check_req bounded the timeout (DTX__MAX_DELAY_MS): no wrap. */
   int64_t now = dtx__now_ms();
-  int64_t expires =
-      now + (req->timeout_ms ? req->timeout_ms : LG_DEFAULT_TIMEOUT_MS);
+  int64_t expires = now + req->timeout_ms;
   *doc = json_pack("{s:s,s:o,s:s,s:s,s:I,s:I}", "_id", id, "changes", changes,
                    "state", req->pending ? LG_PENDING : LG_POSTED, "proc",
                    LG_UNCOMMITTED, "created", (json_int_t)now, "updated",

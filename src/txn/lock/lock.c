@@ -121,7 +121,7 @@ static int check_token(const char *name, int64_t token) {
 /* "held by O (token N) for another M ms" */
 static int held_error(const char *name, const json_t *doc) {
   const char *owner = dtx__str(doc, "owner");
-  int64_t left = dtx__int(doc, "expires") - dtx__now_ms();
+  int64_t left = dtx__sub_sat(dtx__int(doc, "expires"), dtx__now_ms());
   return dtx__err(DTX_ENOMATCH,
                   "lock '%s' is held by %s (token %lld) for another %lld ms",
                   name, owner ? owner : "?", (long long)dtx__int(doc, "token"),
@@ -254,7 +254,7 @@ static int try_acquire(dtx__exec_t *ex, const char *name, int64_t ttl,
   json_t *update = json_pack(
       "{s:{s:I,s:s,s:I,s:I,s:I,s:I,s:s}}", "$set", "token",
       (json_int_t)(top + 1), "owner", ex->owner, "expires",
-      (json_int_t)(now + ttl), "ttl", (json_int_t)ttl, "acquired",
+      (json_int_t)dtx__add_sat(now, ttl), "ttl", (json_int_t)ttl, "acquired",
       (json_int_t)now, "updated", (json_int_t)now, "nonce", nonce);
   /* Fenced by the token it hands out: the lock keeps its own record,
    * which outlives the document (fence.c's tombstones). */
@@ -290,7 +290,9 @@ static int acquire(dtx_store_t *st, const char *name,
   dtx__exec_init(&ex, st, o->owner, o->ttl_ms, o->deadline_ms);
   if ((rc = dtx__kit_ensure(st, &dtx__lock_pattern)))
     return rc;
-  int64_t until = dtx__mono_ms() + o->wait_ms, pause = 5;
+  /* Saturated: a wait too large for int64 is "wait as long as it takes"
+   * (docs/deadlines.md), not a wait that wrapped and gave up at once. */
+  int64_t until = dtx__add_sat(dtx__mono_ms(), o->wait_ms), pause = 5;
   dtx__contend_t races = {0};
   for (;;) {
     json_t *doc = NULL;
@@ -324,7 +326,8 @@ static int acquire(dtx_store_t *st, const char *name,
       json_decref(doc);
       return rc;
     }
-    int64_t lapse = dtx__int(doc, "expires") - dtx__now_ms() + 1;
+    int64_t lapse =
+        dtx__add_sat(dtx__sub_sat(dtx__int(doc, "expires"), dtx__now_ms()), 1);
     json_decref(doc);
     int64_t nap = pause;
     if (lapse > 0 && lapse < nap)
@@ -409,8 +412,11 @@ static int change(dtx_store_t *st, const char *name, int64_t token,
     }
     if (ttl <= 0)
       ttl = DTX__DEFAULT_LEASE_MS;
+    /* The stored ttl is what any write left (the validator bounds it
+     * below only): saturate, never wrap into a lease that lapsed. */
     update = json_pack("{s:{s:I,s:I}}", "$set", "expires",
-                       (json_int_t)(now + ttl), "updated", (json_int_t)now);
+                       (json_int_t)dtx__add_sat(now, ttl), "updated",
+                       (json_int_t)now);
   }
   json_t *doc = NULL;
   rc = dtx__kit_modify(&ex, release ? "lock.release" : "lock.renew",

@@ -9,7 +9,9 @@
  * single-document update it is alone, behind its own fault point:
  *
  *   round  what, for every order in the lockstep         fault points
- *   1      one find of all the orders ({_id: {$in}})      --
+ *   1      one find of all the orders ({_id: {$in}}),     --
+ *          one of their settlement accounts: what create
+ *          checked, checked again (O6)
  *   2      claim: pending -> confirming (kit move, TAKE)  order.confirm.begin
  *   3      the credits: ONE dtx_transfer_execute_many of  order.credit (each
  *          the transfers order:ID (6 rounds of its own;   order, before the
@@ -232,6 +234,61 @@ static void finish_of(const item_t *it, dtx__move_t *m) {
  * executor.  A credit that did not end succeeded leaves the lockstep:
  * drive() reads that transfer again (its submit is idempotent) and
  * retries, declines or waits as credit() does alone. */
+/* The settlement accounts the orders in the lockstep name, in ONE find:
+ * an object id -> account (NULL when the find failed: every order then
+ * leaves the lockstep, and drive() reads its own). */
+static json_t *settlements(dtx__exec_t *ex, const item_t *its, size_t n) {
+  json_t *ids = json_array(), *map = json_object(), *list = NULL, *d;
+  size_t i;
+  int rc = ids && map ? 0 : DTX_ENOMEM;
+  for (i = 0; rc == 0 && i < n; i++) {
+    const char *s = dtx__str(its[i].o, "settlement");
+    if (its[i].lane == L_LOCK && s &&
+        json_array_append_new(ids, json_string(s)))
+      rc = DTX_ENOMEM;
+  }
+  json_t *f = rc || !json_array_size(ids)
+                  ? NULL
+                  : json_pack("{s:{s:O}}", "_id", "$in", ids);
+  if (rc == 0 && json_array_size(ids))
+    rc = f ? dtx__kit_find(ex, DTX_ACCOUNTS, f, NULL, &list) : DTX_ENOMEM;
+  json_array_foreach(list, i, d) {
+    if (dtx__str(d, "_id"))
+      json_object_set(map, dtx__str(d, "_id"), d);
+  }
+  json_decref(f);
+  json_decref(ids);
+  json_decref(list);
+  if (rc) {
+    json_decref(map);
+    dtx__err_clear();
+    return NULL;
+  }
+  return map;
+}
+
+/* Round 1b, before any write: what create checked, checked again for
+ * every order in the lockstep (O6; their settlement accounts in ONE
+ * find).  An order that fails it, or at an attempt past 1 (which needs
+ * O1's chain read), leaves the lockstep: drive() checks it alone, and
+ * one create would have refused stays pending. */
+static void round_check(dtx__exec_t *ex, item_t *its, size_t n) {
+  json_t *accts = settlements(ex, its, n);
+  for (size_t i = 0; i < n; i++) {
+    item_t *it = &its[i];
+    if (it->lane != L_LOCK)
+      continue;
+    const char *settle = dtx__str(it->o, "settlement");
+    if (!accts || dtx__int(it->o, "attempt") != 1 ||
+        dtx__order_recheck(it->o, settle ? json_object_get(accts, settle)
+                                         : NULL)) {
+      dtx__err_clear();
+      leave(it, 0);
+    }
+  }
+  json_decref(accts);
+}
+
 static void round_credit(dtx__exec_t *ex, item_t *its, size_t n) {
   dtx_transfer_req_t *reqs = calloc(n, sizeof *reqs);
   dtx_transfer_result_t *res = calloc(n, sizeof *res);
@@ -249,14 +306,7 @@ static void round_credit(dtx__exec_t *ex, item_t *its, size_t n) {
     const json_t *o = it->o;
     assert(dtx__state_is(o, DTX_OS_CONFIRMING)); /* O2 */
     assert(dtx__str_is(o, "owner", ex->owner));  /* O4: under its claim */
-    int64_t attempt = dtx__int(o, "attempt");
-    const char *txid = dtx__str(o, "transfer");
-    if (attempt >= 1)
-      dtx__order_tx_id(it->id, attempt, it->tx, sizeof it->tx);
-    if (attempt < 1 || !txid || strcmp(txid, it->tx) != 0) {
-      leave(it, 0); /* not attempt n's transfer: drive() reports it */
-      continue;
-    }
+    dtx__order_tx_id(it->id, 1, it->tx, sizeof it->tx); /* round_check */
     int rc = DTX_FAULTPOINT("order.credit");
     if (rc) {
       fail_item(ex, it, rc, NULL);
@@ -293,6 +343,7 @@ static void run(dtx__exec_t *ex, item_t *its, size_t n) {
   for (i = 0; rc && i < n; i++)
     if (its[i].lane != L_DONE)
       finish_item(&its[i], rc, its[i].o); /* as alone: the order read */
+  round_check(ex, its, n);
   round_move(ex, its, n, claim_of, 0);
   round_credit(ex, its, n);
   round_move(ex, its, n, commit_of, 0);

@@ -25,6 +25,7 @@
  *
  *   transition                     function            fault point
  *   (record pending)               create()            order.create
+ *   (O6 re-check: reads only)      precheck()          --
  *   pending -> canceled            cancel()            order.cancel
  *   pending -> confirming          drive()             order.confirm.begin
  *   (lapsed lease: take it over)   drive(), recover()  order.takeover
@@ -72,7 +73,18 @@
  *     re-reads and carries on from where the order stands.
  *  O5 create is idempotent through the unique _id: the same account,
  *     amount and settlement return the stored order, anything else is
- *     DTX_ECONFLICT. */
+ *     DTX_ECONFLICT.
+ *  O6 What create checked holds whenever money moves: an update can
+ *     change neither account, amount, settlement nor created, nor take a
+ *     state backwards or out of a terminal one (the transition rule, in
+ *     the store's atomic step); and before the claim and before each
+ *     first credit, confirm checks again what create checked -- the
+ *     settlement account exists with no lower limit and is not the
+ *     account, the transfer is the attempt's (dtx__order_recheck) -- and
+ *     O1's chain (attempt n-1 failed), and finishes a confirmed order
+ *     only on its attempt's succeeded credit (O3), for an order written
+ *     past the rules or inserted by hand.  The audit reports what fails
+ *     them (bad_settlement, bad_order, attempt_skipped, not_credited). */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -216,6 +228,118 @@ static int create(dtx__exec_t *ex, const dtx_order_req_t *r, json_t **out) {
 
 /* ---- confirm ------------------------------------------------------------------- */
 
+int dtx__order_recheck(const json_t *o, const json_t *acct) {
+  const char *id = dtx__str(o, "_id") ? dtx__str(o, "_id") : "?";
+  const char *account = dtx__str(o, "account");
+  const char *settle = dtx__str(o, "settlement");
+  const char *txid = dtx__str(o, "transfer");
+  const json_t *amount = json_object_get(o, "amount");
+  int64_t attempt = dtx__int(o, "attempt");
+  char want[160];
+  if (!account || !settle || dtx__check_ident("account id", account) ||
+      dtx__check_ident("settlement account id", settle) ||
+      strcmp(account, settle) == 0)
+    return dtx__err(DTX_ESTATE, "order %s: its account '%s' and settlement "
+                    "'%s' are not two account ids, as create demands; left "
+                    "for an operator (the audit reports it)", id,
+                    account ? account : "?", settle ? settle : "?");
+  if (!json_is_integer(amount) || json_integer_value(amount) <= 0)
+    return dtx__err(DTX_ESTATE, "order %s: its amount is not a positive "
+                    "integer; left for an operator (the audit reports it)",
+                    id);
+  dtx__order_tx_id(id, attempt >= 1 ? attempt : 1, want, sizeof want);
+  if (!txid || attempt < 1 || strcmp(txid, want) != 0)
+    return dtx__err(DTX_ESTATE, "order %s: its transfer '%s' is not attempt "
+                    "%lld's (%s); left for an operator (the audit reports "
+                    "it)", id, txid ? txid : "?", (long long)attempt, want);
+  if (!acct)
+    return dtx__err(DTX_ESTATE, "order %s: its settlement account '%s' does "
+                    "not exist; left for an operator (the audit reports it)",
+                    id, settle);
+  if (!json_is_null(json_object_get(acct, "min_balance")))
+    return dtx__err(DTX_ESTATE, "order %s: its settlement account '%s' has a "
+                    "lower limit, so it is not a settlement account (create "
+                    "refuses one); nothing is taken from it; left for an "
+                    "operator (the audit reports it)", id, settle);
+  return 0;
+}
+
+/* O1 for an attempt n > 1, whoever recorded it: its credit is first
+ * submitted only once attempt n-1's transfer is failed, as order.retry
+ * demands of the move that records n -- an attempt raised by hand while
+ * n-1 is still moving money would credit twice.  Once n's transfer
+ * exists, the call that submitted it made this check. */
+static int check_chain(dtx__exec_t *ex, const char *id, int64_t attempt,
+                       const char *txid) {
+  json_t *tx = NULL;
+  char prev[160];
+  int rc = dtx__kit_get(ex, DTX_TRANSFERS, txid, &tx);
+  json_decref(tx);
+  tx = NULL;
+  if (rc != DTX_ENOTFOUND)
+    return rc;
+  dtx__order_tx_id(id, attempt - 1, prev, sizeof prev);
+  rc = dtx__kit_get(ex, DTX_TRANSFERS, prev, &tx);
+  if (rc == 0 && !dtx__state_is(tx, DTX_ST_FAILED))
+    rc = dtx__err(DTX_ESTATE, "order %s is at attempt %lld, but attempt "
+                  "%lld's transfer %s is %s, not failed: no second credit is "
+                  "submitted; left for an operator (the audit reports a "
+                  "double credit)", id, (long long)attempt,
+                  (long long)attempt - 1, prev,
+                  dtx__str(tx, "state") ? dtx__str(tx, "state") : "?");
+  else if (rc == DTX_ENOTFOUND)
+    rc = dtx__err(DTX_ESTATE, "order %s is at attempt %lld, but attempt "
+                  "%lld's transfer %s does not exist, so nothing shows that "
+                  "it failed: no credit is submitted; left for an operator",
+                  id, (long long)attempt, (long long)attempt - 1, prev);
+  json_decref(tx);
+  return rc;
+}
+
+/* What create checked, before the credit moves money (dtx__order_recheck,
+ * with the settlement account read now), and O1's chain of attempts. */
+static int precheck(dtx__exec_t *ex, const json_t *o) {
+  json_t *acct = NULL;
+  const char *settle = dtx__str(o, "settlement");
+  int rc = settle && dtx__check_ident("settlement account id", settle) == 0
+               ? dtx__kit_get(ex, DTX_ACCOUNTS, settle, &acct)
+               : DTX_ENOTFOUND;
+  if (rc == 0 || rc == DTX_ENOTFOUND)
+    rc = dtx__order_recheck(o, acct);
+  json_decref(acct);
+  if (rc == 0 && dtx__int(o, "attempt") > 1)
+    rc = check_chain(ex, dtx__str(o, "_id"), dtx__int(o, "attempt"),
+                     dtx__str(o, "transfer"));
+  return rc;
+}
+
+/* O3 for a confirmed order this call did not credit (taken over, or
+ * written so by hand): it is finished only when its current attempt's
+ * transfer is read succeeded, moving its amount from its settlement to
+ * its account. */
+static int check_credited(dtx__exec_t *ex, const json_t *o) {
+  const char *id = dtx__str(o, "_id"), *txid = dtx__str(o, "transfer");
+  json_t *tx = NULL;
+  char want[160];
+  int64_t attempt = dtx__int(o, "attempt");
+  dtx__order_tx_id(id, attempt >= 1 ? attempt : 1, want, sizeof want);
+  int rc = txid && attempt >= 1 && strcmp(txid, want) == 0
+               ? dtx__kit_get(ex, DTX_TRANSFERS, txid, &tx)
+               : DTX_ENOTFOUND;
+  if (rc == 0 && dtx__state_is(tx, DTX_ST_SUCCEEDED) &&
+      dtx__str_is(tx, "from", dtx__str(o, "settlement")) &&
+      dtx__str_is(tx, "to", dtx__str(o, "account")) &&
+      json_equal(json_object_get(tx, "amount"), json_object_get(o, "amount")))
+    rc = 0;
+  else if (rc == 0 || rc == DTX_ENOTFOUND)
+    rc = dtx__err(DTX_ESTATE, "order %s is confirmed, but %s: it is not "
+                  "finished; left for an operator (the audit reports it)",
+                  id, rc ? "its attempt's credit does not exist"
+                         : "its credit did not succeed as the order says");
+  json_decref(tx);
+  return rc;
+}
+
 /* The failure reasons after which a credit is simply tried again under a
  * new attempt: its executor was fenced off, or an operator canceled the
  * transfer.  Any other reason is a decline (the account is gone, its
@@ -227,23 +351,22 @@ static int retryable(const json_t *tx) {
 
 /* The credit of a confirming order o this executor holds: the transfer of
  * its current attempt, submitted (idempotent) and driven to its end; then
- * confirming -> confirmed, or the next attempt.  *declines: how many
- * declined attempts this call may still retry. */
-static int credit(dtx__exec_t *ex, const json_t *o, int *declines,
-                  json_t **out) {
+ * confirming -> confirmed, or the next attempt.  checked: this call made
+ * precheck() of o already.  *declines: how many declined attempts this
+ * call may still retry. */
+static int credit(dtx__exec_t *ex, const json_t *o, int checked,
+                  int *declines, json_t **out) {
   const char *id = dtx__str(o, "_id"), *txid = dtx__str(o, "transfer");
   int64_t attempt = dtx__int(o, "attempt");
-  char want[160], next[160];
+  char next[160];
   json_t *tx = NULL, *done = NULL;
   *out = NULL;
   assert(dtx__state_is(o, DTX_OS_CONFIRMING)); /* O2 */
   assert(dtx__str_is(o, "owner", ex->owner));  /* O4: under its claim */
-  dtx__order_tx_id(id, attempt >= 1 ? attempt : 1, want, sizeof want);
-  if (!txid || attempt < 1 || strcmp(txid, want) != 0)
-    return dtx__err(DTX_ESTATE, "order %s: its transfer '%s' is not attempt "
-                    "%lld's (%s); left for an operator (the audit reports "
-                    "it)", id, txid ? txid : "?", (long long)attempt, want);
-  int rc = DTX_FAULTPOINT("order.credit");
+  int rc = checked ? 0 : precheck(ex, o); /* O6, O1 */
+  if (rc)
+    return rc;
+  rc = DTX_FAULTPOINT("order.credit");
   if (rc)
     return rc;
   dtx_transfer_req_t req = {.id = txid, .from = dtx__str(o, "settlement"),
@@ -299,7 +422,11 @@ int dtx__order_drive(dtx__exec_t *ex, const json_t *start, int declines,
                      json_t **out) {
   json_t *o = json_incref((json_t *)start), *next = NULL;
   char id[TRADE_MAX + 1];
-  int rc = 0;
+  int rc = 0, credited = 0; /* credited: this call read its credit
+                                succeeded and committed it (O3) */
+  int64_t checked = 0; /* the attempt this call made precheck() for (O6,
+                          O1), or knows the chain of: a retry read the
+                          attempt before it failed */
   snprintf(id, sizeof id, "%s", dtx__str(o, "_id"));
   for (int guard = 0; guard < 1000; guard++) {
     next = NULL;
@@ -311,6 +438,11 @@ int dtx__order_drive(dtx__exec_t *ex, const json_t *start, int declines,
       break;
     }
     if (dtx__state_is(o, DTX_OS_PENDING)) {
+      /* O6 before the claim: an order create would have refused stays
+       * pending, untouched. */
+      if (checked != dtx__int(o, "attempt") && (rc = precheck(ex, o)))
+        break;
+      checked = dtx__int(o, "attempt");
       rc = move(ex, "order.confirm.begin", o, DTX_OS_PENDING,
                 DTX_OS_CONFIRMING, DTX__TAKE, NULL, NULL, &next);
     } else if (!dtx__state_is(o, DTX_OS_CONFIRMING) &&
@@ -327,8 +459,11 @@ int dtx__order_drive(dtx__exec_t *ex, const json_t *start, int declines,
         rc = dtx__kit_takeover(ex, OK_KIND, o, "order.takeover", NULL, NULL,
                                NULL, &next);
     } else if (dtx__state_is(o, DTX_OS_CONFIRMING)) {
-      rc = credit(ex, o, &declines, &next);
-    } else {
+      rc = credit(ex, o, checked == dtx__int(o, "attempt"), &declines,
+                  &next);
+      checked = rc == 0 && next ? dtx__int(next, "attempt") : 0;
+      credited = rc == 0 && dtx__state_is(next, DTX_OS_CONFIRMED);
+    } else if (credited || (rc = check_credited(ex, o)) == 0) {
       rc = move(ex, "order.finish", o, DTX_OS_CONFIRMED, DTX_OS_SUCCESS,
                 DTX__FENCED,
                 NULL, json_pack("{s:n,s:I}", "owner", "lease_until",
@@ -415,6 +550,11 @@ int dtx_order_create(dtx_store_t *st, const dtx_order_req_t *req,
   dtx__call_begin(&c, 0);
   dtx__exec_init(&ex, st, NULL, 0, 0);
   return dtx__call_end(&c, create(&ex, req, out));
+}
+
+int dtx_order_id_check(const char *trade_id) {
+  dtx__err_clear();
+  return dtx__order_check_id(trade_id);
 }
 
 int dtx_order_confirm(dtx_store_t *st, const char *trade_id,
@@ -559,10 +699,33 @@ static const char order_shape[] =
 #undef ID
 #undef LONG
 
+/* What an update of an order may change (docs/validation.md, "Transition
+ * rules"; O6): what create checked never changes, the attempt and the
+ * epoch only grow, and the state moves only along the diagram -- nothing
+ * returns to pending (O2), and a terminal order takes no update at all
+ * (nor does a pending one, but its claim or cancel).  A move's other
+ * preconditions are in other documents (O1: attempt n failed, O3: the
+ * credit succeeded), which no rule of one document sees: the steps
+ * re-check them (credit(), drive()) and the audit reports them. */
+#define MOVE(a, b)                                                          \
+  "{\"name\":\"" a "->" b "\",\"from\":{\"state\":\"" a "\"},"            \
+  "\"to\":{\"state\":\"" b "\"}}"
+static const char order_transition[] =
+    "{\"immutable\":[\"account\",\"amount\",\"settlement\",\"created\"],"
+    "\"increasing\":[\"attempt\",\"epoch\"],\"moves\":["
+    MOVE(DTX_OS_PENDING, DTX_OS_CONFIRMING) ","
+    MOVE(DTX_OS_PENDING, DTX_OS_CANCELED) ","
+    MOVE(DTX_OS_CONFIRMING, DTX_OS_CONFIRMING) ","
+    MOVE(DTX_OS_CONFIRMING, DTX_OS_CONFIRMED) ","
+    MOVE(DTX_OS_CONFIRMED, DTX_OS_CONFIRMED) ","
+    MOVE(DTX_OS_CONFIRMED, DTX_OS_SUCCESS) "]}";
+#undef MOVE
+
 static const dtx__rules_def_t rules[] = {
     /* Only a canceled order goes: it never had a transfer (O2).  Any other
      * explains a credit, or may still get one. */
-    {DTX__ORDERS, order_shape, "{\"state\":\"" DTX_OS_CANCELED "\"}", NULL},
+    {DTX__ORDERS, order_shape, "{\"state\":\"" DTX_OS_CANCELED "\"}",
+     order_transition},
     {NULL, NULL, NULL, NULL},
 };
 

@@ -60,6 +60,13 @@ int dtx__order_drive(dtx__exec_t *ex, const json_t *start, int declines,
 int dtx__order_end(dtx__exec_t *ex, const char *id, int rc, json_t *o,
                    json_t **out);
 
+/* What create checked of order o, checked again before its credit moves
+ * money (O6): its account and settlement two distinct account ids, its
+ * amount a positive integer, its transfer the current attempt's, and its
+ * settlement account acct (borrowed; NULL: it does not exist) without a
+ * lower limit.  0, or DTX_ESTATE naming what is wrong. */
+int dtx__order_recheck(const json_t *o, const json_t *acct);
+
 /* audit.c */
 int dtx__order_audit(dtx__audit_t *a);
 

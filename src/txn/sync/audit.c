@@ -5,7 +5,16 @@
  *   - a dependent linked to a master WITHOUT a flag must carry the
  *     master's copied fields ("sync_mismatch" otherwise), and never a
  *     version above the master's ("sync_version");
- *   - a rule document that is not a valid rule is a "bad_rule".
+ *   - a flag that is not one the protocol writes (no stamp, times that
+ *     are not integers, a lease longer than any executor's) is a
+ *     "bad_sync_flag": a plain write could otherwise keep a change from
+ *     repair for ever by moving its lease far ahead;
+ *   - a master version that is not a positive integer is a
+ *     "sync_version" (the transition rule keeps it from falling back);
+ *   - a rule document that is not a valid rule is a "bad_rule", two
+ *     rules that cannot both hold (dtx__sync_clash) a "sync_rule_clash",
+ *     and a rule whose collections lack its transition rules a
+ *     "sync_guard" (sync repair, recover and worker put it back).
  * Masters and dependents are the user's collections: they are read with
  * plain finds (no shape rules of ours apply to them); a dependent whose
  * master does not exist is counted ("orphans"), not judged. */
@@ -27,6 +36,20 @@ static char *text_of(const json_t *v) {
            : NULL;
 }
 
+/* Could flag be one the master step wrote: {stamp, at, until} with a
+ * lease no executor could take (until - at <= DTX__MAX_LEASE_MS)? */
+static int good_flag(const json_t *flag) {
+  const json_t *at = json_object_get(flag, "at");
+  const json_t *until = json_object_get(flag, "until");
+  if (!json_is_object(flag) || !dtx__str(flag, "stamp") ||
+      !json_is_integer(at) || !json_is_integer(until))
+    return 0;
+  /* A lease ending before it began is merely lapsed (repair takes it). */
+  int64_t a = json_integer_value(at), u = json_integer_value(until);
+  return u <= a || (a < 0 ? u <= a + DTX__MAX_LEASE_MS
+                          : u - a <= DTX__MAX_LEASE_MS);
+}
+
 /* Masters of r by the text of their _id (a new object in *map). */
 static int load_masters(dtx__audit_t *a, const dtx__sync_rule_t *r,
                         json_t **map, counts_t *n) {
@@ -42,7 +65,25 @@ static int load_masters(dtx__audit_t *a, const dtx__sync_rule_t *r,
     if (key)
       json_object_set(*map, key, m);
     const json_t *flag = dtx__sync_get(m, r->fpath);
-    if (flag) {
+    /* _syncm.NAME, once a change made it (or _syncm when that is no
+     * object): its v must be a version. */
+    const json_t *sm = json_object_get(m, DTX__SYNC_MASTER);
+    const json_t *mine = json_is_object(sm) ? json_object_get(sm, r->name)
+                                            : sm;
+    const json_t *v = dtx__sync_get(m, r->vpath);
+    if (mine && !(json_is_integer(v) && json_integer_value(v) >= 1))
+      dtx__audit_finding(a, "sync_version", "rule %s: master %s of %s has "
+                         "%s that holds no version (a positive integer v)",
+                         r->name, key ? key : "?", r->master, r->vpath);
+    if (flag && !good_flag(flag)) {
+      n->flags++;
+      dtx__audit_finding(a, "bad_sync_flag", "rule %s: master %s of %s has "
+                         "a flag doctx did not write (a string stamp, "
+                         "integer at and until, a lease of at most %lld "
+                         "ms): run doctx sync update to replace it", r->name,
+                         key ? key : "?", r->master,
+                         (long long)DTX__MAX_LEASE_MS);
+    } else if (flag) {
       n->flags++;
       if (a->flags & DTX_AUDIT_SETTLED)
         dtx__audit_finding(a, "stale_sync_flag", "rule %s: master %s of %s "
@@ -57,7 +98,7 @@ static int load_masters(dtx__audit_t *a, const dtx__sync_rule_t *r,
                            key ? key : "?", r->master,
                            dtx__str(flag, "owner") ? dtx__str(flag, "owner")
                                                    : "?",
-                           (long long)(now - dtx__int(flag, "at")));
+                           (long long)dtx__sub_sat(now, dtx__int(flag, "at")));
       else
         dtx__audit_unsettled(a, 1);
     }
@@ -126,28 +167,55 @@ static int audit_rule(dtx__audit_t *a, const dtx__sync_rule_t *r,
   return 0;
 }
 
+/* Checks of the rules themselves: each one's guard on its masters,
+ * and every pair against dtx__sync_clash (two defines racing pass the
+ * define's own check). */
+static int audit_rules(dtx__audit_t *a, const dtx__sync_rule_t *all,
+                       size_t n) {
+  char why[600];
+  for (size_t i = 0; i < n; i++) {
+    int missing = 0;
+    int rc = dtx__sync_guard(a->st, &all[i], 1, why, sizeof why, &missing);
+    if (rc)
+      return rc;
+    if (missing)
+      dtx__audit_finding(a, "sync_guard", "sync rule %s: %s (a plain write "
+                         "could lower a version): run doctx sync repair",
+                         all[i].name, why);
+    for (size_t j = i + 1; j < n; j++)
+      if (dtx__sync_clash(&all[i], &all[j], why, sizeof why))
+        dtx__audit_finding(a, "sync_rule_clash", "%s", why);
+  }
+  return 0;
+}
+
 int dtx__sync_audit(dtx__audit_t *a) {
   json_t *rules = NULL, *doc;
   const char *id;
   counts_t n = {0};
+  dtx__sync_rule_t *all = NULL;
+  size_t nall = 0;
   int rc = dtx__audit_load(a, DTX__SYNC_RULES, &rules);
   if (rc)
     return rc;
+  if (json_object_size(rules) &&
+      !(all = calloc(json_object_size(rules), sizeof *all)))
+    rc = DTX_ENOMEM;
   json_object_foreach(rules, id, doc) {
-    dtx__sync_rule_t r;
-    n.rules++;
-    rc = dtx__sync_rule_parse(doc, &r);
-    if (rc) {
-      dtx__audit_finding(a, "bad_rule", "sync rule %s: %s", id,
-                         dtx_errdetail());
-      rc = 0;
-    } else {
-      rc = audit_rule(a, &r, &n);
-    }
-    dtx__sync_rule_free(&r);
     if (rc)
       break;
+    n.rules++;
+    if (dtx__sync_rule_parse(doc, &all[nall]) == 0) {
+      rc = audit_rule(a, &all[nall++], &n);
+      continue;
+    }
+    dtx__audit_finding(a, "bad_rule", "sync rule %s: %s", id,
+                       dtx_errdetail());
+    dtx__sync_rule_free(&all[nall]);
   }
+  if (rc == 0)
+    rc = audit_rules(a, all, nall);
+  dtx__sync_rules_free(all, nall);
   json_decref(rules);
   if (rc)
     return rc;

@@ -1,4 +1,4 @@
-/* sync.c -- the sync flag (solution 1 of the reference, issue 10): a
+/* sync.c -- the sync flag (solution 1 of the reference): a
  * change of a master document (a user's name) copied into its dependents
  * (the user's comments), with a flag that lets any process finish a
  * change that was interrupted.  docs/sync.md has the long form.
@@ -42,275 +42,25 @@
  *      writes at most the dependents it found.
  * A retried master step whose first attempt landed (its reply lost)
  * matches nothing (the filter demands another stamp): the stamp read back
- * says it was ours. */
+ * says it was ours.
+ *
+ * Rules sharing a master (docs/sync.md): the diagram runs once per rule.
+ * A change through NAME takes every rule on the same master collection
+ * whose SRC fields its UPDATE can change (affected()), and its ONE master
+ * step moves each of them clean/flagged -> flagged(S, v_rule) with one
+ * stamp S; each is then propagated and cleared on its own, and each
+ * rule's repair finds its own flag.  So invariant 3 holds for every rule
+ * after any crash, not only for the rule named. */
 #include "txn/sync/sync.h"
 
 #include <assert.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "doc/doc.h"
 #include "store/store.h"
 #include "util/err.h"
-
-/* ---- rules ------------------------------------------------------------------ */
-
-static int check_name(const char *name) {
-  return dtx__check_word("sync rule name", name, 64, "_-");
-}
-
-/* The first segment of path is one of doctx's fields. */
-static int reserved(const char *path) {
-  static const char *const f[] = {DTX__SYNC_MASTER, DTX__SYNC_FLAG,
-                                  DTX__SYNC_DEP, NULL};
-  size_t n = strcspn(path, ".");
-  for (int i = 0; f[i]; i++)
-    if (strlen(f[i]) == n && strncmp(path, f[i], n) == 0)
-      return 1;
-  return 0;
-}
-
-static int check_path(const char *rule, const char *what, const char *path) {
-  if (!path || !*path || strlen(path) > 200)
-    return dtx__err(DTX_EINVAL, "sync rule %s: %s field path '%s': must be "
-                    "1..200 bytes", rule, what, path ? path : "");
-  if (dtx__path_check(path, DTX_EINVAL))
-    return dtx__err(DTX_EINVAL, "sync rule %s: %s field path '%s': empty "
-                    "segment or a segment starting with $", rule, what, path);
-  if (reserved(path))
-    return dtx__err(DTX_EINVAL, "sync rule %s: %s field path '%s' is one of "
-                    "doctx's (%s, %s, %s)", rule, what, path, DTX__SYNC_MASTER,
-                    DTX__SYNC_FLAG, DTX__SYNC_DEP);
-  return 0;
-}
-
-/* a equals b, or one is a prefix of the other at a segment boundary. */
-static int overlaps(const char *a, const char *b) {
-  size_t la = strlen(a), lb = strlen(b), n = la < lb ? la : lb;
-  return strncmp(a, b, n) == 0 && (la == lb || (la < lb ? b : a)[n] == '.');
-}
-
-/* A protocol's own collections are guarded by its rules and read by its
- * recovery: copying into them, or versioning them, is not for users. */
-static int check_coll(const char *rule, const char *what, const char *coll) {
-  char w[200];
-  snprintf(w, sizeof w, "sync rule %s: %s", rule, what);
-  return dtx__check_user_coll(w, coll);
-}
-
-static int fmt_path(char *buf, size_t n, const char *a, const char *name,
-                    const char *b) {
-  int k = snprintf(buf, n, "%s.%s%s", a, name, b);
-  return k > 0 && (size_t)k < n ? 0 : DTX_EINVAL;
-}
-
-int dtx__sync_rule_parse(const json_t *doc, dtx__sync_rule_t *r) {
-  memset(r, 0, sizeof *r);
-  r->doc = json_incref((json_t *)doc);
-  r->name = dtx__str(doc, "_id");
-  r->master = dtx__str(doc, "master");
-  r->dependents = dtx__str(doc, "dependents");
-  r->link = dtx__str(doc, "link");
-  int rc = check_name(r->name);
-  const char *n = r->name;
-  if (rc == 0)
-    rc = check_coll(n, "master", r->master);
-  if (rc == 0)
-    rc = check_coll(n, "dependents", r->dependents);
-  if (rc == 0)
-    rc = check_path(n, "link", r->link);
-  if (rc == 0 && (strcmp(r->link, "_id") == 0 ||
-                  strncmp(r->link, "_id.", 4) == 0))
-    rc = dtx__err(DTX_EINVAL, "sync rule %s: the link field cannot be _id",
-                  n);
-  const json_t *copy = json_object_get(doc, "copy");
-  if (rc == 0 && (!json_is_array(copy) || json_array_size(copy) == 0 ||
-                  json_array_size(copy) > DTX__SYNC_MAX_COPY))
-    rc = dtx__err(DTX_EINVAL, "sync rule %s: expected 1..%d SRC:DST pairs",
-                  n, DTX__SYNC_MAX_COPY);
-  for (size_t i = 0; rc == 0 && i < json_array_size(copy); i++) {
-    const json_t *p = json_array_get(copy, i);
-    const char *src = dtx__str(p, "src"), *dst = dtx__str(p, "dst");
-    rc = check_path(n, "copied SRC", src);
-    if (rc == 0)
-      rc = check_path(n, "copied DST", dst);
-    if (rc == 0 && (strcmp(dst, "_id") == 0 || strncmp(dst, "_id.", 4) == 0))
-      rc = dtx__err(DTX_EINVAL, "sync rule %s: DST cannot be _id", n);
-    if (rc == 0 && overlaps(dst, r->link))
-      rc = dtx__err(DTX_EINVAL, "sync rule %s: DST '%s' overlaps the link "
-                    "field '%s'", n, dst, r->link);
-    for (size_t j = 0; rc == 0 && j < r->ncopy; j++)
-      if (overlaps(dst, r->dst[j]))
-        rc = dtx__err(DTX_EINVAL, "sync rule %s: DST '%s' %s '%s' (each "
-                      "dependent field is written from one SRC)", n, dst,
-                      strcmp(dst, r->dst[j]) == 0 ? "given twice, as"
-                                                  : "overlaps",
-                      r->dst[j]);
-    if (rc == 0) {
-      r->src[r->ncopy] = src;
-      r->dst[r->ncopy++] = dst;
-    }
-  }
-  if (rc == 0 && (fmt_path(r->vpath, sizeof r->vpath, DTX__SYNC_MASTER, n,
-                           ".v") ||
-                  fmt_path(r->spath, sizeof r->spath, DTX__SYNC_MASTER, n,
-                           ".stamp") ||
-                  fmt_path(r->fpath, sizeof r->fpath, DTX__SYNC_FLAG, n, "") ||
-                  fmt_path(r->fstamp, sizeof r->fstamp, DTX__SYNC_FLAG, n,
-                           ".stamp") ||
-                  fmt_path(r->dpath, sizeof r->dpath, DTX__SYNC_DEP, n, "")))
-    rc = dtx__err(DTX_EINVAL, "sync rule %s: name too long", n);
-  return rc;
-}
-
-void dtx__sync_rule_free(dtx__sync_rule_t *r) {
-  json_decref(r->doc);
-  memset(r, 0, sizeof *r);
-}
-
-int dtx__sync_rule_load(dtx__exec_t *ex, const char *name,
-                        dtx__sync_rule_t *r) {
-  json_t *doc = NULL;
-  memset(r, 0, sizeof *r);
-  int rc = check_name(name);
-  if (rc == 0)
-    rc = dtx__kit_get(ex, DTX__SYNC_RULES, name, &doc);
-  if (rc == DTX_ENOTFOUND)
-    rc = dtx__err(DTX_ENOTFOUND, "no sync rule '%s'", name);
-  if (rc == 0) {
-    rc = dtx__sync_rule_parse(doc, r);
-    if (rc) /* changed by hand around the validator: say which */
-      rc = dtx__err_wrap(rc, "stored sync rule '%s' is not valid", name);
-  }
-  json_decref(doc);
-  return rc;
-}
-
-/* "a:b,c:d" -> [{src:a, dst:b}, {src:c, dst:d}] (checked by
- * dtx__sync_rule_parse afterwards). */
-static int parse_copy(const char *name, const char *spec, json_t **out) {
-  *out = NULL;
-  if (!spec || !*spec)
-    return dtx__err(DTX_EINVAL, "sync rule %s: --copy SRC:DST[,SRC:DST...] "
-                    "is required", name);
-  json_t *arr = json_array();
-  const char *p = spec;
-  while (arr) {
-    size_t len = strcspn(p, ",");
-    const char *colon = memchr(p, ':', len);
-    if (!colon || memchr(colon + 1, ':', len - (size_t)(colon - p) - 1) ||
-        colon == p || colon + 1 == p + len) {
-      json_decref(arr);
-      return dtx__err(DTX_EINVAL, "sync rule %s: copy pair '%.*s': expected "
-                      "SRC:DST", name, (int)len, p);
-    }
-    json_t *pair = json_pack("{s:s%,s:s%}", "src", p, (size_t)(colon - p),
-                             "dst", colon + 1,
-                             (size_t)(p + len - colon - 1));
-    if (!pair || json_array_append_new(arr, pair)) {
-      json_decref(arr);
-      return DTX_ENOMEM;
-    }
-    if (!p[len])
-      break;
-    p += len + 1;
-  }
-  *out = arr;
-  return arr ? 0 : DTX_ENOMEM;
-}
-
-static int same_rule(const json_t *a, const json_t *b) {
-  static const char *const k[] = {"master", "dependents", "link", "copy",
-                                  NULL};
-  for (int i = 0; k[i]; i++)
-    if (!json_equal(json_object_get(a, k[i]), json_object_get(b, k[i])))
-      return 0;
-  return 1;
-}
-
-/* The link index of the dependents, the flag's sparse index of the
- * masters: both idempotent, so every define may make them. */
-static int rule_indexes(dtx_store_t *st, const dtx__sync_rule_t *r) {
-  char at[200];
-  snprintf(at, sizeof at, "%s.at", r->fpath);
-  json_t *k1 = json_pack("{s:i}", r->link, 1), *k2 = json_pack("{s:i}", at, 1);
-  dtx_index_opts_t sparse = {.sparse = 1};
-  int rc = k1 && k2 ? dtx_store_create_index(st, r->dependents, k1, NULL, NULL)
-                    : DTX_ENOMEM;
-  if (rc == 0)
-    rc = dtx_store_create_index(st, r->master, k2, &sparse, NULL);
-  json_decref(k1);
-  json_decref(k2);
-  return rc ? dtx__err_wrap(rc, "sync rule %s: creating its indexes", r->name)
-            : 0;
-}
-
-int dtx_sync_rule_define(dtx_store_t *st, const dtx_sync_rule_t *rule,
-                         json_t **out) {
-  dtx__exec_t ex;
-  dtx__call_t c;
-  dtx__sync_rule_t r = {0};
-  json_t *copy = NULL, *doc = NULL, *cur = NULL;
-  if (out)
-    *out = NULL;
-  dtx__exec_init(&ex, st, NULL, 0, 0);
-  dtx__call_begin(&c, ex.deadline_ms);
-  int rc = rule ? check_name(rule->name)
-                : dtx__err(DTX_EINVAL, "sync rule: NULL");
-  if (rc == 0)
-    rc = parse_copy(rule->name, rule->copy, &copy);
-  if (rc == 0 && !(doc = json_pack("{s:s,s:s?,s:s?,s:s?,s:O,s:I}", "_id",
-                                   rule->name, "master", rule->master,
-                                   "dependents", rule->dependents, "link",
-                                   rule->link, "copy", copy, "created",
-                                   (json_int_t)dtx__now_ms())))
-    rc = DTX_ENOMEM;
-  if (rc == 0)
-    rc = dtx__sync_rule_parse(doc, &r);
-  if (rc == 0)
-    rc = dtx__kit_ensure(st, &dtx__sync_pattern);
-  if (rc == 0) {
-    rc = dtx__kit_get(&ex, DTX__SYNC_RULES, rule->name, &cur);
-    if (rc == DTX_ENOTFOUND) {
-      /* Indexes first: a rule on record is one any process may repair
-       * through them. */
-      rc = rule_indexes(st, &r);
-      if (rc == 0)
-        rc = dtx__kit_insert(&ex, "sync.rule", DTX__SYNC_RULES, doc);
-      if (rc == 0)
-        cur = json_incref(doc);
-      else if (rc == DTX_EDUPKEY) /* a racing define, or a lost reply */
-        rc = dtx__kit_get(&ex, DTX__SYNC_RULES, rule->name, &cur);
-    } else if (rc == 0) {
-      rc = rule_indexes(st, &r); /* a define that crashed in between */
-    }
-  }
-  if (rc == 0 && !same_rule(cur, doc))
-    rc = dtx__err(DTX_ECONFLICT, "sync rule '%s' exists with another "
-                  "definition (rules are never replaced; choose a new name)",
-                  rule->name);
-  if (rc == 0 && out)
-    *out = json_incref(cur);
-  dtx__sync_rule_free(&r);
-  json_decref(copy);
-  json_decref(doc);
-  json_decref(cur);
-  return dtx__call_end(&c, rc);
-}
-
-int dtx_sync_rule_get(dtx_store_t *st, const char *name, json_t **out) {
-  dtx__exec_t ex;
-  dtx__call_t c;
-  *out = NULL;
-  dtx__exec_init(&ex, st, NULL, 0, 0);
-  dtx__call_begin(&c, ex.deadline_ms);
-  int rc = check_name(name);
-  if (rc == 0)
-    rc = dtx__kit_get(&ex, DTX__SYNC_RULES, name, out);
-  if (rc == DTX_ENOTFOUND)
-    rc = dtx__err(DTX_ENOTFOUND, "no sync rule '%s'", name);
-  return dtx__call_end(&c, rc);
-}
 
 /* ---- propagation ------------------------------------------------------------ */
 
@@ -404,42 +154,134 @@ int dtx__sync_clear(dtx__exec_t *ex, const dtx__sync_rule_t *r,
 static int check_update(const char *rule, const json_t *u) {
   char what[96];
   snprintf(what, sizeof what, "sync update %s", rule);
-  return dtx__check_op_update(what, u, reserved, "the master",
+  return dtx__check_op_update(what, u, dtx__sync_reserved, "the master",
                               DTX__SYNC_MASTER ", " DTX__SYNC_FLAG " and "
                               DTX__SYNC_DEP);
 }
 
-/* UPDATE + $inc v + $set {stamp, flag}: the master step's update. */
-static json_t *master_update(const dtx__exec_t *ex, const dtx__sync_rule_t *r,
+/* One segment of an UPDATE's path against one of a SRC's: a positional
+ * ($, $[], $[id]) or numeric segment may stand for any field, so it
+ * matches whatever the SRC holds there. */
+static int seg_hits(const char *u, size_t un, const char *s, size_t sn) {
+  int wild = un > 0 && u[0] == '$';
+  for (size_t i = 0; !wild && i < un && u[i] >= '0' && u[i] <= '9'; i++)
+    wild = i + 1 == un;
+  return wild || (un == sn && memcmp(u, s, un) == 0);
+}
+
+/* Does writing upath change what src reads (one path inside, or equal
+ * to, the other)? */
+static int path_hits(const char *upath, const char *src) {
+  while (*upath && *src) {
+    size_t un = strcspn(upath, "."), sn = strcspn(src, ".");
+    if (!seg_hits(upath, un, src, sn))
+      return 0;
+    upath += un + (upath[un] == '.');
+    src += sn + (src[sn] == '.');
+  }
+  return 1;
+}
+
+/* Can UPDATE change a field rule r copies?  Every operator doctx knows
+ * names the paths it writes as its keys ($rename its values too); an
+ * operator it does not know counts as writing everything, so a rule is
+ * never left out by a guess. */
+static int update_hits(const json_t *u, const dtx__sync_rule_t *r) {
+  static const char *const known[] = {
+      "$set", "$unset", "$inc", "$mul", "$min", "$max", "$rename",
+      "$currentDate", "$push", "$pull", "$pullAll", "$addToSet", "$pop",
+      "$bit", "$setOnInsert", NULL};
+  const char *op, *path;
+  json_t *args, *v;
+  json_object_foreach((json_t *)u, op, args) {
+    int k = 0;
+    while (known[k] && strcmp(known[k], op) != 0)
+      k++;
+    if (!known[k] || !json_is_object(args))
+      return 1;
+    json_object_foreach(args, path, v) {
+      const char *to = strcmp(op, "$rename") == 0 && json_is_string(v)
+                           ? json_string_value(v) : NULL;
+      for (size_t i = 0; i < r->ncopy; i++)
+        if (path_hits(path, r->src[i]) || (to && path_hits(to, r->src[i])))
+          return 1;
+    }
+  }
+  return 0;
+}
+
+/* The rules a change of a master through rule `named` must propagate
+ * (docs/sync.md "Rules sharing a master"): named itself (first, taken
+ * over: *named is emptied), and every other rule on the same master
+ * collection whose copied fields UPDATE can change.  A stored rule that
+ * is not valid is left out: rules are immutable, so one can only be
+ * written so by hand (the audit reports it, bad_rule), and refusing every
+ * change for it would let one plain insert stop all of them. */
+static int affected(dtx__exec_t *ex, dtx__sync_rule_t *named,
+                    const json_t *update, dtx__sync_rule_t **set,
+                    size_t *n) {
+  dtx__sync_rule_t *all = NULL;
+  size_t nall = 0;
+  json_t *q = json_pack("{s:s}", "master", named->master);
+  int rc = q ? dtx__sync_rules_all(ex, q, &all, &nall) : DTX_ENOMEM;
+  json_decref(q);
+  *set = NULL;
+  *n = 0;
+  if (rc == 0 && !(*set = calloc(nall + 1, sizeof **set)))
+    rc = DTX_ENOMEM;
+  if (rc == 0) {
+    (*set)[(*n)++] = *named;
+    memset(named, 0, sizeof *named);
+    for (size_t i = 0; i < nall; i++) {
+      if (strcmp(all[i].name, (*set)[0].name) == 0 ||
+          !update_hits(update, &all[i]))
+        continue;
+      (*set)[(*n)++] = all[i];
+      memset(&all[i], 0, sizeof all[i]);
+    }
+  }
+  dtx__sync_rules_free(all, nall);
+  return rc;
+}
+
+/* UPDATE + for every rule of set: $inc v, $set {stamp, flag} -- the
+ * master step's update (one stamp for the whole change). */
+static json_t *master_update(const dtx__exec_t *ex,
+                             const dtx__sync_rule_t *set, size_t n,
                              const json_t *update, const char *stamp) {
   int64_t now = dtx__now_ms();
   json_t *u = json_deep_copy(update);
-  json_t *inc = json_object_get(u, "$inc"), *set = json_object_get(u, "$set");
+  json_t *inc = json_object_get(u, "$inc"), *set_ = json_object_get(u, "$set");
   if (!u)
     return NULL;
   if (!inc)
     json_object_set_new(u, "$inc", inc = json_object());
-  if (!set)
-    json_object_set_new(u, "$set", set = json_object());
-  if (!json_is_object(inc) || !json_is_object(set))
+  if (!set_)
+    json_object_set_new(u, "$set", set_ = json_object());
+  if (!json_is_object(inc) || !json_is_object(set_))
     return u; /* the store refuses the bad argument, naming it */
-  json_object_set_new(inc, r->vpath, json_integer(1));
-  json_object_set_new(set, r->spath, json_string(stamp));
-  json_object_set_new(set, r->fpath,
-                      json_pack("{s:s,s:s,s:I,s:I}", "stamp", stamp, "owner",
-                                ex->owner, "at", (json_int_t)now, "until",
-                                (json_int_t)(now + ex->lease_ms)));
+  for (size_t i = 0; i < n; i++) {
+    const dtx__sync_rule_t *r = &set[i];
+    json_object_set_new(inc, r->vpath, json_integer(1));
+    json_object_set_new(set_, r->spath, json_string(stamp));
+    json_object_set_new(set_, r->fpath,
+                        json_pack("{s:s,s:s,s:I,s:I}", "stamp", stamp, "owner",
+                                  ex->owner, "at", (json_int_t)now, "until",
+                                  (json_int_t)(now + ex->lease_ms)));
+  }
   return u;
 }
 
-static int master_step(dtx__exec_t *ex, const dtx__sync_rule_t *r,
-                       const char *id, const json_t *update, json_t **out) {
+static int master_step(dtx__exec_t *ex, const dtx__sync_rule_t *set,
+                       size_t n, const char *id, const json_t *update,
+                       json_t **out) {
+  const dtx__sync_rule_t *r = &set[0];
   char stamp[25];
   dtx__id_new(stamp);
   int rc = dtx__kit_modify(
       ex, "sync.master", r->master,
       json_pack("{s:s,s:{s:s}}", "_id", id, r->spath, "$ne", stamp),
-      master_update(ex, r, update, stamp), NULL, out);
+      master_update(ex, set, n, update, stamp), NULL, out);
   if (rc != DTX_ENOMATCH)
     return rc;
   /* Nothing matched: no such master -- or our own first attempt landed
@@ -462,48 +304,80 @@ static int master_step(dtx__exec_t *ex, const dtx__sync_rule_t *r,
   return rc;
 }
 
+/* Propagates rule r of a change whose master step returned m and clears
+ * its flag if it is still this change's; *res gets {rule, version,
+ * dependents, flag_cleared}. */
+static int finish_rule(dtx__exec_t *ex, const dtx__sync_rule_t *r,
+                       const json_t *m, json_t **res) {
+  int64_t written = 0;
+  int cleared = 0;
+  const char *stamp = dtx__str(dtx__sync_get(m, r->fpath), "stamp");
+  assert(dtx__sync_version(r, m) >= 1); /* I4 */
+  int rc = dtx__sync_propagate(ex, r, m, "sync.propagate", &written);
+  if (rc == 0 && stamp)
+    rc = dtx__sync_clear(ex, r, json_object_get(m, "_id"), stamp,
+                         "sync.clear", &cleared);
+  *res = json_pack("{s:s,s:I,s:I,s:b}", "rule", r->name, "version",
+                   (json_int_t)dtx__sync_version(r, m), "dependents",
+                   (json_int_t)written, "flag_cleared", cleared);
+  return rc ? rc : *res ? 0 : DTX_ENOMEM;
+}
+
 int dtx_sync_update(dtx_store_t *st, const char *rule, const char *master_id,
                     const json_t *update, const dtx_exec_opts_t *opts,
                     json_t **out) {
   dtx__exec_t ex;
   dtx__call_t c;
-  dtx__sync_rule_t r = {0};
-  json_t *m = NULL;
-  int64_t written = 0;
-  int cleared = 0;
+  dtx__sync_rule_t r = {0}, *set = NULL;
+  size_t n = 0;
+  json_t *m = NULL, *res = NULL, *also = json_array();
   if (out)
     *out = NULL;
   dtx__exec_from(&ex, st, opts);
   dtx__call_begin(&c, ex.deadline_ms);
-  int rc = check_name(rule);
+  int rc = also ? dtx__sync_check_name(rule) : DTX_ENOMEM;
   if (rc == 0 && (!master_id || !*master_id || strlen(master_id) > 1024))
     rc = dtx__err(DTX_EINVAL, "sync update %s: MASTER_ID must be 1..1024 "
                   "bytes", rule);
   if (rc == 0)
     rc = check_update(rule, update);
-  if (rc == 0)
-    rc = dtx__kit_ensure(st, &dtx__sync_pattern);
+  /* Reads only, up to here: a missing rule, or one the change cannot
+   * honour, creates nothing (no collection, index or rule). */
   if (rc == 0)
     rc = dtx__sync_rule_load(&ex, rule, &r);
   if (rc == 0)
-    rc = master_step(&ex, &r, master_id, update, &m);
-  const json_t *flag = dtx__sync_get(m, r.fpath);
-  const char *stamp = dtx__str(flag, "stamp");
-  assert(rc || dtx__sync_version(&r, m) >= 1); /* I4 */
+    rc = affected(&ex, &r, update, &set, &n);
   if (rc == 0)
-    rc = dtx__sync_propagate(&ex, &r, m, "sync.propagate", &written);
-  if (rc == 0 && stamp)
-    rc = dtx__sync_clear(&ex, &r, json_object_get(m, "_id"), stamp,
-                         "sync.clear", &cleared);
-  if (rc == 0 && out &&
-      !(*out = json_pack("{s:s,s:s,s:I,s:I,s:b}", "rule", rule, "master",
-                         master_id, "version",
-                         (json_int_t)dtx__sync_version(&r, m),
-                         "dependents", (json_int_t)written, "flag_cleared",
-                         cleared)))
-    rc = DTX_ENOMEM;
+    rc = dtx__kit_ensure(st, &dtx__sync_pattern);
+  if (rc == 0)
+    rc = master_step(&ex, set, n, master_id, update, &m);
+  /* Every rule the change touched carries its flag now (one step): each
+   * is propagated and cleared, the first error kept; what is left
+   * flagged, repair finishes. */
+  for (size_t i = 0; m && i < n; i++) {
+    json_t *one = NULL;
+    int rc1 = finish_rule(&ex, &set[i], m, &one);
+    if (rc == 0)
+      rc = rc1;
+    if (i == 0)
+      res = one;
+    else if (one)
+      json_array_append_new(also, one);
+  }
+  if (rc == 0 && out) {
+    *out = json_pack("{s:s,s:s,s:O,s:O,s:O,s:O}", "rule", rule, "master",
+                     master_id, "version", json_object_get(res, "version"),
+                     "dependents", json_object_get(res, "dependents"),
+                     "flag_cleared", json_object_get(res, "flag_cleared"),
+                     "also", also);
+    if (!*out)
+      rc = DTX_ENOMEM;
+  }
   json_decref(m);
+  json_decref(res);
+  json_decref(also);
   dtx__sync_rule_free(&r);
+  dtx__sync_rules_free(set, n);
   return dtx__call_end(&c, rc);
 }
 
@@ -570,7 +444,14 @@ static int recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
     return rc;
   json_array_foreach(rules, i, doc) {
     dtx__sync_rule_t r;
+    int missing = 0;
     rc = dtx__sync_rule_parse(doc, &r);
+    /* A rule's guard (docs/sync.md "What a plain write can do") comes
+     * back if someone replaced its masters' transition rules. */
+    if (rc == 0)
+      rc = dtx__sync_guard(ex->st, &r, 0, NULL, 0, &missing);
+    if (rc == 0 && missing)
+      dtx__tally_ran(t, "guards_installed", 1);
     if (rc == 0)
       repair_rule(ex, &r, o, t);
     else
@@ -624,11 +505,15 @@ int dtx_sync_repair(dtx_store_t *st, const dtx_recover_opts_t *opts,
 
 /* Rules are never deleted (a flag in flight needs its rule to be
  * repaired): the guard demands an _id that is not a string, which the
- * validator already refuses. */
+ * validator already refuses.  Nor changed: a flag in flight must be
+ * repaired under the rule its change was made with, so every field of a
+ * rule is immutable (its transition rule), as `sync rule` never replaces
+ * one. */
 static const dtx__rules_def_t rules[] = {
     {DTX__SYNC_RULES,
      "{\"$jsonSchema\":{\"bsonType\":\"object\","
      "\"required\":[\"_id\",\"master\",\"dependents\",\"link\",\"copy\"],"
+     "\"additionalProperties\":false,"
      "\"properties\":{\"_id\":{\"bsonType\":\"string\"},"
      "\"master\":{\"bsonType\":\"string\"},"
      "\"dependents\":{\"bsonType\":\"string\"},"
@@ -639,7 +524,9 @@ static const dtx__rules_def_t rules[] = {
      "\"properties\":{\"src\":{\"bsonType\":\"string\"},"
      "\"dst\":{\"bsonType\":\"string\"}}}},"
      "\"created\":{\"bsonType\":\"long\"}}}}",
-     "{\"_id\":{\"$type\":\"number\"}}", NULL},
+     "{\"_id\":{\"$type\":\"number\"}}",
+     "{\"immutable\":[\"master\",\"dependents\",\"link\",\"copy\","
+     "\"created\"]}"},
     {NULL, NULL, NULL, NULL},
 };
 

@@ -30,6 +30,13 @@ typedef struct dtx__sync_rule {
   char dpath[160];  /* "_sync.NAME" */
 } dtx__sync_rule_t;
 
+/* rule.c: a rule's name (1..64 of [A-Za-z0-9_-]); whether path's first
+ * segment is one of doctx's fields; whether two dotted paths are equal or
+ * one lies inside the other. */
+int dtx__sync_check_name(const char *name);
+int dtx__sync_reserved(const char *path);
+int dtx__sync_overlaps(const char *a, const char *b);
+
 /* Checks doc (borrowed; a reference is taken) as a rule and fills r.
  * DTX_EINVAL naming the bad part.  Free r with dtx__sync_rule_free in
  * every case. */
@@ -39,6 +46,28 @@ void dtx__sync_rule_free(dtx__sync_rule_t *r);
 /* Loads rule name from the store (DTX_ENOTFOUND naming it when absent). */
 int dtx__sync_rule_load(dtx__exec_t *ex, const char *name,
                         dtx__sync_rule_t *r);
+
+/* The valid rules of sync_rules matching filter (borrowed, NULL: all)
+ * into *out (an array of *n; free with dtx__sync_rules_free, also on an
+ * error).  A stored rule that is not valid is left out (the audit
+ * reports it). */
+int dtx__sync_rules_all(dtx__exec_t *ex, const json_t *filter,
+                        dtx__sync_rule_t **out, size_t *n);
+void dtx__sync_rules_free(dtx__sync_rule_t *r, size_t n);
+
+/* 1 when rules a and b cannot both hold (docs/sync.md "Rules"): they
+ * write overlapping fields of one dependents collection, or one writes
+ * another's link field, or one copies into a field the other copies from
+ * (rules do not chain); why receives the reason.  0 for one rule. */
+int dtx__sync_clash(const dtx__sync_rule_t *a, const dtx__sync_rule_t *b,
+                    char *why, size_t n);
+
+/* The transition rule r puts on its masters ("_syncm.NAME.v" increasing),
+ * merged into what the collection holds.  check_only: reads only,
+ * *missing says whether it is absent (why, when not NULL, names it);
+ * otherwise installs it when missing (*missing: whether it had to). */
+int dtx__sync_guard(dtx_store_t *st, const dtx__sync_rule_t *r,
+                    int check_only, char *why, size_t n, int *missing);
 
 /* The value at a dotted path through objects only (borrowed; NULL when
  * absent or when the path crosses a non-object). */

@@ -13,6 +13,7 @@
  * decisions are taken from ONE read of the root: a version reserved after
  * it is newer than its next, and one reserved before is in its res, so
  * neither is touched (V5). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,13 +39,22 @@ int dtx__vr_abandon(dtx__exec_t *ex, const char *item, int64_t v,
   return rc ? rc : matched ? 0 : DTX_ENOMATCH;
 }
 
-/* Marks id dead, then deletes it (the delete guard demands the mark). */
+/* Marks id dead, then deletes it (the delete guard demands the mark).
+ *
+ * The mark is the one write of this pattern made with bypass_validation:
+ * the collection's transition rule keeps "dead" as it is (version.c,
+ * V8), so no generic command can mark a document -- only this step,
+ * which decided from a read of the root that nothing reachable is
+ * marked (V5).  Whether a document is reachable is written in its root,
+ * which no rule of the document itself can see. */
 static int kill_doc(dtx__exec_t *ex, const char *coll, const char *id,
                     int64_t *deleted) {
   int64_t n = 0;
-  int rc = dtx__kit_update(ex, "version.mark", coll,
-                           json_pack("{s:s}", "_id", id),
-                           json_pack("{s:{s:b}}", "$set", "dead", 1), NULL);
+  dtx_update_opts_t trusted = {.bypass_validation = 1};
+  int rc = dtx__kit_update_ex(ex, "version.mark", coll,
+                              json_pack("{s:s}", "_id", id),
+                              json_pack("{s:{s:b}}", "$set", "dead", 1),
+                              &trusted, NULL);
   if (rc == 0)
     rc = dtx__kit_delete(ex, "version.delete", coll,
                          json_pack("{s:s,s:b}", "_id", id, "dead", 1), &n);
@@ -131,7 +141,8 @@ int dtx__vr_sweep(dtx__exec_t *ex, const char *item, int64_t *deleted) {
   if (rc)
     return rc == DTX_ENOTFOUND ? 0 : rc;
   int64_t next = dtx__int(root, "next");
-  if (rc == 0)
+  /* A damaged root does not say what it keeps: remove nothing. */
+  if ((rc = dtx__vr_root_check(root)) == 0)
     rc = kept_children(ex, item, root, &ref);
   json_t *f = json_pack("{s:s}", "item", item); /* borrowed by the finds */
   if (rc == 0 && !f)
@@ -279,20 +290,29 @@ int dtx_version_gc(dtx_store_t *st, const dtx_version_gc_opts_t *opts,
                     : dtx__kit_ensure(st, &dtx__version_pattern);
   if (rc == 0)
     rc = dtx__kit_find(&ex, DTX_VERSION_ROOTS, NULL, NULL, &roots);
+  /* One item's error (a damaged root, say) does not stop the others; the
+   * call returns the first, with its detail. */
+  int first = 0;
+  char why[400] = "";
   json_array_foreach(roots, i, r) {
     int64_t rm = 0, del = 0;
     const char *item = dtx__str(r, "_id");
     if (rc || !item)
       continue;
     items++;
-    rc = gc_item(&ex, r, keep, grace, &rm);
+    int irc = gc_item(&ex, r, keep, grace, &rm);
     removed += rm;
-    if (rc == 0)
-      rc = dtx__vr_sweep(&ex, item, &del);
-    if (rc == DTX_ENOMATCH) /* moved meanwhile: the next gc */
-      rc = 0;
+    if (irc == 0)
+      irc = dtx__vr_sweep(&ex, item, &del);
     deleted += del;
+    if (irc && irc != DTX_ENOMATCH && !first) { /* ENOMATCH: moved
+                                                   meanwhile, the next gc */
+      first = irc;
+      snprintf(why, sizeof why, "%s", dtx_errdetail());
+    }
   }
+  if (rc == 0 && first)
+    rc = dtx__err(first, "%s", why);
   json_decref(roots);
   if (summary)
     *summary = json_pack("{s:b,s:I,s:I,s:I}", "ok", rc == 0, "items",

@@ -76,6 +76,17 @@
  *     whose digest does not match, or is missing from version sum_from
  *     on.  The digest is no signature: it catches a document rewritten
  *     with the generic commands, not a forger who recomputes it.
+ *  V8 The generic commands cannot break V1-V5 (docs/validation.md,
+ *     "Transition rules"): a root's version, next and sum_from only grow;
+ *     a record or child never changes while it lives, "dead" included --
+ *     the one write that marks it is clean.c's kill_doc, made past the
+ *     rules once the root said it is unreachable (V5), and the delete
+ *     guard demands the mark.  A writer takes a DUPKEY on its insert for
+ *     its own lost reply only when the stored document has its digest and
+ *     no mark (own_insert): one inserted by hand first stops the commit.
+ *     What single-document rules cannot judge of a root (its version
+ *     against its log) stops writes and sweeps there (dtx__vr_root_check)
+ *     and is the audit's to report.
  */
 #include <assert.h>
 #include <stdint.h>
@@ -145,6 +156,52 @@ int dtx__vr_sum_check(const json_t *root, const json_t *doc, int child,
   if (dtx__vr_sum(doc, child, want))
     return VR_SUM_NONE;
   return strcmp(want, have) == 0 ? VR_SUM_OK : VR_SUM_CHANGED;
+}
+
+int dtx__vr_root_check(const json_t *root) {
+  const json_t *log = json_object_get(root, "log"), *e;
+  int64_t v = dtx__int(root, "version"), next = dtx__int(root, "next");
+  int64_t prev = 0;
+  size_t i;
+  const char *item = dtx__str(root, "_id") ? dtx__str(root, "_id") : "?";
+  int ok = next >= v && next < INT64_MAX;
+  json_array_foreach(log, i, e) {
+    int64_t lv = dtx__int(e, "v");
+    ok = ok && lv > prev && lv <= next;
+    prev = lv;
+  }
+  if (ok && prev == v)
+    return 0;
+  return dtx__err(DTX_EBACKEND, "item '%s': its root is damaged (version "
+                  "%lld, next %lld, last committed version kept %lld): no "
+                  "version is written or removed; the audit reports it",
+                  item, (long long)v, (long long)next, (long long)prev);
+}
+
+/* The record or child doc (borrowed; its "sum" set) of version v whose
+ * insert met DTX_EDUPKEY.  V1 says no other writer inserts under v, so it
+ * is this writer's own insert whose reply was lost -- unless a generic
+ * insert put a document there first, for a version not yet reserved.
+ * The stored one is ours only if its content matches this digest and it
+ * is not marked dead; else v must not be committed (DTX_EBACKEND). */
+static int own_insert(dtx__exec_t *ex, const char *coll, const json_t *doc,
+                      int child) {
+  const char *id = dtx__str(doc, "_id"), *sum = dtx__str(doc, "sum");
+  json_t *have = NULL;
+  char got[17];
+  int rc = dtx__kit_get(ex, coll, id, &have);
+  if (rc == 0 && dtx__str_is(have, "sum", sum) &&
+      dtx__vr_sum(have, child, got) == 0 && strcmp(got, sum) == 0 &&
+      !json_object_get(have, "dead")) {
+    json_decref(have);
+    return 0;
+  }
+  json_decref(have);
+  if (rc && rc != DTX_ENOTFOUND)
+    return rc;
+  return dtx__err(DTX_EBACKEND, "%s '%s': the id this version writes is "
+                  "taken by a document it did not write (inserted by hand "
+                  "before the version was reserved?)", coll, id);
 }
 
 /* A child key: 1..64 of [A-Za-z0-9_-] (it is a field name in a map and a
@@ -243,17 +300,13 @@ static int put_once(dtx__exec_t *ex, const dtx_version_put_req_t *req,
   int rc = read_root(ex, req, &root);
   if (rc)
     return rc;
-  int64_t base = dtx__int(root, "version"), next = dtx__int(root, "next");
+  int64_t base = dtx__int(root, "version");
   /* V1/V3 hold only on a root the protocol alone wrote; one moved by hand
-   * (its validator cannot compare two fields) would have this writer take
-   * a number already used -- and its DUPKEY then read as its own insert,
-   * reporting a put whose data was never stored -- or overflow. */
-  if (next < base || next == INT64_MAX) {
-    rc = dtx__err(DTX_EBACKEND, "item '%s': its root is damaged (next %lld, "
-                  "version %lld): no version number can be reserved; the "
-                  "audit reports it", item, (long long)next, (long long)base);
+   * (its validator cannot compare two fields, and its transition rule
+   * only keeps its counters from going back) would have this writer take
+   * a number already used, overflow, or build on a version not kept. */
+  if ((rc = dtx__vr_root_check(root)))
     goto out;
-  }
   if (req->expect_version >= 0 && base != req->expect_version) {
     rc = dtx__err(DTX_ECONFLICT, "item '%s' is at version %lld, not %lld",
                   item, (long long)base, (long long)req->expect_version);
@@ -294,10 +347,12 @@ static int put_once(dtx__exec_t *ex, const dtx_version_put_req_t *req,
     rc = DTX_ENOMEM;
     goto out;
   }
-  /* A DUPKEY after a retry is our own insert (V1: nobody else has v). */
+  /* A DUPKEY after a retry is our own insert (V1: nobody else has v),
+   * which own_insert makes sure of. */
   rc = dtx__kit_insert(ex, "version.record", DTX_VERSION_RECORDS, rec);
-  for (size_t i = 0; (rc == 0 || rc == DTX_EDUPKEY) && i < req->nchildren;
-       i++) {
+  if (rc == DTX_EDUPKEY)
+    rc = own_insert(ex, DTX_VERSION_RECORDS, rec, 0);
+  for (size_t i = 0; rc == 0 && i < req->nchildren; i++) {
     const dtx_version_child_t *c = &req->children[i];
     if (!c->doc)
       continue;
@@ -310,10 +365,10 @@ static int put_once(dtx__exec_t *ex, const dtx_version_put_req_t *req,
       rc = DTX_ENOMEM;
     else
       rc = dtx__kit_insert(ex, "version.child", DTX_VERSION_CHILDREN, doc);
+    if (rc == DTX_EDUPKEY)
+      rc = own_insert(ex, DTX_VERSION_CHILDREN, doc, 1);
     json_decref(doc);
   }
-  if (rc == DTX_EDUPKEY)
-    rc = 0;
   snprintf(rpath, sizeof rpath, "res.%lld", (long long)v);
   snprintf(path, sizeof path, "%s.token", rpath);
   if (rc) {
@@ -648,13 +703,31 @@ static const char child_validator[] =
     "\"dead\":{\"enum\":[true]}}}}";
 #undef SUM
 
+/* What an update may change (docs/validation.md, "Transition rules"; V8).
+ * A root's counters only grow (V1, V3; sum_from is set once, on a root
+ * from before digests).  A record or child never changes at all while it
+ * lives (V4) -- "dead" included: the one write that sets it is the
+ * protocol's mark (clean.c, kill_doc), made past the rules after the
+ * root said the document is unreachable. */
+static const char root_transition[] =
+    "{\"increasing\":[\"version\",\"next\",\"sum_from\"]}";
+static const char record_transition[] =
+    "{\"immutable\":[\"item\",\"version\",\"base\",\"root\",\"children\","
+    "\"owner\",\"created\",\"sum\",\"dead\"]}";
+static const char child_transition[] =
+    "{\"immutable\":[\"item\",\"version\",\"key\",\"doc\",\"sum\","
+    "\"dead\"]}";
+
 /* A root is never deleted (its counter is what keeps version numbers from
  * being reused, V1); records and children only once the protocol marked
  * them dead, which it does only when they are unreachable (V5). */
 static const dtx__rules_def_t rules[] = {
-    {DTX_VERSION_ROOTS, root_validator, "{\"_id\":{\"$exists\":false}}", NULL},
-    {DTX_VERSION_RECORDS, record_validator, "{\"dead\":true}", NULL},
-    {DTX_VERSION_CHILDREN, child_validator, "{\"dead\":true}", NULL},
+    {DTX_VERSION_ROOTS, root_validator, "{\"_id\":{\"$exists\":false}}",
+     root_transition},
+    {DTX_VERSION_RECORDS, record_validator, "{\"dead\":true}",
+     record_transition},
+    {DTX_VERSION_CHILDREN, child_validator, "{\"dead\":true}",
+     child_transition},
     {NULL, NULL, NULL, NULL},
 };
 

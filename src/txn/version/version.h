@@ -42,6 +42,14 @@ enum { VR_SUM_OK, VR_SUM_NONE, VR_SUM_CHANGED, VR_SUM_MISSING };
 int dtx__vr_sum_check(const json_t *root, const json_t *doc, int child,
                       int64_t w);
 
+/* 0 when root (borrowed) is one the protocol could have written, as far
+ * as this pattern's steps rely on it (V3): its committed version is the
+ * last of its log (0 with an empty log), its log ascends, and nothing in
+ * it passes its counter.  Else DTX_EBACKEND naming the item: a root moved
+ * by hand (its validator cannot compare its fields), on which no version
+ * is reserved and nothing is swept; the audit reports it. */
+int dtx__vr_root_check(const json_t *root);
+
 /* ---- clean.c ------------------------------------------------------------- */
 
 /* Abandons reservation v of item: it leaves res and joins trash in ONE

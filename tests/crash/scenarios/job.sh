@@ -22,12 +22,22 @@ scenario_cmd() {
   job.claim | job.complete) add_j1; echo "$WORK_Q" ;;
   job.fail) add_j1 '{"fail":true}' "--max-attempts 2"; echo "$WORK_Q" ;;
   job.promote) add_j1 '{}' "--delay-ms 1"; sleep 0.01; echo "$WORK_Q" ;;
-  job.effect.*)
-    # j1 running at epoch 1 under a lease that lapsed: an attempt whose
-    # worker stopped, now applying its effect from the shell.
+  job.effect.fence | job.effect.apply)
+    # j1 running at epoch 1 under a live lease: an attempt whose worker
+    # stopped, applying its effect from the shell (recovery takes it over
+    # with --older-than-ms 0).
     add_j1
     d find-and-modify jobs '{"_id":"j1"}' \
-      '{"$set":{"state":"running","owner":"gone","lease_until":0},"$inc":{"epoch":1}}' >/dev/null
+      '{"$set":{"state":"running","owner":"gone","lease_until":'$(($(now_ms) + 60000))'},"$inc":{"epoch":1}}' >/dev/null
+    echo 'job effect j1 1 k1 counters {"_id":"j1"} {"$inc":{"n":1}}' ;;
+  job.effect.void | job.effect.repin)
+    # The same, but effect k1 is pinned to counters/x, which no longer
+    # matches its filter (another writer took it): the effect voids x,
+    # repins to j1 and applies there.
+    add_j1
+    d insert counters '{"_id":"x","n":0}' >/dev/null
+    d find-and-modify jobs '{"_id":"j1"}' \
+      '{"$set":{"state":"running","owner":"gone","lease_until":'$(($(now_ms) + 60000))',"fx_colls":["counters"],"fx_pins":{"k1":{"coll":"counters","id":"x"}}},"$inc":{"epoch":1}}' >/dev/null
     echo 'job effect j1 1 k1 counters {"_id":"j1"} {"$inc":{"n":1}}' ;;
   job.cancel) add_j1; echo "job cancel j1" ;;
   job.retry)
@@ -40,10 +50,13 @@ scenario_cmd() {
     sleep 0.35 # the lease lapses
     echo "recover" ;;
   job.recover.purge)
-    add_j1; d $WORK_Q >/dev/null; sleep 0.01
+    # Markers go only once no write of the effect can land: the store's
+    # clock past fx_until (the effect's lease end, <= 300 ms on) plus the
+    # 1 s margin (docs/jobs.md, "Exactly once").
+    add_j1; d $WORK_Q >/dev/null; sleep 1.4
     echo "recover --tombstone-ttl-ms 1 --retention-ms 1" ;;
   job.recover.*)
-    add_j1; d $WORK_Q >/dev/null; sleep 0.01
+    add_j1; d $WORK_Q >/dev/null; sleep 1.4
     echo "recover --tombstone-ttl-ms 1" ;;
   *) echo "UNKNOWN" ;;
   esac
