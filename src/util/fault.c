@@ -25,6 +25,10 @@ static const char *const store_points[] = {
     /* Redis unique claims (store/redis/write.c) */
     "redis.unique_claimed",
     "redis.unique_written",
+    /* a write's reply lost after the server ran it, and its resend
+     * (store/redis/exec.c; tests/redis/lost_reply.sh) */
+    "redis.write_replied",
+    "redis.write_resend",
     /* bulk writes (store/store.h, store/redis/bulk.c) */
     "store.bulk_op",
     "store.bulk_sent",

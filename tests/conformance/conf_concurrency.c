@@ -520,6 +520,8 @@ typedef struct thread_job {
   const char *coll;
   int who;
   int errors;
+  int unknown; /* UNAVAILABLE: a reply lost, the outcome unknown (a
+                  loaded machine can pass the socket timeout) */
   int64_t got[THREAD_OPS]; /* values returned by find_one_and_update */
   int ngot;
 } thread_job_t;
@@ -544,7 +546,9 @@ static void *inc_thread(void *arg) {
       if (rc == 0 && r.modified != 1)
         rc = DTX_ENOMATCH;
     }
-    if (rc != 0 && t->errors++ < 3)
+    if (rc == DTX_EUNAVAILABLE)
+      t->unknown++;
+    else if (rc != 0 && t->errors++ < 3)
       fprintf(stderr, "[thread %d] $inc #%d: %s (%s)\n", t->who, i,
               dtx_errname(rc), dtx_errdetail());
   }
@@ -567,9 +571,10 @@ static void test_threads_share_one_handle(void) {
   int64_t total = (int64_t)NTHREADS * thread_ops();
   static unsigned char seen[NTHREADS * THREAD_OPS + 1];
   memset(seen, 0, sizeof seen);
-  int dup = 0, out_of_range = 0;
+  int dup = 0, out_of_range = 0, unknown = 0;
   for (int i = 0; i < NTHREADS; i++) {
     CHECKF(jobs[i].errors == 0, "thread %d: %d errors", i, jobs[i].errors);
+    unknown += jobs[i].unknown;
     for (int k = 0; k < jobs[i].ngot; k++) {
       int64_t v = jobs[i].got[k];
       if (v < 1 || v > total)
@@ -580,9 +585,15 @@ static void test_threads_share_one_handle(void) {
   }
   CHECKF(dup == 0 && out_of_range == 0,
          "%d values returned twice, %d out of range", dup, out_of_range);
+  /* Every acknowledged $inc counted once, each unknown one at most once
+   * (a lost reply is never applied again on top: lost_reply.sh). */
   json_t *d = conf_keep(conf_get(c, JQ("{'_id':'ctr'}")));
-  CHECKF(json_integer_value(json_object_get(d, "n")) == total,
-         "counter %s, want %lld", JS(d), (long long)total);
+  int64_t n = json_integer_value(json_object_get(d, "n"));
+  CHECKF(n >= total - unknown && n <= total,
+         "counter %s, want %lld - %d unknown .. %lld", JS(d),
+         (long long)total, unknown, (long long)total);
+  if (unknown)
+    printf("     %d replies lost (outcome unknown)\n", unknown);
 }
 
 /* Threads racing to insert one unique key: exactly one wins. */

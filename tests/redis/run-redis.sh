@@ -8,6 +8,7 @@
 #                 every single write through bulk_write (quick loops;
 #                 with DTX_QUICK set, on the cluster only)
 #   shell         tests/crash/faults.sh, pause.sh, chaos.sh,
+#                 tests/redis/unique_crash.sh, lost_reply.sh,
 #                 tests/cli/contract.sh, job.sh, lock.sh, sync.sh,
 #                 ledger.sh, order.sh, scenarios.sh, flashsale.sh, version.sh and
 #                 tests/crash/kleppmann.sh (DOCTX set; each scenario gets an
@@ -152,6 +153,7 @@ shell_on() { # URI
       bash "$ROOT/tests/crash/$s.sh"
   done
   run_logged "unique_crash.sh $u" env DTX_REDIS_URI="$u" bash "$HERE/unique_crash.sh"
+  run_logged "lost_reply.sh $u" env DTX_REDIS_URI="$u" bash "$HERE/lost_reply.sh"
   run_logged "contract.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/cli/contract.sh"
   run_logged "job.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/job.sh"

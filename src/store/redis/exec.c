@@ -209,6 +209,7 @@ typedef struct group {
   size_t *idx; /* commands sent to this node, in order */
   size_t n, cap;
   int broken;
+  int flushed; /* its pipeline went (or began to go) out this round */
 } group_t;
 
 static int group_add(group_t *g, size_t i) {
@@ -363,6 +364,7 @@ static int run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n, const char *what,
         groups[ngroups].n = 0;
         groups[ngroups].c = NULL;
         groups[ngroups].broken = 0;
+        groups[ngroups].flushed = 0;
         ngroups++;
       }
       if (group_add(&groups[g], i) < 0) {
@@ -393,11 +395,25 @@ static int run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n, const char *what,
         gr->broken = 1;
         continue;
       }
-      for (size_t k = 0; k < gr->n && !gr->broken; k++)
-        if (append_cmd(b, gr->c, &cmds[gr->idx[k]]) < 0)
+      for (size_t k = 0; k < gr->n && !gr->broken; k++) {
+        rd_cmd_t *c = &cmds[gr->idx[k]];
+        /* A write that went out before and may have run goes again: a
+         * pause here lets another writer change the document between
+         * the two copies (tests/redis/lost_reply.sh). */
+        if (c->write && c->sent && DTX_FAULTPOINT("redis.write_resend") < 0) {
+          snprintf(why, sizeof why, "%s", dtx_errdetail());
           gr->broken = 1;
-      if (!gr->broken && flush_ctx(gr->c) < 0)
-        gr->broken = 1;
+        } else if (append_cmd(b, gr->c, c) < 0) {
+          gr->broken = 1;
+        }
+      }
+      /* Once a byte may have gone out, a command may run: a write whose
+       * reply is then never read is marked sent (below). */
+      if (!gr->broken) {
+        gr->flushed = 1;
+        if (flush_ctx(gr->c) < 0)
+          gr->broken = 1;
+      }
       if (!gr->broken) {
         /* One round trip per pipeline written (its replies are read
          * below); the commands count the ASKING and WAIT riding in it,
@@ -437,6 +453,18 @@ static int run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n, const char *what,
           r = NULL;
         }
         if (redisGetReply(gr->c, (void **)&r) != REDIS_OK) {
+          gr->broken = 1;
+          break;
+        }
+        /* A write ran and its reply is lost on the way back, as when the
+         * network fails after the server answered ("lost" at this point):
+         * the connection is dropped and the write goes again, marked
+         * sent, so its reply is judged as a resend's (write.c). */
+        if (c->write && DTX_FAULTPOINT("redis.write_replied") == 0 &&
+            dtx__fault_lost(0) != 0) {
+          freeReplyObject(r);
+          snprintf(why, sizeof why, "injected lost reply at fault point "
+                   "redis.write_replied");
           gr->broken = 1;
           break;
         }
@@ -494,6 +522,10 @@ static int run(dtx__backend_t *b, rd_cmd_t *cmds, size_t n, const char *what,
           c->short_wait = 0;
       }
       if (gr->broken) {
+        /* Every write of the pipeline still unanswered may have run. */
+        for (size_t k = 0; gr->flushed && k < gr->n; k++)
+          if (!cmds[gr->idx[k]].reply && cmds[gr->idx[k]].write)
+            cmds[gr->idx[k]].sent = 1;
         /* The connection's state is unknown: drop it, and look again at
          * the topology (the node may have failed over). */
         if (gr->c)

@@ -145,6 +145,9 @@ typedef struct rd_cmd {
   /* results */
   redisReply *reply; /* owned; NULL until answered */
   int short_wait;    /* fewer replicas than ?wait= acknowledged in time */
+  int sent;          /* a copy went out and its reply was never read (the
+                        connection broke after the send): it may have run,
+                        and the reply, if any, is a resend's */
   rd_node_t *few;    /* a write answered by a master found with fewer
                         connected replicas than ?wait=: applied there, but
                         not acknowledged (dtx__rd_few_replicas_err) */

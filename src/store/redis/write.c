@@ -418,6 +418,15 @@ static long long reply_tag(const redisReply *r) {
              : -2;
 }
 
+/* A write whose first copy went out and whose reply was lost (exec.c
+ * marks it sent), answered on its resend by a state that cannot tell
+ * whether the first copy ran: DTX_EUNAVAILABLE, the outcome unknown. */
+static int lost_outcome(const char *why) {
+  return dtx__err(DTX_EUNAVAILABLE,
+                  "redis: the reply to a write was lost and %s: it may or "
+                  "may not have been applied (outcome unknown)", why);
+}
+
 /* A write in flight: built by dtx__rd_write_begin, its reply read by
  * dtx__rd_write_end.  Split so that a bulk write sends the WRITE scripts
  * of many documents in one pipeline. */
@@ -562,7 +571,8 @@ int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
     c->reply = NULL;
     rc = dtx__rd_run(b, c, 1, "writing a document");
   }
-  int applied = 0;
+  /* A run that failed after a copy went out: that copy may have run. */
+  int applied = 0, unknown = rc < 0 && c->sent;
   if (rc == 0) {
     const redisReply *r = c->reply;
     long long tag = reply_tag(r);
@@ -582,14 +592,30 @@ int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
         applied = 1; /* a resend found its own earlier success */
         for (size_t i = 0; i < w->rel.n; i++)
           w->rel.vals[i].n = 0; /* unknown: they become orphans */
+      } else if (c->sent) {
+        /* A resend found another writer's version: the first copy may
+         * have run before that writer, or not at all.  Applying the
+         * update again to the new state could apply it twice (an $inc
+         * counted twice), so the outcome is unknown -- the contract of a
+         * lost reply (doctx.h, "Errors"). */
+        rc = lost_outcome("the document changed since");
+        unknown = 1;
       } else {
         rc = dtx__rd_doc_fill(cur, r->element[1], r->element[2],
                               r->element[3], r->element[4]);
         if (rc == 0)
           rc = RD_ELOST;
       }
+    } else if (tag == -1 && c->sent) {
+      /* The first copy may have run before the catalog moved on. */
+      rc = lost_outcome("the collection's catalog changed since");
+      unknown = 1;
     } else if (tag == -1) {
       rc = RD_ESTALE;
+    } else if (tag == -3 && c->sent) {
+      rc = lost_outcome("the server's clock is now outside its time "
+                        "bounds");
+      unknown = 1;
     } else if (tag == -3 && p->m && r->elements == 2 &&
                r->element[1]->type == REDIS_REPLY_INTEGER) {
       /* Refused at the server's time: the one rule names it (window.c). */
@@ -632,6 +658,10 @@ int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
      * the caller must hear that the write is not durable as asked: an
      * UNAVAILABLE whose outcome is unknown, as after a lost reply. */
     rc = c->few ? dtx__rd_few_replicas_err(b, c) : 0;
+  } else if (unknown) {
+    /* The first copy may hold the claims it took: they stay, as orphans
+     * for the next taker to fence if it did not run. */
+    dtx__rd_cache_drop(b, &p->key);
   } else {
     if (rc == RD_ELOST && cur->body)
       dtx__rd_cache_put(b, &p->key, cur);
