@@ -232,6 +232,16 @@ int dtx_store_count(dtx_store_t *st, const char *coll, const json_t *filter,
  * holding '.' reads as a path).  Writes without a fence are not checked
  * against it: every writer of a fenced resource must fence.
  *
+ * A delete does not erase the record: a deleted document that carried
+ * one, or was deleted by a fenced call, leaves it under its _id (a fence
+ * tombstone, in the same atomic step), which no read, count, index or
+ * scan sees.  The next document created with that _id takes it over in
+ * its insert's atomic step: a fenced upsert older than it fails with
+ * DTX_EFENCED and creates nothing; an insert or unfenced upsert carries
+ * it on (per name the larger of it and the document's own token).  It
+ * stays until then, or until the collection is dropped -- never on a
+ * timer (docs/locks.md, "Fence tombstones").
+ *
  * Time-bounded writes.  An update (one or many, upsert included) and a
  * find_one_and_update or find_one_and_delete may carry not_before and
  * not_after (dtx_update_opts_t, dtx_fam_opts_t; wall-clock ms since the
@@ -644,7 +654,10 @@ typedef struct dtx_transfer_req {
  * past.  docs/deadlines.md lists the rule of every duration. */
 
 typedef struct dtx_exec_opts {
-  const char *owner; /* executor name recorded in the transfer; NULL: host:pid */
+  const char *owner; /* executor name recorded in the transfer; NULL:
+                        host:pid; else 1..128 of [A-Za-z0-9_.:@#-] ("" is
+                        DTX_EINVAL, as on every call that takes an owner,
+                        and nothing is written) */
   int64_t lease_ms;  /* how long a claim is exclusive; 0: 30000 */
   int64_t deadline_ms; /* budget of the whole call; 0: see "Deadlines" */
 } dtx_exec_opts_t;
@@ -730,7 +743,8 @@ typedef struct dtx_worker_opts {
   int threads;       /* 0: 1 */
   int once;          /* process everything due, then return */
   int64_t lease_ms;  /* 0: 30000 */
-  const char *owner; /* NULL: host:pid */
+  const char *owner; /* NULL: host:pid; else 1..128 of [A-Za-z0-9_.:@#-]
+                        (DTX_EINVAL before anything runs) */
   volatile int *stop; /* set to non-zero to make the workers return */
   int64_t deadline_ms; /* budget of each item; 0: see "Deadlines" */
   int batch; /* the most items a thread claims and drives together, for a
@@ -987,7 +1001,8 @@ typedef struct dtx_job_work_opts {
   int once;            /* process everything due, then return */
   int64_t lease_ms;    /* 0: 30000; renewed every third of it */
   int64_t timeout_ms;  /* a handler's time; 0: 300000 */
-  const char *owner;   /* NULL: host:pid */
+  const char *owner;   /* NULL: host:pid; else 1..128 of [A-Za-z0-9_.:@#-]
+                          (DTX_EINVAL before anything runs) */
   volatile int *stop;  /* set non-zero to make the workers return */
   int64_t deadline_ms; /* budget of each job's store steps; 0: see
                           "Deadlines" */
@@ -1015,14 +1030,20 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
 /* ---- lease locks with fencing tokens (src/txn/lock/, docs/locks.md) --------
  *
  * A lock is a document of the collection "locks", _id = its name, never
- * deleted (its delete guard refuses), so its token never resets:
+ * deleted (its delete guard refuses) and whose token a plain update may
+ * not lower (its transition rule), so its token never resets:
  *   {_id: NAME, owner: O|null, token: N, expires: ms, ttl: ms,
- *    acquired: ms, updated: ms, nonce: "..."}
- * Acquire, renew and release are each ONE conditional update of it.
+ *    acquired: ms, updated: ms, nonce: "...", _fence: {NAME: N}}
+ * Renew and release are each ONE conditional update of it; acquire reads
+ * it and makes ONE conditional update, fenced by its own name and new
+ * token (so a lock deleted with bypass_validation leaves its newest token
+ * in a fence tombstone), and the first acquire of a name first registers
+ * it in "lock_names" and creates the lock free (docs/locks.md).
  * Acquire succeeds when the lock is free (released, or never taken) or its
  * lease lapsed (expires <= now, wall-clock ms of the acquiring client), and
- * returns token = the previous token + 1: strictly greater than every
- * token issued before for that name, across expiry, release and restarts.
+ * returns a token one past both the stored one and the lock's own fence
+ * record: strictly greater than every token issued before for that name,
+ * across expiry, release, restarts and a deleted lock.
  * A lease alone does not give mutual exclusion (a holder paused past it
  * still believes it holds the lock): every protected write must carry the
  * token as a fence (fence_name = the lock's name, fence_token = the
@@ -1032,7 +1053,8 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
  *   {"name", "owner", "token", "expires" (ms), "held": bool}
  * ("held": a live lease at the time of the call). */
 typedef struct dtx_lock_opts {
-  const char *owner;   /* recorded holder; NULL or "": host:pid */
+  const char *owner;   /* recorded holder; NULL: host:pid; else 1..128 of
+                          [A-Za-z0-9_.:@#-] ("" is DTX_EINVAL) */
   int64_t ttl_ms;      /* lease; 0: 30000 (renew: the lock's last ttl) */
   int64_t wait_ms;     /* acquire: wait up to this long while the lock is
                           held, polling with backoff; 0: do not wait */

@@ -24,7 +24,25 @@
  * (dtx__fence_check_update) and of inserts unless well formed
  * (dtx__fence_check_doc): the field changes only through fenced writes,
  * and a replacement keeps it as it keeps _id.  Writes without a fence
- * are not checked against it. */
+ * are not checked against it.
+ *
+ * A delete does not erase the record (fence tombstones, below): the
+ * backends keep a deleted document's record under its _id
+ * (dtx__fence_tombstone) and give it to the next document created with
+ * that _id (dtx__fence_revive), in the same atomic step, so a stale
+ * holder's fenced upsert after a newer holder's fenced delete is
+ * DTX_EFENCED like any stale write:
+ *
+ *   live {_fence: R} --delete (fenced by T, or R non-empty)--> tombstone
+ *        R + {NAME: T}, invisible to reads, counts, indexes and finds
+ *   tombstone R --insert / upsert of that _id--> live {_fence: max(R, own)}
+ *        (a fenced upsert older than R's token: DTX_EFENCED, nothing
+ *        changes)
+ *   tombstone R --drop of the collection--> gone
+ *
+ * No timer ends a tombstone: a paused holder wakes whenever it wakes.  What
+ * bounds them is one per deleted _id that carried a record (a new document
+ * of the _id takes the record over), until the collection is dropped. */
 #include "store/store.h"
 
 #include "util/err.h"
@@ -122,13 +140,13 @@ static void who(const char *coll, const json_t *doc, char *out, size_t n) {
   }
 }
 
-/* The fence test of m on the stored document before: 0 when m may write
- * it, DTX_EFENCED when a larger token (or a malformed record, which no
- * token can be judged against) holds it.  *recorded: the token on record,
- * 0 when none. */
-static int fence_test(const dtx__modify_t *m, const json_t *before,
-                      int64_t *recorded) {
-  const json_t *f = json_object_get(before, FENCE_FIELD);
+/* The fence test of m against f, the _fence record of doc (a stored
+ * document, or a deleted one's fence tombstone: gone is 1): 0 when m may
+ * write, DTX_EFENCED when a larger token (or a malformed record, which no
+ * token can be judged against) holds it.  *recorded: the token on
+ * record, 0 when none. */
+static int judge(const dtx__modify_t *m, const json_t *f, const json_t *doc,
+                 int gone, int64_t *recorded) {
   char w[160];
   *recorded = 0;
   if (!f)
@@ -138,7 +156,7 @@ static int fence_test(const dtx__modify_t *m, const json_t *before,
   if (json_is_object(f) && !t)
     return 0;
   if (!json_is_integer(t)) {
-    who(m->coll, before, w, sizeof w);
+    who(m->coll, doc, w, sizeof w);
     return dtx__err(DTX_EFENCED,
                     "%s: its _fence%s%s is not an integer token, so no "
                     "fenced write of lock '%s' is accepted",
@@ -146,14 +164,20 @@ static int fence_test(const dtx__modify_t *m, const json_t *before,
   }
   *recorded = (int64_t)json_integer_value(t);
   if (*recorded > m->fence_token) {
-    who(m->coll, before, w, sizeof w);
+    who(m->coll, doc, w, sizeof w);
     return dtx__err(DTX_EFENCED,
                     "%s: token %lld of lock '%s' is stale: token %lld "
-                    "already wrote it",
+                    "already wrote it%s",
                     w, (long long)m->fence_token, m->fence_name,
-                    (long long)*recorded);
+                    (long long)*recorded,
+                    gone ? " before it was deleted" : "");
   }
   return 0;
+}
+
+static int fence_test(const dtx__modify_t *m, const json_t *before,
+                      int64_t *recorded) {
+  return judge(m, json_object_get(before, FENCE_FIELD), before, 0, recorded);
 }
 
 /* Records m's token in doc (a private copy the caller will store). */
@@ -223,4 +247,72 @@ int dtx__modify_upsert_doc(const dtx__modify_t *m, int64_t now,
     *out = NULL;
   }
   return rc;
+}
+
+/* ---- fence tombstones ---------------------------------------------------------- */
+
+/* A delete must not erase the only record of the newest token: a holder
+ * paused before its fenced upsert would otherwise recreate the document
+ * with its stale token (docs/locks.md, "Fence tombstones").  So a
+ * deleted document that carries a record, or is deleted by a fenced
+ * write, leaves it under its _id: the backend keeps it in the same atomic
+ * step as the delete, invisible to every read, and hands it to
+ * dtx__fence_revive when that _id is created again. */
+int dtx__fence_tombstone(const dtx__modify_t *m, const json_t *before,
+                         json_t **rec) {
+  const json_t *f = json_object_get(before, FENCE_FIELD);
+  *rec = NULL;
+  if (!json_is_object(f) && !m->fence_name)
+    return 0;
+  if (!(*rec = json_is_object(f) ? json_deep_copy(f) : json_object()))
+    return dtx__err(DTX_ENOMEM, "keeping a fence record");
+  if (m->fence_name &&
+      json_object_set_new(*rec, m->fence_name,
+                          json_integer((json_int_t)m->fence_token)) < 0) {
+    json_decref(*rec);
+    *rec = NULL;
+    return dtx__err(DTX_ENOMEM, "keeping a fence record");
+  }
+  if (json_object_size(*rec) == 0) {
+    json_decref(*rec);
+    *rec = NULL;
+  }
+  return 0;
+}
+
+int dtx__fence_revive(const dtx__modify_t *m, const char *coll,
+                      const json_t *rec, json_t *doc) {
+  if (!json_is_object(rec) || json_object_size(rec) == 0)
+    return 0;
+  int64_t recorded;
+  int rc;
+  if (m && m->fence_name) {
+    dtx__modify_t j = *m;
+    j.coll = coll;
+    if ((rc = judge(&j, rec, doc, 1, &recorded)) < 0)
+      return rc;
+  }
+  json_t *f = json_object_get(doc, FENCE_FIELD);
+  if (f && !json_is_object(f))
+    return 0; /* store.c refuses such an insert before it gets here */
+  if (f && f->refcount > 1 &&
+      (!(f = json_copy(f)) || json_object_set_new(doc, FENCE_FIELD, f) < 0))
+    return dtx__err(DTX_ENOMEM, "reviving a fence record");
+  if (!f &&
+      (!(f = json_object()) || json_object_set_new(doc, FENCE_FIELD, f) < 0))
+    return dtx__err(DTX_ENOMEM, "reviving a fence record");
+  /* Per lock name, the larger token: the new document may carry its own
+   * (a fenced upsert's, a restored copy's), never a smaller one than the
+   * deleted document had. */
+  const char *name;
+  json_t *t;
+  json_object_foreach((json_t *)rec, name, t) {
+    const json_t *mine = json_object_get(f, name);
+    if (mine && (!json_is_integer(t) || !json_is_integer(mine) ||
+                 json_integer_value(mine) >= json_integer_value(t)))
+      continue;
+    if (json_object_set_new(f, name, json_deep_copy(t)) < 0)
+      return dtx__err(DTX_ENOMEM, "reviving a fence record");
+  }
+  return 0;
 }

@@ -249,6 +249,24 @@ int dtx__modify_apply(const dtx__modify_t *m, const json_t *before,
  * the filter seeded, plus m's token when fenced.  *out is new. */
 int dtx__modify_upsert_doc(const dtx__modify_t *m, int64_t now, json_t **out);
 
+/* Fence tombstones (docs/locks.md).  A delete of a document that carries
+ * a _fence record, or a fenced delete, leaves a record under the
+ * document's _id: *rec (new, or NULL when there is nothing to keep) is
+ * before's _fence with m's token recorded.  The backend stores it in the
+ * same atomic step as the delete, invisible to every read, count, index
+ * and scan, and keeps it until that _id is created again or the
+ * collection is dropped (never on a timer: a stale holder may be paused
+ * for any time).  Whatever stored record exists for the _id of a document
+ * about to be created (an insert: m NULL; an upsert: m) goes through
+ * dtx__fence_revive in the same atomic step: a fenced upsert is judged
+ * against it as against a stored document's record (DTX_EFENCED, doc
+ * unchanged), then doc (the caller's private copy) receives each token of
+ * rec it lacks or holds lower, and the backend removes the record. */
+int dtx__fence_tombstone(const dtx__modify_t *m, const json_t *before,
+                         json_t **rec);
+int dtx__fence_revive(const dtx__modify_t *m, const char *coll,
+                      const json_t *rec, json_t *doc);
+
 /* Argument checks of store.c: a fence name is 1..128 of [A-Za-z0-9_.:-]
  * and its token >= 1 (name NULL: no fence, 0); a user update may not name
  * _fence (DTX_EBADUPDATE); an inserted document's _fence, when present,

@@ -26,9 +26,15 @@
 
 /* ---- executor and call frame ------------------------------------------------ */
 
-void dtx__exec_init(dtx__exec_t *ex, dtx_store_t *st, const char *owner,
-                    int64_t lease_ms, int64_t deadline_ms) {
+int dtx__check_owner(const char *owner) {
+  return owner ? dtx__check_word("owner", owner, 128, "_.:@#-") : 0;
+}
+
+int dtx__exec_init(dtx__exec_t *ex, dtx_store_t *st, const char *owner,
+                   int64_t lease_ms, int64_t deadline_ms) {
+  int rc = dtx__check_owner(owner);
   ex->st = st;
+  ex->bad_owner = rc != 0;
   /* Bounded as a lock's ttl is: every lease end is now + lease_ms, which
    * past int64 would wrap to a lease that lapsed before it began (another
    * executor takes the item over while this one still runs it). */
@@ -36,19 +42,32 @@ void dtx__exec_init(dtx__exec_t *ex, dtx_store_t *st, const char *owner,
                  : lease_ms > DTX__MAX_LEASE_MS ? DTX__MAX_LEASE_MS
                                                 : lease_ms;
   ex->deadline_ms = deadline_ms > 0 ? deadline_ms : 0;
-  if (owner && *owner) {
+  if (owner) {
+    /* A refused name is kept (cut to the buffer) for dtx__exec_check to
+     * name: nothing is ever written under it. */
     snprintf(ex->owner, sizeof ex->owner, "%s", owner);
   } else {
     char host[64] = "host";
     gethostname(host, sizeof host - 1);
     snprintf(ex->owner, sizeof ex->owner, "%s:%ld", host, (long)getpid());
   }
+  return rc;
 }
 
-void dtx__exec_from(dtx__exec_t *ex, dtx_store_t *st,
-                    const dtx_exec_opts_t *opts) {
-  dtx__exec_init(ex, st, opts ? opts->owner : NULL, opts ? opts->lease_ms : 0,
-                 opts ? opts->deadline_ms : 0);
+int dtx__exec_from(dtx__exec_t *ex, dtx_store_t *st,
+                   const dtx_exec_opts_t *opts) {
+  return dtx__exec_init(ex, st, opts ? opts->owner : NULL,
+                        opts ? opts->lease_ms : 0,
+                        opts ? opts->deadline_ms : 0);
+}
+
+int dtx__exec_check(const dtx__exec_t *ex) {
+  if (!ex->bad_owner)
+    return 0;
+  int rc = dtx__check_owner(ex->owner);
+  return rc ? rc
+            : dtx__err(DTX_EINVAL, "owner '%.100s...': must be 1..128 of "
+                                   "[A-Za-z0-9_.:@#-]", ex->owner);
 }
 
 void dtx__exec_rename(dtx__exec_t *ex, const char *fmt, ...) {
@@ -135,10 +154,13 @@ int dtx__kit_contend(dtx__contend_t *c, int *rc, const char *what) {
 
 int dtx__kit_get(dtx__exec_t *ex, const char *coll, const char *id,
                  json_t **out) {
+  *out = NULL;
+  int rc = dtx__exec_check(ex);
+  if (rc)
+    return rc;
   json_t *filter = dtx__pack("{s:s}", "_id", id), *docs = NULL;
   dtx__retry_t r = {0};
-  int rc = DTX_ENOMEM;
-  *out = NULL;
+  rc = DTX_ENOMEM;
   if (filter) {
     do
       rc = dtx_store_find(ex->st, coll, filter, NULL, &docs);
@@ -164,7 +186,11 @@ int dtx__kit_find_n(dtx__exec_t *ex, const char *coll, const json_t *filter,
                     const json_t *sort, int64_t limit, json_t **out) {
   dtx_find_opts_t o = {.sort = sort, .limit = limit > 0 ? limit : 0};
   dtx__retry_t r = {0};
-  int rc;
+  int rc = dtx__exec_check(ex);
+  if (rc) {
+    *out = NULL;
+    return rc;
+  }
   do
     rc = dtx_store_find(ex->st, coll, filter, &o, out);
   while (dtx__retry_again(&r, &rc, coll));
@@ -180,10 +206,12 @@ int dtx__kit_update_ex(dtx__exec_t *ex, const char *point, const char *coll,
                        json_t *filter, json_t *update,
                        const dtx_update_opts_t *opts, int *matched) {
   dtx__retry_t r = {0};
-  int rc = DTX_ENOMEM;
+  int rc = dtx__exec_check(ex);
   if (matched)
     *matched = 0;
-  if (filter && update) {
+  if (rc == 0 && !(filter && update))
+    rc = DTX_ENOMEM;
+  if (rc == 0) {
     dtx_update_result_t res;
     do {
       memset(&res, 0, sizeof res);
@@ -210,9 +238,11 @@ static int modify_opts(dtx__exec_t *ex, const char *point, const char *coll,
                        int *unsure) {
   dtx_fam_opts_t o = *opts;
   dtx__retry_t r = {0};
-  int rc = DTX_ENOMEM;
+  int rc = dtx__exec_check(ex);
   *out = NULL;
-  if (filter && update) {
+  if (rc == 0 && !(filter && update))
+    rc = DTX_ENOMEM;
+  if (rc == 0) {
     do {
       rc = DTX_FAULTPOINT(point);
       if (rc == 0) {
@@ -262,7 +292,9 @@ int dtx__kit_modify(dtx__exec_t *ex, const char *point, const char *coll,
 int dtx__kit_insert(dtx__exec_t *ex, const char *point, const char *coll,
                     const json_t *doc) {
   dtx__retry_t r = {0};
-  int rc;
+  int rc = dtx__exec_check(ex);
+  if (rc)
+    return rc;
   do {
     rc = DTX_FAULTPOINT(point);
     if (rc == 0)
@@ -275,7 +307,13 @@ int dtx__kit_delete(dtx__exec_t *ex, const char *point, const char *coll,
                     json_t *filter, int64_t *deleted) {
   dtx__retry_t r = {0};
   int64_t n = 0;
-  int rc;
+  int rc = dtx__exec_check(ex);
+  if (rc) {
+    json_decref(filter);
+    if (deleted)
+      *deleted = 0;
+    return rc;
+  }
   do {
     rc = filter ? DTX_FAULTPOINT(point) : DTX_ENOMEM;
     if (rc == 0)

@@ -70,20 +70,37 @@
  * each command (or worker item) it runs. */
 typedef struct dtx__exec {
   dtx_store_t *st;
-  char owner[128];
+  char owner[129];     /* 1..128 bytes and a NUL */
   int64_t lease_ms;    /* > 0 */
   int64_t deadline_ms; /* 0: soft (the store's own retry window, once) */
+  int bad_owner;       /* the owner given broke dtx__check_owner: every
+                          step of this executor refuses (dtx__exec_check) */
 } dtx__exec_t;
 
-/* owner NULL or "": host:pid.  lease_ms <= 0: DTX__DEFAULT_LEASE_MS;
- * past DTX__MAX_LEASE_MS: that.
- * deadline_ms < 0 counts as 0. */
-void dtx__exec_init(dtx__exec_t *ex, dtx_store_t *st, const char *owner,
-                    int64_t lease_ms, int64_t deadline_ms);
+/* The one rule for an executor's (worker's, lock holder's) name, on every
+ * path that takes one: NULL is "none given" (host:pid); anything else is
+ * 1..128 of [A-Za-z0-9_.:@#-] -- "" and "a/b" are DTX_EINVAL naming it.
+ * '#' and '@' are in because the kit derives names with them (a worker's
+ * threads "O#N", recovery "recover@O"), and a derived name travels
+ * through the same calls (a batch of transfers of an order's worker). */
+int dtx__check_owner(const char *owner);
+
+/* owner NULL: host:pid.  lease_ms <= 0: DTX__DEFAULT_LEASE_MS; past
+ * DTX__MAX_LEASE_MS: that.  deadline_ms < 0 counts as 0.  Returns
+ * dtx__check_owner(owner): an executor with a bad owner is still
+ * initialised (under host:pid), but every kit step it makes fails with
+ * dtx__exec_check's error before touching the store, so a caller that
+ * checks later (after opening its call frame, which clears the detail)
+ * still writes nothing under a name the rule refuses. */
+int dtx__exec_init(dtx__exec_t *ex, dtx_store_t *st, const char *owner,
+                   int64_t lease_ms, int64_t deadline_ms);
 
 /* dtx__exec_init from the public options (NULL: all defaults). */
-void dtx__exec_from(dtx__exec_t *ex, dtx_store_t *st,
-                    const dtx_exec_opts_t *opts);
+int dtx__exec_from(dtx__exec_t *ex, dtx_store_t *st,
+                   const dtx_exec_opts_t *opts);
+
+/* 0, or the owner error of ex (DTX_EINVAL with its detail again). */
+int dtx__exec_check(const dtx__exec_t *ex);
 
 /* Renames the executor: fmt may use ex->owner (the old name) as an
  * argument, e.g. dtx__exec_rename(ex, "%.100s#%d", ex->owner, n). */

@@ -77,7 +77,14 @@ int dtx__kit_run(dtx__exec_t *ex, dtx__kit_op_t *ops, size_t n) {
     if (!nomem)
       pending[i] = o->rc == 0;
   }
-  while (!nomem) {
+  /* An executor whose owner the rule refused writes nothing. */
+  int bad = nomem ? 0 : dtx__exec_check(ex);
+  for (i = 0; bad && i < n; i++)
+    if (pending[i]) {
+      set_failed(&ops[i], bad, dtx_errdetail());
+      pending[i] = 0;
+    }
+  while (!nomem && !bad) {
     size_t k = 0;
     for (i = 0; i < n; i++) {
       dtx__kit_op_t *o = &ops[i];
@@ -308,6 +315,13 @@ int dtx__many_begin(dtx_store_t *st, const void *reqs, const char *reqs_name,
   }
   dtx__exec_from(ex, st, opts);
   dtx__call_begin(c, ex->deadline_ms);
+  if (dtx__exec_check(ex)) { /* a bad owner: refused before any item */
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s", dtx_errdetail());
+    *rc = dtx__call_end(c, dtx__many_refuse(results, n, rsize, "%s: %s", fn,
+                                            msg));
+    return 0;
+  }
   if (!(*items = calloc(n, isize))) {
     for (size_t i = 0; i < n; i++)
       many_at(results, i, rsize)->rc = DTX_ENOMEM;

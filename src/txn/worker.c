@@ -211,6 +211,8 @@ int dtx_worker_run(dtx_store_t *st, const dtx_worker_opts_t *opts,
   if (o->batch < 0 || o->batch > DTX__CLAIM_MANY_MAX)
     return dtx__call_end(&c, dtx__err(DTX_EINVAL, "worker batch %d: 1 to %d",
                                       o->batch, DTX__CLAIM_MANY_MAX));
+  if ((rc = dtx__check_owner(o->owner)))
+    return dtx__call_end(&c, rc);
   shared_t sh = {.st = st, .o = o, .npat = dtx__pattern_count(),
                  .batch = o->batch ? o->batch : DTX__WORKER_BATCH};
   sh.ran = calloc(sh.npat + 1, sizeof *sh.ran);

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# The lock CLI contract (issue 12): acquire/renew/release/show/list, exit 1
-# when still held or the token is no longer current, tokens strictly
-# increasing across release and expiry, bad input exit 2 changing
-# nothing, and --fence on update/find-and-modify/delete: exit 3 FENCED
-# when a newer token wrote the document, NOMATCH kept apart from FENCED.
+# The lock CLI contract (docs/locks.md): acquire/renew/release/show/list,
+# exit 1 when still held or the token is no longer current, tokens
+# strictly increasing across release and expiry -- and across a lock
+# deleted or dropped with --bypass-validation, which the audit reports --
+# bad input exit 2 changing nothing, one rule for --owner on every
+# command that takes it, a plain update that lowers a token refused
+# (exit 3), and --fence on update/find-and-modify/delete: exit 3 FENCED
+# when a newer token wrote the document (also after a fenced delete, by
+# the fence tombstone), NOMATCH kept apart from FENCED.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/harness.sh"
@@ -86,6 +90,71 @@ expect 2 "fence token not an integer" -- d update res '{"_id":"r"}' '{"$set":{"v
 
 expect 0 "audit" -- d audit
 grep -q "audit lock: 2 locks" "$WORK/out" && ok || bad "audit line: $(out)"
+
+# A plain update may change a lock's lease, never lower its token.
+expect 3 "plain update lowering a token" -- d update locks '{"_id":"L"}' '{"$set":{"token":1}}'
+grep -q "token may not decrease: 3 -> 1" "$WORK/err" && ok || bad "transition message: $(cat "$WORK/err")"
+expect 0 "plain update of the lease" -- d update locks '{"_id":"M"}' '{"$set":{"ttl":5000}}'
+
+# Tokens never go back for a name that fenced a write: 3 acquires, a
+# write fenced with token 3, the lock deleted with --bypass-validation --
+# the audit reports it, and the next acquire hands out 4, not 1.
+new_store lock_deleted
+for i in 1 2 3; do
+  t=$(field "$(d lock acquire D)" token) && d lock release D "$t" >/dev/null || bad "acquire $i"
+done
+d insert res '{"_id":"r","v":0}' >/dev/null &&
+  d update res '{"_id":"r"}' '{"$set":{"v":3}}' --fence "D:$t" >/dev/null || bad "fenced write with $t"
+expect 0 "delete the lock, bypassing its guard" -- d delete locks '{"_id":"D"}' --bypass-validation
+expect 5 "audit: a fenced name whose lock is gone" -- d audit
+grep -q "lock_missing.*lock 'D' is gone.*its token 3 fenced a write of res 'r'" "$WORK/out" &&
+  ok || bad "lock_missing finding: $(out)"
+expect 0 "acquire after the delete" -- d lock acquire D
+[ "$(field "$(out)" token)" = 4 ] && ok || bad "token after the delete: $(out)"
+d lock release D 4 >/dev/null
+expect 0 "audit after the next acquire" -- d audit
+# The collection dropped too: the name's fenced writes still count.
+d update res '{"_id":"r"}' '{"$set":{"v":4}}' --fence D:4 >/dev/null || bad "fenced write with 4"
+expect 0 "drop locks, bypassing" -- d drop locks --bypass-validation
+expect 5 "audit after the drop" -- d audit
+expect 0 "acquire after the drop" -- d lock acquire D
+[ "$(field "$(out)" token)" = 5 ] && ok || bad "token after the drop: $(out)"
+
+# A fenced delete leaves the fence record behind (a fence tombstone): a
+# paused holder's later fenced upsert with an older token is refused, and
+# the document is not recreated.
+new_store lock_tomb
+d insert res '{"_id":"r","v":0}' >/dev/null || bad "tomb set-up"
+expect 0 "fenced update by holder 2" -- d update res '{"_id":"r"}' '{"$set":{"v":2}}' --fence L:2
+expect 0 "fenced delete by holder 2" -- d delete res '{"_id":"r"}' --fence L:2
+expect 0 "the deleted document is not seen" -- d count res
+[ "$(out)" = 0 ] && ok || bad "count after the fenced delete: $(out)"
+expect 3 "holder 1's fenced upsert" -- d update res '{"_id":"r"}' '{"$set":{"v":1}}' --upsert --fence L:1
+grep -q "token 1 of lock 'L' is stale: token 2 already wrote it before it was deleted" "$WORK/err" &&
+  ok || bad "tombstone message: $(cat "$WORK/err")"
+expect 3 "holder 1's fenced find-and-modify upsert" -- d find-and-modify res '{"_id":"r"}' '{"$set":{"v":1}}' --upsert --fence L:1
+[ "$(d count res)" = 0 ] && ok || bad "the stale upsert recreated r"
+expect 0 "an insert of the _id takes the record over" -- d insert res '{"_id":"r","v":9}'
+[ "$(field "$(d find res '{"_id":"r"}')" _fence)" = '{"L":2}' ] && ok || bad "record not carried: $(d find res)"
+
+# One rule for owner names, wherever an owner is taken: exit 2, nothing
+# written (a worker that refuses its owner runs nothing).
+new_store lock_owner
+d job add q t >/dev/null || bad "owner set-up"
+before=$(d dump | md5sum)
+while IFS='|' read -r label args; do
+  # shellcheck disable=SC2086
+  expect 2 "$label" -- d $args
+  grep -q "owner" "$WORK/err" && ok || bad "$label: message: $(cat "$WORK/err")"
+done <<'CASES'
+lock acquire, empty owner|lock acquire L --owner=
+worker, owner with a slash|worker --once --owner a/b
+worker, empty owner|worker --once --owner=
+job work, owner with a slash|job work q --exec true --once --owner a/b
+order confirm, empty owner|order confirm T1 --owner=
+CASES
+[ "$(d dump | md5sum)" = "$before" ] && ok || bad "a refused owner changed the store"
+expect 0 "a 128-byte owner" -- d lock acquire L --owner "$(printf "o%.0s" $(seq 128))"
 
 # The audit finds a lock whose token is below one a fenced write already
 # used (as if the lock had been restored from an old copy).

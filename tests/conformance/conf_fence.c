@@ -9,11 +9,22 @@
  * find_one_and_delete, delete (one, many).  _fence is reserved: user
  * updates cannot write it, a replacement keeps it, an upsert's filter does
  * not seed it.  Several processes racing fenced writes with mixed tokens
- * leave a log in which the accepted tokens never go down. */
+ * leave a log in which the accepted tokens never go down.
+ *
+ * Fence tombstones: a delete keeps the deleted document's record under
+ * its _id, unseen by every read, count, index and scan; the next document
+ * of that _id takes it over, and a fenced upsert older than it is FENCED
+ * -- also when the stale writer was paused before (at fence.write, every
+ * backend) or inside (at redis.unique_claimed, between its decision and
+ * its compare-and-set) its write.  A drop forgets them. */
 #include "conf.h"
 
+#include "util/fault.h"
+
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static json_t *doc_of(const char *c, const char *id) {
@@ -369,6 +380,246 @@ static void test_fence_racing_writers(void) {
          RACE_PROCS * RACE_WRITES);
 }
 
+/* ---- fence tombstones -------------------------------------------------------- */
+
+/* The issue's order: holder 2 deletes with a fenced delete; holder 1's
+ * later fenced upsert of the same _id is stale, on update and
+ * find_one_and_update alike, and the tombstone is seen by nothing. */
+static void test_fence_tombstone_upsert(void) {
+  const char *c = conf_coll("fence_tomb_up");
+  REQUIRE(conf_seed(c, "[{'_id':'r','v':0},{'_id':'s','v':0}]") == 0);
+  dtx_update_result_t res;
+  dtx_update_opts_t o = upd_fence("L", 2);
+  REQUIRE(dtx_store_update(conf_st, c, JQ("{'_id':'r'}"),
+                           JQ("{'$set':{'v':2}}"), &o, &res) == 0);
+  int64_t n = -1;
+  dtx_delete_opts_t del = {.fence_name = "L", .fence_token = 2};
+  CHECK_RC(dtx_store_delete_ex(conf_st, c, JQ("{'_id':'r'}"), &del, &n), 0);
+  CHECK(n == 1);
+  /* Unseen: finds (by _id and by scan), counts, filters on _fence. */
+  CHECK(conf_count(c, NULL) == 1 && conf_count(c, JQ("{'_id':'r'}")) == 0);
+  CHECK(conf_count(c, JQ("{'_fence.L':2}")) == 0);
+  json_t *all = conf_keep(conf_find(c, NULL, NULL));
+  CHECKF(all && strcmp(conf_ids(all), "[\"s\"]") == 0, "%s", JS(all));
+  json_t *byid = conf_keep(conf_find(c, JQ("{'_id':{'$in':['r','s']}}"),
+                                     NULL));
+  CHECKF(byid && strcmp(conf_ids(byid), "[\"s\"]") == 0, "%s", JS(byid));
+  /* The stale upsert, both calls: FENCED, naming both tokens. */
+  dtx_update_opts_t up = {.upsert = 1, .fence_name = "L", .fence_token = 1};
+  res.matched = 99;
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'r'}"),
+                            JQ("{'$set':{'v':1}}"), &up, &res),
+           DTX_EFENCED);
+  CHECK(res.matched == 0 && res.upserted_id == NULL);
+  const char *d = dtx_errdetail();
+  CHECKF(strstr(d, "token 1") && strstr(d, "token 2") && strstr(d, "'r'"),
+         "detail: %s", d);
+  dtx_fam_opts_t fo = {.upsert = 1, .return_new = 1, .fence_name = "L",
+                       .fence_token = 1};
+  json_t *out = conf_poison;
+  CHECK_RC(dtx_store_find_one_and_update(conf_st, c, JQ("{'_id':'r'}"),
+                                         JQ("{'$set':{'v':1}}"), &fo, &out),
+           DTX_EFENCED);
+  CHECK(out == NULL && conf_count(c, NULL) == 1);
+  /* Another lock's writer is not judged by L's token, and the new
+   * document takes over L's record beside its own. */
+  fo.fence_name = "M";
+  CHECK_RC(dtx_store_find_one_and_update(conf_st, c, JQ("{'_id':'r'}"),
+                                         JQ("{'$set':{'v':5}}"), &fo, &out),
+           0);
+  CHECKF(json_equal(out, JQ("{'_id':'r','v':5,'_fence':{'M':1,'L':2}}")),
+         "%s", JS(out));
+  json_decref(out);
+  /* So holder 1 stays refused on the new document too. */
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'r'}"),
+                            JQ("{'$set':{'v':1}}"), &up, &res),
+           DTX_EFENCED);
+  /* The current holder's upsert (and a later one) is accepted. */
+  CHECK_RC(dtx_store_delete_ex(conf_st, c, JQ("{'_id':'r'}"), &del, &n), 0);
+  up.fence_token = 2;
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'r','v':7}"),
+                            JQ("{'$set':{'w':1}}"), &up, &res), 0);
+  CHECK(res.upserted_id != NULL);
+  json_decref(res.upserted_id);
+  check_doc(c, "r", "{'_id':'r','v':7,'w':1,'_fence':{'L':2,'M':1}}");
+}
+
+/* A delete of a document with a record leaves it, fenced or not (many:
+ * each document its own); an insert of the _id carries it on, merged with
+ * its own; a document without one leaves nothing; a drop forgets. */
+static void test_fence_tombstone_insert(void) {
+  const char *c = conf_coll("fence_tomb_ins");
+  REQUIRE(conf_seed(c, "[{'_id':'r','g':1,'_fence':{'L':4,'M':1}},"
+                       "{'_id':'p','g':1},"
+                       "{'_id':'q','g':2,'_fence':{'L':6}},"
+                       "{'_id':'t','g':2,'_fence':{'L':3}}]") == 0);
+  int64_t n = -1;
+  CHECK_RC(dtx_store_delete_ex(conf_st, c, JQ("{'g':1}"),
+                               &(dtx_delete_opts_t){.many = 1}, &n), 0);
+  CHECK(n == 2);
+  CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'r','x':1}"), NULL), 0);
+  check_doc(c, "r", "{'_id':'r','x':1,'_fence':{'L':4,'M':1}}");
+  CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'p','x':1}"), NULL), 0);
+  check_doc(c, "p", "{'_id':'p','x':1}");
+  dtx_update_result_t res;
+  dtx_update_opts_t o = upd_fence("L", 3);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'r'}"),
+                            JQ("{'$set':{'x':2}}"), &o, &res), DTX_EFENCED);
+  /* A fenced delete of many: every document keeps its record, with the
+   * token that deleted it. */
+  dtx_delete_opts_t dm = {.many = 1, .fence_name = "N", .fence_token = 9};
+  CHECK_RC(dtx_store_delete_ex(conf_st, c, JQ("{'g':2}"), &dm, &n), 0);
+  CHECK(n == 2 && conf_count(c, NULL) == 2);
+  /* An inserted record of its own (a restored copy) keeps its larger
+   * tokens and gains the rest. */
+  CHECK_RC(dtx_store_insert(conf_st, c,
+                            JQ("{'_id':'q','_fence':{'L':2,'K':5}}"), NULL),
+           0);
+  check_doc(c, "q", "{'_id':'q','_fence':{'L':6,'K':5,'N':9}}");
+  json_t *ids = NULL;
+  size_t k = 0;
+  CHECK_RC(dtx_store_insert_many(conf_st, c, JQ("[{'_id':'t'},{'_id':'u'}]"),
+                                 &k, &ids), 0);
+  json_decref(ids);
+  check_doc(c, "t", "{'_id':'t','_fence':{'L':3,'N':9}}");
+  check_doc(c, "u", "{'_id':'u'}");
+  /* An update's $set of everything else keeps the record as always. */
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'t'}"), JQ("{'z':1}"),
+                            NULL, &res), 0);
+  check_doc(c, "t", "{'_id':'t','z':1,'_fence':{'L':3,'N':9}}");
+  /* A drop forgets every record with the documents. */
+  CHECK_RC(dtx_store_delete_ex(conf_st, c, JQ("{'_id':'t'}"), NULL, &n), 0);
+  CHECK_RC(dtx_store_drop_collection(conf_st, c), 0);
+  CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'t'}"), NULL), 0);
+  check_doc(c, "t", "{'_id':'t'}");
+}
+
+/* Indexes never list a tombstone, and a unique key a deleted document
+ * held is free for another document at once. */
+static void test_fence_tombstone_indexes(void) {
+  const char *c = conf_coll("fence_tomb_idx");
+  REQUIRE(dtx_store_create_index(conf_st, c, JQ("{'g':1}"), NULL, NULL) == 0);
+  dtx_index_opts_t uo = {.unique = 1};
+  REQUIRE(dtx_store_create_index(conf_st, c, JQ("{'k':1}"), &uo, NULL) == 0);
+  REQUIRE(conf_seed(c, "[{'_id':'a','g':1,'k':1},{'_id':'b','g':1,'k':2}]") ==
+          0);
+  dtx_update_result_t res;
+  dtx_update_opts_t o = upd_fence("L", 4);
+  REQUIRE(dtx_store_update(conf_st, c, JQ("{'_id':'a'}"),
+                           JQ("{'$set':{'h':1}}"), &o, &res) == 0);
+  dtx_delete_opts_t del = {.fence_name = "L", .fence_token = 4};
+  CHECK_RC(dtx_store_delete_ex(conf_st, c, JQ("{'_id':'a'}"), &del, NULL), 0);
+  CHECK(conf_count(c, JQ("{'g':1}")) == 1 && conf_count(c, JQ("{'k':1}")) == 0);
+  json_t *g = conf_keep(conf_find(c, JQ("{'g':{'$gte':0}}"), NULL));
+  CHECKF(g && strcmp(conf_ids(g), "[\"b\"]") == 0, "%s", JS(g));
+  CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'c','g':1,'k':1}"), NULL),
+           0);
+  /* The _id comes back with its record and its own keys. */
+  CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'a','g':3,'k':3}"), NULL),
+           0);
+  check_doc(c, "a", "{'_id':'a','g':3,'k':3,'_fence':{'L':4}}");
+  CHECK(conf_count(c, JQ("{'g':3}")) == 1);
+}
+
+/* Arms DOCTX_FAULT for this process (a forked child). */
+static void arm_fault(const char *spec) {
+  setenv("DOCTX_FAULT", spec, 1);
+  dtx__fault_init(NULL);
+}
+
+typedef struct stale_upsert {
+  const char *coll;
+  const char *fault;
+} stale_upsert_t;
+
+/* Holder 1's fenced upsert with token 1, stopped at the fault point;
+ * exits 0 when the store refuses it as stale. */
+static int stale_upsert_child(void *arg) {
+  stale_upsert_t *a = arg;
+  dtx_store_t *st = NULL;
+  if (dtx_store_open(conf_uri, &st) != 0) {
+    CONF_CHILD_FAIL("open: %s", dtx_errdetail());
+    return 1;
+  }
+  arm_fault(a->fault);
+  dtx_update_opts_t up = {.upsert = 1, .fence_name = "L", .fence_token = 1};
+  dtx_update_result_t res;
+  int rc = dtx_store_update(st, a->coll, JQ("{'_id':'r'}"),
+                            JQ("{'$set':{'late':1,'k':1}}"), &up, &res);
+  json_decref(res.upserted_id);
+  dtx_store_close(st);
+  if (rc != DTX_EFENCED)
+    CONF_CHILD_FAIL("stale upsert: %s (%s), want FENCED", dtx_errname(rc),
+                    dtx_errdetail());
+  return rc == DTX_EFENCED ? 0 : 1;
+}
+
+/* Waits (bounded) until pid has stopped at its pause; 0 when it did. */
+static int wait_stopped(pid_t pid) {
+  for (int i = 0; i < 2000; i++) {
+    int status;
+    pid_t w = waitpid(pid, &status, WUNTRACED | WNOHANG);
+    if (w == pid && WIFSTOPPED(status))
+      return 0;
+    if (w == pid || (w < 0 && errno != EINTR))
+      return -1; /* it ended without stopping */
+    usleep(5000);
+  }
+  return -1;
+}
+
+/* A stale holder paused at fault (fence.write: before its step;
+ * redis.unique_claimed: after it decided on the state it read, before its
+ * compare-and-set) while holder 2 writes (seed_first: the document exists
+ * already, written by holder 2) and then fenced-deletes the document: the
+ * paused upsert resumes into FENCED and recreates nothing. */
+static void paused_upsert(const char *name, const char *fault,
+                          int seed_first) {
+  const char *c = conf_coll(name);
+  dtx_index_opts_t uo = {.unique = 1};
+  REQUIRE(dtx_store_create_index(conf_st, c, JQ("{'k':1}"), &uo, NULL) == 0);
+  dtx_update_result_t res;
+  dtx_update_opts_t o2 = {.upsert = 1, .fence_name = "L", .fence_token = 2};
+  if (seed_first) {
+    REQUIRE(dtx_store_update(conf_st, c, JQ("{'_id':'r'}"),
+                             JQ("{'$set':{'v':2,'k':2}}"), &o2, &res) == 0);
+    json_decref(res.upserted_id);
+  }
+  stale_upsert_t a = {c, fault};
+  conf_store_release();
+  pid_t pid = conf_fork(stale_upsert_child, &a);
+  REQUIRE(pid > 0);
+  int stopped = wait_stopped(pid) == 0;
+  conf_store_reacquire();
+  CHECKF(stopped, "the stale writer did not stop at %s", fault);
+  if (!seed_first) {
+    CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'r'}"),
+                              JQ("{'$set':{'v':2,'k':2}}"), &o2, &res), 0);
+    json_decref(res.upserted_id);
+  }
+  dtx_delete_opts_t del = {.fence_name = "L", .fence_token = 2};
+  int64_t n = -1;
+  CHECK_RC(dtx_store_delete_ex(conf_st, c, JQ("{'_id':'r'}"), &del, &n), 0);
+  CHECK(n == 1);
+  if (stopped)
+    kill(pid, SIGCONT);
+  else
+    kill(pid, SIGKILL);
+  CHECKF(conf_wait(pid) == 0, "the stale upsert was not refused");
+  CHECK(conf_count(c, NULL) == 0);
+}
+
+static void test_fence_tombstone_paused(void) {
+  if (conf_store_is_private()) {
+    conf_skip("needs a store shared between processes");
+    return;
+  }
+  paused_upsert("fence_tomb_pause", "fence.write:pause", 1);
+  /* Only the Redis backend has a step inside the write to stop at. */
+  if (strncmp(conf_uri, "redis", 5) == 0)
+    paused_upsert("fence_tomb_cas", "redis.unique_claimed:pause", 0);
+}
+
 void conf_run_fence(void) {
   CONF_RUN(test_fence_update_rule);
   CONF_RUN(test_fence_vs_nomatch);
@@ -376,4 +627,8 @@ void conf_run_fence(void) {
   CONF_RUN(test_fence_reserved);
   CONF_RUN(test_fence_bad_args);
   CONF_RUN(test_fence_racing_writers);
+  CONF_RUN(test_fence_tombstone_upsert);
+  CONF_RUN(test_fence_tombstone_insert);
+  CONF_RUN(test_fence_tombstone_indexes);
+  CONF_RUN(test_fence_tombstone_paused);
 }

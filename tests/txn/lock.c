@@ -1,7 +1,10 @@
 /* lock.c -- lease locks (src/txn/lock/) through the public C API on a real
  * store: tokens strictly increasing across release and expiry, held and
  * no-longer-current outcomes, bad arguments refused, the view's shape,
- * listing; then mutual exclusion under load: 8 threads, each with its own
+ * listing; tokens that never go back for a name that fenced a write, also
+ * after its lock was deleted or its collection dropped with
+ * --bypass-validation, and the audit's findings about it; the one rule
+ * for owner names; then mutual exclusion under load: 8 threads, each with its own
  * store handle, take one lock for about a second with 30 ms leases and
  * random pauses (so leases lapse), each fenced-writing a counter under
  * it; in the counter's order every accepted write's token is greater than
@@ -26,9 +29,16 @@ static int64_t token_of(const json_t *v) {
   return json_integer_value(json_object_get(v, "token"));
 }
 
+/* A fresh lock pattern: its locks (with their tombstones) and the
+ * registry of names. */
+static void drop_locks(dtx_store_t *st) {
+  dtx_store_drop_collection_ex(st, "locks", &(dtx_drop_opts_t){1});
+  dtx_store_drop_collection_ex(st, "lock_names", &(dtx_drop_opts_t){1});
+}
+
 static void test_semantics(void) {
   dtx_store_t *st = open_store();
-  dtx_store_drop_collection_ex(st, "locks", &(dtx_drop_opts_t){1});
+  drop_locks(st);
   json_t *v = NULL;
   dtx_lock_opts_t o = {.owner = "c1", .ttl_ms = 60000};
   CHECK_RC(dtx_lock_acquire(st, "L", &o, &v), 0);
@@ -82,6 +92,161 @@ static void test_semantics(void) {
   int64_t n = -1;
   CHECK_RC(dtx_store_delete(st, "locks", f, 0, &n), DTX_EVALIDATION);
   json_decref(f);
+  dtx_store_close(st);
+}
+
+/* ---- tokens never go back (docs/locks.md, "A deleted lock") --------------- */
+
+static int64_t acquire_release(dtx_store_t *st, const char *name) {
+  json_t *v = NULL;
+  int rc = dtx_lock_acquire(st, name, NULL, &v);
+  CHECKF(rc == 0, "acquire %s: %s", name, dtx_errdetail());
+  int64_t t = token_of(v);
+  json_decref(v);
+  CHECK_RC(dtx_lock_release(st, name, t, NULL), 0);
+  return t;
+}
+
+static void fenced_write(dtx_store_t *st, const char *name, int64_t t,
+                         int want) {
+  json_t *f = json_pack("{s:s}", "_id", "r");
+  json_t *u = json_pack("{s:{s:I}}", "$set", "v", (json_int_t)t);
+  dtx_update_opts_t o = {.upsert = 1, .fence_name = name, .fence_token = t};
+  dtx_update_result_t res;
+  int rc = dtx_store_update(st, "lock_res6", f, u, &o, &res);
+  CHECKF(rc == want, "fenced write %s:%lld: %s (%s)", name, (long long)t,
+         dtx_errname(rc), dtx_errdetail());
+  json_decref(res.upserted_id);
+  json_decref(f);
+  json_decref(u);
+}
+
+/* The audit's outcome, and whether kind is among its lock findings. */
+static int audit_has(dtx_store_t *st, const char *kind, int *rc) {
+  json_t *rep = NULL;
+  *rc = dtx_audit(st, 0, &rep);
+  size_t i;
+  json_t *f;
+  int found = 0;
+  json_array_foreach(json_object_get(rep, "findings"), i, f) {
+    const char *k = json_string_value(json_object_get(f, "kind"));
+    found |= k && strcmp(k, kind) == 0;
+  }
+  json_decref(rep);
+  return found;
+}
+
+static void bypass(dtx_store_t *st, const char *update, const char *name) {
+  json_t *f = json_pack("{s:s}", "_id", name);
+  int rc;
+  if (update) {
+    json_t *u = json_loads(update, 0, NULL);
+    dtx_update_opts_t o = {.bypass_validation = 1};
+    rc = dtx_store_update(st, "locks", f, u, &o, NULL);
+    json_decref(u);
+  } else {
+    dtx_delete_opts_t o = {.bypass_validation = 1};
+    rc = dtx_store_delete_ex(st, "locks", f, &o, NULL);
+  }
+  CHECKF(rc == 0, "bypass %s: %s", update ? update : "delete",
+         dtx_errdetail());
+  json_decref(f);
+}
+
+/* After 3 acquires and a write fenced with token 3, the lock document is
+ * deleted with --bypass-validation: the audit reports the fenced name
+ * whose lock is gone, and the next acquire hands out 4 (the deleted
+ * lock's record, kept by its fence tombstone), never 1.  With "locks"
+ * dropped (tombstones gone), the registry of names sends the acquire to
+ * the tokens its name fenced.  A plain write cannot lower a token; one
+ * with --bypass-validation does not make the next acquire go back, and
+ * the audit reports it. */
+static void test_tokens_never_go_back(void) {
+  dtx_store_t *st = open_store();
+  drop_locks(st);
+  dtx_store_drop_collection_ex(st, "lock_res6", &(dtx_drop_opts_t){1});
+  for (int i = 1; i <= 3; i++)
+    CHECK(acquire_release(st, "T") == i);
+  fenced_write(st, "T", 3, 0);
+  int rc;
+  CHECK(!audit_has(st, "lock_missing", &rc) && rc == 0);
+  bypass(st, NULL, "T");
+  CHECK(audit_has(st, "lock_missing", &rc) && rc == DTX_EAUDIT);
+  CHECK(acquire_release(st, "T") == 4);
+  CHECK(!audit_has(st, "lock_missing", &rc) && rc == 0);
+  fenced_write(st, "T", 4, 0);
+  fenced_write(st, "T", 3, DTX_EFENCED);
+  /* The collection dropped: its tombstones go with it. */
+  CHECK_RC(dtx_store_drop_collection_ex(st, "locks", &(dtx_drop_opts_t){1}),
+           0);
+  CHECK(audit_has(st, "lock_missing", &rc) && rc == DTX_EAUDIT);
+  CHECK(acquire_release(st, "T") == 5);
+  CHECK(!audit_has(st, "lock_missing", &rc) && rc == 0);
+  /* A plain update may not lower the token (the transition rule)... */
+  json_t *f = json_pack("{s:s}", "_id", "T");
+  json_t *u = json_pack("{s:{s:i}}", "$set", "token", 1);
+  CHECK_RC(dtx_store_update(st, "locks", f, u, NULL, NULL), DTX_EVALIDATION);
+  CHECK(strstr(dtx_errdetail(), "token may not decrease"));
+  json_decref(u);
+  json_decref(f);
+  /* ... one with --bypass-validation does, but the lock's own record
+   * keeps the next acquire ahead, and the audit says so meanwhile. */
+  bypass(st, "{\"$set\":{\"token\":1}}", "T");
+  CHECK(audit_has(st, "lock_token_regressed", &rc) && rc == DTX_EAUDIT);
+  CHECK(acquire_release(st, "T") == 6);
+  CHECK(!audit_has(st, "lock_token_regressed", &rc) && rc == 0);
+  /* A lock deleted and inserted again by hand takes the record over. */
+  bypass(st, NULL, "T");
+  json_t *doc = json_pack("{s:s,s:n,s:i,s:i,s:i,s:i,s:i,s:s}", "_id", "T",
+                          "owner", "token", 1, "expires", 0, "ttl", 1000,
+                          "acquired", 0, "updated", 0, "nonce", "");
+  CHECK_RC(dtx_store_insert(st, "locks", doc, NULL), 0);
+  json_decref(doc);
+  CHECK(acquire_release(st, "T") == 7);
+  /* A token that is no integer (bypassing the validator): the acquire
+   * says so and changes nothing; the audit reports the shape. */
+  bypass(st, "{\"$set\":{\"token\":\"x\"}}", "T");
+  CHECK_RC(dtx_lock_acquire(st, "T", NULL, NULL), DTX_ESTATE);
+  CHECK(strstr(dtx_errdetail(), "not an integer"));
+  CHECK(audit_has(st, "bad_shape", &rc) && rc == DTX_EAUDIT);
+  bypass(st, "{\"$set\":{\"token\":7}}", "T");
+  /* A name never registered nor fenced starts at 1. */
+  CHECK(acquire_release(st, "U") == 1);
+  dtx_store_close(st);
+}
+
+/* One rule for owner names on every path that takes one: NULL is
+ * host:pid, anything else 1..128 of [A-Za-z0-9_.:-] -- "" and "a/b"
+ * are refused before anything is written. */
+static void test_owner_rule(void) {
+  dtx_store_t *st = open_store();
+  drop_locks(st);
+  char o128[129], o129[130];
+  memset(o128, 'o', 128);
+  o128[128] = '\0';
+  memset(o129, 'o', 129);
+  o129[129] = '\0';
+  static const char *const bad[] = {"", "a/b", "a b", "x%1"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0] + 1; i++) {
+    const char *o = i < sizeof bad / sizeof bad[0] ? bad[i] : o129;
+    dtx_lock_opts_t lo = {.owner = o};
+    CHECK_RC(dtx_lock_acquire(st, "O", &lo, NULL), DTX_EINVAL);
+    CHECKF(strstr(dtx_errdetail(), "owner"), "%s", dtx_errdetail());
+    dtx_worker_opts_t wo = {.once = 1, .owner = o};
+    CHECK_RC(dtx_worker_run(st, &wo, NULL), DTX_EINVAL);
+    CHECKF(strstr(dtx_errdetail(), "owner"), "%s", dtx_errdetail());
+    dtx_exec_opts_t eo = {.owner = o};
+    json_t *out = NULL;
+    CHECK_RC(dtx_transfer_run(st, "nosuch", &eo, &out), DTX_EINVAL);
+    CHECK(out == NULL);
+  }
+  json_t *v = NULL;
+  CHECK_RC(dtx_lock_get(st, "O", &v), DTX_ENOTFOUND);
+  dtx_lock_opts_t lo = {.owner = o128};
+  CHECK_RC(dtx_lock_acquire(st, "O", &lo, &v), 0);
+  const char *got = json_string_value(json_object_get(v, "owner"));
+  CHECKF(got && strcmp(got, o128) == 0, "owner %s", got ? got : "(none)");
+  json_decref(v);
   dtx_store_close(st);
 }
 
@@ -179,6 +344,8 @@ static void test_mutual_exclusion(void) {
 int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:lock.db";
   TEST_RUN(test_semantics);
+  TEST_RUN(test_tokens_never_go_back);
+  TEST_RUN(test_owner_rule);
   TEST_RUN(test_mutual_exclusion);
   return TEST_DONE();
 }

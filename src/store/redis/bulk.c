@@ -215,7 +215,8 @@ static void decide(bitem_t *it, int rc, int matched) {
   }
 }
 
-/* Starts the write of it->nd over it->cur. */
+/* Starts the write of it->nd over it->cur (a delete leaves the
+ * document's fence record, fence.c: dtx__rd_write_begin keeps it). */
 static void write_begin(dtx__backend_t *b, bitem_t *it) {
   int rc = dtx__rd_write_begin(b, it->co, &it->cur, it->nd, &it->op->m,
                                 &it->wp);
@@ -248,7 +249,11 @@ static void eval(dtx__backend_t *b, bitem_t *it, int64_t now) {
       item_fail(it, dtx__err_dupid(json_object_get(op->doc, "_id")));
       return;
     }
-    if ((rc = dtx__doc_check_write(it->co->rules, it->co->name, NULL, op->doc,
+    /* It met a fence tombstone: the document takes over its record. */
+    if ((it->cur.fence && (rc = dtx__fence_revive(NULL, it->co->name,
+                                                  it->cur.fence,
+                                                  op->doc)) < 0) ||
+        (rc = dtx__doc_check_write(it->co->rules, it->co->name, NULL, op->doc,
                                    m->bypass)) < 0) {
       item_fail(it, rc);
       return;
@@ -384,6 +389,8 @@ static void doc_copy(rd_doc_t *d, const rd_doc_t *s) {
   memcpy(d->seq, s->seq, sizeof d->seq);
   json_decref(d->body);
   d->body = json_incref(s->body);
+  json_decref(d->fence);
+  d->fence = json_incref(s->fence);
   d->cached = s->cached;
 }
 

@@ -91,6 +91,12 @@ void dtx__rd_key_stamp(rd_buf_t *o, const rd_coll_t *co, int bucket) {
   put_tag(o, co, bucket);
 }
 
+void dtx__rd_key_tombs(rd_buf_t *o, const rd_coll_t *co, int bucket) {
+  dtx__rd_puts(o, co->kp);
+  dtx__rd_put(o, "t:", 2);
+  put_tag(o, co, bucket);
+}
+
 void dtx__rd_key_index(rd_buf_t *o, const rd_coll_t *co, int bucket,
                        int64_t ixid) {
   dtx__rd_puts(o, co->kp);
@@ -506,7 +512,7 @@ static int backfill_bucket(dtx__backend_t *b, rd_coll_t **cop, int k,
       d.bucket = k;
       dtx__rd_put(&d.id, r->element[i]->str, r->element[i]->len);
       rc = dtx__rd_doc_fill(&d, r->element[i + 1], r->element[i + 2],
-                            r->element[i + 3]);
+                            r->element[i + 3], NULL);
       for (int tries = 0; rc == 0 && d.body; tries++) {
         json_t *same = json_incref(d.body);
         rc = dtx__rd_write(b, *cop, &d, same, NULL, claims);
@@ -861,6 +867,9 @@ static int drop_buckets(dtx__backend_t *b, const rd_coll_t *co) {
     dtx__rd_argb(c, &key);
     key.n = 0;
     dtx__rd_key_members(&key, co, k);
+    dtx__rd_argb(c, &key);
+    key.n = 0;
+    dtx__rd_key_tombs(&key, co, k);
     dtx__rd_argb(c, &key);
     /* Every index id ever handed out, so an abandoned build's zset goes
      * too. */

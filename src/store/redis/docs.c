@@ -51,6 +51,7 @@ int dtx__rd_keep_trying(const dtx__backend_t *b, int64_t t0, int losses) {
 void dtx__rd_doc_clear(rd_doc_t *d) {
   dtx__rd_buf_free(&d->id);
   json_decref(d->body);
+  json_decref(d->fence);
   memset(d, 0, sizeof *d);
 }
 
@@ -59,13 +60,22 @@ static int reply_str(const redisReply *r) {
 }
 
 int dtx__rd_doc_fill(rd_doc_t *d, const redisReply *v, const redisReply *s,
-                     const redisReply *body) {
+                     const redisReply *body, const redisReply *f) {
   if (!reply_str(v) || !reply_str(s) || !reply_str(body) ||
+      (f && !reply_str(f)) ||
       (v->type == REDIS_REPLY_STRING && v->len > RD_VERMAX))
     return dtx__err(DTX_EBACKEND, "redis: malformed document record");
   json_decref(d->body);
   d->body = NULL;
+  json_decref(d->fence);
+  d->fence = NULL;
   d->cached = 0;
+  if (f && f->type == REDIS_REPLY_STRING && f->len > 0 &&
+      (dtx__json_parse(f->str, &d->fence) < 0 || !json_is_object(d->fence))) {
+    json_decref(d->fence);
+    d->fence = NULL;
+    return dtx__err(DTX_EBACKEND, "redis: malformed fence record");
+  }
   size_t vl = v->type == REDIS_REPLY_STRING ? v->len : 0;
   memcpy(d->ver, vl ? v->str : "", vl);
   d->ver[vl] = '\0';
@@ -113,13 +123,14 @@ void dtx__rd_read_cmd(const rd_coll_t *co, const rd_doc_t *d, rd_cmd_t *c) {
 int dtx__rd_read_reply(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *d,
                        const rd_cmd_t *c) {
   const redisReply *r = c->reply;
-  if (r->type != REDIS_REPLY_ARRAY || r->elements != 4)
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 5)
     return dtx__rd_bad_reply(r, "reading a document");
   if (r->element[0]->type != REDIS_REPLY_STRING ||
       (r->element[0]->len == 7 &&
        memcmp(r->element[0]->str, "dropped", 7) == 0))
     return RD_ESTALE;
-  int rc = dtx__rd_doc_fill(d, r->element[1], r->element[2], r->element[3]);
+  int rc = dtx__rd_doc_fill(d, r->element[1], r->element[2], r->element[3],
+                            r->element[4]);
   if (rc == 0 && d->body) {
     rd_buf_t key = {0};
     dtx__rd_doc_key(co, d, &key);
@@ -207,13 +218,19 @@ void dtx__rd_claims_release(dtx__backend_t *b, const rd_claims_t *c) {
 /* Inserts one document (with an _id) into co.  DTX_EDUPKEY when the _id
  * exists.  The document is checked against the rules of the descriptor
  * each attempt writes with: a stale one fails its stamp (RD_ESTALE), and
- * the next attempt checks against the fresh rules. */
+ * the next attempt checks against the fresh rules.  Over a tombstone it
+ * writes on that tombstone's version, after folding in the fence record
+ * a deleted document left (fence.c; doc is the store's private copy). */
 static int insert_one(dtx__backend_t *b, rd_coll_t **cop, json_t *doc,
                       int bypass) {
   rd_doc_t cur = {0};
   int rc = dtx__rd_doc_set_id(*cop, &cur, json_object_get(doc, "_id"));
   for (int attempt = 0; rc == 0 && attempt < RD_WRITE_ATTEMPTS; attempt++) {
-    rc = dtx__doc_check_write((*cop)->rules, (*cop)->name, NULL, doc, bypass);
+    if (cur.fence)
+      rc = dtx__fence_revive(NULL, (*cop)->name, cur.fence, doc);
+    if (rc == 0)
+      rc = dtx__doc_check_write((*cop)->rules, (*cop)->name, NULL, doc,
+                                bypass);
     if (rc == 0)
       rc = dtx__rd_write(b, *cop, &cur, doc, NULL, NULL);
     if (rc == RD_ELOST && cur.body) {
@@ -221,7 +238,7 @@ static int insert_one(dtx__backend_t *b, rd_coll_t **cop, json_t *doc,
       break;
     }
     if (rc == RD_ELOST) {
-      rc = 0; /* a fence tombstone: insert over its version */
+      rc = 0; /* a tombstone: insert over its version */
       continue;
     }
     if (rc == RD_ESTALE) {

@@ -223,22 +223,25 @@ static int select_doc(dtx__backend_t *b, rd_coll_t **cop,
 }
 
 /* Builds and inserts an upserted document.  RD_ELOST when its _id
- * appeared meanwhile (select again). */
+ * appeared meanwhile (select again).  Over a tombstone it writes on that
+ * tombstone's version, the fenced upsert judged by (and the document
+ * given) the fence record a deleted document left (fence.c). */
 static int upsert(dtx__backend_t *b, rd_coll_t **cop, const dtx__modify_t *m,
                   int64_t now, dtx__modify_result_t *res) {
   json_t *doc;
   int rc = dtx__modify_upsert_doc(m, now, &doc);
-  if (rc == 0)
-    rc = dtx__doc_check_write((*cop)->rules, (*cop)->name, NULL, doc,
-                              m->bypass);
-  if (rc < 0) {
-    json_decref(doc);
+  if (rc < 0)
     return rc;
-  }
   rd_doc_t cur = {0};
   rc = dtx__rd_doc_set_id(*cop, &cur, json_object_get(doc, "_id"));
   for (int attempt = 0; rc == 0 && attempt < RD_WRITE_ATTEMPTS; attempt++) {
-    rc = dtx__rd_write(b, *cop, &cur, doc, m, NULL);
+    if (cur.fence)
+      rc = dtx__fence_revive(m, (*cop)->name, cur.fence, doc);
+    if (rc == 0)
+      rc = dtx__doc_check_write((*cop)->rules, (*cop)->name, NULL, doc,
+                                m->bypass);
+    if (rc == 0)
+      rc = dtx__rd_write(b, *cop, &cur, doc, m, NULL);
     if (rc == RD_ELOST && !cur.body) {
       rc = 0;
       continue; /* a tombstone */

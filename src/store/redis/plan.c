@@ -117,7 +117,7 @@ static int docset_add(docset_t *s, int bucket, const redisReply *id,
   memset(d, 0, sizeof *d);
   d->bucket = bucket;
   dtx__rd_put(&d->id, id->str, id->len);
-  int rc = dtx__rd_doc_fill(d, v, seq, body);
+  int rc = dtx__rd_doc_fill(d, v, seq, body, NULL);
   if (rc < 0 || d->id.oom) {
     dtx__rd_doc_clear(d);
     return rc < 0 ? rc : dtx__err(DTX_ENOMEM, "collecting candidates");
@@ -353,7 +353,7 @@ static int read_ids(dtx__backend_t *b, const rd_coll_t *co, const json_t *ids,
   int rc = dtx__rd_run_together(b, cmds, nc, "reading documents");
   for (size_t k = 0; rc == 0 && k < nc; k++) {
     const redisReply *r = cmds[k].reply;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5) {
       rc = dtx__rd_bad_reply(r, "reading documents");
       break;
     }
@@ -635,7 +635,7 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
         d.bucket = (int)k;
         dtx__rd_put(&d.id, r->element[e]->str, r->element[e]->len);
         rc = dtx__rd_doc_fill(&d, r->element[e + 1], r->element[e + 2],
-                              r->element[e + 3]);
+                              r->element[e + 3], NULL);
         if (rc == 0 && d.body) {
           /* the stop rule's entry: the last one read, match or not */
           dtx__rd_doc_clear(&last[k]);

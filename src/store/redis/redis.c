@@ -101,7 +101,20 @@
  * with a compare-and-set on its value.  So a document holding a key
  * always holds a recorded claim on it, and two documents never both do.
  * A crash leaves at most orphan claims, which the next writer of that key
- * takes over.  Fence tombstones expire after TOMBSTONE_TTL_MS.
+ * takes over.  These claim tombstones (a version, no body) expire after
+ * TOMBSTONE_TTL_MS.
+ *
+ * ---- Fence tombstones --------------------------------------------------------
+ *
+ * Not to be confused with the claim tombstones above: a deleted document
+ * that carried a _fence record (src/store/fence.c) keeps its key, with a
+ * new version and the record in field f and no body, for as long as the
+ * _id is not created again (no expiry: a stale lock holder may wake at
+ * any time), listed by _id in its bucket's tombstones set, which a drop
+ * empties.  Reads see no body: to them it is absent.  The WRITE script
+ * that deletes keeps it; an insert over it is a compare-and-set on its
+ * version, decided in C on the record READDOC (or the lost write's reply)
+ * returned, and drops f.
  *
  * ---- The catalog -------------------------------------------------------------
  *
@@ -123,10 +136,12 @@
  *  - Natural (insertion) order is by a sequence number taken from the
  *    clock (milliseconds, then a per-process counter): exact within a
  *    process, by millisecond across processes.
- *  - Left behind with an expiry: fence tombstones and the stamps of
+ *  - Left behind with an expiry: claim tombstones and the stamps of
  *    dropped buckets (24 h).  Left behind for good: orphan claims of a
  *    dropped collection (claims no document records), and claims a
  *    failed unique index build took on behalf of concurrent writers.
+ *    Kept on purpose, without expiry: fence tombstones (above) until
+ *    their _id is created again or their collection dropped.
  *  - Slot migration: a bucket's multi-key scripts answer TRYAGAIN while
  *    its keys are split between two nodes, so its writes wait (retried
  *    with backoff) until the slot has moved. */
@@ -282,6 +297,8 @@ int dtx__rd_cache_get(dtx__backend_t *b, const rd_buf_t *key, rd_doc_t *d) {
     memcpy(d->seq, e->seq, sizeof d->seq);
     json_decref(d->body);
     d->body = json_incref(e->body);
+    json_decref(d->fence); /* the cache holds live documents only */
+    d->fence = NULL;
     d->cached = 1;
     hit = 1;
   }

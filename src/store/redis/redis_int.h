@@ -288,6 +288,8 @@ void dtx__rd_key_doc(rd_buf_t *o, const rd_coll_t *co, int bucket,
                      const char *id, size_t idlen);
 void dtx__rd_key_members(rd_buf_t *o, const rd_coll_t *co, int bucket);
 void dtx__rd_key_stamp(rd_buf_t *o, const rd_coll_t *co, int bucket);
+/* The set of the bucket's fence tombstones (by encoded _id). */
+void dtx__rd_key_tombs(rd_buf_t *o, const rd_coll_t *co, int bucket);
 void dtx__rd_key_index(rd_buf_t *o, const rd_coll_t *co, int bucket,
                        int64_t ixid);
 void dtx__rd_key_claim(rd_buf_t *o, const rd_coll_t *co, int64_t ixid,
@@ -333,14 +335,17 @@ typedef struct rd_doc {
   int bucket;
   char ver[RD_VERMAX + 1]; /* "" when the key does not exist */
   char seq[RD_SEQLEN + 1];
-  json_t *body; /* NULL when absent (or a fence tombstone) */
+  json_t *body; /* NULL when absent (or a tombstone of either kind) */
+  json_t *fence; /* absent: the fence record a deleted document left
+                    (src/store/fence.c), NULL when none */
   int cached;   /* from this process's cache: may be stale */
 } rd_doc_t;
 
 void dtx__rd_doc_clear(rd_doc_t *d);
-/* Fills d from a {v, s, b} triple of replies (bodies parsed). */
+/* Fills d from a {v, s, b} triple of replies (bodies parsed) and f, the
+ * fence record field (NULL for replies that list only live documents). */
 int dtx__rd_doc_fill(rd_doc_t *d, const redisReply *v, const redisReply *s,
-                     const redisReply *body);
+                     const redisReply *body, const redisReply *f);
 /* Sets key (emptied first; the caller owns and frees it) to the key of
  * d's record in co; d's id and bucket must be set. */
 void dtx__rd_doc_key(const rd_coll_t *co, const rd_doc_t *d, rd_buf_t *key);
@@ -368,7 +373,11 @@ void dtx__rd_contend_pause(int losses);
  * appended to claims when it is not NULL (an index build releases them
  * if it fails).  m (borrowed, may be NULL) is the modify request whose
  * time bounds the script checks against the server's TIME (window.c):
- * DTX_ESTALE / DTX_ESTATE when outside them, nothing written. */
+ * DTX_ESTALE / DTX_ESTATE when outside them, nothing written.  A delete by
+ * m leaves the deleted document's fence record under its key
+ * (dtx__fence_tombstone of m and cur's body), in the same script; an
+ * insert over a fence tombstone drops it (the caller has folded
+ * cur->fence into newbody with dtx__fence_revive). */
 int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
                   json_t *newbody, const dtx__modify_t *m,
                   rd_claims_t *claims);

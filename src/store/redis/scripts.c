@@ -18,18 +18,26 @@
 #include "store/redis/redis_int.h"
 
 /* RD_S_WRITE
- * KEYS: doc, members zset, stamp, index zsets...
+ * KEYS: doc, members zset, stamp, tombstones set, index zsets...
  * ARGV: 1 expected version ('' = no key), 2 new version, 3 stamp,
  *       4 op (i insert, u update, d delete, c check only), 5 body,
  *       6 members entry, 7 seq, 8 not_before, 9 not_after (wall-clock
- *       ms, '' = none; not for c),
+ *       ms, '' = none; not for c), 10 (d) the fence record the deleted
+ *       document leaves ('' = none),
  *       then nrel and that many claim fields to release (their values are
  *       returned), then nrec and that many field/value pairs to record,
  *       then per index zset: nrem entries..., nadd entries...
- * Returns {-1, stamp} on a stale catalog, {0, v, s, b} when the version
- * differs (the current state), {-3, server ms} when the server's TIME is
- * outside [not_before, not_after] (a time-bounded write, window.c: read
- * here, in the write's atomic step), else {1, released values...}. */
+ * Returns {-1, stamp} on a stale catalog, {0, v, s, b, f} when the
+ * version differs (the current state), {-3, server ms} when the server's
+ * TIME is outside [not_before, not_after] (a time-bounded write, window.c:
+ * read here, in the write's atomic step), else {1, released values...}.
+ *
+ * A fence tombstone (src/store/fence.c) is the deleted document's key
+ * kept with a version and its fence record f, no body, no expiry, listed
+ * in the bucket's tombstones set (by _id) so a drop finds it; reads see
+ * no body, so to them it is absent.  An insert over it (C has folded f
+ * into the new body, decided on this very version) drops f and the
+ * listing.  KEYS[4] is not passed for 'c', which returns first. */
 static const char S_WRITE[] =
     /* ZADD/ZREM entries ARGV[p+1..p+n], a few hundred per call: a write
      * of a document with a large indexed array then blocks the server for
@@ -52,7 +60,10 @@ static const char S_WRITE[] =
     "if st ~= ARGV[3] then return {-1, st} end\n"
     "local cur = redis.call('HMGET', KEYS[1], 'v', 's', 'b')\n"
     "local v = cur[1] or ''\n"
-    "if v ~= ARGV[1] then return {0, v, cur[2] or '', cur[3] or ''} end\n"
+    "if v ~= ARGV[1] then\n"
+    "  local f = redis.call('HGET', KEYS[1], 'f') or ''\n"
+    "  return {0, v, cur[2] or '', cur[3] or '', f}\n"
+    "end\n"
     "local op = ARGV[4]\n"
     "if op == 'c' then return {1} end\n"
     "if ARGV[8] ~= '' or ARGV[9] ~= '' then\n"
@@ -63,7 +74,7 @@ static const char S_WRITE[] =
     "    return {-3, now}\n"
     "  end\n"
     "end\n"
-    "local p = 10\n"
+    "local p = 11\n"
     "local out = {1}\n"
     "local n = tonumber(ARGV[p])\n"
     "for i = 1, n do\n"
@@ -75,7 +86,14 @@ static const char S_WRITE[] =
     "if op == 'd' then\n"
     "  redis.call('DEL', KEYS[1])\n"
     "  redis.call('ZREM', KEYS[2], ARGV[6])\n"
+    "  if ARGV[10] ~= '' then\n"
+    "    redis.call('HSET', KEYS[1], 'v', ARGV[2], 'f', ARGV[10])\n"
+    "    redis.call('SADD', KEYS[4], string.sub(ARGV[6], 17))\n"
+    "  end\n"
     "elseif op == 'i' then\n"
+    "  if redis.call('HDEL', KEYS[1], 'f') == 1 then\n"
+    "    redis.call('SREM', KEYS[4], string.sub(ARGV[6], 17))\n"
+    "  end\n"
     "  redis.call('HSET', KEYS[1], 'v', ARGV[2], 's', ARGV[7], 'b', ARGV[5])\n"
     "  redis.call('PERSIST', KEYS[1])\n"
     "  redis.call('ZADD', KEYS[2], 0, ARGV[6])\n"
@@ -89,7 +107,7 @@ static const char S_WRITE[] =
     "  end\n"
     "end\n"
     "p = p + 2 * n + 1\n"
-    "for k = 4, #KEYS do\n"
+    "for k = 5, #KEYS do\n"
     "  n = tonumber(ARGV[p])\n"
     "  each('ZREM', KEYS[k], p, n)\n"
     "  p = p + n + 1\n"
@@ -99,12 +117,13 @@ static const char S_WRITE[] =
     "end\n"
     "return out\n";
 
-/* RD_S_READDOC  KEYS: doc, stamp.  Returns {stamp, v, s, b}. */
+/* RD_S_READDOC  KEYS: doc, stamp.  Returns {stamp, v, s, b, f} (f: a
+ * fence tombstone's record). */
 static const char S_READDOC[] =
     "#!lua flags=no-writes\n"
     "local st = redis.call('GET', KEYS[2]) or '1'\n"
-    "local d = redis.call('HMGET', KEYS[1], 'v', 's', 'b')\n"
-    "return {st, d[1] or '', d[2] or '', d[3] or ''}\n";
+    "local d = redis.call('HMGET', KEYS[1], 'v', 's', 'b', 'f')\n"
+    "return {st, d[1] or '', d[2] or '', d[3] or '', d[4] or ''}\n";
 
 /* RD_S_RANGE
  * KEYS: a bucket zset (members or an index), stamp
@@ -233,10 +252,11 @@ static const char S_STAMP[] =
     "end\n"
     "return 1\n";
 
-/* RD_S_DROP  KEYS: stamp, members zset, index zsets...
+/* RD_S_DROP  KEYS: stamp, members zset, tombstones set, index zsets...
  * ARGV: 1 doc key prefix, 2 ttl ms of the 'dropped' stamp.
  * Marks the bucket dropped (late writers see a stale catalog), deletes its
- * documents and zsets, and returns the claim records the documents held
+ * documents, fence tombstones and zsets, and returns the claim records
+ * the documents held
  * (field, value pairs) so the caller can release them.  Like RANGE it
  * fails with TRYAGAIN, before changing anything, while a slot migration
  * has moved only part of the bucket here. */
@@ -259,6 +279,9 @@ static const char S_DROP[] =
     "    end\n"
     "  end\n"
     "  redis.call('DEL', k)\n"
+    "end\n"
+    "for _, t in ipairs(redis.call('SMEMBERS', KEYS[3])) do\n"
+    "  redis.call('DEL', ARGV[1] .. t)\n"
     "end\n"
     "for i = 2, #KEYS do redis.call('DEL', KEYS[i]) end\n"
     "return out\n";

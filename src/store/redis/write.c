@@ -437,6 +437,7 @@ struct rd_wprep {
   char seq[RD_SEQLEN + 1], ver[RD_VERMAX + 1];
   json_t *newbody; /* borrowed */
   const dtx__modify_t *m; /* borrowed: its time bounds, or NULL */
+  json_t *tomb;    /* a delete's fence record (owned), or NULL */
 };
 
 int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
@@ -462,12 +463,18 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
     return dtx__err(DTX_EBACKEND, "redis: document without a sequence");
   }
   dtx__rd_token(b, ver);
-  char *text = NULL;
-  if (newbody && !(text = dtx__json_dump(newbody))) {
+  char *text = NULL, *ttext = NULL;
+  int rc = op == 'd' && m ? dtx__fence_tombstone(m, cur->body, &p->tomb) : 0;
+  if (rc == 0 && ((newbody && !(text = dtx__json_dump(newbody))) ||
+                  (p->tomb && !(ttext = dtx__json_dump(p->tomb)))))
+    rc = dtx__err(DTX_ENOMEM, "writing a document");
+  if (rc < 0) {
+    free(text);
+    json_decref(p->tomb);
     free(p);
-    return dtx__err(DTX_ENOMEM, "writing a document");
+    return rc;
   }
-  int rc = prepare(b, co, cur, newbody, w);
+  rc = prepare(b, co, cur, newbody, w);
   /* A protocol step of its own: the claims are held but no document
    * records them yet, so a crash here leaves orphans and a pause lets a
    * rival fence this write.  Only writes that record claims reach it.  An
@@ -480,6 +487,8 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
       rc = RD_ESTALE; /* write again with the new catalog */
     wstate_free(w);
     free(text);
+    free(ttext);
+    json_decref(p->tomb);
     free(p);
     return rc;
   }
@@ -492,6 +501,9 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
   dtx__rd_argb(c, &tmp);
   tmp.n = 0;
   dtx__rd_key_stamp(&tmp, co, cur->bucket);
+  dtx__rd_argb(c, &tmp);
+  tmp.n = 0;
+  dtx__rd_key_tombs(&tmp, co, cur->bucket);
   dtx__rd_argb(c, &tmp);
   for (size_t i = 0; i < co->nidx; i++) {
     tmp.n = 0;
@@ -518,6 +530,9 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
     dtx__rd_argi(c, (long long)p->m->not_after);
   else
     dtx__rd_args(c, "");
+  /* What a delete leaves: the deleted document's fence record
+   * (fence.c), on the version this write replaces. */
+  dtx__rd_args(c, ttext ? ttext : "");
   put_claims(c, &w->rel, 0); /* to release */
   put_claims(c, &w->rec, 1); /* to record, with their values */
   for (size_t i = 0; i < co->nidx; i++) {
@@ -526,6 +541,7 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
   }
   dtx__rd_buf_free(&tmp);
   free(text);
+  free(ttext);
   *out = p;
   return 0;
 }
@@ -569,7 +585,7 @@ int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
           dtx__rd_put(&w->rel.vals[i], v->str, v->len);
         }
       }
-    } else if (tag == 0 && r->elements == 4) {
+    } else if (tag == 0 && r->elements == 5) {
       const redisReply *v = r->element[1];
       if (v->type == REDIS_REPLY_STRING && strlen(ver) == v->len &&
           memcmp(v->str, ver, v->len) == 0) {
@@ -586,7 +602,7 @@ int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
         unknown = 1;
       } else {
         rc = dtx__rd_doc_fill(cur, r->element[1], r->element[2],
-                              r->element[3]);
+                              r->element[3], r->element[4]);
         if (rc == 0)
           rc = RD_ELOST;
       }
@@ -627,6 +643,9 @@ int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
     memcpy(cur->seq, seq, sizeof cur->seq);
     json_decref(cur->body);
     cur->body = json_incref(newbody);
+    json_decref(cur->fence);
+    cur->fence = p->tomb; /* what a delete left; NULL after any other */
+    p->tomb = NULL;
     cur->cached = 0;
     if (newbody)
       dtx__rd_cache_put(b, &p->key, cur);
@@ -652,6 +671,7 @@ int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
   }
   dtx__rd_cmd_clear(c);
   dtx__rd_buf_free(&p->key);
+  json_decref(p->tomb);
   wstate_free(w);
   free(p);
   return rc;
@@ -701,9 +721,10 @@ int dtx__rd_verify_reply(dtx__backend_t *b, const rd_coll_t *co,
   }
   if (tag == -1)
     return RD_ESTALE;
-  if (tag != 0 || r->elements != 4)
+  if (tag != 0 || r->elements != 5)
     return dtx__rd_bad_reply(r, "checking a document");
-  int rc = dtx__rd_doc_fill(cur, r->element[1], r->element[2], r->element[3]);
+  int rc = dtx__rd_doc_fill(cur, r->element[1], r->element[2], r->element[3],
+                            r->element[4]);
   if (rc < 0)
     return rc;
   rd_buf_t key = {0};

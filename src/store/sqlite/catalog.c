@@ -416,6 +416,18 @@ int dtx__sq_cat_load(sq_conn_t *c, sq_cat_t **out) {
    * but sorting again costs nothing and depends on nothing. */
   if (cat->ncoll)
     qsort(cat->colls, cat->ncoll, sizeof *cat->colls, coll_cmp);
+  if ((rc = dtx__sq_prep(c,
+                         "SELECT 1 FROM sqlite_master WHERE type='table' "
+                         "AND name='_dtx_fence'",
+                         0, &st)) < 0)
+    goto fail;
+  src = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (src != SQLITE_ROW && src != SQLITE_DONE) {
+    rc = dtx__sq_err(c, src, "loading the catalog");
+    goto fail;
+  }
+  cat->has_fence = src == SQLITE_ROW;
 
   if ((rc = dtx__sq_prep(c,
                          "SELECT id, coll, spec, multikey FROM _dtx_index "
@@ -574,6 +586,19 @@ int dtx__sq_coll_ensure(sq_wctx_t *w, const char *name,
   if (!(*out = dtx__sq_coll_find(w->cat, name)))
     return dtx__err(DTX_EBACKEND, "sqlite: collection '%s' vanished", name);
   return 0;
+}
+
+/* Made by the first delete that keeps a fence record, not with the
+ * schema: a store that never kept one (or one of an older doctx) has no
+ * table to look in, and its inserts pay nothing. */
+int dtx__sq_fence_table(sq_wctx_t *w) {
+  if (w->cat->has_fence)
+    return 0;
+  int rc = dtx__sq_exec_once(
+      w->c, "CREATE TABLE IF NOT EXISTS _dtx_fence(coll TEXT NOT NULL,"
+            " id NOT NULL, rec TEXT NOT NULL, PRIMARY KEY(coll, id))"
+            " WITHOUT ROWID");
+  return rc < 0 ? rc : cat_changed(w);
 }
 
 int dtx__sq_mk_flush(sq_wctx_t *w) {
@@ -736,8 +761,10 @@ static int drop_run(sq_wctx_t *w, sq_op_t *op) {
       "DELETE FROM _dtx_index WHERE coll=?1",
       "DELETE FROM _dtx_rules WHERE coll=?1",
       "DELETE FROM _dtx_coll WHERE name=?1",
+      "DELETE FROM _dtx_fence WHERE coll=?1", /* its fence tombstones */
   };
-  for (size_t i = 0; i < sizeof del / sizeof *del; i++) {
+  size_t ndel = sizeof del / sizeof *del - !w->cat->has_fence;
+  for (size_t i = 0; i < ndel; i++) {
     sqlite3_stmt *st;
     if ((rc = dtx__sq_prep(w->c, del[i], 0, &st)) < 0)
       return rc;

@@ -14,7 +14,12 @@
  * value (numbers as INTEGER or REAL, strings as TEXT, booleans as 0/1,
  * null and missing as 0, objects and arrays as canonical JSON text, see
  * codec.c).  SQLite compares INTEGER and REAL by value, so 1 and 1.0 are
- * one key, as in MongoDB. */
+ * one key, as in MongoDB.
+ *
+ * Fence tombstones (src/store/fence.c): a delete keeps the deleted
+ * document's fence record in _dtx_fence (coll, id), and an insert of that
+ * _id takes it over and removes it, both in the write transaction of the
+ * delete or insert; no read looks there. */
 #include "store/sqlite/sqlite_int.h"
 
 #include "util/err.h"
@@ -218,31 +223,83 @@ static int doc_keys(const sq_idx_t *ix, const json_t *doc, json_t **keys) {
 }
 
 
+/* ---- fence tombstones ------------------------------------------------------------------ */
+
+/* The record a deleted document left under (co, id) in _dtx_fence
+ * (src/store/fence.c): kept by the delete, taken by the next document of
+ * that _id, both in the write transaction that deletes or creates it, so
+ * no reader sees a document and its tombstone apart.  rm: 0 reads the
+ * record into *rec (NULL when none), 1 removes it, 2 stores *rec. */
+static int tomb(sq_wctx_t *w, const sq_coll_t *co, const json_t *id, int rm,
+                json_t **rec) {
+  static const char *const sql[] = {
+      "SELECT rec FROM _dtx_fence WHERE coll=?1 AND id=?2",
+      "DELETE FROM _dtx_fence WHERE coll=?1 AND id=?2",
+      "INSERT OR REPLACE INTO _dtx_fence(coll, id, rec) VALUES(?1, ?2, ?3)",
+  };
+  sqlite3_stmt *st;
+  char *text = NULL;
+  if (rm == 0)
+    *rec = NULL;
+  if (!w->cat->has_fence && rm != 2)
+    return 0; /* no delete ever kept a record in this store */
+  int rc = dtx__sq_prep(w->c, sql[rm], 0, &st);
+  if (rc < 0 || (rc = dtx__sq_bind_id(st, 2, id)) < 0)
+    return rc;
+  sqlite3_bind_text(st, 1, co->name, -1, SQLITE_STATIC);
+  if (rm == 2) {
+    if (!(text = dtx__json_dump(*rec)))
+      return dtx__err(DTX_ENOMEM, "keeping a fence record");
+    sqlite3_bind_text(st, 3, text, -1, free);
+  }
+  int src = sqlite3_step(st);
+  if (src == SQLITE_ROW &&
+      dtx__json_parse((const char *)sqlite3_column_text(st, 0), rec) < 0)
+    rc = dtx__err(DTX_EBACKEND, "sqlite: a malformed fence record");
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  if (src != SQLITE_ROW && src != SQLITE_DONE)
+    return dtx__sq_err(w->c, src, "reading or writing a fence record");
+  return rc;
+}
+
 /* ---- single-document writes --------------------------------------------------------------- */
 
 /* The three writes below first pass the document to the shared check
  * (depth, validator, delete guard) with co's rules: co comes from the
- * catalog snapshot of this very write transaction. */
-static int insert_doc(sq_wctx_t *w, const sq_coll_t *co, const json_t *doc,
-                      int bypass) {
+ * catalog snapshot of this very write transaction.  An insert first takes
+ * over the fence record its _id's last document left (fence.c), judging
+ * the fenced upsert m by it (m NULL: a plain insert); doc is the caller's
+ * private copy, and receives the record. */
+static int insert_doc(sq_wctx_t *w, const sq_coll_t *co,
+                      const dtx__modify_t *m, json_t *doc, int bypass) {
   sq_conn_t *c = w->c;
   const json_t *id = json_object_get(doc, "_id");
   sqlite3_stmt *st;
-  int rc = dtx__doc_check_write(co->rules, co->name, NULL, doc, bypass);
-  if (rc < 0)
+  json_t *rec;
+  int rc = tomb(w, co, id, 0, &rec);
+  if (rc == 0 && rec)
+    rc = dtx__fence_revive(m, co->name, rec, doc);
+  if (rc == 0)
+    rc = dtx__doc_check_write(co->rules, co->name, NULL, doc, bypass);
+  if (rc < 0) {
+    json_decref(rec);
     return rc;
-  rc = dtx__sq_prep(c, co->sql[SQ_C_INS], co->h[SQ_C_INS], &st);
-  if (rc < 0 || (rc = dtx__sq_bind_id(st, 1, id)) < 0)
-    return rc;
-  char *body;
+  }
+  char *body = NULL;
   size_t blen;
-  if ((rc = dtx__sq_text(doc, 0, &body, &blen)) < 0)
+  rc = dtx__sq_prep(c, co->sql[SQ_C_INS], co->h[SQ_C_INS], &st);
+  if (rc < 0 || (rc = dtx__sq_bind_id(st, 1, id)) < 0 ||
+      (rc = dtx__sq_text(doc, 0, &body, &blen)) < 0) {
+    json_decref(rec);
     return rc;
+  }
   sqlite3_bind_text(st, 2, body, (int)blen, free);
   int src = sqlite3_step(st);
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
   if (src != SQLITE_DONE) {
+    json_decref(rec);
     if ((src & 0xff) == SQLITE_CONSTRAINT) {
       return dtx__err_dupid(id);
     }
@@ -251,14 +308,22 @@ static int insert_doc(sq_wctx_t *w, const sq_coll_t *co, const json_t *doc,
   int64_t seq = sqlite3_last_insert_rowid(c->db);
   for (size_t i = 0; i < co->nidx; i++) {
     json_t *keys;
-    if ((rc = doc_keys(&co->idx[i], doc, &keys)) < 0)
+    if ((rc = doc_keys(&co->idx[i], doc, &keys)) < 0) {
+      json_decref(rec);
       return rc;
+    }
     rc = dtx__sq_idx_insert(w, &co->idx[i], keys, seq);
     json_decref(keys);
-    if (rc < 0)
+    if (rc < 0) {
+      json_decref(rec);
       return rc;
+    }
   }
-  return 0;
+  /* Last: a failed insert leaves the record where it was. */
+  if (rec)
+    rc = tomb(w, co, id, 1, NULL);
+  json_decref(rec);
+  return rc;
 }
 
 static int update_doc(sq_wctx_t *w, const sq_coll_t *co, int64_t seq,
@@ -312,12 +377,31 @@ static int update_doc(sq_wctx_t *w, const sq_coll_t *co, int64_t seq,
   return 0;
 }
 
-static int delete_doc(sq_conn_t *c, const sq_coll_t *co, int64_t seq,
-                      const json_t *old, int bypass) {
+/* Deletes old (row seq) by m, keeping its fence record (fence.c) first:
+ * were the delete to fail after that, the record would only repeat one
+ * the live document still holds.  Keeping the first record of a store
+ * creates _dtx_fence, which reloads the snapshot: *cop is then the
+ * collection in the new one. */
+static int delete_doc(sq_wctx_t *w, const sq_coll_t **cop,
+                      const dtx__modify_t *m, int64_t seq,
+                      const json_t *old) {
+  sq_conn_t *c = w->c;
   sqlite3_stmt *st;
-  int rc = dtx__doc_check_write(co->rules, co->name, old, NULL, bypass);
+  json_t *rec = NULL;
+  int rc = dtx__doc_check_write((*cop)->rules, (*cop)->name, old, NULL,
+                                m->bypass);
+  if (rc == 0)
+    rc = dtx__fence_tombstone(m, old, &rec);
+  if (rc == 0 && rec && !w->cat->has_fence &&
+      (rc = dtx__sq_fence_table(w)) == 0 &&
+      !(*cop = dtx__sq_coll_find(w->cat, m->coll)))
+    rc = dtx__err(DTX_EBACKEND, "sqlite: collection '%s' vanished", m->coll);
+  if (rc == 0 && rec)
+    rc = tomb(w, *cop, json_object_get(old, "_id"), 2, &rec);
+  json_decref(rec);
   if (rc < 0)
     return rc;
+  const sq_coll_t *co = *cop;
   rc = dtx__sq_prep(c, co->sql[SQ_C_DEL], co->h[SQ_C_DEL], &st);
   if (rc < 0)
     return rc;
@@ -338,16 +422,24 @@ static int delete_doc(sq_conn_t *c, const sq_coll_t *co, int64_t seq,
   return 0;
 }
 
-/* Runs fn inside a nested savepoint when the collection has secondary
- * indexes (without them a document's write is one statement, atomic by
- * itself).  On error the savepoint is rolled back, so the document is
- * unchanged. */
-static int savepoint_begin(sq_conn_t *c, const sq_coll_t *co) {
-  return co->nidx ? dtx__sq_exec(c, "SAVEPOINT doc") : 0;
+/* A nested savepoint around one document's write when it may take more
+ * than one statement: secondary index rows, or a fence record kept or
+ * taken over (fence tombstones: a store that has _dtx_fence, or a delete,
+ * which may create it).  Without either, a document's write is one
+ * statement, atomic by itself.  On error the savepoint is rolled back, so
+ * the document is unchanged.  on: the value savepoint_begin returned
+ * (1: a savepoint was opened). */
+static int savepoint_need(const sq_wctx_t *w, const sq_coll_t *co,
+                          int is_delete) {
+  return co->nidx || w->cat->has_fence || is_delete;
 }
 
-static int savepoint_end(sq_conn_t *c, const sq_coll_t *co, int rc) {
-  if (!co->nidx)
+static int savepoint_begin(sq_conn_t *c, int on) {
+  return on ? dtx__sq_exec(c, "SAVEPOINT doc") : 0;
+}
+
+static int savepoint_end(sq_conn_t *c, int on, int rc) {
+  if (!on)
     return rc;
   if (rc < 0) {
     char keep[512];
@@ -378,12 +470,11 @@ static int insert_run(sq_wctx_t *w, sq_op_t *op) {
   if (rc < 0)
     return rc;
   for (size_t i = 0; i < a->n; i++) {
-    int sp = a->n > 1;
-    if (sp && (rc = savepoint_begin(w->c, co)) < 0)
+    int sp = a->n > 1 && savepoint_need(w, co, 0);
+    if ((rc = savepoint_begin(w->c, sp)) < 0)
       return rc;
-    rc = insert_doc(w, co, a->docs[i], a->bypass);
-    if (sp)
-      rc = savepoint_end(w->c, co, rc);
+    rc = insert_doc(w, co, NULL, a->docs[i], a->bypass);
+    rc = savepoint_end(w->c, sp, rc);
     if (rc < 0)
       return a->n > 1 ? dtx__err_wrap(rc, "document %zu", i) : rc;
     a->done++;
@@ -556,7 +647,7 @@ static int upsert(sq_wctx_t *w, const dtx__modify_t *m, int64_t now,
   }
   const sq_coll_t *co;
   if ((rc = dtx__sq_coll_ensure(w, m->coll, &co)) < 0 ||
-      (rc = insert_doc(w, co, doc, m->bypass)) < 0) {
+      (rc = insert_doc(w, co, m, doc, m->bypass)) < 0) {
     json_decref(doc);
     return rc;
   }
@@ -586,7 +677,7 @@ static int modify_run(sq_wctx_t *w, sq_op_t *op) {
   if (rc == 0 && changed && dtx__window_any(m))
     rc = dtx__window_test(m, doc, now);
   if (rc == 0 && !m->update) {
-    if ((rc = delete_doc(w->c, co, seq, doc, m->bypass)) < 0) {
+    if ((rc = delete_doc(w, &co, m, seq, doc)) < 0) {
       json_decref(doc);
       return rc;
     }
@@ -681,11 +772,12 @@ static int many_run(sq_wctx_t *w, sq_op_t *op) {
       break;
     }
     if (changed) {
-      if ((rc = savepoint_begin(w->c, co)) == 0) {
+      int sp = savepoint_need(w, co, !m->update);
+      if ((rc = savepoint_begin(w->c, sp)) == 0) {
         rc = m->update
                  ? update_doc(w, co, ms[i].seq, ms[i].doc, nd, m->bypass)
-                 : delete_doc(w->c, co, ms[i].seq, ms[i].doc, m->bypass);
-        rc = savepoint_end(w->c, co, rc);
+                 : delete_doc(w, &co, m, ms[i].seq, ms[i].doc);
+        rc = savepoint_end(w->c, sp, rc);
       }
       if (rc == 0)
         a->modified++;

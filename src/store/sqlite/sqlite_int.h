@@ -150,6 +150,7 @@ typedef struct sq_cat {
   int64_t version;
   size_t ncoll;
   sq_coll_t *colls; /* sorted by name */
+  int has_fence;    /* _dtx_fence exists: fence tombstones may be kept */
 } sq_cat_t;
 
 /* ---- the backend -------------------------------------------------------------- */
@@ -243,6 +244,11 @@ const sq_coll_t *dtx__sq_coll_find(const sq_cat_t *cat, const char *name);
 /* The collection, created (with a catalog change) when missing. */
 int dtx__sq_coll_ensure(sq_wctx_t *w, const char *name,
                         const sq_coll_t **out);
+/* Creates _dtx_fence, the table of fence tombstones (docs.c), in w's
+ * transaction unless the snapshot has it: a catalog change, so the
+ * snapshot is reloaded (pointers into the old one die) and every process
+ * looks there from its next write on. */
+int dtx__sq_fence_table(sq_wctx_t *w);
 /* Records the multikey indexes noted by the op that just ran (a catalog
  * change, so the snapshot is reloaded: pointers into the old one die). */
 int dtx__sq_mk_flush(sq_wctx_t *w);

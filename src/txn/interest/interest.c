@@ -453,7 +453,8 @@ int dtx_interest_run(dtx_store_t *st, const dtx_interest_req_t *req,
   dtx__exec_from(&r.ex, st, opts);
   /* The run's own executor name (see "Who counts a credit"). */
   dtx__id_new(nonce);
-  dtx__exec_rename(&r.ex, "%.100s/%s", r.ex.owner, nonce);
+  /* ':' -- the run's name is an owner like any (dtx__check_owner). */
+  dtx__exec_rename(&r.ex, "%.100s:%s", r.ex.owner, nonce);
   r.opts.owner = r.ex.owner;
   dtx__call_begin(&c, r.ex.deadline_ms);
   int rc = req ? check_day(req->day)

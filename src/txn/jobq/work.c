@@ -507,7 +507,8 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
   dtx__call_begin(&c, 0);
   if (!opts || !opts->handlers || opts->nhandlers == 0)
     return dtx__call_end(&c, dtx__err(DTX_EINVAL, "no job handlers given"));
-  if ((rc = dtx__check_ident("queue name", opts->queue)))
+  if ((rc = dtx__check_ident("queue name", opts->queue)) ||
+      (rc = dtx__check_owner(opts->owner)))
     return dtx__call_end(&c, rc);
   for (size_t i = 0; i < opts->nhandlers; i++)
     if (!opts->handlers[i].fn ||

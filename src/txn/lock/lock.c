@@ -1,31 +1,48 @@
-/* lock.c -- lease locks with fencing tokens (issue 12, docs/locks.md).
+/* lock.c -- lease locks with fencing tokens (docs/locks.md).
  *
- * A lock is one document of DTX_LOCKS, _id = its name, never deleted, so
- * its token only grows.  Each operation is ONE conditional update of it;
- * a lease alone does not exclude a paused holder, so the token it hands
- * out is meant as the fence of every protected write (the store refuses
- * an older token: src/store/fence.c).
+ * A lock is one document of DTX_LOCKS, _id = its name, never deleted (its
+ * delete guard refuses), so its token only grows.  A lease alone does not
+ * exclude a paused holder, so the token an acquire hands out is meant as
+ * the fence of every protected write (the store refuses an older token:
+ * src/store/fence.c).  The lock document is itself written fenced by its
+ * own name: every acquire records its token in the lock's _fence, so even
+ * a lock deleted with --bypass-validation leaves its newest token behind
+ * (a fence tombstone, src/store/fence.c), and the document created again
+ * for the name takes it over.  Each name is also registered, once, in
+ * DTX_LOCK_NAMES, which outlives the lock: the audit knows which fenced
+ * names are locks, and an acquire that must create the lock again knows
+ * to look for the tokens the name already fenced.
  *
- *             acquire (expires <= now; upsert when missing): token + 1
- *   free  --------------------------------------------------------> held
- *    ^  ^                                                          | |
- *    |  +------------------ release (token = T, owner set) --------+ |
- *    |                                                               |
- *    +--- the lease lapses (expires <= now): acquirable again -------+
+ *                 register (insert the name; a duplicate: seen before)
+ *   (no lock) ---------------------------------------------------> named
+ *                 create (insert {token: SEED, owner: null}; SEED: 0, or
+ *   named  -----  when seen before, the largest token of NAME any  ---> free
+ *                 document's _fence holds; a lock's tombstone adds its
+ *                 record to the new document)
+ *             acquire (read, then {token: T, expires <= now} ->
+ *   free  ------  token = max(T, _fence.NAME) + 1, fenced by it) ------> held
+ *    ^  ^                                                              | |
+ *    |  +------------------ release (token = T, owner set) ------------+ |
+ *    |                                                                   |
+ *    +--- the lease lapses (expires <= now): acquirable again -----------+
  *         renew (token = T, owner set): expires = now + ttl, stays held
  *
- *   transition         function        fault point
- *   free/lapsed->held  lock_acquire    lock.acquire (before the update),
- *                                      lock.acquired (after it, before the
- *                                      token is returned)
- *   held->held         lock_renew      lock.renew
- *   held->free         lock_release    lock.release
+ *   transition         function          fault point
+ *   (none)->named      create            lock.register
+ *   named->free        create            lock.create
+ *   free/lapsed->held  try_acquire       lock.acquire (the update),
+ *                                        lock.acquired (after it, before
+ *                                        the token is returned)
+ *   held->held         change (renew)    lock.renew
+ *   held->free         change (release)  lock.release
  *
- * Invariants (the audit checks 2 against the fenced documents; asserts
- * check 1 on every acquire):
- *   1. an acquire returns the stored token after its own $inc: greater than
- *      every token returned before for that name (the document is never
- *      deleted; its delete guard matches nothing);
+ * Invariants (asserts check 1 on every acquire; the audit checks 2 and 4
+ * against the fenced documents, 5 by the registry; the transition rule
+ * of DTX_LOCKS enforces 1 on plain updates):
+ *   1. an acquire hands out a token greater than the lock's stored token
+ *      and than its own fence record: greater than every token issued
+ *      before for that name, across expiry, release, restarts and a
+ *      deletion of the lock document (whose record its tombstone keeps);
  *   2. no fenced write recorded a token of NAME above the lock's token (a
  *      lock whose token went back -- restored, or edited by hand -- would
  *      hand out a token the resources already refuse, or worse, accept);
@@ -33,9 +50,12 @@
  *      and a live lease has expires > now.  (The lease is judged by the
  *      acquiring client's clock: a skewed clock may end a lease early,
  *      which is exactly what the fence is for.)
+ *   4. a lock's token is not below its own fence record (both move
+ *      together in every acquire);
+ *   5. a registered name whose token fenced a write has a lock document.
  *
  * A retried acquire whose first attempt landed but whose reply was lost
- * finds the lock held (DUPKEY): the nonce it wrote tells it the holder is
+ * finds the lock moved on: the nonce it wrote tells it the holder is
  * itself. */
 #include <assert.h>
 #include <stdio.h>
@@ -46,6 +66,8 @@
 #include "util/err.h"
 
 #define DTX_LOCKS "locks"
+#define DTX_LOCK_NAMES "lock_names"
+#define FENCE "_fence"
 #define MAX_TTL_MS (366LL * 24 * 3600 * 1000)
 
 extern const dtx__pattern_t dtx__lock_pattern;
@@ -83,8 +105,8 @@ static int check_args(const char *name, const dtx_lock_opts_t *o) {
     if (rc == 0 && o->wait_ms < 0)
       rc = dtx__err(DTX_EINVAL, "lock wait %lld ms: must be >= 0",
                     (long long)o->wait_ms);
-    if (rc == 0 && o->owner && *o->owner)
-      rc = dtx__check_ident("lock owner", o->owner);
+    if (rc == 0)
+      rc = dtx__check_owner(o->owner);
   }
   return rc;
 }
@@ -106,35 +128,157 @@ static int held_error(const char *name, const json_t *doc) {
                   (long long)(left > 0 ? left : 0));
 }
 
-/* One acquire attempt: 0 and *doc (the lock after it) when taken; 1 and
- * *doc (as read) when held by another; or an error. */
-static int try_acquire(dtx__exec_t *ex, const char *name, int64_t ttl,
-                       json_t **doc) {
-  char nonce[25];
-  dtx__id_new(nonce);
-  int64_t now = dtx__now_ms();
-  json_t *filter = json_pack("{s:s,s:{s:I}}", "_id", name, "expires", "$lte",
-                             (json_int_t)now);
-  json_t *update = json_pack(
-      "{s:{s:i},s:{s:s,s:I,s:I,s:I,s:I,s:s}}", "$inc", "token", 1, "$set",
-      "owner", ex->owner, "expires", (json_int_t)(now + ttl), "ttl",
-      (json_int_t)ttl, "acquired", (json_int_t)now, "updated",
-      (json_int_t)now, "nonce", nonce);
-  dtx_fam_opts_t o = {.upsert = 1, .return_new = 1};
-  int rc = dtx__kit_modify_ex(ex, "lock.acquire", DTX_LOCKS, filter, update,
-                              &o, doc);
-  if (rc != DTX_EDUPKEY && rc != DTX_ENOMATCH)
-    return rc;
-  /* The document exists and its lease is live: someone holds it -- maybe
-   * this very call, when an earlier attempt's reply was lost. */
-  dtx__err_clear();
-  rc = dtx__kit_get(ex, DTX_LOCKS, name, doc);
-  if (rc == DTX_ENOTFOUND)
-    return dtx__err(DTX_ECONFLICT, "lock '%s' vanished while acquiring "
-                    "(deleted by hand?)", name);
+/* The token of NAME that doc's own fence record holds (0: none). */
+static int64_t own_record(const json_t *doc, const char *name) {
+  const json_t *t = json_object_get(json_object_get(doc, FENCE), name);
+  return json_is_integer(t) ? (int64_t)json_integer_value(t) : 0;
+}
+
+/* The largest token of name recorded by fenced writes in every collection
+ * but the pattern's own, into *max (0: none) -- the tokens the name has
+ * fenced, which survive a lock document deleted with its tombstone
+ * (a dropped "locks").  A scan of the store: only an acquire that must
+ * create a lock whose name was registered before pays it. */
+static int fenced_max(dtx__exec_t *ex, const char *name, int64_t *max) {
+  json_t *colls = NULL;
+  *max = 0;
+  int rc = dtx_store_list_collections(ex->st, &colls);
+  /* Not {"_fence.NAME": ...}: a name may hold a '.', which a path reads
+   * as a step into an object. */
+  json_t *filter = json_pack("{s:{s:b}}", FENCE, "$exists", 1);
+  size_t i, j;
+  json_t *c, *d;
+  if (rc == 0 && !filter)
+    rc = DTX_ENOMEM;
+  if (rc == 0)
+    json_array_foreach(colls, i, c) {
+      const char *coll = json_string_value(c);
+      if (!coll || strcmp(coll, DTX_LOCKS) == 0 ||
+          strcmp(coll, DTX_LOCK_NAMES) == 0)
+        continue;
+      json_t *docs = NULL;
+      if ((rc = dtx__kit_find(ex, coll, filter, NULL, &docs)))
+        break;
+      json_array_foreach(docs, j, d) {
+        int64_t t = own_record(d, name);
+        if (t > *max)
+          *max = t;
+      }
+      json_decref(docs);
+    }
+  json_decref(filter);
+  json_decref(colls);
+  return rc;
+}
+
+/* named -> free: registers the name (lock.register) and inserts the lock
+ * free (lock.create), both idempotent, so a crash between them, or a
+ * racing creator, leaves nothing to repair: the next acquire reads the
+ * lock, or creates it.  A name registered before whose lock is gone was
+ * deleted (or its creator crashed): its token starts at the largest it
+ * fenced, and the tombstone of the deleted lock, when there is one, adds
+ * its record to the new document (the store does that in the insert). */
+static int create(dtx__exec_t *ex, const char *name, int64_t ttl) {
+  int64_t now = dtx__now_ms(), seed = 0;
+  json_t *reg = json_pack("{s:s,s:I}", "_id", name, "created",
+                          (json_int_t)now);
+  int rc = reg ? dtx__kit_insert(ex, "lock.register", DTX_LOCK_NAMES, reg)
+               : DTX_ENOMEM;
+  json_decref(reg);
+  if (rc == DTX_EDUPKEY) {
+    dtx__err_clear();
+    rc = fenced_max(ex, name, &seed);
+  }
   if (rc)
     return rc;
-  return dtx__str_is(*doc, "nonce", nonce) ? 0 : 1;
+  json_t *doc = json_pack("{s:s,s:n,s:I,s:I,s:I,s:I,s:I,s:s}", "_id", name,
+                          "owner", "token", (json_int_t)seed, "expires",
+                          (json_int_t)0, "ttl", (json_int_t)ttl, "acquired",
+                          (json_int_t)0, "updated", (json_int_t)now, "nonce",
+                          "");
+  rc = doc ? dtx__kit_insert(ex, "lock.create", DTX_LOCKS, doc) : DTX_ENOMEM;
+  json_decref(doc);
+  if (rc == DTX_EDUPKEY) { /* created meanwhile (or by our lost reply) */
+    dtx__err_clear();
+    rc = 0;
+  }
+  return rc;
+}
+
+static int held_now(const json_t *doc, int64_t now) {
+  return json_is_string(json_object_get(doc, "owner")) &&
+         dtx__int(doc, "expires") > now;
+}
+
+enum { TAKEN = 0, HELD = 1, MOVED = 2 };
+
+/* One acquire attempt: TAKEN and *doc (the lock after it); HELD and *doc
+ * (as read) when another holds it; MOVED (*doc NULL) when the lock changed
+ * between the read and the update, or had to be created; or an error. */
+static int try_acquire(dtx__exec_t *ex, const char *name, int64_t ttl,
+                       json_t **doc) {
+  *doc = NULL;
+  int rc = dtx__kit_get(ex, DTX_LOCKS, name, doc);
+  if (rc == DTX_ENOTFOUND) {
+    dtx__err_clear();
+    rc = create(ex, name, ttl);
+    return rc ? rc : MOVED;
+  }
+  if (rc)
+    return rc;
+  int64_t now = dtx__now_ms();
+  if (held_now(*doc, now))
+    return HELD;
+  /* Invariant 1: past the stored token and the lock's own record. */
+  int64_t t = dtx__int(*doc, "token"), r = own_record(*doc, name);
+  int64_t top = t > r ? t : r;
+  json_t *seen_token = json_incref(json_object_get(*doc, "token"));
+  json_decref(*doc);
+  *doc = NULL;
+  if (!json_is_integer(seen_token) || top == INT64_MAX) {
+    rc = seen_token && !json_is_integer(seen_token)
+             ? dtx__err(DTX_ESTATE, "lock '%s': its token is not an "
+                        "integer (written with --bypass-validation?)", name)
+             : !seen_token
+                   ? dtx__err(DTX_ESTATE, "lock '%s' has no token (written "
+                              "with --bypass-validation?)", name)
+                   : dtx__err(DTX_EOVERFLOW, "lock '%s': no token after %lld",
+                              name, (long long)top);
+    json_decref(seen_token);
+    return rc;
+  }
+  char nonce[25];
+  dtx__id_new(nonce);
+  json_t *filter = json_pack("{s:s,s:o,s:{s:I}}", "_id", name, "token",
+                             seen_token, "expires", "$lte", (json_int_t)now);
+  json_t *update = json_pack(
+      "{s:{s:I,s:s,s:I,s:I,s:I,s:I,s:s}}", "$set", "token",
+      (json_int_t)(top + 1), "owner", ex->owner, "expires",
+      (json_int_t)dtx__add_sat(now, ttl), "ttl", (json_int_t)ttl, "acquired",
+      (json_int_t)now, "updated", (json_int_t)now, "nonce", nonce);
+  /* Fenced by the token it hands out: the lock keeps its own record,
+   * which outlives the document (fence.c's tombstones). */
+  dtx_fam_opts_t o = {.return_new = 1, .fence_name = name,
+                      .fence_token = top + 1};
+  rc = dtx__kit_modify_ex(ex, "lock.acquire", DTX_LOCKS, filter, update, &o,
+                          doc);
+  if (rc != DTX_ENOMATCH && rc != DTX_EFENCED)
+    return rc;
+  /* It moved since the read -- maybe by this very call, when an earlier
+   * attempt's reply was lost: the nonce tells. */
+  dtx__err_clear();
+  rc = dtx__kit_get(ex, DTX_LOCKS, name, doc);
+  if (rc == DTX_ENOTFOUND) {
+    dtx__err_clear();
+    return MOVED;
+  }
+  if (rc)
+    return rc;
+  if (dtx__str_is(*doc, "nonce", nonce))
+    return TAKEN;
+  json_decref(*doc);
+  *doc = NULL;
+  return MOVED;
 }
 
 static int acquire(dtx_store_t *st, const char *name,
@@ -149,11 +293,13 @@ static int acquire(dtx_store_t *st, const char *name,
   /* Saturated: a wait too large for int64 is "wait as long as it takes"
    * (docs/deadlines.md), not a wait that wrapped and gave up at once. */
   int64_t until = dtx__add_sat(dtx__mono_ms(), o->wait_ms), pause = 5;
+  dtx__contend_t races = {0};
   for (;;) {
     json_t *doc = NULL;
     rc = try_acquire(&ex, name, ex.lease_ms, &doc);
-    if (rc == 0) {
-      assert(dtx__int(doc, "token") >= 1); /* invariant 1 */
+    if (rc == TAKEN) {
+      assert(dtx__int(doc, "token") >= 1 &&
+             dtx__int(doc, "token") >= own_record(doc, name)); /* 1 */
       /* Taken, the token not yet handed out: where Kleppmann's holder is
        * paused (GC, SIGSTOP) past its lease.  An error here leaves the
        * lock to lapse. */
@@ -165,6 +311,13 @@ static int acquire(dtx_store_t *st, const char *name,
     }
     if (rc < 0)
       return rc;
+    if (rc == MOVED) {
+      /* Another acquire won the race for this state (or the lock was
+       * just created): read it again, within the kit's bound. */
+      if (dtx__kit_contend(&races, &rc, "acquiring a lock"))
+        continue;
+      return dtx__err_wrap(rc, "lock '%s'", name);
+    }
     /* Held: wait for its lease to run out, a release, or the budget. */
     int64_t left = until - dtx__mono_ms();
     int64_t dl = dtx__deadline_left_ms();
@@ -342,12 +495,12 @@ int dtx_lock_list(dtx_store_t *st, const dtx_page_t *page, json_t **out) {
   return dtx__call_end(&c, rc);
 }
 
-/* ---- audit (invariant 2) ------------------------------------------------------ */
+/* ---- audit (invariants 2, 4, 5) ------------------------------------------------ */
 
 /* Largest token of each lock name recorded by fenced writes in coll, into
  * seen {NAME: {"token": n, "where": "coll 'id'"}}. */
 static int scan_fences(dtx_store_t *st, const char *coll, json_t *seen) {
-  json_t *filter = json_pack("{s:{s:b}}", "_fence", "$exists", 1);
+  json_t *filter = json_pack("{s:{s:b}}", FENCE, "$exists", 1);
   json_t *docs = NULL;
   int rc = filter ? dtx_store_find(st, coll, filter, NULL, &docs) : DTX_ENOMEM;
   json_decref(filter);
@@ -357,7 +510,7 @@ static int scan_fences(dtx_store_t *st, const char *coll, json_t *seen) {
     json_array_foreach(docs, i, d) {
       const char *k;
       json_t *v;
-      json_object_foreach(json_object_get(d, "_fence"), k, v) {
+      json_object_foreach(json_object_get(d, FENCE), k, v) {
         if (!json_is_integer(v))
           continue;
         json_t *cur = json_object_get(seen, k);
@@ -377,55 +530,84 @@ static int scan_fences(dtx_store_t *st, const char *coll, json_t *seen) {
   return rc;
 }
 
+/* How many documents coll holds (0 when it does not exist). */
+static int count_of(dtx__audit_t *a, const json_t *colls, const char *coll,
+                    int64_t *n) {
+  size_t i;
+  json_t *c;
+  *n = 0;
+  json_array_foreach(colls, i, c) {
+    if (json_is_string(c) && strcmp(json_string_value(c), coll) == 0)
+      return dtx_store_count(a->st, coll, NULL, n);
+  }
+  return 0;
+}
+
 static int lock_audit(dtx__audit_t *a) {
-  json_t *colls = NULL, *seen = json_object(), *locks = NULL;
-  int64_t n = 0, held = 0, fenced_names = 0;
+  json_t *colls = NULL, *seen = json_object(), *locks = NULL, *names = NULL;
+  int64_t n = 0, held = 0, fenced_names = 0, nlocks = 0, nnames = 0;
   int rc = seen ? dtx_store_list_collections(a->st, &colls) : DTX_ENOMEM;
   size_t i;
   json_t *c;
-  int has_locks = 0;
-  if (rc == 0)
-    json_array_foreach(colls, i, c) has_locks |=
-        json_is_string(c) && strcmp(json_string_value(c), DTX_LOCKS) == 0;
   /* The worker and recovery set every pattern up, so "locks" exists in
    * stores that never took a lock: scan the other collections only when
-   * there is a lock to judge (a store of transfers pays one count). */
-  int64_t nlocks = 0;
-  if (rc == 0 && has_locks)
-    rc = dtx_store_count(a->st, DTX_LOCKS, NULL, &nlocks);
-  has_locks = has_locks && nlocks > 0;
+   * there is a lock, or a registered name, to judge (a store of transfers
+   * pays two counts). */
+  if (rc == 0 && (rc = count_of(a, colls, DTX_LOCKS, &nlocks)) == 0)
+    rc = count_of(a, colls, DTX_LOCK_NAMES, &nnames);
+  int judge = nlocks > 0 || nnames > 0;
   /* The fenced documents first, the locks after: tokens only grow, so a
    * lock read later holds at least the token it had when a document was
    * read -- an acquire in between cannot look like a regression. */
-  if (rc == 0 && has_locks)
+  if (rc == 0 && judge)
     json_array_foreach(colls, i, c) {
       const char *name = json_string_value(c);
-      if (!name || strcmp(name, DTX_LOCKS) == 0)
+      if (!name || strcmp(name, DTX_LOCKS) == 0 ||
+          strcmp(name, DTX_LOCK_NAMES) == 0)
         continue;
       if ((rc = scan_fences(a->st, name, seen)))
         break;
     }
-  if (rc == 0 && has_locks)
+  if (rc == 0 && judge && nlocks > 0)
     rc = dtx__audit_load(a, DTX_LOCKS, &locks);
-  if (rc == 0 && locks) {
+  if (rc == 0 && judge && nnames > 0)
+    rc = dtx__audit_load(a, DTX_LOCK_NAMES, &names);
+  if (rc == 0 && judge) {
     int64_t now = dtx__now_ms();
     const char *k;
     json_t *l;
     json_object_foreach(locks, k, l) {
       n++;
-      held += json_is_string(json_object_get(l, "owner")) &&
-              dtx__int(l, "expires") > now;
+      held += held_now(l, now);
+      int64_t tok = dtx__int(l, "token"), rec = own_record(l, k);
+      if (rec > tok) /* 4 */
+        dtx__audit_finding(a, "lock_token_regressed",
+                           "lock '%s' holds token %lld, below token %lld "
+                           "its own fence record says it handed out",
+                           k, (long long)tok, (long long)rec);
       json_t *s = json_object_get(seen, k);
       if (!s)
         continue;
       fenced_names++;
-      if (dtx__int(s, "token") > dtx__int(l, "token"))
+      if (dtx__int(s, "token") > tok) /* 2 */
         dtx__audit_finding(a, "lock_token_regressed",
                            "lock '%s' holds token %lld, below token %lld "
                            "already used in a fenced write of %s",
-                           k, (long long)dtx__int(l, "token"),
-                           (long long)dtx__int(s, "token"),
+                           k, (long long)tok, (long long)dtx__int(s, "token"),
                            dtx__str(s, "where"));
+    }
+    /* 5: a registered name that fenced a write has its lock (the lock is
+     * never deleted: only --bypass-validation, or a drop, removes it). */
+    json_object_foreach(names, k, l) {
+      json_t *s = json_object_get(seen, k);
+      if (!s || json_object_get(locks, k))
+        continue;
+      dtx__audit_finding(a, "lock_missing",
+                         "lock '%s' is gone (deleted with "
+                         "--bypass-validation?), yet its token %lld fenced "
+                         "a write of %s",
+                         k, (long long)dtx__int(s, "token"),
+                         dtx__str(s, "where"));
     }
   }
   if (rc == 0) {
@@ -438,15 +620,17 @@ static int lock_audit(dtx__audit_t *a) {
   json_decref(colls);
   json_decref(seen);
   json_decref(locks);
+  json_decref(names);
   return rc;
 }
 
 /* ---- the pattern ----------------------------------------------------------------- */
 
-static const char *const collections[] = {DTX_LOCKS, NULL};
+static const char *const collections[] = {DTX_LOCKS, DTX_LOCK_NAMES, NULL};
 static const dtx__index_def_t indexes[] = {{NULL, NULL, 0, 0}};
 
 #define LONG "{\"bsonType\":\"long\"}"
+/* token 0: created, never acquired (create's state "free"). */
 static const char lock_shape[] =
     "{\"$jsonSchema\":{\"bsonType\":\"object\","
     "\"required\":[\"_id\",\"owner\",\"token\",\"expires\",\"ttl\","
@@ -454,20 +638,37 @@ static const char lock_shape[] =
     "\"properties\":{"
     "\"_id\":{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":128},"
     "\"owner\":{\"bsonType\":[\"string\",\"null\"]},"
-    "\"token\":{\"bsonType\":\"long\",\"minimum\":1},"
+    "\"token\":{\"bsonType\":\"long\",\"minimum\":0},"
     "\"expires\":" LONG ",\"ttl\":{\"bsonType\":\"long\",\"minimum\":1},"
     "\"acquired\":" LONG ",\"updated\":" LONG ","
     "\"nonce\":{\"bsonType\":\"string\"}}}}";
+/* The registry: a name and when it was first created, nothing else. */
+static const char name_shape[] =
+    "{\"$jsonSchema\":{\"bsonType\":\"object\","
+    "\"required\":[\"_id\",\"created\"],\"additionalProperties\":false,"
+    "\"properties\":{"
+    "\"_id\":{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":128},"
+    "\"created\":" LONG "}}}";
 #undef LONG
 
 static const dtx__rules_def_t rules[] = {
-    /* Never deleted (token >= 1 is required, so the guard matches
-     * nothing): a deleted lock would start again at token 1. */
-    {DTX_LOCKS, lock_shape, "{\"token\":{\"$lt\":0}}", NULL},
+    /* Never deleted (token >= 0 is required, so the guard matches
+     * nothing): a deleted lock would start its tokens again (its
+     * tombstone keeps them; a plain delete is refused all the same).  A
+     * plain update may change what the protocol changes (the lease
+     * fields: liveness, which the fence does not depend on), never lower
+     * the token. */
+    {DTX_LOCKS, lock_shape, "{\"token\":{\"$lt\":0}}",
+     "{\"immutable\":[\"_id\"],\"increasing\":[\"token\"]}"},
+    /* A registration is forever and never changes. */
+    {DTX_LOCK_NAMES, name_shape, "{\"created\":{\"$exists\":false}}",
+     "{\"immutable\":[\"_id\",\"created\"]}"},
     {NULL, NULL, NULL, NULL},
 };
 
 static const char *const fault_points[] = {
+    "lock.register",
+    "lock.create",
     "lock.acquire",
     "lock.acquired",
     "lock.renew",

@@ -1,6 +1,8 @@
 # scenarios/lock.sh -- the lease lock's points (src/txn/lock/lock.c) for
-# faults.sh and pause.sh: lock.acquire and lock.acquired on a fresh lock,
-# lock.renew and lock.release on token 1 held since the set-up.  Whatever
+# faults.sh and pause.sh: lock.register, lock.create (the first acquire of
+# a name registers it and creates the lock free), lock.acquire and
+# lock.acquired on a fresh lock, lock.renew and lock.release on token 1
+# held since the set-up.  Whatever
 # happened (crash, injected error, pause and resume, a recovery pass in
 # between), the lock's token is 0 or 1 as the point allows, the next
 # acquire (after a release of a live holder) gets exactly the next token,
@@ -18,7 +20,8 @@ scenario_setup() {
 
 scenario_cmd() {
   case "$1" in
-  lock.acquire | lock.acquired) echo 'lock acquire L --ttl-ms 60000 --owner c1' ;;
+  lock.register | lock.create | lock.acquire | lock.acquired)
+    echo 'lock acquire L --ttl-ms 60000 --owner c1' ;;
   lock.renew) echo 'lock renew L 1 --ttl-ms 60000' ;;
   lock.release) echo 'lock release L 1' ;;
   *) echo UNKNOWN ;;
@@ -32,7 +35,7 @@ check_final() {
   t=$(field "$doc" token)
   owner=$(field "$doc" owner)
   case "$label:$t" in
-  lock.acquire*:0 | lock.acquire*:1 | lock.renew*:1 | lock.release*:1) ;;
+  lock.register*:[01] | lock.create*:[01] | lock.acquire*:[01] | lock.renew*:1 | lock.release*:1) ;;
   *) bad "$label: token $t: $doc"; return ;;
   esac
   case "$label:$owner" in
