@@ -213,6 +213,7 @@ int dtx__kit_update_ex(dtx__exec_t *ex, const char *point, const char *coll,
     rc = DTX_ENOMEM;
   if (rc == 0) {
     dtx_update_result_t res;
+    int step = dtx__rules_step_enter();
     do {
       memset(&res, 0, sizeof res);
       rc = DTX_FAULTPOINT(point);
@@ -220,6 +221,7 @@ int dtx__kit_update_ex(dtx__exec_t *ex, const char *point, const char *coll,
         rc = dtx__fault_lost(
             dtx_store_update(ex->st, coll, filter, update, opts, &res));
     } while (dtx__retry_again(&r, &rc, point));
+    dtx__rules_step_leave(step);
     if (rc == 0 && matched)
       *matched = res.matched > 0;
   }
@@ -243,6 +245,7 @@ static int modify_opts(dtx__exec_t *ex, const char *point, const char *coll,
   if (rc == 0 && !(filter && update))
     rc = DTX_ENOMEM;
   if (rc == 0) {
+    int step = dtx__rules_step_enter();
     do {
       rc = DTX_FAULTPOINT(point);
       if (rc == 0) {
@@ -256,6 +259,7 @@ static int modify_opts(dtx__exec_t *ex, const char *point, const char *coll,
         }
       }
     } while (dtx__retry_again(&r, &rc, point));
+    dtx__rules_step_leave(step);
   }
   json_decref(filter);
   json_decref(update);
@@ -295,11 +299,13 @@ int dtx__kit_insert(dtx__exec_t *ex, const char *point, const char *coll,
   int rc = dtx__exec_check(ex);
   if (rc)
     return rc;
+  int step = dtx__rules_step_enter();
   do {
     rc = DTX_FAULTPOINT(point);
     if (rc == 0)
       rc = dtx__fault_lost(dtx_store_insert(ex->st, coll, doc, NULL));
   } while (dtx__retry_again(&r, &rc, point));
+  dtx__rules_step_leave(step);
   return rc;
 }
 
@@ -314,11 +320,13 @@ int dtx__kit_delete(dtx__exec_t *ex, const char *point, const char *coll,
       *deleted = 0;
     return rc;
   }
+  int step = dtx__rules_step_enter();
   do {
     rc = filter ? DTX_FAULTPOINT(point) : DTX_ENOMEM;
     if (rc == 0)
       rc = dtx__fault_lost(dtx_store_delete(ex->st, coll, filter, 0, &n));
   } while (dtx__retry_again(&r, &rc, point));
+  dtx__rules_step_leave(step);
   json_decref(filter);
   if (deleted)
     *deleted = rc ? 0 : n;
@@ -503,9 +511,11 @@ int dtx__kit_renew(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
   int rc = DTX_ENOMEM;
   *out = NULL;
   if (filter && upd) {
+    int step = dtx__rules_step_enter();
     do
       rc = dtx_store_find_one_and_update(ex->st, k->coll, filter, upd, &o, out);
     while (dtx__retry_again(&r, &rc, "renewing a lease"));
+    dtx__rules_step_leave(step);
   }
   json_decref(filter);
   json_decref(upd);
