@@ -28,7 +28,10 @@
  * payee's credit marker taken off once its transfer committed); one
  * document cannot tell such a step from the same change typed by hand, so
  * the kit says which it is (dtx__rules_step_enter, around the store call
- * of each step, on the thread that makes it).
+ * of each step, on the thread that makes it, naming the step), and a
+ * plain rule may leave only the steps of some patterns alone ("steps":
+ * a step that writes an update its caller chose, as a job's effect, is
+ * a plain write to every other pattern's fields).
  *
  * The depth limit (DTX_MAX_DEPTH, MongoDB's 100 levels) applies to every
  * write, also with bypass_validation: it is what keeps every stored
@@ -144,18 +147,42 @@ typedef struct trans {
   char **inc;   /* dotted paths whose number never decreases */
   move_t *moves; /* none: any change of state is allowed */
   int plain;     /* "scope": "plain": judges plain writes only */
+  size_t nsteps; /* "steps": the patterns whose steps it does not judge */
+  char **steps;  /* (none: any pattern's) */
   int noinsert;  /* "insert": false: no document may be inserted */
   dtx__filter_t *insert; /* "insert": FILTER an inserted document matches */
   char *insert_text;     /* that filter as compact JSON, for messages */
   char *why;     /* "why": the reason a refusal gives, or NULL */
 } trans_t;
 
-/* Pattern steps running on this thread (dtx__rules_step_enter). */
-static _Thread_local int step_depth;
+/* The step running on this thread (dtx__rules_step_enter): its name,
+ * "" for a step of no known pattern, NULL outside any step. */
+static _Thread_local const char *step_name;
 
-int dtx__rules_step_enter(void) { return step_depth++; }
+const char *dtx__rules_step_enter(const char *name) {
+  const char *saved = step_name;
+  step_name = name ? name : "";
+  return saved;
+}
 
-void dtx__rules_step_leave(int saved) { step_depth = saved; }
+void dtx__rules_step_leave(const char *saved) { step_name = saved; }
+
+/* 1 when the running step is one t does not judge: t is of scope "plain"
+ * and there is a step, of one of t's "steps" patterns when it names any
+ * (a step's name starts with its pattern: "batch.apply"). */
+static int step_exempt(const trans_t *t) {
+  if (!t->plain || !step_name)
+    return 0;
+  if (!t->nsteps)
+    return 1;
+  for (size_t i = 0; i < t->nsteps; i++) {
+    size_t n = strlen(t->steps[i]);
+    if (strncmp(step_name, t->steps[i], n) == 0 &&
+        (step_name[n] == '.' || step_name[n] == '\0'))
+      return 1;
+  }
+  return 0;
+}
 
 struct dtx__rules {
   json_t *spec; /* {"validator": V|null, "delete_guard": G|null,
@@ -192,6 +219,9 @@ static void trans_free(trans_t *t) {
   dtx__filter_free(t->insert);
   free(t->insert_text);
   free(t->why);
+  for (size_t i = 0; i < t->nsteps; i++)
+    free(t->steps[i]);
+  free(t->steps);
 }
 
 void dtx__rules_free(dtx__rules_t *r) {
@@ -311,6 +341,31 @@ static int move_compile(const json_t *m, const char *what, size_t i,
   return 0;
 }
 
+/* "steps": a non-empty array of distinct pattern names, 1..32 of
+ * [a-z0-9_] (the first segment of their steps' names). */
+static int steps_compile(const json_t *v, const char *what, trans_t *t) {
+  size_t n = json_array_size(v);
+  if (!json_is_array(v) || !n)
+    return dtx__err(DTX_EBADQUERY, "%s must be a non-empty array of pattern "
+                    "names", what);
+  if (!(t->steps = calloc(n, sizeof *t->steps)))
+    return dtx__err(DTX_ENOMEM, "compiling %s", what);
+  for (size_t i = 0; i < n; i++) {
+    const char *p = json_string_value(json_array_get(v, i));
+    if (!p || !*p || strlen(p) > 32 ||
+        strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(p))
+      return dtx__err(DTX_EBADQUERY, "%s[%zu] must be a pattern name (1..32 "
+                      "of [a-z0-9_])", what, i);
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(t->steps[j], p) == 0)
+        return dtx__err(DTX_EBADQUERY, "%s names '%s' twice", what, p);
+    if (!(t->steps[i] = strdup(p)))
+      return dtx__err(DTX_ENOMEM, "compiling %s", what);
+    t->nsteps++;
+  }
+  return 0;
+}
+
 static int trans_compile(const json_t *spec, size_t idx, trans_t *t) {
   char what[48];
   snprintf(what, sizeof what, "transition[%zu]", idx);
@@ -357,6 +412,8 @@ static int trans_compile(const json_t *spec, size_t idx, trans_t *t) {
         t->plain = 1;
       else if (!json_is_string(v) || strcmp(json_string_value(v), "all"))
         rc = dtx__err(DTX_EBADQUERY, "%s must be \"all\" or \"plain\"", w);
+    } else if (strcmp(k, "steps") == 0) {
+      rc = steps_compile(v, w, t);
     } else if (strcmp(k, "why") == 0) {
       if (!json_is_string(v) || !json_string_length(v) ||
           json_string_length(v) > 200)
@@ -365,9 +422,12 @@ static int trans_compile(const json_t *spec, size_t idx, trans_t *t) {
         rc = dtx__err(DTX_ENOMEM, "compiling %s", w);
     } else {
       rc = dtx__err(DTX_EBADQUERY, "%s: unknown key '%.40s' (immutable, "
-                    "increasing, moves, insert, scope, why)", what, k);
+                    "increasing, moves, insert, scope, steps, why)", what, k);
     }
   }
+  if (rc == 0 && t->nsteps && !t->plain)
+    rc = dtx__err(DTX_EBADQUERY, "%s.steps goes with \"scope\": \"plain\" "
+                  "(a rule of every writer judges every step)", what);
   if (rc == 0 && !t->nimm && !t->ninc && !t->nmoves && !t->noinsert &&
       !t->insert)
     rc = dtx__err(DTX_EBADQUERY, "%s judges nothing: give it immutable, "
@@ -588,7 +648,7 @@ static int trans_check(const dtx__rules_t *r, const char *coll,
   char who[160], why[400];
   for (size_t i = 0; i < r->ntrans; i++) {
     const trans_t *t = &r->trans[i];
-    if (t->plain && step_depth > 0)
+    if (step_exempt(t))
       continue;
     const char *label = t->plain ? ", plain writes" : "";
     if (before ? trans_match(t, before, after, label, why, sizeof why)

@@ -213,7 +213,7 @@ int dtx__kit_update_ex(dtx__exec_t *ex, const char *point, const char *coll,
     rc = DTX_ENOMEM;
   if (rc == 0) {
     dtx_update_result_t res;
-    int step = dtx__rules_step_enter();
+    const char *step = dtx__rules_step_enter(point);
     do {
       memset(&res, 0, sizeof res);
       rc = DTX_FAULTPOINT(point);
@@ -245,7 +245,7 @@ static int modify_opts(dtx__exec_t *ex, const char *point, const char *coll,
   if (rc == 0 && !(filter && update))
     rc = DTX_ENOMEM;
   if (rc == 0) {
-    int step = dtx__rules_step_enter();
+    const char *step = dtx__rules_step_enter(point);
     do {
       rc = DTX_FAULTPOINT(point);
       if (rc == 0) {
@@ -299,7 +299,7 @@ int dtx__kit_insert(dtx__exec_t *ex, const char *point, const char *coll,
   int rc = dtx__exec_check(ex);
   if (rc)
     return rc;
-  int step = dtx__rules_step_enter();
+  const char *step = dtx__rules_step_enter(point);
   do {
     rc = DTX_FAULTPOINT(point);
     if (rc == 0)
@@ -320,7 +320,7 @@ int dtx__kit_delete(dtx__exec_t *ex, const char *point, const char *coll,
       *deleted = 0;
     return rc;
   }
-  int step = dtx__rules_step_enter();
+  const char *step = dtx__rules_step_enter(point);
   do {
     rc = filter ? DTX_FAULTPOINT(point) : DTX_ENOMEM;
     if (rc == 0)
@@ -496,6 +496,15 @@ int dtx__kit_takeover(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
   return dtx__kit_move(ex, k, doc, &m, out);
 }
 
+/* The name of the pattern whose collections include coll, or NULL. */
+static const char *owner_of(const char *coll) {
+  for (size_t i = 0; dtx__patterns[i]; i++)
+    for (const char *const *c = dtx__patterns[i]->collections; c && *c; c++)
+      if (strcmp(*c, coll) == 0)
+        return dtx__patterns[i]->name;
+  return NULL;
+}
+
 int dtx__kit_renew(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
                    json_t **out) {
   int64_t now = dtx__now_ms();
@@ -511,7 +520,8 @@ int dtx__kit_renew(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
   int rc = DTX_ENOMEM;
   *out = NULL;
   if (filter && upd) {
-    int step = dtx__rules_step_enter();
+    /* No fault point: the step is named after the pattern of the item. */
+    const char *step = dtx__rules_step_enter(owner_of(k->coll));
     do
       rc = dtx_store_find_one_and_update(ex->st, k->coll, filter, upd, &o, out);
     while (dtx__retry_again(&r, &rc, "renewing a lease"));

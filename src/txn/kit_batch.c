@@ -106,7 +106,8 @@ int dtx__kit_run(dtx__exec_t *ex, dtx__kit_op_t *ops, size_t n) {
                                 .fam_opts = &o->fam};
       idx[k++] = i;
     }
-    int step = dtx__rules_step_enter();
+    /* the round's steps are one pattern's: the first names them */
+    const char *step = dtx__rules_step_enter(k ? ops[idx[0]].point : NULL);
     if (k == 1)
       run_one(ex->st, &bops[0], &res[0]);
     else if (k > 1)

@@ -753,11 +753,13 @@ static void test_transition_rule(void) {
 /* "insert" judges what a document may be born as; "scope": "plain" rules
  * judge only writes outside a pattern's steps -- every write of this test
  * is plain unless made between dtx__rules_step_enter and _leave, as the
- * kit's steps are -- and "why" ends their refusals. */
+ * kit's steps are -- or, with "steps", outside those patterns' steps; and
+ * "why" ends their refusals. */
 #define SCOPED                                                               \
   "[{'immutable':['a'],'insert':{'s':'new'}},"                               \
   "{'scope':'plain','immutable':['s'],'insert':false,"                       \
-  "'why':'s moves by its commands'}]"
+  "'why':'s moves by its commands'},"                                        \
+  "{'scope':'plain','steps':['p'],'immutable':['t']}]"
 static void test_transition_scope_and_insert(void) {
   const char *c = conf_coll("rules_scope");
   dtx_update_result_t r;
@@ -798,7 +800,7 @@ static void test_transition_scope_and_insert(void) {
   dtx_bulk_results_clear(&br, 1);
   check_same(c, before, "a plain insert");
   /* A step's insert obeys the rule of every scope only. */
-  int step = dtx__rules_step_enter();
+  const char *step = dtx__rules_step_enter("p.make");
   CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'X','s':'old','a':1}"),
                             NULL),
            DTX_EVALIDATION);
@@ -836,9 +838,11 @@ static void test_transition_scope_and_insert(void) {
                             JQ("{'$set':{'note':1}}"), NULL, &r),
            0);
   CHECK(r.modified == 1);
-  /* Steps nest: s moves inside them, a never does. */
-  step = dtx__rules_step_enter();
-  int inner = dtx__rules_step_enter();
+  /* Steps nest: s moves inside them, a never does; t only in a step of
+   * pattern p (its rule's "steps"): a step of q, or of no known pattern,
+   * is a plain write to it. */
+  step = dtx__rules_step_enter("q.copy");
+  const char *inner = dtx__rules_step_enter("p");
   dtx__rules_step_leave(inner);
   CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
                             JQ("{'$set':{'s':'done'}}"), NULL, &r),
@@ -847,6 +851,25 @@ static void test_transition_scope_and_insert(void) {
   CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
                             JQ("{'$set':{'a':3}}"), NULL, &r),
            DTX_EVALIDATION);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
+                            JQ("{'$set':{'t':1}}"), NULL, &r),
+           DTX_EVALIDATION);
+  check_detail(c, "X", "t may not change (transition immutable, plain "
+                       "writes)");
+  dtx__rules_step_leave(step);
+  static const char *const others[] = {NULL, "pq.x", "q.p"};
+  for (size_t i = 0; i < 3; i++) {
+    step = dtx__rules_step_enter(others[i]);
+    CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
+                              JQ("{'$set':{'t':1}}"), NULL, &r),
+             DTX_EVALIDATION);
+    dtx__rules_step_leave(step);
+  }
+  step = dtx__rules_step_enter("p.set");
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
+                            JQ("{'$set':{'t':1}}"), NULL, &r),
+           0);
+  CHECK(r.modified == 1);
   dtx__rules_step_leave(step);
   CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
                             JQ("{'$set':{'s':'new'}}"), NULL, &r),
@@ -871,6 +894,12 @@ static void test_transition_scope_and_insert(void) {
       {"{'insert':{'a':{'$bogus':1}}}", "$bogus"},
       {"{'why':'','immutable':['a']}", "why must be a string of 1..200"},
       {"{'scope':'plain','why':'x'}", "judges nothing"},
+      {"{'steps':['p'],'immutable':['a']}", "steps goes with \"scope\""},
+      {"{'scope':'plain','steps':[],'immutable':['a']}", "non-empty array of "
+                                                         "pattern names"},
+      {"{'scope':'plain','steps':['P.x'],'immutable':['a']}",
+       "steps[0] must be a pattern name"},
+      {"{'scope':'plain','steps':['p','p'],'immutable':['a']}", "twice"},
   };
   for (size_t i = 0; i < sizeof bad_rules / sizeof *bad_rules; i++) {
     CHECK_RC(set_transition(c, bad_rules[i].rule), DTX_EBADQUERY);

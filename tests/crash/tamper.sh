@@ -385,6 +385,16 @@ ROWS
 for coll in "${!PLAIN_FIELDS[@]}"; do
   [ "$(d find "$coll" '{}')" = "${SNAP[$coll]}" ] && ok || bad "$coll: a refused plain write changed it"
 done
+# A step of another pattern that writes an update its caller chose -- a
+# job's effect -- is a plain write to the batch's markers: refused.
+cat >"$WORK/fx.sh" <<EOF
+"\$DOCTX" --store "\$DOCTX_STORE" job effect "\$DOCTX_JOB_ID" "\$DOCTX_JOB_EPOCH" k items \\
+  '{"_id":"i1"}' '{"\$unset":{"_batches.B1":""}}' >"$WORK/fx.out" 2>&1
+EOF
+d job add fxq t '{}' --id jfx >/dev/null && d job work fxq --once --exec "bash $WORK/fx.sh" >/dev/null 2>&1
+[ "$(d count items '{"_id":"i1","_batches.B1":{"$exists":true}}')" = 1 ] && ok ||
+  bad "a job effect took a batch marker off: $(cat "$WORK/fx.out") $(d find items '{"_id":"i1"}')"
+grep -q "_batches may not change" "$WORK/fx.out" && ok || bad "job effect on a marker: $(cat "$WORK/fx.out")"
 # ... and the batch never applies twice: its rerun updates nothing.
 expect 0 "B1 rerun" -- d batch-update items '{}' '{"$inc":{"n":1}}' --id B1
 grep -q '"modified":0' "$WORK/out" && [ "$(d count items '{"n":{"$gt":2}}')" = 0 ] && ok ||

@@ -44,8 +44,10 @@
  * never does).  So before a run marks anything it adds to the
  * collection's transition rules, once, a rule of scope "plain" that keeps
  * DTX_BATCH_FIELD as it is (guard_markers): the batch's own steps still
- * write markers, a plain write may not touch them (docs/scenarios.md says
- * how an operator removes old ones, past the rules). */
+ * write markers, a plain write may not touch them -- nor may another
+ * pattern's step that writes an update its caller chose (a job's effect,
+ * a sync copy): the rule exempts the batch's steps only.  docs/scenarios.md
+ * says how an operator removes old markers, past the rules. */
 #include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -166,7 +168,8 @@ static int apply_one(batch_t *b, const json_t *doc, int *progress) {
 
 /* The plain-write rule on the markers (see the top of this file). */
 static const char marker_rule[] =
-    "{\"scope\":\"plain\",\"immutable\":[\"" DTX_BATCH_FIELD "\"],"
+    "{\"scope\":\"plain\",\"steps\":[\"batch\"],"
+    "\"immutable\":[\"" DTX_BATCH_FIELD "\"],"
     "\"why\":\"batch markers make each batch update a document once; they "
     "change only by doctx batch-update (docs/scenarios.md)\"}";
 

@@ -159,7 +159,8 @@ static const char never[] = "{\"_id\":{\"$exists\":false}}";
  * account's history (L2, L3), so none of these can be judged from one
  * document, and a plain write may change no protocol field nor insert an
  * entry or an account: they change through the ledger's own commands
- * (post, post-pending, void, reverse, account create, account limit). */
+ * (post, post-pending, void, reverse, account create, account limit);
+ * only the ledger's own steps are exempt ("steps"). */
 #define WHY_PLAIN(what)                                                     \
   "\"why\":\"" what " change only through doctx ledger commands "            \
   "(docs/ledger.md)\""
@@ -178,7 +179,7 @@ static const char entry_moves[] =
     "\"moves\":[" RESOLVE("post", LG_POSTED) "," RESOLVE("void", LG_VOIDED) ","
     RESOLVE("expire", LG_EXPIRED) "," COMMIT(LG_POSTED) "," COMMIT(LG_VOIDED)
     "," COMMIT(LG_EXPIRED) "]},"
-    "{\"scope\":\"plain\",\"insert\":false,"
+    "{\"scope\":\"plain\",\"steps\":[\"ledger\"],\"insert\":false,"
     "\"immutable\":[\"changes\",\"state\",\"proc\",\"created\",\"updated\","
     "\"expires_at\",\"resolved_at\",\"committed_at\",\"reverses\"],"
     WHY_PLAIN("ledger entries") "}]";
@@ -187,7 +188,7 @@ static const char entry_moves[] =
 static const char account_moves[] =
     "[{\"immutable\":[\"created\"],\"increasing\":[\"cache.seqId\"],"
     "\"insert\":{\"cache.seqId\":0,\"cache.balance\":0}},"
-    "{\"scope\":\"plain\",\"insert\":false,"
+    "{\"scope\":\"plain\",\"steps\":[\"ledger\"],\"insert\":false,"
     "\"immutable\":[\"min_balance\",\"cache\",\"created\",\"updated\"],"
     WHY_PLAIN("ledger accounts") "}]";
 #undef WHY_PLAIN

@@ -71,7 +71,9 @@ static int create(dtx_store_t *st, const char *id, const dtx_account_opts_t *o,
                           "unregistered", 1);
   if (!doc)
     return DTX_ENOMEM;
-  int step = dtx__rules_step_enter(); /* the first step of create */
+  /* the first step of create (no fault point of its own: a retry of a
+   * lost reply would find the account and call it taken) */
+  const char *step = dtx__rules_step_enter("transfer.account.create");
   rc = dtx_store_insert(st, DTX_ACCOUNTS, doc, NULL);
   dtx__rules_step_leave(step);
   if (rc == DTX_EDUPKEY)

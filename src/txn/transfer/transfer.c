@@ -927,7 +927,10 @@ static const char opening_shape[] =
  * transfer's state moves only by the protocol's commands too (a commit
  * typed by hand would claim money that never moved), and nothing may be
  * inserted by hand (`account create`, `transfer`: their checks are the
- * promise).  Other fields of a document are the user's. */
+ * promise).  Only the transfer pattern's own steps are exempt ("steps"):
+ * a step of another pattern that wrote here would be a plain write (the
+ * orders and interest pay through this pattern's steps).  Other fields of
+ * a document are the user's. */
 #define WHY_PLAIN(what)                                                     \
   "\"why\":\"" what " change only through doctx's account and transfer "     \
   "commands (docs/transfers.md)\""
@@ -941,7 +944,7 @@ static const char account_moves[] =
     "\"to\":{}},"
     "{\"name\":\"registered\",\"from\":{\"unregistered\":{\"$exists\":false}},"
     "\"to\":{\"unregistered\":{\"$exists\":false}}}]},"
-    "{\"scope\":\"plain\",\"insert\":false,"
+    "{\"scope\":\"plain\",\"steps\":[\"transfer\"],\"insert\":false,"
     "\"immutable\":[\"balance\",\"min_balance\",\"opening_balance\","
     "\"ceiling\",\"pending\",\"voids\",\"unregistered\"]," WHY_PLAIN("accounts")
     "}]";
@@ -970,7 +973,7 @@ static const char transfer_moves[] =
     MOVE("finish", DTX_ST_COMMITTED, DTX_ST_SUCCEEDED) ",\"reason\":null}},"
     MOVE("rolled back", DTX_ST_ROLLING_BACK, DTX_ST_FAILED)
     ",\"reason\":{\"$in\":" REASONS "}}}]},"
-    "{\"scope\":\"plain\",\"insert\":false,"
+    "{\"scope\":\"plain\",\"steps\":[\"transfer\"],\"insert\":false,"
     "\"immutable\":[\"from\",\"to\",\"amount\",\"state\",\"reason\","
     "\"created\",\"owner\",\"lease_until\",\"epoch\",\"updated\"],"
     WHY_PLAIN("transfers") "}]";
@@ -979,7 +982,7 @@ static const char transfer_moves[] =
 /* An opening record is written once (account.c, "The registry"). */
 static const char opening_moves[] =
     "[{\"immutable\":[\"opening_balance\",\"at\"]},"
-    "{\"scope\":\"plain\",\"insert\":false," WHY_PLAIN("opening records")
+    "{\"scope\":\"plain\",\"steps\":[\"transfer\"],\"insert\":false," WHY_PLAIN("opening records")
     "}]";
 #undef WHY_PLAIN
 
