@@ -628,6 +628,18 @@ typedef struct dtx_account_opts {
 int dtx_account_create(dtx_store_t *st, const char *id,
                        const dtx_account_opts_t *opts, json_t **out);
 
+/* Sets account id's lowest balance a debit may leave: opts->min_balance,
+ * or none with opts->no_min_balance (opts NULL: min_balance 0;
+ * opts->balance is not read).  One conditional step: a limit is set only
+ * when the account's balance meets it, else DTX_EINSUFFICIENT naming the
+ * balance and the limit, nothing changed; no limit is always set.  This is
+ * how a limit changes: a plain write of min_balance is refused
+ * (docs/transfers.md, "What a plain write may change").  DTX_ENOACCOUNT
+ * when there is no such account.  *out (may be NULL; NULL on error)
+ * receives the account afterwards. */
+int dtx_account_limit(dtx_store_t *st, const char *id,
+                      const dtx_account_opts_t *opts, json_t **out);
+
 /* *out: the account, or DTX_ENOACCOUNT. */
 int dtx_account_get(dtx_store_t *st, const char *id, json_t **out);
 

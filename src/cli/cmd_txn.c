@@ -10,15 +10,19 @@
 
 static const char *account_help =
     "usage: doctx account create ID [--balance N] [--min-balance N|none]\n"
+    "       doctx account limit ID N|none\n"
     "       doctx account show ID\n"
     "       doctx account list [--limit N] [--skip N]\n"
     "Balances are int64 minor units. --balance defaults to 0 and becomes the\n"
     "account's opening_balance. --min-balance defaults to 0; 'none' means no\n"
-    "limit (external or settlement accounts).  list prints the accounts by\n"
+    "limit (external or settlement accounts).  limit sets the lowest balance\n"
+    "a debit may leave, only if the balance meets it ('none': no limit);\n"
+    "it is how a limit changes -- `doctx update` may not touch an account's\n"
+    "balance, limit or markers.  list prints the accounts by\n"
     "id, skipping the first --skip, at most --limit (0: all).  Timestamps\n"
     "print as ISO 8601 UTC (stored as integer ms).\n"
-    "exit: 0 ok, 1 no such account (show), 2 invalid input, 3 account exists,\n"
-    "      4 store error\n";
+    "exit: 0 ok, 1 no such account (show, limit), 2 invalid input, 3 account\n"
+    "      exists, or a limit above the balance, 4 store error\n";
 
 /* The deadline rule, shared by the commands that run protocol steps
  * (docs/deadlines.md). */
@@ -111,16 +115,16 @@ int dtx__cmd_account(dtx_cli_t *cli, int argc, char **argv) {
                   {"--min-balance", 1, NULL},
                   {"--limit", 1, NULL},
                   {"--skip", 1, NULL}};
-  char *pos[3];
+  char *pos[4];
   dtx_account_opts_t ao = {0};
   int code;
   if (dtx__cli_is_help(argc, argv))
     return dtx__cli_help(account_help);
-  int n = dtx__cli_split(argc, argv, o, 4, pos, 2);
+  int n = dtx__cli_split(argc, argv, o, 4, pos, 3);
   if (n < 0)
     return DTX_EXIT_USAGE;
   if (n == 0)
-    return dtx__cli_usage("account: expected create, show or list");
+    return dtx__cli_usage("account: expected create, limit, show or list");
   const char *sub = pos[0];
   if (strcmp(sub, "create") == 0) {
     if (n != 2)
@@ -151,6 +155,31 @@ int dtx__cmd_account(dtx_cli_t *cli, int argc, char **argv) {
   if (o[0].value || o[1].value)
     return dtx__cli_usage("account %s: --balance/--min-balance only go with "
                           "create", sub);
+  if (strcmp(sub, "limit") == 0) {
+    if (n != 3 || o[2].value || o[3].value)
+      return dtx__cli_usage("account limit: expected ID N|none");
+    if (strcmp(pos[2], "none") == 0)
+      ao.no_min_balance = 1;
+    else if (dtx__cli_int64(pos[2], 1, &ao.min_balance) != 0)
+      return dtx__cli_usage("account limit: the limit must be an int64 or "
+                            "none, got '%s'", pos[2]);
+    dtx_store_t *st = dtx__cli_store(cli, &code);
+    if (!st)
+      return code;
+    json_t *acct = NULL;
+    int rc = dtx_account_limit(st, pos[1], &ao, &acct);
+    if (rc == DTX_ENOACCOUNT) {
+      dtx__cli_fail(rc);
+      return DTX_EXIT_NOMATCH;
+    }
+    if (rc)
+      return dtx__cli_fail(rc);
+    dtx__cli_print_item(acct, 0);
+    json_decref(acct);
+    return DTX_EXIT_OK;
+  }
+  if (n > 2)
+    return dtx__cli_usage("account %s: expected ID", sub);
   if ((o[2].value || o[3].value) && strcmp(sub, "list") != 0)
     return dtx__cli_usage("account %s: --limit/--skip go with list", sub);
   if (strcmp(sub, "show") == 0) {
@@ -184,8 +213,8 @@ int dtx__cmd_account(dtx_cli_t *cli, int argc, char **argv) {
     int rc = dtx_account_list(st, &page, &all);
     return rc ? dtx__cli_fail(rc) : dtx__cli_print_items(all, 0);
   }
-  return dtx__cli_usage("account: unknown subcommand '%s' (create, show, list)",
-                        sub);
+  return dtx__cli_usage("account: unknown subcommand '%s' (create, limit, "
+                        "show, list)", sub);
 }
 
 /* ---- transfer ------------------------------------------------------------ */

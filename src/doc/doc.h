@@ -467,9 +467,27 @@ const json_t *dtx__rules_spec(const dtx__rules_t *r);
  * before the stored one being deleted or replaced (NULL for an insert):
  *  - after must nest at most DTX_MAX_DEPTH levels (DTX_EINVAL), always;
  *  - unless bypass, after must satisfy the validator, an update (before
- *    and after both given) must keep the transition rules, and a deleted
- *    before must match the delete guard (DTX_EVALIDATION).
+ *    and after both given) must keep the transition rules, an insert their
+ *    "insert" clauses, and a deleted before must match the delete guard
+ *    (DTX_EVALIDATION).  Transition rules of scope "plain" are skipped
+ *    while a pattern step runs on this thread (dtx__rules_step_enter; of
+ *    one of the rule's "steps" patterns, when it lists any).
  * The detail names the collection, the _id and the failing rule. */
+
+/* A doctx pattern's step calls the store between these two, on the
+ * calling thread (the kit's step functions, src/txn/kit*.c, bracket their
+ * store calls), naming itself: its fault point, whose first segment is
+ * its pattern ("transfer.debit"; NULL: a step of no known pattern).
+ * While one runs, transition rules of scope "plain" do not judge its
+ * writes -- or, when such a rule lists "steps", only the writes of those
+ * patterns' steps: they state what the generic document commands may
+ * change, and a step may make a change (a credit marker taken off once
+ * its transfer committed) that only the protocol, having read the other
+ * documents, can tell is due.  name must stay valid until the leave
+ * (the kit passes its callers' fault points, string literals).  enter
+ * returns what leave restores (they nest). */
+const char *dtx__rules_step_enter(const char *name);
+void dtx__rules_step_leave(const char *saved);
 int dtx__doc_check_write(const dtx__rules_t *r, const char *coll,
                          const json_t *before, const json_t *after,
                          int bypass);

@@ -20,7 +20,18 @@
  * state machine allows.  A validator sees one document; a protocol's
  * promise is often about the change (a settlement that must not move to
  * another payer, a fencing token that must not go back), so it is stated
- * here, in the same atomic step, for every writer.
+ * here, in the same atomic step, for every writer.  A rule object may also
+ * say what an inserted document may be ("insert"), and may judge only
+ * PLAIN writes ("scope": "plain"): those made outside a doctx pattern's
+ * own steps -- the generic document commands.  Some changes are legitimate
+ * only as a step of a protocol that has checked other documents first (a
+ * payee's credit marker taken off once its transfer committed); one
+ * document cannot tell such a step from the same change typed by hand, so
+ * the kit says which it is (dtx__rules_step_enter, around the store call
+ * of each step, on the thread that makes it, naming the step), and a
+ * plain rule may leave only the steps of some patterns alone ("steps":
+ * a step that writes an update its caller chose, as a job's effect, is
+ * a plain write to every other pattern's fields).
  *
  * The depth limit (DTX_MAX_DEPTH, MongoDB's 100 levels) applies to every
  * write, also with bypass_validation: it is what keeps every stored
@@ -135,7 +146,43 @@ typedef struct trans {
   char **imm;   /* dotted paths that never change */
   char **inc;   /* dotted paths whose number never decreases */
   move_t *moves; /* none: any change of state is allowed */
+  int plain;     /* "scope": "plain": judges plain writes only */
+  size_t nsteps; /* "steps": the patterns whose steps it does not judge */
+  char **steps;  /* (none: any pattern's) */
+  int noinsert;  /* "insert": false: no document may be inserted */
+  dtx__filter_t *insert; /* "insert": FILTER an inserted document matches */
+  char *insert_text;     /* that filter as compact JSON, for messages */
+  char *why;     /* "why": the reason a refusal gives, or NULL */
 } trans_t;
+
+/* The step running on this thread (dtx__rules_step_enter): its name,
+ * "" for a step of no known pattern, NULL outside any step. */
+static _Thread_local const char *step_name;
+
+const char *dtx__rules_step_enter(const char *name) {
+  const char *saved = step_name;
+  step_name = name ? name : "";
+  return saved;
+}
+
+void dtx__rules_step_leave(const char *saved) { step_name = saved; }
+
+/* 1 when the running step is one t does not judge: t is of scope "plain"
+ * and there is a step, of one of t's "steps" patterns when it names any
+ * (a step's name starts with its pattern: "batch.apply"). */
+static int step_exempt(const trans_t *t) {
+  if (!t->plain || !step_name)
+    return 0;
+  if (!t->nsteps)
+    return 1;
+  for (size_t i = 0; i < t->nsteps; i++) {
+    size_t n = strlen(t->steps[i]);
+    if (strncmp(step_name, t->steps[i], n) == 0 &&
+        (step_name[n] == '.' || step_name[n] == '\0'))
+      return 1;
+  }
+  return 0;
+}
 
 struct dtx__rules {
   json_t *spec; /* {"validator": V|null, "delete_guard": G|null,
@@ -169,6 +216,12 @@ static void trans_free(trans_t *t) {
   free(t->imm);
   free(t->inc);
   free(t->moves);
+  dtx__filter_free(t->insert);
+  free(t->insert_text);
+  free(t->why);
+  for (size_t i = 0; i < t->nsteps; i++)
+    free(t->steps[i]);
+  free(t->steps);
 }
 
 void dtx__rules_free(dtx__rules_t *r) {
@@ -288,12 +341,38 @@ static int move_compile(const json_t *m, const char *what, size_t i,
   return 0;
 }
 
+/* "steps": a non-empty array of distinct pattern names, 1..32 of
+ * [a-z0-9_] (the first segment of their steps' names). */
+static int steps_compile(const json_t *v, const char *what, trans_t *t) {
+  size_t n = json_array_size(v);
+  if (!json_is_array(v) || !n)
+    return dtx__err(DTX_EBADQUERY, "%s must be a non-empty array of pattern "
+                    "names", what);
+  if (!(t->steps = calloc(n, sizeof *t->steps)))
+    return dtx__err(DTX_ENOMEM, "compiling %s", what);
+  for (size_t i = 0; i < n; i++) {
+    const char *p = json_string_value(json_array_get(v, i));
+    if (!p || !*p || strlen(p) > 32 ||
+        strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(p))
+      return dtx__err(DTX_EBADQUERY, "%s[%zu] must be a pattern name (1..32 "
+                      "of [a-z0-9_])", what, i);
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(t->steps[j], p) == 0)
+        return dtx__err(DTX_EBADQUERY, "%s names '%s' twice", what, p);
+    if (!(t->steps[i] = strdup(p)))
+      return dtx__err(DTX_ENOMEM, "compiling %s", what);
+    t->nsteps++;
+  }
+  return 0;
+}
+
 static int trans_compile(const json_t *spec, size_t idx, trans_t *t) {
   char what[48];
   snprintf(what, sizeof what, "transition[%zu]", idx);
   if (!json_is_object(spec) || !json_object_size(spec))
     return dtx__err(DTX_EBADQUERY, "%s must be a non-empty object of "
-                    "immutable, increasing and moves", what);
+                    "immutable, increasing, moves, insert, scope and why",
+                    what);
   int rc = dtx__depth_check(spec, DTX_EBADQUERY, what);
   const char *k;
   json_t *v;
@@ -317,11 +396,42 @@ static int trans_compile(const json_t *spec, size_t idx, trans_t *t) {
         rc = move_compile(json_array_get(v, i), what, i, &t->moves[i]);
         t->nmoves++;
       }
+    } else if (strcmp(k, "insert") == 0) {
+      if (json_is_false(v)) {
+        t->noinsert = 1;
+      } else if (!json_is_object(v)) {
+        rc = dtx__err(DTX_EBADQUERY, "%s must be false or a filter object",
+                      w);
+      } else if ((rc = dtx__filter_compile(v, &t->insert)) < 0) {
+        rc = dtx__err_wrap(rc, "%s", w);
+      } else if (!(t->insert_text = dtx__json_dump(v))) {
+        rc = dtx__err(DTX_ENOMEM, "compiling %s", w);
+      }
+    } else if (strcmp(k, "scope") == 0) {
+      if (json_is_string(v) && strcmp(json_string_value(v), "plain") == 0)
+        t->plain = 1;
+      else if (!json_is_string(v) || strcmp(json_string_value(v), "all"))
+        rc = dtx__err(DTX_EBADQUERY, "%s must be \"all\" or \"plain\"", w);
+    } else if (strcmp(k, "steps") == 0) {
+      rc = steps_compile(v, w, t);
+    } else if (strcmp(k, "why") == 0) {
+      if (!json_is_string(v) || !json_string_length(v) ||
+          json_string_length(v) > 200)
+        rc = dtx__err(DTX_EBADQUERY, "%s must be a string of 1..200 bytes", w);
+      else if (!(t->why = strdup(json_string_value(v))))
+        rc = dtx__err(DTX_ENOMEM, "compiling %s", w);
     } else {
       rc = dtx__err(DTX_EBADQUERY, "%s: unknown key '%.40s' (immutable, "
-                    "increasing, moves)", what, k);
+                    "increasing, moves, insert, scope, steps, why)", what, k);
     }
   }
+  if (rc == 0 && t->nsteps && !t->plain)
+    rc = dtx__err(DTX_EBADQUERY, "%s.steps goes with \"scope\": \"plain\" "
+                  "(a rule of every writer judges every step)", what);
+  if (rc == 0 && !t->nimm && !t->ninc && !t->nmoves && !t->noinsert &&
+      !t->insert)
+    rc = dtx__err(DTX_EBADQUERY, "%s judges nothing: give it immutable, "
+                  "increasing, moves or insert", what);
   return rc;
 }
 
@@ -462,16 +572,18 @@ static const json_t *path_value(const json_t *doc, const char *path) {
  * 0 when it keeps them all.  Immutable values compare exactly (type
  * included: 5 and 5.0 differ).  An increasing value that was a number
  * must stay a number no smaller; one that was not a number is the
- * validator's business. */
+ * validator's business.  label follows the rule's kind in the reason:
+ * "" or ", plain writes" for a rule of that scope. */
 static int trans_match(const trans_t *t, const json_t *before,
-                       const json_t *after, char *why, size_t n) {
+                       const json_t *after, const char *label, char *why,
+                       size_t n) {
   for (size_t i = 0; i < t->nimm; i++) {
     const json_t *a = path_value(before, t->imm[i]);
     const json_t *b = path_value(after, t->imm[i]);
     if (a == b || (a && b && json_equal(a, b)))
       continue;
-    snprintf(why, n, "%.100s may not change (transition immutable)",
-             t->imm[i]);
+    snprintf(why, n, "%.100s may not change (transition immutable%s)",
+             t->imm[i], label);
     return 0;
   }
   for (size_t i = 0; i < t->ninc; i++) {
@@ -483,8 +595,8 @@ static int trans_match(const trans_t *t, const json_t *before,
       continue;
     char *at = dtx__json_dump(a), *bt = b ? dtx__json_dump(b) : NULL;
     snprintf(why, n, "%.100s may not decrease: %.40s -> %.40s (transition "
-             "increasing)", t->inc[i], at ? at : "?", b ? (bt ? bt : "?")
-                                                      : "missing");
+             "increasing%s)", t->inc[i], at ? at : "?", b ? (bt ? bt : "?")
+                                                     : "missing", label);
     free(at);
     free(bt);
     return 0;
@@ -505,11 +617,48 @@ static int trans_match(const trans_t *t, const json_t *before,
                               len ? ", " : "", t->moves[i].name);
   }
   if (len)
-    snprintf(why, n, "the change fits no allowed move (transition moves; "
-             "allowed from this state: %s)", from);
+    snprintf(why, n, "the change fits no allowed move (transition moves%s; "
+             "allowed from this state: %s)", label, from);
   else
-    snprintf(why, n, "the change fits no allowed move (transition moves; "
-             "none is allowed from this state)");
+    snprintf(why, n, "the change fits no allowed move (transition moves%s; "
+             "none is allowed from this state)", label);
+  return 0;
+}
+
+/* 1 when t admits the insert of doc, else 0 with the reason in why. */
+static int insert_match(const trans_t *t, const json_t *doc,
+                        const char *label, char *why, size_t n) {
+  if (t->noinsert) {
+    snprintf(why, n, "an insert is refused (transition insert%s)", label);
+    return 0;
+  }
+  if (!t->insert || dtx__filter_match(t->insert, doc))
+    return 1;
+  snprintf(why, n, "the insert condition %.200s is not met (transition "
+             "insert%s)",
+           t->insert_text, label);
+  return 0;
+}
+
+/* Checks the change before -> after (before NULL: an insert) against
+ * every transition rule in force for this writer: a rule of scope
+ * "plain" is skipped inside a pattern's step. */
+static int trans_check(const dtx__rules_t *r, const char *coll,
+                       const json_t *before, const json_t *after) {
+  char who[160], why[400];
+  for (size_t i = 0; i < r->ntrans; i++) {
+    const trans_t *t = &r->trans[i];
+    if (step_exempt(t))
+      continue;
+    const char *label = t->plain ? ", plain writes" : "";
+    if (before ? trans_match(t, before, after, label, why, sizeof why)
+               : insert_match(t, after, label, why, sizeof why))
+      continue;
+    doc_name(coll, before ? before : after, who, sizeof who);
+    if (t->why)
+      return dtx__err(DTX_EVALIDATION, "%s: %s: %s", who, why, t->why);
+    return dtx__err(DTX_EVALIDATION, "%s: %s", who, why);
+  }
   return 0;
 }
 
@@ -534,12 +683,7 @@ int dtx__doc_check_write(const dtx__rules_t *r, const char *coll,
       doc_name(coll, after, who, sizeof who);
       return dtx__err(DTX_EVALIDATION, "%s: %s", who, why);
     }
-    for (size_t i = 0; before && i < r->ntrans; i++)
-      if (!trans_match(&r->trans[i], before, after, why, sizeof why)) {
-        doc_name(coll, before, who, sizeof who);
-        return dtx__err(DTX_EVALIDATION, "%s: %s", who, why);
-      }
-    return 0;
+    return r->ntrans ? trans_check(r, coll, before, after) : 0;
   }
   if (bypass || !r || !before ||
       !json_object_size(json_object_get(r->spec, "delete_guard")))

@@ -213,6 +213,7 @@ int dtx__kit_update_ex(dtx__exec_t *ex, const char *point, const char *coll,
     rc = DTX_ENOMEM;
   if (rc == 0) {
     dtx_update_result_t res;
+    const char *step = dtx__rules_step_enter(point);
     do {
       memset(&res, 0, sizeof res);
       rc = DTX_FAULTPOINT(point);
@@ -220,6 +221,7 @@ int dtx__kit_update_ex(dtx__exec_t *ex, const char *point, const char *coll,
         rc = dtx__fault_lost(
             dtx_store_update(ex->st, coll, filter, update, opts, &res));
     } while (dtx__retry_again(&r, &rc, point));
+    dtx__rules_step_leave(step);
     if (rc == 0 && matched)
       *matched = res.matched > 0;
   }
@@ -243,6 +245,7 @@ static int modify_opts(dtx__exec_t *ex, const char *point, const char *coll,
   if (rc == 0 && !(filter && update))
     rc = DTX_ENOMEM;
   if (rc == 0) {
+    const char *step = dtx__rules_step_enter(point);
     do {
       rc = DTX_FAULTPOINT(point);
       if (rc == 0) {
@@ -256,6 +259,7 @@ static int modify_opts(dtx__exec_t *ex, const char *point, const char *coll,
         }
       }
     } while (dtx__retry_again(&r, &rc, point));
+    dtx__rules_step_leave(step);
   }
   json_decref(filter);
   json_decref(update);
@@ -295,11 +299,13 @@ int dtx__kit_insert(dtx__exec_t *ex, const char *point, const char *coll,
   int rc = dtx__exec_check(ex);
   if (rc)
     return rc;
+  const char *step = dtx__rules_step_enter(point);
   do {
     rc = DTX_FAULTPOINT(point);
     if (rc == 0)
       rc = dtx__fault_lost(dtx_store_insert(ex->st, coll, doc, NULL));
   } while (dtx__retry_again(&r, &rc, point));
+  dtx__rules_step_leave(step);
   return rc;
 }
 
@@ -314,11 +320,13 @@ int dtx__kit_delete(dtx__exec_t *ex, const char *point, const char *coll,
       *deleted = 0;
     return rc;
   }
+  const char *step = dtx__rules_step_enter(point);
   do {
     rc = filter ? DTX_FAULTPOINT(point) : DTX_ENOMEM;
     if (rc == 0)
       rc = dtx__fault_lost(dtx_store_delete(ex->st, coll, filter, 0, &n));
   } while (dtx__retry_again(&r, &rc, point));
+  dtx__rules_step_leave(step);
   json_decref(filter);
   if (deleted)
     *deleted = rc ? 0 : n;
@@ -488,6 +496,15 @@ int dtx__kit_takeover(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
   return dtx__kit_move(ex, k, doc, &m, out);
 }
 
+/* The name of the pattern whose collections include coll, or NULL. */
+static const char *owner_of(const char *coll) {
+  for (size_t i = 0; dtx__patterns[i]; i++)
+    for (const char *const *c = dtx__patterns[i]->collections; c && *c; c++)
+      if (strcmp(*c, coll) == 0)
+        return dtx__patterns[i]->name;
+  return NULL;
+}
+
 int dtx__kit_renew(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
                    json_t **out) {
   int64_t now = dtx__now_ms();
@@ -503,9 +520,12 @@ int dtx__kit_renew(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
   int rc = DTX_ENOMEM;
   *out = NULL;
   if (filter && upd) {
+    /* No fault point: the step is named after the pattern of the item. */
+    const char *step = dtx__rules_step_enter(owner_of(k->coll));
     do
       rc = dtx_store_find_one_and_update(ex->st, k->coll, filter, upd, &o, out);
     while (dtx__retry_again(&r, &rc, "renewing a lease"));
+    dtx__rules_step_leave(step);
   }
   json_decref(filter);
   json_decref(upd);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "doc/doc.h" /* dtx__rules_step_enter */
 #include "util/err.h"
 
 /* The step's result as the single store call: one operation alone goes
@@ -105,10 +106,13 @@ int dtx__kit_run(dtx__exec_t *ex, dtx__kit_op_t *ops, size_t n) {
                                 .fam_opts = &o->fam};
       idx[k++] = i;
     }
+    /* the round's steps are one pattern's: the first names them */
+    const char *step = dtx__rules_step_enter(k ? ops[idx[0]].point : NULL);
     if (k == 1)
       run_one(ex->st, &bops[0], &res[0]);
     else if (k > 1)
       (void)dtx_store_bulk_write(ex->st, bops, k, res);
+    dtx__rules_step_leave(step);
     for (size_t j = 0; j < k; j++) {
       dtx__kit_op_t *o = &ops[idx[j]];
       int rc = res[j].rc;

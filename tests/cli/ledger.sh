@@ -193,15 +193,21 @@ grep -q "^ledger.post$" "$WORK/out" && grep -q "^ledger.commit$" "$WORK/out" && 
 d worker --once >/dev/null
 expect 0 "audit before tampering" -- d audit --settled
 
-# Tampering: entries and accounts are never deleted; a changed leg or a
-# wrong cache is found by the audit (exit 5).
+# Tampering: entries and accounts are never deleted, and a plain write
+# may change no leg and no cache (the transition rules, docs/ledger.md);
+# past the rules, a changed leg or a wrong cache is found by the audit
+# (exit 5).
 expect 3 "delete of an entry refused" -- d delete ledger_entries '{"_id":"e2"}'
 expect 3 "a leg of value 0 refused" -- d update ledger_entries '{"_id":"e2"}' '{"$set":{"changes.0.value":0}}'
-expect 0 "a leg's value changed" -- d update ledger_entries '{"_id":"e2"}' '{"$set":{"changes.0.value":-201}}'
+expect 3 "a leg's value changed: refused" -- d update ledger_entries '{"_id":"e2"}' '{"$set":{"changes.0.value":-201}}'
+grep -q "changes may not change" "$WORK/err" && ok || bad "leg: $(cat "$WORK/err")"
+expect 0 "a leg's value changed past the rules" -- d update ledger_entries '{"_id":"e2"}' '{"$set":{"changes.0.value":-201}}' --bypass-validation
 expect 5 "audit finds the changed leg" -- d audit
 grep -q "unbalanced_entry" "$WORK/out" && ok || bad "audit output: $(out)"
-d update ledger_entries '{"_id":"e2"}' '{"$set":{"changes.0.value":-200}}' >/dev/null
-expect 0 "a cache set wrong" -- d update ledger_accounts '{"_id":"B"}' '{"$inc":{"cache.balance":1}}'
+d update ledger_entries '{"_id":"e2"}' '{"$set":{"changes.0.value":-200}}' --bypass-validation >/dev/null
+expect 3 "a cache set wrong: refused" -- d update ledger_accounts '{"_id":"B"}' '{"$inc":{"cache.balance":1}}'
+grep -q "cache may not change" "$WORK/err" && ok || bad "cache: $(cat "$WORK/err")"
+expect 0 "a cache set wrong past the rules" -- d update ledger_accounts '{"_id":"B"}' '{"$inc":{"cache.balance":1}}' --bypass-validation
 expect 5 "audit finds the cache" -- d audit
 grep -q "cache_mismatch" "$WORK/out" && ok || bad "audit output: $(out)"
 # post-many, hostile input (the post-many attack): every malformed shape

@@ -287,9 +287,10 @@ is "interest long ids: attempt 2 under the hashed id" \
 is "interest long ids: paid once" "$(balance "$A128")" 1000200
 expect 0 "interest long ids: audit" -- d audit --settled
 # An account the transfers refuse (an id with a space, written by hand
-# past the account commands): not credited, the others are, exit 3 with
-# the account listed -- never exit 2, which says nothing was recorded.
-d insert accounts '{"_id":"y y","balance":1000000,"min_balance":0,"opening_balance":1000000,"ceiling":1000000,"pending":[],"voids":[]}' >/dev/null
+# past the account commands and the rules -- a plain insert of an account
+# is refused): not credited, the others are, exit 3 with the account
+# listed -- never exit 2, which says nothing was recorded.
+d insert accounts '{"_id":"y y","balance":1000000,"min_balance":0,"opening_balance":1000000,"ceiling":1000000,"pending":[],"voids":[]}' --bypass-validation >/dev/null
 expect 3 "interest: an account the transfers refuse" -- d interest run --rate-ppm 100 --day 2026-07-03
 is "interest: the refused one listed" \
   "$(jq -rc '[.credited,.refused,(.refusals | map([.account,.error]))] | tojson' "$WORK/out")" '[4,1,[["y y","INVAL"]]]'

@@ -64,6 +64,17 @@ expect 2 "account below min" -- d account create Z --balance 5 --min-balance 10
 expect 3 "account exists" -- d account create A
 expect 1 "show missing account" -- d account show NOPE
 expect 1 "show missing transfer" -- d transfer show NOPE
+# A limit changes through `account limit`, only where the balance meets
+# it; a plain write of it is refused (docs/transfers.md).
+expect 2 "limit: not a number" -- d account limit A x
+expect 2 "limit: no value" -- d account limit A
+expect 2 "limit: an option of create" -- d account limit A 5 --balance 1
+expect 1 "limit: missing account" -- d account limit NOPE 5
+expect 3 "limit above the balance" -- d account limit A 1001
+grep -q "balance [0-9]* is below the new min_balance 1001" "$WORK/err" && ok || bad "limit refusal: $(cat "$WORK/err")"
+expect 3 "limit by hand: refused" -- d update accounts '{"_id":"A"}' '{"$set":{"min_balance":-500}}'
+grep -q "min_balance may not change" "$WORK/err" && ok || bad "plain limit refusal: $(cat "$WORK/err")"
+expect 3 "limit by hand, find-and-modify: refused" -- d find-and-modify accounts '{"_id":"A"}' '{"$set":{"min_balance":null}}'
 expect 2 "bad state" -- d transfer list --state nope
 expect 2 "bad DOCTX_FAULT" -- env DOCTX_FAULT=nope:crash "$DOCTX" --store "$S" transfer A B 1
 [ "$(snapshot)" = "$before" ] && ok || bad "errors changed the store"
@@ -155,8 +166,12 @@ printf '%s\n' "$(d transfer show t1)" '{"_id":' >"$WORK/acked_bad"
 expect 2 "audit --acked malformed" -- d audit --acked "$WORK/acked_bad"
 grep -q "line 2" "$WORK/err" && ok || bad "malformed acked message: $(cat "$WORK/err")"
 expect 2 "audit --acked missing file" -- d audit --acked "$WORK/nope"
-# Break an invariant by hand: the audit must say so (exit 5).
-d update accounts '{"_id":"B"}' '{"$inc":{"balance":1}}' >/dev/null
+# Break an invariant by hand: a plain write may not (docs/transfers.md,
+# "What a plain write may change"); past the rules, the audit must say so
+# (exit 5).
+expect 3 "a balance changed by hand: refused" -- d update accounts '{"_id":"B"}' '{"$inc":{"balance":1}}'
+grep -q "balance may not change" "$WORK/err" && ok || bad "refusal: $(cat "$WORK/err")"
+d update accounts '{"_id":"B"}' '{"$inc":{"balance":1}}' --bypass-validation >/dev/null
 expect 5 "audit broken" -- d audit
 grep -q "conservation" "$WORK/out" && ok || bad "audit did not report conservation: $(cat "$WORK/out")"
 
@@ -230,4 +245,21 @@ expect 0 "drop accounts --bypass-validation" -- d drop accounts --bypass-validat
 [ "$(d count accounts)" = 0 ] && ok || bad "the bypassed drop left accounts"
 d rules accounts --delete-guard '{"balance":0}' >/dev/null
 expect 0 "drop of an empty guarded collection" -- d drop accounts
+
+# Limits: an overdraft granted, used, refused past it, and a limit the
+# balance no longer meets refused; the audit is clean throughout.
+new_store limits
+setup_accounts || bad "limits: setup failed"
+expect 0 "limit: an overdraft of 50" -- d account limit A -50
+grep -q '"min_balance":-50' "$WORK/out" && ok || bad "limit output: $(cat "$WORK/out")"
+expect 0 "limit: the overdraft is usable" -- d transfer A X 1050
+[ "$(balance A)" = -50 ] && ok || bad "limits: A=$(balance A)"
+expect 1 "limit: past the overdraft, declined" -- d transfer A X 1
+expect 3 "limit: 0 is above the balance now" -- d account limit A 0
+expect 0 "limit: none" -- d account limit A none
+expect 0 "limit: no limit, a debit past it" -- d transfer A X 10
+expect 0 "limit: back" -- d transfer X A 1060
+expect 0 "limit: 0 again" -- d account limit A 0
+[ "$(balance A)" = 1000 ] && ok || bad "limits: A=$(balance A) at the end"
+expect 0 "limits: audit clean" -- d audit --settled
 finish

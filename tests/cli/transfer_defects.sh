@@ -36,7 +36,7 @@ overflow_case() {
     d account create A --balance 100 >/dev/null &&
     d account create B --balance 100 >/dev/null || { bad "d1 $tag: setup"; return; }
   if [ "$tag" = old ]; then
-    d update accounts '{"_id":"P"}' '{"$unset":{"ceiling":""}}' >/dev/null ||
+    d update accounts '{"_id":"P"}' '{"$unset":{"ceiling":""}}' --bypass-validation >/dev/null ||
       { bad "d1 $tag: unset ceiling"; return; }
   fi
   DOCTX_FAULT=transfer.credit_payee:crash d transfer A P 6 --id p1 >/dev/null 2>&1
@@ -54,12 +54,13 @@ overflow_case new
 overflow_case old
 
 # The plain audit reports a committed transfer that recovery cannot finish
-# (its credit no longer fits: P's balance raised by hand past the ceiling).
+# (its credit no longer fits: P's balance raised by hand past the ceiling,
+# which only a write past the rules can do).
 new_store overflow_audit
 d account create P --balance 9223372036854775797 >/dev/null
 d account create A --balance 100 >/dev/null
 DOCTX_FAULT=transfer.credit_payee:crash d transfer A P 6 --id p1 >/dev/null 2>&1
-d update accounts '{"_id":"P"}' "{\"\$set\":{\"balance\":$MAX}}" >/dev/null
+d update accounts '{"_id":"P"}' "{\"\$set\":{\"balance\":$MAX}}" --bypass-validation >/dev/null
 expect 5 "d1: plain audit reports the unfinishable transfer" -- d audit
 has "$WORK/out" "unfinishable.*p1" "d1: audit finding"
 d recover --older-than-ms 0 >"$WORK/out" 2>&1; echo "recover rc=$?" >>"$WORK/out"
@@ -112,8 +113,11 @@ if wait_stopped "$pid" 30; then
   expect 5 "d3: audit reports it" -- d audit
   has "$WORK/out" "unfinishable.*g2.*B" "d3: audit finding"
   expect 3 "d3: recovery reports it" -- d recover --older-than-ms 0
-  # The operator restores B (docs/transfers.md); recovery then finishes g2.
-  expect 0 "d3: restore B" -- d insert accounts "$(cat "$WORK/B.json")"
+  # The operator restores B (docs/transfers.md) past the rules, as it was
+  # deleted: a plain insert of an account is refused (only `account
+  # create` makes one); recovery then finishes g2.
+  expect 3 "d3: restore B without bypass: refused" -- d insert accounts "$(cat "$WORK/B.json")"
+  expect 0 "d3: restore B" -- d insert accounts "$(cat "$WORK/B.json")" --bypass-validation
   expect 0 "d3: recover after restore" -- d recover --older-than-ms 0
   [ "$(state "$S" g2)" = succeeded ] && [ "$(balance B)" = 1060 ] && ok ||
     bad "d3: after restore g2 $(state "$S" g2) B=$(balance B)"
@@ -181,12 +185,12 @@ fi
 new_store wide
 setup_accounts
 for a in A B; do
-  d update accounts "{\"_id\":\"$a\"}" "{\"\$set\":{\"balance\":$MAX,\"opening_balance\":$MAX,\"ceiling\":$MAX}}" >/dev/null
-  d update openings "{\"_id\":\"$a\"}" "{\"\$set\":{\"opening_balance\":$MAX}}" >/dev/null
+  d update accounts "{\"_id\":\"$a\"}" "{\"\$set\":{\"balance\":$MAX,\"opening_balance\":$MAX,\"ceiling\":$MAX}}" --bypass-validation >/dev/null
+  d update openings "{\"_id\":\"$a\"}" "{\"\$set\":{\"opening_balance\":$MAX}}" --bypass-validation >/dev/null
 done
 expect 0 "d10: audit of wide sums" -- d audit
 has "$WORK/out" "opening total 18446744073709551614, balances 18446744073709551614" "d10: exact totals"
-d update accounts '{"_id":"B"}' '{"$set":{"opening_balance":-9223372036854775808}}' >/dev/null
+d update accounts '{"_id":"B"}' '{"$set":{"opening_balance":-9223372036854775808}}' --bypass-validation >/dev/null
 expect 5 "d10: audit of wide mismatch" -- d audit
 has "$WORK/out" "conservation.*18446744073709551614" "d10: exact conservation finding"
 

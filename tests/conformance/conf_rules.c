@@ -9,8 +9,13 @@
  * live in the store: they survive closing and reopening it, a second
  * handle (another process) obeys them from its next write on, and a
  * writer racing a change of rules never commits a document the rules in
- * force at its commit refuse.  Dropping the collection drops its rules. */
+ * force at its commit refuse.  Dropping the collection drops its rules.
+ * A transition rule judges each update by the document before and after
+ * it, and an insert by its "insert" clause; one of scope "plain" judges
+ * only writes made outside a pattern's steps (the generic commands). */
 #include "conf.h"
+
+#include "doc/doc.h" /* dtx__rules_step_enter: what the kit's steps do */
 
 #include <errno.h>
 #include <poll.h>
@@ -745,6 +750,168 @@ static void test_transition_rule(void) {
   json_decref(out);
 }
 
+/* "insert" judges what a document may be born as; "scope": "plain" rules
+ * judge only writes outside a pattern's steps -- every write of this test
+ * is plain unless made between dtx__rules_step_enter and _leave, as the
+ * kit's steps are -- or, with "steps", outside those patterns' steps; and
+ * "why" ends their refusals. */
+#define SCOPED                                                               \
+  "[{'immutable':['a'],'insert':{'s':'new'}},"                               \
+  "{'scope':'plain','immutable':['s'],'insert':false,"                       \
+  "'why':'s moves by its commands'},"                                        \
+  "{'scope':'plain','steps':['p'],'immutable':['t']}]"
+static void test_transition_scope_and_insert(void) {
+  const char *c = conf_coll("rules_scope");
+  dtx_update_result_t r;
+  json_t *out = conf_poison;
+  CHECK_RC(set_transition(c, SCOPED), 0);
+  CHECK_RC(dtx_store_get_rules(conf_st, c, &out), 0);
+  CHECKF(json_equal(json_object_get(out, "transition"), JQ(SCOPED)), "%s",
+         JS(out));
+  json_decref(out);
+  /* A plain insert, in every form, is refused and changes nothing. */
+  json_t *before = snapshot(c);
+  const char *plain = "an insert is refused (transition insert, plain "
+                      "writes): s moves by its commands";
+  CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'X','s':'new','a':1}"),
+                            NULL),
+           DTX_EVALIDATION);
+  check_detail(c, "X", plain);
+  CHECK_RC(dtx_store_insert_many(conf_st, c,
+                                 JQ("[{'_id':'X','s':'new','a':1}]"), NULL,
+                                 NULL),
+           DTX_EVALIDATION);
+  dtx_update_opts_t up = {.upsert = 1};
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
+                            JQ("{'$set':{'s':'new','a':1}}"), &up, &r),
+           DTX_EVALIDATION);
+  dtx_fam_opts_t fup = {.upsert = 1};
+  out = conf_poison;
+  CHECK_RC(dtx_store_find_one_and_update(conf_st, c, JQ("{'_id':'X'}"),
+                                         JQ("{'$set':{'s':'new','a':1}}"),
+                                         &fup, &out),
+           DTX_EVALIDATION);
+  CHECK(out == NULL);
+  dtx_bulk_op_t op = {.kind = DTX_BULK_INSERT, .coll = c,
+                      .doc = JQ("{'_id':'X','s':'new','a':1}")};
+  dtx_bulk_result_t br;
+  dtx_store_bulk_write(conf_st, &op, 1, &br);
+  CHECK_RC(br.rc, DTX_EVALIDATION);
+  dtx_bulk_results_clear(&br, 1);
+  check_same(c, before, "a plain insert");
+  /* A step's insert obeys the rule of every scope only. */
+  const char *step = dtx__rules_step_enter("p.make");
+  CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'X','s':'old','a':1}"),
+                            NULL),
+           DTX_EVALIDATION);
+  check_detail(c, "X", "the insert condition {\"s\":\"new\"} is not met "
+                       "(transition insert)");
+  CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'X','s':'new','a':1}"),
+                            NULL),
+           0);
+  dtx__rules_step_leave(step);
+  /* A plain update may not change s, and may change the rest but a. */
+  before = snapshot(c);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
+                            JQ("{'$set':{'s':'done'}}"), NULL, &r),
+           DTX_EVALIDATION);
+  check_detail(c, "X", "s may not change (transition immutable, plain "
+                       "writes): s moves by its commands");
+  out = conf_poison;
+  CHECK_RC(dtx_store_find_one_and_update(conf_st, c, JQ("{'_id':'X'}"),
+                                         JQ("{'$set':{'s':'done'}}"), NULL,
+                                         &out),
+           DTX_EVALIDATION);
+  CHECK(out == NULL);
+  op = (dtx_bulk_op_t){.kind = DTX_BULK_UPDATE_ONE, .coll = c,
+                       .filter = JQ("{'_id':'X'}"),
+                       .update = JQ("{'$set':{'s':'done'}}")};
+  dtx_store_bulk_write(conf_st, &op, 1, &br);
+  CHECK_RC(br.rc, DTX_EVALIDATION);
+  dtx_bulk_results_clear(&br, 1);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
+                            JQ("{'$set':{'a':2}}"), NULL, &r),
+           DTX_EVALIDATION);
+  check_detail(c, "X", "a may not change (transition immutable)");
+  check_same(c, before, "a plain update");
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
+                            JQ("{'$set':{'note':1}}"), NULL, &r),
+           0);
+  CHECK(r.modified == 1);
+  /* Steps nest: s moves inside them, a never does; t only in a step of
+   * pattern p (its rule's "steps"): a step of q, or of no known pattern,
+   * is a plain write to it. */
+  step = dtx__rules_step_enter("q.copy");
+  const char *inner = dtx__rules_step_enter("p");
+  dtx__rules_step_leave(inner);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
+                            JQ("{'$set':{'s':'done'}}"), NULL, &r),
+           0);
+  CHECK(r.modified == 1);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
+                            JQ("{'$set':{'a':3}}"), NULL, &r),
+           DTX_EVALIDATION);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
+                            JQ("{'$set':{'t':1}}"), NULL, &r),
+           DTX_EVALIDATION);
+  check_detail(c, "X", "t may not change (transition immutable, plain "
+                       "writes)");
+  dtx__rules_step_leave(step);
+  static const char *const others[] = {NULL, "pq.x", "q.p"};
+  for (size_t i = 0; i < 3; i++) {
+    step = dtx__rules_step_enter(others[i]);
+    CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
+                              JQ("{'$set':{'t':1}}"), NULL, &r),
+             DTX_EVALIDATION);
+    dtx__rules_step_leave(step);
+  }
+  step = dtx__rules_step_enter("p.set");
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
+                            JQ("{'$set':{'t':1}}"), NULL, &r),
+           0);
+  CHECK(r.modified == 1);
+  dtx__rules_step_leave(step);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
+                            JQ("{'$set':{'s':'new'}}"), NULL, &r),
+           DTX_EVALIDATION);
+  /* Bypass lets a plain write through. */
+  dtx_update_opts_t by = {.bypass_validation = 1};
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'X'}"),
+                            JQ("{'$set':{'s':'new'}}"), &by, &r),
+           0);
+  CHECK_RC(dtx_store_insert_ex(conf_st, c, JQ("{'_id':'Y','s':'odd'}"),
+                               &(dtx_insert_opts_t){.bypass_validation = 1},
+                               NULL),
+           0);
+  /* Bad clauses are refused naming what is wrong, and change nothing. */
+  static const struct {
+    const char *rule, *why;
+  } bad_rules[] = {
+      {"{'scope':'x','immutable':['a']}", "scope must be \"all\" or"},
+      {"{'scope':1,'immutable':['a']}", "scope must be \"all\" or"},
+      {"{'insert':3}", "insert must be false or a filter object"},
+      {"{'insert':true}", "insert must be false or a filter object"},
+      {"{'insert':{'a':{'$bogus':1}}}", "$bogus"},
+      {"{'why':'','immutable':['a']}", "why must be a string of 1..200"},
+      {"{'scope':'plain','why':'x'}", "judges nothing"},
+      {"{'steps':['p'],'immutable':['a']}", "steps goes with \"scope\""},
+      {"{'scope':'plain','steps':[],'immutable':['a']}", "non-empty array of "
+                                                         "pattern names"},
+      {"{'scope':'plain','steps':['P.x'],'immutable':['a']}",
+       "steps[0] must be a pattern name"},
+      {"{'scope':'plain','steps':['p','p'],'immutable':['a']}", "twice"},
+  };
+  for (size_t i = 0; i < sizeof bad_rules / sizeof *bad_rules; i++) {
+    CHECK_RC(set_transition(c, bad_rules[i].rule), DTX_EBADQUERY);
+    CHECKF(strstr(dtx_errdetail(), bad_rules[i].why), "%s: '%s' lacks '%s'",
+           bad_rules[i].rule, dtx_errdetail(), bad_rules[i].why);
+  }
+  CHECK_RC(dtx_store_get_rules(conf_st, c, &out), 0);
+  CHECKF(json_equal(json_object_get(out, "transition"), JQ(SCOPED)), "%s",
+         JS(out));
+  json_decref(out);
+}
+
 void conf_run_rules(void) {
   CONF_RUN(test_rules_set_get_replace_remove);
   CONF_RUN(test_validator_refuses_every_write);
@@ -752,6 +919,7 @@ void conf_run_rules(void) {
   CONF_RUN(test_bypass_validation);
   CONF_RUN(test_delete_guard);
   CONF_RUN(test_transition_rule);
+  CONF_RUN(test_transition_scope_and_insert);
   CONF_RUN(test_rules_survive_reopen_and_drop_removes_them);
   CONF_RUN(test_second_handle_sees_rules_at_once);
   CONF_RUN(test_rules_change_races_writers);

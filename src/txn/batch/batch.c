@@ -36,7 +36,18 @@
  * A retried step whose first attempt landed (its reply lost) matches
  * nothing: the marker read back carries this run's stamp, so it is
  * counted as modified.  Recovery has nothing to do: a crashed batch is
- * finished by running it again. */
+ * finished by running it again.
+ *
+ * The markers are what make invariant 1 hold across runs, and they live in
+ * the user's documents, where the generic document commands could take
+ * one off (then the next run applies UPDATE again) or forge one (then it
+ * never does).  So before a run marks anything it adds to the
+ * collection's transition rules, once, a rule of scope "plain" that keeps
+ * DTX_BATCH_FIELD as it is (guard_markers): the batch's own steps still
+ * write markers, a plain write may not touch them -- nor may another
+ * pattern's step that writes an update its caller chose (a job's effect,
+ * a sync copy): the rule exempts the batch's steps only.  docs/scenarios.md
+ * says how an operator removes old markers, past the rules. */
 #include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -155,6 +166,46 @@ static int apply_one(batch_t *b, const json_t *doc, int *progress) {
   return rc;
 }
 
+/* The plain-write rule on the markers (see the top of this file). */
+static const char marker_rule[] =
+    "{\"scope\":\"plain\",\"steps\":[\"batch\"],"
+    "\"immutable\":[\"" DTX_BATCH_FIELD "\"],"
+    "\"why\":\"batch markers make each batch update a document once; they "
+    "change only by doctx batch-update (docs/scenarios.md)\"}";
+
+/* Adds marker_rule to coll's transition rules unless they hold it: after
+ * the user's own (an object becomes an array of both), the validator and
+ * delete guard kept as they are.  A change of rules costs a catalog
+ * version, so it is made only when missing. */
+static int guard_markers(batch_t *b) {
+  json_t *mine = json_loads(marker_rule, 0, NULL), *cur = NULL, *e;
+  int rc = mine ? dtx_store_get_rules(b->ex.st, b->coll, &cur) : DTX_ENOMEM;
+  json_t *t = json_object_get(cur, "transition"), *all = NULL;
+  size_t i;
+  int has = json_is_object(t) && json_equal(t, mine);
+  json_array_foreach(t, i, e) has = has || json_equal(e, mine);
+  if (rc == 0 && !has) {
+    all = json_is_array(t) ? json_copy(t) : json_array();
+    if (!all || (json_is_object(t) && json_array_append(all, t)) ||
+        json_array_append(all, mine)) {
+      rc = DTX_ENOMEM;
+    } else {
+      json_t *v = json_object_get(cur, "validator");
+      json_t *g = json_object_get(cur, "delete_guard");
+      dtx_collection_rules_t r = {json_is_null(v) ? NULL : v,
+                                  json_is_null(g) ? NULL : g, all};
+      rc = dtx_store_set_rules(b->ex.st, b->coll, &r);
+    }
+    if (rc)
+      rc = dtx__err_wrap(rc, "batch %s: guarding the markers in %s", b->id,
+                         b->coll);
+  }
+  json_decref(all);
+  json_decref(cur);
+  json_decref(mine);
+  return rc;
+}
+
 /* The id reused for another batch (FILTER or UPDATE changed, e.g. a rerun
  * after a crash with a typo): one marked document of the id tells, by its
  * digest.  Markers without one (written before digests) are not judged.
@@ -190,6 +241,12 @@ static int run(batch_t *b) {
   json_decref(q);
   b->res->already = n;
   b->res->matched = n;
+  /* Markers there already (an earlier run) are guarded even when this run
+   * has nothing left to mark; a collection the batch never marks is left
+   * as it is (a batch over a missing one creates nothing). */
+  int guarded = 0;
+  if (rc == 0 && n > 0 && (rc = guard_markers(b)) == 0)
+    guarded = 1;
   dtx__contend_t ct = {0};
   while (rc == 0) {
     json_t *page = NULL, *doc;
@@ -200,6 +257,12 @@ static int run(batch_t *b) {
            : DTX_ENOMEM;
     json_decref(q);
     if (rc == 0 && json_array_size(page) == 0) {
+      json_decref(page);
+      break;
+    }
+    if (rc == 0 && !guarded && (rc = guard_markers(b)) == 0)
+      guarded = 1;
+    if (rc) {
       json_decref(page);
       break;
     }

@@ -62,6 +62,11 @@
  *  L7 cache {balance, seqId}: every entry up to seqId is committed and
  *     balance is the sum of their posted legs; it advances only over
  *     committed entries, conditioned on the seqId it advances from.
+ *  L8 Only these steps change an entry or an account's protocol fields:
+ *     L2, L3, L6 and L7 are about other documents, so a plain write (the
+ *     generic document commands) may change none and insert nothing (the
+ *     transition rules below, "scope": "plain"); the rules every writer
+ *     obeys state L1 and L5-L7 as one document shows them.
  */
 #include <string.h>
 
@@ -142,9 +147,55 @@ static const char account_validator[] =
 /* Matches no document: entries and accounts are never deleted. */
 static const char never[] = "{\"_id\":{\"$exists\":false}}";
 
+/* What an update may change (docs/validation.md, "Transition rules";
+ * docs/ledger.md, "What a plain write may change").  The first objects
+ * hold for every writer, the protocol's steps included: an entry's legs
+ * never change and its state leaves pending at most once (L1, L5); it is
+ * committed once, never while pending, and a committed entry never
+ * changes again (L6); a cache only moves forward (L7).  The last object
+ * ("scope": "plain") is for the generic document commands: whether a
+ * commit is due depends on the other entries of its accounts (L6), a
+ * cache on the entries it covers (L7), a post's seqIds and limits on the
+ * account's history (L2, L3), so none of these can be judged from one
+ * document, and a plain write may change no protocol field nor insert an
+ * entry or an account: they change through the ledger's own commands
+ * (post, post-pending, void, reverse, account create, account limit);
+ * only the ledger's own steps are exempt ("steps"). */
+#define WHY_PLAIN(what)                                                     \
+  "\"why\":\"" what " change only through doctx ledger commands "            \
+  "(docs/ledger.md)\""
+#define RESOLVE(name, to)                                                   \
+  "{\"name\":\"" name "\",\"from\":{\"state\":\"" LG_PENDING "\"},"          \
+  "\"to\":{\"state\":\"" to "\",\"proc\":\"" LG_UNCOMMITTED "\","               \
+  "\"resolved_at\":{\"$exists\":true}}}"
+#define COMMIT(st)                                                          \
+  "{\"name\":\"commit " st "\",\"from\":{\"state\":\"" st "\",\"proc\":\""      \
+  LG_UNCOMMITTED "\"},\"to\":{\"state\":\"" st "\",\"proc\":\"" LG_COMMITTED     \
+  "\",\"committed_at\":{\"$exists\":true}}}"
+static const char entry_moves[] =
+    "[{\"immutable\":[\"changes\",\"created\",\"expires_at\",\"reverses\"],"
+    "\"insert\":{\"proc\":\"" LG_UNCOMMITTED "\",\"state\":{\"$in\":[\""
+    LG_POSTED "\",\"" LG_PENDING "\"]}},"
+    "\"moves\":[" RESOLVE("post", LG_POSTED) "," RESOLVE("void", LG_VOIDED) ","
+    RESOLVE("expire", LG_EXPIRED) "," COMMIT(LG_POSTED) "," COMMIT(LG_VOIDED)
+    "," COMMIT(LG_EXPIRED) "]},"
+    "{\"scope\":\"plain\",\"steps\":[\"ledger\"],\"insert\":false,"
+    "\"immutable\":[\"changes\",\"state\",\"proc\",\"created\",\"updated\","
+    "\"expires_at\",\"resolved_at\",\"committed_at\",\"reverses\"],"
+    WHY_PLAIN("ledger entries") "}]";
+#undef RESOLVE
+#undef COMMIT
+static const char account_moves[] =
+    "[{\"immutable\":[\"created\"],\"increasing\":[\"cache.seqId\"],"
+    "\"insert\":{\"cache.seqId\":0,\"cache.balance\":0}},"
+    "{\"scope\":\"plain\",\"steps\":[\"ledger\"],\"insert\":false,"
+    "\"immutable\":[\"min_balance\",\"cache\",\"created\",\"updated\"],"
+    WHY_PLAIN("ledger accounts") "}]";
+#undef WHY_PLAIN
+
 static const dtx__rules_def_t rules[] = {
-    {DTX_LEDGER_ENTRIES, entry_validator, never, NULL},
-    {DTX_LEDGER_ACCOUNTS, account_validator, never, NULL},
+    {DTX_LEDGER_ENTRIES, entry_validator, never, entry_moves},
+    {DTX_LEDGER_ACCOUNTS, account_validator, never, account_moves},
     {NULL, NULL, NULL, NULL},
 };
 

@@ -1,7 +1,9 @@
 /* account.c -- creating and reading the accounts that transfers move money
- * between.  An account's opening_balance is fixed at creation: money only
- * enters or leaves through it and through transfers, which is what lets
- * the audit prove conservation.
+ * between, and setting their limits.  An account's opening_balance is
+ * fixed at creation: money only enters or leaves through it and through
+ * transfers, which is what lets the audit prove conservation.  Nothing
+ * else writes an account: the generic document commands may change none
+ * of its protocol fields (the transition rules in transfer.c).
  *
  * The registry.  Conservation over the accounts that exist cannot see an
  * account that is gone: delete one (bypassing its delete guard) and its
@@ -69,7 +71,11 @@ static int create(dtx_store_t *st, const char *id, const dtx_account_opts_t *o,
                           "unregistered", 1);
   if (!doc)
     return DTX_ENOMEM;
+  /* the first step of create (no fault point of its own: a retry of a
+   * lost reply would find the account and call it taken) */
+  const char *step = dtx__rules_step_enter("transfer.account.create");
   rc = dtx_store_insert(st, DTX_ACCOUNTS, doc, NULL);
+  dtx__rules_step_leave(step);
   if (rc == DTX_EDUPKEY)
     rc = dtx__err(DTX_EDUPKEY, "account '%s' exists", id);
   if (rc == 0)
@@ -152,6 +158,72 @@ int dtx_account_create(dtx_store_t *st, const char *id,
     *out = NULL;
   dtx__call_begin(&c, 0);
   return dtx__call_end(&c, create(st, id, opts, out));
+}
+
+/* Sets account id's limit in one conditional step: a limit (an int64) is
+ * set only where the balance meets it (I1 holds from the step on); none
+ * (no_min_balance) always.  Money already held by a debit marker is out
+ * of the balance, so the balance alone is what the limit must fit.  A
+ * plain write of min_balance is refused (the transition rule in
+ * transfer.c): this is the operator's way.  The read-back only names the
+ * reason for a step that matched nothing; an account whose balance rose
+ * meanwhile is tried again. */
+static int set_limit(dtx__exec_t *ex, const char *id,
+                     const dtx_account_opts_t *o, json_t **out) {
+  for (int round = 0; round < 8; round++) {
+    json_t *f = json_pack("{s:s}", "_id", id), *a = NULL;
+    json_t *lim = o->no_min_balance ? json_null() : json_integer(o->min_balance);
+    if (f && !o->no_min_balance)
+      json_object_set_new(f, "balance", dtx__pack("{s:I}", "$gte",
+                                                  (json_int_t)o->min_balance));
+    int rc = dtx__kit_modify(ex, "transfer.account.limit", DTX_ACCOUNTS, f,
+                             dtx__pack("{s:{s:o}}", "$set", "min_balance", lim),
+                             NULL, out);
+    if (rc != DTX_ENOMATCH)
+      return rc;
+    if ((rc = dtx__kit_get(ex, DTX_ACCOUNTS, id, &a)) == DTX_ENOTFOUND)
+      return dtx__err(DTX_ENOACCOUNT, "no account '%s'", id);
+    if (rc)
+      return rc;
+    json_t *b = json_object_get(a, "balance");
+    int below = !o->no_min_balance && (!json_is_integer(b) ||
+                                       json_integer_value(b) < o->min_balance);
+    if (below)
+      rc = json_is_integer(b)
+               ? dtx__err(DTX_EINSUFFICIENT, "account '%s': balance %lld is "
+                          "below the new min_balance %lld (a limit is set "
+                          "only where the balance meets it)", id,
+                          (long long)json_integer_value(b),
+                          (long long)o->min_balance)
+               : dtx__err(DTX_ESTATE, "account '%s' has no integer balance",
+                          id);
+    json_decref(a);
+    if (below)
+      return rc;
+  }
+  return dtx__err(DTX_EBUSY, "the balance of account '%s' kept changing "
+                  "while its limit was set", id);
+}
+
+int dtx_account_limit(dtx_store_t *st, const char *id,
+                      const dtx_account_opts_t *opts, json_t **out) {
+  dtx_account_opts_t none = {0};
+  dtx__exec_t ex;
+  dtx__call_t c;
+  json_t *acct = NULL;
+  dtx__call_begin(&c, 0);
+  int rc = dtx__check_ident("account id", id);
+  if (rc == 0)
+    rc = dtx__kit_ensure(st, &dtx__transfer_pattern);
+  if (rc == 0) {
+    dtx__exec_init(&ex, st, NULL, 0, 0);
+    rc = set_limit(&ex, id, opts ? opts : &none, &acct);
+  }
+  if (out)
+    *out = acct;
+  else
+    json_decref(acct);
+  return dtx__call_end(&c, rc);
 }
 
 int dtx_account_get(dtx_store_t *st, const char *id, json_t **out) {

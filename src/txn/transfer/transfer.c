@@ -40,6 +40,8 @@
  *   (payee: drop marker,[tombstone])finish_rollback()   transfer.rollback.unmark_payee
  *   rolling_back -> failed          finish_rollback()   transfer.rollback.finish
  *   initiated -> failed             dtx_transfer_cancel transfer.cancel.begin
+ *   (account: its limit, if the     dtx_account_limit   transfer.account.limit
+ *    balance meets it; account.c)
  * The steps marked "}" go to the store together, in one
  * dtx__kit_update_many (one bulk_write: one round trip, one commit), each
  * still one atomic single-document update behind its own fault point,
@@ -74,8 +76,10 @@
  * Invariants (checked by asserts here and by dtx_audit() on the store):
  *  I1 A payer's balance never drops below its min_balance: the debit's
  *     filter demands balance >= min_balance + amount in the same atomic
- *     step.  min_balance null is no limit; any other non-int64 value
- *     refuses every debit (never read as "no limit").
+ *     step, and a limit is set only where the balance meets it
+ *     (dtx_account_limit: balance >= N in its one step).  min_balance null
+ *     is no limit; any other non-int64 value refuses every debit (never
+ *     read as "no limit").
  *  I2 Money in flight: a transfer holds `amount` out of circulation from
  *     the payer's debit until the payee's credit -- on the payer's debit
  *     marker, or, once the payer is cleared, on the payee's credit marker
@@ -117,6 +121,13 @@
  *     reports success for a credit that did not land: a committed transfer
  *     whose payee is gone stays committed (DTX_ESTATE), and the audit
  *     reports it as unfinishable.
+ *  I10 Only these steps change a transfer or an account's protocol
+ *     fields: every promise above spans documents, and a plain write (the
+ *     generic document commands) cannot show that it is a step that was
+ *     due, so the store refuses it any such change and any insert (the
+ *     transition rules below, "scope": "plain"); the rules every writer
+ *     obeys state the diagram (moves), I3's epoch (increasing) and what a
+ *     transfer keeps for good (from, to, amount, created).
  */
 #include <assert.h>
 #include <stdio.h>
@@ -901,16 +912,92 @@ static const char opening_shape[] =
 #undef LONG
 #undef AMOUNT
 
+/* What an update may change (docs/validation.md, "Transition rules";
+ * docs/transfers.md, "What a plain write may change").  The first object
+ * of each holds for every writer, the protocol's steps included: it is
+ * the diagram and the invariants above, as the store can check them on
+ * one document.  The second ("scope": "plain") holds for the generic
+ * document commands only.  Every account field the protocol keeps is a
+ * promise that spans documents -- a marker comes off only once its
+ * transfer committed or rolled back (I4, I6), a balance moves only with
+ * a marker (I2), the ceiling is the balance plus the markers (I7), a
+ * limit is met when it is set (I1) -- and a plain write cannot show that
+ * it is a step that was due, so it may change none of them: money moves
+ * through `doctx transfer`, limits through `doctx account limit`.  A
+ * transfer's state moves only by the protocol's commands too (a commit
+ * typed by hand would claim money that never moved), and nothing may be
+ * inserted by hand (`account create`, `transfer`: their checks are the
+ * promise).  Only the transfer pattern's own steps are exempt ("steps"):
+ * a step of another pattern that wrote here would be a plain write (the
+ * orders and interest pay through this pattern's steps).  Other fields of
+ * a document are the user's. */
+#define WHY_PLAIN(what)                                                     \
+  "\"why\":\"" what " change only through doctx's account and transfer "     \
+  "commands (docs/transfers.md)\""
+static const char account_moves[] =
+    "[{\"immutable\":[\"opening_balance\"],"
+    /* account create inserts it unregistered and without markers; the
+     * registry's last write takes the mark off, for good (R1) */
+    "\"insert\":{\"unregistered\":true,\"pending\":{\"$size\":0},"
+    "\"voids\":{\"$size\":0}},"
+    "\"moves\":[{\"name\":\"unregistered\",\"from\":{\"unregistered\":true},"
+    "\"to\":{}},"
+    "{\"name\":\"registered\",\"from\":{\"unregistered\":{\"$exists\":false}},"
+    "\"to\":{\"unregistered\":{\"$exists\":false}}}]},"
+    "{\"scope\":\"plain\",\"steps\":[\"transfer\"],\"insert\":false,"
+    "\"immutable\":[\"balance\",\"min_balance\",\"opening_balance\","
+    "\"ceiling\",\"pending\",\"voids\",\"unregistered\"]," WHY_PLAIN("accounts")
+    "}]";
+#define REASONS                                                             \
+  "[\"" DTX_REASON_FUNDS "\",\"" DTX_REASON_NOACCOUNT "\",\""                \
+  DTX_REASON_CANCELED "\",\"" DTX_REASON_ABANDONED "\",\""                     \
+  DTX_REASON_PAYEE_LIMIT "\",\"" DTX_REASON_BADLIMIT "\"]"
+#define MOVE(name, from, to)                                                \
+  "{\"name\":\"" name "\",\"from\":{\"state\":\"" from "\"},"              \
+  "\"to\":{\"state\":\"" to "\""
+static const char transfer_moves[] =
+    "[{\"immutable\":[\"from\",\"to\",\"amount\",\"created\"],"
+    "\"increasing\":[\"epoch\"],"
+    /* recorded initiated (--async), or claimed by its executor */
+    "\"insert\":{\"reason\":null,\"$or\":[{\"state\":\"" DTX_ST_INITIATED
+    "\",\"epoch\":0},{\"state\":\"" DTX_ST_PREPARING "\",\"epoch\":1}]},"
+    "\"moves\":["
+    MOVE("claim", DTX_ST_INITIATED, DTX_ST_PREPARING) ",\"reason\":null}},"
+    MOVE("cancel", DTX_ST_INITIATED, DTX_ST_FAILED)
+    ",\"reason\":\"" DTX_REASON_CANCELED "\"}},"
+    /* the lease renewed (batch.c keep_lease) */
+    MOVE("renew", DTX_ST_PREPARING, DTX_ST_PREPARING) ",\"reason\":null}},"
+    MOVE("commit", DTX_ST_PREPARING, DTX_ST_COMMITTED) ",\"reason\":null}},"
+    MOVE("roll back", DTX_ST_PREPARING, DTX_ST_ROLLING_BACK)
+    ",\"reason\":{\"$in\":" REASONS "}}},"
+    MOVE("finish", DTX_ST_COMMITTED, DTX_ST_SUCCEEDED) ",\"reason\":null}},"
+    MOVE("rolled back", DTX_ST_ROLLING_BACK, DTX_ST_FAILED)
+    ",\"reason\":{\"$in\":" REASONS "}}}]},"
+    "{\"scope\":\"plain\",\"steps\":[\"transfer\"],\"insert\":false,"
+    "\"immutable\":[\"from\",\"to\",\"amount\",\"state\",\"reason\","
+    "\"created\",\"owner\",\"lease_until\",\"epoch\",\"updated\"],"
+    WHY_PLAIN("transfers") "}]";
+#undef MOVE
+#undef REASONS
+/* An opening record is written once (account.c, "The registry"). */
+static const char opening_moves[] =
+    "[{\"immutable\":[\"opening_balance\",\"at\"]},"
+    "{\"scope\":\"plain\",\"steps\":[\"transfer\"],\"insert\":false," WHY_PLAIN("opening records")
+    "}]";
+#undef WHY_PLAIN
+
 static const dtx__rules_def_t rules[] = {
     /* An account goes only when nothing is pending on it and it holds no
      * money; a transfer only once it failed (a succeeded one is what
      * explains the balances, one in flight is still moving money). */
     {DTX_ACCOUNTS, account_shape,
-     "{\"balance\":0,\"pending\":{\"$size\":0}}", NULL},
-    {DTX_TRANSFERS, transfer_shape, "{\"state\":\"" DTX_ST_FAILED "\"}", NULL},
+     "{\"balance\":0,\"pending\":{\"$size\":0}}", account_moves},
+    {DTX_TRANSFERS, transfer_shape, "{\"state\":\"" DTX_ST_FAILED "\"}",
+     transfer_moves},
     /* An opening record outlives its account (account.c, "The
      * registry"): no document matches this guard, so none goes. */
-    {DTX_OPENINGS, opening_shape, "{\"_id\":{\"$exists\":false}}", NULL},
+    {DTX_OPENINGS, opening_shape, "{\"_id\":{\"$exists\":false}}",
+     opening_moves},
     {NULL, NULL, NULL, NULL},
 };
 
@@ -935,9 +1022,10 @@ static const char *const fault_points[] = {
     "transfer.rollback.finish",
     /* cancel */
     "transfer.cancel.begin",
-    /* account creation (account.c) */
+    /* account creation and limits (account.c) */
     "transfer.register",
     "transfer.registered",
+    "transfer.account.limit",
     /* recovery (recover.c) */
     "transfer.recover.takeover",
     "transfer.recover.scan_markers",
