@@ -571,14 +571,38 @@ typedef struct dtx_collection_rules {
 /* Replaces coll's rules by *rules (NULL removes them all), creating the
  * collection if it does not exist.  All are compiled first: an invalid
  * one is DTX_EBADQUERY (naming the operator, $jsonSchema keyword or
- * transition key) and changes nothing.  The json_t values are borrowed (copied into the
- * catalog).  Dropping the collection removes its rules. */
+ * transition key) and changes nothing.  The json_t values are borrowed
+ * (copied into the catalog).  Dropping the collection removes its rules.
+ * Rules a pattern owns are refused (DTX_EVALIDATION, nothing changed):
+ * see dtx_rules_opts_t. */
 int dtx_store_set_rules(dtx_store_t *st, const char *coll,
                         const dtx_collection_rules_t *rules);
 
+/* Options of dtx_store_set_rules_ex (zeroed: those of
+ * dtx_store_set_rules). */
+typedef struct dtx_rules_opts {
+  /* A pattern's rules are its promises, and a plain change of rules may
+   * not take them away: rules that name a pattern (their "pattern", set
+   * by the pattern's own set-up) do not change, and a transition object
+   * naming one (a pattern's rule in a user's collection) must be kept,
+   * else DTX_EVALIDATION naming the pattern.  bypass_validation lifts
+   * that, as it lifts the rules for a write (doctx rules ...
+   * --bypass-validation). */
+  int bypass_validation;
+  /* The pattern whose own collection this is (1..32 of [a-z0-9_]), stored
+   * as the rules' "pattern"; NULL: none.  Used by the patterns' set-up. */
+  const char *pattern;
+} dtx_rules_opts_t;
+
+/* dtx_store_set_rules with options (NULL: none). */
+int dtx_store_set_rules_ex(dtx_store_t *st, const char *coll,
+                           const dtx_collection_rules_t *rules,
+                           const dtx_rules_opts_t *opts);
+
 /* *out: {"validator": V or null, "delete_guard": G or null,
- * "transition": T or null} as stored (a new reference); all null for a
- * collection without rules or a missing one.  Always read from the store, never from a cache. */
+ * "transition": T or null} as stored, plus "pattern": NAME when a
+ * pattern owns them (a new reference); all null for a collection without
+ * rules or a missing one.  Always read from the store, never from a cache. */
 int dtx_store_get_rules(dtx_store_t *st, const char *coll, json_t **out);
 
 

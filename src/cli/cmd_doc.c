@@ -650,8 +650,8 @@ out:
  * result is printed as the store holds it. */
 int dtx__cmd_rules(dtx_cli_t *cli, int argc, char **argv) {
   const unsigned set = O_VALIDATOR | O_GUARD | O_TRANSITION;
-  args_t a = {.allowed = set | O_CLEAR, .posnames = pn_coll, .minpos = 1,
-              .maxpos = 1};
+  args_t a = {.allowed = set | O_CLEAR | O_BYPASS, .posnames = pn_coll,
+              .minpos = 1, .maxpos = 1};
   json_t *v = NULL, *g = NULL, *t = NULL, *cur = NULL;
   int ec = parse_args(&a, argc, argv);
   if (ec || (ec = check_coll(a.pos[0])))
@@ -687,8 +687,12 @@ int dtx__cmd_rules(dtx_cli_t *cli, int argc, char **argv) {
                          ? t
                          : json_object_get(cur, "transition");
     }
+    /* The pattern a collection's rules belong to stays theirs. */
+    dtx_rules_opts_t ro = {.bypass_validation = (a.given & O_BYPASS) != 0,
+                           .pattern = json_string_value(
+                               json_object_get(cur, "pattern"))};
     if (rc == 0)
-      rc = dtx_store_set_rules(st, a.pos[0], &r);
+      rc = dtx_store_set_rules_ex(st, a.pos[0], &r, &ro);
     json_decref(cur);
     cur = NULL;
   }

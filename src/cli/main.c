@@ -137,6 +137,7 @@ static const command_t commands[] = {
     {"rules", dtx__cmd_rules,
      "usage: doctx [--store URI] rules COLL [--validator JSON]\n"
      "                  [--delete-guard JSON] [--transition JSON] [--clear]\n"
+     "                  [--bypass-validation]\n"
      "Prints COLL's rules as {\"validator\":...,\"delete_guard\":...,\n"
      "\"transition\":...}, after changing them when asked.  Every write to\n"
      "COLL must leave a document that matches the validator (query operators\n"
@@ -148,7 +149,10 @@ static const command_t commands[] = {
      "  --validator JSON     replace the validator (null removes it)\n"
      "  --delete-guard JSON  replace the delete guard (null removes it)\n"
      "  --transition JSON    replace the transition rule (null removes it)\n"
-     "  --clear              remove them all\n"},
+     "  --clear              remove them all\n"
+     "  --bypass-validation  change rules a pattern owns (a pattern's own\n"
+     "                       collection, or its transition rule in yours):\n"
+     "                       without it such a change exits 3\n"},
     {"demo", dtx__cmd_demo,
      "usage: doctx [--store URI] demo\n"
      "Walks through the primitive, narrating each step: a debit guarded by\n"

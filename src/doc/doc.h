@@ -461,6 +461,15 @@ void dtx__rules_free(dtx__rules_t *r);
 /* The normalised stored form (borrowed; NULL when r is NULL). */
 const json_t *dtx__rules_spec(const dtx__rules_t *r);
 
+/* A pattern's rules may not be taken away by a plain change of rules:
+ * 0 when next (a normalised spec, NULL: none) keeps what cur (the stored
+ * one, NULL: none) owes to a pattern -- all of it when cur names a
+ * pattern ("pattern": its own collections), else every transition object
+ * naming one (a pattern's rule in a user's collection: sync's master
+ * guard, batch's markers) -- else DTX_EVALIDATION naming the pattern. */
+int dtx__rules_keep_owned(const char *coll, const json_t *cur,
+                          const json_t *next);
+
 /* The one check every backend makes, inside the atomic step of a write,
  * with the rules of the catalog version that step is bound to (NULL: no
  * rules).  after is the document about to be stored (NULL for a delete),

@@ -366,6 +366,17 @@ static int steps_compile(const json_t *v, const char *what, trans_t *t) {
   return 0;
 }
 
+/* A pattern's name, as a rule names its owner ("pattern"): 1..32 of
+ * [a-z0-9_], as the patterns' names and their steps' first segments. */
+static int pattern_name_check(const json_t *v, const char *what) {
+  const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+  size_t n = s ? strlen(s) : 0;
+  if (!s || n < 1 || n > 32 || strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789_") != n)
+    return dtx__err(DTX_EBADQUERY, "%s must be a pattern name (1..32 of "
+                    "[a-z0-9_])", what);
+  return 0;
+}
+
 static int trans_compile(const json_t *spec, size_t idx, trans_t *t) {
   char what[48];
   snprintf(what, sizeof what, "transition[%zu]", idx);
@@ -414,6 +425,8 @@ static int trans_compile(const json_t *spec, size_t idx, trans_t *t) {
         rc = dtx__err(DTX_EBADQUERY, "%s must be \"all\" or \"plain\"", w);
     } else if (strcmp(k, "steps") == 0) {
       rc = steps_compile(v, w, t);
+    } else if (strcmp(k, "pattern") == 0) {
+      rc = pattern_name_check(v, w);
     } else if (strcmp(k, "why") == 0) {
       if (!json_is_string(v) || !json_string_length(v) ||
           json_string_length(v) > 200)
@@ -422,7 +435,8 @@ static int trans_compile(const json_t *spec, size_t idx, trans_t *t) {
         rc = dtx__err(DTX_ENOMEM, "compiling %s", w);
     } else {
       rc = dtx__err(DTX_EBADQUERY, "%s: unknown key '%.40s' (immutable, "
-                    "increasing, moves, insert, scope, steps, why)", what, k);
+                    "increasing, moves, insert, scope, steps, why, pattern)",
+                    what, k);
     }
   }
   if (rc == 0 && t->nsteps && !t->plain)
@@ -473,7 +487,14 @@ int dtx__rules_compile(const json_t *spec, dtx__rules_t **out) {
   if (spec && !json_is_object(spec))
     return dtx__err(DTX_EBADQUERY, "collection rules must be an object");
   json_t *v = NULL, *g = NULL, *t = NULL;
-  int rc = part_arg(json_object_get(spec, "validator"), "validator", &v);
+  const json_t *owner = json_object_get(spec, "pattern");
+  int rc = owner && !json_is_null(owner)
+               ? pattern_name_check(owner, "the rules' pattern")
+               : 0;
+  if (owner && json_is_null(owner))
+    owner = NULL;
+  if (rc == 0)
+    rc = part_arg(json_object_get(spec, "validator"), "validator", &v);
   if (rc == 0)
     rc = part_arg(json_object_get(spec, "delete_guard"), "delete_guard", &g);
   if (rc == 0)
@@ -483,7 +504,8 @@ int dtx__rules_compile(const json_t *spec, dtx__rules_t **out) {
     goto out;
   if (!(r = calloc(1, sizeof *r)) ||
       !(r->spec = json_pack("{s:O?,s:O?,s:O?}", "validator", v,
-                            "delete_guard", g, "transition", t))) {
+                            "delete_guard", g, "transition", t)) ||
+      (owner && json_object_set(r->spec, "pattern", (json_t *)owner) < 0)) {
     rc = dtx__err(DTX_ENOMEM, "compiling collection rules");
     goto out;
   }
@@ -503,6 +525,48 @@ out:
 
 const json_t *dtx__rules_spec(const dtx__rules_t *r) {
   return r ? r->spec : NULL;
+}
+
+/* Whether the transition spec t (an object or an array of them) holds an
+ * object equal to want. */
+static int holds(const json_t *t, const json_t *want) {
+  if (json_is_object(t))
+    return json_equal(t, want);
+  size_t i;
+  json_t *e;
+  json_array_foreach(t, i, e) {
+    if (json_equal(e, want))
+      return 1;
+  }
+  return 0;
+}
+
+int dtx__rules_keep_owned(const char *coll, const json_t *cur,
+                          const json_t *next) {
+  const json_t *owner = json_object_get(cur, "pattern");
+  if (json_is_string(owner) && !json_equal(cur, next))
+    return dtx__err(DTX_EVALIDATION,
+                    "the rules of %s are the %s pattern's: they change "
+                    "only with it, or past the rules (bypass validation)",
+                    coll, json_string_value(owner));
+  const json_t *t = json_object_get(cur, "transition"), *e;
+  const json_t *nt = json_object_get(next, "transition");
+  size_t n = json_is_array(t) ? json_array_size(t) : 1;
+  for (size_t i = 0; i < n; i++) {
+    e = json_is_array(t) ? json_array_get(t, i) : t;
+    const json_t *p = json_object_get(e, "pattern");
+    if (!json_is_string(p) || holds(nt, e))
+      continue;
+    char *text = dtx__json_dump(e);
+    int rc = dtx__err(DTX_EVALIDATION,
+                      "the rules of %s hold the %s pattern's transition rule "
+                      "%.200s: a change must keep it, or go past the rules "
+                      "(bypass validation)", coll, json_string_value(p),
+                      text ? text : "");
+    free(text);
+    return rc;
+  }
+  return 0;
 }
 
 /* ---- the write check ----------------------------------------------------------- */

@@ -431,16 +431,18 @@ int dtx_store_list_collections(dtx_store_t *st, json_t **out) {
 /* The rules are compiled here first, so an invalid one never reaches a
  * catalog, and the backend stores the normalised form that every process
  * compiles the same way when it loads its catalog. */
-int dtx_store_set_rules(dtx_store_t *st, const char *coll,
-                        const dtx_collection_rules_t *rules) {
+int dtx_store_set_rules_ex(dtx_store_t *st, const char *coll,
+                           const dtx_collection_rules_t *rules,
+                           const dtx_rules_opts_t *opts) {
   dtx__err_clear();
   int rc = dtx__st_check_coll(st, coll);
   if (rc < 0)
     return rc;
-  json_t *spec = json_pack("{s:O?,s:O?,s:O?}", "validator",
+  json_t *spec = json_pack("{s:O?,s:O?,s:O?,s:s?}", "validator",
                            rules ? rules->validator : NULL, "delete_guard",
                            rules ? rules->delete_guard : NULL, "transition",
-                           rules ? rules->transition : NULL);
+                           rules ? rules->transition : NULL, "pattern",
+                           opts ? opts->pattern : NULL);
   if (!spec)
     return dtx__err(DTX_ENOMEM, "setting the rules of %s", coll);
   dtx__rules_t *r = NULL;
@@ -448,10 +450,24 @@ int dtx_store_set_rules(dtx_store_t *st, const char *coll,
   json_decref(spec);
   if (rc < 0)
     return dtx__err_wrap(rc, "rules of %s", coll);
-  rc = st->m->set_rules(st->b, coll, dtx__rules_spec(r));
+  /* A pattern's rules are its promises: a plain change of rules may not
+   * take them away (docs/validation.md, "Rules a pattern owns").  The
+   * read and the write are two steps; both are administration. */
+  json_t *cur = NULL;
+  if (!(opts && opts->bypass_validation) &&
+      (rc = st->m->get_rules(st->b, coll, &cur)) == 0)
+    rc = dtx__rules_keep_owned(coll, cur, dtx__rules_spec(r));
+  json_decref(cur);
+  if (rc == 0)
+    rc = st->m->set_rules(st->b, coll, dtx__rules_spec(r));
   dtx__rules_free(r);
   catalog_gen++;
   return rc;
+}
+
+int dtx_store_set_rules(dtx_store_t *st, const char *coll,
+                        const dtx_collection_rules_t *rules) {
+  return dtx_store_set_rules_ex(st, coll, rules, NULL);
 }
 
 int dtx_store_get_rules(dtx_store_t *st, const char *coll, json_t **out) {
@@ -464,10 +480,15 @@ int dtx_store_get_rules(dtx_store_t *st, const char *coll, json_t **out) {
   json_t *v = json_object_get(spec, "validator");
   json_t *g = json_object_get(spec, "delete_guard");
   json_t *t = json_object_get(spec, "transition");
+  json_t *p = json_object_get(spec, "pattern");
   *out = json_pack("{s:O?,s:O?,s:O?}", "validator",
                    json_is_null(v) ? NULL : v, "delete_guard",
                    json_is_null(g) ? NULL : g, "transition",
                    json_is_null(t) ? NULL : t);
+  if (*out && json_is_string(p) && json_object_set(*out, "pattern", p) < 0) {
+    json_decref(*out);
+    *out = NULL;
+  }
   json_decref(spec);
   return *out ? 0 : dtx__err(DTX_ENOMEM, "reading the rules of %s", coll);
 }

@@ -130,13 +130,18 @@ static int install_rules(dtx_store_t *st, const dtx__pattern_t *p,
     json_t *cv = json_object_get(cur, "validator");
     json_t *cg = json_object_get(cur, "delete_guard");
     json_t *ct = json_object_get(cur, "transition");
+    json_t *cp = json_object_get(cur, "pattern");
     int same = (v ? json_equal(v, cv) : json_is_null(cv)) &&
                (g ? json_equal(g, cg) : json_is_null(cg)) &&
-               (t ? json_equal(t, ct) : json_is_null(ct));
+               (t ? json_equal(t, ct) : json_is_null(ct)) &&
+               json_is_string(cp) && strcmp(json_string_value(cp), p->name) == 0;
     if (!same) {
+      /* The pattern's own collection: its rules name it, so no plain
+       * change of rules takes them away (dtx_rules_opts_t). */
       dtx_collection_rules_t r = {.validator = v, .delete_guard = g,
                                   .transition = t};
-      rc = dtx_store_set_rules(st, d->coll, &r);
+      dtx_rules_opts_t o = {.bypass_validation = 1, .pattern = p->name};
+      rc = dtx_store_set_rules_ex(st, d->coll, &r, &o);
     }
   }
   json_decref(v);

@@ -442,6 +442,23 @@ redis://*) # the URI's own durations are bounded: refused, not wrapped
 esac
 S=$S_MAIN
 
+# ---- rules a pattern owns: no plain change of rules takes them away --------------------------
+run account create own1 --balance 5
+expect_err 3 VALIDATION rules accounts --clear
+check "rules accounts --clear names the pattern (err=$ERR)" \
+  "$([[ $ERR == *"the rules of accounts are the transfer pattern's"* ]]; echo $?)"
+expect_err 3 VALIDATION rules accounts --validator '{}'
+run rules accounts
+check "the accounts' rules still name their pattern (rc=$RC out=${OUT:0:80})" \
+  "$([[ $RC -eq 0 ]] && jq -e '.pattern == "transfer" and .transition != null' <<<"$OUT" >/dev/null; echo $?)"
+run rules accounts --clear --bypass-validation
+check "past the rules they go (rc=$RC out=$OUT)" \
+  "$([[ $RC -eq 0 && $OUT == '{"validator":null,"delete_guard":null,"transition":null}' ]]; echo $?)"
+run account create own2
+run rules accounts
+check "the pattern's next write puts them back (rc=$RC out=${OUT:0:80})" \
+  "$([[ $RC -eq 0 ]] && jq -e '.pattern == "transfer"' <<<"$OUT" >/dev/null; echo $?)"
+
 # ---- the demo command runs and narrates ------------------------------------------------------
 RC=0; "$DOCTX" demo > "$TMP/out" 2>&1 || RC=$?
 check "doctx demo exits 0 (rc=$RC)" "$([[ $RC -eq 0 ]]; echo $?)"

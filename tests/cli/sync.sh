@@ -375,9 +375,12 @@ expect 5 "audit: c2 carries u1's name" -- d audit
 expect 0 "u2's next change" -- d sync update R u2 '{"$set":{"name":"bob"}}'
 [ "$(d find comments '{"_id":"c2"}' | jq -r .author)" = bob ] && ok || bad "c2 not reached: $(d find comments '{"_id":"c2"}')"
 expect 0 "audit after the move" -- d audit --settled
-# The guards themselves: replaced by hand, the audit says so, repair puts
-# them back.
-expect 0 "the users' transition rule replaced" -- d rules users --transition null
+# The guards themselves: a plain change of rules may not take them away
+# (dtx_rules_opts_t); past the rules, the audit says so, repair puts them
+# back.
+expect 3 "the users' transition rule replaced plainly" -- d rules users --transition null
+grep -q "hold the sync pattern's transition rule" "$WORK/err" && ok || bad "no pattern named: $(cat "$WORK/err")"
+expect 0 "the users' transition rule replaced past the rules" -- d rules users --transition null --bypass-validation
 expect 5 "audit: a rule's guard is gone" -- d audit
 grep -q "sync_guard" "$WORK/out" && ok || bad "no sync_guard finding: $(out)"
 expect 0 "repair puts the guards back" -- d sync repair

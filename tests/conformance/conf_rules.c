@@ -912,6 +912,60 @@ static void test_transition_scope_and_insert(void) {
   json_decref(out);
 }
 
+/* Rules a pattern owns are its promises: a plain change of rules may not
+ * take them away (dtx_rules_opts_t).  Its own collection's rules name it
+ * and do not change; its transition object in a user's collection must be
+ * kept, while the user's own parts change freely; bypass lifts both. */
+static void test_rules_a_pattern_owns(void) {
+  const char *c = conf_coll("rules_owned");
+  dtx_collection_rules_t mine = {JQ("{'n':{'$gte':0}}"), NULL,
+                                 JQ("{'increasing':['n']}")};
+  dtx_rules_opts_t own = {.bypass_validation = 1, .pattern = "kit_test"};
+  CHECK_RC(dtx_store_set_rules_ex(conf_st, c, &mine, &own), 0);
+  json_t *out = NULL;
+  CHECK_RC(dtx_store_get_rules(conf_st, c, &out), 0);
+  CHECKF(json_equal(json_object_get(out, "pattern"), JQ("'kit_test'")), "%s",
+         JS(out));
+  json_decref(out);
+  CHECK_RC(dtx_store_set_rules(conf_st, c, NULL), DTX_EVALIDATION);
+  CHECKF(strstr(dtx_errdetail(), "are the kit_test pattern's"), "%s",
+         dtx_errdetail());
+  dtx_collection_rules_t looser = {JQ("{'n':{'$gte':-5}}"), NULL, NULL};
+  CHECK_RC(dtx_store_set_rules(conf_st, c, &looser), DTX_EVALIDATION);
+  /* Setting exactly what is there changes nothing and is no error. */
+  dtx_rules_opts_t same = {.pattern = "kit_test"};
+  CHECK_RC(dtx_store_set_rules_ex(conf_st, c, &mine, &same), 0);
+  REQUIRE(conf_seed(c, "[{'_id':'A','n':3}]") == 0);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'A'}"),
+                            JQ("{'$set':{'n':1}}"), NULL, NULL),
+           DTX_EVALIDATION);
+  /* A pattern's transition object in a user's collection stays; the
+   * user's own validator may change around it. */
+  const char *u = conf_coll("rules_owned_user");
+  dtx_collection_rules_t both = {
+      JQ("{'a':{'$exists':true}}"), NULL,
+      JQ("[{'immutable':['a']},{'pattern':'batch','immutable':['m']}]")};
+  dtx_rules_opts_t by = {.bypass_validation = 1};
+  CHECK_RC(dtx_store_set_rules_ex(conf_st, u, &both, &by), 0);
+  dtx_collection_rules_t drop_it = {JQ("{'a':{'$exists':true}}"), NULL,
+                                    JQ("{'immutable':['a']}")};
+  CHECK_RC(dtx_store_set_rules(conf_st, u, &drop_it), DTX_EVALIDATION);
+  CHECKF(strstr(dtx_errdetail(), "hold the batch pattern's transition rule"),
+         "%s", dtx_errdetail());
+  CHECK_RC(dtx_store_set_rules(conf_st, u, NULL), DTX_EVALIDATION);
+  dtx_collection_rules_t keep_it = {
+      NULL, JQ("{'a':0}"), JQ("{'pattern':'batch','immutable':['m']}")};
+  CHECK_RC(dtx_store_set_rules(conf_st, u, &keep_it), 0);
+  /* Past the rules, both go. */
+  CHECK_RC(dtx_store_set_rules_ex(conf_st, u, NULL, &by), 0);
+  CHECK_RC(dtx_store_set_rules_ex(conf_st, c, NULL, &by), 0);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'A'}"),
+                            JQ("{'$set':{'n':1}}"), NULL, NULL),
+           0);
+  dtx_rules_opts_t badname = {.bypass_validation = 1, .pattern = "Bad-Name"};
+  CHECK_RC(dtx_store_set_rules_ex(conf_st, c, &mine, &badname), DTX_EBADQUERY);
+}
+
 void conf_run_rules(void) {
   CONF_RUN(test_rules_set_get_replace_remove);
   CONF_RUN(test_validator_refuses_every_write);
@@ -919,6 +973,7 @@ void conf_run_rules(void) {
   CONF_RUN(test_bypass_validation);
   CONF_RUN(test_delete_guard);
   CONF_RUN(test_transition_rule);
+  CONF_RUN(test_rules_a_pattern_owns);
   CONF_RUN(test_transition_scope_and_insert);
   CONF_RUN(test_rules_survive_reopen_and_drop_removes_them);
   CONF_RUN(test_second_handle_sees_rules_at_once);

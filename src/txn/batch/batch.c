@@ -168,7 +168,7 @@ static int apply_one(batch_t *b, const json_t *doc, int *progress) {
 
 /* The plain-write rule on the markers (see the top of this file). */
 static const char marker_rule[] =
-    "{\"scope\":\"plain\",\"steps\":[\"batch\"],"
+    "{\"pattern\":\"batch\",\"scope\":\"plain\",\"steps\":[\"batch\"],"
     "\"immutable\":[\"" DTX_BATCH_FIELD "\"],"
     "\"why\":\"batch markers make each batch update a document once; they "
     "change only by doctx batch-update (docs/scenarios.md)\"}";
@@ -194,7 +194,8 @@ static int guard_markers(batch_t *b) {
       json_t *g = json_object_get(cur, "delete_guard");
       dtx_collection_rules_t r = {json_is_null(v) ? NULL : v,
                                   json_is_null(g) ? NULL : g, all};
-      rc = dtx_store_set_rules(b->ex.st, b->coll, &r);
+      dtx_rules_opts_t o = {.bypass_validation = 1};
+      rc = dtx_store_set_rules_ex(b->ex.st, b->coll, &r, &o);
     }
     if (rc)
       rc = dtx__err_wrap(rc, "batch %s: guarding the markers in %s", b->id,

@@ -260,7 +260,7 @@ static int check_clashes(dtx__exec_t *ex, const dtx__sync_rule_t *r) {
  * another master is made to take that master's next change
  * (docs/sync.md "What a plain write can do"). */
 static json_t *guard_of(const dtx__sync_rule_t *r) {
-  return json_pack("{s:[s]}", "increasing", r->vpath);
+  return json_pack("{s:s,s:[s]}", "pattern", "sync", "increasing", r->vpath);
 }
 
 /* Is g one of the rule objects of transition t (one object or an array
@@ -303,7 +303,8 @@ static int guard_coll(dtx_store_t *st, const char *coll, const json_t *g,
         .validator = json_object_get(cur, "validator"),
         .delete_guard = json_object_get(cur, "delete_guard"),
         .transition = t2};
-    rc = t2 ? dtx_store_set_rules(st, coll, &cr) : DTX_ENOMEM;
+    dtx_rules_opts_t o = {.bypass_validation = 1};
+    rc = t2 ? dtx_store_set_rules_ex(st, coll, &cr, &o) : DTX_ENOMEM;
   }
   json_decref(t2);
   json_decref(cur);
@@ -316,8 +317,8 @@ int dtx__sync_guard(dtx_store_t *st, const dtx__sync_rule_t *r,
   int rc = g ? guard_coll(st, r->master, g, check_only, missing)
              : DTX_ENOMEM;
   if (rc == 0 && *missing && why)
-    snprintf(why, n, "%s lacks the transition rule {\"increasing\":"
-             "[\"%s\"]}", r->master, r->vpath);
+    snprintf(why, n, "%s lacks the transition rule {\"pattern\":"
+             "\"sync\",\"increasing\":[\"%s\"]}", r->master, r->vpath);
   json_decref(g);
   return rc ? dtx__err_wrap(rc, "sync rule %s: the transition rule of its "
                             "masters", r->name)
