@@ -396,6 +396,10 @@ int dtx_store_drop_collection_ex(dtx_store_t *st, const char *coll,
       return rc;
     const json_t *g = json_object_get(rules, "delete_guard");
     int guarded = json_is_object(g) && json_object_size(g) > 0;
+    char owner[40] = "";
+    if (json_is_string(json_object_get(rules, "pattern")))
+      snprintf(owner, sizeof owner, "%s",
+               json_string_value(json_object_get(rules, "pattern")));
     json_decref(rules);
     if (guarded && (rc = dtx_store_count(st, coll, NULL, &n)) < 0)
       return rc;
@@ -405,6 +409,15 @@ int dtx_store_drop_collection_ex(dtx_store_t *st, const char *coll,
                       "documents: a drop would delete them unchecked "
                       "(bypass validation to drop it anyway)",
                       coll, (long long)n);
+    /* Even empty, a pattern's collection keeps its rules: dropped, they
+     * would be gone until the pattern's next write, and a plain insert
+     * in between would go unjudged (docs/validation.md, "Rules a pattern
+     * owns"). */
+    if (owner[0])
+      return dtx__err(DTX_EVALIDATION,
+                      "collection '%s' is the %s pattern's: a drop would "
+                      "take its rules with it (bypass validation to drop it "
+                      "anyway)", coll, owner);
     dtx__err_clear();
   }
   rc = st->m->drop_collection(st->b, coll);

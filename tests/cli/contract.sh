@@ -451,6 +451,10 @@ expect_err 3 VALIDATION rules accounts --validator '{}'
 run rules accounts
 check "the accounts' rules still name their pattern (rc=$RC out=${OUT:0:80})" \
   "$([[ $RC -eq 0 ]] && jq -e '.pattern == "transfer" and .transition != null' <<<"$OUT" >/dev/null; echo $?)"
+run transfer list # nothing yet: transfers is empty, and the transfer pattern's
+expect_err 3 VALIDATION drop transfers
+check "an empty pattern collection keeps its rules: no plain drop (err=$ERR)" \
+  "$([[ $ERR == *"is the transfer pattern's: a drop would take its rules"* ]]; echo $?)"
 run rules accounts --clear --bypass-validation
 check "past the rules they go (rc=$RC out=$OUT)" \
   "$([[ $RC -eq 0 && $OUT == '{"validator":null,"delete_guard":null,"transition":null}' ]]; echo $?)"
