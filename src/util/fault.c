@@ -4,7 +4,7 @@
  * store backend (the Redis unique claims) have protocol steps, and the
  * store layer must not depend on txn/.  Each layer lists its own points:
  * the store's are below, each pattern's in its method table, and
- * src/txn/registry.c joins them for `doctx faults` and for the check of
+ * src/txn/frame/registry.c joins them for `doctx faults` and for the check of
  * DOCTX_FAULT (dtx_fault_check), so a point no table lists cannot be
  * armed.  Counting is per process and thread-safe, so "the N-th time" is
  * well defined under worker threads. */
@@ -20,7 +20,7 @@
 #include "util/err.h"
 
 /* The store layer's own points; the patterns' points are listed by their
- * method tables (src/txn/registry.c joins them all for `doctx faults`). */
+ * method tables (src/txn/frame/registry.c joins them all for `doctx faults`). */
 static const char *const store_points[] = {
     /* Redis unique claims (store/redis/write.c) */
     "redis.unique_claimed",

@@ -16,7 +16,7 @@
  *          Only steps that call dtx__fault_lost after their operation
  *          (the kit's) can lose a reply; elsewhere it does nothing.
  * Each layer lists its points (fault.c has the store's; each pattern's
- * method table has its own) and src/txn/registry.c joins the lists, so
+ * method table has its own) and src/txn/frame/registry.c joins the lists, so
  * `doctx faults` -- and the crash tests that loop over it -- see every
  * point.  Arming a point no list names is DTX_EINVAL (dtx_fault_check);
  * reaching an unlisted point while faults are armed is a program error

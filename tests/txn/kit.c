@@ -1,4 +1,4 @@
-/* kit.c -- the pattern kit (src/txn/kit.h) on a real store: claim-next,
+/* kit.c -- the pattern kit (src/txn/kit/kit.h) on a real store: claim-next,
  * fenced moves, takeover of a lapsed lease, renew, the retry policy under
  * injected faults and a deadline, claim-many (order, sizes, a race of 4
  * processes, takeover, faults, what a round reads), paging, tallies,
@@ -16,7 +16,7 @@
 #include "doc/doc.h"
 #include "store/store.h" /* dtx__docs_examined */
 #include "testlib.h"
-#include "txn/kit.h"
+#include "txn/kit/kit.h"
 #include "util/err.h"
 
 static const char *uri;

@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "txnlib.h"
-#include "txn/kit.h"         /* the thief's takeover */
+#include "txn/kit/kit.h"         /* the thief's takeover */
 #include "txn/order/order.h" /* dtx__order_kind */
 #include "util/fault.h"
 

@@ -56,7 +56,7 @@
 
 #include "doc/doc.h"
 #include "store/store.h"
-#include "txn/kit.h"
+#include "txn/kit/kit.h"
 #include "util/err.h"
 
 #define PAGE 200

@@ -93,7 +93,7 @@
 #include <string.h>
 
 #include "doc/doc.h"
-#include "txn/kit.h"
+#include "txn/kit/kit.h"
 #include "txn/transfer/transfer.h"
 #include "util/err.h"
 #include "util/sha256.h"

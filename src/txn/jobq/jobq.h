@@ -7,14 +7,14 @@
  * that apply at most once per (job, key); recover.c and audit.c the
  * pattern's recovery pass and audit, which the kit's frames call through
  * the table.  Retry, fenced moves, claims and leases come from
- * txn/kit.h. */
+ * txn/kit/kit.h. */
 #ifndef DTX_TXN_JOBQ_H
 #define DTX_TXN_JOBQ_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "txn/kit.h"
+#include "txn/kit/kit.h"
 
 /* Job states, as stored in the "state" field. */
 #define DTX_JOB_READY "ready"
@@ -39,7 +39,7 @@
 /* The job documents, for the kit's moves and claims. */
 extern const dtx__kind_t dtx__job_kind;
 
-/* The method table (registered in src/txn/registry.c). */
+/* The method table (registered in src/txn/frame/registry.c). */
 extern const dtx__pattern_t dtx__job_pattern;
 
 /* 1 for succeeded, dead and canceled. */

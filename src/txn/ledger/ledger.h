@@ -7,11 +7,11 @@
  * position.c how an account's balance and next seqId are derived from its
  * cache and the entries after it (balance, statement, list); commit.c the
  * committer (worker), expiry and recovery; audit.c the audit.  Retry,
- * contention, fault points and moves come from txn/kit.h. */
+ * contention, fault points and moves come from txn/kit/kit.h. */
 #ifndef DTX_TXN_LEDGER_H
 #define DTX_TXN_LEDGER_H
 
-#include "txn/kit.h"
+#include "txn/kit/kit.h"
 
 /* Entry states ("state"): whether the legs count. */
 #define LG_POSTED "posted"   /* valid: the legs count */
@@ -30,7 +30,7 @@
 extern const dtx__kind_t dtx__lg_state_kind; /* {entries, "state"} */
 extern const dtx__kind_t dtx__lg_proc_kind;  /* {entries, "proc"} */
 
-/* The method table (registered in src/txn/registry.c). */
+/* The method table (registered in src/txn/frame/registry.c). */
 extern const dtx__pattern_t dtx__ledger_pattern;
 
 /* Indexes and rules of the pattern, once per store and process. */

@@ -62,7 +62,7 @@
 #include <string.h>
 
 #include "doc/doc.h"
-#include "txn/kit.h"
+#include "txn/kit/kit.h"
 #include "util/err.h"
 
 #define DTX_LOCKS "locks"

@@ -7,7 +7,7 @@
 #ifndef DTX_TXN_ORDER_H
 #define DTX_TXN_ORDER_H
 
-#include "txn/kit.h"
+#include "txn/kit/kit.h"
 
 #define DTX__ORDERS "orders"
 

@@ -5,7 +5,7 @@
 #ifndef DTX_TXN_SYNC_H
 #define DTX_TXN_SYNC_H
 
-#include "txn/kit.h"
+#include "txn/kit/kit.h"
 
 #define DTX__SYNC_RULES "sync_rules"
 #define DTX__SYNC_MAX_COPY 64

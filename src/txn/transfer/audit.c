@@ -1,5 +1,5 @@
 /* audit.c -- the transfer pattern's audit: every invariant of accounts
- * and transfers, at any time.  The kit's frame (src/txn/audit.c) runs it
+ * and transfers, at any time.  The kit's frame (src/txn/frame/audit.c) runs it
  * through the method table and assembles the report.
  *
  * The store gives no snapshot across documents, so the audit reads the

@@ -1,7 +1,7 @@
 /* recover.c -- the transfer pattern's recovery pass: it finishes what dead
  * or stalled executors left behind, on both sides -- transfer documents
  * and the markers on accounts (weak spot 5 of the reference patterns).
- * The kit's frame (src/txn/recover.c) calls it through the method table.
+ * The kit's frame (src/txn/frame/recover.c) calls it through the method table.
  *
  *   transfer state        abandoned?                      action
  *   initiated             not updated for older_than      execute it

@@ -1,7 +1,7 @@
 /* transfer.c -- the two-phase transfer between two accounts: the state
  * machine, the public transfer API and the pattern's method table.  The
  * machinery every pattern shares (retry, fenced moves, claims, leases,
- * deadlines) is the kit's (txn/kit.h).
+ * deadlines) is the kit's (txn/kit/kit.h).
  *
  * A transfer touches two account documents, and the store makes only one
  * document at a time atomic.  The transfer document's state is the commit

@@ -4,11 +4,11 @@
  * and the method table; account.c the accounts; recover.c and audit.c the
  * pattern's recovery pass and audit, which the kit's frames (src/txn/
  * recover.c, audit.c) call through the table.  Everything else a step
- * needs -- retry, fenced moves, claims, leases -- comes from txn/kit.h. */
+ * needs -- retry, fenced moves, claims, leases -- comes from txn/kit/kit.h. */
 #ifndef DTX_TXN_TRANSFER_H
 #define DTX_TXN_TRANSFER_H
 
-#include "txn/kit.h"
+#include "txn/kit/kit.h"
 
 /* Transfer states, as stored in the "state" field. */
 #define DTX_ST_INITIATED "initiated"
@@ -29,7 +29,7 @@
 /* The transfer documents, for the kit's moves and claims. */
 extern const dtx__kind_t dtx__tx_kind;
 
-/* The method table (registered in src/txn/registry.c). */
+/* The method table (registered in src/txn/frame/registry.c). */
 extern const dtx__pattern_t dtx__transfer_pattern;
 
 /* Drives the transfer tx (borrowed) toward a terminal state from wherever

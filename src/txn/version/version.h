@@ -5,11 +5,11 @@
  * (dtx_version_put), reading (get, history), the rules and the method
  * table; clean.c what makes a version unreachable and removes it
  * (abandon, drop, sweep), recovery and retention (gc); audit.c the audit.
- * Retry, contention, fault points and deletes come from txn/kit.h. */
+ * Retry, contention, fault points and deletes come from txn/kit/kit.h. */
 #ifndef DTX_TXN_VERSION_H
 #define DTX_TXN_VERSION_H
 
-#include "txn/kit.h"
+#include "txn/kit/kit.h"
 
 /* Room for "ITEM/V/KEY": 128 + 1 + 20 + 1 + 64 + NUL. */
 #define VR_ID_MAX 256

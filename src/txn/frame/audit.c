@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "doc/doc.h"
-#include "txn/kit.h"
+#include "txn/kit/kit.h"
 #include "util/err.h"
 
 void dtx__audit_finding(dtx__audit_t *a, const char *kind, const char *fmt,

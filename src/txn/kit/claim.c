@@ -1,4 +1,4 @@
-/* kit_claim.c -- the kit's claims: claim-next (one item, one
+/* claim.c -- the kit's claims: claim-next (one item, one
  * find_one_and_update) and claim-many (up to N items in one round: one
  * find, then one bulk write of by-_id claims).  kit.h says what each is
  * for; kit.c holds the steps and the batched step runner both use.
@@ -42,8 +42,8 @@
 #include <string.h>
 
 #include "doc/doc.h"
-#include "txn/kit.h"
-#include "txn/kit_int.h"
+#include "txn/kit/kit.h"
+#include "txn/kit/kit_int.h"
 #include "util/err.h"
 
 /* ---- claim-next ------------------------------------------------------------- */

@@ -5,7 +5,7 @@
  * Adding a pattern is one line in DTX_PATTERNS below: X(name) expects a
  * `const dtx__pattern_t dtx__name_pattern` in src/txn/name/ (docs/kit.md).
  * `worker`, `recover`, `audit` and `faults` loop over dtx__patterns. */
-#include "txn/kit.h"
+#include "txn/kit/kit.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,12 +1,12 @@
 /* kit_int.h -- what the kit's own files share and patterns do not call:
  * the one retry loop of a conditional find-and-modify and the update a
- * claim makes.  kit.c defines them; kit_claim.c uses them (its batched
+ * claim makes.  kit.c defines them; claim.c uses them (its batched
  * claims go through the kit's step runner, dtx__kit_run in kit.h).  A
  * pattern uses the functions of kit.h instead. */
 #ifndef DTX_TXN_KIT_INT_H
 #define DTX_TXN_KIT_INT_H
 
-#include "txn/kit.h"
+#include "txn/kit/kit.h"
 
 /* find_one_and_update returning the new document, under the fault point
  * and the retry policy (kit.c's modify).  *unsure (may be NULL) is set

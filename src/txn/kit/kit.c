@@ -1,6 +1,6 @@
 /* kit.c -- the executor, call frame, retry policy, steps (single and
  * batched) and item moves of the pattern kit (kit.h says what each is
- * for; the claims are in kit_claim.c).
+ * for; the claims are in claim.c).
  *
  * The retry policy is the only one in src/txn: a step that meets a
  * transient store error tries again a few times with a short backoff, and
@@ -8,8 +8,8 @@
  * the kit and of the store below it do not multiply.  Every store call a
  * pattern makes goes through one of the steps here, behind its fault
  * point, so `DOCTX_FAULT=POINT:error` exercises exactly this policy. */
-#include "txn/kit.h"
-#include "txn/kit_int.h"
+#include "txn/kit/kit.h"
+#include "txn/kit/kit_int.h"
 
 #include <stdarg.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* kit_pack.c -- dtx__pack: the documents of a pattern's steps (filters,
+/* pack.c -- dtx__pack: the documents of a pattern's steps (filters,
  * updates, new items) built from a format, as jansson's json_pack does,
  * at half its cost.
  *
@@ -28,7 +28,7 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "txn/kit.h"
+#include "txn/kit/kit.h"
 
 typedef struct pk {
   const char *f;

@@ -21,7 +21,7 @@
  *                due filter, with a sort), claim-many (one find of up to
  *                N due items, then one bulk write of by-_id claims) and
  *                takeover of a lapsed lease, all bumping the epoch that
- *                fences the previous owner (kit_claim.c)
+ *                fences the previous owner (claim.c)
  *   set-up       each pattern's indexes and collection rules (validator,
  *                delete guard) installed once per store
  *   list         paged listing
@@ -246,7 +246,7 @@ typedef struct dtx__kit_upd {
 int dtx__kit_update_many(dtx__exec_t *ex, dtx__kit_upd_t *u, size_t n,
                          const char *done);
 
-/* ---- batched steps: the same step of many items in one round (kit_batch.c) -- */
+/* ---- batched steps: the same step of many items in one round (kit/round.c) -- */
 
 /* One store step of a batch: an insert, a conditional update or a
  * find_one_and_update, behind its own fault point.  dtx__kit_run sends
@@ -378,7 +378,7 @@ typedef struct dtx__claim {
   int spread;
 } dtx__claim_t;
 
-/* Claim-next (kit_claim.c): ONE find_one_and_update of the first item
+/* Claim-next (claim.c): ONE find_one_and_update of the first item
  * matching c->due in c->sort order, setting <state> = to, owner,
  * lease_until, updated and epoch + 1.  *out: the claimed item.  DTX_ENOMATCH (no detail) when
  * nothing is due.  A due filter on a lapsed lease ({state: "running",
@@ -388,7 +388,7 @@ int dtx__kit_claim_next(dtx__exec_t *ex, const dtx__kind_t *k,
 
 #define DTX__CLAIM_MANY_MAX 256
 
-/* Claim-many (kit_claim.c): up to max (1..DTX__CLAIM_MANY_MAX) due items
+/* Claim-many (claim.c): up to max (1..DTX__CLAIM_MANY_MAX) due items
  * in one round -- ONE find of c->due in c->sort order with a limit of max,
  * then ONE dtx_store_bulk_write of by-_id claims, one per item found:
  *   {c->due, _id, epoch: as found} -> claim-next's update
@@ -480,7 +480,7 @@ int dtx__many_summary(const void *results, size_t n, size_t size,
 /* ---- small helpers ----------------------------------------------------------- */
 
 /* json_pack's format ({} [] s o O I i b n, and s? o? O?) at half its cost
- * (kit_pack.c): a new reference, or NULL on a NULL s/o/O without '?' or
+ * (pack.c): a new reference, or NULL on a NULL s/o/O without '?' or
  * out of memory.  o arguments are stolen in every case, also on error.
  * ASCII keys and strings go in unchecked, others are checked as
  * json_pack checks them. */

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "doc/doc.h"
-#include "txn/kit.h"
+#include "txn/kit/kit.h"
 #include "util/err.h"
 
 #define ERROR_PAUSE_MS 50

@@ -1,4 +1,4 @@
-/* kit_tally.c -- the per-pattern summaries that `worker --once` and
+/* tally.c -- the per-pattern summaries that `worker --once` and
  * `recover` print: what ran, what was skipped and why, and what failed.
  *
  * Worker threads fill one tally at once, so every change takes its
@@ -9,7 +9,7 @@
  * recovery pass runs and how an idle thread waits, shared by the generic
  * worker and the job worker so the two loops cannot drift apart. */
 #include "doc/doc.h"
-#include "txn/kit.h"
+#include "txn/kit/kit.h"
 #include "util/err.h"
 
 #include <pthread.h>

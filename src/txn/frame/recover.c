@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "txn/kit.h"
+#include "txn/kit/kit.h"
 #include "util/err.h"
 
 size_t dtx__pattern_count(void) {

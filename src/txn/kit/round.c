@@ -1,4 +1,4 @@
-/* kit_batch.c -- the kit's batched steps: the same step of many items goes
+/* round.c -- the kit's batched steps: the same step of many items goes
  * to the store as one dtx_store_bulk_write (kit.h, "batched steps").
  *
  * A pattern that drives many items at once (the transfer batch,
@@ -10,7 +10,7 @@
  * reply.  The store makes each step exactly its single call
  * (docs/batching.md), so a batch only changes how many round trips and
  * commits the steps cost, never what any one of them does. */
-#include "txn/kit.h"
+#include "txn/kit/kit.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
