@@ -16,6 +16,9 @@
  *   - effects under contention: jobs on 4 threads each claim "the first
  *     unclaimed coupon" and fail once after it: each ends owning exactly
  *     one coupon (one document per (job, key), docs/jobs.md).
+ *   - the bounds of a job request and of the workers' options are the
+ *     library's (doctx job add and worker only map its error): refused
+ *     with DTX_EINVAL, recording nothing, and checkable without a store.
  * Short by design (a few seconds): CI runs it on three backends. */
 #include <pthread.h>
 #include <signal.h>
@@ -101,6 +104,40 @@ static void add(const char *id, int prio, int64_t delay, int max,
 }
 
 /* ---- tests --------------------------------------------------------------------- */
+
+static void test_request_checks(void) {
+  dtx_job_req_t r = {.queue = "q", .type = "t",
+                     .max_attempts = DTX_JOB_MAX_ATTEMPTS_LIMIT + 1};
+  json_t *out = NULL;
+  int64_t before = -1, after = -2;
+  CHECK_RC(dtx_store_count(st, DTX_JOBS, NULL, &before), 0);
+  CHECK_RC(dtx_job_req_check(&r), DTX_EINVAL);
+  CHECK_RC(dtx_job_add(st, &r, &out, NULL), DTX_EINVAL);
+  CHECK(out == NULL);
+  CHECK_RC(dtx_store_count(st, DTX_JOBS, NULL, &after), 0);
+  CHECK(after == before);
+  r.max_attempts = DTX_JOB_MAX_ATTEMPTS_LIMIT;
+  CHECK_RC(dtx_job_req_check(&r), 0);
+  r.priority = DTX_JOB_PRIORITY_MAX + 1;
+  CHECK_RC(dtx_job_req_check(&r), DTX_EINVAL);
+
+  CHECK_RC(dtx_worker_opts_check(NULL), 0);
+  CHECK_RC(dtx_worker_opts_check(&(dtx_worker_opts_t){.threads = 257}),
+           DTX_EINVAL);
+  CHECK_RC(dtx_worker_opts_check(&(dtx_worker_opts_t){.batch = 257}),
+           DTX_EINVAL);
+  CHECK_RC(dtx_worker_opts_check(&(dtx_worker_opts_t){.threads = 256,
+                                                      .batch = 256}), 0);
+  dtx_job_handler_t h = {.type = NULL, .fn = record, .arg = NULL};
+  dtx_job_work_opts_t o = {.queue = "q", .handlers = &h, .nhandlers = 1,
+                           .threads = 257};
+  CHECK_RC(dtx_job_work_opts_check(&o), DTX_EINVAL);
+  o.threads = 256;
+  o.batch = 257;
+  CHECK_RC(dtx_job_work_opts_check(&o), DTX_EINVAL);
+  o.batch = 256;
+  CHECK_RC(dtx_job_work_opts_check(&o), 0);
+}
 
 static void test_backoff(void) {
   for (int64_t n = 1; n <= 14; n++) {
@@ -603,6 +640,7 @@ int main(int argc, char **argv) {
   st = open_store();
   dtx_store_drop_collection_ex(st, DTX_JOBS, &(dtx_drop_opts_t){1});
   dtx_store_drop_collection_ex(st, "counters", &(dtx_drop_opts_t){1});
+  TEST_RUN(test_request_checks);
   TEST_RUN(test_backoff);
   TEST_RUN(test_order_delay_dead_retry);
   TEST_RUN(test_batch_leases);

@@ -140,7 +140,7 @@ int64_t dtx__job_backoff(int64_t backoff_ms, int64_t failed) {
 
 /* ---- add -------------------------------------------------------------------- */
 
-static int check_req(const dtx_job_req_t *r) {
+int dtx_job_req_check(const dtx_job_req_t *r) {
   int rc;
   if (!r)
     return dtx__err(DTX_EINVAL, "no job request");
@@ -157,9 +157,9 @@ static int check_req(const dtx_job_req_t *r) {
   if (r->delay_ms > DTX__MAX_DELAY_MS)
     return dtx__err(DTX_EINVAL, "delay of %lld ms is more than 100 years",
                     (long long)r->delay_ms);
-  if (r->max_attempts < 0)
-    return dtx__err(DTX_EINVAL, "max attempts must be >= 1, got %d",
-                    r->max_attempts);
+  if (r->max_attempts < 0 || r->max_attempts > DTX_JOB_MAX_ATTEMPTS_LIMIT)
+    return dtx__err(DTX_EINVAL, "max attempts must be from 1 to %d, got %d",
+                    DTX_JOB_MAX_ATTEMPTS_LIMIT, r->max_attempts);
   if (r->backoff_ms < 0 || r->backoff_ms > DTX_JOB_BACKOFF_CAP_MS)
     return dtx__err(DTX_EINVAL, "backoff must be from 1 to %d ms, got %lld",
                     DTX_JOB_BACKOFF_CAP_MS, (long long)r->backoff_ms);
@@ -230,7 +230,7 @@ static int add(dtx__exec_t *ex, const dtx_job_req_t *r, json_t **out,
                int *added) {
   char idbuf[25];
   int rc;
-  if ((rc = check_req(r)) || (rc = dtx__job_setup(ex->st)))
+  if ((rc = dtx_job_req_check(r)) || (rc = dtx__job_setup(ex->st)))
     return rc;
   const char *id = r->id;
   if (!id) {

@@ -498,6 +498,28 @@ static void *work(void *arg) {
   return NULL;
 }
 
+int dtx_job_work_opts_check(const dtx_job_work_opts_t *opts) {
+  int rc;
+  if (!opts || !opts->handlers || opts->nhandlers == 0)
+    return dtx__err(DTX_EINVAL, "no job handlers given");
+  if ((rc = dtx__check_ident("queue name", opts->queue)) ||
+      (rc = dtx__check_owner(opts->owner)))
+    return rc;
+  for (size_t i = 0; i < opts->nhandlers; i++)
+    if (!opts->handlers[i].fn ||
+        (opts->handlers[i].type &&
+         (rc = dtx__check_ident("job type", opts->handlers[i].type))))
+      return rc ? rc : dtx__err(DTX_EINVAL, "handler %zu has no function", i);
+  if (opts->threads > 256)
+    return dtx__err(DTX_EINVAL, "at most 256 threads");
+  if (opts->lease_ms < 0 || opts->timeout_ms < 0)
+    return dtx__err(DTX_EINVAL, "lease and timeout must be >= 0 ms");
+  if (opts->batch < 0 || opts->batch > DTX__CLAIM_MANY_MAX)
+    return dtx__err(DTX_EINVAL, "batch must be from 1 to %d jobs, got %d",
+                    DTX__CLAIM_MANY_MAX, opts->batch);
+  return 0;
+}
+
 int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
                  json_t **summary) {
   dtx__call_t c;
@@ -505,28 +527,9 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
   if (summary)
     *summary = NULL;
   dtx__call_begin(&c, 0);
-  if (!opts || !opts->handlers || opts->nhandlers == 0)
-    return dtx__call_end(&c, dtx__err(DTX_EINVAL, "no job handlers given"));
-  if ((rc = dtx__check_ident("queue name", opts->queue)) ||
-      (rc = dtx__check_owner(opts->owner)))
+  if ((rc = dtx_job_work_opts_check(opts)))
     return dtx__call_end(&c, rc);
-  for (size_t i = 0; i < opts->nhandlers; i++)
-    if (!opts->handlers[i].fn ||
-        (opts->handlers[i].type &&
-         (rc = dtx__check_ident("job type", opts->handlers[i].type))))
-      return dtx__call_end(&c,
-                           rc ? rc : dtx__err(DTX_EINVAL, "handler %zu has "
-                                                          "no function", i));
   int n = opts->threads > 0 ? opts->threads : 1;
-  if (n > 256)
-    return dtx__call_end(&c, dtx__err(DTX_EINVAL, "at most 256 threads"));
-  if (opts->lease_ms < 0 || opts->timeout_ms < 0)
-    return dtx__call_end(&c, dtx__err(DTX_EINVAL, "lease and timeout must "
-                                                  "be >= 0 ms"));
-  if (opts->batch < 0 || opts->batch > DTX__CLAIM_MANY_MAX)
-    return dtx__call_end(&c, dtx__err(DTX_EINVAL, "batch must be from 1 to "
-                                                  "%d jobs, got %d",
-                                      DTX__CLAIM_MANY_MAX, opts->batch));
   if ((rc = dtx__job_setup(st)))
     return dtx__call_end(&c, rc);
   shared_t sh = {.st = st, .o = opts};
