@@ -198,6 +198,17 @@ d find-and-modify jobs '{"_id":"dj"}' '{"$inc":{"epoch":1}}' >/dev/null # taken 
 expect 0 "debit repeated by the next attempt" -- d job effect dj 2 debit wallets '{"_id":"v","balance":{"$gte":10}}' '{"$inc":{"balance":-10}}'
 [ "$(out)" = '{"applied":false}' ] && ok || bad "repeat: $(out)"
 [ "$(d find wallets '{"_id":"v"}' --project '{"_id":0,"balance":1}')" = '{"balance":5}' ] && ok || bad "wallet: $(d find wallets)"
+# Markers change only by the job's steps (effect.c F5): one taken off by
+# hand -- a plain update, a batch update -- let the next attempt debit
+# again with the audit clean; a forged one made an effect skip.
+expect 3 "a marker taken off by update" -- d update wallets '{"_id":"v"}' '{"$unset":{"dtx_fx":""}}'
+expect 3 "a marker taken off by batch-update" -- d batch-update wallets '{"_id":"v"}' '{"$pull":{"dtx_fx":{"job":"dj"}}}' --id unmark
+expect 3 "a marker forged by insert" -- d insert wallets '{"_id":"v2","dtx_fx":[{"job":"dj","key":"k2"}]}'
+expect 0 "a plain write of another field" -- d update wallets '{"_id":"v"}' '{"$set":{"owner":"ann"}}'
+d find-and-modify jobs '{"_id":"dj"}' '{"$inc":{"epoch":1}}' >/dev/null # taken over again
+expect 0 "debit after the refused tampers" -- d job effect dj 3 debit wallets '{"_id":"v","balance":{"$gte":5}}' '{"$inc":{"balance":-5}}'
+[ "$(out)" = '{"applied":false}' ] && [ "$(d find wallets '{"_id":"v"}' --project '{"_id":0,"balance":1}')" = '{"balance":5}' ] &&
+  ok || bad "debited again: $(out) $(d find wallets)"
 # The audit finds a marker wherever it is, also once no job lists its
 # collection (here a job's fx_colls emptied by hand).
 d update jobs '{"_id":"dj"}' '{"$set":{"fx_colls":[]}}' --bypass-validation >/dev/null

@@ -52,6 +52,12 @@
  *     not_before = fx_until + DTX_JOB_FX_MARGIN_MS (recover.c): by F3 no
  *     write of the effect can land after its marker is gone, however long
  *     its process was paused.
+ *  F5 Markers change only by the job's steps: before an effect first
+ *     writes to a collection, a transition rule of scope "plain" goes on
+ *     it (marker_rule) that refuses any other write changing dtx_fx or
+ *     inserting a document carrying it.  A marker taken off by hand made
+ *     the next attempt apply the effect again (the audit cannot see a
+ *     marker that is gone); a forged one made it skip.
  * The epoch check of the read and the fence keeps an attempt that knows
  * it is stale from acting; correctness does not rest on it (a paused
  * attempt passes it and writes later), but on F1-F4. */
@@ -315,6 +321,18 @@ static void target_name(const char *coll, const json_t *t, char *out,
   free(s);
 }
 
+/* The plain-write rule on the markers (F5): a plain write -- the generic
+ * commands, another pattern's step (a batch update, a sync copy), a
+ * program's own store calls -- may not change a document's markers nor
+ * insert one carrying any; the job's own steps (apply, void, recovery's
+ * pull) still do. */
+static const char marker_rule[] =
+    "{\"pattern\":\"job\",\"scope\":\"plain\",\"steps\":[\"job\"],"
+    "\"immutable\":[\"" DTX_JOB_FX "\"],"
+    "\"insert\":{\"" DTX_JOB_FX "\":{\"$exists\":false}},"
+    "\"why\":\"job effect markers make each effect land once; only "
+    "doctx's job steps change them (docs/jobs.md)\"}";
+
 typedef struct fx {
   dtx__exec_t *ex;
   const char *id, *key, *coll;
@@ -364,12 +382,18 @@ static int round_once(fx_t *x, int *indexed, int *applied, int *again) {
     }
   }
   /* The marker index serves recovery and the audit (which scans every
-   * collection carrying it); made once per store, and only now that the
-   * attempt is known current and has a target. */
+   * collection carrying it), and the markers' rule keeps plain writes off
+   * them (F5); made once per store, before the first marker, and only now
+   * that the attempt is known current and has a target. */
   if (!*indexed) {
     json_t *ik = json_pack("{s:i}", DTX_JOB_FX ".job", 1);
-    rc = ik ? dtx_store_create_index(x->ex->st, x->coll, ik, NULL, NULL)
+    rc = ik ? dtx__kit_guard_coll(x->ex->st, x->coll, marker_rule)
             : DTX_ENOMEM;
+    if (rc)
+      rc = dtx__err_wrap(rc, "effect %s of job %s: guarding the markers in "
+                         "%s", x->key, x->id, x->coll);
+    else
+      rc = dtx_store_create_index(x->ex->st, x->coll, ik, NULL, NULL);
     json_decref(ik);
     if (rc)
       goto out;
