@@ -278,6 +278,19 @@ d job work q --once --exec 'exit 1' >/dev/null
 d update jobs '{"_id":"x1"}' '{"$set":{"fx_cleared":true}}' >/dev/null # recovery's forgetting
 expect 3 "markers forgotten, then remembered" -- d update jobs '{"_id":"x1"}' '{"$set":{"fx_cleared":false}}'
 expect 3 "retry after the markers went" -- d job retry x1
+# A job's pins and effect collections change only by its steps: a pin
+# forgotten (or moved) by hand made the next call claim a second coupon,
+# and so did a job deleted with its markers, then added again.
+d insert coupons '{"_id":"c1","claimed":false}' '{"_id":"c2","claimed":false}' >/dev/null
+d job add q t --id pj >/dev/null
+d find-and-modify jobs '{"_id":"pj"}' '{"$set":{"state":"running","owner":"me","lease_until":9000000000000},"$inc":{"epoch":1}}' >/dev/null
+expect 0 "claim a coupon" -- d job effect pj 1 c coupons '{"claimed":false}' '{"$set":{"claimed":true}}'
+expect 3 "a pin forgotten by hand" -- d update jobs '{"_id":"pj"}' '{"$unset":{"fx_pins":""},"$set":{"fx_colls":[]}}'
+expect 3 "a pin moved by hand" -- d update jobs '{"_id":"pj"}' '{"$set":{"fx_pins.c.id":"c2"}}'
+expect 0 "claim again" -- d job effect pj 1 c coupons '{"claimed":false}' '{"$set":{"claimed":true}}'
+[ "$(out)" = '{"applied":false}' ] && [ "$(d count coupons '{"claimed":true}')" = 1 ] && ok || bad "claimed twice: $(out) $(d find coupons)"
+d update jobs '{"_id":"pj"}' '{"$set":{"state":"succeeded","finished":1,"attempts":1,"result":{}}}' >/dev/null
+expect 3 "a job deleted with its markers" -- d delete jobs '{"_id":"pj"}'
 expect 0 "audit after the refused moves" -- d audit
 
 # ---- a command that succeeded runs once ------------------------------------------
