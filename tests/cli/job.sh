@@ -148,6 +148,12 @@ expect 0 "effect" -- d job effect af 1 ann users '{"_id":"ann"}' '{"$addToSet":{
 [ "$(out)" = '{"applied":true}' ] && ok || bad "effect: $(out)"
 expect 0 "effect repeat" -- d job effect af 1 ann users '{"_id":"ann"}' '{"$addToSet":{"friends":"bob"}}'
 [ "$(out)" = '{"applied":false}' ] && ok || bad "effect repeat: $(out)"
+# The reply of the write that applied it lost: the call's retry finds its
+# own marker (by the call's nonce) and says applied, a later call does not.
+DOCTX_FAULT=job.effect.apply:lost expect 0 "effect, its reply lost" -- d job effect af 1 lost users '{"_id":"bob"}' '{"$set":{"seen":1}}'
+[ "$(out)" = '{"applied":true}' ] && ok || bad "effect, its reply lost: $(out)"
+expect 0 "effect repeat after a lost reply" -- d job effect af 1 lost users '{"_id":"bob"}' '{"$set":{"seen":1}}'
+[ "$(out)" = '{"applied":false}' ] && ok || bad "effect repeat after a lost reply: $(out)"
 expect 1 "effect no match" -- d job effect af 1 cy users '{"_id":"cy"}' '{"$addToSet":{"friends":"bob"}}'
 expect 3 "effect stale epoch" -- d job effect af 2 bob users '{"_id":"bob"}' '{"$addToSet":{"friends":"ann"}}'
 grep -q "doctx: STALE: " "$WORK/err" && ok || bad "stale message: $(cat "$WORK/err")"

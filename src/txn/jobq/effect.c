@@ -21,11 +21,13 @@
  *           before any write bounded by L is sent.
  *   apply   job.effect.apply: ONE conditional update of the target,
  *           {_id: T} AND FILTER AND no marker of (job, key) ->
- *           UPDATE + $push dtx_fx {job, key, at}, bounded by not_after L:
+ *           UPDATE + $push dtx_fx {job, key, at, n}, n the call's nonce,
+ *           bounded by not_after L:
  *           the store refuses it (DTX_ESTALE) once ITS clock is past L
  *           (doctx.h, "time-bounded writes").
  *   repeat  nothing matched and T holds the marker: {"applied": false},
- *           whatever FILTER says of T now.
+ *           whatever FILTER says of T now -- but true when the marker is
+ *           this call's (its nonce): its write landed, the reply was lost.
  *   void    job.effect.void: T holds no marker and no longer matches
  *           FILTER (another writer took it): {_id: T, no marker} ->
  *           $push dtx_fx {job, key, at, void: true}, bounded by L, so no
@@ -136,9 +138,11 @@ static int is_fx_path(const char *path) {
          (path[n] == 0 || path[n] == '.');
 }
 
-/* The handler's update plus the marker push, or NULL (detail set). */
+/* The handler's update plus the marker push, or NULL (detail set).  The
+ * marker carries the call's nonce: the marker found after a write whose
+ * reply was lost tells whether this call wrote it. */
 static json_t *with_marker(const json_t *update, const char *id,
-                           const char *key, int *rc) {
+                           const char *key, const char *nonce, int *rc) {
   /* Operators only (a replacement would drop the markers), none of them
    * on the markers -- a $rename onto them included (the kit's one check,
    * as batch updates and sync make it). */
@@ -151,8 +155,8 @@ static json_t *with_marker(const json_t *update, const char *id,
   if ((*rc = dtx_check_update(update, NULL, 0)))
     return NULL;
   json_t *u = json_deep_copy(update);
-  json_t *marker = json_pack("{s:s,s:s,s:I}", "job", id, "key", key, "at",
-                             (json_int_t)dtx__now_ms());
+  json_t *marker = json_pack("{s:s,s:s,s:I,s:s}", "job", id, "key", key,
+                             "at", (json_int_t)dtx__now_ms(), "n", nonce);
   json_t *push = u ? json_object_get(u, "$push") : NULL;
   if (!u || !marker) {
     json_decref(u);
@@ -271,7 +275,7 @@ enum { T_MARKED, T_VOID, T_GONE, T_MATCHES, T_OTHER };
 
 static int inspect(dtx__exec_t *ex, const char *id, const char *key,
                    const char *coll, const json_t *filter, const json_t *t,
-                   int *what) {
+                   const char *nonce, int *what, int *mine) {
   json_t *f = id_is(t), *docs = NULL;
   int rc = f ? dtx__kit_find_n(ex, coll, f, NULL, 1, &docs) : DTX_ENOMEM;
   json_decref(f);
@@ -283,6 +287,7 @@ static int inspect(dtx__exec_t *ex, const char *id, const char *key,
   json_array_foreach(json_object_get(d, DTX_JOB_FX), i, m) {
     if (dtx__str_is(m, "job", id) && dtx__str_is(m, "key", key)) {
       *what = json_is_true(json_object_get(m, "void")) ? T_VOID : T_MARKED;
+      *mine = *what == T_MARKED && dtx__str_is(m, "n", nonce);
       break;
     }
   }
@@ -339,6 +344,7 @@ typedef struct fx {
   int64_t epoch;
   const json_t *filter;
   json_t *u; /* the update with its marker */
+  char nonce[25]; /* this call's, in its marker */
   dtx_update_opts_t uo; /* the user's fence; not_after set per round */
 } fx_t;
 
@@ -349,7 +355,7 @@ static int round_once(fx_t *x, int *indexed, int *applied, int *again) {
   json_t *job = NULL, *t = NULL, *next = NULL, *f;
   const json_t *pin = NULL;
   char who[200];
-  int rc, matched = 0, what = 0;
+  int rc, matched = 0, what = 0, mine = 0;
   int64_t until = 0;
   *again = 0;
   if ((rc = current_job(x->ex, x->id, x->epoch, &job)) ||
@@ -417,11 +423,14 @@ static int round_once(fx_t *x, int *indexed, int *applied, int *again) {
     *applied = rc == 0;
     goto out;
   }
-  if ((rc = inspect(x->ex, x->id, x->key, x->coll, x->filter, t, &what)))
+  if ((rc = inspect(x->ex, x->id, x->key, x->coll, x->filter, t, x->nonce,
+                    &what, &mine)))
     goto out;
   target_name(x->coll, t, who, sizeof who);
   switch (what) {
-  case T_MARKED: /* a repeat: it landed before, whatever FILTER says now */
+  case T_MARKED: /* a repeat: it landed before, whatever FILTER says now;
+                  * or this call's own write, whose reply was lost */
+    *applied = mine;
     goto out;
   case T_GONE:
     rc = dtx__err(DTX_ENOMATCH, "effect %s of job %s is pinned to %s, which "
@@ -491,7 +500,8 @@ static int apply(dtx__exec_t *ex, const char *id, int64_t epoch,
   if (epoch < 1)
     return dtx__err(DTX_EINVAL, "epoch must be >= 1, got %lld",
                     (long long)epoch);
-  if (!(x.u = with_marker(update, id, key, &rc)))
+  dtx__id_new(x.nonce);
+  if (!(x.u = with_marker(update, id, key, x.nonce, &rc)))
     return rc;
   dtx__contend_t ct = {0};
   int indexed = 0, again = 0;
