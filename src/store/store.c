@@ -483,6 +483,18 @@ int dtx_store_set_rules(dtx_store_t *st, const char *coll,
   return dtx_store_set_rules_ex(st, coll, rules, NULL);
 }
 
+int dtx__store_fence_records(dtx_store_t *st, const char *coll,
+                             json_t **out) {
+  int rc = check_out_call(st, coll, out);
+  if (rc < 0)
+    return rc;
+  if ((rc = st->m->fence_records(st->b, coll, out)) < 0) {
+    json_decref(*out);
+    *out = NULL;
+  }
+  return rc;
+}
+
 int dtx_store_get_rules(dtx_store_t *st, const char *coll, json_t **out) {
   int rc = check_out_call(st, coll, out);
   if (rc < 0)

@@ -76,6 +76,9 @@ empty pair|--master users --dependents comments --link user --copy a:b,,c:d
 dollar path|--master users --dependents comments --link user --copy a:$x
 empty segment|--master users --dependents comments --link user --copy a:b..c
 doctx's own field|--master users --dependents comments --link user --copy _sync.R:b
+DST in a fence record|--master users --dependents comments --link user --copy a:_fence
+DST in job effect markers|--master users --dependents comments --link user --copy a:dtx_fx
+DST in batch markers|--master users --dependents comments --link user --copy a:_batches.b1
 link is _id|--master users --dependents comments --link _id --copy a:b
 DST is its own SRC, one collection|--master users --dependents users --link boss --copy nick:nick
 bad collection|--master us/ers --dependents comments --link user --copy a:b
