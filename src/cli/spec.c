@@ -389,7 +389,8 @@ void dtx__cli_print_usage(FILE *f, const dtx__cli_spec_t *const *cmds) {
     if (!((*c)->flags & DTX__CLI_DOC))
       fprintf(f, " %s%s", (*c)->name, c[1] ? "," : "\n");
   fputs(options, f);
-  char tops[256] = "", subs[256] = "", text[640];
+  char tops[256] = "", subs[256] = "";
+  char text[sizeof tops + sizeof subs + 200];
   for (const dtx__cli_spec_t *const *c = cmds; *c; c++) {
     if ((*c)->flags & DTX__CLI_READS)
       add_name(tops, sizeof tops, (*c)->name);
