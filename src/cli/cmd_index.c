@@ -5,8 +5,10 @@
 #include <stdlib.h>
 
 static int run(dtx_cli_t *cli, const dtx__cli_args_t *a) {
-  dtx_index_opts_t io = {dtx__cli_has(a, "--unique"),
-                         dtx__cli_has(a, "--sparse"), NULL};
+  dtx_index_opts_t io = {.unique = dtx__cli_has(a, "--unique"),
+                         .sparse = dtx__cli_has(a, "--sparse"),
+                         .bypass_validation =
+                             dtx__cli_has(a, "--bypass-validation")};
   json_t *keys = NULL;
   char *name = NULL;
   int ec = dtx__cli_coll(a->pos[0]), rc;
@@ -31,6 +33,9 @@ const dtx__cli_spec_t dtx__cmd_index = {
          "refuse two documents with the same key (exit 3)"},
         {"--sparse", DTX__CLI_FLAG, NULL,
          "leave out documents that have none of the fields"},
+        {"--bypass-validation", DTX__CLI_FLAG, NULL,
+         "a unique index on a pattern's collection (which could refuse its "
+         "steps: exit 3 without this)"},
         {NULL}},
     DTX__CLI_DOC, NULL, "creates an index; prints its name",
     "Creates an index on KEYS (JSON object of path: 1 or -1, in order) and\n"

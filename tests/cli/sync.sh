@@ -382,7 +382,7 @@ expect 0 "audit after the move" -- d audit --settled
 # (dtx_rules_opts_t); past the rules, the audit says so, repair puts them
 # back.
 expect 3 "the users' transition rule replaced plainly" -- d rules users --transition null
-grep -q "hold the sync pattern's transition rule" "$WORK/err" && ok || bad "no pattern named: $(cat "$WORK/err")"
+grep -q "hold a transition rule of the sync pattern" "$WORK/err" && ok || bad "no pattern named: $(cat "$WORK/err")"
 expect 0 "the users' transition rule replaced past the rules" -- d rules users --transition null --bypass-validation
 expect 5 "audit: a rule's guard is gone" -- d audit
 grep -q "sync_guard" "$WORK/out" && ok || bad "no sync_guard finding: $(out)"

@@ -190,7 +190,9 @@ static int create_all(dtx_store_t *st, const dtx__pattern_t *p) {
   }
   for (const dtx__index_def_t *d = p->indexes; d && d->keys; d++) {
     json_t *keys = json_loads(d->keys, 0, NULL);
-    dtx_index_opts_t o = {.unique = d->unique, .sparse = d->sparse};
+    /* The pattern's own unique indexes, in its own collection. */
+    dtx_index_opts_t o = {.unique = d->unique, .sparse = d->sparse,
+                          .bypass_validation = 1};
     int rc = keys ? dtx_store_create_index(st, d->coll, keys, &o, NULL)
                   : dtx__err(DTX_EINVAL, "pattern %s: bad index keys %s",
                              p->name, d->keys);
