@@ -96,7 +96,7 @@ const dtx__cli_spec_t dtx__cmd_order = {
          DTX__CLI_READS},
         {NULL}},
     NULL,
-    "Payment orders (reference 003): create records the order pending under\n"
+    "Payment orders (docs/orders.md): create records the order pending under\n"
     "its unique trade id (1..100 of [A-Za-z0-9_.-]) and prints it; the same\n"
     "trade id again with the same account and amount prints the stored\n"
     "order.  confirm is the payment callback: it credits account A with N\n"

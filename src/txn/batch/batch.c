@@ -1,5 +1,5 @@
-/* batch.c -- the batch update of LeanCloud's scenarios (reference 003,
- * issue 12): one operator UPDATE applied exactly once to every document of
+/* batch.c -- the batch update of LeanCloud's scenarios (docs/scenarios.md):
+ * one operator UPDATE applied exactly once to every document of
  * a collection matching FILTER, resumable after a crash.  Like the sync
  * flag's dependents (src/txn/sync/), each document carries its own
  * marker, written in the SAME conditional step as the update:

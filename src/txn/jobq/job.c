@@ -654,7 +654,7 @@ static const dtx__index_def_t indexes[] = {
 
 /* The shape the protocol relies on (docs/validation.md): a write through
  * the generic document commands that breaks it is refused, and the audit
- * reports any job that does not match (issue 8, defect 4).  A job goes
+ * reports any job that does not match (docs/jobs.md).  A job goes
  * only once it is over: a live one may hold a lease, effects and a
  * unique key. */
 #define ID "{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":128}"
