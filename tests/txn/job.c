@@ -216,10 +216,13 @@ static void test_order_delay_dead_retry(void) {
 /* ---- a batch's waiting jobs keep their leases ------------------------------------- */
 
 /* Fast jobs let the worker's batch grow; the slow ones then wait their
- * turn behind one another for longer than the lease.  Meanwhile recovery
- * runs every 20 ms and takes over any running job whose lease lapsed:
- * only the heartbeat's renewal of the waiting jobs keeps them (every job
- * ends succeeded at epoch 1, nothing fenced). */
+ * turn behind one another for longer than the lease (the last one 1.2 s
+ * of a 1 s lease).  Meanwhile recovery runs every 20 ms and takes over any
+ * running job whose lease lapsed: only the heartbeat's renewal of the
+ * waiting jobs keeps them (every job ends succeeded at epoch 1, nothing
+ * fenced).  The heartbeat renews every third of the lease, so a renewal
+ * may come ~660 ms late before a job lapses: a 300 ms lease lapsed on a
+ * loaded CI machine (load 13) with the cluster's extra round trips. */
 #define BATCH_FAST 12
 #define BATCH_SLOW 4
 
@@ -227,7 +230,7 @@ static int fast_or_slow(dtx_job_run_t *run, const json_t *job, void *arg) {
   (void)run;
   (void)arg;
   if (json_is_true(json_object_get(json_object_get(job, "payload"), "slow")))
-    sleep_ms(200);
+    sleep_ms(400);
   return 0;
 }
 
@@ -261,7 +264,7 @@ static void test_batch_leases(void) {
   REQUIRE(pthread_create(&rt, NULL, recover_loop, NULL) == 0);
   dtx_job_handler_t h = {.type = NULL, .fn = fast_or_slow};
   dtx_job_work_opts_t o = {.queue = "bq", .handlers = &h, .nhandlers = 1,
-                           .threads = 1, .once = 1, .lease_ms = 300,
+                           .threads = 1, .once = 1, .lease_ms = 1000,
                            .batch = 8};
   json_t *sum = NULL;
   CHECK_RC(dtx_job_work(st, &o, &sum), 0);
