@@ -57,6 +57,9 @@ typedef struct dtx__cli_opt {
   const char *meta;   /* its value in usage lines ("N"); NULL for a flag */
   const char *help;   /* its line in --help; NULL: the text describes it */
   int required;
+  int c_int;          /* read into a C int (dtx__cli_int): a value past
+                         int's range is refused here, by the value typed,
+                         not cut to INT_MAX for the library to name */
 } dtx__cli_opt_t;
 
 typedef struct dtx__cli_args dtx__cli_args_t;

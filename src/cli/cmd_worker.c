@@ -24,12 +24,12 @@ static int run(dtx_cli_t *cli, const dtx__cli_args_t *a) {
 
 const dtx__cli_spec_t dtx__cmd_worker = {
     "worker", run, NULL,
-    (const dtx__cli_opt_t[]){{"--threads", DTX__CLI_POS, "N"},
+    (const dtx__cli_opt_t[]){{"--threads", DTX__CLI_POS, "N", .c_int = 1},
                              {"--once", DTX__CLI_FLAG},
                              DTX__CLI_OPT_LEASE,
                              {"--owner", DTX__CLI_STR, "NAME"},
                              DTX__CLI_OPT_DEADLINE,
-                             {"--batch", DTX__CLI_POS, "N"},
+                             {"--batch", DTX__CLI_POS, "N", .c_int = 1},
                              {NULL}},
     DTX__CLI_ARMED, NULL, NULL,
     "Claims the due work of every pattern (initiated transfers, ...) and runs\n"

@@ -71,8 +71,13 @@ int64_t dtx__cli_num(const dtx__cli_args_t *a, const char *name,
 }
 
 int dtx__cli_int(const dtx__cli_args_t *a, const char *name, int dflt) {
-  int64_t v = dtx__cli_num(a, name, dflt);
-  return v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : (int)v;
+  int k = opt_index(a, name);
+  if (!a->spec->opts[k].c_int) {
+    fprintf(stderr, "doctx: %s: option %s is not marked c_int in its spec\n",
+            a->cmd, name);
+    abort();
+  }
+  return a->val[k] ? (int)a->num[k] : dflt; /* parse_opt kept it in range */
 }
 
 dtx_page_t dtx__cli_page(const dtx__cli_args_t *a) {
@@ -200,6 +205,12 @@ static int parse_opt(dtx__cli_args_t *a, int argc, char **argv, int *i) {
       (dtx__cli_int64(v, o->type == DTX__CLI_INT, &a->num[k]) != 0 ||
        (o->type == DTX__CLI_POS && a->num[k] < 1)))
     return bad_number(a, o, v);
+  if (o->c_int && (a->num[k] > INT_MAX || a->num[k] < INT_MIN))
+    return dtx__cli_usage("%s: %s %s is out of range (%d..%d)", a->cmd,
+                          o->name, v,
+                          o->type == DTX__CLI_INT ? INT_MIN
+                                                  : o->type == DTX__CLI_POS,
+                          INT_MAX);
   a->val[k] = v;
   a->occ[a->nocc] = k;
   a->occval[a->nocc++] = v;
