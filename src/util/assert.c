@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+const int dtx__assert_debug = DTX_DEBUG;
+
 void dtx__assert_fail(const char *id, const char *cond, const char *file,
                       int line) {
   /* The path from src/ on: the build's absolute prefix says nothing. */

@@ -29,6 +29,9 @@
 #define DTX_DEBUG 1
 #endif
 
+/* DTX_DEBUG as the library was built (a test's own may differ). */
+extern const int dtx__assert_debug;
+
 /* Prints the failure as above and aborts. */
 _Noreturn void dtx__assert_fail(const char *id, const char *cond,
                                 const char *file, int line)

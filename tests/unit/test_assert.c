@@ -14,6 +14,8 @@
 
 #include "store/store.h"
 #include "testlib.h"
+#include "txn/kit/kit.h"
+#include "txn/transfer/transfer.h"
 #include "util/assert.h"
 
 /* Runs fn in a child with its stderr into a pipe; returns the child's
@@ -100,8 +102,44 @@ static void test_library_checks_run_in_release(void) {
          "stderr: %s", err);
 }
 
+/* A move the transition rules allow but the transfer's shape does not: a
+ * claim without the lease (preparing, epoch 0, no owner). */
+static void move_breaks_shape(void) {
+  dtx_store_t *st = dtx_t_open("sqlite::memory:");
+  dtx__exec_t ex;
+  dtx__exec_init(&ex, st, "w", 0, 0);
+  dtx_transfer_req_t req = {.from = "a", .to = "b", .amount = 5};
+  json_t *tx = dtx__tx_new(&ex, &req, "t1", 0), *out = NULL;
+  if (dtx__kit_ensure(st, &dtx__transfer_pattern) ||
+      dtx__kit_insert(&ex, "transfer.submit", DTX_TRANSFERS, tx))
+    _exit(3);
+  dtx__move_t m = {.point = "transfer.claim", .from = DTX_ST_INITIATED,
+                   .to = DTX_ST_PREPARING};
+  _exit(dtx__kit_move(&ex, &dtx__tx_kind, tx, &m, &out) == 0 &&
+                dtx__state_is(out, DTX_ST_PREPARING)
+            ? 0
+            : 4);
+}
+
+/* The kit runs the pattern's shape check after every move in a debug
+ * build (a move that breaks it aborts naming it), not in a release one. */
+static void test_shape_after_move(void) {
+  char err[1024];
+  int st = in_child(move_breaks_shape, err, sizeof err);
+  if (dtx__assert_debug) {
+    CHECKF(aborted(st), "status %d, stderr: %s", st, err);
+    CHECKF(strstr(err, "doctx: assertion failed: transfers.shape: t1 "
+                       "preparing: state preparing, yet never claimed"),
+           "stderr: %s", err);
+  } else {
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d, stderr: %s",
+           st, err);
+  }
+}
+
 int main(void) {
   TEST_RUN(test_assert_fires_and_names_it);
   TEST_RUN(test_library_checks_run_in_release);
+  TEST_RUN(test_shape_after_move);
   return TEST_DONE();
 }
