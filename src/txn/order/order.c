@@ -51,9 +51,10 @@
  * transfer (the current attempt's transfer id), attempt, created, owner,
  * lease_until, epoch, updated}.
  *
- * Invariants (asserts here check O2 and the preconditions of O1 and O4:
- * a credit runs only on a confirming order this executor holds, attempts
- * number from 1; dtx_audit checks O1-O3 on the store, audit.c):
+ * Invariants (DTX_ASSERT checks O2 and the preconditions of O1 and O4 in
+ * every build: a credit runs only on a confirming order this executor
+ * holds, attempts number from 1; dtx_audit checks O1-O3 on the store,
+ * audit.c):
  *  O1 At most one transfer of an order ever succeeds.  Attempt n's id is
  *     "order:ID" (n = 1) or "order:ID:n", so a callback delivered twice
  *     finds the transfer of its attempt and the transfer's own idempotency
@@ -85,7 +86,6 @@
  *     only on its attempt's succeeded credit (O3), for an order written
  *     past the rules or inserted by hand.  The audit reports what fails
  *     them (bad_settlement, bad_order, attempt_skipped, not_credited). */
-#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +93,7 @@
 #include "doc/doc.h"
 #include "txn/order/order.h"
 #include "txn/transfer/transfer.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 const dtx__kind_t dtx__order_kind = {DTX__ORDERS, "state"};
@@ -109,7 +110,7 @@ int dtx__order_check_id(const char *id) {
 
 void dtx__order_tx_id(const char *trade, int64_t attempt, char *buf,
                       size_t n) {
-  assert(attempt >= 1);
+  DTX_ASSERT(attempt >= 1, "O1"); /* every caller checked it */
   if (attempt == 1)
     snprintf(buf, n, DTX__ORDER_TX_PREFIX "%s", trade);
   else
@@ -361,8 +362,8 @@ static int credit(dtx__exec_t *ex, const json_t *o, int checked,
   char next[160];
   json_t *tx = NULL, *done = NULL;
   *out = NULL;
-  assert(dtx__state_is(o, DTX_OS_CONFIRMING)); /* O2 */
-  assert(dtx__str_is(o, "owner", ex->owner));  /* O4: under its claim */
+  DTX_ASSERT(dtx__state_is(o, DTX_OS_CONFIRMING), "O2");
+  DTX_ASSERT(dtx__str_is(o, "owner", ex->owner), "O4"); /* under its claim */
   int rc = checked ? 0 : precheck(ex, o); /* O6, O1 */
   if (rc)
     return rc;

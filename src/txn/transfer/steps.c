@@ -18,7 +18,6 @@
  * credit or refund can always land: a committed transfer can always be
  * finished.  Accounts stored before ceilings existed get theirs when a
  * step first needs it (upgrade()). */
-#include <assert.h>
 #include <string.h>
 
 #include "doc/doc.h"
@@ -112,8 +111,12 @@ int dtx__tx_take_marker_after(dtx__exec_t *ex, const char *point,
                               int64_t amount, json_t *inc, int tomb, int tried,
                               enum dtx__taken *out) {
   int needs_ceiling = json_object_get(inc, "ceiling") != NULL, rc = 0;
-  assert(amount > 0); /* the transfer's validator: amounts are >= 1 */
   *out = DTX__ABSENT;
+  if (amount <= 0) { /* the validator's minimum, unless written past it */
+    json_decref(inc);
+    return dtx__err(DTX_ESTATE, "transfer %s has amount %lld: no marker "
+                    "carries it", txid, (long long)amount);
+  }
   for (int round = 0; round < ROUNDS; round++) {
     int matched = 0;
     if (round > 0 || !tried) {
@@ -177,12 +180,12 @@ int dtx__tx_take_marker(dtx__exec_t *ex, const char *point, const char *id,
 
 void dtx__tx_mark_op(dtx__kit_upd_t *u, const json_t *tx) {
   const char *id = dtx__str(tx, "_id"), *to = dtx__str(tx, "to");
-  int64_t amount = dtx__int(tx, "amount");
-  assert(amount > 0); /* so INT64_MAX - amount below cannot wrap (I7) */
+  int64_t amount = dtx__int(tx, "amount"); /* >= 1 but past the validator */
+  int64_t room = INT64_MAX - (amount > 0 ? amount : 0); /* never wraps (I7) */
   u->point = "transfer.mark_payee";
   u->coll = DTX_ACCOUNTS;
   u->filter = dtx__pack("{s:s,s:{s:I},s:{s:s},s:{s:s}}", "_id", to, "ceiling",
-                        "$lte", (json_int_t)(INT64_MAX - amount), "pending.tx",
+                        "$lte", (json_int_t)room, "pending.tx",
                         "$ne", id, "voids.tx", "$ne", id);
   u->update = dtx__pack(
       "{s:{s:I},s:{s:{s:s,s:s,s:I,s:I}}}", "$inc", "ceiling",

@@ -88,13 +88,13 @@
  *     against its log) stops writes and sweeps there (dtx__vr_root_check)
  *     and is the audit's to report.
  */
-#include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "doc/doc.h"
 #include "txn/version/version.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 /* ---- ids and root helpers ----------------------------------------------------- */
@@ -328,7 +328,7 @@ static int put_once(dtx__exec_t *ex, const dtx_version_put_req_t *req,
   dtx__id_new(token);
   if ((rc = reserve(ex, root, token, &v)))
     goto out;
-  assert(v > base); /* V3: reserved after base was read */
+  DTX_ASSERT(v > base, "V3"); /* reserved past the checked root */
   for (size_t i = 0; i < req->nchildren; i++) {
     const dtx_version_child_t *c = &req->children[i];
     if (c->doc)
