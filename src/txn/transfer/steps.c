@@ -22,6 +22,7 @@
 
 #include "doc/doc.h"
 #include "txn/transfer/transfer.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 /* Tombstones an account keeps at most: the newest (see I8). */
@@ -65,6 +66,7 @@ static int upgrade(dtx__exec_t *ex, const char *point, const json_t *acct) {
   if (sum > INT64_MAX || sum < INT64_MIN)
     return dtx__err(DTX_ESTATE, "account %s: balance and pending markers "
                     "pass int64: not every marker can land", id);
+  DTX_ASSERT(!json_object_get(acct, "ceiling"), "I7"); /* set once, here */
   return dtx__kit_update(
       ex, point, DTX_ACCOUNTS,
       dtx__pack("{s:s,s:{s:b},s:O,s:O}", "_id", id, "ceiling", "$exists", 0,
@@ -76,6 +78,7 @@ static int upgrade(dtx__exec_t *ex, const char *point, const json_t *acct) {
 
 /* $push of a tombstone for txid, keeping the newest VOIDS_MAX. */
 static json_t *tombstone(const char *txid) {
+  DTX_ASSERT(txid, "I8");
   return dtx__pack("{s:{s:[{s:s,s:I}],s:i}}", "voids", "$each", "tx", txid,
                    "at", (json_int_t)dtx__now_ms(), "$slice", -VOIDS_MAX);
 }
@@ -85,6 +88,8 @@ static json_t *tombstone(const char *txid) {
 void dtx__tx_take_op(dtx__kit_upd_t *u, const char *point, const char *id,
                      const char *txid, const char *op, int64_t amount,
                      const json_t *inc, int tomb) {
+  /* I4: a marker comes off with what it carried, in the same step. */
+  DTX_ASSERT(point && id && txid && json_is_object(inc), "I4");
   u->point = point;
   u->coll = DTX_ACCOUNTS;
   u->filter = dtx__pack("{s:s,s:{s:{s:s,s:s,s:I}}}", "_id", id, "pending",
@@ -166,6 +171,10 @@ int dtx__tx_take_marker_after(dtx__exec_t *ex, const char *point,
                     "kept changing", op, txid, id);
   }
   json_decref(inc);
+  /* I9: never "nothing matched": taken, absent, or the account gone. */
+  DTX_ASSERT(rc || *out == DTX__TAKEN || *out == DTX__ABSENT ||
+                 *out == DTX__GONE,
+             "I9");
   return rc;
 }
 

@@ -241,6 +241,8 @@ static int debit_op(const json_t *tx, const json_t *acct, dtx__kit_upd_t *u,
     return 1;
   }
   *min = json_incref(m);
+  /* I1: the filter below keeps balance - amount >= min_balance. */
+  DTX_ASSERT(json_is_null(m) || floor - amount == json_integer_value(m), "I1");
   u->point = "transfer.debit";
   u->coll = DTX_ACCOUNTS;
   u->filter = dtx__pack("{s:s,s:O,s:{s:I},s:{s:s},s:{s:s}}", "_id", from,
@@ -307,6 +309,7 @@ static int debit(dtx__exec_t *ex, const json_t *tx, const json_t *payer,
 }
 
 static const char *refusal_reason(enum dtx__marked why, int payer) {
+  DTX_ASSERT(why != DTX__MK_DONE && why != DTX__MK_FENCED, "I5");
   if (why == DTX__MK_MISSING)
     return DTX_REASON_NOACCOUNT;
   if (why == DTX__MK_BADLIMIT)
@@ -390,6 +393,8 @@ int dtx__tx_prepare_rest(dtx__exec_t *ex, const json_t *tx, int pair,
     rc = begin_rollback(ex, tx, refusal_reason(mwhy, 0), out);
     return rc == DTX_ENOMATCH ? 0 : rc;
   }
+  /* I6: the commit starts only once both of the prepare pair landed. */
+  DTX_ASSERT(why == DTX__MK_DONE && mwhy == DTX__MK_DONE, "I6");
   rc = move(ex, "transfer.commit", tx, DTX_ST_PREPARING, DTX_ST_COMMITTED,
             DTX__FENCED, NULL, out);
   return rc == DTX_ENOMATCH ? 0 : rc; /* fenced: recovery rolled it back */
@@ -475,6 +480,8 @@ int dtx__tx_finish_rest(dtx__exec_t *ex, const json_t *tx, int cleared,
                     "(the transfer stays committed; see docs/transfers.md, "
                     "\"An account deleted mid-transfer\")", id, to,
                     (long long)amount);
+  /* I9: succeeded only once the payee's credit landed (now or before). */
+  DTX_ASSERT(got == DTX__TAKEN || got == DTX__ABSENT, "I9");
   rc = move(ex, "transfer.finish", tx, DTX_ST_COMMITTED, DTX_ST_SUCCEEDED, 0,
             NULL, out);
   return rc == DTX_ENOMATCH ? 0 : rc; /* someone else finished it */
@@ -602,6 +609,7 @@ static int drive(dtx__exec_t *ex, const json_t *start, int wait_owner,
 }
 
 int dtx__tx_fail(dtx__exec_t *ex, const char *id, int rc, json_t **out) {
+  DTX_ASSERT(rc < 0 && DTX__IS_CODE(rc), "transfer.fail");
   /* The error's detail, kept across the read below (every store call
    * starts with a clean detail), and naming the transfer: an OVERFLOW or
    * TYPE from an account step says which transfer it stopped. */
@@ -826,6 +834,7 @@ static int cancel(dtx__exec_t *ex, const char *id, json_t **out) {
       rc = dtx__tx_takeover(ex, tx, DTX_REASON_CANCELED, json_object(),
                             "transfer.cancel.begin", &next);
     if (rc == 0 && next) {
+      DTX_ASSERT(dtx__state_is(next, DTX_ST_FAILED), "I5"); /* never committed */
       json_decref(tx);
       *out = next;
       return 0;
