@@ -200,6 +200,9 @@ static int create(dtx__exec_t *ex, const dtx_order_req_t *r, json_t **out) {
   if (rc || (rc = dtx__tx_settlement(ex, settlement_of(r), NULL, "orders")))
     return rc;
   dtx__order_tx_id(r->trade_id, 1, txid, sizeof txid);
+  /* O6: what create checked goes in as it was checked. */
+  DTX_ASSERT(r->amount >= 1 && strcmp(r->account, settlement_of(r)) != 0,
+             "O6");
   int64_t now = dtx__now_ms();
   o = json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:I,s:I,s:n,s:I,s:I,s:I}", "_id",
                 r->trade_id, "account", r->account, "amount",
@@ -274,6 +277,7 @@ static int check_chain(dtx__exec_t *ex, const char *id, int64_t attempt,
                        const char *txid) {
   json_t *tx = NULL;
   char prev[160];
+  DTX_ASSERT(attempt >= 2 && txid, "O1"); /* precheck's: n-1 exists */
   int rc = dtx__kit_get(ex, DTX_TRANSFERS, txid, &tx);
   json_decref(tx);
   tx = NULL;
@@ -367,6 +371,7 @@ static int credit(dtx__exec_t *ex, const json_t *o, int checked,
   int rc = checked ? 0 : precheck(ex, o); /* O6, O1 */
   if (rc)
     return rc;
+  DTX_ASSERT(attempt >= 1 && txid, "O1"); /* dtx__order_recheck's */
   rc = DTX_FAULTPOINT("order.credit");
   if (rc)
     return rc;
@@ -386,6 +391,7 @@ static int credit(dtx__exec_t *ex, const json_t *o, int checked,
     return rc;
   }
   if (dtx__state_is(done, DTX_ST_SUCCEEDED)) { /* O3 */
+    DTX_ASSERT(dtx__str_is(done, "_id", txid), "O3"); /* this attempt's */
     json_decref(done);
     return move(ex, "order.confirm.commit", o, DTX_OS_CONFIRMING,
                 DTX_OS_CONFIRMED, DTX__FENCED,
@@ -407,6 +413,8 @@ static int credit(dtx__exec_t *ex, const json_t *o, int checked,
   }
   if (!retryable(done))
     (*declines)--;
+  /* O1: attempt n is failed, terminal: n+1 may be recorded. */
+  DTX_ASSERT(dtx__state_is(done, DTX_ST_FAILED) && *declines >= 0, "O1");
   json_decref(done);
   /* O1: attempt n is failed, a terminal state: n+1 may be recorded. */
   dtx__order_tx_id(id, attempt + 1, next, sizeof next);
@@ -465,6 +473,7 @@ int dtx__order_drive(dtx__exec_t *ex, const json_t *start, int declines,
       checked = rc == 0 && next ? dtx__int(next, "attempt") : 0;
       credited = rc == 0 && dtx__state_is(next, DTX_OS_CONFIRMED);
     } else if (credited || (rc = check_credited(ex, o)) == 0) {
+      DTX_ASSERT(dtx__state_is(o, DTX_OS_CONFIRMED), "O3");
       rc = move(ex, "order.finish", o, DTX_OS_CONFIRMED, DTX_OS_SUCCESS,
                 DTX__FENCED,
                 NULL, json_pack("{s:n,s:I}", "owner", "lease_until",
@@ -649,6 +658,10 @@ static int recover(dtx__exec_t *ex, const dtx_recover_opts_t *ro,
   json_array_foreach(list, i, o) {
     json_t *id = json_object_get(o, "_id"), *taken = NULL, *out = NULL,
            *cond = NULL;
+    /* O4: only a confirming or confirmed order is taken over. */
+    DTX_ASSERT(dtx__state_is(o, DTX_OS_CONFIRMING) ||
+                   dtx__state_is(o, DTX_OS_CONFIRMED),
+               "O4");
     if (!dtx__kit_abandoned(ro, dtx__int(o, "updated"),
                             dtx__int(o, "lease_until"), now)) {
       dtx__tally_skip(t, ro->older_than_ms >= 0
@@ -722,6 +735,33 @@ static const char order_transition[] =
     MOVE(DTX_OS_CONFIRMED, DTX_OS_SUCCESS) "]}";
 #undef MOVE
 
+/* The shape of an order (kit.h, dtx__shape_def_t): who holds it in each
+ * state.  A pending or canceled order was never claimed (epoch 0, no
+ * owner, its first attempt: O2); a confirming or confirmed one is held
+ * under a claim (O4: an owner, epoch >= 1); a finished one was claimed
+ * and let go (no owner). */
+static int order_fits(const json_t *o, char *why, size_t n) {
+  const json_t *ep = json_object_get(o, "epoch");
+  int64_t epoch = json_is_integer(ep) ? (int64_t)json_integer_value(ep) : -1;
+  const char *owner = dtx__str(o, "owner");
+  const char *st = dtx__str(o, "state") ? dtx__str(o, "state") : "?";
+  if (dtx__state_is(o, DTX_OS_PENDING) || dtx__state_is(o, DTX_OS_CANCELED)) {
+    if (epoch != 0 || owner || dtx__int(o, "attempt") != 1)
+      return dtx__shape_bad(why, n, "state %s, yet claimed (epoch %lld, "
+                            "owner %s, attempt %lld) (O2)", st,
+                            (long long)epoch, owner ? owner : "none",
+                            (long long)dtx__int(o, "attempt"));
+  } else if (epoch < 1 ||
+             (owner == NULL) != dtx__state_is(o, DTX_OS_SUCCESS)) {
+    return dtx__shape_bad(why, n, "state %s, but epoch %lld and owner %s "
+                          "(O4)", st, (long long)epoch, owner ? owner : "none");
+  }
+  return 0;
+}
+
+static const dtx__shape_def_t shapes[] = {{DTX__ORDERS, order_fits},
+                                          {NULL, NULL}};
+
 static const dtx__rules_def_t rules[] = {
     /* Only a canceled order goes: it never had a transfer (O2).  Any other
      * explains a credit, or may still get one. */
@@ -747,4 +787,5 @@ const dtx__pattern_t dtx__order_pattern = {
     .recover = recover,
     .audit = dtx__order_audit,
     .rules = rules,
+    .shapes = shapes,
 };
