@@ -97,6 +97,7 @@ static json_t *copy_update(const dtx__sync_rule_t *r, const json_t *master,
     else
       json_object_set_new(unset, r->dst[i], json_string(""));
   }
+  DTX_ASSERT(v >= 1, "S1"); /* the version the write stamps, checked */
   if (set)
     json_object_set_new(set, r->dpath, json_integer((json_int_t)v));
   json_t *u = set && unset ? json_pack("{s:O}", "$set", set) : NULL;
@@ -116,6 +117,7 @@ int dtx__sync_propagate(dtx__exec_t *ex, const dtx__sync_rule_t *r,
   if (v < 1)
     return dtx__err(DTX_ECONFLICT, "sync rule %s: master has no version "
                     "(%s)", r->name, r->vpath);
+  DTX_ASSERT(r->ncopy >= 1 && r->ncopy <= DTX__SYNC_MAX_COPY, "S3");
   json_t *filter = json_pack("{s:O}", r->link, id), *deps = NULL, *dep;
   int rc = filter ? dtx__kit_find(ex, r->dependents, filter, NULL, &deps)
                   : DTX_ENOMEM;
@@ -143,6 +145,7 @@ int dtx__sync_clear(dtx__exec_t *ex, const dtx__sync_rule_t *r,
                     const json_t *master_id, const char *stamp,
                     const char *point, int *cleared) {
   /* S2: only the flag this change (or this repair) read. */
+  DTX_ASSERT(stamp && master_id, "S2");
   return dtx__kit_update(
       ex, point, r->master,
       json_pack("{s:O,s:s}", "_id", master_id, r->fstamp, stamp),
@@ -240,6 +243,7 @@ static int affected(dtx__exec_t *ex, dtx__sync_rule_t *named,
       (*set)[(*n)++] = all[i];
       memset(&all[i], 0, sizeof all[i]);
     }
+    DTX_ASSERT(*n >= 1 && *n <= nall + 1, "S3"); /* the named rule first */
   }
   dtx__sync_rules_free(all, nall);
   return rc;
@@ -261,6 +265,7 @@ static json_t *master_update(const dtx__exec_t *ex,
     json_object_set_new(u, "$set", set_ = json_object());
   if (!json_is_object(inc) || !json_is_object(set_))
     return u; /* the store refuses the bad argument, naming it */
+  DTX_ASSERT(n >= 1 && stamp, "S2"); /* one stamp for the whole change */
   for (size_t i = 0; i < n; i++) {
     const dtx__sync_rule_t *r = &set[i];
     json_object_set_new(inc, r->vpath, json_integer(1));
@@ -279,6 +284,7 @@ static int master_step(dtx__exec_t *ex, const dtx__sync_rule_t *set,
   const dtx__sync_rule_t *r = &set[0];
   char stamp[25];
   dtx__id_new(stamp);
+  DTX_ASSERT(n >= 1 && id, "S2");
   int rc = dtx__kit_modify(
       ex, "sync.master", r->master,
       json_pack("{s:s,s:{s:s}}", "_id", id, r->spath, "$ne", stamp),
@@ -302,6 +308,11 @@ static int master_step(dtx__exec_t *ex, const dtx__sync_rule_t *set,
                   "change followed); the master's flag leads repair to "
                   "propagate whatever it holds", r->name, id);
   }
+  /* S2: the step that returns is this change's: its own stamp. */
+  DTX_ASSERT(rc || (json_is_string(dtx__sync_get(*out, r->spath)) &&
+                    strcmp(json_string_value(dtx__sync_get(*out, r->spath)),
+                           stamp) == 0),
+             "S2");
   return rc;
 }
 
@@ -414,6 +425,7 @@ static void repair_rule(dtx__exec_t *ex, const dtx__sync_rule_t *r,
       dtx__tally_error(t, id, rc);
       continue;
     }
+    DTX_ASSERT(stale, "S2"); /* a repair takes only an abandoned flag */
     /* m is the master as it is now: its values and version travel
      * together, and the clear below happens only if no change came since
      * (a new change writes a new stamp). */
