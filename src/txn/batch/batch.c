@@ -128,6 +128,8 @@ static int apply_one(batch_t *b, const json_t *doc, int *progress) {
   const json_t *id = json_object_get(doc, "_id");
   json_t *f = marker_filter(b, 0), *now = NULL;
   int matched = 0, rc;
+  /* B1: the step writes this run's marker with UPDATE (DIGEST:RUN). */
+  DTX_ASSERT(b->stamp[16] == ':' && b->mpath[0], "B1");
   if (f)
     json_object_set(f, "_id", (json_t *)id);
   rc = f ? dtx__kit_update(&b->ex, "batch.apply", b->coll, f,

@@ -300,11 +300,13 @@ static int credit_one(run_t *r, const char *id, int64_t bal) {
       return rc;
     dtx__err_clear();
     if (amount < 0) { /* the first attempt: from the balance read */
+      DTX_ASSERT(bal > 0, "N1"); /* account_one's */
       amount = interest_of(bal, r->req->rate_ppm);
       if (amount == 0) {
         r->zero++;
         return 0;
       }
+      DTX_ASSERT(amount >= 1 && amount <= bal, "N1");
       if ((rc = later_attempt(r, id)))
         return rc;
       if (bal > INT64_MAX - amount)
@@ -350,6 +352,7 @@ static int account_one(run_t *r, const json_t *acc) {
     return 0;
   }
   r->accounts++;
+  DTX_ASSERT(bal > 0, "N1"); /* only a positive balance earns */
   int rc = credit_one(r, id, bal);
   if (rc && !stops_run(rc)) {
     refuse(r, id, rc);
