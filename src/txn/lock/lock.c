@@ -192,6 +192,7 @@ static int create(dtx__exec_t *ex, const char *name, int64_t ttl) {
   }
   if (rc)
     return rc;
+  DTX_ASSERT(seed >= 0, "K1"); /* the largest token NAME fenced, or 0 */
   json_t *doc = json_pack("{s:s,s:n,s:I,s:I,s:I,s:I,s:I,s:s}", "_id", name,
                           "owner", "token", (json_int_t)seed, "expires",
                           (json_int_t)0, "ttl", (json_int_t)ttl, "acquired",
@@ -236,6 +237,7 @@ static int try_acquire(dtx__exec_t *ex, const char *name, int64_t ttl,
   json_t *seen_token = json_incref(json_object_get(*doc, "token"));
   json_decref(*doc);
   *doc = NULL;
+  DTX_ASSERT(top >= r && top >= t, "K1");
   if (!json_is_integer(seen_token) || top == INT64_MAX) {
     rc = seen_token && !json_is_integer(seen_token)
              ? dtx__err(DTX_ESTATE, "lock '%s': its token is not an "
@@ -265,8 +267,7 @@ static int try_acquire(dtx__exec_t *ex, const char *name, int64_t ttl,
                           doc);
   /* The store's own step set both: the token handed out is above every
    * one before it, and the lock's record moved with it. */
-  DTX_ASSERT(rc || (dtx__int(*doc, "token") == top + 1 && top + 1 >= 1),
-             "K1");
+  DTX_ASSERT(rc || dtx__int(*doc, "token") == top + 1, "K1");
   DTX_ASSERT(rc || own_record(*doc, name) == top + 1, "K4");
   if (rc != DTX_ENOMATCH && rc != DTX_EFENCED)
     return rc;
@@ -425,6 +426,11 @@ static int change(dtx_store_t *st, const char *name, int64_t token,
   json_t *doc = NULL;
   rc = dtx__kit_modify(&ex, release ? "lock.release" : "lock.renew",
                        DTX_LOCKS, filter, update, NULL, &doc);
+  /* K1, K3: a renew or release never moves the token, and a release
+   * lets the lease go (its one step). */
+  const json_t *t = rc ? NULL : json_object_get(doc, "token");
+  DTX_ASSERT(!json_is_integer(t) || json_integer_value(t) == token, "K1");
+  DTX_ASSERT(rc || !release || !dtx__str(doc, "owner"), "K3");
   if (rc == DTX_ENOMATCH)
     return not_current(&ex, name, token);
   if (rc == 0)
@@ -614,6 +620,7 @@ static int lock_audit(dtx__audit_t *a) {
                          dtx__str(s, "where"));
     }
   }
+  DTX_ASSERT(held <= n && fenced_names <= n, "K3");
   if (rc == 0) {
     dtx__audit_set(a, "locks", json_integer(n));
     dtx__audit_set(a, "held", json_integer(held));
