@@ -745,8 +745,15 @@ static const char job_shape[] =
  *    effects would be judged anew), nor a canceled one revived.
  *  - fx_cleared, once true, stays true (a retry after the markers went
  *    could apply the effects twice).
- * What the rule cannot compare (a pin rewritten to another document,
- * attempts reset on a running job) the audit reports (audit.c). */
+ *  - fx_pins and fx_colls change only by the job's own steps (a rule of
+ *    scope "plain"): a pin forgotten or moved by hand made the next call
+ *    of the effect pick a second document (effect.c F1), and a collection
+ *    taken off the list hid a marker from recovery.
+ * The delete guard admits a terminal job whose markers are gone (fx_colls
+ * emptied by recovery): a job deleted with markers left, then added again
+ * under its id, would apply its effects a second time.
+ * What the rules cannot compare (attempts reset on a running job) the
+ * audit reports (audit.c). */
 #define S_(x) "\"" x "\""
 #define TERMINAL_MOVE(st)                                                     \
   "{\"name\":\"forget-markers(" st ")\",\"from\":{\"state\":" S_(st)      \
@@ -778,7 +785,12 @@ static const char job_transition[] =
     "{\"name\":\"markers-kept\",\"from\":{\"fx_cleared\":{\"$ne\":true}},"
     "\"to\":{}},"
     "{\"name\":\"markers-forgotten\",\"from\":{\"fx_cleared\":true},"
-    "\"to\":{\"fx_cleared\":true}}]}]";
+    "\"to\":{\"fx_cleared\":true}}]},"
+    "{\"scope\":\"plain\",\"steps\":[\"job\"],"
+    "\"immutable\":[\"" DTX_JOB_PINS "\",\"fx_colls\"],"
+    "\"why\":\"a job's effect pins and collections change only by its "
+    "steps: a pin moved or forgotten applies the effect to a second "
+    "document (docs/jobs.md)\"}]";
 #undef TERMINAL_MOVE
 #undef S_
 
@@ -805,7 +817,8 @@ static const dtx__shape_def_t shapes[] = {{DTX_JOBS, job_fits},
 static const dtx__rules_def_t rules[] = {
     {DTX_JOBS, job_shape,
      "{\"state\":{\"$in\":[\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD
-     "\",\"" DTX_JOB_CANCELED "\"]}}", job_transition},
+     "\",\"" DTX_JOB_CANCELED "\"]},\"fx_colls.0\":{\"$exists\":false}}",
+     job_transition},
     {NULL, NULL, NULL, NULL},
 };
 

@@ -750,6 +750,17 @@ int dtx__kit_ensure(dtx_store_t *st, const dtx__pattern_t *p);
 /* The name before rules existed (same function). */
 #define dtx__kit_ensure_indexes(st, p) dtx__kit_ensure((st), (p))
 
+/* Adds the transition rule `rule` (JSON text) to a user's collection
+ * coll unless its rules hold it already: after the user's own (an object
+ * becomes an array of both), the validator and delete guard kept as they
+ * are.  How a pattern that keeps markers in the user's documents (batch
+ * markers, job effect markers) keeps plain writes off them, before it
+ * writes the first one.  The rule names its pattern ("pattern": P), so a
+ * plain change of the collection's rules may not take it away
+ * (docs/validation.md); it is set past that check.  A change of rules
+ * costs a catalog version, so it is made only when missing. */
+int dtx__kit_guard_coll(dtx_store_t *st, const char *coll, const char *rule);
+
 /* 1 when the store holds none of the collections p lists (p lists at
  * least one): p has nothing to recover or claim there, and ensuring it
  * would create them -- every pattern's tables and indexes in a store that
