@@ -657,7 +657,7 @@ typedef struct dtx__pattern {
                      int *rcs, char **details);
   /* Optional, its shape checks, ended by {NULL}: run after every move in
    * debug builds (an abort when a move breaks one) and by the audit on
-   * every document in every build (a finding, "shape"). */
+   * every document in every build (a finding, "bad_shape"). */
   const dtx__shape_def_t *shapes;
 } dtx__pattern_t;
 
