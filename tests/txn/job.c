@@ -608,11 +608,10 @@ static void test_effect_race(void) {
   }
   CHECKF(count_state("race", "succeeded") == RACE_JOBS, "%d of %d succeeded",
          count_state("race", "succeeded"), RACE_JOBS);
-  json_t *claimed = NULL, *c;
+  json_t *claimed = NULL, *c, *f = J("{\"claimed\":true}");
   size_t i;
-  CHECK_RC(dtx_store_find(st, "coupons_race",
-                          J("{\"claimed\":true}"), NULL, &claimed),
-           0);
+  CHECK_RC(dtx_store_find(st, "coupons_race", f, NULL, &claimed), 0);
+  json_decref(f);
   json_t *owners = json_object();
   json_array_foreach(claimed, i, c) {
     const char *by = dtx__str(c, "by");

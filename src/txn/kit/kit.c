@@ -482,6 +482,7 @@ int dtx__kit_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
   rc = modify(ex, m->point, k->coll, filter, upd, NULL, out, &unsure);
   if (rc == DTX_ENOMATCH && unsure)
     rc = dtx__kit_own_move(ex, k, doc, m, out);
+  dtx__kit_move_check(ex, k, doc, m, rc, *out);
   return rc;
 }
 

@@ -11,6 +11,7 @@
  * (docs/batching.md), so a batch only changes how many round trips and
  * commits the steps cost, never what any one of them does. */
 #include "txn/kit/kit.h"
+#include "txn/kit/kit_int.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -245,6 +246,7 @@ int dtx__kit_move_many(dtx__exec_t *ex, const dtx__kind_t *k,
       rcs[i] = dtx__kit_own_move(ex, k, docs[i], &m[i], &outs[i]);
     else if (o->rc && o->detail)
       why[i] = strdup(o->detail);
+    dtx__kit_move_check(ex, k, docs[i], &m[i], rcs[i], outs[i]);
   }
   dtx__kit_ops_clear(ops, nb);
   dtx__err_clear();
