@@ -16,7 +16,8 @@
 #                 the crash suites run FAULT_JOBS=2 points at a time)
 #   cli           tests/cli/bad_input.sh, transfer_defects.sh,
 #                 transfer_worker.sh and
-#                 tests/crash/tamper.sh and deletes.sh, likewise
+#                 tests/crash/tamper.sh, plainwrite.sh and deletes.sh,
+#                 likewise
 #                 (bad_input about 1.5 minutes per
 #                 target in a release build, so the sanitizer run of
 #                 scripts/test.sh leaves it out)
@@ -254,6 +255,11 @@ cli_on() { # URI
     bash "$ROOT/tests/cli/transfer_worker.sh"
   run_logged "tamper.sh $1" env DTX_REDIS_URI="$1" \
     bash "$ROOT/tests/crash/tamper.sh"
+  # Every other row of the plain-write table on each target, the other
+  # half on the other (the whole table runs on SQLite).
+  run_logged "plainwrite.sh $1" env DTX_REDIS_URI="$1" \
+    PLAINWRITE_TURN=$([ "$1" = "$URI_CL" ] && echo 2 || echo 1) \
+    bash "$ROOT/tests/crash/plainwrite.sh"
   # One document per point on each target, a different one on each (the
   # whole table runs on SQLite): the guard and the audit are the same code.
   run_logged "deletes.sh $1" env DTX_REDIS_URI="$1" \

@@ -44,11 +44,12 @@
  * one off (then the next run applies UPDATE again) or forge one (then it
  * never does).  So before a run marks anything it adds to the
  * collection's transition rules, once, a rule of scope "plain" that keeps
- * DTX_BATCH_FIELD as it is (guard_markers): the batch's own steps still
- * write markers, a plain write may not touch them -- nor may another
- * pattern's step that writes an update its caller chose (a job's effect,
- * a sync copy): the rule exempts the batch's steps only.  docs/scenarios.md
- * says how an operator removes old markers, past the rules. */
+ * DTX_BATCH_FIELD as it is and inserts no document carrying it
+ * (guard_markers): the batch's own steps still write markers, a plain
+ * write may not touch them -- nor may another pattern's step that writes
+ * an update its caller chose (a job's effect, a sync copy): the rule
+ * exempts the batch's steps only.  docs/scenarios.md says how an operator
+ * removes old markers, past the rules. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,10 +170,14 @@ static int apply_one(batch_t *b, const json_t *doc, int *progress) {
   return rc;
 }
 
-/* The plain-write rule on the markers (see the top of this file). */
+/* The plain-write rule on the markers (see the top of this file): kept
+ * as they are by an update, and no document inserted with one -- a copy
+ * of a marked document would be skipped by the batch's rerun as if the
+ * batch had updated it. */
 static const char marker_rule[] =
     "{\"pattern\":\"batch\",\"scope\":\"plain\",\"steps\":[\"batch\"],"
     "\"immutable\":[\"" DTX_BATCH_FIELD "\"],"
+    "\"insert\":{\"" DTX_BATCH_FIELD "\":{\"$exists\":false}},"
     "\"why\":\"batch markers make each batch update a document once; they "
     "change only by doctx batch-update (docs/scenarios.md)\"}";
 

@@ -10,7 +10,10 @@
  *     "bad_sync_flag": a plain write could otherwise keep a change from
  *     repair for ever by moving its lease far ahead;
  *   - a master version that is not a positive integer is a
- *     "sync_version" (the transition rule keeps it from falling back);
+ *     "sync_version" (the transition rule keeps it from falling back), and
+ *     so is a dependent's _sync that is not an object, and a master's
+ *     _syncing that is not one a "bad_sync_flag": no change could write
+ *     there (its propagation, or its master step, would fail for ever);
  *   - a rule document that is not a valid rule is a "bad_rule", two
  *     rules that cannot both hold (dtx__sync_clash) a "sync_rule_clash",
  *     and a rule whose collections lack its transition rules a
@@ -75,6 +78,14 @@ static int load_masters(dtx__audit_t *a, const dtx__sync_rule_t *r,
       dtx__audit_finding(a, "sync_version", "rule %s: master %s of %s has "
                          "%s that holds no version (a positive integer v)",
                          r->name, key ? key : "?", r->master, r->vpath);
+    /* _syncing itself no object (a plain write): the next change's
+     * master step cannot set its flag there and fails, for every rule. */
+    const json_t *flags = json_object_get(m, DTX__SYNC_FLAG);
+    if (flags && !json_is_object(flags))
+      dtx__audit_finding(a, "bad_sync_flag", "rule %s: master %s of %s has "
+                         "%s that is not an object: no change can set its "
+                         "flag (remove it)", r->name, key ? key : "?",
+                         r->master, DTX__SYNC_FLAG);
     if (flag && !good_flag(flag)) {
       n->flags++;
       dtx__audit_finding(a, "bad_sync_flag", "rule %s: master %s of %s has "
@@ -112,6 +123,13 @@ static void check_dependent(dtx__audit_t *a, const dtx__sync_rule_t *r,
                             const json_t *dep, const json_t *master) {
   char *did = text_of(json_object_get(dep, "_id"));
   const json_t *dv = json_object_get(dep, DTX__SYNC_DEP);
+  /* _sync itself no object (a plain write): the next change cannot
+   * record its version there, so its propagation fails for ever. */
+  if (dv && !json_is_object(dv))
+    dtx__audit_finding(a, "sync_version", "rule %s: dependent %s of %s has "
+                       "%s that is not an object: no change can record its "
+                       "version (remove it)", r->name, did ? did : "?",
+                       r->dependents, DTX__SYNC_DEP);
   dv = json_object_get(dv, r->name);
   int64_t mv = dtx__sync_version(r, master);
   if (dv && (!json_is_integer(dv) || json_integer_value(dv) > mv))
