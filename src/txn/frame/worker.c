@@ -158,9 +158,8 @@ static void *work(void *arg) {
   dtx__thread_t *w = arg;
   shared_t *sh = w->shared;
   dtx__exec_t ex;
-  dtx__exec_init(&ex, sh->st, sh->o->owner, sh->o->lease_ms,
-                 sh->o->deadline_ms);
-  dtx__exec_rename(&ex, "%.120s#%d", ex.owner, w->n);
+  dtx__exec_init_thread(&ex, w, sh->st, sh->o->owner, sh->o->lease_ms,
+                        sh->o->deadline_ms);
   dtx__idle_t idle = {0};
   while (!stopping(sh)) {
     int did = 0, failed = 0;

@@ -103,15 +103,6 @@ static void check_job(dtx__audit_t *a, const char *id, const json_t *j,
   }
 }
 
-static int lists(const json_t *arr, const char *s) {
-  size_t i;
-  json_t *v;
-  json_array_foreach(arr, i, v) if (json_is_string(v) &&
-                                    strcmp(json_string_value(v), s) == 0)
-      return 1;
-  return 0;
-}
-
 static int lists_value(const json_t *arr, const json_t *x) {
   size_t i;
   json_t *v;
@@ -218,7 +209,7 @@ static void check_marker(dtx__audit_t *a, const json_t *job,
   if (!job) {
     dtx__audit_finding(a, "orphan_marker", "%s %s holds a marker of job %s, "
                        "which does not exist", coll, dn, jid ? jid : "?");
-  } else if (!lists(json_object_get(job, "fx_colls"), coll)) {
+  } else if (!dtx__lists(job, "fx_colls", coll)) {
     dtx__audit_finding(a, "orphan_marker", "%s %s holds a marker of job %s, "
                        "which does not list %s in fx_colls%s", coll, dn, jid,
                        coll,

@@ -216,15 +216,6 @@ static int legacy_marker(dtx__exec_t *ex, const char *id, const char *key,
   return rc;
 }
 
-static int lists(const json_t *arr, const char *s) {
-  size_t i;
-  json_t *v;
-  json_array_foreach(arr, i, v) if (json_is_string(v) &&
-                                    strcmp(json_string_value(v), s) == 0)
-      return 1;
-  return 0;
-}
-
 /* The fence step (job.effect.fence): the job still running at epoch,
  * its pin of key as read (pinned: id T; else absent, and then it pins
  * fresh), fx_colls and fx_until raised.  DTX_ENOMATCH when the job moved
@@ -377,7 +368,7 @@ static int round_once(fx_t *x, int *indexed, int *applied, int *again) {
     /* A job that lists coll but has no pin of the key may hold a marker
      * made before effects were pinned: that one counts. */
     int found = 0;
-    if (lists(json_object_get(job, "fx_colls"), x->coll) &&
+    if (dtx__lists(job, "fx_colls", x->coll) &&
         (rc = legacy_marker(x->ex, x->id, x->key, x->coll, &found)))
       goto out;
     if (found)

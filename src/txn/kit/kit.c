@@ -607,6 +607,16 @@ int dtx__str_is(const json_t *doc, const char *key, const char *value) {
   return s && strcmp(s, value) == 0;
 }
 
+int dtx__lists(const json_t *doc, const char *key, const char *value) {
+  size_t i;
+  json_t *v;
+  json_array_foreach(json_object_get(doc, key), i, v) {
+    if (json_is_string(v) && strcmp(json_string_value(v), value) == 0)
+      return 1;
+  }
+  return 0;
+}
+
 int dtx__state_is(const json_t *doc, const char *state) {
   return dtx__str_is(doc, "state", state);
 }

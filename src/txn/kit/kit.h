@@ -493,6 +493,8 @@ int64_t dtx__int(const json_t *doc, const char *key);
 int dtx__str_is(const json_t *doc, const char *key, const char *value);
 /* dtx__str_is(doc, "state", state) */
 int dtx__state_is(const json_t *doc, const char *state);
+/* doc's array at key holds the string value. */
+int dtx__lists(const json_t *doc, const char *key, const char *value);
 
 /* Checks an id given by a user: 1..128 of [A-Za-z0-9_.:-]; DTX_EINVAL
  * naming `what` otherwise. */
@@ -739,6 +741,11 @@ typedef struct dtx__thread {
 } dtx__thread_t;
 int dtx__run_threads(int n, void *(*fn)(void *), void *shared,
                      atomic_int *fatal);
+/* A worker thread's executor: as dtx__exec_init, named OWNER#N after
+ * its thread so the workers of one process hold leases apart. */
+void dtx__exec_init_thread(dtx__exec_t *ex, const dtx__thread_t *w,
+                           dtx_store_t *st, const char *owner,
+                           int64_t lease_ms, int64_t deadline_ms);
 
 /* Sets p's collections up: creates its indexes and installs its rules
  * (p->rules; stored rules that differ are replaced, equal ones are left

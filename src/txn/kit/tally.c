@@ -153,6 +153,13 @@ int dtx__idle_round(dtx__idle_t *s, dtx__pacer_t *p, dtx__exec_t *ex,
   return 0;
 }
 
+void dtx__exec_init_thread(dtx__exec_t *ex, const dtx__thread_t *w,
+                           dtx_store_t *st, const char *owner,
+                           int64_t lease_ms, int64_t deadline_ms) {
+  dtx__exec_init(ex, st, owner, lease_ms, deadline_ms);
+  dtx__exec_rename(ex, "%.120s#%d", ex->owner, w->n);
+}
+
 int dtx__run_threads(int n, void *(*fn)(void *), void *shared,
                      atomic_int *fatal) {
   pthread_t tids[256];
