@@ -292,8 +292,9 @@ static int acquire(dtx_store_t *st, const char *name,
     return rc;
   /* Saturated: a wait too large for int64 is "wait as long as it takes"
    * (docs/deadlines.md), not a wait that wrapped and gave up at once. */
-  int64_t until = dtx__add_sat(dtx__mono_ms(), o->wait_ms), pause = 5;
+  int64_t until = dtx__add_sat(dtx__mono_ms(), o->wait_ms);
   dtx__contend_t races = {0};
+  dtx__wait_t held = {.pause = 5, .cap = 200};
   for (;;) {
     json_t *doc = NULL;
     rc = try_acquire(&ex, name, ex.lease_ms, &doc);
@@ -303,7 +304,7 @@ static int acquire(dtx_store_t *st, const char *name,
       /* Taken, the token not yet handed out: where Kleppmann's holder is
        * paused (GC, SIGSTOP) past its lease.  An error here leaves the
        * lock to lapse. */
-      rc = DTX_FAULTPOINT("lock.acquired");
+      rc = dtx__kit_point("lock.acquired", NULL);
       if (rc == 0)
         rc = set_out(doc, out);
       json_decref(doc);
@@ -329,14 +330,7 @@ static int acquire(dtx_store_t *st, const char *name,
     int64_t lapse =
         dtx__add_sat(dtx__sub_sat(dtx__int(doc, "expires"), dtx__now_ms()), 1);
     json_decref(doc);
-    int64_t nap = pause;
-    if (lapse > 0 && lapse < nap)
-      nap = lapse;
-    if (nap > left)
-      nap = left;
-    dtx__deadline_sleep_ms(nap);
-    if (pause < 200)
-      pause *= 2;
+    dtx__kit_wait(&held, lapse > 0 && lapse < left ? lapse : left);
   }
 }
 

@@ -307,7 +307,7 @@ static void round_credit(dtx__exec_t *ex, item_t *its, size_t n) {
     assert(dtx__state_is(o, DTX_OS_CONFIRMING)); /* O2 */
     assert(dtx__str_is(o, "owner", ex->owner));  /* O4: under its claim */
     dtx__order_tx_id(it->id, 1, it->tx, sizeof it->tx); /* round_check */
-    int rc = DTX_FAULTPOINT("order.credit");
+    int rc = dtx__kit_point("order.credit", NULL);
     if (rc) {
       fail_item(ex, it, rc, NULL);
       continue;

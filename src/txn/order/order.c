@@ -366,7 +366,7 @@ static int credit(dtx__exec_t *ex, const json_t *o, int checked,
   int rc = checked ? 0 : precheck(ex, o); /* O6, O1 */
   if (rc)
     return rc;
-  rc = DTX_FAULTPOINT("order.credit");
+  rc = dtx__kit_point("order.credit", NULL);
   if (rc)
     return rc;
   dtx_transfer_req_t req = {.id = txid, .from = dtx__str(o, "settlement"),

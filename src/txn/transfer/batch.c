@@ -122,7 +122,7 @@ static void fail_item(dtx__exec_t *ex, item_t *it, int rc,
 
 /* It leaves the lockstep, to go on alone as `r` says after the rounds. */
 static void split(dtx__exec_t *ex, item_t *it, enum resume r) {
-  int rc = DTX_FAULTPOINT("transfer.batch.split");
+  int rc = dtx__kit_point("transfer.batch.split", NULL);
   it->resume = r;
   it->lane = L_SPLIT;
   if (rc) /* as a failed step: left where it stands, for recovery */
@@ -283,7 +283,7 @@ static int pair_back(dtx__exec_t *ex, item_t *it, const dtx__kit_op_t *ops,
       fail_item(ex, it, o[j].rc, o[j].detail);
       return 0;
     }
-  int rc = DTX_FAULTPOINT(done);
+  int rc = dtx__kit_point(done, NULL);
   if (rc) {
     fail_item(ex, it, rc, NULL);
     return 0;
