@@ -211,11 +211,11 @@ typedef struct dtx__kit_op {
   const char *coll;
   json_t *doc;             /* INSERT: stolen */
   json_t *filter, *update; /* stolen */
-  dtx_update_opts_t upd;   /* UPDATE_ONE's options (members borrowed),
-                              e.g. a fence or a time bound */
-  dtx_fam_opts_t fam;      /* FIND_ONE_AND_UPDATE's (members borrowed),
-                              e.g. return_new */
-  dtx_find_opts_t find;    /* FIND's: sort, limit (members borrowed) */
+  union {                  /* the kind's options (members borrowed) */
+    dtx_update_opts_t upd; /* UPDATE_ONE: e.g. a fence, a time bound */
+    dtx_fam_opts_t fam;    /* FIND_ONE_AND_UPDATE: e.g. return_new */
+    dtx_find_opts_t find;  /* FIND: sort, limit */
+  };
   const char *what;        /* names it when the deadline stops its retries
                               (NULL: point, else coll) */
   const char *step;        /* the rules' step mark (NULL: point) */
@@ -464,14 +464,155 @@ int dtx__kit_await(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
 int dtx__kit_list(dtx_store_t *st, const char *coll, const json_t *filter,
                   const json_t *sort, const dtx_page_t *page, json_t **out);
 
-/* ---- the results of a batched public call ------------------------------------ */
+/* ---- the batch driver: the same protocol for many items at once (many.c) -- */
 
 /* dtx_transfer_execute_many, dtx_order_confirm_many and
- * dtx_ledger_post_many return their outcomes in the caller's array of
- * structs laid out as {int rc; char *detail; json_t *doc;} (the public
- * result types, each checked by DTX__MANY_RES_CHECK where it is used);
- * `size` is one struct's size.  These rules are shared by every such
- * call. */
+ * dtx_ledger_post_many (and the transfer worker's batch) drive many items
+ * of one pattern together: the kit owns the items, their lanes, the split
+ * queue and the results; the pattern gives a table of ROUNDS.  Each
+ * round takes every item still in the LOCKSTEP (or, with keys, the ones
+ * the scheduler lets go) through one step of its protocol:
+ *
+ *   all      the pattern's own round over them (a read of all of them, a
+ *            nested batched call, a lease renewal); or
+ *   build    up to `width` steps per item (dtx__kit_op_t; 0: none this
+ *            round), all items' steps ONE dtx__kit_run; or
+ *   move     one fenced move per item (kind), ONE dtx__kit_move_many;
+ *   then, per item in index order: with DTX__ROUND_FAIL, a step that
+ *   failed for good (not "nothing matched") ends the item as the
+ *   pattern's alone path ends it (def->fail); the round's `done` fault
+ *   point (may be NULL); then back, the pattern's verdict on the outcome.
+ *
+ * An item leaves the lockstep by dtx__batch_split (reaching def->split,
+ * the pattern's fault point for it, may be NULL) or ends by
+ * dtx__batch_end / _fail.  After the rounds, split items are driven on
+ * alone by def->resume, in index order, those split with DTX__SPLIT_LAST
+ * after the others.  With def->keys the rounds run in PASSES: a pass
+ * takes only the items heading the queue of every key they name (an
+ * account, an id), in index order, so two items of one pass never share a
+ * key, and def->again decides after each pass whether another runs.
+ *
+ * Item structs begin with dtx__bitem_t (the kit's part) and are def->isize
+ * bytes; results are the caller's array of structs laid out as
+ * dtx__many_res_t. */
+enum { DTX__LANE_STEP, DTX__LANE_SPLIT, DTX__LANE_DONE };
+#define DTX__SPLIT_LAST 0x100 /* resume code flag: after the other splits */
+#define DTX__ROUND_FAIL 1u
+
+typedef struct dtx__bitem {
+  int lane;   /* DTX__LANE_* */
+  int resume; /* a split item's resume code (the pattern's) */
+  size_t i;   /* its index in the call */
+  size_t op;  /* private: its first step in the round */
+  int nops;   /* private */
+} dtx__bitem_t;
+
+typedef struct dtx__batch dtx__batch_t;
+typedef struct dtx__batch_keys dtx__batch_keys_t;
+
+typedef struct dtx__round {
+  void (*all)(dtx__batch_t *b);
+  int width; /* build: the most steps of one item */
+  int (*build)(dtx__batch_t *b, void *it, dtx__kit_op_t *ops);
+  const dtx__kind_t *kind; /* move: the items' kind */
+  /* move: fills *m (its cond, set, unset stolen) and returns the item's
+   * document to move (borrowed) */
+  const json_t *(*move)(dtx__batch_t *b, void *it, dtx__move_t *m);
+  /* build and move rounds: the item's outcome, ops[0..nops) its steps
+   * (it may take ops[j].out, leaving NULL) */
+  void (*back)(dtx__batch_t *b, void *it, dtx__kit_op_t *ops);
+  const char *done; /* each item's fault point once its results are in */
+  unsigned flags;   /* DTX__ROUND_FAIL */
+} dtx__round_t;
+
+typedef struct dtx__batch_def {
+  const char *noun;         /* "transfers": for the summary */
+  const char *reqs_name;    /* "reqs": named when the call's input is NULL */
+  size_t isize;             /* sizeof the item struct */
+  const char *split;        /* fault point of an item leaving the lockstep */
+  const dtx__round_t *rounds; /* ended by {0} */
+  /* item i from the call's input b->reqs (it may end it at once) */
+  int (*init)(dtx__batch_t *b, void *it, size_t i);
+  /* ends it with step error rc as its alone path ends: the outcome's rc,
+   * *doc (new reference, may be NULL); NULL: rc and no document */
+  int (*fail)(dtx__batch_t *b, void *it, int rc, json_t **doc);
+  void (*resume)(dtx__batch_t *b, void *it); /* must end it */
+  void (*clear)(void *it);                   /* what the rounds left */
+  /* optional: the keys of item it (dtx__batch_key for each); passes */
+  int (*keys)(void *it, dtx__batch_keys_t *k);
+  /* optional, with keys: after a pass, 1 to run another (b->left > 0) */
+  int (*again)(dtx__batch_t *b);
+} dtx__batch_def_t;
+
+struct dtx__batch {
+  dtx__exec_t *ex;
+  const dtx__batch_def_t *def;
+  const void *reqs; /* the call's input (the pattern's type) */
+  size_t n;
+  size_t left;      /* items not ended */
+  size_t pass;      /* 0, 1, ... (keys) */
+  void *ctx;        /* the pattern's own state for the call */
+  size_t *at, k;    /* the round's items (indexes), in index order */
+  /* private */
+  char *items;
+  char *results;
+  size_t rsize;
+  void *sched;
+  dtx__kit_op_t *ops;
+  const json_t **docs;
+  dtx__move_t *m;
+  json_t **outs;
+  int *rcs;
+  char **details;
+};
+
+/* Item i (of def->isize bytes). */
+void *dtx__batch_item(const dtx__batch_t *b, size_t i);
+/* 1 while it is in the lockstep. */
+int dtx__batch_live(const void *it);
+/* Ends it: rc, this thread's detail, doc (stolen, may be NULL). */
+void dtx__batch_end(dtx__batch_t *b, void *it, int rc, json_t *doc);
+/* Ends it with a step's error: detail (may be NULL: this thread's) made
+ * this thread's, then def->fail. */
+void dtx__batch_fail(dtx__batch_t *b, void *it, int rc, const char *detail);
+/* It leaves the lockstep (def->split reached: an error there fails it),
+ * to be resumed after the rounds as `resume` says. */
+void dtx__batch_split(dtx__batch_t *b, void *it, int resume);
+/* Ends every item not ended yet with rc and this thread's detail. */
+void dtx__batch_end_rest(dtx__batch_t *b, int rc);
+/* A key of an item (def->keys): kind ('a' account, 'i' id, ...) + name. */
+int dtx__batch_key(dtx__batch_keys_t *k, char kind, const char *name);
+
+/* Runs the rounds of def over the n items of reqs under ex, the outcomes
+ * into results (n structs of rsize bytes, laid out as dtx__many_res_t;
+ * zeroed first).  No call frame of its own: the worker's batch. */
+void dtx__batch_drive(dtx__exec_t *ex, const dtx__batch_def_t *def,
+                      const void *reqs, size_t n, void *ctx, void *results,
+                      size_t rsize);
+
+/* A batched public call: its whole set-up in one struct. */
+typedef struct dtx__many {
+  const dtx__batch_def_t *def;
+  const char *fn; /* "dtx_transfer_execute_many": named in refusals */
+  dtx_store_t *st;
+  const void *reqs;
+  size_t n;
+  const dtx_exec_opts_t *opts;
+  void *results;  /* the caller's n results */
+  size_t rsize;   /* sizeof one */
+  void *ctx;      /* the pattern's state for the call (b->ctx) */
+} dtx__many_t;
+
+/* The call: the results zeroed; a NULL st, reqs or results refused as a
+ * whole (DTX_EINVAL in every result); n == 0 a no-op; else the executor
+ * from opts, one call frame (one deadline), dtx__batch_drive, and the
+ * return: 0 when every item's rc is 0, else the first failure's rc with
+ * "K of N <noun> failed; first: #i: <detail>". */
+int dtx__many_run(const dtx__many_t *call);
+
+/* The results of a batched public call: the caller's array of structs
+ * laid out as {int rc; char *detail; json_t *doc;} (the public result
+ * types, each checked by DTX__MANY_RES_CHECK where it is used). */
 typedef struct dtx__many_res {
   int rc;
   char *detail; /* malloc'd, NULL when rc == 0 */
@@ -486,36 +627,9 @@ typedef struct dtx__many_res {
                          offsetof(dtx__many_res_t, doc),                    \
                  #type " is laid out as {int rc; char *detail; json_t *doc;}")
 
-/* Sets one result (res: the caller's struct): rc, a copy of this
- * thread's detail when rc != 0 (the error's text when there is none), and
- * doc (stolen, may be NULL). */
-void dtx__many_set(void *res, int rc, json_t *doc);
-
 /* Frees every result's detail and doc and zeroes the n results (the
  * public *_results_clear). */
 void dtx__many_clear(void *results, size_t n, size_t size);
-
-/* A call refused as a whole: the error (fmt) in every result, each with a
- * malloc'd copy of its detail.  Returns that error. */
-int dtx__many_refuse(void *results, size_t n, size_t size, const char *fmt,
-                     ...) __attribute__((format(printf, 4, 5)));
-
-/* The start of a batched public call `fn` (st, reqs, n, opts, results):
- * the results zeroed; a NULL st, reqs (named reqs_name) or results
- * refused as a whole (dtx__many_refuse); n == 0 a no-op; else *ex made
- * from opts, the call's frame *c begun and *items = calloc(n, isize) (out
- * of memory: every result DTX_ENOMEM and the frame closed).  Returns 1
- * when the call goes on (close it with dtx__call_end), else 0 with *rc
- * the call's return value. */
-int dtx__many_begin(dtx_store_t *st, const void *reqs, const char *reqs_name,
-                    size_t n, const dtx_exec_opts_t *opts, void *results,
-                    size_t rsize, const char *fn, size_t isize,
-                    dtx__exec_t *ex, dtx__call_t *c, void **items, int *rc);
-
-/* The call's return after its items ran: 0 when every rc is 0, else the
- * first failure's rc with "K of N <noun> failed; first: #i: <detail>". */
-int dtx__many_summary(const void *results, size_t n, size_t size,
-                      const char *noun);
 
 /* ---- small helpers ----------------------------------------------------------- */
 

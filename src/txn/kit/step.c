@@ -203,13 +203,15 @@ static int engine(dtx_store_t *st, int bad, dtx__kit_op_t *ops, size_t n) {
       }
       if (is_write(o->kind) && !writes++)
         name = o->step ? o->step : o->point; /* one pattern's round */
-      bop[k] = (dtx_bulk_op_t){.kind = (dtx_bulk_kind_t)o->kind,
-                               .coll = o->coll,
-                               .doc = o->doc,
-                               .filter = o->filter,
-                               .update = o->update,
-                               .update_opts = &o->upd,
-                               .fam_opts = &o->fam};
+      bop[k] = (dtx_bulk_op_t){
+          .kind = (dtx_bulk_kind_t)o->kind,
+          .coll = o->coll,
+          .doc = o->doc,
+          .filter = o->filter,
+          .update = o->update,
+          .update_opts = o->kind == DTX_BULK_UPDATE_ONE ? &o->upd : NULL,
+          .fam_opts = o->kind == DTX_BULK_FIND_ONE_AND_UPDATE ? &o->fam
+                                                              : NULL};
       idx[k++] = i;
     }
     const char *saved = writes ? dtx__rules_step_enter(name) : NULL;
