@@ -510,7 +510,7 @@ out:
 }
 
 int dtx__cmd_index(dtx_cli_t *cli, int argc, char **argv) {
-  args_t a = {.allowed = O_UNIQUE | O_SPARSE, .posnames = pn_keys,
+  args_t a = {.allowed = O_UNIQUE | O_SPARSE | O_BYPASS, .posnames = pn_keys,
               .minpos = 2, .maxpos = 2};
   json_t *keys = NULL;
   char *name = NULL;
@@ -521,8 +521,9 @@ int dtx__cmd_index(dtx_cli_t *cli, int argc, char **argv) {
     ec = DTX_EXIT_USAGE;
     goto out;
   }
-  dtx_index_opts_t io = {(a.given & O_UNIQUE) != 0, (a.given & O_SPARSE) != 0,
-                         NULL};
+  dtx_index_opts_t io = {.unique = (a.given & O_UNIQUE) != 0,
+                         .sparse = (a.given & O_SPARSE) != 0,
+                         .bypass_validation = (a.given & O_BYPASS) != 0};
   int rc = dtx_check_index(keys, &io);
   if (rc < 0) {
     ec = dtx__cli_fail(rc);

@@ -15,7 +15,7 @@ static const char *order_help =
     "                          [--deadline-ms N]\n"
     "       doctx order cancel TRADE_ID | order show TRADE_ID\n"
     "       doctx order list [--state S] [--limit N] [--skip N]\n"
-    "Payment orders (reference 003): create records the order pending under\n"
+    "Payment orders (docs/orders.md): create records the order pending under\n"
     "its unique trade id (1..100 of [A-Za-z0-9_.-]) and prints it; the same\n"
     "trade id again with the same account and amount prints the stored\n"
     "order.  confirm is the payment callback: it credits account A with N\n"

@@ -113,10 +113,13 @@ static const command_t commands[] = {
      "stderr and nothing runs).\n"},
     {"index", dtx__cmd_index,
      "usage: doctx [--store URI] index COLL KEYS [--unique] [--sparse]\n"
+     "                                  [--bypass-validation]\n"
      "Creates an index on KEYS (JSON object of path: 1 or -1, in order) and\n"
      "prints its name.  Creating the same index again does nothing.\n"
      "  --unique  refuse two documents with the same key (exit 3)\n"
-     "  --sparse  leave out documents that have none of the fields\n"},
+     "  --sparse  leave out documents that have none of the fields\n"
+     "  --bypass-validation  a unique index on a pattern's collection\n"
+     "            (which could refuse its steps: exit 3 without this)\n"},
     {"indexes", dtx__cmd_indexes,
      "usage: doctx [--store URI] indexes COLL\n"
      "Prints the indexes of COLL, one JSON object per line.\n"},

@@ -557,14 +557,11 @@ int dtx__rules_keep_owned(const char *coll, const json_t *cur,
     const json_t *p = json_object_get(e, "pattern");
     if (!json_is_string(p) || holds(nt, e))
       continue;
-    char *text = dtx__json_dump(e);
-    int rc = dtx__err(DTX_EVALIDATION,
-                      "the rules of %s hold the %s pattern's transition rule "
-                      "%.200s: a change must keep it, or go past the rules "
-                      "(bypass validation)", coll, json_string_value(p),
-                      text ? text : "");
-    free(text);
-    return rc;
+    return dtx__err(DTX_EVALIDATION,
+                    "the rules of %s hold a transition rule of the %s "
+                    "pattern (doctx rules %s shows it): a change must keep "
+                    "it, or go past the rules (bypass validation)", coll,
+                    json_string_value(p), coll);
   }
   return 0;
 }

@@ -324,6 +324,23 @@ uint64_t dtx__store_serial(const dtx_store_t *st) { return st ? st->serial : 0; 
 
 /* ---- indexes and collections ----------------------------------------------------------------- */
 
+/* 1 when coll has an index named as spec (the backend then judges a
+ * second create: the same spec is a no-op, another is refused), 0 when
+ * not, or an error. */
+static int index_exists(dtx_store_t *st, const char *coll,
+                        const dtx__index_spec_t *spec) {
+  json_t *list = NULL, *e;
+  size_t i;
+  int rc = st->m->list_indexes(st->b, coll, &list), found = 0;
+  json_array_foreach(list, i, e) {
+    found |= json_is_string(json_object_get(e, "name")) &&
+             strcmp(json_string_value(json_object_get(e, "name")),
+                    spec->name) == 0;
+  }
+  json_decref(list);
+  return rc < 0 ? rc : found;
+}
+
 int dtx_store_create_index(dtx_store_t *st, const char *coll,
                            const json_t *keys, const dtx_index_opts_t *opts,
                            char **name_out) {
@@ -338,6 +355,26 @@ int dtx_store_create_index(dtx_store_t *st, const char *coll,
   dtx__index_spec_t *spec;
   if ((rc = dtx__index_spec_parse(keys, opts, &spec)) < 0)
     return rc;
+  /* A pattern's collection takes no unique index but its own: a user's
+   * could refuse a protocol step's write half way. */
+  if (spec->unique && !(opts && opts->bypass_validation)) {
+    json_t *rules = NULL;
+    if ((rc = dtx_store_get_rules(st, coll, &rules)) == 0 &&
+        json_is_string(json_object_get(rules, "pattern")) &&
+        !(rc = index_exists(st, coll, spec)))
+      rc = dtx__err(DTX_EVALIDATION,
+                    "collection '%s' is the %s pattern's: a unique index "
+                    "of yours could refuse its steps (bypass validation to "
+                    "create it anyway)", coll,
+                    json_string_value(json_object_get(rules, "pattern")));
+    json_decref(rules);
+    if (rc < 0) {
+      dtx__index_spec_free(spec);
+      return rc;
+    }
+    if (rc > 0)
+      rc = 0;
+  }
   if (strcmp(spec->name, "_id_") != 0)
     rc = st->m->create_index(st->b, coll, spec);
   else if (spec->nfields != 1 || strcmp(spec->paths[0], "_id") != 0 ||
@@ -481,6 +518,18 @@ int dtx_store_set_rules_ex(dtx_store_t *st, const char *coll,
 int dtx_store_set_rules(dtx_store_t *st, const char *coll,
                         const dtx_collection_rules_t *rules) {
   return dtx_store_set_rules_ex(st, coll, rules, NULL);
+}
+
+int dtx__store_fence_records(dtx_store_t *st, const char *coll,
+                             json_t **out) {
+  int rc = check_out_call(st, coll, out);
+  if (rc < 0)
+    return rc;
+  if ((rc = st->m->fence_records(st->b, coll, out)) < 0) {
+    json_decref(*out);
+    *out = NULL;
+  }
+  return rc;
 }
 
 int dtx_store_get_rules(dtx_store_t *st, const char *coll, json_t **out) {

@@ -86,7 +86,7 @@ typedef struct dtx__bulk_op {
 void dtx__bulk_op_fail(dtx__bulk_op_t *op, int rc);
 
 typedef struct dtx_store_methods {
-  int version;          /* 3: every member below is set */
+  int version;          /* 4: every member below is set */
   const char *scheme;   /* URI scheme this backend serves: "sqlite" */
   const char *uri_form; /* for messages: "sqlite:PATH" */
 
@@ -151,6 +151,13 @@ typedef struct dtx_store_methods {
    * Returns 0; a negative code means nothing ran (every op fails with
    * it). */
   int (*bulk)(dtx__backend_t *b, dtx__bulk_op_t *ops, size_t n);
+
+  /* Version 4. */
+  /* *out: a new array of the fence records (objects {NAME: token}) that
+   * coll's fence tombstones keep (fence.c), one per tombstone, in no
+   * order; empty when there are none or coll does not exist.  A read, as
+   * find; the tombstones stay invisible to every other read. */
+  int (*fence_records)(dtx__backend_t *b, const char *coll, json_t **out);
 } dtx_store_methods_t;
 
 extern const dtx_store_methods_t dtx__sqlite_methods;
@@ -194,6 +201,14 @@ int dtx__uri_int(const char *s, size_t n, int lo, int hi, int *out);
  * candidate it ran the matcher on).  Tests read it to prove that a query
  * on indexed fields does not scan the collection. */
 extern _Thread_local int64_t dtx__docs_examined;
+
+/* The fence records coll's fence tombstones keep (the backend's
+ * fence_records): what deleted documents' _fence said, for a reader that
+ * must know every token a lock name has fenced -- a lock created again
+ * after its collection was dropped, and the lock audit (docs/locks.md).
+ * *out is a new array of {NAME: token} objects (empty for a missing
+ * collection); NULL on error. */
+int dtx__store_fence_records(dtx_store_t *st, const char *coll, json_t **out);
 
 /* The process's catalog generation: raised after every drop of a
  * collection and every change of a collection's rules made through this

@@ -455,6 +455,11 @@ run transfer list # nothing yet: transfers is empty, and the transfer pattern's
 expect_err 3 VALIDATION drop transfers
 check "an empty pattern collection keeps its rules: no plain drop (err=$ERR)" \
   "$([[ $ERR == *"is the transfer pattern's: a drop would take its rules"* ]]; echo $?)"
+expect_err 3 VALIDATION index accounts '{"balance":1}' --unique
+check "no unique index of yours on a pattern's collection (err=$ERR)" \
+  "$([[ $ERR == *"is the transfer pattern's: a unique index of yours"* ]]; echo $?)"
+run index accounts '{"balance":1}'
+check "a plain index there is harmless (rc=$RC out=$OUT)" "$([[ $RC -eq 0 && $OUT == balance_1 ]]; echo $?)"
 run rules accounts --clear --bypass-validation
 check "past the rules they go (rc=$RC out=$OUT)" \
   "$([[ $RC -eq 0 && $OUT == '{"validator":null,"delete_guard":null,"transition":null}' ]]; echo $?)"

@@ -148,6 +148,12 @@ expect 0 "effect" -- d job effect af 1 ann users '{"_id":"ann"}' '{"$addToSet":{
 [ "$(out)" = '{"applied":true}' ] && ok || bad "effect: $(out)"
 expect 0 "effect repeat" -- d job effect af 1 ann users '{"_id":"ann"}' '{"$addToSet":{"friends":"bob"}}'
 [ "$(out)" = '{"applied":false}' ] && ok || bad "effect repeat: $(out)"
+# The reply of the write that applied it lost: the call's retry finds its
+# own marker (by the call's nonce) and says applied, a later call does not.
+DOCTX_FAULT=job.effect.apply:lost expect 0 "effect, its reply lost" -- d job effect af 1 lost users '{"_id":"bob"}' '{"$set":{"seen":1}}'
+[ "$(out)" = '{"applied":true}' ] && ok || bad "effect, its reply lost: $(out)"
+expect 0 "effect repeat after a lost reply" -- d job effect af 1 lost users '{"_id":"bob"}' '{"$set":{"seen":1}}'
+[ "$(out)" = '{"applied":false}' ] && ok || bad "effect repeat after a lost reply: $(out)"
 expect 1 "effect no match" -- d job effect af 1 cy users '{"_id":"cy"}' '{"$addToSet":{"friends":"bob"}}'
 expect 3 "effect stale epoch" -- d job effect af 2 bob users '{"_id":"bob"}' '{"$addToSet":{"friends":"ann"}}'
 grep -q "doctx: STALE: " "$WORK/err" && ok || bad "stale message: $(cat "$WORK/err")"
@@ -198,6 +204,17 @@ d find-and-modify jobs '{"_id":"dj"}' '{"$inc":{"epoch":1}}' >/dev/null # taken 
 expect 0 "debit repeated by the next attempt" -- d job effect dj 2 debit wallets '{"_id":"v","balance":{"$gte":10}}' '{"$inc":{"balance":-10}}'
 [ "$(out)" = '{"applied":false}' ] && ok || bad "repeat: $(out)"
 [ "$(d find wallets '{"_id":"v"}' --project '{"_id":0,"balance":1}')" = '{"balance":5}' ] && ok || bad "wallet: $(d find wallets)"
+# Markers change only by the job's steps (effect.c F5): one taken off by
+# hand -- a plain update, a batch update -- let the next attempt debit
+# again with the audit clean; a forged one made an effect skip.
+expect 3 "a marker taken off by update" -- d update wallets '{"_id":"v"}' '{"$unset":{"dtx_fx":""}}'
+expect 3 "a marker taken off by batch-update" -- d batch-update wallets '{"_id":"v"}' '{"$pull":{"dtx_fx":{"job":"dj"}}}' --id unmark
+expect 3 "a marker forged by insert" -- d insert wallets '{"_id":"v2","dtx_fx":[{"job":"dj","key":"k2"}]}'
+expect 0 "a plain write of another field" -- d update wallets '{"_id":"v"}' '{"$set":{"owner":"ann"}}'
+d find-and-modify jobs '{"_id":"dj"}' '{"$inc":{"epoch":1}}' >/dev/null # taken over again
+expect 0 "debit after the refused tampers" -- d job effect dj 3 debit wallets '{"_id":"v","balance":{"$gte":5}}' '{"$inc":{"balance":-5}}'
+[ "$(out)" = '{"applied":false}' ] && [ "$(d find wallets '{"_id":"v"}' --project '{"_id":0,"balance":1}')" = '{"balance":5}' ] &&
+  ok || bad "debited again: $(out) $(d find wallets)"
 # The audit finds a marker wherever it is, also once no job lists its
 # collection (here a job's fx_colls emptied by hand).
 d update jobs '{"_id":"dj"}' '{"$set":{"fx_colls":[]}}' --bypass-validation >/dev/null
@@ -267,6 +284,19 @@ d job work q --once --exec 'exit 1' >/dev/null
 d update jobs '{"_id":"x1"}' '{"$set":{"fx_cleared":true}}' >/dev/null # recovery's forgetting
 expect 3 "markers forgotten, then remembered" -- d update jobs '{"_id":"x1"}' '{"$set":{"fx_cleared":false}}'
 expect 3 "retry after the markers went" -- d job retry x1
+# A job's pins and effect collections change only by its steps: a pin
+# forgotten (or moved) by hand made the next call claim a second coupon,
+# and so did a job deleted with its markers, then added again.
+d insert coupons '{"_id":"c1","claimed":false}' '{"_id":"c2","claimed":false}' >/dev/null
+d job add q t --id pj >/dev/null
+d find-and-modify jobs '{"_id":"pj"}' '{"$set":{"state":"running","owner":"me","lease_until":9000000000000},"$inc":{"epoch":1}}' >/dev/null
+expect 0 "claim a coupon" -- d job effect pj 1 c coupons '{"claimed":false}' '{"$set":{"claimed":true}}'
+expect 3 "a pin forgotten by hand" -- d update jobs '{"_id":"pj"}' '{"$unset":{"fx_pins":""},"$set":{"fx_colls":[]}}'
+expect 3 "a pin moved by hand" -- d update jobs '{"_id":"pj"}' '{"$set":{"fx_pins.c.id":"c2"}}'
+expect 0 "claim again" -- d job effect pj 1 c coupons '{"claimed":false}' '{"$set":{"claimed":true}}'
+[ "$(out)" = '{"applied":false}' ] && [ "$(d count coupons '{"claimed":true}')" = 1 ] && ok || bad "claimed twice: $(out) $(d find coupons)"
+d update jobs '{"_id":"pj"}' '{"$set":{"state":"succeeded","finished":1,"attempts":1,"result":{}}}' >/dev/null
+expect 3 "a job deleted with its markers" -- d delete jobs '{"_id":"pj"}'
 expect 0 "audit after the refused moves" -- d audit
 
 # ---- a command that succeeded runs once ------------------------------------------

@@ -119,6 +119,27 @@ expect 0 "drop locks, bypassing" -- d drop locks --bypass-validation
 expect 5 "audit after the drop" -- d audit
 expect 0 "acquire after the drop" -- d lock acquire D
 [ "$(field "$(out)" token)" = 5 ] && ok || bad "token after the drop: $(out)"
+# The resource deleted too before the drop: only its fence tombstone
+# remembers token 6, and the next acquire is past it (it restarted at 1,
+# and the audit said clean, before the tombstones were read).
+d lock release D 5 >/dev/null
+t=$(field "$(d lock acquire D)" token) && d update res '{"_id":"r"}' '{"$set":{"v":6}}' --fence "D:$t" >/dev/null || bad "fenced write with 6"
+d lock release D "$t" >/dev/null
+expect 0 "delete the resource" -- d delete res '{"_id":"r"}'
+expect 0 "drop locks again, bypassing" -- d drop locks --bypass-validation
+expect 5 "audit: a lock gone, its token only in a tombstone" -- d audit
+grep -q "lock_missing.*lock 'D' is gone.*its token 6 fenced a write of a deleted document of res" "$WORK/out" &&
+  ok || bad "lock_missing from a tombstone: $(out)"
+expect 0 "acquire after the drop, the resource gone" -- d lock acquire D
+[ "$(field "$(out)" token)" = 7 ] && ok || bad "token after the drop, the resource gone: $(out)"
+d lock release D 7 >/dev/null
+# The names dropped as well: the acquire starts over (no name says the
+# lock was used), and the audit reports it from the tombstone.
+d drop locks --bypass-validation >/dev/null && d drop lock_names --bypass-validation >/dev/null || bad "drop both"
+d lock acquire D >/dev/null
+expect 5 "audit: a token below a deleted document's" -- d audit
+grep -q "lock_token_regressed.*lock 'D' holds token 1, below token 6 .*a deleted document of res" "$WORK/out" &&
+  ok || bad "lock_token_regressed from a tombstone: $(out)"
 
 # A fenced delete leaves the fence record behind (a fence tombstone): a
 # paused holder's later fenced upsert with an older token is refused, and

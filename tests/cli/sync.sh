@@ -76,6 +76,9 @@ empty pair|--master users --dependents comments --link user --copy a:b,,c:d
 dollar path|--master users --dependents comments --link user --copy a:$x
 empty segment|--master users --dependents comments --link user --copy a:b..c
 doctx's own field|--master users --dependents comments --link user --copy _sync.R:b
+DST in a fence record|--master users --dependents comments --link user --copy a:_fence
+DST in job effect markers|--master users --dependents comments --link user --copy a:dtx_fx
+DST in batch markers|--master users --dependents comments --link user --copy a:_batches.b1
 link is _id|--master users --dependents comments --link _id --copy a:b
 DST is its own SRC, one collection|--master users --dependents users --link boss --copy nick:nick
 bad collection|--master us/ers --dependents comments --link user --copy a:b
@@ -379,7 +382,7 @@ expect 0 "audit after the move" -- d audit --settled
 # (dtx_rules_opts_t); past the rules, the audit says so, repair puts them
 # back.
 expect 3 "the users' transition rule replaced plainly" -- d rules users --transition null
-grep -q "hold the sync pattern's transition rule" "$WORK/err" && ok || bad "no pattern named: $(cat "$WORK/err")"
+grep -q "hold a transition rule of the sync pattern" "$WORK/err" && ok || bad "no pattern named: $(cat "$WORK/err")"
 expect 0 "the users' transition rule replaced past the rules" -- d rules users --transition null --bypass-validation
 expect 5 "audit: a rule's guard is gone" -- d audit
 grep -q "sync_guard" "$WORK/out" && ok || bad "no sync_guard finding: $(out)"

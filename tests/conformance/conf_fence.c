@@ -19,6 +19,7 @@
  * its compare-and-set) its write.  A drop forgets them. */
 #include "conf.h"
 
+#include "store/store.h" /* dtx__store_fence_records */
 #include "util/fault.h"
 
 #include <errno.h>
@@ -444,6 +445,33 @@ static void test_fence_tombstone_upsert(void) {
   check_doc(c, "r", "{'_id':'r','v':7,'w':1,'_fence':{'L':2,'M':1}}");
 }
 
+static int str_cmp(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The records c's tombstones keep, as their sorted JSON texts joined by
+ * ' ' (the lock pattern reads them: docs/locks.md). */
+static const char *tomb_records(const char *c) {
+  static char out[512];
+  json_t *recs = NULL;
+  char *txt[8];
+  size_t n = 0, i;
+  json_t *r;
+  out[0] = 0;
+  if (dtx__store_fence_records(conf_st, c, &recs) != 0)
+    return "error";
+  json_array_foreach(recs, i, r) if (n < 8) txt[n++] =
+      json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS);
+  qsort(txt, n, sizeof *txt, str_cmp);
+  for (i = 0; i < n; i++) {
+    snprintf(out + strlen(out), sizeof out - strlen(out), "%s%s",
+             i ? " " : "", txt[i] ? txt[i] : "?");
+    free(txt[i]);
+  }
+  json_decref(recs);
+  return out;
+}
+
 /* A delete of a document with a record leaves it, fenced or not (many:
  * each document its own); an insert of the _id carries it on, merged with
  * its own; a document without one leaves nothing; a drop forgets. */
@@ -457,8 +485,12 @@ static void test_fence_tombstone_insert(void) {
   CHECK_RC(dtx_store_delete_ex(conf_st, c, JQ("{'g':1}"),
                                &(dtx_delete_opts_t){.many = 1}, &n), 0);
   CHECK(n == 2);
+  /* The records are read for the lock pattern, nowhere else. */
+  CHECKF(strcmp(tomb_records(c), "{\"L\":4,\"M\":1}") == 0, "%s",
+         tomb_records(c));
   CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'r','x':1}"), NULL), 0);
   check_doc(c, "r", "{'_id':'r','x':1,'_fence':{'L':4,'M':1}}");
+  CHECKF(strcmp(tomb_records(c), "") == 0, "%s", tomb_records(c));
   CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'p','x':1}"), NULL), 0);
   check_doc(c, "p", "{'_id':'p','x':1}");
   dtx_update_result_t res;
@@ -470,6 +502,9 @@ static void test_fence_tombstone_insert(void) {
   dtx_delete_opts_t dm = {.many = 1, .fence_name = "N", .fence_token = 9};
   CHECK_RC(dtx_store_delete_ex(conf_st, c, JQ("{'g':2}"), &dm, &n), 0);
   CHECK(n == 2 && conf_count(c, NULL) == 2);
+  CHECKF(strcmp(tomb_records(c), "{\"L\":3,\"N\":9} {\"L\":6,\"N\":9}") ==
+             0,
+         "%s", tomb_records(c));
   /* An inserted record of its own (a restored copy) keeps its larger
    * tokens and gains the rest. */
   CHECK_RC(dtx_store_insert(conf_st, c,
@@ -490,6 +525,7 @@ static void test_fence_tombstone_insert(void) {
   /* A drop forgets every record with the documents. */
   CHECK_RC(dtx_store_delete_ex(conf_st, c, JQ("{'_id':'t'}"), NULL, &n), 0);
   CHECK_RC(dtx_store_drop_collection(conf_st, c), 0);
+  CHECKF(strcmp(tomb_records(c), "") == 0, "%s", tomb_records(c));
   CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'t'}"), NULL), 0);
   check_doc(c, "t", "{'_id':'t'}");
 }

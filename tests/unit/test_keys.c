@@ -129,7 +129,7 @@ static void test_key_table(void) {
   size_t i;
   for (i = 0; i < sizeof key_cases / sizeof key_cases[0]; i++) {
     const kcase_t *c = &key_cases[i];
-    dtx_index_opts_t opts = {0, c->sparse, NULL};
+    dtx_index_opts_t opts = {.sparse = c->sparse};
     json_t *keys = JQNEW(c->keys), *doc = JQNEW(c->doc), *out = (json_t *)1;
     dtx__index_spec_t *s = NULL;
     char *before = JDUMP(doc), *after;
@@ -436,7 +436,7 @@ static void test_spec_table(void) {
   size_t i;
   for (i = 0; i < sizeof spec_cases / sizeof spec_cases[0]; i++) {
     const scase_t *c = &spec_cases[i];
-    dtx_index_opts_t opts = {c->unique, c->sparse, c->name};
+    dtx_index_opts_t opts = {.unique = c->unique, .sparse = c->sparse, .name = c->name};
     json_t *keys = JQNEW(c->keys);
     dtx__index_spec_t *s = (dtx__index_spec_t *)1;
     int rc = dtx__index_spec_parse(keys, &opts, &s);

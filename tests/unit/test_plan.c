@@ -156,7 +156,7 @@ static void test_plan_table(void) {
 int main(void) {
   for (size_t i = 0; i < NIX; i++) {
     json_t *k = J(ixs[i].keys);
-    dtx_index_opts_t o = {ixs[i].unique, ixs[i].sparse, NULL};
+    dtx_index_opts_t o = {.unique = ixs[i].unique, .sparse = ixs[i].sparse};
     if (dtx__index_spec_parse(k, &o, &ixs[i].spec) < 0) {
       fprintf(stderr, "index %s: %s\n", ixs[i].keys, dtx_errdetail());
       return 1;

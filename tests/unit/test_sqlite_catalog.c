@@ -34,7 +34,7 @@ static int insert(dtx_store_t *st, const char *coll, const char *doc) {
 static int create_index(dtx_store_t *st, const char *coll, const char *keys,
                         int unique, const char *name) {
   json_t *k = J(keys);
-  dtx_index_opts_t o = {unique, 0, name};
+  dtx_index_opts_t o = {.unique = unique, .name = name};
   int rc = dtx_store_create_index(st, coll, k, &o, NULL);
   json_decref(k);
   return rc;

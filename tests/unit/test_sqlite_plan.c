@@ -40,7 +40,7 @@ static void load(void) {
 
 static void index_on(const char *keys, int sparse) {
   json_t *k = J(keys);
-  dtx_index_opts_t o = {0, sparse, NULL};
+  dtx_index_opts_t o = {.sparse = sparse};
   if (dtx_store_create_index(st, "c", k, &o, NULL) < 0) {
     fprintf(stderr, "index %s: %s\n", keys, dtx_errdetail());
     exit(1);

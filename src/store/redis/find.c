@@ -217,3 +217,78 @@ int dtx__rd_count(dtx__backend_t *b, const char *coll, const json_t *fspec,
     *out = (int64_t)n;
   return rc;
 }
+
+/* ---- fence records ------------------------------------------------------------------ */
+
+/* Every record coll's tombstones keep: each bucket's tombstones set, then
+ * field f of each tombstone's key (a key that is a document again by
+ * then holds its record in its body, which find reads). */
+int dtx__rd_fence_records(dtx__backend_t *b, const char *coll, json_t **out) {
+  *out = NULL;
+  rd_coll_t *co;
+  int rc = dtx__rd_coll_get(b, coll, 0, 1, &co);
+  if (rc < 0)
+    return rc;
+  json_t *arr = json_array();
+  size_t nb = co ? (size_t)co->nb : 0, nt = 0;
+  rd_cmd_t *sets = nb ? calloc(nb, sizeof *sets) : NULL, *gets = NULL;
+  rd_buf_t key = {0};
+  if (!arr || (nb && !sets))
+    rc = dtx__err(DTX_ENOMEM, "reading the fence records of %s", coll);
+  for (size_t k = 0; rc == 0 && k < nb; k++) {
+    dtx__rd_cmd_init(&sets[k], co->slots[k], -1, 0);
+    dtx__rd_args(&sets[k], "SMEMBERS");
+    key.n = 0;
+    dtx__rd_key_tombs(&key, co, (int)k);
+    dtx__rd_argb(&sets[k], &key);
+  }
+  if (rc == 0 && nb)
+    rc = dtx__rd_run(b, sets, nb, "reading fence tombstones");
+  for (size_t k = 0; rc == 0 && k < nb; k++) {
+    if (sets[k].reply->type != REDIS_REPLY_ARRAY)
+      rc = dtx__rd_bad_reply(sets[k].reply, "reading fence tombstones");
+    else
+      nt += sets[k].reply->elements;
+  }
+  if (rc == 0 && nt && !(gets = calloc(nt, sizeof *gets)))
+    rc = dtx__err(DTX_ENOMEM, "reading the fence records of %s", coll);
+  size_t n = 0;
+  for (size_t k = 0; rc == 0 && k < nb; k++)
+    for (size_t i = 0; i < sets[k].reply->elements; i++, n++) {
+      const redisReply *m = sets[k].reply->element[i];
+      dtx__rd_cmd_init(&gets[n], co->slots[k], -1, 0);
+      dtx__rd_args(&gets[n], "HGET");
+      key.n = 0;
+      dtx__rd_key_doc(&key, co, (int)k, m->type == REDIS_REPLY_STRING
+                                            ? m->str : "",
+                      m->type == REDIS_REPLY_STRING ? m->len : 0);
+      dtx__rd_argb(&gets[n], &key);
+      dtx__rd_args(&gets[n], "f");
+    }
+  if (rc == 0 && nt)
+    rc = dtx__rd_run(b, gets, nt, "reading fence records");
+  for (size_t i = 0; rc == 0 && i < nt; i++) {
+    const redisReply *r = gets[i].reply;
+    json_t *rec = NULL;
+    if (r->type == REDIS_REPLY_NIL)
+      continue; /* created again meanwhile */
+    if (r->type != REDIS_REPLY_STRING)
+      rc = dtx__rd_bad_reply(r, "reading fence records");
+    else if (dtx__json_parse(r->str, &rec) < 0)
+      rc = dtx__err(DTX_EBACKEND, "redis: a malformed fence record in %s",
+                    coll);
+    else if (json_array_append_new(arr, rec) < 0)
+      rc = dtx__err(DTX_ENOMEM, "reading the fence records of %s", coll);
+  }
+  dtx__rd_buf_free(&key);
+  if (sets)
+    dtx__rd_cmds_free(sets, nb);
+  if (gets)
+    dtx__rd_cmds_free(gets, nt);
+  dtx__rd_coll_put(co);
+  if (rc < 0)
+    json_decref(arr);
+  else
+    *out = arr;
+  return rc;
+}

@@ -433,7 +433,7 @@ static void rd_close(dtx__backend_t *b) {
 }
 
 const dtx_store_methods_t dtx__redis_methods = {
-    .version = 3,
+    .version = 4,
     .scheme = "redis",
     .uri_form = "redis://HOST:PORT",
     .open = rd_open,
@@ -450,4 +450,5 @@ const dtx_store_methods_t dtx__redis_methods = {
     .set_rules = dtx__rd_set_rules,
     .get_rules = dtx__rd_get_rules,
     .bulk = dtx__rd_bulk,
+    .fence_records = dtx__rd_fence_records,
 };

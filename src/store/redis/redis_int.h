@@ -312,6 +312,8 @@ int dtx__rd_drop_collection(dtx__backend_t *b, const char *coll);
 int dtx__rd_list_collections(dtx__backend_t *b, json_t **out);
 int dtx__rd_set_rules(dtx__backend_t *b, const char *coll, const json_t *spec);
 int dtx__rd_get_rules(dtx__backend_t *b, const char *coll, json_t **out);
+/* find.c: the fence_records method. */
+int dtx__rd_fence_records(dtx__backend_t *b, const char *coll, json_t **out);
 
 /* ---- unique claims -------------------------------------------------------------- */
 

@@ -696,7 +696,7 @@ static int create_index_run(sq_wctx_t *w, sq_op_t *op) {
   json_t *keys = json_object();
   for (size_t i = 0; keys && i < spec->nfields; i++)
     json_object_set_new(keys, spec->paths[i], json_integer(spec->dirs[i]));
-  dtx_index_opts_t o = {spec->unique, spec->sparse, spec->name};
+  dtx_index_opts_t o = {.unique = spec->unique, .sparse = spec->sparse, .name = spec->name};
   dtx__index_spec_t *copy;
   rc = keys ? dtx__index_spec_parse(keys, &o, &copy)
             : dtx__err(DTX_ENOMEM, "creating index '%s'", spec->name);

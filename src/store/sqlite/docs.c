@@ -263,6 +263,44 @@ static int tomb(sq_wctx_t *w, const sq_coll_t *co, const json_t *id, int rm,
   return rc;
 }
 
+/* Every record coll's tombstones keep, in one read transaction. */
+int dtx__sq_fence_records(dtx__backend_t *b, const char *coll, json_t **out) {
+  sq_conn_t *c;
+  sq_cat_t *cat;
+  sqlite3_stmt *st;
+  *out = NULL;
+  int rc = dtx__sq_read_begin(b, &c, &cat), src = SQLITE_DONE;
+  if (rc < 0)
+    return rc;
+  const sq_coll_t *co = dtx__sq_coll_find(cat, coll);
+  json_t *arr = json_array();
+  if (!arr)
+    rc = dtx__err(DTX_ENOMEM, "reading the fence records of %s", coll);
+  else if (co && cat->has_fence &&
+           (rc = dtx__sq_prep(c, "SELECT rec FROM _dtx_fence WHERE coll=?1",
+                              0, &st)) == 0) {
+    sqlite3_bind_text(st, 1, co->name, -1, SQLITE_STATIC);
+    while (rc == 0 && (src = sqlite3_step(st)) == SQLITE_ROW) {
+      json_t *rec = NULL;
+      if (dtx__json_parse((const char *)sqlite3_column_text(st, 0), &rec) < 0)
+        rc = dtx__err(DTX_EBACKEND, "sqlite: a malformed fence record in %s",
+                      coll);
+      else if (json_array_append_new(arr, rec) < 0)
+        rc = dtx__err(DTX_ENOMEM, "reading the fence records of %s", coll);
+    }
+    if (rc == 0 && src != SQLITE_DONE)
+      rc = dtx__sq_err(c, src, "reading fence records");
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+  }
+  dtx__sq_read_end(b, c, cat);
+  if (rc < 0)
+    json_decref(arr);
+  else
+    *out = arr;
+  return rc;
+}
+
 /* ---- single-document writes --------------------------------------------------------------- */
 
 /* The three writes below first pass the document to the shared check

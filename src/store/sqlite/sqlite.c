@@ -466,7 +466,7 @@ static void sq_close(dtx__backend_t *b) {
 }
 
 const dtx_store_methods_t dtx__sqlite_methods = {
-    .version = 3,
+    .version = 4,
     .scheme = "sqlite",
     .uri_form = "sqlite:PATH",
     .open = sq_open,
@@ -483,4 +483,5 @@ const dtx_store_methods_t dtx__sqlite_methods = {
     .set_rules = dtx__sq_set_rules,
     .get_rules = dtx__sq_get_rules,
     .bulk = dtx__sq_bulk,
+    .fence_records = dtx__sq_fence_records,
 };

@@ -260,6 +260,8 @@ int dtx__sq_drop_collection(dtx__backend_t *b, const char *coll);
 int dtx__sq_list_collections(dtx__backend_t *b, json_t **out);
 int dtx__sq_set_rules(dtx__backend_t *b, const char *coll, const json_t *spec);
 int dtx__sq_get_rules(dtx__backend_t *b, const char *coll, json_t **out);
+/* docs.c: the fence_records method. */
+int dtx__sq_fence_records(dtx__backend_t *b, const char *coll, json_t **out);
 
 /* ---- index rows (docs.c) ---------------------------------------------------------- */
 

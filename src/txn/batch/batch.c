@@ -1,5 +1,5 @@
-/* batch.c -- the batch update of LeanCloud's scenarios (reference 003,
- * issue 12): one operator UPDATE applied exactly once to every document of
+/* batch.c -- the batch update of LeanCloud's scenarios (docs/scenarios.md):
+ * one operator UPDATE applied exactly once to every document of
  * a collection matching FILTER, resumable after a crash.  Like the sync
  * flag's dependents (src/txn/sync/), each document carries its own
  * marker, written in the SAME conditional step as the update:
@@ -173,38 +173,13 @@ static const char marker_rule[] =
     "\"why\":\"batch markers make each batch update a document once; they "
     "change only by doctx batch-update (docs/scenarios.md)\"}";
 
-/* Adds marker_rule to coll's transition rules unless they hold it: after
- * the user's own (an object becomes an array of both), the validator and
- * delete guard kept as they are.  A change of rules costs a catalog
- * version, so it is made only when missing. */
+/* Adds marker_rule to coll's transition rules unless they hold it (the
+ * kit's dtx__kit_guard_coll). */
 static int guard_markers(batch_t *b) {
-  json_t *mine = json_loads(marker_rule, 0, NULL), *cur = NULL, *e;
-  int rc = mine ? dtx_store_get_rules(b->ex.st, b->coll, &cur) : DTX_ENOMEM;
-  json_t *t = json_object_get(cur, "transition"), *all = NULL;
-  size_t i;
-  int has = json_is_object(t) && json_equal(t, mine);
-  json_array_foreach(t, i, e) has = has || json_equal(e, mine);
-  if (rc == 0 && !has) {
-    all = json_is_array(t) ? json_copy(t) : json_array();
-    if (!all || (json_is_object(t) && json_array_append(all, t)) ||
-        json_array_append(all, mine)) {
-      rc = DTX_ENOMEM;
-    } else {
-      json_t *v = json_object_get(cur, "validator");
-      json_t *g = json_object_get(cur, "delete_guard");
-      dtx_collection_rules_t r = {json_is_null(v) ? NULL : v,
-                                  json_is_null(g) ? NULL : g, all};
-      dtx_rules_opts_t o = {.bypass_validation = 1};
-      rc = dtx_store_set_rules_ex(b->ex.st, b->coll, &r, &o);
-    }
-    if (rc)
-      rc = dtx__err_wrap(rc, "batch %s: guarding the markers in %s", b->id,
-                         b->coll);
-  }
-  json_decref(all);
-  json_decref(cur);
-  json_decref(mine);
-  return rc;
+  int rc = dtx__kit_guard_coll(b->ex.st, b->coll, marker_rule);
+  return rc ? dtx__err_wrap(rc, "batch %s: guarding the markers in %s",
+                            b->id, b->coll)
+            : 0;
 }
 
 /* The id reused for another batch (FILTER or UPDATE changed, e.g. a rerun

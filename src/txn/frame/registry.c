@@ -153,6 +153,35 @@ static int install_rules(dtx_store_t *st, const dtx__pattern_t *p,
             : 0;
 }
 
+int dtx__kit_guard_coll(dtx_store_t *st, const char *coll,
+                        const char *rule) {
+  json_t *mine = json_loads(rule, 0, NULL), *cur = NULL, *e;
+  int rc = mine ? dtx_store_get_rules(st, coll, &cur) : DTX_ENOMEM;
+  json_t *t = json_object_get(cur, "transition"), *all = NULL;
+  size_t i;
+  int has = json_is_object(t) && json_equal(t, mine);
+  json_array_foreach(t, i, e) has = has || json_equal(e, mine);
+  if (rc == 0 && !has) {
+    all = json_is_array(t) ? json_copy(t) : json_array();
+    if (!all || (json_is_object(t) && json_array_append(all, t)) ||
+        json_array_append(all, mine)) {
+      rc = DTX_ENOMEM;
+    } else {
+      json_t *v = json_object_get(cur, "validator");
+      json_t *g = json_object_get(cur, "delete_guard");
+      dtx_collection_rules_t r = {json_is_null(v) ? NULL : v,
+                                  json_is_null(g) ? NULL : g, all};
+      /* A pattern's rule object: only a bypass may add or take it. */
+      dtx_rules_opts_t o = {.bypass_validation = 1};
+      rc = dtx_store_set_rules_ex(st, coll, &r, &o);
+    }
+  }
+  json_decref(all);
+  json_decref(cur);
+  json_decref(mine);
+  return rc;
+}
+
 static int create_all(dtx_store_t *st, const dtx__pattern_t *p) {
   for (const dtx__rules_def_t *d = p->rules; d && d->coll; d++) {
     int rc = install_rules(st, p, d);
@@ -161,7 +190,9 @@ static int create_all(dtx_store_t *st, const dtx__pattern_t *p) {
   }
   for (const dtx__index_def_t *d = p->indexes; d && d->keys; d++) {
     json_t *keys = json_loads(d->keys, 0, NULL);
-    dtx_index_opts_t o = {.unique = d->unique, .sparse = d->sparse};
+    /* The pattern's own unique indexes, in its own collection. */
+    dtx_index_opts_t o = {.unique = d->unique, .sparse = d->sparse,
+                          .bypass_validation = 1};
     int rc = keys ? dtx_store_create_index(st, d->coll, keys, &o, NULL)
                   : dtx__err(DTX_EINVAL, "pattern %s: bad index keys %s",
                              p->name, d->keys);

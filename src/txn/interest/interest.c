@@ -1,5 +1,5 @@
 /* interest.c -- daily interest settlement, the last of LeanCloud's
- * scenarios (reference 003): every account with a positive
+ * scenarios (docs/scenarios.md): every account with a positive
  * balance and a limit earns floor(balance * rate_ppm / 1,000,000) for a
  * day, credited exactly once per (account, day) however often the run is
  * crashed and repeated.  It adds no protocol of its own: each credit is a

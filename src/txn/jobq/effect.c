@@ -21,11 +21,13 @@
  *           before any write bounded by L is sent.
  *   apply   job.effect.apply: ONE conditional update of the target,
  *           {_id: T} AND FILTER AND no marker of (job, key) ->
- *           UPDATE + $push dtx_fx {job, key, at}, bounded by not_after L:
+ *           UPDATE + $push dtx_fx {job, key, at, n}, n the call's nonce,
+ *           bounded by not_after L:
  *           the store refuses it (DTX_ESTALE) once ITS clock is past L
  *           (doctx.h, "time-bounded writes").
  *   repeat  nothing matched and T holds the marker: {"applied": false},
- *           whatever FILTER says of T now.
+ *           whatever FILTER says of T now -- but true when the marker is
+ *           this call's (its nonce): its write landed, the reply was lost.
  *   void    job.effect.void: T holds no marker and no longer matches
  *           FILTER (another writer took it): {_id: T, no marker} ->
  *           $push dtx_fx {job, key, at, void: true}, bounded by L, so no
@@ -52,6 +54,12 @@
  *     not_before = fx_until + DTX_JOB_FX_MARGIN_MS (recover.c): by F3 no
  *     write of the effect can land after its marker is gone, however long
  *     its process was paused.
+ *  F5 Markers change only by the job's steps: before an effect first
+ *     writes to a collection, a transition rule of scope "plain" goes on
+ *     it (marker_rule) that refuses any other write changing dtx_fx or
+ *     inserting a document carrying it.  A marker taken off by hand made
+ *     the next attempt apply the effect again (the audit cannot see a
+ *     marker that is gone); a forged one made it skip.
  * The epoch check of the read and the fence keeps an attempt that knows
  * it is stale from acting; correctness does not rest on it (a paused
  * attempt passes it and writes later), but on F1-F4. */
@@ -130,9 +138,11 @@ static int is_fx_path(const char *path) {
          (path[n] == 0 || path[n] == '.');
 }
 
-/* The handler's update plus the marker push, or NULL (detail set). */
+/* The handler's update plus the marker push, or NULL (detail set).  The
+ * marker carries the call's nonce: the marker found after a write whose
+ * reply was lost tells whether this call wrote it. */
 static json_t *with_marker(const json_t *update, const char *id,
-                           const char *key, int *rc) {
+                           const char *key, const char *nonce, int *rc) {
   /* Operators only (a replacement would drop the markers), none of them
    * on the markers -- a $rename onto them included (the kit's one check,
    * as batch updates and sync make it). */
@@ -145,8 +155,8 @@ static json_t *with_marker(const json_t *update, const char *id,
   if ((*rc = dtx_check_update(update, NULL, 0)))
     return NULL;
   json_t *u = json_deep_copy(update);
-  json_t *marker = json_pack("{s:s,s:s,s:I}", "job", id, "key", key, "at",
-                             (json_int_t)dtx__now_ms());
+  json_t *marker = json_pack("{s:s,s:s,s:I,s:s}", "job", id, "key", key,
+                             "at", (json_int_t)dtx__now_ms(), "n", nonce);
   json_t *push = u ? json_object_get(u, "$push") : NULL;
   if (!u || !marker) {
     json_decref(u);
@@ -265,7 +275,7 @@ enum { T_MARKED, T_VOID, T_GONE, T_MATCHES, T_OTHER };
 
 static int inspect(dtx__exec_t *ex, const char *id, const char *key,
                    const char *coll, const json_t *filter, const json_t *t,
-                   int *what) {
+                   const char *nonce, int *what, int *mine) {
   json_t *f = id_is(t), *docs = NULL;
   int rc = f ? dtx__kit_find_n(ex, coll, f, NULL, 1, &docs) : DTX_ENOMEM;
   json_decref(f);
@@ -277,6 +287,7 @@ static int inspect(dtx__exec_t *ex, const char *id, const char *key,
   json_array_foreach(json_object_get(d, DTX_JOB_FX), i, m) {
     if (dtx__str_is(m, "job", id) && dtx__str_is(m, "key", key)) {
       *what = json_is_true(json_object_get(m, "void")) ? T_VOID : T_MARKED;
+      *mine = *what == T_MARKED && dtx__str_is(m, "n", nonce);
       break;
     }
   }
@@ -315,12 +326,25 @@ static void target_name(const char *coll, const json_t *t, char *out,
   free(s);
 }
 
+/* The plain-write rule on the markers (F5): a plain write -- the generic
+ * commands, another pattern's step (a batch update, a sync copy), a
+ * program's own store calls -- may not change a document's markers nor
+ * insert one carrying any; the job's own steps (apply, void, recovery's
+ * pull) still do. */
+static const char marker_rule[] =
+    "{\"pattern\":\"job\",\"scope\":\"plain\",\"steps\":[\"job\"],"
+    "\"immutable\":[\"" DTX_JOB_FX "\"],"
+    "\"insert\":{\"" DTX_JOB_FX "\":{\"$exists\":false}},"
+    "\"why\":\"job effect markers make each effect land once; only "
+    "doctx's job steps change them (docs/jobs.md)\"}";
+
 typedef struct fx {
   dtx__exec_t *ex;
   const char *id, *key, *coll;
   int64_t epoch;
   const json_t *filter;
   json_t *u; /* the update with its marker */
+  char nonce[25]; /* this call's, in its marker */
   dtx_update_opts_t uo; /* the user's fence; not_after set per round */
 } fx_t;
 
@@ -331,7 +355,7 @@ static int round_once(fx_t *x, int *indexed, int *applied, int *again) {
   json_t *job = NULL, *t = NULL, *next = NULL, *f;
   const json_t *pin = NULL;
   char who[200];
-  int rc, matched = 0, what = 0;
+  int rc, matched = 0, what = 0, mine = 0;
   int64_t until = 0;
   *again = 0;
   if ((rc = current_job(x->ex, x->id, x->epoch, &job)) ||
@@ -364,12 +388,18 @@ static int round_once(fx_t *x, int *indexed, int *applied, int *again) {
     }
   }
   /* The marker index serves recovery and the audit (which scans every
-   * collection carrying it); made once per store, and only now that the
-   * attempt is known current and has a target. */
+   * collection carrying it), and the markers' rule keeps plain writes off
+   * them (F5); made once per store, before the first marker, and only now
+   * that the attempt is known current and has a target. */
   if (!*indexed) {
     json_t *ik = json_pack("{s:i}", DTX_JOB_FX ".job", 1);
-    rc = ik ? dtx_store_create_index(x->ex->st, x->coll, ik, NULL, NULL)
+    rc = ik ? dtx__kit_guard_coll(x->ex->st, x->coll, marker_rule)
             : DTX_ENOMEM;
+    if (rc)
+      rc = dtx__err_wrap(rc, "effect %s of job %s: guarding the markers in "
+                         "%s", x->key, x->id, x->coll);
+    else
+      rc = dtx_store_create_index(x->ex->st, x->coll, ik, NULL, NULL);
     json_decref(ik);
     if (rc)
       goto out;
@@ -393,11 +423,14 @@ static int round_once(fx_t *x, int *indexed, int *applied, int *again) {
     *applied = rc == 0;
     goto out;
   }
-  if ((rc = inspect(x->ex, x->id, x->key, x->coll, x->filter, t, &what)))
+  if ((rc = inspect(x->ex, x->id, x->key, x->coll, x->filter, t, x->nonce,
+                    &what, &mine)))
     goto out;
   target_name(x->coll, t, who, sizeof who);
   switch (what) {
-  case T_MARKED: /* a repeat: it landed before, whatever FILTER says now */
+  case T_MARKED: /* a repeat: it landed before, whatever FILTER says now;
+                  * or this call's own write, whose reply was lost */
+    *applied = mine;
     goto out;
   case T_GONE:
     rc = dtx__err(DTX_ENOMATCH, "effect %s of job %s is pinned to %s, which "
@@ -467,7 +500,8 @@ static int apply(dtx__exec_t *ex, const char *id, int64_t epoch,
   if (epoch < 1)
     return dtx__err(DTX_EINVAL, "epoch must be >= 1, got %lld",
                     (long long)epoch);
-  if (!(x.u = with_marker(update, id, key, &rc)))
+  dtx__id_new(x.nonce);
+  if (!(x.u = with_marker(update, id, key, x.nonce, &rc)))
     return rc;
   dtx__contend_t ct = {0};
   int indexed = 0, again = 0;

@@ -647,7 +647,7 @@ static const dtx__index_def_t indexes[] = {
 
 /* The shape the protocol relies on (docs/validation.md): a write through
  * the generic document commands that breaks it is refused, and the audit
- * reports any job that does not match (issue 8, defect 4).  A job goes
+ * reports any job that does not match (docs/jobs.md).  A job goes
  * only once it is over: a live one may hold a lease, effects and a
  * unique key. */
 #define ID "{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":128}"
@@ -722,8 +722,15 @@ static const char job_shape[] =
  *    effects would be judged anew), nor a canceled one revived.
  *  - fx_cleared, once true, stays true (a retry after the markers went
  *    could apply the effects twice).
- * What the rule cannot compare (a pin rewritten to another document,
- * attempts reset on a running job) the audit reports (audit.c). */
+ *  - fx_pins and fx_colls change only by the job's own steps (a rule of
+ *    scope "plain"): a pin forgotten or moved by hand made the next call
+ *    of the effect pick a second document (effect.c F1), and a collection
+ *    taken off the list hid a marker from recovery.
+ * The delete guard admits a terminal job whose markers are gone (fx_colls
+ * emptied by recovery): a job deleted with markers left, then added again
+ * under its id, would apply its effects a second time.
+ * What the rules cannot compare (attempts reset on a running job) the
+ * audit reports (audit.c). */
 #define S_(x) "\"" x "\""
 #define TERMINAL_MOVE(st)                                                     \
   "{\"name\":\"forget-markers(" st ")\",\"from\":{\"state\":" S_(st)      \
@@ -755,14 +762,20 @@ static const char job_transition[] =
     "{\"name\":\"markers-kept\",\"from\":{\"fx_cleared\":{\"$ne\":true}},"
     "\"to\":{}},"
     "{\"name\":\"markers-forgotten\",\"from\":{\"fx_cleared\":true},"
-    "\"to\":{\"fx_cleared\":true}}]}]";
+    "\"to\":{\"fx_cleared\":true}}]},"
+    "{\"scope\":\"plain\",\"steps\":[\"job\"],"
+    "\"immutable\":[\"" DTX_JOB_PINS "\",\"fx_colls\"],"
+    "\"why\":\"a job's effect pins and collections change only by its "
+    "steps: a pin moved or forgotten applies the effect to a second "
+    "document (docs/jobs.md)\"}]";
 #undef TERMINAL_MOVE
 #undef S_
 
 static const dtx__rules_def_t rules[] = {
     {DTX_JOBS, job_shape,
      "{\"state\":{\"$in\":[\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD
-     "\",\"" DTX_JOB_CANCELED "\"]}}", job_transition},
+     "\",\"" DTX_JOB_CANCELED "\"]},\"fx_colls.0\":{\"$exists\":false}}",
+     job_transition},
     {NULL, NULL, NULL, NULL},
 };
 

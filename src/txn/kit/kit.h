@@ -199,6 +199,7 @@ int64_t dtx__kit_wait(dtx__wait_t *w, int64_t bound);
 #define DTX__KIT_COLLS 102  /* the store's collections */
 #define DTX__KIT_INDEXES 103 /* coll's indexes */
 #define DTX__KIT_POINT 104  /* the fault point alone, no store call */
+#define DTX__KIT_FENCE_RECORDS 105 /* coll's fence tombstones' records */
 
 #define DTX__OP_ONCE 1u /* no retry: the first attempt's outcome stands */
 
@@ -266,7 +267,8 @@ int dtx__kit_find_n(dtx__exec_t *ex, const char *coll, const json_t *filter,
  * retry policy.  kind 0 or DTX__KIT_FIND: coll's documents matching
  * filter (NULL: all) in sort order (NULL: the store's), at most limit (>
  * 0); DTX__KIT_COLLS: the store's collections; DTX__KIT_INDEXES: coll's
- * indexes.  All borrowed; *out a new array. */
+ * indexes; DTX__KIT_FENCE_RECORDS: what coll's deleted documents' _fence
+ * said (dtx__store_fence_records).  All borrowed; *out a new array. */
 typedef struct dtx__kit_read {
   int kind;
   const char *coll;
@@ -882,6 +884,17 @@ int dtx__run_threads(int n, void *(*fn)(void *), void *shared,
 int dtx__kit_ensure(dtx_store_t *st, const dtx__pattern_t *p);
 /* The name before rules existed (same function). */
 #define dtx__kit_ensure_indexes(st, p) dtx__kit_ensure((st), (p))
+
+/* Adds the transition rule `rule` (JSON text) to a user's collection
+ * coll unless its rules hold it already: after the user's own (an object
+ * becomes an array of both), the validator and delete guard kept as they
+ * are.  How a pattern that keeps markers in the user's documents (batch
+ * markers, job effect markers) keeps plain writes off them, before it
+ * writes the first one.  The rule names its pattern ("pattern": P), so a
+ * plain change of the collection's rules may not take it away
+ * (docs/validation.md); it is set past that check.  A change of rules
+ * costs a catalog version, so it is made only when missing. */
+int dtx__kit_guard_coll(dtx_store_t *st, const char *coll, const char *rule);
 
 /* 1 when the store holds none of the collections p lists (p lists at
  * least one): p has nothing to recover or claim there, and ensuring it

@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "doc/doc.h" /* dtx__rules_step_enter */
+#include "store/store.h" /* dtx__store_fence_records */
 #include "util/err.h"
 
 #define STEP_RETRIES 4
@@ -124,6 +125,9 @@ static void call_one(dtx_store_t *st, dtx__kit_op_t *o, dtx_bulk_result_t *res) 
     break;
   case DTX__KIT_INDEXES:
     res->rc = dtx_store_list_indexes(st, o->coll, &res->doc);
+    break;
+  case DTX__KIT_FENCE_RECORDS:
+    res->rc = dtx__store_fence_records(st, o->coll, &res->doc);
     break;
   default:
     res->rc = dtx__err(DTX_EINVAL, "a kit step of unknown kind %d", o->kind);

@@ -137,8 +137,11 @@ static int64_t own_record(const json_t *doc, const char *name) {
 /* The largest token of name recorded by fenced writes in every collection
  * but the pattern's own, into *max (0: none) -- the tokens the name has
  * fenced, which survive a lock document deleted with its tombstone
- * (a dropped "locks").  A scan of the store: only an acquire that must
- * create a lock whose name was registered before pays it. */
+ * (a dropped "locks"); the records deleted documents left (fence
+ * tombstones) count as well: a resource written with token 3 and then
+ * deleted still refuses tokens below 3, so a lock restarting below it
+ * would hand out tokens twice.  A scan of the store: only an acquire that
+ * must create a lock whose name was registered before pays it. */
 static int fenced_max(dtx__exec_t *ex, const char *name, int64_t *max) {
   json_t *colls = NULL;
   *max = 0;
@@ -156,15 +159,27 @@ static int fenced_max(dtx__exec_t *ex, const char *name, int64_t *max) {
       if (!coll || strcmp(coll, DTX_LOCKS) == 0 ||
           strcmp(coll, DTX_LOCK_NAMES) == 0)
         continue;
-      json_t *docs = NULL;
-      if ((rc = dtx__kit_find(ex, coll, filter, NULL, &docs)))
+      json_t *docs = NULL, *recs = NULL;
+      if ((rc = dtx__kit_find(ex, coll, filter, NULL, &docs)) ||
+          (rc = dtx__kit_read(ex->st,
+                              &(dtx__kit_read_t){
+                                  .kind = DTX__KIT_FENCE_RECORDS, .coll = coll},
+                              &recs))) {
+        json_decref(docs);
         break;
+      }
       json_array_foreach(docs, j, d) {
         int64_t t = own_record(d, name);
         if (t > *max)
           *max = t;
       }
+      json_array_foreach(recs, j, d) {
+        const json_t *t = json_object_get(d, name);
+        if (json_is_integer(t) && json_integer_value(t) > *max)
+          *max = (int64_t)json_integer_value(t);
+      }
       json_decref(docs);
+      json_decref(recs);
     }
   json_decref(filter);
   json_decref(colls);
@@ -491,36 +506,55 @@ int dtx_lock_list(dtx_store_t *st, const dtx_page_t *page, json_t **out) {
 
 /* ---- audit (invariants 2, 4, 5) ------------------------------------------------ */
 
-/* Largest token of each lock name recorded by fenced writes in coll, into
- * seen {NAME: {"token": n, "where": "coll 'id'"}}. */
+/* Notes in seen {NAME: {"token": n, "where": "..."}} each token of rec
+ * (a _fence record) above the one seen for its name. */
+static void note_record(json_t *seen, const json_t *rec, const char *where) {
+  const char *k;
+  json_t *v;
+  json_object_foreach((json_t *)rec, k, v) {
+    if (!json_is_integer(v))
+      continue;
+    json_t *cur = json_object_get(seen, k);
+    if (cur && dtx__int(cur, "token") >= json_integer_value(v))
+      continue;
+    json_object_set_new(seen, k,
+                        json_pack("{s:I,s:s}", "token",
+                                  (json_int_t)json_integer_value(v), "where",
+                                  where));
+  }
+}
+
+/* Largest token of each lock name recorded by fenced writes in coll --
+ * by its documents and by the records its deleted ones left (fence
+ * tombstones) -- into seen. */
 static int scan_fences(dtx_store_t *st, const char *coll, json_t *seen) {
   json_t *filter = json_pack("{s:{s:b}}", FENCE, "$exists", 1);
-  json_t *docs = NULL;
-  int rc = filter ? dtx_store_find(st, coll, filter, NULL, &docs) : DTX_ENOMEM;
+  json_t *docs = NULL, *recs = NULL;
+  int rc = filter ? dtx__kit_read(st,
+                                  &(dtx__kit_read_t){.coll = coll,
+                                                     .filter = filter},
+                                  &docs)
+                  : DTX_ENOMEM;
   json_decref(filter);
+  if (rc == 0)
+    rc = dtx__kit_read(
+        st, &(dtx__kit_read_t){.kind = DTX__KIT_FENCE_RECORDS, .coll = coll},
+        &recs);
   size_t i;
   json_t *d;
-  if (rc == 0)
+  char where[300];
+  if (rc == 0) {
     json_array_foreach(docs, i, d) {
-      const char *k;
-      json_t *v;
-      json_object_foreach(json_object_get(d, FENCE), k, v) {
-        if (!json_is_integer(v))
-          continue;
-        json_t *cur = json_object_get(seen, k);
-        if (cur && dtx__int(cur, "token") >= json_integer_value(v))
-          continue;
-        char where[300];
-        const json_t *id = json_object_get(d, "_id");
-        snprintf(where, sizeof where, "%s '%s'", coll,
-                 json_is_string(id) ? json_string_value(id) : "?");
-        json_object_set_new(seen, k,
-                            json_pack("{s:I,s:s}", "token",
-                                      (json_int_t)json_integer_value(v),
-                                      "where", where));
-      }
+      const json_t *id = json_object_get(d, "_id");
+      snprintf(where, sizeof where, "%s '%s'", coll,
+               json_is_string(id) ? json_string_value(id) : "?");
+      note_record(seen, json_object_get(d, FENCE), where);
     }
+    snprintf(where, sizeof where, "a deleted document of %s", coll);
+    json_array_foreach(recs, i, d) note_record(seen, d, where);
+  }
   json_decref(docs);
+  json_decref(recs);
   return rc;
 }
 

@@ -1,4 +1,4 @@
-/* order.c -- order confirmation, after reference 003 ("改进订单处理"): a
+/* order.c -- order confirmation, after LeanCloud's "改进订单处理" (docs/orders.md): a
  * payment order is created pending under its unique trade id; the payment
  * provider's callback confirms it, crediting the user's account exactly
  * once however often the callback arrives and wherever a crash stops it;

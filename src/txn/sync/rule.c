@@ -43,6 +43,21 @@ static int check_path(const char *rule, const char *what, const char *path) {
   return 0;
 }
 
+/* 1 when path lies in a field another of doctx's patterns keeps in
+ * users' documents: a fence record (src/store/fence.c), job effect
+ * markers (src/txn/jobq/effect.c), batch markers (src/txn/batch/batch.c).
+ * A copy into one forged or erased them -- a batch then skipped a
+ * document, a job effect applied twice -- or, for _fence, which no update
+ * may name, failed every change and left its flag for ever. */
+static int others_field(const char *path) {
+  static const char *const f[] = {"_fence", "dtx_fx", DTX_BATCH_FIELD, NULL};
+  size_t n = strcspn(path, ".");
+  for (int i = 0; f[i]; i++)
+    if (strlen(f[i]) == n && strncmp(path, f[i], n) == 0)
+      return 1;
+  return 0;
+}
+
 int dtx__sync_overlaps(const char *a, const char *b) {
   size_t la = strlen(a), lb = strlen(b), n = la < lb ? la : lb;
   return strncmp(a, b, n) == 0 && (la == lb || (la < lb ? b : a)[n] == '.');
@@ -94,6 +109,10 @@ int dtx__sync_rule_parse(const json_t *doc, dtx__sync_rule_t *r) {
       rc = check_path(n, "copied DST", dst);
     if (rc == 0 && (strcmp(dst, "_id") == 0 || strncmp(dst, "_id.", 4) == 0))
       rc = dtx__err(DTX_EINVAL, "sync rule %s: DST cannot be _id", n);
+    if (rc == 0 && others_field(dst))
+      rc = dtx__err(DTX_EINVAL, "sync rule %s: DST '%s' is a field doctx "
+                    "keeps in your documents (_fence, dtx_fx, %s)", n, dst,
+                    DTX_BATCH_FIELD);
     if (rc == 0 && dtx__sync_overlaps(dst, r->link))
       rc = dtx__err(DTX_EINVAL, "sync rule %s: DST '%s' overlaps the link "
                     "field '%s'", n, dst, r->link);

@@ -6,7 +6,7 @@
  * A transfer touches two account documents, and the store makes only one
  * document at a time atomic.  The transfer document's state is the commit
  * point; every account step is a conditional single-document update made
- * idempotent by a marker carrying the transfer id (after reference 004).
+ * idempotent by a marker carrying the transfer id (docs/transfers.md).
  *
  *   (submit, synchronous) -----------+
  *                                    v
@@ -110,7 +110,7 @@
  *     step that needs it).  The payee's mark demands ceiling + amount <=
  *     INT64_MAX and raises the ceiling in the same step, so every credit
  *     and refund fits when it lands: a committed transfer can always be
- *     finished (issue 8, defect 1).  Each account's own steps keep it
+ *     finished (docs/transfers.md, "ceiling").  Each account's own steps keep it
  *     (the mark raises it, dropping the mark in a rollback lowers it),
  *     whatever the other account of the pair did.
  *  I8 Tombstones only where a late step is possible: a rollback after a
