@@ -570,9 +570,9 @@ static void test_effect_race(void) {
          count_state("race", "succeeded"), RACE_JOBS);
   json_t *claimed = NULL, *c;
   size_t i;
-  CHECK_RC(dtx_store_find(st, "coupons_race",
-                          J("{\"claimed\":true}"), NULL, &claimed),
-           0);
+  json_t *q = J("{\"claimed\":true}");
+  CHECK_RC(dtx_store_find(st, "coupons_race", q, NULL, &claimed), 0);
+  json_decref(q);
   json_t *owners = json_object();
   json_array_foreach(claimed, i, c) {
     const char *by = dtx__str(c, "by");
