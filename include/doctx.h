@@ -808,6 +808,11 @@ typedef struct dtx_worker_opts {
 int dtx_worker_run(dtx_store_t *st, const dtx_worker_opts_t *opts,
                    json_t **summary);
 
+/* The check dtx_worker_run makes of opts (NULL: the defaults) before it
+ * runs: 0, or DTX_EINVAL naming the field (threads and batch at most 256,
+ * the owner's name).  Needs no store, as dtx_job_req_check. */
+int dtx_worker_opts_check(const dtx_worker_opts_t *opts);
+
 typedef struct dtx_recover_opts {
   int64_t older_than_ms; /* a transfer not updated for this long is
                             abandoned; < 0: only when its lease expired */
@@ -895,6 +900,7 @@ int dtx_fault_check(void);
 #define DTX_JOB_PRIORITY_MIN (-100)
 #define DTX_JOB_PRIORITY_MAX 100
 #define DTX_JOB_MAX_ATTEMPTS 5        /* default of dtx_job_req_t */
+#define DTX_JOB_MAX_ATTEMPTS_LIMIT 1000000 /* the most max_attempts may be */
 #define DTX_JOB_BACKOFF_MS 1000       /* default first backoff */
 #define DTX_JOB_BATCH 16              /* default of dtx_job_work_opts_t */
 #define DTX_JOB_BACKOFF_CAP_MS 3600000 /* backoff never exceeds one hour */
@@ -906,7 +912,8 @@ typedef struct dtx_job_req {
   const char *id;         /* NULL: generated; else as queue */
   int priority;           /* DTX_JOB_PRIORITY_MIN..MAX; higher runs first */
   int64_t delay_ms;       /* >= 0: run_at = now + delay_ms */
-  int max_attempts;       /* >= 1; 0: DTX_JOB_MAX_ATTEMPTS */
+  int max_attempts;       /* 1..DTX_JOB_MAX_ATTEMPTS_LIMIT; 0:
+                             DTX_JOB_MAX_ATTEMPTS */
   int64_t backoff_ms;     /* >= 1; 0: DTX_JOB_BACKOFF_MS */
   const char *unique_key; /* NULL: none; else 1..256 bytes */
 } dtx_job_req_t;
@@ -921,6 +928,11 @@ typedef struct dtx_job_req {
  * when this call recorded it, 0 when it returned an existing one. */
 int dtx_job_add(dtx_store_t *st, const dtx_job_req_t *req, json_t **out,
                 int *added);
+
+/* The check dtx_job_add makes of req before it writes (0 or DTX_EINVAL
+ * naming the field), without a store: a caller can refuse a bad request
+ * before it opens (and so creates) one, as doctx job add does. */
+int dtx_job_req_check(const dtx_job_req_t *req);
 
 /* *out: the job, or DTX_ENOTFOUND. */
 int dtx_job_get(dtx_store_t *st, const char *id, json_t **out);
@@ -1068,6 +1080,12 @@ typedef struct dtx_job_work_opts {
  * counted. */
 int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
                  json_t **summary);
+
+/* The check dtx_job_work makes of opts before it runs: 0, or DTX_EINVAL
+ * naming the field (the queue, the handlers, threads and batch at most
+ * 256, lease and timeout >= 0, the owner's name).  Needs no store, as
+ * dtx_job_req_check. */
+int dtx_job_work_opts_check(const dtx_job_work_opts_t *opts);
 /* ---- lease locks with fencing tokens (src/txn/lock/, docs/locks.md) --------
  *
  * A lock is a document of the collection "locks", _id = its name, never

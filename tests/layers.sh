@@ -5,6 +5,9 @@
 # left; the CLI includes only doctx.h and its own cli/ headers, so every
 # check it makes goes through the public API (the rules live once, in the
 # library).  Prints each include that runs the wrong way; exits 1 if any.
+# Also: no plain assert() in src/, which NDEBUG compiles out of a release
+# build -- an invariant is checked by DTX_ASSERT (util/assert.h), which
+# stays.
 # Also checks that src/txn retries, pauses and reaches fault points only
 # through its kit (src/txn/kit/), below.
 set -uo pipefail
@@ -26,7 +29,11 @@ for i in "${!order[@]}"; do
     fi
   done < <(grep -rn '#include "' "src/$layer")
 done
-[ "$bad" -eq 0 ] && echo "layers: every include runs one way"
+while IFS=: read -r file line text; do
+  echo "$file:$line: a plain assert, gone in release builds: use DTX_ASSERT"
+  bad=1
+done < <(grep -rnE '(^|[^_A-Za-z])assert *\(|<assert\.h>' src)
+[ "$bad" -eq 0 ] && echo "layers: every include runs one way; no plain assert"
 
 # The kit owns every retry, pause and fault point of src/txn (STYLE.md,
 # docs/kit.md): the step engine (src/txn/kit/step.c) retries, the kit's

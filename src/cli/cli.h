@@ -1,9 +1,13 @@
-/* cli.h -- shared pieces of the doctx command: exit codes, error printing,
- * argument helpers and the command table.
+/* cli.h -- the doctx command's shared pieces: exit codes, the command
+ * spec and its one parser, error printing and argument helpers.
  *
- * main.c parses the global options (--store URI, --help) and dispatches to
- * one function per command; each command group lives in its own file
- * (cmd_doc.c for documents, cmd_txn.c for accounts and transfers). */
+ * Every command is one declarative dtx__cli_spec_t in its own
+ * cmd_<command>.c: name, function, positionals, options with their types,
+ * and whether it only reads.  main.c lists the specs; spec.c parses every
+ * command line against its spec (options anywhere, `--` ends them) and
+ * prints every --help from the specs.  The command's function gets the
+ * parsed arguments and makes its library calls; the library checks the
+ * values, and the function maps its errors to the exit codes below. */
 #ifndef DTX_CLI_H
 #define DTX_CLI_H
 
@@ -26,22 +30,170 @@ typedef struct dtx_cli {
   const char *uri;      /* --store, or NULL for the default */
   dtx_store_t *st;      /* opened on first use by dtx__cli_store() */
   unsigned open_flags;  /* DTX_OPEN_NOCREATE for commands that only read */
+  int armed;            /* check DOCTX_FAULT before opening the store */
 } dtx_cli_t;
 
-/* Opens (once) and returns the store with cli->open_flags.  main() sets
- * DTX_OPEN_NOCREATE for the commands its table marks as only reading, so
- * a missing SQLite store is "UNAVAILABLE: no store at PATH" (exit 4) for
- * them and is created only by commands that write.  On failure prints the
- * error and returns NULL, and *exit_code is set. */
+/* ---- the spec ---------------------------------------------------------- */
+
+/* An option's type: the shape the parser accepts as its value.  Types are
+ * shapes, not bounds: every bound past the type's (at most 256 threads, a
+ * priority from -100 to 100, a rate up to 1000000 ppm) is the library's,
+ * and the command maps its error to exit 2.  POS is for the C fields that
+ * read 0 as "the default" (deadline_ms, lease_ms, ...): the CLI's default
+ * is leaving the option out, so 0 is not a value there; COUNT for counts,
+ * offsets and durations that 0 is a value of. */
+enum {
+  DTX__CLI_FLAG,  /* no value */
+  DTX__CLI_STR,   /* any text (JSON, a name: checked by whoever reads it) */
+  DTX__CLI_LIST,  /* STR that may repeat (version put --child) */
+  DTX__CLI_INT,   /* a decimal int64, a sign allowed */
+  DTX__CLI_COUNT, /* a decimal int64 >= 0 */
+  DTX__CLI_POS    /* a decimal int64 >= 1 */
+};
+
+typedef struct dtx__cli_opt {
+  const char *name;   /* "--limit" */
+  int type;           /* DTX__CLI_* above */
+  const char *meta;   /* its value in usage lines ("N"); NULL for a flag */
+  const char *help;   /* its line in --help; NULL: the text describes it */
+  int required;
+  int c_int;          /* read into a C int (dtx__cli_int): a value past
+                         int's range is refused here, by the value typed,
+                         not cut to INT_MAX for the library to name */
+} dtx__cli_opt_t;
+
+typedef struct dtx__cli_args dtx__cli_args_t;
+typedef struct dtx__cli_spec dtx__cli_spec_t;
+
+/* A command's function: the parsed arguments in, an exit code out. */
+typedef int (*dtx__cli_fn)(dtx_cli_t *cli, const dtx__cli_args_t *a);
+
+/* Spec flags. */
+enum {
+  DTX__CLI_READS = 1, /* only reads: opens the store with DTX_OPEN_NOCREATE,
+                         so a missing SQLite store is "no store at PATH"
+                         (exit 4), never a new empty one */
+  DTX__CLI_ARMED = 2, /* runs protocol steps: a DOCTX_FAULT typo is a
+                         usage error, checked before the store opens */
+  DTX__CLI_DOC = 4    /* listed under "Document commands" in doctx --help */
+};
+
+/* The spec tables leave trailing fields out (zero), as tables do. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+struct dtx__cli_spec {
+  const char *name;  /* "find"; a subcommand's ("add"); "" for the form
+                        without a subcommand name (transfer FROM TO AMOUNT),
+                        taken when the positionals fit it */
+  dtx__cli_fn fn;    /* NULL when it has subcommands */
+  const char *args;  /* positionals: "COLL [FILTER]", "TRADE_ID...":
+                        [optional], ... repeats (the last one) */
+  const dtx__cli_opt_t *opts; /* ended by {NULL}; NULL: none */
+  unsigned flags;    /* DTX__CLI_* above */
+  const dtx__cli_spec_t *subs; /* subcommands, ended by {NULL} */
+  const char *summary; /* its line in doctx --help (document commands) */
+  const char *text;    /* --help: the words after the usage lines */
+};
+
+/* What the parser found on a command line for a (sub)command. */
+struct dtx__cli_args {
+  const dtx__cli_spec_t *spec; /* the (sub)command run */
+  const dtx__cli_spec_t *top;  /* its top-level command */
+  char cmd[64];                /* its name in messages: "job add" */
+  char **pos;                  /* its positionals */
+  int npos;
+  const char *val[16];         /* by option index: the value (a flag: "");
+                                  NULL when not given */
+  int64_t num[16];             /* the value of an integer option */
+  int nocc, *occ;              /* the options in command-line order, by
+                                  index (for LIST options, whose val is the
+                                  last): occval[i] is occ[i]'s value */
+  const char **occval;
+};
+
+/* The value of option name (NULL when not given); whether it was given;
+ * an integer option's value, or dflt when not given; the same saturated
+ * to int (the library then refuses a value past its bound).  name must be
+ * one of the spec's options (else abort: a bug in the command). */
+const char *dtx__cli_str(const dtx__cli_args_t *a, const char *name);
+int dtx__cli_has(const dtx__cli_args_t *a, const char *name);
+int64_t dtx__cli_num(const dtx__cli_args_t *a, const char *name,
+                     int64_t dflt);
+int dtx__cli_int(const dtx__cli_args_t *a, const char *name, int dflt);
+/* The page of a listing's --skip and --limit. */
+dtx_page_t dtx__cli_page(const dtx__cli_args_t *a);
+int dtx__cli_opt_index(const dtx__cli_spec_t *s, const char *name);
+
+/* Runs the command of spec top on argv (argv[0] its name; the array is
+ * the caller's, which may be reordered): --help, the subcommand, the
+ * options and positionals as the spec says, then its function.  Returns
+ * the exit code. */
+int dtx__cli_run(dtx_cli_t *cli, const dtx__cli_spec_t *top, int argc,
+                 char **argv);
+
+/* The whole of doctx --help (the command lists and exit codes from the
+ * specs and util.c's table). */
+void dtx__cli_print_usage(FILE *f, const dtx__cli_spec_t *const *cmds);
+
+/* The commands (one cmd_<name>.c each), in doctx --help's order. */
+extern const dtx__cli_spec_t dtx__cmd_insert, dtx__cmd_find, dtx__cmd_count,
+    dtx__cmd_update, dtx__cmd_find_and_modify, dtx__cmd_aggregate,
+    dtx__cmd_delete, dtx__cmd_bulk, dtx__cmd_index, dtx__cmd_indexes,
+    dtx__cmd_drop, dtx__cmd_collections, dtx__cmd_dump, dtx__cmd_rules,
+    dtx__cmd_demo, dtx__cmd_account, dtx__cmd_transfer, dtx__cmd_worker,
+    dtx__cmd_recover, dtx__cmd_audit, dtx__cmd_faults, dtx__cmd_job,
+    dtx__cmd_lock, dtx__cmd_sync, dtx__cmd_ledger, dtx__cmd_order,
+    dtx__cmd_version, dtx__cmd_batch_update, dtx__cmd_interest;
+
+/* Options several commands share, with one meaning. */
+#define DTX__CLI_OPT_DEADLINE {"--deadline-ms", DTX__CLI_POS, "N", NULL, 0}
+#define DTX__CLI_OPT_LEASE {"--lease-ms", DTX__CLI_POS, "N", NULL, 0}
+#define DTX__CLI_OPT_LIMIT {"--limit", DTX__CLI_COUNT, "N", NULL, 0}
+#define DTX__CLI_OPT_SKIP {"--skip", DTX__CLI_COUNT, "N", NULL, 0}
+#define DTX__CLI_OPT_STATE {"--state", DTX__CLI_STR, "S", NULL, 0}
+#define DTX__CLI_OPT_VERBOSE {"--verbose", DTX__CLI_FLAG, NULL, NULL, 0}
+#define DTX__CLI_OPT_FILE {"--file", DTX__CLI_STR, "PATH", NULL, 0}
+#define DTX__CLI_OPT_FENCE                                                  \
+  {"--fence", DTX__CLI_STR, "NAME:TOKEN",                                   \
+   "a fenced write: refused with FENCED (exit 3), changing nothing, when "  \
+   "a token of lock NAME larger than TOKEN already wrote the document; "    \
+   "else TOKEN is recorded in its _fence field (see doctx lock --help)", 0}
+
+/* The deadline rule, shared by the commands that run protocol steps
+ * (docs/deadlines.md). */
+#define DTX__CLI_DEADLINE_HELP                                               \
+  "Deadline: the whole command runs under one budget -- --deadline-ms N,\n"  \
+  "or else the store's retry window counted once (Redis: the URI's\n"        \
+  "retry_ms, default 10000; SQLite: 5 minutes of waiting for a lock),\n"     \
+  "plus at most one request timeout in flight (Redis timeout_ms).  When it\n" \
+  "runs out the command exits 4 saying what it was waiting for, and leaves\n" \
+  "any half-done work for `doctx recover`.\n"
+
+/* ---- the store and errors ---------------------------------------------- */
+
+/* Opens (once) and returns the store with cli->open_flags, after checking
+ * DOCTX_FAULT when cli->armed (both set by dtx__cli_run from the spec).
+ * On failure prints the error and returns NULL, and *exit_code is set. */
 dtx_store_t *dtx__cli_store(dtx_cli_t *cli, int *exit_code);
 
-/* The same with DTX_OPEN_NOCREATE, for the subcommands that only read of
- * a command that also writes (account show/list, transfer show/list). */
-dtx_store_t *dtx__cli_store_read(dtx_cli_t *cli, int *exit_code);
+/* The store of a long-running command (worker, job work): opened as
+ * dtx__cli_store, and SIGINT/SIGTERM turned into dtx__cli_stop, which the
+ * command passes as its options' stop flag so the loop ends after the
+ * items it holds. */
+extern volatile int dtx__cli_stop;
+dtx_store_t *dtx__cli_store_stoppable(dtx_cli_t *cli, int *code);
 
 /* Prints the exit-code table of `doctx --help` (the README has the same
  * rows; tests/cli/docs.sh compares them). */
 void dtx__cli_print_exit_codes(FILE *f);
+
+/* Prints text's words from column *col, wrapped at 76 columns with
+ * continuation lines indented to indent, each word after a space; *col
+ * <= 0 stands for column -*col with nothing printed there yet (the first
+ * word goes right there).  With nobreak, text is one word (a usage line's
+ * "[--sort S]"). */
+void dtx__cli_wrap(FILE *f, int *col, int indent, const char *text,
+                   int nobreak);
 
 /* Maps a DTX_E* code to the exit code above. */
 int dtx__cli_exit_code(int rc);
@@ -63,6 +215,8 @@ int dtx__cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * DTX_EXIT_USAGE: nothing has run yet. */
 int dtx__cli_bad_line(size_t lineno, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* ---- arguments and input --------------------------------------------- */
 
 /* The start of each element of a JSON-lines input: its line number and
  * the parsed line (owned by the element). */
@@ -93,6 +247,32 @@ json_t *dtx__cli_json(const char *text, const char *what);
  * spaces, no overflow).  0 on success, -1 on bad input. */
 int dtx__cli_int64(const char *text, int allow_negative, int64_t *out);
 
+/* A limit argument N|none ("none": *none set) of command cmd; 0, or the
+ * exit code after printing a usage error. */
+int dtx__cli_limit(const char *cmd, const char *text, int *none,
+                   int64_t *min);
+
+/* --fence NAME:TOKEN (v; NULL: no fence, *name NULL) checked by the
+ * library; *name points into a per-thread buffer until the next call.  0,
+ * or the exit code after printing the error. */
+int dtx__cli_fence(const char *cmd, const char *v, const char **name,
+                   int64_t *token);
+
+/* The document commands' arguments (docargs.c), each checked by the
+ * library before the store opens; 0, or the exit code (printed):
+ * a collection name; FILTER (NULL text: {}); UPDATE with --array-filters
+ * (aftext; NULL: none; *afs NULL then), refusing a replacement when many;
+ * an optional JSON option checked by check (--sort, --project; NULL text:
+ * *out NULL).  The JSON values are new references. */
+int dtx__cli_coll(const char *coll);
+int dtx__cli_filter(const char *text, json_t **out);
+int dtx__cli_update(const char *text, const char *aftext, int many,
+                    json_t **out, json_t **afs);
+int dtx__cli_checked(const char *text, const char *what,
+                     int (*check)(const json_t *), json_t **out);
+
+/* ---- output ---------------------------------------------------------- */
+
 /* Prints v as one compact JSON line on stdout. */
 void dtx__cli_print_json(const json_t *v);
 
@@ -102,76 +282,19 @@ void dtx__cli_print_json(const json_t *v);
  * only when verbose. */
 void dtx__cli_print_item(const json_t *doc, int verbose);
 
-typedef int (*dtx__cli_fn)(dtx_cli_t *cli, int argc, char **argv);
+/* The tail of a command that lists: rc's error (printed; rc < 0), or
+ * each element of *arr (stolen, set to NULL) on a line, through
+ * dtx__cli_print_item when item.  Returns the exit code.  A pointer, as
+ * for dtx__cli_summary. */
+int dtx__cli_items(int rc, json_t **arr, int item, int verbose);
 
-/* Command groups: argv[0] is the command name. */
-int dtx__cmd_insert(dtx_cli_t *, int, char **);
-int dtx__cmd_find(dtx_cli_t *, int, char **);
-int dtx__cmd_count(dtx_cli_t *, int, char **);
-int dtx__cmd_update(dtx_cli_t *, int, char **);
-int dtx__cmd_find_and_modify(dtx_cli_t *, int, char **);
-int dtx__cmd_aggregate(dtx_cli_t *, int, char **);
-int dtx__cmd_delete(dtx_cli_t *, int, char **);
-int dtx__cmd_bulk(dtx_cli_t *, int, char **); /* cmd_bulk.c */
-int dtx__cmd_index(dtx_cli_t *, int, char **);
-int dtx__cmd_indexes(dtx_cli_t *, int, char **);
-int dtx__cmd_drop(dtx_cli_t *, int, char **);
-int dtx__cmd_collections(dtx_cli_t *, int, char **);
-int dtx__cmd_dump(dtx_cli_t *, int, char **);
-int dtx__cmd_rules(dtx_cli_t *, int, char **);
-int dtx__cmd_demo(dtx_cli_t *, int, char **);
+/* Prints *sum (stolen, set to NULL; NULL when the call failed before it
+ * had one) and returns rc's exit code (its error printed): the tail of
+ * every command that prints a result or summary and may fail, as in
+ * dtx__cli_summary(dtx_recover(st, &ro, &sum), &sum) -- a pointer, read
+ * after the call has set it. */
+int dtx__cli_summary(int rc, json_t **sum);
 
-/* cmd_txn.c: accounts, transfers, worker, recovery, audit, faults. */
-int dtx__cmd_account(dtx_cli_t *, int, char **);
-int dtx__cmd_transfer(dtx_cli_t *, int, char **);
-/* doctx transfer batch (cmd_transfer_batch.c). */
-int dtx__cmd_transfer_batch(dtx_cli_t *cli, const char *file,
-                            int64_t deadline_ms, int verbose);
-int dtx__cmd_worker(dtx_cli_t *, int, char **);
-int dtx__cmd_recover(dtx_cli_t *, int, char **);
-int dtx__cmd_audit(dtx_cli_t *, int, char **);
-int dtx__cmd_faults(dtx_cli_t *, int, char **);
-
-/* args.c: argument handling of the transaction commands. */
-typedef struct dtx__cli_opt {
-  const char *name;
-  int has_value;
-  const char *value; /* set when seen (flags: "1") */
-} dtx__cli_opt_t;
-/* Splits argv into at most maxpos positionals (into pos) and the options
- * of opts; returns the number of positionals, or -1 after a usage error. */
-int dtx__cli_split(int argc, char **argv, dtx__cli_opt_t *opts, size_t nopts,
-                   char **pos, int maxpos);
-/* An integer option (unset: *out untouched) >= min; -1 after a usage
- * error. */
-int dtx__cli_int_opt(const char *cmd, const dtx__cli_opt_t *o,
-                     int allow_negative, int64_t min, int64_t *out);
-/* 1 when argv has --help or -h. */
-int dtx__cli_is_help(int argc, char **argv);
-/* Prints text; returns DTX_EXIT_OK. */
-int dtx__cli_help(const char *text);
-/* Checks DOCTX_FAULT (a typo is a usage error, not a silent no-op). */
-int dtx__cli_faults_ok(void);
-/* dtx__cli_faults_ok, then dtx__cli_store: NULL with *code set when
- * either fails (every command that writes opens its store so). */
-dtx_store_t *dtx__cli_store_armed(dtx_cli_t *cli, int *code);
-/* The store of a long-running command (worker, job work): DOCTX_FAULT
- * checked, the store opened, and SIGINT/SIGTERM turned into
- * dtx__cli_stop, which the command passes as its options' stop flag so
- * the loop ends after the items it holds.  NULL with *code set (printed). */
-extern volatile int dtx__cli_stop;
-dtx_store_t *dtx__cli_store_stoppable(dtx_cli_t *cli, int *code);
-/* Prints each item of arr (stolen) with dtx__cli_print_item. */
-int dtx__cli_print_items(json_t *arr, int verbose);
-/* The options of o (nopts of them) given that `cmd sub` does not take
- * (ok: their indexes, ended by -1): a usage error naming the first;
- * 0 when none. */
-int dtx__cli_stray(const char *cmd, const char *sub, const dtx__cli_opt_t *o,
-                   int nopts, const int *ok);
-/* Prints sum (stolen; NULL when the call failed before it had one) and
- * returns rc's exit code (its error printed): the tail of every command
- * that prints a result or summary and may fail. */
-int dtx__cli_summary(int rc, json_t *sum);
 /* The output of a batched call (order confirm of several trade ids,
  * transfer batch): one line per request in input order, and the exit
  * code of the command, the most severe of its requests' codes. */
@@ -191,29 +314,5 @@ typedef struct dtx__cli_batch {
  * the request's exit code into b->worst and returns it. */
 int dtx__cli_batch_line(dtx__cli_batch_t *b, json_t *id, int rc,
                         const char *detail, const json_t *doc);
-/* --fence NAME:TOKEN (v; NULL: no fence, *name NULL) checked by the
- * library; *name points into a per-thread buffer until the next call.  0,
- * or the exit code after printing the error. */
-int dtx__cli_fence(const char *cmd, const char *v, const char **name,
-                   int64_t *token);
-/* --skip/--limit into page; -1 after a usage error. */
-int dtx__cli_page_opts(const char *cmd, const dtx__cli_opt_t *skip,
-                       const dtx__cli_opt_t *limit, dtx_page_t *page);
-
-/* cmd_job.c: the job queue. */
-int dtx__cmd_job(dtx_cli_t *, int, char **);
-/* cmd_txn.c: lease locks. */
-int dtx__cmd_lock(dtx_cli_t *, int, char **);
-/* cmd_sync.c: the sync flag. */
-int dtx__cmd_sync(dtx_cli_t *, int, char **);
-/* cmd_ledger.c: the log-reconciliation ledger. */
-int dtx__cmd_ledger(dtx_cli_t *, int, char **);
-/* cmd_order.c: order confirmation. */
-int dtx__cmd_order(dtx_cli_t *, int, char **);
-/* cmd_scen.c: LeanCloud's scenarios, batch update and daily interest. */
-int dtx__cmd_batch_update(dtx_cli_t *, int, char **);
-int dtx__cmd_interest(dtx_cli_t *, int, char **);
-/* cmd_version.c: versioned documents. */
-int dtx__cmd_version(dtx_cli_t *, int, char **);
 
 #endif

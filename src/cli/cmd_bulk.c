@@ -17,9 +17,6 @@
  * over 3; 2 when a line is malformed (nothing ran). */
 #include "cli/cli.h"
 
-
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -196,25 +193,8 @@ static int op_exit(int rc) {
                                                     : DTX_EXIT_CONSTRAINT;
 }
 
-int dtx__cmd_bulk(dtx_cli_t *cli, int argc, char **argv) {
-  const char *coll = NULL, *file = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--file") == 0 && i + 1 < argc && !file)
-      file = argv[++i];
-    else if (strncmp(argv[i], "--file=", 7) == 0 && !file)
-      file = argv[i] + 7;
-    else if (argv[i][0] == '-' && argv[i][1])
-      return dtx__cli_usage("bulk: unknown option '%s' (see doctx bulk "
-                            "--help)",
-                            argv[i]);
-    else if (!coll)
-      coll = argv[i];
-    else
-      return dtx__cli_usage("bulk: unexpected argument '%s'", argv[i]);
-  }
-  if (!coll)
-    return dtx__cli_usage("bulk: missing argument COLL (see doctx bulk "
-                          "--help)");
+static int run(dtx_cli_t *cli, const dtx__cli_args_t *a) {
+  const char *coll = a->pos[0], *file = dtx__cli_str(a, "--file");
   int rc = dtx_check_collection(coll);
   if (rc < 0)
     return dtx__cli_fail(rc);
@@ -252,3 +232,29 @@ int dtx__cmd_bulk(dtx_cli_t *cli, int argc, char **argv) {
   free(res);
   return ec ? ec : worst;
 }
+
+const dtx__cli_spec_t dtx__cmd_bulk = {
+    "bulk", run, "COLL", (const dtx__cli_opt_t[]){DTX__CLI_OPT_FILE, {NULL}},
+    DTX__CLI_DOC, NULL,
+    "one write per input line (bulkWrite shape); one result per line",
+    "Runs many single-document writes on COLL, one JSON operation per line\n"
+    "of stdin (or PATH), in MongoDB's bulkWrite shape:\n"
+    "  {\"insertOne\":{\"document\":DOC}}\n"
+    "  {\"updateOne\":{\"filter\":F,\"update\":U,\"upsert\":B,\"arrayFilters\":A}}\n"
+    "  {\"deleteOne\":{\"filter\":F}}\n"
+    "  {\"findOneAndUpdate\":{\"filter\":F,\"update\":U,\"sort\":S,\"projection\":P,\n"
+    "      \"upsert\":B,\"returnDocument\":\"before\"|\"after\",\"arrayFilters\":A}}\n"
+    "  {\"findOneAndDelete\":{\"filter\":F,\"sort\":S,\"projection\":P}}\n"
+    "(each may also carry \"bypassDocumentValidation\":true; blank lines\n"
+    "are skipped).  Each operation is atomic on its own, as the single\n"
+    "command; the batch is not a transaction (unordered: every operation\n"
+    "runs, whatever the others do).  Prints one result per operation, in\n"
+    "order: {\"ok\":true,\"insertedId\":ID}, {\"ok\":true,\"matched\":N,\n"
+    "\"modified\":M[,\"upsertedId\":ID]}, {\"ok\":true,\"deleted\":N},\n"
+    "{\"ok\":true,\"doc\":DOC|null[,\"upsertedId\":ID]}, or for a failed one\n"
+    "{\"ok\":false,\"error\":NAME,\"detail\":TEXT} (a findOneAndUpdate that\n"
+    "matched nothing fails with NOMATCH).  Lines go to the store in batches\n"
+    "of 1000 (on SQLite, one transaction each).\n"
+    "Exit: 0 every operation succeeded; 3 some failed; 4 some failed because\n"
+    "of the store (wins over 3); 2 a line is malformed (it is named on\n"
+    "stderr and nothing runs).\n"};

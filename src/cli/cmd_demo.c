@@ -12,7 +12,6 @@
  * demo.transfers there. */
 #include "cli/cli.h"
 
-
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,14 +163,11 @@ static int run(dtx_store_t *st) {
 #undef TRY
 }
 
-int dtx__cmd_demo(dtx_cli_t *cli, int argc, char **argv) {
+static int demo(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   char dir[] = "/tmp/doctx-demo-XXXXXX";
   char uri[128];
   int ec = 0, temp = 0;
-  if (argc > 1)
-    return dtx__cli_usage("%s: unexpected argument '%s' (see doctx demo "
-                          "--help)",
-                          argv[0], argv[1]);
+  (void)a;
   if (!cli->uri) {
     if (!mkdtemp(dir)) {
       perror("doctx: demo: creating a temporary directory");
@@ -205,3 +201,11 @@ int dtx__cmd_demo(dtx_cli_t *cli, int argc, char **argv) {
   }
   return ec;
 }
+
+const dtx__cli_spec_t dtx__cmd_demo = {
+    "demo", demo, NULL, NULL, DTX__CLI_DOC, NULL,
+    "a narrated tour of the primitive",
+    "Walks through the primitive, narrating each step: a debit guarded by\n"
+    "a balance check, an idempotent step, and a conditional state change.\n"
+    "Without --store it uses a fresh temporary database; with --store it\n"
+    "drops and reuses the collections demo.accounts and demo.transfers.\n"};

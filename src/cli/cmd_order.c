@@ -1,20 +1,101 @@
-/* cmd_order.c -- `doctx order ...`: the CLI face of order confirmation
+/* cmd_order.c -- doctx order: the CLI face of order confirmation
  * (src/txn/order/, docs/orders.md).  The library checks trade ids,
- * accounts and amounts before it writes; this file splits arguments and
- * maps errors to exit codes (an unknown account is bad input here: 2). */
-#include <stdio.h>
+ * accounts and amounts before it writes; this file maps its errors to
+ * exit codes (an unknown account is bad input here: 2). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 
-static const char *order_help =
-    "usage: doctx order create TRADE_ID --account A --amount N\n"
-    "                          [--settlement ID]\n"
-    "       doctx order confirm TRADE_ID... [--lease-ms N] [--owner O]\n"
-    "                          [--deadline-ms N]\n"
-    "       doctx order cancel TRADE_ID | order show TRADE_ID\n"
-    "       doctx order list [--state S] [--limit N] [--skip N]\n"
+static int create(dtx_cli_t *cli, const dtx__cli_args_t *a) {
+  dtx_order_req_t req = {.trade_id = a->pos[0],
+                         .account = dtx__cli_str(a, "--account"),
+                         .amount = dtx__cli_num(a, "--amount", 0),
+                         .settlement = dtx__cli_str(a, "--settlement")};
+  json_t *out = NULL;
+  int code;
+  dtx_store_t *st = dtx__cli_store(cli, &code);
+  return st ? dtx__cli_summary(dtx_order_create(st, &req, &out), &out) : code;
+}
+
+/* Several trade ids: one dtx_order_confirm_many call, one line each. */
+static int confirm_many(dtx_store_t *st, char **ids, int n,
+                        const dtx_exec_opts_t *eo) {
+  dtx_order_result_t *res = calloc((size_t)n, sizeof *res);
+  /* each exit code as `order confirm` gives it alone: rc's */
+  dtx__cli_batch_t out = {.key = "trade_id"};
+  if (!res)
+    return dtx__cli_error(DTX_ENOMEM, "order confirm of %d orders", n);
+  (void)dtx_order_confirm_many(st, (const char *const *)ids, (size_t)n, eo,
+                               res);
+  for (int i = 0; i < n; i++)
+    dtx__cli_batch_line(&out, json_string(ids[i]), res[i].rc, res[i].detail,
+                        res[i].order);
+  dtx_order_results_clear(res, (size_t)n);
+  free(res);
+  return out.worst;
+}
+
+static int confirm(dtx_cli_t *cli, const dtx__cli_args_t *a) {
+  dtx_exec_opts_t eo = {.owner = dtx__cli_str(a, "--owner"),
+                        .lease_ms = dtx__cli_num(a, "--lease-ms", 0),
+                        .deadline_ms = dtx__cli_num(a, "--deadline-ms", 0)};
+  json_t *out = NULL;
+  int code;
+  /* Every trade id is checked before the first is confirmed: a malformed
+   * one is a usage error of the whole command, so nothing is written. */
+  for (int i = 0; i < a->npos; i++)
+    if (dtx_order_id_check(a->pos[i]))
+      return dtx__cli_error(DTX_EINVAL, "%s (argument %d); nothing "
+                            "confirmed", dtx_errdetail(), i + 1);
+  dtx_store_t *st = dtx__cli_store(cli, &code);
+  if (!st)
+    return code;
+  if (a->npos > 1)
+    return confirm_many(st, a->pos, a->npos, &eo);
+  return dtx__cli_summary(dtx_order_confirm(st, a->pos[0], &eo, &out), &out);
+}
+
+/* cancel, show and list. */
+static int one(dtx_cli_t *cli, const dtx__cli_args_t *a) {
+  const char *sub = a->spec->name;
+  json_t *out = NULL;
+  int code, rc;
+  dtx_store_t *st = dtx__cli_store(cli, &code);
+  if (!st)
+    return code;
+  if (strcmp(sub, "list") == 0) {
+    dtx_page_t page = dtx__cli_page(a);
+    rc = dtx_order_list(st, dtx__cli_str(a, "--state"), &page, &out);
+    return dtx__cli_items(rc, &out, 1, 0);
+  }
+  rc = strcmp(sub, "cancel") == 0 ? dtx_order_cancel(st, a->pos[0], &out)
+                                  : dtx_order_get(st, a->pos[0], &out);
+  return dtx__cli_summary(rc, &out);
+}
+
+const dtx__cli_spec_t dtx__cmd_order = {
+    "order", NULL, NULL, NULL, 0,
+    (const dtx__cli_spec_t[]){
+        {"create", create, "TRADE_ID",
+         (const dtx__cli_opt_t[]){{"--account", DTX__CLI_STR, "A", NULL, 1},
+                                  {"--amount", DTX__CLI_INT, "N", NULL, 1},
+                                  {"--settlement", DTX__CLI_STR, "ID"},
+                                  {NULL}},
+         DTX__CLI_ARMED},
+        {"confirm", confirm, "TRADE_ID...",
+         (const dtx__cli_opt_t[]){DTX__CLI_OPT_LEASE,
+                                  {"--owner", DTX__CLI_STR, "O"},
+                                  DTX__CLI_OPT_DEADLINE, {NULL}},
+         DTX__CLI_ARMED},
+        {"cancel", one, "TRADE_ID", NULL, DTX__CLI_ARMED},
+        {"show", one, "TRADE_ID", NULL, DTX__CLI_READS},
+        {"list", one, NULL,
+         (const dtx__cli_opt_t[]){DTX__CLI_OPT_STATE, DTX__CLI_OPT_LIMIT,
+                                  DTX__CLI_OPT_SKIP, {NULL}},
+         DTX__CLI_READS},
+        {NULL}},
+    NULL,
     "Payment orders (docs/orders.md): create records the order pending under\n"
     "its unique trade id (1..100 of [A-Za-z0-9_.-]) and prints it; the same\n"
     "trade id again with the same account and amount prints the stored\n"
@@ -41,163 +122,4 @@ static const char *order_help =
     "        declined (the order stays confirming), an order whose stored\n"
     "        fields fail what create checked (a settlement with a lower\n"
     "        limit...: nothing is credited; doctx audit reports it)\n"
-    "      4 store error (the order is left for recovery)\n";
-
-enum { O_ACCOUNT, O_AMOUNT, O_SETTLEMENT, O_LEASE, O_OWNER, O_DEADLINE,
-       O_STATE, O_LIMIT, O_SKIP, O_N };
-
-static int stray(const char *sub, const dtx__cli_opt_t *o, const int *ok) {
-  return dtx__cli_stray("order", sub, o, O_N, ok);
-}
-
-/* An unknown account is bad input for orders (the library's DTX_EINVAL);
- * everything else as every command maps it. */
-static int order_create(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {
-  static const int ok[] = {O_ACCOUNT, O_AMOUNT, O_SETTLEMENT, -1};
-  int64_t amount = 0;
-  int code;
-  if (n != 2)
-    return dtx__cli_usage("order create: expected TRADE_ID");
-  if ((code = stray("create", o, ok)))
-    return code;
-  if (!o[O_ACCOUNT].value || !o[O_AMOUNT].value)
-    return dtx__cli_usage("order create: --account and --amount are required");
-  if (dtx__cli_int_opt("order create", &o[O_AMOUNT], 1, 1, &amount))
-    return DTX_EXIT_USAGE;
-  dtx_store_t *st = dtx__cli_store_armed(cli, &code);
-  if (!st)
-    return code;
-  dtx_order_req_t req = {.trade_id = pos[1], .account = o[O_ACCOUNT].value,
-                         .amount = amount,
-                         .settlement = o[O_SETTLEMENT].value};
-  json_t *out = NULL;
-  int rc = dtx_order_create(st, &req, &out);
-  return dtx__cli_summary(rc, out);
-}
-
-/* Several trade ids: one dtx_order_confirm_many call, one line each. */
-static int confirm_many(dtx_store_t *st, char **ids, int n,
-                        const dtx_exec_opts_t *eo) {
-  dtx_order_result_t *res = calloc((size_t)n, sizeof *res);
-  /* each exit code as `order confirm` gives it alone: rc's */
-  dtx__cli_batch_t out = {.key = "trade_id"};
-  if (!res)
-    return dtx__cli_error(DTX_ENOMEM, "order confirm of %d orders", n);
-  (void)dtx_order_confirm_many(st, (const char *const *)ids, (size_t)n, eo,
-                               res);
-  for (int i = 0; i < n; i++)
-    dtx__cli_batch_line(&out, json_string(ids[i]), res[i].rc, res[i].detail,
-                        res[i].order);
-  dtx_order_results_clear(res, (size_t)n);
-  free(res);
-  return out.worst;
-}
-
-static int order_confirm(dtx_cli_t *cli, char **pos, int n,
-                         dtx__cli_opt_t *o) {
-  static const int ok[] = {O_LEASE, O_OWNER, O_DEADLINE, -1};
-  int64_t lease = 0, deadline = 0;
-  int code;
-  if (n < 2)
-    return dtx__cli_usage("order confirm: expected TRADE_ID...");
-  if ((code = stray("confirm", o, ok)) ||
-      dtx__cli_int_opt("order confirm", &o[O_LEASE], 0, 1, &lease) ||
-      dtx__cli_int_opt("order confirm", &o[O_DEADLINE], 0, 1, &deadline))
-    return code ? code : DTX_EXIT_USAGE;
-  /* Every trade id is checked before the first is confirmed: a malformed
-   * one is a usage error of the whole command, so nothing is written. */
-  for (int i = 1; i < n; i++)
-    if (dtx_order_id_check(pos[i]))
-      return dtx__cli_error(DTX_EINVAL, "%s (argument %d); nothing "
-                            "confirmed", dtx_errdetail(), i);
-  dtx_store_t *st = dtx__cli_store_armed(cli, &code);
-  if (!st)
-    return code;
-  dtx_exec_opts_t eo = {.owner = o[O_OWNER].value, .lease_ms = lease,
-                        .deadline_ms = deadline};
-  if (n > 2)
-    return confirm_many(st, pos + 1, n - 1, &eo);
-  json_t *out = NULL;
-  int rc = dtx_order_confirm(st, pos[1], &eo, &out);
-  return dtx__cli_summary(rc, out);
-}
-
-/* cancel and show: one TRADE_ID, no options; show only reads. */
-static int order_one(dtx_cli_t *cli, const char *sub, char **pos, int n,
-                     dtx__cli_opt_t *o) {
-  static const int none[] = {-1};
-  int cancel = strcmp(sub, "cancel") == 0, code;
-  if (n != 2)
-    return dtx__cli_usage("order %s: expected TRADE_ID", sub);
-  if ((code = stray(sub, o, none)))
-    return code;
-  dtx_store_t *st = cancel ? dtx__cli_store_armed(cli, &code)
-                           : dtx__cli_store_read(cli, &code);
-  if (!st)
-    return code;
-  json_t *out = NULL;
-  int rc = cancel ? dtx_order_cancel(st, pos[1], &out)
-                  : dtx_order_get(st, pos[1], &out);
-  return dtx__cli_summary(rc, out);
-}
-
-static int order_sub(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o);
-
-int dtx__cmd_order(dtx_cli_t *cli, int argc, char **argv) {
-  dtx__cli_opt_t o[O_N] = {
-      [O_ACCOUNT] = {"--account", 1, NULL},
-      [O_AMOUNT] = {"--amount", 1, NULL},
-      [O_SETTLEMENT] = {"--settlement", 1, NULL},
-      [O_LEASE] = {"--lease-ms", 1, NULL},
-      [O_OWNER] = {"--owner", 1, NULL},
-      [O_DEADLINE] = {"--deadline-ms", 1, NULL},
-      [O_STATE] = {"--state", 1, NULL},
-      [O_LIMIT] = {"--limit", 1, NULL},
-      [O_SKIP] = {"--skip", 1, NULL}};
-  int code;
-  if (dtx__cli_is_help(argc, argv))
-    return dtx__cli_help(order_help);
-  /* confirm takes any number of trade ids; the others at most one, as
-   * before (the split's own "too many" message). */
-  int many = argc > 1 && strcmp(argv[1], "confirm") == 0;
-  char **pos = calloc((size_t)argc + 1, sizeof *pos);
-  if (!pos)
-    return dtx__cli_error(DTX_ENOMEM, "order: %d arguments", argc);
-  int n = dtx__cli_split(argc, argv, o, O_N, pos, many ? argc : 2);
-  code = n < 0 ? DTX_EXIT_USAGE : order_sub(cli, pos, n, o);
-  free(pos);
-  return code;
-}
-
-static int order_sub(dtx_cli_t *cli, char **pos, int n, dtx__cli_opt_t *o) {
-  int code;
-  if (n == 0)
-    return dtx__cli_usage("order: expected create, confirm, cancel, show or "
-                          "list");
-  const char *sub = pos[0];
-  if (strcmp(sub, "create") == 0)
-    return order_create(cli, pos, n, o);
-  if (strcmp(sub, "confirm") == 0)
-    return order_confirm(cli, pos, n, o);
-  if (strcmp(sub, "cancel") == 0 || strcmp(sub, "show") == 0)
-    return order_one(cli, sub, pos, n, o);
-  if (strcmp(sub, "list") != 0)
-    return dtx__cli_usage("order: expected create, confirm, cancel, show or "
-                          "list; got '%s'", sub);
-  static const int ok[] = {O_STATE, O_LIMIT, O_SKIP, -1};
-  dtx_page_t page = {0};
-  if (n != 1)
-    return dtx__cli_usage("order list: takes no arguments");
-  if ((code = stray("list", o, ok)))
-    return code;
-  if (dtx__cli_page_opts("order list", &o[O_SKIP], &o[O_LIMIT], &page))
-    return DTX_EXIT_USAGE;
-  dtx_store_t *st = dtx__cli_store_read(cli, &code);
-  if (!st)
-    return code;
-  json_t *out = NULL;
-  int rc = dtx_order_list(st, o[O_STATE].value, &page, &out);
-  if (rc)
-    return dtx__cli_summary(rc, NULL);
-  return dtx__cli_print_items(out, 0);
-}
+    "      4 store error (the order is left for recovery)\n"};

@@ -1,23 +1,31 @@
 /* util.c -- the helpers every doctx command shares: opening the store on
  * first use, turning DTX_E* codes into exit codes and "doctx: NAME: detail"
- * lines, and strict parsing of JSON and integer arguments.
+ * lines, strict parsing of JSON and integer arguments, and printing.
  *
  * Keeping these in one place is what makes the exit-code contract (cli.h)
- * hold for every command, including the transfer commands in cmd_txn.c. */
+ * hold for every command. */
 #include "cli/cli.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static dtx_store_t *open_store(dtx_cli_t *cli, unsigned flags,
-                               int *exit_code) {
+dtx_store_t *dtx__cli_store(dtx_cli_t *cli, int *exit_code) {
   if (cli->st)
     return cli->st;
-  int rc = dtx_store_open_ex(cli->uri, flags, &cli->st);
+  /* DOCTX_FAULT is checked before anything runs, so a typo is not
+   * silently a test that injects nothing. */
+  int rc = cli->armed ? dtx_fault_check() : 0;
+  if (rc < 0) {
+    dtx__cli_fail(rc);
+    *exit_code = DTX_EXIT_USAGE;
+    return NULL;
+  }
+  rc = dtx_store_open_ex(cli->uri, cli->open_flags, &cli->st);
   if (rc < 0) {
     cli->st = NULL;
     *exit_code = dtx__cli_fail(rc);
@@ -26,12 +34,22 @@ static dtx_store_t *open_store(dtx_cli_t *cli, unsigned flags,
   return cli->st;
 }
 
-dtx_store_t *dtx__cli_store(dtx_cli_t *cli, int *exit_code) {
-  return open_store(cli, cli->open_flags, exit_code);
+volatile int dtx__cli_stop;
+
+static void on_signal(int sig) {
+  (void)sig;
+  dtx__cli_stop = 1;
 }
 
-dtx_store_t *dtx__cli_store_read(dtx_cli_t *cli, int *exit_code) {
-  return open_store(cli, cli->open_flags | DTX_OPEN_NOCREATE, exit_code);
+dtx_store_t *dtx__cli_store_stoppable(dtx_cli_t *cli, int *code) {
+  dtx_store_t *st = dtx__cli_store(cli, code);
+  if (!st)
+    return NULL;
+  struct sigaction sa = {0};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  return st;
 }
 
 /* The exit-code contract in words.  `doctx --help` prints this table and
@@ -75,25 +93,25 @@ static const struct {
     {DTX_EXIT_AUDIT, "audit found a broken invariant"},
 };
 
+void dtx__cli_wrap(FILE *f, int *col, int indent, const char *p,
+                   int nobreak) {
+  while (*(p += strspn(p, " "))) {
+    int w = (int)(nobreak ? strlen(p) : strcspn(p, " "));
+    int fresh = *col <= 0, c = fresh ? -*col : *col;
+    if (!fresh && c > indent && c + 1 + w > 76) {
+      c = fprintf(f, "\n%*s", indent, "") - 1;
+      fresh = 1;
+    }
+    *col = c + fprintf(f, "%s%.*s", fresh ? "" : " ", w, p);
+    p += w;
+  }
+}
+
 void dtx__cli_print_exit_codes(FILE *f) {
   for (size_t i = 0; i < sizeof exit_docs / sizeof exit_docs[0]; i++) {
     /* "  N  " then the words, wrapped at 76 columns under the first. */
-    const char *p = exit_docs[i].meaning;
-    int col = fprintf(f, "  %d  ", exit_docs[i].code);
-    const int indent = col;
-    while (*p) {
-      size_t w = strcspn(p, " ");
-      if (col > indent && col + 1 + (int)w > 76) {
-        fprintf(f, "\n%*s", indent, "");
-        col = indent;
-      } else if (col > indent) {
-        fputc(' ', f);
-        col++;
-      }
-      col += fprintf(f, "%.*s", (int)w, p);
-      p += w;
-      p += strspn(p, " ");
-    }
+    int col = -fprintf(f, "  %d  ", exit_docs[i].code);
+    dtx__cli_wrap(f, &col, -col, exit_docs[i].meaning, 0);
     fputc('\n', f);
   }
 }
@@ -398,10 +416,25 @@ void dtx__cli_print_item(const json_t *doc, int verbose) {
   json_decref(copy);
 }
 
-int dtx__cli_summary(int rc, json_t *sum) {
-  if (sum)
-    dtx__cli_print_json(sum);
-  json_decref(sum);
+int dtx__cli_items(int rc, json_t **arr, int item, int verbose) {
+  size_t i;
+  json_t *v;
+  json_array_foreach(rc ? NULL : *arr, i, v) {
+    if (item)
+      dtx__cli_print_item(v, verbose);
+    else
+      dtx__cli_print_json(v);
+  }
+  json_decref(*arr);
+  *arr = NULL;
+  return rc ? dtx__cli_fail(rc) : DTX_EXIT_OK;
+}
+
+int dtx__cli_summary(int rc, json_t **sum) {
+  if (*sum)
+    dtx__cli_print_json(*sum);
+  json_decref(*sum);
+  *sum = NULL;
   return rc ? dtx__cli_fail(rc) : DTX_EXIT_OK;
 }
 
@@ -449,5 +482,14 @@ int dtx__cli_fence(const char *cmd, const char *v, const char **name,
   if (rc < 0)
     return dtx__cli_fail(rc);
   *name = buf;
+  return 0;
+}
+
+int dtx__cli_limit(const char *cmd, const char *text, int *none,
+                   int64_t *min) {
+  *none = strcmp(text, "none") == 0;
+  if (!*none && dtx__cli_int64(text, 1, min) != 0)
+    return dtx__cli_usage("%s: the limit must be an int64 or none, got '%s'",
+                          cmd, text);
   return 0;
 }

@@ -30,9 +30,9 @@
  * asks dtx__filter_error() afterwards and fails the whole operation.
  */
 #include "doc/filter_int.h"
+#include "util/assert.h"
 #include "util/err.h"
 
-#include <assert.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -140,7 +140,7 @@ static node_t *node_new(dtx__filter_t *f, kind_t kind, size_t cap) {
 static int node_add(node_t *n, node_t *kid) {
   if (!kid)
     return dtx__err(DTX_ENOMEM, "out of memory compiling filter");
-  assert(n->nkids < n->cap);
+  DTX_ASSERT(n->nkids < n->cap, "filter.kids_fit"); /* counted first */
   n->kids[n->nkids++] = kid;
   return 0;
 }

@@ -45,6 +45,7 @@
  * of the _id takes the record over), until the collection is dropped. */
 #include "store/store.h"
 
+#include "util/assert.h"
 #include "util/err.h"
 
 #include <stdio.h>
@@ -163,6 +164,8 @@ static int judge(const dtx__modify_t *m, const json_t *f, const json_t *doc,
                     w, t ? "." : "", t ? m->fence_name : "", m->fence_name);
   }
   *recorded = (int64_t)json_integer_value(t);
+  /* dtx__fence_check_args refused a token below 1 */
+  DTX_ASSERT(m->fence_token >= 1, "fence.token");
   if (*recorded > m->fence_token) {
     who(m->coll, doc, w, sizeof w);
     return dtx__err(DTX_EFENCED,
@@ -227,6 +230,13 @@ int dtx__modify_apply(const dtx__modify_t *m, const json_t *before,
     }
     *changed = 1;
   }
+  /* The document written carries the token it was written with (a larger
+   * one refused it above). */
+  DTX_ASSERT(!m->fence_name ||
+                 json_integer_value(json_object_get(
+                     json_object_get(*after, FENCE_FIELD), m->fence_name)) ==
+                     m->fence_token,
+             "fence.recorded");
   return 0;
 nomem:
   json_decref(*after);
@@ -277,6 +287,8 @@ int dtx__fence_tombstone(const dtx__modify_t *m, const json_t *before,
     json_decref(*rec);
     *rec = NULL;
   }
+  /* A fenced delete keeps its own token under the _id. */
+  DTX_ASSERT(!m->fence_name || *rec, "fence.tombstone");
   return 0;
 }
 

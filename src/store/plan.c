@@ -4,6 +4,7 @@
  * string range (regex_range). */
 #include "store/plan.h"
 
+#include "util/assert.h"
 #include "util/err.h"
 
 #include <stdio.h>
@@ -299,6 +300,11 @@ static void consider(const conds_t *cs, const dtx__plan_index_t *pi,
   }
   if (ch.neq == 0 && !ch.range)
     return;
+  /* An equality per leading field, a range only on the next one, and
+   * never more value combinations than a plan probes. */
+  DTX_ASSERT(ch.neq <= s->nfields && ch.neq <= 16 && combos <= MAX_COMBOS,
+             "plan.index_prefix");
+  DTX_ASSERT(!ch.range || ch.neq < s->nfields, "plan.index_prefix");
   ch.score = (int)ch.neq * 4 + (ch.range ? 2 : 0) +
              (s->unique && ch.neq == s->nfields ? 100 : 0);
   if (ch.score > best->score)
@@ -347,6 +353,10 @@ static int sorted(const conds_t *cs, const dtx__plan_index_t *pi,
       return 0;
     ch->eq[ch->neq++] = pick;
   }
+  /* The walk delivers the sort's order: one value per equality, the
+   * sort on the fields right after them. */
+  DTX_ASSERT(ch->neq == neq && neq + ns == s->nfields && !pi->multikey,
+             "plan.sorted_walk");
   ch->pi = *pi;
   ch->score = (int)ch->neq * 4;
   return 1;
@@ -367,6 +377,7 @@ void dtx__plan_free(dtx__plan_t *p) {
 static int ids_plan(dtx__plan_t *p, json_t *ids) {
   if (!ids)
     return dtx__err(DTX_ENOMEM, "planning a query");
+  DTX_ASSERT(json_is_array(ids), "plan.kind");
   p->ids = ids;
   p->kind = json_array_size(ids) ? DTX__PLAN_IDS : DTX__PLAN_NONE;
   return 0;
@@ -389,6 +400,9 @@ static void choice_plan(dtx__plan_t *p, const choice_t *ch, int kind) {
         ((ch->pi.multikey && !r->one_elem) ||
          dtx__value_bracket(lo) != dtx__value_bracket(hi)))
       hi = NULL;
+    /* plan.h: two bounds narrow one key only where one value holds both */
+    DTX_ASSERT(!(lo && hi) || !ch->pi.multikey || r->one_elem,
+               "plan.two_bounds");
     p->lo = json_incref((json_t *)lo);
     p->hi = json_incref((json_t *)hi);
     p->lo_incl = r->lo_incl;
@@ -444,5 +458,13 @@ int dtx__plan_choose(const json_t *filter_spec, const json_t *sort,
   }
   conds_free(cs);
   free(cs);
+  /* A plan names what it reads: ids for IDS, an index for INDEX and
+   * SORTED, and a SORTED walk only for a sort. */
+  DTX_ASSERT(rc || p->kind != DTX__PLAN_IDS || json_array_size(p->ids) > 0,
+             "plan.kind");
+  DTX_ASSERT(rc || (p->kind != DTX__PLAN_INDEX &&
+                    p->kind != DTX__PLAN_SORTED) || p->ix,
+             "plan.kind");
+  DTX_ASSERT(rc || p->kind != DTX__PLAN_SORTED || sort, "plan.kind");
   return rc;
 }

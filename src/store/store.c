@@ -20,6 +20,7 @@
  * dtx_store_open(), so sharing it between threads needs no locking here. */
 #include "store/store_int.h"
 
+#include "util/assert.h"
 #include "util/err.h"
 
 #include <stdio.h>
@@ -55,6 +56,44 @@ void dtx__modify_result_clear(dtx__modify_result_t *res) {
   json_decref(res->after);
   json_decref(res->upserted_id);
   memset(res, 0, sizeof *res);
+}
+
+/* ---- the backend contract (store.h), after every method call ---------------- */
+
+void dtx__st_check_rc(int rc, const char *detail) {
+  DTX_ASSERT(DTX__IS_CODE(rc), "store.rc_is_a_code");
+  DTX_ASSERT(rc == 0 || (detail && detail[0]), "store.error_has_detail");
+}
+
+/* Each rule is a field or two of res: no document is walked. */
+void dtx__st_check_modify(const dtx__modify_t *m,
+                          const dtx__modify_result_t *res, int rc,
+                          const char *detail) {
+  dtx__st_check_rc(rc, detail);
+  if (rc < 0) {
+    DTX_ASSERT(!res->matched && !res->modified && !res->before &&
+                   !res->after && !res->upserted_id,
+               "store.result_zeroed_on_error");
+    return;
+  }
+  DTX_ASSERT(!res->modified || res->matched, "store.modified<=matched");
+  DTX_ASSERT(!res->matched == !res->before, "store.matched_has_before");
+  DTX_ASSERT(m->update ? !res->matched || res->after : !res->after,
+             "store.after_iff_update");
+  DTX_ASSERT(!res->upserted_id || (m->upsert && m->update && !res->matched &&
+                                   res->after),
+             "store.upsert_only_when_asked");
+  DTX_ASSERT(!res->matched || !res->after ||
+                 json_equal(json_object_get(res->before, "_id"),
+                            json_object_get(res->after, "_id")),
+             "store.id_immutable");
+  /* A fenced write that went through carries its token on the record
+   * (fence.c): a larger one would have refused it. */
+  DTX_ASSERT(!m->fence_name || !res->after ||
+                 json_integer_value(json_object_get(
+                     json_object_get(res->after, "_fence"), m->fence_name)) ==
+                     m->fence_token,
+             "store.fence_recorded");
 }
 
 int dtx__many_check(const dtx__update_t *u) {
@@ -147,6 +186,7 @@ int dtx__st_compile(const json_t *filter, const json_t *update,
   if ((rc = dtx__filter_compile_flags(filter, DTX__COMPILE_BORROW,
                                       &c->f)) < 0)
     goto fail;
+  DTX_ASSERT(c->f, "store.compiled");
   if (with_update) {
     if (!update)
       rc = dtx__err(DTX_EBADUPDATE, "update is NULL");
@@ -157,6 +197,7 @@ int dtx__st_compile(const json_t *filter, const json_t *update,
                                      DTX__COMPILE_BORROW, &c->u);
     if (rc < 0)
       goto fail;
+    DTX_ASSERT(c->u, "store.compiled");
     /* The positional $ reads the filter's match; an upsert checks it for
      * a matching error before inserting. */
     dtx__update_bind_filter(c->u, c->f);
@@ -187,6 +228,7 @@ int dtx__st_project_in_place(json_t **doc, const dtx__proj_t *proj,
     return 0;
   if ((rc = dtx__proj_apply_at(proj, *doc, f, matched, &p)) < 0)
     return rc;
+  DTX_ASSERT(p, "store.projected");
   json_decref(*doc);
   *doc = p;
   return 0;
@@ -220,6 +262,7 @@ int dtx__st_prepare_doc(const char *coll, const json_t *doc, json_t **out) {
   }
   char hex[25];
   dtx__id_new(hex);
+  DTX_ASSERT(strlen(hex) == 24, "store.id_generated");
   json_t *copy = json_object();
   if (!copy || json_object_set_new(copy, "_id", json_string(hex)) < 0)
     goto nomem;
@@ -301,6 +344,8 @@ int dtx_store_open_ex(const char *uri, unsigned flags, dtx_store_t **out) {
   static _Atomic uint64_t opened;
   st->serial = ++opened;
   int rc = m->open(uri, flags, &st->b);
+  dtx__st_check_rc(rc, dtx_errdetail());
+  DTX_ASSERT(rc < 0 || st->b, "store.open.handle");
   if (rc < 0) {
     free(st->uri);
     free(st);
@@ -332,6 +377,9 @@ static int index_exists(dtx_store_t *st, const char *coll,
   json_t *list = NULL, *e;
   size_t i;
   int rc = st->m->list_indexes(st->b, coll, &list), found = 0;
+  dtx__st_check_rc(rc, dtx_errdetail());
+  DTX_ASSERT(rc == 0 ? !list || json_is_array(list) : !list,
+             "store.out_iff_ok");
   json_array_foreach(list, i, e) {
     found |= json_is_string(json_object_get(e, "name")) &&
              strcmp(json_string_value(json_object_get(e, "name")),
@@ -375,9 +423,10 @@ int dtx_store_create_index(dtx_store_t *st, const char *coll,
     if (rc > 0)
       rc = 0;
   }
-  if (strcmp(spec->name, "_id_") != 0)
+  if (strcmp(spec->name, "_id_") != 0) {
     rc = st->m->create_index(st->b, coll, spec);
-  else if (spec->nfields != 1 || strcmp(spec->paths[0], "_id") != 0 ||
+    dtx__st_check_rc(rc, dtx_errdetail());
+  } else if (spec->nfields != 1 || strcmp(spec->paths[0], "_id") != 0 ||
            spec->sparse) /* the _id index itself is always there */
     rc = dtx__err(DTX_EBADINDEX,
                   "index name _id_ is reserved for the _id index");
@@ -399,7 +448,13 @@ static int check_out_call(dtx_store_t *st, const char *coll, json_t **out) {
 int dtx_store_list_indexes(dtx_store_t *st, const char *coll, json_t **out) {
   int rc = check_out_call(st, coll, out);
   json_t *specs = NULL;
-  if (rc < 0 || (rc = st->m->list_indexes(st->b, coll, &specs)) < 0)
+  if (rc < 0)
+    return rc;
+  rc = st->m->list_indexes(st->b, coll, &specs);
+  dtx__st_check_rc(rc, dtx_errdetail());
+  DTX_ASSERT(rc == 0 ? !specs || json_is_array(specs) : !specs,
+             "store.out_iff_ok");
+  if (rc < 0)
     return rc;
   /* Every collection has the _id index first; a missing one has none,
    * as find on it gives no documents. */
@@ -458,6 +513,7 @@ int dtx_store_drop_collection_ex(dtx_store_t *st, const char *coll,
     dtx__err_clear();
   }
   rc = st->m->drop_collection(st->b, coll);
+  dtx__st_check_rc(rc, dtx_errdetail());
   catalog_gen++; /* also on an error: part of it may be gone */
   return rc;
 }
@@ -473,7 +529,10 @@ int dtx_store_list_collections(dtx_store_t *st, json_t **out) {
   *out = NULL;
   if (!st)
     return dtx__err(DTX_EINVAL, "store is NULL");
-  return st->m->list_collections(st->b, out);
+  int rc = st->m->list_collections(st->b, out);
+  dtx__st_check_rc(rc, dtx_errdetail());
+  DTX_ASSERT(rc == 0 ? json_is_array(*out) : !*out, "store.out_iff_ok");
+  return rc;
 }
 
 /* ---- collection rules ------------------------------------------------------------------------- */
@@ -504,12 +563,17 @@ int dtx_store_set_rules_ex(dtx_store_t *st, const char *coll,
    * take them away (docs/validation.md, "Rules a pattern owns").  The
    * read and the write are two steps; both are administration. */
   json_t *cur = NULL;
-  if (!(opts && opts->bypass_validation) &&
-      (rc = st->m->get_rules(st->b, coll, &cur)) == 0)
-    rc = dtx__rules_keep_owned(coll, cur, dtx__rules_spec(r));
+  if (!(opts && opts->bypass_validation)) {
+    rc = st->m->get_rules(st->b, coll, &cur);
+    dtx__st_check_rc(rc, dtx_errdetail());
+    if (rc == 0)
+      rc = dtx__rules_keep_owned(coll, cur, dtx__rules_spec(r));
+  }
   json_decref(cur);
-  if (rc == 0)
+  if (rc == 0) {
     rc = st->m->set_rules(st->b, coll, dtx__rules_spec(r));
+    dtx__st_check_rc(rc, dtx_errdetail());
+  }
   dtx__rules_free(r);
   catalog_gen++;
   return rc;
@@ -525,10 +589,9 @@ int dtx__store_fence_records(dtx_store_t *st, const char *coll,
   int rc = check_out_call(st, coll, out);
   if (rc < 0)
     return rc;
-  if ((rc = st->m->fence_records(st->b, coll, out)) < 0) {
-    json_decref(*out);
-    *out = NULL;
-  }
+  rc = st->m->fence_records(st->b, coll, out);
+  dtx__st_check_rc(rc, dtx_errdetail());
+  DTX_ASSERT(rc == 0 ? json_is_array(*out) : !*out, "store.out_iff_ok");
   return rc;
 }
 
@@ -537,7 +600,11 @@ int dtx_store_get_rules(dtx_store_t *st, const char *coll, json_t **out) {
   if (rc < 0)
     return rc;
   json_t *spec = NULL;
-  if ((rc = st->m->get_rules(st->b, coll, &spec)) < 0)
+  rc = st->m->get_rules(st->b, coll, &spec);
+  dtx__st_check_rc(rc, dtx_errdetail());
+  DTX_ASSERT(rc == 0 ? !spec || json_is_object(spec) : !spec,
+             "store.out_iff_ok");
+  if (rc < 0)
     return rc;
   json_t *v = json_object_get(spec, "validator");
   json_t *g = json_object_get(spec, "delete_guard");

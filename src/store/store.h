@@ -160,6 +160,18 @@ typedef struct dtx_store_methods {
   int (*fence_records)(dtx__backend_t *b, const char *coll, json_t **out);
 } dtx_store_methods_t;
 
+/* The contract above, checked by store.c after every method call with
+ * DTX_ASSERT (util/assert.h), so a backend that breaks it aborts naming
+ * the rule ("store.modified<=matched") instead of handing a caller an
+ * outcome it would misread.  dtx__st_check_rc: rc is 0 or a DTX_E* code,
+ * with a detail (detail: the backend's text) when it is an error.
+ * dtx__st_check_modify: a modify_one outcome (or a bulk operation's) as
+ * the method promises it for the request m. */
+void dtx__st_check_rc(int rc, const char *detail);
+void dtx__st_check_modify(const dtx__modify_t *m,
+                          const dtx__modify_result_t *res, int rc,
+                          const char *detail);
+
 extern const dtx_store_methods_t dtx__sqlite_methods;
 extern const dtx_store_methods_t dtx__redis_methods; /* with DTX_REDIS */
 

@@ -4,6 +4,7 @@
  * applies the batch (its bulk method) and results are finished here. */
 #include "store/store_int.h"
 
+#include "util/assert.h"
 #include "util/err.h"
 
 #include <stdio.h>
@@ -20,6 +21,23 @@ typedef struct bulk_item {
   dtx__proj_t *proj;
   int return_new;
 } bulk_item_t;
+
+/* The backend contract of a bulk (store.h): one outcome per operation,
+ * each as modify_one (or insert) would give it alone; the operations
+ * store_bulk.c failed itself (rc < 0 before the call) left as they were.
+ * torun: how many went to the backend. */
+static void check_bulk(const dtx__bulk_op_t *ops, size_t n, size_t torun) {
+  size_t failed = 0;
+  for (size_t i = 0; i < n; i++) {
+    const dtx__bulk_op_t *op = &ops[i];
+    failed += op->rc < 0;
+    if (op->doc) /* an insert */
+      dtx__st_check_rc(op->rc, op->detail);
+    else
+      dtx__st_check_modify(&op->m, &op->res, op->rc, op->detail);
+  }
+  DTX_ASSERT(failed >= n - torun, "store.bulk.one_result_per_op");
+}
 
 void dtx__bulk_op_fail(dtx__bulk_op_t *op, int rc) {
   op->rc = rc;
@@ -186,11 +204,17 @@ int dtx_store_bulk_write(dtx_store_t *st, const dtx_bulk_op_t *ops, size_t n,
     else
       torun++;
   }
-  if (torun > 0 && (rc = st->m->bulk(st->b, bops, n)) < 0) {
+  DTX_ASSERT(torun <= n, "store.bulk.one_result_per_op");
+  if (torun > 0) {
+    rc = st->m->bulk(st->b, bops, n);
+    dtx__st_check_rc(rc, dtx_errdetail());
+  }
+  if (torun > 0 && rc < 0) {
     for (size_t i = 0; i < n; i++)
       if (bops[i].rc == 0)
         dtx__bulk_op_fail(&bops[i], rc);
   }
+  check_bulk(bops, n, torun);
   size_t nfailed = 0, first = 0;
   int first_rc = 0;
   for (size_t i = 0; i < n; i++) {

@@ -4,11 +4,24 @@
  * it returns. */
 #include "store/store_int.h"
 
+#include "util/assert.h"
 #include "util/err.h"
 
 #include <string.h>
 
 /* ---- find / count -------------------------------------------------------------------- */
+
+/* The backend contract of a find (store.h): an array iff it succeeded,
+ * of at most limit documents (0: no limit), each a document. */
+static void check_find(int rc, int64_t limit, const json_t *docs) {
+  dtx__st_check_rc(rc, dtx_errdetail());
+  DTX_ASSERT(rc == 0 ? json_is_array(docs) : !docs, "store.out_iff_ok");
+  DTX_ASSERT(limit == 0 || json_array_size(docs) <= (size_t)limit,
+             "store.find.limit");
+  DTX_ASSERT(json_array_size(docs) == 0 ||
+                 json_is_object(json_array_get(docs, 0)),
+             "store.find.documents");
+}
 
 int dtx_store_find(dtx_store_t *st, const char *coll, const json_t *filter,
                    const dtx_find_opts_t *opts, json_t **out) {
@@ -42,6 +55,7 @@ int dtx_store_find(dtx_store_t *st, const char *coll, const json_t *filter,
   json_t *docs = NULL;
   rc = st->m->find(st->b, coll, c.filter, c.f, opts->sort, opts->skip,
                    opts->limit, &docs);
+  check_find(rc, opts->limit, docs);
   rc = dtx__st_match_error(&c, rc);
   for (size_t i = 0; rc == 0 && proj && i < json_array_size(docs); i++) {
     json_t *d = json_incref(json_array_get(docs, i));
@@ -71,6 +85,8 @@ int dtx_store_count(dtx_store_t *st, const char *coll, const json_t *filter,
   if (rc < 0 || (rc = dtx__st_compile(filter, NULL, NULL, 0, &c)) < 0)
     return rc;
   rc = st->m->count(st->b, coll, c.filter, c.f, out);
+  dtx__st_check_rc(rc, dtx_errdetail());
+  DTX_ASSERT(rc < 0 || *out >= 0, "store.count.not_negative");
   rc = dtx__st_match_error(&c, rc);
   dtx__st_compiled_free(&c);
   if (rc < 0)
@@ -90,6 +106,7 @@ static int find_docs(dtx_store_t *st, const char *coll, const json_t *filter,
   if (rc < 0)
     return rc;
   rc = st->m->find(st->b, coll, c.filter, c.f, sort, skip, limit, out);
+  check_find(rc, limit, *out);
   rc = dtx__st_match_error(&c, rc);
   dtx__st_compiled_free(&c);
   if (rc < 0) {

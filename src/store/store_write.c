@@ -4,6 +4,7 @@
  * need not check again.  A fenced write reaches its fault point here. */
 #include "store/store_int.h"
 
+#include "util/assert.h"
 #include "util/err.h"
 #include "util/fault.h"
 
@@ -30,6 +31,8 @@ int dtx_store_insert_ex(dtx_store_t *st, const char *coll, const json_t *doc,
   size_t n = 0;
   rc = st->m->insert(st->b, coll, (json_t *const *)&copy, 1,
                      opts && opts->bypass_validation, &n);
+  dtx__st_check_rc(rc, dtx_errdetail());
+  DTX_ASSERT(n == (rc == 0), "store.insert.count");
   if (rc == 0 && id_out)
     *id_out = json_incref(json_object_get(copy, "_id"));
   json_decref(copy);
@@ -71,9 +74,13 @@ int dtx_store_insert_many_ex(dtx_store_t *st, const char *coll,
       goto out;
     }
   }
-  if (n > 0)
+  if (n > 0) {
     rc = st->m->insert(st->b, coll, copies, n,
                        opts && opts->bypass_validation, &done);
+    dtx__st_check_rc(rc, dtx_errdetail());
+    /* All of them, or an error after the first `done`, which stay. */
+    DTX_ASSERT(rc == 0 ? done == n : done < n, "store.insert.count");
+  }
   if (ninserted)
     *ninserted = done;
   if (ids_out) {
@@ -110,6 +117,7 @@ int dtx__st_modify_prepare(dtx_store_t *st, const char *coll,
       (!is_delete && (rc = dtx__fence_check_update(update)) < 0) ||
       (rc = dtx__st_compile(filter, update, array_filters, !is_delete, c)) < 0)
     return rc;
+  DTX_ASSERT(c->f && (is_delete || c->u), "store.compiled");
   m->fence_name = fence_name;
   m->fence_token = fence_token;
   /* A lock holder paused between deciding to write and writing is the
@@ -152,12 +160,17 @@ int dtx_store_update(dtx_store_t *st, const char *coll, const json_t *filter,
     dtx__st_compiled_free(&c);
     return rc;
   }
-  if (opts->many)
+  if (opts->many) {
     rc = st->m->modify_many(st->b, &m, &r.matched, &r.modified);
+    dtx__st_check_rc(rc, dtx_errdetail());
+    DTX_ASSERT(0 <= r.modified && r.modified <= r.matched,
+               "store.modified<=matched");
+  }
   if (rc == 0 && (!opts->many || (r.matched == 0 && opts->upsert))) {
     dtx__modify_result_t mr = {0};
     m.upsert = opts->upsert;
     rc = st->m->modify_one(st->b, &m, &mr);
+    dtx__st_check_modify(&m, &mr, rc, dtx_errdetail());
     if (rc == 0) {
       r.matched = mr.matched ? 1 : 0;
       r.modified = mr.matched && mr.modified ? 1 : 0;
@@ -218,6 +231,7 @@ static int find_one_and_modify(dtx_store_t *st, const char *coll,
   m.upsert = !is_delete && opts->upsert;
   dtx__modify_result_t mr = {0};
   rc = st->m->modify_one(st->b, &m, &mr);
+  dtx__st_check_modify(&m, &mr, rc, dtx_errdetail());
   rc = dtx__st_match_error(&c, rc);
   if (rc == 0 && !mr.matched && !mr.upserted_id)
     rc = dtx__err(DTX_ENOMATCH, "no document in '%s' matched the filter",
@@ -229,6 +243,9 @@ static int find_one_and_modify(dtx_store_t *st, const char *coll,
     json_t **pick = !is_delete && opts->return_new ? &mr.after : &mr.before;
     doc = *pick;
     *pick = NULL;
+    /* (an upsert has no document before it) */
+    DTX_ASSERT(doc || (mr.upserted_id && pick == &mr.before),
+               "store.fam.returns_a_document");
     rc = dtx__st_project_in_place(&doc, proj, c.f, mr.before);
   }
   dtx__modify_result_clear(&mr);
@@ -283,9 +300,15 @@ int dtx_store_delete_ex(dtx_store_t *st, const char *coll,
   int64_t matched = 0, n = 0;
   if (opts->many) {
     rc = st->m->modify_many(st->b, &m, &matched, &n);
+    dtx__st_check_rc(rc, dtx_errdetail());
+    /* Every document a delete matched goes. */
+    DTX_ASSERT(rc < 0 ? 0 <= n && n <= matched : n == matched,
+               "store.modified<=matched");
   } else {
     dtx__modify_result_t mr = {0};
     rc = st->m->modify_one(st->b, &m, &mr);
+    dtx__st_check_modify(&m, &mr, rc, dtx_errdetail());
+    DTX_ASSERT(mr.matched == mr.modified, "store.modified<=matched");
     n = rc == 0 && mr.matched ? 1 : 0;
     dtx__modify_result_clear(&mr);
   }

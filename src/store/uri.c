@@ -4,6 +4,7 @@
  * mistake gets the same words on every backend. */
 #include "store/store.h"
 
+#include "util/assert.h"
 #include "util/err.h"
 
 #include <stdio.h>
@@ -99,6 +100,7 @@ int dtx__uri_opts(const char *uri, const char *query,
     return dtx__err(DTX_EBADURI, "store URI '%s' has an empty option list",
                     uri);
   unsigned long long seen = 0; /* bit i: opts[i] was given */
+  DTX_ASSERT(nopts <= 64, "uri.opts"); /* a table of at most 64 */
   for (const char *opt = query;;) {
     const char *end = strchr(opt, '&');
     size_t len = end ? (size_t)(end - opt) : strlen(opt);

@@ -14,6 +14,7 @@
  * and its message exist once, here. */
 #include "store/store.h"
 
+#include "util/assert.h"
 #include "util/err.h"
 
 #include <stdio.h>
@@ -42,6 +43,7 @@ int dtx__window_test(const dtx__modify_t *m, const json_t *doc, int64_t now) {
   int early = m->not_before > 0 && now < m->not_before;
   if (!late && !early)
     return 0;
+  DTX_ASSERT(late != early, "window.bounds"); /* not_before <= not_after */
   const json_t *id = json_object_get(doc, "_id");
   char *t = id ? dtx__json_dump(id) : NULL;
   int rc = late ? dtx__err(DTX_ESTALE,

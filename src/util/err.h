@@ -14,6 +14,13 @@
 int dtx__err(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* How many codes DTX_ERRNO_MAP has: they run -1, -2, ... -DTX__NCODES,
+ * so DTX__IS_CODE(rc) says rc is 0 or one of them. */
+#define DTX__COUNT_CODE(name, code, msg) +1
+enum { DTX__NCODES = 0 DTX_ERRNO_MAP(DTX__COUNT_CODE) };
+#undef DTX__COUNT_CODE
+#define DTX__IS_CODE(rc) ((rc) <= 0 && (rc) >= -DTX__NCODES)
+
 /* Clears this thread's detail (called at the top of each public entry). */
 void dtx__err_clear(void);
 

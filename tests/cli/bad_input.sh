@@ -347,6 +347,18 @@ for v in 9223372036854775807 9223371036854775807 3153600000001; do
   row 2 INVAL "backoff must be from 1 to 3600000 ms, got $v" -- job add q t --backoff-ms "$v"
   row 2 INVAL "timeout_ms $v: a timeout of more than 100 years" -- ledger post LX:-1 LY:1 --pending --timeout-ms "$v"
 done
+# ---- bounds past an option's type are the library's (the CLI maps its error) -------------
+row 2 INVAL "max attempts must be from 1 to 1000000, got 1000001" -- job add q t --max-attempts 1000001
+row 2 USAGE "job add: --priority 99999999999 is out of range (-2147483648..2147483647)" -- job add q t --priority 99999999999
+row 2 USAGE "worker: --threads 3000000000 is out of range (1..2147483647)" -- worker --threads 3000000000
+row 2 INVAL "at most 256 threads" -- worker --threads 257
+row 2 INVAL "worker batch 257: 1 to 256" -- worker --batch 257
+row 2 USAGE "job work: --threads 9999999999 is out of range (1..2147483647)" -- job work q --exec true --threads 9999999999
+row 2 INVAL "batch must be from 1 to 256 jobs, got 257" -- job work q --exec true --batch 257
+row 2 INVAL "amount must be a positive integer, got 0" -- transfer A B 0
+row 2 INVAL "interest rate -1 ppm: must be 0..1000000" -- interest run --rate-ppm -1 --day 2026-01-01
+row 2 INVAL "amount must be a positive integer, got -5" -- order create T1 --account A --amount -5
+row 2 INVAL "token 0: must be >= 1" -- lock release LK 0
 row 2 USAGE "--deadline-ms" -- recover --deadline-ms 9223372036854775808
 row 2 USAGE "--wait-ms" -- lock acquire LK --wait-ms 99999999999999999999
 

@@ -220,6 +220,48 @@ expect_err 2 BADURI --store=bogus:x collections
 check "a bad scheme names every scheme (got $ERR)" \
   "$([[ $ERR == *"expected sqlite:PATH or redis://HOST:PORT"* ]]; echo $?)"
 
+# ---- `--` ends the options of every command (src/cli/spec.c, the one parser) ------------
+# After --, an argument that starts with -- is a positional -- a name, an
+# id, JSON -- never an option; without the -- each of these is "unknown
+# option" (exit 2).  Options go before the --.  A store of their own: the
+# pattern collections they fill are checked empty further down.
+S_MAIN=$S
+new_store dashdash
+expect_err 2 BADJSON find c -- --limit
+check "find c -- --limit: --limit is FILTER (got $ERR)" "$([[ $ERR == 'doctx: BADJSON: FILTER: '* ]]; echo $?)"
+expect_err 2 BADJSON insert c -- --x
+check "insert c -- --x: --x is DOC (got $ERR)" "$([[ $ERR == 'doctx: BADJSON: DOC: '* ]]; echo $?)"
+# one: the named field of what doctx ARGS... printed (exit 0) is --NAME
+dd() { # dd FIELD ARGS...
+  local f=$1
+  shift
+  run "$@"
+  check "doctx $* (rc=$RC out=$OUT err=$ERR)" \
+    "$([[ $RC -eq 0 && $(jq -r ".$f" <<<"$OUT" | head -1) == --* ]]; echo $?)"
+}
+dd name lock acquire --ttl-ms 60000 -- --L
+dd name lock show -- --L
+dd queue job add -- --q t
+dd queue job list -- --q
+dd _id account create --balance 10 -- --a
+run account create dd-b
+dd from transfer --id --t -- --a dd-b 5
+dd _id transfer show -- --t
+dd _id order create --account dd-b --amount 5 -- --o1
+dd _id order show -- --o1
+dd item version put -- --i '{}'
+dd item version get -- --i
+dd _id ledger account create -- --la
+dd account ledger balance -- --la
+expect_err 1 NOTFOUND sync show -- --r
+expect_err 2 USAGE worker -- --once
+check "worker -- --once: an argument, not the option (got $ERR)" "$([[ $ERR == *"unexpected argument '--once'"* ]]; echo $?)"
+expect_err 2 USAGE interest run --rate-ppm 1 --day 2026-01-01 -- --settlement
+expect_err 2 USAGE batch-update nodocs '{}' '{"$set":{"x":1}}' -- --id b
+check "batch-update ... -- --id b: not the option (got $ERR)" "$([[ $ERR == *"--id BATCH_ID is required"* ]]; echo $?)"
+expect 0 '{"matched":0,"modified":0,"already":0}' batch-update nodocs '{}' '{"$set":{"x":1}}' --id=--b
+S=$S_MAIN
+
 # ---- global options, environment, help ---------------------------------------------------
 RC=0; OUT=$("$DOCTX" --store="$S" count acct 2>&1) || RC=$?
 check "--store=URI form (rc=$RC out=$OUT)" "$([[ $RC -eq 0 && $OUT == 3 ]]; echo $?)"
@@ -267,8 +309,8 @@ expect 0 '{"_id":"s1","n":3}' find stdin
 
 # ---- only commands that write create a store ---------------------------------------------------
 # A read on a missing SQLite path says so (exit 4) and leaves no file;
-# account show/list and transfer show/list too (cmd_txn.c opens their
-# store with dtx__cli_store_read).
+# account show/list and transfer show/list too (their specs carry
+# DTX__CLI_READS, src/cli/cli.h).
 mkdir -p "$TMP/none"
 NS="$TMP/none/x.db"
 READS=("find c" "count c" "indexes c" "collections" "dump" "audit"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The flash-sale coupon of LeanCloud's scenarios (reference 003, issue 12;
-# README "Scenarios", docs/scenarios.md), with the README recipe's generic
+# docs/cli.md "Scenarios", docs/scenarios.md), with that recipe's generic
 # document commands only:
 #   take     find-and-modify coupons {_id, stock: {$gt: 0}} {$inc: {stock: -1}}
 #            (exit 1: sold out)
@@ -72,7 +72,7 @@ dups=$(d aggregate claims '[{"$group":{"_id":"$user","n":{"$sum":1}}},{"$match":
 [ "$gave" -gt 0 ] && ok || bad "no claim failed after taking stock: the give-back path never ran"
 
 # ---- a crash in the middle, and a rerun ---------------------------------------------
-# The README recipe on coupon c2 (stock 2): ann's buyer dies after taking
+# The recipe on coupon c2 (stock 2): ann's buyer dies after taking
 # a unit, before claiming; her rerun runs the whole recipe again.  She
 # gets exactly one coupon, nothing oversells, and the crashed attempt's
 # unit is the one documented loss (an undersell: stock + claims is one

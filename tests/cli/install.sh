@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # install.sh -- an install is usable from any prefix: `cmake --install
-# BUILD --prefix P` into a temporary P, then the README's C example (the
+# BUILD --prefix P` into a temporary P, then the C example of docs/api.md (the
 # block between <!-- example:c --> markers) is built with
 # `cc $(pkg-config --cflags --libs doctx)` against P alone, run in an
-# empty directory, and must print the README's output block
+# empty directory, and must print its output block
 # (<!-- example:c:output -->).  The temporary prefix is removed on exit.
 #
 # Run by ctest with $DOCTX and $DTX_BUILD (the build directory) set; ends
@@ -48,22 +48,22 @@ RC=0
 "$P/bin/doctx" --version >"$TMP/version" 2>&1 || RC=$?
 check "the installed doctx runs (rc=$RC)" "$RC" "$TMP/version"
 
-block example:c >"$TMP/example.c"
-block example:c:output >"$TMP/want"
-check "the README has the C example and its output" \
+block example:c docs/api.md >"$TMP/example.c"
+block example:c:output docs/api.md >"$TMP/want"
+check "docs/api.md has the C example and its output" \
   "$([ -s "$TMP/example.c" ] && [ -s "$TMP/want" ]; echo $?)"
 # A sanitizer build's library needs the sanitizer runtime in the program.
 san=()
 grep -q '^DTX_SANITIZE:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null &&
   san=(-fsanitize=address,undefined)
 RC=0
-# As the README builds it (plus warnings as errors, and a sanitizer build's
+# As docs/api.md builds it (plus warnings as errors, and a sanitizer build's
 # runtime).
 # shellcheck disable=SC2046
 (cd "$TMP" && timeout 120 cc -std=c11 -Wall -Wextra -Werror "${san[@]}" example.c \
   $(pkg-config --cflags --libs doctx) \
   -Wl,-rpath,"$(pkg-config --variable=libdir doctx)" -o example) >"$TMP/cc.log" 2>&1 || RC=$?
-check "the README's example builds with pkg-config's flags (rc=$RC)" "$RC" "$TMP/cc.log"
+check "the example in docs/api.md builds with pkg-config's flags (rc=$RC)" "$RC" "$TMP/cc.log"
 check "pkg-config points at the prefix ($(pkg-config --cflags doctx))" \
   "$(pkg-config --cflags doctx | grep -qF -- "-I$P/include"; echo $?)"
 if [ "$RC" -eq 0 ]; then
@@ -71,7 +71,7 @@ if [ "$RC" -eq 0 ]; then
   RC=0
   (cd "$TMP/run" && timeout 60 ../example) >"$TMP/got" 2>&1 || RC=$?
   check "the example runs (rc=$RC)" "$RC" "$TMP/got"
-  check "the example prints the README's output" \
+  check "the example prints the output docs/api.md shows" \
     "$(cmp -s "$TMP/want" "$TMP/got"; echo $?)" "$TMP/got"
 fi
 finish

@@ -55,18 +55,18 @@ while IFS='|' read -r label args pattern; do
   grep -q -- "$pattern" "$WORK/err" && ok || bad "$label: message '$(cat "$WORK/err")' lacks '$pattern'"
 done <<'TABLE'
 queue characters|add ma/il send|queue name
-empty type|add mail  |expected QUEUE TYPE
+empty type|add mail  |missing argument TYPE
 malformed payload|add mail send {"a":|PAYLOAD
 negative delay|add mail send --delay-ms -1|--delay-ms
 max attempts 0|add mail send --max-attempts 0|--max-attempts
-priority 101|add mail send --priority 101|--priority
-priority -101|add mail send --priority -101|--priority
+priority 101|add mail send --priority 101|priority must be from -100 to 100
+priority -101|add mail send --priority -101|priority must be from -100 to 100
 priority word|add mail send --priority high|--priority
 backoff 0|add mail send --backoff-ms 0|--backoff-ms
 unknown option|add mail send --bogus 1|unknown option
 bad state|list --state done|unknown job state
 work without exec|work mail --once|--exec
-effect bad epoch|effect j1 0 k c {} {"$set":{"a":1}}|EPOCH
+effect bad epoch|effect j1 0 k c {} {"$set":{"a":1}}|epoch must be >= 1
 effect bad key|effect j1 1 k/1 c {} {"$set":{"a":1}}|effect key
 effect bad fence|effect j1 1 k c {} {"$set":{"a":1}} --fence L:0|positive integer
 effect fence word|effect j1 1 k c {} {"$set":{"a":1}} --fence L:x|--fence

@@ -79,6 +79,7 @@ static void test_window_update(void) {
   CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'up'}"),
                             JQ("{'$set':{'v':1}}"), &o, &res), 0);
   CHECK(conf_count(c, JQ("{'_id':'up'}")) == 1);
+  json_decref(res.upserted_id); /* the caller's reference (doctx.h) */
 }
 
 /* find_one_and_update and find_one_and_delete take the bounds too. */

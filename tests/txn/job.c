@@ -16,6 +16,9 @@
  *   - effects under contention: jobs on 4 threads each claim "the first
  *     unclaimed coupon" and fail once after it: each ends owning exactly
  *     one coupon (one document per (job, key), docs/jobs.md).
+ *   - the bounds of a job request and of the workers' options are the
+ *     library's (doctx job add and worker only map its error): refused
+ *     with DTX_EINVAL, recording nothing, and checkable without a store.
  * Short by design (a few seconds): CI runs it on three backends. */
 #include <pthread.h>
 #include <signal.h>
@@ -102,6 +105,40 @@ static void add(const char *id, int prio, int64_t delay, int max,
 
 /* ---- tests --------------------------------------------------------------------- */
 
+static void test_request_checks(void) {
+  dtx_job_req_t r = {.queue = "q", .type = "t",
+                     .max_attempts = DTX_JOB_MAX_ATTEMPTS_LIMIT + 1};
+  json_t *out = NULL;
+  int64_t before = -1, after = -2;
+  CHECK_RC(dtx_store_count(st, DTX_JOBS, NULL, &before), 0);
+  CHECK_RC(dtx_job_req_check(&r), DTX_EINVAL);
+  CHECK_RC(dtx_job_add(st, &r, &out, NULL), DTX_EINVAL);
+  CHECK(out == NULL);
+  CHECK_RC(dtx_store_count(st, DTX_JOBS, NULL, &after), 0);
+  CHECK(after == before);
+  r.max_attempts = DTX_JOB_MAX_ATTEMPTS_LIMIT;
+  CHECK_RC(dtx_job_req_check(&r), 0);
+  r.priority = DTX_JOB_PRIORITY_MAX + 1;
+  CHECK_RC(dtx_job_req_check(&r), DTX_EINVAL);
+
+  CHECK_RC(dtx_worker_opts_check(NULL), 0);
+  CHECK_RC(dtx_worker_opts_check(&(dtx_worker_opts_t){.threads = 257}),
+           DTX_EINVAL);
+  CHECK_RC(dtx_worker_opts_check(&(dtx_worker_opts_t){.batch = 257}),
+           DTX_EINVAL);
+  CHECK_RC(dtx_worker_opts_check(&(dtx_worker_opts_t){.threads = 256,
+                                                      .batch = 256}), 0);
+  dtx_job_handler_t h = {.type = NULL, .fn = record, .arg = NULL};
+  dtx_job_work_opts_t o = {.queue = "q", .handlers = &h, .nhandlers = 1,
+                           .threads = 257};
+  CHECK_RC(dtx_job_work_opts_check(&o), DTX_EINVAL);
+  o.threads = 256;
+  o.batch = 257;
+  CHECK_RC(dtx_job_work_opts_check(&o), DTX_EINVAL);
+  o.batch = 256;
+  CHECK_RC(dtx_job_work_opts_check(&o), 0);
+}
+
 static void test_backoff(void) {
   for (int64_t n = 1; n <= 14; n++) {
     int64_t base = 1000LL << (n - 1);
@@ -179,10 +216,13 @@ static void test_order_delay_dead_retry(void) {
 /* ---- a batch's waiting jobs keep their leases ------------------------------------- */
 
 /* Fast jobs let the worker's batch grow; the slow ones then wait their
- * turn behind one another for longer than the lease.  Meanwhile recovery
- * runs every 20 ms and takes over any running job whose lease lapsed:
- * only the heartbeat's renewal of the waiting jobs keeps them (every job
- * ends succeeded at epoch 1, nothing fenced). */
+ * turn behind one another for longer than the lease (the last one 1.2 s
+ * of a 1 s lease).  Meanwhile recovery runs every 20 ms and takes over any
+ * running job whose lease lapsed: only the heartbeat's renewal of the
+ * waiting jobs keeps them (every job ends succeeded at epoch 1, nothing
+ * fenced).  The heartbeat renews every third of the lease, so a renewal
+ * may come ~660 ms late before a job lapses: a 300 ms lease lapsed on a
+ * loaded CI machine (load 13) with the cluster's extra round trips. */
 #define BATCH_FAST 12
 #define BATCH_SLOW 4
 
@@ -190,7 +230,7 @@ static int fast_or_slow(dtx_job_run_t *run, const json_t *job, void *arg) {
   (void)run;
   (void)arg;
   if (json_is_true(json_object_get(json_object_get(job, "payload"), "slow")))
-    sleep_ms(200);
+    sleep_ms(400);
   return 0;
 }
 
@@ -224,7 +264,7 @@ static void test_batch_leases(void) {
   REQUIRE(pthread_create(&rt, NULL, recover_loop, NULL) == 0);
   dtx_job_handler_t h = {.type = NULL, .fn = fast_or_slow};
   dtx_job_work_opts_t o = {.queue = "bq", .handlers = &h, .nhandlers = 1,
-                           .threads = 1, .once = 1, .lease_ms = 300,
+                           .threads = 1, .once = 1, .lease_ms = 1000,
                            .batch = 8};
   json_t *sum = NULL;
   CHECK_RC(dtx_job_work(st, &o, &sum), 0);
@@ -568,11 +608,10 @@ static void test_effect_race(void) {
   }
   CHECKF(count_state("race", "succeeded") == RACE_JOBS, "%d of %d succeeded",
          count_state("race", "succeeded"), RACE_JOBS);
-  json_t *claimed = NULL, *c;
+  json_t *claimed = NULL, *c, *f = J("{\"claimed\":true}");
   size_t i;
-  json_t *q = J("{\"claimed\":true}");
-  CHECK_RC(dtx_store_find(st, "coupons_race", q, NULL, &claimed), 0);
-  json_decref(q);
+  CHECK_RC(dtx_store_find(st, "coupons_race", f, NULL, &claimed), 0);
+  json_decref(f);
   json_t *owners = json_object();
   json_array_foreach(claimed, i, c) {
     const char *by = dtx__str(c, "by");
@@ -603,6 +642,7 @@ int main(int argc, char **argv) {
   st = open_store();
   dtx_store_drop_collection_ex(st, DTX_JOBS, &(dtx_drop_opts_t){1});
   dtx_store_drop_collection_ex(st, "counters", &(dtx_drop_opts_t){1});
+  TEST_RUN(test_request_checks);
   TEST_RUN(test_backoff);
   TEST_RUN(test_order_delay_dead_retry);
   TEST_RUN(test_batch_leases);

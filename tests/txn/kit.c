@@ -17,6 +17,7 @@
 #include "store/store.h" /* dtx__docs_examined */
 #include "testlib.h"
 #include "txn/kit/kit.h"
+#include "txn/transfer/transfer.h" /* the transfer pattern's shape */
 #include "util/err.h"
 
 static const char *uri;
@@ -567,6 +568,12 @@ static void test_ensure_after_drop(void) {
   dtx_store_close(st);
 }
 
+static int done_let_go(const json_t *doc, char *why, size_t n) {
+  if (dtx__str_is(doc, "phase", "done") && dtx__str(doc, "owner"))
+    return dtx__shape_bad(why, n, "a done item has an owner");
+  return 0;
+}
+
 /* A pattern's rules table: dtx__kit_ensure installs the validator and
  * delete guard (replacing rules that differ), the store then refuses
  * what they refuse, and dtx__audit_load reports a document the validator
@@ -580,7 +587,10 @@ static void test_rules(void) {
        "{\"phase\":\"done\"}", NULL},
       {NULL, NULL, NULL, NULL},
   };
-  const dtx__pattern_t p = {.name = "kit", .rules = rules};
+  /* A done item was let go (docs/kit.md, "Shape checks"). */
+  static const dtx__shape_def_t shapes[] = {{"kit_items", done_let_go},
+                                            {NULL, NULL}};
+  const dtx__pattern_t p = {.name = "kit", .rules = rules, .shapes = shapes};
   dtx_store_t *st = NULL;
   REQUIRE(dtx_store_open("sqlite::memory:", &st) == 0);
   CHECK_RC(dtx__kit_ensure(st, &p), 0);
@@ -622,11 +632,55 @@ static void test_rules(void) {
                     "kit_items 'r1': epoch is string") != NULL,
          "%s", JS(a.findings));
   json_decref(map);
+  /* A document the validator lets through but the shape check does not:
+   * its own finding, "shape", naming the document and why. */
+  add_item(st, "r2", "done", 0);
+  json_t *owned = J("{\"$set\":{\"owner\":\"w9\"}}"),
+         *f2 = J("{\"_id\":\"r2\"}");
+  CHECK_RC(dtx_store_update(st, "kit_items", f2, owned, &by, NULL), 0);
+  json_array_clear(a.findings);
+  CHECK_RC(dtx__audit_load(&a, "kit_items", &map), 0);
+  CHECKF(json_array_size(a.findings) == 2 &&
+             dtx__str_is(json_array_get(a.findings, 1), "kind", "shape") &&
+             dtx__str_is(json_array_get(a.findings, 1), "detail",
+                         "kit_items r2: a done item has an owner"),
+         "%s", JS(a.findings));
+  json_decref(map);
+  json_decref(owned);
+  json_decref(f2);
   json_decref(a.report);
   json_decref(a.part);
   json_decref(a.findings);
   json_decref(bad);
   json_decref(f);
+  dtx_store_close(st);
+}
+
+/* The audit runs each pattern's shape checks on every store: a transfer
+ * forced in (bypass) committed with a reason is a "shape" finding, and
+ * the audit goes on (exit 5, never an abort). */
+static void test_shape_audit(void) {
+  dtx_store_t *st = open_fresh();
+  dtx_t_drop_transfers(st);
+  json_t *tx = J("{\"_id\":\"ts1\",\"from\":\"a\",\"to\":\"b\","
+                 "\"amount\":5,\"state\":\"succeeded\",\"reason\":"
+                 "\"canceled\",\"owner\":\"w\",\"lease_until\":0,"
+                 "\"epoch\":1,\"created\":1,\"updated\":1}"),
+         *rep = NULL;
+  dtx_insert_opts_t by = {.bypass_validation = 1};
+  CHECK_RC(dtx__kit_ensure(st, &dtx__transfer_pattern), 0);
+  CHECK_RC(dtx_store_insert_ex(st, DTX_TRANSFERS, tx, &by, NULL), 0);
+  CHECK_RC(dtx_audit(st, 0, &rep), DTX_EAUDIT);
+  const json_t *fd;
+  size_t i, shape = 0;
+  json_array_foreach(json_object_get(rep, "findings"), i, fd)
+    shape += dtx__str_is(fd, "kind", "shape") &&
+             dtx__str_is(fd, "detail", "transfers ts1: state succeeded has "
+                         "a reason");
+  CHECKF(shape == 1, "%s", JS(rep));
+  json_decref(rep);
+  json_decref(tx);
+  dtx_t_drop_transfers(st);
   dtx_store_close(st);
 }
 
@@ -813,6 +867,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_indexes_per_store);
   TEST_RUN(test_ensure_after_drop);
   TEST_RUN(test_rules);
+  TEST_RUN(test_shape_audit);
   TEST_RUN(test_account_zero_value);
   TEST_RUN(test_tally);
   TEST_RUN(test_pack);

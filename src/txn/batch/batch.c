@@ -28,17 +28,18 @@
  * page where that happened to every document contends through the kit
  * (bounded by the deadline) rather than spin.
  *
- * Invariants (asserts check 2; the marker makes 1 hold by construction):
- *   1. UPDATE is applied to a document at most once per batch id: only a
- *      step whose filter saw no marker applies it, and it writes the
- *      marker in the same step;
- *   2. modified + already <= matched.
+ * Invariants (DTX_ASSERT checks B2 in every build; the marker makes B1
+ * hold by construction):
+ *  B1 UPDATE is applied to a document at most once per batch id: only a
+ *     step whose filter saw no marker applies it, and it writes the
+ *     marker in the same step;
+ *  B2 modified + already <= matched.
  * A retried step whose first attempt landed (its reply lost) matches
  * nothing: the marker read back carries this run's stamp, so it is
  * counted as modified.  Recovery has nothing to do: a crashed batch is
  * finished by running it again.
  *
- * The markers are what make invariant 1 hold across runs, and they live in
+ * The markers are what make B1 hold across runs, and they live in
  * the user's documents, where the generic document commands could take
  * one off (then the next run applies UPDATE again) or forge one (then it
  * never does).  So before a run marks anything it adds to the
@@ -48,7 +49,6 @@
  * pattern's step that writes an update its caller chose (a job's effect,
  * a sync copy): the rule exempts the batch's steps only.  docs/scenarios.md
  * says how an operator removes old markers, past the rules. */
-#include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +57,7 @@
 #include "doc/doc.h"
 #include "store/store.h"
 #include "txn/kit/kit.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 #define PAGE 200
@@ -127,6 +128,8 @@ static int apply_one(batch_t *b, const json_t *doc, int *progress) {
   const json_t *id = json_object_get(doc, "_id");
   json_t *f = marker_filter(b, 0), *now = NULL;
   int matched = 0, rc;
+  /* B1: the step writes this run's marker with UPDATE (DIGEST:RUN). */
+  DTX_ASSERT(b->stamp[16] == ':' && b->mpath[0], "B1");
   if (f)
     json_object_set(f, "_id", (json_t *)id);
   rc = f ? dtx__kit_update(&b->ex, "batch.apply", b->coll, f,
@@ -256,7 +259,7 @@ static int run(batch_t *b) {
       break;
   }
   json_decref(sort);
-  assert(b->res->modified + b->res->already <= b->res->matched); /* I2 */
+  DTX_ASSERT(b->res->modified + b->res->already <= b->res->matched, "B2");
   return rc;
 }
 

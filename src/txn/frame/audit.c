@@ -81,19 +81,38 @@ static int validator_of(const dtx__audit_t *a, const char *coll,
   return 0;
 }
 
-/* Reports doc as a finding when the pattern's validator refuses it.  The
- * store checks writes only (and not those made with bypass_validation, or
- * before the rules were installed), so the audit checks what is there. */
+/* Reports doc as a finding when the pattern's validator refuses it, or
+ * (when it passes) the pattern's shape check for coll (kit.h,
+ * dtx__shape_def_t: fields that must go together).  The store checks
+ * writes only (and not those made with bypass_validation, or before the
+ * rules were installed), so the audit checks what is there. */
 static void check_shape(dtx__audit_t *a, const dtx__rules_t *r,
-                        const char *coll, const json_t *doc) {
-  if (dtx__doc_check_write(r, coll, NULL, doc, 0) != 0)
+                        const dtx__shape_def_t *s, const char *coll,
+                        const json_t *doc) {
+  char why[256], msg[512];
+  size_t i;
+  const json_t *f;
+  int refused = r && dtx__doc_check_write(r, coll, NULL, doc, 0) != 0;
+  if (refused)
     dtx__audit_finding(a, "bad_shape", "%s", dtx_errdetail());
   dtx__err_clear();
+  if (refused || !s || s->check(doc, why, sizeof why) == 0)
+    return;
+  /* Once, though a pattern may load a collection twice (before and
+   * after its other reads, to tell moving items from broken ones). */
+  snprintf(msg, sizeof msg, "%s %s: %s", coll,
+           dtx__str(doc, "_id") ? dtx__str(doc, "_id") : "?", why);
+  json_array_foreach(a->findings, i, f) {
+    if (dtx__str_is(f, "detail", msg))
+      return;
+  }
+  dtx__audit_finding(a, "shape", "%s", msg);
 }
 
 int dtx__audit_load(dtx__audit_t *a, const char *coll, json_t **map) {
   json_t *docs = NULL, *d;
   dtx__rules_t *shape = NULL;
+  const dtx__shape_def_t *fits = dtx__kit_shape_of(a->pat, coll);
   size_t i;
   int rc;
   *map = NULL;
@@ -107,8 +126,8 @@ int dtx__audit_load(dtx__audit_t *a, const char *coll, json_t **map) {
   *map = json_object();
   json_array_foreach(docs, i, d) {
     const char *id = json_string_value(json_object_get(d, "_id"));
-    if (shape)
-      check_shape(a, shape, coll, d);
+    if (shape || fits)
+      check_shape(a, shape, fits, coll, d);
     if (id) {
       json_object_set(*map, id, d);
     } else {

@@ -196,6 +196,17 @@ static void *work(void *arg) {
   return NULL;
 }
 
+int dtx_worker_opts_check(const dtx_worker_opts_t *o) {
+  if (!o)
+    return 0;
+  if (o->threads > 256)
+    return dtx__err(DTX_EINVAL, "at most 256 threads");
+  if (o->batch < 0 || o->batch > DTX__CLAIM_MANY_MAX)
+    return dtx__err(DTX_EINVAL, "worker batch %d: 1 to %d", o->batch,
+                    DTX__CLAIM_MANY_MAX);
+  return dtx__check_owner(o->owner);
+}
+
 int dtx_worker_run(dtx_store_t *st, const dtx_worker_opts_t *opts,
                    json_t **summary) {
   dtx_worker_opts_t def = {0};
@@ -205,12 +216,7 @@ int dtx_worker_run(dtx_store_t *st, const dtx_worker_opts_t *opts,
   if (summary)
     *summary = NULL;
   dtx__call_begin(&c, 0);
-  if (n > 256)
-    return dtx__call_end(&c, dtx__err(DTX_EINVAL, "at most 256 threads"));
-  if (o->batch < 0 || o->batch > DTX__CLAIM_MANY_MAX)
-    return dtx__call_end(&c, dtx__err(DTX_EINVAL, "worker batch %d: 1 to %d",
-                                      o->batch, DTX__CLAIM_MANY_MAX));
-  if ((rc = dtx__check_owner(o->owner)))
+  if ((rc = dtx_worker_opts_check(o)))
     return dtx__call_end(&c, rc);
   shared_t sh = {.st = st, .o = o, .npat = dtx__pattern_count(),
                  .batch = o->batch ? o->batch : DTX__WORKER_BATCH};

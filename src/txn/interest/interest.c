@@ -81,13 +81,13 @@
  * does (given no other transfers meanwhile: each account's amount is
  * fixed by its own balance when its credit is first recorded).
  *
- * Invariants (asserts check 1; transfer idempotency gives 2):
- *   1. 0 <= amount <= balance (rate <= 1,000,000 ppm), computed exactly
- *      in int64 (no intermediate product can overflow);
- *   2. at most one credit per (account, day) succeeds: attempt k+1 is
+ * Invariants (DTX_ASSERT checks N1 in every build; transfer idempotency
+ * gives N2):
+ *  N1 0 <= amount <= balance (rate <= 1,000,000 ppm), computed exactly
+ *     in int64 (no intermediate product can overflow);
+ *  N2 at most one credit per (account, day) succeeds: attempt k+1 is
  *      submitted only when attempt k has failed, and each attempt's id
  *      is unique (transfer idempotency). */
-#include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -95,6 +95,7 @@
 #include "doc/doc.h"
 #include "txn/kit/kit.h"
 #include "txn/transfer/transfer.h"
+#include "util/assert.h"
 #include "util/err.h"
 #include "util/sha256.h"
 
@@ -128,9 +129,10 @@ static int check_day(const char *day) {
 /* floor(b * r / 1e6) for 0 <= b, 0 <= r <= 1e6, without a wider type:
  * (b / 1e6) * r <= b, and (b % 1e6) * r < 1e12. */
 static int64_t interest_of(int64_t b, int64_t r) {
+  DTX_ASSERT(b >= 0 && r >= 0 && r <= DTX_INTEREST_MAX_PPM, "N1");
   int64_t q = b / 1000000, m = b % 1000000;
   int64_t v = q * r + m * r / 1000000;
-  assert(v >= 0 && v <= b); /* I1 */
+  DTX_ASSERT(v >= 0 && v <= b, "N1");
   return v;
 }
 
@@ -191,7 +193,7 @@ static void credit_id(char *buf, size_t n, const run_t *r, int k,
     return;
   dtx__sha256_hex(acc, strlen(acc), hex);
   len = snprintf(buf, n, "interest-sha256%s:%s:%s", kk, r->req->day, hex);
-  assert(len > 0 && len <= 128);
+  DTX_ASSERT(len > 0 && len <= 128, "N2"); /* an id a transfer takes */
 }
 
 /* Drives an existing attempt t (stolen) to its end; 1 in *again when it
@@ -298,11 +300,13 @@ static int credit_one(run_t *r, const char *id, int64_t bal) {
       return rc;
     dtx__err_clear();
     if (amount < 0) { /* the first attempt: from the balance read */
+      DTX_ASSERT(bal > 0, "N1"); /* account_one's */
       amount = interest_of(bal, r->req->rate_ppm);
       if (amount == 0) {
         r->zero++;
         return 0;
       }
+      DTX_ASSERT(amount >= 1 && amount <= bal, "N1");
       if ((rc = later_attempt(r, id)))
         return rc;
       if (bal > INT64_MAX - amount)
@@ -345,6 +349,7 @@ static int account_one(run_t *r, const json_t *acc) {
     return 0;
   }
   r->accounts++;
+  DTX_ASSERT(bal > 0, "N1"); /* only a positive balance earns */
   int rc = credit_one(r, id, bal);
   if (rc && !stops_run(rc)) {
     refuse(r, id, rc);

@@ -31,6 +31,7 @@
 
 #include "doc/doc.h"
 #include "txn/jobq/jobq.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 static const char *const states[] = {DTX_JOB_READY,     DTX_JOB_DELAYED,
@@ -365,6 +366,7 @@ int dtx__job_audit(dtx__audit_t *a) {
                           json_integer(n ? json_integer_value(n) + 1 : 1));
     }
     rc = check_markers(a, jobs, &nmarkers);
+    DTX_ASSERT(running <= (int64_t)json_object_size(jobs), "job.audit");
   }
   if (rc == 0) {
     dtx__audit_set(a, "jobs", json_integer((json_int_t)json_object_size(jobs)));

@@ -67,6 +67,7 @@
 
 #include "doc/doc.h"
 #include "txn/jobq/jobq.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 /* The pin's field of key: "fx_pins.K" (plus ".sub"), K being key with
@@ -169,6 +170,7 @@ static json_t *with_marker(const json_t *update, const char *id,
     json_object_set_new(u, "$push", push);
   }
   json_object_set_new(push, DTX_JOB_FX, marker);
+  DTX_ASSERT(*rc == 0, "F2"); /* the marker goes in the update's own step */
   return u;
 }
 
@@ -315,6 +317,7 @@ static int void_target(dtx__exec_t *ex, const char *id, const char *key,
                         "job", id, "key", key, "at",
                         (json_int_t)dtx__now_ms(), "void", 1);
   dtx_update_opts_t uo = {.not_after = until};
+  DTX_ASSERT(until > 0, "F3"); /* bounded as every write of the attempt */
   return dtx__kit_update_ex(ex, "job.effect.void", coll, f, u, &uo, matched);
 }
 
@@ -414,6 +417,9 @@ static int round_once(fx_t *x, int *indexed, int *applied, int *again) {
   }
   if (rc)
     goto out;
+  /* F3: the write carries a lease end of this attempt, which the fence
+   * step just raised fx_until to (current_job: until > now). */
+  DTX_ASSERT(until > 0 && x->epoch >= 1, "F3");
   x->uo.not_after = until;
   f = json_pack("{s:[o,O,o]}", "$and", id_is(t), x->filter,
                         marker_cond(x->id, x->key, 0));
@@ -510,6 +516,7 @@ static int apply(dtx__exec_t *ex, const char *id, int64_t epoch,
   while (rc == 0 && again &&
          dtx__kit_contend(&ct, &rc, "applying a job's effect"));
   json_decref(x.u);
+  DTX_ASSERT(!rc || !*applied, "F2"); /* applied only by a round's end */
   return rc;
 }
 

@@ -24,6 +24,7 @@
 
 #include "doc/doc.h"
 #include "txn/jobq/jobq.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 extern char **environ;
@@ -63,6 +64,7 @@ static void buf_add(buf_t *b, const char *s, size_t n, size_t max, int tail) {
   memcpy(b->p + b->n, s, n);
   b->n += n;
   b->p[b->n] = 0;
+  DTX_ASSERT(b->n <= max, "job.exec.kept"); /* what OUT_MAX, ERR_KEEP say */
 }
 
 /* environ plus our three variables (replacing any old ones). */

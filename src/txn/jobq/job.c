@@ -41,7 +41,9 @@
  *   dead -> ready               dtx_job_retry          job.retry
  * Recovery's other points (markers, retention) are in recover.c.
  *
- * Invariants (checked by dtx_audit on the store, audit.c):
+ * Invariants (DTX_ASSERT checks what each step relies on and leaves, in
+ * every build; dtx_audit checks the store, audit.c, and the job's shape
+ * check -- job_fits below -- runs after every move in debug builds):
  *  J1 Only the holder of a job's current epoch ends its attempt or acts
  *     for it: completing, failing, renewing and effects are conditioned
  *     on {state: running, epoch}; a claim and a takeover bump the epoch,
@@ -82,6 +84,7 @@
 
 #include "doc/doc.h"
 #include "txn/jobq/jobq.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 const dtx__kind_t dtx__job_kind = {DTX_JOBS, "state"};
@@ -135,12 +138,13 @@ int64_t dtx__job_backoff(int64_t backoff_ms, int64_t failed) {
     d = d - d / 5 + (int64_t)(next_random() % (uint64_t)(span + 1));
   if (d > DTX_JOB_BACKOFF_CAP_MS)
     d = DTX_JOB_BACKOFF_CAP_MS;
+  DTX_ASSERT(d <= DTX_JOB_BACKOFF_CAP_MS, "J2"); /* due again, bounded */
   return d > 0 ? d : 1;
 }
 
 /* ---- add -------------------------------------------------------------------- */
 
-static int check_req(const dtx_job_req_t *r) {
+int dtx_job_req_check(const dtx_job_req_t *r) {
   int rc;
   if (!r)
     return dtx__err(DTX_EINVAL, "no job request");
@@ -157,9 +161,9 @@ static int check_req(const dtx_job_req_t *r) {
   if (r->delay_ms > DTX__MAX_DELAY_MS)
     return dtx__err(DTX_EINVAL, "delay of %lld ms is more than 100 years",
                     (long long)r->delay_ms);
-  if (r->max_attempts < 0)
-    return dtx__err(DTX_EINVAL, "max attempts must be >= 1, got %d",
-                    r->max_attempts);
+  if (r->max_attempts < 0 || r->max_attempts > DTX_JOB_MAX_ATTEMPTS_LIMIT)
+    return dtx__err(DTX_EINVAL, "max attempts must be from 1 to %d, got %d",
+                    DTX_JOB_MAX_ATTEMPTS_LIMIT, r->max_attempts);
   if (r->backoff_ms < 0 || r->backoff_ms > DTX_JOB_BACKOFF_CAP_MS)
     return dtx__err(DTX_EINVAL, "backoff must be from 1 to %d ms, got %lld",
                     DTX_JOB_BACKOFF_CAP_MS, (long long)r->backoff_ms);
@@ -183,6 +187,8 @@ static json_t *new_job(const dtx_job_req_t *r, const char *id) {
   int64_t now = dtx__now_ms();
   int max = r->max_attempts ? r->max_attempts : DTX_JOB_MAX_ATTEMPTS;
   int64_t backoff = r->backoff_ms ? r->backoff_ms : DTX_JOB_BACKOFF_MS;
+  /* J7: a new job has attempts left; check_req bounded the rest. */
+  DTX_ASSERT(max >= 1 && backoff >= 1 && r->delay_ms >= 0, "J7");
   json_t *job = json_pack(
       "{s:s,s:s,s:s,s:O,s:s,s:i,s:i,s:I,s:i,s:i,s:I,s:s?,s:n,s:n,s:[],"
       "s:I,s:I,s:n,s:n,s:I,s:I}",
@@ -230,7 +236,7 @@ static int add(dtx__exec_t *ex, const dtx_job_req_t *r, json_t **out,
                int *added) {
   char idbuf[25];
   int rc;
-  if ((rc = check_req(r)) || (rc = dtx__job_setup(ex->st)))
+  if ((rc = dtx_job_req_check(r)) || (rc = dtx__job_setup(ex->st)))
     return rc;
   const char *id = r->id;
   if (!id) {
@@ -275,6 +281,7 @@ static int add(dtx__exec_t *ex, const dtx_job_req_t *r, json_t **out,
                   r->unique_key, r->queue);
   }
   json_decref(job);
+  DTX_ASSERT(rc ? !*added : *out != NULL, "job.add.out");
   return rc;
 }
 
@@ -344,6 +351,10 @@ int dtx__job_outcome(const json_t *job, int ok, json_t *result,
   const char *to = ok                ? DTX_JOB_SUCCEEDED
                    : attempts >= max ? DTX_JOB_DEAD
                                      : DTX_JOB_DELAYED;
+  /* J3: dead exactly when a failure uses the last attempt. */
+  DTX_ASSERT((strcmp(to, DTX_JOB_DEAD) == 0) == (!ok && attempts >= max),
+             "J3");
+  DTX_ASSERT(take >= 0 && take <= 2 && point, "J1");
   json_t *set = json_pack("{s:I}", "attempts", (json_int_t)attempts);
   if (set && ok)
     json_object_set_new(set, "result", dtx__job_storable_result(result, NULL));
@@ -379,6 +390,8 @@ int dtx__job_outcome(const json_t *job, int ok, json_t *result,
     return dtx__err(DTX_ENOMEM, "ending the attempt of job %s",
                     dtx__str(job, "_id"));
   }
+  /* J4: every terminal move frees the unique key. */
+  DTX_ASSERT(!unset == (strcmp(to, DTX_JOB_DELAYED) == 0), "J4");
   return 0;
 }
 
@@ -423,6 +436,7 @@ int dtx__job_promote(dtx__exec_t *ex, const char *queue, int limit,
       break;
     }
   }
+  DTX_ASSERT(n <= (int64_t)json_array_size(due), "J2");
   json_decref(due);
   if (moved)
     *moved = n;
@@ -506,6 +520,7 @@ int dtx_job_stats(dtx_store_t *st, const char *queue, json_t **out) {
     rc = f ? dtx__kit_count(st, DTX_JOBS, f, "counting jobs", &n)
            : DTX_ENOMEM;
     json_decref(f);
+    DTX_ASSERT(rc || n >= 0, "store.count.not_negative");
     json_object_set_new(res, states[i], json_integer((json_int_t)n));
     total += n;
   }
@@ -562,6 +577,7 @@ static int by_hand(dtx__exec_t *ex, const char *id, const char *const *from,
       *out = job; /* canceled already: the same answer again */
       return 0;
     }
+    DTX_ASSERT(!from[i] || !dtx__job_terminal(job) || retry, "J6");
     if (!from[i]) {
       *out = job;
       return dtx__err(DTX_ESTATE, "job %s is %s; only %s%s%s jobs can be %s",
@@ -771,6 +787,26 @@ static const char job_transition[] =
 #undef TERMINAL_MOVE
 #undef S_
 
+/* The shape of a job (kit.h, dtx__shape_def_t) beyond the validator and
+ * what the audit's check_job reports (J3, J4's presence, J7): a running
+ * job is held by an owner (J1: a claim or takeover names it), and
+ * unique_live, when there, is the job's own "QUEUE/KEY" (J4). */
+static int job_fits(const json_t *job, char *why, size_t n) {
+  const char *live = dtx__str(job, "unique_live");
+  const char *q = dtx__str(job, "queue"), *key = dtx__str(job, "unique_key");
+  size_t ql = q ? strlen(q) : 0;
+  if (dtx__state_is(job, DTX_JOB_RUNNING) && !dtx__str(job, "owner"))
+    return dtx__shape_bad(why, n, "running, yet no owner holds it (J1)");
+  if (json_object_get(job, "unique_live") &&
+      !(live && q && key && strncmp(live, q, ql) == 0 && live[ql] == '/' &&
+        strcmp(live + ql + 1, key) == 0))
+    return dtx__shape_bad(why, n, "unique_live is not its QUEUE/KEY (J4)");
+  return 0;
+}
+
+static const dtx__shape_def_t shapes[] = {{DTX_JOBS, job_fits},
+                                          {NULL, NULL}};
+
 static const dtx__rules_def_t rules[] = {
     {DTX_JOBS, job_shape,
      "{\"state\":{\"$in\":[\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD
@@ -809,4 +845,5 @@ const dtx__pattern_t dtx__job_pattern = {
     .recover = dtx__job_recover,
     .audit = dtx__job_audit,
     .rules = rules,
+    .shapes = shapes,
 };

@@ -33,6 +33,7 @@
 
 #include "doc/doc.h"
 #include "txn/jobq/jobq.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 #define DEFAULT_TTL_MS (24LL * 3600 * 1000)
@@ -74,6 +75,7 @@ static int finished_before(dtx__exec_t *ex, json_t *state, int fx,
         json_pack("[{s:{s:b}},{s:{s:I}}]", "fx_until", "$exists", 0,
                   "fx_until", "$lt",
                   (json_int_t)(now - DTX_JOB_FX_MARGIN_MS)));
+  DTX_ASSERT(age_ms >= 0 && limit >= 1, "F4");
   return find_some(ex, f, "updated", limit, out);
 }
 
@@ -94,6 +96,8 @@ static int takeovers(dtx__exec_t *ex, const dtx_recover_opts_t *o,
   json_array_foreach(list, i, job) {
     json_t *out = NULL;
     int take = o->older_than_ms >= 0 ? 2 : 1;
+    /* J1: the find's filter; the takeover bumps its epoch. */
+    DTX_ASSERT(dtx__state_is(job, DTX_JOB_RUNNING), "J1");
     rc = dtx__job_finish(ex, job, 0, NULL,
                          "taken over: the worker's lease lapsed",
                          "job.recover.takeover", take, &out);
@@ -152,6 +156,10 @@ static int clear_markers(dtx__exec_t *ex, const json_t *job, int64_t *n) {
   const char *id = dtx__str(job, "_id"), *st = dtx__str(job, "state");
   int64_t free_at = markers_free_at(job);
   int rc = 0;
+  /* F4: markers of terminal jobs only (finished_before's filter), each
+   * pull bounded past every write of the effect. */
+  DTX_ASSERT(dtx__job_terminal(job) && free_at >= dtx__int(job, "fx_until"),
+             "F4");
   if (!json_is_true(json_object_get(job, "fx_cleared"))) {
     int matched = 0;
     rc = dtx__kit_update(ex, "job.recover.forget_markers", DTX_JOBS,
@@ -230,6 +238,7 @@ static int purge(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                                    json_object_get(job, "_id"), "state",
                                    DTX_JOB_SUCCEEDED),
                          &n);
+    DTX_ASSERT(rc || n <= 1, "store.modified<=matched"); /* one by _id */
     if (rc)
       dtx__tally_error(t, json_object_get(job, "_id"), rc);
     else

@@ -35,6 +35,7 @@
 
 #include "doc/doc.h"
 #include "txn/jobq/jobq.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 #define DEFAULT_TIMEOUT_MS 300000
@@ -222,6 +223,10 @@ static const dtx_job_handler_t *handler_for(const dtx_job_work_opts_t *o,
  * The job stays under the heartbeat's renewals until it is written. */
 static void run_job(shared_t *sh, dtx__exec_t *ex, beat_t *b, held_t *h) {
   const json_t *job = h->job;
+  /* J1: claimed by this executor (the kit's claim), still unwritten. */
+  DTX_ASSERT(dtx__state_is(job, DTX_JOB_RUNNING) &&
+                 dtx__str_is(job, "owner", ex->owner) && !h->ended,
+             "J1");
   dtx_job_run_t run = {.ex = ex, .epoch = dtx__int(job, "epoch")};
   snprintf(run.id, sizeof run.id, "%s", dtx__str(job, "_id"));
   atomic_init(&run.lost, 0);
@@ -303,6 +308,7 @@ static void write_outcomes(shared_t *sh, dtx__exec_t *ex, beat_t *b,
     }
   if (k == 0)
     return;
+  DTX_ASSERT(k <= n, "J1"); /* each claimed job's one outcome */
   char *details[DTX__CLAIM_MANY_MAX] = {0};
   dtx__call_t c;
   dtx__call_begin(&c, ex->deadline_ms);
@@ -423,6 +429,7 @@ static void pace_after(pace_t *p, size_t n, double ms) {
   if ((double)k > fit)
     k = fit < 1 ? 1 : (size_t)fit;
   p->k = k < 1 ? 1 : k > p->max ? p->max : k;
+  DTX_ASSERT(p->k >= 1 && p->k <= DTX__CLAIM_MANY_MAX, "job.batch");
 }
 
 static void *work(void *arg) {
@@ -446,6 +453,7 @@ static void *work(void *arg) {
     int64_t t0 = dtx__mono_ms();
     if (rc == 0) {
       size_t n = json_array_size(jobs);
+      DTX_ASSERT(n >= 1 && n <= pace.k, "job.batch"); /* the kit's claim */
       held_t *h = calloc(n, sizeof *h);
       if (!h) {
         /* Their leases lapse; recovery takes them over. */
@@ -498,6 +506,28 @@ static void *work(void *arg) {
   return NULL;
 }
 
+int dtx_job_work_opts_check(const dtx_job_work_opts_t *opts) {
+  int rc;
+  if (!opts || !opts->handlers || opts->nhandlers == 0)
+    return dtx__err(DTX_EINVAL, "no job handlers given");
+  if ((rc = dtx__check_ident("queue name", opts->queue)) ||
+      (rc = dtx__check_owner(opts->owner)))
+    return rc;
+  for (size_t i = 0; i < opts->nhandlers; i++)
+    if (!opts->handlers[i].fn ||
+        (opts->handlers[i].type &&
+         (rc = dtx__check_ident("job type", opts->handlers[i].type))))
+      return rc ? rc : dtx__err(DTX_EINVAL, "handler %zu has no function", i);
+  if (opts->threads > 256)
+    return dtx__err(DTX_EINVAL, "at most 256 threads");
+  if (opts->lease_ms < 0 || opts->timeout_ms < 0)
+    return dtx__err(DTX_EINVAL, "lease and timeout must be >= 0 ms");
+  if (opts->batch < 0 || opts->batch > DTX__CLAIM_MANY_MAX)
+    return dtx__err(DTX_EINVAL, "batch must be from 1 to %d jobs, got %d",
+                    DTX__CLAIM_MANY_MAX, opts->batch);
+  return 0;
+}
+
 int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
                  json_t **summary) {
   dtx__call_t c;
@@ -505,33 +535,15 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
   if (summary)
     *summary = NULL;
   dtx__call_begin(&c, 0);
-  if (!opts || !opts->handlers || opts->nhandlers == 0)
-    return dtx__call_end(&c, dtx__err(DTX_EINVAL, "no job handlers given"));
-  if ((rc = dtx__check_ident("queue name", opts->queue)) ||
-      (rc = dtx__check_owner(opts->owner)))
+  if ((rc = dtx_job_work_opts_check(opts)))
     return dtx__call_end(&c, rc);
-  for (size_t i = 0; i < opts->nhandlers; i++)
-    if (!opts->handlers[i].fn ||
-        (opts->handlers[i].type &&
-         (rc = dtx__check_ident("job type", opts->handlers[i].type))))
-      return dtx__call_end(&c,
-                           rc ? rc : dtx__err(DTX_EINVAL, "handler %zu has "
-                                                          "no function", i));
   int n = opts->threads > 0 ? opts->threads : 1;
-  if (n > 256)
-    return dtx__call_end(&c, dtx__err(DTX_EINVAL, "at most 256 threads"));
-  if (opts->lease_ms < 0 || opts->timeout_ms < 0)
-    return dtx__call_end(&c, dtx__err(DTX_EINVAL, "lease and timeout must "
-                                                  "be >= 0 ms"));
-  if (opts->batch < 0 || opts->batch > DTX__CLAIM_MANY_MAX)
-    return dtx__call_end(&c, dtx__err(DTX_EINVAL, "batch must be from 1 to "
-                                                  "%d jobs, got %d",
-                                      DTX__CLAIM_MANY_MAX, opts->batch));
   if ((rc = dtx__job_setup(st)))
     return dtx__call_end(&c, rc);
   shared_t sh = {.st = st, .o = opts};
   sh.timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;
   sh.batch = opts->batch > 0 ? opts->batch : DTX_JOB_BATCH;
+  DTX_ASSERT(sh.batch >= 1 && sh.batch <= DTX__CLAIM_MANY_MAX, "job.batch");
   sh.due = json_pack("{s:s,s:s}", "state", DTX_JOB_READY, "queue",
                      opts->queue);
   sh.sort = json_pack("{s:i,s:i}", "rank", 1, "run_at", 1);

@@ -65,6 +65,8 @@ int dtx__kit_claim_next(dtx__exec_t *ex, const dtx__kind_t *k,
     rc = dtx__kit_step(ex, &o, out);
     unsure |= o.unsure;
   } while (rc == DTX_EBUSY && dtx__kit_contend(&ct, &rc, "claiming"));
+  if (rc == 0)
+    dtx__kit_claim_check(ex, k, c, *out, 1);
   if (rc != DTX_ENOMATCH || !unsure)
     return rc;
   /* The claim may have landed before its reply was lost, on an item the
@@ -86,6 +88,8 @@ int dtx__kit_claim_next(dtx__exec_t *ex, const dtx__kind_t *k,
   json_decref(mine);
   json_decref(newest);
   json_decref(found);
+  if (rc == 0)
+    dtx__kit_claim_check(ex, k, c, *out, 1);
   return rc;
 }
 
@@ -221,6 +225,7 @@ int dtx__kit_claim_many(dtx__exec_t *ex, const dtx__kind_t *k,
       /* Won some: an error on another item is that item's, left to its
        * lease and recovery (C4); what was won must be run. */
       dtx__err_clear();
+      dtx__kit_claim_check(ex, k, c, won, max);
       *out = won;
       return 0;
     }

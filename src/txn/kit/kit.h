@@ -766,6 +766,18 @@ typedef struct dtx__rules_def {
   "\"epoch\":{\"bsonType\":\"long\",\"minimum\":0},"                             \
   "\"updated\":{\"bsonType\":\"long\"}"
 
+/* A collection's shape check (docs/kit.md, "Shape checks"): which fields
+ * go together in each state, beyond what its validator can say of one
+ * field at a time.  check: 0 when doc is a document the pattern's steps
+ * can leave there -- at every step, a crash's leftovers included -- else
+ * -1 with why (at most n bytes, NUL-ended) naming the field and the
+ * rule.  It reads any document, of any types, without failing otherwise
+ * (the audit hands it what a tamper wrote). */
+typedef struct dtx__shape_def {
+  const char *coll; /* NULL ends a list */
+  int (*check)(const json_t *doc, char *why, size_t n);
+} dtx__shape_def_t;
+
 typedef struct dtx__pattern {
   const char *name;                  /* "transfer"; fault points start
                                         with "transfer." */
@@ -799,7 +811,19 @@ typedef struct dtx__pattern {
   int (*claim_many)(dtx__exec_t *ex, size_t max, json_t **items);
   void (*drive_many)(dtx__exec_t *ex, const json_t *items, json_t **outs,
                      int *rcs, char **details);
+  /* Optional, its shape checks, ended by {NULL}: run after every move in
+   * debug builds (an abort when a move breaks one) and by the audit on
+   * every document in every build (a finding, "bad_shape"). */
+  const dtx__shape_def_t *shapes;
 } dtx__pattern_t;
+
+/* What a failed shape check returns: -1, with why formatted by fmt. */
+int dtx__shape_bad(char *why, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The shape check of coll declared by p (NULL: by any pattern), or NULL. */
+const dtx__shape_def_t *dtx__kit_shape_of(const dtx__pattern_t *p,
+                                          const char *coll);
 
 /* Every registered pattern, NULL-ended (registry.c: one line each). */
 extern const dtx__pattern_t *const dtx__patterns[];

@@ -22,4 +22,14 @@ json_t *dtx__kit_move_update(const dtx__exec_t *ex, const dtx__kind_t *k,
 int dtx__kit_own_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
                       const dtx__move_t *m, json_t **out);
 
+/* The kit's asserts on its steps' outcomes (check.c): a move of doc by m
+ * (rc, out: what it returned), and a claim's item (an object) or items
+ * (an array of at most max). */
+void dtx__kit_move_check(const dtx__exec_t *ex, const dtx__kind_t *k,
+                         const json_t *doc, const dtx__move_t *m, int rc,
+                         const json_t *out);
+void dtx__kit_claim_check(const dtx__exec_t *ex, const dtx__kind_t *k,
+                          const dtx__claim_t *c, const json_t *items,
+                          size_t max);
+
 #endif

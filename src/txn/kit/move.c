@@ -135,9 +135,11 @@ static int move_back(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
                      const dtx__move_t *m, dtx__kit_op_t *o, json_t **out) {
   *out = o->out;
   o->out = NULL;
-  if (o->rc == DTX_ENOMATCH && o->unsure)
-    return dtx__kit_own_move(ex, k, doc, m, out);
-  return o->rc;
+  int rc = o->rc;
+  if (rc == DTX_ENOMATCH && o->unsure)
+    rc = dtx__kit_own_move(ex, k, doc, m, out);
+  dtx__kit_move_check(ex, k, doc, m, rc, *out);
+  return rc;
 }
 
 int dtx__kit_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,

@@ -20,15 +20,15 @@
  *   o      json_t *, the reference stolen (NULL: error); o? NULL: null
  *   O      json_t *, a new reference taken (NULL: error); O? NULL: null
  *   I      json_int_t    i  int    b  int, as a boolean    n  null
- * Anything else is a program error (assert; NULL in a release build).
+ * Anything else is a program error (DTX_ASSERT: an abort, in any build).
  * On any error the result is NULL, and every o argument -- also those
  * after the failing one -- has been released: the caller gave them away
  * in every case, as the step builders assume. */
-#include <assert.h>
 #include <stdarg.h>
 #include <string.h>
 
 #include "txn/kit/kit.h"
+#include "util/assert.h"
 
 typedef struct pk {
   const char *f;
@@ -74,7 +74,7 @@ static json_t *object(pk_t *p) {
       break;
     }
     if (*p->f != 's') { /* keys are s; "}" missing or another format */
-      assert(!"dtx__pack: bad object format");
+      DTX_ASSERT(!"bad object format", "kit.pack.format");
       p->err = 1;
       break;
     }
@@ -107,7 +107,7 @@ static json_t *array(pk_t *p) {
       break;
     }
     if (!*p->f) {
-      assert(!"dtx__pack: bad array format");
+      DTX_ASSERT(!"bad array format", "kit.pack.format");
       p->err = 1;
       break;
     }
@@ -184,7 +184,7 @@ static json_t *value(pk_t *p) {
       v = json_null();
     break;
   default:
-    assert(!"dtx__pack: unsupported format character");
+    DTX_ASSERT(!"unsupported format character", "kit.pack.format");
     p->f = p->f + strlen(p->f); /* the rest cannot be read: stop */
     break;
   }
@@ -199,7 +199,7 @@ json_t *dtx__pack(const char *fmt, ...) {
   json_t *v = value(&p);
   skip(&p);
   if (*p.f) { /* more than one value */
-    assert(!"dtx__pack: trailing format");
+    DTX_ASSERT(!"trailing format", "kit.pack.format");
     p.err = 1;
   }
   va_end(p.ap);

@@ -22,6 +22,7 @@
 
 #include "doc/doc.h"
 #include "txn/ledger/ledger.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 #define finding(a, ...) dtx__audit_finding((a)->f, __VA_ARGS__)
@@ -174,6 +175,7 @@ static void check_account(audit_t *a, acct_t *ac, int settled) {
     if (dtx__state_is(e, LG_POSTED))
       upto += ac->legs[i].value;
   }
+  DTX_ASSERT(ac->n <= ac->cap, "L2");
   if (upto != cbal)
     finding(a, "cache_mismatch", "account %s cache balance %lld at seqId %lld, "
             "but its legs up to there sum to %lld", ac->id, (long long)cbal,
@@ -290,6 +292,7 @@ int dtx__lg_audit(dtx__audit_t *f) {
     check_account(&a, &a.accts[i], settled);
   if (rc == 0 && settled)
     check_committer(&a);
+  DTX_ASSERT(rc || a.volume >= 0, "L1"); /* a sum of positive legs */
   if (rc == 0 && a.posted_sum != 0)
     finding(&a, "conservation", "the posted legs of all entries sum to %lld, "
             "not 0", (long long)a.posted_sum);

@@ -32,6 +32,7 @@
 
 #include "doc/doc.h"
 #include "txn/ledger/ledger.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 #define ROUND_SCAN 2048   /* uncommitted entries one round considers */
@@ -61,6 +62,10 @@ static int expire_next(dtx__exec_t *ex, json_t **out) {
                 "resolved_at", (json_int_t)now, "updated", (json_int_t)now),
       sort, out);
   json_decref(sort);
+  /* L5: it left pending in this one step (its filter demanded it). */
+  DTX_ASSERT(rc || (dtx__state_is(*out, LG_EXPIRED) &&
+                    dtx__str_is(*out, "proc", LG_UNCOMMITTED)),
+             "L5");
   return rc;
 }
 
@@ -70,6 +75,7 @@ static int expire_next(dtx__exec_t *ex, json_t **out) {
  * cache still being [c, b] (L7). */
 static void cache_step(const char *account, int64_t c, int64_t b, int64_t seq,
                        int64_t nb, json_t **filter, json_t **update) {
+  DTX_ASSERT(seq > c && c >= 0, "L7"); /* a cache only moves forward */
   *filter = json_pack("{s:s,s:I,s:I}", "_id", account, "cache.seqId",
                       (json_int_t)c, "cache.balance", (json_int_t)b);
   *update = json_pack("{s:{s:{s:I,s:I},s:I}}", "$set", "cache", "balance",
@@ -120,6 +126,7 @@ int dtx__lg_advance(dtx__exec_t *ex, const char *account, int64_t target) {
     json_decref(docs);
     if (last == c)
       return 0; /* the next one is not committed yet */
+    DTX_ASSERT(last > c, "L7"); /* over committed entries only */
     int matched;
     if ((rc = cache_move(ex, account, c, b, last, bal, &matched)))
       return rc;
@@ -177,6 +184,7 @@ int dtx__lg_commit(dtx__exec_t *ex, const json_t *e, int *committed) {
   *committed = dtx__str_is(e, "proc", LG_COMMITTED);
   if (!*committed && dtx__state_is(e, LG_PENDING))
     return 0;
+  DTX_ASSERT(*committed || !dtx__state_is(e, LG_PENDING), "L6");
   if (!*committed) {
     json_array_foreach(json_object_get(e, "changes"), i, leg) {
       int64_t s = dtx__int(leg, "seqId");
@@ -346,6 +354,7 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches,
         break;
       if (!yes)
         continue;
+      DTX_ASSERT(!dtx__state_is(e, LG_PENDING), "L6"); /* never pending */
       json_object_set_new(e, "_planned", json_true());
       json_array_append(*order, e);
       json_array_foreach(json_object_get(e, "changes"), j, leg) {
@@ -523,6 +532,8 @@ static int run_round(dtx__exec_t *ex, json_t *order, const json_t *caches,
       if (p && json_integer_value(p) + 1 > l)
         l = (int)json_integer_value(p) + 1;
     }
+    /* L6: above each predecessor planned in this round. */
+    DTX_ASSERT(l >= 0 && (size_t)l <= i, "L6");
     level[i] = l;
     top = l > top ? l : top;
     json_array_foreach(json_object_get(e, "changes"), j, leg) {
@@ -576,6 +587,7 @@ static int run_round(dtx__exec_t *ex, json_t *order, const json_t *caches,
       (*n)++;
     }
     rc = first;
+    DTX_ASSERT(*n <= (int64_t)ne, "L6");
     if (failed)
       break; /* the next levels may depend on it: a later round */
   }

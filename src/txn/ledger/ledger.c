@@ -34,7 +34,9 @@
  *   (cache advance)            dtx__lg_advance,         ledger.cache
  *                              advance_all (one bulk write)
  *
- * Invariants (checked by asserts where a step can, and by dtx_audit):
+ * Invariants (DTX_ASSERT checks them where a step can, in every build;
+ * dtx_audit checks the store, and entry_fits below the fields that go
+ * with each state, after every move in debug builds):
  *  L1 Each entry's legs are 2..128 distinct accounts with non-zero int64
  *     values summing to zero; so all posted legs together sum to zero.
  *  L2 Each account's seqIds are 1, 2, ..., head: unique (the index) and
@@ -72,6 +74,7 @@
 
 #include "doc/doc.h"
 #include "txn/ledger/ledger.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 const dtx__kind_t dtx__lg_state_kind = {DTX_LEDGER_ENTRIES, "state"};
@@ -193,6 +196,33 @@ static const char account_moves[] =
     WHY_PLAIN("ledger accounts") "}]";
 #undef WHY_PLAIN
 
+/* The shape of an entry (kit.h, dtx__shape_def_t): the stamps each move
+ * leaves (L5, L6).  A pending entry has its timeout and was neither
+ * resolved nor committed; a voided or expired one was pending, and was
+ * resolved; a committed one has when. */
+static int entry_fits(const json_t *e, char *why, size_t n) {
+  int exp = json_is_integer(json_object_get(e, "expires_at"));
+  int res = json_object_get(e, "resolved_at") != NULL;
+  int com = json_object_get(e, "committed_at") != NULL;
+  const char *st = dtx__str(e, "state") ? dtx__str(e, "state") : "?";
+  if (dtx__state_is(e, LG_PENDING) ? !exp || res || com
+      : (dtx__state_is(e, LG_VOIDED) || dtx__state_is(e, LG_EXPIRED)) &&
+            (!exp || !res))
+    return dtx__shape_bad(why, n, "state %s, but expires_at %s, resolved_at "
+                          "%s, committed_at %s (L5)", st, exp ? "set" : "not",
+                          res ? "set" : "not", com ? "set" : "not");
+  if (dtx__str_is(e, "proc", LG_COMMITTED) != com)
+    return dtx__shape_bad(why, n, "proc %s but committed_at %s (L6)",
+                          dtx__str(e, "proc") ? dtx__str(e, "proc") : "?",
+                          com ? "set" : "not");
+  if (res && !exp)
+    return dtx__shape_bad(why, n, "resolved, yet never pending (L5)");
+  return 0;
+}
+
+static const dtx__shape_def_t shapes[] = {{DTX_LEDGER_ENTRIES, entry_fits},
+                                          {NULL, NULL}};
+
 static const dtx__rules_def_t rules[] = {
     {DTX_LEDGER_ENTRIES, entry_validator, never, entry_moves},
     {DTX_LEDGER_ACCOUNTS, account_validator, never, account_moves},
@@ -310,4 +340,5 @@ const dtx__pattern_t dtx__ledger_pattern = {
     .recover = dtx__lg_recover,
     .audit = dtx__lg_audit,
     .rules = rules,
+    .shapes = shapes,
 };

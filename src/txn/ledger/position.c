@@ -20,6 +20,7 @@
 #include "doc/doc.h"
 #include "store/store.h"
 #include "txn/ledger/ledger.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 #define GAP_REREADS 4
@@ -159,6 +160,7 @@ static void memo_put(uint64_t store, const char *account, int64_t seq,
                      __int128 bal, const char *anchor, int64_t value) {
   if (!anchor || strlen(account) > MEMO_ID || strlen(anchor) > MEMO_ID)
     return;
+  DTX_ASSERT(seq >= 1, "L2"); /* a final entry's seqId */
   memo_t *m = &memos[memo_slot(store, account)];
   pthread_mutex_lock(&memo_lock);
   if (m->store != store || strcmp(m->account, account) != 0 || m->seq < seq) {
@@ -270,6 +272,7 @@ static int position(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos,
     pos->base_bal = pos->cache_bal;
   }
   pos->head = pos->base + (int64_t)json_array_size(pos->tail);
+  DTX_ASSERT(pos->base >= pos->cache_seq && pos->head >= pos->base, "L2");
   pos->posted = pos->base_bal;
   pos->all_final = 1;
   size_t i;
@@ -285,6 +288,7 @@ static int position(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos,
     if (!is_final(e))
       pos->all_final = 0;
   }
+  DTX_ASSERT(pos->pend_debit >= 0 && pos->pend_credit >= 0, "L4");
   if (use_memo)
     memo_learn(ex, pos);
   return 0;
@@ -324,6 +328,8 @@ static int posted_sum(dtx__exec_t *ex, const char *account, int64_t lo,
  * the cache, else from whichever end of [1, cache] is nearer. */
 static int balance_at(dtx__exec_t *ex, const dtx__lg_pos_t *pos, int64_t n,
                       __int128 *bal, __int128 *pend) {
+  /* From the cache on, the tail is the cache's (a read, not the memo). */
+  DTX_ASSERT(pos->base == pos->cache_seq && n >= 0 && n <= pos->head, "L7");
   *pend = 0;
   if (n >= pos->cache_seq) {
     *bal = pos->cache_bal;

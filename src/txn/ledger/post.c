@@ -18,6 +18,7 @@
 
 #include "doc/doc.h"
 #include "txn/ledger/ledger.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 /* ---- the request ------------------------------------------------------------------ */
@@ -45,6 +46,7 @@ int dtx__lg_check_req(const dtx_ledger_post_req_t *req) {
   if (req->timeout_ms > DTX__MAX_DELAY_MS)
     return dtx__err(DTX_EINVAL, "timeout_ms %lld: a timeout of more than "
                     "100 years", (long long)req->timeout_ms);
+  DTX_ASSERT(req->timeout_ms >= 0, "L4"); /* now + it never wraps */
   __int128 sum = 0;
   for (size_t i = 0; i < req->nlegs; i++) {
     const dtx_ledger_leg_t *l = &req->legs[i];
@@ -134,6 +136,13 @@ static int derive_leg(const dtx_ledger_leg_t *l, const dtx__lg_pos_t *pos,
   if (pos->head == INT64_MAX)
     return dtx__err(DTX_EOVERFLOW, "account '%s' has no seqId left",
                     l->account);
+  /* L3: a debit leaves the available balance at or above the limit; L4:
+   * every outcome of the pending entries stays within int64; L2: the
+   * leg takes the seqId after the head it read. */
+  DTX_ASSERT(v > 0 || !json_is_integer(min) || lo >= json_integer_value(min),
+             "L3");
+  DTX_ASSERT(lo >= INT64_MIN && hi <= INT64_MAX && v != 0, "L4");
+  DTX_ASSERT(pos->head >= pos->cache_seq, "L2");
   json_t *leg = json_pack("{s:s,s:I,s:I}", "account", l->account, "value",
                           (json_int_t)v, "seqId", (json_int_t)(pos->head + 1));
   if (leg && v < 0 && json_is_integer(min))
@@ -208,6 +217,7 @@ int dtx__lg_build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
     json_decref(changes);
     return rc;
   }
+  DTX_ASSERT(json_array_size(changes) == req->nlegs, "L1"); /* every leg */
   /* check_req bounded the timeout (DTX__MAX_DELAY_MS): no wrap. */
   int64_t now = dtx__now_ms();
   int64_t expires = now + req->timeout_ms;
@@ -316,6 +326,10 @@ static int post(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
       return rc;
   }
   if (rc == 0) {
+    /* L1 and L2 as inserted: the request's legs, each at a new seqId. */
+    DTX_ASSERT(json_array_size(json_object_get(doc, "changes")) ==
+                   req->nlegs,
+               "L1");
     dtx__lg_posted(ex, req, doc, learned);
     *out = doc;
   } else {
@@ -380,6 +394,7 @@ static int resolve(dtx__exec_t *ex, const char *id, const char *to,
           .set = json_pack("{s:I}", "resolved_at", (json_int_t)now)};
       rc = dtx__kit_move(ex, &dtx__lg_state_kind, e, &m, &next);
     }
+    DTX_ASSERT(rc || !dtx__state_is(next, LG_PENDING), "L5");
     if (rc == DTX_ENOMATCH) /* resolved meanwhile: look again */
       rc = get_entry(ex, id, &next);
     json_decref(e);
@@ -435,6 +450,7 @@ static int reverse(dtx__exec_t *ex, const char *id, const char *new_id,
     json_decref(e);
     return dtx__err(DTX_EBACKEND, "ledger entry '%s' has %zu legs", id, n);
   }
+  DTX_ASSERT(dtx__state_is(e, LG_POSTED), "L5"); /* only posted is reversed */
   for (size_t i = 0; i < n; i++) {
     json_t *l = json_array_get(changes, i);
     int64_t v = dtx__int(l, "value");

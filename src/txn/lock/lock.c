@@ -36,33 +36,34 @@
  *   held->held         change (renew)    lock.renew
  *   held->free         change (release)  lock.release
  *
- * Invariants (asserts check 1 on every acquire; the audit checks 2 and 4
- * against the fenced documents, 5 by the registry; the transition rule
- * of DTX_LOCKS enforces 1 on plain updates):
- *   1. an acquire hands out a token greater than the lock's stored token
- *      and than its own fence record: greater than every token issued
- *      before for that name, across expiry, release, restarts and a
- *      deletion of the lock document (whose record its tombstone keeps);
- *   2. no fenced write recorded a token of NAME above the lock's token (a
- *      lock whose token went back -- restored, or edited by hand -- would
- *      hand out a token the resources already refuse, or worse, accept);
- *   3. at most one live lease: acquire's filter requires expires <= now,
- *      and a live lease has expires > now.  (The lease is judged by the
- *      acquiring client's clock: a skewed clock may end a lease early,
- *      which is exactly what the fence is for.)
- *   4. a lock's token is not below its own fence record (both move
- *      together in every acquire);
- *   5. a registered name whose token fenced a write has a lock document.
+ * Invariants (DTX_ASSERT checks K1 and K4 on every acquire, in every
+ * build; the audit checks K2 and K4 against the fenced documents, K5 by
+ * the registry; the transition rule of DTX_LOCKS enforces K1 on plain
+ * updates):
+ *  K1 an acquire hands out a token greater than the lock's stored token
+ *     and than its own fence record: greater than every token issued
+ *     before for that name, across expiry, release, restarts and a
+ *     deletion of the lock document (whose record its tombstone keeps);
+ *  K2 no fenced write recorded a token of NAME above the lock's token (a
+ *     lock whose token went back -- restored, or edited by hand -- would
+ *     hand out a token the resources already refuse, or worse, accept);
+ *  K3 at most one live lease: acquire's filter requires expires <= now,
+ *     and a live lease has expires > now.  (The lease is judged by the
+ *     acquiring client's clock: a skewed clock may end a lease early,
+ *     which is exactly what the fence is for.)
+ *  K4 a lock's token is not below its own fence record (both move
+ *     together in every acquire);
+ *  K5 a registered name whose token fenced a write has a lock document.
  *
  * A retried acquire whose first attempt landed but whose reply was lost
  * finds the lock moved on: the nonce it wrote tells it the holder is
  * itself. */
-#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "doc/doc.h"
 #include "txn/kit/kit.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 #define DTX_LOCKS "locks"
@@ -206,6 +207,7 @@ static int create(dtx__exec_t *ex, const char *name, int64_t ttl) {
   }
   if (rc)
     return rc;
+  DTX_ASSERT(seed >= 0, "K1"); /* the largest token NAME fenced, or 0 */
   json_t *doc = json_pack("{s:s,s:n,s:I,s:I,s:I,s:I,s:I,s:s}", "_id", name,
                           "owner", "token", (json_int_t)seed, "expires",
                           (json_int_t)0, "ttl", (json_int_t)ttl, "acquired",
@@ -244,12 +246,13 @@ static int try_acquire(dtx__exec_t *ex, const char *name, int64_t ttl,
   int64_t now = dtx__now_ms();
   if (held_now(*doc, now))
     return HELD;
-  /* Invariant 1: past the stored token and the lock's own record. */
+  /* K1: past the stored token and the lock's own record. */
   int64_t t = dtx__int(*doc, "token"), r = own_record(*doc, name);
   int64_t top = t > r ? t : r;
   json_t *seen_token = json_incref(json_object_get(*doc, "token"));
   json_decref(*doc);
   *doc = NULL;
+  DTX_ASSERT(top >= r && top >= t, "K1");
   if (!json_is_integer(seen_token) || top == INT64_MAX) {
     rc = seen_token && !json_is_integer(seen_token)
              ? dtx__err(DTX_ESTATE, "lock '%s': its token is not an "
@@ -277,6 +280,10 @@ static int try_acquire(dtx__exec_t *ex, const char *name, int64_t ttl,
                       .fence_token = top + 1};
   rc = dtx__kit_modify_ex(ex, "lock.acquire", DTX_LOCKS, filter, update, &o,
                           doc);
+  /* The store's own step set both: the token handed out is above every
+   * one before it, and the lock's record moved with it. */
+  DTX_ASSERT(rc || dtx__int(*doc, "token") == top + 1, "K1");
+  DTX_ASSERT(rc || own_record(*doc, name) == top + 1, "K4");
   if (rc != DTX_ENOMATCH && rc != DTX_EFENCED)
     return rc;
   /* It moved since the read -- maybe by this very call, when an earlier
@@ -314,8 +321,6 @@ static int acquire(dtx_store_t *st, const char *name,
     json_t *doc = NULL;
     rc = try_acquire(&ex, name, ex.lease_ms, &doc);
     if (rc == TAKEN) {
-      assert(dtx__int(doc, "token") >= 1 &&
-             dtx__int(doc, "token") >= own_record(doc, name)); /* 1 */
       /* Taken, the token not yet handed out: where Kleppmann's holder is
        * paused (GC, SIGSTOP) past its lease.  An error here leaves the
        * lock to lapse. */
@@ -430,6 +435,11 @@ static int change(dtx_store_t *st, const char *name, int64_t token,
   json_t *doc = NULL;
   rc = dtx__kit_modify(&ex, release ? "lock.release" : "lock.renew",
                        DTX_LOCKS, filter, update, NULL, &doc);
+  /* K1, K3: a renew or release never moves the token, and a release
+   * lets the lease go (its one step). */
+  const json_t *t = rc ? NULL : json_object_get(doc, "token");
+  DTX_ASSERT(!json_is_integer(t) || json_integer_value(t) == token, "K1");
+  DTX_ASSERT(rc || !release || !dtx__str(doc, "owner"), "K3");
   if (rc == DTX_ENOMATCH)
     return not_current(&ex, name, token);
   if (rc == 0)
@@ -504,7 +514,7 @@ int dtx_lock_list(dtx_store_t *st, const dtx_page_t *page, json_t **out) {
   return dtx__call_end(&c, rc);
 }
 
-/* ---- audit (invariants 2, 4, 5) ------------------------------------------------ */
+/* ---- audit (K2, K4, K5) ----------------------------------------------------------- */
 
 /* Notes in seen {NAME: {"token": n, "where": "..."}} each token of rec
  * (a _fence record) above the one seen for its name. */
@@ -608,7 +618,7 @@ static int lock_audit(dtx__audit_t *a) {
       n++;
       held += held_now(l, now);
       int64_t tok = dtx__int(l, "token"), rec = own_record(l, k);
-      if (rec > tok) /* 4 */
+      if (rec > tok) /* K4 */
         dtx__audit_finding(a, "lock_token_regressed",
                            "lock '%s' holds token %lld, below token %lld "
                            "its own fence record says it handed out",
@@ -617,14 +627,14 @@ static int lock_audit(dtx__audit_t *a) {
       if (!s)
         continue;
       fenced_names++;
-      if (dtx__int(s, "token") > tok) /* 2 */
+      if (dtx__int(s, "token") > tok) /* K2 */
         dtx__audit_finding(a, "lock_token_regressed",
                            "lock '%s' holds token %lld, below token %lld "
                            "already used in a fenced write of %s",
                            k, (long long)tok, (long long)dtx__int(s, "token"),
                            dtx__str(s, "where"));
     }
-    /* 5: a registered name that fenced a write has its lock (the lock is
+    /* K5: a registered name that fenced a write has its lock (the lock is
      * never deleted: only --bypass-validation, or a drop, removes it). */
     json_object_foreach(names, k, l) {
       json_t *s = json_object_get(seen, k);
@@ -638,6 +648,7 @@ static int lock_audit(dtx__audit_t *a) {
                          dtx__str(s, "where"));
     }
   }
+  DTX_ASSERT(held <= n && fenced_names <= n, "K3");
   if (rc == 0) {
     dtx__audit_set(a, "locks", json_integer(n));
     dtx__audit_set(a, "held", json_integer(held));

@@ -31,6 +31,7 @@
 #include "doc/doc.h"
 #include "txn/order/order.h"
 #include "txn/transfer/transfer.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 #define finding(f, ...) dtx__audit_finding((f), __VA_ARGS__)
@@ -101,6 +102,7 @@ static void check_order(dtx__audit_t *f, const char *id, const json_t *o,
         current_ok = 1;
     }
   }
+  DTX_ASSERT(credited <= any && current_ok <= credited, "O1");
   if (credited > 1)
     finding(f, "credited_twice", "order %s (%s) has %d transfers that "
             "credited or are crediting its account", id, st, credited);

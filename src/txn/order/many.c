@@ -49,13 +49,15 @@
  *  M3 Leaving the lockstep never undoes a step: the order is in the state
  *     its last applied step left it, which is what dtx__order_drive (and
  *     recovery, after a crash) starts from. */
-#include <assert.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "doc/doc.h"
 #include "txn/order/order.h"
 #include "txn/transfer/transfer.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 /* The result type is laid out as the kit's batched results (kit.h). */
@@ -274,8 +276,8 @@ static void round_credit(dtx__batch_t *b) {
   for (j = 0; j < b->k; j++) {
     item_t *it = dtx__batch_item(b, b->at[j]);
     const json_t *o = it->o;
-    assert(dtx__state_is(o, DTX_OS_CONFIRMING)); /* O2 */
-    assert(dtx__str_is(o, "owner", ex->owner));  /* O4: under its claim */
+    DTX_ASSERT(dtx__state_is(o, DTX_OS_CONFIRMING), "O2"); /* M2 */
+    DTX_ASSERT(dtx__str_is(o, "owner", ex->owner), "O4"); /* its claim */
     dtx__order_tx_id(it->id, 1, it->tx, sizeof it->tx); /* round_check */
     int rc = dtx__kit_point("order.credit", NULL);
     if (rc) {

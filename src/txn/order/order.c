@@ -51,9 +51,10 @@
  * transfer (the current attempt's transfer id), attempt, created, owner,
  * lease_until, epoch, updated}.
  *
- * Invariants (asserts here check O2 and the preconditions of O1 and O4:
- * a credit runs only on a confirming order this executor holds, attempts
- * number from 1; dtx_audit checks O1-O3 on the store, audit.c):
+ * Invariants (DTX_ASSERT checks O2 and the preconditions of O1 and O4 in
+ * every build: a credit runs only on a confirming order this executor
+ * holds, attempts number from 1; dtx_audit checks O1-O3 on the store,
+ * audit.c):
  *  O1 At most one transfer of an order ever succeeds.  Attempt n's id is
  *     "order:ID" (n = 1) or "order:ID:n", so a callback delivered twice
  *     finds the transfer of its attempt and the transfer's own idempotency
@@ -85,7 +86,6 @@
  *     only on its attempt's succeeded credit (O3), for an order written
  *     past the rules or inserted by hand.  The audit reports what fails
  *     them (bad_settlement, bad_order, attempt_skipped, not_credited). */
-#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +93,7 @@
 #include "doc/doc.h"
 #include "txn/order/order.h"
 #include "txn/transfer/transfer.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 const dtx__kind_t dtx__order_kind = {DTX__ORDERS, "state"};
@@ -109,7 +110,7 @@ int dtx__order_check_id(const char *id) {
 
 void dtx__order_tx_id(const char *trade, int64_t attempt, char *buf,
                       size_t n) {
-  assert(attempt >= 1);
+  DTX_ASSERT(attempt >= 1, "O1"); /* every caller checked it */
   if (attempt == 1)
     snprintf(buf, n, DTX__ORDER_TX_PREFIX "%s", trade);
   else
@@ -199,6 +200,9 @@ static int create(dtx__exec_t *ex, const dtx_order_req_t *r, json_t **out) {
   if (rc || (rc = dtx__tx_settlement(ex, settlement_of(r), NULL, "orders")))
     return rc;
   dtx__order_tx_id(r->trade_id, 1, txid, sizeof txid);
+  /* O6: what create checked goes in as it was checked. */
+  DTX_ASSERT(r->amount >= 1 && strcmp(r->account, settlement_of(r)) != 0,
+             "O6");
   int64_t now = dtx__now_ms();
   o = json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:I,s:I,s:n,s:I,s:I,s:I}", "_id",
                 r->trade_id, "account", r->account, "amount",
@@ -273,6 +277,7 @@ static int check_chain(dtx__exec_t *ex, const char *id, int64_t attempt,
                        const char *txid) {
   json_t *tx = NULL;
   char prev[160];
+  DTX_ASSERT(attempt >= 2 && txid, "O1"); /* precheck's: n-1 exists */
   int rc = dtx__kit_get(ex, DTX_TRANSFERS, txid, &tx);
   json_decref(tx);
   tx = NULL;
@@ -361,11 +366,12 @@ static int credit(dtx__exec_t *ex, const json_t *o, int checked,
   char next[160];
   json_t *tx = NULL, *done = NULL;
   *out = NULL;
-  assert(dtx__state_is(o, DTX_OS_CONFIRMING)); /* O2 */
-  assert(dtx__str_is(o, "owner", ex->owner));  /* O4: under its claim */
+  DTX_ASSERT(dtx__state_is(o, DTX_OS_CONFIRMING), "O2");
+  DTX_ASSERT(dtx__str_is(o, "owner", ex->owner), "O4"); /* under its claim */
   int rc = checked ? 0 : precheck(ex, o); /* O6, O1 */
   if (rc)
     return rc;
+  DTX_ASSERT(attempt >= 1 && txid, "O1"); /* dtx__order_recheck's */
   rc = dtx__kit_point("order.credit", NULL);
   if (rc)
     return rc;
@@ -385,6 +391,7 @@ static int credit(dtx__exec_t *ex, const json_t *o, int checked,
     return rc;
   }
   if (dtx__state_is(done, DTX_ST_SUCCEEDED)) { /* O3 */
+    DTX_ASSERT(dtx__str_is(done, "_id", txid), "O3"); /* this attempt's */
     json_decref(done);
     return move(ex, "order.confirm.commit", o, DTX_OS_CONFIRMING,
                 DTX_OS_CONFIRMED, DTX__FENCED,
@@ -406,6 +413,8 @@ static int credit(dtx__exec_t *ex, const json_t *o, int checked,
   }
   if (!retryable(done))
     (*declines)--;
+  /* O1: attempt n is failed, terminal: n+1 may be recorded. */
+  DTX_ASSERT(dtx__state_is(done, DTX_ST_FAILED) && *declines >= 0, "O1");
   json_decref(done);
   /* O1: attempt n is failed, a terminal state: n+1 may be recorded. */
   dtx__order_tx_id(id, attempt + 1, next, sizeof next);
@@ -464,6 +473,7 @@ int dtx__order_drive(dtx__exec_t *ex, const json_t *start, int declines,
       checked = rc == 0 && next ? dtx__int(next, "attempt") : 0;
       credited = rc == 0 && dtx__state_is(next, DTX_OS_CONFIRMED);
     } else if (credited || (rc = check_credited(ex, o)) == 0) {
+      DTX_ASSERT(dtx__state_is(o, DTX_OS_CONFIRMED), "O3");
       rc = move(ex, "order.finish", o, DTX_OS_CONFIRMED, DTX_OS_SUCCESS,
                 DTX__FENCED,
                 NULL, json_pack("{s:n,s:I}", "owner", "lease_until",
@@ -648,6 +658,10 @@ static int recover(dtx__exec_t *ex, const dtx_recover_opts_t *ro,
   json_array_foreach(list, i, o) {
     json_t *id = json_object_get(o, "_id"), *taken = NULL, *out = NULL,
            *cond = NULL;
+    /* O4: only a confirming or confirmed order is taken over. */
+    DTX_ASSERT(dtx__state_is(o, DTX_OS_CONFIRMING) ||
+                   dtx__state_is(o, DTX_OS_CONFIRMED),
+               "O4");
     if (!dtx__kit_abandoned(ro, dtx__int(o, "updated"),
                             dtx__int(o, "lease_until"), now)) {
       dtx__tally_skip(t, ro->older_than_ms >= 0
@@ -721,6 +735,33 @@ static const char order_transition[] =
     MOVE(DTX_OS_CONFIRMED, DTX_OS_SUCCESS) "]}";
 #undef MOVE
 
+/* The shape of an order (kit.h, dtx__shape_def_t): who holds it in each
+ * state.  A pending or canceled order was never claimed (epoch 0, no
+ * owner, its first attempt: O2); a confirming or confirmed one is held
+ * under a claim (O4: an owner, epoch >= 1); a finished one was claimed
+ * and let go (no owner). */
+static int order_fits(const json_t *o, char *why, size_t n) {
+  const json_t *ep = json_object_get(o, "epoch");
+  int64_t epoch = json_is_integer(ep) ? (int64_t)json_integer_value(ep) : -1;
+  const char *owner = dtx__str(o, "owner");
+  const char *st = dtx__str(o, "state") ? dtx__str(o, "state") : "?";
+  if (dtx__state_is(o, DTX_OS_PENDING) || dtx__state_is(o, DTX_OS_CANCELED)) {
+    if (epoch != 0 || owner || dtx__int(o, "attempt") != 1)
+      return dtx__shape_bad(why, n, "state %s, yet claimed (epoch %lld, "
+                            "owner %s, attempt %lld) (O2)", st,
+                            (long long)epoch, owner ? owner : "none",
+                            (long long)dtx__int(o, "attempt"));
+  } else if (epoch < 1 ||
+             (owner == NULL) != dtx__state_is(o, DTX_OS_SUCCESS)) {
+    return dtx__shape_bad(why, n, "state %s, but epoch %lld and owner %s "
+                          "(O4)", st, (long long)epoch, owner ? owner : "none");
+  }
+  return 0;
+}
+
+static const dtx__shape_def_t shapes[] = {{DTX__ORDERS, order_fits},
+                                          {NULL, NULL}};
+
 static const dtx__rules_def_t rules[] = {
     /* Only a canceled order goes: it never had a transfer (O2).  Any other
      * explains a credit, or may still get one. */
@@ -746,4 +787,5 @@ const dtx__pattern_t dtx__order_pattern = {
     .recover = recover,
     .audit = dtx__order_audit,
     .rules = rules,
+    .shapes = shapes,
 };

@@ -13,6 +13,7 @@
 #include "doc/doc.h"
 #include "store/store.h"
 #include "txn/sync/sync.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 int dtx__sync_check_name(const char *name) {
@@ -124,6 +125,7 @@ int dtx__sync_rule_parse(const json_t *doc, dtx__sync_rule_t *r) {
                                                   : "overlaps",
                       r->dst[j]);
     if (rc == 0) {
+      DTX_ASSERT(r->ncopy < DTX__SYNC_MAX_COPY, "S3"); /* counted above */
       r->src[r->ncopy] = src;
       r->dst[r->ncopy++] = dst;
     }

@@ -28,18 +28,20 @@
  *   stale flagged: dependents  recover()               sync.repair.propagate
  *   stale flagged -> clean     recover()               sync.repair.clear
  *
- * Invariants (asserts check 1 and 4; the audit checks 2 and 3):
- *   1. a dependent's _sync.NAME only grows: every write demands it be
- *      lower than the version written (missing counts as lower), so a
- *      late or slow propagation never overwrites a newer value;
- *   2. a flag is cleared only by the change that set it, or by a repair
- *      that read it, and only after every dependent reflects at least the
- *      master's version read with it: the clear is conditioned on the
- *      flag's stamp, and each change writes a new stamp;
- *   3. a master without a flag has every dependent linked to it carrying
- *      its copied fields (when no one wrote around doctx);
- *   4. the master's version is >= 1 after a change, and a propagation
- *      writes at most the dependents it found.
+ * Invariants (the steps' filters make S1 and S2 hold; DTX_ASSERT checks
+ * S4's bound in every build; the audit checks S2 and S3):
+ *  S1 a dependent's _sync.NAME only grows: every write demands it be
+ *     lower than the version written (missing counts as lower), so a
+ *     late or slow propagation never overwrites a newer value;
+ *  S2 a flag is cleared only by the change that set it, or by a repair
+ *     that read it, and only after every dependent reflects at least the
+ *     master's version read with it: the clear is conditioned on the
+ *     flag's stamp, and each change writes a new stamp;
+ *  S3 a master without a flag has every dependent linked to it carrying
+ *     its copied fields (when no one wrote around doctx);
+ *  S4 the master's version is >= 1 after a change (its $inc; a master
+ *     written past its rules may hold anything, so this is not asserted),
+ *     and a propagation writes at most the dependents it found.
  * A retried master step whose first attempt landed (its reply lost)
  * matches nothing (the filter demands another stamp): the stamp read back
  * says it was ours.
@@ -49,17 +51,17 @@
  * whose SRC fields its UPDATE can change (affected()), and its ONE master
  * step moves each of them clean/flagged -> flagged(S, v_rule) with one
  * stamp S; each is then propagated and cleared on its own, and each
- * rule's repair finds its own flag.  So invariant 3 holds for every rule
+ * rule's repair finds its own flag.  So S3 holds for every rule
  * after any crash, not only for the rule named. */
 #include "txn/sync/sync.h"
 
-#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "doc/doc.h"
 #include "store/store.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 /* ---- propagation ------------------------------------------------------------ */
@@ -95,6 +97,7 @@ static json_t *copy_update(const dtx__sync_rule_t *r, const json_t *master,
     else
       json_object_set_new(unset, r->dst[i], json_string(""));
   }
+  DTX_ASSERT(v >= 1, "S1"); /* the version the write stamps, checked */
   if (set)
     json_object_set_new(set, r->dpath, json_integer((json_int_t)v));
   json_t *u = set && unset ? json_pack("{s:O}", "$set", set) : NULL;
@@ -114,6 +117,7 @@ int dtx__sync_propagate(dtx__exec_t *ex, const dtx__sync_rule_t *r,
   if (v < 1)
     return dtx__err(DTX_ECONFLICT, "sync rule %s: master has no version "
                     "(%s)", r->name, r->vpath);
+  DTX_ASSERT(r->ncopy >= 1 && r->ncopy <= DTX__SYNC_MAX_COPY, "S3");
   json_t *filter = json_pack("{s:O}", r->link, id), *deps = NULL, *dep;
   int rc = filter ? dtx__kit_find(ex, r->dependents, filter, NULL, &deps)
                   : DTX_ENOMEM;
@@ -123,7 +127,7 @@ int dtx__sync_propagate(dtx__exec_t *ex, const dtx__sync_rule_t *r,
     if (rc)
       break;
     int matched = 0;
-    /* I1: only a dependent reflecting an older version (or none). */
+    /* S1: only a dependent reflecting an older version (or none). */
     rc = dtx__kit_update(
         ex, point, r->dependents,
         json_pack("{s:O,s:O,s:{s:{s:I}}}", "_id", json_object_get(dep, "_id"),
@@ -132,8 +136,7 @@ int dtx__sync_propagate(dtx__exec_t *ex, const dtx__sync_rule_t *r,
     if (rc == 0 && matched)
       ++*written;
   }
-  assert(*written <= (int64_t)found); /* I4 */
-  (void)found;
+  DTX_ASSERT(*written <= (int64_t)found, "S4");
   json_decref(deps);
   return rc;
 }
@@ -141,7 +144,8 @@ int dtx__sync_propagate(dtx__exec_t *ex, const dtx__sync_rule_t *r,
 int dtx__sync_clear(dtx__exec_t *ex, const dtx__sync_rule_t *r,
                     const json_t *master_id, const char *stamp,
                     const char *point, int *cleared) {
-  /* I2: only the flag this change (or this repair) read. */
+  /* S2: only the flag this change (or this repair) read. */
+  DTX_ASSERT(stamp && master_id, "S2");
   return dtx__kit_update(
       ex, point, r->master,
       json_pack("{s:O,s:s}", "_id", master_id, r->fstamp, stamp),
@@ -239,6 +243,7 @@ static int affected(dtx__exec_t *ex, dtx__sync_rule_t *named,
       (*set)[(*n)++] = all[i];
       memset(&all[i], 0, sizeof all[i]);
     }
+    DTX_ASSERT(*n >= 1 && *n <= nall + 1, "S3"); /* the named rule first */
   }
   dtx__sync_rules_free(all, nall);
   return rc;
@@ -260,6 +265,7 @@ static json_t *master_update(const dtx__exec_t *ex,
     json_object_set_new(u, "$set", set_ = json_object());
   if (!json_is_object(inc) || !json_is_object(set_))
     return u; /* the store refuses the bad argument, naming it */
+  DTX_ASSERT(n >= 1 && stamp, "S2"); /* one stamp for the whole change */
   for (size_t i = 0; i < n; i++) {
     const dtx__sync_rule_t *r = &set[i];
     json_object_set_new(inc, r->vpath, json_integer(1));
@@ -278,6 +284,7 @@ static int master_step(dtx__exec_t *ex, const dtx__sync_rule_t *set,
   const dtx__sync_rule_t *r = &set[0];
   char stamp[25];
   dtx__id_new(stamp);
+  DTX_ASSERT(n >= 1 && id, "S2");
   int rc = dtx__kit_modify(
       ex, "sync.master", r->master,
       json_pack("{s:s,s:{s:s}}", "_id", id, r->spath, "$ne", stamp),
@@ -301,6 +308,11 @@ static int master_step(dtx__exec_t *ex, const dtx__sync_rule_t *set,
                   "change followed); the master's flag leads repair to "
                   "propagate whatever it holds", r->name, id);
   }
+  /* S2: the step that returns is this change's: its own stamp. */
+  DTX_ASSERT(rc || (json_is_string(dtx__sync_get(*out, r->spath)) &&
+                    strcmp(json_string_value(dtx__sync_get(*out, r->spath)),
+                           stamp) == 0),
+             "S2");
   return rc;
 }
 
@@ -312,7 +324,6 @@ static int finish_rule(dtx__exec_t *ex, const dtx__sync_rule_t *r,
   int64_t written = 0;
   int cleared = 0;
   const char *stamp = dtx__str(dtx__sync_get(m, r->fpath), "stamp");
-  assert(dtx__sync_version(r, m) >= 1); /* I4 */
   int rc = dtx__sync_propagate(ex, r, m, "sync.propagate", &written);
   if (rc == 0 && stamp)
     rc = dtx__sync_clear(ex, r, json_object_get(m, "_id"), stamp,
@@ -414,6 +425,7 @@ static void repair_rule(dtx__exec_t *ex, const dtx__sync_rule_t *r,
       dtx__tally_error(t, id, rc);
       continue;
     }
+    DTX_ASSERT(stale, "S2"); /* a repair takes only an abandoned flag */
     /* m is the master as it is now: its values and version travel
      * together, and the clear below happens only if no change came since
      * (a new change writes a new stamp). */

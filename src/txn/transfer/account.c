@@ -33,6 +33,7 @@
 
 #include "doc/doc.h"
 #include "txn/transfer/transfer.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 static int create(dtx_store_t *st, const char *id, const dtx_account_opts_t *o,
@@ -61,6 +62,8 @@ static int create(dtx_store_t *st, const char *id, const dtx_account_opts_t *o,
   json_decref(old);
   if (rc && rc != DTX_ENOTFOUND)
     return rc;
+  /* I1: a new account meets its limit. */
+  DTX_ASSERT(o->no_min_balance || o->balance >= o->min_balance, "I1");
   /* ceiling: balance + pending markers (none yet), transfer.c I7. */
   json_t *doc = json_pack("{s:s,s:I,s:o,s:I,s:I,s:[],s:[],s:b}", "_id", id,
                           "balance", (json_int_t)o->balance, "min_balance",
@@ -131,6 +134,8 @@ int dtx__tx_register(dtx__exec_t *ex, const json_t *account) {
                           "at", (json_int_t)dtx__now_ms());
   if (!rec)
     return DTX_ENOMEM;
+  /* R1: the record carries the account's own opening balance. */
+  DTX_ASSERT(json_equal(json_object_get(rec, "opening_balance"), ob), "R1");
   int rc = dtx__kit_insert(ex, "transfer.register", DTX_OPENINGS, rec);
   json_decref(rec);
   if (rc == DTX_EDUPKEY) { /* ours (a retry, or recovery got there first)? */
@@ -178,13 +183,18 @@ static int set_limit(dtx__exec_t *ex, const char *id,
     int rc = dtx__kit_modify(ex, "transfer.account.limit", DTX_ACCOUNTS, f,
                              dtx__pack("{s:{s:o}}", "$set", "min_balance", lim),
                              NULL, out);
+    /* I1 from the step on: set only where the balance meets it. */
+    const json_t *b = rc ? NULL : json_object_get(*out, "balance");
+    DTX_ASSERT(!json_is_integer(b) || o->no_min_balance ||
+                   json_integer_value(b) >= o->min_balance,
+               "I1");
     if (rc != DTX_ENOMATCH)
       return rc;
     if ((rc = dtx__kit_get(ex, DTX_ACCOUNTS, id, &a)) == DTX_ENOTFOUND)
       return dtx__err(DTX_ENOACCOUNT, "no account '%s'", id);
     if (rc)
       return rc;
-    json_t *b = json_object_get(a, "balance");
+    b = json_object_get(a, "balance");
     int below = !o->no_min_balance && (!json_is_integer(b) ||
                                        json_integer_value(b) < o->min_balance);
     if (below)

@@ -24,6 +24,7 @@
 
 #include "doc/doc.h"
 #include "txn/transfer/transfer.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 typedef struct audit {
@@ -78,6 +79,7 @@ static const char *wide_str(__int128 v, char *buf) {
   while (n)
     buf[k++] = tmp[--n];
   buf[k] = '\0';
+  DTX_ASSERT(k < 41, "transfer.audit.wide"); /* 39 digits and a sign */
   return buf;
 }
 
@@ -178,6 +180,7 @@ static void check_money(audit_t *a) {
   }
   /* Ambiguous markers (transfers that moved while the audit read; judged
    * exactly by a later audit) may each hold their amount or nothing. */
+  /* I2: sum(balance) + in flight == sum(opening_balance), exactly. */
   __int128 gap = opening - balance - flight;
   if (gap != 0 && !(amb > 0 && gap > 0 && gap <= amb))
     finding(a, "conservation", "balances %s + in flight %s != opening total "
@@ -292,6 +295,7 @@ static void check_balances(audit_t *a, int settled) {
     json_object_set_new(gone, id, json_true());
     json_object_set_new(expect, id, json_integer((json_int_t)k++));
   }
+  DTX_ASSERT(k <= n, "I2"); /* one expected balance per account */
   json_object_foreach(a->t3, id, tx) {
     const char *from = dtx__str(tx, "from"), *to = dtx__str(tx, "to");
     const json_t *payer = from ? json_object_get(a->accounts, from) : NULL;
@@ -450,6 +454,7 @@ static size_t check_acked(audit_t *a, const json_t *acked) {
               "store has it %s", id, s, t ? t : "without a state");
     }
   }
+  DTX_ASSERT(lost <= json_array_size(acked), "transfer.audit.acked");
   dtx__audit_set(a->f, "acked",
                  json_integer((json_int_t)json_array_size(acked)));
   dtx__audit_set(a->f, "acked_lost", json_integer((json_int_t)lost));

@@ -31,6 +31,7 @@
 
 #include "doc/doc.h"
 #include "txn/transfer/transfer.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 #define DEFAULT_TOMBSTONE_TTL_MS (24LL * 3600 * 1000)
@@ -63,6 +64,7 @@ static int recover_transfers(dtx__exec_t *ex, const dtx_recover_opts_t *o,
   json_array_foreach(list, i, tx) {
     json_t *out = NULL;
     const char *why = left_alone(tx, o, now);
+    DTX_ASSERT(!dtx__tx_terminal(tx), "I6"); /* the find's filter */
     if (why) {
       dtx__tally_skip(t, why, json_object_get(tx, "_id"));
       continue;
@@ -107,6 +109,7 @@ static int repair_marker(dtx__exec_t *ex, const char *acct,
     return dtx__err(DTX_ESTATE, "account %s has a malformed marker: left for "
                     "an operator (the audit reports it)", acct);
   int debit = strcmp(op, "debit") == 0;
+  DTX_ASSERT(json_integer_value(amt) > 0, "I4"); /* checked above */
   return dtx__tx_take_marker(
       ex, "transfer.recover.repair_marker", acct, id, op,
       json_integer_value(amt),
@@ -157,6 +160,8 @@ static int recover_markers(dtx__exec_t *ex, const dtx_recover_opts_t *o,
         goto out;
       if (tx && !dtx__tx_terminal(tx))
         continue;
+      /* I6: only a marker no protocol step will touch again goes. */
+      DTX_ASSERT(!tx || dtx__tx_terminal(tx), "I6");
       rc = repair_marker(ex, acct, m);
       if (rc)
         dtx__tally_error(t, json_object_get(m, "tx"), rc);
@@ -168,6 +173,8 @@ static int recover_markers(dtx__exec_t *ex, const dtx_recover_opts_t *o,
         goto out;
       if (tx && !dtx__state_is(tx, DTX_ST_FAILED))
         continue; /* not ours to judge: the audit reports it */
+      /* I8: a tombstone outlives its use: its transfer failed (or is gone). */
+      DTX_ASSERT(!tx || dtx__state_is(tx, DTX_ST_FAILED), "I8");
       if (dtx__int(m, "at") > now - ttl) {
         json_t *what = json_sprintf("%s on %s", dtx__str(m, "tx"), acct);
         dtx__tally_skip(t, "tombstone younger than --tombstone-ttl-ms", what);

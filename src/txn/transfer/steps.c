@@ -18,11 +18,11 @@
  * credit or refund can always land: a committed transfer can always be
  * finished.  Accounts stored before ceilings existed get theirs when a
  * step first needs it (upgrade()). */
-#include <assert.h>
 #include <string.h>
 
 #include "doc/doc.h"
 #include "txn/transfer/transfer.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 /* Tombstones an account keeps at most: the newest (see I8). */
@@ -66,6 +66,7 @@ static int upgrade(dtx__exec_t *ex, const char *point, const json_t *acct) {
   if (sum > INT64_MAX || sum < INT64_MIN)
     return dtx__err(DTX_ESTATE, "account %s: balance and pending markers "
                     "pass int64: not every marker can land", id);
+  DTX_ASSERT(!json_object_get(acct, "ceiling"), "I7"); /* set once, here */
   return dtx__kit_update(
       ex, point, DTX_ACCOUNTS,
       dtx__pack("{s:s,s:{s:b},s:O,s:O}", "_id", id, "ceiling", "$exists", 0,
@@ -77,6 +78,7 @@ static int upgrade(dtx__exec_t *ex, const char *point, const json_t *acct) {
 
 /* $push of a tombstone for txid, keeping the newest VOIDS_MAX. */
 static json_t *tombstone(const char *txid) {
+  DTX_ASSERT(txid, "I8");
   return dtx__pack("{s:{s:[{s:s,s:I}],s:i}}", "voids", "$each", "tx", txid,
                    "at", (json_int_t)dtx__now_ms(), "$slice", -VOIDS_MAX);
 }
@@ -86,6 +88,8 @@ static json_t *tombstone(const char *txid) {
 void dtx__tx_take_op(dtx__kit_upd_t *u, const char *point, const char *id,
                      const char *txid, const char *op, int64_t amount,
                      const json_t *inc, int tomb) {
+  /* I4: a marker comes off with what it carried, in the same step. */
+  DTX_ASSERT(point && id && txid && json_is_object(inc), "I4");
   u->point = point;
   u->coll = DTX_ACCOUNTS;
   u->filter = dtx__pack("{s:s,s:{s:{s:s,s:s,s:I}}}", "_id", id, "pending",
@@ -112,8 +116,12 @@ int dtx__tx_take_marker_after(dtx__exec_t *ex, const char *point,
                               int64_t amount, json_t *inc, int tomb, int tried,
                               enum dtx__taken *out) {
   int needs_ceiling = json_object_get(inc, "ceiling") != NULL, rc = 0;
-  assert(amount > 0); /* the transfer's validator: amounts are >= 1 */
   *out = DTX__ABSENT;
+  if (amount <= 0) { /* the validator's minimum, unless written past it */
+    json_decref(inc);
+    return dtx__err(DTX_ESTATE, "transfer %s has amount %lld: no marker "
+                    "carries it", txid, (long long)amount);
+  }
   for (int round = 0; round < ROUNDS; round++) {
     int matched = 0;
     if (round > 0 || !tried) {
@@ -163,6 +171,10 @@ int dtx__tx_take_marker_after(dtx__exec_t *ex, const char *point,
                     "kept changing", op, txid, id);
   }
   json_decref(inc);
+  /* I9: never "nothing matched": taken, absent, or the account gone. */
+  DTX_ASSERT(rc || *out == DTX__TAKEN || *out == DTX__ABSENT ||
+                 *out == DTX__GONE,
+             "I9");
   return rc;
 }
 
@@ -177,12 +189,12 @@ int dtx__tx_take_marker(dtx__exec_t *ex, const char *point, const char *id,
 
 void dtx__tx_mark_op(dtx__kit_upd_t *u, const json_t *tx) {
   const char *id = dtx__str(tx, "_id"), *to = dtx__str(tx, "to");
-  int64_t amount = dtx__int(tx, "amount");
-  assert(amount > 0); /* so INT64_MAX - amount below cannot wrap (I7) */
+  int64_t amount = dtx__int(tx, "amount"); /* >= 1 but past the validator */
+  int64_t room = INT64_MAX - (amount > 0 ? amount : 0); /* never wraps (I7) */
   u->point = "transfer.mark_payee";
   u->coll = DTX_ACCOUNTS;
   u->filter = dtx__pack("{s:s,s:{s:I},s:{s:s},s:{s:s}}", "_id", to, "ceiling",
-                        "$lte", (json_int_t)(INT64_MAX - amount), "pending.tx",
+                        "$lte", (json_int_t)room, "pending.tx",
                         "$ne", id, "voids.tx", "$ne", id);
   u->update = dtx__pack(
       "{s:{s:I},s:{s:{s:s,s:s,s:I,s:I}}}", "$inc", "ceiling",

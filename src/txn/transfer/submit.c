@@ -9,6 +9,7 @@
 
 #include "doc/doc.h"
 #include "txn/transfer/transfer.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 /* ---- submission ------------------------------------------------------------ */
@@ -45,6 +46,8 @@ static int same_params(const json_t *tx, const dtx_transfer_req_t *req) {
 json_t *dtx__tx_new(const dtx__exec_t *ex, const dtx_transfer_req_t *req,
                     const char *id, int claimed) {
   int64_t now = dtx__now_ms();
+  /* The transfer's shape from its first write (dtx__tx_check_req). */
+  DTX_ASSERT(id && req->amount >= 1 && strcmp(req->from, req->to) != 0, "I4");
   json_t *tx = dtx__pack(
       "{s:s,s:s,s:s,s:I,s:s,s:n,s:n,s:I,s:I,s:I,s:I}", "_id", id, "from",
       req->from, "to", req->to, "amount", (json_int_t)req->amount, "state",
@@ -78,6 +81,7 @@ int dtx__tx_existing(dtx__exec_t *ex, const dtx_transfer_req_t *req,
                     "transfer '%s' exists with different parameters", id);
   }
   *mine = claimed && tried && json_equal(have, tried);
+  DTX_ASSERT(!*mine || dtx__state_is(have, DTX_ST_PREPARING), "I3");
   *out = have;
   return 0;
 }
@@ -142,6 +146,7 @@ static int submit(dtx__exec_t *ex, const dtx_transfer_req_t *req,
     dtx__id_new(idbuf);
     id = idbuf;
   }
+  DTX_ASSERT(dtx__check_ident("transfer id", id) == 0, "I4");
   if (!(tx = dtx__tx_new(ex, req, id, 0)))
     return DTX_ENOMEM;
   rc = dtx__kit_insert(ex, "transfer.submit", DTX_TRANSFERS, tx);

@@ -73,7 +73,8 @@
  * requires its absence, so an executor that wakes up late (paused past its
  * lease) cannot debit or mark after the rollback.
  *
- * Invariants (checked by asserts here and by dtx_audit() on the store):
+ * Invariants (DTX_ASSERT checks what a step relies on and leaves, in
+ * every build; dtx_audit() checks the store):
  *  I1 A payer's balance never drops below its min_balance: the debit's
  *     filter demands balance >= min_balance + amount in the same atomic
  *     step, and a limit is set only where the balance meets it
@@ -129,13 +130,13 @@
  *     obeys state the diagram (moves), I3's epoch (increasing) and what a
  *     transfer keeps for good (from, to, amount, created).
  */
-#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "doc/doc.h"
 #include "txn/transfer/transfer.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 const dtx__kind_t dtx__tx_kind = {DTX_TRANSFERS, "state"};
@@ -240,6 +241,8 @@ static int debit_op(const json_t *tx, const json_t *acct, dtx__kit_upd_t *u,
     return 1;
   }
   *min = json_incref(m);
+  /* I1: the filter below keeps balance - amount >= min_balance. */
+  DTX_ASSERT(json_is_null(m) || floor - amount == json_integer_value(m), "I1");
   u->point = "transfer.debit";
   u->coll = DTX_ACCOUNTS;
   u->filter = dtx__pack("{s:s,s:O,s:{s:I},s:{s:s},s:{s:s}}", "_id", from,
@@ -306,6 +309,7 @@ static int debit(dtx__exec_t *ex, const json_t *tx, const json_t *payer,
 }
 
 static const char *refusal_reason(enum dtx__marked why, int payer) {
+  DTX_ASSERT(why != DTX__MK_DONE && why != DTX__MK_FENCED, "I5");
   if (why == DTX__MK_MISSING)
     return DTX_REASON_NOACCOUNT;
   if (why == DTX__MK_BADLIMIT)
@@ -331,7 +335,7 @@ static int prepare(dtx__exec_t *ex, const json_t *tx, const json_t *payer,
   dtx__kit_upd_t u[2];
   int rc, pair = 0;
   *out = NULL;
-  assert(dtx__state_is(tx, DTX_ST_PREPARING));
+  DTX_ASSERT(dtx__state_is(tx, DTX_ST_PREPARING), "I3"); /* the caller's */
   if (payer)
     acct = json_incref((json_t *)payer);
   else if ((rc = read_account(ex, dtx__str(tx, "from"), &acct, &why)))
@@ -389,6 +393,8 @@ int dtx__tx_prepare_rest(dtx__exec_t *ex, const json_t *tx, int pair,
     rc = begin_rollback(ex, tx, refusal_reason(mwhy, 0), out);
     return rc == DTX_ENOMATCH ? 0 : rc;
   }
+  /* I6: the commit starts only once both of the prepare pair landed. */
+  DTX_ASSERT(why == DTX__MK_DONE && mwhy == DTX__MK_DONE, "I6");
   rc = move(ex, "transfer.commit", tx, DTX_ST_PREPARING, DTX_ST_COMMITTED,
             DTX__FENCED, NULL, out);
   return rc == DTX_ENOMATCH ? 0 : rc; /* fenced: recovery rolled it back */
@@ -425,7 +431,7 @@ static int finish_commit(dtx__exec_t *ex, const json_t *tx, json_t **out) {
   dtx__kit_upd_t u[2];
   int rc;
   *out = NULL;
-  assert(dtx__state_is(tx, DTX_ST_COMMITTED));
+  DTX_ASSERT(dtx__state_is(tx, DTX_ST_COMMITTED), "I5"); /* the caller's */
   dtx__tx_clear_credit_ops(tx, u, &cinc, &binc);
   if ((rc = dtx__kit_update_many(ex, u, 2, "transfer.clear_credit.done"))) {
     json_decref(cinc);
@@ -474,6 +480,8 @@ int dtx__tx_finish_rest(dtx__exec_t *ex, const json_t *tx, int cleared,
                     "(the transfer stays committed; see docs/transfers.md, "
                     "\"An account deleted mid-transfer\")", id, to,
                     (long long)amount);
+  /* I9: succeeded only once the payee's credit landed (now or before). */
+  DTX_ASSERT(got == DTX__TAKEN || got == DTX__ABSENT, "I9");
   rc = move(ex, "transfer.finish", tx, DTX_ST_COMMITTED, DTX_ST_SUCCEEDED, 0,
             NULL, out);
   return rc == DTX_ENOMATCH ? 0 : rc; /* someone else finished it */
@@ -499,7 +507,7 @@ static int finish_rollback(dtx__exec_t *ex, const json_t *tx, json_t **out) {
   enum dtx__taken got;
   int rc;
   *out = NULL;
-  assert(dtx__state_is(tx, DTX_ST_ROLLING_BACK));
+  DTX_ASSERT(dtx__state_is(tx, DTX_ST_ROLLING_BACK), "I5"); /* the caller's */
   rc = dtx__tx_take_marker(ex, "transfer.rollback.refund_payer", from, id,
                            "debit", amount,
                            dtx__pack("{s:I}", "balance", (json_int_t)amount),
@@ -601,6 +609,7 @@ static int drive(dtx__exec_t *ex, const json_t *start, int wait_owner,
 }
 
 int dtx__tx_fail(dtx__exec_t *ex, const char *id, int rc, json_t **out) {
+  DTX_ASSERT(rc < 0 && DTX__IS_CODE(rc), "transfer.fail");
   /* The error's detail, kept across the read below (every store call
    * starts with a clean detail), and naming the transfer: an OVERFLOW or
    * TYPE from an account step says which transfer it stopped. */
@@ -825,6 +834,7 @@ static int cancel(dtx__exec_t *ex, const char *id, json_t **out) {
       rc = dtx__tx_takeover(ex, tx, DTX_REASON_CANCELED, json_object(),
                             "transfer.cancel.begin", &next);
     if (rc == 0 && next) {
+      DTX_ASSERT(dtx__state_is(next, DTX_ST_FAILED), "I5"); /* never committed */
       json_decref(tx);
       *out = next;
       return 0;
@@ -986,6 +996,39 @@ static const char opening_moves[] =
     "}]";
 #undef WHY_PLAIN
 
+/* The shape of a transfer (kit.h, dtx__shape_def_t): what the diagram's
+ * moves leave together.  A rolling back or failed transfer, and only
+ * such, has a reason (I5); an initiated one was never claimed (epoch 0,
+ * no owner); every other was (I3: epoch >= 1 and an owner), but a failed
+ * one canceled before its claim; from and to differ (dtx__tx_check_req). */
+static int transfer_fits(const json_t *tx, char *why, size_t n) {
+  const char *st = dtx__str(tx, "state"), *f = dtx__str(tx, "from");
+  const json_t *reason = json_object_get(tx, "reason");
+  const json_t *epoch = json_object_get(tx, "epoch");
+  int failing = dtx__state_is(tx, DTX_ST_ROLLING_BACK) ||
+                dtx__state_is(tx, DTX_ST_FAILED);
+  int unclaimed = json_is_integer(epoch) && json_integer_value(epoch) == 0 &&
+                  json_is_null(json_object_get(tx, "owner"));
+  int claimed = json_is_integer(epoch) && json_integer_value(epoch) >= 1 &&
+                dtx__str(tx, "owner");
+  if (!st)
+    return dtx__shape_bad(why, n, "no state");
+  if (failing != json_is_string(reason))
+    return dtx__shape_bad(why, n, "state %s %s a reason", st,
+                          failing ? "needs" : "has");
+  if (f && dtx__str_is(tx, "to", f))
+    return dtx__shape_bad(why, n, "from and to are one account, %s", f);
+  if (dtx__state_is(tx, DTX_ST_INITIATED) ? !unclaimed
+      : !claimed && !(unclaimed && dtx__str_is(tx, "reason",
+                                               DTX_REASON_CANCELED)))
+    return dtx__shape_bad(why, n, "state %s, yet %s claimed (epoch, owner)",
+                          st, unclaimed ? "never" : "once");
+  return 0;
+}
+
+static const dtx__shape_def_t shapes[] = {{DTX_TRANSFERS, transfer_fits},
+                                          {NULL, NULL}};
+
 static const dtx__rules_def_t rules[] = {
     /* An account goes only when nothing is pending on it and it holds no
      * money; a transfer only once it failed (a succeeded one is what
@@ -1047,4 +1090,5 @@ const dtx__pattern_t dtx__transfer_pattern = {
     .rules = rules,
     .claim_many = tx_claim_many,
     .drive_many = tx_drive_many,
+    .shapes = shapes,
 };

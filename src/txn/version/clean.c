@@ -19,6 +19,7 @@
 
 #include "doc/doc.h"
 #include "txn/version/version.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 int dtx__vr_abandon(dtx__exec_t *ex, const char *item, int64_t v,
@@ -160,6 +161,8 @@ int dtx__vr_sweep(dtx__exec_t *ex, const char *item, int64_t *deleted) {
     if (rc || !id || w < 1 || w > next || dtx__vr_res(root, w) ||
         json_object_get(ref, id))
       continue; /* a malformed one is the audit's to report */
+    /* V5: unreachable -- no kept version names it, none may commit it. */
+    DTX_ASSERT(w <= next && !dtx__vr_res(root, w), "V5");
     rc = kill_doc(ex, DTX_VERSION_CHILDREN, id, deleted);
   }
   /* Records: unless committed and kept, or possibly committing. */
@@ -169,6 +172,7 @@ int dtx__vr_sweep(dtx__exec_t *ex, const char *item, int64_t *deleted) {
     if (rc || !id || v < 1 || v > next || dtx__vr_in_log(root, v) ||
         dtx__vr_res(root, v))
       continue;
+    DTX_ASSERT(!dtx__vr_in_log(root, v), "V5"); /* not kept */
     rc = kill_doc(ex, DTX_VERSION_RECORDS, id, deleted);
   }
   if (rc == 0 && json_array_size(json_object_get(root, "trash")))
@@ -254,6 +258,8 @@ static int gc_item(dtx__exec_t *ex, const json_t *r, int64_t keep,
     json_decref(rm);
     return 0;
   }
+  /* V5: the last keep versions stay, the one committed among them. */
+  DTX_ASSERT(keep >= 1 && json_array_size(rm) + (size_t)keep <= n, "V5");
   *removed = (int64_t)json_array_size(rm);
   /* ONE step: out of log (readers no longer find them) and into trash;
    * conditioned on the log's head, so two gcs do not both trim. */
@@ -285,6 +291,7 @@ int dtx_version_gc(dtx_store_t *st, const dtx_version_gc_opts_t *opts,
     *summary = NULL;
   dtx__exec_init(&ex, st, NULL, 0, opts ? opts->deadline_ms : 0);
   dtx__call_begin(&c, ex.deadline_ms);
+  DTX_ASSERT(grace >= 0, "V5");
   int rc = keep < 1 ? dtx__err(DTX_EINVAL, "gc: keep %lld: at least 1 "
                                "version is kept", (long long)keep)
                     : dtx__kit_ensure(st, &dtx__version_pattern);

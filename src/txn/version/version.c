@@ -42,7 +42,8 @@
  *   trashed: dead doc deleted  dtx__vr_sweep/drop()  version.delete
  *   trashed -> (gone)          dtx__vr_sweep/drop()  version.trash
  *
- * Invariants (asserts check V1 and V3 where a step can; dtx_audit all):
+ * Invariants (DTX_ASSERT checks V1, V3 and V5 where a step can, in every
+ * build; dtx_audit all):
  *  V1 Version numbers are never reused: each is next+1 taken by one
  *     conditional step on the root's counter, which only grows.  So two
  *     writers never write children under one version, and a child's _id
@@ -88,13 +89,13 @@
  *     against its log) stops writes and sweeps there (dtx__vr_root_check)
  *     and is the audit's to report.
  */
-#include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "doc/doc.h"
 #include "txn/version/version.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 /* ---- ids and root helpers ----------------------------------------------------- */
@@ -260,6 +261,8 @@ static int reserve(dtx__exec_t *ex, const json_t *root, const char *token,
                 "until", (json_int_t)(now + ex->lease_ms), "at",
                 (json_int_t)now, "updated", (json_int_t)now),
       NULL, &out);
+  /* V1: this one step took next + 1 for this writer. */
+  DTX_ASSERT(rc || (dtx__int(out, "next") == *v && *v > n), "V1");
   json_decref(out);
   if (rc == DTX_ENOMATCH) { /* a lost reply of our own reserve? */
     json_t *r = NULL;
@@ -328,7 +331,7 @@ static int put_once(dtx__exec_t *ex, const dtx_version_put_req_t *req,
   dtx__id_new(token);
   if ((rc = reserve(ex, root, token, &v)))
     goto out;
-  assert(v > base); /* V3: reserved after base was read */
+  DTX_ASSERT(v > base, "V3"); /* reserved past the checked root */
   for (size_t i = 0; i < req->nchildren; i++) {
     const dtx_version_child_t *c = &req->children[i];
     if (c->doc)
@@ -400,6 +403,10 @@ static int put_once(dtx__exec_t *ex, const dtx_version_put_req_t *req,
       json_pack("{s:s,s:I,s:s}", "_id", item, "version", (json_int_t)base,
                 path, token),
       upd, NULL, &after);
+  /* V2, V3: the reserved version, committed over the one it built on. */
+  DTX_ASSERT(rc || (dtx__int(after, "version") == v && v > base &&
+                    !dtx__vr_res(after, v)),
+             "V3");
   json_decref(after);
   if (rc == DTX_ENOMATCH) {
     json_t *r = NULL;
