@@ -8,6 +8,8 @@
 # Also: no plain assert() in src/, which NDEBUG compiles out of a release
 # build -- an invariant is checked by DTX_ASSERT (util/assert.h), which
 # stays.
+# Also checks that src/txn retries, pauses and reaches fault points only
+# through its kit (src/txn/kit/), below.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 order=(util doc store txn cli)
@@ -32,4 +34,19 @@ while IFS=: read -r file line text; do
   bad=1
 done < <(grep -rnE '(^|[^_A-Za-z])assert *\(|<assert\.h>' src)
 [ "$bad" -eq 0 ] && echo "layers: every include runs one way; no plain assert"
+
+# The kit owns every retry, pause and fault point of src/txn (STYLE.md,
+# docs/kit.md): the step engine (src/txn/kit/step.c) retries, the kit's
+# waits pause, and each protocol step reaches its fault point through a
+# kit step or dtx__kit_point.  A retry loop, a sleep or a fault point
+# written anywhere else in src/txn is a second engine in the making.
+# (The store's own points, in src/store and src/util, are
+# DTX_FAULTPOINT_INNER and are not checked here.)
+kit_only='dtx__retry_|dtx__deadline_sleep|DTX_FAULTPOINT|dtx__fault\(|dtx__fault_lost|dtx__fault_inner|dtx__rules_step_(enter|leave)|\b(usleep|nanosleep|sleep|thrd_sleep)\('
+while IFS=: read -r file line text; do
+  echo "$file:$line: only src/txn/kit/ may retry, pause or reach a fault point: ${text#"${text%%[![:space:]]*}"}"
+  bad=1
+done < <(grep -rnE "$kit_only" src/txn --include='*.c' --include='*.h' |
+  grep -v '^src/txn/kit/')
+[ "$bad" -eq 0 ] && echo "layers: retries, pauses and fault points live in src/txn/kit/"
 exit "$bad"

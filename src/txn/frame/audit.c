@@ -114,14 +114,11 @@ int dtx__audit_load(dtx__audit_t *a, const char *coll, json_t **map) {
   dtx__rules_t *shape = NULL;
   const dtx__shape_def_t *fits = dtx__kit_shape_of(a->pat, coll);
   size_t i;
-  dtx__retry_t r = {0};
   int rc;
   *map = NULL;
   if ((rc = validator_of(a, coll, &shape)))
     return rc;
-  do
-    rc = dtx_store_find(a->st, coll, NULL, NULL, &docs);
-  while (dtx__retry_again(&r, &rc, coll));
+  rc = dtx__kit_read(a->st, &(dtx__kit_read_t){.coll = coll}, &docs);
   if (rc) {
     dtx__rules_free(shape);
     return rc;

@@ -27,7 +27,6 @@
 #include "txn/kit/kit.h"
 #include "util/err.h"
 
-#define ERROR_PAUSE_MS 50
 /* The default batch (dtx_worker_opts_t.batch): enough to make a round
  * trip carry many transfers, small enough that a batch's six rounds and
  * the few that split off stay far inside one lease. */
@@ -187,7 +186,7 @@ static void *work(void *arg) {
       continue;
     }
     if (failed) {
-      dtx__deadline_sleep_ms(ERROR_PAUSE_MS);
+      dtx__idle_failed();
       continue;
     }
     if (dtx__idle_round(&idle, &sh->pacer, &ex, sh->o->once))

@@ -314,10 +314,7 @@ static int credit_one(run_t *r, const char *id, int64_t bal) {
                         "would take its balance %lld past INT64_MAX",
                         (long long)amount, id, (long long)bal);
     }
-    dtx__retry_t rt = {0};
-    do
-      rc = DTX_FAULTPOINT("interest.credit");
-    while (dtx__retry_again(&rt, &rc, "recording an interest credit"));
+    rc = dtx__kit_point("interest.credit", "recording an interest credit");
     dtx_transfer_req_t q = {.id = tid, .from = r->settle, .to = id,
                             .amount = amount};
     if (rc == 0)

@@ -168,19 +168,16 @@ static void job_colls(dtx__audit_t *a, const char *jid, const json_t *j,
 static int indexed_colls(dtx__audit_t *a, json_t *colls) {
   json_t *names = NULL, *n;
   size_t i;
-  dtx__retry_t r = {0};
-  int rc;
-  do
-    rc = dtx_store_list_collections(a->st, &names);
-  while (dtx__retry_again(&r, &rc, "listing collections"));
+  int rc = dtx__kit_read(a->st, &(dtx__kit_read_t){.kind = DTX__KIT_COLLS,
+                         .what = "listing collections"}, &names);
   json_array_foreach(names, i, n) {
     const char *coll = json_string_value(n);
     json_t *ix = NULL, *x;
     size_t k;
-    dtx__retry_t r2 = {0};
-    do
-      rc = coll ? dtx_store_list_indexes(a->st, coll, &ix) : 0;
-    while (dtx__retry_again(&r2, &rc, coll ? coll : "?"));
+    rc = coll ? dtx__kit_read(a->st, &(dtx__kit_read_t){
+                                  .kind = DTX__KIT_INDEXES, .coll = coll},
+                              &ix)
+              : 0;
     if (rc)
       break;
     json_array_foreach(ix, k, x) {
@@ -256,12 +253,8 @@ static void check_marker(dtx__audit_t *a, const json_t *job,
 static int load_again(dtx__audit_t *a, json_t **map) {
   json_t *docs = NULL, *d;
   size_t i;
-  dtx__retry_t r = {0};
-  int rc;
   *map = NULL;
-  do
-    rc = dtx_store_find(a->st, DTX_JOBS, NULL, NULL, &docs);
-  while (dtx__retry_again(&r, &rc, DTX_JOBS));
+  int rc = dtx__kit_read(a->st, &(dtx__kit_read_t){.coll = DTX_JOBS}, &docs);
   if (rc)
     return rc;
   *map = json_object();
@@ -295,10 +288,10 @@ static int check_markers(dtx__audit_t *a, const json_t *jobs,
       break;
     json_t *f = json_pack("{s:{s:b}}", DTX_JOB_FX ".0", "$exists", 1);
     json_t *docs = NULL;
-    dtx__retry_t r = {0};
-    do
-      rc = f ? dtx_store_find(a->st, coll, f, NULL, &docs) : DTX_ENOMEM;
-    while (dtx__retry_again(&r, &rc, coll));
+    rc = f ? dtx__kit_read(a->st, &(dtx__kit_read_t){.coll = coll,
+                                                     .filter = f},
+                           &docs)
+           : DTX_ENOMEM;
     json_decref(f);
     if (rc && !store_error(rc)) {
       dtx__audit_finding(a, "audit_error", "the markers of %s could not be "

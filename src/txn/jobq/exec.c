@@ -130,6 +130,7 @@ int dtx_job_exec(dtx_job_run_t *run, const json_t *job, void *cmd) {
   size_t len = strlen(text), sent = 0;
   int killed = 0, exited = 0, status = -1, open_out = 1, open_err = 1;
   int64_t drain_until = 0;
+  dtx__wait_t child = {.pause = 5}; /* polls an exiting child at 5 ms */
   if (len == 0) {
     close(in[1]);
     in[1] = -1;
@@ -169,7 +170,7 @@ int dtx_job_exec(dtx_job_run_t *run, const json_t *job, void *cmd) {
       p[np++] = (struct pollfd){.fd = in[1], .events = POLLOUT};
     if (np == 0) {
       if (!exited)
-        dtx__deadline_sleep_ms(5);
+        dtx__kit_wait(&child, 0);
       continue;
     }
     if (poll(p, (nfds_t)np, exited ? 10 : 50) < 0 && errno != EINTR)
@@ -214,7 +215,7 @@ int dtx_job_exec(dtx_job_run_t *run, const json_t *job, void *cmd) {
   }
   for (int64_t until = dtx__mono_ms() + GROUP_WAIT_MS;
        kill(-pid, 0) == 0 && dtx__mono_ms() < until;)
-    dtx__deadline_sleep_ms(5);
+    dtx__kit_wait(&child, 0);
   if (killed) {
     dtx_job_fail(run, dtx__mono_ms() >= run->deadline
                           ? "killed: the command ran past --timeout-ms"

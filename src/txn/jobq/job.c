@@ -414,14 +414,9 @@ int dtx__job_promote(dtx__exec_t *ex, const char *queue, int limit,
   if (f && queue)
     json_object_set_new(f, "queue", json_string(queue));
   json_t *sort = json_pack("{s:i}", "run_at", 1), *due = NULL, *j;
-  dtx_find_opts_t fo = {.sort = sort, .limit = limit};
-  dtx__retry_t r = {0};
-  int rc = f && sort ? 0 : DTX_ENOMEM;
-  if (rc == 0) {
-    do
-      rc = dtx_store_find(ex->st, DTX_JOBS, f, &fo, &due);
-    while (dtx__retry_again(&r, &rc, "finding due delayed jobs"));
-  }
+  dtx__kit_read_t q = {.coll = DTX_JOBS, .filter = f, .sort = sort,
+                       .limit = limit, .what = "finding due delayed jobs"};
+  int rc = f && sort ? dtx__kit_read(ex->st, &q, &due) : DTX_ENOMEM;
   json_decref(f);
   json_decref(sort);
   size_t i;
@@ -522,10 +517,8 @@ int dtx_job_stats(dtx_store_t *st, const char *queue, json_t **out) {
     if (f && queue)
       json_object_set_new(f, "queue", json_string(queue));
     int64_t n = 0;
-    dtx__retry_t r = {0};
-    do
-      rc = f ? dtx_store_count(st, DTX_JOBS, f, &n) : DTX_ENOMEM;
-    while (dtx__retry_again(&r, &rc, "counting jobs"));
+    rc = f ? dtx__kit_count(st, DTX_JOBS, f, "counting jobs", &n)
+           : DTX_ENOMEM;
     json_decref(f);
     DTX_ASSERT(rc || n >= 0, "store.count.not_negative");
     json_object_set_new(res, states[i], json_integer((json_int_t)n));

@@ -44,13 +44,9 @@
 static int find_some(dtx__exec_t *ex, json_t *filter, const char *sortkey,
                      int64_t limit, json_t **out) {
   json_t *sort = json_pack("{s:i}", sortkey, 1);
-  dtx_find_opts_t fo = {.sort = sort, .limit = limit};
-  dtx__retry_t r = {0};
-  int rc;
-  do
-    rc = filter && sort ? dtx_store_find(ex->st, DTX_JOBS, filter, &fo, out)
-                        : DTX_ENOMEM;
-  while (dtx__retry_again(&r, &rc, "finding jobs to recover"));
+  dtx__kit_read_t q = {.coll = DTX_JOBS, .filter = filter, .sort = sort,
+                       .limit = limit, .what = "finding jobs to recover"};
+  int rc = filter && sort ? dtx__kit_read(ex->st, &q, out) : DTX_ENOMEM;
   json_decref(filter);
   json_decref(sort);
   return rc;
@@ -127,11 +123,9 @@ static int clear_in(dtx__exec_t *ex, const char *id, const char *coll,
                     int64_t not_before, int64_t *n) {
   dtx_update_opts_t uo = {.not_before = not_before};
   json_t *f = json_pack("{s:s}", DTX_JOB_FX ".job", id), *docs = NULL, *d;
-  dtx__retry_t r = {0};
-  int rc;
-  do
-    rc = f ? dtx_store_find(ex->st, coll, f, NULL, &docs) : DTX_ENOMEM;
-  while (dtx__retry_again(&r, &rc, "finding effect markers"));
+  dtx__kit_read_t q = {.coll = coll, .filter = f,
+                       .what = "finding effect markers"};
+  int rc = f ? dtx__kit_read(ex->st, &q, &docs) : DTX_ENOMEM;
   json_decref(f);
   size_t i;
   json_array_foreach(docs, i, d) {

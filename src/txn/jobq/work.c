@@ -458,7 +458,7 @@ static void *work(void *arg) {
         /* Their leases lapse; recovery takes them over. */
         dtx__tally_error(&sh->ran, NULL, DTX_ENOMEM);
         json_decref(jobs);
-        dtx__deadline_sleep_ms(DTX__IDLE_MAX_MS);
+        dtx__idle_failed();
         continue;
       }
       for (size_t i = 0; i < n; i++)
@@ -494,7 +494,7 @@ static void *work(void *arg) {
         atomic_compare_exchange_strong(&sh->fatal, &zero, rc);
         break;
       }
-      dtx__deadline_sleep_ms(DTX__IDLE_MAX_MS);
+      dtx__idle_failed();
       continue;
     }
     /* Nothing due: the kit's pace (a recovery pass for stalled jobs). */

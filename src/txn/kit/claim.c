@@ -1,7 +1,7 @@
 /* claim.c -- the kit's claims: claim-next (one item, one
  * find_one_and_update) and claim-many (up to N items in one round: one
  * find, then one bulk write of by-_id claims).  kit.h says what each is
- * for; kit.c holds the steps and the batched step runner both use.
+ * for; step.c holds the step engine both use, move.c the own-move check.
  *
  * A claim-many round, and why it is safe:
  *
@@ -56,10 +56,14 @@ int dtx__kit_claim_next(dtx__exec_t *ex, const dtx__kind_t *k,
   dtx__contend_t ct = {0};
   int unsure = 0, rc; /* sticky: any attempt may have landed unseen */
   do {
-    json_t *filter = json_deep_copy(c->due);
-    json_t *upd = dtx__kit_move_update(ex, k, c->to, 1, NULL);
-    rc = dtx__kit_modify_unsure(ex, c->point, k->coll, filter, upd, c->sort,
-                                out, &unsure);
+    dtx__kit_op_t o = {.kind = DTX_BULK_FIND_ONE_AND_UPDATE,
+                       .point = c->point,
+                       .coll = k->coll,
+                       .filter = json_deep_copy(c->due),
+                       .update = dtx__kit_move_update(ex, k, c->to, 1, NULL),
+                       .fam = {.return_new = 1, .sort = c->sort}};
+    rc = dtx__kit_step(ex, &o, out);
+    unsure |= o.unsure;
   } while (rc == DTX_EBUSY && dtx__kit_contend(&ct, &rc, "claiming"));
   if (rc == 0)
     dtx__kit_claim_check(ex, k, c, *out, 1);

@@ -124,29 +124,11 @@ int dtx__call_end(dtx__call_t *c, int rc);
 /* ---- retry policy ----------------------------------------------------------- */
 
 /* The store errors worth another attempt: BUSY, UNAVAILABLE, BACKEND and
- * an injected FAULT. */
+ * an injected FAULT.  The one retry policy (a few attempts with a short
+ * backoff, never past the deadline, then DTX_EUNAVAILABLE naming the
+ * step) lives in the step engine (step.c) and nowhere else: every step
+ * below is retried by it, so a pattern never writes a retry loop. */
 int dtx__transient(int rc);
-
-typedef struct dtx__retry {
-  int attempt;
-} dtx__retry_t; /* zero it before the first attempt */
-
-/* Called after each attempt with its result: 1 when the attempt should
- * be made again (a transient error, attempts left, deadline not passed;
- * it has slept a short backoff), 0 to stop with *rc.  When the deadline
- * is what stops it, *rc becomes DTX_EUNAVAILABLE and the detail names
- * `what` and the budget.  Usage:
- *   dtx__retry_t r = {0};
- *   do rc = attempt(...); while (dtx__retry_again(&r, &rc, "inserting t1"));
- */
-int dtx__retry_again(dtx__retry_t *r, int *rc, const char *what);
-
-/* dtx__retry_again without its pause: *pause_ms is the backoff it would
- * have slept (0 when it returns 0).  For a caller retrying many steps in
- * one round (dtx__kit_run), which pauses once, for the longest of them,
- * rather than once per step. */
-int dtx__retry_next(dtx__retry_t *r, int *rc, const char *what,
-                    int64_t *pause_ms);
 
 /* ---- contention: optimistic races lost to a concurrent writer ------------ */
 
@@ -169,7 +151,103 @@ typedef struct dtx__contend {
  * DTX_EUNAVAILABLE naming `what` and the number of races lost. */
 int dtx__kit_contend(dtx__contend_t *c, int *rc, const char *what);
 
-/* ---- steps: store calls behind a fault point and the retry policy -------- */
+/* ---- waiting: for something another executor holds -------------------------- */
+
+/* A wait that polls (a lock held by another, an item under another's
+ * lease, a child process): each dtx__kit_wait sleeps w->pause ms -- no
+ * longer than bound when bound > 0 (the holder's lease ends sooner), nor
+ * past the deadline -- then doubles the pause while it is below cap (cap
+ * 0: a fixed pause).  Returns the ms it meant to sleep.  The caller
+ * decides when to stop (its own deadline check). */
+typedef struct dtx__wait {
+  int64_t pause; /* the next pause, ms (>= 1) */
+  int64_t cap;   /* doubling stops at or past it */
+} dtx__wait_t;
+
+int64_t dtx__kit_wait(dtx__wait_t *w, int64_t bound);
+
+/* ---- steps: every store call, through the ONE step engine (step.c) ------ */
+
+/* A step is one store call behind its fault point (NULL: none) and the
+ * retry policy: a read, an insert, a conditional update, a
+ * find_one_and_update, a delete, or a bare fault point.  dtx__kit_run
+ * runs any number of steps as rounds; every single step below is a round
+ * of one through it.  What the engine decides, once (step.c's header):
+ *  - each step reaches its fault point just before it joins a round (a
+ *    crash there sends none of the round; an injected error fails that
+ *    step alone; DOCTX_FAULT=POINT:lost applies a write, then reports
+ *    DTX_EUNAVAILABLE);
+ *  - the writes of a round run inside the rules' step mark
+ *    (dtx__rules_step_enter), named by the first one's `step` or fault
+ *    point, so plain-scope rules skip the pattern's own steps; reads
+ *    carry no mark;
+ *  - a step that failed transiently goes again alone in the next round,
+ *    under the one retry policy and the call's one deadline; steps never
+ *    wait on each other's failures;
+ *  - a step is UNSURE once a store call of it failed transiently (its
+ *    write may have landed before the reply was lost); a definite answer
+ *    (success, nothing matched, a duplicate key, a refusal) is sure.
+ * Several writes of a round go as ONE dtx_store_bulk_write (one write
+ * transaction on SQLite, one pipeline per node on Redis), each still the
+ * atomic single-document operation it is alone. */
+
+/* The kinds beyond dtx_bulk_kind_t's writes (DTX_BULK_INSERT,
+ * _UPDATE_ONE, _DELETE_ONE, _FIND_ONE_AND_UPDATE): reads, which run
+ * alone, and the bare fault point. */
+#define DTX__KIT_FIND 100   /* coll, filter (NULL: all), find (sort, limit) */
+#define DTX__KIT_COUNT 101  /* coll, filter: the count in n */
+#define DTX__KIT_COLLS 102  /* the store's collections */
+#define DTX__KIT_INDEXES 103 /* coll's indexes */
+#define DTX__KIT_POINT 104  /* the fault point alone, no store call */
+#define DTX__KIT_FENCE_RECORDS 105 /* coll's fence tombstones' records */
+
+#define DTX__OP_ONCE 1u /* no retry: the first attempt's outcome stands */
+
+/* One step.  Fill the inputs (zero the rest); doc, filter and update are
+ * stolen (released in every case; a NULL one where the kind needs it is
+ * DTX_ENOMEM for that step alone). */
+typedef struct dtx__kit_op {
+  int kind;                /* a dtx_bulk_kind_t write, or DTX__KIT_* */
+  const char *point;       /* its fault point (NULL: none) */
+  const char *coll;
+  json_t *doc;             /* INSERT: stolen */
+  json_t *filter, *update; /* stolen */
+  union {                  /* the kind's options (members borrowed) */
+    dtx_update_opts_t upd; /* UPDATE_ONE: e.g. a fence, a time bound */
+    dtx_fam_opts_t fam;    /* FIND_ONE_AND_UPDATE: e.g. return_new */
+    dtx_find_opts_t find;  /* FIND: sort, limit */
+  };
+  const char *what;        /* names it when the deadline stops its retries
+                              (NULL: point, else coll) */
+  const char *step;        /* the rules' step mark (NULL: point) */
+  unsigned flags;          /* DTX__OP_ONCE */
+  /* outputs */
+  int rc;         /* 0 or DTX_E*: as the single step returns it;
+                     DTX_ENOMATCH (no detail) when a find_one_and_update
+                     matched nothing; DTX_EDUPKEY as is for an insert (a
+                     retry after a lost reply may meet its own insert) */
+  int matched;    /* UPDATE_ONE: a document matched; others: rc == 0 */
+  int unsure;     /* an attempt failed after which its write may have
+                     landed (a lost reply): a later "nothing matched" may
+                     be this step's own write */
+  int64_t n;      /* COUNT: the count; DELETE_ONE: deleted (0 or 1) */
+  json_t *out;    /* FAM: the document; reads: the array (new reference) */
+  char *detail;   /* malloc'd detail of a failed step (NULL otherwise) */
+} dtx__kit_op_t;
+
+/* Runs the n steps of ops as rounds (above).  Returns 0 when every step
+ * succeeded or is a find_one_and_update that matched nothing, else the
+ * first failed step's rc with its detail made this thread's.  Release the
+ * outputs with dtx__kit_ops_clear in every case.  A caller with an
+ * outcome to act on per item reads ops[i].rc. */
+int dtx__kit_run(dtx__exec_t *ex, dtx__kit_op_t *ops, size_t n);
+void dtx__kit_ops_clear(dtx__kit_op_t *ops, size_t n);
+
+/* One step alone (a round of one): its rc, with its detail this
+ * thread's; *out (may be NULL: dropped) receives its document or array.
+ * For the steps the wrappers below do not cover (a step name of its own,
+ * DTX__OP_ONCE). */
+int dtx__kit_step(dtx__exec_t *ex, dtx__kit_op_t *o, json_t **out);
 
 /* The document of coll with _id id (a string) in *out; DTX_ENOTFOUND
  * (without a detail: callers name the missing thing) when there is none. */
@@ -184,6 +262,33 @@ int dtx__kit_find(dtx__exec_t *ex, const char *coll, const json_t *filter,
 /* dtx__kit_find with a limit (> 0: at most that many, in sort order). */
 int dtx__kit_find_n(dtx__exec_t *ex, const char *coll, const json_t *filter,
                     const json_t *sort, int64_t limit, json_t **out);
+
+/* A read of a store (no executor: the audit's, a listing's), under the
+ * retry policy.  kind 0 or DTX__KIT_FIND: coll's documents matching
+ * filter (NULL: all) in sort order (NULL: the store's), at most limit (>
+ * 0); DTX__KIT_COLLS: the store's collections; DTX__KIT_INDEXES: coll's
+ * indexes; DTX__KIT_FENCE_RECORDS: what coll's deleted documents' _fence
+ * said (dtx__store_fence_records).  All borrowed; *out a new array. */
+typedef struct dtx__kit_read {
+  int kind;
+  const char *coll;
+  const json_t *filter, *sort;
+  int64_t limit;
+  const char *what; /* names it when the deadline stops it (NULL: coll) */
+} dtx__kit_read_t;
+
+int dtx__kit_read(dtx_store_t *st, const dtx__kit_read_t *q, json_t **out);
+
+/* How many documents of coll match filter (borrowed, NULL: all), under
+ * the retry policy; what (may be NULL) as in dtx__kit_read_t. */
+int dtx__kit_count(dtx_store_t *st, const char *coll, const json_t *filter,
+                   const char *what, int64_t *n);
+
+/* A bare fault point: a protocol step with no store call of its own (the
+ * moment before a nested call, a scan's start).  what NULL: reached once,
+ * its injected error returned; else under the retry policy (an injected
+ * error is retried, and the deadline's message names what). */
+int dtx__kit_point(const char *point, const char *what);
 
 /* One conditional update of at most one document.  filter and update are
  * stolen.  *matched (may be NULL): whether a document matched. */
@@ -222,16 +327,12 @@ int dtx__kit_insert(dtx__exec_t *ex, const char *point, const char *coll,
 int dtx__kit_delete(dtx__exec_t *ex, const char *point, const char *coll,
                     json_t *filter, int64_t *deleted);
 
-/* Independent conditional updates sent together: one dtx_store_bulk_write
- * (one write transaction on SQLite, one pipeline per node on Redis), each
- * update still atomic on its own.  Each reaches its own fault point just
- * before it joins the batch (an injected error, a lost reply or a
- * transient store error puts that update alone into the next round, under
- * the retry policy, as dtx__kit_update would); then, once every update
- * has its result, the fault point `done` (may be NULL) is reached, so the
- * crash and pause suites stop a caller that has the results but has not
- * acted on them.  Fill point, filter and update (both stolen, released in
- * every case; matched and rc are outputs). */
+/* Independent conditional updates sent together, as one round: each
+ * reaches its own fault point and is retried alone; then, once every
+ * update has its result, the fault point `done` (may be NULL) is reached,
+ * so the crash and pause suites stop a caller that has the results but
+ * has not acted on them.  Fill point, filter and update (both stolen,
+ * released in every case; matched and rc are outputs). */
 typedef struct dtx__kit_upd {
   const char *point;
   const char *coll;
@@ -240,58 +341,11 @@ typedef struct dtx__kit_upd {
   int rc;                  /* out: this update's result */
 } dtx__kit_upd_t;
 
-/* Runs the n updates of u together as above (dtx__kit_run below).
- * Returns 0 when every one succeeded, else the first failed one's rc with
- * its detail (each u[i].rc says which). */
+/* Runs the n updates of u together as above.  Returns 0 when every one
+ * succeeded, else the first failed one's rc with its detail (each u[i].rc
+ * says which). */
 int dtx__kit_update_many(dtx__exec_t *ex, dtx__kit_upd_t *u, size_t n,
                          const char *done);
-
-/* ---- batched steps: the same step of many items in one round (kit/round.c) -- */
-
-/* One store step of a batch: an insert, a conditional update or a
- * find_one_and_update, behind its own fault point.  dtx__kit_run sends
- * every step of a round in ONE dtx_store_bulk_write (one write
- * transaction on SQLite, one pipeline per node on Redis; a round of one
- * step is the single call), each step still the atomic single-document
- * operation it is alone.  Each step reaches its fault point just before it
- * joins the round (a crash there sends none of the round; an injected
- * error fails that step alone); a step that failed transiently (BUSY,
- * UNAVAILABLE, BACKEND, an injected FAULT or lost reply) goes again alone
- * in the next round under the ONE retry policy (dtx__retry_again) and the
- * call's ONE deadline, so the loop is the kit's only retry loop for
- * batches.  Steps never wait on each other's failures: the others' results
- * stand.  Fill the inputs (zero the rest); doc, filter and update are
- * stolen (released in every case; a NULL one is DTX_ENOMEM for that step
- * alone). */
-typedef struct dtx__kit_op {
-  dtx_bulk_kind_t kind;    /* DTX_BULK_INSERT, _UPDATE_ONE or
-                              _FIND_ONE_AND_UPDATE */
-  const char *point;       /* its fault point */
-  const char *coll;
-  json_t *doc;             /* INSERT: stolen */
-  json_t *filter, *update; /* the update kinds: stolen */
-  dtx_fam_opts_t fam;      /* FIND_ONE_AND_UPDATE's options (members
-                              borrowed), e.g. return_new */
-  /* outputs */
-  int rc;         /* 0 or DTX_E*: as the single kit step would return;
-                     DTX_ENOMATCH (no detail) when a find_one_and_update
-                     matched nothing; DTX_EDUPKEY as is for an insert (a
-                     retry after a lost reply may meet its own insert) */
-  int matched;    /* UPDATE_ONE: a document matched; FAM: rc == 0 */
-  int unsure;     /* an attempt failed after which its write may have
-                     landed (a lost reply): a later "nothing matched" may
-                     be this step's own write */
-  json_t *out;    /* FAM: the document returned (new reference) */
-  char *detail;   /* malloc'd detail of a failed step (NULL otherwise) */
-} dtx__kit_op_t;
-
-/* Runs the n steps of ops as above.  Returns 0 when every step succeeded
- * or is a find_one_and_update that matched nothing, else the first
- * failed step's rc with its detail made this thread's.  Release the
- * outputs with dtx__kit_ops_clear in every case.  A caller with an
- * outcome to act on per item reads ops[i].rc. */
-int dtx__kit_run(dtx__exec_t *ex, dtx__kit_op_t *ops, size_t n);
-void dtx__kit_ops_clear(dtx__kit_op_t *ops, size_t n);
 
 /* ---- items: fenced state changes, claim, takeover -------------------------- */
 
@@ -339,18 +393,6 @@ int dtx__kit_move(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
 int dtx__kit_move_many(dtx__exec_t *ex, const dtx__kind_t *k,
                        const json_t *const *docs, const dtx__move_t *m,
                        size_t n, json_t **outs, int *rcs, char **details);
-
-/* The pieces dtx__kit_move is made of (kit.c), for dtx__kit_move_many:
- * the move's filter and update (new references; m's cond, set and unset
- * are stolen in every case), DTX_ESTATE for an item without a state or
- * (fenced) an epoch; and after a move that matched nothing on an attempt
- * that followed an unsure error, whether the item is where this
- * executor's own move would have left it (0, *out the document) or not
- * (DTX_ENOMATCH). */
-int dtx__kit_move_op(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
-                     const dtx__move_t *m, json_t **filter, json_t **update);
-int dtx__kit_own_move(dtx__exec_t *ex, const dtx__kind_t *k,
-                      const json_t *doc, const dtx__move_t *m, json_t **out);
 
 /* Takeover of an item whose lease lapsed: doc's state -> to, fenced by
  * doc's epoch, the lease taken (epoch + 1, so the old owner's fenced
@@ -424,14 +466,155 @@ int dtx__kit_await(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
 int dtx__kit_list(dtx_store_t *st, const char *coll, const json_t *filter,
                   const json_t *sort, const dtx_page_t *page, json_t **out);
 
-/* ---- the results of a batched public call ------------------------------------ */
+/* ---- the batch driver: the same protocol for many items at once (many.c) -- */
 
 /* dtx_transfer_execute_many, dtx_order_confirm_many and
- * dtx_ledger_post_many return their outcomes in the caller's array of
- * structs laid out as {int rc; char *detail; json_t *doc;} (the public
- * result types, each checked by DTX__MANY_RES_CHECK where it is used);
- * `size` is one struct's size.  These rules are shared by every such
- * call. */
+ * dtx_ledger_post_many (and the transfer worker's batch) drive many items
+ * of one pattern together: the kit owns the items, their lanes, the split
+ * queue and the results; the pattern gives a table of ROUNDS.  Each
+ * round takes every item still in the LOCKSTEP (or, with keys, the ones
+ * the scheduler lets go) through one step of its protocol:
+ *
+ *   all      the pattern's own round over them (a read of all of them, a
+ *            nested batched call, a lease renewal); or
+ *   build    up to `width` steps per item (dtx__kit_op_t; 0: none this
+ *            round), all items' steps ONE dtx__kit_run; or
+ *   move     one fenced move per item (kind), ONE dtx__kit_move_many;
+ *   then, per item in index order: with DTX__ROUND_FAIL, a step that
+ *   failed for good (not "nothing matched") ends the item as the
+ *   pattern's alone path ends it (def->fail); the round's `done` fault
+ *   point (may be NULL); then back, the pattern's verdict on the outcome.
+ *
+ * An item leaves the lockstep by dtx__batch_split (reaching def->split,
+ * the pattern's fault point for it, may be NULL) or ends by
+ * dtx__batch_end / _fail.  After the rounds, split items are driven on
+ * alone by def->resume, in index order, those split with DTX__SPLIT_LAST
+ * after the others.  With def->keys the rounds run in PASSES: a pass
+ * takes only the items heading the queue of every key they name (an
+ * account, an id), in index order, so two items of one pass never share a
+ * key, and def->again decides after each pass whether another runs.
+ *
+ * Item structs begin with dtx__bitem_t (the kit's part) and are def->isize
+ * bytes; results are the caller's array of structs laid out as
+ * dtx__many_res_t. */
+enum { DTX__LANE_STEP, DTX__LANE_SPLIT, DTX__LANE_DONE };
+#define DTX__SPLIT_LAST 0x100 /* resume code flag: after the other splits */
+#define DTX__ROUND_FAIL 1u
+
+typedef struct dtx__bitem {
+  int lane;   /* DTX__LANE_* */
+  int resume; /* a split item's resume code (the pattern's) */
+  size_t i;   /* its index in the call */
+  size_t op;  /* private: its first step in the round */
+  int nops;   /* private */
+} dtx__bitem_t;
+
+typedef struct dtx__batch dtx__batch_t;
+typedef struct dtx__batch_keys dtx__batch_keys_t;
+
+typedef struct dtx__round {
+  void (*all)(dtx__batch_t *b);
+  int width; /* build: the most steps of one item */
+  int (*build)(dtx__batch_t *b, void *it, dtx__kit_op_t *ops);
+  const dtx__kind_t *kind; /* move: the items' kind */
+  /* move: fills *m (its cond, set, unset stolen) and returns the item's
+   * document to move (borrowed) */
+  const json_t *(*move)(dtx__batch_t *b, void *it, dtx__move_t *m);
+  /* build and move rounds: the item's outcome, ops[0..nops) its steps
+   * (it may take ops[j].out, leaving NULL) */
+  void (*back)(dtx__batch_t *b, void *it, dtx__kit_op_t *ops);
+  const char *done; /* each item's fault point once its results are in */
+  unsigned flags;   /* DTX__ROUND_FAIL */
+} dtx__round_t;
+
+typedef struct dtx__batch_def {
+  const char *noun;         /* "transfers": for the summary */
+  const char *reqs_name;    /* "reqs": named when the call's input is NULL */
+  size_t isize;             /* sizeof the item struct */
+  const char *split;        /* fault point of an item leaving the lockstep */
+  const dtx__round_t *rounds; /* ended by {0} */
+  /* item i from the call's input b->reqs (it may end it at once) */
+  int (*init)(dtx__batch_t *b, void *it, size_t i);
+  /* ends it with step error rc as its alone path ends: the outcome's rc,
+   * *doc (new reference, may be NULL); NULL: rc and no document */
+  int (*fail)(dtx__batch_t *b, void *it, int rc, json_t **doc);
+  void (*resume)(dtx__batch_t *b, void *it); /* must end it */
+  void (*clear)(void *it);                   /* what the rounds left */
+  /* optional: the keys of item it (dtx__batch_key for each); passes */
+  int (*keys)(void *it, dtx__batch_keys_t *k);
+  /* optional, with keys: after a pass, 1 to run another (b->left > 0) */
+  int (*again)(dtx__batch_t *b);
+} dtx__batch_def_t;
+
+struct dtx__batch {
+  dtx__exec_t *ex;
+  const dtx__batch_def_t *def;
+  const void *reqs; /* the call's input (the pattern's type) */
+  size_t n;
+  size_t left;      /* items not ended */
+  size_t pass;      /* 0, 1, ... (keys) */
+  void *ctx;        /* the pattern's own state for the call */
+  size_t *at, k;    /* the round's items (indexes), in index order */
+  /* private */
+  char *items;
+  char *results;
+  size_t rsize;
+  void *sched;
+  dtx__kit_op_t *ops;
+  const json_t **docs;
+  dtx__move_t *m;
+  json_t **outs;
+  int *rcs;
+  char **details;
+};
+
+/* Item i (of def->isize bytes). */
+void *dtx__batch_item(const dtx__batch_t *b, size_t i);
+/* 1 while it is in the lockstep. */
+int dtx__batch_live(const void *it);
+/* Ends it: rc, this thread's detail, doc (stolen, may be NULL). */
+void dtx__batch_end(dtx__batch_t *b, void *it, int rc, json_t *doc);
+/* Ends it with a step's error: detail (may be NULL: this thread's) made
+ * this thread's, then def->fail. */
+void dtx__batch_fail(dtx__batch_t *b, void *it, int rc, const char *detail);
+/* It leaves the lockstep (def->split reached: an error there fails it),
+ * to be resumed after the rounds as `resume` says. */
+void dtx__batch_split(dtx__batch_t *b, void *it, int resume);
+/* Ends every item not ended yet with rc and this thread's detail. */
+void dtx__batch_end_rest(dtx__batch_t *b, int rc);
+/* A key of an item (def->keys): kind ('a' account, 'i' id, ...) + name. */
+int dtx__batch_key(dtx__batch_keys_t *k, char kind, const char *name);
+
+/* Runs the rounds of def over the n items of reqs under ex, the outcomes
+ * into results (n structs of rsize bytes, laid out as dtx__many_res_t;
+ * zeroed first).  No call frame of its own: the worker's batch. */
+void dtx__batch_drive(dtx__exec_t *ex, const dtx__batch_def_t *def,
+                      const void *reqs, size_t n, void *ctx, void *results,
+                      size_t rsize);
+
+/* A batched public call: its whole set-up in one struct. */
+typedef struct dtx__many {
+  const dtx__batch_def_t *def;
+  const char *fn; /* "dtx_transfer_execute_many": named in refusals */
+  dtx_store_t *st;
+  const void *reqs;
+  size_t n;
+  const dtx_exec_opts_t *opts;
+  void *results;  /* the caller's n results */
+  size_t rsize;   /* sizeof one */
+  void *ctx;      /* the pattern's state for the call (b->ctx) */
+} dtx__many_t;
+
+/* The call: the results zeroed; a NULL st, reqs or results refused as a
+ * whole (DTX_EINVAL in every result); n == 0 a no-op; else the executor
+ * from opts, one call frame (one deadline), dtx__batch_drive, and the
+ * return: 0 when every item's rc is 0, else the first failure's rc with
+ * "K of N <noun> failed; first: #i: <detail>". */
+int dtx__many_run(const dtx__many_t *call);
+
+/* The results of a batched public call: the caller's array of structs
+ * laid out as {int rc; char *detail; json_t *doc;} (the public result
+ * types, each checked by DTX__MANY_RES_CHECK where it is used). */
 typedef struct dtx__many_res {
   int rc;
   char *detail; /* malloc'd, NULL when rc == 0 */
@@ -446,36 +629,9 @@ typedef struct dtx__many_res {
                          offsetof(dtx__many_res_t, doc),                    \
                  #type " is laid out as {int rc; char *detail; json_t *doc;}")
 
-/* Sets one result (res: the caller's struct): rc, a copy of this
- * thread's detail when rc != 0 (the error's text when there is none), and
- * doc (stolen, may be NULL). */
-void dtx__many_set(void *res, int rc, json_t *doc);
-
 /* Frees every result's detail and doc and zeroes the n results (the
  * public *_results_clear). */
 void dtx__many_clear(void *results, size_t n, size_t size);
-
-/* A call refused as a whole: the error (fmt) in every result, each with a
- * malloc'd copy of its detail.  Returns that error. */
-int dtx__many_refuse(void *results, size_t n, size_t size, const char *fmt,
-                     ...) __attribute__((format(printf, 4, 5)));
-
-/* The start of a batched public call `fn` (st, reqs, n, opts, results):
- * the results zeroed; a NULL st, reqs (named reqs_name) or results
- * refused as a whole (dtx__many_refuse); n == 0 a no-op; else *ex made
- * from opts, the call's frame *c begun and *items = calloc(n, isize) (out
- * of memory: every result DTX_ENOMEM and the frame closed).  Returns 1
- * when the call goes on (close it with dtx__call_end), else 0 with *rc
- * the call's return value. */
-int dtx__many_begin(dtx_store_t *st, const void *reqs, const char *reqs_name,
-                    size_t n, const dtx_exec_opts_t *opts, void *results,
-                    size_t rsize, const char *fn, size_t isize,
-                    dtx__exec_t *ex, dtx__call_t *c, void **items, int *rc);
-
-/* The call's return after its items ran: 0 when every rc is 0, else the
- * first failure's rc with "K of N <noun> failed; first: #i: <detail>". */
-int dtx__many_summary(const void *results, size_t n, size_t size,
-                      const char *noun);
 
 /* ---- small helpers ----------------------------------------------------------- */
 
@@ -730,6 +886,9 @@ void dtx__idle_busy(dtx__idle_t *s);
  * recovers (when due) and, for a standing loop, sleeps. */
 int dtx__idle_round(dtx__idle_t *s, dtx__pacer_t *p, dtx__exec_t *ex,
                     int once);
+/* After a round that failed (a claim's store error): the longest idle
+ * pause, DTX__IDLE_MAX_MS, so a store that is away is not hammered. */
+void dtx__idle_failed(void);
 
 /* The executor threads of a worker: fn runs on n threads (1..256), each
  * given its own dtx__thread_t; all are joined before this returns.  A

@@ -145,11 +145,9 @@ int dtx__idle_round(dtx__idle_t *s, dtx__pacer_t *p, dtx__exec_t *ex,
      * either (twice, so work the pass freed is claimed first). */
     return dtx__pacer_recover(p, ex, 1) == 0 && ++s->rounds >= 2;
   dtx__pacer_recover(p, ex, 0);
-  if (s->pause_ms < 1)
-    s->pause_ms = 1;
-  dtx__deadline_sleep_ms(s->pause_ms);
-  if (s->pause_ms < DTX__IDLE_MAX_MS)
-    s->pause_ms *= 2;
+  dtx__wait_t w = {.pause = s->pause_ms, .cap = DTX__IDLE_MAX_MS};
+  dtx__kit_wait(&w, 0);
+  s->pause_ms = w.pause;
   return 0;
 }
 
@@ -158,6 +156,11 @@ void dtx__exec_init_thread(dtx__exec_t *ex, const dtx__thread_t *w,
                            int64_t lease_ms, int64_t deadline_ms) {
   dtx__exec_init(ex, st, owner, lease_ms, deadline_ms);
   dtx__exec_rename(ex, "%.120s#%d", ex->owner, w->n);
+}
+
+void dtx__idle_failed(void) {
+  dtx__wait_t w = {.pause = DTX__IDLE_MAX_MS};
+  dtx__kit_wait(&w, 0);
 }
 
 int dtx__run_threads(int n, void *(*fn)(void *), void *shared,

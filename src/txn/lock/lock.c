@@ -62,7 +62,6 @@
 #include <string.h>
 
 #include "doc/doc.h"
-#include "store/store.h" /* dtx__store_fence_records */
 #include "txn/kit/kit.h"
 #include "util/assert.h"
 #include "util/err.h"
@@ -136,17 +135,6 @@ static int64_t own_record(const json_t *doc, const char *name) {
   return json_is_integer(t) ? (int64_t)json_integer_value(t) : 0;
 }
 
-/* The fence records of coll's tombstones (deleted documents' _fence),
- * retried as a kit read. */
-static int tomb_records(dtx_store_t *st, const char *coll, json_t **out) {
-  dtx__retry_t r = {0};
-  int rc;
-  do
-    rc = dtx__store_fence_records(st, coll, out);
-  while (dtx__retry_again(&r, &rc, coll));
-  return rc;
-}
-
 /* The largest token of name recorded by fenced writes in every collection
  * but the pattern's own, into *max (0: none) -- the tokens the name has
  * fenced, which survive a lock document deleted with its tombstone
@@ -174,7 +162,10 @@ static int fenced_max(dtx__exec_t *ex, const char *name, int64_t *max) {
         continue;
       json_t *docs = NULL, *recs = NULL;
       if ((rc = dtx__kit_find(ex, coll, filter, NULL, &docs)) ||
-          (rc = tomb_records(ex->st, coll, &recs))) {
+          (rc = dtx__kit_read(ex->st,
+                              &(dtx__kit_read_t){
+                                  .kind = DTX__KIT_FENCE_RECORDS, .coll = coll},
+                              &recs))) {
         json_decref(docs);
         break;
       }
@@ -323,8 +314,9 @@ static int acquire(dtx_store_t *st, const char *name,
     return rc;
   /* Saturated: a wait too large for int64 is "wait as long as it takes"
    * (docs/deadlines.md), not a wait that wrapped and gave up at once. */
-  int64_t until = dtx__add_sat(dtx__mono_ms(), o->wait_ms), pause = 5;
+  int64_t until = dtx__add_sat(dtx__mono_ms(), o->wait_ms);
   dtx__contend_t races = {0};
+  dtx__wait_t held = {.pause = 5, .cap = 200};
   for (;;) {
     json_t *doc = NULL;
     rc = try_acquire(&ex, name, ex.lease_ms, &doc);
@@ -332,7 +324,7 @@ static int acquire(dtx_store_t *st, const char *name,
       /* Taken, the token not yet handed out: where Kleppmann's holder is
        * paused (GC, SIGSTOP) past its lease.  An error here leaves the
        * lock to lapse. */
-      rc = DTX_FAULTPOINT("lock.acquired");
+      rc = dtx__kit_point("lock.acquired", NULL);
       if (rc == 0)
         rc = set_out(doc, out);
       json_decref(doc);
@@ -358,14 +350,7 @@ static int acquire(dtx_store_t *st, const char *name,
     int64_t lapse =
         dtx__add_sat(dtx__sub_sat(dtx__int(doc, "expires"), dtx__now_ms()), 1);
     json_decref(doc);
-    int64_t nap = pause;
-    if (lapse > 0 && lapse < nap)
-      nap = lapse;
-    if (nap > left)
-      nap = left;
-    dtx__deadline_sleep_ms(nap);
-    if (pause < 200)
-      pause *= 2;
+    dtx__kit_wait(&held, lapse > 0 && lapse < left ? lapse : left);
   }
 }
 
@@ -555,10 +540,16 @@ static void note_record(json_t *seen, const json_t *rec, const char *where) {
 static int scan_fences(dtx_store_t *st, const char *coll, json_t *seen) {
   json_t *filter = json_pack("{s:{s:b}}", FENCE, "$exists", 1);
   json_t *docs = NULL, *recs = NULL;
-  int rc = filter ? dtx_store_find(st, coll, filter, NULL, &docs) : DTX_ENOMEM;
+  int rc = filter ? dtx__kit_read(st,
+                                  &(dtx__kit_read_t){.coll = coll,
+                                                     .filter = filter},
+                                  &docs)
+                  : DTX_ENOMEM;
   json_decref(filter);
   if (rc == 0)
-    rc = dtx__store_fence_records(st, coll, &recs);
+    rc = dtx__kit_read(
+        st, &(dtx__kit_read_t){.kind = DTX__KIT_FENCE_RECORDS, .coll = coll},
+        &recs);
   size_t i;
   json_t *d;
   char where[300];

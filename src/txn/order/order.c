@@ -372,7 +372,7 @@ static int credit(dtx__exec_t *ex, const json_t *o, int checked,
   if (rc)
     return rc;
   DTX_ASSERT(attempt >= 1 && txid, "O1"); /* dtx__order_recheck's */
-  rc = DTX_FAULTPOINT("order.credit");
+  rc = dtx__kit_point("order.credit", NULL);
   if (rc)
     return rc;
   dtx_transfer_req_t req = {.id = txid, .from = dtx__str(o, "settlement"),

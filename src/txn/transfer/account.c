@@ -76,9 +76,10 @@ static int create(dtx_store_t *st, const char *id, const dtx_account_opts_t *o,
     return DTX_ENOMEM;
   /* the first step of create (no fault point of its own: a retry of a
    * lost reply would find the account and call it taken) */
-  const char *step = dtx__rules_step_enter("transfer.account.create");
-  rc = dtx_store_insert(st, DTX_ACCOUNTS, doc, NULL);
-  dtx__rules_step_leave(step);
+  dtx__kit_op_t ins = {.kind = DTX_BULK_INSERT, .coll = DTX_ACCOUNTS,
+                       .doc = json_incref(doc), .flags = DTX__OP_ONCE,
+                       .step = "transfer.account.create"};
+  rc = dtx__kit_step(&ex, &ins, NULL);
   if (rc == DTX_EDUPKEY)
     rc = dtx__err(DTX_EDUPKEY, "account '%s' exists", id);
   if (rc == 0)
@@ -101,10 +102,8 @@ int dtx__tx_settlement(dtx__exec_t *ex, const char *id, const char *point,
   json_t *a = NULL;
   int rc = dtx__kit_get(ex, DTX_ACCOUNTS, id, &a);
   if (rc == DTX_ENOTFOUND) {
-    dtx__retry_t r = {0};
-    do
-      rc = point ? DTX_FAULTPOINT(point) : 0;
-    while (dtx__retry_again(&r, &rc, "creating the settlement account"));
+    rc = point ? dtx__kit_point(point, "creating the settlement account")
+               : 0;
     dtx_account_opts_t ao = {.no_min_balance = 1};
     if (rc == 0)
       rc = dtx_account_create(ex->st, id, &ao, &a);

@@ -21,6 +21,11 @@
  *                                                          transfer.clear_credit.done
  *   6      finish (move)                                   transfer.finish
  *
+ * The rounds are a table (submitted[], claimed[] below) that the kit's
+ * batch driver runs (kit/many.c): it owns the items, their lanes (in the
+ * lockstep, split, done), the split queue and the results; this file
+ * says what each round's steps are and what an outcome means.
+ *
  * THE WORKER'S BATCH (dtx__tx_drive_claimed_many).  Transfers a worker
  * claimed together (claim-many: initiated -> preparing, transfer.claim)
  * enter the same rounds at round 1' -- one find of their payers, for the
@@ -43,8 +48,8 @@
  * `transfer run` use, which the crash, pause, error and chaos suites
  * prove.  Transient errors (BUSY, UNAVAILABLE, an injected FAULT) are the
  * kit's: the step goes again alone under the one retry policy and the
- * call's one deadline (dtx__kit_run); a step that keeps failing ends its
- * transfer with that error, as alone (left for recovery).  So each
+ * call's one deadline (the step engine); a step that keeps failing ends
+ * its transfer with that error, as alone (left for recovery).  So each
  * transfer's outcome is exactly dtx_transfer_execute's for it alone, and
  * no transfer waits on another's failure: the lockstep never waits for a
  * split transfer, and split transfers run after it (those whose id
@@ -58,7 +63,6 @@
  *  B3 Leaving the lockstep never undoes a step: the split transfer is in
  *     the state its last applied step left it, which is what the
  *     sequential code (and recovery, after a crash) starts from. */
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,22 +76,19 @@ DTX__MANY_RES_CHECK(dtx_transfer_result_t, tx);
 
 #define TX (&dtx__tx_kind)
 
-enum lane { L_LOCK, L_SPLIT, L_DONE };
-
 /* How a transfer that left the lockstep goes on. */
 enum resume {
-  R_EXISTING, /* its id exists (or came earlier in this batch) */
-  R_PREPARE,  /* the rest of the prepare phase after its pair */
-  R_FINISH,   /* the rest of the finish after its pair */
-  R_REREAD,   /* a move that matched nothing: read it, drive it */
+  R_PREPARE, /* the rest of the prepare phase after its pair */
+  R_FINISH,  /* the rest of the finish after its pair */
+  R_REREAD,  /* a move that matched nothing: read it, drive it */
+  R_EXISTING = DTX__SPLIT_LAST, /* its id exists (or came earlier in this
+                                   batch): after the others (B3) */
 };
 
 typedef struct item {
+  dtx__bitem_t b; /* the kit's: lane, resume */
   const dtx_transfer_req_t *req;
-  dtx_transfer_result_t *res;
   char id[160];
-  enum lane lane;
-  enum resume resume;
   json_t *tx;    /* as the last round left it */
   json_t *tried; /* R_EXISTING: the document its insert tried, or NULL */
   json_t *payer; /* the payer as read in round 1 */
@@ -98,64 +99,51 @@ typedef struct item {
   /* the finish pair's outcome (R_FINISH) */
   int cleared, credited;
   json_t *cinc, *binc;
-  size_t op; /* its first step in the round's steps */
 } item_t;
 
-/* Ends it with rc (and this thread's detail) and the document tx
- * (stolen, may be NULL). */
-static void finish_item(item_t *it, int rc, json_t *tx) {
-  dtx__many_set(it->res, rc, tx);
-  it->lane = L_DONE;
-}
+typedef struct ctx {
+  int64_t since; /* the claim's lease runs from here (keep_leases); < 0:
+                    submitted transfers, claimed by their insert */
+} ctx_t;
 
-/* Ends it with an error of one of its steps, as a drive ends (the
- * transfer as it stands now, the detail naming it): detail (may be NULL)
- * becomes this thread's first. */
-static void fail_item(dtx__exec_t *ex, item_t *it, int rc,
-                      const char *detail) {
-  json_t *now = NULL;
-  if (detail)
-    dtx__err(rc, "%s", detail);
-  rc = dtx__tx_fail(ex, it->id, rc, &now);
-  finish_item(it, rc, now);
-}
-
-/* It leaves the lockstep, to go on alone as `r` says after the rounds. */
-static void split(dtx__exec_t *ex, item_t *it, enum resume r) {
-  int rc = DTX_FAULTPOINT("transfer.batch.split");
-  it->resume = r;
-  it->lane = L_SPLIT;
-  if (rc) /* as a failed step: left where it stands, for recovery */
-    fail_item(ex, it, rc, NULL);
+/* Ends it with an error of one of its steps, as a drive ends: the
+ * transfer as it stands now, the detail naming it (def.fail). */
+static int fail(dtx__batch_t *b, void *p, int rc, json_t **now) {
+  return dtx__tx_fail(b->ex, ((item_t *)p)->id, rc, now);
 }
 
 /* ---- the rounds ------------------------------------------------------------ */
 
 /* Round 1: the requests checked, every account of the batch in one find;
  * a bad request or a missing account ends its transfer as alone (nothing
- * recorded). */
-static void round_accounts(dtx__exec_t *ex, item_t *its, size_t n) {
-  const char **ids = calloc(2 * n, sizeof *ids);
-  json_t *byid = NULL;
-  size_t i;
-  for (i = 0; i < n; i++) {
-    int bad = dtx__tx_check_req(its[i].req);
+ * recorded).  Then each gets its id and its document (preparing, owned
+ * by ex at epoch 1); an id seen earlier in the batch is not sent: it is
+ * the same request again (or a conflict), judged after its twin ran. */
+static void round_accounts(dtx__batch_t *b) {
+  dtx__exec_t *ex = b->ex;
+  const char **ids = calloc(2 * b->k + 1, sizeof *ids);
+  json_t *byid = NULL, *seen = json_object();
+  size_t j;
+  for (j = 0; j < b->k; j++) {
+    item_t *it = dtx__batch_item(b, b->at[j]);
+    int bad = dtx__tx_check_req(it->req);
     if (bad) {
-      finish_item(&its[i], bad, NULL);
+      dtx__batch_end(b, it, bad, NULL);
     } else if (ids) {
-      ids[2 * i] = its[i].req->from;
-      ids[2 * i + 1] = its[i].req->to;
+      ids[2 * j] = it->req->from;
+      ids[2 * j + 1] = it->req->to;
     }
   }
   int rc = ids ? dtx__kit_ensure(ex->st, &dtx__transfer_pattern) : DTX_ENOMEM;
   if (rc == 0)
-    rc = dtx__tx_read_accounts(ex, ids, 2 * n, &byid);
-  for (i = 0; i < n; i++) {
-    item_t *it = &its[i];
-    if (it->lane != L_LOCK)
+    rc = dtx__tx_read_accounts(ex, ids, 2 * b->k, &byid);
+  for (j = 0; j < b->k; j++) {
+    item_t *it = dtx__batch_item(b, b->at[j]);
+    char gen[25];
+    if (!dtx__batch_live(it))
       continue;
     if (rc) {
-      finish_item(it, rc, NULL);
+      dtx__batch_end(b, it, rc, NULL);
       continue;
     }
     const char *ab[2] = {it->req->from, it->req->to};
@@ -163,12 +151,26 @@ static void round_accounts(dtx__exec_t *ex, item_t *its, size_t n) {
     while (k < 2 && json_object_get(byid, ab[k]))
       k++;
     if (k < 2) {
-      finish_item(it, dtx__err(DTX_ENOACCOUNT, "no account '%s'", ab[k]),
-                  NULL);
+      dtx__batch_end(b, it, dtx__err(DTX_ENOACCOUNT, "no account '%s'",
+                                     ab[k]), NULL);
       continue;
     }
     it->payer = json_incref(json_object_get(byid, it->req->from));
+    if (!it->req->id)
+      dtx__id_new(gen);
+    snprintf(it->id, sizeof it->id, "%s", it->req->id ? it->req->id : gen);
+    if (!seen || !(it->tx = dtx__tx_new(ex, it->req, it->id, 1))) {
+      dtx__batch_end(b, it, dtx__err(DTX_ENOMEM, "transfer %s: out of "
+                                     "memory", it->id), NULL);
+    } else if (json_object_get(seen, it->id)) {
+      json_decref(it->tx);
+      it->tx = NULL;
+      dtx__batch_split(b, it, R_EXISTING);
+    } else {
+      json_object_set_new(seen, it->id, json_true());
+    }
   }
+  json_decref(seen);
   json_decref(byid);
   free(ids);
 }
@@ -177,230 +179,155 @@ static void round_accounts(dtx__exec_t *ex, item_t *its, size_t n) {
  * one find, for the debit's min_balance.  A payer that is gone splits
  * with the prepare's own verdict on it (no such account: rolled back),
  * exactly as prepare() decides when its read finds nothing. */
-static void round_payers(dtx__exec_t *ex, item_t *its, size_t n) {
-  const char **ids = calloc(n ? n : 1, sizeof *ids);
+static void round_payers(dtx__batch_t *b) {
+  const char **ids = calloc(b->k + 1, sizeof *ids);
   json_t *byid = NULL;
-  size_t i;
-  for (i = 0; ids && i < n; i++)
-    ids[i] = dtx__str(its[i].tx, "from");
-  int rc = ids ? dtx__tx_read_accounts(ex, ids, n, &byid) : DTX_ENOMEM;
-  for (i = 0; i < n; i++) {
-    item_t *it = &its[i];
+  size_t j;
+  ((ctx_t *)b->ctx)->since = dtx__mono_ms();
+  for (j = 0; ids && j < b->k; j++)
+    ids[j] = dtx__str(((item_t *)dtx__batch_item(b, b->at[j]))->tx, "from");
+  int rc = ids ? dtx__tx_read_accounts(b->ex, ids, b->k, &byid) : DTX_ENOMEM;
+  for (j = 0; j < b->k; j++) {
+    item_t *it = dtx__batch_item(b, b->at[j]);
     const char *from = dtx__str(it->tx, "from");
-    if (it->lane != L_LOCK)
-      continue;
     if (rc) { /* as a failed read of prepare(): left for recovery */
-      fail_item(ex, it, rc, NULL);
+      dtx__batch_fail(b, it, rc, NULL);
       continue;
     }
     it->payer = from ? json_incref(json_object_get(byid, from)) : NULL;
     if (!it->payer) {
       it->pair = 0;
       it->why = DTX__MK_MISSING;
-      split(ex, it, R_PREPARE);
+      dtx__batch_split(b, it, R_PREPARE);
     }
   }
   json_decref(byid);
   free(ids);
 }
 
-/* Round 2: every transfer inserted already claimed (preparing, owned by
- * ex at epoch 1).  An id seen earlier in the batch is not sent: it is the
- * same request again (or a conflict), judged after its twin ran. */
-static void round_insert(dtx__exec_t *ex, item_t *its, size_t n,
-                         dtx__kit_op_t *ops) {
-  json_t *ids = json_object();
-  size_t i, k = 0;
-  for (i = 0; i < n; i++) {
-    item_t *it = &its[i];
-    char gen[25];
-    const char *id = it->req->id;
-    if (it->lane != L_LOCK)
-      continue;
-    if (!id) {
-      dtx__id_new(gen);
-      id = gen;
-    }
-    snprintf(it->id, sizeof it->id, "%s", id);
-    if (!ids || !(it->tx = dtx__tx_new(ex, it->req, it->id, 1))) {
-      finish_item(it, dtx__err(DTX_ENOMEM, "transfer %s: out of memory",
-                               it->id), NULL);
-      continue;
-    }
-    if (json_object_get(ids, it->id)) {
-      json_decref(it->tx);
-      it->tx = NULL;
-      split(ex, it, R_EXISTING);
-      continue;
-    }
-    json_object_set_new(ids, it->id, json_true());
-    it->op = k;
-    ops[k++] = (dtx__kit_op_t){.kind = DTX_BULK_INSERT,
-                               .point = "transfer.submit",
-                               .coll = DTX_TRANSFERS,
-                               .doc = json_incref(it->tx)};
-  }
-  json_decref(ids);
-  (void)dtx__kit_run(ex, ops, k);
-  for (i = 0; i < n; i++) {
-    item_t *it = &its[i];
-    if (it->lane != L_LOCK)
-      continue;
-    int rc = ops[it->op].rc;
-    if (rc == DTX_EDUPKEY) { /* the id exists: see what it holds */
-      it->tried = it->tx;
-      it->tx = NULL;
-      split(ex, it, R_EXISTING);
-    } else if (rc) { /* as submit fails alone: nothing to show */
-      if (ops[it->op].detail)
-        dtx__err(rc, "%s", ops[it->op].detail);
-      finish_item(it, rc, NULL);
-    }
-  }
-  dtx__kit_ops_clear(ops, k);
-}
-
-/* Appends the pair u (its filters and updates, stolen) to the round's
- * steps ops[k..]; returns the new count. */
-static size_t add_pair(dtx__kit_op_t *ops, size_t k, const dtx__kit_upd_t *u) {
-  for (int j = 0; j < 2; j++)
-    ops[k++] = (dtx__kit_op_t){.kind = DTX_BULK_UPDATE_ONE,
-                               .point = u[j].point,
-                               .coll = u[j].coll,
-                               .filter = u[j].filter,
-                               .update = u[j].update};
-  return k;
-}
-
-/* The pair rounds' common end for transfer it, whose steps are ops[it->op]
- * and the next: a step that failed for good ends it (as alone), then the
- * pair's done point; 1 when it goes on (in the lockstep or split). */
-static int pair_back(dtx__exec_t *ex, item_t *it, const dtx__kit_op_t *ops,
-                     const char *done) {
-  const dtx__kit_op_t *o = &ops[it->op];
-  for (int j = 0; j < 2; j++)
-    if (o[j].rc) {
-      fail_item(ex, it, o[j].rc, o[j].detail);
-      return 0;
-    }
-  int rc = DTX_FAULTPOINT(done);
-  if (rc) {
-    fail_item(ex, it, rc, NULL);
-    return 0;
-  }
+/* Round 2: every transfer inserted already claimed. */
+static int insert_op(dtx__batch_t *b, void *p, dtx__kit_op_t *ops) {
+  (void)b;
+  ops[0] = (dtx__kit_op_t){.kind = DTX_BULK_INSERT,
+                           .point = "transfer.submit",
+                           .coll = DTX_TRANSFERS,
+                           .doc = json_incref(((item_t *)p)->tx)};
   return 1;
+}
+
+static void insert_back(dtx__batch_t *b, void *p, dtx__kit_op_t *o) {
+  item_t *it = p;
+  if (o->rc == DTX_EDUPKEY) { /* the id exists: see what it holds */
+    it->tried = it->tx;
+    it->tx = NULL;
+    dtx__batch_split(b, it, R_EXISTING);
+  } else if (o->rc) { /* as submit fails alone: nothing to show */
+    if (o->detail)
+      dtx__err(o->rc, "%s", o->detail);
+    dtx__batch_end(b, it, o->rc, NULL);
+  }
+}
+
+/* The pair u (its filters and updates, stolen) as two steps. */
+static int pair_ops(dtx__kit_op_t *ops, const dtx__kit_upd_t *u) {
+  for (int j = 0; j < 2; j++)
+    ops[j] = (dtx__kit_op_t){.kind = DTX_BULK_UPDATE_ONE,
+                             .point = u[j].point,
+                             .coll = u[j].coll,
+                             .filter = u[j].filter,
+                             .update = u[j].update};
+  return 2;
 }
 
 /* Round 3: each payer's debit with its payee's mark.  A payer as read in
  * round 1 that decides the debit without a write (a limit the amount
  * passes, a bad limit) splits before the round; a debit or mark that
  * matched nothing (funds; a payee's ceiling) splits after it. */
-static void round_pair(dtx__exec_t *ex, item_t *its, size_t n,
-                       dtx__kit_op_t *ops) {
-  size_t i, k = 0;
-  for (i = 0; i < n; i++) {
-    item_t *it = &its[i];
-    dtx__kit_upd_t u[2];
-    if (it->lane != L_LOCK)
-      continue;
-    if (!dtx__tx_pair_ops(it->tx, it->payer, u, &it->min, &it->why)) {
-      it->pair = 0;
-      split(ex, it, R_PREPARE);
-      continue;
-    }
-    it->pair = 1;
-    it->op = k;
-    k = add_pair(ops, k, u);
+static int debit_mark_ops(dtx__batch_t *b, void *p, dtx__kit_op_t *ops) {
+  item_t *it = p;
+  dtx__kit_upd_t u[2];
+  if (!dtx__tx_pair_ops(it->tx, it->payer, u, &it->min, &it->why)) {
+    it->pair = 0;
+    dtx__batch_split(b, it, R_PREPARE);
+    return 0;
   }
-  (void)dtx__kit_run(ex, ops, k);
-  for (i = 0; i < n; i++) {
-    item_t *it = &its[i];
-    if (it->lane != L_LOCK)
-      continue;
-    if (!pair_back(ex, it, ops, "transfer.debit_mark.done")) {
-      json_decref(it->min);
-      it->min = NULL;
-      continue;
-    }
-    it->debited = ops[it->op].matched;
-    it->marked = ops[it->op + 1].matched;
-    if (!it->debited || !it->marked) {
-      split(ex, it, R_PREPARE);
-    } else {
-      json_decref(it->min);
-      it->min = NULL;
-    }
+  it->pair = 1;
+  return pair_ops(ops, u);
+}
+
+static void debit_mark_back(dtx__batch_t *b, void *p, dtx__kit_op_t *o) {
+  item_t *it = p;
+  it->debited = o[0].matched;
+  it->marked = o[1].matched;
+  if (!it->debited || !it->marked) {
+    dtx__batch_split(b, it, R_PREPARE);
+  } else {
+    json_decref(it->min);
+    it->min = NULL;
   }
-  dtx__kit_ops_clear(ops, k);
 }
 
 /* Rounds 4 and 6: one fenced or plain move of every transfer in the
  * lockstep.  A move that matched nothing (fenced off by recovery or a
  * cancel; finished by someone else) splits: the sequential drive rereads
- * it.  With last, the moved transfers are done. */
-static void round_move(dtx__exec_t *ex, item_t *its, size_t n,
-                       const dtx__move_t *proto, int last,
-                       const json_t **docs, dtx__move_t *m, json_t **outs,
-                       int *rcs, char **details, size_t *at) {
-  size_t i, k = 0;
-  for (i = 0; i < n; i++) {
-    if (its[i].lane != L_LOCK)
-      continue;
-    docs[k] = its[i].tx;
-    m[k] = *proto;
-    at[k++] = i;
+ * it. */
+static const json_t *commit_move(dtx__batch_t *b, void *p, dtx__move_t *m) {
+  (void)b;
+  *m = (dtx__move_t){.point = "transfer.commit",
+                     .from = DTX_ST_PREPARING,
+                     .to = DTX_ST_COMMITTED,
+                     .flags = DTX__FENCED};
+  return ((item_t *)p)->tx;
+}
+
+static const json_t *finish_move(dtx__batch_t *b, void *p, dtx__move_t *m) {
+  (void)b;
+  *m = (dtx__move_t){.point = "transfer.finish",
+                     .from = DTX_ST_COMMITTED,
+                     .to = DTX_ST_SUCCEEDED};
+  return ((item_t *)p)->tx;
+}
+
+static void moved(dtx__batch_t *b, void *p, dtx__kit_op_t *o) {
+  item_t *it = p;
+  if (o->rc == DTX_ENOMATCH) {
+    dtx__batch_split(b, it, R_REREAD);
+    return;
   }
-  (void)dtx__kit_move_many(ex, TX, docs, m, k, outs, rcs, details);
-  for (size_t j = 0; j < k; j++) {
-    item_t *it = &its[at[j]];
-    if (rcs[j] == 0) {
-      json_decref(it->tx);
-      it->tx = outs[j];
-      if (last) {
-        dtx__err_clear();
-        finish_item(it, 0, json_incref(it->tx));
-      }
-    } else if (rcs[j] == DTX_ENOMATCH) {
-      split(ex, it, R_REREAD);
-    } else {
-      fail_item(ex, it, rcs[j], details[j]);
-    }
-    free(details[j]);
-    details[j] = NULL;
+  json_decref(it->tx);
+  it->tx = o->out;
+  o->out = NULL;
+}
+
+static void finished(dtx__batch_t *b, void *p, dtx__kit_op_t *o) {
+  item_t *it = p;
+  moved(b, it, o);
+  if (dtx__batch_live(it)) { /* with the last move, done */
+    dtx__err_clear();
+    dtx__batch_end(b, it, 0, json_incref(it->tx));
   }
 }
 
 /* Round 5: each payer's debit marker cleared with its payee's credit. */
-static void round_clear_credit(dtx__exec_t *ex, item_t *its, size_t n,
-                               dtx__kit_op_t *ops) {
-  size_t i, k = 0;
-  for (i = 0; i < n; i++) {
-    item_t *it = &its[i];
-    dtx__kit_upd_t u[2];
-    if (it->lane != L_LOCK)
-      continue;
-    dtx__tx_clear_credit_ops(it->tx, u, &it->cinc, &it->binc);
-    it->op = k;
-    k = add_pair(ops, k, u);
+static int clear_credit_ops(dtx__batch_t *b, void *p, dtx__kit_op_t *ops) {
+  item_t *it = p;
+  dtx__kit_upd_t u[2];
+  (void)b;
+  dtx__tx_clear_credit_ops(it->tx, u, &it->cinc, &it->binc);
+  return pair_ops(ops, u);
+}
+
+static void clear_credit_back(dtx__batch_t *b, void *p, dtx__kit_op_t *o) {
+  item_t *it = p;
+  it->cleared = o[0].matched;
+  it->credited = o[1].matched;
+  if (!it->cleared || !it->credited) {
+    dtx__batch_split(b, it, R_FINISH); /* keeps cinc, binc for finish_rest */
+    return;
   }
-  (void)dtx__kit_run(ex, ops, k);
-  for (i = 0; i < n; i++) {
-    item_t *it = &its[i];
-    if (it->lane != L_LOCK)
-      continue;
-    if (pair_back(ex, it, ops, "transfer.clear_credit.done")) {
-      it->cleared = ops[it->op].matched;
-      it->credited = ops[it->op + 1].matched;
-      if (!it->cleared || !it->credited) {
-        split(ex, it, R_FINISH); /* keeps cinc, binc for finish_rest */
-        continue;
-      }
-    }
-    json_decref(it->cinc);
-    json_decref(it->binc);
-    it->cinc = it->binc = NULL;
-  }
-  dtx__kit_ops_clear(ops, k);
+  json_decref(it->cinc);
+  json_decref(it->binc);
+  it->cinc = it->binc = NULL;
 }
 
 /* ---- leases of a claimed batch ------------------------------------------------ */
@@ -414,48 +341,48 @@ static void round_clear_credit(dtx__exec_t *ex, item_t *its, size_t n,
  * must not be what a slow batch normally meets.  A renewal that finds
  * the transfer gone from this executor changes nothing: its next step
  * finds that too. */
-static void keep_lease(dtx__exec_t *ex, item_t *it, int64_t *since) {
-  json_t *out = NULL;
-  if (*since < 0 || dtx__mono_ms() - *since < ex->lease_ms / 4 ||
-      it->lane == L_DONE || !it->tx ||
-      !dtx__state_is(it->tx, DTX_ST_PREPARING))
-    return;
-  if (dtx__kit_renew(ex, TX, it->tx, &out) == 0 && out) {
-    json_decref(it->tx);
-    it->tx = out;
-  } else {
-    json_decref(out);
-    dtx__err_clear();
-  }
-}
-
-static void keep_leases(dtx__exec_t *ex, item_t *its, size_t n,
-                        int64_t *since) {
-  int64_t at = dtx__mono_ms();
+static void keep_leases(dtx__batch_t *b) {
+  dtx__exec_t *ex = b->ex;
+  int64_t *since = &((ctx_t *)b->ctx)->since, at = dtx__mono_ms();
   if (*since < 0 || at - *since < ex->lease_ms / 4)
     return;
-  for (size_t i = 0; i < n; i++)
-    keep_lease(ex, &its[i], since);
+  for (size_t i = 0; i < b->n; i++) {
+    item_t *it = dtx__batch_item(b, i);
+    json_t *out = NULL;
+    if (it->b.lane == DTX__LANE_DONE || !it->tx ||
+        !dtx__state_is(it->tx, DTX_ST_PREPARING))
+      continue;
+    if (dtx__kit_renew(ex, TX, it->tx, &out) == 0 && out) {
+      json_decref(it->tx);
+      it->tx = out;
+    } else {
+      json_decref(out);
+      dtx__err_clear();
+    }
+  }
   *since = at; /* renewed from here on */
 }
 
 /* ---- the transfers that left the lockstep ---------------------------------- */
 
 /* Goes on alone from where the split left it, as the sequential drive
- * would have from there. */
-static void resume(dtx__exec_t *ex, item_t *it) {
+ * would have from there (after the leases of those still to go). */
+static void resume(dtx__batch_t *b, void *p) {
+  dtx__exec_t *ex = b->ex;
+  item_t *it = p;
   json_t *next = NULL, *out = NULL;
   int rc = 0, mine = 0;
-  switch (it->resume) {
+  keep_leases(b);
+  switch (it->b.resume) {
   case R_EXISTING:
     if ((rc = dtx__tx_existing(ex, it->req, it->id, it->tried, 1, &mine,
                                &next))) {
-      finish_item(it, rc, NULL); /* as submit: nothing to show */
+      dtx__batch_end(b, it, rc, NULL); /* as submit: nothing to show */
       return;
     }
     rc = dtx__tx_drive_ex(ex, next, 1, mine, it->payer, &out);
     json_decref(next);
-    finish_item(it, rc, out);
+    dtx__batch_end(b, it, rc, out);
     return;
   case R_PREPARE:
     rc = dtx__tx_prepare_rest(ex, it->tx, it->pair, it->debited, it->marked,
@@ -467,7 +394,7 @@ static void resume(dtx__exec_t *ex, item_t *it) {
                              it->binc, &next);
     it->cinc = it->binc = NULL;
     break;
-  case R_REREAD:
+  default: /* R_REREAD */
     break;
   }
   if (rc == DTX_ENOMATCH) /* as the drive takes it: moved on, reread */
@@ -476,16 +403,17 @@ static void resume(dtx__exec_t *ex, item_t *it) {
     rc = dtx__kit_get(ex, DTX_TRANSFERS, it->id, &next);
   if (rc) {
     json_decref(next);
-    fail_item(ex, it, rc, NULL);
+    dtx__batch_fail(b, it, rc, NULL);
     return;
   }
   rc = dtx__tx_drive_ex(ex, next, 1, 0, NULL, &out);
   json_decref(next);
-  finish_item(it, rc, out);
+  dtx__batch_end(b, it, rc, out);
 }
 
 /* Drops what the rounds left on it. */
-static void item_clear(item_t *it) {
+static void item_clear(void *p) {
+  item_t *it = p;
   json_decref(it->tx);
   json_decref(it->tried);
   json_decref(it->payer);
@@ -494,86 +422,72 @@ static void item_clear(item_t *it) {
   json_decref(it->binc);
 }
 
-/* ---- the public call ---------------------------------------------------------- */
+/* ---- the tables ---------------------------------------------------------------- */
 
-/* Runs the rounds over its[0..n): submitted (claimed 0: from round 1,
- * requests) or claimed by a worker (claimed 1: from the payers' read,
- * each it->tx a transfer this executor holds in preparing). */
-static void run(dtx__exec_t *ex, item_t *its, size_t n, int claimed) {
-  /* Submitted transfers are claimed by their insert, moments before the
-   * commit: only a worker's batch keeps its leases (keep_leases). */
-  int64_t since = claimed ? dtx__mono_ms() : -1;
-  dtx__kit_op_t *ops = calloc(2 * n, sizeof *ops);
-  const json_t **docs = calloc(n, sizeof *docs);
-  dtx__move_t *m = calloc(n, sizeof *m);
-  json_t **outs = calloc(n, sizeof *outs);
-  int *rcs = calloc(n, sizeof *rcs);
-  char **details = calloc(n, sizeof *details);
-  size_t *at = calloc(n, sizeof *at), i;
-  if (!ops || !docs || !m || !outs || !rcs || !details || !at) {
-    for (i = 0; i < n; i++)
-      finish_item(&its[i], dtx__err(DTX_ENOMEM, "a batch of %zu transfers: "
-                                    "out of memory", n), NULL);
-  } else {
-    const dtx__move_t commit = {.point = "transfer.commit",
-                                .from = DTX_ST_PREPARING,
-                                .to = DTX_ST_COMMITTED,
-                                .flags = DTX__FENCED};
-    const dtx__move_t fin = {.point = "transfer.finish",
-                             .from = DTX_ST_COMMITTED,
-                             .to = DTX_ST_SUCCEEDED};
-    if (claimed) {
-      round_payers(ex, its, n);
-    } else {
-      round_accounts(ex, its, n);
-      round_insert(ex, its, n, ops);
-    }
-    round_pair(ex, its, n, ops);
-    keep_leases(ex, its, n, &since);
-    round_move(ex, its, n, &commit, 0, docs, m, outs, rcs, details, at);
-    round_clear_credit(ex, its, n, ops);
-    round_move(ex, its, n, &fin, 1, docs, m, outs, rcs, details, at);
-    /* Those that left, in input order; an existing id last (B3). */
-    for (int pass = 0; pass < 2; pass++)
-      for (i = 0; i < n; i++)
-        if (its[i].lane == L_SPLIT &&
-            (its[i].resume == R_EXISTING) == (pass == 1)) {
-          keep_leases(ex, its, n, &since); /* those still to go */
-          resume(ex, &its[i]);
-        }
+#define AFTER_INSERT                                                         \
+  {.build = debit_mark_ops, .width = 2, .back = debit_mark_back,             \
+   .done = "transfer.debit_mark.done", .flags = DTX__ROUND_FAIL},            \
+      {.all = keep_leases},                                                  \
+      {.move = commit_move, .kind = TX, .back = moved,                       \
+       .flags = DTX__ROUND_FAIL},                                            \
+      {.build = clear_credit_ops, .width = 2, .back = clear_credit_back,     \
+       .done = "transfer.clear_credit.done", .flags = DTX__ROUND_FAIL},      \
+      {.move = finish_move, .kind = TX, .back = finished,                    \
+       .flags = DTX__ROUND_FAIL},                                            \
+  {                                                                          \
+    0                                                                        \
   }
-  free(ops);
-  free(docs);
-  free(m);
-  free(outs);
-  free(rcs);
-  free(details);
-  free(at);
+
+static const dtx__round_t submitted[] = {
+    {.all = round_accounts},
+    {.build = insert_op, .width = 1, .back = insert_back},
+    AFTER_INSERT};
+
+static const dtx__round_t claimed[] = {{.all = round_payers}, AFTER_INSERT};
+
+static int init_req(dtx__batch_t *b, void *p, size_t i) {
+  ((item_t *)p)->req = &((const dtx_transfer_req_t *)b->reqs)[i];
+  return 0;
 }
+
+/* A claimed transfer that is not (or no longer) this executor's preparing
+ * one goes on alone at once, as the one-at-a-time worker's drive would
+ * take it. */
+static int init_claimed(dtx__batch_t *b, void *p, size_t i) {
+  item_t *it = p;
+  const json_t *d = ((const json_t *const *)b->reqs)[i];
+  const char *id = dtx__str(d, "_id");
+  it->tx = json_incref((json_t *)d);
+  snprintf(it->id, sizeof it->id, "%s", id ? id : "");
+  if (!dtx__state_is(d, DTX_ST_PREPARING) ||
+      !dtx__str_is(d, "owner", b->ex->owner)) {
+    json_t *out = NULL;
+    int rc = dtx__tx_drive(b->ex, d, 1, &out);
+    dtx__batch_end(b, it, rc, out);
+  }
+  return 0;
+}
+
+static const dtx__batch_def_t submit_def = {
+    .noun = "transfers", .reqs_name = "reqs", .isize = sizeof(item_t),
+    .split = "transfer.batch.split", .rounds = submitted, .init = init_req,
+    .fail = fail, .resume = resume, .clear = item_clear};
+
+static const dtx__batch_def_t claimed_def = {
+    .noun = "transfers", .reqs_name = "docs", .isize = sizeof(item_t),
+    .split = "transfer.batch.split", .rounds = claimed, .init = init_claimed,
+    .fail = fail, .resume = resume, .clear = item_clear};
+
+/* ---- the public call ---------------------------------------------------------- */
 
 int dtx_transfer_execute_many(dtx_store_t *st, const dtx_transfer_req_t *reqs,
                               size_t n, const dtx_exec_opts_t *opts,
                               dtx_transfer_result_t *results) {
-  dtx__exec_t ex;
-  dtx__call_t c;
-  size_t i;
-  void *mem;
-  int rc;
-  if (!dtx__many_begin(st, reqs, "reqs", n, opts, results,
-                       sizeof *results, "dtx_transfer_execute_many", sizeof(item_t), &ex,
-                       &c, &mem, &rc))
-    return rc;
-  item_t *its = mem;
-  for (i = 0; i < n; i++) {
-    its[i].req = &reqs[i];
-    its[i].res = &results[i];
-  }
-  run(&ex, its, n, 0);
-  for (i = 0; i < n; i++)
-    item_clear(&its[i]);
-  free(its);
-  return dtx__call_end(&c, dtx__many_summary(results, n, sizeof *results,
-                                             "transfers"));
+  ctx_t cx = {.since = -1};
+  return dtx__many_run(&(dtx__many_t){
+      .def = &submit_def, .fn = __func__, .st = st, .reqs = reqs, .n = n,
+      .opts = opts, .results = results, .rsize = sizeof *results,
+      .ctx = &cx});
 }
 
 void dtx_transfer_results_clear(dtx_transfer_result_t *results, size_t n) {
@@ -581,45 +495,26 @@ void dtx_transfer_results_clear(dtx_transfer_result_t *results, size_t n) {
 }
 
 /* The worker's batch (transfer.c, tx_drive_many): transfers it claimed
- * together, driven in lockstep from the payers' read on; one that is not
- * (or no longer) this executor's preparing transfer goes on alone at once,
- * as the one-at-a-time worker's drive would take it. */
+ * together, driven in lockstep from the payers' read on. */
 void dtx__tx_drive_claimed_many(dtx__exec_t *ex, const json_t *const *docs,
                                 size_t n, json_t **outs, int *rcs,
                                 char **details) {
   dtx_transfer_result_t *res = calloc(n ? n : 1, sizeof *res);
-  item_t *its = calloc(n ? n : 1, sizeof *its);
+  ctx_t cx = {.since = -1};
   size_t i;
-  if (!res || !its) {
+  if (!res) {
     for (i = 0; i < n; i++) {
       outs[i] = json_incref((json_t *)docs[i]);
       rcs[i] = dtx__err(DTX_ENOMEM, "driving %zu transfers", n);
       details[i] = NULL;
     }
-    free(res);
-    free(its);
     return;
   }
+  dtx__batch_drive(ex, &claimed_def, docs, n, &cx, res, sizeof *res);
   for (i = 0; i < n; i++) {
-    item_t *it = &its[i];
-    it->res = &res[i];
-    it->tx = json_incref((json_t *)docs[i]);
-    const char *id = dtx__str(docs[i], "_id");
-    snprintf(it->id, sizeof it->id, "%s", id ? id : "");
-    if (!dtx__state_is(docs[i], DTX_ST_PREPARING) ||
-        !dtx__str_is(docs[i], "owner", ex->owner)) {
-      json_t *out = NULL;
-      int rc = dtx__tx_drive(ex, docs[i], 1, &out);
-      finish_item(it, rc, out);
-    }
-  }
-  run(ex, its, n, 1);
-  for (i = 0; i < n; i++) {
-    item_clear(&its[i]);
     outs[i] = res[i].tx;
     rcs[i] = res[i].rc;
     details[i] = res[i].detail; /* handed over */
   }
   free(res);
-  free(its);
 }

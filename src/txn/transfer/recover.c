@@ -139,7 +139,7 @@ static int recover_markers(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                            dtx__tally_t *t) {
   int64_t ttl = o->tombstone_ttl_ms > 0 ? o->tombstone_ttl_ms
                                         : DEFAULT_TOMBSTONE_TTL_MS;
-  int rc = DTX_FAULTPOINT("transfer.recover.scan_markers");
+  int rc = dtx__kit_point("transfer.recover.scan_markers", NULL);
   if (rc)
     return rc;
   json_t *filter = json_pack("{s:[{s:{s:b}},{s:{s:b}}]}", "$or", "pending.0",
