@@ -1,5 +1,5 @@
 /* cmd_batch_update.c -- doctx batch-update: the CLI face of LeanCloud's
- * batch-update scenario (src/txn/batch/, docs/scenarios.md).  The library
+ * batch-update scenario (src/txn/batchupdate/, docs/scenarios.md).  The library
  * checks every argument before it writes; this file maps its errors to
  * exit codes. */
 #include "cli/cli.h"

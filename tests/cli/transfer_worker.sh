@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The batched transfer worker (issue 13; docs/batching.md, "The transfer
 # worker"): `worker --batch N` claims up to N initiated transfers in one
-# round and drives them through batch.c's lockstep.
+# round and drives them through many.c's lockstep.
 #  1  mixed outcomes: 64 initiated transfers (successes, declines for
 #     funds, a missing payee, a missing payer) end exactly as the
 #     one-at-a-time worker (--batch 1) ends them on a twin store: every
@@ -78,7 +78,7 @@ if cmp -s "$WORK/batched.out" "$WORK/single.out"; then ok; else
 fi
 # Again with a lease so short that the batch renews it on the transfers
 # still to go before their commit and before each split one's drive
-# (batch.c, keep_leases): the same outcomes.
+# (many.c, keep_leases): the same outcomes.
 mixed_store short_lease
 run_bounded 120 "$WORK/ws.log" "$DOCTX" --store "$S" worker --once --batch 16 \
   --lease-ms 8 || bad "mixed: worker --lease-ms 8: $(tail -3 "$WORK/ws.log")"

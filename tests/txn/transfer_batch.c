@@ -1,4 +1,4 @@
-/* transfer_batch.c -- dtx_transfer_execute_many (transfer/batch.c): each
+/* transfer_batch.c -- dtx_transfer_execute_many (transfer/many.c): each
  * transfer of a batch ends exactly as dtx_transfer_execute would end it
  * alone, on every backend.
  *

@@ -1,6 +1,6 @@
 /* many.c -- the kit's batch driver (kit.h, "the batch driver"): one
  * protocol run for many items at once -- dtx_transfer_execute_many and
- * the transfer worker's batch (transfer/batch.c), dtx_order_confirm_many
+ * the transfer worker's batch (transfer/many.c), dtx_order_confirm_many
  * (order/many.c), dtx_ledger_post_many (ledger/many.c).  The pattern
  * gives a table of rounds; the kit owns the items, their lanes, the split
  * queue, the key scheduler and the results.

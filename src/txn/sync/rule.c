@@ -46,7 +46,7 @@ static int check_path(const char *rule, const char *what, const char *path) {
 
 /* 1 when path lies in a field another of doctx's patterns keeps in
  * users' documents: a fence record (src/store/fence.c), job effect
- * markers (src/txn/jobq/effect.c), batch markers (src/txn/batch/batch.c).
+ * markers (src/txn/jobq/effect.c), batch markers (src/txn/batchupdate/batchupdate.c).
  * A copy into one forged or erased them -- a batch then skipped a
  * document, a job effect applied twice -- or, for _fence, which no update
  * may name, failed every change and left its flag for ever. */

@@ -2,7 +2,7 @@
  * transfer document, and what an id that exists already means (the same
  * request again: returned and driven; other parameters: a conflict).
  * dtx_transfer_submit records it initiated for a worker; the synchronous
- * path (transfer/batch.c, dtx_transfer_execute and _execute_many) inserts
+ * path (transfer/many.c, dtx_transfer_execute and _execute_many) inserts
  * the documents built here already claimed.  The state machine these
  * records enter is in transfer.c. */
 #include <string.h>
@@ -121,7 +121,7 @@ int dtx__tx_read_accounts(dtx__exec_t *ex, const char *const *ids, size_t n,
 
 /* Records the transfer req initiated, for a worker to claim (a
  * synchronous transfer is recorded already claimed by the batch driver,
- * batch.c).  The accounts are read in one query first: a missing one is
+ * many.c).  The accounts are read in one query first: a missing one is
  * DTX_ENOACCOUNT, nothing recorded.  An id that exists already is the same
  * request again (returned as it stands) or a conflict (dtx__tx_existing). */
 static int submit(dtx__exec_t *ex, const dtx_transfer_req_t *req,

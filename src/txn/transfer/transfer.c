@@ -18,11 +18,11 @@
  *
  *   transition                      function            fault point
  *   (record initiated: --async)     dtx_transfer_submit transfer.submit
- *   (record preparing, claimed by   batch.c round 2     transfer.submit
+ *   (record preparing, claimed by   many.c round 2     transfer.submit
  *    the executor: synchronous)     (_execute, _many)
  *   initiated -> preparing          claim(), tx_claim   transfer.claim
  *    (the worker: up to --batch     (claim_next, _many) transfer.claim
- *    at once, driven by batch.c)    tx_drive_many
+ *    at once, driven by many.c)    tx_drive_many
  *   (payer: debit + debit marker)   prepare()  } one    transfer.debit
  *   (payee: credit marker)          prepare()  } batch  transfer.mark_payee
  *   (both results back)             prepare()           transfer.debit_mark.done
@@ -31,7 +31,7 @@
  *   (payee: credit, drop marker)    finish_commit() }   transfer.credit_payee
  *   (both results back)             finish_commit()     transfer.clear_credit.done
  *   committed -> succeeded          finish_commit()     transfer.finish
- *   (a batch item leaves the        batch.c split()     transfer.batch.split
+ *   (a batch item leaves the        many.c split()     transfer.batch.split
  *    lockstep for this drive)
  *   preparing -> rolling_back       begin_rollback()    transfer.rollback.begin
  *                                   dtx__tx_takeover()  transfer.recover.takeover,
@@ -53,7 +53,7 @@
  * refused (or not made yet), and the payee credited before the payer was
  * cleared.  Both are covered by I2, I6 and the rollback below.
  * A synchronous transfer (dtx_transfer_execute, _execute_many) runs in
- * batch.c: the same step of every transfer of a batch (of one, for
+ * many.c: the same step of every transfer of a batch (of one, for
  * _execute) goes to the store as one round, through prepare()'s and
  * finish_commit()'s own halves (dtx__tx_pair_ops / prepare_rest,
  * dtx__tx_clear_credit_ops / finish_rest); a transfer that deviates is
@@ -671,7 +671,7 @@ static int tx_claim_next(dtx__exec_t *ex, json_t **out) {
 }
 
 /* The batched worker path: the claimed batch is driven together by
- * batch.c's lockstep from the payers' read on. */
+ * many.c's lockstep from the payers' read on. */
 static int tx_claim_many(dtx__exec_t *ex, size_t max, json_t **out) {
   return tx_claim(ex, max, out);
 }
@@ -749,7 +749,7 @@ int dtx_transfer_run(dtx_store_t *st, const char *id,
   return dtx__call_end(&c, rc);
 }
 
-/* One transfer is the batch of one (transfer/batch.c): the same six
+/* One transfer is the batch of one (transfer/many.c): the same six
  * rounds, the same fault points, the same fallback to the sequential
  * drive, so every transfer row of the crash, pause and error suites runs
  * the batch driver. */
@@ -975,7 +975,7 @@ static const char transfer_moves[] =
     MOVE("claim", DTX_ST_INITIATED, DTX_ST_PREPARING) ",\"reason\":null}},"
     MOVE("cancel", DTX_ST_INITIATED, DTX_ST_FAILED)
     ",\"reason\":\"" DTX_REASON_CANCELED "\"}},"
-    /* the lease renewed (batch.c keep_lease) */
+    /* the lease renewed (many.c keep_lease) */
     MOVE("renew", DTX_ST_PREPARING, DTX_ST_PREPARING) ",\"reason\":null}},"
     MOVE("commit", DTX_ST_PREPARING, DTX_ST_COMMITTED) ",\"reason\":null}},"
     MOVE("roll back", DTX_ST_PREPARING, DTX_ST_ROLLING_BACK)
@@ -1056,7 +1056,7 @@ static const char *const fault_points[] = {
     "transfer.credit_payee",
     "transfer.clear_credit.done",
     "transfer.finish",
-    /* a batch item leaving the lockstep for the sequential drive (batch.c) */
+    /* a batch item leaving the lockstep for the sequential drive (many.c) */
     "transfer.batch.split",
     /* rollback path */
     "transfer.rollback.begin",

@@ -115,7 +115,7 @@ int dtx__tx_mark_payee(dtx__exec_t *ex, const json_t *tx, int tried,
  * dtx__kit_update_many; tried = 1 above when it ran and matched nothing. */
 void dtx__tx_mark_op(dtx__kit_upd_t *u, const json_t *tx);
 
-/* ---- the pieces the batch driver (batch.c) shares with the sequential
+/* ---- the pieces the batch driver (many.c) shares with the sequential
  * one; each is the very code dtx_transfer_run and the worker run ---- */
 
 /* The checks of a request (submit.c): DTX_EINVAL naming what is wrong. */
@@ -176,7 +176,7 @@ int dtx__tx_drive_ex(dtx__exec_t *ex, const json_t *start, int wait_owner,
  * DTX_EUNAVAILABLE), the detail naming transfer id; returns the rc. */
 int dtx__tx_fail(dtx__exec_t *ex, const char *id, int rc, json_t **out);
 
-/* The worker's batched drive (batch.c): docs[0..n) (borrowed) are
+/* The worker's batched drive (many.c): docs[0..n) (borrowed) are
  * transfers ex claimed together (preparing, its own); they go through the
  * lockstep rounds from the payers' read on (one find of their payers,
  * pair, commit, clear + credit, finish), a deviating one splitting off to

@@ -1,5 +1,5 @@
 # scenarios/batch.sh -- how the crash suites (faults.sh, pause.sh) reach
-# the batch.* fault point (src/txn/batch/batch.c), and what must hold
+# the batch.* fault point (src/txn/batchupdate/batchupdate.c), and what must hold
 # afterwards (the interface is described in scenarios/transfer.sh).
 #
 # Here: items i1..i3 (n 0) and i4 outside the FILTER; batch B adds 1 to n

@@ -1,4 +1,4 @@
-/* batch.c -- the batch update of LeanCloud's scenarios (docs/scenarios.md):
+/* batchupdate.c -- the batch update of LeanCloud's scenarios (docs/scenarios.md):
  * one operator UPDATE applied exactly once to every document of
  * a collection matching FILTER, resumable after a crash.  Like the sync
  * flag's dependents (src/txn/sync/), each document carries its own

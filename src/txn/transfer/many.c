@@ -1,4 +1,4 @@
-/* batch.c -- the batched transfer executor: dtx_transfer_execute_many, and
+/* many.c -- the batched transfer executor: dtx_transfer_execute_many, and
  * dtx_transfer_execute as its batch of one.  The state machine is
  * transfer.c's; this file only decides which steps of which transfers go
  * to the store together.
