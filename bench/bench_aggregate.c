@@ -19,7 +19,7 @@
  *           doctx's own, see src/store/sqlite/sqlite_int.h).
  * Both answers are checked to agree (every account's total).  Reported:
  * the median time of each side and the ratio native/doctx (1.0 would be
- * native speed; issue 14 asks for >= 0.3).
+ * native speed; docs/benchmarks.md states the target).
  *
  * Usage: bench_aggregate [--docs N] [--rounds R] [--dir PATH] */
 #include "bench_common.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The flash-sale coupon of LeanCloud's scenarios (reference 003, issue 12;
-# docs/cli.md "Scenarios", docs/scenarios.md), with that recipe's generic
+# The flash-sale coupon of LeanCloud's scenarios
+# (docs/cli.md "Scenarios", docs/scenarios.md), with that recipe's generic
 # document commands only:
 #   take     find-and-modify coupons {_id, stock: {$gt: 0}} {$inc: {stock: -1}}
 #            (exit 1: sold out)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The job CLI contract (issue 10): add and its idempotent --id, unique
+# The job CLI contract (docs/jobs.md): add and its idempotent --id, unique
 # keys, bad input that records nothing, priorities, --exec (stdin, the
 # environment, stdout as result, stderr as last_error, backoff, dead,
 # retry, cancel, the lease renewed while CMD runs, the timeout kill) and

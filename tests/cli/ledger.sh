@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The ledger CLI contract (issue 11): accounts and limits, posting with
+# The ledger CLI contract (docs/ledger.md): accounts and limits, posting with
 # dense per-account seqIds, the exit codes (funds refused 1 naming the
 # account and recording nothing; bad legs or an unknown account 2; a
 # conflicting id reuse, voiding a posted entry, posting a voided or expired

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# The order CLI contract (issue 12, order confirmation after reference
-# 003): create idempotent under its trade id (CONFLICT exit 3 when
+# The order CLI contract (docs/orders.md): create idempotent under its trade id (CONFLICT exit 3 when
 # different), bad input exit 2 recording nothing, confirm crediting
 # exactly once (again: exit 0, nothing more), cancel only while pending,
 # confirm of a canceled order exit 3, the settlement account made on first

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# LeanCloud's scenarios (reference 003, issue 12; docs/scenarios.md): the
+# LeanCloud's scenarios (docs/scenarios.md): the
 # CLI contract of doctx batch-update and doctx interest run, each crashed
 # mid-run and rerun twice.
 #   batch-update: bad input exits 2 and writes nothing; the counts of a

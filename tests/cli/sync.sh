@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sync flag's CLI contract (issue 10, item 3; docs/sync.md): rule
+# The sync flag's CLI contract (docs/sync.md): rule
 # define/show (idempotent, CONFLICT on another definition, bad rules exit
 # 2 recording nothing), update (JSON result, its flag cleared; bad UPDATE
 # exit 2 and unknown rule or master exit 1, changing nothing), racing

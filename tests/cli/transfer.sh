@@ -127,8 +127,7 @@ out=$(d worker --once) && ok || bad "worker --once for summary"
 jq -e '.ok == true and (.patterns.transfer | .ran.succeeded == 1 and .errors.count == 0
   and (.skipped | type == "object"))' <<<"$out" >/dev/null && ok || bad "worker summary: $out"
 out=$(d recover) && ok || bad "recover for summary"
-# Declined transfers (insufficient funds) leave no tombstones (issue 8,
-# defect 7): nothing for recovery to skip or clear.
+# Declined transfers (insufficient funds) leave no tombstones (docs/transfers.md): nothing for recovery to skip or clear.
 jq -e '.ok == true and (.patterns.transfer | (keys == ["errors", "ran", "skipped"])
   and (.skipped | has("tombstone younger than --tombstone-ttl-ms") | not)
   and (.ran | has("tombstones_cleared") | not))' <<<"$out" >/dev/null &&

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The reproducers of issue 8's transfer defects, each as it was filed,
+# The reproducers of the transfer defects of docs/findings.md, each as it was filed,
 # with what must hold now (docs/transfers.md):
 #  1  payee credit overflow: two credits in flight to a payee near INT64_MAX
 #     (the second is refused at mark time: its headroom is reserved), and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The batched transfer worker (issue 13; docs/batching.md, "The transfer
+# The batched transfer worker (docs/batching.md, "The transfer
 # worker"): `worker --batch N` claims up to N initiated transfers in one
 # round and drives them through many.c's lockstep.
 #  1  mixed outcomes: 64 initiated transfers (successes, declines for

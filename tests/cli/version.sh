@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The versioned documents' CLI contract (issue 11, second half;
-# docs/versions.md): put prints {"item","version"}; children not named
+# The versioned documents' CLI contract
+# (docs/versions.md): put prints {"item","version"}; children not named
 # carry over and --remove-child drops one; get prints the whole tree of
 # the committed version or of --version N; history one line per committed
 # version kept; --expect-version N exits 3 when the item is not at N; bad

@@ -1,4 +1,4 @@
-/* conf_mongo.c -- issue 14's MongoDB semantics through the public API, on
+/* conf_mongo.c -- docs/mongodb.md's semantics through the public API, on
  * every backend: each new update operator applied in the store (and its
  * errors changing nothing), arrayFilters, object and numeric _ids with
  * their canonical keys, upsert seeding, $regex (and the proof, with the

@@ -140,7 +140,7 @@ static void test_depth_limit_on_every_write(void) {
                      "find_one_and_update $push");
   CHECK(out == NULL);
 
-  /* The reproducer of issue 8: a value nested 2,040 levels under a
+  /* A value nested 2,040 levels under a
    * 500-segment path (deeper than any JSON parser takes back) is refused,
    * and the collection stays readable. */
   char path[1200];

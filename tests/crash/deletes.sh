@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The tamper table's second half (issue 8, "How it is proven"): every
+# The tamper table's second half (docs/validation.md): every
 # protocol document deleted mid-flight at every fault point.  At each
 # transfer.* point the process is stopped there (a pause fault) and one of
 # the documents the scenario moves -- payer A, payee B, transfer t1 -- is

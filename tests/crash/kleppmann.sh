@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Kleppmann's scenario, exactly (issue 12): client 1 acquires the lock and
+# Kleppmann's scenario, exactly (docs/locks.md): client 1 acquires the lock and
 # is paused past its lease; client 2 acquires it and writes the protected
 # document; client 1 resumes and writes: its write is refused with FENCED
 # (exit 3) and the document holds client 2's write.  Repeated with the

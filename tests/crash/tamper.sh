@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The tamper table (issue 8, "How it is proven"): every protocol field of
+# The tamper table (docs/validation.md): every protocol field of
 # accounts, transfers, opening records, jobs and versioned documents set
 # to every wrong type.  Each row must be
 # refused by the collection's validator (exit 3) and, written anyway with

@@ -1,5 +1,5 @@
 /* transfer_declines.c -- the cost of a transfer stays flat however many
- * were declined before it (issue 8, defect 7): a decline (insufficient
+ * were declined before it (docs/transfers.md): a decline (insufficient
  * funds) leaves no tombstone, so after 10,000 of them the payer's and the
  * payee's documents are byte for byte the size they were after the first,
  * and the next successful transfer leaves them as a transfer did before.

@@ -1,4 +1,4 @@
-/* test_filter_ops.c -- the query operators and semantics issue 14 added,
+/* test_filter_ops.c -- the query operators and semantics of docs/mongodb.md,
  * table by table from MongoDB's manual (each section names its page):
  * null and missing through arrays on dotted paths, $type, $mod, $regex with
  * $options, the positional match position, and the $regex limit that makes

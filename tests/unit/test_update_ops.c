@@ -1,4 +1,4 @@
-/* test_update_ops.c -- the update operators issue 14 added, and upsert
+/* test_update_ops.c -- the update operators of docs/mongodb.md, and upsert
  * seeding, table by table from MongoDB's manual (each section names its
  * page).  A row gives the query filter (for the positional $), the update,
  * its arrayFilters, the input document, and either the exact output
