@@ -152,6 +152,8 @@ typedef struct trans {
   int noinsert;  /* "insert": false: no document may be inserted */
   dtx__filter_t *insert; /* "insert": FILTER an inserted document matches */
   char *insert_text;     /* that filter as compact JSON, for messages */
+  dtx__filter_t *del;    /* "delete": FILTER a deleted document matches */
+  char *del_text;        /* that filter as compact JSON, for messages */
   char *why;     /* "why": the reason a refusal gives, or NULL */
 } trans_t;
 
@@ -218,6 +220,8 @@ static void trans_free(trans_t *t) {
   free(t->moves);
   dtx__filter_free(t->insert);
   free(t->insert_text);
+  dtx__filter_free(t->del);
+  free(t->del_text);
   free(t->why);
   for (size_t i = 0; i < t->nsteps; i++)
     free(t->steps[i]);
@@ -418,6 +422,16 @@ static int trans_compile(const json_t *spec, size_t idx, trans_t *t) {
       } else if (!(t->insert_text = dtx__json_dump(v))) {
         rc = dtx__err(DTX_ENOMEM, "compiling %s", w);
       }
+    } else if (strcmp(k, "delete") == 0) {
+      /* A rule that a pattern owns can say when one of its documents may
+       * go, where the collection's delete guard is the user's to set
+       * (docs/validation.md, "Transition rules"). */
+      if (!json_is_object(v))
+        rc = dtx__err(DTX_EBADQUERY, "%s must be a filter object", w);
+      else if ((rc = dtx__filter_compile(v, &t->del)) < 0)
+        rc = dtx__err_wrap(rc, "%s", w);
+      else if (!(t->del_text = dtx__json_dump(v)))
+        rc = dtx__err(DTX_ENOMEM, "compiling %s", w);
     } else if (strcmp(k, "scope") == 0) {
       if (json_is_string(v) && strcmp(json_string_value(v), "plain") == 0)
         t->plain = 1;
@@ -435,17 +449,17 @@ static int trans_compile(const json_t *spec, size_t idx, trans_t *t) {
         rc = dtx__err(DTX_ENOMEM, "compiling %s", w);
     } else {
       rc = dtx__err(DTX_EBADQUERY, "%s: unknown key '%.40s' (immutable, "
-                    "increasing, moves, insert, scope, steps, why, pattern)",
-                    what, k);
+                    "increasing, moves, insert, delete, scope, steps, why, "
+                    "pattern)", what, k);
     }
   }
   if (rc == 0 && t->nsteps && !t->plain)
     rc = dtx__err(DTX_EBADQUERY, "%s.steps goes with \"scope\": \"plain\" "
                   "(a rule of every writer judges every step)", what);
   if (rc == 0 && !t->nimm && !t->ninc && !t->nmoves && !t->noinsert &&
-      !t->insert)
+      !t->insert && !t->del)
     rc = dtx__err(DTX_EBADQUERY, "%s judges nothing: give it immutable, "
-                  "increasing, moves or insert", what);
+                  "increasing, moves, insert or delete", what);
   return rc;
 }
 
@@ -701,9 +715,19 @@ static int insert_match(const trans_t *t, const json_t *doc,
   return 0;
 }
 
-/* Checks the change before -> after (before NULL: an insert) against
- * every transition rule in force for this writer: a rule of scope
- * "plain" is skipped inside a pattern's step. */
+/* 1 when t admits the delete of doc, else 0 with the reason in why. */
+static int delete_match(const trans_t *t, const json_t *doc,
+                        const char *label, char *why, size_t n) {
+  if (!t->del || dtx__filter_match(t->del, doc))
+    return 1;
+  snprintf(why, n, "delete refused: the delete condition %.200s is not met "
+           "(transition delete%s)", t->del_text, label);
+  return 0;
+}
+
+/* Checks the change before -> after (before NULL: an insert; after
+ * NULL: a delete) against every transition rule in force for this
+ * writer: a rule of scope "plain" is skipped inside a pattern's step. */
 static int trans_check(const dtx__rules_t *r, const char *coll,
                        const json_t *before, const json_t *after) {
   char who[160], why[400];
@@ -712,8 +736,9 @@ static int trans_check(const dtx__rules_t *r, const char *coll,
     if (step_exempt(t))
       continue;
     const char *label = t->plain ? ", plain writes" : "";
-    if (before ? trans_match(t, before, after, label, why, sizeof why)
-               : insert_match(t, after, label, why, sizeof why))
+    if (!after ? delete_match(t, before, label, why, sizeof why)
+        : before ? trans_match(t, before, after, label, why, sizeof why)
+                 : insert_match(t, after, label, why, sizeof why))
       continue;
     doc_name(coll, before ? before : after, who, sizeof who);
     if (t->why)
@@ -746,11 +771,12 @@ int dtx__doc_check_write(const dtx__rules_t *r, const char *coll,
     }
     return r->ntrans ? trans_check(r, coll, before, after) : 0;
   }
-  if (bypass || !r || !before ||
-      !json_object_size(json_object_get(r->spec, "delete_guard")))
+  if (bypass || !r || !before)
     return 0;
-  doc_name(coll, before, who, sizeof who);
-  if (!part_match(&r->guard, before, "delete_guard", why, sizeof why))
-    return dtx__err(DTX_EVALIDATION, "%s: delete refused: %s", who, why);
-  return 0;
+  if (json_object_size(json_object_get(r->spec, "delete_guard"))) {
+    doc_name(coll, before, who, sizeof who);
+    if (!part_match(&r->guard, before, "delete_guard", why, sizeof why))
+      return dtx__err(DTX_EVALIDATION, "%s: delete refused: %s", who, why);
+  }
+  return r->ntrans ? trans_check(r, coll, before, NULL) : 0;
 }

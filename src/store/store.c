@@ -488,6 +488,13 @@ int dtx_store_drop_collection_ex(dtx_store_t *st, const char *coll,
       return rc;
     const json_t *g = json_object_get(rules, "delete_guard");
     int guarded = json_is_object(g) && json_object_size(g) > 0;
+    /* A transition rule's "delete" guards as the delete guard does (a
+     * job effect's markers in a user's collection: dropped, they would
+     * let the effect land again on a document of the same _id). */
+    const json_t *t = json_object_get(rules, "transition"), *e;
+    size_t i;
+    guarded = guarded || json_object_get(t, "delete");
+    json_array_foreach(t, i, e) guarded = guarded || json_object_get(e, "delete");
     char owner[40] = "";
     if (json_is_string(json_object_get(rules, "pattern")))
       snprintf(owner, sizeof owner, "%s",

@@ -194,6 +194,17 @@ for _ in 1 2 3; do [ "$(state cj)" = dead ] || d job work q --once --exec "sh $W
 [ "$(state cj)" = dead ] && ok || bad "cj: $(d job show cj)"
 [ "$(d count coupons '{"claimed":true}')" = 1 ] && ok || bad "3 attempts claimed $(d count coupons '{"claimed":true}') coupons: $(d find coupons)"
 expect 0 "audit after the coupon job" -- d audit
+# The claimed coupon carries the effect's marker, its only record: a plain
+# delete of it (and an insert of a fresh c1 after) would let a retry of
+# cj claim c1 again.  The markers' rule refuses the delete, and the drop
+# of the collection while it holds documents; past the rules it goes.
+c=$(d find coupons '{"claimed":true}' | jq -r ._id)
+expect 3 "delete of an effect's marked document" -- d delete coupons "{\"_id\":\"$c\"}"
+grep -q "transition delete, plain writes" "$WORK/err" && ok || bad "delete message: $(cat "$WORK/err")"
+expect 3 "drop of a collection with effect markers" -- d drop coupons
+[ "$(d count coupons '{"claimed":true}')" = 1 ] && ok || bad "the refused delete or drop changed coupons"
+expect 0 "delete of an unmarked coupon" -- d delete coupons "{\"_id\":{\"\$ne\":\"$c\"},\"claimed\":false}"
+expect 0 "delete past the rules" -- d delete coupons "{\"_id\":\"$c\"}" --bypass-validation
 # A conditional debit that landed, repeated by the next attempt: a repeat
 # whatever FILTER says now ({"applied":false}, exit 0), never NOMATCH.
 d insert wallets '{"_id":"v","balance":15}' >/dev/null

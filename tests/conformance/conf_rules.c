@@ -755,6 +755,57 @@ static void test_transition_rule(void) {
  * is plain unless made between dtx__rules_step_enter and _leave, as the
  * kit's steps are -- or, with "steps", outside those patterns' steps; and
  * "why" ends their refusals. */
+/* A transition rule's "delete": a document it does not match is not
+ * deleted, by any delete path, nor dropped with its collection -- as the
+ * delete guard, but in a rule a pattern owns (the job effect's markers,
+ * docs/jobs.md).  Inside an exempt step, and past the rules, it goes. */
+static void test_transition_delete(void) {
+  const char *c = conf_coll("rules_delete");
+  CHECK_RC(set_transition(c, "[{'scope':'plain','steps':['p'],"
+                             "'delete':{'k':{'$exists':false}}}]"),
+           0);
+  CHECK_RC(dtx_store_insert_many(conf_st, c,
+                                 JQ("[{'_id':'A','k':1},{'_id':'B'}]"), NULL,
+                                 NULL),
+           0);
+  json_t *before = snapshot(c), *out = conf_poison;
+  int64_t n = -1;
+  const char *why = "delete refused: the delete condition "
+                    "{\"k\":{\"$exists\":false}} is not met (transition "
+                    "delete, plain writes)";
+  CHECK_RC(dtx_store_delete(conf_st, c, JQ("{'_id':'A'}"), 0, &n),
+           DTX_EVALIDATION);
+  check_detail(c, "A", why);
+  CHECK_RC(dtx_store_find_one_and_delete(conf_st, c, JQ("{'_id':'A'}"), NULL,
+                                         &out),
+           DTX_EVALIDATION);
+  CHECK(out == NULL);
+  dtx_bulk_op_t op = {.kind = DTX_BULK_DELETE_ONE, .coll = c,
+                      .filter = JQ("{'_id':'A'}")};
+  dtx_bulk_result_t br;
+  dtx_store_bulk_write(conf_st, &op, 1, &br);
+  CHECK_RC(br.rc, DTX_EVALIDATION);
+  dtx_bulk_results_clear(&br, 1);
+  CHECK_RC(dtx_store_drop_collection(conf_st, c), DTX_EVALIDATION);
+  check_same(c, before, "a refused delete");
+  /* A step of another pattern is a plain write to it. */
+  const char *step = dtx__rules_step_enter("q.x");
+  CHECK_RC(dtx_store_delete(conf_st, c, JQ("{'_id':'A'}"), 0, &n),
+           DTX_EVALIDATION);
+  dtx__rules_step_leave(step);
+  CHECK_RC(dtx_store_delete(conf_st, c, JQ("{'_id':'B'}"), 0, &n), 0);
+  CHECK(n == 1);
+  step = dtx__rules_step_enter("p.clear");
+  CHECK_RC(dtx_store_delete(conf_st, c, JQ("{'_id':'A'}"), 0, &n), 0);
+  CHECK(n == 1);
+  dtx__rules_step_leave(step);
+  CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'A','k':1}"), NULL), 0);
+  dtx_delete_opts_t by = {.bypass_validation = 1};
+  CHECK_RC(dtx_store_delete_ex(conf_st, c, JQ("{'_id':'A'}"), &by, &n), 0);
+  CHECK(n == 1);
+  CHECK_RC(set_transition(c, "[{'delete':1}]"), DTX_EBADQUERY);
+}
+
 #define SCOPED                                                               \
   "[{'immutable':['a'],'insert':{'s':'new'}},"                               \
   "{'scope':'plain','immutable':['s'],'insert':false,"                       \
@@ -975,6 +1026,7 @@ void conf_run_rules(void) {
   CONF_RUN(test_transition_rule);
   CONF_RUN(test_rules_a_pattern_owns);
   CONF_RUN(test_transition_scope_and_insert);
+  CONF_RUN(test_transition_delete);
   CONF_RUN(test_rules_survive_reopen_and_drop_removes_them);
   CONF_RUN(test_second_handle_sees_rules_at_once);
   CONF_RUN(test_rules_change_races_writers);

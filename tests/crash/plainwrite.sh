@@ -131,7 +131,6 @@ declare -A ALLOW=(
   ['version_children|*|*|upsert']="a child no version refers to (as insert)"
   # batch markers and job effect markers in the user's documents
   ['items|*|*|delete']="the user's document goes with its batch markers: a batch updates only documents that exist"
-  ['wallets|*|*|delete']="an effect's pinned document deleted: the effect applies to no other (docs/jobs.md)"
 )
 
 # ---- the fixture -------------------------------------------------------------------

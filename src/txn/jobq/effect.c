@@ -56,10 +56,13 @@
  *     its process was paused.
  *  F5 Markers change only by the job's steps: before an effect first
  *     writes to a collection, a transition rule of scope "plain" goes on
- *     it (marker_rule) that refuses any other write changing dtx_fx or
- *     inserting a document carrying it.  A marker taken off by hand made
- *     the next attempt apply the effect again (the audit cannot see a
- *     marker that is gone); a forged one made it skip.
+ *     it (marker_rule) that refuses any other write changing dtx_fx,
+ *     inserting a document carrying it or deleting one that carries a
+ *     marker (and so a plain drop of the collection while it holds
+ *     documents).  A marker taken off by hand made the next attempt apply
+ *     the effect again (the audit cannot see a marker that is gone: a
+ *     pinned document deleted and inserted again under its _id was a new
+ *     target for the effect); a forged one made it skip.
  * The epoch check of the read and the fence keeps an attempt that knows
  * it is stale from acting; correctness does not rest on it (a paused
  * attempt passes it and writes later), but on F1-F4. */
@@ -329,6 +332,8 @@ static const char marker_rule[] =
     "{\"pattern\":\"job\",\"scope\":\"plain\",\"steps\":[\"job\"],"
     "\"immutable\":[\"" DTX_JOB_FX "\"],"
     "\"insert\":{\"" DTX_JOB_FX "\":{\"$exists\":false}},"
+    "\"delete\":{\"$or\":[{\"" DTX_JOB_FX "\":{\"$exists\":false}},"
+    "{\"" DTX_JOB_FX "\":{\"$size\":0}}]},"
     "\"why\":\"job effect markers make each effect land once; only "
     "doctx's job steps change them (docs/jobs.md)\"}";
 
