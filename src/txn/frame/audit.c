@@ -22,6 +22,7 @@
 
 #include "doc/doc.h"
 #include "txn/kit/kit.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 void dtx__audit_finding(dtx__audit_t *a, const char *kind, const char *fmt,
@@ -34,6 +35,34 @@ void dtx__audit_finding(dtx__audit_t *a, const char *kind, const char *fmt,
   json_array_append_new(a->findings,
                         json_pack("{s:s,s:s,s:s}", "pattern", a->pattern,
                                   "kind", kind, "detail", msg));
+}
+
+/* The exact decimal of v into buf (at least 41 bytes). */
+const char *dtx__wide_str(__int128 v, char *buf) {
+  char tmp[48];
+  size_t n = 0;
+  unsigned __int128 u = v < 0 ? -(unsigned __int128)v : (unsigned __int128)v;
+  do {
+    tmp[n++] = (char)('0' + (int)(u % 10));
+    u /= 10;
+  } while (u);
+  size_t k = 0;
+  if (v < 0)
+    buf[k++] = '-';
+  while (n)
+    buf[k++] = tmp[--n];
+  buf[k] = '\0';
+  DTX_ASSERT(k < 41, "audit.wide"); /* 39 digits and a sign */
+  return buf;
+}
+
+/* v as JSON: an integer while it fits int64, else its exact decimal as a
+ * string (a sum of tampered balances can pass int64; never wrap it). */
+json_t *dtx__wide_json(__int128 v) {
+  char buf[48];
+  if (v >= INT64_MIN && v <= INT64_MAX)
+    return json_integer((json_int_t)v);
+  return json_string(dtx__wide_str(v, buf));
 }
 
 void dtx__audit_set(dtx__audit_t *a, const char *key, json_t *value) {

@@ -719,6 +719,13 @@ void dtx__audit_finding(dtx__audit_t *a, const char *kind, const char *fmt,
                         ...) __attribute__((format(printf, 3, 4)));
 /* Sets key in this pattern's part of the report (value stolen). */
 void dtx__audit_set(dtx__audit_t *a, const char *key, json_t *value);
+/* An audit's sums are exact (__int128): a sum of tampered values can
+ * pass int64, and is never wrapped or capped.  dtx__wide_str writes v's
+ * decimal into buf (at least 41 bytes) and returns buf; dtx__wide_json
+ * is v as a JSON integer while it fits int64, else its decimal as a
+ * string (a new reference). */
+const char *dtx__wide_str(__int128 v, char *buf);
+json_t *dtx__wide_json(__int128 v);
 /* The pattern's one-line summary, printed by `doctx audit`. */
 void dtx__audit_summary(dtx__audit_t *a, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

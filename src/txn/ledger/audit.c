@@ -306,17 +306,17 @@ int dtx__lg_audit(dtx__audit_t *f) {
                           json_integer(n ? json_integer_value(n) + 1 : 1));
       uncommitted += !dtx__str_is(d, "proc", LG_COMMITTED);
     }
-    int64_t vol = a.volume > INT64_MAX ? INT64_MAX : (int64_t)a.volume;
+    char vol[48];
     dtx__audit_set(f, "accounts", json_integer((json_int_t)a.naccts));
     dtx__audit_set(f, "entries", json_integer((json_int_t)json_object_size(a.e3)));
     dtx__audit_set(f, "states", states);
     dtx__audit_set(f, "uncommitted", json_integer((json_int_t)uncommitted));
-    dtx__audit_set(f, "posted_volume", json_integer((json_int_t)vol));
+    dtx__audit_set(f, "posted_volume", dtx__wide_json(a.volume));
     dtx__audit_unsettled(f, a.unsettled);
     dtx__audit_summary(f, "%zu accounts, %zu entries (%lld uncommitted), "
-                       "posted volume %lld, unsettled %lld",
+                       "posted volume %s, unsettled %lld",
                        a.naccts, json_object_size(a.e3), (long long)uncommitted,
-                       (long long)vol, (long long)a.unsettled);
+                       dtx__wide_str(a.volume, vol), (long long)a.unsettled);
   }
   for (size_t i = 0; i < a.naccts; i++)
     free(a.accts[i].legs);

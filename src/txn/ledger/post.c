@@ -55,6 +55,13 @@ int dtx__lg_check_req(const dtx_ledger_post_req_t *req) {
     if (l->value == 0)
       return dtx__err(DTX_EINVAL, "leg %zu (account '%s') has value 0", i + 1,
                       l->account);
+    /* Every entry can be reversed (ledger reverse posts each leg
+     * negated), and -INT64_MIN is no int64. */
+    if (l->value == INT64_MIN)
+      return dtx__err(DTX_EINVAL, "leg %zu (account '%s') has value "
+                      "-9223372036854775808, whose reversal does not fit an "
+                      "int64 (a leg is -9223372036854775807 .. "
+                      "9223372036854775807)", i + 1, l->account);
     for (size_t j = 0; j < i; j++)
       if (strcmp(req->legs[j].account, l->account) == 0)
         return dtx__err(DTX_EINVAL, "account '%s' appears in two legs",
@@ -455,7 +462,14 @@ static int reverse(dtx__exec_t *ex, const char *id, const char *new_id,
     json_t *l = json_array_get(changes, i);
     int64_t v = dtx__int(l, "value");
     legs[i].account = dtx__str(l, "account");
-    legs[i].value = v == INT64_MIN ? 0 : -v; /* 0: refused by check_req */
+    if (v == INT64_MIN) { /* posted before post refused such a leg */
+      json_decref(e);
+      return dtx__err(DTX_EOVERFLOW, "ledger entry '%s': leg %zu (account "
+                      "'%s') has value -9223372036854775808, whose reversal "
+                      "does not fit an int64", id, i + 1,
+                      legs[i].account ? legs[i].account : "?");
+    }
+    legs[i].value = -v;
   }
   dtx_ledger_post_req_t req = {.id = new_id, .legs = legs, .nlegs = n};
   rc = post(ex, &req, id, out);

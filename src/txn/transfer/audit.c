@@ -64,34 +64,6 @@ static int credited(const json_t *tx, const json_t *payee) {
   return 0;
 }
 
-/* The exact decimal of v into buf (at least 41 bytes). */
-static const char *wide_str(__int128 v, char *buf) {
-  char tmp[48];
-  size_t n = 0;
-  unsigned __int128 u = v < 0 ? -(unsigned __int128)v : (unsigned __int128)v;
-  do {
-    tmp[n++] = (char)('0' + (int)(u % 10));
-    u /= 10;
-  } while (u);
-  size_t k = 0;
-  if (v < 0)
-    buf[k++] = '-';
-  while (n)
-    buf[k++] = tmp[--n];
-  buf[k] = '\0';
-  DTX_ASSERT(k < 41, "transfer.audit.wide"); /* 39 digits and a sign */
-  return buf;
-}
-
-/* v as JSON: an integer while it fits int64, else its exact decimal as a
- * string (a sum of tampered balances can pass int64; never wrap it). */
-static json_t *wide_json(__int128 v) {
-  char buf[48];
-  if (v >= INT64_MIN && v <= INT64_MAX)
-    return json_integer((json_int_t)v);
-  return json_string(wide_str(v, buf));
-}
-
 /* Conservation and limits over the account snapshot.  Every sum is exact
  * (__int128): a tampered balance near INT64_MAX must be reported, not
  * wrapped. */
@@ -166,11 +138,11 @@ static void check_money(audit_t *a) {
     if (reach > INT64_MAX)
       finding(a, "unfinishable", "account %s: balance %lld and its pending "
               "markers reach %s, past int64: not every credit can land", id,
-              (long long)json_integer_value(b), wide_str(reach, b1));
+              (long long)json_integer_value(b), dtx__wide_str(reach, b1));
     if (ceiling && (!json_is_integer(ceiling) ||
                     (__int128)json_integer_value(ceiling) != reach))
       finding(a, "ceiling_mismatch", "account %s ceiling is not its balance "
-              "plus its pending markers (%s)", id, wide_str(reach, b1));
+              "plus its pending markers (%s)", id, dtx__wide_str(reach, b1));
   }
   /* A recorded account that is gone took its balance with it, but not its
    * opening: closed empty, its money is in the others' balances. */
@@ -184,11 +156,11 @@ static void check_money(audit_t *a) {
   __int128 gap = opening - balance - flight;
   if (gap != 0 && !(amb > 0 && gap > 0 && gap <= amb))
     finding(a, "conservation", "balances %s + in flight %s != opening total "
-            "%s", wide_str(balance, b1), wide_str(flight, b2),
-            wide_str(opening, b3));
-  dtx__audit_set(a->f, "opening_total", wide_json(opening));
-  dtx__audit_set(a->f, "balance_total", wide_json(balance));
-  dtx__audit_set(a->f, "in_flight", wide_json(flight));
+            "%s", dtx__wide_str(balance, b1), dtx__wide_str(flight, b2),
+            dtx__wide_str(opening, b3));
+  dtx__audit_set(a->f, "opening_total", dtx__wide_json(opening));
+  dtx__audit_set(a->f, "balance_total", dtx__wide_json(balance));
+  dtx__audit_set(a->f, "in_flight", dtx__wide_json(flight));
 }
 
 /* A committed transfer must be finishable (I7): its payee is there and
@@ -356,7 +328,7 @@ static void check_balances(audit_t *a, int settled) {
     if (!want || w != got)
       finding(a, "balance_mismatch", "account %s balance %lld, but opening "
               "balance and transfers give %s", id, (long long)got,
-              want ? wide_str(w, b1) : "? (out of memory)");
+              want ? dtx__wide_str(w, b1) : "? (out of memory)");
   }
   json_object_foreach(gone, id, acct) {
     if (json_object_get(skip, id))
@@ -366,7 +338,7 @@ static void check_balances(audit_t *a, int settled) {
     if (w != 0)
       finding(a, "missing_account", "account %s is gone, but its opening "
               "balance and transfers leave it holding %s", id,
-              want ? wide_str(w, b1) : "? (out of memory)");
+              want ? dtx__wide_str(w, b1) : "? (out of memory)");
   }
   free(want);
   json_decref(expect);
