@@ -35,7 +35,7 @@ int main(int argc, char **argv) {
   dtx_cli_t cli = {NULL, NULL, 0, 0};
   /* args: argv without --store, so commands never see it. */
   char **args = calloc((size_t)argc + 1, sizeof *args);
-  int nargs = 0, dashdash = 0, ec = DTX_EXIT_OK;
+  int nargs = 0, dashdash = 0, stores = 0, ec = DTX_EXIT_OK;
   if (!args) {
     fputs("doctx: NOMEM: parsing arguments\n", stderr);
     return DTX_EXIT_BACKEND;
@@ -43,10 +43,14 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     dashdash |= strcmp(a, "--") == 0;
-    if (!dashdash && strcmp(a, "--store") == 0)
-      cli.uri = i + 1 < argc ? argv[++i] : "";
-    else if (!dashdash && strncmp(a, "--store=", 8) == 0)
+    int store = !dashdash && (strcmp(a, "--store") == 0 ||
+                              strncmp(a, "--store=", 8) == 0);
+    if (store && cli.uri) /* the last one silently won */
+      stores++;
+    if (store && a[7] == '=')
       cli.uri = a + 8;
+    else if (store)
+      cli.uri = i + 1 < argc ? argv[++i] : "";
     else
       args[nargs++] = argv[i];
   }
@@ -54,6 +58,16 @@ int main(int argc, char **argv) {
   const dtx__cli_spec_t *cmd = first ? find_command(first) : NULL;
   if (cli.uri && !*cli.uri)
     ec = dtx__cli_usage("--store needs a URI");
+  else if (stores)
+    ec = dtx__cli_usage("--store given twice");
+  else if (first && strcmp(first, "--") == 0)
+    ec = dtx__cli_usage("-- before the command: give the command first "
+                        "(doctx COMMAND [OPTIONS] -- ARGUMENTS)");
+  else if (first && nargs > 1 && (strcmp(first, "--version") == 0 ||
+                                  strcmp(first, "--help") == 0 ||
+                                  strcmp(first, "-h") == 0))
+    ec = dtx__cli_usage("%s takes no arguments, got '%s' (doctx COMMAND "
+                        "--help for a command's)", first, args[1]);
   else if (!first) { /* global options come before the command */
     dtx__cli_print_usage(stderr, commands);
     ec = DTX_EXIT_USAGE;

@@ -108,10 +108,11 @@ static int pos_names(const char *args, int *min, int *more, int i,
 
 /* ---- parsing --------------------------------------------------------- */
 
-/* The index of the first positional of argv (argc: none) and how many
- * there are, options of s and its subcommands skipped with their values. */
-static int first_pos(const dtx__cli_spec_t *s, int argc, char **argv,
-                     int *count) {
+/* The index of positional number nth (0-based) of argv (argc: none) and
+ * how many there are, options of s and its subcommands skipped with
+ * their values. */
+static int nth_pos(const dtx__cli_spec_t *s, int argc, char **argv, int nth,
+                   int *count) {
   int first = argc, dashdash = 0;
   *count = 0;
   for (int i = 1; i < argc; i++) {
@@ -125,11 +126,16 @@ static int first_pos(const dtx__cli_spec_t *s, int argc, char **argv,
         i++;
       continue;
     }
-    if (first == argc)
+    if (first == argc && *count == nth)
       first = i;
     ++*count;
   }
   return first;
+}
+
+static int first_pos(const dtx__cli_spec_t *s, int argc, char **argv,
+                     int *count) {
+  return nth_pos(s, argc, argv, 0, count);
 }
 
 /* The subcommand of s that argv names (taken out of argv), or NULL after
@@ -147,6 +153,17 @@ static const dtx__cli_spec_t *pick_sub(const dtx__cli_spec_t *s,
       hit = c;
   }
   if (!hit) {
+    /* Too many for the form without a name (transfer A B 5 extra): name
+     * the first argument past it, not the first one, which was fine. */
+    EACH_SUB(s, c) {
+      int max = pos_names(c->args, &min, &more, -1, NULL, 0);
+      if (!*c->name && !more && n > max) {
+        int x = nth_pos(s, *argc, argv, max, &n);
+        dtx__cli_usage("%s: %s takes %d arguments, got %d: unexpected '%s'",
+                       a->cmd, c->args, max, n, x < *argc ? argv[x] : "?");
+        return NULL;
+      }
+    }
     char list[256] = "";
     int i = 0, all = 0;
     EACH_SUB(s, c) all += *c->name != 0;

@@ -11,6 +11,7 @@
 #include "util/fault.h"
 
 #include <signal.h>
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +72,12 @@ static int parse(const char *spec, const char *const *known) {
     return dtx__err(DTX_EINVAL, "DOCTX_FAULT too long");
   strcpy(buf, spec);
   nrules = 0;
+  /* strtok_r below skips empty rules: "p:crash,,q:pause" or "," would
+   * pass as fewer rules than were written. */
+  size_t n = strlen(spec);
+  if (spec[0] == ',' || spec[n - 1] == ',' || strstr(spec, ",,"))
+    return dtx__err(DTX_EINVAL, "DOCTX_FAULT: an empty rule in '%.200s' "
+                    "(POINT:ACTION[:N],...)", spec);
   for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
        tok = strtok_r(NULL, ",", &save)) {
     char *c1 = strchr(tok, ':');
@@ -88,9 +95,11 @@ static int parse(const char *spec, const char *const *known) {
     if (c2) {
       char *end;
       *c2 = '\0';
+      errno = 0;
       nth = strtol(c2 + 1, &end, 10);
-      if (*end || nth < 1)
-        return dtx__err(DTX_EINVAL, "DOCTX_FAULT: bad count '%s'", c2 + 1);
+      /* A count past 10^9 is a typo: no run arrives there. */
+      if (*end || end == c2 + 1 || errno || nth < 1 || nth > 1000000000L)
+        return dtx__err(DTX_EINVAL, "DOCTX_FAULT: bad count '%s' (1 to 1000000000)", c2 + 1);
     }
     int a = !strcmp(act, "crash")   ? ACT_CRASH
             : !strcmp(act, "pause") ? ACT_PAUSE

@@ -54,7 +54,10 @@ row() {
   NROWS=$((NROWS + 1))
   what="doctx $*"
   [ -s "$TMP/before" ] || dump > "$TMP/before"
-  "$DOCTX" --store "$S" "$@" < "${ROW_IN:-/dev/null}" > "$TMP/out" \
+  # A row that names its own --store gets no other (two are refused).
+  local store=(--store "$S")
+  case " $* " in *" --store "* | *" --store="*) store=() ;; esac
+  "$DOCTX" "${store[@]}" "$@" < "${ROW_IN:-/dev/null}" > "$TMP/out" \
     2> "$TMP/err" || rc=$?
   GROUP+=("$what")
   local err first
@@ -328,7 +331,7 @@ nulrow '{"c":1}' "child DOC" -- version put it '{"a":1}' --child k=-
 
 # ---- ledger messages at the ends of int64 (a debit or credit is named by its amount) ----------
 row 3 OVERFLOW "account 'LMIN': a debit of 1 could take its balance -9223372036854775808 (pending debits 0, credits 0) past int64" -- ledger post LMIN:-1 LY:1
-row 3 OVERFLOW "account 'LMIN': a debit of 9223372036854775808 could take its balance -9223372036854775808" -- ledger post LMIN:-9223372036854775808 LX:4611686018427387904 LY:4611686018427387904
+row 2 INVAL "leg 1 (account 'LMIN') has value -9223372036854775808, whose reversal does not fit" -- ledger post LMIN:-9223372036854775808 LX:4611686018427387904 LY:4611686018427387904
 row 3 OVERFLOW "account 'LMAX': a credit of 1 could take its balance 9223372036854775807 (pending debits 0, credits 0) past int64" -- ledger post LY:-1 LMAX:1
 row 3 OVERFLOW "account 'LMAX': a credit of 1 could take" -- ledger post LY:-1 LMAX:1 --pending
 
@@ -347,6 +350,16 @@ for v in 9223372036854775807 9223371036854775807 3153600000001; do
   row 2 INVAL "backoff must be from 1 to 3600000 ms, got $v" -- job add q t --backoff-ms "$v"
   row 2 INVAL "timeout_ms $v: a timeout of more than 100 years" -- ledger post LX:-1 LY:1 --pending --timeout-ms "$v"
 done
+# ---- the command line itself (the hostile pass of docs/testing.md) ---------------------
+row 2 USAGE "FROM TO AMOUNT takes 3 arguments, got 4: unexpected 'extra'" -- transfer A B 5 extra
+row 2 USAGE "got 5: unexpected '--id'" -- transfer A B -- 5 --id x9
+row 2 USAGE "-- before the command" -- -- collections
+row 2 USAGE "--store given twice" -- --store sqlite::memory: --store=sqlite::memory: collections
+row 2 USAGE "--version takes no arguments, got 'extra'" -- --version extra
+DOCTX_FAULT=transfer.debit:crash:99999999999999999999 row 2 INVAL "bad count '99999999999999999999'" -- transfer A B 1
+DOCTX_FAULT=, row 2 INVAL "an empty rule" -- transfer A B 1
+DOCTX_FAULT=transfer.debit:crash,,transfer.credit:crash row 2 INVAL "an empty rule" -- transfer A B 1
+
 # ---- bounds past an option's type are the library's (the CLI maps its error) -------------
 row 2 INVAL "max attempts must be from 1 to 1000000, got 1000001" -- job add q t --max-attempts 1000001
 row 2 USAGE "job add: --priority 99999999999 is out of range (-2147483648..2147483647)" -- job add q t --priority 99999999999

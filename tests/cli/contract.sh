@@ -22,12 +22,14 @@ FAIL=0
 # ...: a command told to wait as long as it takes); sets OUT, ERR and RC.
 run() {
   RC=0
-  local t=()
+  local t=() store=(--store "$S")
   [ -n "${BOUND:-}" ] && t=(timeout -k 5 "$BOUND")
+  # A line that names its own --store gets no other (two are refused).
+  case " $* " in *" --store "* | *" --store="*) store=() ;; esac
   if [ -n "${IN+set}" ]; then
-    printf '%s' "$IN" | "${t[@]}" "$DOCTX" --store "$S" "$@" >"$TMP/out" 2>"$TMP/err" || RC=$?
+    printf '%s' "$IN" | "${t[@]}" "$DOCTX" "${store[@]}" "$@" >"$TMP/out" 2>"$TMP/err" || RC=$?
   else
-    "${t[@]}" "$DOCTX" --store "$S" "$@" >"$TMP/out" 2>"$TMP/err" </dev/null || RC=$?
+    "${t[@]}" "$DOCTX" "${store[@]}" "$@" >"$TMP/out" 2>"$TMP/err" </dev/null || RC=$?
   fi
   OUT=$(cat "$TMP/out")
   ERR=$(cat "$TMP/err")
