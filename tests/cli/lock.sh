@@ -91,10 +91,46 @@ expect 2 "fence token not an integer" -- d update res '{"_id":"r"}' '{"$set":{"v
 expect 0 "audit" -- d audit
 grep -q "audit lock: 2 locks" "$WORK/out" && ok || bad "audit line: $(out)"
 
-# A plain update may change a lock's lease, never lower its token.
+# A plain update never lowers a token.
 expect 3 "plain update lowering a token" -- d update locks '{"_id":"L"}' '{"$set":{"token":1}}'
 grep -q "token may not decrease: 3 -> 1" "$WORK/err" && ok || bad "transition message: $(cat "$WORK/err")"
-expect 0 "plain update of the lease" -- d update locks '{"_id":"M"}' '{"$set":{"ttl":5000}}'
+
+# A lock moves only through `doctx lock` (docs/locks.md, "What a plain
+# write may change"): a plain write may not hand a lapsed lease to another
+# owner under the old token (two holders pass the fence), hold a lock
+# forever past acquire's one-year bound, take its token (or its own fence
+# record) to INT64_MAX (no acquire ever again), nor insert a lock: exit 3,
+# nothing changed.
+new_store lock_plain
+d lock acquire P --ttl-ms 1 >/dev/null && d lock acquire Q >/dev/null || bad "plain set-up"
+sleep 0.01
+before=$(d find locks | md5sum)
+while IFS='|' read -r label args; do
+  # shellcheck disable=SC2086
+  expect 3 "plain: $label" -- d $args
+  grep -q "VALIDATION" "$WORK/err" && ok || bad "plain: $label: message: $(cat "$WORK/err")"
+done <<'CASES'
+another owner, the old token|update locks {"_id":"P"} {"$set":{"owner":"mallory"}}
+held forever|update locks {"_id":"P"} {"$set":{"owner":"mallory","expires":9223372036854775807,"ttl":9223372036854775807}}
+ttl past a year|update locks {"_id":"Q"} {"$set":{"ttl":9223372036854775807}}
+lease shortened|update locks {"_id":"Q"} {"$set":{"expires":0}}
+token at INT64_MAX|update locks {"_id":"Q"} {"$set":{"token":9223372036854775807}}
+token raised by find-and-modify|find-and-modify locks {"_id":"Q"} {"$set":{"token":2}}
+nonce|update locks {"_id":"P"} {"$set":{"nonce":"x"}}
+acquired|update locks {"_id":"P"} {"$set":{"acquired":1}}
+insert of a lock|insert locks {"_id":"N","owner":"m","token":1,"expires":9223372036854775807,"ttl":1,"acquired":0,"updated":0,"nonce":""}
+fenced write raising the lock's own record|update locks {"_id":"Q"} {"$set":{"x":1}} --fence Q:9223372036854775807
+upsert of a lock|update locks {"_id":"U"} {"$set":{"owner":"m","token":1,"expires":0,"ttl":1,"acquired":0,"updated":0,"nonce":""}} --upsert
+CASES
+[ "$(d find locks | md5sum)" = "$before" ] && ok || bad "a refused plain write changed the locks"
+expect 0 "audit after the refused writes" -- d audit
+# Forced past the rules, the audit reports what no acquire can mend.
+d update locks '{"_id":"P"}' '{"$set":{"owner":"mallory","expires":9223372036854775807,"ttl":9223372036854775807}}' --bypass-validation >/dev/null &&
+  d update locks '{"_id":"Q"}' '{"$set":{"token":9223372036854775807}}' --bypass-validation >/dev/null || bad "plain: bypass"
+expect 5 "audit: a lease held forever, a token at its end" -- d audit
+grep -q "lock_lease.*lock 'P': ttl 9223372036854775807 ms" "$WORK/out" && ok || bad "lock_lease ttl finding: $(out)"
+grep -q "lock_lease.*lock 'P': its lease runs" "$WORK/out" && ok || bad "lock_lease lease finding: $(out)"
+grep -q "lock_token_exhausted.*lock 'Q'" "$WORK/out" && ok || bad "lock_token_exhausted finding: $(out)"
 
 # Tokens never go back for a name that fenced a write: 3 acquires, a
 # write fenced with token 3, the lock deleted with --bypass-validation --

@@ -117,6 +117,23 @@ expect 4 "put on a root whose next is below its version" -- d version put K '{"n
 same "K: nothing stored" "$(d version get K | jq -c .root) $(d count versions '{"item":"K"}')" '{"n":2} 2'
 d update version_roots '{"_id":"K"}' '{"$set":{"next":9223372036854775807}}' --bypass-validation >/dev/null || bad "K: setup 2"
 expect 4 "put on a root whose next is INT64_MAX" -- d version put K '{"n":3}'
+# ... and the audit names the root every put, gc and recovery refuse.
+expect 5 "audit: a root whose next is INT64_MAX" -- d audit --json
+jq -e '[.findings[] | select(.kind == "root_next" and (.detail | test("item .K.")))] | length == 1' "$WORK/out" >/dev/null &&
+  ok || bad "no root_next finding for K: $(jq -c '[.findings[] | [.kind, .detail]]' "$WORK/out")"
+# A plain write may not take next where no number follows it (the
+# validator bounds it so next + 1 is a number a put can use): exit 3,
+# nothing changed, the item writable; one below the bound is numbers
+# skipped, and the put there says no number is left (exit 3).
+d version put N '{"r":1}' >/dev/null || bad "N: setup"
+expect 3 "a root's next raised to INT64_MAX: refused" -- d update version_roots '{"_id":"N"}' '{"$set":{"next":9223372036854775807}}'
+grep -q "VALIDATION" "$WORK/err" && ok || bad "N: message: $(cat "$WORK/err")"
+same "N: next unchanged" "$(d find version_roots '{"_id":"N"}' | jq -c .next)" 1
+same "N: the next put" "$(d version put N '{"r":2}')" '{"item":"N","version":2}'
+expect 0 "a root's next raised to INT64_MAX - 1: numbers skipped" -- d update version_roots '{"_id":"N"}' '{"$set":{"next":9223372036854775806}}'
+expect 3 "N: no number left for a put" -- d version put N '{"r":3}'
+grep -q "OVERFLOW" "$WORK/err" && ok || bad "N: overflow message: $(cat "$WORK/err")"
+same "N: nothing stored" "$(d version get N | jq -c .root) $(d count versions '{"item":"N"}')" '{"r":2} 2'
 
 # ---- committed history and its digests (V7; attack N6a) -----------------------------------
 # (tests/crash/tamper.sh rewrites a record's root, a child's doc and a

@@ -82,16 +82,8 @@ declare -A ALLOW=(
   ['jobs|j5|last_error|*']="what a running attempt writes when it ends (J7: the validator keeps result and finished null or absent on a live job)"
   ['jobs|j5|result|*']="what a running attempt writes when it ends (as last_error)"
   ['jobs|j5|finished|*']="what a running attempt writes when it ends (as last_error)"
-  # locks (docs/locks.md): a lease is liveness only, correctness is the fence
-  ['locks|*|acquired|*']="a lease's start, shown only"
-  ['locks|*|updated|*']="a lease's last change, shown only"
-  ['locks|*|expires|*']="a lease's end: liveness only -- a holder past it is fenced by its token"
-  ['locks|*|ttl|*']="a lease's default length for renew: liveness only"
-  ['locks|*|owner|*']="a lease's holder: renew and release then fail (liveness only), its fenced writes are judged by token"
-  ['locks|*|nonce|*']="read only by an acquire retried after a lost reply, which then waits for the lease"
-  ['locks|*|token|*>']="a token raised: the next acquire hands out one past it"
-  ['locks|*|*|insert']="a lock under a new name: acquire hands out tokens past its token and record, and the audit compares it with the fenced writes of its name"
-  ['locks|*|*|upsert']="a lock under a new name (as insert)"
+  # locks (docs/locks.md): a plain write moves no lock and inserts none;
+  # a name registered by hand is harmless
   ['lock_names|*|*|insert']="a name registered by hand: its lock, when created, starts past every token of the name a document records"
   ['lock_names|*|*|upsert']="a name registered by hand (as insert)"
   ['docs|*|*|delete']="a fenced document deleted: its fence tombstone keeps the record, a stale holder stays refused"

@@ -195,12 +195,18 @@ static void test_tokens_never_go_back(void) {
   CHECK(audit_has(st, "lock_token_regressed", &rc) && rc == DTX_EAUDIT);
   CHECK(acquire_release(st, "T") == 6);
   CHECK(!audit_has(st, "lock_token_regressed", &rc) && rc == 0);
-  /* A lock deleted and inserted again by hand takes the record over. */
+  /* A lock deleted and inserted again by hand (a plain insert of a lock
+   * is refused: docs/locks.md, "What a plain write may change") takes
+   * the record over. */
   bypass(st, NULL, "T");
   json_t *doc = json_pack("{s:s,s:n,s:i,s:i,s:i,s:i,s:i,s:s}", "_id", "T",
                           "owner", "token", 1, "expires", 0, "ttl", 1000,
                           "acquired", 0, "updated", 0, "nonce", "");
-  CHECK_RC(dtx_store_insert(st, "locks", doc, NULL), 0);
+  CHECK_RC(dtx_store_insert(st, "locks", doc, NULL), DTX_EVALIDATION);
+  CHECK(strstr(dtx_errdetail(), "an insert is refused"));
+  CHECK_RC(dtx_store_insert_ex(st, "locks", doc, &(dtx_insert_opts_t){1},
+                               NULL),
+           0);
   json_decref(doc);
   CHECK(acquire_release(st, "T") == 7);
   /* A token that is no integer (bypassing the validator): the acquire

@@ -38,8 +38,8 @@
  *
  * Invariants (DTX_ASSERT checks K1 and K4 on every acquire, in every
  * build; the audit checks K2 and K4 against the fenced documents, K5 by
- * the registry; the transition rule of DTX_LOCKS enforces K1 on plain
- * updates):
+ * the registry, K6 on each lock; the transition rules of DTX_LOCKS
+ * enforce K1 and K6 on plain writes):
  *  K1 an acquire hands out a token greater than the lock's stored token
  *     and than its own fence record: greater than every token issued
  *     before for that name, across expiry, release, restarts and a
@@ -53,7 +53,12 @@
  *     which is exactly what the fence is for.)
  *  K4 a lock's token is not below its own fence record (both move
  *     together in every acquire);
- *  K5 a registered name whose token fenced a write has a lock document.
+ *  K5 a registered name whose token fenced a write has a lock document;
+ *  K6 a lock changes only through these calls (the plain-scope transition
+ *     rule of DTX_LOCKS: no plain write moves its fields nor inserts one),
+ *     so its lease is at most MAX_TTL_MS and its token below INT64_MAX
+ *     (which 2^63 acquires would take); the audit reports a lock past
+ *     either.
  *
  * A retried acquire whose first attempt landed but whose reply was lost
  * finds the lock moved on: the nonce it wrote tells it the holder is
@@ -514,7 +519,7 @@ int dtx_lock_list(dtx_store_t *st, const dtx_page_t *page, json_t **out) {
   return dtx__call_end(&c, rc);
 }
 
-/* ---- audit (K2, K4, K5) ----------------------------------------------------------- */
+/* ---- audit (K2, K4, K5, K6) ----------------------------------------------------------- */
 
 /* Notes in seen {NAME: {"token": n, "where": "..."}} each token of rec
  * (a _fence record) above the one seen for its name. */
@@ -581,6 +586,35 @@ static int count_of(dtx__audit_t *a, const json_t *colls, const char *coll,
   return 0;
 }
 
+/* What only a write past the rules leaves (the plain-scope rule below
+ * refuses it): a ttl or a lease beyond what acquire and renew give
+ * (MAX_TTL_MS: the lock is held for as long as the write said, forever at
+ * INT64_MAX), and a token at INT64_MAX, after which no acquire can take
+ * the lock (OVERFLOW).  Every acquire and renew sets updated with the
+ * lease it gives, so expires - updated is the lease it gave. */
+static void check_lease(dtx__audit_t *a, const char *k, const json_t *l) {
+  int64_t ttl = dtx__int(l, "ttl"), exp = dtx__int(l, "expires");
+  int64_t at = dtx__int(l, "updated"), acq = dtx__int(l, "acquired");
+  int64_t lease = dtx__sub_sat(exp, at > acq ? at : acq);
+  if (ttl > MAX_TTL_MS)
+    dtx__audit_finding(a, "lock_lease", "lock '%s': ttl %lld ms, beyond "
+                       "the %lld ms an acquire gives (written with "
+                       "--bypass-validation?)",
+                       k, (long long)ttl, (long long)MAX_TTL_MS);
+  if (json_is_string(json_object_get(l, "owner")) && lease > MAX_TTL_MS)
+    dtx__audit_finding(a, "lock_lease", "lock '%s': its lease runs %lld ms "
+                       "(expires %lld), beyond the %lld ms an acquire or a "
+                       "renew gives: held past any holder (written with "
+                       "--bypass-validation?)",
+                       k, (long long)lease, (long long)exp,
+                       (long long)MAX_TTL_MS);
+  if (dtx__int(l, "token") == INT64_MAX || own_record(l, k) == INT64_MAX)
+    dtx__audit_finding(a, "lock_token_exhausted", "lock '%s': token %lld, "
+                       "the last one: no acquire can take it again "
+                       "(written with --bypass-validation?)",
+                       k, (long long)INT64_MAX);
+}
+
 static int lock_audit(dtx__audit_t *a) {
   json_t *colls = NULL, *seen = json_object(), *locks = NULL, *names = NULL;
   int64_t n = 0, held = 0, fenced_names = 0, nlocks = 0, nnames = 0;
@@ -623,6 +657,7 @@ static int lock_audit(dtx__audit_t *a) {
                            "lock '%s' holds token %lld, below token %lld "
                            "its own fence record says it handed out",
                            k, (long long)tok, (long long)rec);
+      check_lease(a, k, l);
       json_t *s = json_object_get(seen, k);
       if (!s)
         continue;
@@ -690,15 +725,30 @@ static const char name_shape[] =
     "\"created\":" LONG "}}}";
 #undef LONG
 
+/* What an update may change (docs/validation.md, "Transition rules";
+ * docs/locks.md, "What a plain write may change").  The first object
+ * holds for every writer: a token never goes back (K1).  The second
+ * ("scope": "plain") is for the generic document commands: a lock moves
+ * only through `doctx lock`, whose steps alone are exempt ("steps").  A
+ * plain write that handed a lapsed lease to another owner under the old
+ * token made two holders the fence cannot tell apart; one that set
+ * expires or ttl to INT64_MAX held the lock forever (acquire bounds a
+ * lease to MAX_TTL_MS); a token raised to INT64_MAX left no token for
+ * any acquire; and a lock inserted by hand could do all of it under a
+ * new name.  So none of the protocol's fields change, and no lock is
+ * inserted, by a plain write; other fields are the user's. */
+static const char lock_moves[] =
+    "[{\"immutable\":[\"_id\"],\"increasing\":[\"token\"]},"
+    "{\"scope\":\"plain\",\"steps\":[\"lock\"],\"insert\":false,"
+    "\"immutable\":[\"owner\",\"token\",\"expires\",\"ttl\",\"acquired\","
+    "\"updated\",\"nonce\",\"_fence\"],"
+    "\"why\":\"a lock changes only through doctx lock (docs/locks.md)\"}]";
+
 static const dtx__rules_def_t rules[] = {
     /* Never deleted (token >= 0 is required, so the guard matches
      * nothing): a deleted lock would start its tokens again (its
-     * tombstone keeps them; a plain delete is refused all the same).  A
-     * plain update may change what the protocol changes (the lease
-     * fields: liveness, which the fence does not depend on), never lower
-     * the token. */
-    {DTX_LOCKS, lock_shape, "{\"token\":{\"$lt\":0}}",
-     "{\"immutable\":[\"_id\"],\"increasing\":[\"token\"]}"},
+     * tombstone keeps them; a plain delete is refused all the same). */
+    {DTX_LOCKS, lock_shape, "{\"token\":{\"$lt\":0}}", lock_moves},
     /* A registration is forever and never changes. */
     {DTX_LOCK_NAMES, name_shape, "{\"created\":{\"$exists\":false}}",
      "{\"immutable\":[\"_id\",\"created\"]}"},

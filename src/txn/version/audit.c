@@ -9,6 +9,9 @@
  * root moved is counted as unsettled and left to a later audit.  Findings:
  *   root_version   the committed version is not the last of log (V3)
  *   log_order      log not ascending, or beyond the counter (V1, V3)
+ *   root_next      the counter at INT64_MAX: no number left (V1)
+ *   root_damaged   any other root dtx__vr_root_check refuses -- every
+ *                  root a put, gc or recovery refuses is a finding
  *   reservation    a reservation of a committed or never-reserved number
  *   missing_record a committed version kept without its record (V4)
  *   missing_child  a committed version's map names a child that is gone
@@ -26,6 +29,7 @@
  *                  not judged.
  * and with DTX_AUDIT_SETTLED (after recovery): in_flight (a reservation
  * left), garbage (unreachable documents, or trash, left). */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,6 +130,7 @@ static void check_root(vaudit_t *va, const char *item, const json_t *root) {
   int64_t prev = 0, last = n ? dtx__int(json_array_get(log, n - 1), "v") : 0;
   const char *k;
   json_t *res;
+  int named = v != last || v > next || next == INT64_MAX;
   if (v != last || v > next)
     dtx__audit_finding(va->a, "root_version", "item '%s' is at version %lld "
                        "but its last committed version kept is %lld (next "
@@ -133,11 +138,24 @@ static void check_root(vaudit_t *va, const char *item, const json_t *root) {
                        (long long)next);
   json_array_foreach(log, i, e) {
     int64_t lv = dtx__int(e, "v");
-    if (lv <= prev || lv > next)
+    if (lv <= prev || lv > next) {
+      named = 1;
       dtx__audit_finding(va->a, "log_order", "item '%s': committed version "
                          "%lld after %lld (next %lld)", item, (long long)lv,
                          (long long)prev, (long long)next);
+    }
     prev = lv;
+  }
+  if (next == INT64_MAX)
+    dtx__audit_finding(va->a, "root_next", "item '%s': next is %lld, the "
+                       "last number: no version can be reserved, and no "
+                       "put, gc or recovery touches the item (written with "
+                       "--bypass-validation?)", item, (long long)next);
+  /* What dtx__vr_root_check refuses stops every write and sweep of the
+   * item: a root it refuses that no finding above named is one still. */
+  if (!named && dtx__vr_root_check(root)) {
+    dtx__audit_finding(va->a, "root_damaged", "%s", dtx_errdetail());
+    dtx__err_clear();
   }
   json_object_foreach(json_object_get(root, "res"), k, res) {
     char *end;

@@ -85,9 +85,12 @@
  *     guard demands the mark.  A writer takes a DUPKEY on its insert for
  *     its own lost reply only when the stored document has its digest and
  *     no mark (own_insert): one inserted by hand first stops the commit.
- *     What single-document rules cannot judge of a root (its version
- *     against its log) stops writes and sweeps there (dtx__vr_root_check)
- *     and is the audit's to report.
+ *     The root's validator keeps next below INT64_MAX, so a number is
+ *     always left to reserve -- but the last, which no put takes.  What
+ *     single-document rules cannot judge of a root (its version against
+ *     its log), or what was written past them, stops writes and sweeps
+ *     there (dtx__vr_root_check) and is the audit's to report: every root
+ *     that check refuses is a finding.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -249,6 +252,11 @@ static int reserve(dtx__exec_t *ex, const json_t *root, const char *token,
                    int64_t *v) {
   int64_t n = dtx__int(root, "next"), now = dtx__now_ms();
   char path[48];
+  /* The validator keeps next below INT64_MAX, and the step after would
+   * leave it there: the last number is never handed out. */
+  if (n >= INT64_MAX - 1)
+    return dtx__err(DTX_EOVERFLOW, "item '%s': no version number after "
+                    "%lld is left", dtx__str(root, "_id"), (long long)n);
   *v = n + 1;
   snprintf(path, sizeof path, "res.%lld", (long long)*v);
   json_t *out = NULL;
@@ -669,7 +677,10 @@ static const char root_validator[] =
     "\"updated\"],\"properties\":{"
     "\"_id\":{\"bsonType\":\"string\"},"
     "\"version\":{\"bsonType\":\"long\",\"minimum\":0},"
-    "\"next\":{\"bsonType\":\"long\",\"minimum\":0},"
+    /* next + 1 must be a number a put can reserve and every later step
+     * accept (dtx__vr_root_check refuses a root at INT64_MAX) */
+    "\"next\":{\"bsonType\":\"long\",\"minimum\":0,"
+    "\"maximum\":9223372036854775806},"
     "\"res\":{\"bsonType\":\"object\"},"
     "\"log\":{\"bsonType\":\"array\",\"items\":{\"bsonType\":\"object\","
     "\"required\":[\"v\",\"at\"],\"additionalProperties\":false,"
