@@ -375,6 +375,7 @@ check_store
 NOSTORE_CASES=(
   "INVAL|account id ''|account create ''"
   "INVAL|lock name ''|lock acquire ''"
+  "INVAL|lock name ''|lock renew '' 1"
   "INVAL|trade id 'a b'|order create 'a b' --account A --amount 1"
   "INVAL|the legs sum to -1|ledger post X:1 Y:-2"
   "INVAL|account 'X' appears in two legs|ledger post X:1 X:-1"
