@@ -604,6 +604,11 @@ int dtx_store_set_rules_ex(dtx_store_t *st, const char *coll,
                            const dtx_collection_rules_t *rules,
                            const dtx_rules_opts_t *opts);
 
+/* Collection rules as dtx_store_set_rules compiles them (DTX_EBADQUERY /
+ * DTX_EINVAL naming the rule), without a store
+ * (the checks above). */
+int dtx_check_rules(const dtx_collection_rules_t *rules);
+
 /* *out: {"validator": V or null, "delete_guard": G or null,
  * "transition": T or null} as stored, plus "pattern": NAME when a
  * pattern owns them (a new reference); all null for a collection without
@@ -656,6 +661,12 @@ typedef struct dtx_account_opts {
  * (may be NULL) receives the account. */
 int dtx_account_create(dtx_store_t *st, const char *id,
                        const dtx_account_opts_t *opts, json_t **out);
+
+/* The check dtx_account_create makes of id and opts before anything is
+ * set up or written: 0 or DTX_EINVAL.  Needs no store (as
+ * dtx_job_req_check), so a caller can refuse bad input before opening
+ * one -- opening a SQLite path creates it. */
+int dtx_account_check(const char *id, const dtx_account_opts_t *opts);
 
 /* Sets account id's lowest balance a debit may leave: opts->min_balance,
  * or none with opts->no_min_balance (opts NULL: min_balance 0;
@@ -1127,6 +1138,10 @@ typedef struct dtx_lock_opts {
 int dtx_lock_acquire(dtx_store_t *st, const char *name,
                      const dtx_lock_opts_t *opts, json_t **out);
 
+/* The check dtx_lock_acquire makes of name and opts before anything is
+ * set up or written: 0 or DTX_EINVAL.  Needs no store. */
+int dtx_lock_check(const char *name, const dtx_lock_opts_t *opts);
+
 /* Extends the lease of token (expires = now + ttl) while it is the
  * current token and not released -- also after it lapsed, as long as no
  * one acquired since.  DTX_ENOMATCH when the token is no longer current;
@@ -1268,6 +1283,10 @@ typedef struct dtx_ledger_limit {
 int dtx_ledger_account_create(dtx_store_t *st, const char *id,
                               const dtx_ledger_limit_t *limit, json_t **out);
 
+/* The check dtx_ledger_account_create makes of id before anything is set
+ * up or written: 0 or DTX_EINVAL.  Needs no store. */
+int dtx_ledger_account_id_check(const char *id);
+
 /* Changes account id's limit (NULL: min_balance 0).  It applies to debits
  * posted after this call returns; history is never touched, and a limit
  * above the current balance only refuses later debits.  (A debit whose
@@ -1310,6 +1329,13 @@ typedef struct dtx_ledger_post_req {
  * the entry, a new reference.  opts may be NULL. */
 int dtx_ledger_post(dtx_store_t *st, const dtx_ledger_post_req_t *req,
                     const dtx_exec_opts_t *opts, json_t **out);
+
+/* The check dtx_ledger_post makes of req (legs, sum, id, timeout) before
+ * anything is set up or written: 0 or DTX_EINVAL.  Needs no store.  An
+ * unknown account needs the store: dtx_ledger_post reads the accounts
+ * before it sets the ledger's collections up, so that error creates
+ * nothing either. */
+int dtx_ledger_post_req_check(const dtx_ledger_post_req_t *req);
 
 /* The outcome of one entry of dtx_ledger_post_many, in the caller's
  * array.  Its pointers are owned by the array and freed by
@@ -1433,6 +1459,11 @@ typedef struct dtx_order_req {
  * All strings of req are borrowed for the call only. */
 int dtx_order_create(dtx_store_t *st, const dtx_order_req_t *req,
                      json_t **out);
+
+/* The check dtx_order_create makes of req before anything is set up or
+ * written: 0 or DTX_EINVAL.  Needs no store (the unknown account is read
+ * by dtx_order_create, also before its set-up). */
+int dtx_order_req_check(const dtx_order_req_t *req);
 
 /* The payment callback: drives the order to success, crediting its
  * account once.  An order another executor is confirming is waited for
@@ -1559,6 +1590,10 @@ typedef struct dtx_version_put_req {
 int dtx_version_put(dtx_store_t *st, const dtx_version_put_req_t *req,
                     const dtx_exec_opts_t *opts, json_t **out);
 
+/* The check dtx_version_put makes of req before anything is set up or
+ * written: 0 or DTX_EINVAL.  Needs no store. */
+int dtx_version_put_req_check(const dtx_version_put_req_t *req);
+
 /* *out (new reference, NULL on error): {"item","version","root",
  * "children": {KEY: DOC}} of the committed version (version
  * DTX_VERSION_LATEST) or of version (a committed version still kept).
@@ -1623,6 +1658,11 @@ int dtx_batch_update(dtx_store_t *st, const char *coll, const json_t *filter,
                      const json_t *update, const char *id,
                      const dtx_exec_opts_t *opts, dtx_batch_result_t *res);
 
+/* The checks dtx_batch_update makes of its arguments before anything is
+ * written (the same errors), without a store. */
+int dtx_batch_update_check(const char *coll, const json_t *filter,
+                           const json_t *update, const char *id);
+
 /* Daily interest.  Credits floor(balance * rate_ppm / 1,000,000) to every
  * account with a positive balance and a limit (min_balance not null; the
  * settlement account and other unlimited accounts never earn), each
@@ -1676,6 +1716,11 @@ typedef struct dtx_interest_req {
  * under opts->owner (or host:pid) plus a nonce of its own. */
 int dtx_interest_run(dtx_store_t *st, const dtx_interest_req_t *req,
                      const dtx_exec_opts_t *opts, json_t **out);
+
+/* The check dtx_interest_run makes of req (day, rate, settlement id)
+ * before anything is set up or written: 0 or DTX_EINVAL.  Needs no
+ * store. */
+int dtx_interest_req_check(const dtx_interest_req_t *req);
 
 #ifdef __cplusplus
 }

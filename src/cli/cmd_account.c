@@ -22,6 +22,11 @@ static int create(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   if (min && (code = dtx__cli_limit(a->cmd, min, &ao.no_min_balance,
                                     &ao.min_balance)))
     return code;
+  /* The library's check before the store opens: bad input creates no
+   * store (opening a SQLite path creates it). */
+  int rc = dtx_account_check(a->pos[0], &ao);
+  if (rc)
+    return dtx__cli_fail(rc);
   dtx_store_t *st = dtx__cli_store(cli, &code);
   json_t *acct = NULL;
   return st ? done(dtx_account_create(st, a->pos[0], &ao, &acct), &acct) : code;

@@ -10,7 +10,12 @@ static int run(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   dtx_store_t *st = NULL;
   dtx_batch_result_t res = {0};
   int rc = 0, code = DTX_EXIT_USAGE;
-  if (update && (st = dtx__cli_store(cli, &code))) {
+  /* The library's checks before the store opens: bad input creates no
+   * store. */
+  if (update && (rc = dtx_batch_update_check(a->pos[0], filter, update,
+                                             dtx__cli_str(a, "--id"))))
+    code = dtx__cli_fail(rc);
+  else if (update && (st = dtx__cli_store(cli, &code))) {
     dtx_exec_opts_t eo = {.deadline_ms = dtx__cli_num(a, "--deadline-ms", 0)};
     rc = dtx_batch_update(st, a->pos[0], filter, update,
                           dtx__cli_str(a, "--id"), &eo, &res);

@@ -11,7 +11,9 @@ static int run(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   dtx_exec_opts_t eo = {.lease_ms = dtx__cli_num(a, "--lease-ms", 0),
                         .deadline_ms = dtx__cli_num(a, "--deadline-ms", 0)};
   json_t *sum = NULL;
-  int code;
+  int code, rc = dtx_interest_req_check(&req); /* before the store opens */
+  if (rc)
+    return dtx__cli_fail(rc);
   dtx_store_t *st = dtx__cli_store(cli, &code);
   return st ? dtx__cli_summary(dtx_interest_run(st, &req, &eo, &sum), &sum)
             : code;

@@ -54,6 +54,11 @@ static int account(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   if (lim && (code = dtx__cli_limit(a->cmd, lim, &l.no_min_balance,
                                     &l.min_balance)))
     return code;
+  /* The library's check before the store opens: bad input creates no
+   * store. */
+  int rc = dtx_ledger_account_id_check(a->pos[0]);
+  if (rc)
+    return dtx__cli_fail(rc);
   dtx_store_t *st = dtx__cli_store(cli, &code);
   if (!st)
     return code;
@@ -89,6 +94,9 @@ static int post(dtx_cli_t *cli, const dtx__cli_args_t *a) {
     else
       *c = '\0', legs[i].account = text;
   }
+  int rc = code ? 0 : dtx_ledger_post_req_check(&req); /* before the open */
+  if (rc)
+    code = dtx__cli_fail(rc);
   dtx_store_t *st = code ? NULL : dtx__cli_store(cli, &code);
   if (st) /* an unknown account is bad input */
     code = done(dtx_ledger_post(st, &req, &eo, &e), DTX_EXIT_USAGE, &e);

@@ -24,6 +24,10 @@ static int run(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   int64_t token = 0;
   if (a->npos == 2 && (code = token_of(a, &token)))
     return code;
+  /* The library's check before the store opens: bad input creates no
+   * store. */
+  if ((acquire || a->npos == 2) && (rc = dtx_lock_check(name, &lo)))
+    return dtx__cli_fail(rc);
   dtx_store_t *st = dtx__cli_store(cli, &code);
   dtx_page_t page = strcmp(sub, "list") == 0 ? dtx__cli_page(a)
                                              : (dtx_page_t){0, 0};

@@ -13,7 +13,9 @@ static int create(dtx_cli_t *cli, const dtx__cli_args_t *a) {
                          .amount = dtx__cli_num(a, "--amount", 0),
                          .settlement = dtx__cli_str(a, "--settlement")};
   json_t *out = NULL;
-  int code;
+  int code, rc = dtx_order_req_check(&req); /* before the store opens */
+  if (rc)
+    return dtx__cli_fail(rc);
   dtx_store_t *st = dtx__cli_store(cli, &code);
   return st ? dtx__cli_summary(dtx_order_create(st, &req, &out), &out) : code;
 }

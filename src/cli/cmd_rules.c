@@ -26,6 +26,18 @@ static int run(dtx_cli_t *cli, const dtx__cli_args_t *a) {
     if ((set >> i & 1) && !(v[i] = dtx__cli_json(dtx__cli_str(a, opt[i]),
                                                   opt[i])))
       ec = DTX_EXIT_USAGE;
+  /* Each new rule checked by the library before the store opens (bad
+   * input creates no store); showing only reads: a missing store is
+   * "no store" (exit 4), never a new one. */
+  for (int i = 0; i < 3 && !ec; i++) {
+    dtx_collection_rules_t one = {i == 0 ? v[0] : NULL, i == 1 ? v[1] : NULL,
+                                  i == 2 ? v[2] : NULL};
+    if (v[i] && !json_is_null(v[i]) && (rc = dtx_check_rules(&one)))
+      ec = dtx__cli_fail(rc);
+  }
+  rc = 0;
+  if (!set && !clear)
+    cli->open_flags |= DTX_OPEN_NOCREATE;
   dtx_store_t *st = ec ? NULL : dtx__cli_store(cli, &ec);
   if (st && (set || clear)) {
     json_t *r[3] = {NULL, NULL, NULL};

@@ -44,8 +44,11 @@ static int put(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   dtx_store_t *st = NULL;
   if (!code && !(root = dtx__cli_json(a->pos[1], "ROOT")))
     code = DTX_EXIT_USAGE;
+  req.root = root;
+  int rc = code ? 0 : dtx_version_put_req_check(&req); /* before the open */
+  if (rc)
+    code = dtx__cli_fail(rc);
   else if (!code && (st = dtx__cli_store(cli, &code))) {
-    req.root = root;
     code = dtx__cli_summary(dtx_version_put(st, &req, NULL, &res), &res);
   }
   for (size_t i = 0; i < req.nchildren; i++) {

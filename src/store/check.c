@@ -79,3 +79,17 @@ int dtx_check_pipeline(const json_t *pipeline) {
   dtx__pipeline_free(p);
   return rc;
 }
+
+int dtx_check_rules(const dtx_collection_rules_t *rules) {
+  dtx__err_clear();
+  json_t *spec = json_pack("{s:O?,s:O?,s:O?}", "validator",
+                           rules ? rules->validator : NULL, "delete_guard",
+                           rules ? rules->delete_guard : NULL, "transition",
+                           rules ? rules->transition : NULL);
+  dtx__rules_t *r = NULL;
+  int rc = spec ? dtx__rules_compile(spec, &r)
+                : dtx__err(DTX_ENOMEM, "checking rules");
+  json_decref(spec);
+  dtx__rules_free(r);
+  return rc;
+}

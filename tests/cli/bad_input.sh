@@ -377,6 +377,69 @@ row 2 USAGE "--wait-ms" -- lock acquire LK --wait-ms 99999999999999999999
 
 check_store
 
+# ---- bad input is found before the store is opened or set up ---------------------------------
+# (docs/validation.md: "bad input changes nothing".)  Each case runs
+# (a) on a SQLite path with no store: exit 2 and no file created (opening
+# a SQLite path creates it, so the library checks run before the open);
+# `rules COLL` only reads: "no store", exit 4;
+# (b) as a row against a second store holding one account and none of the
+# patterns' collections: exit 2 and the dump unchanged (no orders, ledger,
+# locks, versions... collections set up by a call that then failed).
+NOSTORE_CASES=(
+  "INVAL|account id ''|account create ''"
+  "INVAL|lock name ''|lock acquire ''"
+  "INVAL|lock name ''|lock renew '' 1"
+  "INVAL|trade id 'a b'|order create 'a b' --account A --amount 1"
+  "INVAL|the legs sum to -1|ledger post X:1 Y:-2"
+  "INVAL|account 'X' appears in two legs|ledger post X:1 X:-1"
+  "INVAL|account id ''|ledger account create ''"
+  "INVAL|interest rate 2000000 ppm|interest run --rate-ppm 2000000 --day 2026-01-01"
+  "INVAL|interest day '2026-13-01'|interest run --rate-ppm 20 --day 2026-13-01"
+  "INVAL|item 'a b'|version put 'a b' '{}'"
+  "INVAL|the root must be a JSON object|version put i '[]'"
+  "INVAL|batch id 'b b'|batch-update c '{}' '{\"\$set\":{\"a\":1}}' --id 'b b'"
+  "BADQUERY|unknown operator \$bogus|rules c --validator '{\"\$bogus\":1}'"
+  "BADQUERY|unknown key 'bogus'|rules c --transition '{\"bogus\":1}'"
+)
+# Bad input only a read of the store can tell: (b) only (the library reads
+# before it sets its collections up).
+READ_CASES=(
+  "INVAL|no account 'NOPE'|order create T --account NOPE --amount 5"
+  "NOACCOUNT|no ledger account 'X'|ledger post X:1 Y:-1"
+)
+if [ -z "${DTX_TEST_STORE_CMD:-}" ]; then
+  NONE=$TMP/none.db
+  for c in "${NOSTORE_CASES[@]}" "UNAVAILABLE|no store at|rules c"; do
+    IFS='|' read -r name mention args <<< "$c"
+    want=2; [ "$name" = UNAVAILABLE ] && want=4
+    eval "set -- $args"
+    rm -f "$NONE"*
+    rc=0
+    "$DOCTX" --store "sqlite:$NONE" "$@" < /dev/null > "$TMP/out" 2> "$TMP/err" || rc=$?
+    if [ "$rc" -ne "$want" ] || [ -e "$NONE" ] ||
+       [[ $(head -n 1 "$TMP/err") != "doctx: $name: "*"$mention"* ]]; then
+      fail "doctx $args on a path with no store: exit $rc (want $want), file $( [ -e "$NONE" ] && echo CREATED || echo absent)" \
+        "stderr: $(cat "$TMP/err")"
+    else
+      PASS=$((PASS + 1))
+    fi
+  done
+  S="sqlite:$TMP/second.db"
+else
+  S=$($DTX_TEST_STORE_CMD bad_input_second) || { fail "no second store"; S=; }
+fi
+if [ -n "$S" ] && dx account create A --balance 10 > /dev/null; then
+  rm -f "$TMP/before"
+  for c in "${NOSTORE_CASES[@]}" "${READ_CASES[@]}"; do
+    IFS='|' read -r name mention args <<< "$c"
+    eval "set -- $args"
+    row 2 "$name" "$mention" -- "$@"
+    check_store # each case alone: the one that set something up is named
+  done
+else
+  fail "the second store: account create failed"
+fi
+
 # The table must stay big enough to mean something.
 if [ "$NROWS" -lt 40 ]; then fail "only $NROWS rows in the table"; fi
 

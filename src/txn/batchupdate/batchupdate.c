@@ -268,6 +268,23 @@ static int run(batch_t *b) {
   return rc;
 }
 
+int dtx_batch_update_check(const char *coll, const json_t *filter,
+                           const json_t *update, const char *id) {
+  dtx__filter_t *cf = NULL;
+  dtx__err_clear();
+  int rc = check_id(id);
+  if (rc == 0)
+    rc = dtx__check_user_coll("batch", coll);
+  if (rc == 0 && filter && !json_is_object(filter))
+    rc = dtx__err(DTX_EBADQUERY, "batch %s: FILTER must be an object", id);
+  if (rc == 0 && filter)
+    rc = dtx__filter_compile(filter, &cf);
+  if (rc == 0)
+    rc = check_update(id, update);
+  dtx__filter_free(cf);
+  return rc;
+}
+
 int dtx_batch_update(dtx_store_t *st, const char *coll, const json_t *filter,
                      const json_t *update, const char *id,
                      const dtx_exec_opts_t *opts, dtx_batch_result_t *res) {

@@ -443,6 +443,23 @@ static int record_day(run_t *r) {
   return rc;
 }
 
+static int check_req(const dtx_interest_req_t *req) {
+  int rc = req ? check_day(req->day)
+               : dtx__err(DTX_EINVAL, "interest: NULL request");
+  if (rc == 0 && (req->rate_ppm < 0 || req->rate_ppm > DTX_INTEREST_MAX_PPM))
+    rc = dtx__err(DTX_EINVAL, "interest rate %lld ppm: must be 0..%d",
+                  (long long)req->rate_ppm, DTX_INTEREST_MAX_PPM);
+  if (rc == 0)
+    rc = dtx__check_ident("settlement account id",
+                          req->settlement ? req->settlement : SETTLEMENT);
+  return rc;
+}
+
+int dtx_interest_req_check(const dtx_interest_req_t *req) {
+  dtx__err_clear();
+  return check_req(req);
+}
+
 int dtx_interest_run(dtx_store_t *st, const dtx_interest_req_t *req,
                      const dtx_exec_opts_t *opts, json_t **out) {
   dtx__call_t c;
@@ -459,15 +476,9 @@ int dtx_interest_run(dtx_store_t *st, const dtx_interest_req_t *req,
   dtx__exec_rename(&r.ex, "%.100s:%s", r.ex.owner, nonce);
   r.opts.owner = r.ex.owner;
   dtx__call_begin(&c, r.ex.deadline_ms);
-  int rc = req ? check_day(req->day)
-               : dtx__err(DTX_EINVAL, "interest: NULL request");
-  if (rc == 0 && (req->rate_ppm < 0 || req->rate_ppm > DTX_INTEREST_MAX_PPM))
-    rc = dtx__err(DTX_EINVAL, "interest rate %lld ppm: must be 0..%d",
-                  (long long)req->rate_ppm, DTX_INTEREST_MAX_PPM);
-  if (rc == 0) {
+  int rc = check_req(req);
+  if (rc == 0)
     r.settle = req->settlement ? req->settlement : SETTLEMENT;
-    rc = dtx__check_ident("settlement account id", r.settle);
-  }
   if (rc == 0 && !(r.refusals = json_array()))
     rc = DTX_ENOMEM;
   if (rc == 0)

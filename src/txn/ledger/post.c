@@ -23,6 +23,11 @@
 
 /* ---- the request ------------------------------------------------------------------ */
 
+int dtx_ledger_post_req_check(const dtx_ledger_post_req_t *req) {
+  dtx__err_clear();
+  return dtx__lg_check_req(req);
+}
+
 int dtx__lg_check_req(const dtx_ledger_post_req_t *req) {
   int rc;
   if (!req || !req->legs)
@@ -299,8 +304,11 @@ static int post(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
   json_t *doc = NULL, *accts = NULL;
   int rc;
   *out = NULL;
-  if ((rc = dtx__lg_check_req(req)) || (rc = dtx__lg_setup(ex->st)))
+  if ((rc = dtx__lg_check_req(req)))
     return rc;
+  /* The reads come before the set-up (a read of a collection not yet
+   * there finds nothing), so a post naming an unknown account installs
+   * no ledger collections: bad input creates nothing. */
   if ((rc = dtx__lg_recorded(ex, req->id, req, reverses, out)) !=
       DTX_ENOTFOUND)
     return rc;
@@ -312,7 +320,8 @@ static int post(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
   dtx__contend_t ct = {0};
   dtx__lg_learned_t learned[DTX_LEDGER_MAX_LEGS];
   for (;;) {
-    if ((rc = read_accounts(ex, req, &accts)) == 0)
+    if ((rc = read_accounts(ex, req, &accts)) == 0 &&
+        (rc = dtx__lg_setup(ex->st)) == 0) /* memoised after the first */
       rc = dtx__lg_build(ex, req, id, reverses, accts, learned, &doc);
     json_decref(accts);
     accts = NULL;

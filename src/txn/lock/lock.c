@@ -359,6 +359,11 @@ static int acquire(dtx_store_t *st, const char *name,
   }
 }
 
+int dtx_lock_check(const char *name, const dtx_lock_opts_t *opts) {
+  dtx__err_clear();
+  return check_args(name, opts);
+}
+
 int dtx_lock_acquire(dtx_store_t *st, const char *name,
                      const dtx_lock_opts_t *opts, json_t **out) {
   dtx_lock_opts_t o = opts ? *opts : (dtx_lock_opts_t){0};

@@ -190,14 +190,17 @@ static int create(dtx__exec_t *ex, const dtx_order_req_t *r, json_t **out) {
   json_t *acct = NULL, *o = NULL;
   char txid[160];
   int rc;
-  if ((rc = check_req(r)) || (rc = dtx__order_ensure(ex->st)))
+  if ((rc = check_req(r)))
     return rc;
+  /* Read before the set-up, so an unknown account (bad input) installs
+   * no orders collection either: nothing recorded, nothing created. */
   rc = dtx__kit_get(ex, DTX_ACCOUNTS, r->account, &acct);
   json_decref(acct);
-  if (rc == DTX_ENOTFOUND) /* bad input, as an unknown id: nothing recorded */
+  if (rc == DTX_ENOTFOUND)
     return dtx__err(DTX_EINVAL, "order %s: no account '%s'", r->trade_id,
                     r->account);
-  if (rc || (rc = dtx__tx_settlement(ex, settlement_of(r), NULL, "orders")))
+  if (rc || (rc = dtx__order_ensure(ex->st)) ||
+      (rc = dtx__tx_settlement(ex, settlement_of(r), NULL, "orders")))
     return rc;
   dtx__order_tx_id(r->trade_id, 1, txid, sizeof txid);
   /* O6: what create checked goes in as it was checked. */
@@ -560,6 +563,11 @@ int dtx_order_create(dtx_store_t *st, const dtx_order_req_t *req,
   dtx__call_begin(&c, 0);
   dtx__exec_init(&ex, st, NULL, 0, 0);
   return dtx__call_end(&c, create(&ex, req, out));
+}
+
+int dtx_order_req_check(const dtx_order_req_t *req) {
+  dtx__err_clear();
+  return check_req(req);
 }
 
 int dtx_order_id_check(const char *trade_id) {

@@ -36,18 +36,29 @@
 #include "util/assert.h"
 #include "util/err.h"
 
+static int check(const char *id, const dtx_account_opts_t *o) {
+  int rc;
+  if ((rc = dtx__check_ident("account id", id)))
+    return rc;
+  if (o && !o->no_min_balance && o->balance < o->min_balance)
+    return dtx__err(DTX_EINVAL, "balance %lld is below min_balance %lld",
+                    (long long)o->balance, (long long)o->min_balance);
+  return 0;
+}
+
+int dtx_account_check(const char *id, const dtx_account_opts_t *opts) {
+  dtx__err_clear();
+  return check(id, opts);
+}
+
 static int create(dtx_store_t *st, const char *id, const dtx_account_opts_t *o,
                   json_t **out) {
   dtx_account_opts_t none = {0};
   int rc;
   if (!o)
     o = &none; /* the zero value: balance 0, min_balance 0 */
-  if ((rc = dtx__check_ident("account id", id)))
-    return rc;
-  if (!o->no_min_balance && o->balance < o->min_balance)
-    return dtx__err(DTX_EINVAL, "balance %lld is below min_balance %lld",
-                    (long long)o->balance, (long long)o->min_balance);
-  if ((rc = dtx__kit_ensure(st, &dtx__transfer_pattern)))
+  /* Before the set-up: bad input creates nothing (docs/kit.md). */
+  if ((rc = check(id, o)) || (rc = dtx__kit_ensure(st, &dtx__transfer_pattern)))
     return rc;
   dtx__exec_t ex;
   json_t *old = NULL;

@@ -456,6 +456,13 @@ static int check_depth(const char *item, const char *what, const json_t *doc) {
   return rc ? dtx__err_wrap(rc, "item '%s'", item) : 0;
 }
 
+static int check_req(const dtx_version_put_req_t *req);
+
+int dtx_version_put_req_check(const dtx_version_put_req_t *req) {
+  dtx__err_clear();
+  return check_req(req);
+}
+
 static int check_req(const dtx_version_put_req_t *req) {
   int rc;
   if (!req)
