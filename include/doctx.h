@@ -1026,6 +1026,14 @@ typedef struct dtx_job_effect_opts {
   int64_t fence_token;
 } dtx_job_effect_opts_t;
 
+/* The checks an effect makes of its arguments before anything is read,
+ * set up or written (ids, collection, filter, update, epoch, fence): 0 or
+ * the error the call would return.  Needs no store. */
+int dtx_job_effect_check(const char *job_id, int64_t epoch, const char *key,
+                         const char *coll, const json_t *filter,
+                         const json_t *update,
+                         const dtx_job_effect_opts_t *opts);
+
 /* dtx_job_effect and dtx_job_effect_at with options (opts may be NULL). */
 int dtx_job_effect_ex(dtx_job_run_t *run, const char *key, const char *coll,
                       const json_t *filter, const json_t *update,
@@ -1286,6 +1294,11 @@ int dtx_ledger_account_create(dtx_store_t *st, const char *id,
 /* The check dtx_ledger_account_create makes of id before anything is set
  * up or written: 0 or DTX_EINVAL.  Needs no store. */
 int dtx_ledger_account_id_check(const char *id);
+
+/* The check post-pending, void and reverse make of an entry id (1..128 of
+ * [A-Za-z0-9_.:-]) before anything is set up: 0 or DTX_EINVAL.  Needs no
+ * store. */
+int dtx_ledger_entry_id_check(const char *id);
 
 /* Changes account id's limit (NULL: min_balance 0).  It applies to debits
  * posted after this call returns; history is never touched, and a limit

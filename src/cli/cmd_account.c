@@ -36,6 +36,12 @@ static int limit(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   dtx_account_opts_t ao = {0};
   int code = dtx__cli_limit(a->cmd, a->pos[1], &ao.no_min_balance,
                             &ao.min_balance);
+  /* The id's check before the open (the limit is judged on the stored
+   * balance, so only the id here). */
+  dtx_account_opts_t idonly = {.no_min_balance = 1};
+  int rc = code ? 0 : dtx_account_check(a->pos[0], &idonly);
+  if (rc)
+    return dtx__cli_fail(rc);
   dtx_store_t *st = code ? NULL : dtx__cli_store(cli, &code);
   json_t *acct = NULL;
   return st ? done(dtx_account_limit(st, a->pos[0], &ao, &acct), &acct) : code;

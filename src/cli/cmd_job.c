@@ -72,7 +72,12 @@ static int effect(dtx_cli_t *cli, const dtx__cli_args_t *a) {
     json_decref(filter);
     return DTX_EXIT_USAGE;
   }
-  dtx_store_t *st = dtx__cli_store(cli, &code);
+  /* The library's check before the store opens (bad input creates none). */
+  rc = dtx_job_effect_check(a->pos[0], epoch, a->pos[2], a->pos[3], filter,
+                            update, &eo);
+  dtx_store_t *st = rc ? NULL : dtx__cli_store(cli, &code);
+  if (rc)
+    code = dtx__cli_fail(rc);
   if (st)
     rc = dtx_job_effect_at_ex(st, a->pos[0], epoch, a->pos[2], a->pos[3],
                               filter, update, &eo, &applied);

@@ -208,7 +208,11 @@ static int post_many(dtx_cli_t *cli, const dtx__cli_args_t *a) {
 static int resolve(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   const char *sub = a->spec->name, *id = a->pos[0];
   json_t *e = NULL;
-  int code;
+  int code, rc = dtx_ledger_entry_id_check(id); /* before the store opens */
+  if (rc == 0 && strcmp(sub, "reverse") == 0 && dtx__cli_str(a, "--id"))
+    rc = dtx_ledger_entry_id_check(dtx__cli_str(a, "--id"));
+  if (rc)
+    return dtx__cli_fail(rc);
   dtx_store_t *st = dtx__cli_store(cli, &code);
   if (!st)
     return code;

@@ -400,6 +400,13 @@ NOSTORE_CASES=(
   "INVAL|batch id 'b b'|batch-update c '{}' '{\"\$set\":{\"a\":1}}' --id 'b b'"
   "BADQUERY|unknown operator \$bogus|rules c --validator '{\"\$bogus\":1}'"
   "BADQUERY|unknown key 'bogus'|rules c --transition '{\"bogus\":1}'"
+  "INVAL|account id ''|account limit '' 5"
+  "INVAL|entry id ''|ledger reverse ''"
+  "INVAL|entry id 'a b'|ledger reverse e1 --id 'a b'"
+  "INVAL|entry id ''|ledger void ''"
+  "INVAL|entry id 'a b'|ledger post-pending 'a b'"
+  "INVAL|job id ''|job effect '' 1 k c '{}' '{\"\$set\":{\"a\":1}}'"
+  "INVAL|collection 'jobs'|job effect j 1 k jobs '{}' '{\"\$set\":{\"a\":1}}'"
 )
 # Bad input only a read of the store can tell: (b) only (the library reads
 # before it sets its collections up).

@@ -474,19 +474,14 @@ out:
   return rc;
 }
 
-static int apply(dtx__exec_t *ex, const char *id, int64_t epoch,
-                 const char *key, const char *coll, const json_t *filter,
-                 const json_t *update, const dtx_job_effect_opts_t *eo,
-                 int *applied) {
+int dtx_job_effect_check(const char *id, int64_t epoch, const char *key,
+                         const char *coll, const json_t *filter,
+                         const json_t *update,
+                         const dtx_job_effect_opts_t *eo) {
   int rc;
-  *applied = 0;
-  fx_t x = {.ex = ex, .id = id, .key = key, .coll = coll, .epoch = epoch,
-            .filter = filter,
-            .uo = {.fence_name = eo ? eo->fence_name : NULL,
-                   .fence_token = eo ? eo->fence_token : 0}};
-  /* Every usage error before the first write (and the first read). */
-  if (x.uo.fence_name &&
-      (rc = dtx_check_fence(x.uo.fence_name, x.uo.fence_token)))
+  dtx__err_clear();
+  if (eo && eo->fence_name &&
+      (rc = dtx_check_fence(eo->fence_name, eo->fence_token)))
     return rc;
   if ((rc = dtx__check_ident("job id", id)) ||
       (rc = dtx__check_ident("effect key", key)))
@@ -502,6 +497,24 @@ static int apply(dtx__exec_t *ex, const char *id, int64_t epoch,
   if (epoch < 1)
     return dtx__err(DTX_EINVAL, "epoch must be >= 1, got %lld",
                     (long long)epoch);
+  json_t *u = with_marker(update, id, key, "", &rc); /* its check only */
+  json_decref(u);
+  return u ? 0 : rc;
+}
+
+static int apply(dtx__exec_t *ex, const char *id, int64_t epoch,
+                 const char *key, const char *coll, const json_t *filter,
+                 const json_t *update, const dtx_job_effect_opts_t *eo,
+                 int *applied) {
+  int rc;
+  *applied = 0;
+  fx_t x = {.ex = ex, .id = id, .key = key, .coll = coll, .epoch = epoch,
+            .filter = filter,
+            .uo = {.fence_name = eo ? eo->fence_name : NULL,
+                   .fence_token = eo ? eo->fence_token : 0}};
+  /* Every usage error before the first write (and the first read). */
+  if ((rc = dtx_job_effect_check(id, epoch, key, coll, filter, update, eo)))
+    return rc;
   dtx__id_new(x.nonce);
   if (!(x.u = with_marker(update, id, key, x.nonce, &rc)))
     return rc;

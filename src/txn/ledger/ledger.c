@@ -267,6 +267,11 @@ int dtx_ledger_account_id_check(const char *id) {
   return dtx__check_ident("account id", id);
 }
 
+int dtx_ledger_entry_id_check(const char *id) {
+  dtx__err_clear();
+  return dtx__check_ident("entry id", id);
+}
+
 int dtx_ledger_account_create(dtx_store_t *st, const char *id,
                               const dtx_ledger_limit_t *limit, json_t **out) {
   dtx__exec_t ex;

@@ -430,7 +430,9 @@ static int pending_call(dtx_store_t *st, const char *id, const char *to,
   *out = NULL;
   dtx__exec_init(&ex, st, NULL, 0, 0);
   dtx__call_begin(&c, 0);
-  int rc = dtx__lg_setup(st);
+  int rc = dtx_ledger_entry_id_check(id); /* before the set-up */
+  if (rc == 0)
+    rc = dtx__lg_setup(st);
   if (rc == 0)
     rc = resolve(&ex, id, to, point, out);
   return dtx__call_end(&c, rc);
@@ -493,5 +495,8 @@ int dtx_ledger_reverse(dtx_store_t *st, const char *id, const char *new_id,
   *out = NULL;
   dtx__exec_from(&ex, st, opts);
   dtx__call_begin(&c, ex.deadline_ms);
-  return dtx__call_end(&c, reverse(&ex, id, new_id, out));
+  int rc = dtx_ledger_entry_id_check(id); /* before the set-up */
+  if (rc == 0 && new_id)
+    rc = dtx_ledger_entry_id_check(new_id);
+  return dtx__call_end(&c, rc ? rc : reverse(&ex, id, new_id, out));
 }
