@@ -142,22 +142,23 @@ static int is_fx_path(const char *path) {
          (path[n] == 0 || path[n] == '.');
 }
 
-/* The handler's update plus the marker push, or NULL (detail set).  The
- * marker carries the call's nonce: the marker found after a write whose
- * reply was lost tells whether this call wrote it. */
+/* The effect's update: operators only (a replacement would drop the
+ * markers), none of them on the markers -- a $rename onto them included
+ * (the kit's one check, as batch updates and sync make it) -- and the
+ * update's own errors (an unknown operator, a bad argument), found
+ * before anything is written. */
+static int check_fx_update(const json_t *update) {
+  int rc = dtx__check_op_update("effect", update, is_fx_path, "the document",
+                                "its markers in " DTX_JOB_FX);
+  return rc ? rc : dtx_check_update(update, NULL, 0);
+}
+
+/* update (checked: check_fx_update) plus the marker push, or NULL (no
+ * memory).  The marker carries the call's nonce: the marker found after a
+ * write whose reply was lost tells whether this call wrote it. */
 static json_t *with_marker(const json_t *update, const char *id,
                            const char *key, const char *nonce, int *rc) {
-  /* Operators only (a replacement would drop the markers), none of them
-   * on the markers -- a $rename onto them included (the kit's one check,
-   * as batch updates and sync make it). */
-  if ((*rc = dtx__check_op_update("effect", update, is_fx_path,
-                                  "the document", "its markers in "
-                                  DTX_JOB_FX)))
-    return NULL;
-  /* The update's own errors (an unknown operator, a bad argument) are
-   * found now, before anything is written. */
-  if ((*rc = dtx_check_update(update, NULL, 0)))
-    return NULL;
+  *rc = 0;
   json_t *u = json_deep_copy(update);
   json_t *marker = json_pack("{s:s,s:s,s:I,s:s}", "job", id, "key", key,
                              "at", (json_int_t)dtx__now_ms(), "n", nonce);
@@ -497,9 +498,7 @@ int dtx_job_effect_check(const char *id, int64_t epoch, const char *key,
   if (epoch < 1)
     return dtx__err(DTX_EINVAL, "epoch must be >= 1, got %lld",
                     (long long)epoch);
-  json_t *u = with_marker(update, id, key, "", &rc); /* its check only */
-  json_decref(u);
-  return u ? 0 : rc;
+  return check_fx_update(update);
 }
 
 static int apply(dtx__exec_t *ex, const char *id, int64_t epoch,

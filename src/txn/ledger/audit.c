@@ -127,11 +127,10 @@ static int check_entry(audit_t *a, const char *id, const json_t *e) {
     if (!stable)
       ac->unstable = 1;
   }
+  char wide[48];
   if (sum != 0)
-    finding(a, "unbalanced_entry", "entry %s: its legs sum to %lld, not 0", id,
-            (long long)(sum > INT64_MAX   ? INT64_MAX
-                        : sum < INT64_MIN ? INT64_MIN
-                                          : (int64_t)sum));
+    finding(a, "unbalanced_entry", "entry %s: its legs sum to %s, not 0", id,
+            dtx__wide_str(sum, wide));
   const char *rv = dtx__str(e, "reverses");
   if (rv) {
     const json_t *o = json_object_get(a->e3, rv);

@@ -74,11 +74,8 @@ int dtx__lg_check_req(const dtx_ledger_post_req_t *req) {
     sum += l->value;
   }
   if (sum != 0)
-    return dtx__err(DTX_EINVAL, "the legs sum to %s%lld, not 0",
-                    sum > INT64_MAX || sum < INT64_MIN ? "about " : "",
-                    (long long)(sum > INT64_MAX   ? INT64_MAX
-                                : sum < INT64_MIN ? INT64_MIN
-                                                  : (int64_t)sum));
+    return dtx__err(DTX_EINVAL, "the legs sum to %s, not 0",
+                    dtx__wide_str(sum, (char[48]){0}));
   return 0;
 }
 
