@@ -384,8 +384,9 @@ static int get_entry(dtx__exec_t *ex, const char *id, json_t **out) {
 static int resolve(dtx__exec_t *ex, const char *id, const char *to,
                    const char *point, json_t **out) {
   json_t *e = NULL, *next = NULL;
+  dtx__contend_t ct = {0};
   int rc = get_entry(ex, id, &e);
-  for (int guard = 0; rc == 0 && guard < 8; guard++) {
+  while (rc == 0) {
     if (dtx__state_is(e, to)) {
       *out = e;
       return 0;
@@ -408,14 +409,14 @@ static int resolve(dtx__exec_t *ex, const char *id, const char *to,
       rc = dtx__kit_move(ex, &dtx__lg_state_kind, e, &m, &next);
     }
     DTX_ASSERT(rc || !dtx__state_is(next, LG_PENDING), "L5");
-    if (rc == DTX_ENOMATCH) /* resolved meanwhile: look again */
+    /* Resolved meanwhile (or its timeout passed between the read and the
+     * step): look again, under the kit's one contention policy. */
+    if (rc == DTX_ENOMATCH && dtx__kit_contend(&ct, &rc, point))
       rc = get_entry(ex, id, &next);
     json_decref(e);
     e = next;
     next = NULL;
   }
-  if (rc == 0)
-    rc = dtx__err(DTX_ECONFLICT, "ledger entry '%s' kept changing", id);
   json_decref(e);
   return rc;
 }
