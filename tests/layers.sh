@@ -49,4 +49,16 @@ while IFS=: read -r file line text; do
 done < <(grep -rnE "$kit_only" src/txn --include='*.c' --include='*.h' |
   grep -v '^src/txn/kit/')
 [ "$bad" -eq 0 ] && echo "layers: retries, pauses and fault points live in src/txn/kit/"
+
+# Every read and write of a document in src/txn is a kit step, so the one
+# engine decides what an unsure outcome is and retries it: a direct store
+# call elsewhere would meet a lost reply or a busy store with no retry.
+# The set-up calls (rules, indexes, the store's URI) are not steps.
+data_call='\bdtx_store_(find|count|insert(_ex|_many|_many_ex)?|update|find_one_and_(update|delete)|aggregate|delete(_ex)?|bulk_write|list_indexes|list_collections|drop_collection(_ex)?)\('
+while IFS=: read -r file line text; do
+  echo "$file:$line: a document read or write outside the kit (use a kit step): ${text#"${text%%[![:space:]]*}"}"
+  bad=1
+done < <(grep -rnE "$data_call" src/txn --include='*.c' |
+  grep -v '^src/txn/kit/')
+[ "$bad" -eq 0 ] && echo "layers: every document read and write in src/txn is a kit step"
 exit "$bad"

@@ -221,7 +221,7 @@ static int run(batch_t *b) {
   json_t *q = marker_filter(b, 1), *sort = json_pack("{s:i}", "_id", 1);
   int rc = q && sort ? check_reuse(b) : DTX_ENOMEM;
   if (rc == 0)
-    rc = dtx_store_count(b->ex.st, b->coll, q, &n);
+    rc = dtx__kit_count(b->ex.st, b->coll, q, b->coll, &n);
   json_decref(q);
   b->res->already = n;
   b->res->matched = n;

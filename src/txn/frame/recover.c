@@ -27,7 +27,7 @@ int dtx__recover_pass(dtx__exec_t *ex, const dtx_recover_opts_t *o,
    * them (nine patterns' tables and indexes in a store that uses one).
    * Not listed (the store failed): every pass runs and meets the error. */
   json_t *names = NULL;
-  int lrc = dtx_store_list_collections(ex->st, &names);
+  int lrc = dtx__kit_colls(ex->st, &names);
   if (lrc) {
     names = NULL;
     /* The listing spent the budget: no pass will run, so its error is the

@@ -231,7 +231,7 @@ int dtx_worker_run(dtx_store_t *st, const dtx_worker_opts_t *opts,
    * nothing, and recovery passes ensure a pattern once its collections
    * appear).  Not listed: every pattern, which meets the store's error. */
   json_t *names = NULL;
-  if (rc == 0 && dtx_store_list_collections(st, &names))
+  if (rc == 0 && dtx__kit_colls(st, &names))
     names = NULL;
   for (size_t i = 0; rc == 0 && i < sh.npat; i++)
     if (!dtx__kit_unused(dtx__patterns[i], names))

@@ -1,6 +1,6 @@
 /* job.c -- the job queue (reference solution 2): the state machine, the
  * public calls on one job and the pattern's method table.  The worker
- * that runs handlers is work.c; effects on other documents effect.c.
+ * that runs handlers is runner.c; effects on other documents effect.c.
  *
  * A job is one document of "jobs"; each step below is one atomic
  * conditional update of it.  Workers claim the due jobs of their queue
@@ -24,16 +24,16 @@
  *
  *   transition                  function               fault point
  *   (record ready|delayed)      dtx_job_add            job.add
- *   ready -> running            claim (work.c)         job.claim (each
+ *   ready -> running            claim (runner.c)         job.claim (each
  *                               (kit claim-many)       claim of a batch)
- *   (lease renewed)             heartbeat (work.c)     -- (no step)
+ *   (lease renewed)             heartbeat (runner.c)     -- (no step)
  *   (effect on a document)      dtx_job_effect         job.effect.fence,
  *                               (effect.c: pin, apply, job.effect.apply,
  *                               void and repin)        job.effect.void,
  *                                                      job.effect.repin
  *   running -> succeeded        dtx__job_outcome, a    job.complete
  *                               batch's in one round
- *                               (work.c write_outcomes)
+ *                               (runner.c write_outcomes)
  *   running -> delayed|dead     the same               job.fail
  *   running -> delayed|dead     recover.c (takeover)   job.recover.takeover
  *   delayed -> ready            dtx__job_promote       job.promote

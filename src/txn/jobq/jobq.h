@@ -2,7 +2,7 @@
  *
  * job.c holds the state machine (diagram, transitions, invariants), the
  * public calls on one job (add, get, list, stats, cancel, retry) and the
- * method table; work.c the job worker (claim, heartbeat, handlers,
+ * method table; runner.c the job runner (claim, heartbeat, handlers,
  * outcome); exec.c the built-in --exec handler; effect.c the effects
  * that apply at most once per (job, key); recover.c and audit.c the
  * pattern's recovery pass and audit, which the kit's frames call through

@@ -1,5 +1,5 @@
 /* recover.c -- the job queue's recovery pass, run by `doctx recover`,
- * `doctx worker` and the job workers now and then:
+ * `doctx worker` and the job runners now and then:
  *
  *   1. promote   due delayed jobs -> ready (job.promote), in a batch
  *   2. takeover  running jobs whose lease lapsed (or, with

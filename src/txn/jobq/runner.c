@@ -1,6 +1,8 @@
-/* work.c -- the job worker: threads that claim the due jobs of one queue,
- * run the handler registered for each job's type under a renewed lease,
- * and record the outcome with a move fenced by the claim's epoch.
+/* runner.c -- the job runner (dtx_job_work, `doctx job work`): threads
+ * that claim the due jobs of one queue, run the handler registered for
+ * each job's type under a renewed lease, and record the outcome with a
+ * move fenced by the claim's epoch.  (The worker, src/txn/frame/worker.c,
+ * is another thing: it drives the registered patterns' items.)
  *
  * A thread claims up to a batch of jobs in one round, through the kit's
  * claim-many (fault point job.claim, reached by each claim): one find of

@@ -180,10 +180,11 @@ int dtx__kit_list(dtx_store_t *st, const char *coll, const json_t *filter,
     return dtx__err(DTX_EINVAL, "skip and limit must be >= 0, got %lld, %lld",
                     (long long)page->skip, (long long)page->limit);
   json_t *by_id = sort ? NULL : dtx__pack("{s:i}", "_id", 1);
-  dtx_find_opts_t o = {.sort = sort ? sort : by_id,
+  dtx__kit_read_t q = {.coll = coll, .filter = filter,
+                       .sort = sort ? sort : by_id,
                        .skip = page ? page->skip : 0,
                        .limit = page ? page->limit : 0};
-  int rc = dtx_store_find(st, coll, filter, &o, out);
+  int rc = by_id || sort ? dtx__kit_read(st, &q, out) : DTX_ENOMEM;
   json_decref(by_id);
   return rc;
 }

@@ -273,11 +273,15 @@ typedef struct dtx__kit_read {
   int kind;
   const char *coll;
   const json_t *filter, *sort;
-  int64_t limit;
+  int64_t limit, skip; /* skip: the first so many left out */
   const char *what; /* names it when the deadline stops it (NULL: coll) */
 } dtx__kit_read_t;
 
 int dtx__kit_read(dtx_store_t *st, const dtx__kit_read_t *q, json_t **out);
+
+/* The store's collection names (a new array in *out), under the retry
+ * policy: dtx__kit_read of DTX__KIT_COLLS. */
+int dtx__kit_colls(dtx_store_t *st, json_t **out);
 
 /* How many documents of coll match filter (borrowed, NULL: all), under
  * the retry policy; what (may be NULL) as in dtx__kit_read_t. */
@@ -859,7 +863,7 @@ int dtx__tally_raise(const dtx__tally_t *tallies);
 /* {"ok": rc == 0, "patterns": {NAME: tally...}} (new reference). */
 json_t *dtx__tally_report(const dtx__tally_t *tallies, int rc);
 
-/* The pace every worker loop keeps (worker.c, jobq/work.c), in one place.
+/* The pace every worker loop keeps (worker.c, jobq/runner.c), in one place.
  * Recovery runs at most every DTX__RECOVER_EVERY_MS, one thread at a
  * time; after a round that found nothing to do, a --once loop runs one
  * forced pass and stops when a second such round finds nothing either,

@@ -351,12 +351,18 @@ static int read_on(dtx_store_t *st, int bad, const dtx__kit_read_t *q,
                      .what = q->what,
                      .filter = json_incref((json_t *)q->filter),
                      .find = {.sort = q->sort,
+                              .skip = q->skip > 0 ? q->skip : 0,
                               .limit = q->limit > 0 ? q->limit : 0}};
   return one(st, bad, &o, out);
 }
 
 int dtx__kit_read(dtx_store_t *st, const dtx__kit_read_t *q, json_t **out) {
   return read_on(st, 0, q, out);
+}
+
+int dtx__kit_colls(dtx_store_t *st, json_t **out) {
+  dtx__kit_read_t q = {.kind = DTX__KIT_COLLS, .what = "the collections"};
+  return read_on(st, 0, &q, out);
 }
 
 int dtx__kit_count(dtx_store_t *st, const char *coll, const json_t *filter,

@@ -7,7 +7,7 @@
  *
  * It also keeps the workers' pace (dtx__pacer_*, dtx__idle_*): when the
  * recovery pass runs and how an idle thread waits, shared by the generic
- * worker and the job worker so the two loops cannot drift apart. */
+ * worker and the job runner so the two loops cannot drift apart. */
 #include "doc/doc.h"
 #include "txn/kit/kit.h"
 #include "util/err.h"

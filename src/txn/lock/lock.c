@@ -151,7 +151,7 @@ static int64_t own_record(const json_t *doc, const char *name) {
 static int fenced_max(dtx__exec_t *ex, const char *name, int64_t *max) {
   json_t *colls = NULL;
   *max = 0;
-  int rc = dtx_store_list_collections(ex->st, &colls);
+  int rc = dtx__kit_colls(ex->st, &colls);
   /* Not {"_fence.NAME": ...}: a name may hold a '.', which a path reads
    * as a step into an object. */
   json_t *filter = json_pack("{s:{s:b}}", FENCE, "$exists", 1);
@@ -586,7 +586,7 @@ static int count_of(dtx__audit_t *a, const json_t *colls, const char *coll,
   *n = 0;
   json_array_foreach(colls, i, c) {
     if (json_is_string(c) && strcmp(json_string_value(c), coll) == 0)
-      return dtx_store_count(a->st, coll, NULL, n);
+      return dtx__kit_count(a->st, coll, NULL, coll, n);
   }
   return 0;
 }
@@ -623,7 +623,7 @@ static void check_lease(dtx__audit_t *a, const char *k, const json_t *l) {
 static int lock_audit(dtx__audit_t *a) {
   json_t *colls = NULL, *seen = json_object(), *locks = NULL, *names = NULL;
   int64_t n = 0, held = 0, fenced_names = 0, nlocks = 0, nnames = 0;
-  int rc = seen ? dtx_store_list_collections(a->st, &colls) : DTX_ENOMEM;
+  int rc = seen ? dtx__kit_colls(a->st, &colls) : DTX_ENOMEM;
   size_t i;
   json_t *c;
   /* The worker and recovery set every pattern up, so "locks" exists in

@@ -59,7 +59,8 @@ static int load_masters(dtx__audit_t *a, const dtx__sync_rule_t *r,
   json_t *all = NULL, *m;
   size_t i;
   int64_t now = dtx__now_ms();
-  int rc = dtx_store_find(a->st, r->master, NULL, NULL, &all);
+  dtx__kit_read_t q = {.coll = r->master};
+  int rc = dtx__kit_read(a->st, &q, &all);
   if (rc)
     return dtx__err_wrap(rc, "sync audit: reading masters of %s", r->name);
   *map = json_object();
@@ -162,9 +163,9 @@ static int audit_rule(dtx__audit_t *a, const dtx__sync_rule_t *r,
   size_t i;
   int rc = load_masters(a, r, &masters, n);
   json_t *filter = json_pack("{s:{s:b}}", r->link, "$exists", 1);
+  dtx__kit_read_t q = {.coll = r->dependents, .filter = filter};
   if (rc == 0)
-    rc = filter ? dtx_store_find(a->st, r->dependents, filter, NULL, &deps)
-                : DTX_ENOMEM;
+    rc = filter ? dtx__kit_read(a->st, &q, &deps) : DTX_ENOMEM;
   json_decref(filter);
   if (rc) {
     json_decref(masters);
