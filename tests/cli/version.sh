@@ -133,6 +133,9 @@ same "N: the next put" "$(d version put N '{"r":2}')" '{"item":"N","version":2}'
 expect 0 "a root's next raised to INT64_MAX - 1: numbers skipped" -- d update version_roots '{"_id":"N"}' '{"$set":{"next":9223372036854775806}}'
 expect 3 "N: no number left for a put" -- d version put N '{"r":3}'
 grep -q "OVERFLOW" "$WORK/err" && ok || bad "N: overflow message: $(cat "$WORK/err")"
+expect 5 "audit: a root whose next is INT64_MAX - 1" -- d audit --json
+jq -e '[.findings[] | select(.kind == "root_next" and (.detail | test("item .N.")))] | length == 1' "$WORK/out" >/dev/null &&
+  ok || bad "no root_next finding for N: $(jq -c '[.findings[] | [.kind, .detail]]' "$WORK/out")"
 same "N: nothing stored" "$(d version get N | jq -c .root) $(d count versions '{"item":"N"}')" '{"r":2} 2'
 
 # ---- committed history and its digests (V7; attack N6a) -----------------------------------

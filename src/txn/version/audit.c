@@ -9,7 +9,8 @@
  * root moved is counted as unsettled and left to a later audit.  Findings:
  *   root_version   the committed version is not the last of log (V3)
  *   log_order      log not ascending, or beyond the counter (V1, V3)
- *   root_next      the counter at INT64_MAX: no number left (V1)
+ *   root_next      the counter at INT64_MAX, or at INT64_MAX - 1, where
+ *                  no put can reserve a number after it (V1)
  *   root_damaged   any other root dtx__vr_root_check refuses -- every
  *                  root a put, gc or recovery refuses is a finding
  *   reservation    a reservation of a committed or never-reserved number
@@ -151,6 +152,14 @@ static void check_root(vaudit_t *va, const char *item, const json_t *root) {
                        "last number: no version can be reserved, and no "
                        "put, gc or recovery touches the item (written with "
                        "--bypass-validation?)", item, (long long)next);
+  else if (next == INT64_MAX - 1)
+    /* The validator allows it (a plain write may skip numbers), but the
+     * number after it is one the validator refuses: every put on the item
+     * fails with OVERFLOW from now on, which the audit must not call
+     * clean. */
+    dtx__audit_finding(va->a, "root_next", "item '%s': next is %lld: no "
+                       "number is left for a put (the counter was raised "
+                       "by a plain write?)", item, (long long)next);
   /* What dtx__vr_root_check refuses stops every write and sweep of the
    * item: a root it refuses that no finding above named is one still. */
   if (!named && dtx__vr_root_check(root)) {
