@@ -176,16 +176,25 @@ static int post_many(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   int ec = dtx__cli_read_jlines(dtx__cli_str(a, "--file"),
                                 "ledger post-many: reading the entries",
                                 sizeof *ls, (void **)&ls, &nl);
+  size_t nok = 0;
   for (size_t i = 0; !ec && i < nl; i++)
-    ec = parse_entry(&ls[i]);
-  dtx_store_t *st = ec || nl == 0 ? NULL : dtx__cli_store(cli, &ec);
+    if ((ec = parse_entry(&ls[i])) == 0 &&
+        dtx_ledger_post_req_check(&ls[i].req) == 0)
+      nok++;
+  dtx__cli_batch_t out = {.key = "line", .item = 1, .exit_of = post_code};
+  /* Every entry refused by the library's own check: each line says why,
+   * and the store is not opened (a missing SQLite file is not created). */
+  for (size_t i = 0; !ec && nok == 0 && i < nl; i++)
+    (void)dtx__cli_batch_line(&out, json_integer(ls[i].j.lineno),
+                              dtx_ledger_post_req_check(&ls[i].req),
+                              dtx_errdetail(), NULL);
+  dtx_store_t *st = ec || nok == 0 ? NULL : dtx__cli_store(cli, &ec);
   size_t cap = nl < POST_CHUNK ? nl : POST_CHUNK;
   dtx_ledger_post_req_t *reqs = st ? calloc(cap, sizeof *reqs) : NULL;
   dtx_ledger_result_t *res = st ? calloc(cap, sizeof *res) : NULL;
   if (st && (!reqs || !res))
     ec = dtx__cli_error(DTX_ENOMEM, "ledger post-many of %zu", nl);
   dtx_exec_opts_t eo = {.deadline_ms = dtx__cli_num(a, "--deadline-ms", 0)};
-  dtx__cli_batch_t out = {.key = "line", .item = 1, .exit_of = post_code};
   for (size_t from = 0; st && !ec && from < nl; from += POST_CHUNK) {
     size_t k = nl - from < POST_CHUNK ? nl - from : POST_CHUNK;
     for (size_t i = 0; i < k; i++)

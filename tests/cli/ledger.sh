@@ -184,6 +184,16 @@ grep -q "line 2" "$WORK/err" && [ "$(entries)" = $((n + 1)) ] && ok || bad "malf
 printf 'not json\n' >"$WORK/mbad"
 expect 2 "post-many: a line that is not JSON" -- d ledger post-many --file "$WORK/mbad"
 expect 2 "post-many takes no arguments" -- d ledger post-many x
+# Every line refused by the library's check: each says why, and a SQLite
+# path with no store stays without one (bad input creates nothing).
+printf '%s\n' '{"legs":[{"account":"M2","value":-1},{"account":"M3","value":2}]}' \
+  '{"legs":[{"account":"M2","value":1}]}' >"$WORK/mbad"
+expect 2 "post-many: every line refused by the check" -- d ledger post-many --file "$WORK/mbad"
+[ "$(j '[.line, .error]' | tr -d '\n')" = '[1,"INVAL"][2,"INVAL"]' ] && ok || bad "all refused: $(out)"
+if [ -z "${DTX_TEST_STORE_CMD:-}" ]; then
+  rc=0; "$DOCTX" --store "sqlite:$WORK/none.db" ledger post-many --file "$WORK/mbad" >/dev/null 2>&1 || rc=$?
+  [ "$rc" = 2 ] && [ ! -e "$WORK/none.db" ] && ok || bad "all refused, no store: exit $rc, $(ls "$WORK" | grep none)"
+fi
 expect 2 "post-many: --id does not apply" -- d ledger post-many --id x --file "$WORK/m0"
 printf '%s\n' '{"legs":[{"account":"M1","value":-1000},{"account":"M3","value":1000}]}' >"$WORK/m0"
 expect 1 "post-many: only a refusal for funds" -- d ledger post-many --file - <"$WORK/m0"
