@@ -443,6 +443,19 @@ if [ -n "$S" ] && dx account create A --balance 10 > /dev/null; then
     row 2 "$name" "$mention" -- "$@"
     check_store # each case alone: the one that set something up is named
   done
+  # The batched post reads before it sets the ledger up, as the single
+  # one: a batch naming only unknown accounts says so per line (stdout)
+  # and installs nothing.
+  printf '%s\n' '{"legs":[{"account":"X","value":-1},{"account":"Y","value":1}]}' >"$TMP/pm"
+  rc=0
+  "$DOCTX" --store "$S" ledger post-many --file "$TMP/pm" >"$TMP/out" 2>&1 || rc=$?
+  GROUP+=("doctx ledger post-many (unknown accounts only)")
+  if [ "$rc" -eq 2 ] && grep -q '"NOACCOUNT"' "$TMP/out"; then
+    PASS=$((PASS + 1))
+  else
+    fail "ledger post-many of unknown accounts: exit $rc, want 2" "$(cat "$TMP/out")"
+  fi
+  check_store
 else
   fail "the second store: account create failed"
 fi

@@ -83,6 +83,7 @@ typedef struct ctx {
   json_t *found, *accts; /* step 3's reads */
   size_t won, lost;      /* step 7: entries in, seqIds lost */
   dtx__contend_t ct;
+  int set_up;            /* the ledger's collections installed */
 } ctx_t;
 
 /* Ends it with rc (this thread's detail) and the entry (stolen). */
@@ -127,17 +128,17 @@ static int keys(void *p, dtx__batch_keys_t *k) {
  * -> entry; generated ids are new, so not asked), and every account they
  * name, as accts (id -> account).  Only the members: a request that
  * waits is read in its own round, so a batch that takes a round per entry
- * (a hot account) reads each request once, not once per round.  Before
- * the first: the ledger set up; a failure of either ends every request
- * not ended, as alone. */
+ * (a hot account) reads each request once, not once per round.  After
+ * the reads, the first time a member will write: the ledger set up (as
+ * dtx_ledger_post reads first, so a batch naming only unknown accounts
+ * installs nothing); a failure of either ends every request not ended,
+ * as alone. */
 static void round_read(dtx__batch_t *b) {
   ctx_t *cx = b->ctx;
   json_t *ids = json_array(), *acc = json_array(), *docs = NULL, *d;
   size_t i, j;
   int rc = ids && acc ? 0 : DTX_ENOMEM;
   dtx__err_clear();
-  if (rc == 0 && b->pass == 0)
-    rc = dtx__lg_setup(b->ex->st);
   for (i = 0; rc == 0 && i < b->k; i++) {
     const item_t *it = dtx__batch_item(b, b->at[i]);
     if (it->req->id && json_array_append_new(ids, json_string(it->id)))
@@ -165,7 +166,16 @@ static void round_read(dtx__batch_t *b) {
     acc = NULL; /* stolen */
   }
   json_decref(acc);
-  if (rc) /* a read failed for good: nothing known, as alone */
+  int writes = 0;
+  for (i = 0; rc == 0 && !cx->set_up && !writes && i < b->k; i++) {
+    const item_t *it = dtx__batch_item(b, b->at[i]);
+    writes = !(it->req->id && json_object_get(cx->found, it->id)) &&
+             dtx__lg_accounts_missing(it->req, cx->accts) == 0;
+  }
+  dtx__err_clear(); /* dtx__lg_accounts_missing's: insert_op says it */
+  if (writes && (rc = dtx__lg_setup(b->ex->st)) == 0)
+    cx->set_up = 1;
+  if (rc) /* a read or the set-up failed for good: as alone */
     dtx__batch_end_rest(b, rc);
 }
 
