@@ -133,7 +133,8 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
   return 0;
 }
 
-/* HOST:PORT, IPv4 only; port 1..65535. */
+/* HOST:PORT, IPv4 only; port 0..65535 (0: the kernel picks a free one,
+ * which the "listening on" line names -- the tests use it). */
 static int parse_listen(const char *s, struct sockaddr_in *sa) {
   char host[64];
   const char *colon = strrchr(s, ':');
@@ -145,7 +146,7 @@ static int parse_listen(const char *s, struct sockaddr_in *sa) {
   memset(sa, 0, sizeof *sa);
   sa->sin_family = AF_INET;
   if (inet_pton(AF_INET, host, &sa->sin_addr) != 1 ||
-      num(colon + 1, 1, 65535, &port))
+      num(colon + 1, 0, 65535, &port))
     return -1;
   sa->sin_port = htons((uint16_t)port);
   return 0;
@@ -284,7 +285,7 @@ int main(int argc, char **argv) {
   if (rc)
     return rc;
   if (parse_listen(o.listen, &sa))
-    return bad_opt("--listen wants IPV4:PORT (port 1..65535), got '%s'%s",
+    return bad_opt("--listen wants IPV4:PORT (port 0..65535), got '%s'%s",
                    o.listen, "");
   static dtxd_t d;
   d.tokens.rate = o.rate;
@@ -327,7 +328,12 @@ int main(int argc, char **argv) {
     dtx_store_close(d.st);
     return 1;
   }
-  log_line("listening on %s", o.listen);
+  const union MHD_DaemonInfo *info =
+      MHD_get_daemon_info(mhd, MHD_DAEMON_INFO_BIND_PORT);
+  char where[96];
+  snprintf(where, sizeof where, "%.*s:%u", (int)(strrchr(o.listen, ':') - o.listen),
+           o.listen, info ? (unsigned)info->port : 0u);
+  log_line("listening on %s", where);
   int sig = 0;
   while (sigwait(&sigs, &sig) != 0)
     ;
