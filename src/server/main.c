@@ -173,8 +173,10 @@ static void *uri_cb(void *cls, const char *uri, struct MHD_Connection *con) {
 
 static void completed_cb(void *cls, struct MHD_Connection *con, void **state,
                          enum MHD_RequestTerminationCode why) {
-  (void)cls, (void)con, (void)why;
+  (void)con, (void)why;
   conn_req_t *r = *state;
+  if (r && r->started)
+    atomic_fetch_sub(&((dtxd_t *)cls)->inflight, 1);
   if (r) {
     free(r->target);
     free(r->body);
@@ -224,7 +226,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *con,
   if (!r)
     return MHD_NO; /* out of memory in uri_cb: drop the connection */
   if (!r->started) {
+    /* In flight from here until completed_cb, body upload included: the
+     * drain waits for these. */
     r->started = 1;
+    atomic_fetch_add(&d->inflight, 1);
     const char *cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND,
                                                  "Content-Length");
     if (cl && (strlen(cl) > 9 || atol(cl) > DTXD_MAX_BODY)) {
@@ -321,7 +326,7 @@ int main(int argc, char **argv) {
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o.timeout_s,
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536,
       MHD_OPTION_URI_LOG_CALLBACK, uri_cb, NULL,
-      MHD_OPTION_NOTIFY_COMPLETED, completed_cb, NULL, MHD_OPTION_END);
+      MHD_OPTION_NOTIFY_COMPLETED, completed_cb, &d, MHD_OPTION_END);
   if (!mhd) {
     fprintf(stderr, "doctxd: cannot listen on %s: %s\n", o.listen,
             strerror(errno));
