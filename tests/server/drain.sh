@@ -17,15 +17,21 @@ DB=$WORK/drain.db
 S="sqlite:$DB"
 make_tokens "$WORK/tokens"
 
-# hold_lock SECS: a sqlite3 holding the write lock for SECS; waits until
-# it has it.
+# hold_lock SECS: a sqlite3 holding the store's write lock until
+# release_lock, or SECS at most; waits until it has it.
 hold_lock() {
-  rm -f "$WORK/locked"
-  start_bg "$WORK/lock.log" bash -c "{ echo 'BEGIN IMMEDIATE;'; echo \".shell touch $WORK/locked\"; sleep $1; echo 'COMMIT;'; } | sqlite3 '$DB'"
+  rm -f "$WORK/locked" "$WORK/release"
+  start_bg "$WORK/lock.log" bash -c "{ echo 'BEGIN IMMEDIATE;'; echo \".shell touch $WORK/locked\";
+    for _ in \$(seq \$(($1 * 20))); do [ -e '$WORK/release' ] && break; sleep 0.05; done;
+    echo 'COMMIT;'; } | sqlite3 '$DB'"
   LOCK_PID=$BG_PID
   local end=$((SECONDS + 10))
   while [ ! -e "$WORK/locked" ] && [ $SECONDS -lt $end ]; do nap 0.02; done
   [ -e "$WORK/locked" ]
+}
+release_lock() {
+  touch "$WORK/release"
+  bounded_wait "$LOCK_PID" 15 "$WORK/lock.log"
 }
 
 start_doctxd "$WORK/d.log" --store "$S" --tokens "$WORK/tokens" --threads 8 ||
@@ -33,7 +39,7 @@ start_doctxd "$WORK/d.log" --store "$S" --tokens "$WORK/tokens" --threads 8 ||
 req POST /v1/c/slow/insert "$T_WRITE" '{"docs":[{"_id":0}]}' # the store exists
 [ "$CODE" = 200 ] && ok || bad "first insert: $CODE $(rbody)"
 
-hold_lock 5 && ok || bad "sqlite3 did not take the lock"
+hold_lock 10 && ok || bad "sqlite3 did not take the lock"
 # inflight N: waits (10 s at most) until doctxd's in-flight gauge, the
 # scrape itself included, reads N.
 inflight() {
@@ -67,6 +73,7 @@ tr -d '\r' <"$WORK/rh" | grep -q '^Retry-After: 1$' && ok || bad "503 without Re
 req GET /healthz ""
 [ "$CODE" = 200 ] && ok || bad "healthz while draining: $CODE"
 alive "$DPID" && ok || bad "doctxd stopped before its requests finished"
+release_lock
 for i in 1 2 3; do
   bounded_wait "${pids[$((i - 1))]}" 20 "$WORK/slow.$i"
   [ "$(cat "$WORK/slow.$i")" = 200 ] && ok ||
@@ -78,12 +85,11 @@ rc=$?
 grep -q 'drained; stopped' "$WORK/d.log" && ok || bad "no 'drained' line"
 n=$(d count slow 2>&1)
 [ "$n" = 4 ] && ok || bad "the drained writes are not all there: count $n"
-bounded_wait "$LOCK_PID" 10 "$WORK/lock.log"
 
 # A drain past --drain-ms: exit 1 at the deadline, the request left.
 start_doctxd "$WORK/d2.log" --store "$S" --tokens "$WORK/tokens" --drain-ms 300 ||
   { bad "doctxd start (2)"; finish; exit 1; }
-hold_lock 4 && ok || bad "sqlite3 did not take the lock (2)"
+hold_lock 10 && ok || bad "sqlite3 did not take the lock (2)"
 start_bg "$WORK/slow.x" curl -s -o /dev/null --max-time 30 \
   -H "Authorization: Bearer $T_WRITE" --data-binary '{"docs":[{"_id":9}]}' \
   "$URL/v1/c/slow/insert"
@@ -96,5 +102,5 @@ took=$(($(now_ms) - t0))
 [ "$rc" = 1 ] && [ "$took" -lt 3000 ] && ok ||
   bad "a drain past --drain-ms: exit $rc after ${took} ms, want 1 soon after 300 ms"
 grep -q 'still running after --drain-ms' "$WORK/d2.log" && ok || bad "no drain-timeout line"
-bounded_wait "$LOCK_PID" 10 "$WORK/lock.log"
+release_lock
 finish
