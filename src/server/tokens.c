@@ -113,7 +113,7 @@ int dtxd_tokens_load(const char *path, dtxd_tokens_t *t, char *err,
       goto fail;
     }
     dtxd_token_t *x = &t->v[t->n];
-    snprintf(x->name, sizeof x->name, "%s", name);
+    memcpy(x->name, name, strlen(name) + 1); /* length checked above */
     x->secret = strdup(tok);
     x->len = len;
     x->scopes = bits;

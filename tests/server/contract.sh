@@ -53,10 +53,13 @@ hdr() {
 
 # refused LABEL CODE ERRNAME METHOD PATH TOKEN [BODY]: answered CODE with
 # problem+json naming ERRNAME, and the store unchanged.
+# The dump after one refusal is the dump before the next, unless a request
+# in between (any req but a refused one's: DIRTY) may have written.
+DIRTY=1
 refused() {
   local label=$1 want=$2 name=$3
   shift 3
-  d dump >"$WORK/before" 2>&1
+  [ "$DIRTY" = 1 ] && d dump >"$WORK/before" 2>&1
   req "$@"
   check "$label" "$want" "\"code\":\"$name\"" '"type":' '"title":' '"detail":'
   d dump >"$WORK/after" 2>&1
@@ -64,7 +67,10 @@ refused() {
     bad "$label: the refused request changed the store:
 $(diff "$WORK/before" "$WORK/after" | head -5)"
   fi
+  mv "$WORK/after" "$WORK/before"
+  DIRTY=0
 }
+req() { DIRTY=1; server_req "$@"; }
 
 # ---- operations and security ----------------------------------------------
 req GET /healthz ""

@@ -50,7 +50,8 @@ start_doctxd() { # LOG ARGS...
   return 1
 }
 
-req() { # METHOD PATH TOKEN [BODY]
+req() { server_req "$@"; }
+server_req() { # METHOD PATH TOKEN [BODY]
   local args=(-s -o "$WORK/rb" -D "$WORK/rh" -w '%{http_code}' --max-time 30
               -X "$1")
   [ -n "$3" ] && args+=(-H "Authorization: Bearer $3")
