@@ -91,8 +91,8 @@ typedef struct dtxd {
   dtxd_tokens_t tokens;
   atomic_int draining;  /* SIGTERM seen: readyz and new requests 503 */
   atomic_int inflight;  /* requests being answered now (counted by the
-                           HTTP glue, from the first byte of the body to
-                           the response sent) */
+                           HTTP glue, from their headers to the response
+                           sent, body upload included) */
   int64_t start_s;      /* process start, Unix seconds */
   dtxd_route_stats_t *stats; /* one per route, plus the unmatched one */
   _Atomic uint64_t store_errors[32]; /* by -DTX_E* */
