@@ -9,7 +9,7 @@ FUZZ_SECONDS ?= 10
 CTEST_ARGS ?=
 PREFIX ?= /usr/local
 
-.PHONY: all setup build run test test-release test-asan test-fuzz bench install clean
+.PHONY: all setup build run serve test test-release test-asan test-fuzz bench install clean
 
 all: build
 
@@ -30,6 +30,19 @@ run: setup
 	   echo "make run: the build failed (whole log: $(BUILD)/build.log)" >&2; \
 	   exit 1; }
 	@bash scripts/demo.sh $(BUILD)/doctx
+
+# doctxd on the embedded default store ($$DOCTX_STORE, else
+# sqlite:./doctx.db) at 127.0.0.1:8420 (docs/server.md).  Its token file,
+# $(BUILD)/doctxd.tokens, is made once (mode 0600, one admin token of 32
+# random hex digits) and its token printed for curl.
+serve: build
+	@f=$(BUILD)/doctxd.tokens; \
+	 if [ ! -e $$f ]; then \
+	   ( umask 077; printf 'admin %s admin\n' \
+	     "$$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')" >$$f ); fi; \
+	 echo "doctxd: token file $$f; try:"; \
+	 echo "  curl -H 'Authorization: Bearer $$(awk '!/^#/ && NF==3 {print $$2; exit}' $$f)' http://127.0.0.1:8420/v1/accounts"; \
+	 exec $(BUILD)/doctxd --tokens $$f $(SERVE_ARGS)
 
 # The whole suite: release build, then ASan+UBSan build, then bounded fuzzing.
 test: setup

@@ -2,7 +2,8 @@
 # layers.sh -- the include arrows of STYLE.md's layering, checked on the
 # source tree: doctx.h -> src/util -> src/doc -> src/store -> src/txn ->
 # src/cli.  A file may include doctx.h, its own layer and the layers to its
-# left; the CLI includes only doctx.h and its own cli/ headers, so every
+# left; the CLI (and doctxd, src/server, the second front door) includes
+# only doctx.h and its own headers, so every
 # check it makes goes through the public API (the rules live once, in the
 # library).  Prints each include that runs the wrong way; exits 1 if any.
 # Also: no plain assert() in src/, which NDEBUG compiles out of a release
@@ -12,12 +13,13 @@
 # through its kit (src/txn/kit/), below.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-order=(util doc store txn cli)
+order=(util doc store txn cli server)
 bad=0
 for i in "${!order[@]}"; do
   layer=${order[$i]}
   allowed=" doctx.h ${order[*]:0:$((i + 1))} "
   [ "$layer" = cli ] && allowed=" doctx.h cli "
+  [ "$layer" = server ] && allowed=" doctx.h server "
   while IFS=: read -r file line text; do
     [[ $text =~ \#include\ \"([^\"]*)\" ]] || continue
     inc=${BASH_REMATCH[1]}

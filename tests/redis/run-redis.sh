@@ -10,8 +10,9 @@
 #   shell         tests/crash/faults.sh, pause.sh, chaos.sh,
 #                 tests/redis/unique_crash.sh, lost_reply.sh,
 #                 tests/cli/contract.sh, job.sh, lock.sh, sync.sh,
-#                 ledger.sh, order.sh, scenarios.sh, flashsale.sh, version.sh and
-#                 tests/crash/kleppmann.sh (DOCTX set; each scenario gets an
+#                 ledger.sh, order.sh, scenarios.sh, flashsale.sh, version.sh,
+#                 tests/crash/kleppmann.sh and tests/server/contract.sh
+#                 (doctxd over HTTP) (DOCTX set; each scenario gets an
 #                 new namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time)
 #   cli           tests/cli/bad_input.sh, transfer_defects.sh,
@@ -62,7 +63,7 @@ ROOT=${DTX_ROOT:-$(cd "$HERE/../.." && pwd)} # the repository
 for tool in redis-server redis-cli python3; do
   command -v $tool >/dev/null || { echo "run-redis: $tool not found" >&2; exit 2; }
 done
-for bin in conformance doctx txn_transfer_concurrency txn_kit txn_job acked_load; do
+for bin in conformance doctx doctxd txn_transfer_concurrency txn_kit txn_job acked_load; do
   [ -x "$BUILD/$bin" ] || { echo "run-redis: $BUILD/$bin missing" >&2; exit 2; }
 done
 
@@ -167,6 +168,8 @@ shell_on() { # URI
   run_logged "version.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/version.sh"
   run_logged "kleppmann.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/crash/kleppmann.sh"
+  run_logged "server/contract.sh $u" env DTX_REDIS_URI="$u" \
+    bash "$ROOT/tests/server/contract.sh"
 }
 phase_shell() { both_targets shell_on; }
 
