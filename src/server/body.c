@@ -1,6 +1,6 @@
 /* body.c -- what doctxd checks of a request before any handler runs: the
  * body (one JSON object; no NUL byte, duplicate key or nesting past
- * DTXD_MAX_DEPTH; only the route's fields, each of its type), the query's
+ * DTX__SRV_MAX_DEPTH; only the route's fields, each of its type), the query's
  * values, percent-decoding and the opaque paging cursor.  The JSON text is
  * parsed by the library's dtx_json_parse (duplicate keys, integers past
  * int64 and trailing garbage are its to refuse), so a body is judged as
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int dtxd_pct_decode(const char *s, size_t n, char *out, size_t outlen) {
+int dtx__srv_pct_decode(const char *s, size_t n, char *out, size_t outlen) {
   size_t o = 0;
   for (size_t i = 0; i < n; i++) {
     int ch = (unsigned char)s[i];
@@ -22,8 +22,12 @@ int dtxd_pct_decode(const char *s, size_t n, char *out, size_t outlen) {
       if (i + 2 >= n)
         return -1;
       char h = s[i + 1], l = s[i + 2];
-      hi = h >= '0' && h <= '9' ? h - '0' : (h | 32) >= 'a' && (h | 32) <= 'f' ? (h | 32) - 'a' + 10 : -1;
-      lo = l >= '0' && l <= '9' ? l - '0' : (l | 32) >= 'a' && (l | 32) <= 'f' ? (l | 32) - 'a' + 10 : -1;
+      hi = h >= '0' && h <= '9'                 ? h - '0'
+           : (h | 32) >= 'a' && (h | 32) <= 'f' ? (h | 32) - 'a' + 10
+                                                : -1;
+      lo = l >= '0' && l <= '9'                 ? l - '0'
+           : (l | 32) >= 'a' && (l | 32) <= 'f' ? (l | 32) - 'a' + 10
+                                                : -1;
       if (hi < 0 || lo < 0)
         return -1;
       ch = hi * 16 + lo;
@@ -59,47 +63,59 @@ static int depth(const json_t *v, int limit) {
   return best + 1;
 }
 
-static const char *type_name(dtxd_ftype_t t) {
+static const char *type_name(dtx__srv_ftype_t t) {
   switch (t) {
-  case F_OBJ: return "an object";
-  case F_ARR: return "an array";
-  case F_STR: return "a string";
-  case F_INT: return "an integer";
-  case F_BOOL: return "a boolean";
-  default: return "an integer or a string";
+  case F_OBJ:
+    return "an object";
+  case F_ARR:
+    return "an array";
+  case F_STR:
+    return "a string";
+  case F_INT:
+    return "an integer";
+  case F_BOOL:
+    return "a boolean";
+  default:
+    return "an integer or a string";
   }
 }
 
-static int type_ok(dtxd_ftype_t t, const json_t *v) {
+static int type_ok(dtx__srv_ftype_t t, const json_t *v) {
   switch (t) {
-  case F_OBJ: return json_is_object(v);
-  case F_ARR: return json_is_array(v);
-  case F_STR: return json_is_string(v);
-  case F_INT: return json_is_integer(v);
-  case F_BOOL: return json_is_boolean(v);
-  default: return json_is_integer(v) || json_is_string(v);
+  case F_OBJ:
+    return json_is_object(v);
+  case F_ARR:
+    return json_is_array(v);
+  case F_STR:
+    return json_is_string(v);
+  case F_INT:
+    return json_is_integer(v);
+  case F_BOOL:
+    return json_is_boolean(v);
+  default:
+    return json_is_integer(v) || json_is_string(v);
   }
 }
 
-int dtxd_body_parse(dtxd_ctx_t *c, const char *body, size_t len,
-                    const dtxd_field_t *fields, json_t **out) {
+int dtx__srv_body_parse(dtx__srv_ctx_t *c, const char *body, size_t len,
+                        const dtx__srv_field_t *fields, json_t **out) {
   json_t *v = NULL;
   const char *key;
   json_t *x;
   *out = NULL;
   const char *nul = len ? memchr(body, '\0', len) : NULL;
   if (nul) {
-    dtxd_bad(c, DTX_EBADJSON, "the body holds a NUL byte at offset %zu",
-             (size_t)(nul - body));
+    dtx__srv_bad(c, DTX_EBADJSON, "the body holds a NUL byte at offset %zu",
+                 (size_t)(nul - body));
     return -1;
   }
   if (len == 0) {
     *out = json_object();
-    return *out ? 0 : (dtxd_fail(c, DTX_ENOMEM, NULL), -1);
+    return *out ? 0 : (dtx__srv_fail(c, DTX_ENOMEM, NULL), -1);
   }
   char *text = malloc(len + 1);
   if (!text) {
-    dtxd_bad(c, DTX_ENOMEM, "copying a body of %zu bytes", len);
+    dtx__srv_bad(c, DTX_ENOMEM, "copying a body of %zu bytes", len);
     return -1;
   }
   memcpy(text, body, len);
@@ -107,22 +123,22 @@ int dtxd_body_parse(dtxd_ctx_t *c, const char *body, size_t len,
   int rc = dtx_json_parse(text, &v);
   free(text);
   if (rc) {
-    dtxd_fail(c, rc, NULL);
+    dtx__srv_fail(c, rc, NULL);
     return -1;
   }
   if (!json_is_object(v)) {
     json_decref(v);
-    dtxd_bad(c, DTX_EINVAL, "the body must be a JSON object");
+    dtx__srv_bad(c, DTX_EINVAL, "the body must be a JSON object");
     return -1;
   }
-  if (depth(v, DTXD_MAX_DEPTH + 1) > DTXD_MAX_DEPTH) {
+  if (depth(v, DTX__SRV_MAX_DEPTH + 1) > DTX__SRV_MAX_DEPTH) {
     json_decref(v);
-    dtxd_bad(c, DTX_EINVAL, "the body nests deeper than %d levels",
-             DTXD_MAX_DEPTH);
+    dtx__srv_bad(c, DTX_EINVAL, "the body nests deeper than %d levels",
+                 DTX__SRV_MAX_DEPTH);
     return -1;
   }
   json_object_foreach(v, key, x) {
-    const dtxd_field_t *f = fields;
+    const dtx__srv_field_t *f = fields;
     while (f->name && strcmp(f->name, key) != 0)
       f++;
     if (!f->name) {
@@ -131,14 +147,15 @@ int dtxd_body_parse(dtxd_ctx_t *c, const char *body, size_t len,
         size_t n = strlen(names);
         snprintf(names + n, sizeof names - n, "%s%s", n ? ", " : "", f->name);
       }
-      dtxd_bad(c, DTX_EINVAL, "unknown field '%.100s' (this route takes: %s)",
-               key, names[0] ? names : "no fields");
+      dtx__srv_bad(c, DTX_EINVAL,
+                   "unknown field '%.100s' (this route takes: %s)", key,
+                   names[0] ? names : "no fields");
       json_decref(v);
       return -1;
     }
     if (!type_ok(f->type, x)) {
-      dtxd_bad(c, DTX_EINVAL, "field '%s' must be %s", f->name,
-               type_name(f->type));
+      dtx__srv_bad(c, DTX_EINVAL, "field '%s' must be %s", f->name,
+                   type_name(f->type));
       json_decref(v);
       return -1;
     }
@@ -147,26 +164,26 @@ int dtxd_body_parse(dtxd_ctx_t *c, const char *body, size_t len,
   return 0;
 }
 
-json_t *dtxd_arg(dtxd_ctx_t *c, const char *name) {
+json_t *dtx__srv_arg(dtx__srv_ctx_t *c, const char *name) {
   return json_object_get(c->body, name);
 }
 
-int64_t dtxd_arg_int(dtxd_ctx_t *c, const char *name, int64_t dflt) {
-  json_t *v = dtxd_arg(c, name);
+int64_t dtx__srv_arg_int(dtx__srv_ctx_t *c, const char *name, int64_t dflt) {
+  json_t *v = dtx__srv_arg(c, name);
   return json_is_integer(v) ? (int64_t)json_integer_value(v) : dflt;
 }
 
-int dtxd_arg_bool(dtxd_ctx_t *c, const char *name) {
-  return json_is_true(dtxd_arg(c, name));
+int dtx__srv_arg_bool(dtx__srv_ctx_t *c, const char *name) {
+  return json_is_true(dtx__srv_arg(c, name));
 }
 
-const char *dtxd_arg_str(dtxd_ctx_t *c, const char *name) {
-  return json_string_value(dtxd_arg(c, name));
+const char *dtx__srv_arg_str(dtx__srv_ctx_t *c, const char *name) {
+  return json_string_value(dtx__srv_arg(c, name));
 }
 
-int dtxd_arg_fence(dtxd_ctx_t *c, const char **name, int64_t *token) {
+int dtx__srv_arg_fence(dtx__srv_ctx_t *c, const char **name, int64_t *token) {
   static _Thread_local char buf[160];
-  const char *f = dtxd_arg_str(c, "fence");
+  const char *f = dtx__srv_arg_str(c, "fence");
   *name = NULL;
   *token = 0;
   if (!f)
@@ -175,17 +192,19 @@ int dtxd_arg_fence(dtxd_ctx_t *c, const char **name, int64_t *token) {
   char *end;
   errno = 0;
   long long t = colon ? strtoll(colon + 1, &end, 10) : 0;
-  if (!colon || (size_t)(colon - f) >= sizeof buf || colon[1] == '\0' ||
-      *end || errno) {
-    dtxd_bad(c, DTX_EINVAL, "fence must be \"NAME:TOKEN\" (TOKEN an int64 "
-             ">= 1), got '%.160s'", f);
+  if (!colon || (size_t)(colon - f) >= sizeof buf || colon[1] == '\0' || *end ||
+      errno) {
+    dtx__srv_bad(c, DTX_EINVAL,
+                 "fence must be \"NAME:TOKEN\" (TOKEN an int64 "
+                 ">= 1), got '%.160s'",
+                 f);
     return -1;
   }
   memcpy(buf, f, (size_t)(colon - f));
   buf[colon - f] = '\0';
   int rc = dtx_check_fence(buf, (int64_t)t);
   if (rc) {
-    dtxd_fail(c, rc, NULL);
+    dtx__srv_fail(c, rc, NULL);
     return -1;
   }
   *name = buf;
@@ -193,16 +212,18 @@ int dtxd_arg_fence(dtxd_ctx_t *c, const char **name, int64_t *token) {
   return 0;
 }
 
-const char *dtxd_query(dtxd_ctx_t *c, const char *key, char *buf,
-                       size_t buflen, int *bad) {
+const char *dtx__srv_query(dtx__srv_ctx_t *c, const char *key, char *buf,
+                           size_t buflen, int *bad) {
   size_t klen = strlen(key);
   for (const char *q = c->query; *q;) {
     const char *amp = strchr(q, '&');
     size_t n = amp ? (size_t)(amp - q) : strlen(q);
     if (n > klen && q[klen] == '=' && memcmp(q, key, klen) == 0) {
-      if (dtxd_pct_decode(q + klen + 1, n - klen - 1, buf, buflen)) {
-        dtxd_bad(c, DTX_EINVAL, "query parameter '%s': a bad "
-                 "percent-escape, a NUL byte or too long", key);
+      if (dtx__srv_pct_decode(q + klen + 1, n - klen - 1, buf, buflen)) {
+        dtx__srv_bad(c, DTX_EINVAL,
+                     "query parameter '%s': a bad "
+                     "percent-escape, a NUL byte or too long",
+                     key);
         *bad = 1;
         return NULL;
       }
@@ -229,19 +250,23 @@ static uint64_t fnv(const char *s) {
  * digest of what it pages (route, collection, filter, sort...), so a
  * cursor of another query, or one made up, is refused instead of paging
  * something else.  It carries no store state: any doctxd takes it. */
-json_t *dtxd_cursor(const char *what, int64_t skip) {
+json_t *dtx__srv_cursor(const char *what, int64_t skip) {
   char raw[64], enc[96];
   int n = snprintf(raw, sizeof raw, "1.%lld.%016llx", (long long)skip,
                    (unsigned long long)fnv(what));
   size_t o = 0;
   for (int i = 0; i < n; i += 3) {
     uint32_t v = (uint32_t)(unsigned char)raw[i] << 16;
-    if (i + 1 < n) v |= (uint32_t)(unsigned char)raw[i + 1] << 8;
-    if (i + 2 < n) v |= (unsigned char)raw[i + 2];
+    if (i + 1 < n)
+      v |= (uint32_t)(unsigned char)raw[i + 1] << 8;
+    if (i + 2 < n)
+      v |= (unsigned char)raw[i + 2];
     enc[o++] = b64[v >> 18 & 63];
     enc[o++] = b64[v >> 12 & 63];
-    if (i + 1 < n) enc[o++] = b64[v >> 6 & 63];
-    if (i + 2 < n) enc[o++] = b64[v & 63];
+    if (i + 1 < n)
+      enc[o++] = b64[v >> 6 & 63];
+    if (i + 2 < n)
+      enc[o++] = b64[v & 63];
   }
   enc[o] = '\0';
   return json_string(enc);
@@ -271,29 +296,31 @@ static int cursor_skip(const char *what, const char *cur, int64_t *skip) {
   long long s;
   unsigned long long h;
   int used = 0;
-  if (sscanf(raw, "1.%lld.%16llx%n", &s, &h, &used) != 2 ||
-      (size_t)used != o || s < 0 || h != (unsigned long long)fnv(what))
+  if (sscanf(raw, "1.%lld.%16llx%n", &s, &h, &used) != 2 || (size_t)used != o ||
+      s < 0 || h != (unsigned long long)fnv(what))
     return -1;
   *skip = s;
   return 0;
 }
 
-int dtxd_page(dtxd_ctx_t *c, json_t *limit, const char *after,
-              const char *what, int64_t *skip, int64_t *lim) {
+int dtx__srv_page(dtx__srv_ctx_t *c, json_t *limit, const char *after,
+                  const char *what, int64_t *skip, int64_t *lim) {
   *skip = 0;
-  *lim = DTXD_DEFAULT_PAGE;
+  *lim = DTX__SRV_DEFAULT_PAGE;
   if (limit) {
     json_int_t l = json_integer_value(limit);
-    if (!json_is_integer(limit) || l < 1 || l > DTXD_MAX_PAGE) {
-      dtxd_bad(c, DTX_EINVAL, "limit must be an integer 1..%d",
-               DTXD_MAX_PAGE);
+    if (!json_is_integer(limit) || l < 1 || l > DTX__SRV_MAX_PAGE) {
+      dtx__srv_bad(c, DTX_EINVAL, "limit must be an integer 1..%d",
+                   DTX__SRV_MAX_PAGE);
       return -1;
     }
     *lim = l;
   }
   if (after && cursor_skip(what, after, skip)) {
-    dtxd_bad(c, DTX_EINVAL, "the cursor '%.100s' is not one this query "
-             "returned as \"next\"", after);
+    dtx__srv_bad(c, DTX_EINVAL,
+                 "the cursor '%.100s' is not one this query "
+                 "returned as \"next\"",
+                 after);
     return -1;
   }
   return 0;

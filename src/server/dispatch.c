@@ -22,18 +22,18 @@
 static const struct {
   int rc, status;
 } status_table[] = {
-    {DTX_EINVAL, 400},        {DTX_EBADJSON, 400},    {DTX_EBADQUERY, 400},
-    {DTX_EBADUPDATE, 400},    {DTX_EBADINDEX, 400},   {DTX_ETYPE, 400},
-    {DTX_EOVERFLOW, 400},     {DTX_EIMMUTABLE, 400},  {DTX_ELIMIT, 400},
-    {DTX_ENOTFOUND, 404},     {DTX_ENOACCOUNT, 404},  {DTX_ENOMATCH, 409},
-    {DTX_EDUPKEY, 409},       {DTX_ECONFLICT, 409},   {DTX_EINSUFFICIENT, 409},
-    {DTX_ESTATE, 409},        {DTX_ESTALE, 409},      {DTX_EFENCED, 409},
-    {DTX_EVALIDATION, 409},   {DTX_EUNAVAILABLE, 503}, {DTX_EBUSY, 503},
-    {DTX_ENOMEM, 500},        {DTX_EBADURI, 500},     {DTX_EBACKEND, 500},
-    {DTX_EFAULT, 500},        {DTX_EAUDIT, 500},
+    {DTX_EINVAL, 400},      {DTX_EBADJSON, 400},     {DTX_EBADQUERY, 400},
+    {DTX_EBADUPDATE, 400},  {DTX_EBADINDEX, 400},    {DTX_ETYPE, 400},
+    {DTX_EOVERFLOW, 400},   {DTX_EIMMUTABLE, 400},   {DTX_ELIMIT, 400},
+    {DTX_ENOTFOUND, 404},   {DTX_ENOACCOUNT, 404},   {DTX_ENOMATCH, 409},
+    {DTX_EDUPKEY, 409},     {DTX_ECONFLICT, 409},    {DTX_EINSUFFICIENT, 409},
+    {DTX_ESTATE, 409},      {DTX_ESTALE, 409},       {DTX_EFENCED, 409},
+    {DTX_EVALIDATION, 409}, {DTX_EUNAVAILABLE, 503}, {DTX_EBUSY, 503},
+    {DTX_ENOMEM, 500},      {DTX_EBADURI, 500},      {DTX_EBACKEND, 500},
+    {DTX_EFAULT, 500},      {DTX_EAUDIT, 500},
 };
 
-int dtxd_status_of(int rc) {
+int dtx__srv_status_of(int rc) {
   for (size_t i = 0; i < sizeof status_table / sizeof status_table[0]; i++)
     if (status_table[i].rc == rc)
       return status_table[i].status;
@@ -42,24 +42,33 @@ int dtxd_status_of(int rc) {
 
 static const char *reason(int status) {
   switch (status) {
-  case 400: return "bad request";
-  case 401: return "no valid bearer token";
-  case 403: return "the token lacks the scope this route needs";
-  case 404: return "no such route";
-  case 405: return "method not allowed on this path";
-  case 413: return "request body too large";
-  case 429: return "rate limit exceeded";
-  case 503: return "draining: the server is shutting down";
-  default: return "error";
+  case 400:
+    return "bad request";
+  case 401:
+    return "no valid bearer token";
+  case 403:
+    return "the token lacks the scope this route needs";
+  case 404:
+    return "no such route";
+  case 405:
+    return "method not allowed on this path";
+  case 413:
+    return "request body too large";
+  case 429:
+    return "rate limit exceeded";
+  case 503:
+    return "draining: the server is shutting down";
+  default:
+    return "error";
   }
 }
 
-void dtxd_resp_free(dtxd_resp_t *resp) {
+void dtx__srv_resp_free(dtx__srv_resp_t *resp) {
   free(resp->body);
   resp->body = NULL;
 }
 
-static void set_json(dtxd_resp_t *resp, int status, const char *ctype,
+static void set_json(dtx__srv_resp_t *resp, int status, const char *ctype,
                      json_t *v) {
   free(resp->body);
   resp->status = status;
@@ -74,17 +83,17 @@ static void set_json(dtxd_resp_t *resp, int status, const char *ctype,
   resp->body_len = resp->body ? strlen(resp->body) : 0;
 }
 
-json_t *dtxd_problem_json(int rc, const char *detail) {
+json_t *dtx__srv_problem_json(int rc, const char *detail) {
   char type[64];
   snprintf(type, sizeof type, "urn:doctx:error:%s", dtx_errname(rc));
   return json_pack("{s:s,s:s,s:i,s:s,s:s}", "type", type, "title",
-                   dtx_strerror(rc), "status", dtxd_status_of(rc), "detail",
+                   dtx_strerror(rc), "status", dtx__srv_status_of(rc), "detail",
                    detail && *detail ? detail : dtx_strerror(rc), "code",
                    dtx_errname(rc));
 }
 
-void dtxd_problem(dtxd_resp_t *resp, int status, const char *code,
-                  const char *title, const char *detail) {
+void dtx__srv_problem(dtx__srv_resp_t *resp, int status, const char *code,
+                      const char *title, const char *detail) {
   char type[64];
   snprintf(type, sizeof type, "urn:doctx:error:%s", code);
   set_json(resp, status, "application/problem+json",
@@ -92,37 +101,37 @@ void dtxd_problem(dtxd_resp_t *resp, int status, const char *code,
                      "status", status, "detail", detail, "code", code));
 }
 
-void dtxd_json(dtxd_ctx_t *c, int status, json_t *v) {
+void dtx__srv_json(dtx__srv_ctx_t *c, int status, json_t *v) {
   set_json(c->resp, status, "application/json", v);
 }
 
-void dtxd_fail(dtxd_ctx_t *c, int rc, json_t *extra) {
-  json_t *p = dtxd_problem_json(rc, dtx_errdetail());
+void dtx__srv_fail(dtx__srv_ctx_t *c, int rc, json_t *extra) {
+  json_t *p = dtx__srv_problem_json(rc, dtx_errdetail());
   if (p && extra)
     json_object_update(p, extra);
   json_decref(extra);
   c->rc = rc;
-  set_json(c->resp, dtxd_status_of(rc), "application/problem+json", p);
+  set_json(c->resp, dtx__srv_status_of(rc), "application/problem+json", p);
 }
 
-void dtxd_bad(dtxd_ctx_t *c, int rc, const char *fmt, ...) {
+void dtx__srv_bad(dtx__srv_ctx_t *c, int rc, const char *fmt, ...) {
   char detail[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(detail, sizeof detail, fmt, ap);
   va_end(ap);
   c->rc = rc;
-  set_json(c->resp, dtxd_status_of(rc), "application/problem+json",
-           dtxd_problem_json(rc, detail));
+  set_json(c->resp, dtx__srv_status_of(rc), "application/problem+json",
+           dtx__srv_problem_json(rc, detail));
 }
 
-int dtxd_init(dtxd_t *d) {
-  d->stats = calloc(dtxd_nroutes + 1, sizeof *d->stats);
+int dtx__srv_init(dtx__srv_t *d) {
+  d->stats = calloc(dtx__srv_nroutes + 1, sizeof *d->stats);
   d->start_s = (int64_t)time(NULL);
   return d->stats ? 0 : -1;
 }
 
-void dtxd_fini(dtxd_t *d) {
+void dtx__srv_fini(dtx__srv_t *d) {
   free(d->stats);
   d->stats = NULL;
 }
@@ -131,7 +140,7 @@ void dtxd_fini(dtxd_t *d) {
  * bufs/param.  1 match, 0 none, -1 a parameter that does not decode
  * (detail in why). */
 static int match(const char *pattern, const char *path, size_t plen,
-                 char bufs[][DTXD_MAX_PARAM + 1], const char **param,
+                 char bufs[][DTX__SRV_MAX_PARAM + 1], const char **param,
                  const char **why) {
   const char *p = pattern, *s = path, *end = path + plen;
   int np = 0;
@@ -147,9 +156,10 @@ static int match(const char *pattern, const char *path, size_t plen,
     if (*p == '{') {
       if (se == s)
         return 0; /* an empty parameter matches nothing */
-      if (np >= DTXD_MAX_PARAMS)
+      if (np >= DTX__SRV_MAX_PARAMS)
         return 0;
-      if (dtxd_pct_decode(s, (size_t)(se - s), bufs[np], DTXD_MAX_PARAM + 1)) {
+      if (dtx__srv_pct_decode(s, (size_t)(se - s), bufs[np],
+                              DTX__SRV_MAX_PARAM + 1)) {
         *why = "a path parameter has a bad percent-escape, a NUL byte or "
                "more than 256 bytes";
         return -1;
@@ -178,17 +188,19 @@ static int listed(const char *list, const char *key, size_t klen) {
 }
 
 /* Checks the query's keys against the route's list: 0, or answered. */
-static int check_query(dtxd_ctx_t *c, const dtxd_route_t *r) {
+static int check_query(dtx__srv_ctx_t *c, const dtx__srv_route_t *r) {
   for (const char *q = c->query; *q;) {
     const char *amp = strchr(q, '&'), *eq;
     size_t n = amp ? (size_t)(amp - q) : strlen(q);
     eq = memchr(q, '=', n);
     size_t klen = eq ? (size_t)(eq - q) : n;
     char key[64];
-    if (n && (klen >= sizeof key || dtxd_pct_decode(q, klen, key, sizeof key) ||
-              !listed(r->query, key, strlen(key)))) {
-      dtxd_bad(c, DTX_EINVAL, "unknown query parameter '%.*s' (allowed: %s)",
-               (int)(klen > 64 ? 64 : klen), q, r->query ? r->query : "none");
+    if (n &&
+        (klen >= sizeof key || dtx__srv_pct_decode(q, klen, key, sizeof key) ||
+         !listed(r->query, key, strlen(key)))) {
+      dtx__srv_bad(
+          c, DTX_EINVAL, "unknown query parameter '%.*s' (allowed: %s)",
+          (int)(klen > 64 ? 64 : klen), q, r->query ? r->query : "none");
       return -1;
     }
     q = amp ? amp + 1 : q + n;
@@ -197,10 +209,10 @@ static int check_query(dtxd_ctx_t *c, const dtxd_route_t *r) {
 }
 
 static unsigned effective(unsigned s) {
-  if (s & DTXD_SCOPE_ADMIN)
-    s |= DTXD_SCOPE_WRITE | DTXD_SCOPE_READ | DTXD_SCOPE_METRICS;
-  if (s & DTXD_SCOPE_WRITE)
-    s |= DTXD_SCOPE_READ;
+  if (s & DTX__SRV_SCOPE_ADMIN)
+    s |= DTX__SRV_SCOPE_WRITE | DTX__SRV_SCOPE_READ | DTX__SRV_SCOPE_METRICS;
+  if (s & DTX__SRV_SCOPE_WRITE)
+    s |= DTX__SRV_SCOPE_READ;
   return s;
 }
 
@@ -210,84 +222,86 @@ static int64_t now_us(void) {
   return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* The dispatch proper; returns the route index (dtxd_nroutes: none). */
-static size_t route(dtxd_t *d, const dtxd_req_t *req, dtxd_ctx_t *c) {
+/* The dispatch proper; returns the route index (dtx__srv_nroutes: none). */
+static size_t route(dtx__srv_t *d, const dtx__srv_req_t *req,
+                    dtx__srv_ctx_t *c) {
   const char *target = req->target ? req->target : "";
   const char *qm = strchr(target, '?');
   size_t plen = qm ? (size_t)(qm - target) : strlen(target);
-  char bufs[DTXD_MAX_PARAMS][DTXD_MAX_PARAM + 1];
+  char bufs[DTX__SRV_MAX_PARAMS][DTX__SRV_MAX_PARAM + 1];
   const char *why = NULL;
-  size_t ri = dtxd_nroutes;
+  size_t ri = dtx__srv_nroutes;
   c->query = qm ? qm + 1 : "";
   c->resp->allow[0] = '\0';
-  if (req->body_len > DTXD_MAX_BODY) {
-    dtxd_problem(c->resp, 413, "TOOLARGE", reason(413),
-                 "a request body is at most 1 MiB (1048576 bytes)");
+  if (req->body_len > DTX__SRV_MAX_BODY) {
+    dtx__srv_problem(c->resp, 413, "TOOLARGE", reason(413),
+                     "a request body is at most 1 MiB (1048576 bytes)");
     return ri;
   }
-  for (size_t i = 0; i < dtxd_nroutes; i++) {
-    const char *param[DTXD_MAX_PARAMS] = {0};
-    int m = match(dtxd_routes[i].pattern, target, plen, bufs, param, &why);
+  for (size_t i = 0; i < dtx__srv_nroutes; i++) {
+    const char *param[DTX__SRV_MAX_PARAMS] = {0};
+    int m = match(dtx__srv_routes[i].pattern, target, plen, bufs, param, &why);
     if (m < 0) {
-      dtxd_problem(c->resp, 400, "INVAL", dtx_strerror(DTX_EINVAL), why);
+      dtx__srv_problem(c->resp, 400, "INVAL", dtx_strerror(DTX_EINVAL), why);
       return i;
     }
     if (!m)
       continue;
-    if (strcmp(dtxd_routes[i].method, req->method ? req->method : "") != 0) {
+    if (strcmp(dtx__srv_routes[i].method, req->method ? req->method : "") !=
+        0) {
       size_t n = strlen(c->resp->allow);
       snprintf(c->resp->allow + n, sizeof c->resp->allow - n, "%s%s",
-               n ? ", " : "", dtxd_routes[i].method);
+               n ? ", " : "", dtx__srv_routes[i].method);
       continue;
     }
     ri = i; /* its params are decoded again below, into bufs */
     break;
   }
-  if (ri == dtxd_nroutes) {
+  if (ri == dtx__srv_nroutes) {
     if (c->resp->allow[0])
-      dtxd_problem(c->resp, 405, "METHOD", reason(405),
-                   "this path takes other methods (see Allow)");
+      dtx__srv_problem(c->resp, 405, "METHOD", reason(405),
+                       "this path takes other methods (see Allow)");
     else
-      dtxd_problem(c->resp, 404, "NOROUTE", reason(404),
-                   "no route has this method and path (docs/server.md)");
+      dtx__srv_problem(c->resp, 404, "NOROUTE", reason(404),
+                       "no route has this method and path (docs/server.md)");
     return ri;
   }
-  const dtxd_route_t *r = &dtxd_routes[ri];
+  const dtx__srv_route_t *r = &dtx__srv_routes[ri];
   c->resp->allow[0] = '\0';
-  const char *param[DTXD_MAX_PARAMS] = {0};
+  const char *param[DTX__SRV_MAX_PARAMS] = {0};
   (void)match(r->pattern, target, plen, bufs, param, &why);
   c->param[0] = param[0];
   c->param[1] = param[1];
-  if (atomic_load(&d->draining) && r->fn != dtxd_h_healthz &&
-      r->fn != dtxd_h_readyz) {
-    dtxd_problem(c->resp, 503, "DRAINING", reason(503),
-                 "the server is draining; retry on another instance");
+  if (atomic_load(&d->draining) && r->fn != dtx__srv_h_healthz &&
+      r->fn != dtx__srv_h_readyz) {
+    dtx__srv_problem(c->resp, 503, "DRAINING", reason(503),
+                     "the server is draining; retry on another instance");
     c->resp->retry_after = 1;
     return ri;
   }
-  if (r->scope != DTXD_SCOPE_NONE) {
-    dtxd_token_t *tok = dtxd_tokens_find(&d->tokens, req->auth);
+  if (r->scope != DTX__SRV_SCOPE_NONE) {
+    dtx__srv_token_t *tok = dtx__srv_tokens_find(&d->tokens, req->auth);
     if (!tok) {
-      dtxd_problem(c->resp, 401, "UNAUTHORIZED", reason(401),
-                   req->auth ? "the bearer token is not known"
-                             : "send Authorization: Bearer TOKEN");
+      dtx__srv_problem(c->resp, 401, "UNAUTHORIZED", reason(401),
+                       req->auth ? "the bearer token is not known"
+                                 : "send Authorization: Bearer TOKEN");
       return ri;
     }
     if (!(effective(tok->scopes) & r->scope)) {
       char detail[160];
       snprintf(detail, sizeof detail, "token '%s' lacks the %s scope",
                tok->name,
-               r->scope == DTXD_SCOPE_READ    ? "read"
-               : r->scope == DTXD_SCOPE_WRITE ? "write"
-               : r->scope == DTXD_SCOPE_ADMIN ? "admin"
-                                              : "metrics");
-      dtxd_problem(c->resp, 403, "FORBIDDEN", reason(403), detail);
+               r->scope == DTX__SRV_SCOPE_READ    ? "read"
+               : r->scope == DTX__SRV_SCOPE_WRITE ? "write"
+               : r->scope == DTX__SRV_SCOPE_ADMIN ? "admin"
+                                                  : "metrics");
+      dtx__srv_problem(c->resp, 403, "FORBIDDEN", reason(403), detail);
       return ri;
     }
-    int wait = dtxd_tokens_take(&d->tokens, tok);
+    int wait = dtx__srv_tokens_take(&d->tokens, tok);
     if (wait) {
-      dtxd_problem(c->resp, 429, "RATELIMIT", reason(429),
-                   "this token's request rate is over its limit");
+      dtx__srv_problem(c->resp, 429, "RATELIMIT", reason(429),
+                       "this token's request rate is over its limit");
       c->resp->retry_after = wait;
       return ri;
     }
@@ -295,26 +309,27 @@ static size_t route(dtxd_t *d, const dtxd_req_t *req, dtxd_ctx_t *c) {
   if (check_query(c, r))
     return ri;
   if (r->fields) {
-    if (dtxd_body_parse(c, req->body, req->body_len, r->fields, &c->body))
+    if (dtx__srv_body_parse(c, req->body, req->body_len, r->fields, &c->body))
       return ri;
   } else if (req->body_len) {
-    dtxd_bad(c, DTX_EINVAL, "%s %s takes no request body", r->method,
-             r->pattern);
+    dtx__srv_bad(c, DTX_EINVAL, "%s %s takes no request body", r->method,
+                 r->pattern);
     return ri;
   }
   r->fn(c);
   return ri;
 }
 
-void dtxd_dispatch(dtxd_t *d, const dtxd_req_t *req, dtxd_resp_t *resp) {
+void dtx__srv_dispatch(dtx__srv_t *d, const dtx__srv_req_t *req,
+                       dtx__srv_resp_t *resp) {
   memset(resp, 0, sizeof *resp);
-  dtxd_ctx_t c = {.d = d, .resp = resp};
+  dtx__srv_ctx_t c = {.d = d, .resp = resp};
   int64_t t0 = now_us();
   size_t ri = route(d, req, &c);
   json_decref(c.body);
   if (!resp->ctype) /* a handler that answered nothing: a bug, said so */
-    dtxd_problem(resp, 500, "BACKEND", "internal error",
-                 "the handler gave no answer");
-  dtxd_metrics_observe(d, (int)ri, req->method, resp->status, now_us() - t0,
-                       c.rc);
+    dtx__srv_problem(resp, 500, "BACKEND", "internal error",
+                     "the handler gave no answer");
+  dtx__srv_metrics_observe(d, (int)ri, req->method, resp->status, now_us() - t0,
+                           c.rc);
 }

@@ -5,7 +5,7 @@
  * Every option is checked, and the token file read and judged, before the
  * store is opened or a socket bound; a bad one exits 2 with a message.
  * libmicrohttpd runs a thread pool (epoll); each request's raw target and
- * body are gathered here and handed to the pure dtxd_dispatch()
+ * body are gathered here and handed to the pure dtx__srv_dispatch()
  * (dispatch.c), whose answer goes back with the security headers every
  * response carries.  SIGTERM or SIGINT drains: /readyz and new requests
  * answer 503 while the requests already running finish (at most
@@ -71,9 +71,14 @@ static int num(const char *s, long lo, long hi, long *out) {
 }
 
 static int parse_opts(int argc, char **argv, opts_t *o) {
-  *o = (opts_t){.listen = "127.0.0.1:8420", .threads = 4, .rate = 100,
-                .burst = -1, .max_conns = 512, .per_ip = 128,
-                .timeout_s = 30, .drain_ms = 10000};
+  *o = (opts_t){.listen = "127.0.0.1:8420",
+                .threads = 4,
+                .rate = 100,
+                .burst = -1,
+                .max_conns = 512,
+                .per_ip = 128,
+                .timeout_s = 30,
+                .drain_ms = 10000};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -103,8 +108,8 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
         memcpy(buf, v, len + 1);
       }
       if (len >= sizeof buf || num(buf, 0, 1000000, &n))
-        return bad_opt("%s must be 0..1000000 requests a second, got '%s'",
-                       a, v);
+        return bad_opt("%s must be 0..1000000 requests a second, got '%s'", a,
+                       v);
       o->rate = (double)n;
     } else if (strcmp(a, "--burst") == 0) {
       if (num(v, 1, 1000000, &n))
@@ -152,7 +157,8 @@ static int parse_listen(const char *s, struct sockaddr_in *sa) {
   return 0;
 }
 
-/* ---- the libmicrohttpd glue ------------------------------------------------- */
+/* ---- the libmicrohttpd glue -------------------------------------------------
+ */
 
 typedef struct conn_req {
   char *target; /* the raw request target, as sent */
@@ -176,7 +182,7 @@ static void completed_cb(void *cls, struct MHD_Connection *con, void **state,
   (void)con, (void)why;
   conn_req_t *r = *state;
   if (r && r->started)
-    atomic_fetch_sub(&((dtxd_t *)cls)->inflight, 1);
+    atomic_fetch_sub(&((dtx__srv_t *)cls)->inflight, 1);
   if (r) {
     free(r->target);
     free(r->body);
@@ -185,12 +191,12 @@ static void completed_cb(void *cls, struct MHD_Connection *con, void **state,
   *state = NULL;
 }
 
-static enum MHD_Result answer(dtxd_t *d, struct MHD_Connection *con,
-                              dtxd_resp_t *resp) {
+static enum MHD_Result answer(dtx__srv_t *d, struct MHD_Connection *con,
+                              dtx__srv_resp_t *resp) {
   struct MHD_Response *mr = MHD_create_response_from_buffer(
       resp->body_len, resp->body, MHD_RESPMEM_MUST_FREE);
   if (!mr) {
-    dtxd_resp_free(resp);
+    dtx__srv_resp_free(resp);
     return MHD_NO;
   }
   resp->body = NULL; /* MHD owns it now */
@@ -219,9 +225,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *con,
                                const char *url, const char *method,
                                const char *version, const char *upload,
                                size_t *upload_size, void **state) {
-  dtxd_t *d = cls;
+  dtx__srv_t *d = cls;
   conn_req_t *r = *state;
-  dtxd_resp_t resp = {0};
+  dtx__srv_resp_t resp = {0};
   (void)url, (void)version;
   if (!r)
     return MHD_NO; /* out of memory in uri_cb: drop the connection */
@@ -230,11 +236,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *con,
      * drain waits for these. */
     r->started = 1;
     atomic_fetch_add(&d->inflight, 1);
-    const char *cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND,
-                                                 "Content-Length");
-    if (cl && (strlen(cl) > 9 || atol(cl) > DTXD_MAX_BODY)) {
-      dtxd_problem(&resp, 413, "TOOLARGE", "request body too large",
-                   "a request body is at most 1 MiB (1048576 bytes)");
+    const char *cl =
+        MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Length");
+    if (cl && (strlen(cl) > 9 || atol(cl) > DTX__SRV_MAX_BODY)) {
+      dtx__srv_problem(&resp, 413, "TOOLARGE", "request body too large",
+                       "a request body is at most 1 MiB (1048576 bytes)");
       return answer(d, con, &resp); /* early, before reading it */
     }
     return MHD_YES;
@@ -242,31 +248,34 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *con,
   if (*upload_size) {
     size_t n = *upload_size;
     *upload_size = 0;
-    if (r->too_big || r->len + n > DTXD_MAX_BODY) {
+    if (r->too_big || r->len + n > DTX__SRV_MAX_BODY) {
       r->too_big = 1; /* keep reading, keep nothing */
       return MHD_YES;
     }
     if (r->len + n > r->cap) {
       size_t cap = (r->len + n) * 2;
-      char *p = realloc(r->body, cap > DTXD_MAX_BODY ? DTXD_MAX_BODY : cap);
+      char *p =
+          realloc(r->body, cap > DTX__SRV_MAX_BODY ? DTX__SRV_MAX_BODY : cap);
       if (!p)
         return MHD_NO;
       r->body = p;
-      r->cap = cap > DTXD_MAX_BODY ? DTXD_MAX_BODY : cap;
+      r->cap = cap > DTX__SRV_MAX_BODY ? DTX__SRV_MAX_BODY : cap;
     }
     memcpy(r->body + r->len, upload, n);
     r->len += n;
     return MHD_YES;
   }
   if (r->too_big) {
-    dtxd_problem(&resp, 413, "TOOLARGE", "request body too large",
-                 "a request body is at most 1 MiB (1048576 bytes)");
+    dtx__srv_problem(&resp, 413, "TOOLARGE", "request body too large",
+                     "a request body is at most 1 MiB (1048576 bytes)");
   } else {
-    dtxd_req_t req = {.method = method, .target = r->target,
-                      .auth = MHD_lookup_connection_value(
-                          con, MHD_HEADER_KIND, "Authorization"),
-                      .body = r->body ? r->body : "", .body_len = r->len};
-    dtxd_dispatch(d, &req, &resp);
+    dtx__srv_req_t req = {.method = method,
+                          .target = r->target,
+                          .auth = MHD_lookup_connection_value(
+                              con, MHD_HEADER_KIND, "Authorization"),
+                          .body = r->body ? r->body : "",
+                          .body_len = r->len};
+    dtx__srv_dispatch(d, &req, &resp);
   }
   return answer(d, con, &resp);
 }
@@ -292,14 +301,14 @@ int main(int argc, char **argv) {
   if (parse_listen(o.listen, &sa))
     return bad_opt("--listen wants IPV4:PORT (port 0..65535), got '%s'%s",
                    o.listen, "");
-  static dtxd_t d;
+  static dtx__srv_t d;
   d.tokens.rate = o.rate;
   d.tokens.burst = o.burst;
-  if (dtxd_tokens_load(o.tokens, &d.tokens, err, sizeof err)) {
+  if (dtx__srv_tokens_load(o.tokens, &d.tokens, err, sizeof err)) {
     fprintf(stderr, "doctxd: %s\n", err);
     return EXIT_USAGE;
   }
-  if (dtxd_init(&d)) {
+  if (dtx__srv_init(&d)) {
     fprintf(stderr, "doctxd: out of memory\n");
     return 1;
   }
@@ -313,20 +322,19 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   if ((rc = dtx_store_open(o.store, &d.st))) {
     fprintf(stderr, "doctxd: --store %s: %s: %s\n",
-            o.store ? o.store : "(default)", dtx_errname(rc),
-            dtx_errdetail());
+            o.store ? o.store : "(default)", dtx_errname(rc), dtx_errdetail());
     return 1;
   }
   struct MHD_Daemon *mhd = MHD_start_daemon(
-      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL,
-      handler, &d, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL, handler,
+      &d, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
       MHD_OPTION_THREAD_POOL_SIZE, (unsigned)o.threads,
       MHD_OPTION_CONNECTION_LIMIT, (unsigned)o.max_conns,
       MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)o.per_ip,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o.timeout_s,
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536,
-      MHD_OPTION_URI_LOG_CALLBACK, uri_cb, NULL,
-      MHD_OPTION_NOTIFY_COMPLETED, completed_cb, &d, MHD_OPTION_END);
+      MHD_OPTION_URI_LOG_CALLBACK, uri_cb, NULL, MHD_OPTION_NOTIFY_COMPLETED,
+      completed_cb, &d, MHD_OPTION_END);
   if (!mhd) {
     fprintf(stderr, "doctxd: cannot listen on %s: %s\n", o.listen,
             strerror(errno));
@@ -336,8 +344,9 @@ int main(int argc, char **argv) {
   const union MHD_DaemonInfo *info =
       MHD_get_daemon_info(mhd, MHD_DAEMON_INFO_BIND_PORT);
   char where[96];
-  snprintf(where, sizeof where, "%.*s:%u", (int)(strrchr(o.listen, ':') - o.listen),
-           o.listen, info ? (unsigned)info->port : 0u);
+  snprintf(where, sizeof where, "%.*s:%u",
+           (int)(strrchr(o.listen, ':') - o.listen), o.listen,
+           info ? (unsigned)info->port : 0u);
   log_line("listening on %s", where);
   int sig = 0;
   while (sigwait(&sigs, &sig) != 0)
@@ -348,8 +357,8 @@ int main(int argc, char **argv) {
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (;;) {
     clock_gettime(CLOCK_MONOTONIC, &now);
-    long ms = (now.tv_sec - t0.tv_sec) * 1000 +
-              (now.tv_nsec - t0.tv_nsec) / 1000000;
+    long ms =
+        (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
     if (atomic_load(&d.inflight) == 0)
       break;
     if (ms >= o.drain_ms) {
@@ -366,8 +375,8 @@ int main(int argc, char **argv) {
   }
   MHD_stop_daemon(mhd);
   dtx_store_close(d.st);
-  dtxd_tokens_free(&d.tokens);
-  dtxd_fini(&d);
+  dtx__srv_tokens_free(&d.tokens);
+  dtx__srv_fini(&d);
   log_line("drained; stopped%s", "");
   return 0;
 }

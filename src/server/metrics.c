@@ -15,34 +15,33 @@
 #include <string.h>
 #include <unistd.h>
 
-static const double bounds[DTXD_NBUCKETS - 1] = {
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-    0.1,    0.25,  0.5,    1,     2.5,  5};
-static const char *const methods[DTXD_NMETHODS] = {
+static const double bounds[DTX__SRV_NBUCKETS - 1] = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
+static const char *const methods[DTX__SRV_NMETHODS] = {
     "GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "other"};
-static const int codes[DTXD_NCODES] = {200, 201, 400, 401, 403, 404,
-                                       405, 409, 413, 429, 500, 503, 0};
+static const int codes[DTX__SRV_NCODES] = {200, 201, 400, 401, 403, 404, 405,
+                                           409, 413, 429, 500, 503, 0};
 
 static int method_ix(const char *m) {
-  for (int i = 0; i < DTXD_NMETHODS - 1; i++)
+  for (int i = 0; i < DTX__SRV_NMETHODS - 1; i++)
     if (m && strcmp(m, methods[i]) == 0)
       return i;
-  return DTXD_NMETHODS - 1;
+  return DTX__SRV_NMETHODS - 1;
 }
 
 static int code_ix(int status) {
-  for (int i = 0; i < DTXD_NCODES && codes[i]; i++)
+  for (int i = 0; i < DTX__SRV_NCODES && codes[i]; i++)
     if (codes[i] == status)
       return i;
   return 12; /* "other" */
 }
 
-void dtxd_metrics_observe(dtxd_t *d, int route, const char *method,
-                          int status, int64_t us, int rc) {
-  dtxd_route_stats_t *s = &d->stats[route];
+void dtx__srv_metrics_observe(dtx__srv_t *d, int route, const char *method,
+                              int status, int64_t us, int rc) {
+  dtx__srv_route_stats_t *s = &d->stats[route];
   atomic_fetch_add(&s->by_code[method_ix(method)][code_ix(status)], 1);
   int b = 0;
-  while (b < DTXD_NBUCKETS - 1 && (double)us / 1e6 > bounds[b])
+  while (b < DTX__SRV_NBUCKETS - 1 && (double)us / 1e6 > bounds[b])
     b++;
   atomic_fetch_add(&s->bucket[b], 1);
   atomic_fetch_add(&s->sum_us, (uint64_t)(us < 0 ? 0 : us));
@@ -83,12 +82,12 @@ static void put(buf_t *b, const char *fmt, ...) {
 }
 
 static const char *route_name(size_t i) {
-  return i < dtxd_nroutes ? dtxd_routes[i].pattern : "unmatched";
+  return i < dtx__srv_nroutes ? dtx__srv_routes[i].pattern : "unmatched";
 }
 
 /* The process's numbers from /proc/self: cpu seconds, resident bytes and
  * open descriptors. */
-static void proc_metrics(buf_t *b, const dtxd_t *d) {
+static void proc_metrics(buf_t *b, const dtx__srv_t *d) {
   FILE *f = fopen("/proc/self/stat", "r");
   unsigned long long ut = 0, stt = 0;
   long rss = 0;
@@ -98,8 +97,9 @@ static void proc_metrics(buf_t *b, const dtxd_t *d) {
       char *p = strrchr(line, ')');
       /* fields after the name: state(3) ... utime(14) stime(15) ...
        * rss(24) */
-      if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
-                             "%llu %llu %*d %*d %*d %*d %*d %*d %*u %*u %ld",
+      if (p && sscanf(p + 2,
+                      "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+                      "%llu %llu %*d %*d %*d %*d %*d %*d %*u %*u %ld",
                       &ut, &stt, &rss) != 3)
         ut = stt = 0, rss = 0;
     }
@@ -115,56 +115,69 @@ static void proc_metrics(buf_t *b, const dtxd_t *d) {
     closedir(dir);
     fds--; /* the directory's own descriptor */
   }
-  put(b, "# HELP process_cpu_seconds_total User and system CPU time.\n"
-         "# TYPE process_cpu_seconds_total counter\n"
-         "process_cpu_seconds_total %.2f\n",
+  put(b,
+      "# HELP process_cpu_seconds_total User and system CPU time.\n"
+      "# TYPE process_cpu_seconds_total counter\n"
+      "process_cpu_seconds_total %.2f\n",
       hz > 0 ? (double)(ut + stt) / (double)hz : 0.0);
-  put(b, "# HELP process_resident_memory_bytes Resident memory.\n"
-         "# TYPE process_resident_memory_bytes gauge\n"
-         "process_resident_memory_bytes %ld\n", rss * page);
-  put(b, "# HELP process_open_fds Open file descriptors.\n"
-         "# TYPE process_open_fds gauge\nprocess_open_fds %d\n", fds);
-  put(b, "# HELP process_start_time_seconds Start time, Unix seconds.\n"
-         "# TYPE process_start_time_seconds gauge\n"
-         "process_start_time_seconds %lld\n", (long long)d->start_s);
+  put(b,
+      "# HELP process_resident_memory_bytes Resident memory.\n"
+      "# TYPE process_resident_memory_bytes gauge\n"
+      "process_resident_memory_bytes %ld\n",
+      rss * page);
+  put(b,
+      "# HELP process_open_fds Open file descriptors.\n"
+      "# TYPE process_open_fds gauge\nprocess_open_fds %d\n",
+      fds);
+  put(b,
+      "# HELP process_start_time_seconds Start time, Unix seconds.\n"
+      "# TYPE process_start_time_seconds gauge\n"
+      "process_start_time_seconds %lld\n",
+      (long long)d->start_s);
 }
 
-char *dtxd_metrics_text(dtxd_t *d, size_t *len) {
+char *dtx__srv_metrics_text(dtx__srv_t *d, size_t *len) {
   buf_t b = {0};
   put(&b, "# HELP doctxd_http_requests_total Requests by route pattern, "
           "method and status code.\n"
           "# TYPE doctxd_http_requests_total counter\n");
-  for (size_t r = 0; r <= dtxd_nroutes; r++)
-    for (int m = 0; m < DTXD_NMETHODS; m++)
-      for (int k = 0; k < DTXD_NCODES; k++) {
+  for (size_t r = 0; r <= dtx__srv_nroutes; r++)
+    for (int m = 0; m < DTX__SRV_NMETHODS; m++)
+      for (int k = 0; k < DTX__SRV_NCODES; k++) {
         uint64_t v = atomic_load(&d->stats[r].by_code[m][k]);
         char code[8];
         snprintf(code, sizeof code, "%d", codes[k]);
         if (v)
-          put(&b, "doctxd_http_requests_total{route=\"%s\",method=\"%s\","
-                  "code=\"%s\"} %llu\n", route_name(r), methods[m],
-              k == 12 ? "other" : code, (unsigned long long)v);
+          put(&b,
+              "doctxd_http_requests_total{route=\"%s\",method=\"%s\","
+              "code=\"%s\"} %llu\n",
+              route_name(r), methods[m], k == 12 ? "other" : code,
+              (unsigned long long)v);
       }
   put(&b, "# HELP doctxd_http_request_duration_seconds Request latency by "
           "route pattern.\n"
           "# TYPE doctxd_http_request_duration_seconds histogram\n");
-  for (size_t r = 0; r <= dtxd_nroutes; r++) {
-    const dtxd_route_stats_t *s = &d->stats[r];
+  for (size_t r = 0; r <= dtx__srv_nroutes; r++) {
+    const dtx__srv_route_stats_t *s = &d->stats[r];
     uint64_t n = atomic_load(&s->count), cum = 0;
     if (!n)
       continue;
-    for (int k = 0; k < DTXD_NBUCKETS; k++) {
+    for (int k = 0; k < DTX__SRV_NBUCKETS; k++) {
       cum += atomic_load(&s->bucket[k]);
-      if (k < DTXD_NBUCKETS - 1)
-        put(&b, "doctxd_http_request_duration_seconds_bucket{route=\"%s\","
-                "le=\"%g\"} %llu\n", route_name(r), bounds[k],
-            (unsigned long long)cum);
+      if (k < DTX__SRV_NBUCKETS - 1)
+        put(&b,
+            "doctxd_http_request_duration_seconds_bucket{route=\"%s\","
+            "le=\"%g\"} %llu\n",
+            route_name(r), bounds[k], (unsigned long long)cum);
       else
-        put(&b, "doctxd_http_request_duration_seconds_bucket{route=\"%s\","
-                "le=\"+Inf\"} %llu\n", route_name(r), (unsigned long long)cum);
+        put(&b,
+            "doctxd_http_request_duration_seconds_bucket{route=\"%s\","
+            "le=\"+Inf\"} %llu\n",
+            route_name(r), (unsigned long long)cum);
     }
-    put(&b, "doctxd_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n"
-            "doctxd_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
+    put(&b,
+        "doctxd_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n"
+        "doctxd_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
         route_name(r), (double)atomic_load(&s->sum_us) / 1e6, route_name(r),
         (unsigned long long)n);
   }
@@ -173,14 +186,15 @@ char *dtxd_metrics_text(dtxd_t *d, size_t *len) {
   for (int e = 1; e < 32; e++) {
     uint64_t v = atomic_load(&d->store_errors[e]);
     if (v)
-      put(&b, "doctxd_store_errors_total{code=\"%s\"} %llu\n",
-          dtx_errname(-e), (unsigned long long)v);
+      put(&b, "doctxd_store_errors_total{code=\"%s\"} %llu\n", dtx_errname(-e),
+          (unsigned long long)v);
   }
-  put(&b, "# HELP doctxd_draining 1 while the server drains.\n"
-          "# TYPE doctxd_draining gauge\ndoctxd_draining %d\n"
-          "# HELP doctxd_inflight_requests Requests being answered.\n"
-          "# TYPE doctxd_inflight_requests gauge\n"
-          "doctxd_inflight_requests %d\n",
+  put(&b,
+      "# HELP doctxd_draining 1 while the server drains.\n"
+      "# TYPE doctxd_draining gauge\ndoctxd_draining %d\n"
+      "# HELP doctxd_inflight_requests Requests being answered.\n"
+      "# TYPE doctxd_inflight_requests gauge\n"
+      "doctxd_inflight_requests %d\n",
       atomic_load(&d->draining), atomic_load(&d->inflight));
   proc_metrics(&b, d);
   if (b.oom) {

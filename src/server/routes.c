@@ -6,67 +6,69 @@
  * a path not here answers 404, a known path with another method 405. */
 #include "server/server.h"
 
-#define R DTXD_SCOPE_READ
-#define W DTXD_SCOPE_WRITE
-#define A DTXD_SCOPE_ADMIN
-#define M DTXD_SCOPE_METRICS
-#define FIELDS(...) ((const dtxd_field_t[]){__VA_ARGS__, {0}})
-#define NOFIELDS ((const dtxd_field_t[]){{0}})
+#define R DTX__SRV_SCOPE_READ
+#define W DTX__SRV_SCOPE_WRITE
+#define A DTX__SRV_SCOPE_ADMIN
+#define M DTX__SRV_SCOPE_METRICS
+#define FIELDS(...) ((const dtx__srv_field_t[]){__VA_ARGS__, {0}})
+#define NOFIELDS ((const dtx__srv_field_t[]){{0}})
 /* A route that lists no query keys takes none: the omitted last member is
  * NULL on purpose, one line per route. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
-const dtxd_route_t dtxd_routes[] = {
+const dtx__srv_route_t dtx__srv_routes[] = {
     /* documents (the CLI's document commands, docs/cli.md) */
-    {"POST", "/v1/c/{coll}/find", R, dtxd_h_find,
+    {"POST", "/v1/c/{coll}/find", R, dtx__srv_h_find,
      FIELDS({"filter", F_OBJ}, {"sort", F_OBJ}, {"limit", F_INT},
             {"skip", F_INT}, {"projection", F_OBJ}, {"after", F_STR})},
-    {"POST", "/v1/c/{coll}/count", R, dtxd_h_count, FIELDS({"filter", F_OBJ})},
-    {"POST", "/v1/c/{coll}/insert", W, dtxd_h_insert,
+    {"POST", "/v1/c/{coll}/count", R, dtx__srv_h_count,
+     FIELDS({"filter", F_OBJ})},
+    {"POST", "/v1/c/{coll}/insert", W, dtx__srv_h_insert,
      FIELDS({"docs", F_ARR}, {"bypass_validation", F_BOOL})},
-    {"POST", "/v1/c/{coll}/update", W, dtxd_h_update,
+    {"POST", "/v1/c/{coll}/update", W, dtx__srv_h_update,
      FIELDS({"filter", F_OBJ}, {"update", F_OBJ}, {"many", F_BOOL},
             {"upsert", F_BOOL}, {"array_filters", F_ARR},
             {"bypass_validation", F_BOOL}, {"fence", F_STR})},
-    {"POST", "/v1/c/{coll}/find-and-modify", W, dtxd_h_fam,
+    {"POST", "/v1/c/{coll}/find-and-modify", W, dtx__srv_h_fam,
      FIELDS({"filter", F_OBJ}, {"update", F_OBJ}, {"sort", F_OBJ},
             {"projection", F_OBJ}, {"new", F_BOOL}, {"upsert", F_BOOL},
             {"array_filters", F_ARR}, {"bypass_validation", F_BOOL},
             {"fence", F_STR})},
-    {"POST", "/v1/c/{coll}/delete", W, dtxd_h_delete,
-     FIELDS({"filter", F_OBJ}, {"many", F_BOOL},
-            {"bypass_validation", F_BOOL}, {"fence", F_STR})},
-    {"POST", "/v1/c/{coll}/bulk", W, dtxd_h_bulk, FIELDS({"ops", F_ARR})},
-    {"POST", "/v1/c/{coll}/aggregate", R, dtxd_h_aggregate,
+    {"POST", "/v1/c/{coll}/delete", W, dtx__srv_h_delete,
+     FIELDS({"filter", F_OBJ}, {"many", F_BOOL}, {"bypass_validation", F_BOOL},
+            {"fence", F_STR})},
+    {"POST", "/v1/c/{coll}/bulk", W, dtx__srv_h_bulk, FIELDS({"ops", F_ARR})},
+    {"POST", "/v1/c/{coll}/aggregate", R, dtx__srv_h_aggregate,
      FIELDS({"pipeline", F_ARR})},
-    {"GET", "/v1/c/{coll}/indexes", R, dtxd_h_indexes, NULL},
-    {"POST", "/v1/c/{coll}/indexes", W, dtxd_h_index_create,
+    {"GET", "/v1/c/{coll}/indexes", R, dtx__srv_h_indexes, NULL},
+    {"POST", "/v1/c/{coll}/indexes", W, dtx__srv_h_index_create,
      FIELDS({"keys", F_OBJ}, {"unique", F_BOOL}, {"sparse", F_BOOL},
             {"name", F_STR}, {"bypass_validation", F_BOOL})},
     /* accounts and transfers (docs/transfers.md) */
-    {"POST", "/v1/accounts", W, dtxd_h_account_create,
-     FIELDS({"id", F_STR}, {"balance", F_INT},
-            {"min_balance", F_INT_OR_STR})},
-    {"GET", "/v1/accounts/{id}", R, dtxd_h_account_get, NULL},
-    {"GET", "/v1/accounts", R, dtxd_h_account_list, NULL, "after,limit"},
-    {"POST", "/v1/transfers", W, dtxd_h_transfer,
-     FIELDS({"id", F_STR}, {"from", F_STR}, {"to", F_STR},
-            {"amount", F_INT}, {"async", F_BOOL}, {"deadline_ms", F_INT})},
-    {"POST", "/v1/transfers/batch", W, dtxd_h_transfer_batch,
+    {"POST", "/v1/accounts", W, dtx__srv_h_account_create,
+     FIELDS({"id", F_STR}, {"balance", F_INT}, {"min_balance", F_INT_OR_STR})},
+    {"GET", "/v1/accounts/{id}", R, dtx__srv_h_account_get, NULL},
+    {"GET", "/v1/accounts", R, dtx__srv_h_account_list, NULL, "after,limit"},
+    {"POST", "/v1/transfers", W, dtx__srv_h_transfer,
+     FIELDS({"id", F_STR}, {"from", F_STR}, {"to", F_STR}, {"amount", F_INT},
+            {"async", F_BOOL}, {"deadline_ms", F_INT})},
+    {"POST", "/v1/transfers/batch", W, dtx__srv_h_transfer_batch,
      FIELDS({"transfers", F_ARR}, {"deadline_ms", F_INT})},
-    {"GET", "/v1/transfers/{id}", R, dtxd_h_transfer_get, NULL},
-    {"GET", "/v1/transfers", R, dtxd_h_transfer_list, NULL,
+    {"GET", "/v1/transfers/{id}", R, dtx__srv_h_transfer_get, NULL},
+    {"GET", "/v1/transfers", R, dtx__srv_h_transfer_list, NULL,
      "state,after,limit"},
-    {"POST", "/v1/transfers/{id}/cancel", W, dtxd_h_transfer_cancel,
+    {"POST", "/v1/transfers/{id}/cancel", W, dtx__srv_h_transfer_cancel,
      NOFIELDS},
     /* admin */
-    {"POST", "/v1/admin/audit", A, dtxd_h_audit, FIELDS({"settled", F_BOOL})},
-    {"POST", "/v1/admin/recover", A, dtxd_h_recover,
+    {"POST", "/v1/admin/audit", A, dtx__srv_h_audit,
+     FIELDS({"settled", F_BOOL})},
+    {"POST", "/v1/admin/recover", A, dtx__srv_h_recover,
      FIELDS({"older_than_ms", F_INT}, {"tombstone_ttl_ms", F_INT},
             {"deadline_ms", F_INT}, {"retention_ms", F_INT})},
     /* operations */
-    {"GET", "/healthz", DTXD_SCOPE_NONE, dtxd_h_healthz, NULL},
-    {"GET", "/readyz", DTXD_SCOPE_NONE, dtxd_h_readyz, NULL},
-    {"GET", "/metrics", M, dtxd_h_metrics, NULL},
+    {"GET", "/healthz", DTX__SRV_SCOPE_NONE, dtx__srv_h_healthz, NULL},
+    {"GET", "/readyz", DTX__SRV_SCOPE_NONE, dtx__srv_h_readyz, NULL},
+    {"GET", "/metrics", M, dtx__srv_h_metrics, NULL},
 };
-const size_t dtxd_nroutes = sizeof dtxd_routes / sizeof dtxd_routes[0];
+const size_t dtx__srv_nroutes =
+    sizeof dtx__srv_routes / sizeof dtx__srv_routes[0];

@@ -11,56 +11,56 @@
 #include <string.h>
 
 /* The collection parameter (library check): 0, or answered. */
-static int coll_ok(dtxd_ctx_t *c) {
+static int coll_ok(dtx__srv_ctx_t *c) {
   int rc = dtx_check_collection(c->param[0]);
   if (rc)
-    dtxd_fail(c, rc, NULL);
+    dtx__srv_fail(c, rc, NULL);
   return rc;
 }
 
 /* Runs the library check fn on the field `name` when present. */
-static int checked(dtxd_ctx_t *c, const char *name,
+static int checked(dtx__srv_ctx_t *c, const char *name,
                    int (*fn)(const json_t *)) {
-  json_t *v = dtxd_arg(c, name);
+  json_t *v = dtx__srv_arg(c, name);
   int rc = v ? fn(v) : 0;
   if (rc)
-    dtxd_fail(c, rc, NULL);
+    dtx__srv_fail(c, rc, NULL);
   return rc;
 }
 
 /* The request's required field, or an answered 400. */
-static json_t *need(dtxd_ctx_t *c, const char *name, int rc) {
-  json_t *v = dtxd_arg(c, name);
+static json_t *need(dtx__srv_ctx_t *c, const char *name, int rc) {
+  json_t *v = dtx__srv_arg(c, name);
   if (!v)
-    dtxd_bad(c, rc, "field '%s' is required", name);
+    dtx__srv_bad(c, rc, "field '%s' is required", name);
   return v;
 }
 
 /* The update with its array_filters (library check); many refuses a
  * replacement as update --many does. */
-static int update_ok(dtxd_ctx_t *c, int many) {
+static int update_ok(dtx__srv_ctx_t *c, int many) {
   json_t *u = need(c, "update", DTX_EBADUPDATE);
   int rc;
   if (!u)
     return -1;
-  if ((rc = dtx_check_update(u, dtxd_arg(c, "array_filters"),
+  if ((rc = dtx_check_update(u, dtx__srv_arg(c, "array_filters"),
                              many ? DTX_CHECK_MANY : 0))) {
-    dtxd_fail(c, rc, NULL);
+    dtx__srv_fail(c, rc, NULL);
     return -1;
   }
   return 0;
 }
 
 /* What a find's cursor pages: the collection and the query's text. */
-static char *find_what(dtxd_ctx_t *c) {
-  json_t *w = json_pack("[s,O?,O?,O?]", c->param[0], dtxd_arg(c, "filter"),
-                        dtxd_arg(c, "sort"), dtxd_arg(c, "projection"));
+static char *find_what(dtx__srv_ctx_t *c) {
+  json_t *w = json_pack("[s,O?,O?,O?]", c->param[0], dtx__srv_arg(c, "filter"),
+                        dtx__srv_arg(c, "sort"), dtx__srv_arg(c, "projection"));
   char *s = w ? dtx_json_dump(w) : NULL;
   json_decref(w);
   return s;
 }
 
-void dtxd_h_find(dtxd_ctx_t *c) {
+void dtx__srv_h_find(dtx__srv_ctx_t *c) {
   int64_t skip, lim;
   json_t *docs = NULL;
   if (coll_ok(c) || checked(c, "filter", dtx_check_filter) ||
@@ -69,97 +69,100 @@ void dtxd_h_find(dtxd_ctx_t *c) {
     return;
   char *what = find_what(c);
   if (!what) {
-    dtxd_bad(c, DTX_ENOMEM, "find");
+    dtx__srv_bad(c, DTX_ENOMEM, "find");
     return;
   }
-  if (dtxd_arg(c, "after") && dtxd_arg(c, "skip")) {
-    dtxd_bad(c, DTX_EINVAL, "give skip or after, not both");
-  } else if (dtxd_arg_int(c, "skip", 0) < 0) {
-    dtxd_bad(c, DTX_EINVAL, "skip must be >= 0");
-  } else if (!dtxd_page(c, dtxd_arg(c, "limit"), dtxd_arg_str(c, "after"),
-                        what, &skip, &lim)) {
-    if (!dtxd_arg(c, "after"))
-      skip = dtxd_arg_int(c, "skip", 0);
+  if (dtx__srv_arg(c, "after") && dtx__srv_arg(c, "skip")) {
+    dtx__srv_bad(c, DTX_EINVAL, "give skip or after, not both");
+  } else if (dtx__srv_arg_int(c, "skip", 0) < 0) {
+    dtx__srv_bad(c, DTX_EINVAL, "skip must be >= 0");
+  } else if (!dtx__srv_page(c, dtx__srv_arg(c, "limit"),
+                            dtx__srv_arg_str(c, "after"), what, &skip, &lim)) {
+    if (!dtx__srv_arg(c, "after"))
+      skip = dtx__srv_arg_int(c, "skip", 0);
     /* One more than the page shows says whether a next page exists. */
-    dtx_find_opts_t fo = {.sort = dtxd_arg(c, "sort"),
-                          .projection = dtxd_arg(c, "projection"),
-                          .skip = skip, .limit = lim + 1};
-    int rc = dtx_store_find(c->d->st, c->param[0], dtxd_arg(c, "filter"),
+    dtx_find_opts_t fo = {.sort = dtx__srv_arg(c, "sort"),
+                          .projection = dtx__srv_arg(c, "projection"),
+                          .skip = skip,
+                          .limit = lim + 1};
+    int rc = dtx_store_find(c->d->st, c->param[0], dtx__srv_arg(c, "filter"),
                             &fo, &docs);
     if (rc) {
-      dtxd_fail(c, rc, NULL);
+      dtx__srv_fail(c, rc, NULL);
     } else {
       json_t *next = json_null();
       if ((int64_t)json_array_size(docs) > lim) {
         json_array_remove(docs, (size_t)lim);
         json_decref(next);
-        next = dtxd_cursor(what, skip + lim);
+        next = dtx__srv_cursor(what, skip + lim);
       }
-      dtxd_json(c, 200, json_pack("{s:o,s:o}", "docs", docs, "next", next));
+      dtx__srv_json(c, 200, json_pack("{s:o,s:o}", "docs", docs, "next", next));
     }
   }
   free(what);
 }
 
-void dtxd_h_count(dtxd_ctx_t *c) {
+void dtx__srv_h_count(dtx__srv_ctx_t *c) {
   int64_t n = 0;
   int rc;
   if (coll_ok(c) || checked(c, "filter", dtx_check_filter))
     return;
-  if ((rc = dtx_store_count(c->d->st, c->param[0], dtxd_arg(c, "filter"),
+  if ((rc = dtx_store_count(c->d->st, c->param[0], dtx__srv_arg(c, "filter"),
                             &n)))
-    dtxd_fail(c, rc, NULL);
+    dtx__srv_fail(c, rc, NULL);
   else
-    dtxd_json(c, 200, json_pack("{s:I}", "count", (json_int_t)n));
+    dtx__srv_json(c, 200, json_pack("{s:I}", "count", (json_int_t)n));
 }
 
-void dtxd_h_insert(dtxd_ctx_t *c) {
+void dtx__srv_h_insert(dtx__srv_ctx_t *c) {
   json_t *docs = need(c, "docs", DTX_EINVAL), *ids = NULL, *d;
   size_t n = 0, i;
   int rc;
   if (!docs || coll_ok(c))
     return;
-  if (json_array_size(docs) == 0 || json_array_size(docs) > DTXD_MAX_BATCH) {
-    dtxd_bad(c, DTX_EINVAL, "docs holds 1..%d documents", DTXD_MAX_BATCH);
+  if (json_array_size(docs) == 0 ||
+      json_array_size(docs) > DTX__SRV_MAX_BATCH) {
+    dtx__srv_bad(c, DTX_EINVAL, "docs holds 1..%d documents",
+                 DTX__SRV_MAX_BATCH);
     return;
   }
   json_array_foreach(docs, i, d) {
     json_t *id = json_object_get(d, "_id");
     if (!json_is_object(d)) {
-      dtxd_bad(c, DTX_EINVAL, "docs[%zu] is not an object", i);
+      dtx__srv_bad(c, DTX_EINVAL, "docs[%zu] is not an object", i);
       return;
     }
     if (id && (rc = dtx_check_id(id))) {
-      dtxd_fail(c, rc, json_pack("{s:I}", "index", (json_int_t)i));
+      dtx__srv_fail(c, rc, json_pack("{s:I}", "index", (json_int_t)i));
       return;
     }
   }
   dtx_insert_opts_t io = {.bypass_validation =
-                              dtxd_arg_bool(c, "bypass_validation")};
+                              dtx__srv_arg_bool(c, "bypass_validation")};
   rc = dtx_store_insert_many_ex(c->d->st, c->param[0], docs, &io, &n, &ids);
   json_t *r = json_pack("{s:I,s:o}", "inserted", (json_int_t)n, "ids",
                         ids ? ids : json_array());
   if (rc)
-    dtxd_fail(c, rc, r); /* the documents before the failed one stay */
+    dtx__srv_fail(c, rc, r); /* the documents before the failed one stay */
   else
-    dtxd_json(c, 200, r);
+    dtx__srv_json(c, 200, r);
 }
 
-void dtxd_h_update(dtxd_ctx_t *c) {
-  dtx_update_opts_t uo = {.many = dtxd_arg_bool(c, "many"),
-                          .upsert = dtxd_arg_bool(c, "upsert"),
-                          .array_filters = dtxd_arg(c, "array_filters"),
+void dtx__srv_h_update(dtx__srv_ctx_t *c) {
+  dtx_update_opts_t uo = {.many = dtx__srv_arg_bool(c, "many"),
+                          .upsert = dtx__srv_arg_bool(c, "upsert"),
+                          .array_filters = dtx__srv_arg(c, "array_filters"),
                           .bypass_validation =
-                              dtxd_arg_bool(c, "bypass_validation")};
+                              dtx__srv_arg_bool(c, "bypass_validation")};
   dtx_update_result_t res;
   int rc;
   if (coll_ok(c) || !need(c, "filter", DTX_EBADQUERY) ||
       checked(c, "filter", dtx_check_filter) || update_ok(c, uo.many) ||
-      dtxd_arg_fence(c, &uo.fence_name, &uo.fence_token))
+      dtx__srv_arg_fence(c, &uo.fence_name, &uo.fence_token))
     return;
-  if ((rc = dtx_store_update(c->d->st, c->param[0], dtxd_arg(c, "filter"),
-                             dtxd_arg(c, "update"), &uo, &res))) {
-    dtxd_fail(c, rc, NULL);
+  if ((rc = dtx_store_update(c->d->st, c->param[0], dtx__srv_arg(c, "filter"),
+                             dtx__srv_arg(c, "update"), &uo, &res))) {
+    dtx__srv_fail(c, rc, NULL);
     return;
   }
   json_t *r = json_pack("{s:I,s:I}", "matched", (json_int_t)res.matched,
@@ -167,94 +170,94 @@ void dtxd_h_update(dtxd_ctx_t *c) {
   if (r && res.upserted_id)
     json_object_set(r, "upserted", res.upserted_id);
   json_decref(res.upserted_id);
-  dtxd_json(c, 200, r);
+  dtx__srv_json(c, 200, r);
 }
 
-void dtxd_h_fam(dtxd_ctx_t *c) {
-  dtx_fam_opts_t fo = {.sort = dtxd_arg(c, "sort"),
-                       .projection = dtxd_arg(c, "projection"),
-                       .upsert = dtxd_arg_bool(c, "upsert"),
-                       .return_new = dtxd_arg_bool(c, "new"),
-                       .array_filters = dtxd_arg(c, "array_filters"),
+void dtx__srv_h_fam(dtx__srv_ctx_t *c) {
+  dtx_fam_opts_t fo = {.sort = dtx__srv_arg(c, "sort"),
+                       .projection = dtx__srv_arg(c, "projection"),
+                       .upsert = dtx__srv_arg_bool(c, "upsert"),
+                       .return_new = dtx__srv_arg_bool(c, "new"),
+                       .array_filters = dtx__srv_arg(c, "array_filters"),
                        .bypass_validation =
-                           dtxd_arg_bool(c, "bypass_validation")};
+                           dtx__srv_arg_bool(c, "bypass_validation")};
   json_t *doc = NULL;
   int rc;
   if (coll_ok(c) || !need(c, "filter", DTX_EBADQUERY) ||
       checked(c, "filter", dtx_check_filter) || update_ok(c, 0) ||
       checked(c, "sort", dtx_check_sort) ||
       checked(c, "projection", dtx_check_projection) ||
-      dtxd_arg_fence(c, &fo.fence_name, &fo.fence_token))
+      dtx__srv_arg_fence(c, &fo.fence_name, &fo.fence_token))
     return;
   rc = dtx_store_find_one_and_update(c->d->st, c->param[0],
-                                     dtxd_arg(c, "filter"),
-                                     dtxd_arg(c, "update"), &fo, &doc);
+                                     dtx__srv_arg(c, "filter"),
+                                     dtx__srv_arg(c, "update"), &fo, &doc);
   if (rc)
-    dtxd_fail(c, rc, NULL); /* NOMATCH: the condition failed, 409 */
+    dtx__srv_fail(c, rc, NULL); /* NOMATCH: the condition failed, 409 */
   else
-    dtxd_json(c, 200, json_pack("{s:o}", "doc", doc ? doc : json_null()));
+    dtx__srv_json(c, 200, json_pack("{s:o}", "doc", doc ? doc : json_null()));
 }
 
-void dtxd_h_delete(dtxd_ctx_t *c) {
-  dtx_delete_opts_t dopt = {.many = dtxd_arg_bool(c, "many"),
+void dtx__srv_h_delete(dtx__srv_ctx_t *c) {
+  dtx_delete_opts_t dopt = {.many = dtx__srv_arg_bool(c, "many"),
                             .bypass_validation =
-                                dtxd_arg_bool(c, "bypass_validation")};
+                                dtx__srv_arg_bool(c, "bypass_validation")};
   int64_t n = 0;
   int rc;
   if (coll_ok(c) || !need(c, "filter", DTX_EBADQUERY) ||
       checked(c, "filter", dtx_check_filter) ||
-      dtxd_arg_fence(c, &dopt.fence_name, &dopt.fence_token))
+      dtx__srv_arg_fence(c, &dopt.fence_name, &dopt.fence_token))
     return;
-  if ((rc = dtx_store_delete_ex(c->d->st, c->param[0], dtxd_arg(c, "filter"),
-                                &dopt, &n)))
-    dtxd_fail(c, rc, json_pack("{s:I}", "deleted", (json_int_t)n));
+  if ((rc = dtx_store_delete_ex(c->d->st, c->param[0],
+                                dtx__srv_arg(c, "filter"), &dopt, &n)))
+    dtx__srv_fail(c, rc, json_pack("{s:I}", "deleted", (json_int_t)n));
   else
-    dtxd_json(c, 200, json_pack("{s:I}", "deleted", (json_int_t)n));
+    dtx__srv_json(c, 200, json_pack("{s:I}", "deleted", (json_int_t)n));
 }
 
-void dtxd_h_aggregate(dtxd_ctx_t *c) {
+void dtx__srv_h_aggregate(dtx__srv_ctx_t *c) {
   json_t *out = NULL;
   int rc;
   if (coll_ok(c) || !need(c, "pipeline", DTX_EBADQUERY) ||
       checked(c, "pipeline", dtx_check_pipeline))
     return;
   if ((rc = dtx_store_aggregate(c->d->st, c->param[0],
-                                dtxd_arg(c, "pipeline"), NULL, &out)))
-    dtxd_fail(c, rc, NULL);
+                                dtx__srv_arg(c, "pipeline"), NULL, &out)))
+    dtx__srv_fail(c, rc, NULL);
   else
-    dtxd_json(c, 200, json_pack("{s:o}", "docs", out));
+    dtx__srv_json(c, 200, json_pack("{s:o}", "docs", out));
 }
 
-void dtxd_h_indexes(dtxd_ctx_t *c) {
+void dtx__srv_h_indexes(dtx__srv_ctx_t *c) {
   json_t *out = NULL;
   int rc;
   if (coll_ok(c))
     return;
   if ((rc = dtx_store_list_indexes(c->d->st, c->param[0], &out)))
-    dtxd_fail(c, rc, NULL);
+    dtx__srv_fail(c, rc, NULL);
   else
-    dtxd_json(c, 200, json_pack("{s:o}", "indexes", out));
+    dtx__srv_json(c, 200, json_pack("{s:o}", "indexes", out));
 }
 
-void dtxd_h_index_create(dtxd_ctx_t *c) {
-  dtx_index_opts_t io = {.unique = dtxd_arg_bool(c, "unique"),
-                         .sparse = dtxd_arg_bool(c, "sparse"),
-                         .name = dtxd_arg_str(c, "name"),
+void dtx__srv_h_index_create(dtx__srv_ctx_t *c) {
+  dtx_index_opts_t io = {.unique = dtx__srv_arg_bool(c, "unique"),
+                         .sparse = dtx__srv_arg_bool(c, "sparse"),
+                         .name = dtx__srv_arg_str(c, "name"),
                          .bypass_validation =
-                             dtxd_arg_bool(c, "bypass_validation")};
+                             dtx__srv_arg_bool(c, "bypass_validation")};
   json_t *keys = need(c, "keys", DTX_EBADINDEX);
   char *name = NULL;
   int rc;
   if (!keys || coll_ok(c))
     return;
   if ((rc = dtx_check_index(keys, &io))) {
-    dtxd_fail(c, rc, NULL);
+    dtx__srv_fail(c, rc, NULL);
     return;
   }
   if ((rc = dtx_store_create_index(c->d->st, c->param[0], keys, &io, &name)))
-    dtxd_fail(c, rc, NULL);
+    dtx__srv_fail(c, rc, NULL);
   else
-    dtxd_json(c, 200, json_pack("{s:s}", "name", name ? name : ""));
+    dtx__srv_json(c, 200, json_pack("{s:s}", "name", name ? name : ""));
   free(name);
 }
 
@@ -273,8 +276,8 @@ static const struct {
     {"deleteOne", DTX_BULK_DELETE_ONE,
      (const char *const[]){"filter", "bypassDocumentValidation", NULL}},
     {"findOneAndUpdate", DTX_BULK_FIND_ONE_AND_UPDATE,
-     (const char *const[]){"filter", "update", "upsert", "arrayFilters",
-                           "sort", "projection", "returnDocument",
+     (const char *const[]){"filter", "update", "upsert", "arrayFilters", "sort",
+                           "projection", "returnDocument",
                            "bypassDocumentValidation", NULL}},
     {"findOneAndDelete", DTX_BULK_FIND_ONE_AND_DELETE,
      (const char *const[]){"filter", "sort", "projection",
@@ -291,12 +294,14 @@ typedef struct bop {
 
 /* Checks ops[i]'s shape and its parts with the library's checks; fills
  * op.  0, or answered naming the index. */
-static int bulk_op(dtxd_ctx_t *c, size_t i, json_t *v, dtx_bulk_op_t *op,
+static int bulk_op(dtx__srv_ctx_t *c, size_t i, json_t *v, dtx_bulk_op_t *op,
                    bop_t *o) {
   if (!json_is_object(v) || json_object_size(v) != 1) {
-    dtxd_bad(c, DTX_EINVAL, "ops[%zu]: an operation is an object with one "
-             "key: insertOne, updateOne, deleteOne, findOneAndUpdate or "
-             "findOneAndDelete", i);
+    dtx__srv_bad(c, DTX_EINVAL,
+                 "ops[%zu]: an operation is an object with one "
+                 "key: insertOne, updateOne, deleteOne, findOneAndUpdate or "
+                 "findOneAndDelete",
+                 i);
     return -1;
   }
   const char *name = json_object_iter_key(json_object_iter(v)), *key;
@@ -305,8 +310,8 @@ static int bulk_op(dtxd_ctx_t *c, size_t i, json_t *v, dtx_bulk_op_t *op,
   while (k < NKINDS && strcmp(kinds[k].name, name) != 0)
     k++;
   if (k == NKINDS || !json_is_object(body)) {
-    dtxd_bad(c, DTX_EINVAL, "ops[%zu]: %s '%.100s'", i,
-             k == NKINDS ? "unknown operation" : "needs an object:", name);
+    dtx__srv_bad(c, DTX_EINVAL, "ops[%zu]: %s '%.100s'", i,
+                 k == NKINDS ? "unknown operation" : "needs an object:", name);
     return -1;
   }
   json_object_foreach(body, key, f) {
@@ -314,7 +319,7 @@ static int bulk_op(dtxd_ctx_t *c, size_t i, json_t *v, dtx_bulk_op_t *op,
     while (kinds[k].keys[j] && strcmp(kinds[k].keys[j], key) != 0)
       j++;
     if (!kinds[k].keys[j]) {
-      dtxd_bad(c, DTX_EINVAL, "ops[%zu]: unknown field '%.100s'", i, key);
+      dtx__srv_bad(c, DTX_EINVAL, "ops[%zu]: unknown field '%.100s'", i, key);
       return -1;
     }
   }
@@ -325,18 +330,23 @@ static int bulk_op(dtxd_ctx_t *c, size_t i, json_t *v, dtx_bulk_op_t *op,
   json_t *sort = json_object_get(body, "sort");
   json_t *proj = json_object_get(body, "projection");
   if ((up && !json_is_boolean(up)) || (by && !json_is_boolean(by))) {
-    dtxd_bad(c, DTX_EINVAL, "ops[%zu]: upsert and bypassDocumentValidation "
-             "are booleans", i);
+    dtx__srv_bad(c, DTX_EINVAL,
+                 "ops[%zu]: upsert and bypassDocumentValidation "
+                 "are booleans",
+                 i);
     return -1;
   }
   if (ret && (!json_is_string(ret) ||
               (strcmp(json_string_value(ret), "before") != 0 &&
                strcmp(json_string_value(ret), "after") != 0))) {
-    dtxd_bad(c, DTX_EINVAL, "ops[%zu]: returnDocument is \"before\" or "
-             "\"after\"", i);
+    dtx__srv_bad(c, DTX_EINVAL,
+                 "ops[%zu]: returnDocument is \"before\" or "
+                 "\"after\"",
+                 i);
     return -1;
   }
-  *op = (dtx_bulk_op_t){.kind = kinds[k].kind, .coll = c->param[0],
+  *op = (dtx_bulk_op_t){.kind = kinds[k].kind,
+                        .coll = c->param[0],
                         .doc = json_object_get(body, "document"),
                         .filter = json_object_get(body, "filter"),
                         .update = json_object_get(body, "update")};
@@ -344,15 +354,17 @@ static int bulk_op(dtxd_ctx_t *c, size_t i, json_t *v, dtx_bulk_op_t *op,
   const char *part = "";
   if (op->kind == DTX_BULK_INSERT) {
     if (!json_is_object(op->doc)) {
-      dtxd_bad(c, DTX_EINVAL, "ops[%zu]: insertOne needs a \"document\" "
-               "object", i);
+      dtx__srv_bad(c, DTX_EINVAL,
+                   "ops[%zu]: insertOne needs a \"document\" "
+                   "object",
+                   i);
       return -1;
     }
     json_t *id = json_object_get(op->doc, "_id");
     if (id && (rc = dtx_check_id(id)))
       part = "document";
   } else if (!json_is_object(op->filter)) {
-    dtxd_bad(c, DTX_EBADQUERY, "ops[%zu]: \"filter\" must be an object", i);
+    dtx__srv_bad(c, DTX_EBADQUERY, "ops[%zu]: \"filter\" must be an object", i);
     return -1;
   } else if ((rc = dtx_check_filter(op->filter))) {
     part = "filter";
@@ -360,8 +372,8 @@ static int bulk_op(dtxd_ctx_t *c, size_t i, json_t *v, dtx_bulk_op_t *op,
   if (!rc && (op->kind == DTX_BULK_UPDATE_ONE ||
               op->kind == DTX_BULK_FIND_ONE_AND_UPDATE)) {
     if (!json_is_object(op->update)) {
-      dtxd_bad(c, DTX_EBADUPDATE, "ops[%zu]: \"update\" must be an object",
-               i);
+      dtx__srv_bad(c, DTX_EBADUPDATE, "ops[%zu]: \"update\" must be an object",
+                   i);
       return -1;
     }
     if ((rc = dtx_check_update(op->update, afs, 0)))
@@ -372,7 +384,7 @@ static int bulk_op(dtxd_ctx_t *c, size_t i, json_t *v, dtx_bulk_op_t *op,
   if (!rc && proj && (rc = dtx_check_projection(proj)))
     part = "projection";
   if (rc) {
-    dtxd_bad(c, rc, "ops[%zu]: %s: %s", i, part, dtx_errdetail());
+    dtx__srv_bad(c, rc, "ops[%zu]: %s: %s", i, part, dtx_errdetail());
     return -1;
   }
   int upsert = json_is_true(up), bypass = json_is_true(by);
@@ -382,8 +394,8 @@ static int bulk_op(dtxd_ctx_t *c, size_t i, json_t *v, dtx_bulk_op_t *op,
     op->insert_opts = &o->io;
     break;
   case DTX_BULK_UPDATE_ONE:
-    o->uo = (dtx_update_opts_t){.upsert = upsert, .array_filters = afs,
-                                .bypass_validation = bypass};
+    o->uo = (dtx_update_opts_t){
+        .upsert = upsert, .array_filters = afs, .bypass_validation = bypass};
     op->update_opts = &o->uo;
     break;
   case DTX_BULK_DELETE_ONE:
@@ -392,9 +404,12 @@ static int bulk_op(dtxd_ctx_t *c, size_t i, json_t *v, dtx_bulk_op_t *op,
     break;
   default:
     o->fo = (dtx_fam_opts_t){
-        .sort = sort, .projection = proj, .upsert = upsert,
+        .sort = sort,
+        .projection = proj,
+        .upsert = upsert,
         .return_new = ret && strcmp(json_string_value(ret), "after") == 0,
-        .array_filters = afs, .bypass_validation = bypass};
+        .array_filters = afs,
+        .bypass_validation = bypass};
     op->fam_opts = &o->fo;
   }
   return 0;
@@ -404,7 +419,7 @@ static json_t *bulk_result(const dtx_bulk_op_t *op,
                            const dtx_bulk_result_t *r) {
   json_t *j;
   if (r->rc < 0) {
-    j = dtxd_problem_json(r->rc, r->detail);
+    j = dtx__srv_problem_json(r->rc, r->detail);
     json_object_set_new(j, "ok", json_false());
     return j;
   }
@@ -430,14 +445,15 @@ static json_t *bulk_result(const dtx_bulk_op_t *op,
   return j;
 }
 
-void dtxd_h_bulk(dtxd_ctx_t *c) {
+void dtx__srv_h_bulk(dtx__srv_ctx_t *c) {
   json_t *ops = need(c, "ops", DTX_EINVAL), *v;
   size_t n, i;
   if (!ops || coll_ok(c))
     return;
   n = json_array_size(ops);
-  if (n == 0 || n > DTXD_MAX_BATCH) {
-    dtxd_bad(c, DTX_EINVAL, "ops holds 1..%d operations", DTXD_MAX_BATCH);
+  if (n == 0 || n > DTX__SRV_MAX_BATCH) {
+    dtx__srv_bad(c, DTX_EINVAL, "ops holds 1..%d operations",
+                 DTX__SRV_MAX_BATCH);
     return;
   }
   dtx_bulk_op_t *bops = calloc(n, sizeof *bops);
@@ -445,7 +461,7 @@ void dtxd_h_bulk(dtxd_ctx_t *c) {
   dtx_bulk_result_t *res = calloc(n, sizeof *res);
   json_t *out = json_array();
   if (!bops || !o || !res || !out) {
-    dtxd_bad(c, DTX_ENOMEM, "bulk of %zu operations", n);
+    dtx__srv_bad(c, DTX_ENOMEM, "bulk of %zu operations", n);
     goto done;
   }
   json_array_foreach(ops, i, v) {
@@ -456,7 +472,7 @@ void dtxd_h_bulk(dtxd_ctx_t *c) {
   for (i = 0; i < n; i++)
     json_array_append_new(out, bulk_result(&bops[i], &res[i]));
   dtx_bulk_results_clear(res, n);
-  dtxd_json(c, 200, json_pack("{s:O}", "results", out));
+  dtx__srv_json(c, 200, json_pack("{s:O}", "results", out));
 done:
   json_decref(out);
   free(bops);

@@ -14,18 +14,18 @@
 
 /* ---- accounts ------------------------------------------------------------ */
 
-void dtxd_h_account_create(dtxd_ctx_t *c) {
-  dtx_account_opts_t ao = {.balance = dtxd_arg_int(c, "balance", 0)};
-  json_t *min = dtxd_arg(c, "min_balance"), *acct = NULL;
-  const char *id = dtxd_arg_str(c, "id");
+void dtx__srv_h_account_create(dtx__srv_ctx_t *c) {
+  dtx_account_opts_t ao = {.balance = dtx__srv_arg_int(c, "balance", 0)};
+  json_t *min = dtx__srv_arg(c, "min_balance"), *acct = NULL;
+  const char *id = dtx__srv_arg_str(c, "id");
   int rc;
   if (!id) {
-    dtxd_bad(c, DTX_EINVAL, "field 'id' is required");
+    dtx__srv_bad(c, DTX_EINVAL, "field 'id' is required");
     return;
   }
   if (json_is_string(min)) {
     if (strcmp(json_string_value(min), "none") != 0) {
-      dtxd_bad(c, DTX_EINVAL, "min_balance is an integer or \"none\"");
+      dtx__srv_bad(c, DTX_EINVAL, "min_balance is an integer or \"none\"");
       return;
     }
     ao.no_min_balance = 1;
@@ -34,41 +34,42 @@ void dtxd_h_account_create(dtxd_ctx_t *c) {
   }
   if ((rc = dtx_account_check(id, &ao)) ||
       (rc = dtx_account_create(c->d->st, id, &ao, &acct)))
-    dtxd_fail(c, rc, NULL);
+    dtx__srv_fail(c, rc, NULL);
   else
-    dtxd_json(c, 201, acct);
+    dtx__srv_json(c, 201, acct);
 }
 
-void dtxd_h_account_get(dtxd_ctx_t *c) {
+void dtx__srv_h_account_get(dtx__srv_ctx_t *c) {
   json_t *acct = NULL;
   int rc = dtx_account_get(c->d->st, c->param[0], &acct);
   if (rc)
-    dtxd_fail(c, rc, NULL);
+    dtx__srv_fail(c, rc, NULL);
   else
-    dtxd_json(c, 200, acct);
+    dtx__srv_json(c, 200, acct);
 }
 
 /* A list route's paging from ?after=&limit=: 0, or answered. */
-static int list_page(dtxd_ctx_t *c, const char *what, dtx_page_t *page) {
+static int list_page(dtx__srv_ctx_t *c, const char *what, dtx_page_t *page) {
   char after[128], limit[32];
   int bad = 0;
-  const char *a = dtxd_query(c, "after", after, sizeof after, &bad);
-  const char *l = bad ? NULL : dtxd_query(c, "limit", limit, sizeof limit, &bad);
+  const char *a = dtx__srv_query(c, "after", after, sizeof after, &bad);
+  const char *l =
+      bad ? NULL : dtx__srv_query(c, "limit", limit, sizeof limit, &bad);
   json_t *lj = NULL;
   if (bad)
     return -1;
   if (l) {
     char *end;
     long long v = strtoll(l, &end, 10);
-    if (*end || end == l || v < 1 || v > DTXD_MAX_PAGE) {
-      dtxd_bad(c, DTX_EINVAL, "limit must be an integer 1..%d, got '%.20s'",
-               DTXD_MAX_PAGE, l);
+    if (*end || end == l || v < 1 || v > DTX__SRV_MAX_PAGE) {
+      dtx__srv_bad(c, DTX_EINVAL, "limit must be an integer 1..%d, got '%.20s'",
+                   DTX__SRV_MAX_PAGE, l);
       return -1;
     }
     lj = json_integer(v);
   }
   int64_t skip, lim;
-  int rc = dtxd_page(c, lj, a, what, &skip, &lim);
+  int rc = dtx__srv_page(c, lj, a, what, &skip, &lim);
   json_decref(lj);
   if (rc)
     return -1;
@@ -78,10 +79,10 @@ static int list_page(dtxd_ctx_t *c, const char *what, dtx_page_t *page) {
 }
 
 /* Answers {KEY: items, "next": cursor|null} for a list read with page. */
-static void list_answer(dtxd_ctx_t *c, const char *key, const char *what,
+static void list_answer(dtx__srv_ctx_t *c, const char *key, const char *what,
                         const dtx_page_t *page, int rc, json_t *items) {
   if (rc) {
-    dtxd_fail(c, rc, NULL);
+    dtx__srv_fail(c, rc, NULL);
     return;
   }
   json_t *next = json_null();
@@ -89,12 +90,12 @@ static void list_answer(dtxd_ctx_t *c, const char *key, const char *what,
   if ((int64_t)json_array_size(items) > lim) {
     json_array_remove(items, (size_t)lim);
     json_decref(next);
-    next = dtxd_cursor(what, page->skip + lim);
+    next = dtx__srv_cursor(what, page->skip + lim);
   }
-  dtxd_json(c, 200, json_pack("{s:o,s:o}", key, items, "next", next));
+  dtx__srv_json(c, 200, json_pack("{s:o,s:o}", key, items, "next", next));
 }
 
-void dtxd_h_account_list(dtxd_ctx_t *c) {
+void dtx__srv_h_account_list(dtx__srv_ctx_t *c) {
   dtx_page_t page;
   json_t *items = NULL;
   if (list_page(c, "accounts", &page))
@@ -107,22 +108,26 @@ void dtxd_h_account_list(dtxd_ctx_t *c) {
 
 /* A transfer request from an object's fields (shape only; the library
  * checks the values).  0, or answered naming where. */
-static int transfer_req(dtxd_ctx_t *c, json_t *o, const char *where,
+static int transfer_req(dtx__srv_ctx_t *c, json_t *o, const char *where,
                         dtx_transfer_req_t *req) {
   json_t *id = json_object_get(o, "id"), *from = json_object_get(o, "from");
   json_t *to = json_object_get(o, "to"), *amount = json_object_get(o, "amount");
   if (!json_is_string(from) || !json_is_string(to)) {
-    dtxd_bad(c, DTX_EINVAL, "%s\"from\" and \"to\" must be account ids "
-             "(strings)", where);
+    dtx__srv_bad(c, DTX_EINVAL,
+                 "%s\"from\" and \"to\" must be account ids "
+                 "(strings)",
+                 where);
     return -1;
   }
   if (!json_is_integer(amount)) {
-    dtxd_bad(c, DTX_EINVAL, "%s\"amount\" must be a positive integer in "
-             "minor units", where);
+    dtx__srv_bad(c, DTX_EINVAL,
+                 "%s\"amount\" must be a positive integer in "
+                 "minor units",
+                 where);
     return -1;
   }
   if (id && !json_is_string(id)) {
-    dtxd_bad(c, DTX_EINVAL, "%s\"id\" must be a string", where);
+    dtx__srv_bad(c, DTX_EINVAL, "%s\"id\" must be a string", where);
     return -1;
   }
   *req = (dtx_transfer_req_t){.id = json_string_value(id),
@@ -131,7 +136,7 @@ static int transfer_req(dtxd_ctx_t *c, json_t *o, const char *where,
                               .amount = (int64_t)json_integer_value(amount)};
   int rc = dtx_transfer_req_check(req);
   if (rc) {
-    dtxd_bad(c, rc, "%s%s", where, dtx_errdetail());
+    dtx__srv_bad(c, rc, "%s%s", where, dtx_errdetail());
     return -1;
   }
   return 0;
@@ -140,26 +145,26 @@ static int transfer_req(dtxd_ctx_t *c, json_t *o, const char *where,
 /* A declined transfer (state failed, its reason in the document) is an
  * answer, not an error: 200, as `doctx transfer` prints it.  An id reused
  * with other parameters is 409, a missing account 404. */
-void dtxd_h_transfer(dtxd_ctx_t *c) {
+void dtx__srv_h_transfer(dtx__srv_ctx_t *c) {
   dtx_transfer_req_t req;
-  dtx_exec_opts_t eo = {.deadline_ms = dtxd_arg_int(c, "deadline_ms", 0)};
+  dtx_exec_opts_t eo = {.deadline_ms = dtx__srv_arg_int(c, "deadline_ms", 0)};
   json_t *tx = NULL;
   if (eo.deadline_ms < 0) {
-    dtxd_bad(c, DTX_EINVAL, "deadline_ms must be >= 0");
+    dtx__srv_bad(c, DTX_EINVAL, "deadline_ms must be >= 0");
     return;
   }
   if (transfer_req(c, c->body, "", &req))
     return;
-  int rc = dtxd_arg_bool(c, "async")
+  int rc = dtx__srv_arg_bool(c, "async")
                ? dtx_transfer_submit(c->d->st, &req, &tx)
                : dtx_transfer_execute(c->d->st, &req, &eo, &tx);
   if (rc) {
-    json_t *extra = tx && rc != DTX_ENOACCOUNT
-                        ? json_pack("{s:O}", "transfer", tx) : NULL;
-    dtxd_fail(c, rc, extra);
+    json_t *extra =
+        tx && rc != DTX_ENOACCOUNT ? json_pack("{s:O}", "transfer", tx) : NULL;
+    dtx__srv_fail(c, rc, extra);
     json_decref(tx);
   } else {
-    dtxd_json(c, 200, tx);
+    dtx__srv_json(c, 200, tx);
   }
 }
 
@@ -168,24 +173,24 @@ void dtxd_h_transfer(dtxd_ctx_t *c) {
 /* Every item is checked before any runs (a bad one: 400 naming it,
  * nothing run); then one result per item, in order: the transfer, or a
  * problem object. */
-void dtxd_h_transfer_batch(dtxd_ctx_t *c) {
-  json_t *items = dtxd_arg(c, "transfers"), *v, *out = NULL;
-  dtx_exec_opts_t eo = {.deadline_ms = dtxd_arg_int(c, "deadline_ms", 0)};
+void dtx__srv_h_transfer_batch(dtx__srv_ctx_t *c) {
+  json_t *items = dtx__srv_arg(c, "transfers"), *v, *out = NULL;
+  dtx_exec_opts_t eo = {.deadline_ms = dtx__srv_arg_int(c, "deadline_ms", 0)};
   size_t n = json_array_size(items), i;
   char where[48];
-  if (!items || n == 0 || n > DTXD_MAX_BATCH) {
-    dtxd_bad(c, DTX_EINVAL, "transfers holds 1..%d transfers",
-             DTXD_MAX_BATCH);
+  if (!items || n == 0 || n > DTX__SRV_MAX_BATCH) {
+    dtx__srv_bad(c, DTX_EINVAL, "transfers holds 1..%d transfers",
+                 DTX__SRV_MAX_BATCH);
     return;
   }
   if (eo.deadline_ms < 0) {
-    dtxd_bad(c, DTX_EINVAL, "deadline_ms must be >= 0");
+    dtx__srv_bad(c, DTX_EINVAL, "deadline_ms must be >= 0");
     return;
   }
   dtx_transfer_req_t *reqs = calloc(n, sizeof *reqs);
   dtx_transfer_result_t *res = calloc(n, sizeof *res);
   if (!reqs || !res || !(out = json_array())) {
-    dtxd_bad(c, DTX_ENOMEM, "a batch of %zu transfers", n);
+    dtx__srv_bad(c, DTX_ENOMEM, "a batch of %zu transfers", n);
     goto done;
   }
   json_array_foreach(items, i, v) {
@@ -193,15 +198,19 @@ void dtxd_h_transfer_batch(dtxd_ctx_t *c) {
     json_t *f;
     snprintf(where, sizeof where, "transfers[%zu]: ", i);
     if (!json_is_object(v)) {
-      dtxd_bad(c, DTX_EINVAL, "%sa transfer is an object {\"from\", \"to\", "
-               "\"amount\"[, \"id\"]}", where);
+      dtx__srv_bad(c, DTX_EINVAL,
+                   "%sa transfer is an object {\"from\", \"to\", "
+                   "\"amount\"[, \"id\"]}",
+                   where);
       goto done;
     }
     json_object_foreach(v, key, f) {
       if (strcmp(key, "from") && strcmp(key, "to") && strcmp(key, "amount") &&
           strcmp(key, "id")) {
-        dtxd_bad(c, DTX_EINVAL, "%sunknown field '%.100s' (from, to, amount, "
-                 "id)", where, key);
+        dtx__srv_bad(c, DTX_EINVAL,
+                     "%sunknown field '%.100s' (from, to, amount, "
+                     "id)",
+                     where, key);
         goto done;
       }
     }
@@ -210,12 +219,11 @@ void dtxd_h_transfer_batch(dtxd_ctx_t *c) {
   }
   for (size_t from = 0; from < n; from += BATCH_CHUNK) {
     size_t k = n - from < BATCH_CHUNK ? n - from : BATCH_CHUNK;
-    (void)dtx_transfer_execute_many(c->d->st, reqs + from, k, &eo,
-                                    res + from);
+    (void)dtx_transfer_execute_many(c->d->st, reqs + from, k, &eo, res + from);
     for (i = from; i < from + k; i++) {
       json_t *r;
       if (res[i].rc) {
-        r = dtxd_problem_json(res[i].rc, res[i].detail);
+        r = dtx__srv_problem_json(res[i].rc, res[i].detail);
         if (res[i].tx && res[i].rc != DTX_ENOACCOUNT)
           json_object_set(r, "transfer", res[i].tx);
       } else {
@@ -225,26 +233,26 @@ void dtxd_h_transfer_batch(dtxd_ctx_t *c) {
     }
     dtx_transfer_results_clear(res + from, k);
   }
-  dtxd_json(c, 200, json_pack("{s:O}", "results", out));
+  dtx__srv_json(c, 200, json_pack("{s:O}", "results", out));
 done:
   json_decref(out);
   free(reqs);
   free(res);
 }
 
-void dtxd_h_transfer_get(dtxd_ctx_t *c) {
+void dtx__srv_h_transfer_get(dtx__srv_ctx_t *c) {
   json_t *tx = NULL;
   int rc = dtx_transfer_get(c->d->st, c->param[0], &tx);
   if (rc)
-    dtxd_fail(c, rc, NULL);
+    dtx__srv_fail(c, rc, NULL);
   else
-    dtxd_json(c, 200, tx);
+    dtx__srv_json(c, 200, tx);
 }
 
-void dtxd_h_transfer_list(dtxd_ctx_t *c) {
+void dtx__srv_h_transfer_list(dtx__srv_ctx_t *c) {
   char sbuf[64], what[96];
   int bad = 0;
-  const char *state = dtxd_query(c, "state", sbuf, sizeof sbuf, &bad);
+  const char *state = dtx__srv_query(c, "state", sbuf, sizeof sbuf, &bad);
   dtx_page_t page;
   json_t *items = NULL;
   if (bad)
@@ -256,86 +264,91 @@ void dtxd_h_transfer_list(dtxd_ctx_t *c) {
   list_answer(c, "transfers", what, &page, rc, items);
 }
 
-void dtxd_h_transfer_cancel(dtxd_ctx_t *c) {
+void dtx__srv_h_transfer_cancel(dtx__srv_ctx_t *c) {
   json_t *tx = NULL;
   int rc = dtx_transfer_cancel(c->d->st, c->param[0], &tx);
   if (rc) {
-    json_t *extra = tx && rc != DTX_ENOTFOUND
-                        ? json_pack("{s:O}", "transfer", tx) : NULL;
-    dtxd_fail(c, rc, extra); /* after commit: STATE, 409 */
+    json_t *extra =
+        tx && rc != DTX_ENOTFOUND ? json_pack("{s:O}", "transfer", tx) : NULL;
+    dtx__srv_fail(c, rc, extra); /* after commit: STATE, 409 */
     json_decref(tx);
   } else {
-    dtxd_json(c, 200, tx);
+    dtx__srv_json(c, 200, tx);
   }
 }
 
-/* ---- admin ---------------------------------------------------------------- */
+/* ---- admin ----------------------------------------------------------------
+ */
 
 /* The audit's report plus "clean": 200 whether clean or not (the audit
  * ran; what it found is the answer).  Only a store that keeps failing is
  * an error. */
-void dtxd_h_audit(dtxd_ctx_t *c) {
+void dtx__srv_h_audit(dtx__srv_ctx_t *c) {
   json_t *report = NULL;
-  int rc = dtx_audit(c->d->st, dtxd_arg_bool(c, "settled")
-                                   ? DTX_AUDIT_SETTLED : 0, &report);
+  int rc = dtx_audit(c->d->st,
+                     dtx__srv_arg_bool(c, "settled") ? DTX_AUDIT_SETTLED : 0,
+                     &report);
   if (rc && rc != DTX_EAUDIT) {
     json_decref(report);
-    dtxd_fail(c, rc, NULL);
+    dtx__srv_fail(c, rc, NULL);
     return;
   }
   if (!report)
     report = json_object();
   json_object_set_new(report, "clean", json_boolean(rc == 0));
-  dtxd_json(c, 200, report);
+  dtx__srv_json(c, 200, report);
 }
 
-void dtxd_h_recover(dtxd_ctx_t *c) {
+void dtx__srv_h_recover(dtx__srv_ctx_t *c) {
   dtx_recover_opts_t ro = {
-      .older_than_ms = dtxd_arg_int(c, "older_than_ms", -1),
-      .tombstone_ttl_ms = dtxd_arg_int(c, "tombstone_ttl_ms", 0),
-      .deadline_ms = dtxd_arg_int(c, "deadline_ms", 0),
-      .retention_ms = dtxd_arg_int(c, "retention_ms", 0)};
+      .older_than_ms = dtx__srv_arg_int(c, "older_than_ms", -1),
+      .tombstone_ttl_ms = dtx__srv_arg_int(c, "tombstone_ttl_ms", 0),
+      .deadline_ms = dtx__srv_arg_int(c, "deadline_ms", 0),
+      .retention_ms = dtx__srv_arg_int(c, "retention_ms", 0)};
   json_t *summary = NULL;
   if (ro.tombstone_ttl_ms < 0 || ro.deadline_ms < 0 || ro.retention_ms < 0) {
-    dtxd_bad(c, DTX_EINVAL, "tombstone_ttl_ms, deadline_ms and retention_ms "
-             "must be >= 0");
+    dtx__srv_bad(c, DTX_EINVAL,
+                 "tombstone_ttl_ms, deadline_ms and retention_ms "
+                 "must be >= 0");
     return;
   }
   int rc = dtx_recover(c->d->st, &ro, &summary);
   if (rc)
-    dtxd_fail(c, rc, summary ? json_pack("{s:o}", "summary", summary) : NULL);
+    dtx__srv_fail(c, rc,
+                  summary ? json_pack("{s:o}", "summary", summary) : NULL);
   else
-    dtxd_json(c, 200, summary ? summary : json_object());
+    dtx__srv_json(c, 200, summary ? summary : json_object());
 }
 
-/* ---- operations ------------------------------------------------------------- */
+/* ---- operations -------------------------------------------------------------
+ */
 
-void dtxd_h_healthz(dtxd_ctx_t *c) {
-  dtxd_json(c, 200, json_pack("{s:s}", "status", "ok"));
+void dtx__srv_h_healthz(dtx__srv_ctx_t *c) {
+  dtx__srv_json(c, 200, json_pack("{s:s}", "status", "ok"));
 }
 
 /* Ready while not draining and the store answers a count (one round trip
  * on Redis, a read on SQLite; it creates nothing). */
-void dtxd_h_readyz(dtxd_ctx_t *c) {
+void dtx__srv_h_readyz(dtx__srv_ctx_t *c) {
   int64_t n;
   if (atomic_load(&c->d->draining)) {
-    dtxd_problem(c->resp, 503, "DRAINING", "not ready",
-                 "the server is draining");
+    dtx__srv_problem(c->resp, 503, "DRAINING", "not ready",
+                     "the server is draining");
     c->resp->retry_after = 1;
     return;
   }
   int rc = dtx_store_count(c->d->st, "doctxd.readyz", NULL, &n);
   if (rc)
-    dtxd_fail(c, rc, NULL);
+    dtx__srv_fail(c, rc, NULL);
   else
-    dtxd_json(c, 200, json_pack("{s:s}", "status", "ready"));
+    dtx__srv_json(c, 200, json_pack("{s:s}", "status", "ready"));
 }
 
-void dtxd_h_metrics(dtxd_ctx_t *c) {
+void dtx__srv_h_metrics(dtx__srv_ctx_t *c) {
   size_t len = 0;
-  char *text = dtxd_metrics_text(c->d, &len);
+  char *text = dtx__srv_metrics_text(c->d, &len);
   if (!text) {
-    dtxd_bad(c, DTX_ENOMEM, "metrics");
+    dtx__srv_bad(c, DTX_ENOMEM, "metrics");
     return;
   }
   free(c->resp->body);

@@ -24,10 +24,10 @@
 static unsigned scope_bits(char *list, char *bad, size_t badlen) {
   unsigned bits = 0;
   for (char *s = strtok(list, ","); s; s = strtok(NULL, ",")) {
-    unsigned b = strcmp(s, "read") == 0      ? DTXD_SCOPE_READ
-                 : strcmp(s, "write") == 0   ? DTXD_SCOPE_WRITE
-                 : strcmp(s, "admin") == 0   ? DTXD_SCOPE_ADMIN
-                 : strcmp(s, "metrics") == 0 ? DTXD_SCOPE_METRICS
+    unsigned b = strcmp(s, "read") == 0      ? DTX__SRV_SCOPE_READ
+                 : strcmp(s, "write") == 0   ? DTX__SRV_SCOPE_WRITE
+                 : strcmp(s, "admin") == 0   ? DTX__SRV_SCOPE_ADMIN
+                 : strcmp(s, "metrics") == 0 ? DTX__SRV_SCOPE_METRICS
                                              : 0;
     if (!b) {
       snprintf(bad, badlen, "%.40s", s);
@@ -38,8 +38,8 @@ static unsigned scope_bits(char *list, char *bad, size_t badlen) {
   return bits;
 }
 
-int dtxd_tokens_load(const char *path, dtxd_tokens_t *t, char *err,
-                     size_t errlen) {
+int dtx__srv_tokens_load(const char *path, dtx__srv_tokens_t *t, char *err,
+                         size_t errlen) {
   struct stat sb;
   char line[1024];
   int lineno = 0;
@@ -55,13 +55,14 @@ int dtxd_tokens_load(const char *path, dtxd_tokens_t *t, char *err,
     return -1;
   }
   if (sb.st_mode & 077) {
-    snprintf(err, errlen, "--tokens %s: mode %03o lets group or others "
-             "read or write it; chmod 600 it", path,
-             (unsigned)(sb.st_mode & 0777));
+    snprintf(err, errlen,
+             "--tokens %s: mode %03o lets group or others "
+             "read or write it; chmod 600 it",
+             path, (unsigned)(sb.st_mode & 0777));
     fclose(f);
     return -1;
   }
-  t->v = calloc(DTXD_MAX_TOKENS, sizeof *t->v);
+  t->v = calloc(DTX__SRV_MAX_TOKENS, sizeof *t->v);
   t->n = 0;
   if (!t->v) {
     snprintf(err, errlen, "out of memory");
@@ -69,8 +70,8 @@ int dtxd_tokens_load(const char *path, dtxd_tokens_t *t, char *err,
     return -1;
   }
   while (fgets(line, sizeof line, f)) {
-    char *hash = strchr(line, '#'), name[128], tok[MAX_TOKEN + 2],
-         scopes[256], extra[2], bad[48] = "";
+    char *hash = strchr(line, '#'), name[128], tok[MAX_TOKEN + 2], scopes[256],
+         extra[2], bad[48] = "";
     lineno++;
     if (hash)
       *hash = '\0';
@@ -78,41 +79,44 @@ int dtxd_tokens_load(const char *path, dtxd_tokens_t *t, char *err,
     if (k <= 0)
       continue;
     if (k != 3) {
-      snprintf(err, errlen, "--tokens %s:%d: a line is NAME TOKEN SCOPES",
-               path, lineno);
+      snprintf(err, errlen, "--tokens %s:%d: a line is NAME TOKEN SCOPES", path,
+               lineno);
       goto fail;
     }
     size_t len = strlen(tok);
     if (len < MIN_TOKEN || len > MAX_TOKEN) {
-      snprintf(err, errlen, "--tokens %s:%d: token of '%.40s' has %zu "
-               "characters; a token has %d..%d", path, lineno, name, len,
-               MIN_TOKEN, MAX_TOKEN);
+      snprintf(err, errlen,
+               "--tokens %s:%d: token of '%.40s' has %zu "
+               "characters; a token has %d..%d",
+               path, lineno, name, len, MIN_TOKEN, MAX_TOKEN);
       goto fail;
     }
     if (strlen(name) >= sizeof t->v[0].name) {
-      snprintf(err, errlen, "--tokens %s:%d: name longer than 63 bytes",
-               path, lineno);
+      snprintf(err, errlen, "--tokens %s:%d: name longer than 63 bytes", path,
+               lineno);
       goto fail;
     }
     unsigned bits = scope_bits(scopes, bad, sizeof bad);
     if (!bits) {
-      snprintf(err, errlen, "--tokens %s:%d: unknown scope '%s' (read, "
-               "write, admin, metrics)", path, lineno, bad);
+      snprintf(err, errlen,
+               "--tokens %s:%d: unknown scope '%s' (read, "
+               "write, admin, metrics)",
+               path, lineno, bad);
       goto fail;
     }
     for (size_t i = 0; i < t->n; i++) {
       if (strcmp(t->v[i].name, name) == 0 || strcmp(t->v[i].secret, tok) == 0) {
-        snprintf(err, errlen, "--tokens %s:%d: name or token given twice",
-                 path, lineno);
+        snprintf(err, errlen, "--tokens %s:%d: name or token given twice", path,
+                 lineno);
         goto fail;
       }
     }
-    if (t->n == DTXD_MAX_TOKENS) {
+    if (t->n == DTX__SRV_MAX_TOKENS) {
       snprintf(err, errlen, "--tokens %s: more than %d tokens", path,
-               DTXD_MAX_TOKENS);
+               DTX__SRV_MAX_TOKENS);
       goto fail;
     }
-    dtxd_token_t *x = &t->v[t->n];
+    dtx__srv_token_t *x = &t->v[t->n];
     memcpy(x->name, name, strlen(name) + 1); /* length checked above */
     x->secret = strdup(tok);
     x->len = len;
@@ -129,17 +133,17 @@ int dtxd_tokens_load(const char *path, dtxd_tokens_t *t, char *err,
   fclose(f);
   if (t->n == 0) {
     snprintf(err, errlen, "--tokens %s: no token", path);
-    dtxd_tokens_free(t);
+    dtx__srv_tokens_free(t);
     return -1;
   }
   return 0;
 fail:
   fclose(f);
-  dtxd_tokens_free(t);
+  dtx__srv_tokens_free(t);
   return -1;
 }
 
-void dtxd_tokens_free(dtxd_tokens_t *t) {
+void dtx__srv_tokens_free(dtx__srv_tokens_t *t) {
   for (size_t i = 0; t->v && i < t->n; i++) {
     free(t->v[i].secret);
     pthread_mutex_destroy(&t->v[i].mu);
@@ -151,10 +155,10 @@ void dtxd_tokens_free(dtxd_tokens_t *t) {
 
 /* Compares a presented secret with every token, touching the same bytes
  * whatever matches: MAX_TOKEN bytes each, padded with zeros. */
-dtxd_token_t *dtxd_tokens_find(dtxd_tokens_t *t, const char *auth) {
+dtx__srv_token_t *dtx__srv_tokens_find(dtx__srv_tokens_t *t, const char *auth) {
   static const char prefix[] = "Bearer ";
   unsigned char given[MAX_TOKEN + 1] = {0};
-  dtxd_token_t *found = NULL;
+  dtx__srv_token_t *found = NULL;
   if (!auth || strncmp(auth, prefix, sizeof prefix - 1) != 0)
     return NULL;
   const char *s = auth + sizeof prefix - 1;
@@ -169,13 +173,13 @@ dtxd_token_t *dtxd_tokens_find(dtxd_tokens_t *t, const char *auth) {
       diff |= (unsigned)(given[k] ^ (k < t->v[i].len ? sec[k] : 0));
     /* Branch-free select: found keeps the first match. */
     uintptr_t m = (uintptr_t)0 - (uintptr_t)(diff == 0 && !found);
-    found = (dtxd_token_t *)(((uintptr_t)&t->v[i] & m) |
-                             ((uintptr_t)found & ~m));
+    found = (dtx__srv_token_t *)(((uintptr_t)&t->v[i] & m) |
+                                 ((uintptr_t)found & ~m));
   }
   return found;
 }
 
-int dtxd_tokens_take(dtxd_tokens_t *t, dtxd_token_t *tok) {
+int dtx__srv_tokens_take(dtx__srv_tokens_t *t, dtx__srv_token_t *tok) {
   struct timespec ts;
   int wait = 0;
   if (t->rate <= 0)

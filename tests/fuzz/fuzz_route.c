@@ -17,12 +17,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static dtxd_t d;
-static const char *const methods[] = {"GET", "POST", "PUT", "DELETE", "",
-                                      "post", "OPTIONS", "HEAD"};
-static const char *const auths[] = {
-    "Bearer fuzz-admin-0123456789", "Bearer fuzz-read-01234567890",
-    "Bearer wrong-token-0123456789", NULL, "Bearer ", "Basic x"};
+static dtx__srv_t d;
+static const char *const methods[] = {"GET", "POST", "PUT",     "DELETE",
+                                      "",    "post", "OPTIONS", "HEAD"};
+static const char *const auths[] = {"Bearer fuzz-admin-0123456789",
+                                    "Bearer fuzz-read-01234567890",
+                                    "Bearer wrong-token-0123456789",
+                                    NULL,
+                                    "Bearer ",
+                                    "Basic x"};
 
 static void setup(void) {
   char dir[] = "/tmp/fuzz_route.XXXXXX", path[128], uri[160];
@@ -33,12 +36,14 @@ static void setup(void) {
   if (!f)
     abort();
   fputs("admin fuzz-admin-0123456789 admin\n"
-        "reader fuzz-read-01234567890 read\n", f);
+        "reader fuzz-read-01234567890 read\n",
+        f);
   fclose(f);
   chmod(path, 0600);
   char err[256];
   d.tokens.rate = 0; /* no limit: the fuzzer's pace is not a flood */
-  if (dtxd_tokens_load(path, &d.tokens, err, sizeof err) || dtxd_init(&d))
+  if (dtx__srv_tokens_load(path, &d.tokens, err, sizeof err) ||
+      dtx__srv_init(&d))
     abort();
   snprintf(uri, sizeof uri, "sqlite:%s/fuzz.db?sync=off", dir);
   if (dtx_store_open(uri, &d.st))
@@ -60,13 +65,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(target, p, tlen);
   target[tlen] = '\0'; /* an embedded NUL ends the target, as in HTTP */
   const char *body = nl ? nl + 1 : end;
-  dtxd_req_t req = {.method = methods[sel & 7],
-                    .target = target,
-                    .auth = auths[(sel >> 3) % 6],
-                    .body = body,
-                    .body_len = (size_t)(end - body)};
-  dtxd_resp_t resp;
-  dtxd_dispatch(&d, &req, &resp);
+  dtx__srv_req_t req = {.method = methods[sel & 7],
+                        .target = target,
+                        .auth = auths[(sel >> 3) % 6],
+                        .body = body,
+                        .body_len = (size_t)(end - body)};
+  dtx__srv_resp_t resp;
+  dtx__srv_dispatch(&d, &req, &resp);
   static const int known[] = {200, 201, 400, 401, 403, 404,
                               405, 409, 413, 429, 500, 503};
   size_t k = 0;
@@ -80,7 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       abort();
     json_decref(v);
   }
-  dtxd_resp_free(&resp);
+  dtx__srv_resp_free(&resp);
   free(target);
   return 0;
 }
