@@ -51,6 +51,30 @@ for _ in 1 2 3; do req GET /v1/accounts "$T_READ"; done
 req GET /v1/transfers/nope "$T_READ"
 req GET /v1/nowhere "$T_READ"
 
+# GET /v1/admin/stats: admin only; the ring counted the requests above in
+# their classes (3 accounts, 1 transfers 404, 1 unmatched 404).
+req GET /v1/admin/stats ""
+[ "$CODE" = 401 ] && ok || bad "stats without a token: $CODE"
+req GET /v1/admin/stats "$T_READ"
+[ "$CODE" = 403 ] && ok || bad "stats with a read token: $CODE"
+req GET /v1/admin/stats "$T_ADMIN"
+ring=$(jq -c '[([.series.accounts.requests[]] | add),
+  ([.series.transfers.client_errors[]] | add),
+  ([.series.unmatched.client_errors[]] | add), .counts.transfers.initiated,
+  .counts.jobs.dead, .counts.locks.held, (.series.accounts.requests | length)]' "$WORK/rb")
+[ "$CODE" = 200 ] && [ "$ring" = "[3,1,1,1,1,1,60]" ] && ok ||
+  bad "stats: $CODE $ring: $(head -c 300 "$WORK/rb")"
+# The page's CSP lets it run its own files; the API's stays strict.
+req GET /admin ""
+tr -d '\r' <"$WORK/rh" | grep -qi "^content-security-policy: default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self';" &&
+  ok || bad "/admin CSP: $(tr -d '\r' <"$WORK/rh" | grep -i security)"
+req GET /admin/app.js ""
+[ "$CODE" = 200 ] && tr -d '\r' <"$WORK/rh" | grep -qi '^content-type: text/javascript' &&
+  ok || bad "/admin/app.js: $CODE"
+req GET /v1/accounts "$T_READ"
+tr -d '\r' <"$WORK/rh" | grep -qix "content-security-policy: default-src 'none'; frame-ancestors 'none'" &&
+  ok || bad "API CSP: $(tr -d '\r' <"$WORK/rh" | grep -i security)"
+
 shots=${DTX_SHOTS:-$WORK/shots}
 mkdir -p "$shots"
 export ADMIN_URL=$URL ADMIN_TOKEN=$T_ADMIN READ_TOKEN=$T_READ \

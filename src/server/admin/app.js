@@ -79,8 +79,11 @@ function badge(state) {
   return el('span', { class: 'badge ' + cls, text: state });
 }
 
-// Reports an API error: a lost token sends the user back to sign in.
+// Reports an error, in the page and on the console (the browser test
+// fails on any console error); a lost token sends the user back to sign
+// in.
 function failed(what, err) {
+  console.error('doctx admin: ' + what + ':', err);
   if (err instanceof ApiError && err.status === 401) {
     signOut('The token is no longer accepted: sign in again.');
     return;
