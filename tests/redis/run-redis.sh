@@ -10,7 +10,9 @@
 #   shell         tests/crash/faults.sh, pause.sh, chaos.sh,
 #                 tests/redis/unique_crash.sh, lost_reply.sh,
 #                 tests/cli/contract.sh, job.sh, lock.sh, sync.sh,
-#                 ledger.sh, order.sh, scenarios.sh, flashsale.sh, version.sh and
+#                 ledger.sh, order.sh, scenarios.sh, flashsale.sh, version.sh,
+#                 tests/redis/acl.sh (the ACL user; on the standalone
+#                 target a server of its own whose default user is off) and
 #                 tests/crash/kleppmann.sh (DOCTX set; each scenario gets an
 #                 new namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time)
@@ -157,6 +159,7 @@ shell_on() { # URI
   run_logged "lost_reply.sh $u" env DTX_REDIS_URI="$u" bash "$HERE/lost_reply.sh"
   run_logged "contract.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/cli/contract.sh"
+  run_logged "acl.sh $u" env DTX_REDIS_URI="$u" bash "$HERE/acl.sh"
   run_logged "job.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/job.sh"
   run_logged "lock.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/lock.sh"
   run_logged "sync.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/sync.sh"
