@@ -15,7 +15,9 @@
 #                 target a server of its own whose default user is off) and
 #                 tests/crash/kleppmann.sh (DOCTX set; each scenario gets an
 #                 new namespace of its own through fresh-store.sh;
-#                 the crash suites run FAULT_JOBS=2 points at a time)
+#                 the crash suites run FAULT_JOBS=2 points at a time);
+#                 then once tests/redis/tls.sh (its own TLS-only servers
+#                 behind a stunnel4 tunnel)
 #   cli           tests/cli/bad_input.sh, transfer_defects.sh,
 #                 transfer_worker.sh and
 #                 tests/crash/tamper.sh, plainwrite.sh and deletes.sh,
@@ -171,7 +173,10 @@ shell_on() { # URI
   run_logged "kleppmann.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/crash/kleppmann.sh"
 }
-phase_shell() { both_targets shell_on; }
+phase_shell() {
+  both_targets shell_on
+  run_logged "tls.sh" bash "$HERE/tls.sh" # servers of its own, once
+}
 
 phase_deadline() {
   run_logged "deadline.sh $URI_SA" env DTX_REDIS_URI="$URI_SA" \
