@@ -189,17 +189,21 @@ static redisContext *conn_open(dtx__backend_t *b, const rd_node_t *n,
   }
   redisSetTimeout(c, tv_ms(b->uri.timeout_ms));
   if (b->uri.password) {
-    const char *argv[2] = {"AUTH", b->uri.password};
-    size_t len[2] = {4, strlen(b->uri.password)};
-    redisReply *r = redisCommandArgv(c, 2, argv, len);
+    /* AUTH USER PASSWORD for an ACL user (Redis 6+); the one-argument
+     * form for the default user, which every version takes. */
+    const char *u = b->uri.user, *pw = b->uri.password;
+    const char *argv[3] = {"AUTH", u ? u : pw, pw};
+    size_t len[3] = {4, strlen(argv[1]), strlen(pw)};
+    redisReply *r = redisCommandArgv(c, u ? 3 : 2, argv, len);
     dtx__store_count_rt(1, 1); /* new pooled connections pay it mid-run */
     int ok = r && r->type == REDIS_REPLY_STATUS;
     /* The server's whole reason: Redis's AUTH errors are one sentence
      * ("... called without any password configured ..."), and a cut one
-     * reads as garbage. */
+     * reads as garbage.  The user is named, the password never. */
     if (!ok)
-      snprintf(why, whylen, "authentication to %s:%d failed%s%s", n->host,
-               n->port, r && r->type == REDIS_REPLY_ERROR ? ": " : "",
+      snprintf(why, whylen, "authentication to %s:%d%s%.64s%s failed%s%s",
+               n->host, n->port, u ? " as user '" : "", u ? u : "",
+               u ? "'" : "", r && r->type == REDIS_REPLY_ERROR ? ": " : "",
                r && r->type == REDIS_REPLY_ERROR ? r->str
                : r                               ? ""
                                                  : c->errstr);
@@ -422,12 +426,16 @@ int dtx__rd_connect(dtx__backend_t *b) {
                (strncmp(r->str, "NOAUTH", 6) == 0 ||
                 strncmp(r->str, "WRONGPASS", 9) == 0)) {
       rc = dtx__err(DTX_EUNAVAILABLE,
-                    "redis: %s:%d needs a password (password= in the URI)",
+                    "redis: %s:%d needs a password (redis://[USER]:PASSWORD@ "
+                    "or password= in the URI)",
                     probe.host, probe.port);
     } else {
       rc = dtx__err(DTX_EUNAVAILABLE,
-                    "redis: %s:%d: unexpected answer to CLUSTER SLOTS%s%.200s",
-                    probe.host, probe.port,
+                    "redis: %s:%d%s%.64s%s: unexpected answer to CLUSTER "
+                    "SLOTS%s%.200s",
+                    probe.host, probe.port, b->uri.user ? " as user '" : "",
+                    b->uri.user ? b->uri.user : "",
+                    b->uri.user ? "'" : "",
                     r->type == REDIS_REPLY_ERROR ? ": " : "",
                     r->type == REDIS_REPLY_ERROR ? r->str : "");
     }

@@ -73,7 +73,8 @@ typedef struct rd_uri {
   size_t nseeds;
   char **hosts;
   int *ports;
-  char *password;
+  char *user;     /* an ACL user, NULL for the default one */
+  char *password; /* NULL: no AUTH */
   int timeout_ms; /* connect and command timeout */
   int wait;       /* replicas each write waits for (WAIT) */
   int buckets;    /* buckets of collections created through this handle */
@@ -81,8 +82,9 @@ typedef struct rd_uri {
   char ns[33];    /* namespace, "" for none */
 } rd_uri_t;
 
-/* Parses redis://H:P[,H:P...][?wait=N&password=S&timeout_ms=N&buckets=N
- * &retry_ms=N&ns=NAME].  DTX_EBADURI with a detail otherwise. */
+/* Parses redis://[USER:PASSWORD@]H:P[,H:P...][?wait=N&user=U&password=S
+ * &timeout_ms=N&buckets=N&retry_ms=N&ns=NAME].  DTX_EBADURI with a detail
+ * otherwise, naming the URI with its password masked. */
 int dtx__rd_uri_parse(const char *uri, rd_uri_t *out);
 void dtx__rd_uri_free(rd_uri_t *u);
 
