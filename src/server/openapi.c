@@ -77,8 +77,9 @@ static json_t *field_schema(dtx__srv_ftype_t t) {
   case F_INT_OR_STR:
     return json_pack("{s:[{s:s,s:s},{s:s}]}", "oneOf", "type", "integer",
                      "format", "int64", "type", "string");
+  default: /* a type that takes any JSON value: the empty schema */
+    return json_object();
   }
-  return json_object();
 }
 
 /* The query key's schema: limit is a page size, the rest strings. */

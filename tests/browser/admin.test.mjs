@@ -36,7 +36,10 @@ try {
     errors.push('console.error: ' + m.text());
   });
   const step = (name) => console.log('# ok ' + name);
-  const shot = (name) => page.screenshot({ path: `${SHOTS}/admin-${name}.png` });
+  const shot = async (name) => { // the newest toast only, for a tidy picture
+    await page.$$eval('#toast div', (ds) => ds.slice(0, -1).forEach((d) => d.remove()));
+    await page.screenshot({ path: `${SHOTS}/admin-${name}.png` });
+  };
   const noErrors = (where) => assert.deepEqual(errors, [], where + ': ' + errors.join('; '));
 
   // The page and its strict CSP: its own script and style only.
@@ -97,6 +100,22 @@ try {
   }, {}, row);
   step('canceled the pending transfer: it is failed (canceled)');
   await shot('transfers');
+
+  // Money made up behind the patterns' back (a bypassing plain write): the
+  // next audit the page runs says findings, and names them.
+  const tamper = await fetch(URL + '/v1/c/accounts/update', {
+    method: 'POST', headers: { Authorization: 'Bearer ' + TOKEN, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ filter: { _id: 'bob' }, update: { $inc: { balance: 5 } }, bypass_validation: true }),
+  });
+  assert.equal(tamper.status, 200, 'tamper: ' + await tamper.text());
+  await page.click('#tabs [data-view="audit"]');
+  await page.click('#audit-run');
+  await page.waitForFunction(() => {
+    const v = document.querySelector('#audit-verdict');
+    return v && v.textContent === 'findings';
+  });
+  assert.match(await page.$eval('#audit-findings', (e) => e.textContent), /^transfer \//);
+  step('after a bypassing write the audit shows findings, naming the transfer pattern');
 
   // The page's own checks ran on every refresh: no error anywhere.
   await new Promise((r) => setTimeout(r, 300));

@@ -73,6 +73,11 @@ function age(ms) {
   return Math.round(s / 86400) + ' d';
 }
 
+// A document's time as ms: wall-clock ms, or ISO text (the CLI's form).
+function when(v) {
+  return typeof v === 'number' ? v : (typeof v === 'string' ? Date.parse(v) : NaN);
+}
+
 function badge(state) {
   const cls = { succeeded: 'ok', failed: 'bad', dead: 'bad', canceled: 'warn',
     rolling_back: 'warn', running: 'warn' }[state] || '';
@@ -227,7 +232,7 @@ const changedTransfers = new Map(); // id -> the document a cancel answered
 
 function transferRow(tx, now) {
   const stuckS = Number($('#stuck-s').value) || 60;
-  const ms = now - (tx.created || now);
+  const ms = now - (when(tx.created) || now);
   const state = el('td', {}, badge(tx.state));
   if (tx.reason) state.append(' ', el('span', { class: 'muted', text: tx.reason }));
   if (PENDING.includes(tx.state) && ms > stuckS * 1000)
@@ -272,7 +277,7 @@ views.transfers = {
     for (const l of lists) for (const tx of l.transfers) { all.push(tx); seen.add(tx._id); }
     // A transfer this page just canceled stays in view with its new state.
     for (const [id, tx] of changedTransfers) if (!seen.has(id)) all.push(tx);
-    all.sort((a, b) => (a.created || 0) - (b.created || 0));
+    all.sort((a, b) => (when(a.created) || 0) - (when(b.created) || 0));
     const now = Date.now();
     $('#transfers-table tbody').replaceChildren(...all.map((tx) => transferRow(tx, now)));
     $('#transfers-empty').hidden = all.length > 0;
