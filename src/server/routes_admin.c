@@ -101,13 +101,16 @@ static json_t *ring_json(dtx__srv_t *d, int64_t now) {
 /* ---- GET /v1/admin/stats ----------------------------------------------------
  */
 
+#define LOCKS_MAX 10000
+
 static const char *const transfer_states[] = {"initiated",    "preparing",
                                               "committed",    "succeeded",
                                               "rolling_back", "failed"};
 
 /* The counts of the dashboard: transfers by state (one count each, on the
  * state index), jobs by state over every queue (dtx_job_stats) and the
- * locks held (a live lease).  0, or the library's error. */
+ * locks held (a live lease) among the first LOCKS_MAX ("more": there are
+ * others).  0, or the library's error. */
 static int counts_json(dtx__srv_t *d, json_t **out) {
   json_t *tx = json_object(), *jobs = NULL, *locks = NULL;
   int rc = 0;
@@ -121,21 +124,27 @@ static int counts_json(dtx__srv_t *d, json_t **out) {
   }
   if (!rc)
     rc = dtx_job_stats(d->st, NULL, &jobs);
+  /* Locks are few (one per protected resource); the page reads at most
+   * LOCKS_MAX of them each refresh and says when there were more. */
+  dtx_page_t lp = {.skip = 0, .limit = LOCKS_MAX + 1};
   if (!rc)
-    rc = dtx_lock_list(d->st, NULL, &locks);
+    rc = dtx_lock_list(d->st, &lp, &locks);
   if (rc) {
     json_decref(tx);
     json_decref(jobs);
     json_decref(locks);
     return rc;
   }
-  size_t i, held = 0;
+  size_t i, held = 0, n = json_array_size(locks);
   json_t *l;
+  int more = n > LOCKS_MAX;
+  if (more)
+    json_array_remove(locks, LOCKS_MAX), n = LOCKS_MAX;
   json_array_foreach(locks, i, l) held +=
       json_is_true(json_object_get(l, "held"));
-  *out = json_pack("{s:o,s:o,s:{s:I,s:I}}", "transfers", tx, "jobs", jobs,
-                   "locks", "held", (json_int_t)held, "total",
-                   (json_int_t)json_array_size(locks));
+  *out = json_pack("{s:o,s:o,s:{s:I,s:I,s:b}}", "transfers", tx, "jobs", jobs,
+                   "locks", "held", (json_int_t)held, "total", (json_int_t)n,
+                   "more", more);
   json_decref(locks);
   return 0;
 }

@@ -201,7 +201,7 @@ views.dashboard = {
         'rolling_back', 'succeeded', 'failed']),
       kv('jobs (all queues)', c.jobs, ['ready', 'delayed', 'running',
         'succeeded', 'dead', 'canceled']),
-      kv('locks', c.locks, ['held', 'total']),
+      kv(c.locks.more ? 'locks (first 10000)' : 'locks', c.locks, ['held', 'total']),
     ];
     cards.push(kv('this doctxd', { 'uptime s': st.uptime_s }));
     $('#counts').replaceChildren(...cards);
