@@ -269,7 +269,7 @@ static int expand_at(expander_t *x, size_t i, const json_t *cur, size_t len) {
                     "%s: cannot apply array updates to non-array element "
                     "'%.*s' (%s)",
                     x->op->opname, (int)len, x->path,
-                    dtx__upd_type_name(cur));
+                    dtx__value_type_name(cur, DTX__TN_JSON));
   for (size_t k = 0; k < json_array_size(cur); k++) {
     const json_t *e = json_array_get(cur, k);
     int rc = 0;
