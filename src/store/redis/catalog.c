@@ -534,7 +534,7 @@ static int backfill_bucket(dtx__backend_t *b, rd_coll_t **cop, int k,
           }
           dtx__rd_coll_put(*cop);
           *cop = fresh;
-          rc = dtx__rd_read_doc(b, fresh, &d);
+          rc = dtx__rd_doc_round(b, fresh, &d, 0);
           continue;
         }
         if (rc == RD_ELOST) {
