@@ -830,11 +830,11 @@ int dtx__sq_set_rules(dtx__backend_t *b, const char *coll,
 int dtx__sq_get_rules(dtx__backend_t *b, const char *coll, json_t **out) {
   sq_conn_t *c;
   sq_cat_t *cat;
+  const sq_coll_t *co;
   *out = NULL;
-  int rc = dtx__sq_read_begin(b, &c, &cat);
+  int rc = dtx__sq_read_begin(b, coll, &c, &cat, &co);
   if (rc < 0)
     return rc;
-  const sq_coll_t *co = dtx__sq_coll_find(cat, coll);
   if (co && co->rules)
     *out = json_deep_copy(dtx__rules_spec(co->rules));
   dtx__sq_read_end(b, c, cat);
@@ -848,11 +848,11 @@ int dtx__sq_get_rules(dtx__backend_t *b, const char *coll, json_t **out) {
 int dtx__sq_list_indexes(dtx__backend_t *b, const char *coll, json_t **out) {
   sq_conn_t *c;
   sq_cat_t *cat;
+  const sq_coll_t *co;
   *out = NULL;
-  int rc = dtx__sq_read_begin(b, &c, &cat);
+  int rc = dtx__sq_read_begin(b, coll, &c, &cat, &co);
   if (rc < 0)
     return rc;
-  const sq_coll_t *co = dtx__sq_coll_find(cat, coll);
   json_t *arr = co ? json_array() : NULL;
   for (size_t i = 0; arr && rc == 0 && i < co->nidx; i++)
     if (json_array_append_new(arr, dtx__index_spec_json(co->idx[i].spec)) <
@@ -871,7 +871,7 @@ int dtx__sq_list_collections(dtx__backend_t *b, json_t **out) {
   sq_conn_t *c;
   sq_cat_t *cat;
   *out = NULL;
-  int rc = dtx__sq_read_begin(b, &c, &cat);
+  int rc = dtx__sq_read_begin(b, NULL, &c, &cat, NULL);
   if (rc < 0)
     return rc;
   json_t *arr = json_array();

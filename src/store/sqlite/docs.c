@@ -267,12 +267,12 @@ static int tomb(sq_wctx_t *w, const sq_coll_t *co, const json_t *id, int rm,
 int dtx__sq_fence_records(dtx__backend_t *b, const char *coll, json_t **out) {
   sq_conn_t *c;
   sq_cat_t *cat;
+  const sq_coll_t *co;
   sqlite3_stmt *st;
   *out = NULL;
-  int rc = dtx__sq_read_begin(b, &c, &cat), src = SQLITE_DONE;
+  int rc = dtx__sq_read_begin(b, coll, &c, &cat, &co), src = SQLITE_DONE;
   if (rc < 0)
     return rc;
-  const sq_coll_t *co = dtx__sq_coll_find(cat, coll);
   json_t *arr = json_array();
   if (!arr)
     rc = dtx__err(DTX_ENOMEM, "reading the fence records of %s", coll);
@@ -542,12 +542,12 @@ int dtx__sq_find(dtx__backend_t *b, const char *coll, const json_t *fspec,
                  int64_t limit, json_t **out) {
   sq_conn_t *c;
   sq_cat_t *cat;
+  const sq_coll_t *co;
   *out = NULL;
-  int rc = dtx__sq_read_begin(b, &c, &cat);
+  int rc = dtx__sq_read_begin(b, coll, &c, &cat, &co);
   if (rc < 0)
     return rc;
   json_t *arr = json_array();
-  const sq_coll_t *co = dtx__sq_coll_find(cat, coll);
   if (!arr) {
     rc = dtx__err(DTX_ENOMEM, "finding documents");
   } else if (co) {
@@ -594,11 +594,11 @@ int dtx__sq_count(dtx__backend_t *b, const char *coll, const json_t *fspec,
                   const dtx__filter_t *f, int64_t *out) {
   sq_conn_t *c;
   sq_cat_t *cat;
+  const sq_coll_t *co;
   *out = 0;
-  int rc = dtx__sq_read_begin(b, &c, &cat);
+  int rc = dtx__sq_read_begin(b, coll, &c, &cat, &co);
   if (rc < 0)
     return rc;
-  const sq_coll_t *co = dtx__sq_coll_find(cat, coll);
   int64_t n = 0;
   if (co && (!fspec || json_object_size(fspec) == 0)) {
     sqlite3_stmt *st;

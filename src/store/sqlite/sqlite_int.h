@@ -224,8 +224,10 @@ int dtx__sq_submit(dtx__backend_t *b, sq_op_t *op);
 int dtx__sq_submit_many(dtx__backend_t *b, sq_op_t **ops, size_t n);
 
 /* Read transactions: a connection (from the pool, or the shared one in
- * memory mode) inside BEGIN with a catalog snapshot valid for it. */
-int dtx__sq_read_begin(dtx__backend_t *b, sq_conn_t **c, sq_cat_t **cat);
+ * memory mode) inside BEGIN with a catalog snapshot valid for it, and in
+ * it, when co is not NULL, coll's descriptor (NULL: no such collection). */
+int dtx__sq_read_begin(dtx__backend_t *b, const char *coll, sq_conn_t **c,
+                       sq_cat_t **cat, const sq_coll_t **co);
 void dtx__sq_read_end(dtx__backend_t *b, sq_conn_t *c, sq_cat_t *cat);
 
 /* catalog.c */
