@@ -36,6 +36,7 @@
  *    contain '.' (a top-level '$' name reads as an operator and is refused).
  */
 #include "doc/update_int.h"
+#include "util/buf.h"
 #include "util/err.h"
 
 #include <stddef.h>
@@ -702,15 +703,9 @@ static int apply_positional(const dtx__update_t *u, const json_t *doc,
       rc = dtx__upd_expand(u, op, doc, pos, &ts, &n, &cap);
       continue;
     }
-    if (n == cap) {
-      size_t nc = cap ? 2 * cap : 8;
-      target_t *nt = realloc(ts, nc * sizeof *nt);
-      if (!nt) {
-        rc = dtx__err(DTX_ENOMEM, "out of memory applying update");
-        break;
-      }
-      ts = nt;
-      cap = nc;
+    if (n == cap && DTX__GROW(ts, cap, 8)) {
+      rc = dtx__err(DTX_ENOMEM, "out of memory applying update");
+      break;
     }
     memset(&ts[n], 0, sizeof ts[n]);
     ts[n].op = op;

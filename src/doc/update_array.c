@@ -23,6 +23,7 @@
  * $each is a value to push, '$' names and all, as MongoDB 5.0 stores it.
  */
 #include "doc/update_int.h"
+#include "util/buf.h"
 #include "util/err.h"
 
 #include <stdio.h>
@@ -205,14 +206,8 @@ typedef struct expander {
 } expander_t;
 
 static int emit(expander_t *x) {
-  if (*x->n == *x->cap) {
-    size_t nc = *x->cap ? 2 * *x->cap : 8;
-    target_t *nt = realloc(*x->ts, nc * sizeof *nt);
-    if (!nt)
-      return dtx__err(DTX_ENOMEM, "out of memory applying update");
-    *x->ts = nt;
-    *x->cap = nc;
-  }
+  if (*x->n == *x->cap && DTX__GROW(*x->ts, *x->cap, 8))
+    return dtx__err(DTX_ENOMEM, "out of memory applying update");
   target_t *t = &(*x->ts)[(*x->n)++];
   memset(t, 0, sizeof *t);
   t->op = x->op;

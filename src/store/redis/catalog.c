@@ -235,16 +235,10 @@ static void cache_install(dtx__backend_t *b, rd_coll_t *co) {
     old = b->colls[i];
     b->colls[i] = co;
   } else {
-    if (b->ncolls == b->capcolls) {
-      size_t ncap = b->capcolls ? b->capcolls * 2 : 16;
-      rd_coll_t **n = realloc(b->colls, ncap * sizeof *n);
-      if (!n) {
-        pthread_mutex_unlock(&b->catmu);
-        dtx__rd_coll_put(co);
-        return;
-      }
-      b->colls = n;
-      b->capcolls = ncap;
+    if (b->ncolls == b->capcolls && DTX__GROW(b->colls, b->capcolls, 16)) {
+      pthread_mutex_unlock(&b->catmu);
+      dtx__rd_coll_put(co);
+      return;
     }
     b->colls[b->ncolls++] = co;
   }

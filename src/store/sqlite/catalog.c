@@ -25,6 +25,7 @@
  * counter would after a rollback. */
 #include "store/sqlite/sqlite_int.h"
 
+#include "util/buf.h"
 #include "util/err.h"
 
 #include <stdio.h>
@@ -117,14 +118,9 @@ static int migrate_2_to_3(sq_conn_t *c) {
       const char *name = (const char *)sqlite3_column_text(st, 0);
       if (!name || !has_upper(name))
         continue;
-      if (nren + 2 > cap) {
-        cap = cap ? cap * 2 : 16;
-        char **n = realloc(renames, cap * sizeof *n);
-        if (!n) {
-          rc = dtx__err(DTX_ENOMEM, "sqlite: migrating the store");
-          break;
-        }
-        renames = n;
+      if (nren + 2 > cap && DTX__GROW(renames, cap, 16)) {
+        rc = dtx__err(DTX_ENOMEM, "sqlite: migrating the store");
+        break;
       }
       char from[SQ_TABLE_MAX], to[SQ_TABLE_MAX];
       int64_t id = sqlite3_column_int64(st, 1);
@@ -390,15 +386,10 @@ int dtx__sq_cat_load(sq_conn_t *c, sq_cat_t **out) {
                          &st)) < 0)
     goto fail;
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-    if (cat->ncoll == cap) {
-      cap = cap ? cap * 2 : 8;
-      sq_coll_t *n = realloc(cat->colls, cap * sizeof *n);
-      if (!n) {
-        sqlite3_reset(st);
-        rc = dtx__err(DTX_ENOMEM, "loading the catalog");
-        goto fail;
-      }
-      cat->colls = n;
+    if (cat->ncoll == cap && DTX__GROW(cat->colls, cap, 8)) {
+      sqlite3_reset(st);
+      rc = dtx__err(DTX_ENOMEM, "loading the catalog");
+      goto fail;
     }
     sq_coll_t *co = &cat->colls[cat->ncoll++];
     memset(co, 0, sizeof *co);

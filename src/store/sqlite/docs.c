@@ -22,6 +22,7 @@
  * delete or insert; no read looks there. */
 #include "store/sqlite/sqlite_int.h"
 
+#include "util/buf.h"
 #include "util/err.h"
 #include "util/fault.h"
 
@@ -124,14 +125,8 @@ static int note_multikey(sq_wctx_t *w, const sq_idx_t *ix,
     while (i < w->nmk && w->mk[i] != ix->id)
       i++;
     if (i == w->nmk) {
-      if (w->nmk == w->capmk) {
-        size_t cap = w->capmk ? w->capmk * 2 : 4;
-        int64_t *n = realloc(w->mk, cap * sizeof *n);
-        if (!n)
-          return dtx__err(DTX_ENOMEM, "noting a multikey index");
-        w->mk = n;
-        w->capmk = cap;
-      }
+      if (w->nmk == w->capmk && DTX__GROW(w->mk, w->capmk, 4))
+        return dtx__err(DTX_ENOMEM, "noting a multikey index");
       w->mk[w->nmk++] = ix->id;
     }
   }
@@ -773,15 +768,10 @@ static int collect_matches(sq_conn_t *c, const sq_coll_t *co,
   int64_t s;
   json_t *d;
   while ((rc = dtx__sq_cursor_next(&cur, &s, &d)) == 1) {
-    if (*n == cap) {
-      cap = cap ? cap * 2 : 16;
-      match_t *nm = realloc(*out, cap * sizeof *nm);
-      if (!nm) {
-        json_decref(d);
-        rc = dtx__err(DTX_ENOMEM, "collecting matches");
-        break;
-      }
-      *out = nm;
+    if (*n == cap && DTX__GROW(*out, cap, 16)) {
+      json_decref(d);
+      rc = dtx__err(DTX_ENOMEM, "collecting matches");
+      break;
     }
     (*out)[(*n)++] = (match_t){s, d};
   }
