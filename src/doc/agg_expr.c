@@ -299,13 +299,6 @@ int dtx__expr_compile(const json_t *spec, const char *where,
   return compile(spec, where, 0, out);
 }
 
-int dtx__expr_const(const dtx__expr_t *e, const json_t **v) {
-  if (e->op != E_LIT)
-    return 0;
-  *v = e->lit;
-  return 1;
-}
-
 /* ---- evaluation ------------------------------------------------------------ */
 
 int dtx__agg_truthy(const json_t *v) {
