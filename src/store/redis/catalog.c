@@ -326,6 +326,12 @@ static char *new_entry_text(int nb) {
   return t;
 }
 
+/* A compare-and-set on a catalog entry lost 100 races in a row. */
+static int keeps_changing(const char *name) {
+  return dtx__err(DTX_EBUSY, "redis: the catalog entry of '%s' keeps changing",
+                  name);
+}
+
 int dtx__rd_coll_get(dtx__backend_t *b, const char *name, int create,
                      int fresh, rd_coll_t **out) {
   *out = NULL;
@@ -376,9 +382,7 @@ int dtx__rd_coll_get(dtx__backend_t *b, const char *name, int create,
     *out = co;
     return 0;
   }
-  return dtx__err(DTX_EBUSY,
-                  "redis: the catalog entry of '%s' keeps changing",
-                  name);
+  return keeps_changing(name);
 }
 
 /* ---- catalog entry edits ------------------------------------------------------------ */
@@ -459,9 +463,7 @@ int dtx__rd_mark_multikey(dtx__backend_t *b, const rd_coll_t *co,
       return rc;
     /* Done or lost the race: either way the next round raises stamps. */
   }
-  return dtx__err(DTX_EBUSY,
-                  "redis: the catalog entry of '%s' keeps changing",
-                  co->name);
+  return keeps_changing(co->name);
 }
 
 /* ---- create_index ------------------------------------------------------------------- */
@@ -669,9 +671,7 @@ static int build_index(dtx__backend_t *b, rd_coll_t **cop, int64_t ixid) {
       return 0;
     }
   }
-  return dtx__err(DTX_EBUSY,
-                  "redis: the catalog entry of '%s' keeps changing",
-                  name);
+  return keeps_changing(name);
 }
 
 int dtx__rd_create_index(dtx__backend_t *b, const char *coll,
@@ -723,9 +723,7 @@ int dtx__rd_create_index(dtx__backend_t *b, const char *coll,
     dtx__rd_coll_put(co);
     return rc;
   }
-  return dtx__err(DTX_EBUSY,
-                  "redis: the catalog entry of '%s' keeps changing",
-                  coll);
+  return keeps_changing(coll);
 }
 
 /* ---- rules -------------------------------------------------------------------------------- */
@@ -921,7 +919,5 @@ int dtx__rd_drop_collection(dtx__backend_t *b, const char *coll) {
     dtx__rd_coll_forget(b, coll);
     return rc;
   }
-  return dtx__err(DTX_EBUSY,
-                  "redis: the catalog entry of '%s' keeps changing",
-                  coll);
+  return keeps_changing(coll);
 }
