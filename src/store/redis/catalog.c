@@ -406,6 +406,18 @@ static int entry_replace(dtx__backend_t *b, const rd_coll_t *co, json_t *j) {
   return rc;
 }
 
+/* co's entry with index ixid's flag (multikey, ready) set; NULL when out
+ * of memory. */
+static json_t *entry_flag(const rd_coll_t *co, int64_t ixid,
+                          const char *flag) {
+  json_t *j = entry_json(co), *e;
+  size_t i;
+  json_array_foreach(json_object_get(j, "idx"), i, e) if (
+      json_integer_value(json_object_get(e, "id")) == ixid)
+      json_object_set_new(e, flag, json_true());
+  return j;
+}
+
 static const rd_idx_t *find_idx(const rd_coll_t *co, int64_t id) {
   for (size_t i = 0; i < co->nidx; i++)
     if (co->idx[i].id == id)
@@ -450,12 +462,7 @@ int dtx__rd_mark_multikey(dtx__backend_t *b, const rd_coll_t *co,
       dtx__rd_coll_put(cur);
       return rc;
     }
-    json_t *j = entry_json(cur);
-    size_t i;
-    json_t *e;
-    json_array_foreach(json_object_get(j, "idx"), i, e) if (
-        json_integer_value(json_object_get(e, "id")) == ixid)
-        json_object_set_new(e, "multikey", json_true());
+    json_t *j = entry_flag(cur, ixid, "multikey");
     json_object_set_new(j, "ver", json_integer(cur->ver + 1));
     rc = entry_replace(b, cur, j);
     dtx__rd_coll_put(cur);
@@ -654,13 +661,7 @@ static int build_index(dtx__backend_t *b, rd_coll_t **cop, int64_t ixid) {
       dtx__rd_coll_put(co);
       return 0;
     }
-    json_t *j = entry_json(co);
-    size_t i;
-    json_t *e;
-    json_array_foreach(json_object_get(j, "idx"), i, e) if (
-        json_integer_value(json_object_get(e, "id")) == ixid)
-        json_object_set_new(e, "ready", json_true());
-    rc = entry_replace(b, co, j);
+    rc = entry_replace(b, co, entry_flag(co, ixid, "ready"));
     dtx__rd_coll_put(co);
     if (rc < 0)
       return rc;
