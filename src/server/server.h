@@ -303,5 +303,8 @@ int dtx__srv_pct_decode(const char *s, size_t n, char *out, size_t outlen);
 void dtx__srv_metrics_observe(dtx__srv_t *d, int route, const char *method,
                               int status, int64_t us, int rc);
 char *dtx__srv_metrics_text(dtx__srv_t *d, size_t *len);
+/* Counts what a recovery ran (summary: dtx_recover's) for
+ * doctxd_recovery_actions_total. */
+void dtx__srv_metrics_recovered(dtx__srv_t *d, const json_t *summary);
 
 #endif
