@@ -138,9 +138,9 @@ static void proc_metrics(buf_t *b, const dtx__srv_t *d) {
       (long long)d->start_s);
 }
 
-/* ---- domain metrics ----------------------------------------------------------
- *
- * What the store holds, counted at scrape time with the library's cheap
+/* ---- domain metrics ------------------------------------------------------ */
+
+/* What the store holds, counted at scrape time with the library's cheap
  * calls: transfers by state (dtx_store_count on "transfers", state being
  * indexed), jobs by queue and state (dtx_job_stats per queue; the queues
  * found by a skip-scan of the jobs' {state, queue, ...} index, at most
@@ -156,13 +156,13 @@ static void proc_metrics(buf_t *b, const dtx__srv_t *d) {
 #define DOM_MAX_ACTIONS 64
 
 static pthread_mutex_t dom_mu = PTHREAD_MUTEX_INITIALIZER;
-static char *dom_text;           /* the cached families, or NULL */
-static int64_t dom_at_ms;        /* when they were counted */
+static char *dom_text;            /* the cached families, or NULL */
+static int64_t dom_at_ms;         /* when they were counted */
 static const dtx_store_t *dom_st; /* the store they were counted on */
 static struct {
   char pattern[32], action[64];
   uint64_t n;
-} dom_rec[DOM_MAX_ACTIONS];      /* recovery actions run, by this process */
+} dom_rec[DOM_MAX_ACTIONS]; /* recovery actions run, by this process */
 static size_t dom_nrec;
 
 static int64_t mono_ms(void) {
@@ -221,8 +221,8 @@ static int find_queues(dtx_store_t *st, char q[][129]) {
   for (size_t s = 0; s < sizeof states / sizeof *states; s++) {
     char last[129] = "";
     for (;;) {
-      json_t *f = json_pack("{s:s,s:{s:s}}", "state", states[s], "queue",
-                            "$gt", last);
+      json_t *f =
+          json_pack("{s:s,s:{s:s}}", "state", states[s], "queue", "$gt", last);
       json_t *sort = json_pack("{s:i,s:i}", "state", 1, "queue", 1);
       json_t *proj = json_pack("{s:i}", "queue", 1), *docs = NULL;
       dtx_find_opts_t fo = {.sort = sort, .projection = proj, .limit = 1};
@@ -259,9 +259,9 @@ static int find_queues(dtx_store_t *st, char q[][129]) {
 /* Counts the store's families into b; 0, or -1 when the store failed
  * (b then holds what was counted before). */
 static int domain_count(dtx_store_t *st, buf_t *b) {
-  static const char *const tstates[] = {"initiated",    "preparing",
-                                        "committed",    "rolling_back",
-                                        "succeeded",    "failed"};
+  static const char *const tstates[] = {"initiated", "preparing",
+                                        "committed", "rolling_back",
+                                        "succeeded", "failed"};
   char q[DOM_MAX_QUEUES + 1][129];
   int64_t n;
   put(b, "# HELP doctxd_transfers Transfers in the store by state.\n"
@@ -272,8 +272,7 @@ static int domain_count(dtx_store_t *st, buf_t *b) {
     json_decref(f);
     if (rc)
       return -1;
-    put(b, "doctxd_transfers{state=\"%s\"} %lld\n", tstates[i],
-        (long long)n);
+    put(b, "doctxd_transfers{state=\"%s\"} %lld\n", tstates[i], (long long)n);
   }
   int nq = find_queues(st, q);
   if (nq < 0)
@@ -299,15 +298,16 @@ static int domain_count(dtx_store_t *st, buf_t *b) {
   /* A live lease: an owner, and expires in the future (docs/locks.md). */
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  json_t *f = json_pack("{s:{s:s},s:{s:I}}", "owner", "$type", "string",
-                        "expires", "$gt",
-                        (json_int_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+  json_t *f =
+      json_pack("{s:{s:s},s:{s:I}}", "owner", "$type", "string", "expires",
+                "$gt", (json_int_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
   int rc = f ? dtx_store_count(st, "locks", f, &n) : DTX_ENOMEM;
   json_decref(f);
   if (rc)
     return -1;
-  put(b, "# HELP doctxd_locks_held Locks with a live lease.\n"
-         "# TYPE doctxd_locks_held gauge\ndoctxd_locks_held %lld\n",
+  put(b,
+      "# HELP doctxd_locks_held Locks with a live lease.\n"
+      "# TYPE doctxd_locks_held gauge\ndoctxd_locks_held %lld\n",
       (long long)n);
   return 0;
 }
@@ -319,9 +319,11 @@ static void domain_metrics(buf_t *b, dtx__srv_t *d) {
   if (!dom_text || dom_st != d->st || now - dom_at_ms >= DOM_TTL_MS) {
     buf_t t = {0};
     int ok = d->st ? domain_count(d->st, &t) == 0 : 0;
-    put(&t, "# HELP doctxd_domain_up 1 when the store's counts above were "
-            "read, 0 when the store failed (they are then missing).\n"
-            "# TYPE doctxd_domain_up gauge\ndoctxd_domain_up %d\n", ok);
+    put(&t,
+        "# HELP doctxd_domain_up 1 when the store's counts above were "
+        "read, 0 when the store failed (they are then missing).\n"
+        "# TYPE doctxd_domain_up gauge\ndoctxd_domain_up %d\n",
+        ok);
     if (!t.oom) {
       free(dom_text);
       dom_text = t.p;
@@ -340,7 +342,8 @@ static void domain_metrics(buf_t *b, dtx__srv_t *d) {
     put(b,
         "doctxd_recovery_actions_total{pattern=\"%s\",action=\"%s\"} "
         "%llu\n",
-        dom_rec[i].pattern, dom_rec[i].action, (unsigned long long)dom_rec[i].n);
+        dom_rec[i].pattern, dom_rec[i].action,
+        (unsigned long long)dom_rec[i].n);
   pthread_mutex_unlock(&dom_mu);
 }
 

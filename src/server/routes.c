@@ -69,8 +69,8 @@ const dtx__srv_route_t dtx__srv_routes[] = {
      FIELDS({"token", F_INT})},
     {"GET", "/v1/locks/{name}", R, dtx__srv_h_lock_get, NULL},
     {"GET", "/v1/locks", R, dtx__srv_h_lock_list, NULL, "after,limit"},
-    {"POST", "/v1/admin/locks/{name}/release", A,
-     dtx__srv_h_lock_force_release, FIELDS({"token", F_INT})},
+    {"POST", "/v1/admin/locks/{name}/release", A, dtx__srv_h_lock_force_release,
+     FIELDS({"token", F_INT})},
     /* ledger (docs/ledger.md; `doctx ledger`) */
     {"POST", "/v1/ledger/accounts", W, dtx__srv_h_ledger_account_create,
      FIELDS({"id", F_STR}, {"min_balance", F_INT_OR_STR})},
@@ -119,8 +119,7 @@ const dtx__srv_route_t dtx__srv_routes[] = {
      FIELDS({"root", F_OBJ}, {"child", F_OBJ}, {"remove_child", F_ARR},
             {"expect_version", F_INT})},
     {"GET", "/v1/versions/{item}", R, dtx__srv_h_version_get, NULL, "version"},
-    {"GET", "/v1/versions/{item}/history", R, dtx__srv_h_version_history,
-     NULL},
+    {"GET", "/v1/versions/{item}/history", R, dtx__srv_h_version_history, NULL},
     {"POST", "/v1/versions/gc", A, dtx__srv_h_version_gc,
      FIELDS({"keep", F_INT}, {"grace_ms", F_INT})},
     /* admin */

@@ -55,7 +55,8 @@ void dtx__srv_h_ledger_account_limit(dtx__srv_ctx_t *c) {
   json_t *acct = NULL;
   int rc;
   if (!dtx__srv_arg(c, "min_balance")) {
-    dtx__srv_bad(c, DTX_EINVAL, "field 'min_balance' is required (an "
+    dtx__srv_bad(c, DTX_EINVAL,
+                 "field 'min_balance' is required (an "
                  "integer or \"none\")");
     return;
   }
@@ -98,8 +99,8 @@ void dtx__srv_h_ledger_statement(dtx__srv_ctx_t *c) {
     return;
   if (a)
     from = skip;
-  if ((rc = dtx_ledger_statement(c->d->st, c->param[0], from, lim + 1,
-                                 &legs))) {
+  if ((rc =
+           dtx_ledger_statement(c->d->st, c->param[0], from, lim + 1, &legs))) {
     dtx__srv_fail(c, rc, NULL);
     return;
   }
@@ -127,8 +128,10 @@ static int entry_req(dtx__srv_ctx_t *c, json_t *o, const char *where,
   json_t *tmo = json_object_get(o, "timeout_ms"), *leg;
   size_t i;
   if (!json_is_array(lj) || json_array_size(lj) > DTX_LEDGER_MAX_LEGS) {
-    dtx__srv_bad(c, DTX_EINVAL, "%s\"legs\" must be an array of at most %d "
-                 "legs", where, DTX_LEDGER_MAX_LEGS);
+    dtx__srv_bad(c, DTX_EINVAL,
+                 "%s\"legs\" must be an array of at most %d "
+                 "legs",
+                 where, DTX_LEDGER_MAX_LEGS);
     return -1;
   }
   json_array_foreach(lj, i, leg) {
@@ -136,8 +139,10 @@ static int entry_req(dtx__srv_ctx_t *c, json_t *o, const char *where,
     json_t *v = json_object_get(leg, "value");
     if (!json_is_object(leg) || json_object_size(leg) != 2 ||
         !json_is_string(a) || !json_is_integer(v)) {
-      dtx__srv_bad(c, DTX_EINVAL, "%sleg %zu must be {\"account\": ID, "
-                   "\"value\": int64}", where, i + 1);
+      dtx__srv_bad(c, DTX_EINVAL,
+                   "%sleg %zu must be {\"account\": ID, "
+                   "\"value\": int64}",
+                   where, i + 1);
       return -1;
     }
     legs[i] = (dtx_ledger_leg_t){json_string_value(a),
@@ -145,14 +150,18 @@ static int entry_req(dtx__srv_ctx_t *c, json_t *o, const char *where,
   }
   if ((id && !json_is_string(id)) || (pend && !json_is_boolean(pend)) ||
       (tmo && !json_is_integer(tmo))) {
-    dtx__srv_bad(c, DTX_EINVAL, "%s\"id\" is a string, \"pending\" a "
-                 "boolean, \"timeout_ms\" an integer", where);
+    dtx__srv_bad(c, DTX_EINVAL,
+                 "%s\"id\" is a string, \"pending\" a "
+                 "boolean, \"timeout_ms\" an integer",
+                 where);
     return -1;
   }
   /* As `ledger post`: unset is the usual hour for a pending entry; a
    * value is the library's to judge. */
   *req = (dtx_ledger_post_req_t){
-      .id = json_string_value(id), .legs = legs, .nlegs = json_array_size(lj),
+      .id = json_string_value(id),
+      .legs = legs,
+      .nlegs = json_array_size(lj),
       .pending = json_is_true(pend),
       .timeout_ms = tmo                  ? (int64_t)json_integer_value(tmo)
                     : json_is_true(pend) ? DTX_LEDGER_TIMEOUT_MS
@@ -213,15 +222,19 @@ void dtx__srv_h_ledger_batch(dtx__srv_ctx_t *c) {
     json_t *f;
     snprintf(where, sizeof where, "entries[%zu]: ", i);
     if (!json_is_object(v)) {
-      dtx__srv_bad(c, DTX_EINVAL, "%san entry is an object {\"legs\"[, "
-                   "\"id\", \"pending\", \"timeout_ms\"]}", where);
+      dtx__srv_bad(c, DTX_EINVAL,
+                   "%san entry is an object {\"legs\"[, "
+                   "\"id\", \"pending\", \"timeout_ms\"]}",
+                   where);
       goto done;
     }
     json_object_foreach(v, key, f) {
       if (strcmp(key, "legs") && strcmp(key, "id") && strcmp(key, "pending") &&
           strcmp(key, "timeout_ms")) {
-        dtx__srv_bad(c, DTX_EINVAL, "%sunknown field '%.100s' (legs, id, "
-                     "pending, timeout_ms)", where, key);
+        dtx__srv_bad(c, DTX_EINVAL,
+                     "%sunknown field '%.100s' (legs, id, "
+                     "pending, timeout_ms)",
+                     where, key);
         goto done;
       }
     }

@@ -13,8 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- query helpers (lists, ?N= options) ------------------------------------
- */
+/* ---- query helpers (lists, ?N= options) ---------------------------------- */
 
 int dtx__srv_qint(dtx__srv_ctx_t *c, const char *key, int64_t dflt,
                   int64_t *out) {
@@ -30,8 +29,10 @@ int dtx__srv_qint(dtx__srv_ctx_t *c, const char *key, int64_t dflt,
   errno = 0;
   long long n = strtoll(v, &end, 10);
   if (end == v || *end || errno) {
-    dtx__srv_bad(c, DTX_EINVAL, "query parameter '%s' must be an int64, "
-                 "got '%.20s'", key, v);
+    dtx__srv_bad(c, DTX_EINVAL,
+                 "query parameter '%s' must be an int64, "
+                 "got '%.20s'",
+                 key, v);
     return -1;
   }
   *out = (int64_t)n;
@@ -178,8 +179,9 @@ void dtx__srv_h_lock_force_release(dtx__srv_ctx_t *c) {
     dtx__srv_fail(c, rc, NULL);
     return;
   }
-  int64_t token = cur ? (int64_t)json_integer_value(json_object_get(cur, "token"))
-                      : dtx__srv_arg_int(c, "token", 0);
+  int64_t token =
+      cur ? (int64_t)json_integer_value(json_object_get(cur, "token"))
+          : dtx__srv_arg_int(c, "token", 0);
   json_decref(cur);
   rc = dtx_lock_release(c->d->st, c->param[0], token, &out);
   dtx__srv_one(c, rc, &out, NULL);

@@ -40,7 +40,7 @@ static const char *need_str(dtx__srv_ctx_t *c, const char *name) {
   return v;
 }
 
-/* ---- sync (docs/sync.md) -------------------------------------------------- */
+/* ---- sync (docs/sync.md) ------------------------------------------------- */
 
 void dtx__srv_h_sync_rule(dtx__srv_ctx_t *c) {
   dtx_sync_rule_t r = {.name = c->param[0]};
@@ -62,8 +62,8 @@ void dtx__srv_h_sync_update(dtx__srv_ctx_t *c) {
     dtx__srv_bad(c, DTX_EINVAL, "field 'update' is required");
     return;
   }
-  dtx__srv_one(c, dtx_sync_update(c->d->st, c->param[0], master_id, u, &eo,
-                                  &res),
+  dtx__srv_one(c,
+               dtx_sync_update(c->d->st, c->param[0], master_id, u, &eo, &res),
                &res, "result");
 }
 
@@ -85,7 +85,7 @@ void dtx__srv_h_sync_repair(dtx__srv_ctx_t *c) {
   dtx__srv_one(c, dtx_sync_repair(c->d->st, &ro, &sum), &sum, "summary");
 }
 
-/* ---- orders (docs/orders.md) ---------------------------------------------- */
+/* ---- orders (docs/orders.md) --------------------------------------------- */
 
 void dtx__srv_h_order_create(dtx__srv_ctx_t *c) {
   dtx_order_req_t req = {.trade_id = c->param[0],
@@ -194,7 +194,7 @@ void dtx__srv_h_order_list(dtx__srv_ctx_t *c) {
   dtx__srv_qanswer(c, "orders", what, &page, rc, items);
 }
 
-/* ---- versions (docs/versions.md) ------------------------------------------ */
+/* ---- versions (docs/versions.md) ----------------------------------------- */
 
 /* put: "root", "child" {KEY: DOC} (--child KEY=DOC), "remove_child"
  * [KEY] (--remove-child KEY), "expect_version" (>= 0). */
@@ -204,9 +204,9 @@ void dtx__srv_h_version_put(dtx__srv_ctx_t *c) {
   const char *key;
   size_t n = json_object_size(set) + json_array_size(rm), i;
   dtx_version_put_req_t req = {
-      .item = c->param[0], .root = dtx__srv_arg(c, "root"),
-      .expect_version =
-          dtx__srv_arg_int(c, "expect_version", DTX_VERSION_ANY)};
+      .item = c->param[0],
+      .root = dtx__srv_arg(c, "root"),
+      .expect_version = dtx__srv_arg_int(c, "expect_version", DTX_VERSION_ANY)};
   if (!req.root) {
     dtx__srv_bad(c, DTX_EINVAL, "field 'root' is required");
     return;
@@ -230,8 +230,10 @@ void dtx__srv_h_version_put(dtx__srv_ctx_t *c) {
   }
   json_array_foreach(rm, i, v) {
     if (!json_is_string(v)) {
-      dtx__srv_bad(c, DTX_EINVAL, "remove_child[%zu] must be a key (a "
-                   "string)", i);
+      dtx__srv_bad(c, DTX_EINVAL,
+                   "remove_child[%zu] must be a key (a "
+                   "string)",
+                   i);
       free(ch);
       return;
     }
@@ -271,9 +273,9 @@ void dtx__srv_h_version_history(dtx__srv_ctx_t *c) {
 }
 
 void dtx__srv_h_version_gc(dtx__srv_ctx_t *c) {
-  dtx_version_gc_opts_t o = {
-      .keep = dtx__srv_arg_int(c, "keep", DTX_VERSION_KEEP),
-      .grace_ms = dtx__srv_arg_int(c, "grace_ms", -1)};
+  dtx_version_gc_opts_t o = {.keep =
+                                 dtx__srv_arg_int(c, "keep", DTX_VERSION_KEEP),
+                             .grace_ms = dtx__srv_arg_int(c, "grace_ms", -1)};
   json_t *sum = NULL;
   if (o.keep < 1 || (dtx__srv_arg(c, "grace_ms") && o.grace_ms < 0)) {
     dtx__srv_bad(c, DTX_EINVAL, "keep must be >= 1 and grace_ms >= 0");
