@@ -175,6 +175,8 @@ shell_on() { # URI
     bash "$ROOT/tests/crash/kleppmann.sh"
   run_logged "server/contract.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/server/contract.sh"
+  run_logged "server/patterns.sh $u" env DTX_REDIS_URI="$u" \
+    bash "$ROOT/tests/server/patterns.sh"
 }
 phase_shell() {
   both_targets shell_on
