@@ -13,8 +13,8 @@
 #                 ledger.sh, order.sh, scenarios.sh, flashsale.sh, version.sh,
 #                 tests/redis/acl.sh (the ACL user; on the standalone
 #                 target a server of its own whose default user is off),
-#                 tests/crash/kleppmann.sh and tests/server/contract.sh
-#                 (doctxd over HTTP) (DOCTX set; each scenario gets an
+#                 tests/crash/kleppmann.sh, tests/server/contract.sh and
+#                 patterns.sh (doctxd over HTTP) (DOCTX set; each scenario gets an
 #                 new namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time);
 #                 then once tests/redis/tls.sh (its own TLS-only servers
