@@ -195,7 +195,7 @@ typedef struct conn_req {
   struct conn_req *prev_p, *next_p; /* the pending list (the watchdog's) */
   struct MHD_Connection *con;
   char *target; /* the raw request target, as sent */
-  const char *method;
+  char method[16]; /* copied: a worker may outlive MHD's request */
   char *auth;
   char *body;
   size_t len, cap;
@@ -486,9 +486,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *con,
     dtx__srv_dispatch(d, &req, &resp);
     return answer(d, con, &resp);
   }
-  /* To a worker.  method is MHD's and lives as long as the connection's
-   * request; the header value is copied, as a worker reads it later. */
-  r->method = method;
+  /* To a worker.  The method and the header are copied: a request
+   * answered at its timeout ends in MHD while a worker still runs it. */
+  snprintf(r->method, sizeof r->method, "%s", method);
   if (auth && !(r->auth = strdup(auth)))
     return MHD_NO;
   r->con = con;
