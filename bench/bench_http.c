@@ -8,6 +8,7 @@
  *                   [--conns N] [--accounts A] [--batch K]
  *                   [--requests N | --duration-ms D] [--prefix P]
  *                   [--acked FILE] [--store URI] [--rounds R]
+ *                   [--label BACKEND]
  *
  * Load (without --store): N connections (default 16; connection i uses
  * the i-th --url, round robin), each sending POST /v1/transfers (or, with
@@ -27,7 +28,8 @@
  * transfers (uniform pairs, no client id, --requests of them) through
  * the library in-process on --conns threads, and over HTTP on --conns
  * connections, single and in batches of --batch (default 64); records
- * the rows (bench_common.h) with the library as the baseline. */
+ * the rows (bench_common.h) with the library as the baseline, under
+ * --label (the backend's name: sqlite, redis-standalone, ...). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -51,7 +53,7 @@ typedef struct cfg {
   int nurl, conns, accounts, batch, rounds;
   long requests;
   int64_t duration_ms;
-  const char *token, *prefix, *acked, *store;
+  const char *token, *prefix, *acked, *store, *label;
 } cfg_t;
 
 typedef struct conn {
@@ -446,10 +448,10 @@ static int bench(cfg_t *c) {
                l2 = bench_median_side(lb, R), h2 = bench_median_side(hb, R);
   char wl[32];
   snprintf(wl, sizeof wl, "batch%d", b);
-  bench_row(&(bench_row_t){"transfer-http", "sqlite", "", "single",
+  bench_row(&(bench_row_t){"transfer-http", c->label, "", "single",
                            "transfers/s", "the library in-process", c->conns,
                            R, h1, l1, NULL});
-  bench_row(&(bench_row_t){"transfer-http", "sqlite", "", wl, "transfers/s",
+  bench_row(&(bench_row_t){"transfer-http", c->label, "", wl, "transfers/s",
                            "the library in-process", c->conns, R, h2, l2,
                            NULL});
   printf("doctxd over HTTP vs the library in-process: %d transfers, %d "
@@ -470,7 +472,7 @@ static int bench(cfg_t *c) {
 }
 
 int main(int argc, char **argv) {
-  cfg_t c = {.conns = 16, .accounts = 16, .rounds = 3};
+  cfg_t c = {.conns = 16, .accounts = 16, .rounds = 3, .label = "sqlite"};
   bench_begin("bench_http", "", argc, argv);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -502,6 +504,8 @@ int main(int argc, char **argv) {
       c.acked = v;
     else if (strcmp(a, "--store") == 0)
       c.store = v;
+    else if (strcmp(a, "--label") == 0)
+      c.label = v;
     else if (strcmp(a, "--rounds") == 0)
       c.rounds = atoi(v);
     else {
@@ -517,7 +521,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (c.store) {
-    bench_label("sqlite");
+    bench_label(c.label);
     return bench_end(bench(&c));
   }
   load_t L = {.c = &c, .batch = c.batch, .mu = PTHREAD_MUTEX_INITIALIZER};
