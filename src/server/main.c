@@ -208,7 +208,8 @@ typedef struct conn_req {
 
 static struct {
   pthread_mutex_t mu;
-  pthread_cond_t cv;
+  pthread_cond_t cv;  /* workers: a request queued, or stop */
+  pthread_cond_t wcv; /* the watchdog: a request pending, or stop */
   conn_req_t *head, *tail; /* queued, not yet taken by a worker */
   conn_req_t *pending;     /* queued or running, not yet answered */
   int busy;                /* workers inside the dispatcher */
@@ -216,7 +217,9 @@ static struct {
   int64_t timeout_ms;
   dtx__srv_t *d;
   int metrics_apart; /* --metrics-listen: no /metrics on the main port */
-} pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} pool = {.mu = PTHREAD_MUTEX_INITIALIZER,
+          .cv = PTHREAD_COND_INITIALIZER,
+          .wcv = PTHREAD_COND_INITIALIZER};
 
 static int64_t mono_us(void) {
   struct timespec ts;
@@ -390,6 +393,10 @@ static void *watchdog_main(void *arg) {
   struct timespec nap = {0, 20 * 1000 * 1000};
   pthread_mutex_lock(&pool.mu);
   while (!pool.stop) {
+    if (!pool.pending) { /* idle: no wake-ups until a request comes */
+      pthread_cond_wait(&pool.wcv, &pool.mu);
+      continue;
+    }
     pthread_mutex_unlock(&pool.mu);
     nanosleep(&nap, NULL);
     pthread_mutex_lock(&pool.mu);
@@ -477,7 +484,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *con,
                      "/metrics is served on --metrics-listen");
     return answer(d, con, &resp);
   }
-  if (path_is(r->target, "/healthz") || path_is(r->target, "/metrics")) {
+  /* Answered here, never queued: /healthz and /metrics read memory
+   * only, and while draining every answer is the drain's 503 (or
+   * /healthz's 200) without the store. */
+  if (path_is(r->target, "/healthz") || path_is(r->target, "/metrics") ||
+      atomic_load(&d->draining)) {
     dtx__srv_req_t req = {.method = method,
                           .target = r->target,
                           .auth = auth,
@@ -508,6 +519,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *con,
     pool.pending->prev_p = r;
   pool.pending = r;
   pthread_cond_signal(&pool.cv);
+  pthread_cond_signal(&pool.wcv);
   pthread_mutex_unlock(&pool.mu);
   return MHD_YES;
 }
@@ -701,6 +713,7 @@ int main(int argc, char **argv) {
   pthread_mutex_lock(&pool.mu);
   pool.stop = 1;
   pthread_cond_broadcast(&pool.cv);
+  pthread_cond_broadcast(&pool.wcv);
   pthread_mutex_unlock(&pool.mu);
   for (long i = 0; i < o.threads; i++)
     pthread_join(workers[i], NULL);
