@@ -21,7 +21,8 @@
  * 20 ms, until the end.  --acked FILE gets one line per acknowledged
  * transfer (200: its JSON document, as `doctx audit --acked` reads).
  * Prints one line:
- *   requests N ok N codes 200:N,503:N neterr N transfers N rps R p50_ms X p99_ms Y
+ *   requests N ok N codes 200:N,503:N neterr N transfers N rps R p50_ms X
+ * p99_ms Y
  *
  * Benchmark (--store URI): creates a0..a<A-1> (balance 10^12) in that
  * store and through the API, then, R rounds each (median), runs the same
@@ -277,8 +278,8 @@ static void *load_worker(void *arg) {
     int status = 0;
     char *resp = NULL;
     double t0 = now_us();
-    if (roundtrip(k, "POST", L->batch > 0 ? "/v1/transfers/batch"
-                                          : "/v1/transfers",
+    if (roundtrip(k, "POST",
+                  L->batch > 0 ? "/v1/transfers/batch" : "/v1/transfers",
                   c->token, body, &status, &resp)) {
       __atomic_add_fetch(&L->neterr, 1, __ATOMIC_RELAXED);
       continue;
@@ -343,7 +344,8 @@ static void print_load(const load_t *L, const bench_side_t *s) {
   fflush(stdout);
 }
 
-/* ---- the benchmark ---------------------------------------------------------- */
+/* ---- the benchmark ----------------------------------------------------------
+ */
 
 typedef struct libctx {
   dtx_store_t *st;
@@ -438,8 +440,8 @@ static int bench(cfg_t *c) {
     lb[r].ops_s *= b; /* transfers a second */
     bench_phase("round %d/%d: HTTP, batches of %d", r + 1, R, b);
     hc.requests = n / b;
-    load_t LB = {.c = &hc, .pairs = pairs, .batch = b,
-                 .mu = PTHREAD_MUTEX_INITIALIZER};
+    load_t LB = {
+        .c = &hc, .pairs = pairs, .batch = b, .mu = PTHREAD_MUTEX_INITIALIZER};
     run_load(&LB, &hb[r]);
     hb[r].ops_s *= b;
     errs += (int)(n - LB.transfers);
@@ -449,8 +451,8 @@ static int bench(cfg_t *c) {
   char wl[32];
   snprintf(wl, sizeof wl, "batch%d", b);
   bench_row(&(bench_row_t){"transfer-http", c->label, "", "single",
-                           "transfers/s", "the library in-process", c->conns,
-                           R, h1, l1, NULL});
+                           "transfers/s", "the library in-process", c->conns, R,
+                           h1, l1, NULL});
   bench_row(&(bench_row_t){"transfer-http", c->label, "", wl, "transfers/s",
                            "the library in-process", c->conns, R, h2, l2,
                            NULL});
@@ -459,8 +461,8 @@ static int bench(cfg_t *c) {
          n, c->conns, R, errs ? " (SOME DID NOT SUCCEED)" : "");
   printf("  %-16s %12s %9s %9s   %12s %9s %9s  %6s\n", "", "HTTP tx/s",
          "p50 ms", "p99 ms", "library tx/s", "p50 ms", "p99 ms", "ratio");
-  printf("  %-16s %12.0f %9.2f %9.2f   %12.0f %9.2f %9.2f  %6.2f\n",
-         "single", h1.ops_s, h1.p50_us / 1000, h1.p99_us / 1000, l1.ops_s,
+  printf("  %-16s %12.0f %9.2f %9.2f   %12.0f %9.2f %9.2f  %6.2f\n", "single",
+         h1.ops_s, h1.p50_us / 1000, h1.p99_us / 1000, l1.ops_s,
          l1.p50_us / 1000, l1.p99_us / 1000, h1.ops_s / l1.ops_s);
   printf("  %-16s %12.0f %9.2f %9.2f   %12.0f %9.2f %9.2f  %6.2f\n", wl,
          h2.ops_s, h2.p50_us / 1000, h2.p99_us / 1000, l2.ops_s,

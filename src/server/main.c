@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #define EXIT_USAGE 2
-#define MAX_DRAIN_MS 3600000 /* an hour: a longer drain is a typo */
+#define MAX_DRAIN_MS 3600000           /* an hour: a longer drain is a typo */
 #define MAX_REQUEST_TIMEOUT_MS 3600000 /* an hour; INT64_MAX is refused */
 
 typedef struct opts {
@@ -191,10 +191,10 @@ static int parse_listen(const char *s, struct sockaddr_in *sa) {
 #define IO_THREADS 2
 
 typedef struct conn_req {
-  struct conn_req *next;         /* the work queue */
+  struct conn_req *next;            /* the work queue */
   struct conn_req *prev_p, *next_p; /* the pending list (the watchdog's) */
   struct MHD_Connection *con;
-  char *target; /* the raw request target, as sent */
+  char *target;    /* the raw request target, as sent */
   char method[16]; /* copied: a worker may outlive MHD's request */
   char *auth;
   char *body;
@@ -208,8 +208,8 @@ typedef struct conn_req {
 
 static struct {
   pthread_mutex_t mu;
-  pthread_cond_t cv;  /* workers: a request queued, or stop */
-  pthread_cond_t wcv; /* the watchdog: a request pending, or stop */
+  pthread_cond_t cv;       /* workers: a request queued, or stop */
+  pthread_cond_t wcv;      /* the watchdog: a request pending, or stop */
   conn_req_t *head, *tail; /* queued, not yet taken by a worker */
   conn_req_t *pending;     /* queued or running, not yet answered */
   int busy;                /* workers inside the dispatcher */
@@ -633,9 +633,8 @@ int main(int argc, char **argv) {
   struct MHD_Daemon *mhd = MHD_start_daemon(
       MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
           MHD_ALLOW_SUSPEND_RESUME,
-      0, NULL, NULL, handler, &d, MHD_OPTION_SOCK_ADDR,
-      (struct sockaddr *)&sa, MHD_OPTION_THREAD_POOL_SIZE,
-      (unsigned)IO_THREADS,
+      0, NULL, NULL, handler, &d, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+      MHD_OPTION_THREAD_POOL_SIZE, (unsigned)IO_THREADS,
       MHD_OPTION_CONNECTION_LIMIT, (unsigned)o.max_conns,
       MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)o.per_ip,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o.timeout_s,
