@@ -13,8 +13,9 @@
 #                 ledger.sh, order.sh, scenarios.sh, flashsale.sh, version.sh,
 #                 tests/redis/acl.sh (the ACL user; on the standalone
 #                 target a server of its own whose default user is off),
-#                 tests/crash/kleppmann.sh and tests/server/contract.sh
-#                 (doctxd over HTTP) (DOCTX set; each scenario gets an
+#                 tests/crash/kleppmann.sh, tests/server/contract.sh,
+#                 patterns.sh and faults.sh (doctxd over HTTP: scale-out,
+#                 SIGKILL, drain) (DOCTX set; each scenario gets an
 #                 new namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time);
 #                 then once tests/redis/tls.sh (its own TLS-only servers
@@ -38,7 +39,9 @@
 # on the standalone server only:
 #   deadline      tests/redis/deadline.sh: the server is SIGSTOPped while
 #                 commands run; each must end within its one budget,
-#                 exit 4 with the reason, and leave its work recoverable
+#                 exit 4 with the reason, and leave its work recoverable;
+#                 tests/server/faults.sh's pause: doctxd answers 503
+#                 within --request-timeout-ms, then recovers
 #   replicas      ?wait=1 while its one replica goes away: the write that
 #                 finds it fails fast, and so does the next open
 # and on the cluster only:
@@ -175,6 +178,10 @@ shell_on() { # URI
     bash "$ROOT/tests/crash/kleppmann.sh"
   run_logged "server/contract.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/server/contract.sh"
+  run_logged "server/patterns.sh $u" env DTX_REDIS_URI="$u" \
+    bash "$ROOT/tests/server/patterns.sh"
+  run_logged "server/faults.sh $u" env DTX_REDIS_URI="$u" \
+    bash "$ROOT/tests/server/faults.sh"
 }
 phase_shell() {
   both_targets shell_on
@@ -184,6 +191,9 @@ phase_shell() {
 phase_deadline() {
   run_logged "deadline.sh $URI_SA" env DTX_REDIS_URI="$URI_SA" \
     DTX_REDIS_PID="$(cat "$WORK/$SA/pid")" bash "$HERE/deadline.sh"
+  run_logged "server/faults.sh pause $URI_SA" env DTX_REDIS_URI="$URI_SA" \
+    DTX_REDIS_PID="$(cat "$WORK/$SA/pid")" FAULTS_CASES=pause \
+    bash "$ROOT/tests/server/faults.sh"
 }
 
 # Polls CMD... every 0.1 s for up to 10 s; 0 once it succeeds.

@@ -155,14 +155,8 @@ int dtx__rd_node_index_locked(dtx__backend_t *b, const char *host,
       return (int)i;
   if (b->nnodes >= RD_NO_NODE - 1)
     return -1;
-  if (b->nnodes == b->capnodes) {
-    size_t ncap = b->capnodes ? b->capnodes * 2 : 8;
-    rd_node_t **nn = realloc(b->nodes, ncap * sizeof *nn);
-    if (!nn)
-      return -1;
-    b->nodes = nn;
-    b->capnodes = ncap;
-  }
+  if (b->nnodes == b->capnodes && DTX__GROW(b->nodes, b->capnodes, 8))
+    return -1;
   rd_node_t *n = node_new(host, port);
   if (!n)
     return -1;
@@ -238,14 +232,8 @@ void dtx__rd_conn_put(rd_node_t *n, redisContext *c) {
   }
   pthread_mutex_lock(&n->mu);
   if (n->nidle < MAX_IDLE) {
-    if (n->nidle == n->cap) {
-      size_t ncap = n->cap ? n->cap * 2 : 4;
-      redisContext **ni = realloc(n->idle, ncap * sizeof *ni);
-      if (ni) {
-        n->idle = ni;
-        n->cap = ncap;
-      }
-    }
+    if (n->nidle == n->cap)
+      (void)DTX__GROW(n->idle, n->cap, 4); /* else it is freed */
     if (n->nidle < n->cap) {
       n->idle[n->nidle++] = c;
       c = NULL;
