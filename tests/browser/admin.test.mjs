@@ -101,6 +101,20 @@ try {
   step('canceled the pending transfer: it is failed (canceled)');
   await shot('transfers');
 
+  // The held lock: force-release it (after the page's confirm), see it free.
+  page.on('dialog', (d) => d.accept());
+  await page.click('#tabs [data-view="locks"]');
+  const lock = '#locks-table tr[data-name="nightly-report"]';
+  await page.waitForSelector(lock);
+  assert.match(await page.$eval(lock, (r) => r.textContent), /held.*cron@host1/);
+  await shot('locks');
+  await page.click(lock + ' button');
+  await page.waitForFunction((sel) => {
+    const r = document.querySelector(sel);
+    return r && /free/.test(r.querySelector('td:nth-child(2)').textContent);
+  }, {}, lock);
+  step('force-released the held lock: it is free');
+
   // Money made up behind the patterns' back (a bypassing plain write): the
   // next audit the page runs says findings, and names them.
   const tamper = await fetch(URL + '/v1/c/accounts/update', {

@@ -284,6 +284,50 @@ views.transfers = {
   },
 };
 
+// -- locks: holder, token, expiry, force-release
+
+function expiry(lock, now) {
+  const d = lock.expires - now;
+  if (!lock.owner && !lock.held) return 'free';
+  return d >= 0 ? 'in ' + age(d) : 'lapsed ' + age(-d) + ' ago';
+}
+
+views.locks = {
+  every: 5000,
+  async refresh() {
+    let list;
+    try { list = await api('GET', '/v1/locks?limit=1000'); } catch (err) {
+      failed('locks', err);
+      return;
+    }
+    const now = Date.now();
+    $('#locks-table tbody').replaceChildren(...list.locks.map((l) => {
+      const rel = el('button', { class: 'danger', text: 'Force release' });
+      rel.disabled = !l.held;
+      rel.addEventListener('click', async () => {
+        if (!window.confirm('Force-release lock ' + l.name + ' held by ' + l.owner +
+          ' (token ' + l.token + ')? Its holder\'s fenced writes will be refused.')) return;
+        rel.disabled = true;
+        try {
+          const done = await api('POST', '/v1/admin/locks/' + encodeURIComponent(l.name) +
+            '/release', { token: l.token });
+          toast('lock ' + l.name + ': ' + (done.held ? 'still held' : 'released'));
+        } catch (err) {
+          failed('release ' + l.name, err);
+        }
+        views.locks.refresh();
+      });
+      return el('tr', { 'data-name': l.name },
+        el('td', { class: 'id', text: l.name }),
+        el('td', {}, l.held ? el('span', { class: 'badge warn', text: 'held' })
+          : el('span', { class: 'badge', text: 'free' })),
+        el('td', { text: l.owner || '' }), el('td', { class: 'num', text: String(l.token) }),
+        el('td', { text: expiry(l, now) }), el('td', {}, rel));
+    }));
+    $('#locks-empty').hidden = list.locks.length > 0;
+  },
+};
+
 // -- audit: run one, show the last result
 
 function renderAudit(res) {
@@ -354,5 +398,6 @@ document.addEventListener('DOMContentLoaded', () => {
   $('#audit-run').addEventListener('click', runAudit);
   $('#transfers-refresh').addEventListener('click', () => views.transfers.refresh());
   $('#stuck-s').addEventListener('change', () => views.transfers.refresh());
+  $('#locks-refresh').addEventListener('click', () => views.locks.refresh());
   if (token) signIn(token); else signOut('');
 });
