@@ -108,11 +108,12 @@ static const char *const transfer_states[] = {"initiated",    "preparing",
                                               "rolling_back", "failed"};
 
 /* The counts of the dashboard: transfers by state (one count each, on the
- * state index), jobs by state over every queue (dtx_job_stats) and the
+ * state index), jobs by state over every queue and per queue (the first
+ * DTX__SRV_JOB_QUEUES queues, dtx_job_stats each) and the
  * locks held (a live lease) among the first LOCKS_MAX ("more": there are
  * others).  0, or the library's error. */
 static int counts_json(dtx__srv_t *d, json_t **out) {
-  json_t *tx = json_object(), *jobs = NULL, *locks = NULL;
+  json_t *tx = json_object(), *jobs = NULL, *locks = NULL, *byq = NULL;
   int rc = 0;
   for (size_t i = 0;
        !rc && i < sizeof transfer_states / sizeof *transfer_states; i++) {
@@ -124,6 +125,16 @@ static int counts_json(dtx__srv_t *d, json_t **out) {
   }
   if (!rc)
     rc = dtx_job_stats(d->st, NULL, &jobs);
+  char q[DTX__SRV_JOB_QUEUES + 1][129];
+  int nq = rc ? 0 : dtx__srv_job_queues(d->st, q);
+  if (nq < 0)
+    rc = DTX_EUNAVAILABLE;
+  byq = json_object();
+  for (int i = 0; !rc && i < nq; i++) {
+    json_t *s = NULL;
+    rc = dtx_job_stats(d->st, q[i], &s);
+    json_object_set_new(byq, q[i], s ? s : json_object());
+  }
   /* Locks are few (one per protected resource); the page reads at most
    * LOCKS_MAX of them each refresh and says when there were more. */
   dtx_page_t lp = {.skip = 0, .limit = LOCKS_MAX + 1};
@@ -132,6 +143,7 @@ static int counts_json(dtx__srv_t *d, json_t **out) {
   if (rc) {
     json_decref(tx);
     json_decref(jobs);
+    json_decref(byq);
     json_decref(locks);
     return rc;
   }
@@ -142,9 +154,9 @@ static int counts_json(dtx__srv_t *d, json_t **out) {
     json_array_remove(locks, LOCKS_MAX), n = LOCKS_MAX;
   json_array_foreach(locks, i, l) held +=
       json_is_true(json_object_get(l, "held"));
-  *out = json_pack("{s:o,s:o,s:{s:I,s:I,s:b}}", "transfers", tx, "jobs", jobs,
-                   "locks", "held", (json_int_t)held, "total", (json_int_t)n,
-                   "more", more);
+  *out = json_pack("{s:o,s:o,s:o,s:{s:I,s:I,s:b}}", "transfers", tx, "jobs",
+                   jobs, "jobs_by_queue", byq, "locks", "held",
+                   (json_int_t)held, "total", (json_int_t)n, "more", more);
   json_decref(locks);
   return 0;
 }

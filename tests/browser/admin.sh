@@ -61,8 +61,8 @@ req GET /v1/admin/stats "$T_ADMIN"
 ring=$(jq -c '[([.series.accounts.requests[]] | add),
   ([.series.transfers.client_errors[]] | add),
   ([.series.unmatched.client_errors[]] | add), .counts.transfers.initiated,
-  .counts.jobs.dead, .counts.locks.held, (.series.accounts.requests | length)]' "$WORK/rb")
-[ "$CODE" = 200 ] && [ "$ring" = "[3,1,1,1,1,1,60]" ] && ok ||
+  .counts.jobs.dead, .counts.jobs_by_queue.mail.dead, .counts.locks.held, (.series.accounts.requests | length)]' "$WORK/rb")
+[ "$CODE" = 200 ] && [ "$ring" = "[3,1,1,1,1,1,1,60]" ] && ok ||
   bad "stats: $CODE $ring: $(head -c 300 "$WORK/rb")"
 # The page's CSP lets it run its own files; the API's stays strict.
 req GET /admin ""

@@ -74,6 +74,7 @@ try {
   assert.equal(counts.transfers.initiated, 1, JSON.stringify(counts));
   assert.equal(counts['jobs (all queues)'].dead, 1, JSON.stringify(counts));
   assert.equal(counts.locks.held, 1, JSON.stringify(counts));
+  assert.match(await page.$eval('[data-queue="mail"]', (r) => r.textContent), /^mail0001$/);
   assert.equal(await page.evaluate(() => sessionStorage.getItem('doctx.admin.token')), TOKEN);
   await page.waitForSelector('#chart-throughput polyline');
   step('signed in; the dashboard counts 1 pending transfer, 1 dead job, 1 held lock, and charts traffic');

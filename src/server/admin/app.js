@@ -159,6 +159,23 @@ function kv(title, obj, order) {
     el('h3', { text: title }), box);
 }
 
+// The queues' depth: one row per queue, its jobs by state.
+function byQueue(queues) {
+  const cols = ['ready', 'delayed', 'running', 'dead'];
+  const names = Object.keys(queues || {});
+  const head = el('tr', {}, el('th', { text: 'queue' }),
+    ...cols.map((c) => el('th', { class: 'num', text: c })));
+  const rows = names.map((q) => el('tr', { 'data-queue': q }, el('td', { class: 'id', text: q }),
+    ...cols.map((c) => el('td', {
+      class: 'num' + (queues[q][c] ? '' : ' muted') + (c === 'dead' && queues[q][c] ? ' hot' : ''),
+      text: String(queues[q][c] || 0),
+    }))));
+  return el('div', { class: 'card wide', 'data-count': 'jobs by queue' },
+    el('h3', { text: 'jobs by queue' }),
+    names.length ? el('table', { class: 'mini' }, el('thead', {}, head), el('tbody', {}, ...rows))
+      : el('p', { class: 'muted', text: 'no jobs' }));
+}
+
 // Draws series (arrays of equal length, per second) as polylines.
 function chart(svgEl, legendEl, series) {
   const W = 600, H = 180, L = 34, B = 20, T = 8;
@@ -202,6 +219,7 @@ views.dashboard = {
       kv('jobs (all queues)', c.jobs, ['ready', 'delayed', 'running',
         'succeeded', 'dead', 'canceled']),
       kv(c.locks.more ? 'locks (first 10000)' : 'locks', c.locks, ['held', 'total']),
+      byQueue(c.jobs_by_queue),
     ];
     cards.push(kv('this doctxd', { 'uptime s': st.uptime_s }));
     $('#counts').replaceChildren(...cards);
