@@ -217,11 +217,24 @@ static int end(dtx_store_t *st, const char *id, int64_t epoch, int ok,
       rc = dtx__job_complete_refused(&ex, job, json_deep_copy(result), why,
                                      out);
     }
-    if (rc == DTX_ENOMATCH)
-      rc = dtx__err(DTX_ESTALE,
-                    "job %s: the attempt at epoch %lld was taken over or "
-                    "ended meanwhile: nothing was written",
-                    id, (long long)epoch);
+    if (rc == DTX_ENOMATCH) {
+      /* Fenced: by a takeover (STALE), or by the same outcome sent twice
+       * at once (the other call's write ended it: the same answer). */
+      json_t *now = NULL;
+      int grc = dtx__kit_get(&ex, DTX_JOBS, id, &now);
+      if (grc == 0 && ended_by(now, epoch, ok, error)) {
+        *out = now;
+        rc = 0;
+      } else {
+        json_decref(now);
+        rc = grc && grc != DTX_ENOTFOUND
+                 ? grc
+                 : dtx__err(DTX_ESTALE,
+                            "job %s: the attempt at epoch %lld was taken "
+                            "over or ended meanwhile: nothing was written",
+                            id, (long long)epoch);
+      }
+    }
     /* J1/J3: only this epoch's move ended it, once. */
     DTX_ASSERT(rc || dtx__int(*out, "epoch") == epoch, "J1");
   }
