@@ -12,7 +12,7 @@
 #                 tests/cli/contract.sh, job.sh, lock.sh, sync.sh,
 #                 ledger.sh, order.sh, scenarios.sh, flashsale.sh, version.sh,
 #                 tests/crash/kleppmann.sh and tests/server/contract.sh
-#                 (doctxd over HTTP) (DOCTX set; each scenario gets an
+#                 and jobs.sh (doctxd over HTTP) (DOCTX set; each scenario gets an
 #                 new namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time)
 #   cli           tests/cli/bad_input.sh, transfer_defects.sh,
@@ -27,7 +27,8 @@
 #                 txn_order_batch, txn_job,
 #                 txn_lock, txn_sync,
 #                 txn_ledger, txn_ledger_commit, txn_ledger_batch,
-#                 txn_ledger_batch_attack, txn_scenarios and txn_version
+#                 txn_ledger_batch_attack, txn_scenarios, txn_version
+#                 and txn_job_remote
 #                 redis://... (with DTX_QUICK set, each on one of the
 #                 two targets; conformance likewise splits its single
 #                 calls and its bulk_write run between them)
@@ -170,6 +171,9 @@ shell_on() { # URI
     bash "$ROOT/tests/crash/kleppmann.sh"
   run_logged "server/contract.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/server/contract.sh"
+  # doctxd's job routes and a remote worker's loop (docs/jobs.md)
+  run_logged "server/jobs.sh $u" env DTX_REDIS_URI="$u" \
+    bash "$ROOT/tests/server/jobs.sh"
 }
 phase_shell() { both_targets shell_on; }
 
@@ -297,6 +301,8 @@ transfers_on() { # URI
   txn_on "$1" txn_transfer_declines
   txn_on "$1" txn_transfer_batch
   txn_on "$1" txn_order_batch
+  # the remote worker's calls (dtx_job_claim ... dtx_job_fail_at)
+  txn_on "$1" txn_job_remote
 }
 phase_transfers() { both_targets transfers_on; }
 
