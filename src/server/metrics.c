@@ -143,8 +143,8 @@ static void proc_metrics(buf_t *b, const dtx__srv_t *d) {
  * DTX__SRV_MAX_QUEUES besides (the rest under "_other"); events are a
  * fixed set.  Per process: N doctxd count N shares (docs/server.md). */
 
-static const char *const job_events[] = {"added",     "claimed", "completed",
-                                         "failed",    "retried", "canceled"};
+static const char *const job_events[] = {"added",  "claimed", "completed",
+                                         "failed", "retried", "canceled"};
 #define NJOBEV (sizeof job_events / sizeof job_events[0])
 static pthread_mutex_t jobs_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {

@@ -192,7 +192,8 @@ void dtx__srv_h_job_effect(dtx__srv_ctx_t *c) {
   dtx_job_effect_opts_t eo = {0};
   const char *key = dtx__srv_arg_str(c, "key");
   const char *coll = dtx__srv_arg_str(c, "coll");
-  json_t *filter = dtx__srv_arg(c, "filter"), *update = dtx__srv_arg(c, "update");
+  json_t *filter = dtx__srv_arg(c, "filter"),
+         *update = dtx__srv_arg(c, "update");
   if (arg_epoch(c, &epoch) ||
       dtx__srv_arg_fence(c, &eo.fence_name, &eo.fence_token))
     return;
