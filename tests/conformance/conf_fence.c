@@ -603,12 +603,22 @@ static void test_fence_tombstone_before_rules(void) {
   /* A rule that only the record satisfies: an insert of the deleted _id
    * takes it over before it is judged, so it is accepted. */
   const char *c2 = conf_coll("fence_tomb_rules2");
-  REQUIRE(conf_seed(c2, "[{'_id':'t','_fence':{'L':1}}]") == 0);
+  REQUIRE(conf_seed(c2, "[{'_id':'t','_fence':{'L':1}},"
+                        "{'_id':'v','_fence':{'L':1}}]") == 0);
   dtx_collection_rules_t r2 = {JQ("{'_fence.L':{'$gte':1}}"), NULL, NULL};
   CHECK_RC(dtx_store_set_rules(conf_st, c2, &r2), 0);
   CHECK_RC(dtx_store_delete_ex(conf_st, c2, JQ("{'_id':'t'}"), NULL, &n), 0);
   CHECK_RC(dtx_store_insert(conf_st, c2, JQ("{'_id':'t','x':1}"), NULL), 0);
   check_doc(c2, "t", "{'_id':'t','x':1,'_fence':{'L':1}}");
+  /* The same insert in a batch (its first attempt reads nothing). */
+  CHECK_RC(dtx_store_delete_ex(conf_st, c2, JQ("{'_id':'v'}"), NULL, &n), 0);
+  dtx_bulk_op_t ins = {
+      .kind = DTX_BULK_INSERT, .coll = c2, .doc = JQ("{'_id':'v','x':1}")};
+  (void)dtx_store_bulk_write(conf_st, &ins, 1, br);
+  CHECKF(br[0].rc == 0, "insert: %s %s", dtx_errname(br[0].rc),
+         br[0].detail ? br[0].detail : "");
+  dtx_bulk_results_clear(br, 1);
+  check_doc(c2, "v", "{'_id':'v','x':1,'_fence':{'L':1}}");
   CHECK_RC(dtx_store_insert(conf_st, c2, JQ("{'_id':'u','x':1}"), NULL),
            DTX_EVALIDATION);
 }
