@@ -152,7 +152,7 @@ static void proc_metrics(buf_t *b, const dtx__srv_t *d) {
  * and action names -- never an id. */
 
 #define DOM_TTL_MS 5000
-#define DOM_MAX_QUEUES DTX__SRV_JOB_QUEUES
+#define DOM_MAX_QUEUES DTX__SRV_MAX_QUEUES
 #define DOM_MAX_ACTIONS 64
 
 static pthread_mutex_t dom_mu = PTHREAD_MUTEX_INITIALIZER;

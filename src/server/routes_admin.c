@@ -109,7 +109,7 @@ static const char *const transfer_states[] = {"initiated",    "preparing",
 
 /* The counts of the dashboard: transfers by state (one count each, on the
  * state index), jobs by state over every queue and per queue (the first
- * DTX__SRV_JOB_QUEUES queues, dtx_job_stats each) and the
+ * DTX__SRV_MAX_QUEUES queues, dtx_job_stats each) and the
  * locks held (a live lease) among the first LOCKS_MAX ("more": there are
  * others).  0, or the library's error. */
 static int counts_json(dtx__srv_t *d, json_t **out) {
@@ -125,7 +125,7 @@ static int counts_json(dtx__srv_t *d, json_t **out) {
   }
   if (!rc)
     rc = dtx_job_stats(d->st, NULL, &jobs);
-  char q[DTX__SRV_JOB_QUEUES + 1][129];
+  char q[DTX__SRV_MAX_QUEUES + 1][129];
   int nq = rc ? 0 : dtx__srv_job_queues(d->st, q);
   if (nq < 0)
     rc = DTX_EUNAVAILABLE;

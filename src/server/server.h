@@ -238,10 +238,9 @@ void dtx__srv_h_admin_stats(dtx__srv_ctx_t *c);
 void dtx__srv_h_openapi(dtx__srv_ctx_t *c);
 /* The OpenAPI 3.1 document of the route table (new reference). */
 json_t *dtx__srv_openapi(void);
-/* The queues that hold jobs, sorted, at most DTX__SRV_JOB_QUEUES of them,
- * into q (room for DTX__SRV_JOB_QUEUES + 1 names): their number, or -1 on
+/* The queues that hold jobs, sorted, at most DTX__SRV_MAX_QUEUES of them,
+ * into q (room for DTX__SRV_MAX_QUEUES + 1 names): their number, or -1 on
  * a store error (metrics.c; /metrics and /v1/admin/stats). */
-#define DTX__SRV_JOB_QUEUES 64
 int dtx__srv_job_queues(dtx_store_t *st, char q[][129]);
 /* Counts a finished request in the ring (route: its index, or
  * dtx__srv_nroutes when none matched). */

@@ -102,6 +102,24 @@ try {
   step('canceled the pending transfer: it is failed (canceled)');
   await shot('transfers');
 
+  // The dead job: find it in its queue, open it, retry it, see it ready.
+  await page.click('#tabs [data-view="jobs"]');
+  await page.$eval('#jobs-queue', (e) => { e.value = ''; });
+  await page.type('#jobs-queue', 'mail');
+  await page.select('#jobs-state', 'dead');
+  const job = '#jobs-table tr[data-id="job-dead"]';
+  await page.waitForSelector(job);
+  await page.click(job);
+  await page.waitForFunction(() => /exit status 1/.test(document.querySelector('#job-detail').textContent));
+  await page.click(job + ' button');
+  await page.waitForFunction((sel) => {
+    const r = document.querySelector(sel);
+    return r && /ready/.test(r.querySelector('td:nth-child(3)').textContent);
+  }, {}, job);
+  await page.waitForFunction(() => /"state": "ready"/.test(document.querySelector('#job-detail pre').textContent));
+  step('found the dead job, opened it, retried it: it is ready');
+  await shot('jobs');
+
   // The held lock: force-release it (after the page's confirm), see it free.
   page.on('dialog', (d) => d.accept());
   await page.click('#tabs [data-view="locks"]');

@@ -133,6 +133,7 @@ async function signIn(t) {
 // ---- views ----------------------------------------------------------------
 
 const views = {};
+let knownQueues = []; // the queues the last stats named
 
 function show(name) {
   current = name;
@@ -213,6 +214,7 @@ views.dashboard = {
       return;
     }
     const c = st.counts;
+    knownQueues = Object.keys(c.jobs_by_queue || {});
     const cards = [
       kv('transfers', c.transfers, ['initiated', 'preparing', 'committed',
         'rolling_back', 'succeeded', 'failed']),
@@ -299,6 +301,95 @@ views.transfers = {
     const now = Date.now();
     $('#transfers-table tbody').replaceChildren(...all.map((tx) => transferRow(tx, now)));
     $('#transfers-empty').hidden = all.length > 0;
+  },
+};
+
+// -- jobs: by queue and state, with a detail view, retry and cancel
+
+const JOB_STATES = ['dead', 'ready', 'delayed', 'running', 'succeeded', 'canceled'];
+const changedJobs = new Map(); // id -> the document a retry or cancel answered
+let selectedJob = null;
+
+async function showJob(id) {
+  selectedJob = id;
+  for (const r of document.querySelectorAll('#jobs-table tbody tr'))
+    r.classList.toggle('sel', r.dataset.id === id);
+  try {
+    const job = await api('GET', '/v1/jobs/' + encodeURIComponent(id));
+    $('#job-detail').replaceChildren(el('h3', { text: 'job ' + id }),
+      el('p', {}, badge(job.state), ' attempts ' + job.attempts + ' of ' + job.max_attempts),
+      job.last_error ? el('p', { class: 'error', text: job.last_error }) : '',
+      el('pre', { id: 'job-json', text: JSON.stringify(job, null, 2) }));
+  } catch (err) {
+    failed('job ' + id, err);
+  }
+}
+
+async function jobAction(job, action, button) {
+  button.disabled = true;
+  try {
+    const done = await api('POST', '/v1/jobs/' + encodeURIComponent(job._id) + '/' + action);
+    changedJobs.set(job._id, done);
+    toast('job ' + job._id + ': ' + done.state);
+  } catch (err) {
+    failed(action + ' ' + job._id, err);
+  }
+  await views.jobs.refresh();
+  if (selectedJob === job._id) showJob(job._id);
+}
+
+function jobRow(job, now) {
+  const retry = el('button', { class: 'quiet', text: 'Retry' });
+  retry.disabled = job.state !== 'dead';
+  retry.addEventListener('click', (e) => { e.stopPropagation(); jobAction(job, 'retry', retry); });
+  const cancel = el('button', { class: 'quiet', text: 'Cancel' });
+  cancel.disabled = !['ready', 'delayed'].includes(job.state);
+  cancel.addEventListener('click', (e) => { e.stopPropagation(); jobAction(job, 'cancel', cancel); });
+  const tr = el('tr', { 'data-id': job._id },
+    el('td', { class: 'id', text: job._id }), el('td', { text: job.type }),
+    el('td', {}, badge(job.state)),
+    el('td', { class: 'num', text: job.attempts + '/' + job.max_attempts }),
+    el('td', { class: 'muted', text: job.last_error || '' }),
+    el('td', { class: 'num', text: age(now - (when(job.created) || now)) }),
+    el('td', {}, retry, ' ', cancel));
+  tr.addEventListener('click', () => showJob(job._id));
+  if (changedJobs.has(job._id)) tr.classList.add('changed');
+  if (selectedJob === job._id) tr.classList.add('sel');
+  return tr;
+}
+
+views.jobs = {
+  every: 5000,
+  async refresh() {
+    if (!$('#jobs-queue').value.trim() && knownQueues.length)
+      $('#jobs-queue').value = knownQueues[0];
+    $('#jobs-queues').replaceChildren(...knownQueues.map((q) => el('option', { value: q })));
+    const q = $('#jobs-queue').value.trim();
+    const state = $('#jobs-state').value;
+    sessionStorage.setItem('doctx.admin.queue', q);
+    if (!q) {
+      $('#jobs-table tbody').replaceChildren();
+      $('#jobs-stats').replaceChildren(el('span', { class: 'muted', text: 'name a queue' }));
+      return;
+    }
+    const base = '/v1/queues/' + encodeURIComponent(q);
+    let stats, list;
+    try {
+      [stats, list] = await Promise.all([api('GET', base + '/stats'),
+        api('GET', base + '/jobs?state=' + state + '&limit=200')]);
+    } catch (err) {
+      failed('jobs of ' + q, err);
+      return;
+    }
+    $('#jobs-stats').replaceChildren(...JOB_STATES.map((s) =>
+      el('span', { class: 'badge' + (s === state ? ' ok' : ''), text: s + ' ' + (stats[s] || 0) })));
+    const seen = new Set(list.jobs.map((j) => j._id));
+    const all = list.jobs.slice();
+    // A job this page just retried or canceled stays in view, in its new state.
+    for (const [id, j] of changedJobs) if (!seen.has(id) && j.queue === q) all.push(j);
+    const now = Date.now();
+    $('#jobs-table tbody').replaceChildren(...all.map((j) => jobRow(j, now)));
+    $('#jobs-empty').hidden = all.length > 0;
   },
 };
 
@@ -416,6 +507,10 @@ document.addEventListener('DOMContentLoaded', () => {
   $('#audit-run').addEventListener('click', runAudit);
   $('#transfers-refresh').addEventListener('click', () => views.transfers.refresh());
   $('#stuck-s').addEventListener('change', () => views.transfers.refresh());
+  $('#jobs-queue').value = sessionStorage.getItem('doctx.admin.queue') || '';
+  $('#jobs-queue').addEventListener('change', () => views.jobs.refresh());
+  $('#jobs-state').addEventListener('change', () => views.jobs.refresh());
+  $('#jobs-refresh').addEventListener('click', () => views.jobs.refresh());
   $('#locks-refresh').addEventListener('click', () => views.locks.refresh());
   if (token) signIn(token); else signOut('');
 });
