@@ -14,9 +14,11 @@
 #include <stdio.h>
 #include <string.h>
 
+/* An entry without a second status leaves ok2 zero on purpose. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 static const struct {
   const char *method, *pattern, *summary;
-  int ok;
+  int ok, ok2; /* the success status, and another one (0: none) */
 } notes[] = {
     {"POST", "/v1/c/{coll}/find", "Find documents (cursor paging)", 200},
     {"POST", "/v1/c/{coll}/count", "Count documents", 200},
@@ -37,6 +39,18 @@ static const struct {
     {"GET", "/v1/transfers", "List transfers by state", 200},
     {"POST", "/v1/transfers/{id}/cancel", "Cancel an uncommitted transfer",
      200},
+    {"POST", "/v1/queues/{q}/jobs", "Add a job (200: its id existed)", 201,
+     200},
+    {"GET", "/v1/queues/{q}/jobs", "List a queue's jobs by state", 200},
+    {"POST", "/v1/queues/{q}/claim", "Claim due jobs with a lease", 200},
+    {"GET", "/v1/queues/{q}/stats", "A queue's jobs by state", 200},
+    {"GET", "/v1/jobs/{id}", "Show a job", 200},
+    {"POST", "/v1/jobs/{id}/heartbeat", "Renew a claimed job's lease", 200},
+    {"POST", "/v1/jobs/{id}/complete", "Complete a claimed job", 200},
+    {"POST", "/v1/jobs/{id}/fail", "Fail a claimed job", 200},
+    {"POST", "/v1/jobs/{id}/retry", "Retry a dead job", 200},
+    {"POST", "/v1/jobs/{id}/cancel", "Cancel a ready or delayed job", 200},
+    {"POST", "/v1/jobs/{id}/effect", "Apply a job's effect at most once", 200},
     {"POST", "/v1/locks/{name}/acquire", "Acquire a lock (a fencing token)",
      200},
     {"POST", "/v1/locks/{name}/renew", "Renew a lock's lease", 200},
@@ -164,12 +178,13 @@ static const char *ok_type(const dtx__srv_route_t *r) {
 
 static json_t *operation(const dtx__srv_route_t *r, const char *tag) {
   const char *summary = NULL;
-  int ok = 200;
+  int ok = 200, ok2 = 0;
   for (size_t i = 0; i < sizeof notes / sizeof notes[0]; i++)
     if (strcmp(notes[i].method, r->method) == 0 &&
         strcmp(notes[i].pattern, r->pattern) == 0) {
       summary = notes[i].summary;
       ok = notes[i].ok;
+      ok2 = notes[i].ok2;
     }
   char fallback[160], code[8];
   if (!summary) {
@@ -217,13 +232,18 @@ static json_t *operation(const dtx__srv_route_t *r, const char *tag) {
   /* answers: the success, then every problem the dispatcher can send for
    * a route like this one */
   json_t *resp = json_object();
-  snprintf(code, sizeof code, "%d", ok);
   json_t *ok_schema = strcmp(ok_type(r), "application/json") == 0
                           ? json_pack("{s:s}", "type", "object")
                           : json_pack("{s:s}", "type", "string");
-  json_object_set_new(resp, code,
-                      json_pack("{s:s,s:{s:{s:o}}}", "description", "success",
-                                "content", ok_type(r), "schema", ok_schema));
+  for (int k = 0; k < 2; k++) {
+    if (k == 1 && !ok2)
+      break;
+    snprintf(code, sizeof code, "%d", k ? ok2 : ok);
+    json_object_set_new(resp, code,
+                        json_pack("{s:s,s:{s:{s:O}}}", "description", "success",
+                                  "content", ok_type(r), "schema", ok_schema));
+  }
+  json_decref(ok_schema);
   static const int bearer_codes[] = {400, 401, 403, 404, 405,
                                      409, 413, 429, 500, 503};
   static const int open_codes[] = {404, 405, 500, 503};

@@ -51,6 +51,10 @@ try {
   assert.equal(find.properties.limit.type, 'integer');
   assert.equal(find.properties.filter.type, 'object');
   step('body fields carry their types; unknown fields are refused (additionalProperties false)');
+  assert.ok(doc.paths['/v1/accounts'].post.responses['201'], 'account create: 201');
+  assert.ok(doc.paths['/v1/queues/{q}/jobs'].post.responses['201'] &&
+    doc.paths['/v1/queues/{q}/jobs'].post.responses['200'], 'job add: 201 and 200');
+  step('success statuses other than 200 are described (account create 201, job add 201 or 200)');
   console.log('# all steps passed');
 } catch (err) {
   console.log('# FAIL: ' + (err && err.stack || err));
