@@ -40,6 +40,9 @@ try {
     await page.$$eval('#toast div', (ds) => ds.slice(0, -1).forEach((d) => d.remove()));
     await page.screenshot({ path: `${SHOTS}/admin-${name}.png` });
   };
+  // Clicks what sel names now: the views re-render their rows on every
+  // refresh, so an element handle found a moment ago may be gone.
+  const clickNow = (sel) => page.$eval(sel, (e) => e.click());
   const noErrors = (where) => assert.deepEqual(errors, [], where + ': ' + errors.join('; '));
 
   // The page and its strict CSP: its own script and style only.
@@ -94,7 +97,7 @@ try {
   const row = 'tr[data-id="tx-pending"]';
   await page.waitForSelector(row);
   assert.match(await page.$eval(row, (r) => r.textContent), /initiated/);
-  await page.click(row + ' button');
+  await clickNow(row + ' button');
   await page.waitForFunction((sel) => {
     const r = document.querySelector(sel);
     return r && /failed/.test(r.textContent) && /canceled/.test(r.textContent);
@@ -109,9 +112,9 @@ try {
   await page.select('#jobs-state', 'dead');
   const job = '#jobs-table tr[data-id="job-dead"]';
   await page.waitForSelector(job);
-  await page.click(job);
+  await clickNow(job);
   await page.waitForFunction(() => /exit status 1/.test(document.querySelector('#job-detail').textContent));
-  await page.click(job + ' button');
+  await clickNow(job + ' button');
   await page.waitForFunction((sel) => {
     const r = document.querySelector(sel);
     return r && /ready/.test(r.querySelector('td:nth-child(3)').textContent);
@@ -127,7 +130,7 @@ try {
   await page.waitForSelector(lock);
   assert.match(await page.$eval(lock, (r) => r.textContent), /held.*cron@host1/);
   await shot('locks');
-  await page.click(lock + ' button');
+  await clickNow(lock + ' button');
   await page.waitForFunction((sel) => {
     const r = document.querySelector(sel);
     return r && /free/.test(r.querySelector('td:nth-child(2)').textContent);
