@@ -1,0 +1,492 @@
+"""A client for doctxd, doctx's HTTP/JSON service (docs/server.md).
+
+Standard library only (urllib.request, json).  One method per route; a
+body carries the CLI's option names with ``-`` written ``_``, and only the
+fields a caller gives.  Errors are raised as :mod:`doctx.errors`.
+
+Retries (docs/clients.md, "Retries"): a call is retried only when it is
+idempotent -- a GET, a read sent as POST (find, count, aggregate), or a
+write that carries a client id (a transfer or a batch of them: the client
+gives one to every transfer that lacks it, so every transfer is retried
+safely: the server answers a repeated id with the same transfer, counted
+once) -- and only on a connection error, 429 or 503.  The waits grow
+exponentially from ``backoff`` up to ``max_backoff`` with jitter, are at
+least the server's ``Retry-After``, and never pass the call's deadline
+(``timeout`` seconds for the whole call, attempts and waits included).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import http.client
+import json
+import random
+import socket
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+
+from .errors import (
+    DoctxError,
+    RateLimited,
+    TransportError,
+    Unavailable,
+    error_from,
+)
+
+__all__ = ["Client", "new_id"]
+
+JSON = Dict[str, Any]
+
+_USER_AGENT = "doctx-python/0.1"
+
+
+def new_id(prefix: str = "py") -> str:
+    """A fresh client id for a transfer: ``PREFIX-`` and 32 random hex digits.
+
+    Ids are words of at most 128 characters from letters, digits and ``_.:-``.
+    """
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def _drop_none(fields: Mapping[str, Any]) -> JSON:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def _retry_after(value: Optional[str]) -> Optional[float]:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class Client:
+    """A doctxd client.
+
+    Args:
+        base_url: doctxd's address, e.g. ``http://127.0.0.1:8420``.
+        token: a bearer token from doctxd's ``--tokens`` file (None: send none,
+            enough for :meth:`health` and :meth:`ready`).
+        timeout: seconds a call may take in all, every attempt and wait
+            between them included.
+        retries: how many times an idempotent call is tried again at most.
+        backoff: the first wait between attempts, in seconds; it doubles
+            each time, up to ``max_backoff``, with random jitter.
+        max_backoff: the longest wait the backoff reaches (a ``Retry-After``
+            may ask for longer, within the deadline).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: Optional[str] = None,
+        *,
+        timeout: float = 30.0,
+        retries: int = 6,
+        backoff: float = 0.1,
+        max_backoff: float = 2.0,
+    ) -> None:
+        if timeout <= 0:
+            raise ValueError("timeout must be > 0")
+        if retries < 0:
+            raise ValueError("retries must be >= 0")
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout = float(timeout)
+        self.retries = int(retries)
+        self.backoff = float(backoff)
+        self.max_backoff = float(max_backoff)
+
+    # ---- transport --------------------------------------------------------
+
+    def _once(
+        self, method: str, url: str, data: Optional[bytes], budget: float
+    ) -> Any:
+        headers = {"Accept": "application/json", "User-Agent": _USER_AGENT}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(url, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=budget) as resp:
+                raw = resp.read()
+                ctype = resp.headers.get("Content-Type", "")
+        except urllib.error.HTTPError as e:
+            try:
+                raw = e.read()
+            except (OSError, http.client.HTTPException):
+                raw = b""
+            try:
+                problem = json.loads(raw.decode("utf-8")) if raw else {}
+            except ValueError:
+                problem = {"detail": raw.decode("utf-8", "replace")[:400]}
+            raise error_from(
+                e.code, problem, _retry_after(e.headers.get("Retry-After"))
+            ) from None
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
+            reason = getattr(e, "reason", e)
+            if isinstance(reason, socket.timeout):
+                code = "TIMEOUT"
+            else:
+                code = "CONNECTION"
+            raise TransportError(
+                0, code, "no answer from doctxd", f"{method} {url}: {reason}"
+            ) from e
+        if "json" not in ctype:
+            return raw.decode("utf-8")
+        return json.loads(raw.decode("utf-8"))
+
+    def _delay(self, attempt: int, retry_after: Optional[float]) -> float:
+        cap = min(self.max_backoff, self.backoff * (2 ** attempt))
+        wait = random.uniform(cap / 2, cap)  # jitter: clients spread out
+        if retry_after is not None:
+            wait = max(wait, retry_after)
+        return wait
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: Optional[JSON] = None,
+        *,
+        query: Optional[Mapping[str, Any]] = None,
+        idempotent: bool = False,
+    ) -> Any:
+        url = self.base_url + path
+        if query:
+            q = _drop_none(query)
+            if q:
+                url += "?" + urllib.parse.urlencode(q)
+        if body is not None:
+            data: Optional[bytes] = json.dumps(
+                body, separators=(",", ":"), ensure_ascii=False
+            ).encode("utf-8")
+        else:
+            data = b"" if method == "POST" else None
+        deadline = time.monotonic() + self.timeout
+        attempt = 0
+        while True:
+            budget = deadline - time.monotonic()
+            if budget <= 0:
+                raise TransportError(
+                    0, "TIMEOUT", "no answer from doctxd",
+                    f"{method} {url}: no answer within {self.timeout} s",
+                )
+            try:
+                return self._once(method, url, data, budget)
+            except DoctxError as e:
+                retryable = isinstance(e, (TransportError, RateLimited, Unavailable))
+                if not (idempotent and retryable and attempt < self.retries):
+                    raise
+                wait = self._delay(attempt, e.retry_after)
+                if time.monotonic() + wait >= deadline:
+                    raise
+                time.sleep(wait)
+                attempt += 1
+
+    @staticmethod
+    def _p(part: str) -> str:
+        return urllib.parse.quote(str(part), safe="")
+
+    def _coll(self, coll: str, verb: str) -> str:
+        return f"/v1/c/{self._p(coll)}/{verb}"
+
+    def _pages(
+        self, path: str, key: str, query: Mapping[str, Any]
+    ) -> Iterator[JSON]:
+        after: Optional[str] = None
+        while True:
+            page = self._call(
+                "GET", path, query={**query, "after": after}, idempotent=True
+            )
+            yield from page[key]
+            after = page.get("next")
+            if not after:
+                return
+
+    # ---- documents --------------------------------------------------------
+
+    def find(
+        self,
+        coll: str,
+        filter: Optional[JSON] = None,
+        *,
+        sort: Optional[JSON] = None,
+        limit: Optional[int] = None,
+        skip: Optional[int] = None,
+        projection: Optional[JSON] = None,
+        after: Optional[str] = None,
+    ) -> JSON:
+        """One page of the documents of ``coll`` that match ``filter``.
+
+        Returns ``{"docs": [...], "next": CURSOR or None}``; pass ``next`` back
+        as ``after`` (with the same query) for the next page.  ``limit`` is
+        the page's size, 1..1000 (default 100).
+        """
+        body = _drop_none(
+            {"filter": filter, "sort": sort, "limit": limit, "skip": skip,
+             "projection": projection, "after": after}
+        )
+        return self._call("POST", self._coll(coll, "find"), body, idempotent=True)
+
+    def count(self, coll: str, filter: Optional[JSON] = None) -> int:
+        """How many documents of ``coll`` match ``filter``."""
+        body = _drop_none({"filter": filter})
+        return int(
+            self._call("POST", self._coll(coll, "count"), body, idempotent=True)[
+                "count"
+            ]
+        )
+
+    def insert(
+        self, coll: str, docs: Sequence[JSON], *, bypass_validation: Optional[bool] = None
+    ) -> JSON:
+        """Inserts 1..1000 documents; returns ``{"inserted": n, "ids": [...]}``.
+
+        Not retried: a retry after a lost answer would meet ``DUPKEY``.
+        """
+        body = _drop_none({"docs": list(docs), "bypass_validation": bypass_validation})
+        return self._call("POST", self._coll(coll, "insert"), body)
+
+    def update(
+        self,
+        coll: str,
+        filter: JSON,
+        update: Union[JSON, List[JSON]],
+        *,
+        many: Optional[bool] = None,
+        upsert: Optional[bool] = None,
+        array_filters: Optional[List[JSON]] = None,
+        bypass_validation: Optional[bool] = None,
+        fence: Optional[str] = None,
+    ) -> JSON:
+        """Updates the first (or, with ``many``, every) match.
+
+        Returns ``{"matched", "modified"[, "upserted"]}``.  ``fence`` is
+        ``"NAME:TOKEN"`` of a held lock (docs/locks.md).  Not retried.
+        """
+        body = _drop_none(
+            {"filter": filter, "update": update, "many": many, "upsert": upsert,
+             "array_filters": array_filters,
+             "bypass_validation": bypass_validation, "fence": fence}
+        )
+        return self._call("POST", self._coll(coll, "update"), body)
+
+    def find_and_modify(
+        self,
+        coll: str,
+        filter: JSON,
+        update: Union[JSON, List[JSON]],
+        *,
+        sort: Optional[JSON] = None,
+        projection: Optional[JSON] = None,
+        new: Optional[bool] = None,
+        upsert: Optional[bool] = None,
+        array_filters: Optional[List[JSON]] = None,
+        bypass_validation: Optional[bool] = None,
+        fence: Optional[str] = None,
+    ) -> JSON:
+        """Updates one match atomically and returns it (after the update with ``new``).
+
+        Raises :class:`~doctx.errors.Conflict` with code ``NOMATCH`` when no
+        document matched.  Not retried.
+        """
+        body = _drop_none(
+            {"filter": filter, "update": update, "sort": sort,
+             "projection": projection, "new": new, "upsert": upsert,
+             "array_filters": array_filters,
+             "bypass_validation": bypass_validation, "fence": fence}
+        )
+        return self._call("POST", self._coll(coll, "find-and-modify"), body)["doc"]
+
+    def delete(
+        self,
+        coll: str,
+        filter: JSON,
+        *,
+        many: Optional[bool] = None,
+        bypass_validation: Optional[bool] = None,
+        fence: Optional[str] = None,
+    ) -> int:
+        """Deletes the first (or, with ``many``, every) match; returns how many.  Not retried."""
+        body = _drop_none(
+            {"filter": filter, "many": many,
+             "bypass_validation": bypass_validation, "fence": fence}
+        )
+        return int(self._call("POST", self._coll(coll, "delete"), body)["deleted"])
+
+    def bulk(self, coll: str, ops: Sequence[JSON]) -> List[JSON]:
+        """Runs 1..1000 operations (``doctx bulk``'s shapes, e.g.
+        ``{"insertOne": {"document": {...}}}``); returns one result per op.  Not retried.
+        """
+        return self._call("POST", self._coll(coll, "bulk"), {"ops": list(ops)})[
+            "results"
+        ]
+
+    def aggregate(self, coll: str, pipeline: Sequence[JSON]) -> List[JSON]:
+        """Runs an aggregation pipeline over ``coll``; returns its documents."""
+        return self._call(
+            "POST", self._coll(coll, "aggregate"), {"pipeline": list(pipeline)},
+            idempotent=True,
+        )["docs"]
+
+    def indexes(self, coll: str) -> List[JSON]:
+        """The indexes of ``coll``: ``[{"name", "key", "unique", "sparse"}, ...]``."""
+        return self._call("GET", self._coll(coll, "indexes"), idempotent=True)[
+            "indexes"
+        ]
+
+    def create_index(
+        self,
+        coll: str,
+        keys: JSON,
+        *,
+        unique: Optional[bool] = None,
+        sparse: Optional[bool] = None,
+        name: Optional[str] = None,
+        bypass_validation: Optional[bool] = None,
+    ) -> str:
+        """Creates an index on ``keys`` (e.g. ``{"item": 1}``); returns its name.  Not retried."""
+        body = _drop_none(
+            {"keys": keys, "unique": unique, "sparse": sparse, "name": name,
+             "bypass_validation": bypass_validation}
+        )
+        return str(self._call("POST", self._coll(coll, "indexes"), body)["name"])
+
+    # ---- accounts and transfers -------------------------------------------
+
+    def create_account(
+        self,
+        id: str,
+        *,
+        balance: Optional[int] = None,
+        min_balance: Optional[Union[int, str]] = None,
+    ) -> JSON:
+        """Creates account ``id`` with an opening ``balance`` (default 0).
+
+        ``min_balance`` is an integer (default 0) or ``"none"`` for no floor.
+        Raises :class:`~doctx.errors.Conflict` (``DUPKEY``) if it exists.
+        Not retried.
+        """
+        body = _drop_none({"id": id, "balance": balance, "min_balance": min_balance})
+        return self._call("POST", "/v1/accounts", body)
+
+    def account(self, id: str) -> JSON:
+        """Account ``id``; :class:`~doctx.errors.NotFound` (``NOACCOUNT``) if none."""
+        return self._call("GET", f"/v1/accounts/{self._p(id)}", idempotent=True)
+
+    def accounts(self, *, page_size: Optional[int] = None) -> Iterator[JSON]:
+        """Every account, fetched a page (``?limit=``, 1..1000) at a time."""
+        return self._pages("/v1/accounts", "accounts", {"limit": page_size})
+
+    def transfer(
+        self,
+        from_: str,
+        to: str,
+        amount: int,
+        *,
+        id: Optional[str] = None,
+        async_: Optional[bool] = None,
+        deadline_ms: Optional[int] = None,
+    ) -> JSON:
+        """Moves ``amount`` from account ``from_`` to account ``to``; returns the transfer.
+
+        Without ``id`` the client makes one (:func:`new_id`), so the call is
+        always retried safely: doctxd answers a repeated id with the same
+        transfer, counted once.  A transfer the funds do not cover is an
+        answer, ``state == "failed"`` with its ``reason``.  With ``async_``
+        it is only recorded (``state == "initiated"``).  The same id with
+        other parameters raises :class:`~doctx.errors.Conflict` (``CONFLICT``).
+        """
+        body = _drop_none(
+            {"id": id or new_id(), "from": from_, "to": to, "amount": amount,
+             "async": async_, "deadline_ms": deadline_ms}
+        )
+        return self._call("POST", "/v1/transfers", body, idempotent=True)
+
+    def transfer_batch(
+        self, transfers: Sequence[Mapping[str, Any]], *, deadline_ms: Optional[int] = None
+    ) -> List[JSON]:
+        """Runs 1..1000 transfers ``{"from", "to", "amount"[, "id"]}``.
+
+        Returns one result per item, in order: ``{"status": 200, "transfer":
+        {...}}`` or a problem object.  Items without an id get one from the
+        client (the list passed in is not changed), so the batch is retried
+        safely.
+        """
+        items = [dict(t) if t.get("id") else {**t, "id": new_id()} for t in transfers]
+        body = _drop_none({"transfers": items, "deadline_ms": deadline_ms})
+        return self._call("POST", "/v1/transfers/batch", body, idempotent=True)[
+            "results"
+        ]
+
+    def get_transfer(self, id: str) -> JSON:
+        """Transfer ``id``; :class:`~doctx.errors.NotFound` if none."""
+        return self._call("GET", f"/v1/transfers/{self._p(id)}", idempotent=True)
+
+    def transfers(
+        self, *, state: Optional[str] = None, page_size: Optional[int] = None
+    ) -> Iterator[JSON]:
+        """Every transfer (in ``state`` if given), fetched a page at a time."""
+        return self._pages(
+            "/v1/transfers", "transfers", {"state": state, "limit": page_size}
+        )
+
+    def cancel_transfer(self, id: str) -> JSON:
+        """Cancels a transfer not yet under way; returns it (``failed``, ``canceled``).
+
+        :class:`~doctx.errors.Conflict` (``STATE``) once it has committed.
+        Not retried.
+        """
+        return self._call("POST", f"/v1/transfers/{self._p(id)}/cancel")
+
+    # ---- admin ------------------------------------------------------------
+
+    def audit(self, *, settled: Optional[bool] = None) -> JSON:
+        """Runs the audit (admin scope); its report, with ``"clean": True|False``."""
+        return self._call("POST", "/v1/admin/audit", _drop_none({"settled": settled}))
+
+    def recover(
+        self,
+        *,
+        older_than_ms: Optional[int] = None,
+        tombstone_ttl_ms: Optional[int] = None,
+        deadline_ms: Optional[int] = None,
+        retention_ms: Optional[int] = None,
+    ) -> JSON:
+        """Runs recovery (admin scope), as ``doctx recover``; returns its summary.  Not retried."""
+        body = _drop_none(
+            {"older_than_ms": older_than_ms, "tombstone_ttl_ms": tombstone_ttl_ms,
+             "deadline_ms": deadline_ms, "retention_ms": retention_ms}
+        )
+        return self._call("POST", "/v1/admin/recover", body)
+
+    # ---- operations -------------------------------------------------------
+
+    def health(self) -> JSON:
+        """``GET /healthz``: ``{"status": "ok"}`` while the process is up."""
+        return self._call("GET", "/healthz", idempotent=True)
+
+    def ready(self) -> bool:
+        """``GET /readyz``: True when the store answers, False on 503
+        (draining, or the store away).  Asked once, never retried."""
+        try:
+            self._call("GET", "/readyz")
+        except Unavailable:
+            return False
+        return True
+
+    def metrics(self) -> str:
+        """``GET /metrics`` (metrics or admin scope): the Prometheus text."""
+        return str(self._call("GET", "/metrics", idempotent=True))
