@@ -1,0 +1,368 @@
+// The Node client against a real doctxd (docs/clients.md), on node:test.
+// Run by tests/clients/run.sh, which starts doctxd on a fresh store and
+// sets DOCTXD_URL (that doctxd, no rate limit), DOCTXD (the binary),
+// DOCTXD_STORE and DOCTXD_TOKENS (to start more of them here) and the
+// tokens T_ADMIN, T_WRITE, T_READ.  Every doctxd started here is bounded:
+// each wait has a deadline, and each process is killed at the end.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { createServer, request } from 'node:http';
+import { createConnection, createServer as netServer } from 'node:net';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import {
+  Client, DoctxError, BadRequest, Unauthorized, Forbidden, NotFound, Conflict,
+  TooLarge, RateLimited, Unavailable, TransportError,
+} from '../index.js';
+
+const { DOCTXD_URL: URL, DOCTXD, DOCTXD_STORE: STORE, DOCTXD_TOKENS: TOKENS,
+  T_ADMIN, T_WRITE, T_READ } = process.env;
+const TMP = process.env.TMPDIR ?? '/tmp';
+const uid = (prefix) => `${prefix}-${randomUUID().slice(0, 10)}`;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const c = new Client(URL, T_WRITE, { timeout: 20000 });
+
+// ---- helpers: more doctxd processes, a proxy that loses an answer ------------
+
+async function freePort() {
+  const s = netServer();
+  await new Promise((r) => s.listen(0, '127.0.0.1', r));
+  const { port } = s.address();
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+const daemons = [];
+after(() => { for (const d of daemons) d.stop(); });
+
+class Daemon {
+  constructor(args, { port = 0, delay = 0 } = {}) {
+    this.log = join(TMP, `doctxd-${randomUUID().slice(0, 6)}.log`);
+    this.argv = ['--store', STORE, '--tokens', TOKENS, '--listen', `127.0.0.1:${port}`, ...args];
+    this.url = `http://127.0.0.1:${port}`;
+    this.proc = null;
+    this.timer = setTimeout(() => this.start(), delay);
+    daemons.push(this);
+  }
+
+  start() {
+    this.timer = null;
+    this.exited = new Promise((resolve) => {
+      this.proc = spawn('sh', ['-c', 'exec "$0" "$@" >>"$LOG" 2>&1', DOCTXD, ...this.argv],
+        { env: { ...process.env, LOG: this.log }, stdio: 'ignore' });
+      this.proc.on('exit', (code) => resolve(code));
+    });
+  }
+
+  logged(what) {
+    try { return readFileSync(this.log, 'utf8').split('\n').find((l) => l.includes(what)); } catch { return undefined; }
+  }
+
+  async waitLog(what, ms = 10000) {
+    const end = Date.now() + ms;
+    while (Date.now() < end) {
+      const line = this.logged(what);
+      if (line) return line;
+      await sleep(20);
+    }
+    throw new Error(`doctxd never logged '${what}'`);
+  }
+
+  async listening() {
+    const line = await this.waitLog('listening on');
+    this.url = `http://${line.trim().split(' ').pop()}`;
+    return this.url;
+  }
+
+  // Resolves with the exit code, or null after ms.
+  exitCode(ms) {
+    let timer;
+    const late = new Promise((r) => { timer = setTimeout(() => r(null), ms); });
+    return Promise.race([this.exited, late]).finally(() => clearTimeout(timer));
+  }
+
+  stop() {
+    if (this.timer) clearTimeout(this.timer);
+    if (this.proc && this.proc.exitCode === null && this.proc.signalCode === null) {
+      this.proc.kill('SIGKILL');
+    }
+  }
+}
+
+// Forwards requests to doctxd; the first `drop` answers are lost on the way
+// back (the connection is closed without them), as on a flaky network
+// after the store has done the work.
+async function lossyProxy(upstream, drop) {
+  const up = new globalThis.URL(upstream);
+  const forwarded = [];
+  const server = createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (d) => chunks.push(d));
+    req.on('end', () => {
+      const headers = {};
+      for (const h of ['authorization', 'content-type']) if (req.headers[h]) headers[h] = req.headers[h];
+      const body = Buffer.concat(chunks);
+      headers['content-length'] = body.length;
+      const out = request({ host: up.hostname, port: up.port, method: req.method, path: req.url, headers }, (ur) => {
+        const parts = [];
+        ur.on('data', (d) => parts.push(d));
+        ur.on('end', () => {
+          forwarded.push(`${req.method} ${req.url}`);
+          if (drop > 0) {
+            drop--;
+            req.socket.destroy(); // the answer is lost
+            return;
+          }
+          res.writeHead(ur.statusCode, { 'content-type': ur.headers['content-type'] });
+          res.end(Buffer.concat(parts));
+        });
+      });
+      out.end(body);
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    forwarded,
+    close: () => new Promise((r) => { server.closeAllConnections(); server.close(r); }),
+  };
+}
+
+async function rejects(promise, Cls, check = () => {}) {
+  try {
+    await promise;
+  } catch (e) {
+    assert.ok(e instanceof Cls, `want ${Cls.name}, got ${e?.name}: ${e?.message}`);
+    assert.ok(e instanceof DoctxError);
+    check(e);
+    return e;
+  }
+  assert.fail(`want ${Cls.name}, got an answer`);
+}
+
+// ---- operations ---------------------------------------------------------------
+
+test('health, ready, metrics', async () => {
+  assert.deepEqual(await new Client(URL).health(), { status: 'ok' });
+  assert.equal(await new Client(URL).ready(), true);
+  assert.match(await new Client(URL, T_ADMIN).metrics(), /doctxd_http_requests_total\{/);
+});
+
+// ---- documents ----------------------------------------------------------------
+
+test('documents', async () => {
+  const coll = uid('items');
+  assert.deepEqual(await c.insert(coll, [{ _id: 1, item: 'pen', qty: 2 }, { _id: 2, item: 'ink', qty: 5 }]),
+    { inserted: 2, ids: [1, 2] });
+  const page = await c.find(coll, { qty: { $gte: 1 } }, { sort: { qty: -1 }, limit: 1 });
+  assert.deepEqual(page.docs, [{ _id: 2, item: 'ink', qty: 5 }]);
+  assert.ok(page.next);
+  assert.deepEqual((await c.find(coll, { item: 'pen' }, { projection: { qty: 1 } })).docs, [{ _id: 1, qty: 2 }]);
+  assert.equal(await c.count(coll, { item: 'pen' }), 1);
+  assert.equal(await c.count(coll), 2);
+  assert.deepEqual(await c.update(coll, { item: 'pen' }, { $inc: { qty: 1 } }), { matched: 1, modified: 1 });
+  assert.equal((await c.update(coll, {}, { $set: { seen: true } }, { many: true })).modified, 2);
+  assert.equal((await c.findAndModify(coll, { _id: 2, qty: { $gte: 5 } }, { $inc: { qty: -5 } }, { new: true })).qty, 0);
+  await rejects(c.findAndModify(coll, { _id: 2, qty: { $gte: 5 } }, { $inc: { qty: -5 } }), Conflict,
+    (e) => { assert.equal(e.code, 'NOMATCH'); assert.equal(e.status, 409); });
+  await rejects(c.insert(coll, [{ _id: 1 }]), Conflict, (e) => assert.equal(e.code, 'DUPKEY'));
+  assert.equal(await c.delete(coll, { _id: 2 }), 1);
+  const res = await c.bulk(coll, [{ insertOne: { document: { _id: 3, qty: 1 } } }, { deleteOne: { filter: { _id: 1 } } }]);
+  assert.deepEqual(res.map((r) => r.ok), [true, true]);
+  assert.deepEqual(await c.aggregate(coll, [{ $group: { _id: null, qty: { $sum: '$qty' } } }]), [{ _id: null, qty: 1 }]);
+  assert.equal(await c.createIndex(coll, { item: 1 }), 'item_1');
+  assert.deepEqual((await c.indexes(coll)).map((i) => i.name), ['_id_', 'item_1']);
+  assert.equal(await c.delete(coll, {}, { many: true }), 1);
+});
+
+test('find pages with the cursor', async () => {
+  const coll = uid('paged');
+  await c.insert(coll, Array.from({ length: 7 }, (_, i) => ({ _id: i, n: i })));
+  const seen = [];
+  let after, pages = 0;
+  do {
+    const page = await c.find(coll, {}, { sort: { n: 1 }, limit: 3, after });
+    pages++;
+    seen.push(...page.docs.map((d) => d.n));
+    after = page.next;
+  } while (after);
+  assert.deepEqual(seen, [0, 1, 2, 3, 4, 5, 6]);
+  assert.equal(pages, 3);
+});
+
+// ---- accounts and transfers --------------------------------------------------
+
+test('accounts and transfers', async () => {
+  const a = uid('alice'), b = uid('bob');
+  assert.equal((await c.createAccount(a, { balance: 1000 })).balance, 1000);
+  assert.equal((await c.createAccount(b, { minBalance: 0 })).balance, 0);
+  await rejects(c.createAccount(a), Conflict, (e) => assert.equal(e.code, 'DUPKEY'));
+  const tid = uid('order');
+  const tx = await c.transfer(a, b, 250, { id: tid });
+  assert.deepEqual([tx._id, tx.state], [tid, 'succeeded']);
+  assert.equal((await c.getTransfer(tid)).amount, 250);
+  const auto = await c.transfer(a, b, 5);
+  assert.ok(auto._id.startsWith('js-'));
+  assert.equal(auto.state, 'succeeded');
+  const poor = await c.transfer(b, a, 1e9);
+  assert.equal(poor.state, 'failed');
+  assert.ok(poor.reason);
+  await rejects(c.transfer(a, b, 999, { id: tid }), Conflict, (e) => assert.equal(e.code, 'CONFLICT'));
+  const later = await c.transfer(b, a, 5, { async: true });
+  assert.equal(later.state, 'initiated');
+  const canceled = await c.cancelTransfer(later._id);
+  assert.deepEqual([canceled.state, canceled.reason], ['failed', 'canceled']);
+  const res = await c.transferBatch([{ from: a, to: b, amount: 1 }, { from: a, to: b, amount: 2, id: tid }]);
+  assert.equal(res[0].status, 200);
+  assert.ok(res[0].transfer._id.startsWith('js-'));
+  assert.deepEqual([res[1].status, res[1].code], [409, 'CONFLICT']);
+  assert.equal((await c.account(a)).balance, 1000 - 250 - 5 - 1);
+  assert.equal((await c.account(b)).balance, 256);
+  await rejects(c.account(uid('nobody')), NotFound, (e) => assert.equal(e.code, 'NOACCOUNT'));
+  await rejects(c.getTransfer(uid('never')), NotFound);
+});
+
+test('list iterators page', async () => {
+  const mine = Array.from({ length: 5 }, () => uid('acct'));
+  for (const m of mine) await c.createAccount(m, { balance: 10 });
+  const got = [];
+  for await (const x of c.accounts({ pageSize: 2 })) got.push(x._id);
+  assert.ok(mine.every((m) => got.includes(m)));
+  assert.equal(new Set(got).size, got.length);
+  const ids = [];
+  for (let i = 0; i < 3; i++) ids.push((await c.transfer(mine[0], mine[1], 1))._id);
+  const listed = [];
+  for await (const t of c.transfers({ state: 'succeeded', pageSize: 2 })) listed.push(t._id);
+  assert.ok(ids.every((i) => listed.includes(i)));
+  assert.equal(new Set(listed).size, listed.length);
+});
+
+// ---- retries -----------------------------------------------------------------
+
+test('a retried transfer is counted once', async () => {
+  const a = uid('payer'), b = uid('payee');
+  await c.createAccount(a, { balance: 100 });
+  await c.createAccount(b);
+  const proxy = await lossyProxy(URL, 1);
+  let tx;
+  try {
+    tx = await new Client(proxy.url, T_WRITE, { timeout: 10000, backoff: 10 }).transfer(a, b, 30);
+    assert.equal(proxy.forwarded.length, 2, proxy.forwarded.join(', '));
+    assert.equal(tx.state, 'succeeded');
+  } finally {
+    await proxy.close();
+  }
+  assert.equal((await c.account(a)).balance, 70);
+  assert.equal((await c.account(b)).balance, 30);
+  assert.equal((await c.getTransfer(tx._id)).amount, 30);
+});
+
+test('a write without a client id is not retried', async () => {
+  const coll = uid('once');
+  const proxy = await lossyProxy(URL, 1);
+  try {
+    await rejects(new Client(proxy.url, T_WRITE, { timeout: 10000, backoff: 10 }).insert(coll, [{ n: 1 }]),
+      TransportError);
+    assert.equal(proxy.forwarded.length, 1);
+  } finally {
+    await proxy.close();
+  }
+  assert.equal(await c.count(coll), 1); // it did happen, once
+});
+
+test('a GET is retried until doctxd listens', async () => {
+  const late = new Daemon(['--rate', '0'], { port: await freePort(), delay: 500 });
+  const t0 = Date.now();
+  assert.deepEqual(await new Client(late.url, undefined, { timeout: 10000, retries: 8, backoff: 50 }).health(), { status: 'ok' });
+  assert.ok(Date.now() - t0 >= 400, 'it was not up at the first try');
+  late.stop();
+});
+
+test('a non-idempotent call is not retried when refused', async () => {
+  const coll = uid('refused');
+  const late = new Daemon(['--rate', '0'], { port: await freePort(), delay: 500 });
+  const t0 = Date.now();
+  await rejects(new Client(late.url, T_WRITE, { timeout: 10000 }).update(coll, { _id: 1 }, { $inc: { n: 1 } }, { upsert: true }),
+    TransportError, (e) => { assert.equal(e.status, 0); assert.equal(e.code, 'CONNECTION'); });
+  assert.ok(Date.now() - t0 < 400, 'it failed at once, no retry');
+  await late.listening();
+  assert.equal(await new Client(late.url, T_WRITE).count(coll), 0);
+  late.stop();
+});
+
+// ---- errors, each from a real answer -----------------------------------------------
+
+test('bad request', async () => {
+  await rejects(c.update(uid('x'), {}, { $frobnicate: { a: 1 } }), BadRequest,
+    (e) => { assert.equal(e.status, 400); assert.ok(e.detail && e.title); });
+  await rejects(c.transfer('a', 'a', 1), BadRequest, (e) => assert.match(e.detail, /same account/));
+  await rejects(c.find(uid('x'), {}, { after: 'bm90LWEtY3Vyc29y' }), BadRequest);
+  await rejects(c.find(uid('x'), {}, { limt: 1 }), BadRequest, (e) => assert.match(e.detail, /unknown field 'limt'/));
+});
+
+test('unauthorized and forbidden', async () => {
+  await rejects(new Client(URL, 'not-a-known-token-at-all').account('x'), Unauthorized,
+    (e) => assert.equal(e.code, 'UNAUTHORIZED'));
+  await rejects(new Client(URL).count('x'), Unauthorized);
+  await rejects(new Client(URL, T_READ).insert('x', [{ a: 1 }]), Forbidden,
+    (e) => { assert.equal(e.code, 'FORBIDDEN'); assert.equal(e.status, 403); });
+  await rejects(new Client(URL, T_WRITE).audit(), Forbidden);
+});
+
+test('too large', async () => {
+  await rejects(c.insert(uid('big'), [{ blob: 'x'.repeat(1 << 20) }]), TooLarge,
+    (e) => { assert.equal(e.code, 'TOOLARGE'); assert.equal(e.status, 413); });
+});
+
+test('rate limited, then retried after Retry-After', async () => {
+  const slow = new Daemon(['--rate', '1', '--burst', '1']);
+  const url = await slow.listening();
+  const once = new Client(url, T_READ, { retries: 0 });
+  await rejects(once.account('nobody'), NotFound); // takes the one token in the bucket
+  await rejects(once.account('nobody'), RateLimited, (e) => {
+    assert.equal(e.code, 'RATELIMIT');
+    assert.ok(e.retryAfter >= 1);
+  });
+  const t0 = Date.now();
+  await rejects(new Client(url, T_READ, { retries: 3, timeout: 5000 }).account('nobody'), NotFound);
+  assert.ok(Date.now() - t0 >= 500, 'it waited for the bucket');
+  slow.stop();
+});
+
+test('unavailable while draining', async () => {
+  const d = new Daemon(['--drain-ms', '8000']);
+  const url = await d.listening();
+  const { hostname, port } = new globalThis.URL(url);
+  // A request still sending its body keeps the drain waiting.
+  const slow = createConnection({ host: hostname, port: Number(port) });
+  await new Promise((r) => slow.on('connect', r));
+  slow.write(`POST /v1/c/x/count HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${T_READ}\r\n`
+    + 'Content-Type: application/json\r\nContent-Length: 20\r\n\r\n{');
+  try {
+    await sleep(200);
+    d.proc.kill('SIGTERM');
+    await d.waitLog('draining');
+    await rejects(new Client(url, T_READ, { retries: 0 }).account('x'), Unavailable, (e) => {
+      assert.equal(e.code, 'DRAINING');
+      assert.equal(e.status, 503);
+      assert.equal(e.retryAfter, 1);
+    });
+    assert.equal(await new Client(url).ready(), false);
+  } finally {
+    slow.destroy();
+  }
+  assert.equal(await d.exitCode(10000), 0);
+});
+
+// ---- admin (last: the audit sees everything above) ------------------------------------
+
+test('audit and recover', async () => {
+  const admin = new Client(URL, T_ADMIN);
+  const report = await admin.audit();
+  assert.equal(report.clean, true, JSON.stringify(report.findings));
+  assert.equal(report.patterns.transfer.in_flight, 0);
+  const summary = await admin.recover();
+  assert.ok('transfer' in summary.patterns);
+});
