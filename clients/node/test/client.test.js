@@ -142,6 +142,17 @@ async function rejects(promise, Cls, check = () => {}) {
   assert.fail(`want ${Cls.name}, got an answer`);
 }
 
+// ---- declarations ----------------------------------------------------------
+
+test('index.d.ts declares every method of Client', () => {
+  const dts = readFileSync(new globalThis.URL('../index.d.ts', import.meta.url), 'utf8');
+  const body = dts.slice(dts.indexOf('export class Client {'));
+  const declared = new Set([...body.matchAll(/^ {2}(\w+)(?:<[^>]*>)?\(/gm)].map((m) => m[1]).filter((m) => m !== 'constructor'));
+  const methods = Object.getOwnPropertyNames(Client.prototype).filter((n) => n !== 'constructor');
+  assert.deepEqual(methods.filter((m) => !declared.has(m)), []);
+  assert.deepEqual([...declared].filter((m) => !methods.includes(m)), []);
+});
+
 // ---- operations ---------------------------------------------------------------
 
 test('health, ready, metrics', async () => {
