@@ -1,6 +1,6 @@
 """A client for doctxd, doctx's HTTP/JSON service (docs/server.md).
 
-Standard library only (urllib.request, json).  One method per route; a
+Standard library only (http.client, json); one connection per call.  One method per route; a
 body carries the CLI's option names with ``-`` written ``_``, and only the
 fields a caller gives.  Errors are raised as :mod:`doctx.errors`.
 
@@ -23,9 +23,7 @@ import json
 import random
 import socket
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 import uuid
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
@@ -117,32 +115,42 @@ class Client:
             headers["Authorization"] = f"Bearer {self.token}"
         if data is not None:
             headers["Content-Type"] = "application/json"
-        req = urllib.request.Request(url, data=data, method=method, headers=headers)
+        parts = urllib.parse.urlsplit(url)
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        conn_cls = (http.client.HTTPSConnection if parts.scheme == "https"
+                    else http.client.HTTPConnection)
+        conn = conn_cls(parts.hostname or "127.0.0.1", parts.port, timeout=budget)
         try:
-            with urllib.request.urlopen(req, timeout=budget) as resp:
-                raw = resp.read()
-                ctype = resp.headers.get("Content-Type", "")
-        except urllib.error.HTTPError as e:
             try:
-                raw = e.read()
-            except (OSError, http.client.HTTPException):
-                raw = b""
+                conn.request(method, target, body=data, headers=headers)
+            except (BrokenPipeError, ConnectionResetError) as e:
+                # doctxd answers a body it refuses by its Content-Length
+                # (413) before reading it, then closes: the answer may be
+                # there to read although the body could not all be sent.
+                sent_error: Optional[OSError] = e
+            else:
+                sent_error = None
+            try:
+                resp = conn.getresponse()
+                raw = resp.read()
+            except (OSError, http.client.HTTPException) as e:
+                raise sent_error or e
+        except (OSError, http.client.HTTPException) as e:
+            code = "TIMEOUT" if isinstance(e, socket.timeout) else "CONNECTION"
+            raise TransportError(
+                0, code, "no answer from doctxd", f"{method} {url}: {e!r}"
+            ) from e
+        finally:
+            conn.close()
+        ctype = resp.getheader("Content-Type", "") or ""
+        if resp.status >= 400:
             try:
                 problem = json.loads(raw.decode("utf-8")) if raw else {}
             except ValueError:
                 problem = {"detail": raw.decode("utf-8", "replace")[:400]}
             raise error_from(
-                e.code, problem, _retry_after(e.headers.get("Retry-After"))
-            ) from None
-        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
-            reason = getattr(e, "reason", e)
-            if isinstance(reason, socket.timeout):
-                code = "TIMEOUT"
-            else:
-                code = "CONNECTION"
-            raise TransportError(
-                0, code, "no answer from doctxd", f"{method} {url}: {reason}"
-            ) from e
+                resp.status, problem, _retry_after(resp.getheader("Retry-After"))
+            )
         if "json" not in ctype:
             return raw.decode("utf-8")
         return json.loads(raw.decode("utf-8"))
