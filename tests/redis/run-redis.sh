@@ -12,7 +12,9 @@
 #                 tests/cli/contract.sh, job.sh, lock.sh, sync.sh,
 #                 ledger.sh, order.sh, scenarios.sh, flashsale.sh, version.sh,
 #                 tests/crash/kleppmann.sh and tests/server/contract.sh
-#                 (doctxd over HTTP) (DOCTX set; each scenario gets an
+#                 (doctxd over HTTP), and on the standalone server
+#                 tests/clients/run.sh (the Python and Node clients)
+#                 (DOCTX set; each scenario gets an
 #                 new namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time)
 #   cli           tests/cli/bad_input.sh, transfer_defects.sh,
@@ -170,6 +172,12 @@ shell_on() { # URI
     bash "$ROOT/tests/crash/kleppmann.sh"
   run_logged "server/contract.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/server/contract.sh"
+  # The Python and Node clients against doctxd (docs/clients.md): on the
+  # standalone server only, the cluster adding nothing a client sees.
+  if [ "$u" = "$URI_SA" ]; then
+    run_logged "clients/run.sh $u" env DTX_REDIS_URI="$u" \
+      bash "$ROOT/tests/clients/run.sh"
+  fi
 }
 phase_shell() { both_targets shell_on; }
 
