@@ -91,12 +91,18 @@ typedef struct dtx_store dtx_store_t;
 /* Opens the store named by uri:
  *   sqlite:PATH[?sync=full|normal|off]   embedded, WAL mode (default full)
  *   sqlite::memory:                      private in-memory database
- *   redis://HOST:PORT[,HOST:PORT...][?wait=N&password=P&timeout_ms=N
- *           &retry_ms=N&buckets=N&ns=NAME]
+ *   redis://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...][?wait=N&user=U
+ *           &password=P&timeout_ms=N&retry_ms=N&buckets=N&ns=NAME]
  *                                        Redis standalone or Cluster; ns
  *                                        (1..32 of [A-Za-z0-9_-]) isolates
  *                                        this store's keys from every
  *                                        other namespace on the servers
+ * A Redis ACL user (USER:PASSWORD@, percent-decoded, or user= and
+ * password=, as written) sends AUTH USER PASSWORD on every connection to
+ * every node; an empty USER or password= alone is the default user.  A
+ * user without a password, or the user given both ways, is DTX_EBADURI;
+ * a refused AUTH is DTX_EUNAVAILABLE naming the node and the user.  No
+ * error detail shows the password (docs/redis.md, "ACL users").
  * A NULL uri means $DOCTX_STORE, or else "sqlite:./doctx.db".  A missing
  * SQLite file is created (see dtx_store_open_ex to refuse that).
  * On success *out is a handle to release with dtx_store_close(); on error
@@ -134,7 +140,9 @@ int dtx_store_open_ex(const char *uri, unsigned flags, dtx_store_t **out);
  * must not be used again.  NULL is a no-op. */
 void dtx_store_close(dtx_store_t *st);
 
-/* The canonical URI the store was opened with.  Owned by the store. */
+/* The canonical URI the store was opened with, its password shown as
+ * *** (USER:***@, password=***), so it may be printed or logged.  Owned
+ * by the store. */
 const char *dtx_store_uri(const dtx_store_t *st);
 
 /* Collection names are 1..120 bytes of [A-Za-z0-9_.-], not starting with

@@ -4,11 +4,14 @@
 set -euo pipefail
 # gnuplot-nox: make bench's charts (gnuplot without the X11/Qt front ends).
 # libmicrohttpd-dev: doctxd's HTTP server; curl: its contract tests.
-# python3-pytest, nodejs: the Python and Node clients' tests (tests/clients/).
+# stunnel4: the TLS tunnel to a redis-server with --tls-port (docs/redis-tls.md,
+# tests/redis/tls.sh); Debian 12's hiredis has no TLS of its own.
 pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
       libsqlite3-dev libjansson-dev libhiredis-dev libpcre2-dev redis-server
       redis-tools sqlite3 jq python3 gnuplot-nox libmicrohttpd-dev curl
-      python3-pytest nodejs)
+      stunnel4)
+# python3-pytest, nodejs: the Python and Node clients' tests (tests/clients/).
+pkgs+=(python3-pytest nodejs)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \

@@ -299,13 +299,6 @@ int dtx__expr_compile(const json_t *spec, const char *where,
   return compile(spec, where, 0, out);
 }
 
-int dtx__expr_const(const dtx__expr_t *e, const json_t **v) {
-  if (e->op != E_LIT)
-    return 0;
-  *v = e->lit;
-  return 1;
-}
-
 /* ---- evaluation ------------------------------------------------------------ */
 
 int dtx__agg_truthy(const json_t *v) {
@@ -364,21 +357,6 @@ static int eval_args(const dtx__expr_t *e, const json_t *doc, json_t **v) {
   return 0;
 }
 
-static const char *tname(const json_t *v) {
-  if (!v)
-    return "missing";
-  switch (json_typeof(v)) {
-  case JSON_OBJECT: return "object";
-  case JSON_ARRAY: return "array";
-  case JSON_STRING: return "string";
-  case JSON_INTEGER: return "int";
-  case JSON_REAL: return "double";
-  case JSON_TRUE:
-  case JSON_FALSE: return "bool";
-  default: return "null";
-  }
-}
-
 /* $add, $subtract and $multiply. */
 static int arith(const dtx__expr_t *e, json_t **v, json_t **out) {
   const char *name = e->op == E_ADD ? "$add" : e->op == E_SUB ? "$subtract"
@@ -390,7 +368,7 @@ static int arith(const dtx__expr_t *e, json_t **v, json_t **out) {
     }
     if (!json_is_number(v[i]))
       return dtx__err(DTX_ETYPE, "%s only supports numeric types, not %s",
-                      name, tname(v[i]));
+                      name, dtx__value_type_name(v[i], DTX__TN_AGG));
   }
   json_int_t iacc = e->op == E_MUL ? 1 : 0, r;
   double dacc = e->op == E_MUL ? 1 : 0;
@@ -508,7 +486,7 @@ static int eval_op(const dtx__expr_t *e, const json_t *doc, json_t **out) {
       if (!json_is_array(v[0]))
         rc = dtx__err(DTX_ETYPE,
                       "$size: the argument must be an array, not %s",
-                      tname(v[0]));
+                      dtx__value_type_name(v[0], DTX__TN_AGG));
       else
         *out = json_integer((json_int_t)json_array_size(v[0]));
       break;
@@ -519,7 +497,7 @@ static int eval_op(const dtx__expr_t *e, const json_t *doc, json_t **out) {
           break;
         if (!json_is_string(v[i])) {
           rc = dtx__err(DTX_ETYPE, "$concat only supports strings, not %s",
-                        tname(v[i]));
+                        dtx__value_type_name(v[i], DTX__TN_AGG));
           break;
         }
         len += json_string_length(v[i]);

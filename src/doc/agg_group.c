@@ -243,14 +243,8 @@ static int find_group(const group_spec_t *g, group_state_t *s, agg_run_t *r,
                                 g->nacc * sizeof(acc_t),
                             "$group")))
     return rc;
-  if (s->n == s->cap) {
-    size_t nc = s->cap ? s->cap * 2 : 64;
-    group_t *ng = realloc(s->g, nc * sizeof *ng);
-    if (!ng)
-      return dtx__err(DTX_ENOMEM, "out of memory running $group");
-    s->g = ng;
-    s->cap = nc;
-  }
+  if (s->n == s->cap && DTX__GROW(s->g, s->cap, 64))
+    return dtx__err(DTX_ENOMEM, "out of memory running $group");
   if (2 * (s->n + 1) > s->nslots && (rc = grow(s)))
     return rc;
   group_t *gr = &s->g[s->n];

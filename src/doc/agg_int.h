@@ -27,9 +27,6 @@ void dtx__expr_free(dtx__expr_t *e);
  * DTX_ETYPE / DTX_EOVERFLOW with the operator in the detail. */
 int dtx__expr_eval(const dtx__expr_t *e, const json_t *doc, json_t **out);
 
-/* 1 when e is a constant, with its value in *v (borrowed). */
-int dtx__expr_const(const dtx__expr_t *e, const json_t **v);
-
 /* MongoDB's truthiness: false, null, missing and zero are false. */
 int dtx__agg_truthy(const json_t *v);
 

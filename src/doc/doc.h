@@ -50,6 +50,14 @@ int dtx__value_cmp(const json_t *a, const json_t *b);
  * values in the same bracket, as in MongoDB. */
 int dtx__value_bracket(const json_t *v);
 
+/* v's type for messages, in one of three vocabularies that differ only
+ * for numbers and booleans: BSON's ($jsonSchema's bsonType: "long",
+ * "double", "bool"), the aggregation's ("int", "double", "bool") and
+ * JSON's (the update operators': "integer", "real", "boolean").  NULL is
+ * "missing". */
+enum { DTX__TN_BSON, DTX__TN_AGG, DTX__TN_JSON };
+const char *dtx__value_type_name(const json_t *v, int vocab);
+
 /* Appends to b a byte string that is equal for two values exactly when
  * dtx__value_cmp says they are equal (1 and 1.0 alike; object field order
  * counts; NULL, a missing value, is null), for hashing groups.  -1 when b

@@ -299,8 +299,7 @@ int dtx__projection_check(const json_t *projection) {
   return rc;
 }
 
-static json_t *include_obj(const json_t *obj, const pnode_t *tree);
-static json_t *exclude_obj(const json_t *obj, const pnode_t *tree);
+static json_t *project_obj(const json_t *obj, const pnode_t *tree, int incl);
 
 /* Through an array, a projection applies to each subdocument (and nested
  * array).  An inclusion drops the scalars it cannot contain the path; an
@@ -312,7 +311,7 @@ static json_t *project_array(const json_t *arr, const pnode_t *tree,
     const json_t *e = json_array_get(arr, i);
     json_t *pe;
     if (json_is_object(e))
-      pe = incl ? include_obj(e, tree) : exclude_obj(e, tree);
+      pe = project_obj(e, tree, incl);
     else if (json_is_array(e))
       pe = project_array(e, tree, incl);
     else if (incl)
@@ -327,7 +326,10 @@ static json_t *project_array(const json_t *arr, const pnode_t *tree,
   return out;
 }
 
-static json_t *include_obj(const json_t *obj, const pnode_t *tree) {
+/* An inclusion keeps only the tree's paths (a leaf whole, a scalar where
+ * the tree goes deeper not at all); an exclusion keeps all but its
+ * leaves. */
+static json_t *project_obj(const json_t *obj, const pnode_t *tree, int incl) {
   json_t *out = json_object();
   for (void *it = json_object_iter((json_t *)obj); out && it;
        it = json_object_iter_next((json_t *)obj, it)) {
@@ -336,39 +338,16 @@ static json_t *include_obj(const json_t *obj, const pnode_t *tree) {
     const json_t *v = json_object_iter_value(it);
     const pnode_t *p = pnode_find(tree, key, klen);
     json_t *pv;
-    if (!p)
+    if (incl ? !p : (p && p->leaf))
       continue;
-    if (p->leaf)
+    if (incl && p->leaf)
       pv = json_deep_copy(v);
-    else if (json_is_object(v))
-      pv = include_obj(v, p);
-    else if (json_is_array(v))
-      pv = project_array(v, p, 1);
-    else
-      continue; /* a scalar has no subfields to include */
-    if (!pv || json_object_setn_new_nocheck(out, key, klen, pv)) {
-      json_decref(out);
-      return NULL;
-    }
-  }
-  return out;
-}
-
-static json_t *exclude_obj(const json_t *obj, const pnode_t *tree) {
-  json_t *out = json_object();
-  for (void *it = json_object_iter((json_t *)obj); out && it;
-       it = json_object_iter_next((json_t *)obj, it)) {
-    const char *key = json_object_iter_key(it);
-    size_t klen = json_object_iter_key_len(it);
-    const json_t *v = json_object_iter_value(it);
-    const pnode_t *p = pnode_find(tree, key, klen);
-    json_t *pv;
-    if (p && p->leaf)
-      continue;
-    if (p && json_is_object(v))
-      pv = exclude_obj(v, p);
+    else if (p && json_is_object(v))
+      pv = project_obj(v, p, incl);
     else if (p && json_is_array(v))
-      pv = project_array(v, p, 0);
+      pv = project_array(v, p, incl);
+    else if (incl)
+      continue; /* a scalar has no subfields to include */
     else
       pv = json_deep_copy(v);
     if (!pv || json_object_setn_new_nocheck(out, key, klen, pv)) {
@@ -378,7 +357,6 @@ static json_t *exclude_obj(const json_t *obj, const pnode_t *tree) {
   }
   return out;
 }
-
 
 /* The object that holds path's last segment in doc (objects only), and
  * that segment; NULL when a segment is missing or not an object. */
@@ -471,7 +449,7 @@ int dtx__proj_apply_at(const dtx__proj_t *p, const json_t *doc,
   if (!json_is_object(doc) || p->empty)
     r = json_deep_copy(doc);
   else
-    r = p->incl ? include_obj(doc, &p->root) : exclude_obj(doc, &p->root);
+    r = project_obj(doc, &p->root, p->incl);
   if (!r)
     return dtx__err(DTX_ENOMEM, "out of memory applying projection");
   for (size_t i = 0; json_is_object(doc) && i < p->nsp; i++) {

@@ -488,26 +488,6 @@ typedef struct mctx {
   int quiet;
 } mctx_t;
 
-static const char *kind_name(const json_t *v) {
-  switch (json_typeof(v)) {
-  case JSON_OBJECT:
-    return "object";
-  case JSON_ARRAY:
-    return "array";
-  case JSON_STRING:
-    return "string";
-  case JSON_INTEGER:
-    return "long";
-  case JSON_REAL:
-    return "double";
-  case JSON_TRUE:
-  case JSON_FALSE:
-    return "bool";
-  default:
-    return "null";
-  }
-}
-
 static unsigned kind_bits(const json_t *v) {
   switch (json_typeof(v)) {
   case JSON_OBJECT:
@@ -718,7 +698,8 @@ static int check_string(const sch_t *s, const json_t *v, mctx_t *m) {
 
 static int check(const sch_t *s, const json_t *v, mctx_t *m) {
   if (s->types && !(kind_bits(v) & s->types))
-    return fail(m, s->tkw, "is %s, must be %s", kind_name(v), s->tnames);
+    return fail(m, s->tkw, "is %s, must be %s",
+                dtx__value_type_name(v, DTX__TN_BSON), s->tnames);
   if (s->enumv) {
     size_t i;
     json_t *e;

@@ -36,6 +36,7 @@
  *    contain '.' (a top-level '$' name reads as an operator and is refused).
  */
 #include "doc/update_int.h"
+#include "util/buf.h"
 #include "util/err.h"
 
 #include <stddef.h>
@@ -61,27 +62,6 @@ _Static_assert(offsetof(struct dtx__update, first) % 8 == 0,
                "an update's first arena chunk is 8-aligned");
 
 /* ---- helpers shared by compile and apply --------------------------------- */
-
-const char *dtx__upd_type_name(const json_t *v) {
-  switch (json_typeof(v)) {
-  case JSON_OBJECT:
-    return "object";
-  case JSON_ARRAY:
-    return "array";
-  case JSON_STRING:
-    return "string";
-  case JSON_INTEGER:
-    return "integer";
-  case JSON_REAL:
-    return "real";
-  case JSON_TRUE:
-  case JSON_FALSE:
-    return "boolean";
-  case JSON_NULL:
-    return "null";
-  }
-  return "unknown";
-}
 
 /* Apply never lets an operand into a document by reference (it copies
  * what it stores), so a reference is as good as a copy as long as the
@@ -397,7 +377,7 @@ static int compile_bit(upd_op_t *op, const json_t *v) {
       return dtx__err(DTX_EBADUPDATE,
                       "$bit: the %s operand at '%s' must be an integer, not "
                       "%s",
-                      k, op->p.path, dtx__upd_type_name(x));
+                      k, op->p.path, dtx__value_type_name(x, DTX__TN_JSON));
   }
   return 0;
 }
@@ -445,7 +425,7 @@ static int compile_field(dtx__update_t *u, upd_op_t *op, const char *path,
     if (!json_is_number(v))
       return dtx__err(DTX_EBADUPDATE,
                       "%s: argument at '%s' must be a number, not %s",
-                      op->opname, path, dtx__upd_type_name(v));
+                      op->opname, path, dtx__value_type_name(v, DTX__TN_JSON));
     break;
   case OP_PUSH:
   case OP_ADDTOSET:
@@ -456,7 +436,7 @@ static int compile_field(dtx__update_t *u, upd_op_t *op, const char *path,
     if (!json_is_array(v))
       return dtx__err(DTX_EBADUPDATE,
                       "$pullAll: argument at '%s' must be an array, not %s",
-                      path, dtx__upd_type_name(v));
+                      path, dtx__value_type_name(v, DTX__TN_JSON));
     break;
   case OP_POP:
     if (!json_is_number(v) ||
@@ -602,7 +582,7 @@ int dtx__update_compile_flags(const json_t *spec, const json_t *array_filters,
   *out = NULL;
   if (!json_is_object(spec))
     return dtx__err(DTX_EBADUPDATE, "update must be a JSON object, not %s",
-                    spec ? dtx__upd_type_name(spec) : "NULL");
+                    spec ? dtx__value_type_name(spec, DTX__TN_JSON) : "NULL");
   json_object_foreach((json_t *)spec, k, v) {
     if (k[0] == '$') {
       if (!first_op)
@@ -723,15 +703,9 @@ static int apply_positional(const dtx__update_t *u, const json_t *doc,
       rc = dtx__upd_expand(u, op, doc, pos, &ts, &n, &cap);
       continue;
     }
-    if (n == cap) {
-      size_t nc = cap ? 2 * cap : 8;
-      target_t *nt = realloc(ts, nc * sizeof *nt);
-      if (!nt) {
-        rc = dtx__err(DTX_ENOMEM, "out of memory applying update");
-        break;
-      }
-      ts = nt;
-      cap = nc;
+    if (n == cap && DTX__GROW(ts, cap, 8)) {
+      rc = dtx__err(DTX_ENOMEM, "out of memory applying update");
+      break;
     }
     memset(&ts[n], 0, sizeof ts[n]);
     ts[n].op = op;

@@ -23,6 +23,7 @@
  * $each is a value to push, '$' names and all, as MongoDB 5.0 stores it.
  */
 #include "doc/update_int.h"
+#include "util/buf.h"
 #include "util/err.h"
 
 #include <stdio.h>
@@ -205,14 +206,8 @@ typedef struct expander {
 } expander_t;
 
 static int emit(expander_t *x) {
-  if (*x->n == *x->cap) {
-    size_t nc = *x->cap ? 2 * *x->cap : 8;
-    target_t *nt = realloc(*x->ts, nc * sizeof *nt);
-    if (!nt)
-      return dtx__err(DTX_ENOMEM, "out of memory applying update");
-    *x->ts = nt;
-    *x->cap = nc;
-  }
+  if (*x->n == *x->cap && DTX__GROW(*x->ts, *x->cap, 8))
+    return dtx__err(DTX_ENOMEM, "out of memory applying update");
   target_t *t = &(*x->ts)[(*x->n)++];
   memset(t, 0, sizeof *t);
   t->op = x->op;
@@ -269,7 +264,7 @@ static int expand_at(expander_t *x, size_t i, const json_t *cur, size_t len) {
                     "%s: cannot apply array updates to non-array element "
                     "'%.*s' (%s)",
                     x->op->opname, (int)len, x->path,
-                    dtx__upd_type_name(cur));
+                    dtx__value_type_name(cur, DTX__TN_JSON));
   for (size_t k = 0; k < json_array_size(cur); k++) {
     const json_t *e = json_array_get(cur, k);
     int rc = 0;

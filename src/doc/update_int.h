@@ -96,10 +96,6 @@ struct dtx__update {
   char first[]; /* the arena's first chunk; 8-aligned as the members are */
 };
 
-/* ---- shared helpers (update.c) ---------------------------------------- */
-
-const char *dtx__upd_type_name(const json_t *v);
-
 /* u's hold on a value of its spec: a deep copy, or with
  * DTX__COMPILE_BORROW a counted reference.  NULL when out of memory. */
 json_t *dtx__upd_operand(const dtx__update_t *u, const json_t *v);

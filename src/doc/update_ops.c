@@ -89,8 +89,8 @@ static int not_traversable(const upath_t *p, const char *opname, size_t i,
   return dtx__err(DTX_ETYPE,
                   "%s: cannot create field '%s' in %s value at '%.*s' (path "
                   "'%s')",
-                  opname, p->segs[i], dtx__upd_type_name(at), plen, p->path,
-                  p->path);
+                  opname, p->segs[i], dtx__value_type_name(at, DTX__TN_JSON),
+                  plen, p->path, p->path);
 }
 
 /* Finds the object or array that holds the last segment of p.  With
@@ -191,7 +191,7 @@ static int apply_arith(const upd_op_t *op, json_t *parent, json_t *cur) {
     return dtx__err(DTX_ETYPE,
                     "%s: cannot %s non-numeric value at '%s' (%s)",
                     op->opname, mul ? "multiply" : "increment", op->p.path,
-                    dtx__upd_type_name(cur));
+                    dtx__value_type_name(cur, DTX__TN_JSON));
   if (json_is_integer(cur) && json_is_integer(op->arg)) {
     json_int_t r, a = json_integer_value(cur), b = json_integer_value(op->arg);
     if (mul ? __builtin_mul_overflow(a, b, &r)
@@ -219,7 +219,7 @@ static int apply_bit(const upd_op_t *op, json_t *parent, json_t *cur) {
     return dtx__err(DTX_ETYPE,
                     "$bit: cannot apply to a value of non-integral type at "
                     "'%s' (%s)",
-                    op->p.path, dtx__upd_type_name(cur));
+                    op->p.path, dtx__value_type_name(cur, DTX__TN_JSON));
   uint64_t v = cur ? (uint64_t)json_integer_value(cur) : 0;
   json_object_foreach(op->arg, k, x) {
     uint64_t b = (uint64_t)json_integer_value(x);
@@ -272,7 +272,8 @@ static int apply_remove(const upd_op_t *op, json_t *cur) {
   if (!json_is_array(cur))
     return dtx__err(DTX_ETYPE,
                     "%s: cannot apply to non-array value at '%s' (%s)",
-                    op->opname, op->p.path, dtx__upd_type_name(cur));
+                    op->opname, op->p.path,
+                    dtx__value_type_name(cur, DTX__TN_JSON));
   if (op->kind == OP_POP) {
     size_t n = json_array_size(cur);
     if (n && json_array_remove(cur, json_number_value(op->arg) < 0 ? 0 : n - 1))
@@ -302,7 +303,8 @@ static int apply_append(const upd_op_t *op, json_t *parent, json_t *cur) {
     return dtx__err(DTX_ETYPE,
                     "%s: cannot append to non-array value at "
                     "'%s' (%s)",
-                    op->opname, op->p.path, dtx__upd_type_name(cur));
+                    op->opname, op->p.path,
+                    dtx__value_type_name(cur, DTX__TN_JSON));
   if (!cur) {
     cur = json_array();
     if ((rc = slot_put(op, parent, cur)))

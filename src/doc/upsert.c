@@ -24,6 +24,7 @@
  * result still lacks one.  _id, when present, is the seed's first field.
  */
 #include "doc/doc.h"
+#include "util/buf.h"
 #include "util/err.h"
 
 #include <stdlib.h>
@@ -40,14 +41,8 @@ typedef struct seed_list {
 } seed_list_t;
 
 static int list_add(seed_list_t *l, const char *path, const json_t *value) {
-  if (l->n == l->cap) {
-    size_t cap = l->cap ? l->cap * 2 : 8;
-    seed_eq_t *nv = realloc(l->v, cap * sizeof *nv);
-    if (!nv)
-      return dtx__err(DTX_ENOMEM, "out of memory building upsert document");
-    l->v = nv;
-    l->cap = cap;
-  }
+  if (l->n == l->cap && DTX__GROW(l->v, l->cap, 8))
+    return dtx__err(DTX_ENOMEM, "out of memory building upsert document");
   l->v[l->n].path = path;
   l->v[l->n].value = value;
   l->n++;

@@ -227,6 +227,17 @@ static void key_value(dtx__buf_t *b, const json_t *v, int depth) {
   }
 }
 
+const char *dtx__value_type_name(const json_t *v, int vocab) {
+  /* by json_type: object, array, string, integer, real, true, false, null */
+  static const char *const names[][8] = {
+      {"object", "array", "string", "long", "double", "bool", "bool", "null"},
+      {"object", "array", "string", "int", "double", "bool", "bool", "null"},
+      {"object", "array", "string", "integer", "real", "boolean", "boolean",
+       "null"},
+  };
+  return v ? names[vocab][json_typeof(v)] : "missing";
+}
+
 int dtx__value_key(const json_t *v, dtx__buf_t *b) {
   key_value(b, v, 0);
   return b->oom ? -1 : 0;

@@ -183,21 +183,23 @@ static int fence_test(const dtx__modify_t *m, const json_t *before,
   return judge(m, json_object_get(before, FENCE_FIELD), before, 0, recorded);
 }
 
-/* Records m's token in doc (a private copy the caller will store). */
-static int fence_record(const dtx__modify_t *m, json_t *doc) {
+/* doc's fence record, doc's own to change (doc is a private copy the
+ * caller will store): created when absent, and copied when shared -- an
+ * updated document shares its unchanged subtrees with the one it was made
+ * from (dtx__update_apply).  NULL when out of memory. */
+static json_t *own_record(json_t *doc) {
   json_t *f = json_object_get(doc, FENCE_FIELD);
-  /* An updated document shares its unchanged subtrees with the one it was
-   * made from (dtx__update_apply), so the record is copied before it is
-   * changed when the old version holds it too. */
-  if (f && f->refcount > 1 &&
-      (!(f = json_copy(f)) || json_object_set_new(doc, FENCE_FIELD, f) < 0))
-    return dtx__err(DTX_ENOMEM, "recording a fence");
-  if (!f) {
-    if (!(f = json_object()) || json_object_set_new(doc, FENCE_FIELD, f) < 0)
-      return dtx__err(DTX_ENOMEM, "recording a fence");
-  }
-  if (json_object_set_new(f, m->fence_name,
-                          json_integer((json_int_t)m->fence_token)) < 0)
+  if (f && f->refcount <= 1)
+    return f;
+  f = f ? json_copy(f) : json_object();
+  return f && json_object_set_new(doc, FENCE_FIELD, f) == 0 ? f : NULL;
+}
+
+/* Records m's token in doc. */
+static int fence_record(const dtx__modify_t *m, json_t *doc) {
+  json_t *f = own_record(doc);
+  if (!f || json_object_set_new(f, m->fence_name,
+                                json_integer((json_int_t)m->fence_token)) < 0)
     return dtx__err(DTX_ENOMEM, "recording a fence");
   return 0;
 }
@@ -307,11 +309,7 @@ int dtx__fence_revive(const dtx__modify_t *m, const char *coll,
   json_t *f = json_object_get(doc, FENCE_FIELD);
   if (f && !json_is_object(f))
     return 0; /* store.c refuses such an insert before it gets here */
-  if (f && f->refcount > 1 &&
-      (!(f = json_copy(f)) || json_object_set_new(doc, FENCE_FIELD, f) < 0))
-    return dtx__err(DTX_ENOMEM, "reviving a fence record");
-  if (!f &&
-      (!(f = json_object()) || json_object_set_new(doc, FENCE_FIELD, f) < 0))
+  if (!(f = own_record(doc)))
     return dtx__err(DTX_ENOMEM, "reviving a fence record");
   /* Per lock name, the larger token: the new document may carry its own
    * (a fenced upsert's, a restored copy's), never a smaller one than the

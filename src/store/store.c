@@ -315,10 +315,14 @@ int dtx_store_open_ex(const char *uri, unsigned flags, dtx_store_t **out) {
       uri = DEFAULT_URI;
   }
   const char *colon = strchr(uri, ':');
-  if (!colon || colon == uri)
-    return dtx__err(DTX_EBADURI,
-                    "store URI '%s' has no scheme (expected %s)", uri,
-                    known_schemes());
+  if (!colon || colon == uri) {
+    char *shown = dtx__uri_masked(uri); /* a password never shows */
+    int rc = dtx__err(DTX_EBADURI,
+                      "store URI '%s' has no scheme (expected %s)",
+                      shown ? shown : "(out of memory)", known_schemes());
+    free(shown);
+    return rc;
+  }
   size_t slen = (size_t)(colon - uri);
   const dtx_store_methods_t *m = NULL;
   for (size_t i = 0; i < NBACKENDS; i++) {
@@ -336,9 +340,11 @@ int dtx_store_open_ex(const char *uri, unsigned flags, dtx_store_t **out) {
                     m->version);
 
   dtx_store_t *st = calloc(1, sizeof *st);
-  if (!st || !(st->uri = strdup(uri))) {
+  if (!st || !(st->uri = strdup(uri)) || !(st->shown = dtx__uri_masked(uri))) {
+    if (st)
+      free(st->uri);
     free(st);
-    return dtx__err(DTX_ENOMEM, "opening %s", uri);
+    return dtx__err(DTX_ENOMEM, "opening a store");
   }
   st->m = m;
   static _Atomic uint64_t opened;
@@ -348,6 +354,7 @@ int dtx_store_open_ex(const char *uri, unsigned flags, dtx_store_t **out) {
   DTX_ASSERT(rc < 0 || st->b, "store.open.handle");
   if (rc < 0) {
     free(st->uri);
+    free(st->shown);
     free(st);
     return rc;
   }
@@ -360,10 +367,17 @@ void dtx_store_close(dtx_store_t *st) {
     return;
   st->m->close(st->b);
   free(st->uri);
+  free(st->shown);
   free(st);
 }
 
-const char *dtx_store_uri(const dtx_store_t *st) { return st ? st->uri : NULL; }
+const char *dtx_store_uri(const dtx_store_t *st) {
+  return st ? st->shown : NULL;
+}
+
+const char *dtx__store_uri_secret(const dtx_store_t *st) {
+  return st ? st->uri : NULL;
+}
 
 uint64_t dtx__store_serial(const dtx_store_t *st) { return st ? st->serial : 0; }
 

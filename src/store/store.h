@@ -185,7 +185,8 @@ enum {
   DTX__URI_INT,  /* an int in lo..hi, digits only */
   DTX__URI_WORD, /* one of words ("off|normal|full"): its index, an int */
   DTX__URI_NAME, /* lo..hi of [A-Za-z0-9_-] into a char[hi + 1] */
-  DTX__URI_TEXT  /* any text, into a malloc'd char * (the caller frees it) */
+  DTX__URI_TEXT  /* any text without control bytes, into a malloc'd char *
+                  * (the caller frees it); never shown in a message */
 };
 
 typedef struct dtx__uri_opt {
@@ -204,6 +205,20 @@ typedef struct dtx__uri_opt {
  * trailing '&'), or DTX_ENOMEM; what was set before the mistake stays. */
 int dtx__uri_opts(const char *uri, const char *query,
                   const dtx__uri_opt_t *opts, size_t nopts, void *out);
+
+/* uri with its secrets masked, for every message and dtx_store_uri: in
+ * a scheme://USER:PASSWORD@ userinfo the password becomes *** (all of a
+ * userinfo without ':'), and so does each password= option's value.  A
+ * new string the caller frees, or NULL when out of memory. */
+char *dtx__uri_masked(const char *uri);
+
+/* A scheme://USER:PASSWORD@ userinfo (the n bytes at s, without the '@'),
+ * percent-decoded into two new strings the caller frees.  0; DTX_EBADURI
+ * (naming shown, the masked URI) for a user without a password, a bad
+ * '%' escape or a control byte (%00 included); or DTX_ENOMEM.  An empty
+ * USER stays "" (the caller decides what it means). */
+int dtx__uri_userinfo(const char *shown, const char *s, size_t n,
+                      char **user, char **password);
 
 /* The int of the n digits at s when it is in lo..hi: 0 with *out set,
  * else -1 (no digits, a non-digit, more than 9 digits, out of range). */
@@ -240,6 +255,11 @@ void dtx__store_count_call(void);
  * opened (never reused, unlike the pointer after a close), so a cache
  * above the store can key on it without outliving the handle's data. */
 uint64_t dtx__store_serial(const dtx_store_t *st);
+
+/* The URI st was opened with, password included (dtx_store_uri masks
+ * it): only for handing to a process that opens the same store (a job
+ * command's DOCTX_STORE), never for a message. */
+const char *dtx__store_uri_secret(const dtx_store_t *st);
 
 /* Network exchanges with the store's servers (the Redis backend counts
  * them; SQLite has none): round_trips is one per pipeline written to a

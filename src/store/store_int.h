@@ -18,7 +18,8 @@
 struct dtx_store {
   const dtx_store_methods_t *m;
   dtx__backend_t *b;
-  char *uri;
+  char *uri;   /* as given, password included: dtx__store_uri_secret */
+  char *shown; /* its password masked: dtx_store_uri */
   uint64_t serial; /* dtx__store_serial: unique per handle in this process */
 };
 

@@ -1,7 +1,9 @@
 /* uri.c -- the one parser of a store URI's options (store.h): the
  * name=value pairs after '?', joined by '&'.  Each backend declares the
  * options it takes as a table (sqlite/sqlite.c, redis/redis.c), so a
- * mistake gets the same words on every backend. */
+ * mistake gets the same words on every backend.  Also the URI's secrets:
+ * a userinfo's USER:PASSWORD, and the mask that keeps a password out of
+ * every message (docs/redis.md, "ACL users"). */
 #include "store/store.h"
 
 #include "util/assert.h"
@@ -39,6 +41,14 @@ static int word_index(const char *words, const char *w, size_t n) {
   }
 }
 
+/* 1 when the n bytes at v hold a control byte (NUL included). */
+static int has_ctl(const char *v, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
+      return 1;
+  return 0;
+}
+
 static int name_ok(const char *v, size_t n, int lo, int hi) {
   if (n < (size_t)lo || n > (size_t)hi)
     return 0;
@@ -72,6 +82,8 @@ static int set_one(const dtx__uri_opt_t *o, const char *uri, const char *v,
     at[n] = '\0';
     return 0;
   default: {
+    if (has_ctl(v, n))
+      return 1;
     char **s = (char **)(void *)at;
     free(*s);
     if (!(*s = strndup(v, n)))
@@ -84,6 +96,11 @@ static int set_one(const dtx__uri_opt_t *o, const char *uri, const char *v,
 static int bad_value(const char *uri, const dtx__uri_opt_t *o, const char *v,
                      size_t n) {
   char must[64];
+  if (o->kind == DTX__URI_TEXT) /* it may be a password: never shown */
+    return dtx__err(DTX_EBADURI,
+                    "store URI '%s': bad value (%s must hold no control "
+                    "byte)",
+                    uri, o->name);
   if (o->kind == DTX__URI_WORD)
     snprintf(must, sizeof must, "%s", o->words);
   else
@@ -135,4 +152,117 @@ int dtx__uri_opts(const char *uri, const char *query,
     if (!*opt)
       return dtx__err(DTX_EBADURI, "store URI '%s' ends with '&'", uri);
   }
+}
+
+/* ---- secrets ------------------------------------------------------------------ */
+
+char *dtx__uri_masked(const char *uri) {
+  size_t n = strlen(uri);
+  /* each "***" adds at most 3 bytes, per 10 of "password=&" or 1 of "@" */
+  char *out = malloc(2 * n + 4);
+  if (!out)
+    return NULL;
+  /* The authority after "scheme://" -- or after "scheme:" and its '/'s,
+   * so a mistyped redis:/U:P@H is masked too.  A SQLite path is no
+   * secret and may hold '@'. */
+  int secret = strncmp(uri, "sqlite:", 7) != 0;
+  const char *auth = strchr(uri, ':');
+  auth = auth ? auth + 1 : uri;
+  while (auth > uri && *auth == '/')
+    auth++;
+  const char *q = auth + strcspn(auth, "?");
+  const char *at = NULL; /* the userinfo's '@': the last one before '?' */
+  for (const char *p = auth; p < q; p++)
+    if (*p == '@')
+      at = p;
+  size_t k = (size_t)(auth - uri);
+  memcpy(out, uri, k);
+  if (at && secret) {
+    /* USER:PASSWORD@ keeps USER; a userinfo without ':' may be a
+     * password written without its user, so all of it goes. */
+    const char *colon = memchr(auth, ':', (size_t)(at - auth));
+    size_t keep = colon ? (size_t)(colon + 1 - auth) : 0;
+    memcpy(out + k, auth, keep);
+    k += keep;
+    memcpy(out + k, "***", 3);
+    k += 3;
+    auth = at;
+  }
+  memcpy(out + k, auth, (size_t)(q - auth));
+  k += (size_t)(q - auth);
+  for (const char *p = q; *p;) { /* '?' or '&', then one option */
+    out[k++] = *p++;
+    size_t len = strcspn(p, "&");
+    if (len >= 9 && strncmp(p, "password=", 9) == 0) {
+      memcpy(out + k, "password=***", 12);
+      k += 12;
+    } else {
+      memcpy(out + k, p, len);
+      k += len;
+    }
+    p += len;
+  }
+  out[k] = '\0';
+  return out;
+}
+
+static int hexval(char c) {
+  return c >= '0' && c <= '9'   ? c - '0'
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                : -1;
+}
+
+/* The n bytes at s percent-decoded into a new string in *out: 0, 1 for a
+ * bad escape or a control byte (%00 included), or DTX_ENOMEM. */
+static int pct_decode(const char *shown, const char *s, size_t n,
+                      char **out) {
+  char *d = malloc(n + 1);
+  if (!d)
+    return dtx__err(DTX_ENOMEM, "parsing %s", shown);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    int hi, lo;
+    if (s[i] != '%')
+      d[k++] = s[i];
+    else if (i + 2 < n && (hi = hexval(s[i + 1])) >= 0 &&
+             (lo = hexval(s[i + 2])) >= 0) {
+      d[k++] = (char)(hi * 16 + lo);
+      i += 2;
+    } else {
+      free(d);
+      return 1;
+    }
+  }
+  if (has_ctl(d, k)) {
+    free(d);
+    return 1;
+  }
+  d[k] = '\0';
+  *out = d;
+  return 0;
+}
+
+int dtx__uri_userinfo(const char *shown, const char *s, size_t n,
+                      char **user, char **password) {
+  *user = *password = NULL;
+  const char *colon = memchr(s, ':', n);
+  if (!colon || colon + 1 == s + n)
+    return dtx__err(DTX_EBADURI,
+                    "store URI '%s': its userinfo names a user without a "
+                    "password (USER:PASSWORD@)",
+                    shown);
+  size_t ulen = (size_t)(colon - s);
+  int rc = pct_decode(shown, s, ulen, user);
+  if (rc == 0 && (rc = pct_decode(shown, colon + 1, n - ulen - 1,
+                                  password)) != 0) {
+    free(*user);
+    *user = NULL;
+  }
+  if (rc == 1)
+    return dtx__err(DTX_EBADURI,
+                    "store URI '%s': bad userinfo (a '%%' not followed by "
+                    "two hex digits, or a control byte)",
+                    shown);
+  return rc;
 }

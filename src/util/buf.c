@@ -2,6 +2,7 @@
  * out-of-memory. */
 #include "util/buf.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,19 @@ void dtx__buf_put(dtx__buf_t *b, const void *p, size_t n) {
     memcpy(b->p + b->n, p, n);
     b->n += n;
   }
+}
+
+int dtx__grow(void *arrp, size_t *cap, size_t elem, size_t first) {
+  void *arr;
+  size_t ncap = *cap ? *cap * 2 : first;
+  if (ncap > SIZE_MAX / elem)
+    return -1;
+  memcpy(&arr, arrp, sizeof arr);
+  if (!(arr = realloc(arr, ncap * elem)))
+    return -1;
+  memcpy(arrp, &arr, sizeof arr);
+  *cap = ncap;
+  return 0;
 }
 
 size_t dtx__itoa(long long v, char out[24]) {

@@ -28,4 +28,14 @@ void dtx__buf_put(dtx__buf_t *b, const void *p, size_t n);
  * formatting showed in profiles of batched transfers. */
 size_t dtx__itoa(long long v, char out[24]);
 
+/* Doubles the capacity of the array ARR (a T *, NULL when CAP is 0) to
+ * CAP*2 elements, or FIRST when CAP is 0: 0, or -1 with ARR and CAP as
+ * they were when memory ran out (the caller says what it was doing).
+ * `if (n == cap && DTX__GROW(arr, cap, 16)) return <out of memory>;` */
+#define DTX__GROW(arr, cap, first)                                       \
+  dtx__grow(&(arr), &(cap), sizeof *(arr), (first))
+/* arrp is a T **: read and written with memcpy, as pointers to objects
+ * share one representation on every POSIX system. */
+int dtx__grow(void *arrp, size_t *cap, size_t elem, size_t first);
+
 #endif

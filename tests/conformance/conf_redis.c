@@ -17,8 +17,15 @@ int conf_redis_each_node(int masters_only, int (*fn)(void *ctx, void *arg),
                          void *arg, int stop_at_first) {
   char host[256];
   int port = 0, n = 0;
-  if (strncmp(conf_uri, "redis://", 8) != 0 ||
-      sscanf(conf_uri + 8, "%255[^:]:%d", host, &port) != 2)
+  if (strncmp(conf_uri, "redis://", 8) != 0)
+    return 0;
+  /* Past a USER:PASSWORD@ (docs/redis.md): these connections are the
+   * test's own, as the default user, not the store's ACL user. */
+  const char *seeds = conf_uri + 8, *q = seeds + strcspn(seeds, "?");
+  for (const char *p = seeds; p < q; p++)
+    if (*p == '@')
+      seeds = p + 1;
+  if (sscanf(seeds, "%255[^:]:%d", host, &port) != 2)
     return 0;
   redisContext *c = redisConnect(host, port);
   if (!c || c->err) {

@@ -19,6 +19,7 @@ set -eu
 if [ "$1" = --all ]; then
   hosts=${DTX_REDIS_URI#redis://}
   hosts=${hosts%%\?*}
+  hosts=${hosts##*@} # past a USER:PASSWORD@: redis-cli is the default user
   seed=${hosts%%,*}
   host=${seed%:*}
   port=${seed##*:}

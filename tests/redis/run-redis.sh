@@ -11,12 +11,16 @@
 #                 tests/redis/unique_crash.sh, lost_reply.sh,
 #                 tests/cli/contract.sh, job.sh, lock.sh, sync.sh,
 #                 ledger.sh, order.sh, scenarios.sh, flashsale.sh, version.sh,
+#                 tests/redis/acl.sh (the ACL user; on the standalone
+#                 target a server of its own whose default user is off),
 #                 tests/crash/kleppmann.sh and tests/server/contract.sh
 #                 (doctxd over HTTP), and on the standalone server
 #                 tests/clients/run.sh (the Python and Node clients)
 #                 (DOCTX set; each scenario gets an
 #                 new namespace of its own through fresh-store.sh;
-#                 the crash suites run FAULT_JOBS=2 points at a time)
+#                 the crash suites run FAULT_JOBS=2 points at a time);
+#                 then once tests/redis/tls.sh (its own TLS-only servers
+#                 behind a stunnel4 tunnel)
 #   cli           tests/cli/bad_input.sh, transfer_defects.sh,
 #                 transfer_worker.sh and
 #                 tests/crash/tamper.sh, plainwrite.sh and deletes.sh,
@@ -160,6 +164,7 @@ shell_on() { # URI
   run_logged "lost_reply.sh $u" env DTX_REDIS_URI="$u" bash "$HERE/lost_reply.sh"
   run_logged "contract.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/cli/contract.sh"
+  run_logged "acl.sh $u" env DTX_REDIS_URI="$u" bash "$HERE/acl.sh"
   run_logged "job.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/job.sh"
   run_logged "lock.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/lock.sh"
   run_logged "sync.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/sync.sh"
@@ -179,7 +184,10 @@ shell_on() { # URI
       bash "$ROOT/tests/clients/run.sh"
   fi
 }
-phase_shell() { both_targets shell_on; }
+phase_shell() {
+  both_targets shell_on
+  run_logged "tls.sh" bash "$HERE/tls.sh" # servers of its own, once
+}
 
 phase_deadline() {
   run_logged "deadline.sh $URI_SA" env DTX_REDIS_URI="$URI_SA" \

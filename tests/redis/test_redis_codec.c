@@ -266,6 +266,97 @@ static void test_uri_parsing(void) {
   dtx__rd_uri_free(&u);
 }
 
+/* Who the connections authenticate as: USER:PASSWORD@ (percent-decoded,
+ * for every seed) or user= and password= (as written), never both; an
+ * empty user is the default one (user NULL); every refusal is BADURI and
+ * its detail never holds the password. */
+static void test_uri_auth(void) {
+  static const struct {
+    const char *uri;
+    int rc;
+    const char *user, *password; /* on success; NULL for none */
+    size_t nseeds;
+    const char *detail_has; /* on error */
+  } cases[] = {
+      {"redis://doctx:s3cret@h:1", 0, "doctx", "s3cret", 1, NULL},
+      {"redis://doctx:s3cret@a:1,b:2,c:3/", 0, "doctx", "s3cret", 3, NULL},
+      {"redis://doctx:s3cret@h:1?ns=x&wait=0", 0, "doctx", "s3cret", 1, NULL},
+      {"redis://d%40x:p%3As%25%26%3F@h:1", 0, "d@x", "p:s%&?", 1, NULL},
+      {"redis://u:p@ss@h:1", 0, "u", "p@ss", 1, NULL}, /* the last '@' */
+      {"redis://u:a:b@h:1", 0, "u", "a:b", 1, NULL},   /* the first ':' */
+      {"redis://:s3cret@h:1", 0, NULL, "s3cret", 1, NULL},
+      {"redis://h:1?user=doctx&password=s3cret", 0, "doctx", "s3cret", 1,
+       NULL},
+      {"redis://h:1?password=s3cret&user=doctx", 0, "doctx", "s3cret", 1,
+       NULL},
+      {"redis://h:1?user=&password=s3cret", 0, NULL, "s3cret", 1, NULL},
+      {"redis://h:1?user=d%40x&password=p%20q", 0, "d%40x", "p%20q", 1, NULL},
+      {"redis://h:1?password=s3cret", 0, NULL, "s3cret", 1, NULL},
+      {"redis://h:1", 0, NULL, NULL, 1, NULL},
+      {"redis://doctx@h:1", DTX_EBADURI, NULL, NULL, 0,
+       "'redis://***@h:1': its userinfo names a user without a password"},
+      {"redis://doctx:@h:1", DTX_EBADURI, NULL, NULL, 0,
+       "without a password"},
+      {"redis://h:1?user=doctx", DTX_EBADURI, NULL, NULL, 0,
+       "names user 'doctx' without a password"},
+      {"redis://h:1?user=doctx&password=", DTX_EBADURI, NULL, NULL, 0,
+       "names user 'doctx' without a password"},
+      {"redis://doctx:s3cret@h:1?user=doctx", DTX_EBADURI, NULL, NULL, 0,
+       "both as USER:PASSWORD@ and as user="},
+      {"redis://doctx:s3cret@h:1?password=s3cret", DTX_EBADURI, NULL, NULL, 0,
+       "'redis://doctx:***@h:1?password=***' gives its user and password "
+       "both as USER:PASSWORD@ and as password="},
+      {"redis://doctx:s3%00cret@h:1", DTX_EBADURI, NULL, NULL, 0,
+       "bad userinfo"},
+      {"redis://doc%0atx:s3cret@h:1", DTX_EBADURI, NULL, NULL, 0,
+       "bad userinfo"},
+      {"redis://doctx:s3cret%@h:1", DTX_EBADURI, NULL, NULL, 0,
+       "bad userinfo"},
+      {"redis://doctx:s3cret%4@h:1", DTX_EBADURI, NULL, NULL, 0,
+       "bad userinfo"},
+      {"redis://doctx:s3%zzcret@h:1", DTX_EBADURI, NULL, NULL, 0,
+       "bad userinfo"},
+      {"redis://doctx:s3\001cret@h:1", DTX_EBADURI, NULL, NULL, 0,
+       "bad userinfo"},
+      {"redis://h:1?user=doctx&password=s3\001cret", DTX_EBADURI, NULL, NULL,
+       0, "bad value (password must hold no control byte)"},
+      {"redis://h:1?user=do\033ctx&password=s3cret", DTX_EBADURI, NULL, NULL,
+       0, "bad value (user must hold no control byte)"},
+      {"redis://doctx:s3cret@", DTX_EBADURI, NULL, NULL, 0, "names no host"},
+      {"redis://doctx:s3cret@h:x", DTX_EBADURI, NULL, NULL, 0,
+       "'redis://doctx:***@h:x': bad port in 'h:x'"},
+      {"redis://doctx:s3cret@h:1?wait", DTX_EBADURI, NULL, NULL, 0,
+       "is not name=value"},
+      {"redis:/doctx:s3cret@h:1", DTX_EBADURI, NULL, NULL, 0,
+       "'redis:/doctx:***@h:1' does not start with redis://"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    rd_uri_t u;
+    int rc = dtx__rd_uri_parse(cases[i].uri, &u);
+    CHECKF(rc == cases[i].rc, "%s: %s (%s)", cases[i].uri, dtx_errname(rc),
+           dtx_errdetail());
+    if (rc == 0 && cases[i].rc == 0) {
+      CHECKF(u.nseeds == cases[i].nseeds, "%s: %zu seeds", cases[i].uri,
+             u.nseeds);
+#define SAME(a, b) ((!(a) && !(b)) || ((a) && (b) && strcmp(a, b) == 0))
+      CHECKF(SAME(u.user, cases[i].user) &&
+                 SAME(u.password, cases[i].password),
+             "%s: user %s password %s", cases[i].uri,
+             u.user ? u.user : "(none)", u.password ? u.password : "(none)");
+#undef SAME
+      dtx__rd_uri_free(&u);
+    } else if (rc != 0) {
+      CHECKF(strstr(dtx_errdetail(), cases[i].detail_has) != NULL,
+             "%s: detail '%s' lacks '%s'", cases[i].uri, dtx_errdetail(),
+             cases[i].detail_has);
+      CHECKF(!strstr(dtx_errdetail(), "s3cret") &&
+                 !strstr(dtx_errdetail(), "s3"),
+             "%s: detail '%s' shows the password", cases[i].uri,
+             dtx_errdetail());
+    }
+  }
+}
+
 /* ?ns=NAME: accepted names, refused ones, and keys that keep a bucket in
  * one slot whatever the prefix. */
 static void test_namespace_keys(void) {
@@ -416,6 +507,7 @@ int main(void) {
   TEST_RUN(test_strings_with_nul);
   TEST_RUN(test_ids_keep_types_apart);
   TEST_RUN(test_uri_parsing);
+  TEST_RUN(test_uri_auth);
   TEST_RUN(test_namespace_keys);
   TEST_RUN(test_unreachable_is_unavailable);
   TEST_RUN(test_turn_waits_are_bounded);

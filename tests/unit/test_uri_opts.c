@@ -72,6 +72,13 @@ static const opt_case_t cases[] = {
      ": bad value 'abcdefghi' (name must be 2..8 of [A-Za-z0-9_-])"},
     {"name=a.b", DTX_EBADURI, 0, 0, NULL, NULL,
      ": bad value 'a.b' (name must be 2..8 of [A-Za-z0-9_-])"},
+    /* text may be a password: a control byte is refused, never shown */
+    {"text=s3\001cret", DTX_EBADURI, 0, 0, NULL, NULL,
+     ": bad value (text must hold no control byte)"},
+    {"text=s3\177", DTX_EBADURI, 0, 0, NULL, NULL,
+     ": bad value (text must hold no control byte)"},
+    {"text=s3\tx", DTX_EBADURI, 0, 0, NULL, NULL,
+     ": bad value (text must hold no control byte)"},
 };
 
 static void test_opts_table(void) {
@@ -95,6 +102,34 @@ static void test_opts_table(void) {
              c->query, dtx_errdetail(), want);
     }
     free(s.text);
+  }
+}
+
+/* dtx__uri_masked: what every message and dtx_store_uri show. */
+static void test_masked(void) {
+  static const char *const cases[][2] = {
+      {"redis://h:1", "redis://h:1"},
+      {"redis://u:s3cret@h:1", "redis://u:***@h:1"},
+      {"redis://:s3cret@h:1,h:2", "redis://:***@h:1,h:2"},
+      {"redis://s3cret@h:1", "redis://***@h:1"}, /* a user, or a password? */
+      {"redis://u:p@ss:w@rd@h:1?ns=a", "redis://u:***@h:1?ns=a"},
+      {"redis://u:@h:1", "redis://u:***@h:1"},
+      {"redis://h:1?password=s3cret", "redis://h:1?password=***"},
+      {"redis://h:1?wait=1&password=s3cret&ns=a",
+       "redis://h:1?wait=1&password=***&ns=a"},
+      {"redis://h:1?password=&password=x&password=",
+       "redis://h:1?password=***&password=***&password=***"},
+      {"redis://h:1?user=u&xpassword=y", "redis://h:1?user=u&xpassword=y"},
+      {"sqlite:/tmp/a@b:c.db", "sqlite:/tmp/a@b:c.db"}, /* no userinfo */
+      {"sqlite:x.db?sync=full", "sqlite:x.db?sync=full"},
+      {"", ""},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char *m = dtx__uri_masked(cases[i][0]);
+    REQUIRE(m != NULL);
+    CHECKF(strcmp(m, cases[i][1]) == 0, "'%s' masked as '%s', want '%s'",
+           cases[i][0], m, cases[i][1]);
+    free(m);
   }
 }
 
@@ -145,6 +180,7 @@ static void test_backends_agree(void) {
 
 int main(void) {
   TEST_RUN(test_opts_table);
+  TEST_RUN(test_masked);
   TEST_RUN(test_int);
   TEST_RUN(test_backends_agree);
   return TEST_DONE();

@@ -235,16 +235,10 @@ static void cache_install(dtx__backend_t *b, rd_coll_t *co) {
     old = b->colls[i];
     b->colls[i] = co;
   } else {
-    if (b->ncolls == b->capcolls) {
-      size_t ncap = b->capcolls ? b->capcolls * 2 : 16;
-      rd_coll_t **n = realloc(b->colls, ncap * sizeof *n);
-      if (!n) {
-        pthread_mutex_unlock(&b->catmu);
-        dtx__rd_coll_put(co);
-        return;
-      }
-      b->colls = n;
-      b->capcolls = ncap;
+    if (b->ncolls == b->capcolls && DTX__GROW(b->colls, b->capcolls, 16)) {
+      pthread_mutex_unlock(&b->catmu);
+      dtx__rd_coll_put(co);
+      return;
     }
     b->colls[b->ncolls++] = co;
   }
@@ -332,6 +326,12 @@ static char *new_entry_text(int nb) {
   return t;
 }
 
+/* A compare-and-set on a catalog entry lost 100 races in a row. */
+static int keeps_changing(const char *name) {
+  return dtx__err(DTX_EBUSY, "redis: the catalog entry of '%s' keeps changing",
+                  name);
+}
+
 int dtx__rd_coll_get(dtx__backend_t *b, const char *name, int create,
                      int fresh, rd_coll_t **out) {
   *out = NULL;
@@ -382,9 +382,7 @@ int dtx__rd_coll_get(dtx__backend_t *b, const char *name, int create,
     *out = co;
     return 0;
   }
-  return dtx__err(DTX_EBUSY,
-                  "redis: the catalog entry of '%s' keeps changing",
-                  name);
+  return keeps_changing(name);
 }
 
 /* ---- catalog entry edits ------------------------------------------------------------ */
@@ -406,6 +404,18 @@ static int entry_replace(dtx__backend_t *b, const rd_coll_t *co, json_t *j) {
   int rc = cat_set(b, co->name, co->raw, text);
   free(text);
   return rc;
+}
+
+/* co's entry with index ixid's flag (multikey, ready) set; NULL when out
+ * of memory. */
+static json_t *entry_flag(const rd_coll_t *co, int64_t ixid,
+                          const char *flag) {
+  json_t *j = entry_json(co), *e;
+  size_t i;
+  json_array_foreach(json_object_get(j, "idx"), i, e) if (
+      json_integer_value(json_object_get(e, "id")) == ixid)
+      json_object_set_new(e, flag, json_true());
+  return j;
 }
 
 static const rd_idx_t *find_idx(const rd_coll_t *co, int64_t id) {
@@ -452,12 +462,7 @@ int dtx__rd_mark_multikey(dtx__backend_t *b, const rd_coll_t *co,
       dtx__rd_coll_put(cur);
       return rc;
     }
-    json_t *j = entry_json(cur);
-    size_t i;
-    json_t *e;
-    json_array_foreach(json_object_get(j, "idx"), i, e) if (
-        json_integer_value(json_object_get(e, "id")) == ixid)
-        json_object_set_new(e, "multikey", json_true());
+    json_t *j = entry_flag(cur, ixid, "multikey");
     json_object_set_new(j, "ver", json_integer(cur->ver + 1));
     rc = entry_replace(b, cur, j);
     dtx__rd_coll_put(cur);
@@ -465,9 +470,7 @@ int dtx__rd_mark_multikey(dtx__backend_t *b, const rd_coll_t *co,
       return rc;
     /* Done or lost the race: either way the next round raises stamps. */
   }
-  return dtx__err(DTX_EBUSY,
-                  "redis: the catalog entry of '%s' keeps changing",
-                  co->name);
+  return keeps_changing(co->name);
 }
 
 /* ---- create_index ------------------------------------------------------------------- */
@@ -534,7 +537,7 @@ static int backfill_bucket(dtx__backend_t *b, rd_coll_t **cop, int k,
           }
           dtx__rd_coll_put(*cop);
           *cop = fresh;
-          rc = dtx__rd_read_doc(b, fresh, &d);
+          rc = dtx__rd_doc_round(b, fresh, &d, 0);
           continue;
         }
         if (rc == RD_ELOST) {
@@ -658,13 +661,7 @@ static int build_index(dtx__backend_t *b, rd_coll_t **cop, int64_t ixid) {
       dtx__rd_coll_put(co);
       return 0;
     }
-    json_t *j = entry_json(co);
-    size_t i;
-    json_t *e;
-    json_array_foreach(json_object_get(j, "idx"), i, e) if (
-        json_integer_value(json_object_get(e, "id")) == ixid)
-        json_object_set_new(e, "ready", json_true());
-    rc = entry_replace(b, co, j);
+    rc = entry_replace(b, co, entry_flag(co, ixid, "ready"));
     dtx__rd_coll_put(co);
     if (rc < 0)
       return rc;
@@ -675,9 +672,7 @@ static int build_index(dtx__backend_t *b, rd_coll_t **cop, int64_t ixid) {
       return 0;
     }
   }
-  return dtx__err(DTX_EBUSY,
-                  "redis: the catalog entry of '%s' keeps changing",
-                  name);
+  return keeps_changing(name);
 }
 
 int dtx__rd_create_index(dtx__backend_t *b, const char *coll,
@@ -729,9 +724,7 @@ int dtx__rd_create_index(dtx__backend_t *b, const char *coll,
     dtx__rd_coll_put(co);
     return rc;
   }
-  return dtx__err(DTX_EBUSY,
-                  "redis: the catalog entry of '%s' keeps changing",
-                  coll);
+  return keeps_changing(coll);
 }
 
 /* ---- rules -------------------------------------------------------------------------------- */
@@ -927,7 +920,5 @@ int dtx__rd_drop_collection(dtx__backend_t *b, const char *coll) {
     dtx__rd_coll_forget(b, coll);
     return rc;
   }
-  return dtx__err(DTX_EBUSY,
-                  "redis: the catalog entry of '%s' keeps changing",
-                  coll);
+  return keeps_changing(coll);
 }

@@ -155,14 +155,8 @@ int dtx__rd_node_index_locked(dtx__backend_t *b, const char *host,
       return (int)i;
   if (b->nnodes >= RD_NO_NODE - 1)
     return -1;
-  if (b->nnodes == b->capnodes) {
-    size_t ncap = b->capnodes ? b->capnodes * 2 : 8;
-    rd_node_t **nn = realloc(b->nodes, ncap * sizeof *nn);
-    if (!nn)
-      return -1;
-    b->nodes = nn;
-    b->capnodes = ncap;
-  }
+  if (b->nnodes == b->capnodes && DTX__GROW(b->nodes, b->capnodes, 8))
+    return -1;
   rd_node_t *n = node_new(host, port);
   if (!n)
     return -1;
@@ -189,17 +183,21 @@ static redisContext *conn_open(dtx__backend_t *b, const rd_node_t *n,
   }
   redisSetTimeout(c, tv_ms(b->uri.timeout_ms));
   if (b->uri.password) {
-    const char *argv[2] = {"AUTH", b->uri.password};
-    size_t len[2] = {4, strlen(b->uri.password)};
-    redisReply *r = redisCommandArgv(c, 2, argv, len);
+    /* AUTH USER PASSWORD for an ACL user (Redis 6+); the one-argument
+     * form for the default user, which every version takes. */
+    const char *u = b->uri.user, *pw = b->uri.password;
+    const char *argv[3] = {"AUTH", u ? u : pw, pw};
+    size_t len[3] = {4, strlen(argv[1]), strlen(pw)};
+    redisReply *r = redisCommandArgv(c, u ? 3 : 2, argv, len);
     dtx__store_count_rt(1, 1); /* new pooled connections pay it mid-run */
     int ok = r && r->type == REDIS_REPLY_STATUS;
     /* The server's whole reason: Redis's AUTH errors are one sentence
      * ("... called without any password configured ..."), and a cut one
-     * reads as garbage. */
+     * reads as garbage.  The user is named, the password never. */
     if (!ok)
-      snprintf(why, whylen, "authentication to %s:%d failed%s%s", n->host,
-               n->port, r && r->type == REDIS_REPLY_ERROR ? ": " : "",
+      snprintf(why, whylen, "authentication to %s:%d%s%.64s%s failed%s%s",
+               n->host, n->port, u ? " as user '" : "", u ? u : "",
+               u ? "'" : "", r && r->type == REDIS_REPLY_ERROR ? ": " : "",
                r && r->type == REDIS_REPLY_ERROR ? r->str
                : r                               ? ""
                                                  : c->errstr);
@@ -234,14 +232,8 @@ void dtx__rd_conn_put(rd_node_t *n, redisContext *c) {
   }
   pthread_mutex_lock(&n->mu);
   if (n->nidle < MAX_IDLE) {
-    if (n->nidle == n->cap) {
-      size_t ncap = n->cap ? n->cap * 2 : 4;
-      redisContext **ni = realloc(n->idle, ncap * sizeof *ni);
-      if (ni) {
-        n->idle = ni;
-        n->cap = ncap;
-      }
-    }
+    if (n->nidle == n->cap)
+      (void)DTX__GROW(n->idle, n->cap, 4); /* else it is freed */
     if (n->nidle < n->cap) {
       n->idle[n->nidle++] = c;
       c = NULL;
@@ -422,12 +414,16 @@ int dtx__rd_connect(dtx__backend_t *b) {
                (strncmp(r->str, "NOAUTH", 6) == 0 ||
                 strncmp(r->str, "WRONGPASS", 9) == 0)) {
       rc = dtx__err(DTX_EUNAVAILABLE,
-                    "redis: %s:%d needs a password (password= in the URI)",
+                    "redis: %s:%d needs a password (redis://[USER]:PASSWORD@ "
+                    "or password= in the URI)",
                     probe.host, probe.port);
     } else {
       rc = dtx__err(DTX_EUNAVAILABLE,
-                    "redis: %s:%d: unexpected answer to CLUSTER SLOTS%s%.200s",
-                    probe.host, probe.port,
+                    "redis: %s:%d%s%.64s%s: unexpected answer to CLUSTER "
+                    "SLOTS%s%.200s",
+                    probe.host, probe.port, b->uri.user ? " as user '" : "",
+                    b->uri.user ? b->uri.user : "",
+                    b->uri.user ? "'" : "",
                     r->type == REDIS_REPLY_ERROR ? ": " : "",
                     r->type == REDIS_REPLY_ERROR ? r->str : "");
     }

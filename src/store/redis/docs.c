@@ -140,12 +140,18 @@ int dtx__rd_read_reply(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *d,
   return rc;
 }
 
-int dtx__rd_read_doc(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *d) {
+int dtx__rd_doc_round(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *d,
+                      int verify) {
   rd_cmd_t c;
-  dtx__rd_read_cmd(co, d, &c);
-  int rc = dtx__rd_run(b, &c, 1, "reading a document");
+  if (verify)
+    dtx__rd_verify_cmd(co, d, &c);
+  else
+    dtx__rd_read_cmd(co, d, &c);
+  int rc = dtx__rd_run(b, &c, 1,
+                       verify ? "checking a document" : "reading a document");
   if (rc == 0)
-    rc = dtx__rd_read_reply(b, co, d, &c);
+    rc = verify ? dtx__rd_verify_reply(b, co, d, &c)
+                : dtx__rd_read_reply(b, co, d, &c);
   dtx__rd_cmd_clear(&c);
   return rc;
 }

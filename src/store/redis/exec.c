@@ -213,14 +213,8 @@ typedef struct group {
 } group_t;
 
 static int group_add(group_t *g, size_t i) {
-  if (g->n == g->cap) {
-    size_t ncap = g->cap ? g->cap * 2 : 8;
-    size_t *ni = realloc(g->idx, ncap * sizeof *ni);
-    if (!ni)
-      return -1;
-    g->idx = ni;
-    g->cap = ncap;
-  }
+  if (g->n == g->cap && DTX__GROW(g->idx, g->cap, 8))
+    return -1;
   g->idx[g->n++] = i;
   return 0;
 }

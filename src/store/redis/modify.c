@@ -44,21 +44,13 @@ static int modify_turns(dtx__backend_t *b, const rd_coll_t *co,
   for (int attempt = 0; dtx__rd_keep_trying(b, t0, attempt); attempt++) {
     if (attempt > 0 && *turn < 0)
       turn_take(b, co, cur, t0, turn);
-    if (!cur->body) {
-      if (cur->cached) {
-        int rc = dtx__rd_verify(b, co, cur);
-        if (rc == RD_ELOST)
-          continue;
-        if (rc < 0)
-          return rc;
-      }
-      return 0;
-    }
-    dtx__docs_examined++;
+    if (cur->body)
+      dtx__docs_examined++;
     int rc;
-    if (!dtx__filter_match(m->filter, cur->body)) {
+    /* Gone or no match: an answer read from the cache is checked first. */
+    if (!cur->body || !dtx__filter_match(m->filter, cur->body)) {
       if (cur->cached) {
-        rc = dtx__rd_verify(b, co, cur);
+        rc = dtx__rd_doc_round(b, co, cur, 1);
         if (rc == RD_ELOST)
           continue;
         if (rc < 0)
@@ -82,7 +74,7 @@ static int modify_turns(dtx__backend_t *b, const rd_coll_t *co,
       char keep[512];
       snprintf(keep, sizeof keep, "%s", dtx_errdetail());
       if (cur->cached) {
-        int vr = dtx__rd_verify(b, co, cur);
+        int vr = dtx__rd_doc_round(b, co, cur, 1);
         if (vr == RD_ELOST) {
           json_decref(nd);
           continue;
@@ -172,7 +164,7 @@ static int select_doc(dtx__backend_t *b, rd_coll_t **cop,
     if (rc == 0) {
       dtx__rd_doc_key(*cop, out, &key);
       if (!dtx__rd_cache_get(b, &key, out))
-        rc = dtx__rd_read_doc(b, *cop, out);
+        rc = dtx__rd_doc_round(b, *cop, out, 0);
     }
     dtx__rd_buf_free(&key);
     dtx__plan_free(&p);
@@ -382,7 +374,7 @@ int dtx__rd_modify_many(dtx__backend_t *b, const dtx__modify_t *m,
         break;
       if ((rc = reload(b, &co, m->coll, 0)) < 0 || !co)
         break;
-      rc = dtx__rd_read_doc(b, co, &d[i]);
+      rc = dtx__rd_doc_round(b, co, &d[i], 0);
       if (rc < 0 && rc != RD_ESTALE)
         break;
     }

@@ -105,14 +105,8 @@ static int docset_add(docset_t *s, int bucket, const redisReply *id,
   size_t pos;
   if (docset_has(s, bucket, id->str, id->len, &pos))
     return 0;
-  if (s->n == s->cap) {
-    size_t ncap = s->cap ? s->cap * 2 : 16;
-    rd_doc_t *nd = realloc(s->d, ncap * sizeof *nd);
-    if (!nd)
-      return dtx__err(DTX_ENOMEM, "collecting candidates");
-    s->d = nd;
-    s->cap = ncap;
-  }
+  if (s->n == s->cap && DTX__GROW(s->d, s->cap, 16))
+    return dtx__err(DTX_ENOMEM, "collecting candidates");
   rd_doc_t *d = &s->d[s->n];
   memset(d, 0, sizeof *d);
   d->bucket = bucket;

@@ -169,6 +169,7 @@ void dtx__rd_uri_free(rd_uri_t *u) {
     free(u->hosts[i]);
   free(u->hosts);
   free(u->ports);
+  free(u->user);
   free(u->password);
   memset(u, 0, sizeof *u);
 }
@@ -210,6 +211,7 @@ static int add_seed(rd_uri_t *u, const char *uri, const char *s, size_t n) {
 static const dtx__uri_opt_t opts[] = {
     {"wait", DTX__URI_INT, offsetof(rd_uri_t, wait), 0, 64, NULL, 0},
     {"password", DTX__URI_TEXT, offsetof(rd_uri_t, password), 0, 0, NULL, 0},
+    {"user", DTX__URI_TEXT, offsetof(rd_uri_t, user), 0, 0, NULL, 0},
     {"timeout_ms", DTX__URI_INT, offsetof(rd_uri_t, timeout_ms), 1, 600000,
      NULL, 0},
     {"retry_ms", DTX__URI_INT, offsetof(rd_uri_t, retry_ms), 0, 3600000, NULL,
@@ -218,42 +220,95 @@ static const dtx__uri_opt_t opts[] = {
     {"ns", DTX__URI_NAME, offsetof(rd_uri_t, ns), 1, 32, NULL, 0},
 };
 
+/* Who the connections authenticate as, once the userinfo (ui_user and
+ * ui_pass, NULL when none; taken over) and the options are read: one
+ * place for each, a user only with a password, and "" as the user means
+ * the default user (a one-argument AUTH, see conn.c). */
+static int set_auth(rd_uri_t *out, const char *shown, char *ui_user,
+                    char *ui_pass) {
+  if (ui_pass && (out->user || out->password)) {
+    free(ui_user);
+    free(ui_pass);
+    return dtx__err(DTX_EBADURI,
+                    "store URI '%s' gives its user and password both as "
+                    "USER:PASSWORD@ and as %s=: give them once",
+                    shown, out->user ? "user" : "password");
+  }
+  if (ui_pass) {
+    out->user = ui_user;
+    out->password = ui_pass;
+  }
+  if (out->user && !*out->user) {
+    free(out->user); /* the default user */
+    out->user = NULL;
+  }
+  if (out->user && (!out->password || !*out->password))
+    return dtx__err(DTX_EBADURI,
+                    "store URI '%s' names user '%s' without a password",
+                    shown, out->user);
+  return 0;
+}
+
 int dtx__rd_uri_parse(const char *uri, rd_uri_t *out) {
   memset(out, 0, sizeof *out);
   out->timeout_ms = DEFAULT_TIMEOUT_MS;
   out->retry_ms = DEFAULT_RETRY_MS;
   out->buckets = DEFAULT_BUCKETS;
-  if (!uri || strncmp(uri, "redis://", 8) != 0)
-    return dtx__err(DTX_EBADURI,
-                    "store URI '%s' does not start with redis://HOST:PORT",
-                    uri ? uri : "(null)");
+  /* Every message names the URI with its password masked. */
+  char *shown = dtx__uri_masked(uri ? uri : "(null)");
+  if (!shown)
+    return dtx__err(DTX_ENOMEM, "parsing a redis:// URI");
+  if (!uri || strncmp(uri, "redis://", 8) != 0) {
+    int bad = dtx__err(DTX_EBADURI,
+                       "store URI '%s' does not start with redis://HOST:PORT",
+                       shown);
+    free(shown);
+    return bad;
+  }
   const char *p = uri + 8;
   const char *q = strchr(p, '?');
   size_t hlen = q ? (size_t)(q - p) : strlen(p);
+  char *ui_user = NULL, *ui_pass = NULL;
+  int rc = 0;
+  for (size_t i = hlen; i > 0; i--)
+    if (p[i - 1] == '@') { /* USER:PASSWORD@ before the seeds */
+      if ((rc = dtx__uri_userinfo(shown, p, i - 1, &ui_user, &ui_pass)) < 0)
+        goto fail;
+      p += i;
+      hlen -= i;
+      break;
+    }
   if (hlen && p[hlen - 1] == '/')
     hlen--; /* redis://host:port/ */
-  int rc = 0;
   if (hlen == 0) {
-    rc = dtx__err(DTX_EBADURI, "store URI '%s' names no host", uri);
+    rc = dtx__err(DTX_EBADURI, "store URI '%s' names no host", shown);
     goto fail;
   }
   for (const char *s = p, *end = p + hlen; s < end;) {
     const char *comma = memchr(s, ',', (size_t)(end - s));
     size_t n = comma ? (size_t)(comma - s) : (size_t)(end - s);
-    if ((rc = add_seed(out, uri, s, n)) < 0)
+    if ((rc = add_seed(out, shown, s, n)) < 0)
       goto fail;
     s += n + 1;
     if (comma && s >= end) {
       rc = dtx__err(DTX_EBADURI, "store URI '%s' ends its hosts with ','",
-                    uri);
+                    shown);
       goto fail;
     }
   }
-  if (q && (rc = dtx__uri_opts(uri, q + 1, opts, sizeof opts / sizeof *opts,
+  if (q && (rc = dtx__uri_opts(shown, q + 1, opts, sizeof opts / sizeof *opts,
                                out)) < 0)
     goto fail;
+  rc = set_auth(out, shown, ui_user, ui_pass);
+  ui_user = ui_pass = NULL;
+  if (rc < 0)
+    goto fail;
+  free(shown);
   return 0;
 fail:
+  free(ui_user);
+  free(ui_pass);
+  free(shown);
   dtx__rd_uri_free(out);
   return rc;
 }

@@ -73,7 +73,8 @@ typedef struct rd_uri {
   size_t nseeds;
   char **hosts;
   int *ports;
-  char *password;
+  char *user;     /* an ACL user, NULL for the default one */
+  char *password; /* NULL: no AUTH */
   int timeout_ms; /* connect and command timeout */
   int wait;       /* replicas each write waits for (WAIT) */
   int buckets;    /* buckets of collections created through this handle */
@@ -81,8 +82,9 @@ typedef struct rd_uri {
   char ns[33];    /* namespace, "" for none */
 } rd_uri_t;
 
-/* Parses redis://H:P[,H:P...][?wait=N&password=S&timeout_ms=N&buckets=N
- * &retry_ms=N&ns=NAME].  DTX_EBADURI with a detail otherwise. */
+/* Parses redis://[USER:PASSWORD@]H:P[,H:P...][?wait=N&user=U&password=S
+ * &timeout_ms=N&buckets=N&retry_ms=N&ns=NAME].  DTX_EBADURI with a detail
+ * otherwise, naming the URI with its password masked. */
 int dtx__rd_uri_parse(const char *uri, rd_uri_t *out);
 void dtx__rd_uri_free(rd_uri_t *u);
 
@@ -398,17 +400,19 @@ rd_cmd_t *dtx__rd_write_cmd(rd_wprep_t *p);
 int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
                       rd_wprep_t *p, int rc, rd_claims_t *claims);
 
-/* Re-reads one document (fresh).  In halves for a bulk write: the READDOC
- * command of d (its id and bucket set), and its reply into d. */
-int dtx__rd_read_doc(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *d);
+/* One round trip for one document d (its id and bucket set): with
+ * verify 0 it re-reads d (fresh, docs.c); with verify 1 it is the
+ * version-only check of a cached state below.  A bulk write pipelines the
+ * halves of each instead. */
+int dtx__rd_doc_round(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *d,
+                      int verify);
+/* The READDOC command of d, and its reply into d. */
 void dtx__rd_read_cmd(const rd_coll_t *co, const rd_doc_t *d, rd_cmd_t *c);
 int dtx__rd_read_reply(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *d,
                        const rd_cmd_t *c);
 
 /* The version-only check of a cached state (write.c): 0 when cur is
- * current, RD_ELOST with cur refreshed when not, RD_ESTALE, or an error.
- * dtx__rd_verify is one round trip; a bulk write pipelines the halves. */
-int dtx__rd_verify(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur);
+ * current, RD_ELOST with cur refreshed when not, RD_ESTALE, or an error. */
 void dtx__rd_verify_cmd(const rd_coll_t *co, const rd_doc_t *cur,
                         rd_cmd_t *c);
 int dtx__rd_verify_reply(dtx__backend_t *b, const rd_coll_t *co,

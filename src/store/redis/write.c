@@ -440,6 +440,23 @@ struct rd_wprep {
   json_t *tomb;    /* a delete's fence record (owned), or NULL */
 };
 
+/* The WRITE script's first three keys, a write's and a check's alike: the
+ * document (its key left in key, which may be tmp), its bucket's members
+ * and stamp. */
+static void write_cmd_keys(rd_cmd_t *c, const rd_coll_t *co,
+                           const rd_doc_t *cur, int write, rd_buf_t *key,
+                           rd_buf_t *tmp) {
+  dtx__rd_cmd_init(c, co->slots[cur->bucket], RD_S_WRITE, write);
+  dtx__rd_doc_key(co, cur, key);
+  dtx__rd_argb(c, key);
+  tmp->n = 0;
+  dtx__rd_key_members(tmp, co, cur->bucket);
+  dtx__rd_argb(c, tmp);
+  tmp->n = 0;
+  dtx__rd_key_stamp(tmp, co, cur->bucket);
+  dtx__rd_argb(c, tmp);
+}
+
 int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
                         json_t *newbody, const dtx__modify_t *m,
                         rd_wprep_t **out) {
@@ -494,14 +511,7 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
   }
   rd_buf_t tmp = {0};
   rd_cmd_t *c = &p->c;
-  dtx__rd_cmd_init(c, co->slots[cur->bucket], RD_S_WRITE, 1);
-  dtx__rd_doc_key(co, cur, &p->key);
-  dtx__rd_argb(c, &p->key);
-  dtx__rd_key_members(&tmp, co, cur->bucket);
-  dtx__rd_argb(c, &tmp);
-  tmp.n = 0;
-  dtx__rd_key_stamp(&tmp, co, cur->bucket);
-  dtx__rd_argb(c, &tmp);
+  write_cmd_keys(c, co, cur, 1, &p->key, &tmp);
   tmp.n = 0;
   dtx__rd_key_tombs(&tmp, co, cur->bucket);
   dtx__rd_argb(c, &tmp);
@@ -694,16 +704,8 @@ int dtx__rd_write(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
 void dtx__rd_verify_cmd(const rd_coll_t *co, const rd_doc_t *cur,
                         rd_cmd_t *c) {
   rd_buf_t tmp = {0};
-  dtx__rd_cmd_init(c, co->slots[cur->bucket], RD_S_WRITE, 0);
+  write_cmd_keys(c, co, cur, 0, &tmp, &tmp);
   c->nkeys = 3;
-  dtx__rd_doc_key(co, cur, &tmp);
-  dtx__rd_argb(c, &tmp);
-  tmp.n = 0;
-  dtx__rd_key_members(&tmp, co, cur->bucket);
-  dtx__rd_argb(c, &tmp);
-  tmp.n = 0;
-  dtx__rd_key_stamp(&tmp, co, cur->bucket);
-  dtx__rd_argb(c, &tmp);
   dtx__rd_buf_free(&tmp);
   dtx__rd_args(c, cur->ver);
   dtx__rd_args(c, "");
@@ -735,14 +737,4 @@ int dtx__rd_verify_reply(dtx__backend_t *b, const rd_coll_t *co,
     dtx__rd_cache_drop(b, &key);
   dtx__rd_buf_free(&key);
   return RD_ELOST;
-}
-
-int dtx__rd_verify(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur) {
-  rd_cmd_t c;
-  dtx__rd_verify_cmd(co, cur, &c);
-  int rc = dtx__rd_run(b, &c, 1, "checking a document");
-  if (rc == 0)
-    rc = dtx__rd_verify_reply(b, co, cur, &c);
-  dtx__rd_cmd_clear(&c);
-  return rc;
 }

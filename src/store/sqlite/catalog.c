@@ -5,7 +5,7 @@
  * Collection rules (validator, delete guard) are catalog entries too:
  * _dtx_rules holds each collection's normalised rules, compiled into the
  * snapshot, so a writer checks a document against the rules of the very
- * catalog version its transaction sees.
+ * catalog generation its transaction sees.
  *
  * Table names: SQLite compares table names case-insensitively, while
  * collection names are case-sensitive ("Foo" and "foo" are two
@@ -15,16 +15,17 @@
  * stores used the name as it was; opening one renames its tables (format
  * 3).
  *
- * Every catalog change replaces _dtx_meta's 'catalog' value with a fresh
- * random number in the same transaction.  Every transaction, read or
- * write, compares that value (one cached SELECT) with its snapshot's and
- * reloads the snapshot when they differ.  So a process that missed another
- * process's new unique index learns of it before its next write, and a
- * snapshot built inside a transaction that later rolled back is never
- * mistaken for the current one: random values do not come back the way a
- * counter would after a rollback. */
+ * Every catalog change replaces _dtx_meta's 'catalog' value, the catalog's
+ * generation, with a fresh random number in the same transaction.  Every
+ * transaction, read or write, compares that value (one cached SELECT) with
+ * its snapshot's and reloads the snapshot when they differ.  So a process
+ * that missed another process's new unique index learns of it before its
+ * next write, and a snapshot built inside a transaction that later rolled
+ * back is never mistaken for the current one: random values do not come
+ * back the way a counter would after a rollback. */
 #include "store/sqlite/sqlite_int.h"
 
+#include "util/buf.h"
 #include "util/err.h"
 
 #include <stdio.h>
@@ -33,7 +34,8 @@
 
 /* ---- schema ------------------------------------------------------------------------ */
 
-#define FORMAT_VERSION 3
+/* The file's format number, _dtx_meta's 'format' (2 is upgraded). */
+#define DTX__SQ_FORMAT 3
 
 #define RULES_SQL                                                            \
   "CREATE TABLE IF NOT EXISTS _dtx_rules(coll TEXT PRIMARY KEY,"             \
@@ -117,14 +119,9 @@ static int migrate_2_to_3(sq_conn_t *c) {
       const char *name = (const char *)sqlite3_column_text(st, 0);
       if (!name || !has_upper(name))
         continue;
-      if (nren + 2 > cap) {
-        cap = cap ? cap * 2 : 16;
-        char **n = realloc(renames, cap * sizeof *n);
-        if (!n) {
-          rc = dtx__err(DTX_ENOMEM, "sqlite: migrating the store");
-          break;
-        }
-        renames = n;
+      if (nren + 2 > cap && DTX__GROW(renames, cap, 16)) {
+        rc = dtx__err(DTX_ENOMEM, "sqlite: migrating the store");
+        break;
       }
       char from[SQ_TABLE_MAX], to[SQ_TABLE_MAX];
       int64_t id = sqlite3_column_int64(st, 1);
@@ -182,7 +179,7 @@ static int meta_format(sq_conn_t *c, int64_t *fmt) {
   sqlite3_reset(st);
   return src == SQLITE_ROW || src == SQLITE_DONE
              ? 0
-             : dtx__sq_err(c, src, "reading the format version");
+             : dtx__sq_err(c, src, "reading the store format");
 }
 
 /* Creates the catalog tables unless they exist.  Processes may race to do
@@ -216,15 +213,15 @@ int dtx__sq_schema_init(sq_conn_t *c, int create) {
   if (fmt == 2 && ((rc = migrate_2_to_3(c)) < 0 ||
                    (rc = meta_format(c, &fmt)) < 0))
     return dtx__err_wrap(rc, "sqlite: upgrading the store to format %d",
-                         FORMAT_VERSION);
-  if (fmt != FORMAT_VERSION)
+                         DTX__SQ_FORMAT);
+  if (fmt != DTX__SQ_FORMAT)
     return dtx__err(DTX_EBACKEND,
                     "sqlite: store format %lld, this doctx reads format %d",
-                    (long long)fmt, FORMAT_VERSION);
+                    (long long)fmt, DTX__SQ_FORMAT);
   return 0;
 }
 
-int dtx__sq_cat_version(sq_conn_t *c, int64_t *v) {
+int dtx__sq_cat_gen(sq_conn_t *c, int64_t *v) {
   sqlite3_stmt *st;
   int rc = dtx__sq_prep(c, "SELECT v FROM _dtx_meta WHERE k='catalog'", 0,
                         &st);
@@ -235,12 +232,12 @@ int dtx__sq_cat_version(sq_conn_t *c, int64_t *v) {
   sqlite3_reset(st);
   if (src != SQLITE_ROW)
     return src == SQLITE_DONE
-               ? dtx__err(DTX_EBACKEND, "sqlite: catalog version missing")
-               : dtx__sq_err(c, src, "reading the catalog version");
+               ? dtx__err(DTX_EBACKEND, "sqlite: catalog generation missing")
+               : dtx__sq_err(c, src, "reading the catalog generation");
   return 0;
 }
 
-static int bump_version(sq_conn_t *c) {
+static int bump_gen(sq_conn_t *c) {
   return dtx__sq_exec(c,
                       "UPDATE _dtx_meta SET v=random() WHERE k='catalog'");
 }
@@ -384,21 +381,16 @@ int dtx__sq_cat_load(sq_conn_t *c, sq_cat_t **out) {
   sqlite3_stmt *st;
   int rc, src;
   size_t cap = 0;
-  if ((rc = dtx__sq_cat_version(c, &cat->version)) < 0)
+  if ((rc = dtx__sq_cat_gen(c, &cat->gen)) < 0)
     goto fail;
   if ((rc = dtx__sq_prep(c, "SELECT name FROM _dtx_coll ORDER BY name", 0,
                          &st)) < 0)
     goto fail;
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-    if (cat->ncoll == cap) {
-      cap = cap ? cap * 2 : 8;
-      sq_coll_t *n = realloc(cat->colls, cap * sizeof *n);
-      if (!n) {
-        sqlite3_reset(st);
-        rc = dtx__err(DTX_ENOMEM, "loading the catalog");
-        goto fail;
-      }
-      cat->colls = n;
+    if (cat->ncoll == cap && DTX__GROW(cat->colls, cap, 8)) {
+      sqlite3_reset(st);
+      rc = dtx__err(DTX_ENOMEM, "loading the catalog");
+      goto fail;
     }
     sq_coll_t *co = &cat->colls[cat->ncoll++];
     memset(co, 0, sizeof *co);
@@ -529,13 +521,13 @@ void dtx__sq_cat_install(dtx__backend_t *b, sq_cat_t *cat) {
 
 int dtx__sq_cat_sync(dtx__backend_t *b, sq_conn_t *c, sq_cat_t **cat) {
   int64_t v;
-  int rc = dtx__sq_cat_version(c, &v);
+  int rc = dtx__sq_cat_gen(c, &v);
   if (rc < 0)
     return rc;
-  if (*cat && (*cat)->version == v)
+  if (*cat && (*cat)->gen == v)
     return 0;
   sq_cat_t *shared = dtx__sq_cat_get(b);
-  if (shared && shared->version == v) {
+  if (shared && shared->gen == v) {
     dtx__sq_cat_put(*cat);
     *cat = shared;
     return 0;
@@ -553,7 +545,7 @@ int dtx__sq_cat_sync(dtx__backend_t *b, sq_conn_t *c, sq_cat_t **cat) {
 /* Records a catalog change made in w's transaction and reloads w's
  * snapshot so the rest of the op sees it. */
 static int cat_changed(sq_wctx_t *w) {
-  int rc = bump_version(w->c);
+  int rc = bump_gen(w->c);
   if (rc < 0)
     return rc;
   w->cat_changed = 1;
@@ -830,11 +822,11 @@ int dtx__sq_set_rules(dtx__backend_t *b, const char *coll,
 int dtx__sq_get_rules(dtx__backend_t *b, const char *coll, json_t **out) {
   sq_conn_t *c;
   sq_cat_t *cat;
+  const sq_coll_t *co;
   *out = NULL;
-  int rc = dtx__sq_read_begin(b, &c, &cat);
+  int rc = dtx__sq_read_begin(b, coll, &c, &cat, &co);
   if (rc < 0)
     return rc;
-  const sq_coll_t *co = dtx__sq_coll_find(cat, coll);
   if (co && co->rules)
     *out = json_deep_copy(dtx__rules_spec(co->rules));
   dtx__sq_read_end(b, c, cat);
@@ -848,11 +840,11 @@ int dtx__sq_get_rules(dtx__backend_t *b, const char *coll, json_t **out) {
 int dtx__sq_list_indexes(dtx__backend_t *b, const char *coll, json_t **out) {
   sq_conn_t *c;
   sq_cat_t *cat;
+  const sq_coll_t *co;
   *out = NULL;
-  int rc = dtx__sq_read_begin(b, &c, &cat);
+  int rc = dtx__sq_read_begin(b, coll, &c, &cat, &co);
   if (rc < 0)
     return rc;
-  const sq_coll_t *co = dtx__sq_coll_find(cat, coll);
   json_t *arr = co ? json_array() : NULL;
   for (size_t i = 0; arr && rc == 0 && i < co->nidx; i++)
     if (json_array_append_new(arr, dtx__index_spec_json(co->idx[i].spec)) <
@@ -871,7 +863,7 @@ int dtx__sq_list_collections(dtx__backend_t *b, json_t **out) {
   sq_conn_t *c;
   sq_cat_t *cat;
   *out = NULL;
-  int rc = dtx__sq_read_begin(b, &c, &cat);
+  int rc = dtx__sq_read_begin(b, NULL, &c, &cat, NULL);
   if (rc < 0)
     return rc;
   json_t *arr = json_array();

@@ -179,6 +179,16 @@ static void ws(rd_t *r) {
     r->p++;
 }
 
+/* After any whitespace, 1 (and past it) when the next byte is c. */
+static int eat(rd_t *r, char c) {
+  ws(r);
+  if (r->p < r->end && *r->p == c) {
+    r->p++;
+    return 1;
+  }
+  return 0;
+}
+
 static int hexval(char c) {
   if (c >= '0' && c <= '9')
     return c - '0';
@@ -340,16 +350,12 @@ static json_t *read_object(rd_t *r, int depth) {
   json_t *o = json_object();
   if (!o)
     return NULL;
-  ws(r);
-  if (r->p < r->end && *r->p == '}') {
-    r->p++;
+  if (eat(r, '}'))
     return o;
-  }
   for (;;) {
-    ws(r);
     const char *k;
     size_t kn;
-    if (r->p >= r->end || *r->p++ != '"' || !read_string(r, &k, &kn))
+    if (!eat(r, '"') || !read_string(r, &k, &kn))
       break;
     /* The key may sit in r->tmp, which the value may reuse: copy it. */
     char small[64], *key = kn < sizeof small ? small : malloc(kn + 1);
@@ -357,22 +363,15 @@ static json_t *read_object(rd_t *r, int depth) {
       break;
     memcpy(key, k, kn);
     key[kn] = '\0';
-    ws(r);
-    json_t *v = NULL;
-    if (r->p < r->end && *r->p++ == ':')
-      v = read_value(r, depth + 1);
+    json_t *v = eat(r, ':') ? read_value(r, depth + 1) : NULL;
     int ok = v && json_object_setn_new_nocheck(o, key, kn, v) == 0;
     if (key != small)
       free(key);
     if (!ok)
       break;
-    ws(r);
-    if (r->p >= r->end)
-      break;
-    char c = *r->p++;
-    if (c == '}')
+    if (eat(r, '}'))
       return o;
-    if (c != ',')
+    if (!eat(r, ','))
       break;
   }
   json_decref(o);
@@ -383,22 +382,15 @@ static json_t *read_array(rd_t *r, int depth) {
   json_t *a = json_array();
   if (!a)
     return NULL;
-  ws(r);
-  if (r->p < r->end && *r->p == ']') {
-    r->p++;
+  if (eat(r, ']'))
     return a;
-  }
   for (;;) {
     json_t *v = read_value(r, depth + 1);
     if (!v || json_array_append_new(a, v) < 0)
       break;
-    ws(r);
-    if (r->p >= r->end)
-      break;
-    char c = *r->p++;
-    if (c == ']')
+    if (eat(r, ']'))
       return a;
-    if (c != ',')
+    if (!eat(r, ','))
       break;
   }
   json_decref(a);

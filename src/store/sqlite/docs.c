@@ -22,6 +22,7 @@
  * delete or insert; no read looks there. */
 #include "store/sqlite/sqlite_int.h"
 
+#include "util/buf.h"
 #include "util/err.h"
 #include "util/fault.h"
 
@@ -124,14 +125,8 @@ static int note_multikey(sq_wctx_t *w, const sq_idx_t *ix,
     while (i < w->nmk && w->mk[i] != ix->id)
       i++;
     if (i == w->nmk) {
-      if (w->nmk == w->capmk) {
-        size_t cap = w->capmk ? w->capmk * 2 : 4;
-        int64_t *n = realloc(w->mk, cap * sizeof *n);
-        if (!n)
-          return dtx__err(DTX_ENOMEM, "noting a multikey index");
-        w->mk = n;
-        w->capmk = cap;
-      }
+      if (w->nmk == w->capmk && DTX__GROW(w->mk, w->capmk, 4))
+        return dtx__err(DTX_ENOMEM, "noting a multikey index");
       w->mk[w->nmk++] = ix->id;
     }
   }
@@ -267,12 +262,12 @@ static int tomb(sq_wctx_t *w, const sq_coll_t *co, const json_t *id, int rm,
 int dtx__sq_fence_records(dtx__backend_t *b, const char *coll, json_t **out) {
   sq_conn_t *c;
   sq_cat_t *cat;
+  const sq_coll_t *co;
   sqlite3_stmt *st;
   *out = NULL;
-  int rc = dtx__sq_read_begin(b, &c, &cat), src = SQLITE_DONE;
+  int rc = dtx__sq_read_begin(b, coll, &c, &cat, &co), src = SQLITE_DONE;
   if (rc < 0)
     return rc;
-  const sq_coll_t *co = dtx__sq_coll_find(cat, coll);
   json_t *arr = json_array();
   if (!arr)
     rc = dtx__err(DTX_ENOMEM, "reading the fence records of %s", coll);
@@ -542,12 +537,12 @@ int dtx__sq_find(dtx__backend_t *b, const char *coll, const json_t *fspec,
                  int64_t limit, json_t **out) {
   sq_conn_t *c;
   sq_cat_t *cat;
+  const sq_coll_t *co;
   *out = NULL;
-  int rc = dtx__sq_read_begin(b, &c, &cat);
+  int rc = dtx__sq_read_begin(b, coll, &c, &cat, &co);
   if (rc < 0)
     return rc;
   json_t *arr = json_array();
-  const sq_coll_t *co = dtx__sq_coll_find(cat, coll);
   if (!arr) {
     rc = dtx__err(DTX_ENOMEM, "finding documents");
   } else if (co) {
@@ -594,11 +589,11 @@ int dtx__sq_count(dtx__backend_t *b, const char *coll, const json_t *fspec,
                   const dtx__filter_t *f, int64_t *out) {
   sq_conn_t *c;
   sq_cat_t *cat;
+  const sq_coll_t *co;
   *out = 0;
-  int rc = dtx__sq_read_begin(b, &c, &cat);
+  int rc = dtx__sq_read_begin(b, coll, &c, &cat, &co);
   if (rc < 0)
     return rc;
-  const sq_coll_t *co = dtx__sq_coll_find(cat, coll);
   int64_t n = 0;
   if (co && (!fspec || json_object_size(fspec) == 0)) {
     sqlite3_stmt *st;
@@ -773,15 +768,10 @@ static int collect_matches(sq_conn_t *c, const sq_coll_t *co,
   int64_t s;
   json_t *d;
   while ((rc = dtx__sq_cursor_next(&cur, &s, &d)) == 1) {
-    if (*n == cap) {
-      cap = cap ? cap * 2 : 16;
-      match_t *nm = realloc(*out, cap * sizeof *nm);
-      if (!nm) {
-        json_decref(d);
-        rc = dtx__err(DTX_ENOMEM, "collecting matches");
-        break;
-      }
-      *out = nm;
+    if (*n == cap && DTX__GROW(*out, cap, 16)) {
+      json_decref(d);
+      rc = dtx__err(DTX_ENOMEM, "collecting matches");
+      break;
     }
     (*out)[(*n)++] = (match_t){s, d};
   }

@@ -12,6 +12,7 @@
 #include "store/sqlite/sqlite_int.h"
 
 #include "store/plan.h"
+#include "util/buf.h"
 #include "util/err.h"
 
 #include <stdlib.h>
@@ -24,14 +25,8 @@ enum { CUR_ONE = DTX__PLAN_SCAN + 1, CUR_DONE };
 /* ---- candidates ----------------------------------------------------------------------- */
 
 static int seqs_push(sq_cursor_t *cur, size_t *cap, int64_t seq) {
-  if (cur->nseq == *cap) {
-    size_t ncap = *cap ? *cap * 2 : 16;
-    int64_t *n = realloc(cur->seqs, ncap * sizeof *n);
-    if (!n)
-      return dtx__err(DTX_ENOMEM, "collecting candidates");
-    cur->seqs = n;
-    *cap = ncap;
-  }
+  if (cur->nseq == *cap && DTX__GROW(cur->seqs, *cap, 16))
+    return dtx__err(DTX_ENOMEM, "collecting candidates");
   cur->seqs[cur->nseq++] = seq;
   return 0;
 }

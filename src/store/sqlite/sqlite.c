@@ -360,7 +360,8 @@ static void reader_put(dtx__backend_t *b, sq_conn_t *c) {
 
 /* ---- read transactions ------------------------------------------------------------------- */
 
-int dtx__sq_read_begin(dtx__backend_t *b, sq_conn_t **cp, sq_cat_t **cat) {
+int dtx__sq_read_begin(dtx__backend_t *b, const char *coll, sq_conn_t **cp,
+                       sq_cat_t **cat, const sq_coll_t **co) {
   sq_conn_t *c;
   int rc;
   *cp = NULL;
@@ -378,6 +379,8 @@ int dtx__sq_read_begin(dtx__backend_t *b, sq_conn_t **cp, sq_cat_t **cat) {
   if ((rc = dtx__sq_cat_sync(b, c, cat)) < 0)
     goto fail;
   *cp = c;
+  if (co)
+    *co = dtx__sq_coll_find(*cat, coll);
   return 0;
 fail:
   dtx__sq_cat_put(*cat);

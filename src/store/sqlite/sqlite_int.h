@@ -147,7 +147,7 @@ typedef struct sq_coll {
 
 typedef struct sq_cat {
   int refs; /* atomic */
-  int64_t version;
+  int64_t gen;      /* _dtx_meta's 'catalog': new at every catalog change */
   size_t ncoll;
   sq_coll_t *colls; /* sorted by name */
   int has_fence;    /* _dtx_fence exists: fence tombstones may be kept */
@@ -224,8 +224,10 @@ int dtx__sq_submit(dtx__backend_t *b, sq_op_t *op);
 int dtx__sq_submit_many(dtx__backend_t *b, sq_op_t **ops, size_t n);
 
 /* Read transactions: a connection (from the pool, or the shared one in
- * memory mode) inside BEGIN with a catalog snapshot valid for it. */
-int dtx__sq_read_begin(dtx__backend_t *b, sq_conn_t **c, sq_cat_t **cat);
+ * memory mode) inside BEGIN with a catalog snapshot valid for it, and in
+ * it, when co is not NULL, coll's descriptor (NULL: no such collection). */
+int dtx__sq_read_begin(dtx__backend_t *b, const char *coll, sq_conn_t **c,
+                       sq_cat_t **cat, const sq_coll_t **co);
 void dtx__sq_read_end(dtx__backend_t *b, sq_conn_t *c, sq_cat_t *cat);
 
 /* catalog.c */
@@ -233,7 +235,9 @@ void dtx__sq_read_end(dtx__backend_t *b, sq_conn_t *c, sq_cat_t *cat);
  * empty database when create is set; without it an empty database is
  * DTX_ENOTFOUND (no detail: the caller says "no store at PATH"). */
 int dtx__sq_schema_init(sq_conn_t *c, int create);
-int dtx__sq_cat_version(sq_conn_t *c, int64_t *v);
+/* *v: the catalog's generation, the random number _dtx_meta keeps under
+ * 'catalog' and every catalog change replaces (see catalog.c). */
+int dtx__sq_cat_gen(sq_conn_t *c, int64_t *v);
 int dtx__sq_cat_load(sq_conn_t *c, sq_cat_t **out);
 sq_cat_t *dtx__sq_cat_get(dtx__backend_t *b);
 void dtx__sq_cat_put(sq_cat_t *cat);

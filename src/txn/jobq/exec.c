@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "doc/doc.h"
+#include "store/store.h" /* dtx__store_uri_secret */
 #include "txn/jobq/jobq.h"
 #include "util/assert.h"
 #include "util/err.h"
@@ -81,7 +82,7 @@ static char **make_env(const dtx_job_run_t *run, char *vars[3]) {
         strncmp(environ[i], "DOCTX_JOB_EPOCH=", 16) &&
         strncmp(environ[i], "DOCTX_STORE=", 12))
       env[k++] = environ[i];
-  const char *uri = dtx_store_uri(run->ex->st);
+  const char *uri = dtx__store_uri_secret(run->ex->st); /* it must open it */
   if (asprintf(&vars[0], "DOCTX_JOB_ID=%s", run->id) < 0)
     vars[0] = NULL;
   if (asprintf(&vars[1], "DOCTX_JOB_EPOCH=%lld", (long long)run->epoch) < 0)

@@ -189,6 +189,30 @@ int dtx__kit_list(dtx_store_t *st, const char *coll, const json_t *filter,
   return rc;
 }
 
+int dtx__kit_list_state(dtx_store_t *st, const char *coll,
+                        const char *const *states, const char *what,
+                        const char *state, const dtx_page_t *page,
+                        json_t **out) {
+  size_t i = 0;
+  *out = NULL;
+  while (state && states[i] && strcmp(state, states[i]) != 0)
+    i++;
+  if (state && !states[i]) {
+    char known[256] = "";
+    for (i = 0; states[i]; i++)
+      snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
+               i ? ", " : "", states[i]);
+    return dtx__err(DTX_EINVAL, "unknown %s '%s' (%s)", what, state, known);
+  }
+  json_t *filter = state ? dtx__pack("{s:s}", "state", state) : NULL;
+  json_t *sort = dtx__pack("{s:i,s:i}", "created", 1, "_id", 1);
+  int rc = sort ? dtx__kit_list(st, coll, filter, sort, page, out)
+                : DTX_ENOMEM;
+  json_decref(filter);
+  json_decref(sort);
+  return rc;
+}
+
 const char *dtx__str(const json_t *doc, const char *key) {
   return json_string_value(json_object_get(doc, key));
 }

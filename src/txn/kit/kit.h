@@ -469,6 +469,13 @@ int dtx__kit_await(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
  * negative skip or limit. */
 int dtx__kit_list(dtx_store_t *st, const char *coll, const json_t *filter,
                   const json_t *sort, const dtx_page_t *page, json_t **out);
+/* dtx__kit_list of the documents of coll in state (NULL: any), oldest
+ * first (created, then _id).  states (NULL-terminated) are the states
+ * there are: another is DTX_EINVAL "unknown WHAT 'STATE' (S1, S2, ...)". */
+int dtx__kit_list_state(dtx_store_t *st, const char *coll,
+                        const char *const *states, const char *what,
+                        const char *state, const dtx_page_t *page,
+                        json_t **out);
 
 /* ---- the batch driver: the same protocol for many items at once (many.c) -- */
 

@@ -619,22 +619,11 @@ static const char *const states[] = {DTX_OS_PENDING, DTX_OS_CONFIRMING,
 int dtx_order_list(dtx_store_t *st, const char *state, const dtx_page_t *page,
                    json_t **out) {
   dtx__call_t c;
-  size_t i = 0;
   *out = NULL;
   dtx__call_begin(&c, 0);
-  while (state && states[i] && strcmp(state, states[i]) != 0)
-    i++;
-  if (state && !states[i])
-    return dtx__call_end(&c, dtx__err(DTX_EINVAL, "unknown order state '%s' "
-                                      "(pending, confirming, confirmed, "
-                                      "success, canceled)", state));
-  json_t *filter = state ? json_pack("{s:s}", "state", state) : NULL;
-  json_t *sort = json_pack("{s:i,s:i}", "created", 1, "_id", 1);
-  int rc = sort ? dtx__kit_list(st, DTX__ORDERS, filter, sort, page, out)
-                : DTX_ENOMEM;
-  json_decref(filter);
-  json_decref(sort);
-  return dtx__call_end(&c, rc);
+  return dtx__call_end(&c, dtx__kit_list_state(st, DTX__ORDERS, states,
+                                               "order state", state, page,
+                                               out));
 }
 
 /* ---- recovery (003's scheduled job) ------------------------------------------- */

@@ -787,24 +787,10 @@ static const char *const states[] = {
 int dtx_transfer_list(dtx_store_t *st, const char *state,
                       const dtx_page_t *page, json_t **out) {
   dtx__call_t c;
-  size_t i = 0;
   *out = NULL;
   dtx__call_begin(&c, 0);
-  while (state && states[i] && strcmp(state, states[i]) != 0)
-    i++;
-  if (state && !states[i])
-    return dtx__call_end(
-        &c, dtx__err(DTX_EINVAL,
-                     "unknown state '%s' (initiated, preparing, committed, "
-                     "succeeded, rolling_back, failed)",
-                     state));
-  json_t *filter = state ? dtx__pack("{s:s}", "state", state) : NULL;
-  json_t *sort = dtx__pack("{s:i,s:i}", "created", 1, "_id", 1);
-  int rc = sort ? dtx__kit_list(st, DTX_TRANSFERS, filter, sort, page, out)
-                : DTX_ENOMEM;
-  json_decref(filter);
-  json_decref(sort);
-  return dtx__call_end(&c, rc);
+  return dtx__call_end(&c, dtx__kit_list_state(st, DTX_TRANSFERS, states,
+                                               "state", state, page, out));
 }
 
 static int cancel(dtx__exec_t *ex, const char *id, json_t **out) {
