@@ -9,10 +9,12 @@
 #include "server/server.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static const double bounds[DTX__SRV_NBUCKETS - 1] = {
@@ -136,6 +138,215 @@ static void proc_metrics(buf_t *b, const dtx__srv_t *d) {
       (long long)d->start_s);
 }
 
+/* ---- domain metrics ------------------------------------------------------ */
+
+/* What the store holds, counted at scrape time with the library's cheap
+ * calls: transfers by state (dtx_store_count on "transfers", state being
+ * indexed), jobs by queue and state (dtx_job_stats per queue; the queues
+ * found by a skip-scan of the jobs' {state, queue, ...} index, at most
+ * DOM_MAX_QUEUES), locks held (a count of "locks" with a live lease), and
+ * the recovery actions /v1/admin/recover ran in this process.  The text
+ * is kept DOM_TTL_MS, so a scrape storm costs the store one round of
+ * counts per DOM_TTL_MS whatever the number of scrapers, and the lock
+ * serialises the counting itself.  Labels: states, queue names, pattern
+ * and action names -- never an id. */
+
+#define DOM_TTL_MS 5000
+#define DOM_MAX_QUEUES 64
+#define DOM_MAX_ACTIONS 64
+
+static pthread_mutex_t dom_mu = PTHREAD_MUTEX_INITIALIZER;
+static char *dom_text;            /* the cached families, or NULL */
+static int64_t dom_at_ms;         /* when they were counted */
+static const dtx_store_t *dom_st; /* the store they were counted on */
+static struct {
+  char pattern[32], action[64];
+  uint64_t n;
+} dom_rec[DOM_MAX_ACTIONS]; /* recovery actions run, by this process */
+static size_t dom_nrec;
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void dtx__srv_metrics_recovered(dtx__srv_t *d, const json_t *summary) {
+  const char *pat, *act;
+  json_t *p, *n;
+  (void)d;
+  pthread_mutex_lock(&dom_mu);
+  json_object_foreach(json_object_get(summary, "patterns"), pat, p) {
+    json_object_foreach(json_object_get(p, "ran"), act, n) {
+      json_int_t v = json_integer_value(n);
+      size_t i = 0;
+      if (v <= 0)
+        continue;
+      while (i < dom_nrec && (strcmp(dom_rec[i].pattern, pat) ||
+                              strcmp(dom_rec[i].action, act)))
+        i++;
+      if (i == dom_nrec) {
+        if (dom_nrec == DOM_MAX_ACTIONS || strlen(pat) >= 32 ||
+            strlen(act) >= 64)
+          continue; /* the library's names are short and few */
+        snprintf(dom_rec[i].pattern, sizeof dom_rec[i].pattern, "%s", pat);
+        snprintf(dom_rec[i].action, sizeof dom_rec[i].action, "%s", act);
+        dom_nrec++;
+      }
+      dom_rec[i].n += (uint64_t)v;
+    }
+  }
+  pthread_mutex_unlock(&dom_mu);
+}
+
+/* A label value as the text format wants it (queue names are
+ * [A-Za-z0-9_.:-] by the library's check; escaped anyway). */
+static void put_label(buf_t *b, const char *v) {
+  for (; *v; v++)
+    if (*v == '"' || *v == '\\')
+      put(b, "\\%c", *v);
+    else if (*v == '\n')
+      put(b, "\\n");
+    else
+      put(b, "%c", *v);
+}
+
+/* The queues holding jobs (any state), sorted, by a skip-scan: one
+ * indexed find per (state, queue).  Their number, or -1 on a store
+ * error. */
+static int find_queues(dtx_store_t *st, char q[][129]) {
+  static const char *const states[] = {"ready",     "delayed", "running",
+                                       "succeeded", "dead",    "canceled"};
+  int nq = 0;
+  for (size_t s = 0; s < sizeof states / sizeof *states; s++) {
+    char last[129] = "";
+    for (;;) {
+      json_t *f =
+          json_pack("{s:s,s:{s:s}}", "state", states[s], "queue", "$gt", last);
+      json_t *sort = json_pack("{s:i,s:i}", "state", 1, "queue", 1);
+      json_t *proj = json_pack("{s:i}", "queue", 1), *docs = NULL;
+      dtx_find_opts_t fo = {.sort = sort, .projection = proj, .limit = 1};
+      int rc = f && sort && proj ? dtx_store_find(st, DTX_JOBS, f, &fo, &docs)
+                                 : DTX_ENOMEM;
+      json_decref(f);
+      json_decref(sort);
+      json_decref(proj);
+      const char *name =
+          json_string_value(json_object_get(json_array_get(docs, 0), "queue"));
+      if (rc || !name || strlen(name) > 128) {
+        json_decref(docs);
+        if (rc)
+          return -1;
+        break;
+      }
+      snprintf(last, sizeof last, "%s", name);
+      json_decref(docs);
+      int i = 0;
+      while (i < nq && strcmp(q[i], last) < 0)
+        i++;
+      if (i < nq && strcmp(q[i], last) == 0)
+        continue;
+      if (nq == DOM_MAX_QUEUES)
+        break;
+      memmove(q[i + 1], q[i], (size_t)(nq - i) * sizeof q[0]);
+      memcpy(q[i], last, sizeof last);
+      nq++;
+    }
+  }
+  return nq;
+}
+
+/* Counts the store's families into b; 0, or -1 when the store failed
+ * (b then holds what was counted before). */
+static int domain_count(dtx_store_t *st, buf_t *b) {
+  static const char *const tstates[] = {"initiated", "preparing",
+                                        "committed", "rolling_back",
+                                        "succeeded", "failed"};
+  char q[DOM_MAX_QUEUES + 1][129];
+  int64_t n;
+  put(b, "# HELP doctxd_transfers Transfers in the store by state.\n"
+         "# TYPE doctxd_transfers gauge\n");
+  for (size_t i = 0; i < sizeof tstates / sizeof *tstates; i++) {
+    json_t *f = json_pack("{s:s}", "state", tstates[i]);
+    int rc = f ? dtx_store_count(st, DTX_TRANSFERS, f, &n) : DTX_ENOMEM;
+    json_decref(f);
+    if (rc)
+      return -1;
+    put(b, "doctxd_transfers{state=\"%s\"} %lld\n", tstates[i], (long long)n);
+  }
+  int nq = find_queues(st, q);
+  if (nq < 0)
+    return -1;
+  put(b, "# HELP doctxd_queue_jobs Jobs in the store by queue and state "
+         "(queue depth: ready, delayed, running).\n"
+         "# TYPE doctxd_queue_jobs gauge\n");
+  for (int i = 0; i < nq; i++) {
+    json_t *stats = NULL, *v;
+    const char *state;
+    if (dtx_job_stats(st, q[i], &stats))
+      return -1;
+    json_object_foreach(stats, state, v) {
+      if (strcmp(state, "total") == 0)
+        continue;
+      put(b, "doctxd_queue_jobs{queue=\"");
+      put_label(b, q[i]);
+      put(b, "\",state=\"%s\"} %lld\n", state,
+          (long long)json_integer_value(v));
+    }
+    json_decref(stats);
+  }
+  /* A live lease: an owner, and expires in the future (docs/locks.md). */
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  json_t *f =
+      json_pack("{s:{s:s},s:{s:I}}", "owner", "$type", "string", "expires",
+                "$gt", (json_int_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+  int rc = f ? dtx_store_count(st, "locks", f, &n) : DTX_ENOMEM;
+  json_decref(f);
+  if (rc)
+    return -1;
+  put(b,
+      "# HELP doctxd_locks_held Locks with a live lease.\n"
+      "# TYPE doctxd_locks_held gauge\ndoctxd_locks_held %lld\n",
+      (long long)n);
+  return 0;
+}
+
+/* The domain families: counted again when older than DOM_TTL_MS. */
+static void domain_metrics(buf_t *b, dtx__srv_t *d) {
+  pthread_mutex_lock(&dom_mu);
+  int64_t now = mono_ms();
+  if (!dom_text || dom_st != d->st || now - dom_at_ms >= DOM_TTL_MS) {
+    buf_t t = {0};
+    int ok = d->st ? domain_count(d->st, &t) == 0 : 0;
+    put(&t,
+        "# HELP doctxd_domain_up 1 when the store's counts above were "
+        "read, 0 when the store failed (they are then missing).\n"
+        "# TYPE doctxd_domain_up gauge\ndoctxd_domain_up %d\n",
+        ok);
+    if (!t.oom) {
+      free(dom_text);
+      dom_text = t.p;
+      dom_at_ms = now;
+      dom_st = d->st;
+    } else {
+      free(t.p);
+    }
+  }
+  if (dom_text)
+    put(b, "%s", dom_text);
+  put(b, "# HELP doctxd_recovery_actions_total What /v1/admin/recover ran "
+         "in this process, by pattern and action.\n"
+         "# TYPE doctxd_recovery_actions_total counter\n");
+  for (size_t i = 0; i < dom_nrec; i++)
+    put(b,
+        "doctxd_recovery_actions_total{pattern=\"%s\",action=\"%s\"} "
+        "%llu\n",
+        dom_rec[i].pattern, dom_rec[i].action,
+        (unsigned long long)dom_rec[i].n);
+  pthread_mutex_unlock(&dom_mu);
+}
+
 char *dtx__srv_metrics_text(dtx__srv_t *d, size_t *len) {
   buf_t b = {0};
   put(&b, "# HELP doctxd_http_requests_total Requests by route pattern, "
@@ -196,6 +407,7 @@ char *dtx__srv_metrics_text(dtx__srv_t *d, size_t *len) {
       "# TYPE doctxd_inflight_requests gauge\n"
       "doctxd_inflight_requests %d\n",
       atomic_load(&d->draining), atomic_load(&d->inflight));
+  domain_metrics(&b, d);
   proc_metrics(&b, d);
   if (b.oom) {
     free(b.p);

@@ -313,6 +313,7 @@ void dtx__srv_h_recover(dtx__srv_ctx_t *c) {
     return;
   }
   int rc = dtx_recover(c->d->st, &ro, &summary);
+  dtx__srv_metrics_recovered(c->d, summary);
   if (rc)
     dtx__srv_fail(c, rc,
                   summary ? json_pack("{s:o}", "summary", summary) : NULL);

@@ -201,6 +201,55 @@ void dtx__srv_h_healthz(dtx__srv_ctx_t *c);
 void dtx__srv_h_readyz(dtx__srv_ctx_t *c);
 void dtx__srv_h_metrics(dtx__srv_ctx_t *c);
 
+/* locks, ledger, sync, orders, versions (routes_lock.c, routes_ledger.c,
+ * routes_more.c) */
+void dtx__srv_h_lock_acquire(dtx__srv_ctx_t *c);
+void dtx__srv_h_lock_renew(dtx__srv_ctx_t *c);
+void dtx__srv_h_lock_release(dtx__srv_ctx_t *c);
+void dtx__srv_h_lock_get(dtx__srv_ctx_t *c);
+void dtx__srv_h_lock_list(dtx__srv_ctx_t *c);
+void dtx__srv_h_lock_force_release(dtx__srv_ctx_t *c);
+void dtx__srv_h_ledger_account_create(dtx__srv_ctx_t *c);
+void dtx__srv_h_ledger_account_limit(dtx__srv_ctx_t *c);
+void dtx__srv_h_ledger_balance(dtx__srv_ctx_t *c);
+void dtx__srv_h_ledger_statement(dtx__srv_ctx_t *c);
+void dtx__srv_h_ledger_post(dtx__srv_ctx_t *c);
+void dtx__srv_h_ledger_batch(dtx__srv_ctx_t *c);
+void dtx__srv_h_ledger_post_pending(dtx__srv_ctx_t *c);
+void dtx__srv_h_ledger_void(dtx__srv_ctx_t *c);
+void dtx__srv_h_ledger_reverse(dtx__srv_ctx_t *c);
+void dtx__srv_h_ledger_get(dtx__srv_ctx_t *c);
+void dtx__srv_h_ledger_list(dtx__srv_ctx_t *c);
+void dtx__srv_h_sync_rule(dtx__srv_ctx_t *c);
+void dtx__srv_h_sync_update(dtx__srv_ctx_t *c);
+void dtx__srv_h_sync_show(dtx__srv_ctx_t *c);
+void dtx__srv_h_sync_repair(dtx__srv_ctx_t *c);
+void dtx__srv_h_order_create(dtx__srv_ctx_t *c);
+void dtx__srv_h_order_confirm(dtx__srv_ctx_t *c);
+void dtx__srv_h_order_confirm_many(dtx__srv_ctx_t *c);
+void dtx__srv_h_order_cancel(dtx__srv_ctx_t *c);
+void dtx__srv_h_order_get(dtx__srv_ctx_t *c);
+void dtx__srv_h_order_list(dtx__srv_ctx_t *c);
+void dtx__srv_h_version_put(dtx__srv_ctx_t *c);
+void dtx__srv_h_version_get(dtx__srv_ctx_t *c);
+void dtx__srv_h_version_history(dtx__srv_ctx_t *c);
+void dtx__srv_h_version_gc(dtx__srv_ctx_t *c);
+
+/* Query and answer helpers of those routes (routes_lock.c).  An int64
+ * query parameter key (dflt when absent): 0, or a 400 answered. */
+int dtx__srv_qint(dtx__srv_ctx_t *c, const char *key, int64_t dflt,
+                  int64_t *out);
+/* A list's page from ?after=&limit= (the cursor bound to `what`), asking
+ * one item more than the page shows: 0, or answered. */
+int dtx__srv_qpage(dtx__srv_ctx_t *c, const char *what, dtx_page_t *page);
+/* {KEY: items, "next": cursor|null} of a list read with page, or the
+ * problem of rc; steals items. */
+void dtx__srv_qanswer(dtx__srv_ctx_t *c, const char *key, const char *what,
+                      const dtx_page_t *page, int rc, json_t *items);
+/* 200 with *doc (stolen, read after rc's call; NULL: {}), or the problem
+ * of rc, with *doc under the member `as` when both are given. */
+void dtx__srv_one(dtx__srv_ctx_t *c, int rc, json_t **doc, const char *as);
+
 /* ---- answers (dispatch.c) --------------------------------------------------
  */
 
@@ -254,5 +303,8 @@ int dtx__srv_pct_decode(const char *s, size_t n, char *out, size_t outlen);
 void dtx__srv_metrics_observe(dtx__srv_t *d, int route, const char *method,
                               int status, int64_t us, int rc);
 char *dtx__srv_metrics_text(dtx__srv_t *d, size_t *len);
+/* Counts what a recovery ran (summary: dtx_recover's) for
+ * doctxd_recovery_actions_total. */
+void dtx__srv_metrics_recovered(dtx__srv_t *d, const json_t *summary);
 
 #endif

@@ -177,6 +177,8 @@ shell_on() { # URI
     bash "$ROOT/tests/crash/kleppmann.sh"
   run_logged "server/contract.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/server/contract.sh"
+  run_logged "server/patterns.sh $u" env DTX_REDIS_URI="$u" \
+    bash "$ROOT/tests/server/patterns.sh"
   # The Python and Node clients against doctxd (docs/clients.md): on the
   # standalone server only, the cluster adding nothing a client sees.
   if [ "$u" = "$URI_SA" ]; then

@@ -1,0 +1,313 @@
+/* routes_ledger.c -- doctxd's ledger routes, /v1/ledger/...: each calls
+ * the library as `doctx ledger` does (src/cli/cmd_ledger.c,
+ * docs/ledger.md), the body's fields for its arguments and options ('-'
+ * written '_'), its JSON for the answer.  The library's checks
+ * (dtx_ledger_post_req_check, dtx_ledger_account_id_check,
+ * dtx_ledger_entry_id_check) run before the store is touched, so a
+ * refused request records nothing.  A post with an id is idempotent in
+ * the library: the same id with the same legs answers the same entry (a
+ * client may retry it), with other legs 409 CONFLICT.  A debit the funds
+ * do not cover records nothing: 409 INSUFFICIENT naming the account. */
+#include "server/server.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- accounts ------------------------------------------------------------ */
+
+/* "min_balance": an integer, "none" (no limit) or absent (0). */
+static int limit_arg(dtx__srv_ctx_t *c, dtx_ledger_limit_t *l) {
+  json_t *min = dtx__srv_arg(c, "min_balance");
+  *l = (dtx_ledger_limit_t){0};
+  if (json_is_string(min)) {
+    if (strcmp(json_string_value(min), "none") != 0) {
+      dtx__srv_bad(c, DTX_EINVAL, "min_balance is an integer or \"none\"");
+      return -1;
+    }
+    l->no_min_balance = 1;
+  } else if (min) {
+    l->min_balance = (int64_t)json_integer_value(min);
+  }
+  return 0;
+}
+
+void dtx__srv_h_ledger_account_create(dtx__srv_ctx_t *c) {
+  dtx_ledger_limit_t l;
+  const char *id = dtx__srv_arg_str(c, "id");
+  json_t *acct = NULL;
+  int rc;
+  if (!id) {
+    dtx__srv_bad(c, DTX_EINVAL, "field 'id' is required");
+    return;
+  }
+  if (limit_arg(c, &l))
+    return;
+  if ((rc = dtx_ledger_account_id_check(id)) ||
+      (rc = dtx_ledger_account_create(c->d->st, id, &l, &acct)))
+    dtx__srv_fail(c, rc, NULL);
+  else
+    dtx__srv_json(c, 201, acct);
+}
+
+void dtx__srv_h_ledger_account_limit(dtx__srv_ctx_t *c) {
+  dtx_ledger_limit_t l;
+  json_t *acct = NULL;
+  int rc;
+  if (!dtx__srv_arg(c, "min_balance")) {
+    dtx__srv_bad(c, DTX_EINVAL,
+                 "field 'min_balance' is required (an "
+                 "integer or \"none\")");
+    return;
+  }
+  if (limit_arg(c, &l))
+    return;
+  if (!(rc = dtx_ledger_account_id_check(c->param[0])))
+    rc = dtx_ledger_account_limit(c->d->st, c->param[0], &l, &acct);
+  dtx__srv_one(c, rc, &acct, NULL);
+}
+
+void dtx__srv_h_ledger_balance(dtx__srv_ctx_t *c) {
+  int64_t at;
+  json_t *out = NULL;
+  if (dtx__srv_qint(c, "at_seq", DTX_LEDGER_LATEST, &at))
+    return;
+  dtx__srv_one(c, dtx_ledger_balance(c->d->st, c->param[0], at, &out), &out,
+               NULL);
+}
+
+/* The statement pages by seq: the cursor holds the seq the next page
+ * starts at, so legs posted meanwhile never shift a page. */
+void dtx__srv_h_ledger_statement(dtx__srv_ctx_t *c) {
+  char what[300], after[128], fbuf[32];
+  int bad = 0;
+  int64_t from, l, skip, lim;
+  json_t *legs = NULL;
+  const char *a = dtx__srv_query(c, "after", after, sizeof after, &bad);
+  if (!bad && a && dtx__srv_query(c, "from_seq", fbuf, sizeof fbuf, &bad)) {
+    dtx__srv_bad(c, DTX_EINVAL, "give from_seq or after, not both");
+    return;
+  }
+  if (bad || dtx__srv_qint(c, "from_seq", 1, &from) ||
+      dtx__srv_qint(c, "limit", DTX__SRV_DEFAULT_PAGE, &l))
+    return;
+  snprintf(what, sizeof what, "ledger statement %s", c->param[0]);
+  json_t *lj = json_integer(l);
+  int rc = dtx__srv_page(c, lj, a, what, &skip, &lim);
+  json_decref(lj);
+  if (rc)
+    return;
+  if (a)
+    from = skip;
+  if ((rc =
+           dtx_ledger_statement(c->d->st, c->param[0], from, lim + 1, &legs))) {
+    dtx__srv_fail(c, rc, NULL);
+    return;
+  }
+  json_t *next = json_null();
+  if ((int64_t)json_array_size(legs) > lim) {
+    json_t *first = json_array_get(legs, (size_t)lim);
+    json_decref(next);
+    next = dtx__srv_cursor(
+        what, (int64_t)json_integer_value(json_object_get(first, "seq")));
+    json_array_remove(legs, (size_t)lim);
+  }
+  dtx__srv_json(c, 200, json_pack("{s:o,s:o}", "legs", legs, "next", next));
+}
+
+/* ---- entries ------------------------------------------------------------- */
+
+/* A post request from an entry object o ({"legs", "id", "pending",
+ * "timeout_ms"}), its legs into legs[DTX_LEDGER_MAX_LEGS]; the shape is
+ * checked here, the rules by dtx_ledger_post_req_check.  0, or answered
+ * naming where. */
+static int entry_req(dtx__srv_ctx_t *c, json_t *o, const char *where,
+                     dtx_ledger_leg_t *legs, dtx_ledger_post_req_t *req) {
+  json_t *lj = json_object_get(o, "legs"), *id = json_object_get(o, "id");
+  json_t *pend = json_object_get(o, "pending");
+  json_t *tmo = json_object_get(o, "timeout_ms"), *leg;
+  size_t i;
+  if (!json_is_array(lj) || json_array_size(lj) > DTX_LEDGER_MAX_LEGS) {
+    dtx__srv_bad(c, DTX_EINVAL,
+                 "%s\"legs\" must be an array of at most %d "
+                 "legs",
+                 where, DTX_LEDGER_MAX_LEGS);
+    return -1;
+  }
+  json_array_foreach(lj, i, leg) {
+    json_t *a = json_object_get(leg, "account");
+    json_t *v = json_object_get(leg, "value");
+    if (!json_is_object(leg) || json_object_size(leg) != 2 ||
+        !json_is_string(a) || !json_is_integer(v)) {
+      dtx__srv_bad(c, DTX_EINVAL,
+                   "%sleg %zu must be {\"account\": ID, "
+                   "\"value\": int64}",
+                   where, i + 1);
+      return -1;
+    }
+    legs[i] = (dtx_ledger_leg_t){json_string_value(a),
+                                 (int64_t)json_integer_value(v)};
+  }
+  if ((id && !json_is_string(id)) || (pend && !json_is_boolean(pend)) ||
+      (tmo && !json_is_integer(tmo))) {
+    dtx__srv_bad(c, DTX_EINVAL,
+                 "%s\"id\" is a string, \"pending\" a "
+                 "boolean, \"timeout_ms\" an integer",
+                 where);
+    return -1;
+  }
+  /* As `ledger post`: unset is the usual hour for a pending entry; a
+   * value is the library's to judge. */
+  *req = (dtx_ledger_post_req_t){
+      .id = json_string_value(id),
+      .legs = legs,
+      .nlegs = json_array_size(lj),
+      .pending = json_is_true(pend),
+      .timeout_ms = tmo                  ? (int64_t)json_integer_value(tmo)
+                    : json_is_true(pend) ? DTX_LEDGER_TIMEOUT_MS
+                                         : 0};
+  int rc = dtx_ledger_post_req_check(req);
+  if (rc) {
+    dtx__srv_bad(c, rc, "%s%s", where, dtx_errdetail());
+    return -1;
+  }
+  return 0;
+}
+
+static int deadline_arg(dtx__srv_ctx_t *c, dtx_exec_opts_t *eo) {
+  *eo = (dtx_exec_opts_t){.deadline_ms = dtx__srv_arg_int(c, "deadline_ms", 0)};
+  if (eo->deadline_ms < 0) {
+    dtx__srv_bad(c, DTX_EINVAL, "deadline_ms must be >= 0");
+    return -1;
+  }
+  return 0;
+}
+
+void dtx__srv_h_ledger_post(dtx__srv_ctx_t *c) {
+  dtx_ledger_leg_t legs[DTX_LEDGER_MAX_LEGS];
+  dtx_ledger_post_req_t req;
+  dtx_exec_opts_t eo;
+  json_t *e = NULL;
+  if (deadline_arg(c, &eo) || entry_req(c, c->body, "", legs, &req))
+    return;
+  dtx__srv_one(c, dtx_ledger_post(c->d->st, &req, &eo, &e), &e, NULL);
+}
+
+#define POST_CHUNK 100
+
+/* post-many: every entry is checked before any is posted (a bad one: 400
+ * naming it, none posted); then one result per entry, in order: the
+ * entry, or a problem object -- what posting it alone answers. */
+void dtx__srv_h_ledger_batch(dtx__srv_ctx_t *c) {
+  json_t *items = dtx__srv_arg(c, "entries"), *v, *out = NULL;
+  size_t n = json_array_size(items), i;
+  dtx_exec_opts_t eo;
+  char where[48];
+  if (!items || n == 0 || n > DTX__SRV_MAX_BATCH) {
+    dtx__srv_bad(c, DTX_EINVAL, "entries holds 1..%d entries",
+                 DTX__SRV_MAX_BATCH);
+    return;
+  }
+  if (deadline_arg(c, &eo))
+    return;
+  dtx_ledger_post_req_t *reqs = calloc(n, sizeof *reqs);
+  dtx_ledger_leg_t *legs = calloc(n * DTX_LEDGER_MAX_LEGS, sizeof *legs);
+  dtx_ledger_result_t *res = calloc(n, sizeof *res);
+  if (!reqs || !legs || !res || !(out = json_array())) {
+    dtx__srv_bad(c, DTX_ENOMEM, "a batch of %zu entries", n);
+    goto done;
+  }
+  json_array_foreach(items, i, v) {
+    const char *key;
+    json_t *f;
+    snprintf(where, sizeof where, "entries[%zu]: ", i);
+    if (!json_is_object(v)) {
+      dtx__srv_bad(c, DTX_EINVAL,
+                   "%san entry is an object {\"legs\"[, "
+                   "\"id\", \"pending\", \"timeout_ms\"]}",
+                   where);
+      goto done;
+    }
+    json_object_foreach(v, key, f) {
+      if (strcmp(key, "legs") && strcmp(key, "id") && strcmp(key, "pending") &&
+          strcmp(key, "timeout_ms")) {
+        dtx__srv_bad(c, DTX_EINVAL,
+                     "%sunknown field '%.100s' (legs, id, "
+                     "pending, timeout_ms)",
+                     where, key);
+        goto done;
+      }
+    }
+    if (entry_req(c, v, where, legs + i * DTX_LEDGER_MAX_LEGS, &reqs[i]))
+      goto done;
+  }
+  for (size_t from = 0; from < n; from += POST_CHUNK) {
+    size_t k = n - from < POST_CHUNK ? n - from : POST_CHUNK;
+    (void)dtx_ledger_post_many(c->d->st, reqs + from, k, &eo, res + from);
+    for (i = from; i < from + k; i++)
+      json_array_append_new(
+          out, res[i].rc ? dtx__srv_problem_json(res[i].rc, res[i].detail)
+                         : json_pack("{s:i,s:O}", "status", 200, "entry",
+                                     res[i].entry));
+    dtx_ledger_results_clear(res + from, k);
+  }
+  dtx__srv_json(c, 200, json_pack("{s:O}", "results", out));
+done:
+  json_decref(out);
+  free(reqs);
+  free(legs);
+  free(res);
+}
+
+/* post (a pending entry), void and reverse: the entry afterwards; a
+ * resolved entry is 409 STATE (with the entry as it stands), an unknown
+ * one 404. */
+void dtx__srv_h_ledger_post_pending(dtx__srv_ctx_t *c) {
+  json_t *e = NULL;
+  int rc = dtx_ledger_entry_id_check(c->param[0]);
+  if (!rc)
+    rc = dtx_ledger_post_pending(c->d->st, c->param[0], &e);
+  dtx__srv_one(c, rc, &e, "entry");
+}
+
+void dtx__srv_h_ledger_void(dtx__srv_ctx_t *c) {
+  json_t *e = NULL;
+  int rc = dtx_ledger_entry_id_check(c->param[0]);
+  if (!rc)
+    rc = dtx_ledger_void(c->d->st, c->param[0], &e);
+  dtx__srv_one(c, rc, &e, "entry");
+}
+
+void dtx__srv_h_ledger_reverse(dtx__srv_ctx_t *c) {
+  const char *new_id = dtx__srv_arg_str(c, "id");
+  dtx_exec_opts_t eo;
+  json_t *e = NULL;
+  int rc;
+  if (deadline_arg(c, &eo))
+    return;
+  if (!(rc = dtx_ledger_entry_id_check(c->param[0])) && new_id)
+    rc = dtx_ledger_entry_id_check(new_id);
+  if (!rc)
+    rc = dtx_ledger_reverse(c->d->st, c->param[0], new_id, &eo, &e);
+  dtx__srv_one(c, rc, &e, NULL);
+}
+
+void dtx__srv_h_ledger_get(dtx__srv_ctx_t *c) {
+  json_t *e = NULL;
+  dtx__srv_one(c, dtx_ledger_get(c->d->st, c->param[0], &e), &e, NULL);
+}
+
+void dtx__srv_h_ledger_list(dtx__srv_ctx_t *c) {
+  char abuf[160], what[200];
+  int bad = 0;
+  const char *acct = dtx__srv_query(c, "account", abuf, sizeof abuf, &bad);
+  dtx_page_t page;
+  json_t *items = NULL;
+  if (bad)
+    return;
+  snprintf(what, sizeof what, "ledger entries?account=%s", acct ? acct : "");
+  if (dtx__srv_qpage(c, what, &page))
+    return;
+  int rc = dtx_ledger_list(c->d->st, acct, &page, &items);
+  dtx__srv_qanswer(c, "entries", what, &page, rc, items);
+}

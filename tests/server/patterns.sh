@@ -1,0 +1,361 @@
+#!/usr/bin/env bash
+# patterns.sh -- doctxd's lock, ledger, sync, order and version routes
+# (docs/server.md, "Locks, ledger, sync, orders and versions") and the
+# domain metrics: every route, its statuses (400, 401, 403, 404, 409),
+# refused requests leaving the store exactly as it was (a `doctx dump`
+# before and after), a lock acquire/renew/release cycle, a stale fencing
+# token refused with 409 FENCED on a document write, the admin's
+# force-release (and its refusal when the token moved), a retried ledger
+# post answering the same, and /metrics' new families (names, types, no
+# id as a label).  The audit at the end is clean.
+#
+# ONE doctxd serves the suite's store.  Run by ctest on SQLite ($DOCTX
+# set; DOCTXD beside it), and by tests/redis/run-redis.sh's shell phase
+# on a standalone server and the 3+3 cluster.  Ends with "N passed, M
+# failed".
+set -u
+DOCTX=${DOCTX:?set DOCTX to the doctx binary}
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../lib/harness.sh"
+source "$HERE/../lib/store.sh"
+source "$HERE/lib/server.sh"
+new_store httppatterns
+
+make_tokens "$WORK/tokens"
+start_doctxd "$WORK/doctxd.log" --store "$S" --tokens "$WORK/tokens" \
+  --rate 0 --threads 2 || { bad "doctxd start"; finish; exit 1; }
+
+# check LABEL WANT_CODE [GREP...]: the last req answered WANT_CODE and its
+# body holds every GREP (fixed strings).
+check() {
+  local label=$1 want=$2 g
+  shift 2
+  if [ "$CODE" != "$want" ]; then
+    bad "$label: status $CODE, want $want: $(head -c 400 "$WORK/rb")"
+    return
+  fi
+  for g in "$@"; do
+    if ! grep -qF -- "$g" "$WORK/rb"; then
+      bad "$label: body lacks '$g': $(head -c 400 "$WORK/rb")"
+      return
+    fi
+  done
+  ok
+}
+
+# refused LABEL CODE ERRNAME METHOD PATH TOKEN [BODY]: answered CODE with
+# problem+json naming ERRNAME, and the store unchanged (the dump after
+# one refusal is the dump before the next unless a req ran between).
+DIRTY=1
+refused() {
+  local label=$1 want=$2 name=$3
+  shift 3
+  [ "$DIRTY" = 1 ] && d dump >"$WORK/before" 2>&1
+  server_req "$@"
+  check "$label" "$want" "\"code\":\"$name\"" '"type":' '"detail":'
+  d dump >"$WORK/after" 2>&1
+  if cmp -s "$WORK/before" "$WORK/after"; then ok; else
+    bad "$label: the refused request changed the store:
+$(diff "$WORK/before" "$WORK/after" | head -5)"
+  fi
+  mv "$WORK/after" "$WORK/before"
+  DIRTY=0
+}
+req() { DIRTY=1; server_req "$@"; }
+# no LABEL CODE ERRNAME METHOD PATH TOKEN [BODY]: answered CODE with
+# problem+json naming ERRNAME (the store is compared only by `refused`,
+# a few per area, to keep the suite's processes few).
+no() {
+  local label=$1 want=$2 name=$3
+  shift 3
+  req "$@"
+  check "$label" "$want" "\"code\":\"$name\"" '"type":' '"detail":'
+}
+jf() { jq -r "$1" "$WORK/rb"; } # a field of the last answer
+
+# Each area has refusals checked against a dump before and after
+# (`refused`); the others check the answer only (`no`).
+
+# ---- locks ---------------------------------------------------------------------
+req POST /v1/locks/L/acquire "$T_WRITE" '{"ttl_ms":60000,"owner":"w1"}'
+check "lock acquire" 200 '"name":"L"' '"owner":"w1"' '"token":1' '"expires":'
+refused "lock held" 409 NOMATCH POST /v1/locks/L/acquire "$T_WRITE" '{"owner":"w2"}'
+grep -qF 'held by w1' "$WORK/rb" && ok || bad "held: the holder not named: $(rbody)"
+no "lock: no token" 401 UNAUTHORIZED POST /v1/locks/L2/acquire "" '{}'
+refused "lock: read token acquires" 403 FORBIDDEN POST /v1/locks/L2/acquire "$T_READ" '{}'
+no "lock: bad name" 400 INVAL POST /v1/locks/a%20b/acquire "$T_WRITE" '{}'
+no "lock: ttl 0 is the default, negative refused" 400 INVAL POST /v1/locks/L2/acquire \
+  "$T_WRITE" '{"ttl_ms":-5}'
+no "lock: unknown field" 400 INVAL POST /v1/locks/L2/acquire "$T_WRITE" '{"ttl":5}'
+req POST /v1/locks/L2/acquire "$T_WRITE" '{}'
+check "second lock" 200 '"name":"L2"'
+req GET /v1/locks/L "$T_READ"
+check "lock show" 200 '"token":1' '"held":true'
+no "lock show unknown" 404 NOTFOUND GET /v1/locks/nolock "$T_READ"
+req GET "/v1/locks?limit=1" "$T_READ"
+check "lock list page 1" 200 '"name":"L"' '"next":"'
+next=$(jf .next)
+req GET "/v1/locks?limit=1&after=$next" "$T_READ"
+check "lock list page 2" 200 '"name":"L2"' '"next":null'
+no "lock list: made-up cursor" 400 INVAL GET "/v1/locks?after=bm9wZQ" "$T_READ"
+req POST /v1/locks/L/renew "$T_WRITE" '{"token":1,"ttl_ms":90000}'
+check "lock renew" 200 '"token":1' '"held":true'
+no "renew: not the current token" 409 NOMATCH POST /v1/locks/L/renew "$T_WRITE" '{"token":7}'
+no "renew: token missing" 400 INVAL POST /v1/locks/L/renew "$T_WRITE" '{}'
+no "renew: token a string" 400 INVAL POST /v1/locks/L/renew "$T_WRITE" '{"token":"1"}'
+no "renew: unknown lock" 404 NOTFOUND POST /v1/locks/nolock/renew "$T_WRITE" '{"token":1}'
+
+# Fenced writes: holder 1 writes, releases; holder 2 writes; holder 1's
+# stale token is refused by the document itself.
+req POST /v1/c/res/insert "$T_WRITE" '{"docs":[{"_id":1,"v":0}]}'
+check "fenced resource" 200 '"inserted":1'
+req POST /v1/c/res/update "$T_WRITE" '{"filter":{"_id":1},"update":{"$set":{"v":1}},"fence":"L:1"}'
+check "write fenced by token 1" 200 '"modified":1'
+req POST /v1/locks/L/release "$T_WRITE" '{"token":1}'
+check "lock release" 200 '"held":false'
+no "release again" 409 NOMATCH POST /v1/locks/L/release "$T_WRITE" '{"token":1}'
+req POST /v1/locks/L/acquire "$T_WRITE" '{"owner":"w2"}'
+check "lock acquired again: a greater token" 200 '"token":2' '"owner":"w2"'
+req POST /v1/c/res/update "$T_WRITE" '{"filter":{"_id":1},"update":{"$set":{"v":2}},"fence":"L:2"}'
+check "write fenced by token 2" 200 '"modified":1'
+refused "stale token 1 writes" 409 FENCED POST /v1/c/res/update "$T_WRITE" \
+  '{"filter":{"_id":1},"update":{"$set":{"v":99}},"fence":"L:1"}'
+no "stale token 1 find-and-modify" 409 FENCED POST /v1/c/res/find-and-modify "$T_WRITE" \
+  '{"filter":{"_id":1},"update":{"$set":{"v":99}},"fence":"L:1"}'
+refused "stale token 1 deletes" 409 FENCED POST /v1/c/res/delete "$T_WRITE" \
+  '{"filter":{"_id":1},"fence":"L:1"}'
+
+# Force-release (admin): the current token, or the one the page showed.
+refused "force-release: write token" 403 FORBIDDEN POST /v1/admin/locks/L/release "$T_WRITE" '{}'
+refused "force-release: token moved" 409 NOMATCH POST /v1/admin/locks/L/release "$T_ADMIN" '{"token":1}'
+req POST /v1/admin/locks/L/release "$T_ADMIN" '{}'
+check "force-release" 200 '"name":"L"' '"token":2' '"held":false'
+no "force-release of a free lock" 409 NOMATCH POST /v1/admin/locks/L/release "$T_ADMIN" '{}'
+no "force-release: unknown lock" 404 NOTFOUND POST /v1/admin/locks/nolock/release "$T_ADMIN"
+req POST /v1/locks/L/acquire "$T_WRITE" '{"owner":"w3","ttl_ms":60000}'
+check "acquired after a force-release" 200 '"token":3'
+req POST /v1/c/res/update "$T_WRITE" '{"filter":{"_id":1},"update":{"$set":{"v":3}},"fence":"L:3"}'
+check "the new holder writes with token 3" 200 '"modified":1'
+no "the forced-out holder's token 2 is stale" 409 FENCED POST /v1/c/res/update "$T_WRITE" \
+  '{"filter":{"_id":1},"update":{"$set":{"v":99}},"fence":"L:2"}'
+
+# ---- ledger ----------------------------------------------------------------------
+req POST /v1/ledger/accounts "$T_WRITE" '{"id":"ext","min_balance":"none"}'
+check "ledger account, no limit" 201 '"_id":"ext"' '"min_balance":null'
+req POST /v1/ledger/accounts "$T_WRITE" '{"id":"cash"}'
+check "ledger account" 201 '"_id":"cash"' '"min_balance":0'
+req POST /v1/ledger/accounts "$T_WRITE" '{"id":"fees"}'
+check "ledger account 3" 201 '"_id":"fees"'
+no "ledger account exists" 409 DUPKEY POST /v1/ledger/accounts "$T_WRITE" '{"id":"cash"}'
+no "ledger account: bad id" 400 INVAL POST /v1/ledger/accounts "$T_WRITE" '{"id":"a b"}'
+no "ledger account: id missing" 400 INVAL POST /v1/ledger/accounts "$T_WRITE" '{}'
+refused "ledger account: read token" 403 FORBIDDEN POST /v1/ledger/accounts "$T_READ" '{"id":"z"}'
+E1='{"id":"e1","legs":[{"account":"ext","value":-1000},{"account":"cash","value":1000}]}'
+req POST /v1/ledger/entries "$T_WRITE" "$E1"
+check "ledger post" 200 '"_id":"e1"' '"state":"posted"'
+cp "$WORK/rb" "$WORK/e1.first"
+req POST /v1/ledger/entries "$T_WRITE" "$E1"
+if [ "$CODE" = 200 ] && cmp -s "$WORK/rb" "$WORK/e1.first"; then ok; else
+  bad "a retried ledger post answers differently: $CODE $(rbody)"; fi
+req GET /v1/ledger/accounts/cash/balance "$T_READ"
+check "a retry posted once" 200 '"account":"cash"' '"balance":1000' '"available":1000'
+refused "ledger id reused, other legs" 409 CONFLICT POST /v1/ledger/entries "$T_WRITE" \
+  '{"id":"e1","legs":[{"account":"ext","value":-1},{"account":"cash","value":1}]}'
+refused "ledger: funds" 409 INSUFFICIENT POST /v1/ledger/entries "$T_WRITE" \
+  '{"legs":[{"account":"cash","value":-5000},{"account":"fees","value":5000}]}'
+refused "ledger: unknown account" 404 NOACCOUNT POST /v1/ledger/entries "$T_WRITE" \
+  '{"legs":[{"account":"cash","value":-5},{"account":"nobody","value":5}]}'
+no "ledger: legs do not sum to zero" 400 INVAL POST /v1/ledger/entries "$T_WRITE" \
+  '{"legs":[{"account":"cash","value":-5},{"account":"fees","value":4}]}'
+no "ledger: one leg" 400 INVAL POST /v1/ledger/entries "$T_WRITE" \
+  '{"legs":[{"account":"cash","value":-5}]}'
+no "ledger: a leg's value past int64" 400 BADJSON POST /v1/ledger/entries "$T_WRITE" \
+  '{"legs":[{"account":"cash","value":-9223372036854775809},{"account":"fees","value":5}]}'
+no "ledger: timeout without pending" 400 INVAL POST /v1/ledger/entries "$T_WRITE" \
+  '{"legs":[{"account":"cash","value":-5},{"account":"fees","value":5}],"timeout_ms":5}'
+req POST /v1/ledger/entries "$T_WRITE" \
+  '{"id":"p1","pending":true,"legs":[{"account":"cash","value":-100},{"account":"fees","value":100}]}'
+check "ledger pending" 200 '"_id":"p1"' '"state":"pending"'
+req GET /v1/ledger/accounts/cash/balance "$T_READ"
+check "pending debit held" 200 '"balance":1000' '"available":900' '"pending_debits":100'
+req POST /v1/ledger/entries/p1/post "$T_WRITE"
+check "ledger post pending" 200 '"_id":"p1"' '"state":"posted"'
+refused "void a posted entry" 409 STATE POST /v1/ledger/entries/p1/void "$T_WRITE"
+req POST /v1/ledger/entries "$T_WRITE" \
+  '{"id":"p2","pending":true,"timeout_ms":600000,"legs":[{"account":"cash","value":-50},{"account":"fees","value":50}]}'
+check "ledger pending 2" 200 '"state":"pending"'
+req POST /v1/ledger/entries/p2/void "$T_WRITE"
+check "ledger void" 200 '"_id":"p2"' '"state":"voided"'
+no "post a voided entry" 409 STATE POST /v1/ledger/entries/p2/post "$T_WRITE"
+no "void unknown" 404 NOTFOUND POST /v1/ledger/entries/nope/void "$T_WRITE"
+no "void: a body where none is taken" 400 INVAL POST /v1/ledger/entries/p2/void "$T_WRITE" '{"x":1}'
+req POST /v1/ledger/entries/p1/reverse "$T_WRITE" '{"id":"r1"}'
+check "ledger reverse" 200 '"_id":"r1"' '"reverses":"p1"'
+no "reverse again under another id" 409 CONFLICT POST /v1/ledger/entries/p1/reverse \
+  "$T_WRITE" '{"id":"r2"}'
+no "reverse: bad new id" 400 INVAL POST /v1/ledger/entries/p1/reverse "$T_WRITE" '{"id":"r 2"}'
+req GET /v1/ledger/entries/e1 "$T_READ"
+check "ledger show" 200 '"_id":"e1"' '"changes":'
+no "ledger show unknown" 404 NOTFOUND GET /v1/ledger/entries/nope "$T_READ"
+no "balance of unknown account" 404 NOACCOUNT GET /v1/ledger/accounts/nobody/balance "$T_READ"
+req GET "/v1/ledger/accounts/cash/balance?at_seq=1" "$T_READ"
+check "balance at seq 1" 200 '"balance":1000' '"seq":1'
+no "balance: at_seq not a number" 400 INVAL GET "/v1/ledger/accounts/cash/balance?at_seq=x" "$T_READ"
+req GET "/v1/ledger/accounts/cash/statement?limit=2" "$T_READ"
+check "statement page 1" 200 '"entry":"e1"' '"entry":"p1"' '"next":"'
+next=$(jf .next)
+req GET "/v1/ledger/accounts/cash/statement?limit=2&after=$next" "$T_READ"
+check "statement page 2" 200 '"entry":"r1"' '"next":null'
+no "statement: after and from_seq" 400 INVAL GET \
+  "/v1/ledger/accounts/cash/statement?after=$next&from_seq=1" "$T_READ"
+no "statement: a cursor of another account" 400 INVAL GET \
+  "/v1/ledger/accounts/fees/statement?after=$next" "$T_READ"
+req GET "/v1/ledger/entries?account=fees&limit=1" "$T_READ"
+check "ledger list of an account" 200 '"entries":[' '"next":"'
+req POST /v1/ledger/entries/batch "$T_WRITE" \
+  '{"entries":[{"id":"b1","legs":[{"account":"ext","value":-7},{"account":"cash","value":7}]},{"id":"b2","legs":[{"account":"fees","value":-99999},{"account":"cash","value":99999}]},{"id":"e1","legs":[{"account":"ext","value":-1000},{"account":"cash","value":1000}]}]}'
+check "ledger batch: one result per entry" 200 '"_id":"b1"' '"code":"INSUFFICIENT"' '"_id":"e1"'
+[ "$(jq '.results | length' "$WORK/rb")" = 3 ] && ok || bad "ledger batch: $(rbody)"
+refused "ledger batch with a bad entry posts none" 400 INVAL POST /v1/ledger/entries/batch "$T_WRITE" \
+  '{"entries":[{"id":"b3","legs":[{"account":"ext","value":-7},{"account":"cash","value":7}]},{"legs":[{"account":"cash","value":1}]}]}'
+no "ledger batch: unknown field" 400 INVAL POST /v1/ledger/entries/batch "$T_WRITE" \
+  '{"entries":[{"legs":[],"memo":"x"}]}'
+no "ledger batch of none" 400 INVAL POST /v1/ledger/entries/batch "$T_WRITE" '{"entries":[]}'
+req POST /v1/ledger/accounts/fees/limit "$T_WRITE" '{"min_balance":"none"}'
+check "ledger limit" 200 '"_id":"fees"' '"min_balance":null'
+no "ledger limit: unknown account" 404 NOACCOUNT POST /v1/ledger/accounts/nobody/limit \
+  "$T_WRITE" '{"min_balance":0}'
+
+# ---- sync ------------------------------------------------------------------------
+req POST /v1/c/users/insert "$T_WRITE" '{"docs":[{"_id":"u1","name":"Ann"}]}'
+check "sync master" 200 '"inserted":1'
+req POST /v1/c/comments/insert "$T_WRITE" '{"docs":[{"_id":"c1","uid":"u1"},{"_id":"c2","uid":"u1"}]}'
+check "sync dependents" 200 '"inserted":2'
+RULE='{"master":"users","dependents":"comments","link":"uid","copy":"name:uname"}'
+req POST /v1/sync/names/rule "$T_WRITE" "$RULE"
+check "sync rule" 200 '"_id":"names"' '"link":"uid"'
+req POST /v1/sync/names/rule "$T_WRITE" "$RULE"
+check "sync rule again: the same" 200 '"_id":"names"'
+refused "sync rule redefined" 409 CONFLICT POST /v1/sync/names/rule "$T_WRITE" \
+  '{"master":"users","dependents":"comments","link":"uid","copy":"name:nick"}'
+no "sync rule: option missing" 400 INVAL POST /v1/sync/other/rule "$T_WRITE" '{"master":"users"}'
+no "sync rule: bad name" 400 INVAL POST /v1/sync/a%20b/rule "$T_WRITE" "$RULE"
+req GET /v1/sync/names "$T_READ"
+check "sync show" 200 '"_id":"names"' '"dst":"uname"'
+no "sync show unknown" 404 NOTFOUND GET /v1/sync/nope "$T_READ"
+req POST /v1/sync/names/update "$T_WRITE" '{"master_id":"u1","update":{"$set":{"name":"Bo"}}}'
+check "sync update" 200 '"rule":"names"' '"version":1' '"dependents":2' '"flag_cleared":true'
+req POST /v1/c/comments/count "$T_READ" '{"filter":{"uname":"Bo"}}'
+check "sync copied" 200 '{"count":2}'
+refused "sync update: unknown master" 404 NOTFOUND POST /v1/sync/names/update "$T_WRITE" \
+  '{"master_id":"zz","update":{"$set":{"name":"X"}}}'
+refused "sync update: touches _sync" 400 INVAL POST /v1/sync/names/update "$T_WRITE" \
+  '{"master_id":"u1","update":{"$set":{"_sync":1}}}'
+no "sync update: negative lease" 400 INVAL POST /v1/sync/names/update "$T_WRITE" \
+  '{"master_id":"u1","update":{"$set":{"name":"X"}},"lease_ms":-1}'
+no "sync repair: write token" 403 FORBIDDEN POST /v1/sync/repair "$T_WRITE" '{}'
+req POST /v1/sync/repair "$T_ADMIN" '{}'
+check "sync repair" 200 '"ok":true'
+
+# ---- orders ----------------------------------------------------------------------
+req POST /v1/accounts "$T_WRITE" '{"id":"shop"}'
+check "order account" 201 '"_id":"shop"'
+req POST /v1/orders/o1/create "$T_WRITE" '{"account":"shop","amount":50}'
+check "order create" 200 '"_id":"o1"' '"state":"pending"'
+cp "$WORK/rb" "$WORK/o1.first"
+req POST /v1/orders/o1/create "$T_WRITE" '{"account":"shop","amount":50}'
+if [ "$CODE" = 200 ] && cmp -s "$WORK/rb" "$WORK/o1.first"; then ok; else
+  bad "a retried order create answers differently: $CODE $(rbody)"; fi
+refused "order: trade id reused" 409 CONFLICT POST /v1/orders/o1/create "$T_WRITE" \
+  '{"account":"shop","amount":51}'
+no "order: amount 0" 400 INVAL POST /v1/orders/o2/create "$T_WRITE" '{"account":"shop","amount":0}'
+refused "order: unknown account" 400 INVAL POST /v1/orders/o2/create "$T_WRITE" '{"account":"nobody","amount":5}'
+no "order: amount missing" 400 INVAL POST /v1/orders/o2/create "$T_WRITE" '{"account":"shop"}'
+req POST /v1/orders/o2/create "$T_WRITE" '{"account":"shop","amount":7}'
+check "order 2" 200 '"_id":"o2"'
+req POST /v1/orders/o3/create "$T_WRITE" '{"account":"shop","amount":9}'
+check "order 3" 200 '"_id":"o3"'
+req POST /v1/orders/o1/confirm "$T_WRITE" '{"owner":"cb"}'
+check "order confirm" 200 '"_id":"o1"' '"state":"success"'
+req POST /v1/orders/confirm "$T_WRITE" '{"trade_ids":["o1","o2","nope"]}'
+check "order confirm of several" 200 '"_id":"o2"' '"code":"NOTFOUND"'
+[ "$(jq -c '[.results[] | .status]' "$WORK/rb")" = '[200,200,404]' ] && ok ||
+  bad "confirm of several: $(rbody)"
+refused "order confirm: a malformed id confirms none" 400 INVAL POST /v1/orders/confirm "$T_WRITE" \
+  '{"trade_ids":["o3","bad id"]}'
+no "order confirm: unknown" 404 NOTFOUND POST /v1/orders/nope/confirm "$T_WRITE" '{}'
+req GET /v1/accounts/shop "$T_READ"
+check "credited once" 200 '"balance":57'
+no "order cancel after success" 409 STATE POST /v1/orders/o1/cancel "$T_WRITE"
+req POST /v1/orders/o3/cancel "$T_WRITE"
+check "order cancel" 200 '"_id":"o3"' '"state":"canceled"'
+refused "confirm a canceled order" 409 STATE POST /v1/orders/o3/confirm "$T_WRITE" '{}'
+req GET /v1/orders/o1 "$T_READ"
+check "order show" 200 '"_id":"o1"' '"amount":50'
+no "order show unknown" 404 NOTFOUND GET /v1/orders/nope "$T_READ"
+req GET "/v1/orders?state=success&limit=1" "$T_READ"
+check "order list page 1" 200 '"_id":"o1"' '"next":"'
+next=$(jf .next)
+req GET "/v1/orders?state=success&limit=1&after=$next" "$T_READ"
+check "order list page 2" 200 '"_id":"o2"' '"next":null'
+no "order list: unknown state" 400 INVAL GET "/v1/orders?state=bogus" "$T_READ"
+
+# ---- versions --------------------------------------------------------------------
+req POST /v1/versions/doc1/put "$T_WRITE" '{"root":{"t":1},"child":{"a":{"x":1},"b":{"y":2}}}'
+check "version put" 200 '{"item":"doc1","version":1}'
+req POST /v1/versions/doc1/put "$T_WRITE" '{"root":{"t":2},"remove_child":["b"],"expect_version":1}'
+check "version put 2" 200 '{"item":"doc1","version":2}'
+refused "version put: expect_version not met" 409 CONFLICT POST /v1/versions/doc1/put "$T_WRITE" \
+  '{"root":{"t":3},"expect_version":1}'
+refused "version put: bad child key" 400 INVAL POST /v1/versions/doc1/put "$T_WRITE" \
+  '{"root":{"t":3},"child":{"bad key":{}}}'
+no "version put: root missing" 400 INVAL POST /v1/versions/doc1/put "$T_WRITE" '{}'
+refused "version put: remove a missing child" 404 NOTFOUND POST /v1/versions/doc1/put "$T_WRITE" \
+  '{"root":{"t":3},"remove_child":["zz"],"expect_version":2}'
+req GET /v1/versions/doc1 "$T_READ"
+check "version get" 200 '"version":2' '"root":{"t":2}' '"children":{"a":{"x":1}}'
+req GET "/v1/versions/doc1?version=1" "$T_READ"
+check "version get 1" 200 '"version":1' '"b":{"y":2}'
+no "version get: version 0" 400 INVAL GET "/v1/versions/doc1?version=0" "$T_READ"
+no "version get unknown" 404 NOTFOUND GET /v1/versions/nodoc "$T_READ"
+req GET /v1/versions/doc1/history "$T_READ"
+check "version history" 200 '"versions":[{"version":1' '"version":2'
+no "version gc: write token" 403 FORBIDDEN POST /v1/versions/gc "$T_WRITE" '{}'
+no "version gc: keep 0" 400 INVAL POST /v1/versions/gc "$T_ADMIN" '{"keep":0}'
+req POST /v1/versions/gc "$T_ADMIN" '{"keep":1,"grace_ms":0}'
+check "version gc" 200 '"ok":true' '"removed":1'
+
+# ---- domain metrics --------------------------------------------------------------
+d job add mail send '{}' >/dev/null 2>&1 && ok || bad "job add for metrics"
+req POST /v1/transfers "$T_WRITE" '{"id":"tx-async","from":"shop","to":"ext","amount":1,"async":true}'
+check "an async transfer for recovery" 404 '"code":"NOACCOUNT"' # ext is a ledger account
+req POST /v1/accounts "$T_WRITE" '{"id":"acct2"}'
+req POST /v1/transfers "$T_WRITE" '{"id":"tx-async","from":"shop","to":"acct2","amount":1,"async":true}'
+check "an async transfer for recovery" 200 '"state":"initiated"'
+req POST /v1/admin/recover "$T_ADMIN" '{"older_than_ms":0}'
+check "recover drives it" 200 '"ok":true'
+req GET /metrics "$T_METRICS"
+check "metrics: domain families" 200 \
+  '# TYPE doctxd_transfers gauge' 'doctxd_transfers{state="succeeded"} ' \
+  'doctxd_transfers{state="initiated"} ' \
+  '# TYPE doctxd_queue_jobs gauge' 'doctxd_queue_jobs{queue="mail",state="ready"} 1' \
+  '# TYPE doctxd_locks_held gauge' 'doctxd_locks_held 2' \
+  '# TYPE doctxd_recovery_actions_total counter' \
+  'doctxd_recovery_actions_total{pattern="transfer",action=' \
+  'doctxd_domain_up 1' \
+  'doctxd_http_requests_total{route="/v1/locks/{name}/acquire",method="POST",code="409"}'
+# Never an id as a label: the lock, entry, order, item and user ids.
+if grep -E '^[a-z_]+\{' "$WORK/rb" | grep -qE '"(L|L2|e1|p1|o1|doc1|u1|names|cash|shop|tx-async)"'; then
+  bad "an id is a metrics label: $(grep -E '"(L|e1|o1|doc1|cash)"' "$WORK/rb" | head -3)"
+else ok; fi
+# Every sample's family is declared with a TYPE.
+undeclared=$(awk '/^# TYPE /{t[$3]=1; next} /^#/{next}
+  {n=$1; sub(/\{.*/,"",n); b=n; sub(/_(bucket|sum|count)$/,"",b); if(!(n in t)&&!(b in t)) print n}' "$WORK/rb" | sort -u)
+[ -z "$undeclared" ] && ok || bad "samples without a TYPE: $undeclared"
+
+# The audit, after everything: money, ledger, orders and locks consistent.
+req POST /v1/admin/audit "$T_ADMIN" '{}'
+check "audit at the end" 200 '"clean":true'
+
+stop_bg "$DPID" 15 "$WORK/doctxd.log" && ok || bad "doctxd did not stop on SIGTERM"
+finish
