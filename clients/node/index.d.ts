@@ -134,6 +134,36 @@ export interface AccountOptions { balance?: number; minBalance?: number | 'none'
 export interface TransferOptions { id?: string; async?: boolean; deadlineMs?: number }
 export interface RecoverOptions { olderThanMs?: number; tombstoneTtlMs?: number; deadlineMs?: number; retentionMs?: number }
 
+// ---- locks, ledger, sync, orders, versions ------------------------------------
+
+export interface Lock { name: string; owner: string | null; token: number; expires: number; held?: boolean; [key: string]: Json | undefined }
+export interface AcquireOptions { ttlMs?: number; owner?: string; waitMs?: number; deadlineMs?: number }
+
+export interface Leg { account: string; value: number }
+export interface LedgerEntry { _id: string; changes: JsonObject[]; state: string; [key: string]: Json }
+export interface LedgerBalance { account: string; balance: number; available: number; pending_debits: number; seq: number }
+export interface PostOptions { id?: string; pending?: boolean; timeoutMs?: number; deadlineMs?: number }
+export interface BatchEntry { legs: Leg[]; id?: string; pending?: boolean; timeoutMs?: number }
+/** One item of a ledger batch's answer: the entry, or a problem object. */
+export type EntryResult = { status: 200; entry: LedgerEntry } | (Problem & { status: number });
+
+export interface SyncRuleSpec { master: string; dependents: string; link: string; copy: string }
+export interface ExecOptions { leaseMs?: number; owner?: string; deadlineMs?: number }
+
+export interface Order { _id: string; account: string; amount: number; settlement: string; state: string; [key: string]: Json }
+/** One item of a confirm of several: the order, or a problem object. */
+export type OrderResult = { status: 200; order: Order } | (Problem & { status: number });
+
+export interface PutVersionOptions {
+  /** KEY -> the child document to set. */
+  child?: { [key: string]: JsonObject };
+  /** The child keys to drop. */
+  removeChild?: string[];
+  /** Conflict CONFLICT unless this is the current version. */
+  expectVersion?: number;
+}
+export interface ItemVersion { item: string; version: number; root: JsonObject; children: { [key: string]: JsonObject } }
+
 export class Client {
   constructor(baseUrl: string, token?: string, opts?: ClientOptions);
   readonly baseUrl: string;
@@ -177,6 +207,66 @@ export class Client {
   transfers(opts?: { state?: TransferState; pageSize?: number }): AsyncGenerator<Transfer, void, undefined>;
   /** Conflict STATE once it has committed.  Not retried. */
   cancelTransfer(id: string): Promise<Transfer>;
+
+  // locks
+  /** Conflict NOMATCH (naming the holder) while held.  Not retried. */
+  acquire(name: string, opts?: AcquireOptions): Promise<Lock>;
+  /** Conflict NOMATCH when token is not current.  Not retried. */
+  renew(name: string, token: number, opts?: { ttlMs?: number }): Promise<Lock>;
+  /** Not retried. */
+  release(name: string, token: number): Promise<Lock>;
+  lock(name: string): Promise<Lock>;
+  locks(opts?: { pageSize?: number }): AsyncGenerator<Lock, void, undefined>;
+  /** Admin scope.  Not retried. */
+  forceRelease(name: string, opts?: { token?: number }): Promise<Lock>;
+
+  // ledger
+  /** Not retried. */
+  ledgerAccount(id: string, opts?: { minBalance?: number | 'none' }): Promise<JsonObject>;
+  ledgerLimit(id: string, minBalance: number | 'none'): Promise<JsonObject>;
+  balance(account: string, opts?: { atSeq?: number }): Promise<LedgerBalance>;
+  statement(account: string, opts?: { fromSeq?: number; pageSize?: number }): AsyncGenerator<JsonObject, void, undefined>;
+  /** Retried only with an id (the same id and legs: the same entry, posted once). */
+  post(legs: Leg[], opts?: PostOptions): Promise<LedgerEntry>;
+  /** Retried only when every entry has an id. */
+  postBatch(entries: BatchEntry[], opts?: { deadlineMs?: number }): Promise<EntryResult[]>;
+  /** Not retried. */
+  postPending(id: string): Promise<LedgerEntry>;
+  /** Not retried. */
+  void(id: string): Promise<LedgerEntry>;
+  /** Not retried. */
+  reverse(entryId: string, opts?: { id?: string; deadlineMs?: number }): Promise<LedgerEntry>;
+  entry(id: string): Promise<LedgerEntry>;
+  entries(opts?: { account?: string; pageSize?: number }): AsyncGenerator<LedgerEntry, void, undefined>;
+
+  // sync
+  /** The same rule again answers the same: retried. */
+  syncRule(name: string, spec: SyncRuleSpec): Promise<JsonObject>;
+  /** Not retried. */
+  syncUpdate(name: string, masterId: string, update: JsonObject, opts?: ExecOptions): Promise<JsonObject>;
+  sync(name: string): Promise<JsonObject>;
+  /** Admin scope.  Not retried. */
+  syncRepair(opts?: { olderThanMs?: number; deadlineMs?: number }): Promise<JsonObject>;
+
+  // orders
+  /** Idempotent by trade id: retried. */
+  createOrder(tradeId: string, account: string, amount: number, opts?: { settlement?: string }): Promise<Order>;
+  /** Credited once: retried. */
+  confirmOrder(tradeId: string, opts?: ExecOptions): Promise<Order>;
+  /** Retried. */
+  confirmOrders(tradeIds: string[], opts?: ExecOptions): Promise<OrderResult[]>;
+  /** Not retried. */
+  cancelOrder(tradeId: string): Promise<Order>;
+  order(tradeId: string): Promise<Order>;
+  orders(opts?: { state?: string; pageSize?: number }): AsyncGenerator<Order, void, undefined>;
+
+  // versions
+  /** Not retried. */
+  putVersion(item: string, root: JsonObject, opts?: PutVersionOptions): Promise<{ item: string; version: number }>;
+  version(item: string, opts?: { version?: number }): Promise<ItemVersion>;
+  versionHistory(item: string): Promise<JsonObject[]>;
+  /** Admin scope.  Not retried. */
+  versionGc(opts?: { keep?: number; graceMs?: number }): Promise<JsonObject>;
 
   // admin
   audit(opts?: { settled?: boolean }): Promise<AuditReport>;

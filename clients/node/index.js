@@ -270,6 +270,184 @@ export class Client {
     return this.#call('POST', `/v1/transfers/${p(id)}/cancel`);
   }
 
+  // ---- locks (docs/locks.md) -----------------------------------------------------
+
+  /** Acquires a lock: {name, owner, token, expires}; Conflict NOMATCH while held.  Not retried. */
+  acquire(name, opts = {}) {
+    return this.#call('POST', `/v1/locks/${p(name)}/acquire`, fields(opts));
+  }
+
+  /** Renews a lock held with token; Conflict NOMATCH if not current.  Not retried. */
+  renew(name, token, { ttlMs } = {}) {
+    return this.#call('POST', `/v1/locks/${p(name)}/renew`, fields({ token, ttlMs }));
+  }
+
+  /** Releases a lock held with token.  Not retried. */
+  release(name, token) {
+    return this.#call('POST', `/v1/locks/${p(name)}/release`, { token });
+  }
+
+  /** A lock: {name, owner, token, expires, held}. */
+  lock(name) {
+    return this.#call('GET', `/v1/locks/${p(name)}`, undefined, { idempotent: true });
+  }
+
+  /** Every lock, a page at a time. */
+  locks({ pageSize } = {}) {
+    return this.#pages('/v1/locks', 'locks', { limit: pageSize });
+  }
+
+  /** Releases a lock whoever holds it (admin scope).  Not retried. */
+  forceRelease(name, { token } = {}) {
+    return this.#call('POST', `/v1/admin/locks/${p(name)}/release`, fields({ token }));
+  }
+
+  // ---- ledger (docs/ledger.md) ----------------------------------------------------
+
+  /** Creates a ledger account ({minBalance: integer or "none"}).  Not retried. */
+  ledgerAccount(id, opts = {}) {
+    return this.#call('POST', '/v1/ledger/accounts', fields({ id, ...opts }));
+  }
+
+  /** Sets a ledger account's minBalance (integer or "none"). */
+  ledgerLimit(id, minBalance) {
+    return this.#call('POST', `/v1/ledger/accounts/${p(id)}/limit`, { min_balance: minBalance });
+  }
+
+  /** {account, balance, available, pending_debits, seq}, now or at atSeq. */
+  balance(account, { atSeq } = {}) {
+    return this.#call('GET', `/v1/ledger/accounts/${p(account)}/balance`, undefined,
+      { query: { atSeq }, idempotent: true });
+  }
+
+  /** Every leg of an account in seq order (from fromSeq), a page at a time. */
+  async *statement(account, { fromSeq, pageSize } = {}) {
+    const path = `/v1/ledger/accounts/${p(account)}/statement`;
+    let query = { fromSeq, limit: pageSize };
+    for (;;) {
+      const page = await this.#call('GET', path, undefined, { query, idempotent: true });
+      yield* page.legs;
+      if (!page.next) return;
+      query = { after: page.next, limit: pageSize };
+    }
+  }
+
+  /** Posts an entry (legs [{account, value}] summing to 0); retried only with an id. */
+  post(legs, opts = {}) {
+    return this.#call('POST', '/v1/ledger/entries', fields({ legs, ...opts }), { idempotent: Boolean(opts.id) });
+  }
+
+  /** Posts 1..1000 entries; one result each.  Retried only when every entry has an id. */
+  async postBatch(entries, { deadlineMs } = {}) {
+    const items = entries.map((e) => fields(e));
+    return (await this.#call('POST', '/v1/ledger/entries/batch', fields({ entries: items, deadlineMs }),
+      { idempotent: items.every((e) => e.id) })).results;
+  }
+
+  /** Posts a pending entry.  Not retried. */
+  postPending(id) {
+    return this.#call('POST', `/v1/ledger/entries/${p(id)}/post`);
+  }
+
+  /** Voids a pending entry.  Not retried. */
+  void(id) {
+    return this.#call('POST', `/v1/ledger/entries/${p(id)}/void`);
+  }
+
+  /** Posts the entry reversing entryId (under id if given).  Not retried. */
+  reverse(entryId, { id, deadlineMs } = {}) {
+    return this.#call('POST', `/v1/ledger/entries/${p(entryId)}/reverse`, fields({ id, deadlineMs }));
+  }
+
+  /** A ledger entry; NotFound if none. */
+  entry(id) {
+    return this.#call('GET', `/v1/ledger/entries/${p(id)}`, undefined, { idempotent: true });
+  }
+
+  /** Every ledger entry (touching account if given), a page at a time. */
+  entries({ account, pageSize } = {}) {
+    return this.#pages('/v1/ledger/entries', 'entries', { account, limit: pageSize });
+  }
+
+  // ---- sync (docs/sync.md) ----------------------------------------------------------
+
+  /** Defines a sync rule; the same rule again answers the same, so it is retried. */
+  syncRule(name, { master, dependents, link, copy }) {
+    return this.#call('POST', `/v1/sync/${p(name)}/rule`, fields({ master, dependents, link, copy }),
+      { idempotent: true });
+  }
+
+  /** Updates a master and its dependents' copies.  Not retried. */
+  syncUpdate(name, masterId, update, opts = {}) {
+    return this.#call('POST', `/v1/sync/${p(name)}/update`, fields({ masterId, update, ...opts }));
+  }
+
+  /** A sync rule; NotFound if none. */
+  sync(name) {
+    return this.#call('GET', `/v1/sync/${p(name)}`, undefined, { idempotent: true });
+  }
+
+  /** Finishes interrupted sync updates (admin scope).  Not retried. */
+  syncRepair(opts = {}) {
+    return this.#call('POST', '/v1/sync/repair', fields(opts));
+  }
+
+  // ---- orders (docs/orders.md) --------------------------------------------------------
+
+  /** Records an order; idempotent by its trade id, so it is retried. */
+  createOrder(tradeId, account, amount, { settlement } = {}) {
+    return this.#call('POST', `/v1/orders/${p(tradeId)}/create`, fields({ account, amount, settlement }),
+      { idempotent: true });
+  }
+
+  /** Confirms an order (credited once); retried. */
+  confirmOrder(tradeId, opts = {}) {
+    return this.#call('POST', `/v1/orders/${p(tradeId)}/confirm`, fields(opts), { idempotent: true });
+  }
+
+  /** Confirms 1..1000 orders; one result each; retried. */
+  async confirmOrders(tradeIds, opts = {}) {
+    return (await this.#call('POST', '/v1/orders/confirm', fields({ tradeIds, ...opts }),
+      { idempotent: true })).results;
+  }
+
+  /** Cancels an order; Conflict STATE once confirmed.  Not retried. */
+  cancelOrder(tradeId) {
+    return this.#call('POST', `/v1/orders/${p(tradeId)}/cancel`);
+  }
+
+  /** An order; NotFound if none. */
+  order(tradeId) {
+    return this.#call('GET', `/v1/orders/${p(tradeId)}`, undefined, { idempotent: true });
+  }
+
+  /** Every order (in state if given), a page at a time. */
+  orders({ state, pageSize } = {}) {
+    return this.#pages('/v1/orders', 'orders', { state, limit: pageSize });
+  }
+
+  // ---- versions (docs/versions.md) ------------------------------------------------------
+
+  /** Writes the next version of an item: {item, version}.  Not retried. */
+  putVersion(item, root, opts = {}) {
+    return this.#call('POST', `/v1/versions/${p(item)}/put`, fields({ root, ...opts }));
+  }
+
+  /** {item, version, root, children}: the current version or the one asked. */
+  version(item, { version } = {}) {
+    return this.#call('GET', `/v1/versions/${p(item)}`, undefined, { query: { version }, idempotent: true });
+  }
+
+  /** The versions of an item still kept. */
+  async versionHistory(item) {
+    return (await this.#call('GET', `/v1/versions/${p(item)}/history`, undefined, { idempotent: true })).versions;
+  }
+
+  /** Drops old versions (admin scope).  Not retried. */
+  versionGc(opts = {}) {
+    return this.#call('POST', '/v1/versions/gc', fields(opts));
+  }
+
   // ---- admin ------------------------------------------------------------------
 
   /** Runs the audit (admin scope): its report with clean: true|false. */

@@ -250,6 +250,143 @@ test('list iterators page', async () => {
   assert.equal(new Set(listed).size, listed.length);
 });
 
+// ---- locks, ledger, sync, orders, versions -------------------------------------
+
+test('locks and fences', async () => {
+  const admin = new Client(URL, T_ADMIN);
+  const name = uid('L'), coll = uid('res');
+  const held = await c.acquire(name, { ttlMs: 60000, owner: 'w1' });
+  assert.equal(held.owner, 'w1');
+  assert.ok(held.token >= 1);
+  await rejects(c.acquire(name, { owner: 'w2' }), Conflict, (e) => {
+    assert.equal(e.code, 'NOMATCH');
+    assert.match(e.detail, /held by w1/);
+  });
+  assert.equal((await c.lock(name)).held, true);
+  assert.equal((await c.renew(name, held.token, { ttlMs: 90000 })).token, held.token);
+  await c.insert(coll, [{ _id: 1, v: 0 }]);
+  await c.update(coll, { _id: 1 }, { $set: { v: 1 } }, { fence: `${name}:${held.token}` });
+  assert.equal((await c.release(name, held.token)).held, false);
+  await rejects(c.renew(name, held.token), Conflict);
+  const second = await c.acquire(name, { owner: 'w2', ttlMs: 60000 });
+  await c.update(coll, { _id: 1 }, { $set: { v: 2 } }, { fence: `${name}:${second.token}` });
+  await rejects(c.update(coll, { _id: 1 }, { $set: { v: 9 } }, { fence: `${name}:${held.token}` }), Conflict,
+    (e) => assert.equal(e.code, 'FENCED'));
+  const other = uid('L');
+  await c.acquire(other);
+  const listed = [];
+  for await (const l of c.locks({ pageSize: 1 })) listed.push(l.name);
+  assert.ok(listed.includes(name) && listed.includes(other));
+  assert.equal((await admin.forceRelease(name)).held, false);
+  await rejects(c.lock(uid('nolock')), NotFound);
+});
+
+test('ledger', async () => {
+  const ext = uid('ext'), cash = uid('cash'), fees = uid('fees');
+  assert.equal((await c.ledgerAccount(ext, { minBalance: 'none' })).min_balance, null);
+  await c.ledgerAccount(cash);
+  await c.ledgerAccount(fees);
+  const e1 = uid('e');
+  const legs = [{ account: ext, value: -1000 }, { account: cash, value: 1000 }];
+  assert.equal((await c.post(legs, { id: e1 })).state, 'posted');
+  assert.equal((await c.post(legs, { id: e1 }))._id, e1);
+  assert.equal((await c.balance(cash)).balance, 1000);
+  await rejects(c.post([{ account: cash, value: -5000 }, { account: fees, value: 5000 }]), Conflict,
+    (e) => assert.equal(e.code, 'INSUFFICIENT'));
+  const p1 = uid('p'), p2 = uid('p');
+  await c.post([{ account: cash, value: -100 }, { account: fees, value: 100 }], { id: p1, pending: true });
+  assert.equal((await c.balance(cash)).available, 900);
+  assert.equal((await c.postPending(p1)).state, 'posted');
+  await c.post([{ account: cash, value: -50 }, { account: fees, value: 50 }], { id: p2, pending: true, timeoutMs: 600000 });
+  assert.equal((await c.void(p2)).state, 'voided');
+  await rejects(c.postPending(p2), Conflict, (e) => assert.equal(e.code, 'STATE'));
+  assert.equal((await c.reverse(p1, { id: uid('r') })).reverses, p1);
+  assert.equal((await c.entry(e1))._id, e1);
+  assert.equal((await c.balance(cash, { atSeq: 1 })).balance, 1000);
+  const seen = [];
+  for await (const leg of c.statement(cash, { pageSize: 2 })) seen.push(leg.entry);
+  assert.equal(seen.length, 3);
+  assert.equal(seen[0], e1);
+  const from2 = [];
+  for await (const leg of c.statement(cash, { fromSeq: 2 })) from2.push(leg.entry);
+  assert.deepEqual(from2, seen.slice(1));
+  let n = 0;
+  for await (const _ of c.entries({ account: fees, pageSize: 1 })) n++;
+  assert.ok(n >= 2);
+  const res = await c.postBatch([{ id: uid('b'), legs: [{ account: ext, value: -7 }, { account: cash, value: 7 }] },
+    { legs: [{ account: fees, value: -99999 }, { account: cash, value: 99999 }] }]);
+  assert.deepEqual(res.map((r) => r.status), [200, 409]);
+  assert.equal((await c.ledgerLimit(fees, 'none')).min_balance, null);
+});
+
+test('a retried ledger post is counted once', async () => {
+  const src = uid('src'), dst = uid('dst');
+  await c.ledgerAccount(src, { minBalance: 'none' });
+  await c.ledgerAccount(dst);
+  const proxy = await lossyProxy(URL, 1);
+  try {
+    await new Client(proxy.url, T_WRITE, { timeout: 10000, backoff: 10 })
+      .post([{ account: src, value: -40 }, { account: dst, value: 40 }], { id: uid('pay') });
+    assert.equal(proxy.forwarded.length, 2);
+  } finally {
+    await proxy.close();
+  }
+  assert.equal((await c.balance(dst)).balance, 40);
+});
+
+test('sync', async () => {
+  const admin = new Client(URL, T_ADMIN);
+  const users = uid('users'), comments = uid('comments'), rule = uid('names');
+  await c.insert(users, [{ _id: 'u1', name: 'Ann' }]);
+  await c.insert(comments, [{ _id: 'c1', uid: 'u1' }, { _id: 'c2', uid: 'u1' }]);
+  const spec = { master: users, dependents: comments, link: 'uid', copy: 'name:uname' };
+  const first = await c.syncRule(rule, spec);
+  assert.deepEqual(await c.syncRule(rule, spec), first);
+  assert.equal((await c.sync(rule))._id, rule);
+  const out = await c.syncUpdate(rule, 'u1', { $set: { name: 'Bo' } });
+  assert.equal(out.dependents, 2);
+  assert.equal(out.flag_cleared, true);
+  assert.equal(await c.count(comments, { uname: 'Bo' }), 2);
+  await rejects(c.sync(uid('nosync')), NotFound);
+  assert.equal((await admin.syncRepair()).ok, true);
+});
+
+test('orders', async () => {
+  const shop = uid('shop');
+  await c.createAccount(shop);
+  const o1 = uid('o'), o2 = uid('o'), o3 = uid('o');
+  const first = await c.createOrder(o1, shop, 50);
+  assert.equal(first.state, 'pending');
+  assert.deepEqual(await c.createOrder(o1, shop, 50), first);
+  await rejects(c.createOrder(o1, shop, 51), Conflict);
+  await c.createOrder(o2, shop, 7);
+  await c.createOrder(o3, shop, 9);
+  assert.equal((await c.confirmOrder(o1, { owner: 'cb' })).state, 'success');
+  const res = await c.confirmOrders([o1, o2, uid('nope')]);
+  assert.deepEqual(res.map((r) => r.status), [200, 200, 404]);
+  assert.equal((await c.account(shop)).balance, 57);
+  assert.equal((await c.cancelOrder(o3)).state, 'canceled');
+  await rejects(c.cancelOrder(o1), Conflict, (e) => assert.equal(e.code, 'STATE'));
+  assert.equal((await c.order(o1)).amount, 50);
+  const ok = [];
+  for await (const o of c.orders({ state: 'success', pageSize: 1 })) ok.push(o._id);
+  assert.ok(ok.includes(o1) && ok.includes(o2));
+});
+
+test('versions', async () => {
+  const admin = new Client(URL, T_ADMIN);
+  const item = uid('doc');
+  assert.deepEqual(await c.putVersion(item, { t: 1 }, { child: { a: { x: 1 }, b: { y: 2 } } }), { item, version: 1 });
+  assert.equal((await c.putVersion(item, { t: 2 }, { removeChild: ['b'], expectVersion: 1 })).version, 2);
+  await rejects(c.putVersion(item, { t: 3 }, { expectVersion: 1 }), Conflict, (e) => assert.equal(e.code, 'CONFLICT'));
+  const now = await c.version(item);
+  assert.equal(now.version, 2);
+  assert.deepEqual(now.children, { a: { x: 1 } });
+  assert.deepEqual((await c.version(item, { version: 1 })).children.b, { y: 2 });
+  assert.deepEqual((await c.versionHistory(item)).map((v) => v.version), [1, 2]);
+  assert.equal((await admin.versionGc({ keep: 1, graceMs: 0 })).ok, true);
+});
+
 // ---- retries -----------------------------------------------------------------
 
 test('a retried transfer is counted once', async () => {

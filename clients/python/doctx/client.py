@@ -459,6 +459,271 @@ class Client:
         """
         return self._call("POST", f"/v1/transfers/{self._p(id)}/cancel")
 
+    # ---- locks (docs/locks.md) ----------------------------------------------
+
+    def acquire(
+        self,
+        name: str,
+        *,
+        ttl_ms: Optional[int] = None,
+        owner: Optional[str] = None,
+        wait_ms: Optional[int] = None,
+        deadline_ms: Optional[int] = None,
+    ) -> JSON:
+        """Acquires lock ``name``: ``{"name", "owner", "token", "expires"}``.
+
+        ``token`` is the fencing token: pass ``f"{name}:{token}"`` as ``fence``
+        to the document writes.  :class:`~doctx.errors.Conflict` (``NOMATCH``,
+        naming the holder) while another holds it.  Not retried.
+        """
+        body = _drop_none({"ttl_ms": ttl_ms, "owner": owner, "wait_ms": wait_ms,
+                           "deadline_ms": deadline_ms})
+        return self._call("POST", f"/v1/locks/{self._p(name)}/acquire", body)
+
+    def renew(self, name: str, token: int, *, ttl_ms: Optional[int] = None) -> JSON:
+        """Renews lock ``name`` held with ``token``; Conflict (``NOMATCH``) if not current.  Not retried."""
+        body = _drop_none({"token": token, "ttl_ms": ttl_ms})
+        return self._call("POST", f"/v1/locks/{self._p(name)}/renew", body)
+
+    def release(self, name: str, token: int) -> JSON:
+        """Releases lock ``name`` held with ``token``; Conflict (``NOMATCH``) if not current.  Not retried."""
+        return self._call("POST", f"/v1/locks/{self._p(name)}/release", {"token": token})
+
+    def lock(self, name: str) -> JSON:
+        """Lock ``name``: ``{"name", "owner", "token", "expires", "held"}``."""
+        return self._call("GET", f"/v1/locks/{self._p(name)}", idempotent=True)
+
+    def locks(self, *, page_size: Optional[int] = None) -> Iterator[JSON]:
+        """Every lock, fetched a page at a time."""
+        return self._pages("/v1/locks", "locks", {"limit": page_size})
+
+    def force_release(self, name: str, *, token: Optional[int] = None) -> JSON:
+        """Releases lock ``name`` whoever holds it (admin scope), with ``token``
+        or the current one; Conflict (``NOMATCH``) if it moved.  Not retried."""
+        return self._call("POST", f"/v1/admin/locks/{self._p(name)}/release",
+                          _drop_none({"token": token}))
+
+    # ---- ledger (docs/ledger.md) ---------------------------------------------
+
+    def ledger_account(
+        self, id: str, *, min_balance: Optional[Union[int, str]] = None
+    ) -> JSON:
+        """Creates ledger account ``id`` (``min_balance`` an integer or ``"none"``).  Not retried."""
+        body = _drop_none({"id": id, "min_balance": min_balance})
+        return self._call("POST", "/v1/ledger/accounts", body)
+
+    def ledger_limit(self, id: str, min_balance: Union[int, str]) -> JSON:
+        """Sets ledger account ``id``'s ``min_balance`` (an integer or ``"none"``)."""
+        return self._call("POST", f"/v1/ledger/accounts/{self._p(id)}/limit",
+                          {"min_balance": min_balance})
+
+    def balance(self, account: str, *, at_seq: Optional[int] = None) -> JSON:
+        """``{"account", "balance", "available", "pending_debits", "seq"}``, now or at ``at_seq``."""
+        return self._call("GET", f"/v1/ledger/accounts/{self._p(account)}/balance",
+                          query={"at_seq": at_seq}, idempotent=True)
+
+    def statement(
+        self, account: str, *, from_seq: Optional[int] = None,
+        page_size: Optional[int] = None,
+    ) -> Iterator[JSON]:
+        """Every leg of ``account`` in seq order (from ``from_seq``), a page at a time."""
+        path = f"/v1/ledger/accounts/{self._p(account)}/statement"
+        query: Dict[str, Any] = {"from_seq": from_seq, "limit": page_size}
+        while True:
+            page = self._call("GET", path, query=query, idempotent=True)
+            yield from page["legs"]
+            if not page.get("next"):
+                return
+            query = {"after": page["next"], "limit": page_size}
+
+    def post(
+        self,
+        legs: Sequence[Mapping[str, Any]],
+        *,
+        id: Optional[str] = None,
+        pending: Optional[bool] = None,
+        timeout_ms: Optional[int] = None,
+        deadline_ms: Optional[int] = None,
+    ) -> JSON:
+        """Posts a ledger entry: ``legs`` are ``{"account", "value"}`` summing to 0.
+
+        With ``pending`` it holds the debits until :meth:`post_pending` or
+        :meth:`void` (or ``timeout_ms``).  With an ``id`` it is retried
+        safely: the same id and legs answer the same entry, posted once.
+        Conflict ``INSUFFICIENT`` names the account short of funds.
+        """
+        body = _drop_none({"legs": [dict(leg) for leg in legs], "id": id,
+                           "pending": pending, "timeout_ms": timeout_ms,
+                           "deadline_ms": deadline_ms})
+        return self._call("POST", "/v1/ledger/entries", body, idempotent=bool(id))
+
+    def post_batch(
+        self, entries: Sequence[Mapping[str, Any]], *, deadline_ms: Optional[int] = None
+    ) -> List[JSON]:
+        """Posts 1..1000 entries ``{"legs"[, "id", "pending", "timeout_ms"]}``;
+        one result per entry.  Retried only when every entry has an id."""
+        items = [dict(e) for e in entries]
+        body = _drop_none({"entries": items, "deadline_ms": deadline_ms})
+        return self._call("POST", "/v1/ledger/entries/batch", body,
+                          idempotent=all(e.get("id") for e in items))["results"]
+
+    def post_pending(self, id: str) -> JSON:
+        """Posts pending entry ``id``; Conflict (``STATE``) once voided.  Not retried."""
+        return self._call("POST", f"/v1/ledger/entries/{self._p(id)}/post")
+
+    def void(self, id: str) -> JSON:
+        """Voids pending entry ``id``; Conflict (``STATE``) once posted.  Not retried."""
+        return self._call("POST", f"/v1/ledger/entries/{self._p(id)}/void")
+
+    def reverse(
+        self, entry_id: str, *, id: Optional[str] = None, deadline_ms: Optional[int] = None
+    ) -> JSON:
+        """Posts the entry that reverses ``entry_id`` (under ``id`` if given).  Not retried."""
+        body = _drop_none({"id": id, "deadline_ms": deadline_ms})
+        return self._call("POST", f"/v1/ledger/entries/{self._p(entry_id)}/reverse", body)
+
+    def entry(self, id: str) -> JSON:
+        """Ledger entry ``id``; :class:`~doctx.errors.NotFound` if none."""
+        return self._call("GET", f"/v1/ledger/entries/{self._p(id)}", idempotent=True)
+
+    def entries(
+        self, *, account: Optional[str] = None, page_size: Optional[int] = None
+    ) -> Iterator[JSON]:
+        """Every ledger entry (touching ``account`` if given), a page at a time."""
+        return self._pages("/v1/ledger/entries", "entries",
+                           {"account": account, "limit": page_size})
+
+    # ---- sync (docs/sync.md) ---------------------------------------------------
+
+    def sync_rule(self, name: str, master: str, dependents: str, link: str, copy: str) -> JSON:
+        """Defines sync rule ``name``: ``dependents`` documents whose ``link``
+        names a ``master`` document keep copies of its fields (``copy``:
+        ``"SRC:DST,..."``).  The same rule again answers the same, so it is
+        retried; another under the name is Conflict (``CONFLICT``)."""
+        body = {"master": master, "dependents": dependents, "link": link, "copy": copy}
+        return self._call("POST", f"/v1/sync/{self._p(name)}/rule", body, idempotent=True)
+
+    def sync_update(
+        self,
+        name: str,
+        master_id: str,
+        update: JSON,
+        *,
+        lease_ms: Optional[int] = None,
+        owner: Optional[str] = None,
+        deadline_ms: Optional[int] = None,
+    ) -> JSON:
+        """Updates master ``master_id`` under rule ``name`` and its dependents' copies.  Not retried."""
+        body = _drop_none({"master_id": master_id, "update": update,
+                           "lease_ms": lease_ms, "owner": owner,
+                           "deadline_ms": deadline_ms})
+        return self._call("POST", f"/v1/sync/{self._p(name)}/update", body)
+
+    def sync(self, name: str) -> JSON:
+        """Sync rule ``name``; :class:`~doctx.errors.NotFound` if none."""
+        return self._call("GET", f"/v1/sync/{self._p(name)}", idempotent=True)
+
+    def sync_repair(
+        self, *, older_than_ms: Optional[int] = None, deadline_ms: Optional[int] = None
+    ) -> JSON:
+        """Finishes interrupted sync updates (admin scope); the summary.  Not retried."""
+        body = _drop_none({"older_than_ms": older_than_ms, "deadline_ms": deadline_ms})
+        return self._call("POST", "/v1/sync/repair", body)
+
+    # ---- orders (docs/orders.md) ----------------------------------------------
+
+    def create_order(
+        self, trade_id: str, account: str, amount: int, *, settlement: Optional[str] = None
+    ) -> JSON:
+        """Records order ``trade_id`` paying ``amount`` into ``account`` once confirmed.
+
+        Idempotent by its trade id (the same order again answers the same;
+        other parameters are Conflict ``CONFLICT``), so it is retried.
+        """
+        body = _drop_none({"account": account, "amount": amount, "settlement": settlement})
+        return self._call("POST", f"/v1/orders/{self._p(trade_id)}/create", body,
+                          idempotent=True)
+
+    def confirm_order(
+        self,
+        trade_id: str,
+        *,
+        lease_ms: Optional[int] = None,
+        owner: Optional[str] = None,
+        deadline_ms: Optional[int] = None,
+    ) -> JSON:
+        """Confirms order ``trade_id`` (its payment is credited once); retried,
+        since confirming a confirmed order credits nothing."""
+        body = _drop_none({"lease_ms": lease_ms, "owner": owner, "deadline_ms": deadline_ms})
+        return self._call("POST", f"/v1/orders/{self._p(trade_id)}/confirm", body,
+                          idempotent=True)
+
+    def confirm_orders(
+        self,
+        trade_ids: Sequence[str],
+        *,
+        lease_ms: Optional[int] = None,
+        owner: Optional[str] = None,
+        deadline_ms: Optional[int] = None,
+    ) -> List[JSON]:
+        """Confirms 1..1000 orders; one result per trade id.  Retried, as :meth:`confirm_order`."""
+        body = _drop_none({"trade_ids": list(trade_ids), "lease_ms": lease_ms,
+                           "owner": owner, "deadline_ms": deadline_ms})
+        return self._call("POST", "/v1/orders/confirm", body, idempotent=True)["results"]
+
+    def cancel_order(self, trade_id: str) -> JSON:
+        """Cancels order ``trade_id``; Conflict (``STATE``) once confirmed.  Not retried."""
+        return self._call("POST", f"/v1/orders/{self._p(trade_id)}/cancel")
+
+    def order(self, trade_id: str) -> JSON:
+        """Order ``trade_id``; :class:`~doctx.errors.NotFound` if none."""
+        return self._call("GET", f"/v1/orders/{self._p(trade_id)}", idempotent=True)
+
+    def orders(
+        self, *, state: Optional[str] = None, page_size: Optional[int] = None
+    ) -> Iterator[JSON]:
+        """Every order (in ``state`` if given), a page at a time."""
+        return self._pages("/v1/orders", "orders", {"state": state, "limit": page_size})
+
+    # ---- versions (docs/versions.md) --------------------------------------------
+
+    def put_version(
+        self,
+        item: str,
+        root: JSON,
+        *,
+        child: Optional[JSON] = None,
+        remove_child: Optional[Sequence[str]] = None,
+        expect_version: Optional[int] = None,
+    ) -> JSON:
+        """Writes the next version of ``item``: ``{"item", "version"}``.
+
+        ``child`` maps keys to the child documents to set, ``remove_child``
+        lists keys to drop.  Conflict (``CONFLICT``) when ``expect_version``
+        is not the current one.  Not retried.
+        """
+        body = _drop_none({"root": root, "child": child,
+                           "remove_child": list(remove_child) if remove_child is not None else None,
+                           "expect_version": expect_version})
+        return self._call("POST", f"/v1/versions/{self._p(item)}/put", body)
+
+    def version(self, item: str, *, version: Optional[int] = None) -> JSON:
+        """``{"item", "version", "root", "children"}``: the current version or ``version``."""
+        return self._call("GET", f"/v1/versions/{self._p(item)}",
+                          query={"version": version}, idempotent=True)
+
+    def version_history(self, item: str) -> List[JSON]:
+        """The versions of ``item`` still kept."""
+        return self._call("GET", f"/v1/versions/{self._p(item)}/history",
+                          idempotent=True)["versions"]
+
+    def version_gc(
+        self, *, keep: Optional[int] = None, grace_ms: Optional[int] = None
+    ) -> JSON:
+        """Drops old versions, keeping ``keep`` per item (admin scope); the summary.  Not retried."""
+        return self._call("POST", "/v1/versions/gc",
+                          _drop_none({"keep": keep, "grace_ms": grace_ms}))
+
     # ---- admin ------------------------------------------------------------
 
     def audit(self, *, settled: Optional[bool] = None) -> JSON:

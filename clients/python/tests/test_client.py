@@ -309,6 +309,138 @@ def test_list_iterators_page(c: Client) -> None:
     assert set(ids) <= set(listed) and len(listed) == len(set(listed)) >= 3
 
 
+# ---- locks, ledger, sync, orders, versions ---------------------------------------
+
+
+def test_locks_and_fences(c: Client, admin: Client) -> None:
+    name, coll = uid("L"), uid("res")
+    held = c.acquire(name, ttl_ms=60000, owner="w1")
+    assert held["owner"] == "w1" and held["token"] >= 1
+    with pytest.raises(Conflict) as e:
+        c.acquire(name, owner="w2")
+    assert e.value.code == "NOMATCH" and "held by w1" in e.value.detail
+    assert c.lock(name)["held"] is True
+    assert c.renew(name, held["token"], ttl_ms=90000)["token"] == held["token"]
+    c.insert(coll, [{"_id": 1, "v": 0}])
+    c.update(coll, {"_id": 1}, {"$set": {"v": 1}}, fence=f"{name}:{held['token']}")
+    assert c.release(name, held["token"])["held"] is False
+    with pytest.raises(Conflict):
+        c.renew(name, held["token"])
+    second = c.acquire(name, owner="w2", ttl_ms=60000)
+    c.update(coll, {"_id": 1}, {"$set": {"v": 2}}, fence=f"{name}:{second['token']}")
+    with pytest.raises(Conflict) as e:
+        c.update(coll, {"_id": 1}, {"$set": {"v": 9}}, fence=f"{name}:{held['token']}")
+    assert e.value.code == "FENCED"
+    other = uid("L")
+    c.acquire(other)
+    listed = [x["name"] for x in c.locks(page_size=1)]
+    assert {name, other} <= set(listed)
+    assert admin.force_release(name)["held"] is False
+    with pytest.raises(NotFound):
+        c.lock(uid("nolock"))
+
+
+def test_ledger(c: Client) -> None:
+    ext, cash, fees = uid("ext"), uid("cash"), uid("fees")
+    assert c.ledger_account(ext, min_balance="none")["min_balance"] is None
+    c.ledger_account(cash)
+    c.ledger_account(fees)
+    e1 = uid("e")
+    legs = [{"account": ext, "value": -1000}, {"account": cash, "value": 1000}]
+    assert c.post(legs, id=e1)["state"] == "posted"
+    assert c.post(legs, id=e1)["_id"] == e1  # the same id again: the same entry
+    assert c.balance(cash)["balance"] == 1000
+    with pytest.raises(Conflict) as e:
+        c.post([{"account": cash, "value": -5000}, {"account": fees, "value": 5000}])
+    assert e.value.code == "INSUFFICIENT"
+    p1, p2 = uid("p"), uid("p")
+    c.post([{"account": cash, "value": -100}, {"account": fees, "value": 100}], id=p1, pending=True)
+    assert c.balance(cash)["available"] == 900
+    assert c.post_pending(p1)["state"] == "posted"
+    c.post([{"account": cash, "value": -50}, {"account": fees, "value": 50}], id=p2,
+           pending=True, timeout_ms=600000)
+    assert c.void(p2)["state"] == "voided"
+    with pytest.raises(Conflict) as e:
+        c.post_pending(p2)
+    assert e.value.code == "STATE"
+    assert c.reverse(p1, id=uid("r"))["reverses"] == p1
+    assert c.entry(e1)["_id"] == e1
+    assert c.balance(cash, at_seq=1)["balance"] == 1000
+    legs_seen = list(c.statement(cash, page_size=2))
+    assert len(legs_seen) == 3 and legs_seen[0]["entry"] == e1
+    assert [x["entry"] for x in c.statement(cash, from_seq=2)] == [x["entry"] for x in legs_seen[1:]]
+    assert len(list(c.entries(account=fees, page_size=1))) >= 2
+    res = c.post_batch([{"id": uid("b"), "legs": [{"account": ext, "value": -7}, {"account": cash, "value": 7}]},
+                        {"legs": [{"account": fees, "value": -99999}, {"account": cash, "value": 99999}]}])
+    assert [r["status"] for r in res] == [200, 409]
+    assert c.ledger_limit(fees, "none")["min_balance"] is None
+
+
+def test_retried_ledger_post_is_counted_once(c: Client) -> None:
+    src, dst = uid("src"), uid("dst")
+    c.ledger_account(src, min_balance="none")
+    c.ledger_account(dst)
+    proxy = LossyProxy(URL, drop=1)
+    try:
+        flaky = Client(proxy.url, T_WRITE, timeout=10, backoff=0.01)
+        flaky.post([{"account": src, "value": -40}, {"account": dst, "value": 40}], id=uid("pay"))
+        assert len(proxy.forwarded) == 2, proxy.forwarded
+    finally:
+        proxy.close()
+    assert c.balance(dst)["balance"] == 40
+
+
+def test_sync(c: Client, admin: Client) -> None:
+    users, comments, rule = uid("users"), uid("comments"), uid("names")
+    c.insert(users, [{"_id": "u1", "name": "Ann"}])
+    c.insert(comments, [{"_id": "c1", "uid": "u1"}, {"_id": "c2", "uid": "u1"}])
+    first = c.sync_rule(rule, users, comments, "uid", "name:uname")
+    assert c.sync_rule(rule, users, comments, "uid", "name:uname") == first
+    assert c.sync(rule)["_id"] == rule
+    out = c.sync_update(rule, "u1", {"$set": {"name": "Bo"}})
+    assert out["dependents"] == 2 and out["flag_cleared"] is True
+    assert c.count(comments, {"uname": "Bo"}) == 2
+    with pytest.raises(NotFound):
+        c.sync(uid("nosync"))
+    assert admin.sync_repair()["ok"] is True
+
+
+def test_orders(c: Client) -> None:
+    shop = uid("shop")
+    c.create_account(shop)
+    o1, o2, o3 = uid("o"), uid("o"), uid("o")
+    first = c.create_order(o1, shop, 50)
+    assert first["state"] == "pending" and c.create_order(o1, shop, 50) == first
+    with pytest.raises(Conflict):
+        c.create_order(o1, shop, 51)
+    c.create_order(o2, shop, 7)
+    c.create_order(o3, shop, 9)
+    assert c.confirm_order(o1, owner="cb")["state"] == "success"
+    res = c.confirm_orders([o1, o2, uid("nope")])
+    assert [r["status"] for r in res] == [200, 200, 404]
+    assert c.account(shop)["balance"] == 57  # o1 credited once
+    assert c.cancel_order(o3)["state"] == "canceled"
+    with pytest.raises(Conflict) as e:
+        c.cancel_order(o1)
+    assert e.value.code == "STATE"
+    assert c.order(o1)["amount"] == 50
+    assert {o1, o2} <= {x["_id"] for x in c.orders(state="success", page_size=1)}
+
+
+def test_versions(c: Client, admin: Client) -> None:
+    item = uid("doc")
+    assert c.put_version(item, {"t": 1}, child={"a": {"x": 1}, "b": {"y": 2}}) == {"item": item, "version": 1}
+    assert c.put_version(item, {"t": 2}, remove_child=["b"], expect_version=1)["version"] == 2
+    with pytest.raises(Conflict) as e:
+        c.put_version(item, {"t": 3}, expect_version=1)
+    assert e.value.code == "CONFLICT"
+    now = c.version(item)
+    assert now["version"] == 2 and now["children"] == {"a": {"x": 1}}
+    assert c.version(item, version=1)["children"]["b"] == {"y": 2}
+    assert [v["version"] for v in c.version_history(item)] == [1, 2]
+    assert admin.version_gc(keep=1, grace_ms=0)["ok"] is True
+
+
 # ---- retries -------------------------------------------------------------------
 
 
