@@ -13,10 +13,8 @@
 #                 ledger.sh, order.sh, scenarios.sh, flashsale.sh, version.sh,
 #                 tests/redis/acl.sh (the ACL user; on the standalone
 #                 target a server of its own whose default user is off),
-#                 tests/crash/kleppmann.sh and tests/server/contract.sh
-#                 (doctxd over HTTP), and on the standalone server
-#                 tests/clients/run.sh (the Python and Node clients)
-#                 (DOCTX set; each scenario gets an
+#                 tests/crash/kleppmann.sh, tests/server/contract.sh and
+#                 patterns.sh (doctxd over HTTP) (DOCTX set; each scenario gets an
 #                 new namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time);
 #                 then once tests/redis/tls.sh (its own TLS-only servers
@@ -38,6 +36,8 @@
 #                 two targets; conformance likewise splits its single
 #                 calls and its bulk_write run between them)
 # on the standalone server only:
+#   (shell)       tests/clients/run.sh, the Python and Node clients against
+#                 doctxd, in the shell phase
 #   deadline      tests/redis/deadline.sh: the server is SIGSTOPped while
 #                 commands run; each must end within its one budget,
 #                 exit 4 with the reason, and leave its work recoverable
