@@ -52,6 +52,10 @@
 #   1e. bench_lock on both: lock acquire + fenced write + release cycles
 #      against SET NX PX / SET / Lua compare-and-delete (on SQLite: one
 #      plain transaction doing the same updates).
+#   1f. bench_http on both (and on SQLite, in the first part): transfers
+#      over HTTP to a doctxd (16 keep-alive connections, single and the
+#      batch endpoint by 64) against the same transfers through the
+#      library in-process in the same run (docs/benchmarks.md).
 #   2. the store's ceiling: redis-benchmark, pipelined EVALSHA of a script
 #      shaped like doctx's document compare-and-set, on the standalone
 #      server and on one cluster master; and the share of it doctx uses,
@@ -80,6 +84,36 @@ BENCH_NOTE="load at start: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
 export BENCH_GIT BENCH_NOTE
 # n x BENCH_SCALE, at least 1 (the shell's side of bench_scaled()).
 scaled() { awk -v n="$1" -v f="$SCALE" 'BEGIN { v = int(n * f); print v < 1 ? 1 : v }'; }
+
+# http_bench LABEL HTTP_URI LIB_URI: transfers over HTTP to a doctxd on
+# HTTP_URI (16 keep-alive connections, single and batches of 64) against
+# the same transfers through the library in-process on LIB_URI, in one
+# run (bench/bench_http.c; docs/benchmarks.md, "doctxd over HTTP").
+http_bench() {
+  local label=$1 dir pid url="" line rc=0
+  dir=$(mktemp -d)
+  (umask 077 && echo "bench bench-0123456789abcdef0123 write" >"$dir/tokens")
+  "$BUILD/doctxd" --store "$2" --tokens "$dir/tokens" --listen 127.0.0.1:0 \
+    --rate 0 --threads 16 2>"$dir/doctxd.log" &
+  pid=$!
+  for _ in $(seq 200); do
+    line=$(grep -m1 'listening on' "$dir/doctxd.log" || :)
+    [ -n "$line" ] && { url="http://${line##* on }"; break; }
+    sleep 0.05
+  done
+  if [ -n "$url" ]; then
+    "$BUILD/bench_http" --url "$url" --token bench-0123456789abcdef0123 \
+      --store "$3" --label "$label" --conns 16 --accounts 64 \
+      --requests "$(scaled 6400)" --batch 64 --rounds 3 || rc=$?
+  else
+    echo "bench: doctxd did not start: $(tail -3 "$dir/doctxd.log")" >&2
+    rc=1
+  fi
+  kill -TERM "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null || :
+  rm -rf "$dir"
+  return $rc
+}
 
 # The charts, from whatever ran (called before each normal exit).
 plot() {
@@ -119,6 +153,11 @@ if [ "$ONLY" != redis ]; then
   for s in normal full; do
     "$BUILD/bench_order" --sync "$s" --orders "$(scaled 300)"
   done
+  echo
+  echo "## bench_http: transfers over HTTP (doctxd, 16 keep-alive connections) vs the library in-process"
+  hdir=$(mktemp -d)
+  http_bench sqlite "sqlite:$hdir/http.db?sync=normal" "sqlite:$hdir/lib.db?sync=normal"
+  rm -rf "$hdir"
 fi
 if [ "$ONLY" = sqlite ]; then
   plot
@@ -172,6 +211,13 @@ run_redis() { # LABEL URI BACKEND SYNC [bench_redis args...]
 
 run_redis standalone "$URI_SA" redis-standalone none --rounds 5
 run_redis cluster "$URI_CL" redis-cluster none --rounds 5
+
+echo
+echo "## bench_http: transfers over HTTP (doctxd, 16 keep-alive connections) vs the library in-process"
+http_bench redis-standalone "$URI_SA?ns=httpd" "$URI_SA?ns=httplib" ||
+  { echo "bench: bench_http redis-standalone failed" >&2; fail=$((fail + 1)); }
+http_bench redis-cluster "$URI_CL?ns=httpd" "$URI_CL?ns=httplib" ||
+  { echo "bench: bench_http redis-cluster failed" >&2; fail=$((fail + 1)); }
 
 echo
 echo "## bench_bulk: bulk_write batches of 1/16/64 vs a pipeline of N EVALSHA (compare-and-set)"

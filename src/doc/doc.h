@@ -505,6 +505,11 @@ int dtx__rules_keep_owned(const char *coll, const json_t *cur,
  * returns what leave restores (they nest). */
 const char *dtx__rules_step_enter(const char *name);
 void dtx__rules_step_leave(const char *saved);
+/* The step running on this thread (NULL: none), for a backend that runs
+ * a write on another thread than the one that made it: that thread
+ * judges it under this name (dtx__rules_step_leave(name) sets it, and
+ * returns nothing to restore: keep dtx__rules_step_now() before). */
+const char *dtx__rules_step_now(void);
 int dtx__doc_check_write(const dtx__rules_t *r, const char *coll,
                          const json_t *before, const json_t *after,
                          int bypass);

@@ -169,6 +169,8 @@ const char *dtx__rules_step_enter(const char *name) {
 
 void dtx__rules_step_leave(const char *saved) { step_name = saved; }
 
+const char *dtx__rules_step_now(void) { return step_name; }
+
 /* 1 when the running step is one t does not judge: t is of scope "plain"
  * and there is a step, of one of t's "steps" patterns when it names any
  * (a step's name starts with its pattern: "batch.apply"). */

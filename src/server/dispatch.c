@@ -323,7 +323,7 @@ static size_t route(dtx__srv_t *d, const dtx__srv_req_t *req,
 void dtx__srv_dispatch(dtx__srv_t *d, const dtx__srv_req_t *req,
                        dtx__srv_resp_t *resp) {
   memset(resp, 0, sizeof *resp);
-  dtx__srv_ctx_t c = {.d = d, .resp = resp};
+  dtx__srv_ctx_t c = {.d = d, .resp = resp, .budget_ms = req->budget_ms};
   int64_t t0 = now_us();
   size_t ri = route(d, req, &c);
   json_decref(c.body);
@@ -332,4 +332,10 @@ void dtx__srv_dispatch(dtx__srv_t *d, const dtx__srv_req_t *req,
                      "the handler gave no answer");
   dtx__srv_metrics_observe(d, (int)ri, req->method, resp->status, now_us() - t0,
                            c.rc);
+}
+
+int64_t dtx__srv_budget(dtx__srv_ctx_t *c, int64_t asked) {
+  if (c->budget_ms > 0 && (asked <= 0 || asked > c->budget_ms))
+    return c->budget_ms;
+  return asked;
 }

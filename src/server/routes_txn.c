@@ -153,6 +153,7 @@ void dtx__srv_h_transfer(dtx__srv_ctx_t *c) {
     dtx__srv_bad(c, DTX_EINVAL, "deadline_ms must be >= 0");
     return;
   }
+  eo.deadline_ms = dtx__srv_budget(c, eo.deadline_ms);
   if (transfer_req(c, c->body, "", &req))
     return;
   int rc = dtx__srv_arg_bool(c, "async")
@@ -187,6 +188,7 @@ void dtx__srv_h_transfer_batch(dtx__srv_ctx_t *c) {
     dtx__srv_bad(c, DTX_EINVAL, "deadline_ms must be >= 0");
     return;
   }
+  eo.deadline_ms = dtx__srv_budget(c, eo.deadline_ms);
   dtx_transfer_req_t *reqs = calloc(n, sizeof *reqs);
   dtx_transfer_result_t *res = calloc(n, sizeof *res);
   if (!reqs || !res || !(out = json_array())) {
@@ -312,6 +314,7 @@ void dtx__srv_h_recover(dtx__srv_ctx_t *c) {
                  "must be >= 0");
     return;
   }
+  ro.deadline_ms = dtx__srv_budget(c, ro.deadline_ms);
   int rc = dtx_recover(c->d->st, &ro, &summary);
   dtx__srv_metrics_recovered(c->d, summary);
   if (rc)

@@ -106,6 +106,7 @@ typedef struct dtx__srv_req {
   const char *auth;   /* the Authorization header, or NULL */
   const char *body;   /* body bytes (need not be NUL-terminated) */
   size_t body_len;
+  int64_t budget_ms; /* what is left of --request-timeout-ms; 0: none */
 } dtx__srv_req_t;
 
 typedef struct dtx__srv_resp {
@@ -145,6 +146,7 @@ typedef struct dtx__srv_ctx {
   json_t *body;                           /* object, or NULL without a body */
   dtx__srv_resp_t *resp;
   int rc; /* the library error the answer came from (metrics), or 0 */
+  int64_t budget_ms; /* the request's time left (dtx__srv_req_t); 0: none */
 } dtx__srv_ctx_t;
 
 typedef void (*dtx__srv_handler_fn)(dtx__srv_ctx_t *c);
@@ -261,6 +263,10 @@ void dtx__srv_fail(dtx__srv_ctx_t *c, int rc, json_t *extra);
 /* The problem of an error the server found (bad field, cursor ...). */
 void dtx__srv_bad(dtx__srv_ctx_t *c, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The deadline_ms a library call gets: asked (a body's deadline_ms, 0:
+ * none) capped by what is left of the request's time, so no call outlives
+ * --request-timeout-ms (docs/server.md, "Operations"). */
+int64_t dtx__srv_budget(dtx__srv_ctx_t *c, int64_t asked);
 /* The HTTP status of a DTX_E* code (the one table). */
 int dtx__srv_status_of(int rc);
 /* The problem object of rc with detail (new reference). */

@@ -136,6 +136,9 @@ void conf_run_concurrency(void);
 void conf_run_crash(void);
 void conf_run_mongo(void);
 void conf_run_rules(void);
+/* conf_rules_threads.c, run by conf_run_rules: a plain-scope rule judges
+ * each write by the thread that made it. */
+void conf_test_rules_scope_threads(void);
 void conf_run_store(void);
 void conf_run_scale(void);
 void conf_run_fence(void);

@@ -13,8 +13,9 @@
 #                 ledger.sh, order.sh, scenarios.sh, flashsale.sh, version.sh,
 #                 tests/redis/acl.sh (the ACL user; on the standalone
 #                 target a server of its own whose default user is off),
-#                 tests/crash/kleppmann.sh, tests/server/contract.sh and
-#                 patterns.sh (doctxd over HTTP) (DOCTX set; each scenario gets an
+#                 tests/crash/kleppmann.sh, tests/server/contract.sh,
+#                 patterns.sh and faults.sh (doctxd over HTTP: scale-out,
+#                 SIGKILL, drain) (DOCTX set; each scenario gets an
 #                 new namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time);
 #                 then once tests/redis/tls.sh (its own TLS-only servers
@@ -40,7 +41,9 @@
 #                 doctxd, in the shell phase
 #   deadline      tests/redis/deadline.sh: the server is SIGSTOPped while
 #                 commands run; each must end within its one budget,
-#                 exit 4 with the reason, and leave its work recoverable
+#                 exit 4 with the reason, and leave its work recoverable;
+#                 tests/server/faults.sh's pause: doctxd answers 503
+#                 within --request-timeout-ms, then recovers
 #   replicas      ?wait=1 while its one replica goes away: the write that
 #                 finds it fails fast, and so does the next open
 # and on the cluster only:
@@ -179,6 +182,8 @@ shell_on() { # URI
     bash "$ROOT/tests/server/contract.sh"
   run_logged "server/patterns.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/server/patterns.sh"
+  run_logged "server/faults.sh $u" env DTX_REDIS_URI="$u" \
+    bash "$ROOT/tests/server/faults.sh"
   # The Python and Node clients against doctxd (docs/clients.md): on the
   # standalone server only, the cluster adding nothing a client sees.
   if [ "$u" = "$URI_SA" ]; then
@@ -194,6 +199,9 @@ phase_shell() {
 phase_deadline() {
   run_logged "deadline.sh $URI_SA" env DTX_REDIS_URI="$URI_SA" \
     DTX_REDIS_PID="$(cat "$WORK/$SA/pid")" bash "$HERE/deadline.sh"
+  run_logged "server/faults.sh pause $URI_SA" env DTX_REDIS_URI="$URI_SA" \
+    DTX_REDIS_PID="$(cat "$WORK/$SA/pid")" FAULTS_CASES=pause \
+    bash "$ROOT/tests/server/faults.sh"
 }
 
 # Polls CMD... every 0.1 s for up to 10 s; 0 once it succeeds.

@@ -61,7 +61,12 @@ static int run_one(sq_wctx_t *w, sq_op_t *op, int single) {
   w->cat_changed = 0;
   w->nmk = 0;
   dtx__err_clear();
+  /* A rule of scope "plain" judges the op by the thread that made it:
+   * this one may be another's, inside or outside a step of its own. */
+  const char *mine = dtx__rules_step_now();
+  dtx__rules_step_leave(op->step);
   int r = op->run(w, op);
+  dtx__rules_step_leave(mine);
   /* Documents the op kept may have made an index multikey; the flag must
    * commit with them.  (A rolled-back document may leave the flag set,
    * which only makes the planner more careful.) */
@@ -184,6 +189,7 @@ int dtx__sq_submit_many(dtx__backend_t *b, sq_op_t **ops, size_t nops) {
     ops[i]->rc = 0;
     ops[i]->examined = 0;
     ops[i]->detail[0] = '\0';
+    ops[i]->step = dtx__rules_step_now();
   }
   op->glen_left = nops;
   pthread_cond_init(&op->cv, NULL);

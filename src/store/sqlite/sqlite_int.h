@@ -201,6 +201,8 @@ struct sq_op {
   void *arg;
   int keep_partial;
   /* filled by the group commit */
+  const char *step; /* the writing thread's pattern step (rules.c): the
+                       leader judges the op under it, not under its own */
   int rc;
   int done;
   int64_t examined;
