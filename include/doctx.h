@@ -1113,6 +1113,62 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
  * 256, lease and timeout >= 0, the owner's name).  Needs no store, as
  * dtx_job_req_check. */
 int dtx_job_work_opts_check(const dtx_job_work_opts_t *opts);
+
+/* ---- remote workers (src/txn/jobq/remote.c, docs/jobs.md "Remote
+ * workers") ----
+ *
+ * A handler in another process (a Python or Node worker behind doctxd,
+ * a shell script behind the CLI) runs the runner's protocol one call at a
+ * time, on the same steps and fault points: claim with a lease, renew it
+ * every third of it, then end the attempt with ONE of complete or fail,
+ * each fenced by the claim's epoch (J1: after a takeover the old epoch's
+ * calls are DTX_ESTALE and change nothing).  Effects: dtx_job_effect_at.
+ * Strings and JSON arguments are borrowed for the call; every *out is a
+ * new reference the caller owns (json_decref), NULL on an error. */
+
+/* Claims up to n (1..256; 0: 1) due jobs of queue, highest priority then
+ * oldest run_at first, each under a lease of lease_ms (0: 30000; past
+ * 366 days: that) held by owner (NULL: host:pid; else as
+ * dtx_job_work_opts_t's owner).  When none is ready, due delayed jobs are
+ * made ready first.  *out: an array of the jobs won, each running at its
+ * new "epoch" (the fence of its heartbeat, effects and outcome) with its
+ * "lease_until"; [] when nothing is due (0).  Jobs of every type. */
+int dtx_job_claim(dtx_store_t *st, const char *queue, int n, int64_t lease_ms,
+                  const char *owner, json_t **out);
+
+/* Renews the lease of job id's attempt at epoch to now + lease_ms (0:
+ * 30000) while the job runs at that epoch: DTX_ESTALE otherwise (taken
+ * over by recovery, canceled before, or ended), nothing written;
+ * DTX_ENOTFOUND for an unknown id.  *out (may be NULL): the job. */
+int dtx_job_heartbeat(dtx_store_t *st, const char *id, int64_t epoch,
+                      int64_t lease_ms, json_t **out);
+
+/* Ends job id's attempt at epoch: complete -> succeeded with result
+ * (NULL: null; one the store cannot keep is kept in its marked text form,
+ * docs/jobs.md "Results"); fail_at -> delayed with backoff, or dead when
+ * its attempts are used up, error (NULL: none) kept as last_error.  Each
+ * at most once: a stale epoch or a lapsed lease taken over by recovery is
+ * DTX_ESTALE and changes nothing.  The same call repeated after a lost
+ * reply (the job already ended by that epoch's own outcome: succeeded,
+ * or delayed/dead with the same error) answers 0 and the job again,
+ * writing nothing.  DTX_ENOTFOUND for an unknown id.  *out (may be
+ * NULL): the job afterwards.  (dtx_job_fail, without _at, is the
+ * in-process handler's message setter.) */
+int dtx_job_complete(dtx_store_t *st, const char *id, int64_t epoch,
+                     const json_t *result, json_t **out);
+int dtx_job_fail_at(dtx_store_t *st, const char *id, int64_t epoch,
+                    const char *error, json_t **out);
+
+/* The checks these calls make of their arguments before the store is
+ * touched (0, or DTX_EINVAL naming the argument), so a front door can
+ * refuse bad input before it opens, and so creates, a store: the queue
+ * and owner names, n 0..256, lease_ms >= 0; the job id, epoch >= 1, an
+ * error of valid UTF-8 of at most 16 KiB (result: any JSON value). */
+int dtx_job_claim_check(const char *queue, int n, int64_t lease_ms,
+                        const char *owner);
+int dtx_job_heartbeat_check(const char *id, int64_t epoch, int64_t lease_ms);
+int dtx_job_end_check(const char *id, int64_t epoch, const json_t *result,
+                      const char *error);
 /* ---- lease locks with fencing tokens (src/txn/lock/, docs/locks.md) --------
  *
  * A lock is a document of the collection "locks", _id = its name, never

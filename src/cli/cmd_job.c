@@ -91,6 +91,77 @@ static int effect(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   return DTX_EXIT_OK;
 }
 
+/* ---- a remote worker's steps (docs/jobs.md, "Remote workers") ---------- */
+
+static int claim(dtx_cli_t *cli, const dtx__cli_args_t *a) {
+  const char *queue = a->pos[0], *owner = dtx__cli_str(a, "--owner");
+  int n = dtx__cli_int(a, "--n", 0), code, rc;
+  int64_t lease = dtx__cli_num(a, "--lease-ms", 0);
+  json_t *jobs = NULL;
+  if ((rc = dtx_job_claim_check(queue, n, lease, owner)))
+    return dtx__cli_fail(rc);
+  dtx_store_t *st = dtx__cli_store(cli, &code);
+  if (!st)
+    return code;
+  /* Each job with its epoch: the fence of what the worker does next. */
+  return dtx__cli_items(dtx_job_claim(st, queue, n, lease, owner, &jobs),
+                        &jobs, 1, 1);
+}
+
+/* The EPOCH argument: 0, or the usage error's exit code. */
+static int epoch_arg(const dtx__cli_args_t *a, int64_t *epoch) {
+  if (dtx__cli_int64(a->pos[1], 0, epoch) != 0 || *epoch < 1)
+    return dtx__cli_usage("job %s: EPOCH must be an integer >= 1, got '%s'",
+                          a->spec->name, a->pos[1]);
+  return 0;
+}
+
+/* Prints the job a step left (with its executor's fields) or fails. */
+static int step_done(int rc, json_t *job) {
+  if (rc == 0 && job)
+    dtx__cli_print_item(job, 1);
+  json_decref(job);
+  return rc ? dtx__cli_fail(rc) : DTX_EXIT_OK;
+}
+
+static int heartbeat(dtx_cli_t *cli, const dtx__cli_args_t *a) {
+  int64_t epoch = 0, lease = dtx__cli_num(a, "--lease-ms", 0);
+  json_t *job = NULL;
+  int code, rc;
+  if ((code = epoch_arg(a, &epoch)))
+    return code;
+  if ((rc = dtx_job_heartbeat_check(a->pos[0], epoch, lease)))
+    return dtx__cli_fail(rc);
+  dtx_store_t *st = dtx__cli_store(cli, &code);
+  if (!st)
+    return code;
+  rc = dtx_job_heartbeat(st, a->pos[0], epoch, lease, &job);
+  return step_done(rc, job);
+}
+
+/* complete and fail: the attempt's outcome, fenced by EPOCH. */
+static int end(dtx_cli_t *cli, const dtx__cli_args_t *a) {
+  int ok = strcmp(a->spec->name, "complete") == 0;
+  int64_t epoch = 0;
+  json_t *result = NULL, *job = NULL;
+  const char *error = !ok && a->npos == 3 ? a->pos[2] : NULL;
+  int code, rc;
+  if ((code = epoch_arg(a, &epoch)))
+    return code;
+  if (ok && a->npos == 3 && !(result = dtx__cli_json(a->pos[2], "RESULT")))
+    return DTX_EXIT_USAGE;
+  dtx_store_t *st = NULL;
+  if ((rc = dtx_job_end_check(a->pos[0], epoch, result, error)))
+    code = dtx__cli_fail(rc);
+  else if ((st = dtx__cli_store(cli, &code))) {
+    rc = ok ? dtx_job_complete(st, a->pos[0], epoch, result, &job)
+            : dtx_job_fail_at(st, a->pos[0], epoch, error, &job);
+    code = step_done(rc, job);
+  }
+  json_decref(result);
+  return code;
+}
+
 static int list(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   json_t *all = NULL;
   int code;
@@ -163,6 +234,16 @@ const dtx__cli_spec_t dtx__cmd_job = {
                                   {"--batch", DTX__CLI_POS, "N", .c_int = 1},
                                   {NULL}},
          DTX__CLI_ARMED},
+        {"claim", claim, "QUEUE",
+         (const dtx__cli_opt_t[]){{"--n", DTX__CLI_POS, "N", .c_int = 1},
+                                  DTX__CLI_OPT_LEASE,
+                                  {"--owner", DTX__CLI_STR, "NAME"},
+                                  {NULL}},
+         DTX__CLI_ARMED},
+        {"heartbeat", heartbeat, "ID EPOCH",
+         (const dtx__cli_opt_t[]){DTX__CLI_OPT_LEASE, {NULL}}, DTX__CLI_ARMED},
+        {"complete", end, "ID EPOCH [RESULT]", NULL, DTX__CLI_ARMED},
+        {"fail", end, "ID EPOCH [ERROR]", NULL, DTX__CLI_ARMED},
         {"effect", effect, "JOB_ID EPOCH KEY COLL FILTER UPDATE",
          (const dtx__cli_opt_t[]){{"--fence", DTX__CLI_STR, "NAME:TOKEN"},
                                   {NULL}},
@@ -196,9 +277,16 @@ const dtx__cli_spec_t dtx__cmd_job = {
     "--fence NAME:TOKEN makes it a fenced write under lock NAME (the\n"
     "handler's token): refused with FENCED, exit 3, once a larger token of\n"
     "NAME wrote the document.\n"
-    "exit: 0 ok; 1 no such job (show), no document matches (effect);\n"
-    "      2 invalid input (nothing is recorded); 3 --id reused with other\n"
-    "      parameters, cancel of a job that is not ready or delayed, retry\n"
-    "      of one that is not dead, a stale EPOCH or a stale --fence token\n"
+    "claim, heartbeat, complete and fail are a worker's steps from another\n"
+    "process: claim takes up to --n due jobs (1..256, default 1) under a\n"
+    "lease of --lease-ms (default 30000) and prints each with its epoch;\n"
+    "heartbeat renews that lease; complete (RESULT: JSON) or fail (ERROR:\n"
+    "text) ends the attempt, each only while the job runs at EPOCH.  The\n"
+    "same complete or fail repeated prints the job again, changing nothing.\n"
+    "exit: 0 ok; 1 no such job (show, heartbeat, complete, fail), no\n"
+    "      document matches (effect); 2 invalid input (nothing is\n"
+    "      recorded); 3 --id reused with other parameters, cancel of a job\n"
+    "      that is not ready or delayed, retry of one that is not dead, a\n"
+    "      stale EPOCH (no longer current) or a stale --fence token\n"
     "      (effect); 4 store error\n"};
 #undef V

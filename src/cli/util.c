@@ -67,6 +67,7 @@ static const struct {
      "printed document); show of a missing account, transfer, job, lock or "
      "sync rule; a lock still held (lock acquire) or a token no longer "
      "current (lock renew, release); job effect on no matching document; "
+     "job heartbeat, complete or fail of a missing job; "
      "sync update of a missing rule or master; show or confirm of a missing "
      "order"},
     {DTX_EXIT_USAGE,
@@ -80,7 +81,8 @@ static const struct {
      "parameters, cancel after commit, an aggregation past its memory limit, "
      "a write refused by a collection's rules (VALIDATION), a write whose "
      "--fence token is older than one that wrote the document (FENCED), a "
-     "job id reused with other parameters, a job effect with a stale epoch, "
+     "job id reused with other parameters, a job effect, heartbeat, complete "
+     "or fail with a stale epoch (no longer current), "
      "a sync rule redefined with another definition or clashing with "
      "another rule, an order trade id reused with another account or amount, "
      "confirm of a canceled order, cancel of an order past pending, an "

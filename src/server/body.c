@@ -75,6 +75,8 @@ static const char *type_name(dtx__srv_ftype_t t) {
     return "an integer";
   case F_BOOL:
     return "a boolean";
+  case F_ANY:
+    return "a JSON value";
   default:
     return "an integer or a string";
   }
@@ -92,6 +94,8 @@ static int type_ok(dtx__srv_ftype_t t, const json_t *v) {
     return json_is_integer(v);
   case F_BOOL:
     return json_is_boolean(v);
+  case F_ANY:
+    return v != NULL;
   default:
     return json_is_integer(v) || json_is_string(v);
   }

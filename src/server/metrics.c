@@ -347,6 +347,58 @@ static void domain_metrics(buf_t *b, dtx__srv_t *d) {
   pthread_mutex_unlock(&dom_mu);
 }
 
+/* ---- job events (doctxd_jobs_total{queue,event}) -------------------------
+ * The one family labelled by user data: the queue's name, which the
+ * library checked ([A-Za-z0-9_.:-], nothing to escape) before the event
+ * was counted.  Bounded by the user's own queues, and by
+ * DTX__SRV_MAX_QUEUES besides (the rest under "_other"); events are a
+ * fixed set.  Per process: N doctxd count N shares (docs/server.md). */
+
+static const char *const job_events[] = {"added",  "claimed", "completed",
+                                         "failed", "retried", "canceled"};
+#define NJOBEV (sizeof job_events / sizeof job_events[0])
+static pthread_mutex_t jobs_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  char name[129];
+  uint64_t n[NJOBEV];
+} jobq[DTX__SRV_MAX_QUEUES + 1]; /* the last: "_other" */
+static size_t njobq;
+
+void dtx__srv_metrics_job(const char *queue, const char *event, uint64_t n) {
+  size_t e = 0, q;
+  while (e < NJOBEV && strcmp(job_events[e], event) != 0)
+    e++;
+  if (e == NJOBEV || !queue || strlen(queue) >= sizeof jobq[0].name)
+    return;
+  pthread_mutex_lock(&jobs_mu);
+  for (q = 0; q < njobq && strcmp(jobq[q].name, queue) != 0; q++)
+    ;
+  if (q == njobq) {
+    if (njobq < DTX__SRV_MAX_QUEUES)
+      snprintf(jobq[njobq++].name, sizeof jobq[0].name, "%s", queue);
+    else
+      q = DTX__SRV_MAX_QUEUES;
+  }
+  jobq[q].n[e] += n;
+  pthread_mutex_unlock(&jobs_mu);
+}
+
+static void jobs_metrics(buf_t *b) {
+  put(b, "# HELP doctxd_jobs_total Job events this process served, by queue "
+         "and event.\n# TYPE doctxd_jobs_total counter\n");
+  pthread_mutex_lock(&jobs_mu);
+  for (size_t q = 0; q <= DTX__SRV_MAX_QUEUES; q++) {
+    if (q >= njobq && q < DTX__SRV_MAX_QUEUES)
+      continue;
+    for (size_t e = 0; e < NJOBEV; e++)
+      if (jobq[q].n[e])
+        put(b, "doctxd_jobs_total{queue=\"%s\",event=\"%s\"} %llu\n",
+            q < DTX__SRV_MAX_QUEUES ? jobq[q].name : "_other", job_events[e],
+            (unsigned long long)jobq[q].n[e]);
+  }
+  pthread_mutex_unlock(&jobs_mu);
+}
+
 char *dtx__srv_metrics_text(dtx__srv_t *d, size_t *len) {
   buf_t b = {0};
   put(&b, "# HELP doctxd_http_requests_total Requests by route pattern, "
@@ -408,6 +460,7 @@ char *dtx__srv_metrics_text(dtx__srv_t *d, size_t *len) {
       "doctxd_inflight_requests %d\n",
       atomic_load(&d->draining), atomic_load(&d->inflight));
   domain_metrics(&b, d);
+  jobs_metrics(&b);
   proc_metrics(&b, d);
   if (b.oom) {
     free(b.p);

@@ -361,3 +361,14 @@ void dtx__srv_h_metrics(dtx__srv_ctx_t *c) {
   c->resp->body = text;
   c->resp->body_len = len;
 }
+
+/* ---- paging shared with the other list routes (server.h) ---------------- */
+
+int dtx__srv_list_page(dtx__srv_ctx_t *c, const char *what, dtx_page_t *page) {
+  return list_page(c, what, page);
+}
+
+void dtx__srv_list_answer(dtx__srv_ctx_t *c, const char *key, const char *what,
+                          const dtx_page_t *page, int rc, json_t *items) {
+  list_answer(c, key, what, page, rc, items);
+}

@@ -159,7 +159,8 @@ typedef enum {
   F_STR,
   F_INT,
   F_BOOL,
-  F_INT_OR_STR
+  F_INT_OR_STR,
+  F_ANY /* any JSON value (a job's payload or result) */
 } dtx__srv_ftype_t;
 typedef struct dtx__srv_field {
   const char *name;
@@ -199,6 +200,17 @@ void dtx__srv_h_transfer_list(dtx__srv_ctx_t *c);
 void dtx__srv_h_transfer_cancel(dtx__srv_ctx_t *c);
 void dtx__srv_h_audit(dtx__srv_ctx_t *c);
 void dtx__srv_h_recover(dtx__srv_ctx_t *c);
+void dtx__srv_h_job_add(dtx__srv_ctx_t *c);
+void dtx__srv_h_job_claim(dtx__srv_ctx_t *c);
+void dtx__srv_h_job_stats(dtx__srv_ctx_t *c);
+void dtx__srv_h_job_list(dtx__srv_ctx_t *c);
+void dtx__srv_h_job_get(dtx__srv_ctx_t *c);
+void dtx__srv_h_job_heartbeat(dtx__srv_ctx_t *c);
+void dtx__srv_h_job_complete(dtx__srv_ctx_t *c);
+void dtx__srv_h_job_fail(dtx__srv_ctx_t *c);
+void dtx__srv_h_job_retry(dtx__srv_ctx_t *c);
+void dtx__srv_h_job_cancel(dtx__srv_ctx_t *c);
+void dtx__srv_h_job_effect(dtx__srv_ctx_t *c);
 void dtx__srv_h_healthz(dtx__srv_ctx_t *c);
 void dtx__srv_h_readyz(dtx__srv_ctx_t *c);
 void dtx__srv_h_metrics(dtx__srv_ctx_t *c);
@@ -303,8 +315,23 @@ json_t *dtx__srv_cursor(const char *what, int64_t skip);
  * a bad escape, a NUL byte or a result that does not fit. */
 int dtx__srv_pct_decode(const char *s, size_t n, char *out, size_t outlen);
 
+/* A list route's paging from ?after=&limit= (routes_txn.c): *page reads
+ * one more than the page shows; 0, or an error answered.  what: the
+ * digest's text, naming what the cursor pages (filters included). */
+int dtx__srv_list_page(dtx__srv_ctx_t *c, const char *what, dtx_page_t *page);
+/* Answers {key: items (stolen), "next": cursor|null}, or rc's problem. */
+void dtx__srv_list_answer(dtx__srv_ctx_t *c, const char *key, const char *what,
+                          const dtx_page_t *page, int rc, json_t *items);
+
 /* ---- metrics (metrics.c) --------------------------------------------------
  */
+
+/* Counts n job events (added, claimed, completed, failed, retried,
+ * canceled) this process served for queue: doctxd_jobs_total.  Queue
+ * names are the user's own; past DTX__SRV_MAX_QUEUES of them the rest
+ * count under queue="_other", so the series stay bounded. */
+#define DTX__SRV_MAX_QUEUES 64
+void dtx__srv_metrics_job(const char *queue, const char *event, uint64_t n);
 
 void dtx__srv_metrics_observe(dtx__srv_t *d, int route, const char *method,
                               int status, int64_t us, int rc);

@@ -72,9 +72,31 @@ effect bad fence|effect j1 1 k c {} {"$set":{"a":1}} --fence L:0|positive intege
 effect fence word|effect j1 1 k c {} {"$set":{"a":1}} --fence L:x|--fence
 effect bad operator|effect j1 1 k c {} {"$bogus":{"a":1}}|unknown operator $bogus
 effect bad filter|effect j1 1 k c {"$where":1} {"$set":{"a":1}}|$where
+claim queue characters|claim ma/il|queue name
+claim --n 0|claim mail --n 0|--n must be
+claim --n 257|claim mail --n 257|n must be from 1 to 256
+claim bad owner|claim mail --owner a/b|owner 'a/b'
+claim --lease-ms 0|claim mail --lease-ms 0|--lease-ms
+heartbeat no epoch|heartbeat j1|missing argument EPOCH
+heartbeat epoch 0|heartbeat j1 0|EPOCH must be an integer >= 1
+heartbeat epoch word|heartbeat j1 one|EPOCH must be an integer >= 1
+heartbeat bad id|heartbeat j/1 1|job id
+complete malformed result|complete j1 1 {"a":|RESULT
+complete epoch -1|complete j1 -1 {}|EPOCH must be an integer >= 1
+complete extra argument|complete j1 1 {} more|unexpected argument
+fail bad id|fail j/1 1 boom|job id
+fail epoch past int64|fail j1 99999999999999999999 boom|EPOCH must be an integer >= 1
 unknown sub|frobnicate|expected add
 TABLE
 [ "$(d find jobs | md5sum)" = "$before" ] && ok || bad "bad input changed the store"
+# A remote worker's bad input is refused before the store opens: none is
+# created.
+for args in "claim ma/il" "claim q --n 257" "heartbeat j1 0" "complete j/1 1" \
+  "fail j1 0 x"; do
+  # shellcheck disable=SC2086
+  expect 2 "$args, no store" -- "$DOCTX" --store "sqlite:$WORK/never.db" job $args
+done
+[ ! -e "$WORK/never.db" ] && ok || bad "a refused remote step created a store"
 case " $(d collections | tr '\n' ' ') " in *" c "*) bad "a refused effect created collection c" ;; *) ok ;; esac
 expect 1 "show missing" -- d job show nope
 expect 3 "retry a ready job" -- d job retry j1
@@ -309,6 +331,32 @@ expect 0 "claim again" -- d job effect pj 1 c coupons '{"claimed":false}' '{"$se
 d update jobs '{"_id":"pj"}' '{"$set":{"state":"succeeded","finished":1,"attempts":1,"result":{}}}' >/dev/null
 expect 3 "a job deleted with its markers" -- d delete jobs '{"_id":"pj"}'
 expect 0 "audit after the refused moves" -- d audit
+
+# ---- a remote worker's steps: claim -> heartbeat -> complete | fail ---------
+new_store job_remote
+d job add rq t --id r1 --priority 5 >/dev/null
+d job add rq t --id r2 --max-attempts 1 >/dev/null
+expect 0 "claim" -- d job claim rq --n 1 --lease-ms 60000 --owner sh-1
+[ "$(jget "$(out)" _id)" = r1 ] && [ "$(jget "$(out)" owner)" = sh-1 ] && ok || bad "claim: $(out)"
+e1=$(jget "$(out)" epoch)
+expect 0 "heartbeat" -- d job heartbeat r1 "$e1" --lease-ms 90000
+[ "$(jget "$(out)" state)" = running ] && ok || bad "heartbeat: $(out)"
+expect 3 "heartbeat, another epoch" -- d job heartbeat r1 $((e1 + 1))
+grep -q 'STALE' "$WORK/err" && ok || bad "heartbeat: $(cat "$WORK/err")"
+expect 0 "complete" -- d job complete r1 "$e1" '{"sent":1}'
+[ "$(jget "$(out)" state)" = succeeded ] && [ "$(jget "$(out)" result sent)" = 1 ] && ok || bad "complete: $(out)"
+expect 0 "complete again: the same job" -- d job complete r1 "$e1" '{"sent":1}'
+[ "$(jget "$(out)" attempts)" = 1 ] && ok || bad "complete again: $(out)"
+expect 3 "fail after complete" -- d job fail r1 "$e1" late
+expect 1 "complete a missing job" -- d job complete nope 1
+expect 0 "claim the next" -- d job claim rq --n 5
+[ "$(jget "$(out)" _id)" = r2 ] && ok || bad "claim: $(out)"
+e2=$(jget "$(out)" epoch)
+expect 0 "claim, nothing due" -- d job claim rq
+[ ! -s "$WORK/out" ] && ok || bad "an empty claim printed $(out)"
+expect 0 "fail: its last attempt" -- d job fail r2 "$e2" 'it broke'
+[ "$(jget "$(out)" state)" = dead ] && [ "$(jget "$(out)" last_error)" = 'it broke' ] && ok || bad "fail: $(out)"
+expect 0 "audit after the remote steps" -- d audit
 
 # ---- a command that succeeded runs once ------------------------------------------
 new_store job_once_ok

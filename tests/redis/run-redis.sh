@@ -14,8 +14,8 @@
 #                 tests/redis/acl.sh (the ACL user; on the standalone
 #                 target a server of its own whose default user is off),
 #                 tests/crash/kleppmann.sh, tests/server/contract.sh,
-#                 patterns.sh and faults.sh (doctxd over HTTP: scale-out,
-#                 SIGKILL, drain) (DOCTX set; each scenario gets an
+#                 patterns.sh, jobs.sh and faults.sh (doctxd over HTTP:
+#                 scale-out, SIGKILL, drain) (DOCTX set; each scenario gets an
 #                 new namespace of its own through fresh-store.sh;
 #                 the crash suites run FAULT_JOBS=2 points at a time);
 #                 then once tests/redis/tls.sh (its own TLS-only servers
@@ -32,7 +32,8 @@
 #                 txn_order_batch, txn_job,
 #                 txn_lock, txn_sync,
 #                 txn_ledger, txn_ledger_commit, txn_ledger_batch,
-#                 txn_ledger_batch_attack, txn_scenarios and txn_version
+#                 txn_ledger_batch_attack, txn_scenarios, txn_version
+#                 and txn_job_remote
 #                 redis://... (with DTX_QUICK set, each on one of the
 #                 two targets; conformance likewise splits its single
 #                 calls and its bulk_write run between them)
@@ -182,6 +183,9 @@ shell_on() { # URI
     bash "$ROOT/tests/server/contract.sh"
   run_logged "server/patterns.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/server/patterns.sh"
+  # doctxd's job routes and a remote worker's loop (docs/jobs.md)
+  run_logged "server/jobs.sh $u" env DTX_REDIS_URI="$u" \
+    bash "$ROOT/tests/server/jobs.sh"
   run_logged "server/faults.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/server/faults.sh"
   # The Python and Node clients against doctxd (docs/clients.md): on the
@@ -323,6 +327,8 @@ transfers_on() { # URI
   txn_on "$1" txn_transfer_declines
   txn_on "$1" txn_transfer_batch
   txn_on "$1" txn_order_batch
+  # the remote worker's calls (dtx_job_claim ... dtx_job_fail_at)
+  txn_on "$1" txn_job_remote
 }
 phase_transfers() { both_targets transfers_on; }
 

@@ -24,9 +24,14 @@
  *
  *   transition                  function               fault point
  *   (record ready|delayed)      dtx_job_add            job.add
- *   ready -> running            claim (runner.c)         job.claim (each
+ *   ready -> running            claim (runner.c)       job.claim (each
  *                               (kit claim-many)       claim of a batch)
- *   (lease renewed)             heartbeat (runner.c)     -- (no step)
+ *   (lease renewed)             heartbeat (runner.c)   -- (no step)
+ *                               dtx_job_heartbeat
+ *                               (remote.c)
+ *   ready -> running            dtx_job_claim          job.claim
+ *                               (remote.c: the runner's
+ *                               dtx__job_claim)
  *   (effect on a document)      dtx_job_effect         job.effect.fence,
  *                               (effect.c: pin, apply, job.effect.apply,
  *                               void and repin)        job.effect.void,
@@ -35,6 +40,11 @@
  *                               batch's in one round
  *                               (runner.c write_outcomes)
  *   running -> delayed|dead     the same               job.fail
+ *   running -> succeeded        dtx_job_complete       job.complete
+ *                               (remote.c, one job:
+ *                               dtx__job_finish)
+ *   running -> delayed|dead     dtx_job_fail_at        job.fail
+ *                               (remote.c, the same)
  *   running -> delayed|dead     recover.c (takeover)   job.recover.takeover
  *   delayed -> ready            dtx__job_promote       job.promote
  *   ready|delayed -> canceled   dtx_job_cancel         job.cancel
@@ -402,6 +412,12 @@ int dtx__job_finish(dtx__exec_t *ex, const json_t *job, int ok,
   int rc = dtx__job_outcome(job, ok, result, error, point, take, &m);
   *out = NULL;
   return rc ? rc : dtx__kit_move(ex, JOB, job, &m, out);
+}
+
+int dtx__job_complete_refused(dtx__exec_t *ex, const json_t *job,
+                              json_t *result, const char *why, json_t **out) {
+  json_t *res = dtx__job_storable_result(result, why ? why : "refused");
+  return dtx__job_finish(ex, job, 1, res, NULL, "job.complete", 0, out);
 }
 
 /* ---- promote ------------------------------------------------------------------ */

@@ -84,6 +84,39 @@ int64_t dtx__job_backoff(int64_t backoff_ms, int64_t failed);
 int dtx__job_promote(dtx__exec_t *ex, const char *queue, int limit,
                      int64_t *moved);
 
+/* The runner's steps, shared with the remote worker protocol (remote.c:
+ * dtx_job_claim, dtx_job_heartbeat, dtx_job_complete, dtx_job_fail_at),
+ * so a worker over HTTP claims, renews and ends an attempt exactly as an
+ * in-process one does (runner.c has the protocol; job.c the table). */
+
+/* The claim's due filter and sort for queue (types: NULL for every type,
+ * else an array of type names, borrowed): *due and *sort new references.
+ * DTX_ENOMEM leaves both NULL. */
+int dtx__job_claim_query(const char *queue, const json_t *types, json_t **due,
+                         json_t **sort);
+
+/* Claims up to max (1..DTX__CLAIM_MANY_MAX) due jobs of queue under ex's
+ * lease through the kit's claim-many (fault point job.claim, each claim):
+ * *jobs the array won, in claim order, each running at its new epoch;
+ * when none is ready, makes due delayed jobs of queue ready and looks
+ * once more.  DTX_ENOMATCH when nothing is due. */
+int dtx__job_claim(dtx__exec_t *ex, const char *queue, const json_t *due,
+                   const json_t *sort, size_t max, json_t **jobs);
+
+/* Extends the lease of job (running at its epoch, held by ex->owner) to
+ * now + ex->lease_ms within budget_ms: the heartbeat (no step, no fault
+ * point).  DTX_ENOMATCH when the attempt is no longer current. */
+int dtx__job_renew(dtx__exec_t *ex, const json_t *job, int64_t budget_ms,
+                   json_t **out);
+
+/* A completion the store refused for a reason of its own (not a fence,
+ * not an outage: why, its detail) written once more with result (stolen)
+ * in its marked text form (dtx__job_storable_result), which the store
+ * can keep: a handler that succeeded must never run again for its
+ * result's sake.  The fenced move job.complete, as the first. */
+int dtx__job_complete_refused(dtx__exec_t *ex, const json_t *job,
+                              json_t *result, const char *why, json_t **out);
+
 /* The attempt a handler runs in (doctx.h: dtx_job_run_t). */
 struct dtx_job_run {
   dtx__exec_t *ex;     /* the worker thread's executor */

@@ -121,10 +121,7 @@ static void renew_batch(beat_t *b) {
       continue;
     pthread_mutex_unlock(&b->mu);
     json_t *out = NULL;
-    dtx__call_t c;
-    dtx__call_begin(&c, every);
-    int rc = dtx__call_end(&c, dtx__kit_renew(&b->ex, &dtx__job_kind,
-                                              h[i].job, &out));
+    int rc = dtx__job_renew(&b->ex, h[i].job, every, &out);
     json_decref(out);
     pthread_mutex_lock(&b->mu);
     /* Taken over (J1): a waiting job is skipped in its turn, a running
@@ -325,14 +322,10 @@ static void write_outcomes(shared_t *sh, dtx__exec_t *ex, beat_t *b,
     if (rcs[j] == 0 || rcs[j] == DTX_ENOMATCH || dtx__transient(rcs[j]) ||
         !hj->result)
       continue;
-    dtx__move_t m2;
-    json_t *res = dtx__job_storable_result(json_incref(hj->result),
-                                           details[j] ? details[j] : "refused");
-    if (dtx__job_outcome(docs[j], 1, res, NULL, "job.complete", 0, &m2) == 0) {
-      json_decref(outs[j]);
-      outs[j] = NULL;
-      rcs[j] = dtx__kit_move(ex, &dtx__job_kind, docs[j], &m2, &outs[j]);
-    }
+    json_decref(outs[j]);
+    outs[j] = NULL;
+    rcs[j] = dtx__job_complete_refused(ex, docs[j], json_incref(hj->result),
+                                       details[j], &outs[j]);
   }
   dtx__call_end(&c, 0);
   for (size_t j = 0; j < k; j++) {
@@ -376,25 +369,55 @@ static int64_t recover_pass(void *arg, dtx__exec_t *ex) {
   return did;
 }
 
-/* Claims up to max due jobs of the queue (*jobs: the array won, in claim
- * order); when none is ready, makes due delayed jobs ready and looks once
- * more.  DTX_ENOMATCH when nothing is due. */
-static int claim(shared_t *sh, dtx__exec_t *ex, size_t max, json_t **jobs) {
+/* ---- the steps the remote worker protocol shares (jobq.h, remote.c) ---- */
+
+int dtx__job_claim_query(const char *queue, const json_t *types, json_t **due,
+                         json_t **sort) {
+  *due = json_pack("{s:s,s:s}", "state", DTX_JOB_READY, "queue", queue);
+  *sort = json_pack("{s:i,s:i}", "rank", 1, "run_at", 1);
+  if (*due && types &&
+      json_object_set_new(*due, "type", json_pack("{s:O}", "$in", types)) < 0) {
+    json_decref(*due);
+    *due = NULL;
+  }
+  if (!*due || !*sort) {
+    json_decref(*due);
+    json_decref(*sort);
+    *due = *sort = NULL;
+    return DTX_ENOMEM;
+  }
+  return 0;
+}
+
+int dtx__job_claim(dtx__exec_t *ex, const char *queue, const json_t *due,
+                   const json_t *sort, size_t max, json_t **jobs) {
   int64_t moved = 0;
   dtx__call_t c;
   dtx__call_begin(&c, ex->deadline_ms);
-  dtx__claim_t cl = {.point = "job.claim", .due = sh->due, .sort = sh->sort,
+  dtx__claim_t cl = {.point = "job.claim", .due = due, .sort = sort,
                      .to = DTX_JOB_RUNNING};
   int rc = dtx__kit_claim_many(ex, &dtx__job_kind, &cl, max, jobs);
   if (rc == DTX_ENOMATCH) {
     /* Nothing ready: make due delayed jobs ready, then look once more. */
-    int prc = dtx__job_promote(ex, sh->o->queue, PROMOTE_BATCH, &moved);
+    int prc = dtx__job_promote(ex, queue, PROMOTE_BATCH, &moved);
     if (prc)
       rc = prc;
     else if (moved)
       rc = dtx__kit_claim_many(ex, &dtx__job_kind, &cl, max, jobs);
   }
   return dtx__call_end(&c, rc);
+}
+
+int dtx__job_renew(dtx__exec_t *ex, const json_t *job, int64_t budget_ms,
+                   json_t **out) {
+  dtx__call_t c;
+  dtx__call_begin(&c, budget_ms);
+  return dtx__call_end(&c, dtx__kit_renew(ex, &dtx__job_kind, job, out));
+}
+
+/* Claims up to max due jobs of the queue (dtx__job_claim). */
+static int claim(shared_t *sh, dtx__exec_t *ex, size_t max, json_t **jobs) {
+  return dtx__job_claim(ex, sh->o->queue, sh->due, sh->sort, max, jobs);
 }
 
 /* How many jobs a thread claims in its next round.  A batch saves the
@@ -545,9 +568,6 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
   sh.timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;
   sh.batch = opts->batch > 0 ? opts->batch : DTX_JOB_BATCH;
   DTX_ASSERT(sh.batch >= 1 && sh.batch <= DTX__CLAIM_MANY_MAX, "job.batch");
-  sh.due = json_pack("{s:s,s:s}", "state", DTX_JOB_READY, "queue",
-                     opts->queue);
-  sh.sort = json_pack("{s:i,s:i}", "rank", 1, "run_at", 1);
   /* Only the types this worker can run, unless one handler takes all. */
   json_t *types = json_array();
   int all = 0;
@@ -557,10 +577,11 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
     else
       json_array_append_new(types, json_string(opts->handlers[i].type));
   }
-  if (sh.due && !all)
-    json_object_set_new(sh.due, "type", json_pack("{s:O}", "$in", types));
+  rc = types ? dtx__job_claim_query(opts->queue, all ? NULL : types, &sh.due,
+                                    &sh.sort)
+             : DTX_ENOMEM;
   json_decref(types);
-  if (!sh.due || !sh.sort || dtx__tally_init(&sh.ran))
+  if (rc == 0 && dtx__tally_init(&sh.ran))
     rc = DTX_ENOMEM;
   if (rc == 0) {
     dtx__pacer_init(&sh.pacer, recover_pass, &sh);

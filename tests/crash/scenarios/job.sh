@@ -15,12 +15,31 @@ scenario_setup() { d insert counters '{"_id":"j1","n":0}' >/dev/null; }
 
 add_j1() { d job add q t "${1:-{\}}" --id j1 --backoff-ms 1 ${2:-} >/dev/null; }
 
+# A remote worker's steps (docs/jobs.md, "Remote workers"): j1 claimed by
+# `job claim`, its effect applied as the handler would apply it, and its
+# outcome sent by `job complete` / `job fail` -- the same fault points as
+# the runner's, reached through dtx_job_claim, dtx_job_complete and
+# dtx_job_fail_at.  faults.sh's error action takes this road (its
+# $action, seen here through bash's dynamic scope); crash, and pause.sh,
+# take the runner's.
+remote() { [ "${action:-}" = error ]; }
+remote_claimed() { # [PAYLOAD [ADD-OPTIONS]]
+  add_j1 "$@"
+  d job claim q --lease-ms 300 >/dev/null
+  d job effect j1 1 k1 counters '{"_id":"j1"}' '{"$inc":{"n":1}}' >/dev/null
+}
+
 scenario_cmd() {
   local p=$1
   case "$p" in
   job.add) echo "job add q t {} --id j1 --backoff-ms 1" ;;
-  job.claim | job.complete) add_j1; echo "$WORK_Q" ;;
-  job.fail) add_j1 '{"fail":true}' "--max-attempts 2"; echo "$WORK_Q" ;;
+  job.claim) add_j1; if remote; then echo "job claim q --lease-ms 300"; else echo "$WORK_Q"; fi ;;
+  job.complete)
+    if remote; then remote_claimed; echo 'job complete j1 1 {"done":true}'
+    else add_j1; echo "$WORK_Q"; fi ;;
+  job.fail)
+    if remote; then remote_claimed '{"fail":true}' "--max-attempts 2"; echo "job fail j1 1 asked-to-fail"
+    else add_j1 '{"fail":true}' "--max-attempts 2"; echo "$WORK_Q"; fi ;;
   job.promote) add_j1 '{}' "--delay-ms 1"; sleep 0.01; echo "$WORK_Q" ;;
   job.effect.fence | job.effect.apply)
     # j1 running at epoch 1 under a live lease: an attempt whose worker

@@ -1,0 +1,214 @@
+/* routes_job.c -- doctxd's job-queue routes (docs/server.md, "Jobs";
+ * docs/jobs.md).  Each calls the library as `doctx job ...` does
+ * (src/cli/cmd_job.c): add, list, stats, show, cancel and retry, the
+ * remote worker's steps -- claim with a lease, heartbeat, complete, fail
+ * (dtx_job_claim, dtx_job_heartbeat, dtx_job_complete, dtx_job_fail_at:
+ * the runner's own steps, fenced by the claim's epoch) -- and effects
+ * (dtx_job_effect_at_ex).  The library's checks run before anything is
+ * written; a stale epoch is the library's DTX_ESTALE, 409.  A worker
+ * that loses a reply may send the same complete or fail again: the
+ * library recognises it and answers the job again (docs/jobs.md).
+ * Every served event is counted in doctxd_jobs_total{queue,event}
+ * (metrics.c). */
+#include "server/server.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+/* An int field of the body saturated into a C int: a value past int's
+ * range reaches the library's check as INT_MIN or INT_MAX, which it
+ * refuses by name, never as a wrapped value it would accept. */
+static int arg_cint(dtx__srv_ctx_t *c, const char *name, int dflt) {
+  int64_t v = dtx__srv_arg_int(c, name, dflt);
+  return v < INT_MIN ? INT_MIN : v > INT_MAX ? INT_MAX : (int)v;
+}
+
+/* The required "epoch" of a worker's step: 0, or answered. */
+static int arg_epoch(dtx__srv_ctx_t *c, int64_t *epoch) {
+  if (!dtx__srv_arg(c, "epoch")) {
+    dtx__srv_bad(c, DTX_EINVAL, "field 'epoch' is required (the claim's)");
+    return -1;
+  }
+  *epoch = dtx__srv_arg_int(c, "epoch", 0);
+  return 0;
+}
+
+/* The job's queue, for the metrics of an event on a job named by id. */
+static void count(const json_t *job, const char *event, uint64_t n) {
+  const char *q = json_string_value(json_object_get(job, "queue"));
+  if (q)
+    dtx__srv_metrics_job(q, event, n);
+}
+
+void dtx__srv_h_job_add(dtx__srv_ctx_t *c) {
+  json_t *job = NULL;
+  int added = 0, rc;
+  dtx_job_req_t req = {.queue = c->param[0],
+                       .type = dtx__srv_arg_str(c, "type"),
+                       .payload = dtx__srv_arg(c, "payload"),
+                       .id = dtx__srv_arg_str(c, "id"),
+                       .priority = arg_cint(c, "priority", 0),
+                       .delay_ms = dtx__srv_arg_int(c, "delay_ms", 0),
+                       .max_attempts = arg_cint(c, "max_attempts", 0),
+                       .backoff_ms = dtx__srv_arg_int(c, "backoff_ms", 0),
+                       .unique_key = dtx__srv_arg_str(c, "unique_key")};
+  if (!req.type) {
+    dtx__srv_bad(c, DTX_EINVAL, "field 'type' is required");
+    return;
+  }
+  /* 0 is the library's "the default" for these; a body that sends one
+   * asks for that many, and the CLI takes only >= 1 too. */
+  if ((dtx__srv_arg(c, "max_attempts") && req.max_attempts < 1) ||
+      (dtx__srv_arg(c, "backoff_ms") && req.backoff_ms < 1)) {
+    dtx__srv_bad(c, DTX_EINVAL, "max_attempts and backoff_ms must be >= 1");
+    return;
+  }
+  if ((rc = dtx_job_req_check(&req)) ||
+      (rc = dtx_job_add(c->d->st, &req, &job, &added))) {
+    dtx__srv_fail(c, rc, NULL);
+    return;
+  }
+  if (added)
+    count(job, "added", 1);
+  dtx__srv_json(c, added ? 201 : 200, job);
+}
+
+void dtx__srv_h_job_claim(dtx__srv_ctx_t *c) {
+  json_t *jobs = NULL;
+  int n = arg_cint(c, "n", 1);
+  int64_t lease = dtx__srv_arg_int(c, "lease_ms", 0);
+  const char *owner = dtx__srv_arg_str(c, "owner");
+  if (n < 1) { /* 0 is the library's "one": the body says how many */
+    dtx__srv_bad(c, DTX_EINVAL, "n must be from 1 to 256 jobs, got %d", n);
+    return;
+  }
+  int rc = dtx_job_claim_check(c->param[0], n, lease, owner);
+  if (!rc)
+    rc = dtx_job_claim(c->d->st, c->param[0], n, lease, owner, &jobs);
+  if (rc) {
+    dtx__srv_fail(c, rc, NULL);
+    return;
+  }
+  if (json_array_size(jobs))
+    dtx__srv_metrics_job(c->param[0], "claimed", json_array_size(jobs));
+  dtx__srv_json(c, 200, json_pack("{s:o}", "jobs", jobs));
+}
+
+void dtx__srv_h_job_stats(dtx__srv_ctx_t *c) {
+  json_t *s = NULL;
+  int rc = dtx_job_stats(c->d->st, c->param[0], &s);
+  if (rc)
+    dtx__srv_fail(c, rc, NULL);
+  else
+    dtx__srv_json(c, 200, s);
+}
+
+void dtx__srv_h_job_list(dtx__srv_ctx_t *c) {
+  char sbuf[64], what[320];
+  int bad = 0;
+  const char *state = dtx__srv_query(c, "state", sbuf, sizeof sbuf, &bad);
+  dtx_page_t page;
+  json_t *items = NULL;
+  if (bad)
+    return;
+  /* The cursor binds the queue and the state it pages. */
+  snprintf(what, sizeof what, "jobs?queue=%s&state=%s", c->param[0],
+           state ? state : "");
+  if (dtx__srv_list_page(c, what, &page))
+    return;
+  int rc = dtx_job_list(c->d->st, c->param[0], state, &page, &items);
+  dtx__srv_list_answer(c, "jobs", what, &page, rc, items);
+}
+
+void dtx__srv_h_job_get(dtx__srv_ctx_t *c) {
+  json_t *job = NULL;
+  int rc = dtx_job_get(c->d->st, c->param[0], &job);
+  if (rc)
+    dtx__srv_fail(c, rc, NULL);
+  else
+    dtx__srv_json(c, 200, job);
+}
+
+void dtx__srv_h_job_heartbeat(dtx__srv_ctx_t *c) {
+  int64_t epoch, lease = dtx__srv_arg_int(c, "lease_ms", 0);
+  json_t *job = NULL;
+  if (arg_epoch(c, &epoch))
+    return;
+  int rc = dtx_job_heartbeat_check(c->param[0], epoch, lease);
+  if (!rc)
+    rc = dtx_job_heartbeat(c->d->st, c->param[0], epoch, lease, &job);
+  if (rc)
+    dtx__srv_fail(c, rc, NULL); /* STALE: stop working on it, 409 */
+  else
+    dtx__srv_json(c, 200, job);
+}
+
+/* complete and fail: the attempt's one outcome, fenced by epoch. */
+static void end(dtx__srv_ctx_t *c, int ok) {
+  int64_t epoch;
+  json_t *job = NULL, *result = ok ? dtx__srv_arg(c, "result") : NULL;
+  const char *error = ok ? NULL : dtx__srv_arg_str(c, "error");
+  if (arg_epoch(c, &epoch))
+    return;
+  int rc = dtx_job_end_check(c->param[0], epoch, result, error);
+  if (!rc)
+    rc = ok ? dtx_job_complete(c->d->st, c->param[0], epoch, result, &job)
+            : dtx_job_fail_at(c->d->st, c->param[0], epoch, error, &job);
+  if (rc) {
+    dtx__srv_fail(c, rc, NULL);
+    return;
+  }
+  count(job, ok ? "completed" : "failed", 1);
+  dtx__srv_json(c, 200, job);
+}
+
+void dtx__srv_h_job_complete(dtx__srv_ctx_t *c) { end(c, 1); }
+void dtx__srv_h_job_fail(dtx__srv_ctx_t *c) { end(c, 0); }
+
+/* retry and cancel: a state change by hand; the job as it stands comes
+ * with a refusal (409 STATE), as `doctx job cancel` prints it. */
+static void by_hand(dtx__srv_ctx_t *c, int retry) {
+  json_t *job = NULL;
+  int rc = retry ? dtx_job_retry(c->d->st, c->param[0], &job)
+                 : dtx_job_cancel(c->d->st, c->param[0], &job);
+  if (rc) {
+    json_t *extra =
+        job && rc != DTX_ENOTFOUND ? json_pack("{s:O}", "job", job) : NULL;
+    dtx__srv_fail(c, rc, extra);
+    json_decref(job);
+    return;
+  }
+  count(job, retry ? "retried" : "canceled", 1);
+  dtx__srv_json(c, 200, job);
+}
+
+void dtx__srv_h_job_retry(dtx__srv_ctx_t *c) { by_hand(c, 1); }
+void dtx__srv_h_job_cancel(dtx__srv_ctx_t *c) { by_hand(c, 0); }
+
+void dtx__srv_h_job_effect(dtx__srv_ctx_t *c) {
+  int64_t epoch;
+  int applied = 0;
+  dtx_job_effect_opts_t eo = {0};
+  const char *key = dtx__srv_arg_str(c, "key");
+  const char *coll = dtx__srv_arg_str(c, "coll");
+  json_t *filter = dtx__srv_arg(c, "filter"),
+         *update = dtx__srv_arg(c, "update");
+  if (arg_epoch(c, &epoch) ||
+      dtx__srv_arg_fence(c, &eo.fence_name, &eo.fence_token))
+    return;
+  if (!key || !coll || !filter || !update) {
+    dtx__srv_bad(c, DTX_EINVAL,
+                 "fields 'key', 'coll', 'filter' and 'update' are required");
+    return;
+  }
+  int rc =
+      dtx_job_effect_check(c->param[0], epoch, key, coll, filter, update, &eo);
+  if (!rc)
+    rc = dtx_job_effect_at_ex(c->d->st, c->param[0], epoch, key, coll, filter,
+                              update, &eo, &applied);
+  if (rc)
+    dtx__srv_fail(c, rc, NULL);
+  else
+    dtx__srv_json(c, 200, json_pack("{s:b}", "applied", applied));
+}
