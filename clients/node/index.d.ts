@@ -134,6 +134,34 @@ export interface AccountOptions { balance?: number; minBalance?: number | 'none'
 export interface TransferOptions { id?: string; async?: boolean; deadlineMs?: number }
 export interface RecoverOptions { olderThanMs?: number; tombstoneTtlMs?: number; deadlineMs?: number; retentionMs?: number }
 
+// ---- the job queue ---------------------------------------------------------
+
+export type JobState = 'ready' | 'delayed' | 'running' | 'succeeded' | 'dead' | 'canceled';
+export interface Job {
+  _id: string;
+  queue: string;
+  type: string;
+  payload: Json;
+  state: JobState;
+  priority: number;
+  attempts: number;
+  max_attempts: number;
+  /** The attempt's fencing number, on a claimed (running) job. */
+  epoch?: number;
+  [key: string]: Json | undefined;
+}
+export interface AddJobOptions {
+  /** A client id: the call is retried, and the same id and content answer the job recorded. */
+  id?: string;
+  priority?: number;
+  delayMs?: number;
+  maxAttempts?: number;
+  backoffMs?: number;
+  uniqueKey?: string;
+}
+export interface QueueStats { ready: number; delayed: number; running: number; succeeded: number;
+  dead: number; canceled: number; total: number }
+
 // ---- locks, ledger, sync, orders, versions ------------------------------------
 
 export interface Lock { name: string; owner: string | null; token: number; expires: number; held?: boolean; [key: string]: Json | undefined }
@@ -207,6 +235,28 @@ export class Client {
   transfers(opts?: { state?: TransferState; pageSize?: number }): AsyncGenerator<Transfer, void, undefined>;
   /** Conflict STATE once it has committed.  Not retried. */
   cancelTransfer(id: string): Promise<Transfer>;
+
+  // the job queue
+  /** Retried only with an id. */
+  addJob(queue: string, type: string, payload?: Json, opts?: AddJobOptions): Promise<Job>;
+  /** Up to n due jobs, each running with its epoch.  Not retried. */
+  claim(queue: string, opts?: { n?: number; leaseMs?: number; owner?: string }): Promise<Job[]>;
+  /** Conflict STALE once the attempt is superseded.  Retried. */
+  heartbeat(id: string, epoch: number, opts?: { leaseMs?: number }): Promise<Job>;
+  /** A repeat answers the same.  Retried. */
+  complete(id: string, epoch: number, opts?: { result?: Json }): Promise<Job>;
+  /** A repeat answers the same.  Retried. */
+  fail(id: string, epoch: number, opts?: { error?: string }): Promise<Job>;
+  /** A dead job ready again; Conflict STATE otherwise.  Not retried. */
+  retry(id: string): Promise<Job>;
+  /** A repeat answers the same.  Retried. */
+  cancel(id: string): Promise<Job>;
+  /** At most once per (job, key); applied false when it was before.  Retried. */
+  effect(id: string, epoch: number, key: string, coll: string, filter: JsonObject, update: JsonObject,
+    opts?: { fence?: string }): Promise<{ applied: boolean }>;
+  job(id: string): Promise<Job>;
+  jobs(queue: string, opts?: { state?: JobState; pageSize?: number }): AsyncGenerator<Job, void, undefined>;
+  queueStats(queue: string): Promise<QueueStats>;
 
   // locks
   /** Conflict NOMATCH (naming the holder) while held.  Not retried. */

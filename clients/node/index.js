@@ -270,6 +270,65 @@ export class Client {
     return this.#call('POST', `/v1/transfers/${p(id)}/cancel`);
   }
 
+  // ---- the job queue (docs/jobs.md) ---------------------------------------------------
+
+  /** Adds a job; retried only with an id (the same id and content: the same job). */
+  addJob(queue, type, payload, opts = {}) {
+    return this.#call('POST', `/v1/queues/${p(queue)}/jobs`, fields({ type, payload, ...opts }),
+      { idempotent: Boolean(opts.id) });
+  }
+
+  /** Claims up to n due jobs, each running with its epoch; [] when none.  Not retried. */
+  async claim(queue, opts = {}) {
+    return (await this.#call('POST', `/v1/queues/${p(queue)}/claim`, fields(opts))).jobs;
+  }
+
+  /** Extends an attempt's lease; Conflict STALE once superseded.  Retried. */
+  heartbeat(id, epoch, { leaseMs } = {}) {
+    return this.#call('POST', `/v1/jobs/${p(id)}/heartbeat`, fields({ epoch, leaseMs }), { idempotent: true });
+  }
+
+  /** Completes an attempt; a repeat answers the same.  Retried. */
+  complete(id, epoch, { result } = {}) {
+    return this.#call('POST', `/v1/jobs/${p(id)}/complete`, fields({ epoch, result }), { idempotent: true });
+  }
+
+  /** Fails an attempt (delayed or dead); a repeat answers the same.  Retried. */
+  fail(id, epoch, { error } = {}) {
+    return this.#call('POST', `/v1/jobs/${p(id)}/fail`, fields({ epoch, error }), { idempotent: true });
+  }
+
+  /** Makes a dead job ready again.  Not retried. */
+  retry(id) {
+    return this.#call('POST', `/v1/jobs/${p(id)}/retry`);
+  }
+
+  /** Cancels a ready or delayed job; a repeat answers the same.  Retried. */
+  cancel(id) {
+    return this.#call('POST', `/v1/jobs/${p(id)}/cancel`, undefined, { idempotent: true });
+  }
+
+  /** Applies an update at most once per (job, key): {applied}.  Retried. */
+  effect(id, epoch, key, coll, filter, update, { fence } = {}) {
+    return this.#call('POST', `/v1/jobs/${p(id)}/effect`, fields({ epoch, key, coll, filter, update, fence }),
+      { idempotent: true });
+  }
+
+  /** A job; NotFound if none. */
+  job(id) {
+    return this.#call('GET', `/v1/jobs/${p(id)}`, undefined, { idempotent: true });
+  }
+
+  /** Every job of a queue (in state if given), a page at a time. */
+  jobs(queue, { state, pageSize } = {}) {
+    return this.#pages(`/v1/queues/${p(queue)}/jobs`, 'jobs', { state, limit: pageSize });
+  }
+
+  /** {ready, delayed, running, succeeded, dead, canceled, total}. */
+  queueStats(queue) {
+    return this.#call('GET', `/v1/queues/${p(queue)}/stats`, undefined, { idempotent: true });
+  }
+
   // ---- locks (docs/locks.md) -----------------------------------------------------
 
   /** Acquires a lock: {name, owner, token, expires}; Conflict NOMATCH while held.  Not retried. */

@@ -252,6 +252,59 @@ test('list iterators page', async () => {
 
 // ---- locks, ledger, sync, orders, versions -------------------------------------
 
+test('jobs', async () => {
+  const q = uid('mail'), j1 = uid('j'), j2 = uid('j'), j3 = uid('j');
+  const first = await c.addJob(q, 'send', { to: 'a' }, { id: j1, priority: 5 });
+  assert.deepEqual([first._id, first.state, first.priority], [j1, 'ready', 5]);
+  assert.equal((await c.addJob(q, 'send', { to: 'a' }, { id: j1, priority: 5 }))._id, j1);
+  await rejects(c.addJob(q, 'send', { to: 'b' }, { id: j1 }), Conflict, (e) => assert.equal(e.code, 'CONFLICT'));
+  await c.addJob(q, 'send', undefined, { uniqueKey: uid('k'), id: j2 });
+  assert.deepEqual((await c.job(j1)).payload, { to: 'a' });
+  const stats = await c.queueStats(q);
+  assert.deepEqual([stats.ready, stats.total], [2, 2]);
+  const claimed = await c.claim(q, { n: 1, leaseMs: 20000, owner: 'js-1' });
+  assert.deepEqual(claimed.map((j) => j._id), [j1]);
+  assert.equal(claimed[0].state, 'running');
+  const ep = claimed[0].epoch;
+  assert.equal((await c.heartbeat(j1, ep, { leaseMs: 30000 })).state, 'running');
+  await rejects(c.heartbeat(j1, ep + 6), Conflict, (e) => assert.equal(e.code, 'STALE'));
+  const done = await c.complete(j1, ep, { result: { sent: true } });
+  assert.equal(done.state, 'succeeded');
+  assert.deepEqual(await c.complete(j1, ep, { result: { sent: true } }), done);
+  const ep2 = (await c.claim(q, { n: 5 }))[0].epoch;
+  assert.deepEqual(await c.claim(q), []);
+  const failed = await c.fail(j2, ep2, { error: 'smtp down' });
+  assert.equal(failed.state, 'delayed');
+  assert.deepEqual(await c.fail(j2, ep2, { error: 'smtp down' }), failed);
+  const all = [];
+  for await (const j of c.jobs(q, { pageSize: 1 })) all.push(j._id);
+  assert.deepEqual(all, [j1, j2]);
+  const ok = [];
+  for await (const j of c.jobs(q, { state: 'succeeded' })) ok.push(j._id);
+  assert.deepEqual(ok, [j1]);
+  const once = uid('once');
+  await c.addJob(once, 't', undefined, { id: j3, maxAttempts: 1 });
+  const ep3 = (await c.claim(once))[0].epoch;
+  assert.equal((await c.fail(j3, ep3, { error: 'boom' })).state, 'dead');
+  assert.equal((await c.retry(j3)).state, 'ready');
+  await rejects(c.retry(j3), Conflict, (e) => assert.equal(e.code, 'STATE'));
+  assert.equal((await c.cancel(j3)).state, 'canceled');
+  assert.equal((await c.cancel(j3)).state, 'canceled');
+  await rejects(c.job(uid('nojob')), NotFound);
+});
+
+test('a job effect applies once', async () => {
+  const wallets = uid('wallets'), q = uid('fx'), jid = uid('f');
+  await c.insert(wallets, [{ _id: 'w1', n: 0 }]);
+  await c.addJob(q, 't', undefined, { id: jid });
+  const ep = (await c.claim(q))[0].epoch;
+  const fx = [jid, ep, 'credit', wallets, { _id: 'w1' }, { $inc: { n: 1 } }];
+  assert.deepEqual(await c.effect(...fx), { applied: true });
+  assert.deepEqual(await c.effect(...fx), { applied: false });
+  assert.equal((await c.find(wallets, { _id: 'w1' })).docs[0].n, 1);
+  assert.equal((await c.complete(jid, ep)).state, 'succeeded');
+});
+
 test('locks and fences', async () => {
   const admin = new Client(URL, T_ADMIN);
   const name = uid('L'), coll = uid('res');

@@ -459,6 +459,115 @@ class Client:
         """
         return self._call("POST", f"/v1/transfers/{self._p(id)}/cancel")
 
+    # ---- the job queue (docs/jobs.md) -----------------------------------------
+
+    def add_job(
+        self,
+        queue: str,
+        type: str,
+        payload: Any = None,
+        *,
+        id: Optional[str] = None,
+        priority: Optional[int] = None,
+        delay_ms: Optional[int] = None,
+        max_attempts: Optional[int] = None,
+        backoff_ms: Optional[int] = None,
+        unique_key: Optional[str] = None,
+    ) -> JSON:
+        """Adds a job of ``type`` with ``payload`` to ``queue``; returns the job.
+
+        With an ``id`` it is retried safely: the same id and content answer
+        the job already recorded (other content: Conflict ``CONFLICT``).
+        With ``unique_key``, the key's holder answers while it is pending.
+        """
+        body = _drop_none({"type": type, "payload": payload, "id": id,
+                           "priority": priority, "delay_ms": delay_ms,
+                           "max_attempts": max_attempts, "backoff_ms": backoff_ms,
+                           "unique_key": unique_key})
+        return self._call("POST", f"/v1/queues/{self._p(queue)}/jobs", body,
+                          idempotent=bool(id))
+
+    def claim(
+        self,
+        queue: str,
+        *,
+        n: Optional[int] = None,
+        lease_ms: Optional[int] = None,
+        owner: Optional[str] = None,
+    ) -> List[JSON]:
+        """Claims up to ``n`` (1..256, default 1) due jobs of ``queue`` for a lease.
+
+        Each job comes back running with its ``epoch``: pass it to
+        :meth:`heartbeat`, :meth:`complete`, :meth:`fail` and :meth:`effect`.
+        ``[]`` when nothing is due.  Not retried: a lost answer leaves its
+        jobs to their lease's end.
+        """
+        body = _drop_none({"n": n, "lease_ms": lease_ms, "owner": owner})
+        return self._call("POST", f"/v1/queues/{self._p(queue)}/claim", body)["jobs"]
+
+    def heartbeat(self, id: str, epoch: int, *, lease_ms: Optional[int] = None) -> JSON:
+        """Extends the lease of job ``id``'s attempt ``epoch``; Conflict (``STALE``)
+        once that attempt is no longer current.  Retried (fenced by the epoch)."""
+        body = _drop_none({"epoch": epoch, "lease_ms": lease_ms})
+        return self._call("POST", f"/v1/jobs/{self._p(id)}/heartbeat", body, idempotent=True)
+
+    def complete(self, id: str, epoch: int, *, result: Any = None) -> JSON:
+        """Completes job ``id``'s attempt ``epoch`` with ``result``.  A repeat
+        answers the same, so it is retried; Conflict (``STALE``) if taken over."""
+        body = _drop_none({"epoch": epoch, "result": result})
+        return self._call("POST", f"/v1/jobs/{self._p(id)}/complete", body, idempotent=True)
+
+    def fail(self, id: str, epoch: int, *, error: Optional[str] = None) -> JSON:
+        """Fails job ``id``'s attempt ``epoch`` (delayed for a retry, or dead).
+        A repeat answers the same, so it is retried; Conflict (``STALE``) if taken over."""
+        body = _drop_none({"epoch": epoch, "error": error})
+        return self._call("POST", f"/v1/jobs/{self._p(id)}/fail", body, idempotent=True)
+
+    def retry(self, id: str) -> JSON:
+        """Makes dead job ``id`` ready again; Conflict (``STATE``) otherwise.  Not retried."""
+        return self._call("POST", f"/v1/jobs/{self._p(id)}/retry")
+
+    def cancel(self, id: str) -> JSON:
+        """Cancels job ``id`` (ready or delayed); Conflict (``STATE``) for a running,
+        succeeded or dead one.  A repeat answers the same, so it is retried."""
+        return self._call("POST", f"/v1/jobs/{self._p(id)}/cancel", idempotent=True)
+
+    def effect(
+        self,
+        id: str,
+        epoch: int,
+        key: str,
+        coll: str,
+        filter: JSON,
+        update: JSON,
+        *,
+        fence: Optional[str] = None,
+    ) -> JSON:
+        """Applies ``update`` to the ``filter`` match in ``coll`` at most once
+        per (job, ``key``), while attempt ``epoch`` is current.
+
+        Returns ``{"applied": True}``, or ``False`` when the key was applied
+        before -- so a retry (it is retried) never applies it twice.
+        """
+        body = _drop_none({"epoch": epoch, "key": key, "coll": coll,
+                           "filter": filter, "update": update, "fence": fence})
+        return self._call("POST", f"/v1/jobs/{self._p(id)}/effect", body, idempotent=True)
+
+    def job(self, id: str) -> JSON:
+        """Job ``id``; :class:`~doctx.errors.NotFound` if none."""
+        return self._call("GET", f"/v1/jobs/{self._p(id)}", idempotent=True)
+
+    def jobs(
+        self, queue: str, *, state: Optional[str] = None, page_size: Optional[int] = None
+    ) -> Iterator[JSON]:
+        """Every job of ``queue`` (in ``state`` if given), a page at a time."""
+        return self._pages(f"/v1/queues/{self._p(queue)}/jobs", "jobs",
+                           {"state": state, "limit": page_size})
+
+    def queue_stats(self, queue: str) -> JSON:
+        """``{"ready", "delayed", "running", "succeeded", "dead", "canceled", "total"}``."""
+        return self._call("GET", f"/v1/queues/{self._p(queue)}/stats", idempotent=True)
+
     # ---- locks (docs/locks.md) ----------------------------------------------
 
     def acquire(

@@ -312,6 +312,60 @@ def test_list_iterators_page(c: Client) -> None:
 # ---- locks, ledger, sync, orders, versions ---------------------------------------
 
 
+def test_jobs(c: Client) -> None:
+    q, j1, j2, j3 = uid("mail"), uid("j"), uid("j"), uid("j")
+    first = c.add_job(q, "send", {"to": "a"}, id=j1, priority=5)
+    assert (first["_id"], first["state"], first["priority"]) == (j1, "ready", 5)
+    assert c.add_job(q, "send", {"to": "a"}, id=j1, priority=5)["_id"] == j1
+    with pytest.raises(Conflict) as e:
+        c.add_job(q, "send", {"to": "b"}, id=j1)
+    assert e.value.code == "CONFLICT"
+    c.add_job(q, "send", unique_key=uid("k"), id=j2)
+    assert c.job(j1)["payload"] == {"to": "a"}
+    stats = c.queue_stats(q)
+    assert (stats["ready"], stats["total"]) == (2, 2)
+    claimed = c.claim(q, n=1, lease_ms=20000, owner="py-1")
+    assert [j["_id"] for j in claimed] == [j1] and claimed[0]["state"] == "running"
+    ep = claimed[0]["epoch"]
+    assert c.heartbeat(j1, ep, lease_ms=30000)["state"] == "running"
+    with pytest.raises(Conflict) as e:
+        c.heartbeat(j1, ep + 6)
+    assert e.value.code == "STALE"
+    done = c.complete(j1, ep, result={"sent": True})
+    assert done["state"] == "succeeded" and c.complete(j1, ep, result={"sent": True}) == done
+    ep2 = c.claim(q, n=5)[0]["epoch"]
+    assert c.claim(q) == []
+    failed = c.fail(j2, ep2, error="smtp down")
+    assert failed["state"] == "delayed" and c.fail(j2, ep2, error="smtp down") == failed
+    assert [j["_id"] for j in c.jobs(q, page_size=1)] == [j1, j2]
+    assert [j["_id"] for j in c.jobs(q, state="succeeded")] == [j1]
+    # dead, retried by hand, canceled
+    once = uid("once")
+    c.add_job(once, "t", id=j3, max_attempts=1)
+    ep3 = c.claim(once)[0]["epoch"]
+    assert c.fail(j3, ep3, error="boom")["state"] == "dead"
+    assert c.retry(j3)["state"] == "ready"
+    with pytest.raises(Conflict) as e:
+        c.retry(j3)
+    assert e.value.code == "STATE"
+    assert c.cancel(j3)["state"] == "canceled"
+    assert c.cancel(j3)["state"] == "canceled"
+    with pytest.raises(NotFound):
+        c.job(uid("nojob"))
+
+
+def test_job_effect_once(c: Client) -> None:
+    wallets, q, jid = uid("wallets"), uid("fx"), uid("f")
+    c.insert(wallets, [{"_id": "w1", "n": 0}])
+    c.add_job(q, "t", id=jid)
+    ep = c.claim(q)[0]["epoch"]
+    fx = (jid, ep, "credit", wallets, {"_id": "w1"}, {"$inc": {"n": 1}})
+    assert c.effect(*fx) == {"applied": True}
+    assert c.effect(*fx) == {"applied": False}
+    assert c.find(wallets, {"_id": "w1"})["docs"][0]["n"] == 1
+    assert c.complete(jid, ep)["state"] == "succeeded"
+
+
 def test_locks_and_fences(c: Client, admin: Client) -> None:
     name, coll = uid("L"), uid("res")
     held = c.acquire(name, ttl_ms=60000, owner="w1")
