@@ -153,6 +153,15 @@ test('index.d.ts declares every method of Client', () => {
   assert.deepEqual([...declared].filter((m) => !methods.includes(m)), []);
 });
 
+test('every route of tests/clients/routes.json has a method', () => {
+  const table = JSON.parse(readFileSync(new globalThis.URL('../../../tests/clients/routes.json', import.meta.url), 'utf8'));
+  const camel = (n) => n.replace(/_([a-z])/g, (_, ch) => ch.toUpperCase());
+  const want = new Set(Object.values(table).map(camel));
+  const methods = Object.getOwnPropertyNames(Client.prototype).filter((n) => n !== 'constructor');
+  assert.deepEqual([...want].filter((m) => !methods.includes(m)), []);
+  assert.deepEqual(methods.filter((m) => !want.has(m)), []);
+});
+
 // ---- operations ---------------------------------------------------------------
 
 test('health, ready, metrics', async () => {

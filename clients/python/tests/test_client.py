@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import http.client
 import http.server
+import json
 import os
+import pathlib
+import re
 import signal
 import socket
 import subprocess
@@ -201,6 +204,22 @@ class LossyProxy:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(5)
+
+
+# ---- every route ------------------------------------------------------------------
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+
+
+def test_every_route_has_a_method() -> None:
+    """tests/clients/routes.json names the method of every route of
+    src/server/routes.c: a route added there without a method fails here."""
+    table = json.loads((ROOT / "tests/clients/routes.json").read_text())
+    routes = re.findall(r'\{"(GET|POST|PUT|PATCH|DELETE)", "([^"]+)"',
+                        (ROOT / "src/server/routes.c").read_text())
+    assert sorted(f"{m} {p}" for m, p in routes) == sorted(table)
+    public = {n for n in dir(Client) if not n.startswith("_")}
+    assert public == set(table.values())
 
 
 # ---- operations ---------------------------------------------------------------
