@@ -332,6 +332,7 @@ void dtx__srv_dispatch(dtx__srv_t *d, const dtx__srv_req_t *req,
                      "the handler gave no answer");
   dtx__srv_metrics_observe(d, (int)ri, req->method, resp->status, now_us() - t0,
                            c.rc);
+  dtx__srv_ring_observe(d, ri, resp->status);
 }
 
 int64_t dtx__srv_budget(dtx__srv_ctx_t *c, int64_t asked) {

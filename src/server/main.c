@@ -290,8 +290,9 @@ static enum MHD_Result answer(dtx__srv_t *d, struct MHD_Connection *con,
   MHD_add_response_header(mr, "Content-Type", resp->ctype);
   MHD_add_response_header(mr, "Cache-Control", "no-store");
   MHD_add_response_header(mr, "X-Content-Type-Options", "nosniff");
-  MHD_add_response_header(mr, "Content-Security-Policy",
-                          "default-src 'none'; frame-ancestors 'none'");
+  MHD_add_response_header(
+      mr, "Content-Security-Policy",
+      resp->csp ? resp->csp : "default-src 'none'; frame-ancestors 'none'");
   if (resp->allow[0])
     MHD_add_response_header(mr, "Allow", resp->allow);
   /* Every 503 says when to come back: the store away, a request past its

@@ -152,7 +152,7 @@ static void proc_metrics(buf_t *b, const dtx__srv_t *d) {
  * and action names -- never an id. */
 
 #define DOM_TTL_MS 5000
-#define DOM_MAX_QUEUES 64
+#define DOM_MAX_QUEUES DTX__SRV_MAX_QUEUES
 #define DOM_MAX_ACTIONS 64
 
 static pthread_mutex_t dom_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -213,8 +213,8 @@ static void put_label(buf_t *b, const char *v) {
 
 /* The queues holding jobs (any state), sorted, by a skip-scan: one
  * indexed find per (state, queue).  Their number, or -1 on a store
- * error. */
-static int find_queues(dtx_store_t *st, char q[][129]) {
+ * error.  Also the admin page's (routes_admin.c). */
+int dtx__srv_job_queues(dtx_store_t *st, char q[][129]) {
   static const char *const states[] = {"ready",     "delayed", "running",
                                        "succeeded", "dead",    "canceled"};
   int nq = 0;
@@ -274,7 +274,7 @@ static int domain_count(dtx_store_t *st, buf_t *b) {
       return -1;
     put(b, "doctxd_transfers{state=\"%s\"} %lld\n", tstates[i], (long long)n);
   }
-  int nq = find_queues(st, q);
+  int nq = dtx__srv_job_queues(st, q);
   if (nq < 0)
     return -1;
   put(b, "# HELP doctxd_queue_jobs Jobs in the store by queue and state "

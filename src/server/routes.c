@@ -154,6 +154,12 @@ const dtx__srv_route_t dtx__srv_routes[] = {
     {"GET", "/healthz", DTX__SRV_SCOPE_NONE, dtx__srv_h_healthz, NULL},
     {"GET", "/readyz", DTX__SRV_SCOPE_NONE, dtx__srv_h_readyz, NULL},
     {"GET", "/metrics", M, dtx__srv_h_metrics, NULL},
+    /* the admin page and the API's description (docs/admin.md) */
+    {"GET", "/v1/admin/stats", A, dtx__srv_h_admin_stats, NULL},
+    {"GET", "/openapi.json", DTX__SRV_SCOPE_NONE, dtx__srv_h_openapi, NULL},
+    {"GET", "/admin", DTX__SRV_SCOPE_NONE, dtx__srv_h_admin_page, NULL},
+    {"GET", "/admin/app.js", DTX__SRV_SCOPE_NONE, dtx__srv_h_admin_js, NULL},
+    {"GET", "/admin/app.css", DTX__SRV_SCOPE_NONE, dtx__srv_h_admin_css, NULL},
 };
 const size_t dtx__srv_nroutes =
     sizeof dtx__srv_routes / sizeof dtx__srv_routes[0];

@@ -88,6 +88,18 @@ typedef struct dtx__srv_route_stats {
 /* ---- the server -----------------------------------------------------------
  */
 
+/* The admin page's one-minute ring (routes_admin.c): per second, requests
+ * and 4xx / 5xx answers per route class.  Atomics, zero-initialised: a
+ * slot whose stamp is not its second counts as empty. */
+#define DTX__SRV_RING 60
+#define DTX__SRV_NCLASSES 12
+typedef struct dtx__srv_ring_slot {
+  _Atomic int64_t sec;
+  _Atomic uint32_t req[DTX__SRV_NCLASSES];
+  _Atomic uint32_t err4[DTX__SRV_NCLASSES];
+  _Atomic uint32_t err5[DTX__SRV_NCLASSES];
+} dtx__srv_ring_slot_t;
+
 typedef struct dtxd {
   dtx_store_t *st;
   dtx__srv_tokens_t tokens;
@@ -97,7 +109,8 @@ typedef struct dtxd {
                                     sent, body upload included) */
   int64_t start_s;               /* process start, Unix seconds */
   dtx__srv_route_stats_t *stats; /* one per route, plus the unmatched one */
-  _Atomic uint64_t store_errors[32]; /* by -DTX_E* */
+  _Atomic uint64_t store_errors[32];        /* by -DTX_E* */
+  dtx__srv_ring_slot_t ring[DTX__SRV_RING]; /* the admin page's charts */
 } dtx__srv_t;
 
 typedef struct dtx__srv_req {
@@ -116,6 +129,8 @@ typedef struct dtx__srv_resp {
   size_t body_len;
   char allow[64];  /* Allow header (405), or "" */
   int retry_after; /* seconds, 0: none */
+  const char *csp; /* static Content-Security-Policy, or NULL: the strict
+                      default (the admin page's files set their own) */
 } dtx__srv_resp_t;
 
 /* Answers req into *resp (always set; free it with dtx__srv_resp_free). */
@@ -214,6 +229,31 @@ void dtx__srv_h_job_effect(dtx__srv_ctx_t *c);
 void dtx__srv_h_healthz(dtx__srv_ctx_t *c);
 void dtx__srv_h_readyz(dtx__srv_ctx_t *c);
 void dtx__srv_h_metrics(dtx__srv_ctx_t *c);
+/* The admin page, its statistics and the OpenAPI description
+ * (routes_admin.c, openapi.c; docs/admin.md). */
+void dtx__srv_h_admin_page(dtx__srv_ctx_t *c);
+void dtx__srv_h_admin_js(dtx__srv_ctx_t *c);
+void dtx__srv_h_admin_css(dtx__srv_ctx_t *c);
+void dtx__srv_h_admin_stats(dtx__srv_ctx_t *c);
+void dtx__srv_h_openapi(dtx__srv_ctx_t *c);
+/* The OpenAPI 3.1 document of the route table (new reference). */
+json_t *dtx__srv_openapi(void);
+/* The queues that hold jobs, sorted, at most DTX__SRV_MAX_QUEUES of them,
+ * into q (room for DTX__SRV_MAX_QUEUES + 1 names): their number, or -1 on
+ * a store error (metrics.c; /metrics and /v1/admin/stats). */
+int dtx__srv_job_queues(dtx_store_t *st, char q[][129]);
+/* Counts a finished request in the ring (route: its index, or
+ * dtx__srv_nroutes when none matched). */
+void dtx__srv_ring_observe(dtx__srv_t *d, size_t route, int status);
+/* The admin page's files (src/server/admin/), compiled in by CMake
+ * (cmake/embed.cmake writes them into the build's admin_assets.c). */
+typedef struct dtx__srv_asset {
+  const char *name; /* "app.js" */
+  const unsigned char *data;
+  size_t len;
+} dtx__srv_asset_t;
+extern const dtx__srv_asset_t dtx__srv_assets[];
+extern const size_t dtx__srv_nassets;
 
 /* locks, ledger, sync, orders, versions (routes_lock.c, routes_ledger.c,
  * routes_more.c) */

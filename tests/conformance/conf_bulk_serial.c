@@ -486,6 +486,36 @@ static void sr_gen(sr_op_t *p, const char *c, json_int_t id, int m,
   p->op.fam_opts = &p->fo;
 }
 
+/* Its options, for the failure report ("" when none): the order search
+ * cannot be followed without them (an upsert, a fence, what it returns). */
+static const char *sr_opts(const sr_op_t *p, char *buf, size_t n) {
+  const dtx_bulk_op_t *op = &p->op;
+  int upsert = 0, ret_new = 0;
+  const char *fence = NULL;
+  int64_t token = 0;
+  const json_t *proj = NULL;
+  if (op->kind == DTX_BULK_UPDATE_ONE) {
+    upsert = p->uo.upsert;
+    fence = p->uo.fence_name;
+    token = p->uo.fence_token;
+  } else if (op->kind == DTX_BULK_DELETE_ONE) {
+    fence = p->dlo.fence_name;
+    token = p->dlo.fence_token;
+  } else if (op->kind != DTX_BULK_INSERT) {
+    upsert = p->fo.upsert;
+    ret_new = p->fo.return_new;
+    fence = p->fo.fence_name;
+    token = p->fo.fence_token;
+    proj = p->fo.projection;
+  }
+  char f[64] = "";
+  if (fence)
+    snprintf(f, sizeof f, " fence %.16s=%lld", fence, (long long)token);
+  snprintf(buf, n, "%s%s%s%s%s", upsert ? " upsert" : "", ret_new ? " new" : "",
+           f, proj ? " proj " : "", proj ? JS(proj) : "");
+  return buf;
+}
+
 static void sr_seen(const dtx_bulk_op_t *op, dtx_bulk_result_t *r,
                     sr_out_t *o) {
   memset(o, 0, sizeof *o);
@@ -571,15 +601,16 @@ static int sr_round(dtx_store_t *st2, sr_oracle_t *orc, const char *c,
              docs[i].initial ? JS(docs[i].initial) : "(none)");
       for (int k = 0; k < docs[i].n; k++) {
         int j = docs[i].idx[k];
-        printf("       #%d kind %d filter %s update %s -> %s m=%lld "
+        char opts[256];
+        printf("       #%d kind %d%s filter %s update %s -> %s m=%lld "
                "mod=%lld id=%s doc=%s\n",
-               j, (int)ops[j].op.kind,
+               j, (int)ops[j].op.kind, sr_opts(&ops[j], opts, sizeof opts),
                ops[j].op.filter ? JS(ops[j].op.filter) : "-",
                ops[j].op.update ? JS(ops[j].op.update)
-                                : ops[j].op.doc ? JS(ops[j].op.doc) : "-",
+               : ops[j].op.doc  ? JS(ops[j].op.doc)
+                                : "-",
                dtx_errname(seen[j].rc), (long long)seen[j].matched,
-               (long long)seen[j].modified,
-               seen[j].id ? JS(seen[j].id) : "-",
+               (long long)seen[j].modified, seen[j].id ? JS(seen[j].id) : "-",
                seen[j].doc ? JS(seen[j].doc) : "-");
       }
     }

@@ -530,6 +530,99 @@ static void test_fence_tombstone_insert(void) {
   check_doc(c, "t", "{'_id':'t'}");
 }
 
+/* A new document of a deleted _id is judged with the record it takes
+ * over, fence first, then the rules (fence.c; SQLite reads the tombstone
+ * in the insert's own transaction): a stale fenced upsert whose document
+ * the validator would refuse too is FENCED, not VALIDATION -- alone and
+ * in a batch behind the delete (conf_bulk_serial.c found it: Redis judged
+ * the validator before it had read the tombstone) -- and an insert that
+ * only the record makes valid is accepted. */
+static void test_fence_tombstone_before_rules(void) {
+  const char *c = conf_coll("fence_tomb_rules");
+  REQUIRE(conf_seed(c, "[{'_id':'r','n':1},{'_id':'s','n':1}]") == 0);
+  dtx_collection_rules_t r = {JQ("{'n':{'$gte':0}}"), NULL, NULL};
+  CHECK_RC(dtx_store_set_rules(conf_st, c, &r), 0);
+  int64_t n = -1;
+  dtx_delete_opts_t del = {.fence_name = "L", .fence_token = 3};
+  CHECK_RC(dtx_store_delete_ex(conf_st, c, JQ("{'_id':'r'}"), &del, &n), 0);
+  CHECK(n == 1);
+  /* {_id:'r', w:1}: no n, so the validator refuses it as well. */
+  dtx_update_opts_t up = {.upsert = 1, .fence_name = "L", .fence_token = 2};
+  dtx_update_result_t res = {0};
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'r','n':{'$gte':1}}"),
+                            JQ("{'$set':{'w':1}}"), &up, &res),
+           DTX_EFENCED);
+  CHECK(res.upserted_id == NULL);
+  dtx_fam_opts_t fo = {
+      .upsert = 1, .return_new = 1, .fence_name = "L", .fence_token = 2};
+  json_t *out = conf_poison;
+  CHECK_RC(dtx_store_find_one_and_update(conf_st, c,
+                                         JQ("{'_id':'r','n':{'$gte':1}}"),
+                                         JQ("{'$set':{'w':1}}"), &fo, &out),
+           DTX_EFENCED);
+  CHECK(out == NULL);
+  /* Not fenced, or fresh: the validator's refusal. */
+  up.fence_token = 3;
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'r','n':{'$gte':1}}"),
+                            JQ("{'$set':{'w':1}}"), &up, &res),
+           DTX_EVALIDATION);
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'r','n':{'$gte':1}}"),
+                            JQ("{'$set':{'w':1}}"),
+                            &(dtx_update_opts_t){.upsert = 1}, &res),
+           DTX_EVALIDATION);
+  /* The same in one batch: the delete, then the stale upsert of the
+   * deleted document (the second runs on what the first leaves). */
+  dtx_delete_opts_t del_s = {.fence_name = "L", .fence_token = 3};
+  dtx_bulk_op_t ops[2] = {
+      {.kind = DTX_BULK_DELETE_ONE,
+       .coll = c,
+       .filter = JQ("{'_id':'s','n':{'$gte':0}}"),
+       .delete_opts = &del_s},
+      {.kind = DTX_BULK_FIND_ONE_AND_UPDATE,
+       .coll = c,
+       .filter = JQ("{'_id':'s','n':{'$gte':1}}"),
+       .update = JQ("{'$set':{'w':1}}"),
+       .fam_opts = &fo},
+  };
+  dtx_bulk_result_t br[2];
+  (void)dtx_store_bulk_write(conf_st, ops, 2, br);
+  CHECKF(br[0].rc == 0 && br[0].modified == 1, "delete: %s",
+         dtx_errname(br[0].rc));
+  CHECKF(br[1].rc == DTX_EFENCED && br[1].doc == NULL, "upsert: %s %s",
+         dtx_errname(br[1].rc), br[1].detail ? br[1].detail : "");
+  dtx_bulk_results_clear(br, 2);
+  CHECK(conf_count(c, NULL) == 0);
+  /* A fresh holder's upsert that the validator accepts takes the record
+   * over. */
+  up.fence_token = 3;
+  CHECK_RC(dtx_store_update(conf_st, c, JQ("{'_id':'r','n':2}"),
+                            JQ("{'$set':{'w':1}}"), &up, &res),
+           0);
+  json_decref(res.upserted_id);
+  check_doc(c, "r", "{'_id':'r','n':2,'w':1,'_fence':{'L':3}}");
+  /* A rule that only the record satisfies: an insert of the deleted _id
+   * takes it over before it is judged, so it is accepted. */
+  const char *c2 = conf_coll("fence_tomb_rules2");
+  REQUIRE(conf_seed(c2, "[{'_id':'t','_fence':{'L':1}},"
+                        "{'_id':'v','_fence':{'L':1}}]") == 0);
+  dtx_collection_rules_t r2 = {JQ("{'_fence.L':{'$gte':1}}"), NULL, NULL};
+  CHECK_RC(dtx_store_set_rules(conf_st, c2, &r2), 0);
+  CHECK_RC(dtx_store_delete_ex(conf_st, c2, JQ("{'_id':'t'}"), NULL, &n), 0);
+  CHECK_RC(dtx_store_insert(conf_st, c2, JQ("{'_id':'t','x':1}"), NULL), 0);
+  check_doc(c2, "t", "{'_id':'t','x':1,'_fence':{'L':1}}");
+  /* The same insert in a batch (its first attempt reads nothing). */
+  CHECK_RC(dtx_store_delete_ex(conf_st, c2, JQ("{'_id':'v'}"), NULL, &n), 0);
+  dtx_bulk_op_t ins = {
+      .kind = DTX_BULK_INSERT, .coll = c2, .doc = JQ("{'_id':'v','x':1}")};
+  (void)dtx_store_bulk_write(conf_st, &ins, 1, br);
+  CHECKF(br[0].rc == 0, "insert: %s %s", dtx_errname(br[0].rc),
+         br[0].detail ? br[0].detail : "");
+  dtx_bulk_results_clear(br, 1);
+  check_doc(c2, "v", "{'_id':'v','x':1,'_fence':{'L':1}}");
+  CHECK_RC(dtx_store_insert(conf_st, c2, JQ("{'_id':'u','x':1}"), NULL),
+           DTX_EVALIDATION);
+}
+
 /* Indexes never list a tombstone, and a unique key a deleted document
  * held is free for another document at once. */
 static void test_fence_tombstone_indexes(void) {
@@ -665,6 +758,7 @@ void conf_run_fence(void) {
   CONF_RUN(test_fence_racing_writers);
   CONF_RUN(test_fence_tombstone_upsert);
   CONF_RUN(test_fence_tombstone_insert);
+  CONF_RUN(test_fence_tombstone_before_rules);
   CONF_RUN(test_fence_tombstone_indexes);
   CONF_RUN(test_fence_tombstone_paused);
 }

@@ -79,8 +79,9 @@
 
 #define FP_SENT "store.bulk_sent"
 
-/* B_WAIT: a write of its document goes first this round; it reads the
- * state that write leaves in the next (B_READ). */
+/* B_WAIT: a write of its document goes first this round, or an insert
+ * refused on no state must see its _id (eval); it reads the state in the
+ * next round (B_READ). */
 enum { B_READ, B_EVAL, B_PREP, B_WRITE, B_CHECK, B_RIDE, B_DONE, B_SLOW,
        B_WAIT };
 
@@ -99,6 +100,7 @@ typedef struct bitem {
   int held;        /* its decision was held (hold()) */
   json_t *pbefore; /* evaluated on a group's prediction: that state */
   int wrc;         /* B_WRITE's outcome: dtx__rd_write_end's code */
+  int seen;        /* cur was read, or a lost write's reply carried it */
   int contended;   /* a write of it (or of its group) lost: take turns */
   rd_wprep_t *wp;
   rd_cmd_t cmd; /* a READDOC or a version check */
@@ -245,16 +247,26 @@ static void eval(dtx__backend_t *b, bitem_t *it, int64_t now) {
   json_decref(it->nd);
   it->nd = NULL;
   if (op->doc) {
-    if (it->cur.body) { /* the insert's write met an existing _id */
-      item_fail(it, dtx__err_dupid(json_object_get(op->doc, "_id")));
+    /* SQLite's order (docs.c, dtx__rd_check_new): a fence tombstone's
+     * record taken over, the rules, then the existing _id.  The first
+     * attempt goes from no state (an insert reads nothing): a refusal
+     * made on it was made without a tombstone's record, so it reads the
+     * _id in the next round (B_WAIT: nothing to send in this round's
+     * writes) and is judged again on what it finds. */
+    if (it->cur.fence && !it->cur.body)
+      rc = dtx__fence_revive(NULL, it->co->name, it->cur.fence, op->doc);
+    else
+      rc = 0;
+    if (rc == 0)
+      rc = dtx__doc_check_write(it->co->rules, it->co->name, NULL, op->doc,
+                                m->bypass);
+    if (rc < 0 && !it->seen) {
+      it->state = B_WAIT;
       return;
     }
-    /* It met a fence tombstone: the document takes over its record. */
-    if ((it->cur.fence && (rc = dtx__fence_revive(NULL, it->co->name,
-                                                  it->cur.fence,
-                                                  op->doc)) < 0) ||
-        (rc = dtx__doc_check_write(it->co->rules, it->co->name, NULL, op->doc,
-                                   m->bypass)) < 0) {
+    if (rc == 0 && it->cur.body) /* the insert's write met an existing _id */
+      rc = dtx__err_dupid(json_object_get(op->doc, "_id"));
+    if (rc < 0) {
       item_fail(it, rc);
       return;
     }
@@ -301,6 +313,7 @@ static void finish(dtx__backend_t *b, bitem_t *it, int run_rc) {
       item_fail(it, rc);
     else
       it->state = B_EVAL;
+    it->seen = 1;
     return;
   case B_CHECK:
     rc = it->cmd.reply ? dtx__rd_verify_reply(b, it->co, &it->cur, &it->cmd)
@@ -340,6 +353,7 @@ static void finish(dtx__backend_t *b, bitem_t *it, int run_rc) {
       if (rc == RD_ELOST) {
         it->state = B_EVAL; /* the reply carried the current state */
         it->contended = 1;
+        it->seen = 1;
       }
       else if (rc == RD_ESTALE)
         it->state = B_SLOW;

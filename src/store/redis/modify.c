@@ -225,17 +225,20 @@ static int upsert(dtx__backend_t *b, rd_coll_t **cop, const dtx__modify_t *m,
   if (rc < 0)
     return rc;
   rd_doc_t cur = {0};
+  int seen = 0;
   rc = dtx__rd_doc_set_id(*cop, &cur, json_object_get(doc, "_id"));
   for (int attempt = 0; rc == 0 && attempt < RD_WRITE_ATTEMPTS; attempt++) {
-    if (cur.fence)
-      rc = dtx__fence_revive(m, (*cop)->name, cur.fence, doc);
-    if (rc == 0)
-      rc = dtx__doc_check_write((*cop)->rules, (*cop)->name, NULL, doc,
-                                m->bypass);
+    rc = dtx__rd_check_new(b, *cop, m, &cur, doc, m->bypass, &seen);
+    /* Refused, and the read that confirmed it found the _id live and
+     * matching: it appeared meanwhile (select again). */
+    if (rc < 0 && rc != RD_ESTALE && cur.body &&
+        dtx__filter_match(m->filter, cur.body))
+      rc = RD_ELOST;
     if (rc == 0)
       rc = dtx__rd_write(b, *cop, &cur, doc, m, NULL);
     if (rc == RD_ELOST && !cur.body) {
       rc = 0;
+      seen = 1; /* the reply carried the state */
       continue; /* a tombstone */
     }
     if (rc == RD_ELOST && !dtx__filter_match(m->filter, cur.body)) {

@@ -424,6 +424,15 @@ int dtx__rd_doc_set_id(const rd_coll_t *co, rd_doc_t *d, const json_t *id);
 int dtx__rd_insert(dtx__backend_t *b, const char *coll, json_t *const *docs,
                    size_t n, int bypass, size_t *ninserted);
 
+/* The checks of doc, a new document of cur's _id (an insert's, or the
+ * upsert m's), in SQLite's order (docs.c says why): the fence record a
+ * tombstone of the _id keeps first, then the rules.  *seen: cur was read
+ * (a refusal on a state never read is made again on a read one).  0, the
+ * refusal, or the read's error (RD_ESTALE among them). */
+int dtx__rd_check_new(dtx__backend_t *b, const rd_coll_t *co,
+                      const dtx__modify_t *m, rd_doc_t *cur, json_t *doc,
+                      int bypass, int *seen);
+
 /* The fresh documents of *cop that match f, in natural order (find.c): an
  * array of *n docs in *out that the caller frees with dtx__rd_docs_free
  * (NULL and 0 on error).  *cop may be replaced by a fresher descriptor
