@@ -323,9 +323,14 @@ export class Client {
   /** Not retried. */
   recover(opts?: RecoverOptions): Promise<JsonObject>;
 
+  /** Admin scope: {now, window_s, classes, series, counts, uptime_s} (docs/admin.md). */
+  adminStats(): Promise<JsonObject>;
+
   // operations
   health(): Promise<{ status: 'ok' }>;
   /** False on 503 (draining, or the store away); asked once. */
   ready(): Promise<boolean>;
+  /** The OpenAPI 3.1 description of every route. */
+  openapi(): Promise<JsonObject>;
   metrics(): Promise<string>;
 }

@@ -519,6 +519,11 @@ export class Client {
     return this.#call('POST', '/v1/admin/recover', fields(opts));
   }
 
+  /** GET /v1/admin/stats (admin scope): the admin page's dashboard (docs/admin.md). */
+  adminStats() {
+    return this.#call('GET', '/v1/admin/stats', undefined, { idempotent: true });
+  }
+
   // ---- operations -------------------------------------------------------------
 
   /** GET /healthz: {status: "ok"} while the process is up. */
@@ -535,6 +540,11 @@ export class Client {
       if (e instanceof Unavailable) return false;
       throw e;
     }
+  }
+
+  /** GET /openapi.json: the OpenAPI 3.1 description of every route. */
+  openapi() {
+    return this.#call('GET', '/openapi.json', undefined, { idempotent: true });
   }
 
   /** GET /metrics (metrics or admin scope): the Prometheus text. */

@@ -168,6 +168,13 @@ test('health, ready, metrics', async () => {
   assert.deepEqual(await new Client(URL).health(), { status: 'ok' });
   assert.equal(await new Client(URL).ready(), true);
   assert.match(await new Client(URL, T_ADMIN).metrics(), /doctxd_http_requests_total\{/);
+  const spec = await new Client(URL).openapi();
+  assert.match(spec.openapi, /^3\.1/);
+  assert.ok('/v1/transfers' in spec.paths);
+  const stats = await new Client(URL, T_ADMIN).adminStats();
+  assert.equal(stats.window_s, 60);
+  assert.ok('counts' in stats);
+  await rejects(new Client(URL, T_WRITE).adminStats(), Forbidden);
 });
 
 // ---- documents ----------------------------------------------------------------

@@ -854,6 +854,12 @@ class Client:
         )
         return self._call("POST", "/v1/admin/recover", body)
 
+    def admin_stats(self) -> JSON:
+        """``GET /v1/admin/stats`` (admin scope): the admin page's dashboard --
+        this doctxd's requests and errors per second over the last minute,
+        and the store's transfers, jobs and locks by state (docs/admin.md)."""
+        return self._call("GET", "/v1/admin/stats", idempotent=True)
+
     # ---- operations -------------------------------------------------------
 
     def health(self) -> JSON:
@@ -868,6 +874,10 @@ class Client:
         except Unavailable:
             return False
         return True
+
+    def openapi(self) -> JSON:
+        """``GET /openapi.json``: the OpenAPI 3.1 description of every route."""
+        return self._call("GET", "/openapi.json", idempotent=True)
 
     def metrics(self) -> str:
         """``GET /metrics`` (metrics or admin scope): the Prometheus text."""

@@ -232,6 +232,12 @@ def test_health_ready_metrics() -> None:
     assert Client(URL).ready() is True
     text = Client(URL, T_ADMIN).metrics()
     assert "doctxd_http_requests_total{" in text
+    spec = Client(URL).openapi()
+    assert spec["openapi"].startswith("3.1") and "/v1/transfers" in spec["paths"]
+    stats = Client(URL, T_ADMIN).admin_stats()
+    assert stats["window_s"] == 60 and "counts" in stats
+    with pytest.raises(Forbidden):
+        Client(URL, T_WRITE).admin_stats()
 
 
 # ---- documents ----------------------------------------------------------------
