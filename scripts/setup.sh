@@ -14,6 +14,9 @@ pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
 # by puppeteer-core from tests/browser's package-lock (npm ci, below).
 pkgs+=(chromium)
 command -v npm >/dev/null || pkgs+=(nodejs npm)
+# python3-pytest, nodejs: the Python and Node clients' tests (tests/clients/).
+pkgs+=(python3-pytest)
+command -v node >/dev/null || pkgs+=(nodejs)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \

@@ -38,6 +38,8 @@
 #                 two targets; conformance likewise splits its single
 #                 calls and its bulk_write run between them)
 # on the standalone server only:
+#   (shell)       tests/clients/run.sh, the Python and Node clients against
+#                 doctxd, in the shell phase
 #   deadline      tests/redis/deadline.sh: the server is SIGSTOPped while
 #                 commands run; each must end within its one budget,
 #                 exit 4 with the reason, and leave its work recoverable;
@@ -186,6 +188,12 @@ shell_on() { # URI
     bash "$ROOT/tests/server/jobs.sh"
   run_logged "server/faults.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/server/faults.sh"
+  # The Python and Node clients against doctxd (docs/clients.md): on the
+  # standalone server only, the cluster adding nothing a client sees.
+  if [ "$u" = "$URI_SA" ]; then
+    run_logged "clients/run.sh $u" env DTX_REDIS_URI="$u" \
+      bash "$ROOT/tests/clients/run.sh"
+  fi
 }
 phase_shell() {
   both_targets shell_on

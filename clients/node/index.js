@@ -1,0 +1,554 @@
+// doctx: a client for doctxd, doctx's HTTP/JSON service (docs/server.md).
+// An ES module on the global fetch of Node 18+, no dependencies; the same
+// surface as the Python client (clients/python), in camelCase.  Option
+// names are the CLI's, camelCase here and snake_case on the wire
+// (bypassValidation -> bypass_validation); only the options given are sent.
+//
+// Retries (docs/clients.md, "Retries"): only an idempotent call -- a GET, a
+// read sent as POST (find, count, aggregate), or a write that carries a
+// client id (a transfer or a batch of them: the client gives one to every
+// transfer that lacks it, so every transfer is retried safely: doctxd
+// answers a repeated id with the same transfer, counted once) -- and only
+// on a connection error, 429 or 503.  The waits grow exponentially from
+// `backoff` to `maxBackoff` ms with jitter, are at least the server's
+// Retry-After, and never pass the call's deadline (`timeout` ms for the
+// whole call, attempts and waits included).
+import { randomUUID } from 'node:crypto';
+
+const USER_AGENT = 'doctx-node/0.1';
+
+/** An error answer from doctxd (problem+json), or none (TransportError). */
+export class DoctxError extends Error {
+  constructor(status, code, title, detail, problem = {}, retryAfter = null, options) {
+    super(`${status} ${code}: ${detail}`, options);
+    this.name = new.target.name;
+    this.status = status;
+    this.code = code;
+    this.title = title;
+    this.detail = detail;
+    this.problem = problem;
+    this.retryAfter = retryAfter;
+  }
+}
+export class BadRequest extends DoctxError {}
+export class Unauthorized extends DoctxError {}
+export class Forbidden extends DoctxError {}
+export class NotFound extends DoctxError {}
+export class MethodNotAllowed extends DoctxError {}
+export class Conflict extends DoctxError {}
+export class TooLarge extends DoctxError {}
+export class RateLimited extends DoctxError {}
+export class ServerError extends DoctxError {}
+export class Unavailable extends DoctxError {}
+export class TransportError extends DoctxError {}
+
+const BY_STATUS = {
+  400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound,
+  405: MethodNotAllowed, 409: Conflict, 413: TooLarge, 429: RateLimited,
+  503: Unavailable,
+};
+
+/** The error for an error answer: its status's class, the problem's fields. */
+export function errorFrom(status, problem, retryAfter = null) {
+  if (!problem || typeof problem !== 'object') problem = { detail: String(problem ?? '') };
+  const Cls = BY_STATUS[status] ?? (status >= 500 ? ServerError : DoctxError);
+  return new Cls(status, String(problem.code || `HTTP${status}`), String(problem.title || ''),
+    String(problem.detail || problem.title || `HTTP ${status}`), problem, retryAfter);
+}
+
+/** A fresh client id for a transfer: PREFIX- and 32 random hex digits. */
+export function newId(prefix = 'js') {
+  return `${prefix}-${randomUUID().replaceAll('-', '')}`;
+}
+
+const snake = (k) => k.replace(/[A-Z]/g, (m) => `_${m.toLowerCase()}`);
+
+// The options given, snake_cased, without the undefined and null ones.
+function fields(o) {
+  const out = {};
+  for (const [k, v] of Object.entries(o ?? {})) if (v !== undefined && v !== null) out[snake(k)] = v;
+  return out;
+}
+
+function parseRetryAfter(v) {
+  if (!v) return null;
+  const n = Number(v);
+  if (Number.isFinite(n)) return Math.max(0, n);
+  const t = Date.parse(v);
+  return Number.isNaN(t) ? null : Math.max(0, (t - Date.now()) / 1000);
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const p = (s) => encodeURIComponent(String(s));
+
+export class Client {
+  /**
+   * @param {string} baseUrl doctxd's address, e.g. http://127.0.0.1:8420
+   * @param {string} [token] a bearer token (none: enough for health and ready)
+   * @param {{timeout?: number, retries?: number, backoff?: number, maxBackoff?: number}} [opts]
+   *   timeout: ms a call may take in all; retries: how many more attempts
+   *   an idempotent call gets; backoff / maxBackoff: the first and longest
+   *   wait between them, in ms.
+   */
+  constructor(baseUrl, token, { timeout = 30000, retries = 6, backoff = 100, maxBackoff = 2000 } = {}) {
+    if (!(timeout > 0)) throw new RangeError('timeout must be > 0');
+    if (!(retries >= 0)) throw new RangeError('retries must be >= 0');
+    this.baseUrl = String(baseUrl).replace(/\/+$/, '');
+    this.token = token;
+    this.timeout = timeout;
+    this.retries = retries;
+    this.backoff = backoff;
+    this.maxBackoff = maxBackoff;
+  }
+
+  // ---- transport ----------------------------------------------------------
+
+  async #once(method, url, body, budget) {
+    const headers = { Accept: 'application/json', 'User-Agent': USER_AGENT };
+    if (this.token) headers.Authorization = `Bearer ${this.token}`;
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    let res, text;
+    try {
+      res = await fetch(url, { method, headers, body, signal: AbortSignal.timeout(Math.max(1, Math.ceil(budget))) });
+      text = await res.text();
+    } catch (e) {
+      const code = e?.name === 'TimeoutError' ? 'TIMEOUT' : 'CONNECTION';
+      const why = e?.cause?.code ?? e?.cause?.message ?? e?.message;
+      throw new TransportError(0, code, 'no answer from doctxd', `${method} ${url}: ${why}`, {}, null, { cause: e });
+    }
+    const ctype = res.headers.get('content-type') ?? '';
+    if (!res.ok) {
+      let problem;
+      try { problem = text ? JSON.parse(text) : {}; } catch { problem = { detail: text.slice(0, 400) }; }
+      throw errorFrom(res.status, problem, parseRetryAfter(res.headers.get('retry-after')));
+    }
+    return ctype.includes('json') ? JSON.parse(text) : text;
+  }
+
+  #delay(attempt, retryAfter) {
+    const cap = Math.min(this.maxBackoff, this.backoff * 2 ** attempt);
+    let wait = cap / 2 + Math.random() * (cap / 2); // jitter: clients spread out
+    if (retryAfter !== null && retryAfter !== undefined) wait = Math.max(wait, retryAfter * 1000);
+    return wait;
+  }
+
+  async #call(method, path, body, { query, idempotent = false } = {}) {
+    let url = this.baseUrl + path;
+    if (query) {
+      const q = new URLSearchParams(fields(query)).toString();
+      if (q) url += `?${q}`;
+    }
+    const data = body !== undefined ? JSON.stringify(body) : method === 'POST' ? '' : undefined;
+    const deadline = Date.now() + this.timeout;
+    for (let attempt = 0; ; attempt++) {
+      const budget = deadline - Date.now();
+      if (budget <= 0) {
+        throw new TransportError(0, 'TIMEOUT', 'no answer from doctxd',
+          `${method} ${url}: no answer within ${this.timeout} ms`);
+      }
+      try {
+        return await this.#once(method, url, data, budget);
+      } catch (e) {
+        const retryable = e instanceof TransportError || e instanceof RateLimited || e instanceof Unavailable;
+        if (!(idempotent && retryable && attempt < this.retries)) throw e;
+        const wait = this.#delay(attempt, e.retryAfter);
+        if (Date.now() + wait >= deadline) throw e;
+        await sleep(wait);
+      }
+    }
+  }
+
+  #coll(coll, verb) { return `/v1/c/${p(coll)}/${verb}`; }
+
+  async *#pages(path, key, query) {
+    let after;
+    for (;;) {
+      const page = await this.#call('GET', path, undefined, { query: { ...query, after }, idempotent: true });
+      yield* page[key];
+      after = page.next;
+      if (!after) return;
+    }
+  }
+
+  // ---- documents ------------------------------------------------------------
+
+  /** One page of the documents of coll matching filter: {docs, next}. */
+  find(coll, filter, opts = {}) {
+    return this.#call('POST', this.#coll(coll, 'find'), fields({ filter, ...opts }), { idempotent: true });
+  }
+
+  /** How many documents of coll match filter. */
+  async count(coll, filter) {
+    return (await this.#call('POST', this.#coll(coll, 'count'), fields({ filter }), { idempotent: true })).count;
+  }
+
+  /** Inserts 1..1000 documents: {inserted, ids}.  Not retried. */
+  insert(coll, docs, opts = {}) {
+    return this.#call('POST', this.#coll(coll, 'insert'), fields({ docs, ...opts }));
+  }
+
+  /** Updates the first (or, with many, every) match: {matched, modified[, upserted]}.  Not retried. */
+  update(coll, filter, update, opts = {}) {
+    return this.#call('POST', this.#coll(coll, 'update'), fields({ filter, update, ...opts }));
+  }
+
+  /** Updates one match atomically and returns it; Conflict NOMATCH when none.  Not retried. */
+  async findAndModify(coll, filter, update, opts = {}) {
+    return (await this.#call('POST', this.#coll(coll, 'find-and-modify'), fields({ filter, update, ...opts }))).doc;
+  }
+
+  /** Deletes the first (or, with many, every) match; how many.  Not retried. */
+  async delete(coll, filter, opts = {}) {
+    return (await this.#call('POST', this.#coll(coll, 'delete'), fields({ filter, ...opts }))).deleted;
+  }
+
+  /** Runs 1..1000 operations (doctx bulk's shapes); one result per op.  Not retried. */
+  async bulk(coll, ops) {
+    return (await this.#call('POST', this.#coll(coll, 'bulk'), { ops })).results;
+  }
+
+  /** Runs an aggregation pipeline over coll; its documents. */
+  async aggregate(coll, pipeline) {
+    return (await this.#call('POST', this.#coll(coll, 'aggregate'), { pipeline }, { idempotent: true })).docs;
+  }
+
+  /** The indexes of coll. */
+  async indexes(coll) {
+    return (await this.#call('GET', this.#coll(coll, 'indexes'), undefined, { idempotent: true })).indexes;
+  }
+
+  /** Creates an index on keys; its name.  Not retried. */
+  async createIndex(coll, keys, opts = {}) {
+    return (await this.#call('POST', this.#coll(coll, 'indexes'), fields({ keys, ...opts }))).name;
+  }
+
+  // ---- accounts and transfers -------------------------------------------------
+
+  /** Creates account id ({balance, minBalance: integer or "none"}).  Not retried. */
+  createAccount(id, opts = {}) {
+    return this.#call('POST', '/v1/accounts', fields({ id, ...opts }));
+  }
+
+  /** Account id; NotFound (NOACCOUNT) if none. */
+  account(id) {
+    return this.#call('GET', `/v1/accounts/${p(id)}`, undefined, { idempotent: true });
+  }
+
+  /** Every account, fetched a page (pageSize, 1..1000) at a time. */
+  accounts({ pageSize } = {}) {
+    return this.#pages('/v1/accounts', 'accounts', { limit: pageSize });
+  }
+
+  /**
+   * Moves amount from one account to another; the transfer.  Without an id
+   * the client makes one (newId), so the call is always retried safely.
+   */
+  transfer(from, to, amount, { id, async, deadlineMs } = {}) {
+    return this.#call('POST', '/v1/transfers',
+      fields({ id: id || newId(), from, to, amount, async, deadlineMs }), { idempotent: true });
+  }
+
+  /** Runs 1..1000 transfers; one result per item.  Items without an id get one. */
+  async transferBatch(transfers, { deadlineMs } = {}) {
+    const items = transfers.map((t) => (t.id ? { ...t } : { ...t, id: newId() }));
+    return (await this.#call('POST', '/v1/transfers/batch', fields({ transfers: items, deadlineMs }),
+      { idempotent: true })).results;
+  }
+
+  /** Transfer id; NotFound if none. */
+  getTransfer(id) {
+    return this.#call('GET', `/v1/transfers/${p(id)}`, undefined, { idempotent: true });
+  }
+
+  /** Every transfer (in state if given), fetched a page at a time. */
+  transfers({ state, pageSize } = {}) {
+    return this.#pages('/v1/transfers', 'transfers', { state, limit: pageSize });
+  }
+
+  /** Cancels a transfer not yet under way; Conflict (STATE) once committed.  Not retried. */
+  cancelTransfer(id) {
+    return this.#call('POST', `/v1/transfers/${p(id)}/cancel`);
+  }
+
+  // ---- the job queue (docs/jobs.md) ---------------------------------------------------
+
+  /** Adds a job; retried only with an id (the same id and content: the same job). */
+  addJob(queue, type, payload, opts = {}) {
+    return this.#call('POST', `/v1/queues/${p(queue)}/jobs`, fields({ type, payload, ...opts }),
+      { idempotent: Boolean(opts.id) });
+  }
+
+  /** Claims up to n due jobs, each running with its epoch; [] when none.  Not retried. */
+  async claim(queue, opts = {}) {
+    return (await this.#call('POST', `/v1/queues/${p(queue)}/claim`, fields(opts))).jobs;
+  }
+
+  /** Extends an attempt's lease; Conflict STALE once superseded.  Retried. */
+  heartbeat(id, epoch, { leaseMs } = {}) {
+    return this.#call('POST', `/v1/jobs/${p(id)}/heartbeat`, fields({ epoch, leaseMs }), { idempotent: true });
+  }
+
+  /** Completes an attempt; a repeat answers the same.  Retried. */
+  complete(id, epoch, { result } = {}) {
+    return this.#call('POST', `/v1/jobs/${p(id)}/complete`, fields({ epoch, result }), { idempotent: true });
+  }
+
+  /** Fails an attempt (delayed or dead); a repeat answers the same.  Retried. */
+  fail(id, epoch, { error } = {}) {
+    return this.#call('POST', `/v1/jobs/${p(id)}/fail`, fields({ epoch, error }), { idempotent: true });
+  }
+
+  /** Makes a dead job ready again.  Not retried. */
+  retry(id) {
+    return this.#call('POST', `/v1/jobs/${p(id)}/retry`);
+  }
+
+  /** Cancels a ready or delayed job; a repeat answers the same.  Retried. */
+  cancel(id) {
+    return this.#call('POST', `/v1/jobs/${p(id)}/cancel`, undefined, { idempotent: true });
+  }
+
+  /** Applies an update at most once per (job, key): {applied}.  Retried. */
+  effect(id, epoch, key, coll, filter, update, { fence } = {}) {
+    return this.#call('POST', `/v1/jobs/${p(id)}/effect`, fields({ epoch, key, coll, filter, update, fence }),
+      { idempotent: true });
+  }
+
+  /** A job; NotFound if none. */
+  job(id) {
+    return this.#call('GET', `/v1/jobs/${p(id)}`, undefined, { idempotent: true });
+  }
+
+  /** Every job of a queue (in state if given), a page at a time. */
+  jobs(queue, { state, pageSize } = {}) {
+    return this.#pages(`/v1/queues/${p(queue)}/jobs`, 'jobs', { state, limit: pageSize });
+  }
+
+  /** {ready, delayed, running, succeeded, dead, canceled, total}. */
+  queueStats(queue) {
+    return this.#call('GET', `/v1/queues/${p(queue)}/stats`, undefined, { idempotent: true });
+  }
+
+  // ---- locks (docs/locks.md) -----------------------------------------------------
+
+  /** Acquires a lock: {name, owner, token, expires}; Conflict NOMATCH while held.  Not retried. */
+  acquire(name, opts = {}) {
+    return this.#call('POST', `/v1/locks/${p(name)}/acquire`, fields(opts));
+  }
+
+  /** Renews a lock held with token; Conflict NOMATCH if not current.  Not retried. */
+  renew(name, token, { ttlMs } = {}) {
+    return this.#call('POST', `/v1/locks/${p(name)}/renew`, fields({ token, ttlMs }));
+  }
+
+  /** Releases a lock held with token.  Not retried. */
+  release(name, token) {
+    return this.#call('POST', `/v1/locks/${p(name)}/release`, { token });
+  }
+
+  /** A lock: {name, owner, token, expires, held}. */
+  lock(name) {
+    return this.#call('GET', `/v1/locks/${p(name)}`, undefined, { idempotent: true });
+  }
+
+  /** Every lock, a page at a time. */
+  locks({ pageSize } = {}) {
+    return this.#pages('/v1/locks', 'locks', { limit: pageSize });
+  }
+
+  /** Releases a lock whoever holds it (admin scope).  Not retried. */
+  forceRelease(name, { token } = {}) {
+    return this.#call('POST', `/v1/admin/locks/${p(name)}/release`, fields({ token }));
+  }
+
+  // ---- ledger (docs/ledger.md) ----------------------------------------------------
+
+  /** Creates a ledger account ({minBalance: integer or "none"}).  Not retried. */
+  ledgerAccount(id, opts = {}) {
+    return this.#call('POST', '/v1/ledger/accounts', fields({ id, ...opts }));
+  }
+
+  /** Sets a ledger account's minBalance (integer or "none"). */
+  ledgerLimit(id, minBalance) {
+    return this.#call('POST', `/v1/ledger/accounts/${p(id)}/limit`, { min_balance: minBalance });
+  }
+
+  /** {account, balance, available, pending_debits, seq}, now or at atSeq. */
+  balance(account, { atSeq } = {}) {
+    return this.#call('GET', `/v1/ledger/accounts/${p(account)}/balance`, undefined,
+      { query: { atSeq }, idempotent: true });
+  }
+
+  /** Every leg of an account in seq order (from fromSeq), a page at a time. */
+  async *statement(account, { fromSeq, pageSize } = {}) {
+    const path = `/v1/ledger/accounts/${p(account)}/statement`;
+    let query = { fromSeq, limit: pageSize };
+    for (;;) {
+      const page = await this.#call('GET', path, undefined, { query, idempotent: true });
+      yield* page.legs;
+      if (!page.next) return;
+      query = { after: page.next, limit: pageSize };
+    }
+  }
+
+  /** Posts an entry (legs [{account, value}] summing to 0); retried only with an id. */
+  post(legs, opts = {}) {
+    return this.#call('POST', '/v1/ledger/entries', fields({ legs, ...opts }), { idempotent: Boolean(opts.id) });
+  }
+
+  /** Posts 1..1000 entries; one result each.  Retried only when every entry has an id. */
+  async postBatch(entries, { deadlineMs } = {}) {
+    const items = entries.map((e) => fields(e));
+    return (await this.#call('POST', '/v1/ledger/entries/batch', fields({ entries: items, deadlineMs }),
+      { idempotent: items.every((e) => e.id) })).results;
+  }
+
+  /** Posts a pending entry.  Not retried. */
+  postPending(id) {
+    return this.#call('POST', `/v1/ledger/entries/${p(id)}/post`);
+  }
+
+  /** Voids a pending entry.  Not retried. */
+  void(id) {
+    return this.#call('POST', `/v1/ledger/entries/${p(id)}/void`);
+  }
+
+  /** Posts the entry reversing entryId (under id if given).  Not retried. */
+  reverse(entryId, { id, deadlineMs } = {}) {
+    return this.#call('POST', `/v1/ledger/entries/${p(entryId)}/reverse`, fields({ id, deadlineMs }));
+  }
+
+  /** A ledger entry; NotFound if none. */
+  entry(id) {
+    return this.#call('GET', `/v1/ledger/entries/${p(id)}`, undefined, { idempotent: true });
+  }
+
+  /** Every ledger entry (touching account if given), a page at a time. */
+  entries({ account, pageSize } = {}) {
+    return this.#pages('/v1/ledger/entries', 'entries', { account, limit: pageSize });
+  }
+
+  // ---- sync (docs/sync.md) ----------------------------------------------------------
+
+  /** Defines a sync rule; the same rule again answers the same, so it is retried. */
+  syncRule(name, { master, dependents, link, copy }) {
+    return this.#call('POST', `/v1/sync/${p(name)}/rule`, fields({ master, dependents, link, copy }),
+      { idempotent: true });
+  }
+
+  /** Updates a master and its dependents' copies.  Not retried. */
+  syncUpdate(name, masterId, update, opts = {}) {
+    return this.#call('POST', `/v1/sync/${p(name)}/update`, fields({ masterId, update, ...opts }));
+  }
+
+  /** A sync rule; NotFound if none. */
+  sync(name) {
+    return this.#call('GET', `/v1/sync/${p(name)}`, undefined, { idempotent: true });
+  }
+
+  /** Finishes interrupted sync updates (admin scope).  Not retried. */
+  syncRepair(opts = {}) {
+    return this.#call('POST', '/v1/sync/repair', fields(opts));
+  }
+
+  // ---- orders (docs/orders.md) --------------------------------------------------------
+
+  /** Records an order; idempotent by its trade id, so it is retried. */
+  createOrder(tradeId, account, amount, { settlement } = {}) {
+    return this.#call('POST', `/v1/orders/${p(tradeId)}/create`, fields({ account, amount, settlement }),
+      { idempotent: true });
+  }
+
+  /** Confirms an order (credited once); retried. */
+  confirmOrder(tradeId, opts = {}) {
+    return this.#call('POST', `/v1/orders/${p(tradeId)}/confirm`, fields(opts), { idempotent: true });
+  }
+
+  /** Confirms 1..1000 orders; one result each; retried. */
+  async confirmOrders(tradeIds, opts = {}) {
+    return (await this.#call('POST', '/v1/orders/confirm', fields({ tradeIds, ...opts }),
+      { idempotent: true })).results;
+  }
+
+  /** Cancels an order; Conflict STATE once confirmed.  Not retried. */
+  cancelOrder(tradeId) {
+    return this.#call('POST', `/v1/orders/${p(tradeId)}/cancel`);
+  }
+
+  /** An order; NotFound if none. */
+  order(tradeId) {
+    return this.#call('GET', `/v1/orders/${p(tradeId)}`, undefined, { idempotent: true });
+  }
+
+  /** Every order (in state if given), a page at a time. */
+  orders({ state, pageSize } = {}) {
+    return this.#pages('/v1/orders', 'orders', { state, limit: pageSize });
+  }
+
+  // ---- versions (docs/versions.md) ------------------------------------------------------
+
+  /** Writes the next version of an item: {item, version}.  Not retried. */
+  putVersion(item, root, opts = {}) {
+    return this.#call('POST', `/v1/versions/${p(item)}/put`, fields({ root, ...opts }));
+  }
+
+  /** {item, version, root, children}: the current version or the one asked. */
+  version(item, { version } = {}) {
+    return this.#call('GET', `/v1/versions/${p(item)}`, undefined, { query: { version }, idempotent: true });
+  }
+
+  /** The versions of an item still kept. */
+  async versionHistory(item) {
+    return (await this.#call('GET', `/v1/versions/${p(item)}/history`, undefined, { idempotent: true })).versions;
+  }
+
+  /** Drops old versions (admin scope).  Not retried. */
+  versionGc(opts = {}) {
+    return this.#call('POST', '/v1/versions/gc', fields(opts));
+  }
+
+  // ---- admin ------------------------------------------------------------------
+
+  /** Runs the audit (admin scope): its report with clean: true|false. */
+  audit({ settled } = {}) {
+    return this.#call('POST', '/v1/admin/audit', fields({ settled }));
+  }
+
+  /** Runs recovery (admin scope); its summary.  Not retried. */
+  recover(opts = {}) {
+    return this.#call('POST', '/v1/admin/recover', fields(opts));
+  }
+
+  /** GET /v1/admin/stats (admin scope): the admin page's dashboard (docs/admin.md). */
+  adminStats() {
+    return this.#call('GET', '/v1/admin/stats', undefined, { idempotent: true });
+  }
+
+  // ---- operations -------------------------------------------------------------
+
+  /** GET /healthz: {status: "ok"} while the process is up. */
+  health() {
+    return this.#call('GET', '/healthz', undefined, { idempotent: true });
+  }
+
+  /** GET /readyz: true when the store answers, false on 503.  Asked once. */
+  async ready() {
+    try {
+      await this.#call('GET', '/readyz');
+      return true;
+    } catch (e) {
+      if (e instanceof Unavailable) return false;
+      throw e;
+    }
+  }
+
+  /** GET /openapi.json: the OpenAPI 3.1 description of every route. */
+  openapi() {
+    return this.#call('GET', '/openapi.json', undefined, { idempotent: true });
+  }
+
+  /** GET /metrics (metrics or admin scope): the Prometheus text. */
+  async metrics() {
+    return String(await this.#call('GET', '/metrics', undefined, { idempotent: true }));
+  }
+}
