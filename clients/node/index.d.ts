@@ -248,9 +248,9 @@ export class Client {
   /** A repeat answers the same.  Retried. */
   fail(id: string, epoch: number, opts?: { error?: string }): Promise<Job>;
   /** A dead job ready again; Conflict STATE otherwise.  Not retried. */
-  retry(id: string): Promise<Job>;
+  retryJob(id: string): Promise<Job>;
   /** A repeat answers the same.  Retried. */
-  cancel(id: string): Promise<Job>;
+  cancelJob(id: string): Promise<Job>;
   /** At most once per (job, key); applied false when it was before.  Retried. */
   effect(id: string, epoch: number, key: string, coll: string, filter: JsonObject, update: JsonObject,
     opts?: { fence?: string }): Promise<{ applied: boolean }>;

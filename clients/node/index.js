@@ -299,12 +299,12 @@ export class Client {
   }
 
   /** Makes a dead job ready again.  Not retried. */
-  retry(id) {
+  retryJob(id) {
     return this.#call('POST', `/v1/jobs/${p(id)}/retry`);
   }
 
   /** Cancels a ready or delayed job; a repeat answers the same.  Retried. */
-  cancel(id) {
+  cancelJob(id) {
     return this.#call('POST', `/v1/jobs/${p(id)}/cancel`, undefined, { idempotent: true });
   }
 

@@ -302,10 +302,10 @@ test('jobs', async () => {
   await c.addJob(once, 't', undefined, { id: j3, maxAttempts: 1 });
   const ep3 = (await c.claim(once))[0].epoch;
   assert.equal((await c.fail(j3, ep3, { error: 'boom' })).state, 'dead');
-  assert.equal((await c.retry(j3)).state, 'ready');
-  await rejects(c.retry(j3), Conflict, (e) => assert.equal(e.code, 'STATE'));
-  assert.equal((await c.cancel(j3)).state, 'canceled');
-  assert.equal((await c.cancel(j3)).state, 'canceled');
+  assert.equal((await c.retryJob(j3)).state, 'ready');
+  await rejects(c.retryJob(j3), Conflict, (e) => assert.equal(e.code, 'STATE'));
+  assert.equal((await c.cancelJob(j3)).state, 'canceled');
+  assert.equal((await c.cancelJob(j3)).state, 'canceled');
   await rejects(c.job(uid('nojob')), NotFound);
 });
 

@@ -523,11 +523,11 @@ class Client:
         body = _drop_none({"epoch": epoch, "error": error})
         return self._call("POST", f"/v1/jobs/{self._p(id)}/fail", body, idempotent=True)
 
-    def retry(self, id: str) -> JSON:
+    def retry_job(self, id: str) -> JSON:
         """Makes dead job ``id`` ready again; Conflict (``STATE``) otherwise.  Not retried."""
         return self._call("POST", f"/v1/jobs/{self._p(id)}/retry")
 
-    def cancel(self, id: str) -> JSON:
+    def cancel_job(self, id: str) -> JSON:
         """Cancels job ``id`` (ready or delayed); Conflict (``STATE``) for a running,
         succeeded or dead one.  A repeat answers the same, so it is retried."""
         return self._call("POST", f"/v1/jobs/{self._p(id)}/cancel", idempotent=True)

@@ -371,12 +371,12 @@ def test_jobs(c: Client) -> None:
     c.add_job(once, "t", id=j3, max_attempts=1)
     ep3 = c.claim(once)[0]["epoch"]
     assert c.fail(j3, ep3, error="boom")["state"] == "dead"
-    assert c.retry(j3)["state"] == "ready"
+    assert c.retry_job(j3)["state"] == "ready"
     with pytest.raises(Conflict) as e:
-        c.retry(j3)
+        c.retry_job(j3)
     assert e.value.code == "STATE"
-    assert c.cancel(j3)["state"] == "canceled"
-    assert c.cancel(j3)["state"] == "canceled"
+    assert c.cancel_job(j3)["state"] == "canceled"
+    assert c.cancel_job(j3)["state"] == "canceled"
     with pytest.raises(NotFound):
         c.job(uid("nojob"))
 
