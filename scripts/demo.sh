@@ -13,7 +13,9 @@ if [ ! -x "$DOCTX" ]; then
   exit 1
 fi
 DEMO_TMP=$(mktemp -d "${TMPDIR:-/tmp}/doctx-demo.XXXXXX")
-trap 'rm -rf "$DEMO_TMP"' EXIT
+DOCTXD_PID=
+# A doctxd the service part started is killed if the demo stops early.
+trap '[ -z "$DOCTXD_PID" ] || kill -9 "$DOCTXD_PID" 2>/dev/null || :; rm -rf "$DEMO_TMP"' EXIT
 STORE="sqlite:$DEMO_TMP/demo.db"
 
 say() { printf '%s\n' "$*"; }
@@ -90,7 +92,96 @@ part_transfers() {
   bash "$(dirname "$0")/demo_transfer.sh" "$DOCTX"
 }
 
-PARTS=(part_primitive part_transfers)
+# The service: doctxd (docs/server.md) on the demo store, a transfer made
+# with curl, then a drain.  It listens on a port the kernel picks (its log
+# line "listening on" names it) with a 0600 token file in DEMO_TMP; every
+# wait is bounded, and doctxd is gone when the part ends.
+part_service() {
+  say "== Part 3: the same store as a service, doctxd over HTTP/JSON"
+  local doctxd log tokens token url line i auth
+  doctxd=$(dirname "$DOCTX")/doctxd
+  if [ ! -x "$doctxd" ] || ! command -v curl >/dev/null; then
+    say "   (skipped: needs $doctxd and curl; make build, scripts/setup.sh)"
+    return 0
+  fi
+  log=$DEMO_TMP/doctxd.log
+  tokens=$DEMO_TMP/doctxd.tokens
+  token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+  (umask 077; printf 'demo %s admin\n' "$token" >"$tokens")
+  "$doctxd" --store "$STORE" --listen 127.0.0.1:0 --tokens "$tokens" \
+    --threads 2 >"$log" 2>&1 &
+  DOCTXD_PID=$!
+  url=
+  for ((i = 0; i < 200; i++)); do # 10 s at most
+    line=$(grep -m1 'listening on' "$log" 2>/dev/null || :)
+    if [ -n "$line" ]; then url="http://${line##* on }"; break; fi
+    kill -0 "$DOCTXD_PID" 2>/dev/null || break
+    sleep 0.05
+  done
+  if [ -z "$url" ]; then
+    say "demo: doctxd did not start:" >&2
+    sed 's/^/    /' "$log" >&2
+    exit 1
+  fi
+  say "doctxd serves the demo's store at $url, with a token from a file"
+  say "only its owner may read (doctxd refuses one that others can):"
+  say "  \$ $(shown "$doctxd") --store $(shown "$STORE") --listen 127.0.0.1:0 --tokens doctxd.tokens"
+  say "    $(tail -n 1 "$log")"
+  auth="Authorization: Bearer $token"
+  say
+  say "Two accounts and a transfer between them, each one HTTP request"
+  say "(AUTH='$auth'):"
+  hx 201 -d '{"id":"alice","balance":1000}' "$url/v1/accounts"
+  hx 201 -d '{"id":"bob"}' "$url/v1/accounts"
+  hx 200 -d '{"id":"order-17","from":"alice","to":"bob","amount":250}' "$url/v1/transfers"
+  say "The same request again (a client retrying after a lost answer) gets"
+  say "the same transfer, made once:"
+  hx 200 -d '{"id":"order-17","from":"alice","to":"bob","amount":250}' "$url/v1/transfers"
+  hx 200 "$url/v1/accounts/bob"
+  say
+  say "The admin page (queues, jobs, transfers, locks, the audit) is at"
+  say "$url/admin; this doctxd stops with the demo, so"
+  say "open it while doctxd runs: \`make serve\` (http://127.0.0.1:8420/admin,"
+  say "the token in build/doctxd.tokens).  Python and Node clients: docs/clients.md."
+  say
+  kill -TERM "$DOCTXD_PID" 2>/dev/null || :
+  for ((i = 0; i < 200; i++)); do # SIGTERM drains; 10 s at most, then KILL
+    kill -0 "$DOCTXD_PID" 2>/dev/null || break
+    sleep 0.05
+  done
+  if kill -0 "$DOCTXD_PID" 2>/dev/null; then
+    kill -9 "$DOCTXD_PID" 2>/dev/null || :
+    wait "$DOCTXD_PID" 2>/dev/null || :
+    DOCTXD_PID=
+    say "demo: doctxd did not stop on SIGTERM within 10 s (killed)" >&2
+    exit 1
+  fi
+  i=0
+  wait "$DOCTXD_PID" || i=$?
+  DOCTXD_PID=
+  say "SIGTERM: doctxd drained and exited $i."
+  [ "$i" -eq 0 ] || exit 1
+}
+
+# hx WANT [CURL ARGS...] URL: shows the curl command (with $AUTH for the
+# token), runs it, shows the answer, and stops the demo unless the
+# status is WANT.
+hx() {
+  local want=$1 line="  \$ curl -s -H \"\$AUTH\"" a code
+  shift
+  for a in "$@"; do line+=" $(shown "$a")"; done
+  say "$line"
+  code=$(curl -s --max-time 10 -o "$DEMO_TMP/out" -w '%{http_code}' \
+    -H "$auth" "$@" 2>/dev/null) || :
+  # the answer has no final newline: the substitution gives it one
+  printf '%s\n' "$(cat "$DEMO_TMP/out")" | sed 's/^/    /'
+  if [ "$code" != "$want" ]; then
+    say "demo: expected HTTP $want, got $code" >&2
+    exit 1
+  fi
+}
+
+PARTS=(part_primitive part_transfers part_service)
 for part in "${PARTS[@]}"; do
   "$part"
   say
