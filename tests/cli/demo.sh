@@ -59,6 +59,13 @@ check "succeeded + failed = $N ($outcome)" "$([ $(($1 + $4)) -eq $N ] && [ "$7" 
 explained=$(sed -n '/Why each failure failed/,$p' "$O" | awk '/^ +[0-9]+  / { s += $1 } END { print s + 0 }')
 check "every failure is counted under a reason ($explained of $4)" "$([ "$explained" -eq "$4" ]; echo $?)"
 check "every reason is explained" "$(! grep -q 'see the transfer documents' "$O"; echo $?)"
+# The service part: the same store over HTTP, a retried transfer made once,
+# and doctxd drained at the end.
+if grep -q 'doctxd' "$O"; then
+  check "the service part shows bob's 250 over HTTP" \
+    "$(grep -q '"_id":"bob".*"balance":250' "$O"; echo $?)"
+  check "doctxd drained and exited 0" "$(grep -q 'doctxd drained and exited 0' "$O"; echo $?)"
+fi
 
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]
