@@ -43,8 +43,8 @@ the rows skipped fails the suite):
     command);
   - command line: the row tests argv itself -- a global option before
     the command (--store, --verbose, --version, --), a DOCTX_FAULT
-    environment, a missing or extra positional argument, an option
-    without its value, `--` among the arguments;
+    environment, a missing or extra positional argument, `--` among the
+    arguments (an option last without its value is sent as `true`);
   - empty path parameter: an empty id, name or queue in the path
     (/v1/locks//acquire is no route, it cannot carry one).
 """
@@ -169,10 +169,10 @@ def translate(words, stdin):
             name, eq, val = a.partition("=")
             if eq:
                 opts.append((field_of(name), lit("str", val), False))
-            elif name in FLAGS:
+            elif name in FLAGS or i + 1 >= len(args):
+                # (an option last without its value is sent as a flag:
+                # doctxd refuses the field as unknown or of the wrong type)
                 opts.append((field_of(name), b"true", False))
-            elif i + 1 >= len(args):
-                raise Skip("command line")
             else:
                 i += 1
                 val = args[i]
@@ -327,6 +327,9 @@ def main():
     print("%d rows: %d sent, %d skipped (%s)" % (
         len(rows), sent, nskip,
         ", ".join("%s %d" % (k, len(v)) for k, v in sorted(skipped.items()))))
+    if VERBOSE:
+        for k, v in sorted(skipped.items()):
+            print("".join("  skipped (%s): %s\n" % (k, w) for w in v), end="")
     if nskip * 4 > len(rows):
         print("FAIL: %d of %d rows skipped, more than a quarter" %
               (nskip, len(rows)))
