@@ -150,8 +150,8 @@ static void field_at(const char *t, size_t off, char *out, size_t cap) {
     }
   }
   if (klen && arr && depth >= 2)
-    snprintf(out, cap, "%.*s[%ld]", (int)(klen > 100 ? 100 : klen),
-             t + kstart, item);
+    snprintf(out, cap, "%.*s[%ld]", (int)(klen > 100 ? 100 : klen), t + kstart,
+             item);
   else if (klen)
     snprintf(out, cap, "%.*s", (int)(klen > 100 ? 100 : klen), t + kstart);
 }
