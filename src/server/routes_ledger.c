@@ -180,6 +180,7 @@ static int deadline_arg(dtx__srv_ctx_t *c, dtx_exec_opts_t *eo) {
     dtx__srv_bad(c, DTX_EINVAL, "deadline_ms must be >= 0");
     return -1;
   }
+  eo->deadline_ms = dtx__srv_budget(c, eo->deadline_ms);
   return 0;
 }
 

@@ -104,12 +104,19 @@ static int token_arg(dtx__srv_ctx_t *c, int64_t *token) {
   return 0;
 }
 
+/* An acquire's options: its wait and its deadline capped by what is left
+ * of the request's time (dtx__srv_budget), so no wait holds a worker past
+ * --request-timeout-ms.  A negative one stays for the library to refuse. */
 static dtx_lock_opts_t lock_opts(dtx__srv_ctx_t *c) {
-  return (dtx_lock_opts_t){.ttl_ms = dtx__srv_arg_int(c, "ttl_ms", 0),
-                           .owner = dtx__srv_arg_str(c, "owner"),
-                           .wait_ms = dtx__srv_arg_int(c, "wait_ms", 0),
-                           .deadline_ms =
-                               dtx__srv_arg_int(c, "deadline_ms", 0)};
+  dtx_lock_opts_t lo = {.ttl_ms = dtx__srv_arg_int(c, "ttl_ms", 0),
+                        .owner = dtx__srv_arg_str(c, "owner"),
+                        .wait_ms = dtx__srv_arg_int(c, "wait_ms", 0),
+                        .deadline_ms = dtx__srv_arg_int(c, "deadline_ms", 0)};
+  if (lo.wait_ms > 0)
+    lo.wait_ms = dtx__srv_budget(c, lo.wait_ms);
+  if (lo.deadline_ms >= 0)
+    lo.deadline_ms = dtx__srv_budget(c, lo.deadline_ms);
+  return lo;
 }
 
 void dtx__srv_h_lock_acquire(dtx__srv_ctx_t *c) {
@@ -126,7 +133,8 @@ void dtx__srv_h_lock_acquire(dtx__srv_ctx_t *c) {
 /* renew and release: only while the token is current (else 409 NOMATCH),
  * 404 when there is no such lock. */
 void dtx__srv_h_lock_renew(dtx__srv_ctx_t *c) {
-  dtx_lock_opts_t lo = {.ttl_ms = dtx__srv_arg_int(c, "ttl_ms", 0)};
+  dtx_lock_opts_t lo = {.ttl_ms = dtx__srv_arg_int(c, "ttl_ms", 0),
+                        .deadline_ms = dtx__srv_budget(c, 0)};
   int64_t token;
   json_t *out = NULL;
   if (token_arg(c, &token))
@@ -138,7 +146,7 @@ void dtx__srv_h_lock_renew(dtx__srv_ctx_t *c) {
 }
 
 void dtx__srv_h_lock_release(dtx__srv_ctx_t *c) {
-  dtx_lock_opts_t lo = {0};
+  dtx_lock_opts_t lo = {.deadline_ms = dtx__srv_budget(c, 0)};
   int64_t token;
   json_t *out = NULL;
   if (token_arg(c, &token))
@@ -169,7 +177,7 @@ void dtx__srv_h_lock_list(dtx__srv_ctx_t *c) {
  * lock acquired again meanwhile (a newer token) is not freed: 409 NOMATCH.
  * The holder's later fenced writes are then refused by the next token. */
 void dtx__srv_h_lock_force_release(dtx__srv_ctx_t *c) {
-  dtx_lock_opts_t lo = {0};
+  dtx_lock_opts_t lo = {.deadline_ms = dtx__srv_budget(c, 0)};
   json_t *cur = NULL, *out = NULL;
   int rc = dtx_lock_check(c->param[0], &lo);
   if (!rc && !dtx__srv_arg(c, "token"))

@@ -29,6 +29,7 @@ static int exec_opts(dtx__srv_ctx_t *c, dtx_exec_opts_t *eo) {
     dtx__srv_bad(c, DTX_EINVAL, "lease_ms must be >= 1 and deadline_ms >= 0");
     return -1;
   }
+  eo->deadline_ms = dtx__srv_budget(c, eo->deadline_ms);
   return 0;
 }
 
@@ -82,6 +83,7 @@ void dtx__srv_h_sync_repair(dtx__srv_ctx_t *c) {
     dtx__srv_bad(c, DTX_EINVAL, "older_than_ms and deadline_ms must be >= 0");
     return;
   }
+  ro.deadline_ms = dtx__srv_budget(c, ro.deadline_ms);
   dtx__srv_one(c, dtx_sync_repair(c->d->st, &ro, &sum), &sum, "summary");
 }
 
@@ -275,7 +277,8 @@ void dtx__srv_h_version_history(dtx__srv_ctx_t *c) {
 void dtx__srv_h_version_gc(dtx__srv_ctx_t *c) {
   dtx_version_gc_opts_t o = {.keep =
                                  dtx__srv_arg_int(c, "keep", DTX_VERSION_KEEP),
-                             .grace_ms = dtx__srv_arg_int(c, "grace_ms", -1)};
+                             .grace_ms = dtx__srv_arg_int(c, "grace_ms", -1),
+                             .deadline_ms = dtx__srv_budget(c, 0)};
   json_t *sum = NULL;
   if (o.keep < 1 || (dtx__srv_arg(c, "grace_ms") && o.grace_ms < 0)) {
     dtx__srv_bad(c, DTX_EINVAL, "keep must be >= 1 and grace_ms >= 0");
