@@ -436,3 +436,66 @@ int dtx__srv_page(dtx__srv_ctx_t *c, json_t *limit, const char *after,
   }
   return 0;
 }
+
+/* ---- UTF-8 --------------------------------------------------------------
+ * Every text doctxd quotes back goes into JSON, which must be UTF-8:
+ * input that is not is refused 400 (path parameters, query keys and
+ * values), and a detail that quotes a cut or bad byte is mended. */
+
+/* The length of the valid UTF-8 character at s[0..n), or 0. */
+static size_t utf8_char(const unsigned char *s, size_t n) {
+  unsigned c = s[0];
+  size_t len;
+  unsigned cp, min;
+  if (c < 0x80)
+    return 1;
+  if (c >= 0xC2 && c <= 0xDF)
+    len = 2, cp = c & 0x1F, min = 0x80;
+  else if (c >= 0xE0 && c <= 0xEF)
+    len = 3, cp = c & 0x0F, min = 0x800;
+  else if (c >= 0xF0 && c <= 0xF4)
+    len = 4, cp = c & 0x07, min = 0x10000;
+  else
+    return 0;
+  if (n < len)
+    return 0;
+  for (size_t i = 1; i < len; i++) {
+    if ((s[i] & 0xC0) != 0x80)
+      return 0;
+    cp = cp << 6 | (s[i] & 0x3F);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+    return 0;
+  return len;
+}
+
+int dtx__srv_utf8_ok(const char *s, size_t n) {
+  for (size_t i = 0, k; i < n; i += k)
+    if (!(k = utf8_char((const unsigned char *)s + i, n - i)))
+      return 0;
+  return 1;
+}
+
+void dtx__srv_utf8_fix(const char *s, char *out, size_t cap) {
+  size_t n = strlen(s), o = 0;
+  for (size_t i = 0, k; i < n && o + 1 < cap; i += k) {
+    k = utf8_char((const unsigned char *)s + i, n - i);
+    if (!k) { /* a bad byte; at the very end, a cut character: dropped */
+      k = 1;
+      if (n - i < 4 && ((unsigned char)s[i] & 0xC0) == 0xC0) {
+        size_t j = i + 1;
+        while (j < n && ((unsigned char)s[j] & 0xC0) == 0x80)
+          j++;
+        if (j == n)
+          break;
+      }
+      out[o++] = '?';
+      continue;
+    }
+    if (o + k >= cap)
+      break;
+    memcpy(out + o, s + i, k);
+    o += k;
+  }
+  out[o] = '\0';
+}

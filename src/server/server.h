@@ -120,6 +120,8 @@ typedef struct dtx__srv_req {
   const char *body;   /* body bytes (need not be NUL-terminated) */
   size_t body_len;
   int64_t budget_ms; /* what is left of --request-timeout-ms; 0: none */
+  const char *ctype; /* the Content-Type header, or NULL: a body of another
+                        type than JSON is refused 415 */
 } dtx__srv_req_t;
 
 typedef struct dtx__srv_resp {
@@ -131,6 +133,7 @@ typedef struct dtx__srv_resp {
   int retry_after; /* seconds, 0: none */
   const char *csp; /* static Content-Security-Policy, or NULL: the strict
                       default (the admin page's files set their own) */
+  int close;       /* close the connection after this answer */
 } dtx__srv_resp_t;
 
 /* Answers req into *resp (always set; free it with dtx__srv_resp_free). */
@@ -351,6 +354,13 @@ int dtx__srv_page(dtx__srv_ctx_t *c, json_t *limit, const char *after,
                   const char *what, int64_t *skip, int64_t *lim);
 /* The cursor of the page after skip (new string reference). */
 json_t *dtx__srv_cursor(const char *what, int64_t skip);
+/* 1 when s[0..n) is valid UTF-8 (no overlong form, surrogate or code
+ * point past U+10FFFF). */
+int dtx__srv_utf8_ok(const char *s, size_t n);
+/* Copies s into out (cap bytes, NUL-terminated) as valid UTF-8: an invalid
+ * byte becomes '?', a character cut at the end is dropped -- so a problem
+ * detail that quotes input always packs into JSON. */
+void dtx__srv_utf8_fix(const char *s, char *out, size_t cap);
 /* Percent-decodes s[0..n) into out (outlen bytes, NUL-terminated); -1 for
  * a bad escape, a NUL byte or a result that does not fit. */
 int dtx__srv_pct_decode(const char *s, size_t n, char *out, size_t outlen);

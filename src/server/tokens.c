@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -159,7 +160,8 @@ dtx__srv_token_t *dtx__srv_tokens_find(dtx__srv_tokens_t *t, const char *auth) {
   static const char prefix[] = "Bearer ";
   unsigned char given[MAX_TOKEN + 1] = {0};
   dtx__srv_token_t *found = NULL;
-  if (!auth || strncmp(auth, prefix, sizeof prefix - 1) != 0)
+  /* The scheme is case-insensitive (RFC 9110 11.1): "bearer X" too. */
+  if (!auth || strncasecmp(auth, prefix, sizeof prefix - 1) != 0)
     return NULL;
   const char *s = auth + sizeof prefix - 1;
   size_t n = strlen(s);
