@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -197,6 +198,7 @@ typedef struct conn_req {
   char *target;    /* the raw request target, as sent */
   char method[16]; /* copied: a worker may outlive MHD's request */
   char *auth;
+  char *ctype; /* the Content-Type header, copied as auth is */
   char *body;
   size_t len, cap;
   int started, too_big;
@@ -232,6 +234,7 @@ static void req_unref_locked(conn_req_t *r) {
     return;
   free(r->target);
   free(r->auth);
+  free(r->ctype);
   free(r->body);
   dtx__srv_resp_free(&r->resp);
   free(r);
@@ -305,7 +308,7 @@ static enum MHD_Result answer(dtx__srv_t *d, struct MHD_Connection *con,
   }
   if (resp->status == 401)
     MHD_add_response_header(mr, "WWW-Authenticate", "Bearer");
-  if (atomic_load(&d->draining) || resp->status == 413)
+  if (atomic_load(&d->draining) || resp->status == 413 || resp->close)
     MHD_add_response_header(mr, "Connection", "close");
   enum MHD_Result ret = MHD_queue_response(con, (unsigned)resp->status, mr);
   MHD_destroy_response(mr);
@@ -367,7 +370,8 @@ static void *worker_main(void *arg) {
                             .auth = r->auth,
                             .body = r->body ? r->body : "",
                             .body_len = r->len,
-                            .budget_ms = pool.timeout_ms ? left : 0};
+                            .budget_ms = pool.timeout_ms ? left : 0,
+                            .ctype = r->ctype};
       dtx__srv_dispatch(pool.d, &req, &resp);
     }
     pthread_mutex_lock(&pool.mu);
@@ -421,6 +425,23 @@ static void *watchdog_main(void *arg) {
   return NULL;
 }
 
+/* Counts the headers that frame a body: a request with two
+ * Content-Lengths, or one with Transfer-Encoding too, is one a proxy in
+ * front may read another way (request smuggling, RFC 9112 6.3). */
+typedef struct framing {
+  int cl, te;
+} framing_t;
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind,
+                                     const char *key, const char *value) {
+  framing_t *f = cls;
+  (void)kind, (void)value;
+  if (strcasecmp(key, "Content-Length") == 0)
+    f->cl++;
+  else if (strcasecmp(key, "Transfer-Encoding") == 0)
+    f->te++;
+  return MHD_YES;
+}
+
 static int path_is(const char *target, const char *path) {
   size_t n = strlen(path);
   return strncmp(target, path, n) == 0 &&
@@ -444,6 +465,15 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *con,
      * drain waits for these. */
     r->started = 1;
     atomic_fetch_add(&d->inflight, 1);
+    framing_t fr = {0, 0};
+    MHD_get_connection_values(con, MHD_HEADER_KIND, count_framing, &fr);
+    if (fr.cl > 1 || (fr.cl && fr.te)) {
+      dtx__srv_problem(&resp, 400, "INVAL", "bad request",
+                       fr.cl > 1 ? "two Content-Length headers"
+                                 : "Content-Length with Transfer-Encoding");
+      resp.close = 1; /* what follows on this connection is not trusted */
+      return answer(d, con, &resp);
+    }
     const char *cl =
         MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Length");
     if (cl && (strlen(cl) > 9 || atol(cl) > DTX__SRV_MAX_BODY)) {
@@ -475,6 +505,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *con,
   }
   const char *auth =
       MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Authorization");
+  const char *ctype =
+      MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Type");
   if (r->too_big) {
     dtx__srv_problem(&resp, 413, "TOOLARGE", "request body too large",
                      "a request body is at most 1 MiB (1048576 bytes)");
@@ -494,14 +526,16 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *con,
                           .target = r->target,
                           .auth = auth,
                           .body = r->body ? r->body : "",
-                          .body_len = r->len};
+                          .body_len = r->len,
+                          .ctype = ctype};
     dtx__srv_dispatch(d, &req, &resp);
     return answer(d, con, &resp);
   }
   /* To a worker.  The method and the header are copied: a request
    * answered at its timeout ends in MHD while a worker still runs it. */
   snprintf(r->method, sizeof r->method, "%s", method);
-  if (auth && !(r->auth = strdup(auth)))
+  if ((auth && !(r->auth = strdup(auth))) ||
+      (ctype && !(r->ctype = strdup(ctype))))
     return MHD_NO;
   r->con = con;
   r->deadline_us =
@@ -564,6 +598,38 @@ static enum MHD_Result metrics_handler(void *cls, struct MHD_Connection *con,
   return answer(d, con, &resp);
 }
 
+/* s with a store URI's password masked, as dtx_store_uri shows it:
+ * "//user:***@" and "password=***" -- a start-up error goes to logs. */
+static void masked(const char *s, char *out, size_t cap) {
+  size_t o = 0;
+  for (const char *p = s; *p && o + 4 < cap;) {
+    const char *at, *colon;
+    if (strncmp(p, "://", 3) == 0 && (at = strpbrk(p + 3, "@/?")) &&
+        *at == '@' && (colon = memchr(p + 3, ':', (size_t)(at - p - 3)))) {
+      size_t n = (size_t)(colon + 1 - p);
+      if (o + n + 4 >= cap)
+        break;
+      memcpy(out + o, p, n);
+      o += n;
+      memcpy(out + o, "***", 3);
+      o += 3;
+      p = at;
+      continue;
+    }
+    if (strncasecmp(p, "password=", 9) == 0 && o + 13 < cap) {
+      memcpy(out + o, p, 9);
+      memcpy(out + o + 9, "***", 3);
+      o += 12;
+      p += 9;
+      while (*p && *p != '&' && *p != ' ' && *p != '\'')
+        p++;
+      continue;
+    }
+    out[o++] = *p++;
+  }
+  out[o] = '\0';
+}
+
 static void log_line(const char *fmt, const char *a) {
   char ts[32];
   time_t t = time(NULL);
@@ -610,8 +676,11 @@ int main(int argc, char **argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, NULL);
   signal(SIGPIPE, SIG_IGN);
   if ((rc = dtx_store_open(o.store, &d.st))) {
-    fprintf(stderr, "doctxd: --store %s: %s: %s\n",
-            o.store ? o.store : "(default)", dtx_errname(rc), dtx_errdetail());
+    char uri[512], detail[1024];
+    masked(o.store ? o.store : "(default)", uri, sizeof uri);
+    masked(dtx_errdetail(), detail, sizeof detail);
+    fprintf(stderr, "doctxd: --store %s: %s: %s\n", uri, dtx_errname(rc),
+            detail);
     return 1;
   }
   pool.d = &d;
@@ -691,7 +760,7 @@ int main(int argc, char **argv) {
     pthread_mutex_lock(&pool.mu);
     /* A request answered 503 at its timeout may still be in the library
      * (busy): the store must not close under it. */
-    int idle = pool.busy == 0 && !pool.head;
+    int busy = pool.busy, idle = busy == 0 && !pool.head;
     pthread_mutex_unlock(&pool.mu);
     if (atomic_load(&d.inflight) == 0 && idle)
       break;
@@ -699,9 +768,10 @@ int main(int argc, char **argv) {
       /* A request still in the library cannot be stopped safely, and the
        * store must not close under it: exit, leaving its work to
        * `doctx recover`. */
-      char n[16];
-      snprintf(n, sizeof n, "%d", atomic_load(&d.inflight));
-      log_line("%s requests still running after --drain-ms; exiting", n);
+      char n[96];
+      snprintf(n, sizeof n, "%d requests open, %d workers still in the library",
+               atomic_load(&d.inflight), busy);
+      log_line("%s after --drain-ms; exiting", n);
       fflush(stderr);
       _exit(1);
     }
