@@ -769,9 +769,12 @@ int main(int argc, char **argv) {
        * store must not close under it: exit, leaving its work to
        * `doctx recover`. */
       char n[96];
-      snprintf(n, sizeof n, "%d requests open, %d workers still in the library",
-               atomic_load(&d.inflight), busy);
-      log_line("%s after --drain-ms; exiting", n);
+      snprintf(n, sizeof n, "%d", atomic_load(&d.inflight));
+      snprintf(n + strlen(n), sizeof n - strlen(n),
+               " requests still running after --drain-ms (%d workers in "
+               "the library)",
+               busy);
+      log_line("%s; exiting", n);
       fflush(stderr);
       _exit(1);
     }

@@ -211,7 +211,7 @@ nap 0.3
 kill -TERM "$DPID"
 bounded_wait "$DPID" 10 "$WORK/d.log"
 grep -q 'drained; stopped' "$WORK/d.log" && ok ||
-  grep -q '[1-9] workers still in the library' "$WORK/d.log" && ok ||
+  grep -q 'still running after --drain-ms ([1-9] workers in the library)' "$WORK/d.log" && ok ||
   bad "F2 the drain's log: $(tail -2 "$WORK/d.log")"
 wait "${WAITERS[@]}" 2>/dev/null
 
