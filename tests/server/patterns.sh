@@ -16,52 +16,10 @@
 set -u
 DOCTX=${DOCTX:?set DOCTX to the doctx binary}
 HERE=$(cd "$(dirname "$0")" && pwd)
-source "$HERE/../lib/harness.sh"
-source "$HERE/../lib/store.sh"
 source "$HERE/lib/server.sh"
 new_store httppatterns
 
-make_tokens "$WORK/tokens"
-start_doctxd "$WORK/doctxd.log" --store "$S" --tokens "$WORK/tokens" \
-  --rate 0 --threads 2 || { bad "doctxd start"; finish; exit 1; }
-
-# check LABEL WANT_CODE [GREP...]: the last req answered WANT_CODE and its
-# body holds every GREP (fixed strings).
-check() {
-  local label=$1 want=$2 g
-  shift 2
-  if [ "$CODE" != "$want" ]; then
-    bad "$label: status $CODE, want $want: $(head -c 400 "$WORK/rb")"
-    return
-  fi
-  for g in "$@"; do
-    if ! grep -qF -- "$g" "$WORK/rb"; then
-      bad "$label: body lacks '$g': $(head -c 400 "$WORK/rb")"
-      return
-    fi
-  done
-  ok
-}
-
-# refused LABEL CODE ERRNAME METHOD PATH TOKEN [BODY]: answered CODE with
-# problem+json naming ERRNAME, and the store unchanged (the dump after
-# one refusal is the dump before the next unless a req ran between).
-DIRTY=1
-refused() {
-  local label=$1 want=$2 name=$3
-  shift 3
-  [ "$DIRTY" = 1 ] && d dump >"$WORK/before" 2>&1
-  server_req "$@"
-  check "$label" "$want" "\"code\":\"$name\"" '"type":' '"detail":'
-  d dump >"$WORK/after" 2>&1
-  if cmp -s "$WORK/before" "$WORK/after"; then ok; else
-    bad "$label: the refused request changed the store:
-$(diff "$WORK/before" "$WORK/after" | head -5)"
-  fi
-  mv "$WORK/after" "$WORK/before"
-  DIRTY=0
-}
-req() { DIRTY=1; server_req "$@"; }
+serve_store "$WORK/doctxd.log" --rate 0 --threads 2
 # no LABEL CODE ERRNAME METHOD PATH TOKEN [BODY]: answered CODE with
 # problem+json naming ERRNAME (the store is compared only by `refused`,
 # a few per area, to keep the suite's processes few).
