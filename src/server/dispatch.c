@@ -18,13 +18,16 @@
 /* THE table: every DTX_E* code and the HTTP status it is sent with.  Bad
  * input 400, a missing thing 404, a failed condition or constraint 409,
  * the store away or busy 503, the rest (the server's or the store's own
- * failure) 500. */
+ * failure) 500.  The classes are the CLI's exit codes' (dtx__cli_exit_code:
+ * 2 is 400, 3 is 409): TYPE, OVERFLOW, IMMUTABLE and LIMIT are what the
+ * stored documents make of a well-formed request, so 409 as on the CLI
+ * (tests/server/bad_input_http.sh sends its table both ways). */
 static const struct {
   int rc, status;
 } status_table[] = {
     {DTX_EINVAL, 400},      {DTX_EBADJSON, 400},     {DTX_EBADQUERY, 400},
-    {DTX_EBADUPDATE, 400},  {DTX_EBADINDEX, 400},    {DTX_ETYPE, 400},
-    {DTX_EOVERFLOW, 400},   {DTX_EIMMUTABLE, 400},   {DTX_ELIMIT, 400},
+    {DTX_EBADUPDATE, 400},  {DTX_EBADINDEX, 400},    {DTX_ETYPE, 409},
+    {DTX_EOVERFLOW, 409},   {DTX_EIMMUTABLE, 409},   {DTX_ELIMIT, 409},
     {DTX_ENOTFOUND, 404},   {DTX_ENOACCOUNT, 404},   {DTX_ENOMATCH, 409},
     {DTX_EDUPKEY, 409},     {DTX_ECONFLICT, 409},    {DTX_EINSUFFICIENT, 409},
     {DTX_ESTATE, 409},      {DTX_ESTALE, 409},       {DTX_EFENCED, 409},

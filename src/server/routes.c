@@ -116,7 +116,7 @@ const dtx__srv_route_t dtx__srv_routes[] = {
     {"GET", "/v1/orders/{trade_id}", R, dtx__srv_h_order_get, NULL},
     {"GET", "/v1/orders", R, dtx__srv_h_order_list, NULL, "state,after,limit"},
     {"POST", "/v1/versions/{item}/put", W, dtx__srv_h_version_put,
-     FIELDS({"root", F_OBJ}, {"child", F_OBJ}, {"remove_child", F_ARR},
+     FIELDS({"root", F_ANY}, {"child", F_OBJ}, {"remove_child", F_ARR},
             {"expect_version", F_INT})},
     {"GET", "/v1/versions/{item}", R, dtx__srv_h_version_get, NULL, "version"},
     {"GET", "/v1/versions/{item}/history", R, dtx__srv_h_version_history, NULL},

@@ -24,6 +24,19 @@ static int arg_cint(dtx__srv_ctx_t *c, const char *name, int dflt) {
   return v < INT_MIN ? INT_MIN : v > INT_MAX ? INT_MAX : (int)v;
 }
 
+/* An int field past int is refused naming the value sent, as the CLI
+ * refuses the option (tests/cli/bad_input.rows: --priority 99999999999),
+ * not judged as the clamped one the library would see.  0, or answered. */
+static int check_cint(dtx__srv_ctx_t *c, const char *name) {
+  json_t *v = dtx__srv_arg(c, name);
+  int64_t x = json_is_integer(v) ? (int64_t)json_integer_value(v) : 0;
+  if (x >= INT_MIN && x <= INT_MAX)
+    return 0;
+  dtx__srv_bad(c, DTX_EINVAL, "%s %lld is out of range (%d..%d)", name,
+               (long long)x, INT_MIN, INT_MAX);
+  return -1;
+}
+
 /* The required "epoch" of a worker's step: 0, or answered. */
 static int arg_epoch(dtx__srv_ctx_t *c, int64_t *epoch) {
   if (!dtx__srv_arg(c, "epoch")) {
@@ -57,6 +70,8 @@ void dtx__srv_h_job_add(dtx__srv_ctx_t *c) {
     dtx__srv_bad(c, DTX_EINVAL, "field 'type' is required");
     return;
   }
+  if (check_cint(c, "priority") || check_cint(c, "max_attempts"))
+    return;
   /* 0 is the library's "the default" for these; a body that sends one
    * asks for that many, and the CLI takes only >= 1 too. */
   if ((dtx__srv_arg(c, "max_attempts") && req.max_attempts < 1) ||

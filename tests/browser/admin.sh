@@ -36,6 +36,8 @@ expect 0 "account ann" -- d account create ann --balance 1000
 expect 0 "account bob" -- d account create bob
 expect 0 "pending transfer" -- d transfer ann bob 250 --id tx-pending --async
 expect 0 "a job" -- d job add mail send '{"to":"ann"}' --id job-dead --max-attempts 1
+expect 0 "a canceled job" -- d job add mail send '{"to":"bob"}' --id job-old --delay-ms 600000
+expect 0 "... canceled" -- d job cancel job-old
 run_bounded 20 "$WORK/work.log" "$DOCTX" --store "$S" job work mail \
   --exec false --once >/dev/null
 expect 0 "the job is dead" -- d job show job-dead

@@ -137,6 +137,18 @@ try {
   }, {}, lock);
   step('force-released the held lock: it is free');
 
+  // A finished job: delete it (after the page's confirm); it is gone.
+  await page.click('#tabs [data-view="jobs"]');
+  await page.select('#jobs-state', 'canceled');
+  const old = '#jobs-table tr[data-id="job-old"]';
+  await page.waitForSelector(old);
+  assert.equal(await page.$eval(old + ' button:nth-of-type(3)', (b) => b.textContent), 'Delete');
+  await clickNow(old + ' button:nth-of-type(3)');
+  await page.waitForFunction((sel) => !document.querySelector(sel), {}, old);
+  const gone = await fetch(URL + '/v1/jobs/job-old', { headers: { Authorization: 'Bearer ' + TOKEN } });
+  assert.equal(gone.status, 404, 'job-old after its delete: ' + gone.status);
+  step('deleted the canceled job: it is gone');
+
   // Money made up behind the patterns' back (a bypassing plain write): the
   // next audit the page runs says findings, and names them.
   const tamper = await fetch(URL + '/v1/c/accounts/update', {

@@ -14,6 +14,7 @@
 #                 tests/redis/acl.sh (the ACL user; on the standalone
 #                 target a server of its own whose default user is off),
 #                 tests/crash/kleppmann.sh, tests/server/contract.sh,
+#                 bad_input_http.sh (the CLI's bad-input table as HTTP),
 #                 patterns.sh, jobs.sh and faults.sh (doctxd over HTTP:
 #                 scale-out, SIGKILL, drain) (DOCTX set; each scenario gets an
 #                 new namespace of its own through fresh-store.sh;
@@ -181,6 +182,9 @@ shell_on() { # URI
     bash "$ROOT/tests/crash/kleppmann.sh"
   run_logged "server/contract.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/server/contract.sh"
+  # every row of the CLI's bad-input table sent as HTTP (docs/server.md)
+  run_logged "server/bad_input_http.sh $u" env DTX_REDIS_URI="$u" \
+    bash "$ROOT/tests/server/bad_input_http.sh"
   run_logged "server/patterns.sh $u" env DTX_REDIS_URI="$u" \
     bash "$ROOT/tests/server/patterns.sh"
   # doctxd's job routes and a remote worker's loop (docs/jobs.md)

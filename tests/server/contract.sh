@@ -189,11 +189,11 @@ refused "unknown update operator" 400 BADUPDATE POST /v1/c/items/update "$T_WRIT
   '{"filter":{},"update":{"$bogus":{"a":1}}}'
 refused "replacement with many" 400 BADUPDATE POST /v1/c/items/update "$T_WRITE" \
   '{"filter":{},"update":{"a":1},"many":true}'
-refused "update of _id" 400 IMMUTABLE POST /v1/c/items/update "$T_WRITE" \
+refused "update of _id" 409 IMMUTABLE POST /v1/c/items/update "$T_WRITE" \
   '{"filter":{"_id":1},"update":{"$set":{"_id":5}}}'
-refused "\$inc past int64" 400 OVERFLOW POST /v1/c/items/update "$T_WRITE" \
+refused "\$inc past int64" 409 OVERFLOW POST /v1/c/items/update "$T_WRITE" \
   '{"filter":{"_id":1},"update":{"$inc":{"n":9223372036854775807}}}'
-refused "\$inc of a string" 400 TYPE POST /v1/c/items/update "$T_WRITE" \
+refused "\$inc of a string" 409 TYPE POST /v1/c/items/update "$T_WRITE" \
   '{"filter":{"_id":3},"update":{"$inc":{"g":1}}}'
 refused "bad sort" 400 INVAL POST /v1/c/items/find "$T_READ" '{"sort":{"n":2}}'
 refused "bad projection" 400 INVAL POST /v1/c/items/find "$T_READ" '{"projection":{"a":1,"b":0}}'

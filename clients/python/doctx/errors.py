@@ -88,7 +88,9 @@ class Conflict(DoctxError):
 
     ``code`` says which: ``NOMATCH``, ``DUPKEY``, ``CONFLICT`` (an id reused
     with other parameters), ``INSUFFICIENT``, ``STATE``, ``STALE``,
-    ``FENCED`` or ``VALIDATION``.
+    ``FENCED``, ``VALIDATION``, or ``TYPE``, ``OVERFLOW``, ``IMMUTABLE``,
+    ``LIMIT`` (what the stored documents make of the request: an ``$inc``
+    past int64, a field of another type, a changed ``_id``).
     """
 
 

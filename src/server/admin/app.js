@@ -304,7 +304,7 @@ views.transfers = {
   },
 };
 
-// -- jobs: by queue and state, with a detail view, retry and cancel
+// -- jobs: by queue and state, with a detail view, retry, cancel and delete
 
 const JOB_STATES = ['dead', 'ready', 'delayed', 'running', 'succeeded', 'canceled'];
 const changedJobs = new Map(); // id -> the document a retry or cancel answered
@@ -338,6 +338,27 @@ async function jobAction(job, action, button) {
   if (selectedJob === job._id) showJob(job._id);
 }
 
+// A finished job's document goes through the document route: the jobs
+// collection's delete guard lets only a succeeded, dead or canceled job
+// go, and the filter names the state the page showed, so a job that moved
+// meanwhile is left alone ("deleted": 0).
+async function deleteJob(job, button) {
+  if (!window.confirm('Delete job ' + job._id + ' (' + job.state + ')?')) return;
+  button.disabled = true;
+  try {
+    const r = await api('POST', '/v1/c/jobs/delete', { filter: { _id: job._id, state: job.state } });
+    toast('job ' + job._id + (r.deleted ? ': deleted' : ': it changed meanwhile; not deleted'));
+  } catch (err) {
+    failed('delete ' + job._id, err);
+  }
+  changedJobs.delete(job._id);
+  if (selectedJob === job._id) {
+    selectedJob = null;
+    $('#job-detail').replaceChildren();
+  }
+  await views.jobs.refresh();
+}
+
 function jobRow(job, now) {
   const retry = el('button', { class: 'quiet', text: 'Retry' });
   retry.disabled = job.state !== 'dead';
@@ -345,13 +366,16 @@ function jobRow(job, now) {
   const cancel = el('button', { class: 'quiet', text: 'Cancel' });
   cancel.disabled = !['ready', 'delayed'].includes(job.state);
   cancel.addEventListener('click', (e) => { e.stopPropagation(); jobAction(job, 'cancel', cancel); });
+  const del = el('button', { class: 'quiet', text: 'Delete' });
+  del.disabled = !['succeeded', 'dead', 'canceled'].includes(job.state);
+  del.addEventListener('click', (e) => { e.stopPropagation(); deleteJob(job, del); });
   const tr = el('tr', { 'data-id': job._id },
     el('td', { class: 'id', text: job._id }), el('td', { text: job.type }),
     el('td', {}, badge(job.state)),
     el('td', { class: 'num', text: job.attempts + '/' + job.max_attempts }),
     el('td', { class: 'muted', text: job.last_error || '' }),
     el('td', { class: 'num', text: age(now - (when(job.created) || now)) }),
-    el('td', {}, retry, ' ', cancel));
+    el('td', {}, retry, ' ', cancel, ' ', del));
   tr.addEventListener('click', () => showJob(job._id));
   if (changedJobs.has(job._id)) tr.classList.add('changed');
   if (selectedJob === job._id) tr.classList.add('sel');
