@@ -59,6 +59,7 @@ check "account get" 200 '"_id":"alice"'
 refused "account missing" 404 NOACCOUNT GET /v1/accounts/nobody "$T_READ"
 req GET "/v1/accounts?limit=2" "$T_READ"
 check "account list page 1" 200 '"_id":"alice"' '"_id":"bob"' '"next":"'
+nitems "account list page 1" accounts 2
 next=$(jq -r .next "$WORK/rb")
 req GET "/v1/accounts?limit=2&after=$next" "$T_READ"
 check "account list page 2" 200 '"_id":"ext"' '"next":null'
@@ -102,6 +103,7 @@ refused "NUL in a path parameter" 400 INVAL GET /v1/transfers/a%00b "$T_READ"
 refused "bad escape in a path parameter" 400 INVAL GET /v1/transfers/a%zz "$T_READ"
 req GET "/v1/transfers?state=failed&limit=1" "$T_READ"
 check "transfer list by state, page 1" 200 '"_id":"t2"' '"next":"'
+nitems "transfer list by state, page 1" transfers 1
 next=$(jq -r .next "$WORK/rb")
 req GET "/v1/transfers?state=failed&limit=1&after=$next" "$T_READ"
 check "transfer list page 2" 200 '"_id":"t3"' '"next":null'

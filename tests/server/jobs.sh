@@ -66,6 +66,7 @@ for i in 1 2 3; do
 done
 req GET '/v1/queues/pages/jobs?limit=2' "$T_READ"
 check "list: first page" 200 '"_id":"p1"' '"_id":"p2"'
+nitems "list: first page" jobs 2
 next=$(jget 'j["next"]')
 req GET "/v1/queues/pages/jobs?limit=2&after=$next" "$T_READ"
 check "list: the next page" 200 '"_id":"p3"' '"next":null'

@@ -52,6 +52,7 @@ check "lock show" 200 '"token":1' '"held":true'
 no "lock show unknown" 404 NOTFOUND GET /v1/locks/nolock "$T_READ"
 req GET "/v1/locks?limit=1" "$T_READ"
 check "lock list page 1" 200 '"name":"L"' '"next":"'
+nitems "lock list page 1" locks 1
 next=$(jf .next)
 req GET "/v1/locks?limit=1&after=$next" "$T_READ"
 check "lock list page 2" 200 '"name":"L2"' '"next":null'
@@ -161,6 +162,7 @@ check "balance at seq 1" 200 '"balance":1000' '"seq":1'
 no "balance: at_seq not a number" 400 INVAL GET "/v1/ledger/accounts/cash/balance?at_seq=x" "$T_READ"
 req GET "/v1/ledger/accounts/cash/statement?limit=2" "$T_READ"
 check "statement page 1" 200 '"entry":"e1"' '"entry":"p1"' '"next":"'
+nitems "statement page 1" legs 2
 next=$(jf .next)
 req GET "/v1/ledger/accounts/cash/statement?limit=2&after=$next" "$T_READ"
 check "statement page 2" 200 '"entry":"r1"' '"next":null'
@@ -170,6 +172,7 @@ no "statement: a cursor of another account" 400 INVAL GET \
   "/v1/ledger/accounts/fees/statement?after=$next" "$T_READ"
 req GET "/v1/ledger/entries?account=fees&limit=1" "$T_READ"
 check "ledger list of an account" 200 '"entries":[' '"next":"'
+nitems "ledger list of an account" entries 1
 req POST /v1/ledger/entries/batch "$T_WRITE" \
   '{"entries":[{"id":"b1","legs":[{"account":"ext","value":-7},{"account":"cash","value":7}]},{"id":"b2","legs":[{"account":"fees","value":-99999},{"account":"cash","value":99999}]},{"id":"e1","legs":[{"account":"ext","value":-1000},{"account":"cash","value":1000}]}]}'
 check "ledger batch: one result per entry" 200 '"_id":"b1"' '"code":"INSUFFICIENT"' '"_id":"e1"'
@@ -253,6 +256,7 @@ check "order show" 200 '"_id":"o1"' '"amount":50'
 no "order show unknown" 404 NOTFOUND GET /v1/orders/nope "$T_READ"
 req GET "/v1/orders?state=success&limit=1" "$T_READ"
 check "order list page 1" 200 '"_id":"o1"' '"next":"'
+nitems "order list page 1" orders 1
 next=$(jf .next)
 req GET "/v1/orders?state=success&limit=1&after=$next" "$T_READ"
 check "order list page 2" 200 '"_id":"o2"' '"next":null'

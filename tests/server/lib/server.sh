@@ -24,6 +24,8 @@
 #                      answered CODE with problem+json naming ERRNAME, and
 #                      the store unchanged (`d dump` before and after)
 #   jget EXPR          a value of the last body (python3: EXPR on it as j)
+#   nitems LABEL KEY N the last body's array KEY has N items (a page holds
+#                      no more than its limit)
 #   hold_lock SECS / release_lock
 #                      a sqlite3 holding the write lock of the SQLite store
 #                      $DB until release_lock, or SECS at most
@@ -131,6 +133,12 @@ $(diff "$WORK/before" "$WORK/after" | head -5)"
 }
 
 jget() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($1)" "$WORK/rb"; }
+
+nitems() { # LABEL KEY N
+  local n
+  n=$(jq ".$2 | length" "$WORK/rb" 2>/dev/null)
+  [ "$n" = "$3" ] && ok || bad "$1: $2 has ${n:-no} items, want $3: $(head -c 400 "$WORK/rb")"
+}
 
 hold_lock() { # SECS
   rm -f "$WORK/locked" "$WORK/release"
