@@ -215,27 +215,13 @@ void dtx__srv_h_ledger_batch(dtx__srv_ctx_t *c) {
     goto done;
   }
   json_array_foreach(items, i, v) {
-    const char *key;
-    json_t *f;
     snprintf(where, sizeof where, "entries[%zu]: ", i);
-    if (!json_is_object(v)) {
-      dtx__srv_bad(c, DTX_EINVAL,
-                   "%san entry is an object {\"legs\"[, "
-                   "\"id\", \"pending\", \"timeout_ms\"]}",
-                   where);
-      goto done;
-    }
-    json_object_foreach(v, key, f) {
-      if (strcmp(key, "legs") && strcmp(key, "id") && strcmp(key, "pending") &&
-          strcmp(key, "timeout_ms")) {
-        dtx__srv_bad(c, DTX_EINVAL,
-                     "%sunknown field '%.100s' (legs, id, "
-                     "pending, timeout_ms)",
-                     where, key);
-        goto done;
-      }
-    }
-    if (entry_req(c, v, where, legs + i * DTX_LEDGER_MAX_LEGS, &reqs[i]))
+    if (dtx__srv_item_check(c, v, where,
+                            "an entry is an object {\"legs\"[, \"id\", "
+                            "\"pending\", \"timeout_ms\"]}",
+                            (const char *const[]){"legs", "id", "pending",
+                                                  "timeout_ms", NULL}) ||
+        entry_req(c, v, where, legs + i * DTX_LEDGER_MAX_LEGS, &reqs[i]))
       goto done;
   }
   for (size_t from = 0; from < n; from += POST_CHUNK) {

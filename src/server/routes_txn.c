@@ -149,27 +149,12 @@ void dtx__srv_h_transfer_batch(dtx__srv_ctx_t *c) {
     goto done;
   }
   json_array_foreach(items, i, v) {
-    const char *key;
-    json_t *f;
     snprintf(where, sizeof where, "transfers[%zu]: ", i);
-    if (!json_is_object(v)) {
-      dtx__srv_bad(c, DTX_EINVAL,
-                   "%sa transfer is an object {\"from\", \"to\", "
-                   "\"amount\"[, \"id\"]}",
-                   where);
-      goto done;
-    }
-    json_object_foreach(v, key, f) {
-      if (strcmp(key, "from") && strcmp(key, "to") && strcmp(key, "amount") &&
-          strcmp(key, "id")) {
-        dtx__srv_bad(c, DTX_EINVAL,
-                     "%sunknown field '%.100s' (from, to, amount, "
-                     "id)",
-                     where, key);
-        goto done;
-      }
-    }
-    if (transfer_req(c, v, where, &reqs[i]))
+    if (dtx__srv_item_check(
+            c, v, where,
+            "a transfer is an object {\"from\", \"to\", \"amount\"[, \"id\"]}",
+            (const char *const[]){"from", "to", "amount", "id", NULL}) ||
+        transfer_req(c, v, where, &reqs[i]))
       goto done;
   }
   for (size_t from = 0; from < n; from += BATCH_CHUNK) {

@@ -364,6 +364,11 @@ const char *dtx__srv_query(dtx__srv_ctx_t *c, const char *key, char *buf,
  * `what`).  0, or an error answered. */
 int dtx__srv_page(dtx__srv_ctx_t *c, json_t *limit, const char *after,
                   const char *what, int64_t *skip, int64_t *lim);
+/* An item of a batch (where: "NAME[i]: "): an object, else 400 "WHERE
+ * SHAPE"; with keys from keys (NULL-terminated) only, else 400 naming the
+ * key and the list.  0, or an error answered. */
+int dtx__srv_item_check(dtx__srv_ctx_t *c, json_t *v, const char *where,
+                        const char *shape, const char *const *keys);
 /* The cursor of the page after skip (new string reference). */
 json_t *dtx__srv_cursor(const char *what, int64_t skip);
 /* Percent-decodes s[0..n) into out (outlen bytes, NUL-terminated); -1 for
