@@ -499,3 +499,31 @@ void dtx__srv_utf8_fix(const char *s, char *out, size_t cap) {
   }
   out[o] = '\0';
 }
+
+/* ---- a batch's items -------------------------------------------------- */
+
+int dtx__srv_item_check(dtx__srv_ctx_t *c, json_t *v, const char *where,
+                        const char *shape, const char *const *keys) {
+  const char *key;
+  json_t *f;
+  if (!json_is_object(v)) {
+    dtx__srv_bad(c, DTX_EINVAL, "%s%s", where, shape);
+    return -1;
+  }
+  json_object_foreach(v, key, f) {
+    size_t j = 0;
+    while (keys[j] && strcmp(keys[j], key) != 0)
+      j++;
+    if (keys[j])
+      continue;
+    char names[256] = "";
+    for (j = 0; keys[j]; j++) {
+      size_t n = strlen(names);
+      snprintf(names + n, sizeof names - n, "%s%s", n ? ", " : "", keys[j]);
+    }
+    dtx__srv_bad(c, DTX_EINVAL, "%sunknown field '%.100s' (%s)", where, key,
+                 names);
+    return -1;
+  }
+  return 0;
+}

@@ -120,20 +120,15 @@ void dtx__srv_h_job_stats(dtx__srv_ctx_t *c) {
 }
 
 void dtx__srv_h_job_list(dtx__srv_ctx_t *c) {
-  char sbuf[64], what[320];
-  int bad = 0;
-  const char *state = dtx__srv_query(c, "state", sbuf, sizeof sbuf, &bad);
-  dtx_page_t page;
+  char prefix[320];
+  dtx__srv_list_t l;
   json_t *items = NULL;
-  if (bad)
-    return;
   /* The cursor binds the queue and the state it pages. */
-  snprintf(what, sizeof what, "jobs?queue=%s&state=%s", c->param[0],
-           state ? state : "");
-  if (dtx__srv_list_page(c, what, &page))
+  snprintf(prefix, sizeof prefix, "jobs?queue=%s&", c->param[0]);
+  if (dtx__srv_list_page(c, &l, prefix, "state", 64))
     return;
-  int rc = dtx_job_list(c->d->st, c->param[0], state, &page, &items);
-  dtx__srv_list_answer(c, "jobs", what, &page, rc, items);
+  int rc = dtx_job_list(c->d->st, c->param[0], l.filter, &l.page, &items);
+  dtx__srv_list_answer(c, &l, "jobs", rc, items);
 }
 
 void dtx__srv_h_job_get(dtx__srv_ctx_t *c) {

@@ -81,22 +81,19 @@ void dtx__srv_h_ledger_balance(dtx__srv_ctx_t *c) {
 void dtx__srv_h_ledger_statement(dtx__srv_ctx_t *c) {
   char what[300], after[128], fbuf[32];
   int bad = 0;
-  int64_t from, l, skip, lim;
+  int64_t from, skip, lim;
   json_t *legs = NULL;
   const char *a = dtx__srv_query(c, "after", after, sizeof after, &bad);
   if (!bad && a && dtx__srv_query(c, "from_seq", fbuf, sizeof fbuf, &bad)) {
     dtx__srv_bad(c, DTX_EINVAL, "give from_seq or after, not both");
     return;
   }
-  if (bad || dtx__srv_qint(c, "from_seq", 1, &from) ||
-      dtx__srv_qint(c, "limit", DTX__SRV_DEFAULT_PAGE, &l))
+  if (bad || dtx__srv_qint(c, "from_seq", 1, &from))
     return;
   snprintf(what, sizeof what, "ledger statement %s", c->param[0]);
-  json_t *lj = json_integer(l);
-  int rc = dtx__srv_page(c, lj, a, what, &skip, &lim);
-  json_decref(lj);
-  if (rc)
+  if (dtx__srv_qpage(c, a, what, &skip, &lim))
     return;
+  int rc;
   if (a)
     from = skip;
   if ((rc =
@@ -219,27 +216,13 @@ void dtx__srv_h_ledger_batch(dtx__srv_ctx_t *c) {
     goto done;
   }
   json_array_foreach(items, i, v) {
-    const char *key;
-    json_t *f;
     snprintf(where, sizeof where, "entries[%zu]: ", i);
-    if (!json_is_object(v)) {
-      dtx__srv_bad(c, DTX_EINVAL,
-                   "%san entry is an object {\"legs\"[, "
-                   "\"id\", \"pending\", \"timeout_ms\"]}",
-                   where);
-      goto done;
-    }
-    json_object_foreach(v, key, f) {
-      if (strcmp(key, "legs") && strcmp(key, "id") && strcmp(key, "pending") &&
-          strcmp(key, "timeout_ms")) {
-        dtx__srv_bad(c, DTX_EINVAL,
-                     "%sunknown field '%.100s' (legs, id, "
-                     "pending, timeout_ms)",
-                     where, key);
-        goto done;
-      }
-    }
-    if (entry_req(c, v, where, legs + i * DTX_LEDGER_MAX_LEGS, &reqs[i]))
+    if (dtx__srv_item_check(c, v, where,
+                            "an entry is an object {\"legs\"[, \"id\", "
+                            "\"pending\", \"timeout_ms\"]}",
+                            (const char *const[]){"legs", "id", "pending",
+                                                  "timeout_ms", NULL}) ||
+        entry_req(c, v, where, legs + i * DTX_LEDGER_MAX_LEGS, &reqs[i]))
       goto done;
   }
   for (size_t from = 0; from < n; from += POST_CHUNK) {
@@ -299,16 +282,10 @@ void dtx__srv_h_ledger_get(dtx__srv_ctx_t *c) {
 }
 
 void dtx__srv_h_ledger_list(dtx__srv_ctx_t *c) {
-  char abuf[160], what[200];
-  int bad = 0;
-  const char *acct = dtx__srv_query(c, "account", abuf, sizeof abuf, &bad);
-  dtx_page_t page;
+  dtx__srv_list_t l;
   json_t *items = NULL;
-  if (bad)
+  if (dtx__srv_list_page(c, &l, "ledger entries?", "account", 160))
     return;
-  snprintf(what, sizeof what, "ledger entries?account=%s", acct ? acct : "");
-  if (dtx__srv_qpage(c, what, &page))
-    return;
-  int rc = dtx_ledger_list(c->d->st, acct, &page, &items);
-  dtx__srv_qanswer(c, "entries", what, &page, rc, items);
+  int rc = dtx_ledger_list(c->d->st, l.filter, &l.page, &items);
+  dtx__srv_list_answer(c, &l, "entries", rc, items);
 }

@@ -4,75 +4,11 @@
  * options ('-' written '_') and the same JSON as its answer.  A held lock
  * is a failed condition (409 NOMATCH, naming the holder), a token no
  * longer current too; a stale token on a fenced document write is 409
- * FENCED (the document routes' "fence").  Also the query-string helpers
- * the list routes of routes_ledger.c and routes_more.c share. */
+ * FENCED (the document routes' "fence").  Also dtx__srv_one, the answer
+ * of a call that returns one document, which the pattern routes share. */
 #include "server/server.h"
 
-#include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-
-/* ---- query helpers (lists, ?N= options) ---------------------------------- */
-
-int dtx__srv_qint(dtx__srv_ctx_t *c, const char *key, int64_t dflt,
-                  int64_t *out) {
-  char buf[32];
-  int bad = 0;
-  const char *v = dtx__srv_query(c, key, buf, sizeof buf, &bad);
-  *out = dflt;
-  if (bad)
-    return -1;
-  if (!v)
-    return 0;
-  char *end;
-  errno = 0;
-  long long n = strtoll(v, &end, 10);
-  if (end == v || *end || errno) {
-    dtx__srv_bad(c, DTX_EINVAL,
-                 "query parameter '%s' must be an int64, "
-                 "got '%.20s'",
-                 key, v);
-    return -1;
-  }
-  *out = (int64_t)n;
-  return 0;
-}
-
-int dtx__srv_qpage(dtx__srv_ctx_t *c, const char *what, dtx_page_t *page) {
-  char after[128];
-  int bad = 0;
-  const char *a = dtx__srv_query(c, "after", after, sizeof after, &bad);
-  int64_t l;
-  if (bad || dtx__srv_qint(c, "limit", DTX__SRV_DEFAULT_PAGE, &l))
-    return -1;
-  json_t *lj = json_integer(l);
-  int64_t skip, lim;
-  int rc = dtx__srv_page(c, lj, a, what, &skip, &lim);
-  json_decref(lj);
-  if (rc)
-    return -1;
-  /* One more than the page shows says whether a next page exists. */
-  *page = (dtx_page_t){.skip = skip, .limit = lim + 1};
-  return 0;
-}
-
-void dtx__srv_qanswer(dtx__srv_ctx_t *c, const char *key, const char *what,
-                      const dtx_page_t *page, int rc, json_t *items) {
-  if (rc) {
-    json_decref(items);
-    dtx__srv_fail(c, rc, NULL);
-    return;
-  }
-  json_t *next = json_null();
-  int64_t lim = page->limit - 1;
-  if ((int64_t)json_array_size(items) > lim) {
-    json_array_remove(items, (size_t)lim);
-    json_decref(next);
-    next = dtx__srv_cursor(what, page->skip + lim);
-  }
-  dtx__srv_json(c, 200, json_pack("{s:o,s:o}", key, items, "next", next));
-}
 
 /* The answer of a call that returns one document: 200 with it, or the
  * problem of rc (with the document, when there is one and `as` names the
@@ -163,12 +99,12 @@ void dtx__srv_h_lock_get(dtx__srv_ctx_t *c) {
 }
 
 void dtx__srv_h_lock_list(dtx__srv_ctx_t *c) {
-  dtx_page_t page;
+  dtx__srv_list_t l;
   json_t *items = NULL;
-  if (dtx__srv_qpage(c, "locks", &page))
+  if (dtx__srv_list_page(c, &l, "locks", NULL, 0))
     return;
-  int rc = dtx_lock_list(c->d->st, &page, &items);
-  dtx__srv_qanswer(c, "locks", "locks", &page, rc, items);
+  int rc = dtx_lock_list(c->d->st, &l.page, &items);
+  dtx__srv_list_answer(c, &l, "locks", rc, items);
 }
 
 /* The admin's force-release (the admin page's button): release with the

@@ -182,18 +182,12 @@ void dtx__srv_h_order_get(dtx__srv_ctx_t *c) {
 }
 
 void dtx__srv_h_order_list(dtx__srv_ctx_t *c) {
-  char sbuf[64], what[96];
-  int bad = 0;
-  const char *state = dtx__srv_query(c, "state", sbuf, sizeof sbuf, &bad);
-  dtx_page_t page;
+  dtx__srv_list_t l;
   json_t *items = NULL;
-  if (bad)
+  if (dtx__srv_list_page(c, &l, "orders?", "state", 64))
     return;
-  snprintf(what, sizeof what, "orders?state=%s", state ? state : "");
-  if (dtx__srv_qpage(c, what, &page))
-    return;
-  int rc = dtx_order_list(c->d->st, state, &page, &items);
-  dtx__srv_qanswer(c, "orders", what, &page, rc, items);
+  int rc = dtx_order_list(c->d->st, l.filter, &l.page, &items);
+  dtx__srv_list_answer(c, &l, "orders", rc, items);
 }
 
 /* ---- versions (docs/versions.md) ----------------------------------------- */

@@ -48,60 +48,13 @@ void dtx__srv_h_account_get(dtx__srv_ctx_t *c) {
     dtx__srv_json(c, 200, acct);
 }
 
-/* A list route's paging from ?after=&limit=: 0, or answered. */
-static int list_page(dtx__srv_ctx_t *c, const char *what, dtx_page_t *page) {
-  char after[128], limit[32];
-  int bad = 0;
-  const char *a = dtx__srv_query(c, "after", after, sizeof after, &bad);
-  const char *l =
-      bad ? NULL : dtx__srv_query(c, "limit", limit, sizeof limit, &bad);
-  json_t *lj = NULL;
-  if (bad)
-    return -1;
-  if (l) {
-    char *end;
-    long long v = strtoll(l, &end, 10);
-    if (*end || end == l || v < 1 || v > DTX__SRV_MAX_PAGE) {
-      dtx__srv_bad(c, DTX_EINVAL, "limit must be an integer 1..%d, got '%.20s'",
-                   DTX__SRV_MAX_PAGE, l);
-      return -1;
-    }
-    lj = json_integer(v);
-  }
-  int64_t skip, lim;
-  int rc = dtx__srv_page(c, lj, a, what, &skip, &lim);
-  json_decref(lj);
-  if (rc)
-    return -1;
-  /* One more than the page shows says whether a next page exists. */
-  *page = (dtx_page_t){.skip = skip, .limit = lim + 1};
-  return 0;
-}
-
-/* Answers {KEY: items, "next": cursor|null} for a list read with page. */
-static void list_answer(dtx__srv_ctx_t *c, const char *key, const char *what,
-                        const dtx_page_t *page, int rc, json_t *items) {
-  if (rc) {
-    dtx__srv_fail(c, rc, NULL);
-    return;
-  }
-  json_t *next = json_null();
-  int64_t lim = page->limit - 1;
-  if ((int64_t)json_array_size(items) > lim) {
-    json_array_remove(items, (size_t)lim);
-    json_decref(next);
-    next = dtx__srv_cursor(what, page->skip + lim);
-  }
-  dtx__srv_json(c, 200, json_pack("{s:o,s:o}", key, items, "next", next));
-}
-
 void dtx__srv_h_account_list(dtx__srv_ctx_t *c) {
-  dtx_page_t page;
+  dtx__srv_list_t l;
   json_t *items = NULL;
-  if (list_page(c, "accounts", &page))
+  if (dtx__srv_list_page(c, &l, "accounts", NULL, 0))
     return;
-  int rc = dtx_account_list(c->d->st, &page, &items);
-  list_answer(c, "accounts", "accounts", &page, rc, items);
+  int rc = dtx_account_list(c->d->st, &l.page, &items);
+  dtx__srv_list_answer(c, &l, "accounts", rc, items);
 }
 
 /* ---- transfers ----------------------------------------------------------- */
@@ -196,27 +149,12 @@ void dtx__srv_h_transfer_batch(dtx__srv_ctx_t *c) {
     goto done;
   }
   json_array_foreach(items, i, v) {
-    const char *key;
-    json_t *f;
     snprintf(where, sizeof where, "transfers[%zu]: ", i);
-    if (!json_is_object(v)) {
-      dtx__srv_bad(c, DTX_EINVAL,
-                   "%sa transfer is an object {\"from\", \"to\", "
-                   "\"amount\"[, \"id\"]}",
-                   where);
-      goto done;
-    }
-    json_object_foreach(v, key, f) {
-      if (strcmp(key, "from") && strcmp(key, "to") && strcmp(key, "amount") &&
-          strcmp(key, "id")) {
-        dtx__srv_bad(c, DTX_EINVAL,
-                     "%sunknown field '%.100s' (from, to, amount, "
-                     "id)",
-                     where, key);
-        goto done;
-      }
-    }
-    if (transfer_req(c, v, where, &reqs[i]))
+    if (dtx__srv_item_check(
+            c, v, where,
+            "a transfer is an object {\"from\", \"to\", \"amount\"[, \"id\"]}",
+            (const char *const[]){"from", "to", "amount", "id", NULL}) ||
+        transfer_req(c, v, where, &reqs[i]))
       goto done;
   }
   for (size_t from = 0; from < n; from += BATCH_CHUNK) {
@@ -252,18 +190,12 @@ void dtx__srv_h_transfer_get(dtx__srv_ctx_t *c) {
 }
 
 void dtx__srv_h_transfer_list(dtx__srv_ctx_t *c) {
-  char sbuf[64], what[96];
-  int bad = 0;
-  const char *state = dtx__srv_query(c, "state", sbuf, sizeof sbuf, &bad);
-  dtx_page_t page;
+  dtx__srv_list_t l;
   json_t *items = NULL;
-  if (bad)
+  if (dtx__srv_list_page(c, &l, "transfers?", "state", 64))
     return;
-  snprintf(what, sizeof what, "transfers?state=%s", state ? state : "");
-  if (list_page(c, what, &page))
-    return;
-  int rc = dtx_transfer_list(c->d->st, state, &page, &items);
-  list_answer(c, "transfers", what, &page, rc, items);
+  int rc = dtx_transfer_list(c->d->st, l.filter, &l.page, &items);
+  dtx__srv_list_answer(c, &l, "transfers", rc, items);
 }
 
 void dtx__srv_h_transfer_cancel(dtx__srv_ctx_t *c) {
@@ -360,15 +292,4 @@ void dtx__srv_h_metrics(dtx__srv_ctx_t *c) {
   c->resp->ctype = "text/plain; version=0.0.4; charset=utf-8";
   c->resp->body = text;
   c->resp->body_len = len;
-}
-
-/* ---- paging shared with the other list routes (server.h) ---------------- */
-
-int dtx__srv_list_page(dtx__srv_ctx_t *c, const char *what, dtx_page_t *page) {
-  return list_page(c, what, page);
-}
-
-void dtx__srv_list_answer(dtx__srv_ctx_t *c, const char *key, const char *what,
-                          const dtx_page_t *page, int rc, json_t *items) {
-  list_answer(c, key, what, page, rc, items);
 }

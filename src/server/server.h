@@ -292,17 +292,32 @@ void dtx__srv_h_version_get(dtx__srv_ctx_t *c);
 void dtx__srv_h_version_history(dtx__srv_ctx_t *c);
 void dtx__srv_h_version_gc(dtx__srv_ctx_t *c);
 
-/* Query and answer helpers of those routes (routes_lock.c).  An int64
- * query parameter key (dflt when absent): 0, or a 400 answered. */
+/* Query and answer helpers of the list routes (page.c).  An int64 query
+ * parameter key (dflt when absent): 0, or a 400 answered. */
 int dtx__srv_qint(dtx__srv_ctx_t *c, const char *key, int64_t dflt,
                   int64_t *out);
-/* A list's page from ?after=&limit= (the cursor bound to `what`), asking
- * one item more than the page shows: 0, or answered. */
-int dtx__srv_qpage(dtx__srv_ctx_t *c, const char *what, dtx_page_t *page);
-/* {KEY: items, "next": cursor|null} of a list read with page, or the
- * problem of rc; steals items. */
-void dtx__srv_qanswer(dtx__srv_ctx_t *c, const char *key, const char *what,
-                      const dtx_page_t *page, int rc, json_t *items);
+/* ?limit= (1..DTX__SRV_MAX_PAGE, default DTX__SRV_DEFAULT_PAGE) and the
+ * cursor after (the caller's ?after= or NULL) of what: *skip, *lim.  0, or
+ * an error answered. */
+int dtx__srv_qpage(dtx__srv_ctx_t *c, const char *after, const char *what,
+                   int64_t *skip, int64_t *lim);
+/* A list route's query: its filter ?KEY= (key NULL: none), decoded into
+ * buf, at most cap - 1 bytes, and its page ?after=&limit=, the cursor
+ * bound to what = PREFIX (with a key: PREFIX KEY=FILTER).  page reads one
+ * item more than the page shows. */
+typedef struct dtx__srv_list {
+  const char *filter; /* ?KEY='s value, NULL when absent */
+  char buf[160];
+  char what[512];
+  dtx_page_t page;
+} dtx__srv_list_t;
+/* Fills l from the query: 0, or an error answered. */
+int dtx__srv_list_page(dtx__srv_ctx_t *c, dtx__srv_list_t *l,
+                       const char *prefix, const char *key, size_t cap);
+/* Answers {key: items (stolen), "next": cursor|null} of a list read with
+ * l->page, or rc's problem. */
+void dtx__srv_list_answer(dtx__srv_ctx_t *c, const dtx__srv_list_t *l,
+                          const char *key, int rc, json_t *items);
 /* 200 with *doc (stolen, read after rc's call; NULL: {}), or the problem
  * of rc, with *doc under the member `as` when both are given. */
 void dtx__srv_one(dtx__srv_ctx_t *c, int rc, json_t **doc, const char *as);
@@ -352,6 +367,11 @@ const char *dtx__srv_query(dtx__srv_ctx_t *c, const char *key, char *buf,
  * `what`).  0, or an error answered. */
 int dtx__srv_page(dtx__srv_ctx_t *c, json_t *limit, const char *after,
                   const char *what, int64_t *skip, int64_t *lim);
+/* An item of a batch (where: "NAME[i]: "): an object, else 400 "WHERE
+ * SHAPE"; with keys from keys (NULL-terminated) only, else 400 naming the
+ * key and the list.  0, or an error answered. */
+int dtx__srv_item_check(dtx__srv_ctx_t *c, json_t *v, const char *where,
+                        const char *shape, const char *const *keys);
 /* The cursor of the page after skip (new string reference). */
 json_t *dtx__srv_cursor(const char *what, int64_t skip);
 /* 1 when s[0..n) is valid UTF-8 (no overlong form, surrogate or code
@@ -364,14 +384,6 @@ void dtx__srv_utf8_fix(const char *s, char *out, size_t cap);
 /* Percent-decodes s[0..n) into out (outlen bytes, NUL-terminated); -1 for
  * a bad escape, a NUL byte or a result that does not fit. */
 int dtx__srv_pct_decode(const char *s, size_t n, char *out, size_t outlen);
-
-/* A list route's paging from ?after=&limit= (routes_txn.c): *page reads
- * one more than the page shows; 0, or an error answered.  what: the
- * digest's text, naming what the cursor pages (filters included). */
-int dtx__srv_list_page(dtx__srv_ctx_t *c, const char *what, dtx_page_t *page);
-/* Answers {key: items (stolen), "next": cursor|null}, or rc's problem. */
-void dtx__srv_list_answer(dtx__srv_ctx_t *c, const char *key, const char *what,
-                          const dtx_page_t *page, int rc, json_t *items);
 
 /* ---- metrics (metrics.c) --------------------------------------------------
  */

@@ -11,15 +11,11 @@
 set -u
 DOCTX=${DOCTX:?set DOCTX to the doctx binary}
 HERE=$(cd "$(dirname "$0")" && pwd)
-source "$HERE/../lib/harness.sh"
-source "$HERE/../lib/store.sh"
 source "$HERE/lib/server.sh"
 new_store httpabuse
-make_tokens "$WORK/tokens"
 # Each token: 2 requests a second, 30 deep: the suite's own requests fit,
 # the flood's 60 do not.
-start_doctxd "$WORK/d.log" --store "$S" --tokens "$WORK/tokens" \
-  --rate 2 --burst 30 || { bad "doctxd start"; finish; exit 1; }
+serve_store "$WORK/d.log" --rate 2 --burst 30
 HOSTPORT=${URL#http://}
 
 # healthz_fast LABEL: /healthz answers 200 within 1 s.

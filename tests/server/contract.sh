@@ -14,63 +14,12 @@
 set -u
 DOCTX=${DOCTX:?set DOCTX to the doctx binary}
 HERE=$(cd "$(dirname "$0")" && pwd)
-source "$HERE/../lib/harness.sh"
-source "$HERE/../lib/store.sh"
 source "$HERE/lib/server.sh"
 new_store httpcontract
 
-make_tokens "$WORK/tokens"
 # Every token's bucket: 150 deep, 1 a second; the suite's own
 # requests (under 60 per token) stay well inside it.
-start_doctxd "$WORK/doctxd.log" --store "$S" --tokens "$WORK/tokens" \
-  --rate 1 --burst 150 --threads 2 || { bad "doctxd start"; finish; exit 1; }
-
-# check LABEL WANT_CODE [GREP...]: the last req answered WANT_CODE and its
-# body holds every GREP (fixed strings).
-check() {
-  local label=$1 want=$2 g
-  shift 2
-  if [ "$CODE" != "$want" ]; then
-    bad "$label: status $CODE, want $want: $(head -c 400 "$WORK/rb")"
-    return
-  fi
-  for g in "$@"; do
-    if ! grep -qF -- "$g" "$WORK/rb"; then
-      bad "$label: body lacks '$g': $(head -c 400 "$WORK/rb")"
-      return
-    fi
-  done
-  ok
-}
-
-# hdr LABEL LINE: the last response carries header LINE (case-insensitive
-# name, exact value).
-hdr() {
-  if tr -d '\r' <"$WORK/rh" | grep -qiF -- "$2"; then ok; else
-    bad "$1: no header '$2': $(tr -d '\r' <"$WORK/rh" | tr '\n' '|')"
-  fi
-}
-
-# refused LABEL CODE ERRNAME METHOD PATH TOKEN [BODY]: answered CODE with
-# problem+json naming ERRNAME, and the store unchanged.
-# The dump after one refusal is the dump before the next, unless a request
-# in between (any req but a refused one's: DIRTY) may have written.
-DIRTY=1
-refused() {
-  local label=$1 want=$2 name=$3
-  shift 3
-  [ "$DIRTY" = 1 ] && d dump >"$WORK/before" 2>&1
-  req "$@"
-  check "$label" "$want" "\"code\":\"$name\"" '"type":' '"title":' '"detail":'
-  d dump >"$WORK/after" 2>&1
-  if cmp -s "$WORK/before" "$WORK/after"; then ok; else
-    bad "$label: the refused request changed the store:
-$(diff "$WORK/before" "$WORK/after" | head -5)"
-  fi
-  mv "$WORK/after" "$WORK/before"
-  DIRTY=0
-}
-req() { DIRTY=1; server_req "$@"; }
+serve_store "$WORK/doctxd.log" --rate 1 --burst 150 --threads 2
 
 # ---- operations and security ----------------------------------------------
 req GET /healthz ""
@@ -110,6 +59,7 @@ check "account get" 200 '"_id":"alice"'
 refused "account missing" 404 NOACCOUNT GET /v1/accounts/nobody "$T_READ"
 req GET "/v1/accounts?limit=2" "$T_READ"
 check "account list page 1" 200 '"_id":"alice"' '"_id":"bob"' '"next":"'
+nitems "account list page 1" accounts 2
 next=$(jq -r .next "$WORK/rb")
 req GET "/v1/accounts?limit=2&after=$next" "$T_READ"
 check "account list page 2" 200 '"_id":"ext"' '"next":null'
@@ -153,6 +103,7 @@ refused "NUL in a path parameter" 400 INVAL GET /v1/transfers/a%00b "$T_READ"
 refused "bad escape in a path parameter" 400 INVAL GET /v1/transfers/a%zz "$T_READ"
 req GET "/v1/transfers?state=failed&limit=1" "$T_READ"
 check "transfer list by state, page 1" 200 '"_id":"t2"' '"next":"'
+nitems "transfer list by state, page 1" transfers 1
 next=$(jq -r .next "$WORK/rb")
 req GET "/v1/transfers?state=failed&limit=1&after=$next" "$T_READ"
 check "transfer list page 2" 200 '"_id":"t3"' '"next":null'

@@ -11,31 +11,11 @@
 set -u
 DOCTX=${DOCTX:?set DOCTX to the doctx binary}
 HERE=$(cd "$(dirname "$0")" && pwd)
-source "$HERE/../lib/harness.sh"
 source "$HERE/lib/server.sh"
 DB=$WORK/drain.db
 S="sqlite:$DB"
-make_tokens "$WORK/tokens"
 
-# hold_lock SECS: a sqlite3 holding the store's write lock until
-# release_lock, or SECS at most; waits until it has it.
-hold_lock() {
-  rm -f "$WORK/locked" "$WORK/release"
-  start_bg "$WORK/lock.log" bash -c "{ echo 'BEGIN IMMEDIATE;'; echo \".shell touch $WORK/locked\";
-    for _ in \$(seq \$(($1 * 20))); do [ -e '$WORK/release' ] && break; sleep 0.05; done;
-    echo 'COMMIT;'; } | sqlite3 '$DB'"
-  LOCK_PID=$BG_PID
-  local end=$((SECONDS + 10))
-  while [ ! -e "$WORK/locked" ] && [ $SECONDS -lt $end ]; do nap 0.02; done
-  [ -e "$WORK/locked" ]
-}
-release_lock() {
-  touch "$WORK/release"
-  bounded_wait "$LOCK_PID" 15 "$WORK/lock.log"
-}
-
-start_doctxd "$WORK/d.log" --store "$S" --tokens "$WORK/tokens" --threads 8 ||
-  { bad "doctxd start"; finish; exit 1; }
+serve_store "$WORK/d.log" --threads 8
 req POST /v1/c/slow/insert "$T_WRITE" '{"docs":[{"_id":0}]}' # the store exists
 [ "$CODE" = 200 ] && ok || bad "first insert: $CODE $(rbody)"
 
@@ -87,8 +67,7 @@ n=$(d count slow 2>&1)
 [ "$n" = 4 ] && ok || bad "the drained writes are not all there: count $n"
 
 # A drain past --drain-ms: exit 1 at the deadline, the request left.
-start_doctxd "$WORK/d2.log" --store "$S" --tokens "$WORK/tokens" --drain-ms 300 ||
-  { bad "doctxd start (2)"; finish; exit 1; }
+serve_store "$WORK/d2.log" --drain-ms 300
 hold_lock 10 && ok || bad "sqlite3 did not take the lock (2)"
 start_bg "$WORK/slow.x" curl -s -o /dev/null --max-time 30 \
   -H "Authorization: Bearer $T_WRITE" --data-binary '{"docs":[{"_id":9}]}' \

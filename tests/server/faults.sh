@@ -22,8 +22,6 @@
 set -u
 DOCTX=${DOCTX:?set DOCTX to the doctx binary}
 HERE=$(cd "$(dirname "$0")" && pwd)
-source "$HERE/../lib/harness.sh"
-source "$HERE/../lib/store.sh"
 source "$HERE/lib/server.sh"
 LOAD=${BENCH_HTTP:-${DTX_BUILD:-$(dirname "$DOCTX")}/bench_http}
 CASES=${FAULTS_CASES:-scaleout kill drain${DTX_REDIS_PID:+ pause}}
@@ -104,10 +102,17 @@ served() { # URL: how many transfers this doctxd answered 200
     "$WORK/rb" | awk '{ print $2 }'
 }
 
+# pair_load LABEL TAG MS: a store of accounts (httpTAG), doctxd A and B
+# on it, and the load client sending transfers to both for MS ms; 1 (said)
+# when any of them did not start.
+pair_load() {
+  new_store_accounts "http$2" || { bad "$1: accounts"; return 1; }
+  up A "$WORK/$2.a.log" && up B "$WORK/$2.b.log" || { bad "$1: start"; return 1; }
+  load_bg "$WORK/$2.log" "$3" "$2" "$A_URL" "$B_URL"
+}
+
 case_scaleout() {
-  new_store_accounts httpscale || { bad "scaleout: accounts"; return; }
-  up A "$WORK/scale.a.log" && up B "$WORK/scale.b.log" || { bad "scaleout: start"; return; }
-  load_bg "$WORK/scale.log" 1500 scale "$A_URL" "$B_URL"
+  pair_load scaleout scale 1500 || return
   bounded_wait "$LOAD_PID" 30 "$WORK/scale.log" && ok || bad "scaleout: load client"
   local na nb
   na=$(served "$A_URL") nb=$(served "$B_URL")
@@ -121,9 +126,7 @@ case_scaleout() {
 }
 
 case_kill() {
-  new_store_accounts httpkill || { bad "kill: accounts"; return; }
-  up A "$WORK/kill.a.log" && up B "$WORK/kill.b.log" || { bad "kill: start"; return; }
-  load_bg "$WORK/kill.log" 2000 kill "$A_URL" "$B_URL"
+  pair_load kill kill 2000 || return
   nap 0.7
   kill -KILL "$A_PID"
   bounded_wait "$LOAD_PID" 30 "$WORK/kill.log" && ok || bad "kill: load client"
@@ -140,9 +143,7 @@ case_kill() {
 }
 
 case_drain() {
-  new_store_accounts httpdrain || { bad "drain: accounts"; return; }
-  up A "$WORK/drain.a.log" && up B "$WORK/drain.b.log" || { bad "drain: start"; return; }
-  load_bg "$WORK/drain.log" 2000 drain "$A_URL" "$B_URL"
+  pair_load drain drain 2000 || return
   nap 0.7
   kill -TERM "$A_PID"
   bounded_wait "$A_PID" 20 "$WORK/drain.a.log"

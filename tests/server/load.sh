@@ -17,7 +17,6 @@
 set -u
 DOCTX=${DOCTX:?set DOCTX to the doctx binary}
 HERE=$(cd "$(dirname "$0")" && pwd)
-source "$HERE/../lib/harness.sh"
 source "$HERE/lib/server.sh"
 DB=$WORK/load.db
 S="sqlite:$DB"
@@ -31,27 +30,9 @@ for bad_arg in "--request-timeout-ms 9223372036854775807" "--request-timeout-ms 
   [ "$rc" = 2 ] && ok || bad "doctxd $bad_arg: exit $rc, want 2: $(head -2 "$WORK/opt.out")"
 done
 
-# hold_lock SECS: a sqlite3 holding the store's write lock until
-# release_lock, or SECS at most; waits until it has it.
-hold_lock() {
-  rm -f "$WORK/locked" "$WORK/release"
-  start_bg "$WORK/lock.log" bash -c "{ echo 'BEGIN IMMEDIATE;'; echo \".shell touch $WORK/locked\";
-    for _ in \$(seq \$(($1 * 20))); do [ -e '$WORK/release' ] && break; sleep 0.05; done;
-    echo 'COMMIT;'; } | sqlite3 '$DB'"
-  LOCK_PID=$BG_PID
-  local end=$((SECONDS + 10))
-  while [ ! -e "$WORK/locked" ] && [ $SECONDS -lt $end ]; do nap 0.02; done
-  [ -e "$WORK/locked" ]
-}
-release_lock() {
-  touch "$WORK/release"
-  bounded_wait "$LOCK_PID" 15 "$WORK/lock.log"
-}
-
 TMO=2000
-start_doctxd "$WORK/d.log" --store "$S" --tokens "$WORK/tokens" --threads 4 \
-  --rate 0 --request-timeout-ms $TMO --metrics-listen 127.0.0.1:0 ||
-  { bad "doctxd start"; finish; exit 1; }
+serve_store "$WORK/d.log" --threads 4 --rate 0 --request-timeout-ms $TMO \
+  --metrics-listen 127.0.0.1:0
 for a in a b; do
   req POST /v1/accounts "$T_WRITE" "{\"id\":\"$a\",\"balance\":100}"
   [ "$CODE" = 201 ] && ok || bad "account $a: $CODE $(rbody)"

@@ -18,7 +18,6 @@ set -u
 DOCTX=${DOCTX:?set DOCTX to the doctx binary}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-source "$HERE/../lib/harness.sh"
 source "$HERE/lib/server.sh"
 STUNNEL=$(command -v stunnel4 || command -v stunnel) ||
   { bad "stunnel4 is not installed (scripts/setup.sh installs it)"; finish; exit 1; }
@@ -47,9 +46,8 @@ fi
 chmod 600 doctxd.key
 
 # ---- doctxd on the loopback side -----------------------------------------------------
-make_tokens tokens
-start_doctxd doctxd.log --store "sqlite:$WORK/tls.db" --tokens tokens \
-  --threads 2 || { bad "doctxd did not start"; finish; exit 1; }
+S="sqlite:$WORK/tls.db"
+serve_store doctxd.log --threads 2
 DPORT=${URL##*:}
 
 # ---- stunnel: docs/server.md's configuration -----------------------------------------

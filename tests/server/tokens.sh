@@ -8,7 +8,6 @@
 set -u
 DOCTX=${DOCTX:?set DOCTX to the doctx binary}
 HERE=$(cd "$(dirname "$0")" && pwd)
-source "$HERE/../lib/harness.sh"
 source "$HERE/lib/server.sh"
 DB=$WORK/never.db
 

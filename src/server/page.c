@@ -1,0 +1,103 @@
+/* page.c -- the query-string helpers of doctxd's list routes: an int64
+ * query parameter, and a list's filter and page (?KEY=&after=&limit=)
+ * with its answer {KEY: items, "next": cursor|null}.  Every list route
+ * (accounts, transfers, jobs, locks, ledger entries, orders) pages
+ * through these, so ?limit= and the cursor mean one thing everywhere
+ * (docs/server.md, "Requests and answers"); the cursor itself is
+ * body.c's dtx__srv_page/dtx__srv_cursor. */
+#include "server/server.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int dtx__srv_qint(dtx__srv_ctx_t *c, const char *key, int64_t dflt,
+                  int64_t *out) {
+  char buf[32];
+  int bad = 0;
+  const char *v = dtx__srv_query(c, key, buf, sizeof buf, &bad);
+  *out = dflt;
+  if (bad)
+    return -1;
+  if (!v)
+    return 0;
+  char *end;
+  errno = 0;
+  long long n = strtoll(v, &end, 10);
+  if (end == v || *end || errno) {
+    dtx__srv_bad(c, DTX_EINVAL,
+                 "query parameter '%s' must be an int64, "
+                 "got '%.20s'",
+                 key, v);
+    return -1;
+  }
+  *out = (int64_t)n;
+  return 0;
+}
+
+int dtx__srv_qpage(dtx__srv_ctx_t *c, const char *after, const char *what,
+                   int64_t *skip, int64_t *lim) {
+  char limit[32];
+  int bad = 0;
+  const char *l = dtx__srv_query(c, "limit", limit, sizeof limit, &bad);
+  json_t *lj = NULL;
+  if (bad)
+    return -1;
+  if (l) {
+    char *end;
+    long long v = strtoll(l, &end, 10);
+    if (*end || end == l || v < 1 || v > DTX__SRV_MAX_PAGE) {
+      dtx__srv_bad(c, DTX_EINVAL, "limit must be an integer 1..%d, got '%.20s'",
+                   DTX__SRV_MAX_PAGE, l);
+      return -1;
+    }
+    lj = json_integer(v);
+  }
+  int rc = dtx__srv_page(c, lj, after, what, skip, lim);
+  json_decref(lj);
+  return rc;
+}
+
+int dtx__srv_list_page(dtx__srv_ctx_t *c, dtx__srv_list_t *l,
+                       const char *prefix, const char *key, size_t cap) {
+  char after[128];
+  int bad = 0;
+  int64_t skip, lim;
+  l->filter = NULL;
+  if (cap > sizeof l->buf)
+    cap = sizeof l->buf;
+  if (key)
+    l->filter = dtx__srv_query(c, key, l->buf, cap, &bad);
+  const char *a =
+      bad ? NULL : dtx__srv_query(c, "after", after, sizeof after, &bad);
+  if (bad)
+    return -1;
+  if (key)
+    snprintf(l->what, sizeof l->what, "%s%s=%s", prefix, key,
+             l->filter ? l->filter : "");
+  else
+    snprintf(l->what, sizeof l->what, "%s", prefix);
+  if (dtx__srv_qpage(c, a, l->what, &skip, &lim))
+    return -1;
+  /* One more than the page shows says whether a next page exists. */
+  l->page = (dtx_page_t){.skip = skip, .limit = lim + 1};
+  return 0;
+}
+
+void dtx__srv_list_answer(dtx__srv_ctx_t *c, const dtx__srv_list_t *l,
+                          const char *key, int rc, json_t *items) {
+  if (rc) {
+    json_decref(items);
+    dtx__srv_fail(c, rc, NULL);
+    return;
+  }
+  json_t *next = json_null();
+  int64_t lim = l->page.limit - 1;
+  if ((int64_t)json_array_size(items) > lim) {
+    json_array_remove(items, (size_t)lim);
+    json_decref(next);
+    next = dtx__srv_cursor(l->what, l->page.skip + lim);
+  }
+  dtx__srv_json(c, 200, json_pack("{s:o,s:o}", key, items, "next", next));
+}
