@@ -430,6 +430,7 @@ void dtx__srv_dispatch(dtx__srv_t *d, const dtx__srv_req_t *req,
   memset(resp, 0, sizeof *resp);
   dtx__srv_ctx_t c = {.d = d, .resp = resp, .budget_ms = req->budget_ms};
   int64_t t0 = now_us();
+  c.deadline_us = req->budget_ms > 0 ? t0 + req->budget_ms * 1000 : 0;
   size_t ri = route(d, req, &c);
   json_decref(c.body);
   if (!resp->ctype) /* a handler that answered nothing: a bug, said so */
@@ -440,8 +441,13 @@ void dtx__srv_dispatch(dtx__srv_t *d, const dtx__srv_req_t *req,
   dtx__srv_ring_observe(d, ri, resp->status);
 }
 
+/* What is left now, not at dispatch: a handler that calls the library
+ * chunk after chunk (the batches) gives each what remains. */
 int64_t dtx__srv_budget(dtx__srv_ctx_t *c, int64_t asked) {
-  if (c->budget_ms > 0 && (asked <= 0 || asked > c->budget_ms))
-    return c->budget_ms;
-  return asked;
+  if (!c->deadline_us)
+    return asked;
+  int64_t left = (c->deadline_us - now_us()) / 1000;
+  if (left < 1)
+    left = 1;
+  return asked <= 0 || asked > left ? left : asked;
 }

@@ -227,6 +227,7 @@ void dtx__srv_h_ledger_batch(dtx__srv_ctx_t *c) {
   }
   for (size_t from = 0; from < n; from += POST_CHUNK) {
     size_t k = n - from < POST_CHUNK ? n - from : POST_CHUNK;
+    eo.deadline_ms = dtx__srv_budget(c, eo.deadline_ms); /* what is left */
     (void)dtx_ledger_post_many(c->d->st, reqs + from, k, &eo, res + from);
     for (i = from; i < from + k; i++)
       json_array_append_new(

@@ -159,6 +159,7 @@ void dtx__srv_h_transfer_batch(dtx__srv_ctx_t *c) {
   }
   for (size_t from = 0; from < n; from += BATCH_CHUNK) {
     size_t k = n - from < BATCH_CHUNK ? n - from : BATCH_CHUNK;
+    eo.deadline_ms = dtx__srv_budget(c, eo.deadline_ms); /* what is left */
     (void)dtx_transfer_execute_many(c->d->st, reqs + from, k, &eo, res + from);
     for (i = from; i < from + k; i++) {
       json_t *r;

@@ -164,7 +164,8 @@ typedef struct dtx__srv_ctx {
   json_t *body;                           /* object, or NULL without a body */
   dtx__srv_resp_t *resp;
   int rc; /* the library error the answer came from (metrics), or 0 */
-  int64_t budget_ms; /* the request's time left (dtx__srv_req_t); 0: none */
+  int64_t budget_ms;   /* the request's time left (dtx__srv_req_t); 0: none */
+  int64_t deadline_us; /* when that time runs out (CLOCK_MONOTONIC); 0: none */
 } dtx__srv_ctx_t;
 
 typedef void (*dtx__srv_handler_fn)(dtx__srv_ctx_t *c);
