@@ -102,12 +102,12 @@ for i in $(seq 12); do
   [ "$CODE" = 200 ] || bad "read $i beside the slow writes: $CODE $(rbody)"
   [ "$ms" -gt "$slowest" ] && slowest=$ms
 done
-[ "$slowest" -lt 1000 ] && ok || bad "a read waited $slowest ms behind the slow writes"
+[ "$slowest" -lt 4000 ] && ok || bad "a read waited $slowest ms behind the slow writes (15 s is what waiting behind them takes)"
 # A transfer: its library call gets what is left of the timeout.
 t1=$(now_ms)
 req POST /v1/transfers "$T_WRITE" '{"id":"t1","from":"a","to":"b","amount":5}'
 ms=$(($(now_ms) - t1))
-[ "$CODE" = 503 ] && [ "$ms" -lt $((TMO + 1500)) ] &&
+[ "$CODE" = 503 ] && [ "$ms" -lt $((TMO + 5000)) ] &&
   tr -d '\r' <"$WORK/rh" | grep -q '^Retry-After: 1$' && ok ||
   bad "a transfer on the locked store: $CODE after $ms ms, want 503 with Retry-After within ~$TMO ms: $(rbody)"
 for i in 1 2; do
@@ -118,7 +118,9 @@ for i in 1 2; do
     tr -d '\r' <"$WORK/slow.$i.h" | grep -q '^Retry-After: 1$' && ok ||
     bad "slow write $i: $code in $secs s, want 503 at the request timeout: $(cat "$WORK/slow.$i.body")"
 done
-[ "$ms" -lt $((TMO + 2500)) ] && ok || bad "the slow writes answered after $ms ms, want ~$TMO"
+# (the bound is loose: a loaded CI machine adds seconds; a request that
+# outlived its timeout would take the lock holder's whole 15 s)
+[ "$ms" -lt $((TMO + 8000)) ] && ok || bad "the slow writes answered after $ms ms, want ~$TMO"
 release_lock
 req POST /v1/transfers "$T_WRITE" '{"id":"t2","from":"a","to":"b","amount":5}'
 [ "$CODE" = 200 ] && ok || bad "a transfer once the lock is gone: $CODE $(rbody)"
