@@ -12,6 +12,10 @@
  *    upsert, update many, with or without bypass_validation: DTX_ELIMIT
  *    naming the document, and nothing changes (docs/semantics.md, "Size
  *    limits").
+ *  - An id or name holding a byte that is no UTF-8 (0xff) is refused with
+ *    DTX_EINVAL (BADINDEX for an index name) by every call taking one,
+ *    before anything is built of it, and the detail names the byte
+ *    rather than quoting it (it stays valid UTF-8).
  *  - Redis namespaces (?ns=NAME): two stores on one server with different
  *    namespaces share nothing -- collections, documents, unique keys,
  *    rules, drops.  (Skipped on other backends.)
@@ -259,6 +263,85 @@ static void test_size_limit_on_every_write(void) {
   CHECK_RC(dtx_store_drop_collection(conf_st, c), 0);
 }
 
+/* ---- bytes that are no UTF-8 ---------------------------------------------------------- */
+
+/* Row i of the table: one call given b as its id or name. */
+static int bad_byte_call(int i, const char *b, json_t **o) {
+  static int applied;
+  dtx_update_result_t ur;
+  switch (i) {
+  case 0: return dtx_transfer_get(conf_st, b, o);
+  case 1: return dtx_transfer_cancel(conf_st, b, o);
+  case 2: return dtx_transfer_run(conf_st, b, NULL, o);
+  case 3: return dtx_account_get(conf_st, b, o);
+  case 4: return dtx_job_get(conf_st, b, o);
+  case 5: return dtx_job_add(conf_st, &(dtx_job_req_t){.queue = "q",
+                                                       .type = "t",
+                                                       .unique_key = b},
+                             o, NULL);
+  case 6: return dtx_job_effect_at(conf_st, "j", 1, b, "c", JQ("{}"),
+                                   JQ("{'$set':{'a':1}}"), &applied);
+  case 7: return dtx_lock_get(conf_st, b, o);
+  case 8: return dtx_sync_rule_get(conf_st, b, o);
+  case 9: return dtx_sync_update(conf_st, "r", b, JQ("{'$set':{'a':1}}"),
+                                 NULL, o);
+  case 10: return dtx_sync_rule_define(conf_st,
+                                       &(dtx_sync_rule_t){.name = "r",
+                                                          .master = "m",
+                                                          .dependents = "d",
+                                                          .link = b,
+                                                          .copy = "a:b"},
+                                       o);
+  case 11: return dtx_sync_rule_define(conf_st,
+                                       &(dtx_sync_rule_t){.name = "r",
+                                                          .master = "m",
+                                                          .dependents = "d",
+                                                          .link = "l",
+                                                          .copy = b},
+                                       o);
+  case 12: return dtx_ledger_get(conf_st, b, o);
+  case 13: return dtx_order_get(conf_st, b, o);
+  case 14: return dtx_version_get(conf_st, b, 1, o);
+  case 15: return dtx_store_find(conf_st, b, NULL, NULL, o);
+  case 16: return dtx_store_create_index(conf_st, conf_coll("bb"),
+                                         JQ("{'a':1}"),
+                                         &(dtx_index_opts_t){.name = b},
+                                         NULL);
+  case 17: return dtx_store_update(conf_st, conf_coll("bb"), JQ("{}"),
+                                   JQ("{'$set':{'a':1}}"),
+                                   &(dtx_update_opts_t){.fence_name = b,
+                                                        .fence_token = 1},
+                                   &ur);
+  case 18: return dtx_lock_acquire(conf_st, "l",
+                                   &(dtx_lock_opts_t){.owner = b}, o);
+  default: return 1;
+  }
+}
+
+static void test_bad_bytes_are_inval(void) {
+  static const char *const names[] = {
+      "transfer get", "transfer cancel", "transfer run", "account get",
+      "job get", "job add unique_key", "job effect key", "lock get",
+      "sync rule get", "sync update master id", "sync rule link",
+      "sync rule copy", "ledger get", "order get", "version get",
+      "collection name", "index name", "fence name", "lock owner"};
+  static const char *const bytes[] = {"\xff", "ok\xff", "\xc3"};
+  for (int i = 0; i < (int)(sizeof names / sizeof *names); i++)
+    for (size_t k = 0; k < sizeof bytes / sizeof *bytes; k++) {
+      json_t *o = NULL;
+      int rc = bad_byte_call(i, bytes[k], &o);
+      int want = i == 16 ? DTX_EBADINDEX : DTX_EINVAL;
+      CHECKF(rc == want, "%s %zu: %s (%s), want %s", names[i], k,
+             dtx_errname(rc), dtx_errdetail(), dtx_errname(want));
+      json_t *d = json_string(dtx_errdetail()); /* NULL: not UTF-8 */
+      CHECKF(d && *dtx_errdetail(), "%s %zu: detail is no UTF-8 text",
+             names[i], k);
+      json_decref(d);
+      CHECK(o == NULL);
+      json_decref(o);
+    }
+}
+
 /* ---- namespaces (Redis) ------------------------------------------------------------ */
 
 static void test_namespaces_share_nothing(void) {
@@ -387,6 +470,7 @@ void conf_run_store(void) {
   CONF_RUN(test_names_differing_in_case_are_two_collections);
   CONF_RUN(test_depth_limit_on_every_write);
   CONF_RUN(test_size_limit_on_every_write);
+  CONF_RUN(test_bad_bytes_are_inval);
   CONF_RUN(test_namespaces_share_nothing);
 }
 
