@@ -153,7 +153,13 @@ const char *dtx_store_uri(const dtx_store_t *st);
  * level 1; every object or array inside adds one), as MongoDB's BSON
  * limit.  Every write that would store a deeper document -- an insert, an
  * update's result, an upsert, a replacement -- is refused with DTX_EINVAL
- * naming the path where the limit was passed, and changes nothing. */
+ * naming the path where the limit was passed, and changes nothing.
+ *
+ * Documents hold at most 16 MiB (as MongoDB's BSON limit; counted as their
+ * compact JSON, docs/semantics.md "Size limits"): a write that would store
+ * a bigger one -- with or without bypass_validation -- is refused with
+ * DTX_ELIMIT naming it, and changes nothing.  An aggregation refuses the
+ * same way a value or document that would pass 16 MiB. */
 #define DTX_MAX_DEPTH 100
 
 /* Inserts one document.  A missing _id is generated (24 hex digits, time

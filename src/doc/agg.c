@@ -538,9 +538,23 @@ typedef struct emit_ctx {
   size_t next;
 } emit_ctx_t;
 
+/* A document a stage built (stage names it) passes on only when it is at
+ * most 16 MiB, as MongoDB's: each stage's input is then bounded, and so
+ * what the next one can build from it. */
+static int push_built(agg_run_t *r, size_t i, json_t *doc, const char *stage) {
+  char what[64];
+  snprintf(what, sizeof what, "%s: a result document", stage);
+  int rc = dtx__doc_size_check(doc, what);
+  if (rc) {
+    json_decref(doc);
+    return rc;
+  }
+  return push(r, i, doc);
+}
+
 static int emit_next(void *ctx, json_t *doc) {
   emit_ctx_t *e = ctx;
-  return push(e->r, e->next, doc);
+  return push_built(e->r, e->next, doc, "$group");
 }
 
 /* The documents $unwind makes of doc. */
@@ -614,7 +628,7 @@ static int project(agg_run_t *r, size_t i, const stage_t *s, json_t *doc) {
     json_decref(d);
     return rc;
   }
-  return push(r, i + 1, d);
+  return push_built(r, i + 1, d, s->name);
 }
 
 static int lookup(agg_run_t *r, size_t i, const stage_t *s, json_t *doc) {
@@ -640,7 +654,7 @@ static int lookup(agg_run_t *r, size_t i, const stage_t *s, json_t *doc) {
   }
   json_t *d = dtx__agg_set_path(doc, s->path, found);
   json_decref(doc);
-  return d ? push(r, i + 1, d)
+  return d ? push_built(r, i + 1, d, "$lookup")
            : dtx__err(DTX_ENOMEM, "out of memory in $lookup");
 }
 
@@ -714,7 +728,7 @@ static int push(agg_run_t *r, size_t i, json_t *doc) {
       return dtx__err(DTX_ETYPE, "%s: the new root must be an object",
                       s->name);
     }
-    return push(r, i + 1, nr);
+    return push_built(r, i + 1, nr, s->name);
   }
   case S_LOOKUP:
     return lookup(r, i, s, doc);

@@ -8,6 +8,13 @@
  * $and, $or, $not, $ifNull, $size, $concat.  Anything else is refused at
  * compile time with DTX_EBADQUERY naming it.
  *
+ * Size: only $concat builds a value bigger than its arguments' text
+ * (objects and arrays of expressions share the values they hold, and grow
+ * with the spec, not the data); it refuses a string past 16 MiB before
+ * allocating it.  The stages (agg.c) bound each document they build the
+ * same way, so a pipeline that doubles a string per stage stops at 16 MiB
+ * (docs/semantics.md, "Size limits").
+ *
  * Values: evaluation returns a new reference, or NULL for "missing",
  * which is not null: {$eq: ["$nofield", null]} is false, as in MongoDB,
  * and missing sorts below null.  Arithmetic on int64 is exact and an
@@ -501,6 +508,13 @@ static int eval_op(const dtx__expr_t *e, const json_t *doc, json_t **out) {
           break;
         }
         len += json_string_length(v[i]);
+        if (len > DTX__DOC_MAX) { /* 1000 "$s" of 1 MiB: no 1 GB malloc */
+          rc = dtx__err(DTX_ELIMIT,
+                        "$concat: the result would pass 16 MiB (%zu bytes), "
+                        "the limit of a string",
+                        DTX__DOC_MAX);
+          break;
+        }
       }
       if (rc)
         break;

@@ -21,7 +21,8 @@
  *            the first of equal values, in first-seen order.
  *   $count   {} -- the number of documents.
  * The groups, their keys and what $push/$addToSet collect are charged to
- * the run's memory limit (agg.c).
+ * the run's memory limit (agg.c); what one $push/$addToSet collects is also
+ * bounded by 16 MiB, the size of the document it goes into (DTX_ELIMIT).
  */
 #include "doc/agg_int.h"
 #include "util/buf.h"
@@ -67,6 +68,7 @@ typedef struct acc {
   size_t *set;
   uint64_t *hashes; /* hash of val's element i */
   size_t nset;
+  size_t bytes; /* $push/$addToSet: val's size (dtx__value_json_size) */
 } acc_t;
 
 typedef struct group {
@@ -374,6 +376,17 @@ static int accumulate(const acc_spec_t *sp, acc_t *a, agg_run_t *r,
       break;
     if ((rc = dtx__agg_charge(r, 24 + dtx__value_size(v), "$group")))
       break;
+    /* The array becomes a field of the group's document: past 16 MiB it
+     * could never be passed on, so stop now, not at the memory limit. */
+    a->bytes += 1 + dtx__value_json_size(v, DTX__DOC_MAX);
+    if (a->bytes > DTX__DOC_MAX) {
+      rc = dtx__err(DTX_ELIMIT,
+                    "$group: %s into '%s' would collect more than 16 MiB "
+                    "(%zu bytes), the limit of a document",
+                    sp->kind == A_PUSH ? "$push" : "$addToSet", sp->field,
+                    DTX__DOC_MAX);
+      break;
+    }
     if (json_array_append_new(a->val, v))
       rc = dtx__err(DTX_ENOMEM, "out of memory running $group");
     v = NULL;

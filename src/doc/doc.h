@@ -69,6 +69,23 @@ int dtx__value_key(const json_t *v, struct dtx__buf *b);
  * aggregation stages that hold documents. */
 size_t dtx__value_size(const json_t *v);
 
+/* The most bytes a document may hold, as MongoDB's 16 MiB BSON limit: a
+ * write that would store a bigger one and an aggregation that would build
+ * one (or a string past it) fail with DTX_ELIMIT (docs/semantics.md,
+ * "Size limits"). */
+#define DTX__DOC_MAX ((size_t)16 << 20)
+
+/* The size of v as compact JSON, roughly: strings and keys by their bytes
+ * (escapes not counted), numbers as 8 bytes.  Counting stops once it
+ * passes cap (the result is then some value > cap), so the cost is bounded
+ * by cap even for a value that shares one big part many times. */
+size_t dtx__value_json_size(const json_t *v, size_t cap);
+
+/* 0 when doc is at most DTX__DOC_MAX bytes (dtx__value_json_size), else
+ * DTX_ELIMIT: "<what> would hold more than 16 MiB (16777216 bytes), the
+ * limit of a document". */
+int dtx__doc_size_check(const json_t *doc, const char *what);
+
 /* ---- paths ---------------------------------------------------------------- */
 
 /* Checks a dotted field path: non-empty segments, no '$' at the start of a

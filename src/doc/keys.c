@@ -89,6 +89,8 @@ int dtx__index_spec_parse(const json_t *keys, const dtx_index_opts_t *opts,
                     n, MAX_FIELDS);
   if (opts && opts->name && !opts->name[0])
     return dtx__err(DTX_EBADINDEX, "index name must not be empty");
+  if (opts && opts->name && !dtx__utf8_ok(opts->name, strlen(opts->name)))
+    return dtx__err(DTX_EBADINDEX, "index name is not valid UTF-8");
 
   s = calloc(1, sizeof *s);
   if (!s || !(s->paths = calloc(n, sizeof *s->paths)) ||

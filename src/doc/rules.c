@@ -764,6 +764,13 @@ int dtx__doc_check_write(const dtx__rules_t *r, const char *coll,
       doc_name(coll, after, who, sizeof who);
       return dtx__depth_check(after, DTX_EINVAL, who);
     }
+    /* 16 MiB, on every backend and whatever the bypass, so an update
+     * ($push $each, $set of a big value) cannot grow a document past
+     * what an aggregation or a reader may hold (docs/semantics.md). */
+    if (dtx__value_json_size(after, DTX__DOC_MAX) > DTX__DOC_MAX) {
+      doc_name(coll, after, who, sizeof who);
+      return dtx__doc_size_check(after, who);
+    }
     if (bypass || !r)
       return 0;
     if (json_object_size(json_object_get(r->spec, "validator")) &&

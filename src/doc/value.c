@@ -10,6 +10,7 @@
  */
 #include "doc/doc.h"
 #include "util/buf.h"
+#include "util/err.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -241,6 +242,58 @@ const char *dtx__value_type_name(const json_t *v, int vocab) {
 int dtx__value_key(const json_t *v, dtx__buf_t *b) {
   key_value(b, v, 0);
   return b->oom ? -1 : 0;
+}
+
+static size_t json_size(const json_t *v, size_t cap, size_t n, int depth) {
+  const char *k;
+  json_t *x;
+  size_t i;
+  if (n > cap)
+    return n;
+  /* Past the depth limit the count is refused as too big: a value that
+   * deep is no document (bounded recursion). */
+  if (depth > 4 * DTX_MAX_DEPTH)
+    return cap + 1;
+  switch (json_typeof(v)) {
+  case JSON_STRING:
+    return n + 2 + json_string_length(v);
+  case JSON_OBJECT:
+    n += 2;
+    json_object_foreach((json_t *)v, k, x) {
+      n = json_size(x, cap, n + 4 + strlen(k), depth + 1);
+      if (n > cap)
+        return n;
+    }
+    return n;
+  case JSON_ARRAY:
+    n += 2;
+    json_array_foreach(v, i, x) {
+      n = json_size(x, cap, n + 1, depth + 1);
+      if (n > cap)
+        return n;
+    }
+    return n;
+  case JSON_TRUE:
+  case JSON_NULL:
+    return n + 4;
+  case JSON_FALSE:
+    return n + 5;
+  default:
+    return n + 8;
+  }
+}
+
+size_t dtx__value_json_size(const json_t *v, size_t cap) {
+  return v ? json_size(v, cap, 0, 0) : 0;
+}
+
+int dtx__doc_size_check(const json_t *doc, const char *what) {
+  if (dtx__value_json_size(doc, DTX__DOC_MAX) <= DTX__DOC_MAX)
+    return 0;
+  return dtx__err(DTX_ELIMIT,
+                  "%s would hold more than 16 MiB (%zu bytes), the limit of "
+                  "a document",
+                  what, DTX__DOC_MAX);
 }
 
 /* What a value costs in memory, roughly: jansson's node plus its text. */

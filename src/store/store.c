@@ -109,6 +109,14 @@ int dtx__coll_check(const char *coll) {
   size_t n = strlen(coll);
   if (n == 0)
     return dtx__err(DTX_EINVAL, "collection name is empty");
+  /* A byte outside printable ASCII (0xff, not UTF-8) is named, never
+   * quoted, so the detail stays text a JSON answer can carry. */
+  int bad = dtx__bad_byte(coll, n);
+  if (bad >= 0)
+    return dtx__err(DTX_EINVAL,
+                    "collection name has byte 0x%02x at offset %d: must be "
+                    "1..120 bytes of [A-Za-z0-9_.-]",
+                    (unsigned char)coll[bad], bad);
   if (n > 120)
     return dtx__err(DTX_EINVAL,
                     "collection name '%.40s...' is longer than 120 bytes", coll);

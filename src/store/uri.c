@@ -9,9 +9,11 @@
 #include "util/assert.h"
 #include "util/err.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 int dtx__uri_int(const char *s, size_t n, int lo, int hi, int *out) {
   if (n == 0 || n > 9)
@@ -122,10 +124,16 @@ int dtx__uri_opts(const char *uri, const char *query,
     const char *end = strchr(opt, '&');
     size_t len = end ? (size_t)(end - opt) : strlen(opt);
     const char *eq = memchr(opt, '=', len);
-    if (!eq)
+    if (!eq) { /* "password:s3cret": quote the name, never what follows */
+      size_t nl = 0;
+      while (nl < len && ((opt[nl] >= 'a' && opt[nl] <= 'z') ||
+                          (opt[nl] >= 'A' && opt[nl] <= 'Z') ||
+                          opt[nl] == '_'))
+        nl++;
       return dtx__err(DTX_EBADURI,
-                      "store URI '%s': option '%.*s' is not name=value", uri,
-                      (int)len, opt);
+                      "store URI '%s': option '%.*s%s' is not name=value",
+                      uri, (int)nl, opt, nl < len ? "..." : "");
+    }
     size_t nlen = (size_t)(eq - opt), i = 0;
     while (i < nopts && (strlen(opts[i].name) != nlen ||
                          memcmp(opts[i].name, opt, nlen) != 0))
@@ -193,9 +201,17 @@ char *dtx__uri_masked(const char *uri) {
   for (const char *p = q; *p;) { /* '?' or '&', then one option */
     out[k++] = *p++;
     size_t len = strcspn(p, "&");
-    if (len >= 9 && strncmp(p, "password=", 9) == 0) {
-      memcpy(out + k, "password=***", 12);
-      k += 12;
+    /* password=, Password=, and password:VALUE written without its '='
+     * (refused, but quoted by the refusal): the name as written, then
+     * *** for whatever follows it. */
+    size_t nl = 0;
+    while (nl < len && (isalpha((unsigned char)p[nl]) || p[nl] == '_'))
+      nl++;
+    if (nl == 8 && strncasecmp(p, "password", 8) == 0 && len > 8) {
+      size_t keep = p[8] == '=' ? 9 : 8;
+      memcpy(out + k, p, keep);
+      memcpy(out + k + keep, "***", 3);
+      k += keep + 3;
     } else {
       memcpy(out + k, p, len);
       k += len;

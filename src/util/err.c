@@ -5,6 +5,7 @@
 #include "util/err.h"
 
 #include <stdarg.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -64,6 +65,35 @@ int dtx__err_wrap(int code, const char *fmt, ...) {
   return code;
 }
 
+int dtx__bad_byte(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f)
+      return (int)(i < INT_MAX ? i : INT_MAX);
+  return -1;
+}
+
+int dtx__utf8_ok(const char *s, size_t n) {
+  const unsigned char *u = (const unsigned char *)s;
+  for (size_t i = 0; i < n;) {
+    unsigned c = u[i];
+    size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2
+                 : c >= 0xe0 && c <= 0xef           ? 3
+                 : c >= 0xf0 && c <= 0xf4           ? 4
+                                                    : 0;
+    if (!len || (c == 0 && len == 1) || i + len > n)
+      return 0;
+    for (size_t k = 1; k < len; k++)
+      if ((u[i + k] & 0xc0) != 0x80)
+        return 0;
+    /* overlong forms, UTF-16 surrogates and past U+10FFFF */
+    if ((c == 0xe0 && u[i + 1] < 0xa0) || (c == 0xed && u[i + 1] >= 0xa0) ||
+        (c == 0xf0 && u[i + 1] < 0x90) || (c == 0xf4 && u[i + 1] >= 0x90))
+      return 0;
+    i += len;
+  }
+  return 1;
+}
+
 int dtx__check_word(const char *what, const char *s, size_t max,
                     const char *punct) {
   size_t n = s ? strlen(s) : 0;
@@ -73,7 +103,15 @@ int dtx__check_word(const char *what, const char *s, size_t max,
     ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
          (c >= '0' && c <= '9') || (c && strchr(punct, c));
   }
-  return ok ? 0 : dtx__err(DTX_EINVAL, "%s '%.140s': must be 1..%zu of "
-                           "[A-Za-z0-9%s]", what, s ? s : "(null)", max,
-                           punct);
+  if (ok)
+    return 0;
+  /* A byte outside printable ASCII (0xff, not UTF-8) is named, never
+   * quoted: a detail stays text any JSON answer can carry. */
+  int bad = s ? dtx__bad_byte(s, n < 140 ? n : 140) : -1;
+  if (bad >= 0)
+    return dtx__err(DTX_EINVAL, "%s has byte 0x%02x at offset %d: must be "
+                    "1..%zu of [A-Za-z0-9%s]", what,
+                    (unsigned char)s[bad], bad, max, punct);
+  return dtx__err(DTX_EINVAL, "%s '%.140s': must be 1..%zu of "
+                  "[A-Za-z0-9%s]", what, s ? s : "(null)", max, punct);
 }

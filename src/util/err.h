@@ -34,4 +34,16 @@ int dtx__err_wrap(int code, const char *fmt, ...)
 int dtx__check_word(const char *what, const char *s, size_t max,
                     const char *punct);
 
+/* The offset of the first of the n bytes at s outside printable ASCII
+ * (a control byte, DEL, or any byte >= 0x80), or -1: a name holding one
+ * is named by that byte in an error detail, never quoted, so the detail
+ * stays valid UTF-8 (a JSON answer can carry it). */
+int dtx__bad_byte(const char *s, size_t n);
+
+/* 1 when the n bytes at s are valid UTF-8 without a NUL (what jansson
+ * takes as a string), else 0: a free-form text a caller gives (a job's
+ * unique key, a sync master id) is checked with it, so a bad byte is
+ * DTX_EINVAL rather than an out-of-memory from building its document. */
+int dtx__utf8_ok(const char *s, size_t n);
+
 #endif

@@ -7,6 +7,15 @@
  *    levels -- insert, update result, upsert, replacement, with or without
  *    bypass_validation -- so every stored document stays readable; the
  *    refusal is DTX_EINVAL naming the path, and changes nothing.
+ *  - No write stores a document over 16 MiB (DTX__DOC_MAX, as MongoDB's
+ *    BSON limit) -- insert, insert_many, replacement, $set, $push $each,
+ *    upsert, update many, with or without bypass_validation: DTX_ELIMIT
+ *    naming the document, and nothing changes (docs/semantics.md, "Size
+ *    limits").
+ *  - An id or name holding a byte that is no UTF-8 (0xff) is refused with
+ *    DTX_EINVAL (BADINDEX for an index name) by every call taking one,
+ *    before anything is built of it, and the detail names the byte
+ *    rather than quoting it (it stays valid UTF-8).
  *  - Redis namespaces (?ns=NAME): two stores on one server with different
  *    namespaces share nothing -- collections, documents, unique keys,
  *    rules, drops.  (Skipped on other backends.)
@@ -15,6 +24,7 @@
  *    backend: a guard against quadratic index upkeep, not a benchmark. */
 #include "conf.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* One budget for every backend, generous enough for ASan on a loaded
@@ -161,6 +171,177 @@ static void test_depth_limit_on_every_write(void) {
   CHECK_RC(dtx_store_delete(conf_st, c, JQ("{'_id':'A'}"), 0, NULL), 0);
 }
 
+/* ---- the size limit ---------------------------------------------------------------- */
+
+/* A string of n bytes of 'a' (a new reference). */
+static json_t *big_string(size_t n) {
+  char *s = malloc(n + 1);
+  if (!s)
+    return NULL;
+  memset(s, 'a', n);
+  s[n] = '\0';
+  json_t *v = json_string_nocheck(s);
+  free(s);
+  return v;
+}
+
+static void check_big_refusal(int rc, const char *what) {
+  CHECKF(rc == DTX_ELIMIT, "%s: %s (%s), want LIMIT", what, dtx_errname(rc),
+         dtx_errdetail());
+  CHECKF(strstr(dtx_errdetail(), "would hold more than 16 MiB (16777216 "
+                                 "bytes), the limit of a document"),
+         "%s: detail %s", what, dtx_errdetail());
+}
+
+static void test_size_limit_on_every_write(void) {
+  const char *c = conf_coll("big");
+  json_t *s10 = conf_keep(big_string(10u << 20));
+  json_t *s7 = conf_keep(big_string(7u << 20));
+  json_t *s17 = conf_keep(big_string(17u << 20));
+  REQUIRE(s10 && s7 && s17);
+  /* 10 MiB is fine and reads back. */
+  CHECK_RC(dtx_store_insert(conf_st, c,
+                            conf_keep(json_pack("{s:s,s:O}", "_id", "A", "s",
+                                                s10)),
+                            NULL),
+           0);
+  json_t *before = conf_keep(conf_find(c, NULL, NULL));
+  CHECK(json_array_size(before) == 1);
+  dtx_insert_opts_t io = {.bypass_validation = 1};
+  dtx_update_opts_t bo = {.bypass_validation = 1}, up = {.upsert = 1},
+                    many = {.many = 1};
+  dtx_update_result_t r;
+  size_t n = 9;
+  json_t *out = conf_poison;
+  check_big_refusal(
+      dtx_store_insert(conf_st, c,
+                       conf_keep(json_pack("{s:s,s:O}", "_id", "B", "s", s17)),
+                       NULL),
+      "insert");
+  check_big_refusal(
+      dtx_store_insert_ex(conf_st, c,
+                          conf_keep(json_pack("{s:s,s:O}", "_id", "B", "s",
+                                              s17)),
+                          &io, NULL),
+      "insert with bypass");
+  check_big_refusal(
+      dtx_store_insert_many(conf_st, c,
+                            conf_keep(json_pack("[{s:s},{s:s,s:O}]", "_id",
+                                                "C", "_id", "B", "s", s17)),
+                            &n, NULL),
+      "insert_many");
+  check_big_refusal(
+      dtx_store_update(conf_st, c, JQ("{'_id':'A'}"),
+                       conf_keep(json_pack("{s:O,s:O}", "s", s10, "t", s7)),
+                       NULL, &r),
+      "replacement");
+  check_big_refusal(
+      dtx_store_update(conf_st, c, JQ("{'_id':'A'}"),
+                       conf_keep(json_pack("{s:{s:O}}", "$set", "t", s7)), &bo,
+                       &r),
+      "$set with bypass");
+  check_big_refusal(
+      dtx_store_update(conf_st, c, JQ("{'_id':'U'}"),
+                       conf_keep(json_pack("{s:{s:O}}", "$set", "t", s17)),
+                       &up, &r),
+      "upsert");
+  check_big_refusal(
+      dtx_store_update(conf_st, c, JQ("{}"),
+                       conf_keep(json_pack("{s:{s:O}}", "$set", "t", s7)),
+                       &many, &r),
+      "update many");
+  check_big_refusal(
+      dtx_store_find_one_and_update(
+          conf_st, c, JQ("{'_id':'A'}"),
+          conf_keep(json_pack("{s:{s:{s:[O]}}}", "$push", "arr", "$each", s7)),
+          NULL, &out),
+      "find_one_and_update $push $each");
+  CHECKF(n == 0, "insert_many put %zu in before refusing", n);
+  CHECK(out == NULL);
+  json_t *now = conf_keep(conf_find(c, NULL, NULL));
+  CHECKF(now && json_equal(now, before), "collection changed");
+  CHECK_RC(dtx_store_drop_collection(conf_st, c), 0);
+}
+
+/* ---- bytes that are no UTF-8 ---------------------------------------------------------- */
+
+/* Row i of the table: one call given b as its id or name. */
+static int bad_byte_call(int i, const char *b, json_t **o) {
+  static int applied;
+  dtx_update_result_t ur;
+  switch (i) {
+  case 0: return dtx_transfer_get(conf_st, b, o);
+  case 1: return dtx_transfer_cancel(conf_st, b, o);
+  case 2: return dtx_transfer_run(conf_st, b, NULL, o);
+  case 3: return dtx_account_get(conf_st, b, o);
+  case 4: return dtx_job_get(conf_st, b, o);
+  case 5: return dtx_job_add(conf_st, &(dtx_job_req_t){.queue = "q",
+                                                       .type = "t",
+                                                       .unique_key = b},
+                             o, NULL);
+  case 6: return dtx_job_effect_at(conf_st, "j", 1, b, "c", JQ("{}"),
+                                   JQ("{'$set':{'a':1}}"), &applied);
+  case 7: return dtx_lock_get(conf_st, b, o);
+  case 8: return dtx_sync_rule_get(conf_st, b, o);
+  case 9: return dtx_sync_update(conf_st, "r", b, JQ("{'$set':{'a':1}}"),
+                                 NULL, o);
+  case 10: return dtx_sync_rule_define(conf_st,
+                                       &(dtx_sync_rule_t){.name = "r",
+                                                          .master = "m",
+                                                          .dependents = "d",
+                                                          .link = b,
+                                                          .copy = "a:b"},
+                                       o);
+  case 11: return dtx_sync_rule_define(conf_st,
+                                       &(dtx_sync_rule_t){.name = "r",
+                                                          .master = "m",
+                                                          .dependents = "d",
+                                                          .link = "l",
+                                                          .copy = b},
+                                       o);
+  case 12: return dtx_ledger_get(conf_st, b, o);
+  case 13: return dtx_order_get(conf_st, b, o);
+  case 14: return dtx_version_get(conf_st, b, 1, o);
+  case 15: return dtx_store_find(conf_st, b, NULL, NULL, o);
+  case 16: return dtx_store_create_index(conf_st, conf_coll("bb"),
+                                         JQ("{'a':1}"),
+                                         &(dtx_index_opts_t){.name = b},
+                                         NULL);
+  case 17: return dtx_store_update(conf_st, conf_coll("bb"), JQ("{}"),
+                                   JQ("{'$set':{'a':1}}"),
+                                   &(dtx_update_opts_t){.fence_name = b,
+                                                        .fence_token = 1},
+                                   &ur);
+  case 18: return dtx_lock_acquire(conf_st, "l",
+                                   &(dtx_lock_opts_t){.owner = b}, o);
+  default: return 1;
+  }
+}
+
+static void test_bad_bytes_are_inval(void) {
+  static const char *const names[] = {
+      "transfer get", "transfer cancel", "transfer run", "account get",
+      "job get", "job add unique_key", "job effect key", "lock get",
+      "sync rule get", "sync update master id", "sync rule link",
+      "sync rule copy", "ledger get", "order get", "version get",
+      "collection name", "index name", "fence name", "lock owner"};
+  static const char *const bytes[] = {"\xff", "ok\xff", "\xc3"};
+  for (int i = 0; i < (int)(sizeof names / sizeof *names); i++)
+    for (size_t k = 0; k < sizeof bytes / sizeof *bytes; k++) {
+      json_t *o = NULL;
+      int rc = bad_byte_call(i, bytes[k], &o);
+      int want = i == 16 ? DTX_EBADINDEX : DTX_EINVAL;
+      CHECKF(rc == want, "%s %zu: %s (%s), want %s", names[i], k,
+             dtx_errname(rc), dtx_errdetail(), dtx_errname(want));
+      json_t *d = json_string(dtx_errdetail()); /* NULL: not UTF-8 */
+      CHECKF(d && *dtx_errdetail(), "%s %zu: detail is no UTF-8 text",
+             names[i], k);
+      json_decref(d);
+      CHECK(o == NULL);
+      json_decref(o);
+    }
+}
+
 /* ---- namespaces (Redis) ------------------------------------------------------------ */
 
 static void test_namespaces_share_nothing(void) {
@@ -288,6 +469,8 @@ static void test_big_indexed_array(void) {
 void conf_run_store(void) {
   CONF_RUN(test_names_differing_in_case_are_two_collections);
   CONF_RUN(test_depth_limit_on_every_write);
+  CONF_RUN(test_size_limit_on_every_write);
+  CONF_RUN(test_bad_bytes_are_inval);
   CONF_RUN(test_namespaces_share_nothing);
 }
 

@@ -75,9 +75,10 @@ static int fake_find(void *ctx, const char *coll, const json_t *filter,
   return 0;
 }
 
-static int run(const char *input, const char *pipeline, size_t max,
-               json_t **out) {
-  json_t *in = JQNEW(input), *pl = JQNEW(pipeline), *src = NULL;
+/* Runs pipeline over the documents in (stolen). */
+static int run_in(json_t *in, const char *pipeline, size_t max,
+                  json_t **out) {
+  json_t *pl = JQNEW(pipeline), *src = NULL;
   dtx__pipeline_t *p = NULL;
   *out = NULL;
   int rc = dtx__pipeline_compile(pl, &p);
@@ -92,6 +93,11 @@ static int run(const char *input, const char *pipeline, size_t max,
   }
   dtx__pipeline_free(p);
   return rc;
+}
+
+static int run(const char *input, const char *pipeline, size_t max,
+               json_t **out) {
+  return run_in(JQNEW(input), pipeline, max, out);
 }
 
 static void run_table(const char *name, const acase_t *t, size_t n) {
@@ -443,6 +449,107 @@ static void test_memory_limit(void) {
   json_decref(in);
 }
 
+/* Size limits (docs/semantics.md, "Size limits"): what one evaluation
+ * or stage builds is at most 16 MiB, refused with DTX_ELIMIT naming the
+ * operator or stage -- a pipeline that doubles a value per stage stopped
+ * only at the memory of the machine (357 MB for 22 $concat stages).  A row:
+ * a document with a string s of `slen` bytes (`n` copies of it when n > 1),
+ * `reps` copies of one stage, then the outcome. */
+typedef struct size_case {
+  size_t slen, n;
+  const char *stage;
+  int reps;
+  int rc;
+  const char *detail; /* rc != 0: a fragment of the detail */
+} size_case_t;
+
+static void test_size_limit(void) {
+  static const size_case_t t[] = {
+      /* the hostile pass's pipeline, and 30 stages (32 GB before) */
+      {31, 1, "{'$project':{'s':{'$concat':['$s','$s']}}}", 22, DTX_ELIMIT,
+       "$concat: the result would pass 16 MiB"},
+      {31, 1, "{'$project':{'s':{'$concat':['$s','$s']}}}", 30, DTX_ELIMIT,
+       "$concat"},
+      /* 2^23 bytes = 8 MiB: under the limit, the same pipeline runs */
+      {1, 1, "{'$project':{'s':{'$concat':['$s','$s']}}}", 23, 0, NULL},
+      /* one $concat of 20 copies of 1 MiB */
+      {1 << 20, 1,
+       "{'$set':{'t':{'$concat':['$s','$s','$s','$s','$s','$s','$s','$s',"
+       "'$s','$s','$s','$s','$s','$s','$s','$s','$s','$s','$s','$s']}}}",
+       1, DTX_ELIMIT, "$concat"},
+      /* arrays and objects of expressions share their values: cheap in
+       * memory, but the document they make is 2^40 strings of text */
+      {31, 1, "{'$project':{'s':['$s','$s']}}", 40, DTX_ELIMIT,
+       "$project: a result document would hold more than 16 MiB"},
+      {31, 1, "{'$addFields':{'s':{'a':'$s','b':'$s'}}}", 40, DTX_ELIMIT,
+       "$addFields: a result document"},
+      {31, 1, "{'$replaceRoot':{'newRoot':{'a':'$$ROOT','b':'$$ROOT'}}}", 40,
+       DTX_ELIMIT, "$replaceRoot: a result document"},
+      {31, 1, "{'$replaceWith':{'a':'$$ROOT','b':'$$ROOT'}}", 40, DTX_ELIMIT,
+       "$replaceWith: a result document"},
+      {31, 1, "{'$project':{'s':['$s','$s']}}", 10, 0, NULL},
+      /* $group's arrays: 20 values of 1 MiB are no one document */
+      {1 << 20, 20, "{'$group':{'_id':null,'p':{'$push':'$s'}}}", 1,
+       DTX_ELIMIT, "$group: $push into 'p' would collect more than 16 MiB"},
+      {1 << 20, 20, "{'$group':{'_id':'$_id','p':{'$push':'$s'}}}", 1, 0,
+       NULL},
+      {1 << 20, 20,
+       "{'$group':{'_id':null,'p':{'$addToSet':['$s','$_id']}}}",
+       1, DTX_ELIMIT, "$addToSet into 'p'"},
+      /* $lookup's array: every document of "other" is 1 MiB */
+      {1 << 20, 1,
+       "{'$lookup':{'from':'other','localField':'k','foreignField':'k',"
+       "'as':'o'}}",
+       1, DTX_ELIMIT, "$lookup: a result document"},
+  };
+  char *big = malloc((1 << 20) + 1);
+  REQUIRE(big != NULL);
+  memset(big, 'x', 1 << 20);
+  big[1 << 20] = '\0';
+  json_t *saved = other_coll;
+  other_coll = json_array();
+  for (int i = 0; i < 20; i++)
+    json_array_append_new(other_coll, json_pack("{sisiss}", "_id", i, "k", 1,
+                                                 "s", big));
+  for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+    char *s = malloc(t[i].slen + 1);
+    REQUIRE(s != NULL);
+    memset(s, 'a', t[i].slen);
+    s[t[i].slen] = '\0';
+    json_t *in = json_array();
+    for (size_t k = 0; k < t[i].n; k++)
+      json_array_append_new(in, json_pack("{sisssi}", "_id", (int)k, "s", s,
+                                          "k", 1));
+    free(s);
+    size_t len = 0, cap = 2 + (strlen(t[i].stage) + 1) * (size_t)t[i].reps;
+    char *pl = malloc(cap + 1);
+    REQUIRE(pl != NULL);
+    pl[len++] = '[';
+    for (int k = 0; k < t[i].reps; k++) {
+      if (k)
+        pl[len++] = ',';
+      memcpy(pl + len, t[i].stage, strlen(t[i].stage));
+      len += strlen(t[i].stage);
+    }
+    pl[len++] = ']';
+    pl[len] = '\0';
+    json_t *out = NULL;
+    int rc = run_in(in, pl, 0, &out); /* in: 20 MiB, not parsed again */
+    CHECKF(rc == t[i].rc, "size[%zu] %s x%d: %s (%s)", i, t[i].stage,
+           t[i].reps, dtx_errname(rc), dtx_errdetail());
+    if (t[i].rc)
+      CHECKF(strstr(dtx_errdetail(), t[i].detail) != NULL,
+             "size[%zu]: detail '%s' lacks '%s'", i, dtx_errdetail(),
+             t[i].detail);
+    CHECK(t[i].rc == 0 || out == NULL);
+    json_decref(out);
+    free(pl);
+  }
+  json_decref(other_coll);
+  other_coll = saved;
+  free(big);
+}
+
 /* The pushdown: leading $match stages, then $sort, $skip, $limit. */
 static void test_source(void) {
   json_t *pl = JQNEW("[{'$match':{'a':1}},{'$match':{'b':2}},{'$sort':{'c':1}},"
@@ -481,6 +588,7 @@ int main(void) {
   other_coll = JQNEW("[{'sku':'x'},{'sku':'y'},{'sku':'z'},{'_id':9}]");
   TEST_RUN(test_tables);
   TEST_RUN(test_memory_limit);
+  TEST_RUN(test_size_limit);
   TEST_RUN(test_source);
   json_decref(other_coll);
   return TEST_DONE();

@@ -436,7 +436,7 @@ static int rd_open(const char *uri, unsigned flags, dtx__backend_t **out) {
   *out = NULL;
   dtx__backend_t *b = calloc(1, sizeof *b);
   if (!b)
-    return dtx__err(DTX_ENOMEM, "opening %s", uri);
+    return dtx__err(DTX_ENOMEM, "opening a redis:// store");
   int rc = dtx__rd_uri_parse(uri, &b->uri);
   if (rc < 0) {
     free(b);

@@ -39,18 +39,20 @@ static const dtx__uri_opt_t opts[] = {
      1},
 };
 
-int dtx__sq_uri_parse(const char *uri, sq_uri_t *out) {
+/* Every message names the URI masked (dtx__uri_masked): a SQLite URI
+ * holds no secret, but a password= given to it by mistake is one. */
+static int sq_uri_parse(const char *uri, const char *shown, sq_uri_t *out) {
   memset(out, 0, sizeof *out);
   out->sync = SQ_SYNC_FULL;
   if (!uri || strncmp(uri, "sqlite:", 7) != 0)
     return dtx__err(DTX_EBADURI, "store URI '%s' does not start with sqlite:",
-                    uri ? uri : "(null)");
+                    shown);
   const char *p = uri + 7;
   const char *q = strchr(p, '?');
   size_t plen = q ? (size_t)(q - p) : strlen(p);
   if (plen == 0)
-    return dtx__err(DTX_EBADURI, "store URI '%s' has an empty path", uri);
-  int rc = q ? dtx__uri_opts(uri, q + 1, opts, sizeof opts / sizeof *opts,
+    return dtx__err(DTX_EBADURI, "store URI '%s' has an empty path", shown);
+  int rc = q ? dtx__uri_opts(shown, q + 1, opts, sizeof opts / sizeof *opts,
                              out)
              : 0;
   if (rc < 0)
@@ -60,8 +62,17 @@ int dtx__sq_uri_parse(const char *uri, sq_uri_t *out) {
     return 0;
   }
   if (!(out->path = strndup(p, plen)))
-    return dtx__err(DTX_ENOMEM, "parsing %s", uri);
+    return dtx__err(DTX_ENOMEM, "parsing %s", shown);
   return 0;
+}
+
+int dtx__sq_uri_parse(const char *uri, sq_uri_t *out) {
+  char *shown = dtx__uri_masked(uri ? uri : "(null)");
+  if (!shown)
+    return dtx__err(DTX_ENOMEM, "parsing a sqlite: URI");
+  int rc = sq_uri_parse(uri, shown, out);
+  free(shown);
+  return rc;
 }
 
 /* ---- time ----------------------------------------------------------------------- */
@@ -420,7 +431,7 @@ static int sq_open(const char *uri, unsigned flags, dtx__backend_t **out) {
   *out = NULL;
   dtx__backend_t *b = calloc(1, sizeof *b);
   if (!b)
-    return dtx__err(DTX_ENOMEM, "opening %s", uri);
+    return dtx__err(DTX_ENOMEM, "opening a sqlite: store");
   int rc = dtx__sq_uri_parse(uri, &b->uri);
   if (rc < 0) {
     free(b);
@@ -431,7 +442,7 @@ static int sq_open(const char *uri, unsigned flags, dtx__backend_t **out) {
   pthread_cond_init(&b->rcv, NULL);
   pthread_mutex_init(&b->catmu, NULL);
   if (!(b->idle = calloc(MAX_READERS, sizeof *b->idle))) {
-    rc = dtx__err(DTX_ENOMEM, "opening %s", uri);
+    rc = dtx__err(DTX_ENOMEM, "opening a sqlite: store");
     goto fail;
   }
   /* A private in-memory store is always new: nothing to refuse. */
@@ -446,8 +457,12 @@ static int sq_open(const char *uri, unsigned flags, dtx__backend_t **out) {
   *out = b;
   return 0;
 fail:
-  if (rc == DTX_EBACKEND || rc == DTX_EBUSY)
-    rc = dtx__err_wrap(DTX_EUNAVAILABLE, "opening %s", uri);
+  if (rc == DTX_EBACKEND || rc == DTX_EBUSY) {
+    char *shown = dtx__uri_masked(uri);
+    rc = dtx__err_wrap(DTX_EUNAVAILABLE, "opening %s",
+                       shown ? shown : "a sqlite: store");
+    free(shown);
+  }
   sq_close(b);
   return rc;
 }

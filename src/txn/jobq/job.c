@@ -181,6 +181,8 @@ int dtx_job_req_check(const dtx_job_req_t *r) {
       (!*r->unique_key || strlen(r->unique_key) > UNIQUE_KEY_MAX))
     return dtx__err(DTX_EINVAL, "unique key must be 1 to %d bytes",
                     UNIQUE_KEY_MAX);
+  if (r->unique_key && !dtx__utf8_ok(r->unique_key, strlen(r->unique_key)))
+    return dtx__err(DTX_EINVAL, "unique key is not valid UTF-8");
   if (r->payload) {
     if ((rc = dtx__depth_check(r->payload, DTX_EINVAL, "payload")))
       return rc;

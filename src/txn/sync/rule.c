@@ -31,6 +31,9 @@ int dtx__sync_reserved(const char *path) {
 }
 
 static int check_path(const char *rule, const char *what, const char *path) {
+  if (path && !dtx__utf8_ok(path, strlen(path))) /* named, not quoted */
+    return dtx__err(DTX_EINVAL, "sync rule %s: %s field path is not valid "
+                    "UTF-8", rule, what);
   if (!path || !*path || strlen(path) > 200)
     return dtx__err(DTX_EINVAL, "sync rule %s: %s field path '%s': must be "
                     "1..200 bytes", rule, what, path ? path : "");
@@ -355,6 +358,9 @@ static int parse_copy(const char *name, const char *spec, json_t **out) {
   if (!spec || !*spec)
     return dtx__err(DTX_EINVAL, "sync rule %s: --copy SRC:DST[,SRC:DST...] "
                     "is required", name);
+  if (!dtx__utf8_ok(spec, strlen(spec))) /* named, not quoted */
+    return dtx__err(DTX_EINVAL, "sync rule %s: --copy is not valid UTF-8",
+                    name);
   json_t *arr = json_array();
   const char *p = spec;
   while (arr) {
@@ -424,6 +430,16 @@ int dtx_sync_rule_define(dtx_store_t *st, const dtx_sync_rule_t *rule,
                 : dtx__err(DTX_EINVAL, "sync rule: NULL");
   if (rc == 0)
     rc = parse_copy(rule->name, rule->copy, &copy);
+  /* The rule's texts go into its document: a byte that is no UTF-8 is
+   * INVAL here, not an out-of-memory from building it. */
+  const char *const texts[] = {"master", "dependents", "link"};
+  for (int i = 0; rc == 0 && i < 3; i++) {
+    const char *t = i == 0 ? rule->master : i == 1 ? rule->dependents
+                                                   : rule->link;
+    if (t && !dtx__utf8_ok(t, strlen(t)))
+      rc = dtx__err(DTX_EINVAL, "sync rule %s: %s is not valid UTF-8",
+                    rule->name, texts[i]);
+  }
   if (rc == 0 && !(doc = json_pack("{s:s,s:s?,s:s?,s:s?,s:O,s:I}", "_id",
                                    rule->name, "master", rule->master,
                                    "dependents", rule->dependents, "link",

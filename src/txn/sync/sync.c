@@ -350,6 +350,9 @@ int dtx_sync_update(dtx_store_t *st, const char *rule, const char *master_id,
   if (rc == 0 && (!master_id || !*master_id || strlen(master_id) > 1024))
     rc = dtx__err(DTX_EINVAL, "sync update %s: MASTER_ID must be 1..1024 "
                   "bytes", rule);
+  else if (rc == 0 && !dtx__utf8_ok(master_id, strlen(master_id)))
+    rc = dtx__err(DTX_EINVAL, "sync update %s: MASTER_ID is not valid UTF-8",
+                  rule);
   if (rc == 0)
     rc = check_update(rule, update);
   /* Reads only, up to here: a missing rule, or one the change cannot

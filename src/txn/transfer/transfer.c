@@ -728,7 +728,10 @@ static int begin_on(dtx__call_t *c, dtx__exec_t *ex, dtx_store_t *st,
   *out = NULL;
   dtx__exec_from(ex, st, opts);
   dtx__call_begin(c, ex->deadline_ms);
-  return id ? 0 : dtx__err(DTX_EINVAL, "no transfer id");
+  /* Checked as submit checks it, so a byte no id holds (0xff) is INVAL
+   * here, not an out-of-memory from building the {_id: id} filter. */
+  return id ? dtx__check_ident("transfer id", id)
+            : dtx__err(DTX_EINVAL, "no transfer id");
 }
 
 /* The transfer id; DTX_ENOTFOUND naming it when there is none. */
