@@ -16,6 +16,7 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/harness.sh"
+source "$HERE/../lib/certs.sh" # mkca, mkcert
 STUNNEL=$(command -v stunnel4 || command -v stunnel) ||
   { bad "stunnel4 is not installed (scripts/setup.sh installs it)"; finish; exit 1; }
 
@@ -28,17 +29,6 @@ print(*[s.getsockname()[1] for s in ss])')
 
 # ---- certificates: the CA doctx trusts, and one it does not ------------------------
 cd "$WORK" || exit 1
-mkcert() { # NAME CA: NAME.key, NAME.crt for 127.0.0.1 / localhost, signed by CA
-  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-    -keyout "$1.key" -out "$1.csr" -subj "/CN=localhost" 2>>ssl.log &&
-    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$1.ext" &&
-    openssl x509 -req -in "$1.csr" -CA "$2.crt" -CAkey "$2.key" \
-      -CAcreateserial -out "$1.crt" -days 1 -extfile "$1.ext" 2>>ssl.log
-}
-mkca() { # NAME
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-    -keyout "$1.key" -out "$1.crt" -days 1 -subj "/CN=$1" 2>>ssl.log
-}
 if mkca ca && mkca rogue-ca && mkcert redis ca && mkcert rogue rogue-ca; then ok; else
   bad "openssl: $(log_tail ssl.log)"; finish; exit 1
 fi

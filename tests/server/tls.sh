@@ -19,6 +19,7 @@ DOCTX=${DOCTX:?set DOCTX to the doctx binary}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 source "$HERE/lib/server.sh"
+source "$ROOT/tests/lib/certs.sh" # mkca, mkcert
 STUNNEL=$(command -v stunnel4 || command -v stunnel) ||
   { bad "stunnel4 is not installed (scripts/setup.sh installs it)"; finish; exit 1; }
 # Everything talks to 127.0.0.1: no proxy from the environment in between,
@@ -29,17 +30,6 @@ unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY \
 cd "$WORK" || exit 1
 
 # ---- certificates: the CA the clients trust, and one they do not ---------------------
-mkca() { # NAME
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-    -keyout "$1.key" -out "$1.crt" -days 1 -subj "/CN=$1" 2>>ssl.log
-}
-mkcert() { # NAME CA: NAME.key, NAME.crt for 127.0.0.1 / localhost, signed by CA
-  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-    -keyout "$1.key" -out "$1.csr" -subj "/CN=localhost" 2>>ssl.log &&
-    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$1.ext" &&
-    openssl x509 -req -in "$1.csr" -CA "$2.crt" -CAkey "$2.key" \
-      -CAcreateserial -out "$1.crt" -days 1 -extfile "$1.ext" 2>>ssl.log
-}
 if mkca ca && mkca rogue-ca && mkcert doctxd ca; then ok; else
   bad "openssl: $(log_tail ssl.log)"; finish; exit 1
 fi
