@@ -80,6 +80,10 @@ size_t dtx__value_size(const json_t *v);
  * passes cap (the result is then some value > cap), so the cost is bounded
  * by cap even for a value that shares one big part many times. */
 size_t dtx__value_json_size(const json_t *v, size_t cap);
+/* dtx__value_json_size, and in *levels the deepest container's level
+ * (the top one is 1) -- exact when the size is within cap: one walk for
+ * a write's two bounds (dtx__doc_check_write). */
+size_t dtx__value_json_shape(const json_t *v, size_t cap, int *levels);
 
 /* 0 when doc is at most DTX__DOC_MAX bytes (dtx__value_json_size), else
  * DTX_ELIMIT: "<what> would hold more than 16 MiB (16777216 bytes), the

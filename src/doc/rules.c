@@ -39,6 +39,7 @@
  * JSON nested deeper than 2048 levels -- and bounds every recursion over a
  * stored document. */
 #include "doc/doc.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 #include <stdio.h>
@@ -757,17 +758,22 @@ int dtx__doc_check_write(const dtx__rules_t *r, const char *coll,
   if (after) {
     if (!json_is_object(after))
       return dtx__err(DTX_EINVAL, "%s: a document must be an object", coll);
-    /* The document's name is formatted only for an error: every write
-     * passes here, and formatting it showed in profiles of batched
-     * transfers.  The depth check is run again to name it (same result). */
-    if (dtx__depth_check(after, DTX_EINVAL, coll) < 0) {
-      doc_name(coll, after, who, sizeof who);
-      return dtx__depth_check(after, DTX_EINVAL, who);
-    }
-    /* 16 MiB, on every backend and whatever the bypass, so an update
-     * ($push $each, $set of a big value) cannot grow a document past
-     * what an aggregation or a reader may hold (docs/semantics.md). */
-    if (dtx__value_json_size(after, DTX__DOC_MAX) > DTX__DOC_MAX) {
+    /* Its nesting, then 16 MiB, on every backend and whatever the
+     * bypass, so an update ($push $each, $set of a big value) cannot grow
+     * a document past what an aggregation or a reader may hold
+     * (docs/semantics.md).  Every write passes here: one walk measures
+     * both; only a document over a bound is walked again, by the checks
+     * that name it (the depth first, as its error comes first; a walk
+     * stopped at the size bound may not have seen the deepest level).
+     * The name is formatted only for an error: it showed in profiles. */
+    int levels;
+    size_t bytes = dtx__value_json_shape(after, DTX__DOC_MAX, &levels);
+    if (bytes > DTX__DOC_MAX || levels > DTX_MAX_DEPTH) {
+      if (dtx__depth_check(after, DTX_EINVAL, coll) < 0) {
+        doc_name(coll, after, who, sizeof who);
+        return dtx__depth_check(after, DTX_EINVAL, who);
+      }
+      DTX_ASSERT(bytes > DTX__DOC_MAX, "a document's levels, walked twice");
       doc_name(coll, after, who, sizeof who);
       return dtx__doc_size_check(after, who);
     }

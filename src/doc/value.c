@@ -244,7 +244,10 @@ int dtx__value_key(const json_t *v, dtx__buf_t *b) {
   return b->oom ? -1 : 0;
 }
 
-static size_t json_size(const json_t *v, size_t cap, size_t n, int depth) {
+/* levels (may be NULL): the deepest container's level seen (the top one
+ * is 1), exact when the count stays within cap. */
+static size_t json_size(const json_t *v, size_t cap, size_t n, int depth,
+                        int *levels) {
   const char *k;
   json_t *x;
   size_t i;
@@ -259,16 +262,20 @@ static size_t json_size(const json_t *v, size_t cap, size_t n, int depth) {
     return n + 2 + json_string_length(v);
   case JSON_OBJECT:
     n += 2;
+    if (levels && depth + 1 > *levels)
+      *levels = depth + 1;
     json_object_foreach((json_t *)v, k, x) {
-      n = json_size(x, cap, n + 4 + strlen(k), depth + 1);
+      n = json_size(x, cap, n + 4 + strlen(k), depth + 1, levels);
       if (n > cap)
         return n;
     }
     return n;
   case JSON_ARRAY:
     n += 2;
+    if (levels && depth + 1 > *levels)
+      *levels = depth + 1;
     json_array_foreach(v, i, x) {
-      n = json_size(x, cap, n + 1, depth + 1);
+      n = json_size(x, cap, n + 1, depth + 1, levels);
       if (n > cap)
         return n;
     }
@@ -284,7 +291,12 @@ static size_t json_size(const json_t *v, size_t cap, size_t n, int depth) {
 }
 
 size_t dtx__value_json_size(const json_t *v, size_t cap) {
-  return v ? json_size(v, cap, 0, 0) : 0;
+  return v ? json_size(v, cap, 0, 0, NULL) : 0;
+}
+
+size_t dtx__value_json_shape(const json_t *v, size_t cap, int *levels) {
+  *levels = 0;
+  return v ? json_size(v, cap, 0, 0, levels) : 0;
 }
 
 int dtx__doc_size_check(const json_t *doc, const char *what) {
