@@ -7,6 +7,7 @@
 Standard library only; see docs/clients.md.
 """
 
+from . import errors
 from .client import Client, new_id
 from .errors import (
     BadRequest,
@@ -25,19 +26,5 @@ from .errors import (
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Client",
-    "new_id",
-    "DoctxError",
-    "BadRequest",
-    "Unauthorized",
-    "Forbidden",
-    "NotFound",
-    "MethodNotAllowed",
-    "Conflict",
-    "TooLarge",
-    "RateLimited",
-    "ServerError",
-    "Unavailable",
-    "TransportError",
-]
+# The exceptions as errors.py lists them (error_from is internal).
+__all__ = ["Client", "new_id"] + [n for n in errors.__all__ if n != "error_from"]
