@@ -139,6 +139,7 @@ void conf_run_rules(void);
 /* conf_rules_threads.c, run by conf_run_rules: a plain-scope rule judges
  * each write by the thread that made it. */
 void conf_test_rules_scope_threads(void);
+void conf_test_rules_read_while_set(void);
 void conf_run_store(void);
 void conf_run_scale(void);
 void conf_run_fence(void);

@@ -1028,6 +1028,7 @@ void conf_run_rules(void) {
   CONF_RUN(test_transition_scope_and_insert);
   CONF_RUN(test_transition_delete);
   CONF_RUN(conf_test_rules_scope_threads);
+  CONF_RUN(conf_test_rules_read_while_set);
   CONF_RUN(test_rules_survive_reopen_and_drop_removes_them);
   CONF_RUN(test_second_handle_sees_rules_at_once);
   CONF_RUN(test_rules_change_races_writers);

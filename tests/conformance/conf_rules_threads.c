@@ -9,12 +9,20 @@
  * transaction on whichever thread leads it (store/sqlite/commit.c), so a
  * scope read from the running thread instead of the writing one lets a
  * plain write through inside the step's batch and refuses the step's
- * inside the plain one's -- which this caught. */
+ * inside the plain one's -- which this caught.
+ *
+ * A second pair reads a collection's rules and indexes while another
+ * thread replaces the rules: every reader must see one whole spec.  On
+ * SQLite a rules change installs a new catalog and frees the old one when
+ * its last reader lets go, so a reader that looked at the collection after
+ * letting go read freed memory (ASan caught it in the job runner's effect
+ * race). */
 #include "conf.h"
 
 #include "doc/doc.h" /* dtx__rules_step_enter: what the kit's steps do */
 
 #include <pthread.h>
+#include <string.h>
 
 enum { ROUNDS = 400 };
 
@@ -72,4 +80,71 @@ void conf_test_rules_scope_threads(void) {
          "x is %lld after %d step writes",
          (long long)json_integer_value(json_object_get(d, "x")), t[0].ok);
   json_decref(d);
+}
+
+/* Replaces the rules of coll ROUNDS times, alternating two specs whose
+ * first immutable path is "a" or "b"; a long list of paths keeps a
+ * reader's copy of them slow, so its read overlaps a change. */
+typedef struct rules_setter {
+  const char *coll;
+  int done, failed;
+} rules_setter_t;
+
+static json_t *wide_spec(const char *first) {
+  json_t *paths = json_pack("[s]", first);
+  char p[16];
+  for (int i = 0; i < 300; i++) {
+    snprintf(p, sizeof p, "f%d", i);
+    json_array_append_new(paths, json_string(p));
+  }
+  return json_pack("[{s:s,s:o}]", "scope", "plain", "immutable", paths);
+}
+
+static void *rules_setter(void *arg) {
+  rules_setter_t *s = arg;
+  json_t *spec[2] = {wide_spec("a"), wide_spec("b")};
+  for (int i = 0; i < ROUNDS && !s->failed; i++) {
+    dtx_collection_rules_t r = {NULL, NULL, spec[i % 2]};
+    s->failed = dtx_store_set_rules(conf_st, s->coll, &r) < 0;
+  }
+  json_decref(spec[0]);
+  json_decref(spec[1]);
+  __atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+void conf_test_rules_read_while_set(void) {
+  const char *c = conf_coll("rules_reread");
+  CHECK_RC(dtx_store_insert(conf_st, c, JQ("{'_id':'D'}"), NULL), 0);
+  rules_setter_t set = {c, 0, 0};
+  pthread_t th;
+  REQUIRE(pthread_create(&th, NULL, rules_setter, &set) == 0);
+  int reads = 0, seen = 0, torn = 0, failed = 0;
+  char detail[256] = "";
+  while (!__atomic_load_n(&set.done, __ATOMIC_ACQUIRE)) {
+    json_t *rules = NULL, *idx = NULL;
+    int rc = dtx_store_get_rules(conf_st, c, &rules);
+    if (rc == 0)
+      rc = dtx_store_list_indexes(conf_st, c, &idx);
+    if (rc < 0 && !failed++)
+      snprintf(detail, sizeof detail, "%s: %s", dtx_errname(rc),
+               dtx_errdetail());
+    /* Before the setter's first change the transition is null; after it,
+     * one of the two whole specs. */
+    json_t *t = json_object_get(rules, "transition");
+    const char *imm = json_string_value(json_array_get(
+        json_object_get(json_array_get(t, 0), "immutable"), 0));
+    if (rc == 0 && !json_is_null(t) &&
+        !(imm && (!strcmp(imm, "a") || !strcmp(imm, "b"))) && !torn++)
+      snprintf(detail, sizeof detail, "rules read as %.200s", JS(rules));
+    seen += imm != NULL;
+    reads++;
+    json_decref(rules);
+    json_decref(idx);
+  }
+  pthread_join(th, NULL);
+  CHECKF(!set.failed, "the setter failed: %s", dtx_errdetail());
+  CHECKF(!failed && !torn, "%d failed, %d torn reads of %d: %s", failed, torn,
+         reads, detail);
+  CHECKF(seen > 0, "none of %d reads saw the rules", reads);
 }

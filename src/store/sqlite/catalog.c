@@ -827,10 +827,14 @@ int dtx__sq_get_rules(dtx__backend_t *b, const char *coll, json_t **out) {
   int rc = dtx__sq_read_begin(b, coll, &c, &cat, &co);
   if (rc < 0)
     return rc;
-  if (co && co->rules)
+  /* Whether the collection has rules is noted before read_end: that drops
+   * this reader's catalog reference, and a concurrent set_rules may free
+   * the catalog (and co with it) the moment it does. */
+  int has_rules = co && co->rules;
+  if (has_rules)
     *out = json_deep_copy(dtx__rules_spec(co->rules));
   dtx__sq_read_end(b, c, cat);
-  if (co && co->rules && !*out)
+  if (has_rules && !*out)
     return dtx__err(DTX_ENOMEM, "reading the rules of %s", coll);
   return 0;
 }
@@ -850,8 +854,9 @@ int dtx__sq_list_indexes(dtx__backend_t *b, const char *coll, json_t **out) {
     if (json_array_append_new(arr, dtx__index_spec_json(co->idx[i].spec)) <
         0)
       rc = DTX_ENOMEM;
+  int found = co != NULL; /* co dies with the catalog reference */
   dtx__sq_read_end(b, c, cat);
-  if ((co && !arr) || rc < 0) {
+  if ((found && !arr) || rc < 0) {
     json_decref(arr);
     return dtx__err(DTX_ENOMEM, "listing indexes of '%s'", coll);
   }
