@@ -97,15 +97,26 @@ row() { # COLL ID FIELD VALUE (UNSET: remove the field)
   expect 0 "$label: restore" -- d update "$coll" "{\"_id\":\"$id\"}" "$orig" --bypass-validation
 }
 
-# Under DTX_QUICK (the sanitizer stage) every other row, by turns: the
-# validator and the audit walk the same code for every field, and the
-# release stage runs the whole table on every backend.
+# Which rows: all, or every other one, by turns -- under DTX_QUICK (the
+# sanitizer stage), and on each Redis target (TAMPER_TURN=1 or 2,
+# run-redis.sh: the two targets share the table, the rules and the audit
+# being the same code on both).  The validator and the audit walk the same
+# code for every field; the whole table runs on SQLite.
+case ${TAMPER_TURN:-} in '' | 1 | 2) ;; *) echo "TAMPER_TURN: 1 or 2"; exit 2 ;; esac
+if [ -n "${TAMPER_TURN:-}" ]; then
+  half=$((TAMPER_TURN - 1))
+elif [ -n "${DTX_QUICK:-}" ]; then
+  half=0
+else
+  half=
+fi
+mine() { [ -z "$half" ] || [ $(($1 % 2)) -eq "$half" ]; } # TURN: run it?
 turn=0
 while IFS='|' read -r coll id field vals; do
   [ -n "$coll" ] || continue
   for v in $vals; do
     turn=$((turn + 1))
-    [ -z "${DTX_QUICK:-}" ] || [ $((turn % 2)) -eq 0 ] || continue
+    mine "$turn" || continue
     row "$coll" "$id" "$field" "$v"
   done
 done <<'TABLE'
@@ -346,12 +357,12 @@ for w in 'accounts A B' 'transfers t2 t3' 'openings A X' 'ledger_entries e3 e1' 
   # the document with that value, as a replacement
   rep=$(jq -c --arg f "$f" --argjson v "$v" '.[$f] = $v' <<<"$cur")
   turn=$((turn + 1))
-  if [ -z "${DTX_QUICK:-}" ] || [ $((turn % 2)) -eq 0 ]; then
+  if mine "$turn"; then
     plain_cmd "$coll.$id.$f: update" update "$coll" "{\"_id\":\"$id\"}" "{\"\$set\":{\"$f\":$v}}"
     plain_cmd "$coll.$id: replaced" update "$coll" "{\"_id\":\"$id\"}" "$rep"
     plain_cmd "$coll: every document" update "$coll" '{}' "{\"\$set\":{\"$f\":$v}}" --many
   fi
-  if [ -z "${DTX_QUICK:-}" ] || [ $((turn % 2)) -eq 1 ]; then
+  if mine $((turn + 1)); then
     plain_cmd "$coll.$id.$f: find-and-modify" find-and-modify "$coll" "{\"_id\":\"$id\"}" "{\"\$set\":{\"$f\":$v}}"
     [ "$coll" = items ] && continue # the user's documents: inserts are theirs
     plain_cmd "$coll: an upsert" update "$coll" '{"_id":"new1"}' "{\"\$set\":{\"$f\":$v}}" --upsert
@@ -366,7 +377,7 @@ done
 while IFS='|' read -r coll id upd; do
   [ -n "$coll" ] || continue
   turn=$((turn + 1))
-  [ -z "${DTX_QUICK:-}" ] || [ $((turn % 2)) -eq 0 ] || continue
+  mine "$turn" || continue
   plain_cmd "$coll.$id: $upd" update "$coll" "{\"_id\":\"$id\"}" "$upd"
 done <<'ROWS'
 transfers|t2|{"$set":{"state":"committed"}}
@@ -414,7 +425,7 @@ for w in 'accounts A' 'accounts B' 'accounts X' 'transfers t1' 'transfers t2' 't
   'ledger_accounts L0' 'ledger_accounts L2'; do
   read -r coll id <<<"$w"
   turn=$((turn + 1))
-  [ -z "${DTX_QUICK:-}" ] || [ $((turn % 2)) -eq 0 ] || continue
+  mine "$turn" || continue
   d delete "$coll" "{\"_id\":\"$id\"}" >"$WORK/out" 2>"$WORK/err"
   case "$?:$(cat "$WORK/out")" in
   3:*) grep -q "delete refused" "$WORK/err" && ok || bad "delete $coll $id: $(cat "$WORK/err")" ;;
