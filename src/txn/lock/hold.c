@@ -21,7 +21,8 @@
  *   transition    function       the lock's fault point
  *   none->held    start          lock.register, lock.create,
  *                                lock.acquire, lock.acquired
- *   held->held    keeper         lock.renew
+ *   held->held    keeper (timer  lock.renew
+ *                 starts it)
  *   held->lost    keeper         (a renew's error, or the clock)
  *   ->freed       stop           lock.release
  *
@@ -37,7 +38,17 @@
  *     never reported held again.
  * What no keeper can give: a process stopped (SIGSTOP, swapped out) as a
  * whole cannot act while another takes the lock.  That is the fence's
- * job: the next holder's token refuses the old one's writes. */
+ * job: the next holder's token refuses the old one's writes.
+ *
+ * A hold's keeper thread starts only when its first renewal is due: until
+ * then one process-wide timer thread (started once, never doing I/O, so
+ * never stuck behind a store) keeps the hold on its list.  A hold shorter
+ * than ttl/3 -- most of them -- so costs no thread, and its stop waits
+ * for no other thread; a thread per hold cost more than the acquire and
+ * release themselves on a busy machine (bench/bench_lock.c).  No lapse can
+ * come before the first renewal is due (ttl/3 < ttl), and a keeper checks
+ * the lapse before anything else, so a timer delayed by a pause still
+ * leads to the loss. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -58,6 +69,9 @@ struct dtx_lock_hold {
   dtx_lock_lost_fn on_lost;
   void *arg;
   pthread_t thread;
+  int pending;       /* on the timer's list, no keeper yet (under list_mu) */
+  int started;       /* the keeper thread exists (under list_mu) */
+  dtx_lock_hold_t *next_pending;
   pthread_mutex_t mu;
   pthread_cond_t cv; /* CLOCK_MONOTONIC: stop wakes the keeper */
   int stopping;      /* stop began (under mu) */
@@ -66,20 +80,23 @@ struct dtx_lock_hold {
   int64_t lapse;     /* monotonic ms: the lease's end by H1 (keeper only) */
 };
 
-/* Waits on h->cv until the monotonic ms `until` or a stop; mu held. */
-static void wait_until(dtx_lock_hold_t *h, int64_t until) {
+/* Waits on cv (CLOCK_MONOTONIC) until the monotonic ms `until`; mx held. */
+static void cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mx,
+                            int64_t until) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   int64_t left = until - dtx__mono_ms();
   if (left <= 0)
     return;
+  if (left > 3600000)
+    left = 3600000; /* then look again: no timespec overflow */
   ts.tv_sec += (time_t)(left / 1000);
   ts.tv_nsec += (long)(left % 1000) * 1000000L;
   if (ts.tv_nsec >= 1000000000L) {
     ts.tv_sec++;
     ts.tv_nsec -= 1000000000L;
   }
-  pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+  pthread_cond_timedwait(cv, mx, &ts);
 }
 
 /* held -> lost: records why (mu held), once (H2, H3). */
@@ -109,7 +126,7 @@ static void *keeper(void *p) {
       break;
     }
     if (now < next) {
-      wait_until(h, next < h->lapse ? next : h->lapse);
+      cond_wait_until(&h->cv, &h->mu, next < h->lapse ? next : h->lapse);
       continue;
     }
     pthread_mutex_unlock(&h->mu);
@@ -143,6 +160,91 @@ static void *keeper(void *p) {
   return NULL;
 }
 
+/* ---- the timer: starts a hold's keeper when its first renewal is due -- */
+
+static pthread_mutex_t list_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t list_cv;         /* CLOCK_MONOTONIC (timer_init) */
+static dtx_lock_hold_t *list_head;     /* the pending holds */
+static int timer_ok;                   /* the timer thread runs */
+static int64_t timer_wake = INT64_MAX; /* when the timer wakes by itself */
+static pthread_once_t timer_once = PTHREAD_ONCE_INIT;
+
+/* When h's first renewal is due (monotonic ms). */
+static int64_t first_due(const dtx_lock_hold_t *h) {
+  int64_t every = h->ttl_ms / 3 > 0 ? h->ttl_ms / 3 : 1;
+  return dtx__add_sat(dtx__sub_sat(h->lapse, h->ttl_ms), every);
+}
+
+
+/* Starts h's keeper, h taken off the list (list_mu held).  A keeper that
+ * cannot start is a loss: nothing would renew the lease. */
+static void start_keeper(dtx_lock_hold_t *h) {
+  h->pending = 0;
+  h->started = pthread_create(&h->thread, NULL, keeper, h) == 0;
+  if (!h->started) {
+    pthread_mutex_lock(&h->mu);
+    h->lost = DTX_ENOMEM;
+    snprintf(h->why, sizeof h->why,
+             "lock '%s' token %lld: its keeper thread could not start",
+             h->name, (long long)h->token);
+    pthread_mutex_unlock(&h->mu);
+    if (h->on_lost) {
+      dtx__err(DTX_ENOMEM, "%s", h->why);
+      h->on_lost(h->arg, DTX_ENOMEM);
+    }
+  }
+}
+
+static void *timer(void *unused) {
+  (void)unused;
+  pthread_mutex_lock(&list_mu);
+  for (;;) {
+    int64_t now = dtx__mono_ms(), soonest = INT64_MAX;
+    dtx_lock_hold_t **pp = &list_head;
+    while (*pp) {
+      dtx_lock_hold_t *h = *pp;
+      int64_t due = first_due(h);
+      if (due <= now) {
+        *pp = h->next_pending;
+        start_keeper(h);
+        continue;
+      }
+      if (due < soonest)
+        soonest = due;
+      pp = &h->next_pending;
+    }
+    /* A hold that leaves the list does not wake the timer: it wakes as
+     * planned and finds nothing due. */
+    timer_wake = soonest;
+    if (soonest == INT64_MAX)
+      pthread_cond_wait(&list_cv, &list_mu);
+    else
+      cond_wait_until(&list_cv, &list_mu, soonest);
+  }
+  return NULL;
+}
+
+static void timer_init(void) {
+  pthread_condattr_t ca;
+  pthread_t t;
+  if (pthread_condattr_init(&ca) != 0)
+    return;
+  int cv = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
+           pthread_cond_init(&list_cv, &ca) == 0;
+  pthread_condattr_destroy(&ca);
+  /* The timer and the keepers it starts take no signal: the
+   * application's handlers run on its own threads, and no handler
+   * interrupts a renewal's I/O. */
+  sigset_t all, was;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &was);
+  if (cv && pthread_create(&t, NULL, timer, NULL) == 0) {
+    pthread_detach(t);
+    timer_ok = 1;
+  }
+  pthread_sigmask(SIG_SETMASK, &was, NULL);
+}
+
 int dtx_lock_hold_start(dtx_store_t *st, const char *name,
                         const dtx_lock_opts_t *opts, dtx_lock_lost_fn on_lost,
                         void *arg, dtx_lock_hold_t **out) {
@@ -173,9 +275,10 @@ int dtx_lock_hold_start(dtx_store_t *st, const char *name,
     }
     start = again;
   }
-  dtx_lock_hold_t *h = calloc(1, sizeof *h);
+  pthread_once(&timer_once, timer_init);
+  dtx_lock_hold_t *h = timer_ok ? calloc(1, sizeof *h) : NULL;
   pthread_condattr_t ca;
-  int cv = 0, mu = 0, th = 0;
+  int cv = 0, mu = 0;
   if (h) {
     *h = (dtx_lock_hold_t){.st = st, .token = token, .ttl_ms = ttl,
                            .view = view, .on_lost = on_lost, .arg = arg,
@@ -187,15 +290,8 @@ int dtx_lock_hold_start(dtx_store_t *st, const char *name,
            pthread_cond_init(&h->cv, &ca) == 0;
       pthread_condattr_destroy(&ca);
     }
-    /* The keeper takes no signal: the application's handlers run on its
-     * own threads, and no handler interrupts a renewal's I/O. */
-    sigset_t all, was;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &was);
-    th = mu && cv && pthread_create(&h->thread, NULL, keeper, h) == 0;
-    pthread_sigmask(SIG_SETMASK, &was, NULL);
   }
-  if (!th) {
+  if (!mu || !cv) {
     /* The lock is ours: give it back rather than leave it to lapse. */
     dtx_lock_release(st, name, token, NULL);
     if (cv)
@@ -204,9 +300,22 @@ int dtx_lock_hold_start(dtx_store_t *st, const char *name,
       pthread_mutex_destroy(&h->mu);
     free(h);
     json_decref(view);
-    return dtx__err(DTX_ENOMEM, "lock '%s' token %lld: starting its keeper",
+    return dtx__err(DTX_ENOMEM, "lock '%s' token %lld: setting up its keeper",
                     name, (long long)token);
   }
+  /* Pending: the timer starts its keeper when the first renewal is due. */
+  pthread_mutex_lock(&list_mu);
+  h->pending = 1;
+  h->next_pending = list_head;
+  list_head = h;
+  /* Woken only when it would wake too late for this one: holds of one
+   * ttl started one after another wake it about once per ttl/3, not once
+   * each. */
+  if (first_due(h) < timer_wake) {
+    timer_wake = first_due(h);
+    pthread_cond_signal(&list_cv);
+  }
+  pthread_mutex_unlock(&list_mu);
   *out = h;
   return 0;
 }
@@ -227,11 +336,22 @@ int dtx_lock_hold_stop(dtx_lock_hold_t *h, json_t **out) {
     *out = NULL;
   if (!h)
     return 0;
+  pthread_mutex_lock(&list_mu);
+  if (h->pending) { /* no keeper yet: off the list, and that is all */
+    dtx_lock_hold_t **pp = &list_head;
+    while (*pp != h)
+      pp = &(*pp)->next_pending;
+    *pp = h->next_pending;
+    h->pending = 0;
+  }
+  int started = h->started;
+  pthread_mutex_unlock(&list_mu);
   pthread_mutex_lock(&h->mu);
   h->stopping = 1;
   pthread_cond_signal(&h->cv);
   pthread_mutex_unlock(&h->mu);
-  pthread_join(h->thread, NULL);
+  if (started)
+    pthread_join(h->thread, NULL);
   /* Released even after a loss: a lapse alone leaves the token current
    * (no one took it), and then the release frees the lock at once. */
   int rc = dtx_lock_release(h->st, h->name, h->token, out);
