@@ -1254,9 +1254,11 @@ int dtx_lock_list(dtx_store_t *st, const dtx_page_t *page, json_t **out);
  * counts its pause, and the keeper reports a loss no later than another
  * holder could take the lock (a process stopped as a whole cannot: the
  * next holder's fencing token refuses its writes).  Then on_lost(arg, rc)
- * (may be NULL) is called ONCE, on the keeper's thread, with rc the
+ * (may be NULL) is called ONCE, on a thread of the library's (the hold's
+ * keeper, which starts when the first renewal is due), with rc the
  * renew's error or DTX_ESTALE for a lapse (dtx_errdetail() on that thread
- * says which), and the keeper renews no more.  on_lost must return soon
+ * says which; DTX_ENOMEM: the keeper could not start), and the keeper
+ * renews no more.  on_lost must return soon
  * and must not call dtx_lock_hold_stop (it would wait for its own thread);
  * it may call dtx_lock_hold_token and dtx_lock_hold_lost.  It is never
  * called once dtx_lock_hold_stop has begun.

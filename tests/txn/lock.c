@@ -371,8 +371,9 @@ static int lost_calls(lost_note_t *n) {
 }
 
 /* dtx_lock_hold_*: bad input refused before anything is held; a hold with
- * a 90 ms lease kept for 400 ms by its keeper (about a dozen renewals:
- * still held, same token, no loss); a hold whose token was taken from it
+ * a 240 ms lease kept for 600 ms by its keeper (about seven renewals; a
+ * shorter lease lapses on a loaded machine, as it should):
+ * still held, same token, no loss; a hold whose token was taken from it
  * (released behind its back) reports the loss once, with the renew's
  * error, renews no more, and its stop is STALE without touching the next
  * holder's lease; a held lock refuses a hold, and a waiting hold gets it
@@ -398,13 +399,13 @@ static void test_hold(void) {
   CHECK_RC(dtx_lock_hold_stop(NULL, NULL), 0);
 
   /* Held throughout; huge wait and deadline saturate. */
-  dtx_lock_opts_t o = {.owner = "k1", .ttl_ms = 90, .wait_ms = INT64_MAX,
+  dtx_lock_opts_t o = {.owner = "k1", .ttl_ms = 240, .wait_ms = INT64_MAX,
                        .deadline_ms = INT64_MAX};
   CHECK_RC(dtx_lock_hold_start(st, "H", &o, note_lost, &n, &h), 0);
   REQUIRE(h);
   CHECK(dtx_lock_hold_token(h) == 1);
   CHECK(token_of(dtx_lock_hold_view(h)) == 1);
-  usleep(400000);
+  usleep(600000);
   CHECK(dtx_lock_hold_lost(h) == 0 && lost_calls(&n) == 0);
   CHECK_RC(dtx_lock_get(st, "H", &v), 0);
   CHECK(token_of(v) == 1 && json_is_true(json_object_get(v, "held")));
@@ -446,7 +447,7 @@ static void test_hold(void) {
   CHECK_RC(dtx_lock_renew(st, "H", 3, &(dtx_lock_opts_t){.ttl_ms = 50}, NULL),
            0);
   CHECK_RC(dtx_lock_hold_start(st, "H",
-                               &(dtx_lock_opts_t){.ttl_ms = 90,
+                               &(dtx_lock_opts_t){.ttl_ms = 5000,
                                                   .wait_ms = 3000},
                                note_lost, &n, &h),
            0);
