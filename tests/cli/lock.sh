@@ -231,7 +231,8 @@ grep -q "lock_token_regressed.*lock 'A' holds token 1, below token 5 already use
 # before B2, none after.  Then a hold whose renewals fail (an error
 # injected at lock.renew on every one of the kit's tries) kills its
 # command before releasing, so the next holder's first write comes after
-# the command is dead; and the plain outcomes: the command's status
+# the command is dead; a doctx that crashes at its renewal takes the
+# command with it; and the plain outcomes: the command's status
 # passed through, the lock released, a held lock (exit 1), bad input
 # (exit 2), a command that does not exist (127).
 new_store lock_hold
@@ -282,15 +283,20 @@ f=lock.renew:error:1,lock.renew:error:2,lock.renew:error:3,lock.renew:error:4
 cat >"$WORK/stubborn" <<'SH'
 #!/usr/bin/env bash
 trap '' TERM
-echo $$ >"$WORK/cmd2.pid"
+echo $$ >"$WORK/cmd.$DOCTX_LOCK_NAME.pid"
 while :; do sleep 0.05; done
 SH
 chmod +x "$WORK/stubborn"
 expect 6 "hold: a renewal that fails" -- env DOCTX_FAULT=$f "$DOCTX" --store "$S" lock hold L8 --ttl-ms 300 --grace-ms 100 -- "$WORK/stubborn"
 grep -q "STALE: lock 'L8' token 1: renew: FAULT" "$WORK/err" && grep -q "then SIGKILL" "$WORK/err" && ok || bad "hold: message: $(cat "$WORK/err")"
 expect 0 "hold: the next holder, after the command died" -- d lock hold L8 -- bash -c \
-  'kill -0 "$(cat "$WORK/cmd2.pid")" 2>/dev/null && exit 9; "$DOCTX" --store "$S" update hlog "{\"_id\":\"w\"}" "{\"\$push\":{\"seq\":\"C$DOCTX_LOCK_TOKEN\"}}" --fence "$DOCTX_LOCK_FENCE"'
+  'kill -0 "$(cat "$WORK/cmd.L8.pid")" 2>/dev/null && exit 9; "$DOCTX" --store "$S" update hlog "{\"_id\":\"w\"}" "{\"\$push\":{\"seq\":\"C$DOCTX_LOCK_TOKEN\"}}" --fence "$DOCTX_LOCK_FENCE"'
 [ "$(d find hlog '{"_id":"w"}' | jq -c '.seq[-1]')" = '"C2"' ] && ok || bad "hold: C2 missing: $(d find hlog)"
+# doctx crashing at its renewal (fault point lock.renew): the command gets
+# SIGKILL with it (the parent-death signal), TERM ignored or not.
+expect 137 "hold: doctx crashes at its renewal" -- env DOCTX_FAULT=lock.renew:crash "$DOCTX" --store "$S" lock hold L6 --ttl-ms 300 -- "$WORK/stubborn"
+for _ in $(seq 40); do alive "$(cat "$WORK/cmd.L6.pid")" || break; nap 0.05; done
+alive "$(cat "$WORK/cmd.L6.pid")" && bad "hold: the command outlived a crashed doctx" || ok
 expect 7 "hold: the command's status passed through" -- d lock hold L8 --owner o7 -- bash -c '[ "$DOCTX_LOCK_NAME:$DOCTX_LOCK_TOKEN:$DOCTX_LOCK_OWNER:$DOCTX_LOCK_FENCE" = L8:3:o7:L8:3 ] && exit 7'
 expect 0 "hold: released when the command ended" -- d lock show L8
 [ "$(field "$(out)" owner)" = null ] && ok || bad "hold: L8 not released: $(out)"
