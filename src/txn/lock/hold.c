@@ -175,7 +175,6 @@ static int64_t first_due(const dtx_lock_hold_t *h) {
   return dtx__add_sat(dtx__sub_sat(h->lapse, h->ttl_ms), every);
 }
 
-
 /* Starts h's keeper, h taken off the list (list_mu held).  A keeper that
  * cannot start is a loss: nothing would renew the lease. */
 static void start_keeper(dtx_lock_hold_t *h) {
@@ -269,9 +268,12 @@ int dtx_lock_hold_start(dtx_store_t *st, const char *name,
     rc = dtx_lock_renew(st, name, token, &(dtx_lock_opts_t){.ttl_ms = ttl},
                         NULL);
     if (rc) {
+      char why[400];
+      snprintf(why, sizeof why, "%s", dtx_errdetail());
+      dtx_lock_release(st, name, token, NULL); /* nothing held on error */
       json_decref(view);
-      return dtx__err_wrap(rc, "lock '%s' token %lld: the first renew",
-                           name, (long long)token);
+      return dtx__err(rc, "lock '%s' token %lld: the first renew: %s", name,
+                      (long long)token, why);
     }
     start = again;
   }
