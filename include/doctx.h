@@ -1240,6 +1240,60 @@ int dtx_lock_get(dtx_store_t *st, const char *name, json_t **out);
 /* *out: array of lock views by name, paged by page (may be NULL). */
 int dtx_lock_list(dtx_store_t *st, const dtx_page_t *page, json_t **out);
 
+/* ---- holding a lock: a keep-alive with a loss callback ---------------------
+ * (src/txn/lock/hold.c, docs/locks.md "Holding a lock")
+ *
+ * dtx_lock_hold_start acquires NAME (as dtx_lock_acquire, opts alike:
+ * ttl_ms 0 is 30000; wait_ms waits while another holds it; deadline_ms is
+ * the acquire's budget) and starts a thread, the keeper, that renews the
+ * lease every ttl/3 (dtx_lock_renew, each bounded by the lease's end).
+ * The lock is LOST when a renewal fails (any error: the token no longer
+ * current, the store unavailable, an injected fault) or when the lease
+ * lapses -- measured on the monotonic clock from the START of the last
+ * call that succeeded (the acquire, then each renew), so a paused process
+ * counts its pause, and the keeper reports a loss no later than another
+ * holder could take the lock (a process stopped as a whole cannot: the
+ * next holder's fencing token refuses its writes).  Then on_lost(arg, rc)
+ * (may be NULL) is called ONCE, on a thread of the library's (the hold's
+ * keeper, which starts when the first renewal is due), with rc the
+ * renew's error or DTX_ESTALE for a lapse (dtx_errdetail() on that thread
+ * says which; DTX_ENOMEM: the keeper could not start), and the keeper
+ * renews no more.  on_lost must return soon
+ * and must not call dtx_lock_hold_stop (it would wait for its own thread);
+ * it may call dtx_lock_hold_token and dtx_lock_hold_lost.  It is never
+ * called once dtx_lock_hold_stop has begun.
+ * Ownership: *out (NULL on error) belongs to the caller, who must end it
+ * with dtx_lock_hold_stop exactly once, from any one thread; st must
+ * outlive it.  On error nothing is held (a lock acquired before the keeper
+ * failed to start is released).  Errors: those of dtx_lock_acquire
+ * (DTX_ENOMATCH while held, DTX_EINVAL for bad name or opts: ttl_ms past
+ * a year is refused, wait_ms and deadline_ms saturate), DTX_ENOMEM. */
+typedef struct dtx_lock_hold dtx_lock_hold_t;
+typedef void (*dtx_lock_lost_fn)(void *arg, int rc);
+int dtx_lock_hold_start(dtx_store_t *st, const char *name,
+                        const dtx_lock_opts_t *opts, dtx_lock_lost_fn on_lost,
+                        void *arg, dtx_lock_hold_t **out);
+
+/* The token held (the fence of every protected write: fence_name = the
+ * lock's name).  Any thread, until dtx_lock_hold_stop. */
+int64_t dtx_lock_hold_token(const dtx_lock_hold_t *h);
+
+/* The acquire's view {"name", "owner", "token", "expires", "held"},
+ * borrowed: valid until dtx_lock_hold_stop. */
+json_t *dtx_lock_hold_view(const dtx_lock_hold_t *h);
+
+/* 0 while held, else the code on_lost got.  Any thread, until stop. */
+int dtx_lock_hold_lost(dtx_lock_hold_t *h);
+
+/* Stops the keeper (waits for a renewal in flight, itself bounded by the
+ * lease's end), releases the lock and frees h: h is invalid after the
+ * call, whatever it returns.  0 when the lock was held throughout and is
+ * released (*out, may be NULL: the released view); DTX_ESTALE when it was
+ * lost (the detail says how; the release is still tried: after a lapse
+ * no one else took, it frees the lock at once); another error when the
+ * release failed (the lease then lapses on its own).  h NULL: 0. */
+int dtx_lock_hold_stop(dtx_lock_hold_t *h, json_t **out);
+
 /* ---- sync flag (src/txn/sync/, docs/sync.md) --------------------------------
  *
  * A rule copies fields of a master document (a user) into its dependents

@@ -66,6 +66,14 @@ const dtx__cli_spec_t dtx__cmd_lock = {
         {"renew", run, "NAME TOKEN", (const dtx__cli_opt_t[]){TTL, {NULL}},
          DTX__CLI_ARMED},
         {"release", run, "NAME TOKEN", NULL, DTX__CLI_ARMED},
+        {"hold", dtx__cli_lock_hold, "NAME COMMAND...",
+         (const dtx__cli_opt_t[]){TTL,
+                                  {"--owner", DTX__CLI_STR, "O"},
+                                  {"--wait-ms", DTX__CLI_COUNT, "N"},
+                                  {"--deadline-ms", DTX__CLI_COUNT, "N"},
+                                  {"--grace-ms", DTX__CLI_COUNT, "N"},
+                                  {NULL}},
+         DTX__CLI_ARMED},
         {"show", run, "NAME", NULL, DTX__CLI_READS},
         {"list", run, NULL,
          (const dtx__cli_opt_t[]){DTX__CLI_OPT_LIMIT, DTX__CLI_OPT_SKIP,
@@ -83,7 +91,16 @@ const dtx__cli_spec_t dtx__cmd_lock = {
     "holder: give every protected write the fence NAME:TOKEN (an option of\n"
     "update, find-and-modify and delete), and the store refuses an older\n"
     "token with FENCED (exit 3).\n"
+    "hold runs COMMAND (give it after --) while holding NAME: acquires\n"
+    "(--ttl-ms, --owner, --wait-ms, --deadline-ms as acquire), runs it in\n"
+    "its own process group with DOCTX_LOCK_NAME, DOCTX_LOCK_TOKEN,\n"
+    "DOCTX_LOCK_OWNER and DOCTX_LOCK_FENCE (NAME:TOKEN) in its environment,\n"
+    "renews every ttl/3, and releases when it ends, exiting with its\n"
+    "status.  When a renewal fails or the lease lapses (monotonic clock,\n"
+    "from the last good renewal's start) the group gets SIGTERM, then\n"
+    "SIGKILL --grace-ms later (default 5000), and hold exits 6.\n"
     "show and list also print \"held\".\n"
     "exit: 0 ok, 1 still held (acquire), token no longer current (renew,\n"
-    "      release) or no such lock, 2 invalid input, 4 store error\n"};
+    "      release) or no such lock, 2 invalid input, 4 store error;\n"
+    "      hold: 6 the lock was lost, else the command's own status\n"};
 #undef TTL

@@ -221,4 +221,88 @@ d lock acquire A >/dev/null && d insert res '{"_id":"r","v":0}' >/dev/null &&
 expect 5 "audit: token regressed" -- d audit
 grep -q "lock_token_regressed.*lock 'A' holds token 1, below token 5 already used in a fenced write of res 'r'" "$WORK/out" &&
   ok || bad "audit finding: $(out)"
+# lock hold (docs/locks.md "Holding a lock").  Holder 1 runs a command
+# that appends "A<token>" to a fenced document every 50 ms; doctx itself
+# is SIGSTOPped (its command runs on: its own process group), so no
+# renewal comes; holder 2 waits for the lease to lapse, takes token 2 and
+# appends "B2"; the command's next append is refused FENCED; doctx
+# resumes, finds the lease lapsed by its monotonic clock, ends the
+# command's group and exits 6.  The document shows the order: every A1
+# before B2, none after.  Then a hold whose renewals fail (an error
+# injected at lock.renew on every one of the kit's tries) kills its
+# command before releasing, so the next holder's first write comes after
+# the command is dead; a doctx that crashes at its renewal takes the
+# command with it; and the plain outcomes: the command's status
+# passed through, the lock released, a held lock (exit 1), bad input
+# (exit 2), a command that does not exist (127).
+new_store lock_hold
+export S DOCTX WORK
+d insert hlog '{"_id":"w","seq":[]}' >/dev/null || bad "hold set-up"
+cat >"$WORK/appender" <<'SH'
+#!/usr/bin/env bash
+# appends A$DOCTX_LOCK_TOKEN fenced, every 50 ms; logs each exit status
+echo $$ >"$WORK/cmd.pid"
+while :; do
+  "$DOCTX" --store "$S" update hlog '{"_id":"w"}' \
+    "{\"\$push\":{\"seq\":\"A$DOCTX_LOCK_TOKEN\"}}" --fence "$DOCTX_LOCK_FENCE" >/dev/null 2>&1
+  echo $? >>"$WORK/a.log"
+  sleep 0.05
+done
+SH
+chmod +x "$WORK/appender"
+: >"$WORK/a.log"
+start_bg "$WORK/hold1.log" "$DOCTX" --store "$S" lock hold L9 --ttl-ms 600 --grace-ms 500 -- "$WORK/appender"
+h1=$BG_PID
+for _ in $(seq 100); do [ "$(grep -c '^0$' "$WORK/a.log")" -ge 2 ] && break; nap 0.05; done
+[ "$(grep -c '^0$' "$WORK/a.log")" -ge 2 ] && ok || bad "hold: the command's writes: $(cat "$WORK/a.log" "$WORK/hold1.log")"
+kill -STOP "$h1"
+on_exit "kill -CONT $h1 2>/dev/null"
+expect 0 "hold: the next holder waits out the paused holder's lease" -- d lock acquire L9 --owner c2 --ttl-ms 30000 --wait-ms 5000
+[ "$(field "$(out)" token)" = 2 ] && ok || bad "hold: next token: $(out)"
+expect 0 "hold: the next holder's fenced write" -- d update hlog '{"_id":"w"}' '{"$push":{"seq":"B2"}}' --fence L9:2
+n=$(wc -l <"$WORK/a.log")
+for _ in $(seq 100); do [ "$(tail -n +$((n + 1)) "$WORK/a.log" | grep -c '^3$')" -ge 1 ] && break; nap 0.05; done
+[ "$(tail -n +$((n + 1)) "$WORK/a.log" | grep -c '^3$')" -ge 1 ] && ok ||
+  bad "hold: the paused holder's command was not refused FENCED: $(tr '\n' ' ' <"$WORK/a.log")"
+kill -CONT "$h1"
+bounded_wait "$h1" 10 "$WORK/hold1.log"
+rc=$?
+[ $rc = 6 ] && ok || bad "hold: exit $rc after the lapse, want 6: $(cat "$WORK/hold1.log")"
+grep -q "STALE: lock 'L9' token 1: lease lapsed" "$WORK/hold1.log" && ok || bad "hold: message: $(cat "$WORK/hold1.log")"
+alive "$(cat "$WORK/cmd.pid")" && bad "hold: the command outlived the loss" || ok
+seq=$(d find hlog '{"_id":"w"}' | jq -c .seq)
+jq -e 'index("B2") as $b | $b != null and $b > 0 and (.[:$b] | all(. == "A1")) and (.[$b+1:] | length == 0)' <<<"$seq" >/dev/null &&
+  ok || bad "hold: writes out of order: $seq"
+expect 3 "hold: the stale token is FENCED" -- d update hlog '{"_id":"w"}' '{"$push":{"seq":"late"}}' --fence L9:1
+expect 0 "hold: the next holder is untouched" -- d lock show L9
+[ "$(field "$(out)" owner):$(field "$(out)" held)" = c2:true ] && ok || bad "hold: L9 after: $(out)"
+
+# Renewals that fail: SIGTERM, then SIGKILL (the command ignores TERM),
+# exit 6, released; the next holder sees the command dead before it writes.
+f=lock.renew:error:1,lock.renew:error:2,lock.renew:error:3,lock.renew:error:4
+cat >"$WORK/stubborn" <<'SH'
+#!/usr/bin/env bash
+trap '' TERM
+echo $$ >"$WORK/cmd.$DOCTX_LOCK_NAME.pid"
+while :; do sleep 0.05; done
+SH
+chmod +x "$WORK/stubborn"
+expect 6 "hold: a renewal that fails" -- env DOCTX_FAULT=$f "$DOCTX" --store "$S" lock hold L8 --ttl-ms 300 --grace-ms 100 -- "$WORK/stubborn"
+grep -q "STALE: lock 'L8' token 1: renew: FAULT" "$WORK/err" && grep -q "then SIGKILL" "$WORK/err" && ok || bad "hold: message: $(cat "$WORK/err")"
+expect 0 "hold: the next holder, after the command died" -- d lock hold L8 -- bash -c \
+  'kill -0 "$(cat "$WORK/cmd.L8.pid")" 2>/dev/null && exit 9; "$DOCTX" --store "$S" update hlog "{\"_id\":\"w\"}" "{\"\$push\":{\"seq\":\"C$DOCTX_LOCK_TOKEN\"}}" --fence "$DOCTX_LOCK_FENCE"'
+[ "$(d find hlog '{"_id":"w"}' | jq -c '.seq[-1]')" = '"C2"' ] && ok || bad "hold: C2 missing: $(d find hlog)"
+# doctx crashing at its renewal (fault point lock.renew): the command gets
+# SIGKILL with it (the parent-death signal), TERM ignored or not.
+expect 137 "hold: doctx crashes at its renewal" -- env DOCTX_FAULT=lock.renew:crash "$DOCTX" --store "$S" lock hold L6 --ttl-ms 300 -- "$WORK/stubborn"
+for _ in $(seq 40); do alive "$(cat "$WORK/cmd.L6.pid")" || break; nap 0.05; done
+alive "$(cat "$WORK/cmd.L6.pid")" && bad "hold: the command outlived a crashed doctx" || ok
+expect 7 "hold: the command's status passed through" -- d lock hold L8 --owner o7 -- bash -c '[ "$DOCTX_LOCK_NAME:$DOCTX_LOCK_TOKEN:$DOCTX_LOCK_OWNER:$DOCTX_LOCK_FENCE" = L8:3:o7:L8:3 ] && exit 7'
+expect 0 "hold: released when the command ended" -- d lock show L8
+[ "$(field "$(out)" owner)" = null ] && ok || bad "hold: L8 not released: $(out)"
+expect 1 "hold: a held lock" -- d lock hold L9 -- true
+expect 2 "hold: no command" -- d lock hold L7 --ttl-ms 100
+expect 2 "hold: a ttl past a year" -- d lock hold L7 --ttl-ms 9223372036854775807 -- true
+expect 127 "hold: a command that does not exist" -- d lock hold L7 -- "$WORK/nonexistent"
+expect 0 "hold: a huge grace and wait saturate" -- d lock hold L7 --grace-ms 9223372036854775807 --wait-ms 9223372036854775807 -- true
 finish

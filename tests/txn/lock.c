@@ -8,7 +8,8 @@
  * store handle, take one lock for about a second with 30 ms leases and
  * random pauses (so leases lapse), each fenced-writing a counter under
  * it; in the counter's order every accepted write's token is greater than
- * the one before, and no token is accepted twice.
+ * the one before, and no token is accepted twice; and holding a lock
+ * (dtx_lock_hold_*: renewed by its keeper, a loss reported once).
  *
  * usage: txn_lock STORE-URI   (collections locks and lock_res are dropped
  * first) */
@@ -347,11 +348,128 @@ static void test_mutual_exclusion(void) {
   dtx_store_close(st);
 }
 
+/* ---- holding a lock (src/txn/lock/hold.c) ---------------------------------- */
+
+typedef struct lost_note {
+  pthread_mutex_t mu;
+  int calls, rc;
+} lost_note_t;
+
+static void note_lost(void *arg, int rc) {
+  lost_note_t *n = arg;
+  pthread_mutex_lock(&n->mu);
+  n->calls++;
+  n->rc = rc;
+  pthread_mutex_unlock(&n->mu);
+}
+
+static int lost_calls(lost_note_t *n) {
+  pthread_mutex_lock(&n->mu);
+  int c = n->calls;
+  pthread_mutex_unlock(&n->mu);
+  return c;
+}
+
+/* dtx_lock_hold_*: bad input refused before anything is held; a hold with
+ * a 240 ms lease kept for 600 ms by its keeper (about seven renewals; a
+ * shorter lease lapses on a loaded machine, as it should):
+ * still held, same token, no loss; a hold whose token was taken from it
+ * (released behind its back) reports the loss once, with the renew's
+ * error, renews no more, and its stop is STALE without touching the next
+ * holder's lease; a held lock refuses a hold, and a waiting hold gets it
+ * once the other lease lapses, held although the wait outlasted its ttl.  The lapse (a paused holder) is
+ * tests/cli/lock.sh's SIGSTOP case. */
+static void test_hold(void) {
+  dtx_store_t *st = open_store();
+  drop_locks(st);
+  lost_note_t n = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  dtx_lock_hold_t *h = (dtx_lock_hold_t *)&n;
+  json_t *v = NULL;
+  CHECK_RC(dtx_lock_hold_start(st, "H",
+                               &(dtx_lock_opts_t){.ttl_ms = INT64_MAX},
+                               note_lost, &n, &h),
+           DTX_EINVAL);
+  CHECK(h == NULL);
+  CHECK_RC(dtx_lock_hold_start(st, "a/b", NULL, note_lost, &n, &h),
+           DTX_EINVAL);
+  CHECK_RC(dtx_lock_hold_start(st, "H", &(dtx_lock_opts_t){.wait_ms = -1},
+                               note_lost, &n, &h),
+           DTX_EINVAL);
+  CHECK_RC(dtx_lock_get(st, "H", &v), DTX_ENOTFOUND);
+  CHECK_RC(dtx_lock_hold_stop(NULL, NULL), 0);
+
+  /* Held throughout; huge wait and deadline saturate. */
+  dtx_lock_opts_t o = {.owner = "k1", .ttl_ms = 240, .wait_ms = INT64_MAX,
+                       .deadline_ms = INT64_MAX};
+  CHECK_RC(dtx_lock_hold_start(st, "H", &o, note_lost, &n, &h), 0);
+  REQUIRE(h);
+  CHECK(dtx_lock_hold_token(h) == 1);
+  CHECK(token_of(dtx_lock_hold_view(h)) == 1);
+  usleep(600000);
+  CHECK(dtx_lock_hold_lost(h) == 0 && lost_calls(&n) == 0);
+  CHECK_RC(dtx_lock_get(st, "H", &v), 0);
+  CHECK(token_of(v) == 1 && json_is_true(json_object_get(v, "held")));
+  json_decref(v);
+  CHECK_RC(dtx_lock_acquire(st, "H", &(dtx_lock_opts_t){.owner = "k2"}, NULL),
+           DTX_ENOMATCH);
+  CHECK_RC(dtx_lock_hold_stop(h, &v), 0);
+  CHECK(json_is_null(json_object_get(v, "owner")) && token_of(v) == 1);
+  json_decref(v);
+
+  /* Lost: the token is taken away; one call, the renew's NOMATCH. */
+  CHECK_RC(dtx_lock_hold_start(st, "H", &o, note_lost, &n, &h), 0);
+  REQUIRE(h);
+  CHECK(dtx_lock_hold_token(h) == 2);
+  CHECK_RC(dtx_lock_release(st, "H", 2, NULL), 0);
+  CHECK_RC(dtx_lock_acquire(st, "H",
+                            &(dtx_lock_opts_t){.owner = "k2",
+                                               .ttl_ms = 60000},
+                            &v),
+           0);
+  CHECK(token_of(v) == 3);
+  json_decref(v);
+  for (int i = 0; i < 200 && lost_calls(&n) == 0; i++)
+    usleep(5000);
+  usleep(100000); /* H2, H3: no second call, no renewal after it */
+  CHECK(lost_calls(&n) == 1 && n.rc == DTX_ENOMATCH);
+  CHECK(dtx_lock_hold_lost(h) == DTX_ENOMATCH);
+  CHECK_RC(dtx_lock_hold_stop(h, NULL), DTX_ESTALE);
+  CHECK(strstr(dtx_errdetail(), "lock 'H' token 2: renew: NOMATCH"));
+  CHECK_RC(dtx_lock_get(st, "H", &v), 0);
+  CHECK(token_of(v) == 3 && json_is_true(json_object_get(v, "held")));
+  json_decref(v);
+
+  /* Held by another: refused (nothing out); waiting past its lease: 4. */
+  CHECK_RC(dtx_lock_hold_start(st, "H", &(dtx_lock_opts_t){.ttl_ms = 90},
+                               note_lost, &n, &h),
+           DTX_ENOMATCH);
+  CHECK(h == NULL);
+  /* The wait (400 ms) outlasts the hold's own ttl (240): the lease is
+   * counted from a renew made at once, not from the call's start (which
+   * would be a lapse at once). */
+  CHECK_RC(dtx_lock_renew(st, "H", 3, &(dtx_lock_opts_t){.ttl_ms = 400},
+                          NULL),
+           0);
+  CHECK_RC(dtx_lock_hold_start(st, "H",
+                               &(dtx_lock_opts_t){.ttl_ms = 240,
+                                                  .wait_ms = 3000},
+                               note_lost, &n, &h),
+           0);
+  REQUIRE(h);
+  CHECK(dtx_lock_hold_token(h) == 4);
+  usleep(100000);
+  CHECK(dtx_lock_hold_lost(h) == 0);
+  CHECK_RC(dtx_lock_hold_stop(h, NULL), 0);
+  CHECK(lost_calls(&n) == 1);
+  dtx_store_close(st);
+}
+
 int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:lock.db";
   TEST_RUN(test_semantics);
   TEST_RUN(test_tokens_never_go_back);
   TEST_RUN(test_owner_rule);
   TEST_RUN(test_mutual_exclusion);
+  TEST_RUN(test_hold);
   return TEST_DONE();
 }
