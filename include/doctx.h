@@ -1326,7 +1326,7 @@ int dtx_sync_repair(dtx_store_t *st, const dtx_recover_opts_t *opts,
  * protocol:
  *   ledger_entries  {_id, changes: [{account, value, seqId[, min]}...],
  *                    state, proc, created, updated[, expires_at]
- *                    [, reverses][, committed_at]}
+ *                    [, reverses][, committed_at][, meta][, ref]}
  *   ledger_accounts {_id, min_balance, cache: {balance, seqId}, created,
  *                    updated}
  * A negative value is a debit (money leaves the account), a positive one a
@@ -1396,7 +1396,20 @@ typedef struct dtx_ledger_post_req {
                           0 or less for a pending entry, a timeout on
                           one that is not, past 100 years -- is
                           DTX_EINVAL, nothing recorded */
+  /* Optional, stored with the entry and never changed (docs/ledger.md,
+   * "Metadata and references"); checked with the rest, DTX_EINVAL and
+   * nothing recorded when wrong.  An existing id is the same request only
+   * with the same meta and ref. */
+  const json_t *meta; /* NULL: none.  A JSON object, at most
+                         DTX_LEDGER_MAX_META bytes serialized compactly,
+                         no NUL byte in a key or string */
+  const char *ref;    /* NULL: none.  1..DTX_LEDGER_MAX_REF bytes, an
+                         external reference (order, invoice), indexed;
+                         unique per ledger after dtx_ledger_unique_refs */
 } dtx_ledger_post_req_t;
+
+#define DTX_LEDGER_MAX_META 4096 /* bytes of an entry's meta, serialized */
+#define DTX_LEDGER_MAX_REF 256   /* bytes of an entry's ref */
 
 /* Posts an entry.  Checked first, recording nothing when wrong: 2 to 128
  * legs, distinct accounts, non-zero values summing to zero (DTX_EINVAL),
@@ -1496,8 +1509,9 @@ int dtx_ledger_balance(dtx_store_t *st, const char *account, int64_t at_seq,
 
 /* *out: an array of the account's valid (posted) legs with seqId >=
  * from_seq (>= 1), in seqId order, at most limit (0: all):
- * {"entry","seq","value","balance","state"}, balance being the running
- * balance after the leg and state "committed" or "uncommitted".
+ * {"entry","seq","value","balance","state"[,"ref"][,"meta"]}, balance
+ * being the running balance after the leg, state "committed" or
+ * "uncommitted", ref and meta the entry's when it has them.
  * DTX_ENOACCOUNT when there is no such account. */
 int dtx_ledger_statement(dtx_store_t *st, const char *account,
                          int64_t from_seq, int64_t limit, json_t **out);
@@ -1509,6 +1523,24 @@ int dtx_ledger_get(dtx_store_t *st, const char *id, json_t **out);
  * (account NULL) all in creation order; paged by page (may be NULL). */
 int dtx_ledger_list(dtx_store_t *st, const char *account,
                     const dtx_page_t *page, json_t **out);
+
+/* Makes refs unique in this store's ledger from now on: creates the
+ * unique sparse index "ref_unique" on ledger_entries {ref: 1}.  Existing
+ * entries sharing a ref make it DTX_EDUPKEY (nothing changed); doing it
+ * again is a no-op.  Afterwards a post, post-many entry or pending post
+ * whose ref another entry holds is DTX_EDUPKEY naming the ref and that
+ * entry, nothing recorded (a retry of the same id is that entry again). */
+int dtx_ledger_unique_refs(dtx_store_t *st);
+
+/* *out: the entries whose ref is ref (NULL: any) and whose meta matches
+ * meta_filter (a MongoDB filter over the meta object, its paths relative
+ * to it, top-level $and/$or/$nor allowed; NULL: any), oldest first
+ * (created, then _id), paged by page (may be NULL).  Both NULL is
+ * DTX_EINVAL (dtx_ledger_list lists everything).  A ref is read through
+ * the {ref: 1} index; a meta filter alone reads every entry. */
+int dtx_ledger_entries(dtx_store_t *st, const char *ref,
+                       const json_t *meta_filter, const dtx_page_t *page,
+                       json_t **out);
 
 /* ---- order confirmation (src/txn/order/, docs/orders.md) --------------------
  *

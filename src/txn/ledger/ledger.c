@@ -100,6 +100,9 @@ static const dtx__index_def_t indexes[] = {
     /* the committer's and the expiry's scans */
     {DTX_LEDGER_ENTRIES, "{\"proc\":1,\"created\":1}", 0, 0},
     {DTX_LEDGER_ENTRIES, "{\"state\":1,\"expires_at\":1}", 0, 0},
+    /* ledger entries --ref (meta.c; dtx_ledger_unique_refs adds a unique
+     * one on the same key) */
+    {DTX_LEDGER_ENTRIES, "{\"ref\":1}", 0, 1},
     {NULL, NULL, 0, 0},
 };
 
@@ -130,7 +133,9 @@ static const char entry_validator[] =
     "\"expires_at\":{\"bsonType\":\"long\"},"
     "\"resolved_at\":{\"bsonType\":\"long\"},"
     "\"committed_at\":{\"bsonType\":\"long\"},"
-    "\"reverses\":{\"bsonType\":\"string\"}}},"
+    "\"reverses\":{\"bsonType\":\"string\"},"
+    "\"meta\":{\"bsonType\":\"object\"},"
+    "\"ref\":{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":256}}},"
     /* a pending entry is never committed (L6) */
     "\"$or\":[{\"proc\":\"uncommitted\"},{\"state\":{\"$ne\":\"pending\"}}]}";
 
@@ -176,7 +181,8 @@ static const char never[] = "{\"_id\":{\"$exists\":false}}";
   LG_UNCOMMITTED "\"},\"to\":{\"state\":\"" st "\",\"proc\":\"" LG_COMMITTED     \
   "\",\"committed_at\":{\"$exists\":true}}}"
 static const char entry_moves[] =
-    "[{\"immutable\":[\"changes\",\"created\",\"expires_at\",\"reverses\"],"
+    "[{\"immutable\":[\"changes\",\"created\",\"expires_at\",\"reverses\","
+    "\"meta\",\"ref\"],"
     "\"insert\":{\"proc\":\"" LG_UNCOMMITTED "\",\"state\":{\"$in\":[\""
     LG_POSTED "\",\"" LG_PENDING "\"]}},"
     "\"moves\":[" RESOLVE("post", LG_POSTED) "," RESOLVE("void", LG_VOIDED) ","
@@ -184,7 +190,8 @@ static const char entry_moves[] =
     "," COMMIT(LG_EXPIRED) "]},"
     "{\"scope\":\"plain\",\"steps\":[\"ledger\"],\"insert\":false,"
     "\"immutable\":[\"changes\",\"state\",\"proc\",\"created\",\"updated\","
-    "\"expires_at\",\"resolved_at\",\"committed_at\",\"reverses\"],"
+    "\"expires_at\",\"resolved_at\",\"committed_at\",\"reverses\",\"meta\","
+    "\"ref\"],"
     WHY_PLAIN("ledger entries") "}]";
 #undef RESOLVE
 #undef COMMIT

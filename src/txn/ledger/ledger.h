@@ -139,6 +139,25 @@ int dtx__lg_build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
 void dtx__lg_posted(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
                     const json_t *doc, const dtx__lg_learned_t *learned);
 
+/* ---- metadata and references (meta.c) ------------------------------------------ */
+
+/* The request's meta and ref (DTX_EINVAL naming the fault); part of
+ * dtx__lg_check_req. */
+int dtx__lg_check_meta(const dtx_ledger_post_req_t *req);
+
+/* Does existing entry e carry req's meta and ref (a retry repeats them)? */
+int dtx__lg_same_meta(const json_t *e, const dtx_ledger_post_req_t *req);
+
+/* Sets req's meta and ref on the entry doc being built. */
+void dtx__lg_set_meta(json_t *doc, const dtx_ledger_post_req_t *req);
+
+/* After a duplicate key that was not entry id itself: DTX_EDUPKEY naming
+ * the ref and the entry holding it when req's ref is another entry's and
+ * refs are unique; DTX_ENOTFOUND when the key was not the ref (a seqId:
+ * derive again). */
+int dtx__lg_ref_taken(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
+                      const char *id);
+
 /* ---- the committer (commit.c) ------------------------------------------------ */
 
 /* Commits entry e (borrowed) if it is resolved and its predecessors are

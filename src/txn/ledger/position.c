@@ -428,6 +428,11 @@ static int add_lines(stmt_t *s, const json_t *docs, int *rc) {
                   "state", dtx__str_is(e, "proc", LG_COMMITTED)
                                ? LG_COMMITTED
                                : LG_UNCOMMITTED));
+    json_t *line = json_array_get(s->lines, json_array_size(s->lines) - 1);
+    if (line && json_object_get(e, "ref"))
+      json_object_set(line, "ref", json_object_get(e, "ref"));
+    if (line && json_object_get(e, "meta"))
+      json_object_set(line, "meta", json_object_get(e, "meta"));
     if (s->limit > 0 && (int64_t)json_array_size(s->lines) >= s->limit)
       return 1;
   }
