@@ -54,15 +54,19 @@ static int account(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   if (lim && (code = dtx__cli_limit(a->cmd, lim, &l.no_min_balance,
                                     &l.min_balance)))
     return code;
-  /* The library's check before the store opens: bad input creates no
+  const char *asset = create ? dtx__cli_str(a, "--asset") : NULL;
+  /* The library's checks before the store opens: bad input creates no
    * store. */
   int rc = dtx_ledger_account_id_check(a->pos[0]);
+  if (rc == 0 && asset)
+    rc = dtx_ledger_asset_check(asset);
   if (rc)
     return dtx__cli_fail(rc);
   dtx_store_t *st = dtx__cli_store(cli, &code);
   if (!st)
     return code;
-  return done(create ? dtx_ledger_account_create(st, a->pos[0], &l, &acct)
+  dtx_ledger_account_opts_t o = {.limit = &l, .asset = asset};
+  return done(create ? dtx_ledger_account_create_ex(st, a->pos[0], &o, &acct)
                      : dtx_ledger_account_limit(st, a->pos[0], &l, &acct),
               DTX_EXIT_NOMATCH, &acct);
 }
@@ -313,7 +317,8 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
          (const dtx__cli_spec_t[]){
              {"create", account, "ID",
               (const dtx__cli_opt_t[]){
-                  {"--min-balance", DTX__CLI_STR, "N|none"}, {NULL}},
+                  {"--min-balance", DTX__CLI_STR, "N|none"},
+                  {"--asset", DTX__CLI_STR, "CODE/SCALE"}, {NULL}},
               DTX__CLI_ARMED},
              {"limit", account, "ID N|none", NULL, DTX__CLI_ARMED},
              {NULL}}},
@@ -373,6 +378,9 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
     "--pending holds the debits until post-pending (in full) or void, or\n"
     "until --timeout-ms (1 ms to 100 years; 0 is refused; default 1 h; a\n"
     "line's \"timeout_ms\" alike) passes and a worker expires it.\n"
+    "--asset CODE/SCALE (e.g. USD/2: CODE 1..16 of [A-Z0-9_], SCALE 0..18)\n"
+    "fixes an account's asset at creation (none by default); an entry's\n"
+    "legs are all in one asset (mixing is exit 2).\n"
     "--meta JSON stores an object (at most 4 KiB) with the entry, --ref REF\n"
     "an indexed reference (1..256 bytes); both never change.  unique-refs\n"
     "makes refs unique in the ledger from then on (a duplicate: exit 3).\n"
@@ -390,7 +398,8 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
     "        recorded), or no such entry or account (show, balance,\n"
     "        statement, limit)\n"
     "      2 invalid input: legs not summing to zero, a zero or non-integer\n"
-    "        value, an unknown or repeated account, a meta that is no\n"
+    "        value, an unknown or repeated account, legs in two assets, a bad\n"
+    "        asset, a meta that is no\n"
     "        object or over 4 KiB: nothing is recorded\n"
     "      3 an id reused with other legs, meta or ref, a ref another entry\n"
     "        holds (after unique-refs), an existing account id, voiding a\n"

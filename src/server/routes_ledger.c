@@ -43,8 +43,11 @@ void dtx__srv_h_ledger_account_create(dtx__srv_ctx_t *c) {
   }
   if (limit_arg(c, &l))
     return;
+  const char *asset = dtx__srv_arg_str(c, "asset");
+  dtx_ledger_account_opts_t o = {.limit = &l, .asset = asset};
   if ((rc = dtx_ledger_account_id_check(id)) ||
-      (rc = dtx_ledger_account_create(c->d->st, id, &l, &acct)))
+      (asset && (rc = dtx_ledger_asset_check(asset))) ||
+      (rc = dtx_ledger_account_create_ex(c->d->st, id, &o, &acct)))
     dtx__srv_fail(c, rc, NULL);
   else
     dtx__srv_json(c, 201, acct);

@@ -381,4 +381,46 @@ expect 3 "post-many with duplicate refs" -- d ledger post-many --file "$WORK/um"
 [ "$(lines '[.[] | .error // .ref]')" = '["R2","DUPKEY","R1","DUPKEY","INVAL"]' ] && ok || bad "post-many refs: $(out)"
 [ "$(entries)" = 2 ] && ok || bad "duplicate refs recorded: $(entries) entries"
 expect 0 "audit with refs" -- d audit
+
+# Assets (docs/ledger.md, "Assets"): fixed at creation, CODE/SCALE; an
+# entry in two assets is refused on post, pending and post-many (exit 2,
+# nothing recorded); no asset is an asset of its own; balances and
+# statements name it; a plain write may not change or add it, past the
+# rules the audit finds the mix.
+new_store ledger_asset
+expect 0 "account in USD/2" -- d ledger account create AU --asset USD/2 --min-balance none
+[ "$(j .asset)" = USD/2 ] && ok || bad "asset: $(out)"
+d ledger account create AV --asset USD/2 >/dev/null
+d ledger account create AE --asset EUR/2 >/dev/null
+d ledger account create AN --min-balance none >/dev/null
+d ledger account create AM >/dev/null
+for bad_asset in usd/2 USD/19 USD/02 USD/ /2 ABCDEFGHIJKLMNOPQ/2 'U D/2' USD; do
+  expect 2 "asset '$bad_asset' refused" -- d ledger account create AX --asset "$bad_asset"
+done
+expect 0 "scale 18, a 16-byte code" -- d ledger account create AY --asset ABCDEFGHIJKLMNOP/18
+expect 1 "a refused asset created nothing" -- d ledger balance AX
+expect 0 "post in one asset" -- d ledger post AU:-5 AV:5 --id a1
+expect 0 "post with no asset at all" -- d ledger post AN:-5 AM:5
+n=$(entries)
+expect 2 "post in two assets" -- d ledger post AU:-5 AE:5
+grep -q "the legs mix assets: account 'AU' is in USD/2, account 'AE' in EUR/2" "$WORK/err" && ok || bad "mix message: $(cat "$WORK/err")"
+expect 2 "an asset and none" -- d ledger post AN:-5 AV:5
+expect 2 "pending in two assets" -- d ledger post AU:-5 AE:5 --pending
+printf '%s\n' '{"legs":[{"account":"AU","value":-1},{"account":"AV","value":1}]}' \
+  '{"legs":[{"account":"AU","value":-1},{"account":"AE","value":1}],"pending":true}' \
+  '{"legs":[{"account":"AU","value":-1},{"account":"AN","value":1}]}' >"$WORK/am"
+expect 2 "post-many in two assets" -- d ledger post-many --file "$WORK/am"
+[ "$(lines '[.[] | .error // "ok"]')" = '["ok","INVAL","INVAL"]' ] && ok || bad "post-many assets: $(out)"
+[ "$(entries)" = $((n + 1)) ] && ok || bad "mixed entries recorded: $(( $(entries) - n ))"
+expect 0 "balance names the asset" -- d ledger balance AV
+[ "$(j '[.asset, .balance]')" = '["USD/2",6]' ] && ok || bad "balance asset: $(out)"
+expect 0 "balance of an account without one" -- d ledger balance AM
+[ "$(j 'has("asset")')" = false ] && ok || bad "no asset: $(out)"
+expect 0 "statement names the asset" -- d ledger statement AV
+[ "$(lines '[.[].asset] | unique')" = '["USD/2"]' ] && ok || bad "statement asset: $(out)"
+expect 3 "a plain write of an asset" -- d update ledger_accounts '{"_id":"AV"}' '{"$set":{"asset":"EUR/2"}}'
+expect 3 "a plain write adding one" -- d update ledger_accounts '{"_id":"AM"}' '{"$set":{"asset":"EUR/2"}}'
+expect 0 "an asset changed past the rules" -- d update ledger_accounts '{"_id":"AV"}' '{"$set":{"asset":"EUR/2"}}' --bypass-validation
+expect 5 "audit finds the mix" -- d audit
+grep -q "mixed_assets: entry a1 has legs on AU (USD/2) and AV (EUR/2)" "$WORK/out" && ok || bad "audit mixed_assets: $(out)"
 finish

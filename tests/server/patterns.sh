@@ -186,6 +186,22 @@ req POST /v1/ledger/accounts/fees/limit "$T_WRITE" '{"min_balance":"none"}'
 check "ledger limit" 200 '"_id":"fees"' '"min_balance":null'
 no "ledger limit: unknown account" 404 NOACCOUNT POST /v1/ledger/accounts/nobody/limit \
   "$T_WRITE" '{"min_balance":0}'
+# Assets: fixed at creation, named by the balance; two in one entry: 400.
+req POST /v1/ledger/accounts "$T_WRITE" '{"id":"usd1","asset":"USD/2","min_balance":"none"}'
+check "ledger account in USD/2" 201 '"asset":"USD/2"'
+req POST /v1/ledger/accounts "$T_WRITE" '{"id":"usd2","asset":"USD/2"}'
+check "ledger account 2 in USD/2" 201 '"asset":"USD/2"'
+no "ledger account: bad asset" 400 INVAL POST /v1/ledger/accounts "$T_WRITE" '{"id":"x9","asset":"usd"}'
+req POST /v1/ledger/entries "$T_WRITE" '{"legs":[{"account":"usd1","value":-4},{"account":"usd2","value":4}]}'
+check "ledger post in one asset" 200 '"state":"posted"'
+no "ledger post in two assets" 400 INVAL POST /v1/ledger/entries "$T_WRITE" \
+  '{"legs":[{"account":"usd1","value":-4},{"account":"cash","value":4}]}'
+req POST /v1/ledger/entries/batch "$T_WRITE" \
+  '{"entries":[{"legs":[{"account":"usd1","value":-4},{"account":"cash","value":4}],"pending":true}]}'
+check "ledger batch in two assets" 200 '"code":"INVAL"'
+req GET /v1/ledger/accounts/usd2/balance "$T_READ"
+check "balance names the asset" 200 '"asset":"USD/2"' '"balance":4'
+
 # Metadata and refs (docs/ledger.md, "Metadata and references"): stored
 # with the entry, found by ref or a filter over the meta; unique once an
 # admin asks, then a duplicate is 409 DUPKEY on a post and in a batch.

@@ -145,6 +145,8 @@ static const char account_validator[] =
     "\"properties\":{"
     "\"_id\":{\"bsonType\":\"string\"},"
     "\"min_balance\":{\"bsonType\":[\"long\",\"null\"]},"
+    "\"asset\":{\"bsonType\":\"string\","
+    "\"pattern\":\"^[A-Z0-9_]{1,16}/([0-9]|1[0-8])$\"},"
     "\"cache\":{\"bsonType\":\"object\",\"required\":[\"balance\",\"seqId\"],"
     "\"additionalProperties\":false,\"properties\":{"
     "\"balance\":{\"bsonType\":\"long\"},"
@@ -196,10 +198,11 @@ static const char entry_moves[] =
 #undef RESOLVE
 #undef COMMIT
 static const char account_moves[] =
-    "[{\"immutable\":[\"created\"],\"increasing\":[\"cache.seqId\"],"
+    "[{\"immutable\":[\"created\",\"asset\"],\"increasing\":[\"cache.seqId\"],"
     "\"insert\":{\"cache.seqId\":0,\"cache.balance\":0}},"
     "{\"scope\":\"plain\",\"steps\":[\"ledger\"],\"insert\":false,"
-    "\"immutable\":[\"min_balance\",\"cache\",\"created\",\"updated\"],"
+    "\"immutable\":[\"min_balance\",\"cache\",\"created\",\"updated\","
+    "\"asset\"],"
     WHY_PLAIN("ledger accounts") "}]";
 #undef WHY_PLAIN
 
@@ -249,9 +252,11 @@ static json_t *limit_json(const dtx_ledger_limit_t *l) {
 }
 
 static int account_create(dtx__exec_t *ex, const char *id,
-                          const dtx_ledger_limit_t *limit, json_t **out) {
+                          const dtx_ledger_limit_t *limit, const char *asset,
+                          json_t **out) {
   int rc;
-  if ((rc = dtx__check_ident("account id", id)) || (rc = dtx__lg_setup(ex->st)))
+  if ((rc = dtx__check_ident("account id", id)) ||
+      (rc = dtx__lg_check_asset(asset)) || (rc = dtx__lg_setup(ex->st)))
     return rc;
   int64_t now = dtx__now_ms();
   json_t *doc = json_pack("{s:s,s:o,s:{s:i,s:i},s:I,s:I}", "_id", id,
@@ -260,6 +265,8 @@ static int account_create(dtx__exec_t *ex, const char *id,
                           (json_int_t)now);
   if (!doc)
     return DTX_ENOMEM;
+  if (asset) /* fixed from now on (asset.c) */
+    json_object_set_new(doc, "asset", json_string(asset));
   rc = dtx__kit_insert(ex, "ledger.account.create", DTX_LEDGER_ACCOUNTS, doc);
   if (rc == DTX_EDUPKEY)
     rc = dtx__err(DTX_EDUPKEY, "ledger account '%s' exists", id);
@@ -287,7 +294,20 @@ int dtx_ledger_account_create(dtx_store_t *st, const char *id,
     *out = NULL;
   dtx__exec_init(&ex, st, NULL, 0, 0);
   dtx__call_begin(&c, 0);
-  return dtx__call_end(&c, account_create(&ex, id, limit, out));
+  return dtx__call_end(&c, account_create(&ex, id, limit, NULL, out));
+}
+
+int dtx_ledger_account_create_ex(dtx_store_t *st, const char *id,
+                                 const dtx_ledger_account_opts_t *opts,
+                                 json_t **out) {
+  dtx__exec_t ex;
+  dtx__call_t c;
+  if (out)
+    *out = NULL;
+  dtx__exec_init(&ex, st, NULL, 0, 0);
+  dtx__call_begin(&c, 0);
+  return dtx__call_end(&c, account_create(&ex, id, opts ? opts->limit : NULL,
+                                          opts ? opts->asset : NULL, out));
 }
 
 int dtx__lg_account(dtx__exec_t *ex, const char *id, json_t **out) {

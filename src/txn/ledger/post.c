@@ -212,7 +212,9 @@ int dtx__lg_build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
                   const char *id, const char *reverses, const json_t *accts,
                   dtx__lg_learned_t *learned, json_t **doc) {
   json_t *changes = json_array();
-  int rc = changes ? 0 : DTX_ENOMEM;
+  /* One asset per entry, judged on the accounts read (an account's asset
+   * never changes: asset.c). */
+  int rc = changes ? dtx__lg_same_asset(req, accts) : DTX_ENOMEM;
   *doc = NULL;
   for (size_t i = 0; rc == 0 && i < req->nlegs; i++) {
     dtx__lg_pos_t pos;
