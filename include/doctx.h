@@ -1380,9 +1380,9 @@ int dtx_sync_repair(dtx_store_t *st, const dtx_recover_opts_t *opts,
  * protocol:
  *   ledger_entries  {_id, changes: [{account, value, seqId[, min]}...],
  *                    state, proc, created, updated[, expires_at]
- *                    [, reverses][, committed_at]}
+ *                    [, reverses][, committed_at][, meta][, ref]}
  *   ledger_accounts {_id, min_balance, cache: {balance, seqId}, created,
- *                    updated}
+ *                    updated[, asset]}
  * A negative value is a debit (money leaves the account), a positive one a
  * credit; the values of an entry sum to zero.  Each account numbers its
  * legs 1, 2, 3, ... (seqId, dense), unique by the index
@@ -1414,6 +1414,26 @@ typedef struct dtx_ledger_limit {
  * DTX_EDUPKEY.  *out (may be NULL) receives the account. */
 int dtx_ledger_account_create(dtx_store_t *st, const char *id,
                               const dtx_ledger_limit_t *limit, json_t **out);
+
+/* An account's asset: CODE/SCALE, CODE 1..16 of [A-Z0-9_], SCALE 0..18
+ * (the digits after the point of the minor unit a value counts: USD/2,
+ * BTC/8, JPY/0).  docs/ledger.md, "Assets". */
+typedef struct dtx_ledger_account_opts {
+  const dtx_ledger_limit_t *limit; /* NULL: min_balance 0 */
+  const char *asset; /* NULL: none (the asset of every account created
+                        without one, older stores' included) */
+} dtx_ledger_account_opts_t;
+
+/* dtx_ledger_account_create with opts (NULL: as it).  The asset is fixed
+ * at creation: no command changes it.  A bad asset is DTX_EINVAL,
+ * nothing set up or written. */
+int dtx_ledger_account_create_ex(dtx_store_t *st, const char *id,
+                                 const dtx_ledger_account_opts_t *opts,
+                                 json_t **out);
+
+/* The check of an asset (not NULL) create_ex makes: 0 or DTX_EINVAL.
+ * Needs no store. */
+int dtx_ledger_asset_check(const char *asset);
 
 /* The check dtx_ledger_account_create makes of id before anything is set
  * up or written: 0 or DTX_EINVAL.  Needs no store. */
@@ -1450,11 +1470,25 @@ typedef struct dtx_ledger_post_req {
                           0 or less for a pending entry, a timeout on
                           one that is not, past 100 years -- is
                           DTX_EINVAL, nothing recorded */
+  /* Optional, stored with the entry and never changed (docs/ledger.md,
+   * "Metadata and references"); checked with the rest, DTX_EINVAL and
+   * nothing recorded when wrong.  An existing id is the same request only
+   * with the same meta and ref. */
+  const json_t *meta; /* NULL: none.  A JSON object, at most
+                         DTX_LEDGER_MAX_META bytes serialized compactly,
+                         no NUL byte in a key or string */
+  const char *ref;    /* NULL: none.  1..DTX_LEDGER_MAX_REF bytes, an
+                         external reference (order, invoice), indexed;
+                         unique per ledger after dtx_ledger_unique_refs */
 } dtx_ledger_post_req_t;
+
+#define DTX_LEDGER_MAX_META 4096 /* bytes of an entry's meta, serialized */
+#define DTX_LEDGER_MAX_REF 256   /* bytes of an entry's ref */
 
 /* Posts an entry.  Checked first, recording nothing when wrong: 2 to 128
  * legs, distinct accounts, non-zero values summing to zero (DTX_EINVAL),
- * every account existing (DTX_ENOACCOUNT naming it).  Then each debited
+ * every account existing (DTX_ENOACCOUNT naming it), all in one asset
+ * (DTX_EINVAL naming two accounts; no asset is one too).  Then each debited
  * account's available balance (balance - pending debits) after the debit
  * must stay >= its min_balance (DTX_EINSUFFICIENT naming the account,
  * nothing recorded), and every account's balance must stay within int64
@@ -1539,7 +1573,8 @@ int dtx_ledger_reverse(dtx_store_t *st, const char *id, const char *new_id,
 /* at_seq for dtx_ledger_balance: the latest. */
 #define DTX_LEDGER_LATEST (-1)
 
-/* *out: {"account","balance","available","pending_debits","seq"}: the
+/* *out: {"account","balance","available","pending_debits","seq"[,"asset"]}
+ * (asset: the account's, when it has one): the
  * balance (cache + posted legs after it), the available balance (balance
  * - pending debits) and the seqId they are as of -- the latest, or at_seq
  * (>= 0, at most the latest: DTX_EINVAL beyond it), the point-in-time
@@ -1550,8 +1585,10 @@ int dtx_ledger_balance(dtx_store_t *st, const char *account, int64_t at_seq,
 
 /* *out: an array of the account's valid (posted) legs with seqId >=
  * from_seq (>= 1), in seqId order, at most limit (0: all):
- * {"entry","seq","value","balance","state"}, balance being the running
- * balance after the leg and state "committed" or "uncommitted".
+ * {"entry","seq","value","balance","state"[,"asset"][,"ref"][,"meta"]},
+ * balance
+ * being the running balance after the leg, state "committed" or
+ * "uncommitted", ref and meta the entry's when it has them.
  * DTX_ENOACCOUNT when there is no such account. */
 int dtx_ledger_statement(dtx_store_t *st, const char *account,
                          int64_t from_seq, int64_t limit, json_t **out);
@@ -1563,6 +1600,24 @@ int dtx_ledger_get(dtx_store_t *st, const char *id, json_t **out);
  * (account NULL) all in creation order; paged by page (may be NULL). */
 int dtx_ledger_list(dtx_store_t *st, const char *account,
                     const dtx_page_t *page, json_t **out);
+
+/* Makes refs unique in this store's ledger from now on: creates the
+ * unique sparse index "ref_unique" on ledger_entries {ref: 1}.  Existing
+ * entries sharing a ref make it DTX_EDUPKEY (nothing changed); doing it
+ * again is a no-op.  Afterwards a post, post-many entry or pending post
+ * whose ref another entry holds is DTX_EDUPKEY naming the ref and that
+ * entry, nothing recorded (a retry of the same id is that entry again). */
+int dtx_ledger_unique_refs(dtx_store_t *st);
+
+/* *out: the entries whose ref is ref (NULL: any) and whose meta matches
+ * meta_filter (a MongoDB filter over the meta object, its paths relative
+ * to it, top-level $and/$or/$nor allowed; NULL: any), oldest first
+ * (created, then _id), paged by page (may be NULL).  Both NULL is
+ * DTX_EINVAL (dtx_ledger_list lists everything).  A ref is read through
+ * the {ref: 1} index; a meta filter alone reads every entry. */
+int dtx_ledger_entries(dtx_store_t *st, const char *ref,
+                       const json_t *meta_filter, const dtx_page_t *page,
+                       json_t **out);
 
 /* ---- order confirmation (src/txn/order/, docs/orders.md) --------------------
  *

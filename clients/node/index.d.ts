@@ -288,6 +288,8 @@ export class Client {
   reverse(entryId: string, opts?: { id?: string; deadlineMs?: number }): Promise<LedgerEntry>;
   entry(id: string): Promise<LedgerEntry>;
   entries(opts?: { account?: string; pageSize?: number }): AsyncGenerator<LedgerEntry, void, undefined>;
+  /** Admin scope; idempotent, so it is retried. */
+  uniqueRefs(): Promise<JsonObject>;
 
   // sync
   /** The same rule again answers the same: retried. */

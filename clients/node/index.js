@@ -451,6 +451,11 @@ export class Client {
     return this.#call('POST', '/v1/sync/repair', fields(opts));
   }
 
+  /** Makes entry refs unique in the ledger from now on (admin scope); idempotent. */
+  uniqueRefs() {
+    return this.#call('POST', '/v1/ledger/unique-refs', undefined, { idempotent: true });
+  }
+
   // ---- orders (docs/orders.md) --------------------------------------------------------
 
   /** Records an order; idempotent by its trade id, so it is retried. */

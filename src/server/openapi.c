@@ -73,6 +73,8 @@ static const struct {
     {"POST", "/v1/ledger/entries/{id}/void", "Void a pending entry", 200},
     {"POST", "/v1/ledger/entries/{id}/reverse", "Reverse a posted entry", 200},
     {"GET", "/v1/ledger/entries/{id}", "Show a ledger entry", 200},
+    {"POST", "/v1/ledger/unique-refs",
+     "Make entry refs unique in the ledger from now on", 200},
     {"POST", "/v1/sync/{name}/rule", "Define a sync rule", 200},
     {"POST", "/v1/sync/{name}/update", "Update a master and its dependents",
      200},

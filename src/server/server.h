@@ -278,6 +278,7 @@ void dtx__srv_h_ledger_void(dtx__srv_ctx_t *c);
 void dtx__srv_h_ledger_reverse(dtx__srv_ctx_t *c);
 void dtx__srv_h_ledger_get(dtx__srv_ctx_t *c);
 void dtx__srv_h_ledger_list(dtx__srv_ctx_t *c);
+void dtx__srv_h_ledger_unique_refs(dtx__srv_ctx_t *c);
 void dtx__srv_h_sync_rule(dtx__srv_ctx_t *c);
 void dtx__srv_h_sync_update(dtx__srv_ctx_t *c);
 void dtx__srv_h_sync_show(dtx__srv_ctx_t *c);

@@ -702,6 +702,11 @@ class Client:
         return self._pages("/v1/ledger/entries", "entries",
                            {"account": account, "limit": page_size})
 
+    def unique_refs(self) -> JSON:
+        """Makes entry refs unique in the ledger from now on (admin scope);
+        Conflict (``DUPKEY``) when entries already share one.  Idempotent."""
+        return self._call("POST", "/v1/ledger/unique-refs", idempotent=True)
+
     # ---- sync (docs/sync.md) ---------------------------------------------------
 
     def sync_rule(self, name: str, master: str, dependents: str, link: str, copy: str) -> JSON:

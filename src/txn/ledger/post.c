@@ -76,7 +76,7 @@ int dtx__lg_check_req(const dtx_ledger_post_req_t *req) {
   if (sum != 0)
     return dtx__err(DTX_EINVAL, "the legs sum to %s, not 0",
                     dtx__wide_str(sum, (char[48]){0}));
-  return 0;
+  return dtx__lg_check_meta(req);
 }
 
 /* Does existing entry e record the same request (legs, kind, reversal)? */
@@ -92,13 +92,15 @@ static int same_entry(const json_t *e, const dtx_ledger_post_req_t *req,
   int was_pending = json_object_get(e, "expires_at") != NULL;
   const char *rv = dtx__str(e, "reverses");
   return was_pending == (req->pending != 0) &&
-         (reverses ? rv && strcmp(rv, reverses) == 0 : !rv);
+         (reverses ? rv && strcmp(rv, reverses) == 0 : !rv) &&
+         dtx__lg_same_meta(e, req);
 }
 
 int dtx__lg_existing(const json_t *e, const dtx_ledger_post_req_t *req,
                     const char *reverses, json_t **out) {
   if (!same_entry(e, req, reverses))
-    return dtx__err(DTX_ECONFLICT, "ledger entry '%s' exists with other legs",
+    return dtx__err(DTX_ECONFLICT, "ledger entry '%s' exists with other legs "
+                    "(or another meta or ref)",
                     dtx__str(e, "_id"));
   *out = json_incref((json_t *)e);
   return 0;
@@ -210,7 +212,9 @@ int dtx__lg_build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
                   const char *id, const char *reverses, const json_t *accts,
                   dtx__lg_learned_t *learned, json_t **doc) {
   json_t *changes = json_array();
-  int rc = changes ? 0 : DTX_ENOMEM;
+  /* One asset per entry, judged on the accounts read (an account's asset
+   * never changes: asset.c). */
+  int rc = changes ? dtx__lg_same_asset(req, accts) : DTX_ENOMEM;
   *doc = NULL;
   for (size_t i = 0; rc == 0 && i < req->nlegs; i++) {
     dtx__lg_pos_t pos;
@@ -238,6 +242,8 @@ int dtx__lg_build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
     json_object_set_new(*doc, "expires_at", json_integer((json_int_t)expires));
   if (*doc && reverses)
     json_object_set_new(*doc, "reverses", json_string(reverses));
+  if (*doc)
+    dtx__lg_set_meta(*doc, req);
   return *doc ? 0 : DTX_ENOMEM;
 }
 
@@ -332,7 +338,8 @@ static int post(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
     /* Which key?  Our id (another request's, or our own insert whose
      * reply was lost), the reversal index, or a seqId: then derive
      * again. */
-    if ((rc = dtx__lg_recorded(ex, id, req, reverses, out)) != DTX_ENOTFOUND)
+    if ((rc = dtx__lg_recorded(ex, id, req, reverses, out)) != DTX_ENOTFOUND ||
+        (rc = dtx__lg_ref_taken(ex, req, id)) != DTX_ENOTFOUND)
       return rc;
     rc = DTX_EDUPKEY;
     if (!dtx__kit_contend(&ct, &rc, point))
