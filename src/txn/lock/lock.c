@@ -29,6 +29,8 @@
  *
  *   transition         function          fault point
  *   (none)->named      create            lock.register
+ *   named->reserved    create (max > 1)  lock.reserve (sem.c: a semaphore's
+ *                                        slots' fence names)
  *   named->free        create            lock.create
  *   free/lapsed->held  try_acquire       lock.acquire (the update),
  *                                        lock.acquired (after it, before
@@ -62,26 +64,38 @@
  *
  * A retried acquire whose first attempt landed but whose reply was lost
  * finds the lock moved on: the nonce it wrote tells it the holder is
- * itself. */
+ * itself.
+ *
+ * A lock with "max" N >= 2 is a semaphore: sem.c has its slots, states and
+ * invariants (S1..S5); this file creates it, checks that every acquire
+ * asks the name's one max (S5), and sends its acquires, renews and
+ * releases there.  Leader election (elect.c) is an acquire that waits. */
 #include <stdio.h>
 #include <string.h>
 
-#include "doc/doc.h"
-#include "txn/kit/kit.h"
+#include "txn/lock/lock.h"
 #include "util/assert.h"
 #include "util/err.h"
 
-#define DTX_LOCKS "locks"
-#define DTX_LOCK_NAMES "lock_names"
-#define FENCE "_fence"
-#define MAX_TTL_MS (366LL * 24 * 3600 * 1000)
-
-extern const dtx__pattern_t dtx__lock_pattern;
+#define FENCE DTX__LOCK_FENCE
+#define MAX_TTL_MS DTX__LOCK_MAX_TTL_MS
+#define own_record dtx__lock_own_record
 
 /* The view every call returns. */
 static json_t *view(const json_t *doc, int64_t now) {
   const json_t *owner = json_object_get(doc, "owner");
   int64_t expires = dtx__int(doc, "expires");
+  if (dtx__lock_max_of(doc) > 1) {
+    /* A semaphore (sem.c): its counter, and its live holders. */
+    json_t *h = dtx__lock_sem_holders(doc, now);
+    return h ? json_pack("{s:O,s:n,s:I,s:I,s:b,s:I,s:o}", "name",
+                         json_object_get(doc, "_id"), "owner", "token",
+                         (json_int_t)dtx__int(doc, "token"), "expires",
+                         (json_int_t)dtx__lock_next_lapse(doc, now), "held",
+                         json_array_size(h) > 0, "max",
+                         (json_int_t)dtx__lock_max_of(doc), "holders", h)
+             : NULL;
+  }
   return json_pack("{s:O,s:O,s:I,s:I,s:b}", "name",
                    json_object_get(doc, "_id"), "owner",
                    owner ? owner : json_null(), "token",
@@ -113,6 +127,8 @@ static int check_args(const char *name, const dtx_lock_opts_t *o) {
                     (long long)o->wait_ms);
     if (rc == 0)
       rc = dtx__check_owner(o->owner);
+    if (rc == 0)
+      rc = dtx__lock_sem_check(name, o->max);
   }
   return rc;
 }
@@ -134,8 +150,7 @@ static int held_error(const char *name, const json_t *doc) {
                   (long long)(left > 0 ? left : 0));
 }
 
-/* The token of NAME that doc's own fence record holds (0: none). */
-static int64_t own_record(const json_t *doc, const char *name) {
+int64_t dtx__lock_own_record(const json_t *doc, const char *name) {
   const json_t *t = json_object_get(json_object_get(doc, FENCE), name);
   return json_is_integer(t) ? (int64_t)json_integer_value(t) : 0;
 }
@@ -148,7 +163,32 @@ static int64_t own_record(const json_t *doc, const char *name) {
  * deleted still refuses tokens below 3, so a lock restarting below it
  * would hand out tokens twice.  A scan of the store: only an acquire that
  * must create a lock whose name was registered before pays it. */
-static int fenced_max(dtx__exec_t *ex, const char *name, int64_t *max) {
+/* Whether fence name k is name's: name itself, or when slots (a
+ * semaphore, sem.c) one of its slots' "NAME:i". */
+static int name_of(const char *k, const char *name, int slots) {
+  size_t n = strlen(name);
+  if (strcmp(k, name) == 0)
+    return 1;
+  if (!slots || strncmp(k, name, n) != 0 || k[n] != ':' || !k[n + 1])
+    return 0;
+  return strspn(k + n + 1, "0123456789") == strlen(k + n + 1);
+}
+
+/* The largest token of name's fence names (name_of) in rec. */
+static int64_t record_max(const json_t *rec, const char *name, int slots) {
+  const char *k;
+  json_t *v;
+  int64_t top = 0;
+  json_object_foreach((json_t *)rec, k, v) {
+    if (json_is_integer(v) && json_integer_value(v) > top &&
+        name_of(k, name, slots))
+      top = (int64_t)json_integer_value(v);
+  }
+  return top;
+}
+
+static int fenced_max(dtx__exec_t *ex, const char *name, int slots,
+                      int64_t *max) {
   json_t *colls = NULL;
   *max = 0;
   int rc = dtx__kit_colls(ex->st, &colls);
@@ -175,14 +215,14 @@ static int fenced_max(dtx__exec_t *ex, const char *name, int64_t *max) {
         break;
       }
       json_array_foreach(docs, j, d) {
-        int64_t t = own_record(d, name);
+        int64_t t = record_max(json_object_get(d, FENCE), name, slots);
         if (t > *max)
           *max = t;
       }
       json_array_foreach(recs, j, d) {
-        const json_t *t = json_object_get(d, name);
-        if (json_is_integer(t) && json_integer_value(t) > *max)
-          *max = (int64_t)json_integer_value(t);
+        int64_t t = record_max(d, name, slots);
+        if (t > *max)
+          *max = t;
       }
       json_decref(docs);
       json_decref(recs);
@@ -199,17 +239,29 @@ static int fenced_max(dtx__exec_t *ex, const char *name, int64_t *max) {
  * deleted (or its creator crashed): its token starts at the largest it
  * fenced, and the tombstone of the deleted lock, when there is one, adds
  * its record to the new document (the store does that in the insert). */
-static int create(dtx__exec_t *ex, const char *name, int64_t ttl) {
+static int create(dtx__exec_t *ex, const char *name, int64_t ttl,
+                  int64_t max) {
   int64_t now = dtx__now_ms(), seed = 0;
   json_t *reg = json_pack("{s:s,s:I}", "_id", name, "created",
                           (json_int_t)now);
   int rc = reg ? dtx__kit_insert(ex, "lock.register", DTX_LOCK_NAMES, reg)
                : DTX_ENOMEM;
   json_decref(reg);
-  if (rc == DTX_EDUPKEY) {
+  int again = rc == DTX_EDUPKEY;
+  if (again) {
+    /* A name a semaphore reserved as the fence of one of its slots
+     * (sem.c) is not a lock's own. */
     dtx__err_clear();
-    rc = fenced_max(ex, name, &seed);
+    rc = dtx__kit_get(ex, DTX_LOCK_NAMES, name, &reg);
+    if (rc == 0 && dtx__str(reg, "slot_of"))
+      rc = dtx__err(DTX_EINVAL, "lock name '%s' is the fence name of a "
+                    "slot of semaphore '%s'", name, dtx__str(reg, "slot_of"));
+    json_decref(reg);
   }
+  if (rc == 0 && max > 1)
+    rc = dtx__lock_sem_reserve(ex, name, max);
+  if (rc == 0 && again)
+    rc = fenced_max(ex, name, max > 1, &seed);
   if (rc)
     return rc;
   DTX_ASSERT(seed >= 0, "K1"); /* the largest token NAME fenced, or 0 */
@@ -218,6 +270,12 @@ static int create(dtx__exec_t *ex, const char *name, int64_t ttl) {
                           (json_int_t)0, "ttl", (json_int_t)ttl, "acquired",
                           (json_int_t)0, "updated", (json_int_t)now, "nonce",
                           "");
+  if (doc && max > 1 &&
+      (json_object_set_new(doc, "max", json_integer(max)) ||
+       json_object_set_new(doc, "slots", dtx__lock_sem_slots(max)))) {
+    json_decref(doc);
+    doc = NULL;
+  }
   rc = doc ? dtx__kit_insert(ex, "lock.create", DTX_LOCKS, doc) : DTX_ENOMEM;
   json_decref(doc);
   if (rc == DTX_EDUPKEY) { /* created meanwhile (or by our lost reply) */
@@ -232,22 +290,33 @@ static int held_now(const json_t *doc, int64_t now) {
          dtx__int(doc, "expires") > now;
 }
 
-enum { TAKEN = 0, HELD = 1, MOVED = 2 };
+enum { TAKEN = DTX__LOCK_TAKEN, HELD = DTX__LOCK_HELD, MOVED = DTX__LOCK_MOVED };
 
 /* One acquire attempt: TAKEN and *doc (the lock after it); HELD and *doc
  * (as read) when another holds it; MOVED (*doc NULL) when the lock changed
  * between the read and the update, or had to be created; or an error. */
 static int try_acquire(dtx__exec_t *ex, const char *name, int64_t ttl,
-                       json_t **doc) {
+                       int64_t max, json_t **doc) {
   *doc = NULL;
   int rc = dtx__kit_get(ex, DTX_LOCKS, name, doc);
   if (rc == DTX_ENOTFOUND) {
     dtx__err_clear();
-    rc = create(ex, name, ttl);
+    rc = create(ex, name, ttl, max);
     return rc ? rc : MOVED;
   }
   if (rc)
     return rc;
+  /* S5 (sem.c): one max per name, whoever asks. */
+  int64_t have = dtx__lock_max_of(*doc);
+  if (have != max)
+    return have > 1 ? dtx__err(DTX_EINVAL, "lock '%s' is a semaphore of "
+                               "max %lld, not max %lld", name,
+                               (long long)have, (long long)max)
+                    : dtx__err(DTX_EINVAL, "lock '%s' is a lock of one "
+                               "holder, not a semaphore of max %lld", name,
+                               (long long)max);
+  if (max > 1)
+    return dtx__lock_sem_try(ex, name, ttl, doc);
   int64_t now = dtx__now_ms();
   if (held_now(*doc, now))
     return HELD;
@@ -322,9 +391,19 @@ static int acquire(dtx_store_t *st, const char *name,
   int64_t until = dtx__add_sat(dtx__mono_ms(), o->wait_ms);
   dtx__contend_t races = {0};
   dtx__wait_t held = {.pause = 5, .cap = 200};
+  int64_t max = o->max > 1 ? o->max : 1;
   for (;;) {
     json_t *doc = NULL;
-    rc = try_acquire(&ex, name, ex.lease_ms, &doc);
+    rc = try_acquire(&ex, name, ex.lease_ms, max, &doc);
+    if (rc == TAKEN && max > 1) { /* doc: the slot's view (sem.c) */
+      rc = dtx__kit_point("lock.acquired", NULL);
+      if (rc == 0 && out)
+        *out = json_incref(doc);
+      json_decref(doc);
+      return rc;
+    }
+    if (rc < 0)
+      json_decref(doc);
     if (rc == TAKEN) {
       /* Taken, the token not yet handed out: where Kleppmann's holder is
        * paused (GC, SIGSTOP) past its lease.  An error here leaves the
@@ -348,12 +427,14 @@ static int acquire(dtx_store_t *st, const char *name,
     int64_t left = until - dtx__mono_ms();
     int64_t dl = dtx__deadline_left_ms();
     if (left <= 0 || dl <= 0) {
-      rc = held_error(name, doc);
+      rc = max > 1 ? dtx__lock_sem_held_error(name, doc)
+                   : held_error(name, doc);
       json_decref(doc);
       return rc;
     }
-    int64_t lapse =
-        dtx__add_sat(dtx__sub_sat(dtx__int(doc, "expires"), dtx__now_ms()), 1);
+    int64_t lapse = dtx__add_sat(
+        dtx__sub_sat(dtx__lock_next_lapse(doc, dtx__now_ms()), dtx__now_ms()),
+        1);
     json_decref(doc);
     dtx__kit_wait(&held, lapse > 0 && lapse < left ? lapse : left);
   }
@@ -450,10 +531,23 @@ static int change(dtx_store_t *st, const char *name, int64_t token,
   const json_t *t = rc ? NULL : json_object_get(doc, "token");
   DTX_ASSERT(!json_is_integer(t) || json_integer_value(t) == token, "K1");
   DTX_ASSERT(rc || !release || !dtx__str(doc, "owner"), "K3");
-  if (rc == DTX_ENOMATCH)
-    return not_current(&ex, name, token);
-  if (rc == 0)
-    rc = set_out(doc, out);
+  if (rc != DTX_ENOMATCH) {
+    if (rc == 0)
+      rc = set_out(doc, out);
+    json_decref(doc);
+    return rc;
+  }
+  json_decref(doc);
+  doc = NULL;
+  /* No plain lock matched: a semaphore's top-level owner is always null
+   * (sem.c), so its holders renew and release their slot there. */
+  dtx__err_clear();
+  rc = dtx__kit_get(&ex, DTX_LOCKS, name, &doc);
+  if (rc == 0 && dtx__lock_max_of(doc) > 1)
+    rc = dtx__lock_sem_change(&ex, name, token, release ? 0 : o->ttl_ms,
+                              release, doc, out);
+  else if (rc == 0 || rc == DTX_ENOTFOUND)
+    rc = not_current(&ex, name, token);
   json_decref(doc);
   return rc;
 }
@@ -620,6 +714,40 @@ static void check_lease(dtx__audit_t *a, const char *k, const json_t *l) {
                        k, (long long)INT64_MAX);
 }
 
+/* A semaphore's own checks (sem.c's S1, S4), and of its slots' fence
+ * names in seen, the one with the largest token (NULL: none fenced). */
+static json_t *check_sem(dtx__audit_t *a, const char *k, const json_t *l,
+                         json_t *seen, int64_t *held) {
+  int64_t max = dtx__lock_max_of(l), tok = dtx__int(l, "token"),
+          now = dtx__now_ms();
+  const json_t *slots = json_object_get(l, "slots");
+  json_t *top = json_object_get(seen, k), *sl;
+  size_t i;
+  char fence[200];
+  if (!json_is_array(slots) || (int64_t)json_array_size(slots) != max)
+    dtx__audit_finding(a, "lock_slots", "semaphore '%s': %zu slots, not "
+                       "its max %lld (written with --bypass-validation?)",
+                       k, json_array_size(slots), (long long)max);
+  int live = 0;
+  json_array_foreach(slots, i, sl) {
+    int64_t t = dtx__int(sl, "token");
+    live |= json_is_string(json_object_get(sl, "owner")) &&
+            dtx__int(sl, "expires") > now;
+    if (t > tok) /* S4 */
+      dtx__audit_finding(a, "lock_token_regressed",
+                         "semaphore '%s' holds token %lld, below token "
+                         "%lld of its slot %zu", k, (long long)tok,
+                         (long long)t, i);
+    dtx__lock_slot_fence(fence, sizeof fence, k, (int64_t)i);
+    json_t *s = json_object_get(seen, fence);
+    if (s && (!top || dtx__int(s, "token") > dtx__int(top, "token")))
+      top = s;
+  }
+  /* the top-level owner is null: count the semaphore held by its slots */
+  *held += live;
+  return top;
+}
+
 static int lock_audit(dtx__audit_t *a) {
   json_t *colls = NULL, *seen = json_object(), *locks = NULL, *names = NULL;
   int64_t n = 0, held = 0, fenced_names = 0, nlocks = 0, nnames = 0;
@@ -664,6 +792,8 @@ static int lock_audit(dtx__audit_t *a) {
                            k, (long long)tok, (long long)rec);
       check_lease(a, k, l);
       json_t *s = json_object_get(seen, k);
+      if (dtx__lock_max_of(l) > 1)
+        s = check_sem(a, k, l, seen, &held);
       if (!s)
         continue;
       fenced_names++;
@@ -678,7 +808,9 @@ static int lock_audit(dtx__audit_t *a) {
      * never deleted: only --bypass-validation, or a drop, removes it). */
     json_object_foreach(names, k, l) {
       json_t *s = json_object_get(seen, k);
-      if (!s || json_object_get(locks, k))
+      /* A slot's fence name (sem.c): its semaphore's lock. */
+      const char *of = dtx__str(l, "slot_of");
+      if (!s || json_object_get(locks, of ? of : k))
         continue;
       dtx__audit_finding(a, "lock_missing",
                          "lock '%s' is gone (deleted with "
@@ -720,14 +852,26 @@ static const char lock_shape[] =
     "\"token\":{\"bsonType\":\"long\",\"minimum\":0},"
     "\"expires\":" LONG ",\"ttl\":{\"bsonType\":\"long\",\"minimum\":1},"
     "\"acquired\":" LONG ",\"updated\":" LONG ","
-    "\"nonce\":{\"bsonType\":\"string\"}}}}";
-/* The registry: a name and when it was first created, nothing else. */
+    "\"nonce\":{\"bsonType\":\"string\"},"
+    /* A semaphore's (sem.c): max holders and their slots. */
+    "\"max\":{\"bsonType\":\"long\",\"minimum\":2,\"maximum\":100},"
+    "\"slots\":{\"bsonType\":\"array\",\"maxItems\":100,"
+    "\"items\":{\"bsonType\":\"object\",\"required\":[\"owner\",\"token\","
+    "\"expires\",\"ttl\",\"acquired\",\"nonce\"],\"properties\":{"
+    "\"owner\":{\"bsonType\":[\"string\",\"null\"]},"
+    "\"token\":{\"bsonType\":\"long\",\"minimum\":0},"
+    "\"expires\":" LONG ",\"ttl\":{\"bsonType\":\"long\",\"minimum\":1},"
+    "\"acquired\":" LONG ",\"nonce\":{\"bsonType\":\"string\"}}}}}}}";
+/* The registry: a name and when it was first created, nothing else --
+ * but for a semaphore's slot fence name, the semaphore (sem.c). */
 static const char name_shape[] =
     "{\"$jsonSchema\":{\"bsonType\":\"object\","
     "\"required\":[\"_id\",\"created\"],\"additionalProperties\":false,"
     "\"properties\":{"
     "\"_id\":{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":128},"
-    "\"created\":" LONG "}}}";
+    "\"created\":" LONG ","
+    "\"slot_of\":{\"bsonType\":\"string\",\"minLength\":1,"
+    "\"maxLength\":128}}}}";
 #undef LONG
 
 /* What an update may change (docs/validation.md, "Transition rules";
@@ -746,7 +890,7 @@ static const char lock_moves[] =
     "[{\"immutable\":[\"_id\"],\"increasing\":[\"token\"]},"
     "{\"scope\":\"plain\",\"steps\":[\"lock\"],\"insert\":false,"
     "\"immutable\":[\"owner\",\"token\",\"expires\",\"ttl\",\"acquired\","
-    "\"updated\",\"nonce\",\"_fence\"],"
+    "\"updated\",\"nonce\",\"_fence\",\"max\",\"slots\"],"
     "\"why\":\"a lock changes only through doctx lock (docs/locks.md)\"}]";
 
 static const dtx__rules_def_t rules[] = {
@@ -756,12 +900,13 @@ static const dtx__rules_def_t rules[] = {
     {DTX_LOCKS, lock_shape, "{\"token\":{\"$lt\":0}}", lock_moves},
     /* A registration is forever and never changes. */
     {DTX_LOCK_NAMES, name_shape, "{\"created\":{\"$exists\":false}}",
-     "{\"immutable\":[\"_id\",\"created\"]}"},
+     "{\"immutable\":[\"_id\",\"created\",\"slot_of\"]}"},
     {NULL, NULL, NULL, NULL},
 };
 
 static const char *const fault_points[] = {
     "lock.register",
+    "lock.reserve",
     "lock.create",
     "lock.acquire",
     "lock.acquired",

@@ -2,7 +2,9 @@
 # faults.sh and pause.sh: lock.register, lock.create (the first acquire of
 # a name registers it and creates the lock free), lock.acquire and
 # lock.acquired on a fresh lock, lock.renew and lock.release on token 1
-# held since the set-up.  Whatever
+# held since the set-up; lock.reserve on the first acquire of semaphore S
+# (--max 3: it reserves the fence names S:0..S:2, src/txn/lock/sem.c).
+# Whatever
 # happened (crash, injected error, pause and resume, a recovery pass in
 # between), the lock's token is 0 or 1 as the point allows, the next
 # acquire (after a release of a live holder) gets exactly the next token,
@@ -22,14 +24,38 @@ scenario_cmd() {
   case "$1" in
   lock.register | lock.create | lock.acquire | lock.acquired)
     echo 'lock acquire L --ttl-ms 60000 --owner c1' ;;
+  lock.reserve) echo 'lock acquire S --max 3 --ttl-ms 60000 --owner c1' ;;
   lock.renew) echo 'lock renew L 1 --ttl-ms 60000' ;;
   lock.release) echo 'lock release L 1' ;;
   *) echo UNKNOWN ;;
   esac
 }
 
+# The semaphore after lock.reserve: its token 0 or 1, the next acquire
+# gets the next one and writes under its own slot's fence, and every
+# slot's fence name is reserved (a plain lock of that name exit 2).
+check_sem() {
+  local label=$1 doc t next fence
+  d audit --settled >/dev/null || { bad "$label: audit not clean"; return; }
+  doc=$(d lock show S 2>/dev/null) || doc='{"token":0}'
+  t=$(field "$doc" token)
+  case $t in 0 | 1) ;; *) bad "$label: token $t: $doc"; return ;; esac
+  doc=$(d lock acquire S --max 3 --ttl-ms 60000 --owner c2) || { bad "$label: next acquire"; return; }
+  next=$(field "$doc" token)
+  fence=$(field "$doc" fence)
+  [ "$next" = $((t + 1)) ] || { bad "$label: next token $next after $t"; return; }
+  d update res '{"_id":"r"}' '{"$set":{"v":2}}' --fence "$fence:$next" >/dev/null ||
+    { bad "$label: fenced write with the new token"; return; }
+  [ "$(d count lock_names '{"slot_of":"S"}')" = 3 ] || { bad "$label: slots not reserved"; return; }
+  d lock acquire S:2 >/dev/null 2>&1
+  [ $? = 2 ] || { bad "$label: a slot's fence name taken as a lock"; return; }
+  d audit --settled >/dev/null || { bad "$label: audit after"; return; }
+  ok
+}
+
 check_final() {
   local label=$1 doc t owner next rc
+  case $label in lock.reserve*) check_sem "$label"; return ;; esac
   d audit --settled >/dev/null || { bad "$label: audit not clean"; return; }
   doc=$(d lock show L 2>/dev/null) || doc='{"token":0,"owner":null}'
   t=$(field "$doc" token)
