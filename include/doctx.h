@@ -1205,7 +1205,9 @@ typedef struct dtx_lock_opts {
                           [A-Za-z0-9_.:@#-] ("" is DTX_EINVAL) */
   int64_t ttl_ms;      /* lease; 0: 30000 (renew: the lock's last ttl) */
   int64_t wait_ms;     /* acquire: wait up to this long while the lock is
-                          held, polling with backoff; 0: do not wait */
+                          held, polling with backoff; waiters are served
+                          in arrival order, by ticket (docs/locks.md,
+                          "Fair waiting"); 0: do not wait */
   int64_t deadline_ms; /* budget of the whole call (a wait included); 0: see
                           "Deadlines" */
   int64_t max;         /* acquire: holders allowed at once; 0 or 1: a lock

@@ -105,6 +105,8 @@ const dtx__cli_spec_t dtx__cmd_lock = {
     "--wait-ms; without it, as long as it takes) and prints the acquire's\n"
     "output, its token the term; the leader renews to keep leading.  leader\n"
     "prints {\"name\",\"leader\",\"term\",\"expires\"} (leader null: none).\n"
+    "Waiters (--wait-ms, campaign) are served in the order they came, by\n"
+    "ticket; while they wait, an acquire that does not wait exits 1.\n"
     "show and list also print \"held\" (a semaphore: \"max\", \"holders\").\n"
     "exit: 0 ok, 1 still held (acquire, campaign), token no longer current (renew,\n"
     "      release) or no such lock, 2 invalid input, 4 store error\n"};

@@ -324,4 +324,44 @@ expect 0 "campaign of a free name" -- d lock campaign E2 --owner x --ttl-ms 6000
 expect 1 "campaign with a bound" -- d lock campaign E2 --owner y --wait-ms 50
 grep -q "held by x (token 1)" "$WORK/err" && ok || bad "campaign message: $(cat "$WORK/err")"
 expect 1 "leader of a name never campaigned for" -- d lock leader nobody
+# ---- fair waiting (docs/locks.md, "Fair waiting") ----------------------------
+# Waiters take tickets in the order they arrive (each started once the one
+# before holds its ticket) and get the lock in that order; one SIGKILLed
+# mid-wait leaves a ticket that lapses, and the others pass it.  (Four
+# processes and the killed one here; tests/txn/lock.c runs 8 waiters.)
+new_store lock_fair
+d lock acquire F --owner h --ttl-ms 60000 >/dev/null || bad "fair set-up"
+waiter() {
+  local t
+  t=$(d lock acquire F --owner "$1" --ttl-ms 60000 --wait-ms 15000 | jq .token) ||
+    { echo "$1 failed" >>"$WORK/fair"; return 1; }
+  echo "$1 $t" >>"$WORK/fair"
+  d lock release F "$t" >/dev/null
+}
+tickets() { d find locks '{"_id":"F"}' | jq '.queue | length'; }
+: >"$WORK/fair"
+FAIR_PIDS=()
+want=0
+for w in w1 w2 k w3 w4; do
+  if [ $w = k ]; then # doctx itself, so that the kill ends the waiter
+    start_bg "$WORK/fair.log" "$DOCTX" --store "$S" lock acquire F --owner k --wait-ms 15000
+    KPID=$BG_PID
+  else
+    start_bg "$WORK/fair.log" waiter $w
+    FAIR_PIDS+=("$BG_PID")
+  fi
+  want=$((want + 1))
+  end=$((SECONDS + 10))
+  while [ "$(tickets)" -lt "$want" ] && [ $SECONDS -lt $end ]; do nap 0.02; done
+done
+[ "$(tickets)" = 5 ] && ok || bad "fair: tickets $(tickets), want 5"
+expect 1 "fair: an acquire that does not wait, with waiters ahead" -- d lock acquire F --owner x
+{ kill -KILL "$KPID" && wait "$KPID"; } 2>/dev/null
+expect 0 "fair: the holder releases" -- d lock release F 1
+for p in "${FAIR_PIDS[@]}"; do bounded_wait "$p" 15 "$WORK/fair.log" >/dev/null || bad "fair: a waiter failed"; done
+[ "$(awk '{print $1 ":" $2}' "$WORK/fair" | tr '\n' ' ')" = "w1:2 w2:3 w3:4 w4:5 " ] &&
+  ok || bad "fair: order $(cat "$WORK/fair")"
+[ "$(tickets)" = 0 ] && ok || bad "fair: tickets left: $(d find locks '{"_id":"F"}')"
+expect 0 "fair: audit" -- d audit
+expect 3 "tamper: a ticket moved by hand" -- d update locks '{"_id":"F"}' '{"$set":{"tickets":0}}'
 finish

@@ -18,6 +18,10 @@
  * Leader election (src/txn/lock/elect.c): 3 threads campaign, each
  * leader renews a few times and then stops (dies): one leader per term,
  * terms growing in the order they were won.
+ * Fair waiting (src/txn/lock/queue.c): 8 waiters, each started once the
+ * one before holds its ticket, and one more that gives up mid-wait, get
+ * the lock in ticket order once its holder releases it; an acquire that
+ * does not wait is refused while they are ahead.
  *
  * usage: txn_lock STORE-URI   (collections locks and lock_res are dropped
  * first) */
@@ -488,7 +492,7 @@ static void *sem_worker(void *arg) {
     json_decref(v);
     /* Holders of other slots, older or newer, never fence it. */
     rc = slot_write(st, fence, t);
-    usleep((useconds_t)(rand_r(&seed) % 10) * 1000);
+    usleep((useconds_t)(10 + rand_r(&seed) % 30) * 1000);
     pthread_mutex_lock(&sem.mu);
     sem.inside--;
     sem.fenced += rc == DTX_EFENCED;
@@ -623,6 +627,88 @@ static void test_election(void) {
   dtx_store_close(st);
 }
 
+/* ---- fair waiting (queue.c) --------------------------------------------- */
+
+#define FAIR 8
+static struct {
+  pthread_mutex_t mu;
+  int order[FAIR + 1], n, errors;
+} fair = {PTHREAD_MUTEX_INITIALIZER, {0}, 0, 0};
+
+static void *fair_waiter(void *arg) {
+  int me = (int)(uintptr_t)arg;
+  char owner[8];
+  snprintf(owner, sizeof owner, "w%d", me);
+  dtx_store_t *st = open_store();
+  /* me 99: gives up mid-wait, leaving no gap. */
+  dtx_lock_opts_t o = {.owner = owner, .ttl_ms = 60000,
+                       .wait_ms = me == 99 ? 150 : 10000};
+  json_t *v = NULL;
+  int rc = dtx_lock_acquire(st, "F", &o, &v);
+  pthread_mutex_lock(&fair.mu);
+  if (me == 99)
+    fair.errors += rc != DTX_ENOMATCH;
+  else if (rc)
+    fair.errors++;
+  else if (fair.n < FAIR + 1)
+    fair.order[fair.n++] = me;
+  pthread_mutex_unlock(&fair.mu);
+  if (rc == 0) {
+    usleep(2000);
+    CHECK_RC(dtx_lock_release(st, "F", token_of(v), NULL), 0);
+  }
+  json_decref(v);
+  dtx_store_close(st);
+  return NULL;
+}
+
+/* The live tickets of lock F. */
+static size_t tickets_of(dtx_store_t *st) {
+  json_t *f = json_pack("{s:s}", "_id", "F"), *docs = NULL;
+  size_t n = 0;
+  if (dtx_store_find(st, "locks", f, NULL, &docs) == 0)
+    n = json_array_size(json_object_get(json_array_get(docs, 0), "queue"));
+  json_decref(f);
+  json_decref(docs);
+  return n;
+}
+
+static void test_fair_waiting(void) {
+  dtx_store_t *st = open_store();
+  json_t *v = NULL;
+  dtx_lock_opts_t h = {.owner = "h", .ttl_ms = 60000};
+  CHECK_RC(dtx_lock_acquire(st, "F", &h, &v), 0);
+  int64_t ht = token_of(v);
+  json_decref(v);
+  pthread_t th[FAIR + 1];
+  for (int i = 0; i <= FAIR; i++) {
+    /* the 4th to arrive gives up after 150 ms */
+    int me = i == 3 ? 99 : i < 3 ? i + 1 : i;
+    REQUIRE(pthread_create(&th[i], NULL, fair_waiter,
+                           (void *)(uintptr_t)me) == 0);
+    int64_t end = dtx__now_ms() + 5000;
+    while (tickets_of(st) < (size_t)i + 1 && dtx__now_ms() < end)
+      usleep(2000);
+    CHECKF(tickets_of(st) >= (size_t)i + 1, "waiter %d has no ticket", me);
+  }
+  usleep(200000); /* the one that gives up leaves the queue */
+  /* Free now, but not for a caller that does not wait: the queue first. */
+  CHECK_RC(dtx_lock_release(st, "F", ht, NULL), 0);
+  CHECK_RC(dtx_lock_acquire(st, "F", NULL, NULL), DTX_ENOMATCH);
+  CHECK(strstr(dtx_errdetail(), "ahead (served in ticket order)"));
+  for (int i = 0; i <= FAIR; i++)
+    pthread_join(th[i], NULL);
+  CHECK(fair.errors == 0 && fair.n == FAIR);
+  for (int i = 0; i < fair.n; i++)
+    CHECKF(fair.order[i] == i + 1, "turn %d went to waiter %d", i,
+           fair.order[i]);
+  CHECK(tickets_of(st) == 0);
+  json_t *rep = NULL;
+  CHECK_RC(dtx_audit(st, 0, &rep), 0);
+  json_decref(rep);
+  dtx_store_close(st);
+}
+
 int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:lock.db";
   TEST_RUN(test_semantics);
@@ -632,5 +718,6 @@ int main(int argc, char **argv) {
   TEST_RUN(test_semaphore);
   TEST_RUN(test_semaphore_load);
   TEST_RUN(test_election);
+  TEST_RUN(test_fair_waiting);
   return TEST_DONE();
 }

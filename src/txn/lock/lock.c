@@ -290,13 +290,18 @@ static int held_now(const json_t *doc, int64_t now) {
          dtx__int(doc, "expires") > now;
 }
 
-enum { TAKEN = DTX__LOCK_TAKEN, HELD = DTX__LOCK_HELD, MOVED = DTX__LOCK_MOVED };
+enum {
+  TAKEN = DTX__LOCK_TAKEN,
+  HELD = DTX__LOCK_HELD,
+  MOVED = DTX__LOCK_MOVED,
+  QUEUED = DTX__LOCK_QUEUED
+};
 
 /* One acquire attempt: TAKEN and *doc (the lock after it); HELD and *doc
  * (as read) when another holds it; MOVED (*doc NULL) when the lock changed
  * between the read and the update, or had to be created; or an error. */
 static int try_acquire(dtx__exec_t *ex, const char *name, int64_t ttl,
-                       int64_t max, json_t **doc) {
+                       int64_t max, const char *ticket, json_t **doc) {
   *doc = NULL;
   int rc = dtx__kit_get(ex, DTX_LOCKS, name, doc);
   if (rc == DTX_ENOTFOUND) {
@@ -316,18 +321,22 @@ static int try_acquire(dtx__exec_t *ex, const char *name, int64_t ttl,
                                "holder, not a semaphore of max %lld", name,
                                (long long)max);
   if (max > 1)
-    return dtx__lock_sem_try(ex, name, ttl, doc);
-  int64_t now = dtx__now_ms();
+    return dtx__lock_sem_try(ex, name, ttl, ticket, doc);
+  int64_t now = dtx__now_ms(), ahead;
   if (held_now(*doc, now))
     return HELD;
+  /* Q2 (queue.c): free, but waiters with tickets ahead come first. */
+  if (!dtx__lock_queue_turn(*doc, ticket, now, 1, &ahead))
+    return QUEUED;
   /* K1: past the stored token and the lock's own record. */
   int64_t t = dtx__int(*doc, "token"), r = own_record(*doc, name);
   int64_t top = t > r ? t : r;
   json_t *seen_token = json_incref(json_object_get(*doc, "token"));
-  json_decref(*doc);
+  json_t *read = *doc;
   *doc = NULL;
   DTX_ASSERT(top >= r && top >= t, "K1");
   if (!json_is_integer(seen_token) || top == INT64_MAX) {
+    json_decref(read);
     rc = seen_token && !json_is_integer(seen_token)
              ? dtx__err(DTX_ESTATE, "lock '%s': its token is not an "
                         "integer (written with --bypass-validation?)", name)
@@ -348,6 +357,15 @@ static int try_acquire(dtx__exec_t *ex, const char *name, int64_t ttl,
       (json_int_t)(top + 1), "owner", ex->owner, "expires",
       (json_int_t)dtx__add_sat(now, ttl), "ttl", (json_int_t)ttl, "acquired",
       (json_int_t)now, "updated", (json_int_t)now, "nonce", nonce);
+  rc = filter && update
+           ? dtx__lock_queue_claim(read, ticket, now, filter, update)
+           : DTX_ENOMEM;
+  json_decref(read);
+  if (rc) {
+    json_decref(filter);
+    json_decref(update);
+    return rc;
+  }
   /* Fenced by the token it hands out: the lock keeps its own record,
    * which outlives the document (fence.c's tombstones). */
   dtx_fam_opts_t o = {.return_new = 1, .fence_name = name,
@@ -391,10 +409,15 @@ static int acquire(dtx_store_t *st, const char *name,
   int64_t until = dtx__add_sat(dtx__mono_ms(), o->wait_ms);
   dtx__contend_t races = {0};
   dtx__wait_t held = {.pause = 5, .cap = 200};
+  /* A waiter with a ticket polls faster: the lock may be free and only
+   * waiting for it (docs/locks.md, "Fair waiting"). */
+  dtx__wait_t queued = {.pause = 5, .cap = 50};
   int64_t max = o->max > 1 ? o->max : 1;
+  char ticket[25] = "";
   for (;;) {
     json_t *doc = NULL;
-    rc = try_acquire(&ex, name, ex.lease_ms, max, &doc);
+    rc = try_acquire(&ex, name, ex.lease_ms, max, ticket[0] ? ticket : NULL,
+                     &doc);
     if (rc == TAKEN && max > 1) { /* doc: the slot's view (sem.c) */
       rc = dtx__kit_point("lock.acquired", NULL);
       if (rc == 0 && out)
@@ -423,12 +446,36 @@ static int acquire(dtx_store_t *st, const char *name,
         continue;
       return dtx__err_wrap(rc, "lock '%s'", name);
     }
-    /* Held: wait for its lease to run out, a release, or the budget. */
+    /* Held (or free for the waiters ahead): wait for its lease to run
+     * out, a release, or the budget -- in the queue, by ticket. */
     int64_t left = until - dtx__mono_ms();
-    int64_t dl = dtx__deadline_left_ms();
+    int64_t dl = dtx__deadline_left_ms(), ahead = 0, now = dtx__now_ms();
     if (left <= 0 || dl <= 0) {
-      rc = max > 1 ? dtx__lock_sem_held_error(name, doc)
-                   : held_error(name, doc);
+      if (rc == QUEUED)
+        dtx__lock_queue_turn(doc, ticket[0] ? ticket : NULL, now, 1, &ahead);
+      if (ticket[0]) {
+        /* Giving up: out of the queue.  Should that fail, the ticket
+         * lapses all the same (Q3): the answer is still "held". */
+        dtx__lock_queue_leave(&ex, name, ticket);
+        dtx__err_clear();
+      }
+      rc = rc == QUEUED ? dtx__lock_queue_ahead_error(name, ahead)
+           : max > 1    ? dtx__lock_sem_held_error(name, doc)
+                        : held_error(name, doc);
+      json_decref(doc);
+      return rc;
+    }
+    rc = ticket[0] ? dtx__lock_queue_keep(&ex, name, doc, ticket, now)
+                   : dtx__lock_queue_join(&ex, name, doc, ticket);
+    if (rc == MOVED && !ticket[0]) {
+      json_decref(doc); /* another ticket meanwhile; or ours lapsed (Q3) */
+      if (dtx__kit_contend(&races, &rc, "taking a ticket"))
+        continue;
+      return dtx__err_wrap(rc, "lock '%s'", name);
+    }
+    if (rc == MOVED)
+      ticket[0] = 0; /* lapsed while this waiter was paused: a new one */
+    if (rc < 0) {
       json_decref(doc);
       return rc;
     }
@@ -436,7 +483,8 @@ static int acquire(dtx_store_t *st, const char *name,
         dtx__sub_sat(dtx__lock_next_lapse(doc, dtx__now_ms()), dtx__now_ms()),
         1);
     json_decref(doc);
-    dtx__kit_wait(&held, lapse > 0 && lapse < left ? lapse : left);
+    dtx__kit_wait(ticket[0] ? &queued : &held,
+                  lapse > 0 && lapse < left ? lapse : left);
   }
 }
 
@@ -861,7 +909,15 @@ static const char lock_shape[] =
     "\"owner\":{\"bsonType\":[\"string\",\"null\"]},"
     "\"token\":{\"bsonType\":\"long\",\"minimum\":0},"
     "\"expires\":" LONG ",\"ttl\":{\"bsonType\":\"long\",\"minimum\":1},"
-    "\"acquired\":" LONG ",\"nonce\":{\"bsonType\":\"string\"}}}}}}}";
+    "\"acquired\":" LONG ",\"nonce\":{\"bsonType\":\"string\"}}}},"
+    /* Fair waiting's (queue.c): tickets, the queue and its version. */
+    "\"tickets\":{\"bsonType\":\"long\",\"minimum\":0},"
+    "\"qv\":{\"bsonType\":\"long\",\"minimum\":0},"
+    "\"queue\":{\"bsonType\":\"array\",\"items\":{\"bsonType\":\"object\","
+    "\"required\":[\"ticket\",\"owner\",\"nonce\",\"expires\"],"
+    "\"properties\":{\"ticket\":{\"bsonType\":\"long\",\"minimum\":1},"
+    "\"owner\":{\"bsonType\":\"string\"},\"nonce\":{\"bsonType\":\"string\"},"
+    "\"expires\":" LONG "}}}}}}";
 /* The registry: a name and when it was first created, nothing else --
  * but for a semaphore's slot fence name, the semaphore (sem.c). */
 static const char name_shape[] =
@@ -890,7 +946,8 @@ static const char lock_moves[] =
     "[{\"immutable\":[\"_id\"],\"increasing\":[\"token\"]},"
     "{\"scope\":\"plain\",\"steps\":[\"lock\"],\"insert\":false,"
     "\"immutable\":[\"owner\",\"token\",\"expires\",\"ttl\",\"acquired\","
-    "\"updated\",\"nonce\",\"_fence\",\"max\",\"slots\"],"
+    "\"updated\",\"nonce\",\"_fence\",\"max\",\"slots\",\"tickets\",\"qv\","
+    "\"queue\"],"
     "\"why\":\"a lock changes only through doctx lock (docs/locks.md)\"}]";
 
 static const dtx__rules_def_t rules[] = {
@@ -910,6 +967,9 @@ static const char *const fault_points[] = {
     "lock.create",
     "lock.acquire",
     "lock.acquired",
+    "lock.enqueue",
+    "lock.ticket",
+    "lock.dequeue",
     "lock.renew",
     "lock.release",
     NULL,

@@ -17,7 +17,12 @@
 extern const dtx__pattern_t dtx__lock_pattern;
 
 /* An acquire attempt's outcome (or a negative DTX_E*). */
-enum { DTX__LOCK_TAKEN = 0, DTX__LOCK_HELD = 1, DTX__LOCK_MOVED = 2 };
+enum {
+  DTX__LOCK_TAKEN = 0,
+  DTX__LOCK_HELD = 1,
+  DTX__LOCK_MOVED = 2,
+  DTX__LOCK_QUEUED = 3 /* free, but waiters with tickets come first */
+};
 
 /* The token of NAME that doc's own fence record holds (0: none). */
 int64_t dtx__lock_own_record(const json_t *doc, const char *name);
@@ -47,7 +52,7 @@ json_t *dtx__lock_sem_slots(int64_t max);
  * DTX__LOCK_HELD and *doc as read when every slot is held;
  * DTX__LOCK_MOVED (*doc NULL) when it changed meanwhile; or an error. */
 int dtx__lock_sem_try(dtx__exec_t *ex, const char *name, int64_t ttl,
-                      json_t **doc);
+                      const char *ticket, json_t **doc);
 
 /* The error of a semaphore whose slots are all held, naming them. */
 int dtx__lock_sem_held_error(const char *name, const json_t *doc);
@@ -65,5 +70,34 @@ int dtx__lock_sem_change(dtx__exec_t *ex, const char *name, int64_t token,
 /* Live holders of semaphore doc at now, as [{slot, owner, token, expires,
  * fence}] (new reference). */
 json_t *dtx__lock_sem_holders(const json_t *doc, int64_t now);
+
+/* ---- fair waiting (queue.c) ---- */
+
+/* Whether the caller with ticket nonce (NULL: none, behind every waiter)
+ * may take one of free slots of doc now; *ahead: live waiters ahead. */
+int dtx__lock_queue_turn(const json_t *doc, const char *nonce, int64_t now,
+                         int64_t free, int64_t *ahead);
+
+/* Conditions an acquire's filter on doc's queue version, and makes its
+ * update take nonce's entry and the lapsed ones out (0 or DTX_ENOMEM). */
+int dtx__lock_queue_claim(const json_t *doc, const char *nonce, int64_t now,
+                          json_t *filter, json_t *update);
+
+/* Takes a ticket (lock.enqueue) into nonce: 0, DTX__LOCK_MOVED (another
+ * took one meanwhile: read again) or an error. */
+int dtx__lock_queue_join(dtx__exec_t *ex, const char *name,
+                         const json_t *doc, char nonce[25]);
+
+/* Renews nonce's ticket when half its lease passed (lock.ticket): 0, or
+ * DTX__LOCK_MOVED when it lapsed or is gone (take a new one). */
+int dtx__lock_queue_keep(dtx__exec_t *ex, const char *name,
+                         const json_t *doc, const char *nonce, int64_t now);
+
+/* Gives nonce's ticket up (lock.dequeue). */
+int dtx__lock_queue_leave(dtx__exec_t *ex, const char *name,
+                          const char *nonce);
+
+/* NOMATCH: free, but ahead waiters come first. */
+int dtx__lock_queue_ahead_error(const char *name, int64_t ahead);
 
 #endif

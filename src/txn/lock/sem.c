@@ -195,7 +195,7 @@ int dtx__lock_sem_held_error(const char *name, const json_t *doc) {
 }
 
 int dtx__lock_sem_try(dtx__exec_t *ex, const char *name, int64_t ttl,
-                      json_t **doc) {
+                      const char *ticket, json_t **doc) {
   int64_t now = dtx__now_ms(), max = dtx__lock_max_of(*doc);
   const json_t *slots = json_object_get(*doc, "slots");
   if (!json_is_array(slots) || (int64_t)json_array_size(slots) != max)
@@ -207,6 +207,12 @@ int dtx__lock_sem_try(dtx__exec_t *ex, const char *name, int64_t ttl,
     ;
   if (i == n)
     return DTX__LOCK_HELD; /* S1: every slot is live */
+  /* Q2 (queue.c): waiters with tickets first, as many as slots are free. */
+  int64_t free = 0, ahead;
+  for (size_t j = i; j < n; j++)
+    free += !slot_live(slot_at(*doc, j), now);
+  if (!dtx__lock_queue_turn(*doc, ticket, now, free, &ahead))
+    return DTX__LOCK_QUEUED;
   const json_t *seen_slot = json_object_get(slot_at(*doc, i), "token");
   json_t *seen_token = json_object_get(*doc, "token");
   int64_t t = dtx__int(*doc, "token"),
@@ -233,12 +239,20 @@ int dtx__lock_sem_try(dtx__exec_t *ex, const char *name, int64_t ttl,
       ex->owner, "token", (json_int_t)(top + 1), "expires",
       (json_int_t)dtx__add_sat(now, ttl), "ttl", (json_int_t)ttl,
       "acquired", (json_int_t)now, "nonce", nonce);
+  int rc = filter && update
+               ? dtx__lock_queue_claim(*doc, ticket, now, filter, update)
+               : DTX_ENOMEM;
   json_decref(*doc);
   *doc = NULL;
+  if (rc) {
+    json_decref(filter);
+    json_decref(update);
+    return rc;
+  }
   dtx_fam_opts_t o = {.return_new = 1, .fence_name = name,
                       .fence_token = top + 1};
-  int rc = dtx__kit_modify_ex(ex, "lock.acquire", DTX_LOCKS, filter, update,
-                              &o, doc);
+  rc = dtx__kit_modify_ex(ex, "lock.acquire", DTX_LOCKS, filter, update, &o,
+                          doc);
   DTX_ASSERT(rc || dtx__int(*doc, "token") == top + 1, "S2");
   DTX_ASSERT(rc || dtx__int(slot_at(*doc, i), "token") == top + 1, "S3");
   if (rc && rc != DTX_ENOMATCH && rc != DTX_EFENCED)
