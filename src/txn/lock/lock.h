@@ -27,6 +27,12 @@ enum {
 /* The token of NAME that doc's own fence record holds (0: none). */
 int64_t dtx__lock_own_record(const json_t *doc, const char *name);
 
+/* Whether a plain lock doc has a live lease at now. */
+int dtx__lock_held_now(const json_t *doc, int64_t now);
+
+/* The pattern's audit (audit.c). */
+int dtx__lock_audit(dtx__audit_t *a);
+
 /* How many holders the lock doc allows: its "max", 1 when it has none (a
  * plain lock). */
 int64_t dtx__lock_max_of(const json_t *doc);
