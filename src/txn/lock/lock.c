@@ -503,17 +503,13 @@ int dtx_lock_acquire(dtx_store_t *st, const char *name,
   return dtx__call_end(&c, acquire(st, name, &o, out));
 }
 
-/* Why token is not current, read after a conditional update missed. */
-static int not_current(dtx__exec_t *ex, const char *name, int64_t token) {
-  json_t *doc = NULL;
-  int rc = dtx__kit_get(ex, DTX_LOCKS, name, &doc);
-  if (rc == DTX_ENOTFOUND)
+/* Why token is not current: doc, the lock read after a conditional update
+ * missed (NULL: there is none). */
+static int not_current(const json_t *doc, const char *name, int64_t token) {
+  if (!doc)
     return dtx__err(DTX_ENOTFOUND, "no lock '%s'", name);
-  if (rc)
-    return rc;
   int64_t cur = dtx__int(doc, "token");
   const char *owner = dtx__str(doc, "owner");
-  json_decref(doc);
   if (cur == token && !owner)
     return dtx__err(DTX_ENOMATCH, "lock '%s': token %lld was released", name,
                     (long long)token);
@@ -595,7 +591,7 @@ static int change(dtx_store_t *st, const char *name, int64_t token,
     rc = dtx__lock_sem_change(&ex, name, token, release ? 0 : o->ttl_ms,
                               release, doc, out);
   else if (rc == 0 || rc == DTX_ENOTFOUND)
-    rc = not_current(&ex, name, token);
+    rc = not_current(rc ? NULL : doc, name, token);
   json_decref(doc);
   return rc;
 }
