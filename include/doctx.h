@@ -1205,9 +1205,13 @@ typedef struct dtx_lock_opts {
                           [A-Za-z0-9_.:@#-] ("" is DTX_EINVAL) */
   int64_t ttl_ms;      /* lease; 0: 30000 (renew: the lock's last ttl) */
   int64_t wait_ms;     /* acquire: wait up to this long while the lock is
-                          held, polling with backoff; 0: do not wait */
+                          held, polling with backoff; waiters are served
+                          in arrival order, by ticket (docs/locks.md,
+                          "Fair waiting"); 0: do not wait */
   int64_t deadline_ms; /* budget of the whole call (a wait included); 0: see
                           "Deadlines" */
+  int64_t max;         /* acquire: holders allowed at once; 0 or 1: a lock
+                          of one holder; 2..100: a semaphore (below) */
 } dtx_lock_opts_t;
 
 /* Takes lock name.  DTX_ENOMATCH, naming the holder, its token and how
@@ -1267,7 +1271,8 @@ int dtx_lock_list(dtx_store_t *st, const dtx_page_t *page, json_t **out);
  * outlive it.  On error nothing is held (a lock acquired before the keeper
  * failed to start is released).  Errors: those of dtx_lock_acquire
  * (DTX_ENOMATCH while held, DTX_EINVAL for bad name or opts: ttl_ms past
- * a year is refused, wait_ms and deadline_ms saturate), DTX_ENOMEM. */
+ * a year is refused, wait_ms and deadline_ms saturate, max above 1 -- a
+ * semaphore -- is refused), DTX_ENOMEM. */
 typedef struct dtx_lock_hold dtx_lock_hold_t;
 typedef void (*dtx_lock_lost_fn)(void *arg, int rc);
 int dtx_lock_hold_start(dtx_store_t *st, const char *name,
@@ -1293,6 +1298,31 @@ int dtx_lock_hold_lost(dtx_lock_hold_t *h);
  * no one else took, it frees the lock at once); another error when the
  * release failed (the lease then lapses on its own).  h NULL: 0. */
 int dtx_lock_hold_stop(dtx_lock_hold_t *h, json_t **out);
+/* Semaphores (src/txn/lock/sem.c, docs/locks.md "Semaphores"): an acquire
+ * with opts->max N >= 2 takes one of N slots of the name, each holder with
+ * its own token (the name's tokens only grow, across slots); its view adds
+ * "slot" and "fence", the fence name of that slot ("NAME:SLOT"), which
+ * every protected write of the holder carries with its token: a holder
+ * whose slot passed to a newer token is then DTX_EFENCED, while the other
+ * slots' holders never fence it.  A name has one max: an acquire with
+ * another is DTX_EINVAL.  renew and release take the holder's token as
+ * for a plain lock; show and list add "max" and "holders" [{slot, owner,
+ * token, expires, fence}] (the live ones).
+ *
+ * Leader election (src/txn/lock/elect.c, docs/locks.md "Leader
+ * election"): a campaign is an acquire of a lock of one holder that
+ * waits until it leads -- up to opts->wait_ms, and with wait_ms 0 as long
+ * as it takes (within deadline_ms) -- and returns the acquire's view: its
+ * token is the term, which only grows.  The leader keeps its lease with
+ * dtx_lock_renew and fences its writes by NAME:term.  opts->max must be 0
+ * or 1 (DTX_EINVAL). */
+int dtx_lock_campaign(dtx_store_t *st, const char *name,
+                      const dtx_lock_opts_t *opts, json_t **out);
+
+/* *out: {"name", "leader": the owner of the live lease or null, "term":
+ * the lock's token (the last term begun), "expires"}; DTX_ENOTFOUND when
+ * no one ever campaigned; DTX_EINVAL for a semaphore. */
+int dtx_lock_leader(dtx_store_t *st, const char *name, json_t **out);
 
 /* ---- sync flag (src/txn/sync/, docs/sync.md) --------------------------------
  *

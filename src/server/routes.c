@@ -62,7 +62,11 @@ const dtx__srv_route_t dtx__srv_routes[] = {
     /* locks (docs/locks.md; `doctx lock`) */
     {"POST", "/v1/locks/{name}/acquire", W, dtx__srv_h_lock_acquire,
      FIELDS({"ttl_ms", F_INT}, {"owner", F_STR}, {"wait_ms", F_INT},
+            {"deadline_ms", F_INT}, {"max", F_INT})},
+    {"POST", "/v1/locks/{name}/campaign", W, dtx__srv_h_lock_campaign,
+     FIELDS({"ttl_ms", F_INT}, {"owner", F_STR}, {"wait_ms", F_INT},
             {"deadline_ms", F_INT})},
+    {"GET", "/v1/locks/{name}/leader", R, dtx__srv_h_lock_leader, NULL},
     {"POST", "/v1/locks/{name}/renew", W, dtx__srv_h_lock_renew,
      FIELDS({"token", F_INT}, {"ttl_ms", F_INT})},
     {"POST", "/v1/locks/{name}/release", W, dtx__srv_h_lock_release,

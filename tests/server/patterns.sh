@@ -98,6 +98,31 @@ check "the new holder writes with token 3" 200 '"modified":1'
 no "the forced-out holder's token 2 is stale" 409 FENCED POST /v1/c/res/update "$T_WRITE" \
   '{"filter":{"_id":1},"update":{"$set":{"v":99}},"fence":"L:2"}'
 
+# Semaphores: "max" on acquire, each holder its own token and fence name.
+for o in s1 s2; do
+  req POST /v1/locks/S/acquire "$T_WRITE" "{\"owner\":\"$o\",\"max\":2,\"ttl_ms\":60000}"
+  check "semaphore acquire by $o" 200 '"max":2' "\"owner\":\"$o\"" '"slot":' '"fence":"S:'
+done
+refused "semaphore: all holders taken" 409 NOMATCH POST /v1/locks/S/acquire "$T_WRITE" '{"max":2}'
+refused "semaphore: another max" 400 INVAL POST /v1/locks/S/acquire "$T_WRITE" '{"max":3}'
+no "semaphore: max too large" 400 INVAL POST /v1/locks/S2/acquire "$T_WRITE" '{"max":101}'
+no "semaphore: max a string" 400 INVAL POST /v1/locks/S2/acquire "$T_WRITE" '{"max":"2"}'
+req GET /v1/locks/S "$T_READ"
+check "semaphore show" 200 '"max":2' '"holders":[{' '"fence":"S:1"'
+req POST /v1/locks/S/release "$T_WRITE" '{"token":2}'
+check "semaphore release of one holder" 200 '"slot":1' '"held":false'
+# Leader election: campaign (waits until it leads), leader.
+req POST /v1/locks/E/campaign "$T_WRITE" '{"owner":"e1","ttl_ms":60000}'
+check "campaign" 200 '"name":"E"' '"owner":"e1"' '"token":1'
+req GET /v1/locks/E/leader "$T_READ"
+check "leader" 200 '"leader":"e1"' '"term":1'
+# (a waiter that gives up moves the ticket counter: `no`, not `refused`)
+no "campaign while led, bounded" 409 NOMATCH POST /v1/locks/E/campaign "$T_WRITE" '{"owner":"e2","wait_ms":50}'
+no "campaign: unknown field" 400 INVAL POST /v1/locks/E/campaign "$T_WRITE" '{"max":2}'
+no "campaign: read token" 403 FORBIDDEN POST /v1/locks/E/campaign "$T_READ" '{}'
+no "leader of a semaphore" 400 INVAL GET /v1/locks/S/leader "$T_READ"
+no "leader: no campaign yet" 404 NOTFOUND GET /v1/locks/nolock/leader "$T_READ"
+
 # ---- ledger ----------------------------------------------------------------------
 req POST /v1/ledger/accounts "$T_WRITE" '{"id":"ext","min_balance":"none"}'
 check "ledger account, no limit" 201 '"_id":"ext"' '"min_balance":null'
