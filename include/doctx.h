@@ -1324,11 +1324,11 @@ int dtx_sync_repair(dtx_store_t *st, const dtx_recover_opts_t *opts,
  * An entry is ONE immutable document carrying all its legs, so a transfer
  * among any number of accounts is all or nothing without a two-phase
  * protocol:
- *   ledger_entries  {_id, changes: [{account, value, seqId[, min]}...],
+ *   ledger_entries  {_id, changes: [{account, value, seqId[, min][, max]}...],
  *                    state, proc, created, updated[, expires_at]
  *                    [, reverses][, committed_at]}
- *   ledger_accounts {_id, min_balance, cache: {balance, seqId}, created,
- *                    updated}
+ *   ledger_accounts {_id, min_balance[, max_balance], cache: {balance,
+ *                    seqId}, created, updated}
  * A negative value is a debit (money leaves the account), a positive one a
  * credit; the values of an entry sum to zero.  Each account numbers its
  * legs 1, 2, 3, ... (seqId, dense), unique by the index
@@ -1349,15 +1349,26 @@ int dtx_sync_repair(dtx_store_t *st, const dtx_recover_opts_t *opts,
 #define DTX_LEDGER_MAX_LEGS 128
 #define DTX_LEDGER_TIMEOUT_MS 3600000 /* a pending entry's usual timeout */
 
-/* A ledger account's limit.  The zero value: min_balance 0. */
+/* A ledger account's limits.  The zero value: min_balance 0, no
+ * max_balance. */
 typedef struct dtx_ledger_limit {
   int64_t min_balance; /* the lowest available balance a debit may leave */
   int no_min_balance;  /* 1: no limit (external or settlement accounts) */
+  int64_t max_balance; /* with has_max_balance: the highest balance plus
+                          pending credits a credit may leave (TigerBeetle's
+                          credits_must_not_exceed_debits; docs/ledger.md,
+                          "The upper limit") */
+  int has_max_balance; /* 1: max_balance applies; 0: no upper limit */
 } dtx_ledger_limit_t;
 
+/* Which limits dtx_ledger_account_limits changes. */
+#define DTX_LEDGER_LIMIT_MIN 1
+#define DTX_LEDGER_LIMIT_MAX 2
+
 /* Creates ledger account id (1..128 of [A-Za-z0-9_.:-]) with balance 0
- * and the limit *limit (NULL: min_balance 0).  An existing id is
- * DTX_EDUPKEY.  *out (may be NULL) receives the account. */
+ * and the limits *limit (NULL: min_balance 0, no max).  An existing id is
+ * DTX_EDUPKEY; a max_balance below the min_balance is DTX_EINVAL.  *out
+ * (may be NULL) receives the account. */
 int dtx_ledger_account_create(dtx_store_t *st, const char *id,
                               const dtx_ledger_limit_t *limit, json_t **out);
 
@@ -1379,6 +1390,20 @@ int dtx_ledger_entry_id_check(const char *id);
  * account afterwards. */
 int dtx_ledger_account_limit(dtx_store_t *st, const char *id,
                              const dtx_ledger_limit_t *limit, json_t **out);
+
+/* Changes the limits of account id that `which` names
+ * (DTX_LEDGER_LIMIT_MIN, DTX_LEDGER_LIMIT_MAX or both) to *limit's, in
+ * one step; the others stay as they are (dtx_ledger_account_limit is
+ * which = DTX_LEDGER_LIMIT_MIN).  As with the floor, a new max_balance
+ * applies to credits posted after the call returns and each credit leg
+ * records the max it was checked against ("max"); a max_balance the
+ * current balance already exceeds is accepted and refuses later credits
+ * only (debits bring the balance down).  A max_balance below the
+ * min_balance the account would have is DTX_EINVAL, nothing changed;
+ * which = 0 is DTX_EINVAL; DTX_ENOACCOUNT when there is no such
+ * account. */
+int dtx_ledger_account_limits(dtx_store_t *st, const char *id, int which,
+                              const dtx_ledger_limit_t *limit, json_t **out);
 
 typedef struct dtx_ledger_leg {
   const char *account;

@@ -47,14 +47,23 @@ static int done(int rc, int missing_code, json_t **doc) {
 }
 
 static int account(dtx_cli_t *cli, const dtx__cli_args_t *a) {
-  int create = strcmp(a->spec->name, "create") == 0, code;
+  int create = strcmp(a->spec->name, "create") == 0, code, which = 0;
   const char *lim = create ? dtx__cli_str(a, "--min-balance") : a->pos[1];
+  const char *max = dtx__cli_str(a, "--max-balance");
   dtx_ledger_limit_t l = {0};
   json_t *acct = NULL;
   if (lim && (code = dtx__cli_limit(a->cmd, lim, &l.no_min_balance,
                                     &l.min_balance)))
     return code;
-  /* The library's check before the store opens: bad input creates no
+  if (max && (code = dtx__cli_limit(a->cmd, max, &l.has_max_balance,
+                                    &l.max_balance)))
+    return code;
+  l.has_max_balance = max && !l.has_max_balance; /* "none": no max */
+  which = (lim ? DTX_LEDGER_LIMIT_MIN : 0) | (max ? DTX_LEDGER_LIMIT_MAX : 0);
+  if (!create && !which)
+    return dtx__cli_usage("ledger account limit: give N|none (the floor), "
+                          "--max-balance M|none, or both");
+  /* The library's checks before the store opens: bad input creates no
    * store. */
   int rc = dtx_ledger_account_id_check(a->pos[0]);
   if (rc)
@@ -63,7 +72,8 @@ static int account(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   if (!st)
     return code;
   return done(create ? dtx_ledger_account_create(st, a->pos[0], &l, &acct)
-                     : dtx_ledger_account_limit(st, a->pos[0], &l, &acct),
+                     : dtx_ledger_account_limits(st, a->pos[0], which, &l,
+                                                 &acct),
               DTX_EXIT_NOMATCH, &acct);
 }
 
@@ -269,9 +279,13 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
          (const dtx__cli_spec_t[]){
              {"create", account, "ID",
               (const dtx__cli_opt_t[]){
-                  {"--min-balance", DTX__CLI_STR, "N|none"}, {NULL}},
+                  {"--min-balance", DTX__CLI_STR, "N|none"},
+                  {"--max-balance", DTX__CLI_STR, "M|none"}, {NULL}},
               DTX__CLI_ARMED},
-             {"limit", account, "ID N|none", NULL, DTX__CLI_ARMED},
+             {"limit", account, "ID [N|none]",
+              (const dtx__cli_opt_t[]){
+                  {"--max-balance", DTX__CLI_STR, "M|none"}, {NULL}},
+              DTX__CLI_ARMED},
              {NULL}}},
         {"post", post, "ACCT:VALUE ACCT:VALUE...",
          (const dtx__cli_opt_t[]){ID, {"--pending", DTX__CLI_FLAG},
@@ -307,7 +321,11 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
     "to zero; a negative value debits (money leaves the account), a positive\n"
     "one credits.  Each account numbers its legs 1, 2, 3, ... (seq).  A debit\n"
     "must leave the account's available balance (balance minus pending\n"
-    "debits) at or above its min_balance (0 by default; none: no limit).\n"
+    "debits) at or above its min_balance (0 by default; none: no limit);\n"
+    "a credit must leave its balance plus pending credits at or below its\n"
+    "--max-balance (none by default).  account limit changes the floor N,\n"
+    "the max, or both in one step (the other kept); a max below the floor\n"
+    "is refused (exit 2).\n"
     "--id makes a post idempotent: the same id with the same legs prints the\n"
     "existing entry.  post-many posts one entry per line of stdin (or PATH),\n"
     "{\"legs\":[{\"account\":A,\"value\":N}...][,\"id\"][,\"pending\"][,\"timeout_ms\"]},\n"
@@ -327,7 +345,8 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
     "balance (--from-seq inclusive).  `doctx worker` commits entries and\n"
     "advances the cached balances.\n"
     "exit: 0 ok (post-pending of a posted entry too)\n"
-    "      1 a post refused for funds (the account is named; nothing is\n"
+    "      1 a post refused for funds or over a max_balance (the account\n"
+    "        is named; nothing is\n"
     "        recorded), or no such entry or account (show, balance,\n"
     "        statement, limit)\n"
     "      2 invalid input: legs not summing to zero, a zero or non-integer\n"

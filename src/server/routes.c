@@ -73,9 +73,11 @@ const dtx__srv_route_t dtx__srv_routes[] = {
      FIELDS({"token", F_INT})},
     /* ledger (docs/ledger.md; `doctx ledger`) */
     {"POST", "/v1/ledger/accounts", W, dtx__srv_h_ledger_account_create,
-     FIELDS({"id", F_STR}, {"min_balance", F_INT_OR_STR})},
+     FIELDS({"id", F_STR}, {"min_balance", F_INT_OR_STR},
+            {"max_balance", F_INT_OR_STR})},
     {"POST", "/v1/ledger/accounts/{id}/limit", W,
-     dtx__srv_h_ledger_account_limit, FIELDS({"min_balance", F_INT_OR_STR})},
+     dtx__srv_h_ledger_account_limit,
+     FIELDS({"min_balance", F_INT_OR_STR}, {"max_balance", F_INT_OR_STR})},
     {"GET", "/v1/ledger/accounts/{id}/balance", R, dtx__srv_h_ledger_balance,
      NULL, "at_seq"},
     {"GET", "/v1/ledger/accounts/{id}/statement", R,

@@ -16,18 +16,29 @@
 
 /* ---- accounts ------------------------------------------------------------ */
 
-/* "min_balance": an integer, "none" (no limit) or absent (0). */
-static int limit_arg(dtx__srv_ctx_t *c, dtx_ledger_limit_t *l) {
-  json_t *min = dtx__srv_arg(c, "min_balance");
+/* "min_balance": an integer, "none" (no limit) or absent (0);
+ * "max_balance": an integer, "none" or absent (no upper limit).  *which:
+ * the fields present (DTX_LEDGER_LIMIT_*). */
+static int limit_arg(dtx__srv_ctx_t *c, dtx_ledger_limit_t *l, int *which) {
+  static const char *const names[] = {"min_balance", "max_balance"};
   *l = (dtx_ledger_limit_t){0};
-  if (json_is_string(min)) {
-    if (strcmp(json_string_value(min), "none") != 0) {
-      dtx__srv_bad(c, DTX_EINVAL, "min_balance is an integer or \"none\"");
+  *which = 0;
+  for (int k = 0; k < 2; k++) {
+    json_t *v = dtx__srv_arg(c, names[k]);
+    int none = json_is_string(v);
+    if (!v)
+      continue;
+    if (none && strcmp(json_string_value(v), "none") != 0) {
+      dtx__srv_bad(c, DTX_EINVAL, "%s is an integer or \"none\"", names[k]);
       return -1;
     }
-    l->no_min_balance = 1;
-  } else if (min) {
-    l->min_balance = (int64_t)json_integer_value(min);
+    *which |= k ? DTX_LEDGER_LIMIT_MAX : DTX_LEDGER_LIMIT_MIN;
+    if (k == 0 && none)
+      l->no_min_balance = 1;
+    else if (k == 0)
+      l->min_balance = (int64_t)json_integer_value(v);
+    else if (!none)
+      l->has_max_balance = 1, l->max_balance = (int64_t)json_integer_value(v);
   }
   return 0;
 }
@@ -36,12 +47,12 @@ void dtx__srv_h_ledger_account_create(dtx__srv_ctx_t *c) {
   dtx_ledger_limit_t l;
   const char *id = dtx__srv_arg_str(c, "id");
   json_t *acct = NULL;
-  int rc;
+  int rc, which;
   if (!id) {
     dtx__srv_bad(c, DTX_EINVAL, "field 'id' is required");
     return;
   }
-  if (limit_arg(c, &l))
+  if (limit_arg(c, &l, &which))
     return;
   if ((rc = dtx_ledger_account_id_check(id)) ||
       (rc = dtx_ledger_account_create(c->d->st, id, &l, &acct)))
@@ -50,20 +61,21 @@ void dtx__srv_h_ledger_account_create(dtx__srv_ctx_t *c) {
     dtx__srv_json(c, 201, acct);
 }
 
+/* Changes the limits the body names, the others kept (one step). */
 void dtx__srv_h_ledger_account_limit(dtx__srv_ctx_t *c) {
   dtx_ledger_limit_t l;
   json_t *acct = NULL;
-  int rc;
-  if (!dtx__srv_arg(c, "min_balance")) {
+  int rc, which;
+  if (limit_arg(c, &l, &which))
+    return;
+  if (!which) {
     dtx__srv_bad(c, DTX_EINVAL,
-                 "field 'min_balance' is required (an "
+                 "field 'min_balance' or 'max_balance' is required (an "
                  "integer or \"none\")");
     return;
   }
-  if (limit_arg(c, &l))
-    return;
   if (!(rc = dtx_ledger_account_id_check(c->param[0])))
-    rc = dtx_ledger_account_limit(c->d->st, c->param[0], &l, &acct);
+    rc = dtx_ledger_account_limits(c->d->st, c->param[0], which, &l, &acct);
   dtx__srv_one(c, rc, &acct, NULL);
 }
 

@@ -203,6 +203,56 @@ grep -q "^ledger.post$" "$WORK/out" && grep -q "^ledger.commit$" "$WORK/out" && 
 d worker --once >/dev/null
 expect 0 "audit before tampering" -- d audit --settled
 
+# The upper limit (docs/ledger.md, "The upper limit"): a credit must
+# leave balance + pending credits <= max_balance (exit 1 naming the
+# account, nothing recorded); the leg records the max; account limit
+# changes the floor, the max or both, the other kept; a max below the
+# floor is refused (exit 2); a max under the balance is accepted and
+# refuses credits only.
+expect 0 "account create --max-balance" -- d ledger account create MX --max-balance 100
+[ "$(j '[.min_balance, .max_balance]')" = '[0,100]' ] && ok || bad "max account: $(out)"
+expect 2 "max below the floor at creation" -- d ledger account create MY --min-balance 10 --max-balance 5
+grep -q "max_balance 5 is below min_balance 10" "$WORK/err" && ok || bad "max < min: $(cat "$WORK/err")"
+expect 2 "max not an int64" -- d ledger account create MY --max-balance x
+expect 1 "MY not created" -- d ledger balance MY
+expect 0 "credit up to 60" -- d ledger post B:-60 MX:60
+[ "$(j '.changes[1].max')" = 100 ] && ok || bad "leg max: $(out)"
+expect 0 "a held credit of 40" -- d ledger post B:-40 MX:40 --pending --id mxh
+n=$(entries)
+expect 1 "a credit over the max, the held credit counted" -- d ledger post B:-1 MX:1
+grep -q "INSUFFICIENT: account 'MX': a credit of 1 would take the balance 60 plus pending credits 40 to 101, above its max_balance 100" "$WORK/err" &&
+  [ "$(entries)" = "$n" ] && ok || bad "over the max: $(cat "$WORK/err") $(entries)"
+expect 0 "void the hold" -- d ledger void mxh
+expect 0 "a credit into the room" -- d ledger post B:-40 MX:40 --id mx40
+expect 0 "max lowered under the balance" -- d ledger account limit MX --max-balance 50
+[ "$(j '[.min_balance, .max_balance]')" = '[0,50]' ] && ok || bad "max lowered: $(out)"
+expect 1 "a credit refused under it" -- d ledger post B:-1 MX:1
+expect 0 "a debit still allowed" -- d ledger post MX:-30 B:30
+expect 2 "a floor above the max" -- d ledger account limit MX 60
+grep -q "min_balance 60 would be above its max_balance 50" "$WORK/err" && ok || bad "min > max: $(cat "$WORK/err")"
+expect 2 "a max below the floor" -- d ledger account limit C --max-balance -60
+expect 2 "limit without a limit" -- d ledger account limit MX
+expect 1 "max of no such account" -- d ledger account limit Z --max-balance 5
+expect 0 "floor and max in one step" -- d ledger account limit MX 5 --max-balance 80
+[ "$(j '[.min_balance, .max_balance]')" = '[5,80]' ] && ok || bad "both: $(out)"
+expect 0 "max none" -- d ledger account limit MX --max-balance none
+[ "$(j '[.min_balance, .max_balance]')" = '[5,null]' ] && ok || bad "max none: $(out)"
+expect 0 "a credit with no max" -- d ledger post B:-1000 MX:1000
+[ "$(j '.changes[1] | has("max")')" = false ] && ok || bad "no max recorded: $(out)"
+expect 0 "reversal of it (a debit of MX)" -- d ledger reverse mx40
+expect 3 "a plain write of max_balance refused" -- d update ledger_accounts '{"_id":"MX"}' '{"$set":{"max_balance":5}}'
+expect 0 "audit clean with the limits" -- d audit
+# Past the rules: a leg's recorded max lowered, a max under the floor.
+expect 0 "a leg's max lowered past the rules" -- d update ledger_entries '{"_id":"mx40"}' '{"$set":{"changes.1.max":10}}' --bypass-validation
+expect 5 "audit finds the credit above its max" -- d audit
+grep -q "above_limit.*MX" "$WORK/out" && ok || bad "above_limit: $(out)"
+d update ledger_entries '{"_id":"mx40"}' '{"$set":{"changes.1.max":100}}' --bypass-validation >/dev/null
+expect 0 "a max under the floor past the rules" -- d update ledger_accounts '{"_id":"MX"}' '{"$set":{"max_balance":1}}' --bypass-validation
+expect 5 "audit finds the limits" -- d audit
+grep -q "bad_limits.*MX" "$WORK/out" && ok || bad "bad_limits: $(out)"
+d update ledger_accounts '{"_id":"MX"}' '{"$set":{"max_balance":null}}' --bypass-validation >/dev/null
+expect 0 "audit clean again" -- d audit
+
 # Tampering: entries and accounts are never deleted, and a plain write
 # may change no leg and no cache (the transition rules, docs/ledger.md);
 # past the rules, a changed leg or a wrong cache is found by the audit

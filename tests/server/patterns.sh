@@ -186,6 +186,28 @@ req POST /v1/ledger/accounts/fees/limit "$T_WRITE" '{"min_balance":"none"}'
 check "ledger limit" 200 '"_id":"fees"' '"min_balance":null'
 no "ledger limit: unknown account" 404 NOACCOUNT POST /v1/ledger/accounts/nobody/limit \
   "$T_WRITE" '{"min_balance":0}'
+# The upper limit (docs/ledger.md, "The upper limit"): max_balance at
+# creation and on the limit route (the floor kept); a credit over it is
+# 409 INSUFFICIENT naming the account; a max below the floor 400.
+req POST /v1/ledger/accounts "$T_WRITE" '{"id":"capped","max_balance":10}'
+check "ledger account with a max" 201 '"_id":"capped"' '"max_balance":10'
+no "ledger account: max below min" 400 INVAL POST /v1/ledger/accounts "$T_WRITE" \
+  '{"id":"capped2","min_balance":5,"max_balance":1}'
+no "ledger account: max not a number" 400 INVAL POST /v1/ledger/accounts "$T_WRITE" \
+  '{"id":"capped2","max_balance":"lots"}'
+refused "ledger: over the max" 409 INSUFFICIENT POST /v1/ledger/entries "$T_WRITE" \
+  '{"legs":[{"account":"ext","value":-11},{"account":"capped","value":11}]}'
+case "$(jf .detail)" in *"'capped'"*"max_balance 10"*) ok ;; *) bad "over the max: $(jf .detail)" ;; esac
+req POST /v1/ledger/accounts/capped/limit "$T_WRITE" '{"max_balance":20}'
+check "ledger limit: the max" 200 '"max_balance":20' '"min_balance":0'
+req POST /v1/ledger/entries "$T_WRITE" \
+  '{"legs":[{"account":"ext","value":-11},{"account":"capped","value":11}]}'
+check "ledger: a credit under the raised max" 200 '"max":20'
+no "ledger limit: min above the max" 400 INVAL POST /v1/ledger/accounts/capped/limit \
+  "$T_WRITE" '{"min_balance":30}'
+no "ledger limit: no field" 400 INVAL POST /v1/ledger/accounts/capped/limit "$T_WRITE" '{}'
+req POST /v1/ledger/accounts/capped/limit "$T_WRITE" '{"min_balance":1,"max_balance":"none"}'
+check "ledger limit: both" 200 '"max_balance":null' '"min_balance":1'
 
 # ---- sync ------------------------------------------------------------------------
 req POST /v1/c/users/insert "$T_WRITE" '{"docs":[{"_id":"u1","name":"Ann"}]}'

@@ -15,6 +15,10 @@
  *  3. pending races: post-pending, void and expiry race for each pending
  *     entry from 3 processes; exactly one outcome wins and every caller
  *     agrees with it;
+ *  5. both limits under holds (test_limits): 4 processes post credits
+ *     and debits, held and not, against an account with a max_balance
+ *     and a floor while a sampler reads it; neither limit is ever seen
+ *     broken, and the settled audit is clean.
  *  4. the tail memo of posts (src/txn/ledger/position.c) on one handle: a
  *     pending debit in the tail is held, not memoised as final; after the
  *     ledger collections are dropped and the accounts made again, the
@@ -451,6 +455,118 @@ static void test_memo(void) {
 
 
 
+/* ---- 5. both limits under holds ------------------------------------------ */
+
+/* 4 processes post against one account H (min_balance 0, max_balance
+ * LIM_MAX) at once: credits and debits, half of them held (pending) and
+ * then posted or voided, for LIM_MS, while this process samples H's
+ * balance: it is never above the max nor its available balance below the
+ * floor.  Pending credits count toward the max (limit.c): with them left
+ * out, a held credit posted after another credit took the room would
+ * take H over the max. */
+#define LIM_PROCS 4
+#define LIM_MS 1200
+#define LIM_MAX 1000
+
+typedef struct lim_counts {
+  int ok, refused, errors;
+  char first_error[200];
+} lim_counts_t;
+
+static void lim_poster(int k, int64_t until, lim_counts_t *out) {
+  dtx_store_t *st = open_store();
+  unsigned seed = 77u + (unsigned)k;
+  while (dtx_t_mono_ms() < until) {
+    int64_t x = 1 + rand_r(&seed) % 300;
+    int credit = rand_r(&seed) % 5 < 3, pending = rand_r(&seed) % 2;
+    dtx_ledger_leg_t legs[] = {{credit ? "LSRC" : "H", -x},
+                               {credit ? "H" : "LSINK", x}};
+    dtx_ledger_post_req_t req = {.legs = legs, .nlegs = 2, .pending = pending,
+                                 .timeout_ms = pending ? 60000 : 0};
+    json_t *e = NULL;
+    int rc = dtx_ledger_post(st, &req, NULL, &e);
+    if (rc == 0 && pending) {
+      /* Held a moment (other posts see it), then posted or voided. */
+      char id[64];
+      json_t *r = NULL;
+      snprintf(id, sizeof id, "%s", json_string_value(json_object_get(e, "_id")));
+      usleep((useconds_t)(rand_r(&seed) % 5000));
+      rc = rand_r(&seed) % 3 ? dtx_ledger_post_pending(st, id, &r)
+                             : dtx_ledger_void(st, id, &r);
+      json_decref(r);
+    }
+    json_decref(e);
+    if (rc == 0)
+      out->ok++;
+    else if (rc == DTX_EINSUFFICIENT && strstr(dtx_errdetail(), "'H'"))
+      out->refused++;
+    else if (!out->errors++)
+      snprintf(out->first_error, sizeof out->first_error, "%s: %s",
+               dtx_errname(rc), dtx_errdetail());
+  }
+  dtx_store_close(st);
+}
+
+static void test_limits(void) {
+  dtx_store_t *st = open_store();
+  dtx_ledger_limit_t none = {.no_min_balance = 1};
+  dtx_ledger_limit_t hl = {.min_balance = 0, .has_max_balance = 1,
+                           .max_balance = LIM_MAX};
+  CHECK_RC(dtx_ledger_account_create(st, "LSRC", &none, NULL), 0);
+  CHECK_RC(dtx_ledger_account_create(st, "LSINK", &none, NULL), 0);
+  CHECK_RC(dtx_ledger_account_create(st, "H", &hl, NULL), 0);
+  CHECK_RC(dtx_t_lg_post2(st, "LSRC", "H", 500, 0, NULL), 0);
+  lim_counts_t *shm = mmap(NULL, LIM_PROCS * sizeof *shm,
+                           PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                           -1, 0);
+  REQUIRE(shm != MAP_FAILED);
+  memset(shm, 0, LIM_PROCS * sizeof *shm);
+  int64_t until = dtx_t_mono_ms() + LIM_MS;
+  pid_t pids[LIM_PROCS];
+  fflush(NULL);
+  for (int k = 0; k < LIM_PROCS; k++)
+    if ((pids[k] = fork()) == 0) {
+      lim_poster(k, until, &shm[k]);
+      _exit(0);
+    }
+  int samples = 0, broken = 0;
+  while (dtx_t_mono_ms() < until) {
+    json_t *b = NULL;
+    if (dtx_ledger_balance(st, "H", DTX_LEDGER_LATEST, &b) == 0) {
+      samples++;
+      if (dtx_t_ival(b, "balance") > LIM_MAX || dtx_t_ival(b, "available") < 0) {
+        if (!broken++)
+          dtx_t_show("H past a limit", b);
+      }
+    }
+    json_decref(b);
+  }
+  int ok = 0, refused = 0;
+  for (int k = 0; k < LIM_PROCS; k++) {
+    int status = 0;
+    CHECK(pids[k] > 0 && waitpid(pids[k], &status, 0) == pids[k] &&
+          WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ok += shm[k].ok;
+    refused += shm[k].refused;
+    CHECKF(shm[k].errors == 0, "poster %d: %s", k, shm[k].first_error);
+  }
+  printf("limits: %d posts, %d refused at a limit, %d samples, %d past a "
+         "limit\n", ok, refused, samples, broken);
+  CHECK(ok > 0 && refused > 0 && samples > 0);
+  CHECK(broken == 0);
+  munmap(shm, LIM_PROCS * sizeof *shm);
+  dtx_recover_opts_t ro = {.older_than_ms = 0};
+  json_t *sum = NULL;
+  CHECK_RC(dtx_recover(st, &ro, &sum), 0);
+  json_decref(sum);
+  dtx_t_lg_audit_ok(st); /* M1 and L3 for every leg, as recorded */
+  json_t *b = NULL;
+  CHECK_RC(dtx_ledger_balance(st, "H", DTX_LEDGER_LATEST, &b), 0);
+  CHECK(dtx_t_ival(b, "balance") <= LIM_MAX && dtx_t_ival(b, "balance") >= 0);
+  json_decref(b);
+  dtx_store_close(st);
+}
+
 int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:/tmp/doctx_txn_ledger.db";
   dtx_store_t *st = open_store();
@@ -460,6 +576,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_race);
   TEST_RUN(test_load);
   TEST_RUN(test_pending_races);
+  TEST_RUN(test_limits);
   TEST_RUN(test_memo);
   return TEST_DONE();
 }

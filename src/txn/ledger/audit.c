@@ -153,13 +153,22 @@ static void check_account(audit_t *a, acct_t *ac, int settled) {
   const json_t *doc = json_object_get(a->accounts, ac->id);
   json_t *cache = json_object_get(doc, "cache");
   json_t *min = json_object_get(doc, "min_balance");
+  json_t *max = json_object_get(doc, "max_balance");
   json_t *cs = json_object_get(cache, "seqId"), *cb = json_object_get(cache, "balance");
   if (!json_is_integer(cs) || !json_is_integer(cb) || json_integer_value(cs) < 0 ||
-      !(json_is_integer(min) || json_is_null(min))) {
+      !(json_is_integer(min) || json_is_null(min)) ||
+      !(!max || json_is_integer(max) || json_is_null(max))) {
     finding(a, "bad_account", "account %s lacks an integer cache {balance, "
-            "seqId} or an integer/null min_balance", ac->id);
+            "seqId} or an integer/null min_balance, or has a max_balance "
+            "that is neither", ac->id);
     return;
   }
+  /* M2 (limit.c) */
+  if (json_is_integer(min) && json_is_integer(max) &&
+      json_integer_value(max) < json_integer_value(min))
+    finding(a, "bad_limits", "account %s max_balance %lld is below its "
+            "min_balance %lld", ac->id, (long long)json_integer_value(max),
+            (long long)json_integer_value(min));
   int64_t c = json_integer_value(cs), cbal = json_integer_value(cb);
   if (ac->n > 1) /* legs is NULL for an account without any */
     qsort(ac->legs, ac->n, sizeof *ac->legs, leg_cmp);
@@ -183,7 +192,7 @@ static void check_account(audit_t *a, acct_t *ac, int settled) {
     a->unsettled++;
     return;
   }
-  __int128 posted = 0, pend = 0;
+  __int128 posted = 0, pend = 0, pend_cr = 0;
   int64_t run_end = 0; /* the last seqId of the committed run from 1 */
   int gap = 0;
   for (size_t i = 0; i < ac->n; i++) {
@@ -210,6 +219,8 @@ static void check_account(audit_t *a, acct_t *ac, int settled) {
       posted += l->value;
     else if (dtx__state_is(e, LG_PENDING) && l->value < 0)
       pend -= l->value;
+    else if (dtx__state_is(e, LG_PENDING))
+      pend_cr += l->value;
     if (posted > INT64_MAX || posted < INT64_MIN)
       finding(a, "overflow", "account %s balance leaves int64 at seqId %lld",
               ac->id, (long long)l->seq);
@@ -222,6 +233,16 @@ static void check_account(audit_t *a, acct_t *ac, int settled) {
               "seqId %lld (entry %s) is below the min_balance %lld it was "
               "posted against", ac->id, (long long)(posted - pend),
               (long long)l->seq, eid, (long long)json_integer_value(lm));
+    /* M1 (limit.c): against the max the leg recorded. */
+    json_t *lx = json_object_get(dtx__lg_leg(e, ac->id), "max");
+    if (l->value > 0 && json_is_integer(lx) &&
+        (dtx__state_is(e, LG_POSTED) || dtx__state_is(e, LG_PENDING)) &&
+        posted + pend_cr > json_integer_value(lx))
+      finding(a, "above_limit", "account %s balance plus pending credits "
+              "%s after seqId %lld (entry %s) is above the max_balance %lld "
+              "it was posted against", ac->id,
+              dtx__wide_str(posted + pend_cr, (char[48]){0}),
+              (long long)l->seq, eid, (long long)json_integer_value(lx));
     if (settled && dtx__state_is(e, LG_PENDING) &&
         dtx__int(e, "expires_at") <= dtx__now_ms())
       finding(a, "not_expired", "entry %s is pending past its timeout", eid);

@@ -1,7 +1,7 @@
 /* ledger.c -- the log-reconciliation ledger (reference solution 4): the
  * state machine of an entry, the ledger accounts and the pattern's method
  * table.  Posting is in post.c, balances in position.c, the committer in
- * commit.c, the audit in audit.c.
+ * commit.c, the audit in audit.c, the limits (max_balance) in limit.c.
  *
  * An entry is one immutable document with all its legs, so it is never
  * half applied: there is no multi-document step at all.  Each leg takes
@@ -48,7 +48,12 @@
  *     k -- is >= the min_balance it was checked against (recorded on the
  *     leg as "min").  Resolving an earlier pending entry never lowers it:
  *     posting moves a held debit into the balance, voiding and expiry
- *     release it, a posted credit only adds.
+ *     release it, a posted credit only adds.  Likewise for every credit
+ *     leg k posted or pending, the posted legs up to k plus the pending
+ *     credits up to k are <= the max_balance it was checked against
+ *     ("max"; limit.c): resolving never raises that sum either (posting
+ *     moves a held credit into the balance, voiding releases it, a posted
+ *     debit only takes away).
  *  L4 Every balance stays within int64 whatever the pending entries
  *     become: a post checks posted - pending debits + debit >= INT64_MIN
  *     and posted + pending credits + credit <= INT64_MAX at its seqId, so
@@ -114,7 +119,8 @@ static const dtx__index_def_t indexes[] = {
   "\"account\":{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":128}," \
   "\"value\":{\"bsonType\":\"long\",\"not\":{\"enum\":[0]}},"                \
   "\"seqId\":{\"bsonType\":\"long\",\"minimum\":1},"                        \
-  "\"min\":{\"bsonType\":\"long\"}}}"
+  "\"min\":{\"bsonType\":\"long\"},"                                   \
+  "\"max\":{\"bsonType\":\"long\"}}}"
 
 static const char entry_validator[] =
     "{\"$jsonSchema\":{\"bsonType\":\"object\","
@@ -140,6 +146,7 @@ static const char account_validator[] =
     "\"properties\":{"
     "\"_id\":{\"bsonType\":\"string\"},"
     "\"min_balance\":{\"bsonType\":[\"long\",\"null\"]},"
+    "\"max_balance\":{\"bsonType\":[\"long\",\"null\"]},"
     "\"cache\":{\"bsonType\":\"object\",\"required\":[\"balance\",\"seqId\"],"
     "\"additionalProperties\":false,\"properties\":{"
     "\"balance\":{\"bsonType\":\"long\"},"
@@ -192,7 +199,8 @@ static const char account_moves[] =
     "[{\"immutable\":[\"created\"],\"increasing\":[\"cache.seqId\"],"
     "\"insert\":{\"cache.seqId\":0,\"cache.balance\":0}},"
     "{\"scope\":\"plain\",\"steps\":[\"ledger\"],\"insert\":false,"
-    "\"immutable\":[\"min_balance\",\"cache\",\"created\",\"updated\"],"
+    "\"immutable\":[\"min_balance\",\"max_balance\",\"cache\",\"created\","
+    "\"updated\"],"
     WHY_PLAIN("ledger accounts") "}]";
 #undef WHY_PLAIN
 
@@ -244,7 +252,10 @@ static json_t *limit_json(const dtx_ledger_limit_t *l) {
 static int account_create(dtx__exec_t *ex, const char *id,
                           const dtx_ledger_limit_t *limit, json_t **out) {
   int rc;
-  if ((rc = dtx__check_ident("account id", id)) || (rc = dtx__lg_setup(ex->st)))
+  if ((rc = dtx__check_ident("account id", id)) ||
+      (rc = dtx__lg_limits_check(limit, DTX_LEDGER_LIMIT_MIN |
+                                 DTX_LEDGER_LIMIT_MAX)) ||
+      (rc = dtx__lg_setup(ex->st)))
     return rc;
   int64_t now = dtx__now_ms();
   json_t *doc = json_pack("{s:s,s:o,s:{s:i,s:i},s:I,s:I}", "_id", id,
@@ -253,6 +264,9 @@ static int account_create(dtx__exec_t *ex, const char *id,
                           (json_int_t)now);
   if (!doc)
     return DTX_ENOMEM;
+  if (limit && limit->has_max_balance) /* absent: no upper limit */
+    json_object_set_new(doc, "max_balance",
+                        json_integer((json_int_t)limit->max_balance));
   rc = dtx__kit_insert(ex, "ledger.account.create", DTX_LEDGER_ACCOUNTS, doc);
   if (rc == DTX_EDUPKEY)
     rc = dtx__err(DTX_EDUPKEY, "ledger account '%s' exists", id);
@@ -290,22 +304,6 @@ int dtx__lg_account(dtx__exec_t *ex, const char *id, json_t **out) {
                              : rc;
 }
 
-static int account_limit(dtx__exec_t *ex, const char *id,
-                         const dtx_ledger_limit_t *limit, json_t **out) {
-  int rc;
-  if ((rc = dtx__check_ident("account id", id)) || (rc = dtx__lg_setup(ex->st)))
-    return rc;
-  rc = dtx__kit_modify(
-      ex, "ledger.account.limit", DTX_LEDGER_ACCOUNTS,
-      json_pack("{s:s}", "_id", id),
-      json_pack("{s:{s:o,s:I}}", "$set", "min_balance", limit_json(limit),
-                "updated", (json_int_t)dtx__now_ms()),
-      NULL, out);
-  return rc == DTX_ENOMATCH
-             ? dtx__err(DTX_ENOACCOUNT, "no ledger account '%s'", id)
-             : rc;
-}
-
 int dtx_ledger_account_limit(dtx_store_t *st, const char *id,
                              const dtx_ledger_limit_t *limit, json_t **out) {
   dtx__exec_t ex;
@@ -313,7 +311,8 @@ int dtx_ledger_account_limit(dtx_store_t *st, const char *id,
   json_t *acct = NULL;
   dtx__exec_init(&ex, st, NULL, 0, 0);
   dtx__call_begin(&c, 0);
-  int rc = account_limit(&ex, id, limit, &acct);
+  int rc = dtx__lg_account_limits(&ex, id, DTX_LEDGER_LIMIT_MIN, limit,
+                                  &acct);
   if (out)
     *out = acct;
   else

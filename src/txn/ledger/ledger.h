@@ -3,7 +3,8 @@
  *
  * ledger.c holds the state machine (diagram, invariants), the accounts and
  * the method table; post.c posting, pending resolution and reversal;
- * many.c posting many entries at once (dtx_ledger_post_many);
+ * many.c posting many entries at once (dtx_ledger_post_many); limit.c
+ * the limits (the upper limit's check, the step that changes them);
  * position.c how an account's balance and next seqId are derived from its
  * cache and the entries after it (balance, statement, list); commit.c the
  * committer (worker), expiry and recovery; audit.c the audit.  Retry,
@@ -89,6 +90,24 @@ int dtx__lg_range(dtx__exec_t *ex, const char *account, int64_t lo, int64_t hi,
 /* 128-bit value to int64: DTX_EOVERFLOW naming what when it does not
  * fit. */
 int dtx__lg_fit(__int128 v, int64_t *out, const char *what, const char *acct);
+
+/* ---- limits (limit.c) ------------------------------------------------------ */
+
+/* The request's own check of limits l (may be NULL) for `which`
+ * (DTX_LEDGER_LIMIT_*): DTX_EINVAL when which names none, or when it
+ * names both and the max is below the min. */
+int dtx__lg_limits_check(const dtx_ledger_limit_t *l, int which);
+
+/* M1 (limit.c) for leg l against pos, at post time: a credit must leave
+ * balance + pending credits <= the account's max_balance, else
+ * DTX_EINSUFFICIENT naming the account; leg (as stored) then records the
+ * max as "max".  Debits and accounts without a max pass. */
+int dtx__lg_check_max(const dtx_ledger_leg_t *l, const dtx__lg_pos_t *pos,
+                      json_t *leg);
+
+/* The step behind dtx_ledger_account_limits (ledger.account.limit). */
+int dtx__lg_account_limits(dtx__exec_t *ex, const char *id, int which,
+                           const dtx_ledger_limit_t *l, json_t **out);
 
 /* ---- posting (post.c), shared by dtx_ledger_post and post_many (many.c) -- */
 

@@ -154,10 +154,17 @@ static int derive_leg(const dtx_ledger_leg_t *l, const dtx__lg_pos_t *pos,
   DTX_ASSERT(pos->head >= pos->cache_seq, "L2");
   json_t *leg = json_pack("{s:s,s:I,s:I}", "account", l->account, "value",
                           (json_int_t)v, "seqId", (json_int_t)(pos->head + 1));
-  if (leg && v < 0 && json_is_integer(min))
+  if (!leg)
+    return DTX_ENOMEM;
+  if (v < 0 && json_is_integer(min))
     json_object_set(leg, "min", min);
-  return leg ? json_array_append_new(changes, leg) ? DTX_ENOMEM : 0
-             : DTX_ENOMEM;
+  /* The upper limit (limit.c, M1), from the same position. */
+  int rc = dtx__lg_check_max(l, pos, leg);
+  if (rc) {
+    json_decref(leg);
+    return rc;
+  }
+  return json_array_append_new(changes, leg) ? DTX_ENOMEM : 0;
 }
 
 int dtx__lg_accounts_find(dtx__exec_t *ex, json_t *ids, json_t **map) {
