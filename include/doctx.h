@@ -1407,8 +1407,26 @@ int dtx_ledger_account_limits(dtx_store_t *st, const char *id, int which,
 
 typedef struct dtx_ledger_leg {
   const char *account;
-  int64_t value; /* != 0; < 0 debits the account, > 0 credits it */
+  int64_t value; /* != 0; < 0 debits the account, > 0 credits it (a
+                    balancing leg: below) */
 } dtx_ledger_leg_t;
+
+/* A leg's kind (docs/ledger.md, "Balancing legs"). */
+#define DTX_LEDGER_LEG_FIXED 0     /* value is what moves */
+#define DTX_LEDGER_LEG_MAX_DEBIT 1 /* `ACC:-max[=CAP]`: debits as much as
+                                      the limits allow (this account's
+                                      floor and holds, the max leg's
+                                      max_balance and pending credits), up
+                                      to its value (the cap; 0: none) */
+#define DTX_LEDGER_LEG_MAX_CREDIT 2 /* `ACC:max`: credited what the -max
+                                       leg debits; its value 0 */
+
+/* Reads a balancing leg's value as the CLI and doctxd write it: "-max",
+ * "-max=CAP" (CAP an int64 > 0) or "max", into leg->value (the cap, 0 for
+ * none or for max) and *kind (DTX_LEDGER_LEG_MAX_*).  DTX_EINVAL for
+ * anything else (a number is written as a number).  Needs no store. */
+int dtx_ledger_leg_value_parse(const char *text, dtx_ledger_leg_t *leg,
+                               int *kind);
 
 typedef struct dtx_ledger_post_req {
   const char *id; /* NULL: generated.  Else 1..128 of [A-Za-z0-9_.:-] */
@@ -1421,6 +1439,14 @@ typedef struct dtx_ledger_post_req {
                           0 or less for a pending entry, a timeout on
                           one that is not, past 100 years -- is
                           DTX_EINVAL, nothing recorded */
+  /* A balancing pair (docs/ledger.md, "Balancing legs"), 0: none.
+   * max_debit is the 1-based index of the -max leg in legs (its value the
+   * cap, > 0, or 0: as much as the floor allows), max_credit that of the
+   * leg credited the same amount (its value 0); both or neither.  The
+   * other legs sum to zero; the stored entry has the amounts that moved;
+   * nothing to move is DTX_EINSUFFICIENT naming the account. */
+  size_t max_debit;
+  size_t max_credit;
 } dtx_ledger_post_req_t;
 
 /* Posts an entry.  Checked first, recording nothing when wrong: 2 to 128

@@ -98,7 +98,17 @@ static int post(dtx_cli_t *cli, const dtx__cli_args_t *a) {
     if (!c || c == text)
       code = dtx__cli_usage("ledger post: a leg is ACCT:VALUE, got '%s'",
                             text);
-    else if (dtx__cli_int64(c + 1, 1, &legs[i].value) != 0)
+    else if (strstr(c + 1, "max")) { /* -max, -max=CAP, max: the library's */
+      int kind = 0;
+      if (dtx_ledger_leg_value_parse(c + 1, &legs[i], &kind))
+        code = dtx__cli_usage("ledger post: leg '%s': %s", text,
+                              dtx_errdetail());
+      else if (kind == DTX_LEDGER_LEG_MAX_DEBIT) /* two: the library's */
+        req.max_debit = req.max_debit ? SIZE_MAX : (size_t)i + 1;
+      else
+        req.max_credit = req.max_credit ? SIZE_MAX : (size_t)i + 1;
+      *c = '\0', legs[i].account = text;
+    } else if (dtx__cli_int64(c + 1, 1, &legs[i].value) != 0)
       code = dtx__cli_usage("ledger post: the value of leg '%s' is not an "
                             "int64 (minor units)", text);
     else
@@ -129,7 +139,8 @@ typedef struct pline {
 /* Checks one line's shape into l->req; the entry's rules (sum, distinct
  * accounts, ids) are the library's, judged per entry. */
 static int parse_entry(pline_t *l) {
-  size_t ln = l->j.lineno, i;
+  size_t ln = l->j.lineno, i, md = 0, mc = 0;
+  int kind = 0;
   json_t *v = l->j.line, *f, *leg;
   const char *key;
   if (!json_is_object(v))
@@ -153,11 +164,21 @@ static int parse_entry(pline_t *l) {
     json_t *a = json_object_get(leg, "account");
     json_t *val = json_object_get(leg, "value");
     if (!json_is_object(leg) || json_object_size(leg) != 2 ||
-        !json_is_string(a) || !json_is_integer(val))
+        !json_is_string(a) || !(json_is_integer(val) || json_is_string(val)))
       return dtx__cli_bad_line(ln, DTX_EINVAL, "leg %zu must be "
-                               "{\"account\": ID, \"value\": int64}", i + 1);
+                               "{\"account\": ID, \"value\": int64 | "
+                               "\"-max\" | \"-max=CAP\" | \"max\"}", i + 1);
     l->legs[i] = (dtx_ledger_leg_t){json_string_value(a),
                                     (int64_t)json_integer_value(val)};
+    kind = DTX_LEDGER_LEG_FIXED;
+    if (json_is_string(val) &&
+        dtx_ledger_leg_value_parse(json_string_value(val), &l->legs[i], &kind))
+      return dtx__cli_bad_line(ln, DTX_EINVAL, "leg %zu: %s", i + 1,
+                               dtx_errdetail());
+    if (kind == DTX_LEDGER_LEG_MAX_DEBIT) /* two: the library refuses */
+      md = md ? SIZE_MAX : i + 1;
+    else if (kind == DTX_LEDGER_LEG_MAX_CREDIT)
+      mc = mc ? SIZE_MAX : i + 1;
   }
   if (id && !json_is_string(id))
     return dtx__cli_bad_line(ln, DTX_EINVAL, "\"id\" must be a string");
@@ -174,7 +195,8 @@ static int parse_entry(pline_t *l) {
        * library's to judge (0 refused on its line, as --timeout-ms 0). */
       .timeout_ms = tmo                 ? (int64_t)json_integer_value(tmo)
                     : json_is_true(pend) ? DTX_LEDGER_TIMEOUT_MS
-                                         : 0};
+                                         : 0,
+      .max_debit = md, .max_credit = mc};
   return 0;
 }
 
@@ -326,6 +348,9 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
     "--max-balance (none by default).  account limit changes the floor N,\n"
     "the max, or both in one step (the other kept); a max below the floor\n"
     "is refused (exit 2).\n"
+    "A balancing pair ACCT:-max[=CAP] ACCT2:max debits as much as ACCT's\n"
+    "floor (and ACCT2's max) allows, up to CAP, and credits ACCT2 the same;\n"
+    "the entry records the amount (nothing to move: exit 1).\n"
     "--id makes a post idempotent: the same id with the same legs prints the\n"
     "existing entry.  post-many posts one entry per line of stdin (or PATH),\n"
     "{\"legs\":[{\"account\":A,\"value\":N}...][,\"id\"][,\"pending\"][,\"timeout_ms\"]},\n"

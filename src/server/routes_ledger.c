@@ -135,7 +135,8 @@ static int entry_req(dtx__srv_ctx_t *c, json_t *o, const char *where,
   json_t *lj = json_object_get(o, "legs"), *id = json_object_get(o, "id");
   json_t *pend = json_object_get(o, "pending");
   json_t *tmo = json_object_get(o, "timeout_ms"), *leg;
-  size_t i;
+  size_t i, md = 0, mc = 0;
+  int kind = 0;
   if (!json_is_array(lj) || json_array_size(lj) > DTX_LEDGER_MAX_LEGS) {
     dtx__srv_bad(c, DTX_EINVAL,
                  "%s\"legs\" must be an array of at most %d "
@@ -147,15 +148,28 @@ static int entry_req(dtx__srv_ctx_t *c, json_t *o, const char *where,
     json_t *a = json_object_get(leg, "account");
     json_t *v = json_object_get(leg, "value");
     if (!json_is_object(leg) || json_object_size(leg) != 2 ||
-        !json_is_string(a) || !json_is_integer(v)) {
+        !json_is_string(a) || !(json_is_integer(v) || json_is_string(v))) {
       dtx__srv_bad(c, DTX_EINVAL,
                    "%sleg %zu must be {\"account\": ID, "
-                   "\"value\": int64}",
+                   "\"value\": int64 | \"-max\" | \"-max=CAP\" | \"max\"}",
                    where, i + 1);
       return -1;
     }
     legs[i] = (dtx_ledger_leg_t){json_string_value(a),
                                  (int64_t)json_integer_value(v)};
+    /* A balancing leg (docs/ledger.md, "Balancing legs"): the library
+     * reads the text. */
+    kind = DTX_LEDGER_LEG_FIXED;
+    if (json_is_string(v) &&
+        dtx_ledger_leg_value_parse(json_string_value(v), &legs[i], &kind)) {
+      dtx__srv_bad(c, DTX_EINVAL, "%sleg %zu: %s", where, i + 1,
+                   dtx_errdetail());
+      return -1;
+    }
+    if (kind == DTX_LEDGER_LEG_MAX_DEBIT)
+      md = md ? SIZE_MAX : i + 1; /* two: the library's check refuses */
+    else if (kind == DTX_LEDGER_LEG_MAX_CREDIT)
+      mc = mc ? SIZE_MAX : i + 1;
   }
   if ((id && !json_is_string(id)) || (pend && !json_is_boolean(pend)) ||
       (tmo && !json_is_integer(tmo))) {
@@ -174,7 +188,8 @@ static int entry_req(dtx__srv_ctx_t *c, json_t *o, const char *where,
       .pending = json_is_true(pend),
       .timeout_ms = tmo                  ? (int64_t)json_integer_value(tmo)
                     : json_is_true(pend) ? DTX_LEDGER_TIMEOUT_MS
-                                         : 0};
+                                         : 0,
+      .max_debit = md, .max_credit = mc};
   int rc = dtx_ledger_post_req_check(req);
   if (rc) {
     dtx__srv_bad(c, rc, "%s%s", where, dtx_errdetail());

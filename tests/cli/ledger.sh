@@ -253,6 +253,41 @@ grep -q "bad_limits.*MX" "$WORK/out" && ok || bad "bad_limits: $(out)"
 d update ledger_accounts '{"_id":"MX"}' '{"$set":{"max_balance":null}}' --bypass-validation >/dev/null
 expect 0 "audit clean again" -- d audit
 
+# Balancing legs (docs/ledger.md, "Balancing legs"): ACCT:-max[=CAP]
+# debits as much as the floor (holds included) and the max leg's
+# max_balance (pending credits included) allow, up to CAP; the max leg
+# takes the same; the entry records the amounts; nothing to move exit 1.
+d ledger account create SW >/dev/null && d ledger account create SX --max-balance 100 >/dev/null &&
+  d ledger account create SY >/dev/null && d ledger post B:-70 SW:70 >/dev/null || bad "balancing: setup"
+expect 0 "a hold on SW" -- d ledger post SW:-20 SY:20 --pending --id swh
+expect 0 "sweep SW: the floor and the hold" -- d ledger post SW:-max SY:max --id sw1
+[ "$(j '[.changes[] | [.account, .value]]')" = '[["SW",-50],["SY",50]]' ] && ok || bad "sweep amount: $(out)"
+expect 0 "the same sweep again: the entry" -- d ledger post SW:-max SY:max --id sw1
+[ "$(j ._id)" = sw1 ] && ok || bad "sweep retry: $(out)"
+expect 1 "nothing left to sweep" -- d ledger post SW:-max SY:max
+grep -q "INSUFFICIENT: account 'SW': a -max leg moves nothing" "$WORK/err" && ok || bad "nothing to move: $(cat "$WORK/err")"
+expect 0 "void the hold" -- d ledger void swh
+expect 0 "a capped sweep" -- d ledger post SW:-max=15 SY:max
+[ "$(j '[.changes[].value]')" = '[-15,15]' ] && ok || bad "capped: $(out)"
+expect 0 "a pending credit to SX" -- d ledger post B:-30 SX:30 --pending
+expect 0 "a fill up to SX's max, the pending credit counted" -- d ledger post B:-max=1000 SX:max
+[ "$(j '[.changes[].value]')" = '[-70,70]' ] && ok || bad "fill: $(out)"
+expect 1 "SX full" -- d ledger post B:-max=5 SX:max
+grep -q "account 'SX': a -max leg moves nothing" "$WORK/err" && ok || bad "SX full: $(cat "$WORK/err")"
+expect 0 "a pair with fixed legs" -- d ledger post SY:-max=5 SW:max B:-1 C:1
+[ "$(j '[.changes[] | [.account, .value]]')" = '[["SY",-5],["SW",5],["B",-1],["C",1]]' ] && ok || bad "pair + fixed: $(out)"
+n=$(entries)
+expect 2 "a -max leg on an account without a floor needs a cap" -- d ledger post B:-max SY:max
+expect 2 "two -max legs" -- d ledger post SW:-max SY:-max
+expect 2 "a -max leg without a max leg" -- d ledger post SW:-max SY:5 B:-5
+expect 2 "a cap of 0" -- d ledger post SW:-max=0 SY:max
+expect 2 "a cap past int64" -- d ledger post SW:-max=9223372036854775808 SY:max
+expect 2 "a bad word" -- d ledger post SW:-maxx SY:max
+[ "$(entries)" = "$n" ] && ok || bad "a refused pair recorded something"
+printf '%s\n' '{"legs":[{"account":"SY","value":"-max=3"},{"account":"SW","value":"max"}]}' >"$WORK/pmx"
+expect 0 "post-many: a balancing pair" -- d ledger post-many --file "$WORK/pmx"
+[ "$(j '[.changes[].value]')" = '[-3,3]' ] && ok || bad "post-many pair: $(out)"
+
 # Tampering: entries and accounts are never deleted, and a plain write
 # may change no leg and no cache (the transition rules, docs/ledger.md);
 # past the rules, a changed leg or a wrong cache is found by the audit

@@ -208,6 +208,17 @@ no "ledger limit: min above the max" 400 INVAL POST /v1/ledger/accounts/capped/l
 no "ledger limit: no field" 400 INVAL POST /v1/ledger/accounts/capped/limit "$T_WRITE" '{}'
 req POST /v1/ledger/accounts/capped/limit "$T_WRITE" '{"min_balance":1,"max_balance":"none"}'
 check "ledger limit: both" 200 '"max_balance":null' '"min_balance":1'
+# Balancing legs (docs/ledger.md, "Balancing legs"): "-max[=CAP]" and
+# "max" as a leg's value; the entry has the amounts that moved.
+req POST /v1/ledger/entries "$T_WRITE" \
+  '{"legs":[{"account":"capped","value":"-max"},{"account":"fees","value":"max"}]}'
+check "ledger: a balancing pair" 200 '{"account":"capped","value":-10,' '{"account":"fees","value":10,'
+refused "ledger: nothing to move" 409 INSUFFICIENT POST /v1/ledger/entries "$T_WRITE" \
+  '{"legs":[{"account":"capped","value":"-max=3"},{"account":"fees","value":"max"}]}'
+no "ledger: a bad balancing value" 400 INVAL POST /v1/ledger/entries "$T_WRITE" \
+  '{"legs":[{"account":"capped","value":"-max=x"},{"account":"fees","value":"max"}]}'
+no "ledger: a -max leg alone" 400 INVAL POST /v1/ledger/entries "$T_WRITE" \
+  '{"legs":[{"account":"capped","value":"-max"},{"account":"fees","value":5}]}'
 
 # ---- sync ------------------------------------------------------------------------
 req POST /v1/c/users/insert "$T_WRITE" '{"docs":[{"_id":"u1","name":"Ann"}]}'

@@ -16,9 +16,11 @@
  *     entry from 3 processes; exactly one outcome wins and every caller
  *     agrees with it;
  *  5. both limits under holds (test_limits): 4 processes post credits
- *     and debits, held and not, against an account with a max_balance
- *     and a floor while a sampler reads it; neither limit is ever seen
- *     broken, and the settled audit is clean.
+ *     and debits, held and not, fixed and balancing (-max legs), against
+ *     an account with a max_balance and a floor while a sampler reads it;
+ *     neither limit is ever seen broken, a balancing pair moves 1..cap
+ *     or is refused only for moving nothing, and the settled audit is
+ *     clean.
  *  4. the tail memo of posts (src/txn/ledger/position.c) on one handle: a
  *     pending debit in the tail is held, not memoised as final; after the
  *     ledger collections are dropped and the accounts made again, the
@@ -31,6 +33,7 @@
  * usage: txn_ledger STORE-URI   (the ledger collections are dropped
  * first) */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -467,6 +470,7 @@ static void test_memo(void) {
 #define LIM_PROCS 4
 #define LIM_MS 1200
 #define LIM_MAX 1000
+#define LIM_MIN_POSTS 40
 
 typedef struct lim_counts {
   int ok, refused, errors;
@@ -476,15 +480,35 @@ typedef struct lim_counts {
 static void lim_poster(int k, int64_t until, lim_counts_t *out) {
   dtx_store_t *st = open_store();
   unsigned seed = 77u + (unsigned)k;
-  while (dtx_t_mono_ms() < until) {
+  /* At least LIM_MIN_POSTS each, so a loaded machine still races; bounded
+   * by the parent's kill. */
+  for (int n = 0; dtx_t_mono_ms() < until || n < LIM_MIN_POSTS; n++) {
     int64_t x = 1 + rand_r(&seed) % 300;
     int credit = rand_r(&seed) % 5 < 3, pending = rand_r(&seed) % 2;
-    dtx_ledger_leg_t legs[] = {{credit ? "LSRC" : "H", -x},
-                               {credit ? "H" : "LSINK", x}};
+    /* One post in four is a balancing pair (balancing.c): H swept out
+     * (as far as its floor allows) or filled (as far as its max allows),
+     * capped at x; it is refused only when it would move nothing. */
+    int sweep = rand_r(&seed) % 4 == 0;
+    dtx_ledger_leg_t legs[] = {{credit ? "LSRC" : "H", sweep ? x : -x},
+                               {credit ? "H" : "LSINK", sweep ? 0 : x}};
     dtx_ledger_post_req_t req = {.legs = legs, .nlegs = 2, .pending = pending,
-                                 .timeout_ms = pending ? 60000 : 0};
+                                 .timeout_ms = pending ? 60000 : 0,
+                                 .max_debit = sweep ? 1 : 0,
+                                 .max_credit = sweep ? 2 : 0};
     json_t *e = NULL;
     int rc = dtx_ledger_post(st, &req, NULL, &e);
+    if (rc == 0 && sweep) {
+      int64_t moved = dtx_t_ival(json_array_get(json_object_get(e, "changes"), 1),
+                                 "value");
+      if (moved < 1 || moved > x) {
+        rc = DTX_EBACKEND;
+        dtx__err(rc, "a sweep capped at %lld moved %lld", (long long)x,
+                 (long long)moved);
+      }
+    } else if (rc == DTX_EINSUFFICIENT && sweep &&
+               !strstr(dtx_errdetail(), "moves nothing")) {
+      rc = DTX_EBACKEND; /* a derived amount the check then refused */
+    }
     if (rc == 0 && pending) {
       /* Held a moment (other posts see it), then posted or voided. */
       char id[64];
@@ -515,7 +539,7 @@ static void test_limits(void) {
   CHECK_RC(dtx_ledger_account_create(st, "LSRC", &none, NULL), 0);
   CHECK_RC(dtx_ledger_account_create(st, "LSINK", &none, NULL), 0);
   CHECK_RC(dtx_ledger_account_create(st, "H", &hl, NULL), 0);
-  CHECK_RC(dtx_t_lg_post2(st, "LSRC", "H", 500, 0, NULL), 0);
+  CHECK_RC(dtx_t_lg_post2(st, "LSRC", "H", 900, 0, NULL), 0);
   lim_counts_t *shm = mmap(NULL, LIM_PROCS * sizeof *shm,
                            PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                            -1, 0);
@@ -529,8 +553,10 @@ static void test_limits(void) {
       lim_poster(k, until, &shm[k]);
       _exit(0);
     }
-  int samples = 0, broken = 0;
-  while (dtx_t_mono_ms() < until) {
+  int samples = 0, broken = 0, running = LIM_PROCS, ok = 0, refused = 0;
+  int status[LIM_PROCS] = {0}, done[LIM_PROCS] = {0};
+  int64_t hard = dtx_t_mono_ms() + 60000; /* then killed, and failed */
+  while (running > 0) {
     json_t *b = NULL;
     if (dtx_ledger_balance(st, "H", DTX_LEDGER_LATEST, &b) == 0) {
       samples++;
@@ -540,12 +566,19 @@ static void test_limits(void) {
       }
     }
     json_decref(b);
+    for (int k = 0; k < LIM_PROCS; k++)
+      if (!done[k] && (pids[k] <= 0 ||
+                       waitpid(pids[k], &status[k], WNOHANG) == pids[k]))
+        done[k] = 1, running--;
+    if (running > 0 && dtx_t_mono_ms() > hard) {
+      for (int k = 0; k < LIM_PROCS; k++)
+        if (!done[k])
+          kill(pids[k], SIGKILL), waitpid(pids[k], &status[k], 0), done[k] = 1;
+      running = 0;
+    }
   }
-  int ok = 0, refused = 0;
   for (int k = 0; k < LIM_PROCS; k++) {
-    int status = 0;
-    CHECK(pids[k] > 0 && waitpid(pids[k], &status, 0) == pids[k] &&
-          WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(pids[k] > 0 && WIFEXITED(status[k]) && WEXITSTATUS(status[k]) == 0);
     ok += shm[k].ok;
     refused += shm[k].refused;
     CHECKF(shm[k].errors == 0, "poster %d: %s", k, shm[k].first_error);

@@ -109,6 +109,26 @@ int dtx__lg_check_max(const dtx_ledger_leg_t *l, const dtx__lg_pos_t *pos,
 int dtx__lg_account_limits(dtx__exec_t *ex, const char *id, int which,
                            const dtx_ledger_limit_t *l, json_t **out);
 
+/* ---- balancing legs (balancing.c) ------------------------------------------ */
+
+/* Leg i's kind in req (DTX_LEDGER_LEG_*). */
+int dtx__lg_leg_kind(const dtx_ledger_post_req_t *req, size_t i);
+
+/* The request's balancing pair: none, or one -max leg (cap >= 0) and one
+ * max leg (value 0); DTX_EINVAL naming the leg otherwise. */
+int dtx__lg_check_balancing(const dtx_ledger_post_req_t *req);
+
+/* vals[0..nlegs): each leg's value, the balancing pair's derived from the
+ * positions pos[0..nlegs) (in leg order): DTX_EINSUFFICIENT when it
+ * moves nothing, DTX_EINVAL for a -max leg without a cap on an account
+ * without a floor. */
+int dtx__lg_balancing_amount(const dtx_ledger_post_req_t *req,
+                             const dtx__lg_pos_t *pos, int64_t *vals);
+
+/* Does stored entry e's balancing pair fit req's (same accounts, the
+ * credit the debit negated, within the cap)?  1 when req has none. */
+int dtx__lg_same_balancing(const json_t *e, const dtx_ledger_post_req_t *req);
+
 /* ---- posting (post.c), shared by dtx_ledger_post and post_many (many.c) -- */
 
 /* The request's own checks (legs, ids, timeout): DTX_EINVAL naming the
