@@ -1524,6 +1524,28 @@ int dtx_ledger_post_pending(dtx_store_t *st, const char *id, json_t **out);
  * DTX_ESTATE.  *out: the entry afterwards. */
 int dtx_ledger_void(dtx_store_t *st, const char *id, json_t **out);
 
+/* Posts pending entry id partly, in ONE step (docs/ledger.md, "Partial
+ * post of a hold"): the leg on amounts[k].account posts amounts[k].value,
+ * between 0 and what the leg holds (same sign), a leg not named posts 0,
+ * and the rest is released; the amounts sum to zero.  The entry records
+ * them as "amounts" (aligned with its legs, which never change) and
+ * post_id (may be NULL; 1..128 of [A-Za-z0-9_.:-]) as "post_id".  All of
+ * every leg is post-pending in full, 0 everywhere is a void (the same
+ * documents).  A retry -- the entry already resolved as this request
+ * would resolve it, and with the same post_id when one is given --
+ * returns the entry; resolved otherwise is DTX_ECONFLICT (expired:
+ * DTX_ESTATE).  An amount over the held one, of the other sign, on an
+ * account the entry lacks, or amounts not summing to zero: DTX_EINVAL
+ * naming the account, nothing changed. */
+int dtx_ledger_post_partial(dtx_store_t *st, const char *id,
+                            const dtx_ledger_leg_t *amounts, size_t n,
+                            const char *post_id, json_t **out);
+
+/* The checks dtx_ledger_post_partial makes before the store: the ids,
+ * 0..128 distinct accounts.  Needs no store. */
+int dtx_ledger_partial_check(const char *id, const dtx_ledger_leg_t *amounts,
+                             size_t n, const char *post_id);
+
 /* Reverses posted entry id: posts a new entry with the negated legs and
  * "reverses": id (the original is never edited).  The new entry is
  * checked like any post (DTX_EINSUFFICIENT when an account credited by

@@ -249,22 +249,65 @@ static int post_many(dtx_cli_t *cli, const dtx__cli_args_t *a) {
 static int resolve(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   const char *sub = a->spec->name, *id = a->pos[0];
   json_t *e = NULL;
-  int code, rc = dtx_ledger_entry_id_check(id); /* before the store opens */
+  /* post-pending --amounts ACCT:VALUE,... [--post-id PID]: a partial post
+   * (ids never hold ','; the account is everything before the last ':'). */
+  const char *amt = strcmp(sub, "post-pending") == 0
+                        ? dtx__cli_str(a, "--amounts")
+                        : NULL;
+  /* The legs borrow their accounts from this copy, freed with them. */
+  char *am = amt ? strdup(amt) : NULL;
+  const char *pid = amt ? dtx__cli_str(a, "--post-id") : NULL;
+  int code, rc;
+  dtx_ledger_leg_t *legs = NULL;
+  size_t n = 0;
+  if (!am && strcmp(sub, "post-pending") == 0 && dtx__cli_str(a, "--post-id"))
+    return dtx__cli_usage("ledger post-pending: --post-id goes with "
+                          "--amounts");
+  if (amt && (!am || !(legs = calloc(strlen(am) / 2 + 2, sizeof *legs)))) {
+    free(am);
+    return dtx__cli_error(DTX_ENOMEM, "ledger post-pending --amounts");
+  }
+  for (char *save = NULL, *t = am ? strtok_r(am, ",", &save) : NULL; t;
+       t = strtok_r(NULL, ",", &save)) {
+    char *c = strrchr(t, ':');
+    if (!c || c == t || dtx__cli_int64(c + 1, 1, &legs[n].value) != 0) {
+      code = dtx__cli_usage("ledger post-pending: an amount is ACCT:VALUE "
+                            "(an int64), got '%s'", t);
+      free(legs);
+      free(am);
+      return code;
+    }
+    *c = '\0', legs[n++].account = t;
+  }
+  rc = am ? dtx_ledger_partial_check(id, legs, n, pid)
+                    : dtx_ledger_entry_id_check(id); /* before the open */
   if (rc == 0 && strcmp(sub, "reverse") == 0 && dtx__cli_str(a, "--id"))
     rc = dtx_ledger_entry_id_check(dtx__cli_str(a, "--id"));
-  if (rc)
+  if (rc) {
+    free(legs);
+    free(am);
     return dtx__cli_fail(rc);
+  }
   dtx_store_t *st = dtx__cli_store(cli, &code);
-  if (!st)
+  if (!st) {
+    free(legs);
+    free(am);
     return code;
+  }
   if (strcmp(sub, "reverse") == 0) {
     dtx_exec_opts_t eo = {.deadline_ms = dtx__cli_num(a, "--deadline-ms", 0)};
     return done(dtx_ledger_reverse(st, id, dtx__cli_str(a, "--id"), &eo, &e),
                 DTX_EXIT_NOMATCH, &e);
   }
-  return done(strcmp(sub, "void") == 0 ? dtx_ledger_void(st, id, &e)
-                                       : dtx_ledger_post_pending(st, id, &e),
+  if (strcmp(sub, "void") == 0 || !am)
+    return done(strcmp(sub, "void") == 0 ? dtx_ledger_void(st, id, &e)
+                                         : dtx_ledger_post_pending(st, id, &e),
+                DTX_EXIT_NOMATCH, &e);
+  code = done(dtx_ledger_post_partial(st, id, legs, n, pid, &e),
               DTX_EXIT_NOMATCH, &e);
+  free(legs);
+  free(am);
+  return code;
 }
 
 /* The read subcommands: balance, statement, show, list. */
@@ -318,7 +361,10 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
          (const dtx__cli_opt_t[]){DTX__CLI_OPT_FILE, DTX__CLI_OPT_DEADLINE,
                                   {NULL}},
          DTX__CLI_ARMED},
-        {"post-pending", resolve, "ID", NULL, DTX__CLI_ARMED},
+        {"post-pending", resolve, "ID",
+         (const dtx__cli_opt_t[]){{"--amounts", DTX__CLI_STR, "A:V,A:V..."},
+                                  {"--post-id", DTX__CLI_STR, "PID"}, {NULL}},
+         DTX__CLI_ARMED},
         {"void", resolve, "ID", NULL, DTX__CLI_ARMED},
         {"reverse", resolve, "ID",
          (const dtx__cli_opt_t[]){{"--id", DTX__CLI_STR, "NEWID"},
@@ -360,7 +406,9 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
     "severe line's code; a line that is not an entry's JSON shape exits 2\n"
     "before anything is posted (an entry the library refuses, e.g. one leg,\n"
     "fails alone on its line, exit 2 too, while the others post).\n"
-    "--pending holds the debits until post-pending (in full) or void, or\n"
+    "--pending holds the debits until post-pending (in full; --amounts\n"
+    "A:V,...: each named leg posts V, 0..what it holds, the others 0, the\n"
+    "rest released; --post-id makes a retry return the entry) or void, or\n"
     "until --timeout-ms (1 ms to 100 years; 0 is refused; default 1 h; a\n"
     "line's \"timeout_ms\" alike) passes and a worker expires it.\n"
     "reverse posts the negated legs as a new entry.  balance\n"

@@ -88,7 +88,7 @@ const dtx__srv_route_t dtx__srv_routes[] = {
     {"POST", "/v1/ledger/entries/batch", W, dtx__srv_h_ledger_batch,
      FIELDS({"entries", F_ARR}, {"deadline_ms", F_INT})},
     {"POST", "/v1/ledger/entries/{id}/post", W, dtx__srv_h_ledger_post_pending,
-     NOFIELDS},
+     FIELDS({"amounts", F_ARR}, {"post_id", F_STR})},
     {"POST", "/v1/ledger/entries/{id}/void", W, dtx__srv_h_ledger_void,
      NOFIELDS},
     {"POST", "/v1/ledger/entries/{id}/reverse", W, dtx__srv_h_ledger_reverse,

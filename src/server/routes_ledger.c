@@ -274,11 +274,37 @@ done:
 /* post (a pending entry), void and reverse: the entry afterwards; a
  * resolved entry is 409 STATE (with the entry as it stands), an unknown
  * one 404. */
+/* In full, or with "amounts" [{"account", "value"}...] and/or "post_id"
+ * a partial post (docs/ledger.md, "Partial post of a hold"). */
 void dtx__srv_h_ledger_post_pending(dtx__srv_ctx_t *c) {
-  json_t *e = NULL;
-  int rc = dtx_ledger_entry_id_check(c->param[0]);
-  if (!rc)
-    rc = dtx_ledger_post_pending(c->d->st, c->param[0], &e);
+  json_t *e = NULL, *am = dtx__srv_arg(c, "amounts"), *x;
+  const char *pid = dtx__srv_arg_str(c, "post_id");
+  dtx_ledger_leg_t legs[DTX_LEDGER_MAX_LEGS];
+  size_t i, n = json_array_size(am);
+  int rc;
+  if (n > DTX_LEDGER_MAX_LEGS) {
+    dtx__srv_bad(c, DTX_EINVAL, "\"amounts\" has at most %d legs",
+                 DTX_LEDGER_MAX_LEGS);
+    return;
+  }
+  json_array_foreach(am, i, x) {
+    json_t *a = json_object_get(x, "account"), *v = json_object_get(x, "value");
+    if (!json_is_object(x) || json_object_size(x) != 2 || !json_is_string(a) ||
+        !json_is_integer(v)) {
+      dtx__srv_bad(c, DTX_EINVAL, "amount %zu must be {\"account\": ID, "
+                   "\"value\": int64}", i + 1);
+      return;
+    }
+    legs[i] = (dtx_ledger_leg_t){json_string_value(a),
+                                 (int64_t)json_integer_value(v)};
+  }
+  if (!am && !pid) {
+    rc = dtx_ledger_entry_id_check(c->param[0]);
+    if (!rc)
+      rc = dtx_ledger_post_pending(c->d->st, c->param[0], &e);
+  } else if (!(rc = dtx_ledger_partial_check(c->param[0], legs, n, pid))) {
+    rc = dtx_ledger_post_partial(c->d->st, c->param[0], legs, n, pid, &e);
+  }
   dtx__srv_one(c, rc, &e, "entry");
 }
 

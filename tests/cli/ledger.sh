@@ -288,6 +288,59 @@ printf '%s\n' '{"legs":[{"account":"SY","value":"-max=3"},{"account":"SW","value
 expect 0 "post-many: a balancing pair" -- d ledger post-many --file "$WORK/pmx"
 [ "$(j '[.changes[].value]')" = '[-3,3]' ] && ok || bad "post-many pair: $(out)"
 
+# Partial post of a hold (docs/ledger.md, "Partial post of a hold"):
+# each named leg posts 0..what it holds, the others 0, the rest released,
+# in one step; a differential against post-pending in full and void on
+# twin accounts: the same balances and the same entry but for ids and
+# times.
+for t in 1 2 3; do
+  d ledger account create HA$t >/dev/null && d ledger account create HB$t >/dev/null &&
+    d ledger post B:-100 HA$t:100 >/dev/null || bad "partial: setup $t"
+done
+twin() { # T: HA/HB T's balances and available
+  echo "$(d ledger balance HA$1 | jq -c '[.balance, .available]') $(d ledger balance HB$1 | jq -c '[.balance, .available]')"
+}
+shape() { # ID: the entry without ids, accounts, times
+  d ledger show "$1" | jq -c '[.state, [.changes[].value], .amounts]'
+}
+d ledger post HA1:-60 HB1:60 --pending --id hf1 >/dev/null && d ledger post HA2:-60 HB2:60 --pending --id hf2 >/dev/null || bad "partial: holds"
+expect 0 "post-pending in full" -- d ledger post-pending hf1
+expect 0 "partial: all of every leg" -- d ledger post-pending hf2 --amounts HA2:-60,HB2:60
+[ "$(twin 1)" = "$(twin 2)" ] && [ "$(shape hf1)" = "$(shape hf2)" ] && ok || bad "post all != post-pending: $(twin 1) $(twin 2) $(shape hf1) $(shape hf2)"
+d ledger post HA1:-30 HB1:30 --pending --id hv1 >/dev/null && d ledger post HA2:-30 HB2:30 --pending --id hv2 >/dev/null || bad "partial: holds 2"
+expect 0 "void" -- d ledger void hv1
+expect 0 "partial: 0 everywhere" -- d ledger post-pending hv2 --amounts HA2:0
+[ "$(twin 1)" = "$(twin 2)" ] && [ "$(shape hv1)" = "$(shape hv2)" ] && [ "$(shape hv2 | jq -r '.[0]')" = voided ] && ok || bad "post 0 != void: $(twin 1) $(twin 2) $(shape hv1) $(shape hv2)"
+expect 0 "a hold of 30 on HA3" -- d ledger post HA3:-30 HB3:30 --pending --id hp
+expect 2 "more than held" -- d ledger post-pending hp --amounts HA3:-31,HB3:31
+grep -q "account 'HA3' holds -30, so it posts 0 to -30, not -31" "$WORK/err" && ok || bad "over held: $(cat "$WORK/err")"
+expect 2 "the other sign" -- d ledger post-pending hp --amounts HA3:5,HB3:-5
+expect 2 "not summing to zero" -- d ledger post-pending hp --amounts HA3:-10,HB3:5
+expect 2 "an account the entry lacks" -- d ledger post-pending hp --amounts HA3:-10,HB1:10
+expect 2 "an amount twice" -- d ledger post-pending hp --amounts HA3:-10,HA3:-10
+expect 2 "a bad amount" -- d ledger post-pending hp --amounts HA3:x
+expect 2 "--post-id without --amounts" -- d ledger post-pending hp --post-id q
+[ "$(d ledger show hp | jq -r .state)" = pending ] && ok || bad "a refused partial post changed the hold"
+expect 0 "post 10 of the 30" -- d ledger post-pending hp --amounts HA3:-10,HB3:10 --post-id pp1
+[ "$(j '[.state, .amounts, .post_id]')" = '["posted",[-10,10],"pp1"]' ] && ok || bad "partial: $(out)"
+[ "$(twin 3)" = '[90,90] [10,10]' ] && ok || bad "partial balances: $(twin 3)"
+expect 0 "the same post again" -- d ledger post-pending hp --amounts HA3:-10,HB3:10 --post-id pp1
+expect 3 "another post id" -- d ledger post-pending hp --amounts HA3:-10,HB3:10 --post-id pp2
+expect 3 "other amounts" -- d ledger post-pending hp --amounts HA3:-20,HB3:20 --post-id pp1
+expect 3 "post-pending in full after it" -- d ledger post-pending hp
+expect 0 "statement shows the amount" -- d ledger statement HA3
+[ "$(lines '.[-1].value')" = -10 ] && ok || bad "statement: $(out)"
+expect 0 "reverse the partial post" -- d ledger reverse hp --id hpr
+[ "$(j '[.changes[].value]')" = '[10,-10]' ] && [ "$(twin 3)" = '[100,100] [0,0]' ] && ok || bad "reverse partial: $(out) $(twin 3)"
+expect 0 "the committer and the audit" -- d worker --once
+expect 0 "audit settled" -- d audit --settled
+expect 3 "a plain write of amounts refused" -- d update ledger_entries '{"_id":"hp"}' '{"$set":{"amounts":[-30,30]}}'
+expect 0 "amounts changed past the rules" -- d update ledger_entries '{"_id":"hp"}' '{"$set":{"amounts":[-40,40]}}' --bypass-validation
+expect 5 "audit finds the amounts" -- d audit
+grep -q "bad_amounts.*hp" "$WORK/out" && ok || bad "bad_amounts: $(out)"
+d update ledger_entries '{"_id":"hp"}' '{"$set":{"amounts":[-10,10]}}' --bypass-validation >/dev/null
+expect 0 "audit clean again" -- d audit
+
 # Tampering: entries and accounts are never deleted, and a plain write
 # may change no leg and no cache (the transition rules, docs/ledger.md);
 # past the rules, a changed leg or a wrong cache is found by the audit

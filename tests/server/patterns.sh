@@ -219,6 +219,22 @@ no "ledger: a bad balancing value" 400 INVAL POST /v1/ledger/entries "$T_WRITE" 
   '{"legs":[{"account":"capped","value":"-max=x"},{"account":"fees","value":"max"}]}'
 no "ledger: a -max leg alone" 400 INVAL POST /v1/ledger/entries "$T_WRITE" \
   '{"legs":[{"account":"capped","value":"-max"},{"account":"fees","value":5}]}'
+# A partial post of a hold (docs/ledger.md, "Partial post of a hold").
+req POST /v1/ledger/entries "$T_WRITE" \
+  '{"id":"pp","pending":true,"legs":[{"account":"cash","value":-30},{"account":"fees","value":30}]}'
+check "ledger: a hold to post partly" 200 '"state":"pending"'
+no "ledger: partial over the hold" 400 INVAL POST /v1/ledger/entries/pp/post "$T_WRITE" \
+  '{"amounts":[{"account":"cash","value":-31},{"account":"fees","value":31}]}'
+no "ledger: a bad amount" 400 INVAL POST /v1/ledger/entries/pp/post "$T_WRITE" \
+  '{"amounts":[{"account":"cash","value":"x"}]}'
+req POST /v1/ledger/entries/pp/post "$T_WRITE" \
+  '{"amounts":[{"account":"cash","value":-12},{"account":"fees","value":12}],"post_id":"q1"}'
+check "ledger: a partial post" 200 '"amounts":[-12,12]' '"post_id":"q1"' '"state":"posted"'
+req POST /v1/ledger/entries/pp/post "$T_WRITE" \
+  '{"amounts":[{"account":"cash","value":-12},{"account":"fees","value":12}],"post_id":"q1"}'
+check "ledger: the partial post retried" 200 '"amounts":[-12,12]'
+refused "ledger: another post id" 409 CONFLICT POST /v1/ledger/entries/pp/post "$T_WRITE" \
+  '{"amounts":[{"account":"cash","value":-12},{"account":"fees","value":12}],"post_id":"q2"}'
 
 # ---- sync ------------------------------------------------------------------------
 req POST /v1/c/users/insert "$T_WRITE" '{"docs":[{"_id":"u1","name":"Ann"}]}'

@@ -12,9 +12,9 @@
  *     and the settled audit is clean (legs sum to zero, caches equal
  *     recomputation, dense unique seqIds, anchors), and the balances sum
  *     to zero;
- *  3. pending races: post-pending, void and expiry race for each pending
- *     entry from 3 processes; exactly one outcome wins and every caller
- *     agrees with it;
+ *  3. pending races: post-pending, void, a partial post and expiry race
+ *     for each pending entry from 4 processes; exactly one outcome wins
+ *     and every caller agrees with it;
  *  5. both limits under holds (test_limits): 4 processes post credits
  *     and debits, held and not, fixed and balancing (-max legs), against
  *     an account with a max_balance and a floor while a sampler reads it;
@@ -313,7 +313,7 @@ static void test_load(void) {
 /* Shared with the 3 resolver processes of a round. */
 typedef struct race_shm {
   pthread_barrier_t bar; /* PTHREAD_PROCESS_SHARED */
-  int rc[3];
+  int rc[4];
 } race_shm_t;
 
 /* The resolver process `which` (0 post-pending, 1 void, 2 expiry by a
@@ -325,6 +325,9 @@ static void resolver(race_shm_t *shm, int which, const char *id) {
   if (which == 2) {
     dtx_recover_opts_t ro = {.older_than_ms = -1};
     shm->rc[2] = dtx_recover(st, &ro, &e);
+  } else if (which == 3) { /* a partial post of 4 of the 10 (hold.c) */
+    dtx_ledger_leg_t am[] = {{"P", -4}, {"S", 4}};
+    shm->rc[3] = dtx_ledger_post_partial(st, id, am, 2, "pp", &e);
   } else {
     shm->rc[which] = which == 0 ? dtx_ledger_post_pending(st, id, &e)
                                 : dtx_ledger_void(st, id, &e);
@@ -342,7 +345,7 @@ static void test_pending_races(void) {
   pthread_barrierattr_t ba;
   pthread_barrierattr_init(&ba);
   pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
-  int outcomes[3] = {0};
+  int outcomes[4] = {0};
   CHECK_RC(dtx_ledger_account_create(st, "P", NULL, NULL), 0);
   dtx_ledger_leg_t fund[] = {{"S", -1000}, {"P", 1000}};
   dtx_ledger_post_req_t freq = {.legs = fund, .nlegs = 2};
@@ -362,14 +365,14 @@ static void test_pending_races(void) {
     CHECK_RC(dtx_ledger_post(st, &req, NULL, &e), 0);
     json_decref(e);
     usleep(5000);
-    pthread_barrier_init(&shm->bar, &ba, 3);
-    shm->rc[0] = shm->rc[1] = shm->rc[2] = 1;
-    pid_t pids[3];
+    pthread_barrier_init(&shm->bar, &ba, 4);
+    shm->rc[0] = shm->rc[1] = shm->rc[2] = shm->rc[3] = 1;
+    pid_t pids[4];
     fflush(NULL);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
       if ((pids[i] = fork()) == 0)
         resolver(shm, i, id);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
       int status = 0;
       CHECK(pids[i] > 0 && waitpid(pids[i], &status, 0) == pids[i] &&
             WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -381,7 +384,8 @@ static void test_pending_races(void) {
     json_decref(sum);
     CHECK_RC(dtx_ledger_get(st, id, &e), 0);
     const char *final = e ? json_string_value(json_object_get(e, "state")) : "";
-    int k = strcmp(final, "posted") == 0   ? 0
+    int k = json_object_get(e, "amounts")  ? 3
+            : strcmp(final, "posted") == 0   ? 0
             : strcmp(final, "voided") == 0 ? 1
             : strcmp(final, "expired") == 0 ? 2
                                             : -1;
@@ -391,20 +395,26 @@ static void test_pending_races(void) {
     /* Whoever won, the losers say so: post-pending succeeds only if it
      * posted, void only if it voided; the others get STATE. */
     CHECKF((shm->rc[0] == 0) == (k == 0) &&
-               (shm->rc[0] == 0 || shm->rc[0] == DTX_ESTATE),
+               (shm->rc[0] == 0 || shm->rc[0] == DTX_ESTATE ||
+                (k == 3 && shm->rc[0] == DTX_ECONFLICT)),
            "%s: post-pending %s with the entry %s", id, dtx_errname(shm->rc[0]),
            final);
     CHECKF((shm->rc[1] == 0) == (k == 1) &&
                (shm->rc[1] == 0 || shm->rc[1] == DTX_ESTATE),
            "%s: void %s with the entry %s", id, dtx_errname(shm->rc[1]), final);
     CHECK_RC(shm->rc[2], 0);
+    CHECKF((shm->rc[3] == 0) == (k == 3) &&
+               (shm->rc[3] == 0 || shm->rc[3] == DTX_ESTATE ||
+                shm->rc[3] == DTX_ECONFLICT),
+           "%s: partial post %s with the entry %s", id,
+           dtx_errname(shm->rc[3]), final);
     json_decref(e);
   }
-  printf("pending races: %d posted, %d voided, %d expired\n", outcomes[0],
-         outcomes[1], outcomes[2]);
+  printf("pending races: %d posted, %d voided, %d expired, %d posted "
+         "partly\n", outcomes[0], outcomes[1], outcomes[2], outcomes[3]);
   json_t *b = NULL;
   CHECK_RC(dtx_ledger_balance(st, "P", DTX_LEDGER_LATEST, &b), 0);
-  CHECK(dtx_t_ival(b, "balance") == 1000 - 10 * outcomes[0] &&
+  CHECK(dtx_t_ival(b, "balance") == 1000 - 10 * outcomes[0] - 4 * outcomes[3] &&
         dtx_t_ival(b, "pending_debits") == 0);
   dtx_t_show("P", b);
   json_decref(b);

@@ -111,10 +111,14 @@ static int check_entry(audit_t *a, const char *id, const json_t *e) {
       if (dtx__str_is(json_array_get(changes, j), "account", acc))
         finding(a, "bad_entry", "entry %s names account %s twice", id, acc);
     sum += json_integer_value(v);
+    /* What the leg counts: a partial post's amount (hold.c), else its
+     * value. */
+    int64_t cv = dtx__state_is(e, LG_POSTED) ? dtx__lg_amount(e, l)
+                                             : json_integer_value(v);
     if (dtx__state_is(e, LG_POSTED)) {
-      a->posted_sum += json_integer_value(v);
-      if (json_integer_value(v) > 0)
-        a->volume += json_integer_value(v);
+      a->posted_sum += cv;
+      if (cv > 0)
+        a->volume += cv;
     }
     acct_t *ac = acct_of(a, acc);
     if (!ac) {
@@ -122,7 +126,7 @@ static int check_entry(audit_t *a, const char *id, const json_t *e) {
               id, acc);
       continue;
     }
-    if (add_leg(ac, json_integer_value(s), json_integer_value(v), e))
+    if (add_leg(ac, json_integer_value(s), cv, e))
       return DTX_ENOMEM;
     if (!stable)
       ac->unstable = 1;
@@ -131,15 +135,35 @@ static int check_entry(audit_t *a, const char *id, const json_t *e) {
   if (sum != 0)
     finding(a, "unbalanced_entry", "entry %s: its legs sum to %s, not 0", id,
             dtx__wide_str(sum, wide));
+  /* H1 (hold.c): each amount within its leg's hold, summing to zero. */
+  json_t *am = json_object_get(e, "amounts");
+  if (am) {
+    __int128 asum = 0;
+    int fits = json_is_array(am) && json_array_size(am) == n;
+    json_array_foreach(changes, i, l) {
+      json_t *x = json_array_get(am, i);
+      int64_t held = dtx__int(l, "value"), v = json_integer_value(x);
+      fits = fits && json_is_integer(x) &&
+             (held < 0 ? v >= held && v <= 0 : v <= held && v >= 0);
+      asum += v;
+    }
+    if (!fits || asum != 0)
+      finding(a, "bad_amounts", "entry %s: its amounts are not one per leg "
+              "within what each holds, summing to 0", id);
+  }
   const char *rv = dtx__str(e, "reverses");
   if (rv) {
-    const json_t *o = json_object_get(a->e3, rv);
-    int ok = o && dtx__state_is(o, LG_POSTED) &&
-             json_array_size(json_object_get(o, "changes")) == n;
+    const json_t *o = json_object_get(a->e3, rv), *ol;
+    /* The legs that moved (a partial post's zero amounts have none). */
+    size_t moved = 0;
+    json_array_foreach(json_object_get(o, "changes"), i, ol) {
+      moved += dtx__lg_amount(o, ol) != 0;
+    }
+    int ok = o && dtx__state_is(o, LG_POSTED) && moved == n;
     json_array_foreach(changes, i, l) {
       const char *acc = dtx__str(l, "account");
-      ok = ok && acc &&
-           dtx__int(dtx__lg_leg(o, acc), "value") == -dtx__int(l, "value");
+      ok = ok && acc && dtx__lg_leg(o, acc) &&
+           dtx__lg_amount_of(o, acc) == -dtx__int(l, "value");
     }
     if (!ok)
       finding(a, "bad_reversal", "entry %s does not negate the posted entry "

@@ -1,7 +1,8 @@
 /* ledger.c -- the log-reconciliation ledger (reference solution 4): the
  * state machine of an entry, the ledger accounts and the pattern's method
  * table.  Posting is in post.c, balances in position.c, the committer in
- * commit.c, the audit in audit.c, the limits (max_balance) in limit.c.
+ * commit.c, the audit in audit.c, the limits (max_balance) in limit.c,
+ * partial posts of holds in hold.c, balancing legs in balancing.c.
  *
  * An entry is one immutable document with all its legs, so it is never
  * half applied: there is no multi-document step at all.  Each leg takes
@@ -28,6 +29,8 @@
  *   (insert reversal)          dtx_ledger_reverse       ledger.reverse
  *   pending -> posted          dtx_ledger_post_pending  ledger.pending.post
  *   pending -> voided          dtx_ledger_void          ledger.pending.void
+ *   pending -> posted (partly) dtx_ledger_post_partial  ledger.pending.partial
+ *     or voided (all 0)        (hold.c: "amounts")
  *   pending -> expired         dtx__lg_expire           ledger.expire
  *   uncommitted -> committed   dtx__lg_commit,          ledger.commit
  *                              run_round (a level: one bulk write)
@@ -58,9 +61,10 @@
  *     become: a post checks posted - pending debits + debit >= INT64_MIN
  *     and posted + pending credits + credit <= INT64_MAX at its seqId, so
  *     each later seqId's bounds contain every earlier outcome.
- *  L5 A state leaves pending at most once (post, void and expire all
- *     demand state "pending" in their filter), and nothing else changes
- *     an entry's legs or state.
+ *  L5 A state leaves pending at most once (post, void, a partial post
+ *     and expire all demand state "pending" in their filter), and nothing
+ *     else changes an entry's legs or state.  A partial post (hold.c)
+ *     records what each leg posted as "amounts" (H1, H2 there).
  *  L6 An entry is committed only when resolved and every earlier seqId of
  *     each of its accounts is committed (checking each leg's predecessor
  *     suffices, by induction); commit order is insertion order's
@@ -136,7 +140,10 @@ static const char entry_validator[] =
     "\"expires_at\":{\"bsonType\":\"long\"},"
     "\"resolved_at\":{\"bsonType\":\"long\"},"
     "\"committed_at\":{\"bsonType\":\"long\"},"
-    "\"reverses\":{\"bsonType\":\"string\"}}},"
+    "\"reverses\":{\"bsonType\":\"string\"},"
+    "\"amounts\":{\"bsonType\":\"array\",\"maxItems\":128,"
+    "\"items\":{\"bsonType\":\"long\"}},"
+    "\"post_id\":{\"bsonType\":\"string\"}}},"
     /* a pending entry is never committed (L6) */
     "\"$or\":[{\"proc\":\"uncommitted\"},{\"state\":{\"$ne\":\"pending\"}}]}";
 
@@ -191,7 +198,8 @@ static const char entry_moves[] =
     "," COMMIT(LG_EXPIRED) "]},"
     "{\"scope\":\"plain\",\"steps\":[\"ledger\"],\"insert\":false,"
     "\"immutable\":[\"changes\",\"state\",\"proc\",\"created\",\"updated\","
-    "\"expires_at\",\"resolved_at\",\"committed_at\",\"reverses\"],"
+    "\"expires_at\",\"resolved_at\",\"committed_at\",\"reverses\","
+    "\"amounts\",\"post_id\"],"
     WHY_PLAIN("ledger entries") "}]";
 #undef RESOLVE
 #undef COMMIT
@@ -225,6 +233,12 @@ static int entry_fits(const json_t *e, char *why, size_t n) {
                           com ? "set" : "not");
   if (res && !exp)
     return dtx__shape_bad(why, n, "resolved, yet never pending (L5)");
+  if (json_object_get(e, "amounts") &&
+      (!dtx__state_is(e, LG_POSTED) || !exp ||
+       json_array_size(json_object_get(e, "amounts")) !=
+           json_array_size(json_object_get(e, "changes"))))
+    return dtx__shape_bad(why, n, "amounts on an entry that is not a posted "
+                          "hold, or not one per leg (H2)");
   return 0;
 }
 
@@ -332,6 +346,7 @@ static const char *const fault_points[] = {
     "ledger.reverse",
     "ledger.pending.post",
     "ledger.pending.void",
+    "ledger.pending.partial",
     "ledger.expire",
     "ledger.commit",
     "ledger.cache",

@@ -5,6 +5,7 @@
  * the method table; post.c posting, pending resolution and reversal;
  * many.c posting many entries at once (dtx_ledger_post_many); limit.c
  * the limits (the upper limit's check, the step that changes them);
+ * hold.c partial posts of holds; balancing.c balancing legs (-max);
  * position.c how an account's balance and next seqId are derived from its
  * cache and the entries after it (balance, statement, list); commit.c the
  * committer (worker), expiry and recovery; audit.c the audit.  Retry,
@@ -108,6 +109,15 @@ int dtx__lg_check_max(const dtx_ledger_leg_t *l, const dtx__lg_pos_t *pos,
 /* The step behind dtx_ledger_account_limits (ledger.account.limit). */
 int dtx__lg_account_limits(dtx__exec_t *ex, const char *id, int which,
                            const dtx_ledger_limit_t *l, json_t **out);
+
+/* ---- partial posts (hold.c) ------------------------------------------------ */
+
+/* What leg (borrowed from posted entry e) counts: the entry's "amounts"
+ * entry for it after a partial post, else its value. */
+int64_t dtx__lg_amount(const json_t *e, const json_t *leg);
+
+/* The same by account (0 when e has no leg on it). */
+int64_t dtx__lg_amount_of(const json_t *e, const char *account);
 
 /* ---- balancing legs (balancing.c) ------------------------------------------ */
 
