@@ -28,6 +28,16 @@
  * (ledger/many.c); its row gives entries/s (latency per call) with its
  * ratio to the native side and to the single posts of the same rounds.
  *
+ * Metadata (docs/ledger.md, "Metadata and references"): each round of the
+ * uniform workload also runs the meta side, the same posts each with a
+ * ref ("r<round>-<i>") and a meta object ({"order": "o<i>", "n": i}); its
+ * row (post_meta) gives its ratio to the plain posts of the same rounds
+ * (the target is >= 0.9).  Then, once per backend, ref lookups: R
+ * entries with unique refs (25,000 x BENCH_SCALE, 10,000 by default;
+ * posted in batches of 100 after dtx_ledger_unique_refs), then 200
+ * dtx_ledger_entries by ref, each of which must examine exactly one
+ * document (the {ref: 1} index; a scan examines all R).
+ *
  * usage: bench_ledger [--store redis://...] [--label L] [--backend B]
  *                     [--accounts N(1000)] [--posts M] [--workers W(8)]
  *                     [--rounds R(3)] [--hot PCT] [--sync full|normal|both]
@@ -70,6 +80,8 @@ typedef struct side {
   const cfg_t *c;
   const pair_t *pairs;
   dtx_store_t *st;
+  int meta; /* the meta side: each post with a ref and a meta */
+  int round;
   sqlite3 *db[256]; /* native SQLite: one connection per worker */
   sqlite3_stmt *ins[256], *deb[256], *cre[256], *beg[256], *com[256];
 #ifdef DTX_HAVE_REDIS
@@ -94,9 +106,17 @@ static int doctx_post(void *ctx, int w, int i) {
   snprintf(to, sizeof to, "a%d", p->to);
   dtx_ledger_leg_t legs[2] = {{from, -p->amount}, {to, p->amount}};
   dtx_ledger_post_req_t req = {.legs = legs, .nlegs = 2};
-  json_t *e = NULL; /* out is not optional */
+  json_t *e = NULL, *meta = NULL; /* out is not optional */
+  char ref[48];
+  if (s->meta) {
+    snprintf(ref, sizeof ref, "r%d-%d", s->round, i);
+    meta = json_pack("{s:s+,s:i}", "order", "o", ref + 1, "n", i);
+    req.ref = ref;
+    req.meta = meta;
+  }
   int rc = dtx_ledger_post(s->st, &req, NULL, &e);
   json_decref(e);
+  json_decref(meta);
   if (rc < 0)
     fprintf(stderr, "bench_ledger: post %s -> %s: %s (%s)\n", from, to,
             dtx_errname(rc), dtx_errdetail());
@@ -221,9 +241,11 @@ static int settle(dtx_store_t *st) {
  * committer's included.  batched: each op is one dtx_ledger_post_many of
  * c->batch entries; the rate is still entries/s, the latencies per call. */
 static bench_side_t doctx_posts(const cfg_t *c, const pair_t *pairs, int round,
-                                int *errors, double *ops, int batched) {
-  side_t s = {.c = c, .pairs = pairs,
-              .st = doctx_open(c, batched ? "many" : "post", round)};
+                                int *errors, double *ops, int batched,
+                                int meta) {
+  side_t s = {.c = c, .pairs = pairs, .meta = meta, .round = round,
+              .st = doctx_open(c, batched ? "many" : meta ? "meta" : "post",
+                               round)};
   int nops = batched ? (c->posts + c->batch - 1) / c->batch : c->posts;
   doctx_accounts(s.st, c->accounts, "a");
   committer_t cm = {.st = s.st};
@@ -508,7 +530,10 @@ static int bench_reads(const cfg_t *c) {
   json_t *u = json_pack("{s:{s:{s:i,s:i}}}", "$set", "cache", "balance", 0,
                         "seqId", 0);
   dtx_update_result_t ur;
-  int rc = dtx_store_update(st, DTX_LEDGER_ACCOUNTS, f, u, NULL, &ur);
+  /* Past the rules on purpose: a cache only moves forward (ledger.c,
+   * account_moves), and this puts it back to 0 to read past it. */
+  int rc = dtx_store_update(st, DTX_LEDGER_ACCOUNTS, f, u,
+                            &(dtx_update_opts_t){.bypass_validation = 1}, &ur);
   json_decref(f);
   json_decref(u);
   if (rc < 0 || ur.modified != 1)
@@ -588,21 +613,32 @@ static int bench_reads(const cfg_t *c) {
  * hot/uniform ratio (set when hot is 0). */
 static int bench_posts(const cfg_t *c, int hot, double *uniform) {
   pair_t *pairs = malloc(sizeof *pairs * (size_t)c->posts);
-  bench_side_t d[16], n[16], b[16];
-  double ops[16], bops[16];
-  int derr = 0, nerr = 0, berr = 0, e;
+  bench_side_t d[16], n[16], b[16], m[16];
+  double ops[16], bops[16], mops[16];
+  int derr = 0, nerr = 0, berr = 0, merr = 0, e;
   if (!pairs)
     die("pairs", DTX_ENOMEM);
   bench_pairs(pairs, c->posts, c->accounts, hot);
   for (int k = 0; k < c->rounds; k++) {
     bench_phase("%s sync=%s hot=%d%% round %d/%d doctx", c->label, c->sync,
                 hot, k + 1, c->rounds);
-    d[k] = doctx_posts(c, pairs, k, &e, &ops[k], 0);
-    derr += e;
+    /* The meta side alternates with the plain one (which goes first),
+     * so neither always runs on a warmer machine. */
+    for (int side = 0; side < 2; side++) {
+      if ((side ^ (k & 1)) == 0) {
+        d[k] = doctx_posts(c, pairs, k, &e, &ops[k], 0, 0);
+        derr += e;
+      } else if (hot == 0) {
+        bench_phase("%s sync=%s hot=%d%% round %d/%d doctx meta", c->label,
+                    c->sync, hot, k + 1, c->rounds);
+        m[k] = doctx_posts(c, pairs, k, &e, &mops[k], 0, 1);
+        merr += e;
+      }
+    }
     if (c->batch > 1) {
       bench_phase("%s sync=%s hot=%d%% round %d/%d doctx batch %d", c->label,
                   c->sync, hot, k + 1, c->rounds, c->batch);
-      b[k] = doctx_posts(c, pairs, k, &e, &bops[k], 1);
+      b[k] = doctx_posts(c, pairs, k, &e, &bops[k], 1, 0);
       berr += e;
     }
     bench_phase("%s sync=%s hot=%d%% round %d/%d native", c->label, c->sync,
@@ -664,8 +700,108 @@ static int bench_posts(const cfg_t *c, int hot, double *uniform) {
            dm.ops_s > 0 ? bm.ops_s / dm.ops_s : 0,
            bench_median(bops, c->rounds), berr ? "  (errors!)" : "");
   }
+  if (hot == 0) {
+    bench_side_t mm = bench_median_side(m, c->rounds);
+    double ratio = dm.ops_s > 0 ? mm.ops_s / dm.ops_s : 0;
+    bench_row(&(bench_row_t){
+        .metric = "post_meta", .backend = c->backend, .sync = c->sync,
+        .workload = "uniform_meta", .unit = "entries/s",
+        .native = c->redis ? "MULTI; INCRBY x2; XADD; EXEC (one slot)"
+                           : "BEGIN; INSERT entry; UPDATE x2; COMMIT",
+        .workers = c->workers, .rounds = c->rounds, .doctx = mm, .nat = nm,
+        .extra = json_pack("{s:i,s:f,s:f,s:f,s:f,s:i}", "posts", c->posts,
+                           "over_plain_posts", ratio, "plain_posts_s",
+                           dm.ops_s, "ops_per_post",
+                           bench_median(mops, c->rounds), "target", 0.9,
+                           "doctx_failed", merr)});
+    printf("%-16s %-6s %-8s | %9.0f %8.0f %8.0f | %9.0f %8.0f %8.0f | %6.3f "
+           "| meta+ref: %.3fx the plain posts (%.0f/s; target >= 0.9), %.1f "
+           "store ops/post%s\n",
+           c->label, c->sync, "meta", mm.ops_s, mm.p50_us, mm.p99_us,
+           nm.ops_s, nm.p50_us, nm.p99_us,
+           nm.ops_s > 0 ? mm.ops_s / nm.ops_s : 0, ratio, dm.ops_s,
+           bench_median(mops, c->rounds), merr ? "  (errors!)" : "");
+  }
   fflush(stdout);
-  return derr || nerr || berr ? 1 : 0;
+  return derr || nerr || berr || merr ? 1 : 0;
+}
+
+/* ---- ref lookups ------------------------------------------------------------------------ */
+
+#define REF_BATCH 100
+#define REF_LOOKUPS 200
+
+/* R entries with unique refs, then REF_LOOKUPS lookups by ref: each must
+ * examine exactly one document (the planner reads the {ref: 1} index). */
+static int bench_refs(const cfg_t *c) {
+  int R = bench_scaled(25000), errs = 0;
+  dtx_store_t *st = doctx_open(c, "refs", 0);
+  doctx_accounts(st, 2 * REF_BATCH, "r");
+  int rc = dtx_ledger_unique_refs(st);
+  if (rc < 0)
+    die("unique refs", rc);
+  dtx_ledger_leg_t legs[REF_BATCH][2];
+  char names[2 * REF_BATCH][16];
+  for (int i = 0; i < 2 * REF_BATCH; i++)
+    snprintf(names[i], sizeof names[i], "r%d", i);
+  for (int i = 0; i < REF_BATCH; i++) {
+    legs[i][0] = (dtx_ledger_leg_t){names[2 * i], -1};
+    legs[i][1] = (dtx_ledger_leg_t){names[2 * i + 1], 1};
+  }
+  dtx_ledger_post_req_t reqs[REF_BATCH];
+  dtx_ledger_result_t res[REF_BATCH];
+  char refs[REF_BATCH][32];
+  bench_phase("%s ref lookups: posting %d entries with refs", c->label, R);
+  double t0 = now_us();
+  for (int from = 0; from < R; from += REF_BATCH) {
+    int k = R - from < REF_BATCH ? R - from : REF_BATCH;
+    for (int i = 0; i < k; i++) {
+      snprintf(refs[i], sizeof refs[i], "ref-%d", from + i);
+      /* disjoint account pairs: one round per batch */
+      reqs[i] = (dtx_ledger_post_req_t){.legs = legs[i], .nlegs = 2,
+                                        .ref = refs[i]};
+    }
+    if (dtx_ledger_post_many(st, reqs, (size_t)k, NULL, res) < 0)
+      errs++;
+    dtx_ledger_results_clear(res, (size_t)k);
+  }
+  double post_s = (now_us() - t0) / 1e6;
+  bench_phase("%s ref lookups: %d lookups", c->label, REF_LOOKUPS);
+  double lat[REF_LOOKUPS];
+  int64_t examined = 0, bad = 0;
+  unsigned seed = 7;
+  for (int i = 0; i < REF_LOOKUPS; i++) {
+    char ref[32];
+    json_t *out = NULL;
+    snprintf(ref, sizeof ref, "ref-%d", (int)(rand_r(&seed) % (unsigned)R));
+    int64_t ex0 = dtx__docs_examined;
+    double t = now_us();
+    rc = dtx_ledger_entries(st, ref, NULL, NULL, &out);
+    lat[i] = now_us() - t;
+    examined += dtx__docs_examined - ex0;
+    if (rc || json_array_size(out) != 1 || dtx__docs_examined - ex0 != 1)
+      bad++;
+    json_decref(out);
+  }
+  double p50 = bench_median(lat, REF_LOOKUPS);
+  bench_row(&(bench_row_t){
+      .metric = "ref_lookup", .backend = c->backend, .sync = c->sync,
+      .workload = "unique_refs", .unit = "lookups/s", .native = "-",
+      .workers = 1, .rounds = 1,
+      .doctx = {.ops_s = p50 > 0 ? 1e6 / p50 : 0, .p50_us = p50},
+      .extra = json_pack("{s:i,s:i,s:f,s:f,s:I,s:i}", "entries", R,
+                         "lookups", REF_LOOKUPS, "docs_examined_per_lookup",
+                         (double)examined / REF_LOOKUPS, "post_s", post_s,
+                         "bad_lookups", (json_int_t)bad, "errors", errs)});
+  printf("%-16s %-6s %-8s | %d entries with unique refs posted in %.1f s; "
+         "%d lookups by ref: p50 %.0f us, %.2f documents examined per "
+         "lookup (the {ref: 1} index)%s\n",
+         c->label, c->sync, "refs", R, post_s, REF_LOOKUPS, p50,
+         (double)examined / REF_LOOKUPS,
+         bad || errs ? "  (errors!)" : "");
+  fflush(stdout);
+  doctx_close(c, st);
+  return bad || errs ? 1 : 0;
 }
 
 static void usage(void) {
@@ -770,6 +906,8 @@ int main(int argc, char **argv) {
     }
     if (s == 0)
       rc |= bench_reads(&c);
+    if (s == 0 || c.redis)
+      rc |= bench_refs(&c);
   }
 #ifdef DTX_HAVE_REDIS
   if (c.redis)

@@ -14,7 +14,10 @@
  *           row; COMMIT), one connection per thread, WAL, the same
  *           synchronous setting.
  * W worker threads, each cycling on a lock of its own and its own
- * resource document (uncontended: what one cycle costs).  Reported:
+ * resource document (uncontended: what one cycle costs).  Then, in the
+ * same run, lock hold cycles (dtx_lock_hold_start, the fenced write,
+ * dtx_lock_hold_stop) against the same calls by hand (acquire, write,
+ * release), rounds interleaved: what the keeper costs.  Reported:
  * cycles/s (median of the rounds), p50/p99 of one cycle, the native
  * figures and the ratio.  Every round checks that every cycle's write
  * landed (doctx, SQLite: the resources' counters add up; Redis: every
@@ -108,13 +111,56 @@ static int doctx_cycle(void *ctx, int w, int i) {
   return ok;
 }
 
-static bench_side_t doctx_cycles(const cfg_t *c, int round, int *errors) {
+/* A cycle of dtx_lock_hold_*: start (the acquire, and the keeper's
+ * thread), the same fenced write, stop (the keeper joined, the release).
+ * Against doctx_cycle, the same three store calls by hand: what the hold
+ * itself costs.  (A hold that lasts past ttl/3 also renews: the same
+ * dtx_lock_renew a user makes by hand, on the keeper's thread.) */
+static int hold_cycle(void *ctx, int w, int i) {
+  side_t *s = ctx;
+  char name[32];
+  dtx_lock_hold_t *h = NULL;
+  (void)i;
+  snprintf(name, sizeof name, "bench.l%d", w);
+  int rc = dtx_lock_hold_start(s->st, name,
+                               &(dtx_lock_opts_t){.ttl_ms = TTL_MS}, NULL,
+                               NULL, &h);
+  if (rc < 0) {
+    fprintf(stderr, "bench_lock: hold %s: %s (%s)\n", name, dtx_errname(rc),
+            dtx_errdetail());
+    return 0;
+  }
+  json_t *f = json_pack("{s:i}", "_id", w);
+  json_t *u = json_pack("{s:{s:i}}", "$inc", "n", 1);
+  dtx_update_result_t res;
+  rc = dtx_store_update(s->st, COLL, f, u,
+                        &(dtx_update_opts_t){.fence_name = name,
+                                             .fence_token =
+                                                 dtx_lock_hold_token(h)},
+                        &res);
+  json_decref(f);
+  json_decref(u);
+  int ok = rc == 0 && res.modified == 1;
+  if (!ok)
+    fprintf(stderr, "bench_lock: fenced write of held %s: %s (%s)\n", name,
+            dtx_errname(rc), dtx_errdetail());
+  if ((rc = dtx_lock_hold_stop(h, NULL)) < 0) {
+    fprintf(stderr, "bench_lock: stop %s: %s (%s)\n", name, dtx_errname(rc),
+            dtx_errdetail());
+    ok = 0;
+  }
+  return ok;
+}
+
+/* Cycles of op on a fresh store (SQLite: a file per round and kind). */
+static bench_side_t doctx_cycles(const cfg_t *c, int round, int *errors,
+                                 bench_op_fn op, const char *kind) {
   char uri[600];
   side_t s = {.c = c};
   if (c->redis)
     snprintf(uri, sizeof uri, "%s", c->store);
   else
-    snprintf(uri, sizeof uri, "sqlite:%s/doctx-%s-%d.db?sync=%s", c->dir,
+    snprintf(uri, sizeof uri, "sqlite:%s/%s-%s-%d.db?sync=%s", c->dir, kind,
              c->sync, round, c->sync);
   int rc = dtx_store_open(uri, &s.st);
   if (rc < 0)
@@ -129,8 +175,7 @@ static bench_side_t doctx_cycles(const cfg_t *c, int round, int *errors) {
   json_decref(docs);
   /* Locks are never deleted, so their tokens carry over between rounds
    * on Redis: nothing to reset. */
-  bench_side_t r = bench_pool_run(c->workers, c->cycles, doctx_cycle, &s,
-                                  errors);
+  bench_side_t r = bench_pool_run(c->workers, c->cycles, op, &s, errors);
   int64_t sum = 0;
   if ((rc = bench_sum(s.st, COLL, "n", &sum)) < 0 || sum != c->cycles) {
     fprintf(stderr, "bench_lock: %lld fenced writes landed, not %d\n",
@@ -289,7 +334,7 @@ static int bench(const cfg_t *c) {
   for (int k = 0; k < c->rounds; k++) {
     bench_phase("%s sync=%s round %d/%d doctx", c->label, c->sync, k + 1,
                 c->rounds);
-    d[k] = doctx_cycles(c, k, &e);
+    d[k] = doctx_cycles(c, k, &e, doctx_cycle, "doctx");
     derr += e;
     bench_phase("%s sync=%s round %d/%d native", c->label, c->sync, k + 1,
                 c->rounds);
@@ -311,6 +356,43 @@ static int bench(const cfg_t *c) {
       .extra = json_pack("{s:i,s:i,s:i}", "cycles", c->cycles, "doctx_failed",
                          derr, "native_failed", nerr)});
   printf("%-16s %-6s | %9.0f %8.0f %8.0f | %9.0f %8.0f %8.0f | %6.3f%s\n",
+         c->label, c->sync, dm.ops_s, dm.p50_us, dm.p99_us, nm.ops_s,
+         nm.p50_us, nm.p99_us, nm.ops_s > 0 ? dm.ops_s / nm.ops_s : 0,
+         derr || nerr ? "  (errors!)" : "");
+  fflush(stdout);
+  return derr || nerr ? 1 : 0;
+}
+
+/* lock hold cycles against the same calls by hand, rounds interleaved. */
+static int bench_hold(const cfg_t *c) {
+  bench_side_t d[16], n[16];
+  int derr = 0, nerr = 0, e;
+  /* Which side goes first alternates: the second of a round found the
+   * store (Redis: the server) warmer. */
+  for (int k = 0; k < c->rounds; k++)
+    for (int side = 0; side < 2; side++) {
+      int hold = (side + k) % 2 == 0;
+      bench_phase("%s sync=%s round %d/%d %s", c->label, c->sync, k + 1,
+                  c->rounds, hold ? "lock hold" : "by hand");
+      if (hold) {
+        d[k] = doctx_cycles(c, k, &e, hold_cycle, "hold");
+        derr += e;
+      } else {
+        n[k] = doctx_cycles(c, k, &e, doctx_cycle, "hand");
+        nerr += e;
+      }
+    }
+  bench_side_t dm = bench_median_side(d, c->rounds),
+               nm = bench_median_side(n, c->rounds);
+  bench_row(&(bench_row_t){
+      .metric = "lock hold cycle", .backend = c->backend, .sync = c->sync,
+      .workload = "hold start/write/stop", .unit = "cycles/s",
+      .native = "dtx_lock_acquire, write, dtx_lock_release by hand",
+      .workers = c->workers, .rounds = c->rounds, .doctx = dm, .nat = nm,
+      .extra = json_pack("{s:i,s:i,s:i}", "cycles", c->cycles, "hold_failed",
+                         derr, "hand_failed", nerr)});
+  printf("%-16s %-6s | %9.0f %8.0f %8.0f | %9.0f %8.0f %8.0f | %6.3f%s"
+         "  (lock hold vs by hand)\n",
          c->label, c->sync, dm.ops_s, dm.p50_us, dm.p99_us, nm.ops_s,
          nm.p50_us, nm.p99_us, nm.ops_s > 0 ? dm.ops_s / nm.ops_s : 0,
          derr || nerr ? "  (errors!)" : "");
@@ -404,6 +486,7 @@ int main(int argc, char **argv) {
     c.sync = c.redis ? "none" : syncs[s];
     c.cycles = cycles ? cycles : bench_scaled(s == 1 ? 600 : 2000);
     rc |= bench(&c);
+    rc |= bench_hold(&c);
   }
 #ifdef DTX_HAVE_REDIS
   if (c.redis)

@@ -1205,9 +1205,13 @@ typedef struct dtx_lock_opts {
                           [A-Za-z0-9_.:@#-] ("" is DTX_EINVAL) */
   int64_t ttl_ms;      /* lease; 0: 30000 (renew: the lock's last ttl) */
   int64_t wait_ms;     /* acquire: wait up to this long while the lock is
-                          held, polling with backoff; 0: do not wait */
+                          held, polling with backoff; waiters are served
+                          in arrival order, by ticket (docs/locks.md,
+                          "Fair waiting"); 0: do not wait */
   int64_t deadline_ms; /* budget of the whole call (a wait included); 0: see
                           "Deadlines" */
+  int64_t max;         /* acquire: holders allowed at once; 0 or 1: a lock
+                          of one holder; 2..100: a semaphore (below) */
 } dtx_lock_opts_t;
 
 /* Takes lock name.  DTX_ENOMATCH, naming the holder, its token and how
@@ -1239,6 +1243,86 @@ int dtx_lock_get(dtx_store_t *st, const char *name, json_t **out);
 
 /* *out: array of lock views by name, paged by page (may be NULL). */
 int dtx_lock_list(dtx_store_t *st, const dtx_page_t *page, json_t **out);
+
+/* ---- holding a lock: a keep-alive with a loss callback ---------------------
+ * (src/txn/lock/hold.c, docs/locks.md "Holding a lock")
+ *
+ * dtx_lock_hold_start acquires NAME (as dtx_lock_acquire, opts alike:
+ * ttl_ms 0 is 30000; wait_ms waits while another holds it; deadline_ms is
+ * the acquire's budget) and starts a thread, the keeper, that renews the
+ * lease every ttl/3 (dtx_lock_renew, each bounded by the lease's end).
+ * The lock is LOST when a renewal fails (any error: the token no longer
+ * current, the store unavailable, an injected fault) or when the lease
+ * lapses -- measured on the monotonic clock from the START of the last
+ * call that succeeded (the acquire, then each renew), so a paused process
+ * counts its pause, and the keeper reports a loss no later than another
+ * holder could take the lock (a process stopped as a whole cannot: the
+ * next holder's fencing token refuses its writes).  Then on_lost(arg, rc)
+ * (may be NULL) is called ONCE, on a thread of the library's (the hold's
+ * keeper, which starts when the first renewal is due), with rc the
+ * renew's error or DTX_ESTALE for a lapse (dtx_errdetail() on that thread
+ * says which; DTX_ENOMEM: the keeper could not start), and the keeper
+ * renews no more.  on_lost must return soon
+ * and must not call dtx_lock_hold_stop (it would wait for its own thread);
+ * it may call dtx_lock_hold_token and dtx_lock_hold_lost.  It is never
+ * called once dtx_lock_hold_stop has begun.
+ * Ownership: *out (NULL on error) belongs to the caller, who must end it
+ * with dtx_lock_hold_stop exactly once, from any one thread; st must
+ * outlive it.  On error nothing is held (a lock acquired before the keeper
+ * failed to start is released).  Errors: those of dtx_lock_acquire
+ * (DTX_ENOMATCH while held, DTX_EINVAL for bad name or opts: ttl_ms past
+ * a year is refused, wait_ms and deadline_ms saturate, max above 1 -- a
+ * semaphore -- is refused), DTX_ENOMEM. */
+typedef struct dtx_lock_hold dtx_lock_hold_t;
+typedef void (*dtx_lock_lost_fn)(void *arg, int rc);
+int dtx_lock_hold_start(dtx_store_t *st, const char *name,
+                        const dtx_lock_opts_t *opts, dtx_lock_lost_fn on_lost,
+                        void *arg, dtx_lock_hold_t **out);
+
+/* The token held (the fence of every protected write: fence_name = the
+ * lock's name).  Any thread, until dtx_lock_hold_stop. */
+int64_t dtx_lock_hold_token(const dtx_lock_hold_t *h);
+
+/* The acquire's view {"name", "owner", "token", "expires", "held"},
+ * borrowed: valid until dtx_lock_hold_stop. */
+json_t *dtx_lock_hold_view(const dtx_lock_hold_t *h);
+
+/* 0 while held, else the code on_lost got.  Any thread, until stop. */
+int dtx_lock_hold_lost(dtx_lock_hold_t *h);
+
+/* Stops the keeper (waits for a renewal in flight, itself bounded by the
+ * lease's end), releases the lock and frees h: h is invalid after the
+ * call, whatever it returns.  0 when the lock was held throughout and is
+ * released (*out, may be NULL: the released view); DTX_ESTALE when it was
+ * lost (the detail says how; the release is still tried: after a lapse
+ * no one else took, it frees the lock at once); another error when the
+ * release failed (the lease then lapses on its own).  h NULL: 0. */
+int dtx_lock_hold_stop(dtx_lock_hold_t *h, json_t **out);
+/* Semaphores (src/txn/lock/sem.c, docs/locks.md "Semaphores"): an acquire
+ * with opts->max N >= 2 takes one of N slots of the name, each holder with
+ * its own token (the name's tokens only grow, across slots); its view adds
+ * "slot" and "fence", the fence name of that slot ("NAME:SLOT"), which
+ * every protected write of the holder carries with its token: a holder
+ * whose slot passed to a newer token is then DTX_EFENCED, while the other
+ * slots' holders never fence it.  A name has one max: an acquire with
+ * another is DTX_EINVAL.  renew and release take the holder's token as
+ * for a plain lock; show and list add "max" and "holders" [{slot, owner,
+ * token, expires, fence}] (the live ones).
+ *
+ * Leader election (src/txn/lock/elect.c, docs/locks.md "Leader
+ * election"): a campaign is an acquire of a lock of one holder that
+ * waits until it leads -- up to opts->wait_ms, and with wait_ms 0 as long
+ * as it takes (within deadline_ms) -- and returns the acquire's view: its
+ * token is the term, which only grows.  The leader keeps its lease with
+ * dtx_lock_renew and fences its writes by NAME:term.  opts->max must be 0
+ * or 1 (DTX_EINVAL). */
+int dtx_lock_campaign(dtx_store_t *st, const char *name,
+                      const dtx_lock_opts_t *opts, json_t **out);
+
+/* *out: {"name", "leader": the owner of the live lease or null, "term":
+ * the lock's token (the last term begun), "expires"}; DTX_ENOTFOUND when
+ * no one ever campaigned; DTX_EINVAL for a semaphore. */
+int dtx_lock_leader(dtx_store_t *st, const char *name, json_t **out);
 
 /* ---- sync flag (src/txn/sync/, docs/sync.md) --------------------------------
  *
@@ -1326,9 +1410,10 @@ int dtx_sync_repair(dtx_store_t *st, const dtx_recover_opts_t *opts,
  * protocol:
  *   ledger_entries  {_id, changes: [{account, value, seqId[, min][, max]}...],
  *                    state, proc, created, updated[, expires_at]
- *                    [, reverses][, committed_at]}
+ *                    [, reverses][, committed_at][, meta][, ref]
+ *                    [, amounts][, post_id]}
  *   ledger_accounts {_id, min_balance[, max_balance], cache: {balance,
- *                    seqId}, created, updated}
+ *                    seqId}, created, updated[, asset]}
  * A negative value is a debit (money leaves the account), a positive one a
  * credit; the values of an entry sum to zero.  Each account numbers its
  * legs 1, 2, 3, ... (seqId, dense), unique by the index
@@ -1371,6 +1456,26 @@ typedef struct dtx_ledger_limit {
  * (may be NULL) receives the account. */
 int dtx_ledger_account_create(dtx_store_t *st, const char *id,
                               const dtx_ledger_limit_t *limit, json_t **out);
+
+/* An account's asset: CODE/SCALE, CODE 1..16 of [A-Z0-9_], SCALE 0..18
+ * (the digits after the point of the minor unit a value counts: USD/2,
+ * BTC/8, JPY/0).  docs/ledger.md, "Assets". */
+typedef struct dtx_ledger_account_opts {
+  const dtx_ledger_limit_t *limit; /* NULL: min_balance 0 */
+  const char *asset; /* NULL: none (the asset of every account created
+                        without one, older stores' included) */
+} dtx_ledger_account_opts_t;
+
+/* dtx_ledger_account_create with opts (NULL: as it).  The asset is fixed
+ * at creation: no command changes it.  A bad asset is DTX_EINVAL,
+ * nothing set up or written. */
+int dtx_ledger_account_create_ex(dtx_store_t *st, const char *id,
+                                 const dtx_ledger_account_opts_t *opts,
+                                 json_t **out);
+
+/* The check of an asset (not NULL) create_ex makes: 0 or DTX_EINVAL.
+ * Needs no store. */
+int dtx_ledger_asset_check(const char *asset);
 
 /* The check dtx_ledger_account_create makes of id before anything is set
  * up or written: 0 or DTX_EINVAL.  Needs no store. */
@@ -1447,11 +1552,25 @@ typedef struct dtx_ledger_post_req {
    * nothing to move is DTX_EINSUFFICIENT naming the account. */
   size_t max_debit;
   size_t max_credit;
+  /* Optional, stored with the entry and never changed (docs/ledger.md,
+   * "Metadata and references"); checked with the rest, DTX_EINVAL and
+   * nothing recorded when wrong.  An existing id is the same request only
+   * with the same meta and ref. */
+  const json_t *meta; /* NULL: none.  A JSON object, at most
+                         DTX_LEDGER_MAX_META bytes serialized compactly,
+                         no NUL byte in a key or string */
+  const char *ref;    /* NULL: none.  1..DTX_LEDGER_MAX_REF bytes, an
+                         external reference (order, invoice), indexed;
+                         unique per ledger after dtx_ledger_unique_refs */
 } dtx_ledger_post_req_t;
+
+#define DTX_LEDGER_MAX_META 4096 /* bytes of an entry's meta, serialized */
+#define DTX_LEDGER_MAX_REF 256   /* bytes of an entry's ref */
 
 /* Posts an entry.  Checked first, recording nothing when wrong: 2 to 128
  * legs, distinct accounts, non-zero values summing to zero (DTX_EINVAL),
- * every account existing (DTX_ENOACCOUNT naming it).  Then each debited
+ * every account existing (DTX_ENOACCOUNT naming it), all in one asset
+ * (DTX_EINVAL naming two accounts; no asset is one too).  Then each debited
  * account's available balance (balance - pending debits) after the debit
  * must stay >= its min_balance (DTX_EINSUFFICIENT naming the account,
  * nothing recorded), and every account's balance must stay within int64
@@ -1558,7 +1677,8 @@ int dtx_ledger_reverse(dtx_store_t *st, const char *id, const char *new_id,
 /* at_seq for dtx_ledger_balance: the latest. */
 #define DTX_LEDGER_LATEST (-1)
 
-/* *out: {"account","balance","available","pending_debits","seq"}: the
+/* *out: {"account","balance","available","pending_debits","seq"[,"asset"]}
+ * (asset: the account's, when it has one): the
  * balance (cache + posted legs after it), the available balance (balance
  * - pending debits) and the seqId they are as of -- the latest, or at_seq
  * (>= 0, at most the latest: DTX_EINVAL beyond it), the point-in-time
@@ -1569,8 +1689,10 @@ int dtx_ledger_balance(dtx_store_t *st, const char *account, int64_t at_seq,
 
 /* *out: an array of the account's valid (posted) legs with seqId >=
  * from_seq (>= 1), in seqId order, at most limit (0: all):
- * {"entry","seq","value","balance","state"}, balance being the running
- * balance after the leg and state "committed" or "uncommitted".
+ * {"entry","seq","value","balance","state"[,"asset"][,"ref"][,"meta"]},
+ * balance
+ * being the running balance after the leg, state "committed" or
+ * "uncommitted", ref and meta the entry's when it has them.
  * DTX_ENOACCOUNT when there is no such account. */
 int dtx_ledger_statement(dtx_store_t *st, const char *account,
                          int64_t from_seq, int64_t limit, json_t **out);
@@ -1582,6 +1704,24 @@ int dtx_ledger_get(dtx_store_t *st, const char *id, json_t **out);
  * (account NULL) all in creation order; paged by page (may be NULL). */
 int dtx_ledger_list(dtx_store_t *st, const char *account,
                     const dtx_page_t *page, json_t **out);
+
+/* Makes refs unique in this store's ledger from now on: creates the
+ * unique sparse index "ref_unique" on ledger_entries {ref: 1}.  Existing
+ * entries sharing a ref make it DTX_EDUPKEY (nothing changed); doing it
+ * again is a no-op.  Afterwards a post, post-many entry or pending post
+ * whose ref another entry holds is DTX_EDUPKEY naming the ref and that
+ * entry, nothing recorded (a retry of the same id is that entry again). */
+int dtx_ledger_unique_refs(dtx_store_t *st);
+
+/* *out: the entries whose ref is ref (NULL: any) and whose meta matches
+ * meta_filter (a MongoDB filter over the meta object, its paths relative
+ * to it, top-level $and/$or/$nor allowed; NULL: any), oldest first
+ * (created, then _id), paged by page (may be NULL).  Both NULL is
+ * DTX_EINVAL (dtx_ledger_list lists everything).  A ref is read through
+ * the {ref: 1} index; a meta filter alone reads every entry. */
+int dtx_ledger_entries(dtx_store_t *st, const char *ref,
+                       const json_t *meta_filter, const dtx_page_t *page,
+                       json_t **out);
 
 /* ---- order confirmation (src/txn/order/, docs/orders.md) --------------------
  *

@@ -51,7 +51,9 @@
 #      balance reads 1,000 legs past the cache against GET (SELECT).
 #   1e. bench_lock on both: lock acquire + fenced write + release cycles
 #      against SET NX PX / SET / Lua compare-and-delete (on SQLite: one
-#      plain transaction doing the same updates).
+#      plain transaction doing the same updates); then, in the same run,
+#      lock hold cycles (dtx_lock_hold_start, the fenced write,
+#      dtx_lock_hold_stop) against the same calls by hand (target >= 0.9).
 #   1f. bench_http on both (and on SQLite, in the first part): transfers
 #      over HTTP to a doctxd (16 keep-alive connections, single and the
 #      batch endpoint by 64) against the same transfers through the
@@ -146,7 +148,7 @@ if [ "$ONLY" != redis ]; then
   echo "## bench_ledger: 2-leg ledger posts vs one SQLite transaction (INSERT entry, UPDATE x2); balance reads"
   "$BUILD/bench_ledger"
   echo
-  echo "## bench_lock: lock acquire + fenced write + release vs one plain SQLite transaction"
+  echo "## bench_lock: lock acquire + fenced write + release vs one plain SQLite transaction; lock hold cycles vs the same calls by hand"
   "$BUILD/bench_lock"
   echo
   echo "## bench_order: order confirmations (claim, credit transfer, confirm) vs one SQLite transaction"
@@ -266,7 +268,7 @@ run_on bench_ledger redis-standalone "$URI_SA"
 run_on bench_ledger redis-cluster "$URI_CL"
 
 echo
-echo "## bench_lock: lock acquire + fenced write + release vs SET NX PX / SET / Lua compare-and-delete"
+echo "## bench_lock: lock acquire + fenced write + release vs SET NX PX / SET / Lua compare-and-delete; lock hold cycles vs the same calls by hand"
 run_on bench_lock redis-standalone "$URI_SA"
 run_on bench_lock redis-cluster "$URI_CL"
 

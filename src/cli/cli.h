@@ -23,7 +23,9 @@ enum {
   DTX_EXIT_CONSTRAINT = 3, /* duplicate key, type, overflow, _id change,
                               state, validation */
   DTX_EXIT_BACKEND = 4,    /* store unavailable or backend error */
-  DTX_EXIT_AUDIT = 5       /* audit found a broken invariant */
+  DTX_EXIT_AUDIT = 5,      /* audit found a broken invariant */
+  DTX_EXIT_LOST = 6        /* lock hold: the lock was lost, the command
+                              killed */
 };
 
 typedef struct dtx_cli {
@@ -134,6 +136,10 @@ int dtx__cli_run(dtx_cli_t *cli, const dtx__cli_spec_t *top, int argc,
 /* The whole of doctx --help (the command lists and exit codes from the
  * specs and util.c's table). */
 void dtx__cli_print_usage(FILE *f, const dtx__cli_spec_t *const *cmds);
+
+/* doctx lock hold, the one subcommand with a file of its own
+ * (cmd_lock_hold.c: it runs a command). */
+int dtx__cli_lock_hold(dtx_cli_t *cli, const dtx__cli_args_t *a);
 
 /* The commands (one cmd_<name>.c each), in doctx --help's order. */
 extern const dtx__cli_spec_t dtx__cmd_insert, dtx__cmd_find, dtx__cmd_count,

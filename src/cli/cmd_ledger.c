@@ -63,15 +63,19 @@ static int account(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   if (!create && !which)
     return dtx__cli_usage("ledger account limit: give N|none (the floor), "
                           "--max-balance M|none, or both");
+  const char *asset = create ? dtx__cli_str(a, "--asset") : NULL;
   /* The library's checks before the store opens: bad input creates no
    * store. */
   int rc = dtx_ledger_account_id_check(a->pos[0]);
+  if (rc == 0 && asset)
+    rc = dtx_ledger_asset_check(asset);
   if (rc)
     return dtx__cli_fail(rc);
   dtx_store_t *st = dtx__cli_store(cli, &code);
   if (!st)
     return code;
-  return done(create ? dtx_ledger_account_create(st, a->pos[0], &l, &acct)
+  dtx_ledger_account_opts_t o = {.limit = &l, .asset = asset};
+  return done(create ? dtx_ledger_account_create_ex(st, a->pos[0], &o, &acct)
                      : dtx_ledger_account_limits(st, a->pos[0], which, &l,
                                                  &acct),
               DTX_EXIT_NOMATCH, &acct);
@@ -88,9 +92,16 @@ static int post(dtx_cli_t *cli, const dtx__cli_args_t *a) {
       .timeout_ms = dtx__cli_num(a, "--timeout-ms",
                                  pending ? DTX_LEDGER_TIMEOUT_MS : 0)};
   dtx_exec_opts_t eo = {.deadline_ms = dtx__cli_num(a, "--deadline-ms", 0)};
-  json_t *e = NULL;
+  json_t *e = NULL, *meta = NULL;
   if (!legs)
     return dtx__cli_error(DTX_ENOMEM, "ledger post: %d legs", a->npos);
+  /* --meta is JSON text; whether it is an entry's meta (an object, its
+   * size) is the library's to say. */
+  if (dtx__cli_str(a, "--meta") &&
+      !(meta = dtx__cli_json(dtx__cli_str(a, "--meta"), "--meta")))
+    code = DTX_EXIT_USAGE;
+  req.meta = meta;
+  req.ref = dtx__cli_str(a, "--ref");
   /* ACCT:VALUE: the account is everything before the last ':' (ids may
    * contain ':'). */
   for (int i = 0; !code && i < a->npos; i++) {
@@ -121,6 +132,7 @@ static int post(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   if (st) /* an unknown account is bad input */
     code = done(dtx_ledger_post(st, &req, &eo, &e), DTX_EXIT_USAGE, &e);
   free(legs);
+  json_decref(meta);
   return code;
 }
 
@@ -145,13 +157,16 @@ static int parse_entry(pline_t *l) {
   const char *key;
   if (!json_is_object(v))
     return dtx__cli_bad_line(ln, DTX_EINVAL, "an entry is an object "
-                             "{\"legs\"[, \"id\", \"pending\", \"timeout_ms\"]}");
+                             "{\"legs\"[, \"id\", \"pending\", \"timeout_ms\", "
+                             "\"meta\", \"ref\"]}");
   json_object_foreach(v, key, f) {
     if (strcmp(key, "legs") && strcmp(key, "id") && strcmp(key, "pending") &&
-        strcmp(key, "timeout_ms"))
+        strcmp(key, "timeout_ms") && strcmp(key, "meta") && strcmp(key, "ref"))
       return dtx__cli_bad_line(ln, DTX_EINVAL, "unknown field '%.200s' "
-                               "(legs, id, pending, timeout_ms)", key);
+                               "(legs, id, pending, timeout_ms, meta, ref)",
+                               key);
   }
+  json_t *ref = json_object_get(v, "ref");
   json_t *legs = json_object_get(v, "legs"), *id = json_object_get(v, "id");
   json_t *pend = json_object_get(v, "pending");
   json_t *tmo = json_object_get(v, "timeout_ms");
@@ -188,9 +203,14 @@ static int parse_entry(pline_t *l) {
   if (tmo && !json_is_integer(tmo))
     return dtx__cli_bad_line(ln, DTX_EINVAL, "\"timeout_ms\" must be an "
                              "integer");
+  if (ref && !json_is_string(ref))
+    return dtx__cli_bad_line(ln, DTX_EINVAL, "\"ref\" must be a string");
   l->req = (dtx_ledger_post_req_t){
       .id = id ? json_string_value(id) : NULL, .legs = l->legs,
       .nlegs = json_array_size(legs), .pending = json_is_true(pend),
+      /* borrowed from the line, which outlives the call; the meta's
+       * rules are the library's */
+      .meta = json_object_get(v, "meta"), .ref = json_string_value(ref),
       /* As `ledger post`: unset is the usual hour, a value is the
        * library's to judge (0 refused on its line, as --timeout-ms 0). */
       .timeout_ms = tmo                 ? (int64_t)json_integer_value(tmo)
@@ -314,9 +334,18 @@ static int resolve(dtx_cli_t *cli, const dtx__cli_args_t *a) {
 static int reads(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   const char *sub = a->spec->name;
   int code, rc;
+  json_t *mf = NULL;
+  int entries = strcmp(sub, "entries") == 0;
+  /* entries: a FILTER that is no JSON is bad input before the store
+   * opens; what it may say is the library's. */
+  if (entries && dtx__cli_str(a, "--meta-filter") &&
+      !(mf = dtx__cli_json(dtx__cli_str(a, "--meta-filter"), "FILTER")))
+    return DTX_EXIT_USAGE;
   dtx_store_t *st = dtx__cli_store(cli, &code);
-  if (!st)
+  if (!st) {
+    json_decref(mf);
     return code;
+  }
   json_t *out = NULL;
   if (strcmp(sub, "balance") == 0)
     rc = dtx_ledger_balance(
@@ -326,14 +355,33 @@ static int reads(dtx_cli_t *cli, const dtx__cli_args_t *a) {
                               dtx__cli_num(a, "--limit", 0), &out);
   else if (strcmp(sub, "show") == 0)
     return done(dtx_ledger_get(st, a->pos[0], &out), DTX_EXIT_NOMATCH, &out);
+  else if (entries)
+    rc = dtx_ledger_entries(st, dtx__cli_str(a, "--ref"), mf,
+                            &(dtx_page_t){0, dtx__cli_num(a, "--limit", 0)},
+                            &out);
   else
     rc = dtx_ledger_list(st, dtx__cli_str(a, "--account"),
                          &(dtx_page_t){0, dtx__cli_num(a, "--limit", 0)}, &out);
+  json_decref(mf);
   if (rc)
     return ledger_fail(rc, DTX_EXIT_NOMATCH);
   if (!json_is_array(out))
     return dtx__cli_summary(0, &out);
-  return dtx__cli_items(0, &out, strcmp(sub, "list") == 0, 0);
+  return dtx__cli_items(0, &out, strcmp(sub, "list") == 0 || entries, 0);
+}
+
+/* unique-refs: the one-way switch (meta.c). */
+static int unique_refs(dtx_cli_t *cli, const dtx__cli_args_t *a) {
+  int code;
+  (void)a;
+  dtx_store_t *st = dtx__cli_store(cli, &code);
+  if (!st)
+    return code;
+  int rc = dtx_ledger_unique_refs(st);
+  if (rc)
+    return ledger_fail(rc, DTX_EXIT_NOMATCH);
+  json_t *o = json_pack("{s:b}", "unique_refs", 1);
+  return dtx__cli_summary(0, &o);
 }
 
 #define ID {"--id", DTX__CLI_STR, "ID"}
@@ -345,7 +393,8 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
              {"create", account, "ID",
               (const dtx__cli_opt_t[]){
                   {"--min-balance", DTX__CLI_STR, "N|none"},
-                  {"--max-balance", DTX__CLI_STR, "M|none"}, {NULL}},
+                  {"--max-balance", DTX__CLI_STR, "M|none"},
+                  {"--asset", DTX__CLI_STR, "CODE/SCALE"}, {NULL}},
               DTX__CLI_ARMED},
              {"limit", account, "ID [N|none]",
               (const dtx__cli_opt_t[]){
@@ -355,6 +404,8 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
         {"post", post, "ACCT:VALUE ACCT:VALUE...",
          (const dtx__cli_opt_t[]){ID, {"--pending", DTX__CLI_FLAG},
                                   {"--timeout-ms", DTX__CLI_INT, "N"},
+                                  {"--meta", DTX__CLI_STR, "JSON"},
+                                  {"--ref", DTX__CLI_STR, "REF"},
                                   DTX__CLI_OPT_DEADLINE, {NULL}},
          DTX__CLI_ARMED},
         {"post-many", post_many, NULL,
@@ -378,6 +429,12 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
                                   DTX__CLI_OPT_LIMIT, {NULL}},
          DTX__CLI_READS},
         {"show", reads, "ID", NULL, DTX__CLI_READS},
+        {"entries", reads, NULL,
+         (const dtx__cli_opt_t[]){{"--ref", DTX__CLI_STR, "REF"},
+                                  {"--meta-filter", DTX__CLI_STR, "FILTER"},
+                                  DTX__CLI_OPT_LIMIT, {NULL}},
+         DTX__CLI_READS},
+        {"unique-refs", unique_refs, NULL, NULL, DTX__CLI_ARMED},
         {"list", reads, NULL,
          (const dtx__cli_opt_t[]){{"--account", DTX__CLI_STR, "A"},
                                   DTX__CLI_OPT_LIMIT, {NULL}},
@@ -399,7 +456,8 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
     "the entry records the amount (nothing to move: exit 1).\n"
     "--id makes a post idempotent: the same id with the same legs prints the\n"
     "existing entry.  post-many posts one entry per line of stdin (or PATH),\n"
-    "{\"legs\":[{\"account\":A,\"value\":N}...][,\"id\"][,\"pending\"][,\"timeout_ms\"]},\n"
+    "{\"legs\":[{\"account\":A,\"value\":N}...][,\"id\"][,\"pending\"][,\"timeout_ms\"]\n"
+    "[,\"meta\"][,\"ref\"]},\n"
     "as posting them one at a time in line order would, entries on distinct\n"
     "accounts together (one write per round); it prints one line per entry\n"
     "(the entry, or {\"error\",\"detail\",\"line\"}) and exits with the most\n"
@@ -411,10 +469,19 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
     "rest released; --post-id makes a retry return the entry) or void, or\n"
     "until --timeout-ms (1 ms to 100 years; 0 is refused; default 1 h; a\n"
     "line's \"timeout_ms\" alike) passes and a worker expires it.\n"
+    "--asset CODE/SCALE (e.g. USD/2: CODE 1..16 of [A-Z0-9_], SCALE 0..18)\n"
+    "fixes an account's asset at creation (none by default); an entry's\n"
+    "legs are all in one asset (mixing is exit 2).\n"
+    "--meta JSON stores an object (at most 4 KiB) with the entry, --ref REF\n"
+    "an indexed reference (1..256 bytes); both never change.  unique-refs\n"
+    "makes refs unique in the ledger from then on (a duplicate: exit 3).\n"
+    "entries --ref REF and/or --meta-filter FILTER (a MongoDB filter over\n"
+    "the meta) lists entries, oldest first.\n"
     "reverse posts the negated legs as a new entry.  balance\n"
     "prints {\"account\",\"balance\",\"available\",\"pending_debits\",\"seq\"}\n"
     "(--at-seq N: as of the account's seq N); statement one line per valid\n"
-    "leg {\"entry\",\"seq\",\"value\",\"balance\",\"state\"} with the running\n"
+    "leg {\"entry\",\"seq\",\"value\",\"balance\",\"state\"[,\"ref\",\"meta\"]} with\n"
+    "the running\n"
     "balance (--from-seq inclusive).  `doctx worker` commits entries and\n"
     "advances the cached balances.\n"
     "exit: 0 ok (post-pending of a posted entry too)\n"
@@ -423,8 +490,11 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
     "        recorded), or no such entry or account (show, balance,\n"
     "        statement, limit)\n"
     "      2 invalid input: legs not summing to zero, a zero or non-integer\n"
-    "        value, an unknown or repeated account: nothing is recorded\n"
-    "      3 an id reused with other legs, an existing account id, voiding a\n"
+    "        value, an unknown or repeated account, legs in two assets, a bad\n"
+    "        asset, a meta that is no\n"
+    "        object or over 4 KiB: nothing is recorded\n"
+    "      3 an id reused with other legs, meta or ref, a ref another entry\n"
+    "        holds (after unique-refs), an existing account id, voiding a\n"
     "        posted entry, posting a voided or expired one, int64 overflow\n"
     "      4 store error\n"};
 #undef ID

@@ -93,6 +93,10 @@ static const struct {
      "for doctx recover), including no store at PATH for a command that "
      "only reads"},
     {DTX_EXIT_AUDIT, "audit found a broken invariant"},
+    {DTX_EXIT_LOST,
+     "lock hold lost its lock (a renewal failed or the lease lapsed): the "
+     "command's process group got SIGTERM, then SIGKILL after --grace-ms; "
+     "otherwise lock hold exits with the command's own status"},
 };
 
 void dtx__cli_wrap(FILE *f, int *col, int indent, const char *p,

@@ -54,8 +54,11 @@ void dtx__srv_h_ledger_account_create(dtx__srv_ctx_t *c) {
   }
   if (limit_arg(c, &l, &which))
     return;
+  const char *asset = dtx__srv_arg_str(c, "asset");
+  dtx_ledger_account_opts_t o = {.limit = &l, .asset = asset};
   if ((rc = dtx_ledger_account_id_check(id)) ||
-      (rc = dtx_ledger_account_create(c->d->st, id, &l, &acct)))
+      (asset && (rc = dtx_ledger_asset_check(asset))) ||
+      (rc = dtx_ledger_account_create_ex(c->d->st, id, &o, &acct)))
     dtx__srv_fail(c, rc, NULL);
   else
     dtx__srv_json(c, 201, acct);
@@ -127,7 +130,7 @@ void dtx__srv_h_ledger_statement(dtx__srv_ctx_t *c) {
 /* ---- entries ------------------------------------------------------------- */
 
 /* A post request from an entry object o ({"legs", "id", "pending",
- * "timeout_ms"}), its legs into legs[DTX_LEDGER_MAX_LEGS]; the shape is
+ * "timeout_ms", "meta", "ref"}; meta borrowed from o), its legs into legs[DTX_LEDGER_MAX_LEGS]; the shape is
  * checked here, the rules by dtx_ledger_post_req_check.  0, or answered
  * naming where. */
 static int entry_req(dtx__srv_ctx_t *c, json_t *o, const char *where,
@@ -135,6 +138,7 @@ static int entry_req(dtx__srv_ctx_t *c, json_t *o, const char *where,
   json_t *lj = json_object_get(o, "legs"), *id = json_object_get(o, "id");
   json_t *pend = json_object_get(o, "pending");
   json_t *tmo = json_object_get(o, "timeout_ms"), *leg;
+  json_t *ref = json_object_get(o, "ref");
   size_t i, md = 0, mc = 0;
   int kind = 0;
   if (!json_is_array(lj) || json_array_size(lj) > DTX_LEDGER_MAX_LEGS) {
@@ -172,9 +176,9 @@ static int entry_req(dtx__srv_ctx_t *c, json_t *o, const char *where,
       mc = mc ? SIZE_MAX : i + 1;
   }
   if ((id && !json_is_string(id)) || (pend && !json_is_boolean(pend)) ||
-      (tmo && !json_is_integer(tmo))) {
+      (tmo && !json_is_integer(tmo)) || (ref && !json_is_string(ref))) {
     dtx__srv_bad(c, DTX_EINVAL,
-                 "%s\"id\" is a string, \"pending\" a "
+                 "%s\"id\" and \"ref\" are strings, \"pending\" a "
                  "boolean, \"timeout_ms\" an integer",
                  where);
     return -1;
@@ -186,6 +190,8 @@ static int entry_req(dtx__srv_ctx_t *c, json_t *o, const char *where,
       .legs = legs,
       .nlegs = json_array_size(lj),
       .pending = json_is_true(pend),
+      .meta = json_object_get(o, "meta"), /* its rules: the library's */
+      .ref = json_string_value(ref),
       .timeout_ms = tmo                  ? (int64_t)json_integer_value(tmo)
                     : json_is_true(pend) ? DTX_LEDGER_TIMEOUT_MS
                                          : 0,
@@ -246,9 +252,11 @@ void dtx__srv_h_ledger_batch(dtx__srv_ctx_t *c) {
     snprintf(where, sizeof where, "entries[%zu]: ", i);
     if (dtx__srv_item_check(c, v, where,
                             "an entry is an object {\"legs\"[, \"id\", "
-                            "\"pending\", \"timeout_ms\"]}",
+                            "\"pending\", \"timeout_ms\", \"meta\", "
+                            "\"ref\"]}",
                             (const char *const[]){"legs", "id", "pending",
-                                                  "timeout_ms", NULL}) ||
+                                                  "timeout_ms", "meta", "ref",
+                                                  NULL}) ||
         entry_req(c, v, where, legs + i * DTX_LEDGER_MAX_LEGS, &reqs[i]))
       goto done;
   }
@@ -335,11 +343,57 @@ void dtx__srv_h_ledger_get(dtx__srv_ctx_t *c) {
   dtx__srv_one(c, dtx_ledger_get(c->d->st, c->param[0], &e), &e, NULL);
 }
 
+/* ?account= lists an account's entries; ?ref= and/or ?meta_filter= (a
+ * JSON filter over the meta) finds entries as `ledger entries` does. */
 void dtx__srv_h_ledger_list(dtx__srv_ctx_t *c) {
   dtx__srv_list_t l;
-  json_t *items = NULL;
-  if (dtx__srv_list_page(c, &l, "ledger entries?", "account", 160))
+  json_t *items = NULL, *mf = NULL;
+  char ref[DTX_LEDGER_MAX_REF + 2], prefix[400];
+  char *mtext = malloc(2 * DTX_LEDGER_MAX_META);
+  int bad = 0, rc;
+  if (!mtext) {
+    dtx__srv_bad(c, DTX_ENOMEM, "ledger entries");
     return;
-  int rc = dtx_ledger_list(c->d->st, l.filter, &l.page, &items);
+  }
+  const char *r = dtx__srv_query(c, "ref", ref, sizeof ref, &bad);
+  const char *m = bad ? NULL
+                      : dtx__srv_query(c, "meta_filter", mtext,
+                                       2 * DTX_LEDGER_MAX_META, &bad);
+  if (bad)
+    goto done;
+  if (m && dtx_json_parse(m, &mf)) {
+    dtx__srv_bad(c, DTX_EINVAL, "meta_filter: %s", dtx_errdetail());
+    goto done;
+  }
+  if (!r && !m) {
+    if (dtx__srv_list_page(c, &l, "ledger entries?", "account", 160) == 0) {
+      rc = dtx_ledger_list(c->d->st, l.filter, &l.page, &items);
+      dtx__srv_list_answer(c, &l, "entries", rc, items);
+    }
+    goto done;
+  }
+  /* The cursor is bound to what it pages: the ref and the filter (a
+   * long filter by its first bytes). */
+  snprintf(prefix, sizeof prefix, "ledger entries?ref=%s&meta_filter=%.300s&",
+           r ? r : "", m ? m : "");
+  if (dtx__srv_list_page(c, &l, prefix, "account", 160))
+    goto done;
+  if (l.filter) {
+    dtx__srv_bad(c, DTX_EINVAL, "give account, or ref and/or meta_filter");
+    goto done;
+  }
+  rc = dtx_ledger_entries(c->d->st, r, mf, &l.page, &items);
   dtx__srv_list_answer(c, &l, "entries", rc, items);
+done:
+  json_decref(mf);
+  free(mtext);
+}
+
+/* One-way (docs/ledger.md, "Metadata and references"): an admin's. */
+void dtx__srv_h_ledger_unique_refs(dtx__srv_ctx_t *c) {
+  int rc = dtx_ledger_unique_refs(c->d->st);
+  if (rc)
+    dtx__srv_fail(c, rc, NULL);
+  else
+    dtx__srv_json(c, 200, json_pack("{s:b}", "unique_refs", 1));
 }

@@ -262,6 +262,8 @@ extern const size_t dtx__srv_nassets;
 /* locks, ledger, sync, orders, versions (routes_lock.c, routes_ledger.c,
  * routes_more.c) */
 void dtx__srv_h_lock_acquire(dtx__srv_ctx_t *c);
+void dtx__srv_h_lock_campaign(dtx__srv_ctx_t *c);
+void dtx__srv_h_lock_leader(dtx__srv_ctx_t *c);
 void dtx__srv_h_lock_renew(dtx__srv_ctx_t *c);
 void dtx__srv_h_lock_release(dtx__srv_ctx_t *c);
 void dtx__srv_h_lock_get(dtx__srv_ctx_t *c);
@@ -278,6 +280,7 @@ void dtx__srv_h_ledger_void(dtx__srv_ctx_t *c);
 void dtx__srv_h_ledger_reverse(dtx__srv_ctx_t *c);
 void dtx__srv_h_ledger_get(dtx__srv_ctx_t *c);
 void dtx__srv_h_ledger_list(dtx__srv_ctx_t *c);
+void dtx__srv_h_ledger_unique_refs(dtx__srv_ctx_t *c);
 void dtx__srv_h_sync_rule(dtx__srv_ctx_t *c);
 void dtx__srv_h_sync_update(dtx__srv_ctx_t *c);
 void dtx__srv_h_sync_show(dtx__srv_ctx_t *c);

@@ -154,7 +154,7 @@ help_exits() {
 check "docs/cli.md's exit codes are doctx --help's" \
   "$(diff <(help_exits) <(readme_exits) >/dev/null; echo $?)" \
   "$(diff <(help_exits) <(readme_exits))"
-check "six exit codes are documented" "$([ "$(help_exits | wc -l)" -eq 6 ]; echo $?)"
+check "seven exit codes are documented" "$([ "$(help_exits | wc -l)" -eq 7 ]; echo $?)"
 
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

@@ -453,4 +453,112 @@ d ledger post X:-1 Y2:1 >/dev/null 2>&1 || d ledger account create Y2 >/dev/null
 d ledger post X:-1 Y2:1 >/dev/null
 vol=$(d audit | sed -n 's/^audit ledger: .*posted volume \([0-9]*\),.*/\1/p')
 [ "${#vol}" -gt 19 ] || { [ "${#vol}" -eq 19 ] && [[ "$vol" > 9223372036854775807 ]]; } && ok || bad "posted volume past int64 shown as '$vol'"
+# Metadata and refs (docs/ledger.md, "Metadata and references"), on a
+# store of their own (unique-refs is one-way): stored with the entry,
+# part of what an idempotent retry repeats, refused when bad (exit 2,
+# nothing recorded), immutable to a plain write, found by ref or by a
+# filter over the meta; refs unique once asked, on post, pending and
+# post-many, a retry of the same id not a duplicate.
+new_store ledger_meta
+d ledger account create MX --min-balance none >/dev/null
+d ledger account create MY >/dev/null
+expect 0 "post with meta and ref" -- d ledger post MX:-5 MY:5 --id m1 --ref INV-1 --meta '{"order":"o1","n":1}'
+[ "$(j '[.ref, .meta]')" = '["INV-1",{"order":"o1","n":1}]' ] && ok || bad "meta and ref: $(out)"
+expect 0 "the same again" -- d ledger post MX:-5 MY:5 --id m1 --ref INV-1 --meta '{"order":"o1","n":1}'
+expect 3 "the same id, another ref" -- d ledger post MX:-5 MY:5 --id m1 --ref INV-2 --meta '{"order":"o1","n":1}'
+expect 3 "the same id, another meta" -- d ledger post MX:-5 MY:5 --id m1 --ref INV-1 --meta '{"order":"o2"}'
+big=$(printf '%04100d' 0)
+for bm in '[1]' '"x"' "{\"x\":\"$big\"}" '{"x":"a\u0000b"}' '{"x":' ; do
+  expect 2 "meta $(printf %.20s "$bm") refused" -- d ledger post MX:-5 MY:5 --meta "$bm"
+done
+grep -q "meta has 4108 bytes serialized (at most 4096)" <(d ledger post MX:-5 MY:5 --meta "{\"x\":\"$big\"}" 2>&1) && ok || bad "meta size message"
+expect 2 "empty ref refused" -- d ledger post MX:-5 MY:5 --ref ''
+expect 2 "ref of 257 bytes refused" -- d ledger post MX:-5 MY:5 --ref "$(printf '%0257d' 0)"
+[ "$(entries)" = 1 ] && ok || bad "bad meta or ref recorded something: $(entries)"
+# Not unique by default: a second entry may share the ref; unique-refs is
+# then refused (exit 3), nothing changed.
+expect 0 "a shared ref, not unique yet" -- d ledger post MX:-1 MY:1 --id m2 --ref INV-1 --meta '{"order":"o2","n":2}'
+expect 3 "unique-refs over shared refs" -- d ledger unique-refs
+expect 0 "entries --ref" -- d ledger entries --ref INV-1
+[ "$(lines '[.[]._id]')" = '["m1","m2"]' ] && ok || bad "entries --ref: $(out)"
+expect 0 "entries --meta-filter" -- d ledger entries --meta-filter '{"$or":[{"order":"o2"},{"n":{"$gt":5}}]}'
+[ "$(lines '[.[]._id]')" = '["m2"]' ] && ok || bad "entries --meta-filter: $(out)"
+expect 0 "entries --ref and --meta-filter" -- d ledger entries --ref INV-1 --meta-filter '{"n":1}'
+[ "$(lines '[.[]._id]')" = '["m1"]' ] && ok || bad "entries both: $(out)"
+expect 2 "entries: \$where refused" -- d ledger entries --meta-filter '{"$where":"1"}'
+expect 2 "entries: a filter that is no JSON" -- d ledger entries --meta-filter '{'
+expect 2 "entries: neither" -- d ledger entries
+expect 0 "statement shows ref and meta" -- d ledger statement MY
+[ "$(lines '[.[] | [.entry, .ref, .meta.order]]')" = '[["m1","INV-1","o1"],["m2","INV-1","o2"]]' ] && ok || bad "statement: $(out)"
+# Immutable: a plain write may not change them, past the rules the
+# audit names the entry.
+expect 3 "a plain write of meta" -- d update ledger_entries '{"_id":"m1"}' '{"$set":{"meta.n":9}}'
+expect 3 "a plain write of ref" -- d update ledger_entries '{"_id":"m1"}' '{"$set":{"ref":"INV-9"}}'
+expect 0 "a meta past its bound, past the rules" -- d update ledger_entries '{"_id":"m2"}' "{\"\$set\":{\"meta.x\":\"$big\"}}" --bypass-validation
+expect 5 "audit finds the meta" -- d audit
+grep -q "bad_meta.*m2" "$WORK/out" && ok || bad "audit bad_meta: $(out)"
+d update ledger_entries '{"_id":"m2"}' '{"$unset":{"meta.x":""}}' --bypass-validation >/dev/null
+# Unique refs, on a fresh store.
+new_store ledger_uref
+d ledger account create MX --min-balance none >/dev/null
+d ledger account create MY >/dev/null
+expect 0 "unique-refs" -- d ledger unique-refs
+expect 0 "unique-refs again" -- d ledger unique-refs
+expect 0 "post a unique ref" -- d ledger post MX:-5 MY:5 --id u1 --ref R1
+expect 0 "retry: the same id and ref" -- d ledger post MX:-5 MY:5 --id u1 --ref R1
+[ "$(j ._id)" = u1 ] && ok || bad "retry: $(out)"
+expect 3 "a duplicate ref" -- d ledger post MX:-5 MY:5 --id u2 --ref R1
+grep -q "DUPKEY: ref 'R1' is already ledger entry 'u1''s" "$WORK/err" && ok || bad "duplicate ref message: $(cat "$WORK/err")"
+expect 3 "a duplicate ref, pending" -- d ledger post MX:-5 MY:5 --ref R1 --pending
+printf '%s\n' '{"legs":[{"account":"MX","value":-1},{"account":"MY","value":1}],"ref":"R2"}' \
+  '{"legs":[{"account":"MX","value":-1},{"account":"MY","value":1}],"ref":"R2","pending":true}' \
+  '{"id":"u1","legs":[{"account":"MX","value":-5},{"account":"MY","value":5}],"ref":"R1"}' \
+  '{"legs":[{"account":"MX","value":-1},{"account":"MY","value":1}],"ref":"R1"}' \
+  '{"legs":[{"account":"MX","value":-1},{"account":"MY","value":1}],"meta":7}' >"$WORK/um"
+expect 3 "post-many with duplicate refs" -- d ledger post-many --file "$WORK/um"
+[ "$(lines '[.[] | .error // .ref]')" = '["R2","DUPKEY","R1","DUPKEY","INVAL"]' ] && ok || bad "post-many refs: $(out)"
+[ "$(entries)" = 2 ] && ok || bad "duplicate refs recorded: $(entries) entries"
+expect 0 "audit with refs" -- d audit
+
+# Assets (docs/ledger.md, "Assets"): fixed at creation, CODE/SCALE; an
+# entry in two assets is refused on post, pending and post-many (exit 2,
+# nothing recorded); no asset is an asset of its own; balances and
+# statements name it; a plain write may not change or add it, past the
+# rules the audit finds the mix.
+new_store ledger_asset
+expect 0 "account in USD/2" -- d ledger account create AU --asset USD/2 --min-balance none
+[ "$(j .asset)" = USD/2 ] && ok || bad "asset: $(out)"
+d ledger account create AV --asset USD/2 >/dev/null
+d ledger account create AE --asset EUR/2 >/dev/null
+d ledger account create AN --min-balance none >/dev/null
+d ledger account create AM >/dev/null
+for bad_asset in usd/2 USD/19 USD/02 USD/ /2 ABCDEFGHIJKLMNOPQ/2 'U D/2' USD; do
+  expect 2 "asset '$bad_asset' refused" -- d ledger account create AX --asset "$bad_asset"
+done
+expect 0 "scale 18, a 16-byte code" -- d ledger account create AY --asset ABCDEFGHIJKLMNOP/18
+expect 1 "a refused asset created nothing" -- d ledger balance AX
+expect 0 "post in one asset" -- d ledger post AU:-5 AV:5 --id a1
+expect 0 "post with no asset at all" -- d ledger post AN:-5 AM:5
+n=$(entries)
+expect 2 "post in two assets" -- d ledger post AU:-5 AE:5
+grep -q "the legs mix assets: account 'AU' is in USD/2, account 'AE' in EUR/2" "$WORK/err" && ok || bad "mix message: $(cat "$WORK/err")"
+expect 2 "an asset and none" -- d ledger post AN:-5 AV:5
+expect 2 "pending in two assets" -- d ledger post AU:-5 AE:5 --pending
+printf '%s\n' '{"legs":[{"account":"AU","value":-1},{"account":"AV","value":1}]}' \
+  '{"legs":[{"account":"AU","value":-1},{"account":"AE","value":1}],"pending":true}' \
+  '{"legs":[{"account":"AU","value":-1},{"account":"AN","value":1}]}' >"$WORK/am"
+expect 2 "post-many in two assets" -- d ledger post-many --file "$WORK/am"
+[ "$(lines '[.[] | .error // "ok"]')" = '["ok","INVAL","INVAL"]' ] && ok || bad "post-many assets: $(out)"
+[ "$(entries)" = $((n + 1)) ] && ok || bad "mixed entries recorded: $(( $(entries) - n ))"
+expect 0 "balance names the asset" -- d ledger balance AV
+[ "$(j '[.asset, .balance]')" = '["USD/2",6]' ] && ok || bad "balance asset: $(out)"
+expect 0 "balance of an account without one" -- d ledger balance AM
+[ "$(j 'has("asset")')" = false ] && ok || bad "no asset: $(out)"
+expect 0 "statement names the asset" -- d ledger statement AV
+[ "$(lines '[.[].asset] | unique')" = '["USD/2"]' ] && ok || bad "statement asset: $(out)"
+expect 3 "a plain write of an asset" -- d update ledger_accounts '{"_id":"AV"}' '{"$set":{"asset":"EUR/2"}}'
+expect 3 "a plain write adding one" -- d update ledger_accounts '{"_id":"AM"}' '{"$set":{"asset":"EUR/2"}}'
+expect 0 "an asset changed past the rules" -- d update ledger_accounts '{"_id":"AV"}' '{"$set":{"asset":"EUR/2"}}' --bypass-validation
+expect 5 "audit finds the mix" -- d audit
+grep -q "mixed_assets: entry a1 has legs on AU (USD/2) and AV (EUR/2)" "$WORK/out" && ok || bad "audit mixed_assets: $(out)"
 finish

@@ -53,6 +53,8 @@ run_suite() { # NAME
   else
     bad "$name suite: exit $rc"
     log_tail "$log" 60 >&2
+    # The failed cases last, where a caller's short tail still shows them.
+    grep -E -A12 '^not ok|^ *not ok|^FAILED|^E  ' "$log" | head -60 >&2
   fi
 }
 

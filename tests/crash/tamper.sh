@@ -37,14 +37,14 @@ EARLY[accounts.A]=$(d find accounts '{"_id":"A"}')
 EARLY[accounts.B]=$(d find accounts '{"_id":"B"}')
 d transfer A B 7 --id t4 --async >/dev/null
 EARLY[transfers.t4]=$(d find transfers '{"_id":"t4"}')
-d ledger account create L0 --min-balance none >/dev/null &&
-  d ledger account create L1 --max-balance 100000 >/dev/null &&
-  d ledger account create L2 --max-balance 200000 >/dev/null ||
+d ledger account create L0 --min-balance none --asset USD/2 >/dev/null &&
+  d ledger account create L1 --max-balance 100000 --asset USD/2 >/dev/null &&
+  d ledger account create L2 --max-balance 200000 --asset USD/2 >/dev/null ||
   { echo "setup: ledger accounts"; exit 1; }
 EARLY[ledger_accounts.L1]=$(d find ledger_accounts '{"_id":"L1"}')
-d ledger post L0:-500 L1:500 --id e1 >/dev/null || { echo "setup: e1"; exit 1; }
+d ledger post L0:-500 L1:500 --id e1 --ref R1 --meta '{"k":1}' >/dev/null || { echo "setup: e1"; exit 1; }
 EARLY[ledger_entries.e1]=$(d find ledger_entries '{"_id":"e1"}')
-d ledger post L1:-10 L2:10 --id e2 --pending >/dev/null || { echo "setup: e2"; exit 1; }
+d ledger post L1:-10 L2:10 --id e2 --pending --ref R2 --meta '{"k":2}' >/dev/null || { echo "setup: e2"; exit 1; }
 EARLY[ledger_entries.e2]=$(d find ledger_entries '{"_id":"e2"}')
 d ledger post-pending e2 >/dev/null && d ledger post L0:-20 L2:20 --id e5 >/dev/null &&
   d ledger reverse e5 --id e6 >/dev/null && d ledger post L1:-5 L2:5 --id e3 --pending >/dev/null ||
@@ -98,15 +98,26 @@ row() { # COLL ID FIELD VALUE (UNSET: remove the field)
   expect 0 "$label: restore" -- d update "$coll" "{\"_id\":\"$id\"}" "$orig" --bypass-validation
 }
 
-# Under DTX_QUICK (the sanitizer stage) every other row, by turns: the
-# validator and the audit walk the same code for every field, and the
-# release stage runs the whole table on every backend.
+# Which rows: all, or every other one, by turns -- under DTX_QUICK (the
+# sanitizer stage), and on each Redis target (TAMPER_TURN=1 or 2,
+# run-redis.sh: the two targets share the table, the rules and the audit
+# being the same code on both).  The validator and the audit walk the same
+# code for every field; the whole table runs on SQLite.
+case ${TAMPER_TURN:-} in '' | 1 | 2) ;; *) echo "TAMPER_TURN: 1 or 2"; exit 2 ;; esac
+if [ -n "${TAMPER_TURN:-}" ]; then
+  half=$((TAMPER_TURN - 1))
+elif [ -n "${DTX_QUICK:-}" ]; then
+  half=0
+else
+  half=
+fi
+mine() { [ -z "$half" ] || [ $(($1 % 2)) -eq "$half" ]; } # TURN: run it?
 turn=0
 while IFS='|' read -r coll id field vals; do
   [ -n "$coll" ] || continue
   for v in $vals; do
     turn=$((turn + 1))
-    [ -z "${DTX_QUICK:-}" ] || [ $((turn % 2)) -eq 0 ] || continue
+    mine "$turn" || continue
     row "$coll" "$id" "$field" "$v"
   done
 done <<'TABLE'
@@ -229,8 +240,8 @@ declare -A PLAIN_FIELDS=(
   [accounts]="balance min_balance opening_balance ceiling pending voids unregistered pending.0.amount pending.0.tx voids.0.tx"
   [transfers]="from to amount state reason created owner lease_until epoch updated"
   [openings]="opening_balance at"
-  [ledger_entries]="changes changes.0.value changes.0.seqId changes.1.account changes.1.max state proc created updated expires_at resolved_at committed_at reverses amounts post_id"
-  [ledger_accounts]="min_balance max_balance cache cache.balance cache.seqId created updated"
+  [ledger_entries]="changes changes.0.value changes.0.seqId changes.1.account changes.1.max state proc created updated expires_at resolved_at committed_at reverses meta meta.k ref amounts post_id"
+  [ledger_accounts]="min_balance max_balance cache cache.balance cache.seqId created updated asset"
   [items]="_batches _batches.B1"
 )
 # COLL: its target documents, then the documents "another live value" is
@@ -347,12 +358,12 @@ for w in 'accounts A B' 'transfers t2 t3' 'openings A X' 'ledger_entries e3 e1' 
   # the document with that value, as a replacement
   rep=$(jq -c --arg f "$f" --argjson v "$v" '.[$f] = $v' <<<"$cur")
   turn=$((turn + 1))
-  if [ -z "${DTX_QUICK:-}" ] || [ $((turn % 2)) -eq 0 ]; then
+  if mine "$turn"; then
     plain_cmd "$coll.$id.$f: update" update "$coll" "{\"_id\":\"$id\"}" "{\"\$set\":{\"$f\":$v}}"
     plain_cmd "$coll.$id: replaced" update "$coll" "{\"_id\":\"$id\"}" "$rep"
     plain_cmd "$coll: every document" update "$coll" '{}' "{\"\$set\":{\"$f\":$v}}" --many
   fi
-  if [ -z "${DTX_QUICK:-}" ] || [ $((turn % 2)) -eq 1 ]; then
+  if mine $((turn + 1)); then
     plain_cmd "$coll.$id.$f: find-and-modify" find-and-modify "$coll" "{\"_id\":\"$id\"}" "{\"\$set\":{\"$f\":$v}}"
     [ "$coll" = items ] && continue # the user's documents: inserts are theirs
     plain_cmd "$coll: an upsert" update "$coll" '{"_id":"new1"}' "{\"\$set\":{\"$f\":$v}}" --upsert
@@ -367,7 +378,7 @@ done
 while IFS='|' read -r coll id upd; do
   [ -n "$coll" ] || continue
   turn=$((turn + 1))
-  [ -z "${DTX_QUICK:-}" ] || [ $((turn % 2)) -eq 0 ] || continue
+  mine "$turn" || continue
   plain_cmd "$coll.$id: $upd" update "$coll" "{\"_id\":\"$id\"}" "$upd"
 done <<'ROWS'
 transfers|t2|{"$set":{"state":"committed"}}
@@ -415,7 +426,7 @@ for w in 'accounts A' 'accounts B' 'accounts X' 'transfers t1' 'transfers t2' 't
   'ledger_accounts L0' 'ledger_accounts L2'; do
   read -r coll id <<<"$w"
   turn=$((turn + 1))
-  [ -z "${DTX_QUICK:-}" ] || [ $((turn % 2)) -eq 0 ] || continue
+  mine "$turn" || continue
   d delete "$coll" "{\"_id\":\"$id\"}" >"$WORK/out" 2>"$WORK/err"
   case "$?:$(cat "$WORK/out")" in
   3:*) grep -q "delete refused" "$WORK/err" && ok || bad "delete $coll $id: $(cat "$WORK/err")" ;;

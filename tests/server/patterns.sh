@@ -98,6 +98,31 @@ check "the new holder writes with token 3" 200 '"modified":1'
 no "the forced-out holder's token 2 is stale" 409 FENCED POST /v1/c/res/update "$T_WRITE" \
   '{"filter":{"_id":1},"update":{"$set":{"v":99}},"fence":"L:2"}'
 
+# Semaphores: "max" on acquire, each holder its own token and fence name.
+for o in s1 s2; do
+  req POST /v1/locks/S/acquire "$T_WRITE" "{\"owner\":\"$o\",\"max\":2,\"ttl_ms\":60000}"
+  check "semaphore acquire by $o" 200 '"max":2' "\"owner\":\"$o\"" '"slot":' '"fence":"S:'
+done
+refused "semaphore: all holders taken" 409 NOMATCH POST /v1/locks/S/acquire "$T_WRITE" '{"max":2}'
+refused "semaphore: another max" 400 INVAL POST /v1/locks/S/acquire "$T_WRITE" '{"max":3}'
+no "semaphore: max too large" 400 INVAL POST /v1/locks/S2/acquire "$T_WRITE" '{"max":101}'
+no "semaphore: max a string" 400 INVAL POST /v1/locks/S2/acquire "$T_WRITE" '{"max":"2"}'
+req GET /v1/locks/S "$T_READ"
+check "semaphore show" 200 '"max":2' '"holders":[{' '"fence":"S:1"'
+req POST /v1/locks/S/release "$T_WRITE" '{"token":2}'
+check "semaphore release of one holder" 200 '"slot":1' '"held":false'
+# Leader election: campaign (waits until it leads), leader.
+req POST /v1/locks/E/campaign "$T_WRITE" '{"owner":"e1","ttl_ms":60000}'
+check "campaign" 200 '"name":"E"' '"owner":"e1"' '"token":1'
+req GET /v1/locks/E/leader "$T_READ"
+check "leader" 200 '"leader":"e1"' '"term":1'
+# (a waiter that gives up moves the ticket counter: `no`, not `refused`)
+no "campaign while led, bounded" 409 NOMATCH POST /v1/locks/E/campaign "$T_WRITE" '{"owner":"e2","wait_ms":50}'
+no "campaign: unknown field" 400 INVAL POST /v1/locks/E/campaign "$T_WRITE" '{"max":2}'
+no "campaign: read token" 403 FORBIDDEN POST /v1/locks/E/campaign "$T_READ" '{}'
+no "leader of a semaphore" 400 INVAL GET /v1/locks/S/leader "$T_READ"
+no "leader: no campaign yet" 404 NOTFOUND GET /v1/locks/nolock/leader "$T_READ"
+
 # ---- ledger ----------------------------------------------------------------------
 req POST /v1/ledger/accounts "$T_WRITE" '{"id":"ext","min_balance":"none"}'
 check "ledger account, no limit" 201 '"_id":"ext"' '"min_balance":null'
@@ -235,6 +260,51 @@ req POST /v1/ledger/entries/pp/post "$T_WRITE" \
 check "ledger: the partial post retried" 200 '"amounts":[-12,12]'
 refused "ledger: another post id" 409 CONFLICT POST /v1/ledger/entries/pp/post "$T_WRITE" \
   '{"amounts":[{"account":"cash","value":-12},{"account":"fees","value":12}],"post_id":"q2"}'
+# Assets: fixed at creation, named by the balance; two in one entry: 400.
+req POST /v1/ledger/accounts "$T_WRITE" '{"id":"usd1","asset":"USD/2","min_balance":"none"}'
+check "ledger account in USD/2" 201 '"asset":"USD/2"'
+req POST /v1/ledger/accounts "$T_WRITE" '{"id":"usd2","asset":"USD/2"}'
+check "ledger account 2 in USD/2" 201 '"asset":"USD/2"'
+no "ledger account: bad asset" 400 INVAL POST /v1/ledger/accounts "$T_WRITE" '{"id":"x9","asset":"usd"}'
+req POST /v1/ledger/entries "$T_WRITE" '{"legs":[{"account":"usd1","value":-4},{"account":"usd2","value":4}]}'
+check "ledger post in one asset" 200 '"state":"posted"'
+no "ledger post in two assets" 400 INVAL POST /v1/ledger/entries "$T_WRITE" \
+  '{"legs":[{"account":"usd1","value":-4},{"account":"cash","value":4}]}'
+req POST /v1/ledger/entries/batch "$T_WRITE" \
+  '{"entries":[{"legs":[{"account":"usd1","value":-4},{"account":"cash","value":4}],"pending":true}]}'
+check "ledger batch in two assets" 200 '"code":"INVAL"'
+req GET /v1/ledger/accounts/usd2/balance "$T_READ"
+check "balance names the asset" 200 '"asset":"USD/2"' '"balance":4'
+
+# Metadata and refs (docs/ledger.md, "Metadata and references"): stored
+# with the entry, found by ref or a filter over the meta; unique once an
+# admin asks, then a duplicate is 409 DUPKEY on a post and in a batch.
+req POST /v1/ledger/entries "$T_WRITE" \
+  '{"id":"m1","legs":[{"account":"ext","value":-3},{"account":"cash","value":3}],"ref":"INV-1","meta":{"order":"o1","n":1}}'
+check "ledger post with meta and ref" 200 '"ref":"INV-1"' '"meta":{"order":"o1","n":1}'
+no "ledger: meta not an object" 400 INVAL POST /v1/ledger/entries "$T_WRITE" \
+  '{"legs":[{"account":"ext","value":-3},{"account":"cash","value":3}],"meta":[1]}'
+no "ledger: ref not a string" 400 INVAL POST /v1/ledger/entries "$T_WRITE" \
+  '{"legs":[{"account":"ext","value":-3},{"account":"cash","value":3}],"ref":7}'
+refused "ledger unique-refs: write token" 403 FORBIDDEN POST /v1/ledger/unique-refs "$T_WRITE"
+req POST /v1/ledger/unique-refs "$T_ADMIN"
+check "ledger unique-refs" 200 '"unique_refs":true'
+no "ledger: a duplicate unique ref" 409 DUPKEY POST /v1/ledger/entries "$T_WRITE" \
+  '{"id":"m2","legs":[{"account":"ext","value":-3},{"account":"cash","value":3}],"ref":"INV-1"}'
+req POST /v1/ledger/entries/batch "$T_WRITE" \
+  '{"entries":[{"legs":[{"account":"ext","value":-1},{"account":"cash","value":1}],"ref":"INV-1"},{"id":"m1","legs":[{"account":"ext","value":-3},{"account":"cash","value":3}],"ref":"INV-1","meta":{"order":"o1","n":1}}]}'
+check "ledger batch: a duplicate ref refused, a retry of m1 is m1" 200 '"code":"DUPKEY"' '"_id":"m1"'
+req GET "/v1/ledger/entries?ref=INV-1" "$T_READ"
+check "ledger entries by ref" 200 '"_id":"m1"' '"next":null'
+nitems "ledger entries by ref" entries 1
+req GET "/v1/ledger/entries?meta_filter=%7B%22order%22%3A%22o1%22%7D" "$T_READ"
+check "ledger entries by a meta filter" 200 '"_id":"m1"'
+nitems "ledger entries by a meta filter" entries 1
+no "ledger entries: a meta filter with \$where" 400 INVAL GET \
+  "/v1/ledger/entries?meta_filter=%7B%22%24where%22%3A1%7D" "$T_READ"
+no "ledger entries: account and ref" 400 INVAL GET "/v1/ledger/entries?account=cash&ref=INV-1" "$T_READ"
+req GET "/v1/ledger/accounts/ext/statement?from_seq=1&limit=100" "$T_READ"
+check "statement shows ref and meta" 200 '"ref":"INV-1","meta":{"order":"o1","n":1}'
 
 # ---- sync ------------------------------------------------------------------------
 req POST /v1/c/users/insert "$T_WRITE" '{"docs":[{"_id":"u1","name":"Ann"}]}'

@@ -15,13 +15,21 @@
  *  3. pending races: post-pending, void, a partial post and expiry race
  *     for each pending entry from 4 processes; exactly one outcome wins
  *     and every caller agrees with it;
- *  5. both limits under holds (test_limits): 4 processes post credits
+ *  4. refs (src/txn/ledger/meta.c): N entries with refs (200, or
+ *     DTX_TEST_REF_ENTRIES; 10,000 is bench_ledger's ref lookup row),
+ *     made unique; a lookup by ref examines exactly one document (the
+ *     planner reads the {ref: 1} index, where a meta filter alone
+ *     examines all N); 8 threads post one new ref under 8 ids at the
+ *     same moment, round after round: exactly one is recorded, the
+ *     others are DTX_EDUPKEY naming the winner; a retry of the winner's
+ *     id with its ref is the winner's entry;
+ *  6. both limits under holds (test_limits): 4 processes post credits
  *     and debits, held and not, fixed and balancing (-max legs), against
  *     an account with a max_balance and a floor while a sampler reads it;
  *     neither limit is ever seen broken, a balancing pair moves 1..cap
  *     or is refused only for moving nothing, and the settled audit is
  *     clean.
- *  4. the tail memo of posts (src/txn/ledger/position.c) on one handle: a
+ *  5. the tail memo of posts (src/txn/ledger/position.c) on one handle: a
  *     pending debit in the tail is held, not memoised as final; after the
  *     ledger collections are dropped and the accounts made again, the
  *     memo's anchor is gone and a post derives from the new store (a
@@ -44,6 +52,7 @@
 
 #include "doc/doc.h"
 #include "ledgerlib.h"
+#include "store/store.h" /* dtx__docs_examined */
 #include "testlib.h"
 #include "util/err.h"
 
@@ -424,7 +433,142 @@ static void test_pending_races(void) {
   dtx_store_close(st);
 }
 
-/* ---- 4. the tail memo ------------------------------------------------------ */
+/* ---- 4. refs ----------------------------------------------------------------- */
+
+typedef struct refracer {
+  pthread_barrier_t *bar;
+  dtx_store_t *st;
+  char id[32], ref[32];
+  int n, rc;
+  char detail[256];
+} refracer_t;
+
+static void *ref_one(void *arg) {
+  refracer_t *r = arg;
+  /* Accounts of its own: no seqId is contended, so only the unique
+   * index can refuse a duplicate. */
+  char from[32], to[32];
+  snprintf(from, sizeof from, "RX%d", r->n);
+  snprintf(to, sizeof to, "RY%d", r->n);
+  dtx_ledger_leg_t legs[] = {{from, -1}, {to, 1}};
+  dtx_ledger_post_req_t req = {.id = r->id, .legs = legs, .nlegs = 2,
+                               .ref = r->ref};
+  json_t *e = NULL;
+  pthread_barrier_wait(r->bar);
+  r->rc = dtx_ledger_post(r->st, &req, NULL, &e);
+  snprintf(r->detail, sizeof r->detail, "%s", dtx_errdetail());
+  json_decref(e);
+  return NULL;
+}
+
+static void test_refs(void) {
+  dtx_store_t *st = open_store();
+  dtx_ledger_limit_t none = {.no_min_balance = 1};
+  const char *env = getenv("DTX_TEST_REF_ENTRIES");
+  int n = env && atoi(env) > 0 ? atoi(env) : 200;
+  CHECK_RC(dtx_ledger_account_create(st, "RFS", &none, NULL), 0);
+  CHECK_RC(dtx_ledger_account_create(st, "RFA", NULL, NULL), 0);
+  CHECK_RC(dtx_ledger_unique_refs(st), 0);
+  /* n entries in batches of 50, each with a ref and a meta */
+  for (int from = 0; from < n; from += 50) {
+    dtx_ledger_leg_t legs[] = {{"RFS", -1}, {"RFA", 1}};
+    dtx_ledger_post_req_t reqs[50];
+    dtx_ledger_result_t res[50];
+    char refs[50][32];
+    json_t *metas[50];
+    int k = n - from < 50 ? n - from : 50;
+    for (int i = 0; i < k; i++) {
+      snprintf(refs[i], sizeof refs[i], "inv-%d", from + i);
+      metas[i] = json_pack("{s:i}", "n", from + i);
+      reqs[i] = (dtx_ledger_post_req_t){.legs = legs, .nlegs = 2,
+                                        .ref = refs[i], .meta = metas[i]};
+    }
+    CHECK_RC(dtx_ledger_post_many(st, reqs, (size_t)k, NULL, res), 0);
+    dtx_ledger_results_clear(res, (size_t)k);
+    for (int i = 0; i < k; i++)
+      json_decref(metas[i]);
+  }
+  /* The planner's choice, as the documents it examined: one by ref. */
+  json_t *out = NULL, *mf = json_pack("{s:i}", "n", n / 2);
+  char ref[32];
+  snprintf(ref, sizeof ref, "inv-%d", n / 2);
+  dtx__docs_examined = 0;
+  CHECK_RC(dtx_ledger_entries(st, ref, NULL, NULL, &out), 0);
+  int64_t by_ref = dtx__docs_examined;
+  CHECKF(json_array_size(out) == 1 && by_ref == 1,
+         "by ref: %zu entries, %lld documents examined", json_array_size(out),
+         (long long)by_ref);
+  json_decref(out);
+  dtx__docs_examined = 0;
+  CHECK_RC(dtx_ledger_entries(st, NULL, mf, NULL, &out), 0);
+  int64_t by_meta = dtx__docs_examined;
+  CHECKF(json_array_size(out) == 1 && by_meta >= n,
+         "by meta: %zu entries, %lld documents examined",
+         json_array_size(out), (long long)by_meta);
+  json_decref(out);
+  json_decref(mf);
+  printf("  refs: %d entries; a lookup by ref examined %lld document(s) "
+         "(the {ref: 1} index), by a meta filter %lld (a scan)\n", n,
+         (long long)by_ref, (long long)by_meta);
+  /* One new ref, 8 ids, at once: one entry. */
+  refracer_t r[RACERS];
+  pthread_t th[RACERS];
+  pthread_barrier_t bar;
+  for (int i = 0; i < RACERS; i++) {
+    char a[32];
+    r[i].st = open_store();
+    r[i].n = i;
+    snprintf(a, sizeof a, "RX%d", i);
+    CHECK_RC(dtx_ledger_account_create(st, a, &none, NULL), 0);
+    snprintf(a, sizeof a, "RY%d", i);
+    CHECK_RC(dtx_ledger_account_create(st, a, NULL, NULL), 0);
+  }
+  for (int round = 0; round < ROUNDS; round++) {
+    pthread_barrier_init(&bar, NULL, RACERS);
+    for (int i = 0; i < RACERS; i++) {
+      r[i].bar = &bar;
+      snprintf(r[i].id, sizeof r[i].id, "rr%d-%d", round, i);
+      snprintf(r[i].ref, sizeof r[i].ref, "race-%d", round);
+      pthread_create(&th[i], NULL, ref_one, &r[i]);
+    }
+    int passed = 0, winner = -1;
+    for (int i = 0; i < RACERS; i++) {
+      pthread_join(th[i], NULL);
+      if (r[i].rc == 0)
+        passed++, winner = i;
+    }
+    pthread_barrier_destroy(&bar);
+    CHECKF(passed == 1, "round %d: %d entries took ref race-%d", round,
+           passed, round);
+    for (int i = 0; winner >= 0 && i < RACERS; i++)
+      CHECKF(i == winner || (r[i].rc == DTX_EDUPKEY &&
+                             strstr(r[i].detail, r[winner].id)),
+             "racer %d: %s: %s", i, dtx_errname(r[i].rc), r[i].detail);
+    if (winner >= 0) { /* the winner's retry is its entry */
+      char from[32], to[32];
+      snprintf(from, sizeof from, "RX%d", winner);
+      snprintf(to, sizeof to, "RY%d", winner);
+      dtx_ledger_leg_t legs[] = {{from, -1}, {to, 1}};
+      dtx_ledger_post_req_t req = {.id = r[winner].id, .legs = legs,
+                                   .nlegs = 2, .ref = r[winner].ref};
+      json_t *e = NULL;
+      CHECK_RC(dtx_ledger_post(st, &req, NULL, &e), 0);
+      CHECK(e && strcmp(json_string_value(json_object_get(e, "_id")),
+                        r[winner].id) == 0);
+      json_decref(e);
+    }
+  }
+  for (int i = 0; i < RACERS; i++)
+    dtx_store_close(r[i].st);
+  json_t *b = NULL;
+  CHECK_RC(dtx_ledger_balance(st, "RFA", DTX_LEDGER_LATEST, &b), 0);
+  CHECKF(dtx_t_ival(b, "balance") == n, "RFA: balance %lld, want %d",
+         (long long)dtx_t_ival(b, "balance"), n);
+  json_decref(b);
+  dtx_store_close(st);
+}
+
+/* ---- 5. the tail memo ------------------------------------------------------ */
 
 
 static void test_memo(void) {
@@ -468,7 +612,7 @@ static void test_memo(void) {
 
 
 
-/* ---- 5. both limits under holds ------------------------------------------ */
+/* ---- 6. both limits under holds ------------------------------------------ */
 
 /* 4 processes post against one account H (min_balance 0, max_balance
  * LIM_MAX) at once: credits and debits, half of them held (pending) and
@@ -620,6 +764,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_load);
   TEST_RUN(test_pending_races);
   TEST_RUN(test_limits);
+  TEST_RUN(test_refs);
   TEST_RUN(test_memo);
   return TEST_DONE();
 }

@@ -151,6 +151,32 @@ static int check_entry(audit_t *a, const char *id, const json_t *e) {
       finding(a, "bad_amounts", "entry %s: its amounts are not one per leg "
               "within what each holds, summing to 0", id);
   }
+  /* One asset per entry (asset.c): its accounts' assets, as read. */
+  const char *a0 = NULL, *acc0 = NULL;
+  json_array_foreach(changes, i, l) {
+    const char *acc = dtx__str(l, "account");
+    const json_t *doc = acc ? json_object_get(a->accounts, acc) : NULL;
+    if (!doc)
+      continue;
+    const char *as = dtx__str(doc, "asset");
+    if (!acc0) {
+      acc0 = acc;
+      a0 = as;
+    } else if (a0 ? !as || strcmp(as, a0) : as != NULL) {
+      finding(a, "mixed_assets", "entry %s has legs on %s (%s) and %s (%s)",
+              id, acc0, a0 ? a0 : "no asset", acc, as ? as : "no asset");
+      break;
+    }
+  }
+  /* meta and ref as a post checks them (meta.c): what a write past the
+   * validator could leave -- a meta over the bound, a NUL, a ref too long. */
+  json_t *m = json_object_get(e, "meta"), *r = json_object_get(e, "ref");
+  if ((m || r) && (r && !json_is_string(r)
+                       ? 1
+                       : dtx__lg_check_meta(&(dtx_ledger_post_req_t){
+                             .meta = m, .ref = json_string_value(r)}) != 0))
+    finding(a, "bad_meta", "entry %s: %s", id,
+            r && !json_is_string(r) ? "ref is not a string" : dtx_errdetail());
   const char *rv = dtx__str(e, "reverses");
   if (rv) {
     const json_t *o = json_object_get(a->e3, rv), *ol;

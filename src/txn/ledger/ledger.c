@@ -109,6 +109,9 @@ static const dtx__index_def_t indexes[] = {
     /* the committer's and the expiry's scans */
     {DTX_LEDGER_ENTRIES, "{\"proc\":1,\"created\":1}", 0, 0},
     {DTX_LEDGER_ENTRIES, "{\"state\":1,\"expires_at\":1}", 0, 0},
+    /* ledger entries --ref (meta.c; dtx_ledger_unique_refs adds a unique
+     * one on the same key) */
+    {DTX_LEDGER_ENTRIES, "{\"ref\":1}", 0, 1},
     {NULL, NULL, 0, 0},
 };
 
@@ -143,7 +146,9 @@ static const char entry_validator[] =
     "\"reverses\":{\"bsonType\":\"string\"},"
     "\"amounts\":{\"bsonType\":\"array\",\"maxItems\":128,"
     "\"items\":{\"bsonType\":\"long\"}},"
-    "\"post_id\":{\"bsonType\":\"string\"}}},"
+    "\"post_id\":{\"bsonType\":\"string\"},"
+    "\"meta\":{\"bsonType\":\"object\"},"
+    "\"ref\":{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":256}}},"
     /* a pending entry is never committed (L6) */
     "\"$or\":[{\"proc\":\"uncommitted\"},{\"state\":{\"$ne\":\"pending\"}}]}";
 
@@ -154,6 +159,8 @@ static const char account_validator[] =
     "\"_id\":{\"bsonType\":\"string\"},"
     "\"min_balance\":{\"bsonType\":[\"long\",\"null\"]},"
     "\"max_balance\":{\"bsonType\":[\"long\",\"null\"]},"
+    "\"asset\":{\"bsonType\":\"string\","
+    "\"pattern\":\"^[A-Z0-9_]{1,16}/([0-9]|1[0-8])$\"},"
     "\"cache\":{\"bsonType\":\"object\",\"required\":[\"balance\",\"seqId\"],"
     "\"additionalProperties\":false,\"properties\":{"
     "\"balance\":{\"bsonType\":\"long\"},"
@@ -190,7 +197,8 @@ static const char never[] = "{\"_id\":{\"$exists\":false}}";
   LG_UNCOMMITTED "\"},\"to\":{\"state\":\"" st "\",\"proc\":\"" LG_COMMITTED     \
   "\",\"committed_at\":{\"$exists\":true}}}"
 static const char entry_moves[] =
-    "[{\"immutable\":[\"changes\",\"created\",\"expires_at\",\"reverses\"],"
+    "[{\"immutable\":[\"changes\",\"created\",\"expires_at\",\"reverses\","
+    "\"meta\",\"ref\"],"
     "\"insert\":{\"proc\":\"" LG_UNCOMMITTED "\",\"state\":{\"$in\":[\""
     LG_POSTED "\",\"" LG_PENDING "\"]}},"
     "\"moves\":[" RESOLVE("post", LG_POSTED) "," RESOLVE("void", LG_VOIDED) ","
@@ -198,17 +206,17 @@ static const char entry_moves[] =
     "," COMMIT(LG_EXPIRED) "]},"
     "{\"scope\":\"plain\",\"steps\":[\"ledger\"],\"insert\":false,"
     "\"immutable\":[\"changes\",\"state\",\"proc\",\"created\",\"updated\","
-    "\"expires_at\",\"resolved_at\",\"committed_at\",\"reverses\","
-    "\"amounts\",\"post_id\"],"
+    "\"expires_at\",\"resolved_at\",\"committed_at\",\"reverses\",\"meta\","
+    "\"ref\",\"amounts\",\"post_id\"],"
     WHY_PLAIN("ledger entries") "}]";
 #undef RESOLVE
 #undef COMMIT
 static const char account_moves[] =
-    "[{\"immutable\":[\"created\"],\"increasing\":[\"cache.seqId\"],"
+    "[{\"immutable\":[\"created\",\"asset\"],\"increasing\":[\"cache.seqId\"],"
     "\"insert\":{\"cache.seqId\":0,\"cache.balance\":0}},"
     "{\"scope\":\"plain\",\"steps\":[\"ledger\"],\"insert\":false,"
     "\"immutable\":[\"min_balance\",\"max_balance\",\"cache\",\"created\","
-    "\"updated\"],"
+    "\"updated\",\"asset\"],"
     WHY_PLAIN("ledger accounts") "}]";
 #undef WHY_PLAIN
 
@@ -264,12 +272,13 @@ static json_t *limit_json(const dtx_ledger_limit_t *l) {
 }
 
 static int account_create(dtx__exec_t *ex, const char *id,
-                          const dtx_ledger_limit_t *limit, json_t **out) {
+                          const dtx_ledger_limit_t *limit, const char *asset,
+                          json_t **out) {
   int rc;
   if ((rc = dtx__check_ident("account id", id)) ||
       (rc = dtx__lg_limits_check(limit, DTX_LEDGER_LIMIT_MIN |
                                  DTX_LEDGER_LIMIT_MAX)) ||
-      (rc = dtx__lg_setup(ex->st)))
+      (rc = dtx__lg_check_asset(asset)) || (rc = dtx__lg_setup(ex->st)))
     return rc;
   int64_t now = dtx__now_ms();
   json_t *doc = json_pack("{s:s,s:o,s:{s:i,s:i},s:I,s:I}", "_id", id,
@@ -281,6 +290,8 @@ static int account_create(dtx__exec_t *ex, const char *id,
   if (limit && limit->has_max_balance) /* absent: no upper limit */
     json_object_set_new(doc, "max_balance",
                         json_integer((json_int_t)limit->max_balance));
+  if (asset) /* fixed from now on (asset.c) */
+    json_object_set_new(doc, "asset", json_string(asset));
   rc = dtx__kit_insert(ex, "ledger.account.create", DTX_LEDGER_ACCOUNTS, doc);
   if (rc == DTX_EDUPKEY)
     rc = dtx__err(DTX_EDUPKEY, "ledger account '%s' exists", id);
@@ -308,7 +319,20 @@ int dtx_ledger_account_create(dtx_store_t *st, const char *id,
     *out = NULL;
   dtx__exec_init(&ex, st, NULL, 0, 0);
   dtx__call_begin(&c, 0);
-  return dtx__call_end(&c, account_create(&ex, id, limit, out));
+  return dtx__call_end(&c, account_create(&ex, id, limit, NULL, out));
+}
+
+int dtx_ledger_account_create_ex(dtx_store_t *st, const char *id,
+                                 const dtx_ledger_account_opts_t *opts,
+                                 json_t **out) {
+  dtx__exec_t ex;
+  dtx__call_t c;
+  if (out)
+    *out = NULL;
+  dtx__exec_init(&ex, st, NULL, 0, 0);
+  dtx__call_begin(&c, 0);
+  return dtx__call_end(&c, account_create(&ex, id, opts ? opts->limit : NULL,
+                                          opts ? opts->asset : NULL, out));
 }
 
 int dtx__lg_account(dtx__exec_t *ex, const char *id, json_t **out) {

@@ -8,7 +8,8 @@
  * hold.c partial posts of holds; balancing.c balancing legs (-max);
  * position.c how an account's balance and next seqId are derived from its
  * cache and the entries after it (balance, statement, list); commit.c the
- * committer (worker), expiry and recovery; audit.c the audit.  Retry,
+ * committer (worker), expiry and recovery; audit.c the audit; meta.c an
+ * entry's meta and ref; asset.c an account's asset.  Retry,
  * contention, fault points and moves come from txn/kit/kit.h. */
 #ifndef DTX_TXN_LEDGER_H
 #define DTX_TXN_LEDGER_H
@@ -187,6 +188,37 @@ int dtx__lg_build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
 /* After entry doc of req was inserted: tells the memo what build learned. */
 void dtx__lg_posted(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
                     const json_t *doc, const dtx__lg_learned_t *learned);
+
+/* ---- metadata and references (meta.c) ------------------------------------------ */
+
+/* The request's meta and ref (DTX_EINVAL naming the fault); part of
+ * dtx__lg_check_req. */
+int dtx__lg_check_meta(const dtx_ledger_post_req_t *req);
+
+/* Does existing entry e carry req's meta and ref (a retry repeats them)? */
+int dtx__lg_same_meta(const json_t *e, const dtx_ledger_post_req_t *req);
+
+/* Sets req's meta and ref on the entry doc being built. */
+void dtx__lg_set_meta(json_t *doc, const dtx_ledger_post_req_t *req);
+
+/* After a duplicate key that was not entry id itself: DTX_EDUPKEY naming
+ * the ref and the entry holding it when req's ref is another entry's and
+ * refs are unique; DTX_ENOTFOUND when the key was not the ref (a seqId:
+ * derive again). */
+int dtx__lg_ref_taken(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
+                      const char *id);
+
+/* ---- assets (asset.c) --------------------------------------------------------- */
+
+/* asset (NULL: none) as CODE/SCALE: 0 or DTX_EINVAL naming it. */
+int dtx__lg_check_asset(const char *asset);
+
+/* DTX_EINVAL naming two accounts when req's legs (accts: id -> account,
+ * holding each) are not all in one asset (none being one too). */
+int dtx__lg_same_asset(const dtx_ledger_post_req_t *req, const json_t *accts);
+
+/* Sets out's "asset" to acct's, when it has one. */
+void dtx__lg_name_asset(json_t *out, const json_t *acct);
 
 /* ---- the committer (commit.c) ------------------------------------------------ */
 

@@ -119,6 +119,10 @@ static int keys(void *p, dtx__batch_keys_t *k) {
     rc = dtx__batch_key(k, 'a', it->req->legs[j].account);
   if (rc == 0 && it->req->id)
     rc = dtx__batch_key(k, 'i', it->id);
+  /* Two requests with one ref go in array order: the later one is the
+   * duplicate when refs are unique (meta.c). */
+  if (rc == 0 && it->req->ref)
+    rc = dtx__batch_key(k, 'r', it->req->ref);
   return rc;
 }
 
@@ -239,6 +243,8 @@ static void insert_back(dtx__batch_t *b, void *p, dtx__kit_op_t *o) {
      * reply was lost), else a seqId -- derive again next round. */
     dtx__err_clear();
     rc = dtx__lg_recorded(b->ex, it->id, it->req, NULL, &out);
+    if (rc == DTX_ENOTFOUND)
+      rc = dtx__lg_ref_taken(b->ex, it->req, it->id);
     if (rc != DTX_ENOTFOUND)
       end(b, it, rc, out);
     else

@@ -384,6 +384,8 @@ static int balance(dtx__exec_t *ex, const char *account, int64_t at_seq,
     *out = json_pack("{s:s,s:I,s:I,s:I,s:I}", "account", account, "balance",
                      (json_int_t)b, "available", (json_int_t)av,
                      "pending_debits", (json_int_t)p, "seq", (json_int_t)n);
+  if (rc == 0)
+    dtx__lg_name_asset(*out, pos.acct);
   dtx__lg_pos_free(&pos);
   return rc == 0 && !*out ? DTX_ENOMEM : rc;
 }
@@ -402,6 +404,7 @@ int dtx_ledger_balance(dtx_store_t *st, const char *account, int64_t at_seq,
 
 typedef struct stmt {
   json_t *lines;
+  const json_t *acct; /* its asset names each line */
   int64_t limit;
   __int128 running;
   const char *account;
@@ -428,6 +431,12 @@ static int add_lines(stmt_t *s, const json_t *docs, int *rc) {
                   "state", dtx__str_is(e, "proc", LG_COMMITTED)
                                ? LG_COMMITTED
                                : LG_UNCOMMITTED));
+    json_t *line = json_array_get(s->lines, json_array_size(s->lines) - 1);
+    dtx__lg_name_asset(line, s->acct);
+    if (line && json_object_get(e, "ref"))
+      json_object_set(line, "ref", json_object_get(e, "ref"));
+    if (line && json_object_get(e, "meta"))
+      json_object_set(line, "meta", json_object_get(e, "meta"));
     if (s->limit > 0 && (int64_t)json_array_size(s->lines) >= s->limit)
       return 1;
   }
@@ -448,7 +457,8 @@ static int statement(dtx__exec_t *ex, const char *account, int64_t from,
     return rc;
   rc = dtx__lg_position(ex, acct, &pos);
   json_decref(acct);
-  stmt_t s = {.lines = json_array(), .limit = limit, .account = account};
+  stmt_t s = {.lines = json_array(), .limit = limit, .account = account,
+              .acct = rc == 0 ? pos.acct : NULL};
   __int128 pend;
   if (rc == 0 && from <= pos.head)
     rc = balance_at(ex, &pos, from - 1, &s.running, &pend);

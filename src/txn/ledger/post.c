@@ -81,7 +81,7 @@ int dtx__lg_check_req(const dtx_ledger_post_req_t *req) {
   if (sum != 0)
     return dtx__err(DTX_EINVAL, "the legs sum to %s, not 0",
                     dtx__wide_str(sum, (char[48]){0}));
-  return 0;
+  return dtx__lg_check_meta(req);
 }
 
 /* Does existing entry e record the same request (legs, kind, reversal)? */
@@ -100,13 +100,15 @@ static int same_entry(const json_t *e, const dtx_ledger_post_req_t *req,
   int was_pending = json_object_get(e, "expires_at") != NULL;
   const char *rv = dtx__str(e, "reverses");
   return was_pending == (req->pending != 0) &&
-         (reverses ? rv && strcmp(rv, reverses) == 0 : !rv);
+         (reverses ? rv && strcmp(rv, reverses) == 0 : !rv) &&
+         dtx__lg_same_meta(e, req);
 }
 
 int dtx__lg_existing(const json_t *e, const dtx_ledger_post_req_t *req,
                     const char *reverses, json_t **out) {
   if (!same_entry(e, req, reverses))
-    return dtx__err(DTX_ECONFLICT, "ledger entry '%s' exists with other legs",
+    return dtx__err(DTX_ECONFLICT, "ledger entry '%s' exists with other legs "
+                    "(or another meta or ref)",
                     dtx__str(e, "_id"));
   *out = json_incref((json_t *)e);
   return 0;
@@ -228,7 +230,9 @@ int dtx__lg_build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
   dtx__lg_pos_t *pos = calloc(req->nlegs, sizeof *pos);
   int64_t vals[DTX_LEDGER_MAX_LEGS];
   size_t npos = 0;
-  int rc = changes && pos ? 0 : DTX_ENOMEM;
+  /* One asset per entry, judged on the accounts read (an account's asset
+   * never changes: asset.c). */
+  int rc = changes && pos ? dtx__lg_same_asset(req, accts) : DTX_ENOMEM;
   *doc = NULL;
   /* Every position first: a balancing pair's amount needs both of its
    * accounts' (balancing.c); then each leg is checked as posted. */
@@ -263,6 +267,8 @@ int dtx__lg_build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
     json_object_set_new(*doc, "expires_at", json_integer((json_int_t)expires));
   if (*doc && reverses)
     json_object_set_new(*doc, "reverses", json_string(reverses));
+  if (*doc)
+    dtx__lg_set_meta(*doc, req);
   return *doc ? 0 : DTX_ENOMEM;
 }
 
@@ -357,7 +363,8 @@ static int post(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
     /* Which key?  Our id (another request's, or our own insert whose
      * reply was lost), the reversal index, or a seqId: then derive
      * again. */
-    if ((rc = dtx__lg_recorded(ex, id, req, reverses, out)) != DTX_ENOTFOUND)
+    if ((rc = dtx__lg_recorded(ex, id, req, reverses, out)) != DTX_ENOTFOUND ||
+        (rc = dtx__lg_ref_taken(ex, req, id)) != DTX_ENOTFOUND)
       return rc;
     rc = DTX_EDUPKEY;
     if (!dtx__kit_contend(&ct, &rc, point))
