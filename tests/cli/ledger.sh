@@ -349,6 +349,10 @@ expect 0 "entries --ref and --meta-filter" -- d ledger entries --ref INV-1 --met
 [ "$(lines '[.[]._id]')" = '["m1"]' ] && ok || bad "entries both: $(out)"
 expect 2 "entries: \$where refused" -- d ledger entries --meta-filter '{"$where":"1"}'
 expect 2 "entries: a filter that is no JSON" -- d ledger entries --meta-filter '{'
+# The filter's own error, named whole (it was written over itself:
+# "meta filter: perator $where at meta.k").
+expect 2 "entries: a field operator refused" -- d ledger entries --meta-filter '{"k":{"$where":1}}'
+grep -q 'meta filter: unsupported operator \$where at meta.k$' "$WORK/err" && ok || bad "meta filter message: $(cat "$WORK/err")"
 expect 2 "entries: neither" -- d ledger entries
 expect 0 "statement shows ref and meta" -- d ledger statement MY
 [ "$(lines '[.[] | [.entry, .ref, .meta.order]]')" = '[["m1","INV-1","o1"],["m2","INV-1","o2"]]' ] && ok || bad "statement: $(out)"

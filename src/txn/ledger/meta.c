@@ -275,8 +275,10 @@ static int entries(dtx_store_t *st, const char *ref, const json_t *meta_filter,
   if (ref)
     json_object_set_new(filter, "ref", json_string(ref));
   dtx__filter_t *cf = NULL;
+  /* Wrapped, not formatted from dtx_errdetail(): that is the buffer
+   * dtx__err writes, and overlapping it garbled the compiler's words. */
   if ((rc = dtx__filter_compile(filter, &cf)))
-    rc = dtx__err(DTX_EINVAL, "meta filter: %s", dtx_errdetail());
+    rc = dtx__err_wrap(DTX_EINVAL, "meta filter");
   dtx__filter_free(cf);
   json_t *sort = json_pack("{s:i,s:i}", "created", 1, "_id", 1);
   if (rc == 0)
