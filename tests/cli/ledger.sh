@@ -336,6 +336,10 @@ done
 grep -q "meta has 4108 bytes serialized (at most 4096)" <(d ledger post MX:-5 MY:5 --meta "{\"x\":\"$big\"}" 2>&1) && ok || bad "meta size message"
 expect 2 "empty ref refused" -- d ledger post MX:-5 MY:5 --ref ''
 expect 2 "ref of 257 bytes refused" -- d ledger post MX:-5 MY:5 --ref "$(printf '%0257d' 0)"
+# A ref that is not UTF-8 (it was dropped: the entry posted without it,
+# exit 0, and entries --ref listed every entry).
+expect 2 "a ref that is not UTF-8 refused" -- d ledger post MX:-5 MY:5 --ref $'INV\xff'
+expect 2 "entries --ref that is not UTF-8" -- d ledger entries --ref $'INV\xff'
 [ "$(entries)" = 1 ] && ok || bad "bad meta or ref recorded something: $(entries)"
 # Not unique by default: a second entry may share the ref; unique-refs is
 # then refused (exit 3), nothing changed.

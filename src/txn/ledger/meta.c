@@ -90,6 +90,10 @@ int dtx__lg_check_meta(const dtx_ledger_post_req_t *req) {
     if (n == 0 || n > DTX_LEDGER_MAX_REF)
       return dtx__err(DTX_EINVAL, "ref has %zu bytes (1..%d)", n,
                       DTX_LEDGER_MAX_REF);
+    /* No JSON string holds it: the entry would be written without its
+     * ref, and a lookup by it would match every entry. */
+    if (!dtx__utf8_ok(req->ref, n))
+      return dtx__err(DTX_EINVAL, "ref is not valid UTF-8");
   }
   if (!req->meta)
     return 0;
