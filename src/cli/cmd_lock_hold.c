@@ -62,10 +62,19 @@ static int64_t mono_ms(void) {
  * started can leave the tree.  Sends each one sig (0: none) and returns
  * how many there were.  Zombies are not counted: they are dead, and
  * doctx (or a live descendant) reaps them. */
+typedef struct {
+  pid_t pid, ppid;
+  int mark; /* a descendant of doctx */
+} proc_t;
+
+static int proc_cmp(const void *a, const void *b) {
+  pid_t x = ((const proc_t *)a)->pid, y = ((const proc_t *)b)->pid;
+  return (x > y) - (x < y);
+}
+
 static int descendants(int sig) {
   DIR *d = opendir("/proc");
-  pid_t *pid = NULL, *ppid = NULL;
-  char *mark = NULL;
+  proc_t *ps = NULL;
   size_t n = 0, cap = 0;
   struct dirent *de;
   int count = 0;
@@ -89,42 +98,34 @@ static int descendants(int sig) {
     if (!rp || sscanf(rp + 1, " %c %ld", &state, &pp) != 2 || state == 'Z')
       continue;
     if (n == cap) {
-      size_t c2 = cap ? 2 * cap : 256;
-      pid_t *a = realloc(pid, c2 * sizeof *a), *b;
-      if (a)
-        pid = a;
-      b = a ? realloc(ppid, c2 * sizeof *b) : NULL;
-      if (!b)
+      proc_t *g = realloc(ps, (cap ? 2 * cap : 256) * sizeof *g);
+      if (!g)
         break;
-      ppid = b;
-      cap = c2;
+      ps = g;
+      cap = cap ? 2 * cap : 256;
     }
-    pid[n] = (pid_t)atol(de->d_name);
-    ppid[n++] = (pid_t)pp;
+    ps[n++] = (proc_t){(pid_t)atol(de->d_name), (pid_t)pp, 0};
   }
   closedir(d);
-  /* Marked: doctx's descendants; each pass marks the children of the
-   * marked, so as many passes as the tree is deep. */
-  mark = n ? calloc(n, 1) : NULL;
-  for (int more = mark != NULL; more;) {
+  if (n)
+    qsort(ps, n, sizeof *ps, proc_cmp);
+  /* Each pass marks the children of the marked: as many passes as the
+   * tree is deep. */
+  for (int more = 1; more;) {
     more = 0;
     for (size_t i = 0; i < n; i++) {
-      if (mark[i])
+      proc_t key = {.pid = ps[i].ppid}, *up;
+      if (ps[i].mark ||
+          !(ps[i].ppid == getpid() ||
+            ((up = bsearch(&key, ps, n, sizeof *ps, proc_cmp)) && up->mark)))
         continue;
-      int hit = ppid[i] == getpid();
-      for (size_t j = 0; !hit && j < n; j++)
-        hit = mark[j] && pid[j] == ppid[i];
-      if (hit) {
-        mark[i] = more = 1;
-        count++;
-        if (sig)
-          kill(pid[i], sig);
-      }
+      ps[i].mark = more = 1;
+      count++;
+      if (sig)
+        kill(ps[i].pid, sig);
     }
   }
-  free(mark);
-  free(pid);
-  free(ppid);
+  free(ps);
   return count;
 }
 
