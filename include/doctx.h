@@ -454,8 +454,10 @@ typedef struct dtx_index_opts {
   const char *name; /* NULL: derived from the keys, e.g. "a_1_b_-1" */
   /* A unique index on a collection whose rules a pattern owns
    * (dtx_rules_opts_t) could refuse one of its protocol steps half way
-   * (a transfer stuck with DUPKEY): refused with DTX_EVALIDATION unless
-   * this is set.  The patterns' own set-up sets it. */
+   * (a transfer stuck with DUPKEY), and so could a name other than the
+   * keys give (a pattern may create an index by that name later):
+   * refused with DTX_EVALIDATION unless this is set.  The patterns' own
+   * set-up sets it. */
   int bypass_validation;
 } dtx_index_opts_t;
 

@@ -11,18 +11,21 @@
  *     environment; SIGINT, SIGTERM and SIGHUP sent to doctx are passed to
  *     the group; should doctx itself die, the command gets SIGKILL
  *     (PR_SET_PDEATHSIG);
- *   - on a loss: SIGTERM to the group, SIGKILL --grace-ms later to what
- *     is left of it, then exit DTX_EXIT_LOST (6);
+ *   - on a loss: SIGTERM to the group and to every descendant that left
+ *     it (setsid), SIGKILL --grace-ms later to what is left of them, then
+ *     exit DTX_EXIT_LOST (6) once all are gone;
  *   - otherwise the lock is released when the command ends, and its exit
  *     status is doctx's (128 + N when signal N ended it).
  * Signals reach the main loop through a self-pipe (the loss too), so the
  * loop is one poll(); the library's keeper thread takes no signal. */
 #include "cli/cli.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -51,6 +54,79 @@ static int64_t mono_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Every live process descended from doctx, found through /proc: the
+ * command's group, and what left it (setsid, setpgid) -- doctx being
+ * their subreaper, an orphan is its child again, so nothing the command
+ * started can leave the tree.  Sends each one sig (0: none) and returns
+ * how many there were.  Zombies are not counted: they are dead, and
+ * doctx (or a live descendant) reaps them. */
+typedef struct {
+  pid_t pid, ppid;
+  int mark; /* a descendant of doctx */
+} proc_t;
+
+static int proc_cmp(const void *a, const void *b) {
+  pid_t x = ((const proc_t *)a)->pid, y = ((const proc_t *)b)->pid;
+  return (x > y) - (x < y);
+}
+
+static int descendants(int sig) {
+  DIR *d = opendir("/proc");
+  proc_t *ps = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *de;
+  int count = 0;
+  if (!d)
+    return 0;
+  while ((de = readdir(d))) {
+    char path[288], line[512];
+    if (de->d_name[0] < '1' || de->d_name[0] > '9')
+      continue;
+    snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f)
+      continue;
+    size_t got = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    line[got] = '\0';
+    /* "pid (comm) state ppid ...": comm may hold anything, so the last
+     * ')' ends it. */
+    char *rp = strrchr(line, ')'), state;
+    long pp;
+    if (!rp || sscanf(rp + 1, " %c %ld", &state, &pp) != 2 || state == 'Z')
+      continue;
+    if (n == cap) {
+      proc_t *g = realloc(ps, (cap ? 2 * cap : 256) * sizeof *g);
+      if (!g)
+        break;
+      ps = g;
+      cap = cap ? 2 * cap : 256;
+    }
+    ps[n++] = (proc_t){(pid_t)atol(de->d_name), (pid_t)pp, 0};
+  }
+  closedir(d);
+  if (n)
+    qsort(ps, n, sizeof *ps, proc_cmp);
+  /* Each pass marks the children of the marked: as many passes as the
+   * tree is deep. */
+  for (int more = 1; more;) {
+    more = 0;
+    for (size_t i = 0; i < n; i++) {
+      proc_t key = {.pid = ps[i].ppid}, *up;
+      if (ps[i].mark ||
+          !(ps[i].ppid == getpid() ||
+            ((up = bsearch(&key, ps, n, sizeof *ps, proc_cmp)) && up->mark)))
+        continue;
+      ps[i].mark = more = 1;
+      count++;
+      if (sig)
+        kill(ps[i].pid, sig);
+    }
+  }
+  free(ps);
+  return count;
 }
 
 /* The command's environment: ours without any DOCTX_LOCK_*, plus the
@@ -170,12 +246,12 @@ int dtx__cli_lock_hold(dtx_cli_t *cli, const dtx__cli_args_t *a) {
     int64_t now = mono_ms(), wait = -1;
     if (lost && now >= kill_at) {
       kill(-pid, SIGKILL);
+      descendants(SIGKILL);
       killed = 1;
-      if (reaped)
-        break;
       kill_at = INT64_MAX; /* the leader's death wakes us (SIGCHLD) */
-    } else if (lost && reaped && kill(-pid, 0) != 0 && errno == ESRCH) {
-      break; /* the whole group is gone */
+    } else if (lost && reaped && kill(-pid, 0) != 0 && errno == ESRCH &&
+               descendants(0) == 0) {
+      break; /* the whole group is gone, and all that left it */
     }
     if (lost && kill_at != INT64_MAX)
       wait = kill_at - now;
@@ -188,6 +264,7 @@ int dtx__cli_lock_hold(dtx_cli_t *cli, const dtx__cli_args_t *a) {
       if (c == 'L' && !lost) {
         lost = 1;
         kill(-pid, SIGTERM);
+        descendants(SIGTERM);
         /* Saturated: a grace too long for int64 is "never SIGKILL". */
         kill_at = grace > INT64_MAX - mono_ms() ? INT64_MAX - 1
                                                 : mono_ms() + grace;

@@ -411,6 +411,15 @@ static int index_exists(dtx_store_t *st, const char *coll,
   return rc < 0 ? rc : found;
 }
 
+/* Whether spec's name is not the one its keys give (a name chosen). */
+static int custom_name(const json_t *keys, const dtx__index_spec_t *spec) {
+  dtx__index_spec_t *derived = NULL;
+  int custom = dtx__index_spec_parse(keys, NULL, &derived) == 0 &&
+               strcmp(derived->name, spec->name) != 0;
+  dtx__index_spec_free(derived);
+  return custom;
+}
+
 int dtx_store_create_index(dtx_store_t *st, const char *coll,
                            const json_t *keys, const dtx_index_opts_t *opts,
                            char **name_out) {
@@ -426,17 +435,29 @@ int dtx_store_create_index(dtx_store_t *st, const char *coll,
   if ((rc = dtx__index_spec_parse(keys, opts, &spec)) < 0)
     return rc;
   /* A pattern's collection takes no unique index but its own: a user's
-   * could refuse a protocol step's write half way. */
-  if (spec->unique && !(opts && opts->bypass_validation)) {
+   * could refuse a protocol step's write half way.  Nor an index under a
+   * name other than its keys give it: a pattern may create an index by
+   * name later (the ledger's ref_unique, docs/ledger.md), and one of
+   * yours under that name would refuse it for good. */
+  int named = opts && opts->name && custom_name(keys, spec);
+  if ((spec->unique || named) && !(opts && opts->bypass_validation)) {
     json_t *rules = NULL;
+    const char *pat = NULL;
     if ((rc = dtx_store_get_rules(st, coll, &rules)) == 0 &&
-        json_is_string(json_object_get(rules, "pattern")) &&
-        !(rc = index_exists(st, coll, spec)))
-      rc = dtx__err(DTX_EVALIDATION,
-                    "collection '%s' is the %s pattern's: a unique index "
-                    "of yours could refuse its steps (bypass validation to "
-                    "create it anyway)", coll,
-                    json_string_value(json_object_get(rules, "pattern")));
+        json_is_string(json_object_get(rules, "pattern")))
+      pat = json_string_value(json_object_get(rules, "pattern"));
+    if (pat && !(rc = index_exists(st, coll, spec)))
+      rc = spec->unique
+               ? dtx__err(DTX_EVALIDATION,
+                          "collection '%s' is the %s pattern's: a unique "
+                          "index of yours could refuse its steps (bypass "
+                          "validation to create it anyway)", coll, pat)
+               : dtx__err(DTX_EVALIDATION,
+                          "collection '%s' is the %s pattern's: an index of "
+                          "yours takes the name its keys give it, not '%s' "
+                          "(the pattern's own names are its; bypass "
+                          "validation to name it anyway)", coll, pat,
+                          spec->name);
     json_decref(rules);
     if (rc < 0) {
       dtx__index_spec_free(spec);

@@ -474,6 +474,10 @@ done
 grep -q "meta has 4108 bytes serialized (at most 4096)" <(d ledger post MX:-5 MY:5 --meta "{\"x\":\"$big\"}" 2>&1) && ok || bad "meta size message"
 expect 2 "empty ref refused" -- d ledger post MX:-5 MY:5 --ref ''
 expect 2 "ref of 257 bytes refused" -- d ledger post MX:-5 MY:5 --ref "$(printf '%0257d' 0)"
+# A ref that is not UTF-8 (it was dropped: the entry posted without it,
+# exit 0, and entries --ref listed every entry).
+expect 2 "a ref that is not UTF-8 refused" -- d ledger post MX:-5 MY:5 --ref $'INV\xff'
+expect 2 "entries --ref that is not UTF-8" -- d ledger entries --ref $'INV\xff'
 [ "$(entries)" = 1 ] && ok || bad "bad meta or ref recorded something: $(entries)"
 # Not unique by default: a second entry may share the ref; unique-refs is
 # then refused (exit 3), nothing changed.
@@ -487,6 +491,10 @@ expect 0 "entries --ref and --meta-filter" -- d ledger entries --ref INV-1 --met
 [ "$(lines '[.[]._id]')" = '["m1"]' ] && ok || bad "entries both: $(out)"
 expect 2 "entries: \$where refused" -- d ledger entries --meta-filter '{"$where":"1"}'
 expect 2 "entries: a filter that is no JSON" -- d ledger entries --meta-filter '{'
+# The filter's own error, named whole (it was written over itself:
+# "meta filter: perator $where at meta.k").
+expect 2 "entries: a field operator refused" -- d ledger entries --meta-filter '{"k":{"$where":1}}'
+grep -q 'meta filter: unsupported operator \$where at meta.k$' "$WORK/err" && ok || bad "meta filter message: $(cat "$WORK/err")"
 expect 2 "entries: neither" -- d ledger entries
 expect 0 "statement shows ref and meta" -- d ledger statement MY
 [ "$(lines '[.[] | [.entry, .ref, .meta.order]]')" = '[["m1","INV-1","o1"],["m2","INV-1","o2"]]' ] && ok || bad "statement: $(out)"

@@ -292,6 +292,23 @@ grep -q "STALE: lock 'L8' token 1: renew: FAULT" "$WORK/err" && grep -q "then SI
 expect 0 "hold: the next holder, after the command died" -- d lock hold L8 -- bash -c \
   'kill -0 "$(cat "$WORK/cmd.L8.pid")" 2>/dev/null && exit 9; "$DOCTX" --store "$S" update hlog "{\"_id\":\"w\"}" "{\"\$push\":{\"seq\":\"C$DOCTX_LOCK_TOKEN\"}}" --fence "$DOCTX_LOCK_FENCE"'
 [ "$(d find hlog '{"_id":"w"}' | jq -c '.seq[-1]')" = '"C2"' ] && ok || bad "hold: C2 missing: $(d find hlog)"
+# A process that left the command's group (setsid) is still the
+# command's: on a loss it is signalled and killed too, and lock hold
+# exits 6 only once it is gone (it ran on with the lost token, TERM
+# ignored, after doctx had exited).
+cat >"$WORK/escaper" <<'SH'
+#!/usr/bin/env bash
+setsid "$WORK/stubborn" &
+wait
+SH
+chmod +x "$WORK/escaper"
+rm -f "$WORK/cmd.L5.pid"
+# (a 900 ms ttl: the first renewal, which fails, comes after the child
+# has started on a loaded machine)
+expect 6 "hold: a renewal that fails, a child in its own session" -- env DOCTX_FAULT=$f "$DOCTX" --store "$S" lock hold L5 --ttl-ms 900 --grace-ms 100 -- "$WORK/escaper"
+esc=$(cat "$WORK/cmd.L5.pid" 2>/dev/null)
+[ -n "$esc" ] && on_exit "kill -KILL $esc 2>/dev/null"
+[ -n "$esc" ] && ! alive "$esc" && ok || bad "hold: the setsid child '$esc' outlived the loss"
 # doctx crashing at its renewal (fault point lock.renew): the command gets
 # SIGKILL with it (the parent-death signal), TERM ignored or not.
 expect 137 "hold: doctx crashes at its renewal" -- env DOCTX_FAULT=lock.renew:crash "$DOCTX" --store "$S" lock hold L6 --ttl-ms 300 -- "$WORK/stubborn"

@@ -286,6 +286,13 @@ no "ledger: meta not an object" 400 INVAL POST /v1/ledger/entries "$T_WRITE" \
   '{"legs":[{"account":"ext","value":-3},{"account":"cash","value":3}],"meta":[1]}'
 no "ledger: ref not a string" 400 INVAL POST /v1/ledger/entries "$T_WRITE" \
   '{"legs":[{"account":"ext","value":-3},{"account":"cash","value":3}],"ref":7}'
+# A writer's index may not take a name of its choosing on a pattern's
+# collection: under "ref_unique" (non-unique) it made every unique-refs
+# after it 400 BADINDEX for good.
+refused "ledger: a writer's index named ref_unique" 409 VALIDATION POST /v1/c/ledger_entries/indexes "$T_WRITE" \
+  '{"keys":{"ref":1},"sparse":true,"name":"ref_unique"}'
+req POST /v1/c/ledger_entries/indexes "$T_WRITE" '{"keys":{"ref":1},"sparse":true}'
+check "ledger: a writer's index under the name its keys give, the pattern's own" 200 '"name":"ref_1"'
 refused "ledger unique-refs: write token" 403 FORBIDDEN POST /v1/ledger/unique-refs "$T_WRITE"
 req POST /v1/ledger/unique-refs "$T_ADMIN"
 check "ledger unique-refs" 200 '"unique_refs":true'

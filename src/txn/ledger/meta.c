@@ -90,6 +90,10 @@ int dtx__lg_check_meta(const dtx_ledger_post_req_t *req) {
     if (n == 0 || n > DTX_LEDGER_MAX_REF)
       return dtx__err(DTX_EINVAL, "ref has %zu bytes (1..%d)", n,
                       DTX_LEDGER_MAX_REF);
+    /* No JSON string holds it: the entry would be written without its
+     * ref, and a lookup by it would match every entry. */
+    if (!dtx__utf8_ok(req->ref, n))
+      return dtx__err(DTX_EINVAL, "ref is not valid UTF-8");
   }
   if (!req->meta)
     return 0;
@@ -275,8 +279,10 @@ static int entries(dtx_store_t *st, const char *ref, const json_t *meta_filter,
   if (ref)
     json_object_set_new(filter, "ref", json_string(ref));
   dtx__filter_t *cf = NULL;
+  /* Wrapped, not formatted from dtx_errdetail(): that is the buffer
+   * dtx__err writes, and overlapping it garbled the compiler's words. */
   if ((rc = dtx__filter_compile(filter, &cf)))
-    rc = dtx__err(DTX_EINVAL, "meta filter: %s", dtx_errdetail());
+    rc = dtx__err_wrap(DTX_EINVAL, "meta filter");
   dtx__filter_free(cf);
   json_t *sort = json_pack("{s:i,s:i}", "created", 1, "_id", 1);
   if (rc == 0)
