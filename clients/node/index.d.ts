@@ -168,11 +168,34 @@ export interface Lock { name: string; owner: string | null; token: number; expir
 export interface AcquireOptions { ttlMs?: number; owner?: string; waitMs?: number; deadlineMs?: number; max?: number }
 export interface Leader { name: string; leader: string | null; term: number; expires: number }
 
-export interface Leg { account: string; value: number }
+/** A leg's value: an integer, or one balancing pair per entry -- "-max" or
+ *  "-max=CAP" on one leg, "max" on another (docs/ledger.md, "Balancing legs"). */
+export type LegValue = number | '-max' | `-max=${number}` | 'max';
+export interface Leg { account: string; value: LegValue }
+/** A partial post's amount on one leg of a hold (an integer). */
+export interface Amount { account: string; value: number }
+export interface LedgerAccountOptions {
+  /** The floor (debits), an integer or "none"; unset: 0. */
+  minBalance?: number | 'none';
+  /** The upper limit (credits, pending ones counted), an integer or "none"; unset: none. */
+  maxBalance?: number | 'none';
+  /** "CODE/SCALE", e.g. "USD/2"; fixed for good. */
+  asset?: string;
+}
 export interface LedgerEntry { _id: string; changes: JsonObject[]; state: string; [key: string]: Json }
 export interface LedgerBalance { account: string; balance: number; available: number; pending_debits: number; seq: number }
-export interface PostOptions { id?: string; pending?: boolean; timeoutMs?: number; deadlineMs?: number }
-export interface BatchEntry { legs: Leg[]; id?: string; pending?: boolean; timeoutMs?: number }
+export interface PostOptions {
+  id?: string; pending?: boolean; timeoutMs?: number; deadlineMs?: number;
+  /** A JSON object (at most 4 KiB) kept with the entry, never changed. */
+  meta?: JsonObject;
+  /** 1..256 bytes naming what the entry belongs to outside the ledger. */
+  ref?: string;
+}
+export interface BatchEntry { legs: Leg[]; id?: string; pending?: boolean; timeoutMs?: number; meta?: JsonObject; ref?: string }
+/** A partial post of a hold: amounts per leg (the rest released), named by postId. */
+export interface PostPendingOptions { amounts?: Amount[]; postId?: string }
+/** account alone, or ref and/or metaFilter (a filter over the meta object). */
+export interface EntriesOptions { account?: string; ref?: string; metaFilter?: JsonObject; pageSize?: number }
 /** One item of a ledger batch's answer: the entry, or a problem object. */
 export type EntryResult = { status: 200; entry: LedgerEntry } | (Problem & { status: number });
 
@@ -276,22 +299,23 @@ export class Client {
 
   // ledger
   /** Not retried. */
-  ledgerAccount(id: string, opts?: { minBalance?: number | 'none' }): Promise<JsonObject>;
-  ledgerLimit(id: string, minBalance: number | 'none'): Promise<JsonObject>;
+  ledgerAccount(id: string, opts?: LedgerAccountOptions): Promise<JsonObject>;
+  /** Changes the limits given (at least one), the other kept. */
+  ledgerLimit(id: string, minBalance?: number | 'none', opts?: { maxBalance?: number | 'none' }): Promise<JsonObject>;
   balance(account: string, opts?: { atSeq?: number }): Promise<LedgerBalance>;
   statement(account: string, opts?: { fromSeq?: number; pageSize?: number }): AsyncGenerator<JsonObject, void, undefined>;
-  /** Retried only with an id (the same id and legs: the same entry, posted once). */
+  /** Retried only with an id (the same id, legs, meta and ref: the same entry, posted once). */
   post(legs: Leg[], opts?: PostOptions): Promise<LedgerEntry>;
   /** Retried only when every entry has an id. */
   postBatch(entries: BatchEntry[], opts?: { deadlineMs?: number }): Promise<EntryResult[]>;
   /** Not retried. */
-  postPending(id: string): Promise<LedgerEntry>;
+  postPending(id: string, opts?: PostPendingOptions): Promise<LedgerEntry>;
   /** Not retried. */
   void(id: string): Promise<LedgerEntry>;
   /** Not retried. */
   reverse(entryId: string, opts?: { id?: string; deadlineMs?: number }): Promise<LedgerEntry>;
   entry(id: string): Promise<LedgerEntry>;
-  entries(opts?: { account?: string; pageSize?: number }): AsyncGenerator<LedgerEntry, void, undefined>;
+  entries(opts?: EntriesOptions): AsyncGenerator<LedgerEntry, void, undefined>;
   /** Admin scope; idempotent, so it is retried. */
   uniqueRefs(): Promise<JsonObject>;
 

@@ -373,14 +373,28 @@ export class Client {
 
   // ---- ledger (docs/ledger.md) ----------------------------------------------------
 
-  /** Creates a ledger account ({minBalance: integer or "none"}).  Not retried. */
-  ledgerAccount(id, opts = {}) {
-    return this.#call('POST', '/v1/ledger/accounts', fields({ id, ...opts }));
+  /**
+   * Creates a ledger account.  Not retried.  opts: minBalance, the floor a
+   * debit may not take the balance (less pending debits) under, an integer
+   * or "none" (no floor; unset: 0); maxBalance, the upper limit a credit
+   * may not take the balance (plus pending credits) over, an integer or
+   * "none" (unset: none) -- a credit past it is Conflict INSUFFICIENT;
+   * asset, "CODE/SCALE" (e.g. "USD/2": values in cents), fixed for good --
+   * an entry's legs must all have one asset (or all none), else BadRequest.
+   * docs/ledger.md, "Assets" and "The upper limit".
+   */
+  ledgerAccount(id, { minBalance, maxBalance, asset } = {}) {
+    return this.#call('POST', '/v1/ledger/accounts', fields({ id, minBalance, maxBalance, asset }));
   }
 
-  /** Sets a ledger account's minBalance (integer or "none"). */
-  ledgerLimit(id, minBalance) {
-    return this.#call('POST', `/v1/ledger/accounts/${p(id)}/limit`, { min_balance: minBalance });
+  /**
+   * Changes a ledger account's limits in one step: minBalance and/or
+   * {maxBalance} (each an integer or "none"); the one not given is kept.
+   * At least one is required (BadRequest otherwise); a max below the floor
+   * is BadRequest, nothing changed.
+   */
+  ledgerLimit(id, minBalance, { maxBalance } = {}) {
+    return this.#call('POST', `/v1/ledger/accounts/${p(id)}/limit`, fields({ minBalance, maxBalance }));
   }
 
   /** {account, balance, available, pending_debits, seq}, now or at atSeq. */
@@ -401,21 +415,48 @@ export class Client {
     }
   }
 
-  /** Posts an entry (legs [{account, value}] summing to 0); retried only with an id. */
-  post(legs, opts = {}) {
-    return this.#call('POST', '/v1/ledger/entries', fields({ legs, ...opts }), { idempotent: Boolean(opts.id) });
+  /**
+   * Posts an entry: legs [{account, value}] summing to 0; retried only with
+   * an id (the same id, legs, meta and ref: the same entry, posted once).
+   * A value is an integer, or one balancing pair: "-max" or "-max=CAP" on
+   * one leg and "max" on another moves as much as both accounts' limits
+   * allow (at most CAP); the entry records the amount (docs/ledger.md,
+   * "Balancing legs").  opts: id; pending (hold the debits until
+   * postPending or void) with timeoutMs; meta, a JSON object (at most 4 KiB)
+   * kept with the entry; ref, a string (1..256 bytes) naming what it
+   * belongs to outside the ledger -- both never change, and entries() finds
+   * entries by them; deadlineMs.  Conflict INSUFFICIENT names the account
+   * short of funds or over its max balance; Conflict DUPKEY a ref another
+   * entry holds once refs are unique (uniqueRefs).
+   */
+  post(legs, { id, pending, timeoutMs, meta, ref, deadlineMs } = {}) {
+    return this.#call('POST', '/v1/ledger/entries', fields({ legs, id, pending, timeoutMs, meta, ref, deadlineMs }),
+      { idempotent: Boolean(id) });
   }
 
-  /** Posts 1..1000 entries; one result each.  Retried only when every entry has an id. */
+  /**
+   * Posts 1..1000 entries {legs, id, pending, timeoutMs, meta, ref} (each as
+   * post takes them); one result each.  Retried only when every entry has
+   * an id.
+   */
   async postBatch(entries, { deadlineMs } = {}) {
     const items = entries.map((e) => fields(e));
     return (await this.#call('POST', '/v1/ledger/entries/batch', fields({ entries: items, deadlineMs }),
       { idempotent: items.every((e) => e.id) })).results;
   }
 
-  /** Posts a pending entry.  Not retried. */
-  postPending(id) {
-    return this.#call('POST', `/v1/ledger/entries/${p(id)}/post`);
+  /**
+   * Posts a pending entry; Conflict STATE once voided.  Not retried.  In
+   * full without amounts; with amounts ([{account, value}], each 0 up to
+   * what its leg holds, the same sign, summing to 0; legs not named post 0)
+   * only that much, the rest released, in one step (docs/ledger.md,
+   * "Partial post of a hold").  postId names the partial post: a retry with
+   * the same amounts and postId answers the same entry, otherwise Conflict
+   * CONFLICT.
+   */
+  postPending(id, { amounts, postId } = {}) {
+    const body = fields({ amounts, postId });
+    return this.#call('POST', `/v1/ledger/entries/${p(id)}/post`, Object.keys(body).length ? body : undefined);
   }
 
   /** Voids a pending entry.  Not retried. */
@@ -433,9 +474,16 @@ export class Client {
     return this.#call('GET', `/v1/ledger/entries/${p(id)}`, undefined, { idempotent: true });
   }
 
-  /** Every ledger entry (touching account if given), a page at a time. */
-  entries({ account, pageSize } = {}) {
-    return this.#pages('/v1/ledger/entries', 'entries', { account, limit: pageSize });
+  /**
+   * Every ledger entry, a page at a time: those touching account, or those
+   * whose ref is the one given and/or whose meta matches metaFilter (a
+   * MongoDB filter over the meta object, its paths relative to it:
+   * {order: 'o1'}), oldest first.  account does not go with ref or
+   * metaFilter (BadRequest).
+   */
+  entries({ account, ref, metaFilter, pageSize } = {}) {
+    const mf = metaFilter === undefined || metaFilter === null ? undefined : JSON.stringify(metaFilter);
+    return this.#pages('/v1/ledger/entries', 'entries', { account, ref, metaFilter: mf, limit: pageSize });
   }
 
   // ---- sync (docs/sync.md) ----------------------------------------------------------

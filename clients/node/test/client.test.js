@@ -403,6 +403,63 @@ test('ledger', async () => {
   assert.equal((await c.ledgerLimit(fees, 'none')).min_balance, null);
 });
 
+test('ledger assets, limits, meta and refs, balancing legs, partial posts', async () => {
+  const src = uid('src'), dst = uid('dst'), eur = uid('eur');
+  let acct = await c.ledgerAccount(src, { minBalance: 'none', asset: 'USD/2' });
+  assert.equal(acct.asset, 'USD/2');
+  assert.equal(acct.min_balance, null);
+  acct = await c.ledgerAccount(dst, { asset: 'USD/2', maxBalance: 500 });
+  assert.equal(acct.asset, 'USD/2');
+  assert.equal(acct.max_balance, 500);
+  await c.ledgerAccount(eur, { asset: 'EUR/2' });
+  // over the max: nothing recorded
+  await rejects(c.post([{ account: src, value: -600 }, { account: dst, value: 600 }]), Conflict, (e) => {
+    assert.equal(e.code, 'INSUFFICIENT');
+    assert.ok(e.detail.includes(dst), e.detail);
+  });
+  await rejects(c.post([{ account: src, value: -1 }, { account: eur, value: 1 }]), BadRequest);
+  assert.equal((await c.balance(dst)).balance, 0);
+  // limit: one field given, the other kept
+  acct = await c.ledgerLimit(dst, undefined, { maxBalance: 1000 });
+  assert.equal(acct.max_balance, 1000);
+  assert.equal(acct.min_balance, 0);
+  assert.equal((await c.ledgerLimit(dst, -5)).max_balance, 1000);
+  assert.equal((await c.ledgerLimit(dst, 0)).min_balance, 0);
+  await rejects(c.ledgerLimit(dst), BadRequest);
+  // meta and ref, found again by either (and by both)
+  const ref = uid('inv'), order = uid('o'), eid = uid('e');
+  const meta = { order, lines: [1, 2], camelKey: true };
+  const ent = await c.post([{ account: src, value: -100 }, { account: dst, value: 100 }], { id: eid, meta, ref });
+  assert.deepEqual(ent.meta, meta); // the meta's own keys are not snake_cased
+  assert.equal(ent.ref, ref);
+  const ids = async (opts) => { const out = []; for await (const x of c.entries(opts)) out.push(x._id); return out; };
+  assert.deepEqual(await ids({ ref }), [eid]);
+  assert.deepEqual(await ids({ metaFilter: { order } }), [eid]);
+  assert.deepEqual(await ids({ ref, metaFilter: { order: 'other' } }), []);
+  const ref2 = uid('inv');
+  const res = await c.postBatch([{ legs: [{ account: src, value: -1 }, { account: dst, value: 1 }], meta: { order }, ref: ref2 }]);
+  assert.equal(res[0].status, 200);
+  assert.equal(res[0].entry.ref, ref2);
+  assert.equal((await ids({ metaFilter: { order }, pageSize: 1 })).length, 2);
+  // a balancing pair moves what the limits allow, at most the cap
+  const bal = await c.post([{ account: src, value: '-max=50' }, { account: dst, value: 'max' }]);
+  assert.deepEqual(bal.changes.map((x) => x.value), [-50, 50]);
+  // a hold posted in part: the rest released, retried with its post id
+  const hold = uid('h'), postId = uid('pp');
+  await c.post([{ account: src, value: -300 }, { account: dst, value: 300 }], { id: hold, pending: true });
+  const amounts = [{ account: src, value: -120 }, { account: dst, value: 120 }];
+  const got = await c.postPending(hold, { amounts, postId });
+  assert.equal(got.state, 'posted');
+  assert.deepEqual(got.amounts, [-120, 120]);
+  assert.equal(got.post_id, postId);
+  assert.equal((await c.postPending(hold, { amounts, postId }))._id, hold);
+  await rejects(c.postPending(hold, { amounts: [{ account: src, value: -100 }, { account: dst, value: 100 }], postId }),
+    Conflict, (e) => assert.equal(e.code, 'CONFLICT'));
+  const b = await c.balance(dst);
+  assert.equal(b.balance, 100 + 1 + 50 + 120);
+  assert.equal(b.asset, 'USD/2');
+});
+
 test('a retried ledger post is counted once', async () => {
   const src = uid('src'), dst = uid('dst');
   await c.ledgerAccount(src, { minBalance: 'none' });

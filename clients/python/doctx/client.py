@@ -640,16 +640,41 @@ class Client:
     # ---- ledger (docs/ledger.md) ---------------------------------------------
 
     def ledger_account(
-        self, id: str, *, min_balance: Optional[Union[int, str]] = None
+        self,
+        id: str,
+        *,
+        min_balance: Optional[Union[int, str]] = None,
+        max_balance: Optional[Union[int, str]] = None,
+        asset: Optional[str] = None,
     ) -> JSON:
-        """Creates ledger account ``id`` (``min_balance`` an integer or ``"none"``).  Not retried."""
-        body = _drop_none({"id": id, "min_balance": min_balance})
+        """Creates ledger account ``id``.  Not retried.
+
+        ``min_balance``: the floor a debit may not take the balance (less
+        pending debits) under, an integer or ``"none"`` (no floor; unset: 0).
+        ``max_balance``: the upper limit a credit may not take the balance
+        (plus pending credits) over, an integer or ``"none"`` (unset: none);
+        a credit past it is Conflict ``INSUFFICIENT``.  ``asset``:
+        ``"CODE/SCALE"`` (e.g. ``"USD/2"``, values in cents), fixed for
+        good; an entry's legs must all have one asset (or all none), else
+        BadRequest.  docs/ledger.md, "Assets" and "The upper limit".
+        """
+        body = _drop_none({"id": id, "min_balance": min_balance,
+                           "max_balance": max_balance, "asset": asset})
         return self._call("POST", "/v1/ledger/accounts", body)
 
-    def ledger_limit(self, id: str, min_balance: Union[int, str]) -> JSON:
-        """Sets ledger account ``id``'s ``min_balance`` (an integer or ``"none"``)."""
-        return self._call("POST", f"/v1/ledger/accounts/{self._p(id)}/limit",
-                          {"min_balance": min_balance})
+    def ledger_limit(
+        self,
+        id: str,
+        min_balance: Optional[Union[int, str]] = None,
+        *,
+        max_balance: Optional[Union[int, str]] = None,
+    ) -> JSON:
+        """Changes ledger account ``id``'s limits in one step: ``min_balance``
+        and/or ``max_balance`` (each an integer or ``"none"``); the one not
+        given is kept.  At least one is required (BadRequest otherwise), and
+        a max below the floor is BadRequest, nothing changed."""
+        body = _drop_none({"min_balance": min_balance, "max_balance": max_balance})
+        return self._call("POST", f"/v1/ledger/accounts/{self._p(id)}/limit", body)
 
     def balance(self, account: str, *, at_seq: Optional[int] = None) -> JSON:
         """``{"account", "balance", "available", "pending_debits", "seq"}``, now or at ``at_seq``."""
@@ -677,33 +702,62 @@ class Client:
         id: Optional[str] = None,
         pending: Optional[bool] = None,
         timeout_ms: Optional[int] = None,
+        meta: Optional[JSON] = None,
+        ref: Optional[str] = None,
         deadline_ms: Optional[int] = None,
     ) -> JSON:
         """Posts a ledger entry: ``legs`` are ``{"account", "value"}`` summing to 0.
 
-        With ``pending`` it holds the debits until :meth:`post_pending` or
-        :meth:`void` (or ``timeout_ms``).  With an ``id`` it is retried
-        safely: the same id and legs answer the same entry, posted once.
-        Conflict ``INSUFFICIENT`` names the account short of funds.
+        A value is an integer, or one balancing pair: ``"-max"`` or
+        ``"-max=CAP"`` on one leg and ``"max"`` on another moves as much as
+        both accounts' limits allow (at most CAP); the entry records the
+        amount (docs/ledger.md, "Balancing legs").  With ``pending`` it holds
+        the debits until :meth:`post_pending` or :meth:`void` (or
+        ``timeout_ms``).  ``meta``: a JSON object (at most 4 KiB) kept with
+        the entry; ``ref``: a string (1..256 bytes) naming what it belongs to
+        outside the ledger -- both never change, and :meth:`entries` finds
+        entries by them.  With an ``id`` it is retried safely: the same id,
+        legs, meta and ref answer the same entry, posted once.  Conflict
+        ``INSUFFICIENT`` names the account short of funds or over its max
+        balance; Conflict ``DUPKEY`` a ref another entry holds once refs are
+        unique (:meth:`unique_refs`).
         """
         body = _drop_none({"legs": [dict(leg) for leg in legs], "id": id,
                            "pending": pending, "timeout_ms": timeout_ms,
-                           "deadline_ms": deadline_ms})
+                           "meta": meta, "ref": ref, "deadline_ms": deadline_ms})
         return self._call("POST", "/v1/ledger/entries", body, idempotent=bool(id))
 
     def post_batch(
         self, entries: Sequence[Mapping[str, Any]], *, deadline_ms: Optional[int] = None
     ) -> List[JSON]:
-        """Posts 1..1000 entries ``{"legs"[, "id", "pending", "timeout_ms"]}``;
-        one result per entry.  Retried only when every entry has an id."""
+        """Posts 1..1000 entries ``{"legs"[, "id", "pending", "timeout_ms",
+        "meta", "ref"]}`` (each as :meth:`post` takes them); one result per
+        entry.  Retried only when every entry has an id."""
         items = [dict(e) for e in entries]
         body = _drop_none({"entries": items, "deadline_ms": deadline_ms})
         return self._call("POST", "/v1/ledger/entries/batch", body,
                           idempotent=all(e.get("id") for e in items))["results"]
 
-    def post_pending(self, id: str) -> JSON:
-        """Posts pending entry ``id``; Conflict (``STATE``) once voided.  Not retried."""
-        return self._call("POST", f"/v1/ledger/entries/{self._p(id)}/post")
+    def post_pending(
+        self,
+        id: str,
+        *,
+        amounts: Optional[Sequence[Mapping[str, Any]]] = None,
+        post_id: Optional[str] = None,
+    ) -> JSON:
+        """Posts pending entry ``id``; Conflict (``STATE``) once voided.
+
+        In full without ``amounts``; with ``amounts`` (``[{"account",
+        "value"}...]``, each 0 up to what its leg holds, the same sign,
+        summing to 0; legs not named post 0) only that much, the rest
+        released, in one step (docs/ledger.md, "Partial post of a hold").
+        ``post_id`` names the partial post: a retry with the same amounts
+        and post id answers the same entry, otherwise Conflict (``CONFLICT``).
+        Not retried by the client.
+        """
+        body = _drop_none({"amounts": None if amounts is None else [dict(a) for a in amounts],
+                           "post_id": post_id})
+        return self._call("POST", f"/v1/ledger/entries/{self._p(id)}/post", body or None)
 
     def void(self, id: str) -> JSON:
         """Voids pending entry ``id``; Conflict (``STATE``) once posted.  Not retried."""
@@ -721,11 +775,23 @@ class Client:
         return self._call("GET", f"/v1/ledger/entries/{self._p(id)}", idempotent=True)
 
     def entries(
-        self, *, account: Optional[str] = None, page_size: Optional[int] = None
+        self,
+        *,
+        account: Optional[str] = None,
+        ref: Optional[str] = None,
+        meta_filter: Optional[JSON] = None,
+        page_size: Optional[int] = None,
     ) -> Iterator[JSON]:
-        """Every ledger entry (touching ``account`` if given), a page at a time."""
+        """Every ledger entry, a page at a time: those touching ``account``,
+        or those whose ``ref`` is the one given and/or whose meta matches
+        ``meta_filter`` (a MongoDB filter over the meta object, its paths
+        relative to it: ``{"order": "o1"}``), oldest first.  ``account``
+        does not go with ``ref`` or ``meta_filter`` (BadRequest)."""
+        mf = None if meta_filter is None else json.dumps(
+            meta_filter, separators=(",", ":"), ensure_ascii=False)
         return self._pages("/v1/ledger/entries", "entries",
-                           {"account": account, "limit": page_size})
+                           {"account": account, "ref": ref, "meta_filter": mf,
+                            "limit": page_size})
 
     def unique_refs(self) -> JSON:
         """Makes entry refs unique in the ledger from now on (admin scope);

@@ -472,6 +472,61 @@ def test_ledger(c: Client) -> None:
     assert c.ledger_limit(fees, "none")["min_balance"] is None
 
 
+def test_ledger_assets_limits_meta_refs_partial_posts(c: Client) -> None:
+    """The fields docs/ledger.md added after the first routes: an asset and
+    a max balance, meta and ref (found again), balancing legs, a partial
+    post of a hold."""
+    src, dst, eur = uid("src"), uid("dst"), uid("eur")
+    acct = c.ledger_account(src, min_balance="none", asset="USD/2")
+    assert acct["asset"] == "USD/2" and acct["min_balance"] is None
+    acct = c.ledger_account(dst, asset="USD/2", max_balance=500)
+    assert acct["asset"] == "USD/2" and acct["max_balance"] == 500
+    c.ledger_account(eur, asset="EUR/2")
+    with pytest.raises(Conflict) as e:  # over the max: nothing recorded
+        c.post([{"account": src, "value": -600}, {"account": dst, "value": 600}])
+    assert e.value.code == "INSUFFICIENT" and dst in e.value.detail
+    with pytest.raises(BadRequest):  # two assets in one entry
+        c.post([{"account": src, "value": -1}, {"account": eur, "value": 1}])
+    assert c.balance(dst)["balance"] == 0
+    # limit: one field given, the other kept
+    acct = c.ledger_limit(dst, max_balance=1000)
+    assert acct["max_balance"] == 1000 and acct["min_balance"] == 0
+    assert c.ledger_limit(dst, -5)["max_balance"] == 1000
+    assert c.ledger_limit(dst, 0)["min_balance"] == 0
+    with pytest.raises(BadRequest):
+        c.ledger_limit(dst)
+    # meta and ref, found again by either (and by both)
+    ref, order, eid = uid("inv"), uid("o"), uid("e")
+    meta = {"order": order, "lines": [1, 2]}
+    ent = c.post([{"account": src, "value": -100}, {"account": dst, "value": 100}],
+                 id=eid, meta=meta, ref=ref)
+    assert ent["meta"] == meta and ent["ref"] == ref
+    assert [x["_id"] for x in c.entries(ref=ref)] == [eid]
+    assert [x["_id"] for x in c.entries(meta_filter={"order": order})] == [eid]
+    assert [x["_id"] for x in c.entries(ref=ref, meta_filter={"order": "other"})] == []
+    ref2 = uid("inv")
+    res = c.post_batch([{"legs": [{"account": src, "value": -1}, {"account": dst, "value": 1}],
+                         "meta": {"order": order}, "ref": ref2}])
+    assert res[0]["status"] == 200 and res[0]["entry"]["ref"] == ref2
+    assert len(list(c.entries(meta_filter={"order": order}, page_size=1))) == 2
+    # a balancing pair moves what the limits allow, at most the cap
+    bal = c.post([{"account": src, "value": "-max=50"}, {"account": dst, "value": "max"}])
+    assert [x["value"] for x in bal["changes"]] == [-50, 50]
+    # a hold posted in part: the rest released, retried with its post id
+    hold, pid = uid("h"), uid("pp")
+    c.post([{"account": src, "value": -300}, {"account": dst, "value": 300}], id=hold, pending=True)
+    part = [{"account": src, "value": -120}, {"account": dst, "value": 120}]
+    got = c.post_pending(hold, amounts=part, post_id=pid)
+    assert got["state"] == "posted" and got["amounts"] == [-120, 120] and got["post_id"] == pid
+    assert c.post_pending(hold, amounts=part, post_id=pid)["_id"] == hold
+    with pytest.raises(Conflict) as e:
+        c.post_pending(hold, amounts=[{"account": src, "value": -100},
+                                      {"account": dst, "value": 100}], post_id=pid)
+    assert e.value.code == "CONFLICT"
+    b = c.balance(dst)
+    assert b["balance"] == 100 + 1 + 50 + 120 and b["asset"] == "USD/2"
+
+
 def test_retried_ledger_post_is_counted_once(c: Client) -> None:
     src, dst = uid("src"), uid("dst")
     c.ledger_account(src, min_balance="none")
