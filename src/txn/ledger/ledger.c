@@ -69,6 +69,9 @@
  *     generic document commands) may change none and insert nothing (the
  *     transition rules below, "scope": "plain"); the rules every writer
  *     obeys state L1 and L5-L7 as one document shows them.
+ *  L9 An entry's time "at" is set by its insert and never changes; per
+ *     account, times never decrease in seqId order, and an import lands
+ *     only after every entry of its accounts (time.c, T1 and T2).
  */
 #include <string.h>
 
@@ -135,7 +138,11 @@ static const char entry_validator[] =
     "\"committed_at\":{\"bsonType\":\"long\"},"
     "\"reverses\":{\"bsonType\":\"string\"},"
     "\"meta\":{\"bsonType\":\"object\"},"
-    "\"ref\":{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":256}}},"
+    "\"ref\":{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":256},"
+    /* the entry's time (time.c): 0 .. DTX_LEDGER_MAX_TIME_MS */
+    "\"at\":{\"bsonType\":\"long\",\"minimum\":0,"
+    "\"maximum\":253402300799999},"
+    "\"imported\":{\"enum\":[true]}}},"
     /* a pending entry is never committed (L6) */
     "\"$or\":[{\"proc\":\"uncommitted\"},{\"state\":{\"$ne\":\"pending\"}}]}";
 
@@ -184,7 +191,7 @@ static const char never[] = "{\"_id\":{\"$exists\":false}}";
   "\",\"committed_at\":{\"$exists\":true}}}"
 static const char entry_moves[] =
     "[{\"immutable\":[\"changes\",\"created\",\"expires_at\",\"reverses\","
-    "\"meta\",\"ref\"],"
+    "\"meta\",\"ref\",\"at\",\"imported\"],"
     "\"insert\":{\"proc\":\"" LG_UNCOMMITTED "\",\"state\":{\"$in\":[\""
     LG_POSTED "\",\"" LG_PENDING "\"]}},"
     "\"moves\":[" RESOLVE("post", LG_POSTED) "," RESOLVE("void", LG_VOIDED) ","
@@ -193,7 +200,7 @@ static const char entry_moves[] =
     "{\"scope\":\"plain\",\"steps\":[\"ledger\"],\"insert\":false,"
     "\"immutable\":[\"changes\",\"state\",\"proc\",\"created\",\"updated\","
     "\"expires_at\",\"resolved_at\",\"committed_at\",\"reverses\",\"meta\","
-    "\"ref\"],"
+    "\"ref\",\"at\",\"imported\"],"
     WHY_PLAIN("ledger entries") "}]";
 #undef RESOLVE
 #undef COMMIT

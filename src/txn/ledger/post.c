@@ -76,6 +76,8 @@ int dtx__lg_check_req(const dtx_ledger_post_req_t *req) {
   if (sum != 0)
     return dtx__err(DTX_EINVAL, "the legs sum to %s, not 0",
                     dtx__wide_str(sum, (char[48]){0}));
+  if ((rc = dtx__lg_check_time(req)))
+    return rc;
   return dtx__lg_check_meta(req);
 }
 
@@ -93,7 +95,7 @@ static int same_entry(const json_t *e, const dtx_ledger_post_req_t *req,
   const char *rv = dtx__str(e, "reverses");
   return was_pending == (req->pending != 0) &&
          (reverses ? rv && strcmp(rv, reverses) == 0 : !rv) &&
-         dtx__lg_same_meta(e, req);
+         dtx__lg_same_meta(e, req) && dtx__lg_same_time(e, req);
 }
 
 int dtx__lg_existing(const json_t *e, const dtx_ledger_post_req_t *req,
@@ -215,6 +217,8 @@ int dtx__lg_build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
   /* One asset per entry, judged on the accounts read (an account's asset
    * never changes: asset.c). */
   int rc = changes ? dtx__lg_same_asset(req, accts) : DTX_ENOMEM;
+  int64_t head_at = 0; /* the leg accounts' latest time (time.c, T1) */
+  const char *head_acct = NULL;
   *doc = NULL;
   for (size_t i = 0; rc == 0 && i < req->nlegs; i++) {
     dtx__lg_pos_t pos;
@@ -222,6 +226,10 @@ int dtx__lg_build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
         ex, json_object_get(accts, req->legs[i].account), &pos);
     if (rc == 0)
       rc = derive_leg(&req->legs[i], &pos, changes);
+    if (rc == 0 && pos.head_at > head_at) {
+      head_at = pos.head_at;
+      head_acct = req->legs[i].account;
+    }
     learned[i].memo = rc == 0 && pos.all_final && !req->pending;
     learned[i].bal = pos.posted + req->legs[i].value;
     dtx__lg_pos_free(&pos);
@@ -244,6 +252,11 @@ int dtx__lg_build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
     json_object_set_new(*doc, "reverses", json_string(reverses));
   if (*doc)
     dtx__lg_set_meta(*doc, req);
+  if (*doc && (rc = dtx__lg_stamp(req, head_at, head_acct, *doc))) {
+    json_decref(*doc);
+    *doc = NULL;
+    return rc;
+  }
   return *doc ? 0 : DTX_ENOMEM;
 }
 
