@@ -466,6 +466,10 @@ expect 0 "balance at the end of time: pending holds show" -- d ledger balance TA
 [ "$(j '[.balance, .pending_debits, .seq]')" = '[-12,4,4]' ] && ok || bad "balance --at end: $(out)"
 expect 2 "balance --at and --at-seq" -- d ledger balance TB --at 0 --at-seq 1
 expect 2 "balance at a bad time" -- d ledger balance TB --at yesterday
+expect 0 "a leap day, ns digits dropped" -- d ledger balance TB --at 2024-02-29T12:00:00.123456789Z
+[ "$(j .at)" = 1709208000123 ] && ok || bad "leap day: $(out)"
+expect 2 "no leap day in 2023" -- d ledger balance TB --at 2023-02-29T00:00:00Z
+expect 2 "a leap second" -- d ledger balance TB --at 2016-12-31T23:59:60Z
 expect 1 "balance --at of no account" -- d ledger balance TZ --at 0
 expect 0 "statement [from, to)" -- d ledger statement TB --from 2020-01-01T00:00:00Z --to "$ahead"
 [ "$(lines '[.[].entry]')" = '["ti1","ti2"]' ] && ok || bad "statement by time: $(out)"
