@@ -1,7 +1,8 @@
 /* ledger.c -- the log-reconciliation ledger (reference solution 4): the
  * state machine of an entry, the ledger accounts and the pattern's method
  * table.  Posting is in post.c, balances in position.c, the committer in
- * commit.c, the audit in audit.c.
+ * commit.c, the audit in audit.c, an entry's time (set by the insert that
+ * takes its seqIds: no step of its own) in time.c.
  *
  * An entry is one immutable document with all its legs, so it is never
  * half applied: there is no multi-document step at all.  Each leg takes
