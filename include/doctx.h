@@ -1411,9 +1411,9 @@ int dtx_sync_repair(dtx_store_t *st, const dtx_recover_opts_t *opts,
  * among any number of accounts is all or nothing without a two-phase
  * protocol:
  *   ledger_entries  {_id, changes: [{account, value, seqId[, min][, max]}...],
- *                    state, proc, created, updated[, expires_at]
+ *                    state, proc, created, updated, at[, expires_at]
  *                    [, reverses][, committed_at][, meta][, ref]
- *                    [, amounts][, post_id]}
+ *                    [, amounts][, post_id][, imported]}
  *   ledger_accounts {_id, min_balance[, max_balance], cache: {balance,
  *                    seqId}, created, updated[, asset]}
  * A negative value is a debit (money leaves the account), a positive one a
@@ -1564,6 +1564,13 @@ typedef struct dtx_ledger_post_req {
   const char *ref;    /* NULL: none.  1..DTX_LEDGER_MAX_REF bytes, an
                          external reference (order, invoice), indexed;
                          unique per ledger after dtx_ledger_unique_refs */
+  /* An imported entry (docs/ledger.md, "Entry time"): history from
+   * another system, at the time at_ms states (ms since 1970, UTC, at most
+   * the poster's clock; not pending).  DTX_ESTATE, nothing recorded, once
+   * an account of its legs has an entry timed after at_ms.  Not imported:
+   * at_ms 0, and doctx times the entry. */
+  int imported;
+  int64_t at_ms;
 } dtx_ledger_post_req_t;
 
 #define DTX_LEDGER_MAX_META 4096 /* bytes of an entry's meta, serialized */
@@ -1698,6 +1705,34 @@ int dtx_ledger_balance(dtx_store_t *st, const char *account, int64_t at_seq,
  * DTX_ENOACCOUNT when there is no such account. */
 int dtx_ledger_statement(dtx_store_t *st, const char *account,
                          int64_t from_seq, int64_t limit, json_t **out);
+
+/* ---- entry time (docs/ledger.md, "Entry time") ----
+ * Every entry has a time "at" (ms since 1970-01-01T00:00:00Z), assigned
+ * in the step that takes its seqIds: the poster's clock, raised to the
+ * latest time of its accounts, so each account's times never decrease in
+ * seqId order, whatever the posters' clocks. */
+
+#define DTX_LEDGER_MAX_TIME_MS 253402300799999LL /* 9999-12-31T23:59:59.999Z */
+#define DTX_LEDGER_NO_TIME (-1)                 /* to_ms: no upper bound */
+
+/* Parses TIME: RFC 3339 in UTC ("2026-01-31T12:00:00Z", ".fff" optional,
+ * digits past ms dropped, "+00:00" for Z allowed) or ms since the epoch
+ * (digits only), years 1970..9999: *ms, or DTX_EINVAL naming s (*ms
+ * unchanged).  Needs no store. */
+int dtx_ledger_time_parse(const char *s, int64_t *ms);
+
+/* dtx_ledger_balance as of time at_ms (0..DTX_LEDGER_MAX_TIME_MS, else
+ * DTX_EINVAL): over the legs of the account's entries timed <= at_ms,
+ * which are its seqIds 1..n; *out also has "at". */
+int dtx_ledger_balance_time(dtx_store_t *st, const char *account,
+                            int64_t at_ms, json_t **out);
+
+/* dtx_ledger_statement of the legs with seqId >= from_seq whose entry is
+ * timed in [from_ms, to_ms) (to_ms DTX_LEDGER_NO_TIME: no bound; from_ms
+ * after to_ms, or either out of range: DTX_EINVAL). */
+int dtx_ledger_statement_time(dtx_store_t *st, const char *account,
+                              int64_t from_seq, int64_t from_ms,
+                              int64_t to_ms, int64_t limit, json_t **out);
 
 /* *out: entry id, or DTX_ENOTFOUND. */
 int dtx_ledger_get(dtx_store_t *st, const char *id, json_t **out);

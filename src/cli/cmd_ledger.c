@@ -102,6 +102,17 @@ static int post(dtx_cli_t *cli, const dtx__cli_args_t *a) {
     code = DTX_EXIT_USAGE;
   req.meta = meta;
   req.ref = dtx__cli_str(a, "--ref");
+  /* --imported --at TIME (docs/ledger.md, "Entry time"): whether the
+   * time may be imported (past, monotone) is the library's to say. */
+  req.imported = dtx__cli_has(a, "--imported");
+  if (!code && dtx__cli_str(a, "--at") && !req.imported)
+    code = dtx__cli_usage("ledger post: --at TIME goes with --imported "
+                          "(doctx times a live entry)");
+  else if (!code && req.imported && !dtx__cli_str(a, "--at"))
+    code = dtx__cli_usage("ledger post: --imported needs --at TIME");
+  else if (!code && req.imported &&
+           dtx_ledger_time_parse(dtx__cli_str(a, "--at"), &req.at_ms))
+    code = dtx__cli_usage("ledger post: --at: %s", dtx_errdetail());
   /* ACCT:VALUE: the account is everything before the last ':' (ids may
    * contain ':'). */
   for (int i = 0; !code && i < a->npos; i++) {
@@ -341,15 +352,36 @@ static int reads(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   if (entries && dtx__cli_str(a, "--meta-filter") &&
       !(mf = dtx__cli_json(dtx__cli_str(a, "--meta-filter"), "FILTER")))
     return DTX_EXIT_USAGE;
+  /* TIMEs (docs/ledger.md, "Entry time") are read before the store
+   * opens: a bad one is bad input. */
+  int64_t t[3] = {0, 0, DTX_LEDGER_NO_TIME};
+  const char *tn[3] = {"--at", "--from", "--to"};
+  int bal = strcmp(sub, "balance") == 0, stm = strcmp(sub, "statement") == 0;
+  int by_time = 0;
+  for (int i = bal ? 0 : 1; (bal && i < 1) || (stm && i < 3); i++) {
+    if (!dtx__cli_str(a, tn[i]))
+      continue;
+    by_time = 1;
+    if (dtx_ledger_time_parse(dtx__cli_str(a, tn[i]), &t[i]))
+      return dtx__cli_usage("ledger %s: %s: %s", sub, tn[i], dtx_errdetail());
+  }
+  if (bal && by_time && dtx__cli_str(a, "--at-seq"))
+    return dtx__cli_usage("ledger balance: give --at or --at-seq, not both");
   dtx_store_t *st = dtx__cli_store(cli, &code);
   if (!st) {
     json_decref(mf);
     return code;
   }
   json_t *out = NULL;
-  if (strcmp(sub, "balance") == 0)
+  if (strcmp(sub, "balance") == 0 && by_time)
+    rc = dtx_ledger_balance_time(st, a->pos[0], t[0], &out);
+  else if (strcmp(sub, "balance") == 0)
     rc = dtx_ledger_balance(
         st, a->pos[0], dtx__cli_num(a, "--at-seq", DTX_LEDGER_LATEST), &out);
+  else if (strcmp(sub, "statement") == 0 && by_time)
+    rc = dtx_ledger_statement_time(st, a->pos[0],
+                                   dtx__cli_num(a, "--from-seq", 1), t[1],
+                                   t[2], dtx__cli_num(a, "--limit", 0), &out);
   else if (strcmp(sub, "statement") == 0)
     rc = dtx_ledger_statement(st, a->pos[0], dtx__cli_num(a, "--from-seq", 1),
                               dtx__cli_num(a, "--limit", 0), &out);
@@ -406,6 +438,8 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
                                   {"--timeout-ms", DTX__CLI_INT, "N"},
                                   {"--meta", DTX__CLI_STR, "JSON"},
                                   {"--ref", DTX__CLI_STR, "REF"},
+                                  {"--imported", DTX__CLI_FLAG},
+                                  {"--at", DTX__CLI_STR, "TIME"},
                                   DTX__CLI_OPT_DEADLINE, {NULL}},
          DTX__CLI_ARMED},
         {"post-many", post_many, NULL,
@@ -422,10 +456,13 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
                                   DTX__CLI_OPT_DEADLINE, {NULL}},
          DTX__CLI_ARMED},
         {"balance", reads, "ACCT",
-         (const dtx__cli_opt_t[]){{"--at-seq", DTX__CLI_COUNT, "N"}, {NULL}},
+         (const dtx__cli_opt_t[]){{"--at-seq", DTX__CLI_COUNT, "N"},
+                                  {"--at", DTX__CLI_STR, "TIME"}, {NULL}},
          DTX__CLI_READS},
         {"statement", reads, "ACCT",
          (const dtx__cli_opt_t[]){{"--from-seq", DTX__CLI_POS, "N"},
+                                  {"--from", DTX__CLI_STR, "TIME"},
+                                  {"--to", DTX__CLI_STR, "TIME"},
                                   DTX__CLI_OPT_LIMIT, {NULL}},
          DTX__CLI_READS},
         {"show", reads, "ID", NULL, DTX__CLI_READS},
@@ -479,10 +516,17 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
     "the meta) lists entries, oldest first.\n"
     "reverse posts the negated legs as a new entry.  balance\n"
     "prints {\"account\",\"balance\",\"available\",\"pending_debits\",\"seq\"}\n"
-    "(--at-seq N: as of the account's seq N); statement one line per valid\n"
-    "leg {\"entry\",\"seq\",\"value\",\"balance\",\"state\"[,\"ref\",\"meta\"]} with\n"
-    "the running\n"
-    "balance (--from-seq inclusive).  `doctx worker` commits entries and\n"
+    "(--at-seq N: as of the account's seq N; --at TIME: as of a time, over\n"
+    "the entries timed <= TIME); statement one line per valid\n"
+    "leg {\"entry\",\"seq\",\"value\",\"balance\",\"state\",\"at\"[,\"ref\",\"meta\"]}\n"
+    "with the running\n"
+    "balance (--from-seq inclusive; --from/--to TIME: entries timed in\n"
+    "[from, to)).  Every entry has a time \"at\" (ms since 1970, UTC), set\n"
+    "by doctx when posted and never decreasing per account; TIME is RFC 3339\n"
+    "UTC (2026-01-31T12:00:00Z) or ms since 1970.  --imported --at TIME\n"
+    "records an entry of another system's history at TIME (in the past;\n"
+    "refused, exit 3, once an account of it has an entry timed after TIME).\n"
+    "`doctx worker` commits entries and\n"
     "advances the cached balances.\n"
     "exit: 0 ok (post-pending of a posted entry too)\n"
     "      1 a post refused for funds or over a max_balance (the account\n"
@@ -494,7 +538,8 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
     "        asset, a meta that is no\n"
     "        object or over 4 KiB: nothing is recorded\n"
     "      3 an id reused with other legs, meta or ref, a ref another entry\n"
-    "        holds (after unique-refs), an existing account id, voiding a\n"
+    "        holds (after unique-refs), an existing account id, an import\n"
+    "        timed before an account's latest entry, voiding a\n"
     "        posted entry, posting a voided or expired one, int64 overflow\n"
     "      4 store error\n"};
 #undef ID

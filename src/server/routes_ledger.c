@@ -82,22 +82,52 @@ void dtx__srv_h_ledger_account_limit(dtx__srv_ctx_t *c) {
   dtx__srv_one(c, rc, &acct, NULL);
 }
 
+/* A TIME query parameter (docs/ledger.md, "Entry time"): RFC 3339 UTC or
+ * ms since 1970, as dtx_ledger_time_parse reads it.  *given: whether it
+ * was there; -1 when answered. */
+static int qtime(dtx__srv_ctx_t *c, const char *key, int64_t *out,
+                 int *given) {
+  char buf[64];
+  int bad = 0;
+  const char *v = dtx__srv_query(c, key, buf, sizeof buf, &bad);
+  *given = v != NULL;
+  if (bad)
+    return -1;
+  if (v && dtx_ledger_time_parse(v, out)) {
+    dtx__srv_bad(c, DTX_EINVAL, "query parameter '%s': %s", key,
+                 dtx_errdetail());
+    return -1;
+  }
+  return 0;
+}
+
 void dtx__srv_h_ledger_balance(dtx__srv_ctx_t *c) {
-  int64_t at;
+  int64_t at, t = 0;
+  int by_time;
   json_t *out = NULL;
-  if (dtx__srv_qint(c, "at_seq", DTX_LEDGER_LATEST, &at))
+  if (dtx__srv_qint(c, "at_seq", DTX_LEDGER_LATEST, &at) ||
+      qtime(c, "at", &t, &by_time))
     return;
-  dtx__srv_one(c, dtx_ledger_balance(c->d->st, c->param[0], at, &out), &out,
-               NULL);
+  if (by_time && at != DTX_LEDGER_LATEST) {
+    dtx__srv_bad(c, DTX_EINVAL, "give at or at_seq, not both");
+    return;
+  }
+  dtx__srv_one(c, by_time ? dtx_ledger_balance_time(c->d->st, c->param[0], t,
+                                                    &out)
+                          : dtx_ledger_balance(c->d->st, c->param[0], at, &out),
+               &out, NULL);
 }
 
 /* The statement pages by seq: the cursor holds the seq the next page
  * starts at, so legs posted meanwhile never shift a page. */
 void dtx__srv_h_ledger_statement(dtx__srv_ctx_t *c) {
   char what[300], after[128], fbuf[32];
-  int bad = 0;
-  int64_t from, skip, lim;
+  int bad = 0, has_from, has_to;
+  int64_t from, skip, lim, from_ms = 0, to_ms = DTX_LEDGER_NO_TIME;
   json_t *legs = NULL;
+  /* from and to: entry times, [from, to) (time.c) */
+  if (qtime(c, "from", &from_ms, &has_from) || qtime(c, "to", &to_ms, &has_to))
+    return;
   const char *a = dtx__srv_query(c, "after", after, sizeof after, &bad);
   if (!bad && a && dtx__srv_query(c, "from_seq", fbuf, sizeof fbuf, &bad)) {
     dtx__srv_bad(c, DTX_EINVAL, "give from_seq or after, not both");
@@ -105,14 +135,19 @@ void dtx__srv_h_ledger_statement(dtx__srv_ctx_t *c) {
   }
   if (bad || dtx__srv_qint(c, "from_seq", 1, &from))
     return;
-  snprintf(what, sizeof what, "ledger statement %s", c->param[0]);
+  /* The cursor is bound to the account and the times it pages. */
+  snprintf(what, sizeof what, "ledger statement %s %lld %lld", c->param[0],
+           (long long)from_ms, (long long)to_ms);
   if (dtx__srv_qpage(c, a, what, &skip, &lim))
     return;
   int rc;
   if (a)
     from = skip;
-  if ((rc =
-           dtx_ledger_statement(c->d->st, c->param[0], from, lim + 1, &legs))) {
+  if ((rc = has_from || has_to
+                ? dtx_ledger_statement_time(c->d->st, c->param[0], from,
+                                            from_ms, to_ms, lim + 1, &legs)
+                : dtx_ledger_statement(c->d->st, c->param[0], from, lim + 1,
+                                       &legs))) {
     dtx__srv_fail(c, rc, NULL);
     return;
   }
@@ -130,7 +165,7 @@ void dtx__srv_h_ledger_statement(dtx__srv_ctx_t *c) {
 /* ---- entries ------------------------------------------------------------- */
 
 /* A post request from an entry object o ({"legs", "id", "pending",
- * "timeout_ms", "meta", "ref"}; meta borrowed from o), its legs into legs[DTX_LEDGER_MAX_LEGS]; the shape is
+ * "timeout_ms", "meta", "ref", "imported", "at"}; meta borrowed from o), its legs into legs[DTX_LEDGER_MAX_LEGS]; the shape is
  * checked here, the rules by dtx_ledger_post_req_check.  0, or answered
  * naming where. */
 static int entry_req(dtx__srv_ctx_t *c, json_t *o, const char *where,
@@ -139,6 +174,8 @@ static int entry_req(dtx__srv_ctx_t *c, json_t *o, const char *where,
   json_t *pend = json_object_get(o, "pending");
   json_t *tmo = json_object_get(o, "timeout_ms"), *leg;
   json_t *ref = json_object_get(o, "ref");
+  json_t *imp = json_object_get(o, "imported"), *at = json_object_get(o, "at");
+  int64_t at_ms = 0;
   size_t i, md = 0, mc = 0;
   int kind = 0;
   if (!json_is_array(lj) || json_array_size(lj) > DTX_LEDGER_MAX_LEGS) {
@@ -183,6 +220,29 @@ static int entry_req(dtx__srv_ctx_t *c, json_t *o, const char *where,
                  where);
     return -1;
   }
+  /* "imported": true with "at": TIME (a string as the CLI's --at, or ms
+   * since 1970); whether it may be imported is the library's to say. */
+  if ((imp && !json_is_boolean(imp)) ||
+      (at && !json_is_string(at) && !json_is_integer(at))) {
+    dtx__srv_bad(c, DTX_EINVAL, "%s\"imported\" is a boolean, \"at\" a TIME "
+                 "(RFC 3339 UTC or ms since 1970)", where);
+    return -1;
+  }
+  if (at && !json_is_true(imp)) {
+    dtx__srv_bad(c, DTX_EINVAL, "%s\"at\" goes with \"imported\": true "
+                 "(doctx times a live entry)", where);
+    return -1;
+  }
+  if (json_is_true(imp) && !at) {
+    dtx__srv_bad(c, DTX_EINVAL, "%san imported entry needs \"at\"", where);
+    return -1;
+  }
+  if (json_is_string(at) && dtx_ledger_time_parse(json_string_value(at), &at_ms)) {
+    dtx__srv_bad(c, DTX_EINVAL, "%s\"at\": %s", where, dtx_errdetail());
+    return -1;
+  }
+  if (json_is_integer(at))
+    at_ms = (int64_t)json_integer_value(at);
   /* As `ledger post`: unset is the usual hour for a pending entry; a
    * value is the library's to judge. */
   *req = (dtx_ledger_post_req_t){
@@ -192,6 +252,8 @@ static int entry_req(dtx__srv_ctx_t *c, json_t *o, const char *where,
       .pending = json_is_true(pend),
       .meta = json_object_get(o, "meta"), /* its rules: the library's */
       .ref = json_string_value(ref),
+      .imported = json_is_true(imp),
+      .at_ms = at_ms,
       .timeout_ms = tmo                  ? (int64_t)json_integer_value(tmo)
                     : json_is_true(pend) ? DTX_LEDGER_TIMEOUT_MS
                                          : 0,

@@ -101,7 +101,7 @@ expect 0 "statement" -- d ledger statement A
 [ "$(lines '[.[] | [.entry, .seq, .value, .balance, .state]]')" = \
   '[["fund",1,700,700,"uncommitted"],["e2",2,-200,500,"uncommitted"],["p1",3,-100,400,"uncommitted"]]' ] &&
   ok || bad "statement: $(out)"
-[ "$(lines '.[0] | keys')" = '["balance","entry","seq","state","value"]' ] && ok || bad "statement fields: $(out)"
+[ "$(lines '.[0] | keys')" = '["at","balance","entry","seq","state","value"]' ] && ok || bad "statement fields: $(out)"
 expect 0 "statement --from-seq 2 --limit 1" -- d ledger statement A --from-seq 2 --limit 1
 [ "$(lines '[.[] | [.entry, .balance]]')" = '[["e2",500]]' ] && ok || bad "statement from: $(out)"
 
@@ -569,4 +569,64 @@ expect 3 "a plain write adding one" -- d update ledger_accounts '{"_id":"AM"}' '
 expect 0 "an asset changed past the rules" -- d update ledger_accounts '{"_id":"AV"}' '{"$set":{"asset":"EUR/2"}}' --bypass-validation
 expect 5 "audit finds the mix" -- d audit
 grep -q "mixed_assets: entry a1 has legs on AU (USD/2) and AV (EUR/2)" "$WORK/out" && ok || bad "audit mixed_assets: $(out)"
+# Entry time (docs/ledger.md, "Entry time"): every entry is timed by doctx
+# (never before the entry it follows on any of its accounts, whatever the
+# poster's clock), imports state a past time and are refused once an
+# account has a later entry, balance --at and statement --from/--to read
+# by time ([from, to)), bad TIMEs are exit 2 with nothing recorded, a
+# plain write may not change a time, and the audit finds one out of order.
+new_store ledger_time
+d ledger account create TA --min-balance none >/dev/null && d ledger account create TB >/dev/null &&
+  d ledger account create TC --min-balance none >/dev/null || bad "time: accounts"
+expect 0 "import at an RFC 3339 time" -- d ledger post TA:-5 TB:5 --id ti1 --imported --at 2020-01-01T00:00:00Z
+[ "$(j '[.imported, .at]')" = '[true,"2020-01-01T00:00:00.000Z"]' ] && ok || bad "import: $(out)"
+expect 0 "import at epoch ms, the same time" -- d ledger post TA:-6 TB:6 --id ti2 --imported --at 1577836800000
+expect 0 "an import retried" -- d ledger post TA:-6 TB:6 --id ti2 --imported --at 1577836800000
+expect 3 "an id reused at another time" -- d ledger post TA:-6 TB:6 --id ti2 --imported --at 1577836800001
+n0=$(entries)
+for bad_at in 2020-13-01T00:00:00Z 2020-02-30T00:00:00Z 2020-01-01T00:00:00+01:00 \
+  2020-01-01 1969-12-31T23:59:59Z 9223372036854775807 -1 253402300800000 ''; do
+  expect 2 "import time '$bad_at' refused" -- d ledger post TA:-1 TB:1 --imported --at "$bad_at"
+done
+expect 2 "an import in the future" -- d ledger post TA:-1 TB:1 --imported --at 9999-01-01T00:00:00Z
+expect 2 "--at without --imported" -- d ledger post TA:-1 TB:1 --at 2020-01-01T00:00:00Z
+expect 2 "--imported without --at" -- d ledger post TA:-1 TB:1 --imported
+expect 2 "an imported pending entry" -- d ledger post TA:-1 TB:1 --imported --at 2020-01-02T00:00:00Z --pending
+[ "$(entries)" = "$n0" ] && ok || bad "a refused import recorded something"
+# A live entry after an entry timed in the future (written past the
+# rules: another process's clock a day ahead) is timed no earlier (T1).
+ahead=$(($(date +%s%3N) + 86400000))
+expect 0 "an entry a day ahead" -- d insert ledger_entries \
+  "{\"_id\":\"tf\",\"changes\":[{\"account\":\"TA\",\"value\":-1,\"seqId\":3},{\"account\":\"TC\",\"value\":1,\"seqId\":1}],\"state\":\"posted\",\"proc\":\"uncommitted\",\"created\":$ahead,\"updated\":$ahead,\"at\":$ahead}" --bypass-validation
+expect 0 "a live post after it" -- d ledger post TC:-2 TB:2 --id tl1
+[ "$(d count ledger_entries "{\"_id\":\"tl1\",\"at\":$ahead}")" = 1 ] && ok || bad "live time after a clock ahead: $(out)"
+expect 3 "an import before a live entry" -- d ledger post TA:-1 TB:1 --imported --at 2021-01-01T00:00:00Z
+grep -q "STATE: account 'TA' has an entry timed $ahead, after the import's time 1609459200000" "$WORK/err" && ok ||
+  bad "import refusal: $(cat "$WORK/err")"
+expect 0 "a pending live entry" -- d ledger post TA:-4 TB:4 --id tp1 --pending
+expect 0 "balance before any entry" -- d ledger balance TB --at 2019-12-31T23:59:59.999Z
+[ "$(j '[.balance, .seq]')" = '[0,0]' ] && ok || bad "balance --at before: $(out)"
+expect 0 "balance at the imports' time" -- d ledger balance TB --at 2020-01-01T00:00:00Z
+[ "$(j '[.balance, .seq, .at]')" = '[11,2,1577836800000]' ] && ok || bad "balance --at: $(out)"
+expect 0 "balance at the end of time: pending holds show" -- d ledger balance TA --at 9999-12-31T23:59:59.999Z
+[ "$(j '[.balance, .pending_debits, .seq]')" = '[-12,4,4]' ] && ok || bad "balance --at end: $(out)"
+expect 2 "balance --at and --at-seq" -- d ledger balance TB --at 0 --at-seq 1
+expect 2 "balance at a bad time" -- d ledger balance TB --at yesterday
+expect 0 "a leap day, ns digits dropped" -- d ledger balance TB --at 2024-02-29T12:00:00.123456789Z
+[ "$(j .at)" = 1709208000123 ] && ok || bad "leap day: $(out)"
+expect 2 "no leap day in 2023" -- d ledger balance TB --at 2023-02-29T00:00:00Z
+expect 2 "a leap second" -- d ledger balance TB --at 2016-12-31T23:59:60Z
+expect 1 "balance --at of no account" -- d ledger balance TZ --at 0
+expect 0 "statement [from, to)" -- d ledger statement TB --from 2020-01-01T00:00:00Z --to "$ahead"
+[ "$(lines '[.[].entry]')" = '["ti1","ti2"]' ] && ok || bad "statement by time: $(out)"
+expect 0 "statement from a time on" -- d ledger statement TB --from "$ahead" --limit 5
+[ "$(lines '[.[] | [.entry, .balance]]')" = '[["tl1",13]]' ] && ok || bad "statement --from: $(out)"
+expect 2 "statement from after to" -- d ledger statement TB --from 2 --to 1
+expect 3 "a plain write of a time" -- d update ledger_entries '{"_id":"ti2"}' '{"$set":{"at":0}}'
+expect 3 "a plain write of imported" -- d update ledger_entries '{"_id":"tl1"}' '{"$set":{"imported":true}}'
+expect 0 "audit: times in order" -- d audit
+expect 0 "a time moved back past the rules" -- d update ledger_entries '{"_id":"tl1"}' '{"$set":{"at":5}}' --bypass-validation
+expect 5 "audit: a time out of order" -- d audit
+grep -q "time_order: account TB: entry tl1 (seqId 3) is timed 5, before entry ti2" "$WORK/out" && ok || bad "audit time_order: $(out)"
+
 finish

@@ -138,6 +138,7 @@ json_t *dtx_t_lgb_norm(const json_t *e, int has_id) {
   size_t i;
   json_object_del(c, "created");
   json_object_del(c, "updated");
+  json_object_del(c, "at"); /* the entry time (src/txn/ledger/time.c) */
   if (json_object_get(c, "expires_at"))
     json_object_set_new(c, "expires_at", json_true());
   const char *id = json_string_value(json_object_get(c, "_id"));

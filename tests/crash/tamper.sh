@@ -83,6 +83,7 @@ ORIG[jobs.j3]=$(d find jobs '{"_id":"j3"}')
 ORIG[version_roots.V]=$(d find version_roots '{"_id":"V"}')
 ORIG[versions.V/2]=$(d find versions '{"_id":"V/2"}')
 ORIG[version_children.V/1/a]=$(d find version_children '{"_id":"V/1/a"}')
+ORIG[ledger_entries.e5]=$(d find ledger_entries '{"_id":"e5"}')
 
 row() { # COLL ID FIELD VALUE (UNSET: remove the field)
   local coll=$1 id=$2 field=$3 val=$4 upd orig=${ORIG[$1.$2]} label="$1.$3=$4"
@@ -173,6 +174,8 @@ versions|V/2|children|"x"
 versions|V/2|dead|false
 version_children|V/1/a|doc|UNSET
 version_children|V/1/a|version|"1"
+ledger_entries|e5|at|"x" -1 1.5 253402300800000 UNSET
+ledger_entries|e5|imported|false "x" 1
 TABLE
 
 # Versions: tampering the validator cannot see.  A committed version's
@@ -187,6 +190,15 @@ expect 3 "version root moved back: transition rule" -- d update version_roots '{
 expect 0 "version root moved back: bypass" -- d update version_roots '{"_id":"V"}' '{"$set":{"version":1}}' --bypass-validation
 expect 5 "version root moved back: audit" -- d audit
 expect 0 "version root: restore" -- d update version_roots '{"_id":"V"}' "${ORIG[version_roots.V]}" --bypass-validation
+
+# A ledger entry's time moved before the entry it follows (docs/ledger.md,
+# "Entry time"): a valid time, so only the transition rule (a time never
+# changes) refuses it, and past it the audit reports the order broken.
+expect 3 "ledger entry time moved back: transition rule" -- d update ledger_entries '{"_id":"e5"}' '{"$set":{"at":1}}'
+expect 0 "ledger entry time moved back: bypass" -- d update ledger_entries '{"_id":"e5"}' '{"$set":{"at":1}}' --bypass-validation
+expect 5 "ledger entry time moved back: audit" -- d audit
+grep -q "time_order: account L0: entry e5" "$WORK/out" && ok || bad "ledger time moved back: not time_order: $(grep FINDING "$WORK/out" | head -2)"
+expect 0 "ledger e5: restore" -- d update ledger_entries '{"_id":"e5"}' "${ORIG[ledger_entries.e5]}" --bypass-validation
 
 # A live job with no attempts left (J7: two fields, so the audit's
 # alone).  A plain update is refused: no move of the protocol changes a
@@ -240,7 +252,7 @@ declare -A PLAIN_FIELDS=(
   [accounts]="balance min_balance opening_balance ceiling pending voids unregistered pending.0.amount pending.0.tx voids.0.tx"
   [transfers]="from to amount state reason created owner lease_until epoch updated"
   [openings]="opening_balance at"
-  [ledger_entries]="changes changes.0.value changes.0.seqId changes.1.account changes.1.max state proc created updated expires_at resolved_at committed_at reverses meta meta.k ref amounts post_id"
+  [ledger_entries]="changes changes.0.value changes.0.seqId changes.1.account changes.1.max state proc created updated expires_at resolved_at committed_at reverses meta meta.k ref amounts post_id at"
   [ledger_accounts]="min_balance max_balance cache cache.balance cache.seqId created updated asset"
   [items]="_batches _batches.B1"
 )

@@ -313,6 +313,41 @@ no "ledger entries: account and ref" 400 INVAL GET "/v1/ledger/entries?account=c
 req GET "/v1/ledger/accounts/ext/statement?from_seq=1&limit=100" "$T_READ"
 check "statement shows ref and meta" 200 '"ref":"INV-1","meta":{"order":"o1","n":1}'
 
+# Entry time (docs/ledger.md, "Entry time"): imported entries at a stated
+# time, refused once an account has a later entry; balance as of a time,
+# a statement between two times, paged by its cursor.
+req POST /v1/ledger/accounts "$T_WRITE" '{"id":"h1","min_balance":"none"}'
+check "ledger account h1" 201 '"_id":"h1"'
+req POST /v1/ledger/accounts "$T_WRITE" '{"id":"h2"}'
+check "ledger account h2" 201 '"_id":"h2"'
+req POST /v1/ledger/entries "$T_WRITE" \
+  '{"id":"i1","imported":true,"at":"2020-01-01T00:00:00Z","legs":[{"account":"h1","value":-5},{"account":"h2","value":5}]}'
+check "ledger import at an RFC 3339 time" 200 '"imported":true' '"at":1577836800000'
+req POST /v1/ledger/entries "$T_WRITE" \
+  '{"id":"i2","imported":true,"at":1577836800001,"legs":[{"account":"h1","value":-6},{"account":"h2","value":6}]}'
+check "ledger import at epoch ms" 200 '"at":1577836800001'
+req POST /v1/ledger/entries "$T_WRITE" '{"id":"i3","legs":[{"account":"h1","value":-7},{"account":"h2","value":7}]}'
+check "ledger live post after the imports" 200 '"_id":"i3"'
+no "ledger import before a live entry" 409 STATE POST /v1/ledger/entries "$T_WRITE" \
+  '{"imported":true,"at":"2021-01-01T00:00:00Z","legs":[{"account":"h1","value":-1},{"account":"h2","value":1}]}'
+no "ledger: at without imported" 400 INVAL POST /v1/ledger/entries "$T_WRITE" \
+  '{"at":"2021-01-01T00:00:00Z","legs":[{"account":"h1","value":-1},{"account":"h2","value":1}]}'
+no "ledger: a bad import time" 400 INVAL POST /v1/ledger/entries "$T_WRITE" \
+  '{"imported":true,"at":"2021-02-30T00:00:00Z","legs":[{"account":"h1","value":-1},{"account":"h2","value":1}]}'
+no "ledger: an import time near INT64_MAX" 400 INVAL POST /v1/ledger/entries "$T_WRITE" \
+  '{"imported":true,"at":9223372036854775807,"legs":[{"account":"h1","value":-1},{"account":"h2","value":1}]}'
+req GET "/v1/ledger/accounts/h2/balance?at=2020-01-01T00:00:00Z" "$T_READ"
+check "balance as of a time" 200 '"balance":5' '"seq":1' '"at":1577836800000'
+no "balance: a bad time" 400 INVAL GET "/v1/ledger/accounts/h2/balance?at=yesterday" "$T_READ"
+no "balance: at and at_seq" 400 INVAL GET "/v1/ledger/accounts/h2/balance?at=0&at_seq=1" "$T_READ"
+req GET "/v1/ledger/accounts/h2/statement?from=0&to=2021-01-01T00:00:00Z&limit=1" "$T_READ"
+check "statement between two times, page 1" 200 '"entry":"i1"' '"next":"'
+nitems "statement between two times, page 1" legs 1
+next=$(jf .next)
+req GET "/v1/ledger/accounts/h2/statement?from=0&to=2021-01-01T00:00:00Z&limit=1&after=$next" "$T_READ"
+check "statement between two times, page 2" 200 '"entry":"i2"' '"balance":11' '"next":null'
+no "statement: from after to" 400 INVAL GET "/v1/ledger/accounts/h2/statement?from=2&to=1" "$T_READ"
+
 # ---- sync ------------------------------------------------------------------------
 req POST /v1/c/users/insert "$T_WRITE" '{"docs":[{"_id":"u1","name":"Ann"}]}'
 check "sync master" 200 '"inserted":1'

@@ -29,6 +29,11 @@
  *     neither limit is ever seen broken, a balancing pair moves 1..cap
  *     or is refused only for moving nothing, and the settled audit is
  *     clean.
+ *  7. entry time (src/txn/ledger/time.c, T1 and T2): posters in two
+ *     processes and an importer race on accounts one of which is led by
+ *     an entry timed a day ahead (a fast clock); each account's times
+ *     never decrease in seqId order, imports land or are DTX_ESTATE,
+ *     and the settled audit is clean;
  *  5. the tail memo of posts (src/txn/ledger/position.c) on one handle: a
  *     pending debit in the tail is held, not memoised as final; after the
  *     ledger collections are dropped and the accounts made again, the
@@ -571,6 +576,150 @@ static void test_refs(void) {
 /* ---- 5. the tail memo ------------------------------------------------------ */
 
 
+/* ---- 6. entry time (src/txn/ledger/time.c) -------------------------------- */
+
+#define TIME_ACCTS 4
+#define TIME_POSTS 12
+#define TIME_THREADS 3
+#define TIME_IMPORTS 12
+
+static const char *const time_acct[TIME_ACCTS] = {"TM0", "TM1", "TM2", "TM3"};
+
+/* Posts TIME_POSTS 3-leg entries TMS -> two of TM0..TM3; the count of
+ * failures in *errors (each a bug: no limit, no funds check). */
+static void *time_poster(void *arg) {
+  unsigned seed = (unsigned)(uintptr_t)arg;
+  dtx_store_t *st = open_store();
+  int errors = 0;
+  for (int i = 0; i < TIME_POSTS; i++) {
+    int a = (int)(rand_r(&seed) % TIME_ACCTS), b = (a + 1) % TIME_ACCTS;
+    dtx_ledger_leg_t legs[] = {{"TMS", -2}, {time_acct[a], 1},
+                               {time_acct[b], 1}};
+    dtx_ledger_post_req_t req = {.legs = legs, .nlegs = 3};
+    int rc = dtx_ledger_post(st, &req, NULL, NULL);
+    if (rc && !errors++)
+      fprintf(stderr, "time poster: %s %s\n", dtx_errname(rc),
+              dtx_errdetail());
+  }
+  dtx_store_close(st);
+  return (void *)(uintptr_t)errors;
+}
+
+typedef struct time_imp {
+  int64_t at;
+  int landed, refused, other;
+} time_imp_t;
+
+/* Imports TM1 -> TM2 at ->at, again and again, while the posters run:
+ * each lands (no later entry yet) or is DTX_ESTATE (T2), nothing else. */
+static void *time_importer(void *arg) {
+  time_imp_t *t = arg;
+  dtx_store_t *st = open_store();
+  for (int i = 0; i < TIME_IMPORTS; i++) {
+    dtx_ledger_leg_t legs[] = {{"TM1", -1}, {"TM2", 1}};
+    dtx_ledger_post_req_t req = {.legs = legs, .nlegs = 2, .imported = 1,
+                                 .at_ms = t->at + i};
+    int rc = dtx_ledger_post(st, &req, NULL, NULL);
+    if (rc == 0)
+      t->landed++;
+    else if (rc == DTX_ESTATE)
+      t->refused++;
+    else
+      t->other++;
+  }
+  dtx_store_close(st);
+  return NULL;
+}
+
+static void run_time_posters(int n, unsigned seed, int *errors) {
+  pthread_t th[TIME_THREADS];
+  void *r;
+  for (int i = 0; i < n; i++)
+    pthread_create(&th[i], NULL, time_poster, (void *)(uintptr_t)(seed + i));
+  for (int i = 0; i < n; i++) {
+    pthread_join(th[i], &r);
+    *errors += (int)(uintptr_t)r;
+  }
+}
+
+/* T1 under concurrency: posters in this process and a forked one, an
+ * importer racing them, and TM0 led by an entry timed a day ahead (as a
+ * poster whose clock runs fast would leave it).  Afterwards each
+ * account's times never decrease in seqId order, every import either
+ * landed or was refused with DTX_ESTATE, the later entries on TM0 are
+ * timed no earlier than the day-ahead one, and the settled audit (its
+ * time_order check included) is clean. */
+static void test_times(void) {
+  dtx_store_t *st = open_store();
+  dtx_ledger_limit_t none = {.no_min_balance = 1};
+  CHECK_RC(dtx_ledger_account_create(st, "TMS", &none, NULL), 0);
+  CHECK_RC(dtx_ledger_account_create(st, "TMF", &none, NULL), 0);
+  for (int i = 0; i < TIME_ACCTS; i++)
+    CHECK_RC(dtx_ledger_account_create(st, time_acct[i], &none, NULL), 0);
+  int64_t now = dtx__now_ms(), ahead = now + 86400000;
+  char buf[512];
+  snprintf(buf, sizeof buf,
+           "{\"_id\":\"tm-ahead\",\"changes\":[{\"account\":\"TMF\","
+           "\"value\":-1,\"seqId\":1},{\"account\":\"TM0\",\"value\":1,"
+           "\"seqId\":1}],\"state\":\"posted\",\"proc\":\"uncommitted\","
+           "\"created\":%lld,\"updated\":%lld,\"at\":%lld}",
+           (long long)ahead, (long long)ahead, (long long)ahead);
+  json_t *fast = json_loads(buf, 0, NULL);
+  REQUIRE(fast);
+  CHECK_RC(dtx_store_insert_ex(st, DTX_LEDGER_ENTRIES, fast,
+                               &(dtx_insert_opts_t){.bypass_validation = 1},
+                               NULL),
+           0);
+  json_decref(fast);
+  /* The first import lands: no entry of TM1, TM2 yet. */
+  time_imp_t imp = {.at = now - 3600000};
+  dtx_ledger_leg_t legs[] = {{"TM1", -1}, {"TM2", 1}};
+  dtx_ledger_post_req_t req = {.legs = legs, .nlegs = 2, .imported = 1,
+                               .at_ms = imp.at - 1};
+  CHECK_RC(dtx_ledger_post(st, &req, NULL, NULL), 0);
+  fflush(NULL);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    int errors = 0;
+    run_time_posters(2, 500, &errors);
+    _exit(errors ? 1 : 0);
+  }
+  pthread_t ith;
+  pthread_create(&ith, NULL, time_importer, &imp);
+  int errors = 0, status = 0;
+  run_time_posters(TIME_THREADS, 1, &errors);
+  pthread_join(ith, NULL);
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(errors == 0);
+  printf("times: %d imports landed, %d refused (ESTATE)\n", imp.landed,
+         imp.refused);
+  CHECK(imp.other == 0 && imp.landed + imp.refused == TIME_IMPORTS);
+  const char *all[] = {"TMS", "TMF", "TM0", "TM1", "TM2", "TM3"};
+  for (size_t k = 0; k < sizeof all / sizeof *all; k++) {
+    json_t *es = NULL, *e;
+    size_t i;
+    int64_t last = -1;
+    CHECK_RC(dtx_ledger_list(st, all[k], NULL, &es), 0);
+    json_array_foreach(es, i, e) {
+      int64_t at = dtx_t_ival(e, "at");
+      CHECKF(at >= last, "%s: entry %s (#%zu) timed %lld after %lld", all[k],
+             json_string_value(json_object_get(e, "_id")), i, (long long)at,
+             (long long)last);
+      if (strcmp(all[k], "TM0") == 0)
+        CHECK(at >= ahead);
+      last = at;
+    }
+    json_decref(es);
+  }
+  json_t *sum = NULL;
+  CHECK_RC(dtx_recover(st, &(dtx_recover_opts_t){.older_than_ms = 0}, &sum), 0);
+  json_decref(sum);
+  dtx_t_lg_audit_ok(st);
+  dtx_store_close(st);
+}
+
 static void test_memo(void) {
   dtx_store_t *st = open_store();
   dtx_ledger_limit_t none = {.no_min_balance = 1};
@@ -765,6 +914,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_pending_races);
   TEST_RUN(test_limits);
   TEST_RUN(test_refs);
+  TEST_RUN(test_times);
   TEST_RUN(test_memo);
   return TEST_DONE();
 }

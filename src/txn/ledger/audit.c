@@ -177,6 +177,17 @@ static int check_entry(audit_t *a, const char *id, const json_t *e) {
                              .meta = m, .ref = json_string_value(r)}) != 0))
     finding(a, "bad_meta", "entry %s: %s", id,
             r && !json_is_string(r) ? "ref is not a string" : dtx_errdetail());
+  /* The entry's time (time.c) as a post writes it: an int64 in range,
+   * "imported" only true, and only on a posted or reversed-free entry
+   * that was never pending. */
+  json_t *at = json_object_get(e, "at"), *imp = json_object_get(e, "imported");
+  if ((at && (!json_is_integer(at) || json_integer_value(at) < 0 ||
+              json_integer_value(at) > DTX_LEDGER_MAX_TIME_MS)) ||
+      (imp && (!json_is_true(imp) || !at ||
+               json_object_get(e, "expires_at"))))
+    finding(a, "bad_time", "entry %s: \"at\" must be 0 .. %lld ms and "
+            "\"imported\" true on an entry that has a time and was never "
+            "pending", id, (long long)DTX_LEDGER_MAX_TIME_MS);
   const char *rv = dtx__str(e, "reverses");
   if (rv) {
     const json_t *o = json_object_get(a->e3, rv), *ol;
@@ -259,6 +270,21 @@ static void check_account(audit_t *a, acct_t *ac, int settled) {
               "%lld in entry %s)", ac->id, (long long)i + 1, (long long)l->seq,
               eid);
     }
+    /* T1 (time.c): a timed entry is timed no earlier than the entry
+     * before it, and follows no untimed one (an entry older than entry
+     * times follows no rule, but never comes after a timed one). */
+    if (i > 0 && !json_object_get(e, "at") &&
+        json_object_get(ac->legs[i - 1].entry, "at"))
+      finding(a, "time_order", "account %s: entry %s (seqId %lld) has no "
+              "time, yet entry %s before it has one", ac->id, eid,
+              (long long)l->seq, dtx__str(ac->legs[i - 1].entry, "_id"));
+    else if (i > 0 && json_object_get(e, "at") &&
+        dtx__lg_time(e) < dtx__lg_time(ac->legs[i - 1].entry))
+      finding(a, "time_order", "account %s: entry %s (seqId %lld) is timed "
+              "%lld, before entry %s before it (%lld)", ac->id, eid,
+              (long long)l->seq, (long long)dtx__lg_time(e),
+              dtx__str(ac->legs[i - 1].entry, "_id"),
+              (long long)dtx__lg_time(ac->legs[i - 1].entry));
     int committed = dtx__str_is(e, "proc", LG_COMMITTED);
     if (committed && run_end == l->seq - 1)
       run_end = l->seq;

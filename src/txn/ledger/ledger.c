@@ -2,7 +2,9 @@
  * state machine of an entry, the ledger accounts and the pattern's method
  * table.  Posting is in post.c, balances in position.c, the committer in
  * commit.c, the audit in audit.c, the limits (max_balance) in limit.c,
- * partial posts of holds in hold.c, balancing legs in balancing.c.
+ * partial posts of holds in hold.c, balancing legs in balancing.c, an
+ * entry's time (set by the insert that takes its seqIds: no step of its
+ * own) in time.c.
  *
  * An entry is one immutable document with all its legs, so it is never
  * half applied: there is no multi-document step at all.  Each leg takes
@@ -78,6 +80,9 @@
  *     generic document commands) may change none and insert nothing (the
  *     transition rules below, "scope": "plain"); the rules every writer
  *     obeys state L1 and L5-L7 as one document shows them.
+ *  L9 An entry's time "at" is set by its insert and never changes; per
+ *     account, times never decrease in seqId order, and an import lands
+ *     only after every entry of its accounts (time.c, T1 and T2).
  */
 #include <string.h>
 
@@ -148,7 +153,11 @@ static const char entry_validator[] =
     "\"items\":{\"bsonType\":\"long\"}},"
     "\"post_id\":{\"bsonType\":\"string\"},"
     "\"meta\":{\"bsonType\":\"object\"},"
-    "\"ref\":{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":256}}},"
+    "\"ref\":{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":256},"
+    /* the entry's time (time.c): 0 .. DTX_LEDGER_MAX_TIME_MS */
+    "\"at\":{\"bsonType\":\"long\",\"minimum\":0,"
+    "\"maximum\":253402300799999},"
+    "\"imported\":{\"enum\":[true]}}},"
     /* a pending entry is never committed (L6) */
     "\"$or\":[{\"proc\":\"uncommitted\"},{\"state\":{\"$ne\":\"pending\"}}]}";
 
@@ -198,7 +207,7 @@ static const char never[] = "{\"_id\":{\"$exists\":false}}";
   "\",\"committed_at\":{\"$exists\":true}}}"
 static const char entry_moves[] =
     "[{\"immutable\":[\"changes\",\"created\",\"expires_at\",\"reverses\","
-    "\"meta\",\"ref\"],"
+    "\"meta\",\"ref\",\"at\",\"imported\"],"
     "\"insert\":{\"proc\":\"" LG_UNCOMMITTED "\",\"state\":{\"$in\":[\""
     LG_POSTED "\",\"" LG_PENDING "\"]}},"
     "\"moves\":[" RESOLVE("post", LG_POSTED) "," RESOLVE("void", LG_VOIDED) ","
@@ -207,7 +216,7 @@ static const char entry_moves[] =
     "{\"scope\":\"plain\",\"steps\":[\"ledger\"],\"insert\":false,"
     "\"immutable\":[\"changes\",\"state\",\"proc\",\"created\",\"updated\","
     "\"expires_at\",\"resolved_at\",\"committed_at\",\"reverses\",\"meta\","
-    "\"ref\",\"amounts\",\"post_id\"],"
+    "\"ref\",\"amounts\",\"post_id\",\"at\",\"imported\"],"
     WHY_PLAIN("ledger entries") "}]";
 #undef RESOLVE
 #undef COMMIT

@@ -9,7 +9,8 @@
  * position.c how an account's balance and next seqId are derived from its
  * cache and the entries after it (balance, statement, list); commit.c the
  * committer (worker), expiry and recovery; audit.c the audit; meta.c an
- * entry's meta and ref; asset.c an account's asset.  Retry,
+ * entry's meta and ref; asset.c an account's asset; time.c an
+ * entry's time.  Retry,
  * contention, fault points and moves come from txn/kit/kit.h. */
 #ifndef DTX_TXN_LEDGER_H
 #define DTX_TXN_LEDGER_H
@@ -60,6 +61,10 @@ typedef struct dtx__lg_pos {
                        only) a later one from the memo (position.c) */
   __int128 base_bal; /* the posted balance at base */
   int all_final;     /* every tail entry is posted, voided or expired */
+  int64_t base_at;   /* posts only: the time of the entry at base (0: none
+                        read) */
+  int64_t head_at;   /* posts only: the time of the entry at head, which
+                        the next entry's time follows (time.c, T1) */
   json_t *tail; /* the entries after base, by this account's seqId (owned) */
 } dtx__lg_pos_t;
 
@@ -219,6 +224,33 @@ int dtx__lg_same_asset(const dtx_ledger_post_req_t *req, const json_t *accts);
 
 /* Sets out's "asset" to acct's, when it has one. */
 void dtx__lg_name_asset(json_t *out, const json_t *acct);
+
+/* ---- entry time (time.c) --------------------------------------------------------- */
+
+/* Entry e's time: "at", or "created" for an entry older than entry
+ * times. */
+int64_t dtx__lg_time(const json_t *e);
+
+/* The request's imported and at_ms (DTX_EINVAL naming the fault); part of
+ * dtx__lg_check_req. */
+int dtx__lg_check_time(const dtx_ledger_post_req_t *req);
+
+/* Does existing entry e record req's import (a retry repeats it)? */
+int dtx__lg_same_time(const json_t *e, const dtx_ledger_post_req_t *req);
+
+/* Sets the time of entry doc being built (and "imported"): head_at is the
+ * greatest time of the leg accounts' head entries (head_acct: one holding
+ * it).  DTX_ESTATE naming the account when req imports before it. */
+int dtx__lg_stamp(const dtx_ledger_post_req_t *req, int64_t head_at,
+                  const char *head_acct, json_t *doc);
+
+/* The balance as of seqId at_seq (DTX_LEDGER_LATEST: the latest) and the
+ * statement of seqIds from..to (to < 0: no bound), as dtx_ledger_balance
+ * and dtx_ledger_statement (position.c). */
+int dtx__lg_balance(dtx__exec_t *ex, const char *account, int64_t at_seq,
+                    json_t **out);
+int dtx__lg_statement(dtx__exec_t *ex, const char *account, int64_t from,
+                      int64_t to, int64_t limit, json_t **out);
 
 /* ---- the committer (commit.c) ------------------------------------------------ */
 

@@ -211,7 +211,7 @@ void dtx__lg_pos_free(dtx__lg_pos_t *pos) {
  * anchor (m), the first must be the memo's anchor entry, still final;
  * when it is not, 1 (and no tail) so the caller derives from the cache. */
 static int read_tail(dtx__exec_t *ex, dtx__lg_pos_t *pos, int64_t from,
-                     const memo_t *m) {
+                     const memo_t *m, int with_base) {
   int64_t gap = 0;
   for (int round = 0; round < GAP_REREADS; round++) {
     json_decref(pos->tail);
@@ -238,8 +238,13 @@ static int read_tail(dtx__exec_t *ex, dtx__lg_pos_t *pos, int64_t from,
                     "ledger account '%s': no entry holds seqId %lld although "
                     "a later one exists (run doctx audit)",
                     pos->id, (long long)gap);
-  if (m) /* the anchor is counted in the memo's balance already */
+  /* The anchor (or the cache's last entry) is counted in the base's
+   * balance already; its time is what the next entry's follows (time.c,
+   * T1). */
+  if (m || with_base) {
+    pos->base_at = dtx__lg_time(json_array_get(pos->tail, 0));
     json_array_remove(pos->tail, 0);
+  }
   return 0;
 }
 
@@ -259,19 +264,27 @@ static int position(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos,
   memo_t m;
   int rc = 1;
   if (use_memo && memo_get(dtx__store_serial(ex->st), pos->id, &m) &&
-      m.seq > pos->cache_seq && (rc = read_tail(ex, pos, m.seq, &m)) == 0) {
+      m.seq > pos->cache_seq && (rc = read_tail(ex, pos, m.seq, &m, 0)) == 0) {
     pos->base = m.seq;
     pos->base_bal = m.bal;
   }
   if (rc < 0)
     return rc;
   if (rc) { /* no memo, or the cache is as far on, or the anchor differs */
-    if ((rc = read_tail(ex, pos, pos->cache_seq + 1, NULL)))
+    /* A post reads the entry at the cache too, for its time (time.c). */
+    int with_base = use_memo && pos->cache_seq >= 1;
+    if ((rc = read_tail(ex, pos, pos->cache_seq + 1 - with_base, NULL,
+                        with_base)))
       return rc;
     pos->base = pos->cache_seq;
     pos->base_bal = pos->cache_bal;
   }
   pos->head = pos->base + (int64_t)json_array_size(pos->tail);
+  if (json_array_size(pos->tail))
+    pos->head_at = dtx__lg_time(
+        json_array_get(pos->tail, json_array_size(pos->tail) - 1));
+  else
+    pos->head_at = pos->base_at;
   DTX_ASSERT(pos->base >= pos->cache_seq && pos->head >= pos->base, "L2");
   pos->posted = pos->base_bal;
   pos->all_final = 1;
@@ -355,8 +368,8 @@ static int balance_at(dtx__exec_t *ex, const dtx__lg_pos_t *pos, int64_t n,
   return rc; /* nothing up to the cache is pending (L6) */
 }
 
-static int balance(dtx__exec_t *ex, const char *account, int64_t at_seq,
-                   json_t **out) {
+int dtx__lg_balance(dtx__exec_t *ex, const char *account, int64_t at_seq,
+                    json_t **out) {
   json_t *acct = NULL;
   dtx__lg_pos_t pos;
   int rc;
@@ -397,7 +410,7 @@ int dtx_ledger_balance(dtx_store_t *st, const char *account, int64_t at_seq,
   *out = NULL;
   dtx__exec_init(&ex, st, NULL, 0, 0);
   dtx__call_begin(&c, 0);
-  return dtx__call_end(&c, balance(&ex, account, at_seq, out));
+  return dtx__call_end(&c, dtx__lg_balance(&ex, account, at_seq, out));
 }
 
 /* ---- statement ------------------------------------------------------------------------------ */
@@ -433,6 +446,8 @@ static int add_lines(stmt_t *s, const json_t *docs, int *rc) {
                                : LG_UNCOMMITTED));
     json_t *line = json_array_get(s->lines, json_array_size(s->lines) - 1);
     dtx__lg_name_asset(line, s->acct);
+    if (line) /* the entry's time (time.c) */
+      json_object_set_new(line, "at", json_integer(dtx__lg_time(e)));
     if (line && json_object_get(e, "ref"))
       json_object_set(line, "ref", json_object_get(e, "ref"));
     if (line && json_object_get(e, "meta"))
@@ -443,8 +458,8 @@ static int add_lines(stmt_t *s, const json_t *docs, int *rc) {
   return 0;
 }
 
-static int statement(dtx__exec_t *ex, const char *account, int64_t from,
-                     int64_t limit, json_t **out) {
+int dtx__lg_statement(dtx__exec_t *ex, const char *account, int64_t from,
+                      int64_t to, int64_t limit, json_t **out) {
   json_t *acct = NULL;
   dtx__lg_pos_t pos;
   int rc;
@@ -463,19 +478,25 @@ static int statement(dtx__exec_t *ex, const char *account, int64_t from,
   if (rc == 0 && from <= pos.head)
     rc = balance_at(ex, &pos, from - 1, &s.running, &pend);
   int full = 0;
+  /* to (< 0: none) bounds the seqIds: a statement between two times
+   * (time.c). */
+  int64_t end = rc == 0 && to >= 0 && to < pos.head ? to : pos.head;
+  int64_t cend = end < pos.cache_seq ? end : pos.cache_seq;
   /* The committed part, in chunks of seqIds... */
-  for (int64_t lo = from; rc == 0 && !full && lo <= pos.cache_seq; lo += CHUNK) {
+  for (int64_t lo = from; rc == 0 && !full && lo <= cend; lo += CHUNK) {
     json_t *docs = NULL;
-    int64_t hi = lo + CHUNK - 1 < pos.cache_seq ? lo + CHUNK - 1 : pos.cache_seq;
+    int64_t hi = lo + CHUNK - 1 < cend ? lo + CHUNK - 1 : cend;
     if ((rc = dtx__lg_range(ex, account, lo, hi, &docs)) == 0)
       full = add_lines(&s, docs, &rc);
     json_decref(docs);
   }
   /* ...then the tail already read. */
-  if (rc == 0 && !full && from <= pos.head) {
+  if (rc == 0 && !full && from <= end) {
     int64_t skip = from > pos.cache_seq + 1 ? from - pos.cache_seq - 1 : 0;
     json_t *rest = json_array();
-    for (size_t i = (size_t)skip; i < json_array_size(pos.tail); i++)
+    for (size_t i = (size_t)skip;
+         i < json_array_size(pos.tail) && pos.cache_seq + 1 + (int64_t)i <= end;
+         i++)
       json_array_append(rest, json_array_get(pos.tail, i));
     add_lines(&s, rest, &rc);
     json_decref(rest);
@@ -495,7 +516,7 @@ int dtx_ledger_statement(dtx_store_t *st, const char *account,
   *out = NULL;
   dtx__exec_init(&ex, st, NULL, 0, 0);
   dtx__call_begin(&c, 0);
-  return dtx__call_end(&c, statement(&ex, account, from_seq, limit, out));
+  return dtx__call_end(&c, dtx__lg_statement(&ex, account, from_seq, -1, limit, out));
 }
 
 /* ---- show and list ----------------------------------------------------------------------------- */

@@ -81,6 +81,8 @@ int dtx__lg_check_req(const dtx_ledger_post_req_t *req) {
   if (sum != 0)
     return dtx__err(DTX_EINVAL, "the legs sum to %s, not 0",
                     dtx__wide_str(sum, (char[48]){0}));
+  if ((rc = dtx__lg_check_time(req)))
+    return rc;
   return dtx__lg_check_meta(req);
 }
 
@@ -101,7 +103,7 @@ static int same_entry(const json_t *e, const dtx_ledger_post_req_t *req,
   const char *rv = dtx__str(e, "reverses");
   return was_pending == (req->pending != 0) &&
          (reverses ? rv && strcmp(rv, reverses) == 0 : !rv) &&
-         dtx__lg_same_meta(e, req);
+         dtx__lg_same_meta(e, req) && dtx__lg_same_time(e, req);
 }
 
 int dtx__lg_existing(const json_t *e, const dtx_ledger_post_req_t *req,
@@ -233,6 +235,8 @@ int dtx__lg_build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
   /* One asset per entry, judged on the accounts read (an account's asset
    * never changes: asset.c). */
   int rc = changes && pos ? dtx__lg_same_asset(req, accts) : DTX_ENOMEM;
+  int64_t head_at = 0; /* the leg accounts' latest time (time.c, T1) */
+  const char *head_acct = NULL;
   *doc = NULL;
   /* Every position first: a balancing pair's amount needs both of its
    * accounts' (balancing.c); then each leg is checked as posted. */
@@ -245,6 +249,10 @@ int dtx__lg_build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
   for (size_t i = 0; rc == 0 && i < req->nlegs; i++) {
     dtx_ledger_leg_t l = {req->legs[i].account, vals[i]};
     rc = derive_leg(&l, &pos[i], changes);
+    if (rc == 0 && pos[i].head_at > head_at) {
+      head_at = pos[i].head_at;
+      head_acct = req->legs[i].account;
+    }
     learned[i].memo = rc == 0 && pos[i].all_final && !req->pending;
     learned[i].bal = pos[i].posted + vals[i];
   }
@@ -269,6 +277,11 @@ int dtx__lg_build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
     json_object_set_new(*doc, "reverses", json_string(reverses));
   if (*doc)
     dtx__lg_set_meta(*doc, req);
+  if (*doc && (rc = dtx__lg_stamp(req, head_at, head_acct, *doc))) {
+    json_decref(*doc);
+    *doc = NULL;
+    return rc;
+  }
   return *doc ? 0 : DTX_ENOMEM;
 }
 
