@@ -7,7 +7,8 @@
  * position.c how an account's balance and next seqId are derived from its
  * cache and the entries after it (balance, statement, list); commit.c the
  * committer (worker), expiry and recovery; audit.c the audit; meta.c an
- * entry's meta and ref; asset.c an account's asset.  Retry,
+ * entry's meta and ref; asset.c an account's asset; close.c closing an
+ * account.  Retry,
  * contention, fault points and moves come from txn/kit/kit.h. */
 #ifndef DTX_TXN_LEDGER_H
 #define DTX_TXN_LEDGER_H
@@ -20,6 +21,10 @@
                                 yet counted */
 #define LG_VOIDED "voided"   /* a pending entry voided: the legs never count */
 #define LG_EXPIRED "expired" /* a pending entry past its timeout: likewise */
+/* An account's close (close.c): one leg of value 0 at the account's next
+ * seqId, state and proc both "closed" -- never committed, so the
+ * committer never scans it and the cache never passes it. */
+#define LG_CLOSED "closed"
 
 /* Entry commitment ("proc", as in the reference): an entry is committed
  * once it is resolved (not pending) and every earlier seqId of each of its
@@ -58,6 +63,8 @@ typedef struct dtx__lg_pos {
                        only) a later one from the memo (position.c) */
   __int128 base_bal; /* the posted balance at base */
   int all_final;     /* every tail entry is posted, voided or expired */
+  const json_t *closed; /* the account's close entry, when the tail holds
+                           one (borrowed from tail; close.c) */
   json_t *tail; /* the entries after base, by this account's seqId (owned) */
 } dtx__lg_pos_t;
 
@@ -158,6 +165,15 @@ void dtx__lg_set_meta(json_t *doc, const dtx_ledger_post_req_t *req);
  * derive again). */
 int dtx__lg_ref_taken(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
                       const char *id);
+
+/* ---- closing an account (close.c) ------------------------------------------- */
+
+/* Is e an account's close entry (state "closed")? */
+int dtx__lg_is_close(const json_t *e);
+
+/* DTX_ESTATE naming the account and when it closed, when pos's account is
+ * closed: a post's refusal of a leg on it. */
+int dtx__lg_refuse_closed(const dtx__lg_pos_t *pos);
 
 /* ---- assets (asset.c) --------------------------------------------------------- */
 

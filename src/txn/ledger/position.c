@@ -287,6 +287,8 @@ static int position(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos,
       pos->pend_credit += v;
     if (!is_final(e))
       pos->all_final = 0;
+    if (!pos->closed && dtx__lg_is_close(e)) /* never final: no memo past it */
+      pos->closed = e;
   }
   DTX_ASSERT(pos->pend_debit >= 0 && pos->pend_credit >= 0, "L4");
   if (use_memo)
@@ -298,8 +300,13 @@ int dtx__lg_position(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos) {
   return position(ex, acct, pos, 0);
 }
 
+/* A closed account takes no leg (close.c): its close entry holds a seqId
+ * and is never committed, so the cache never passes it and every post's
+ * tail -- from the cache or from the memo, which stops before it -- holds
+ * it. */
 int dtx__lg_position_post(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos) {
-  return position(ex, acct, pos, 1);
+  int rc = position(ex, acct, pos, 1);
+  return rc == 0 && pos->closed ? dtx__lg_refuse_closed(pos) : rc;
 }
 
 /* ---- balance ------------------------------------------------------------------------------ */
@@ -386,6 +393,9 @@ static int balance(dtx__exec_t *ex, const char *account, int64_t at_seq,
                      "pending_debits", (json_int_t)p, "seq", (json_int_t)n);
   if (rc == 0)
     dtx__lg_name_asset(*out, pos.acct);
+  if (rc == 0 && *out && pos.closed) /* the account's state now */
+    json_object_set_new(*out, "closed_at",
+                        json_integer((json_int_t)dtx__int(pos.closed, "created")));
   dtx__lg_pos_free(&pos);
   return rc == 0 && !*out ? DTX_ENOMEM : rc;
 }
@@ -416,7 +426,8 @@ static int add_lines(stmt_t *s, const json_t *docs, int *rc) {
   size_t i;
   json_t *e;
   json_array_foreach(docs, i, e) {
-    if (!dtx__state_is(e, LG_POSTED))
+    int close = dtx__lg_is_close(e); /* the account's last line */
+    if (!dtx__state_is(e, LG_POSTED) && !close)
       continue;
     const json_t *leg = dtx__lg_leg(e, s->account);
     int64_t bal;
@@ -428,10 +439,14 @@ static int add_lines(stmt_t *s, const json_t *docs, int *rc) {
         json_pack("{s:O,s:O,s:O,s:I,s:s}", "entry", json_object_get(e, "_id"),
                   "seq", json_object_get(leg, "seqId"), "value",
                   json_object_get(leg, "value"), "balance", (json_int_t)bal,
-                  "state", dtx__str_is(e, "proc", LG_COMMITTED)
+                  "state", close ? LG_CLOSED
+                  : dtx__str_is(e, "proc", LG_COMMITTED)
                                ? LG_COMMITTED
                                : LG_UNCOMMITTED));
     json_t *line = json_array_get(s->lines, json_array_size(s->lines) - 1);
+    if (line && close)
+      json_object_set_new(line, "closed_at",
+                          json_integer((json_int_t)dtx__int(e, "created")));
     dtx__lg_name_asset(line, s->acct);
     if (line && json_object_get(e, "ref"))
       json_object_set(line, "ref", json_object_get(e, "ref"));
