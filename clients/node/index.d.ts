@@ -274,6 +274,7 @@ export class Client {
   /** Not retried. */
   ledgerAccount(id: string, opts?: { minBalance?: number | 'none' }): Promise<JsonObject>;
   ledgerLimit(id: string, minBalance: number | 'none'): Promise<JsonObject>;
+  closeAccount(id: string, opts?: { deadlineMs?: number }): Promise<LedgerEntry>;
   balance(account: string, opts?: { atSeq?: number }): Promise<LedgerBalance>;
   statement(account: string, opts?: { fromSeq?: number; pageSize?: number }): AsyncGenerator<JsonObject, void, undefined>;
   /** Retried only with an id (the same id and legs: the same entry, posted once). */
