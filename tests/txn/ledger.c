@@ -32,10 +32,11 @@
  *  6. closing an account (src/txn/ledger/close.c) while posts race it:
  *     each round, 6 threads (own handles) post +1 or -1 on a fresh
  *     account and 2 threads close it until it closes, all from one
- *     barrier; every post lands before the close or is refused
- *     DTX_ESTATE naming the account, both closers return the same close,
- *     it holds the account's last seqId at balance 0, and the settled
- *     audit (leg_after_close, closed_not_zero) is clean.
+ *     barrier (the closes start 0..12 ms late, by round, so posts win
+ *     some races on every backend); every post lands before the close or
+ *     is refused DTX_ESTATE naming the account, both closers return the
+ *     same close, it holds the account's last seqId at balance 0, and the
+ *     settled audit (leg_after_close, closed_not_zero) is clean.
  *
  * The committer's tests are in ledger_commit.c.
  *
@@ -145,7 +146,7 @@ typedef struct closer {
   pthread_barrier_t *bar;
   dtx_store_t *st;
   const char *acct;
-  int closing; /* 0: posts, +1 or -1 */
+  int closing, delay_ms; /* closing 0: posts value, +1 or -1 */
   int64_t value;
   int rc, bad;
   int64_t seq; /* the post's seqId on acct, or the close's */
@@ -165,6 +166,9 @@ static void *close_one(void *arg) {
                        !strstr(dtx_errdetail(), "is closed") ||
                        !strstr(dtx_errdetail(), c->acct));
   } else {
+    /* Round r starts its closes 3r ms late, so some rounds close before
+     * every post and some after some land (on every backend). */
+    usleep((useconds_t)(c->delay_ms * 1000));
     /* until it closes: a balance other than 0 is refused, named */
     for (int i = 0; i < 400; i++) {
       json_decref(e);
@@ -212,7 +216,8 @@ static void test_close_race(void) {
     pthread_barrier_init(&bar, NULL, (unsigned)n);
     for (int i = 0; i < n; i++) {
       c[i] = (closer_t){.bar = &bar, .st = c[i].st, .acct = acct,
-                        .closing = i >= CPOSTERS, .value = i % 2 ? -1 : 1};
+                        .closing = i >= CPOSTERS, .delay_ms = 3 * round,
+                        .value = i % 2 ? -1 : 1};
       pthread_create(&th[i], NULL, close_one, &c[i]);
     }
     for (int i = 0; i < n; i++)
