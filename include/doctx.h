@@ -1205,9 +1205,13 @@ typedef struct dtx_lock_opts {
                           [A-Za-z0-9_.:@#-] ("" is DTX_EINVAL) */
   int64_t ttl_ms;      /* lease; 0: 30000 (renew: the lock's last ttl) */
   int64_t wait_ms;     /* acquire: wait up to this long while the lock is
-                          held, polling with backoff; 0: do not wait */
+                          held, polling with backoff; waiters are served
+                          in arrival order, by ticket (docs/locks.md,
+                          "Fair waiting"); 0: do not wait */
   int64_t deadline_ms; /* budget of the whole call (a wait included); 0: see
                           "Deadlines" */
+  int64_t max;         /* acquire: holders allowed at once; 0 or 1: a lock
+                          of one holder; 2..100: a semaphore (below) */
 } dtx_lock_opts_t;
 
 /* Takes lock name.  DTX_ENOMATCH, naming the holder, its token and how
@@ -1267,7 +1271,8 @@ int dtx_lock_list(dtx_store_t *st, const dtx_page_t *page, json_t **out);
  * outlive it.  On error nothing is held (a lock acquired before the keeper
  * failed to start is released).  Errors: those of dtx_lock_acquire
  * (DTX_ENOMATCH while held, DTX_EINVAL for bad name or opts: ttl_ms past
- * a year is refused, wait_ms and deadline_ms saturate), DTX_ENOMEM. */
+ * a year is refused, wait_ms and deadline_ms saturate, max above 1 -- a
+ * semaphore -- is refused), DTX_ENOMEM. */
 typedef struct dtx_lock_hold dtx_lock_hold_t;
 typedef void (*dtx_lock_lost_fn)(void *arg, int rc);
 int dtx_lock_hold_start(dtx_store_t *st, const char *name,
@@ -1293,6 +1298,31 @@ int dtx_lock_hold_lost(dtx_lock_hold_t *h);
  * no one else took, it frees the lock at once); another error when the
  * release failed (the lease then lapses on its own).  h NULL: 0. */
 int dtx_lock_hold_stop(dtx_lock_hold_t *h, json_t **out);
+/* Semaphores (src/txn/lock/sem.c, docs/locks.md "Semaphores"): an acquire
+ * with opts->max N >= 2 takes one of N slots of the name, each holder with
+ * its own token (the name's tokens only grow, across slots); its view adds
+ * "slot" and "fence", the fence name of that slot ("NAME:SLOT"), which
+ * every protected write of the holder carries with its token: a holder
+ * whose slot passed to a newer token is then DTX_EFENCED, while the other
+ * slots' holders never fence it.  A name has one max: an acquire with
+ * another is DTX_EINVAL.  renew and release take the holder's token as
+ * for a plain lock; show and list add "max" and "holders" [{slot, owner,
+ * token, expires, fence}] (the live ones).
+ *
+ * Leader election (src/txn/lock/elect.c, docs/locks.md "Leader
+ * election"): a campaign is an acquire of a lock of one holder that
+ * waits until it leads -- up to opts->wait_ms, and with wait_ms 0 as long
+ * as it takes (within deadline_ms) -- and returns the acquire's view: its
+ * token is the term, which only grows.  The leader keeps its lease with
+ * dtx_lock_renew and fences its writes by NAME:term.  opts->max must be 0
+ * or 1 (DTX_EINVAL). */
+int dtx_lock_campaign(dtx_store_t *st, const char *name,
+                      const dtx_lock_opts_t *opts, json_t **out);
+
+/* *out: {"name", "leader": the owner of the live lease or null, "term":
+ * the lock's token (the last term begun), "expires"}; DTX_ENOTFOUND when
+ * no one ever campaigned; DTX_EINVAL for a semaphore. */
+int dtx_lock_leader(dtx_store_t *st, const char *name, json_t **out);
 
 /* ---- sync flag (src/txn/sync/, docs/sync.md) --------------------------------
  *
@@ -1378,11 +1408,12 @@ int dtx_sync_repair(dtx_store_t *st, const dtx_recover_opts_t *opts,
  * An entry is ONE immutable document carrying all its legs, so a transfer
  * among any number of accounts is all or nothing without a two-phase
  * protocol:
- *   ledger_entries  {_id, changes: [{account, value, seqId[, min]}...],
+ *   ledger_entries  {_id, changes: [{account, value, seqId[, min][, max]}...],
  *                    state, proc, created, updated[, expires_at]
- *                    [, reverses][, committed_at][, meta][, ref]}
- *   ledger_accounts {_id, min_balance, cache: {balance, seqId}, created,
- *                    updated[, asset]}
+ *                    [, reverses][, committed_at][, meta][, ref]
+ *                    [, amounts][, post_id]}
+ *   ledger_accounts {_id, min_balance[, max_balance], cache: {balance,
+ *                    seqId}, created, updated[, asset]}
  * A negative value is a debit (money leaves the account), a positive one a
  * credit; the values of an entry sum to zero.  Each account numbers its
  * legs 1, 2, 3, ... (seqId, dense), unique by the index
@@ -1403,15 +1434,26 @@ int dtx_sync_repair(dtx_store_t *st, const dtx_recover_opts_t *opts,
 #define DTX_LEDGER_MAX_LEGS 128
 #define DTX_LEDGER_TIMEOUT_MS 3600000 /* a pending entry's usual timeout */
 
-/* A ledger account's limit.  The zero value: min_balance 0. */
+/* A ledger account's limits.  The zero value: min_balance 0, no
+ * max_balance. */
 typedef struct dtx_ledger_limit {
   int64_t min_balance; /* the lowest available balance a debit may leave */
   int no_min_balance;  /* 1: no limit (external or settlement accounts) */
+  int64_t max_balance; /* with has_max_balance: the highest balance plus
+                          pending credits a credit may leave (TigerBeetle's
+                          credits_must_not_exceed_debits; docs/ledger.md,
+                          "The upper limit") */
+  int has_max_balance; /* 1: max_balance applies; 0: no upper limit */
 } dtx_ledger_limit_t;
 
+/* Which limits dtx_ledger_account_limits changes. */
+#define DTX_LEDGER_LIMIT_MIN 1
+#define DTX_LEDGER_LIMIT_MAX 2
+
 /* Creates ledger account id (1..128 of [A-Za-z0-9_.:-]) with balance 0
- * and the limit *limit (NULL: min_balance 0).  An existing id is
- * DTX_EDUPKEY.  *out (may be NULL) receives the account. */
+ * and the limits *limit (NULL: min_balance 0, no max).  An existing id is
+ * DTX_EDUPKEY; a max_balance below the min_balance is DTX_EINVAL.  *out
+ * (may be NULL) receives the account. */
 int dtx_ledger_account_create(dtx_store_t *st, const char *id,
                               const dtx_ledger_limit_t *limit, json_t **out);
 
@@ -1454,6 +1496,20 @@ int dtx_ledger_entry_id_check(const char *id);
 int dtx_ledger_account_limit(dtx_store_t *st, const char *id,
                              const dtx_ledger_limit_t *limit, json_t **out);
 
+/* Changes the limits of account id that `which` names
+ * (DTX_LEDGER_LIMIT_MIN, DTX_LEDGER_LIMIT_MAX or both) to *limit's, in
+ * one step; the others stay as they are (dtx_ledger_account_limit is
+ * which = DTX_LEDGER_LIMIT_MIN).  As with the floor, a new max_balance
+ * applies to credits posted after the call returns and each credit leg
+ * records the max it was checked against ("max"); a max_balance the
+ * current balance already exceeds is accepted and refuses later credits
+ * only (debits bring the balance down).  A max_balance below the
+ * min_balance the account would have is DTX_EINVAL, nothing changed;
+ * which = 0 is DTX_EINVAL; DTX_ENOACCOUNT when there is no such
+ * account. */
+int dtx_ledger_account_limits(dtx_store_t *st, const char *id, int which,
+                              const dtx_ledger_limit_t *limit, json_t **out);
+
 /* Closes account id for good (docs/ledger.md, "Closing an account"): its
  * balance must be 0 and no pending entry may hold it, judged in the same
  * atomic step as the close takes the account's next seqId, so a post
@@ -1470,8 +1526,26 @@ int dtx_ledger_account_close(dtx_store_t *st, const char *id,
 
 typedef struct dtx_ledger_leg {
   const char *account;
-  int64_t value; /* != 0; < 0 debits the account, > 0 credits it */
+  int64_t value; /* != 0; < 0 debits the account, > 0 credits it (a
+                    balancing leg: below) */
 } dtx_ledger_leg_t;
+
+/* A leg's kind (docs/ledger.md, "Balancing legs"). */
+#define DTX_LEDGER_LEG_FIXED 0     /* value is what moves */
+#define DTX_LEDGER_LEG_MAX_DEBIT 1 /* `ACC:-max[=CAP]`: debits as much as
+                                      the limits allow (this account's
+                                      floor and holds, the max leg's
+                                      max_balance and pending credits), up
+                                      to its value (the cap; 0: none) */
+#define DTX_LEDGER_LEG_MAX_CREDIT 2 /* `ACC:max`: credited what the -max
+                                       leg debits; its value 0 */
+
+/* Reads a balancing leg's value as the CLI and doctxd write it: "-max",
+ * "-max=CAP" (CAP an int64 > 0) or "max", into leg->value (the cap, 0 for
+ * none or for max) and *kind (DTX_LEDGER_LEG_MAX_*).  DTX_EINVAL for
+ * anything else (a number is written as a number).  Needs no store. */
+int dtx_ledger_leg_value_parse(const char *text, dtx_ledger_leg_t *leg,
+                               int *kind);
 
 typedef struct dtx_ledger_post_req {
   const char *id; /* NULL: generated.  Else 1..128 of [A-Za-z0-9_.:-] */
@@ -1484,6 +1558,14 @@ typedef struct dtx_ledger_post_req {
                           0 or less for a pending entry, a timeout on
                           one that is not, past 100 years -- is
                           DTX_EINVAL, nothing recorded */
+  /* A balancing pair (docs/ledger.md, "Balancing legs"), 0: none.
+   * max_debit is the 1-based index of the -max leg in legs (its value the
+   * cap, > 0, or 0: as much as the floor allows), max_credit that of the
+   * leg credited the same amount (its value 0); both or neither.  The
+   * other legs sum to zero; the stored entry has the amounts that moved;
+   * nothing to move is DTX_EINSUFFICIENT naming the account. */
+  size_t max_debit;
+  size_t max_credit;
   /* Optional, stored with the entry and never changed (docs/ledger.md,
    * "Metadata and references"); checked with the rest, DTX_EINVAL and
    * nothing recorded when wrong.  An existing id is the same request only
@@ -1574,6 +1656,28 @@ int dtx_ledger_post_pending(dtx_store_t *st, const char *id, json_t **out);
  * returns it (0); a posted one (reverse it instead) or an expired one is
  * DTX_ESTATE.  *out: the entry afterwards. */
 int dtx_ledger_void(dtx_store_t *st, const char *id, json_t **out);
+
+/* Posts pending entry id partly, in ONE step (docs/ledger.md, "Partial
+ * post of a hold"): the leg on amounts[k].account posts amounts[k].value,
+ * between 0 and what the leg holds (same sign), a leg not named posts 0,
+ * and the rest is released; the amounts sum to zero.  The entry records
+ * them as "amounts" (aligned with its legs, which never change) and
+ * post_id (may be NULL; 1..128 of [A-Za-z0-9_.:-]) as "post_id".  All of
+ * every leg is post-pending in full, 0 everywhere is a void (the same
+ * documents).  A retry -- the entry already resolved as this request
+ * would resolve it, and with the same post_id when one is given --
+ * returns the entry; resolved otherwise is DTX_ECONFLICT (expired:
+ * DTX_ESTATE).  An amount over the held one, of the other sign, on an
+ * account the entry lacks, or amounts not summing to zero: DTX_EINVAL
+ * naming the account, nothing changed. */
+int dtx_ledger_post_partial(dtx_store_t *st, const char *id,
+                            const dtx_ledger_leg_t *amounts, size_t n,
+                            const char *post_id, json_t **out);
+
+/* The checks dtx_ledger_post_partial makes before the store: the ids,
+ * 0..128 distinct accounts.  Needs no store. */
+int dtx_ledger_partial_check(const char *id, const dtx_ledger_leg_t *amounts,
+                             size_t n, const char *post_id);
 
 /* Reverses posted entry id: posts a new entry with the negated legs and
  * "reverses": id (the original is never edited).  The new entry is

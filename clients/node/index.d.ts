@@ -165,7 +165,8 @@ export interface QueueStats { ready: number; delayed: number; running: number; s
 // ---- locks, ledger, sync, orders, versions ------------------------------------
 
 export interface Lock { name: string; owner: string | null; token: number; expires: number; held?: boolean; [key: string]: Json | undefined }
-export interface AcquireOptions { ttlMs?: number; owner?: string; waitMs?: number; deadlineMs?: number }
+export interface AcquireOptions { ttlMs?: number; owner?: string; waitMs?: number; deadlineMs?: number; max?: number }
+export interface Leader { name: string; leader: string | null; term: number; expires: number }
 
 export interface Leg { account: string; value: number }
 export interface LedgerEntry { _id: string; changes: JsonObject[]; state: string; [key: string]: Json }
@@ -261,6 +262,9 @@ export class Client {
   // locks
   /** Conflict NOMATCH (naming the holder) while held.  Not retried. */
   acquire(name: string, opts?: AcquireOptions): Promise<Lock>;
+  /** Waits until it leads; the token is the term.  Not retried. */
+  campaign(name: string, opts?: Omit<AcquireOptions, 'max'>): Promise<Lock>;
+  leader(name: string): Promise<Leader>;
   /** Conflict NOMATCH when token is not current.  Not retried. */
   renew(name: string, token: number, opts?: { ttlMs?: number }): Promise<Lock>;
   /** Not retried. */

@@ -336,6 +336,16 @@ export class Client {
     return this.#call('POST', `/v1/locks/${p(name)}/acquire`, fields(opts));
   }
 
+  /** Waits until this caller leads name (up to waitMs); answers as acquire, the token the term.  Not retried. */
+  campaign(name, opts = {}) {
+    return this.#call('POST', `/v1/locks/${p(name)}/campaign`, fields(opts));
+  }
+
+  /** {name, leader, term, expires} of election name (leader null: none). */
+  leader(name) {
+    return this.#call('GET', `/v1/locks/${p(name)}/leader`, undefined, { idempotent: true });
+  }
+
   /** Renews a lock held with token; Conflict NOMATCH if not current.  Not retried. */
   renew(name, token, { ttlMs } = {}) {
     return this.#call('POST', `/v1/locks/${p(name)}/renew`, fields({ token, ttlMs }));

@@ -47,13 +47,22 @@ static int done(int rc, int missing_code, json_t **doc) {
 }
 
 static int account(dtx_cli_t *cli, const dtx__cli_args_t *a) {
-  int create = strcmp(a->spec->name, "create") == 0, code;
+  int create = strcmp(a->spec->name, "create") == 0, code, which = 0;
   const char *lim = create ? dtx__cli_str(a, "--min-balance") : a->pos[1];
+  const char *max = dtx__cli_str(a, "--max-balance");
   dtx_ledger_limit_t l = {0};
   json_t *acct = NULL;
   if (lim && (code = dtx__cli_limit(a->cmd, lim, &l.no_min_balance,
                                     &l.min_balance)))
     return code;
+  if (max && (code = dtx__cli_limit(a->cmd, max, &l.has_max_balance,
+                                    &l.max_balance)))
+    return code;
+  l.has_max_balance = max && !l.has_max_balance; /* "none": no max */
+  which = (lim ? DTX_LEDGER_LIMIT_MIN : 0) | (max ? DTX_LEDGER_LIMIT_MAX : 0);
+  if (!create && !which)
+    return dtx__cli_usage("ledger account limit: give N|none (the floor), "
+                          "--max-balance M|none, or both");
   const char *asset = create ? dtx__cli_str(a, "--asset") : NULL;
   /* The library's checks before the store opens: bad input creates no
    * store. */
@@ -67,7 +76,8 @@ static int account(dtx_cli_t *cli, const dtx__cli_args_t *a) {
     return code;
   dtx_ledger_account_opts_t o = {.limit = &l, .asset = asset};
   return done(create ? dtx_ledger_account_create_ex(st, a->pos[0], &o, &acct)
-                     : dtx_ledger_account_limit(st, a->pos[0], &l, &acct),
+                     : dtx_ledger_account_limits(st, a->pos[0], which, &l,
+                                                 &acct),
               DTX_EXIT_NOMATCH, &acct);
 }
 
@@ -114,7 +124,17 @@ static int post(dtx_cli_t *cli, const dtx__cli_args_t *a) {
     if (!c || c == text)
       code = dtx__cli_usage("ledger post: a leg is ACCT:VALUE, got '%s'",
                             text);
-    else if (dtx__cli_int64(c + 1, 1, &legs[i].value) != 0)
+    else if (strstr(c + 1, "max")) { /* -max, -max=CAP, max: the library's */
+      int kind = 0;
+      if (dtx_ledger_leg_value_parse(c + 1, &legs[i], &kind))
+        code = dtx__cli_usage("ledger post: leg '%s': %s", text,
+                              dtx_errdetail());
+      else if (kind == DTX_LEDGER_LEG_MAX_DEBIT) /* two: the library's */
+        req.max_debit = req.max_debit ? SIZE_MAX : (size_t)i + 1;
+      else
+        req.max_credit = req.max_credit ? SIZE_MAX : (size_t)i + 1;
+      *c = '\0', legs[i].account = text;
+    } else if (dtx__cli_int64(c + 1, 1, &legs[i].value) != 0)
       code = dtx__cli_usage("ledger post: the value of leg '%s' is not an "
                             "int64 (minor units)", text);
     else
@@ -146,7 +166,8 @@ typedef struct pline {
 /* Checks one line's shape into l->req; the entry's rules (sum, distinct
  * accounts, ids) are the library's, judged per entry. */
 static int parse_entry(pline_t *l) {
-  size_t ln = l->j.lineno, i;
+  size_t ln = l->j.lineno, i, md = 0, mc = 0;
+  int kind = 0;
   json_t *v = l->j.line, *f, *leg;
   const char *key;
   if (!json_is_object(v))
@@ -173,11 +194,21 @@ static int parse_entry(pline_t *l) {
     json_t *a = json_object_get(leg, "account");
     json_t *val = json_object_get(leg, "value");
     if (!json_is_object(leg) || json_object_size(leg) != 2 ||
-        !json_is_string(a) || !json_is_integer(val))
+        !json_is_string(a) || !(json_is_integer(val) || json_is_string(val)))
       return dtx__cli_bad_line(ln, DTX_EINVAL, "leg %zu must be "
-                               "{\"account\": ID, \"value\": int64}", i + 1);
+                               "{\"account\": ID, \"value\": int64 | "
+                               "\"-max\" | \"-max=CAP\" | \"max\"}", i + 1);
     l->legs[i] = (dtx_ledger_leg_t){json_string_value(a),
                                     (int64_t)json_integer_value(val)};
+    kind = DTX_LEDGER_LEG_FIXED;
+    if (json_is_string(val) &&
+        dtx_ledger_leg_value_parse(json_string_value(val), &l->legs[i], &kind))
+      return dtx__cli_bad_line(ln, DTX_EINVAL, "leg %zu: %s", i + 1,
+                               dtx_errdetail());
+    if (kind == DTX_LEDGER_LEG_MAX_DEBIT) /* two: the library refuses */
+      md = md ? SIZE_MAX : i + 1;
+    else if (kind == DTX_LEDGER_LEG_MAX_CREDIT)
+      mc = mc ? SIZE_MAX : i + 1;
   }
   if (id && !json_is_string(id))
     return dtx__cli_bad_line(ln, DTX_EINVAL, "\"id\" must be a string");
@@ -199,7 +230,8 @@ static int parse_entry(pline_t *l) {
        * library's to judge (0 refused on its line, as --timeout-ms 0). */
       .timeout_ms = tmo                 ? (int64_t)json_integer_value(tmo)
                     : json_is_true(pend) ? DTX_LEDGER_TIMEOUT_MS
-                                         : 0};
+                                         : 0,
+      .max_debit = md, .max_credit = mc};
   return 0;
 }
 
@@ -252,22 +284,65 @@ static int post_many(dtx_cli_t *cli, const dtx__cli_args_t *a) {
 static int resolve(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   const char *sub = a->spec->name, *id = a->pos[0];
   json_t *e = NULL;
-  int code, rc = dtx_ledger_entry_id_check(id); /* before the store opens */
+  /* post-pending --amounts ACCT:VALUE,... [--post-id PID]: a partial post
+   * (ids never hold ','; the account is everything before the last ':'). */
+  const char *amt = strcmp(sub, "post-pending") == 0
+                        ? dtx__cli_str(a, "--amounts")
+                        : NULL;
+  /* The legs borrow their accounts from this copy, freed with them. */
+  char *am = amt ? strdup(amt) : NULL;
+  const char *pid = amt ? dtx__cli_str(a, "--post-id") : NULL;
+  int code, rc;
+  dtx_ledger_leg_t *legs = NULL;
+  size_t n = 0;
+  if (!am && strcmp(sub, "post-pending") == 0 && dtx__cli_str(a, "--post-id"))
+    return dtx__cli_usage("ledger post-pending: --post-id goes with "
+                          "--amounts");
+  if (amt && (!am || !(legs = calloc(strlen(am) / 2 + 2, sizeof *legs)))) {
+    free(am);
+    return dtx__cli_error(DTX_ENOMEM, "ledger post-pending --amounts");
+  }
+  for (char *save = NULL, *t = am ? strtok_r(am, ",", &save) : NULL; t;
+       t = strtok_r(NULL, ",", &save)) {
+    char *c = strrchr(t, ':');
+    if (!c || c == t || dtx__cli_int64(c + 1, 1, &legs[n].value) != 0) {
+      code = dtx__cli_usage("ledger post-pending: an amount is ACCT:VALUE "
+                            "(an int64), got '%s'", t);
+      free(legs);
+      free(am);
+      return code;
+    }
+    *c = '\0', legs[n++].account = t;
+  }
+  rc = am ? dtx_ledger_partial_check(id, legs, n, pid)
+                    : dtx_ledger_entry_id_check(id); /* before the open */
   if (rc == 0 && strcmp(sub, "reverse") == 0 && dtx__cli_str(a, "--id"))
     rc = dtx_ledger_entry_id_check(dtx__cli_str(a, "--id"));
-  if (rc)
+  if (rc) {
+    free(legs);
+    free(am);
     return dtx__cli_fail(rc);
+  }
   dtx_store_t *st = dtx__cli_store(cli, &code);
-  if (!st)
+  if (!st) {
+    free(legs);
+    free(am);
     return code;
+  }
   if (strcmp(sub, "reverse") == 0) {
     dtx_exec_opts_t eo = {.deadline_ms = dtx__cli_num(a, "--deadline-ms", 0)};
     return done(dtx_ledger_reverse(st, id, dtx__cli_str(a, "--id"), &eo, &e),
                 DTX_EXIT_NOMATCH, &e);
   }
-  return done(strcmp(sub, "void") == 0 ? dtx_ledger_void(st, id, &e)
-                                       : dtx_ledger_post_pending(st, id, &e),
+  if (strcmp(sub, "void") == 0 || !am)
+    return done(strcmp(sub, "void") == 0 ? dtx_ledger_void(st, id, &e)
+                                         : dtx_ledger_post_pending(st, id, &e),
+                DTX_EXIT_NOMATCH, &e);
+  code = done(dtx_ledger_post_partial(st, id, legs, n, pid, &e),
               DTX_EXIT_NOMATCH, &e);
+  free(legs);
+  free(am);
+  return code;
 }
 
 /* The read subcommands: balance, statement, show, list. */
@@ -333,9 +408,13 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
              {"create", account, "ID",
               (const dtx__cli_opt_t[]){
                   {"--min-balance", DTX__CLI_STR, "N|none"},
+                  {"--max-balance", DTX__CLI_STR, "M|none"},
                   {"--asset", DTX__CLI_STR, "CODE/SCALE"}, {NULL}},
               DTX__CLI_ARMED},
-             {"limit", account, "ID N|none", NULL, DTX__CLI_ARMED},
+             {"limit", account, "ID [N|none]",
+              (const dtx__cli_opt_t[]){
+                  {"--max-balance", DTX__CLI_STR, "M|none"}, {NULL}},
+              DTX__CLI_ARMED},
              {"close", close_account, "ID",
               (const dtx__cli_opt_t[]){DTX__CLI_OPT_DEADLINE, {NULL}},
               DTX__CLI_ARMED},
@@ -351,7 +430,10 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
          (const dtx__cli_opt_t[]){DTX__CLI_OPT_FILE, DTX__CLI_OPT_DEADLINE,
                                   {NULL}},
          DTX__CLI_ARMED},
-        {"post-pending", resolve, "ID", NULL, DTX__CLI_ARMED},
+        {"post-pending", resolve, "ID",
+         (const dtx__cli_opt_t[]){{"--amounts", DTX__CLI_STR, "A:V,A:V..."},
+                                  {"--post-id", DTX__CLI_STR, "PID"}, {NULL}},
+         DTX__CLI_ARMED},
         {"void", resolve, "ID", NULL, DTX__CLI_ARMED},
         {"reverse", resolve, "ID",
          (const dtx__cli_opt_t[]){{"--id", DTX__CLI_STR, "NEWID"},
@@ -382,7 +464,14 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
     "to zero; a negative value debits (money leaves the account), a positive\n"
     "one credits.  Each account numbers its legs 1, 2, 3, ... (seq).  A debit\n"
     "must leave the account's available balance (balance minus pending\n"
-    "debits) at or above its min_balance (0 by default; none: no limit).\n"
+    "debits) at or above its min_balance (0 by default; none: no limit);\n"
+    "a credit must leave its balance plus pending credits at or below its\n"
+    "--max-balance (none by default).  account limit changes the floor N,\n"
+    "the max, or both in one step (the other kept); a max below the floor\n"
+    "is refused (exit 2).\n"
+    "A balancing pair ACCT:-max[=CAP] ACCT2:max debits as much as ACCT's\n"
+    "floor (and ACCT2's max) allows, up to CAP, and credits ACCT2 the same;\n"
+    "the entry records the amount (nothing to move: exit 1).\n"
     "--id makes a post idempotent: the same id with the same legs prints the\n"
     "existing entry.  post-many posts one entry per line of stdin (or PATH),\n"
     "{\"legs\":[{\"account\":A,\"value\":N}...][,\"id\"][,\"pending\"][,\"timeout_ms\"]\n"
@@ -393,7 +482,9 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
     "severe line's code; a line that is not an entry's JSON shape exits 2\n"
     "before anything is posted (an entry the library refuses, e.g. one leg,\n"
     "fails alone on its line, exit 2 too, while the others post).\n"
-    "--pending holds the debits until post-pending (in full) or void, or\n"
+    "--pending holds the debits until post-pending (in full; --amounts\n"
+    "A:V,...: each named leg posts V, 0..what it holds, the others 0, the\n"
+    "rest released; --post-id makes a retry return the entry) or void, or\n"
     "until --timeout-ms (1 ms to 100 years; 0 is refused; default 1 h; a\n"
     "line's \"timeout_ms\" alike) passes and a worker expires it.\n"
     "--asset CODE/SCALE (e.g. USD/2: CODE 1..16 of [A-Z0-9_], SCALE 0..18)\n"
@@ -414,7 +505,8 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
     "3), and balance and statement show \"closed_at\".  `doctx worker` commits entries and\n"
     "advances the cached balances.\n"
     "exit: 0 ok (post-pending of a posted entry too)\n"
-    "      1 a post refused for funds (the account is named; nothing is\n"
+    "      1 a post refused for funds or over a max_balance (the account\n"
+    "        is named; nothing is\n"
     "        recorded), or no such entry or account (show, balance,\n"
     "        statement, limit, close)\n"
     "      2 invalid input: legs not summing to zero, a zero or non-integer\n"

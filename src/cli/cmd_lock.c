@@ -14,13 +14,15 @@ static int token_of(const dtx__cli_args_t *a, int64_t *token) {
 
 static int run(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   const char *sub = a->spec->name, *name = a->pos[0];
-  int acquire = strcmp(sub, "acquire") == 0, code, rc;
+  int campaign = strcmp(sub, "campaign") == 0, code, rc;
+  int acquire = campaign || strcmp(sub, "acquire") == 0;
   dtx_lock_opts_t lo = {
       .ttl_ms = dtx__cli_opt_index(a->spec, "--ttl-ms") < 0
                     ? 0 : dtx__cli_num(a, "--ttl-ms", 0),
       .owner = acquire ? dtx__cli_str(a, "--owner") : NULL,
       .wait_ms = acquire ? dtx__cli_num(a, "--wait-ms", 0) : 0,
-      .deadline_ms = acquire ? dtx__cli_num(a, "--deadline-ms", 0) : 0};
+      .deadline_ms = acquire ? dtx__cli_num(a, "--deadline-ms", 0) : 0,
+      .max = campaign || !acquire ? 0 : dtx__cli_num(a, "--max", 0)};
   int64_t token = 0;
   if (a->npos == 2 && (code = token_of(a, &token)))
     return code;
@@ -34,8 +36,12 @@ static int run(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   json_t *out = NULL;
   if (!st)
     return code;
-  if (acquire)
+  if (campaign)
+    rc = dtx_lock_campaign(st, name, &lo, &out);
+  else if (acquire)
     rc = dtx_lock_acquire(st, name, &lo, &out);
+  else if (strcmp(sub, "leader") == 0)
+    rc = dtx_lock_leader(st, name, &out);
   else if (strcmp(sub, "renew") == 0)
     rc = dtx_lock_renew(st, name, token, &lo, &out);
   else if (strcmp(sub, "release") == 0)
@@ -61,8 +67,17 @@ const dtx__cli_spec_t dtx__cmd_lock = {
                                   {"--owner", DTX__CLI_STR, "O"},
                                   {"--wait-ms", DTX__CLI_COUNT, "N"},
                                   {"--deadline-ms", DTX__CLI_COUNT, "N"},
+                                  {"--max", DTX__CLI_POS, "N"},
                                   {NULL}},
          DTX__CLI_ARMED},
+        {"campaign", run, "NAME",
+         (const dtx__cli_opt_t[]){TTL,
+                                  {"--owner", DTX__CLI_STR, "O"},
+                                  {"--wait-ms", DTX__CLI_COUNT, "N"},
+                                  {"--deadline-ms", DTX__CLI_COUNT, "N"},
+                                  {NULL}},
+         DTX__CLI_ARMED},
+        {"leader", run, "NAME", NULL, DTX__CLI_READS},
         {"renew", run, "NAME TOKEN", (const dtx__cli_opt_t[]){TTL, {NULL}},
          DTX__CLI_ARMED},
         {"release", run, "NAME TOKEN", NULL, DTX__CLI_ARMED},
@@ -99,8 +114,17 @@ const dtx__cli_spec_t dtx__cmd_lock = {
     "status.  When a renewal fails or the lease lapses (monotonic clock,\n"
     "from the last good renewal's start) the group gets SIGTERM, then\n"
     "SIGKILL --grace-ms later (default 5000), and hold exits 6.\n"
-    "show and list also print \"held\".\n"
-    "exit: 0 ok, 1 still held (acquire), token no longer current (renew,\n"
+    "acquire --max N (2..100) makes NAME a semaphore of N holders, each with\n"
+    "its own token, and also prints \"slot\" and \"fence\": its writes fence\n"
+    "with FENCE:TOKEN (NAME:SLOT:TOKEN); every caller of NAME gives the same\n"
+    "--max (else exit 2).  campaign waits until it leads NAME (up to\n"
+    "--wait-ms; without it, as long as it takes) and prints the acquire's\n"
+    "output, its token the term; the leader renews to keep leading.  leader\n"
+    "prints {\"name\",\"leader\",\"term\",\"expires\"} (leader null: none).\n"
+    "Waiters (--wait-ms, campaign) are served in the order they came, by\n"
+    "ticket; while they wait, an acquire that does not wait exits 1.\n"
+    "show and list also print \"held\" (a semaphore: \"max\", \"holders\").\n"
+    "exit: 0 ok, 1 still held (acquire, campaign), token no longer current (renew,\n"
     "      release) or no such lock, 2 invalid input, 4 store error;\n"
     "      hold: 6 the lock was lost, else the command's own status\n"};
 #undef TTL

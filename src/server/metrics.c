@@ -295,12 +295,15 @@ static int domain_count(dtx_store_t *st, buf_t *b) {
     }
     json_decref(stats);
   }
-  /* A live lease: an owner, and expires in the future (docs/locks.md). */
+  /* A live lease: an owner, and expires in the future (docs/locks.md);
+   * a semaphore's leases are its slots'. */
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  json_t *f =
-      json_pack("{s:{s:s},s:{s:I}}", "owner", "$type", "string", "expires",
-                "$gt", (json_int_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+  json_int_t now = (json_int_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  json_t *f = json_pack(
+      "{s:[{s:{s:s},s:{s:I}},{s:{s:{s:{s:s},s:{s:I}}}}]}", "$or", "owner",
+      "$type", "string", "expires", "$gt", now, "slots", "$elemMatch",
+      "owner", "$type", "string", "expires", "$gt", now);
   int rc = f ? dtx_store_count(st, "locks", f, &n) : DTX_ENOMEM;
   json_decref(f);
   if (rc)

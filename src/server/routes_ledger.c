@@ -16,18 +16,29 @@
 
 /* ---- accounts ------------------------------------------------------------ */
 
-/* "min_balance": an integer, "none" (no limit) or absent (0). */
-static int limit_arg(dtx__srv_ctx_t *c, dtx_ledger_limit_t *l) {
-  json_t *min = dtx__srv_arg(c, "min_balance");
+/* "min_balance": an integer, "none" (no limit) or absent (0);
+ * "max_balance": an integer, "none" or absent (no upper limit).  *which:
+ * the fields present (DTX_LEDGER_LIMIT_*). */
+static int limit_arg(dtx__srv_ctx_t *c, dtx_ledger_limit_t *l, int *which) {
+  static const char *const names[] = {"min_balance", "max_balance"};
   *l = (dtx_ledger_limit_t){0};
-  if (json_is_string(min)) {
-    if (strcmp(json_string_value(min), "none") != 0) {
-      dtx__srv_bad(c, DTX_EINVAL, "min_balance is an integer or \"none\"");
+  *which = 0;
+  for (int k = 0; k < 2; k++) {
+    json_t *v = dtx__srv_arg(c, names[k]);
+    int none = json_is_string(v);
+    if (!v)
+      continue;
+    if (none && strcmp(json_string_value(v), "none") != 0) {
+      dtx__srv_bad(c, DTX_EINVAL, "%s is an integer or \"none\"", names[k]);
       return -1;
     }
-    l->no_min_balance = 1;
-  } else if (min) {
-    l->min_balance = (int64_t)json_integer_value(min);
+    *which |= k ? DTX_LEDGER_LIMIT_MAX : DTX_LEDGER_LIMIT_MIN;
+    if (k == 0 && none)
+      l->no_min_balance = 1;
+    else if (k == 0)
+      l->min_balance = (int64_t)json_integer_value(v);
+    else if (!none)
+      l->has_max_balance = 1, l->max_balance = (int64_t)json_integer_value(v);
   }
   return 0;
 }
@@ -36,12 +47,12 @@ void dtx__srv_h_ledger_account_create(dtx__srv_ctx_t *c) {
   dtx_ledger_limit_t l;
   const char *id = dtx__srv_arg_str(c, "id");
   json_t *acct = NULL;
-  int rc;
+  int rc, which;
   if (!id) {
     dtx__srv_bad(c, DTX_EINVAL, "field 'id' is required");
     return;
   }
-  if (limit_arg(c, &l))
+  if (limit_arg(c, &l, &which))
     return;
   const char *asset = dtx__srv_arg_str(c, "asset");
   dtx_ledger_account_opts_t o = {.limit = &l, .asset = asset};
@@ -53,20 +64,21 @@ void dtx__srv_h_ledger_account_create(dtx__srv_ctx_t *c) {
     dtx__srv_json(c, 201, acct);
 }
 
+/* Changes the limits the body names, the others kept (one step). */
 void dtx__srv_h_ledger_account_limit(dtx__srv_ctx_t *c) {
   dtx_ledger_limit_t l;
   json_t *acct = NULL;
-  int rc;
-  if (!dtx__srv_arg(c, "min_balance")) {
+  int rc, which;
+  if (limit_arg(c, &l, &which))
+    return;
+  if (!which) {
     dtx__srv_bad(c, DTX_EINVAL,
-                 "field 'min_balance' is required (an "
+                 "field 'min_balance' or 'max_balance' is required (an "
                  "integer or \"none\")");
     return;
   }
-  if (limit_arg(c, &l))
-    return;
   if (!(rc = dtx_ledger_account_id_check(c->param[0])))
-    rc = dtx_ledger_account_limit(c->d->st, c->param[0], &l, &acct);
+    rc = dtx_ledger_account_limits(c->d->st, c->param[0], which, &l, &acct);
   dtx__srv_one(c, rc, &acct, NULL);
 }
 
@@ -127,7 +139,8 @@ static int entry_req(dtx__srv_ctx_t *c, json_t *o, const char *where,
   json_t *pend = json_object_get(o, "pending");
   json_t *tmo = json_object_get(o, "timeout_ms"), *leg;
   json_t *ref = json_object_get(o, "ref");
-  size_t i;
+  size_t i, md = 0, mc = 0;
+  int kind = 0;
   if (!json_is_array(lj) || json_array_size(lj) > DTX_LEDGER_MAX_LEGS) {
     dtx__srv_bad(c, DTX_EINVAL,
                  "%s\"legs\" must be an array of at most %d "
@@ -139,15 +152,28 @@ static int entry_req(dtx__srv_ctx_t *c, json_t *o, const char *where,
     json_t *a = json_object_get(leg, "account");
     json_t *v = json_object_get(leg, "value");
     if (!json_is_object(leg) || json_object_size(leg) != 2 ||
-        !json_is_string(a) || !json_is_integer(v)) {
+        !json_is_string(a) || !(json_is_integer(v) || json_is_string(v))) {
       dtx__srv_bad(c, DTX_EINVAL,
                    "%sleg %zu must be {\"account\": ID, "
-                   "\"value\": int64}",
+                   "\"value\": int64 | \"-max\" | \"-max=CAP\" | \"max\"}",
                    where, i + 1);
       return -1;
     }
     legs[i] = (dtx_ledger_leg_t){json_string_value(a),
                                  (int64_t)json_integer_value(v)};
+    /* A balancing leg (docs/ledger.md, "Balancing legs"): the library
+     * reads the text. */
+    kind = DTX_LEDGER_LEG_FIXED;
+    if (json_is_string(v) &&
+        dtx_ledger_leg_value_parse(json_string_value(v), &legs[i], &kind)) {
+      dtx__srv_bad(c, DTX_EINVAL, "%sleg %zu: %s", where, i + 1,
+                   dtx_errdetail());
+      return -1;
+    }
+    if (kind == DTX_LEDGER_LEG_MAX_DEBIT)
+      md = md ? SIZE_MAX : i + 1; /* two: the library's check refuses */
+    else if (kind == DTX_LEDGER_LEG_MAX_CREDIT)
+      mc = mc ? SIZE_MAX : i + 1;
   }
   if ((id && !json_is_string(id)) || (pend && !json_is_boolean(pend)) ||
       (tmo && !json_is_integer(tmo)) || (ref && !json_is_string(ref))) {
@@ -168,7 +194,8 @@ static int entry_req(dtx__srv_ctx_t *c, json_t *o, const char *where,
       .ref = json_string_value(ref),
       .timeout_ms = tmo                  ? (int64_t)json_integer_value(tmo)
                     : json_is_true(pend) ? DTX_LEDGER_TIMEOUT_MS
-                                         : 0};
+                                         : 0,
+      .max_debit = md, .max_credit = mc};
   int rc = dtx_ledger_post_req_check(req);
   if (rc) {
     dtx__srv_bad(c, rc, "%s%s", where, dtx_errdetail());
@@ -255,11 +282,37 @@ done:
 /* post (a pending entry), void and reverse: the entry afterwards; a
  * resolved entry is 409 STATE (with the entry as it stands), an unknown
  * one 404. */
+/* In full, or with "amounts" [{"account", "value"}...] and/or "post_id"
+ * a partial post (docs/ledger.md, "Partial post of a hold"). */
 void dtx__srv_h_ledger_post_pending(dtx__srv_ctx_t *c) {
-  json_t *e = NULL;
-  int rc = dtx_ledger_entry_id_check(c->param[0]);
-  if (!rc)
-    rc = dtx_ledger_post_pending(c->d->st, c->param[0], &e);
+  json_t *e = NULL, *am = dtx__srv_arg(c, "amounts"), *x;
+  const char *pid = dtx__srv_arg_str(c, "post_id");
+  dtx_ledger_leg_t legs[DTX_LEDGER_MAX_LEGS];
+  size_t i, n = json_array_size(am);
+  int rc;
+  if (n > DTX_LEDGER_MAX_LEGS) {
+    dtx__srv_bad(c, DTX_EINVAL, "\"amounts\" has at most %d legs",
+                 DTX_LEDGER_MAX_LEGS);
+    return;
+  }
+  json_array_foreach(am, i, x) {
+    json_t *a = json_object_get(x, "account"), *v = json_object_get(x, "value");
+    if (!json_is_object(x) || json_object_size(x) != 2 || !json_is_string(a) ||
+        !json_is_integer(v)) {
+      dtx__srv_bad(c, DTX_EINVAL, "amount %zu must be {\"account\": ID, "
+                   "\"value\": int64}", i + 1);
+      return;
+    }
+    legs[i] = (dtx_ledger_leg_t){json_string_value(a),
+                                 (int64_t)json_integer_value(v)};
+  }
+  if (!am && !pid) {
+    rc = dtx_ledger_entry_id_check(c->param[0]);
+    if (!rc)
+      rc = dtx_ledger_post_pending(c->d->st, c->param[0], &e);
+  } else if (!(rc = dtx_ledger_partial_check(c->param[0], legs, n, pid))) {
+    rc = dtx_ledger_post_partial(c->d->st, c->param[0], legs, n, pid, &e);
+  }
   dtx__srv_one(c, rc, &e, "entry");
 }
 

@@ -47,7 +47,8 @@ static dtx_lock_opts_t lock_opts(dtx__srv_ctx_t *c) {
   dtx_lock_opts_t lo = {.ttl_ms = dtx__srv_arg_int(c, "ttl_ms", 0),
                         .owner = dtx__srv_arg_str(c, "owner"),
                         .wait_ms = dtx__srv_arg_int(c, "wait_ms", 0),
-                        .deadline_ms = dtx__srv_arg_int(c, "deadline_ms", 0)};
+                        .deadline_ms = dtx__srv_arg_int(c, "deadline_ms", 0),
+                        .max = dtx__srv_arg_int(c, "max", 0)};
   if (lo.wait_ms > 0)
     lo.wait_ms = dtx__srv_budget(c, lo.wait_ms);
   if (lo.deadline_ms >= 0)
@@ -64,6 +65,26 @@ void dtx__srv_h_lock_acquire(dtx__srv_ctx_t *c) {
   if (!rc && out)
     json_object_del(out, "held"); /* what `doctx lock acquire` prints */
   dtx__srv_one(c, rc, &out, NULL);
+}
+
+/* A campaign waits until it leads (docs/locks.md, "Leader election"):
+ * without "wait_ms", as long as the request's time allows. */
+void dtx__srv_h_lock_campaign(dtx__srv_ctx_t *c) {
+  dtx_lock_opts_t lo = lock_opts(c);
+  json_t *out = NULL;
+  if (lo.wait_ms == 0)
+    lo.wait_ms = dtx__srv_budget(c, 0);
+  int rc = dtx_lock_check(c->param[0], &lo);
+  if (!rc)
+    rc = dtx_lock_campaign(c->d->st, c->param[0], &lo, &out);
+  if (!rc && out)
+    json_object_del(out, "held"); /* what `doctx lock campaign` prints */
+  dtx__srv_one(c, rc, &out, NULL);
+}
+
+void dtx__srv_h_lock_leader(dtx__srv_ctx_t *c) {
+  json_t *out = NULL;
+  dtx__srv_one(c, dtx_lock_leader(c->d->st, c->param[0], &out), &out, NULL);
 }
 
 /* renew and release: only while the token is current (else 409 NOMATCH),

@@ -262,6 +262,8 @@ extern const size_t dtx__srv_nassets;
 /* locks, ledger, sync, orders, versions (routes_lock.c, routes_ledger.c,
  * routes_more.c) */
 void dtx__srv_h_lock_acquire(dtx__srv_ctx_t *c);
+void dtx__srv_h_lock_campaign(dtx__srv_ctx_t *c);
+void dtx__srv_h_lock_leader(dtx__srv_ctx_t *c);
 void dtx__srv_h_lock_renew(dtx__srv_ctx_t *c);
 void dtx__srv_h_lock_release(dtx__srv_ctx_t *c);
 void dtx__srv_h_lock_get(dtx__srv_ctx_t *c);

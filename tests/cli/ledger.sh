@@ -203,6 +203,144 @@ grep -q "^ledger.post$" "$WORK/out" && grep -q "^ledger.commit$" "$WORK/out" && 
 d worker --once >/dev/null
 expect 0 "audit before tampering" -- d audit --settled
 
+# The upper limit (docs/ledger.md, "The upper limit"): a credit must
+# leave balance + pending credits <= max_balance (exit 1 naming the
+# account, nothing recorded); the leg records the max; account limit
+# changes the floor, the max or both, the other kept; a max below the
+# floor is refused (exit 2); a max under the balance is accepted and
+# refuses credits only.
+expect 0 "account create --max-balance" -- d ledger account create MX --max-balance 100
+[ "$(j '[.min_balance, .max_balance]')" = '[0,100]' ] && ok || bad "max account: $(out)"
+expect 2 "max below the floor at creation" -- d ledger account create MY --min-balance 10 --max-balance 5
+grep -q "max_balance 5 is below min_balance 10" "$WORK/err" && ok || bad "max < min: $(cat "$WORK/err")"
+expect 2 "max not an int64" -- d ledger account create MY --max-balance x
+expect 1 "MY not created" -- d ledger balance MY
+expect 0 "credit up to 60" -- d ledger post B:-60 MX:60
+[ "$(j '.changes[1].max')" = 100 ] && ok || bad "leg max: $(out)"
+expect 0 "a held credit of 40" -- d ledger post B:-40 MX:40 --pending --id mxh
+n=$(entries)
+expect 1 "a credit over the max, the held credit counted" -- d ledger post B:-1 MX:1
+grep -q "INSUFFICIENT: account 'MX': a credit of 1 would take the balance 60 plus pending credits 40 to 101, above its max_balance 100" "$WORK/err" &&
+  [ "$(entries)" = "$n" ] && ok || bad "over the max: $(cat "$WORK/err") $(entries)"
+expect 0 "void the hold" -- d ledger void mxh
+expect 0 "a credit into the room" -- d ledger post B:-40 MX:40 --id mx40
+expect 0 "max lowered under the balance" -- d ledger account limit MX --max-balance 50
+[ "$(j '[.min_balance, .max_balance]')" = '[0,50]' ] && ok || bad "max lowered: $(out)"
+expect 1 "a credit refused under it" -- d ledger post B:-1 MX:1
+expect 0 "a debit still allowed" -- d ledger post MX:-30 B:30
+expect 2 "a floor above the max" -- d ledger account limit MX 60
+grep -q "min_balance 60 would be above its max_balance 50" "$WORK/err" && ok || bad "min > max: $(cat "$WORK/err")"
+expect 2 "a max below the floor" -- d ledger account limit C --max-balance -60
+expect 2 "limit without a limit" -- d ledger account limit MX
+expect 1 "max of no such account" -- d ledger account limit Z --max-balance 5
+expect 0 "floor and max in one step" -- d ledger account limit MX 5 --max-balance 80
+[ "$(j '[.min_balance, .max_balance]')" = '[5,80]' ] && ok || bad "both: $(out)"
+expect 0 "max none" -- d ledger account limit MX --max-balance none
+[ "$(j '[.min_balance, .max_balance]')" = '[5,null]' ] && ok || bad "max none: $(out)"
+expect 0 "a credit with no max" -- d ledger post B:-1000 MX:1000
+[ "$(j '.changes[1] | has("max")')" = false ] && ok || bad "no max recorded: $(out)"
+expect 0 "reversal of it (a debit of MX)" -- d ledger reverse mx40
+expect 3 "a plain write of max_balance refused" -- d update ledger_accounts '{"_id":"MX"}' '{"$set":{"max_balance":5}}'
+expect 0 "audit clean with the limits" -- d audit
+# Past the rules: a leg's recorded max lowered, a max under the floor.
+expect 0 "a leg's max lowered past the rules" -- d update ledger_entries '{"_id":"mx40"}' '{"$set":{"changes.1.max":10}}' --bypass-validation
+expect 5 "audit finds the credit above its max" -- d audit
+grep -q "above_limit.*MX" "$WORK/out" && ok || bad "above_limit: $(out)"
+d update ledger_entries '{"_id":"mx40"}' '{"$set":{"changes.1.max":100}}' --bypass-validation >/dev/null
+expect 0 "a max under the floor past the rules" -- d update ledger_accounts '{"_id":"MX"}' '{"$set":{"max_balance":1}}' --bypass-validation
+expect 5 "audit finds the limits" -- d audit
+grep -q "bad_limits.*MX" "$WORK/out" && ok || bad "bad_limits: $(out)"
+d update ledger_accounts '{"_id":"MX"}' '{"$set":{"max_balance":null}}' --bypass-validation >/dev/null
+expect 0 "audit clean again" -- d audit
+
+# Balancing legs (docs/ledger.md, "Balancing legs"): ACCT:-max[=CAP]
+# debits as much as the floor (holds included) and the max leg's
+# max_balance (pending credits included) allow, up to CAP; the max leg
+# takes the same; the entry records the amounts; nothing to move exit 1.
+d ledger account create SW >/dev/null && d ledger account create SX --max-balance 100 >/dev/null &&
+  d ledger account create SY >/dev/null && d ledger post B:-70 SW:70 >/dev/null || bad "balancing: setup"
+expect 0 "a hold on SW" -- d ledger post SW:-20 SY:20 --pending --id swh
+expect 0 "sweep SW: the floor and the hold" -- d ledger post SW:-max SY:max --id sw1
+[ "$(j '[.changes[] | [.account, .value]]')" = '[["SW",-50],["SY",50]]' ] && ok || bad "sweep amount: $(out)"
+expect 0 "the same sweep again: the entry" -- d ledger post SW:-max SY:max --id sw1
+[ "$(j ._id)" = sw1 ] && ok || bad "sweep retry: $(out)"
+expect 1 "nothing left to sweep" -- d ledger post SW:-max SY:max
+grep -q "INSUFFICIENT: account 'SW': a -max leg moves nothing" "$WORK/err" && ok || bad "nothing to move: $(cat "$WORK/err")"
+expect 0 "void the hold" -- d ledger void swh
+expect 0 "a capped sweep" -- d ledger post SW:-max=15 SY:max
+[ "$(j '[.changes[].value]')" = '[-15,15]' ] && ok || bad "capped: $(out)"
+expect 0 "a pending credit to SX" -- d ledger post B:-30 SX:30 --pending
+expect 0 "a fill up to SX's max, the pending credit counted" -- d ledger post B:-max=1000 SX:max
+[ "$(j '[.changes[].value]')" = '[-70,70]' ] && ok || bad "fill: $(out)"
+expect 1 "SX full" -- d ledger post B:-max=5 SX:max
+grep -q "account 'SX': a -max leg moves nothing" "$WORK/err" && ok || bad "SX full: $(cat "$WORK/err")"
+expect 0 "a pair with fixed legs" -- d ledger post SY:-max=5 SW:max B:-1 C:1
+[ "$(j '[.changes[] | [.account, .value]]')" = '[["SY",-5],["SW",5],["B",-1],["C",1]]' ] && ok || bad "pair + fixed: $(out)"
+n=$(entries)
+expect 2 "a -max leg on an account without a floor needs a cap" -- d ledger post B:-max SY:max
+expect 2 "two -max legs" -- d ledger post SW:-max SY:-max
+expect 2 "a -max leg without a max leg" -- d ledger post SW:-max SY:5 B:-5
+expect 2 "a cap of 0" -- d ledger post SW:-max=0 SY:max
+expect 2 "a cap past int64" -- d ledger post SW:-max=9223372036854775808 SY:max
+expect 2 "a bad word" -- d ledger post SW:-maxx SY:max
+[ "$(entries)" = "$n" ] && ok || bad "a refused pair recorded something"
+printf '%s\n' '{"legs":[{"account":"SY","value":"-max=3"},{"account":"SW","value":"max"}]}' >"$WORK/pmx"
+expect 0 "post-many: a balancing pair" -- d ledger post-many --file "$WORK/pmx"
+[ "$(j '[.changes[].value]')" = '[-3,3]' ] && ok || bad "post-many pair: $(out)"
+
+# Partial post of a hold (docs/ledger.md, "Partial post of a hold"):
+# each named leg posts 0..what it holds, the others 0, the rest released,
+# in one step; a differential against post-pending in full and void on
+# twin accounts: the same balances and the same entry but for ids and
+# times.
+for t in 1 2 3; do
+  d ledger account create HA$t >/dev/null && d ledger account create HB$t >/dev/null &&
+    d ledger post B:-100 HA$t:100 >/dev/null || bad "partial: setup $t"
+done
+twin() { # T: HA/HB T's balances and available
+  echo "$(d ledger balance HA$1 | jq -c '[.balance, .available]') $(d ledger balance HB$1 | jq -c '[.balance, .available]')"
+}
+shape() { # ID: the entry without ids, accounts, times
+  d ledger show "$1" | jq -c '[.state, [.changes[].value], .amounts]'
+}
+d ledger post HA1:-60 HB1:60 --pending --id hf1 >/dev/null && d ledger post HA2:-60 HB2:60 --pending --id hf2 >/dev/null || bad "partial: holds"
+expect 0 "post-pending in full" -- d ledger post-pending hf1
+expect 0 "partial: all of every leg" -- d ledger post-pending hf2 --amounts HA2:-60,HB2:60
+[ "$(twin 1)" = "$(twin 2)" ] && [ "$(shape hf1)" = "$(shape hf2)" ] && ok || bad "post all != post-pending: $(twin 1) $(twin 2) $(shape hf1) $(shape hf2)"
+d ledger post HA1:-30 HB1:30 --pending --id hv1 >/dev/null && d ledger post HA2:-30 HB2:30 --pending --id hv2 >/dev/null || bad "partial: holds 2"
+expect 0 "void" -- d ledger void hv1
+expect 0 "partial: 0 everywhere" -- d ledger post-pending hv2 --amounts HA2:0
+[ "$(twin 1)" = "$(twin 2)" ] && [ "$(shape hv1)" = "$(shape hv2)" ] && [ "$(shape hv2 | jq -r '.[0]')" = voided ] && ok || bad "post 0 != void: $(twin 1) $(twin 2) $(shape hv1) $(shape hv2)"
+expect 0 "a hold of 30 on HA3" -- d ledger post HA3:-30 HB3:30 --pending --id hp
+expect 2 "more than held" -- d ledger post-pending hp --amounts HA3:-31,HB3:31
+grep -q "account 'HA3' holds -30, so it posts 0 to -30, not -31" "$WORK/err" && ok || bad "over held: $(cat "$WORK/err")"
+expect 2 "the other sign" -- d ledger post-pending hp --amounts HA3:5,HB3:-5
+expect 2 "not summing to zero" -- d ledger post-pending hp --amounts HA3:-10,HB3:5
+expect 2 "an account the entry lacks" -- d ledger post-pending hp --amounts HA3:-10,HB1:10
+expect 2 "an amount twice" -- d ledger post-pending hp --amounts HA3:-10,HA3:-10
+expect 2 "a bad amount" -- d ledger post-pending hp --amounts HA3:x
+expect 2 "--post-id without --amounts" -- d ledger post-pending hp --post-id q
+[ "$(d ledger show hp | jq -r .state)" = pending ] && ok || bad "a refused partial post changed the hold"
+expect 0 "post 10 of the 30" -- d ledger post-pending hp --amounts HA3:-10,HB3:10 --post-id pp1
+[ "$(j '[.state, .amounts, .post_id]')" = '["posted",[-10,10],"pp1"]' ] && ok || bad "partial: $(out)"
+[ "$(twin 3)" = '[90,90] [10,10]' ] && ok || bad "partial balances: $(twin 3)"
+expect 0 "the same post again" -- d ledger post-pending hp --amounts HA3:-10,HB3:10 --post-id pp1
+expect 3 "another post id" -- d ledger post-pending hp --amounts HA3:-10,HB3:10 --post-id pp2
+expect 3 "other amounts" -- d ledger post-pending hp --amounts HA3:-20,HB3:20 --post-id pp1
+expect 3 "post-pending in full after it" -- d ledger post-pending hp
+expect 0 "statement shows the amount" -- d ledger statement HA3
+[ "$(lines '.[-1].value')" = -10 ] && ok || bad "statement: $(out)"
+expect 0 "reverse the partial post" -- d ledger reverse hp --id hpr
+[ "$(j '[.changes[].value]')" = '[10,-10]' ] && [ "$(twin 3)" = '[100,100] [0,0]' ] && ok || bad "reverse partial: $(out) $(twin 3)"
+expect 0 "the committer and the audit" -- d worker --once
+expect 0 "audit settled" -- d audit --settled
+expect 3 "a plain write of amounts refused" -- d update ledger_entries '{"_id":"hp"}' '{"$set":{"amounts":[-30,30]}}'
+expect 0 "amounts changed past the rules" -- d update ledger_entries '{"_id":"hp"}' '{"$set":{"amounts":[-40,40]}}' --bypass-validation
+expect 5 "audit finds the amounts" -- d audit
+grep -q "bad_amounts.*hp" "$WORK/out" && ok || bad "bad_amounts: $(out)"
+d update ledger_entries '{"_id":"hp"}' '{"$set":{"amounts":[-10,10]}}' --bypass-validation >/dev/null
+expect 0 "audit clean again" -- d audit
+
 # Tampering: entries and accounts are never deleted, and a plain write
 # may change no leg and no cache (the transition rules, docs/ledger.md);
 # past the rules, a changed leg or a wrong cache is found by the audit

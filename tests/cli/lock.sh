@@ -305,4 +305,148 @@ expect 2 "hold: no command" -- d lock hold L7 --ttl-ms 100
 expect 2 "hold: a ttl past a year" -- d lock hold L7 --ttl-ms 9223372036854775807 -- true
 expect 127 "hold: a command that does not exist" -- d lock hold L7 -- "$WORK/nonexistent"
 expect 0 "hold: a huge grace and wait saturate" -- d lock hold L7 --grace-ms 9223372036854775807 --wait-ms 9223372036854775807 -- true
+# ---- semaphores (docs/locks.md, "Semaphores") --------------------------------
+# Up to --max holders, each with its own token and its slot's fence name;
+# one max per name; a holder whose slot went to a newer token is FENCED
+# while the other slots' holders -- an older token among them -- write.
+new_store lock_sem
+for o in a b c; do
+  expect 0 "semaphore: acquire by $o" -- d lock acquire S --max 3 --owner $o --ttl-ms 60000
+done
+jq -e 'keys == ["expires","fence","max","name","owner","slot","token"] and .token == 3 and .slot == 2 and .fence == "S:2"' <"$WORK/out" >/dev/null &&
+  ok || bad "semaphore acquire output: $(out)"
+expect 1 "semaphore: a 4th holder" -- d lock acquire S --max 3 --owner d
+grep -q "all 3 holders are taken (tokens 1, 2, 3)" "$WORK/err" && ok || bad "semaphore held message: $(cat "$WORK/err")"
+before=$(d dump | md5sum)
+while IFS='|' read -r label args; do
+  # shellcheck disable=SC2086
+  expect 2 "$label" -- d lock $args
+done <<'CASES'
+semaphore: another max|acquire S --max 2
+semaphore: no max|acquire S
+semaphore: a slot's fence name as a lock|acquire S:0
+semaphore: campaign|campaign S --wait-ms 1
+semaphore: leader|leader S
+semaphore: max 0|acquire T --max 0
+semaphore: max 101|acquire T --max 101
+semaphore: max not a number|acquire T --max many
+CASES
+# Its slots' fence names, NAME:SLOT, are names of 128 bytes at most.
+expect 2 "semaphore: name too long for its slots" -- d lock acquire "$(printf "n%.0s" $(seq 127))" --max 2
+[ "$(d dump | md5sum)" = "$before" ] && ok || bad "a refused semaphore call changed the store"
+expect 0 "semaphore: b's lease cut to 1 ms" -- d lock renew S 2 --ttl-ms 1
+expect 0 "semaphore: the lapsed slot taken again" -- d lock acquire S --max 3 --owner e --wait-ms 3000
+[ "$(field "$(out)" token):$(field "$(out)" fence)" = 4:S:1 ] && ok || bad "retaken slot: $(out)"
+expect 0 "semaphore: e writes" -- d update res '{"_id":"s"}' '{"$inc":{"n":1}}' --upsert --fence S:1:4
+expect 3 "semaphore: b's stale token FENCED" -- d update res '{"_id":"s"}' '{"$inc":{"n":1}}' --fence S:1:2
+expect 0 "semaphore: a (token 1, older than e's) writes on its own slot" -- d update res '{"_id":"s"}' '{"$inc":{"n":1}}' --fence S:0:1
+expect 1 "semaphore: b's renew refused" -- d lock renew S 2
+expect 0 "semaphore: release of c" -- d lock release S 3
+expect 1 "semaphore: released twice" -- d lock release S 3
+expect 0 "semaphore: show" -- d lock show S
+jq -e '.max == 3 and .token == 4 and ([.holders[].token] == [1,4])' <"$WORK/out" >/dev/null && ok || bad "semaphore show: $(out)"
+expect 0 "semaphore: audit" -- d audit
+# Its fields move only through doctx lock; past the rules, the audit tells.
+while IFS='|' read -r label coll upd; do
+  expect 3 "$label" -- d update "$coll" '{"_id":"S"}' "$upd"
+done <<'CASES'
+semaphore tamper: max raised|locks|{"$set":{"max":5}}
+semaphore tamper: a slot handed over|locks|{"$set":{"slots.1.owner":"m","slots.1.expires":9223372036854775807}}
+semaphore tamper: a slot's token lowered|locks|{"$set":{"slots.0.token":0}}
+CASES
+expect 3 "tamper: a plain lock made a semaphore" -- d update locks '{"_id":"L"}' '{"$set":{"max":3}}' --upsert
+expect 3 "tamper: a slot's reservation dropped" -- d update lock_names '{"_id":"S:0"}' '{"$unset":{"slot_of":""}}'
+d update locks '{"_id":"S"}' '{"$set":{"slots.0.token":9}}' --bypass-validation >/dev/null || bad "bypass set-up"
+expect 5 "audit: a slot's token above the semaphore's" -- d audit
+grep -q "lock_token_regressed.*semaphore 'S' holds token 4, below token 9 of its slot 0" "$WORK/out" && ok || bad "semaphore finding: $(out)"
+
+# ---- leader election (docs/locks.md, "Leader election") ----------------------
+# Three candidates; each, once it leads, renews every 100 ms while its
+# renew is accepted.  The leader is SIGKILLed, then the next SIGSTOPped:
+# one leader per term, terms 1, 2, 3, and the stopped leader, resumed,
+# is refused (its renew, and its fenced write once term 3 wrote).
+new_store lock_elect
+candidate() {
+  local t
+  t=$(d lock campaign E --ttl-ms 600 --owner "$1" --wait-ms 15000 | jq .token) || return
+  echo "$1 $t" >>"$WORK/terms"
+  while d lock renew E "$t" >/dev/null 2>&1; do nap 0.1; done
+  echo "$1 lost $t" >>"$WORK/terms"
+}
+# terms_reach N: waits (bounded) until N terms were won.
+terms_reach() {
+  local end=$((SECONDS + 10))
+  while [ "$(grep -vc lost "$WORK/terms" 2>/dev/null)" -lt "$1" ] && [ $SECONDS -lt $end ]; do nap 0.05; done
+  [ "$(grep -vc lost "$WORK/terms")" -ge "$1" ]
+}
+pid_of() { case $1 in c1) echo "$P1" ;; c2) echo "$P2" ;; c3) echo "$P3" ;; esac; }
+: >"$WORK/terms"
+start_bg "$WORK/elect.log" candidate c1; P1=$BG_PID
+terms_reach 1 && ok || bad "no first leader: $(log_tail "$WORK/elect.log")"
+start_bg "$WORK/elect.log" candidate c2; P2=$BG_PID
+start_bg "$WORK/elect.log" candidate c3; P3=$BG_PID
+expect 0 "leader" -- d lock leader E
+[ "$(field "$(out)" leader):$(field "$(out)" term)" = c1:1 ] && ok || bad "leader of term 1: $(out)"
+{ kill -KILL "$P1" && wait "$P1"; } 2>/dev/null
+terms_reach 2 && ok || bad "no leader after the first was killed: $(cat "$WORK/terms")"
+second=$(awk '$2 == 2 {print $1}' "$WORK/terms")
+kill -STOP "$(pid_of "$second")"
+terms_reach 3 && ok || bad "no leader after the second was stopped: $(cat "$WORK/terms")"
+third=$(awk '$2 == 3 {print $1}' "$WORK/terms")
+expect 0 "leader after two deaths" -- d lock leader E
+[ "$(field "$(out)" leader):$(field "$(out)" term)" = "$third:3" ] && ok || bad "leader of term 3: $(out)"
+expect 0 "term 3 writes" -- d update res '{"_id":"e"}' '{"$set":{"by":3}}' --upsert --fence E:3
+kill -CONT "$(pid_of "$second")"
+bounded_wait "$(pid_of "$second")" 10 "$WORK/elect.log" && ok || bad "the resumed leader went on"
+grep -q "^$second lost 2$" "$WORK/terms" && ok || bad "resumed leader: $(cat "$WORK/terms")"
+expect 3 "the deposed leader's write FENCED" -- d update res '{"_id":"e"}' '{"$set":{"by":2}}' --fence E:2
+stop_bg "$(pid_of "$third")" 10 "$WORK/elect.log"
+# One leader per term, three different candidates, terms in order.
+[ "$(grep -v lost "$WORK/terms" | awk '{print $2}' | tr '\n' ' ')" = "1 2 3 " ] && ok || bad "terms: $(cat "$WORK/terms")"
+[ "$(grep -v lost "$WORK/terms" | awk '{print $1}' | sort -u | wc -l)" = 3 ] && ok || bad "leaders: $(cat "$WORK/terms")"
+expect 0 "campaign of a free name" -- d lock campaign E2 --owner x --ttl-ms 60000
+expect 1 "campaign with a bound" -- d lock campaign E2 --owner y --wait-ms 50
+grep -q "held by x (token 1)" "$WORK/err" && ok || bad "campaign message: $(cat "$WORK/err")"
+expect 1 "leader of a name never campaigned for" -- d lock leader nobody
+# ---- fair waiting (docs/locks.md, "Fair waiting") ----------------------------
+# Waiters take tickets in the order they arrive (each started once the one
+# before holds its ticket) and get the lock in that order; one SIGKILLed
+# mid-wait leaves a ticket that lapses, and the others pass it.  (Four
+# processes and the killed one here; tests/txn/lock.c runs 8 waiters.)
+new_store lock_fair
+d lock acquire F --owner h --ttl-ms 60000 >/dev/null || bad "fair set-up"
+waiter() {
+  local t
+  t=$(d lock acquire F --owner "$1" --ttl-ms 60000 --wait-ms 15000 | jq .token) ||
+    { echo "$1 failed" >>"$WORK/fair"; return 1; }
+  echo "$1 $t" >>"$WORK/fair"
+  d lock release F "$t" >/dev/null
+}
+tickets() { d find locks '{"_id":"F"}' | jq '.queue | length'; }
+taken() { d find locks '{"_id":"F"}' | jq '.tickets // 0'; }
+: >"$WORK/fair"
+FAIR_PIDS=()
+want=0
+for w in w1 w2 k w3 w4; do
+  if [ $w = k ]; then # doctx itself, so that the kill ends the waiter
+    start_bg "$WORK/fair.log" "$DOCTX" --store "$S" lock acquire F --owner k --wait-ms 15000
+    KPID=$BG_PID
+  else
+    start_bg "$WORK/fair.log" waiter $w
+    FAIR_PIDS+=("$BG_PID")
+  fi
+  want=$((want + 1))
+  end=$((SECONDS + 10))
+  while [ "$(taken)" -lt "$want" ] && [ $SECONDS -lt $end ]; do nap 0.02; done
+done
+[ "$(tickets)" = 5 ] && ok || bad "fair: tickets $(tickets), want 5"
+expect 1 "fair: an acquire that does not wait, with waiters ahead" -- d lock acquire F --owner x
+{ kill -KILL "$KPID" && wait "$KPID"; } 2>/dev/null
+expect 0 "fair: the holder releases" -- d lock release F 1
+for p in "${FAIR_PIDS[@]}"; do bounded_wait "$p" 15 "$WORK/fair.log" >/dev/null || bad "fair: a waiter failed"; done
+[ "$(awk '{print $1 ":" $2}' "$WORK/fair" | tr '\n' ' ')" = "w1:2 w2:3 w3:4 w4:5 " ] &&
+  ok || bad "fair: order $(cat "$WORK/fair")"
+[ "$(tickets)" = 0 ] && ok || bad "fair: tickets left: $(d find locks '{"_id":"F"}')"
+expect 0 "fair: audit" -- d audit
+expect 3 "tamper: a ticket moved by hand" -- d update locks '{"_id":"F"}' '{"$set":{"tickets":0}}'
 finish

@@ -38,7 +38,8 @@ EARLY[accounts.B]=$(d find accounts '{"_id":"B"}')
 d transfer A B 7 --id t4 --async >/dev/null
 EARLY[transfers.t4]=$(d find transfers '{"_id":"t4"}')
 d ledger account create L0 --min-balance none --asset USD/2 >/dev/null &&
-  d ledger account create L1 --asset USD/2 >/dev/null && d ledger account create L2 --asset USD/2 >/dev/null ||
+  d ledger account create L1 --max-balance 100000 --asset USD/2 >/dev/null &&
+  d ledger account create L2 --max-balance 200000 --asset USD/2 >/dev/null ||
   { echo "setup: ledger accounts"; exit 1; }
 EARLY[ledger_accounts.L1]=$(d find ledger_accounts '{"_id":"L1"}')
 d ledger post L0:-500 L1:500 --id e1 --ref R1 --meta '{"k":1}' >/dev/null || { echo "setup: e1"; exit 1; }
@@ -243,8 +244,8 @@ declare -A PLAIN_FIELDS=(
   [accounts]="balance min_balance opening_balance ceiling pending voids unregistered pending.0.amount pending.0.tx voids.0.tx"
   [transfers]="from to amount state reason created owner lease_until epoch updated"
   [openings]="opening_balance at"
-  [ledger_entries]="changes changes.0.value changes.0.seqId changes.1.account state proc created updated expires_at resolved_at committed_at reverses meta meta.k ref"
-  [ledger_accounts]="min_balance cache cache.balance cache.seqId created updated asset"
+  [ledger_entries]="changes changes.0.value changes.0.seqId changes.1.account changes.1.max state proc created updated expires_at resolved_at committed_at reverses meta meta.k ref amounts post_id"
+  [ledger_accounts]="min_balance max_balance cache cache.balance cache.seqId created updated asset"
   [items]="_batches _batches.B1"
 )
 # COLL: its target documents, then the documents "another live value" is

@@ -98,6 +98,31 @@ check "the new holder writes with token 3" 200 '"modified":1'
 no "the forced-out holder's token 2 is stale" 409 FENCED POST /v1/c/res/update "$T_WRITE" \
   '{"filter":{"_id":1},"update":{"$set":{"v":99}},"fence":"L:2"}'
 
+# Semaphores: "max" on acquire, each holder its own token and fence name.
+for o in s1 s2; do
+  req POST /v1/locks/S/acquire "$T_WRITE" "{\"owner\":\"$o\",\"max\":2,\"ttl_ms\":60000}"
+  check "semaphore acquire by $o" 200 '"max":2' "\"owner\":\"$o\"" '"slot":' '"fence":"S:'
+done
+refused "semaphore: all holders taken" 409 NOMATCH POST /v1/locks/S/acquire "$T_WRITE" '{"max":2}'
+refused "semaphore: another max" 400 INVAL POST /v1/locks/S/acquire "$T_WRITE" '{"max":3}'
+no "semaphore: max too large" 400 INVAL POST /v1/locks/S2/acquire "$T_WRITE" '{"max":101}'
+no "semaphore: max a string" 400 INVAL POST /v1/locks/S2/acquire "$T_WRITE" '{"max":"2"}'
+req GET /v1/locks/S "$T_READ"
+check "semaphore show" 200 '"max":2' '"holders":[{' '"fence":"S:1"'
+req POST /v1/locks/S/release "$T_WRITE" '{"token":2}'
+check "semaphore release of one holder" 200 '"slot":1' '"held":false'
+# Leader election: campaign (waits until it leads), leader.
+req POST /v1/locks/E/campaign "$T_WRITE" '{"owner":"e1","ttl_ms":60000}'
+check "campaign" 200 '"name":"E"' '"owner":"e1"' '"token":1'
+req GET /v1/locks/E/leader "$T_READ"
+check "leader" 200 '"leader":"e1"' '"term":1'
+# (a waiter that gives up moves the ticket counter: `no`, not `refused`)
+no "campaign while led, bounded" 409 NOMATCH POST /v1/locks/E/campaign "$T_WRITE" '{"owner":"e2","wait_ms":50}'
+no "campaign: unknown field" 400 INVAL POST /v1/locks/E/campaign "$T_WRITE" '{"max":2}'
+no "campaign: read token" 403 FORBIDDEN POST /v1/locks/E/campaign "$T_READ" '{}'
+no "leader of a semaphore" 400 INVAL GET /v1/locks/S/leader "$T_READ"
+no "leader: no campaign yet" 404 NOTFOUND GET /v1/locks/nolock/leader "$T_READ"
+
 # ---- ledger ----------------------------------------------------------------------
 req POST /v1/ledger/accounts "$T_WRITE" '{"id":"ext","min_balance":"none"}'
 check "ledger account, no limit" 201 '"_id":"ext"' '"min_balance":null'
@@ -186,6 +211,55 @@ req POST /v1/ledger/accounts/fees/limit "$T_WRITE" '{"min_balance":"none"}'
 check "ledger limit" 200 '"_id":"fees"' '"min_balance":null'
 no "ledger limit: unknown account" 404 NOACCOUNT POST /v1/ledger/accounts/nobody/limit \
   "$T_WRITE" '{"min_balance":0}'
+# The upper limit (docs/ledger.md, "The upper limit"): max_balance at
+# creation and on the limit route (the floor kept); a credit over it is
+# 409 INSUFFICIENT naming the account; a max below the floor 400.
+req POST /v1/ledger/accounts "$T_WRITE" '{"id":"capped","max_balance":10}'
+check "ledger account with a max" 201 '"_id":"capped"' '"max_balance":10'
+no "ledger account: max below min" 400 INVAL POST /v1/ledger/accounts "$T_WRITE" \
+  '{"id":"capped2","min_balance":5,"max_balance":1}'
+no "ledger account: max not a number" 400 INVAL POST /v1/ledger/accounts "$T_WRITE" \
+  '{"id":"capped2","max_balance":"lots"}'
+refused "ledger: over the max" 409 INSUFFICIENT POST /v1/ledger/entries "$T_WRITE" \
+  '{"legs":[{"account":"ext","value":-11},{"account":"capped","value":11}]}'
+case "$(jf .detail)" in *"'capped'"*"max_balance 10"*) ok ;; *) bad "over the max: $(jf .detail)" ;; esac
+req POST /v1/ledger/accounts/capped/limit "$T_WRITE" '{"max_balance":20}'
+check "ledger limit: the max" 200 '"max_balance":20' '"min_balance":0'
+req POST /v1/ledger/entries "$T_WRITE" \
+  '{"legs":[{"account":"ext","value":-11},{"account":"capped","value":11}]}'
+check "ledger: a credit under the raised max" 200 '"max":20'
+no "ledger limit: min above the max" 400 INVAL POST /v1/ledger/accounts/capped/limit \
+  "$T_WRITE" '{"min_balance":30}'
+no "ledger limit: no field" 400 INVAL POST /v1/ledger/accounts/capped/limit "$T_WRITE" '{}'
+req POST /v1/ledger/accounts/capped/limit "$T_WRITE" '{"min_balance":1,"max_balance":"none"}'
+check "ledger limit: both" 200 '"max_balance":null' '"min_balance":1'
+# Balancing legs (docs/ledger.md, "Balancing legs"): "-max[=CAP]" and
+# "max" as a leg's value; the entry has the amounts that moved.
+req POST /v1/ledger/entries "$T_WRITE" \
+  '{"legs":[{"account":"capped","value":"-max"},{"account":"fees","value":"max"}]}'
+check "ledger: a balancing pair" 200 '{"account":"capped","value":-10,' '{"account":"fees","value":10,'
+refused "ledger: nothing to move" 409 INSUFFICIENT POST /v1/ledger/entries "$T_WRITE" \
+  '{"legs":[{"account":"capped","value":"-max=3"},{"account":"fees","value":"max"}]}'
+no "ledger: a bad balancing value" 400 INVAL POST /v1/ledger/entries "$T_WRITE" \
+  '{"legs":[{"account":"capped","value":"-max=x"},{"account":"fees","value":"max"}]}'
+no "ledger: a -max leg alone" 400 INVAL POST /v1/ledger/entries "$T_WRITE" \
+  '{"legs":[{"account":"capped","value":"-max"},{"account":"fees","value":5}]}'
+# A partial post of a hold (docs/ledger.md, "Partial post of a hold").
+req POST /v1/ledger/entries "$T_WRITE" \
+  '{"id":"pp","pending":true,"legs":[{"account":"cash","value":-30},{"account":"fees","value":30}]}'
+check "ledger: a hold to post partly" 200 '"state":"pending"'
+no "ledger: partial over the hold" 400 INVAL POST /v1/ledger/entries/pp/post "$T_WRITE" \
+  '{"amounts":[{"account":"cash","value":-31},{"account":"fees","value":31}]}'
+no "ledger: a bad amount" 400 INVAL POST /v1/ledger/entries/pp/post "$T_WRITE" \
+  '{"amounts":[{"account":"cash","value":"x"}]}'
+req POST /v1/ledger/entries/pp/post "$T_WRITE" \
+  '{"amounts":[{"account":"cash","value":-12},{"account":"fees","value":12}],"post_id":"q1"}'
+check "ledger: a partial post" 200 '"amounts":[-12,12]' '"post_id":"q1"' '"state":"posted"'
+req POST /v1/ledger/entries/pp/post "$T_WRITE" \
+  '{"amounts":[{"account":"cash","value":-12},{"account":"fees","value":12}],"post_id":"q1"}'
+check "ledger: the partial post retried" 200 '"amounts":[-12,12]'
+refused "ledger: another post id" 409 CONFLICT POST /v1/ledger/entries/pp/post "$T_WRITE" \
+  '{"amounts":[{"account":"cash","value":-12},{"account":"fees","value":12}],"post_id":"q2"}'
 # Closing: only at 0 (409 STATE naming the balance, nothing written);
 # closed, the account takes no leg (409 STATE) and its balance says when.
 req POST /v1/ledger/accounts "$T_WRITE" '{"id":"shut"}'

@@ -12,9 +12,9 @@
  *     and the settled audit is clean (legs sum to zero, caches equal
  *     recomputation, dense unique seqIds, anchors), and the balances sum
  *     to zero;
- *  3. pending races: post-pending, void and expiry race for each pending
- *     entry from 3 processes; exactly one outcome wins and every caller
- *     agrees with it;
+ *  3. pending races: post-pending, void, a partial post and expiry race
+ *     for each pending entry from 4 processes; exactly one outcome wins
+ *     and every caller agrees with it;
  *  4. refs (src/txn/ledger/meta.c): N entries with refs (200, or
  *     DTX_TEST_REF_ENTRIES; 10,000 is bench_ledger's ref lookup row),
  *     made unique; a lookup by ref examines exactly one document (the
@@ -23,6 +23,12 @@
  *     same moment, round after round: exactly one is recorded, the
  *     others are DTX_EDUPKEY naming the winner; a retry of the winner's
  *     id with its ref is the winner's entry;
+ *  6. both limits under holds (test_limits): 4 processes post credits
+ *     and debits, held and not, fixed and balancing (-max legs), against
+ *     an account with a max_balance and a floor while a sampler reads it;
+ *     neither limit is ever seen broken, a balancing pair moves 1..cap
+ *     or is refused only for moving nothing, and the settled audit is
+ *     clean.
  *  5. the tail memo of posts (src/txn/ledger/position.c) on one handle: a
  *     pending debit in the tail is held, not memoised as final; after the
  *     ledger collections are dropped and the accounts made again, the
@@ -43,6 +49,7 @@
  * usage: txn_ledger STORE-URI   (the ledger collections are dropped
  * first) */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -447,7 +454,7 @@ static void test_load(void) {
 /* Shared with the 3 resolver processes of a round. */
 typedef struct race_shm {
   pthread_barrier_t bar; /* PTHREAD_PROCESS_SHARED */
-  int rc[3];
+  int rc[4];
 } race_shm_t;
 
 /* The resolver process `which` (0 post-pending, 1 void, 2 expiry by a
@@ -459,6 +466,9 @@ static void resolver(race_shm_t *shm, int which, const char *id) {
   if (which == 2) {
     dtx_recover_opts_t ro = {.older_than_ms = -1};
     shm->rc[2] = dtx_recover(st, &ro, &e);
+  } else if (which == 3) { /* a partial post of 4 of the 10 (hold.c) */
+    dtx_ledger_leg_t am[] = {{"P", -4}, {"S", 4}};
+    shm->rc[3] = dtx_ledger_post_partial(st, id, am, 2, "pp", &e);
   } else {
     shm->rc[which] = which == 0 ? dtx_ledger_post_pending(st, id, &e)
                                 : dtx_ledger_void(st, id, &e);
@@ -476,7 +486,7 @@ static void test_pending_races(void) {
   pthread_barrierattr_t ba;
   pthread_barrierattr_init(&ba);
   pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
-  int outcomes[3] = {0};
+  int outcomes[4] = {0};
   CHECK_RC(dtx_ledger_account_create(st, "P", NULL, NULL), 0);
   dtx_ledger_leg_t fund[] = {{"S", -1000}, {"P", 1000}};
   dtx_ledger_post_req_t freq = {.legs = fund, .nlegs = 2};
@@ -496,14 +506,14 @@ static void test_pending_races(void) {
     CHECK_RC(dtx_ledger_post(st, &req, NULL, &e), 0);
     json_decref(e);
     usleep(5000);
-    pthread_barrier_init(&shm->bar, &ba, 3);
-    shm->rc[0] = shm->rc[1] = shm->rc[2] = 1;
-    pid_t pids[3];
+    pthread_barrier_init(&shm->bar, &ba, 4);
+    shm->rc[0] = shm->rc[1] = shm->rc[2] = shm->rc[3] = 1;
+    pid_t pids[4];
     fflush(NULL);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
       if ((pids[i] = fork()) == 0)
         resolver(shm, i, id);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
       int status = 0;
       CHECK(pids[i] > 0 && waitpid(pids[i], &status, 0) == pids[i] &&
             WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -515,7 +525,8 @@ static void test_pending_races(void) {
     json_decref(sum);
     CHECK_RC(dtx_ledger_get(st, id, &e), 0);
     const char *final = e ? json_string_value(json_object_get(e, "state")) : "";
-    int k = strcmp(final, "posted") == 0   ? 0
+    int k = json_object_get(e, "amounts")  ? 3
+            : strcmp(final, "posted") == 0   ? 0
             : strcmp(final, "voided") == 0 ? 1
             : strcmp(final, "expired") == 0 ? 2
                                             : -1;
@@ -525,20 +536,26 @@ static void test_pending_races(void) {
     /* Whoever won, the losers say so: post-pending succeeds only if it
      * posted, void only if it voided; the others get STATE. */
     CHECKF((shm->rc[0] == 0) == (k == 0) &&
-               (shm->rc[0] == 0 || shm->rc[0] == DTX_ESTATE),
+               (shm->rc[0] == 0 || shm->rc[0] == DTX_ESTATE ||
+                (k == 3 && shm->rc[0] == DTX_ECONFLICT)),
            "%s: post-pending %s with the entry %s", id, dtx_errname(shm->rc[0]),
            final);
     CHECKF((shm->rc[1] == 0) == (k == 1) &&
                (shm->rc[1] == 0 || shm->rc[1] == DTX_ESTATE),
            "%s: void %s with the entry %s", id, dtx_errname(shm->rc[1]), final);
     CHECK_RC(shm->rc[2], 0);
+    CHECKF((shm->rc[3] == 0) == (k == 3) &&
+               (shm->rc[3] == 0 || shm->rc[3] == DTX_ESTATE ||
+                shm->rc[3] == DTX_ECONFLICT),
+           "%s: partial post %s with the entry %s", id,
+           dtx_errname(shm->rc[3]), final);
     json_decref(e);
   }
-  printf("pending races: %d posted, %d voided, %d expired\n", outcomes[0],
-         outcomes[1], outcomes[2]);
+  printf("pending races: %d posted, %d voided, %d expired, %d posted "
+         "partly\n", outcomes[0], outcomes[1], outcomes[2], outcomes[3]);
   json_t *b = NULL;
   CHECK_RC(dtx_ledger_balance(st, "P", DTX_LEDGER_LATEST, &b), 0);
-  CHECK(dtx_t_ival(b, "balance") == 1000 - 10 * outcomes[0] &&
+  CHECK(dtx_t_ival(b, "balance") == 1000 - 10 * outcomes[0] - 4 * outcomes[3] &&
         dtx_t_ival(b, "pending_debits") == 0);
   dtx_t_show("P", b);
   json_decref(b);
@@ -727,6 +744,148 @@ static void test_memo(void) {
 
 
 
+/* ---- 6. both limits under holds ------------------------------------------ */
+
+/* 4 processes post against one account H (min_balance 0, max_balance
+ * LIM_MAX) at once: credits and debits, half of them held (pending) and
+ * then posted or voided, for LIM_MS, while this process samples H's
+ * balance: it is never above the max nor its available balance below the
+ * floor.  Pending credits count toward the max (limit.c): with them left
+ * out, a held credit posted after another credit took the room would
+ * take H over the max. */
+#define LIM_PROCS 4
+#define LIM_MS 1200
+#define LIM_MAX 1000
+#define LIM_MIN_POSTS 40
+
+typedef struct lim_counts {
+  int ok, refused, errors;
+  char first_error[200];
+} lim_counts_t;
+
+static void lim_poster(int k, int64_t until, lim_counts_t *out) {
+  dtx_store_t *st = open_store();
+  unsigned seed = 77u + (unsigned)k;
+  /* At least LIM_MIN_POSTS each, so a loaded machine still races; bounded
+   * by the parent's kill. */
+  for (int n = 0; dtx_t_mono_ms() < until || n < LIM_MIN_POSTS; n++) {
+    int64_t x = 1 + rand_r(&seed) % 300;
+    int credit = rand_r(&seed) % 5 < 3, pending = rand_r(&seed) % 2;
+    /* One post in four is a balancing pair (balancing.c): H swept out
+     * (as far as its floor allows) or filled (as far as its max allows),
+     * capped at x; it is refused only when it would move nothing. */
+    int sweep = rand_r(&seed) % 4 == 0;
+    dtx_ledger_leg_t legs[] = {{credit ? "LSRC" : "H", sweep ? x : -x},
+                               {credit ? "H" : "LSINK", sweep ? 0 : x}};
+    dtx_ledger_post_req_t req = {.legs = legs, .nlegs = 2, .pending = pending,
+                                 .timeout_ms = pending ? 60000 : 0,
+                                 .max_debit = sweep ? 1 : 0,
+                                 .max_credit = sweep ? 2 : 0};
+    json_t *e = NULL;
+    int rc = dtx_ledger_post(st, &req, NULL, &e);
+    if (rc == 0 && sweep) {
+      int64_t moved = dtx_t_ival(json_array_get(json_object_get(e, "changes"), 1),
+                                 "value");
+      if (moved < 1 || moved > x) {
+        rc = DTX_EBACKEND;
+        dtx__err(rc, "a sweep capped at %lld moved %lld", (long long)x,
+                 (long long)moved);
+      }
+    } else if (rc == DTX_EINSUFFICIENT && sweep &&
+               !strstr(dtx_errdetail(), "moves nothing")) {
+      rc = DTX_EBACKEND; /* a derived amount the check then refused */
+    }
+    if (rc == 0 && pending) {
+      /* Held a moment (other posts see it), then posted or voided. */
+      char id[64];
+      json_t *r = NULL;
+      snprintf(id, sizeof id, "%s", json_string_value(json_object_get(e, "_id")));
+      usleep((useconds_t)(rand_r(&seed) % 5000));
+      rc = rand_r(&seed) % 3 ? dtx_ledger_post_pending(st, id, &r)
+                             : dtx_ledger_void(st, id, &r);
+      json_decref(r);
+    }
+    json_decref(e);
+    if (rc == 0)
+      out->ok++;
+    else if (rc == DTX_EINSUFFICIENT && strstr(dtx_errdetail(), "'H'"))
+      out->refused++;
+    else if (!out->errors++)
+      snprintf(out->first_error, sizeof out->first_error, "%s: %s",
+               dtx_errname(rc), dtx_errdetail());
+  }
+  dtx_store_close(st);
+}
+
+static void test_limits(void) {
+  dtx_store_t *st = open_store();
+  dtx_ledger_limit_t none = {.no_min_balance = 1};
+  dtx_ledger_limit_t hl = {.min_balance = 0, .has_max_balance = 1,
+                           .max_balance = LIM_MAX};
+  CHECK_RC(dtx_ledger_account_create(st, "LSRC", &none, NULL), 0);
+  CHECK_RC(dtx_ledger_account_create(st, "LSINK", &none, NULL), 0);
+  CHECK_RC(dtx_ledger_account_create(st, "H", &hl, NULL), 0);
+  CHECK_RC(dtx_t_lg_post2(st, "LSRC", "H", 900, 0, NULL), 0);
+  lim_counts_t *shm = mmap(NULL, LIM_PROCS * sizeof *shm,
+                           PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                           -1, 0);
+  REQUIRE(shm != MAP_FAILED);
+  memset(shm, 0, LIM_PROCS * sizeof *shm);
+  int64_t until = dtx_t_mono_ms() + LIM_MS;
+  pid_t pids[LIM_PROCS];
+  fflush(NULL);
+  for (int k = 0; k < LIM_PROCS; k++)
+    if ((pids[k] = fork()) == 0) {
+      lim_poster(k, until, &shm[k]);
+      _exit(0);
+    }
+  int samples = 0, broken = 0, running = LIM_PROCS, ok = 0, refused = 0;
+  int status[LIM_PROCS] = {0}, done[LIM_PROCS] = {0};
+  int64_t hard = dtx_t_mono_ms() + 60000; /* then killed, and failed */
+  while (running > 0) {
+    json_t *b = NULL;
+    if (dtx_ledger_balance(st, "H", DTX_LEDGER_LATEST, &b) == 0) {
+      samples++;
+      if (dtx_t_ival(b, "balance") > LIM_MAX || dtx_t_ival(b, "available") < 0) {
+        if (!broken++)
+          dtx_t_show("H past a limit", b);
+      }
+    }
+    json_decref(b);
+    for (int k = 0; k < LIM_PROCS; k++)
+      if (!done[k] && (pids[k] <= 0 ||
+                       waitpid(pids[k], &status[k], WNOHANG) == pids[k]))
+        done[k] = 1, running--;
+    if (running > 0 && dtx_t_mono_ms() > hard) {
+      for (int k = 0; k < LIM_PROCS; k++)
+        if (!done[k])
+          kill(pids[k], SIGKILL), waitpid(pids[k], &status[k], 0), done[k] = 1;
+      running = 0;
+    }
+  }
+  for (int k = 0; k < LIM_PROCS; k++) {
+    CHECK(pids[k] > 0 && WIFEXITED(status[k]) && WEXITSTATUS(status[k]) == 0);
+    ok += shm[k].ok;
+    refused += shm[k].refused;
+    CHECKF(shm[k].errors == 0, "poster %d: %s", k, shm[k].first_error);
+  }
+  printf("limits: %d posts, %d refused at a limit, %d samples, %d past a "
+         "limit\n", ok, refused, samples, broken);
+  CHECK(ok > 0 && refused > 0 && samples > 0);
+  CHECK(broken == 0);
+  munmap(shm, LIM_PROCS * sizeof *shm);
+  dtx_recover_opts_t ro = {.older_than_ms = 0};
+  json_t *sum = NULL;
+  CHECK_RC(dtx_recover(st, &ro, &sum), 0);
+  json_decref(sum);
+  dtx_t_lg_audit_ok(st); /* M1 and L3 for every leg, as recorded */
+  json_t *b = NULL;
+  CHECK_RC(dtx_ledger_balance(st, "H", DTX_LEDGER_LATEST, &b), 0);
+  CHECK(dtx_t_ival(b, "balance") <= LIM_MAX && dtx_t_ival(b, "balance") >= 0);
+  json_decref(b);
+  dtx_store_close(st);
+}
+
 int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:/tmp/doctx_txn_ledger.db";
   dtx_store_t *st = open_store();
@@ -736,6 +895,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_race);
   TEST_RUN(test_load);
   TEST_RUN(test_pending_races);
+  TEST_RUN(test_limits);
   TEST_RUN(test_refs);
   TEST_RUN(test_close_race);
   TEST_RUN(test_memo);

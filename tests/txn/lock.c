@@ -10,6 +10,20 @@
  * it; in the counter's order every accepted write's token is greater than
  * the one before, and no token is accepted twice; and holding a lock
  * (dtx_lock_hold_*: renewed by its keeper, a loss reported once).
+ * the one before, and no token is accepted twice.
+ * Semaphores (src/txn/lock/sem.c): the outcomes (slots, their fence
+ * names, max refused when it differs, a stale holder of one slot FENCED
+ * while the other slots' newer holders write, tampering refused or
+ * audited), then 8 threads on a semaphore of max 3 while a sampler reads
+ * it: never 4 holders, by the store or by the threads' own count, no
+ * holder fenced by another slot's, and a lapsed lease frees its slot.
+ * Leader election (src/txn/lock/elect.c): 3 threads campaign, each
+ * leader renews a few times and then stops (dies): one leader per term,
+ * terms growing in the order they were won.
+ * Fair waiting (src/txn/lock/queue.c): 8 waiters, each started once the
+ * one before holds its ticket, and one more that gives up mid-wait, get
+ * the lock in ticket order once its holder releases it; an acquire that
+ * does not wait is refused while they are ahead.
  *
  * usage: txn_lock STORE-URI   (collections locks and lock_res are dropped
  * first) */
@@ -108,7 +122,7 @@ static int64_t acquire_release(dtx_store_t *st, const char *name) {
   return t;
 }
 
-static void fenced_write(dtx_store_t *st, const char *name, int64_t t,
+static void sem_write(dtx_store_t *st, const char *name, int64_t t,
                          int want) {
   json_t *f = json_pack("{s:s}", "_id", "r");
   json_t *u = json_pack("{s:{s:I}}", "$set", "v", (json_int_t)t);
@@ -168,15 +182,15 @@ static void test_tokens_never_go_back(void) {
   dtx_store_drop_collection_ex(st, "lock_res6", &(dtx_drop_opts_t){1});
   for (int i = 1; i <= 3; i++)
     CHECK(acquire_release(st, "T") == i);
-  fenced_write(st, "T", 3, 0);
+  sem_write(st, "T", 3, 0);
   int rc;
   CHECK(!audit_has(st, "lock_missing", &rc) && rc == 0);
   bypass(st, NULL, "T");
   CHECK(audit_has(st, "lock_missing", &rc) && rc == DTX_EAUDIT);
   CHECK(acquire_release(st, "T") == 4);
   CHECK(!audit_has(st, "lock_missing", &rc) && rc == 0);
-  fenced_write(st, "T", 4, 0);
-  fenced_write(st, "T", 3, DTX_EFENCED);
+  sem_write(st, "T", 4, 0);
+  sem_write(st, "T", 3, DTX_EFENCED);
   /* The collection dropped: its tombstones go with it. */
   CHECK_RC(dtx_store_drop_collection_ex(st, "locks", &(dtx_drop_opts_t){1}),
            0);
@@ -395,6 +409,10 @@ static void test_hold(void) {
   CHECK_RC(dtx_lock_hold_start(st, "H", &(dtx_lock_opts_t){.wait_ms = -1},
                                note_lost, &n, &h),
            DTX_EINVAL);
+  /* a semaphore's holder fences by its slot, which a hold does not say */
+  CHECK_RC(dtx_lock_hold_start(st, "H", &(dtx_lock_opts_t){.max = 3},
+                               note_lost, &n, &h),
+           DTX_EINVAL);
   CHECK_RC(dtx_lock_get(st, "H", &v), DTX_ENOTFOUND);
   CHECK_RC(dtx_lock_hold_stop(NULL, NULL), 0);
 
@@ -461,6 +479,369 @@ static void test_hold(void) {
   CHECK(dtx_lock_hold_lost(h) == 0);
   CHECK_RC(dtx_lock_hold_stop(h, NULL), 0);
   CHECK(lost_calls(&n) == 1);
+}
+
+/* ---- semaphores (sem.c) ------------------------------------------------ */
+
+static json_t *sem_acquire(dtx_store_t *st, const char *owner, int64_t ttl,
+                           int want) {
+  dtx_lock_opts_t o = {.owner = owner, .ttl_ms = ttl, .max = 3};
+  json_t *v = NULL;
+  CHECK_RC(dtx_lock_acquire(st, "S", &o, &v), want);
+  return v;
+}
+
+static int slot_write(dtx_store_t *st, const char *fence, int64_t token) {
+  json_t *f = json_pack("{s:s}", "_id", "r");
+  json_t *u = json_pack("{s:{s:i}}", "$inc", "n", 1);
+  dtx_update_opts_t uo = {.upsert = 1, .fence_name = fence,
+                          .fence_token = token};
+  int rc = dtx_store_update(st, "sem_res", f, u, &uo, NULL);
+  json_decref(f);
+  json_decref(u);
+  return rc;
+}
+
+static void test_semaphore(void) {
+  dtx_store_t *st = open_store();
+  drop_locks(st);
+  dtx_store_drop_collection_ex(st, "sem_res", &(dtx_drop_opts_t){1});
+  json_t *a = sem_acquire(st, "a", 60000, 0), *b = sem_acquire(st, "b", 60000, 0);
+  json_t *c = sem_acquire(st, "c", 60000, 0);
+  CHECK(token_of(a) == 1 && token_of(b) == 2 && token_of(c) == 3);
+  const char *fa = json_string_value(json_object_get(a, "fence"));
+  CHECK(fa && strcmp(fa, "S:0") == 0);
+  CHECK(json_integer_value(json_object_get(c, "slot")) == 2);
+  CHECK(sem_acquire(st, "d", 60000, DTX_ENOMATCH) == NULL);
+  CHECK(strstr(dtx_errdetail(), "all 3 holders are taken"));
+  /* One max per name, whoever asks; a slot's fence name is no lock. */
+  dtx_lock_opts_t two = {.max = 2};
+  CHECK_RC(dtx_lock_acquire(st, "S", &two, NULL), DTX_EINVAL);
+  CHECK_RC(dtx_lock_acquire(st, "S", NULL, NULL), DTX_EINVAL);
+  CHECK_RC(dtx_lock_acquire(st, "S:1", NULL, NULL), DTX_EINVAL);
+  CHECK_RC(dtx_lock_campaign(st, "S", NULL, NULL), DTX_EINVAL);
+  dtx_lock_opts_t big = {.max = 101};
+  CHECK_RC(dtx_lock_check("T", &big), DTX_EINVAL);
+  char longname[128];
+  memset(longname, 'n', 127);
+  longname[127] = 0;
+  two.max = 2;
+  CHECK_RC(dtx_lock_check(longname, &two), DTX_EINVAL);
+  CHECK_RC(dtx_lock_acquire(st, "P", NULL, NULL), 0);
+  dtx_lock_opts_t three = {.max = 3};
+  CHECK_RC(dtx_lock_acquire(st, "P", &three, NULL), DTX_EINVAL);
+  /* b's slot lapses (renew to 1 ms) and goes to d with token 4, which
+   * writes: b is FENCED on its own slot, while a (token 1, older than
+   * d's) still writes, its slot untouched. */
+  dtx_lock_opts_t shrt = {.ttl_ms = 1};
+  CHECK_RC(dtx_lock_renew(st, "S", 2, &shrt, NULL), 0);
+  usleep(5000);
+  json_t *d = sem_acquire(st, "d", 60000, 0);
+  CHECK(token_of(d) == 4 && json_integer_value(json_object_get(d, "slot")) == 1);
+  CHECK_RC(slot_write(st, "S:1", 4), 0);
+  CHECK_RC(slot_write(st, "S:1", 2), DTX_EFENCED);
+  CHECK_RC(slot_write(st, "S:0", 1), 0);
+  CHECK_RC(slot_write(st, "S:2", 3), 0);
+  CHECK_RC(dtx_lock_renew(st, "S", 2, NULL, NULL), DTX_ENOMATCH);
+  CHECK_RC(dtx_lock_release(st, "S", 2, NULL), DTX_ENOMATCH);
+  json_t *v = NULL;
+  CHECK_RC(dtx_lock_renew(st, "S", 1, NULL, &v), 0);
+  CHECK(token_of(v) == 1 && json_is_true(json_object_get(v, "held")));
+  json_decref(v);
+  CHECK_RC(dtx_lock_release(st, "S", 3, NULL), 0);
+  CHECK_RC(dtx_lock_get(st, "S", &v), 0);
+  CHECK(token_of(v) == 4 &&
+        json_array_size(json_object_get(v, "holders")) == 2);
+  json_decref(v);
+  json_t *e = sem_acquire(st, "e", 60000, 0); /* the released slot 2 */
+  CHECK(token_of(e) == 5 && json_integer_value(json_object_get(e, "slot")) == 2);
+  json_t *rep = NULL;
+  CHECK_RC(dtx_audit(st, 0, &rep), 0);
+  json_decref(rep);
+  /* A plain write moves no slot; past the rules, the audit tells. */
+  json_t *f = json_pack("{s:s}", "_id", "S");
+  json_t *u = json_pack("{s:{s:I}}", "$set", "slots.0.token", (json_int_t)9);
+  CHECK_RC(dtx_store_update(st, "locks", f, u, NULL, NULL), DTX_EVALIDATION);
+  dtx_update_opts_t by = {.bypass_validation = 1};
+  CHECK_RC(dtx_store_update(st, "locks", f, u, &by, NULL), 0);
+  int arc = 0;
+  CHECK(audit_has(st, "lock_token_regressed", &arc) && arc == DTX_EAUDIT);
+  json_decref(f);
+  json_decref(u);
+  json_decref(a);
+  json_decref(b);
+  json_decref(c);
+  json_decref(d);
+  json_decref(e);
+  drop_locks(st);
+  dtx_store_close(st);
+}
+
+#define SEM_THREADS 8
+static struct {
+  pthread_mutex_t mu;
+  int inside, most, taken, fenced, errors, stop;
+} sem = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, 0, 0};
+
+static void *sem_worker(void *arg) {
+  unsigned seed = (unsigned)(uintptr_t)arg * 7919u;
+  char owner[16];
+  snprintf(owner, sizeof owner, "s%d", (int)(uintptr_t)arg);
+  dtx_store_t *st = open_store();
+  int64_t end = dtx__now_ms() + 1000;
+  while (dtx__now_ms() < end) {
+    /* Leases far longer than a hold: a holder counted inside holds. */
+    dtx_lock_opts_t o = {.owner = owner, .ttl_ms = 5000, .wait_ms = 300,
+                         .max = 3};
+    json_t *v = NULL;
+    int rc = dtx_lock_acquire(st, "S8", &o, &v);
+    if (rc == DTX_ENOMATCH)
+      continue;
+    pthread_mutex_lock(&sem.mu);
+    if (rc)
+      sem.errors++;
+    else if (++sem.inside > sem.most)
+      sem.most = sem.inside;
+    sem.taken += rc == 0;
+    pthread_mutex_unlock(&sem.mu);
+    if (rc)
+      break;
+    int64_t t = token_of(v);
+    char fence[140];
+    snprintf(fence, sizeof fence, "%s",
+             json_string_value(json_object_get(v, "fence")));
+    json_decref(v);
+    /* Holders of other slots, older or newer, never fence it. */
+    rc = slot_write(st, fence, t);
+    usleep((useconds_t)(10 + rand_r(&seed) % 30) * 1000);
+    pthread_mutex_lock(&sem.mu);
+    sem.inside--;
+    sem.fenced += rc == DTX_EFENCED;
+    sem.errors += rc && rc != DTX_EFENCED;
+    pthread_mutex_unlock(&sem.mu);
+    CHECK_RC(dtx_lock_release(st, "S8", t, NULL), 0);
+  }
+  dtx_store_close(st);
+  return NULL;
+}
+
+/* Reads the semaphore until the workers stop: never 4 live holders. */
+static void *sem_sampler(void *arg) {
+  int *samples = arg;
+  dtx_store_t *st = open_store();
+  for (;;) {
+    pthread_mutex_lock(&sem.mu);
+    int stop = sem.stop;
+    pthread_mutex_unlock(&sem.mu);
+    if (stop)
+      break;
+    json_t *v = NULL;
+    if (dtx_lock_get(st, "S8", &v) == 0) {
+      size_t n = json_array_size(json_object_get(v, "holders"));
+      CHECKF(n <= 3, "sampled %zu holders", n);
+      (*samples)++;
+    }
+    json_decref(v);
+    usleep(2000);
+  }
+  dtx_store_close(st);
+  return NULL;
+}
+
+static void test_semaphore_load(void) {
+  dtx_store_t *st = open_store();
+  dtx_store_drop_collection_ex(st, "sem_res", &(dtx_drop_opts_t){1});
+  /* A holder that dies: its slot frees when its lease lapses. */
+  dtx_lock_opts_t ghost = {.owner = "ghost", .ttl_ms = 100, .max = 3};
+  json_t *g = NULL;
+  CHECK_RC(dtx_lock_acquire(st, "S8", &ghost, &g), 0);
+  int64_t gt = token_of(g);
+  json_decref(g);
+  pthread_t th[SEM_THREADS], sampler;
+  int samples = 0;
+  REQUIRE(pthread_create(&sampler, NULL, sem_sampler, &samples) == 0);
+  for (int i = 0; i < SEM_THREADS; i++)
+    REQUIRE(pthread_create(&th[i], NULL, sem_worker,
+                           (void *)(uintptr_t)(i + 1)) == 0);
+  for (int i = 0; i < SEM_THREADS; i++)
+    pthread_join(th[i], NULL);
+  pthread_mutex_lock(&sem.mu);
+  sem.stop = 1;
+  pthread_mutex_unlock(&sem.mu);
+  pthread_join(sampler, NULL);
+  CHECK(sem.errors == 0 && sem.fenced == 0);
+  CHECKF(sem.most <= 3, "%d holders at once", sem.most);
+  CHECK(sem.most >= 2 && sem.taken > 3 && samples > 0);
+  /* The ghost's slot went to another: its token is no longer current. */
+  CHECK_RC(dtx_lock_renew(st, "S8", gt, NULL, NULL), DTX_ENOMATCH);
+  json_t *rep = NULL;
+  CHECK_RC(dtx_audit(st, 0, &rep), 0);
+  json_decref(rep);
+  printf("semaphore: %d acquires by %d threads, at most %d holders, %d "
+         "samples\n", sem.taken, SEM_THREADS, sem.most, samples);
+  dtx_store_close(st);
+}
+
+/* ---- leader election (elect.c) ------------------------------------------ */
+
+static struct {
+  pthread_mutex_t mu;
+  int64_t terms[64];
+  char who[64][8];
+  int n, errors;
+} el = {PTHREAD_MUTEX_INITIALIZER, {0}, {{0}}, 0, 0};
+
+static void *candidate(void *arg) {
+  char owner[8];
+  snprintf(owner, sizeof owner, "c%d", (int)(uintptr_t)arg);
+  dtx_store_t *st = open_store();
+  for (int won = 0; won < 2;) {
+    dtx_lock_opts_t o = {.owner = owner, .ttl_ms = 60, .wait_ms = 3000};
+    json_t *v = NULL;
+    int rc = dtx_lock_campaign(st, "el", &o, &v);
+    if (rc) {
+      pthread_mutex_lock(&el.mu);
+      el.errors++;
+      pthread_mutex_unlock(&el.mu);
+      break;
+    }
+    int64_t term = token_of(v);
+    json_decref(v);
+    pthread_mutex_lock(&el.mu);
+    if (el.n < 64) {
+      el.terms[el.n] = term;
+      snprintf(el.who[el.n++], 8, "%s", owner);
+    }
+    pthread_mutex_unlock(&el.mu);
+    /* Lead a while (renewing), then die: stop renewing, no release. */
+    for (int i = 0; i < 3; i++) {
+      usleep(20000);
+      if (dtx_lock_renew(st, "el", term, NULL, NULL))
+        break;
+    }
+    won++;
+    usleep(100000); /* dead past the lease: another leads meanwhile */
+  }
+  dtx_store_close(st);
+  return NULL;
+}
+
+static void test_election(void) {
+  dtx_store_t *st = open_store();
+  pthread_t th[3];
+  for (int i = 0; i < 3; i++)
+    REQUIRE(pthread_create(&th[i], NULL, candidate,
+                           (void *)(uintptr_t)(i + 1)) == 0);
+  for (int i = 0; i < 3; i++)
+    pthread_join(th[i], NULL);
+  CHECK(el.errors == 0 && el.n == 6);
+  /* Terms 1..6, each won once, by one candidate.  (Sorted: a thread may
+   * note its win after the next one's, when it is descheduled between
+   * its campaign and its note.) */
+  int won[7] = {0};
+  for (int i = 0; i < el.n; i++) {
+    CHECKF(el.terms[i] >= 1 && el.terms[i] <= 6, "term %lld by %s",
+           (long long)el.terms[i], el.who[i]);
+    if (el.terms[i] >= 1 && el.terms[i] <= 6)
+      won[el.terms[i]]++;
+  }
+  for (int t = 1; t <= 6; t++)
+    CHECKF(won[t] == 1, "term %d won %d times", t, won[t]);
+  json_t *v = NULL;
+  CHECK_RC(dtx_lock_leader(st, "el", &v), 0);
+  CHECK(token_of(v) == 0 && json_integer_value(json_object_get(v, "term")) == 6);
+  json_decref(v);
+  CHECK_RC(dtx_lock_leader(st, "S8", &v), DTX_EINVAL);
+  CHECK_RC(dtx_lock_leader(st, "nobody", &v), DTX_ENOTFOUND);
+  dtx_store_close(st);
+}
+
+/* ---- fair waiting (queue.c) --------------------------------------------- */
+
+#define FAIR 8
+static struct {
+  pthread_mutex_t mu;
+  int order[FAIR + 1], n, errors;
+} fair = {PTHREAD_MUTEX_INITIALIZER, {0}, 0, 0};
+
+static void *fair_waiter(void *arg) {
+  int me = (int)(uintptr_t)arg;
+  char owner[8];
+  snprintf(owner, sizeof owner, "w%d", me);
+  dtx_store_t *st = open_store();
+  /* me 99: gives up mid-wait, leaving no gap. */
+  dtx_lock_opts_t o = {.owner = owner, .ttl_ms = 60000,
+                       .wait_ms = me == 99 ? 150 : 10000};
+  json_t *v = NULL;
+  int rc = dtx_lock_acquire(st, "F", &o, &v);
+  pthread_mutex_lock(&fair.mu);
+  if (me == 99)
+    fair.errors += rc != DTX_ENOMATCH;
+  else if (rc)
+    fair.errors++;
+  else if (fair.n < FAIR + 1)
+    fair.order[fair.n++] = me;
+  pthread_mutex_unlock(&fair.mu);
+  if (rc == 0) {
+    usleep(2000);
+    CHECK_RC(dtx_lock_release(st, "F", token_of(v), NULL), 0);
+  }
+  json_decref(v);
+  dtx_store_close(st);
+  return NULL;
+}
+
+/* The tickets in lock F's queue (taken: the tickets ever taken). */
+static size_t tickets_of_ex(dtx_store_t *st, int taken) {
+  json_t *f = json_pack("{s:s}", "_id", "F"), *docs = NULL;
+  size_t n = 0;
+  json_t *l = NULL;
+  if (dtx_store_find(st, "locks", f, NULL, &docs) == 0)
+    l = json_array_get(docs, 0);
+  n = taken ? (size_t)json_integer_value(json_object_get(l, "tickets"))
+            : json_array_size(json_object_get(l, "queue"));
+  json_decref(f);
+  json_decref(docs);
+  return n;
+}
+
+static size_t tickets_of(dtx_store_t *st) { return tickets_of_ex(st, 0); }
+
+static void test_fair_waiting(void) {
+  dtx_store_t *st = open_store();
+  json_t *v = NULL;
+  dtx_lock_opts_t h = {.owner = "h", .ttl_ms = 60000};
+  CHECK_RC(dtx_lock_acquire(st, "F", &h, &v), 0);
+  int64_t ht = token_of(v);
+  json_decref(v);
+  pthread_t th[FAIR + 1];
+  for (int i = 0; i <= FAIR; i++) {
+    /* the 4th to arrive gives up after 150 ms */
+    int me = i == 3 ? 99 : i < 3 ? i + 1 : i;
+    REQUIRE(pthread_create(&th[i], NULL, fair_waiter,
+                           (void *)(uintptr_t)me) == 0);
+    int64_t end = dtx__now_ms() + 5000;
+    /* (tickets taken, not queued: the one that gives up may be gone) */
+    while (tickets_of_ex(st, 1) < (size_t)i + 1 && dtx__now_ms() < end)
+      usleep(2000);
+    CHECKF(tickets_of_ex(st, 1) >= (size_t)i + 1, "waiter %d has no ticket",
+           me);
+  }
+  usleep(200000); /* the one that gives up leaves the queue */
+  /* Free now, but not for a caller that does not wait: the queue first. */
+  CHECK_RC(dtx_lock_release(st, "F", ht, NULL), 0);
+  CHECK_RC(dtx_lock_acquire(st, "F", NULL, NULL), DTX_ENOMATCH);
+  CHECK(strstr(dtx_errdetail(), "ahead (served in ticket order)"));
+  for (int i = 0; i <= FAIR; i++)
+    pthread_join(th[i], NULL);
+  CHECK(fair.errors == 0 && fair.n == FAIR);
+  for (int i = 0; i < fair.n; i++)
+    CHECKF(fair.order[i] == i + 1, "turn %d went to waiter %d", i,
+           fair.order[i]);
+  CHECK(tickets_of(st) == 0);
+  json_t *rep = NULL;
+  CHECK_RC(dtx_audit(st, 0, &rep), 0);
+  json_decref(rep);
   dtx_store_close(st);
 }
 
@@ -471,5 +852,9 @@ int main(int argc, char **argv) {
   TEST_RUN(test_owner_rule);
   TEST_RUN(test_mutual_exclusion);
   TEST_RUN(test_hold);
+  TEST_RUN(test_semaphore);
+  TEST_RUN(test_semaphore_load);
+  TEST_RUN(test_election);
+  TEST_RUN(test_fair_waiting);
   return TEST_DONE();
 }

@@ -350,6 +350,21 @@ test('locks and fences', async () => {
   await rejects(c.lock(uid('nolock')), NotFound);
 });
 
+test('semaphores and election', async () => {
+  const pool = uid('pool');
+  const primary = uid('primary');
+  const a = await c.acquire(pool, { max: 2, owner: 'a', ttlMs: 60000 });
+  const b = await c.acquire(pool, { max: 2, owner: 'b', ttlMs: 60000 });
+  assert.deepEqual(new Set([a.slot, b.slot]), new Set([0, 1]));
+  assert.ok(b.token > a.token);
+  await rejects(c.acquire(pool, { max: 2, owner: 'c' }), Conflict); // both slots held
+  await rejects(c.acquire(pool, { max: 3 }), BadRequest); // one max per name
+  const led = await c.campaign(primary, { owner: 'n1', ttlMs: 60000, waitMs: 1000 });
+  const now = await c.leader(primary);
+  assert.equal(now.leader, 'n1');
+  assert.equal(now.term, led.token);
+});
+
 test('ledger', async () => {
   const ext = uid('ext'), cash = uid('cash'), fees = uid('fees');
   assert.equal((await c.ledgerAccount(ext, { minBalance: 'none' })).min_balance, null);

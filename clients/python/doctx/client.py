@@ -578,16 +578,41 @@ class Client:
         owner: Optional[str] = None,
         wait_ms: Optional[int] = None,
         deadline_ms: Optional[int] = None,
+        max: Optional[int] = None,
     ) -> JSON:
         """Acquires lock ``name``: ``{"name", "owner", "token", "expires"}``.
 
         ``token`` is the fencing token: pass ``f"{name}:{token}"`` as ``fence``
         to the document writes.  :class:`~doctx.errors.Conflict` (``NOMATCH``,
-        naming the holder) while another holds it.  Not retried.
+        naming the holder) while another holds it.  ``max`` N (2..100) makes
+        ``name`` a semaphore of N holders: the answer adds ``"slot"`` and
+        ``"fence"``, and the writes fence with ``f"{fence}:{token}"``.  Not
+        retried.
+        """
+        body = _drop_none({"ttl_ms": ttl_ms, "owner": owner, "wait_ms": wait_ms,
+                           "deadline_ms": deadline_ms, "max": max})
+        return self._call("POST", f"/v1/locks/{self._p(name)}/acquire", body)
+
+    def campaign(
+        self,
+        name: str,
+        *,
+        ttl_ms: Optional[int] = None,
+        owner: Optional[str] = None,
+        wait_ms: Optional[int] = None,
+        deadline_ms: Optional[int] = None,
+    ) -> JSON:
+        """Waits until this caller leads ``name`` (up to ``wait_ms``; without
+        it, within the request's time) and answers as :meth:`acquire`: the
+        token is the term.  Not retried.
         """
         body = _drop_none({"ttl_ms": ttl_ms, "owner": owner, "wait_ms": wait_ms,
                            "deadline_ms": deadline_ms})
-        return self._call("POST", f"/v1/locks/{self._p(name)}/acquire", body)
+        return self._call("POST", f"/v1/locks/{self._p(name)}/campaign", body)
+
+    def leader(self, name: str) -> JSON:
+        """``{"name", "leader", "term", "expires"}`` of election ``name`` (leader None: none)."""
+        return self._call("GET", f"/v1/locks/{self._p(name)}/leader", idempotent=True)
 
     def renew(self, name: str, token: int, *, ttl_ms: Optional[int] = None) -> JSON:
         """Renews lock ``name`` held with ``token``; Conflict (``NOMATCH``) if not current.  Not retried."""

@@ -421,6 +421,21 @@ def test_locks_and_fences(c: Client, admin: Client) -> None:
         c.lock(uid("nolock"))
 
 
+def test_semaphores_and_election(c: Client) -> None:
+    pool, primary = uid("pool"), uid("primary")
+    a = c.acquire(pool, max=2, owner="a", ttl_ms=60000)
+    b = c.acquire(pool, max=2, owner="b", ttl_ms=60000)
+    assert {a["slot"], b["slot"]} == {0, 1} and b["token"] > a["token"]
+    with pytest.raises(Conflict):
+        c.acquire(pool, max=2, owner="c")  # both slots held
+    with pytest.raises(BadRequest):
+        c.acquire(pool, max=3)  # one max per name
+    led = c.campaign(primary, owner="n1", ttl_ms=60000, wait_ms=1000)
+    assert led["token"] >= 1
+    now = c.leader(primary)
+    assert now["leader"] == "n1" and now["term"] == led["token"]
+
+
 def test_ledger(c: Client) -> None:
     ext, cash, fees = uid("ext"), uid("cash"), uid("fees")
     assert c.ledger_account(ext, min_balance="none")["min_balance"] is None

@@ -122,10 +122,14 @@ static int check_entry(audit_t *a, const char *id, const json_t *e) {
       if (dtx__str_is(json_array_get(changes, j), "account", acc))
         finding(a, "bad_entry", "entry %s names account %s twice", id, acc);
     sum += json_integer_value(v);
+    /* What the leg counts: a partial post's amount (hold.c), else its
+     * value. */
+    int64_t cv = dtx__state_is(e, LG_POSTED) ? dtx__lg_amount(e, l)
+                                             : json_integer_value(v);
     if (dtx__state_is(e, LG_POSTED)) {
-      a->posted_sum += json_integer_value(v);
-      if (json_integer_value(v) > 0)
-        a->volume += json_integer_value(v);
+      a->posted_sum += cv;
+      if (cv > 0)
+        a->volume += cv;
     }
     acct_t *ac = acct_of(a, acc);
     if (!ac) {
@@ -133,7 +137,7 @@ static int check_entry(audit_t *a, const char *id, const json_t *e) {
               id, acc);
       continue;
     }
-    if (add_leg(ac, json_integer_value(s), json_integer_value(v), e))
+    if (add_leg(ac, json_integer_value(s), cv, e))
       return DTX_ENOMEM;
     if (!stable)
       ac->unstable = 1;
@@ -142,6 +146,22 @@ static int check_entry(audit_t *a, const char *id, const json_t *e) {
   if (sum != 0)
     finding(a, "unbalanced_entry", "entry %s: its legs sum to %s, not 0", id,
             dtx__wide_str(sum, wide));
+  /* H1 (hold.c): each amount within its leg's hold, summing to zero. */
+  json_t *am = json_object_get(e, "amounts");
+  if (am) {
+    __int128 asum = 0;
+    int fits = json_is_array(am) && json_array_size(am) == n;
+    json_array_foreach(changes, i, l) {
+      json_t *x = json_array_get(am, i);
+      int64_t held = dtx__int(l, "value"), v = json_integer_value(x);
+      fits = fits && json_is_integer(x) &&
+             (held < 0 ? v >= held && v <= 0 : v <= held && v >= 0);
+      asum += v;
+    }
+    if (!fits || asum != 0)
+      finding(a, "bad_amounts", "entry %s: its amounts are not one per leg "
+              "within what each holds, summing to 0", id);
+  }
   /* One asset per entry (asset.c): its accounts' assets, as read. */
   const char *a0 = NULL, *acc0 = NULL;
   json_array_foreach(changes, i, l) {
@@ -170,13 +190,17 @@ static int check_entry(audit_t *a, const char *id, const json_t *e) {
             r && !json_is_string(r) ? "ref is not a string" : dtx_errdetail());
   const char *rv = dtx__str(e, "reverses");
   if (rv) {
-    const json_t *o = json_object_get(a->e3, rv);
-    int ok = o && dtx__state_is(o, LG_POSTED) &&
-             json_array_size(json_object_get(o, "changes")) == n;
+    const json_t *o = json_object_get(a->e3, rv), *ol;
+    /* The legs that moved (a partial post's zero amounts have none). */
+    size_t moved = 0;
+    json_array_foreach(json_object_get(o, "changes"), i, ol) {
+      moved += dtx__lg_amount(o, ol) != 0;
+    }
+    int ok = o && dtx__state_is(o, LG_POSTED) && moved == n;
     json_array_foreach(changes, i, l) {
       const char *acc = dtx__str(l, "account");
-      ok = ok && acc &&
-           dtx__int(dtx__lg_leg(o, acc), "value") == -dtx__int(l, "value");
+      ok = ok && acc && dtx__lg_leg(o, acc) &&
+           dtx__lg_amount_of(o, acc) == -dtx__int(l, "value");
     }
     if (!ok)
       finding(a, "bad_reversal", "entry %s does not negate the posted entry "
@@ -190,13 +214,22 @@ static void check_account(audit_t *a, acct_t *ac, int settled) {
   const json_t *doc = json_object_get(a->accounts, ac->id);
   json_t *cache = json_object_get(doc, "cache");
   json_t *min = json_object_get(doc, "min_balance");
+  json_t *max = json_object_get(doc, "max_balance");
   json_t *cs = json_object_get(cache, "seqId"), *cb = json_object_get(cache, "balance");
   if (!json_is_integer(cs) || !json_is_integer(cb) || json_integer_value(cs) < 0 ||
-      !(json_is_integer(min) || json_is_null(min))) {
+      !(json_is_integer(min) || json_is_null(min)) ||
+      !(!max || json_is_integer(max) || json_is_null(max))) {
     finding(a, "bad_account", "account %s lacks an integer cache {balance, "
-            "seqId} or an integer/null min_balance", ac->id);
+            "seqId} or an integer/null min_balance, or has a max_balance "
+            "that is neither", ac->id);
     return;
   }
+  /* M2 (limit.c) */
+  if (json_is_integer(min) && json_is_integer(max) &&
+      json_integer_value(max) < json_integer_value(min))
+    finding(a, "bad_limits", "account %s max_balance %lld is below its "
+            "min_balance %lld", ac->id, (long long)json_integer_value(max),
+            (long long)json_integer_value(min));
   int64_t c = json_integer_value(cs), cbal = json_integer_value(cb);
   if (ac->n > 1) /* legs is NULL for an account without any */
     qsort(ac->legs, ac->n, sizeof *ac->legs, leg_cmp);
@@ -220,7 +253,7 @@ static void check_account(audit_t *a, acct_t *ac, int settled) {
     a->unsettled++;
     return;
   }
-  __int128 posted = 0, pend = 0;
+  __int128 posted = 0, pend = 0, pend_cr = 0;
   int64_t run_end = 0; /* the last seqId of the committed run from 1 */
   int gap = 0;
   const json_t *closed = NULL; /* L9: the account's close, once met */
@@ -249,6 +282,8 @@ static void check_account(audit_t *a, acct_t *ac, int settled) {
       posted += l->value;
     else if (dtx__state_is(e, LG_PENDING) && l->value < 0)
       pend -= l->value;
+    else if (dtx__state_is(e, LG_PENDING))
+      pend_cr += l->value;
     if (posted > INT64_MAX || posted < INT64_MIN)
       finding(a, "overflow", "account %s balance leaves int64 at seqId %lld",
               ac->id, (long long)l->seq);
@@ -261,6 +296,16 @@ static void check_account(audit_t *a, acct_t *ac, int settled) {
               "seqId %lld (entry %s) is below the min_balance %lld it was "
               "posted against", ac->id, (long long)(posted - pend),
               (long long)l->seq, eid, (long long)json_integer_value(lm));
+    /* M1 (limit.c): against the max the leg recorded. */
+    json_t *lx = json_object_get(dtx__lg_leg(e, ac->id), "max");
+    if (l->value > 0 && json_is_integer(lx) &&
+        (dtx__state_is(e, LG_POSTED) || dtx__state_is(e, LG_PENDING)) &&
+        posted + pend_cr > json_integer_value(lx))
+      finding(a, "above_limit", "account %s balance plus pending credits "
+              "%s after seqId %lld (entry %s) is above the max_balance %lld "
+              "it was posted against", ac->id,
+              dtx__wide_str(posted + pend_cr, (char[48]){0}),
+              (long long)l->seq, eid, (long long)json_integer_value(lx));
     if (settled && dtx__state_is(e, LG_PENDING) &&
         dtx__int(e, "expires_at") <= dtx__now_ms())
       finding(a, "not_expired", "entry %s is pending past its timeout", eid);

@@ -120,7 +120,7 @@ int dtx__lg_advance(dtx__exec_t *ex, const char *account, int64_t target) {
       if (dtx__int(leg, "seqId") != last + 1 || !dtx__str_is(e, "proc", LG_COMMITTED))
         break;
       if (dtx__state_is(e, LG_POSTED))
-        bal += dtx__int(leg, "value");
+        bal += dtx__lg_amount(e, leg);
       last++;
     }
     json_decref(docs);
@@ -428,7 +428,7 @@ static void runs_add(runs_t *rs, const json_t *e) {
         r->hi = s;
     }
     if (dtx__state_is(e, LG_POSTED))
-      r->sum += dtx__int(leg, "value");
+      r->sum += dtx__lg_amount(e, leg);
   }
 }
 

@@ -1,7 +1,8 @@
 /* ledger.c -- the log-reconciliation ledger (reference solution 4): the
  * state machine of an entry, the ledger accounts and the pattern's method
  * table.  Posting is in post.c, balances in position.c, the committer in
- * commit.c, the audit in audit.c.
+ * commit.c, the audit in audit.c, the limits (max_balance) in limit.c,
+ * partial posts of holds in hold.c, balancing legs in balancing.c.
  *
  * An entry is one immutable document with all its legs, so it is never
  * half applied: there is no multi-document step at all.  Each leg takes
@@ -28,6 +29,8 @@
  *   (insert reversal)          dtx_ledger_reverse       ledger.reverse
  *   pending -> posted          dtx_ledger_post_pending  ledger.pending.post
  *   pending -> voided          dtx_ledger_void          ledger.pending.void
+ *   pending -> posted (partly) dtx_ledger_post_partial  ledger.pending.partial
+ *     or voided (all 0)        (hold.c: "amounts")
  *   pending -> expired         dtx__lg_expire           ledger.expire
  *   uncommitted -> committed   dtx__lg_commit,          ledger.commit
  *                              run_round (a level: one bulk write)
@@ -51,14 +54,20 @@
  *     k -- is >= the min_balance it was checked against (recorded on the
  *     leg as "min").  Resolving an earlier pending entry never lowers it:
  *     posting moves a held debit into the balance, voiding and expiry
- *     release it, a posted credit only adds.
+ *     release it, a posted credit only adds.  Likewise for every credit
+ *     leg k posted or pending, the posted legs up to k plus the pending
+ *     credits up to k are <= the max_balance it was checked against
+ *     ("max"; limit.c): resolving never raises that sum either (posting
+ *     moves a held credit into the balance, voiding releases it, a posted
+ *     debit only takes away).
  *  L4 Every balance stays within int64 whatever the pending entries
  *     become: a post checks posted - pending debits + debit >= INT64_MIN
  *     and posted + pending credits + credit <= INT64_MAX at its seqId, so
  *     each later seqId's bounds contain every earlier outcome.
- *  L5 A state leaves pending at most once (post, void and expire all
- *     demand state "pending" in their filter), and nothing else changes
- *     an entry's legs or state.
+ *  L5 A state leaves pending at most once (post, void, a partial post
+ *     and expire all demand state "pending" in their filter), and nothing
+ *     else changes an entry's legs or state.  A partial post (hold.c)
+ *     records what each leg posted as "amounts" (H1, H2 there).
  *  L6 An entry is committed only when resolved and every earlier seqId of
  *     each of its accounts is committed (checking each leg's predecessor
  *     suffices, by induction); commit order is insertion order's
@@ -123,7 +132,8 @@ static const dtx__index_def_t indexes[] = {
   "\"account\":{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":128}," \
   "\"value\":{\"bsonType\":\"long\"},"                                        \
   "\"seqId\":{\"bsonType\":\"long\",\"minimum\":1},"                        \
-  "\"min\":{\"bsonType\":\"long\"}}}"
+  "\"min\":{\"bsonType\":\"long\"},"                                   \
+  "\"max\":{\"bsonType\":\"long\"}}}"
 
 static const char entry_validator[] =
     "{\"$jsonSchema\":{\"bsonType\":\"object\","
@@ -141,6 +151,9 @@ static const char entry_validator[] =
     "\"resolved_at\":{\"bsonType\":\"long\"},"
     "\"committed_at\":{\"bsonType\":\"long\"},"
     "\"reverses\":{\"bsonType\":\"string\"},"
+    "\"amounts\":{\"bsonType\":\"array\",\"maxItems\":128,"
+    "\"items\":{\"bsonType\":\"long\"}},"
+    "\"post_id\":{\"bsonType\":\"string\"},"
     "\"meta\":{\"bsonType\":\"object\"},"
     "\"ref\":{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":256}},"
     /* an entry: 2.. legs of non-zero value; an account's close (close.c):
@@ -163,6 +176,7 @@ static const char account_validator[] =
     "\"properties\":{"
     "\"_id\":{\"bsonType\":\"string\"},"
     "\"min_balance\":{\"bsonType\":[\"long\",\"null\"]},"
+    "\"max_balance\":{\"bsonType\":[\"long\",\"null\"]},"
     "\"asset\":{\"bsonType\":\"string\","
     "\"pattern\":\"^[A-Z0-9_]{1,16}/([0-9]|1[0-8])$\"},"
     "\"cache\":{\"bsonType\":\"object\",\"required\":[\"balance\",\"seqId\"],"
@@ -212,7 +226,7 @@ static const char entry_moves[] =
     "{\"scope\":\"plain\",\"steps\":[\"ledger\"],\"insert\":false,"
     "\"immutable\":[\"changes\",\"state\",\"proc\",\"created\",\"updated\","
     "\"expires_at\",\"resolved_at\",\"committed_at\",\"reverses\",\"meta\","
-    "\"ref\"],"
+    "\"ref\",\"amounts\",\"post_id\"],"
     WHY_PLAIN("ledger entries") "}]";
 #undef RESOLVE
 #undef COMMIT
@@ -220,8 +234,8 @@ static const char account_moves[] =
     "[{\"immutable\":[\"created\",\"asset\"],\"increasing\":[\"cache.seqId\"],"
     "\"insert\":{\"cache.seqId\":0,\"cache.balance\":0}},"
     "{\"scope\":\"plain\",\"steps\":[\"ledger\"],\"insert\":false,"
-    "\"immutable\":[\"min_balance\",\"cache\",\"created\",\"updated\","
-    "\"asset\"],"
+    "\"immutable\":[\"min_balance\",\"max_balance\",\"cache\",\"created\","
+    "\"updated\",\"asset\"],"
     WHY_PLAIN("ledger accounts") "}]";
 #undef WHY_PLAIN
 
@@ -251,6 +265,12 @@ static int entry_fits(const json_t *e, char *why, size_t n) {
                           "resolved_at %s, committed_at %s (L9)",
                           exp ? "set" : "not", res ? "set" : "not",
                           com ? "set" : "not");
+  if (json_object_get(e, "amounts") &&
+      (!dtx__state_is(e, LG_POSTED) || !exp ||
+       json_array_size(json_object_get(e, "amounts")) !=
+           json_array_size(json_object_get(e, "changes"))))
+    return dtx__shape_bad(why, n, "amounts on an entry that is not a posted "
+                          "hold, or not one per leg (H2)");
   return 0;
 }
 
@@ -280,6 +300,8 @@ static int account_create(dtx__exec_t *ex, const char *id,
                           json_t **out) {
   int rc;
   if ((rc = dtx__check_ident("account id", id)) ||
+      (rc = dtx__lg_limits_check(limit, DTX_LEDGER_LIMIT_MIN |
+                                 DTX_LEDGER_LIMIT_MAX)) ||
       (rc = dtx__lg_check_asset(asset)) || (rc = dtx__lg_setup(ex->st)))
     return rc;
   int64_t now = dtx__now_ms();
@@ -289,6 +311,9 @@ static int account_create(dtx__exec_t *ex, const char *id,
                           (json_int_t)now);
   if (!doc)
     return DTX_ENOMEM;
+  if (limit && limit->has_max_balance) /* absent: no upper limit */
+    json_object_set_new(doc, "max_balance",
+                        json_integer((json_int_t)limit->max_balance));
   if (asset) /* fixed from now on (asset.c) */
     json_object_set_new(doc, "asset", json_string(asset));
   rc = dtx__kit_insert(ex, "ledger.account.create", DTX_LEDGER_ACCOUNTS, doc);
@@ -341,22 +366,6 @@ int dtx__lg_account(dtx__exec_t *ex, const char *id, json_t **out) {
                              : rc;
 }
 
-static int account_limit(dtx__exec_t *ex, const char *id,
-                         const dtx_ledger_limit_t *limit, json_t **out) {
-  int rc;
-  if ((rc = dtx__check_ident("account id", id)) || (rc = dtx__lg_setup(ex->st)))
-    return rc;
-  rc = dtx__kit_modify(
-      ex, "ledger.account.limit", DTX_LEDGER_ACCOUNTS,
-      json_pack("{s:s}", "_id", id),
-      json_pack("{s:{s:o,s:I}}", "$set", "min_balance", limit_json(limit),
-                "updated", (json_int_t)dtx__now_ms()),
-      NULL, out);
-  return rc == DTX_ENOMATCH
-             ? dtx__err(DTX_ENOACCOUNT, "no ledger account '%s'", id)
-             : rc;
-}
-
 int dtx_ledger_account_limit(dtx_store_t *st, const char *id,
                              const dtx_ledger_limit_t *limit, json_t **out) {
   dtx__exec_t ex;
@@ -364,7 +373,8 @@ int dtx_ledger_account_limit(dtx_store_t *st, const char *id,
   json_t *acct = NULL;
   dtx__exec_init(&ex, st, NULL, 0, 0);
   dtx__call_begin(&c, 0);
-  int rc = account_limit(&ex, id, limit, &acct);
+  int rc = dtx__lg_account_limits(&ex, id, DTX_LEDGER_LIMIT_MIN, limit,
+                                  &acct);
   if (out)
     *out = acct;
   else
@@ -384,6 +394,7 @@ static const char *const fault_points[] = {
     "ledger.reverse",
     "ledger.pending.post",
     "ledger.pending.void",
+    "ledger.pending.partial",
     "ledger.expire",
     "ledger.commit",
     "ledger.cache",

@@ -3,7 +3,9 @@
  *
  * ledger.c holds the state machine (diagram, invariants), the accounts and
  * the method table; post.c posting, pending resolution and reversal;
- * many.c posting many entries at once (dtx_ledger_post_many);
+ * many.c posting many entries at once (dtx_ledger_post_many); limit.c
+ * the limits (the upper limit's check, the step that changes them);
+ * hold.c partial posts of holds; balancing.c balancing legs (-max);
  * position.c how an account's balance and next seqId are derived from its
  * cache and the entries after it (balance, statement, list); commit.c the
  * committer (worker), expiry and recovery; audit.c the audit; meta.c an
@@ -97,6 +99,53 @@ int dtx__lg_range(dtx__exec_t *ex, const char *account, int64_t lo, int64_t hi,
 /* 128-bit value to int64: DTX_EOVERFLOW naming what when it does not
  * fit. */
 int dtx__lg_fit(__int128 v, int64_t *out, const char *what, const char *acct);
+
+/* ---- limits (limit.c) ------------------------------------------------------ */
+
+/* The request's own check of limits l (may be NULL) for `which`
+ * (DTX_LEDGER_LIMIT_*): DTX_EINVAL when which names none, or when it
+ * names both and the max is below the min. */
+int dtx__lg_limits_check(const dtx_ledger_limit_t *l, int which);
+
+/* M1 (limit.c) for leg l against pos, at post time: a credit must leave
+ * balance + pending credits <= the account's max_balance, else
+ * DTX_EINSUFFICIENT naming the account; leg (as stored) then records the
+ * max as "max".  Debits and accounts without a max pass. */
+int dtx__lg_check_max(const dtx_ledger_leg_t *l, const dtx__lg_pos_t *pos,
+                      json_t *leg);
+
+/* The step behind dtx_ledger_account_limits (ledger.account.limit). */
+int dtx__lg_account_limits(dtx__exec_t *ex, const char *id, int which,
+                           const dtx_ledger_limit_t *l, json_t **out);
+
+/* ---- partial posts (hold.c) ------------------------------------------------ */
+
+/* What leg (borrowed from posted entry e) counts: the entry's "amounts"
+ * entry for it after a partial post, else its value. */
+int64_t dtx__lg_amount(const json_t *e, const json_t *leg);
+
+/* The same by account (0 when e has no leg on it). */
+int64_t dtx__lg_amount_of(const json_t *e, const char *account);
+
+/* ---- balancing legs (balancing.c) ------------------------------------------ */
+
+/* Leg i's kind in req (DTX_LEDGER_LEG_*). */
+int dtx__lg_leg_kind(const dtx_ledger_post_req_t *req, size_t i);
+
+/* The request's balancing pair: none, or one -max leg (cap >= 0) and one
+ * max leg (value 0); DTX_EINVAL naming the leg otherwise. */
+int dtx__lg_check_balancing(const dtx_ledger_post_req_t *req);
+
+/* vals[0..nlegs): each leg's value, the balancing pair's derived from the
+ * positions pos[0..nlegs) (in leg order): DTX_EINSUFFICIENT when it
+ * moves nothing, DTX_EINVAL for a -max leg without a cap on an account
+ * without a floor. */
+int dtx__lg_balancing_amount(const dtx_ledger_post_req_t *req,
+                             const dtx__lg_pos_t *pos, int64_t *vals);
+
+/* Does stored entry e's balancing pair fit req's (same accounts, the
+ * credit the debit negated, within the cap)?  1 when req has none. */
+int dtx__lg_same_balancing(const json_t *e, const dtx_ledger_post_req_t *req);
 
 /* ---- posting (post.c), shared by dtx_ledger_post and post_many (many.c) -- */
 

@@ -184,14 +184,14 @@ static void memo_learn(dtx__exec_t *ex, const dtx__lg_pos_t *pos) {
     if (!is_final(e))
       break;
     if (dtx__state_is(e, LG_POSTED))
-      bal += dtx__int(dtx__lg_leg(e, pos->id), "value");
+      bal += dtx__lg_amount_of(e, pos->id);
     last = e;
     n++;
   }
   if (last)
     memo_put(dtx__store_serial(ex->st), pos->id, pos->base + (int64_t)n, bal,
              dtx__str(last, "_id"),
-             dtx__int(dtx__lg_leg(last, pos->id), "value"));
+             dtx__lg_amount_of(last, pos->id));
 }
 
 void dtx__lg_memo_posted(dtx__exec_t *ex, const char *account, int64_t seq,
@@ -224,7 +224,7 @@ static int read_tail(dtx__exec_t *ex, dtx__lg_pos_t *pos, int64_t from,
       const json_t *leg = dtx__lg_leg(a, pos->id);
       if (!a || dtx__int(leg, "seqId") != m->seq ||
           !dtx__str_is(a, "_id", m->anchor) ||
-          dtx__int(leg, "value") != m->value || !is_final(a)) {
+          dtx__lg_amount(a, leg) != m->value || !is_final(a)) {
         json_decref(pos->tail);
         pos->tail = NULL;
         return 1;
@@ -280,7 +280,7 @@ static int position(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos,
   json_array_foreach(pos->tail, i, e) {
     int64_t v = dtx__int(dtx__lg_leg(e, pos->id), "value");
     if (dtx__state_is(e, LG_POSTED))
-      pos->posted += v;
+      pos->posted += dtx__lg_amount_of(e, pos->id);
     else if (dtx__state_is(e, LG_PENDING) && v < 0)
       pos->pend_debit -= v;
     else if (dtx__state_is(e, LG_PENDING))
@@ -324,7 +324,7 @@ static int posted_sum(dtx__exec_t *ex, const char *account, int64_t lo,
     return rc;
   json_array_foreach(docs, i, e) {
     if (dtx__state_is(e, LG_POSTED))
-      *sum += dtx__int(dtx__lg_leg(e, account), "value");
+      *sum += dtx__lg_amount_of(e, account);
   }
   json_decref(docs);
   return 0;
@@ -344,7 +344,7 @@ static int balance_at(dtx__exec_t *ex, const dtx__lg_pos_t *pos, int64_t n,
       const json_t *e = json_array_get(pos->tail, (size_t)(s - pos->cache_seq - 1));
       int64_t v = dtx__int(dtx__lg_leg(e, pos->id), "value");
       if (dtx__state_is(e, LG_POSTED))
-        *bal += v;
+        *bal += dtx__lg_amount_of(e, pos->id);
       else if (dtx__state_is(e, LG_PENDING) && v < 0)
         *pend -= v;
     }
@@ -431,14 +431,14 @@ static int add_lines(stmt_t *s, const json_t *docs, int *rc) {
       continue;
     const json_t *leg = dtx__lg_leg(e, s->account);
     int64_t bal;
-    s->running += dtx__int(leg, "value");
+    s->running += dtx__lg_amount(e, leg);
     if ((*rc = dtx__lg_fit(s->running, &bal, "the running balance", s->account)))
       return 1;
     json_array_append_new(
         s->lines,
-        json_pack("{s:O,s:O,s:O,s:I,s:s}", "entry", json_object_get(e, "_id"),
+        json_pack("{s:O,s:O,s:o,s:I,s:s}", "entry", json_object_get(e, "_id"),
                   "seq", json_object_get(leg, "seqId"), "value",
-                  json_object_get(leg, "value"), "balance", (json_int_t)bal,
+                  json_integer(dtx__lg_amount(e, leg)), "balance", (json_int_t)bal,
                   "state", close ? LG_CLOSED
                   : dtx__str_is(e, "proc", LG_COMMITTED)
                                ? LG_COMMITTED

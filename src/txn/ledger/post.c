@@ -14,6 +14,7 @@
  * the winner's entry.  So two debits that only one fits can never both
  * pass: the second to insert would need the seqId the first holds, or
  * derive from it. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "doc/doc.h"
@@ -52,11 +53,19 @@ int dtx__lg_check_req(const dtx_ledger_post_req_t *req) {
     return dtx__err(DTX_EINVAL, "timeout_ms %lld: a timeout of more than "
                     "100 years", (long long)req->timeout_ms);
   DTX_ASSERT(req->timeout_ms >= 0, "L4"); /* now + it never wraps */
+  if ((rc = dtx__lg_check_balancing(req)))
+    return rc;
   __int128 sum = 0;
   for (size_t i = 0; i < req->nlegs; i++) {
     const dtx_ledger_leg_t *l = &req->legs[i];
     if ((rc = dtx__check_ident("account id", l->account)))
       return rc;
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(req->legs[j].account, l->account) == 0)
+        return dtx__err(DTX_EINVAL, "account '%s' appears in two legs",
+                        l->account);
+    if (dtx__lg_leg_kind(req, i) != DTX_LEDGER_LEG_FIXED) /* derived later */
+      continue;
     if (l->value == 0)
       return dtx__err(DTX_EINVAL, "leg %zu (account '%s') has value 0", i + 1,
                       l->account);
@@ -67,10 +76,6 @@ int dtx__lg_check_req(const dtx_ledger_post_req_t *req) {
                       "-9223372036854775808, whose reversal does not fit an "
                       "int64 (a leg is -9223372036854775807 .. "
                       "9223372036854775807)", i + 1, l->account);
-    for (size_t j = 0; j < i; j++)
-      if (strcmp(req->legs[j].account, l->account) == 0)
-        return dtx__err(DTX_EINVAL, "account '%s' appears in two legs",
-                        l->account);
     sum += l->value;
   }
   if (sum != 0)
@@ -86,9 +91,12 @@ static int same_entry(const json_t *e, const dtx_ledger_post_req_t *req,
     return 0;
   for (size_t i = 0; i < req->nlegs; i++) {
     const json_t *leg = dtx__lg_leg(e, req->legs[i].account);
-    if (!leg || dtx__int(leg, "value") != req->legs[i].value)
+    if (!leg || (dtx__lg_leg_kind(req, i) == DTX_LEDGER_LEG_FIXED &&
+                 dtx__int(leg, "value") != req->legs[i].value))
       return 0;
   }
+  if (!dtx__lg_same_balancing(e, req))
+    return 0;
   int was_pending = json_object_get(e, "expires_at") != NULL;
   const char *rv = dtx__str(e, "reverses");
   return was_pending == (req->pending != 0) &&
@@ -156,10 +164,17 @@ static int derive_leg(const dtx_ledger_leg_t *l, const dtx__lg_pos_t *pos,
   DTX_ASSERT(pos->head >= pos->cache_seq, "L2");
   json_t *leg = json_pack("{s:s,s:I,s:I}", "account", l->account, "value",
                           (json_int_t)v, "seqId", (json_int_t)(pos->head + 1));
-  if (leg && v < 0 && json_is_integer(min))
+  if (!leg)
+    return DTX_ENOMEM;
+  if (v < 0 && json_is_integer(min))
     json_object_set(leg, "min", min);
-  return leg ? json_array_append_new(changes, leg) ? DTX_ENOMEM : 0
-             : DTX_ENOMEM;
+  /* The upper limit (limit.c, M1), from the same position. */
+  int rc = dtx__lg_check_max(l, pos, leg);
+  if (rc) {
+    json_decref(leg);
+    return rc;
+  }
+  return json_array_append_new(changes, leg) ? DTX_ENOMEM : 0;
 }
 
 int dtx__lg_accounts_find(dtx__exec_t *ex, json_t *ids, json_t **map) {
@@ -212,20 +227,30 @@ int dtx__lg_build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
                   const char *id, const char *reverses, const json_t *accts,
                   dtx__lg_learned_t *learned, json_t **doc) {
   json_t *changes = json_array();
+  dtx__lg_pos_t *pos = calloc(req->nlegs, sizeof *pos);
+  int64_t vals[DTX_LEDGER_MAX_LEGS];
+  size_t npos = 0;
   /* One asset per entry, judged on the accounts read (an account's asset
    * never changes: asset.c). */
-  int rc = changes ? dtx__lg_same_asset(req, accts) : DTX_ENOMEM;
+  int rc = changes && pos ? dtx__lg_same_asset(req, accts) : DTX_ENOMEM;
   *doc = NULL;
+  /* Every position first: a balancing pair's amount needs both of its
+   * accounts' (balancing.c); then each leg is checked as posted. */
+  for (; rc == 0 && npos < req->nlegs; npos++)
+    if ((rc = dtx__lg_position_post(
+             ex, json_object_get(accts, req->legs[npos].account), &pos[npos])))
+      break;
+  if (rc == 0)
+    rc = dtx__lg_balancing_amount(req, pos, vals);
   for (size_t i = 0; rc == 0 && i < req->nlegs; i++) {
-    dtx__lg_pos_t pos;
-    rc = dtx__lg_position_post(
-        ex, json_object_get(accts, req->legs[i].account), &pos);
-    if (rc == 0)
-      rc = derive_leg(&req->legs[i], &pos, changes);
-    learned[i].memo = rc == 0 && pos.all_final && !req->pending;
-    learned[i].bal = pos.posted + req->legs[i].value;
-    dtx__lg_pos_free(&pos);
+    dtx_ledger_leg_t l = {req->legs[i].account, vals[i]};
+    rc = derive_leg(&l, &pos[i], changes);
+    learned[i].memo = rc == 0 && pos[i].all_final && !req->pending;
+    learned[i].bal = pos[i].posted + vals[i];
   }
+  for (size_t i = 0; pos && i < npos; i++)
+    dtx__lg_pos_free(&pos[i]);
+  free(pos);
   if (rc) {
     json_decref(changes);
     return rc;
@@ -252,10 +277,10 @@ void dtx__lg_posted(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
   json_t *legs = json_object_get(doc, "changes");
   for (size_t i = 0; i < req->nlegs; i++) {
     const json_t *leg = json_array_get(legs, i);
-    if (learned[i].memo)
+    if (learned[i].memo) /* the value stored: a balancing leg's amount */
       dtx__lg_memo_posted(ex, req->legs[i].account, dtx__int(leg, "seqId"),
                           learned[i].bal, dtx__str(doc, "_id"),
-                          req->legs[i].value);
+                          dtx__int(leg, "value"));
   }
 }
 
@@ -394,6 +419,12 @@ static int resolve(dtx__exec_t *ex, const char *id, const char *to,
   dtx__contend_t ct = {0};
   int rc = get_entry(ex, id, &e);
   while (rc == 0) {
+    if (dtx__state_is(e, to) && json_object_get(e, "amounts")) {
+      /* Posted partly (hold.c): not what post-pending in full asks. */
+      rc = dtx__err(DTX_ECONFLICT, "ledger entry '%s' is posted partly "
+                    "(its amounts)", id);
+      break;
+    }
     if (dtx__state_is(e, to)) {
       *out = e;
       return 0;
@@ -474,20 +505,23 @@ static int reverse(dtx__exec_t *ex, const char *id, const char *new_id,
     return dtx__err(DTX_EBACKEND, "ledger entry '%s' has %zu legs", id, n);
   }
   DTX_ASSERT(dtx__state_is(e, LG_POSTED), "L5"); /* only posted is reversed */
+  size_t k = 0; /* a partial post's zero amounts have no reversal leg */
   for (size_t i = 0; i < n; i++) {
     json_t *l = json_array_get(changes, i);
-    int64_t v = dtx__int(l, "value");
-    legs[i].account = dtx__str(l, "account");
+    int64_t v = dtx__lg_amount(e, l);
+    if (v == 0)
+      continue;
+    legs[k].account = dtx__str(l, "account");
     if (v == INT64_MIN) { /* posted before post refused such a leg */
       json_decref(e);
       return dtx__err(DTX_EOVERFLOW, "ledger entry '%s': leg %zu (account "
                       "'%s') has value -9223372036854775808, whose reversal "
                       "does not fit an int64", id, i + 1,
-                      legs[i].account ? legs[i].account : "?");
+                      legs[k].account ? legs[k].account : "?");
     }
-    legs[i].value = -v;
+    legs[k++].value = -v;
   }
-  dtx_ledger_post_req_t req = {.id = new_id, .legs = legs, .nlegs = n};
+  dtx_ledger_post_req_t req = {.id = new_id, .legs = legs, .nlegs = k};
   rc = post(ex, &req, id, out);
   json_decref(e);
   return rc;

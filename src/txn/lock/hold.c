@@ -255,6 +255,12 @@ int dtx_lock_hold_start(dtx_store_t *st, const char *name,
   int rc = dtx_lock_check(name, &o);
   if (rc)
     return rc;
+  /* A semaphore's holder fences by its slot's name, not the lock's, which
+   * a hold's callers are told to use: one holder only. */
+  if (o.max > 1)
+    return dtx__err(DTX_EINVAL,
+                    "lock '%s': a hold takes a lock of one holder (max %lld)",
+                    name, (long long)o.max);
   int64_t ttl = o.ttl_ms > 0 ? o.ttl_ms : DTX__DEFAULT_LEASE_MS;
   int64_t start = dtx__mono_ms();
   if ((rc = dtx_lock_acquire(st, name, &o, &view)))

@@ -29,6 +29,8 @@
  *
  *   transition         function          fault point
  *   (none)->named      create            lock.register
+ *   named->reserved    create (max > 1)  lock.reserve (sem.c: a semaphore's
+ *                                        slots' fence names)
  *   named->free        create            lock.create
  *   free/lapsed->held  try_acquire       lock.acquire (the update),
  *                                        lock.acquired (after it, before
@@ -37,9 +39,9 @@
  *   held->free         change (release)  lock.release
  *
  * Invariants (DTX_ASSERT checks K1 and K4 on every acquire, in every
- * build; the audit checks K2 and K4 against the fenced documents, K5 by
- * the registry, K6 on each lock; the transition rules of DTX_LOCKS
- * enforce K1 and K6 on plain writes):
+ * build; the audit, audit.c, checks K2 and K4 against the fenced
+ * documents, K5 by the registry, K6 on each lock; the transition rules
+ * of DTX_LOCKS enforce K1 and K6 on plain writes):
  *  K1 an acquire hands out a token greater than the lock's stored token
  *     and than its own fence record: greater than every token issued
  *     before for that name, across expiry, release, restarts and a
@@ -62,26 +64,38 @@
  *
  * A retried acquire whose first attempt landed but whose reply was lost
  * finds the lock moved on: the nonce it wrote tells it the holder is
- * itself. */
+ * itself.
+ *
+ * A lock with "max" N >= 2 is a semaphore: sem.c has its slots, states and
+ * invariants (S1..S5); this file creates it, checks that every acquire
+ * asks the name's one max (S5), and sends its acquires, renews and
+ * releases there.  Leader election (elect.c) is an acquire that waits. */
 #include <stdio.h>
 #include <string.h>
 
-#include "doc/doc.h"
-#include "txn/kit/kit.h"
+#include "txn/lock/lock.h"
 #include "util/assert.h"
 #include "util/err.h"
 
-#define DTX_LOCKS "locks"
-#define DTX_LOCK_NAMES "lock_names"
-#define FENCE "_fence"
-#define MAX_TTL_MS (366LL * 24 * 3600 * 1000)
-
-extern const dtx__pattern_t dtx__lock_pattern;
+#define FENCE DTX__LOCK_FENCE
+#define MAX_TTL_MS DTX__LOCK_MAX_TTL_MS
+#define own_record dtx__lock_own_record
 
 /* The view every call returns. */
 static json_t *view(const json_t *doc, int64_t now) {
   const json_t *owner = json_object_get(doc, "owner");
   int64_t expires = dtx__int(doc, "expires");
+  if (dtx__lock_max_of(doc) > 1) {
+    /* A semaphore (sem.c): its counter, and its live holders. */
+    json_t *h = dtx__lock_sem_holders(doc, now);
+    return h ? json_pack("{s:O,s:n,s:I,s:I,s:b,s:I,s:o}", "name",
+                         json_object_get(doc, "_id"), "owner", "token",
+                         (json_int_t)dtx__int(doc, "token"), "expires",
+                         (json_int_t)dtx__lock_next_lapse(doc, now), "held",
+                         json_array_size(h) > 0, "max",
+                         (json_int_t)dtx__lock_max_of(doc), "holders", h)
+             : NULL;
+  }
   return json_pack("{s:O,s:O,s:I,s:I,s:b}", "name",
                    json_object_get(doc, "_id"), "owner",
                    owner ? owner : json_null(), "token",
@@ -113,6 +127,8 @@ static int check_args(const char *name, const dtx_lock_opts_t *o) {
                     (long long)o->wait_ms);
     if (rc == 0)
       rc = dtx__check_owner(o->owner);
+    if (rc == 0)
+      rc = dtx__lock_sem_check(name, o->max);
   }
   return rc;
 }
@@ -134,8 +150,7 @@ static int held_error(const char *name, const json_t *doc) {
                   (long long)(left > 0 ? left : 0));
 }
 
-/* The token of NAME that doc's own fence record holds (0: none). */
-static int64_t own_record(const json_t *doc, const char *name) {
+int64_t dtx__lock_own_record(const json_t *doc, const char *name) {
   const json_t *t = json_object_get(json_object_get(doc, FENCE), name);
   return json_is_integer(t) ? (int64_t)json_integer_value(t) : 0;
 }
@@ -148,7 +163,32 @@ static int64_t own_record(const json_t *doc, const char *name) {
  * deleted still refuses tokens below 3, so a lock restarting below it
  * would hand out tokens twice.  A scan of the store: only an acquire that
  * must create a lock whose name was registered before pays it. */
-static int fenced_max(dtx__exec_t *ex, const char *name, int64_t *max) {
+/* Whether fence name k is name's: name itself, or when slots (a
+ * semaphore, sem.c) one of its slots' "NAME:i". */
+static int name_of(const char *k, const char *name, int slots) {
+  size_t n = strlen(name);
+  if (strcmp(k, name) == 0)
+    return 1;
+  if (!slots || strncmp(k, name, n) != 0 || k[n] != ':' || !k[n + 1])
+    return 0;
+  return strspn(k + n + 1, "0123456789") == strlen(k + n + 1);
+}
+
+/* The largest token of name's fence names (name_of) in rec. */
+static int64_t record_max(const json_t *rec, const char *name, int slots) {
+  const char *k;
+  json_t *v;
+  int64_t top = 0;
+  json_object_foreach((json_t *)rec, k, v) {
+    if (json_is_integer(v) && json_integer_value(v) > top &&
+        name_of(k, name, slots))
+      top = (int64_t)json_integer_value(v);
+  }
+  return top;
+}
+
+static int fenced_max(dtx__exec_t *ex, const char *name, int slots,
+                      int64_t *max) {
   json_t *colls = NULL;
   *max = 0;
   int rc = dtx__kit_colls(ex->st, &colls);
@@ -175,14 +215,14 @@ static int fenced_max(dtx__exec_t *ex, const char *name, int64_t *max) {
         break;
       }
       json_array_foreach(docs, j, d) {
-        int64_t t = own_record(d, name);
+        int64_t t = record_max(json_object_get(d, FENCE), name, slots);
         if (t > *max)
           *max = t;
       }
       json_array_foreach(recs, j, d) {
-        const json_t *t = json_object_get(d, name);
-        if (json_is_integer(t) && json_integer_value(t) > *max)
-          *max = (int64_t)json_integer_value(t);
+        int64_t t = record_max(d, name, slots);
+        if (t > *max)
+          *max = t;
       }
       json_decref(docs);
       json_decref(recs);
@@ -199,17 +239,29 @@ static int fenced_max(dtx__exec_t *ex, const char *name, int64_t *max) {
  * deleted (or its creator crashed): its token starts at the largest it
  * fenced, and the tombstone of the deleted lock, when there is one, adds
  * its record to the new document (the store does that in the insert). */
-static int create(dtx__exec_t *ex, const char *name, int64_t ttl) {
+static int create(dtx__exec_t *ex, const char *name, int64_t ttl,
+                  int64_t max) {
   int64_t now = dtx__now_ms(), seed = 0;
   json_t *reg = json_pack("{s:s,s:I}", "_id", name, "created",
                           (json_int_t)now);
   int rc = reg ? dtx__kit_insert(ex, "lock.register", DTX_LOCK_NAMES, reg)
                : DTX_ENOMEM;
   json_decref(reg);
-  if (rc == DTX_EDUPKEY) {
+  int again = rc == DTX_EDUPKEY;
+  if (again) {
+    /* A name a semaphore reserved as the fence of one of its slots
+     * (sem.c) is not a lock's own. */
     dtx__err_clear();
-    rc = fenced_max(ex, name, &seed);
+    rc = dtx__kit_get(ex, DTX_LOCK_NAMES, name, &reg);
+    if (rc == 0 && dtx__str(reg, "slot_of"))
+      rc = dtx__err(DTX_EINVAL, "lock name '%s' is the fence name of a "
+                    "slot of semaphore '%s'", name, dtx__str(reg, "slot_of"));
+    json_decref(reg);
   }
+  if (rc == 0 && max > 1)
+    rc = dtx__lock_sem_reserve(ex, name, max);
+  if (rc == 0 && again)
+    rc = fenced_max(ex, name, max > 1, &seed);
   if (rc)
     return rc;
   DTX_ASSERT(seed >= 0, "K1"); /* the largest token NAME fenced, or 0 */
@@ -218,6 +270,12 @@ static int create(dtx__exec_t *ex, const char *name, int64_t ttl) {
                           (json_int_t)0, "ttl", (json_int_t)ttl, "acquired",
                           (json_int_t)0, "updated", (json_int_t)now, "nonce",
                           "");
+  if (doc && max > 1 &&
+      (json_object_set_new(doc, "max", json_integer(max)) ||
+       json_object_set_new(doc, "slots", dtx__lock_sem_slots(max)))) {
+    json_decref(doc);
+    doc = NULL;
+  }
   rc = doc ? dtx__kit_insert(ex, "lock.create", DTX_LOCKS, doc) : DTX_ENOMEM;
   json_decref(doc);
   if (rc == DTX_EDUPKEY) { /* created meanwhile (or by our lost reply) */
@@ -227,38 +285,58 @@ static int create(dtx__exec_t *ex, const char *name, int64_t ttl) {
   return rc;
 }
 
-static int held_now(const json_t *doc, int64_t now) {
+int dtx__lock_held_now(const json_t *doc, int64_t now) {
   return json_is_string(json_object_get(doc, "owner")) &&
          dtx__int(doc, "expires") > now;
 }
 
-enum { TAKEN = 0, HELD = 1, MOVED = 2 };
+enum {
+  TAKEN = DTX__LOCK_TAKEN,
+  HELD = DTX__LOCK_HELD,
+  MOVED = DTX__LOCK_MOVED,
+  QUEUED = DTX__LOCK_QUEUED
+};
 
 /* One acquire attempt: TAKEN and *doc (the lock after it); HELD and *doc
  * (as read) when another holds it; MOVED (*doc NULL) when the lock changed
  * between the read and the update, or had to be created; or an error. */
 static int try_acquire(dtx__exec_t *ex, const char *name, int64_t ttl,
-                       json_t **doc) {
+                       int64_t max, const char *ticket, json_t **doc) {
   *doc = NULL;
   int rc = dtx__kit_get(ex, DTX_LOCKS, name, doc);
   if (rc == DTX_ENOTFOUND) {
     dtx__err_clear();
-    rc = create(ex, name, ttl);
+    rc = create(ex, name, ttl, max);
     return rc ? rc : MOVED;
   }
   if (rc)
     return rc;
-  int64_t now = dtx__now_ms();
-  if (held_now(*doc, now))
+  /* S5 (sem.c): one max per name, whoever asks. */
+  int64_t have = dtx__lock_max_of(*doc);
+  if (have != max)
+    return have > 1 ? dtx__err(DTX_EINVAL, "lock '%s' is a semaphore of "
+                               "max %lld, not max %lld", name,
+                               (long long)have, (long long)max)
+                    : dtx__err(DTX_EINVAL, "lock '%s' is a lock of one "
+                               "holder, not a semaphore of max %lld", name,
+                               (long long)max);
+  if (max > 1)
+    return dtx__lock_sem_try(ex, name, ttl, ticket, doc);
+  int64_t now = dtx__now_ms(), ahead;
+  if (dtx__lock_held_now(*doc, now))
     return HELD;
+  /* Q2 (queue.c): free, but waiters with tickets ahead come first. */
+  if (!dtx__lock_queue_turn(*doc, ticket, now, 1, &ahead))
+    return QUEUED;
   /* K1: past the stored token and the lock's own record. */
   int64_t t = dtx__int(*doc, "token"), r = own_record(*doc, name);
   int64_t top = t > r ? t : r;
   json_t *seen_token = json_incref(json_object_get(*doc, "token"));
-  json_decref(*doc);
+  json_t *read = *doc;
   *doc = NULL;
   DTX_ASSERT(top >= r && top >= t, "K1");
   if (!json_is_integer(seen_token) || top == INT64_MAX) {
+    json_decref(read);
     rc = seen_token && !json_is_integer(seen_token)
              ? dtx__err(DTX_ESTATE, "lock '%s': its token is not an "
                         "integer (written with --bypass-validation?)", name)
@@ -279,6 +357,15 @@ static int try_acquire(dtx__exec_t *ex, const char *name, int64_t ttl,
       (json_int_t)(top + 1), "owner", ex->owner, "expires",
       (json_int_t)dtx__add_sat(now, ttl), "ttl", (json_int_t)ttl, "acquired",
       (json_int_t)now, "updated", (json_int_t)now, "nonce", nonce);
+  rc = filter && update
+           ? dtx__lock_queue_claim(read, ticket, now, filter, update)
+           : DTX_ENOMEM;
+  json_decref(read);
+  if (rc) {
+    json_decref(filter);
+    json_decref(update);
+    return rc;
+  }
   /* Fenced by the token it hands out: the lock keeps its own record,
    * which outlives the document (fence.c's tombstones). */
   dtx_fam_opts_t o = {.return_new = 1, .fence_name = name,
@@ -322,9 +409,24 @@ static int acquire(dtx_store_t *st, const char *name,
   int64_t until = dtx__add_sat(dtx__mono_ms(), o->wait_ms);
   dtx__contend_t races = {0};
   dtx__wait_t held = {.pause = 5, .cap = 200};
+  /* A waiter with a ticket polls faster: the lock may be free and only
+   * waiting for it (docs/locks.md, "Fair waiting"). */
+  dtx__wait_t queued = {.pause = 5, .cap = 50};
+  int64_t max = o->max > 1 ? o->max : 1;
+  char ticket[25] = "";
   for (;;) {
     json_t *doc = NULL;
-    rc = try_acquire(&ex, name, ex.lease_ms, &doc);
+    rc = try_acquire(&ex, name, ex.lease_ms, max, ticket[0] ? ticket : NULL,
+                     &doc);
+    if (rc == TAKEN && max > 1) { /* doc: the slot's view (sem.c) */
+      rc = dtx__kit_point("lock.acquired", NULL);
+      if (rc == 0 && out)
+        *out = json_incref(doc);
+      json_decref(doc);
+      return rc;
+    }
+    if (rc < 0)
+      json_decref(doc);
     if (rc == TAKEN) {
       /* Taken, the token not yet handed out: where Kleppmann's holder is
        * paused (GC, SIGSTOP) past its lease.  An error here leaves the
@@ -344,18 +446,45 @@ static int acquire(dtx_store_t *st, const char *name,
         continue;
       return dtx__err_wrap(rc, "lock '%s'", name);
     }
-    /* Held: wait for its lease to run out, a release, or the budget. */
+    /* Held (or free for the waiters ahead): wait for its lease to run
+     * out, a release, or the budget -- in the queue, by ticket. */
     int64_t left = until - dtx__mono_ms();
-    int64_t dl = dtx__deadline_left_ms();
+    int64_t dl = dtx__deadline_left_ms(), ahead = 0, now = dtx__now_ms();
     if (left <= 0 || dl <= 0) {
-      rc = held_error(name, doc);
+      if (rc == QUEUED)
+        dtx__lock_queue_turn(doc, ticket[0] ? ticket : NULL, now, 1, &ahead);
+      if (ticket[0]) {
+        /* Giving up: out of the queue.  Should that fail, the ticket
+         * lapses all the same (Q3): the answer is still "held". */
+        dtx__lock_queue_leave(&ex, name, ticket);
+        dtx__err_clear();
+      }
+      rc = rc == QUEUED ? dtx__lock_queue_ahead_error(name, ahead)
+           : max > 1    ? dtx__lock_sem_held_error(name, doc)
+                        : held_error(name, doc);
       json_decref(doc);
       return rc;
     }
-    int64_t lapse =
-        dtx__add_sat(dtx__sub_sat(dtx__int(doc, "expires"), dtx__now_ms()), 1);
+    rc = ticket[0] ? dtx__lock_queue_keep(&ex, name, doc, ticket, now)
+                   : dtx__lock_queue_join(&ex, name, doc, ticket);
+    if (rc == MOVED && !ticket[0]) {
+      json_decref(doc); /* another ticket meanwhile; or ours lapsed (Q3) */
+      if (dtx__kit_contend(&races, &rc, "taking a ticket"))
+        continue;
+      return dtx__err_wrap(rc, "lock '%s'", name);
+    }
+    if (rc == MOVED)
+      ticket[0] = 0; /* lapsed while this waiter was paused: a new one */
+    if (rc < 0) {
+      json_decref(doc);
+      return rc;
+    }
+    int64_t lapse = dtx__add_sat(
+        dtx__sub_sat(dtx__lock_next_lapse(doc, dtx__now_ms()), dtx__now_ms()),
+        1);
     json_decref(doc);
-    dtx__kit_wait(&held, lapse > 0 && lapse < left ? lapse : left);
+    dtx__kit_wait(ticket[0] ? &queued : &held,
+                  lapse > 0 && lapse < left ? lapse : left);
   }
 }
 
@@ -374,17 +503,13 @@ int dtx_lock_acquire(dtx_store_t *st, const char *name,
   return dtx__call_end(&c, acquire(st, name, &o, out));
 }
 
-/* Why token is not current, read after a conditional update missed. */
-static int not_current(dtx__exec_t *ex, const char *name, int64_t token) {
-  json_t *doc = NULL;
-  int rc = dtx__kit_get(ex, DTX_LOCKS, name, &doc);
-  if (rc == DTX_ENOTFOUND)
+/* Why token is not current: doc, the lock read after a conditional update
+ * missed (NULL: there is none). */
+static int not_current(const json_t *doc, const char *name, int64_t token) {
+  if (!doc)
     return dtx__err(DTX_ENOTFOUND, "no lock '%s'", name);
-  if (rc)
-    return rc;
   int64_t cur = dtx__int(doc, "token");
   const char *owner = dtx__str(doc, "owner");
-  json_decref(doc);
   if (cur == token && !owner)
     return dtx__err(DTX_ENOMATCH, "lock '%s': token %lld was released", name,
                     (long long)token);
@@ -450,10 +575,23 @@ static int change(dtx_store_t *st, const char *name, int64_t token,
   const json_t *t = rc ? NULL : json_object_get(doc, "token");
   DTX_ASSERT(!json_is_integer(t) || json_integer_value(t) == token, "K1");
   DTX_ASSERT(rc || !release || !dtx__str(doc, "owner"), "K3");
-  if (rc == DTX_ENOMATCH)
-    return not_current(&ex, name, token);
-  if (rc == 0)
-    rc = set_out(doc, out);
+  if (rc != DTX_ENOMATCH) {
+    if (rc == 0)
+      rc = set_out(doc, out);
+    json_decref(doc);
+    return rc;
+  }
+  json_decref(doc);
+  doc = NULL;
+  /* No plain lock matched: a semaphore's top-level owner is always null
+   * (sem.c), so its holders renew and release their slot there. */
+  dtx__err_clear();
+  rc = dtx__kit_get(&ex, DTX_LOCKS, name, &doc);
+  if (rc == 0 && dtx__lock_max_of(doc) > 1)
+    rc = dtx__lock_sem_change(&ex, name, token, release ? 0 : o->ttl_ms,
+                              release, doc, out);
+  else if (rc == 0 || rc == DTX_ENOTFOUND)
+    rc = not_current(rc ? NULL : doc, name, token);
   json_decref(doc);
   return rc;
 }
@@ -524,185 +662,6 @@ int dtx_lock_list(dtx_store_t *st, const dtx_page_t *page, json_t **out) {
   return dtx__call_end(&c, rc);
 }
 
-/* ---- audit (K2, K4, K5, K6) ----------------------------------------------------------- */
-
-/* Notes in seen {NAME: {"token": n, "where": "..."}} each token of rec
- * (a _fence record) above the one seen for its name. */
-static void note_record(json_t *seen, const json_t *rec, const char *where) {
-  const char *k;
-  json_t *v;
-  json_object_foreach((json_t *)rec, k, v) {
-    if (!json_is_integer(v))
-      continue;
-    json_t *cur = json_object_get(seen, k);
-    if (cur && dtx__int(cur, "token") >= json_integer_value(v))
-      continue;
-    json_object_set_new(seen, k,
-                        json_pack("{s:I,s:s}", "token",
-                                  (json_int_t)json_integer_value(v), "where",
-                                  where));
-  }
-}
-
-/* Largest token of each lock name recorded by fenced writes in coll --
- * by its documents and by the records its deleted ones left (fence
- * tombstones) -- into seen. */
-static int scan_fences(dtx_store_t *st, const char *coll, json_t *seen) {
-  json_t *filter = json_pack("{s:{s:b}}", FENCE, "$exists", 1);
-  json_t *docs = NULL, *recs = NULL;
-  int rc = filter ? dtx__kit_read(st,
-                                  &(dtx__kit_read_t){.coll = coll,
-                                                     .filter = filter},
-                                  &docs)
-                  : DTX_ENOMEM;
-  json_decref(filter);
-  if (rc == 0)
-    rc = dtx__kit_read(
-        st, &(dtx__kit_read_t){.kind = DTX__KIT_FENCE_RECORDS, .coll = coll},
-        &recs);
-  size_t i;
-  json_t *d;
-  char where[300];
-  if (rc == 0) {
-    json_array_foreach(docs, i, d) {
-      const json_t *id = json_object_get(d, "_id");
-      snprintf(where, sizeof where, "%s '%s'", coll,
-               json_is_string(id) ? json_string_value(id) : "?");
-      note_record(seen, json_object_get(d, FENCE), where);
-    }
-    snprintf(where, sizeof where, "a deleted document of %s", coll);
-    json_array_foreach(recs, i, d) note_record(seen, d, where);
-  }
-  json_decref(docs);
-  json_decref(recs);
-  return rc;
-}
-
-/* How many documents coll holds (0 when it does not exist). */
-static int count_of(dtx__audit_t *a, const json_t *colls, const char *coll,
-                    int64_t *n) {
-  size_t i;
-  json_t *c;
-  *n = 0;
-  json_array_foreach(colls, i, c) {
-    if (json_is_string(c) && strcmp(json_string_value(c), coll) == 0)
-      return dtx__kit_count(a->st, coll, NULL, coll, n);
-  }
-  return 0;
-}
-
-/* What only a write past the rules leaves (the plain-scope rule below
- * refuses it): a ttl or a lease beyond what acquire and renew give
- * (MAX_TTL_MS: the lock is held for as long as the write said, forever at
- * INT64_MAX), and a token at INT64_MAX, after which no acquire can take
- * the lock (OVERFLOW).  Every acquire and renew sets updated with the
- * lease it gives, so expires - updated is the lease it gave. */
-static void check_lease(dtx__audit_t *a, const char *k, const json_t *l) {
-  int64_t ttl = dtx__int(l, "ttl"), exp = dtx__int(l, "expires");
-  int64_t at = dtx__int(l, "updated"), acq = dtx__int(l, "acquired");
-  int64_t lease = dtx__sub_sat(exp, at > acq ? at : acq);
-  if (ttl > MAX_TTL_MS)
-    dtx__audit_finding(a, "lock_lease", "lock '%s': ttl %lld ms, beyond "
-                       "the %lld ms an acquire gives (written with "
-                       "--bypass-validation?)",
-                       k, (long long)ttl, (long long)MAX_TTL_MS);
-  if (json_is_string(json_object_get(l, "owner")) && lease > MAX_TTL_MS)
-    dtx__audit_finding(a, "lock_lease", "lock '%s': its lease runs %lld ms "
-                       "(expires %lld), beyond the %lld ms an acquire or a "
-                       "renew gives: held past any holder (written with "
-                       "--bypass-validation?)",
-                       k, (long long)lease, (long long)exp,
-                       (long long)MAX_TTL_MS);
-  if (dtx__int(l, "token") == INT64_MAX || own_record(l, k) == INT64_MAX)
-    dtx__audit_finding(a, "lock_token_exhausted", "lock '%s': token %lld, "
-                       "the last one: no acquire can take it again "
-                       "(written with --bypass-validation?)",
-                       k, (long long)INT64_MAX);
-}
-
-static int lock_audit(dtx__audit_t *a) {
-  json_t *colls = NULL, *seen = json_object(), *locks = NULL, *names = NULL;
-  int64_t n = 0, held = 0, fenced_names = 0, nlocks = 0, nnames = 0;
-  int rc = seen ? dtx__kit_colls(a->st, &colls) : DTX_ENOMEM;
-  size_t i;
-  json_t *c;
-  /* The worker and recovery set every pattern up, so "locks" exists in
-   * stores that never took a lock: scan the other collections only when
-   * there is a lock, or a registered name, to judge (a store of transfers
-   * pays two counts). */
-  if (rc == 0 && (rc = count_of(a, colls, DTX_LOCKS, &nlocks)) == 0)
-    rc = count_of(a, colls, DTX_LOCK_NAMES, &nnames);
-  int judge = nlocks > 0 || nnames > 0;
-  /* The fenced documents first, the locks after: tokens only grow, so a
-   * lock read later holds at least the token it had when a document was
-   * read -- an acquire in between cannot look like a regression. */
-  if (rc == 0 && judge)
-    json_array_foreach(colls, i, c) {
-      const char *name = json_string_value(c);
-      if (!name || strcmp(name, DTX_LOCKS) == 0 ||
-          strcmp(name, DTX_LOCK_NAMES) == 0)
-        continue;
-      if ((rc = scan_fences(a->st, name, seen)))
-        break;
-    }
-  if (rc == 0 && judge && nlocks > 0)
-    rc = dtx__audit_load(a, DTX_LOCKS, &locks);
-  if (rc == 0 && judge && nnames > 0)
-    rc = dtx__audit_load(a, DTX_LOCK_NAMES, &names);
-  if (rc == 0 && judge) {
-    int64_t now = dtx__now_ms();
-    const char *k;
-    json_t *l;
-    json_object_foreach(locks, k, l) {
-      n++;
-      held += held_now(l, now);
-      int64_t tok = dtx__int(l, "token"), rec = own_record(l, k);
-      if (rec > tok) /* K4 */
-        dtx__audit_finding(a, "lock_token_regressed",
-                           "lock '%s' holds token %lld, below token %lld "
-                           "its own fence record says it handed out",
-                           k, (long long)tok, (long long)rec);
-      check_lease(a, k, l);
-      json_t *s = json_object_get(seen, k);
-      if (!s)
-        continue;
-      fenced_names++;
-      if (dtx__int(s, "token") > tok) /* K2 */
-        dtx__audit_finding(a, "lock_token_regressed",
-                           "lock '%s' holds token %lld, below token %lld "
-                           "already used in a fenced write of %s",
-                           k, (long long)tok, (long long)dtx__int(s, "token"),
-                           dtx__str(s, "where"));
-    }
-    /* K5: a registered name that fenced a write has its lock (the lock is
-     * never deleted: only --bypass-validation, or a drop, removes it). */
-    json_object_foreach(names, k, l) {
-      json_t *s = json_object_get(seen, k);
-      if (!s || json_object_get(locks, k))
-        continue;
-      dtx__audit_finding(a, "lock_missing",
-                         "lock '%s' is gone (deleted with "
-                         "--bypass-validation?), yet its token %lld fenced "
-                         "a write of %s",
-                         k, (long long)dtx__int(s, "token"),
-                         dtx__str(s, "where"));
-    }
-  }
-  DTX_ASSERT(held <= n && fenced_names <= n, "K3");
-  if (rc == 0) {
-    dtx__audit_set(a, "locks", json_integer(n));
-    dtx__audit_set(a, "held", json_integer(held));
-    dtx__audit_summary(a, "%lld locks, %lld held, %lld fenced by writes",
-                       (long long)n, (long long)held,
-                       (long long)fenced_names);
-  }
-  json_decref(colls);
-  json_decref(seen);
-  json_decref(locks);
-  json_decref(names);
-  return rc;
-}
-
 /* ---- the pattern ----------------------------------------------------------------- */
 
 static const char *const collections[] = {DTX_LOCKS, DTX_LOCK_NAMES, NULL};
@@ -720,14 +679,34 @@ static const char lock_shape[] =
     "\"token\":{\"bsonType\":\"long\",\"minimum\":0},"
     "\"expires\":" LONG ",\"ttl\":{\"bsonType\":\"long\",\"minimum\":1},"
     "\"acquired\":" LONG ",\"updated\":" LONG ","
-    "\"nonce\":{\"bsonType\":\"string\"}}}}";
-/* The registry: a name and when it was first created, nothing else. */
+    "\"nonce\":{\"bsonType\":\"string\"},"
+    /* A semaphore's (sem.c): max holders and their slots. */
+    "\"max\":{\"bsonType\":\"long\",\"minimum\":2,\"maximum\":100},"
+    "\"slots\":{\"bsonType\":\"array\",\"maxItems\":100,"
+    "\"items\":{\"bsonType\":\"object\",\"required\":[\"owner\",\"token\","
+    "\"expires\",\"ttl\",\"acquired\",\"nonce\"],\"properties\":{"
+    "\"owner\":{\"bsonType\":[\"string\",\"null\"]},"
+    "\"token\":{\"bsonType\":\"long\",\"minimum\":0},"
+    "\"expires\":" LONG ",\"ttl\":{\"bsonType\":\"long\",\"minimum\":1},"
+    "\"acquired\":" LONG ",\"nonce\":{\"bsonType\":\"string\"}}}},"
+    /* Fair waiting's (queue.c): tickets, the queue and its version. */
+    "\"tickets\":{\"bsonType\":\"long\",\"minimum\":0},"
+    "\"qv\":{\"bsonType\":\"long\",\"minimum\":0},"
+    "\"queue\":{\"bsonType\":\"array\",\"items\":{\"bsonType\":\"object\","
+    "\"required\":[\"ticket\",\"owner\",\"nonce\",\"expires\"],"
+    "\"properties\":{\"ticket\":{\"bsonType\":\"long\",\"minimum\":1},"
+    "\"owner\":{\"bsonType\":\"string\"},\"nonce\":{\"bsonType\":\"string\"},"
+    "\"expires\":" LONG "}}}}}}";
+/* The registry: a name and when it was first created, nothing else --
+ * but for a semaphore's slot fence name, the semaphore (sem.c). */
 static const char name_shape[] =
     "{\"$jsonSchema\":{\"bsonType\":\"object\","
     "\"required\":[\"_id\",\"created\"],\"additionalProperties\":false,"
     "\"properties\":{"
     "\"_id\":{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":128},"
-    "\"created\":" LONG "}}}";
+    "\"created\":" LONG ","
+    "\"slot_of\":{\"bsonType\":\"string\",\"minLength\":1,"
+    "\"maxLength\":128}}}}";
 #undef LONG
 
 /* What an update may change (docs/validation.md, "Transition rules";
@@ -746,7 +725,8 @@ static const char lock_moves[] =
     "[{\"immutable\":[\"_id\"],\"increasing\":[\"token\"]},"
     "{\"scope\":\"plain\",\"steps\":[\"lock\"],\"insert\":false,"
     "\"immutable\":[\"owner\",\"token\",\"expires\",\"ttl\",\"acquired\","
-    "\"updated\",\"nonce\",\"_fence\"],"
+    "\"updated\",\"nonce\",\"_fence\",\"max\",\"slots\",\"tickets\",\"qv\","
+    "\"queue\"],"
     "\"why\":\"a lock changes only through doctx lock (docs/locks.md)\"}]";
 
 static const dtx__rules_def_t rules[] = {
@@ -756,15 +736,19 @@ static const dtx__rules_def_t rules[] = {
     {DTX_LOCKS, lock_shape, "{\"token\":{\"$lt\":0}}", lock_moves},
     /* A registration is forever and never changes. */
     {DTX_LOCK_NAMES, name_shape, "{\"created\":{\"$exists\":false}}",
-     "{\"immutable\":[\"_id\",\"created\"]}"},
+     "{\"immutable\":[\"_id\",\"created\",\"slot_of\"]}"},
     {NULL, NULL, NULL, NULL},
 };
 
 static const char *const fault_points[] = {
     "lock.register",
+    "lock.reserve",
     "lock.create",
     "lock.acquire",
     "lock.acquired",
+    "lock.enqueue",
+    "lock.ticket",
+    "lock.dequeue",
     "lock.renew",
     "lock.release",
     NULL,
@@ -775,6 +759,6 @@ const dtx__pattern_t dtx__lock_pattern = {
     .collections = collections,
     .indexes = indexes,
     .fault_points = fault_points,
-    .audit = lock_audit,
+    .audit = dtx__lock_audit,
     .rules = rules,
 };

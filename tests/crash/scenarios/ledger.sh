@@ -47,6 +47,7 @@ scenario_cmd() {
   ledger.reverse) echo 'ledger reverse e0 --id r1' ;;
   ledger.pending.post) echo 'ledger post-pending p1' ;;
   ledger.pending.void) echo 'ledger void p1' ;;
+  ledger.pending.partial) echo 'ledger post-pending p1 --amounts A:-40,B:40 --post-id pp' ;;
   ledger.expire | ledger.commit | ledger.cache) echo 'worker --once' ;;
   *) echo UNKNOWN ;;
   esac
@@ -83,6 +84,9 @@ check_final() {
     [ "$st" != pending ] || case "$label" in *:crash) ;; *) want=bad ;; esac ;;
   ledger.pending.void:*) st=$(lg_state p1)
     case "$st" in voided | pending) want=1000 ;; *) want=bad ;; esac
+    [ "$st" != pending ] || case "$label" in *:crash) ;; *) want=bad ;; esac ;;
+  ledger.pending.partial:*) st=$(lg_state p1) # 40 of the 100 held
+    case "$st" in posted) want=960 ;; pending) want=1000 ;; *) want=bad ;; esac
     [ "$st" != pending ] || case "$label" in *:crash) ;; *) want=bad ;; esac ;;
   ledger.expire:*) st=$(lg_state p1) # recovery expires what the worker did not
     case "$st" in expired) want=1000 ;; *) want=bad ;; esac ;;
