@@ -78,7 +78,8 @@ int dtx__lg_position(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos);
 
 /* The same for a post: the tail may start past the cache, at this
  * process's memo of the account (position.c says why that is exact);
- * only head, posted and the pending sums are meant to be read. */
+ * only head, posted and the pending sums are meant to be read.  A closed
+ * account is DTX_ESTATE naming it (close.c), pos freed. */
 int dtx__lg_position_post(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos);
 
 /* Tells the memo that posted entry entry_id, with leg `value`, holds

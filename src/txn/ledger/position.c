@@ -306,7 +306,11 @@ int dtx__lg_position(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos) {
  * it. */
 int dtx__lg_position_post(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos) {
   int rc = position(ex, acct, pos, 1);
-  return rc == 0 && pos->closed ? dtx__lg_refuse_closed(pos) : rc;
+  if (rc == 0 && pos->closed) {
+    rc = dtx__lg_refuse_closed(pos);
+    dtx__lg_pos_free(pos); /* a refused position is the callee's to free */
+  }
+  return rc;
 }
 
 /* ---- balance ------------------------------------------------------------------------------ */
