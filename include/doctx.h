@@ -1512,6 +1512,20 @@ int dtx_ledger_account_limit(dtx_store_t *st, const char *id,
 int dtx_ledger_account_limits(dtx_store_t *st, const char *id, int which,
                               const dtx_ledger_limit_t *limit, json_t **out);
 
+/* Closes account id for good (docs/ledger.md, "Closing an account"): its
+ * balance must be 0 and no pending entry may hold it, judged in the same
+ * atomic step as the close takes the account's next seqId, so a post
+ * racing it either lands first (and the close judges it) or is refused.
+ * A closed account takes no leg: a post, pending post, post-many line or
+ * reversal naming it is DTX_ESTATE naming the account.  A balance other
+ * than 0 or a hold is DTX_ESTATE naming it, nothing written; an unknown
+ * account DTX_ENOACCOUNT.  Closing a closed account returns its close.
+ * *out (may be NULL): the close entry {_id, changes: [{account, value: 0,
+ * seqId}], state: "closed", proc: "closed", created}.  opts: the
+ * deadline (NULL: the default). */
+int dtx_ledger_account_close(dtx_store_t *st, const char *id,
+                             const dtx_exec_opts_t *opts, json_t **out);
+
 typedef struct dtx_ledger_leg {
   const char *account;
   int64_t value; /* != 0; < 0 debits the account, > 0 credits it (a

@@ -302,6 +302,7 @@ export class Client {
   ledgerAccount(id: string, opts?: LedgerAccountOptions): Promise<JsonObject>;
   /** Changes the limits given (at least one), the other kept. */
   ledgerLimit(id: string, minBalance?: number | 'none', opts?: { maxBalance?: number | 'none' }): Promise<JsonObject>;
+  closeAccount(id: string, opts?: { deadlineMs?: number }): Promise<LedgerEntry>;
   balance(account: string, opts?: { atSeq?: number }): Promise<LedgerBalance>;
   statement(account: string, opts?: { fromSeq?: number; pageSize?: number }): AsyncGenerator<JsonObject, void, undefined>;
   /** Retried only with an id (the same id, legs, meta and ref: the same entry, posted once). */

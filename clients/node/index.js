@@ -397,6 +397,12 @@ export class Client {
     return this.#call('POST', `/v1/ledger/accounts/${p(id)}/limit`, fields({ minBalance, maxBalance }));
   }
 
+  /** Closes ledger account id for good (balance 0, no hold); Conflict (STATE)
+   * otherwise.  Resolves to the close entry.  Not retried. */
+  closeAccount(id, { deadlineMs } = {}) {
+    return this.#call('POST', `/v1/ledger/accounts/${p(id)}/close`, fields({ deadlineMs }));
+  }
+
   /** {account, balance, available, pending_debits, seq}, now or at atSeq. */
   balance(account, { atSeq } = {}) {
     return this.#call('GET', `/v1/ledger/accounts/${p(account)}/balance`, undefined,

@@ -81,6 +81,21 @@ static int account(dtx_cli_t *cli, const dtx__cli_args_t *a) {
               DTX_EXIT_NOMATCH, &acct);
 }
 
+/* account close: the library judges the balance and the holds (close.c);
+ * a balance, a hold or a closed account's leg is exit 3. */
+static int close_account(dtx_cli_t *cli, const dtx__cli_args_t *a) {
+  int code, rc = dtx_ledger_account_id_check(a->pos[0]);
+  json_t *e = NULL;
+  if (rc)
+    return dtx__cli_fail(rc);
+  dtx_store_t *st = dtx__cli_store(cli, &code);
+  if (!st)
+    return code;
+  dtx_exec_opts_t eo = {.deadline_ms = dtx__cli_num(a, "--deadline-ms", 0)};
+  return done(dtx_ledger_account_close(st, a->pos[0], &eo, &e),
+              DTX_EXIT_NOMATCH, &e);
+}
+
 static int post(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   dtx_ledger_leg_t *legs = calloc((size_t)a->npos, sizeof *legs);
   int pending = dtx__cli_has(a, "--pending"), code = 0;
@@ -432,6 +447,9 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
               (const dtx__cli_opt_t[]){
                   {"--max-balance", DTX__CLI_STR, "M|none"}, {NULL}},
               DTX__CLI_ARMED},
+             {"close", close_account, "ID",
+              (const dtx__cli_opt_t[]){DTX__CLI_OPT_DEADLINE, {NULL}},
+              DTX__CLI_ARMED},
              {NULL}}},
         {"post", post, "ACCT:VALUE ACCT:VALUE...",
          (const dtx__cli_opt_t[]){ID, {"--pending", DTX__CLI_FLAG},
@@ -526,13 +544,16 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
     "UTC (2026-01-31T12:00:00Z) or ms since 1970.  --imported --at TIME\n"
     "records an entry of another system's history at TIME (in the past;\n"
     "refused, exit 3, once an account of it has an entry timed after TIME).\n"
+    "account close ID closes an account at balance 0 with no pending entry,\n"
+    "for good: it then takes no leg (exit 3), and balance and statement\n"
+    "show \"closed_at\".\n"
     "`doctx worker` commits entries and\n"
     "advances the cached balances.\n"
     "exit: 0 ok (post-pending of a posted entry too)\n"
     "      1 a post refused for funds or over a max_balance (the account\n"
     "        is named; nothing is\n"
     "        recorded), or no such entry or account (show, balance,\n"
-    "        statement, limit)\n"
+    "        statement, limit, close)\n"
     "      2 invalid input: legs not summing to zero, a zero or non-integer\n"
     "        value, an unknown or repeated account, legs in two assets, a bad\n"
     "        asset, a meta that is no\n"
@@ -540,6 +561,7 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
     "      3 an id reused with other legs, meta or ref, a ref another entry\n"
     "        holds (after unique-refs), an existing account id, an import\n"
     "        timed before an account's latest entry, voiding a\n"
-    "        posted entry, posting a voided or expired one, int64 overflow\n"
+    "        posted entry, posting a voided or expired one, int64 overflow,\n"
+    "        a leg on a closed account, closing one with money or a hold\n"
     "      4 store error\n"};
 #undef ID

@@ -65,6 +65,8 @@ static const struct {
     {"POST", "/v1/ledger/accounts", "Create a ledger account", 201},
     {"POST", "/v1/ledger/accounts/{id}/limit", "Set a ledger account's limit",
      200},
+    {"POST", "/v1/ledger/accounts/{id}/close",
+     "Close a ledger account at balance 0 with no hold", 200},
     {"GET", "/v1/ledger/accounts/{id}/balance", "A ledger account's balance",
      200},
     {"GET", "/v1/ledger/accounts/{id}/statement",

@@ -82,6 +82,8 @@ const dtx__srv_route_t dtx__srv_routes[] = {
     {"POST", "/v1/ledger/accounts/{id}/limit", W,
      dtx__srv_h_ledger_account_limit,
      FIELDS({"min_balance", F_INT_OR_STR}, {"max_balance", F_INT_OR_STR})},
+    {"POST", "/v1/ledger/accounts/{id}/close", W,
+     dtx__srv_h_ledger_account_close, FIELDS({"deadline_ms", F_INT})},
     {"GET", "/v1/ledger/accounts/{id}/balance", R, dtx__srv_h_ledger_balance,
      NULL, "at_seq,at"},
     {"GET", "/v1/ledger/accounts/{id}/statement", R,

@@ -386,6 +386,19 @@ void dtx__srv_h_ledger_void(dtx__srv_ctx_t *c) {
   dtx__srv_one(c, rc, &e, "entry");
 }
 
+/* The library judges the balance and the holds (close.c): a balance or a
+ * hold is 409 STATE naming it, a closed account's close comes back. */
+void dtx__srv_h_ledger_account_close(dtx__srv_ctx_t *c) {
+  dtx_exec_opts_t eo;
+  json_t *e = NULL;
+  int rc;
+  if (deadline_arg(c, &eo))
+    return;
+  if (!(rc = dtx_ledger_account_id_check(c->param[0])))
+    rc = dtx_ledger_account_close(c->d->st, c->param[0], &eo, &e);
+  dtx__srv_one(c, rc, &e, NULL);
+}
+
 void dtx__srv_h_ledger_reverse(dtx__srv_ctx_t *c) {
   const char *new_id = dtx__srv_arg_str(c, "id");
   dtx_exec_opts_t eo;

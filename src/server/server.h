@@ -271,6 +271,7 @@ void dtx__srv_h_lock_list(dtx__srv_ctx_t *c);
 void dtx__srv_h_lock_force_release(dtx__srv_ctx_t *c);
 void dtx__srv_h_ledger_account_create(dtx__srv_ctx_t *c);
 void dtx__srv_h_ledger_account_limit(dtx__srv_ctx_t *c);
+void dtx__srv_h_ledger_account_close(dtx__srv_ctx_t *c);
 void dtx__srv_h_ledger_balance(dtx__srv_ctx_t *c);
 void dtx__srv_h_ledger_statement(dtx__srv_ctx_t *c);
 void dtx__srv_h_ledger_post(dtx__srv_ctx_t *c);

@@ -629,4 +629,52 @@ expect 0 "a time moved back past the rules" -- d update ledger_entries '{"_id":"
 expect 5 "audit: a time out of order" -- d audit
 grep -q "time_order: account TB: entry tl1 (seqId 3) is timed 5, before entry ti2" "$WORK/out" && ok || bad "audit time_order: $(out)"
 
+
+# Closing an account (docs/ledger.md, "Closing an account"): only at
+# balance 0 with no hold (exit 3 naming why, nothing written); a closed
+# account takes no leg on any path (exit 3 naming it); balance and
+# statement say when; a plain write can neither change nor add a close;
+# past the rules the audit finds a leg after it or a close over money.
+new_store ledger_close
+d ledger account create K1 >/dev/null
+d ledger account create K2 --min-balance none >/dev/null
+d ledger account create K3 >/dev/null
+expect 1 "close of no such account" -- d ledger account close KX
+d ledger post K2:-10 K1:10 --id kf >/dev/null
+expect 3 "close with a balance" -- d ledger account close K1
+grep -q "STATE: ledger account 'K1' has balance 10" "$WORK/err" && ok || bad "balance message: $(cat "$WORK/err")"
+d ledger post K2:-5 K3:5 --pending --id kh >/dev/null
+expect 3 "close with a hold" -- d ledger account close K3
+grep -q "ledger account 'K3' has a hold: pending entry 'kh'" "$WORK/err" && ok || bad "hold message: $(cat "$WORK/err")"
+[ "$(entries)" = 2 ] && ok || bad "a refused close wrote something"
+d ledger void kh >/dev/null
+expect 0 "close once the hold is voided" -- d ledger account close K3
+d ledger post K1:-10 K2:10 >/dev/null
+expect 0 "close at 0" -- d ledger account close K1
+[ "$(j '[.changes, .state, .proc]')" = '[[{"account":"K1","value":0,"seqId":3}],"closed","closed"]' ] && ok || bad "close entry: $(out)"
+kc=$(j ._id)
+expect 0 "close again returns the close" -- d ledger account close K1
+[ "$(j ._id)" = "$kc" ] && [ "$(entries)" = 5 ] && ok || bad "close again: $(out)"
+n=$(entries)
+expect 3 "post to a closed account" -- d ledger post K2:-1 K1:1
+grep -q "STATE: ledger account 'K1' is closed" "$WORK/err" && ok || bad "closed message: $(cat "$WORK/err")"
+expect 3 "pending post to a closed account" -- d ledger post K2:-1 K1:1 --pending
+expect 3 "reversal onto a closed account" -- d ledger reverse kf
+printf '%s\n' '{"legs":[{"account":"K2","value":-1},{"account":"K1","value":1}]}' >"$WORK/kc"
+expect 3 "post-many line on a closed account" -- d ledger post-many --file "$WORK/kc"
+[ "$(lines '[.[].error]')" = '["STATE"]' ] && [ "$(entries)" = "$n" ] && ok || bad "closed account took a leg: $(out)"
+expect 0 "balance says closed" -- d ledger balance K1
+[ "$(j '[.balance, .seq, (.closed_at > 0)]')" = '[0,3,true]' ] && ok || bad "balance closed: $(out)"
+expect 0 "statement ends with the close" -- d ledger statement K1
+[ "$(lines '.[-1] | [.entry == "'"$kc"'", .state, .value, .balance]')" = '[true,"closed",0,0]' ] && ok || bad "statement closed: $(out)"
+expect 3 "a plain update of a close" -- d update ledger_entries "{\"_id\":\"$kc\"}" '{"$set":{"state":"posted","proc":"uncommitted"}}'
+expect 3 "a plain delete of a close" -- d delete ledger_entries "{\"_id\":\"$kc\"}"
+expect 3 "a plain insert of a close" -- d insert ledger_entries '{"_id":"kx","changes":[{"account":"K2","value":0,"seqId":4}],"state":"closed","proc":"closed","created":1}'
+expect 0 "recover" -- d recover
+expect 0 "settled audit clean with closes" -- d audit --settled
+expect 0 "a leg after the close, past the rules" -- d insert ledger_entries '{"_id":"kl","changes":[{"account":"K1","value":1,"seqId":4},{"account":"K2","value":-1,"seqId":4}],"state":"posted","proc":"uncommitted","created":1}' --bypass-validation
+expect 0 "a close over money, past the rules" -- d insert ledger_entries '{"_id":"kz","changes":[{"account":"K2","value":0,"seqId":5}],"state":"closed","proc":"closed","created":1}' --bypass-validation
+expect 5 "audit finds both" -- d audit
+grep -q "leg_after_close: account K1 was closed by entry $kc, but entry kl" "$WORK/out" && ok || bad "audit leg_after_close: $(out)"
+grep -q "closed_not_zero: account K2 was closed by entry kz at balance -1" "$WORK/out" && ok || bad "audit closed_not_zero: $(out)"
 finish

@@ -49,6 +49,10 @@ EARLY[ledger_entries.e2]=$(d find ledger_entries '{"_id":"e2"}')
 d ledger post-pending e2 >/dev/null && d ledger post L0:-20 L2:20 --id e5 >/dev/null &&
   d ledger reverse e5 --id e6 >/dev/null && d ledger post L1:-5 L2:5 --id e3 --pending >/dev/null ||
   { echo "setup: ledger entries"; exit 1; }
+# LC: an account's close (docs/ledger.md, "Closing an account"): no plain
+# write may reopen, move, delete or forge one.
+d ledger account create L3 --asset USD/2 >/dev/null && LC=$(d ledger account close L3 | jq -r ._id) &&
+  [ -n "$LC" ] || { echo "setup: ledger close"; exit 1; }
 d insert items '{"_id":"i1","n":0}' '{"_id":"i2","n":0}' >/dev/null
 EARLY[items.i1]=$(d find items '{"_id":"i1"}')
 d batch-update items '{}' '{"$inc":{"n":1}}' --id B1 >/dev/null &&
@@ -262,7 +266,7 @@ declare -A PLAIN_DOCS=(
   [accounts]="A B | B X A"
   [transfers]="t1 t2 t4 | t3 t2 t4 t1"
   [openings]="A | X B"
-  [ledger_entries]="e1 e3 e6 | e2 e3 e5 e6 e1"
+  [ledger_entries]="e1 e3 e6 $LC | e2 e3 e5 e6 e1"
   [ledger_accounts]="L1 | L2 L0"
   [items]="i1 | i2"
 )
@@ -413,6 +417,13 @@ ledger_accounts|L1|{"$inc":{"cache.seqId":1}}
 items|i2|{"$set":{"_batches.B3":"x"}}
 items|i1|{"_id":"i1","n":5}
 ROWS
+# An account's close reopened, moved or committed by hand.
+for upd in '{"$set":{"state":"posted","proc":"uncommitted"}}' '{"$set":{"proc":"committed","committed_at":1}}' \
+  '{"$set":{"changes.0.seqId":99}}' '{"$unset":{"state":""}}'; do
+  turn=$((turn + 1))
+  mine "$turn" || continue
+  plain_cmd "ledger_entries.$LC: $upd" update ledger_entries "{\"_id\":\"$LC\"}" "$upd"
+done
 for coll in "${!PLAIN_FIELDS[@]}"; do
   [ "$(d find "$coll" '{}')" = "${SNAP[$coll]}" ] && ok || bad "$coll: a refused plain write changed it"
 done
@@ -435,7 +446,7 @@ grep -q '"modified":0' "$WORK/out" && [ "$(d count items '{"n":{"$gt":2}}')" = 0
 # put back (past the rules: a plain insert is refused).
 for w in 'accounts A' 'accounts B' 'accounts X' 'transfers t1' 'transfers t2' 'transfers t3' \
   'transfers t4' 'openings A' 'openings X' 'ledger_entries e1' 'ledger_entries e3' \
-  'ledger_accounts L0' 'ledger_accounts L2'; do
+  "ledger_entries $LC" 'ledger_accounts L0' 'ledger_accounts L2'; do
   read -r coll id <<<"$w"
   turn=$((turn + 1))
   mine "$turn" || continue

@@ -260,6 +260,24 @@ req POST /v1/ledger/entries/pp/post "$T_WRITE" \
 check "ledger: the partial post retried" 200 '"amounts":[-12,12]'
 refused "ledger: another post id" 409 CONFLICT POST /v1/ledger/entries/pp/post "$T_WRITE" \
   '{"amounts":[{"account":"cash","value":-12},{"account":"fees","value":12}],"post_id":"q2"}'
+# Closing: only at 0 (409 STATE naming the balance, nothing written);
+# closed, the account takes no leg (409 STATE) and its balance says when.
+req POST /v1/ledger/accounts "$T_WRITE" '{"id":"shut"}'
+check "ledger account to close" 201 '"_id":"shut"'
+req POST /v1/ledger/entries "$T_WRITE" '{"legs":[{"account":"ext","value":-3},{"account":"shut","value":3}]}'
+check "ledger fund the account to close" 200 '"state":"posted"'
+refused "ledger close with a balance" 409 STATE POST /v1/ledger/accounts/shut/close "$T_WRITE"
+req POST /v1/ledger/entries "$T_WRITE" '{"legs":[{"account":"shut","value":-3},{"account":"ext","value":3}]}'
+check "ledger empty the account to close" 200 '"state":"posted"'
+req POST /v1/ledger/accounts/shut/close "$T_WRITE" '{"deadline_ms":5000}'
+check "ledger close" 200 '"state":"closed"' '"account":"shut","value":0,"seqId":3'
+refused "ledger: a leg on a closed account" 409 STATE POST /v1/ledger/entries "$T_WRITE" \
+  '{"legs":[{"account":"ext","value":-1},{"account":"shut","value":1}]}'
+req GET /v1/ledger/accounts/shut/balance "$T_READ"
+check "ledger balance of a closed account" 200 '"balance":0' '"closed_at":'
+no "ledger close: unknown account" 404 NOACCOUNT POST /v1/ledger/accounts/nobody/close "$T_WRITE"
+no "ledger close: unknown field" 400 INVAL POST /v1/ledger/accounts/shut/close "$T_WRITE" '{"x":1}'
+refused "ledger close: read token" 403 FORBIDDEN POST /v1/ledger/accounts/shut/close "$T_READ"
 # Assets: fixed at creation, named by the balance; two in one entry: 400.
 req POST /v1/ledger/accounts "$T_WRITE" '{"id":"usd1","asset":"USD/2","min_balance":"none"}'
 check "ledger account in USD/2" 201 '"asset":"USD/2"'

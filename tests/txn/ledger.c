@@ -40,6 +40,14 @@
  *     memo's anchor is gone and a post derives from the new store (a
  *     memo trusted without its anchor would let the debit through).
  *     Run last: the drop takes the ledger's indexes with it.
+ *  6. closing an account (src/txn/ledger/close.c) while posts race it:
+ *     each round, 6 threads (own handles) post +1 or -1 on a fresh
+ *     account and 2 threads close it until it closes, all from one
+ *     barrier (the closes start 0..12 ms late, by round, so posts win
+ *     some races on every backend); every post lands before the close or
+ *     is refused DTX_ESTATE naming the account, both closers return the
+ *     same close, it holds the account's last seqId at balance 0, and the
+ *     settled audit (leg_after_close, closed_not_zero) is clean.
  *
  * The committer's tests are in ledger_commit.c.
  *
@@ -137,6 +145,130 @@ static void test_race(void) {
   }
   for (int i = 0; i < RACERS; i++)
     dtx_store_close(r[i].st);
+  dtx_store_close(st);
+}
+
+/* ---- 6. a close racing posts ---------------------------------------------- */
+
+#define CPOSTERS 6
+#define CLOSERS 2
+#define CROUNDS 5
+
+typedef struct closer {
+  pthread_barrier_t *bar;
+  dtx_store_t *st;
+  const char *acct;
+  int closing, delay_ms; /* closing 0: posts value, +1 or -1 */
+  int64_t value;
+  int rc, bad;
+  int64_t seq; /* the post's seqId on acct, or the close's */
+  char id[32], detail[256];
+} closer_t;
+
+static void *close_one(void *arg) {
+  closer_t *c = arg;
+  json_t *e = NULL;
+  pthread_barrier_wait(c->bar);
+  if (!c->closing) {
+    dtx_ledger_leg_t legs[] = {{c->acct, c->value}, {"S", -c->value}};
+    dtx_ledger_post_req_t req = {.legs = legs, .nlegs = 2};
+    c->rc = dtx_ledger_post(c->st, &req, NULL, &e);
+    /* refused: the account closed first, and it is named */
+    c->bad = c->rc && (c->rc != DTX_ESTATE ||
+                       !strstr(dtx_errdetail(), "is closed") ||
+                       !strstr(dtx_errdetail(), c->acct));
+  } else {
+    /* Round r starts its closes 3r ms late, so some rounds close before
+     * every post and some after some land (on every backend). */
+    usleep((useconds_t)(c->delay_ms * 1000));
+    /* until it closes: a balance other than 0 is refused, named */
+    for (int i = 0; i < 400; i++) {
+      json_decref(e);
+      e = NULL;
+      if ((c->rc = dtx_ledger_account_close(c->st, c->acct, NULL, &e)) == 0)
+        break;
+      if (c->rc != DTX_ESTATE || !strstr(dtx_errdetail(), "has balance")) {
+        c->bad = 1;
+        break;
+      }
+      usleep(500);
+    }
+  }
+  snprintf(c->detail, sizeof c->detail, "%s", c->rc ? dtx_errdetail() : "");
+  if (c->rc == 0) {
+    snprintf(c->id, sizeof c->id, "%s", json_string_value(json_object_get(e, "_id")));
+    json_t *l = json_array_get(json_object_get(e, "changes"), 0);
+    c->seq = json_integer_value(json_object_get(l, "seqId"));
+    for (size_t i = 0; i < json_array_size(json_object_get(e, "changes")); i++) {
+      l = json_array_get(json_object_get(e, "changes"), i);
+      if (strcmp(json_string_value(json_object_get(l, "account")), c->acct) == 0)
+        c->seq = json_integer_value(json_object_get(l, "seqId"));
+    }
+  }
+  json_decref(e);
+  return NULL;
+}
+
+static void test_close_race(void) {
+  dtx_store_t *st = open_store();
+  dtx_ledger_limit_t none = {.no_min_balance = 1};
+  json_t *e = NULL;
+  int rc = dtx_ledger_account_create(st, "S", &none, NULL);
+  CHECKF(rc == 0 || rc == DTX_EDUPKEY, "S: %s", dtx_errname(rc));
+  closer_t c[CPOSTERS + CLOSERS];
+  pthread_t th[CPOSTERS + CLOSERS];
+  pthread_barrier_t bar;
+  int n = CPOSTERS + CLOSERS, refused = 0;
+  for (int i = 0; i < n; i++)
+    c[i].st = open_store();
+  for (int round = 0; round < CROUNDS; round++) {
+    char acct[32];
+    snprintf(acct, sizeof acct, "Z%d", round);
+    CHECK_RC(dtx_ledger_account_create(st, acct, &none, NULL), 0);
+    pthread_barrier_init(&bar, NULL, (unsigned)n);
+    for (int i = 0; i < n; i++) {
+      c[i] = (closer_t){.bar = &bar, .st = c[i].st, .acct = acct,
+                        .closing = i >= CPOSTERS, .delay_ms = 3 * round,
+                        .value = i % 2 ? -1 : 1};
+      pthread_create(&th[i], NULL, close_one, &c[i]);
+    }
+    for (int i = 0; i < n; i++)
+      pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&bar);
+    const closer_t *a = &c[CPOSTERS], *b = &c[CPOSTERS + 1];
+    CHECKF(a->rc == 0 && b->rc == 0 && strcmp(a->id, b->id) == 0 &&
+               a->seq == b->seq,
+           "round %d: closes %s %s (%s), %s %s (%s)", round,
+           dtx_errname(a->rc), a->id, a->detail, dtx_errname(b->rc), b->id,
+           b->detail);
+    __int128 sum = 0;
+    for (int i = 0; i < n; i++) {
+      CHECKF(!c[i].bad, "round %d thread %d: %s: %s", round, i,
+             dtx_errname(c[i].rc), c[i].detail);
+      if (i < CPOSTERS && c[i].rc == 0) {
+        sum += c[i].value;
+        CHECKF(c[i].seq < a->seq, "round %d: a post holds seqId %lld, the "
+               "close %lld", round, (long long)c[i].seq, (long long)a->seq);
+      }
+      refused += i < CPOSTERS && c[i].rc != 0;
+    }
+    json_t *bal = NULL;
+    CHECK_RC(dtx_ledger_balance(st, acct, DTX_LEDGER_LATEST, &bal), 0);
+    CHECKF(sum == 0 && dtx_t_ival(bal, "balance") == 0 &&
+               dtx_t_ival(bal, "seq") == a->seq &&
+               json_object_get(bal, "closed_at"),
+           "round %d: landed sum %lld, balance %lld at seq %lld, close at %lld",
+           round, (long long)sum, (long long)dtx_t_ival(bal, "balance"),
+           (long long)dtx_t_ival(bal, "seq"), (long long)a->seq);
+    json_decref(bal);
+  }
+  printf("  %d of %d posts refused as closed\n", refused, CROUNDS * CPOSTERS);
+  for (int i = 0; i < n; i++)
+    dtx_store_close(c[i].st);
+  dtx_recover_opts_t ro = {.older_than_ms = 0};
+  CHECK_RC(dtx_recover(st, &ro, &e), 0);
+  json_decref(e);
+  dtx_t_lg_audit_ok(st);
   dtx_store_close(st);
 }
 
@@ -915,6 +1047,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_limits);
   TEST_RUN(test_refs);
   TEST_RUN(test_times);
+  TEST_RUN(test_close_race);
   TEST_RUN(test_memo);
   return TEST_DONE();
 }

@@ -401,6 +401,11 @@ test('ledger', async () => {
     { legs: [{ account: fees, value: -99999 }, { account: cash, value: 99999 }] }]);
   assert.deepEqual(res.map((r) => r.status), [200, 409]);
   assert.equal((await c.ledgerLimit(fees, 'none')).min_balance, null);
+  await rejects(c.closeAccount(cash), Conflict, (e) => assert.equal(e.code, 'STATE')); // it holds money
+  const shut = uid('shut');
+  await c.ledgerAccount(shut);
+  assert.equal((await c.closeAccount(shut, { deadlineMs: 5000 })).state, 'closed');
+  assert.ok('closed_at' in (await c.balance(shut)));
 });
 
 test('ledger assets, limits, meta and refs, balancing legs, partial posts', async () => {

@@ -676,6 +676,12 @@ class Client:
         body = _drop_none({"min_balance": min_balance, "max_balance": max_balance})
         return self._call("POST", f"/v1/ledger/accounts/{self._p(id)}/limit", body)
 
+    def close_account(self, id: str, *, deadline_ms: Optional[int] = None) -> JSON:
+        """Closes ledger account ``id`` for good (balance 0, no hold); Conflict
+        (``STATE``) otherwise.  Returns the close entry.  Not retried."""
+        body = _drop_none({"deadline_ms": deadline_ms})
+        return self._call("POST", f"/v1/ledger/accounts/{self._p(id)}/close", body)
+
     def balance(self, account: str, *, at_seq: Optional[int] = None) -> JSON:
         """``{"account", "balance", "available", "pending_debits", "seq"}``, now or at ``at_seq``."""
         return self._call("GET", f"/v1/ledger/accounts/{self._p(account)}/balance",

@@ -470,6 +470,13 @@ def test_ledger(c: Client) -> None:
                         {"legs": [{"account": fees, "value": -99999}, {"account": cash, "value": 99999}]}])
     assert [r["status"] for r in res] == [200, 409]
     assert c.ledger_limit(fees, "none")["min_balance"] is None
+    with pytest.raises(Conflict) as e:
+        c.close_account(cash)  # it holds money
+    assert e.value.code == "STATE"
+    shut = uid("shut")
+    c.ledger_account(shut)
+    assert c.close_account(shut, deadline_ms=5000)["state"] == "closed"
+    assert "closed_at" in c.balance(shut)
 
 
 def test_ledger_assets_limits_meta_refs_partial_posts(c: Client) -> None:

@@ -16,7 +16,9 @@
  * DTX_AUDIT_SETTLED (after recovery) it also demands that the committer
  * has caught up: every resolved entry whose predecessors are committed is
  * committed, every cache stands at the end of its committed run, and no
- * pending entry is past its timeout. */
+ * pending entry is past its timeout.  An account's close (close.c) is an
+ * entry of one leg of value 0, never committed: nothing may follow it,
+ * and the account's balance there is 0 with no pending entry (L10). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,14 +86,22 @@ static int check_entry(audit_t *a, const char *id, const json_t *e) {
   json_t *changes = json_object_get(e, "changes"), *l;
   size_t i, n = json_array_size(changes);
   int stable = json_equal(json_object_get(a->e1, id), (json_t *)e);
-  if (!is_state(e) || !(dtx__str_is(e, "proc", LG_COMMITTED) ||
-                        dtx__str_is(e, "proc", LG_UNCOMMITTED)))
+  int close = dtx__lg_is_close(e);
+  if (close && (!dtx__str_is(e, "proc", LG_CLOSED) || n != 1))
+    finding(a, "bad_entry", "entry %s is an account's close but has proc "
+            "'%s' and %zu legs (closed, 1)", id,
+            dtx__str(e, "proc") ? dtx__str(e, "proc") : "?", n);
+  else if (close) /* its one leg is checked below */
+    ;
+  else if (!is_state(e) || !(dtx__str_is(e, "proc", LG_COMMITTED) ||
+                             dtx__str_is(e, "proc", LG_UNCOMMITTED)))
     finding(a, "bad_entry", "entry %s has state '%s' and proc '%s'", id,
             dtx__str(e, "state") ? dtx__str(e, "state") : "?",
             dtx__str(e, "proc") ? dtx__str(e, "proc") : "?");
   else if (dtx__state_is(e, LG_PENDING) && dtx__str_is(e, "proc", LG_COMMITTED))
     finding(a, "bad_entry", "entry %s is pending but committed", id);
-  if (!json_is_array(changes) || n < 2 || n > DTX_LEDGER_MAX_LEGS) {
+  if (!json_is_array(changes) || (n < 2 && !close) ||
+      n > DTX_LEDGER_MAX_LEGS) {
     finding(a, "bad_entry", "entry %s has %zu legs (2..%d)", id, n,
             DTX_LEDGER_MAX_LEGS);
     if (!json_is_array(changes))
@@ -101,10 +111,11 @@ static int check_entry(audit_t *a, const char *id, const json_t *e) {
   json_array_foreach(changes, i, l) {
     const char *acc = dtx__str(l, "account");
     json_t *v = json_object_get(l, "value"), *s = json_object_get(l, "seqId");
-    if (!acc || !json_is_integer(v) || json_integer_value(v) == 0 ||
+    if (!acc || !json_is_integer(v) || (json_integer_value(v) == 0) != close ||
         !json_is_integer(s) || json_integer_value(s) < 1) {
-      finding(a, "bad_leg", "entry %s leg %zu lacks an account, a non-zero "
-              "integer value or a seqId >= 1", id, i + 1);
+      finding(a, "bad_leg", "entry %s leg %zu lacks an account, a %s "
+              "integer value or a seqId >= 1", id, i + 1,
+              close ? "zero (an account's close)" : "non-zero");
       continue;
     }
     for (size_t j = 0; j < i; j++)
@@ -256,6 +267,8 @@ static void check_account(audit_t *a, acct_t *ac, int settled) {
   __int128 posted = 0, pend = 0, pend_cr = 0;
   int64_t run_end = 0; /* the last seqId of the committed run from 1 */
   int gap = 0;
+  const json_t *closed = NULL; /* L10: the account's close, once met */
+  int64_t held = 0;            /* pending entries so far */
   for (size_t i = 0; i < ac->n; i++) {
     const leg_t *l = &ac->legs[i];
     const json_t *e = l->entry;
@@ -322,6 +335,19 @@ static void check_account(audit_t *a, acct_t *ac, int settled) {
     if (settled && dtx__state_is(e, LG_PENDING) &&
         dtx__int(e, "expires_at") <= dtx__now_ms())
       finding(a, "not_expired", "entry %s is pending past its timeout", eid);
+    /* L10: nothing after the close; at the close, 0 and no hold. */
+    if (closed)
+      finding(a, "leg_after_close", "account %s was closed by entry %s, but "
+              "entry %s has a leg on it at seqId %lld", ac->id,
+              dtx__str(closed, "_id"), eid, (long long)l->seq);
+    held += dtx__state_is(e, LG_PENDING);
+    if (!closed && dtx__lg_is_close(e)) {
+      closed = e;
+      if (posted != 0 || held)
+        finding(a, "closed_not_zero", "account %s was closed by entry %s at "
+                "balance %s with %lld pending entries", ac->id, eid,
+                dtx__wide_str(posted, (char[48]){0}), (long long)held);
+    }
   }
   if (c > (int64_t)ac->n)
     finding(a, "cache_ahead", "account %s cache seqId %lld is past its last "
@@ -338,8 +364,8 @@ static void check_committer(audit_t *a) {
   const char *id;
   json_t *e;
   json_object_foreach(a->e3, id, e) {
-    if (dtx__str_is(e, "proc", LG_COMMITTED) || dtx__state_is(e, LG_PENDING))
-      continue;
+    if (!dtx__str_is(e, "proc", LG_UNCOMMITTED) || dtx__state_is(e, LG_PENDING))
+      continue; /* committed, pending, or an account's close (never) */
     size_t i;
     json_t *l;
     int due = 1;
@@ -400,7 +426,7 @@ int dtx__lg_audit(dtx__audit_t *f) {
       json_t *n = json_object_get(states, s ? s : "?");
       json_object_set_new(states, s ? s : "?",
                           json_integer(n ? json_integer_value(n) + 1 : 1));
-      uncommitted += !dtx__str_is(d, "proc", LG_COMMITTED);
+      uncommitted += dtx__str_is(d, "proc", LG_UNCOMMITTED);
     }
     char vol[48];
     dtx__audit_set(f, "accounts", json_integer((json_int_t)a.naccts));

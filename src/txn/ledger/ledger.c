@@ -38,6 +38,9 @@
  *                              run_round (a level: one bulk write)
  *   (cache advance)            dtx__lg_advance,         ledger.cache
  *                              advance_all (one bulk write)
+ *   (none) -> closed/closed    dtx_ledger_account_close ledger.account.close
+ *                              (close.c: the account's last seqId; never
+ *                              moves, never committed)
  *
  * Invariants (DTX_ASSERT checks them where a step can, in every build;
  * dtx_audit checks the store, and entry_fits below the fields that go
@@ -83,6 +86,9 @@
  *  L9 An entry's time "at" is set by its insert and never changes; per
  *     account, times never decrease in seqId order, and an import lands
  *     only after every entry of its accounts (time.c, T1 and T2).
+ *  L10 A closed account's close entry holds its last seqId: no leg after
+ *     it, and its balance there is 0 with no pending entry before it
+ *     (close.c checks both and takes the seqId in one insert).
  */
 #include <string.h>
 
@@ -129,7 +135,7 @@ static const dtx__index_def_t indexes[] = {
   "{\"bsonType\":\"object\",\"required\":[\"account\",\"value\",\"seqId\"]," \
   "\"additionalProperties\":false,\"properties\":{"                         \
   "\"account\":{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":128}," \
-  "\"value\":{\"bsonType\":\"long\",\"not\":{\"enum\":[0]}},"                \
+  "\"value\":{\"bsonType\":\"long\"},"                                        \
   "\"seqId\":{\"bsonType\":\"long\",\"minimum\":1},"                        \
   "\"min\":{\"bsonType\":\"long\"},"                                   \
   "\"max\":{\"bsonType\":\"long\"}}}"
@@ -139,10 +145,11 @@ static const char entry_validator[] =
     "\"required\":[\"_id\",\"changes\",\"state\",\"proc\",\"created\"],"
     "\"additionalProperties\":false,\"properties\":{"
     "\"_id\":{\"bsonType\":\"string\"},"
-    "\"changes\":{\"bsonType\":\"array\",\"minItems\":2,\"maxItems\":128,"
+    "\"changes\":{\"bsonType\":\"array\",\"minItems\":1,\"maxItems\":128,"
     "\"items\":" LEG_SCHEMA "},"
-    "\"state\":{\"enum\":[\"pending\",\"posted\",\"voided\",\"expired\"]},"
-    "\"proc\":{\"enum\":[\"uncommitted\",\"committed\"]},"
+    "\"state\":{\"enum\":[\"pending\",\"posted\",\"voided\",\"expired\","
+    "\"closed\"]},"
+    "\"proc\":{\"enum\":[\"uncommitted\",\"committed\",\"closed\"]},"
     "\"created\":{\"bsonType\":\"long\"},"
     "\"updated\":{\"bsonType\":\"long\"},"
     "\"expires_at\":{\"bsonType\":\"long\"},"
@@ -157,7 +164,18 @@ static const char entry_validator[] =
     /* the entry's time (time.c): 0 .. DTX_LEDGER_MAX_TIME_MS */
     "\"at\":{\"bsonType\":\"long\",\"minimum\":0,"
     "\"maximum\":253402300799999},"
-    "\"imported\":{\"enum\":[true]}}},"
+    "\"imported\":{\"enum\":[true]}},"
+    /* an entry: 2.. legs of non-zero value; an account's close (close.c):
+     * one leg of value 0, closed and never committed */
+    "\"anyOf\":[{\"properties\":{"
+    "\"state\":{\"enum\":[\"pending\",\"posted\",\"voided\",\"expired\"]},"
+    "\"proc\":{\"enum\":[\"uncommitted\",\"committed\"]},"
+    "\"changes\":{\"minItems\":2,\"items\":{\"properties\":{"
+    "\"value\":{\"not\":{\"enum\":[0]}}}}}}},"
+    "{\"properties\":{\"state\":{\"enum\":[\"closed\"]},"
+    "\"proc\":{\"enum\":[\"closed\"]},"
+    "\"changes\":{\"maxItems\":1,\"items\":{\"properties\":{"
+    "\"value\":{\"enum\":[0]}}}}}}]},"
     /* a pending entry is never committed (L6) */
     "\"$or\":[{\"proc\":\"uncommitted\"},{\"state\":{\"$ne\":\"pending\"}}]}";
 
@@ -208,8 +226,9 @@ static const char never[] = "{\"_id\":{\"$exists\":false}}";
 static const char entry_moves[] =
     "[{\"immutable\":[\"changes\",\"created\",\"expires_at\",\"reverses\","
     "\"meta\",\"ref\",\"at\",\"imported\"],"
-    "\"insert\":{\"proc\":\"" LG_UNCOMMITTED "\",\"state\":{\"$in\":[\""
-    LG_POSTED "\",\"" LG_PENDING "\"]}},"
+    "\"insert\":{\"$or\":[{\"proc\":\"" LG_UNCOMMITTED "\",\"state\":{\"$in\":"
+    "[\"" LG_POSTED "\",\"" LG_PENDING "\"]}},{\"proc\":\"" LG_CLOSED "\","
+    "\"state\":\"" LG_CLOSED "\"}]},"
     "\"moves\":[" RESOLVE("post", LG_POSTED) "," RESOLVE("void", LG_VOIDED) ","
     RESOLVE("expire", LG_EXPIRED) "," COMMIT(LG_POSTED) "," COMMIT(LG_VOIDED)
     "," COMMIT(LG_EXPIRED) "]},"
@@ -250,6 +269,11 @@ static int entry_fits(const json_t *e, char *why, size_t n) {
                           com ? "set" : "not");
   if (res && !exp)
     return dtx__shape_bad(why, n, "resolved, yet never pending (L5)");
+  if (dtx__state_is(e, LG_CLOSED) && (exp || res || com))
+    return dtx__shape_bad(why, n, "an account's close, but expires_at %s, "
+                          "resolved_at %s, committed_at %s (L10)",
+                          exp ? "set" : "not", res ? "set" : "not",
+                          com ? "set" : "not");
   if (json_object_get(e, "amounts") &&
       (!dtx__state_is(e, LG_POSTED) || !exp ||
        json_array_size(json_object_get(e, "amounts")) !=
@@ -383,6 +407,7 @@ static const char *const fault_points[] = {
     "ledger.expire",
     "ledger.commit",
     "ledger.cache",
+    "ledger.account.close",
     NULL,
 };
 

@@ -10,7 +10,7 @@
  * cache and the entries after it (balance, statement, list); commit.c the
  * committer (worker), expiry and recovery; audit.c the audit; meta.c an
  * entry's meta and ref; asset.c an account's asset; time.c an
- * entry's time.  Retry,
+ * entry's time; close.c closing an account.  Retry,
  * contention, fault points and moves come from txn/kit/kit.h. */
 #ifndef DTX_TXN_LEDGER_H
 #define DTX_TXN_LEDGER_H
@@ -23,6 +23,10 @@
                                 yet counted */
 #define LG_VOIDED "voided"   /* a pending entry voided: the legs never count */
 #define LG_EXPIRED "expired" /* a pending entry past its timeout: likewise */
+/* An account's close (close.c): one leg of value 0 at the account's next
+ * seqId, state and proc both "closed" -- never committed, so the
+ * committer never scans it and the cache never passes it. */
+#define LG_CLOSED "closed"
 
 /* Entry commitment ("proc", as in the reference): an entry is committed
  * once it is resolved (not pending) and every earlier seqId of each of its
@@ -65,6 +69,8 @@ typedef struct dtx__lg_pos {
                         read) */
   int64_t head_at;   /* posts only: the time of the entry at head, which
                         the next entry's time follows (time.c, T1) */
+  const json_t *closed; /* the account's close entry, when the tail holds
+                           one (borrowed from tail; close.c) */
   json_t *tail; /* the entries after base, by this account's seqId (owned) */
 } dtx__lg_pos_t;
 
@@ -74,9 +80,15 @@ typedef struct dtx__lg_pos {
  * stays is DTX_EBACKEND naming the account and the seqId. */
 int dtx__lg_position(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos);
 
+/* The same, with head_at set: the time of the account's latest entry,
+ * which the next entry's time follows (time.c, T1) -- a close's. */
+int dtx__lg_position_timed(dtx__exec_t *ex, json_t *acct,
+                           dtx__lg_pos_t *pos);
+
 /* The same for a post: the tail may start past the cache, at this
  * process's memo of the account (position.c says why that is exact);
- * only head, posted and the pending sums are meant to be read. */
+ * only head, posted and the pending sums are meant to be read.  A closed
+ * account is DTX_ESTATE naming it (close.c), pos freed. */
 int dtx__lg_position_post(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos);
 
 /* Tells the memo that posted entry entry_id, with leg `value`, holds
@@ -212,6 +224,15 @@ void dtx__lg_set_meta(json_t *doc, const dtx_ledger_post_req_t *req);
  * derive again). */
 int dtx__lg_ref_taken(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
                       const char *id);
+
+/* ---- closing an account (close.c) ------------------------------------------- */
+
+/* Is e an account's close entry (state "closed")? */
+int dtx__lg_is_close(const json_t *e);
+
+/* DTX_ESTATE naming the account and when it closed, when pos's account is
+ * closed: a post's refusal of a leg on it. */
+int dtx__lg_refuse_closed(const dtx__lg_pos_t *pos);
 
 /* ---- assets (asset.c) --------------------------------------------------------- */
 

@@ -248,8 +248,14 @@ static int read_tail(dtx__exec_t *ex, dtx__lg_pos_t *pos, int64_t from,
   return 0;
 }
 
+/* position()'s ways: MEMO starts from the process's memo when it is on,
+ * TIMED reads the entry at the cache too, for head_at (time.c, T1): what
+ * a write that takes the next seqId needs (a post, a close). */
+enum { POS_MEMO = 1, POS_TIMED = 2 };
+
 static int position(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos,
-                    int use_memo) {
+                    int how) {
+  int use_memo = how & POS_MEMO;
   memset(pos, 0, sizeof *pos);
   pos->acct = json_incref(acct);
   pos->id = dtx__str(acct, "_id");
@@ -271,8 +277,9 @@ static int position(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos,
   if (rc < 0)
     return rc;
   if (rc) { /* no memo, or the cache is as far on, or the anchor differs */
-    /* A post reads the entry at the cache too, for its time (time.c). */
-    int with_base = use_memo && pos->cache_seq >= 1;
+    /* A post or a close reads the entry at the cache too, for its time
+     * (time.c). */
+    int with_base = (how & POS_TIMED) && pos->cache_seq >= 1;
     if ((rc = read_tail(ex, pos, pos->cache_seq + 1 - with_base, NULL,
                         with_base)))
       return rc;
@@ -300,6 +307,8 @@ static int position(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos,
       pos->pend_credit += v;
     if (!is_final(e))
       pos->all_final = 0;
+    if (!pos->closed && dtx__lg_is_close(e)) /* never final: no memo past it */
+      pos->closed = e;
   }
   DTX_ASSERT(pos->pend_debit >= 0 && pos->pend_credit >= 0, "L4");
   if (use_memo)
@@ -311,8 +320,22 @@ int dtx__lg_position(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos) {
   return position(ex, acct, pos, 0);
 }
 
+/* A closed account takes no leg (close.c): its close entry holds a seqId
+ * and is never committed, so the cache never passes it and every post's
+ * tail -- from the cache or from the memo, which stops before it -- holds
+ * it. */
+int dtx__lg_position_timed(dtx__exec_t *ex, json_t *acct,
+                           dtx__lg_pos_t *pos) {
+  return position(ex, acct, pos, POS_TIMED);
+}
+
 int dtx__lg_position_post(dtx__exec_t *ex, json_t *acct, dtx__lg_pos_t *pos) {
-  return position(ex, acct, pos, 1);
+  int rc = position(ex, acct, pos, POS_MEMO | POS_TIMED);
+  if (rc == 0 && pos->closed) {
+    rc = dtx__lg_refuse_closed(pos);
+    dtx__lg_pos_free(pos); /* a refused position is the callee's to free */
+  }
+  return rc;
 }
 
 /* ---- balance ------------------------------------------------------------------------------ */
@@ -399,6 +422,9 @@ int dtx__lg_balance(dtx__exec_t *ex, const char *account, int64_t at_seq,
                      "pending_debits", (json_int_t)p, "seq", (json_int_t)n);
   if (rc == 0)
     dtx__lg_name_asset(*out, pos.acct);
+  if (rc == 0 && *out && pos.closed) /* the account's state now */
+    json_object_set_new(*out, "closed_at",
+                        json_integer((json_int_t)dtx__int(pos.closed, "created")));
   dtx__lg_pos_free(&pos);
   return rc == 0 && !*out ? DTX_ENOMEM : rc;
 }
@@ -429,7 +455,8 @@ static int add_lines(stmt_t *s, const json_t *docs, int *rc) {
   size_t i;
   json_t *e;
   json_array_foreach(docs, i, e) {
-    if (!dtx__state_is(e, LG_POSTED))
+    int close = dtx__lg_is_close(e); /* the account's last line */
+    if (!dtx__state_is(e, LG_POSTED) && !close)
       continue;
     const json_t *leg = dtx__lg_leg(e, s->account);
     int64_t bal;
@@ -441,10 +468,14 @@ static int add_lines(stmt_t *s, const json_t *docs, int *rc) {
         json_pack("{s:O,s:O,s:o,s:I,s:s}", "entry", json_object_get(e, "_id"),
                   "seq", json_object_get(leg, "seqId"), "value",
                   json_integer(dtx__lg_amount(e, leg)), "balance", (json_int_t)bal,
-                  "state", dtx__str_is(e, "proc", LG_COMMITTED)
+                  "state", close ? LG_CLOSED
+                  : dtx__str_is(e, "proc", LG_COMMITTED)
                                ? LG_COMMITTED
                                : LG_UNCOMMITTED));
     json_t *line = json_array_get(s->lines, json_array_size(s->lines) - 1);
+    if (line && close)
+      json_object_set_new(line, "closed_at",
+                          json_integer((json_int_t)dtx__int(e, "created")));
     dtx__lg_name_asset(line, s->acct);
     if (line) /* the entry's time (time.c) */
       json_object_set_new(line, "at", json_integer(dtx__lg_time(e)));

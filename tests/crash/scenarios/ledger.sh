@@ -11,6 +11,8 @@
 # of one document), and the next post lands on the next seqId.  The
 # committer's points get a round of three levels (entries chained on C
 # and D beside A's), and D's balance must come out exact too.
+# ledger.account.close closes Z (at 0): closed or not after a crash or an
+# error, closed after a pause; closed, it refuses a leg.
 
 scenario_setup() {
   d ledger account create A >/dev/null &&
@@ -19,6 +21,7 @@ scenario_setup() {
   case "${p:-}" in
   ledger.reverse) d ledger post A:-100 B:100 --id e0 >/dev/null ;;
   ledger.pending.*) d ledger post A:-100 B:100 --id p1 --pending >/dev/null ;;
+  ledger.account.close) d ledger account create Z >/dev/null ;;
   ledger.expire) d ledger post A:-100 B:100 --id p1 --pending --timeout-ms 1 >/dev/null ;;
   ledger.commit | ledger.cache)
     # A round of three levels for the committer (commit.c): c1 and x1
@@ -39,6 +42,7 @@ scenario_cmd() {
   case "$1" in
   ledger.account.create) echo 'ledger account create C' ;;
   ledger.account.limit) echo 'ledger account limit A 100' ;;
+  ledger.account.close) echo 'ledger account close Z' ;;
   ledger.post) echo 'ledger post A:-100 B:100 --id e1' ;;
   ledger.reverse) echo 'ledger reverse e0 --id r1' ;;
   ledger.pending.post) echo 'ledger post-pending p1' ;;
@@ -89,6 +93,14 @@ check_final() {
   ledger.commit:* | ledger.cache:*) st=-; want=1000
     [ "$(field "$(d ledger balance D)" balance)" = 18 ] &&
       [ "$(field "$(d ledger balance F)" balance)" = 4 ] || want="1000, D 18, F 4" ;;
+  ledger.account.close:*) want=1000
+    if [[ $(d ledger balance Z) == *closed_at* ]]; then
+      st=closed
+      ! d ledger post B:-1 Z:1 >/dev/null 2>&1 || want="1000 and a closed Z refusing a leg"
+    else
+      st=open
+      case "$label" in *:crash | *:error) ;; *) want="1000 and Z closed" ;; esac
+    fi ;;
   *) st=-; want=1000 ;;
   esac
   [ "$a" = "$want" ] || { bad "$label: entry $st, A's balance $a (want $want)"; return; }
