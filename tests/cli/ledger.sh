@@ -677,4 +677,19 @@ expect 0 "a close over money, past the rules" -- d insert ledger_entries '{"_id"
 expect 5 "audit finds both" -- d audit
 grep -q "leg_after_close: account K1 was closed by entry $kc, but entry kl" "$WORK/out" && ok || bad "audit leg_after_close: $(out)"
 grep -q "closed_not_zero: account K2 was closed by entry kz at balance -1" "$WORK/out" && ok || bad "audit closed_not_zero: $(out)"
+# A close is timed as a post is: after an entry timed a day ahead (another
+# process's clock) and a live post that follows it, the close is timed no
+# earlier, and the audit finds the times in order.
+new_store ledger_close_time
+d ledger account create KT1 --min-balance none >/dev/null && d ledger account create KT2 --min-balance none >/dev/null ||
+  bad "close time: accounts"
+ahead=$(($(date +%s%3N) + 86400000))
+expect 0 "close time: an entry a day ahead" -- d insert ledger_entries \
+  "{\"_id\":\"kta\",\"changes\":[{\"account\":\"KT1\",\"value\":-1,\"seqId\":1},{\"account\":\"KT2\",\"value\":1,\"seqId\":1}],\"state\":\"posted\",\"proc\":\"uncommitted\",\"created\":$ahead,\"updated\":$ahead,\"at\":$ahead}" --bypass-validation
+expect 0 "close time: a post back to 0" -- d ledger post KT2:-1 KT1:1 --id ktb
+expect 0 "close time: the worker commits both" -- d worker --once
+expect 0 "close time: close" -- d ledger account close KT1
+[ "$(d count ledger_entries "{\"state\":\"closed\",\"at\":{\"\$gte\":$ahead}}")" = 1 ] && ok ||
+  bad "close time: the close is timed before the entry a day ahead: $(out)"
+expect 0 "close time: audit" -- d audit --settled
 finish
