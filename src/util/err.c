@@ -43,10 +43,19 @@ const char *dtx_errdetail(void) { return detail; }
 void dtx__err_clear(void) { detail[0] = '\0'; }
 
 int dtx__err(int code, const char *fmt, ...) {
+  /* Formatted apart, then copied: an argument may be dtx_errdetail()
+   * itself (a caller adding context), and vsnprintf into the buffer it
+   * reads from is undefined. */
+  char text[DETAIL_MAX];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(detail, sizeof detail, fmt, ap);
+  int n = vsnprintf(text, sizeof text, fmt, ap);
   va_end(ap);
+  if (n < 0)
+    n = 0;
+  size_t len = (size_t)n < sizeof text ? (size_t)n : sizeof text - 1;
+  memcpy(detail, text, len);
+  detail[len] = '\0';
   return code;
 }
 
