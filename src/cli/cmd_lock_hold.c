@@ -14,8 +14,12 @@
  *   - on a loss: SIGTERM to the group and to every descendant that left
  *     it (setsid), SIGKILL --grace-ms later to what is left of them, then
  *     exit DTX_EXIT_LOST (6) once all are gone;
- *   - otherwise the lock is released when the command ends, and its exit
- *     status is doctx's (128 + N when signal N ended it).
+ *   - otherwise, when the command ends, what it left running (its group,
+ *     and what left the group) gets SIGTERM, SIGKILL --grace-ms later,
+ *     while the lock is still held and renewed: the lock is released only
+ *     once nothing the command started runs, so no leftover writes under
+ *     a token the hold gave back.  The exit status is the command's
+ *     (128 + N when signal N ended it).
  * Signals reach the main loop through a self-pipe (the loss too), so the
  * loop is one poll(); the library's keeper thread takes no signal. */
 #include "cli/cli.h"
@@ -228,7 +232,7 @@ int dtx__cli_lock_hold(dtx_cli_t *cli, const dtx__cli_args_t *a) {
             strerror(e));
     return DTX_EXIT_BACKEND;
   }
-  int status = 0, reaped = 0, lost = 0, killed = 0;
+  int status = 0, reaped = 0, lost = 0, killed = 0, ending = 0;
   int64_t kill_at = INT64_MAX;
   for (;;) {
     /* Every child: the command, and what of its group was orphaned to
@@ -241,21 +245,28 @@ int dtx__cli_lock_hold(dtx_cli_t *cli, const dtx__cli_args_t *a) {
         status = st;
         reaped = 1;
       }
-    if (reaped && !lost)
-      break;
     int64_t now = mono_ms(), wait = -1;
-    if (lost && now >= kill_at) {
+    if (reaped && !lost && !ending) {
+      if ((kill(-pid, 0) != 0 && errno == ESRCH) && descendants(0) == 0)
+        break; /* the command ended and left nothing running */
+      /* Leftovers: ended as a loss ends the command, under the lock. */
+      ending = 1;
+      kill(-pid, SIGTERM);
+      descendants(SIGTERM);
+      kill_at = grace > INT64_MAX - now ? INT64_MAX - 1 : now + grace;
+    }
+    if ((lost || ending) && now >= kill_at) {
       kill(-pid, SIGKILL);
       descendants(SIGKILL);
       killed = 1;
       kill_at = INT64_MAX; /* the leader's death wakes us (SIGCHLD) */
-    } else if (lost && reaped && kill(-pid, 0) != 0 && errno == ESRCH &&
-               descendants(0) == 0) {
+    } else if ((lost || ending) && reaped && kill(-pid, 0) != 0 &&
+               errno == ESRCH && descendants(0) == 0) {
       break; /* the whole group is gone, and all that left it */
     }
-    if (lost && kill_at != INT64_MAX)
+    if ((lost || ending) && kill_at != INT64_MAX)
       wait = kill_at - now;
-    if (lost && reaped) /* what is left of the group: look again soon */
+    if ((lost || ending) && reaped) /* what is left: look again soon */
       wait = wait < 0 || wait > 10 ? 10 : wait;
     struct pollfd p = {.fd = wake[0], .events = POLLIN};
     poll(&p, 1, wait < 0 ? -1 : wait > 60000 ? 60000 : (int)wait);
@@ -265,9 +276,11 @@ int dtx__cli_lock_hold(dtx_cli_t *cli, const dtx__cli_args_t *a) {
         lost = 1;
         kill(-pid, SIGTERM);
         descendants(SIGTERM);
-        /* Saturated: a grace too long for int64 is "never SIGKILL". */
-        kill_at = grace > INT64_MAX - mono_ms() ? INT64_MAX - 1
-                                                : mono_ms() + grace;
+        /* Saturated: a grace too long for int64 is "never SIGKILL"; a
+         * cleanup of leftovers already under way keeps its deadline. */
+        if (!ending)
+          kill_at = grace > INT64_MAX - mono_ms() ? INT64_MAX - 1
+                                                  : mono_ms() + grace;
       } else if (c == SIGINT || c == SIGTERM || c == SIGHUP) {
         kill(-pid, c);
       }
@@ -284,5 +297,9 @@ int dtx__cli_lock_hold(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   }
   if (rc)
     dtx__cli_fail(rc); /* the release failed: the lease lapses by itself */
+  if (ending)
+    fprintf(stderr, "doctx: lock hold: the command left processes running: "
+                    "sent them SIGTERM%s before the release\n",
+            killed ? ", then SIGKILL" : "");
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }

@@ -317,6 +317,20 @@ alive "$(cat "$WORK/cmd.L6.pid")" && bad "hold: the command outlived a crashed d
 expect 7 "hold: the command's status passed through" -- d lock hold L8 --owner o7 -- bash -c '[ "$DOCTX_LOCK_NAME:$DOCTX_LOCK_TOKEN:$DOCTX_LOCK_OWNER:$DOCTX_LOCK_FENCE" = L8:3:o7:L8:3 ] && exit 7'
 expect 0 "hold: released when the command ended" -- d lock show L8
 [ "$(field "$(out)" owner)" = null ] && ok || bad "hold: L8 not released: $(out)"
+# What the command left running (here a child in its own session that
+# ignores TERM) ends before the release, under the lock: TERM, then KILL
+# --grace-ms later; the command's status is still passed through.  (It
+# was released at once, the child writing on under the token given back.)
+rm -f "$WORK/cmd.LL.pid"
+expect 4 "hold: a command that leaves a process running" -- d lock hold LL --ttl-ms 30000 --grace-ms 200 -- bash -c \
+  'setsid "$WORK/stubborn" & for i in $(seq 200); do [ -s "$WORK/cmd.LL.pid" ] && exit 4; sleep 0.05; done; exit 9'
+left=$(cat "$WORK/cmd.LL.pid" 2>/dev/null)
+[ -n "$left" ] && on_exit "kill -KILL $left 2>/dev/null"
+[ -n "$left" ] && ! alive "$left" && ok || bad "hold: the leftover '$left' outlived the hold"
+grep -q "left processes running: sent them SIGTERM, then SIGKILL before the release" "$WORK/err" && ok ||
+  bad "hold: leftover message: $(cat "$WORK/err")"
+expect 0 "hold: released after the leftover ended" -- d lock show LL
+[ "$(field "$(out)" held)" = false ] && ok || bad "hold: LL not released: $(out)"
 expect 1 "hold: a held lock" -- d lock hold L9 -- true
 expect 2 "hold: no command" -- d lock hold L7 --ttl-ms 100
 expect 2 "hold: a ttl past a year" -- d lock hold L7 --ttl-ms 9223372036854775807 -- true
