@@ -350,7 +350,7 @@ const char *dtx__srv_query(dtx__srv_ctx_t *c, const char *key, char *buf,
 static const char b64[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
-static uint64_t fnv(const char *s) {
+uint64_t dtx__srv_fnv(const char *s) {
   uint64_t h = 1469598103934665603ull;
   for (; *s; s++)
     h = (h ^ (unsigned char)*s) * 1099511628211ull;
@@ -364,7 +364,7 @@ static uint64_t fnv(const char *s) {
 json_t *dtx__srv_cursor(const char *what, int64_t skip) {
   char raw[64], enc[96];
   int n = snprintf(raw, sizeof raw, "1.%lld.%016llx", (long long)skip,
-                   (unsigned long long)fnv(what));
+                   (unsigned long long)dtx__srv_fnv(what));
   size_t o = 0;
   for (int i = 0; i < n; i += 3) {
     uint32_t v = (uint32_t)(unsigned char)raw[i] << 16;
@@ -408,7 +408,7 @@ static int cursor_skip(const char *what, const char *cur, int64_t *skip) {
   unsigned long long h;
   int used = 0;
   if (sscanf(raw, "1.%lld.%16llx%n", &s, &h, &used) != 2 || (size_t)used != o ||
-      s < 0 || h != (unsigned long long)fnv(what))
+      s < 0 || h != (unsigned long long)dtx__srv_fnv(what))
     return -1;
   *skip = s;
   return 0;

@@ -73,11 +73,26 @@ int dtx__srv_list_page(dtx__srv_ctx_t *c, dtx__srv_list_t *l,
       bad ? NULL : dtx__srv_query(c, "after", after, sizeof after, &bad);
   if (bad)
     return -1;
-  if (key)
-    snprintf(l->what, sizeof l->what, "%s%s=%s", prefix, key,
-             l->filter ? l->filter : "");
-  else
-    snprintf(l->what, sizeof l->what, "%s", prefix);
+  /* What the cursor is bound to: the prefix and the filter whole.  Past
+   * what l->what holds, its digest stands in for it (a long filter cut to
+   * its first bytes let two queries share a cursor). */
+  const char *f = l->filter ? l->filter : "";
+  size_t need = strlen(prefix) + (key ? strlen(key) + 1 + strlen(f) : 0) + 1;
+  if (need <= sizeof l->what) {
+    snprintf(l->what, sizeof l->what, "%s%s%s%s", prefix, key ? key : "",
+             key ? "=" : "", key ? f : "");
+  } else {
+    char *full = malloc(need);
+    if (!full) {
+      dtx__srv_bad(c, DTX_ENOMEM, "paging");
+      return -1;
+    }
+    snprintf(full, need, "%s%s%s%s", prefix, key ? key : "", key ? "=" : "",
+             key ? f : "");
+    snprintf(l->what, sizeof l->what, "#%016llx %.400s",
+             (unsigned long long)dtx__srv_fnv(full), full);
+    free(full);
+  }
   if (dtx__srv_qpage(c, a, l->what, &skip, &lim))
     return -1;
   /* One more than the page shows says whether a next page exists. */

@@ -423,7 +423,7 @@ void dtx__srv_h_ledger_get(dtx__srv_ctx_t *c) {
 void dtx__srv_h_ledger_list(dtx__srv_ctx_t *c) {
   dtx__srv_list_t l;
   json_t *items = NULL, *mf = NULL;
-  char ref[DTX_LEDGER_MAX_REF + 2], prefix[400];
+  char ref[DTX_LEDGER_MAX_REF + 2], *prefix = NULL;
   char *mtext = malloc(2 * DTX_LEDGER_MAX_META);
   int bad = 0, rc;
   if (!mtext) {
@@ -447,10 +447,17 @@ void dtx__srv_h_ledger_list(dtx__srv_ctx_t *c) {
     }
     goto done;
   }
-  /* The cursor is bound to what it pages: the ref and the filter (a
-   * long filter by its first bytes). */
-  snprintf(prefix, sizeof prefix, "ledger entries?ref=%s&meta_filter=%.300s&",
-           r ? r : "", m ? m : "");
+  /* The cursor is bound to what it pages: the ref and the filter whole,
+   * each after its length (a ref holding "&meta_filter=" or a filter
+   * longer than a fixed buffer cannot make two queries share a cursor). */
+  size_t rn = r ? strlen(r) : 0, mn = m ? strlen(m) : 0;
+  prefix = malloc(rn + mn + 64);
+  if (!prefix) {
+    dtx__srv_bad(c, DTX_ENOMEM, "ledger entries");
+    goto done;
+  }
+  snprintf(prefix, rn + mn + 64, "ledger entries?ref=%zu:%s&meta_filter=%zu:%s&",
+           rn, r ? r : "", mn, m ? m : "");
   if (dtx__srv_list_page(c, &l, prefix, "account", 160))
     goto done;
   if (l.filter) {
@@ -461,6 +468,7 @@ void dtx__srv_h_ledger_list(dtx__srv_ctx_t *c) {
   dtx__srv_list_answer(c, &l, "entries", rc, items);
 done:
   json_decref(mf);
+  free(prefix);
   free(mtext);
 }
 

@@ -377,6 +377,8 @@ int dtx__srv_page(dtx__srv_ctx_t *c, json_t *limit, const char *after,
  * key and the list.  0, or an error answered. */
 int dtx__srv_item_check(dtx__srv_ctx_t *c, json_t *v, const char *where,
                         const char *shape, const char *const *keys);
+/* FNV-1a of s: the digest a cursor carries of what it pages. */
+uint64_t dtx__srv_fnv(const char *s);
 /* The cursor of the page after skip (new string reference). */
 json_t *dtx__srv_cursor(const char *what, int64_t skip);
 /* 1 when s[0..n) is valid UTF-8 (no overlong form, surrogate or code

@@ -328,6 +328,16 @@ nitems "ledger entries by a meta filter" entries 1
 no "ledger entries: a meta filter with \$where" 400 INVAL GET \
   "/v1/ledger/entries?meta_filter=%7B%22%24where%22%3A1%7D" "$T_READ"
 no "ledger entries: account and ref" 400 INVAL GET "/v1/ledger/entries?account=cash&ref=INV-1" "$T_READ"
+# A cursor is bound to the whole filter: two filters alike in their first
+# 600 bytes do not share one (cut to 300, they did).
+pad=$(printf 'x%.0s' $(seq 600))
+req GET "/v1/ledger/entries?limit=1&meta_filter=%7B%22pad%22%3A%7B%22%24ne%22%3A%22${pad}A%22%7D%7D" "$T_READ"
+check "ledger entries: a long meta filter, page 1" 200 '"next":"'
+next=$(jf .next)
+no "ledger entries: its cursor on another long filter" 400 INVAL GET \
+  "/v1/ledger/entries?limit=1&after=$next&meta_filter=%7B%22pad%22%3A%7B%22%24ne%22%3A%22${pad}B%22%7D%7D" "$T_READ"
+req GET "/v1/ledger/entries?limit=1&after=$next&meta_filter=%7B%22pad%22%3A%7B%22%24ne%22%3A%22${pad}A%22%7D%7D" "$T_READ"
+check "ledger entries: its cursor on its own filter" 200 '"entries":['
 req GET "/v1/ledger/accounts/ext/statement?from_seq=1&limit=100" "$T_READ"
 check "statement shows ref and meta" 200 '"ref":"INV-1","meta":{"order":"o1","n":1}'
 
