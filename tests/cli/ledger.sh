@@ -569,6 +569,14 @@ expect 3 "a plain write adding one" -- d update ledger_accounts '{"_id":"AM"}' '
 expect 0 "an asset changed past the rules" -- d update ledger_accounts '{"_id":"AV"}' '{"$set":{"asset":"EUR/2"}}' --bypass-validation
 expect 5 "audit finds the mix" -- d audit
 grep -q "mixed_assets: entry a1 has legs on AU (USD/2) and AV (EUR/2)" "$WORK/out" && ok || bad "audit mixed_assets: $(out)"
+grep -q "asset_changed: entry a1 was posted in USD/2, but its account AV is in EUR/2" "$WORK/out" && ok ||
+  bad "audit asset_changed: $(out)"
+# Every account of an entry moved to another asset alike (a rescale) is no
+# mix, but the entry names the asset it was posted in.
+expect 0 "the other account too, past the rules" -- d update ledger_accounts '{"_id":"AU"}' '{"$set":{"asset":"EUR/2"}}' --bypass-validation
+expect 5 "audit finds the rescale" -- d audit
+grep -q "asset_changed: entry a1 was posted in USD/2, but its account AU is in EUR/2" "$WORK/out" && ok ||
+  bad "audit asset rescale: $(out)"
 # Entry time (docs/ledger.md, "Entry time"): every entry is timed by doctx
 # (never before the entry it follows on any of its accounts, whatever the
 # poster's clock), imports state a past time and are refused once an

@@ -162,14 +162,23 @@ static int check_entry(audit_t *a, const char *id, const json_t *e) {
       finding(a, "bad_amounts", "entry %s: its amounts are not one per leg "
               "within what each holds, summing to 0", id);
   }
-  /* One asset per entry (asset.c): its accounts' assets, as read. */
-  const char *a0 = NULL, *acc0 = NULL;
+  /* One asset per entry (asset.c): its accounts' assets, as read, and
+   * the asset the entry was posted in -- an account's asset changed past
+   * the rules, every account of an entry alike, shows there. */
+  const char *a0 = NULL, *acc0 = NULL, *ea = dtx__str(e, "asset");
+  int changed = 0;
   json_array_foreach(changes, i, l) {
     const char *acc = dtx__str(l, "account");
     const json_t *doc = acc ? json_object_get(a->accounts, acc) : NULL;
     if (!doc)
       continue;
     const char *as = dtx__str(doc, "asset");
+    if (!changed && (ea ? !as || strcmp(as, ea) : as != NULL)) {
+      changed = 1; /* once per entry, and the mix is still looked for */
+      finding(a, "asset_changed", "entry %s was posted in %s, but its "
+              "account %s is in %s", id, ea ? ea : "no asset", acc,
+              as ? as : "no asset");
+    }
     if (!acc0) {
       acc0 = acc;
       a0 = as;

@@ -109,6 +109,12 @@ static int close_account(dtx__exec_t *ex, const char *id, json_t **out) {
                       "seqId", (json_int_t)(pos.head + 1), "state", LG_CLOSED,
                       "proc", LG_CLOSED, "created", (json_int_t)now,
                       "updated", (json_int_t)now, "at", (json_int_t)at);
+      const char *asset = dtx__str(pos.acct, "asset");
+      if (doc && asset &&
+          json_object_set_new(doc, "asset", json_string(asset))) {
+        json_decref(doc);
+        doc = NULL;
+      }
       rc = doc ? dtx__kit_insert(ex, "ledger.account.close",
                                  DTX_LEDGER_ENTRIES, doc)
                : DTX_ENOMEM;

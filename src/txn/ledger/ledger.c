@@ -164,7 +164,10 @@ static const char entry_validator[] =
     /* the entry's time (time.c): 0 .. DTX_LEDGER_MAX_TIME_MS */
     "\"at\":{\"bsonType\":\"long\",\"minimum\":0,"
     "\"maximum\":253402300799999},"
-    "\"imported\":{\"enum\":[true]}},"
+    "\"imported\":{\"enum\":[true]},"
+    /* the asset its accounts are in (asset.c) */
+    "\"asset\":{\"bsonType\":\"string\","
+    "\"pattern\":\"^[A-Z0-9_]{1,16}/([0-9]|1[0-8])$\"}},"
     /* an entry: 2.. legs of non-zero value; an account's close (close.c):
      * one leg of value 0, closed and never committed */
     "\"anyOf\":[{\"properties\":{"
@@ -225,7 +228,7 @@ static const char never[] = "{\"_id\":{\"$exists\":false}}";
   "\",\"committed_at\":{\"$exists\":true}}}"
 static const char entry_moves[] =
     "[{\"immutable\":[\"changes\",\"created\",\"expires_at\",\"reverses\","
-    "\"meta\",\"ref\",\"at\",\"imported\"],"
+    "\"meta\",\"ref\",\"at\",\"imported\",\"asset\"],"
     "\"insert\":{\"$or\":[{\"proc\":\"" LG_UNCOMMITTED "\",\"state\":{\"$in\":"
     "[\"" LG_POSTED "\",\"" LG_PENDING "\"]}},{\"proc\":\"" LG_CLOSED "\","
     "\"state\":\"" LG_CLOSED "\"}]},"

@@ -277,6 +277,15 @@ int dtx__lg_build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
     json_object_set_new(*doc, "reverses", json_string(reverses));
   if (*doc)
     dtx__lg_set_meta(*doc, req);
+  /* The entry names its asset, so the audit sees an account's asset
+   * changed past the rules after it (asset.c). */
+  const char *asset =
+      dtx__str(json_object_get(accts, req->legs[0].account), "asset");
+  if (*doc && asset &&
+      json_object_set_new(*doc, "asset", json_string(asset))) {
+    json_decref(*doc);
+    *doc = NULL;
+  }
   if (*doc && (rc = dtx__lg_stamp(req, head_at, head_acct, *doc))) {
     json_decref(*doc);
     *doc = NULL;
