@@ -479,6 +479,7 @@ static void test_hold(void) {
   CHECK(dtx_lock_hold_lost(h) == 0);
   CHECK_RC(dtx_lock_hold_stop(h, NULL), 0);
   CHECK(lost_calls(&n) == 1);
+  dtx_store_close(st);
 }
 
 /* ---- semaphores (sem.c) ------------------------------------------------ */
