@@ -24,7 +24,7 @@
 #include <pthread.h>
 #include <string.h>
 
-enum { ROUNDS = 400 };
+enum { ROUNDS = 400, SET_ROUNDS = 150 };
 
 typedef struct scope_thread {
   const char *coll;
@@ -82,7 +82,7 @@ void conf_test_rules_scope_threads(void) {
   json_decref(d);
 }
 
-/* Replaces the rules of coll ROUNDS times, alternating two specs whose
+/* Replaces the rules of coll SET_ROUNDS times, alternating two specs whose
  * first immutable path is "a" or "b"; a long list of paths keeps a
  * reader's copy of them slow, so its read overlaps a change. */
 typedef struct rules_setter {
@@ -93,7 +93,7 @@ typedef struct rules_setter {
 static json_t *wide_spec(const char *first) {
   json_t *paths = json_pack("[s]", first);
   char p[16];
-  for (int i = 0; i < 300; i++) {
+  for (int i = 0; i < 100; i++) {
     snprintf(p, sizeof p, "f%d", i);
     json_array_append_new(paths, json_string(p));
   }
@@ -103,7 +103,7 @@ static json_t *wide_spec(const char *first) {
 static void *rules_setter(void *arg) {
   rules_setter_t *s = arg;
   json_t *spec[2] = {wide_spec("a"), wide_spec("b")};
-  for (int i = 0; i < ROUNDS && !s->failed; i++) {
+  for (int i = 0; i < SET_ROUNDS && !s->failed; i++) {
     dtx_collection_rules_t r = {NULL, NULL, spec[i % 2]};
     s->failed = dtx_store_set_rules(conf_st, s->coll, &r) < 0;
   }
