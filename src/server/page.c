@@ -78,21 +78,19 @@ int dtx__srv_list_page(dtx__srv_ctx_t *c, dtx__srv_list_t *l,
    * its first bytes let two queries share a cursor). */
   const char *f = l->filter ? l->filter : "";
   size_t need = strlen(prefix) + (key ? strlen(key) + 1 + strlen(f) : 0) + 1;
-  if (need <= sizeof l->what) {
-    snprintf(l->what, sizeof l->what, "%s%s%s%s", prefix, key ? key : "",
-             key ? "=" : "", key ? f : "");
-  } else {
-    char *full = malloc(need);
-    if (!full) {
-      dtx__srv_bad(c, DTX_ENOMEM, "paging");
-      return -1;
-    }
-    snprintf(full, need, "%s%s%s%s", prefix, key ? key : "", key ? "=" : "",
-             key ? f : "");
+  char *full = malloc(need);
+  if (!full) {
+    dtx__srv_bad(c, DTX_ENOMEM, "paging");
+    return -1;
+  }
+  snprintf(full, need, "%s%s%s%s", prefix, key ? key : "", key ? "=" : "",
+           key ? f : "");
+  if (need <= sizeof l->what)
+    memcpy(l->what, full, need);
+  else
     snprintf(l->what, sizeof l->what, "#%016llx %.400s",
              (unsigned long long)dtx__srv_fnv(full), full);
-    free(full);
-  }
+  free(full);
   if (dtx__srv_qpage(c, a, l->what, &skip, &lim))
     return -1;
   /* One more than the page shows says whether a next page exists. */
