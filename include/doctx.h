@@ -1177,6 +1177,34 @@ int dtx_job_claim_check(const char *queue, int n, int64_t lease_ms,
 int dtx_job_heartbeat_check(const char *id, int64_t epoch, int64_t lease_ms);
 int dtx_job_end_check(const char *id, int64_t epoch, const json_t *result,
                       const char *error);
+
+/* ---- Job flows: parent and child jobs (docs/jobs.md, "Flows") ---- */
+
+#define DTX_JOB_CHILDREN_MAX 1000 /* the most children one parent records */
+
+typedef struct dtx_job_flow {
+  const char *parent;        /* NULL: none; else the id of the job this one
+                                is a child of (it must exist and never
+                                have been claimed) */
+  const char *on_child_fail; /* this job's policy as a parent: NULL or
+                                "fail" (a dead, canceled or missing child
+                                makes it dead), or "hold" (it waits until
+                                the child is retried and succeeds) */
+} dtx_job_flow_t;
+
+/* dtx_job_req_check and the flow's fields (flow may be NULL), without a
+ * store: DTX_EINVAL naming the field. */
+int dtx_job_flow_check(const dtx_job_req_t *req, const dtx_job_flow_t *flow);
+
+/* dtx_job_add with a flow (flow NULL: dtx_job_add).  With a parent, the
+ * job is a child: the parent (state "waiting" until every child it
+ * recorded succeeded) runs once, after them, its handler seeing
+ * "children": [{id, state, result}].  DTX_ENOTFOUND: no such parent;
+ * DTX_ESTATE: the parent was claimed already (or has
+ * DTX_JOB_CHILDREN_MAX children) -- nothing is left recorded;
+ * DTX_ECONFLICT: the id is another job's (another parent included). */
+int dtx_job_add_flow(dtx_store_t *st, const dtx_job_req_t *req,
+                     const dtx_job_flow_t *flow, json_t **out, int *added);
 /* ---- lease locks with fencing tokens (src/txn/lock/, docs/locks.md) --------
  *
  * A lock is a document of the collection "locks", _id = its name, never
