@@ -965,13 +965,15 @@ int dtx_job_req_check(const dtx_job_req_t *req);
 int dtx_job_get(dtx_store_t *st, const char *id, json_t **out);
 
 /* *out: array of jobs of queue (NULL: all) in state (NULL: all; else one
- * of the six states, DTX_EINVAL otherwise), in creation order, paged by
- * page (may be NULL). */
+ * of the eight states -- the six above, and a flow's waiting and held --,
+ * DTX_EINVAL otherwise), in creation order, paged by page (may be
+ * NULL). */
 int dtx_job_list(dtx_store_t *st, const char *queue, const char *state,
                  const dtx_page_t *page, json_t **out);
 
 /* *out: {"ready": n, "delayed": n, "running": n, "succeeded": n,
- * "dead": n, "canceled": n, "total": n} for queue (NULL: all). */
+ * "dead": n, "canceled": n, "waiting": n, "held": n, "total": n} for
+ * queue (NULL: all). */
 int dtx_job_stats(dtx_store_t *st, const char *queue, json_t **out);
 
 /* Cancels a ready or delayed job (-> canceled; its unique key is free

@@ -49,6 +49,20 @@
  *   delayed -> ready            dtx__job_promote       job.promote
  *   ready|delayed -> canceled   dtx_job_cancel         job.cancel
  *   dead -> ready               dtx_job_retry          job.retry
+ *   (child recorded held)       flow.c add_child       job.flow.add
+ *   ready|delayed|waiting       flow.c attach          job.flow.attach
+ *     (epoch 0) -> waiting
+ *   held -> ready|delayed       flow.c release         job.flow.release
+ *   held -> (deleted)           flow.c (add refused)   job.flow.drop
+ *   waiting -> ready|delayed    dtx__job_settle        job.flow.ready
+ *   waiting -> dead             dtx__job_settle        job.flow.fail
+ *   held -> canceled            flow.c (recovery)      job.flow.orphan
+ *   waiting|held -> canceled    dtx_job_cancel         job.cancel
+ *   dead (failed_child)         dtx_job_retry          job.retry
+ *     -> waiting
+ * Flows (flow.c, docs/jobs.md "Flows") add two live states: waiting (a
+ * parent whose recorded children have not all succeeded) and held (a
+ * child its parent has not recorded yet; not claimable).
  * Recovery's other points (markers, retention) are in recover.c.
  *
  * Invariants (DTX_ASSERT checks what each step relies on and leaves, in
@@ -87,6 +101,11 @@
  *     again), a delayed one to succeeded (it would never run) -- is seen.
  *     A job rewritten whole into another consistent state is not: its
  *     fields are all the history it has.
+ * J13-J15 are the flows' (flow.c): a parent runs only after every child
+ *     it recorded succeeded, and records a child only while never
+ *     claimed (J13); a child runs only once its parent recorded it (J14);
+ *     a waiting parent leaves waiting exactly once per wait, and never
+ *     stays waiting once its children decided (J15).
  */
 #include <stdio.h>
 #include <string.h>
@@ -790,6 +809,7 @@ static const char job_shape[] =
     /* J13-J15: a waiting job has children; a held one a parent; only a
      * dead one names the child that failed it. */
     "{\"state\":\"" DTX_JOB_WAITING "\",\"children.0\":{\"$exists\":false}},"
+    "{\"state\":\"" DTX_JOB_WAITING "\",\"epoch\":{\"$gt\":0}},"
     "{\"state\":\"" DTX_JOB_HELD "\",\"parent\":{\"$exists\":false}},"
     "{\"state\":{\"$ne\":\"" DTX_JOB_DEAD "\"},"
     "\"failed_child\":{\"$exists\":true}}]}";
