@@ -343,8 +343,11 @@ void dtx__job_settle_after(dtx__exec_t *ex, const json_t *child) {
   const char *pid = dtx__str(child, "parent");
   if (!pid || !dtx__job_terminal(child))
     return;
-  /* Best effort: a failure here is recovery's to finish (J15). */
-  if (dtx__job_settle(ex, pid, NULL))
+  /* Best effort: a failure here is recovery's to finish (J15).  A frame
+   * of its own: the runner calls it after its round's frame closed. */
+  dtx__call_t c;
+  dtx__call_begin(&c, ex->deadline_ms);
+  if (dtx__call_end(&c, dtx__job_settle(ex, pid, NULL)))
     dtx__err_clear();
 }
 
@@ -355,7 +358,9 @@ int dtx__job_flow_view(dtx__exec_t *ex, const json_t *job, json_t **view) {
   *view = NULL;
   if (!json_is_array(ids) || json_array_size(ids) == 0)
     return 0;
-  int rc = read_children(ex, job, &kids);
+  dtx__call_t c;
+  dtx__call_begin(&c, ex->deadline_ms);
+  int rc = dtx__call_end(&c, read_children(ex, job, &kids));
   json_t *arr = json_array();
   size_t i;
   json_array_foreach(ids, i, v) {
