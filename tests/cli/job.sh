@@ -426,6 +426,8 @@ expect 0 "flow: recover after the fail's crash" -- d recover --older-than-ms 0
 [ "$(state c7)" = dead ] && ok || bad "c7 after recover: $(state c7)"
 r1=$(fwork DOCTX_FAULT=job.flow.ready:crash; echo $?)
 [ "$r1" = 137 ] && ok || bad "worker: no crash at job.flow.ready ($r1)"
+expect 5 "flow: the audit sees the parent the crash left waiting" -- d audit --settled
+grep -q "flow_stuck" "$WORK/out" && ok || bad "no flow_stuck: $(cat "$WORK/out")"
 expect 0 "flow: recover after the settle's crash" -- d recover --older-than-ms 0
 fwork || bad "worker fq2"
 FQ=fq; fwork || bad "worker fq"
@@ -484,4 +486,11 @@ d update jobs '{"_id":"pe"}' '{"$set":{"state":"ready"}}' --bypass-validation >/
 FQ=fq4; fwork || bad "worker fq4"
 expect 5 "flow: audit: a parent ran before its child" -- d audit
 grep -q "flow_early" "$WORK/out" && ok || bad "no flow_early: $(cat "$WORK/out")"
+# A canceled parent may go (it is over); its live child is then reported.
+d job add fq5 t --id pz >/dev/null
+d job add fq5 t --id pz1 --parent pz --delay-ms 60000 >/dev/null
+d job cancel pz >/dev/null
+expect 0 "flow: a canceled parent deleted" -- d delete jobs '{"_id":"pz"}'
+expect 5 "flow: audit: a live child without its parent" -- d audit
+grep -q "flow_orphan.*pz1" "$WORK/out" && ok || bad "no flow_orphan: $(cat "$WORK/out")"
 finish
