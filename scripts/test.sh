@@ -4,12 +4,15 @@
 #   2. ASan+UBSan build, the same suites (chaos shortened);
 #   3. libFuzzer targets, each for FUZZ_SECONDS (default 10), JOBS at a time;
 #   4. nothing left behind in the run's TMPDIR.
+# The builds of 2 and 3 start at once, in the background at nice 19
+# (bg_build): they take the CPU the release stages leave idle.
 # After each ctest run, tests/redis/run-redis.sh starts a standalone
 # redis-server and a 3+3 Redis Cluster on free loopback ports and runs the
 # same suites against both (release: every phase, including slot migration
-# and failover; ASan: conformance and the C pattern suites, each Redis path
-# once -- the shell crash suites prove every fault point on Redis in the
-# release run, and under ASan on SQLite).  Each stage has a budget, its
+# and failover, those on servers of their own beside the others; ASan:
+# conformance and the C pattern suites, each Redis path once -- the shell
+# crash suites prove every fault point on Redis in the release run, and
+# under ASan on SQLite).  Each stage has a budget, its
 # share of the 15-minute target; the summary lists the stages over it, and
 # a stage still running after three budgets is killed (a hang fails).  See
 # docs/testing.md for what the sanitizer stage splits by turns.

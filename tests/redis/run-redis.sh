@@ -642,30 +642,75 @@ run_phase() { # PHASE
 # The standalone-only phases (deadline, replicas) and the cluster-only
 # ones (migration, failover, loss) touch different servers and mostly wait
 # -- on a SIGSTOPped server, a replica, node timeouts, a failover -- so
-# the first group runs in the background beside the second (about half a
-# minute of the stage).  Each of their steps is bounded on its own.
-SA_ONLY=()
-SA_PID=
+# the first group runs in the background beside the second.  Each of
+# their steps is bounded on its own.
+run_disruptive() { # PHASE...
+  local sa_only=() p sa_pid=
+  for p in "$@"; do
+    case "$p" in
+    deadline | replicas) sa_only+=("$p") ;;
+    *)
+      if [ ${#sa_only[@]} -gt 0 ] && [ -z "$sa_pid" ]; then
+        ( for q in "${sa_only[@]}"; do run_phase "$q"; done ) &
+        sa_pid=$!
+      fi
+      run_phase "$p" ;;
+    esac
+  done
+  if [ -n "$sa_pid" ]; then
+    wait "$sa_pid"
+  else
+    for p in "${sa_only[@]}"; do run_phase "$p"; done
+  fi
+}
+
+MAIN=()
+DISRUPT=()
 for ph in $PHASES; do
   case "$ph" in
-  deadline | replicas) SA_ONLY+=("$ph") ;;
-  shell | cli | transfers) "${ph}_items"; POOL_PHASES+=("$ph") ;;
-  conformance) pool_run; run_phase "$ph" ;;
-  migration | failover | loss)
-    pool_run
-    if [ ${#SA_ONLY[@]} -gt 0 ] && [ -z "$SA_PID" ]; then
-      ( for p in "${SA_ONLY[@]}"; do run_phase "$p"; done ) &
-      SA_PID=$!
-    fi
-    run_phase "$ph" ;;
+  conformance | shell | cli | transfers) MAIN+=("$ph") ;;
+  deadline | replicas | migration | failover | loss) DISRUPT+=("$ph") ;;
   *) echo "run-redis: unknown phase $ph" >&2; exit 2 ;;
   esac
 done
+
+# Those phases stop, kill, reshard and fail over servers, so they never
+# share servers with the others; they used to run after them (about 90 s
+# at the stage's end, mostly waiting).  With SIDE_SERVERS=1 (the default)
+# they run from the start, beside the others, on a standalone server and
+# a 3+3 cluster of their own (a subshell with its own WORK, PIDS and trap;
+# its results go to the same RESULTS).  SIDE_SERVERS=0: after the others,
+# on the same servers, as before.
+SIDE_PID=
+if [ "${SIDE_SERVERS:-1}" = 1 ] && [ ${#DISRUPT[@]} -gt 0 ] && [ ${#MAIN[@]} -gt 0 ]; then
+  (
+    PIDS=()
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/doctx-redis.XXXXXX")
+    trap cleanup EXIT # (a subshell's traps start reset)
+    trap 'exit 130' INT TERM
+    echo "redis: servers of their own for ${DISRUPT[*]}:"
+    servers_up # exits 2 when they cannot start
+    run_disruptive "${DISRUPT[@]}"
+    fail=$(grep -c '^FAIL: ' "$RESULTS") # cleanup keeps the logs on failure
+    exit 0
+  ) &
+  SIDE_PID=$!
+  DISRUPT=()
+  # Whatever ends this script ends the subshell too (its trap stops its
+  # servers).
+  trap 'kill -TERM "$SIDE_PID" 2>/dev/null; wait "$SIDE_PID" 2>/dev/null; cleanup' EXIT
+fi
+
+for ph in "${MAIN[@]}"; do
+  case "$ph" in
+  shell | cli | transfers) "${ph}_items"; POOL_PHASES+=("$ph") ;;
+  conformance) pool_run; run_phase "$ph" ;;
+  esac
+done
 pool_run
-if [ -n "$SA_PID" ]; then
-  wait "$SA_PID"
-else
-  for p in "${SA_ONLY[@]}"; do run_phase "$p"; done
+[ ${#DISRUPT[@]} -gt 0 ] && run_disruptive "${DISRUPT[@]}"
+if [ -n "$SIDE_PID" ]; then
+  wait "$SIDE_PID" || bad "the servers beside (for deadline ... loss) did not start"
 fi
 pass=$(grep -c '^PASS: ' "$RESULTS")
 fail=$(grep -c '^FAIL: ' "$RESULTS")
