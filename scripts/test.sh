@@ -85,7 +85,9 @@ ctest_in() { (cd "$1" && shift && ctest --output-on-failure -j "${CTEST_JOBS:-$J
 # status to RUN_TMP/NAME.rc; its output goes to RUN_TMP/NAME.log.
 bg_build() { # NAME CMD...
   local name=$1; shift
-  ( nice -n 19 "$@" >"$RUN_TMP/$name.log" 2>&1; echo $? >"$RUN_TMP/$name.rc.tmp"
+  ( # (CMD is a function: the subshell itself goes to nice 19)
+    renice -n 19 -p "$BASHPID" >/dev/null
+    "$@" >"$RUN_TMP/$name.log" 2>&1; echo $? >"$RUN_TMP/$name.rc.tmp"
     mv "$RUN_TMP/$name.rc.tmp" "$RUN_TMP/$name.rc" ) &
 }
 # bg_wait NAME: waits for the build NAME (bounded by its stage's hang
