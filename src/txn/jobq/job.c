@@ -49,6 +49,11 @@
  *   delayed -> ready            dtx__job_promote       job.promote
  *   ready|delayed -> canceled   dtx_job_cancel         job.cancel
  *   dead -> ready               dtx_job_retry          job.retry
+ *   (a schedule's tick: its    sched.c tick_one     job.schedule.enqueue,
+ *   job, then next_at moves)                        job.schedule.advance
+ *   (schedule added/replaced)  dtx_job_schedule     job.schedule.add
+ *   (schedule removed)         dtx_job_unschedule   job.schedule.remove
+ *   (sched.c has the schedules' own diagram and J8-J9.)
  * Recovery's other points (markers, retention) are in recover.c.
  *
  * Invariants (DTX_ASSERT checks what each step relies on and leaves, in
@@ -87,6 +92,10 @@
  *     again), a delayed one to succeeded (it would never run) -- is seen.
  *     A job rewritten whole into another consistent state is not: its
  *     fields are all the history it has.
+ *  J8 Every tick of a schedule, within a gen, has exactly one job (or a
+ *     recorded skip) and next_at only grows: sched.c.
+ *  J9 A schedule's gen only grows; a replaced or removed one enqueues at
+ *     most the one tick in flight at the change: sched.c.
  */
 #include <stdio.h>
 #include <string.h>
@@ -244,8 +253,9 @@ static int existing_by_id(dtx__exec_t *ex, const dtx_job_req_t *r,
                   "job '%s' exists with another queue, type or payload", id);
 }
 
-static int add(dtx__exec_t *ex, const dtx_job_req_t *r, json_t **out,
-               int *added) {
+int dtx__job_add_ex(dtx__exec_t *ex, const dtx_job_req_t *r,
+                    const json_t *extra, const char *point, json_t **out,
+                    int *added) {
   char idbuf[25];
   int rc;
   if ((rc = dtx_job_req_check(r)) || (rc = dtx__job_setup(ex->st)))
@@ -258,10 +268,14 @@ static int add(dtx__exec_t *ex, const dtx_job_req_t *r, json_t **out,
   json_t *job = new_job(r, id);
   if (!job)
     return DTX_ENOMEM;
+  if (extra && json_object_update(job, (json_t *)extra) < 0) {
+    json_decref(job);
+    return DTX_ENOMEM;
+  }
   /* A few rounds: the holder of a unique key may end between our refused
    * insert and our read of it, and then the key is free. */
   for (int round = 0; round < 8; round++) {
-    rc = dtx__kit_insert(ex, "job.add", DTX_JOBS, job);
+    rc = dtx__kit_insert(ex, point, DTX_JOBS, job);
     if (rc == 0) {
       *out = json_incref(job);
       *added = 1;
@@ -308,7 +322,8 @@ int dtx_job_add(dtx_store_t *st, const dtx_job_req_t *req, json_t **out,
   *added = 0;
   dtx__call_begin(&c, 0);
   dtx__exec_init(&ex, st, NULL, 0, 0);
-  return dtx__call_end(&c, add(&ex, req, out, added));
+  return dtx__call_end(&c, dtx__job_add_ex(&ex, req, NULL, "job.add", out,
+                                           added));
 }
 
 /* ---- ending an attempt ---------------------------------------------------------- */
@@ -665,7 +680,7 @@ int dtx_job_retry(dtx_store_t *st, const char *id, json_t **out) {
 
 /* ---- the method table ------------------------------------------------------------- */
 
-static const char *const collections[] = {DTX_JOBS, NULL};
+static const char *const collections[] = {DTX_JOBS, DTX_JOB_SCHEDULES, NULL};
 
 static const dtx__index_def_t indexes[] = {
     /* the claim: the walk in (rank, run_at) order under (state, queue) */
@@ -676,6 +691,8 @@ static const dtx__index_def_t indexes[] = {
     {DTX_JOBS, "{\"state\":1,\"updated\":1}", 0, 0},
     /* one live job per (queue, unique key) (J4) */
     {DTX_JOBS, "{\"unique_live\":1}", 1, 1},
+    /* schedules (sched.c): a ticker reads the due ones of its queue */
+    {DTX_JOB_SCHEDULES, "{\"state\":1,\"queue\":1,\"next_at\":1}", 0, 0},
     {NULL, NULL, 0, 0},
 };
 
@@ -771,7 +788,7 @@ static const char job_shape[] =
   "},\"to\":{\"state\":" S_(st) ",\"fx_cleared\":true}}"
 static const char job_transition[] =
     "[{\"immutable\":[\"queue\",\"type\",\"payload\",\"priority\",\"rank\","
-    "\"max_attempts\",\"backoff_ms\",\"unique_key\",\"created\"],"
+    "\"max_attempts\",\"backoff_ms\",\"unique_key\",\"created\",\"sched\"],"
     "\"increasing\":[\"epoch\",\"fx_until\"],"
     "\"moves\":["
     "{\"name\":\"claim\",\"from\":{\"state\":" S_(DTX_JOB_READY) "},"
@@ -825,11 +842,57 @@ static int job_fits(const json_t *job, char *why, size_t n) {
 static const dtx__shape_def_t shapes[] = {{DTX_JOBS, job_fits},
                                           {NULL, NULL}};
 
+/* A schedule (sched.c): the shape its ticks rely on.  A tick's job _id
+ * is "sched:NAME:GEN:TICK" in 128 bytes, hence the name's 64. */
+#define LONG "{\"bsonType\":\"long\"}"
+static const char sched_shape[] =
+    "{\"$jsonSchema\":{\"bsonType\":\"object\","
+    "\"required\":[\"_id\",\"state\",\"queue\",\"type\",\"missed\","
+    "\"grace_ms\",\"priority\",\"max_attempts\",\"backoff_ms\",\"gen\","
+    "\"first_at\",\"next_at\",\"skipped\",\"audit_from\",\"past\"],"
+    "\"properties\":{"
+    "\"_id\":{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":64},"
+    "\"state\":{\"enum\":[\"active\",\"removed\"]},"
+    "\"queue\":{\"bsonType\":\"string\"},\"type\":{\"bsonType\":\"string\"},"
+    "\"cron\":{\"bsonType\":[\"string\",\"null\"]},"
+    "\"every_ms\":{\"bsonType\":[\"long\",\"null\"],\"minimum\":10},"
+    "\"missed\":{\"enum\":[\"run-once\",\"skip\"]},"
+    "\"grace_ms\":{\"bsonType\":\"long\",\"minimum\":1},"
+    "\"priority\":{\"bsonType\":\"long\",\"minimum\":-100,\"maximum\":100},"
+    "\"max_attempts\":{\"bsonType\":\"long\",\"minimum\":1},"
+    "\"backoff_ms\":{\"bsonType\":\"long\",\"minimum\":1},"
+    "\"gen\":{\"bsonType\":\"long\",\"minimum\":1},"
+    "\"first_at\":" LONG ",\"next_at\":" LONG ",\"audit_from\":" LONG ","
+    "\"last_tick\":{\"bsonType\":[\"long\",\"null\"]},"
+    "\"skipped\":{\"bsonType\":\"array\",\"items\":{\"bsonType\":"
+    "\"array\",\"minItems\":2,\"maxItems\":2,\"items\":" LONG "}},"
+    "\"past\":{\"bsonType\":\"array\",\"items\":{\"bsonType\":\"object\","
+    "\"required\":[\"gen\",\"first_at\",\"next_at\",\"until\"]}}}},"
+    "\"$nor\":[{\"cron\":null,\"every_ms\":null},"
+    "{\"cron\":{\"$ne\":null},\"every_ms\":{\"$ne\":null}}]}";
+#undef LONG
+/* gen only grows (J9) for every writer; a plain write changes nothing a
+ * tick depends on (J8: next_at grows within a gen by the ticks' own
+ * fenced advance alone), and inserts none: a schedule forged with
+ * next_at in the past, or moved back, would enqueue ticks again. */
+static const char sched_transition[] =
+    "[{\"increasing\":[\"gen\"]},"
+    "{\"scope\":\"plain\",\"steps\":[\"job\"],\"insert\":false,"
+    "\"immutable\":[\"state\",\"queue\",\"type\",\"payload\",\"cron\","
+    "\"every_ms\",\"missed\",\"grace_ms\",\"priority\",\"max_attempts\","
+    "\"backoff_ms\",\"gen\",\"first_at\",\"next_at\",\"last_tick\","
+    "\"skipped\",\"audit_from\",\"past\"],"
+    "\"why\":\"a schedule changes by doctx job schedule and unschedule "
+    "only (docs/jobs.md, Schedules)\"}]";
+
 static const dtx__rules_def_t rules[] = {
     {DTX_JOBS, job_shape,
      "{\"state\":{\"$in\":[\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD
      "\",\"" DTX_JOB_CANCELED "\"]},\"fx_colls.0\":{\"$exists\":false}}",
      job_transition},
+    /* only a tombstone goes: an active schedule's history is its audit */
+    {DTX_JOB_SCHEDULES, sched_shape, "{\"state\":\"removed\"}",
+     sched_transition},
     {NULL, NULL, NULL, NULL},
 };
 
@@ -845,6 +908,11 @@ static const char *const fault_points[] = {
     "job.promote",
     "job.cancel",
     "job.retry",
+    /* schedules (sched.c) */
+    "job.schedule.add",
+    "job.schedule.enqueue",
+    "job.schedule.advance",
+    "job.schedule.remove",
     /* recovery (recover.c) */
     "job.recover.takeover",
     "job.recover.forget_markers",

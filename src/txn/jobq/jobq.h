@@ -133,6 +133,44 @@ struct dtx_job_run {
  * {coll, id, voided: [ids]} as the fence and repin steps wrote it. */
 const json_t *dtx__job_pin(const json_t *job, const char *key);
 
+/* ---- schedules (sched.c, sched_audit.c) ---- */
+
+#include "util/cron.h"
+
+/* The ticks of a schedule document: its cron, or every `every` ms. */
+typedef struct dtx__sched_spec {
+  int is_cron;
+  dtx__cron_t cron;
+  int64_t every;
+} dtx__sched_spec_t;
+
+/* Reads schedule s's ticks into *sp: 0 or DTX_EINVAL (a tampered one). */
+int dtx__sched_spec(const json_t *s, dtx__sched_spec_t *sp);
+/* The first tick after `after`; INT64_MAX when there is none (in 10
+ * years for a cron). */
+int64_t dtx__sched_next(const dtx__sched_spec_t *sp, int64_t after);
+/* 1 when t is a tick. */
+int dtx__sched_is_tick(const dtx__sched_spec_t *sp, int64_t t);
+/* The _id of the job of schedule name's tick at gen: "sched:N:G:T". */
+void dtx__sched_job_id(char *buf, size_t n, const char *name, int64_t gen,
+                       int64_t tick);
+
+/* dtx_job_add's step with more fields for the job (extra, borrowed, may
+ * be NULL) and its own fault point (point). */
+int dtx__job_add_ex(dtx__exec_t *ex, const dtx_job_req_t *r,
+                    const json_t *extra, const char *point, json_t **out,
+                    int *added);
+
+/* One round of ticks: every due schedule of queue (NULL: all), each up to
+ * the present (at most 64 ticks); tallies enqueued, missed, skipped,
+ * fenced and errors in t.  The first error, after trying them all. */
+int dtx__job_sched_tick(dtx__exec_t *ex, const char *queue, dtx__tally_t *t);
+
+/* The schedules' part of the job audit (J8, J9): scheds and jobs are
+ * the maps (_id -> document) the job audit loaded, the schedules first. */
+int dtx__job_sched_audit(dtx__audit_t *a, const json_t *scheds,
+                         const json_t *jobs);
+
 /* The pattern's methods (recover.c, audit.c). */
 int dtx__job_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                      dtx__tally_t *t);
