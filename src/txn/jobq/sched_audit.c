@@ -76,6 +76,15 @@ static void check_sched(dtx__audit_t *a, const char *name, const json_t *s,
   }
   int active = dtx__str_is(s, "state", "active");
   int64_t gen = dtx__int(s, "gen"), next_at = dtx__int(s, "next_at");
+  /* The gen whose every tick is checked: the current one, or for a
+   * tombstone the gen it removed (its last past record; the skipped runs
+   * it kept are that gen's). */
+  int64_t cov_gen = gen;
+  const json_t *past = json_object_get(s, "past");
+  if (!active) {
+    const json_t *lastp = json_array_get(past, json_array_size(past) - 1);
+    cov_gen = lastp ? dtx__int(lastp, "gen") : -1;
+  }
   size_t n = json_array_size(jobs), ns = 0, i;
   json_t *skipped = json_object_get(s, "skipped"), *j;
   span_t *spans = calloc(n + json_array_size(skipped) + 1, sizeof *spans);
@@ -124,11 +133,12 @@ static void check_sched(dtx__audit_t *a, const char *name, const json_t *s,
                          name, (long long)last, (long long)next);
       continue;
     }
-    if (active && g == gen)
+    if (g == cov_gen)
       spans[ns++] = (span_t){t, last, id};
   }
-  if (!active) { /* a tombstone: no current gen to cover */
-    free(spans);
+  int64_t f0 = 0, u0 = 0;
+  if (cov_gen < 0 || !gen_record(s, cov_gen, &f0, &next_at, &u0)) {
+    free(spans); /* a tombstone of no gen: nothing to cover */
     return;
   }
   json_array_foreach(skipped, i, j) {
@@ -144,7 +154,8 @@ static void check_sched(dtx__audit_t *a, const char *name, const json_t *s,
   }
   qsort(spans, ns, sizeof *spans, by_from);
   /* Sweep the window: every tick in exactly one span. */
-  int64_t from = dtx__int(s, "audit_from");
+  int64_t from = f0;
+  gen = cov_gen;
   if (from < now - AUDIT_WINDOW_MS)
     from = now - AUDIT_WINDOW_MS;
   int64_t cursor = dtx__sched_next(&sp, from - 1);
