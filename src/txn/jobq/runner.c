@@ -608,18 +608,22 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
     dtx__pacer_destroy(&sh.pacer);
     if (rc == 0 && opts->once)
       rc = atomic_load(&sh.fatal);
+    /* The ticks' errors are the worker's (a --once run returns the first);
+     * their counts are reported apart, as "ticks". */
+    json_t *ticked = json_deep_copy(json_object_get(sh.ticks.obj, "ran"));
+    json_object_clear(json_object_get(sh.ticks.obj, "ran"));
+    dtx__tally_merge(&sh.ran, &sh.ticks);
     if (summary) {
       json_t *ran = json_pack("{s:i,s:i,s:i,s:i}", "succeeded", 0, "retried",
                               0, "dead", 0, "fenced", 0);
       json_object_update(ran, json_object_get(sh.ran.obj, "ran"));
-      dtx__tally_merge(&sh.ran, &sh.ticks); /* the ticks' errors */
       *summary = json_pack("{s:b,s:s,s:o,s:O}", "ok", rc == 0, "queue",
                            opts->queue, "ran", ran, "errors",
                            json_object_get(sh.ran.obj, "errors"));
-      json_t *ticked = json_object_get(sh.ticks.obj, "ran");
       if (*summary && json_object_size(ticked))
         json_object_set(*summary, "ticks", ticked);
     }
+    json_decref(ticked);
     if (rc == 0 && opts->once)
       rc = sh.ran.first_err;
   }
