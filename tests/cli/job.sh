@@ -410,6 +410,12 @@ expect 0 "list" -- d job schedules q
 expect 3 "plain update of next_at" -- d update job_schedules '{"_id":"daily"}' '{"$set":{"next_at":0}}'
 expect 3 "plain insert of a schedule" -- d insert job_schedules "$(jq -c '._id="forged"' <<<"$s1")"
 expect 3 "plain delete of an active one" -- d delete job_schedules '{"_id":"daily"}'
+# A tick's _id is the schedule's: no other job may take one (it would
+# stop the schedule at that tick).
+expect 2 "job add under a tick's id" -- d job add q t --id sched:daily:2:0
+d job add tq t '{}' --id j1 >/dev/null
+expect 3 "plain insert of a tick's job" -- d insert jobs "$(d find jobs '{"_id":"j1"}' | jq -c '._id="sched:daily:2:0"')"
+expect 3 "plain insert of a job with sched" -- d insert jobs "$(d find jobs '{"_id":"j1"}' | jq -c '._id="x9" | .sched={"name":"daily"}')"
 expect 0 "unschedule" -- d job unschedule daily
 [ "$(jget "$(out)" state)" = removed ] && [ "$(jget "$(out)" gen)" = 3 ] && ok || bad "unschedule: $(out)"
 expect 1 "unschedule again" -- d job unschedule daily

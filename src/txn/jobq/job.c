@@ -163,10 +163,22 @@ int64_t dtx__job_backoff(int64_t backoff_ms, int64_t failed) {
 
 /* ---- add -------------------------------------------------------------------- */
 
-int dtx_job_req_check(const dtx_job_req_t *r) {
+/* The _id prefix of a schedule's jobs (sched.c): another job under such an
+ * id would hold a tick's _id with other content and stop the schedule. */
+#define SCHED_ID_PREFIX "sched:"
+
+static int req_check(const dtx_job_req_t *r, int tick);
+
+int dtx_job_req_check(const dtx_job_req_t *r) { return req_check(r, 0); }
+
+static int req_check(const dtx_job_req_t *r, int tick) {
   int rc;
   if (!r)
     return dtx__err(DTX_EINVAL, "no job request");
+  if (!tick && r->id &&
+      strncmp(r->id, SCHED_ID_PREFIX, strlen(SCHED_ID_PREFIX)) == 0)
+    return dtx__err(DTX_EINVAL, "job id '%s': ids starting with '%s' are "
+                    "the ticks of job schedules", r->id, SCHED_ID_PREFIX);
   if ((rc = dtx__check_ident("queue name", r->queue)) ||
       (rc = dtx__check_ident("job type", r->type)) ||
       (r->id && (rc = dtx__check_ident("job id", r->id))))
@@ -258,7 +270,7 @@ int dtx__job_add_ex(dtx__exec_t *ex, const dtx_job_req_t *r,
                     int *added) {
   char idbuf[25];
   int rc;
-  if ((rc = dtx_job_req_check(r)) || (rc = dtx__job_setup(ex->st)))
+  if ((rc = req_check(r, extra != NULL)) || (rc = dtx__job_setup(ex->st)))
     return rc;
   const char *id = r->id;
   if (!id) {
@@ -814,6 +826,11 @@ static const char job_transition[] =
     "\"to\":{}},"
     "{\"name\":\"markers-forgotten\",\"from\":{\"fx_cleared\":true},"
     "\"to\":{\"fx_cleared\":true}}]},"
+    "{\"scope\":\"plain\",\"steps\":[\"job\"],"
+    "\"insert\":{\"sched\":{\"$exists\":false},"
+    "\"_id\":{\"$not\":{\"$regex\":\"^" SCHED_ID_PREFIX "\"}}},"
+    "\"why\":\"a schedule's jobs are its ticks' (docs/jobs.md, "
+    "Schedules)\"},"
     "{\"scope\":\"plain\",\"steps\":[\"job\"],"
     "\"immutable\":[\"" DTX_JOB_PINS "\",\"fx_colls\"],"
     "\"why\":\"a job's effect pins and collections change only by its "
