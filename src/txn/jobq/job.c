@@ -859,57 +859,14 @@ static int job_fits(const json_t *job, char *why, size_t n) {
 static const dtx__shape_def_t shapes[] = {{DTX_JOBS, job_fits},
                                           {NULL, NULL}};
 
-/* A schedule (sched.c): the shape its ticks rely on.  A tick's job _id
- * is "sched:NAME:GEN:TICK" in 128 bytes, hence the name's 64. */
-#define LONG "{\"bsonType\":\"long\"}"
-static const char sched_shape[] =
-    "{\"$jsonSchema\":{\"bsonType\":\"object\","
-    "\"required\":[\"_id\",\"state\",\"queue\",\"type\",\"missed\","
-    "\"grace_ms\",\"priority\",\"max_attempts\",\"backoff_ms\",\"gen\","
-    "\"first_at\",\"next_at\",\"skipped\",\"audit_from\",\"past\"],"
-    "\"properties\":{"
-    "\"_id\":{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":64},"
-    "\"state\":{\"enum\":[\"active\",\"removed\"]},"
-    "\"queue\":{\"bsonType\":\"string\"},\"type\":{\"bsonType\":\"string\"},"
-    "\"cron\":{\"bsonType\":[\"string\",\"null\"]},"
-    "\"every_ms\":{\"bsonType\":[\"long\",\"null\"],\"minimum\":10},"
-    "\"missed\":{\"enum\":[\"run-once\",\"skip\"]},"
-    "\"grace_ms\":{\"bsonType\":\"long\",\"minimum\":1},"
-    "\"priority\":{\"bsonType\":\"long\",\"minimum\":-100,\"maximum\":100},"
-    "\"max_attempts\":{\"bsonType\":\"long\",\"minimum\":1},"
-    "\"backoff_ms\":{\"bsonType\":\"long\",\"minimum\":1},"
-    "\"gen\":{\"bsonType\":\"long\",\"minimum\":1},"
-    "\"first_at\":" LONG ",\"next_at\":" LONG ",\"audit_from\":" LONG ","
-    "\"last_tick\":{\"bsonType\":[\"long\",\"null\"]},"
-    "\"skipped\":{\"bsonType\":\"array\",\"items\":{\"bsonType\":"
-    "\"array\",\"minItems\":2,\"maxItems\":2,\"items\":" LONG "}},"
-    "\"past\":{\"bsonType\":\"array\",\"items\":{\"bsonType\":\"object\","
-    "\"required\":[\"gen\",\"first_at\",\"next_at\",\"until\"]}}}},"
-    "\"$nor\":[{\"cron\":null,\"every_ms\":null},"
-    "{\"cron\":{\"$ne\":null},\"every_ms\":{\"$ne\":null}}]}";
-#undef LONG
-/* gen only grows (J9) for every writer; a plain write changes nothing a
- * tick depends on (J8: next_at grows within a gen by the ticks' own
- * fenced advance alone), and inserts none: a schedule forged with
- * next_at in the past, or moved back, would enqueue ticks again. */
-static const char sched_transition[] =
-    "[{\"increasing\":[\"gen\"]},"
-    "{\"scope\":\"plain\",\"steps\":[\"job\"],\"insert\":false,"
-    "\"immutable\":[\"state\",\"queue\",\"type\",\"payload\",\"cron\","
-    "\"every_ms\",\"missed\",\"grace_ms\",\"priority\",\"max_attempts\","
-    "\"backoff_ms\",\"gen\",\"first_at\",\"next_at\",\"last_tick\","
-    "\"skipped\",\"audit_from\",\"past\"],"
-    "\"why\":\"a schedule changes by doctx job schedule and unschedule "
-    "only (docs/jobs.md, Schedules)\"}]";
-
 static const dtx__rules_def_t rules[] = {
     {DTX_JOBS, job_shape,
      "{\"state\":{\"$in\":[\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD
      "\",\"" DTX_JOB_CANCELED "\"]},\"fx_colls.0\":{\"$exists\":false}}",
      job_transition},
     /* only a tombstone goes: an active schedule's history is its audit */
-    {DTX_JOB_SCHEDULES, sched_shape, "{\"state\":\"removed\"}",
-     sched_transition},
+    {DTX_JOB_SCHEDULES, dtx__sched_shape, "{\"state\":\"removed\"}",
+     dtx__sched_transition},
     {NULL, NULL, NULL, NULL},
 };
 

@@ -144,6 +144,9 @@ typedef struct dtx__sched_spec {
   int64_t every;
 } dtx__sched_spec_t;
 
+/* The schedules' validator and transition rule (job.c's rules table). */
+extern const char dtx__sched_shape[], dtx__sched_transition[];
+
 /* Reads schedule s's ticks into *sp: 0 or DTX_EINVAL (a tampered one). */
 int dtx__sched_spec(const json_t *s, dtx__sched_spec_t *sp);
 /* The first tick after `after`; INT64_MAX when there is none (in 10

@@ -67,6 +67,51 @@
 #define GRACE_MAX (24LL * 3600 * 1000)
 #define CRON_DAYS (10 * 366) /* how far a later tick is looked for */
 
+/* ---- rules (installed with the job pattern's, job.c) ------------------ */
+
+/* A schedule: the shape its ticks rely on.  A tick's job _id
+ * is "sched:NAME:GEN:TICK" in 128 bytes, hence the name's 64. */
+#define LONG "{\"bsonType\":\"long\"}"
+const char dtx__sched_shape[] =
+    "{\"$jsonSchema\":{\"bsonType\":\"object\","
+    "\"required\":[\"_id\",\"state\",\"queue\",\"type\",\"missed\","
+    "\"grace_ms\",\"priority\",\"max_attempts\",\"backoff_ms\",\"gen\","
+    "\"first_at\",\"next_at\",\"skipped\",\"audit_from\",\"past\"],"
+    "\"properties\":{"
+    "\"_id\":{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":64},"
+    "\"state\":{\"enum\":[\"active\",\"removed\"]},"
+    "\"queue\":{\"bsonType\":\"string\"},\"type\":{\"bsonType\":\"string\"},"
+    "\"cron\":{\"bsonType\":[\"string\",\"null\"]},"
+    "\"every_ms\":{\"bsonType\":[\"long\",\"null\"],\"minimum\":10},"
+    "\"missed\":{\"enum\":[\"run-once\",\"skip\"]},"
+    "\"grace_ms\":{\"bsonType\":\"long\",\"minimum\":1},"
+    "\"priority\":{\"bsonType\":\"long\",\"minimum\":-100,\"maximum\":100},"
+    "\"max_attempts\":{\"bsonType\":\"long\",\"minimum\":1},"
+    "\"backoff_ms\":{\"bsonType\":\"long\",\"minimum\":1},"
+    "\"gen\":{\"bsonType\":\"long\",\"minimum\":1},"
+    "\"first_at\":" LONG ",\"next_at\":" LONG ",\"audit_from\":" LONG ","
+    "\"last_tick\":{\"bsonType\":[\"long\",\"null\"]},"
+    "\"skipped\":{\"bsonType\":\"array\",\"items\":{\"bsonType\":"
+    "\"array\",\"minItems\":2,\"maxItems\":2,\"items\":" LONG "}},"
+    "\"past\":{\"bsonType\":\"array\",\"items\":{\"bsonType\":\"object\","
+    "\"required\":[\"gen\",\"first_at\",\"next_at\",\"until\"]}}}},"
+    "\"$nor\":[{\"cron\":null,\"every_ms\":null},"
+    "{\"cron\":{\"$ne\":null},\"every_ms\":{\"$ne\":null}}]}";
+#undef LONG
+/* gen only grows (J9) for every writer; a plain write changes nothing a
+ * tick depends on (J8: next_at grows within a gen by the ticks' own
+ * fenced advance alone), and inserts none: a schedule forged with
+ * next_at in the past, or moved back, would enqueue ticks again. */
+const char dtx__sched_transition[] =
+    "[{\"increasing\":[\"gen\"]},"
+    "{\"scope\":\"plain\",\"steps\":[\"job\"],\"insert\":false,"
+    "\"immutable\":[\"state\",\"queue\",\"type\",\"payload\",\"cron\","
+    "\"every_ms\",\"missed\",\"grace_ms\",\"priority\",\"max_attempts\","
+    "\"backoff_ms\",\"gen\",\"first_at\",\"next_at\",\"last_tick\","
+    "\"skipped\",\"audit_from\",\"past\"],"
+    "\"why\":\"a schedule changes by doctx job schedule and unschedule "
+    "only (docs/jobs.md, Schedules)\"}]";
+
 /* ---- the ticks of a schedule ---------------------------------------------- */
 
 int dtx__sched_spec(const json_t *s, dtx__sched_spec_t *sp) {
