@@ -965,13 +965,15 @@ int dtx_job_req_check(const dtx_job_req_t *req);
 int dtx_job_get(dtx_store_t *st, const char *id, json_t **out);
 
 /* *out: array of jobs of queue (NULL: all) in state (NULL: all; else one
- * of the six states, DTX_EINVAL otherwise), in creation order, paged by
- * page (may be NULL). */
+ * of the eight states -- the six above, and a flow's waiting and held --,
+ * DTX_EINVAL otherwise), in creation order, paged by page (may be
+ * NULL). */
 int dtx_job_list(dtx_store_t *st, const char *queue, const char *state,
                  const dtx_page_t *page, json_t **out);
 
 /* *out: {"ready": n, "delayed": n, "running": n, "succeeded": n,
- * "dead": n, "canceled": n, "total": n} for queue (NULL: all). */
+ * "dead": n, "canceled": n, "waiting": n, "held": n, "total": n} for
+ * queue (NULL: all). */
 int dtx_job_stats(dtx_store_t *st, const char *queue, json_t **out);
 
 /* Cancels a ready or delayed job (-> canceled; its unique key is free
@@ -1178,6 +1180,33 @@ int dtx_job_heartbeat_check(const char *id, int64_t epoch, int64_t lease_ms);
 int dtx_job_end_check(const char *id, int64_t epoch, const json_t *result,
                       const char *error);
 
+/* ---- Job flows: parent and child jobs (docs/jobs.md, "Flows") ---- */
+
+#define DTX_JOB_CHILDREN_MAX 1000 /* the most children one parent records */
+
+typedef struct dtx_job_flow {
+  const char *parent;        /* NULL: none; else the id of the job this one
+                                is a child of (it must exist and never
+                                have been claimed) */
+  const char *on_child_fail; /* this job's policy as a parent: NULL or
+                                "fail" (a dead, canceled or missing child
+                                makes it dead), or "hold" (it waits until
+                                the child is retried and succeeds) */
+} dtx_job_flow_t;
+
+/* dtx_job_req_check and the flow's fields (flow may be NULL), without a
+ * store: DTX_EINVAL naming the field. */
+int dtx_job_flow_check(const dtx_job_req_t *req, const dtx_job_flow_t *flow);
+
+/* dtx_job_add with a flow (flow NULL: dtx_job_add).  With a parent, the
+ * job is a child: the parent (state "waiting" until every child it
+ * recorded succeeded) runs once, after them, its handler seeing
+ * "children": [{id, state, result}].  DTX_ENOTFOUND: no such parent;
+ * DTX_ESTATE: the parent was claimed already (or has
+ * DTX_JOB_CHILDREN_MAX children) -- nothing is left recorded;
+ * DTX_ECONFLICT: the id is another job's (another parent included). */
+int dtx_job_add_flow(dtx_store_t *st, const dtx_job_req_t *req,
+                     const dtx_job_flow_t *flow, json_t **out, int *added);
 /* ---- job schedules (src/txn/jobq/sched.c, docs/jobs.md "Schedules") -------
  *
  * A schedule is a document of "job_schedules", _id = its name, that makes

@@ -19,11 +19,17 @@ static int add(dtx_cli_t *cli, const dtx__cli_args_t *a) {
                        .max_attempts = dtx__cli_int(a, "--max-attempts", 0),
                        .backoff_ms = dtx__cli_num(a, "--backoff-ms", 0),
                        .unique_key = dtx__cli_str(a, "--unique-key")};
+  /* Flows (docs/jobs.md, "Flows"): a child of --parent; this job's policy
+   * for its own children. */
+  dtx_job_flow_t flow = {.parent = dtx__cli_str(a, "--parent"),
+                         .on_child_fail = dtx__cli_str(a, "--on-child-fail")};
   dtx_store_t *st = NULL;
-  if ((rc = dtx_job_req_check(&req)))
+  if ((rc = dtx_job_flow_check(&req, &flow)))
     code = dtx__cli_fail(rc);
   else if ((st = dtx__cli_store(cli, &code)))
-    code = (rc = dtx_job_add(st, &req, &job, NULL)) ? dtx__cli_fail(rc) : 0;
+    code = (rc = dtx_job_add_flow(st, &req, &flow, &job, NULL))
+               ? dtx__cli_fail(rc)
+               : 0;
   json_decref(payload);
   if (!code)
     dtx__cli_print_item(job, 0);
@@ -212,6 +218,8 @@ const dtx__cli_spec_t dtx__cmd_job = {
                                   {"--max-attempts", DTX__CLI_POS, "N", .c_int = 1},
                                   {"--backoff-ms", DTX__CLI_POS, "N"},
                                   {"--unique-key", DTX__CLI_STR, "K"},
+                                  {"--parent", DTX__CLI_STR, "ID"},
+                                  {"--on-child-fail", DTX__CLI_STR, "fail|hold"},
                                   {NULL}},
          DTX__CLI_ARMED},
         {"show", one, "ID", V, DTX__CLI_READS},
@@ -270,7 +278,15 @@ const dtx__cli_spec_t dtx__cmd_job = {
         {NULL}},
     NULL,
     "States: ready, delayed (run-at in the future, also a retry's backoff),\n"
-    "running, succeeded, dead, canceled.  --priority is -100..100 (default\n"
+    "running, succeeded, dead, canceled; waiting (a parent whose children\n"
+    "have not all succeeded) and held (a child its parent has not yet\n"
+    "recorded).  --parent ID makes the job a child of job ID, which must\n"
+    "exist and never have been claimed (else exit 1 / exit 3, nothing\n"
+    "recorded): ID waits, and runs once after all its children succeeded,\n"
+    "its handler's job carrying \"children\": [{id, state, result}].  A\n"
+    "dead or canceled child makes the parent dead (--on-child-fail fail,\n"
+    "the default, given when the parent is added) or leaves it waiting\n"
+    "until the child is retried and succeeds (hold).  --priority is -100..100 (default\n"
     "0; higher runs first); among equals the oldest run-at runs first.\n"
     "Backoff starts at --backoff-ms (default 1000), doubles per attempt with\n"
     "+-20% jitter, capped at one hour; after --max-attempts (default 5) the\n"
@@ -312,11 +328,12 @@ const dtx__cli_spec_t dtx__cmd_job = {
     "unschedule removes one (no tick after it is enqueued); schedules lists\n"
     "them (next_at, last_tick, gen); scheduler only ticks, every --poll-ms\n"
     "(default 100), or once with --once, and prints a JSON summary.\n"
-    "exit: 0 ok; 1 no such job (show, heartbeat, complete, fail), no\n"
-    "      document matches (effect), no such schedule (unschedule); 2\n"
-    "      invalid input (nothing is\n"
+    "exit: 0 ok; 1 no such job (show, heartbeat, complete, fail, the\n"
+    "      --parent of add), no document matches (effect), no such\n"
+    "      schedule (unschedule); 2 invalid input (nothing is\n"
     "      recorded); 3 --id reused with other parameters, cancel of a job\n"
-    "      that is not ready or delayed, retry of one that is not dead, a\n"
+    "      that is not ready, delayed, waiting or held, retry of one that is\n"
+    "      not dead, --parent of a job already claimed, a\n"
     "      stale EPOCH (no longer current) or a stale --fence token\n"
     "      (effect); 4 store error\n"};
 #undef V

@@ -216,7 +216,8 @@ static void put_label(buf_t *b, const char *v) {
  * error.  Also the admin page's (routes_admin.c). */
 int dtx__srv_job_queues(dtx_store_t *st, char q[][129]) {
   static const char *const states[] = {"ready",     "delayed", "running",
-                                       "succeeded", "dead",    "canceled"};
+                                       "succeeded", "dead",    "canceled",
+                                       "waiting",   "held"}; /* + flows */
   int nq = 0;
   for (size_t s = 0; s < sizeof states / sizeof *states; s++) {
     char last[129] = "";

@@ -79,8 +79,11 @@ void dtx__srv_h_job_add(dtx__srv_ctx_t *c) {
     dtx__srv_bad(c, DTX_EINVAL, "max_attempts and backoff_ms must be >= 1");
     return;
   }
-  if ((rc = dtx_job_req_check(&req)) ||
-      (rc = dtx_job_add(c->d->st, &req, &job, &added))) {
+  /* Flows (docs/jobs.md, "Flows"): parent and the parent's policy. */
+  dtx_job_flow_t flow = {.parent = dtx__srv_arg_str(c, "parent"),
+                         .on_child_fail = dtx__srv_arg_str(c, "on_child_fail")};
+  if ((rc = dtx_job_flow_check(&req, &flow)) ||
+      (rc = dtx_job_add_flow(c->d->st, &req, &flow, &job, &added))) {
     dtx__srv_fail(c, rc, NULL);
     return;
   }

@@ -375,6 +375,124 @@ expect 0 "a background child" -- d job work q --once --timeout-ms 20000 --exec '
 [ $((SECONDS - t0)) -lt 10 ] && ok || bad "the worker waited for the background child"
 job=$(d job show bgc)
 [ "$(jget "$job" state)" = succeeded ] && [ "$(jget "$job" result ok)" = 1 ] && ok || bad "bgc: $job"
+# ---- flows: parent and child jobs (docs/jobs.md, "Flows") ----------------------
+# A tree of depth 3 and 50 jobs in two queues: root r (on-child-fail
+# hold), children c1..c7 (c6 hold, the rest fail), 6 grandchildren each.
+# Some grandchildren fail once (flaky), g6.1 and g7.1 die until a marker
+# file exists (then they are retried by hand: c6 waits for g6.1; c7 dies
+# by g7.1 and is retried too).  Adds and the worker crash at the flow's
+# steps (DOCTX_FAULT ...:crash), recovery runs between the phases.  Each
+# parent runs exactly once, after every child's last run; the audit is
+# clean.  One worker process, --exec that only prints.
+new_store job_flow
+FLOG=$WORK/flow.log
+: >"$FLOG"
+FCMD='j=$(cat); id=$DOCTX_JOB_ID
+case $j in
+*"\"die\":true"*) [ -e '"$WORK"'/fix.$id ] || { echo "$id died" >>'"$FLOG"'; exit 1; } ;;
+*"\"flaky\":true"*"\"attempts\":0,"*) echo "$id flaked" >>'"$FLOG"'; exit 1 ;;
+esac
+[ "$id" = r ] && echo "$j" >'"$WORK"'/root.in
+echo "$id ran" >>'"$FLOG"'; echo "{\"v\":\"$id\"}"'
+fwork() { # [ENV...] : one worker process, bounded
+  env "$@" timeout -k 5 60 "$DOCTX" --store "$S" job work "$FQ" --once --lease-ms 2000 --exec "$FCMD" >/dev/null 2>&1
+}
+FQ=fq
+expect 0 "flow: root" -- d job add fq t --id r --on-child-fail hold
+for c in 1 2 3 4 5 6 7; do
+  pol=fail; [ $c = 6 ] && pol=hold
+  d job add fq t "{\"c\":$c}" --id c$c --parent r --on-child-fail $pol >/dev/null || bad "add c$c"
+  for g in 1 2 3 4 5 6; do
+    pay="{\"g\":\"$c.$g\"}"; opts="--backoff-ms 1"
+    [ $((c * g % 5)) = 0 ] && pay="{\"g\":\"$c.$g\",\"flaky\":true}"
+    if [ $g = 1 ] && { [ $c = 6 ] || [ $c = 7 ]; }; then pay='{"die":true}'; opts="--max-attempts 1"; fi
+    case $c.$g in
+    1.1 | 2.1 | 3.1) # a crash in the add at each step, then the add again
+      pt=job.flow.add; [ $c = 2 ] && pt=job.flow.attach; [ $c = 3 ] && pt=job.flow.release
+      DOCTX_FAULT=$pt:crash d job add fq t "$pay" --id g$c.$g --parent c$c $opts >/dev/null 2>&1
+      [ $? = 137 ] || bad "add g$c.$g: no crash at $pt"
+      [ $c = 3 ] || d job add fq t "$pay" --id g$c.$g --parent c$c $opts >/dev/null || bad "add g$c.$g again" ;;
+    *) d job add fq2 t "$pay" --id g$c.$g --parent c$c $opts >/dev/null || bad "add g$c.$g" ;;
+    esac
+  done
+done
+[ "$(state g3.1)" = held ] && ok || bad "g3.1 after a crash at release: $(state g3.1)"
+expect 0 "flow: recover releases g3.1" -- d recover
+[ "$(state g3.1)" = ready ] && [ "$(d count jobs)" = 50 ] && ok || bad "after recover: g3.1 $(state g3.1), $(d count jobs) jobs"
+expect 0 "flow: audit of the tree" -- d audit
+FQ=fq2; r1=$(fwork DOCTX_FAULT=job.flow.fail:crash; echo $?)
+[ "$r1" = 137 ] && ok || bad "worker: no crash at job.flow.fail ($r1)"
+expect 0 "flow: recover after the fail's crash" -- d recover --older-than-ms 0
+[ "$(state c7)" = dead ] && ok || bad "c7 after recover: $(state c7)"
+r1=$(fwork DOCTX_FAULT=job.flow.ready:crash; echo $?)
+[ "$r1" = 137 ] && ok || bad "worker: no crash at job.flow.ready ($r1)"
+expect 5 "flow: the audit sees the parent the crash left waiting" -- d audit --settled
+grep -q "flow_stuck" "$WORK/out" && ok || bad "no flow_stuck: $(cat "$WORK/out")"
+expect 0 "flow: recover after the settle's crash" -- d recover --older-than-ms 0
+fwork || bad "worker fq2"
+FQ=fq; fwork || bad "worker fq"
+[ "$(state c6)" = waiting ] && [ "$(state c7)" = dead ] && [ "$(state r)" = waiting ] && ok ||
+  bad "held and failed: c6 $(state c6), c7 $(state c7), r $(state r)"
+[ "$(jget "$(d job show c7)" failed_child)" = g7.1 ] && ok || bad "c7: $(d job show c7)"
+expect 0 "flow: audit while held" -- d audit --settled
+touch "$WORK/fix.g6.1" "$WORK/fix.g7.1"
+expect 0 "flow: retry g6.1" -- d job retry g6.1
+expect 0 "flow: retry g7.1" -- d job retry g7.1
+expect 0 "flow: retry c7 (dead by its child)" -- d job retry c7
+[ "$(jget "$(out)" state)" = waiting ] && ok || bad "c7 retried: $(out)"
+FQ=fq2; fwork || bad "worker fq2 (2)"
+FQ=fq; fwork || bad "worker fq (2)"
+n=$(d count jobs '{"state":"succeeded"}')
+[ "$n" = 50 ] && ok || bad "flow: $n of 50 succeeded: $(d job list --state waiting) $(d job list --state dead)"
+# Each parent ran once, after every run of each of its children.
+line() { grep -n "^$1 " "$FLOG" | tail -1 | cut -d: -f1; }
+for p in r c1 c2 c3 c4 c5 c6 c7; do
+  [ "$(grep -c "^$p " "$FLOG")" = 1 ] || bad "$p ran $(grep -c "^$p " "$FLOG") times"
+  kids=$(jget "$(d job show $p)" children | tr -d '[]"' | tr , ' ')
+  [ "$(echo $kids | wc -w)" -ge 6 ] || bad "$p children: $kids"
+  for k in $kids; do
+    [ "$(line $k)" -lt "$(line $p)" ] || bad "$p ran before its child $k"
+  done
+done
+ok
+[ "$(jq -c '[.children[] | select(.state == "succeeded") | .result.v] | length' "$WORK/root.in")" = 7 ] && ok ||
+  bad "root's handler saw: $(cat "$WORK/root.in")"
+expect 0 "flow: audit after the tree" -- d audit --settled
+# ---- flows: the contract of --parent ---------------------------------------------
+n0=$(d count jobs)
+expect 1 "flow: a missing parent" -- d job add fq t --id x1 --parent nope
+expect 3 "flow: a succeeded parent" -- d job add fq t --id x2 --parent r
+grep -q "STATE: job r is succeeded" "$WORK/err" && ok || bad "message: $(cat "$WORK/err")"
+d job add fq3 t --id busy >/dev/null
+d job claim fq3 >/dev/null
+expect 3 "flow: a running parent" -- d job add fq3 t --id x3 --parent busy
+[ "$(d count jobs)" = $((n0 + 1)) ] && ok || bad "a refused child was recorded: $(d find jobs '{"_id":{"$in":["x1","x2","x3"]}}')"
+expect 2 "flow: its own parent" -- d job add fq t --id x4 --parent x4
+expect 2 "flow: a bad policy" -- d job add fq t --id x5 --on-child-fail later
+expect 3 "flow: an id taken, another parent (no cycle)" -- d job add fq t --id r --parent g1.1
+expect 0 "flow: the same child again" -- d job add fq2 t '{"g":"1.2"}' --id g1.2 --parent c1 --backoff-ms 1
+# Plain writes make only the protocol's moves.
+d job add fq4 t --id pw >/dev/null
+d job add fq4 t --id pk --parent pw >/dev/null
+expect 3 "flow: plain: a waiting parent to ready" -- d update jobs '{"_id":"pw"}' '{"$set":{"state":"ready"}}'
+expect 3 "flow: plain: a child dropped" -- d update jobs '{"_id":"pw"}' '{"$set":{"children":["zz"]}}'
+expect 3 "flow: plain: a child reparented" -- d update jobs '{"_id":"pk"}' '{"$set":{"parent":"r"}}'
+expect 3 "flow: plain: a ready job to waiting" -- d update jobs '{"_id":"busy"}' '{"$set":{"state":"waiting","children":["pk"]}}'
+expect 0 "flow: plain: a waiting parent canceled" -- d job cancel pw
+# Forced past the rules: the audit reports the parent that ran early.
+d job add fq4 t --id pe >/dev/null
+d job add fq4 t --id pe1 --parent pe --delay-ms 60000 >/dev/null
+d update jobs '{"_id":"pe"}' '{"$set":{"state":"ready"}}' --bypass-validation >/dev/null
+FQ=fq4; fwork || bad "worker fq4"
+expect 5 "flow: audit: a parent ran before its child" -- d audit
+grep -q "flow_early" "$WORK/out" && ok || bad "no flow_early: $(cat "$WORK/out")"
+# A canceled parent may go (it is over); its live child is then reported.
+d job add fq5 t --id pz >/dev/null
+d job add fq5 t --id pz1 --parent pz --delay-ms 60000 >/dev/null
+d job cancel pz >/dev/null
+expect 0 "flow: a canceled parent deleted" -- d delete jobs '{"_id":"pz"}'
+expect 5 "flow: audit: a live child without its parent" -- d audit
+grep -q "flow_orphan.*pz1" "$WORK/out" && ok || bad "no flow_orphan: $(cat "$WORK/out")"
 # ---- schedules (docs/jobs.md, "Schedules") ----------------------------------------
 new_store job_sched
 # Bad input: exit 2, nothing written (the library's check before the store

@@ -476,6 +476,22 @@ no "version gc: keep 0" 400 INVAL POST /v1/versions/gc "$T_ADMIN" '{"keep":0}'
 req POST /v1/versions/gc "$T_ADMIN" '{"keep":1,"grace_ms":0}'
 check "version gc" 200 '"ok":true' '"removed":1'
 
+# ---- job flows (docs/jobs.md, "Flows") ------------------------------------------
+req POST /v1/queues/flowq/jobs "$T_WRITE" '{"type":"t","id":"fp","on_child_fail":"hold"}'
+check "flow: parent" 201 '"_id":"fp"' '"on_child_fail":"hold"'
+req POST /v1/queues/flowq/jobs "$T_WRITE" '{"type":"t","id":"fc","parent":"fp"}'
+check "flow: child" 201 '"_id":"fc"' '"parent":"fp"' '"state":"ready"'
+req GET /v1/jobs/fp "$T_READ"
+check "flow: the parent waits" 200 '"state":"waiting"' '"children":["fc"]'
+no "flow: a bad policy" 400 INVAL POST /v1/queues/flowq/jobs "$T_WRITE" '{"type":"t","on_child_fail":"x"}'
+refused "flow: a missing parent" 404 NOTFOUND POST /v1/queues/flowq/jobs "$T_WRITE" '{"type":"t","id":"fx","parent":"nope"}'
+req POST /v1/queues/flowq/claim "$T_WRITE" '{"owner":"w"}'
+check "flow: the child claimed" 200 '"_id":"fc"'
+req POST /v1/queues/flowq/jobs "$T_WRITE" '{"type":"t","id":"fg","parent":"fc"}'
+check "flow: a child of a running job" 409 '"code":"STATE"'
+req GET /v1/jobs/fg "$T_READ"
+check "flow: nothing recorded" 404 '"code":"NOTFOUND"'
+
 # ---- domain metrics --------------------------------------------------------------
 d job add mail send '{}' >/dev/null 2>&1 && ok || bad "job add for metrics"
 req POST /v1/transfers "$T_WRITE" '{"id":"tx-async","from":"shop","to":"ext","amount":1,"async":true}'

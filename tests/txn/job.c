@@ -637,6 +637,87 @@ static void test_effect_race(void) {
   json_decref(rep);
 }
 
+/* Flows (flow.c J13, J14): adds of children race the claim of their
+ * parent, each in a process of its own.  Whoever wins, a claimed parent
+ * has no child recorded anywhere (every add was refused, nothing left),
+ * and a parent not claimed waits with every child added listed and none
+ * held. */
+#define FLOW_ROUNDS 12
+
+static void test_flow_race(void) {
+  for (int round = 0; round < FLOW_ROUNDS; round++) {
+    char pid_[32], q[32];
+    snprintf(pid_, sizeof pid_, "fp%d", round);
+    snprintf(q, sizeof q, "fr%d", round);
+    dtx_job_req_t pr = {.queue = q, .type = "t", .id = pid_};
+    json_t *out = NULL;
+    CHECK_RC(dtx_job_add(st, &pr, &out, NULL), 0);
+    json_decref(out);
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++) {
+      if ((kids[k] = fork()) == 0) {
+        dtx_store_t *s = open_store();
+        int bad = 0;
+        if (k == 0) {
+          for (int c = 0; c < 3; c++) {
+            char cid[48];
+            snprintf(cid, sizeof cid, "%s.%d", pid_, c);
+            dtx_job_req_t r = {.queue = "frc", .type = "t", .id = cid};
+            dtx_job_flow_t fl = {.parent = pid_};
+            json_t *o = NULL;
+            int rc = dtx_job_add_flow(s, &r, &fl, &o, NULL);
+            if (rc != 0 && rc != DTX_ESTATE) {
+              fprintf(stderr, "add %s: %s\n", cid, dtx_errdetail());
+              bad = 1;
+            }
+            json_decref(o);
+          }
+        } else {
+          for (int t = 0; t < 40; t++) {
+            json_t *jobs = NULL;
+            int rc = dtx_job_claim(s, q, 1, 60000, "racer", &jobs);
+            size_t n = json_array_size(jobs);
+            json_decref(jobs);
+            if (rc != 0) {
+              fprintf(stderr, "claim: %s\n", dtx_errdetail());
+              bad = 1;
+            }
+            if (rc || n)
+              break;
+          }
+        }
+        dtx_store_close(s);
+        _exit(bad);
+      }
+    }
+    for (int k = 0; k < 2; k++) {
+      int status = 0;
+      waitpid(kids[k], &status, 0);
+      CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    json_t *p = NULL, *f = json_pack("{s:s}", "parent", pid_);
+    int64_t n = -1;
+    CHECK_RC(dtx_store_count(st, DTX_JOBS, f, &n), 0);
+    json_decref(f);
+    const char *ps = state_of(pid_, &p);
+    size_t listed = json_array_size(json_object_get(p, "children"));
+    if (strcmp(ps, DTX_JOB_RUNNING) == 0)
+      CHECKF(n == 0 && listed == 0, "%s ran with %lld children (%zu listed)",
+             pid_, (long long)n, listed);
+    else {
+      CHECKF(strcmp(ps, DTX_JOB_WAITING) == 0 && n == (int64_t)listed &&
+                 listed >= 1,
+             "%s is %s with %lld children, %zu listed", pid_, ps,
+             (long long)n, listed);
+      json_t *h = J("{\"state\":\"held\"}");
+      CHECK_RC(dtx_store_count(st, DTX_JOBS, h, &n), 0);
+      CHECKF(n == 0, "%lld held children", (long long)n);
+      json_decref(h);
+    }
+    json_decref(p);
+  }
+}
+
 int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:job.db";
   st = open_store();
@@ -650,6 +731,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_unique_race);
   TEST_RUN(test_chaos);
   TEST_RUN(test_effect_race);
+  TEST_RUN(test_flow_race);
   dtx_store_close(st);
   return TEST_DONE();
 }

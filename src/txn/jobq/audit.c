@@ -19,6 +19,14 @@
  *                  effect.c F1
  *   effect_twice   two real markers of one (job, key), anywhere
  *   audit_error    a collection whose markers could not be read
+ *   flow_orphan    a live child whose parent is missing, or a child its
+ *                  parent does not list (flow.c J14)
+ *   flow_link      a parent listing a child whose parent is another
+ *   flow_early     a parent that ran while a child of it had not
+ *                  succeeded (J13)
+ *   flow_stuck     a held child, or a waiting parent its children have
+ *                  decided, past a grace of 2 s (none with --settled):
+ *                  recovery moves them (J15)
  * Markers are looked for wherever they can be: every collection carrying
  * the marker index and every one a job lists or pins.  A name there that
  * no effect may use is a job_shape finding, and the audit goes on.
@@ -37,6 +45,7 @@
 static const char *const states[] = {DTX_JOB_READY,     DTX_JOB_DELAYED,
                                      DTX_JOB_RUNNING,   DTX_JOB_SUCCEEDED,
                                      DTX_JOB_DEAD,      DTX_JOB_CANCELED,
+                                     DTX_JOB_WAITING,   DTX_JOB_HELD,
                                      NULL};
 
 static int known_state(const char *s) {
@@ -84,7 +93,8 @@ static void check_job(dtx__audit_t *a, const char *id, const json_t *j,
     dtx__audit_finding(a, "job_state", "job %s is %s after %lld of %lld "
                        "attempts: a live job has attempts left (J7)", id, st,
                        (long long)att, (long long)max);
-  if (strcmp(st, DTX_JOB_DEAD) == 0 && att < max)
+  if (strcmp(st, DTX_JOB_DEAD) == 0 && att < max &&
+      !json_object_get(j, "failed_child")) /* its child failed it: flow.c */
     dtx__audit_finding(a, "dead_attempts", "job %s is dead after %lld of "
                        "%lld attempts (J3)", id, (long long)att,
                        (long long)max);
@@ -361,6 +371,7 @@ int dtx__job_audit(dtx__audit_t *a) {
       json_object_set_new(counts, s ? s : "?",
                           json_integer(n ? json_integer_value(n) + 1 : 1));
     }
+    dtx__job_flow_audit(a, jobs, now);
     rc = check_markers(a, jobs, &nmarkers);
     if (rc == 0)
       rc = dtx__job_sched_audit(a, scheds, jobs); /* sched_audit.c */

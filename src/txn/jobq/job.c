@@ -49,6 +49,20 @@
  *   delayed -> ready            dtx__job_promote       job.promote
  *   ready|delayed -> canceled   dtx_job_cancel         job.cancel
  *   dead -> ready               dtx_job_retry          job.retry
+ *   (child recorded held)       flow.c add_child       job.flow.add
+ *   ready|delayed|waiting       flow.c attach          job.flow.attach
+ *     (epoch 0) -> waiting
+ *   held -> ready|delayed       flow.c release         job.flow.release
+ *   held -> (deleted)           flow.c (add refused)   job.flow.drop
+ *   waiting -> ready|delayed    dtx__job_settle        job.flow.ready
+ *   waiting -> dead             dtx__job_settle        job.flow.fail
+ *   held -> canceled            flow.c (recovery)      job.flow.orphan
+ *   waiting|held -> canceled    dtx_job_cancel         job.cancel
+ *   dead (failed_child)         dtx_job_retry          job.retry
+ *     -> waiting
+ * Flows (flow.c, docs/jobs.md "Flows") add two live states: waiting (a
+ * parent whose recorded children have not all succeeded) and held (a
+ * child its parent has not recorded yet; not claimable).
  *   (a schedule's tick: its    sched.c tick_one     job.schedule.enqueue,
  *   job, then next_at moves)                        job.schedule.advance
  *   (schedule added/replaced)  dtx_job_schedule     job.schedule.add
@@ -92,6 +106,11 @@
  *     again), a delayed one to succeeded (it would never run) -- is seen.
  *     A job rewritten whole into another consistent state is not: its
  *     fields are all the history it has.
+ * J13-J15 are the flows' (flow.c): a parent runs only after every child
+ *     it recorded succeeded, and records a child only while never
+ *     claimed (J13); a child runs only once its parent recorded it (J14);
+ *     a waiting parent leaves waiting exactly once per wait, and never
+ *     stays waiting once its children decided (J15).
  *  J8 Every tick of a schedule, within a gen, has exactly one job (or a
  *     recorded skip) and next_at only grows: sched.c.
  *  J9 A schedule's gen only grows; a replaced or removed one enqueues at
@@ -114,6 +133,7 @@ const dtx__kind_t dtx__job_kind = {DTX_JOBS, "state"};
 static const char *const states[] = {DTX_JOB_READY,     DTX_JOB_DELAYED,
                                      DTX_JOB_RUNNING,   DTX_JOB_SUCCEEDED,
                                      DTX_JOB_DEAD,      DTX_JOB_CANCELED,
+                                     DTX_JOB_WAITING,   DTX_JOB_HELD,
                                      NULL};
 
 int dtx__job_terminal(const json_t *job) {
@@ -216,7 +236,8 @@ static json_t *unique_live(const char *queue, const char *key) {
   return json_sprintf("%s/%s", queue, key);
 }
 
-static json_t *new_job(const dtx_job_req_t *r, const char *id) {
+static json_t *new_job(const dtx_job_req_t *r, const char *id,
+                       const json_t *extra) {
   int64_t now = dtx__now_ms();
   int max = r->max_attempts ? r->max_attempts : DTX_JOB_MAX_ATTEMPTS;
   int64_t backoff = r->backoff_ms ? r->backoff_ms : DTX_JOB_BACKOFF_MS;
@@ -240,10 +261,20 @@ static json_t *new_job(const dtx_job_req_t *r, const char *id) {
     json_decref(job);
     return NULL;
   }
+  /* A flow's fields (flow.c): parent, on_child_fail, the held state. */
+  if (job && extra && json_object_update(job, (json_t *)extra) < 0) {
+    json_decref(job);
+    return NULL;
+  }
   return job;
 }
 
-static int same_job(const json_t *job, const dtx_job_req_t *r) {
+static int same_job(const json_t *job, const dtx_job_req_t *r,
+                    const json_t *extra) {
+  const json_t *p = json_object_get(job, "parent");
+  const json_t *want = extra ? json_object_get(extra, "parent") : NULL;
+  if (!(p && want ? json_equal(p, want) : !p && !want))
+    return 0; /* another parent: another job (no reparenting, flow.c) */
   return dtx__str_is(job, "queue", r->queue) &&
          dtx__str_is(job, "type", r->type) &&
          json_equal(json_object_get(job, "payload"),
@@ -253,37 +284,34 @@ static int same_job(const json_t *job, const dtx_job_req_t *r) {
 /* The job recorded under id, when it is this request's; DTX_ECONFLICT
  * when it is another's; DTX_ENOTFOUND when there is none. */
 static int existing_by_id(dtx__exec_t *ex, const dtx_job_req_t *r,
-                          const char *id, json_t **out) {
+                          const json_t *extra, const char *id, json_t **out) {
   int rc = dtx__kit_get(ex, DTX_JOBS, id, out);
   if (rc)
     return rc;
-  if (same_job(*out, r))
+  if (same_job(*out, r, extra))
     return 0;
   json_decref(*out);
   *out = NULL;
   return dtx__err(DTX_ECONFLICT,
-                  "job '%s' exists with another queue, type or payload", id);
+                  "job '%s' exists with another queue, type, payload or "
+                  "parent", id);
 }
 
-int dtx__job_add_ex(dtx__exec_t *ex, const dtx_job_req_t *r,
-                    const json_t *extra, const char *point, json_t **out,
-                    int *added) {
+static int add(dtx__exec_t *ex, const dtx_job_req_t *r, const json_t *extra,
+               const char *point, json_t **out, int *added) {
   char idbuf[25];
   int rc;
-  if ((rc = req_check(r, extra != NULL)) || (rc = dtx__job_setup(ex->st)))
+  if ((rc = req_check(r, json_object_get(extra, "sched") != NULL)) ||
+      (rc = dtx__job_setup(ex->st)))
     return rc;
   const char *id = r->id;
   if (!id) {
     dtx__id_new(idbuf);
     id = idbuf;
   }
-  json_t *job = new_job(r, id);
+  json_t *job = new_job(r, id, extra);
   if (!job)
     return DTX_ENOMEM;
-  if (extra && json_object_update(job, (json_t *)extra) < 0) {
-    json_decref(job);
-    return DTX_ENOMEM;
-  }
   /* A few rounds: the holder of a unique key may end between our refused
    * insert and our read of it, and then the key is free. */
   for (int round = 0; round < 8; round++) {
@@ -297,7 +325,7 @@ int dtx__job_add_ex(dtx__exec_t *ex, const dtx_job_req_t *r,
       break;
     /* The _id, or the unique key.  A retry after a lost reply finds its
      * own insert here, which is the same job. */
-    if ((rc = existing_by_id(ex, r, id, out)) != DTX_ENOTFOUND)
+    if ((rc = existing_by_id(ex, r, extra, id, out)) != DTX_ENOTFOUND)
       break;
     if (!r->unique_key) {
       rc = dtx__err(DTX_EBUSY, "job '%s': duplicate key, yet no such job", id);
@@ -334,8 +362,13 @@ int dtx_job_add(dtx_store_t *st, const dtx_job_req_t *req, json_t **out,
   *added = 0;
   dtx__call_begin(&c, 0);
   dtx__exec_init(&ex, st, NULL, 0, 0);
-  return dtx__call_end(&c, dtx__job_add_ex(&ex, req, NULL, "job.add", out,
-                                           added));
+  return dtx__call_end(&c, add(&ex, req, NULL, "job.add", out, added));
+}
+
+int dtx__job_add_doc(dtx__exec_t *ex, const dtx_job_req_t *r,
+                     const json_t *extra, const char *point, json_t **out,
+                     int *added) {
+  return add(ex, r, extra, point, out, added);
 }
 
 /* ---- ending an attempt ---------------------------------------------------------- */
@@ -520,7 +553,7 @@ static int check_state(const char *state) {
       return 0;
   return dtx__err(DTX_EINVAL,
                   "unknown job state '%s' (ready, delayed, running, "
-                  "succeeded, dead, canceled)",
+                  "succeeded, dead, canceled, waiting, held)",
                   state ? state : "");
 }
 
@@ -599,6 +632,9 @@ static int by_hand_fields(const json_t *job, int retry, json_t **set,
   }
   *set = json_pack("{s:i,s:I,s:n}", "attempts", 0, "run_at",
                    (json_int_t)dtx__now_ms(), "finished");
+  /* A parent its child failed (flow.c) waits for its children again. */
+  if (json_object_get(job, "failed_child"))
+    *unset = json_pack("{s:s}", "failed_child", "");
   const char *key = dtx__str(job, "unique_key"), *q = dtx__str(job, "queue");
   if (*set && key && q)
     json_object_set_new(*set, "unique_live", unique_live(q, key));
@@ -624,12 +660,19 @@ static int by_hand(dtx__exec_t *ex, const char *id, const char *const *from,
     }
     DTX_ASSERT(!from[i] || !dtx__job_terminal(job) || retry, "J6");
     if (!from[i]) {
+      char names[96] = "";
+      for (size_t k = 0; from[k]; k++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                 k ? (from[k + 1] ? ", " : " or ") : "", from[k]);
       *out = job;
-      return dtx__err(DTX_ESTATE, "job %s is %s; only %s%s%s jobs can be %s",
-                      id, dtx__str(job, "state") ? dtx__str(job, "state") : "?",
-                      from[0], from[1] ? " or " : "", from[1] ? from[1] : "",
-                      verb);
+      return dtx__err(DTX_ESTATE, "job %s is %s; only %s jobs can be %s", id,
+                      dtx__str(job, "state") ? dtx__str(job, "state") : "?",
+                      names, verb);
     }
+    /* flow.c: a parent its child failed goes back to waiting. */
+    const char *dest = retry && json_object_get(job, "failed_child")
+                           ? DTX_JOB_WAITING
+                           : to;
     json_t *set, *unset, *next = NULL;
     if ((rc = by_hand_fields(job, retry, &set, &unset))) {
       json_decref(set);
@@ -638,7 +681,7 @@ static int by_hand(dtx__exec_t *ex, const char *id, const char *const *from,
       return rc;
     }
     /* A retry must not pass recovery's forgetting of the markers. */
-    dtx__move_t m = {.point = point, .from = from[i], .to = to, .set = set,
+    dtx__move_t m = {.point = point, .from = from[i], .to = dest, .set = set,
                      .unset = unset,
                      .cond = retry ? json_pack("{s:{s:b}}", "fx_cleared",
                                                "$ne", 1)
@@ -646,6 +689,19 @@ static int by_hand(dtx__exec_t *ex, const char *id, const char *const *from,
     rc = dtx__kit_move(ex, JOB, job, &m, &next);
     if (rc == 0) {
       json_decref(job);
+      /* Flows (flow.c, J15): a canceled child may settle its parent; a
+       * parent back to waiting may be due already. */
+      if (!retry)
+        dtx__job_settle_after(ex, next);
+      else if (dtx__state_is(next, DTX_JOB_WAITING)) {
+        json_t *again = NULL;
+        if (dtx__job_settle(ex, id, NULL) == 0 &&
+            dtx__kit_get(ex, DTX_JOBS, id, &again) == 0) {
+          json_decref(next);
+          next = again;
+        } else
+          dtx__err_clear();
+      }
       *out = next;
       return 0;
     }
@@ -671,7 +727,8 @@ static int by_hand(dtx__exec_t *ex, const char *id, const char *const *from,
 }
 
 int dtx_job_cancel(dtx_store_t *st, const char *id, json_t **out) {
-  static const char *const from[] = {DTX_JOB_READY, DTX_JOB_DELAYED, NULL};
+  static const char *const from[] = {DTX_JOB_READY, DTX_JOB_DELAYED,
+                                     DTX_JOB_WAITING, DTX_JOB_HELD, NULL};
   dtx__exec_t ex;
   dtx__call_t c;
   int rc = begin_on(&c, &ex, st, id, out);
@@ -723,9 +780,11 @@ static const dtx__index_def_t indexes[] = {
 #define LONG "{\"bsonType\":\"long\"}"
 #define LONG_OR_NULL "{\"bsonType\":[\"long\",\"null\"]}"
 #define LIVE                                                                  \
-  "\"" DTX_JOB_READY "\",\"" DTX_JOB_DELAYED "\",\"" DTX_JOB_RUNNING "\""
+  "\"" DTX_JOB_READY "\",\"" DTX_JOB_DELAYED "\",\"" DTX_JOB_RUNNING       \
+  "\",\"" DTX_JOB_WAITING "\",\"" DTX_JOB_HELD "\""
 #define OVER                                                                  \
   "\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD "\",\"" DTX_JOB_CANCELED "\""
+_Static_assert(DTX_JOB_CHILDREN_MAX == 1000, "job_shape's children maxItems");
 static const char job_shape[] =
     "{\"$jsonSchema\":{\"bsonType\":\"object\","
     "\"required\":[\"_id\",\"queue\",\"type\",\"state\",\"priority\","
@@ -734,7 +793,8 @@ static const char job_shape[] =
     "\"properties\":{\"_id\":" ID ",\"queue\":" ID ",\"type\":" ID ","
     "\"state\":{\"enum\":[\"" DTX_JOB_READY "\",\"" DTX_JOB_DELAYED
     "\",\"" DTX_JOB_RUNNING "\",\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD
-    "\",\"" DTX_JOB_CANCELED "\"]},"
+    "\",\"" DTX_JOB_CANCELED "\",\"" DTX_JOB_WAITING "\",\"" DTX_JOB_HELD
+    "\"]},"
     "\"priority\":{\"bsonType\":\"long\",\"minimum\":-100,\"maximum\":100},"
     "\"rank\":{\"bsonType\":\"long\",\"minimum\":-100,\"maximum\":100},"
     "\"run_at\":" LONG ",\"attempts\":{\"bsonType\":\"long\",\"minimum\":0},"
@@ -749,6 +809,11 @@ static const char job_shape[] =
     "\"fx_pins\":{\"bsonType\":\"object\"},"
     "\"fx_until\":" LONG ","
     "\"created\":" LONG ",\"finished\":" LONG_OR_NULL ","
+    /* flows (flow.c) */
+    "\"parent\":" ID ",\"failed_child\":" ID ","
+    "\"children\":{\"bsonType\":\"array\",\"maxItems\":1000,"
+    "\"items\":" ID "},"
+    "\"on_child_fail\":{\"enum\":[\"fail\",\"hold\"]},"
     DTX__KIT_ITEM_PROPS "}},"
     /* J7: what each state carries, as the steps of the diagram write it.
      * A state written by hand without the fields that go with it (a
@@ -759,10 +824,19 @@ static const char job_shape[] =
     "{\"state\":{\"$in\":[" OVER "]},\"finished\":null},"
     "{\"state\":{\"$ne\":\"" DTX_JOB_SUCCEEDED "\"},"
     "\"result\":{\"$ne\":null}},"
+    /* A parent made dead by its child (flow.c, failed_child) never ran. */
     "{\"state\":{\"$in\":[\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD
-    "\"]},\"attempts\":{\"$lt\":1}},"
+    "\"]},\"attempts\":{\"$lt\":1},\"failed_child\":{\"$exists\":false}},"
     "{\"state\":{\"$in\":[\"" DTX_JOB_RUNNING "\",\"" DTX_JOB_SUCCEEDED
-    "\",\"" DTX_JOB_DEAD "\"]},\"epoch\":{\"$lt\":1}}]}";
+    "\",\"" DTX_JOB_DEAD "\"]},\"epoch\":{\"$lt\":1},"
+    "\"failed_child\":{\"$exists\":false}},"
+    /* J13-J15: a waiting job has children; a held one a parent; only a
+     * dead one names the child that failed it. */
+    "{\"state\":\"" DTX_JOB_WAITING "\",\"children.0\":{\"$exists\":false}},"
+    "{\"state\":\"" DTX_JOB_WAITING "\",\"epoch\":{\"$gt\":0}},"
+    "{\"state\":\"" DTX_JOB_HELD "\",\"parent\":{\"$exists\":false}},"
+    "{\"state\":{\"$ne\":\"" DTX_JOB_DEAD "\"},"
+    "\"failed_child\":{\"$exists\":true}}]}";
 #undef ID
 #undef COLL
 #undef LONG
@@ -800,7 +874,8 @@ static const char job_shape[] =
   "},\"to\":{\"state\":" S_(st) ",\"fx_cleared\":true}}"
 static const char job_transition[] =
     "[{\"immutable\":[\"queue\",\"type\",\"payload\",\"priority\",\"rank\","
-    "\"max_attempts\",\"backoff_ms\",\"unique_key\",\"created\",\"sched\"],"
+    "\"max_attempts\",\"backoff_ms\",\"unique_key\",\"created\",\"sched\","
+    "\"parent\",\"on_child_fail\"],"
     "\"increasing\":[\"epoch\",\"fx_until\"],"
     "\"moves\":["
     "{\"name\":\"claim\",\"from\":{\"state\":" S_(DTX_JOB_READY) "},"
@@ -815,10 +890,26 @@ static const char job_transition[] =
     "{\"name\":\"promote\",\"from\":{\"state\":" S_(DTX_JOB_DELAYED) "},"
     "\"to\":{\"state\":" S_(DTX_JOB_READY) "}},"
     "{\"name\":\"cancel\",\"from\":{\"state\":{\"$in\":[" S_(DTX_JOB_READY)
-    "," S_(DTX_JOB_DELAYED) "]}},\"to\":{\"state\":" S_(DTX_JOB_CANCELED) "}},"
+    "," S_(DTX_JOB_DELAYED) "," S_(DTX_JOB_WAITING) "," S_(DTX_JOB_HELD)
+    "]}},\"to\":{\"state\":" S_(DTX_JOB_CANCELED) "}},"
     "{\"name\":\"retry\",\"from\":{\"state\":" S_(DTX_JOB_DEAD) ","
-    "\"fx_cleared\":{\"$ne\":true}},\"to\":{\"state\":" S_(DTX_JOB_READY)
-    ",\"attempts\":0}},"
+    "\"fx_cleared\":{\"$ne\":true},\"failed_child\":{\"$exists\":false}},"
+    "\"to\":{\"state\":" S_(DTX_JOB_READY) ",\"attempts\":0}},"
+    /* flows (flow.c): attach to a job never claimed (J13), release a
+     * held child (J14), settle a waiting parent (J15), retry a parent
+     * its child failed */
+    "{\"name\":\"flow-attach\",\"from\":{\"state\":{\"$in\":["
+    S_(DTX_JOB_READY) "," S_(DTX_JOB_DELAYED) "," S_(DTX_JOB_WAITING)
+    "]},\"epoch\":0},\"to\":{\"state\":" S_(DTX_JOB_WAITING) "}},"
+    "{\"name\":\"flow-release\",\"from\":{\"state\":" S_(DTX_JOB_HELD)
+    "},\"to\":{\"state\":{\"$in\":[" S_(DTX_JOB_READY) ","
+    S_(DTX_JOB_DELAYED) "]}}},"
+    "{\"name\":\"flow-settle\",\"from\":{\"state\":" S_(DTX_JOB_WAITING)
+    "},\"to\":{\"state\":{\"$in\":[" S_(DTX_JOB_READY) ","
+    S_(DTX_JOB_DELAYED) "," S_(DTX_JOB_DEAD) "]}}},"
+    "{\"name\":\"flow-retry\",\"from\":{\"state\":" S_(DTX_JOB_DEAD)
+    ",\"failed_child\":{\"$exists\":true}},\"to\":{\"state\":"
+    S_(DTX_JOB_WAITING) ",\"attempts\":0}},"
     TERMINAL_MOVE(DTX_JOB_SUCCEEDED) "," TERMINAL_MOVE(DTX_JOB_DEAD) ","
     TERMINAL_MOVE(DTX_JOB_CANCELED) "]},"
     "{\"moves\":["
@@ -835,7 +926,30 @@ static const char job_transition[] =
     "\"immutable\":[\"" DTX_JOB_PINS "\",\"fx_colls\"],"
     "\"why\":\"a job's effect pins and collections change only by its "
     "steps: a pin moved or forgotten applies the effect to a second "
-    "document (docs/jobs.md)\"}]";
+    "document (docs/jobs.md)\"},"
+    /* Flows (flow.c): the link and the wait change only by the job's
+     * steps -- a child dropped from a parent's list, or a parent moved out
+     * of waiting by hand, would run the parent before that child (J13); a
+     * job inserted plainly as a child would run apart from its parent's
+     * record (J14). */
+    "{\"scope\":\"plain\",\"steps\":[\"job\"],"
+    "\"immutable\":[\"children\",\"failed_child\"],"
+    "\"insert\":{\"state\":{\"$nin\":[" S_(DTX_JOB_WAITING) ","
+    S_(DTX_JOB_HELD) "]},\"parent\":{\"$exists\":false},"
+    "\"children\":{\"$exists\":false}},"
+    "\"moves\":["
+    "{\"name\":\"not-a-flow-wait\",\"from\":{\"state\":{\"$nin\":["
+    S_(DTX_JOB_WAITING) "," S_(DTX_JOB_HELD) "]}},\"to\":{\"state\":"
+    "{\"$nin\":[" S_(DTX_JOB_WAITING) "," S_(DTX_JOB_HELD) "]}}},"
+    "{\"name\":\"waiting-cancel\",\"from\":{\"state\":"
+    S_(DTX_JOB_WAITING) "},\"to\":{\"state\":{\"$in\":["
+    S_(DTX_JOB_WAITING) "," S_(DTX_JOB_CANCELED) "]}}},"
+    "{\"name\":\"held-cancel\",\"from\":{\"state\":" S_(DTX_JOB_HELD)
+    "},\"to\":{\"state\":{\"$in\":[" S_(DTX_JOB_HELD) ","
+    S_(DTX_JOB_CANCELED) "]}}}],"
+    "\"why\":\"a flow's parent waits and its children are recorded only "
+    "by doctx job add --parent and the job's own steps (docs/jobs.md, "
+    "Flows)\"}]";
 #undef TERMINAL_MOVE
 #undef S_
 
@@ -860,9 +974,12 @@ static const dtx__shape_def_t shapes[] = {{DTX_JOBS, job_fits},
                                           {NULL, NULL}};
 
 static const dtx__rules_def_t rules[] = {
+    /* Deleted: a job over with no markers; or a held child (flow.c: the
+     * add refused, its parent already ran). */
     {DTX_JOBS, job_shape,
-     "{\"state\":{\"$in\":[\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD
-     "\",\"" DTX_JOB_CANCELED "\"]},\"fx_colls.0\":{\"$exists\":false}}",
+     "{\"$or\":[{\"state\":{\"$in\":[\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD
+     "\",\"" DTX_JOB_CANCELED "\"]},\"fx_colls.0\":{\"$exists\":false}},"
+     "{\"state\":\"" DTX_JOB_HELD "\"}]}",
      job_transition},
     /* only a tombstone goes: an active schedule's history is its audit */
     {DTX_JOB_SCHEDULES, dtx__sched_shape, "{\"state\":\"removed\"}",
@@ -882,6 +999,14 @@ static const char *const fault_points[] = {
     "job.promote",
     "job.cancel",
     "job.retry",
+    /* flows (flow.c) */
+    "job.flow.add",
+    "job.flow.attach",
+    "job.flow.release",
+    "job.flow.drop",
+    "job.flow.ready",
+    "job.flow.fail",
+    "job.flow.orphan",
     /* schedules (sched.c) */
     "job.schedule.add",
     "job.schedule.enqueue",

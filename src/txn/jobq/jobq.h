@@ -23,6 +23,10 @@
 #define DTX_JOB_SUCCEEDED "succeeded"
 #define DTX_JOB_DEAD "dead"
 #define DTX_JOB_CANCELED "canceled"
+/* Flows (flow.c): a parent while it has unfinished children; a child
+ * recorded but not yet recorded by its parent (not claimable). */
+#define DTX_JOB_WAITING "waiting"
+#define DTX_JOB_HELD "held"
 
 /* The marker array an effect leaves in its target document. */
 #define DTX_JOB_FX "dtx_fx"
@@ -133,6 +137,44 @@ struct dtx_job_run {
  * {coll, id, voided: [ids]} as the fence and repin steps wrote it. */
 const json_t *dtx__job_pin(const json_t *job, const char *key);
 
+/* ---- flows (flow.c) ---- */
+
+/* The add step of job.c: req as a new job with extra's fields (borrowed:
+ * "state" replaces ready/delayed; "parent" must also match an existing
+ * job of the id for it to be this request's), inserted at point. */
+int dtx__job_add_doc(dtx__exec_t *ex, const dtx_job_req_t *r,
+                     const json_t *extra, const char *point, json_t **out,
+                     int *added);
+
+/* The add of a child (flow->parent set): held, attached, released. */
+int dtx__job_add_child(dtx__exec_t *ex, const dtx_job_req_t *r,
+                       const dtx_job_flow_t *flow, json_t **out, int *added);
+
+/* Moves the waiting parent pid on when its children say so (all
+ * succeeded: ready; one dead/canceled/missing under policy fail: dead);
+ * *moved (may be NULL): 1, -1 or 0.  A parent not waiting, or missing,
+ * is left alone. */
+int dtx__job_settle(dtx__exec_t *ex, const char *pid, int *moved);
+
+/* dtx__job_settle of child's parent once child is terminal (errors are
+ * left to recovery). */
+void dtx__job_settle_after(dtx__exec_t *ex, const json_t *child);
+
+/* 1 / -1 / 0 as dtx__job_settle would move parent, given kids (an object
+ * of child documents by id); *bad the failed child's id. */
+int dtx__job_flow_verdict(const json_t *parent, const json_t *kids,
+                          const char **bad);
+
+/* *view: a copy of job whose children are [{id, state, result}] read
+ * now, for its handler; NULL when job has no children. */
+int dtx__job_flow_view(dtx__exec_t *ex, const json_t *job, json_t **view);
+
+/* Recovery's part: held children finished, waiting parents settled. */
+int dtx__job_flow_recover(dtx__exec_t *ex, dtx__tally_t *t);
+
+/* The audit's part, over jobs (an object of jobs by id). */
+void dtx__job_flow_audit(dtx__audit_t *a, const json_t *jobs, int64_t now);
+
 /* ---- schedules (sched.c, sched_audit.c) ---- */
 
 #include "util/cron.h"
@@ -157,12 +199,6 @@ int dtx__sched_is_tick(const dtx__sched_spec_t *sp, int64_t t);
 /* The _id of the job of schedule name's tick at gen: "sched:N:G:T". */
 void dtx__sched_job_id(char *buf, size_t n, const char *name, int64_t gen,
                        int64_t tick);
-
-/* dtx_job_add's step with more fields for the job (extra, borrowed, may
- * be NULL) and its own fault point (point). */
-int dtx__job_add_ex(dtx__exec_t *ex, const dtx_job_req_t *r,
-                    const json_t *extra, const char *point, json_t **out,
-                    int *added);
 
 /* One round of ticks: every due schedule of queue (NULL: all), each up to
  * the present (at most 64 ticks); tallies enqueued, missed, skipped,

@@ -22,6 +22,10 @@
  *                is idempotent.  Whatever --tombstone-ttl-ms says, a
  *                marker so outlives every write that could repeat its
  *                effect.
+ *   2b. flows    held children finished (released, or canceled when their
+ *                parent ran without them) and waiting parents settled
+ *                (flow.c: job.flow.release, job.flow.attach,
+ *                job.flow.orphan, job.flow.ready, job.flow.fail)
  *   4. retention succeeded jobs finished longer than retention_ms ago and
  *                with no markers left are deleted, at most PURGE_BATCH
  *                per pass (job.recover.purge).
@@ -233,6 +237,17 @@ static int purge(dtx__exec_t *ex, const dtx_recover_opts_t *o,
     return rc;
   json_array_foreach(list, i, job) {
     int64_t n = 0;
+    /* A child stays while its parent waits or has yet to run: its result
+     * is the parent's input (flow.c). */
+    json_t *p = NULL;
+    const char *pid = dtx__str(job, "parent");
+    if (pid && dtx__kit_get(ex, DTX_JOBS, pid, &p) == 0 &&
+        !dtx__job_terminal(p)) {
+      json_decref(p);
+      continue;
+    }
+    json_decref(p);
+    dtx__err_clear();
     rc = dtx__kit_delete(ex, "job.recover.purge", DTX_JOBS,
                          json_pack("{s:O,s:s}", "_id",
                                    json_object_get(job, "_id"), "state",
@@ -256,8 +271,8 @@ int dtx__job_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
     dtx__tally_error(t, NULL, rc);
   else if (moved)
     dtx__tally_ran(t, "promoted", moved);
-  if ((rc = takeovers(ex, o, t)) || (rc = markers(ex, o, t)) ||
-      (rc = purge(ex, o, t)))
+  if ((rc = takeovers(ex, o, t)) || (rc = dtx__job_flow_recover(ex, t)) ||
+      (rc = markers(ex, o, t)) || (rc = purge(ex, o, t)))
     dtx__tally_error(t, NULL, rc);
   return 0;
 }

@@ -110,6 +110,15 @@ int dtx_job_claim(dtx_store_t *st, const char *queue, int n, int64_t lease_ms,
     dtx__err_clear();
     rc = (*out = json_array()) ? 0 : DTX_ENOMEM;
   }
+  /* A parent's children with their results, as the runner's handler
+   * sees them (flow.c); a read that fails leaves the ids. */
+  for (size_t i = 0; rc == 0 && i < json_array_size(*out); i++) {
+    json_t *view = NULL;
+    if (dtx__job_flow_view(&ex, json_array_get(*out, i), &view))
+      dtx__err_clear();
+    else if (view)
+      json_array_set_new(*out, i, view);
+  }
   /* J1: every job returned runs under this claim's owner. */
   DTX_ASSERT(rc || json_array_size(*out) <= (size_t)(n > 0 ? n : 1),
              "job.claim");
@@ -238,6 +247,10 @@ static int end(dtx_store_t *st, const char *id, int64_t epoch, int ok,
     /* J1/J3: only this epoch's move ended it, once. */
     DTX_ASSERT(rc || dtx__int(*out, "epoch") == epoch, "J1");
   }
+  /* A flow's parent (flow.c, J15), also on a repeat: the first call may
+   * have stopped before it. */
+  if (rc == 0)
+    dtx__job_settle_after(&ex, *out);
   json_decref(job);
   json_decref(dummy);
   return dtx__call_end(&c, rc);

@@ -250,7 +250,15 @@ static void run_job(shared_t *sh, dtx__exec_t *ex, beat_t *b, held_t *h) {
     hrc = -1;
     dtx_job_fail(&run, "no handler for this job type");
   } else {
-    hrc = h_fn->fn(&run, job, h_fn->arg);
+    /* A parent's handler sees its children's results (flow.c). */
+    json_t *view = NULL;
+    if (dtx__job_flow_view(ex, job, &view)) {
+      hrc = -1;
+      dtx_job_fail(&run, "could not read the job's children");
+      dtx__err_clear();
+    } else
+      hrc = h_fn->fn(&run, view ? view : job, h_fn->arg);
+    json_decref(view);
   }
   int timed_out = dtx__mono_ms() >= run.deadline;
   pthread_mutex_lock(&b->mu);
@@ -334,6 +342,8 @@ static void write_outcomes(shared_t *sh, dtx__exec_t *ex, beat_t *b,
     free(details[j]);
     json_decref(h[at[j]].result);
     h[at[j]].result = NULL;
+    if (rcs[j] == 0)
+      dtx__job_settle_after(ex, outs[j]); /* a flow's parent (J15) */
     if (rcs[j] == 0)
       dtx__tally_ran(&sh->ran,
                      dtx__state_is(outs[j], DTX_JOB_SUCCEEDED) ? "succeeded"

@@ -418,7 +418,7 @@ static int enqueue(dtx__exec_t *ex, const json_t *s, int64_t gen,
                             "last", (json_int_t)last);
   json_t *job = NULL;
   int added = 0;
-  int rc = extra ? dtx__job_add_ex(ex, &r, extra, "job.schedule.enqueue",
+  int rc = extra ? dtx__job_add_doc(ex, &r, extra, "job.schedule.enqueue",
                                    &job, &added)
                  : DTX_ENOMEM;
   /* A duplicate of this _id is the same tick's job (another ticker's, or

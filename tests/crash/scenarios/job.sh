@@ -24,6 +24,10 @@ add_j1() { d job add q t "${1:-{\}}" --id j1 --backoff-ms 1 ${2:-} >/dev/null; }
 # $action, seen here through bash's dynamic scope); crash, and pause.sh,
 # take the runner's.
 remote() { [ "${action:-}" = error ]; }
+add_p() {
+  d insert counters '{"_id":"p","n":0}' >/dev/null
+  d job add q t {} --id p --backoff-ms 1 >/dev/null
+}
 remote_claimed() { # [PAYLOAD [ADD-OPTIONS]]
   add_j1 "$@"
   d job claim q --lease-ms 300 >/dev/null
@@ -65,6 +69,18 @@ scenario_cmd() {
     add_j1 '{"fail":true}' "--max-attempts 1"
     d $WORK_Q >/dev/null 2>&1
     echo "job retry j1" ;;
+  # Flows (docs/jobs.md, "Flows"): j1 a child of job p (whose handler
+  # counts in counters/p).
+  job.flow.add | job.flow.attach | job.flow.release)
+    add_p; echo "job add q t {} --id j1 --backoff-ms 1 --parent p" ;;
+  job.flow.drop) # p ran: the add is refused and the held j1 deleted
+    add_p; d $WORK_Q >/dev/null; echo "job add q t {} --id j1 --backoff-ms 1 --parent p" ;;
+  job.flow.ready) add_p; add_j1 '{}' "--parent p"; echo "$WORK_Q" ;;
+  job.flow.fail) add_p; add_j1 '{"fail":true}' "--max-attempts 1 --parent p"; echo "$WORK_Q" ;;
+  job.flow.orphan) # a refused add that died before its drop: recovery cancels j1
+    add_p; d $WORK_Q >/dev/null
+    DOCTX_FAULT=job.flow.drop:crash d job add q t {} --id j1 --backoff-ms 1 --parent p >/dev/null 2>&1
+    echo "recover" ;;
   job.recover.takeover)
     add_j1
     DOCTX_FAULT=job.complete:crash d $WORK_Q >/dev/null 2>&1
@@ -134,15 +150,22 @@ j1_count() {
 }
 
 check_final() {
-  local label=$1 out st n
+  local label=$1 out st n v
   case "$label" in job.schedule.*) check_sched "$label"; return ;; esac
   d recover --older-than-ms 0 >/dev/null || { bad "$label: recover failed"; return; }
   st=$(j1_state)
+  v=$(d find jobs '{"_id":"p","state":{"$in":["ready","delayed","waiting"]}}' --project '{"_id":1}')
   case "$st" in
-  succeeded | dead | canceled | "") ;;
+  succeeded | dead | canceled | "") [ -z "$v" ] || d $WORK_Q >/dev/null 2>&1 ;;
   *)
     d $WORK_Q >/dev/null 2>&1 || { bad "$label: worker failed"; return; }
     st=$(j1_state) ;;
+  esac
+  # A flow's parent ended too (it ran after j1, or died by it).
+  v=$(d find jobs '{"_id":"p"}' --project '{"_id":0,"state":1}')
+  case "$v" in
+  "" | *succeeded* | *dead*) ;;
+  *) bad "$label: parent p is $v"; return ;;
   esac
   if ! out=$(d audit --settled); then
     bad "$label: audit not clean: $out"; return
@@ -153,7 +176,7 @@ check_final() {
   dead | canceled) [ "$n" -le 1 ] || { bad "$label: j1 $st, effect applied $n times"; return; } ;;
   "")
     case "$label" in
-    job.add:* | job.recover.purge:*) ;;
+    job.add:* | job.recover.purge:* | job.flow.add:* | job.flow.drop:*) ;;
     *) bad "$label: j1 missing"; return ;;
     esac
     [ "$n" -le 1 ] || { bad "$label: effect applied $n times"; return; } ;;
