@@ -1207,6 +1207,81 @@ int dtx_job_flow_check(const dtx_job_req_t *req, const dtx_job_flow_t *flow);
  * DTX_ECONFLICT: the id is another job's (another parent included). */
 int dtx_job_add_flow(dtx_store_t *st, const dtx_job_req_t *req,
                      const dtx_job_flow_t *flow, json_t **out, int *added);
+/* ---- job schedules (src/txn/jobq/sched.c, docs/jobs.md "Schedules") -------
+ *
+ * A schedule is a document of "job_schedules", _id = its name, that makes
+ * one job of its queue per tick: a five-field cron in UTC (ticks on whole
+ * minutes) or every every_ms (ticks at the multiples of every_ms since the
+ * epoch).  Any number of tickers (every `job work` of the queue, `job
+ * scheduler`) may run at once: a tick's job has the deterministic _id
+ * "sched:NAME:GEN:TICK", so racing tickers insert one job, and the
+ * schedule's next tick advances by an update fenced by {gen, next_at}.
+ * Replacing a schedule bumps gen (its next tick is the first after the
+ * change); removing it leaves a tombstone (state "removed"): at most the
+ * one tick due before the change and in flight at it still gets its job.
+ * A tick more than grace_ms late is missed: "run-once" makes one job for
+ * a run of missed ticks (its "sched.last" names the last), "skip" none
+ * (the schedule records the run in "skipped"). */
+#define DTX_JOB_SCHEDULES "job_schedules"
+#define DTX_JOB_SCHED_MIN_EVERY_MS 10
+#define DTX_JOB_SCHED_HORIZON_MS (5LL * 365 * 24 * 3600 * 1000) /* 5 years */
+#define DTX_JOB_SCHED_GRACE_MS 60000 /* default of grace_ms */
+
+typedef struct dtx_job_sched_req {
+  const char *name;      /* 1..64 of [A-Za-z0-9_.:-] */
+  const char *queue;     /* the jobs' queue, type and payload (borrowed) */
+  const char *type;
+  const json_t *payload; /* NULL: null */
+  const char *cron;      /* five fields, UTC; or NULL and every_ms */
+  int64_t every_ms;      /* DTX_JOB_SCHED_MIN_EVERY_MS..5 years; 0 with cron */
+  const char *missed;    /* "run-once" (NULL) or "skip" */
+  int64_t grace_ms;      /* 0: DTX_JOB_SCHED_GRACE_MS; at most one day */
+  int priority;          /* as dtx_job_req_t */
+  int max_attempts;
+  int64_t backoff_ms;
+} dtx_job_sched_req_t;
+
+/* The check dtx_job_schedule makes before it writes: 0, or DTX_EINVAL
+ * naming the field (a cron's field; a cron that does not fire within 5
+ * years from now, Feb 30 say; every_ms out of range).  Needs no store. */
+int dtx_job_sched_check(const dtx_job_sched_req_t *req);
+
+/* Adds the schedule, or replaces the one of that name (gen + 1; a removed
+ * one comes back).  Its first tick is the first after now.  *out: the
+ * schedule document. */
+int dtx_job_schedule(dtx_store_t *st, const dtx_job_sched_req_t *req,
+                     json_t **out);
+
+/* *out: array of the active schedules of queue (NULL: all) by name, each
+ * with gen, next_at (the next tick), last_tick (the last tick enqueued,
+ * null before the first) and skipped. */
+int dtx_job_schedules(dtx_store_t *st, const char *queue, json_t **out);
+
+/* Removes schedule name: its tombstone stays (state "removed", gen + 1),
+ * so no ticker enqueues for it afterwards but the one tick in flight.
+ * DTX_ENOTFOUND when there is no active one.  *out: the tombstone. */
+int dtx_job_unschedule(dtx_store_t *st, const char *name, json_t **out);
+
+typedef struct dtx_job_scheduler_opts {
+  const char *queue;    /* NULL: the schedules of every queue */
+  int once;             /* one round: every due tick, then return */
+  volatile int *stop;   /* set non-zero to make it return */
+  int64_t poll_ms;      /* the pause between rounds; 0: 100 */
+  int64_t deadline_ms;  /* budget of each round's store steps; 0: see
+                           "Deadlines" */
+} dtx_job_scheduler_opts_t;
+
+/* Ticks the schedules of opts->queue, only (no jobs are run): enqueues
+ * each due tick's job and advances the schedule.  *summary (may be NULL):
+ *   {"ok", "queue", "enqueued": n, "missed": n, "skipped": n,
+ *    "fenced": n (ticks another ticker advanced first), "errors": {...}}
+ * With once, the first store error is returned. */
+int dtx_job_scheduler(dtx_store_t *st, const dtx_job_scheduler_opts_t *opts,
+                      json_t **summary);
+
+/* The check dtx_job_scheduler makes of opts (the queue name, poll_ms
+ * 0..60000, deadline_ms >= 0).  Needs no store. */
+int dtx_job_scheduler_check(const dtx_job_scheduler_opts_t *opts);
 /* ---- lease locks with fencing tokens (src/txn/lock/, docs/locks.md) --------
  *
  * A lock is a document of the collection "locks", _id = its name, never

@@ -281,6 +281,13 @@ export class Client {
   job(id: string): Promise<Job>;
   jobs(queue: string, opts?: { state?: JobState; pageSize?: number }): AsyncGenerator<Job, void, undefined>;
   queueStats(queue: string): Promise<QueueStats>;
+  /** Adds or replaces a schedule (a new gen).  Retried. */
+  scheduleJob(name: string, queue: string, type: string, payload?: Json,
+    opts?: { cron?: string; everyMs?: number; missed?: 'run-once' | 'skip'; graceMs?: number;
+      priority?: number; maxAttempts?: number; backoffMs?: number }): Promise<JsonObject>;
+  jobSchedules(opts?: { queue?: string }): Promise<{ schedules: JsonObject[] }>;
+  /** NotFound if none.  Not retried. */
+  unscheduleJob(name: string): Promise<JsonObject>;
 
   // locks
   /** Conflict NOMATCH (naming the holder) while held.  Not retried. */

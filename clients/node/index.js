@@ -329,6 +329,24 @@ export class Client {
     return this.#call('GET', `/v1/queues/${p(queue)}/stats`, undefined, { idempotent: true });
   }
 
+  /** Adds or replaces a job schedule (cron or everyMs).  Retried. */
+  scheduleJob(name, queue, type, payload, { cron, everyMs, missed, graceMs, priority, maxAttempts, backoffMs } = {}) {
+    return this.#call('POST', '/v1/job-schedules', fields({
+      name, queue, type, payload, cron, every_ms: everyMs, missed, grace_ms: graceMs, priority,
+      max_attempts: maxAttempts, backoff_ms: backoffMs,
+    }), { idempotent: true });
+  }
+
+  /** {schedules}: the active schedules (of a queue if given). */
+  jobSchedules({ queue } = {}) {
+    return this.#call('GET', '/v1/job-schedules', undefined, { query: { queue }, idempotent: true });
+  }
+
+  /** Removes a job schedule; NotFound if none.  Not retried. */
+  unscheduleJob(name) {
+    return this.#call('DELETE', `/v1/job-schedules/${p(name)}`);
+  }
+
   // ---- locks (docs/locks.md) -----------------------------------------------------
 
   /** Acquires a lock: {name, owner, token, expires}; Conflict NOMATCH while held.  Not retried. */

@@ -256,6 +256,25 @@ const dtx__cli_spec_t dtx__cmd_job = {
          (const dtx__cli_opt_t[]){{"--fence", DTX__CLI_STR, "NAME:TOKEN"},
                                   {NULL}},
          DTX__CLI_ARMED},
+        /* schedules (cmd_job_sched.c) */
+        {"schedule", dtx__cli_job_schedule, "NAME QUEUE TYPE PAYLOAD",
+         (const dtx__cli_opt_t[]){{"--cron", DTX__CLI_STR, "\"M H DOM MON DOW\""},
+                                  {"--every-ms", DTX__CLI_POS, "N"},
+                                  {"--missed", DTX__CLI_STR, "run-once|skip"},
+                                  {"--grace-ms", DTX__CLI_POS, "N"},
+                                  {"--priority", DTX__CLI_INT, "N", .c_int = 1},
+                                  {"--max-attempts", DTX__CLI_POS, "N", .c_int = 1},
+                                  {"--backoff-ms", DTX__CLI_POS, "N"},
+                                  {NULL}},
+         DTX__CLI_ARMED},
+        {"schedules", dtx__cli_job_schedules, "[QUEUE]", NULL, DTX__CLI_READS},
+        {"unschedule", dtx__cli_job_unschedule, "NAME", NULL, DTX__CLI_ARMED},
+        {"scheduler", dtx__cli_job_scheduler, "[QUEUE]",
+         (const dtx__cli_opt_t[]){{"--once", DTX__CLI_FLAG},
+                                  {"--poll-ms", DTX__CLI_POS, "N"},
+                                  DTX__CLI_OPT_DEADLINE,
+                                  {NULL}},
+         DTX__CLI_ARMED},
         {NULL}},
     NULL,
     "States: ready, delayed (run-at in the future, also a retry's backoff),\n"
@@ -299,9 +318,19 @@ const dtx__cli_spec_t dtx__cmd_job = {
     "heartbeat renews that lease; complete (RESULT: JSON) or fail (ERROR:\n"
     "text) ends the attempt, each only while the job runs at EPOCH.  The\n"
     "same complete or fail repeated prints the job again, changing nothing.\n"
+    "schedule adds (or replaces: a new generation) a schedule that enqueues\n"
+    "one job of QUEUE per tick: --cron (five fields, UTC) or --every-ms N\n"
+    "(at the multiples of N since the epoch); its first tick is the first\n"
+    "after now.  Every work of QUEUE and every scheduler ticks; each tick is\n"
+    "one job, _id sched:NAME:GEN:TICK, however many tick at once.  A tick\n"
+    "more than --grace-ms (default 60000) late is missed: --missed run-once\n"
+    "(default) makes one job for a run of missed ticks, skip none.\n"
+    "unschedule removes one (no tick after it is enqueued); schedules lists\n"
+    "them (next_at, last_tick, gen); scheduler only ticks, every --poll-ms\n"
+    "(default 100), or once with --once, and prints a JSON summary.\n"
     "exit: 0 ok; 1 no such job (show, heartbeat, complete, fail, the\n"
-    "      --parent of add), no\n"
-    "      document matches (effect); 2 invalid input (nothing is\n"
+    "      --parent of add), no document matches (effect), no such\n"
+    "      schedule (unschedule); 2 invalid input (nothing is\n"
     "      recorded); 3 --id reused with other parameters, cancel of a job\n"
     "      that is not ready, delayed, waiting or held, retry of one that is\n"
     "      not dead, --parent of a job already claimed, a\n"

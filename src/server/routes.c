@@ -157,6 +157,15 @@ const dtx__srv_route_t dtx__srv_routes[] = {
     {"POST", "/v1/jobs/{id}/effect", W, dtx__srv_h_job_effect,
      FIELDS({"epoch", F_INT}, {"key", F_STR}, {"coll", F_STR},
             {"filter", F_OBJ}, {"update", F_OBJ}, {"fence", F_STR})},
+    /* job schedules (docs/jobs.md "Schedules"; routes_job_sched.c) */
+    {"POST", "/v1/job-schedules", W, dtx__srv_h_job_schedule,
+     FIELDS({"name", F_STR}, {"queue", F_STR}, {"type", F_STR},
+            {"payload", F_ANY}, {"cron", F_STR}, {"every_ms", F_INT},
+            {"missed", F_STR}, {"grace_ms", F_INT}, {"priority", F_INT},
+            {"max_attempts", F_INT}, {"backoff_ms", F_INT})},
+    {"GET", "/v1/job-schedules", R, dtx__srv_h_job_schedules, NULL, "queue"},
+    {"DELETE", "/v1/job-schedules/{name}", W, dtx__srv_h_job_unschedule,
+     NULL},
     /* admin */
     {"POST", "/v1/admin/audit", A, dtx__srv_h_audit,
      FIELDS({"settled", F_BOOL})},

@@ -493,4 +493,128 @@ d job cancel pz >/dev/null
 expect 0 "flow: a canceled parent deleted" -- d delete jobs '{"_id":"pz"}'
 expect 5 "flow: audit: a live child without its parent" -- d audit
 grep -q "flow_orphan.*pz1" "$WORK/out" && ok || bad "no flow_orphan: $(cat "$WORK/out")"
+# ---- schedules (docs/jobs.md, "Schedules") ----------------------------------------
+new_store job_sched
+# Bad input: exit 2, nothing written (the library's check before the store
+# opens: no store file either, on SQLite).
+while IFS='|' read -r label args pattern; do
+  # shellcheck disable=SC2086
+  eval "expect 2 \"schedule: $label\" -- d job schedule $args"
+  grep -q -- "$pattern" "$WORK/err" && ok || bad "$label: message '$(cat "$WORK/err")' lacks '$pattern'"
+done <<'TABLE'
+bad cron field|s q t {} --cron '61 * * * *'|cron minute: 61 is out of 0..59
+bad cron text|s q t {} --cron '* * * foo *'|cron month: expected
+four fields|s q t {} --cron '* * * *'|day-of-week missing
+step overflow|s q t {} --cron '*/4294967297 * * * *'|cron minute: step
+Feb 30|s q t {} --cron '0 0 30 2 *'|does not fire within 5 years
+INT64_MAX every-ms|s q t {} --every-ms 9223372036854775807|every-ms must be
+past int64 every-ms|s q t {} --every-ms 9223372036854775808|--every-ms
+below the least|s q t {} --every-ms 5|every-ms must be
+both|s q t {} --every-ms 100 --cron '* * * * *'|one of them
+neither|s q t {}|one of them
+missed policy|s q t {} --every-ms 100 --missed sometimes|missed must be
+bad name|s/x q t {} --every-ms 100|schedule name
+bad payload|s q t {"a": --every-ms 100|PAYLOAD
+TABLE
+case "$S" in sqlite:*) [ ! -e "$WORK/job_sched.db" ] && ok || bad "a refused schedule created the store" ;; esac
+expect 0 "cron schedule" -- d job schedule daily q t '{"k":1}' --cron '30 8 * * mon-fri'
+s1=$(out)
+[ "$(jget "$s1" gen)" = 1 ] && [ $(($(jget "$s1" next_at) % 60000)) = 0 ] && [ "$(jget "$s1" next_at)" -gt "$(now_ms)" ] && ok || bad "cron schedule: $s1"
+expect 0 "replace" -- d job schedule daily q t '{"k":2}' --cron '0 9 * * *'
+[ "$(jget "$(out)" gen)" = 2 ] && [ "$(jq '.past[0].gen' "$WORK/out")" = 1 ] && ok || bad "replace: $(out)"
+expect 0 "list" -- d job schedules q
+[ "$(wc -l <"$WORK/out")" = 1 ] && [ "$(jget "$(out)" payload k)" = 2 ] && ok || bad "schedules: $(out)"
+# Plain writes change nothing a tick depends on (the transition rule).
+expect 3 "plain update of next_at" -- d update job_schedules '{"_id":"daily"}' '{"$set":{"next_at":0}}'
+expect 3 "plain insert of a schedule" -- d insert job_schedules "$(jq -c '._id="forged"' <<<"$s1")"
+expect 3 "plain delete of an active one" -- d delete job_schedules '{"_id":"daily"}'
+# A tick's _id is the schedule's: no other job may take one (it would
+# stop the schedule at that tick).
+expect 2 "job add under a tick's id" -- d job add q t --id sched:daily:2:0
+d job add tq t '{}' --id j1 >/dev/null
+expect 3 "plain insert of a tick's job" -- d insert jobs "$(d find jobs '{"_id":"j1"}' | jq -c '._id="sched:daily:2:0"')"
+expect 3 "plain insert of a job with sched" -- d insert jobs "$(d find jobs '{"_id":"j1"}' | jq -c '._id="x9" | .sched={"name":"daily"}')"
+expect 0 "unschedule" -- d job unschedule daily
+[ "$(jget "$(out)" state)" = removed ] && [ "$(jget "$(out)" gen)" = 3 ] && ok || bad "unschedule: $(out)"
+expect 1 "unschedule again" -- d job unschedule daily
+expect 0 "list after" -- d job schedules
+[ ! -s "$WORK/out" ] && ok || bad "a removed schedule is listed: $(out)"
+
+# Missed ticks: 0.6 s with no ticker, more than --grace-ms 20 late.  run-once
+# enqueues one job standing for the run; skip enqueues none and records it.
+d job schedule once q2 t '{}' --every-ms 100 --grace-ms 20 >/dev/null
+d job schedule skip q2 t '{}' --every-ms 100 --grace-ms 20 --missed skip >/dev/null
+sleep 0.6
+expect 0 "tick the missed runs" -- d job scheduler q2 --once
+[ "$(jget "$(out)" ran missed)" = 1 ] && [ "$(jget "$(out)" ran skipped)" = 1 ] && ok || bad "missed: $(out)"
+runs=$(d find jobs '{"sched.name":"once"}' | jq -s -c '[.[] | (.sched.last - .sched.tick) / 100 + 1] | sort')
+[ "$(jq 'length <= 2 and .[-1] >= 4' <<<"$runs")" = true ] && ok || bad "run-once: one job for the missed run, got $runs"
+sk=$(d job schedules q2 | jq -s -c '.[] | select(._id == "skip") | .skipped')
+[ "$(jq 'length == 1 and (.[0][1] - .[0][0]) >= 300' <<<"$sk")" = true ] &&
+  [ "$(d count jobs '{"sched.name":"skip"}')" -le 1 ] && ok || bad "skip: $sk, $(d count jobs '{"sched.name":"skip"}') jobs"
+expect 0 "audit: ticks against runs" -- d audit
+
+# Replaced mid-run: the old gen's jobs stand, the new gen starts after the
+# change, no tick has two jobs.
+d job schedule r q3 t '{"v":1}' --every-ms 100 >/dev/null
+sleep 0.35; d job scheduler q3 --once >/dev/null
+d job schedule r q3 t '{"v":2}' --every-ms 100 >/dev/null
+sleep 0.35; d job scheduler q3 --once >/dev/null
+g=$(d find jobs '{"sched.name":"r"}' | jq -s -c '[group_by(.sched.gen)[] | {g: .[0].sched.gen, lo: (map(.sched.tick) | min), hi: (map(.sched.tick) | max), v: (map(.payload.v) | unique)}]')
+[ "$(jq 'length == 2 and .[0].hi < .[1].lo and .[0].v == [1] and .[1].v == [2]' <<<"$g")" = true ] && ok || bad "replace mid-run: $g"
+# A ticker paused before its insert across unschedule: it enqueues the one
+# tick it read (due before the removal), and nothing after it.
+DOCTX_FAULT=job.schedule.enqueue:pause start_bg "$WORK/paused.log" "$DOCTX" --store "$S" job scheduler q3 --once
+p=$BG_PID
+sleep 0.25
+if wait_stopped "$p" 20; then
+  expect 0 "unschedule while a ticker is paused" -- d job unschedule r
+  stone=$(out)
+  kill -CONT "$p"; bounded_wait "$p" 20 "$WORK/paused.log"
+  late=$(d count jobs "{\"sched.name\":\"r\",\"sched.tick\":{\"\$gte\":$(jget "$stone" next_at)}}")
+  [ "$late" -le 1 ] && ok || bad "the paused ticker enqueued $late ticks after the removal"
+  n=$(d count jobs '{"sched.name":"r"}'); sleep 0.25
+  d job scheduler q3 --once >/dev/null; d job work q3 --once --exec true >/dev/null
+  [ "$(d count jobs '{"sched.name":"r"}')" = "$n" ] && ok || bad "a tick enqueued after unschedule"
+else
+  bad "the ticker never paused: $(cat "$WORK/paused.log")"
+fi
+expect 0 "audit after the removal" -- d audit
+
+# The proof (docs/jobs.md, "Schedules"): 3 schedulers and 2 workers of 2
+# threads tick and run --every-ms 200 for 30 ticks; a scheduler and a
+# worker are SIGKILLed mid-way and a worker restarted.  Every tick has
+# exactly one job, each job's effect applied once (counters/c.n), and
+# the audit checks ticks against runs.
+new_store job_sched_proof
+d insert counters '{"_id":"c","n":0}' >/dev/null
+d job schedule p pq t '{}' --every-ms 200 >/dev/null
+first=$(jget "$(d job schedules pq)" first_at)
+RUN='"$DOCTX" job effect "$DOCTX_JOB_ID" "$DOCTX_JOB_EPOCH" k counters "{\"_id\":\"c\"}" "{\"\$inc\":{\"n\":1}}" >/dev/null'
+pids=()
+for i in 1 2 3; do start_bg "$WORK/sched$i.log" "$DOCTX" --store "$S" job scheduler pq --poll-ms 50; pids+=("$BG_PID"); done
+for i in 1 2; do start_bg "$WORK/work$i.log" "$DOCTX" --store "$S" job work pq --threads 2 --lease-ms 1000 --exec "$RUN"; pids+=("$BG_PID"); done
+nap 2.5
+{ kill -KILL "${pids[0]}" "${pids[3]}"; wait "${pids[0]}" "${pids[3]}"; } 2>/dev/null
+nap 1
+start_bg "$WORK/work3.log" "$DOCTX" --store "$S" job work pq --threads 2 --lease-ms 1000 --exec "$RUN"; pids+=("$BG_PID")
+end=$((SECONDS + 30))
+while [ "$(jget "$(d job schedules pq)" last_tick)" -lt $((first + 29 * 200)) ] 2>/dev/null && [ $SECONDS -lt $end ]; do nap 0.2; done
+d job unschedule p >/dev/null
+stone=$(d find job_schedules '{"_id":"p"}')
+ticks=$(( ($(jget "$stone" next_at) - first) / 200 ))
+while [ "$(d count jobs '{"queue":"pq","state":{"$ne":"succeeded"}}')" != 0 ] && [ $SECONDS -lt $end ]; do nap 0.2; done
+for p in "${pids[1]}" "${pids[2]}" "${pids[4]}" "${pids[5]}"; do stop_bg "$p" 10; done
+jobs=$(d count jobs '{"queue":"pq","state":"succeeded"}')
+n=$(jget "$(d find counters '{"_id":"c"}')" n)
+[ "$ticks" -ge 30 ] && [ "$jobs" -ge "$ticks" ] && [ "$jobs" -le $((ticks + 1)) ] && [ "$n" = "$jobs" ] &&
+  ok || bad "proof: $ticks ticks, $jobs jobs succeeded, effect applied $n times"
+expect 0 "proof: the audit checks ticks against runs" -- d audit --settled
+# ... and sees a tick without its job, and a job of no tick.
+d delete jobs "{\"_id\":\"sched:p:1:$((first + 200))\"}" --bypass-validation >/dev/null
+expect 5 "audit: a tick lost" -- d audit
+grep -q "sched_missing.*schedule p gen 1: ticks from $((first + 200))" "$WORK/out" && ok || bad "audit: $(grep sched "$WORK/out")"
+d insert jobs "$(d find jobs "{\"_id\":\"sched:p:1:$first\"}" | jq -c "._id=\"sched:p:1:$((first + 7))\" | .sched.tick=$((first + 7)) | .sched.last=$((first + 7))")" --bypass-validation >/dev/null
+expect 5 "audit: a job of no tick" -- d audit
+grep -q "sched_tick.*sched:p:1:$((first + 7))" "$WORK/out" && ok || bad "audit: $(grep sched "$WORK/out")"
 finish

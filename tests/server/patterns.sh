@@ -523,6 +523,24 @@ undeclared=$(awk '/^# TYPE /{t[$3]=1; next} /^#/{next}
   {n=$1; sub(/\{.*/,"",n); b=n; sub(/_(bucket|sum|count)$/,"",b); if(!(n in t)&&!(b in t)) print n}' "$WORK/rb" | sort -u)
 [ -z "$undeclared" ] && ok || bad "samples without a TYPE: $undeclared"
 
+# ---- job schedules (docs/jobs.md, "Schedules") ------------------------------------
+refused "schedule: bad cron" 400 INVAL POST /v1/job-schedules "$T_WRITE" \
+  '{"name":"hs","queue":"hq","type":"t","cron":"* * 32 * *"}'
+grep -qF 'day-of-month: 32' "$WORK/rb" && ok || bad "bad cron: the field not named: $(rbody)"
+no "schedule: INT64_MAX every_ms" 400 INVAL POST /v1/job-schedules "$T_WRITE" \
+  '{"name":"hs","queue":"hq","type":"t","every_ms":9223372036854775807}'
+no "schedule: every_ms 0" 400 INVAL POST /v1/job-schedules "$T_WRITE" \
+  '{"name":"hs","queue":"hq","type":"t","every_ms":0}'
+no "schedule: read token" 403 FORBIDDEN POST /v1/job-schedules "$T_READ" \
+  '{"name":"hs","queue":"hq","type":"t","every_ms":1000}'
+req POST /v1/job-schedules "$T_WRITE" '{"name":"hs","queue":"hq","type":"t","payload":{"a":1},"cron":"*/5 * * * *","missed":"skip"}'
+check "schedule" 200 '"_id":"hs"' '"gen":1' '"missed":"skip"' '"next_at":'
+req GET "/v1/job-schedules?queue=hq" "$T_READ"
+check "schedules" 200 '"schedules":[{' '"_id":"hs"'
+req DELETE /v1/job-schedules/hs "$T_WRITE"
+check "unschedule" 200 '"state":"removed"' '"gen":2'
+no "unschedule again" 404 NOTFOUND DELETE /v1/job-schedules/hs "$T_WRITE"
+
 # The audit, after everything: money, ledger, orders and locks consistent.
 req POST /v1/admin/audit "$T_ADMIN" '{}'
 check "audit at the end" 200 '"clean":true'

@@ -568,6 +568,40 @@ class Client:
         """``{"ready", "delayed", "running", "succeeded", "dead", "canceled", "total"}``."""
         return self._call("GET", f"/v1/queues/{self._p(queue)}/stats", idempotent=True)
 
+    def schedule_job(
+        self,
+        name: str,
+        queue: str,
+        type: str,
+        payload: Any = None,
+        *,
+        cron: Optional[str] = None,
+        every_ms: Optional[int] = None,
+        missed: Optional[str] = None,
+        grace_ms: Optional[int] = None,
+        priority: Optional[int] = None,
+        max_attempts: Optional[int] = None,
+        backoff_ms: Optional[int] = None,
+    ) -> JSON:
+        """Adds (or replaces: a new gen) schedule ``name``: one job of ``queue``
+        per tick of ``cron`` (five fields, UTC) or of ``every_ms``.  Retried:
+        a repeat replaces the schedule with itself."""
+        body = _drop_none({"name": name, "queue": queue, "type": type,
+                           "payload": payload, "cron": cron, "every_ms": every_ms,
+                           "missed": missed, "grace_ms": grace_ms,
+                           "priority": priority, "max_attempts": max_attempts,
+                           "backoff_ms": backoff_ms})
+        return self._call("POST", "/v1/job-schedules", body, idempotent=True)
+
+    def job_schedules(self, queue: Optional[str] = None) -> JSON:
+        """``{"schedules": [...]}``: the active schedules (of ``queue``)."""
+        return self._call("GET", "/v1/job-schedules",
+                          query=_drop_none({"queue": queue}), idempotent=True)
+
+    def unschedule_job(self, name: str) -> JSON:
+        """Removes schedule ``name`` (its tombstone answers); NotFound if none."""
+        return self._call("DELETE", f"/v1/job-schedules/{self._p(name)}")
+
     # ---- locks (docs/locks.md) ----------------------------------------------
 
     def acquire(

@@ -356,7 +356,12 @@ int dtx__job_audit(dtx__audit_t *a) {
   json_t *jobs = NULL, *j;
   const char *id;
   int64_t now = dtx__now_ms(), running = 0, nmarkers = 0;
-  int rc = dtx__audit_load(a, DTX_JOBS, &jobs);
+  /* The schedules before the jobs (sched_audit.c: a tick's job is in
+   * before its schedule moves past it). */
+  json_t *scheds = NULL;
+  int rc = dtx__audit_load(a, DTX_JOB_SCHEDULES, &scheds);
+  if (rc == 0)
+    rc = dtx__audit_load(a, DTX_JOBS, &jobs);
   json_t *counts = json_object();
   if (rc == 0) {
     json_object_foreach(jobs, id, j) {
@@ -368,6 +373,8 @@ int dtx__job_audit(dtx__audit_t *a) {
     }
     dtx__job_flow_audit(a, jobs, now);
     rc = check_markers(a, jobs, &nmarkers);
+    if (rc == 0)
+      rc = dtx__job_sched_audit(a, scheds, jobs); /* sched_audit.c */
     DTX_ASSERT(running <= (int64_t)json_object_size(jobs), "job.audit");
   }
   if (rc == 0) {
@@ -381,5 +388,6 @@ int dtx__job_audit(dtx__audit_t *a) {
   }
   json_decref(counts);
   json_decref(jobs);
+  json_decref(scheds);
   return rc;
 }

@@ -63,6 +63,11 @@
  * Flows (flow.c, docs/jobs.md "Flows") add two live states: waiting (a
  * parent whose recorded children have not all succeeded) and held (a
  * child its parent has not recorded yet; not claimable).
+ *   (a schedule's tick: its    sched.c tick_one     job.schedule.enqueue,
+ *   job, then next_at moves)                        job.schedule.advance
+ *   (schedule added/replaced)  dtx_job_schedule     job.schedule.add
+ *   (schedule removed)         dtx_job_unschedule   job.schedule.remove
+ *   (sched.c has the schedules' own diagram and J8-J9.)
  * Recovery's other points (markers, retention) are in recover.c.
  *
  * Invariants (DTX_ASSERT checks what each step relies on and leaves, in
@@ -106,6 +111,10 @@
  *     claimed (J13); a child runs only once its parent recorded it (J14);
  *     a waiting parent leaves waiting exactly once per wait, and never
  *     stays waiting once its children decided (J15).
+ *  J8 Every tick of a schedule, within a gen, has exactly one job (or a
+ *     recorded skip) and next_at only grows: sched.c.
+ *  J9 A schedule's gen only grows; a replaced or removed one enqueues at
+ *     most the one tick in flight at the change: sched.c.
  */
 #include <stdio.h>
 #include <string.h>
@@ -174,10 +183,22 @@ int64_t dtx__job_backoff(int64_t backoff_ms, int64_t failed) {
 
 /* ---- add -------------------------------------------------------------------- */
 
-int dtx_job_req_check(const dtx_job_req_t *r) {
+/* The _id prefix of a schedule's jobs (sched.c): another job under such an
+ * id would hold a tick's _id with other content and stop the schedule. */
+#define SCHED_ID_PREFIX "sched:"
+
+static int req_check(const dtx_job_req_t *r, int tick);
+
+int dtx_job_req_check(const dtx_job_req_t *r) { return req_check(r, 0); }
+
+static int req_check(const dtx_job_req_t *r, int tick) {
   int rc;
   if (!r)
     return dtx__err(DTX_EINVAL, "no job request");
+  if (!tick && r->id &&
+      strncmp(r->id, SCHED_ID_PREFIX, strlen(SCHED_ID_PREFIX)) == 0)
+    return dtx__err(DTX_EINVAL, "job id '%s': ids starting with '%s' are "
+                    "the ticks of job schedules", r->id, SCHED_ID_PREFIX);
   if ((rc = dtx__check_ident("queue name", r->queue)) ||
       (rc = dtx__check_ident("job type", r->type)) ||
       (r->id && (rc = dtx__check_ident("job id", r->id))))
@@ -280,7 +301,8 @@ static int add(dtx__exec_t *ex, const dtx_job_req_t *r, const json_t *extra,
                const char *point, json_t **out, int *added) {
   char idbuf[25];
   int rc;
-  if ((rc = dtx_job_req_check(r)) || (rc = dtx__job_setup(ex->st)))
+  if ((rc = req_check(r, json_object_get(extra, "sched") != NULL)) ||
+      (rc = dtx__job_setup(ex->st)))
     return rc;
   const char *id = r->id;
   if (!id) {
@@ -727,7 +749,7 @@ int dtx_job_retry(dtx_store_t *st, const char *id, json_t **out) {
 
 /* ---- the method table ------------------------------------------------------------- */
 
-static const char *const collections[] = {DTX_JOBS, NULL};
+static const char *const collections[] = {DTX_JOBS, DTX_JOB_SCHEDULES, NULL};
 
 static const dtx__index_def_t indexes[] = {
     /* the claim: the walk in (rank, run_at) order under (state, queue) */
@@ -738,6 +760,8 @@ static const dtx__index_def_t indexes[] = {
     {DTX_JOBS, "{\"state\":1,\"updated\":1}", 0, 0},
     /* one live job per (queue, unique key) (J4) */
     {DTX_JOBS, "{\"unique_live\":1}", 1, 1},
+    /* schedules (sched.c): a ticker reads the due ones of its queue */
+    {DTX_JOB_SCHEDULES, "{\"state\":1,\"queue\":1,\"next_at\":1}", 0, 0},
     {NULL, NULL, 0, 0},
 };
 
@@ -850,7 +874,7 @@ static const char job_shape[] =
   "},\"to\":{\"state\":" S_(st) ",\"fx_cleared\":true}}"
 static const char job_transition[] =
     "[{\"immutable\":[\"queue\",\"type\",\"payload\",\"priority\",\"rank\","
-    "\"max_attempts\",\"backoff_ms\",\"unique_key\",\"created\","
+    "\"max_attempts\",\"backoff_ms\",\"unique_key\",\"created\",\"sched\","
     "\"parent\",\"on_child_fail\"],"
     "\"increasing\":[\"epoch\",\"fx_until\"],"
     "\"moves\":["
@@ -893,6 +917,11 @@ static const char job_transition[] =
     "\"to\":{}},"
     "{\"name\":\"markers-forgotten\",\"from\":{\"fx_cleared\":true},"
     "\"to\":{\"fx_cleared\":true}}]},"
+    "{\"scope\":\"plain\",\"steps\":[\"job\"],"
+    "\"insert\":{\"sched\":{\"$exists\":false},"
+    "\"_id\":{\"$not\":{\"$regex\":\"^" SCHED_ID_PREFIX "\"}}},"
+    "\"why\":\"a schedule's jobs are its ticks' (docs/jobs.md, "
+    "Schedules)\"},"
     "{\"scope\":\"plain\",\"steps\":[\"job\"],"
     "\"immutable\":[\"" DTX_JOB_PINS "\",\"fx_colls\"],"
     "\"why\":\"a job's effect pins and collections change only by its "
@@ -952,6 +981,9 @@ static const dtx__rules_def_t rules[] = {
      "\",\"" DTX_JOB_CANCELED "\"]},\"fx_colls.0\":{\"$exists\":false}},"
      "{\"state\":\"" DTX_JOB_HELD "\"}]}",
      job_transition},
+    /* only a tombstone goes: an active schedule's history is its audit */
+    {DTX_JOB_SCHEDULES, dtx__sched_shape, "{\"state\":\"removed\"}",
+     dtx__sched_transition},
     {NULL, NULL, NULL, NULL},
 };
 
@@ -975,6 +1007,11 @@ static const char *const fault_points[] = {
     "job.flow.ready",
     "job.flow.fail",
     "job.flow.orphan",
+    /* schedules (sched.c) */
+    "job.schedule.add",
+    "job.schedule.enqueue",
+    "job.schedule.advance",
+    "job.schedule.remove",
     /* recovery (recover.c) */
     "job.recover.takeover",
     "job.recover.forget_markers",

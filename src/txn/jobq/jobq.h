@@ -175,6 +175,41 @@ int dtx__job_flow_recover(dtx__exec_t *ex, dtx__tally_t *t);
 /* The audit's part, over jobs (an object of jobs by id). */
 void dtx__job_flow_audit(dtx__audit_t *a, const json_t *jobs, int64_t now);
 
+/* ---- schedules (sched.c, sched_audit.c) ---- */
+
+#include "util/cron.h"
+
+/* The ticks of a schedule document: its cron, or every `every` ms. */
+typedef struct dtx__sched_spec {
+  int is_cron;
+  dtx__cron_t cron;
+  int64_t every;
+} dtx__sched_spec_t;
+
+/* The schedules' validator and transition rule (job.c's rules table). */
+extern const char dtx__sched_shape[], dtx__sched_transition[];
+
+/* Reads schedule s's ticks into *sp: 0 or DTX_EINVAL (a tampered one). */
+int dtx__sched_spec(const json_t *s, dtx__sched_spec_t *sp);
+/* The first tick after `after`; INT64_MAX when there is none (in 10
+ * years for a cron). */
+int64_t dtx__sched_next(const dtx__sched_spec_t *sp, int64_t after);
+/* 1 when t is a tick. */
+int dtx__sched_is_tick(const dtx__sched_spec_t *sp, int64_t t);
+/* The _id of the job of schedule name's tick at gen: "sched:N:G:T". */
+void dtx__sched_job_id(char *buf, size_t n, const char *name, int64_t gen,
+                       int64_t tick);
+
+/* One round of ticks: every due schedule of queue (NULL: all), each up to
+ * the present (at most 64 ticks); tallies enqueued, missed, skipped,
+ * fenced and errors in t.  The first error, after trying them all. */
+int dtx__job_sched_tick(dtx__exec_t *ex, const char *queue, dtx__tally_t *t);
+
+/* The schedules' part of the job audit (J8, J9): scheds and jobs are
+ * the maps (_id -> document) the job audit loaded, the schedules first. */
+int dtx__job_sched_audit(dtx__audit_t *a, const json_t *scheds,
+                         const json_t *jobs);
+
 /* The pattern's methods (recover.c, audit.c). */
 int dtx__job_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                      dtx__tally_t *t);

@@ -48,6 +48,8 @@ typedef struct shared {
   const dtx_job_work_opts_t *o;
   json_t *due, *sort;
   dtx__tally_t ran;
+  dtx__tally_t ticks;        /* the queue's schedules ticked (sched.c) */
+  atomic_llong sched_last;   /* mono ms of the last round of ticks */
   dtx__pacer_t pacer; /* the job recovery pass: recover_pass below */
   int64_t timeout_ms;
   int batch; /* the most jobs a thread claims at once */
@@ -425,6 +427,22 @@ int dtx__job_renew(dtx__exec_t *ex, const json_t *job, int64_t budget_ms,
   return dtx__call_end(&c, dtx__kit_renew(ex, &dtx__job_kind, job, out));
 }
 
+/* Every worker is a ticker of its queue's schedules (docs/jobs.md,
+ * "Schedules"): one round per process at most every SCHED_POLL_MS, by
+ * whichever thread comes first, through the index {state, queue,
+ * next_at}. */
+#define SCHED_POLL_MS 100
+static void maybe_tick(shared_t *sh, dtx__exec_t *ex) {
+  long long now = dtx__mono_ms(), last = atomic_load(&sh->sched_last);
+  if ((last && now - last < SCHED_POLL_MS) ||
+      !atomic_compare_exchange_strong(&sh->sched_last, &last, now))
+    return;
+  dtx__call_t c;
+  dtx__call_begin(&c, ex->deadline_ms);
+  /* Its errors are in the tally; the claim goes on regardless. */
+  (void)dtx__call_end(&c, dtx__job_sched_tick(ex, sh->o->queue, &sh->ticks));
+}
+
 /* Claims up to max due jobs of the queue (dtx__job_claim). */
 static int claim(shared_t *sh, dtx__exec_t *ex, size_t max, json_t **jobs) {
   return dtx__job_claim(ex, sh->o->queue, sh->due, sh->sort, max, jobs);
@@ -480,6 +498,7 @@ static void *work(void *arg) {
   pace_init(&pace, (size_t)sh->batch, ex.lease_ms);
   while (!stopping(sh)) {
     json_t *jobs = NULL;
+    maybe_tick(sh, &ex);
     int rc = claim(sh, &ex, pace.k, &jobs);
     /* From the claim on: how long its jobs wait behind one another (the
      * claim's own time, long under contention, must not shrink the batch:
@@ -591,7 +610,7 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
                                     &sh.sort)
              : DTX_ENOMEM;
   json_decref(types);
-  if (rc == 0 && dtx__tally_init(&sh.ran))
+  if (rc == 0 && (dtx__tally_init(&sh.ran) || dtx__tally_init(&sh.ticks)))
     rc = DTX_ENOMEM;
   if (rc == 0) {
     dtx__pacer_init(&sh.pacer, recover_pass, &sh);
@@ -599,6 +618,11 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
     dtx__pacer_destroy(&sh.pacer);
     if (rc == 0 && opts->once)
       rc = atomic_load(&sh.fatal);
+    /* The ticks' errors are the worker's (a --once run returns the first);
+     * their counts are reported apart, as "ticks". */
+    json_t *ticked = json_deep_copy(json_object_get(sh.ticks.obj, "ran"));
+    json_object_clear(json_object_get(sh.ticks.obj, "ran"));
+    dtx__tally_merge(&sh.ran, &sh.ticks);
     if (summary) {
       json_t *ran = json_pack("{s:i,s:i,s:i,s:i}", "succeeded", 0, "retried",
                               0, "dead", 0, "fenced", 0);
@@ -606,11 +630,15 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
       *summary = json_pack("{s:b,s:s,s:o,s:O}", "ok", rc == 0, "queue",
                            opts->queue, "ran", ran, "errors",
                            json_object_get(sh.ran.obj, "errors"));
+      if (*summary && json_object_size(ticked))
+        json_object_set(*summary, "ticks", ticked);
     }
+    json_decref(ticked);
     if (rc == 0 && opts->once)
       rc = sh.ran.first_err;
   }
   dtx__tally_free(&sh.ran);
+  dtx__tally_free(&sh.ticks);
   json_decref(sh.due);
   json_decref(sh.sort);
   if (!opts->once && rc != DTX_ENOMEM)

@@ -7,7 +7,8 @@
 # says so.  check_final recovers, runs a worker until nothing is due,
 # and proves: audit --settled clean; j1 terminal (or never recorded /
 # purged, where the point allows it); n exactly 1 for a succeeded j1 and
-# at most 1 otherwise.
+# at most 1 otherwise.  Schedule points (job.schedule.*) have their
+# own: check_sched.
 H=$HARNESS_ROOT/tests/lib/job_handler.sh
 WORK_Q="job work q --once --lease-ms 300 --exec $H"
 
@@ -99,8 +100,43 @@ scenario_cmd() {
   job.recover.*)
     add_j1; d $WORK_Q >/dev/null; sleep 1.4
     echo "recover --tombstone-ttl-ms 1" ;;
+  # Schedules (docs/jobs.md, "Schedules"): s1 ticks every 100 ms into
+  # queue sq (its jobs are not run here); a few ticks are due when the
+  # command starts.
+  job.schedule.add) echo "job schedule s1 sq t {} --every-ms 100" ;;
+  job.schedule.enqueue | job.schedule.advance)
+    d job schedule s1 sq t '{}' --every-ms 100 >/dev/null; sleep 0.25
+    echo "job scheduler sq --once" ;;
+  job.schedule.remove)
+    d job schedule s1 sq t '{}' --every-ms 100 >/dev/null; sleep 0.25
+    echo "job unschedule s1" ;;
   *) echo "UNKNOWN" ;;
   esac
+}
+
+# After a schedule's point: another ticker finishes the tick in flight
+# (its job is there once, next_at moves on), and the audit finds every
+# tick of s1 up to next_at with exactly one job (sched_audit.c, J8/J9);
+# a removed s1 gets no tick after its tombstone's next_at.
+check_sched() {
+  local label=$1 out n
+  d job scheduler sq --once >/dev/null || { bad "$label: scheduler failed"; return; }
+  if ! out=$(d audit --settled); then
+    bad "$label: audit not clean: $out"; return
+  fi
+  n=$(d count jobs '{"sched.name":"s1"}')
+  case "$label" in
+  job.schedule.add:*) ;; # its ticks, if it was added, the audit judged
+  job.schedule.remove:*)
+    # Removed, or still active when the error came first: either way
+    # every job is a tick before next_at (the audit said so).
+    d job unschedule s1 >/dev/null 2>&1
+    n=$(d count jobs '{"sched.name":"s1"}'); sleep 0.25
+    d job scheduler sq --once >/dev/null
+    [ "$(d count jobs '{"sched.name":"s1"}')" = "$n" ] || { bad "$label: a tick enqueued after unschedule"; return; } ;;
+  *) [ "$n" -ge 2 ] || { bad "$label: only $n jobs for ticks due"; return; } ;;
+  esac
+  ok
 }
 
 # j1's state ("" when there is none) and its counter, without a python
@@ -120,6 +156,7 @@ j1_count() {
 
 check_final() {
   local label=$1 out st n v
+  case "$label" in job.schedule.*) check_sched "$label"; return ;; esac
   d recover --older-than-ms 0 >/dev/null || { bad "$label: recover failed"; return; }
   st=$(j1_state)
   v=$(d find jobs '{"_id":"p","state":{"$in":["ready","delayed","waiting"]}}' --project '{"_id":1}')
