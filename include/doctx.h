@@ -971,7 +971,8 @@ int dtx_job_list(dtx_store_t *st, const char *queue, const char *state,
                  const dtx_page_t *page, json_t **out);
 
 /* *out: {"ready": n, "delayed": n, "running": n, "succeeded": n,
- * "dead": n, "canceled": n, "total": n} for queue (NULL: all). */
+ * "dead": n, "canceled": n, "total": n} for queue (NULL: all); for one
+ * queue also "paused": bool (its settings, dtx_job_queue_pause). */
 int dtx_job_stats(dtx_store_t *st, const char *queue, json_t **out);
 
 /* Cancels a ready or delayed job (-> canceled; its unique key is free
@@ -1177,6 +1178,33 @@ int dtx_job_claim_check(const char *queue, int n, int64_t lease_ms,
 int dtx_job_heartbeat_check(const char *id, int64_t epoch, int64_t lease_ms);
 int dtx_job_end_check(const char *id, int64_t epoch, const json_t *result,
                       const char *error);
+
+/* ---- job queues: pause and resume (src/txn/jobq/queues.c, docs/jobs.md
+ * "Pause and resume") ----------------------------------------------------
+ *
+ * A queue's settings are one document of "job_queues", _id = the queue:
+ * {_id, paused, gen, updated}; only these calls write it (a plain write,
+ * insert or delete of it is refused).  A paused queue's workers claim
+ * nothing; its running jobs finish. */
+
+#define DTX_JOB_QUEUES "job_queues"
+/* How old a worker's view of a queue's settings may be: a pause returns
+ * only after this long, and from then on no claim round starts. */
+#define DTX_JOB_QUEUE_TTL_MS 500
+
+/* The check of a queue name (0 or DTX_EINVAL), before any store opens. */
+int dtx_job_queue_check(const char *queue);
+
+/* Pauses (paused 1) or resumes (0) queue.  A pause returns after
+ * DTX_JOB_QUEUE_TTL_MS: from then on a claim lands only from a claim
+ * round that started before (at most one batch per worker thread).
+ * Pausing a paused queue is fine (gen grows).  *out: {queue, paused,
+ * gen}. */
+int dtx_job_queue_pause(dtx_store_t *st, const char *queue, int paused,
+                        json_t **out);
+
+/* *out: [{queue, paused, gen}] of every queue that has settings, by name. */
+int dtx_job_queue_list(dtx_store_t *st, json_t **out);
 /* ---- lease locks with fencing tokens (src/txn/lock/, docs/locks.md) --------
  *
  * A lock is a document of the collection "locks", _id = its name, never

@@ -160,7 +160,8 @@ export interface AddJobOptions {
   uniqueKey?: string;
 }
 export interface QueueStats { ready: number; delayed: number; running: number; succeeded: number;
-  dead: number; canceled: number; total: number }
+  dead: number; canceled: number; total: number; paused: boolean }
+export interface QueueSettings { queue: string; paused: boolean; gen: number }
 
 // ---- locks, ledger, sync, orders, versions ------------------------------------
 
@@ -281,6 +282,12 @@ export class Client {
   job(id: string): Promise<Job>;
   jobs(queue: string, opts?: { state?: JobState; pageSize?: number }): AsyncGenerator<Job, void, undefined>;
   queueStats(queue: string): Promise<QueueStats>;
+  /** Admin scope: every queue with settings.  Retried. */
+  jobQueues(): Promise<{ queues: QueueSettings[] }>;
+  /** Admin scope: claims stop, running jobs finish.  Retried. */
+  pauseQueue(queue: string): Promise<QueueSettings>;
+  /** Admin scope.  Retried. */
+  resumeQueue(queue: string): Promise<QueueSettings>;
 
   // locks
   /** Conflict NOMATCH (naming the holder) while held.  Not retried. */

@@ -184,6 +184,31 @@ static int stats(dtx_cli_t *cli, const dtx__cli_args_t *a) {
                           &s);
 }
 
+/* ---- a queue's pause (docs/jobs.md, "Pause and resume") ---------------- */
+
+/* pause and resume QUEUE: the settings afterwards, printed. */
+static int pause_resume(dtx_cli_t *cli, const dtx__cli_args_t *a) {
+  json_t *out = NULL;
+  int code, rc;
+  if ((rc = dtx_job_queue_check(a->pos[0])))
+    return dtx__cli_fail(rc);
+  dtx_store_t *st = dtx__cli_store(cli, &code);
+  if (!st)
+    return code;
+  rc = dtx_job_queue_pause(st, a->pos[0],
+                           strcmp(a->spec->name, "pause") == 0, &out);
+  return dtx__cli_summary(rc, &out);
+}
+
+/* queues: every queue with settings, one a line. */
+static int queues(dtx_cli_t *cli, const dtx__cli_args_t *a) {
+  json_t *all = NULL;
+  int code;
+  (void)a;
+  dtx_store_t *st = dtx__cli_store(cli, &code);
+  return st ? dtx__cli_items(dtx_job_queue_list(st, &all), &all, 1, 1) : code;
+}
+
 /* show, cancel and retry: one job, printed. */
 static int one(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   const char *sub = a->spec->name;
@@ -221,6 +246,9 @@ const dtx__cli_spec_t dtx__cmd_job = {
                                   {NULL}},
          DTX__CLI_READS},
         {"stats", stats, "[QUEUE]", NULL, DTX__CLI_READS},
+        {"pause", pause_resume, "QUEUE", NULL, DTX__CLI_ARMED},
+        {"resume", pause_resume, "QUEUE", NULL, DTX__CLI_ARMED},
+        {"queues", queues, NULL, NULL, DTX__CLI_READS},
         {"cancel", one, "ID", V, DTX__CLI_ARMED},
         {"retry", one, "ID", V, DTX__CLI_ARMED},
         {"work", work, "QUEUE",
@@ -283,6 +311,9 @@ const dtx__cli_spec_t dtx__cmd_job = {
     "heartbeat renews that lease; complete (RESULT: JSON) or fail (ERROR:\n"
     "text) ends the attempt, each only while the job runs at EPOCH.  The\n"
     "same complete or fail repeated prints the job again, changing nothing.\n"
+    "pause stops the claims of QUEUE (running jobs finish) and returns once\n"
+    "every worker sees it (0.5 s); resume starts them again; stats QUEUE\n"
+    "shows \"paused\"; queues lists the queues that have settings.\n"
     "exit: 0 ok; 1 no such job (show, heartbeat, complete, fail), no\n"
     "      document matches (effect); 2 invalid input (nothing is\n"
     "      recorded); 3 --id reused with other parameters, cancel of a job\n"

@@ -156,6 +156,10 @@ const dtx__srv_route_t dtx__srv_routes[] = {
     {"POST", "/v1/jobs/{id}/effect", W, dtx__srv_h_job_effect,
      FIELDS({"epoch", F_INT}, {"key", F_STR}, {"coll", F_STR},
             {"filter", F_OBJ}, {"update", F_OBJ}, {"fence", F_STR})},
+    /* a queue's pause (admin: it stops every worker of the queue) */
+    {"GET", "/v1/job-queues", A, dtx__srv_h_job_queues, NULL},
+    {"POST", "/v1/job-queues/{q}/pause", A, dtx__srv_h_job_pause, NOFIELDS},
+    {"POST", "/v1/job-queues/{q}/resume", A, dtx__srv_h_job_resume, NOFIELDS},
     /* admin */
     {"POST", "/v1/admin/audit", A, dtx__srv_h_audit,
      FIELDS({"settled", F_BOOL})},

@@ -375,4 +375,51 @@ expect 0 "a background child" -- d job work q --once --timeout-ms 20000 --exec '
 [ $((SECONDS - t0)) -lt 10 ] && ok || bad "the worker waited for the background child"
 job=$(d job show bgc)
 [ "$(jget "$job" state)" = succeeded ] && [ "$(jget "$job" result ok)" = 1 ] && ok || bad "bgc: $job"
+
+# ---- pause and resume a queue (docs/jobs.md, "Pause and resume") ------------------
+new_store job_pause
+expect 2 "pause: a bad queue name" -- d job pause 'no spaces'
+expect 2 "resume: no queue" -- d job resume
+case " $(d collections 2>/dev/null | tr '\n' ' ') " in *" job_queues "*) bad "a refused pause wrote settings" ;; *) ok ;; esac
+d job add pz t --id z0 >/dev/null
+expect 0 "stats: not paused" -- d job stats pz
+[ "$(jget "$(out)" paused)" = false ] && ok || bad "stats: $(out)"
+# A standing worker; one long job running when the pause comes finishes.
+d job add pz t --id z1 '{"s":0.6}' >/dev/null
+start_bg "$WORK/pz.log" "$DOCTX" --store "$S" job work pz --threads 2 --lease-ms 3000 \
+  --exec 'd=$(jq -r ".payload.s // 0"); sleep "$d"; echo "{}"'
+pz=$BG_PID
+end=$((SECONDS + 20)) zs=
+while zs=$(state z1) && [ "$zs" != running ] && [ $SECONDS -lt $end ]; do nap 0.02; done
+[ "$zs" = running ] && ok || bad "z1 never ran: $(d job show z1)"
+expect 0 "pause" -- d job pause pz
+[ "$(jget "$(out)" paused)" = true ] && ok || bad "pause: $(out)"
+for i in 1 2 3 4; do d job add pz t --id "zp$i" >/dev/null; done
+end=$((SECONDS + 20))
+while [ "$(state z1)" != succeeded ] && [ $SECONDS -lt $end ]; do nap 0.05; done
+[ "$(state z1)" = succeeded ] && ok || bad "the running job did not finish: $(d job show z1)"
+nap 0.7 # the worker's threads look more than once meanwhile
+expect 0 "stats: paused" -- d job stats pz
+[ "$(jget "$(out)" paused)" = true ] && [ "$(jget "$(out)" ready)" = 4 ] && [ "$(jget "$(out)" running)" = 0 ] && ok || bad "paused stats: $(out)"
+expect 0 "a claim of a paused queue takes nothing" -- d job claim pz --n 5
+[ ! -s "$WORK/out" ] && ok || bad "claimed from a paused queue: $(out)"
+expect 0 "pause again" -- d job pause pz
+expect 0 "queues" -- d job queues
+[ "$(jget "$(out)" queue)" = pz ] && [ "$(jget "$(out)" paused)" = true ] && [ "$(jget "$(out)" gen)" = 2 ] && ok || bad "queues: $(out)"
+# Only doctx job pause and resume write a queue's settings.
+expect 3 "plain resume refused" -- d update job_queues '{"_id":"pz"}' '{"$set":{"paused":false}}'
+expect 3 "plain delete refused" -- d delete job_queues '{"_id":"pz"}'
+expect 3 "plain insert refused" -- d insert job_queues '{"_id":"other","paused":false,"gen":1,"updated":1}'
+expect 3 "plain gen reset refused" -- d update job_queues '{"_id":"pz"}' '{"$set":{"gen":1}}'
+expect 0 "resume" -- d job resume pz
+[ "$(jget "$(out)" paused)" = false ] && ok || bad "resume: $(out)"
+end=$((SECONDS + 20))
+while [ "$(jget "$(d job stats pz)" succeeded)" != 6 ] && [ $SECONDS -lt $end ]; do nap 0.05; done
+expect 0 "stats after resume" -- d job stats pz
+[ "$(jget "$(out)" succeeded)" = 6 ] && [ "$(jget "$(out)" paused)" = false ] && ok || bad "after resume: $(out)"
+stop_bg "$pz" 10 "$WORK/pz.log"
+expect 0 "audit after pause and resume" -- d audit --settled
+d update job_queues '{"_id":"pz"}' '{"$set":{"paused":"yes"}}' --bypass-validation >/dev/null
+expect 5 "audit: settings forced past their rules" -- d audit
+grep -q "FINDING job bad_shape: job_queues 'pz'" "$WORK/out" && ok || bad "audit: $(out)"
 finish

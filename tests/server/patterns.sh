@@ -507,6 +507,27 @@ undeclared=$(awk '/^# TYPE /{t[$3]=1; next} /^#/{next}
   {n=$1; sub(/\{.*/,"",n); b=n; sub(/_(bucket|sum|count)$/,"",b); if(!(n in t)&&!(b in t)) print n}' "$WORK/rb" | sort -u)
 [ -z "$undeclared" ] && ok || bad "samples without a TYPE: $undeclared"
 
+# A queue's pause (docs/jobs.md, "Pause and resume"): admin routes.
+no "pause: write token" 403 FORBIDDEN POST /v1/job-queues/hq/pause "$T_WRITE" '{}'
+refused "pause: bad queue" 400 INVAL POST '/v1/job-queues/a%20b/pause' "$T_ADMIN" '{}'
+no "pause: a field" 400 INVAL POST /v1/job-queues/hq/pause "$T_ADMIN" '{"x":1}'
+req POST /v1/queues/hq/jobs "$T_WRITE" '{"type":"t","id":"hj1"}'
+req POST /v1/job-queues/hq/pause "$T_ADMIN" '{}'
+check "pause" 200 '"paused":true'
+req GET /v1/queues/hq/stats "$T_READ"
+check "stats: paused" 200 '"paused":true' '"ready":1'
+req POST /v1/queues/hq/claim "$T_WRITE" '{"n":5}'
+check "claim of a paused queue" 200 '"jobs":[]'
+req GET /v1/job-queues "$T_ADMIN"
+check "job-queues" 200 '"queue":"hq"' '"paused":true'
+no "job-queues: read token" 403 FORBIDDEN GET /v1/job-queues "$T_READ"
+req POST /v1/job-queues/hq/resume "$T_ADMIN" '{}'
+check "resume" 200 '"paused":false'
+req POST /v1/queues/hq/claim "$T_WRITE" '{"n":5}'
+check "claim after resume" 200 '"_id":"hj1"'
+req POST /v1/jobs/hj1/complete "$T_WRITE" "{\"epoch\":$(jf '.jobs[0].epoch')}"
+check "complete after resume" 200 '"state":"succeeded"'
+
 # The audit, after everything: money, ledger, orders and locks consistent.
 req POST /v1/admin/audit "$T_ADMIN" '{}'
 check "audit at the end" 200 '"clean":true'

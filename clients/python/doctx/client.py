@@ -568,6 +568,20 @@ class Client:
         """``{"ready", "delayed", "running", "succeeded", "dead", "canceled", "total"}``."""
         return self._call("GET", f"/v1/queues/{self._p(queue)}/stats", idempotent=True)
 
+    def job_queues(self) -> JSON:
+        """``GET /v1/job-queues`` (admin scope): ``{"queues": [{queue, paused,
+        gen}]}``, every queue with settings (docs/jobs.md, "Pause and resume")."""
+        return self._call("GET", "/v1/job-queues", idempotent=True)
+
+    def pause_queue(self, queue: str) -> JSON:
+        """Admin scope: claims of ``queue`` stop (running jobs finish); returns
+        once every worker sees it.  A repeat is harmless, so it is retried."""
+        return self._call("POST", f"/v1/job-queues/{self._p(queue)}/pause", {}, idempotent=True)
+
+    def resume_queue(self, queue: str) -> JSON:
+        """Admin scope: claims of ``queue`` start again.  Retried."""
+        return self._call("POST", f"/v1/job-queues/{self._p(queue)}/resume", {}, idempotent=True)
+
     # ---- locks (docs/locks.md) ----------------------------------------------
 
     def acquire(

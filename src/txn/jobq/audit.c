@@ -370,5 +370,12 @@ int dtx__job_audit(dtx__audit_t *a) {
   }
   json_decref(counts);
   json_decref(jobs);
+  if (rc == 0) {
+    /* A queue's settings (queues.c): a document forced past its rules
+     * (--bypass-validation) is reported by its validator's check. */
+    json_t *qs = NULL;
+    rc = dtx__audit_load(a, DTX_JOB_QUEUES, &qs);
+    json_decref(qs);
+  }
   return rc;
 }

@@ -49,6 +49,8 @@
  *   delayed -> ready            dtx__job_promote       job.promote
  *   ready|delayed -> canceled   dtx_job_cancel         job.cancel
  *   dead -> ready               dtx_job_retry          job.retry
+ *   (queue paused|resumed)      dtx_job_queue_pause    job.queue.set
+ *                               (queues.c; a claim round reads it first)
  * Recovery's other points (markers, retention) are in recover.c.
  *
  * Invariants (DTX_ASSERT checks what each step relies on and leaves, in
@@ -87,6 +89,9 @@
  *     again), a delayed one to succeeded (it would never run) -- is seen.
  *     A job rewritten whole into another consistent state is not: its
  *     fields are all the history it has.
+ *  J10-J11 (a queue's pause; queues.c): after a pause returns no claim
+ *     round of the queue starts, and only the job.queue.* step writes a
+ *     queue's settings.
  */
 #include <stdio.h>
 #include <string.h>
@@ -544,6 +549,13 @@ int dtx_job_stats(dtx_store_t *st, const char *queue, json_t **out) {
   }
   if (res)
     json_object_set_new(res, "total", json_integer((json_int_t)total));
+  if (res && rc == 0 && queue) { /* its settings (queues.c) */
+    json_t *set = NULL;
+    rc = dtx__jq_settings(st, queue, &set);
+    if (rc == 0)
+      json_object_set(res, "paused", json_object_get(set, "paused"));
+    json_decref(set);
+  }
   if (rc || !res) {
     json_decref(res);
     return dtx__call_end(&c, rc ? rc : DTX_ENOMEM);
@@ -665,7 +677,7 @@ int dtx_job_retry(dtx_store_t *st, const char *id, json_t **out) {
 
 /* ---- the method table ------------------------------------------------------------- */
 
-static const char *const collections[] = {DTX_JOBS, NULL};
+static const char *const collections[] = {DTX_JOBS, DTX_JOB_QUEUES, NULL};
 
 static const dtx__index_def_t indexes[] = {
     /* the claim: the walk in (rank, run_at) order under (state, queue) */
@@ -830,6 +842,9 @@ static const dtx__rules_def_t rules[] = {
      "{\"state\":{\"$in\":[\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD
      "\",\"" DTX_JOB_CANCELED "\"]},\"fx_colls.0\":{\"$exists\":false}}",
      job_transition},
+    /* a queue's settings: pause and resume (queues.c, J10-J11) */
+    {DTX_JOB_QUEUES, dtx__jq_shape, dtx__jq_delete_guard,
+     dtx__jq_transition},
     {NULL, NULL, NULL, NULL},
 };
 
@@ -851,6 +866,8 @@ static const char *const fault_points[] = {
     "job.recover.clear_marker",
     "job.recover.markers_cleared",
     "job.recover.purge",
+    /* a queue's settings (queues.c) */
+    "job.queue.set",
     NULL,
 };
 

@@ -133,6 +133,22 @@ struct dtx_job_run {
  * {coll, id, voided: [ids]} as the fence and repin steps wrote it. */
 const json_t *dtx__job_pin(const json_t *job, const char *key);
 
+/* ---- queue settings (queues.c) ---- */
+
+/* The rules of DTX_JOB_QUEUES (job.c's table): validator, transition
+ * rule, delete guard. */
+extern const char dtx__jq_shape[], dtx__jq_transition[],
+    dtx__jq_delete_guard[];
+
+/* Whether queue is paused, from this process's cache of its settings (at
+ * most DTX_JOB_QUEUE_TTL_MS old; one read when older): a claim round's
+ * gate (dtx__job_claim). */
+int dtx__jq_paused(dtx__exec_t *ex, const char *queue, int *paused);
+
+/* *out: {queue, paused, gen} of queue, read now (the defaults when it
+ * has no settings). */
+int dtx__jq_settings(dtx_store_t *st, const char *queue, json_t **out);
+
 /* The pattern's methods (recover.c, audit.c). */
 int dtx__job_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                      dtx__tally_t *t);

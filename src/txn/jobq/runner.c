@@ -391,9 +391,20 @@ int dtx__job_claim_query(const char *queue, const json_t *types, json_t **due,
 
 int dtx__job_claim(dtx__exec_t *ex, const char *queue, const json_t *due,
                    const json_t *sort, size_t max, json_t **jobs) {
-  int64_t moved = 0;
+  int64_t moved = 0, paused = 0;
   dtx__call_t c;
   dtx__call_begin(&c, ex->deadline_ms);
+  /* A paused queue claims nothing (queues.c, J10): the round's gate, a
+   * cached read of the queue's settings. */
+  {
+    int p = 0, prc = dtx__jq_paused(ex, queue, &p);
+    if (prc)
+      return dtx__call_end(&c, prc);
+    paused = p;
+  }
+  if (paused)
+    return dtx__call_end(&c, dtx__err(DTX_ENOMATCH, "queue '%s' is paused",
+                                      queue));
   dtx__claim_t cl = {.point = "job.claim", .due = due, .sort = sort,
                      .to = DTX_JOB_RUNNING};
   int rc = dtx__kit_claim_many(ex, &dtx__job_kind, &cl, max, jobs);

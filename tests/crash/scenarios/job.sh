@@ -75,6 +75,11 @@ scenario_cmd() {
     # 1 s margin (docs/jobs.md, "Exactly once").
     add_j1; d $WORK_Q >/dev/null; sleep 1.4
     echo "recover --tombstone-ttl-ms 1 --retention-ms 1" ;;
+  job.queue.set)
+    # A pause of q, then a resume: a crash leaves q paused or not; the
+    # operator's resume again (check_final) runs j1.
+    add_j1; d job pause q >/dev/null
+    echo "job resume q" ;;
   job.recover.*)
     add_j1; d $WORK_Q >/dev/null; sleep 1.4
     echo "recover --tombstone-ttl-ms 1" ;;
@@ -100,6 +105,7 @@ j1_count() {
 check_final() {
   local label=$1 out st n
   d recover --older-than-ms 0 >/dev/null || { bad "$label: recover failed"; return; }
+  case "$label" in job.queue.*) d job resume q >/dev/null || { bad "$label: resume failed"; return; } ;; esac
   st=$(j1_state)
   case "$st" in
   succeeded | dead | canceled | "") ;;
