@@ -160,8 +160,8 @@ export interface AddJobOptions {
   uniqueKey?: string;
 }
 export interface QueueStats { ready: number; delayed: number; running: number; succeeded: number;
-  dead: number; canceled: number; total: number; paused: boolean }
-export interface QueueSettings { queue: string; paused: boolean; gen: number }
+  dead: number; canceled: number; total: number; paused: boolean; max_running: number | null }
+export interface QueueSettings { queue: string; paused: boolean; gen: number; max_running: number | null }
 
 // ---- locks, ledger, sync, orders, versions ------------------------------------
 
@@ -288,6 +288,8 @@ export class Client {
   pauseQueue(queue: string): Promise<QueueSettings>;
   /** Admin scope.  Retried. */
   resumeQueue(queue: string): Promise<QueueSettings>;
+  /** Admin scope: at most maxRunning run at once; 'none' lifts it.  Retried. */
+  setQueue(queue: string, maxRunning: number | 'none'): Promise<QueueSettings>;
 
   // locks
   /** Conflict NOMATCH (naming the holder) while held.  Not retried. */

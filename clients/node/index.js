@@ -344,6 +344,11 @@ export class Client {
     return this.#call('POST', `/v1/job-queues/${p(queue)}/resume`, {}, { idempotent: true });
   }
 
+  /** Admin scope: at most maxRunning jobs of queue run at once ('none': no limit). */
+  setQueue(queue, maxRunning) {
+    return this.#call('POST', `/v1/job-queues/${p(queue)}`, { max_running: maxRunning }, { idempotent: true });
+  }
+
   // ---- locks (docs/locks.md) -----------------------------------------------------
 
   /** Acquires a lock: {name, owner, token, expires}; Conflict NOMATCH while held.  Not retried. */

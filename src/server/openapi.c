@@ -55,6 +55,8 @@ static const struct {
     {"POST", "/v1/job-queues/{q}/pause",
      "Pause a queue: claims stop, running jobs finish", 200},
     {"POST", "/v1/job-queues/{q}/resume", "Resume a paused queue", 200},
+    {"POST", "/v1/job-queues/{q}",
+     "Set a queue's limit: at most max_running jobs run at once", 200},
     {"POST", "/v1/locks/{name}/acquire", "Acquire a lock (a fencing token)",
      200},
     {"POST", "/v1/locks/{name}/campaign",

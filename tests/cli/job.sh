@@ -422,4 +422,67 @@ expect 0 "audit after pause and resume" -- d audit --settled
 d update job_queues '{"_id":"pz"}' '{"$set":{"paused":"yes"}}' --bypass-validation >/dev/null
 expect 5 "audit: settings forced past their rules" -- d audit
 grep -q "FINDING job bad_shape: job_queues 'pz'" "$WORK/out" && ok || bad "audit: $(out)"
+
+# ---- a queue's concurrency limit (docs/jobs.md, "Queue limits") -------------------
+new_store job_limit
+expect 2 "queue: --max-running 0" -- d job queue lq --max-running 0
+expect 2 "queue: --max-running 257" -- d job queue lq --max-running 257
+expect 2 "queue: --max-running -1" -- d job queue lq --max-running -1
+expect 2 "queue: --max-running x" -- d job queue lq --max-running x
+expect 2 "queue: --max-running 9223372036854775808" -- d job queue lq --max-running 9223372036854775808
+expect 2 "queue: nothing to set" -- d job queue lq
+expect 2 "queue: a bad name" -- d job queue 'l q' --max-running 3
+[ ! -e "${S#sqlite://}" ] || case " $(d collections 2>/dev/null | tr '\n' ' ') " in *" job_queues "*) bad "a refused setting wrote one" ;; *) ok ;; esac
+expect 0 "queue --max-running 3" -- d job queue lq --max-running 3
+[ "$(jget "$(out)" max_running)" = 3 ] && ok || bad "queue: $(out)"
+# A remote claim takes a slot too; no plain write frees it.
+d job add lq t --id l0 >/dev/null
+expect 0 "claim under the limit" -- d job claim lq
+e0=$(jget "$(out)" epoch)
+held=$(d find job_queues '{"_id":"lq"}' --project '{"_id":0,"slots":1}' | jq -r '[.slots[] | select(.job == "l0")] | length')
+[ "$held" = 1 ] && ok || bad "l0 holds no slot: $(d find job_queues)"
+expect 3 "plain write of a slot refused" -- d update job_queues '{"_id":"lq"}' '{"$set":{"slots":[]}}'
+expect 3 "plain write of max_running refused" -- d update job_queues '{"_id":"lq"}' '{"$set":{"max_running":100}}'
+expect 0 "complete under the limit" -- d job complete l0 "$e0"
+# 8 workers in 4 processes; jobs that sleep a little; a sampler of the
+# running count; one worker SIGSTOPped while it runs a job, another
+# SIGKILLed; recovery gives their slots back once their leases lapse.
+for i in $(seq 1 30); do d job add lq t --id "l$i" --backoff-ms 1 >/dev/null; done
+lp=()
+for w in 1 2 3 4; do
+  start_bg "$WORK/lq$w.log" "$DOCTX" --store "$S" job work lq --threads 2 --lease-ms 800 --exec 'sleep 0.2; echo "{}"'
+  lp+=("$BG_PID")
+done
+maxr=0 samples=0 stopped= killed= end=$((SECONDS + 60))
+while [ $SECONDS -lt $end ]; do
+  st=$(d job stats lq) || continue
+  read -r r sc < <(jq -r '"\(.running) \(.succeeded)"' <<<"$st")
+  samples=$((samples + 1))
+  [ "$r" -gt "$maxr" ] && maxr=$r
+  [ "$sc" = 31 ] && break
+  if [ -z "$stopped" ] && [ "$sc" -ge 4 ]; then
+    kill -STOP "${lp[0]}"; stopped=${lp[0]}
+  fi
+  if [ -z "$killed" ] && [ "$sc" -ge 9 ]; then
+    kill -KILL "${lp[1]}"; killed=${lp[1]}
+  fi
+  if [ -n "$stopped" ] && [ "$stopped" != done ] && [ "$sc" -ge 20 ]; then
+    d recover >/dev/null
+    kill -CONT "$stopped"; stopped=done
+  fi
+  [ "$sc" -ge 9 ] && [ $((samples % 10)) = 0 ] && d recover >/dev/null
+  echo "$r $sc $SECONDS" >>"$WORK/lq.samples"
+done
+[ -n "$stopped" ] && [ "$stopped" != done ] && kill -CONT "$stopped"
+[ "$maxr" -le 3 ] && ok || bad "the sampler saw $maxr running jobs (max 3): $(tr '\n' ' ' <"$WORK/lq.samples")"
+[ "$maxr" -ge 2 ] && [ "$samples" -ge 5 ] && [ "$stopped" = done ] && [ -n "$killed" ] && ok ||
+  bad "the sampler saw at most $maxr running in $samples samples (stopped $stopped, killed $killed): $(tr "\n" " " <"$WORK/lq.samples")"
+d recover >/dev/null
+expect 0 "stats after the limited run" -- d job stats lq
+[ "$(jget "$(out)" succeeded)" = 31 ] && [ "$(jget "$(out)" max_running)" = 3 ] && ok || bad "limited run: $(out)"
+for pid in "${lp[@]}"; do [ "$pid" = "$killed" ] || stop_bg "$pid" 10 "$WORK/lq.log"; done
+wait "$killed" 2>/dev/null
+expect 0 "queue --max-running none" -- d job queue lq --max-running none
+[ "$(jget "$(out)" max_running)" = null ] && ok || bad "none: $(out)"
+expect 0 "audit after the limited run" -- d audit --settled
 finish

@@ -527,6 +527,29 @@ req POST /v1/queues/hq/claim "$T_WRITE" '{"n":5}'
 check "claim after resume" 200 '"_id":"hj1"'
 req POST /v1/jobs/hj1/complete "$T_WRITE" "{\"epoch\":$(jf '.jobs[0].epoch')}"
 check "complete after resume" 200 '"state":"succeeded"'
+# The concurrency limit (docs/jobs.md, "Queue limits").
+refused "limit: 0" 400 INVAL POST /v1/job-queues/hq "$T_ADMIN" '{"max_running":0}'
+no "limit: a word" 400 INVAL POST /v1/job-queues/hq "$T_ADMIN" '{"max_running":"many"}'
+no "limit: nothing" 400 INVAL POST /v1/job-queues/hq "$T_ADMIN" '{}'
+no "limit: write token" 403 FORBIDDEN POST /v1/job-queues/hq "$T_WRITE" '{"max_running":1}'
+req POST /v1/job-queues/hq "$T_ADMIN" '{"max_running":1}'
+check "limit 1" 200 '"max_running":1'
+req POST /v1/queues/hq/jobs "$T_WRITE" '{"type":"t","id":"hj2"}'
+req POST /v1/queues/hq/jobs "$T_WRITE" '{"type":"t","id":"hj3"}'
+req POST /v1/queues/hq/claim "$T_WRITE" '{"n":5}'
+check "claim under limit 1" 200 '"_id":"hj2"'
+[ "$(jf '.jobs | length')" = 1 ] && ok || bad "claimed past the limit: $(cat "$WORK/rb")"
+e2=$(jf '.jobs[0].epoch')
+req POST /v1/queues/hq/claim "$T_WRITE" '{"n":5}'
+check "claim at the limit" 200 '"jobs":[]'
+req POST /v1/jobs/hj2/complete "$T_WRITE" "{\"epoch\":$e2}"
+req POST /v1/queues/hq/claim "$T_WRITE" '{"n":5}'
+check "claim after the slot came back" 200 '"_id":"hj3"'
+req POST /v1/jobs/hj3/complete "$T_WRITE" "{\"epoch\":$(jf '.jobs[0].epoch')}"
+req GET /v1/queues/hq/stats "$T_READ"
+check "stats: max_running" 200 '"max_running":1' '"succeeded":3'
+req POST /v1/job-queues/hq "$T_ADMIN" '{"max_running":"none"}'
+check "limit none" 200 '"max_running":null'
 
 # The audit, after everything: money, ledger, orders and locks consistent.
 req POST /v1/admin/audit "$T_ADMIN" '{}'

@@ -582,6 +582,12 @@ class Client:
         """Admin scope: claims of ``queue`` start again.  Retried."""
         return self._call("POST", f"/v1/job-queues/{self._p(queue)}/resume", {}, idempotent=True)
 
+    def set_queue(self, queue: str, max_running: int | str) -> JSON:
+        """Admin scope: at most ``max_running`` jobs of ``queue`` run at once
+        (``"none"``: no limit; docs/jobs.md, "Queue limits").  Retried."""
+        return self._call("POST", f"/v1/job-queues/{self._p(queue)}",
+                          {"max_running": max_running}, idempotent=True)
+
     # ---- locks (docs/locks.md) ----------------------------------------------
 
     def acquire(

@@ -51,6 +51,11 @@
  *   dead -> ready               dtx_job_retry          job.retry
  *   (queue paused|resumed)      dtx_job_queue_pause    job.queue.set
  *                               (queues.c; a claim round reads it first)
+ *   (limit set|cleared)         dtx_job_queue_set      job.queue.set
+ *   ready -> running under a    claim round of a       job.slot.take,
+ *   running slot (max_running)  limited queue          job.claim
+ *                               (limits.c)
+ *   (its slot freed)            dtx__jq_release        job.slot.release
  * Recovery's other points (markers, retention) are in recover.c.
  *
  * Invariants (DTX_ASSERT checks what each step relies on and leaves, in
@@ -90,8 +95,12 @@
  *     A job rewritten whole into another consistent state is not: its
  *     fields are all the history it has.
  *  J10-J11 (a queue's pause; queues.c): after a pause returns no claim
- *     round of the queue starts, and only the job.queue.* step writes a
+ *     round of the queue starts, and only the job.* steps write a
  *     queue's settings.
+ *  J12 (max_running N; limits.c): at every instant at most N jobs of the
+ *     queue claimed under the limit are running: each was claimed under
+ *     a slot recording it at its epoch, and a slot is taken again only
+ *     when its job cannot be running at that epoch.
  */
 #include <stdio.h>
 #include <string.h>
@@ -552,8 +561,10 @@ int dtx_job_stats(dtx_store_t *st, const char *queue, json_t **out) {
   if (res && rc == 0 && queue) { /* its settings (queues.c) */
     json_t *set = NULL;
     rc = dtx__jq_settings(st, queue, &set);
-    if (rc == 0)
+    if (rc == 0) {
       json_object_set(res, "paused", json_object_get(set, "paused"));
+      json_object_set(res, "max_running", json_object_get(set, "max_running"));
+    }
     json_decref(set);
   }
   if (rc || !res) {
@@ -866,8 +877,10 @@ static const char *const fault_points[] = {
     "job.recover.clear_marker",
     "job.recover.markers_cleared",
     "job.recover.purge",
-    /* a queue's settings (queues.c) */
+    /* a queue's settings (queues.c) and running slots (limits.c) */
     "job.queue.set",
+    "job.slot.take",
+    "job.slot.release",
     NULL,
 };
 

@@ -11,10 +11,10 @@
  *
  *   transition                 function              fault point
  *   (none|any) -> paused|not   dtx_job_queue_pause   job.queue.set
- *   (a claim round's gate)     dtx__jq_paused        -- (a read)
+ *   (a claim round's gate)     dtx__jq_gate          -- (a read)
  *
  * How a pause reaches the workers.  A claim round (runner.c and the
- * remote claim, both through dtx__job_claim) first asks dtx__jq_paused,
+ * remote claim, both through dtx__job_claim) first asks dtx__jq_gate,
  * which answers from a per-process cache of the queue's settings that is
  * at most DTX_JOB_QUEUE_TTL_MS old (measured from the start of the read
  * that filled it), so a queue without settings costs a claim no round
@@ -53,16 +53,26 @@ const char dtx__jq_shape[] =
     "\"_id\":{\"bsonType\":\"string\",\"minLength\":1,\"maxLength\":128},"
     "\"paused\":{\"bsonType\":\"bool\"},"
     "\"gen\":{\"bsonType\":\"long\",\"minimum\":1},"
-    "\"updated\":{\"bsonType\":\"long\"}}}}";
+    "\"updated\":{\"bsonType\":\"long\"},"
+    /* limits.c: the concurrency limit and its running slots */
+    "\"max_running\":{\"bsonType\":\"long\",\"minimum\":1,"
+    "\"maximum\":256},"
+    "\"slots\":{\"bsonType\":\"array\",\"items\":{\"bsonType\":"
+    "\"object\",\"required\":[\"job\",\"epoch\",\"until\",\"g\"],"
+    "\"additionalProperties\":false,\"properties\":{"
+    "\"job\":{\"bsonType\":[\"string\",\"null\"]},"
+    "\"epoch\":{\"bsonType\":\"long\"},\"until\":{\"bsonType\":\"long\"},"
+    "\"g\":{\"bsonType\":\"long\"}}}}}}}";
 
 /* J11: gen only grows; only the job.queue.* steps write a queue's
  * settings (a plain resume would start claims an operator stopped). */
 const char dtx__jq_transition[] =
     "[{\"immutable\":[\"_id\"],\"increasing\":[\"gen\"]},"
     "{\"scope\":\"plain\",\"steps\":[\"job\"],\"insert\":false,"
-    "\"immutable\":[\"paused\",\"gen\",\"updated\"],"
-    "\"why\":\"a queue's settings change only through doctx job pause and "
-    "resume (docs/jobs.md)\"}]";
+    "\"immutable\":[\"paused\",\"gen\",\"updated\",\"max_running\","
+    "\"slots\"],"
+    "\"why\":\"a queue's settings and running slots change only through "
+    "doctx job pause, resume, queue and its workers' claims (docs/jobs.md)\"}]";
 
 /* Matches no settings document (gen >= 1 is required): never deleted. */
 const char dtx__jq_delete_guard[] = "{\"gen\":{\"$lt\":0}}";
@@ -76,6 +86,7 @@ typedef struct ent {
   char queue[130];
   int64_t at; /* mono ms when the read that filled it began; 0: empty */
   int paused;
+  int limited; /* max_running set (limits.c) */
 } ent_t;
 
 static ent_t cache[CACHE_N];
@@ -94,7 +105,7 @@ static ent_t *slot_of(const dtx_store_t *st, const char *queue) {
 }
 
 static void cache_put(const dtx_store_t *st, const char *queue, int64_t at,
-                      int paused) {
+                      int paused, int limited) {
   pthread_mutex_lock(&cache_mu);
   ent_t *e = slot_of(st, queue);
   /* An older read never replaces a newer one. */
@@ -103,6 +114,7 @@ static void cache_put(const dtx_store_t *st, const char *queue, int64_t at,
     snprintf(e->queue, sizeof e->queue, "%s", queue);
     e->at = at > 0 ? at : 1;
     e->paused = paused;
+    e->limited = limited;
   }
   pthread_mutex_unlock(&cache_mu);
 }
@@ -118,14 +130,17 @@ static int read_settings(dtx__exec_t *ex, const char *queue, json_t **doc) {
   return rc;
 }
 
-int dtx__jq_paused(dtx__exec_t *ex, const char *queue, int *paused) {
+int dtx__jq_gate(dtx__exec_t *ex, const char *queue, int *paused,
+                 int *limited) {
   int64_t now = dtx__mono_ms();
   pthread_mutex_lock(&cache_mu);
   ent_t *e = slot_of(ex->st, queue);
   int hit = e->at && e->st == ex->st && strcmp(e->queue, queue) == 0 &&
             now - e->at < DTX_JOB_QUEUE_TTL_MS;
-  if (hit)
+  if (hit) {
     *paused = e->paused;
+    *limited = e->limited;
+  }
   pthread_mutex_unlock(&cache_mu);
   if (hit)
     return 0;
@@ -134,9 +149,18 @@ int dtx__jq_paused(dtx__exec_t *ex, const char *queue, int *paused) {
   if (rc)
     return rc;
   *paused = json_is_true(json_object_get(doc, "paused"));
+  *limited = dtx__int(doc, "max_running") > 0;
   json_decref(doc);
-  cache_put(ex->st, queue, now, *paused);
+  cache_put(ex->st, queue, now, *paused, *limited);
   return 0;
+}
+
+void dtx__jq_forget(const dtx_store_t *st, const char *queue) {
+  pthread_mutex_lock(&cache_mu);
+  ent_t *e = slot_of(st, queue);
+  if (e->st == st && strcmp(e->queue, queue) == 0)
+    e->at = 0;
+  pthread_mutex_unlock(&cache_mu);
 }
 
 /* ---- the calls ----------------------------------------------------------- */
@@ -147,9 +171,14 @@ int dtx_job_queue_check(const char *queue) {
 
 /* What the API answers for a queue's settings (doc NULL: the defaults). */
 static json_t *view(const char *queue, const json_t *doc) {
-  return json_pack("{s:s,s:b,s:I}", "queue", queue, "paused",
-                   json_is_true(json_object_get(doc, "paused")), "gen",
-                   (json_int_t)dtx__int(doc, "gen"));
+  int64_t n = dtx__int(doc, "max_running");
+  json_t *v = json_pack("{s:s,s:b,s:I}", "queue", queue, "paused",
+                        json_is_true(json_object_get(doc, "paused")), "gen",
+                        (json_int_t)dtx__int(doc, "gen"));
+  if (v)
+    json_object_set_new(v, "max_running",
+                        n > 0 ? json_integer((json_int_t)n) : json_null());
+  return v;
 }
 
 int dtx_job_queue_pause(dtx_store_t *st, const char *queue, int paused,
@@ -189,7 +218,7 @@ int dtx_job_queue_pause(dtx_store_t *st, const char *queue, int paused,
                    dtx__int(doc, "gen") >= 1,
                "J11");
     /* This process's claims see it at once; others' within the TTL. */
-    cache_put(st, queue, dtx__mono_ms(), paused);
+    dtx__jq_forget(st, queue);
     if (paused) /* J10: every claim round from now on reads it */
       dtx__deadline_sleep_ms(DTX_JOB_QUEUE_TTL_MS);
     *out = view(queue, doc);

@@ -80,6 +80,13 @@ scenario_cmd() {
     # operator's resume again (check_final) runs j1.
     add_j1; d job pause q >/dev/null
     echo "job resume q" ;;
+  job.slot.take | job.slot.release)
+    # q limited to 2 running: the runner takes a slot, claims j1 under it,
+    # and frees it after the outcome.  A slot left behind by a crash is
+    # taken again once its job ended (or its claim's window passed); the
+    # other one is free meanwhile.
+    d job queue q --max-running 2 >/dev/null
+    add_j1; echo "$WORK_Q" ;;
   job.recover.*)
     add_j1; d $WORK_Q >/dev/null; sleep 1.4
     echo "recover --tombstone-ttl-ms 1" ;;
