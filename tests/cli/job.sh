@@ -443,6 +443,21 @@ held=$(d find job_queues '{"_id":"lq"}' --project '{"_id":0,"slots":1}' | jq -r 
 [ "$held" = 1 ] && ok || bad "l0 holds no slot: $(d find job_queues)"
 expect 3 "plain write of a slot refused" -- d update job_queues '{"_id":"lq"}' '{"$set":{"slots":[]}}'
 expect 3 "plain write of max_running refused" -- d update job_queues '{"_id":"lq"}' '{"$set":{"max_running":100}}'
+# A limit raised while a claim takes a slot: the setter, paused between
+# its read and its write, must not write back the slots it read (that
+# freed the slot of a running job).
+d job add lq t --id l00 >/dev/null
+DOCTX_FAULT=job.queue.set:pause start_bg "$WORK/lqset.log" "$DOCTX" --store "$S" job queue lq --max-running 4
+lset=$BG_PID
+wait_stopped "$lset" 30 && ok || bad "the setter never paused: $(cat "$WORK/lqset.log")"
+expect 0 "claim while the setter is paused" -- d job claim lq
+e00=$(jget "$(out)" epoch)
+kill -CONT "$lset"
+bounded_wait "$lset" 30 "$WORK/lqset.log" && ok || bad "the setter: $(cat "$WORK/lqset.log")"
+held=$(d find job_queues '{"_id":"lq"}' --project '{"_id":0,"slots":1}' | jq -r '[.slots[] | select(.job == "l0" or .job == "l00")] | length')
+[ "$held" = 2 ] && ok || bad "raising the limit freed a running job's slot: $(d find job_queues)"
+expect 0 "complete l00" -- d job complete l00 "$e00"
+expect 0 "queue --max-running 3 again" -- d job queue lq --max-running 3
 expect 0 "complete under the limit" -- d job complete l0 "$e0"
 # 8 workers in 4 processes; jobs that sleep a little; a sampler of the
 # running count; one worker SIGSTOPped while it runs a job, another
@@ -459,7 +474,7 @@ while [ $SECONDS -lt $end ]; do
   read -r r sc < <(jq -r '"\(.running) \(.succeeded)"' <<<"$st")
   samples=$((samples + 1))
   [ "$r" -gt "$maxr" ] && maxr=$r
-  [ "$sc" = 31 ] && break
+  [ "$sc" = 32 ] && break
   if [ -z "$stopped" ] && [ "$sc" -ge 4 ]; then
     kill -STOP "${lp[0]}"; stopped=${lp[0]}
   fi
@@ -479,7 +494,7 @@ done
   bad "the sampler saw at most $maxr running in $samples samples (stopped $stopped, killed $killed): $(tr "\n" " " <"$WORK/lq.samples")"
 d recover >/dev/null
 expect 0 "stats after the limited run" -- d job stats lq
-[ "$(jget "$(out)" succeeded)" = 31 ] && [ "$(jget "$(out)" max_running)" = 3 ] && ok || bad "limited run: $(out)"
+[ "$(jget "$(out)" succeeded)" = 32 ] && [ "$(jget "$(out)" max_running)" = 3 ] && ok || bad "limited run: $(out)"
 for pid in "${lp[@]}"; do [ "$pid" = "$killed" ] || stop_bg "$pid" 10 "$WORK/lq.log"; done
 wait "$killed" 2>/dev/null
 expect 0 "queue --max-running none" -- d job queue lq --max-running none

@@ -367,11 +367,13 @@ int dtx_job_queue_opts_check(const char *queue, const dtx_job_queue_opts_t *o) {
   return 0;
 }
 
-/* The slots of n (the ones there are, kept, then free ones up to n). */
+/* The free slots doc lacks for a limit of n (an empty array when it has
+ * them): appended by $push, so the slots there are, which takes change
+ * without moving gen, are never rewritten from a stale read. */
 static json_t *slots_for(const json_t *doc, int64_t n) {
-  const json_t *had = json_object_get(doc, "slots");
-  json_t *slots = json_is_array(had) ? json_deep_copy(had) : json_array();
-  while (slots && (int64_t)json_array_size(slots) < n)
+  json_t *slots = json_array();
+  int64_t have = (int64_t)json_array_size(json_object_get(doc, "slots"));
+  while (slots && have + (int64_t)json_array_size(slots) < n)
     if (json_array_append_new(slots,
                               json_pack("{s:n,s:I,s:I,s:I}", "job", "epoch",
                                         (json_int_t)0, "until", (json_int_t)0,
@@ -431,8 +433,9 @@ int dtx_job_queue_set(dtx_store_t *st, const char *queue,
       }
       continue;
     }
-    /* Conditioned on the settings as read (gen): the slots written are
-     * the ones there were, so no take in between is undone. */
+    /* Conditioned on the settings as read (gen); the slots are only
+     * appended to ($push), never rewritten, so no take in between (which
+     * leaves gen alone) is undone. */
     json_t *f = json_pack("{s:s,s:O}", "_id", queue, "gen",
                           json_object_get(doc, "gen"));
     json_t *u = json_pack("{s:{s:I},s:{s:i}}", "$set", "updated",
@@ -441,7 +444,10 @@ int dtx_job_queue_set(dtx_store_t *st, const char *queue,
     if (u && slots) {
       json_t *s = json_object_get(u, "$set");
       json_object_set_new(s, "max_running", json_integer((json_int_t)max));
-      json_object_set(s, "slots", slots);
+      if (json_array_size(slots)) /* conditioned on gen: no other setter
+                                     extended them since the read */
+        json_object_set_new(u, "$push",
+                            json_pack("{s:{s:O}}", "slots", "$each", slots));
     } else if (u) {
       json_object_set_new(u, "$unset", json_pack("{s:s}", "max_running", ""));
     }
