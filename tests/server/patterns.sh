@@ -485,28 +485,6 @@ req POST /v1/transfers "$T_WRITE" '{"id":"tx-async","from":"shop","to":"acct2","
 check "an async transfer for recovery" 200 '"state":"initiated"'
 req POST /v1/admin/recover "$T_ADMIN" '{"older_than_ms":0}'
 check "recover drives it" 200 '"ok":true'
-# Locks held now (L2's default 30 s lease may have lapsed on a slow run).
-req GET "/v1/locks?limit=1000" "$T_READ"
-held=$(grep -o '"held":true' "$WORK/rb" | wc -l)
-req GET /metrics "$T_METRICS"
-check "metrics: domain families" 200 \
-  '# TYPE doctxd_transfers gauge' 'doctxd_transfers{state="succeeded"} ' \
-  'doctxd_transfers{state="initiated"} ' \
-  '# TYPE doctxd_queue_jobs gauge' 'doctxd_queue_jobs{queue="mail",state="ready"} 1' \
-  '# TYPE doctxd_locks_held gauge' "doctxd_locks_held $held" \
-  '# TYPE doctxd_recovery_actions_total counter' \
-  'doctxd_recovery_actions_total{pattern="transfer",action=' \
-  'doctxd_domain_up 1' \
-  'doctxd_http_requests_total{route="/v1/locks/{name}/acquire",method="POST",code="409"}'
-# Never an id as a label: the lock, entry, order, item and user ids.
-if grep -E '^[a-z_]+\{' "$WORK/rb" | grep -qE '"(L|L2|e1|p1|o1|doc1|u1|names|cash|shop|tx-async)"'; then
-  bad "an id is a metrics label: $(grep -E '"(L|e1|o1|doc1|cash)"' "$WORK/rb" | head -3)"
-else ok; fi
-# Every sample's family is declared with a TYPE.
-undeclared=$(awk '/^# TYPE /{t[$3]=1; next} /^#/{next}
-  {n=$1; sub(/\{.*/,"",n); b=n; sub(/_(bucket|sum|count)$/,"",b); if(!(n in t)&&!(b in t)) print n}' "$WORK/rb" | sort -u)
-[ -z "$undeclared" ] && ok || bad "samples without a TYPE: $undeclared"
-
 # A queue's pause (docs/jobs.md, "Pause and resume"): admin routes.
 no "pause: write token" 403 FORBIDDEN POST /v1/job-queues/hq/pause "$T_WRITE" '{}'
 refused "pause: bad queue" 400 INVAL POST '/v1/job-queues/a%20b/pause' "$T_ADMIN" '{}'
@@ -548,8 +526,35 @@ check "claim after the slot came back" 200 '"_id":"hj3"'
 req POST /v1/jobs/hj3/complete "$T_WRITE" "{\"epoch\":$(jf '.jobs[0].epoch')}"
 req GET /v1/queues/hq/stats "$T_READ"
 check "stats: max_running" 200 '"max_running":1' '"succeeded":3'
-req POST /v1/job-queues/hq "$T_ADMIN" '{"max_running":"none"}'
+req POST /v1/job-queues/hq2 "$T_ADMIN" '{"max_running":"none"}'
 check "limit none" 200 '"max_running":null'
+req POST /v1/job-queues/hq "$T_ADMIN" '{"max_running":5}'
+check "limit 5 (kept for the metrics below)" 200 '"max_running":5'
+
+# Locks held now (L2's default 30 s lease may have lapsed on a slow run).
+req GET "/v1/locks?limit=1000" "$T_READ"
+held=$(grep -o '"held":true' "$WORK/rb" | wc -l)
+req GET /metrics "$T_METRICS"
+check "metrics: domain families" 200 \
+  '# TYPE doctxd_transfers gauge' 'doctxd_transfers{state="succeeded"} ' \
+  'doctxd_transfers{state="initiated"} ' \
+  '# TYPE doctxd_queue_jobs gauge' 'doctxd_queue_jobs{queue="mail",state="ready"} 1' \
+  '# TYPE doctxd_locks_held gauge' "doctxd_locks_held $held" \
+  '# TYPE doctxd_recovery_actions_total counter' \
+  'doctxd_recovery_actions_total{pattern="transfer",action=' \
+  'doctxd_domain_up 1' \
+  'doctxd_http_requests_total{route="/v1/locks/{name}/acquire",method="POST",code="409"}'
+# Never an id as a label: the lock, entry, order, item and user ids.
+if grep -E '^[a-z_]+\{' "$WORK/rb" | grep -qE '"(L|L2|e1|p1|o1|doc1|u1|names|cash|shop|tx-async)"'; then
+  bad "an id is a metrics label: $(grep -E '"(L|e1|o1|doc1|cash)"' "$WORK/rb" | head -3)"
+else ok; fi
+# Every sample's family is declared with a TYPE.
+undeclared=$(awk '/^# TYPE /{t[$3]=1; next} /^#/{next}
+  {n=$1; sub(/\{.*/,"",n); b=n; sub(/_(bucket|sum|count)$/,"",b); if(!(n in t)&&!(b in t)) print n}' "$WORK/rb" | sort -u)
+[ -z "$undeclared" ] && ok || bad "samples without a TYPE: $undeclared"
+# A queue's settings are no job state: no doctxd_queue_jobs sample of them.
+grep -qE 'doctxd_queue_jobs\{[^}]*state="(max_running|paused)"' "$WORK/rb" &&
+  bad "a setting as a job state: $(grep -E 'state="(max_running|paused)"' "$WORK/rb")" || ok
 
 # The audit, after everything: money, ledger, orders and locks consistent.
 req POST /v1/admin/audit "$T_ADMIN" '{}'
