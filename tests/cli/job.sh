@@ -458,6 +458,11 @@ held=$(d find job_queues '{"_id":"lq"}' --project '{"_id":0,"slots":1}' | jq -r 
 [ "$held" = 2 ] && ok || bad "raising the limit freed a running job's slot: $(d find job_queues)"
 expect 0 "complete l00" -- d job complete l00 "$e00"
 expect 0 "queue --max-running 3 again" -- d job queue lq --max-running 3
+# Forced past the rules, a freed slot of a running job is the audit's.
+i0=$(d find job_queues '{"_id":"lq"}' --project '{"_id":0,"slots":1}' | jq -r '.slots | map(.job) | index("l0")')
+d update job_queues '{"_id":"lq"}' '{"$set":{"slots.'"$i0"'.job":null}}' --bypass-validation >/dev/null
+expect 5 "audit: a running job without its slot" -- d audit
+grep -q "FINDING job job_slot: job l0 of queue lq" "$WORK/out" && ok || bad "audit: $(out)"
 expect 0 "complete under the limit" -- d job complete l0 "$e0"
 # 8 workers in 4 processes; jobs that sleep a little; a sampler of the
 # running count; one worker SIGSTOPped while it runs a job, another
