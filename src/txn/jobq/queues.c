@@ -2,10 +2,13 @@
  * and resume").
  *
  * A queue's settings are one document of "job_queues", _id = the queue:
- *   {_id: QUEUE, paused: bool, gen: N, updated: ms}
+ *   {_id: QUEUE, paused: bool, gen: N, updated: ms
+ *    [, max_running: N, slots: [...]]}  (the limit: limits.c)
  * A queue without one is not paused.  The document is written only by
- * the step below (a find-and-modify upsert: paused set, gen + 1), never
- * deleted: its rules refuse a plain write, insert or delete of it.
+ * the job.* steps -- the one below (a find-and-modify upsert: paused set,
+ * gen + 1) and limits.c's (job.queue.set, job.slot.take,
+ * job.slot.release) -- and never deleted: its rules refuse a plain
+ * write, insert or delete of it.
  *
  *   (no document) --pause--> paused --resume--> running --pause--> paused
  *
@@ -31,7 +34,7 @@
  *      they finish (or are taken over) as ever.
  *  J11 gen only grows (the transition rule), and a plain write (doctx
  *      update, insert, delete, bulk) can neither pause nor resume a queue
- *      nor remove its settings: only the job.queue.* step writes them.
+ *      nor remove its settings: only the job.* steps write them.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -64,8 +67,9 @@ const char dtx__jq_shape[] =
     "\"epoch\":{\"bsonType\":\"long\"},\"until\":{\"bsonType\":\"long\"},"
     "\"g\":{\"bsonType\":\"long\"}}}}}}}";
 
-/* J11: gen only grows; only the job.queue.* steps write a queue's
- * settings (a plain resume would start claims an operator stopped). */
+/* J11: gen only grows; only the job.* steps write a queue's settings (a
+ * plain resume would start claims an operator stopped; a slot freed by
+ * hand would let more than max_running run). */
 const char dtx__jq_transition[] =
     "[{\"immutable\":[\"_id\"],\"increasing\":[\"gen\"]},"
     "{\"scope\":\"plain\",\"steps\":[\"job\"],\"insert\":false,"
