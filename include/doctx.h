@@ -973,7 +973,9 @@ int dtx_job_list(dtx_store_t *st, const char *queue, const char *state,
 
 /* *out: {"ready": n, "delayed": n, "running": n, "succeeded": n,
  * "dead": n, "canceled": n, "waiting": n, "held": n, "total": n} for
- * queue (NULL: all). */
+ * queue (NULL: all); for one queue also "paused": bool and
+ * "max_running": N or null (its settings, dtx_job_queue_pause,
+ * dtx_job_queue_set). */
 int dtx_job_stats(dtx_store_t *st, const char *queue, json_t **out);
 
 /* Cancels a ready or delayed job (-> canceled; its unique key is free
@@ -1282,6 +1284,61 @@ int dtx_job_scheduler(dtx_store_t *st, const dtx_job_scheduler_opts_t *opts,
 /* The check dtx_job_scheduler makes of opts (the queue name, poll_ms
  * 0..60000, deadline_ms >= 0).  Needs no store. */
 int dtx_job_scheduler_check(const dtx_job_scheduler_opts_t *opts);
+/* ---- job queues: pause and resume (src/txn/jobq/queues.c, docs/jobs.md
+ * "Pause and resume") ----------------------------------------------------
+ *
+ * A queue's settings are one document of "job_queues", _id = the queue:
+ * {_id, paused, gen, updated}; only these calls write it (a plain write,
+ * insert or delete of it is refused).  A paused queue's workers claim
+ * nothing; its running jobs finish. */
+
+#define DTX_JOB_QUEUES "job_queues"
+/* How old a worker's view of a queue's settings may be: a pause returns
+ * only after this long, and from then on no claim round starts. */
+#define DTX_JOB_QUEUE_TTL_MS 500
+
+/* The check of a queue name (0 or DTX_EINVAL), before any store opens. */
+int dtx_job_queue_check(const char *queue);
+
+/* Pauses (paused 1) or resumes (0) queue.  A pause returns after
+ * DTX_JOB_QUEUE_TTL_MS: from then on a claim lands only from a claim
+ * round that started before (at most one batch per worker thread).
+ * Pausing a paused queue is fine (gen grows).  *out: {queue, paused,
+ * gen}. */
+int dtx_job_queue_pause(dtx_store_t *st, const char *queue, int paused,
+                        json_t **out);
+
+/* *out: [{queue, paused, gen, max_running}] of every queue that has
+ * settings, by name (max_running null when there is no limit). */
+int dtx_job_queue_list(dtx_store_t *st, json_t **out);
+
+/* ---- job queues: the concurrency limit (src/txn/jobq/limits.c,
+ * docs/jobs.md "Queue limits") -------------------------------------------
+ *
+ * With max_running N, at most N jobs of the queue run at any instant,
+ * whatever the number of workers and processes: each claim takes a
+ * running slot of the queue's settings document first, in one
+ * conditional update, and a slot comes back only once its job is no
+ * longer running (ended, or taken over by recovery). */
+
+#define DTX_JOB_MAX_RUNNING_LIMIT 256
+
+typedef struct dtx_job_queue_opts {
+  int set_max_running;  /* 1: change the limit (else DTX_EINVAL: nothing
+                           to set) */
+  int64_t max_running;  /* 1..DTX_JOB_MAX_RUNNING_LIMIT */
+  int no_max_running;   /* 1: no limit (max_running ignored) */
+} dtx_job_queue_opts_t;
+
+/* The checks of dtx_job_queue_set (0 or DTX_EINVAL), before any store. */
+int dtx_job_queue_opts_check(const char *queue,
+                             const dtx_job_queue_opts_t *opts);
+
+/* Sets queue's limits; returns after DTX_JOB_QUEUE_TTL_MS, when every
+ * claim round that starts reads them.  Jobs running already are not
+ * counted.  *out: {queue, paused, gen, max_running}. */
+int dtx_job_queue_set(dtx_store_t *st, const char *queue,
+                      const dtx_job_queue_opts_t *opts, json_t **out);
 /* ---- lease locks with fencing tokens (src/txn/lock/, docs/locks.md) --------
  *
  * A lock is a document of the collection "locks", _id = its name, never

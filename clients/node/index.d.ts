@@ -160,7 +160,8 @@ export interface AddJobOptions {
   uniqueKey?: string;
 }
 export interface QueueStats { ready: number; delayed: number; running: number; succeeded: number;
-  dead: number; canceled: number; total: number }
+  dead: number; canceled: number; total: number; paused: boolean; max_running: number | null }
+export interface QueueSettings { queue: string; paused: boolean; gen: number; max_running: number | null }
 
 // ---- locks, ledger, sync, orders, versions ------------------------------------
 
@@ -288,6 +289,14 @@ export class Client {
   jobSchedules(opts?: { queue?: string }): Promise<{ schedules: JsonObject[] }>;
   /** NotFound if none.  Not retried. */
   unscheduleJob(name: string): Promise<JsonObject>;
+  /** Admin scope: every queue with settings.  Retried. */
+  jobQueues(): Promise<{ queues: QueueSettings[] }>;
+  /** Admin scope: claims stop, running jobs finish.  Retried. */
+  pauseQueue(queue: string): Promise<QueueSettings>;
+  /** Admin scope.  Retried. */
+  resumeQueue(queue: string): Promise<QueueSettings>;
+  /** Admin scope: at most maxRunning run at once; 'none' lifts it.  Retried. */
+  setQueue(queue: string, maxRunning: number | 'none'): Promise<QueueSettings>;
 
   // locks
   /** Conflict NOMATCH (naming the holder) while held.  Not retried. */

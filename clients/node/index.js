@@ -347,6 +347,26 @@ export class Client {
     return this.#call('DELETE', `/v1/job-schedules/${p(name)}`);
   }
 
+  /** GET /v1/job-queues (admin scope): {queues: [{queue, paused, gen}]} (docs/jobs.md). */
+  jobQueues() {
+    return this.#call('GET', '/v1/job-queues', undefined, { idempotent: true });
+  }
+
+  /** Admin scope: claims of queue stop, running jobs finish; returns once every worker sees it. */
+  pauseQueue(queue) {
+    return this.#call('POST', `/v1/job-queues/${p(queue)}/pause`, {}, { idempotent: true });
+  }
+
+  /** Admin scope: claims of queue start again. */
+  resumeQueue(queue) {
+    return this.#call('POST', `/v1/job-queues/${p(queue)}/resume`, {}, { idempotent: true });
+  }
+
+  /** Admin scope: at most maxRunning jobs of queue run at once ('none': no limit). */
+  setQueue(queue, maxRunning) {
+    return this.#call('POST', `/v1/job-queues/${p(queue)}`, { max_running: maxRunning }, { idempotent: true });
+  }
+
   // ---- locks (docs/locks.md) -----------------------------------------------------
 
   /** Acquires a lock: {name, owner, token, expires}; Conflict NOMATCH while held.  Not retried. */

@@ -190,6 +190,50 @@ static int stats(dtx_cli_t *cli, const dtx__cli_args_t *a) {
                           &s);
 }
 
+/* ---- a queue's pause (docs/jobs.md, "Pause and resume") ---------------- */
+
+/* pause and resume QUEUE: the settings afterwards, printed. */
+static int pause_resume(dtx_cli_t *cli, const dtx__cli_args_t *a) {
+  json_t *out = NULL;
+  int code, rc;
+  if ((rc = dtx_job_queue_check(a->pos[0])))
+    return dtx__cli_fail(rc);
+  dtx_store_t *st = dtx__cli_store(cli, &code);
+  if (!st)
+    return code;
+  rc = dtx_job_queue_pause(st, a->pos[0],
+                           strcmp(a->spec->name, "pause") == 0, &out);
+  return dtx__cli_summary(rc, &out);
+}
+
+/* queue QUEUE --max-running N|none: the settings afterwards. */
+static int queue_set(dtx_cli_t *cli, const dtx__cli_args_t *a) {
+  const char *mr = dtx__cli_str(a, "--max-running");
+  dtx_job_queue_opts_t o = {.set_max_running = mr != NULL};
+  json_t *out = NULL;
+  int code, rc;
+  if (mr && strcmp(mr, "none") == 0)
+    o.no_max_running = 1;
+  else if (mr && dtx__cli_int64(mr, 1, &o.max_running) != 0)
+    return dtx__cli_usage("job queue: --max-running must be an integer or "
+                          "none, got '%s'", mr);
+  if ((rc = dtx_job_queue_opts_check(a->pos[0], &o)))
+    return dtx__cli_fail(rc);
+  dtx_store_t *st = dtx__cli_store(cli, &code);
+  if (!st)
+    return code;
+  return dtx__cli_summary(dtx_job_queue_set(st, a->pos[0], &o, &out), &out);
+}
+
+/* queues: every queue with settings, one a line. */
+static int queues(dtx_cli_t *cli, const dtx__cli_args_t *a) {
+  json_t *all = NULL;
+  int code;
+  (void)a;
+  dtx_store_t *st = dtx__cli_store(cli, &code);
+  return st ? dtx__cli_items(dtx_job_queue_list(st, &all), &all, 1, 1) : code;
+}
+
 /* show, cancel and retry: one job, printed. */
 static int one(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   const char *sub = a->spec->name;
@@ -229,6 +273,13 @@ const dtx__cli_spec_t dtx__cmd_job = {
                                   {NULL}},
          DTX__CLI_READS},
         {"stats", stats, "[QUEUE]", NULL, DTX__CLI_READS},
+        {"pause", pause_resume, "QUEUE", NULL, DTX__CLI_ARMED},
+        {"resume", pause_resume, "QUEUE", NULL, DTX__CLI_ARMED},
+        {"queues", queues, NULL, NULL, DTX__CLI_READS},
+        {"queue", queue_set, "QUEUE",
+         (const dtx__cli_opt_t[]){{"--max-running", DTX__CLI_STR, "N|none"},
+                                  {NULL}},
+         DTX__CLI_ARMED},
         {"cancel", one, "ID", V, DTX__CLI_ARMED},
         {"retry", one, "ID", V, DTX__CLI_ARMED},
         {"work", work, "QUEUE",
@@ -328,6 +379,12 @@ const dtx__cli_spec_t dtx__cmd_job = {
     "unschedule removes one (no tick after it is enqueued); schedules lists\n"
     "them (next_at, last_tick, gen); scheduler only ticks, every --poll-ms\n"
     "(default 100), or once with --once, and prints a JSON summary.\n"
+    "pause stops the claims of QUEUE (running jobs finish) and returns once\n"
+    "every worker sees it (0.5 s); resume starts them again; stats QUEUE\n"
+    "shows \"paused\" and \"max_running\"; queues lists the queues that\n"
+    "have settings.  queue QUEUE --max-running N (1..256) lets at most N\n"
+    "jobs of QUEUE run at once across every worker and process (none: no\n"
+    "limit); a crashed worker's jobs count until recovery takes them over.\n"
     "exit: 0 ok; 1 no such job (show, heartbeat, complete, fail, the\n"
     "      --parent of add), no document matches (effect), no such\n"
     "      schedule (unschedule); 2 invalid input (nothing is\n"

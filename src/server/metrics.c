@@ -287,8 +287,9 @@ static int domain_count(dtx_store_t *st, buf_t *b) {
     if (dtx_job_stats(st, q[i], &stats))
       return -1;
     json_object_foreach(stats, state, v) {
-      if (strcmp(state, "total") == 0)
-        continue;
+      if (strcmp(state, "total") == 0 || strcmp(state, "max_running") == 0 ||
+          !json_is_integer(v))
+        continue; /* the total; the settings (paused, max_running) */
       put(b, "doctxd_queue_jobs{queue=\"");
       put_label(b, q[i]);
       put(b, "\",state=\"%s\"} %lld\n", state,

@@ -166,6 +166,12 @@ const dtx__srv_route_t dtx__srv_routes[] = {
     {"GET", "/v1/job-schedules", R, dtx__srv_h_job_schedules, NULL, "queue"},
     {"DELETE", "/v1/job-schedules/{name}", W, dtx__srv_h_job_unschedule,
      NULL},
+    /* a queue's pause (admin: it stops every worker of the queue) */
+    {"GET", "/v1/job-queues", A, dtx__srv_h_job_queues, NULL},
+    {"POST", "/v1/job-queues/{q}/pause", A, dtx__srv_h_job_pause, NOFIELDS},
+    {"POST", "/v1/job-queues/{q}/resume", A, dtx__srv_h_job_resume, NOFIELDS},
+    {"POST", "/v1/job-queues/{q}", A, dtx__srv_h_job_queue_set,
+     FIELDS({"max_running", F_INT_OR_STR})},
     /* admin */
     {"POST", "/v1/admin/audit", A, dtx__srv_h_audit,
      FIELDS({"settled", F_BOOL})},

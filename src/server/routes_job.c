@@ -225,3 +225,53 @@ void dtx__srv_h_job_effect(dtx__srv_ctx_t *c) {
   else
     dtx__srv_json(c, 200, json_pack("{s:b}", "applied", applied));
 }
+
+/* ---- a queue's pause (docs/jobs.md, "Pause and resume") ---------------- */
+
+/* GET /v1/job-queues: every queue with settings (admin). */
+void dtx__srv_h_job_queues(dtx__srv_ctx_t *c) {
+  json_t *all = NULL;
+  int rc = dtx_job_queue_list(c->d->st, &all);
+  if (rc)
+    dtx__srv_fail(c, rc, NULL);
+  else
+    dtx__srv_json(c, 200, json_pack("{s:o}", "queues", all));
+}
+
+/* POST /v1/job-queues/{q}/pause and /resume: the settings afterwards. */
+static void pause_resume(dtx__srv_ctx_t *c, int paused) {
+  json_t *out = NULL;
+  int rc = dtx_job_queue_check(c->param[0]);
+  if (!rc)
+    rc = dtx_job_queue_pause(c->d->st, c->param[0], paused, &out);
+  if (rc)
+    dtx__srv_fail(c, rc, NULL);
+  else
+    dtx__srv_json(c, 200, out);
+}
+
+void dtx__srv_h_job_pause(dtx__srv_ctx_t *c) { pause_resume(c, 1); }
+void dtx__srv_h_job_resume(dtx__srv_ctx_t *c) { pause_resume(c, 0); }
+
+/* POST /v1/job-queues/{q}: {max_running: N|"none"} (admin). */
+void dtx__srv_h_job_queue_set(dtx__srv_ctx_t *c) {
+  json_t *out = NULL, *mr = dtx__srv_arg(c, "max_running");
+  dtx_job_queue_opts_t o = {.set_max_running = mr != NULL};
+  if (json_is_string(mr)) {
+    if (strcmp(json_string_value(mr), "none") != 0) {
+      dtx__srv_bad(c, DTX_EINVAL, "field 'max_running' must be an integer "
+                   "or \"none\"");
+      return;
+    }
+    o.no_max_running = 1;
+  } else if (mr) {
+    o.max_running = (int64_t)json_integer_value(mr);
+  }
+  int rc = dtx_job_queue_opts_check(c->param[0], &o);
+  if (!rc)
+    rc = dtx_job_queue_set(c->d->st, c->param[0], &o, &out);
+  if (rc)
+    dtx__srv_fail(c, rc, NULL);
+  else
+    dtx__srv_json(c, 200, out);
+}

@@ -617,4 +617,134 @@ grep -q "sched_missing.*schedule p gen 1: ticks from $((first + 200))" "$WORK/ou
 d insert jobs "$(d find jobs "{\"_id\":\"sched:p:1:$first\"}" | jq -c "._id=\"sched:p:1:$((first + 7))\" | .sched.tick=$((first + 7)) | .sched.last=$((first + 7))")" --bypass-validation >/dev/null
 expect 5 "audit: a job of no tick" -- d audit
 grep -q "sched_tick.*sched:p:1:$((first + 7))" "$WORK/out" && ok || bad "audit: $(grep sched "$WORK/out")"
+
+# ---- pause and resume a queue (docs/jobs.md, "Pause and resume") ------------------
+new_store job_pause
+expect 2 "pause: a bad queue name" -- d job pause 'no spaces'
+expect 2 "resume: no queue" -- d job resume
+case " $(d collections 2>/dev/null | tr '\n' ' ') " in *" job_queues "*) bad "a refused pause wrote settings" ;; *) ok ;; esac
+d job add pz t --id z0 >/dev/null
+expect 0 "stats: not paused" -- d job stats pz
+[ "$(jget "$(out)" paused)" = false ] && ok || bad "stats: $(out)"
+# A standing worker; one long job running when the pause comes finishes.
+d job add pz t --id z1 '{"s":0.6}' >/dev/null
+start_bg "$WORK/pz.log" "$DOCTX" --store "$S" job work pz --threads 2 --lease-ms 3000 \
+  --exec 'd=$(jq -r ".payload.s // 0"); sleep "$d"; echo "{}"'
+pz=$BG_PID
+end=$((SECONDS + 20)) zs=
+while zs=$(state z1) && [ "$zs" != running ] && [ $SECONDS -lt $end ]; do nap 0.02; done
+[ "$zs" = running ] && ok || bad "z1 never ran: $(d job show z1)"
+expect 0 "pause" -- d job pause pz
+[ "$(jget "$(out)" paused)" = true ] && ok || bad "pause: $(out)"
+for i in 1 2 3 4; do d job add pz t --id "zp$i" >/dev/null; done
+end=$((SECONDS + 20))
+while [ "$(state z1)" != succeeded ] && [ $SECONDS -lt $end ]; do nap 0.05; done
+[ "$(state z1)" = succeeded ] && ok || bad "the running job did not finish: $(d job show z1)"
+nap 0.7 # the worker's threads look more than once meanwhile
+expect 0 "stats: paused" -- d job stats pz
+[ "$(jget "$(out)" paused)" = true ] && [ "$(jget "$(out)" ready)" = 4 ] && [ "$(jget "$(out)" running)" = 0 ] && ok || bad "paused stats: $(out)"
+expect 0 "a claim of a paused queue takes nothing" -- d job claim pz --n 5
+[ ! -s "$WORK/out" ] && ok || bad "claimed from a paused queue: $(out)"
+expect 0 "pause again" -- d job pause pz
+expect 0 "queues" -- d job queues
+[ "$(jget "$(out)" queue)" = pz ] && [ "$(jget "$(out)" paused)" = true ] && [ "$(jget "$(out)" gen)" = 2 ] && ok || bad "queues: $(out)"
+# Only doctx job pause and resume write a queue's settings.
+expect 3 "plain resume refused" -- d update job_queues '{"_id":"pz"}' '{"$set":{"paused":false}}'
+expect 3 "plain delete refused" -- d delete job_queues '{"_id":"pz"}'
+expect 3 "plain insert refused" -- d insert job_queues '{"_id":"other","paused":false,"gen":1,"updated":1}'
+expect 3 "plain gen reset refused" -- d update job_queues '{"_id":"pz"}' '{"$set":{"gen":1}}'
+expect 0 "resume" -- d job resume pz
+[ "$(jget "$(out)" paused)" = false ] && ok || bad "resume: $(out)"
+end=$((SECONDS + 20))
+while [ "$(jget "$(d job stats pz)" succeeded)" != 6 ] && [ $SECONDS -lt $end ]; do nap 0.05; done
+expect 0 "stats after resume" -- d job stats pz
+[ "$(jget "$(out)" succeeded)" = 6 ] && [ "$(jget "$(out)" paused)" = false ] && ok || bad "after resume: $(out)"
+stop_bg "$pz" 10 "$WORK/pz.log"
+expect 0 "audit after pause and resume" -- d audit --settled
+d update job_queues '{"_id":"pz"}' '{"$set":{"paused":"yes"}}' --bypass-validation >/dev/null
+expect 5 "audit: settings forced past their rules" -- d audit
+grep -q "FINDING job bad_shape: job_queues 'pz'" "$WORK/out" && ok || bad "audit: $(out)"
+
+# ---- a queue's concurrency limit (docs/jobs.md, "Queue limits") -------------------
+new_store job_limit
+expect 2 "queue: --max-running 0" -- d job queue lq --max-running 0
+expect 2 "queue: --max-running 257" -- d job queue lq --max-running 257
+expect 2 "queue: --max-running -1" -- d job queue lq --max-running -1
+expect 2 "queue: --max-running x" -- d job queue lq --max-running x
+expect 2 "queue: --max-running 9223372036854775808" -- d job queue lq --max-running 9223372036854775808
+expect 2 "queue: nothing to set" -- d job queue lq
+expect 2 "queue: a bad name" -- d job queue 'l q' --max-running 3
+[ ! -e "${S#sqlite://}" ] || case " $(d collections 2>/dev/null | tr '\n' ' ') " in *" job_queues "*) bad "a refused setting wrote one" ;; *) ok ;; esac
+expect 0 "queue --max-running 3" -- d job queue lq --max-running 3
+[ "$(jget "$(out)" max_running)" = 3 ] && ok || bad "queue: $(out)"
+# A remote claim takes a slot too; no plain write frees it.
+d job add lq t --id l0 >/dev/null
+expect 0 "claim under the limit" -- d job claim lq
+e0=$(jget "$(out)" epoch)
+held=$(d find job_queues '{"_id":"lq"}' --project '{"_id":0,"slots":1}' | jq -r '[.slots[] | select(.job == "l0")] | length')
+[ "$held" = 1 ] && ok || bad "l0 holds no slot: $(d find job_queues)"
+expect 3 "plain write of a slot refused" -- d update job_queues '{"_id":"lq"}' '{"$set":{"slots":[]}}'
+expect 3 "plain write of max_running refused" -- d update job_queues '{"_id":"lq"}' '{"$set":{"max_running":100}}'
+# A limit raised while a claim takes a slot: the setter, paused between
+# its read and its write, must not write back the slots it read (that
+# freed the slot of a running job).
+d job add lq t --id l00 >/dev/null
+DOCTX_FAULT=job.queue.set:pause start_bg "$WORK/lqset.log" "$DOCTX" --store "$S" job queue lq --max-running 4
+lset=$BG_PID
+wait_stopped "$lset" 30 && ok || bad "the setter never paused: $(cat "$WORK/lqset.log")"
+expect 0 "claim while the setter is paused" -- d job claim lq
+e00=$(jget "$(out)" epoch)
+kill -CONT "$lset"
+bounded_wait "$lset" 30 "$WORK/lqset.log" && ok || bad "the setter: $(cat "$WORK/lqset.log")"
+held=$(d find job_queues '{"_id":"lq"}' --project '{"_id":0,"slots":1}' | jq -r '[.slots[] | select(.job == "l0" or .job == "l00")] | length')
+[ "$held" = 2 ] && ok || bad "raising the limit freed a running job's slot: $(d find job_queues)"
+expect 0 "complete l00" -- d job complete l00 "$e00"
+expect 0 "queue --max-running 3 again" -- d job queue lq --max-running 3
+# Forced past the rules, a freed slot of a running job is the audit's.
+i0=$(d find job_queues '{"_id":"lq"}' --project '{"_id":0,"slots":1}' | jq -r '.slots | map(.job) | index("l0")')
+d update job_queues '{"_id":"lq"}' '{"$set":{"slots.'"$i0"'.job":null}}' --bypass-validation >/dev/null
+expect 5 "audit: a running job without its slot" -- d audit
+grep -q "FINDING job job_slot: job l0 of queue lq" "$WORK/out" && ok || bad "audit: $(out)"
+expect 0 "complete under the limit" -- d job complete l0 "$e0"
+# 8 workers in 4 processes; jobs that sleep a little; a sampler of the
+# running count; one worker SIGSTOPped while it runs a job, another
+# SIGKILLed; recovery gives their slots back once their leases lapse.
+for i in $(seq 1 30); do d job add lq t --id "l$i" --backoff-ms 1 >/dev/null; done
+lp=()
+for w in 1 2 3 4; do
+  start_bg "$WORK/lq$w.log" "$DOCTX" --store "$S" job work lq --threads 2 --lease-ms 800 --exec 'sleep 0.2; echo "{}"'
+  lp+=("$BG_PID")
+done
+maxr=0 samples=0 stopped= killed= end=$((SECONDS + 60))
+while [ $SECONDS -lt $end ]; do
+  st=$(d job stats lq) || continue
+  read -r r sc < <(jq -r '"\(.running) \(.succeeded)"' <<<"$st")
+  samples=$((samples + 1))
+  [ "$r" -gt "$maxr" ] && maxr=$r
+  [ "$sc" = 32 ] && break
+  if [ -z "$stopped" ] && [ "$sc" -ge 4 ]; then
+    kill -STOP "${lp[0]}"; stopped=${lp[0]}
+  fi
+  if [ -z "$killed" ] && [ "$sc" -ge 9 ]; then
+    kill -KILL "${lp[1]}"; killed=${lp[1]}
+  fi
+  if [ -n "$stopped" ] && [ "$stopped" != done ] && [ "$sc" -ge 20 ]; then
+    d recover >/dev/null
+    kill -CONT "$stopped"; stopped=done
+  fi
+  [ "$sc" -ge 9 ] && [ $((samples % 10)) = 0 ] && d recover >/dev/null
+  echo "$r $sc $SECONDS" >>"$WORK/lq.samples"
+done
+[ -n "$stopped" ] && [ "$stopped" != done ] && kill -CONT "$stopped"
+[ "$maxr" -le 3 ] && ok || bad "the sampler saw $maxr running jobs (max 3): $(tr '\n' ' ' <"$WORK/lq.samples")"
+[ "$maxr" -ge 2 ] && [ "$samples" -ge 5 ] && [ "$stopped" = done ] && [ -n "$killed" ] && ok ||
+  bad "the sampler saw at most $maxr running in $samples samples (stopped $stopped, killed $killed): $(tr "\n" " " <"$WORK/lq.samples")"
+d recover >/dev/null
+expect 0 "stats after the limited run" -- d job stats lq
+[ "$(jget "$(out)" succeeded)" = 32 ] && [ "$(jget "$(out)" max_running)" = 3 ] && ok || bad "limited run: $(out)"
+for pid in "${lp[@]}"; do [ "$pid" = "$killed" ] || stop_bg "$pid" 10 "$WORK/lq.log"; done
+wait "$killed" 2>/dev/null
+expect 0 "queue --max-running none" -- d job queue lq --max-running none
+[ "$(jget "$(out)" max_running)" = null ] && ok || bad "none: $(out)"
+expect 0 "audit after the limited run" -- d audit --settled
 finish

@@ -501,6 +501,52 @@ req POST /v1/transfers "$T_WRITE" '{"id":"tx-async","from":"shop","to":"acct2","
 check "an async transfer for recovery" 200 '"state":"initiated"'
 req POST /v1/admin/recover "$T_ADMIN" '{"older_than_ms":0}'
 check "recover drives it" 200 '"ok":true'
+# A queue's pause (docs/jobs.md, "Pause and resume"): admin routes.
+no "pause: write token" 403 FORBIDDEN POST /v1/job-queues/hq/pause "$T_WRITE" '{}'
+refused "pause: bad queue" 400 INVAL POST '/v1/job-queues/a%20b/pause' "$T_ADMIN" '{}'
+no "pause: a field" 400 INVAL POST /v1/job-queues/hq/pause "$T_ADMIN" '{"x":1}'
+req POST /v1/queues/hq/jobs "$T_WRITE" '{"type":"t","id":"hj1"}'
+req POST /v1/job-queues/hq/pause "$T_ADMIN" '{}'
+check "pause" 200 '"paused":true'
+req GET /v1/queues/hq/stats "$T_READ"
+check "stats: paused" 200 '"paused":true' '"ready":1'
+req POST /v1/queues/hq/claim "$T_WRITE" '{"n":5}'
+check "claim of a paused queue" 200 '"jobs":[]'
+req GET /v1/job-queues "$T_ADMIN"
+check "job-queues" 200 '"queue":"hq"' '"paused":true'
+no "job-queues: read token" 403 FORBIDDEN GET /v1/job-queues "$T_READ"
+req POST /v1/job-queues/hq/resume "$T_ADMIN" '{}'
+check "resume" 200 '"paused":false'
+req POST /v1/queues/hq/claim "$T_WRITE" '{"n":5}'
+check "claim after resume" 200 '"_id":"hj1"'
+req POST /v1/jobs/hj1/complete "$T_WRITE" "{\"epoch\":$(jf '.jobs[0].epoch')}"
+check "complete after resume" 200 '"state":"succeeded"'
+# The concurrency limit (docs/jobs.md, "Queue limits").
+refused "limit: 0" 400 INVAL POST /v1/job-queues/hq "$T_ADMIN" '{"max_running":0}'
+no "limit: a word" 400 INVAL POST /v1/job-queues/hq "$T_ADMIN" '{"max_running":"many"}'
+no "limit: nothing" 400 INVAL POST /v1/job-queues/hq "$T_ADMIN" '{}'
+no "limit: write token" 403 FORBIDDEN POST /v1/job-queues/hq "$T_WRITE" '{"max_running":1}'
+req POST /v1/job-queues/hq "$T_ADMIN" '{"max_running":1}'
+check "limit 1" 200 '"max_running":1'
+req POST /v1/queues/hq/jobs "$T_WRITE" '{"type":"t","id":"hj2"}'
+req POST /v1/queues/hq/jobs "$T_WRITE" '{"type":"t","id":"hj3"}'
+req POST /v1/queues/hq/claim "$T_WRITE" '{"n":5}'
+check "claim under limit 1" 200 '"_id":"hj2"'
+[ "$(jf '.jobs | length')" = 1 ] && ok || bad "claimed past the limit: $(cat "$WORK/rb")"
+e2=$(jf '.jobs[0].epoch')
+req POST /v1/queues/hq/claim "$T_WRITE" '{"n":5}'
+check "claim at the limit" 200 '"jobs":[]'
+req POST /v1/jobs/hj2/complete "$T_WRITE" "{\"epoch\":$e2}"
+req POST /v1/queues/hq/claim "$T_WRITE" '{"n":5}'
+check "claim after the slot came back" 200 '"_id":"hj3"'
+req POST /v1/jobs/hj3/complete "$T_WRITE" "{\"epoch\":$(jf '.jobs[0].epoch')}"
+req GET /v1/queues/hq/stats "$T_READ"
+check "stats: max_running" 200 '"max_running":1' '"succeeded":3'
+req POST /v1/job-queues/hq2 "$T_ADMIN" '{"max_running":"none"}'
+check "limit none" 200 '"max_running":null'
+req POST /v1/job-queues/hq "$T_ADMIN" '{"max_running":5}'
+check "limit 5 (kept for the metrics below)" 200 '"max_running":5'
+
 # Locks held now (L2's default 30 s lease may have lapsed on a slow run).
 req GET "/v1/locks?limit=1000" "$T_READ"
 held=$(grep -o '"held":true' "$WORK/rb" | wc -l)
@@ -522,6 +568,9 @@ else ok; fi
 undeclared=$(awk '/^# TYPE /{t[$3]=1; next} /^#/{next}
   {n=$1; sub(/\{.*/,"",n); b=n; sub(/_(bucket|sum|count)$/,"",b); if(!(n in t)&&!(b in t)) print n}' "$WORK/rb" | sort -u)
 [ -z "$undeclared" ] && ok || bad "samples without a TYPE: $undeclared"
+# A queue's settings are no job state: no doctxd_queue_jobs sample of them.
+grep -qE 'doctxd_queue_jobs\{[^}]*state="(max_running|paused)"' "$WORK/rb" &&
+  bad "a setting as a job state: $(grep -E 'state="(max_running|paused)"' "$WORK/rb")" || ok
 
 # ---- job schedules (docs/jobs.md, "Schedules") ------------------------------------
 refused "schedule: bad cron" 400 INVAL POST /v1/job-schedules "$T_WRITE" \

@@ -16,12 +16,15 @@
  *   - effects under contention: jobs on 4 threads each claim "the first
  *     unclaimed coupon" and fail once after it: each ends owning exactly
  *     one coupon (one document per (job, key), docs/jobs.md).
+ *   - a paused queue claims nothing; under max_running 2, 6 threads never
+ *     run more than 2 handlers at once, and every job succeeds
  *   - the bounds of a job request and of the workers' options are the
  *     library's (doctx job add and worker only map its error): refused
  *     with DTX_EINVAL, recording nothing, and checkable without a store.
  * Short by design (a few seconds): CI runs it on three backends. */
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -718,11 +721,75 @@ static void test_flow_race(void) {
   }
 }
 
+/* ---- a queue's pause and concurrency limit (queues.c, limits.c) -------- */
+
+#define LIMIT_JOBS 24
+static atomic_int lim_in_hand, lim_most;
+
+/* Counts the handlers running at once: each holds a running job. */
+static int hold_a_bit(dtx_job_run_t *run, const json_t *job, void *arg) {
+  (void)run, (void)job, (void)arg;
+  int now = atomic_fetch_add(&lim_in_hand, 1) + 1, most;
+  while ((most = atomic_load(&lim_most)) < now &&
+         !atomic_compare_exchange_weak(&lim_most, &most, now))
+    ;
+  sleep_ms(3);
+  atomic_fetch_sub(&lim_in_hand, 1);
+  return 0;
+}
+
+static void test_queue_limit(void) {
+  json_t *out = NULL;
+  dtx_job_queue_opts_t bad[] = {{0, 0, 0}, {1, 0, 0}, {1, 257, 0}, {1, -1, 0}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    CHECK_RC(dtx_job_queue_opts_check("lim", &bad[i]), DTX_EINVAL);
+  CHECK_RC(dtx_job_queue_pause(st, "bad name", 1, &out), DTX_EINVAL);
+  for (int i = 0; i < LIMIT_JOBS; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "lim-%d", i);
+    dtx_job_req_t r = {.queue = "lim", .type = "t", .id = id};
+    CHECK_RC(dtx_job_add(st, &r, &out, NULL), 0);
+    json_decref(out);
+  }
+  /* Paused: a claim takes nothing; resumed: it does. */
+  CHECK_RC(dtx_job_queue_pause(st, "lim", 1, &out), 0);
+  CHECKF(json_is_true(json_object_get(out, "paused")), "%s", JS(out));
+  json_decref(out);
+  CHECK_RC(dtx_job_claim(st, "lim", 5, 5000, "w", &out), 0);
+  CHECKF(json_array_size(out) == 0, "claimed from a paused queue: %s",
+         JS(out));
+  json_decref(out);
+  CHECK_RC(dtx_job_queue_pause(st, "lim", 0, &out), 0);
+  json_decref(out);
+  /* At most 2 running, on 6 threads. */
+  dtx_job_queue_opts_t two = {.set_max_running = 1, .max_running = 2};
+  CHECK_RC(dtx_job_queue_set(st, "lim", &two, &out), 0);
+  CHECKF(dtx__int(out, "max_running") == 2, "%s", JS(out));
+  json_decref(out);
+  dtx_job_handler_t h = {.type = NULL, .fn = hold_a_bit};
+  dtx_job_work_opts_t o = {.queue = "lim", .handlers = &h, .nhandlers = 1,
+                           .threads = 6, .once = 1, .lease_ms = 5000};
+  for (int round = 0;
+       round < 200 && count_state("lim", "succeeded") < LIMIT_JOBS; round++)
+    CHECK_RC(dtx_job_work(st, &o, NULL), 0);
+  CHECKF(count_state("lim", "succeeded") == LIMIT_JOBS, "%d of %d succeeded",
+         count_state("lim", "succeeded"), LIMIT_JOBS);
+  CHECKF(atomic_load(&lim_most) <= 2 && atomic_load(&lim_most) >= 1,
+         "%d handlers ran at once under max_running 2",
+         atomic_load(&lim_most));
+  CHECK_RC(dtx_job_stats(st, "lim", &out), 0);
+  CHECKF(dtx__int(out, "max_running") == 2 &&
+             json_is_false(json_object_get(out, "paused")),
+         "%s", JS(out));
+  json_decref(out);
+}
+
 int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:job.db";
   st = open_store();
   dtx_store_drop_collection_ex(st, DTX_JOBS, &(dtx_drop_opts_t){1});
   dtx_store_drop_collection_ex(st, "counters", &(dtx_drop_opts_t){1});
+  dtx_store_drop_collection_ex(st, DTX_JOB_QUEUES, &(dtx_drop_opts_t){1});
   TEST_RUN(test_request_checks);
   TEST_RUN(test_backoff);
   TEST_RUN(test_order_delay_dead_retry);
@@ -732,6 +799,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_chaos);
   TEST_RUN(test_effect_race);
   TEST_RUN(test_flow_race);
+  TEST_RUN(test_queue_limit);
   dtx_store_close(st);
   return TEST_DONE();
 }

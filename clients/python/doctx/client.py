@@ -601,6 +601,25 @@ class Client:
     def unschedule_job(self, name: str) -> JSON:
         """Removes schedule ``name`` (its tombstone answers); NotFound if none."""
         return self._call("DELETE", f"/v1/job-schedules/{self._p(name)}")
+    def job_queues(self) -> JSON:
+        """``GET /v1/job-queues`` (admin scope): ``{"queues": [{queue, paused,
+        gen}]}``, every queue with settings (docs/jobs.md, "Pause and resume")."""
+        return self._call("GET", "/v1/job-queues", idempotent=True)
+
+    def pause_queue(self, queue: str) -> JSON:
+        """Admin scope: claims of ``queue`` stop (running jobs finish); returns
+        once every worker sees it.  A repeat is harmless, so it is retried."""
+        return self._call("POST", f"/v1/job-queues/{self._p(queue)}/pause", {}, idempotent=True)
+
+    def resume_queue(self, queue: str) -> JSON:
+        """Admin scope: claims of ``queue`` start again.  Retried."""
+        return self._call("POST", f"/v1/job-queues/{self._p(queue)}/resume", {}, idempotent=True)
+
+    def set_queue(self, queue: str, max_running: int | str) -> JSON:
+        """Admin scope: at most ``max_running`` jobs of ``queue`` run at once
+        (``"none"``: no limit; docs/jobs.md, "Queue limits").  Retried."""
+        return self._call("POST", f"/v1/job-queues/{self._p(queue)}",
+                          {"max_running": max_running}, idempotent=True)
 
     # ---- locks (docs/locks.md) ----------------------------------------------
 

@@ -352,6 +352,55 @@ static int check_markers(dtx__audit_t *a, const json_t *jobs,
   return rc;
 }
 
+/* J12: every running job of a limited queue runs under a slot recording
+ * it at its epoch.  The jobs were read before the settings, and a slot is
+ * freed only after its job left running at that epoch, so a job running
+ * in the first read, missing from the slots in the second and still
+ * running at the same epoch when read again had its slot taken away by
+ * hand (--bypass-validation) -- or was claimed before the limit was set:
+ * either way more than max_running may run. */
+static int check_slots(dtx__audit_t *a, const json_t *jobs, const json_t *qs) {
+  const char *q, *id;
+  json_t *doc, *j;
+  json_object_foreach((json_t *)qs, q, doc) {
+    int64_t n = dtx__int(doc, "max_running");
+    if (n <= 0)
+      continue;
+    json_object_foreach((json_t *)jobs, id, j) {
+      if (!dtx__state_is(j, DTX_JOB_RUNNING) || !dtx__str_is(j, "queue", q))
+        continue;
+      int64_t e = dtx__int(j, "epoch");
+      size_t i;
+      const json_t *sl;
+      int held = 0;
+      json_array_foreach(json_object_get(doc, "slots"), i, sl) {
+        if (dtx__str_is(sl, "job", id) && dtx__int(sl, "epoch") == e)
+          held = 1;
+      }
+      if (held)
+        continue;
+      json_t *f = json_pack("{s:s}", "_id", id), *now = NULL;
+      int rc = f ? dtx__kit_read(a->st, &(dtx__kit_read_t){.coll = DTX_JOBS,
+                                                          .filter = f},
+                                 &now)
+                 : DTX_ENOMEM;
+      json_decref(f);
+      if (rc)
+        return rc;
+      const json_t *again = json_array_get(now, 0);
+      if (dtx__state_is(again, DTX_JOB_RUNNING) &&
+          dtx__int(again, "epoch") == e)
+        dtx__audit_finding(a, "job_slot", "job %s of queue %s runs at epoch "
+                           "%lld under no running slot (max_running %lld): "
+                           "a slot freed by hand, or a job claimed before "
+                           "the limit was set", id, q, (long long)e,
+                           (long long)n);
+      json_decref(now);
+    }
+  }
+  return 0;
+}
+
 int dtx__job_audit(dtx__audit_t *a) {
   json_t *jobs = NULL, *j;
   const char *id;
@@ -387,6 +436,16 @@ int dtx__job_audit(dtx__audit_t *a) {
                        (long long)nmarkers);
   }
   json_decref(counts);
+  if (rc == 0) {
+    /* A queue's settings (queues.c): a document forced past its rules
+     * (--bypass-validation) is reported by its validator's check; read
+     * after the jobs, for check_slots. */
+    json_t *qs = NULL;
+    rc = dtx__audit_load(a, DTX_JOB_QUEUES, &qs);
+    if (rc == 0)
+      rc = check_slots(a, jobs, qs);
+    json_decref(qs);
+  }
   json_decref(jobs);
   json_decref(scheds);
   return rc;

@@ -68,6 +68,13 @@
  *   (schedule added/replaced)  dtx_job_schedule     job.schedule.add
  *   (schedule removed)         dtx_job_unschedule   job.schedule.remove
  *   (sched.c has the schedules' own diagram and J8-J9.)
+ *   (queue paused|resumed)      dtx_job_queue_pause    job.queue.set
+ *                               (queues.c; a claim round reads it first)
+ *   (limit set|cleared)         dtx_job_queue_set      job.queue.set
+ *   ready -> running under a    claim round of a       job.slot.take,
+ *   running slot (max_running)  limited queue          job.claim
+ *                               (limits.c)
+ *   (its slot freed)            dtx__jq_release        job.slot.release
  * Recovery's other points (markers, retention) are in recover.c.
  *
  * Invariants (DTX_ASSERT checks what each step relies on and leaves, in
@@ -115,6 +122,13 @@
  *     recorded skip) and next_at only grows: sched.c.
  *  J9 A schedule's gen only grows; a replaced or removed one enqueues at
  *     most the one tick in flight at the change: sched.c.
+ *  J10-J11 (a queue's pause; queues.c): after a pause returns no claim
+ *     round of the queue starts, and only the job.* steps write a
+ *     queue's settings.
+ *  J12 (max_running N; limits.c): at every instant at most N jobs of the
+ *     queue claimed under the limit are running: each was claimed under
+ *     a slot recording it at its epoch, and a slot is taken again only
+ *     when its job cannot be running at that epoch.
  */
 #include <stdio.h>
 #include <string.h>
@@ -604,6 +618,15 @@ int dtx_job_stats(dtx_store_t *st, const char *queue, json_t **out) {
   }
   if (res)
     json_object_set_new(res, "total", json_integer((json_int_t)total));
+  if (res && rc == 0 && queue) { /* its settings (queues.c) */
+    json_t *set = NULL;
+    rc = dtx__jq_settings(st, queue, &set);
+    if (rc == 0) {
+      json_object_set(res, "paused", json_object_get(set, "paused"));
+      json_object_set(res, "max_running", json_object_get(set, "max_running"));
+    }
+    json_decref(set);
+  }
   if (rc || !res) {
     json_decref(res);
     return dtx__call_end(&c, rc ? rc : DTX_ENOMEM);
@@ -749,7 +772,8 @@ int dtx_job_retry(dtx_store_t *st, const char *id, json_t **out) {
 
 /* ---- the method table ------------------------------------------------------------- */
 
-static const char *const collections[] = {DTX_JOBS, DTX_JOB_SCHEDULES, NULL};
+static const char *const collections[] = {DTX_JOBS, DTX_JOB_SCHEDULES,
+                                          DTX_JOB_QUEUES, NULL};
 
 static const dtx__index_def_t indexes[] = {
     /* the claim: the walk in (rank, run_at) order under (state, queue) */
@@ -984,6 +1008,9 @@ static const dtx__rules_def_t rules[] = {
     /* only a tombstone goes: an active schedule's history is its audit */
     {DTX_JOB_SCHEDULES, dtx__sched_shape, "{\"state\":\"removed\"}",
      dtx__sched_transition},
+    /* a queue's settings: pause and resume (queues.c, J10-J11) */
+    {DTX_JOB_QUEUES, dtx__jq_shape, dtx__jq_delete_guard,
+     dtx__jq_transition},
     {NULL, NULL, NULL, NULL},
 };
 
@@ -1018,6 +1045,10 @@ static const char *const fault_points[] = {
     "job.recover.clear_marker",
     "job.recover.markers_cleared",
     "job.recover.purge",
+    /* a queue's settings (queues.c) and running slots (limits.c) */
+    "job.queue.set",
+    "job.slot.take",
+    "job.slot.release",
     NULL,
 };
 

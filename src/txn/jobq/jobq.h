@@ -40,6 +40,15 @@
  * (docs/jobs.md, "Clocks"). */
 #define DTX_JOB_FX_MARGIN_MS 1000
 
+/* The running slots a claim of a limited queue took (limits.c): slot
+ * idx[i] at g[i] for job id[i]. */
+typedef struct dtx__jq_held {
+  size_t n;
+  int idx[DTX__CLAIM_MANY_MAX];
+  int64_t g[DTX__CLAIM_MANY_MAX];
+  char id[DTX__CLAIM_MANY_MAX][160];
+} dtx__jq_held_t;
+
 /* The job documents, for the kit's moves and claims. */
 extern const dtx__kind_t dtx__job_kind;
 
@@ -106,6 +115,11 @@ int dtx__job_claim_query(const char *queue, const json_t *types, json_t **due,
  * once more.  DTX_ENOMATCH when nothing is due. */
 int dtx__job_claim(dtx__exec_t *ex, const char *queue, const json_t *due,
                    const json_t *sort, size_t max, json_t **jobs);
+/* dtx__job_claim that also tells which running slots of a limited queue
+ * the jobs took (held may be NULL; held->n 0 for an unlimited queue). */
+int dtx__job_claim_ex(dtx__exec_t *ex, const char *queue, const json_t *due,
+                      const json_t *sort, size_t max, json_t **jobs,
+                      dtx__jq_held_t *held);
 
 /* Extends the lease of job (running at its epoch, held by ex->owner) to
  * now + ex->lease_ms within budget_ms: the heartbeat (no step, no fault
@@ -209,6 +223,40 @@ int dtx__job_sched_tick(dtx__exec_t *ex, const char *queue, dtx__tally_t *t);
  * the maps (_id -> document) the job audit loaded, the schedules first. */
 int dtx__job_sched_audit(dtx__audit_t *a, const json_t *scheds,
                          const json_t *jobs);
+/* ---- queue settings (queues.c) ---- */
+
+/* The rules of DTX_JOB_QUEUES (job.c's table): validator, transition
+ * rule, delete guard. */
+extern const char dtx__jq_shape[], dtx__jq_transition[],
+    dtx__jq_delete_guard[];
+
+/* Whether queue is paused, and whether it has a concurrency limit, from
+ * this process's cache of its settings (at most DTX_JOB_QUEUE_TTL_MS old;
+ * one read when older): a claim round's gate (dtx__job_claim). */
+int dtx__jq_gate(dtx__exec_t *ex, const char *queue, int *paused,
+                 int *limited);
+
+/* Drops this process's cached settings of queue (after a change). */
+void dtx__jq_forget(const dtx_store_t *st, const char *queue);
+
+
+/* The claim round of a queue with max_running (limits.c): takes running
+ * slots for up to max due jobs, then claims them (J12).  *limited 0 when
+ * the queue has no limit after all (the caller claims as ever; nothing
+ * was done).  held (may be NULL): the slots of the jobs won. */
+int dtx__jq_claim_limited(dtx__exec_t *ex, const char *queue,
+                          const json_t *due, const json_t *sort, size_t max,
+                          json_t **jobs, dtx__jq_held_t *held, int *limited);
+
+/* Frees n running slots of queue (idx[i] still at g[i]) whose jobs are no
+ * longer running at the epoch their claim gave them: fault point
+ * job.slot.release. */
+int dtx__jq_release(dtx__exec_t *ex, const char *queue, const int *idx,
+                    const int64_t *g, size_t n);
+
+/* *out: {queue, paused, gen} of queue, read now (the defaults when it
+ * has no settings). */
+int dtx__jq_settings(dtx_store_t *st, const char *queue, json_t **out);
 
 /* The pattern's methods (recover.c, audit.c). */
 int dtx__job_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,

@@ -87,6 +87,8 @@ typedef struct held {
   dtx_job_run_t *run;  /* while its handler runs, else NULL */
   int over;            /* ended or skipped: no more renewals */
   int lost;            /* a renewal found it taken over */
+  int gone;            /* no longer running at its claim's epoch (ended,
+                          fenced, lost): its running slot may go back */
   /* Not under the heartbeat's mu (the worker thread's own): */
   int ended;           /* its handler ran; its outcome is in m, unwritten */
   dtx__move_t m;       /* that outcome (dtx__job_outcome) */
@@ -237,6 +239,7 @@ static void run_job(shared_t *sh, dtx__exec_t *ex, beat_t *b, held_t *h) {
   pthread_mutex_unlock(&b->mu);
   if (lost) { /* taken over while it waited its turn: not ours to run */
     dtx__tally_ran(&sh->ran, "fenced", 1);
+    h->gone = 1;
     held_over(b, h);
     return;
   }
@@ -266,6 +269,7 @@ static void run_job(shared_t *sh, dtx__exec_t *ex, beat_t *b, held_t *h) {
   pthread_mutex_unlock(&b->mu);
   if (atomic_load(&run.lost)) {
     dtx__tally_ran(&sh->ran, "fenced", 1);
+    h->gone = 1;
     held_over(b, h);
   } else {
     char msg[96];
@@ -355,6 +359,7 @@ static void write_outcomes(shared_t *sh, dtx__exec_t *ex, beat_t *b,
     else /* left running: its lease lapses and recovery takes it over */
       dtx__tally_error(&sh->ran, json_object_get(docs[j], "_id"), rcs[j]);
     json_decref(outs[j]);
+    h[at[j]].gone = rcs[j] == 0 || rcs[j] == DTX_ENOMATCH;
     held_over(b, &h[at[j]]);
   }
 }
@@ -401,14 +406,31 @@ int dtx__job_claim_query(const char *queue, const json_t *types, json_t **due,
   return 0;
 }
 
-int dtx__job_claim(dtx__exec_t *ex, const char *queue, const json_t *due,
-                   const json_t *sort, size_t max, json_t **jobs) {
+int dtx__job_claim_ex(dtx__exec_t *ex, const char *queue, const json_t *due,
+                      const json_t *sort, size_t max, json_t **jobs,
+                      dtx__jq_held_t *held) {
   int64_t moved = 0;
+  int paused = 0, limited = 0;
   dtx__call_t c;
   dtx__call_begin(&c, ex->deadline_ms);
+  if (held)
+    held->n = 0;
+  /* The round's gate (queues.c): a paused queue claims nothing (J10); a
+   * limited one claims under running slots (limits.c, J12). */
+  int rc = dtx__jq_gate(ex, queue, &paused, &limited);
+  if (rc == 0 && paused)
+    rc = dtx__err(DTX_ENOMATCH, "queue '%s' is paused", queue);
+  if (rc == 0 && limited) {
+    rc = dtx__jq_claim_limited(ex, queue, due, sort, max, jobs, held,
+                               &limited);
+    if (limited)
+      return dtx__call_end(&c, rc);
+  }
+  if (rc)
+    return dtx__call_end(&c, rc);
   dtx__claim_t cl = {.point = "job.claim", .due = due, .sort = sort,
                      .to = DTX_JOB_RUNNING};
-  int rc = dtx__kit_claim_many(ex, &dtx__job_kind, &cl, max, jobs);
+  rc = dtx__kit_claim_many(ex, &dtx__job_kind, &cl, max, jobs);
   if (rc == DTX_ENOMATCH) {
     /* Nothing ready: make due delayed jobs ready, then look once more. */
     int prc = dtx__job_promote(ex, queue, PROMOTE_BATCH, &moved);
@@ -418,6 +440,11 @@ int dtx__job_claim(dtx__exec_t *ex, const char *queue, const json_t *due,
       rc = dtx__kit_claim_many(ex, &dtx__job_kind, &cl, max, jobs);
   }
   return dtx__call_end(&c, rc);
+}
+
+int dtx__job_claim(dtx__exec_t *ex, const char *queue, const json_t *due,
+                   const json_t *sort, size_t max, json_t **jobs) {
+  return dtx__job_claim_ex(ex, queue, due, sort, max, jobs, NULL);
 }
 
 int dtx__job_renew(dtx__exec_t *ex, const json_t *job, int64_t budget_ms,
@@ -443,9 +470,34 @@ static void maybe_tick(shared_t *sh, dtx__exec_t *ex) {
   (void)dtx__call_end(&c, dtx__job_sched_tick(ex, sh->o->queue, &sh->ticks));
 }
 
-/* Claims up to max due jobs of the queue (dtx__job_claim). */
-static int claim(shared_t *sh, dtx__exec_t *ex, size_t max, json_t **jobs) {
-  return dtx__job_claim(ex, sh->o->queue, sh->due, sh->sort, max, jobs);
+/* Claims up to max due jobs of the queue (dtx__job_claim_ex); slots:
+ * the running slots they took on a limited queue. */
+static int claim(shared_t *sh, dtx__exec_t *ex, size_t max, json_t **jobs,
+                 dtx__jq_held_t *slots) {
+  return dtx__job_claim_ex(ex, sh->o->queue, sh->due, sh->sort, max, jobs,
+                           slots);
+}
+
+/* Frees the running slots of the batch's jobs that are no longer running
+ * at their claim's epoch (limits.c); a job left running keeps its slot
+ * until recovery takes it over (J12). */
+static void release_slots(shared_t *sh, dtx__exec_t *ex, const held_t *h,
+                          size_t n, const dtx__jq_held_t *slots) {
+  int idx[DTX__CLAIM_MANY_MAX];
+  int64_t g[DTX__CLAIM_MANY_MAX];
+  size_t k = 0;
+  for (size_t s = 0; s < slots->n; s++)
+    for (size_t i = 0; i < n; i++)
+      if (h[i].gone && dtx__str_is(h[i].job, "_id", slots->id[s])) {
+        idx[k] = slots->idx[s];
+        g[k++] = slots->g[s];
+        break;
+      }
+  dtx__call_t c;
+  dtx__call_begin(&c, ex->deadline_ms);
+  int rc = dtx__call_end(&c, dtx__jq_release(ex, sh->o->queue, idx, g, k));
+  if (rc) /* the slot comes back when a claim finds its job ended */
+    dtx__tally_error(&sh->ran, NULL, rc);
 }
 
 /* How many jobs a thread claims in its next round.  A batch saves the
@@ -496,10 +548,15 @@ static void *work(void *arg) {
   dtx__idle_t idle = {0};
   pace_t pace;
   pace_init(&pace, (size_t)sh->batch, ex.lease_ms);
-  while (!stopping(sh)) {
+  dtx__jq_held_t *slots = calloc(1, sizeof *slots);
+  if (!slots) {
+    int zero = 0;
+    atomic_compare_exchange_strong(&sh->fatal, &zero, DTX_ENOMEM);
+  }
+  while (slots && !stopping(sh)) {
     json_t *jobs = NULL;
     maybe_tick(sh, &ex);
-    int rc = claim(sh, &ex, pace.k, &jobs);
+    int rc = claim(sh, &ex, pace.k, &jobs, slots);
     /* From the claim on: how long its jobs wait behind one another (the
      * claim's own time, long under contention, must not shrink the batch:
      * that only makes more claims contend). */
@@ -534,6 +591,8 @@ static void *work(void *arg) {
       }
       write_outcomes(sh, &ex, &beat, h, n);
       batch_end(&beat);
+      if (slots->n)
+        release_slots(sh, &ex, h, n, slots);
       free(h);
       json_decref(jobs);
       pace_after(&pace, n, (double)(dtx__mono_ms() - t0));
@@ -556,6 +615,7 @@ static void *work(void *arg) {
       break;
   }
   beat_destroy(&beat);
+  free(slots);
   return NULL;
 }
 

@@ -97,6 +97,18 @@ scenario_cmd() {
     # 1 s margin (docs/jobs.md, "Exactly once").
     add_j1; d $WORK_Q >/dev/null; sleep 1.4
     echo "recover --tombstone-ttl-ms 1 --retention-ms 1" ;;
+  job.queue.set)
+    # A pause of q, then a resume: a crash leaves q paused or not; the
+    # operator's resume again (check_final) runs j1.
+    add_j1; d job pause q >/dev/null
+    echo "job resume q" ;;
+  job.slot.take | job.slot.release)
+    # q limited to 2 running: the runner takes a slot, claims j1 under it,
+    # and frees it after the outcome.  A slot left behind by a crash is
+    # taken again once its job ended (or its claim's window passed); the
+    # other one is free meanwhile.
+    d job queue q --max-running 2 >/dev/null
+    add_j1; echo "$WORK_Q" ;;
   job.recover.*)
     add_j1; d $WORK_Q >/dev/null; sleep 1.4
     echo "recover --tombstone-ttl-ms 1" ;;
@@ -158,6 +170,7 @@ check_final() {
   local label=$1 out st n v
   case "$label" in job.schedule.*) check_sched "$label"; return ;; esac
   d recover --older-than-ms 0 >/dev/null || { bad "$label: recover failed"; return; }
+  case "$label" in job.queue.*) d job resume q >/dev/null || { bad "$label: resume failed"; return; } ;; esac
   st=$(j1_state)
   v=$(d find jobs '{"_id":"p","state":{"$in":["ready","delayed","waiting"]}}' --project '{"_id":1}')
   case "$st" in
