@@ -1177,6 +1177,24 @@ int dtx_job_claim_check(const char *queue, int n, int64_t lease_ms,
 int dtx_job_heartbeat_check(const char *id, int64_t epoch, int64_t lease_ms);
 int dtx_job_end_check(const char *id, int64_t epoch, const json_t *result,
                       const char *error);
+
+/* ---- job progress, cancel of a running job, retention (src/txn/jobq/
+ * remote.c, docs/jobs.md "Progress") ----
+ *
+ * A running attempt's progress: any JSON value of at most 4096 bytes of
+ * JSON text, kept as the job's "progress" (shown by dtx_job_get and
+ * dtx_job_list) by ONE move fenced by the attempt's epoch (fault point
+ * job.progress), which changes neither the state nor the epoch: a stale
+ * epoch, or a job no longer running, is DTX_ESTALE and writes nothing;
+ * DTX_ENOTFOUND for an unknown id.  *out (may be NULL): the job. */
+int dtx_job_progress(dtx_store_t *st, const char *id, int64_t epoch,
+                     const json_t *value, json_t **out);
+/* The same from a handler, for the attempt run runs. */
+int dtx_job_run_progress(dtx_job_run_t *run, const json_t *value);
+/* dtx_job_progress's check before the store is touched: the id, epoch
+ * >= 1, a value (not NULL) of at most 4096 bytes that a job can hold. */
+int dtx_job_progress_check(const char *id, int64_t epoch,
+                           const json_t *value);
 /* ---- lease locks with fencing tokens (src/txn/lock/, docs/locks.md) --------
  *
  * A lock is a document of the collection "locks", _id = its name, never

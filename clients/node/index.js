@@ -288,6 +288,11 @@ export class Client {
     return this.#call('POST', `/v1/jobs/${p(id)}/heartbeat`, fields({ epoch, leaseMs }), { idempotent: true });
   }
 
+  /** Records an attempt's progress (any JSON); Conflict STALE once superseded.  Retried. */
+  progress(id, epoch, value) {
+    return this.#call('POST', `/v1/jobs/${p(id)}/progress`, { epoch, value }, { idempotent: true });
+  }
+
   /** Completes an attempt; a repeat answers the same.  Retried. */
   complete(id, epoch, { result } = {}) {
     return this.#call('POST', `/v1/jobs/${p(id)}/complete`, fields({ epoch, result }), { idempotent: true });

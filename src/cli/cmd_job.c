@@ -162,6 +162,27 @@ static int end(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   return code;
 }
 
+/* ---- progress (docs/jobs.md, "Progress") -------------------------------- */
+
+static int progress(dtx_cli_t *cli, const dtx__cli_args_t *a) {
+  int64_t epoch = 0;
+  json_t *value = NULL, *job = NULL;
+  int code, rc;
+  if ((code = epoch_arg(a, &epoch)))
+    return code;
+  if (!(value = dtx__cli_json(a->pos[2], "VALUE")))
+    return DTX_EXIT_USAGE;
+  dtx_store_t *st = NULL;
+  if ((rc = dtx_job_progress_check(a->pos[0], epoch, value)))
+    code = dtx__cli_fail(rc);
+  else if ((st = dtx__cli_store(cli, &code))) {
+    rc = dtx_job_progress(st, a->pos[0], epoch, value, &job);
+    code = step_done(rc, job);
+  }
+  json_decref(value);
+  return code;
+}
+
 static int list(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   json_t *all = NULL;
   int code;
@@ -244,6 +265,7 @@ const dtx__cli_spec_t dtx__cmd_job = {
          (const dtx__cli_opt_t[]){DTX__CLI_OPT_LEASE, {NULL}}, DTX__CLI_ARMED},
         {"complete", end, "ID EPOCH [RESULT]", NULL, DTX__CLI_ARMED},
         {"fail", end, "ID EPOCH [ERROR]", NULL, DTX__CLI_ARMED},
+        {"progress", progress, "ID EPOCH VALUE", NULL, DTX__CLI_ARMED},
         {"effect", effect, "JOB_ID EPOCH KEY COLL FILTER UPDATE",
          (const dtx__cli_opt_t[]){{"--fence", DTX__CLI_STR, "NAME:TOKEN"},
                                   {NULL}},
@@ -283,10 +305,12 @@ const dtx__cli_spec_t dtx__cmd_job = {
     "heartbeat renews that lease; complete (RESULT: JSON) or fail (ERROR:\n"
     "text) ends the attempt, each only while the job runs at EPOCH.  The\n"
     "same complete or fail repeated prints the job again, changing nothing.\n"
-    "exit: 0 ok; 1 no such job (show, heartbeat, complete, fail), no\n"
-    "      document matches (effect); 2 invalid input (nothing is\n"
-    "      recorded); 3 --id reused with other parameters, cancel of a job\n"
-    "      that is not ready or delayed, retry of one that is not dead, a\n"
-    "      stale EPOCH (no longer current) or a stale --fence token\n"
-    "      (effect); 4 store error\n"};
+    "progress records VALUE (JSON, at most 4096 bytes) as the job's\n"
+    "progress, shown by show and list, only while the job runs at EPOCH.\n"
+    "exit: 0 ok; 1 no such job (show, heartbeat, complete, fail,\n"
+    "      progress), no document matches (effect); 2 invalid input\n"
+    "      (nothing is recorded); 3 --id reused with other parameters,\n"
+    "      cancel of a job that is not ready or delayed, retry of one\n"
+    "      that is not dead, a stale EPOCH (no longer current) or a stale\n"
+    "      --fence token (effect); 4 store error\n"};
 #undef V

@@ -51,6 +51,7 @@ static const struct {
     {"POST", "/v1/jobs/{id}/retry", "Retry a dead job", 200},
     {"POST", "/v1/jobs/{id}/cancel", "Cancel a ready or delayed job", 200},
     {"POST", "/v1/jobs/{id}/effect", "Apply a job's effect at most once", 200},
+    {"POST", "/v1/jobs/{id}/progress", "Record a claimed job's progress", 200},
     {"POST", "/v1/locks/{name}/acquire", "Acquire a lock (a fencing token)",
      200},
     {"POST", "/v1/locks/{name}/campaign",

@@ -156,6 +156,9 @@ const dtx__srv_route_t dtx__srv_routes[] = {
     {"POST", "/v1/jobs/{id}/effect", W, dtx__srv_h_job_effect,
      FIELDS({"epoch", F_INT}, {"key", F_STR}, {"coll", F_STR},
             {"filter", F_OBJ}, {"update", F_OBJ}, {"fence", F_STR})},
+    /* job progress (docs/jobs.md "Progress"; routes_job.c) */
+    {"POST", "/v1/jobs/{id}/progress", W, dtx__srv_h_job_progress,
+     FIELDS({"epoch", F_INT}, {"value", F_ANY})},
     /* admin */
     {"POST", "/v1/admin/audit", A, dtx__srv_h_audit,
      FIELDS({"settled", F_BOOL})},

@@ -222,3 +222,25 @@ void dtx__srv_h_job_effect(dtx__srv_ctx_t *c) {
   else
     dtx__srv_json(c, 200, json_pack("{s:b}", "applied", applied));
 }
+
+/* ---- progress (docs/jobs.md, "Progress") ---------------------------------- */
+
+/* A claimed attempt's progress, fenced by epoch: STALE, 409, once the
+ * attempt is no longer current; nothing written. */
+void dtx__srv_h_job_progress(dtx__srv_ctx_t *c) {
+  int64_t epoch;
+  json_t *job = NULL, *value = dtx__srv_arg(c, "value");
+  if (arg_epoch(c, &epoch))
+    return;
+  if (!value) {
+    dtx__srv_bad(c, DTX_EINVAL, "field 'value' is required (any JSON)");
+    return;
+  }
+  int rc = dtx_job_progress_check(c->param[0], epoch, value);
+  if (!rc)
+    rc = dtx_job_progress(c->d->st, c->param[0], epoch, value, &job);
+  if (rc)
+    dtx__srv_fail(c, rc, NULL);
+  else
+    dtx__srv_json(c, 200, job);
+}

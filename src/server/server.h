@@ -230,6 +230,7 @@ void dtx__srv_h_job_fail(dtx__srv_ctx_t *c);
 void dtx__srv_h_job_retry(dtx__srv_ctx_t *c);
 void dtx__srv_h_job_cancel(dtx__srv_ctx_t *c);
 void dtx__srv_h_job_effect(dtx__srv_ctx_t *c);
+void dtx__srv_h_job_progress(dtx__srv_ctx_t *c);
 void dtx__srv_h_healthz(dtx__srv_ctx_t *c);
 void dtx__srv_h_readyz(dtx__srv_ctx_t *c);
 void dtx__srv_h_metrics(dtx__srv_ctx_t *c);

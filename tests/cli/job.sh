@@ -375,4 +375,36 @@ expect 0 "a background child" -- d job work q --once --timeout-ms 20000 --exec '
 [ $((SECONDS - t0)) -lt 10 ] && ok || bad "the worker waited for the background child"
 job=$(d job show bgc)
 [ "$(jget "$job" state)" = succeeded ] && [ "$(jget "$job" result ok)" = 1 ] && ok || bad "bgc: $job"
+
+# ---- progress (docs/jobs.md, "Progress") -------------------------------------
+# Fenced by the epoch in the same step: a stale attempt's report writes
+# nothing; shown by show and list; never the state or the epoch; a plain
+# update may not change it; bad input exits 2 before the store opens.
+new_store job_progress
+d job add pq t --id p1 >/dev/null
+pe=$(jget "$(d job claim pq --lease-ms 60000)" epoch)
+expect 0 "progress" -- d job progress p1 "$pe" '{"done":3,"of":10}'
+[ "$(jget "$(out)" progress done)" = 3 ] && [ "$(jget "$(out)" state)" = running ] &&
+  [ "$(jget "$(out)" epoch)" = "$pe" ] && ok || bad "progress: $(out)"
+[ "$(jget "$(d job show p1)" progress of)" = 10 ] && ok || bad "show: $(d job show p1)"
+[ "$(jget "$(d job list pq)" progress done)" = 3 ] && ok || bad "list: $(d job list pq)"
+expect 3 "progress, a stale epoch" -- d job progress p1 $((pe + 1)) 7
+grep -q 'STALE' "$WORK/err" && [ "$(jget "$(d job show p1)" progress done)" = 3 ] &&
+  ok || bad "a stale progress wrote: $(d job show p1)"
+expect 1 "progress, no such job" -- d job progress nope 1 7
+expect 2 "progress, bad JSON" -- d job progress p1 "$pe" '{nope'
+expect 2 "progress, epoch 0" -- d job progress p1 0 1
+expect 2 "progress, too big" -- d job progress p1 "$pe" "\"$(printf '%05000d' 0)\""
+expect 3 "progress by a plain update" -- d update jobs '{"_id":"p1"}' '{"$set":{"progress":99}}'
+[ "$(jget "$(d job show p1)" progress done)" = 3 ] && ok || bad "plain progress: $(d job show p1)"
+expect 0 "complete after progress" -- d job complete p1 "$pe"
+expect 3 "progress after the attempt ended" -- d job progress p1 "$pe" 9
+[ "$(jget "$(d job show p1)" progress done)" = 3 ] && ok || bad "late progress: $(d job show p1)"
+# From an --exec handler, with the attempt's own environment.
+d job add pq t --id p2 >/dev/null
+expect 0 "progress from a handler" -- d job work pq --once --exec \
+  '"$DOCTX" --store "$DOCTX_STORE" job progress "$DOCTX_JOB_ID" "$DOCTX_JOB_EPOCH" "{\"half\":true}" >/dev/null'
+[ "$(jget "$(d job show p2)" progress half)" = true ] && [ "$(state p2)" = succeeded ] &&
+  ok || bad "handler progress: $(d job show p2)"
+expect 0 "audit after progress" -- d audit
 finish

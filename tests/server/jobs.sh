@@ -203,6 +203,25 @@ check metrics 200 'doctxd_jobs_total{queue="mail",event="added"} 2' \
   'doctxd_http_requests_total{route="/v1/jobs/{id}/complete",method="POST",code="409"}'
 if grep -qE 'j1|"f1"|py-1' "$WORK/rb"; then
   bad "a job id or owner is a metrics label"; else ok; fi
+# ---- progress (docs/jobs.md, "Progress") -------------------------------------------
+req POST /v1/queues/prog/jobs "$T_WRITE" '{"type":"t","id":"pg1"}'
+req POST /v1/queues/prog/claim "$T_WRITE" '{"lease_ms":20000}'
+EP=$(jget 'j["jobs"][0]["epoch"]')
+req POST /v1/jobs/pg1/progress "$T_WRITE" "{\"epoch\":$EP,\"value\":{\"pct\":40}}"
+check "progress" 200 '"state":"running"' '"progress":{"pct":40}' "\"epoch\":$EP"
+req GET /v1/jobs/pg1 "$T_READ"
+check "progress: shown" 200 '"progress":{"pct":40}'
+req GET /v1/queues/prog/jobs "$T_READ"
+check "progress: listed" 200 '"progress":{"pct":40}'
+refused "progress: another epoch" 409 STALE POST /v1/jobs/pg1/progress "$T_WRITE" "{\"epoch\":$((EP + 1)),\"value\":1}"
+refused "progress: no value" 400 INVAL POST /v1/jobs/pg1/progress "$T_WRITE" "{\"epoch\":$EP}"
+refused "progress: no epoch" 400 INVAL POST /v1/jobs/pg1/progress "$T_WRITE" '{"value":1}'
+refused "progress: too big" 400 INVAL POST /v1/jobs/pg1/progress "$T_WRITE" "{\"epoch\":$EP,\"value\":\"$(printf '%05000d' 0)\"}"
+refused "progress: a read token" 403 FORBIDDEN POST /v1/jobs/pg1/progress "$T_READ" "{\"epoch\":$EP,\"value\":1}"
+refused "progress: unknown job" 404 NOTFOUND POST /v1/jobs/nope/progress "$T_WRITE" '{"epoch":1,"value":1}'
+req POST /v1/jobs/pg1/complete "$T_WRITE" "{\"epoch\":$EP}"
+refused "progress: the attempt ended" 409 STALE POST /v1/jobs/pg1/progress "$T_WRITE" "{\"epoch\":$EP,\"value\":2}"
+
 req POST /v1/admin/audit "$T_ADMIN" '{}'
 check "audit at the end" 200 '"clean":true'
 

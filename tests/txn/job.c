@@ -637,6 +637,58 @@ static void test_effect_race(void) {
   json_decref(rep);
 }
 
+/* ---- progress (docs/jobs.md, "Progress") ---------------------------------- */
+
+/* Reports progress twice from the handler; a report at another epoch is
+ * refused (STALE) and writes nothing. */
+static int report(dtx_job_run_t *run, const json_t *job, void *arg) {
+  int *bad = arg;
+  int64_t epoch = dtx__int(job, "epoch");
+  json_t *v1 = J("{\"done\":1}"), *v2 = J("{\"done\":2}"), *v9 = J("9");
+  if (dtx_job_run_progress(run, v1) != 0 || dtx_job_run_progress(run, v2) != 0)
+    (*bad)++;
+  if (dtx_job_progress(st, dtx__str(job, "_id"), epoch + 1, v9, NULL) !=
+      DTX_ESTALE)
+    (*bad)++;
+  json_t *now = NULL;
+  if (dtx_job_get(st, dtx__str(job, "_id"), &now) ||
+      !dtx__state_is(now, DTX_JOB_RUNNING) || dtx__int(now, "epoch") != epoch ||
+      dtx__int(json_object_get(now, "progress"), "done") != 2)
+    (*bad)++;
+  json_decref(now);
+  json_decref(v1);
+  json_decref(v2);
+  json_decref(v9);
+  return 0;
+}
+
+static void test_progress(void) {
+  int bad = 0;
+  json_t *big = json_string_nocheck(""), *v = J("1"), *keep = NULL;
+  char text[5000];
+  memset(text, 'x', sizeof text - 1);
+  text[sizeof text - 1] = '\0';
+  json_string_set(big, text);
+  /* the library's checks, before any store */
+  CHECK_RC(dtx_job_progress_check("p", 1, NULL), DTX_EINVAL);
+  CHECK_RC(dtx_job_progress_check("p", 0, v), DTX_EINVAL);
+  CHECK_RC(dtx_job_progress_check("p/1", 1, v), DTX_EINVAL);
+  CHECK_RC(dtx_job_progress_check("p", 1, big), DTX_EINVAL);
+  CHECK_RC(dtx_job_progress_check("p", 1, v), 0);
+  add("pr1", 0, 0, 1, NULL);
+  CHECK_RC(work_once(report, &bad, 1), 0);
+  CHECK(bad == 0);
+  CHECK(strcmp(state_of("pr1", &keep), DTX_JOB_SUCCEEDED) == 0);
+  CHECK(dtx__int(json_object_get(keep, "progress"), "done") == 2);
+  /* the attempt is over: refused, nothing written */
+  CHECK_RC(dtx_job_progress(st, "pr1", dtx__int(keep, "epoch"), v, NULL),
+           DTX_ESTALE);
+  CHECK_RC(dtx_job_progress(st, "nope", 1, v, NULL), DTX_ENOTFOUND);
+  json_decref(keep);
+  json_decref(big);
+  json_decref(v);
+}
+
 int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:job.db";
   st = open_store();
@@ -650,6 +702,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_unique_race);
   TEST_RUN(test_chaos);
   TEST_RUN(test_effect_race);
+  TEST_RUN(test_progress);
   dtx_store_close(st);
   return TEST_DONE();
 }

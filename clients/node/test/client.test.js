@@ -284,6 +284,12 @@ test('jobs', async () => {
   const ep = claimed[0].epoch;
   assert.equal((await c.heartbeat(j1, ep, { leaseMs: 30000 })).state, 'running');
   await rejects(c.heartbeat(j1, ep + 6), Conflict, (e) => assert.equal(e.code, 'STALE'));
+  const prog = await c.progress(j1, ep, { pct: 40 });
+  assert.equal(prog.state, 'running');
+  assert.deepEqual(prog.progress, { pct: 40 });
+  assert.deepEqual((await c.job(j1)).progress, { pct: 40 });
+  await rejects(c.progress(j1, ep + 6, 1), Conflict, (e) => assert.equal(e.code, 'STALE'));
+  assert.deepEqual((await c.job(j1)).progress, { pct: 40 });
   const done = await c.complete(j1, ep, { result: { sent: true } });
   assert.equal(done.state, 'succeeded');
   assert.deepEqual(await c.complete(j1, ep, { result: { sent: true } }), done);

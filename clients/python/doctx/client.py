@@ -511,6 +511,13 @@ class Client:
         body = _drop_none({"epoch": epoch, "lease_ms": lease_ms})
         return self._call("POST", f"/v1/jobs/{self._p(id)}/heartbeat", body, idempotent=True)
 
+    def progress(self, id: str, epoch: int, value: Any) -> JSON:
+        """Records ``value`` (any JSON, at most 4096 bytes) as the progress of
+        job ``id``'s attempt ``epoch``; Conflict (``STALE``) once that attempt
+        is no longer current, nothing written.  Retried (fenced by the epoch)."""
+        body = {"epoch": epoch, "value": value}
+        return self._call("POST", f"/v1/jobs/{self._p(id)}/progress", body, idempotent=True)
+
     def complete(self, id: str, epoch: int, *, result: Any = None) -> JSON:
         """Completes job ``id``'s attempt ``epoch`` with ``result``.  A repeat
         answers the same, so it is retried; Conflict (``STALE``) if taken over."""

@@ -358,6 +358,12 @@ def test_jobs(c: Client) -> None:
     with pytest.raises(Conflict) as e:
         c.heartbeat(j1, ep + 6)
     assert e.value.code == "STALE"
+    prog = c.progress(j1, ep, {"pct": 40})
+    assert prog["state"] == "running" and prog["progress"] == {"pct": 40} and prog["epoch"] == ep
+    assert c.job(j1)["progress"] == {"pct": 40}
+    with pytest.raises(Conflict) as e:
+        c.progress(j1, ep + 6, 1)
+    assert e.value.code == "STALE" and c.job(j1)["progress"] == {"pct": 40}
     done = c.complete(j1, ep, result={"sent": True})
     assert done["state"] == "succeeded" and c.complete(j1, ep, result={"sent": True}) == done
     ep2 = c.claim(q, n=5)[0]["epoch"]

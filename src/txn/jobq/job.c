@@ -49,6 +49,9 @@
  *   delayed -> ready            dtx__job_promote       job.promote
  *   ready|delayed -> canceled   dtx_job_cancel         job.cancel
  *   dead -> ready               dtx_job_retry          job.retry
+ *   running -> running          dtx_job_progress,      job.progress
+ *   (progress: J16)             dtx_job_run_progress
+ *                               (remote.c)
  * Recovery's other points (markers, retention) are in recover.c.
  *
  * Invariants (DTX_ASSERT checks what each step relies on and leaves, in
@@ -87,6 +90,12 @@
  *     again), a delayed one to succeeded (it would never run) -- is seen.
  *     A job rewritten whole into another consistent state is not: its
  *     fields are all the history it has.
+ * J16 A job's "progress" is written only by the move job.progress of its
+ *     running attempt, fenced by the epoch (a stale attempt's report
+ *     writes nothing), and that move changes neither the state nor the
+ *     epoch nor the lease; a plain write may not change it (the
+ *     transition rule's "plain" object), so what show and list print is
+ *     what an attempt of the job reported.
  */
 #include <stdio.h>
 #include <string.h>
@@ -801,7 +810,13 @@ static const char job_transition[] =
     "\"immutable\":[\"" DTX_JOB_PINS "\",\"fx_colls\"],"
     "\"why\":\"a job's effect pins and collections change only by its "
     "steps: a pin moved or forgotten applies the effect to a second "
-    "document (docs/jobs.md)\"}]";
+    "document (docs/jobs.md)\"},"
+    /* J16 (progress): a job's progress is written only by the fenced
+     * job.progress step of its running attempt. */
+    "{\"scope\":\"plain\",\"steps\":[\"job\"],"
+    "\"immutable\":[\"progress\"],"
+    "\"why\":\"a job's progress is written only by its running attempt "
+    "(doctx job progress ID EPOCH VALUE, docs/jobs.md)\"}]";
 #undef TERMINAL_MOVE
 #undef S_
 
@@ -845,6 +860,7 @@ static const char *const fault_points[] = {
     "job.promote",
     "job.cancel",
     "job.retry",
+    "job.progress", /* remote.c */
     /* recovery (recover.c) */
     "job.recover.takeover",
     "job.recover.forget_markers",

@@ -64,6 +64,11 @@ scenario_cmd() {
     add_j1 '{"fail":true}' "--max-attempts 1"
     d $WORK_Q >/dev/null 2>&1
     echo "job retry j1" ;;
+  job.progress)
+    # A remote worker's report (docs/jobs.md, "Progress"): j1 claimed at
+    # epoch 1; recovery takes the attempt over afterwards.
+    add_j1; d job claim q --lease-ms 300 >/dev/null
+    echo 'job progress j1 1 {"done":1}' ;;
   job.recover.takeover)
     add_j1
     DOCTX_FAULT=job.complete:crash d $WORK_Q >/dev/null 2>&1
