@@ -975,8 +975,13 @@ int dtx_job_list(dtx_store_t *st, const char *queue, const char *state,
 int dtx_job_stats(dtx_store_t *st, const char *queue, json_t **out);
 
 /* Cancels a ready or delayed job (-> canceled; its unique key is free
- * again).  A canceled job is returned as it is; running, succeeded and
- * dead ones are DTX_ESTATE; an unknown id DTX_ENOTFOUND.  *out: the job. */
+ * again).  On a running job it records the request (cancel_requested;
+ * the job stays running): its holder ends the attempt canceled -- never
+ * succeeded, never retried -- at its next heartbeat, or at its complete
+ * or fail; recovery ends a lapsed one canceled (docs/jobs.md, "Canceling
+ * a running job").  A canceled job, or a running one whose cancel is
+ * recorded, is returned as it is; succeeded and dead ones are DTX_ESTATE;
+ * an unknown id DTX_ENOTFOUND.  *out: the job. */
 int dtx_job_cancel(dtx_store_t *st, const char *id, json_t **out);
 
 /* Retries a dead job by hand: -> ready with attempts 0.  DTX_ESTATE for
@@ -1147,14 +1152,19 @@ int dtx_job_claim(dtx_store_t *st, const char *queue, int n, int64_t lease_ms,
 /* Renews the lease of job id's attempt at epoch to now + lease_ms (0:
  * 30000) while the job runs at that epoch: DTX_ESTALE otherwise (taken
  * over by recovery, canceled before, or ended), nothing written;
- * DTX_ENOTFOUND for an unknown id.  *out (may be NULL): the job. */
+ * DTX_ESTATE once a cancel of the job was requested (dtx_job_cancel),
+ * *out then the job: stop, and end the attempt with dtx_job_complete or
+ * dtx_job_fail_at, which end it canceled; DTX_ENOTFOUND for an unknown
+ * id.  *out (may be NULL): the job. */
 int dtx_job_heartbeat(dtx_store_t *st, const char *id, int64_t epoch,
                       int64_t lease_ms, json_t **out);
 
 /* Ends job id's attempt at epoch: complete -> succeeded with result
  * (NULL: null; one the store cannot keep is kept in its marked text form,
  * docs/jobs.md "Results"); fail_at -> delayed with backoff, or dead when
- * its attempts are used up, error (NULL: none) kept as last_error.  Each
+ * its attempts are used up, error (NULL: none) kept as last_error.  Once
+ * a cancel of the job was requested, either ends it canceled instead
+ * (0, *out the job, state canceled, no result kept).  Each
  * at most once: a stale epoch or a lapsed lease taken over by recovery is
  * DTX_ESTALE and changes nothing.  The same call repeated after a lost
  * reply (the job already ended by that epoch's own outcome: succeeded,
@@ -1178,8 +1188,8 @@ int dtx_job_heartbeat_check(const char *id, int64_t epoch, int64_t lease_ms);
 int dtx_job_end_check(const char *id, int64_t epoch, const json_t *result,
                       const char *error);
 
-/* ---- job progress, cancel of a running job, retention (src/txn/jobq/
- * remote.c, docs/jobs.md "Progress") ----
+/* ---- job progress (src/txn/jobq/remote.c, docs/jobs.md "Progress";
+ * the cancel of a running job is dtx_job_cancel's, cancel.c) ----
  *
  * A running attempt's progress: any JSON value of at most 4096 bytes of
  * JSON text, kept as the job's "progress" (shown by dtx_job_get and

@@ -277,7 +277,7 @@ export class Client {
   fail(id: string, epoch: number, opts?: { error?: string }): Promise<Job>;
   /** A dead job ready again; Conflict STATE otherwise.  Not retried. */
   retryJob(id: string): Promise<Job>;
-  /** A repeat answers the same.  Retried. */
+  /** Ready or delayed: canceled; running: the cancel recorded (its heartbeat then STATE).  A repeat answers the same.  Retried. */
   cancelJob(id: string): Promise<Job>;
   /** At most once per (job, key); applied false when it was before.  Retried. */
   effect(id: string, epoch: number, key: string, coll: string, filter: JsonObject, update: JsonObject,

@@ -308,7 +308,9 @@ export class Client {
     return this.#call('POST', `/v1/jobs/${p(id)}/retry`);
   }
 
-  /** Cancels a ready or delayed job; a repeat answers the same.  Retried. */
+  /** Cancels a ready or delayed job, or records the cancel of a running one (its
+   *  heartbeat then rejects with Conflict STATE; complete/fail end it canceled);
+   *  a repeat answers the same.  Retried. */
   cancelJob(id) {
     return this.#call('POST', `/v1/jobs/${p(id)}/cancel`, undefined, { idempotent: true });
   }

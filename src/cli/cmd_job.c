@@ -305,12 +305,18 @@ const dtx__cli_spec_t dtx__cmd_job = {
     "heartbeat renews that lease; complete (RESULT: JSON) or fail (ERROR:\n"
     "text) ends the attempt, each only while the job runs at EPOCH.  The\n"
     "same complete or fail repeated prints the job again, changing nothing.\n"
+    "cancel of a running job records the request: its worker ends the\n"
+    "attempt canceled (never succeeded) at its next heartbeat, --exec's\n"
+    "command group getting SIGTERM, then SIGKILL 2 s later; a remote\n"
+    "worker's heartbeat then exits 3 (STATE), and its complete or fail\n"
+    "end the attempt canceled.\n"
     "progress records VALUE (JSON, at most 4096 bytes) as the job's\n"
     "progress, shown by show and list, only while the job runs at EPOCH.\n"
     "exit: 0 ok; 1 no such job (show, heartbeat, complete, fail,\n"
     "      progress), no document matches (effect); 2 invalid input\n"
     "      (nothing is recorded); 3 --id reused with other parameters,\n"
-    "      cancel of a job that is not ready or delayed, retry of one\n"
-    "      that is not dead, a stale EPOCH (no longer current) or a stale\n"
-    "      --fence token (effect); 4 store error\n"};
+    "      cancel of a succeeded or dead job, retry of one that is not\n"
+    "      dead, a stale EPOCH (no longer current), a heartbeat after a\n"
+    "      cancel was requested, or a stale --fence token (effect); 4\n"
+    "      store error\n"};
 #undef V

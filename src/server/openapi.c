@@ -49,7 +49,7 @@ static const struct {
     {"POST", "/v1/jobs/{id}/complete", "Complete a claimed job", 200},
     {"POST", "/v1/jobs/{id}/fail", "Fail a claimed job", 200},
     {"POST", "/v1/jobs/{id}/retry", "Retry a dead job", 200},
-    {"POST", "/v1/jobs/{id}/cancel", "Cancel a ready or delayed job", 200},
+    {"POST", "/v1/jobs/{id}/cancel", "Cancel a job (a running one: request it)", 200},
     {"POST", "/v1/jobs/{id}/effect", "Apply a job's effect at most once", 200},
     {"POST", "/v1/jobs/{id}/progress", "Record a claimed job's progress", 200},
     {"POST", "/v1/locks/{name}/acquire", "Acquire a lock (a fencing token)",

@@ -148,9 +148,14 @@ void dtx__srv_h_job_heartbeat(dtx__srv_ctx_t *c) {
   int rc = dtx_job_heartbeat_check(c->param[0], epoch, lease);
   if (!rc)
     rc = dtx_job_heartbeat(c->d->st, c->param[0], epoch, lease, &job);
-  if (rc)
-    dtx__srv_fail(c, rc, NULL); /* STALE: stop working on it, 409 */
-  else
+  if (rc) {
+    /* STALE: stop working on it, 409; STATE with the job: canceled (a
+     * cancel was requested), stop and end the attempt. */
+    json_t *extra =
+        rc == DTX_ESTATE && job ? json_pack("{s:O}", "job", job) : NULL;
+    dtx__srv_fail(c, rc, extra);
+    json_decref(job);
+  } else
     dtx__srv_json(c, 200, job);
 }
 

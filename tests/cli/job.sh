@@ -407,4 +407,72 @@ expect 0 "progress from a handler" -- d job work pq --once --exec \
 [ "$(jget "$(d job show p2)" progress half)" = true ] && [ "$(state p2)" = succeeded ] &&
   ok || bad "handler progress: $(d job show p2)"
 expect 0 "audit after progress" -- d audit
+
+# ---- cancel of a running job (docs/jobs.md, "Canceling a running job") ------
+# The request ends nothing itself; the holder's next heartbeat ends the
+# attempt canceled (J17): an --exec command whose group (a background
+# child, one that ignores SIGTERM) is gone afterwards; a remote worker's
+# heartbeat is refused (STATE), its complete ends it canceled; an effect
+# after the request is refused; a dead holder's attempt is ended canceled
+# by recovery; a plain update cannot take the request back.
+new_store job_cancel_running
+d job add cq t --id c1 >/dev/null
+rm -f "$WORK/c1.pg" "$WORK/c1.bg" "$WORK/c1.ign" "$WORK/c1.term"
+start_bg "$WORK/c1.log" d job work cq --once --lease-ms 900 --exec \
+  "echo \$\$ >$WORK/c1.pg; trap 'echo term >$WORK/c1.term; exit 1' TERM
+   sleep 30 & echo \$! >$WORK/c1.bg
+   (trap '' TERM; exec sleep 30) & echo \$! >$WORK/c1.ign
+   wait; wait"
+WPID=$BG_PID
+for _ in $(seq 100); do [ -s "$WORK/c1.ign" ] && break; nap 0.05; done
+t0=$(now_ms)
+expect 0 "cancel a running --exec job" -- d job cancel c1
+[ "$(jget "$(out)" state)" = running ] && [ "$(jget "$(out)" cancel_requested)" != null ] &&
+  ok || bad "the request ended the attempt, or was not recorded: $(out)"
+bounded_wait "$WPID" 20 "$WORK/c1.log"
+took=$(($(now_ms) - t0))
+[ "$(state c1)" = canceled ] && ok || bad "c1 not canceled: $(d job show c1)"
+grep -q '"canceled":1' "$WORK/c1.log" && ok || bad "worker summary: $(cat "$WORK/c1.log")"
+[ "$took" -lt 3000 ] && ok || bad "the cancel took ${took} ms (a heartbeat is 300 ms)"
+[ -s "$WORK/c1.term" ] && ok || bad "the command got no SIGTERM first"
+gone=1
+for p in "$(cat "$WORK/c1.pg")" "$(cat "$WORK/c1.bg")" "$(cat "$WORK/c1.ign")"; do
+  for _ in $(seq 60); do alive "$p" || break; nap 0.05; done
+  alive "$p" && gone=0
+done
+[ "$gone" = 1 ] && ok || bad "a process of the canceled command's group outlived it"
+# A remote worker: heartbeat says STATE (exit 3), an effect is refused,
+# complete ends the attempt canceled, never succeeded.
+d insert cxc '{"_id":"x","n":0}' >/dev/null
+d job add cq t --id c2 >/dev/null
+ce=$(jget "$(d job claim cq --lease-ms 60000)" epoch)
+expect 0 "cancel a claimed job" -- d job cancel c2
+expect 0 "cancel it again: the same" -- d job cancel c2
+[ "$(jget "$(out)" state)" = running ] && ok || bad "cancel again: $(out)"
+expect 3 "heartbeat after the cancel" -- d job heartbeat c2 "$ce"
+grep -q 'STATE.*canceled' "$WORK/err" && ok || bad "heartbeat: $(cat "$WORK/err")"
+expect 3 "an effect after the cancel" -- d job effect c2 "$ce" k cxc '{"_id":"x"}' '{"$inc":{"n":1}}'
+[ "$(jget "$(d find cxc '{"_id":"x"}')" n)" = 0 ] && ok || bad "the effect applied after the cancel"
+expect 3 "a plain update takes the request back" -- d update jobs '{"_id":"c2"}' '{"$unset":{"cancel_requested":""}}'
+expect 3 "a plain update completes it" -- d update jobs '{"_id":"c2"}' '{"$set":{"state":"succeeded","finished":1,"attempts":1}}'
+expect 0 "complete after the cancel" -- d job complete c2 "$ce" '{"sent":true}'
+[ "$(jget "$(out)" state)" = canceled ] && [ "$(jget "$(out)" result)" = null ] && ok || bad "complete: $(out)"
+expect 0 "complete again: the same" -- d job complete c2 "$ce" '{"sent":true}'
+[ "$(jget "$(out)" state)" = canceled ] && ok || bad "complete again: $(out)"
+expect 3 "retry a canceled job" -- d job retry c2
+# A dead holder: recovery's takeover ends it canceled, not retried.
+d job add cq t --id c3 >/dev/null
+d job claim cq --lease-ms 200 >/dev/null
+expect 0 "cancel, its holder dead" -- d job cancel c3
+nap 0.3
+expect 0 "recover" -- d recover
+grep -q '"taken_over_canceled":1' "$WORK/out" && [ "$(state c3)" = canceled ] &&
+  ok || bad "recovery: $(out) $(d job show c3)"
+d job add cq t --id c4 >/dev/null
+d job complete c4 "$(jget "$(d job claim cq)" epoch)" >/dev/null
+expect 3 "cancel a succeeded job" -- d job cancel c4
+expect 0 "audit after the cancels" -- d audit
+expect 0 "a succeeded job given a cancel request past the rules" -- d update jobs '{"_id":"c4"}' '{"$set":{"cancel_requested":1}}' --bypass-validation
+expect 5 "the audit reports it" -- d audit
+grep -q 'cancel_ignored' "$WORK/out" "$WORK/err" && ok || bad "audit: $(out) $(cat "$WORK/err")"
 finish

@@ -689,6 +689,97 @@ static void test_progress(void) {
   json_decref(v);
 }
 
+/* ---- cancel of a running job (docs/jobs.md, "Canceling a running job") ---- */
+
+/* Cancels its own job, then succeeds: the heartbeat has not looked yet
+ * (a long lease), so the completion races the recorded cancel. */
+static int cancel_self(dtx_job_run_t *run, const json_t *job, void *arg) {
+  (void)arg;
+  json_t *out = NULL, *res = J("{\"sent\":true}");
+  if (dtx_job_cancel(st, dtx__str(job, "_id"), &out) == 0 &&
+      dtx__state_is(out, DTX_JOB_RUNNING))
+    dtx_job_result(run, res);
+  json_decref(out);
+  json_decref(res);
+  return 0;
+}
+
+typedef struct race {
+  const char *id;
+  int64_t epoch;
+  int rc;
+} race_t;
+
+static void *race_cancel(void *arg) {
+  race_t *r = arg;
+  json_t *out = NULL;
+  r->rc = dtx_job_cancel(st, r->id, &out);
+  json_decref(out);
+  return NULL;
+}
+
+static void *race_complete(void *arg) {
+  race_t *r = arg;
+  json_t *out = NULL, *res = J("1");
+  r->rc = dtx_job_complete(st, r->id, r->epoch, res, &out);
+  json_decref(out);
+  json_decref(res);
+  return NULL;
+}
+
+static void test_cancel_running(void) {
+  json_t *keep = NULL;
+  /* in process: the completion after the cancel ends canceled (J17) */
+  add("cr1", 0, 0, 1, NULL);
+  dtx_job_handler_t h = {.type = NULL, .fn = cancel_self, .arg = NULL};
+  dtx_job_work_opts_t o = {.queue = "q", .handlers = &h, .nhandlers = 1,
+                           .threads = 1, .once = 1, .lease_ms = 30000};
+  json_t *sum = NULL;
+  CHECK_RC(dtx_job_work(st, &o, &sum), 0);
+  CHECKF(dtx__int(json_object_get(sum, "ran"), "canceled") == 1, "%s",
+         JS(sum));
+  json_decref(sum);
+  CHECK(strcmp(state_of("cr1", &keep), DTX_JOB_CANCELED) == 0);
+  CHECK(json_is_null(json_object_get(keep, "result")));
+  /* remote: a complete racing the cancel, 12 times: never succeeded once
+   * the cancel was recorded -- the job is succeeded exactly when the
+   * cancel found it ended (STATE), canceled when it recorded it. */
+  int n_succ = 0, n_canc = 0;
+  for (int i = 0; i < 12; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "race%d", i);
+    json_t *p = J("{}"), *out = NULL;
+    dtx_job_req_t r = {.queue = "race", .type = "t", .payload = p, .id = id};
+    CHECK_RC(dtx_job_add(st, &r, &out, NULL), 0);
+    json_decref(out);
+    json_decref(p);
+    CHECK_RC(dtx_job_claim(st, "race", 1, 30000, "racer", &out), 0);
+    race_t rc_ = {.id = id}, rk = {.id = id,
+                                    .epoch = dtx__int(json_array_get(out, 0),
+                                                      "epoch")};
+    json_decref(out);
+    pthread_t t1, t2;
+    pthread_create(&t1, NULL, race_cancel, &rc_);
+    pthread_create(&t2, NULL, race_complete, &rk);
+    pthread_join(t1, NULL);
+    pthread_join(t2, NULL);
+    const char *s = state_of(id, &keep);
+    CHECKF(rk.rc == 0, "complete %s: %d", id, rk.rc);
+    if (strcmp(s, DTX_JOB_SUCCEEDED) == 0) {
+      n_succ++;
+      CHECKF(rc_.rc == DTX_ESTATE, "%s succeeded, yet its cancel said %d", id,
+             rc_.rc);
+      CHECK(!json_object_get(keep, "cancel_requested"));
+    } else {
+      n_canc++;
+      CHECKF(strcmp(s, DTX_JOB_CANCELED) == 0 && rc_.rc == 0, "%s %s, %d", id,
+             s, rc_.rc);
+    }
+  }
+  CHECK(n_succ + n_canc == 12);
+  json_decref(keep);
+}
+
 int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:job.db";
   st = open_store();
@@ -703,6 +794,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_chaos);
   TEST_RUN(test_effect_race);
   TEST_RUN(test_progress);
+  TEST_RUN(test_cancel_running);
   dtx_store_close(st);
   return TEST_DONE();
 }

@@ -312,6 +312,15 @@ test('jobs', async () => {
   await rejects(c.retryJob(j3), Conflict, (e) => assert.equal(e.code, 'STATE'));
   assert.equal((await c.cancelJob(j3)).state, 'canceled');
   assert.equal((await c.cancelJob(j3)).state, 'canceled');
+  // a running job: the cancel is recorded, its worker ends it canceled
+  const cq = uid('cq'), j4 = uid('j');
+  await c.addJob(cq, 't', undefined, { id: j4 });
+  const ep4 = (await c.claim(cq, { leaseMs: 20000 }))[0].epoch;
+  const req = await c.cancelJob(j4);
+  assert.equal(req.state, 'running');
+  assert.ok(req.cancel_requested);
+  await rejects(c.heartbeat(j4, ep4), Conflict, (e) => assert.equal(e.code, 'STATE'));
+  assert.equal((await c.complete(j4, ep4, { result: 1 })).state, 'canceled');
   await rejects(c.job(uid('nojob')), NotFound);
 });
 

@@ -535,8 +535,12 @@ class Client:
         return self._call("POST", f"/v1/jobs/{self._p(id)}/retry")
 
     def cancel_job(self, id: str) -> JSON:
-        """Cancels job ``id`` (ready or delayed); Conflict (``STATE``) for a running,
-        succeeded or dead one.  A repeat answers the same, so it is retried."""
+        """Cancels job ``id``: a ready or delayed one is canceled; for a running one
+        the cancel is recorded (``cancel_requested``) and its worker ends the
+        attempt canceled -- its :meth:`heartbeat` then raises Conflict
+        (``STATE``), and its :meth:`complete` or :meth:`fail` answer the job
+        canceled.  Conflict (``STATE``) for a succeeded or dead one.  A repeat
+        answers the same, so it is retried."""
         return self._call("POST", f"/v1/jobs/{self._p(id)}/cancel", idempotent=True)
 
     def effect(

@@ -383,6 +383,16 @@ def test_jobs(c: Client) -> None:
     assert e.value.code == "STATE"
     assert c.cancel_job(j3)["state"] == "canceled"
     assert c.cancel_job(j3)["state"] == "canceled"
+    # a running job: the cancel is recorded, its worker ends it canceled
+    cq, j4 = uid("cq"), uid("j")
+    c.add_job(cq, "t", id=j4)
+    ep4 = c.claim(cq, lease_ms=20000)[0]["epoch"]
+    req = c.cancel_job(j4)
+    assert req["state"] == "running" and "cancel_requested" in req
+    with pytest.raises(Conflict) as e:
+        c.heartbeat(j4, ep4)
+    assert e.value.code == "STATE"
+    assert c.complete(j4, ep4, result=1)["state"] == "canceled"
     with pytest.raises(NotFound):
         c.job(uid("nojob"))
 

@@ -21,6 +21,8 @@
  *    canceled <-----------------+   |               |                    dead
  *    (also from delayed)            +---------------+--- (dead) <--------+
  *                                   takeover (lease lapsed) = a failure
+ *    running --(cancel requested, then its holder's end or a takeover)-->
+ *    canceled (cancel.c, J17)
  *
  *   transition                  function               fault point
  *   (record ready|delayed)      dtx_job_add            job.add
@@ -52,6 +54,15 @@
  *   running -> running          dtx_job_progress,      job.progress
  *   (progress: J16)             dtx_job_run_progress
  *                               (remote.c)
+ *   running -> running          dtx_job_cancel         job.cancel.request
+ *   (cancel requested: J17)     (cancel.c)
+ *   running -> canceled         the holder: runner.c,  job.cancel.end
+ *   (cancel requested)          remote.c (heartbeat,
+ *                               complete, fail), via
+ *                               dtx__job_outcome /
+ *                               dtx__job_end_canceled
+ *   running -> canceled         recover.c (takeover    job.recover.takeover
+ *   (cancel requested)          of a lapsed attempt)
  * Recovery's other points (markers, retention) are in recover.c.
  *
  * Invariants (DTX_ASSERT checks what each step relies on and leaves, in
@@ -96,6 +107,14 @@
  *     epoch nor the lease; a plain write may not change it (the
  *     transition rule's "plain" object), so what show and list print is
  *     what an attempt of the job reported.
+ * J17 Once a cancel of a running job is recorded (cancel_requested, set
+ *     by job.cancel.request on {state: running} and never removed: the
+ *     transition rule's "increasing"), its attempt ends canceled, never
+ *     succeeded nor retried: complete, fail and the takeover as a failure
+ *     are conditioned on no request in the same atomic step
+ *     (dtx__job_outcome), and the only move out of running with one is
+ *     to canceled -- by the holder at its epoch (job.cancel.end) or by
+ *     recovery's takeover.  The cancel request itself ends nothing.
  */
 #include <stdio.h>
 #include <string.h>
@@ -366,6 +385,12 @@ json_t *dtx__job_storable_result(json_t *result, const char *why) {
 int dtx__job_outcome(const json_t *job, int ok, json_t *result,
                      const char *error, const char *point, int take,
                      dtx__move_t *m) {
+  /* J17: once a cancel is recorded the attempt ends canceled, whoever
+   * ends it (its holder, or recovery's takeover). */
+  if (dtx__job_cancel_requested(job)) {
+    json_decref(result);
+    return dtx__job_cancel_move(job, take ? point : "job.cancel.end", take, m);
+  }
   int64_t attempts = dtx__int(job, "attempts") + 1;
   int64_t max = dtx__int(job, "max_attempts");
   int64_t now = dtx__now_ms();
@@ -401,13 +426,16 @@ int dtx__job_outcome(const json_t *job, int ok, json_t *result,
                       .to = to,
                       .flags = DTX__FENCED | (take ? DTX__TAKE : 0) |
                                (take == 1 ? DTX__LAPSED : 0),
+                      /* J17: no cancel recorded, in the same step */
+                      .cond = dtx__job_no_cancel(),
                       .set = set,
                       .unset = unset};
-  if (!set || (strcmp(to, DTX_JOB_DELAYED) != 0 && !unset)) {
+  if (!set || !m->cond || (strcmp(to, DTX_JOB_DELAYED) != 0 && !unset)) {
     /* Without its fields the move would break J3/J7: refuse it. */
     json_decref(set);
     json_decref(unset);
-    m->set = m->unset = NULL;
+    json_decref(m->cond);
+    m->set = m->unset = m->cond = NULL;
     return dtx__err(DTX_ENOMEM, "ending the attempt of job %s",
                     dtx__str(job, "_id"));
   }
@@ -652,13 +680,41 @@ static int by_hand(dtx__exec_t *ex, const char *id, const char *const *from,
   return rc;
 }
 
+/* A running job: the request (cancel.c); ready or delayed: canceled. */
 int dtx_job_cancel(dtx_store_t *st, const char *id, json_t **out) {
   static const char *const from[] = {DTX_JOB_READY, DTX_JOB_DELAYED, NULL};
   dtx__exec_t ex;
   dtx__call_t c;
-  int rc = begin_on(&c, &ex, st, id, out);
-  if (rc == 0)
+  int rc = begin_on(&c, &ex, st, id, out), guard;
+  for (guard = 0; rc == 0 && guard < 100; guard++) {
+    json_t *job = NULL;
+    if ((rc = get_job(&ex, id, &job)))
+      break;
+    if (dtx__state_is(job, DTX_JOB_RUNNING)) {
+      rc = dtx__job_cancel_request(&ex, job, out);
+      if (rc != DTX_ENOMATCH)
+        break;
+      rc = 0; /* it moved on: look again */
+      continue;
+    }
+    json_decref(job);
     rc = by_hand(&ex, id, from, DTX_JOB_CANCELED, 0, out);
+    if (rc == DTX_ESTATE && dtx__state_is(*out, DTX_JOB_RUNNING)) {
+      json_decref(*out); /* claimed meanwhile: request it */
+      *out = NULL;
+      rc = 0;
+      continue;
+    }
+    if (rc == DTX_ESTATE)
+      rc = dtx__err(DTX_ESTATE,
+                    "job %s is %s; only ready, delayed or running jobs can "
+                    "be canceled",
+                    id, dtx__str(*out, "state") ? dtx__str(*out, "state")
+                                                : "?");
+    break;
+  }
+  if (rc == 0 && guard == 100)
+    rc = dtx__err(DTX_ECONFLICT, "job %s kept changing while canceled", id);
   return dtx__call_end(&c, rc);
 }
 
@@ -728,6 +784,7 @@ static const char job_shape[] =
     "\"fx_cleared\":{\"bsonType\":\"bool\"},"
     "\"fx_pins\":{\"bsonType\":\"object\"},"
     "\"fx_until\":" LONG ","
+    "\"cancel_requested\":" LONG "," /* J17 */
     "\"created\":" LONG ",\"finished\":" LONG_OR_NULL ","
     DTX__KIT_ITEM_PROPS "}},"
     /* J7: what each state carries, as the steps of the diagram write it.
@@ -787,9 +844,15 @@ static const char job_transition[] =
     "\"to\":{\"state\":" S_(DTX_JOB_RUNNING) "}},"
     "{\"name\":\"renew\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING) "},"
     "\"to\":{\"state\":" S_(DTX_JOB_RUNNING) "}},"
-    "{\"name\":\"complete\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING) "},"
+    /* J17: a running job whose cancel was requested ends canceled only */
+    "{\"name\":\"complete\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING) ","
+    "\"cancel_requested\":{\"$exists\":false}},"
     "\"to\":{\"state\":" S_(DTX_JOB_SUCCEEDED) "}},"
-    "{\"name\":\"fail\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING) "},"
+    "{\"name\":\"cancel-running\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING)
+    ",\"cancel_requested\":{\"$exists\":true}},"
+    "\"to\":{\"state\":" S_(DTX_JOB_CANCELED) "}},"
+    "{\"name\":\"fail\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING) ","
+    "\"cancel_requested\":{\"$exists\":false}},"
     "\"to\":{\"state\":{\"$in\":[" S_(DTX_JOB_DELAYED) "," S_(DTX_JOB_DEAD)
     "]}}},"
     "{\"name\":\"promote\",\"from\":{\"state\":" S_(DTX_JOB_DELAYED) "},"
@@ -816,7 +879,9 @@ static const char job_transition[] =
     "{\"scope\":\"plain\",\"steps\":[\"job\"],"
     "\"immutable\":[\"progress\"],"
     "\"why\":\"a job's progress is written only by its running attempt "
-    "(doctx job progress ID EPOCH VALUE, docs/jobs.md)\"}]";
+    "(doctx job progress ID EPOCH VALUE, docs/jobs.md)\"},"
+    /* J17 (cancel): a cancel request, once recorded, is never taken back */
+    "{\"increasing\":[\"cancel_requested\"]}]";
 #undef TERMINAL_MOVE
 #undef S_
 
@@ -861,6 +926,8 @@ static const char *const fault_points[] = {
     "job.cancel",
     "job.retry",
     "job.progress", /* remote.c */
+    "job.cancel.request", /* cancel.c */
+    "job.cancel.end",
     /* recovery (recover.c) */
     "job.recover.takeover",
     "job.recover.forget_markers",
@@ -881,3 +948,4 @@ const dtx__pattern_t dtx__job_pattern = {
     .rules = rules,
     .shapes = shapes,
 };
+

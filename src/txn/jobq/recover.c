@@ -6,7 +6,8 @@
  *                --older-than-ms N, not updated for N ms) -> delayed, or
  *                dead when attempts are exhausted: it counts as an
  *                attempt, and the epoch bump fences the old holder (J1)
- *                (job.recover.takeover)
+ *                (job.recover.takeover); one whose cancel was requested
+ *                -> canceled instead, never retried (cancel.c, J17)
  *   3. markers   for a terminal job finished longer than the tombstone TTL
  *                ago, and whose fx_until (the last lease end any write of
  *                its effects was bounded by, effect.c F3) is more than
@@ -102,8 +103,11 @@ static int takeovers(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                          "taken over: the worker's lease lapsed",
                          "job.recover.takeover", take, &out);
     if (rc == 0)
-      dtx__tally_ran(t, dtx__state_is(out, DTX_JOB_DEAD) ? "taken_over_dead"
-                                                         : "taken_over",
+      dtx__tally_ran(t,
+                     dtx__state_is(out, DTX_JOB_DEAD) ? "taken_over_dead"
+                     : dtx__state_is(out, DTX_JOB_CANCELED)
+                         ? "taken_over_canceled"
+                         : "taken_over",
                      1);
     else if (rc == DTX_ENOMATCH)
       dtx__tally_skip(t, "moved on while recovering",

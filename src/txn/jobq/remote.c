@@ -157,7 +157,7 @@ int dtx_job_heartbeat(dtx_store_t *st, const char *id, int64_t epoch,
     dtx__exec_init(&ex, st, NULL, 0, 0);
     rc = attempt(&ex, id, epoch, &job);
   }
-  if (rc == 0) {
+  if (rc == 0 && !dtx__job_cancel_requested(job)) {
     as_holder(&ex, st, job, lease_ms);
     rc = dtx__job_renew(&ex, job, 0, out);
     if (rc == DTX_ENOMATCH) /* fenced between the read and the renewal */
@@ -165,7 +165,18 @@ int dtx_job_heartbeat(dtx_store_t *st, const char *id, int64_t epoch,
                     "job %s: the attempt at epoch %lld was taken over or "
                     "ended: its lease was not renewed",
                     id, (long long)epoch);
+  } else if (rc == 0) { /* the job as it is, for the canceled answer */
+    *out = job;
+    job = NULL;
   }
+  if (rc == 0 && dtx__job_cancel_requested(*out))
+    /* J17: a cancel was requested: the worker stops and ends the attempt
+     * (complete or fail end it canceled); *out is the job. */
+    rc = dtx__err(DTX_ESTATE,
+                  "job %s: canceled (a cancel was requested): stop, and end "
+                  "the attempt at epoch %lld with complete or fail, which "
+                  "end it canceled",
+                  id, (long long)epoch);
   json_decref(job);
   json_decref(dummy);
   return dtx__call_end(&c, rc);
@@ -177,6 +188,8 @@ static int ended_by(const json_t *job, int64_t epoch, int ok,
                     const char *error) {
   if (dtx__int(job, "epoch") != epoch)
     return 0;
+  if (dtx__state_is(job, DTX_JOB_CANCELED) && dtx__job_cancel_requested(job))
+    return 1; /* J17: its holder's end, turned into the cancel */
   if (ok)
     return dtx__state_is(job, DTX_JOB_SUCCEEDED);
   const char *last = dtx__str(job, "last_error");
@@ -208,9 +221,18 @@ static int end(dtx_store_t *st, const char *id, int64_t epoch, int ok,
   } else if (rc == 0) {
     const char *point = ok ? "job.complete" : "job.fail";
     as_holder(&ex, st, job, 0);
+    /* J17: with a cancel requested, the move is job.cancel.end. */
     rc = dtx__job_finish(&ex, job, ok,
                          ok && result ? json_deep_copy(result) : NULL, error,
                          point, 0, out);
+    if (rc == DTX_ENOMATCH) { /* a cancel recorded since the read? */
+      json_t *o = NULL;
+      int crc = dtx__job_end_canceled(&ex, job, &o);
+      if (crc != DTX_ENOMATCH) {
+        rc = crc;
+        *out = o;
+      }
+    }
     if (rc && rc != DTX_ENOMATCH && !dtx__transient(rc) && ok && result) {
       /* Refused for a reason of the store's own: the result as text. */
       char why[400];

@@ -69,6 +69,17 @@ scenario_cmd() {
     # epoch 1; recovery takes the attempt over afterwards.
     add_j1; d job claim q --lease-ms 300 >/dev/null
     echo 'job progress j1 1 {"done":1}' ;;
+  job.cancel.request)
+    # A cancel of a running job records the request (cancel.c): j1 claimed
+    # at epoch 1; recovery then ends it canceled, or retries it when the
+    # request was not recorded.
+    add_j1; d job claim q --lease-ms 300 >/dev/null
+    echo "job cancel j1" ;;
+  job.cancel.end)
+    # The holder's end of a canceled attempt: a remote worker's complete
+    # after the request (the runner's heartbeat reaches it too).
+    remote_claimed; d job cancel j1 >/dev/null
+    echo 'job complete j1 1 {"done":true}' ;;
   job.recover.takeover)
     add_j1
     DOCTX_FAULT=job.complete:crash d $WORK_Q >/dev/null 2>&1
