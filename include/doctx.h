@@ -848,6 +848,10 @@ typedef struct dtx_recover_opts {
   int64_t deadline_ms; /* budget of the whole pass; 0: see "Deadlines" */
   int64_t retention_ms; /* succeeded jobs finished longer ago than this
                            are purged (in batches); 0: 24 hours */
+  int64_t keep_dead_ms; /* dead and canceled jobs finished longer ago
+                           than this, their effect markers cleared, are
+                           purged (in batches, every queue); 0: kept
+                           (docs/jobs.md, "Retention") */
 } dtx_recover_opts_t;
 
 /* One recovery pass of every pattern: for transfers, abandoned preparing

@@ -164,7 +164,8 @@ const dtx__srv_route_t dtx__srv_routes[] = {
      FIELDS({"settled", F_BOOL})},
     {"POST", "/v1/admin/recover", A, dtx__srv_h_recover,
      FIELDS({"older_than_ms", F_INT}, {"tombstone_ttl_ms", F_INT},
-            {"deadline_ms", F_INT}, {"retention_ms", F_INT})},
+            {"deadline_ms", F_INT}, {"retention_ms", F_INT},
+            {"keep_dead_ms", F_INT})},
     /* operations */
     {"GET", "/healthz", DTX__SRV_SCOPE_NONE, dtx__srv_h_healthz, NULL},
     {"GET", "/readyz", DTX__SRV_SCOPE_NONE, dtx__srv_h_readyz, NULL},

@@ -475,4 +475,24 @@ expect 0 "audit after the cancels" -- d audit
 expect 0 "a succeeded job given a cancel request past the rules" -- d update jobs '{"_id":"c4"}' '{"$set":{"cancel_requested":1}}' --bypass-validation
 expect 5 "the audit reports it" -- d audit
 grep -q 'cancel_ignored' "$WORK/out" "$WORK/err" && ok || bad "audit: $(out) $(cat "$WORK/err")"
+
+# ---- retention of dead and canceled jobs (docs/jobs.md, "Retention") --------
+# --keep-dead-ms N purges dead and canceled jobs finished over N ms ago;
+# younger ones, and every one without the option, are kept.
+new_store job_keep_dead
+d job add kq t --id kd1 --max-attempts 1 >/dev/null
+d job fail kd1 "$(jget "$(d job claim kq)" epoch)" boom >/dev/null
+d job add kq t --id kc1 --delay-ms 60000 >/dev/null
+d job cancel kc1 >/dev/null
+expect 0 "recover without --keep-dead-ms" -- d recover
+[ "$(state kd1)" = dead ] && [ "$(state kc1)" = canceled ] && ok || bad "purged without the option: $(out)"
+nap 0.3
+d job add kq t --id kc2 >/dev/null
+d job cancel kc2 >/dev/null
+expect 0 "recover --keep-dead-ms 250" -- d recover --keep-dead-ms 250
+grep -q '"purged_dead":1' "$WORK/out" && grep -q '"purged_canceled":1' "$WORK/out" && ok || bad "recover: $(out)"
+[ "$(d count jobs '{"_id":{"$in":["kd1","kc1"]}}')" = 0 ] && ok || bad "the old dead and canceled jobs were kept"
+[ "$(state kc2)" = canceled ] && ok || bad "the younger canceled job was purged"
+expect 2 "--keep-dead-ms -1" -- d recover --keep-dead-ms -1
+expect 0 "audit after the purge" -- d audit
 finish

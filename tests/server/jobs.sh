@@ -219,6 +219,13 @@ check "complete after the cancel: canceled" 200 '"state":"canceled"' '"result":n
 req POST /v1/jobs/cx1/complete "$T_WRITE" "{\"epoch\":$EC,\"result\":1}"
 check "complete again: the same" 200 '"state":"canceled"'
 
+# ---- retention of dead and canceled jobs (docs/jobs.md, "Retention") --------------
+refused "recover: keep_dead_ms -1" 400 INVAL POST /v1/admin/recover "$T_ADMIN" '{"keep_dead_ms":-1}'
+req POST /v1/admin/recover "$T_ADMIN" '{"keep_dead_ms":1}'
+check "recover: dead and canceled jobs purged" 200 '"purged_canceled":'
+req GET /v1/jobs/cx1 "$T_READ"
+check "the canceled job is gone" 404
+
 # ---- progress (docs/jobs.md, "Progress") -------------------------------------------
 req POST /v1/queues/prog/jobs "$T_WRITE" '{"type":"t","id":"pg1"}'
 req POST /v1/queues/prog/claim "$T_WRITE" '{"lease_ms":20000}'

@@ -89,8 +89,15 @@ scenario_cmd() {
     # Markers go only once no write of the effect can land: the store's
     # clock past fx_until (the effect's lease end, <= 300 ms on) plus the
     # 1 s margin (docs/jobs.md, "Exactly once").
-    add_j1; d $WORK_Q >/dev/null; sleep 1.4
-    echo "recover --tombstone-ttl-ms 1 --retention-ms 1" ;;
+    # (under the error action: a failing j1, dead after its one attempt,
+    # purged with --keep-dead-ms)
+    if [ "${action:-}" = error ]; then
+      add_j1 '{"fail":true}' "--max-attempts 1"; d $WORK_Q >/dev/null 2>&1; sleep 1.4
+      echo "recover --tombstone-ttl-ms 1 --keep-dead-ms 1"
+    else
+      add_j1; d $WORK_Q >/dev/null; sleep 1.4
+      echo "recover --tombstone-ttl-ms 1 --retention-ms 1"
+    fi ;;
   job.recover.*)
     add_j1; d $WORK_Q >/dev/null; sleep 1.4
     echo "recover --tombstone-ttl-ms 1" ;;
