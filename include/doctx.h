@@ -947,6 +947,10 @@ typedef struct dtx_job_req {
                              DTX_JOB_MAX_ATTEMPTS */
   int64_t backoff_ms;     /* >= 1; 0: DTX_JOB_BACKOFF_MS */
   const char *unique_key; /* NULL: none; else 1..256 bytes */
+  int64_t unique_for_ms;  /* >= 0, with unique_key: the key stays held
+                             this long after the job ends too (past
+                             ~292 million years: saturated); 0: freed
+                             when it ends (docs/jobs.md, "Uniqueness") */
 } dtx_job_req_t;
 
 /* Records a job (ready, or delayed when delay_ms > 0).  Bad input is
@@ -954,8 +958,9 @@ typedef struct dtx_job_req {
  * type and payload returns that job (so a retried add records at most
  * one); with anything else it is DTX_ECONFLICT.  With unique_key, while
  * a non-terminal job of the same queue holds that key (the store's
- * unique index enforces it across processes), that job is returned and
- * nothing is recorded.  *out receives the job; *added (may be NULL) is 1
+ * unique index enforces it across processes) -- or, with unique_for_ms,
+ * a job of the queue that ended less than its unique_for_ms ago -- that
+ * job is returned and nothing is recorded.  *out receives the job; *added (may be NULL) is 1
  * when this call recorded it, 0 when it returned an existing one. */
 int dtx_job_add(dtx_store_t *st, const dtx_job_req_t *req, json_t **out,
                 int *added);

@@ -18,7 +18,8 @@ static int add(dtx_cli_t *cli, const dtx__cli_args_t *a) {
                        .delay_ms = dtx__cli_num(a, "--delay-ms", 0),
                        .max_attempts = dtx__cli_int(a, "--max-attempts", 0),
                        .backoff_ms = dtx__cli_num(a, "--backoff-ms", 0),
-                       .unique_key = dtx__cli_str(a, "--unique-key")};
+                       .unique_key = dtx__cli_str(a, "--unique-key"),
+                       .unique_for_ms = dtx__cli_num(a, "--unique-for-ms", 0)};
   dtx_store_t *st = NULL;
   if ((rc = dtx_job_req_check(&req)))
     code = dtx__cli_fail(rc);
@@ -233,6 +234,7 @@ const dtx__cli_spec_t dtx__cmd_job = {
                                   {"--max-attempts", DTX__CLI_POS, "N", .c_int = 1},
                                   {"--backoff-ms", DTX__CLI_POS, "N"},
                                   {"--unique-key", DTX__CLI_STR, "K"},
+                                  {"--unique-for-ms", DTX__CLI_POS, "N"},
                                   {NULL}},
          DTX__CLI_ARMED},
         {"show", one, "ID", V, DTX__CLI_READS},
@@ -280,7 +282,8 @@ const dtx__cli_spec_t dtx__cmd_job = {
     "job is dead (retry puts it back).  A job whose worker's lease lapsed is\n"
     "taken over by recovery and that counts as an attempt.  --id reused with\n"
     "the same queue, type and payload returns the job; with others exit 3.\n"
-    "--unique-key held by a live job of the queue prints that job, exit 0.\n"
+    "--unique-key held by a live job of the queue prints that job, exit 0;\n"
+    "with --unique-for-ms N the key stays held N ms after the job ends.\n"
     "work runs CMD with /bin/sh -c for each claimed job: the job's JSON on\n"
     "stdin, DOCTX_JOB_ID, DOCTX_JOB_EPOCH and DOCTX_STORE in the\n"
     "environment.  Exit 0 succeeds (stdout, if JSON, is the result); any\n"

@@ -65,7 +65,8 @@ void dtx__srv_h_job_add(dtx__srv_ctx_t *c) {
                        .delay_ms = dtx__srv_arg_int(c, "delay_ms", 0),
                        .max_attempts = arg_cint(c, "max_attempts", 0),
                        .backoff_ms = dtx__srv_arg_int(c, "backoff_ms", 0),
-                       .unique_key = dtx__srv_arg_str(c, "unique_key")};
+                       .unique_key = dtx__srv_arg_str(c, "unique_key"),
+                       .unique_for_ms = dtx__srv_arg_int(c, "unique_for_ms", 0)};
   if (!req.type) {
     dtx__srv_bad(c, DTX_EINVAL, "field 'type' is required");
     return;

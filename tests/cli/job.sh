@@ -495,4 +495,37 @@ grep -q '"purged_dead":1' "$WORK/out" && grep -q '"purged_canceled":1' "$WORK/ou
 [ "$(state kc2)" = canceled ] && ok || bad "the younger canceled job was purged"
 expect 2 "--keep-dead-ms -1" -- d recover --keep-dead-ms -1
 expect 0 "audit after the purge" -- d audit
+
+# ---- a unique key's window after the job ends (docs/jobs.md, "Uniqueness") --
+# --unique-for-ms N: an add within N ms of the holder's end is refused
+# (prints the holder), one after it is admitted (the holder's key cleared
+# by that add); recovery clears passed windows; a plain write cannot
+# clear one early; N near INT64_MAX saturates.
+new_store job_unique_window
+# (a long window for "within", a short one for "after": load only delays)
+d job add wq t --id w1 --unique-key k --unique-for-ms 60000 >/dev/null
+expect 0 "end the holder" -- d job complete w1 "$(jget "$(d job claim wq)" epoch)"
+[ "$(jget "$(out)" unique_live)" = wq/k ] && [ "$(jget "$(out)" unique_until)" != null ] && ok || bad "window: $(out)"
+expect 0 "add within the window" -- d job add wq t --id w2 --unique-key k
+[ "$(jget "$(out)" _id)" = w1 ] && [ "$(d count jobs '{"_id":"w2"}')" = 0 ] && ok || bad "admitted within the window: $(out)"
+expect 3 "a plain write clears the window early" -- d update jobs '{"_id":"w1"}' '{"$unset":{"unique_live":"","unique_until":""}}'
+d job add wq t --id v1 --unique-key v --unique-for-ms 300 >/dev/null
+d job complete v1 "$(jget "$(d job claim wq)" epoch)" >/dev/null
+nap 0.4
+expect 0 "add after the window" -- d job add wq t --id w3 --unique-key v --unique-for-ms 300
+[ "$(jget "$(out)" _id)" = w3 ] && [ "$(jget "$(d job show v1)" unique_live)" = null ] && ok || bad "after the window: $(out) $(d job show v1)"
+expect 0 "cancel it: the window again" -- d job cancel w3
+[ "$(jget "$(out)" unique_live)" = wq/v ] && ok || bad "canceled: $(out)"
+nap 0.4
+expect 0 "recovery clears a passed window" -- d recover
+grep -q '"unique_expired":1' "$WORK/out" && [ "$(jget "$(d job show w3)" unique_live)" = null ] && ok || bad "recover: $(out)"
+expect 0 "a window near INT64_MAX" -- d job add wq t --id w4 --unique-key m --unique-for-ms 9223372036854775807
+d job cancel w4 >/dev/null
+d job show w4 | grep -q '"unique_until":9223372036854775807[,}]' && ok || bad "saturated: $(d job show w4)"
+expect 0 "add within a saturated window" -- d job add wq t --id w5 --unique-key m
+[ "$(jget "$(out)" _id)" = w4 ] && ok || bad "saturated window: $(out)"
+expect 2 "--unique-for-ms without a key" -- d job add wq t --unique-for-ms 5
+expect 2 "--unique-for-ms 0" -- d job add wq t --unique-key z --unique-for-ms 0
+[ "$(d count jobs '{"unique_key":"z"}')" = 0 ] && ok || bad "a bad add recorded"
+expect 0 "audit with windows" -- d audit
 finish

@@ -226,6 +226,16 @@ check "recover: dead and canceled jobs purged" 200 '"purged_canceled":'
 req GET /v1/jobs/cx1 "$T_READ"
 check "the canceled job is gone" 404
 
+# ---- a unique key's window (docs/jobs.md, "Uniqueness") ---------------------------
+req POST /v1/queues/uw/jobs "$T_WRITE" '{"type":"t","id":"uw1","unique_key":"k","unique_for_ms":60000}'
+check "add with a unique window" 201 '"unique_for_ms":60000'
+refused "unique_for_ms -1" 400 INVAL POST /v1/queues/uw/jobs "$T_WRITE" '{"type":"t","unique_key":"k2","unique_for_ms":-1}'
+refused "unique_for_ms without a key" 400 INVAL POST /v1/queues/uw/jobs "$T_WRITE" '{"type":"t","unique_for_ms":5}'
+req POST /v1/jobs/uw1/cancel "$T_WRITE"
+check "canceled: the key kept" 200 '"unique_live":"uw/k"' '"unique_until":'
+req POST /v1/queues/uw/jobs "$T_WRITE" '{"type":"t","id":"uw2","unique_key":"k"}'
+check "add within the window: the holder" 200 '"_id":"uw1"'
+
 # ---- progress (docs/jobs.md, "Progress") -------------------------------------------
 req POST /v1/queues/prog/jobs "$T_WRITE" '{"type":"t","id":"pg1"}'
 req POST /v1/queues/prog/claim "$T_WRITE" '{"lease_ms":20000}'

@@ -79,9 +79,13 @@ static void check_job(dtx__audit_t *a, const char *id, const json_t *j,
   int terminal = dtx__job_terminal(j);
   int has_live = json_object_get(j, "unique_live") != NULL;
   int has_key = dtx__str(j, "unique_key") != NULL;
-  if (has_live != (!terminal && has_key))
-    dtx__audit_finding(a, "unique_live", "job %s is %s %s unique_live (J4)",
-                       id, st, has_live ? "but holds" : "without");
+  /* J18: a terminal job keeps its key while it has a window's end */
+  int has_until = json_object_get(j, "unique_until") != NULL;
+  if (has_live != (has_key && (!terminal || has_until)) ||
+      (has_until && (!terminal || !has_live)))
+    dtx__audit_finding(a, "unique_live", "job %s is %s %s unique_live%s "
+                       "(J4, J18)", id, st, has_live ? "but holds" : "without",
+                       has_until ? " and has a unique window" : "");
   if (!terminal && att >= max)
     dtx__audit_finding(a, "job_state", "job %s is %s after %lld of %lld "
                        "attempts: a live job has attempts left (J7)", id, st,

@@ -41,10 +41,11 @@ int dtx__job_cancel_move(const json_t *job, const char *point, int take,
       .flags = DTX__FENCED | (take ? DTX__TAKE : 0) |
                (take == 1 ? DTX__LAPSED : 0),
       .cond = json_pack("{s:{s:b}}", "cancel_requested", "$exists", 1),
-      .set = json_pack("{s:I}", "finished", (json_int_t)dtx__now_ms()),
-      /* terminal: the unique key is free (J4) */
-      .unset = json_pack("{s:s}", "unique_live", "")};
-  if (!m->cond || !m->set || !m->unset) {
+      .set = json_pack("{s:I}", "finished", (json_int_t)dtx__now_ms())};
+  /* terminal: the unique key is free (J4), or kept for its window (J18) */
+  int uerr = !m->set || dtx__job_unique_end(job, m->set, dtx__now_ms(),
+                                            &m->unset);
+  if (!m->cond || !m->set || uerr) {
     json_decref(m->cond);
     json_decref(m->set);
     json_decref(m->unset);

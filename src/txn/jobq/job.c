@@ -63,6 +63,8 @@
  *                               dtx__job_end_canceled
  *   running -> canceled         recover.c (takeover    job.recover.takeover
  *   (cancel requested)          of a lapsed attempt)
+ *   (terminal: unique window    add (a refused insert) job.unique.expire
+ *   passed, key freed, J18)     and recovery (unique.c)
  * Recovery's other points (markers, retention) are in recover.c.
  *
  * Invariants (DTX_ASSERT checks what each step relies on and leaves, in
@@ -115,6 +117,15 @@
  *     (dtx__job_outcome), and the only move out of running with one is
  *     to canceled -- by the holder at its epoch (job.cancel.end) or by
  *     recovery's takeover.  The cancel request itself ends nothing.
+ * J18 (J4 with a window) A job added with unique_for_ms N > 0 keeps its
+ *     unique_live when it ends: the terminal step records unique_until =
+ *     finished + N (saturated) instead of $unset-ing it, so the store's
+ *     unique index refuses the key N ms after the end too.  Only the
+ *     expiry (job.unique.expire, unique.c: {_id, unique_live,
+ *     unique_until <= now} -> $unset both), made by an add the index
+ *     refused and by recovery, gives it up; a retry unsets unique_until.
+ *     The transition rule admits unique_until only on a terminal job, and
+ *     no plain write of unique_live or unique_until.
  */
 #include <stdio.h>
 #include <string.h>
@@ -211,6 +222,9 @@ int dtx_job_req_check(const dtx_job_req_t *r) {
                     UNIQUE_KEY_MAX);
   if (r->unique_key && !dtx__utf8_ok(r->unique_key, strlen(r->unique_key)))
     return dtx__err(DTX_EINVAL, "unique key is not valid UTF-8");
+  if (r->unique_for_ms < 0 || (r->unique_for_ms > 0 && !r->unique_key))
+    return dtx__err(DTX_EINVAL, "unique-for must be >= 0 ms, with a unique "
+                    "key, got %lld", (long long)r->unique_for_ms);
   if (r->payload) {
     if ((rc = dtx__depth_check(r->payload, DTX_EINVAL, "payload")))
       return rc;
@@ -241,6 +255,12 @@ static json_t *new_job(const dtx_job_req_t *r, const char *id) {
       "last_error", "result", "fx_colls", "created", (json_int_t)now,
       "updated", (json_int_t)now, "finished", "owner", "lease_until",
       (json_int_t)0, "epoch", (json_int_t)0);
+  if (job && r->unique_for_ms > 0 && /* J18: the window, kept */
+      json_object_set_new(job, "unique_for_ms",
+                          json_integer((json_int_t)r->unique_for_ms)) < 0) {
+    json_decref(job);
+    return NULL;
+  }
   if (job && r->unique_key &&
       json_object_set_new(job, "unique_live",
                           unique_live(r->queue, r->unique_key)) < 0) {
@@ -310,7 +330,17 @@ static int add(dtx__exec_t *ex, const dtx_job_req_t *r, json_t **out,
     rc = f ? dtx__kit_find(ex, DTX_JOBS, f, NULL, &holders) : DTX_ENOMEM;
     json_decref(f);
     if (rc == 0 && json_array_size(holders) > 0) {
-      *out = json_incref(json_array_get(holders, 0));
+      const json_t *h = json_array_get(holders, 0);
+      /* J18: a holder whose window has passed gives the key up once,
+       * then the insert is tried again. */
+      if (round == 0 && dtx__job_unique_expired(h, dtx__now_ms())) {
+        rc = dtx__job_unique_expire(ex, h);
+        json_decref(holders);
+        if (rc && rc != DTX_ENOMATCH)
+          break;
+        continue;
+      }
+      *out = json_incref((json_t *)h);
       json_decref(holders);
       break;
     }
@@ -417,10 +447,11 @@ int dtx__job_outcome(const json_t *job, int ok, json_t *result,
                                             attempts))));
   else if (set)
     json_object_set_new(set, "finished", json_integer((json_int_t)now));
-  /* A terminal job frees its unique key (J4). */
-  json_t *unset = strcmp(to, DTX_JOB_DELAYED) == 0
-                      ? NULL
-                      : json_pack("{s:s}", "unique_live", "");
+  /* A terminal job frees its unique key (J4), or keeps it for its
+   * window (J18). */
+  json_t *unset = NULL;
+  int uerr = strcmp(to, DTX_JOB_DELAYED) != 0 && set &&
+             dtx__job_unique_end(job, set, now, &unset);
   *m = (dtx__move_t){.point = point,
                       .from = DTX_JOB_RUNNING,
                       .to = to,
@@ -430,7 +461,7 @@ int dtx__job_outcome(const json_t *job, int ok, json_t *result,
                       .cond = dtx__job_no_cancel(),
                       .set = set,
                       .unset = unset};
-  if (!set || !m->cond || (strcmp(to, DTX_JOB_DELAYED) != 0 && !unset)) {
+  if (!set || !m->cond || uerr) {
     /* Without its fields the move would break J3/J7: refuse it. */
     json_decref(set);
     json_decref(unset);
@@ -439,8 +470,13 @@ int dtx__job_outcome(const json_t *job, int ok, json_t *result,
     return dtx__err(DTX_ENOMEM, "ending the attempt of job %s",
                     dtx__str(job, "_id"));
   }
-  /* J4: every terminal move frees the unique key. */
-  DTX_ASSERT(!unset == (strcmp(to, DTX_JOB_DELAYED) == 0), "J4");
+  /* J4/J18: every terminal move frees the unique key, or keeps it with
+   * its window's end. */
+  DTX_ASSERT(strcmp(to, DTX_JOB_DELAYED) == 0
+                 ? !unset
+                 : (unset != NULL) != (json_object_get(set, "unique_until") !=
+                                       NULL),
+             "J4");
   return 0;
 }
 
@@ -595,9 +631,9 @@ static int by_hand_fields(const json_t *job, int retry, json_t **set,
                           json_t **unset) {
   *unset = NULL;
   if (!retry) { /* canceled: terminal, so the unique key is free (J4) */
-    *set = json_pack("{s:I}", "finished", (json_int_t)dtx__now_ms());
-    *unset = json_pack("{s:s}", "unique_live", "");
-    return *set && *unset ? 0 : DTX_ENOMEM;
+    int64_t now = dtx__now_ms();
+    *set = json_pack("{s:I}", "finished", (json_int_t)now);
+    return *set ? dtx__job_unique_end(job, *set, now, unset) : DTX_ENOMEM;
   }
   if (json_is_true(json_object_get(job, "fx_cleared"))) {
     *set = NULL;
@@ -612,7 +648,9 @@ static int by_hand_fields(const json_t *job, int retry, json_t **set,
   const char *key = dtx__str(job, "unique_key"), *q = dtx__str(job, "queue");
   if (*set && key && q)
     json_object_set_new(*set, "unique_live", unique_live(q, key));
-  return *set ? 0 : DTX_ENOMEM;
+  /* J18: live again, so no window */
+  *unset = json_pack("{s:s}", "unique_until", "");
+  return *set && *unset ? 0 : DTX_ENOMEM;
 }
 
 /* A state change by hand from one of `from` to `to`, read again and
@@ -741,6 +779,8 @@ static const dtx__index_def_t indexes[] = {
     {DTX_JOBS, "{\"state\":1,\"updated\":1}", 0, 0},
     /* one live job per (queue, unique key) (J4) */
     {DTX_JOBS, "{\"unique_live\":1}", 1, 1},
+    /* recovery's clearing of passed windows (J18) */
+    {DTX_JOBS, "{\"unique_until\":1}", 0, 1},
     {NULL, NULL, 0, 0},
 };
 
@@ -785,6 +825,8 @@ static const char job_shape[] =
     "\"fx_pins\":{\"bsonType\":\"object\"},"
     "\"fx_until\":" LONG ","
     "\"cancel_requested\":" LONG "," /* J17 */
+    "\"unique_until\":" LONG ",\"unique_for_ms\":{\"bsonType\":\"long\","
+    "\"minimum\":0}," /* J18 */
     "\"created\":" LONG ",\"finished\":" LONG_OR_NULL ","
     DTX__KIT_ITEM_PROPS "}},"
     /* J7: what each state carries, as the steps of the diagram write it.
@@ -835,6 +877,12 @@ static const char job_shape[] =
 #define TERMINAL_MOVE(st)                                                     \
   "{\"name\":\"forget-markers(" st ")\",\"from\":{\"state\":" S_(st)      \
   "},\"to\":{\"state\":" S_(st) ",\"fx_cleared\":true}}"
+/* J18: a terminal job's passed unique window goes (job.unique.expire). */
+#define UNIQUE_EXPIRE(st)                                                     \
+  "{\"name\":\"unique-expire(" st ")\",\"from\":{\"state\":" S_(st)    \
+  ",\"unique_until\":{\"$exists\":true}},\"to\":{\"state\":" S_(st)     \
+  ",\"unique_until\":{\"$exists\":false},"                                \
+  "\"unique_live\":{\"$exists\":false}}}"
 static const char job_transition[] =
     "[{\"immutable\":[\"queue\",\"type\",\"payload\",\"priority\",\"rank\","
     "\"max_attempts\",\"backoff_ms\",\"unique_key\",\"created\"],"
@@ -863,7 +911,9 @@ static const char job_transition[] =
     "\"fx_cleared\":{\"$ne\":true}},\"to\":{\"state\":" S_(DTX_JOB_READY)
     ",\"attempts\":0}},"
     TERMINAL_MOVE(DTX_JOB_SUCCEEDED) "," TERMINAL_MOVE(DTX_JOB_DEAD) ","
-    TERMINAL_MOVE(DTX_JOB_CANCELED) "]},"
+    TERMINAL_MOVE(DTX_JOB_CANCELED) ","
+    UNIQUE_EXPIRE(DTX_JOB_SUCCEEDED) "," UNIQUE_EXPIRE(DTX_JOB_DEAD) ","
+    UNIQUE_EXPIRE(DTX_JOB_CANCELED) "]},"
     "{\"moves\":["
     "{\"name\":\"markers-kept\",\"from\":{\"fx_cleared\":{\"$ne\":true}},"
     "\"to\":{}},"
@@ -881,8 +931,21 @@ static const char job_transition[] =
     "\"why\":\"a job's progress is written only by its running attempt "
     "(doctx job progress ID EPOCH VALUE, docs/jobs.md)\"},"
     /* J17 (cancel): a cancel request, once recorded, is never taken back */
-    "{\"increasing\":[\"cancel_requested\"]}]";
+    "{\"increasing\":[\"cancel_requested\"]},"
+    /* J18 (unique window): the window is the add's; a key and its window
+     * change only by the job's steps, and on a terminal job only by the
+     * expiry (job.unique.expire: both go, the state kept) */
+    "{\"immutable\":[\"unique_for_ms\"],\"moves\":["
+    "{\"name\":\"unique-kept\",\"from\":{},\"to\":{\"unique_until\":"
+    "{\"$exists\":false}}},"
+    "{\"name\":\"unique-window\",\"from\":{},\"to\":{\"state\":{\"$in\":["
+    S_(DTX_JOB_SUCCEEDED) "," S_(DTX_JOB_DEAD) "," S_(DTX_JOB_CANCELED) "]}}}]},"
+    "{\"scope\":\"plain\",\"steps\":[\"job\"],"
+    "\"immutable\":[\"unique_live\",\"unique_until\"],"
+    "\"why\":\"a job's unique key and its window change only by its steps "
+    "(docs/jobs.md, Uniqueness)\"}]";
 #undef TERMINAL_MOVE
+#undef UNIQUE_EXPIRE
 #undef S_
 
 /* The shape of a job (kit.h, dtx__shape_def_t) beyond the validator and
@@ -928,6 +991,7 @@ static const char *const fault_points[] = {
     "job.progress", /* remote.c */
     "job.cancel.request", /* cancel.c */
     "job.cancel.end",
+    "job.unique.expire", /* unique.c */
     /* recovery (recover.c) */
     "job.recover.takeover",
     "job.recover.forget_markers",

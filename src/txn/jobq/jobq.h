@@ -156,6 +156,23 @@ int dtx__job_end_canceled(dtx__exec_t *ex, const json_t *job, json_t **out);
  * DTX_ENOMATCH when it moved on meanwhile. */
 int dtx__job_cancel_request(dtx__exec_t *ex, json_t *job, json_t **out);
 
+/* ---- a unique key's window after the job ends (unique.c; J18) ---- */
+
+/* What the step that makes job terminal does with its unique key: with
+ * a window (unique_for_ms > 0) it stays, and set gets unique_until = now
+ * + the window (saturated), *unset NULL; else *unset = {unique_live: ""}.
+ * 0 or DTX_ENOMEM. */
+int dtx__job_unique_end(const json_t *job, json_t *set, int64_t now,
+                        json_t **unset);
+/* 1 when job is terminal and its window has passed by now. */
+int dtx__job_unique_expired(const json_t *job, int64_t now);
+/* The holder job gives its key up (job.unique.expire: {_id, unique_live,
+ * unique_until <= now} -> $unset both).  DTX_ENOMATCH when it had not
+ * passed, or moved on. */
+int dtx__job_unique_expire(dtx__exec_t *ex, const json_t *job);
+/* Recovery: up to 200 passed windows cleared (tallied unique_expired). */
+int dtx__job_unique_recover(dtx__exec_t *ex, dtx__tally_t *t);
+
 /* The job's pin of effect key (effect.c; borrowed, NULL when none):
  * {coll, id, voided: [ids]} as the fence and repin steps wrote it. */
 const json_t *dtx__job_pin(const json_t *job, const char *key);

@@ -28,6 +28,8 @@
  *                per pass (job.recover.purge); with keep_dead_ms > 0,
  *                dead and canceled ones finished longer ago than that
  *                likewise (purge_dead).
+ *   5. unique    passed unique-key windows are cleared (unique.c, J18;
+ *                job.unique.expire), at most 200 per pass.
  *
  * Every step is bounded per pass, so one pass never reads the whole
  * history; a backlog is worked off over several passes. */
@@ -304,7 +306,8 @@ int dtx__job_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
   else if (moved)
     dtx__tally_ran(t, "promoted", moved);
   if ((rc = takeovers(ex, o, t)) || (rc = markers(ex, o, t)) ||
-      (rc = purge(ex, o, t)) || (rc = purge_dead(ex, o, t)))
+      (rc = purge(ex, o, t)) || (rc = purge_dead(ex, o, t)) ||
+      (rc = dtx__job_unique_recover(ex, t)))
     dtx__tally_error(t, NULL, rc);
   return 0;
 }

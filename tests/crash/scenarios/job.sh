@@ -80,6 +80,13 @@ scenario_cmd() {
     # after the request (the runner's heartbeat reaches it too).
     remote_claimed; d job cancel j1 >/dev/null
     echo 'job complete j1 1 {"done":true}' ;;
+  job.unique.expire)
+    # An add refused by a holder whose window has passed clears the
+    # holder's key and inserts once more (unique.c); j0 holds the key.
+    d job add q t --id j0 --unique-key k --unique-for-ms 1 >/dev/null
+    d job complete j0 "$(field "$(d job claim q)" epoch)" >/dev/null
+    sleep 0.01
+    echo "job add q t {} --id j1 --backoff-ms 1 --unique-key k" ;;
   job.recover.takeover)
     add_j1
     DOCTX_FAULT=job.complete:crash d $WORK_Q >/dev/null 2>&1
@@ -139,7 +146,7 @@ check_final() {
   dead | canceled) [ "$n" -le 1 ] || { bad "$label: j1 $st, effect applied $n times"; return; } ;;
   "")
     case "$label" in
-    job.add:* | job.recover.purge:*) ;;
+    job.add:* | job.recover.purge:* | job.unique.expire:*) ;;
     *) bad "$label: j1 missing"; return ;;
     esac
     [ "$n" -le 1 ] || { bad "$label: effect applied $n times"; return; } ;;
