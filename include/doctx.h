@@ -848,6 +848,10 @@ typedef struct dtx_recover_opts {
   int64_t deadline_ms; /* budget of the whole pass; 0: see "Deadlines" */
   int64_t retention_ms; /* succeeded jobs finished longer ago than this
                            are purged (in batches); 0: 24 hours */
+  int64_t keep_dead_ms; /* dead and canceled jobs finished longer ago
+                           than this, their effect markers cleared, are
+                           purged (in batches, every queue); 0: kept
+                           (docs/jobs.md, "Retention") */
 } dtx_recover_opts_t;
 
 /* One recovery pass of every pattern: for transfers, abandoned preparing
@@ -943,6 +947,10 @@ typedef struct dtx_job_req {
                              DTX_JOB_MAX_ATTEMPTS */
   int64_t backoff_ms;     /* >= 1; 0: DTX_JOB_BACKOFF_MS */
   const char *unique_key; /* NULL: none; else 1..256 bytes */
+  int64_t unique_for_ms;  /* >= 0, with unique_key: the key stays held
+                             this long after the job ends too (past
+                             ~292 million years: saturated); 0: freed
+                             when it ends (docs/jobs.md, "Uniqueness") */
 } dtx_job_req_t;
 
 /* Records a job (ready, or delayed when delay_ms > 0).  Bad input is
@@ -950,8 +958,9 @@ typedef struct dtx_job_req {
  * type and payload returns that job (so a retried add records at most
  * one); with anything else it is DTX_ECONFLICT.  With unique_key, while
  * a non-terminal job of the same queue holds that key (the store's
- * unique index enforces it across processes), that job is returned and
- * nothing is recorded.  *out receives the job; *added (may be NULL) is 1
+ * unique index enforces it across processes) -- or, with unique_for_ms,
+ * a job of the queue that ended less than its unique_for_ms ago -- that
+ * job is returned and nothing is recorded.  *out receives the job; *added (may be NULL) is 1
  * when this call recorded it, 0 when it returned an existing one. */
 int dtx_job_add(dtx_store_t *st, const dtx_job_req_t *req, json_t **out,
                 int *added);
@@ -979,8 +988,13 @@ int dtx_job_list(dtx_store_t *st, const char *queue, const char *state,
 int dtx_job_stats(dtx_store_t *st, const char *queue, json_t **out);
 
 /* Cancels a ready or delayed job (-> canceled; its unique key is free
- * again).  A canceled job is returned as it is; running, succeeded and
- * dead ones are DTX_ESTATE; an unknown id DTX_ENOTFOUND.  *out: the job. */
+ * again).  On a running job it records the request (cancel_requested;
+ * the job stays running): its holder ends the attempt canceled -- never
+ * succeeded, never retried -- at its next heartbeat, or at its complete
+ * or fail; recovery ends a lapsed one canceled (docs/jobs.md, "Canceling
+ * a running job").  A canceled job, or a running one whose cancel is
+ * recorded, is returned as it is; succeeded and dead ones are DTX_ESTATE;
+ * an unknown id DTX_ENOTFOUND.  *out: the job. */
 int dtx_job_cancel(dtx_store_t *st, const char *id, json_t **out);
 
 /* Retries a dead job by hand: -> ready with attempts 0.  DTX_ESTATE for
@@ -1151,14 +1165,19 @@ int dtx_job_claim(dtx_store_t *st, const char *queue, int n, int64_t lease_ms,
 /* Renews the lease of job id's attempt at epoch to now + lease_ms (0:
  * 30000) while the job runs at that epoch: DTX_ESTALE otherwise (taken
  * over by recovery, canceled before, or ended), nothing written;
- * DTX_ENOTFOUND for an unknown id.  *out (may be NULL): the job. */
+ * DTX_ESTATE once a cancel of the job was requested (dtx_job_cancel),
+ * *out then the job: stop, and end the attempt with dtx_job_complete or
+ * dtx_job_fail_at, which end it canceled; DTX_ENOTFOUND for an unknown
+ * id.  *out (may be NULL): the job. */
 int dtx_job_heartbeat(dtx_store_t *st, const char *id, int64_t epoch,
                       int64_t lease_ms, json_t **out);
 
 /* Ends job id's attempt at epoch: complete -> succeeded with result
  * (NULL: null; one the store cannot keep is kept in its marked text form,
  * docs/jobs.md "Results"); fail_at -> delayed with backoff, or dead when
- * its attempts are used up, error (NULL: none) kept as last_error.  Each
+ * its attempts are used up, error (NULL: none) kept as last_error.  Once
+ * a cancel of the job was requested, either ends it canceled instead
+ * (0, *out the job, state canceled, no result kept).  Each
  * at most once: a stale epoch or a lapsed lease taken over by recovery is
  * DTX_ESTALE and changes nothing.  The same call repeated after a lost
  * reply (the job already ended by that epoch's own outcome: succeeded,
@@ -1339,6 +1358,23 @@ int dtx_job_queue_opts_check(const char *queue,
  * counted.  *out: {queue, paused, gen, max_running}. */
 int dtx_job_queue_set(dtx_store_t *st, const char *queue,
                       const dtx_job_queue_opts_t *opts, json_t **out);
+/* ---- job progress (src/txn/jobq/remote.c, docs/jobs.md "Progress";
+ * the cancel of a running job is dtx_job_cancel's, cancel.c) ----
+ *
+ * A running attempt's progress: any JSON value of at most 4096 bytes of
+ * JSON text, kept as the job's "progress" (shown by dtx_job_get and
+ * dtx_job_list) by ONE move fenced by the attempt's epoch (fault point
+ * job.progress), which changes neither the state nor the epoch: a stale
+ * epoch, or a job no longer running, is DTX_ESTALE and writes nothing;
+ * DTX_ENOTFOUND for an unknown id.  *out (may be NULL): the job. */
+int dtx_job_progress(dtx_store_t *st, const char *id, int64_t epoch,
+                     const json_t *value, json_t **out);
+/* The same from a handler, for the attempt run runs. */
+int dtx_job_run_progress(dtx_job_run_t *run, const json_t *value);
+/* dtx_job_progress's check before the store is touched: the id, epoch
+ * >= 1, a value (not NULL) of at most 4096 bytes that a job can hold. */
+int dtx_job_progress_check(const char *id, int64_t epoch,
+                           const json_t *value);
 /* ---- lease locks with fencing tokens (src/txn/lock/, docs/locks.md) --------
  *
  * A lock is a document of the collection "locks", _id = its name, never

@@ -148,6 +148,8 @@ export interface Job {
   max_attempts: number;
   /** The attempt's fencing number, on a claimed (running) job. */
   epoch?: number;
+  /** The last progress its running attempt reported (doctx job progress). */
+  progress?: Json;
   [key: string]: Json | undefined;
 }
 export interface AddJobOptions {
@@ -268,13 +270,15 @@ export class Client {
   claim(queue: string, opts?: { n?: number; leaseMs?: number; owner?: string }): Promise<Job[]>;
   /** Conflict STALE once the attempt is superseded.  Retried. */
   heartbeat(id: string, epoch: number, opts?: { leaseMs?: number }): Promise<Job>;
+  /** An attempt's progress (any JSON, <= 4096 bytes); Conflict STALE once superseded.  Retried. */
+  progress(id: string, epoch: number, value: Json): Promise<Job>;
   /** A repeat answers the same.  Retried. */
   complete(id: string, epoch: number, opts?: { result?: Json }): Promise<Job>;
   /** A repeat answers the same.  Retried. */
   fail(id: string, epoch: number, opts?: { error?: string }): Promise<Job>;
   /** A dead job ready again; Conflict STATE otherwise.  Not retried. */
   retryJob(id: string): Promise<Job>;
-  /** A repeat answers the same.  Retried. */
+  /** Ready or delayed: canceled; running: the cancel recorded (its heartbeat then STATE).  A repeat answers the same.  Retried. */
   cancelJob(id: string): Promise<Job>;
   /** At most once per (job, key); applied false when it was before.  Retried. */
   effect(id: string, epoch: number, key: string, coll: string, filter: JsonObject, update: JsonObject,

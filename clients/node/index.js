@@ -288,6 +288,11 @@ export class Client {
     return this.#call('POST', `/v1/jobs/${p(id)}/heartbeat`, fields({ epoch, leaseMs }), { idempotent: true });
   }
 
+  /** Records an attempt's progress (any JSON); Conflict STALE once superseded.  Retried. */
+  progress(id, epoch, value) {
+    return this.#call('POST', `/v1/jobs/${p(id)}/progress`, { epoch, value }, { idempotent: true });
+  }
+
   /** Completes an attempt; a repeat answers the same.  Retried. */
   complete(id, epoch, { result } = {}) {
     return this.#call('POST', `/v1/jobs/${p(id)}/complete`, fields({ epoch, result }), { idempotent: true });
@@ -303,7 +308,9 @@ export class Client {
     return this.#call('POST', `/v1/jobs/${p(id)}/retry`);
   }
 
-  /** Cancels a ready or delayed job; a repeat answers the same.  Retried. */
+  /** Cancels a ready or delayed job, or records the cancel of a running one (its
+   *  heartbeat then rejects with Conflict STATE; complete/fail end it canceled);
+   *  a repeat answers the same.  Retried. */
   cancelJob(id) {
     return this.#call('POST', `/v1/jobs/${p(id)}/cancel`, undefined, { idempotent: true });
   }

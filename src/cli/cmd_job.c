@@ -18,7 +18,8 @@ static int add(dtx_cli_t *cli, const dtx__cli_args_t *a) {
                        .delay_ms = dtx__cli_num(a, "--delay-ms", 0),
                        .max_attempts = dtx__cli_int(a, "--max-attempts", 0),
                        .backoff_ms = dtx__cli_num(a, "--backoff-ms", 0),
-                       .unique_key = dtx__cli_str(a, "--unique-key")};
+                       .unique_key = dtx__cli_str(a, "--unique-key"),
+                       .unique_for_ms = dtx__cli_num(a, "--unique-for-ms", 0)};
   /* Flows (docs/jobs.md, "Flows"): a child of --parent; this job's policy
    * for its own children. */
   dtx_job_flow_t flow = {.parent = dtx__cli_str(a, "--parent"),
@@ -168,6 +169,27 @@ static int end(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   return code;
 }
 
+/* ---- progress (docs/jobs.md, "Progress") -------------------------------- */
+
+static int progress(dtx_cli_t *cli, const dtx__cli_args_t *a) {
+  int64_t epoch = 0;
+  json_t *value = NULL, *job = NULL;
+  int code, rc;
+  if ((code = epoch_arg(a, &epoch)))
+    return code;
+  if (!(value = dtx__cli_json(a->pos[2], "VALUE")))
+    return DTX_EXIT_USAGE;
+  dtx_store_t *st = NULL;
+  if ((rc = dtx_job_progress_check(a->pos[0], epoch, value)))
+    code = dtx__cli_fail(rc);
+  else if ((st = dtx__cli_store(cli, &code))) {
+    rc = dtx_job_progress(st, a->pos[0], epoch, value, &job);
+    code = step_done(rc, job);
+  }
+  json_decref(value);
+  return code;
+}
+
 static int list(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   json_t *all = NULL;
   int code;
@@ -264,6 +286,7 @@ const dtx__cli_spec_t dtx__cmd_job = {
                                   {"--unique-key", DTX__CLI_STR, "K"},
                                   {"--parent", DTX__CLI_STR, "ID"},
                                   {"--on-child-fail", DTX__CLI_STR, "fail|hold"},
+                                  {"--unique-for-ms", DTX__CLI_POS, "N"},
                                   {NULL}},
          DTX__CLI_ARMED},
         {"show", one, "ID", V, DTX__CLI_READS},
@@ -303,6 +326,7 @@ const dtx__cli_spec_t dtx__cmd_job = {
          (const dtx__cli_opt_t[]){DTX__CLI_OPT_LEASE, {NULL}}, DTX__CLI_ARMED},
         {"complete", end, "ID EPOCH [RESULT]", NULL, DTX__CLI_ARMED},
         {"fail", end, "ID EPOCH [ERROR]", NULL, DTX__CLI_ARMED},
+        {"progress", progress, "ID EPOCH VALUE", NULL, DTX__CLI_ARMED},
         {"effect", effect, "JOB_ID EPOCH KEY COLL FILTER UPDATE",
          (const dtx__cli_opt_t[]){{"--fence", DTX__CLI_STR, "NAME:TOKEN"},
                                   {NULL}},
@@ -344,7 +368,8 @@ const dtx__cli_spec_t dtx__cmd_job = {
     "job is dead (retry puts it back).  A job whose worker's lease lapsed is\n"
     "taken over by recovery and that counts as an attempt.  --id reused with\n"
     "the same queue, type and payload returns the job; with others exit 3.\n"
-    "--unique-key held by a live job of the queue prints that job, exit 0.\n"
+    "--unique-key held by a live job of the queue prints that job, exit 0;\n"
+    "with --unique-for-ms N the key stays held N ms after the job ends.\n"
     "work runs CMD with /bin/sh -c for each claimed job: the job's JSON on\n"
     "stdin, DOCTX_JOB_ID, DOCTX_JOB_EPOCH and DOCTX_STORE in the\n"
     "environment.  Exit 0 succeeds (stdout, if JSON, is the result); any\n"
@@ -385,12 +410,19 @@ const dtx__cli_spec_t dtx__cmd_job = {
     "have settings.  queue QUEUE --max-running N (1..256) lets at most N\n"
     "jobs of QUEUE run at once across every worker and process (none: no\n"
     "limit); a crashed worker's jobs count until recovery takes them over.\n"
-    "exit: 0 ok; 1 no such job (show, heartbeat, complete, fail, the\n"
-    "      --parent of add), no document matches (effect), no such\n"
-    "      schedule (unschedule); 2 invalid input (nothing is\n"
-    "      recorded); 3 --id reused with other parameters, cancel of a job\n"
-    "      that is not ready, delayed, waiting or held, retry of one that is\n"
-    "      not dead, --parent of a job already claimed, a\n"
-    "      stale EPOCH (no longer current) or a stale --fence token\n"
-    "      (effect); 4 store error\n"};
+    "cancel of a running job records the request: its worker ends the\n"
+    "attempt canceled (never succeeded) at its next heartbeat, --exec's\n"
+    "command group getting SIGTERM, then SIGKILL 2 s later; a remote\n"
+    "worker's heartbeat then exits 3 (STATE), and its complete or fail\n"
+    "end the attempt canceled.\n"
+    "progress records VALUE (JSON, at most 4096 bytes) as the job's\n"
+    "progress, shown by show and list, only while the job runs at EPOCH.\n"
+    "exit: 0 ok; 1 no such job (show, heartbeat, complete, fail,\n"
+    "      progress, the --parent of add), no document matches (effect),\n"
+    "      no such schedule (unschedule); 2 invalid input (nothing is\n"
+    "      recorded); 3 --id reused with other parameters, cancel of a\n"
+    "      succeeded or dead job, retry of one that is not dead, --parent\n"
+    "      of a job already claimed, a stale EPOCH (no longer current), a\n"
+    "      heartbeat after a cancel was requested, or a stale --fence\n"
+    "      token (effect); 4 store error\n"};
 #undef V

@@ -7,7 +7,8 @@ static int run(dtx_cli_t *cli, const dtx__cli_args_t *a) {
       .older_than_ms = dtx__cli_num(a, "--older-than-ms", -1),
       .tombstone_ttl_ms = dtx__cli_num(a, "--tombstone-ttl-ms", 0),
       .deadline_ms = dtx__cli_num(a, "--deadline-ms", 0),
-      .retention_ms = dtx__cli_num(a, "--retention-ms", 0)};
+      .retention_ms = dtx__cli_num(a, "--retention-ms", 0),
+      .keep_dead_ms = dtx__cli_num(a, "--keep-dead-ms", 0)};
   json_t *sum = NULL;
   int code;
   dtx_store_t *st = dtx__cli_store(cli, &code);
@@ -21,6 +22,7 @@ const dtx__cli_spec_t dtx__cmd_recover = {
     (const dtx__cli_opt_t[]){{"--older-than-ms", DTX__CLI_COUNT, "N"},
                              {"--tombstone-ttl-ms", DTX__CLI_POS, "N"},
                              {"--retention-ms", DTX__CLI_POS, "N"},
+                             {"--keep-dead-ms", DTX__CLI_POS, "N"},
                              DTX__CLI_OPT_DEADLINE,
                              {NULL}},
     DTX__CLI_ARMED, NULL, NULL,
@@ -31,7 +33,9 @@ const dtx__cli_spec_t dtx__cmd_recover = {
     "ones become ready, running ones whose lease lapsed (or not updated for\n"
     "N ms) are taken over (an attempt), effect markers of jobs ended longer\n"
     "than --tombstone-ttl-ms ago are cleared, and succeeded jobs ended\n"
-    "longer than --retention-ms (default 24 h) ago purged.  Prints a JSON\n"
+    "longer than --retention-ms (default 24 h) ago purged; dead and\n"
+    "canceled ones, with --keep-dead-ms N, once ended longer than N ms ago\n"
+    "and their markers cleared (default: kept).  Prints a JSON\n"
     "summary per pattern: what ran, what was left alone and why (e.g. a\n"
     "lease not expired), and what failed.\n"
     DTX__CLI_DEADLINE_HELP

@@ -138,7 +138,8 @@ const dtx__srv_route_t dtx__srv_routes[] = {
     {"POST", "/v1/queues/{q}/jobs", W, dtx__srv_h_job_add,
      FIELDS({"type", F_STR}, {"payload", F_ANY}, {"id", F_STR},
             {"priority", F_INT}, {"delay_ms", F_INT}, {"max_attempts", F_INT},
-            {"backoff_ms", F_INT}, {"unique_key", F_STR}, {"parent", F_STR},
+            {"backoff_ms", F_INT}, {"unique_key", F_STR},
+            {"unique_for_ms", F_INT}, {"parent", F_STR},
             {"on_child_fail", F_STR})},
     {"GET", "/v1/queues/{q}/jobs", R, dtx__srv_h_job_list, NULL,
      "state,after,limit"},
@@ -172,12 +173,16 @@ const dtx__srv_route_t dtx__srv_routes[] = {
     {"POST", "/v1/job-queues/{q}/resume", A, dtx__srv_h_job_resume, NOFIELDS},
     {"POST", "/v1/job-queues/{q}", A, dtx__srv_h_job_queue_set,
      FIELDS({"max_running", F_INT_OR_STR})},
+    /* job progress (docs/jobs.md "Progress"; routes_job.c) */
+    {"POST", "/v1/jobs/{id}/progress", W, dtx__srv_h_job_progress,
+     FIELDS({"epoch", F_INT}, {"value", F_ANY})},
     /* admin */
     {"POST", "/v1/admin/audit", A, dtx__srv_h_audit,
      FIELDS({"settled", F_BOOL})},
     {"POST", "/v1/admin/recover", A, dtx__srv_h_recover,
      FIELDS({"older_than_ms", F_INT}, {"tombstone_ttl_ms", F_INT},
-            {"deadline_ms", F_INT}, {"retention_ms", F_INT})},
+            {"deadline_ms", F_INT}, {"retention_ms", F_INT},
+            {"keep_dead_ms", F_INT})},
     /* operations */
     {"GET", "/healthz", DTX__SRV_SCOPE_NONE, dtx__srv_h_healthz, NULL},
     {"GET", "/readyz", DTX__SRV_SCOPE_NONE, dtx__srv_h_readyz, NULL},

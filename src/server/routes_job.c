@@ -65,7 +65,8 @@ void dtx__srv_h_job_add(dtx__srv_ctx_t *c) {
                        .delay_ms = dtx__srv_arg_int(c, "delay_ms", 0),
                        .max_attempts = arg_cint(c, "max_attempts", 0),
                        .backoff_ms = dtx__srv_arg_int(c, "backoff_ms", 0),
-                       .unique_key = dtx__srv_arg_str(c, "unique_key")};
+                       .unique_key = dtx__srv_arg_str(c, "unique_key"),
+                       .unique_for_ms = dtx__srv_arg_int(c, "unique_for_ms", 0)};
   if (!req.type) {
     dtx__srv_bad(c, DTX_EINVAL, "field 'type' is required");
     return;
@@ -151,9 +152,14 @@ void dtx__srv_h_job_heartbeat(dtx__srv_ctx_t *c) {
   int rc = dtx_job_heartbeat_check(c->param[0], epoch, lease);
   if (!rc)
     rc = dtx_job_heartbeat(c->d->st, c->param[0], epoch, lease, &job);
-  if (rc)
-    dtx__srv_fail(c, rc, NULL); /* STALE: stop working on it, 409 */
-  else
+  if (rc) {
+    /* STALE: stop working on it, 409; STATE with the job: canceled (a
+     * cancel was requested), stop and end the attempt. */
+    json_t *extra =
+        rc == DTX_ESTATE && job ? json_pack("{s:O}", "job", job) : NULL;
+    dtx__srv_fail(c, rc, extra);
+    json_decref(job);
+  } else
     dtx__srv_json(c, 200, job);
 }
 
@@ -274,4 +280,26 @@ void dtx__srv_h_job_queue_set(dtx__srv_ctx_t *c) {
     dtx__srv_fail(c, rc, NULL);
   else
     dtx__srv_json(c, 200, out);
+}
+
+/* ---- progress (docs/jobs.md, "Progress") ---------------------------------- */
+
+/* A claimed attempt's progress, fenced by epoch: STALE, 409, once the
+ * attempt is no longer current; nothing written. */
+void dtx__srv_h_job_progress(dtx__srv_ctx_t *c) {
+  int64_t epoch;
+  json_t *job = NULL, *value = dtx__srv_arg(c, "value");
+  if (arg_epoch(c, &epoch))
+    return;
+  if (!value) {
+    dtx__srv_bad(c, DTX_EINVAL, "field 'value' is required (any JSON)");
+    return;
+  }
+  int rc = dtx_job_progress_check(c->param[0], epoch, value);
+  if (!rc)
+    rc = dtx_job_progress(c->d->st, c->param[0], epoch, value, &job);
+  if (rc)
+    dtx__srv_fail(c, rc, NULL);
+  else
+    dtx__srv_json(c, 200, job);
 }

@@ -239,6 +239,7 @@ void dtx__srv_h_job_queues(dtx__srv_ctx_t *c);
 void dtx__srv_h_job_pause(dtx__srv_ctx_t *c);
 void dtx__srv_h_job_resume(dtx__srv_ctx_t *c);
 void dtx__srv_h_job_queue_set(dtx__srv_ctx_t *c);
+void dtx__srv_h_job_progress(dtx__srv_ctx_t *c);
 void dtx__srv_h_healthz(dtx__srv_ctx_t *c);
 void dtx__srv_h_readyz(dtx__srv_ctx_t *c);
 void dtx__srv_h_metrics(dtx__srv_ctx_t *c);

@@ -784,6 +784,149 @@ static void test_queue_limit(void) {
   json_decref(out);
 }
 
+/* ---- progress (docs/jobs.md, "Progress") ---------------------------------- */
+
+/* Reports progress twice from the handler; a report at another epoch is
+ * refused (STALE) and writes nothing. */
+static int report(dtx_job_run_t *run, const json_t *job, void *arg) {
+  int *bad = arg;
+  int64_t epoch = dtx__int(job, "epoch");
+  json_t *v1 = J("{\"done\":1}"), *v2 = J("{\"done\":2}"), *v9 = J("9");
+  if (dtx_job_run_progress(run, v1) != 0 || dtx_job_run_progress(run, v2) != 0)
+    (*bad)++;
+  if (dtx_job_progress(st, dtx__str(job, "_id"), epoch + 1, v9, NULL) !=
+      DTX_ESTALE)
+    (*bad)++;
+  json_t *now = NULL;
+  if (dtx_job_get(st, dtx__str(job, "_id"), &now) ||
+      !dtx__state_is(now, DTX_JOB_RUNNING) || dtx__int(now, "epoch") != epoch ||
+      dtx__int(json_object_get(now, "progress"), "done") != 2)
+    (*bad)++;
+  json_decref(now);
+  json_decref(v1);
+  json_decref(v2);
+  json_decref(v9);
+  return 0;
+}
+
+static void test_progress(void) {
+  int bad = 0;
+  json_t *big = json_string_nocheck(""), *v = J("1"), *keep = NULL;
+  char text[5000];
+  memset(text, 'x', sizeof text - 1);
+  text[sizeof text - 1] = '\0';
+  json_string_set(big, text);
+  /* the library's checks, before any store */
+  CHECK_RC(dtx_job_progress_check("p", 1, NULL), DTX_EINVAL);
+  CHECK_RC(dtx_job_progress_check("p", 0, v), DTX_EINVAL);
+  CHECK_RC(dtx_job_progress_check("p/1", 1, v), DTX_EINVAL);
+  CHECK_RC(dtx_job_progress_check("p", 1, big), DTX_EINVAL);
+  CHECK_RC(dtx_job_progress_check("p", 1, v), 0);
+  add("pr1", 0, 0, 1, NULL);
+  CHECK_RC(work_once(report, &bad, 1), 0);
+  CHECK(bad == 0);
+  CHECK(strcmp(state_of("pr1", &keep), DTX_JOB_SUCCEEDED) == 0);
+  CHECK(dtx__int(json_object_get(keep, "progress"), "done") == 2);
+  /* the attempt is over: refused, nothing written */
+  CHECK_RC(dtx_job_progress(st, "pr1", dtx__int(keep, "epoch"), v, NULL),
+           DTX_ESTALE);
+  CHECK_RC(dtx_job_progress(st, "nope", 1, v, NULL), DTX_ENOTFOUND);
+  json_decref(keep);
+  json_decref(big);
+  json_decref(v);
+}
+
+/* ---- cancel of a running job (docs/jobs.md, "Canceling a running job") ---- */
+
+/* Cancels its own job, then succeeds: the heartbeat has not looked yet
+ * (a long lease), so the completion races the recorded cancel. */
+static int cancel_self(dtx_job_run_t *run, const json_t *job, void *arg) {
+  (void)arg;
+  json_t *out = NULL, *res = J("{\"sent\":true}");
+  if (dtx_job_cancel(st, dtx__str(job, "_id"), &out) == 0 &&
+      dtx__state_is(out, DTX_JOB_RUNNING))
+    dtx_job_result(run, res);
+  json_decref(out);
+  json_decref(res);
+  return 0;
+}
+
+typedef struct race {
+  const char *id;
+  int64_t epoch;
+  int rc;
+} race_t;
+
+static void *race_cancel(void *arg) {
+  race_t *r = arg;
+  json_t *out = NULL;
+  r->rc = dtx_job_cancel(st, r->id, &out);
+  json_decref(out);
+  return NULL;
+}
+
+static void *race_complete(void *arg) {
+  race_t *r = arg;
+  json_t *out = NULL, *res = J("1");
+  r->rc = dtx_job_complete(st, r->id, r->epoch, res, &out);
+  json_decref(out);
+  json_decref(res);
+  return NULL;
+}
+
+static void test_cancel_running(void) {
+  json_t *keep = NULL;
+  /* in process: the completion after the cancel ends canceled (J17) */
+  add("cr1", 0, 0, 1, NULL);
+  dtx_job_handler_t h = {.type = NULL, .fn = cancel_self, .arg = NULL};
+  dtx_job_work_opts_t o = {.queue = "q", .handlers = &h, .nhandlers = 1,
+                           .threads = 1, .once = 1, .lease_ms = 30000};
+  json_t *sum = NULL;
+  CHECK_RC(dtx_job_work(st, &o, &sum), 0);
+  CHECKF(dtx__int(json_object_get(sum, "ran"), "canceled") == 1, "%s",
+         JS(sum));
+  json_decref(sum);
+  CHECK(strcmp(state_of("cr1", &keep), DTX_JOB_CANCELED) == 0);
+  CHECK(json_is_null(json_object_get(keep, "result")));
+  /* remote: a complete racing the cancel, 12 times: never succeeded once
+   * the cancel was recorded -- the job is succeeded exactly when the
+   * cancel found it ended (STATE), canceled when it recorded it. */
+  int n_succ = 0, n_canc = 0;
+  for (int i = 0; i < 12; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "race%d", i);
+    json_t *p = J("{}"), *out = NULL;
+    dtx_job_req_t r = {.queue = "race", .type = "t", .payload = p, .id = id};
+    CHECK_RC(dtx_job_add(st, &r, &out, NULL), 0);
+    json_decref(out);
+    json_decref(p);
+    CHECK_RC(dtx_job_claim(st, "race", 1, 30000, "racer", &out), 0);
+    race_t rc_ = {.id = id}, rk = {.id = id,
+                                    .epoch = dtx__int(json_array_get(out, 0),
+                                                      "epoch")};
+    json_decref(out);
+    pthread_t t1, t2;
+    pthread_create(&t1, NULL, race_cancel, &rc_);
+    pthread_create(&t2, NULL, race_complete, &rk);
+    pthread_join(t1, NULL);
+    pthread_join(t2, NULL);
+    const char *s = state_of(id, &keep);
+    CHECKF(rk.rc == 0, "complete %s: %d", id, rk.rc);
+    if (strcmp(s, DTX_JOB_SUCCEEDED) == 0) {
+      n_succ++;
+      CHECKF(rc_.rc == DTX_ESTATE, "%s succeeded, yet its cancel said %d", id,
+             rc_.rc);
+      CHECK(!json_object_get(keep, "cancel_requested"));
+    } else {
+      n_canc++;
+      CHECKF(strcmp(s, DTX_JOB_CANCELED) == 0 && rc_.rc == 0, "%s %s, %d", id,
+             s, rc_.rc);
+    }
+  }
+  CHECK(n_succ + n_canc == 12);
+  json_decref(keep);
+}
+
 int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:job.db";
   st = open_store();
@@ -800,6 +943,8 @@ int main(int argc, char **argv) {
   TEST_RUN(test_effect_race);
   TEST_RUN(test_flow_race);
   TEST_RUN(test_queue_limit);
+  TEST_RUN(test_progress);
+  TEST_RUN(test_cancel_running);
   dtx_store_close(st);
   return TEST_DONE();
 }

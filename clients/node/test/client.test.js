@@ -284,6 +284,12 @@ test('jobs', async () => {
   const ep = claimed[0].epoch;
   assert.equal((await c.heartbeat(j1, ep, { leaseMs: 30000 })).state, 'running');
   await rejects(c.heartbeat(j1, ep + 6), Conflict, (e) => assert.equal(e.code, 'STALE'));
+  const prog = await c.progress(j1, ep, { pct: 40 });
+  assert.equal(prog.state, 'running');
+  assert.deepEqual(prog.progress, { pct: 40 });
+  assert.deepEqual((await c.job(j1)).progress, { pct: 40 });
+  await rejects(c.progress(j1, ep + 6, 1), Conflict, (e) => assert.equal(e.code, 'STALE'));
+  assert.deepEqual((await c.job(j1)).progress, { pct: 40 });
   const done = await c.complete(j1, ep, { result: { sent: true } });
   assert.equal(done.state, 'succeeded');
   assert.deepEqual(await c.complete(j1, ep, { result: { sent: true } }), done);
@@ -306,6 +312,15 @@ test('jobs', async () => {
   await rejects(c.retryJob(j3), Conflict, (e) => assert.equal(e.code, 'STATE'));
   assert.equal((await c.cancelJob(j3)).state, 'canceled');
   assert.equal((await c.cancelJob(j3)).state, 'canceled');
+  // a running job: the cancel is recorded, its worker ends it canceled
+  const cq = uid('cq'), j4 = uid('j');
+  await c.addJob(cq, 't', undefined, { id: j4 });
+  const ep4 = (await c.claim(cq, { leaseMs: 20000 }))[0].epoch;
+  const req = await c.cancelJob(j4);
+  assert.equal(req.state, 'running');
+  assert.ok(req.cancel_requested);
+  await rejects(c.heartbeat(j4, ep4), Conflict, (e) => assert.equal(e.code, 'STATE'));
+  assert.equal((await c.complete(j4, ep4, { result: 1 })).state, 'canceled');
   await rejects(c.job(uid('nojob')), NotFound);
 });
 

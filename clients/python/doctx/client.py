@@ -511,6 +511,13 @@ class Client:
         body = _drop_none({"epoch": epoch, "lease_ms": lease_ms})
         return self._call("POST", f"/v1/jobs/{self._p(id)}/heartbeat", body, idempotent=True)
 
+    def progress(self, id: str, epoch: int, value: Any) -> JSON:
+        """Records ``value`` (any JSON, at most 4096 bytes) as the progress of
+        job ``id``'s attempt ``epoch``; Conflict (``STALE``) once that attempt
+        is no longer current, nothing written.  Retried (fenced by the epoch)."""
+        body = {"epoch": epoch, "value": value}
+        return self._call("POST", f"/v1/jobs/{self._p(id)}/progress", body, idempotent=True)
+
     def complete(self, id: str, epoch: int, *, result: Any = None) -> JSON:
         """Completes job ``id``'s attempt ``epoch`` with ``result``.  A repeat
         answers the same, so it is retried; Conflict (``STALE``) if taken over."""
@@ -528,8 +535,12 @@ class Client:
         return self._call("POST", f"/v1/jobs/{self._p(id)}/retry")
 
     def cancel_job(self, id: str) -> JSON:
-        """Cancels job ``id`` (ready or delayed); Conflict (``STATE``) for a running,
-        succeeded or dead one.  A repeat answers the same, so it is retried."""
+        """Cancels job ``id``: a ready or delayed one is canceled; for a running one
+        the cancel is recorded (``cancel_requested``) and its worker ends the
+        attempt canceled -- its :meth:`heartbeat` then raises Conflict
+        (``STATE``), and its :meth:`complete` or :meth:`fail` answer the job
+        canceled.  Conflict (``STATE``) for a succeeded or dead one.  A repeat
+        answers the same, so it is retried."""
         return self._call("POST", f"/v1/jobs/{self._p(id)}/cancel", idempotent=True)
 
     def effect(

@@ -358,6 +358,12 @@ def test_jobs(c: Client) -> None:
     with pytest.raises(Conflict) as e:
         c.heartbeat(j1, ep + 6)
     assert e.value.code == "STALE"
+    prog = c.progress(j1, ep, {"pct": 40})
+    assert prog["state"] == "running" and prog["progress"] == {"pct": 40} and prog["epoch"] == ep
+    assert c.job(j1)["progress"] == {"pct": 40}
+    with pytest.raises(Conflict) as e:
+        c.progress(j1, ep + 6, 1)
+    assert e.value.code == "STALE" and c.job(j1)["progress"] == {"pct": 40}
     done = c.complete(j1, ep, result={"sent": True})
     assert done["state"] == "succeeded" and c.complete(j1, ep, result={"sent": True}) == done
     ep2 = c.claim(q, n=5)[0]["epoch"]
@@ -377,6 +383,16 @@ def test_jobs(c: Client) -> None:
     assert e.value.code == "STATE"
     assert c.cancel_job(j3)["state"] == "canceled"
     assert c.cancel_job(j3)["state"] == "canceled"
+    # a running job: the cancel is recorded, its worker ends it canceled
+    cq, j4 = uid("cq"), uid("j")
+    c.add_job(cq, "t", id=j4)
+    ep4 = c.claim(cq, lease_ms=20000)[0]["epoch"]
+    req = c.cancel_job(j4)
+    assert req["state"] == "running" and "cancel_requested" in req
+    with pytest.raises(Conflict) as e:
+        c.heartbeat(j4, ep4)
+    assert e.value.code == "STATE"
+    assert c.complete(j4, ep4, result=1)["state"] == "canceled"
     with pytest.raises(NotFound):
         c.job(uid("nojob"))
 

@@ -9,6 +9,8 @@
  *   unique_live    unique_live present on a terminal job, or missing on a
  *                  live one with a unique key (J4)
  *   dead_attempts  a dead job whose attempts are below max_attempts (J3)
+ *   cancel_ignored a job with a cancel requested that is not running or
+ *                  canceled (J17: written past the rules)
  *   job_state      a live job with no attempts left (J7; the rest of J7
  *                  is in the validator, so bad_shape reports it)
  *   orphan_marker  an effect marker whose job is missing, does not list
@@ -86,13 +88,23 @@ static void check_job(dtx__audit_t *a, const char *id, const json_t *j,
   int terminal = dtx__job_terminal(j);
   int has_live = json_object_get(j, "unique_live") != NULL;
   int has_key = dtx__str(j, "unique_key") != NULL;
-  if (has_live != (!terminal && has_key))
-    dtx__audit_finding(a, "unique_live", "job %s is %s %s unique_live (J4)",
-                       id, st, has_live ? "but holds" : "without");
+  /* J18: a terminal job keeps its key while it has a window's end */
+  int has_until = json_object_get(j, "unique_until") != NULL;
+  if (has_live != (has_key && (!terminal || has_until)) ||
+      (has_until && (!terminal || !has_live)))
+    dtx__audit_finding(a, "unique_live", "job %s is %s %s unique_live%s "
+                       "(J4, J18)", id, st, has_live ? "but holds" : "without",
+                       has_until ? " and has a unique window" : "");
   if (!terminal && att >= max)
     dtx__audit_finding(a, "job_state", "job %s is %s after %lld of %lld "
                        "attempts: a live job has attempts left (J7)", id, st,
                        (long long)att, (long long)max);
+  /* J17: a recorded cancel ends the attempt canceled; only a write past
+   * the rules leaves one on a job that succeeded, failed or runs again. */
+  if (dtx__job_cancel_requested(j) && strcmp(st, DTX_JOB_RUNNING) != 0 &&
+      strcmp(st, DTX_JOB_CANCELED) != 0)
+    dtx__audit_finding(a, "cancel_ignored", "job %s is %s although a "
+                       "cancel of it was requested (J17)", id, st);
   if (strcmp(st, DTX_JOB_DEAD) == 0 && att < max &&
       !json_object_get(j, "failed_child")) /* its child failed it: flow.c */
     dtx__audit_finding(a, "dead_attempts", "job %s is dead after %lld of "

@@ -21,6 +21,8 @@
  *    canceled <-----------------+   |               |                    dead
  *    (also from delayed)            +---------------+--- (dead) <--------+
  *                                   takeover (lease lapsed) = a failure
+ *    running --(cancel requested, then its holder's end or a takeover)-->
+ *    canceled (cancel.c, J17)
  *
  *   transition                  function               fault point
  *   (record ready|delayed)      dtx_job_add            job.add
@@ -75,6 +77,20 @@
  *   running slot (max_running)  limited queue          job.claim
  *                               (limits.c)
  *   (its slot freed)            dtx__jq_release        job.slot.release
+ *   running -> running          dtx_job_progress,      job.progress
+ *   (progress: J16)             dtx_job_run_progress
+ *                               (remote.c)
+ *   running -> running          dtx_job_cancel         job.cancel.request
+ *   (cancel requested: J17)     (cancel.c)
+ *   running -> canceled         the holder: runner.c,  job.cancel.end
+ *   (cancel requested)          remote.c (heartbeat,
+ *                               complete, fail), via
+ *                               dtx__job_outcome /
+ *                               dtx__job_end_canceled
+ *   running -> canceled         recover.c (takeover    job.recover.takeover
+ *   (cancel requested)          of a lapsed attempt)
+ *   (terminal: unique window    add (a refused insert) job.unique.expire
+ *   passed, key freed, J18)     and recovery (unique.c)
  * Recovery's other points (markers, retention) are in recover.c.
  *
  * Invariants (DTX_ASSERT checks what each step relies on and leaves, in
@@ -129,6 +145,29 @@
  *     queue claimed under the limit are running: each was claimed under
  *     a slot recording it at its epoch, and a slot is taken again only
  *     when its job cannot be running at that epoch.
+ * J16 A job's "progress" is written only by the move job.progress of its
+ *     running attempt, fenced by the epoch (a stale attempt's report
+ *     writes nothing), and that move changes neither the state nor the
+ *     epoch nor the lease; a plain write may not change it (the
+ *     transition rule's "plain" object), so what show and list print is
+ *     what an attempt of the job reported.
+ * J17 Once a cancel of a running job is recorded (cancel_requested, set
+ *     by job.cancel.request on {state: running} and never removed: the
+ *     transition rule's "increasing"), its attempt ends canceled, never
+ *     succeeded nor retried: complete, fail and the takeover as a failure
+ *     are conditioned on no request in the same atomic step
+ *     (dtx__job_outcome), and the only move out of running with one is
+ *     to canceled -- by the holder at its epoch (job.cancel.end) or by
+ *     recovery's takeover.  The cancel request itself ends nothing.
+ * J18 (J4 with a window) A job added with unique_for_ms N > 0 keeps its
+ *     unique_live when it ends: the terminal step records unique_until =
+ *     finished + N (saturated) instead of $unset-ing it, so the store's
+ *     unique index refuses the key N ms after the end too.  Only the
+ *     expiry (job.unique.expire, unique.c: {_id, unique_live,
+ *     unique_until <= now} -> $unset both), made by an add the index
+ *     refused and by recovery, gives it up; a retry unsets unique_until.
+ *     The transition rule admits unique_until only on a terminal job, and
+ *     no plain write of unique_live or unique_until.
  */
 #include <stdio.h>
 #include <string.h>
@@ -238,6 +277,9 @@ static int req_check(const dtx_job_req_t *r, int tick) {
                     UNIQUE_KEY_MAX);
   if (r->unique_key && !dtx__utf8_ok(r->unique_key, strlen(r->unique_key)))
     return dtx__err(DTX_EINVAL, "unique key is not valid UTF-8");
+  if (r->unique_for_ms < 0 || (r->unique_for_ms > 0 && !r->unique_key))
+    return dtx__err(DTX_EINVAL, "unique-for must be >= 0 ms, with a unique "
+                    "key, got %lld", (long long)r->unique_for_ms);
   if (r->payload) {
     if ((rc = dtx__depth_check(r->payload, DTX_EINVAL, "payload")))
       return rc;
@@ -269,6 +311,12 @@ static json_t *new_job(const dtx_job_req_t *r, const char *id,
       "last_error", "result", "fx_colls", "created", (json_int_t)now,
       "updated", (json_int_t)now, "finished", "owner", "lease_until",
       (json_int_t)0, "epoch", (json_int_t)0);
+  if (job && r->unique_for_ms > 0 && /* J18: the window, kept */
+      json_object_set_new(job, "unique_for_ms",
+                          json_integer((json_int_t)r->unique_for_ms)) < 0) {
+    json_decref(job);
+    return NULL;
+  }
   if (job && r->unique_key &&
       json_object_set_new(job, "unique_live",
                           unique_live(r->queue, r->unique_key)) < 0) {
@@ -350,7 +398,17 @@ static int add(dtx__exec_t *ex, const dtx_job_req_t *r, const json_t *extra,
     rc = f ? dtx__kit_find(ex, DTX_JOBS, f, NULL, &holders) : DTX_ENOMEM;
     json_decref(f);
     if (rc == 0 && json_array_size(holders) > 0) {
-      *out = json_incref(json_array_get(holders, 0));
+      const json_t *h = json_array_get(holders, 0);
+      /* J18: a holder whose window has passed gives the key up once,
+       * then the insert is tried again. */
+      if (round == 0 && dtx__job_unique_expired(h, dtx__now_ms())) {
+        rc = dtx__job_unique_expire(ex, h);
+        json_decref(holders);
+        if (rc && rc != DTX_ENOMATCH)
+          break;
+        continue;
+      }
+      *out = json_incref((json_t *)h);
       json_decref(holders);
       break;
     }
@@ -431,6 +489,12 @@ json_t *dtx__job_storable_result(json_t *result, const char *why) {
 int dtx__job_outcome(const json_t *job, int ok, json_t *result,
                      const char *error, const char *point, int take,
                      dtx__move_t *m) {
+  /* J17: once a cancel is recorded the attempt ends canceled, whoever
+   * ends it (its holder, or recovery's takeover). */
+  if (dtx__job_cancel_requested(job)) {
+    json_decref(result);
+    return dtx__job_cancel_move(job, take ? point : "job.cancel.end", take, m);
+  }
   int64_t attempts = dtx__int(job, "attempts") + 1;
   int64_t max = dtx__int(job, "max_attempts");
   int64_t now = dtx__now_ms();
@@ -457,27 +521,36 @@ int dtx__job_outcome(const json_t *job, int ok, json_t *result,
                                             attempts))));
   else if (set)
     json_object_set_new(set, "finished", json_integer((json_int_t)now));
-  /* A terminal job frees its unique key (J4). */
-  json_t *unset = strcmp(to, DTX_JOB_DELAYED) == 0
-                      ? NULL
-                      : json_pack("{s:s}", "unique_live", "");
+  /* A terminal job frees its unique key (J4), or keeps it for its
+   * window (J18). */
+  json_t *unset = NULL;
+  int uerr = strcmp(to, DTX_JOB_DELAYED) != 0 && set &&
+             dtx__job_unique_end(job, set, now, &unset);
   *m = (dtx__move_t){.point = point,
                       .from = DTX_JOB_RUNNING,
                       .to = to,
                       .flags = DTX__FENCED | (take ? DTX__TAKE : 0) |
                                (take == 1 ? DTX__LAPSED : 0),
+                      /* J17: no cancel recorded, in the same step */
+                      .cond = dtx__job_no_cancel(),
                       .set = set,
                       .unset = unset};
-  if (!set || (strcmp(to, DTX_JOB_DELAYED) != 0 && !unset)) {
+  if (!set || !m->cond || uerr) {
     /* Without its fields the move would break J3/J7: refuse it. */
     json_decref(set);
     json_decref(unset);
-    m->set = m->unset = NULL;
+    json_decref(m->cond);
+    m->set = m->unset = m->cond = NULL;
     return dtx__err(DTX_ENOMEM, "ending the attempt of job %s",
                     dtx__str(job, "_id"));
   }
-  /* J4: every terminal move frees the unique key. */
-  DTX_ASSERT(!unset == (strcmp(to, DTX_JOB_DELAYED) == 0), "J4");
+  /* J4/J18: every terminal move frees the unique key, or keeps it with
+   * its window's end. */
+  DTX_ASSERT(strcmp(to, DTX_JOB_DELAYED) == 0
+                 ? !unset
+                 : (unset != NULL) != (json_object_get(set, "unique_until") !=
+                                       NULL),
+             "J4");
   return 0;
 }
 
@@ -641,9 +714,9 @@ static int by_hand_fields(const json_t *job, int retry, json_t **set,
                           json_t **unset) {
   *unset = NULL;
   if (!retry) { /* canceled: terminal, so the unique key is free (J4) */
-    *set = json_pack("{s:I}", "finished", (json_int_t)dtx__now_ms());
-    *unset = json_pack("{s:s}", "unique_live", "");
-    return *set && *unset ? 0 : DTX_ENOMEM;
+    int64_t now = dtx__now_ms();
+    *set = json_pack("{s:I}", "finished", (json_int_t)now);
+    return *set ? dtx__job_unique_end(job, *set, now, unset) : DTX_ENOMEM;
   }
   if (json_is_true(json_object_get(job, "fx_cleared"))) {
     *set = NULL;
@@ -655,13 +728,16 @@ static int by_hand_fields(const json_t *job, int retry, json_t **set,
   }
   *set = json_pack("{s:i,s:I,s:n}", "attempts", 0, "run_at",
                    (json_int_t)dtx__now_ms(), "finished");
-  /* A parent its child failed (flow.c) waits for its children again. */
-  if (json_object_get(job, "failed_child"))
-    *unset = json_pack("{s:s}", "failed_child", "");
   const char *key = dtx__str(job, "unique_key"), *q = dtx__str(job, "queue");
   if (*set && key && q)
     json_object_set_new(*set, "unique_live", unique_live(q, key));
-  return *set ? 0 : DTX_ENOMEM;
+  /* J18: live again, so no window */
+  *unset = json_pack("{s:s}", "unique_until", "");
+  /* A parent its child failed (flow.c) waits for its children again. */
+  if (*unset && json_object_get(job, "failed_child") &&
+      json_object_set_new(*unset, "failed_child", json_string("")))
+    return DTX_ENOMEM;
+  return *set && *unset ? 0 : DTX_ENOMEM;
 }
 
 /* A state change by hand from one of `from` to `to`, read again and
@@ -749,14 +825,42 @@ static int by_hand(dtx__exec_t *ex, const char *id, const char *const *from,
   return rc;
 }
 
+/* A running job: the request (cancel.c); ready or delayed: canceled. */
 int dtx_job_cancel(dtx_store_t *st, const char *id, json_t **out) {
   static const char *const from[] = {DTX_JOB_READY, DTX_JOB_DELAYED,
                                      DTX_JOB_WAITING, DTX_JOB_HELD, NULL};
   dtx__exec_t ex;
   dtx__call_t c;
-  int rc = begin_on(&c, &ex, st, id, out);
-  if (rc == 0)
+  int rc = begin_on(&c, &ex, st, id, out), guard;
+  for (guard = 0; rc == 0 && guard < 100; guard++) {
+    json_t *job = NULL;
+    if ((rc = get_job(&ex, id, &job)))
+      break;
+    if (dtx__state_is(job, DTX_JOB_RUNNING)) {
+      rc = dtx__job_cancel_request(&ex, job, out);
+      if (rc != DTX_ENOMATCH)
+        break;
+      rc = 0; /* it moved on: look again */
+      continue;
+    }
+    json_decref(job);
     rc = by_hand(&ex, id, from, DTX_JOB_CANCELED, 0, out);
+    if (rc == DTX_ESTATE && dtx__state_is(*out, DTX_JOB_RUNNING)) {
+      json_decref(*out); /* claimed meanwhile: request it */
+      *out = NULL;
+      rc = 0;
+      continue;
+    }
+    if (rc == DTX_ESTATE)
+      rc = dtx__err(DTX_ESTATE,
+                    "job %s is %s; only ready, delayed, waiting, held or "
+                    "running jobs can be canceled",
+                    id, dtx__str(*out, "state") ? dtx__str(*out, "state")
+                                                : "?");
+    break;
+  }
+  if (rc == 0 && guard == 100)
+    rc = dtx__err(DTX_ECONFLICT, "job %s kept changing while canceled", id);
   return dtx__call_end(&c, rc);
 }
 
@@ -786,6 +890,8 @@ static const dtx__index_def_t indexes[] = {
     {DTX_JOBS, "{\"unique_live\":1}", 1, 1},
     /* schedules (sched.c): a ticker reads the due ones of its queue */
     {DTX_JOB_SCHEDULES, "{\"state\":1,\"queue\":1,\"next_at\":1}", 0, 0},
+    /* recovery's clearing of passed windows (J18) */
+    {DTX_JOBS, "{\"unique_until\":1}", 0, 1},
     {NULL, NULL, 0, 0},
 };
 
@@ -832,6 +938,9 @@ static const char job_shape[] =
     "\"fx_cleared\":{\"bsonType\":\"bool\"},"
     "\"fx_pins\":{\"bsonType\":\"object\"},"
     "\"fx_until\":" LONG ","
+    "\"cancel_requested\":" LONG "," /* J17 */
+    "\"unique_until\":" LONG ",\"unique_for_ms\":{\"bsonType\":\"long\","
+    "\"minimum\":0}," /* J18 */
     "\"created\":" LONG ",\"finished\":" LONG_OR_NULL ","
     /* flows (flow.c) */
     "\"parent\":" ID ",\"failed_child\":" ID ","
@@ -896,6 +1005,12 @@ static const char job_shape[] =
 #define TERMINAL_MOVE(st)                                                     \
   "{\"name\":\"forget-markers(" st ")\",\"from\":{\"state\":" S_(st)      \
   "},\"to\":{\"state\":" S_(st) ",\"fx_cleared\":true}}"
+/* J18: a terminal job's passed unique window goes (job.unique.expire). */
+#define UNIQUE_EXPIRE(st)                                                     \
+  "{\"name\":\"unique-expire(" st ")\",\"from\":{\"state\":" S_(st)    \
+  ",\"unique_until\":{\"$exists\":true}},\"to\":{\"state\":" S_(st)     \
+  ",\"unique_until\":{\"$exists\":false},"                                \
+  "\"unique_live\":{\"$exists\":false}}}"
 static const char job_transition[] =
     "[{\"immutable\":[\"queue\",\"type\",\"payload\",\"priority\",\"rank\","
     "\"max_attempts\",\"backoff_ms\",\"unique_key\",\"created\",\"sched\","
@@ -906,9 +1021,15 @@ static const char job_transition[] =
     "\"to\":{\"state\":" S_(DTX_JOB_RUNNING) "}},"
     "{\"name\":\"renew\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING) "},"
     "\"to\":{\"state\":" S_(DTX_JOB_RUNNING) "}},"
-    "{\"name\":\"complete\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING) "},"
+    /* J17: a running job whose cancel was requested ends canceled only */
+    "{\"name\":\"complete\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING) ","
+    "\"cancel_requested\":{\"$exists\":false}},"
     "\"to\":{\"state\":" S_(DTX_JOB_SUCCEEDED) "}},"
-    "{\"name\":\"fail\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING) "},"
+    "{\"name\":\"cancel-running\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING)
+    ",\"cancel_requested\":{\"$exists\":true}},"
+    "\"to\":{\"state\":" S_(DTX_JOB_CANCELED) "}},"
+    "{\"name\":\"fail\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING) ","
+    "\"cancel_requested\":{\"$exists\":false}},"
     "\"to\":{\"state\":{\"$in\":[" S_(DTX_JOB_DELAYED) "," S_(DTX_JOB_DEAD)
     "]}}},"
     "{\"name\":\"promote\",\"from\":{\"state\":" S_(DTX_JOB_DELAYED) "},"
@@ -935,7 +1056,9 @@ static const char job_transition[] =
     ",\"failed_child\":{\"$exists\":true}},\"to\":{\"state\":"
     S_(DTX_JOB_WAITING) ",\"attempts\":0}},"
     TERMINAL_MOVE(DTX_JOB_SUCCEEDED) "," TERMINAL_MOVE(DTX_JOB_DEAD) ","
-    TERMINAL_MOVE(DTX_JOB_CANCELED) "]},"
+    TERMINAL_MOVE(DTX_JOB_CANCELED) ","
+    UNIQUE_EXPIRE(DTX_JOB_SUCCEEDED) "," UNIQUE_EXPIRE(DTX_JOB_DEAD) ","
+    UNIQUE_EXPIRE(DTX_JOB_CANCELED) "]},"
     "{\"moves\":["
     "{\"name\":\"markers-kept\",\"from\":{\"fx_cleared\":{\"$ne\":true}},"
     "\"to\":{}},"
@@ -973,8 +1096,29 @@ static const char job_transition[] =
     S_(DTX_JOB_CANCELED) "]}}}],"
     "\"why\":\"a flow's parent waits and its children are recorded only "
     "by doctx job add --parent and the job's own steps (docs/jobs.md, "
-    "Flows)\"}]";
+    "Flows)\"},"
+    /* J16 (progress): a job's progress is written only by the fenced
+     * job.progress step of its running attempt. */
+    "{\"scope\":\"plain\",\"steps\":[\"job\"],"
+    "\"immutable\":[\"progress\"],"
+    "\"why\":\"a job's progress is written only by its running attempt "
+    "(doctx job progress ID EPOCH VALUE, docs/jobs.md)\"},"
+    /* J17 (cancel): a cancel request, once recorded, is never taken back */
+    "{\"increasing\":[\"cancel_requested\"]},"
+    /* J18 (unique window): the window is the add's; a key and its window
+     * change only by the job's steps, and on a terminal job only by the
+     * expiry (job.unique.expire: both go, the state kept) */
+    "{\"immutable\":[\"unique_for_ms\"],\"moves\":["
+    "{\"name\":\"unique-kept\",\"from\":{},\"to\":{\"unique_until\":"
+    "{\"$exists\":false}}},"
+    "{\"name\":\"unique-window\",\"from\":{},\"to\":{\"state\":{\"$in\":["
+    S_(DTX_JOB_SUCCEEDED) "," S_(DTX_JOB_DEAD) "," S_(DTX_JOB_CANCELED) "]}}}]},"
+    "{\"scope\":\"plain\",\"steps\":[\"job\"],"
+    "\"immutable\":[\"unique_live\",\"unique_until\"],"
+    "\"why\":\"a job's unique key and its window change only by its steps "
+    "(docs/jobs.md, Uniqueness)\"}]";
 #undef TERMINAL_MOVE
+#undef UNIQUE_EXPIRE
 #undef S_
 
 /* The shape of a job (kit.h, dtx__shape_def_t) beyond the validator and
@@ -1039,6 +1183,10 @@ static const char *const fault_points[] = {
     "job.schedule.enqueue",
     "job.schedule.advance",
     "job.schedule.remove",
+    "job.progress", /* remote.c */
+    "job.cancel.request", /* cancel.c */
+    "job.cancel.end",
+    "job.unique.expire", /* unique.c */
     /* recovery (recover.c) */
     "job.recover.takeover",
     "job.recover.forget_markers",
@@ -1063,3 +1211,4 @@ const dtx__pattern_t dtx__job_pattern = {
     .rules = rules,
     .shapes = shapes,
 };
+

@@ -143,9 +143,53 @@ struct dtx_job_run {
   json_t *result;      /* dtx_job_result's copy, or NULL */
   char *error;         /* dtx_job_fail's copy, or NULL */
   atomic_int lost;     /* the heartbeat found the lease taken over */
+  atomic_int canceled; /* the heartbeat found a cancel requested (J17) */
   int64_t deadline;    /* mono ms: the handler's timeout */
 };
 
+
+/* ---- cancel of a running job (cancel.c; J17 in job.c) ---- */
+
+/* 1 when a cancel of job's attempt was requested (cancel_requested). */
+int dtx__job_cancel_requested(const json_t *job);
+
+/* The condition {cancel_requested: {$exists: false}} (new reference, NULL
+ * on ENOMEM) every other end of a running attempt carries. */
+json_t *dtx__job_no_cancel(void);
+
+/* The move that ends job's running attempt canceled, fenced by its epoch
+ * and conditioned on the request: point, and take as dtx__job_finish's
+ * (a takeover also takes the lease). */
+int dtx__job_cancel_move(const json_t *job, const char *point, int take,
+                         dtx__move_t *m);
+
+/* The holder's end of its attempt (job: as it held it, at its epoch)
+ * after an outcome matched nothing: when the job still runs at that
+ * epoch with a cancel requested, ends it canceled (job.cancel.end), *out
+ * the job afterwards; DTX_ENOMATCH otherwise (taken over, or ended). */
+int dtx__job_end_canceled(dtx__exec_t *ex, const json_t *job, json_t **out);
+
+/* Records the request on running job (stolen; job.cancel.request): *out
+ * the job afterwards, or as it is when one was recorded already.
+ * DTX_ENOMATCH when it moved on meanwhile. */
+int dtx__job_cancel_request(dtx__exec_t *ex, json_t *job, json_t **out);
+
+/* ---- a unique key's window after the job ends (unique.c; J18) ---- */
+
+/* What the step that makes job terminal does with its unique key: with
+ * a window (unique_for_ms > 0) it stays, and set gets unique_until = now
+ * + the window (saturated), *unset NULL; else *unset = {unique_live: ""}.
+ * 0 or DTX_ENOMEM. */
+int dtx__job_unique_end(const json_t *job, json_t *set, int64_t now,
+                        json_t **unset);
+/* 1 when job is terminal and its window has passed by now. */
+int dtx__job_unique_expired(const json_t *job, int64_t now);
+/* The holder job gives its key up (job.unique.expire: {_id, unique_live,
+ * unique_until <= now} -> $unset both).  DTX_ENOMATCH when it had not
+ * passed, or moved on. */
+int dtx__job_unique_expire(dtx__exec_t *ex, const json_t *job);
+/* Recovery: up to 200 passed windows cleared (tallied unique_expired). */
+int dtx__job_unique_recover(dtx__exec_t *ex, dtx__tally_t *t);
 
 /* The job's pin of effect key (effect.c; borrowed, NULL when none):
  * {coll, id, voided: [ids]} as the fence and repin steps wrote it. */

@@ -471,7 +471,7 @@ int dtx_job_queue_set(dtx_store_t *st, const char *queue,
   if (rc == 0) {
     dtx__jq_forget(st, queue);
     /* Every claim round that starts from now on reads the limit. */
-    dtx__deadline_sleep_ms(DTX_JOB_QUEUE_TTL_MS);
+    (void)dtx__kit_wait(&(dtx__wait_t){.pause = DTX_JOB_QUEUE_TTL_MS}, 0);
     rc = dtx__jq_settings(st, queue, out);
   }
   json_decref(after);

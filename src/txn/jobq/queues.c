@@ -224,7 +224,7 @@ int dtx_job_queue_pause(dtx_store_t *st, const char *queue, int paused,
     /* This process's claims see it at once; others' within the TTL. */
     dtx__jq_forget(st, queue);
     if (paused) /* J10: every claim round from now on reads it */
-      dtx__deadline_sleep_ms(DTX_JOB_QUEUE_TTL_MS);
+      (void)dtx__kit_wait(&(dtx__wait_t){.pause = DTX_JOB_QUEUE_TTL_MS}, 0);
     *out = view(queue, doc);
     if (!*out)
       rc = DTX_ENOMEM;

@@ -22,9 +22,14 @@
  * thread for its whole life, renews the lease of every job of the batch
  * in hand -- the running one and the ones waiting their turn -- every
  * third of it; when a renewal finds a job gone (taken over after a
- * pause; a running job cannot be canceled) the attempt is lost: a waiting
- * job is skipped, a running one's handler sees dtx_job_alive() == 0, and
- * no outcome is written (it would fail its fence anyway, J1).  Every
+ * pause) the attempt is lost: a waiting job is skipped, a running one's
+ * handler sees dtx_job_alive() == 0, and no outcome is written (it would
+ * fail its fence anyway, J1).  When a renewal finds a cancel requested
+ * (cancel.c, J17), a waiting job is not run and a running one's handler
+ * sees dtx_job_alive() == 0 (--exec: its group gets SIGTERM, then
+ * SIGKILL), and the attempt ends canceled (job.cancel.end) in the
+ * batch's round; an outcome refused because a cancel came after the last
+ * renewal ends canceled too (dtx__job_end_canceled).  Every
  * DTX__RECOVER_EVERY_MS one thread runs the job recovery pass
  * (recover.c): due delayed jobs become ready, stalled jobs are taken
  * over. */
@@ -74,6 +79,7 @@ void dtx_job_fail(dtx_job_run_t *run, const char *message) {
 
 int dtx_job_alive(const dtx_job_run_t *run) {
   return !atomic_load(&((dtx_job_run_t *)run)->lost) &&
+         !atomic_load(&((dtx_job_run_t *)run)->canceled) &&
          dtx__mono_ms() < run->deadline;
 }
 
@@ -89,6 +95,7 @@ typedef struct held {
   int lost;            /* a renewal found it taken over */
   int gone;            /* no longer running at its claim's epoch (ended,
                           fenced, lost): its running slot may go back */
+  int canceled;        /* a renewal found a cancel requested (J17) */
   /* Not under the heartbeat's mu (the worker thread's own): */
   int ended;           /* its handler ran; its outcome is in m, unwritten */
   dtx__move_t m;       /* that outcome (dtx__job_outcome) */
@@ -126,8 +133,16 @@ static void renew_batch(beat_t *b) {
     pthread_mutex_unlock(&b->mu);
     json_t *out = NULL;
     int rc = dtx__job_renew(&b->ex, h[i].job, every, &out);
+    int canceled = rc == 0 && dtx__job_cancel_requested(out);
     json_decref(out);
     pthread_mutex_lock(&b->mu);
+    /* A cancel requested (J17): a waiting job is not run, a running
+     * one's handler sees dtx_job_alive() == 0; either ends canceled. */
+    if (canceled && !h[i].over) {
+      h[i].canceled = 1;
+      if (h[i].run)
+        atomic_store(&h[i].run->canceled, 1);
+    }
     /* Taken over (J1): a waiting job is skipped in its turn, a running
      * one sees dtx_job_alive() == 0.  Other errors: the store is slow;
      * the next beat tries again, and a lapse is what recovery is for. */
@@ -220,6 +235,18 @@ static const dtx_job_handler_t *handler_for(const dtx_job_work_opts_t *o,
   return NULL;
 }
 
+/* The canceled end of h's attempt into h->m (J17): 0, or the error
+ * tallied and h over (left running, its lease lapses, recovery ends it
+ * canceled). */
+static int cancel_outcome(shared_t *sh, beat_t *b, held_t *h) {
+  int rc = dtx__job_cancel_move(h->job, "job.cancel.end", 0, &h->m);
+  if (rc) {
+    dtx__tally_error(&sh->ran, json_object_get(h->job, "_id"), rc);
+    held_over(b, h);
+  }
+  return rc;
+}
+
 /* Runs the handler of the claimed job h->job, in its turn in the batch,
  * and leaves its outcome in h->m for write_outcomes: the outcomes of a
  * batch go out together, one bulk round instead of a write per job.
@@ -233,14 +260,20 @@ static void run_job(shared_t *sh, dtx__exec_t *ex, beat_t *b, held_t *h) {
   dtx_job_run_t run = {.ex = ex, .epoch = dtx__int(job, "epoch")};
   snprintf(run.id, sizeof run.id, "%s", dtx__str(job, "_id"));
   atomic_init(&run.lost, 0);
+  atomic_init(&run.canceled, 0);
   pthread_mutex_lock(&b->mu);
-  int lost = h->lost;
-  h->run = lost ? NULL : &run;
+  int lost = h->lost, canceled = h->canceled;
+  h->run = lost || canceled ? NULL : &run;
   pthread_mutex_unlock(&b->mu);
   if (lost) { /* taken over while it waited its turn: not ours to run */
     dtx__tally_ran(&sh->ran, "fenced", 1);
     h->gone = 1;
     held_over(b, h);
+    return;
+  }
+  if (canceled) { /* canceled while it waited its turn: never run (J17) */
+    if (cancel_outcome(sh, b, h) == 0)
+      h->ended = 1;
     return;
   }
   /* Saturated: a timeout too large for int64 is "no timeout in practice"
@@ -271,6 +304,10 @@ static void run_job(shared_t *sh, dtx__exec_t *ex, beat_t *b, held_t *h) {
     dtx__tally_ran(&sh->ran, "fenced", 1);
     h->gone = 1;
     held_over(b, h);
+  } else if (atomic_load(&run.canceled)) {
+    /* J17: the attempt ends canceled, whatever the handler returned. */
+    if (cancel_outcome(sh, b, h) == 0)
+      h->ended = 1;
   } else {
     char msg[96];
     const char *err = run.error ? run.error : "handler failed";
@@ -333,8 +370,19 @@ static void write_outcomes(shared_t *sh, dtx__exec_t *ex, beat_t *b,
    * marked text form (dtx__job_storable_result), which it can store. */
   for (size_t j = 0; j < k; j++) {
     held_t *hj = &h[at[j]];
-    if (rcs[j] == 0 || rcs[j] == DTX_ENOMATCH || dtx__transient(rcs[j]) ||
-        !hj->result)
+    if (rcs[j] == DTX_ENOMATCH) {
+      /* J17: refused because a cancel was recorded since the heartbeat
+       * looked: the attempt ends canceled (else it was taken over). */
+      json_t *o = NULL;
+      int crc = dtx__job_end_canceled(ex, docs[j], &o);
+      if (crc != DTX_ENOMATCH) {
+        rcs[j] = crc;
+        json_decref(outs[j]);
+        outs[j] = o;
+      }
+      continue;
+    }
+    if (rcs[j] == 0 || dtx__transient(rcs[j]) || !hj->result)
       continue;
     json_decref(outs[j]);
     outs[j] = NULL;
@@ -352,7 +400,8 @@ static void write_outcomes(shared_t *sh, dtx__exec_t *ex, beat_t *b,
       dtx__tally_ran(&sh->ran,
                      dtx__state_is(outs[j], DTX_JOB_SUCCEEDED) ? "succeeded"
                      : dtx__state_is(outs[j], DTX_JOB_DEAD)    ? "dead"
-                                                               : "retried",
+                     : dtx__state_is(outs[j], DTX_JOB_CANCELED) ? "canceled"
+                                                                : "retried",
                      1);
     else if (rcs[j] == DTX_ENOMATCH)
       dtx__tally_ran(&sh->ran, "fenced", 1);

@@ -549,7 +549,7 @@ int dtx_job_scheduler(dtx_store_t *st, const dtx_job_scheduler_opts_t *o,
     }
     if (o->stop && *o->stop)
       break;
-    dtx__deadline_sleep_ms(poll);
+    (void)dtx__kit_wait(&(dtx__wait_t){.pause = poll}, 0);
     if (o->stop && *o->stop)
       break;
   }

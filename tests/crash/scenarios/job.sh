@@ -86,6 +86,29 @@ scenario_cmd() {
     add_p; d $WORK_Q >/dev/null
     DOCTX_FAULT=job.flow.drop:crash d job add q t {} --id j1 --backoff-ms 1 --parent p >/dev/null 2>&1
     echo "recover" ;;
+  job.progress)
+    # A remote worker's report (docs/jobs.md, "Progress"): j1 claimed at
+    # epoch 1; recovery takes the attempt over afterwards.
+    add_j1; d job claim q --lease-ms 300 >/dev/null
+    echo 'job progress j1 1 {"done":1}' ;;
+  job.cancel.request)
+    # A cancel of a running job records the request (cancel.c): j1 claimed
+    # at epoch 1; recovery then ends it canceled, or retries it when the
+    # request was not recorded.
+    add_j1; d job claim q --lease-ms 300 >/dev/null
+    echo "job cancel j1" ;;
+  job.cancel.end)
+    # The holder's end of a canceled attempt: a remote worker's complete
+    # after the request (the runner's heartbeat reaches it too).
+    remote_claimed; d job cancel j1 >/dev/null
+    echo 'job complete j1 1 {"done":true}' ;;
+  job.unique.expire)
+    # An add refused by a holder whose window has passed clears the
+    # holder's key and inserts once more (unique.c); j0 holds the key.
+    d job add q t --id j0 --unique-key k --unique-for-ms 1 >/dev/null
+    d job complete j0 "$(field "$(d job claim q)" epoch)" >/dev/null
+    sleep 0.01
+    echo "job add q t {} --id j1 --backoff-ms 1 --unique-key k" ;;
   job.recover.takeover)
     add_j1
     DOCTX_FAULT=job.complete:crash d $WORK_Q >/dev/null 2>&1
@@ -95,8 +118,15 @@ scenario_cmd() {
     # Markers go only once no write of the effect can land: the store's
     # clock past fx_until (the effect's lease end, <= 300 ms on) plus the
     # 1 s margin (docs/jobs.md, "Exactly once").
-    add_j1; d $WORK_Q >/dev/null; sleep 1.4
-    echo "recover --tombstone-ttl-ms 1 --retention-ms 1" ;;
+    # (under the error action: a failing j1, dead after its one attempt,
+    # purged with --keep-dead-ms)
+    if [ "${action:-}" = error ]; then
+      add_j1 '{"fail":true}' "--max-attempts 1"; d $WORK_Q >/dev/null 2>&1; sleep 1.4
+      echo "recover --tombstone-ttl-ms 1 --keep-dead-ms 1"
+    else
+      add_j1; d $WORK_Q >/dev/null; sleep 1.4
+      echo "recover --tombstone-ttl-ms 1 --retention-ms 1"
+    fi ;;
   job.queue.set)
     # A pause of q, then a resume: a crash leaves q paused or not; the
     # operator's resume again (check_final) runs j1.
@@ -194,7 +224,8 @@ check_final() {
   dead | canceled) [ "$n" -le 1 ] || { bad "$label: j1 $st, effect applied $n times"; return; } ;;
   "")
     case "$label" in
-    job.add:* | job.recover.purge:* | job.flow.add:* | job.flow.drop:*) ;;
+    job.add:* | job.recover.purge:* | job.flow.add:* | job.flow.drop:* | \
+      job.unique.expire:*) ;;
     *) bad "$label: j1 missing"; return ;;
     esac
     [ "$n" -le 1 ] || { bad "$label: effect applied $n times"; return; } ;;
