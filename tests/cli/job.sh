@@ -900,4 +900,73 @@ expect 2 "--unique-for-ms without a key" -- d job add wq t --unique-for-ms 5
 expect 2 "--unique-for-ms 0" -- d job add wq t --unique-key z --unique-for-ms 0
 [ "$(d count jobs '{"unique_key":"z"}')" = 0 ] && ok || bad "a bad add recorded"
 expect 0 "audit with windows" -- d audit
+# ---- a queue's rate limit (docs/jobs.md, "Rate limits") ------------------------
+# Bad values exit 2 and write nothing; a rate of 20 per second over 10 s
+# claims 200 +- 2 with 2 worker processes of 2 threads (the claims' times
+# by their commands); per group, each group gets its own rate and a full
+# group is skipped; plain writes cannot reset a window or drop the rate;
+# recovery purges windows long over; none lifts it.
+new_store job_rate
+for v in 0/1000 20/0 20 /1000 20/ x/1000 20/x 1000001/1000 20/86400001 -1/1000 20/-5 \
+  9223372036854775807/1000 20/9223372036854775807 99999999999999999999/1 ' 20/1000'; do
+  expect 2 "queue: --rate '$v'" -- d job queue rq --rate "$v"
+done
+expect 2 "queue: --rate-group without --rate" -- d job queue rq --rate-group payload.c
+expect 2 "queue: --rate-group a..b" -- d job queue rq --rate 5/1000 --rate-group a..b
+expect 2 "queue: --rate-group \$x" -- d job queue rq --rate 5/1000 --rate-group '$x'
+expect 2 "queue: --rate none with a group" -- d job queue rq --rate none --rate-group p
+[ ! -e "${S#sqlite://}" ] || case " $(d collections 2>/dev/null | tr '\n' ' ') " in *" job_queues "*) bad "a refused rate wrote one" ;; *) ok ;; esac
+expect 0 "queue --rate 20/1000" -- d job queue rq --rate 20/1000
+[ "$(jget "$(out)" rate n)" = 20 ] && [ "$(jget "$(out)" rate ms)" = 1000 ] && ok || bad "rate: $(out)"
+for i in $(seq 1 225); do d job add rq t --id "r$i" >/dev/null || bad "add r$i"; done
+: >"$WORK/rq.times"
+rp=()
+for w in 1 2; do
+  start_bg "$WORK/rq$w.log" "$DOCTX" --store "$S" job work rq --threads 2 --exec "date +%s%3N >>$WORK/rq.times; echo {}"
+  rp+=("$BG_PID")
+done
+# Until 10.5 s after the first claim (bounded: 40 s in all).
+end=$((SECONDS + 40)) t0=
+while [ $SECONDS -lt $end ]; do
+  [ -z "$t0" ] && [ -s "$WORK/rq.times" ] && t0=$(now_ms)
+  [ -n "$t0" ] && [ $(($(now_ms) - t0)) -ge 10500 ] && break
+  nap 0.1
+done
+for pid in "${rp[@]}"; do stop_bg "$pid" 10 "$WORK/rq.log"; done
+read -r first n10 all < <(sort -n "$WORK/rq.times" | awk 'NR==1{f=$1} {if ($1 < f + 10000) n++} END{print f, n, NR}')
+[ "$n10" -ge 198 ] && [ "$n10" -le 202 ] && ok || bad "20/1000 over 10 s claimed $n10 (all $all)"
+[ "$all" -le 222 ] && ok || bad "20/1000 claimed $all in under 11 s"
+echo "    (rate 20/1000: $n10 claims in the first 10 s, $all in all)"
+expect 0 "stats show the rate" -- d job stats rq
+[ "$(jget "$(out)" rate n)" = 20 ] && ok || bad "stats: $(out)"
+expect 0 "queues show the rate" -- d job queues
+grep -q '"rate":{"n":20,"ms":1000}' "$WORK/out" && ok || bad "queues: $(out)"
+expect 3 "plain write of a window's count refused" -- d update job_rates '{"_id":"rq/*"}' '{"$set":{"n":0}}'
+expect 3 "plain delete of a window refused" -- d delete job_rates '{"_id":"rq/*"}'
+expect 3 "plain insert of a window refused" -- d insert job_rates '{"_id":"rq/x","queue":"rq","group":"x","start":1,"end":2,"ms":1,"n":0,"over":false}'
+expect 3 "plain write of the rate refused" -- d update job_queues '{"_id":"rq"}' '{"$unset":{"rate":""}}'
+# Per group: payload.c; 3 per minute each (load only delays); a, then b,
+# then no c at all: one worker run claims 3 of each, a's head skipped.
+expect 0 "queue --rate 3/60000 --rate-group payload.c" -- d job queue gq --rate 3/60000 --rate-group payload.c
+[ "$(jget "$(out)" rate group)" = payload.c ] && ok || bad "group: $(out)"
+for i in 1 2 3 4 5; do d job add gq t '{"c":"a"}' --id "ga$i" >/dev/null; done
+for i in 1 2 3 4 5; do d job add gq t '{"c":"b"}' --id "gb$i" >/dev/null; done
+for i in 1 2 3 4; do d job add gq t '{}' --id "gn$i" >/dev/null; done
+expect 0 "a worker of the grouped queue" -- timeout -k 5 60 "$DOCTX" --store "$S" job work gq --once --threads 2 --exec 'echo {}'
+for g in a b n; do
+  c=$(d count jobs '{"queue":"gq","state":"succeeded","_id":{"$regex":"^g'$g'"}}')
+  [ "$c" = 3 ] && ok || bad "group $g: $c succeeded (want 3)"
+done
+expect 0 "claim: every group over its rate takes nothing" -- d job claim gq --n 5
+[ ! -s "$WORK/out" ] && ok || bad "claimed over the rate: $(out)"
+# Recovery retires and purges a window long over (here made so by hand).
+d update job_rates '{"_id":"gq/\"a\""}' '{"$set":{"start":1,"end":2}}' --bypass-validation >/dev/null
+expect 0 "recover purges the old window" -- d recover
+grep -q '"rate_windows_purged":1' "$WORK/out" && [ "$(d count job_rates '{"queue":"gq"}')" = 2 ] && ok || bad "purge: $(out)"
+expect 0 "queue --rate none" -- d job queue gq --rate none
+[ "$(jget "$(out)" rate)" = null ] && ok || bad "none: $(out)"
+expect 0 "claims without the rate" -- timeout -k 5 60 "$DOCTX" --store "$S" job work gq --once --exec 'echo {}'
+[ "$(d count jobs '{"queue":"gq","state":"succeeded"}')" = 14 ] && ok || bad "after none: $(d job stats gq)"
+expect 0 "audit after the rated runs" -- d audit --settled
+
 finish

@@ -322,7 +322,8 @@ int dtx__job_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
     dtx__tally_ran(t, "promoted", moved);
   if ((rc = takeovers(ex, o, t)) || (rc = dtx__job_flow_recover(ex, t)) ||
       (rc = markers(ex, o, t)) || (rc = purge(ex, o, t)) ||
-      (rc = purge_dead(ex, o, t)) || (rc = dtx__job_unique_recover(ex, t)))
+      (rc = purge_dead(ex, o, t)) || (rc = dtx__job_unique_recover(ex, t)) ||
+      (rc = dtx__jr_recover(ex, t)))
     dtx__tally_error(t, NULL, rc);
   return 0;
 }
