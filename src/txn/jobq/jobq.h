@@ -322,11 +322,12 @@ int dtx__jr_of(const json_t *settings, dtx__jr_t *r);
 int dtx__jr_full(const dtx_store_t *st, const char *queue,
                  const dtx__jr_t *r, int64_t *until);
 
-/* due, with the groups this process saw full left out, and the ids of
- * tried (may be NULL) too: a new filter. */
+/* due, with the groups this process saw full left out (unless
+ * keep_full: units in hand of such a group are still to be used), and
+ * the ids of tried (may be NULL) too: a new filter. */
 json_t *dtx__jr_due(const dtx_store_t *st, const char *queue,
                     const dtx__jr_t *r, const json_t *due,
-                    const json_t *tried);
+                    const json_t *tried, int keep_full);
 
 /* Keeps of cands (in order) at most cap that got a unit of their group's
  * window (job.rate.take); units of jobs not claimed then are lost. */

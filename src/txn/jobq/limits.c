@@ -233,7 +233,7 @@ static int round_once(dtx__exec_t *ex, const char *queue, const json_t *due,
                     queue);
   }
   /* rate.c: the groups seen full left out */
-  json_t *rdue = rated ? dtx__jr_due(ex->st, queue, &rate, due, NULL)
+  json_t *rdue = rated ? dtx__jr_due(ex->st, queue, &rate, due, NULL, 0)
                        : json_incref((json_t *)due);
   rc = rdue ? dtx__kit_find_n(ex, DTX_JOBS, rdue, sort, look, &cands)
             : DTX_ENOMEM;

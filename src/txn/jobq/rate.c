@@ -292,12 +292,12 @@ int dtx__jr_full(const dtx_store_t *st, const char *queue,
 
 json_t *dtx__jr_due(const dtx_store_t *st, const char *queue,
                     const dtx__jr_t *r, const json_t *due,
-                    const json_t *tried) {
+                    const json_t *tried, int keep_full) {
   json_t *f = json_deep_copy(due);
   if (!f)
     return NULL;
   json_t *and = json_array();
-  if (r->group[0]) {
+  if (r->group[0] && !keep_full) {
     size_t plen = strlen(queue);
     int64_t now = dtx__now_ms();
     json_t *nin = json_array();
@@ -576,7 +576,25 @@ int dtx__jr_claim(dtx__exec_t *ex, const char *queue, const dtx__jr_t *r,
     size_t need = max - json_array_size(won);
     if (need == 0)
       break;
-    json_t *f = dtx__jr_due(ex->st, queue, r, due, tried), *cands = NULL;
+    /* Units in hand (their claims were lost): this round looks only for
+     * jobs of their groups -- full or not, the units are taken -- so
+     * they are used before any is lost. */
+    json_t *only = r->group[0] ? json_array() : NULL;
+    size_t inhand = 0;
+    for (size_t i = 0; i < a->ng; i++)
+      if (a->g[i].units > 0) {
+        inhand += (size_t)a->g[i].units;
+        if (only)
+          json_array_append(only, a->g[i].val ? (json_t *)a->g[i].val
+                                                 : json_null());
+      }
+    if (inhand && need > inhand)
+      need = inhand;
+    json_t *f = dtx__jr_due(ex->st, queue, r, due, tried, inhand > 0);
+    json_t *cands = NULL;
+    if (f && only && json_array_size(only))
+      f = json_pack("{s:[o,{s:{s:O}}]}", "$and", f, r->group, "$in", only);
+    json_decref(only);
     /* More than we need when a group may be full, or after a lost race:
      * the rest spread the claimers out. */
     int64_t look = r->group[0] || round ? (int64_t)need * 4 : (int64_t)need;
