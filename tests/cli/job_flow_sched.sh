@@ -9,13 +9,7 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/harness.sh"
-
-jget() { # jget JSON KEY... -> the value at that path (strings raw, others compact JSON)
-  local j=$1; shift
-  jq -rc 'getpath($ARGS.positional)' --args "$@" <<<"$j"
-}
-state() { jget "$(d job show "$1")" state; }
-export DOCTX
+source "$HERE/../lib/job.sh"
 
 # ---- flows: parent and child jobs (docs/jobs.md, "Flows") ----------------------
 # A tree of depth 3 and 50 jobs in two queues: root r (on-child-fail

@@ -7,13 +7,7 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/harness.sh"
-
-jget() { # jget JSON KEY... -> the value at that path (strings raw, others compact JSON)
-  local j=$1; shift
-  jq -rc 'getpath($ARGS.positional)' --args "$@" <<<"$j"
-}
-state() { jget "$(d job show "$1")" state; }
-export DOCTX
+source "$HERE/../lib/job.sh"
 
 # ---- pause and resume a queue (docs/jobs.md, "Pause and resume") ------------------
 new_store job_pause
