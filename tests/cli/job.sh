@@ -900,4 +900,23 @@ expect 2 "--unique-for-ms without a key" -- d job add wq t --unique-for-ms 5
 expect 2 "--unique-for-ms 0" -- d job add wq t --unique-key z --unique-for-ms 0
 [ "$(d count jobs '{"unique_key":"z"}')" = 0 ] && ok || bad "a bad add recorded"
 expect 0 "audit with windows" -- d audit
+
+# ---- hostile plain writes on the new fields (attack29) ---------------------
+# A unique window is not cut short by deleting its holder, by hand or by
+# retention (J18: the delete guard and the purges keep a job holding its
+# key); a plain insert writes no progress, cancel request or window.
+new_store job_attack29
+d job add aq t --id k1 --unique-key k --unique-for-ms 600000 >/dev/null
+d job cancel k1 >/dev/null
+expect 3 "a plain delete within the window" -- d delete jobs '{"_id":"k1"}'
+nap 0.02
+expect 0 "recover --keep-dead-ms 1 within the window" -- d recover --keep-dead-ms 1
+expect 0 "the key still held" -- d job add aq t --id k2 --unique-key k
+[ "$(jget "$(out)" _id)" = k1 ] && [ "$(d count jobs '{"_id":"k2"}')" = 0 ] && ok || bad "window cut short: $(out)"
+J='"queue":"aq","type":"t","payload":{},"priority":0,"rank":0,"run_at":0,"attempts":0,"max_attempts":5,"backoff_ms":1000,"fx_colls":[],"created":0,"updated":0,"owner":null,"lease_until":0,"finished":null,"state":"ready","epoch":0'
+expect 3 "insert with a progress" -- d insert jobs "{\"_id\":\"p1\",$J,\"progress\":99}"
+expect 3 "insert with a cancel request" -- d insert jobs "{\"_id\":\"p2\",$J,\"cancel_requested\":5}"
+expect 0 "insert without" -- d insert jobs "{\"_id\":\"p3\",$J}"
+[ "$(d count jobs '{"_id":{"$in":["p1","p2"]}}')" = 0 ] && ok || bad "a forged insert recorded"
+expect 0 "audit" -- d audit
 finish
