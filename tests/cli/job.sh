@@ -919,4 +919,16 @@ expect 3 "insert with a cancel request" -- d insert jobs "{\"_id\":\"p2\",$J,\"c
 expect 0 "insert without" -- d insert jobs "{\"_id\":\"p3\",$J}"
 [ "$(d count jobs '{"_id":{"$in":["p1","p2"]}}')" = 0 ] && ok || bad "a forged insert recorded"
 expect 0 "audit" -- d audit
+# A parent counts only the children that name it (J13): a dead child
+# deleted and another job added under its id without --parent does not
+# let the parent run on that job's success (the audit reports the link).
+d job add aq t --id P --on-child-fail hold >/dev/null
+d job add aq2 t --id C1 --parent P --max-attempts 1 >/dev/null
+d job fail C1 "$(jget "$(d job claim aq2)" epoch)" boom >/dev/null
+expect 0 "delete the dead child" -- d delete jobs '{"_id":"C1"}'
+d job add aq2 t --id C1 >/dev/null
+expect 0 "an unrelated C1 succeeds" -- d job complete C1 "$(jget "$(d job claim aq2)" epoch)" '{"forged":1}'
+d recover >/dev/null
+[ "$(state P)" = waiting ] && ok || bad "the parent ran on another job's success: $(d job show P)"
+expect 5 "audit reports the link" -- d audit
 finish
