@@ -164,7 +164,7 @@ case "$(jget "$job" last_error)" in *timeout*) ok ;; *) bad "hang last_error: $j
 new_store job_fx
 d insert users '{"_id":"ann","friends":[]}' '{"_id":"bob","friends":[]}' >/dev/null
 d job add social ADD_FRIEND '{"a":"ann","b":"bob"}' --id af >/dev/null
-d find-and-modify jobs '{"_id":"af"}' \
+d find-and-modify jobs '{"_id":"af"}' --bypass-validation \
   '{"$set":{"state":"running","owner":"me","lease_until":9000000000000},"$inc":{"epoch":1}}' >/dev/null
 expect 0 "effect" -- d job effect af 1 ann users '{"_id":"ann"}' '{"$addToSet":{"friends":"bob"}}'
 [ "$(out)" = '{"applied":true}' ] && ok || bad "effect: $(out)"
@@ -231,9 +231,9 @@ expect 0 "delete past the rules" -- d delete coupons "{\"_id\":\"$c\"}" --bypass
 # whatever FILTER says now ({"applied":false}, exit 0), never NOMATCH.
 d insert wallets '{"_id":"v","balance":15}' >/dev/null
 d job add q debit --id dj >/dev/null
-d find-and-modify jobs '{"_id":"dj"}' '{"$set":{"state":"running","owner":"me","lease_until":9000000000000},"$inc":{"epoch":1}}' >/dev/null
+d find-and-modify jobs '{"_id":"dj"}' --bypass-validation '{"$set":{"state":"running","owner":"me","lease_until":9000000000000},"$inc":{"epoch":1}}' >/dev/null
 expect 0 "debit" -- d job effect dj 1 debit wallets '{"_id":"v","balance":{"$gte":10}}' '{"$inc":{"balance":-10}}'
-d find-and-modify jobs '{"_id":"dj"}' '{"$inc":{"epoch":1}}' >/dev/null # taken over
+d find-and-modify jobs '{"_id":"dj"}' --bypass-validation '{"$inc":{"epoch":1}}' >/dev/null # taken over
 expect 0 "debit repeated by the next attempt" -- d job effect dj 2 debit wallets '{"_id":"v","balance":{"$gte":10}}' '{"$inc":{"balance":-10}}'
 [ "$(out)" = '{"applied":false}' ] && ok || bad "repeat: $(out)"
 [ "$(d find wallets '{"_id":"v"}' --project '{"_id":0,"balance":1}')" = '{"balance":5}' ] && ok || bad "wallet: $(d find wallets)"
@@ -244,7 +244,7 @@ expect 3 "a marker taken off by update" -- d update wallets '{"_id":"v"}' '{"$un
 expect 3 "a marker taken off by batch-update" -- d batch-update wallets '{"_id":"v"}' '{"$pull":{"dtx_fx":{"job":"dj"}}}' --id unmark
 expect 3 "a marker forged by insert" -- d insert wallets '{"_id":"v2","dtx_fx":[{"job":"dj","key":"k2"}]}'
 expect 0 "a plain write of another field" -- d update wallets '{"_id":"v"}' '{"$set":{"owner":"ann"}}'
-d find-and-modify jobs '{"_id":"dj"}' '{"$inc":{"epoch":1}}' >/dev/null # taken over again
+d find-and-modify jobs '{"_id":"dj"}' --bypass-validation '{"$inc":{"epoch":1}}' >/dev/null # taken over again
 expect 0 "debit after the refused tampers" -- d job effect dj 3 debit wallets '{"_id":"v","balance":{"$gte":5}}' '{"$inc":{"balance":-5}}'
 [ "$(out)" = '{"applied":false}' ] && [ "$(d find wallets '{"_id":"v"}' --project '{"_id":0,"balance":1}')" = '{"balance":5}' ] &&
   ok || bad "debited again: $(out) $(d find wallets)"
@@ -262,7 +262,7 @@ grep -q "orphan_marker.*wallets" "$WORK/out" && ok || bad "orphan marker not rep
 new_store job_late
 d insert wallets '{"_id":"w","balance":100}' >/dev/null
 d job add q t --id p1 --backoff-ms 1 >/dev/null
-d find-and-modify jobs '{"_id":"p1"}' \
+d find-and-modify jobs '{"_id":"p1"}' --bypass-validation \
   '{"$set":{"state":"running","owner":"w1","lease_until":'$(($(now_ms) + 1500))'},"$inc":{"epoch":1}}' >/dev/null
 DOCTX_FAULT=job.effect.apply:pause start_bg "$WORK/late.log" "$DOCTX" --store "$S" \
   job effect p1 1 debit wallets '{"_id":"w"}' '{"$inc":{"balance":-10}}'
@@ -310,7 +310,7 @@ d job add q t --id r1 '{"p":1}' >/dev/null
 expect 3 "a payload rewritten" -- d update jobs '{"_id":"r1"}' '{"$set":{"payload":{"p":2}}}'
 expect 3 "a ready job set succeeded without running" -- d update jobs '{"_id":"r1"}' \
   '{"$set":{"state":"succeeded","finished":1,"attempts":1,"epoch":1,"result":{}}}'
-d find-and-modify jobs '{"_id":"r1"}' '{"$set":{"state":"running","owner":"me","lease_until":9000000000000},"$inc":{"epoch":2}}' >/dev/null
+d find-and-modify jobs '{"_id":"r1"}' --bypass-validation '{"$set":{"state":"running","owner":"me","lease_until":9000000000000},"$inc":{"epoch":2}}' >/dev/null
 expect 3 "an epoch set back" -- d update jobs '{"_id":"r1"}' '{"$set":{"epoch":1}}'
 d job add q t --id x1 --max-attempts 1 >/dev/null
 d job work q --once --exec 'exit 1' >/dev/null
@@ -322,7 +322,7 @@ expect 3 "retry after the markers went" -- d job retry x1
 # and so did a job deleted with its markers, then added again.
 d insert coupons '{"_id":"c1","claimed":false}' '{"_id":"c2","claimed":false}' >/dev/null
 d job add q t --id pj >/dev/null
-d find-and-modify jobs '{"_id":"pj"}' '{"$set":{"state":"running","owner":"me","lease_until":9000000000000},"$inc":{"epoch":1}}' >/dev/null
+d find-and-modify jobs '{"_id":"pj"}' --bypass-validation '{"$set":{"state":"running","owner":"me","lease_until":9000000000000},"$inc":{"epoch":1}}' >/dev/null
 expect 0 "claim a coupon" -- d job effect pj 1 c coupons '{"claimed":false}' '{"$set":{"claimed":true}}'
 expect 3 "a pin forgotten by hand" -- d update jobs '{"_id":"pj"}' '{"$unset":{"fx_pins":""},"$set":{"fx_colls":[]}}'
 expect 3 "a pin moved by hand" -- d update jobs '{"_id":"pj"}' '{"$set":{"fx_pins.c.id":"c2"}}'
@@ -931,4 +931,17 @@ expect 0 "an unrelated C1 succeeds" -- d job complete C1 "$(jget "$(d job claim 
 d recover >/dev/null
 [ "$(state P)" = waiting ] && ok || bad "the parent ran on another job's success: $(d job show P)"
 expect 5 "audit reports the link" -- d audit
+# Only a claim runs a job (J10, J12): a plain update into running, a
+# plain epoch bump (it freed the holder's slot) and a plain insert of a
+# running job are refused, in a paused queue at its limit.
+new_store job_attack29_claim
+d job queue lq --max-running 1 >/dev/null
+d job add lq t --id L1 >/dev/null; d job add lq t --id L2 >/dev/null
+d job claim lq >/dev/null; d job pause lq >/dev/null
+expect 3 "a plain claim" -- d update jobs '{"_id":"L2"}' '{"$set":{"state":"running","epoch":1,"owner":"me","lease_until":9999999999999}}'
+expect 3 "a plain epoch bump" -- d update jobs '{"_id":"L1"}' '{"$inc":{"epoch":1}}'
+JR='"queue":"lq","type":"t","payload":{},"priority":0,"rank":0,"run_at":0,"attempts":0,"max_attempts":5,"backoff_ms":1000,"fx_colls":[],"created":0,"updated":0,"owner":"me","lease_until":9999999999999,"finished":null,"state":"running","epoch":1'
+expect 3 "a plain insert of a running job" -- d insert jobs "{\"_id\":\"L3\",$JR}"
+[ "$(d count jobs '{"state":"running"}')" = 1 ] && ok || bad "a job ran past the claim: $(d find jobs '{"state":"running"}')"
+expect 0 "audit" -- d audit
 finish

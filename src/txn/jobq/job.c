@@ -1114,6 +1114,20 @@ static const char job_transition[] =
     "\"why\":\"a job's progress, cancel request and unique window are "
     "written by its steps only (doctx job progress, job cancel, its end; "
     "docs/jobs.md)\"},"
+    /* J1, J10, J12: only the claim step puts a job in running and bumps
+     * its epoch -- it reads the queue's pause and takes a running slot
+     * first, which no rule on the job alone can check, so a plain update
+     * (or insert) into running ran a job in a paused or full queue, and a
+     * plain epoch bump freed its holder's slot. */
+    "{\"scope\":\"plain\",\"steps\":[\"job\"],"
+    "\"immutable\":[\"epoch\"],"
+    "\"insert\":{\"state\":{\"$ne\":" S_(DTX_JOB_RUNNING) "}},"
+    "\"moves\":[{\"name\":\"not-a-claim\",\"from\":{},\"to\":{\"state\":"
+    "{\"$ne\":" S_(DTX_JOB_RUNNING) "}}},"
+    "{\"name\":\"still-running\",\"from\":{\"state\":"
+    S_(DTX_JOB_RUNNING) "},\"to\":{\"state\":" S_(DTX_JOB_RUNNING) "}}],"
+    "\"why\":\"a job runs only by a claim, which honours its queue's pause "
+    "and max_running (doctx job claim, job work; docs/jobs.md)\"},"
     /* J17 (cancel): a cancel request, once recorded, is never taken back */
     "{\"increasing\":[\"cancel_requested\"]},"
     /* J18 (unique window): the window is the add's; a key and its window
