@@ -158,7 +158,7 @@ case "$(jget "$job" last_error)" in *timeout*) ok ;; *) bad "hang last_error: $j
 new_store job_fx
 d insert users '{"_id":"ann","friends":[]}' '{"_id":"bob","friends":[]}' >/dev/null
 d job add social ADD_FRIEND '{"a":"ann","b":"bob"}' --id af >/dev/null
-d find-and-modify jobs '{"_id":"af"}' \
+d find-and-modify jobs '{"_id":"af"}' --bypass-validation \
   '{"$set":{"state":"running","owner":"me","lease_until":9000000000000},"$inc":{"epoch":1}}' >/dev/null
 expect 0 "effect" -- d job effect af 1 ann users '{"_id":"ann"}' '{"$addToSet":{"friends":"bob"}}'
 [ "$(out)" = '{"applied":true}' ] && ok || bad "effect: $(out)"
@@ -225,9 +225,9 @@ expect 0 "delete past the rules" -- d delete coupons "{\"_id\":\"$c\"}" --bypass
 # whatever FILTER says now ({"applied":false}, exit 0), never NOMATCH.
 d insert wallets '{"_id":"v","balance":15}' >/dev/null
 d job add q debit --id dj >/dev/null
-d find-and-modify jobs '{"_id":"dj"}' '{"$set":{"state":"running","owner":"me","lease_until":9000000000000},"$inc":{"epoch":1}}' >/dev/null
+d find-and-modify jobs '{"_id":"dj"}' --bypass-validation '{"$set":{"state":"running","owner":"me","lease_until":9000000000000},"$inc":{"epoch":1}}' >/dev/null
 expect 0 "debit" -- d job effect dj 1 debit wallets '{"_id":"v","balance":{"$gte":10}}' '{"$inc":{"balance":-10}}'
-d find-and-modify jobs '{"_id":"dj"}' '{"$inc":{"epoch":1}}' >/dev/null # taken over
+d find-and-modify jobs '{"_id":"dj"}' --bypass-validation '{"$inc":{"epoch":1}}' >/dev/null # taken over
 expect 0 "debit repeated by the next attempt" -- d job effect dj 2 debit wallets '{"_id":"v","balance":{"$gte":10}}' '{"$inc":{"balance":-10}}'
 [ "$(out)" = '{"applied":false}' ] && ok || bad "repeat: $(out)"
 [ "$(d find wallets '{"_id":"v"}' --project '{"_id":0,"balance":1}')" = '{"balance":5}' ] && ok || bad "wallet: $(d find wallets)"
@@ -238,7 +238,7 @@ expect 3 "a marker taken off by update" -- d update wallets '{"_id":"v"}' '{"$un
 expect 3 "a marker taken off by batch-update" -- d batch-update wallets '{"_id":"v"}' '{"$pull":{"dtx_fx":{"job":"dj"}}}' --id unmark
 expect 3 "a marker forged by insert" -- d insert wallets '{"_id":"v2","dtx_fx":[{"job":"dj","key":"k2"}]}'
 expect 0 "a plain write of another field" -- d update wallets '{"_id":"v"}' '{"$set":{"owner":"ann"}}'
-d find-and-modify jobs '{"_id":"dj"}' '{"$inc":{"epoch":1}}' >/dev/null # taken over again
+d find-and-modify jobs '{"_id":"dj"}' --bypass-validation '{"$inc":{"epoch":1}}' >/dev/null # taken over again
 expect 0 "debit after the refused tampers" -- d job effect dj 3 debit wallets '{"_id":"v","balance":{"$gte":5}}' '{"$inc":{"balance":-5}}'
 [ "$(out)" = '{"applied":false}' ] && [ "$(d find wallets '{"_id":"v"}' --project '{"_id":0,"balance":1}')" = '{"balance":5}' ] &&
   ok || bad "debited again: $(out) $(d find wallets)"
@@ -256,7 +256,7 @@ grep -q "orphan_marker.*wallets" "$WORK/out" && ok || bad "orphan marker not rep
 new_store job_late
 d insert wallets '{"_id":"w","balance":100}' >/dev/null
 d job add q t --id p1 --backoff-ms 1 >/dev/null
-d find-and-modify jobs '{"_id":"p1"}' \
+d find-and-modify jobs '{"_id":"p1"}' --bypass-validation \
   '{"$set":{"state":"running","owner":"w1","lease_until":'$(($(now_ms) + 1500))'},"$inc":{"epoch":1}}' >/dev/null
 DOCTX_FAULT=job.effect.apply:pause start_bg "$WORK/late.log" "$DOCTX" --store "$S" \
   job effect p1 1 debit wallets '{"_id":"w"}' '{"$inc":{"balance":-10}}'
@@ -304,7 +304,7 @@ d job add q t --id r1 '{"p":1}' >/dev/null
 expect 3 "a payload rewritten" -- d update jobs '{"_id":"r1"}' '{"$set":{"payload":{"p":2}}}'
 expect 3 "a ready job set succeeded without running" -- d update jobs '{"_id":"r1"}' \
   '{"$set":{"state":"succeeded","finished":1,"attempts":1,"epoch":1,"result":{}}}'
-d find-and-modify jobs '{"_id":"r1"}' '{"$set":{"state":"running","owner":"me","lease_until":9000000000000},"$inc":{"epoch":2}}' >/dev/null
+d find-and-modify jobs '{"_id":"r1"}' --bypass-validation '{"$set":{"state":"running","owner":"me","lease_until":9000000000000},"$inc":{"epoch":2}}' >/dev/null
 expect 3 "an epoch set back" -- d update jobs '{"_id":"r1"}' '{"$set":{"epoch":1}}'
 d job add q t --id x1 --max-attempts 1 >/dev/null
 d job work q --once --exec 'exit 1' >/dev/null
@@ -316,7 +316,7 @@ expect 3 "retry after the markers went" -- d job retry x1
 # and so did a job deleted with its markers, then added again.
 d insert coupons '{"_id":"c1","claimed":false}' '{"_id":"c2","claimed":false}' >/dev/null
 d job add q t --id pj >/dev/null
-d find-and-modify jobs '{"_id":"pj"}' '{"$set":{"state":"running","owner":"me","lease_until":9000000000000},"$inc":{"epoch":1}}' >/dev/null
+d find-and-modify jobs '{"_id":"pj"}' --bypass-validation '{"$set":{"state":"running","owner":"me","lease_until":9000000000000},"$inc":{"epoch":1}}' >/dev/null
 expect 0 "claim a coupon" -- d job effect pj 1 c coupons '{"claimed":false}' '{"$set":{"claimed":true}}'
 expect 3 "a pin forgotten by hand" -- d update jobs '{"_id":"pj"}' '{"$unset":{"fx_pins":""},"$set":{"fx_colls":[]}}'
 expect 3 "a pin moved by hand" -- d update jobs '{"_id":"pj"}' '{"$set":{"fx_pins.c.id":"c2"}}'
@@ -369,4 +369,48 @@ expect 0 "a background child" -- d job work q --once --timeout-ms 20000 --exec '
 [ $((SECONDS - t0)) -lt 10 ] && ok || bad "the worker waited for the background child"
 job=$(d job show bgc)
 [ "$(jget "$job" state)" = succeeded ] && [ "$(jget "$job" result ok)" = 1 ] && ok || bad "bgc: $job"
+
+# ---- hostile plain writes on the new fields ---------------------
+# A unique window is not cut short by deleting its holder, by hand or by
+# retention (J18: the delete guard and the purges keep a job holding its
+# key); a plain insert writes no progress, cancel request or window.
+new_store job_attack29
+d job add aq t --id k1 --unique-key k --unique-for-ms 600000 >/dev/null
+d job cancel k1 >/dev/null
+expect 3 "a plain delete within the window" -- d delete jobs '{"_id":"k1"}'
+nap 0.02
+expect 0 "recover --keep-dead-ms 1 within the window" -- d recover --keep-dead-ms 1
+expect 0 "the key still held" -- d job add aq t --id k2 --unique-key k
+[ "$(jget "$(out)" _id)" = k1 ] && [ "$(d count jobs '{"_id":"k2"}')" = 0 ] && ok || bad "window cut short: $(out)"
+J='"queue":"aq","type":"t","payload":{},"priority":0,"rank":0,"run_at":0,"attempts":0,"max_attempts":5,"backoff_ms":1000,"fx_colls":[],"created":0,"updated":0,"owner":null,"lease_until":0,"finished":null,"state":"ready","epoch":0'
+expect 3 "insert with a progress" -- d insert jobs "{\"_id\":\"p1\",$J,\"progress\":99}"
+expect 3 "insert with a cancel request" -- d insert jobs "{\"_id\":\"p2\",$J,\"cancel_requested\":5}"
+expect 0 "insert without" -- d insert jobs "{\"_id\":\"p3\",$J}"
+[ "$(d count jobs '{"_id":{"$in":["p1","p2"]}}')" = 0 ] && ok || bad "a forged insert recorded"
+expect 0 "audit" -- d audit
+# A parent counts only the children that name it (J13): a dead child
+# deleted and another job added under its id without --parent does not
+# let the parent run on that job's success (the audit reports the link).
+d job add aq t --id P --on-child-fail hold >/dev/null
+d job add aq2 t --id C1 --parent P --max-attempts 1 >/dev/null
+d job fail C1 "$(jget "$(d job claim aq2)" epoch)" boom >/dev/null
+expect 0 "delete the dead child" -- d delete jobs '{"_id":"C1"}'
+d job add aq2 t --id C1 >/dev/null
+expect 0 "an unrelated C1 succeeds" -- d job complete C1 "$(jget "$(d job claim aq2)" epoch)" '{"forged":1}'
+d recover >/dev/null
+[ "$(state P)" = waiting ] && ok || bad "the parent ran on another job's success: $(d job show P)"
+expect 5 "audit reports the link" -- d audit
+# Only a claim runs a job (J10, J12): a plain update into running, a
+# plain epoch bump (it freed the holder's slot) and a plain insert of a
+# running job are refused, in a paused queue at its limit.
+new_store job_attack29_claim
+d job queue lq --max-running 1 >/dev/null
+d job add lq t --id L1 >/dev/null; d job add lq t --id L2 >/dev/null
+d job claim lq >/dev/null; d job pause lq >/dev/null
+expect 3 "a plain claim" -- d update jobs '{"_id":"L2"}' '{"$set":{"state":"running","epoch":1,"owner":"me","lease_until":9999999999999}}'
+expect 3 "a plain epoch bump" -- d update jobs '{"_id":"L1"}' '{"$inc":{"epoch":1}}'
+JR='"queue":"lq","type":"t","payload":{},"priority":0,"rank":0,"run_at":0,"attempts":0,"max_attempts":5,"backoff_ms":1000,"fx_colls":[],"created":0,"updated":0,"owner":"me","lease_until":9999999999999,"finished":null,"state":"running","epoch":1'
+expect 3 "a plain insert of a running job" -- d insert jobs "{\"_id\":\"L3\",$JR}"
+[ "$(d count jobs '{"state":"running"}')" = 1 ] && ok || bad "a job ran past the claim: $(d find jobs '{"state":"running"}')"
+expect 0 "audit" -- d audit
 finish

@@ -234,7 +234,10 @@ int dtx_job_add_flow(dtx_store_t *st, const dtx_job_req_t *req,
 /* ---- settling a waiting parent ------------------------------------------ */
 
 /* The children parent lists, as documents keyed by id (missing ones
- * absent). */
+ * absent).  A document under a listed id that does not name this parent
+ * is not its child and counts as missing (J13): a child deleted once it
+ * ended and another job added under its id without --parent would
+ * otherwise let the parent run on that job's success and result. */
 static int read_children(dtx__exec_t *ex, const json_t *parent,
                          json_t **map) {
   json_t *ids = json_object_get(parent, "children"), *docs = NULL, *d;
@@ -247,8 +250,9 @@ static int read_children(dtx__exec_t *ex, const json_t *parent,
   int rc = f ? dtx__kit_find(ex, DTX_JOBS, f, NULL, &docs) : DTX_ENOMEM;
   json_decref(f);
   size_t i;
+  const char *pid = dtx__str(parent, "_id");
   json_array_foreach(docs, i, d) {
-    if (dtx__str(d, "_id"))
+    if (dtx__str(d, "_id") && pid && dtx__str_is(d, "parent", pid))
       json_object_set(*map, dtx__str(d, "_id"), d);
   }
   json_decref(docs);

@@ -1115,6 +1115,31 @@ static const char job_transition[] =
     "\"immutable\":[\"progress\"],"
     "\"why\":\"a job's progress is written only by its running attempt "
     "(doctx job progress ID EPOCH VALUE, docs/jobs.md)\"},"
+    /* J16-J18 on insert: a plain insert writes none of what only a
+     * job's steps write -- a job inserted with a progress no attempt
+     * reported, a cancel nobody asked for (its claim would end it
+     * canceled), or a window its end never opened. */
+    "{\"scope\":\"plain\",\"steps\":[\"job\"],"
+    "\"insert\":{\"progress\":{\"$exists\":false},"
+    "\"cancel_requested\":{\"$exists\":false},"
+    "\"unique_until\":{\"$exists\":false}},"
+    "\"why\":\"a job's progress, cancel request and unique window are "
+    "written by its steps only (doctx job progress, job cancel, its end; "
+    "docs/jobs.md)\"},"
+    /* J1, J10, J12: only the claim step puts a job in running and bumps
+     * its epoch -- it reads the queue's pause and takes a running slot
+     * first, which no rule on the job alone can check, so a plain update
+     * (or insert) into running ran a job in a paused or full queue, and a
+     * plain epoch bump freed its holder's slot. */
+    "{\"scope\":\"plain\",\"steps\":[\"job\"],"
+    "\"immutable\":[\"epoch\"],"
+    "\"insert\":{\"state\":{\"$ne\":" S_(DTX_JOB_RUNNING) "}},"
+    "\"moves\":[{\"name\":\"not-a-claim\",\"from\":{},\"to\":{\"state\":"
+    "{\"$ne\":" S_(DTX_JOB_RUNNING) "}}},"
+    "{\"name\":\"still-running\",\"from\":{\"state\":"
+    S_(DTX_JOB_RUNNING) "},\"to\":{\"state\":" S_(DTX_JOB_RUNNING) "}}],"
+    "\"why\":\"a job runs only by a claim, which honours its queue's pause "
+    "and max_running (doctx job claim, job work; docs/jobs.md)\"},"
     /* J17 (cancel): a cancel request, once recorded, is never taken back */
     "{\"increasing\":[\"cancel_requested\"]},"
     /* J18 (unique window): the window is the add's; a key and its window
@@ -1154,11 +1179,14 @@ static const dtx__shape_def_t shapes[] = {{DTX_JOBS, job_fits},
                                           {NULL, NULL}};
 
 static const dtx__rules_def_t rules[] = {
-    /* Deleted: a job over with no markers; or a held child (flow.c: the
-     * add refused, its parent already ran). */
+    /* Deleted: a job over with no markers and no unique key held (J18:
+     * a job deleted within its window freed the key before the window
+     * ended); or a held child (flow.c: the add refused, its parent
+     * already ran). */
     {DTX_JOBS, job_shape,
      "{\"$or\":[{\"state\":{\"$in\":[\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD
-     "\",\"" DTX_JOB_CANCELED "\"]},\"fx_colls.0\":{\"$exists\":false}},"
+     "\",\"" DTX_JOB_CANCELED "\"]},\"fx_colls.0\":{\"$exists\":false},"
+     "\"unique_live\":{\"$exists\":false}},"
      "{\"state\":\"" DTX_JOB_HELD "\"}]}",
      job_transition},
     /* only a tombstone goes: an active schedule's history is its audit */

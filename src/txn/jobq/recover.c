@@ -84,6 +84,13 @@ static int finished_before(dtx__exec_t *ex, json_t *state, int fx,
         json_pack("[{s:{s:b}},{s:{s:I}}]", "fx_until", "$exists", 0,
                   "fx_until", "$lt",
                   (json_int_t)(now - DTX_JOB_FX_MARGIN_MS)));
+  /* Without effects (fx 0: the purges' candidates): only those holding
+   * no unique key -- a job within its window (J18) stays until the
+   * expiry gives the key up, and the delete guard refuses it anyway, so
+   * such jobs do not fill every pass's batch either. */
+  if (f && !fx)
+    json_object_set_new(f, "unique_live",
+                        json_pack("{s:b}", "$exists", 0));
   DTX_ASSERT(age_ms >= 0 && limit >= 1, "F4");
   return find_some(ex, f, "updated", limit, out);
 }
