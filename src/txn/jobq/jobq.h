@@ -247,6 +247,15 @@ typedef struct dtx__sched_spec {
 /* The schedules' validator and transition rule (job.c's rules table). */
 extern const char dtx__sched_shape[], dtx__sched_transition[];
 
+/* The _id prefix of a schedule's jobs (sched.c): another job under such an
+ * id would hold a tick's _id with other content and stop the schedule, so
+ * job add and the validator refuse it. */
+#define DTX__SCHED_ID_PREFIX "sched:"
+
+/* The jobs collection's validator and transition rule (rules.c; job.c's
+ * rules table). */
+extern const char dtx__job_shape[], dtx__job_transition[];
+
 /* Reads schedule s's ticks into *sp: 0 or DTX_EINVAL (a tampered one). */
 int dtx__sched_spec(const json_t *s, dtx__sched_spec_t *sp);
 /* The first tick after `after`; INT64_MAX when there is none (in 10
