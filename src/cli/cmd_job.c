@@ -248,6 +248,14 @@ const dtx__cli_spec_t dtx__cmd_job = {
          (const dtx__cli_opt_t[]){{"--fence", DTX__CLI_STR, "NAME:TOKEN"},
                                   {NULL}},
          DTX__CLI_ARMED},
+        /* job events (cmd_job_events.c) */
+        {"events", dtx__cli_job_events, "QUEUE",
+         (const dtx__cli_opt_t[]){{"--after", DTX__CLI_COUNT, "CURSOR"},
+                                  DTX__CLI_OPT_LIMIT,
+                                  {"--follow", DTX__CLI_FLAG},
+                                  DTX__CLI_OPT_DEADLINE,
+                                  {NULL}},
+         DTX__CLI_ARMED},
         {NULL}},
     NULL,
     "States: ready, delayed (run-at in the future, also a retry's backoff),\n"
@@ -283,6 +291,13 @@ const dtx__cli_spec_t dtx__cmd_job = {
     "heartbeat renews that lease; complete (RESULT: JSON) or fail (ERROR:\n"
     "text) ends the attempt, each only while the job runs at EPOCH.  The\n"
     "same complete or fail repeated prints the job again, changing nothing.\n"
+    "events prints the queue's event log, one JSON line per event\n"
+    "{cursor, job, n, event, at, epoch, from, to}: every transition of\n"
+    "every job, once, in order; --after CURSOR (the last cursor seen) goes\n"
+    "on from there without loss; --limit N (1..1000, default 100);\n"
+    "--follow keeps reading until SIGINT/SIGTERM or --deadline-ms.  A\n"
+    "cursor whose next events were trimmed (recover --events-keep-ms,\n"
+    "--events-keep) is refused, exit 3, naming the oldest cursor kept.\n"
     "exit: 0 ok; 1 no such job (show, heartbeat, complete, fail), no\n"
     "      document matches (effect); 2 invalid input (nothing is\n"
     "      recorded); 3 --id reused with other parameters, cancel of a job\n"

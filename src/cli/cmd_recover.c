@@ -7,7 +7,9 @@ static int run(dtx_cli_t *cli, const dtx__cli_args_t *a) {
       .older_than_ms = dtx__cli_num(a, "--older-than-ms", -1),
       .tombstone_ttl_ms = dtx__cli_num(a, "--tombstone-ttl-ms", 0),
       .deadline_ms = dtx__cli_num(a, "--deadline-ms", 0),
-      .retention_ms = dtx__cli_num(a, "--retention-ms", 0)};
+      .retention_ms = dtx__cli_num(a, "--retention-ms", 0),
+      .events_keep_ms = dtx__cli_num(a, "--events-keep-ms", 0),
+      .events_keep = dtx__cli_num(a, "--events-keep", 0)};
   json_t *sum = NULL;
   int code;
   dtx_store_t *st = dtx__cli_store(cli, &code);
@@ -21,6 +23,8 @@ const dtx__cli_spec_t dtx__cmd_recover = {
     (const dtx__cli_opt_t[]){{"--older-than-ms", DTX__CLI_COUNT, "N"},
                              {"--tombstone-ttl-ms", DTX__CLI_POS, "N"},
                              {"--retention-ms", DTX__CLI_POS, "N"},
+                             {"--events-keep-ms", DTX__CLI_POS, "N"},
+                             {"--events-keep", DTX__CLI_POS, "N"},
                              DTX__CLI_OPT_DEADLINE,
                              {NULL}},
     DTX__CLI_ARMED, NULL, NULL,
@@ -31,7 +35,10 @@ const dtx__cli_spec_t dtx__cmd_recover = {
     "ones become ready, running ones whose lease lapsed (or not updated for\n"
     "N ms) are taken over (an attempt), effect markers of jobs ended longer\n"
     "than --tombstone-ttl-ms ago are cleared, and succeeded jobs ended\n"
-    "longer than --retention-ms (default 24 h) ago purged.  Prints a JSON\n"
+    "longer than --retention-ms (default 24 h) ago purged.  Job events\n"
+    "waiting in jobs are logged, and the log trimmed: entries older than\n"
+    "--events-keep-ms (default 24 h) or more than --events-keep N behind\n"
+    "their queue's newest (default: no count bound).  Prints a JSON\n"
     "summary per pattern: what ran, what was left alone and why (e.g. a\n"
     "lease not expired), and what failed.\n"
     DTX__CLI_DEADLINE_HELP

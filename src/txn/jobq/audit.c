@@ -19,6 +19,8 @@
  *                  effect.c F1
  *   effect_twice   two real markers of one (job, key), anywhere
  *   audit_error    a collection whose markers could not be read
+ *   event_gap, event_lost, event_count, event_state: the event log and
+ *                  the jobs' outboxes (events.c, J19-J21)
  * Markers are looked for wherever they can be: every collection carrying
  * the marker index and every one a job lists or pins.  A name there that
  * no effect may use is a job_shape finding, and the audit goes on.
@@ -359,6 +361,9 @@ int dtx__job_audit(dtx__audit_t *a) {
     rc = check_markers(a, jobs, &nmarkers);
     DTX_ASSERT(running <= (int64_t)json_object_size(jobs), "job.audit");
   }
+  int64_t nevents = 0; /* the event log against the jobs (events.c) */
+  if (rc == 0 && (rc = dtx__job_events_audit(a, jobs, &nevents)) == 0)
+    dtx__audit_set(a, "events", json_integer((json_int_t)nevents));
   if (rc == 0) {
     dtx__audit_set(a, "jobs", json_integer((json_int_t)json_object_size(jobs)));
     dtx__audit_set(a, "states", json_incref(counts));

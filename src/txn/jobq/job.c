@@ -97,7 +97,9 @@
 #include "util/assert.h"
 #include "util/err.h"
 
-const dtx__kind_t dtx__job_kind = {DTX_JOBS, "state"};
+/* Every kit move and claim of a job records its event in the same step
+ * (events.c, J19). */
+const dtx__kind_t dtx__job_kind = {DTX_JOBS, "state", dtx__job_on_move};
 #define JOB (&dtx__job_kind)
 
 #define UNIQUE_KEY_MAX 256
@@ -219,6 +221,18 @@ static json_t *new_job(const dtx_job_req_t *r, const char *id) {
     json_decref(job);
     return NULL;
   }
+  /* Its first event, "added", in its outbox from the insert on (J19). */
+  json_t *e = job ? dtx__job_event_entry("added", NULL,
+                                         dtx__str(job, "state"),
+                                         json_object_get(job, "epoch"), NULL)
+                  : NULL;
+  if (job && (!e || json_object_set_new(job, "ev_n", json_integer(1)) < 0 ||
+              json_object_set_new(job, "ev_sent", json_integer(0)) < 0 ||
+              json_object_set_new(job, "ev_pend", json_true()) < 0 ||
+              json_object_set_new(job, "ev_out", json_pack("[o]", e)) < 0)) {
+    json_decref(job);
+    return NULL;
+  }
   return job;
 }
 
@@ -263,8 +277,12 @@ static int add(dtx__exec_t *ex, const dtx_job_req_t *r, json_t **out,
   for (int round = 0; round < 8; round++) {
     rc = dtx__kit_insert(ex, "job.add", DTX_JOBS, job);
     if (rc == 0) {
-      *out = json_incref(job);
       *added = 1;
+      /* Its event into the log now; a failure leaves it in the outbox
+       * for the next relay (events.c). */
+      if (dtx__job_relay(ex, &job, 1, NULL))
+        dtx__err_clear();
+      *out = json_incref(job);
       break;
     }
     if (rc != DTX_EDUPKEY)
@@ -619,6 +637,8 @@ static int by_hand(dtx__exec_t *ex, const char *id, const char *const *from,
     rc = dtx__kit_move(ex, JOB, job, &m, &next);
     if (rc == 0) {
       json_decref(job);
+      if (dtx__job_relay(ex, &next, 1, NULL))
+        dtx__err_clear(); /* left in the outbox for the next relay */
       *out = next;
       return 0;
     }
@@ -665,7 +685,7 @@ int dtx_job_retry(dtx_store_t *st, const char *id, json_t **out) {
 
 /* ---- the method table ------------------------------------------------------------- */
 
-static const char *const collections[] = {DTX_JOBS, NULL};
+static const char *const collections[] = {DTX_JOBS, DTX_JOB_EVENTS, NULL};
 
 static const dtx__index_def_t indexes[] = {
     /* the claim: the walk in (rank, run_at) order under (state, queue) */
@@ -676,6 +696,12 @@ static const dtx__index_def_t indexes[] = {
     {DTX_JOBS, "{\"state\":1,\"updated\":1}", 0, 0},
     /* one live job per (queue, unique key) (J4) */
     {DTX_JOBS, "{\"unique_live\":1}", 1, 1},
+    /* events (events.c): the jobs whose outbox waits for a relay; a
+     * queue's log in order; one entry per (job, n) (J20); the trim */
+    {DTX_JOBS, "{\"ev_pend\":1}", 0, 1},
+    {DTX_JOB_EVENTS, "{\"queue\":1,\"seq\":1}", 0, 0},
+    {DTX_JOB_EVENTS, "{\"job\":1,\"n\":1}", 1, 0},
+    {DTX_JOB_EVENTS, "{\"at\":1}", 0, 0},
     {NULL, NULL, 0, 0},
 };
 
@@ -719,6 +745,10 @@ static const char job_shape[] =
     "\"fx_cleared\":{\"bsonType\":\"bool\"},"
     "\"fx_pins\":{\"bsonType\":\"object\"},"
     "\"fx_until\":" LONG ","
+    "\"ev_n\":{\"bsonType\":\"long\",\"minimum\":0},"
+    "\"ev_sent\":{\"bsonType\":\"long\",\"minimum\":0},"
+    "\"ev_out\":{\"bsonType\":\"array\"},"
+    "\"ev_pend\":{\"bsonType\":\"bool\"},"
     "\"created\":" LONG ",\"finished\":" LONG_OR_NULL ","
     DTX__KIT_ITEM_PROPS "}},"
     /* J7: what each state carries, as the steps of the diagram write it.
@@ -772,7 +802,10 @@ static const char job_shape[] =
 static const char job_transition[] =
     "[{\"immutable\":[\"queue\",\"type\",\"payload\",\"priority\",\"rank\","
     "\"max_attempts\",\"backoff_ms\",\"unique_key\",\"created\"],"
-    "\"increasing\":[\"epoch\",\"fx_until\"],"
+    "\"increasing\":[\"epoch\",\"fx_until\",\"ev_n\",\"ev_sent\"]},"
+    /* The edges judge plain writes (the job's own steps make only these,
+     * and also the events relay's pull, which keeps any state: J21) */
+    "{\"scope\":\"plain\",\"steps\":[\"job\"],"
     "\"moves\":["
     "{\"name\":\"claim\",\"from\":{\"state\":" S_(DTX_JOB_READY) "},"
     "\"to\":{\"state\":" S_(DTX_JOB_RUNNING) "}},"
@@ -801,7 +834,13 @@ static const char job_transition[] =
     "\"immutable\":[\"" DTX_JOB_PINS "\",\"fx_colls\"],"
     "\"why\":\"a job's effect pins and collections change only by its "
     "steps: a pin moved or forgotten applies the effect to a second "
-    "document (docs/jobs.md)\"}]";
+    "document (docs/jobs.md)\"},"
+    /* events (events.c, J21): the outbox grows only by the job's own
+     * steps and empties only by the relay */
+    "{\"scope\":\"plain\",\"steps\":[\"job\"],"
+    "\"immutable\":[\"ev_out\",\"ev_n\",\"ev_sent\",\"ev_pend\"],"
+    "\"why\":\"a job's events are recorded only by its steps and "
+    "relayed only by doctx (docs/jobs.md, Events)\"}]";
 #undef TERMINAL_MOVE
 #undef S_
 
@@ -825,11 +864,34 @@ static int job_fits(const json_t *job, char *why, size_t n) {
 static const dtx__shape_def_t shapes[] = {{DTX_JOBS, job_fits},
                                           {NULL, NULL}};
 
+/* A log entry (events.c). */
+static const char job_event_shape[] =
+    "{\"$jsonSchema\":{\"bsonType\":\"object\","
+    "\"required\":[\"_id\",\"queue\",\"seq\",\"job\",\"n\","
+    "\"event\",\"at\"],"
+    "\"properties\":{\"_id\":{\"bsonType\":\"string\"},"
+    "\"queue\":{\"bsonType\":\"string\"},"
+    "\"seq\":{\"bsonType\":\"long\",\"minimum\":1},"
+    "\"job\":{\"bsonType\":\"string\"},"
+    "\"n\":{\"bsonType\":\"long\",\"minimum\":1},"
+    "\"event\":{\"bsonType\":\"string\"},"
+    "\"at\":{\"bsonType\":\"long\"}}}}";
+
 static const dtx__rules_def_t rules[] = {
     {DTX_JOBS, job_shape,
      "{\"state\":{\"$in\":[\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD
-     "\",\"" DTX_JOB_CANCELED "\"]},\"fx_colls.0\":{\"$exists\":false}}",
+     "\",\"" DTX_JOB_CANCELED "\"]},\"fx_colls.0\":{\"$exists\":false},"
+     "\"ev_pend\":{\"$exists\":false}}",
      job_transition},
+    /* The log (events.c, J20-J21): append-only for plain writes; only
+     * the relay inserts and only the trim deletes. */
+    {DTX_JOB_EVENTS, job_event_shape, NULL,
+     "{\"scope\":\"plain\",\"steps\":[\"job\"],\"insert\":false,"
+     "\"immutable\":[\"queue\",\"seq\",\"job\",\"n\",\"event\","
+     "\"at\",\"epoch\",\"from\",\"to\",\"data\"],"
+     "\"delete\":{\"seq\":{\"$lt\":0}},"
+     "\"why\":\"the job event log is written only by doctx's relay and "
+     "trim (docs/jobs.md, Events)\"}"},
     {NULL, NULL, NULL, NULL},
 };
 
@@ -851,6 +913,10 @@ static const char *const fault_points[] = {
     "job.recover.clear_marker",
     "job.recover.markers_cleared",
     "job.recover.purge",
+    /* events (events.c) */
+    "job.events.log",
+    "job.events.pull",
+    "job.events.trim",
     NULL,
 };
 

@@ -133,6 +133,54 @@ struct dtx_job_run {
  * {coll, id, voided: [ids]} as the fence and repin steps wrote it. */
 const json_t *dtx__job_pin(const json_t *job, const char *key);
 
+/* ---- events (events.c; docs/jobs.md "Events") ---- */
+
+/* The most events a job's outbox holds before dtx__job_event (a step
+ * that is no move) is refused; moves are never refused for it. */
+#define DTX_JOB_OUTBOX_MAX 64
+
+/* The jobs kind's on_move hook (kit.h): adds the move's event to its
+ * update ($inc ev_n, $push ev_out, $set ev_pend), J19. */
+int dtx__job_on_move(const json_t *doc, const char *point, const char *from,
+                     const char *to, int take, json_t *update);
+
+/* An outbox entry {u, event, at, epoch, from, to [, data]}: data stolen,
+ * epoch borrowed (may be NULL).  NULL when out of memory. */
+json_t *dtx__job_event_entry(const char *event, const char *from,
+                             const char *to, const json_t *epoch,
+                             json_t *data);
+
+/* The one call for a step that is no state move (progress) to record
+ * its event: ONE update of job {_id, state, epoch as in job (borrowed),
+ * outbox not full} -> $set set (stolen, may be NULL) + the event (name
+ * event, data stolen, may be NULL) added as a move adds it, behind
+ * fault point `point`.  *out: the job afterwards.  DTX_ENOMATCH (no
+ * detail) when the job moved on (another state or epoch); DTX_ELIMIT
+ * when its outbox holds DTX_JOB_OUTBOX_MAX events even after relaying
+ * it.  The caller relays the job afterwards (dtx__job_relay). */
+int dtx__job_event(dtx__exec_t *ex, const char *point, const json_t *job,
+                   const char *event, json_t *data, json_t *set,
+                   json_t **out);
+
+/* Relays the outboxes of the n jobs (as read; NULL entries and empty
+ * outboxes are skipped) into the log (job.events.log, then
+ * job.events.pull per job), J20-J21.  Each jobs[i] the relay read again
+ * or pulled from is replaced by the job as it now stands (the old
+ * reference released), so a caller answers what is stored.  *count (may
+ * be NULL) += events relayed.  Returns the first error; the other jobs
+ * are relayed still. */
+int dtx__job_relay(dtx__exec_t *ex, json_t **jobs, size_t n,
+                   int64_t *count);
+
+/* The audit's part (audit.c): the log and the outboxes against the jobs
+ * loaded (map _id -> job); *nevents: the log's size. */
+int dtx__job_events_audit(dtx__audit_t *a, const json_t *jobs,
+                          int64_t *nevents);
+
+/* Recovery's part: relays what is left in outboxes, trims the log. */
+int dtx__job_events_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
+                            dtx__tally_t *t);
+
 /* The pattern's methods (recover.c, audit.c). */
 int dtx__job_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                      dtx__tally_t *t);

@@ -22,9 +22,12 @@
  *                is idempotent.  Whatever --tombstone-ttl-ms says, a
  *                marker so outlives every write that could repeat its
  *                effect.
- *   4. retention succeeded jobs finished longer than retention_ms ago and
- *                with no markers left are deleted, at most PURGE_BATCH
- *                per pass (job.recover.purge).
+ *   4. events    what waits in outboxes is relayed to the log, and the
+ *                log trimmed by age and count (events.c: job.events.log,
+ *                job.events.pull, job.events.trim)
+ *   5. retention succeeded jobs finished longer than retention_ms ago and
+ *                with no markers left and no events waiting are deleted,
+ *                at most PURGE_BATCH per pass (job.recover.purge).
  *
  * Every step is bounded per pass, so one pass never reads the whole
  * history; a backlog is worked off over several passes. */
@@ -234,9 +237,10 @@ static int purge(dtx__exec_t *ex, const dtx_recover_opts_t *o,
   json_array_foreach(list, i, job) {
     int64_t n = 0;
     rc = dtx__kit_delete(ex, "job.recover.purge", DTX_JOBS,
-                         json_pack("{s:O,s:s}", "_id",
+                         json_pack("{s:O,s:s,s:{s:b}}", "_id",
                                    json_object_get(job, "_id"), "state",
-                                   DTX_JOB_SUCCEEDED),
+                                   DTX_JOB_SUCCEEDED, "ev_pend", "$exists",
+                                   0),
                          &n);
     DTX_ASSERT(rc || n <= 1, "store.modified<=matched"); /* one by _id */
     if (rc)
@@ -257,7 +261,7 @@ int dtx__job_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
   else if (moved)
     dtx__tally_ran(t, "promoted", moved);
   if ((rc = takeovers(ex, o, t)) || (rc = markers(ex, o, t)) ||
-      (rc = purge(ex, o, t)))
+      (rc = dtx__job_events_recover(ex, o, t)) || (rc = purge(ex, o, t)))
     dtx__tally_error(t, NULL, rc);
   return 0;
 }

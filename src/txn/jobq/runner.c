@@ -327,6 +327,11 @@ static void write_outcomes(shared_t *sh, dtx__exec_t *ex, beat_t *b,
     rcs[j] = dtx__job_complete_refused(ex, docs[j], json_incref(hj->result),
                                        details[j], &outs[j]);
   }
+  /* The batch's events (claimed, then its outcome) into the log, in one
+   * pass over the jobs it just moved (events.c); what fails stays in the
+   * outboxes for the next relay. */
+  if (dtx__job_relay(ex, outs, k, NULL))
+    dtx__err_clear();
   dtx__call_end(&c, 0);
   for (size_t j = 0; j < k; j++) {
     free(details[j]);
