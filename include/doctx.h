@@ -1189,10 +1189,12 @@ int dtx_job_end_check(const char *id, int64_t epoch, const json_t *result,
  * stalled, promoted, canceled, retried, and what other steps record) is
  * recorded once, by the step that makes it, in an outbox inside the job,
  * then relayed into the log DTX_JOB_EVENTS, one document per event:
- *   {_id: "QUEUE/SEQ", queue, seq, job, n, event, at, epoch, from, to
+ *   {_id: "QUEUE/SEQ", queue, seq, job, born, n, event, at, epoch, from, to
  *    [, data]}
  * seq is dense per queue (1, 2, 3, ...; only a trimmed prefix is gone);
- * n is dense per job.  Plain writes may not insert, change or delete it. */
+ * n is dense per job (born: the job's created time, so a job purged and
+ * added again under its id is told apart).  Plain writes may not
+ * insert, change or delete it. */
 #define DTX_JOB_EVENTS "job_events"
 #define DTX_JOB_EVENTS_LIMIT_MAX 1000
 #define DTX_JOB_EVENTS_WAIT_MAX_MS 30000

@@ -16,10 +16,10 @@
  *               `job events` readers, recovery): for each job with ev_pend
  *   read the job: S = ev_sent, ev_out[0..k-1] is event n = S + 1 + i
  *   for each in order: insert job_events {_id "QUEUE/SEQ", queue, seq, job,
- *        n, event, at, epoch, from, to, attempts}, SEQ = the queue's highest
- *        + 1                                              (job.events.log)
+ *        born, n, event, at, epoch, from, to [, data]}, SEQ = the queue's
+ *        highest + 1, born = the job's created time  (job.events.log)
  *        duplicate _id: another relay took SEQ: read the highest again;
- *        duplicate {job, n}: the event is logged already: go on
+ *        duplicate {job, born, n}: the event is logged already: go on
  *   then ONE update {_id, ev_sent: S [, ev_out.k absent]} ->
  *        $inc ev_sent k, $pull ev_out {u in the k read} [, $unset ev_pend]
  *                                                         (job.events.pull)
@@ -37,13 +37,13 @@
  *   log trimmed                 dtx__job_events_trim       job.events.trim
  *
  * Races it is built for: two relays reading the same outbox log each
- * event once (the unique index {job, n} refuses the second insert, which
+ * event once (the unique index {job, born, n} refuses the second insert, which
  * then goes on to the next event), and only the one whose ev_sent still
  * holds pulls; a relay paused between its insert and its pull wakes to a
  * pull that matches nothing (another relay found the events logged and
  * pulled them) or that it makes itself; a relay that read the outbox,
  * paused, and wakes after another logged and pulled the same events is
- * refused by {job, n} and its pull matches nothing.  A crash anywhere
+ * refused by {job, born, n} and its pull matches nothing.  A crash anywhere
  * leaves events in the outbox (ev_pend set), which the next relay logs.
  *
  * Invariants:
@@ -54,8 +54,9 @@
  *      |ev_out| at every step: event n = ev_sent + 1 + i is ev_out[i].
  *  J20 The log of a queue is dense: seq 1..H without a hole but a
  *      trimmed prefix (an insert takes the highest + 1 or fails; the
- *      trim never deletes a queue's newest), each (job, n) is logged at
- *      most once (unique index), and a job's events in n order (a relay
+ *      trim never deletes a queue's newest), each (job, born, n) is logged
+ *      at most once (unique index; born, the job's created time, tells a
+ *      job purged and added again under its id from the first), and a job's events in n order (a relay
  *      logs event n only after n - 1 is logged).
  *  J21 An event leaves the outbox only once it is in the log, and
  *      ev_sent only grows (the pull is conditioned on the ev_sent read
@@ -260,9 +261,11 @@ static int highest(dtx__exec_t *ex, const char *queue, int64_t *h) {
   return rc;
 }
 
-/* Is (job, n) in the log? */
-static int logged(dtx__exec_t *ex, const char *job, int64_t n, int *yes) {
-  json_t *f = dtx__pack("{s:s,s:I}", "job", job, "n", (json_int_t)n);
+/* Is (job, born, n) in the log? */
+static int logged(dtx__exec_t *ex, const char *job, int64_t born, int64_t n,
+                  int *yes) {
+  json_t *f = dtx__pack("{s:s,s:I,s:I}", "job", job, "born", (json_int_t)born,
+                        "n", (json_int_t)n);
   json_t *found = NULL;
   int rc = f ? dtx__kit_find_n(ex, DTX_JOB_EVENTS, f, NULL, 1, &found)
              : DTX_ENOMEM;
@@ -275,7 +278,7 @@ static int logged(dtx__exec_t *ex, const char *job, int64_t n, int *yes) {
 /* Logs event n of job (its outbox entry e) in queue at the next seq; *h
  * is the queue's highest seq as last known (-1: unknown), kept up. */
 static int log_one(dtx__exec_t *ex, const char *queue, const char *job,
-                   int64_t n, const json_t *e, int64_t *h) {
+                   int64_t born, int64_t n, const json_t *e, int64_t *h) {
   dtx__contend_t ct = {0};
   for (int round = 0; round < MAX_ROUNDS; round++) {
     int rc, yes = 0;
@@ -284,9 +287,9 @@ static int log_one(dtx__exec_t *ex, const char *queue, const char *job,
     char id[200];
     snprintf(id, sizeof id, "%s/%lld", queue, (long long)(*h + 1));
     json_t *d = dtx__pack(
-        "{s:s,s:s,s:I,s:s,s:I,s:O?,s:O?,s:O?,s:O?,s:O?}", "_id", id,
-        "queue", queue, "seq", (json_int_t)(*h + 1), "job", job, "n",
-        (json_int_t)n, "event", json_object_get(e, "event"), "at",
+        "{s:s,s:s,s:I,s:s,s:I,s:I,s:O?,s:O?,s:O?,s:O?,s:O?}", "_id", id,
+        "queue", queue, "seq", (json_int_t)(*h + 1), "job", job, "born",
+        (json_int_t)born, "n", (json_int_t)n, "event", json_object_get(e, "event"), "at",
         json_object_get(e, "at"), "epoch", json_object_get(e, "epoch"),
         "from", json_object_get(e, "from"), "to", json_object_get(e, "to"));
     if (d && json_object_get(e, "data"))
@@ -303,7 +306,7 @@ static int log_one(dtx__exec_t *ex, const char *queue, const char *job,
     /* Our own insert after a lost reply, another relay's of the same
      * event, or another event took the seq. */
     dtx__err_clear();
-    if ((rc = logged(ex, job, n, &yes)))
+    if ((rc = logged(ex, job, born, n, &yes)))
       return rc;
     if (yes)
       return 0;
@@ -341,8 +344,8 @@ static int relay_job(dtx__exec_t *ex, const json_t *doc, int64_t *h,
     *h = -1;
   }
   for (i = 0; i < k; i++)
-    if ((rc = log_one(ex, q, id, s + 1 + (int64_t)i, json_array_get(out, i),
-                      h)))
+    if ((rc = log_one(ex, q, id, dtx__int(doc, "created"),
+                      s + 1 + (int64_t)i, json_array_get(out, i), h)))
       return rc;
   /* J21: logged; now out of the outbox, the entries read and no others. */
   json_t *us = json_array();
@@ -530,108 +533,68 @@ int dtx_job_events(dtx_store_t *st, const char *queue, int64_t after,
 
 /* ---- recovery: relay what is left, trim --------------------------------- */
 
-/* Deletes the log entries of list (each by _id, never a queue's newest:
- * newest_of says which it is). */
-static int trim_list(dtx__exec_t *ex, const json_t *list, dtx__tally_t *t) {
-  size_t n = json_array_size(list), i;
-  if (!n)
-    return 0;
-  dtx__kit_op_t *op = calloc(n, sizeof *op);
-  if (!op)
-    return DTX_ENOMEM;
-  for (i = 0; i < n; i++)
-    op[i] = (dtx__kit_op_t){
-        .kind = DTX_BULK_DELETE_ONE,
-        .point = "job.events.trim",
-        .coll = DTX_JOB_EVENTS,
-        .filter = dtx__pack("{s:O}", "_id",
-                            json_object_get(json_array_get(list, i), "_id"))};
-  int rc = dtx__kit_run(ex, op, n);
-  int64_t gone = 0;
-  for (i = 0; i < n; i++)
-    gone += op[i].rc == 0 ? op[i].n : 0;
-  dtx__kit_ops_clear(op, n);
-  free(op);
-  dtx__tally_ran(t, "events_trimmed", gone);
+/* Trims queue q's log: its oldest entries, in seq order, while they are
+ * older than cutoff or more than keep (> 0) behind the newest, never the
+ * newest (J20: the next seq is the highest + 1).  One at a time, from the
+ * oldest, stopping at the first that fails: what a pass leaves is always
+ * a suffix, so the log never gets a hole. */
+static int trim_queue(dtx__exec_t *ex, const char *q, int64_t cutoff,
+                      int64_t keep, int64_t *budget, dtx__tally_t *t) {
+  int64_t h = 0, gone = 0;
+  int rc = highest(ex, q, &h);
+  json_t *f = dtx__pack("{s:s}", "queue", q), *list = NULL, *d;
+  json_t *sort = dtx__pack("{s:i}", "seq", 1);
+  if (rc == 0)
+    rc = f && sort ? dtx__kit_find_n(ex, DTX_JOB_EVENTS, f, sort, *budget,
+                                     &list)
+                   : DTX_ENOMEM;
+  json_decref(f);
+  json_decref(sort);
+  size_t i;
+  json_array_foreach(list, i, d) {
+    int64_t seq = dtx__int(d, "seq"), n = 0;
+    if (rc || seq >= h ||
+        !(dtx__int(d, "at") < cutoff || (keep > 0 && seq <= h - keep)))
+      break;
+    rc = dtx__kit_delete(ex, "job.events.trim", DTX_JOB_EVENTS,
+                         dtx__pack("{s:O}", "_id", json_object_get(d, "_id")),
+                         &n);
+    gone += n;
+    (*budget)--;
+  }
+  json_decref(list);
+  if (gone)
+    dtx__tally_ran(t, "events_trimmed", gone);
   return rc;
 }
 
-/* The entries of the log to trim: older than keep_ms, or (keep > 0) more
- * than keep behind their queue's newest -- never a queue's newest (J20:
- * the next seq is the highest + 1). */
+/* Every queue's log trimmed (trim_queue), walking the queues in the
+ * index {queue, seq}, at most TRIM_BATCH entries per pass. */
 static int trim(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                 dtx__tally_t *t) {
   int64_t keep_ms = o->events_keep_ms > 0 ? o->events_keep_ms
                                           : DEFAULT_KEEP_MS;
-  int64_t keep = o->events_keep > 0 ? o->events_keep : 0;
-  json_t *f = dtx__pack("{s:{s:I}}", "at", "$lt",
-                        (json_int_t)(dtx__now_ms() - keep_ms));
-  json_t *sort = dtx__pack("{s:i}", "at", 1), *old = NULL, *del = json_array();
-  int rc = f && sort ? dtx__kit_find_n(ex, DTX_JOB_EVENTS, f, sort,
-                                       TRIM_BATCH, &old)
-                     : DTX_ENOMEM;
-  json_decref(f);
-  json_decref(sort);
-  /* By count: each queue's prefix below its highest - keep, walking the
-   * queues in the index {queue, seq} one after another. */
-  const char *q = NULL;
-  json_t *qs = NULL;
-  for (int guard = 0; rc == 0 && keep > 0 && guard < 1000 &&
-                      json_array_size(del) < TRIM_BATCH;
-       guard++) {
-    json_t *qf = q ? dtx__pack("{s:{s:s}}", "queue", "$gt", q)
-                   : json_object();
+  int64_t cutoff = dtx__now_ms() - keep_ms, budget = TRIM_BATCH;
+  char q[160] = "";
+  int rc = 0;
+  for (int guard = 0; rc == 0 && budget > 0 && guard < 1000; guard++) {
+    json_t *qf = *q ? dtx__pack("{s:{s:s}}", "queue", "$gt", q)
+                    : json_object();
     json_t *qsort = dtx__pack("{s:i,s:i}", "queue", 1, "seq", 1), *first = NULL;
     rc = qf && qsort ? dtx__kit_find_n(ex, DTX_JOB_EVENTS, qf, qsort, 1, &first)
                      : DTX_ENOMEM;
     json_decref(qf);
     json_decref(qsort);
-    if (rc || json_array_size(first) == 0) {
-      json_decref(first);
-      break;
+    const char *next = dtx__str(json_array_get(first, 0), "queue");
+    if (rc == 0 && next) {
+      snprintf(q, sizeof q, "%s", next);
+      rc = trim_queue(ex, q, cutoff, o->events_keep, &budget, t);
     }
-    json_decref(qs);
-    qs = first;
-    q = dtx__str(json_array_get(qs, 0), "queue");
-    int64_t h = 0;
-    if (!q || (rc = highest(ex, q, &h)))
+    json_decref(first);
+    if (!next)
       break;
-    json_t *pf = dtx__pack("{s:s,s:{s:I}}", "queue", q, "seq", "$lte",
-                           (json_int_t)(h - keep)), *some = NULL;
-    json_t *ps = dtx__pack("{s:i}", "seq", 1);
-    rc = pf && ps ? dtx__kit_find_n(ex, DTX_JOB_EVENTS, pf, ps,
-                                    TRIM_BATCH - (int64_t)json_array_size(del),
-                                    &some)
-                  : DTX_ENOMEM;
-    json_decref(pf);
-    json_decref(ps);
-    if (rc == 0)
-      json_array_extend(del, some);
-    json_decref(some);
   }
-  /* By age, keeping each queue's newest. */
-  size_t i;
-  json_t *d;
-  json_t *hs = json_object(); /* queue -> its highest seq */
-  json_array_foreach(old, i, d) {
-    int64_t h = 0;
-    const char *dq = dtx__str(d, "queue");
-    if (rc || !dq || !hs)
-      break;
-    if (json_object_get(hs, dq))
-      h = dtx__int(hs, dq);
-    else if ((rc = highest(ex, dq, &h)) == 0)
-      json_object_set_new(hs, dq, json_integer((json_int_t)h));
-    if (rc == 0 && dtx__int(d, "seq") < h)
-      json_array_append(del, d);
-  }
-  json_decref(hs);
-  if (rc == 0 && del)
-    rc = trim_list(ex, del, t);
-  json_decref(qs);
-  json_decref(old);
-  json_decref(del);
-  return del ? rc : DTX_ENOMEM;
+  return rc;
 }
 
 int dtx__job_events_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
@@ -713,8 +676,14 @@ int dtx__job_events_audit(dtx__audit_t *a, const json_t *jobs,
                          id, (long long)n, (long long)sent, k);
       continue;
     }
-    json_t *l = json_object_get(byjob, id);
-    size_t m = json_array_size(l), i;
+    json_t *all = json_object_get(byjob, id), *l = json_array(), *x;
+    size_t m, i;
+    /* this incarnation's (a job purged and added again under its id
+     * starts again at n = 1: born, its created time, tells them apart) */
+    json_array_foreach(all, i, x) if (dtx__int(x, "born") ==
+                                      dtx__int(j, "created"))
+        json_array_append(l, x);
+    m = json_array_size(l);
     int64_t *ns = m ? calloc(m, sizeof *ns) : NULL;
     const json_t *last = k ? json_array_get(out, k - 1) : NULL;
     for (i = 0; ns && i < m; i++) {
@@ -755,6 +724,7 @@ int dtx__job_events_audit(dtx__audit_t *a, const json_t *jobs,
                          (long long)n, dtx__str(last, "event") ? dtx__str(last, "event") : "?",
                          dtx__str(last, "to") ? dtx__str(last, "to") : "?");
     free(ns);
+    json_decref(l);
   }
   json_decref(byjob);
   json_decref(qs);

@@ -700,7 +700,7 @@ static const dtx__index_def_t indexes[] = {
      * queue's log in order; one entry per (job, n) (J20); the trim */
     {DTX_JOBS, "{\"ev_pend\":1}", 0, 1},
     {DTX_JOB_EVENTS, "{\"queue\":1,\"seq\":1}", 0, 0},
-    {DTX_JOB_EVENTS, "{\"job\":1,\"n\":1}", 1, 0},
+    {DTX_JOB_EVENTS, "{\"job\":1,\"born\":1,\"n\":1}", 1, 0},
     {DTX_JOB_EVENTS, "{\"at\":1}", 0, 0},
     {NULL, NULL, 0, 0},
 };
@@ -867,12 +867,13 @@ static const dtx__shape_def_t shapes[] = {{DTX_JOBS, job_fits},
 /* A log entry (events.c). */
 static const char job_event_shape[] =
     "{\"$jsonSchema\":{\"bsonType\":\"object\","
-    "\"required\":[\"_id\",\"queue\",\"seq\",\"job\",\"n\","
+    "\"required\":[\"_id\",\"queue\",\"seq\",\"job\",\"born\",\"n\","
     "\"event\",\"at\"],"
     "\"properties\":{\"_id\":{\"bsonType\":\"string\"},"
     "\"queue\":{\"bsonType\":\"string\"},"
     "\"seq\":{\"bsonType\":\"long\",\"minimum\":1},"
     "\"job\":{\"bsonType\":\"string\"},"
+    "\"born\":{\"bsonType\":\"long\"},"
     "\"n\":{\"bsonType\":\"long\",\"minimum\":1},"
     "\"event\":{\"bsonType\":\"string\"},"
     "\"at\":{\"bsonType\":\"long\"}}}}";
@@ -887,7 +888,7 @@ static const dtx__rules_def_t rules[] = {
      * the relay inserts and only the trim deletes. */
     {DTX_JOB_EVENTS, job_event_shape, NULL,
      "{\"scope\":\"plain\",\"steps\":[\"job\"],\"insert\":false,"
-     "\"immutable\":[\"queue\",\"seq\",\"job\",\"n\",\"event\","
+     "\"immutable\":[\"queue\",\"seq\",\"job\",\"born\",\"n\",\"event\","
      "\"at\",\"epoch\",\"from\",\"to\",\"data\"],"
      "\"delete\":{\"seq\":{\"$lt\":0}},"
      "\"why\":\"the job event log is written only by doctx's relay and "

@@ -69,6 +69,13 @@ scenario_cmd() {
     DOCTX_FAULT=job.complete:crash d $WORK_Q >/dev/null 2>&1
     sleep 0.35 # the lease lapses
     echo "recover" ;;
+  # events (docs/jobs.md, "Events"): the relay after a batch of the
+  # runner (claimed + succeeded), after an add, and recovery's trim
+  job.events.log) add_j1; echo "$WORK_Q" ;;
+  job.events.pull) echo "job add q t {} --id j1 --backoff-ms 1" ;;
+  job.events.trim)
+    add_j1; d $WORK_Q >/dev/null
+    echo "recover --events-keep 1 --events-keep-ms 1" ;;
   job.recover.purge)
     # Markers go only once no write of the effect can land: the store's
     # clock past fx_until (the effect's lease end, <= 300 ms on) plus the
