@@ -161,6 +161,10 @@ export interface AddJobOptions {
 }
 export interface QueueStats { ready: number; delayed: number; running: number; succeeded: number;
   dead: number; canceled: number; total: number }
+/** One transition of a job (docs/jobs.md, "Events"). */
+export interface JobEvent { cursor: number; queue: string; job: string; born: number; n: number;
+  event: string; at: number; epoch: number | null; from: string | null; to: string | null;
+  data?: Record<string, unknown> }
 
 // ---- locks, ledger, sync, orders, versions ------------------------------------
 
@@ -281,6 +285,10 @@ export class Client {
   job(id: string): Promise<Job>;
   jobs(queue: string, opts?: { state?: JobState; pageSize?: number }): AsyncGenerator<Job, void, undefined>;
   queueStats(queue: string): Promise<QueueStats>;
+  jobEvents(
+    queue: string,
+    opts?: { after?: number; limit?: number; waitMs?: number },
+  ): Promise<{ events: JobEvent[]; cursor: number }>;
 
   // locks
   /** Conflict NOMATCH (naming the holder) while held.  Not retried. */

@@ -298,6 +298,15 @@ test('jobs', async () => {
   const ok = [];
   for await (const j of c.jobs(q, { state: 'succeeded' })) ok.push(j._id);
   assert.deepEqual(ok, [j1]);
+  // every transition, once, in order; a page from a cursor goes on
+  const evs = await c.jobEvents(q);
+  assert.deepEqual(evs.events.map((e) => [e.job, e.event, e.cursor]), [
+    [j1, 'added', 1], [j2, 'added', 2], [j1, 'claimed', 3],
+    [j1, 'succeeded', 4], [j2, 'claimed', 5], [j2, 'failed', 6]]);
+  assert.equal(evs.cursor, 6);
+  const page = await c.jobEvents(q, { after: 4, limit: 1 });
+  assert.deepEqual([page.events.map((e) => e.cursor), page.cursor], [[5], 5]);
+  assert.deepEqual(await c.jobEvents(q, { after: 6, waitMs: 10 }), { events: [], cursor: 6 });
   const once = uid('once');
   await c.addJob(once, 't', undefined, { id: j3, maxAttempts: 1 });
   const ep3 = (await c.claim(once))[0].epoch;

@@ -366,6 +366,15 @@ def test_jobs(c: Client) -> None:
     assert failed["state"] == "delayed" and c.fail(j2, ep2, error="smtp down") == failed
     assert [j["_id"] for j in c.jobs(q, page_size=1)] == [j1, j2]
     assert [j["_id"] for j in c.jobs(q, state="succeeded")] == [j1]
+    # every transition, once, in order; a page from a cursor goes on
+    evs = c.job_events(q)
+    assert [(e["job"], e["event"], e["cursor"]) for e in evs["events"]] == [
+        (j1, "added", 1), (j2, "added", 2), (j1, "claimed", 3),
+        (j1, "succeeded", 4), (j2, "claimed", 5), (j2, "failed", 6)]
+    assert evs["cursor"] == 6
+    page = c.job_events(q, after=4, limit=1)
+    assert [e["cursor"] for e in page["events"]] == [5] and page["cursor"] == 5
+    assert c.job_events(q, after=6, wait_ms=10) == {"events": [], "cursor": 6}
     # dead, retried by hand, canceled
     once = uid("once")
     c.add_job(once, "t", id=j3, max_attempts=1)
