@@ -50,6 +50,13 @@
  *   ready|delayed -> canceled   dtx_job_cancel         job.cancel
  *   dead -> ready               dtx_job_retry          job.retry
  * Recovery's other points (markers, retention) are in recover.c.
+ *   (every row above)           its event recorded in  (that row's)
+ *                               the same update (the
+ *                               kind's on_move hook,
+ *                               events.c; add: new_job)
+ *   outbox -> event log         dtx__job_relay         job.events.log,
+ *                               (events.c)             job.events.pull
+ *   event log trimmed           recovery (events.c)    job.events.trim
  *
  * Invariants (DTX_ASSERT checks what each step relies on and leaves, in
  * every build; dtx_audit checks the store, audit.c, and the job's shape
@@ -87,6 +94,9 @@
  *     again), a delayed one to succeeded (it would never run) -- is seen.
  *     A job rewritten whole into another consistent state is not: its
  *     fields are all the history it has.
+ *  J19-J21 (events.c): every move records exactly one event in its own
+ *     step; the per-queue log is dense, one entry per (job, born, n), in
+ *     each job's order; an event leaves the outbox only once logged.
  */
 #include <stdio.h>
 #include <string.h>
