@@ -12,11 +12,13 @@
  *                                                              at, epoch, from, to}
  *                                                        $set ev_pend true
  *            |
- *            v  relay (the runner after each batch, the one-job front doors,
- *               `job events` readers, recovery): for each job with ev_pend
+ *            v  relay (the runner after each batch; the front doors that
+ *               end, cancel or retry one job, or claim -- not add, whose
+ *               "added" goes with the next relay; `job events` readers;
+ *               recovery): for each job with ev_pend
  *   read the job: S = ev_sent, ev_out[0..k-1] is event n = S + 1 + i
- *   for each in order: insert job_events {_id "QUEUE/SEQ", queue, seq, job,
- *        born, n, event, at, epoch, from, to [, data]}, SEQ = the queue's
+ *   for each in order: insert job_events {_id "QUEUE/SEQ", queue, seq, rseq
+ *        (-seq), job, born, n, event, at, epoch, from, to [, data]}, SEQ = the queue's
  *        highest + 1, born = the job's created time  (job.events.log)
  *        duplicate _id: another relay took SEQ: read the highest again;
  *        duplicate {job, born, n}: the event is logged already: go on
@@ -65,7 +67,7 @@
  *      and may not insert, change or delete a log entry.
  *
  * The outbox's bound: every front door that moves a job relays it after
- * the move, so events wait in an outbox only after a crash (or a store
+ * the move (an add leaves "added" to the job's next relay), so events wait in an outbox only after a crash (or a store
  * error) between the two, until a reader or recovery relays them.  State
  * moves are never refused for an outbox that is full -- a job's moves are
  * bounded by its attempts, and refusing one would stop the job -- but a
@@ -251,7 +253,9 @@ int dtx__job_event(dtx__exec_t *ex, const char *point, const json_t *job,
 /* The highest seq of queue's log, 0 when it has none. */
 static int highest(dtx__exec_t *ex, const char *queue, int64_t *h) {
   json_t *f = dtx__pack("{s:s}", "queue", queue), *found = NULL;
-  json_t *sort = dtx__pack("{s:i}", "seq", -1);
+  /* rseq = -seq: the store walks an index in ascending order only, so
+   * the newest is the first of {queue, rseq}, not the last of seq */
+  json_t *sort = dtx__pack("{s:i}", "rseq", 1);
   int rc = f && sort ? dtx__kit_find_n(ex, DTX_JOB_EVENTS, f, sort, 1, &found)
                      : DTX_ENOMEM;
   json_decref(f);
@@ -287,8 +291,9 @@ static int log_one(dtx__exec_t *ex, const char *queue, const char *job,
     char id[200];
     snprintf(id, sizeof id, "%s/%lld", queue, (long long)(*h + 1));
     json_t *d = dtx__pack(
-        "{s:s,s:s,s:I,s:s,s:I,s:I,s:O?,s:O?,s:O?,s:O?,s:O?}", "_id", id,
-        "queue", queue, "seq", (json_int_t)(*h + 1), "job", job, "born",
+        "{s:s,s:s,s:I,s:I,s:s,s:I,s:I,s:O?,s:O?,s:O?,s:O?,s:O?}", "_id", id,
+        "queue", queue, "seq", (json_int_t)(*h + 1), "rseq",
+        (json_int_t)-(*h + 1), "job", job, "born",
         (json_int_t)born, "n", (json_int_t)n, "event", json_object_get(e, "event"), "at",
         json_object_get(e, "at"), "epoch", json_object_get(e, "epoch"),
         "from", json_object_get(e, "from"), "to", json_object_get(e, "to"));
@@ -497,6 +502,7 @@ static int read_once(dtx__exec_t *ex, const char *queue, int64_t after,
     }
     json_object_del(ev, "_id");
     json_object_del(ev, "seq");
+    json_object_del(ev, "rseq");
     json_array_append_new(res, ev);
   }
   json_decref(found);

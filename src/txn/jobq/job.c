@@ -288,10 +288,9 @@ static int add(dtx__exec_t *ex, const dtx_job_req_t *r, json_t **out,
     rc = dtx__kit_insert(ex, "job.add", DTX_JOBS, job);
     if (rc == 0) {
       *added = 1;
-      /* Its event into the log now; a failure leaves it in the outbox
-       * for the next relay (events.c). */
-      if (dtx__job_relay(ex, &job, 1, NULL))
-        dtx__err_clear();
+      /* Its "added" waits in its outbox: the next relay of the job (its
+       * claim's, or any reader's of the queue) logs it -- an add costs
+       * one write, as before (events.c). */
       *out = json_incref(job);
       break;
     }
@@ -710,6 +709,7 @@ static const dtx__index_def_t indexes[] = {
      * queue's log in order; one entry per (job, n) (J20); the trim */
     {DTX_JOBS, "{\"ev_pend\":1}", 0, 1},
     {DTX_JOB_EVENTS, "{\"queue\":1,\"seq\":1}", 0, 0},
+    {DTX_JOB_EVENTS, "{\"queue\":1,\"rseq\":1}", 0, 0}, /* the newest */
     {DTX_JOB_EVENTS, "{\"job\":1,\"born\":1,\"n\":1}", 1, 0},
     {DTX_JOB_EVENTS, "{\"at\":1}", 0, 0},
     {NULL, NULL, 0, 0},
@@ -898,7 +898,7 @@ static const dtx__rules_def_t rules[] = {
      * the relay inserts and only the trim deletes. */
     {DTX_JOB_EVENTS, job_event_shape, NULL,
      "{\"scope\":\"plain\",\"steps\":[\"job\"],\"insert\":false,"
-     "\"immutable\":[\"queue\",\"seq\",\"job\",\"born\",\"n\",\"event\","
+     "\"immutable\":[\"queue\",\"seq\",\"rseq\",\"job\",\"born\",\"n\",\"event\","
      "\"at\",\"epoch\",\"from\",\"to\",\"data\"],"
      "\"delete\":{\"seq\":{\"$lt\":0}},"
      "\"why\":\"the job event log is written only by doctx's relay and "

@@ -72,7 +72,7 @@ scenario_cmd() {
   # events (docs/jobs.md, "Events"): the relay after a batch of the
   # runner (claimed + succeeded), after an add, and recovery's trim
   job.events.log) add_j1; echo "$WORK_Q" ;;
-  job.events.pull) echo "job add q t {} --id j1 --backoff-ms 1" ;;
+  job.events.pull) add_j1; echo "job cancel j1" ;;
   job.events.trim)
     add_j1; d $WORK_Q >/dev/null
     echo "recover --events-keep 1 --events-keep-ms 1" ;;
