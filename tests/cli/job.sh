@@ -391,7 +391,7 @@ expect 2 "events: a negative cursor" -- d job events q --after -1
 expect 2 "events: --limit past 1000" -- d job events q --limit 1001
 expect 2 "events: --deadline-ms without --follow" -- d job events q --deadline-ms 100
 expect 2 "events: a bad queue name" -- d job events 'a/b'
-ev_lines() { grep -c '^{' "$1" 2>/dev/null || echo 0; }
+ev_lines() { local n; n=$(grep -c '^{' "$1" 2>/dev/null); echo "${n:-0}"; }
 ev_wait() { # FILE N SECS: until FILE holds N event lines
   local end=$((SECONDS + $3))
   while [ "$(ev_lines "$1")" -lt "$2" ] && [ $SECONDS -lt $end ]; do nap 0.05; done
