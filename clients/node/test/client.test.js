@@ -301,8 +301,8 @@ test('jobs', async () => {
   // every transition, once, in order; a page from a cursor goes on
   const evs = await c.jobEvents(q);
   assert.deepEqual(evs.events.map((e) => [e.job, e.event, e.cursor]), [
-    [j1, 'added', 1], [j2, 'added', 2], [j1, 'claimed', 3],
-    [j1, 'succeeded', 4], [j2, 'claimed', 5], [j2, 'failed', 6]]);
+    [j1, 'added', 1], [j1, 'claimed', 2], [j1, 'succeeded', 3],
+    [j2, 'added', 4], [j2, 'claimed', 5], [j2, 'failed', 6]]);
   assert.equal(evs.cursor, 6);
   const page = await c.jobEvents(q, { after: 4, limit: 1 });
   assert.deepEqual([page.events.map((e) => e.cursor), page.cursor], [[5], 5]);

@@ -369,8 +369,8 @@ def test_jobs(c: Client) -> None:
     # every transition, once, in order; a page from a cursor goes on
     evs = c.job_events(q)
     assert [(e["job"], e["event"], e["cursor"]) for e in evs["events"]] == [
-        (j1, "added", 1), (j2, "added", 2), (j1, "claimed", 3),
-        (j1, "succeeded", 4), (j2, "claimed", 5), (j2, "failed", 6)]
+        (j1, "added", 1), (j1, "claimed", 2), (j1, "succeeded", 3),
+        (j2, "added", 4), (j2, "claimed", 5), (j2, "failed", 6)]
     assert evs["cursor"] == 6
     page = c.job_events(q, after=4, limit=1)
     assert [e["cursor"] for e in page["events"]] == [5] and page["cursor"] == 5
