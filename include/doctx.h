@@ -853,6 +853,10 @@ typedef struct dtx_recover_opts {
    * queue's newest (0: no count bound); a queue's newest is kept. */
   int64_t events_keep_ms;
   int64_t events_keep;
+  int64_t keep_dead_ms; /* dead and canceled jobs finished longer ago
+                           than this, their effect markers cleared, are
+                           purged (in batches, every queue); 0: kept
+                           (docs/jobs.md, "Retention") */
 } dtx_recover_opts_t;
 
 /* One recovery pass of every pattern: for transfers, abandoned preparing
@@ -948,6 +952,10 @@ typedef struct dtx_job_req {
                              DTX_JOB_MAX_ATTEMPTS */
   int64_t backoff_ms;     /* >= 1; 0: DTX_JOB_BACKOFF_MS */
   const char *unique_key; /* NULL: none; else 1..256 bytes */
+  int64_t unique_for_ms;  /* >= 0, with unique_key: the key stays held
+                             this long after the job ends too (past
+                             ~292 million years: saturated); 0: freed
+                             when it ends (docs/jobs.md, "Uniqueness") */
 } dtx_job_req_t;
 
 /* Records a job (ready, or delayed when delay_ms > 0).  Bad input is
@@ -955,8 +963,9 @@ typedef struct dtx_job_req {
  * type and payload returns that job (so a retried add records at most
  * one); with anything else it is DTX_ECONFLICT.  With unique_key, while
  * a non-terminal job of the same queue holds that key (the store's
- * unique index enforces it across processes), that job is returned and
- * nothing is recorded.  *out receives the job; *added (may be NULL) is 1
+ * unique index enforces it across processes) -- or, with unique_for_ms,
+ * a job of the queue that ended less than its unique_for_ms ago -- that
+ * job is returned and nothing is recorded.  *out receives the job; *added (may be NULL) is 1
  * when this call recorded it, 0 when it returned an existing one. */
 int dtx_job_add(dtx_store_t *st, const dtx_job_req_t *req, json_t **out,
                 int *added);
@@ -970,18 +979,27 @@ int dtx_job_req_check(const dtx_job_req_t *req);
 int dtx_job_get(dtx_store_t *st, const char *id, json_t **out);
 
 /* *out: array of jobs of queue (NULL: all) in state (NULL: all; else one
- * of the six states, DTX_EINVAL otherwise), in creation order, paged by
- * page (may be NULL). */
+ * of the eight states -- the six above, and a flow's waiting and held --,
+ * DTX_EINVAL otherwise), in creation order, paged by page (may be
+ * NULL). */
 int dtx_job_list(dtx_store_t *st, const char *queue, const char *state,
                  const dtx_page_t *page, json_t **out);
 
 /* *out: {"ready": n, "delayed": n, "running": n, "succeeded": n,
- * "dead": n, "canceled": n, "total": n} for queue (NULL: all). */
+ * "dead": n, "canceled": n, "waiting": n, "held": n, "total": n} for
+ * queue (NULL: all); for one queue also "paused": bool and
+ * "max_running": N or null (its settings, dtx_job_queue_pause,
+ * dtx_job_queue_set). */
 int dtx_job_stats(dtx_store_t *st, const char *queue, json_t **out);
 
 /* Cancels a ready or delayed job (-> canceled; its unique key is free
- * again).  A canceled job is returned as it is; running, succeeded and
- * dead ones are DTX_ESTATE; an unknown id DTX_ENOTFOUND.  *out: the job. */
+ * again).  On a running job it records the request (cancel_requested;
+ * the job stays running): its holder ends the attempt canceled -- never
+ * succeeded, never retried -- at its next heartbeat, or at its complete
+ * or fail; recovery ends a lapsed one canceled (docs/jobs.md, "Canceling
+ * a running job").  A canceled job, or a running one whose cancel is
+ * recorded, is returned as it is; succeeded and dead ones are DTX_ESTATE;
+ * an unknown id DTX_ENOTFOUND.  *out: the job. */
 int dtx_job_cancel(dtx_store_t *st, const char *id, json_t **out);
 
 /* Retries a dead job by hand: -> ready with attempts 0.  DTX_ESTATE for
@@ -1152,14 +1170,19 @@ int dtx_job_claim(dtx_store_t *st, const char *queue, int n, int64_t lease_ms,
 /* Renews the lease of job id's attempt at epoch to now + lease_ms (0:
  * 30000) while the job runs at that epoch: DTX_ESTALE otherwise (taken
  * over by recovery, canceled before, or ended), nothing written;
- * DTX_ENOTFOUND for an unknown id.  *out (may be NULL): the job. */
+ * DTX_ESTATE once a cancel of the job was requested (dtx_job_cancel),
+ * *out then the job: stop, and end the attempt with dtx_job_complete or
+ * dtx_job_fail_at, which end it canceled; DTX_ENOTFOUND for an unknown
+ * id.  *out (may be NULL): the job. */
 int dtx_job_heartbeat(dtx_store_t *st, const char *id, int64_t epoch,
                       int64_t lease_ms, json_t **out);
 
 /* Ends job id's attempt at epoch: complete -> succeeded with result
  * (NULL: null; one the store cannot keep is kept in its marked text form,
  * docs/jobs.md "Results"); fail_at -> delayed with backoff, or dead when
- * its attempts are used up, error (NULL: none) kept as last_error.  Each
+ * its attempts are used up, error (NULL: none) kept as last_error.  Once
+ * a cancel of the job was requested, either ends it canceled instead
+ * (0, *out the job, state canceled, no result kept).  Each
  * at most once: a stale epoch or a lapsed lease taken over by recovery is
  * DTX_ESTALE and changes nothing.  The same call repeated after a lost
  * reply (the job already ended by that epoch's own outcome: succeeded,
@@ -1216,6 +1239,180 @@ int dtx_job_events_check(const char *queue, int64_t after, int64_t limit,
  * gap silently. */
 int dtx_job_events(dtx_store_t *st, const char *queue, int64_t after,
                    int64_t limit, int64_t wait_ms, json_t **out);
+/* ---- Job flows: parent and child jobs (docs/jobs.md, "Flows") ---- */
+
+#define DTX_JOB_CHILDREN_MAX 1000 /* the most children one parent records */
+
+typedef struct dtx_job_flow {
+  const char *parent;        /* NULL: none; else the id of the job this one
+                                is a child of (it must exist and never
+                                have been claimed) */
+  const char *on_child_fail; /* this job's policy as a parent: NULL or
+                                "fail" (a dead, canceled or missing child
+                                makes it dead), or "hold" (it waits until
+                                the child is retried and succeeds) */
+} dtx_job_flow_t;
+
+/* dtx_job_req_check and the flow's fields (flow may be NULL), without a
+ * store: DTX_EINVAL naming the field. */
+int dtx_job_flow_check(const dtx_job_req_t *req, const dtx_job_flow_t *flow);
+
+/* dtx_job_add with a flow (flow NULL: dtx_job_add).  With a parent, the
+ * job is a child: the parent (state "waiting" until every child it
+ * recorded succeeded) runs once, after them, its handler seeing
+ * "children": [{id, state, result}].  DTX_ENOTFOUND: no such parent;
+ * DTX_ESTATE: the parent was claimed already (or has
+ * DTX_JOB_CHILDREN_MAX children) -- nothing is left recorded;
+ * DTX_ECONFLICT: the id is another job's (another parent included). */
+int dtx_job_add_flow(dtx_store_t *st, const dtx_job_req_t *req,
+                     const dtx_job_flow_t *flow, json_t **out, int *added);
+/* ---- job schedules (src/txn/jobq/sched.c, docs/jobs.md "Schedules") -------
+ *
+ * A schedule is a document of "job_schedules", _id = its name, that makes
+ * one job of its queue per tick: a five-field cron in UTC (ticks on whole
+ * minutes) or every every_ms (ticks at the multiples of every_ms since the
+ * epoch).  Any number of tickers (every `job work` of the queue, `job
+ * scheduler`) may run at once: a tick's job has the deterministic _id
+ * "sched:NAME:GEN:TICK", so racing tickers insert one job, and the
+ * schedule's next tick advances by an update fenced by {gen, next_at}.
+ * Replacing a schedule bumps gen (its next tick is the first after the
+ * change); removing it leaves a tombstone (state "removed"): at most the
+ * one tick due before the change and in flight at it still gets its job.
+ * A tick more than grace_ms late is missed: "run-once" makes one job for
+ * a run of missed ticks (its "sched.last" names the last), "skip" none
+ * (the schedule records the run in "skipped"). */
+#define DTX_JOB_SCHEDULES "job_schedules"
+#define DTX_JOB_SCHED_MIN_EVERY_MS 10
+#define DTX_JOB_SCHED_HORIZON_MS (5LL * 365 * 24 * 3600 * 1000) /* 5 years */
+#define DTX_JOB_SCHED_GRACE_MS 60000 /* default of grace_ms */
+
+typedef struct dtx_job_sched_req {
+  const char *name;      /* 1..64 of [A-Za-z0-9_.:-] */
+  const char *queue;     /* the jobs' queue, type and payload (borrowed) */
+  const char *type;
+  const json_t *payload; /* NULL: null */
+  const char *cron;      /* five fields, UTC; or NULL and every_ms */
+  int64_t every_ms;      /* DTX_JOB_SCHED_MIN_EVERY_MS..5 years; 0 with cron */
+  const char *missed;    /* "run-once" (NULL) or "skip" */
+  int64_t grace_ms;      /* 0: DTX_JOB_SCHED_GRACE_MS; at most one day */
+  int priority;          /* as dtx_job_req_t */
+  int max_attempts;
+  int64_t backoff_ms;
+} dtx_job_sched_req_t;
+
+/* The check dtx_job_schedule makes before it writes: 0, or DTX_EINVAL
+ * naming the field (a cron's field; a cron that does not fire within 5
+ * years from now, Feb 30 say; every_ms out of range).  Needs no store. */
+int dtx_job_sched_check(const dtx_job_sched_req_t *req);
+
+/* Adds the schedule, or replaces the one of that name (gen + 1; a removed
+ * one comes back).  Its first tick is the first after now.  *out: the
+ * schedule document. */
+int dtx_job_schedule(dtx_store_t *st, const dtx_job_sched_req_t *req,
+                     json_t **out);
+
+/* *out: array of the active schedules of queue (NULL: all) by name, each
+ * with gen, next_at (the next tick), last_tick (the last tick enqueued,
+ * null before the first) and skipped. */
+int dtx_job_schedules(dtx_store_t *st, const char *queue, json_t **out);
+
+/* Removes schedule name: its tombstone stays (state "removed", gen + 1),
+ * so no ticker enqueues for it afterwards but the one tick in flight.
+ * DTX_ENOTFOUND when there is no active one.  *out: the tombstone. */
+int dtx_job_unschedule(dtx_store_t *st, const char *name, json_t **out);
+
+typedef struct dtx_job_scheduler_opts {
+  const char *queue;    /* NULL: the schedules of every queue */
+  int once;             /* one round: every due tick, then return */
+  volatile int *stop;   /* set non-zero to make it return */
+  int64_t poll_ms;      /* the pause between rounds; 0: 100 */
+  int64_t deadline_ms;  /* budget of each round's store steps; 0: see
+                           "Deadlines" */
+} dtx_job_scheduler_opts_t;
+
+/* Ticks the schedules of opts->queue, only (no jobs are run): enqueues
+ * each due tick's job and advances the schedule.  *summary (may be NULL):
+ *   {"ok", "queue", "enqueued": n, "missed": n, "skipped": n,
+ *    "fenced": n (ticks another ticker advanced first), "errors": {...}}
+ * With once, the first store error is returned. */
+int dtx_job_scheduler(dtx_store_t *st, const dtx_job_scheduler_opts_t *opts,
+                      json_t **summary);
+
+/* The check dtx_job_scheduler makes of opts (the queue name, poll_ms
+ * 0..60000, deadline_ms >= 0).  Needs no store. */
+int dtx_job_scheduler_check(const dtx_job_scheduler_opts_t *opts);
+/* ---- job queues: pause and resume (src/txn/jobq/queues.c, docs/jobs.md
+ * "Pause and resume") ----------------------------------------------------
+ *
+ * A queue's settings are one document of "job_queues", _id = the queue:
+ * {_id, paused, gen, updated}; only these calls write it (a plain write,
+ * insert or delete of it is refused).  A paused queue's workers claim
+ * nothing; its running jobs finish. */
+
+#define DTX_JOB_QUEUES "job_queues"
+/* How old a worker's view of a queue's settings may be: a pause returns
+ * only after this long, and from then on no claim round starts. */
+#define DTX_JOB_QUEUE_TTL_MS 500
+
+/* The check of a queue name (0 or DTX_EINVAL), before any store opens. */
+int dtx_job_queue_check(const char *queue);
+
+/* Pauses (paused 1) or resumes (0) queue.  A pause returns after
+ * DTX_JOB_QUEUE_TTL_MS: from then on a claim lands only from a claim
+ * round that started before (at most one batch per worker thread).
+ * Pausing a paused queue is fine (gen grows).  *out: {queue, paused,
+ * gen}. */
+int dtx_job_queue_pause(dtx_store_t *st, const char *queue, int paused,
+                        json_t **out);
+
+/* *out: [{queue, paused, gen, max_running}] of every queue that has
+ * settings, by name (max_running null when there is no limit). */
+int dtx_job_queue_list(dtx_store_t *st, json_t **out);
+
+/* ---- job queues: the concurrency limit (src/txn/jobq/limits.c,
+ * docs/jobs.md "Queue limits") -------------------------------------------
+ *
+ * With max_running N, at most N jobs of the queue run at any instant,
+ * whatever the number of workers and processes: each claim takes a
+ * running slot of the queue's settings document first, in one
+ * conditional update, and a slot comes back only once its job is no
+ * longer running (ended, or taken over by recovery). */
+
+#define DTX_JOB_MAX_RUNNING_LIMIT 256
+
+typedef struct dtx_job_queue_opts {
+  int set_max_running;  /* 1: change the limit (else DTX_EINVAL: nothing
+                           to set) */
+  int64_t max_running;  /* 1..DTX_JOB_MAX_RUNNING_LIMIT */
+  int no_max_running;   /* 1: no limit (max_running ignored) */
+} dtx_job_queue_opts_t;
+
+/* The checks of dtx_job_queue_set (0 or DTX_EINVAL), before any store. */
+int dtx_job_queue_opts_check(const char *queue,
+                             const dtx_job_queue_opts_t *opts);
+
+/* Sets queue's limits; returns after DTX_JOB_QUEUE_TTL_MS, when every
+ * claim round that starts reads them.  Jobs running already are not
+ * counted.  *out: {queue, paused, gen, max_running}. */
+int dtx_job_queue_set(dtx_store_t *st, const char *queue,
+                      const dtx_job_queue_opts_t *opts, json_t **out);
+/* ---- job progress (src/txn/jobq/remote.c, docs/jobs.md "Progress";
+ * the cancel of a running job is dtx_job_cancel's, cancel.c) ----
+ *
+ * A running attempt's progress: any JSON value of at most 4096 bytes of
+ * JSON text, kept as the job's "progress" (shown by dtx_job_get and
+ * dtx_job_list) by ONE move fenced by the attempt's epoch (fault point
+ * job.progress), which changes neither the state nor the epoch: a stale
+ * epoch, or a job no longer running, is DTX_ESTALE and writes nothing;
+ * DTX_ENOTFOUND for an unknown id.  *out (may be NULL): the job. */
+int dtx_job_progress(dtx_store_t *st, const char *id, int64_t epoch,
+                     const json_t *value, json_t **out);
+/* The same from a handler, for the attempt run runs. */
+int dtx_job_run_progress(dtx_job_run_t *run, const json_t *value);
+/* dtx_job_progress's check before the store is touched: the id, epoch
+ * >= 1, a value (not NULL) of at most 4096 bytes that a job can hold. */
+int dtx_job_progress_check(const char *id, int64_t epoch,
+                           const json_t *value);
 /* ---- lease locks with fencing tokens (src/txn/lock/, docs/locks.md) --------
  *
  * A lock is a document of the collection "locks", _id = its name, never

@@ -148,6 +148,8 @@ export interface Job {
   max_attempts: number;
   /** The attempt's fencing number, on a claimed (running) job. */
   epoch?: number;
+  /** The last progress its running attempt reported (doctx job progress). */
+  progress?: Json;
   [key: string]: Json | undefined;
 }
 export interface AddJobOptions {
@@ -160,7 +162,8 @@ export interface AddJobOptions {
   uniqueKey?: string;
 }
 export interface QueueStats { ready: number; delayed: number; running: number; succeeded: number;
-  dead: number; canceled: number; total: number }
+  dead: number; canceled: number; total: number; paused: boolean; max_running: number | null }
+export interface QueueSettings { queue: string; paused: boolean; gen: number; max_running: number | null }
 /** One transition of a job (docs/jobs.md, "Events"). */
 export interface JobEvent { cursor: number; queue: string; job: string; born: number; n: number;
   event: string; at: number; epoch: number | null; from: string | null; to: string | null;
@@ -271,13 +274,15 @@ export class Client {
   claim(queue: string, opts?: { n?: number; leaseMs?: number; owner?: string }): Promise<Job[]>;
   /** Conflict STALE once the attempt is superseded.  Retried. */
   heartbeat(id: string, epoch: number, opts?: { leaseMs?: number }): Promise<Job>;
+  /** An attempt's progress (any JSON, <= 4096 bytes); Conflict STALE once superseded.  Retried. */
+  progress(id: string, epoch: number, value: Json): Promise<Job>;
   /** A repeat answers the same.  Retried. */
   complete(id: string, epoch: number, opts?: { result?: Json }): Promise<Job>;
   /** A repeat answers the same.  Retried. */
   fail(id: string, epoch: number, opts?: { error?: string }): Promise<Job>;
   /** A dead job ready again; Conflict STATE otherwise.  Not retried. */
   retryJob(id: string): Promise<Job>;
-  /** A repeat answers the same.  Retried. */
+  /** Ready or delayed: canceled; running: the cancel recorded (its heartbeat then STATE).  A repeat answers the same.  Retried. */
   cancelJob(id: string): Promise<Job>;
   /** At most once per (job, key); applied false when it was before.  Retried. */
   effect(id: string, epoch: number, key: string, coll: string, filter: JsonObject, update: JsonObject,
@@ -289,6 +294,21 @@ export class Client {
     queue: string,
     opts?: { after?: number; limit?: number; waitMs?: number },
   ): Promise<{ events: JobEvent[]; cursor: number }>;
+  /** Adds or replaces a schedule (a new gen).  Retried. */
+  scheduleJob(name: string, queue: string, type: string, payload?: Json,
+    opts?: { cron?: string; everyMs?: number; missed?: 'run-once' | 'skip'; graceMs?: number;
+      priority?: number; maxAttempts?: number; backoffMs?: number }): Promise<JsonObject>;
+  jobSchedules(opts?: { queue?: string }): Promise<{ schedules: JsonObject[] }>;
+  /** NotFound if none.  Not retried. */
+  unscheduleJob(name: string): Promise<JsonObject>;
+  /** Admin scope: every queue with settings.  Retried. */
+  jobQueues(): Promise<{ queues: QueueSettings[] }>;
+  /** Admin scope: claims stop, running jobs finish.  Retried. */
+  pauseQueue(queue: string): Promise<QueueSettings>;
+  /** Admin scope.  Retried. */
+  resumeQueue(queue: string): Promise<QueueSettings>;
+  /** Admin scope: at most maxRunning run at once; 'none' lifts it.  Retried. */
+  setQueue(queue: string, maxRunning: number | 'none'): Promise<QueueSettings>;
 
   // locks
   /** Conflict NOMATCH (naming the holder) while held.  Not retried. */

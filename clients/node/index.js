@@ -288,6 +288,11 @@ export class Client {
     return this.#call('POST', `/v1/jobs/${p(id)}/heartbeat`, fields({ epoch, leaseMs }), { idempotent: true });
   }
 
+  /** Records an attempt's progress (any JSON); Conflict STALE once superseded.  Retried. */
+  progress(id, epoch, value) {
+    return this.#call('POST', `/v1/jobs/${p(id)}/progress`, { epoch, value }, { idempotent: true });
+  }
+
   /** Completes an attempt; a repeat answers the same.  Retried. */
   complete(id, epoch, { result } = {}) {
     return this.#call('POST', `/v1/jobs/${p(id)}/complete`, fields({ epoch, result }), { idempotent: true });
@@ -303,7 +308,9 @@ export class Client {
     return this.#call('POST', `/v1/jobs/${p(id)}/retry`);
   }
 
-  /** Cancels a ready or delayed job; a repeat answers the same.  Retried. */
+  /** Cancels a ready or delayed job, or records the cancel of a running one (its
+   *  heartbeat then rejects with Conflict STATE; complete/fail end it canceled);
+   *  a repeat answers the same.  Retried. */
   cancelJob(id) {
     return this.#call('POST', `/v1/jobs/${p(id)}/cancel`, undefined, { idempotent: true });
   }
@@ -336,6 +343,44 @@ export class Client {
   jobEvents(queue, { after = 0, limit, waitMs } = {}) {
     return this.#call('GET', `/v1/queues/${p(queue)}/events`, undefined,
       { query: { after, limit, wait_ms: waitMs }, idempotent: true });
+  }
+
+  /** Adds or replaces a job schedule (cron or everyMs).  Retried. */
+  scheduleJob(name, queue, type, payload, { cron, everyMs, missed, graceMs, priority, maxAttempts, backoffMs } = {}) {
+    return this.#call('POST', '/v1/job-schedules', fields({
+      name, queue, type, payload, cron, every_ms: everyMs, missed, grace_ms: graceMs, priority,
+      max_attempts: maxAttempts, backoff_ms: backoffMs,
+    }), { idempotent: true });
+  }
+
+  /** {schedules}: the active schedules (of a queue if given). */
+  jobSchedules({ queue } = {}) {
+    return this.#call('GET', '/v1/job-schedules', undefined, { query: { queue }, idempotent: true });
+  }
+
+  /** Removes a job schedule; NotFound if none.  Not retried. */
+  unscheduleJob(name) {
+    return this.#call('DELETE', `/v1/job-schedules/${p(name)}`);
+  }
+
+  /** GET /v1/job-queues (admin scope): {queues: [{queue, paused, gen}]} (docs/jobs.md). */
+  jobQueues() {
+    return this.#call('GET', '/v1/job-queues', undefined, { idempotent: true });
+  }
+
+  /** Admin scope: claims of queue stop, running jobs finish; returns once every worker sees it. */
+  pauseQueue(queue) {
+    return this.#call('POST', `/v1/job-queues/${p(queue)}/pause`, {}, { idempotent: true });
+  }
+
+  /** Admin scope: claims of queue start again. */
+  resumeQueue(queue) {
+    return this.#call('POST', `/v1/job-queues/${p(queue)}/resume`, {}, { idempotent: true });
+  }
+
+  /** Admin scope: at most maxRunning jobs of queue run at once ('none': no limit). */
+  setQueue(queue, maxRunning) {
+    return this.#call('POST', `/v1/job-queues/${p(queue)}`, { max_running: maxRunning }, { idempotent: true });
   }
 
   // ---- locks (docs/locks.md) -----------------------------------------------------

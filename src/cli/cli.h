@@ -141,6 +141,13 @@ void dtx__cli_print_usage(FILE *f, const dtx__cli_spec_t *const *cmds);
  * (cmd_lock_hold.c: it runs a command). */
 int dtx__cli_lock_hold(dtx_cli_t *cli, const dtx__cli_args_t *a);
 
+/* doctx job schedule, schedules, unschedule and scheduler
+ * (cmd_job_sched.c). */
+int dtx__cli_job_schedule(dtx_cli_t *cli, const dtx__cli_args_t *a);
+int dtx__cli_job_schedules(dtx_cli_t *cli, const dtx__cli_args_t *a);
+int dtx__cli_job_unschedule(dtx_cli_t *cli, const dtx__cli_args_t *a);
+int dtx__cli_job_scheduler(dtx_cli_t *cli, const dtx__cli_args_t *a);
+
 /* The commands (one cmd_<name>.c each), in doctx --help's order. */
 extern const dtx__cli_spec_t dtx__cmd_insert, dtx__cmd_find, dtx__cmd_count,
     dtx__cmd_update, dtx__cmd_find_and_modify, dtx__cmd_aggregate,

@@ -18,12 +18,19 @@ static int add(dtx_cli_t *cli, const dtx__cli_args_t *a) {
                        .delay_ms = dtx__cli_num(a, "--delay-ms", 0),
                        .max_attempts = dtx__cli_int(a, "--max-attempts", 0),
                        .backoff_ms = dtx__cli_num(a, "--backoff-ms", 0),
-                       .unique_key = dtx__cli_str(a, "--unique-key")};
+                       .unique_key = dtx__cli_str(a, "--unique-key"),
+                       .unique_for_ms = dtx__cli_num(a, "--unique-for-ms", 0)};
+  /* Flows (docs/jobs.md, "Flows"): a child of --parent; this job's policy
+   * for its own children. */
+  dtx_job_flow_t flow = {.parent = dtx__cli_str(a, "--parent"),
+                         .on_child_fail = dtx__cli_str(a, "--on-child-fail")};
   dtx_store_t *st = NULL;
-  if ((rc = dtx_job_req_check(&req)))
+  if ((rc = dtx_job_flow_check(&req, &flow)))
     code = dtx__cli_fail(rc);
   else if ((st = dtx__cli_store(cli, &code)))
-    code = (rc = dtx_job_add(st, &req, &job, NULL)) ? dtx__cli_fail(rc) : 0;
+    code = (rc = dtx_job_add_flow(st, &req, &flow, &job, NULL))
+               ? dtx__cli_fail(rc)
+               : 0;
   json_decref(payload);
   if (!code)
     dtx__cli_print_item(job, 0);
@@ -162,6 +169,27 @@ static int end(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   return code;
 }
 
+/* ---- progress (docs/jobs.md, "Progress") -------------------------------- */
+
+static int progress(dtx_cli_t *cli, const dtx__cli_args_t *a) {
+  int64_t epoch = 0;
+  json_t *value = NULL, *job = NULL;
+  int code, rc;
+  if ((code = epoch_arg(a, &epoch)))
+    return code;
+  if (!(value = dtx__cli_json(a->pos[2], "VALUE")))
+    return DTX_EXIT_USAGE;
+  dtx_store_t *st = NULL;
+  if ((rc = dtx_job_progress_check(a->pos[0], epoch, value)))
+    code = dtx__cli_fail(rc);
+  else if ((st = dtx__cli_store(cli, &code))) {
+    rc = dtx_job_progress(st, a->pos[0], epoch, value, &job);
+    code = step_done(rc, job);
+  }
+  json_decref(value);
+  return code;
+}
+
 static int list(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   json_t *all = NULL;
   int code;
@@ -182,6 +210,50 @@ static int stats(dtx_cli_t *cli, const dtx__cli_args_t *a) {
     return code;
   return dtx__cli_summary(dtx_job_stats(st, a->npos ? a->pos[0] : NULL, &s),
                           &s);
+}
+
+/* ---- a queue's pause (docs/jobs.md, "Pause and resume") ---------------- */
+
+/* pause and resume QUEUE: the settings afterwards, printed. */
+static int pause_resume(dtx_cli_t *cli, const dtx__cli_args_t *a) {
+  json_t *out = NULL;
+  int code, rc;
+  if ((rc = dtx_job_queue_check(a->pos[0])))
+    return dtx__cli_fail(rc);
+  dtx_store_t *st = dtx__cli_store(cli, &code);
+  if (!st)
+    return code;
+  rc = dtx_job_queue_pause(st, a->pos[0],
+                           strcmp(a->spec->name, "pause") == 0, &out);
+  return dtx__cli_summary(rc, &out);
+}
+
+/* queue QUEUE --max-running N|none: the settings afterwards. */
+static int queue_set(dtx_cli_t *cli, const dtx__cli_args_t *a) {
+  const char *mr = dtx__cli_str(a, "--max-running");
+  dtx_job_queue_opts_t o = {.set_max_running = mr != NULL};
+  json_t *out = NULL;
+  int code, rc;
+  if (mr && strcmp(mr, "none") == 0)
+    o.no_max_running = 1;
+  else if (mr && dtx__cli_int64(mr, 1, &o.max_running) != 0)
+    return dtx__cli_usage("job queue: --max-running must be an integer or "
+                          "none, got '%s'", mr);
+  if ((rc = dtx_job_queue_opts_check(a->pos[0], &o)))
+    return dtx__cli_fail(rc);
+  dtx_store_t *st = dtx__cli_store(cli, &code);
+  if (!st)
+    return code;
+  return dtx__cli_summary(dtx_job_queue_set(st, a->pos[0], &o, &out), &out);
+}
+
+/* queues: every queue with settings, one a line. */
+static int queues(dtx_cli_t *cli, const dtx__cli_args_t *a) {
+  json_t *all = NULL;
+  int code;
+  (void)a;
+  dtx_store_t *st = dtx__cli_store(cli, &code);
+  return st ? dtx__cli_items(dtx_job_queue_list(st, &all), &all, 1, 1) : code;
 }
 
 /* show, cancel and retry: one job, printed. */
@@ -212,6 +284,9 @@ const dtx__cli_spec_t dtx__cmd_job = {
                                   {"--max-attempts", DTX__CLI_POS, "N", .c_int = 1},
                                   {"--backoff-ms", DTX__CLI_POS, "N"},
                                   {"--unique-key", DTX__CLI_STR, "K"},
+                                  {"--parent", DTX__CLI_STR, "ID"},
+                                  {"--on-child-fail", DTX__CLI_STR, "fail|hold"},
+                                  {"--unique-for-ms", DTX__CLI_POS, "N"},
                                   {NULL}},
          DTX__CLI_ARMED},
         {"show", one, "ID", V, DTX__CLI_READS},
@@ -221,6 +296,13 @@ const dtx__cli_spec_t dtx__cmd_job = {
                                   {NULL}},
          DTX__CLI_READS},
         {"stats", stats, "[QUEUE]", NULL, DTX__CLI_READS},
+        {"pause", pause_resume, "QUEUE", NULL, DTX__CLI_ARMED},
+        {"resume", pause_resume, "QUEUE", NULL, DTX__CLI_ARMED},
+        {"queues", queues, NULL, NULL, DTX__CLI_READS},
+        {"queue", queue_set, "QUEUE",
+         (const dtx__cli_opt_t[]){{"--max-running", DTX__CLI_STR, "N|none"},
+                                  {NULL}},
+         DTX__CLI_ARMED},
         {"cancel", one, "ID", V, DTX__CLI_ARMED},
         {"retry", one, "ID", V, DTX__CLI_ARMED},
         {"work", work, "QUEUE",
@@ -244,6 +326,7 @@ const dtx__cli_spec_t dtx__cmd_job = {
          (const dtx__cli_opt_t[]){DTX__CLI_OPT_LEASE, {NULL}}, DTX__CLI_ARMED},
         {"complete", end, "ID EPOCH [RESULT]", NULL, DTX__CLI_ARMED},
         {"fail", end, "ID EPOCH [ERROR]", NULL, DTX__CLI_ARMED},
+        {"progress", progress, "ID EPOCH VALUE", NULL, DTX__CLI_ARMED},
         {"effect", effect, "JOB_ID EPOCH KEY COLL FILTER UPDATE",
          (const dtx__cli_opt_t[]){{"--fence", DTX__CLI_STR, "NAME:TOKEN"},
                                   {NULL}},
@@ -256,17 +339,45 @@ const dtx__cli_spec_t dtx__cmd_job = {
                                   DTX__CLI_OPT_DEADLINE,
                                   {NULL}},
          DTX__CLI_ARMED},
+        /* schedules (cmd_job_sched.c) */
+        {"schedule", dtx__cli_job_schedule, "NAME QUEUE TYPE PAYLOAD",
+         (const dtx__cli_opt_t[]){{"--cron", DTX__CLI_STR, "\"M H DOM MON DOW\""},
+                                  {"--every-ms", DTX__CLI_POS, "N"},
+                                  {"--missed", DTX__CLI_STR, "run-once|skip"},
+                                  {"--grace-ms", DTX__CLI_POS, "N"},
+                                  {"--priority", DTX__CLI_INT, "N", .c_int = 1},
+                                  {"--max-attempts", DTX__CLI_POS, "N", .c_int = 1},
+                                  {"--backoff-ms", DTX__CLI_POS, "N"},
+                                  {NULL}},
+         DTX__CLI_ARMED},
+        {"schedules", dtx__cli_job_schedules, "[QUEUE]", NULL, DTX__CLI_READS},
+        {"unschedule", dtx__cli_job_unschedule, "NAME", NULL, DTX__CLI_ARMED},
+        {"scheduler", dtx__cli_job_scheduler, "[QUEUE]",
+         (const dtx__cli_opt_t[]){{"--once", DTX__CLI_FLAG},
+                                  {"--poll-ms", DTX__CLI_POS, "N"},
+                                  DTX__CLI_OPT_DEADLINE,
+                                  {NULL}},
+         DTX__CLI_ARMED},
         {NULL}},
     NULL,
     "States: ready, delayed (run-at in the future, also a retry's backoff),\n"
-    "running, succeeded, dead, canceled.  --priority is -100..100 (default\n"
+    "running, succeeded, dead, canceled; waiting (a parent whose children\n"
+    "have not all succeeded) and held (a child its parent has not yet\n"
+    "recorded).  --parent ID makes the job a child of job ID, which must\n"
+    "exist and never have been claimed (else exit 1 / exit 3, nothing\n"
+    "recorded): ID waits, and runs once after all its children succeeded,\n"
+    "its handler's job carrying \"children\": [{id, state, result}].  A\n"
+    "dead or canceled child makes the parent dead (--on-child-fail fail,\n"
+    "the default, given when the parent is added) or leaves it waiting\n"
+    "until the child is retried and succeeds (hold).  --priority is -100..100 (default\n"
     "0; higher runs first); among equals the oldest run-at runs first.\n"
     "Backoff starts at --backoff-ms (default 1000), doubles per attempt with\n"
     "+-20% jitter, capped at one hour; after --max-attempts (default 5) the\n"
     "job is dead (retry puts it back).  A job whose worker's lease lapsed is\n"
     "taken over by recovery and that counts as an attempt.  --id reused with\n"
     "the same queue, type and payload returns the job; with others exit 3.\n"
-    "--unique-key held by a live job of the queue prints that job, exit 0.\n"
+    "--unique-key held by a live job of the queue prints that job, exit 0;\n"
+    "with --unique-for-ms N the key stays held N ms after the job ends.\n"
     "work runs CMD with /bin/sh -c for each claimed job: the job's JSON on\n"
     "stdin, DOCTX_JOB_ID, DOCTX_JOB_EPOCH and DOCTX_STORE in the\n"
     "environment.  Exit 0 succeeds (stdout, if JSON, is the result); any\n"
@@ -298,10 +409,35 @@ const dtx__cli_spec_t dtx__cmd_job = {
     "--follow keeps reading until SIGINT/SIGTERM or --deadline-ms.  A\n"
     "cursor whose next events recover trimmed is refused, exit 3, naming\n"
     "the oldest cursor kept.\n"
-    "exit: 0 ok; 1 no such job (show, heartbeat, complete, fail), no\n"
-    "      document matches (effect); 2 invalid input (nothing is\n"
-    "      recorded); 3 --id reused with other parameters, cancel of a job\n"
-    "      that is not ready or delayed, retry of one that is not dead, a\n"
-    "      stale EPOCH (no longer current) or a stale --fence token\n"
-    "      (effect); 4 store error\n"};
+    "schedule adds (or replaces: a new generation) a schedule that enqueues\n"
+    "one job of QUEUE per tick: --cron (five fields, UTC) or --every-ms N\n"
+    "(at the multiples of N since the epoch); its first tick is the first\n"
+    "after now.  Every work of QUEUE and every scheduler ticks; each tick is\n"
+    "one job, _id sched:NAME:GEN:TICK, however many tick at once.  A tick\n"
+    "more than --grace-ms (default 60000) late is missed: --missed run-once\n"
+    "(default) makes one job for a run of missed ticks, skip none.\n"
+    "unschedule removes one (no tick after it is enqueued); schedules lists\n"
+    "them (next_at, last_tick, gen); scheduler only ticks, every --poll-ms\n"
+    "(default 100), or once with --once, and prints a JSON summary.\n"
+    "pause stops the claims of QUEUE (running jobs finish) and returns once\n"
+    "every worker sees it (0.5 s); resume starts them again; stats QUEUE\n"
+    "shows \"paused\" and \"max_running\"; queues lists the queues that\n"
+    "have settings.  queue QUEUE --max-running N (1..256) lets at most N\n"
+    "jobs of QUEUE run at once across every worker and process (none: no\n"
+    "limit); a crashed worker's jobs count until recovery takes them over.\n"
+    "cancel of a running job records the request: its worker ends the\n"
+    "attempt canceled (never succeeded) at its next heartbeat, --exec's\n"
+    "command group getting SIGTERM, then SIGKILL 2 s later; a remote\n"
+    "worker's heartbeat then exits 3 (STATE), and its complete or fail\n"
+    "end the attempt canceled.\n"
+    "progress records VALUE (JSON, at most 4096 bytes) as the job's\n"
+    "progress, shown by show and list, only while the job runs at EPOCH.\n"
+    "exit: 0 ok; 1 no such job (show, heartbeat, complete, fail,\n"
+    "      progress, the --parent of add), no document matches (effect),\n"
+    "      no such schedule (unschedule); 2 invalid input (nothing is\n"
+    "      recorded); 3 --id reused with other parameters, cancel of a\n"
+    "      succeeded or dead job, retry of one that is not dead, --parent\n"
+    "      of a job already claimed, a stale EPOCH (no longer current), a\n"
+    "      heartbeat after a cancel was requested, or a stale --fence\n"
+    "      token (effect); 4 store error\n"};
 #undef V

@@ -3,9 +3,16 @@
  * event; --follow keeps reading until SIGINT/SIGTERM or --deadline-ms. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "cli/cli.h"
-#include "util/deadline.h"
+
+/* The CLI uses doctx.h only (tests/layers.sh): its own monotonic ms. */
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* The longest one read waits for an event while following, so a stop
  * signal or the deadline is seen within it. */
@@ -25,13 +32,13 @@ int dtx__cli_job_events(dtx_cli_t *cli, const dtx__cli_args_t *a) {
                            : dtx__cli_store(cli, &code);
   if (!st)
     return code;
-  int64_t until = deadline ? dtx__mono_ms() + deadline : 0;
+  int64_t until = deadline ? mono_ms() + deadline : 0;
   do {
     int64_t wait = 0;
     if (follow) {
       wait = FOLLOW_POLL_MS;
-      if (until && until - dtx__mono_ms() < wait)
-        wait = until - dtx__mono_ms() > 0 ? until - dtx__mono_ms() : 0;
+      if (until && until - mono_ms() < wait)
+        wait = until - mono_ms() > 0 ? until - mono_ms() : 0;
     }
     json_t *evs = NULL, *ev;
     size_t i;
@@ -46,6 +53,6 @@ int dtx__cli_job_events(dtx_cli_t *cli, const dtx__cli_args_t *a) {
     }
     json_decref(evs);
     fflush(stdout);
-  } while (follow && !dtx__cli_stop && (!until || dtx__mono_ms() < until));
+  } while (follow && !dtx__cli_stop && (!until || mono_ms() < until));
   return DTX_EXIT_OK;
 }

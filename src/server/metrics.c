@@ -216,7 +216,8 @@ static void put_label(buf_t *b, const char *v) {
  * error.  Also the admin page's (routes_admin.c). */
 int dtx__srv_job_queues(dtx_store_t *st, char q[][129]) {
   static const char *const states[] = {"ready",     "delayed", "running",
-                                       "succeeded", "dead",    "canceled"};
+                                       "succeeded", "dead",    "canceled",
+                                       "waiting",   "held"}; /* + flows */
   int nq = 0;
   for (size_t s = 0; s < sizeof states / sizeof *states; s++) {
     char last[129] = "";
@@ -286,8 +287,9 @@ static int domain_count(dtx_store_t *st, buf_t *b) {
     if (dtx_job_stats(st, q[i], &stats))
       return -1;
     json_object_foreach(stats, state, v) {
-      if (strcmp(state, "total") == 0)
-        continue;
+      if (strcmp(state, "total") == 0 || strcmp(state, "max_running") == 0 ||
+          !json_is_integer(v))
+        continue; /* the total; the settings (paused, max_running) */
       put(b, "doctxd_queue_jobs{queue=\"");
       put_label(b, q[i]);
       put(b, "\",state=\"%s\"} %lld\n", state,

@@ -65,7 +65,8 @@ void dtx__srv_h_job_add(dtx__srv_ctx_t *c) {
                        .delay_ms = dtx__srv_arg_int(c, "delay_ms", 0),
                        .max_attempts = arg_cint(c, "max_attempts", 0),
                        .backoff_ms = dtx__srv_arg_int(c, "backoff_ms", 0),
-                       .unique_key = dtx__srv_arg_str(c, "unique_key")};
+                       .unique_key = dtx__srv_arg_str(c, "unique_key"),
+                       .unique_for_ms = dtx__srv_arg_int(c, "unique_for_ms", 0)};
   if (!req.type) {
     dtx__srv_bad(c, DTX_EINVAL, "field 'type' is required");
     return;
@@ -79,8 +80,11 @@ void dtx__srv_h_job_add(dtx__srv_ctx_t *c) {
     dtx__srv_bad(c, DTX_EINVAL, "max_attempts and backoff_ms must be >= 1");
     return;
   }
-  if ((rc = dtx_job_req_check(&req)) ||
-      (rc = dtx_job_add(c->d->st, &req, &job, &added))) {
+  /* Flows (docs/jobs.md, "Flows"): parent and the parent's policy. */
+  dtx_job_flow_t flow = {.parent = dtx__srv_arg_str(c, "parent"),
+                         .on_child_fail = dtx__srv_arg_str(c, "on_child_fail")};
+  if ((rc = dtx_job_flow_check(&req, &flow)) ||
+      (rc = dtx_job_add_flow(c->d->st, &req, &flow, &job, &added))) {
     dtx__srv_fail(c, rc, NULL);
     return;
   }
@@ -148,9 +152,14 @@ void dtx__srv_h_job_heartbeat(dtx__srv_ctx_t *c) {
   int rc = dtx_job_heartbeat_check(c->param[0], epoch, lease);
   if (!rc)
     rc = dtx_job_heartbeat(c->d->st, c->param[0], epoch, lease, &job);
-  if (rc)
-    dtx__srv_fail(c, rc, NULL); /* STALE: stop working on it, 409 */
-  else
+  if (rc) {
+    /* STALE: stop working on it, 409; STATE with the job: canceled (a
+     * cancel was requested), stop and end the attempt. */
+    json_t *extra =
+        rc == DTX_ESTATE && job ? json_pack("{s:O}", "job", job) : NULL;
+    dtx__srv_fail(c, rc, extra);
+    json_decref(job);
+  } else
     dtx__srv_json(c, 200, job);
 }
 
@@ -221,4 +230,76 @@ void dtx__srv_h_job_effect(dtx__srv_ctx_t *c) {
     dtx__srv_fail(c, rc, NULL);
   else
     dtx__srv_json(c, 200, json_pack("{s:b}", "applied", applied));
+}
+
+/* ---- a queue's pause (docs/jobs.md, "Pause and resume") ---------------- */
+
+/* GET /v1/job-queues: every queue with settings (admin). */
+void dtx__srv_h_job_queues(dtx__srv_ctx_t *c) {
+  json_t *all = NULL;
+  int rc = dtx_job_queue_list(c->d->st, &all);
+  if (rc)
+    dtx__srv_fail(c, rc, NULL);
+  else
+    dtx__srv_json(c, 200, json_pack("{s:o}", "queues", all));
+}
+
+/* POST /v1/job-queues/{q}/pause and /resume: the settings afterwards. */
+static void pause_resume(dtx__srv_ctx_t *c, int paused) {
+  json_t *out = NULL;
+  int rc = dtx_job_queue_check(c->param[0]);
+  if (!rc)
+    rc = dtx_job_queue_pause(c->d->st, c->param[0], paused, &out);
+  if (rc)
+    dtx__srv_fail(c, rc, NULL);
+  else
+    dtx__srv_json(c, 200, out);
+}
+
+void dtx__srv_h_job_pause(dtx__srv_ctx_t *c) { pause_resume(c, 1); }
+void dtx__srv_h_job_resume(dtx__srv_ctx_t *c) { pause_resume(c, 0); }
+
+/* POST /v1/job-queues/{q}: {max_running: N|"none"} (admin). */
+void dtx__srv_h_job_queue_set(dtx__srv_ctx_t *c) {
+  json_t *out = NULL, *mr = dtx__srv_arg(c, "max_running");
+  dtx_job_queue_opts_t o = {.set_max_running = mr != NULL};
+  if (json_is_string(mr)) {
+    if (strcmp(json_string_value(mr), "none") != 0) {
+      dtx__srv_bad(c, DTX_EINVAL, "field 'max_running' must be an integer "
+                   "or \"none\"");
+      return;
+    }
+    o.no_max_running = 1;
+  } else if (mr) {
+    o.max_running = (int64_t)json_integer_value(mr);
+  }
+  int rc = dtx_job_queue_opts_check(c->param[0], &o);
+  if (!rc)
+    rc = dtx_job_queue_set(c->d->st, c->param[0], &o, &out);
+  if (rc)
+    dtx__srv_fail(c, rc, NULL);
+  else
+    dtx__srv_json(c, 200, out);
+}
+
+/* ---- progress (docs/jobs.md, "Progress") ---------------------------------- */
+
+/* A claimed attempt's progress, fenced by epoch: STALE, 409, once the
+ * attempt is no longer current; nothing written. */
+void dtx__srv_h_job_progress(dtx__srv_ctx_t *c) {
+  int64_t epoch;
+  json_t *job = NULL, *value = dtx__srv_arg(c, "value");
+  if (arg_epoch(c, &epoch))
+    return;
+  if (!value) {
+    dtx__srv_bad(c, DTX_EINVAL, "field 'value' is required (any JSON)");
+    return;
+  }
+  int rc = dtx_job_progress_check(c->param[0], epoch, value);
+  if (!rc)
+    rc = dtx_job_progress(c->d->st, c->param[0], epoch, value, &job);
+  if (rc)
+    dtx__srv_fail(c, rc, NULL);
+  else
+    dtx__srv_json(c, 200, job);
 }

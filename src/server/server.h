@@ -232,6 +232,16 @@ void dtx__srv_h_job_cancel(dtx__srv_ctx_t *c);
 /* job events (routes_job_events.c) */
 void dtx__srv_h_job_events(dtx__srv_ctx_t *c);
 void dtx__srv_h_job_effect(dtx__srv_ctx_t *c);
+/* job schedules (routes_job_sched.c) */
+void dtx__srv_h_job_schedule(dtx__srv_ctx_t *c);
+void dtx__srv_h_job_schedules(dtx__srv_ctx_t *c);
+void dtx__srv_h_job_unschedule(dtx__srv_ctx_t *c);
+/* a queue's pause (routes_job.c) */
+void dtx__srv_h_job_queues(dtx__srv_ctx_t *c);
+void dtx__srv_h_job_pause(dtx__srv_ctx_t *c);
+void dtx__srv_h_job_resume(dtx__srv_ctx_t *c);
+void dtx__srv_h_job_queue_set(dtx__srv_ctx_t *c);
+void dtx__srv_h_job_progress(dtx__srv_ctx_t *c);
 void dtx__srv_h_healthz(dtx__srv_ctx_t *c);
 void dtx__srv_h_readyz(dtx__srv_ctx_t *c);
 void dtx__srv_h_metrics(dtx__srv_ctx_t *c);

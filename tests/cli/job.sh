@@ -448,4 +448,529 @@ expect 0 "events: audit after the trim" -- d audit --settled
 d job add q t --id e6 >/dev/null
 expect 0 "events: the log goes on after the trim" -- d job events q --after "$total"
 [ "$(jq -r .cursor "$WORK/out")" = $((total + 1)) ] && ok || bad "after the trim: $(out)"
+# ---- flows: parent and child jobs (docs/jobs.md, "Flows") ----------------------
+# A tree of depth 3 and 50 jobs in two queues: root r (on-child-fail
+# hold), children c1..c7 (c6 hold, the rest fail), 6 grandchildren each.
+# Some grandchildren fail once (flaky), g6.1 and g7.1 die until a marker
+# file exists (then they are retried by hand: c6 waits for g6.1; c7 dies
+# by g7.1 and is retried too).  Adds and the worker crash at the flow's
+# steps (DOCTX_FAULT ...:crash), recovery runs between the phases.  Each
+# parent runs exactly once, after every child's last run; the audit is
+# clean.  One worker process, --exec that only prints.
+new_store job_flow
+FLOG=$WORK/flow.log
+: >"$FLOG"
+FCMD='j=$(cat); id=$DOCTX_JOB_ID
+case $j in
+*"\"die\":true"*) [ -e '"$WORK"'/fix.$id ] || { echo "$id died" >>'"$FLOG"'; exit 1; } ;;
+*"\"flaky\":true"*"\"attempts\":0,"*) echo "$id flaked" >>'"$FLOG"'; exit 1 ;;
+esac
+[ "$id" = r ] && echo "$j" >'"$WORK"'/root.in
+echo "$id ran" >>'"$FLOG"'; echo "{\"v\":\"$id\"}"'
+fwork() { # [ENV...] : one worker process, bounded
+  env "$@" timeout -k 5 60 "$DOCTX" --store "$S" job work "$FQ" --once --lease-ms 2000 --exec "$FCMD" >/dev/null 2>&1
+}
+FQ=fq
+expect 0 "flow: root" -- d job add fq t --id r --on-child-fail hold
+for c in 1 2 3 4 5 6 7; do
+  pol=fail; [ $c = 6 ] && pol=hold
+  d job add fq t "{\"c\":$c}" --id c$c --parent r --on-child-fail $pol >/dev/null || bad "add c$c"
+  for g in 1 2 3 4 5 6; do
+    pay="{\"g\":\"$c.$g\"}"; opts="--backoff-ms 1"
+    [ $((c * g % 5)) = 0 ] && pay="{\"g\":\"$c.$g\",\"flaky\":true}"
+    if [ $g = 1 ] && { [ $c = 6 ] || [ $c = 7 ]; }; then pay='{"die":true}'; opts="--max-attempts 1"; fi
+    case $c.$g in
+    1.1 | 2.1 | 3.1) # a crash in the add at each step, then the add again
+      pt=job.flow.add; [ $c = 2 ] && pt=job.flow.attach; [ $c = 3 ] && pt=job.flow.release
+      DOCTX_FAULT=$pt:crash d job add fq t "$pay" --id g$c.$g --parent c$c $opts >/dev/null 2>&1
+      [ $? = 137 ] || bad "add g$c.$g: no crash at $pt"
+      [ $c = 3 ] || d job add fq t "$pay" --id g$c.$g --parent c$c $opts >/dev/null || bad "add g$c.$g again" ;;
+    *) d job add fq2 t "$pay" --id g$c.$g --parent c$c $opts >/dev/null || bad "add g$c.$g" ;;
+    esac
+  done
+done
+[ "$(state g3.1)" = held ] && ok || bad "g3.1 after a crash at release: $(state g3.1)"
+expect 0 "flow: recover releases g3.1" -- d recover
+[ "$(state g3.1)" = ready ] && [ "$(d count jobs)" = 50 ] && ok || bad "after recover: g3.1 $(state g3.1), $(d count jobs) jobs"
+expect 0 "flow: audit of the tree" -- d audit
+FQ=fq2; r1=$(fwork DOCTX_FAULT=job.flow.fail:crash; echo $?)
+[ "$r1" = 137 ] && ok || bad "worker: no crash at job.flow.fail ($r1)"
+expect 0 "flow: recover after the fail's crash" -- d recover --older-than-ms 0
+[ "$(state c7)" = dead ] && ok || bad "c7 after recover: $(state c7)"
+r1=$(fwork DOCTX_FAULT=job.flow.ready:crash; echo $?)
+[ "$r1" = 137 ] && ok || bad "worker: no crash at job.flow.ready ($r1)"
+expect 5 "flow: the audit sees the parent the crash left waiting" -- d audit --settled
+grep -q "flow_stuck" "$WORK/out" && ok || bad "no flow_stuck: $(cat "$WORK/out")"
+expect 0 "flow: recover after the settle's crash" -- d recover --older-than-ms 0
+fwork || bad "worker fq2"
+FQ=fq; fwork || bad "worker fq"
+[ "$(state c6)" = waiting ] && [ "$(state c7)" = dead ] && [ "$(state r)" = waiting ] && ok ||
+  bad "held and failed: c6 $(state c6), c7 $(state c7), r $(state r)"
+[ "$(jget "$(d job show c7)" failed_child)" = g7.1 ] && ok || bad "c7: $(d job show c7)"
+expect 0 "flow: audit while held" -- d audit --settled
+touch "$WORK/fix.g6.1" "$WORK/fix.g7.1"
+expect 0 "flow: retry g6.1" -- d job retry g6.1
+expect 0 "flow: retry g7.1" -- d job retry g7.1
+expect 0 "flow: retry c7 (dead by its child)" -- d job retry c7
+[ "$(jget "$(out)" state)" = waiting ] && ok || bad "c7 retried: $(out)"
+FQ=fq2; fwork || bad "worker fq2 (2)"
+FQ=fq; fwork || bad "worker fq (2)"
+n=$(d count jobs '{"state":"succeeded"}')
+[ "$n" = 50 ] && ok || bad "flow: $n of 50 succeeded: $(d job list --state waiting) $(d job list --state dead)"
+# Each parent ran once, after every run of each of its children.
+line() { grep -n "^$1 " "$FLOG" | tail -1 | cut -d: -f1; }
+for p in r c1 c2 c3 c4 c5 c6 c7; do
+  [ "$(grep -c "^$p " "$FLOG")" = 1 ] || bad "$p ran $(grep -c "^$p " "$FLOG") times"
+  kids=$(jget "$(d job show $p)" children | tr -d '[]"' | tr , ' ')
+  [ "$(echo $kids | wc -w)" -ge 6 ] || bad "$p children: $kids"
+  for k in $kids; do
+    [ "$(line $k)" -lt "$(line $p)" ] || bad "$p ran before its child $k"
+  done
+done
+ok
+[ "$(jq -c '[.children[] | select(.state == "succeeded") | .result.v] | length' "$WORK/root.in")" = 7 ] && ok ||
+  bad "root's handler saw: $(cat "$WORK/root.in")"
+expect 0 "flow: audit after the tree" -- d audit --settled
+# ---- flows: the contract of --parent ---------------------------------------------
+n0=$(d count jobs)
+expect 1 "flow: a missing parent" -- d job add fq t --id x1 --parent nope
+expect 3 "flow: a succeeded parent" -- d job add fq t --id x2 --parent r
+grep -q "STATE: job r is succeeded" "$WORK/err" && ok || bad "message: $(cat "$WORK/err")"
+d job add fq3 t --id busy >/dev/null
+d job claim fq3 >/dev/null
+expect 3 "flow: a running parent" -- d job add fq3 t --id x3 --parent busy
+[ "$(d count jobs)" = $((n0 + 1)) ] && ok || bad "a refused child was recorded: $(d find jobs '{"_id":{"$in":["x1","x2","x3"]}}')"
+expect 2 "flow: its own parent" -- d job add fq t --id x4 --parent x4
+expect 2 "flow: a bad policy" -- d job add fq t --id x5 --on-child-fail later
+expect 3 "flow: an id taken, another parent (no cycle)" -- d job add fq t --id r --parent g1.1
+expect 0 "flow: the same child again" -- d job add fq2 t '{"g":"1.2"}' --id g1.2 --parent c1 --backoff-ms 1
+# Plain writes make only the protocol's moves.
+d job add fq4 t --id pw >/dev/null
+d job add fq4 t --id pk --parent pw >/dev/null
+expect 3 "flow: plain: a waiting parent to ready" -- d update jobs '{"_id":"pw"}' '{"$set":{"state":"ready"}}'
+expect 3 "flow: plain: a child dropped" -- d update jobs '{"_id":"pw"}' '{"$set":{"children":["zz"]}}'
+expect 3 "flow: plain: a child reparented" -- d update jobs '{"_id":"pk"}' '{"$set":{"parent":"r"}}'
+expect 3 "flow: plain: a ready job to waiting" -- d update jobs '{"_id":"busy"}' '{"$set":{"state":"waiting","children":["pk"]}}'
+expect 0 "flow: plain: a waiting parent canceled" -- d job cancel pw
+# Forced past the rules: the audit reports the parent that ran early.
+d job add fq4 t --id pe >/dev/null
+d job add fq4 t --id pe1 --parent pe --delay-ms 60000 >/dev/null
+d update jobs '{"_id":"pe"}' '{"$set":{"state":"ready"}}' --bypass-validation >/dev/null
+FQ=fq4; fwork || bad "worker fq4"
+expect 5 "flow: audit: a parent ran before its child" -- d audit
+grep -q "flow_early" "$WORK/out" && ok || bad "no flow_early: $(cat "$WORK/out")"
+# A canceled parent may go (it is over); its live child is then reported.
+d job add fq5 t --id pz >/dev/null
+d job add fq5 t --id pz1 --parent pz --delay-ms 60000 >/dev/null
+d job cancel pz >/dev/null
+expect 0 "flow: a canceled parent deleted" -- d delete jobs '{"_id":"pz"}'
+expect 5 "flow: audit: a live child without its parent" -- d audit
+grep -q "flow_orphan.*pz1" "$WORK/out" && ok || bad "no flow_orphan: $(cat "$WORK/out")"
+# ---- schedules (docs/jobs.md, "Schedules") ----------------------------------------
+new_store job_sched
+# Bad input: exit 2, nothing written (the library's check before the store
+# opens: no store file either, on SQLite).
+while IFS='|' read -r label args pattern; do
+  # shellcheck disable=SC2086
+  eval "expect 2 \"schedule: $label\" -- d job schedule $args"
+  grep -q -- "$pattern" "$WORK/err" && ok || bad "$label: message '$(cat "$WORK/err")' lacks '$pattern'"
+done <<'TABLE'
+bad cron field|s q t {} --cron '61 * * * *'|cron minute: 61 is out of 0..59
+bad cron text|s q t {} --cron '* * * foo *'|cron month: expected
+four fields|s q t {} --cron '* * * *'|day-of-week missing
+step overflow|s q t {} --cron '*/4294967297 * * * *'|cron minute: step
+Feb 30|s q t {} --cron '0 0 30 2 *'|does not fire within 5 years
+INT64_MAX every-ms|s q t {} --every-ms 9223372036854775807|every-ms must be
+past int64 every-ms|s q t {} --every-ms 9223372036854775808|--every-ms
+below the least|s q t {} --every-ms 5|every-ms must be
+both|s q t {} --every-ms 100 --cron '* * * * *'|one of them
+neither|s q t {}|one of them
+missed policy|s q t {} --every-ms 100 --missed sometimes|missed must be
+bad name|s/x q t {} --every-ms 100|schedule name
+bad payload|s q t {"a": --every-ms 100|PAYLOAD
+TABLE
+case "$S" in sqlite:*) [ ! -e "$WORK/job_sched.db" ] && ok || bad "a refused schedule created the store" ;; esac
+expect 0 "cron schedule" -- d job schedule daily q t '{"k":1}' --cron '30 8 * * mon-fri'
+s1=$(out)
+[ "$(jget "$s1" gen)" = 1 ] && [ $(($(jget "$s1" next_at) % 60000)) = 0 ] && [ "$(jget "$s1" next_at)" -gt "$(now_ms)" ] && ok || bad "cron schedule: $s1"
+expect 0 "replace" -- d job schedule daily q t '{"k":2}' --cron '0 9 * * *'
+[ "$(jget "$(out)" gen)" = 2 ] && [ "$(jq '.past[0].gen' "$WORK/out")" = 1 ] && ok || bad "replace: $(out)"
+expect 0 "list" -- d job schedules q
+[ "$(wc -l <"$WORK/out")" = 1 ] && [ "$(jget "$(out)" payload k)" = 2 ] && ok || bad "schedules: $(out)"
+# Plain writes change nothing a tick depends on (the transition rule).
+expect 3 "plain update of next_at" -- d update job_schedules '{"_id":"daily"}' '{"$set":{"next_at":0}}'
+expect 3 "plain insert of a schedule" -- d insert job_schedules "$(jq -c '._id="forged"' <<<"$s1")"
+expect 3 "plain delete of an active one" -- d delete job_schedules '{"_id":"daily"}'
+# A tick's _id is the schedule's: no other job may take one (it would
+# stop the schedule at that tick).
+expect 2 "job add under a tick's id" -- d job add q t --id sched:daily:2:0
+d job add tq t '{}' --id j1 >/dev/null
+expect 3 "plain insert of a tick's job" -- d insert jobs "$(d find jobs '{"_id":"j1"}' | jq -c '._id="sched:daily:2:0"')"
+expect 3 "plain insert of a job with sched" -- d insert jobs "$(d find jobs '{"_id":"j1"}' | jq -c '._id="x9" | .sched={"name":"daily"}')"
+expect 0 "unschedule" -- d job unschedule daily
+[ "$(jget "$(out)" state)" = removed ] && [ "$(jget "$(out)" gen)" = 3 ] && ok || bad "unschedule: $(out)"
+expect 1 "unschedule again" -- d job unschedule daily
+expect 0 "list after" -- d job schedules
+[ ! -s "$WORK/out" ] && ok || bad "a removed schedule is listed: $(out)"
+
+# Missed ticks: 0.6 s with no ticker, more than --grace-ms 20 late.  run-once
+# enqueues one job standing for the run; skip enqueues none and records it.
+d job schedule once q2 t '{}' --every-ms 100 --grace-ms 20 >/dev/null
+d job schedule skip q2 t '{}' --every-ms 100 --grace-ms 20 --missed skip >/dev/null
+sleep 0.6
+expect 0 "tick the missed runs" -- d job scheduler q2 --once
+[ "$(jget "$(out)" ran missed)" = 1 ] && [ "$(jget "$(out)" ran skipped)" = 1 ] && ok || bad "missed: $(out)"
+runs=$(d find jobs '{"sched.name":"once"}' | jq -s -c '[.[] | (.sched.last - .sched.tick) / 100 + 1] | sort')
+[ "$(jq 'length <= 2 and .[-1] >= 4' <<<"$runs")" = true ] && ok || bad "run-once: one job for the missed run, got $runs"
+sk=$(d job schedules q2 | jq -s -c '.[] | select(._id == "skip") | .skipped')
+[ "$(jq 'length == 1 and (.[0][1] - .[0][0]) >= 300' <<<"$sk")" = true ] &&
+  [ "$(d count jobs '{"sched.name":"skip"}')" -le 1 ] && ok || bad "skip: $sk, $(d count jobs '{"sched.name":"skip"}') jobs"
+expect 0 "audit: ticks against runs" -- d audit
+
+# Replaced mid-run: the old gen's jobs stand, the new gen starts after the
+# change, no tick has two jobs.
+d job schedule r q3 t '{"v":1}' --every-ms 100 >/dev/null
+sleep 0.35; d job scheduler q3 --once >/dev/null
+d job schedule r q3 t '{"v":2}' --every-ms 100 >/dev/null
+sleep 0.35; d job scheduler q3 --once >/dev/null
+g=$(d find jobs '{"sched.name":"r"}' | jq -s -c '[group_by(.sched.gen)[] | {g: .[0].sched.gen, lo: (map(.sched.tick) | min), hi: (map(.sched.tick) | max), v: (map(.payload.v) | unique)}]')
+[ "$(jq 'length == 2 and .[0].hi < .[1].lo and .[0].v == [1] and .[1].v == [2]' <<<"$g")" = true ] && ok || bad "replace mid-run: $g"
+# A ticker paused before its insert across unschedule: it enqueues the one
+# tick it read (due before the removal), and nothing after it.
+DOCTX_FAULT=job.schedule.enqueue:pause start_bg "$WORK/paused.log" "$DOCTX" --store "$S" job scheduler q3 --once
+p=$BG_PID
+sleep 0.25
+if wait_stopped "$p" 20; then
+  expect 0 "unschedule while a ticker is paused" -- d job unschedule r
+  stone=$(out)
+  kill -CONT "$p"; bounded_wait "$p" 20 "$WORK/paused.log"
+  late=$(d count jobs "{\"sched.name\":\"r\",\"sched.tick\":{\"\$gte\":$(jget "$stone" next_at)}}")
+  [ "$late" -le 1 ] && ok || bad "the paused ticker enqueued $late ticks after the removal"
+  n=$(d count jobs '{"sched.name":"r"}'); sleep 0.25
+  d job scheduler q3 --once >/dev/null; d job work q3 --once --exec true >/dev/null
+  [ "$(d count jobs '{"sched.name":"r"}')" = "$n" ] && ok || bad "a tick enqueued after unschedule"
+else
+  bad "the ticker never paused: $(cat "$WORK/paused.log")"
+fi
+expect 0 "audit after the removal" -- d audit
+
+# The proof (docs/jobs.md, "Schedules"): 3 schedulers and 2 workers of 2
+# threads tick and run --every-ms 200 for 30 ticks; a scheduler and a
+# worker are SIGKILLed mid-way and a worker restarted.  Every tick has
+# exactly one job, each job's effect applied once (counters/c.n), and
+# the audit checks ticks against runs.
+new_store job_sched_proof
+d insert counters '{"_id":"c","n":0}' >/dev/null
+d job schedule p pq t '{}' --every-ms 200 >/dev/null
+first=$(jget "$(d job schedules pq)" first_at)
+RUN='"$DOCTX" job effect "$DOCTX_JOB_ID" "$DOCTX_JOB_EPOCH" k counters "{\"_id\":\"c\"}" "{\"\$inc\":{\"n\":1}}" >/dev/null'
+pids=()
+for i in 1 2 3; do start_bg "$WORK/sched$i.log" "$DOCTX" --store "$S" job scheduler pq --poll-ms 50; pids+=("$BG_PID"); done
+for i in 1 2; do start_bg "$WORK/work$i.log" "$DOCTX" --store "$S" job work pq --threads 2 --lease-ms 1000 --exec "$RUN"; pids+=("$BG_PID"); done
+nap 2.5
+{ kill -KILL "${pids[0]}" "${pids[3]}"; wait "${pids[0]}" "${pids[3]}"; } 2>/dev/null
+nap 1
+start_bg "$WORK/work3.log" "$DOCTX" --store "$S" job work pq --threads 2 --lease-ms 1000 --exec "$RUN"; pids+=("$BG_PID")
+end=$((SECONDS + 30))
+while [ "$(jget "$(d job schedules pq)" last_tick)" -lt $((first + 29 * 200)) ] 2>/dev/null && [ $SECONDS -lt $end ]; do nap 0.2; done
+d job unschedule p >/dev/null
+stone=$(d find job_schedules '{"_id":"p"}')
+ticks=$(( ($(jget "$stone" next_at) - first) / 200 ))
+while [ "$(d count jobs '{"queue":"pq","state":{"$ne":"succeeded"}}')" != 0 ] && [ $SECONDS -lt $end ]; do nap 0.2; done
+for p in "${pids[1]}" "${pids[2]}" "${pids[4]}" "${pids[5]}"; do stop_bg "$p" 10; done
+jobs=$(d count jobs '{"queue":"pq","state":"succeeded"}')
+n=$(jget "$(d find counters '{"_id":"c"}')" n)
+[ "$ticks" -ge 30 ] && [ "$jobs" -ge "$ticks" ] && [ "$jobs" -le $((ticks + 1)) ] && [ "$n" = "$jobs" ] &&
+  ok || bad "proof: $ticks ticks, $jobs jobs succeeded, effect applied $n times"
+expect 0 "proof: the audit checks ticks against runs" -- d audit --settled
+# ... and sees a tick without its job, and a job of no tick.
+d delete jobs "{\"_id\":\"sched:p:1:$((first + 200))\"}" --bypass-validation >/dev/null
+expect 5 "audit: a tick lost" -- d audit
+grep -q "sched_missing.*schedule p gen 1: ticks from $((first + 200))" "$WORK/out" && ok || bad "audit: $(grep sched "$WORK/out")"
+d insert jobs "$(d find jobs "{\"_id\":\"sched:p:1:$first\"}" | jq -c "._id=\"sched:p:1:$((first + 7))\" | .sched.tick=$((first + 7)) | .sched.last=$((first + 7))")" --bypass-validation >/dev/null
+expect 5 "audit: a job of no tick" -- d audit
+grep -q "sched_tick.*sched:p:1:$((first + 7))" "$WORK/out" && ok || bad "audit: $(grep sched "$WORK/out")"
+
+# ---- pause and resume a queue (docs/jobs.md, "Pause and resume") ------------------
+new_store job_pause
+expect 2 "pause: a bad queue name" -- d job pause 'no spaces'
+expect 2 "resume: no queue" -- d job resume
+case " $(d collections 2>/dev/null | tr '\n' ' ') " in *" job_queues "*) bad "a refused pause wrote settings" ;; *) ok ;; esac
+d job add pz t --id z0 >/dev/null
+expect 0 "stats: not paused" -- d job stats pz
+[ "$(jget "$(out)" paused)" = false ] && ok || bad "stats: $(out)"
+# A standing worker; one long job running when the pause comes finishes.
+d job add pz t --id z1 '{"s":0.6}' >/dev/null
+start_bg "$WORK/pz.log" "$DOCTX" --store "$S" job work pz --threads 2 --lease-ms 3000 \
+  --exec 'd=$(jq -r ".payload.s // 0"); sleep "$d"; echo "{}"'
+pz=$BG_PID
+end=$((SECONDS + 20)) zs=
+while zs=$(state z1) && [ "$zs" != running ] && [ $SECONDS -lt $end ]; do nap 0.02; done
+[ "$zs" = running ] && ok || bad "z1 never ran: $(d job show z1)"
+expect 0 "pause" -- d job pause pz
+[ "$(jget "$(out)" paused)" = true ] && ok || bad "pause: $(out)"
+for i in 1 2 3 4; do d job add pz t --id "zp$i" >/dev/null; done
+end=$((SECONDS + 20))
+while [ "$(state z1)" != succeeded ] && [ $SECONDS -lt $end ]; do nap 0.05; done
+[ "$(state z1)" = succeeded ] && ok || bad "the running job did not finish: $(d job show z1)"
+nap 0.7 # the worker's threads look more than once meanwhile
+expect 0 "stats: paused" -- d job stats pz
+[ "$(jget "$(out)" paused)" = true ] && [ "$(jget "$(out)" ready)" = 4 ] && [ "$(jget "$(out)" running)" = 0 ] && ok || bad "paused stats: $(out)"
+expect 0 "a claim of a paused queue takes nothing" -- d job claim pz --n 5
+[ ! -s "$WORK/out" ] && ok || bad "claimed from a paused queue: $(out)"
+expect 0 "pause again" -- d job pause pz
+expect 0 "queues" -- d job queues
+[ "$(jget "$(out)" queue)" = pz ] && [ "$(jget "$(out)" paused)" = true ] && [ "$(jget "$(out)" gen)" = 2 ] && ok || bad "queues: $(out)"
+# Only doctx job pause and resume write a queue's settings.
+expect 3 "plain resume refused" -- d update job_queues '{"_id":"pz"}' '{"$set":{"paused":false}}'
+expect 3 "plain delete refused" -- d delete job_queues '{"_id":"pz"}'
+expect 3 "plain insert refused" -- d insert job_queues '{"_id":"other","paused":false,"gen":1,"updated":1}'
+expect 3 "plain gen reset refused" -- d update job_queues '{"_id":"pz"}' '{"$set":{"gen":1}}'
+expect 0 "resume" -- d job resume pz
+[ "$(jget "$(out)" paused)" = false ] && ok || bad "resume: $(out)"
+end=$((SECONDS + 20))
+while [ "$(jget "$(d job stats pz)" succeeded)" != 6 ] && [ $SECONDS -lt $end ]; do nap 0.05; done
+expect 0 "stats after resume" -- d job stats pz
+[ "$(jget "$(out)" succeeded)" = 6 ] && [ "$(jget "$(out)" paused)" = false ] && ok || bad "after resume: $(out)"
+stop_bg "$pz" 10 "$WORK/pz.log"
+expect 0 "audit after pause and resume" -- d audit --settled
+d update job_queues '{"_id":"pz"}' '{"$set":{"paused":"yes"}}' --bypass-validation >/dev/null
+expect 5 "audit: settings forced past their rules" -- d audit
+grep -q "FINDING job bad_shape: job_queues 'pz'" "$WORK/out" && ok || bad "audit: $(out)"
+
+# ---- a queue's concurrency limit (docs/jobs.md, "Queue limits") -------------------
+new_store job_limit
+expect 2 "queue: --max-running 0" -- d job queue lq --max-running 0
+expect 2 "queue: --max-running 257" -- d job queue lq --max-running 257
+expect 2 "queue: --max-running -1" -- d job queue lq --max-running -1
+expect 2 "queue: --max-running x" -- d job queue lq --max-running x
+expect 2 "queue: --max-running 9223372036854775808" -- d job queue lq --max-running 9223372036854775808
+expect 2 "queue: nothing to set" -- d job queue lq
+expect 2 "queue: a bad name" -- d job queue 'l q' --max-running 3
+[ ! -e "${S#sqlite://}" ] || case " $(d collections 2>/dev/null | tr '\n' ' ') " in *" job_queues "*) bad "a refused setting wrote one" ;; *) ok ;; esac
+expect 0 "queue --max-running 3" -- d job queue lq --max-running 3
+[ "$(jget "$(out)" max_running)" = 3 ] && ok || bad "queue: $(out)"
+# A remote claim takes a slot too; no plain write frees it.
+d job add lq t --id l0 >/dev/null
+expect 0 "claim under the limit" -- d job claim lq
+e0=$(jget "$(out)" epoch)
+held=$(d find job_queues '{"_id":"lq"}' --project '{"_id":0,"slots":1}' | jq -r '[.slots[] | select(.job == "l0")] | length')
+[ "$held" = 1 ] && ok || bad "l0 holds no slot: $(d find job_queues)"
+expect 3 "plain write of a slot refused" -- d update job_queues '{"_id":"lq"}' '{"$set":{"slots":[]}}'
+expect 3 "plain write of max_running refused" -- d update job_queues '{"_id":"lq"}' '{"$set":{"max_running":100}}'
+# A limit raised while a claim takes a slot: the setter, paused between
+# its read and its write, must not write back the slots it read (that
+# freed the slot of a running job).
+d job add lq t --id l00 >/dev/null
+DOCTX_FAULT=job.queue.set:pause start_bg "$WORK/lqset.log" "$DOCTX" --store "$S" job queue lq --max-running 4
+lset=$BG_PID
+wait_stopped "$lset" 30 && ok || bad "the setter never paused: $(cat "$WORK/lqset.log")"
+expect 0 "claim while the setter is paused" -- d job claim lq
+e00=$(jget "$(out)" epoch)
+kill -CONT "$lset"
+bounded_wait "$lset" 30 "$WORK/lqset.log" && ok || bad "the setter: $(cat "$WORK/lqset.log")"
+held=$(d find job_queues '{"_id":"lq"}' --project '{"_id":0,"slots":1}' | jq -r '[.slots[] | select(.job == "l0" or .job == "l00")] | length')
+[ "$held" = 2 ] && ok || bad "raising the limit freed a running job's slot: $(d find job_queues)"
+expect 0 "complete l00" -- d job complete l00 "$e00"
+expect 0 "queue --max-running 3 again" -- d job queue lq --max-running 3
+# Forced past the rules, a freed slot of a running job is the audit's.
+i0=$(d find job_queues '{"_id":"lq"}' --project '{"_id":0,"slots":1}' | jq -r '.slots | map(.job) | index("l0")')
+d update job_queues '{"_id":"lq"}' '{"$set":{"slots.'"$i0"'.job":null}}' --bypass-validation >/dev/null
+expect 5 "audit: a running job without its slot" -- d audit
+grep -q "FINDING job job_slot: job l0 of queue lq" "$WORK/out" && ok || bad "audit: $(out)"
+expect 0 "complete under the limit" -- d job complete l0 "$e0"
+# 8 workers in 4 processes; jobs that sleep a little; a sampler of the
+# running count; one worker SIGSTOPped while it runs a job, another
+# SIGKILLed; recovery gives their slots back once their leases lapse.
+for i in $(seq 1 30); do d job add lq t --id "l$i" --backoff-ms 1 >/dev/null; done
+lp=()
+for w in 1 2 3 4; do
+  start_bg "$WORK/lq$w.log" "$DOCTX" --store "$S" job work lq --threads 2 --lease-ms 800 --exec 'sleep 0.2; echo "{}"'
+  lp+=("$BG_PID")
+done
+maxr=0 samples=0 stopped= killed= end=$((SECONDS + 60))
+while [ $SECONDS -lt $end ]; do
+  st=$(d job stats lq) || continue
+  read -r r sc < <(jq -r '"\(.running) \(.succeeded)"' <<<"$st")
+  samples=$((samples + 1))
+  [ "$r" -gt "$maxr" ] && maxr=$r
+  [ "$sc" = 32 ] && break
+  if [ -z "$stopped" ] && [ "$sc" -ge 4 ]; then
+    kill -STOP "${lp[0]}"; stopped=${lp[0]}
+  fi
+  if [ -z "$killed" ] && [ "$sc" -ge 9 ]; then
+    kill -KILL "${lp[1]}"; killed=${lp[1]}
+  fi
+  if [ -n "$stopped" ] && [ "$stopped" != done ] && [ "$sc" -ge 20 ]; then
+    d recover >/dev/null
+    kill -CONT "$stopped"; stopped=done
+  fi
+  [ "$sc" -ge 9 ] && [ $((samples % 10)) = 0 ] && d recover >/dev/null
+  echo "$r $sc $SECONDS" >>"$WORK/lq.samples"
+done
+[ -n "$stopped" ] && [ "$stopped" != done ] && kill -CONT "$stopped"
+[ "$maxr" -le 3 ] && ok || bad "the sampler saw $maxr running jobs (max 3): $(tr '\n' ' ' <"$WORK/lq.samples")"
+[ "$maxr" -ge 2 ] && [ "$samples" -ge 5 ] && [ "$stopped" = done ] && [ -n "$killed" ] && ok ||
+  bad "the sampler saw at most $maxr running in $samples samples (stopped $stopped, killed $killed): $(tr "\n" " " <"$WORK/lq.samples")"
+d recover >/dev/null
+expect 0 "stats after the limited run" -- d job stats lq
+[ "$(jget "$(out)" succeeded)" = 32 ] && [ "$(jget "$(out)" max_running)" = 3 ] && ok || bad "limited run: $(out)"
+for pid in "${lp[@]}"; do [ "$pid" = "$killed" ] || stop_bg "$pid" 10 "$WORK/lq.log"; done
+wait "$killed" 2>/dev/null
+expect 0 "queue --max-running none" -- d job queue lq --max-running none
+[ "$(jget "$(out)" max_running)" = null ] && ok || bad "none: $(out)"
+expect 0 "audit after the limited run" -- d audit --settled
+
+# ---- progress (docs/jobs.md, "Progress") -------------------------------------
+# Fenced by the epoch in the same step: a stale attempt's report writes
+# nothing; shown by show and list; never the state or the epoch; a plain
+# update may not change it; bad input exits 2 before the store opens.
+new_store job_progress
+d job add pq t --id p1 >/dev/null
+pe=$(jget "$(d job claim pq --lease-ms 60000)" epoch)
+expect 0 "progress" -- d job progress p1 "$pe" '{"done":3,"of":10}'
+[ "$(jget "$(out)" progress done)" = 3 ] && [ "$(jget "$(out)" state)" = running ] &&
+  [ "$(jget "$(out)" epoch)" = "$pe" ] && ok || bad "progress: $(out)"
+[ "$(jget "$(d job show p1)" progress of)" = 10 ] && ok || bad "show: $(d job show p1)"
+[ "$(jget "$(d job list pq)" progress done)" = 3 ] && ok || bad "list: $(d job list pq)"
+expect 3 "progress, a stale epoch" -- d job progress p1 $((pe + 1)) 7
+grep -q 'STALE' "$WORK/err" && [ "$(jget "$(d job show p1)" progress done)" = 3 ] &&
+  ok || bad "a stale progress wrote: $(d job show p1)"
+expect 1 "progress, no such job" -- d job progress nope 1 7
+expect 2 "progress, bad JSON" -- d job progress p1 "$pe" '{nope'
+expect 2 "progress, epoch 0" -- d job progress p1 0 1
+expect 2 "progress, too big" -- d job progress p1 "$pe" "\"$(printf '%05000d' 0)\""
+expect 3 "progress by a plain update" -- d update jobs '{"_id":"p1"}' '{"$set":{"progress":99}}'
+[ "$(jget "$(d job show p1)" progress done)" = 3 ] && ok || bad "plain progress: $(d job show p1)"
+expect 0 "complete after progress" -- d job complete p1 "$pe"
+expect 3 "progress after the attempt ended" -- d job progress p1 "$pe" 9
+[ "$(jget "$(d job show p1)" progress done)" = 3 ] && ok || bad "late progress: $(d job show p1)"
+# From an --exec handler, with the attempt's own environment.
+d job add pq t --id p2 >/dev/null
+expect 0 "progress from a handler" -- d job work pq --once --exec \
+  '"$DOCTX" --store "$DOCTX_STORE" job progress "$DOCTX_JOB_ID" "$DOCTX_JOB_EPOCH" "{\"half\":true}" >/dev/null'
+[ "$(jget "$(d job show p2)" progress half)" = true ] && [ "$(state p2)" = succeeded ] &&
+  ok || bad "handler progress: $(d job show p2)"
+expect 0 "audit after progress" -- d audit
+
+# ---- cancel of a running job (docs/jobs.md, "Canceling a running job") ------
+# The request ends nothing itself; the holder's next heartbeat ends the
+# attempt canceled (J17): an --exec command whose group (a background
+# child, one that ignores SIGTERM) is gone afterwards; a remote worker's
+# heartbeat is refused (STATE), its complete ends it canceled; an effect
+# after the request is refused; a dead holder's attempt is ended canceled
+# by recovery; a plain update cannot take the request back.
+new_store job_cancel_running
+d job add cq t --id c1 >/dev/null
+rm -f "$WORK/c1.pg" "$WORK/c1.bg" "$WORK/c1.ign" "$WORK/c1.term"
+start_bg "$WORK/c1.log" d job work cq --once --lease-ms 900 --exec \
+  "echo \$\$ >$WORK/c1.pg; trap 'echo term >$WORK/c1.term; exit 1' TERM
+   sleep 30 & echo \$! >$WORK/c1.bg
+   (trap '' TERM; exec sleep 30) & echo \$! >$WORK/c1.ign
+   wait; wait"
+WPID=$BG_PID
+for _ in $(seq 100); do [ -s "$WORK/c1.ign" ] && break; nap 0.05; done
+t0=$(now_ms)
+expect 0 "cancel a running --exec job" -- d job cancel c1
+[ "$(jget "$(out)" state)" = running ] && [ "$(jget "$(out)" cancel_requested)" != null ] &&
+  ok || bad "the request ended the attempt, or was not recorded: $(out)"
+bounded_wait "$WPID" 20 "$WORK/c1.log"
+took=$(($(now_ms) - t0))
+[ "$(state c1)" = canceled ] && ok || bad "c1 not canceled: $(d job show c1)"
+grep -q '"canceled":1' "$WORK/c1.log" && ok || bad "worker summary: $(cat "$WORK/c1.log")"
+[ "$took" -lt 3000 ] && ok || bad "the cancel took ${took} ms (a heartbeat is 300 ms)"
+[ -s "$WORK/c1.term" ] && ok || bad "the command got no SIGTERM first"
+gone=1
+for p in "$(cat "$WORK/c1.pg")" "$(cat "$WORK/c1.bg")" "$(cat "$WORK/c1.ign")"; do
+  for _ in $(seq 60); do alive "$p" || break; nap 0.05; done
+  alive "$p" && gone=0
+done
+[ "$gone" = 1 ] && ok || bad "a process of the canceled command's group outlived it"
+# A remote worker: heartbeat says STATE (exit 3), an effect is refused,
+# complete ends the attempt canceled, never succeeded.
+d insert cxc '{"_id":"x","n":0}' >/dev/null
+d job add cq t --id c2 >/dev/null
+ce=$(jget "$(d job claim cq --lease-ms 60000)" epoch)
+expect 0 "cancel a claimed job" -- d job cancel c2
+expect 0 "cancel it again: the same" -- d job cancel c2
+[ "$(jget "$(out)" state)" = running ] && ok || bad "cancel again: $(out)"
+expect 3 "heartbeat after the cancel" -- d job heartbeat c2 "$ce"
+grep -q 'STATE.*canceled' "$WORK/err" && ok || bad "heartbeat: $(cat "$WORK/err")"
+expect 3 "an effect after the cancel" -- d job effect c2 "$ce" k cxc '{"_id":"x"}' '{"$inc":{"n":1}}'
+[ "$(jget "$(d find cxc '{"_id":"x"}')" n)" = 0 ] && ok || bad "the effect applied after the cancel"
+expect 3 "a plain update takes the request back" -- d update jobs '{"_id":"c2"}' '{"$unset":{"cancel_requested":""}}'
+expect 3 "a plain update completes it" -- d update jobs '{"_id":"c2"}' '{"$set":{"state":"succeeded","finished":1,"attempts":1}}'
+expect 0 "complete after the cancel" -- d job complete c2 "$ce" '{"sent":true}'
+[ "$(jget "$(out)" state)" = canceled ] && [ "$(jget "$(out)" result)" = null ] && ok || bad "complete: $(out)"
+expect 0 "complete again: the same" -- d job complete c2 "$ce" '{"sent":true}'
+[ "$(jget "$(out)" state)" = canceled ] && ok || bad "complete again: $(out)"
+expect 3 "retry a canceled job" -- d job retry c2
+# A dead holder: recovery's takeover ends it canceled, not retried.
+d job add cq t --id c3 >/dev/null
+d job claim cq --lease-ms 200 >/dev/null
+expect 0 "cancel, its holder dead" -- d job cancel c3
+nap 0.3
+expect 0 "recover" -- d recover
+grep -q '"taken_over_canceled":1' "$WORK/out" && [ "$(state c3)" = canceled ] &&
+  ok || bad "recovery: $(out) $(d job show c3)"
+d job add cq t --id c4 >/dev/null
+d job complete c4 "$(jget "$(d job claim cq)" epoch)" >/dev/null
+expect 3 "cancel a succeeded job" -- d job cancel c4
+expect 0 "audit after the cancels" -- d audit
+expect 0 "a succeeded job given a cancel request past the rules" -- d update jobs '{"_id":"c4"}' '{"$set":{"cancel_requested":1}}' --bypass-validation
+expect 5 "the audit reports it" -- d audit
+grep -q 'cancel_ignored' "$WORK/out" "$WORK/err" && ok || bad "audit: $(out) $(cat "$WORK/err")"
+
+# ---- retention of dead and canceled jobs (docs/jobs.md, "Retention") --------
+# --keep-dead-ms N purges dead and canceled jobs finished over N ms ago;
+# younger ones, and every one without the option, are kept.
+new_store job_keep_dead
+d job add kq t --id kd1 --max-attempts 1 >/dev/null
+d job fail kd1 "$(jget "$(d job claim kq)" epoch)" boom >/dev/null
+d job add kq t --id kc1 --delay-ms 60000 >/dev/null
+d job cancel kc1 >/dev/null
+expect 0 "recover without --keep-dead-ms" -- d recover
+[ "$(state kd1)" = dead ] && [ "$(state kc1)" = canceled ] && ok || bad "purged without the option: $(out)"
+nap 0.3
+d job add kq t --id kc2 >/dev/null
+d job cancel kc2 >/dev/null
+expect 0 "recover --keep-dead-ms 250" -- d recover --keep-dead-ms 250
+grep -q '"purged_dead":1' "$WORK/out" && grep -q '"purged_canceled":1' "$WORK/out" && ok || bad "recover: $(out)"
+[ "$(d count jobs '{"_id":{"$in":["kd1","kc1"]}}')" = 0 ] && ok || bad "the old dead and canceled jobs were kept"
+[ "$(state kc2)" = canceled ] && ok || bad "the younger canceled job was purged"
+expect 2 "--keep-dead-ms -1" -- d recover --keep-dead-ms -1
+expect 0 "audit after the purge" -- d audit
+
+# ---- a unique key's window after the job ends (docs/jobs.md, "Uniqueness") --
+# --unique-for-ms N: an add within N ms of the holder's end is refused
+# (prints the holder), one after it is admitted (the holder's key cleared
+# by that add); recovery clears passed windows; a plain write cannot
+# clear one early; N near INT64_MAX saturates.
+new_store job_unique_window
+# (a long window for "within", a short one for "after": load only delays)
+d job add wq t --id w1 --unique-key k --unique-for-ms 60000 >/dev/null
+expect 0 "end the holder" -- d job complete w1 "$(jget "$(d job claim wq)" epoch)"
+[ "$(jget "$(out)" unique_live)" = wq/k ] && [ "$(jget "$(out)" unique_until)" != null ] && ok || bad "window: $(out)"
+expect 0 "add within the window" -- d job add wq t --id w2 --unique-key k
+[ "$(jget "$(out)" _id)" = w1 ] && [ "$(d count jobs '{"_id":"w2"}')" = 0 ] && ok || bad "admitted within the window: $(out)"
+expect 3 "a plain write clears the window early" -- d update jobs '{"_id":"w1"}' '{"$unset":{"unique_live":"","unique_until":""}}'
+d job add wq t --id v1 --unique-key v --unique-for-ms 300 >/dev/null
+d job complete v1 "$(jget "$(d job claim wq)" epoch)" >/dev/null
+nap 0.4
+expect 0 "add after the window" -- d job add wq t --id w3 --unique-key v --unique-for-ms 300
+[ "$(jget "$(out)" _id)" = w3 ] && [ "$(jget "$(d job show v1)" unique_live)" = null ] && ok || bad "after the window: $(out) $(d job show v1)"
+expect 0 "cancel it: the window again" -- d job cancel w3
+[ "$(jget "$(out)" unique_live)" = wq/v ] && ok || bad "canceled: $(out)"
+nap 0.4
+expect 0 "recovery clears a passed window" -- d recover
+grep -q '"unique_expired":1' "$WORK/out" && [ "$(jget "$(d job show w3)" unique_live)" = null ] && ok || bad "recover: $(out)"
+expect 0 "a window near INT64_MAX" -- d job add wq t --id w4 --unique-key m --unique-for-ms 9223372036854775807
+d job cancel w4 >/dev/null
+d job show w4 | grep -q '"unique_until":9223372036854775807[,}]' && ok || bad "saturated: $(d job show w4)"
+expect 0 "add within a saturated window" -- d job add wq t --id w5 --unique-key m
+[ "$(jget "$(out)" _id)" = w4 ] && ok || bad "saturated window: $(out)"
+expect 2 "--unique-for-ms without a key" -- d job add wq t --unique-for-ms 5
+expect 2 "--unique-for-ms 0" -- d job add wq t --unique-key z --unique-for-ms 0
+[ "$(d count jobs '{"unique_key":"z"}')" = 0 ] && ok || bad "a bad add recorded"
+expect 0 "audit with windows" -- d audit
 finish

@@ -16,20 +16,17 @@
 #                 tests/crash/kleppmann.sh, tests/server/contract.sh,
 #                 bad_input_http.sh (the CLI's bad-input table as HTTP),
 #                 patterns.sh, jobs.sh and faults.sh (doctxd over HTTP:
-#                 scale-out, SIGKILL, drain) (DOCTX set; each scenario gets an
+#                 scale-out, SIGKILL, drain) (DOCTX set; each scenario gets a
 #                 new namespace of its own through fresh-store.sh;
-#                 the crash suites run FAULT_JOBS=2 points at a time,
-#                 and beside the CLI and HTTP suites: four chains);
-#                 then once tests/redis/tls.sh (its own TLS-only servers
+#                 the crash suites run FAULT_JOBS=2 points at a time);
+#                 and once tests/redis/tls.sh (its own TLS-only servers
 #                 behind a stunnel4 tunnel)
 #   cli           tests/cli/bad_input.sh, transfer_defects.sh,
 #                 transfer_worker.sh and
 #                 tests/crash/tamper.sh, plainwrite.sh and deletes.sh,
 #                 likewise (the last three: half of their rows on each
-#                 target)
-#                 (bad_input about 1.5 minutes per
-#                 target in a release build, so the sanitizer run of
-#                 scripts/test.sh leaves it out)
+#                 target; the sanitizer run of scripts/test.sh leaves
+#                 this phase out)
 #   transfers     BUILD_DIR/txn_transfer_concurrency, txn_kit,
 #                 txn_transfer_declines, txn_transfer_batch,
 #                 txn_order_batch, txn_job,
@@ -37,9 +34,11 @@
 #                 txn_ledger, txn_ledger_commit, txn_ledger_batch,
 #                 txn_ledger_batch_attack, txn_scenarios, txn_version
 #                 and txn_job_remote
-#                 redis://... (with DTX_QUICK set, each on one of the
-#                 two targets; conformance likewise splits its single
-#                 calls and its bulk_write run between them)
+#                 redis://...?ns=SUITE-RANDOM (with DTX_QUICK set, each on
+#                 one of the two targets; conformance likewise splits its
+#                 single calls and its bulk_write run between them)
+# The shell, cli and transfers phases run as ONE pool of workers over all
+# their steps on both targets, longest first ("the pool" below).
 # on the standalone server only:
 #   (shell)       tests/clients/run.sh, the Python and Node clients against
 #                 doctxd, in the shell phase
@@ -161,63 +160,106 @@ conformance_on() { # URI
 }
 phase_conformance() { both_targets conformance_on; }
 
-# The shell phase runs as four chains, the crash suites and the CLI and
-# HTTP suites of each target side by side: one chain per target left a
-# core idle a fifth of the phase (245 CPU-seconds in 153 s on 2 cores),
-# the steps waiting on round trips, leases and process start-up.
-shell_crash_on() { # URI
-  local u=$1 s
-  for s in faults pause; do
-    run_logged "$s.sh $u" env DTX_REDIS_URI="$u" \
-      bash "$ROOT/tests/crash/$s.sh"
+# ---- the pool: the shell, cli and transfers phases ------------------------
+# Those phases' steps are independent: each shell scenario has a namespace
+# of its own (fresh-store.sh), and so has each C suite of the transfers
+# phase (txn_suite), so no step flushes a server under another.  They run
+# as one pool of POOL_WORKERS workers (4; 2 under DTX_QUICK, the sanitizer
+# stage, where the CPU is the limit) over one list of items, longest
+# first (each item's seconds: its wall time in the release stage of
+# 2026-11-28, four chains running); each worker takes the next item no
+# worker has claimed (mkdir is the claim).  Before, each phase ran as fixed chains (the shell phase four,
+# the others one per target) and each waited for its slowest chain: at the
+# shell phase's end two chains ran for half a minute, and the transfers
+# phase under the sanitizers ran 22 s on one target and 52 s on the other.
+POOL_WORKERS=${POOL_WORKERS:-$([ -n "${DTX_QUICK:-}" ] && echo 2 || echo 4)}
+POOL_ITEMS=()
+POOL_PHASES=()
+POOL_SEQ=0
+pool_run() {
+  [ ${#POOL_ITEMS[@]} -gt 0 ] || return 0
+  local t0=$SECONDS w pids=() claims="$WORK/claims.$((POOL_SEQ += 1))" items
+  mkdir -p "$claims"
+  # Longest first (a stable sort: ties keep their order).
+  mapfile -t items < <(printf '%s\n' "${POOL_ITEMS[@]}" | sort -s -k1,1rn)
+  for w in $(seq 1 "$POOL_WORKERS"); do
+    (
+      n=0
+      for it in "${items[@]}"; do
+        n=$((n + 1))
+        mkdir "$claims/$n" 2>/dev/null || continue
+        ${it#* } # "SECONDS FN ARG...": no argument holds a space
+      done
+    ) &
+    pids+=($!)
   done
-  # 6 s of chaos per target (10 on SQLite): the workers' crash and
-  # recovery paths are the same code; what is Redis's is covered by then.
-  run_logged "chaos.sh $u" env DTX_REDIS_URI="$u" CHAOS_SECONDS=6 \
-    bash "$ROOT/tests/crash/chaos.sh"
-  run_logged "unique_crash.sh $u" env DTX_REDIS_URI="$u" bash "$HERE/unique_crash.sh"
-  run_logged "lost_reply.sh $u" env DTX_REDIS_URI="$u" bash "$HERE/lost_reply.sh"
-  run_logged "kleppmann.sh $u" env DTX_REDIS_URI="$u" \
-    bash "$ROOT/tests/crash/kleppmann.sh"
-  run_logged "server/faults.sh $u" env DTX_REDIS_URI="$u" \
-    bash "$ROOT/tests/server/faults.sh"
+  wait "${pids[@]}"
+  echo "run-redis: phases ${POOL_PHASES[*]} (one pool of $POOL_WORKERS) took $((SECONDS - t0)) s"
+  POOL_ITEMS=()
+  POOL_PHASES=()
 }
-shell_cli_on() { # URI
-  local u=$1
-  run_logged "contract.sh $u" env DTX_REDIS_URI="$u" \
-    bash "$ROOT/tests/cli/contract.sh"
-  run_logged "acl.sh $u" env DTX_REDIS_URI="$u" bash "$HERE/acl.sh"
-  run_logged "job.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/job.sh"
-  run_logged "lock.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/lock.sh"
-  run_logged "sync.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/sync.sh"
-  run_logged "ledger.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/ledger.sh"
-  run_logged "order.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/order.sh"
-  run_logged "scenarios.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/scenarios.sh"
-  run_logged "flashsale.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/flashsale.sh"
-  run_logged "version.sh $u" env DTX_REDIS_URI="$u" bash "$ROOT/tests/cli/version.sh"
-  run_logged "server/contract.sh $u" env DTX_REDIS_URI="$u" \
-    bash "$ROOT/tests/server/contract.sh"
-  # every row of the CLI's bad-input table sent as HTTP (docs/server.md)
-  run_logged "server/bad_input_http.sh $u" env DTX_REDIS_URI="$u" \
-    bash "$ROOT/tests/server/bad_input_http.sh"
-  run_logged "server/patterns.sh $u" env DTX_REDIS_URI="$u" \
-    bash "$ROOT/tests/server/patterns.sh"
-  # doctxd's job routes and a remote worker's loop (docs/jobs.md)
-  run_logged "server/jobs.sh $u" env DTX_REDIS_URI="$u" \
-    bash "$ROOT/tests/server/jobs.sh"
+
+# sh_suite URI LABEL SCRIPT [VAR=VALUE...]: a shell suite under tests/.
+sh_suite() {
+  local u=$1 label=$2 script=$3
+  shift 3
+  run_logged "$label $u" env DTX_REDIS_URI="$u" "$@" bash "$ROOT/tests/$script"
+}
+# turn URI: 1 on the standalone server, 2 on the cluster (the suites that
+# run half of their table on each target).
+turn() { [ "$1" = "$URI_CL" ] && echo 2 || echo 1; }
+
+# The shell phase: the crash suites (FAULT_JOBS=2 points at a time each),
+# the CLI and HTTP suites, on both targets.
+shell_items() {
+  local u
+  for u in "$URI_SA" "$URI_CL"; do
+    POOL_ITEMS+=("50 sh_suite $u faults.sh crash/faults.sh"
+      "31 sh_suite $u pause.sh crash/pause.sh"
+      "30 sh_suite $u ledger.sh cli/ledger.sh"
+      "20 sh_suite $u job.sh cli/job.sh"
+      "18 sh_suite $u contract.sh cli/contract.sh"
+      "13 sh_suite $u lock.sh cli/lock.sh"
+      "12 sh_suite $u sync.sh cli/sync.sh"
+      "10 sh_suite $u server/faults.sh server/faults.sh"
+      "9 sh_suite $u scenarios.sh cli/scenarios.sh"
+      "8 sh_suite $u server/patterns.sh server/patterns.sh"
+      "6 sh_suite $u order.sh cli/order.sh"
+      "6 sh_suite $u kleppmann.sh crash/kleppmann.sh"
+      "6 sh_suite $u server/jobs.sh server/jobs.sh"
+      "5 sh_suite $u server/contract.sh server/contract.sh"
+      "5 sh_suite $u version.sh cli/version.sh"
+      "3 sh_suite $u unique_crash.sh redis/unique_crash.sh"
+      # every row of the CLI's bad-input table sent as HTTP (docs/server.md)
+      "2 sh_suite $u server/bad_input_http.sh server/bad_input_http.sh"
+      "1 sh_suite $u acl.sh redis/acl.sh"
+      "1 sh_suite $u lost_reply.sh redis/lost_reply.sh"
+      "1 sh_suite $u flashsale.sh cli/flashsale.sh")
+    # 6 s of chaos per target (10 on SQLite): the workers' crash and
+    # recovery paths are the same code; what is Redis's is covered by then.
+    POOL_ITEMS+=("7 sh_suite $u chaos.sh crash/chaos.sh CHAOS_SECONDS=6")
+  done
   # The Python and Node clients against doctxd (docs/clients.md): on the
   # standalone server only, the cluster adding nothing a client sees.
-  if [ "$u" = "$URI_SA" ]; then
-    run_logged "clients/run.sh $u" env DTX_REDIS_URI="$u" \
-      bash "$ROOT/tests/clients/run.sh"
-  fi
+  POOL_ITEMS+=("10 sh_suite $URI_SA clients/run.sh clients/run.sh")
+  POOL_ITEMS+=("2 tls_once") # its own TLS-only servers
 }
-phase_shell() {
-  both_targets shell_crash_on &
-  local crash=$!
-  both_targets shell_cli_on
-  wait "$crash"
-  run_logged "tls.sh" bash "$HERE/tls.sh" # servers of its own, once
+tls_once() { run_logged "tls.sh" bash "$HERE/tls.sh"; }
+
+# The cli phase: bad_input.sh, transfer_defects.sh, transfer_worker.sh on
+# both targets; tamper.sh, plainwrite.sh and deletes.sh run half of their
+# rows on each target, the other half on the other (every row on SQLite):
+# the guard and the audit are the same code.
+cli_items() {
+  local u
+  for u in "$URI_SA" "$URI_CL"; do
+    POOL_ITEMS+=("9 sh_suite $u tamper.sh crash/tamper.sh TAMPER_TURN=$(turn "$u")"
+      "9 sh_suite $u plainwrite.sh crash/plainwrite.sh PLAINWRITE_TURN=$(turn "$u")"
+      "8 sh_suite $u bad_input.sh cli/bad_input.sh"
+      "4 sh_suite $u transfer_worker.sh cli/transfer_worker.sh"
+      "3 sh_suite $u deletes.sh crash/deletes.sh DELETES_TURN=$(turn "$u")"
+      "2 sh_suite $u transfer_defects.sh cli/transfer_defects.sh")
+  done
 }
 
 phase_deadline() {
@@ -299,61 +341,45 @@ phase_replicas() {
   fi
 }
 
-cli_on() { # URI
-  run_logged "bad_input.sh $1" env DTX_REDIS_URI="$1" \
-    bash "$ROOT/tests/cli/bad_input.sh"
-  run_logged "transfer_defects.sh $1" env DTX_REDIS_URI="$1" \
-    bash "$ROOT/tests/cli/transfer_defects.sh"
-  run_logged "transfer_worker.sh $1" env DTX_REDIS_URI="$1" \
-    bash "$ROOT/tests/cli/transfer_worker.sh"
-  # Every other tamper row on each target, the other half on the other
-  # (the whole table runs on SQLite), as plainwrite.sh below.
-  run_logged "tamper.sh $1" env DTX_REDIS_URI="$1" \
-    TAMPER_TURN=$([ "$1" = "$URI_CL" ] && echo 2 || echo 1) \
-    bash "$ROOT/tests/crash/tamper.sh"
-  # Every other row of the plain-write table on each target, the other
-  # half on the other (the whole table runs on SQLite).
-  run_logged "plainwrite.sh $1" env DTX_REDIS_URI="$1" \
-    PLAINWRITE_TURN=$([ "$1" = "$URI_CL" ] && echo 2 || echo 1) \
-    bash "$ROOT/tests/crash/plainwrite.sh"
-  # One document per point on each target, a different one on each (the
-  # whole table runs on SQLite): the guard and the audit are the same code.
-  run_logged "deletes.sh $1" env DTX_REDIS_URI="$1" \
-    DELETES_TURN=$([ "$1" = "$URI_CL" ] && echo 2 || echo 1) \
-    bash "$ROOT/tests/crash/deletes.sh"
+# The transfers phase: the C suites, each with a namespace of its own
+# (fresh-store.sh; the suites that once shared the default namespace ran
+# one after the other, with a FLUSHALL before the first and before
+# txn_transfer_declines).  Under DTX_QUICK (the sanitizer stage) each
+# suite runs on one target, half on each (the release stage runs every
+# suite on both): the pattern code is the same on both, and what differs
+# -- the connection and routing code -- runs under every suite of either
+# half.
+txn_suite() { # URI SUITE
+  local u
+  u=$(DTX_REDIS_URI=$1 "$HERE/fresh-store.sh" "$2") ||
+    { bad "$2 $1: no namespace"; return; }
+  run_logged "$2 $1" "$BUILD/$2" "$u"
 }
-phase_cli() { both_targets cli_on; }
-
-# Under DTX_QUICK (the sanitizer stage) each C suite runs on one target,
-# half on each (the release stage runs every suite on both): the pattern
-# code is the same on both, and what differs -- the connection and
-# routing code -- runs under every suite of either half.
-txn_on() { # URI SUITE
-  if [ -n "${DTX_QUICK:-}" ]; then
-    case "$2" in
-    txn_transfer_concurrency | txn_kit | txn_lock | txn_scenarios)
-      [ "$1" = "$URI_SA" ] || return 0 ;;
-    *) [ "$1" = "$URI_CL" ] || return 0 ;;
-    esac
-  fi
-  run_logged "$2 $1" "$BUILD/$2" "$1"
-}
-transfers_on() { # URI
-  local s
-  flush "$1"
-  for s in txn_transfer_concurrency txn_kit txn_job txn_lock txn_sync \
-    txn_ledger txn_ledger_commit txn_ledger_batch txn_ledger_batch_attack \
-    txn_scenarios txn_version; do
-    txn_on "$1" "$s"
+declare -A TXN_SECONDS=([txn_ledger]=10 [txn_ledger_batch_attack]=11
+  [txn_transfer_concurrency]=8 [txn_lock]=6 [txn_job]=5 [txn_ledger_commit]=5
+  [txn_transfer_declines]=4 [txn_ledger_batch]=4 [txn_order_batch]=3
+  [txn_version]=3 [txn_transfer_batch]=3 [txn_kit]=2 [txn_scenarios]=0
+  [txn_sync]=0 [txn_job_remote]=0)
+transfers_items() {
+  local u s
+  for u in "$URI_SA" "$URI_CL"; do
+    # (txn_job_remote: the remote worker's calls, dtx_job_claim ...
+    # dtx_job_fail_at)
+    for s in txn_ledger txn_ledger_batch_attack txn_transfer_concurrency \
+      txn_lock txn_job txn_ledger_commit txn_transfer_declines \
+      txn_ledger_batch txn_order_batch txn_version txn_transfer_batch \
+      txn_kit txn_scenarios txn_sync txn_job_remote; do
+      if [ -n "${DTX_QUICK:-}" ]; then
+        case "$s" in
+        txn_transfer_concurrency | txn_kit | txn_lock | txn_scenarios)
+          [ "$u" = "$URI_SA" ] || continue ;;
+        *) [ "$u" = "$URI_CL" ] || continue ;;
+        esac
+      fi
+      POOL_ITEMS+=("${TXN_SECONDS[$s]} txn_suite $u $s")
+    done
   done
-  flush "$1"
-  txn_on "$1" txn_transfer_declines
-  txn_on "$1" txn_transfer_batch
-  txn_on "$1" txn_order_batch
-  # the remote worker's calls (dtx_job_claim ... dtx_job_fail_at)
-  txn_on "$1" txn_job_remote
 }
-phase_transfers() { both_targets transfers_on; }
 
 # Moves 1000 slots from the first master to the second and back until
 # $WORK/reshard.stop exists.  The running redis-cli's pid is kept in
@@ -616,27 +642,75 @@ run_phase() { # PHASE
 # The standalone-only phases (deadline, replicas) and the cluster-only
 # ones (migration, failover, loss) touch different servers and mostly wait
 # -- on a SIGSTOPped server, a replica, node timeouts, a failover -- so
-# the first group runs in the background beside the second (about half a
-# minute of the stage).  Each of their steps is bounded on its own.
-SA_ONLY=()
-SA_PID=
+# the first group runs in the background beside the second.  Each of
+# their steps is bounded on its own.
+run_disruptive() { # PHASE...
+  local sa_only=() p sa_pid=
+  for p in "$@"; do
+    case "$p" in
+    deadline | replicas) sa_only+=("$p") ;;
+    *)
+      if [ ${#sa_only[@]} -gt 0 ] && [ -z "$sa_pid" ]; then
+        ( for q in "${sa_only[@]}"; do run_phase "$q"; done ) &
+        sa_pid=$!
+      fi
+      run_phase "$p" ;;
+    esac
+  done
+  if [ -n "$sa_pid" ]; then
+    wait "$sa_pid"
+  else
+    for p in "${sa_only[@]}"; do run_phase "$p"; done
+  fi
+}
+
+MAIN=()
+DISRUPT=()
 for ph in $PHASES; do
   case "$ph" in
-  deadline | replicas) SA_ONLY+=("$ph") ;;
-  conformance | shell | cli | transfers) run_phase "$ph" ;;
-  migration | failover | loss)
-    if [ ${#SA_ONLY[@]} -gt 0 ] && [ -z "$SA_PID" ]; then
-      ( for p in "${SA_ONLY[@]}"; do run_phase "$p"; done ) &
-      SA_PID=$!
-    fi
-    run_phase "$ph" ;;
+  conformance | shell | cli | transfers) MAIN+=("$ph") ;;
+  deadline | replicas | migration | failover | loss) DISRUPT+=("$ph") ;;
   *) echo "run-redis: unknown phase $ph" >&2; exit 2 ;;
   esac
 done
-if [ -n "$SA_PID" ]; then
-  wait "$SA_PID"
-else
-  for p in "${SA_ONLY[@]}"; do run_phase "$p"; done
+
+# Those phases stop, kill, reshard and fail over servers, so they never
+# share servers with the others; they used to run after them (about 90 s
+# at the stage's end, mostly waiting).  With SIDE_SERVERS=1 (the default)
+# they run from the start, beside the others, on a standalone server and
+# a 3+3 cluster of their own (a subshell with its own WORK, PIDS and trap;
+# its results go to the same RESULTS).  SIDE_SERVERS=0: after the others,
+# on the same servers, as before.
+SIDE_PID=
+if [ "${SIDE_SERVERS:-1}" = 1 ] && [ ${#DISRUPT[@]} -gt 0 ] && [ ${#MAIN[@]} -gt 0 ]; then
+  (
+    PIDS=()
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/doctx-redis.XXXXXX")
+    trap cleanup EXIT # (a subshell's traps start reset)
+    trap 'exit 130' INT TERM
+    echo "redis: servers of their own for ${DISRUPT[*]}:"
+    servers_up # exits 2 when they cannot start
+    run_disruptive "${DISRUPT[@]}"
+    fail=$(grep -c '^FAIL: ' "$RESULTS") # cleanup keeps the logs on failure
+    exit 0
+  ) &
+  SIDE_PID=$!
+  DISRUPT=()
+  # Whatever ends this script ends the subshell too (its trap stops its
+  # servers).
+  trap 'kill -TERM "$SIDE_PID" 2>/dev/null; wait "$SIDE_PID" 2>/dev/null; cleanup' EXIT
+fi
+
+for ph in "${MAIN[@]}"; do
+  case "$ph" in
+  shell | cli | transfers) "${ph}_items"; POOL_PHASES+=("$ph") ;;
+  conformance) pool_run; run_phase "$ph" ;;
+  esac
+done
+pool_run
+[ ${#DISRUPT[@]} -gt 0 ] && run_disruptive "${DISRUPT[@]}"
+if [ -n "$SIDE_PID" ]; then
+  wait "$SIDE_PID" || bad "the servers beside (for deadline ... loss) did not start"
 fi
 pass=$(grep -c '^PASS: ' "$RESULTS")
 fail=$(grep -c '^FAIL: ' "$RESULTS")

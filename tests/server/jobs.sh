@@ -93,7 +93,6 @@ refused "heartbeat: another epoch" 409 STALE POST /v1/jobs/j1/heartbeat "$T_WRIT
 refused "heartbeat: no epoch" 400 INVAL POST /v1/jobs/j1/heartbeat "$T_WRITE" '{}'
 refused "heartbeat: epoch 0" 400 INVAL POST /v1/jobs/j1/heartbeat "$T_WRITE" '{"epoch":0}'
 refused "heartbeat: unknown job" 404 NOTFOUND POST /v1/jobs/nope/heartbeat "$T_WRITE" '{"epoch":1}'
-refused "cancel: a running job" 409 STATE POST /v1/jobs/j1/cancel "$T_WRITE"
 refused "complete: a string epoch" 400 INVAL POST /v1/jobs/j1/complete "$T_WRITE" '{"epoch":"1"}'
 req POST /v1/jobs/j1/complete "$T_WRITE" "{\"epoch\":$E,\"result\":{\"sent\":true}}"
 check "complete" 200 '"state":"succeeded"' '"result":{"sent":true}' '"attempts":1'
@@ -102,6 +101,7 @@ req POST /v1/jobs/j1/complete "$T_WRITE" "{\"epoch\":$E,\"result\":{\"sent\":tru
 check "complete again: the same answer" 200 '"state":"succeeded"' '"attempts":1'
 d dump >"$WORK/after" 2>&1
 cmp -s "$WORK/before" "$WORK/after" && ok || bad "a repeated complete wrote"
+refused "cancel: a succeeded job" 409 STATE POST /v1/jobs/j1/cancel "$T_WRITE"
 refused "fail after complete" 409 STALE POST /v1/jobs/j1/fail "$T_WRITE" "{\"epoch\":$E,\"error\":\"x\"}"
 req POST /v1/queues/mail/claim "$T_WRITE" '{"n":5}'
 check "claim: the next one" 200 '"_id":"j2"'
@@ -203,6 +203,58 @@ check metrics 200 'doctxd_jobs_total{queue="mail",event="added"} 2' \
   'doctxd_http_requests_total{route="/v1/jobs/{id}/complete",method="POST",code="409"}'
 if grep -qE 'j1|"f1"|py-1' "$WORK/rb"; then
   bad "a job id or owner is a metrics label"; else ok; fi
+# ---- cancel of a running job (docs/jobs.md, "Canceling a running job") -------------
+req POST /v1/queues/cx/jobs "$T_WRITE" '{"type":"t","id":"cx1"}'
+req POST /v1/queues/cx/claim "$T_WRITE" '{"lease_ms":20000}'
+EC=$(jget 'j["jobs"][0]["epoch"]')
+req POST /v1/jobs/cx1/cancel "$T_WRITE"
+check "cancel a running job: requested" 200 '"state":"running"' '"cancel_requested":'
+req POST /v1/jobs/cx1/cancel "$T_WRITE"
+check "cancel again: the same" 200 '"state":"running"'
+refused "heartbeat: canceled" 409 STATE POST /v1/jobs/cx1/heartbeat "$T_WRITE" "{\"epoch\":$EC}"
+grep -qF '"job":{' "$WORK/rb" && grep -qF '"cancel_requested":' "$WORK/rb" && ok || bad "heartbeat: no job: $(rbody)"
+refused "effect after the cancel" 409 STALE POST /v1/jobs/cx1/effect "$T_WRITE" "{\"epoch\":$EC,\"key\":\"k\",\"coll\":\"cxc\",\"filter\":{},\"update\":{\"\$set\":{\"a\":1}}}"
+req POST /v1/jobs/cx1/complete "$T_WRITE" "{\"epoch\":$EC,\"result\":1}"
+check "complete after the cancel: canceled" 200 '"state":"canceled"' '"result":null'
+req POST /v1/jobs/cx1/complete "$T_WRITE" "{\"epoch\":$EC,\"result\":1}"
+check "complete again: the same" 200 '"state":"canceled"'
+
+# ---- retention of dead and canceled jobs (docs/jobs.md, "Retention") --------------
+refused "recover: keep_dead_ms -1" 400 INVAL POST /v1/admin/recover "$T_ADMIN" '{"keep_dead_ms":-1}'
+req POST /v1/admin/recover "$T_ADMIN" '{"keep_dead_ms":1}'
+check "recover: dead and canceled jobs purged" 200 '"purged_canceled":'
+req GET /v1/jobs/cx1 "$T_READ"
+check "the canceled job is gone" 404
+
+# ---- a unique key's window (docs/jobs.md, "Uniqueness") ---------------------------
+req POST /v1/queues/uw/jobs "$T_WRITE" '{"type":"t","id":"uw1","unique_key":"k","unique_for_ms":60000}'
+check "add with a unique window" 201 '"unique_for_ms":60000'
+refused "unique_for_ms -1" 400 INVAL POST /v1/queues/uw/jobs "$T_WRITE" '{"type":"t","unique_key":"k2","unique_for_ms":-1}'
+refused "unique_for_ms without a key" 400 INVAL POST /v1/queues/uw/jobs "$T_WRITE" '{"type":"t","unique_for_ms":5}'
+req POST /v1/jobs/uw1/cancel "$T_WRITE"
+check "canceled: the key kept" 200 '"unique_live":"uw/k"' '"unique_until":'
+req POST /v1/queues/uw/jobs "$T_WRITE" '{"type":"t","id":"uw2","unique_key":"k"}'
+check "add within the window: the holder" 200 '"_id":"uw1"'
+
+# ---- progress (docs/jobs.md, "Progress") -------------------------------------------
+req POST /v1/queues/prog/jobs "$T_WRITE" '{"type":"t","id":"pg1"}'
+req POST /v1/queues/prog/claim "$T_WRITE" '{"lease_ms":20000}'
+EP=$(jget 'j["jobs"][0]["epoch"]')
+req POST /v1/jobs/pg1/progress "$T_WRITE" "{\"epoch\":$EP,\"value\":{\"pct\":40}}"
+check "progress" 200 '"state":"running"' '"progress":{"pct":40}' "\"epoch\":$EP"
+req GET /v1/jobs/pg1 "$T_READ"
+check "progress: shown" 200 '"progress":{"pct":40}'
+req GET /v1/queues/prog/jobs "$T_READ"
+check "progress: listed" 200 '"progress":{"pct":40}'
+refused "progress: another epoch" 409 STALE POST /v1/jobs/pg1/progress "$T_WRITE" "{\"epoch\":$((EP + 1)),\"value\":1}"
+refused "progress: no value" 400 INVAL POST /v1/jobs/pg1/progress "$T_WRITE" "{\"epoch\":$EP}"
+refused "progress: no epoch" 400 INVAL POST /v1/jobs/pg1/progress "$T_WRITE" '{"value":1}'
+refused "progress: too big" 400 INVAL POST /v1/jobs/pg1/progress "$T_WRITE" "{\"epoch\":$EP,\"value\":\"$(printf '%05000d' 0)\"}"
+refused "progress: a read token" 403 FORBIDDEN POST /v1/jobs/pg1/progress "$T_READ" "{\"epoch\":$EP,\"value\":1}"
+refused "progress: unknown job" 404 NOTFOUND POST /v1/jobs/nope/progress "$T_WRITE" '{"epoch":1,"value":1}'
+req POST /v1/jobs/pg1/complete "$T_WRITE" "{\"epoch\":$EP}"
+refused "progress: the attempt ended" 409 STALE POST /v1/jobs/pg1/progress "$T_WRITE" "{\"epoch\":$EP,\"value\":2}"
+
 req POST /v1/admin/audit "$T_ADMIN" '{}'
 check "audit at the end" 200 '"clean":true'
 

@@ -487,6 +487,21 @@ check "job events: a long poll, nothing new" 200 '"events":[]' '"cursor":2}'
 no "job events: a negative cursor" 400 INVAL GET "/v1/queues/evq/events?after=-1" "$T_READ"
 no "job events: a wait past 30 s" 400 INVAL GET "/v1/queues/evq/events?wait_ms=30001" "$T_READ"
 no "job events: limit past 1000" 400 INVAL GET "/v1/queues/evq/events?limit=1001" "$T_READ"
+# ---- job flows (docs/jobs.md, "Flows") ------------------------------------------
+req POST /v1/queues/flowq/jobs "$T_WRITE" '{"type":"t","id":"fp","on_child_fail":"hold"}'
+check "flow: parent" 201 '"_id":"fp"' '"on_child_fail":"hold"'
+req POST /v1/queues/flowq/jobs "$T_WRITE" '{"type":"t","id":"fc","parent":"fp"}'
+check "flow: child" 201 '"_id":"fc"' '"parent":"fp"' '"state":"ready"'
+req GET /v1/jobs/fp "$T_READ"
+check "flow: the parent waits" 200 '"state":"waiting"' '"children":["fc"]'
+no "flow: a bad policy" 400 INVAL POST /v1/queues/flowq/jobs "$T_WRITE" '{"type":"t","on_child_fail":"x"}'
+refused "flow: a missing parent" 404 NOTFOUND POST /v1/queues/flowq/jobs "$T_WRITE" '{"type":"t","id":"fx","parent":"nope"}'
+req POST /v1/queues/flowq/claim "$T_WRITE" '{"owner":"w"}'
+check "flow: the child claimed" 200 '"_id":"fc"'
+req POST /v1/queues/flowq/jobs "$T_WRITE" '{"type":"t","id":"fg","parent":"fc"}'
+check "flow: a child of a running job" 409 '"code":"STATE"'
+req GET /v1/jobs/fg "$T_READ"
+check "flow: nothing recorded" 404 '"code":"NOTFOUND"'
 
 # ---- domain metrics --------------------------------------------------------------
 d job add mail send '{}' >/dev/null 2>&1 && ok || bad "job add for metrics"
@@ -497,6 +512,52 @@ req POST /v1/transfers "$T_WRITE" '{"id":"tx-async","from":"shop","to":"acct2","
 check "an async transfer for recovery" 200 '"state":"initiated"'
 req POST /v1/admin/recover "$T_ADMIN" '{"older_than_ms":0}'
 check "recover drives it" 200 '"ok":true'
+# A queue's pause (docs/jobs.md, "Pause and resume"): admin routes.
+no "pause: write token" 403 FORBIDDEN POST /v1/job-queues/hq/pause "$T_WRITE" '{}'
+refused "pause: bad queue" 400 INVAL POST '/v1/job-queues/a%20b/pause' "$T_ADMIN" '{}'
+no "pause: a field" 400 INVAL POST /v1/job-queues/hq/pause "$T_ADMIN" '{"x":1}'
+req POST /v1/queues/hq/jobs "$T_WRITE" '{"type":"t","id":"hj1"}'
+req POST /v1/job-queues/hq/pause "$T_ADMIN" '{}'
+check "pause" 200 '"paused":true'
+req GET /v1/queues/hq/stats "$T_READ"
+check "stats: paused" 200 '"paused":true' '"ready":1'
+req POST /v1/queues/hq/claim "$T_WRITE" '{"n":5}'
+check "claim of a paused queue" 200 '"jobs":[]'
+req GET /v1/job-queues "$T_ADMIN"
+check "job-queues" 200 '"queue":"hq"' '"paused":true'
+no "job-queues: read token" 403 FORBIDDEN GET /v1/job-queues "$T_READ"
+req POST /v1/job-queues/hq/resume "$T_ADMIN" '{}'
+check "resume" 200 '"paused":false'
+req POST /v1/queues/hq/claim "$T_WRITE" '{"n":5}'
+check "claim after resume" 200 '"_id":"hj1"'
+req POST /v1/jobs/hj1/complete "$T_WRITE" "{\"epoch\":$(jf '.jobs[0].epoch')}"
+check "complete after resume" 200 '"state":"succeeded"'
+# The concurrency limit (docs/jobs.md, "Queue limits").
+refused "limit: 0" 400 INVAL POST /v1/job-queues/hq "$T_ADMIN" '{"max_running":0}'
+no "limit: a word" 400 INVAL POST /v1/job-queues/hq "$T_ADMIN" '{"max_running":"many"}'
+no "limit: nothing" 400 INVAL POST /v1/job-queues/hq "$T_ADMIN" '{}'
+no "limit: write token" 403 FORBIDDEN POST /v1/job-queues/hq "$T_WRITE" '{"max_running":1}'
+req POST /v1/job-queues/hq "$T_ADMIN" '{"max_running":1}'
+check "limit 1" 200 '"max_running":1'
+req POST /v1/queues/hq/jobs "$T_WRITE" '{"type":"t","id":"hj2"}'
+req POST /v1/queues/hq/jobs "$T_WRITE" '{"type":"t","id":"hj3"}'
+req POST /v1/queues/hq/claim "$T_WRITE" '{"n":5}'
+check "claim under limit 1" 200 '"_id":"hj2"'
+[ "$(jf '.jobs | length')" = 1 ] && ok || bad "claimed past the limit: $(cat "$WORK/rb")"
+e2=$(jf '.jobs[0].epoch')
+req POST /v1/queues/hq/claim "$T_WRITE" '{"n":5}'
+check "claim at the limit" 200 '"jobs":[]'
+req POST /v1/jobs/hj2/complete "$T_WRITE" "{\"epoch\":$e2}"
+req POST /v1/queues/hq/claim "$T_WRITE" '{"n":5}'
+check "claim after the slot came back" 200 '"_id":"hj3"'
+req POST /v1/jobs/hj3/complete "$T_WRITE" "{\"epoch\":$(jf '.jobs[0].epoch')}"
+req GET /v1/queues/hq/stats "$T_READ"
+check "stats: max_running" 200 '"max_running":1' '"succeeded":3'
+req POST /v1/job-queues/hq2 "$T_ADMIN" '{"max_running":"none"}'
+check "limit none" 200 '"max_running":null'
+req POST /v1/job-queues/hq "$T_ADMIN" '{"max_running":5}'
+check "limit 5 (kept for the metrics below)" 200 '"max_running":5'
+
 # Locks held now (L2's default 30 s lease may have lapsed on a slow run).
 req GET "/v1/locks?limit=1000" "$T_READ"
 held=$(grep -o '"held":true' "$WORK/rb" | wc -l)
@@ -518,6 +579,27 @@ else ok; fi
 undeclared=$(awk '/^# TYPE /{t[$3]=1; next} /^#/{next}
   {n=$1; sub(/\{.*/,"",n); b=n; sub(/_(bucket|sum|count)$/,"",b); if(!(n in t)&&!(b in t)) print n}' "$WORK/rb" | sort -u)
 [ -z "$undeclared" ] && ok || bad "samples without a TYPE: $undeclared"
+# A queue's settings are no job state: no doctxd_queue_jobs sample of them.
+grep -qE 'doctxd_queue_jobs\{[^}]*state="(max_running|paused)"' "$WORK/rb" &&
+  bad "a setting as a job state: $(grep -E 'state="(max_running|paused)"' "$WORK/rb")" || ok
+
+# ---- job schedules (docs/jobs.md, "Schedules") ------------------------------------
+refused "schedule: bad cron" 400 INVAL POST /v1/job-schedules "$T_WRITE" \
+  '{"name":"hs","queue":"hq","type":"t","cron":"* * 32 * *"}'
+grep -qF 'day-of-month: 32' "$WORK/rb" && ok || bad "bad cron: the field not named: $(rbody)"
+no "schedule: INT64_MAX every_ms" 400 INVAL POST /v1/job-schedules "$T_WRITE" \
+  '{"name":"hs","queue":"hq","type":"t","every_ms":9223372036854775807}'
+no "schedule: every_ms 0" 400 INVAL POST /v1/job-schedules "$T_WRITE" \
+  '{"name":"hs","queue":"hq","type":"t","every_ms":0}'
+no "schedule: read token" 403 FORBIDDEN POST /v1/job-schedules "$T_READ" \
+  '{"name":"hs","queue":"hq","type":"t","every_ms":1000}'
+req POST /v1/job-schedules "$T_WRITE" '{"name":"hs","queue":"hq","type":"t","payload":{"a":1},"cron":"*/5 * * * *","missed":"skip"}'
+check "schedule" 200 '"_id":"hs"' '"gen":1' '"missed":"skip"' '"next_at":'
+req GET "/v1/job-schedules?queue=hq" "$T_READ"
+check "schedules" 200 '"schedules":[{' '"_id":"hs"'
+req DELETE /v1/job-schedules/hs "$T_WRITE"
+check "unschedule" 200 '"state":"removed"' '"gen":2'
+no "unschedule again" 404 NOTFOUND DELETE /v1/job-schedules/hs "$T_WRITE"
 
 # The audit, after everything: money, ledger, orders and locks consistent.
 req POST /v1/admin/audit "$T_ADMIN" '{}'

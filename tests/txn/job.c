@@ -16,12 +16,15 @@
  *   - effects under contention: jobs on 4 threads each claim "the first
  *     unclaimed coupon" and fail once after it: each ends owning exactly
  *     one coupon (one document per (job, key), docs/jobs.md).
+ *   - a paused queue claims nothing; under max_running 2, 6 threads never
+ *     run more than 2 handlers at once, and every job succeeds
  *   - the bounds of a job request and of the workers' options are the
  *     library's (doctx job add and worker only map its error): refused
  *     with DTX_EINVAL, recording nothing, and checkable without a store.
  * Short by design (a few seconds): CI runs it on three backends. */
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,7 +156,8 @@ static void test_backoff(void) {
   }
 }
 
-static void check_events(const char *queue, int njobs);
+static json_t *check_events(const char *queue, int njobs);
+static int jobs_of(const char *queue);
 
 static void test_order_delay_dead_retry(void) {
   json_t *ran = json_array(), *j = NULL;
@@ -228,7 +232,7 @@ static void test_order_delay_dead_retry(void) {
   CHECKF(strcmp(seen, "added claimed failed promoted claimed failed "
                       "promoted claimed dead retried canceled") == 0,
          "bad's events: %s", seen);
-  check_events("q", 5);
+  json_decref(check_events("q", 5));
 }
 
 /* ---- a batch's waiting jobs keep their leases ------------------------------------- */
@@ -567,7 +571,7 @@ static void test_chaos(void) {
   CHECK_RC(dtx_audit(st, DTX_AUDIT_SETTLED, &rep), 0);
   CHECKF(json_is_true(json_object_get(rep, "ok")), "audit %s", JS(rep));
   json_decref(rep);
-  check_events("cq", added);
+  json_decref(check_events("cq", added));
 }
 
 /* ---- events: the log read back equals every job's transitions ---------------- */
@@ -580,7 +584,19 @@ static void test_chaos(void) {
  * transition is missing or recorded twice -- and the last ends in the
  * job's state with ev_n events in all.  The cursors are 1..H, each once
  * (the log is dense). */
-static void check_events(const char *queue, int njobs) {
+static int jobs_of(const char *queue) {
+  json_t *f = json_pack("{s:s}", "queue", queue);
+  int64_t n = -1;
+  CHECK_RC(dtx_store_count(st, DTX_JOBS, f, &n), 0);
+  json_decref(f);
+  return (int)n;
+}
+
+/* Every job of queue's events read back (pages of 37) are a chain: n =
+ * 1, 2, ... once each, each starting where the one before ended, the
+ * first "added", the last ending in the job's state; cursors 1..H once.
+ * Returns the count of each event name (the caller decrefs). */
+static json_t *check_events(const char *queue, int njobs) {
   json_t *last = json_object(), *count = json_object(), *evs = NULL, *e;
   int64_t after = 0, total = 0;
   int bad = 0;
@@ -635,7 +651,7 @@ static void check_events(const char *queue, int njobs) {
   printf("     %s: %lld events %s\n", queue, (long long)total, JS(count));
   json_decref(jobs);
   json_decref(last);
-  json_decref(count);
+  return count;
 }
 
 /* ---- effects: one document per (job, key), under contention ------------------- */
@@ -724,12 +740,322 @@ static void test_effect_race(void) {
   json_decref(rep);
 }
 
+/* Flows (flow.c J13, J14): adds of children race the claim of their
+ * parent, each in a process of its own.  Whoever wins, a claimed parent
+ * has no child recorded anywhere (every add was refused, nothing left),
+ * and a parent not claimed waits with every child added listed and none
+ * held. */
+#define FLOW_ROUNDS 12
+
+static void test_flow_race(void) {
+  for (int round = 0; round < FLOW_ROUNDS; round++) {
+    char pid_[32], q[32];
+    snprintf(pid_, sizeof pid_, "fp%d", round);
+    snprintf(q, sizeof q, "fr%d", round);
+    dtx_job_req_t pr = {.queue = q, .type = "t", .id = pid_};
+    json_t *out = NULL;
+    CHECK_RC(dtx_job_add(st, &pr, &out, NULL), 0);
+    json_decref(out);
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++) {
+      if ((kids[k] = fork()) == 0) {
+        dtx_store_t *s = open_store();
+        int bad = 0;
+        if (k == 0) {
+          for (int c = 0; c < 3; c++) {
+            char cid[48];
+            snprintf(cid, sizeof cid, "%s.%d", pid_, c);
+            dtx_job_req_t r = {.queue = "frc", .type = "t", .id = cid};
+            dtx_job_flow_t fl = {.parent = pid_};
+            json_t *o = NULL;
+            int rc = dtx_job_add_flow(s, &r, &fl, &o, NULL);
+            if (rc != 0 && rc != DTX_ESTATE) {
+              fprintf(stderr, "add %s: %s\n", cid, dtx_errdetail());
+              bad = 1;
+            }
+            json_decref(o);
+          }
+        } else {
+          for (int t = 0; t < 40; t++) {
+            json_t *jobs = NULL;
+            int rc = dtx_job_claim(s, q, 1, 60000, "racer", &jobs);
+            size_t n = json_array_size(jobs);
+            json_decref(jobs);
+            if (rc != 0) {
+              fprintf(stderr, "claim: %s\n", dtx_errdetail());
+              bad = 1;
+            }
+            if (rc || n)
+              break;
+          }
+        }
+        dtx_store_close(s);
+        _exit(bad);
+      }
+    }
+    for (int k = 0; k < 2; k++) {
+      int status = 0;
+      waitpid(kids[k], &status, 0);
+      CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    json_t *p = NULL, *f = json_pack("{s:s}", "parent", pid_);
+    int64_t n = -1;
+    CHECK_RC(dtx_store_count(st, DTX_JOBS, f, &n), 0);
+    json_decref(f);
+    const char *ps = state_of(pid_, &p);
+    size_t listed = json_array_size(json_object_get(p, "children"));
+    if (strcmp(ps, DTX_JOB_RUNNING) == 0)
+      CHECKF(n == 0 && listed == 0, "%s ran with %lld children (%zu listed)",
+             pid_, (long long)n, listed);
+    else {
+      CHECKF(strcmp(ps, DTX_JOB_WAITING) == 0 && n == (int64_t)listed &&
+                 listed >= 1,
+             "%s is %s with %lld children, %zu listed", pid_, ps,
+             (long long)n, listed);
+      json_t *h = J("{\"state\":\"held\"}");
+      CHECK_RC(dtx_store_count(st, DTX_JOBS, h, &n), 0);
+      CHECKF(n == 0, "%lld held children", (long long)n);
+      json_decref(h);
+    }
+    json_decref(p);
+    /* events: the parent's chain passes through "attached" (ready ->
+     * waiting) when it took a child */
+    json_t *cnt = check_events(q, 1);
+    CHECKF(strcmp(ps, DTX_JOB_WAITING) != 0 ||
+               dtx__int(cnt, "attached") == (int64_t)listed,
+           "%s: %zu children, events %s", pid_, listed, JS(cnt));
+    json_decref(cnt);
+  }
+  /* the children: added held, then released (or dropped: no job left) */
+  json_t *cnt = check_events("frc", jobs_of("frc"));
+  CHECKF(dtx__int(cnt, "released") == jobs_of("frc"), "%s", JS(cnt));
+  json_decref(cnt);
+}
+
+/* ---- a queue's pause and concurrency limit (queues.c, limits.c) -------- */
+
+#define LIMIT_JOBS 24
+static atomic_int lim_in_hand, lim_most;
+
+/* Counts the handlers running at once: each holds a running job. */
+static int hold_a_bit(dtx_job_run_t *run, const json_t *job, void *arg) {
+  (void)run, (void)job, (void)arg;
+  int now = atomic_fetch_add(&lim_in_hand, 1) + 1, most;
+  while ((most = atomic_load(&lim_most)) < now &&
+         !atomic_compare_exchange_weak(&lim_most, &most, now))
+    ;
+  sleep_ms(3);
+  atomic_fetch_sub(&lim_in_hand, 1);
+  return 0;
+}
+
+static void test_queue_limit(void) {
+  json_t *out = NULL;
+  dtx_job_queue_opts_t bad[] = {{0, 0, 0}, {1, 0, 0}, {1, 257, 0}, {1, -1, 0}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    CHECK_RC(dtx_job_queue_opts_check("lim", &bad[i]), DTX_EINVAL);
+  CHECK_RC(dtx_job_queue_pause(st, "bad name", 1, &out), DTX_EINVAL);
+  for (int i = 0; i < LIMIT_JOBS; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "lim-%d", i);
+    dtx_job_req_t r = {.queue = "lim", .type = "t", .id = id};
+    CHECK_RC(dtx_job_add(st, &r, &out, NULL), 0);
+    json_decref(out);
+  }
+  /* Paused: a claim takes nothing; resumed: it does. */
+  CHECK_RC(dtx_job_queue_pause(st, "lim", 1, &out), 0);
+  CHECKF(json_is_true(json_object_get(out, "paused")), "%s", JS(out));
+  json_decref(out);
+  CHECK_RC(dtx_job_claim(st, "lim", 5, 5000, "w", &out), 0);
+  CHECKF(json_array_size(out) == 0, "claimed from a paused queue: %s",
+         JS(out));
+  json_decref(out);
+  CHECK_RC(dtx_job_queue_pause(st, "lim", 0, &out), 0);
+  json_decref(out);
+  /* At most 2 running, on 6 threads. */
+  dtx_job_queue_opts_t two = {.set_max_running = 1, .max_running = 2};
+  CHECK_RC(dtx_job_queue_set(st, "lim", &two, &out), 0);
+  CHECKF(dtx__int(out, "max_running") == 2, "%s", JS(out));
+  json_decref(out);
+  dtx_job_handler_t h = {.type = NULL, .fn = hold_a_bit};
+  dtx_job_work_opts_t o = {.queue = "lim", .handlers = &h, .nhandlers = 1,
+                           .threads = 6, .once = 1, .lease_ms = 5000};
+  for (int round = 0;
+       round < 200 && count_state("lim", "succeeded") < LIMIT_JOBS; round++)
+    CHECK_RC(dtx_job_work(st, &o, NULL), 0);
+  CHECKF(count_state("lim", "succeeded") == LIMIT_JOBS, "%d of %d succeeded",
+         count_state("lim", "succeeded"), LIMIT_JOBS);
+  CHECKF(atomic_load(&lim_most) <= 2 && atomic_load(&lim_most) >= 1,
+         "%d handlers ran at once under max_running 2",
+         atomic_load(&lim_most));
+  CHECK_RC(dtx_job_stats(st, "lim", &out), 0);
+  CHECKF(dtx__int(out, "max_running") == 2 &&
+             json_is_false(json_object_get(out, "paused")),
+         "%s", JS(out));
+  json_decref(out);
+}
+
+/* ---- progress (docs/jobs.md, "Progress") ---------------------------------- */
+
+/* Reports progress twice from the handler; a report at another epoch is
+ * refused (STALE) and writes nothing. */
+static int report(dtx_job_run_t *run, const json_t *job, void *arg) {
+  int *bad = arg;
+  int64_t epoch = dtx__int(job, "epoch");
+  json_t *v1 = J("{\"done\":1}"), *v2 = J("{\"done\":2}"), *v9 = J("9");
+  if (dtx_job_run_progress(run, v1) != 0 || dtx_job_run_progress(run, v2) != 0)
+    (*bad)++;
+  if (dtx_job_progress(st, dtx__str(job, "_id"), epoch + 1, v9, NULL) !=
+      DTX_ESTALE)
+    (*bad)++;
+  json_t *now = NULL;
+  if (dtx_job_get(st, dtx__str(job, "_id"), &now) ||
+      !dtx__state_is(now, DTX_JOB_RUNNING) || dtx__int(now, "epoch") != epoch ||
+      dtx__int(json_object_get(now, "progress"), "done") != 2)
+    (*bad)++;
+  json_decref(now);
+  json_decref(v1);
+  json_decref(v2);
+  json_decref(v9);
+  return 0;
+}
+
+static void test_progress(void) {
+  int bad = 0;
+  json_t *big = json_string_nocheck(""), *v = J("1"), *keep = NULL;
+  char text[5000];
+  memset(text, 'x', sizeof text - 1);
+  text[sizeof text - 1] = '\0';
+  json_string_set(big, text);
+  /* the library's checks, before any store */
+  CHECK_RC(dtx_job_progress_check("p", 1, NULL), DTX_EINVAL);
+  CHECK_RC(dtx_job_progress_check("p", 0, v), DTX_EINVAL);
+  CHECK_RC(dtx_job_progress_check("p/1", 1, v), DTX_EINVAL);
+  CHECK_RC(dtx_job_progress_check("p", 1, big), DTX_EINVAL);
+  CHECK_RC(dtx_job_progress_check("p", 1, v), 0);
+  add("pr1", 0, 0, 1, NULL);
+  CHECK_RC(work_once(report, &bad, 1), 0);
+  CHECK(bad == 0);
+  CHECK(strcmp(state_of("pr1", &keep), DTX_JOB_SUCCEEDED) == 0);
+  CHECK(dtx__int(json_object_get(keep, "progress"), "done") == 2);
+  /* its two reports are events of the attempt, running -> running */
+  json_t *cnt = check_events("q", jobs_of("q"));
+  CHECKF(dtx__int(cnt, "progress") == 2, "%s", JS(cnt));
+  json_decref(cnt);
+  /* the attempt is over: refused, nothing written */
+  CHECK_RC(dtx_job_progress(st, "pr1", dtx__int(keep, "epoch"), v, NULL),
+           DTX_ESTALE);
+  CHECK_RC(dtx_job_progress(st, "nope", 1, v, NULL), DTX_ENOTFOUND);
+  json_decref(keep);
+  json_decref(big);
+  json_decref(v);
+}
+
+/* ---- cancel of a running job (docs/jobs.md, "Canceling a running job") ---- */
+
+/* Cancels its own job, then succeeds: the heartbeat has not looked yet
+ * (a long lease), so the completion races the recorded cancel. */
+static int cancel_self(dtx_job_run_t *run, const json_t *job, void *arg) {
+  (void)arg;
+  json_t *out = NULL, *res = J("{\"sent\":true}");
+  if (dtx_job_cancel(st, dtx__str(job, "_id"), &out) == 0 &&
+      dtx__state_is(out, DTX_JOB_RUNNING))
+    dtx_job_result(run, res);
+  json_decref(out);
+  json_decref(res);
+  return 0;
+}
+
+typedef struct race {
+  const char *id;
+  int64_t epoch;
+  int rc;
+} race_t;
+
+static void *race_cancel(void *arg) {
+  race_t *r = arg;
+  json_t *out = NULL;
+  r->rc = dtx_job_cancel(st, r->id, &out);
+  json_decref(out);
+  return NULL;
+}
+
+static void *race_complete(void *arg) {
+  race_t *r = arg;
+  json_t *out = NULL, *res = J("1");
+  r->rc = dtx_job_complete(st, r->id, r->epoch, res, &out);
+  json_decref(out);
+  json_decref(res);
+  return NULL;
+}
+
+static void test_cancel_running(void) {
+  json_t *keep = NULL;
+  /* in process: the completion after the cancel ends canceled (J17) */
+  add("cr1", 0, 0, 1, NULL);
+  dtx_job_handler_t h = {.type = NULL, .fn = cancel_self, .arg = NULL};
+  dtx_job_work_opts_t o = {.queue = "q", .handlers = &h, .nhandlers = 1,
+                           .threads = 1, .once = 1, .lease_ms = 30000};
+  json_t *sum = NULL;
+  CHECK_RC(dtx_job_work(st, &o, &sum), 0);
+  CHECKF(dtx__int(json_object_get(sum, "ran"), "canceled") == 1, "%s",
+         JS(sum));
+  json_decref(sum);
+  CHECK(strcmp(state_of("cr1", &keep), DTX_JOB_CANCELED) == 0);
+  CHECK(json_is_null(json_object_get(keep, "result")));
+  /* remote: a complete racing the cancel, 12 times: never succeeded once
+   * the cancel was recorded -- the job is succeeded exactly when the
+   * cancel found it ended (STATE), canceled when it recorded it. */
+  int n_succ = 0, n_canc = 0;
+  for (int i = 0; i < 12; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "race%d", i);
+    json_t *p = J("{}"), *out = NULL;
+    dtx_job_req_t r = {.queue = "race", .type = "t", .payload = p, .id = id};
+    CHECK_RC(dtx_job_add(st, &r, &out, NULL), 0);
+    json_decref(out);
+    json_decref(p);
+    CHECK_RC(dtx_job_claim(st, "race", 1, 30000, "racer", &out), 0);
+    race_t rc_ = {.id = id}, rk = {.id = id,
+                                    .epoch = dtx__int(json_array_get(out, 0),
+                                                      "epoch")};
+    json_decref(out);
+    pthread_t t1, t2;
+    pthread_create(&t1, NULL, race_cancel, &rc_);
+    pthread_create(&t2, NULL, race_complete, &rk);
+    pthread_join(t1, NULL);
+    pthread_join(t2, NULL);
+    const char *s = state_of(id, &keep);
+    CHECKF(rk.rc == 0, "complete %s: %d", id, rk.rc);
+    if (strcmp(s, DTX_JOB_SUCCEEDED) == 0) {
+      n_succ++;
+      CHECKF(rc_.rc == DTX_ESTATE, "%s succeeded, yet its cancel said %d", id,
+             rc_.rc);
+      CHECK(!json_object_get(keep, "cancel_requested"));
+    } else {
+      n_canc++;
+      CHECKF(strcmp(s, DTX_JOB_CANCELED) == 0 && rc_.rc == 0, "%s %s, %d", id,
+             s, rc_.rc);
+    }
+  }
+  CHECK(n_succ + n_canc == 12);
+  json_decref(keep);
+  /* events: a recorded cancel is its own event, and ends in canceled */
+  json_t *cnt = check_events("race", jobs_of("race"));
+  CHECKF(dtx__int(cnt, "cancel_requested") == n_canc &&
+             dtx__int(cnt, "canceled") == n_canc,
+         "%d canceled, %d succeeded: %s", n_canc, n_succ, JS(cnt));
+  json_decref(cnt);
+  json_decref(check_events("q", jobs_of("q")));
+}
+
 int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:job.db";
   st = open_store();
   dtx_store_drop_collection_ex(st, DTX_JOBS, &(dtx_drop_opts_t){1});
   dtx_store_drop_collection_ex(st, DTX_JOB_EVENTS, &(dtx_drop_opts_t){1});
   dtx_store_drop_collection_ex(st, "counters", &(dtx_drop_opts_t){1});
+  dtx_store_drop_collection_ex(st, DTX_JOB_QUEUES, &(dtx_drop_opts_t){1});
   TEST_RUN(test_request_checks);
   TEST_RUN(test_backoff);
   TEST_RUN(test_order_delay_dead_retry);
@@ -738,6 +1064,10 @@ int main(int argc, char **argv) {
   TEST_RUN(test_unique_race);
   TEST_RUN(test_chaos);
   TEST_RUN(test_effect_race);
+  TEST_RUN(test_flow_race);
+  TEST_RUN(test_queue_limit);
+  TEST_RUN(test_progress);
+  TEST_RUN(test_cancel_running);
   dtx_store_close(st);
   return TEST_DONE();
 }

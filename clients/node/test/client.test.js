@@ -284,6 +284,12 @@ test('jobs', async () => {
   const ep = claimed[0].epoch;
   assert.equal((await c.heartbeat(j1, ep, { leaseMs: 30000 })).state, 'running');
   await rejects(c.heartbeat(j1, ep + 6), Conflict, (e) => assert.equal(e.code, 'STALE'));
+  const prog = await c.progress(j1, ep, { pct: 40 });
+  assert.equal(prog.state, 'running');
+  assert.deepEqual(prog.progress, { pct: 40 });
+  assert.deepEqual((await c.job(j1)).progress, { pct: 40 });
+  await rejects(c.progress(j1, ep + 6, 1), Conflict, (e) => assert.equal(e.code, 'STALE'));
+  assert.deepEqual((await c.job(j1)).progress, { pct: 40 });
   const done = await c.complete(j1, ep, { result: { sent: true } });
   assert.equal(done.state, 'succeeded');
   assert.deepEqual(await c.complete(j1, ep, { result: { sent: true } }), done);
@@ -298,15 +304,17 @@ test('jobs', async () => {
   const ok = [];
   for await (const j of c.jobs(q, { state: 'succeeded' })) ok.push(j._id);
   assert.deepEqual(ok, [j1]);
-  // every transition, once, in order; a page from a cursor goes on
+  // every transition, once, in each job's order (jobs interleave in the
+  // order they were relayed); a page from a cursor goes on
   const evs = await c.jobEvents(q);
-  assert.deepEqual(evs.events.map((e) => [e.job, e.event, e.cursor]), [
-    [j1, 'added', 1], [j1, 'claimed', 2], [j1, 'succeeded', 3],
-    [j2, 'added', 4], [j2, 'claimed', 5], [j2, 'failed', 6]]);
-  assert.equal(evs.cursor, 6);
+  const of = (id) => evs.events.filter((e) => e.job === id).map((e) => e.event);
+  assert.deepEqual([of(j1), of(j2)], [['added', 'claimed', 'progress', 'succeeded'],
+    ['added', 'claimed', 'failed']]);
+  assert.deepEqual(evs.events.map((e) => e.cursor), [1, 2, 3, 4, 5, 6, 7]);
+  assert.equal(evs.cursor, 7);
   const page = await c.jobEvents(q, { after: 4, limit: 1 });
   assert.deepEqual([page.events.map((e) => e.cursor), page.cursor], [[5], 5]);
-  assert.deepEqual(await c.jobEvents(q, { after: 6, waitMs: 10 }), { events: [], cursor: 6 });
+  assert.deepEqual(await c.jobEvents(q, { after: 7, waitMs: 10 }), { events: [], cursor: 7 });
   const once = uid('once');
   await c.addJob(once, 't', undefined, { id: j3, maxAttempts: 1 });
   const ep3 = (await c.claim(once))[0].epoch;
@@ -315,6 +323,15 @@ test('jobs', async () => {
   await rejects(c.retryJob(j3), Conflict, (e) => assert.equal(e.code, 'STATE'));
   assert.equal((await c.cancelJob(j3)).state, 'canceled');
   assert.equal((await c.cancelJob(j3)).state, 'canceled');
+  // a running job: the cancel is recorded, its worker ends it canceled
+  const cq = uid('cq'), j4 = uid('j');
+  await c.addJob(cq, 't', undefined, { id: j4 });
+  const ep4 = (await c.claim(cq, { leaseMs: 20000 }))[0].epoch;
+  const req = await c.cancelJob(j4);
+  assert.equal(req.state, 'running');
+  assert.ok(req.cancel_requested);
+  await rejects(c.heartbeat(j4, ep4), Conflict, (e) => assert.equal(e.code, 'STATE'));
+  assert.equal((await c.complete(j4, ep4, { result: 1 })).state, 'canceled');
   await rejects(c.job(uid('nojob')), NotFound);
 });
 

@@ -511,6 +511,13 @@ class Client:
         body = _drop_none({"epoch": epoch, "lease_ms": lease_ms})
         return self._call("POST", f"/v1/jobs/{self._p(id)}/heartbeat", body, idempotent=True)
 
+    def progress(self, id: str, epoch: int, value: Any) -> JSON:
+        """Records ``value`` (any JSON, at most 4096 bytes) as the progress of
+        job ``id``'s attempt ``epoch``; Conflict (``STALE``) once that attempt
+        is no longer current, nothing written.  Retried (fenced by the epoch)."""
+        body = {"epoch": epoch, "value": value}
+        return self._call("POST", f"/v1/jobs/{self._p(id)}/progress", body, idempotent=True)
+
     def complete(self, id: str, epoch: int, *, result: Any = None) -> JSON:
         """Completes job ``id``'s attempt ``epoch`` with ``result``.  A repeat
         answers the same, so it is retried; Conflict (``STALE``) if taken over."""
@@ -528,8 +535,12 @@ class Client:
         return self._call("POST", f"/v1/jobs/{self._p(id)}/retry")
 
     def cancel_job(self, id: str) -> JSON:
-        """Cancels job ``id`` (ready or delayed); Conflict (``STATE``) for a running,
-        succeeded or dead one.  A repeat answers the same, so it is retried."""
+        """Cancels job ``id``: a ready or delayed one is canceled; for a running one
+        the cancel is recorded (``cancel_requested``) and its worker ends the
+        attempt canceled -- its :meth:`heartbeat` then raises Conflict
+        (``STATE``), and its :meth:`complete` or :meth:`fail` answer the job
+        canceled.  Conflict (``STATE``) for a succeeded or dead one.  A repeat
+        answers the same, so it is retried."""
         return self._call("POST", f"/v1/jobs/{self._p(id)}/cancel", idempotent=True)
 
     def effect(
@@ -588,6 +599,59 @@ class Client:
                           query=_drop_none({"after": after, "limit": limit,
                                             "wait_ms": wait_ms}),
                           idempotent=True)
+
+    def schedule_job(
+        self,
+        name: str,
+        queue: str,
+        type: str,
+        payload: Any = None,
+        *,
+        cron: Optional[str] = None,
+        every_ms: Optional[int] = None,
+        missed: Optional[str] = None,
+        grace_ms: Optional[int] = None,
+        priority: Optional[int] = None,
+        max_attempts: Optional[int] = None,
+        backoff_ms: Optional[int] = None,
+    ) -> JSON:
+        """Adds (or replaces: a new gen) schedule ``name``: one job of ``queue``
+        per tick of ``cron`` (five fields, UTC) or of ``every_ms``.  Retried:
+        a repeat replaces the schedule with itself."""
+        body = _drop_none({"name": name, "queue": queue, "type": type,
+                           "payload": payload, "cron": cron, "every_ms": every_ms,
+                           "missed": missed, "grace_ms": grace_ms,
+                           "priority": priority, "max_attempts": max_attempts,
+                           "backoff_ms": backoff_ms})
+        return self._call("POST", "/v1/job-schedules", body, idempotent=True)
+
+    def job_schedules(self, queue: Optional[str] = None) -> JSON:
+        """``{"schedules": [...]}``: the active schedules (of ``queue``)."""
+        return self._call("GET", "/v1/job-schedules",
+                          query=_drop_none({"queue": queue}), idempotent=True)
+
+    def unschedule_job(self, name: str) -> JSON:
+        """Removes schedule ``name`` (its tombstone answers); NotFound if none."""
+        return self._call("DELETE", f"/v1/job-schedules/{self._p(name)}")
+    def job_queues(self) -> JSON:
+        """``GET /v1/job-queues`` (admin scope): ``{"queues": [{queue, paused,
+        gen}]}``, every queue with settings (docs/jobs.md, "Pause and resume")."""
+        return self._call("GET", "/v1/job-queues", idempotent=True)
+
+    def pause_queue(self, queue: str) -> JSON:
+        """Admin scope: claims of ``queue`` stop (running jobs finish); returns
+        once every worker sees it.  A repeat is harmless, so it is retried."""
+        return self._call("POST", f"/v1/job-queues/{self._p(queue)}/pause", {}, idempotent=True)
+
+    def resume_queue(self, queue: str) -> JSON:
+        """Admin scope: claims of ``queue`` start again.  Retried."""
+        return self._call("POST", f"/v1/job-queues/{self._p(queue)}/resume", {}, idempotent=True)
+
+    def set_queue(self, queue: str, max_running: int | str) -> JSON:
+        """Admin scope: at most ``max_running`` jobs of ``queue`` run at once
+        (``"none"``: no limit; docs/jobs.md, "Queue limits").  Retried."""
+        return self._call("POST", f"/v1/job-queues/{self._p(queue)}",
+                          {"max_running": max_running}, idempotent=True)
 
     # ---- locks (docs/locks.md) ----------------------------------------------
 

@@ -9,6 +9,8 @@
  *   unique_live    unique_live present on a terminal job, or missing on a
  *                  live one with a unique key (J4)
  *   dead_attempts  a dead job whose attempts are below max_attempts (J3)
+ *   cancel_ignored a job with a cancel requested that is not running or
+ *                  canceled (J17: written past the rules)
  *   job_state      a live job with no attempts left (J7; the rest of J7
  *                  is in the validator, so bad_shape reports it)
  *   orphan_marker  an effect marker whose job is missing, does not list
@@ -21,6 +23,14 @@
  *   audit_error    a collection whose markers could not be read
  *   event_gap, event_lost, event_count, event_state: the event log and
  *                  the jobs' outboxes (events.c, J19-J21)
+ *   flow_orphan    a live child whose parent is missing, or a child its
+ *                  parent does not list (flow.c J14)
+ *   flow_link      a parent listing a child whose parent is another
+ *   flow_early     a parent that ran while a child of it had not
+ *                  succeeded (J13)
+ *   flow_stuck     a held child, or a waiting parent its children have
+ *                  decided, past a grace of 2 s (none with --settled):
+ *                  recovery moves them (J15)
  * Markers are looked for wherever they can be: every collection carrying
  * the marker index and every one a job lists or pins.  A name there that
  * no effect may use is a job_shape finding, and the audit goes on.
@@ -39,6 +49,7 @@
 static const char *const states[] = {DTX_JOB_READY,     DTX_JOB_DELAYED,
                                      DTX_JOB_RUNNING,   DTX_JOB_SUCCEEDED,
                                      DTX_JOB_DEAD,      DTX_JOB_CANCELED,
+                                     DTX_JOB_WAITING,   DTX_JOB_HELD,
                                      NULL};
 
 static int known_state(const char *s) {
@@ -79,14 +90,25 @@ static void check_job(dtx__audit_t *a, const char *id, const json_t *j,
   int terminal = dtx__job_terminal(j);
   int has_live = json_object_get(j, "unique_live") != NULL;
   int has_key = dtx__str(j, "unique_key") != NULL;
-  if (has_live != (!terminal && has_key))
-    dtx__audit_finding(a, "unique_live", "job %s is %s %s unique_live (J4)",
-                       id, st, has_live ? "but holds" : "without");
+  /* J18: a terminal job keeps its key while it has a window's end */
+  int has_until = json_object_get(j, "unique_until") != NULL;
+  if (has_live != (has_key && (!terminal || has_until)) ||
+      (has_until && (!terminal || !has_live)))
+    dtx__audit_finding(a, "unique_live", "job %s is %s %s unique_live%s "
+                       "(J4, J18)", id, st, has_live ? "but holds" : "without",
+                       has_until ? " and has a unique window" : "");
   if (!terminal && att >= max)
     dtx__audit_finding(a, "job_state", "job %s is %s after %lld of %lld "
                        "attempts: a live job has attempts left (J7)", id, st,
                        (long long)att, (long long)max);
-  if (strcmp(st, DTX_JOB_DEAD) == 0 && att < max)
+  /* J17: a recorded cancel ends the attempt canceled; only a write past
+   * the rules leaves one on a job that succeeded, failed or runs again. */
+  if (dtx__job_cancel_requested(j) && strcmp(st, DTX_JOB_RUNNING) != 0 &&
+      strcmp(st, DTX_JOB_CANCELED) != 0)
+    dtx__audit_finding(a, "cancel_ignored", "job %s is %s although a "
+                       "cancel of it was requested (J17)", id, st);
+  if (strcmp(st, DTX_JOB_DEAD) == 0 && att < max &&
+      !json_object_get(j, "failed_child")) /* its child failed it: flow.c */
     dtx__audit_finding(a, "dead_attempts", "job %s is dead after %lld of "
                        "%lld attempts (J3)", id, (long long)att,
                        (long long)max);
@@ -344,11 +366,65 @@ static int check_markers(dtx__audit_t *a, const json_t *jobs,
   return rc;
 }
 
+/* J12: every running job of a limited queue runs under a slot recording
+ * it at its epoch.  The jobs were read before the settings, and a slot is
+ * freed only after its job left running at that epoch, so a job running
+ * in the first read, missing from the slots in the second and still
+ * running at the same epoch when read again had its slot taken away by
+ * hand (--bypass-validation) -- or was claimed before the limit was set:
+ * either way more than max_running may run. */
+static int check_slots(dtx__audit_t *a, const json_t *jobs, const json_t *qs) {
+  const char *q, *id;
+  json_t *doc, *j;
+  json_object_foreach((json_t *)qs, q, doc) {
+    int64_t n = dtx__int(doc, "max_running");
+    if (n <= 0)
+      continue;
+    json_object_foreach((json_t *)jobs, id, j) {
+      if (!dtx__state_is(j, DTX_JOB_RUNNING) || !dtx__str_is(j, "queue", q))
+        continue;
+      int64_t e = dtx__int(j, "epoch");
+      size_t i;
+      const json_t *sl;
+      int held = 0;
+      json_array_foreach(json_object_get(doc, "slots"), i, sl) {
+        if (dtx__str_is(sl, "job", id) && dtx__int(sl, "epoch") == e)
+          held = 1;
+      }
+      if (held)
+        continue;
+      json_t *f = json_pack("{s:s}", "_id", id), *now = NULL;
+      int rc = f ? dtx__kit_read(a->st, &(dtx__kit_read_t){.coll = DTX_JOBS,
+                                                          .filter = f},
+                                 &now)
+                 : DTX_ENOMEM;
+      json_decref(f);
+      if (rc)
+        return rc;
+      const json_t *again = json_array_get(now, 0);
+      if (dtx__state_is(again, DTX_JOB_RUNNING) &&
+          dtx__int(again, "epoch") == e)
+        dtx__audit_finding(a, "job_slot", "job %s of queue %s runs at epoch "
+                           "%lld under no running slot (max_running %lld): "
+                           "a slot freed by hand, or a job claimed before "
+                           "the limit was set", id, q, (long long)e,
+                           (long long)n);
+      json_decref(now);
+    }
+  }
+  return 0;
+}
+
 int dtx__job_audit(dtx__audit_t *a) {
   json_t *jobs = NULL, *j;
   const char *id;
   int64_t now = dtx__now_ms(), running = 0, nmarkers = 0;
-  int rc = dtx__audit_load(a, DTX_JOBS, &jobs);
+  /* The schedules before the jobs (sched_audit.c: a tick's job is in
+   * before its schedule moves past it). */
+  json_t *scheds = NULL;
+  int rc = dtx__audit_load(a, DTX_JOB_SCHEDULES, &scheds);
+  if (rc == 0)
+    rc = dtx__audit_load(a, DTX_JOBS, &jobs);
   json_t *counts = json_object();
   if (rc == 0) {
     json_object_foreach(jobs, id, j) {
@@ -358,7 +434,10 @@ int dtx__job_audit(dtx__audit_t *a) {
       json_object_set_new(counts, s ? s : "?",
                           json_integer(n ? json_integer_value(n) + 1 : 1));
     }
+    dtx__job_flow_audit(a, jobs, now);
     rc = check_markers(a, jobs, &nmarkers);
+    if (rc == 0)
+      rc = dtx__job_sched_audit(a, scheds, jobs); /* sched_audit.c */
     DTX_ASSERT(running <= (int64_t)json_object_size(jobs), "job.audit");
   }
   int64_t nevents = 0; /* the event log against the jobs (events.c) */
@@ -374,6 +453,17 @@ int dtx__job_audit(dtx__audit_t *a) {
                        (long long)nmarkers);
   }
   json_decref(counts);
+  if (rc == 0) {
+    /* A queue's settings (queues.c): a document forced past its rules
+     * (--bypass-validation) is reported by its validator's check; read
+     * after the jobs, for check_slots. */
+    json_t *qs = NULL;
+    rc = dtx__audit_load(a, DTX_JOB_QUEUES, &qs);
+    if (rc == 0)
+      rc = check_slots(a, jobs, qs);
+    json_decref(qs);
+  }
   json_decref(jobs);
+  json_decref(scheds);
   return rc;
 }

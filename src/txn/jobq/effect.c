@@ -14,7 +14,8 @@
  *           holds no marker of (job, key): its _id T.  None: NOMATCH,
  *           nothing written.
  *   fence   job.effect.fence: ONE conditional update of the job,
- *           {_id, state: running, epoch: E, the pin as read} ->
+ *           {_id, state: running, epoch: E, the pin as read, no
+ *           cancel_requested (cancel.c)} ->
  *           $addToSet fx_colls COLL, $max fx_until L and, when there was
  *           no pin, $set fx_pins.K {coll, id: T}.  So only the current
  *           epoch pins, a key is pinned once, and fx_until covers L
@@ -122,6 +123,14 @@ static int current_job(dtx__exec_t *ex, const char *id, int64_t epoch,
                     "job %s is no longer running at epoch %lld (taken over "
                     "or ended): the effect was not applied",
                     id, (long long)epoch);
+  }
+  if (dtx__job_cancel_requested(*job)) { /* J17: its attempt is ending */
+    json_decref(*job);
+    *job = NULL;
+    return dtx__err(DTX_ESTALE,
+                    "job %s was canceled (a cancel was requested): the "
+                    "effect was not applied",
+                    id);
   }
   int64_t until = dtx__int(*job, "lease_until"), now = dtx__now_ms();
   if (until <= now) {
@@ -232,6 +241,10 @@ static int fence(dtx__exec_t *ex, const char *id, int64_t epoch,
   pin_path(idpath, sizeof idpath, key, "id");
   json_t *f = json_pack("{s:s,s:s,s:I}", "_id", id, "state", DTX_JOB_RUNNING,
                         "epoch", (json_int_t)epoch);
+  /* J17: no effect is pinned once a cancel is recorded. */
+  if (f)
+    json_object_set_new(f, "cancel_requested",
+                        json_pack("{s:b}", "$exists", 0));
   json_t *u = json_pack("{s:{s:s},s:{s:I}}", "$addToSet", "fx_colls", coll,
                         "$max", "fx_until", (json_int_t)until);
   if (f && pinned)

@@ -116,7 +116,14 @@ static const char *event_name(const char *point, const char *to) {
       {"job.add", "added"},         {"job.claim", "claimed"},
       {"job.complete", "succeeded"}, {"job.promote", "promoted"},
       {"job.cancel", "canceled"},   {"job.retry", "retried"},
-      {"job.recover.takeover", "stalled"}};
+      {"job.recover.takeover", "stalled"},
+      /* flows (flow.c) */
+      {"job.flow.add", "added"},     {"job.flow.attach", "attached"},
+      {"job.flow.release", "released"}, {"job.flow.ready", "settled"},
+      {"job.flow.fail", "dead"},     {"job.flow.orphan", "orphaned"},
+      /* cancel of a running job (cancel.c), progress (remote.c) */
+      {"job.cancel.request", "cancel_requested"},
+      {"job.cancel.end", "canceled"}, {"job.progress", "progress"}};
   if (point && strcmp(point, "job.fail") == 0)
     return to && strcmp(to, DTX_JOB_DEAD) == 0 ? "dead" : "failed";
   for (size_t i = 0; point && i < sizeof map / sizeof map[0]; i++)
@@ -178,8 +185,10 @@ int dtx__job_on_move(const json_t *doc, const char *point, const char *from,
   json_t *set = json_object_get(update, "$set"), *data = NULL;
   if (set && json_object_get(set, "attempts"))
     data = dtx__pack("{s:O}", "attempts", json_object_get(set, "attempts"));
-  json_t *e = dtx__job_event_entry(event_name(point, to), from, to, epoch,
-                                   data);
+  /* to NULL: the state stays (a cancel request): the event ends where it
+   * began, so a job's last event always names its state (the audit). */
+  json_t *e = dtx__job_event_entry(event_name(point, to), from,
+                                   to ? to : from, epoch, data);
   json_decref(epoch);
   return add_event(update, e);
 }

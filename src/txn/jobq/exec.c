@@ -5,7 +5,9 @@
  * anything else fails, with the end of stderr as the error.  While CMD
  * runs, the worker's heartbeat keeps the lease; when the attempt stops
  * being alive (lease lost, or --timeout-ms passed) the whole group is
- * killed, so a hung CMD and its children cannot outlive the attempt.
+ * killed, so a hung CMD and its children cannot outlive the attempt; a
+ * canceled one (cancel.c) gets SIGTERM first and SIGKILL after
+ * CANCEL_GRACE_MS.
  * The attempt ends when CMD exits -- not when its output pipes close,
  * which a child left in the background may hold open -- and whatever is
  * left of its process group is then killed.
@@ -34,6 +36,10 @@ extern char **environ;
 #define ERR_KEEP 2048     /* the end of stderr kept as last_error */
 #define DRAIN_MS 1000     /* reading the pipes after CMD exited */
 #define GROUP_WAIT_MS 100 /* then waiting for its killed group to go */
+/* A canceled attempt's group gets SIGTERM, then SIGKILL this much later
+ * (docs/jobs.md, "Canceling a running job"): time to clean up, as lock
+ * hold's --grace-ms gives its command (its default too). */
+#define CANCEL_GRACE_MS 2000
 
 typedef struct buf {
   char *p;
@@ -130,7 +136,7 @@ int dtx_job_exec(dtx_job_run_t *run, const json_t *job, void *cmd) {
   fcntl(in[1], F_SETFL, O_NONBLOCK);
   size_t len = strlen(text), sent = 0;
   int killed = 0, exited = 0, status = -1, open_out = 1, open_err = 1;
-  int64_t drain_until = 0;
+  int64_t drain_until = 0, term_until = 0; /* a cancel's SIGTERM grace */
   dtx__wait_t child = {.pause = 5}; /* polls an exiting child at 5 ms */
   if (len == 0) {
     close(in[1]);
@@ -156,9 +162,18 @@ int dtx_job_exec(dtx_job_run_t *run, const json_t *job, void *cmd) {
           close(in[1]);
           in[1] = -1;
         }
-      } else if (!killed && !dtx_job_alive(run)) {
-        kill(-pid, SIGKILL);
+      } else if (!killed && term_until && dtx__mono_ms() >= term_until) {
+        kill(-pid, SIGKILL); /* the cancel's grace is over */
         killed = 1;
+      } else if (!killed && !term_until && !dtx_job_alive(run)) {
+        if (atomic_load(&run->canceled) && !atomic_load(&run->lost) &&
+            dtx__mono_ms() < run->deadline) {
+          kill(-pid, SIGTERM); /* canceled: time to clean up first */
+          term_until = dtx__mono_ms() + CANCEL_GRACE_MS;
+        } else {
+          kill(-pid, SIGKILL);
+          killed = 1;
+        }
       }
     }
     struct pollfd p[3];
@@ -217,7 +232,9 @@ int dtx_job_exec(dtx_job_run_t *run, const json_t *job, void *cmd) {
   for (int64_t until = dtx__mono_ms() + GROUP_WAIT_MS;
        kill(-pid, 0) == 0 && dtx__mono_ms() < until;)
     dtx__kit_wait(&child, 0);
-  if (killed) {
+  if (term_until) {
+    dtx_job_fail(run, "stopped: the job was canceled");
+  } else if (killed) {
     dtx_job_fail(run, dtx__mono_ms() >= run->deadline
                           ? "killed: the command ran past --timeout-ms"
                           : "killed: the attempt lost its lease");

@@ -21,6 +21,8 @@
  *    canceled <-----------------+   |               |                    dead
  *    (also from delayed)            +---------------+--- (dead) <--------+
  *                                   takeover (lease lapsed) = a failure
+ *    running --(cancel requested, then its holder's end or a takeover)-->
+ *    canceled (cancel.c, J17)
  *
  *   transition                  function               fault point
  *   (record ready|delayed)      dtx_job_add            job.add
@@ -49,6 +51,46 @@
  *   delayed -> ready            dtx__job_promote       job.promote
  *   ready|delayed -> canceled   dtx_job_cancel         job.cancel
  *   dead -> ready               dtx_job_retry          job.retry
+ *   (child recorded held)       flow.c add_child       job.flow.add
+ *   ready|delayed|waiting       flow.c attach          job.flow.attach
+ *     (epoch 0) -> waiting
+ *   held -> ready|delayed       flow.c release         job.flow.release
+ *   held -> (deleted)           flow.c (add refused)   job.flow.drop
+ *   waiting -> ready|delayed    dtx__job_settle        job.flow.ready
+ *   waiting -> dead             dtx__job_settle        job.flow.fail
+ *   held -> canceled            flow.c (recovery)      job.flow.orphan
+ *   waiting|held -> canceled    dtx_job_cancel         job.cancel
+ *   dead (failed_child)         dtx_job_retry          job.retry
+ *     -> waiting
+ * Flows (flow.c, docs/jobs.md "Flows") add two live states: waiting (a
+ * parent whose recorded children have not all succeeded) and held (a
+ * child its parent has not recorded yet; not claimable).
+ *   (a schedule's tick: its    sched.c tick_one     job.schedule.enqueue,
+ *   job, then next_at moves)                        job.schedule.advance
+ *   (schedule added/replaced)  dtx_job_schedule     job.schedule.add
+ *   (schedule removed)         dtx_job_unschedule   job.schedule.remove
+ *   (sched.c has the schedules' own diagram and J8-J9.)
+ *   (queue paused|resumed)      dtx_job_queue_pause    job.queue.set
+ *                               (queues.c; a claim round reads it first)
+ *   (limit set|cleared)         dtx_job_queue_set      job.queue.set
+ *   ready -> running under a    claim round of a       job.slot.take,
+ *   running slot (max_running)  limited queue          job.claim
+ *                               (limits.c)
+ *   (its slot freed)            dtx__jq_release        job.slot.release
+ *   running -> running          dtx_job_progress,      job.progress
+ *   (progress: J16)             dtx_job_run_progress
+ *                               (remote.c)
+ *   running -> running          dtx_job_cancel         job.cancel.request
+ *   (cancel requested: J17)     (cancel.c)
+ *   running -> canceled         the holder: runner.c,  job.cancel.end
+ *   (cancel requested)          remote.c (heartbeat,
+ *                               complete, fail), via
+ *                               dtx__job_outcome /
+ *                               dtx__job_end_canceled
+ *   running -> canceled         recover.c (takeover    job.recover.takeover
+ *   (cancel requested)          of a lapsed attempt)
+ *   (terminal: unique window    add (a refused insert) job.unique.expire
+ *   passed, key freed, J18)     and recovery (unique.c)
  * Recovery's other points (markers, retention) are in recover.c.
  *   (every row above)           its event recorded in  (that row's)
  *                               the same update (the
@@ -94,6 +136,45 @@
  *     again), a delayed one to succeeded (it would never run) -- is seen.
  *     A job rewritten whole into another consistent state is not: its
  *     fields are all the history it has.
+ * J13-J15 are the flows' (flow.c): a parent runs only after every child
+ *     it recorded succeeded, and records a child only while never
+ *     claimed (J13); a child runs only once its parent recorded it (J14);
+ *     a waiting parent leaves waiting exactly once per wait, and never
+ *     stays waiting once its children decided (J15).
+ *  J8 Every tick of a schedule, within a gen, has exactly one job (or a
+ *     recorded skip) and next_at only grows: sched.c.
+ *  J9 A schedule's gen only grows; a replaced or removed one enqueues at
+ *     most the one tick in flight at the change: sched.c.
+ *  J10-J11 (a queue's pause; queues.c): after a pause returns no claim
+ *     round of the queue starts, and only the job.* steps write a
+ *     queue's settings.
+ *  J12 (max_running N; limits.c): at every instant at most N jobs of the
+ *     queue claimed under the limit are running: each was claimed under
+ *     a slot recording it at its epoch, and a slot is taken again only
+ *     when its job cannot be running at that epoch.
+ * J16 A job's "progress" is written only by the move job.progress of its
+ *     running attempt, fenced by the epoch (a stale attempt's report
+ *     writes nothing), and that move changes neither the state nor the
+ *     epoch nor the lease; a plain write may not change it (the
+ *     transition rule's "plain" object), so what show and list print is
+ *     what an attempt of the job reported.
+ * J17 Once a cancel of a running job is recorded (cancel_requested, set
+ *     by job.cancel.request on {state: running} and never removed: the
+ *     transition rule's "increasing"), its attempt ends canceled, never
+ *     succeeded nor retried: complete, fail and the takeover as a failure
+ *     are conditioned on no request in the same atomic step
+ *     (dtx__job_outcome), and the only move out of running with one is
+ *     to canceled -- by the holder at its epoch (job.cancel.end) or by
+ *     recovery's takeover.  The cancel request itself ends nothing.
+ * J18 (J4 with a window) A job added with unique_for_ms N > 0 keeps its
+ *     unique_live when it ends: the terminal step records unique_until =
+ *     finished + N (saturated) instead of $unset-ing it, so the store's
+ *     unique index refuses the key N ms after the end too.  Only the
+ *     expiry (job.unique.expire, unique.c: {_id, unique_live,
+ *     unique_until <= now} -> $unset both), made by an add the index
+ *     refused and by recovery, gives it up; a retry unsets unique_until.
+ *     The transition rule admits unique_until only on a terminal job, and
+ *     no plain write of unique_live or unique_until.
  *  J19-J21 (events.c): every move records exactly one event in its own
  *     step; the per-queue log is dense, one entry per (job, born, n), in
  *     each job's order; an event leaves the outbox only once logged.
@@ -117,6 +198,7 @@ const dtx__kind_t dtx__job_kind = {DTX_JOBS, "state", dtx__job_on_move};
 static const char *const states[] = {DTX_JOB_READY,     DTX_JOB_DELAYED,
                                      DTX_JOB_RUNNING,   DTX_JOB_SUCCEEDED,
                                      DTX_JOB_DEAD,      DTX_JOB_CANCELED,
+                                     DTX_JOB_WAITING,   DTX_JOB_HELD,
                                      NULL};
 
 int dtx__job_terminal(const json_t *job) {
@@ -166,10 +248,22 @@ int64_t dtx__job_backoff(int64_t backoff_ms, int64_t failed) {
 
 /* ---- add -------------------------------------------------------------------- */
 
-int dtx_job_req_check(const dtx_job_req_t *r) {
+/* The _id prefix of a schedule's jobs (sched.c): another job under such an
+ * id would hold a tick's _id with other content and stop the schedule. */
+#define SCHED_ID_PREFIX "sched:"
+
+static int req_check(const dtx_job_req_t *r, int tick);
+
+int dtx_job_req_check(const dtx_job_req_t *r) { return req_check(r, 0); }
+
+static int req_check(const dtx_job_req_t *r, int tick) {
   int rc;
   if (!r)
     return dtx__err(DTX_EINVAL, "no job request");
+  if (!tick && r->id &&
+      strncmp(r->id, SCHED_ID_PREFIX, strlen(SCHED_ID_PREFIX)) == 0)
+    return dtx__err(DTX_EINVAL, "job id '%s': ids starting with '%s' are "
+                    "the ticks of job schedules", r->id, SCHED_ID_PREFIX);
   if ((rc = dtx__check_ident("queue name", r->queue)) ||
       (rc = dtx__check_ident("job type", r->type)) ||
       (r->id && (rc = dtx__check_ident("job id", r->id))))
@@ -195,6 +289,9 @@ int dtx_job_req_check(const dtx_job_req_t *r) {
                     UNIQUE_KEY_MAX);
   if (r->unique_key && !dtx__utf8_ok(r->unique_key, strlen(r->unique_key)))
     return dtx__err(DTX_EINVAL, "unique key is not valid UTF-8");
+  if (r->unique_for_ms < 0 || (r->unique_for_ms > 0 && !r->unique_key))
+    return dtx__err(DTX_EINVAL, "unique-for must be >= 0 ms, with a unique "
+                    "key, got %lld", (long long)r->unique_for_ms);
   if (r->payload) {
     if ((rc = dtx__depth_check(r->payload, DTX_EINVAL, "payload")))
       return rc;
@@ -207,7 +304,8 @@ static json_t *unique_live(const char *queue, const char *key) {
   return json_sprintf("%s/%s", queue, key);
 }
 
-static json_t *new_job(const dtx_job_req_t *r, const char *id) {
+static json_t *new_job(const dtx_job_req_t *r, const char *id,
+                       const json_t *extra) {
   int64_t now = dtx__now_ms();
   int max = r->max_attempts ? r->max_attempts : DTX_JOB_MAX_ATTEMPTS;
   int64_t backoff = r->backoff_ms ? r->backoff_ms : DTX_JOB_BACKOFF_MS;
@@ -225,13 +323,25 @@ static json_t *new_job(const dtx_job_req_t *r, const char *id) {
       "last_error", "result", "fx_colls", "created", (json_int_t)now,
       "updated", (json_int_t)now, "finished", "owner", "lease_until",
       (json_int_t)0, "epoch", (json_int_t)0);
+  if (job && r->unique_for_ms > 0 && /* J18: the window, kept */
+      json_object_set_new(job, "unique_for_ms",
+                          json_integer((json_int_t)r->unique_for_ms)) < 0) {
+    json_decref(job);
+    return NULL;
+  }
   if (job && r->unique_key &&
       json_object_set_new(job, "unique_live",
                           unique_live(r->queue, r->unique_key)) < 0) {
     json_decref(job);
     return NULL;
   }
-  /* Its first event, "added", in its outbox from the insert on (J19). */
+  /* A flow's fields (flow.c): parent, on_child_fail, the held state. */
+  if (job && extra && json_object_update(job, (json_t *)extra) < 0) {
+    json_decref(job);
+    return NULL;
+  }
+  /* Its first event, "added", in its outbox from the insert on (J19);
+   * after the flow's fields, so a child's says it was added held. */
   json_t *e = job ? dtx__job_event_entry("added", NULL,
                                          dtx__str(job, "state"),
                                          json_object_get(job, "epoch"), NULL)
@@ -246,7 +356,12 @@ static json_t *new_job(const dtx_job_req_t *r, const char *id) {
   return job;
 }
 
-static int same_job(const json_t *job, const dtx_job_req_t *r) {
+static int same_job(const json_t *job, const dtx_job_req_t *r,
+                    const json_t *extra) {
+  const json_t *p = json_object_get(job, "parent");
+  const json_t *want = extra ? json_object_get(extra, "parent") : NULL;
+  if (!(p && want ? json_equal(p, want) : !p && !want))
+    return 0; /* another parent: another job (no reparenting, flow.c) */
   return dtx__str_is(job, "queue", r->queue) &&
          dtx__str_is(job, "type", r->type) &&
          json_equal(json_object_get(job, "payload"),
@@ -256,36 +371,38 @@ static int same_job(const json_t *job, const dtx_job_req_t *r) {
 /* The job recorded under id, when it is this request's; DTX_ECONFLICT
  * when it is another's; DTX_ENOTFOUND when there is none. */
 static int existing_by_id(dtx__exec_t *ex, const dtx_job_req_t *r,
-                          const char *id, json_t **out) {
+                          const json_t *extra, const char *id, json_t **out) {
   int rc = dtx__kit_get(ex, DTX_JOBS, id, out);
   if (rc)
     return rc;
-  if (same_job(*out, r))
+  if (same_job(*out, r, extra))
     return 0;
   json_decref(*out);
   *out = NULL;
   return dtx__err(DTX_ECONFLICT,
-                  "job '%s' exists with another queue, type or payload", id);
+                  "job '%s' exists with another queue, type, payload or "
+                  "parent", id);
 }
 
-static int add(dtx__exec_t *ex, const dtx_job_req_t *r, json_t **out,
-               int *added) {
+static int add(dtx__exec_t *ex, const dtx_job_req_t *r, const json_t *extra,
+               const char *point, json_t **out, int *added) {
   char idbuf[25];
   int rc;
-  if ((rc = dtx_job_req_check(r)) || (rc = dtx__job_setup(ex->st)))
+  if ((rc = req_check(r, json_object_get(extra, "sched") != NULL)) ||
+      (rc = dtx__job_setup(ex->st)))
     return rc;
   const char *id = r->id;
   if (!id) {
     dtx__id_new(idbuf);
     id = idbuf;
   }
-  json_t *job = new_job(r, id);
+  json_t *job = new_job(r, id, extra);
   if (!job)
     return DTX_ENOMEM;
   /* A few rounds: the holder of a unique key may end between our refused
    * insert and our read of it, and then the key is free. */
   for (int round = 0; round < 8; round++) {
-    rc = dtx__kit_insert(ex, "job.add", DTX_JOBS, job);
+    rc = dtx__kit_insert(ex, point, DTX_JOBS, job);
     if (rc == 0) {
       *added = 1;
       /* Its "added" waits in its outbox: the next relay of the job (its
@@ -298,7 +415,7 @@ static int add(dtx__exec_t *ex, const dtx_job_req_t *r, json_t **out,
       break;
     /* The _id, or the unique key.  A retry after a lost reply finds its
      * own insert here, which is the same job. */
-    if ((rc = existing_by_id(ex, r, id, out)) != DTX_ENOTFOUND)
+    if ((rc = existing_by_id(ex, r, extra, id, out)) != DTX_ENOTFOUND)
       break;
     if (!r->unique_key) {
       rc = dtx__err(DTX_EBUSY, "job '%s': duplicate key, yet no such job", id);
@@ -309,7 +426,17 @@ static int add(dtx__exec_t *ex, const dtx_job_req_t *r, json_t **out,
     rc = f ? dtx__kit_find(ex, DTX_JOBS, f, NULL, &holders) : DTX_ENOMEM;
     json_decref(f);
     if (rc == 0 && json_array_size(holders) > 0) {
-      *out = json_incref(json_array_get(holders, 0));
+      const json_t *h = json_array_get(holders, 0);
+      /* J18: a holder whose window has passed gives the key up once,
+       * then the insert is tried again. */
+      if (round == 0 && dtx__job_unique_expired(h, dtx__now_ms())) {
+        rc = dtx__job_unique_expire(ex, h);
+        json_decref(holders);
+        if (rc && rc != DTX_ENOMATCH)
+          break;
+        continue;
+      }
+      *out = json_incref((json_t *)h);
       json_decref(holders);
       break;
     }
@@ -335,7 +462,13 @@ int dtx_job_add(dtx_store_t *st, const dtx_job_req_t *req, json_t **out,
   *added = 0;
   dtx__call_begin(&c, 0);
   dtx__exec_init(&ex, st, NULL, 0, 0);
-  return dtx__call_end(&c, add(&ex, req, out, added));
+  return dtx__call_end(&c, add(&ex, req, NULL, "job.add", out, added));
+}
+
+int dtx__job_add_doc(dtx__exec_t *ex, const dtx_job_req_t *r,
+                     const json_t *extra, const char *point, json_t **out,
+                     int *added) {
+  return add(ex, r, extra, point, out, added);
 }
 
 /* ---- ending an attempt ---------------------------------------------------------- */
@@ -384,6 +517,12 @@ json_t *dtx__job_storable_result(json_t *result, const char *why) {
 int dtx__job_outcome(const json_t *job, int ok, json_t *result,
                      const char *error, const char *point, int take,
                      dtx__move_t *m) {
+  /* J17: once a cancel is recorded the attempt ends canceled, whoever
+   * ends it (its holder, or recovery's takeover). */
+  if (dtx__job_cancel_requested(job)) {
+    json_decref(result);
+    return dtx__job_cancel_move(job, take ? point : "job.cancel.end", take, m);
+  }
   int64_t attempts = dtx__int(job, "attempts") + 1;
   int64_t max = dtx__int(job, "max_attempts");
   int64_t now = dtx__now_ms();
@@ -410,27 +549,36 @@ int dtx__job_outcome(const json_t *job, int ok, json_t *result,
                                             attempts))));
   else if (set)
     json_object_set_new(set, "finished", json_integer((json_int_t)now));
-  /* A terminal job frees its unique key (J4). */
-  json_t *unset = strcmp(to, DTX_JOB_DELAYED) == 0
-                      ? NULL
-                      : json_pack("{s:s}", "unique_live", "");
+  /* A terminal job frees its unique key (J4), or keeps it for its
+   * window (J18). */
+  json_t *unset = NULL;
+  int uerr = strcmp(to, DTX_JOB_DELAYED) != 0 && set &&
+             dtx__job_unique_end(job, set, now, &unset);
   *m = (dtx__move_t){.point = point,
                       .from = DTX_JOB_RUNNING,
                       .to = to,
                       .flags = DTX__FENCED | (take ? DTX__TAKE : 0) |
                                (take == 1 ? DTX__LAPSED : 0),
+                      /* J17: no cancel recorded, in the same step */
+                      .cond = dtx__job_no_cancel(),
                       .set = set,
                       .unset = unset};
-  if (!set || (strcmp(to, DTX_JOB_DELAYED) != 0 && !unset)) {
+  if (!set || !m->cond || uerr) {
     /* Without its fields the move would break J3/J7: refuse it. */
     json_decref(set);
     json_decref(unset);
-    m->set = m->unset = NULL;
+    json_decref(m->cond);
+    m->set = m->unset = m->cond = NULL;
     return dtx__err(DTX_ENOMEM, "ending the attempt of job %s",
                     dtx__str(job, "_id"));
   }
-  /* J4: every terminal move frees the unique key. */
-  DTX_ASSERT(!unset == (strcmp(to, DTX_JOB_DELAYED) == 0), "J4");
+  /* J4/J18: every terminal move frees the unique key, or keeps it with
+   * its window's end. */
+  DTX_ASSERT(strcmp(to, DTX_JOB_DELAYED) == 0
+                 ? !unset
+                 : (unset != NULL) != (json_object_get(set, "unique_until") !=
+                                       NULL),
+             "J4");
   return 0;
 }
 
@@ -520,7 +668,7 @@ static int check_state(const char *state) {
       return 0;
   return dtx__err(DTX_EINVAL,
                   "unknown job state '%s' (ready, delayed, running, "
-                  "succeeded, dead, canceled)",
+                  "succeeded, dead, canceled, waiting, held)",
                   state ? state : "");
 }
 
@@ -571,6 +719,15 @@ int dtx_job_stats(dtx_store_t *st, const char *queue, json_t **out) {
   }
   if (res)
     json_object_set_new(res, "total", json_integer((json_int_t)total));
+  if (res && rc == 0 && queue) { /* its settings (queues.c) */
+    json_t *set = NULL;
+    rc = dtx__jq_settings(st, queue, &set);
+    if (rc == 0) {
+      json_object_set(res, "paused", json_object_get(set, "paused"));
+      json_object_set(res, "max_running", json_object_get(set, "max_running"));
+    }
+    json_decref(set);
+  }
   if (rc || !res) {
     json_decref(res);
     return dtx__call_end(&c, rc ? rc : DTX_ENOMEM);
@@ -585,9 +742,9 @@ static int by_hand_fields(const json_t *job, int retry, json_t **set,
                           json_t **unset) {
   *unset = NULL;
   if (!retry) { /* canceled: terminal, so the unique key is free (J4) */
-    *set = json_pack("{s:I}", "finished", (json_int_t)dtx__now_ms());
-    *unset = json_pack("{s:s}", "unique_live", "");
-    return *set && *unset ? 0 : DTX_ENOMEM;
+    int64_t now = dtx__now_ms();
+    *set = json_pack("{s:I}", "finished", (json_int_t)now);
+    return *set ? dtx__job_unique_end(job, *set, now, unset) : DTX_ENOMEM;
   }
   if (json_is_true(json_object_get(job, "fx_cleared"))) {
     *set = NULL;
@@ -602,7 +759,13 @@ static int by_hand_fields(const json_t *job, int retry, json_t **set,
   const char *key = dtx__str(job, "unique_key"), *q = dtx__str(job, "queue");
   if (*set && key && q)
     json_object_set_new(*set, "unique_live", unique_live(q, key));
-  return *set ? 0 : DTX_ENOMEM;
+  /* J18: live again, so no window */
+  *unset = json_pack("{s:s}", "unique_until", "");
+  /* A parent its child failed (flow.c) waits for its children again. */
+  if (*unset && json_object_get(job, "failed_child") &&
+      json_object_set_new(*unset, "failed_child", json_string("")))
+    return DTX_ENOMEM;
+  return *set && *unset ? 0 : DTX_ENOMEM;
 }
 
 /* A state change by hand from one of `from` to `to`, read again and
@@ -624,12 +787,19 @@ static int by_hand(dtx__exec_t *ex, const char *id, const char *const *from,
     }
     DTX_ASSERT(!from[i] || !dtx__job_terminal(job) || retry, "J6");
     if (!from[i]) {
+      char names[96] = "";
+      for (size_t k = 0; from[k]; k++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                 k ? (from[k + 1] ? ", " : " or ") : "", from[k]);
       *out = job;
-      return dtx__err(DTX_ESTATE, "job %s is %s; only %s%s%s jobs can be %s",
-                      id, dtx__str(job, "state") ? dtx__str(job, "state") : "?",
-                      from[0], from[1] ? " or " : "", from[1] ? from[1] : "",
-                      verb);
+      return dtx__err(DTX_ESTATE, "job %s is %s; only %s jobs can be %s", id,
+                      dtx__str(job, "state") ? dtx__str(job, "state") : "?",
+                      names, verb);
     }
+    /* flow.c: a parent its child failed goes back to waiting. */
+    const char *dest = retry && json_object_get(job, "failed_child")
+                           ? DTX_JOB_WAITING
+                           : to;
     json_t *set, *unset, *next = NULL;
     if ((rc = by_hand_fields(job, retry, &set, &unset))) {
       json_decref(set);
@@ -638,7 +808,7 @@ static int by_hand(dtx__exec_t *ex, const char *id, const char *const *from,
       return rc;
     }
     /* A retry must not pass recovery's forgetting of the markers. */
-    dtx__move_t m = {.point = point, .from = from[i], .to = to, .set = set,
+    dtx__move_t m = {.point = point, .from = from[i], .to = dest, .set = set,
                      .unset = unset,
                      .cond = retry ? json_pack("{s:{s:b}}", "fx_cleared",
                                                "$ne", 1)
@@ -648,6 +818,19 @@ static int by_hand(dtx__exec_t *ex, const char *id, const char *const *from,
       json_decref(job);
       if (dtx__job_relay(ex, &next, 1, NULL))
         dtx__err_clear(); /* left in the outbox for the next relay */
+      /* Flows (flow.c, J15): a canceled child may settle its parent; a
+       * parent back to waiting may be due already. */
+      if (!retry)
+        dtx__job_settle_after(ex, next);
+      else if (dtx__state_is(next, DTX_JOB_WAITING)) {
+        json_t *again = NULL;
+        if (dtx__job_settle(ex, id, NULL) == 0 &&
+            dtx__kit_get(ex, DTX_JOBS, id, &again) == 0) {
+          json_decref(next);
+          next = again;
+        } else
+          dtx__err_clear();
+      }
       *out = next;
       return 0;
     }
@@ -672,13 +855,42 @@ static int by_hand(dtx__exec_t *ex, const char *id, const char *const *from,
   return rc;
 }
 
+/* A running job: the request (cancel.c); ready or delayed: canceled. */
 int dtx_job_cancel(dtx_store_t *st, const char *id, json_t **out) {
-  static const char *const from[] = {DTX_JOB_READY, DTX_JOB_DELAYED, NULL};
+  static const char *const from[] = {DTX_JOB_READY, DTX_JOB_DELAYED,
+                                     DTX_JOB_WAITING, DTX_JOB_HELD, NULL};
   dtx__exec_t ex;
   dtx__call_t c;
-  int rc = begin_on(&c, &ex, st, id, out);
-  if (rc == 0)
+  int rc = begin_on(&c, &ex, st, id, out), guard;
+  for (guard = 0; rc == 0 && guard < 100; guard++) {
+    json_t *job = NULL;
+    if ((rc = get_job(&ex, id, &job)))
+      break;
+    if (dtx__state_is(job, DTX_JOB_RUNNING)) {
+      rc = dtx__job_cancel_request(&ex, job, out);
+      if (rc != DTX_ENOMATCH)
+        break;
+      rc = 0; /* it moved on: look again */
+      continue;
+    }
+    json_decref(job);
     rc = by_hand(&ex, id, from, DTX_JOB_CANCELED, 0, out);
+    if (rc == DTX_ESTATE && dtx__state_is(*out, DTX_JOB_RUNNING)) {
+      json_decref(*out); /* claimed meanwhile: request it */
+      *out = NULL;
+      rc = 0;
+      continue;
+    }
+    if (rc == DTX_ESTATE)
+      rc = dtx__err(DTX_ESTATE,
+                    "job %s is %s; only ready, delayed, waiting, held or "
+                    "running jobs can be canceled",
+                    id, dtx__str(*out, "state") ? dtx__str(*out, "state")
+                                                : "?");
+    break;
+  }
+  if (rc == 0 && guard == 100)
+    rc = dtx__err(DTX_ECONFLICT, "job %s kept changing while canceled", id);
   return dtx__call_end(&c, rc);
 }
 
@@ -694,7 +906,9 @@ int dtx_job_retry(dtx_store_t *st, const char *id, json_t **out) {
 
 /* ---- the method table ------------------------------------------------------------- */
 
-static const char *const collections[] = {DTX_JOBS, DTX_JOB_EVENTS, NULL};
+static const char *const collections[] = {DTX_JOBS, DTX_JOB_SCHEDULES,
+                                          DTX_JOB_QUEUES, DTX_JOB_EVENTS,
+                                          NULL};
 
 static const dtx__index_def_t indexes[] = {
     /* the claim: the walk in (rank, run_at) order under (state, queue) */
@@ -712,6 +926,10 @@ static const dtx__index_def_t indexes[] = {
     {DTX_JOB_EVENTS, "{\"queue\":1,\"rseq\":1}", 0, 0}, /* the newest */
     {DTX_JOB_EVENTS, "{\"job\":1,\"born\":1,\"n\":1}", 1, 0},
     {DTX_JOB_EVENTS, "{\"at\":1}", 0, 0},
+    /* schedules (sched.c): a ticker reads the due ones of its queue */
+    {DTX_JOB_SCHEDULES, "{\"state\":1,\"queue\":1,\"next_at\":1}", 0, 0},
+    /* recovery's clearing of passed windows (J18) */
+    {DTX_JOBS, "{\"unique_until\":1}", 0, 1},
     {NULL, NULL, 0, 0},
 };
 
@@ -730,9 +948,11 @@ static const dtx__index_def_t indexes[] = {
 #define LONG "{\"bsonType\":\"long\"}"
 #define LONG_OR_NULL "{\"bsonType\":[\"long\",\"null\"]}"
 #define LIVE                                                                  \
-  "\"" DTX_JOB_READY "\",\"" DTX_JOB_DELAYED "\",\"" DTX_JOB_RUNNING "\""
+  "\"" DTX_JOB_READY "\",\"" DTX_JOB_DELAYED "\",\"" DTX_JOB_RUNNING       \
+  "\",\"" DTX_JOB_WAITING "\",\"" DTX_JOB_HELD "\""
 #define OVER                                                                  \
   "\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD "\",\"" DTX_JOB_CANCELED "\""
+_Static_assert(DTX_JOB_CHILDREN_MAX == 1000, "job_shape's children maxItems");
 static const char job_shape[] =
     "{\"$jsonSchema\":{\"bsonType\":\"object\","
     "\"required\":[\"_id\",\"queue\",\"type\",\"state\",\"priority\","
@@ -741,7 +961,8 @@ static const char job_shape[] =
     "\"properties\":{\"_id\":" ID ",\"queue\":" ID ",\"type\":" ID ","
     "\"state\":{\"enum\":[\"" DTX_JOB_READY "\",\"" DTX_JOB_DELAYED
     "\",\"" DTX_JOB_RUNNING "\",\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD
-    "\",\"" DTX_JOB_CANCELED "\"]},"
+    "\",\"" DTX_JOB_CANCELED "\",\"" DTX_JOB_WAITING "\",\"" DTX_JOB_HELD
+    "\"]},"
     "\"priority\":{\"bsonType\":\"long\",\"minimum\":-100,\"maximum\":100},"
     "\"rank\":{\"bsonType\":\"long\",\"minimum\":-100,\"maximum\":100},"
     "\"run_at\":" LONG ",\"attempts\":{\"bsonType\":\"long\",\"minimum\":0},"
@@ -759,7 +980,15 @@ static const char job_shape[] =
     "\"ev_sent\":{\"bsonType\":\"long\",\"minimum\":0},"
     "\"ev_out\":{\"bsonType\":\"array\"},"
     "\"ev_pend\":{\"bsonType\":\"bool\"},"
+    "\"cancel_requested\":" LONG "," /* J17 */
+    "\"unique_until\":" LONG ",\"unique_for_ms\":{\"bsonType\":\"long\","
+    "\"minimum\":0}," /* J18 */
     "\"created\":" LONG ",\"finished\":" LONG_OR_NULL ","
+    /* flows (flow.c) */
+    "\"parent\":" ID ",\"failed_child\":" ID ","
+    "\"children\":{\"bsonType\":\"array\",\"maxItems\":1000,"
+    "\"items\":" ID "},"
+    "\"on_child_fail\":{\"enum\":[\"fail\",\"hold\"]},"
     DTX__KIT_ITEM_PROPS "}},"
     /* J7: what each state carries, as the steps of the diagram write it.
      * A state written by hand without the fields that go with it (a
@@ -770,10 +999,19 @@ static const char job_shape[] =
     "{\"state\":{\"$in\":[" OVER "]},\"finished\":null},"
     "{\"state\":{\"$ne\":\"" DTX_JOB_SUCCEEDED "\"},"
     "\"result\":{\"$ne\":null}},"
+    /* A parent made dead by its child (flow.c, failed_child) never ran. */
     "{\"state\":{\"$in\":[\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD
-    "\"]},\"attempts\":{\"$lt\":1}},"
+    "\"]},\"attempts\":{\"$lt\":1},\"failed_child\":{\"$exists\":false}},"
     "{\"state\":{\"$in\":[\"" DTX_JOB_RUNNING "\",\"" DTX_JOB_SUCCEEDED
-    "\",\"" DTX_JOB_DEAD "\"]},\"epoch\":{\"$lt\":1}}]}";
+    "\",\"" DTX_JOB_DEAD "\"]},\"epoch\":{\"$lt\":1},"
+    "\"failed_child\":{\"$exists\":false}},"
+    /* J13-J15: a waiting job has children; a held one a parent; only a
+     * dead one names the child that failed it. */
+    "{\"state\":\"" DTX_JOB_WAITING "\",\"children.0\":{\"$exists\":false}},"
+    "{\"state\":\"" DTX_JOB_WAITING "\",\"epoch\":{\"$gt\":0}},"
+    "{\"state\":\"" DTX_JOB_HELD "\",\"parent\":{\"$exists\":false}},"
+    "{\"state\":{\"$ne\":\"" DTX_JOB_DEAD "\"},"
+    "\"failed_child\":{\"$exists\":true}}]}";
 #undef ID
 #undef COLL
 #undef LONG
@@ -809,9 +1047,16 @@ static const char job_shape[] =
 #define TERMINAL_MOVE(st)                                                     \
   "{\"name\":\"forget-markers(" st ")\",\"from\":{\"state\":" S_(st)      \
   "},\"to\":{\"state\":" S_(st) ",\"fx_cleared\":true}}"
+/* J18: a terminal job's passed unique window goes (job.unique.expire). */
+#define UNIQUE_EXPIRE(st)                                                     \
+  "{\"name\":\"unique-expire(" st ")\",\"from\":{\"state\":" S_(st)    \
+  ",\"unique_until\":{\"$exists\":true}},\"to\":{\"state\":" S_(st)     \
+  ",\"unique_until\":{\"$exists\":false},"                                \
+  "\"unique_live\":{\"$exists\":false}}}"
 static const char job_transition[] =
     "[{\"immutable\":[\"queue\",\"type\",\"payload\",\"priority\",\"rank\","
-    "\"max_attempts\",\"backoff_ms\",\"unique_key\",\"created\"],"
+    "\"max_attempts\",\"backoff_ms\",\"unique_key\",\"created\",\"sched\","
+    "\"parent\",\"on_child_fail\"],"
     "\"increasing\":[\"epoch\",\"fx_until\",\"ev_n\",\"ev_sent\"]},"
     /* The edges judge plain writes (the job's own steps make only these,
      * and also the events relay's pull, which keeps any state: J21) */
@@ -821,25 +1066,54 @@ static const char job_transition[] =
     "\"to\":{\"state\":" S_(DTX_JOB_RUNNING) "}},"
     "{\"name\":\"renew\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING) "},"
     "\"to\":{\"state\":" S_(DTX_JOB_RUNNING) "}},"
-    "{\"name\":\"complete\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING) "},"
+    /* J17: a running job whose cancel was requested ends canceled only */
+    "{\"name\":\"complete\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING) ","
+    "\"cancel_requested\":{\"$exists\":false}},"
     "\"to\":{\"state\":" S_(DTX_JOB_SUCCEEDED) "}},"
-    "{\"name\":\"fail\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING) "},"
+    "{\"name\":\"cancel-running\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING)
+    ",\"cancel_requested\":{\"$exists\":true}},"
+    "\"to\":{\"state\":" S_(DTX_JOB_CANCELED) "}},"
+    "{\"name\":\"fail\",\"from\":{\"state\":" S_(DTX_JOB_RUNNING) ","
+    "\"cancel_requested\":{\"$exists\":false}},"
     "\"to\":{\"state\":{\"$in\":[" S_(DTX_JOB_DELAYED) "," S_(DTX_JOB_DEAD)
     "]}}},"
     "{\"name\":\"promote\",\"from\":{\"state\":" S_(DTX_JOB_DELAYED) "},"
     "\"to\":{\"state\":" S_(DTX_JOB_READY) "}},"
     "{\"name\":\"cancel\",\"from\":{\"state\":{\"$in\":[" S_(DTX_JOB_READY)
-    "," S_(DTX_JOB_DELAYED) "]}},\"to\":{\"state\":" S_(DTX_JOB_CANCELED) "}},"
+    "," S_(DTX_JOB_DELAYED) "," S_(DTX_JOB_WAITING) "," S_(DTX_JOB_HELD)
+    "]}},\"to\":{\"state\":" S_(DTX_JOB_CANCELED) "}},"
     "{\"name\":\"retry\",\"from\":{\"state\":" S_(DTX_JOB_DEAD) ","
-    "\"fx_cleared\":{\"$ne\":true}},\"to\":{\"state\":" S_(DTX_JOB_READY)
-    ",\"attempts\":0}},"
+    "\"fx_cleared\":{\"$ne\":true},\"failed_child\":{\"$exists\":false}},"
+    "\"to\":{\"state\":" S_(DTX_JOB_READY) ",\"attempts\":0}},"
+    /* flows (flow.c): attach to a job never claimed (J13), release a
+     * held child (J14), settle a waiting parent (J15), retry a parent
+     * its child failed */
+    "{\"name\":\"flow-attach\",\"from\":{\"state\":{\"$in\":["
+    S_(DTX_JOB_READY) "," S_(DTX_JOB_DELAYED) "," S_(DTX_JOB_WAITING)
+    "]},\"epoch\":0},\"to\":{\"state\":" S_(DTX_JOB_WAITING) "}},"
+    "{\"name\":\"flow-release\",\"from\":{\"state\":" S_(DTX_JOB_HELD)
+    "},\"to\":{\"state\":{\"$in\":[" S_(DTX_JOB_READY) ","
+    S_(DTX_JOB_DELAYED) "]}}},"
+    "{\"name\":\"flow-settle\",\"from\":{\"state\":" S_(DTX_JOB_WAITING)
+    "},\"to\":{\"state\":{\"$in\":[" S_(DTX_JOB_READY) ","
+    S_(DTX_JOB_DELAYED) "," S_(DTX_JOB_DEAD) "]}}},"
+    "{\"name\":\"flow-retry\",\"from\":{\"state\":" S_(DTX_JOB_DEAD)
+    ",\"failed_child\":{\"$exists\":true}},\"to\":{\"state\":"
+    S_(DTX_JOB_WAITING) ",\"attempts\":0}},"
     TERMINAL_MOVE(DTX_JOB_SUCCEEDED) "," TERMINAL_MOVE(DTX_JOB_DEAD) ","
-    TERMINAL_MOVE(DTX_JOB_CANCELED) "]},"
+    TERMINAL_MOVE(DTX_JOB_CANCELED) ","
+    UNIQUE_EXPIRE(DTX_JOB_SUCCEEDED) "," UNIQUE_EXPIRE(DTX_JOB_DEAD) ","
+    UNIQUE_EXPIRE(DTX_JOB_CANCELED) "]},"
     "{\"moves\":["
     "{\"name\":\"markers-kept\",\"from\":{\"fx_cleared\":{\"$ne\":true}},"
     "\"to\":{}},"
     "{\"name\":\"markers-forgotten\",\"from\":{\"fx_cleared\":true},"
     "\"to\":{\"fx_cleared\":true}}]},"
+    "{\"scope\":\"plain\",\"steps\":[\"job\"],"
+    "\"insert\":{\"sched\":{\"$exists\":false},"
+    "\"_id\":{\"$not\":{\"$regex\":\"^" SCHED_ID_PREFIX "\"}}},"
+    "\"why\":\"a schedule's jobs are its ticks' (docs/jobs.md, "
+    "Schedules)\"},"
     "{\"scope\":\"plain\",\"steps\":[\"job\"],"
     "\"immutable\":[\"" DTX_JOB_PINS "\",\"fx_colls\"],"
     "\"why\":\"a job's effect pins and collections change only by its "
@@ -850,8 +1124,52 @@ static const char job_transition[] =
     "{\"scope\":\"plain\",\"steps\":[\"job\"],"
     "\"immutable\":[\"ev_out\",\"ev_n\",\"ev_sent\",\"ev_pend\"],"
     "\"why\":\"a job's events are recorded only by its steps and "
-    "relayed only by doctx (docs/jobs.md, Events)\"}]";
+    "relayed only by doctx (docs/jobs.md, Events)\"},"
+    /* Flows (flow.c): the link and the wait change only by the job's
+     * steps -- a child dropped from a parent's list, or a parent moved out
+     * of waiting by hand, would run the parent before that child (J13); a
+     * job inserted plainly as a child would run apart from its parent's
+     * record (J14). */
+    "{\"scope\":\"plain\",\"steps\":[\"job\"],"
+    "\"immutable\":[\"children\",\"failed_child\"],"
+    "\"insert\":{\"state\":{\"$nin\":[" S_(DTX_JOB_WAITING) ","
+    S_(DTX_JOB_HELD) "]},\"parent\":{\"$exists\":false},"
+    "\"children\":{\"$exists\":false}},"
+    "\"moves\":["
+    "{\"name\":\"not-a-flow-wait\",\"from\":{\"state\":{\"$nin\":["
+    S_(DTX_JOB_WAITING) "," S_(DTX_JOB_HELD) "]}},\"to\":{\"state\":"
+    "{\"$nin\":[" S_(DTX_JOB_WAITING) "," S_(DTX_JOB_HELD) "]}}},"
+    "{\"name\":\"waiting-cancel\",\"from\":{\"state\":"
+    S_(DTX_JOB_WAITING) "},\"to\":{\"state\":{\"$in\":["
+    S_(DTX_JOB_WAITING) "," S_(DTX_JOB_CANCELED) "]}}},"
+    "{\"name\":\"held-cancel\",\"from\":{\"state\":" S_(DTX_JOB_HELD)
+    "},\"to\":{\"state\":{\"$in\":[" S_(DTX_JOB_HELD) ","
+    S_(DTX_JOB_CANCELED) "]}}}],"
+    "\"why\":\"a flow's parent waits and its children are recorded only "
+    "by doctx job add --parent and the job's own steps (docs/jobs.md, "
+    "Flows)\"},"
+    /* J16 (progress): a job's progress is written only by the fenced
+     * job.progress step of its running attempt. */
+    "{\"scope\":\"plain\",\"steps\":[\"job\"],"
+    "\"immutable\":[\"progress\"],"
+    "\"why\":\"a job's progress is written only by its running attempt "
+    "(doctx job progress ID EPOCH VALUE, docs/jobs.md)\"},"
+    /* J17 (cancel): a cancel request, once recorded, is never taken back */
+    "{\"increasing\":[\"cancel_requested\"]},"
+    /* J18 (unique window): the window is the add's; a key and its window
+     * change only by the job's steps, and on a terminal job only by the
+     * expiry (job.unique.expire: both go, the state kept) */
+    "{\"immutable\":[\"unique_for_ms\"],\"moves\":["
+    "{\"name\":\"unique-kept\",\"from\":{},\"to\":{\"unique_until\":"
+    "{\"$exists\":false}}},"
+    "{\"name\":\"unique-window\",\"from\":{},\"to\":{\"state\":{\"$in\":["
+    S_(DTX_JOB_SUCCEEDED) "," S_(DTX_JOB_DEAD) "," S_(DTX_JOB_CANCELED) "]}}}]},"
+    "{\"scope\":\"plain\",\"steps\":[\"job\"],"
+    "\"immutable\":[\"unique_live\",\"unique_until\"],"
+    "\"why\":\"a job's unique key and its window change only by its steps "
+    "(docs/jobs.md, Uniqueness)\"}]";
 #undef TERMINAL_MOVE
+#undef UNIQUE_EXPIRE
 #undef S_
 
 /* The shape of a job (kit.h, dtx__shape_def_t) beyond the validator and
@@ -889,10 +1207,14 @@ static const char job_event_shape[] =
     "\"at\":{\"bsonType\":\"long\"}}}}";
 
 static const dtx__rules_def_t rules[] = {
+    /* Deleted: a job over with no markers and no events waiting in its
+     * outbox; or a held child (flow.c: the add refused, its parent already
+     * ran -- the add is undone, its "added" with it, events.c). */
     {DTX_JOBS, job_shape,
-     "{\"state\":{\"$in\":[\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD
+     "{\"$or\":[{\"state\":{\"$in\":[\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD
      "\",\"" DTX_JOB_CANCELED "\"]},\"fx_colls.0\":{\"$exists\":false},"
-     "\"ev_pend\":{\"$exists\":false}}",
+     "\"ev_pend\":{\"$exists\":false}},"
+     "{\"state\":\"" DTX_JOB_HELD "\"}]}",
      job_transition},
     /* The log (events.c, J20-J21): append-only for plain writes; only
      * the relay inserts and only the trim deletes. */
@@ -903,6 +1225,12 @@ static const dtx__rules_def_t rules[] = {
      "\"delete\":{\"seq\":{\"$lt\":0}},"
      "\"why\":\"the job event log is written only by doctx's relay and "
      "trim (docs/jobs.md, Events)\"}"},
+    /* only a tombstone goes: an active schedule's history is its audit */
+    {DTX_JOB_SCHEDULES, dtx__sched_shape, "{\"state\":\"removed\"}",
+     dtx__sched_transition},
+    /* a queue's settings: pause and resume (queues.c, J10-J11) */
+    {DTX_JOB_QUEUES, dtx__jq_shape, dtx__jq_delete_guard,
+     dtx__jq_transition},
     {NULL, NULL, NULL, NULL},
 };
 
@@ -918,6 +1246,23 @@ static const char *const fault_points[] = {
     "job.promote",
     "job.cancel",
     "job.retry",
+    /* flows (flow.c) */
+    "job.flow.add",
+    "job.flow.attach",
+    "job.flow.release",
+    "job.flow.drop",
+    "job.flow.ready",
+    "job.flow.fail",
+    "job.flow.orphan",
+    /* schedules (sched.c) */
+    "job.schedule.add",
+    "job.schedule.enqueue",
+    "job.schedule.advance",
+    "job.schedule.remove",
+    "job.progress", /* remote.c */
+    "job.cancel.request", /* cancel.c */
+    "job.cancel.end",
+    "job.unique.expire", /* unique.c */
     /* recovery (recover.c) */
     "job.recover.takeover",
     "job.recover.forget_markers",
@@ -928,6 +1273,10 @@ static const char *const fault_points[] = {
     "job.events.log",
     "job.events.pull",
     "job.events.trim",
+    /* a queue's settings (queues.c) and running slots (limits.c) */
+    "job.queue.set",
+    "job.slot.take",
+    "job.slot.release",
     NULL,
 };
 
@@ -942,3 +1291,4 @@ const dtx__pattern_t dtx__job_pattern = {
     .rules = rules,
     .shapes = shapes,
 };
+

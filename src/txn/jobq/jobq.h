@@ -23,6 +23,10 @@
 #define DTX_JOB_SUCCEEDED "succeeded"
 #define DTX_JOB_DEAD "dead"
 #define DTX_JOB_CANCELED "canceled"
+/* Flows (flow.c): a parent while it has unfinished children; a child
+ * recorded but not yet recorded by its parent (not claimable). */
+#define DTX_JOB_WAITING "waiting"
+#define DTX_JOB_HELD "held"
 
 /* The marker array an effect leaves in its target document. */
 #define DTX_JOB_FX "dtx_fx"
@@ -35,6 +39,15 @@
  * between the nodes a document lives on across a failover, by less
  * (docs/jobs.md, "Clocks"). */
 #define DTX_JOB_FX_MARGIN_MS 1000
+
+/* The running slots a claim of a limited queue took (limits.c): slot
+ * idx[i] at g[i] for job id[i]. */
+typedef struct dtx__jq_held {
+  size_t n;
+  int idx[DTX__CLAIM_MANY_MAX];
+  int64_t g[DTX__CLAIM_MANY_MAX];
+  char id[DTX__CLAIM_MANY_MAX][160];
+} dtx__jq_held_t;
 
 /* The job documents, for the kit's moves and claims. */
 extern const dtx__kind_t dtx__job_kind;
@@ -102,6 +115,11 @@ int dtx__job_claim_query(const char *queue, const json_t *types, json_t **due,
  * once more.  DTX_ENOMATCH when nothing is due. */
 int dtx__job_claim(dtx__exec_t *ex, const char *queue, const json_t *due,
                    const json_t *sort, size_t max, json_t **jobs);
+/* dtx__job_claim that also tells which running slots of a limited queue
+ * the jobs took (held may be NULL; held->n 0 for an unlimited queue). */
+int dtx__job_claim_ex(dtx__exec_t *ex, const char *queue, const json_t *due,
+                      const json_t *sort, size_t max, json_t **jobs,
+                      dtx__jq_held_t *held);
 
 /* Extends the lease of job (running at its epoch, held by ex->owner) to
  * now + ex->lease_ms within budget_ms: the heartbeat (no step, no fault
@@ -125,9 +143,53 @@ struct dtx_job_run {
   json_t *result;      /* dtx_job_result's copy, or NULL */
   char *error;         /* dtx_job_fail's copy, or NULL */
   atomic_int lost;     /* the heartbeat found the lease taken over */
+  atomic_int canceled; /* the heartbeat found a cancel requested (J17) */
   int64_t deadline;    /* mono ms: the handler's timeout */
 };
 
+
+/* ---- cancel of a running job (cancel.c; J17 in job.c) ---- */
+
+/* 1 when a cancel of job's attempt was requested (cancel_requested). */
+int dtx__job_cancel_requested(const json_t *job);
+
+/* The condition {cancel_requested: {$exists: false}} (new reference, NULL
+ * on ENOMEM) every other end of a running attempt carries. */
+json_t *dtx__job_no_cancel(void);
+
+/* The move that ends job's running attempt canceled, fenced by its epoch
+ * and conditioned on the request: point, and take as dtx__job_finish's
+ * (a takeover also takes the lease). */
+int dtx__job_cancel_move(const json_t *job, const char *point, int take,
+                         dtx__move_t *m);
+
+/* The holder's end of its attempt (job: as it held it, at its epoch)
+ * after an outcome matched nothing: when the job still runs at that
+ * epoch with a cancel requested, ends it canceled (job.cancel.end), *out
+ * the job afterwards; DTX_ENOMATCH otherwise (taken over, or ended). */
+int dtx__job_end_canceled(dtx__exec_t *ex, const json_t *job, json_t **out);
+
+/* Records the request on running job (stolen; job.cancel.request): *out
+ * the job afterwards, or as it is when one was recorded already.
+ * DTX_ENOMATCH when it moved on meanwhile. */
+int dtx__job_cancel_request(dtx__exec_t *ex, json_t *job, json_t **out);
+
+/* ---- a unique key's window after the job ends (unique.c; J18) ---- */
+
+/* What the step that makes job terminal does with its unique key: with
+ * a window (unique_for_ms > 0) it stays, and set gets unique_until = now
+ * + the window (saturated), *unset NULL; else *unset = {unique_live: ""}.
+ * 0 or DTX_ENOMEM. */
+int dtx__job_unique_end(const json_t *job, json_t *set, int64_t now,
+                        json_t **unset);
+/* 1 when job is terminal and its window has passed by now. */
+int dtx__job_unique_expired(const json_t *job, int64_t now);
+/* The holder job gives its key up (job.unique.expire: {_id, unique_live,
+ * unique_until <= now} -> $unset both).  DTX_ENOMATCH when it had not
+ * passed, or moved on. */
+int dtx__job_unique_expire(dtx__exec_t *ex, const json_t *job);
+/* Recovery: up to 200 passed windows cleared (tallied unique_expired). */
+int dtx__job_unique_recover(dtx__exec_t *ex, dtx__tally_t *t);
 
 /* The job's pin of effect key (effect.c; borrowed, NULL when none):
  * {coll, id, voided: [ids]} as the fence and repin steps wrote it. */
@@ -180,6 +242,112 @@ int dtx__job_events_audit(dtx__audit_t *a, const json_t *jobs,
 /* Recovery's part: relays what is left in outboxes, trims the log. */
 int dtx__job_events_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                             dtx__tally_t *t);
+/* ---- flows (flow.c) ---- */
+
+/* The add step of job.c: req as a new job with extra's fields (borrowed:
+ * "state" replaces ready/delayed; "parent" must also match an existing
+ * job of the id for it to be this request's), inserted at point. */
+int dtx__job_add_doc(dtx__exec_t *ex, const dtx_job_req_t *r,
+                     const json_t *extra, const char *point, json_t **out,
+                     int *added);
+
+/* The add of a child (flow->parent set): held, attached, released. */
+int dtx__job_add_child(dtx__exec_t *ex, const dtx_job_req_t *r,
+                       const dtx_job_flow_t *flow, json_t **out, int *added);
+
+/* Moves the waiting parent pid on when its children say so (all
+ * succeeded: ready; one dead/canceled/missing under policy fail: dead);
+ * *moved (may be NULL): 1, -1 or 0.  A parent not waiting, or missing,
+ * is left alone. */
+int dtx__job_settle(dtx__exec_t *ex, const char *pid, int *moved);
+
+/* dtx__job_settle of child's parent once child is terminal (errors are
+ * left to recovery). */
+void dtx__job_settle_after(dtx__exec_t *ex, const json_t *child);
+
+/* 1 / -1 / 0 as dtx__job_settle would move parent, given kids (an object
+ * of child documents by id); *bad the failed child's id. */
+int dtx__job_flow_verdict(const json_t *parent, const json_t *kids,
+                          const char **bad);
+
+/* *view: a copy of job whose children are [{id, state, result}] read
+ * now, for its handler; NULL when job has no children. */
+int dtx__job_flow_view(dtx__exec_t *ex, const json_t *job, json_t **view);
+
+/* Recovery's part: held children finished, waiting parents settled. */
+int dtx__job_flow_recover(dtx__exec_t *ex, dtx__tally_t *t);
+
+/* The audit's part, over jobs (an object of jobs by id). */
+void dtx__job_flow_audit(dtx__audit_t *a, const json_t *jobs, int64_t now);
+
+/* ---- schedules (sched.c, sched_audit.c) ---- */
+
+#include "util/cron.h"
+
+/* The ticks of a schedule document: its cron, or every `every` ms. */
+typedef struct dtx__sched_spec {
+  int is_cron;
+  dtx__cron_t cron;
+  int64_t every;
+} dtx__sched_spec_t;
+
+/* The schedules' validator and transition rule (job.c's rules table). */
+extern const char dtx__sched_shape[], dtx__sched_transition[];
+
+/* Reads schedule s's ticks into *sp: 0 or DTX_EINVAL (a tampered one). */
+int dtx__sched_spec(const json_t *s, dtx__sched_spec_t *sp);
+/* The first tick after `after`; INT64_MAX when there is none (in 10
+ * years for a cron). */
+int64_t dtx__sched_next(const dtx__sched_spec_t *sp, int64_t after);
+/* 1 when t is a tick. */
+int dtx__sched_is_tick(const dtx__sched_spec_t *sp, int64_t t);
+/* The _id of the job of schedule name's tick at gen: "sched:N:G:T". */
+void dtx__sched_job_id(char *buf, size_t n, const char *name, int64_t gen,
+                       int64_t tick);
+
+/* One round of ticks: every due schedule of queue (NULL: all), each up to
+ * the present (at most 64 ticks); tallies enqueued, missed, skipped,
+ * fenced and errors in t.  The first error, after trying them all. */
+int dtx__job_sched_tick(dtx__exec_t *ex, const char *queue, dtx__tally_t *t);
+
+/* The schedules' part of the job audit (J8, J9): scheds and jobs are
+ * the maps (_id -> document) the job audit loaded, the schedules first. */
+int dtx__job_sched_audit(dtx__audit_t *a, const json_t *scheds,
+                         const json_t *jobs);
+/* ---- queue settings (queues.c) ---- */
+
+/* The rules of DTX_JOB_QUEUES (job.c's table): validator, transition
+ * rule, delete guard. */
+extern const char dtx__jq_shape[], dtx__jq_transition[],
+    dtx__jq_delete_guard[];
+
+/* Whether queue is paused, and whether it has a concurrency limit, from
+ * this process's cache of its settings (at most DTX_JOB_QUEUE_TTL_MS old;
+ * one read when older): a claim round's gate (dtx__job_claim). */
+int dtx__jq_gate(dtx__exec_t *ex, const char *queue, int *paused,
+                 int *limited);
+
+/* Drops this process's cached settings of queue (after a change). */
+void dtx__jq_forget(const dtx_store_t *st, const char *queue);
+
+
+/* The claim round of a queue with max_running (limits.c): takes running
+ * slots for up to max due jobs, then claims them (J12).  *limited 0 when
+ * the queue has no limit after all (the caller claims as ever; nothing
+ * was done).  held (may be NULL): the slots of the jobs won. */
+int dtx__jq_claim_limited(dtx__exec_t *ex, const char *queue,
+                          const json_t *due, const json_t *sort, size_t max,
+                          json_t **jobs, dtx__jq_held_t *held, int *limited);
+
+/* Frees n running slots of queue (idx[i] still at g[i]) whose jobs are no
+ * longer running at the epoch their claim gave them: fault point
+ * job.slot.release. */
+int dtx__jq_release(dtx__exec_t *ex, const char *queue, const int *idx,
+                    const int64_t *g, size_t n);
+
+/* *out: {queue, paused, gen} of queue, read now (the defaults when it
+ * has no settings). */
+int dtx__jq_settings(dtx_store_t *st, const char *queue, json_t **out);
 
 /* The pattern's methods (recover.c, audit.c). */
 int dtx__job_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,

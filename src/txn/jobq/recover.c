@@ -6,7 +6,8 @@
  *                --older-than-ms N, not updated for N ms) -> delayed, or
  *                dead when attempts are exhausted: it counts as an
  *                attempt, and the epoch bump fences the old holder (J1)
- *                (job.recover.takeover)
+ *                (job.recover.takeover); one whose cancel was requested
+ *                -> canceled instead, never retried (cancel.c, J17)
  *   3. markers   for a terminal job finished longer than the tombstone TTL
  *                ago, and whose fx_until (the last lease end any write of
  *                its effects was bounded by, effect.c F3) is more than
@@ -22,12 +23,20 @@
  *                is idempotent.  Whatever --tombstone-ttl-ms says, a
  *                marker so outlives every write that could repeat its
  *                effect.
+ *   2b. flows    held children finished (released, or canceled when their
+ *                parent ran without them) and waiting parents settled
+ *                (flow.c: job.flow.release, job.flow.attach,
+ *                job.flow.orphan, job.flow.ready, job.flow.fail)
  *   4. events    what waits in outboxes is relayed to the log, and the
  *                log trimmed by age and count (events.c: job.events.log,
  *                job.events.pull, job.events.trim)
  *   5. retention succeeded jobs finished longer than retention_ms ago and
  *                with no markers left and no events waiting are deleted,
- *                at most PURGE_BATCH per pass (job.recover.purge).
+ *                at most PURGE_BATCH per pass (job.recover.purge); with
+ *                keep_dead_ms > 0, dead and canceled ones finished longer
+ *                ago than that likewise (purge_dead).
+ *   6. unique    passed unique-key windows are cleared (unique.c, J18;
+ *                job.unique.expire), at most 200 per pass.
  *
  * Every step is bounded per pass, so one pass never reads the whole
  * history; a backlog is worked off over several passes. */
@@ -105,8 +114,11 @@ static int takeovers(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                          "taken over: the worker's lease lapsed",
                          "job.recover.takeover", take, &out);
     if (rc == 0)
-      dtx__tally_ran(t, dtx__state_is(out, DTX_JOB_DEAD) ? "taken_over_dead"
-                                                         : "taken_over",
+      dtx__tally_ran(t,
+                     dtx__state_is(out, DTX_JOB_DEAD) ? "taken_over_dead"
+                     : dtx__state_is(out, DTX_JOB_CANCELED)
+                         ? "taken_over_canceled"
+                         : "taken_over",
                      1);
     else if (rc == DTX_ENOMATCH)
       dtx__tally_skip(t, "moved on while recovering",
@@ -236,6 +248,17 @@ static int purge(dtx__exec_t *ex, const dtx_recover_opts_t *o,
     return rc;
   json_array_foreach(list, i, job) {
     int64_t n = 0;
+    /* A child stays while its parent waits or has yet to run: its result
+     * is the parent's input (flow.c). */
+    json_t *p = NULL;
+    const char *pid = dtx__str(job, "parent");
+    if (pid && dtx__kit_get(ex, DTX_JOBS, pid, &p) == 0 &&
+        !dtx__job_terminal(p)) {
+      json_decref(p);
+      continue;
+    }
+    json_decref(p);
+    dtx__err_clear();
     rc = dtx__kit_delete(ex, "job.recover.purge", DTX_JOBS,
                          json_pack("{s:O,s:s,s:{s:b}}", "_id",
                                    json_object_get(job, "_id"), "state",
@@ -252,6 +275,48 @@ static int purge(dtx__exec_t *ex, const dtx_recover_opts_t *o,
   return 0;
 }
 
+/* ---- retention of dead and canceled jobs (docs/jobs.md, "Retention") ----
+ * With keep_dead_ms > 0: dead and canceled jobs finished longer ago, whose
+ * effect markers are cleared (fx_colls empty: the delete guard admits no
+ * other) and no events waiting in the outbox, are deleted, at most PURGE_BATCH per pass, each by one delete
+ * conditioned on its terminal state (job.recover.purge).  A dead job so
+ * purged can no longer be retried by hand. */
+static int purge_dead(dtx__exec_t *ex, const dtx_recover_opts_t *o,
+                      dtx__tally_t *t) {
+  if (o->keep_dead_ms <= 0)
+    return 0; /* kept: dead jobs are what an operator looks at */
+  json_t *list = NULL, *job;
+  size_t i;
+  int rc = finished_before(
+      ex, json_pack("{s:[s,s]}", "$in", DTX_JOB_DEAD, DTX_JOB_CANCELED), 0,
+      o->keep_dead_ms, PURGE_BATCH, &list);
+  if (rc)
+    return rc;
+  json_array_foreach(list, i, job) {
+    int64_t n = 0;
+    const char *st = dtx__str(job, "state");
+    /* J6: a terminal job without markers only (the delete guard too). */
+    DTX_ASSERT(dtx__state_is(job, DTX_JOB_DEAD) ||
+                   dtx__state_is(job, DTX_JOB_CANCELED),
+               "J6");
+    rc = dtx__kit_delete(ex, "job.recover.purge", DTX_JOBS,
+                         json_pack("{s:O,s:s,s:{s:b},s:{s:b}}", "_id",
+                                   json_object_get(job, "_id"), "state", st,
+                                   "fx_colls.0", "$exists", 0, "ev_pend",
+                                   "$exists", 0),
+                         &n);
+    DTX_ASSERT(rc || n <= 1, "store.modified<=matched"); /* one by _id */
+    if (rc)
+      dtx__tally_error(t, json_object_get(job, "_id"), rc);
+    else
+      dtx__tally_ran(t, dtx__state_is(job, DTX_JOB_DEAD) ? "purged_dead"
+                                                         : "purged_canceled",
+                     n);
+  }
+  json_decref(list);
+  return 0;
+}
+
 int dtx__job_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                      dtx__tally_t *t) {
   int64_t moved = 0;
@@ -260,8 +325,10 @@ int dtx__job_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
     dtx__tally_error(t, NULL, rc);
   else if (moved)
     dtx__tally_ran(t, "promoted", moved);
-  if ((rc = takeovers(ex, o, t)) || (rc = markers(ex, o, t)) ||
-      (rc = dtx__job_events_recover(ex, o, t)) || (rc = purge(ex, o, t)))
+  if ((rc = takeovers(ex, o, t)) || (rc = dtx__job_flow_recover(ex, t)) ||
+      (rc = markers(ex, o, t)) || (rc = dtx__job_events_recover(ex, o, t)) ||
+      (rc = purge(ex, o, t)) ||
+      (rc = purge_dead(ex, o, t)) || (rc = dtx__job_unique_recover(ex, t)))
     dtx__tally_error(t, NULL, rc);
   return 0;
 }

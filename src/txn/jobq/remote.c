@@ -23,6 +23,7 @@
  * with the same error.  Anything else at another state or epoch is
  * DTX_ESTALE, nothing written. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "doc/doc.h"
@@ -125,6 +126,15 @@ int dtx_job_claim(dtx_store_t *st, const char *queue, int n, int64_t lease_ms,
     dtx__err_clear();
     rc = (*out = json_array()) ? 0 : DTX_ENOMEM;
   }
+  /* A parent's children with their results, as the runner's handler
+   * sees them (flow.c); a read that fails leaves the ids. */
+  for (size_t i = 0; rc == 0 && i < json_array_size(*out); i++) {
+    json_t *view = NULL;
+    if (dtx__job_flow_view(&ex, json_array_get(*out, i), &view))
+      dtx__err_clear();
+    else if (view)
+      json_array_set_new(*out, i, view);
+  }
   /* J1: every job returned runs under this claim's owner. */
   DTX_ASSERT(rc || json_array_size(*out) <= (size_t)(n > 0 ? n : 1),
              "job.claim");
@@ -171,7 +181,7 @@ int dtx_job_heartbeat(dtx_store_t *st, const char *id, int64_t epoch,
     dtx__exec_init(&ex, st, NULL, 0, 0);
     rc = attempt(&ex, id, epoch, &job);
   }
-  if (rc == 0) {
+  if (rc == 0 && !dtx__job_cancel_requested(job)) {
     as_holder(&ex, st, job, lease_ms);
     rc = dtx__job_renew(&ex, job, 0, out);
     if (rc == DTX_ENOMATCH) /* fenced between the read and the renewal */
@@ -179,7 +189,18 @@ int dtx_job_heartbeat(dtx_store_t *st, const char *id, int64_t epoch,
                     "job %s: the attempt at epoch %lld was taken over or "
                     "ended: its lease was not renewed",
                     id, (long long)epoch);
+  } else if (rc == 0) { /* the job as it is, for the canceled answer */
+    *out = job;
+    job = NULL;
   }
+  if (rc == 0 && dtx__job_cancel_requested(*out))
+    /* J17: a cancel was requested: the worker stops and ends the attempt
+     * (complete or fail end it canceled); *out is the job. */
+    rc = dtx__err(DTX_ESTATE,
+                  "job %s: canceled (a cancel was requested): stop, and end "
+                  "the attempt at epoch %lld with complete or fail, which "
+                  "end it canceled",
+                  id, (long long)epoch);
   json_decref(job);
   json_decref(dummy);
   return dtx__call_end(&c, rc);
@@ -191,6 +212,8 @@ static int ended_by(const json_t *job, int64_t epoch, int ok,
                     const char *error) {
   if (dtx__int(job, "epoch") != epoch)
     return 0;
+  if (dtx__state_is(job, DTX_JOB_CANCELED) && dtx__job_cancel_requested(job))
+    return 1; /* J17: its holder's end, turned into the cancel */
   if (ok)
     return dtx__state_is(job, DTX_JOB_SUCCEEDED);
   const char *last = dtx__str(job, "last_error");
@@ -222,9 +245,18 @@ static int end(dtx_store_t *st, const char *id, int64_t epoch, int ok,
   } else if (rc == 0) {
     const char *point = ok ? "job.complete" : "job.fail";
     as_holder(&ex, st, job, 0);
+    /* J17: with a cancel requested, the move is job.cancel.end. */
     rc = dtx__job_finish(&ex, job, ok,
                          ok && result ? json_deep_copy(result) : NULL, error,
                          point, 0, out);
+    if (rc == DTX_ENOMATCH) { /* a cancel recorded since the read? */
+      json_t *o = NULL;
+      int crc = dtx__job_end_canceled(&ex, job, &o);
+      if (crc != DTX_ENOMATCH) {
+        rc = crc;
+        *out = o;
+      }
+    }
     if (rc && rc != DTX_ENOMATCH && !dtx__transient(rc) && ok && result) {
       /* Refused for a reason of the store's own: the result as text. */
       char why[400];
@@ -255,6 +287,10 @@ static int end(dtx_store_t *st, const char *id, int64_t epoch, int ok,
     if (rc == 0 && dtx__job_relay(&ex, out, 1, NULL))
       dtx__err_clear(); /* left in the outbox for the next relay */
   }
+  /* A flow's parent (flow.c, J15), also on a repeat: the first call may
+   * have stopped before it. */
+  if (rc == 0)
+    dtx__job_settle_after(&ex, *out);
   json_decref(job);
   json_decref(dummy);
   return dtx__call_end(&c, rc);
@@ -268,4 +304,117 @@ int dtx_job_complete(dtx_store_t *st, const char *id, int64_t epoch,
 int dtx_job_fail_at(dtx_store_t *st, const char *id, int64_t epoch,
                     const char *error, json_t **out) {
   return end(st, id, epoch, 0, NULL, error, out);
+}
+
+/* ---- progress (docs/jobs.md, "Progress") ------------------------------------
+ *
+ * A running attempt reports how far it got: ONE fenced move of the job
+ * running -> running at the attempt's epoch (fault point job.progress)
+ * that sets "progress" and nothing else of the protocol -- not the state,
+ * not the epoch, not the lease -- so a stale attempt's report matches
+ * nothing and is refused (DTX_ESTALE), and a report never outlives its
+ * attempt's fence.  A plain write may not change "progress" at all (the
+ * jobs' transition rule, scope "plain": J16 in job.c). */
+
+/* The most JSON text a progress value may take: a progress is a
+ * position, not a result (a result has 16 KiB and its own path). */
+#define PROGRESS_MAX 4096
+
+int dtx_job_progress_check(const char *id, int64_t epoch,
+                           const json_t *value) {
+  int rc;
+  dtx__err_clear();
+  if ((rc = check_attempt(id, epoch)))
+    return rc;
+  if (!value)
+    return dtx__err(DTX_EINVAL, "a progress value is required (any JSON)");
+  json_t *in_job = json_pack("{s:O}", "progress", value);
+  rc = in_job ? dtx__depth_check(in_job, DTX_EINVAL, "the job's progress")
+              : DTX_ENOMEM;
+  json_decref(in_job);
+  if (rc)
+    return rc;
+  char *text = dtx__json_dump(value);
+  size_t n = text ? strlen(text) : 0;
+  free(text);
+  if (!text)
+    return DTX_ENOMEM;
+  if (n > PROGRESS_MAX)
+    return dtx__err(DTX_EINVAL,
+                    "progress is %zu bytes of JSON; at most %d", n,
+                    PROGRESS_MAX);
+  return 0;
+}
+
+/* The move: job (its _id, state, epoch) running at its epoch. */
+static int progress_move(dtx__exec_t *ex, const json_t *job,
+                         const json_t *value, json_t **out) {
+  /* J16: never the state, nor the epoch; a step that is no move, so its
+   * event goes by dtx__job_event (events.c): the outbox's bound applies */
+  json_t *fenced = dtx__pack("{s:O,s:s,s:O}", "_id", json_object_get(job, "_id"),
+                             "state", DTX_JOB_RUNNING, "epoch",
+                             json_object_get(job, "epoch"));
+  if (!fenced)
+    return DTX_ENOMEM;
+  int rc = dtx__job_event(
+      ex, "job.progress", fenced, "progress",
+      dtx__pack("{s:O}", "progress", value),
+      dtx__pack("{s:O,s:I}", "progress", value, "updated",
+                (json_int_t)dtx__now_ms()),
+      out);
+  json_decref(fenced);
+  /* J16: the attempt's epoch and state are what they were. */
+  DTX_ASSERT(rc || (dtx__state_is(*out, DTX_JOB_RUNNING) &&
+                    dtx__int(*out, "epoch") == dtx__int(job, "epoch")),
+             "J16");
+  return rc;
+}
+
+int dtx_job_progress(dtx_store_t *st, const char *id, int64_t epoch,
+                     const json_t *value, json_t **out) {
+  dtx__exec_t ex;
+  dtx__call_t c;
+  json_t *job = NULL, *dummy = NULL;
+  if (!out)
+    out = &dummy;
+  *out = NULL;
+  dtx__call_begin(&c, 0);
+  int rc = dtx_job_progress_check(id, epoch, value);
+  if (rc == 0) {
+    dtx__exec_init(&ex, st, NULL, 0, 0);
+    rc = attempt(&ex, id, epoch, &job);
+  }
+  if (rc == 0) {
+    as_holder(&ex, st, job, 0);
+    rc = progress_move(&ex, job, value, out);
+    if (rc == DTX_ENOMATCH) /* fenced between the read and the write */
+      rc = dtx__err(DTX_ESTALE,
+                    "job %s: the attempt at epoch %lld was taken over or "
+                    "ended: its progress was not written",
+                    id, (long long)epoch);
+  }
+  json_decref(job);
+  json_decref(dummy);
+  return dtx__call_end(&c, rc);
+}
+
+int dtx_job_run_progress(dtx_job_run_t *run, const json_t *value) {
+  dtx__call_t c;
+  json_t *out = NULL;
+  dtx__call_begin(&c, 0);
+  int rc = dtx_job_progress_check(run->id, run->epoch, value);
+  json_t *job = rc ? NULL
+                   : json_pack("{s:s,s:s,s:I}", "_id", run->id, "state",
+                               DTX_JOB_RUNNING, "epoch",
+                               (json_int_t)run->epoch);
+  if (rc == 0)
+    rc = job ? progress_move(run->ex, job, value, &out) : DTX_ENOMEM;
+  if (rc == DTX_ENOMATCH)
+    rc = dtx__err(DTX_ESTALE,
+                  "job %s: the attempt at epoch %lld was taken over or "
+                  "ended: its progress was not written",
+                  run->id, (long long)run->epoch);
+  json_decref(job);
+  json_decref(out);
+  return dtx__call_end(&c, rc);
 }

@@ -22,9 +22,14 @@
  * thread for its whole life, renews the lease of every job of the batch
  * in hand -- the running one and the ones waiting their turn -- every
  * third of it; when a renewal finds a job gone (taken over after a
- * pause; a running job cannot be canceled) the attempt is lost: a waiting
- * job is skipped, a running one's handler sees dtx_job_alive() == 0, and
- * no outcome is written (it would fail its fence anyway, J1).  Every
+ * pause) the attempt is lost: a waiting job is skipped, a running one's
+ * handler sees dtx_job_alive() == 0, and no outcome is written (it would
+ * fail its fence anyway, J1).  When a renewal finds a cancel requested
+ * (cancel.c, J17), a waiting job is not run and a running one's handler
+ * sees dtx_job_alive() == 0 (--exec: its group gets SIGTERM, then
+ * SIGKILL), and the attempt ends canceled (job.cancel.end) in the
+ * batch's round; an outcome refused because a cancel came after the last
+ * renewal ends canceled too (dtx__job_end_canceled).  Every
  * DTX__RECOVER_EVERY_MS one thread runs the job recovery pass
  * (recover.c): due delayed jobs become ready, stalled jobs are taken
  * over. */
@@ -48,6 +53,8 @@ typedef struct shared {
   const dtx_job_work_opts_t *o;
   json_t *due, *sort;
   dtx__tally_t ran;
+  dtx__tally_t ticks;        /* the queue's schedules ticked (sched.c) */
+  atomic_llong sched_last;   /* mono ms of the last round of ticks */
   dtx__pacer_t pacer; /* the job recovery pass: recover_pass below */
   int64_t timeout_ms;
   int batch; /* the most jobs a thread claims at once */
@@ -72,6 +79,7 @@ void dtx_job_fail(dtx_job_run_t *run, const char *message) {
 
 int dtx_job_alive(const dtx_job_run_t *run) {
   return !atomic_load(&((dtx_job_run_t *)run)->lost) &&
+         !atomic_load(&((dtx_job_run_t *)run)->canceled) &&
          dtx__mono_ms() < run->deadline;
 }
 
@@ -85,6 +93,9 @@ typedef struct held {
   dtx_job_run_t *run;  /* while its handler runs, else NULL */
   int over;            /* ended or skipped: no more renewals */
   int lost;            /* a renewal found it taken over */
+  int gone;            /* no longer running at its claim's epoch (ended,
+                          fenced, lost): its running slot may go back */
+  int canceled;        /* a renewal found a cancel requested (J17) */
   /* Not under the heartbeat's mu (the worker thread's own): */
   int ended;           /* its handler ran; its outcome is in m, unwritten */
   dtx__move_t m;       /* that outcome (dtx__job_outcome) */
@@ -122,8 +133,16 @@ static void renew_batch(beat_t *b) {
     pthread_mutex_unlock(&b->mu);
     json_t *out = NULL;
     int rc = dtx__job_renew(&b->ex, h[i].job, every, &out);
+    int canceled = rc == 0 && dtx__job_cancel_requested(out);
     json_decref(out);
     pthread_mutex_lock(&b->mu);
+    /* A cancel requested (J17): a waiting job is not run, a running
+     * one's handler sees dtx_job_alive() == 0; either ends canceled. */
+    if (canceled && !h[i].over) {
+      h[i].canceled = 1;
+      if (h[i].run)
+        atomic_store(&h[i].run->canceled, 1);
+    }
     /* Taken over (J1): a waiting job is skipped in its turn, a running
      * one sees dtx_job_alive() == 0.  Other errors: the store is slow;
      * the next beat tries again, and a lapse is what recovery is for. */
@@ -216,6 +235,18 @@ static const dtx_job_handler_t *handler_for(const dtx_job_work_opts_t *o,
   return NULL;
 }
 
+/* The canceled end of h's attempt into h->m (J17): 0, or the error
+ * tallied and h over (left running, its lease lapses, recovery ends it
+ * canceled). */
+static int cancel_outcome(shared_t *sh, beat_t *b, held_t *h) {
+  int rc = dtx__job_cancel_move(h->job, "job.cancel.end", 0, &h->m);
+  if (rc) {
+    dtx__tally_error(&sh->ran, json_object_get(h->job, "_id"), rc);
+    held_over(b, h);
+  }
+  return rc;
+}
+
 /* Runs the handler of the claimed job h->job, in its turn in the batch,
  * and leaves its outcome in h->m for write_outcomes: the outcomes of a
  * batch go out together, one bulk round instead of a write per job.
@@ -229,13 +260,20 @@ static void run_job(shared_t *sh, dtx__exec_t *ex, beat_t *b, held_t *h) {
   dtx_job_run_t run = {.ex = ex, .epoch = dtx__int(job, "epoch")};
   snprintf(run.id, sizeof run.id, "%s", dtx__str(job, "_id"));
   atomic_init(&run.lost, 0);
+  atomic_init(&run.canceled, 0);
   pthread_mutex_lock(&b->mu);
-  int lost = h->lost;
-  h->run = lost ? NULL : &run;
+  int lost = h->lost, canceled = h->canceled;
+  h->run = lost || canceled ? NULL : &run;
   pthread_mutex_unlock(&b->mu);
   if (lost) { /* taken over while it waited its turn: not ours to run */
     dtx__tally_ran(&sh->ran, "fenced", 1);
+    h->gone = 1;
     held_over(b, h);
+    return;
+  }
+  if (canceled) { /* canceled while it waited its turn: never run (J17) */
+    if (cancel_outcome(sh, b, h) == 0)
+      h->ended = 1;
     return;
   }
   /* Saturated: a timeout too large for int64 is "no timeout in practice"
@@ -248,7 +286,15 @@ static void run_job(shared_t *sh, dtx__exec_t *ex, beat_t *b, held_t *h) {
     hrc = -1;
     dtx_job_fail(&run, "no handler for this job type");
   } else {
-    hrc = h_fn->fn(&run, job, h_fn->arg);
+    /* A parent's handler sees its children's results (flow.c). */
+    json_t *view = NULL;
+    if (dtx__job_flow_view(ex, job, &view)) {
+      hrc = -1;
+      dtx_job_fail(&run, "could not read the job's children");
+      dtx__err_clear();
+    } else
+      hrc = h_fn->fn(&run, view ? view : job, h_fn->arg);
+    json_decref(view);
   }
   int timed_out = dtx__mono_ms() >= run.deadline;
   pthread_mutex_lock(&b->mu);
@@ -256,7 +302,12 @@ static void run_job(shared_t *sh, dtx__exec_t *ex, beat_t *b, held_t *h) {
   pthread_mutex_unlock(&b->mu);
   if (atomic_load(&run.lost)) {
     dtx__tally_ran(&sh->ran, "fenced", 1);
+    h->gone = 1;
     held_over(b, h);
+  } else if (atomic_load(&run.canceled)) {
+    /* J17: the attempt ends canceled, whatever the handler returned. */
+    if (cancel_outcome(sh, b, h) == 0)
+      h->ended = 1;
   } else {
     char msg[96];
     const char *err = run.error ? run.error : "handler failed";
@@ -319,8 +370,19 @@ static void write_outcomes(shared_t *sh, dtx__exec_t *ex, beat_t *b,
    * marked text form (dtx__job_storable_result), which it can store. */
   for (size_t j = 0; j < k; j++) {
     held_t *hj = &h[at[j]];
-    if (rcs[j] == 0 || rcs[j] == DTX_ENOMATCH || dtx__transient(rcs[j]) ||
-        !hj->result)
+    if (rcs[j] == DTX_ENOMATCH) {
+      /* J17: refused because a cancel was recorded since the heartbeat
+       * looked: the attempt ends canceled (else it was taken over). */
+      json_t *o = NULL;
+      int crc = dtx__job_end_canceled(ex, docs[j], &o);
+      if (crc != DTX_ENOMATCH) {
+        rcs[j] = crc;
+        json_decref(outs[j]);
+        outs[j] = o;
+      }
+      continue;
+    }
+    if (rcs[j] == 0 || dtx__transient(rcs[j]) || !hj->result)
       continue;
     json_decref(outs[j]);
     outs[j] = NULL;
@@ -338,16 +400,20 @@ static void write_outcomes(shared_t *sh, dtx__exec_t *ex, beat_t *b,
     json_decref(h[at[j]].result);
     h[at[j]].result = NULL;
     if (rcs[j] == 0)
+      dtx__job_settle_after(ex, outs[j]); /* a flow's parent (J15) */
+    if (rcs[j] == 0)
       dtx__tally_ran(&sh->ran,
                      dtx__state_is(outs[j], DTX_JOB_SUCCEEDED) ? "succeeded"
                      : dtx__state_is(outs[j], DTX_JOB_DEAD)    ? "dead"
-                                                               : "retried",
+                     : dtx__state_is(outs[j], DTX_JOB_CANCELED) ? "canceled"
+                                                                : "retried",
                      1);
     else if (rcs[j] == DTX_ENOMATCH)
       dtx__tally_ran(&sh->ran, "fenced", 1);
     else /* left running: its lease lapses and recovery takes it over */
       dtx__tally_error(&sh->ran, json_object_get(docs[j], "_id"), rcs[j]);
     json_decref(outs[j]);
+    h[at[j]].gone = rcs[j] == 0 || rcs[j] == DTX_ENOMATCH;
     held_over(b, &h[at[j]]);
   }
 }
@@ -394,14 +460,31 @@ int dtx__job_claim_query(const char *queue, const json_t *types, json_t **due,
   return 0;
 }
 
-int dtx__job_claim(dtx__exec_t *ex, const char *queue, const json_t *due,
-                   const json_t *sort, size_t max, json_t **jobs) {
+int dtx__job_claim_ex(dtx__exec_t *ex, const char *queue, const json_t *due,
+                      const json_t *sort, size_t max, json_t **jobs,
+                      dtx__jq_held_t *held) {
   int64_t moved = 0;
+  int paused = 0, limited = 0;
   dtx__call_t c;
   dtx__call_begin(&c, ex->deadline_ms);
+  if (held)
+    held->n = 0;
+  /* The round's gate (queues.c): a paused queue claims nothing (J10); a
+   * limited one claims under running slots (limits.c, J12). */
+  int rc = dtx__jq_gate(ex, queue, &paused, &limited);
+  if (rc == 0 && paused)
+    rc = dtx__err(DTX_ENOMATCH, "queue '%s' is paused", queue);
+  if (rc == 0 && limited) {
+    rc = dtx__jq_claim_limited(ex, queue, due, sort, max, jobs, held,
+                               &limited);
+    if (limited)
+      return dtx__call_end(&c, rc);
+  }
+  if (rc)
+    return dtx__call_end(&c, rc);
   dtx__claim_t cl = {.point = "job.claim", .due = due, .sort = sort,
                      .to = DTX_JOB_RUNNING};
-  int rc = dtx__kit_claim_many(ex, &dtx__job_kind, &cl, max, jobs);
+  rc = dtx__kit_claim_many(ex, &dtx__job_kind, &cl, max, jobs);
   if (rc == DTX_ENOMATCH) {
     /* Nothing ready: make due delayed jobs ready, then look once more. */
     int prc = dtx__job_promote(ex, queue, PROMOTE_BATCH, &moved);
@@ -413,6 +496,11 @@ int dtx__job_claim(dtx__exec_t *ex, const char *queue, const json_t *due,
   return dtx__call_end(&c, rc);
 }
 
+int dtx__job_claim(dtx__exec_t *ex, const char *queue, const json_t *due,
+                   const json_t *sort, size_t max, json_t **jobs) {
+  return dtx__job_claim_ex(ex, queue, due, sort, max, jobs, NULL);
+}
+
 int dtx__job_renew(dtx__exec_t *ex, const json_t *job, int64_t budget_ms,
                    json_t **out) {
   dtx__call_t c;
@@ -420,9 +508,50 @@ int dtx__job_renew(dtx__exec_t *ex, const json_t *job, int64_t budget_ms,
   return dtx__call_end(&c, dtx__kit_renew(ex, &dtx__job_kind, job, out));
 }
 
-/* Claims up to max due jobs of the queue (dtx__job_claim). */
-static int claim(shared_t *sh, dtx__exec_t *ex, size_t max, json_t **jobs) {
-  return dtx__job_claim(ex, sh->o->queue, sh->due, sh->sort, max, jobs);
+/* Every worker is a ticker of its queue's schedules (docs/jobs.md,
+ * "Schedules"): one round per process at most every SCHED_POLL_MS, by
+ * whichever thread comes first, through the index {state, queue,
+ * next_at}. */
+#define SCHED_POLL_MS 100
+static void maybe_tick(shared_t *sh, dtx__exec_t *ex) {
+  long long now = dtx__mono_ms(), last = atomic_load(&sh->sched_last);
+  if ((last && now - last < SCHED_POLL_MS) ||
+      !atomic_compare_exchange_strong(&sh->sched_last, &last, now))
+    return;
+  dtx__call_t c;
+  dtx__call_begin(&c, ex->deadline_ms);
+  /* Its errors are in the tally; the claim goes on regardless. */
+  (void)dtx__call_end(&c, dtx__job_sched_tick(ex, sh->o->queue, &sh->ticks));
+}
+
+/* Claims up to max due jobs of the queue (dtx__job_claim_ex); slots:
+ * the running slots they took on a limited queue. */
+static int claim(shared_t *sh, dtx__exec_t *ex, size_t max, json_t **jobs,
+                 dtx__jq_held_t *slots) {
+  return dtx__job_claim_ex(ex, sh->o->queue, sh->due, sh->sort, max, jobs,
+                           slots);
+}
+
+/* Frees the running slots of the batch's jobs that are no longer running
+ * at their claim's epoch (limits.c); a job left running keeps its slot
+ * until recovery takes it over (J12). */
+static void release_slots(shared_t *sh, dtx__exec_t *ex, const held_t *h,
+                          size_t n, const dtx__jq_held_t *slots) {
+  int idx[DTX__CLAIM_MANY_MAX];
+  int64_t g[DTX__CLAIM_MANY_MAX];
+  size_t k = 0;
+  for (size_t s = 0; s < slots->n; s++)
+    for (size_t i = 0; i < n; i++)
+      if (h[i].gone && dtx__str_is(h[i].job, "_id", slots->id[s])) {
+        idx[k] = slots->idx[s];
+        g[k++] = slots->g[s];
+        break;
+      }
+  dtx__call_t c;
+  dtx__call_begin(&c, ex->deadline_ms);
+  int rc = dtx__call_end(&c, dtx__jq_release(ex, sh->o->queue, idx, g, k));
+  if (rc) /* the slot comes back when a claim finds its job ended */
+    dtx__tally_error(&sh->ran, NULL, rc);
 }
 
 /* How many jobs a thread claims in its next round.  A batch saves the
@@ -473,9 +602,15 @@ static void *work(void *arg) {
   dtx__idle_t idle = {0};
   pace_t pace;
   pace_init(&pace, (size_t)sh->batch, ex.lease_ms);
-  while (!stopping(sh)) {
+  dtx__jq_held_t *slots = calloc(1, sizeof *slots);
+  if (!slots) {
+    int zero = 0;
+    atomic_compare_exchange_strong(&sh->fatal, &zero, DTX_ENOMEM);
+  }
+  while (slots && !stopping(sh)) {
     json_t *jobs = NULL;
-    int rc = claim(sh, &ex, pace.k, &jobs);
+    maybe_tick(sh, &ex);
+    int rc = claim(sh, &ex, pace.k, &jobs, slots);
     /* From the claim on: how long its jobs wait behind one another (the
      * claim's own time, long under contention, must not shrink the batch:
      * that only makes more claims contend). */
@@ -510,6 +645,8 @@ static void *work(void *arg) {
       }
       write_outcomes(sh, &ex, &beat, h, n);
       batch_end(&beat);
+      if (slots->n)
+        release_slots(sh, &ex, h, n, slots);
       free(h);
       json_decref(jobs);
       pace_after(&pace, n, (double)(dtx__mono_ms() - t0));
@@ -532,6 +669,7 @@ static void *work(void *arg) {
       break;
   }
   beat_destroy(&beat);
+  free(slots);
   return NULL;
 }
 
@@ -586,7 +724,7 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
                                     &sh.sort)
              : DTX_ENOMEM;
   json_decref(types);
-  if (rc == 0 && dtx__tally_init(&sh.ran))
+  if (rc == 0 && (dtx__tally_init(&sh.ran) || dtx__tally_init(&sh.ticks)))
     rc = DTX_ENOMEM;
   if (rc == 0) {
     dtx__pacer_init(&sh.pacer, recover_pass, &sh);
@@ -594,6 +732,11 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
     dtx__pacer_destroy(&sh.pacer);
     if (rc == 0 && opts->once)
       rc = atomic_load(&sh.fatal);
+    /* The ticks' errors are the worker's (a --once run returns the first);
+     * their counts are reported apart, as "ticks". */
+    json_t *ticked = json_deep_copy(json_object_get(sh.ticks.obj, "ran"));
+    json_object_clear(json_object_get(sh.ticks.obj, "ran"));
+    dtx__tally_merge(&sh.ran, &sh.ticks);
     if (summary) {
       json_t *ran = json_pack("{s:i,s:i,s:i,s:i}", "succeeded", 0, "retried",
                               0, "dead", 0, "fenced", 0);
@@ -601,11 +744,15 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
       *summary = json_pack("{s:b,s:s,s:o,s:O}", "ok", rc == 0, "queue",
                            opts->queue, "ran", ran, "errors",
                            json_object_get(sh.ran.obj, "errors"));
+      if (*summary && json_object_size(ticked))
+        json_object_set(*summary, "ticks", ticked);
     }
+    json_decref(ticked);
     if (rc == 0 && opts->once)
       rc = sh.ran.first_err;
   }
   dtx__tally_free(&sh.ran);
+  dtx__tally_free(&sh.ticks);
   json_decref(sh.due);
   json_decref(sh.sort);
   if (!opts->once && rc != DTX_ENOMEM)

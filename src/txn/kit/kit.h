@@ -385,6 +385,9 @@ typedef struct dtx__move {
   json_t *unset;     /* fields to $unset ({"f": ""}), stolen, may be NULL:
                         a field that must be absent, not null, afterwards
                         (a sparse unique index skips only absent ones) */
+  int64_t not_after; /* > 0: the store refuses the move past this time of
+                        its clock (DTX_ESTALE; docs/jobs.md, "Time-bounded
+                        writes"): a claim bounded by a slot's window */
 } dtx__move_t;
 
 /* The fenced state change of item doc (borrowed; its _id, state and epoch

@@ -83,7 +83,7 @@ static int move_op(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
   *o = (dtx__kit_op_t){.kind = DTX_BULK_FIND_ONE_AND_UPDATE,
                        .point = m->point,
                        .coll = k->coll,
-                       .fam = {.return_new = 1}};
+                       .fam = {.return_new = 1, .not_after = m->not_after}};
   if (!from) {
     json_decref(m->cond);
     json_decref(m->set);

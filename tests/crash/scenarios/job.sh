@@ -7,7 +7,8 @@
 # says so.  check_final recovers, runs a worker until nothing is due,
 # and proves: audit --settled clean; j1 terminal (or never recorded /
 # purged, where the point allows it); n exactly 1 for a succeeded j1 and
-# at most 1 otherwise.
+# at most 1 otherwise.  Schedule points (job.schedule.*) have their
+# own: check_sched.
 H=$HARNESS_ROOT/tests/lib/job_handler.sh
 WORK_Q="job work q --once --lease-ms 300 --exec $H"
 
@@ -23,10 +24,19 @@ add_j1() { d job add q t "${1:-{\}}" --id j1 --backoff-ms 1 ${2:-} >/dev/null; }
 # $action, seen here through bash's dynamic scope); crash, and pause.sh,
 # take the runner's.
 remote() { [ "${action:-}" = error ]; }
+add_p() {
+  d insert counters '{"_id":"p","n":0}' >/dev/null
+  d job add q t {} --id p --backoff-ms 1 >/dev/null
+}
 remote_claimed() { # [PAYLOAD [ADD-OPTIONS]]
   add_j1 "$@"
-  d job claim q --lease-ms 300 >/dev/null
-  d job effect j1 1 k1 counters '{"_id":"j1"}' '{"$inc":{"n":1}}' >/dev/null
+  # A lease long enough for the next process to start on a loaded
+  # machine: an effect refused as late (the lease lapsed before it ran)
+  # would leave a job the test completes with no effect applied.
+  # check_final takes the attempt over with --older-than-ms 0 anyway.
+  d job claim q --lease-ms 10000 >/dev/null
+  d job effect j1 1 k1 counters '{"_id":"j1"}' '{"$inc":{"n":1}}' >/dev/null ||
+    echo "remote_claimed: the effect was refused" >&2
 }
 
 scenario_cmd() {
@@ -64,6 +74,41 @@ scenario_cmd() {
     add_j1 '{"fail":true}' "--max-attempts 1"
     d $WORK_Q >/dev/null 2>&1
     echo "job retry j1" ;;
+  # Flows (docs/jobs.md, "Flows"): j1 a child of job p (whose handler
+  # counts in counters/p).
+  job.flow.add | job.flow.attach | job.flow.release)
+    add_p; echo "job add q t {} --id j1 --backoff-ms 1 --parent p" ;;
+  job.flow.drop) # p ran: the add is refused and the held j1 deleted
+    add_p; d $WORK_Q >/dev/null; echo "job add q t {} --id j1 --backoff-ms 1 --parent p" ;;
+  job.flow.ready) add_p; add_j1 '{}' "--parent p"; echo "$WORK_Q" ;;
+  job.flow.fail) add_p; add_j1 '{"fail":true}' "--max-attempts 1 --parent p"; echo "$WORK_Q" ;;
+  job.flow.orphan) # a refused add that died before its drop: recovery cancels j1
+    add_p; d $WORK_Q >/dev/null
+    DOCTX_FAULT=job.flow.drop:crash d job add q t {} --id j1 --backoff-ms 1 --parent p >/dev/null 2>&1
+    echo "recover" ;;
+  job.progress)
+    # A remote worker's report (docs/jobs.md, "Progress"): j1 claimed at
+    # epoch 1; recovery takes the attempt over afterwards.
+    add_j1; d job claim q --lease-ms 300 >/dev/null
+    echo 'job progress j1 1 {"done":1}' ;;
+  job.cancel.request)
+    # A cancel of a running job records the request (cancel.c): j1 claimed
+    # at epoch 1; recovery then ends it canceled, or retries it when the
+    # request was not recorded.
+    add_j1; d job claim q --lease-ms 300 >/dev/null
+    echo "job cancel j1" ;;
+  job.cancel.end)
+    # The holder's end of a canceled attempt: a remote worker's complete
+    # after the request (the runner's heartbeat reaches it too).
+    remote_claimed; d job cancel j1 >/dev/null
+    echo 'job complete j1 1 {"done":true}' ;;
+  job.unique.expire)
+    # An add refused by a holder whose window has passed clears the
+    # holder's key and inserts once more (unique.c); j0 holds the key.
+    d job add q t --id j0 --unique-key k --unique-for-ms 1 >/dev/null
+    d job complete j0 "$(field "$(d job claim q)" epoch)" >/dev/null
+    sleep 0.01
+    echo "job add q t {} --id j1 --backoff-ms 1 --unique-key k" ;;
   job.recover.takeover)
     add_j1
     DOCTX_FAULT=job.complete:crash d $WORK_Q >/dev/null 2>&1
@@ -80,13 +125,67 @@ scenario_cmd() {
     # Markers go only once no write of the effect can land: the store's
     # clock past fx_until (the effect's lease end, <= 300 ms on) plus the
     # 1 s margin (docs/jobs.md, "Exactly once").
-    add_j1; d $WORK_Q >/dev/null; sleep 1.4
-    echo "recover --tombstone-ttl-ms 1 --retention-ms 1" ;;
+    # (under the error action: a failing j1, dead after its one attempt,
+    # purged with --keep-dead-ms)
+    if [ "${action:-}" = error ]; then
+      add_j1 '{"fail":true}' "--max-attempts 1"; d $WORK_Q >/dev/null 2>&1; sleep 1.4
+      echo "recover --tombstone-ttl-ms 1 --keep-dead-ms 1"
+    else
+      add_j1; d $WORK_Q >/dev/null; sleep 1.4
+      echo "recover --tombstone-ttl-ms 1 --retention-ms 1"
+    fi ;;
+  job.queue.set)
+    # A pause of q, then a resume: a crash leaves q paused or not; the
+    # operator's resume again (check_final) runs j1.
+    add_j1; d job pause q >/dev/null
+    echo "job resume q" ;;
+  job.slot.take | job.slot.release)
+    # q limited to 2 running: the runner takes a slot, claims j1 under it,
+    # and frees it after the outcome.  A slot left behind by a crash is
+    # taken again once its job ended (or its claim's window passed); the
+    # other one is free meanwhile.
+    d job queue q --max-running 2 >/dev/null
+    add_j1; echo "$WORK_Q" ;;
   job.recover.*)
     add_j1; d $WORK_Q >/dev/null; sleep 1.4
     echo "recover --tombstone-ttl-ms 1" ;;
+  # Schedules (docs/jobs.md, "Schedules"): s1 ticks every 100 ms into
+  # queue sq (its jobs are not run here); a few ticks are due when the
+  # command starts.
+  job.schedule.add) echo "job schedule s1 sq t {} --every-ms 100" ;;
+  job.schedule.enqueue | job.schedule.advance)
+    d job schedule s1 sq t '{}' --every-ms 100 >/dev/null; sleep 0.25
+    echo "job scheduler sq --once" ;;
+  job.schedule.remove)
+    d job schedule s1 sq t '{}' --every-ms 100 >/dev/null; sleep 0.25
+    echo "job unschedule s1" ;;
   *) echo "UNKNOWN" ;;
   esac
+}
+
+# After a schedule's point: another ticker finishes the tick in flight
+# (its job is there once, next_at moves on), and the audit finds every
+# tick of s1 up to next_at with exactly one job (sched_audit.c, J8/J9);
+# a removed s1 gets no tick after its tombstone's next_at.
+check_sched() {
+  local label=$1 out n
+  d job scheduler sq --once >/dev/null || { bad "$label: scheduler failed"; return; }
+  if ! out=$(d audit --settled); then
+    bad "$label: audit not clean: $out"; return
+  fi
+  n=$(d count jobs '{"sched.name":"s1"}')
+  case "$label" in
+  job.schedule.add:*) ;; # its ticks, if it was added, the audit judged
+  job.schedule.remove:*)
+    # Removed, or still active when the error came first: either way
+    # every job is a tick before next_at (the audit said so).
+    d job unschedule s1 >/dev/null 2>&1
+    n=$(d count jobs '{"sched.name":"s1"}'); sleep 0.25
+    d job scheduler sq --once >/dev/null
+    [ "$(d count jobs '{"sched.name":"s1"}')" = "$n" ] || { bad "$label: a tick enqueued after unschedule"; return; } ;;
+  *) [ "$n" -ge 2 ] || { bad "$label: only $n jobs for ticks due"; return; } ;;
+  esac
+  ok
 }
 
 # j1's state ("" when there is none) and its counter, without a python
@@ -105,14 +204,23 @@ j1_count() {
 }
 
 check_final() {
-  local label=$1 out st n
+  local label=$1 out st n v
+  case "$label" in job.schedule.*) check_sched "$label"; return ;; esac
   d recover --older-than-ms 0 >/dev/null || { bad "$label: recover failed"; return; }
+  case "$label" in job.queue.*) d job resume q >/dev/null || { bad "$label: resume failed"; return; } ;; esac
   st=$(j1_state)
+  v=$(d find jobs '{"_id":"p","state":{"$in":["ready","delayed","waiting"]}}' --project '{"_id":1}')
   case "$st" in
-  succeeded | dead | canceled | "") ;;
+  succeeded | dead | canceled | "") [ -z "$v" ] || d $WORK_Q >/dev/null 2>&1 ;;
   *)
     d $WORK_Q >/dev/null 2>&1 || { bad "$label: worker failed"; return; }
     st=$(j1_state) ;;
+  esac
+  # A flow's parent ended too (it ran after j1, or died by it).
+  v=$(d find jobs '{"_id":"p"}' --project '{"_id":0,"state":1}')
+  case "$v" in
+  "" | *succeeded* | *dead*) ;;
+  *) bad "$label: parent p is $v"; return ;;
   esac
   if ! out=$(d audit --settled); then
     bad "$label: audit not clean: $out"; return
@@ -123,7 +231,8 @@ check_final() {
   dead | canceled) [ "$n" -le 1 ] || { bad "$label: j1 $st, effect applied $n times"; return; } ;;
   "")
     case "$label" in
-    job.add:* | job.recover.purge:*) ;;
+    job.add:* | job.recover.purge:* | job.flow.add:* | job.flow.drop:* | \
+      job.unique.expire:*) ;;
     *) bad "$label: j1 missing"; return ;;
     esac
     [ "$n" -le 1 ] || { bad "$label: effect applied $n times"; return; } ;;
