@@ -10,12 +10,13 @@
  *     ... the move's own fields ...                      $inc ev_n 1
  *                                                        $push ev_out {u, event,
  *                                                              at, epoch, from, to}
- *                                                        $set ev_pend true
- *            |
- *            v  relay (the runner after each batch; the front doors that
- *               end, cancel or retry one job, or claim -- not add, whose
- *               "added" goes with the next relay; `job events` readers;
- *               recovery): for each job with ev_pend
+ *                                                        $min ev_pend at
+ *            |                   (no step that moves a job relays: the hot
+ *            |                    path writes the job only)
+ *            v  relay, oldest ev_pend first (jobq.h DTX__JOB_RELAY_*):
+ *               `job events` reads, a worker's periodic recovery pass
+ *               (bounded, outboxes >= 1 s old), an idle worker's round,
+ *               doctx recover: for each job with ev_pend
  *   read the job: S = ev_sent, ev_out[0..k-1] is event n = S + 1 + i
  *   for each in order: insert job_events {_id "QUEUE/SEQ", queue, seq, rseq
  *        (-seq), job, born, n, event, at, epoch, from, to [, data]}, SEQ = the queue's
@@ -66,9 +67,8 @@
  *      writes may change none of ev_n, ev_sent, ev_out (transition rule)
  *      and may not insert, change or delete a log entry.
  *
- * The outbox's bound: every front door that moves a job relays it after
- * the move (an add leaves "added" to the job's next relay), so events wait in an outbox only after a crash (or a store
- * error) between the two, until a reader or recovery relays them.  State
+ * The outbox's bound: events wait in an outbox until a relay takes them
+ * (docs/jobs.md "Events" states the log's lag).  State
  * moves are never refused for an outbox that is full -- a job's moves are
  * bounded by its attempts, and refusing one would stop the job -- but a
  * step that is no move (dtx__job_event: progress) relays the job's outbox
@@ -85,8 +85,6 @@
 #include "util/err.h"
 
 #define MAX_ROUNDS 64      /* a relay's inserts that lost their SEQ */
-#define READ_RELAY 200     /* pending jobs a reader relays per call */
-#define RECOVER_RELAY 500  /* pending jobs a recovery pass relays */
 #define TRIM_BATCH 500     /* log entries a recovery pass deletes */
 #define DEFAULT_KEEP_MS (24LL * 3600 * 1000)
 
@@ -152,14 +150,16 @@ json_t *dtx__job_event_entry(const char *event, const char *from,
 }
 
 /* Adds the event entry e (stolen) to update: $inc ev_n, $push ev_out,
- * $set ev_pend.  0 or DTX_ENOMEM (update then unusable). */
+ * $min ev_pend (the time of the oldest event waiting: relays take the
+ * oldest outboxes first, and a busy worker's only once they are
+ * DTX__JOB_RELAY_AGE_MS old).  0 or DTX_ENOMEM (update then unusable). */
 static int add_event(json_t *update, json_t *e) {
-  json_t *set = json_object_get(update, "$set");
+  json_t *set = json_object_get(update, "$min");
   json_t *inc = json_object_get(update, "$inc");
   json_t *push = json_object_get(update, "$push");
   if (!e)
     return DTX_ENOMEM;
-  if (!set && json_object_set_new(update, "$set", set = json_object()) < 0)
+  if (!set && json_object_set_new(update, "$min", set = json_object()) < 0)
     set = NULL;
   if (!inc && json_object_set_new(update, "$inc", inc = json_object()) < 0)
     inc = NULL;
@@ -167,7 +167,10 @@ static int add_event(json_t *update, json_t *e) {
     push = NULL;
   if (!set || !inc || !push ||
       json_object_set_new(inc, "ev_n", json_integer(1)) < 0 ||
-      json_object_set_new(set, "ev_pend", json_true()) < 0) {
+      json_object_set_new(set, "ev_pend",
+                          json_object_get(e, "at")
+                              ? json_incref(json_object_get(e, "at"))
+                              : json_integer(dtx__now_ms())) < 0) {
     json_decref(e);
     return DTX_ENOMEM;
   }
@@ -428,14 +431,16 @@ int dtx__job_relay(dtx__exec_t *ex, json_t **jobs, size_t n,
   return first;
 }
 
-/* Relays up to limit jobs whose outbox holds events (of queue, or of all
- * queues when NULL). */
-static int relay_pending(dtx__exec_t *ex, const char *queue, int64_t limit,
-                         int64_t *count) {
-  json_t *f = dtx__pack("{s:b}", "ev_pend", 1), *found = NULL;
+int dtx__job_events_relay(dtx__exec_t *ex, const char *queue, int64_t limit,
+                          int64_t age_ms, int64_t *count) {
+  /* the oldest outboxes first, through the sparse index {ev_pend} */
+  json_t *f = dtx__pack("{s:{s:I}}", "ev_pend", "$lte",
+                        (json_int_t)(age_ms > 0 ? dtx__now_ms() - age_ms
+                                                : INT64_MAX)),
+         *found = NULL;
   if (f && queue)
     json_object_set_new(f, "queue", json_string(queue));
-  json_t *sort = dtx__pack("{s:i}", "queue", 1);
+  json_t *sort = dtx__pack("{s:i}", "ev_pend", 1);
   dtx__kit_read_t q = {.coll = DTX_JOBS, .filter = f, .sort = sort,
                        .limit = limit, .what = "finding jobs with events"};
   int rc = f && sort ? dtx__kit_read(ex->st, &q, &found) : DTX_ENOMEM;
@@ -479,7 +484,7 @@ int dtx_job_events_check(const char *queue, int64_t after, int64_t limit,
 static int read_once(dtx__exec_t *ex, const char *queue, int64_t after,
                      int64_t limit, json_t **out) {
   json_t *found = NULL;
-  int rc = relay_pending(ex, queue, READ_RELAY, NULL);
+  int rc = dtx__job_events_relay(ex, queue, DTX__JOB_RELAY_READ, 0, NULL);
   if (rc)
     return rc;
   json_t *f = dtx__pack("{s:s,s:{s:I}}", "queue", queue, "seq", "$gt",
@@ -613,9 +618,13 @@ static int trim(dtx__exec_t *ex, const dtx_recover_opts_t *o,
 }
 
 int dtx__job_events_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
-                            dtx__tally_t *t) {
+                            int busy, dtx__tally_t *t) {
   int64_t n = 0;
-  int rc = relay_pending(ex, NULL, RECOVER_RELAY, &n);
+  int rc = busy == 2 ? 0 /* another relay of this process runs */
+                     : dtx__job_events_relay(
+                           ex, NULL,
+                           busy ? DTX__JOB_RELAY_BUSY : DTX__JOB_RELAY_RECOVER,
+                           busy ? DTX__JOB_RELAY_AGE_MS : 0, &n);
   if (n)
     dtx__tally_ran(t, "events_relayed", n);
   if (rc)

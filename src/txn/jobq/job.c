@@ -348,7 +348,8 @@ static json_t *new_job(const dtx_job_req_t *r, const char *id,
                   : NULL;
   if (job && (!e || json_object_set_new(job, "ev_n", json_integer(1)) < 0 ||
               json_object_set_new(job, "ev_sent", json_integer(0)) < 0 ||
-              json_object_set_new(job, "ev_pend", json_true()) < 0 ||
+              json_object_set_new(job, "ev_pend",
+                                  json_incref(json_object_get(e, "at"))) < 0 ||
               json_object_set_new(job, "ev_out", json_pack("[o]", e)) < 0)) {
     json_decref(job);
     return NULL;
@@ -405,9 +406,8 @@ static int add(dtx__exec_t *ex, const dtx_job_req_t *r, const json_t *extra,
     rc = dtx__kit_insert(ex, point, DTX_JOBS, job);
     if (rc == 0) {
       *added = 1;
-      /* Its "added" waits in its outbox: the next relay of the job (its
-       * claim's, or any reader's of the queue) logs it -- an add costs
-       * one write, as before (events.c). */
+      /* Its "added" waits in its outbox for a relay (a reader's, a
+       * worker's, recovery's: events.c) -- an add costs one write. */
       *out = json_incref(job);
       break;
     }
@@ -816,8 +816,6 @@ static int by_hand(dtx__exec_t *ex, const char *id, const char *const *from,
     rc = dtx__kit_move(ex, JOB, job, &m, &next);
     if (rc == 0) {
       json_decref(job);
-      if (dtx__job_relay(ex, &next, 1, NULL))
-        dtx__err_clear(); /* left in the outbox for the next relay */
       /* Flows (flow.c, J15): a canceled child may settle its parent; a
        * parent back to waiting may be due already. */
       if (!retry)
@@ -979,7 +977,7 @@ static const char job_shape[] =
     "\"ev_n\":{\"bsonType\":\"long\",\"minimum\":0},"
     "\"ev_sent\":{\"bsonType\":\"long\",\"minimum\":0},"
     "\"ev_out\":{\"bsonType\":\"array\"},"
-    "\"ev_pend\":{\"bsonType\":\"bool\"},"
+    "\"ev_pend\":" LONG ","
     "\"cancel_requested\":" LONG "," /* J17 */
     "\"unique_until\":" LONG ",\"unique_for_ms\":{\"bsonType\":\"long\","
     "\"minimum\":0}," /* J18 */

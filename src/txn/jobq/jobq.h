@@ -219,7 +219,7 @@ json_t *dtx__job_event_entry(const char *event, const char *from,
  * fault point `point`.  *out: the job afterwards.  DTX_ENOMATCH (no
  * detail) when the job moved on (another state or epoch); DTX_ELIMIT
  * when its outbox holds DTX_JOB_OUTBOX_MAX events even after relaying
- * it.  The caller relays the job afterwards (dtx__job_relay). */
+ * it.  Relaying it is the readers', workers' and recovery's (below). */
 int dtx__job_event(dtx__exec_t *ex, const char *point, const json_t *job,
                    const char *event, json_t *data, json_t *set,
                    json_t **out);
@@ -239,9 +239,32 @@ int dtx__job_relay(dtx__exec_t *ex, json_t **jobs, size_t n,
 int dtx__job_events_audit(dtx__audit_t *a, const json_t *jobs,
                           int64_t *nevents);
 
-/* Recovery's part: relays what is left in outboxes, trims the log. */
+/* Who relays, and how much (docs/jobs.md "Events", the log's lag): no
+ * step that moves a job relays (the hot path writes only the job);
+ * `doctx recover` relays up to DTX__JOB_RELAY_RECOVER jobs per pass, a
+ * worker's periodic recovery pass (at most once a second per process,
+ * also while busy) DTX__JOB_RELAY_BUSY, a worker that finds nothing due
+ * DTX__JOB_RELAY_IDLE of its queue per idle round, and a `job events`
+ * read DTX__JOB_RELAY_READ of its queue before it reads. */
+#define DTX__JOB_RELAY_RECOVER 500
+#define DTX__JOB_RELAY_BUSY 100
+#define DTX__JOB_RELAY_IDLE 200
+#define DTX__JOB_RELAY_READ 200
+#define DTX__JOB_RELAY_AGE_MS 1000 /* a busy worker's pass: older outboxes */
+
+/* Relays up to max jobs whose outbox holds events (ev_pend: the time of
+ * its oldest waiting event), of queue (NULL: every queue), the oldest
+ * first; age_ms > 0: only those waiting at least that long.  *count (may
+ * be NULL) += events relayed. */
+int dtx__job_events_relay(dtx__exec_t *ex, const char *queue, int64_t max,
+                          int64_t age_ms, int64_t *count);
+
+/* Recovery's part: relays outboxes (busy 1: a busy worker's pass,
+ * DTX__JOB_RELAY_BUSY jobs of those DTX__JOB_RELAY_AGE_MS old; 2: none,
+ * another relay of the process runs; 0: DTX__JOB_RELAY_RECOVER jobs),
+ * trims the log. */
 int dtx__job_events_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
-                            dtx__tally_t *t);
+                            int busy, dtx__tally_t *t);
 /* ---- flows (flow.c) ---- */
 
 /* The add step of job.c: req as a new job with extra's fields (borrowed:
@@ -352,6 +375,10 @@ int dtx__jq_settings(dtx_store_t *st, const char *queue, json_t **out);
 /* The pattern's methods (recover.c, audit.c). */
 int dtx__job_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                      dtx__tally_t *t);
+/* dtx__job_recover; busy: a worker's periodic pass, whose relay is
+ * bounded (dtx__job_events_recover). */
+int dtx__job_recover_ex(dtx__exec_t *ex, const dtx_recover_opts_t *o,
+                        int busy, dtx__tally_t *t);
 int dtx__job_audit(dtx__audit_t *a);
 
 #endif

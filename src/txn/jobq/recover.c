@@ -319,6 +319,11 @@ static int purge_dead(dtx__exec_t *ex, const dtx_recover_opts_t *o,
 
 int dtx__job_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                      dtx__tally_t *t) {
+  return dtx__job_recover_ex(ex, o, 0, t);
+}
+
+int dtx__job_recover_ex(dtx__exec_t *ex, const dtx_recover_opts_t *o,
+                        int busy, dtx__tally_t *t) {
   int64_t moved = 0;
   int rc = dtx__job_promote(ex, NULL, BATCH, &moved);
   if (rc)
@@ -326,7 +331,7 @@ int dtx__job_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
   else if (moved)
     dtx__tally_ran(t, "promoted", moved);
   if ((rc = takeovers(ex, o, t)) || (rc = dtx__job_flow_recover(ex, t)) ||
-      (rc = markers(ex, o, t)) || (rc = dtx__job_events_recover(ex, o, t)) ||
+      (rc = markers(ex, o, t)) || (rc = dtx__job_events_recover(ex, o, busy, t)) ||
       (rc = purge(ex, o, t)) ||
       (rc = purge_dead(ex, o, t)) || (rc = dtx__job_unique_recover(ex, t)))
     dtx__tally_error(t, NULL, rc);

@@ -90,19 +90,6 @@ int dtx_job_end_check(const char *id, int64_t epoch, const json_t *result,
   return 0;
 }
 
-/* Relays the events of the jobs of array (events.c), each replaced by
- * the job as it then stands. */
-static int relay_all(dtx__exec_t *ex, json_t *array) {
-  json_t *docs[DTX__CLAIM_MANY_MAX];
-  size_t n = json_array_size(array), i;
-  for (i = 0; i < n && i < DTX__CLAIM_MANY_MAX; i++)
-    docs[i] = json_incref(json_array_get(array, i));
-  int rc = dtx__job_relay(ex, docs, i, NULL);
-  for (size_t j = 0; j < i; j++)
-    json_array_set_new(array, j, docs[j]);
-  return rc;
-}
-
 int dtx_job_claim(dtx_store_t *st, const char *queue, int n, int64_t lease_ms,
                   const char *owner, json_t **out) {
   dtx__exec_t ex;
@@ -120,8 +107,6 @@ int dtx_job_claim(dtx_store_t *st, const char *queue, int n, int64_t lease_ms,
   rc = dtx__job_claim(&ex, queue, due, sort, n > 0 ? (size_t)n : 1, out);
   json_decref(due);
   json_decref(sort);
-  if (rc == 0 && relay_all(&ex, *out))
-    dtx__err_clear(); /* left in the outboxes for the next relay */
   if (rc == DTX_ENOMATCH) { /* nothing due: an empty claim, no error */
     dtx__err_clear();
     rc = (*out = json_array()) ? 0 : DTX_ENOMEM;
@@ -284,8 +269,6 @@ static int end(dtx_store_t *st, const char *id, int64_t epoch, int ok,
     }
     /* J1/J3: only this epoch's move ended it, once. */
     DTX_ASSERT(rc || dtx__int(*out, "epoch") == epoch, "J1");
-    if (rc == 0 && dtx__job_relay(&ex, out, 1, NULL))
-      dtx__err_clear(); /* left in the outbox for the next relay */
   }
   /* A flow's parent (flow.c, J15), also on a repeat: the first call may
    * have stopped before it. */
