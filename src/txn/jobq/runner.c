@@ -56,6 +56,7 @@ typedef struct shared {
   dtx__tally_t ticks;        /* the queue's schedules ticked (sched.c) */
   atomic_llong sched_last;   /* mono ms of the last round of ticks */
   atomic_int relaying;       /* a thread is the idle relay (relay_idle) */
+  atomic_int live;           /* --once: threads not yet stopped */
   dtx__pacer_t pacer; /* the job recovery pass: recover_pass below */
   int64_t timeout_ms;
   int batch; /* the most jobs a thread claims at once */
@@ -696,14 +697,17 @@ static void *work(void *arg) {
     /* Nothing due: the queue's events still in outboxes go to the log
      * (events.c; errors stay there for the next relay), then the kit's
      * pace (a recovery pass for stalled jobs). */
-    if (sh->o->once) /* it leaves its queue's log complete */
-      for (int guard = 0; guard < 1000 && relay_idle(sh, &ex) > 0; guard++)
-        ;
-    else if (idle.pause_ms >= IDLE_RELAY_PAUSE_MS)
+    if (!sh->o->once && idle.pause_ms >= IDLE_RELAY_PAUSE_MS)
       relay_idle(sh, &ex);
     if (dtx__idle_round(&idle, &sh->pacer, &ex, sh->o->once))
       break;
   }
+  /* --once: the last thread to stop leaves its queue's log complete --
+   * the others' batches are written by then, so no relay runs beside
+   * them (the drain's own writes). */
+  if (sh->o->once && atomic_fetch_sub(&sh->live, 1) == 1)
+    for (int guard = 0; guard < 1000 && relay_idle(sh, &ex) > 0; guard++)
+      ;
   beat_destroy(&beat);
   free(slots);
   return NULL;
@@ -764,6 +768,7 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
     rc = DTX_ENOMEM;
   if (rc == 0) {
     dtx__pacer_init(&sh.pacer, recover_pass, &sh);
+    atomic_store(&sh.live, n);
     rc = dtx__run_threads(n, work, &sh, &sh.fatal);
     dtx__pacer_destroy(&sh.pacer);
     if (rc == 0 && opts->once)
