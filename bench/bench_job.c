@@ -65,6 +65,8 @@ typedef struct cfg {
   int redis;
   int drain_only, doctx_only; /* --phase drain, --side doctx (profiling) */
   int batch;                  /* dtx_job_work_opts_t.batch (0: default) */
+  int limits; /* the limits row: 0 not in it; 1 limits off; 2 on (a
+                 max_running and a rate that do not bind) */
 #ifdef DTX_HAVE_REDIS
   rd_uri_t uri;
   char host[256]; /* native: the node owning TAG's slot */
@@ -255,6 +257,20 @@ static int doctx_open(const cfg_t *c, int w, int round, const char *phase,
   int rc = dtx_store_open(uri, st);
   if (!rc && c->redis)
     rc = dtx_store_drop_collection_ex(*st, DTX_JOBS, &(dtx_drop_opts_t){1});
+  if (!rc && c->limits == 2) { /* docs/jobs.md, "Queue limits", "Rate" */
+    json_t *set = NULL;
+    const char *which = getenv("BENCH_JOB_LIMITS"); /* rate|max: one */
+    dtx_job_queue_opts_t qo = {.set_max_running = 1,
+                               .max_running = DTX_JOB_MAX_RUNNING_LIMIT,
+                               .set_rate = 1, .rate_n = DTX_JOB_RATE_N_MAX,
+                               .rate_ms = 1000};
+    if (which && !strcmp(which, "rate"))
+      qo.set_max_running = 0;
+    if (which && !strcmp(which, "max"))
+      qo.set_rate = 0;
+    rc = dtx_job_queue_set(*st, QUEUE, &qo, &set);
+    json_decref(set);
+  }
   json_t *out = NULL;
   dtx_job_req_t warm = {.queue = "warm", .type = TYPE};
   if (!rc)
@@ -329,7 +345,10 @@ static int run_doctx(const cfg_t *c, int w, double rate, int round,
   run_t r = {.c = c, .w = w, .rate = rate, .add_us = add_us,
              .lat = rate > 0 ? lat : NULL};
   memset(res, 0, sizeof *res);
-  if (doctx_open(c, w, round, rate > 0 ? "lat" : "drain", &r.st))
+  if (doctx_open(c, w, round,
+                 c->limits ? (c->limits == 2 ? "Lim" : "Off")
+                 : rate > 0 ? "lat" : "drain",
+                 &r.st))
     return -1;
   drive(&r, res, doctx_add, NULL, doctx_work, doctx_wait_done);
   doctx_collect(&r);
@@ -731,6 +750,62 @@ out:
   return rc;
 }
 
+/* The limits row (docs/benchmarks.md, "Queue limits"): W threads drain
+ * N no-op jobs with the queue's limits off, then on (max_running 256 and
+ * a rate of 1,000,000 a second: neither binds), alternating, the same
+ * run; the ratio of the medians (target >= 0.8). */
+static int bench_limits(const cfg_t *c, int w) {
+  res_t off[16], on[16];
+  cfg_t lc = *c;
+  int err = 0;
+  double *add_us = calloc((size_t)c->jobs, sizeof *add_us);
+  if (!add_us)
+    return 1;
+  for (int k = 0; k < c->rounds && err >= 0; k++) {
+    bench_phase("%s W=%d limits round %d/%d off", c->label, w, k + 1,
+                c->rounds);
+    lc.limits = 1;
+    if (run_doctx(&lc, w, 0, k, add_us, NULL, &off[k]) < 0) {
+      err = -1;
+      break;
+    }
+    bench_phase("%s W=%d limits round %d/%d on", c->label, w, k + 1,
+                c->rounds);
+    lc.limits = 2;
+    if (run_doctx(&lc, w, 0, k, add_us, NULL, &on[k]) < 0) {
+      err = -1;
+      break;
+    }
+    err += off[k].errors + on[k].errors;
+  }
+  free(add_us);
+  if (err < 0)
+    return 1;
+  qsort(off, (size_t)c->rounds, sizeof *off, cmp_drain);
+  qsort(on, (size_t)c->rounds, sizeof *on, cmp_drain);
+  res_t a = off[c->rounds / 2], b = on[c->rounds / 2];
+  double ratio = a.drain_jps > 0 ? b.drain_jps / a.drain_jps : 0;
+  bench_row(&(bench_row_t){
+      .metric = "job_limits", .backend = c->backend,
+      .sync = c->redis ? "none" : c->sync,
+      .workload = "noop drain, limits on (max_running 256, rate 1e6/s)",
+      .unit = "jobs/s", .native = "the same, limits off", .workers = w,
+      .rounds = c->rounds, .doctx = {b.drain_jps, -1, -1},
+      .nat = {a.drain_jps, -1, -1},
+      .extra = json_pack("{s:i,s:f,s:f,s:i}", "jobs", c->jobs,
+                         "rt_per_job_on", b.rts, "rt_per_job_off", a.rts,
+                         "failed", err)});
+  printf("%-16s %2d | limits on %7.0f jobs/s (%.2f rt/j), off %7.0f "
+         "(%.2f rt/j): ratio %.2f%s\n",
+         c->label, w, b.drain_jps, b.rts, a.drain_jps, a.rts, ratio,
+         err ? "  (errors!)" : "");
+  printf("RESULT bench=job_limits label=%s workers=%d jobs=%d "
+         "on_drain_jps=%.0f off_drain_jps=%.0f ratio=%.4f failed=%d\n",
+         c->label, w, c->jobs, b.drain_jps, a.drain_jps, ratio, err);
+  fflush(stdout);
+  return err ? 1 : 0;
+}
+
 static void usage(void) {
   fprintf(stderr, "usage: bench_job [--store URI] [--label L] [--jobs N(1000)] "
                   "[--rounds R(3)]\n"
@@ -857,6 +932,15 @@ int main(int argc, char **argv) {
     for (int i = 0; i < c.nw; i++)
       if (bench(&c, c.workers[i], native))
         rc = 1;
+    /* the limits row: SQLite normal and Redis, 4 workers (or the most) */
+    if (s == 0) {
+      int w = 0;
+      for (int i = 0; i < c.nw; i++)
+        if (c.workers[i] <= 4 && c.workers[i] > w)
+          w = c.workers[i];
+      if (bench_limits(&c, w ? w : c.workers[0]))
+        rc = 1;
+    }
     c.jobs = jobs;
   }
 #ifdef DTX_HAVE_REDIS

@@ -1239,6 +1239,29 @@ int dtx_job_events_check(const char *queue, int64_t after, int64_t limit,
  * gap silently. */
 int dtx_job_events(dtx_store_t *st, const char *queue, int64_t after,
                    int64_t limit, int64_t wait_ms, json_t **out);
+/* ---- job queues: the rate limit (src/txn/jobq/rate.c, docs/jobs.md
+ * "Rate limits") ----------------------------------------------------------
+ *
+ * A queue's rate (dtx_job_queue_opts_t.set_rate): at most n claims per
+ * fixed window of ms ms, per queue or, with a group path, per value of
+ * the job at that path (e.g. "payload.customer"; a job without one is in
+ * the group null).  Each group's window is a document of "job_rates"
+ * (_id QUEUE/KEY) whose count a claim raises by one conditional update
+ * before it claims; windows are anchored at the group's first claim and
+ * follow on its grid.  A group over its rate is skipped: the jobs of
+ * other groups are claimed. */
+
+#define DTX_JOB_RATES "job_rates"
+#define DTX_JOB_RATE_N_MAX 1000000        /* the most claims per window */
+#define DTX_JOB_RATE_MS_MAX 86400000LL    /* the longest window (a day) */
+
+/* Parses "N/MS" (whole numbers, N 1..DTX_JOB_RATE_N_MAX, MS
+ * 1..DTX_JOB_RATE_MS_MAX) into *n and *ms: 0 or DTX_EINVAL. */
+int dtx_job_rate_parse(const char *text, int64_t *n, int64_t *ms);
+/* The check of a rate: n, ms as above; group NULL (the whole queue) or a
+ * dotted path of [A-Za-z0-9_-] names, 1..128 characters. */
+int dtx_job_rate_check(int64_t n, int64_t ms, const char *group);
+
 /* ---- Job flows: parent and child jobs (docs/jobs.md, "Flows") ---- */
 
 #define DTX_JOB_CHILDREN_MAX 1000 /* the most children one parent records */
@@ -1385,6 +1408,12 @@ typedef struct dtx_job_queue_opts {
                            to set) */
   int64_t max_running;  /* 1..DTX_JOB_MAX_RUNNING_LIMIT */
   int no_max_running;   /* 1: no limit (max_running ignored) */
+  /* the rate limit (rate.c, "Rate limits" below the job API) */
+  int set_rate;         /* 1: change the rate */
+  int64_t rate_n;       /* claims per window: 1..DTX_JOB_RATE_N_MAX */
+  int64_t rate_ms;      /* the window: 1..DTX_JOB_RATE_MS_MAX ms */
+  const char *rate_group; /* NULL: per queue; else a path into the job */
+  int no_rate;          /* 1: no rate (the others ignored) */
 } dtx_job_queue_opts_t;
 
 /* The checks of dtx_job_queue_set (0 or DTX_EINVAL), before any store. */
@@ -1393,7 +1422,8 @@ int dtx_job_queue_opts_check(const char *queue,
 
 /* Sets queue's limits; returns after DTX_JOB_QUEUE_TTL_MS, when every
  * claim round that starts reads them.  Jobs running already are not
- * counted.  *out: {queue, paused, gen, max_running}. */
+ * counted.  *out: {queue, paused, gen, max_running, rate} (rate:
+ * {n, ms[, group]} or null). */
 int dtx_job_queue_set(dtx_store_t *st, const char *queue,
                       const dtx_job_queue_opts_t *opts, json_t **out);
 /* ---- job progress (src/txn/jobq/remote.c, docs/jobs.md "Progress";

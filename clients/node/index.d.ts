@@ -162,8 +162,10 @@ export interface AddJobOptions {
   uniqueKey?: string;
 }
 export interface QueueStats { ready: number; delayed: number; running: number; succeeded: number;
-  dead: number; canceled: number; total: number; paused: boolean; max_running: number | null }
-export interface QueueSettings { queue: string; paused: boolean; gen: number; max_running: number | null }
+  dead: number; canceled: number; total: number; paused: boolean; max_running: number | null;
+  rate: QueueRate | null }
+export interface QueueRate { n: number; ms: number; group?: string }
+export interface QueueSettings { queue: string; paused: boolean; gen: number; max_running: number | null; rate: QueueRate | null }
 /** One transition of a job (docs/jobs.md, "Events"). */
 export interface JobEvent { cursor: number; queue: string; job: string; born: number; n: number;
   event: string; at: number; epoch: number | null; from: string | null; to: string | null;
@@ -307,8 +309,10 @@ export class Client {
   pauseQueue(queue: string): Promise<QueueSettings>;
   /** Admin scope.  Retried. */
   resumeQueue(queue: string): Promise<QueueSettings>;
-  /** Admin scope: at most maxRunning run at once; 'none' lifts it.  Retried. */
-  setQueue(queue: string, maxRunning: number | 'none'): Promise<QueueSettings>;
+  /** Admin scope: at most maxRunning run at once; 'none' lifts it; null
+   *  leaves it.  opts.rate 'N/MS' ('none' lifts it), per opts.rateGroup.  Retried. */
+  setQueue(queue: string, maxRunning?: number | 'none' | null,
+           opts?: { rate?: string; rateGroup?: string }): Promise<QueueSettings>;
 
   // locks
   /** Conflict NOMATCH (naming the holder) while held.  Not retried. */

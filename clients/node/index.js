@@ -378,9 +378,14 @@ export class Client {
     return this.#call('POST', `/v1/job-queues/${p(queue)}/resume`, {}, { idempotent: true });
   }
 
-  /** Admin scope: at most maxRunning jobs of queue run at once ('none': no limit). */
-  setQueue(queue, maxRunning) {
-    return this.#call('POST', `/v1/job-queues/${p(queue)}`, { max_running: maxRunning }, { idempotent: true });
+  /** Admin scope: at most maxRunning jobs of queue run at once ('none': no limit);
+   *  opts.rate 'N/MS' claims per window ('none': no rate), per opts.rateGroup value. */
+  setQueue(queue, maxRunning, opts = {}) {
+    const body = {};
+    if (maxRunning !== undefined && maxRunning !== null) body.max_running = maxRunning;
+    if (opts.rate !== undefined) body.rate = opts.rate;
+    if (opts.rateGroup !== undefined) body.rate_group = opts.rateGroup;
+    return this.#call('POST', `/v1/job-queues/${p(queue)}`, body, { idempotent: true });
   }
 
   // ---- locks (docs/locks.md) -----------------------------------------------------

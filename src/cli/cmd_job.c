@@ -228,10 +228,14 @@ static int pause_resume(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   return dtx__cli_summary(rc, &out);
 }
 
-/* queue QUEUE --max-running N|none: the settings afterwards. */
+/* queue QUEUE [--max-running N|none] [--rate N/MS|none [--rate-group
+ * PATH]]: the settings afterwards. */
 static int queue_set(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   const char *mr = dtx__cli_str(a, "--max-running");
-  dtx_job_queue_opts_t o = {.set_max_running = mr != NULL};
+  const char *rt = dtx__cli_str(a, "--rate");
+  dtx_job_queue_opts_t o = {.set_max_running = mr != NULL,
+                            .set_rate = rt != NULL,
+                            .rate_group = dtx__cli_str(a, "--rate-group")};
   json_t *out = NULL;
   int code, rc;
   if (mr && strcmp(mr, "none") == 0)
@@ -239,6 +243,12 @@ static int queue_set(dtx_cli_t *cli, const dtx__cli_args_t *a) {
   else if (mr && dtx__cli_int64(mr, 1, &o.max_running) != 0)
     return dtx__cli_usage("job queue: --max-running must be an integer or "
                           "none, got '%s'", mr);
+  if (o.rate_group && !rt)
+    return dtx__cli_usage("job queue: --rate-group needs --rate");
+  if (rt && strcmp(rt, "none") == 0)
+    o.no_rate = 1;
+  else if (rt && (rc = dtx_job_rate_parse(rt, &o.rate_n, &o.rate_ms)))
+    return dtx__cli_fail(rc);
   if ((rc = dtx_job_queue_opts_check(a->pos[0], &o)))
     return dtx__cli_fail(rc);
   dtx_store_t *st = dtx__cli_store(cli, &code);
@@ -301,6 +311,8 @@ const dtx__cli_spec_t dtx__cmd_job = {
         {"queues", queues, NULL, NULL, DTX__CLI_READS},
         {"queue", queue_set, "QUEUE",
          (const dtx__cli_opt_t[]){{"--max-running", DTX__CLI_STR, "N|none"},
+                                  {"--rate", DTX__CLI_STR, "N/MS|none"},
+                                  {"--rate-group", DTX__CLI_STR, "PATH"},
                                   {NULL}},
          DTX__CLI_ARMED},
         {"cancel", one, "ID", V, DTX__CLI_ARMED},
@@ -425,6 +437,10 @@ const dtx__cli_spec_t dtx__cmd_job = {
     "have settings.  queue QUEUE --max-running N (1..256) lets at most N\n"
     "jobs of QUEUE run at once across every worker and process (none: no\n"
     "limit); a crashed worker's jobs count until recovery takes them over.\n"
+    "--rate N/MS lets at most N jobs of QUEUE be claimed per window of MS\n"
+    "ms (fixed windows, anchored at the first claim; none: no rate); with\n"
+    "--rate-group PATH, per value of the job at PATH (e.g.\n"
+    "payload.customer): a group over its rate is skipped, not waited on.\n"
     "cancel of a running job records the request: its worker ends the\n"
     "attempt canceled (never succeeded) at its next heartbeat, --exec's\n"
     "command group getting SIGTERM, then SIGKILL 2 s later; a remote\n"

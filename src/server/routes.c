@@ -176,7 +176,8 @@ const dtx__srv_route_t dtx__srv_routes[] = {
     {"POST", "/v1/job-queues/{q}/pause", A, dtx__srv_h_job_pause, NOFIELDS},
     {"POST", "/v1/job-queues/{q}/resume", A, dtx__srv_h_job_resume, NOFIELDS},
     {"POST", "/v1/job-queues/{q}", A, dtx__srv_h_job_queue_set,
-     FIELDS({"max_running", F_INT_OR_STR})},
+     FIELDS({"max_running", F_INT_OR_STR}, {"rate", F_STR},
+            {"rate_group", F_STR})},
     /* job progress (docs/jobs.md "Progress"; routes_job.c) */
     {"POST", "/v1/jobs/{id}/progress", W, dtx__srv_h_job_progress,
      FIELDS({"epoch", F_INT}, {"value", F_ANY})},

@@ -259,10 +259,26 @@ static void pause_resume(dtx__srv_ctx_t *c, int paused) {
 void dtx__srv_h_job_pause(dtx__srv_ctx_t *c) { pause_resume(c, 1); }
 void dtx__srv_h_job_resume(dtx__srv_ctx_t *c) { pause_resume(c, 0); }
 
-/* POST /v1/job-queues/{q}: {max_running: N|"none"} (admin). */
+/* POST /v1/job-queues/{q}: {max_running: N|"none", rate: "N/MS"|"none",
+ * rate_group: PATH} (admin). */
 void dtx__srv_h_job_queue_set(dtx__srv_ctx_t *c) {
   json_t *out = NULL, *mr = dtx__srv_arg(c, "max_running");
-  dtx_job_queue_opts_t o = {.set_max_running = mr != NULL};
+  json_t *rt = dtx__srv_arg(c, "rate"), *rg = dtx__srv_arg(c, "rate_group");
+  dtx_job_queue_opts_t o = {.set_max_running = mr != NULL,
+                            .set_rate = rt != NULL,
+                            .rate_group = json_string_value(rg)};
+  int rrc = 0;
+  if (rg && !rt) {
+    dtx__srv_bad(c, DTX_EINVAL, "field 'rate_group' needs field 'rate'");
+    return;
+  }
+  if (rt && strcmp(json_string_value(rt), "none") == 0)
+    o.no_rate = 1;
+  else if (rt && (rrc = dtx_job_rate_parse(json_string_value(rt), &o.rate_n,
+                                           &o.rate_ms))) {
+    dtx__srv_fail(c, rrc, NULL);
+    return;
+  }
   if (json_is_string(mr)) {
     if (strcmp(json_string_value(mr), "none") != 0) {
       dtx__srv_bad(c, DTX_EINVAL, "field 'max_running' must be an integer "

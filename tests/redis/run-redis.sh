@@ -9,7 +9,7 @@
 #                 with DTX_QUICK set, on the cluster only)
 #   shell         tests/crash/faults.sh, pause.sh, chaos.sh,
 #                 tests/redis/unique_crash.sh, lost_reply.sh,
-#                 tests/cli/contract.sh, job.sh, lock.sh, sync.sh,
+#                 tests/cli/contract.sh, job.sh, job_flow_sched.sh, job_queue.sh, lock.sh, sync.sh,
 #                 ledger.sh, order.sh, scenarios.sh, flashsale.sh, version.sh,
 #                 tests/redis/acl.sh (the ACL user; on the standalone
 #                 target a server of its own whose default user is off),
@@ -218,6 +218,8 @@ shell_items() {
       "31 sh_suite $u pause.sh crash/pause.sh"
       "30 sh_suite $u ledger.sh cli/ledger.sh"
       "20 sh_suite $u job.sh cli/job.sh"
+      "25 sh_suite $u job_flow_sched.sh cli/job_flow_sched.sh"
+      "25 sh_suite $u job_queue.sh cli/job_queue.sh"
       "18 sh_suite $u contract.sh cli/contract.sh"
       "13 sh_suite $u lock.sh cli/lock.sh"
       "12 sh_suite $u sync.sh cli/sync.sh"

@@ -557,6 +557,26 @@ req POST /v1/job-queues/hq2 "$T_ADMIN" '{"max_running":"none"}'
 check "limit none" 200 '"max_running":null'
 req POST /v1/job-queues/hq "$T_ADMIN" '{"max_running":5}'
 check "limit 5 (kept for the metrics below)" 200 '"max_running":5'
+# A queue's rate (docs/jobs.md, "Rate limits"): per group, each group
+# its own window; bad values refused before the store.
+refused "rate: 0/1000" 400 INVAL POST /v1/job-queues/hr "$T_ADMIN" '{"rate":"0/1000"}'
+refused "rate: past INT64_MAX" 400 INVAL POST /v1/job-queues/hr "$T_ADMIN" '{"rate":"1/9223372036854775808"}'
+no "rate: a number" 400 INVAL POST /v1/job-queues/hr "$T_ADMIN" '{"rate":5}'
+refused "rate: a group alone" 400 INVAL POST /v1/job-queues/hr "$T_ADMIN" '{"rate_group":"payload.c"}'
+refused "rate: a bad group" 400 INVAL POST /v1/job-queues/hr "$T_ADMIN" '{"rate":"2/1000","rate_group":"a b"}'
+req POST /v1/job-queues/hr "$T_ADMIN" '{"rate":"2/60000","rate_group":"payload.c"}'
+check "rate 2/60000 per payload.c" 200 '"rate":{"n":2,"ms":60000,"group":"payload.c"}'
+for i in 1 2 3; do req POST /v1/queues/hr/jobs "$T_WRITE" '{"type":"t","id":"hra'$i'","payload":{"c":"a"}}'; done
+req POST /v1/queues/hr/jobs "$T_WRITE" '{"type":"t","id":"hrb1","payload":{"c":"b"}}'
+req POST /v1/queues/hr/claim "$T_WRITE" '{"n":5}'
+check "claim under the rate" 200 '"_id":"hra1"' '"_id":"hra2"' '"_id":"hrb1"'
+[ "$(jf '.jobs | length')" = 3 ] && ok || bad "claimed past the rate: $(cat "$WORK/rb")"
+req GET /v1/queues/hr/stats "$T_READ"
+check "stats: rate" 200 '"rate":{"n":2,"ms":60000,"group":"payload.c"}'
+req GET /v1/job-queues "$T_ADMIN"
+check "job-queues: rate" 200 '"queue":"hr"' '"rate":{"n":2'
+req POST /v1/job-queues/hr "$T_ADMIN" '{"rate":"none"}'
+check "rate none" 200 '"rate":null'
 
 # Locks held now (L2's default 30 s lease may have lapsed on a slow run).
 req GET "/v1/locks?limit=1000" "$T_READ"

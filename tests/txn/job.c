@@ -852,7 +852,10 @@ static int hold_a_bit(dtx_job_run_t *run, const json_t *job, void *arg) {
 
 static void test_queue_limit(void) {
   json_t *out = NULL;
-  dtx_job_queue_opts_t bad[] = {{0, 0, 0}, {1, 0, 0}, {1, 257, 0}, {1, -1, 0}};
+  dtx_job_queue_opts_t bad[] = {{.set_max_running = 0},
+                                {.set_max_running = 1, .max_running = 0},
+                                {.set_max_running = 1, .max_running = 257},
+                                {.set_max_running = 1, .max_running = -1}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     CHECK_RC(dtx_job_queue_opts_check("lim", &bad[i]), DTX_EINVAL);
   CHECK_RC(dtx_job_queue_pause(st, "bad name", 1, &out), DTX_EINVAL);

@@ -647,11 +647,23 @@ class Client:
         """Admin scope: claims of ``queue`` start again.  Retried."""
         return self._call("POST", f"/v1/job-queues/{self._p(queue)}/resume", {}, idempotent=True)
 
-    def set_queue(self, queue: str, max_running: int | str) -> JSON:
+    def set_queue(self, queue: str, max_running: int | str | None = None,
+                  rate: str | None = None,
+                  rate_group: str | None = None) -> JSON:
         """Admin scope: at most ``max_running`` jobs of ``queue`` run at once
-        (``"none"``: no limit; docs/jobs.md, "Queue limits").  Retried."""
-        return self._call("POST", f"/v1/job-queues/{self._p(queue)}",
-                          {"max_running": max_running}, idempotent=True)
+        (``"none"``: no limit; docs/jobs.md, "Queue limits"); at most
+        ``rate`` ``"N/MS"`` claims per window of MS ms, per value of the job
+        at ``rate_group`` when given (``"none"``: no rate; "Rate
+        limits").  Only the arguments given change.  Retried."""
+        body: dict[str, Any] = {}
+        if max_running is not None:
+            body["max_running"] = max_running
+        if rate is not None:
+            body["rate"] = rate
+        if rate_group is not None:
+            body["rate_group"] = rate_group
+        return self._call("POST", f"/v1/job-queues/{self._p(queue)}", body,
+                          idempotent=True)
 
     # ---- locks (docs/locks.md) ----------------------------------------------
 

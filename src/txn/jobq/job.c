@@ -77,6 +77,11 @@
  *   running slot (max_running)  limited queue          job.claim
  *                               (limits.c)
  *   (its slot freed)            dtx__jq_release        job.slot.release
+ *   ready -> running under a    claim of a rated       job.rate.take,
+ *   unit of its group's rate    queue (rate.c)         job.claim
+ *   window (rate N/MS)
+ *   (window over, purged)       dtx__jr_recover        job.rate.retire,
+ *                                                      job.rate.purge
  *   running -> running          dtx_job_progress,      job.progress
  *   (progress: J16)             dtx_job_run_progress
  *                               (remote.c)
@@ -152,6 +157,9 @@
  *     queue claimed under the limit are running: each was claimed under
  *     a slot recording it at its epoch, and a slot is taken again only
  *     when its job cannot be running at that epoch.
+ *  J22-J23 (a rate N/MS; rate.c): no window of a group admits more than
+ *     N claims (each claim takes a unit by one conditional update of the
+ *     window, n <= N - k); only the job.* steps write a window.
  * J16 A job's "progress" is written only by the move job.progress of its
  *     running attempt, fenced by the epoch (a stale attempt's report
  *     writes nothing), and that move changes neither the state nor the
@@ -725,6 +733,7 @@ int dtx_job_stats(dtx_store_t *st, const char *queue, json_t **out) {
     if (rc == 0) {
       json_object_set(res, "paused", json_object_get(set, "paused"));
       json_object_set(res, "max_running", json_object_get(set, "max_running"));
+      json_object_set(res, "rate", json_object_get(set, "rate")); /* rate.c */
     }
     json_decref(set);
   }
@@ -905,7 +914,8 @@ int dtx_job_retry(dtx_store_t *st, const char *id, json_t **out) {
 /* ---- the method table ------------------------------------------------------------- */
 
 static const char *const collections[] = {DTX_JOBS, DTX_JOB_SCHEDULES,
-                                          DTX_JOB_QUEUES, DTX_JOB_EVENTS,
+                                          DTX_JOB_QUEUES, DTX_JOB_RATES,
+                                          DTX_JOB_EVENTS,
                                           NULL};
 
 static const dtx__index_def_t indexes[] = {
@@ -928,6 +938,8 @@ static const dtx__index_def_t indexes[] = {
     {DTX_JOB_SCHEDULES, "{\"state\":1,\"queue\":1,\"next_at\":1}", 0, 0},
     /* recovery's clearing of passed windows (J18) */
     {DTX_JOBS, "{\"unique_until\":1}", 0, 1},
+    /* recovery's purge of rate windows long over (rate.c) */
+    {DTX_JOB_RATES, "{\"end\":1}", 0, 0},
     {NULL, NULL, 0, 0},
 };
 
@@ -1229,6 +1241,8 @@ static const dtx__rules_def_t rules[] = {
     /* a queue's settings: pause and resume (queues.c, J10-J11) */
     {DTX_JOB_QUEUES, dtx__jq_shape, dtx__jq_delete_guard,
      dtx__jq_transition},
+    /* a queue's rate windows (rate.c, J22-J23) */
+    {DTX_JOB_RATES, dtx__jr_shape, dtx__jr_delete_guard, dtx__jr_transition},
     {NULL, NULL, NULL, NULL},
 };
 
@@ -1275,6 +1289,10 @@ static const char *const fault_points[] = {
     "job.queue.set",
     "job.slot.take",
     "job.slot.release",
+    /* a queue's rate windows (rate.c) */
+    "job.rate.take",
+    "job.rate.retire",
+    "job.rate.purge",
     NULL,
 };
 

@@ -372,6 +372,48 @@ int dtx__jq_release(dtx__exec_t *ex, const char *queue, const int *idx,
  * has no settings). */
 int dtx__jq_settings(dtx_store_t *st, const char *queue, json_t **out);
 
+/* ---- a queue's rate limit (rate.c) ---- */
+
+extern const char dtx__jr_shape[], dtx__jr_transition[],
+    dtx__jr_delete_guard[];
+
+/* A queue's rate, from its settings document. */
+typedef struct dtx__jr {
+  int64_t n, ms;
+  char group[130]; /* "" : the whole queue */
+} dtx__jr_t;
+
+/* 1 when settings (may be NULL) set a rate (*r filled), 0 when not,
+ * DTX_ESTATE for a rate written past the rules. */
+int dtx__jr_of(const json_t *settings, dtx__jr_t *r);
+
+/* 1 when this process saw the (queue-wide) window full and it has not
+ * ended: *until its end. */
+int dtx__jr_full(const dtx_store_t *st, const char *queue,
+                 const dtx__jr_t *r, int64_t *until);
+
+/* due, with the groups this process saw full left out (unless
+ * keep_full: units in hand of such a group are still to be used), and
+ * the ids of tried (may be NULL) too: a new filter. */
+json_t *dtx__jr_due(const dtx_store_t *st, const char *queue,
+                    const dtx__jr_t *r, const json_t *due,
+                    const json_t *tried, int keep_full);
+
+/* Keeps of cands (in order) at most cap that got a unit of their group's
+ * window (job.rate.take); units of jobs not claimed then are lost. */
+int dtx__jr_admit_once(dtx__exec_t *ex, const char *queue,
+                       const dtx__jr_t *r, json_t *cands, size_t cap);
+
+/* The claim of a rated queue without max_running: up to max due jobs,
+ * each under a unit of its group's window (J22). */
+int dtx__jr_claim(dtx__exec_t *ex, const char *queue, const dtx__jr_t *r,
+                  const json_t *due, const json_t *sort, size_t max,
+                  json_t **jobs);
+
+/* Recovery: windows ended over a minute ago are retired and purged, 200
+ * per pass (job.rate.retire, job.rate.purge). */
+int dtx__jr_recover(dtx__exec_t *ex, dtx__tally_t *t);
+
 /* The pattern's methods (recover.c, audit.c). */
 int dtx__job_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                      dtx__tally_t *t);

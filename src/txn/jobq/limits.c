@@ -190,10 +190,17 @@ static int round_once(dtx__exec_t *ex, const char *queue, const json_t *due,
   int64_t n = dtx__int(doc, "max_running");
   const json_t *slots = json_object_get(doc, "slots");
   size_t len = json_array_size(slots);
+  dtx__jr_t rate; /* rate.c: the queue's rate, if any */
+  int rated = dtx__jr_of(doc, &rate);
+  if (rated < 0) {
+    json_decref(doc);
+    return rated;
+  }
   if (n <= 0) {
     json_decref(doc);
-    *limited = 0;
-    return 0;
+    *limited = rated;
+    /* A rate alone: its own claim (J22); 0 or an error, never 1. */
+    return rated ? dtx__jr_claim(ex, queue, &rate, due, sort, max, jobs) : 0;
   }
   *limited = 1;
   if ((int64_t)len < n || len > 4 * DTX_JOB_MAX_RUNNING_LIMIT) {
@@ -218,16 +225,27 @@ static int round_once(dtx__exec_t *ex, const char *queue, const json_t *due,
   /* The due jobs in sort order (highest priority, oldest first); after a
    * round lost to other claimers, four times what we take, from which we
    * pick at random, so they spread out (as the kit's claim-many does). */
-  int64_t look = spread ? cap * 4 : cap;
-  rc = dtx__kit_find_n(ex, DTX_JOBS, due, sort, look, &cands);
+  int64_t look = spread || (rated && rate.group[0]) ? cap * 4 : cap;
+  int64_t until0 = 0;
+  if (rated && dtx__jr_full(ex->st, queue, &rate, &until0)) {
+    json_decref(doc);
+    return dtx__err(DTX_ENOMATCH, "queue '%s': its rate is reached",
+                    queue);
+  }
+  /* rate.c: the groups seen full left out */
+  json_t *rdue = rated ? dtx__jr_due(ex->st, queue, &rate, due, NULL, 0)
+                       : json_incref((json_t *)due);
+  rc = rdue ? dtx__kit_find_n(ex, DTX_JOBS, rdue, sort, look, &cands)
+            : DTX_ENOMEM;
   if (rc == 0 && json_array_size(cands) == 0) {
     int64_t moved = 0;
     json_decref(cands);
     cands = NULL;
     rc = dtx__job_promote(ex, queue, 100, &moved);
     if (rc == 0)
-      rc = dtx__kit_find_n(ex, DTX_JOBS, due, sort, look, &cands);
+      rc = dtx__kit_find_n(ex, DTX_JOBS, rdue, sort, look, &cands);
   }
+  json_decref(rdue);
   if (rc == 0 && json_array_size(cands) == 0)
     rc = DTX_ENOMATCH;
   if (rc) {
@@ -237,6 +255,18 @@ static int round_once(dtx__exec_t *ex, const char *queue, const json_t *due,
   }
   if (spread)
     pick(cands, (size_t)cap);
+  /* A rated queue: only the jobs that got a unit of their group's window
+   * (J22); with the slots below, a unit whose claim is lost is lost. */
+  if (rated && (rc = dtx__jr_admit_once(ex, queue, &rate, cands,
+                                        (size_t)cap)) == 0 &&
+      json_array_size(cands) == 0)
+    rc = dtx__err(DTX_ENOMATCH, "queue '%s': no job due within its rate",
+                  queue);
+  if (rc) {
+    json_decref(doc);
+    json_decref(cands);
+    return rc;
+  }
   size_t k = json_array_size(cands);
   /* The slots: free ones at indices < n, starting at a random one. */
   int idx[DTX__CLAIM_MANY_MAX];
@@ -356,10 +386,16 @@ int dtx_job_queue_opts_check(const char *queue, const dtx_job_queue_opts_t *o) {
     return rc;
   if (!o)
     return dtx__err(DTX_EINVAL, "no queue settings given");
-  if (!o->set_max_running)
-    return dtx__err(DTX_EINVAL, "queue '%s': nothing to set (max running)",
+  if (!o->set_max_running && !o->set_rate)
+    return dtx__err(DTX_EINVAL, "queue '%s': nothing to set (max running, "
+                    "rate)", queue);
+  if (o->set_rate && o->no_rate && o->rate_group)
+    return dtx__err(DTX_EINVAL, "queue '%s': a rate group needs a rate",
                     queue);
-  if (!o->no_max_running &&
+  if (o->set_rate && !o->no_rate &&
+      (rc = dtx_job_rate_check(o->rate_n, o->rate_ms, o->rate_group)))
+    return rc;
+  if (o->set_max_running && !o->no_max_running &&
       (o->max_running < 1 || o->max_running > DTX_JOB_MAX_RUNNING_LIMIT))
     return dtx__err(DTX_EINVAL, "max running must be from 1 to %d (or none), "
                     "got %lld", DTX_JOB_MAX_RUNNING_LIMIT,
@@ -397,7 +433,19 @@ int dtx_job_queue_set(dtx_store_t *st, const char *queue,
   if ((rc = dtx__job_setup(st)))
     return dtx__call_end(&c, rc);
   json_t *after = NULL;
-  int64_t max = o->no_max_running ? -1 : o->max_running;
+  /* 0: the limit unchanged; -1: none */
+  int64_t max = !o->set_max_running ? 0
+                : o->no_max_running ? -1 : o->max_running;
+  /* rate.c: the rate to set (NULL: none, or unchanged) */
+  json_t *rate = NULL;
+  if (o->set_rate && !o->no_rate) {
+    rate = json_pack("{s:I,s:I}", "n", (json_int_t)o->rate_n, "ms",
+                     (json_int_t)o->rate_ms);
+    if (rate && o->rate_group)
+      json_object_set_new(rate, "group", json_string(o->rate_group));
+    if (!rate)
+      return dtx__call_end(&c, DTX_ENOMEM);
+  }
   for (int r = 0; r < ROUNDS && rc == 0 && !after; r++) {
     json_t *doc = NULL;
     int64_t now = dtx__now_ms();
@@ -421,6 +469,8 @@ int dtx_job_queue_set(dtx_store_t *st, const char *queue,
         json_object_set_new(ins, "max_running", json_integer((json_int_t)max));
         json_object_set(ins, "slots", slots);
       }
+      if (ins && rate)
+        json_object_set(ins, "rate", rate);
       rc = ins ? dtx__kit_insert(&ex, "job.queue.set", DTX_JOB_QUEUES, ins)
                : DTX_ENOMEM;
       if (rc == 0)
@@ -448,8 +498,16 @@ int dtx_job_queue_set(dtx_store_t *st, const char *queue,
                                      extended them since the read */
         json_object_set_new(u, "$push",
                             json_pack("{s:{s:O}}", "slots", "$each", slots));
-    } else if (u) {
+    } else if (u && max < 0) {
       json_object_set_new(u, "$unset", json_pack("{s:s}", "max_running", ""));
+    }
+    if (u && rate)
+      json_object_set(json_object_get(u, "$set"), "rate", rate);
+    else if (u && o->set_rate) { /* none */
+      json_t *un = json_object_get(u, "$unset");
+      if (!un)
+        json_object_set_new(u, "$unset", un = json_object());
+      json_object_set_new(un, "rate", json_string(""));
     }
     json_decref(slots);
     if (!f || !u) {
@@ -466,6 +524,7 @@ int dtx_job_queue_set(dtx_store_t *st, const char *queue,
       rc = 0;
     }
   }
+  json_decref(rate);
   if (rc == 0 && !after)
     rc = dtx__err(DTX_EBUSY, "queue '%s': its settings kept changing", queue);
   if (rc == 0) {

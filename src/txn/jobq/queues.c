@@ -3,7 +3,8 @@
  *
  * A queue's settings are one document of "job_queues", _id = the queue:
  *   {_id: QUEUE, paused: bool, gen: N, updated: ms
- *    [, max_running: N, slots: [...]]}  (the limit: limits.c)
+ *    [, max_running: N, slots: [...]]  (the limit: limits.c)
+ *    [, rate: {n, ms[, group]}]}       (the rate: rate.c)
  * A queue without one is not paused.  The document is written only by
  * the job.* steps -- the one below (a find-and-modify upsert: paused set,
  * gen + 1) and limits.c's (job.queue.set, job.slot.take,
@@ -65,7 +66,15 @@ const char dtx__jq_shape[] =
     "\"additionalProperties\":false,\"properties\":{"
     "\"job\":{\"bsonType\":[\"string\",\"null\"]},"
     "\"epoch\":{\"bsonType\":\"long\"},\"until\":{\"bsonType\":\"long\"},"
-    "\"g\":{\"bsonType\":\"long\"}}}}}}}";
+    "\"g\":{\"bsonType\":\"long\"}}}},"
+    /* rate.c: the rate limit */
+    "\"rate\":{\"bsonType\":\"object\",\"required\":[\"n\",\"ms\"],"
+    "\"additionalProperties\":false,\"properties\":{"
+    "\"n\":{\"bsonType\":\"long\",\"minimum\":1,\"maximum\":1000000},"
+    "\"ms\":{\"bsonType\":\"long\",\"minimum\":1,"
+    "\"maximum\":86400000},"
+    "\"group\":{\"bsonType\":\"string\",\"minLength\":1,"
+    "\"maxLength\":128}}}}}}";
 
 /* J11: gen only grows; only the job.* steps write a queue's settings (a
  * plain resume would start claims an operator stopped; a slot freed by
@@ -74,7 +83,7 @@ const char dtx__jq_transition[] =
     "[{\"immutable\":[\"_id\"],\"increasing\":[\"gen\"]},"
     "{\"scope\":\"plain\",\"steps\":[\"job\"],\"insert\":false,"
     "\"immutable\":[\"paused\",\"gen\",\"updated\",\"max_running\","
-    "\"slots\"],"
+    "\"slots\",\"rate\"],"
     "\"why\":\"a queue's settings and running slots change only through "
     "doctx job pause, resume, queue and its workers' claims (docs/jobs.md)\"}]";
 
@@ -153,7 +162,9 @@ int dtx__jq_gate(dtx__exec_t *ex, const char *queue, int *paused,
   if (rc)
     return rc;
   *paused = json_is_true(json_object_get(doc, "paused"));
-  *limited = dtx__int(doc, "max_running") > 0;
+  /* a rate limit claims through limits.c's round too (rate.c) */
+  *limited = dtx__int(doc, "max_running") > 0 ||
+             json_object_get(doc, "rate") != NULL;
   json_decref(doc);
   cache_put(ex->st, queue, now, *paused, *limited);
   return 0;
@@ -182,6 +193,9 @@ static json_t *view(const char *queue, const json_t *doc) {
   if (v)
     json_object_set_new(v, "max_running",
                         n > 0 ? json_integer((json_int_t)n) : json_null());
+  const json_t *rate = json_object_get(doc, "rate");
+  if (v) /* rate.c: {n, ms[, group]} or null */
+    json_object_set_new(v, "rate", rate ? json_deep_copy(rate) : json_null());
   return v;
 }
 

@@ -333,7 +333,8 @@ int dtx__job_recover_ex(dtx__exec_t *ex, const dtx_recover_opts_t *o,
   if ((rc = takeovers(ex, o, t)) || (rc = dtx__job_flow_recover(ex, t)) ||
       (rc = markers(ex, o, t)) || (rc = dtx__job_events_recover(ex, o, busy, t)) ||
       (rc = purge(ex, o, t)) ||
-      (rc = purge_dead(ex, o, t)) || (rc = dtx__job_unique_recover(ex, t)))
+      (rc = purge_dead(ex, o, t)) || (rc = dtx__job_unique_recover(ex, t)) ||
+      (rc = dtx__jr_recover(ex, t)))
     dtx__tally_error(t, NULL, rc);
   return 0;
 }

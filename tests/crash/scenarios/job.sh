@@ -147,6 +147,20 @@ scenario_cmd() {
     # other one is free meanwhile.
     d job queue q --max-running 2 >/dev/null
     add_j1; echo "$WORK_Q" ;;
+  job.rate.take)
+    # q rated 5 a minute: the runner (or a remote claim) takes a unit of
+    # q's window, then claims j1 under it.  A unit taken by a claimer that
+    # died is lost (the window admits fewer); check_final's worker takes
+    # another.
+    d job queue q --rate 5/60000 >/dev/null
+    add_j1; echo "$WORK_Q" ;;
+  job.rate.retire | job.rate.purge)
+    # A window of q long over (made so by hand): recovery marks it over,
+    # then deletes it; a crash between leaves it over, for the next pass.
+    d job queue q --rate 5/60000 >/dev/null
+    add_j1; d $WORK_Q >/dev/null
+    d update job_rates '{"_id":"q/*"}' '{"$set":{"start":1,"end":2}}' --bypass-validation >/dev/null
+    echo "recover --tombstone-ttl-ms 1" ;;
   job.recover.*)
     add_j1; d $WORK_Q >/dev/null; sleep 1.4
     echo "recover --tombstone-ttl-ms 1" ;;
