@@ -848,6 +848,11 @@ typedef struct dtx_recover_opts {
   int64_t deadline_ms; /* budget of the whole pass; 0: see "Deadlines" */
   int64_t retention_ms; /* succeeded jobs finished longer ago than this
                            are purged (in batches); 0: 24 hours */
+  /* job events (docs/jobs.md, "Events"): log entries older than this are
+   * trimmed (0: 24 hours), and those more than events_keep behind their
+   * queue's newest (0: no count bound); a queue's newest is kept. */
+  int64_t events_keep_ms;
+  int64_t events_keep;
   int64_t keep_dead_ms; /* dead and canceled jobs finished longer ago
                            than this, their effect markers cleared, are
                            purged (in batches, every queue); 0: kept
@@ -1201,6 +1206,39 @@ int dtx_job_heartbeat_check(const char *id, int64_t epoch, int64_t lease_ms);
 int dtx_job_end_check(const char *id, int64_t epoch, const json_t *result,
                       const char *error);
 
+/* ---- job events (src/txn/jobq/events.c, docs/jobs.md "Events") -----------
+ *
+ * Every transition of every job (added, claimed, succeeded, failed, dead,
+ * stalled, promoted, canceled, retried, and what other steps record) is
+ * recorded once, by the step that makes it, in an outbox inside the job,
+ * then relayed into the log DTX_JOB_EVENTS, one document per event:
+ *   {_id: "QUEUE/SEQ", queue, seq, job, born, n, event, at, epoch, from, to
+ *    [, data]}
+ * seq is dense per queue (1, 2, 3, ...; only a trimmed prefix is gone);
+ * n is dense per job (born: the job's created time, so a job purged and
+ * added again under its id is told apart).  Plain writes may not
+ * insert, change or delete it. */
+#define DTX_JOB_EVENTS "job_events"
+#define DTX_JOB_EVENTS_LIMIT_MAX 1000
+#define DTX_JOB_EVENTS_WAIT_MAX_MS 30000
+
+/* The check of dtx_job_events' arguments, before a store is opened:
+ * the queue name, after >= 0, limit 0..DTX_JOB_EVENTS_LIMIT_MAX, wait_ms
+ * 0..DTX_JOB_EVENTS_WAIT_MAX_MS.  0 or DTX_EINVAL naming the argument. */
+int dtx_job_events_check(const char *queue, int64_t after, int64_t limit,
+                         int64_t wait_ms);
+
+/* The events of queue after cursor `after` (0: from the start), at most
+ * limit (0: 100), oldest first, in *out (a new array; NULL on error) of
+ * {cursor, job, n, event, at, epoch, from, to [, data]}: read from
+ * `after` = the last cursor seen to go on without loss.  Events still in
+ * jobs' outboxes are relayed first.  wait_ms > 0: when there is none yet,
+ * polls until one comes or wait_ms passes (then an empty array).
+ * DTX_ESTATE when the events right after `after` were trimmed (the
+ * detail names the oldest cursor kept): a reader is never moved past a
+ * gap silently. */
+int dtx_job_events(dtx_store_t *st, const char *queue, int64_t after,
+                   int64_t limit, int64_t wait_ms, json_t **out);
 /* ---- job queues: the rate limit (src/txn/jobq/rate.c, docs/jobs.md
  * "Rate limits") ----------------------------------------------------------
  *

@@ -166,6 +166,10 @@ export interface QueueStats { ready: number; delayed: number; running: number; s
   rate: QueueRate | null }
 export interface QueueRate { n: number; ms: number; group?: string }
 export interface QueueSettings { queue: string; paused: boolean; gen: number; max_running: number | null; rate: QueueRate | null }
+/** One transition of a job (docs/jobs.md, "Events"). */
+export interface JobEvent { cursor: number; queue: string; job: string; born: number; n: number;
+  event: string; at: number; epoch: number | null; from: string | null; to: string | null;
+  data?: Record<string, unknown> }
 
 // ---- locks, ledger, sync, orders, versions ------------------------------------
 
@@ -288,6 +292,10 @@ export class Client {
   job(id: string): Promise<Job>;
   jobs(queue: string, opts?: { state?: JobState; pageSize?: number }): AsyncGenerator<Job, void, undefined>;
   queueStats(queue: string): Promise<QueueStats>;
+  jobEvents(
+    queue: string,
+    opts?: { after?: number; limit?: number; waitMs?: number },
+  ): Promise<{ events: JobEvent[]; cursor: number }>;
   /** Adds or replaces a schedule (a new gen).  Retried. */
   scheduleJob(name: string, queue: string, type: string, payload?: Json,
     opts?: { cron?: string; everyMs?: number; missed?: 'run-once' | 'skip'; graceMs?: number;

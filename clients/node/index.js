@@ -336,6 +336,15 @@ export class Client {
     return this.#call('GET', `/v1/queues/${p(queue)}/stats`, undefined, { idempotent: true });
   }
 
+  /** A queue's job events after a cursor (docs/jobs.md, "Events"):
+   * {events: [{cursor, job, n, event, at, epoch, from, to}], cursor};
+   * pass cursor as the next after.  waitMs (<= 30000): a long poll.
+   * A cursor behind the trim: Conflict STATE.  Retried. */
+  jobEvents(queue, { after = 0, limit, waitMs } = {}) {
+    return this.#call('GET', `/v1/queues/${p(queue)}/events`, undefined,
+      { query: { after, limit, wait_ms: waitMs }, idempotent: true });
+  }
+
   /** Adds or replaces a job schedule (cron or everyMs).  Retried. */
   scheduleJob(name, queue, type, payload, { cron, everyMs, missed, graceMs, priority, maxAttempts, backoffMs } = {}) {
     return this.#call('POST', '/v1/job-schedules', fields({

@@ -328,4 +328,7 @@ typedef struct dtx__cli_batch {
 int dtx__cli_batch_line(dtx__cli_batch_t *b, json_t *id, int rc,
                         const char *detail, const json_t *doc);
 
+/* doctx job events (cmd_job_events.c), a subcommand of dtx__cmd_job. */
+int dtx__cli_job_events(dtx_cli_t *cli, const dtx__cli_args_t *a);
+
 #endif

@@ -343,6 +343,14 @@ const dtx__cli_spec_t dtx__cmd_job = {
          (const dtx__cli_opt_t[]){{"--fence", DTX__CLI_STR, "NAME:TOKEN"},
                                   {NULL}},
          DTX__CLI_ARMED},
+        /* job events (cmd_job_events.c) */
+        {"events", dtx__cli_job_events, "QUEUE",
+         (const dtx__cli_opt_t[]){{"--after", DTX__CLI_COUNT, "CURSOR"},
+                                  DTX__CLI_OPT_LIMIT,
+                                  {"--follow", DTX__CLI_FLAG},
+                                  DTX__CLI_OPT_DEADLINE,
+                                  {NULL}},
+         DTX__CLI_ARMED},
         /* schedules (cmd_job_sched.c) */
         {"schedule", dtx__cli_job_schedule, "NAME QUEUE TYPE PAYLOAD",
          (const dtx__cli_opt_t[]){{"--cron", DTX__CLI_STR, "\"M H DOM MON DOW\""},
@@ -406,6 +414,13 @@ const dtx__cli_spec_t dtx__cmd_job = {
     "heartbeat renews that lease; complete (RESULT: JSON) or fail (ERROR:\n"
     "text) ends the attempt, each only while the job runs at EPOCH.  The\n"
     "same complete or fail repeated prints the job again, changing nothing.\n"
+    "events prints the queue's event log, one JSON line per event\n"
+    "{cursor, job, n, event, at, epoch, from, to}: every transition of\n"
+    "every job, once, in order; --after CURSOR (the last cursor seen) goes\n"
+    "on from there without loss; --limit N (1..1000, default 100);\n"
+    "--follow keeps reading until SIGINT/SIGTERM or --deadline-ms.  A\n"
+    "cursor whose next events recover trimmed is refused, exit 3, naming\n"
+    "the oldest cursor kept.\n"
     "schedule adds (or replaces: a new generation) a schedule that enqueues\n"
     "one job of QUEUE per tick: --cron (five fields, UTC) or --every-ms N\n"
     "(at the multiples of N since the epoch); its first tick is the first\n"

@@ -357,7 +357,9 @@ void dtx__cli_print_json(const json_t *v) {
 static const char *const time_fields[] = {"created", "updated", "lease_until",
                                           "at", NULL};
 static const char *const executor_fields[] = {"owner", "lease_until", "epoch",
-                                              NULL};
+                                              /* a job's event outbox */
+                                              "ev_n", "ev_sent", "ev_out",
+                                              "ev_pend", NULL};
 
 static int listed(const char *const *list, const char *key) {
   for (size_t i = 0; list[i]; i++)

@@ -44,6 +44,8 @@ static const struct {
     {"GET", "/v1/queues/{q}/jobs", "List a queue's jobs by state", 200},
     {"POST", "/v1/queues/{q}/claim", "Claim due jobs with a lease", 200},
     {"GET", "/v1/queues/{q}/stats", "A queue's jobs by state", 200},
+    {"GET", "/v1/queues/{q}/events",
+     "A queue's job events after a cursor (wait_ms: long poll)", 200},
     {"GET", "/v1/jobs/{id}", "Show a job", 200},
     {"POST", "/v1/jobs/{id}/heartbeat", "Renew a claimed job's lease", 200},
     {"POST", "/v1/jobs/{id}/complete", "Complete a claimed job", 200},

@@ -146,6 +146,10 @@ const dtx__srv_route_t dtx__srv_routes[] = {
     {"POST", "/v1/queues/{q}/claim", W, dtx__srv_h_job_claim,
      FIELDS({"n", F_INT}, {"lease_ms", F_INT}, {"owner", F_STR})},
     {"GET", "/v1/queues/{q}/stats", R, dtx__srv_h_job_stats, NULL},
+    /* job events (routes_job_events.c); its relay of outboxes is
+     * doctx's own step, as recovery's, so a reader may make it */
+    {"GET", "/v1/queues/{q}/events", R, dtx__srv_h_job_events, NULL,
+     "after,limit,wait_ms"},
     {"GET", "/v1/jobs/{id}", R, dtx__srv_h_job_get, NULL},
     {"POST", "/v1/jobs/{id}/heartbeat", W, dtx__srv_h_job_heartbeat,
      FIELDS({"epoch", F_INT}, {"lease_ms", F_INT})},
@@ -183,7 +187,8 @@ const dtx__srv_route_t dtx__srv_routes[] = {
     {"POST", "/v1/admin/recover", A, dtx__srv_h_recover,
      FIELDS({"older_than_ms", F_INT}, {"tombstone_ttl_ms", F_INT},
             {"deadline_ms", F_INT}, {"retention_ms", F_INT},
-            {"keep_dead_ms", F_INT})},
+            {"keep_dead_ms", F_INT}, {"events_keep_ms", F_INT},
+            {"events_keep", F_INT})},
     /* operations */
     {"GET", "/healthz", DTX__SRV_SCOPE_NONE, dtx__srv_h_healthz, NULL},
     {"GET", "/readyz", DTX__SRV_SCOPE_NONE, dtx__srv_h_readyz, NULL},

@@ -240,13 +240,15 @@ void dtx__srv_h_recover(dtx__srv_ctx_t *c) {
       .tombstone_ttl_ms = dtx__srv_arg_int(c, "tombstone_ttl_ms", 0),
       .deadline_ms = dtx__srv_arg_int(c, "deadline_ms", 0),
       .retention_ms = dtx__srv_arg_int(c, "retention_ms", 0),
+      .events_keep_ms = dtx__srv_arg_int(c, "events_keep_ms", 0),
+      .events_keep = dtx__srv_arg_int(c, "events_keep", 0),
       .keep_dead_ms = dtx__srv_arg_int(c, "keep_dead_ms", 0)};
   json_t *summary = NULL;
   if (ro.tombstone_ttl_ms < 0 || ro.deadline_ms < 0 || ro.retention_ms < 0 ||
-      ro.keep_dead_ms < 0) {
+      ro.events_keep_ms < 0 || ro.events_keep < 0 || ro.keep_dead_ms < 0) {
     dtx__srv_bad(c, DTX_EINVAL,
-                 "tombstone_ttl_ms, deadline_ms, retention_ms and "
-                 "keep_dead_ms must be >= 0");
+                 "tombstone_ttl_ms, deadline_ms, retention_ms, "
+                 "events_keep_ms, events_keep and keep_dead_ms must be >= 0");
     return;
   }
   ro.deadline_ms = dtx__srv_budget(c, ro.deadline_ms);

@@ -229,6 +229,8 @@ void dtx__srv_h_job_complete(dtx__srv_ctx_t *c);
 void dtx__srv_h_job_fail(dtx__srv_ctx_t *c);
 void dtx__srv_h_job_retry(dtx__srv_ctx_t *c);
 void dtx__srv_h_job_cancel(dtx__srv_ctx_t *c);
+/* job events (routes_job_events.c) */
+void dtx__srv_h_job_events(dtx__srv_ctx_t *c);
 void dtx__srv_h_job_effect(dtx__srv_ctx_t *c);
 /* job schedules (routes_job_sched.c) */
 void dtx__srv_h_job_schedule(dtx__srv_ctx_t *c);

@@ -158,8 +158,7 @@ case "$(jget "$job" last_error)" in *timeout*) ok ;; *) bad "hang last_error: $j
 new_store job_fx
 d insert users '{"_id":"ann","friends":[]}' '{"_id":"bob","friends":[]}' >/dev/null
 d job add social ADD_FRIEND '{"a":"ann","b":"bob"}' --id af >/dev/null
-d find-and-modify jobs '{"_id":"af"}' --bypass-validation \
-  '{"$set":{"state":"running","owner":"me","lease_until":9000000000000},"$inc":{"epoch":1}}' >/dev/null
+d job claim social --lease-ms 3600000 >/dev/null # af running at epoch 1
 expect 0 "effect" -- d job effect af 1 ann users '{"_id":"ann"}' '{"$addToSet":{"friends":"bob"}}'
 [ "$(out)" = '{"applied":true}' ] && ok || bad "effect: $(out)"
 expect 0 "effect repeat" -- d job effect af 1 ann users '{"_id":"ann"}' '{"$addToSet":{"friends":"bob"}}'
@@ -324,7 +323,13 @@ expect 0 "claim again" -- d job effect pj 1 c coupons '{"claimed":false}' '{"$se
 [ "$(out)" = '{"applied":false}' ] && [ "$(d count coupons '{"claimed":true}')" = 1 ] && ok || bad "claimed twice: $(out) $(d find coupons)"
 d update jobs '{"_id":"pj"}' '{"$set":{"state":"succeeded","finished":1,"attempts":1,"result":{}}}' >/dev/null
 expect 3 "a job deleted with its markers" -- d delete jobs '{"_id":"pj"}'
-expect 0 "audit after the refused moves" -- d audit
+# The moves made by hand above (r1 and pj claimed, pj succeeded) are
+# allowed edges, but a plain write cannot record their events: the audit
+# reports each job whose last event does not end in its state, and
+# nothing else (docs/jobs.md, "Events").
+expect 5 "audit after the refused moves" -- d audit
+[ "$(grep -c '^FINDING' "$WORK/out")" = 2 ] && grep -q "FINDING job event_state: job r1 is running" "$WORK/out" &&
+  grep -q "FINDING job event_state: job pj is succeeded" "$WORK/out" && ok || bad "audit: $(grep FINDING "$WORK/out")"
 
 # ---- a remote worker's steps: claim -> heartbeat -> complete | fail ---------
 new_store job_remote
@@ -394,6 +399,7 @@ expect 0 "audit" -- d audit
 d job add aq t --id P --on-child-fail hold >/dev/null
 d job add aq2 t --id C1 --parent P --max-attempts 1 >/dev/null
 d job fail C1 "$(jget "$(d job claim aq2)" epoch)" boom >/dev/null
+d job events aq2 >/dev/null # its events relayed (a job with events waiting stays)
 expect 0 "delete the dead child" -- d delete jobs '{"_id":"C1"}'
 d job add aq2 t --id C1 >/dev/null
 expect 0 "an unrelated C1 succeeds" -- d job complete C1 "$(jget "$(d job claim aq2)" epoch)" '{"forged":1}'
@@ -413,4 +419,76 @@ JR='"queue":"lq","type":"t","payload":{},"priority":0,"rank":0,"run_at":0,"attem
 expect 3 "a plain insert of a running job" -- d insert jobs "{\"_id\":\"L3\",$JR}"
 [ "$(d count jobs '{"state":"running"}')" = 1 ] && ok || bad "a job ran past the claim: $(d find jobs '{"state":"running"}')"
 expect 0 "audit" -- d audit
+# ---- events (docs/jobs.md, "Events") ------------------------------------------------
+# Every transition of every job, once, in order per queue; a follower
+# SIGKILLed and started again from its last cursor sees every event once;
+# a cursor behind the trim is refused; the log and outbox refuse plain
+# writes.
+new_store job_events
+expect 2 "events: a negative cursor" -- d job events q --after -1
+expect 2 "events: --limit past 1000" -- d job events q --limit 1001
+expect 2 "events: --deadline-ms without --follow" -- d job events q --deadline-ms 100
+expect 2 "events: a bad queue name" -- d job events 'a/b'
+ev_lines() { local n; n=$(grep -c '^{' "$1" 2>/dev/null); echo "${n:-0}"; }
+ev_wait() { # FILE N SECS: until FILE holds N event lines
+  local end=$((SECONDS + $3))
+  while [ "$(ev_lines "$1")" -lt "$2" ] && [ $SECONDS -lt $end ]; do nap 0.05; done
+  [ "$(ev_lines "$1")" -ge "$2" ]
+}
+# the store made first: a follower opening a new SQLite file while an add
+# creates it can meet "setting WAL mode: database is locked"
+expect 0 "events: an empty log" -- d job events q
+start_bg "$WORK/ev1" "$DOCTX" --store "$S" job events q --follow --deadline-ms 30000
+f1=$BG_PID
+d job add q t --id e1 >/dev/null
+d job add q t --id e3 --max-attempts 1 >/dev/null
+d job add q t --id e4 >/dev/null
+d job cancel e4 >/dev/null
+expect 0 "events: a worker" -- d job work q --once --exec 'test "$DOCTX_JOB_ID" != e3'
+ev_wait "$WORK/ev1" 8 20 && ok || bad "the follower saw $(ev_lines "$WORK/ev1") of 8 events"
+kill -KILL "$f1"; wait "$f1" 2>/dev/null
+# While no one follows: a stalled attempt (claimed, its lease lapsed,
+# taken over) and a retry of the dead one.
+d job add q t --id e5 --backoff-ms 60000 >/dev/null
+d job claim q --lease-ms 1 >/dev/null
+nap 0.05
+d recover >/dev/null
+d job retry e3 >/dev/null
+last=$(grep '^{' "$WORK/ev1" | tail -1 | jq -r .cursor)
+start_bg "$WORK/ev2" "$DOCTX" --store "$S" job events q --follow --after "$last" --deadline-ms 30000
+f2=$BG_PID
+# every event recorded: the jobs' counts (some still in outboxes: no
+# move relays, the follower does)
+total=$(d find jobs '{"queue":"q"}' | jq -s 'map(.ev_n) | add')
+ev_wait "$WORK/ev2" $((total - last)) 20 && ok || bad "the second follower saw $(ev_lines "$WORK/ev2") of $((total - last))"
+stop_bg "$f2" 10 "$WORK/ev2" && ok || bad "the follower did not stop on SIGTERM"
+cat "$WORK/ev1" "$WORK/ev2" | grep '^{' >"$WORK/ev"
+[ "$(jq -r .cursor "$WORK/ev" | tr '\n' ' ')" = "$(seq -s ' ' 1 "$total") " ] && ok ||
+  bad "cursors seen: $(jq -r .cursor "$WORK/ev" | tr '\n' ' '), want 1..$total"
+evs_of() { jq -r "select(.job == \"$1\") | .event" "$WORK/ev" | tr '\n' ' '; }
+[ "$(evs_of e1)" = "added claimed succeeded " ] && ok || bad "e1: $(evs_of e1)"
+[ "$(evs_of e3)" = "added claimed dead retried " ] && ok || bad "e3: $(evs_of e3)"
+[ "$(evs_of e4)" = "added canceled " ] && ok || bad "e4: $(evs_of e4)"
+[ "$(evs_of e5)" = "added claimed stalled " ] && ok || bad "e5: $(evs_of e5)"
+[ "$(jq -r 'select(.job == "e5" and .event == "stalled") | "\(.from) \(.to) \(.epoch)"' "$WORK/ev")" = "running delayed 2" ] && ok ||
+  bad "e5 stalled: $(grep '"stalled"' "$WORK/ev")"
+expect 0 "events: --after, --limit" -- d job events q --after 2 --limit 2
+[ "$(jq -r .cursor "$WORK/out" | tr '\n' ' ')" = "3 4 " ] && ok || bad "page: $(out)"
+# plain writes cannot touch the log or the outbox
+expect 3 "events: a plain delete of the log" -- d delete job_events '{"seq":1}'
+expect 3 "events: a plain insert into the log" -- d insert job_events '{"_id":"q/99","queue":"q","seq":99,"job":"x","born":1,"n":1,"event":"e","at":1}'
+expect 3 "events: a plain update of the log" -- d update job_events '{"seq":1}' '{"$set":{"event":"x"}}'
+expect 3 "events: a plain reset of an outbox" -- d update jobs '{"_id":"e1"}' '{"$set":{"ev_sent":0}}'
+expect 0 "events: audit" -- d audit --settled
+# trim by count: a reader behind it is told, not moved past the gap
+expect 0 "events: trim to 2" -- d recover --events-keep 2
+[ "$(d count job_events)" = 2 ] && ok || bad "after the trim: $(d count job_events) entries"
+expect 3 "events: a cursor behind the trim" -- d job events q
+grep -q "were trimmed; the oldest kept is $((total - 1))" "$WORK/err" && ok || bad "trim message: $(cat "$WORK/err")"
+expect 0 "events: after the trim" -- d job events q --after $((total - 2))
+[ "$(ev_lines "$WORK/out")" = 2 ] && ok || bad "after the trim: $(out)"
+expect 0 "events: audit after the trim" -- d audit --settled
+d job add q t --id e6 >/dev/null
+expect 0 "events: the log goes on after the trim" -- d job events q --after "$total"
+[ "$(jq -r .cursor "$WORK/out")" = $((total + 1)) ] && ok || bad "after the trim: $(out)"
 finish

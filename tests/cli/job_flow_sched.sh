@@ -126,6 +126,9 @@ grep -q "flow_early" "$WORK/out" && ok || bad "no flow_early: $(cat "$WORK/out")
 d job add fq5 t --id pz >/dev/null
 d job add fq5 t --id pz1 --parent pz --delay-ms 60000 >/dev/null
 d job cancel pz >/dev/null
+# an ended job goes once its events are in the log (a reader relays them)
+expect 3 "flow: a canceled parent with events waiting" -- d delete jobs '{"_id":"pz"}'
+d job events fq5 >/dev/null
 expect 0 "flow: a canceled parent deleted" -- d delete jobs '{"_id":"pz"}'
 expect 5 "flow: audit: a live child without its parent" -- d audit
 grep -q "flow_orphan.*pz1" "$WORK/out" && ok || bad "no flow_orphan: $(cat "$WORK/out")"

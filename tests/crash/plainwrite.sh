@@ -71,7 +71,7 @@ declare -A ALLOW=(
   # jobs (docs/jobs.md)
   ['jobs|*|*|insert']="a job inserted by hand is a new job: its effects are its own (job, key) pins and markers; one inserted running is taken over by recovery"
   ['jobs|*|*|upsert']="a job inserted by hand is a new job (as insert)"
-  ['jobs|j6|*|delete']="a canceled job (its delete guard lets terminal ones go) that applied no effect leaves nothing behind"
+  ['jobs|j6|*|delete']="a canceled job (its delete guard lets terminal ones go once their events are in the log) that applied no effect leaves nothing behind"
   ['jobs|j2|state|*=ready']="promote, delayed -> ready: the job runs early"
   ['jobs|j5|state|*=delayed']="fail, running -> delayed: the attempt is over; pins and markers keep each effect once"
   ['jobs|j5|attempts|*']="a running job's count of ended attempts: wrong, the job dies sooner or later (a dead one with tries left is dead_attempts); each effect stays once"
@@ -211,6 +211,8 @@ setup jobs d job add q3 t '{}' --id j5
 crash_at job.complete "$DOCTX" --store "$S" job work q3 --once --lease-ms 3600000 --exec "bash $WORK/handler.sh"
 setup jobs d job add q t '{}' --id j6
 setup jobs d job cancel j6
+# its events relayed to the log (a job with events waiting is kept)
+setup jobs d job events q
 setup locks d lock acquire L2
 setup locks d lock release L3 1
 setup fenced d delete docs '{"_id":"d2"}' --fence L2:2

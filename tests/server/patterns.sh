@@ -476,6 +476,17 @@ no "version gc: keep 0" 400 INVAL POST /v1/versions/gc "$T_ADMIN" '{"keep":0}'
 req POST /v1/versions/gc "$T_ADMIN" '{"keep":1,"grace_ms":0}'
 check "version gc" 200 '"ok":true' '"removed":1'
 
+# ---- job events (docs/jobs.md, "Events") ------------------------------------------
+d job add evq t '{}' --id ev1 >/dev/null && d job cancel ev1 >/dev/null
+req GET /v1/queues/evq/events "$T_READ"
+check "job events" 200 '"events":[{"cursor":1,' '"event":"added"' '"event":"canceled"' '"cursor":2}'
+req GET "/v1/queues/evq/events?after=1&limit=1" "$T_READ"
+check "job events after a cursor" 200 '"events":[{"cursor":2,' '"event":"canceled"'
+req GET "/v1/queues/evq/events?after=2&wait_ms=50" "$T_READ"
+check "job events: a long poll, nothing new" 200 '"events":[]' '"cursor":2}'
+no "job events: a negative cursor" 400 INVAL GET "/v1/queues/evq/events?after=-1" "$T_READ"
+no "job events: a wait past 30 s" 400 INVAL GET "/v1/queues/evq/events?wait_ms=30001" "$T_READ"
+no "job events: limit past 1000" 400 INVAL GET "/v1/queues/evq/events?limit=1001" "$T_READ"
 # ---- job flows (docs/jobs.md, "Flows") ------------------------------------------
 req POST /v1/queues/flowq/jobs "$T_WRITE" '{"type":"t","id":"fp","on_child_fail":"hold"}'
 check "flow: parent" 201 '"_id":"fp"' '"on_child_fail":"hold"'

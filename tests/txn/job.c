@@ -156,6 +156,9 @@ static void test_backoff(void) {
   }
 }
 
+static json_t *check_events(const char *queue, int njobs);
+static int jobs_of(const char *queue);
+
 static void test_order_delay_dead_retry(void) {
   json_t *ran = json_array(), *j = NULL;
   int64_t t_late = dtx__now_ms(); /* late is due 400 ms after this */
@@ -214,6 +217,22 @@ static void test_order_delay_dead_retry(void) {
   CHECK_RC(dtx_job_cancel(st, "high", &j), DTX_ESTATE);
   json_decref(j);
   json_decref(ran);
+  /* Its events, read back, are exactly its transitions, in order
+   * (docs/jobs.md, "Events"). */
+  json_t *evs = NULL, *e;
+  char seen[400] = "";
+  size_t i;
+  CHECK_RC(dtx_job_events(st, "q", 0, 1000, 0, &evs), 0);
+  json_array_foreach(evs, i, e) if (dtx__str_is(e, "job", "bad")) {
+    size_t l = strlen(seen);
+    snprintf(seen + l, sizeof seen - l, "%s%s", l ? " " : "",
+             dtx__str(e, "event"));
+  }
+  json_decref(evs);
+  CHECKF(strcmp(seen, "added claimed failed promoted claimed failed "
+                      "promoted claimed dead retried canceled") == 0,
+         "bad's events: %s", seen);
+  json_decref(check_events("q", 5));
 }
 
 /* ---- a batch's waiting jobs keep their leases ------------------------------------- */
@@ -552,6 +571,87 @@ static void test_chaos(void) {
   CHECK_RC(dtx_audit(st, DTX_AUDIT_SETTLED, &rep), 0);
   CHECKF(json_is_true(json_object_get(rep, "ok")), "audit %s", JS(rep));
   json_decref(rep);
+  json_decref(check_events("cq", added));
+}
+
+/* ---- events: the log read back equals every job's transitions ---------------- */
+
+/* Reads queue's whole event log through dtx_job_events, a page of 37 at a
+ * time from each page's last cursor, and checks, for every job of the
+ * queue: its events are n = 1, 2, ... once each, in n order in the log;
+ * they chain -- the first is "added" (to ready or delayed), each next one
+ * starts where the one before ended (from = the previous to), so no
+ * transition is missing or recorded twice -- and the last ends in the
+ * job's state with ev_n events in all.  The cursors are 1..H, each once
+ * (the log is dense). */
+static int jobs_of(const char *queue) {
+  json_t *f = json_pack("{s:s}", "queue", queue);
+  int64_t n = -1;
+  CHECK_RC(dtx_store_count(st, DTX_JOBS, f, &n), 0);
+  json_decref(f);
+  return (int)n;
+}
+
+/* Every job of queue's events read back (pages of 37) are a chain: n =
+ * 1, 2, ... once each, each starting where the one before ended, the
+ * first "added", the last ending in the job's state; cursors 1..H once.
+ * Returns the count of each event name (the caller decrefs). */
+static json_t *check_events(const char *queue, int njobs) {
+  json_t *last = json_object(), *count = json_object(), *evs = NULL, *e;
+  int64_t after = 0, total = 0;
+  int bad = 0;
+  for (int page = 0; page < 10000; page++) {
+    CHECK_RC(dtx_job_events(st, queue, after, 37, 0, &evs), 0);
+    if (json_array_size(evs) == 0)
+      break;
+    size_t i;
+    json_array_foreach(evs, i, e) {
+      const char *job = dtx__str(e, "job");
+      int64_t cur = dtx__int(e, "cursor"), n = dtx__int(e, "n");
+      const json_t *prev = json_object_get(last, job ? job : "");
+      if (cur != after + 1 || !job ||
+          n != (prev ? dtx__int(prev, "n") + 1 : 1) ||
+          (prev ? !json_equal(json_object_get(prev, "to"),
+                              json_object_get(e, "from"))
+                : !dtx__str_is(e, "event", "added"))) {
+        if (bad++ < 5)
+          CHECKF(0, "event after cursor %lld breaks the chain: %s (before: %s)",
+                 (long long)after, JS(e), prev ? JS(prev) : "none");
+      }
+      after = cur;
+      total++;
+      const char *ev = dtx__str(e, "event") ? dtx__str(e, "event") : "?";
+      json_object_set_new(count, ev,
+                          json_integer(dtx__int(count, ev) + 1));
+      json_object_set(last, job ? job : "", e);
+    }
+    json_decref(evs);
+    evs = NULL;
+  }
+  json_decref(evs);
+  json_t *jobs = NULL, *f = json_pack("{s:s}", "queue", queue), *j;
+  CHECK_RC(dtx_store_find(st, DTX_JOBS, f, NULL, &jobs), 0);
+  json_decref(f);
+  CHECKF((int)json_array_size(jobs) == njobs && json_object_size(last) ==
+                                                   (size_t)njobs,
+         "%zu jobs, %zu with events, %d added", json_array_size(jobs),
+         json_object_size(last), njobs);
+  size_t i;
+  int64_t sum = 0;
+  json_array_foreach(jobs, i, j) {
+    const json_t *l = json_object_get(last, dtx__str(j, "_id"));
+    sum += dtx__int(j, "ev_n");
+    CHECKF(l && dtx__str_is(l, "to", dtx__str(j, "state")) &&
+               dtx__int(l, "n") == dtx__int(j, "ev_n") &&
+               json_array_size(json_object_get(j, "ev_out")) == 0,
+           "job %s: last event %s", JS(j), l ? JS(l) : "none");
+  }
+  CHECKF(sum == total, "%lld events logged, the jobs count %lld",
+         (long long)total, (long long)sum);
+  printf("     %s: %lld events %s\n", queue, (long long)total, JS(count));
+  json_decref(jobs);
+  json_decref(last);
+  return count;
 }
 
 /* ---- effects: one document per (job, key), under contention ------------------- */
@@ -717,8 +817,20 @@ static void test_flow_race(void) {
       CHECKF(n == 0, "%lld held children", (long long)n);
       json_decref(h);
     }
+    int waited = strcmp(ps, DTX_JOB_WAITING) == 0; /* ps is p's */
     json_decref(p);
+    /* events: the parent's chain passes through "attached" (ready ->
+     * waiting) when it took a child */
+    json_t *cnt = check_events(q, 1);
+    CHECKF(!waited ||
+               dtx__int(cnt, "attached") == (int64_t)listed,
+           "%s: %zu children, events %s", pid_, listed, JS(cnt));
+    json_decref(cnt);
   }
+  /* the children: added held, then released (or dropped: no job left) */
+  json_t *cnt = check_events("frc", jobs_of("frc"));
+  CHECKF(dtx__int(cnt, "released") == jobs_of("frc"), "%s", JS(cnt));
+  json_decref(cnt);
 }
 
 /* ---- a queue's pause and concurrency limit (queues.c, limits.c) -------- */
@@ -830,6 +942,10 @@ static void test_progress(void) {
   CHECK(bad == 0);
   CHECK(strcmp(state_of("pr1", &keep), DTX_JOB_SUCCEEDED) == 0);
   CHECK(dtx__int(json_object_get(keep, "progress"), "done") == 2);
+  /* its two reports are events of the attempt, running -> running */
+  json_t *cnt = check_events("q", jobs_of("q"));
+  CHECKF(dtx__int(cnt, "progress") == 2, "%s", JS(cnt));
+  json_decref(cnt);
   /* the attempt is over: refused, nothing written */
   CHECK_RC(dtx_job_progress(st, "pr1", dtx__int(keep, "epoch"), v, NULL),
            DTX_ESTALE);
@@ -928,12 +1044,20 @@ static void test_cancel_running(void) {
   }
   CHECK(n_succ + n_canc == 12);
   json_decref(keep);
+  /* events: a recorded cancel is its own event, and ends in canceled */
+  json_t *cnt = check_events("race", jobs_of("race"));
+  CHECKF(dtx__int(cnt, "cancel_requested") == n_canc &&
+             dtx__int(cnt, "canceled") == n_canc,
+         "%d canceled, %d succeeded: %s", n_canc, n_succ, JS(cnt));
+  json_decref(cnt);
+  json_decref(check_events("q", jobs_of("q")));
 }
 
 int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:job.db";
   st = open_store();
   dtx_store_drop_collection_ex(st, DTX_JOBS, &(dtx_drop_opts_t){1});
+  dtx_store_drop_collection_ex(st, DTX_JOB_EVENTS, &(dtx_drop_opts_t){1});
   dtx_store_drop_collection_ex(st, "counters", &(dtx_drop_opts_t){1});
   dtx_store_drop_collection_ex(st, DTX_JOB_QUEUES, &(dtx_drop_opts_t){1});
   TEST_RUN(test_request_checks);

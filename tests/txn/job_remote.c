@@ -299,6 +299,7 @@ int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:job_remote.db";
   st = dtx_t_open(uri);
   dtx_store_drop_collection_ex(st, DTX_JOBS, &(dtx_drop_opts_t){1});
+  dtx_store_drop_collection_ex(st, DTX_JOB_EVENTS, &(dtx_drop_opts_t){1});
   TEST_RUN(test_checks);
   TEST_RUN(test_claim_heartbeat_complete);
   TEST_RUN(test_fail);

@@ -21,7 +21,7 @@
 #include "util/err.h"
 
 static const char *uri;
-static const dtx__kind_t K = {"kit_items", "phase"};
+static const dtx__kind_t K = {"kit_items", "phase", NULL};
 
 static dtx_store_t *open_fresh(void) {
   dtx_store_t *st = NULL;

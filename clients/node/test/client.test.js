@@ -304,6 +304,17 @@ test('jobs', async () => {
   const ok = [];
   for await (const j of c.jobs(q, { state: 'succeeded' })) ok.push(j._id);
   assert.deepEqual(ok, [j1]);
+  // every transition, once, in each job's order (jobs interleave in the
+  // order they were relayed); a page from a cursor goes on
+  const evs = await c.jobEvents(q);
+  const of = (id) => evs.events.filter((e) => e.job === id).map((e) => e.event);
+  assert.deepEqual([of(j1), of(j2)], [['added', 'claimed', 'progress', 'succeeded'],
+    ['added', 'claimed', 'failed']]);
+  assert.deepEqual(evs.events.map((e) => e.cursor), [1, 2, 3, 4, 5, 6, 7]);
+  assert.equal(evs.cursor, 7);
+  const page = await c.jobEvents(q, { after: 4, limit: 1 });
+  assert.deepEqual([page.events.map((e) => e.cursor), page.cursor], [[5], 5]);
+  assert.deepEqual(await c.jobEvents(q, { after: 7, waitMs: 10 }), { events: [], cursor: 7 });
   const once = uid('once');
   await c.addJob(once, 't', undefined, { id: j3, maxAttempts: 1 });
   const ep3 = (await c.claim(once))[0].epoch;

@@ -579,6 +579,27 @@ class Client:
         """``{"ready", "delayed", "running", "succeeded", "dead", "canceled", "total"}``."""
         return self._call("GET", f"/v1/queues/{self._p(queue)}/stats", idempotent=True)
 
+    def job_events(
+        self,
+        queue: str,
+        *,
+        after: int = 0,
+        limit: Optional[int] = None,
+        wait_ms: Optional[int] = None,
+    ) -> JSON:
+        """The events of ``queue`` after cursor ``after`` (docs/jobs.md, "Events").
+
+        ``{"events": [{cursor, job, n, event, at, epoch, from, to}...],
+        "cursor": the last one's, or ``after``}``: pass ``cursor`` as the
+        next ``after`` to go on without loss.  ``wait_ms`` (at most 30000)
+        waits for an event when there is none yet.  A cursor whose next
+        events were trimmed is :class:`~doctx.errors.Conflict` (STATE).
+        """
+        return self._call("GET", f"/v1/queues/{self._p(queue)}/events",
+                          query=_drop_none({"after": after, "limit": limit,
+                                            "wait_ms": wait_ms}),
+                          idempotent=True)
+
     def schedule_job(
         self,
         name: str,

@@ -372,6 +372,18 @@ def test_jobs(c: Client) -> None:
     assert failed["state"] == "delayed" and c.fail(j2, ep2, error="smtp down") == failed
     assert [j["_id"] for j in c.jobs(q, page_size=1)] == [j1, j2]
     assert [j["_id"] for j in c.jobs(q, state="succeeded")] == [j1]
+    # every transition, once, in each job's order (jobs interleave in the
+    # order they were relayed); a page from a cursor goes on
+    evs = c.job_events(q)
+    def of(j):
+        return [e["event"] for e in evs["events"] if e["job"] == j]
+    assert of(j1) == ["added", "claimed", "progress", "succeeded"]
+    assert of(j2) == ["added", "claimed", "failed"]
+    assert [e["cursor"] for e in evs["events"]] == list(range(1, 8))
+    assert evs["cursor"] == 7
+    page = c.job_events(q, after=4, limit=1)
+    assert [e["cursor"] for e in page["events"]] == [5] and page["cursor"] == 5
+    assert c.job_events(q, after=7, wait_ms=10) == {"events": [], "cursor": 7}
     # dead, retried by hand, canceled
     once = uid("once")
     c.add_job(once, "t", id=j3, max_attempts=1)

@@ -21,6 +21,8 @@
  *                  effect.c F1
  *   effect_twice   two real markers of one (job, key), anywhere
  *   audit_error    a collection whose markers could not be read
+ *   event_gap, event_lost, event_count, event_state: the event log and
+ *                  the jobs' outboxes (events.c, J19-J21)
  *   flow_orphan    a live child whose parent is missing, or a child its
  *                  parent does not list (flow.c J14)
  *   flow_link      a parent listing a child whose parent is another
@@ -438,6 +440,9 @@ int dtx__job_audit(dtx__audit_t *a) {
       rc = dtx__job_sched_audit(a, scheds, jobs); /* sched_audit.c */
     DTX_ASSERT(running <= (int64_t)json_object_size(jobs), "job.audit");
   }
+  int64_t nevents = 0; /* the event log against the jobs (events.c) */
+  if (rc == 0 && (rc = dtx__job_events_audit(a, jobs, &nevents)) == 0)
+    dtx__audit_set(a, "events", json_integer((json_int_t)nevents));
   if (rc == 0) {
     dtx__audit_set(a, "jobs", json_integer((json_int_t)json_object_size(jobs)));
     dtx__audit_set(a, "states", json_incref(counts));

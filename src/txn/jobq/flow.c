@@ -22,6 +22,10 @@
  *           waiting --cancel--> canceled; dead (failed_child) --retry-->
  *           waiting
  *
+ * Each of these moves records its event (events.c, J19) in its own step:
+ * "added" (held), "attached" (the parent, data.child), "released",
+ * "settled" (flow.ready), "dead" (flow.fail), "orphaned".
+ *
  *   transition                   function          fault point
  *   (child recorded, held)       add_child         job.flow.add
  *   parent -> waiting (+ child)  attach            job.flow.attach
@@ -104,16 +108,85 @@ static int lists(const json_t *parent, const char *cid) {
   return 0;
 }
 
+static int lists(const json_t *parent, const char *cid);
+
 /* flow.attach: the parent records cid and waits (J13).  *matched 0: the
- * parent is no longer attachable (claimed, ended, or full). */
+ * parent is no longer attachable (claimed, ended, full, or gone); 1: it
+ * lists cid (now, or already).  The step records its event "attached"
+ * (events.c, J19) from the state it read: the update is conditioned on
+ * that state and on cid not listed yet, so a replay adds no second
+ * event and a parent that moved meanwhile is read again. */
 static int attach(dtx__exec_t *ex, const char *pid, const char *cid,
                   int *matched) {
-  return dtx__kit_update(
-      ex, "job.flow.attach", DTX_JOBS, attachable(pid),
-      json_pack("{s:{s:s,s:I},s:{s:s}}", "$set", "state", DTX_JOB_WAITING,
-                "updated", (json_int_t)dtx__now_ms(), "$addToSet", "children",
-                cid),
-      matched);
+  *matched = 0;
+  for (int round = 0; round < ROUNDS; round++) {
+    json_t *p = NULL;
+    int rc = dtx__kit_get(ex, DTX_JOBS, pid, &p);
+    if (rc == DTX_ENOTFOUND) {
+      dtx__err_clear();
+      return 0;
+    }
+    if (rc)
+      return rc;
+    const char *st = dtx__str(p, "state");
+    if (lists(p, cid) || !st) {
+      *matched = st != NULL;
+      json_decref(p);
+      return 0;
+    }
+    json_t *f = attachable(pid);
+    json_t *u = json_pack("{s:{s:s,s:I},s:{s:s}}", "$set", "state",
+                          DTX_JOB_WAITING, "updated",
+                          (json_int_t)dtx__now_ms(), "$addToSet", "children",
+                          cid);
+    rc = f && u ? 0 : DTX_ENOMEM;
+    if (rc == 0 &&
+        (json_object_set_new(f, "state", json_string(st)) < 0 ||
+         json_object_set_new(f, "children", json_pack("{s:s}", "$ne", cid)) <
+             0 ||
+         dtx__job_on_move(p, "job.flow.attach", st, DTX_JOB_WAITING, 0, u)))
+      rc = DTX_ENOMEM;
+    json_t *ev = rc ? NULL
+                    : json_object_get(json_object_get(u, "$push"), "ev_out");
+    if (ev)
+      json_object_set_new(ev, "data", json_pack("{s:s}", "child", cid));
+    json_decref(p);
+    int m = 0;
+    if (rc == 0)
+      rc = dtx__kit_update(ex, "job.flow.attach", DTX_JOBS, f, u, &m);
+    else {
+      json_decref(f);
+      json_decref(u);
+    }
+    if (rc || m) {
+      *matched = m;
+      return rc;
+    }
+    /* Not attachable, or it moved (or listed cid) since the read: read
+     * it again; a parent not attachable stops the next round. */
+    json_t *again = NULL;
+    if ((rc = dtx__kit_get(ex, DTX_JOBS, pid, &again)) == DTX_ENOTFOUND) {
+      dtx__err_clear();
+      return 0;
+    }
+    if (rc)
+      return rc;
+    /* attachable()'s condition, judged on what was read */
+    int still = (dtx__state_is(again, DTX_JOB_READY) ||
+                 dtx__state_is(again, DTX_JOB_DELAYED) ||
+                 dtx__state_is(again, DTX_JOB_WAITING)) &&
+                dtx__int(again, "epoch") == 0 &&
+                json_array_size(json_object_get(again, "children")) <
+                    DTX_JOB_CHILDREN_MAX;
+    int listed = lists(again, cid);
+    json_decref(again);
+    if (listed || !still) {
+      *matched = listed;
+      return 0;
+    }
+  }
+  return dtx__err(DTX_EBUSY, "job %s kept changing while recording child %s",
+                  pid, cid);
 }
 
 /* flow.release: held -> ready, or delayed when its run_at is ahead (J2). */

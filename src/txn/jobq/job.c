@@ -97,6 +97,13 @@
  *   (terminal: unique window    add (a refused insert) job.unique.expire
  *   passed, key freed, J18)     and recovery (unique.c)
  * Recovery's other points (markers, retention) are in recover.c.
+ *   (every row above)           its event recorded in  (that row's)
+ *                               the same update (the
+ *                               kind's on_move hook,
+ *                               events.c; add: new_job)
+ *   outbox -> event log         dtx__job_relay         job.events.log,
+ *                               (events.c)             job.events.pull
+ *   event log trimmed           recovery (events.c)    job.events.trim
  *
  * Invariants (DTX_ASSERT checks what each step relies on and leaves, in
  * every build; dtx_audit checks the store, audit.c, and the job's shape
@@ -176,6 +183,9 @@
  *     refused and by recovery, gives it up; a retry unsets unique_until.
  *     The transition rule admits unique_until only on a terminal job, and
  *     no plain write of unique_live or unique_until.
+ *  J19-J21 (events.c): every move records exactly one event in its own
+ *     step; the per-queue log is dense, one entry per (job, born, n), in
+ *     each job's order; an event leaves the outbox only once logged.
  */
 #include <stdio.h>
 #include <string.h>
@@ -186,7 +196,9 @@
 #include "util/assert.h"
 #include "util/err.h"
 
-const dtx__kind_t dtx__job_kind = {DTX_JOBS, "state"};
+/* Every kit move and claim of a job records its event in the same step
+ * (events.c, J19). */
+const dtx__kind_t dtx__job_kind = {DTX_JOBS, "state", dtx__job_on_move};
 #define JOB (&dtx__job_kind)
 
 #define UNIQUE_KEY_MAX 256
@@ -332,6 +344,20 @@ static json_t *new_job(const dtx_job_req_t *r, const char *id,
     json_decref(job);
     return NULL;
   }
+  /* Its first event, "added", in its outbox from the insert on (J19);
+   * after the flow's fields, so a child's says it was added held. */
+  json_t *e = job ? dtx__job_event_entry("added", NULL,
+                                         dtx__str(job, "state"),
+                                         json_object_get(job, "epoch"), NULL)
+                  : NULL;
+  if (job && (!e || json_object_set_new(job, "ev_n", json_integer(1)) < 0 ||
+              json_object_set_new(job, "ev_sent", json_integer(0)) < 0 ||
+              json_object_set_new(job, "ev_pend",
+                                  json_incref(json_object_get(e, "at"))) < 0 ||
+              json_object_set_new(job, "ev_out", json_pack("[o]", e)) < 0)) {
+    json_decref(job);
+    return NULL;
+  }
   return job;
 }
 
@@ -383,8 +409,10 @@ static int add(dtx__exec_t *ex, const dtx_job_req_t *r, const json_t *extra,
   for (int round = 0; round < 8; round++) {
     rc = dtx__kit_insert(ex, point, DTX_JOBS, job);
     if (rc == 0) {
-      *out = json_incref(job);
       *added = 1;
+      /* Its "added" waits in its outbox for a relay (a reader's, a
+       * worker's, recovery's: events.c) -- an add costs one write. */
+      *out = json_incref(job);
       break;
     }
     if (rc != DTX_EDUPKEY)
@@ -883,6 +911,7 @@ int dtx_job_retry(dtx_store_t *st, const char *id, json_t **out) {
 
 static const char *const collections[] = {DTX_JOBS, DTX_JOB_SCHEDULES,
                                           DTX_JOB_QUEUES, DTX_JOB_RATES,
+                                          DTX_JOB_EVENTS,
                                           NULL};
 
 static const dtx__index_def_t indexes[] = {
@@ -894,6 +923,13 @@ static const dtx__index_def_t indexes[] = {
     {DTX_JOBS, "{\"state\":1,\"updated\":1}", 0, 0},
     /* one live job per (queue, unique key) (J4) */
     {DTX_JOBS, "{\"unique_live\":1}", 1, 1},
+    /* events (events.c): the jobs whose outbox waits for a relay; a
+     * queue's log in order; one entry per (job, n) (J20); the trim */
+    {DTX_JOBS, "{\"ev_pend\":1}", 0, 1},
+    {DTX_JOB_EVENTS, "{\"queue\":1,\"seq\":1}", 0, 0},
+    {DTX_JOB_EVENTS, "{\"queue\":1,\"rseq\":1}", 0, 0}, /* the newest */
+    {DTX_JOB_EVENTS, "{\"job\":1,\"born\":1,\"n\":1}", 1, 0},
+    {DTX_JOB_EVENTS, "{\"at\":1}", 0, 0},
     /* schedules (sched.c): a ticker reads the due ones of its queue */
     {DTX_JOB_SCHEDULES, "{\"state\":1,\"queue\":1,\"next_at\":1}", 0, 0},
     /* recovery's clearing of passed windows (J18) */
@@ -924,16 +960,26 @@ static const dtx__shape_def_t shapes[] = {{DTX_JOBS, job_fits},
                                           {NULL, NULL}};
 
 static const dtx__rules_def_t rules[] = {
-    /* Deleted: a job over with no markers and no unique key held (J18:
-     * a job deleted within its window freed the key before the window
-     * ended); or a held child (flow.c: the add refused, its parent
-     * already ran). */
+    /* Deleted: a job over with no markers, no unique key held (J18: a
+     * job deleted within its window freed the key before the window
+     * ended) and no events waiting in its outbox; or a held child
+     * (flow.c: the add refused, its parent already ran -- the add is
+     * undone, its "added" with it, events.c). */
     {DTX_JOBS, dtx__job_shape,
      "{\"$or\":[{\"state\":{\"$in\":[\"" DTX_JOB_SUCCEEDED "\",\"" DTX_JOB_DEAD
      "\",\"" DTX_JOB_CANCELED "\"]},\"fx_colls.0\":{\"$exists\":false},"
-     "\"unique_live\":{\"$exists\":false}},"
+     "\"unique_live\":{\"$exists\":false},\"ev_pend\":{\"$exists\":false}},"
      "{\"state\":\"" DTX_JOB_HELD "\"}]}",
      dtx__job_transition},
+    /* The log (events.c, J20-J21): append-only for plain writes; only
+     * the relay inserts and only the trim deletes. */
+    {DTX_JOB_EVENTS, dtx__job_event_shape, NULL,
+     "{\"scope\":\"plain\",\"steps\":[\"job\"],\"insert\":false,"
+     "\"immutable\":[\"queue\",\"seq\",\"rseq\",\"job\",\"born\",\"n\",\"event\","
+     "\"at\",\"epoch\",\"from\",\"to\",\"data\"],"
+     "\"delete\":{\"seq\":{\"$lt\":0}},"
+     "\"why\":\"the job event log is written only by doctx's relay and "
+     "trim (docs/jobs.md, Events)\"}"},
     /* only a tombstone goes: an active schedule's history is its audit */
     {DTX_JOB_SCHEDULES, dtx__sched_shape, "{\"state\":\"removed\"}",
      dtx__sched_transition},
@@ -980,6 +1026,10 @@ static const char *const fault_points[] = {
     "job.recover.clear_marker",
     "job.recover.markers_cleared",
     "job.recover.purge",
+    /* events (events.c) */
+    "job.events.log",
+    "job.events.pull",
+    "job.events.trim",
     /* a queue's settings (queues.c) and running slots (limits.c) */
     "job.queue.set",
     "job.slot.take",

@@ -195,6 +195,76 @@ int dtx__job_unique_recover(dtx__exec_t *ex, dtx__tally_t *t);
  * {coll, id, voided: [ids]} as the fence and repin steps wrote it. */
 const json_t *dtx__job_pin(const json_t *job, const char *key);
 
+/* ---- events (events.c; docs/jobs.md "Events") ---- */
+
+/* The most events a job's outbox holds before dtx__job_event (a step
+ * that is no move) is refused; moves are never refused for it. */
+#define DTX_JOB_OUTBOX_MAX 64
+
+/* The jobs kind's on_move hook (kit.h): adds the move's event to its
+ * update ($inc ev_n, $push ev_out, $set ev_pend), J19. */
+int dtx__job_on_move(const json_t *doc, const char *point, const char *from,
+                     const char *to, int take, json_t *update);
+
+/* An outbox entry {u, event, at, epoch, from, to [, data]}: data stolen,
+ * epoch borrowed (may be NULL).  NULL when out of memory. */
+json_t *dtx__job_event_entry(const char *event, const char *from,
+                             const char *to, const json_t *epoch,
+                             json_t *data);
+
+/* The one call for a step that is no state move (progress) to record
+ * its event: ONE update of job {_id, state, epoch as in job (borrowed),
+ * outbox not full} -> $set set (stolen, may be NULL) + the event (name
+ * event, data stolen, may be NULL) added as a move adds it, behind
+ * fault point `point`.  *out: the job afterwards.  DTX_ENOMATCH (no
+ * detail) when the job moved on (another state or epoch); DTX_ELIMIT
+ * when its outbox holds DTX_JOB_OUTBOX_MAX events even after relaying
+ * it.  Relaying it is the readers', workers' and recovery's (below). */
+int dtx__job_event(dtx__exec_t *ex, const char *point, const json_t *job,
+                   const char *event, json_t *data, json_t *set,
+                   json_t **out);
+
+/* Relays the outboxes of the n jobs (as read; NULL entries and empty
+ * outboxes are skipped) into the log (job.events.log, then
+ * job.events.pull per job), J20-J21.  Each jobs[i] the relay read again
+ * or pulled from is replaced by the job as it now stands (the old
+ * reference released), so a caller answers what is stored.  *count (may
+ * be NULL) += events relayed.  Returns the first error; the other jobs
+ * are relayed still. */
+int dtx__job_relay(dtx__exec_t *ex, json_t **jobs, size_t n,
+                   int64_t *count);
+
+/* The audit's part (audit.c): the log and the outboxes against the jobs
+ * loaded (map _id -> job); *nevents: the log's size. */
+int dtx__job_events_audit(dtx__audit_t *a, const json_t *jobs,
+                          int64_t *nevents);
+
+/* Who relays, and how much (docs/jobs.md "Events", the log's lag): no
+ * step that moves a job relays (the hot path writes only the job);
+ * `doctx recover` relays up to DTX__JOB_RELAY_RECOVER jobs per pass, a
+ * worker's periodic recovery pass (at most once a second per process,
+ * also while busy) DTX__JOB_RELAY_BUSY, a worker that finds nothing due
+ * DTX__JOB_RELAY_IDLE of its queue per idle round, and a `job events`
+ * read DTX__JOB_RELAY_READ of its queue before it reads. */
+#define DTX__JOB_RELAY_RECOVER 500
+#define DTX__JOB_RELAY_BUSY 100
+#define DTX__JOB_RELAY_IDLE 200
+#define DTX__JOB_RELAY_READ 200
+#define DTX__JOB_RELAY_AGE_MS 1000 /* a busy worker's pass: older outboxes */
+
+/* Relays up to max jobs whose outbox holds events (ev_pend: the time of
+ * its oldest waiting event), of queue (NULL: every queue), the oldest
+ * first; age_ms > 0: only those waiting at least that long.  *count (may
+ * be NULL) += events relayed. */
+int dtx__job_events_relay(dtx__exec_t *ex, const char *queue, int64_t max,
+                          int64_t age_ms, int64_t *count);
+
+/* Recovery's part: relays outboxes (busy 1: a busy worker's pass,
+ * DTX__JOB_RELAY_BUSY jobs of those DTX__JOB_RELAY_AGE_MS old; 2: none,
+ * another relay of the process runs; 0: DTX__JOB_RELAY_RECOVER jobs),
+ * trims the log. */
+int dtx__job_events_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
+                            int busy, dtx__tally_t *t);
 /* ---- flows (flow.c) ---- */
 
 /* The add step of job.c: req as a new job with extra's fields (borrowed:
@@ -254,7 +324,8 @@ extern const char dtx__sched_shape[], dtx__sched_transition[];
 
 /* The jobs collection's validator and transition rule (rules.c; job.c's
  * rules table). */
-extern const char dtx__job_shape[], dtx__job_transition[];
+extern const char dtx__job_shape[], dtx__job_transition[],
+    dtx__job_event_shape[];
 
 /* Reads schedule s's ticks into *sp: 0 or DTX_EINVAL (a tampered one). */
 int dtx__sched_spec(const json_t *s, dtx__sched_spec_t *sp);
@@ -356,6 +427,10 @@ int dtx__jr_recover(dtx__exec_t *ex, dtx__tally_t *t);
 /* The pattern's methods (recover.c, audit.c). */
 int dtx__job_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                      dtx__tally_t *t);
+/* dtx__job_recover; busy: a worker's periodic pass, whose relay is
+ * bounded (dtx__job_events_recover). */
+int dtx__job_recover_ex(dtx__exec_t *ex, const dtx_recover_opts_t *o,
+                        int busy, dtx__tally_t *t);
 int dtx__job_audit(dtx__audit_t *a);
 
 #endif

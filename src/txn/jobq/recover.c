@@ -27,12 +27,15 @@
  *                parent ran without them) and waiting parents settled
  *                (flow.c: job.flow.release, job.flow.attach,
  *                job.flow.orphan, job.flow.ready, job.flow.fail)
- *   4. retention succeeded jobs finished longer than retention_ms ago and
- *                with no markers left are deleted, at most PURGE_BATCH
- *                per pass (job.recover.purge); with keep_dead_ms > 0,
- *                dead and canceled ones finished longer ago than that
- *                likewise (purge_dead).
- *   5. unique    passed unique-key windows are cleared (unique.c, J18;
+ *   4. events    what waits in outboxes is relayed to the log, and the
+ *                log trimmed by age and count (events.c: job.events.log,
+ *                job.events.pull, job.events.trim)
+ *   5. retention succeeded jobs finished longer than retention_ms ago and
+ *                with no markers left and no events waiting are deleted,
+ *                at most PURGE_BATCH per pass (job.recover.purge); with
+ *                keep_dead_ms > 0, dead and canceled ones finished longer
+ *                ago than that likewise (purge_dead).
+ *   6. unique    passed unique-key windows are cleared (unique.c, J18;
  *                job.unique.expire), at most 200 per pass.
  *
  * Every step is bounded per pass, so one pass never reads the whole
@@ -264,9 +267,10 @@ static int purge(dtx__exec_t *ex, const dtx_recover_opts_t *o,
     json_decref(p);
     dtx__err_clear();
     rc = dtx__kit_delete(ex, "job.recover.purge", DTX_JOBS,
-                         json_pack("{s:O,s:s}", "_id",
+                         json_pack("{s:O,s:s,s:{s:b}}", "_id",
                                    json_object_get(job, "_id"), "state",
-                                   DTX_JOB_SUCCEEDED),
+                                   DTX_JOB_SUCCEEDED, "ev_pend", "$exists",
+                                   0),
                          &n);
     DTX_ASSERT(rc || n <= 1, "store.modified<=matched"); /* one by _id */
     if (rc)
@@ -281,7 +285,7 @@ static int purge(dtx__exec_t *ex, const dtx_recover_opts_t *o,
 /* ---- retention of dead and canceled jobs (docs/jobs.md, "Retention") ----
  * With keep_dead_ms > 0: dead and canceled jobs finished longer ago, whose
  * effect markers are cleared (fx_colls empty: the delete guard admits no
- * other), are deleted, at most PURGE_BATCH per pass, each by one delete
+ * other) and no events waiting in the outbox, are deleted, at most PURGE_BATCH per pass, each by one delete
  * conditioned on its terminal state (job.recover.purge).  A dead job so
  * purged can no longer be retried by hand. */
 static int purge_dead(dtx__exec_t *ex, const dtx_recover_opts_t *o,
@@ -303,9 +307,10 @@ static int purge_dead(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                    dtx__state_is(job, DTX_JOB_CANCELED),
                "J6");
     rc = dtx__kit_delete(ex, "job.recover.purge", DTX_JOBS,
-                         json_pack("{s:O,s:s,s:{s:b}}", "_id",
+                         json_pack("{s:O,s:s,s:{s:b},s:{s:b}}", "_id",
                                    json_object_get(job, "_id"), "state", st,
-                                   "fx_colls.0", "$exists", 0),
+                                   "fx_colls.0", "$exists", 0, "ev_pend",
+                                   "$exists", 0),
                          &n);
     DTX_ASSERT(rc || n <= 1, "store.modified<=matched"); /* one by _id */
     if (rc)
@@ -321,6 +326,11 @@ static int purge_dead(dtx__exec_t *ex, const dtx_recover_opts_t *o,
 
 int dtx__job_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                      dtx__tally_t *t) {
+  return dtx__job_recover_ex(ex, o, 0, t);
+}
+
+int dtx__job_recover_ex(dtx__exec_t *ex, const dtx_recover_opts_t *o,
+                        int busy, dtx__tally_t *t) {
   int64_t moved = 0;
   int rc = dtx__job_promote(ex, NULL, BATCH, &moved);
   if (rc)
@@ -328,7 +338,8 @@ int dtx__job_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
   else if (moved)
     dtx__tally_ran(t, "promoted", moved);
   if ((rc = takeovers(ex, o, t)) || (rc = dtx__job_flow_recover(ex, t)) ||
-      (rc = markers(ex, o, t)) || (rc = purge(ex, o, t)) ||
+      (rc = markers(ex, o, t)) || (rc = dtx__job_events_recover(ex, o, busy, t)) ||
+      (rc = purge(ex, o, t)) ||
       (rc = purge_dead(ex, o, t)) || (rc = dtx__job_unique_recover(ex, t)) ||
       (rc = dtx__jr_recover(ex, t)))
     dtx__tally_error(t, NULL, rc);

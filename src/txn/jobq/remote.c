@@ -332,14 +332,20 @@ int dtx_job_progress_check(const char *id, int64_t epoch,
 /* The move: job (its _id, state, epoch) running at its epoch. */
 static int progress_move(dtx__exec_t *ex, const json_t *job,
                          const json_t *value, json_t **out) {
-  dtx__move_t m = {.point = "job.progress",
-                   .from = DTX_JOB_RUNNING,
-                   .to = NULL, /* J16: never the state, nor the epoch */
-                   .flags = DTX__FENCED,
-                   .set = json_pack("{s:O}", "progress", value)};
-  if (!m.set)
+  /* J16: never the state, nor the epoch; a step that is no move, so its
+   * event goes by dtx__job_event (events.c): the outbox's bound applies */
+  json_t *fenced = dtx__pack("{s:O,s:s,s:O}", "_id", json_object_get(job, "_id"),
+                             "state", DTX_JOB_RUNNING, "epoch",
+                             json_object_get(job, "epoch"));
+  if (!fenced)
     return DTX_ENOMEM;
-  int rc = dtx__kit_move(ex, &dtx__job_kind, job, &m, out);
+  int rc = dtx__job_event(
+      ex, "job.progress", fenced, "progress",
+      dtx__pack("{s:O}", "progress", value),
+      dtx__pack("{s:O,s:I}", "progress", value, "updated",
+                (json_int_t)dtx__now_ms()),
+      out);
+  json_decref(fenced);
   /* J16: the attempt's epoch and state are what they were. */
   DTX_ASSERT(rc || (dtx__state_is(*out, DTX_JOB_RUNNING) &&
                     dtx__int(*out, "epoch") == dtx__int(job, "epoch")),

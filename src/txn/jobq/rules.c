@@ -50,6 +50,10 @@ const char dtx__job_shape[] =
     "\"fx_cleared\":{\"bsonType\":\"bool\"},"
     "\"fx_pins\":{\"bsonType\":\"object\"},"
     "\"fx_until\":" LONG ","
+    "\"ev_n\":{\"bsonType\":\"long\",\"minimum\":0},"
+    "\"ev_sent\":{\"bsonType\":\"long\",\"minimum\":0},"
+    "\"ev_out\":{\"bsonType\":\"array\"},"
+    "\"ev_pend\":" LONG ","
     "\"cancel_requested\":" LONG "," /* J17 */
     "\"unique_until\":" LONG ",\"unique_for_ms\":{\"bsonType\":\"long\","
     "\"minimum\":0}," /* J18 */
@@ -127,7 +131,10 @@ const char dtx__job_transition[] =
     "[{\"immutable\":[\"queue\",\"type\",\"payload\",\"priority\",\"rank\","
     "\"max_attempts\",\"backoff_ms\",\"unique_key\",\"created\",\"sched\","
     "\"parent\",\"on_child_fail\"],"
-    "\"increasing\":[\"epoch\",\"fx_until\"],"
+    "\"increasing\":[\"epoch\",\"fx_until\",\"ev_n\",\"ev_sent\"]},"
+    /* The edges judge plain writes (the job's own steps make only these,
+     * and also the events relay's pull, which keeps any state: J21) */
+    "{\"scope\":\"plain\",\"steps\":[\"job\"],"
     "\"moves\":["
     "{\"name\":\"claim\",\"from\":{\"state\":" S_(DTX_JOB_READY) "},"
     "\"to\":{\"state\":" S_(DTX_JOB_RUNNING) "}},"
@@ -186,6 +193,12 @@ const char dtx__job_transition[] =
     "\"why\":\"a job's effect pins and collections change only by its "
     "steps: a pin moved or forgotten applies the effect to a second "
     "document (docs/jobs.md)\"},"
+    /* events (events.c, J21): the outbox grows only by the job's own
+     * steps and empties only by the relay */
+    "{\"scope\":\"plain\",\"steps\":[\"job\"],"
+    "\"immutable\":[\"ev_out\",\"ev_n\",\"ev_sent\",\"ev_pend\"],"
+    "\"why\":\"a job's events are recorded only by its steps and "
+    "relayed only by doctx (docs/jobs.md, Events)\"},"
     /* Flows (flow.c): the link and the wait change only by the job's
      * steps -- a child dropped from a parent's list, or a parent moved out
      * of waiting by hand, would run the parent before that child (J13); a
@@ -257,3 +270,17 @@ const char dtx__job_transition[] =
 #undef TERMINAL_MOVE
 #undef UNIQUE_EXPIRE
 #undef S_
+
+/* A log entry (events.c). */
+const char dtx__job_event_shape[] =
+    "{\"$jsonSchema\":{\"bsonType\":\"object\","
+    "\"required\":[\"_id\",\"queue\",\"seq\",\"job\",\"born\",\"n\","
+    "\"event\",\"at\"],"
+    "\"properties\":{\"_id\":{\"bsonType\":\"string\"},"
+    "\"queue\":{\"bsonType\":\"string\"},"
+    "\"seq\":{\"bsonType\":\"long\",\"minimum\":1},"
+    "\"job\":{\"bsonType\":\"string\"},"
+    "\"born\":{\"bsonType\":\"long\"},"
+    "\"n\":{\"bsonType\":\"long\",\"minimum\":1},"
+    "\"event\":{\"bsonType\":\"string\"},"
+    "\"at\":{\"bsonType\":\"long\"}}}}";

@@ -55,6 +55,8 @@ typedef struct shared {
   dtx__tally_t ran;
   dtx__tally_t ticks;        /* the queue's schedules ticked (sched.c) */
   atomic_llong sched_last;   /* mono ms of the last round of ticks */
+  atomic_int relaying;       /* a thread is the idle relay (relay_idle) */
+  atomic_int live;           /* --once: threads not yet stopped */
   dtx__pacer_t pacer; /* the job recovery pass: recover_pass below */
   int64_t timeout_ms;
   int batch; /* the most jobs a thread claims at once */
@@ -389,6 +391,10 @@ static void write_outcomes(shared_t *sh, dtx__exec_t *ex, beat_t *b,
     rcs[j] = dtx__job_complete_refused(ex, docs[j], json_incref(hj->result),
                                        details[j], &outs[j]);
   }
+  /* The batch's events (claimed, then its outcome) are in the jobs'
+   * outboxes, written by the moves themselves; relaying them to the log
+   * is not this path's (events.c: readers, and the recovery pass, which
+   * dtx__pacer_recover runs here at most once a second). */
   dtx__call_end(&c, 0);
   for (size_t j = 0; j < k; j++) {
     free(details[j]);
@@ -423,7 +429,13 @@ static int64_t recover_pass(void *arg, dtx__exec_t *ex) {
     dtx_recover_opts_t ro = {.older_than_ms = -1};
     dtx__call_t c;
     dtx__call_begin(&c, ex->deadline_ms);
-    int rc = dtx__call_end(&c, dtx__job_recover(ex, &ro, &t));
+    /* Its relay bounded (this pass also runs while the worker is busy),
+     * and none while this process's idle relay runs: two relays of the
+     * same oldest outboxes would only meet each other's inserts. */
+    int zero = 0, mine = atomic_compare_exchange_strong(&sh->relaying, &zero, 1);
+    int rc = dtx__call_end(&c, dtx__job_recover_ex(ex, &ro, mine ? 1 : 2, &t));
+    if (mine)
+      atomic_store(&sh->relaying, 0);
     if (rc)
       dtx__tally_error(&sh->ran, NULL, rc);
     const char *k;
@@ -517,6 +529,29 @@ static void maybe_tick(shared_t *sh, dtx__exec_t *ex) {
   dtx__call_begin(&c, ex->deadline_ms);
   /* Its errors are in the tally; the claim goes on regardless. */
   (void)dtx__call_end(&c, dtx__job_sched_tick(ex, sh->o->queue, &sh->ticks));
+}
+
+/* An idle worker is the events' background relay of its queue: up to
+ * DTX__JOB_RELAY_IDLE jobs' outboxes per idle round (docs/jobs.md
+ * "Events", the log's lag). */
+#define IDLE_RELAY_PAUSE_MS 4 /* from the third idle round on: a thread
+                                 idle between its neighbours' batches
+                                 leaves their writes the store */
+static int64_t relay_idle(shared_t *sh, dtx__exec_t *ex) {
+  /* One thread of the process at a time: relays of the same outboxes
+   * racing only meet each other's inserts (events.c). */
+  int zero = 0;
+  if (!atomic_compare_exchange_strong(&sh->relaying, &zero, 1))
+    return 0;
+  dtx__call_t c;
+  int64_t n = 0;
+  dtx__call_begin(&c, ex->deadline_ms);
+  int rc = dtx__job_events_relay(ex, sh->o->queue, DTX__JOB_RELAY_IDLE, 0, &n);
+  if (rc)
+    dtx__err_clear();
+  (void)dtx__call_end(&c, 0);
+  atomic_store(&sh->relaying, 0);
+  return rc ? 0 : n;
 }
 
 /* Claims up to max due jobs of the queue (dtx__job_claim_ex); slots:
@@ -659,10 +694,20 @@ static void *work(void *arg) {
       dtx__idle_failed();
       continue;
     }
-    /* Nothing due: the kit's pace (a recovery pass for stalled jobs). */
+    /* Nothing due: the queue's events still in outboxes go to the log
+     * (events.c; errors stay there for the next relay), then the kit's
+     * pace (a recovery pass for stalled jobs). */
+    if (!sh->o->once && idle.pause_ms >= IDLE_RELAY_PAUSE_MS)
+      relay_idle(sh, &ex);
     if (dtx__idle_round(&idle, &sh->pacer, &ex, sh->o->once))
       break;
   }
+  /* --once: the last thread to stop leaves its queue's log complete --
+   * the others' batches are written by then, so no relay runs beside
+   * them (the drain's own writes). */
+  if (sh->o->once && atomic_fetch_sub(&sh->live, 1) == 1)
+    for (int guard = 0; guard < 1000 && relay_idle(sh, &ex) > 0; guard++)
+      ;
   beat_destroy(&beat);
   free(slots);
   return NULL;
@@ -723,6 +768,7 @@ int dtx_job_work(dtx_store_t *st, const dtx_job_work_opts_t *opts,
     rc = DTX_ENOMEM;
   if (rc == 0) {
     dtx__pacer_init(&sh.pacer, recover_pass, &sh);
+    atomic_store(&sh.live, n);
     rc = dtx__run_threads(n, work, &sh, &sh.fatal);
     dtx__pacer_destroy(&sh.pacer);
     if (rc == 0 && opts->once)

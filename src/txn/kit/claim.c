@@ -62,6 +62,11 @@ int dtx__kit_claim_next(dtx__exec_t *ex, const dtx__kind_t *k,
                        .filter = json_deep_copy(c->due),
                        .update = dtx__kit_move_update(ex, k, c->to, 1, NULL),
                        .fam = {.return_new = 1, .sort = c->sort}};
+    if (o.update && k->on_move &&
+        k->on_move(NULL, c->point, NULL, c->to, 1, o.update)) {
+      json_decref(o.update);
+      o.update = NULL; /* the step is then DTX_ENOMEM */
+    }
     rc = dtx__kit_step(ex, &o, out);
     unsure |= o.unsure;
   } while (rc == DTX_EBUSY && dtx__kit_contend(&ct, &rc, "claiming"));
@@ -136,6 +141,12 @@ static int claim_found(dtx__exec_t *ex, const dtx__kind_t *k,
         .filter = fence_filter(c->due, d),
         .update = dtx__kit_move_update(ex, k, c->to, 1, NULL),
         .fam = {.return_new = 1}};
+    if (op[i].update && k->on_move &&
+        k->on_move(d, c->point, dtx__str(d, k->state), c->to, 1,
+                   op[i].update)) {
+      json_decref(op[i].update);
+      op[i].update = NULL; /* the step is then DTX_ENOMEM */
+    }
   }
   (void)dtx__kit_run(ex, op, n);
   /* C3: a claim whose outcome was unsure and then matched nothing may be

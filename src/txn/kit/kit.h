@@ -357,6 +357,17 @@ int dtx__kit_update_many(dtx__exec_t *ex, dtx__kit_upd_t *u, size_t n,
 typedef struct dtx__kind {
   const char *coll;  /* "transfers" */
   const char *state; /* the state field, "state" */
+  /* NULL, or called for every move and claim of an item (dtx__kit_move,
+   * _move_many, _takeover, _claim_next, _claim_many) with the update
+   * the kit built (its $set, maybe $inc and $unset), which it may amend
+   * -- add to $set, $inc, $push -- so that what it records about the
+   * move is written by the move's own atomic step (a pattern's outbox
+   * of events, docs/kit.md).  doc: the item as the mover read it (NULL
+   * for claim-next, which finds it in the same step); from, to: the
+   * states (to NULL: unchanged); take: the move takes the lease (epoch
+   * + 1).  0, or DTX_ENOMEM: the move is then not made. */
+  int (*on_move)(const json_t *doc, const char *point, const char *from,
+                 const char *to, int take, json_t *update);
 } dtx__kind_t;
 
 #define DTX__FENCED 1u /* filter on the epoch of the document given */

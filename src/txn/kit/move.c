@@ -118,6 +118,12 @@ static int move_op(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
   } else if (!upd) {
     json_decref(m->unset);
   }
+  if (upd && k->on_move &&
+      k->on_move(doc, m->point, from, m->to, (m->flags & DTX__TAKE) != 0,
+                 upd)) {
+    json_decref(upd);
+    upd = NULL;
+  }
   if (!f || !upd) {
     json_decref(f);
     json_decref(upd);

@@ -97,8 +97,8 @@
 #include "util/assert.h"
 #include "util/err.h"
 
-const dtx__kind_t dtx__lg_state_kind = {DTX_LEDGER_ENTRIES, "state"};
-const dtx__kind_t dtx__lg_proc_kind = {DTX_LEDGER_ENTRIES, "proc"};
+const dtx__kind_t dtx__lg_state_kind = {DTX_LEDGER_ENTRIES, "state", NULL};
+const dtx__kind_t dtx__lg_proc_kind = {DTX_LEDGER_ENTRIES, "proc", NULL};
 
 const json_t *dtx__lg_leg(const json_t *e, const char *account) {
   size_t i;

@@ -96,7 +96,7 @@
 #include "util/assert.h"
 #include "util/err.h"
 
-const dtx__kind_t dtx__order_kind = {DTX__ORDERS, "state"};
+const dtx__kind_t dtx__order_kind = {DTX__ORDERS, "state", NULL};
 #define OK_KIND (&dtx__order_kind)
 
 #define DEFAULT_SETTLEMENT "settlement"

@@ -139,7 +139,7 @@
 #include "util/assert.h"
 #include "util/err.h"
 
-const dtx__kind_t dtx__tx_kind = {DTX_TRANSFERS, "state"};
+const dtx__kind_t dtx__tx_kind = {DTX_TRANSFERS, "state", NULL};
 #define TX (&dtx__tx_kind)
 
 /* ---- small helpers --------------------------------------------------------- */

@@ -115,6 +115,14 @@ scenario_cmd() {
     DOCTX_FAULT=job.complete:crash d $WORK_Q >/dev/null 2>&1
     sleep 0.35 # the lease lapses
     echo "recover" ;;
+  # events (docs/jobs.md, "Events"): no move relays -- a --once worker
+  # relays its queue's outboxes when idle, a reader before it reads, and
+  # recovery trims
+  job.events.log) add_j1; echo "$WORK_Q" ;;
+  job.events.pull) add_j1; d job cancel j1 >/dev/null; echo "job events q" ;;
+  job.events.trim)
+    add_j1; d $WORK_Q >/dev/null
+    echo "recover --events-keep 1 --events-keep-ms 1" ;;
   job.recover.purge)
     # Markers go only once no write of the effect can land: the store's
     # clock past fx_until (the effect's lease end, <= 300 ms on) plus the
