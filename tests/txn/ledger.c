@@ -181,8 +181,15 @@ static void *close_one(void *arg) {
     /* Round r starts its closes 3r ms late, so some rounds close before
      * every post and some after some land (on every backend). */
     usleep((useconds_t)(c->delay_ms * 1000));
-    /* until it closes: a balance other than 0 is refused, named */
-    for (int i = 0; i < 400; i++) {
+    /* until it closes: a balance other than 0 is refused, named.  Bounded
+     * by time, not by tries: on a loaded machine a post in flight may land
+     * 200 ms later (400 tries once ran out with one leg of a pair in). */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      if (t1.tv_sec - t0.tv_sec > 20)
+        break;
       json_decref(e);
       e = NULL;
       if ((c->rc = dtx_ledger_account_close(c->st, c->acct, NULL, &e)) == 0)
