@@ -221,8 +221,7 @@ int dtx__job_setup(dtx_store_t *st) {
 
 /* ---- backoff ---------------------------------------------------------------- */
 
-/* A per-thread xorshift: jitter needs no quality, only no shared state. */
-static uint64_t next_random(void) {
+uint64_t dtx__job_random(void) {
   static _Thread_local uint64_t x;
   if (!x) {
     struct timespec ts;
@@ -247,7 +246,7 @@ int64_t dtx__job_backoff(int64_t backoff_ms, int64_t failed) {
   /* +-20%: d * (0.8 .. 1.2), in integer arithmetic */
   int64_t span = d * 2 / 5;
   if (span > 0)
-    d = d - d / 5 + (int64_t)(next_random() % (uint64_t)(span + 1));
+    d = d - d / 5 + (int64_t)(dtx__job_random() % (uint64_t)(span + 1));
   if (d > DTX_JOB_BACKOFF_CAP_MS)
     d = DTX_JOB_BACKOFF_CAP_MS;
   DTX_ASSERT(d <= DTX_JOB_BACKOFF_CAP_MS, "J2"); /* due again, bounded */

@@ -92,6 +92,15 @@ int dtx__job_outcome(const json_t *job, int ok, json_t *result,
  * doubled n - 1 times, +-20% jitter, capped at DTX_JOB_BACKOFF_CAP_MS. */
 int64_t dtx__job_backoff(int64_t backoff_ms, int64_t failed);
 
+/* A per-thread xorshift: backoff jitter and the claim rounds' picks
+ * (limits.c, rate.c) need no quality, only no shared state. */
+uint64_t dtx__job_random(void);
+
+/* Keeps k of the array cands, picked at random (all of them, shuffled,
+ * when k >= its size), so claimers of one queue do not all race for its
+ * head (limits.c; rate.c after a lost round). */
+void dtx__job_pick(json_t *cands, size_t k);
+
 /* Moves due delayed jobs (of queue, or of every queue when NULL) to
  * ready, at most limit of them; *moved (may be NULL) counts them. */
 int dtx__job_promote(dtx__exec_t *ex, const char *queue, int limit,

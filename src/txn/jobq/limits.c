@@ -143,23 +143,10 @@ int dtx__jq_release(dtx__exec_t *ex, const char *queue, const int *idx,
 
 /* ---- the claim ------------------------------------------------------------ */
 
-/* A per-thread xorshift: the pick needs no quality, only no shared state. */
-static size_t next_random(void) {
-  static _Thread_local uint64_t x;
-  if (!x)
-    x = (uint64_t)dtx__mono_ms() * 2654435761u ^ (uint64_t)(uintptr_t)&x;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return (size_t)x;
-}
-
-/* Keeps k of the cands, picked at random, so claimers of the same queue
- * do not all race for the head of it. */
-static void pick(json_t *cands, size_t k) {
+void dtx__job_pick(json_t *cands, size_t k) {
   size_t n = json_array_size(cands);
   for (size_t i = 0; i < k && i < n; i++) {
-    size_t j = i + next_random() % (n - i);
+    size_t j = i + (size_t)dtx__job_random() % (n - i);
     if (j != i) {
       json_t *a = json_incref(json_array_get(cands, i));
       json_array_set(cands, i, json_array_get(cands, j));
@@ -254,7 +241,7 @@ static int round_once(dtx__exec_t *ex, const char *queue, const json_t *due,
     return rc;
   }
   if (spread)
-    pick(cands, (size_t)cap);
+    dtx__job_pick(cands, (size_t)cap);
   /* A rated queue: only the jobs that got a unit of their group's window
    * (J22); with the slots below, a unit whose claim is lost is lost. */
   if (rated && (rc = dtx__jr_admit_once(ex, queue, &rate, cands,
@@ -271,7 +258,7 @@ static int round_once(dtx__exec_t *ex, const char *queue, const json_t *due,
   /* The slots: free ones at indices < n, starting at a random one. */
   int idx[DTX__CLAIM_MANY_MAX];
   int64_t g[DTX__CLAIM_MANY_MAX];
-  size_t got = 0, start = next_random() % (size_t)n;
+  size_t got = 0, start = (size_t)dtx__job_random() % (size_t)n;
   for (size_t t = 0; t < (size_t)n && got < k; t++) {
     size_t i = (start + t) % (size_t)n;
     if (!busy[i]) {

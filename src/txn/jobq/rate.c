@@ -519,29 +519,6 @@ static int admit(dtx__exec_t *ex, const char *queue, const dtx__jr_t *r,
 
 /* ---- the claim ------------------------------------------------------------- */
 
-/* A per-thread xorshift, for the shuffle after a lost round. */
-static size_t next_random(void) {
-  static _Thread_local uint64_t x;
-  if (!x)
-    x = (uint64_t)dtx__mono_ms() * 2654435761u ^ (uint64_t)(uintptr_t)&x;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return (size_t)x;
-}
-
-static void shuffle(json_t *cands) {
-  size_t n = json_array_size(cands);
-  for (size_t i = 0; i + 1 < n; i++) {
-    size_t j = i + next_random() % (n - i);
-    if (j != i) {
-      json_t *a = json_incref(json_array_get(cands, i));
-      json_array_set(cands, i, json_array_get(cands, j));
-      json_array_set_new(cands, j, a);
-    }
-  }
-}
-
 int dtx__jr_admit_once(dtx__exec_t *ex, const char *queue,
                        const dtx__jr_t *r, json_t *cands, size_t cap) {
   admit_t *a = calloc(1, sizeof *a);
@@ -616,7 +593,7 @@ int dtx__jr_claim(dtx__exec_t *ex, const char *queue, const dtx__jr_t *r,
       break;
     }
     if (round)
-      shuffle(cands);
+      dtx__job_pick(cands, json_array_size(cands));
     size_t gi[DTX__CLAIM_MANY_MAX];
     int full = 0;
     rc = admit(ex, queue, r, a, cands, need, gi, &full);
