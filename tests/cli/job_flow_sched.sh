@@ -202,7 +202,11 @@ sleep 0.35; d job scheduler q3 --once >/dev/null
 g=$(d find jobs '{"sched.name":"r"}' | jq -s -c '[group_by(.sched.gen)[] | {g: .[0].sched.gen, lo: (map(.sched.tick) | min), hi: (map(.sched.tick) | max), v: (map(.payload.v) | unique)}]')
 [ "$(jq 'length == 2 and .[0].hi < .[1].lo and .[0].v == [1] and .[1].v == [2]' <<<"$g")" = true ] && ok || bad "replace mid-run: $g"
 # A ticker paused before its insert across unschedule: it enqueues the one
-# tick it read (due before the removal), and nothing after it.
+# tick it read (due before the removal), and nothing after it.  The last
+# scheduler round above set next_at at most 100 ms ahead: 150 ms later a
+# tick is due, so the ticker below has one to read (started sooner, it
+# found none and never reached its pause).
+sleep 0.15
 DOCTX_FAULT=job.schedule.enqueue:pause start_bg "$WORK/paused.log" "$DOCTX" --store "$S" job scheduler q3 --once
 p=$BG_PID
 sleep 0.25
