@@ -2335,6 +2335,106 @@ int dtx_interest_run(dtx_store_t *st, const dtx_interest_req_t *req,
  * store. */
 int dtx_interest_req_check(const dtx_interest_req_t *req);
 
+/* ---- multi-document transactions (src/txn/multi/, docs/transactions.md) ---
+ * Reads at one snapshot and writes that land all or none, over any
+ * collections, on every backend.  A handle is used by one thread at a
+ * time.  Documents returned are new references the caller owns; json_t
+ * arguments are borrowed.  A transaction's writes are buffered in the
+ * handle: nothing is stored before dtx_txn_commit.  Documents written by a
+ * transaction carry the reserved field "_txn" (stripped from what the
+ * dtx_txn_* reads return; kept in what plain reads return). */
+
+typedef struct dtx_txn dtx_txn_t;
+
+#define DTX_TXN_SNAPSHOT 0     /* the default: snapshot isolation */
+#define DTX_TXN_SERIALIZABLE 1 /* also validates every read at commit */
+
+typedef struct dtx_txn_opts {
+  int isolation;       /* DTX_TXN_SNAPSHOT | DTX_TXN_SERIALIZABLE */
+  int64_t lease_ms;    /* how long readers wait on its commit before
+                          aborting it; 0: 10000; 1..366 days */
+  int64_t deadline_ms; /* budget of dtx_txn_run (all attempts) or of each
+                          call on the handle; 0: 30000; at most 100 years */
+  const char *id;      /* NULL: generated; else 1..128 of [A-Za-z0-9_.:-],
+                          and the commit always writes a record under it,
+                          so dtx_txn_outcome can answer for it */
+} dtx_txn_opts_t;
+
+/* The check dtx_txn_begin makes of opts (NULL: the defaults): 0 or
+ * DTX_EINVAL naming the option.  Needs no store. */
+int dtx_txn_opts_check(const dtx_txn_opts_t *opts);
+
+/* Begins a transaction: checks opts (DTX_EINVAL, nothing written), sets
+ * the pattern's collections up and takes the snapshot timestamp.  *out: a
+ * new handle (NULL on error) that the caller frees with dtx_txn_free; it
+ * borrows st, which must outlive it. */
+int dtx_txn_begin(dtx_store_t *st, const dtx_txn_opts_t *opts,
+                  dtx_txn_t **out);
+
+/* The transaction's id (owned by the handle, valid until dtx_txn_free). */
+const char *dtx_txn_id(const dtx_txn_t *t);
+
+/* The first document of coll matching filter at the snapshot, with this
+ * transaction's own writes applied; *out a new reference, or NULL when
+ * none matched (rc 0).  DTX_ECONFLICT: the snapshot is too old (retry
+ * the whole transaction). */
+int dtx_txn_find_one(dtx_txn_t *t, const char *coll, const json_t *filter,
+                     json_t **out);
+
+/* At most limit (1..1000) documents of coll matching filter at the
+ * snapshot, as for dtx_txn_find_one; *out a new array (caller owns). */
+int dtx_txn_find(dtx_txn_t *t, const char *coll, const json_t *filter,
+                 int64_t limit, json_t **out);
+
+/* Buffers the insert of doc (copied; an _id is generated when missing).
+ * DTX_EDUPKEY when a document of that _id exists at the snapshot;
+ * DTX_EINVAL for a "_txn" field. */
+int dtx_txn_insert(dtx_txn_t *t, const char *coll, const json_t *doc);
+
+/* Buffers the update of the first document matching filter (MongoDB's
+ * update language: operators or a replacement); with upsert, inserts
+ * what MongoDB's upsert would when none matches.  *matched (may be NULL):
+ * 1 when a document matched. */
+int dtx_txn_update(dtx_txn_t *t, const char *coll, const json_t *filter,
+                   const json_t *update, int upsert, int *matched);
+
+/* Buffers the delete of the first document matching filter; *deleted
+ * (may be NULL): 1 when one matched. */
+int dtx_txn_delete(dtx_txn_t *t, const char *coll, const json_t *filter,
+                   int *deleted);
+
+/* Commits.  0: committed.  DTX_ECONFLICT: aborted, nothing of it stays
+ * visible (retry the whole transaction).  DTX_EUNAVAILABLE: the outcome
+ * is unknown -- ask dtx_txn_outcome with dtx_txn_id.  Other errors:
+ * aborted.  After any return the handle takes no more calls but
+ * dtx_txn_id and dtx_txn_free. */
+int dtx_txn_commit(dtx_txn_t *t);
+
+/* Aborts: drops the buffered writes (nothing was stored).  0. */
+int dtx_txn_abort(dtx_txn_t *t);
+
+/* Frees the handle (NULL: nothing); an open transaction is aborted. */
+void dtx_txn_free(dtx_txn_t *t);
+
+/* Runs fn in a transaction and commits, retrying the whole transaction
+ * (with the kit's randomised backoff) while fn or the commit returns
+ * DTX_ECONFLICT, until opts->deadline_ms (then DTX_EUNAVAILABLE naming
+ * the conflicts).  fn returns 0 to commit, or an error to abort (returned
+ * as is; DTX_ECONFLICT retries).  fn must not free t. */
+typedef int (*dtx_txn_fn)(dtx_txn_t *t, void *arg);
+int dtx_txn_run(dtx_store_t *st, const dtx_txn_opts_t *opts, dtx_txn_fn fn,
+                void *arg);
+
+#define DTX_TXN_UNKNOWN 0   /* pending under a live lease: ask again */
+#define DTX_TXN_COMMITTED 1
+#define DTX_TXN_ABORTED 2
+
+/* The outcome of transaction id (after DTX_EUNAVAILABLE from its commit).
+ * An id with no record is fenced (an aborted record is written, so a late
+ * commit of it fails) and answers DTX_TXN_ABORTED; a pending one whose
+ * lease lapsed is aborted first.  So COMMITTED and ABORTED are final. */
+int dtx_txn_outcome(dtx_store_t *st, const char *id, int *outcome);
+
 #ifdef __cplusplus
 }
 #endif

@@ -23,7 +23,8 @@
   X(order) \
   X(batch) \
   X(interest) \
-  X(version)
+  X(version) \
+  X(txn)
 
 #define DECLARE(name) extern const dtx__pattern_t dtx__##name##_pattern;
 DTX_PATTERNS(DECLARE)

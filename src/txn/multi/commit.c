@@ -1,0 +1,612 @@
+/* commit.c -- the commit protocol of multi-document transactions
+ * (Percolator / Cherry Garcia over one conditional single-document
+ * update), intent resolution by readers, and the outcome of an id.  The
+ * design, with the reasons, is docs/transactions.md.
+ *
+ *   begin: S = tick; reads; writes buffered in the handle
+ *   commit:
+ *     one document written, no caller id, no serializable read of
+ *     another (1PC):  C = tick; ONE conditional replace -> committed
+ *     otherwise:
+ *       record (pending) --prewrite every key--> C = tick
+ *          |                  |fails                  |
+ *          |                  v                       v
+ *          |            aborted --clear--> (gone)   committed(C)   <- COMMIT POINT
+ *          |               ^                          |
+ *          +--lease lapsed-+ (a reader, recover)      +--apply every key--> applied
+ *
+ *   transition                           function                fault point
+ *   timestamp (begin, commit)            dtx__txn_tick()          txn.clock
+ *   read a document                      dtx__txn_read_clean()    txn.read
+ *   record inserted, pending             commit_2pc()             txn.record
+ *   intent or lock on a key              prewrite()               txn.prewrite
+ *   read-only serializable validation    validate_reads()         txn.validate
+ *   pending -> committed                 commit_2pc()             txn.commit
+ *   one-document commit (1PC)            commit_1pc()             txn.commit1
+ *   key rolled forward                   dtx__txn_roll_forward()  txn.apply
+ *   record marked applied                commit_2pc(), recover    txn.applied
+ *   pending -> aborted, or a fence       dtx__txn_abort_record()  txn.abort
+ *   aborted intent removed               dtx__txn_clear()         txn.clear
+ *   finished record deleted              recover()                txn.gc
+ *
+ * Invariants (docs/transactions.md, "Invariants"):
+ *  T1 A document's body is always a committed version; an intent's body
+ *     is visible to others only once its record is committed.
+ *  T2 At most one intent per document, written only on "no intent" and
+ *     the version read (first committer wins).
+ *  T3 pending -> committed and pending -> aborted are both conditioned
+ *     on pending: exactly one happens; another party aborts only after
+ *     the lease lapsed.
+ *  T4 Every intent is written before the commit timestamp is taken, so a
+ *     reader at S >= C meets the intent or the rolled-forward body.
+ *  T5 A key rolls forward only from an intent of a committed record, to
+ *     v = C, keeping the replaced body as p; idempotent.
+ *  T6 Versions on a document only increase.
+ *  T7 A record is deleted only once none of its keys holds its intent.
+ *  T8 No plain write changes a document holding an intent, or _txn. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "doc/doc.h"
+#include "txn/multi/multi.h"
+#include "util/err.h"
+
+static const char *op_name(int op) {
+  return op == KEY_PUT ? "put" : op == KEY_DEL ? "del" : "lock";
+}
+
+/* {"_txn.v": v} or, for a document without a version, its absence. */
+static int add_vcond(json_t *filter, int has_v, int64_t v) {
+  json_t *c = has_v ? json_integer(v) : json_pack("{s:b}", "$exists", 0);
+  return c && !json_object_set_new(filter, DTX__TXN_FIELD ".v", c)
+             ? 0
+             : DTX_ENOMEM;
+}
+
+/* The document that replaces (coll, id) when a version C by tid lands:
+ * body (NULL: a deletion, a tombstone), with the previous version kept
+ * (prev NULL: absent). */
+static json_t *version_doc(const json_t *id, const json_t *body, int64_t c,
+                           const char *tid, int64_t prev_v,
+                           const json_t *prev) {
+  json_t *d = body ? json_copy((json_t *)body) : json_object();
+  json_t *m = json_pack("{s:I,s:I,s:s,s:{s:I,s:O}}", "v", (json_int_t)c, "t",
+                        (json_int_t)dtx__now_ms(), "by", tid, "p", "v",
+                        (json_int_t)prev_v, "doc",
+                        prev ? prev : json_null());
+  if (!d || !m || json_object_set(d, "_id", (json_t *)id) ||
+      (!body && json_object_set_new(m, "del", json_true())) ||
+      json_object_set_new(d, DTX__TXN_FIELD, m)) {
+    json_decref(d);
+    return NULL;
+  }
+  return d;
+}
+
+/* The stored document of (coll, id) as it is, any intent on it; NULL
+ * when none. */
+static int read_raw(dtx__exec_t *ex, const char *coll, const json_t *id,
+                    json_t **out) {
+  json_t *q = json_pack("{s:O}", "_id", id), *arr = NULL;
+  int rc = q ? dtx__kit_find_n(ex, coll, q, NULL, 1, &arr) : DTX_ENOMEM;
+  json_decref(q);
+  *out = rc ? NULL : json_incref(json_array_get(arr, 0));
+  json_decref(arr);
+  return rc;
+}
+
+static const char *intent_of(const json_t *d) {
+  return dtx__str(json_object_get(dtx__txn_meta(d), "w"), "id");
+}
+
+/* ---- resolving an intent (T3, T5) ------------------------------------------ */
+
+int dtx__txn_roll_forward(dtx__exec_t *ex, const char *coll, const json_t *id,
+                          const char *tid, int64_t commit_ts) {
+  json_t *d = NULL, *upd = NULL;
+  int rc = read_raw(ex, coll, id, &d);
+  const char *w = rc ? NULL : intent_of(d);
+  if (rc || !w || strcmp(w, tid) != 0) {
+    json_decref(d);
+    return rc;
+  }
+  const json_t *m = dtx__txn_meta(d), *wi = json_object_get(m, "w");
+  const char *op = dtx__str(wi, "op");
+  if (op && strcmp(op, "lock") == 0) {
+    upd = json_pack("{s:{s:s}}", "$unset", DTX__TXN_FIELD ".w", "");
+  } else {
+    const json_t *jv = json_object_get(m, "v");
+    int64_t pv = json_is_integer(jv) ? json_integer_value(jv) : 0;
+    json_t *prev = json_is_true(json_object_get(m, "del"))
+                       ? NULL
+                       : dtx__txn_body(d);
+    const json_t *nb = json_object_get(wi, "doc");
+    if (op && strcmp(op, "put") == 0 && !json_is_object(nb))
+      rc = dtx__err(DTX_ESTATE, "txn %s: the intent on a %s document holds "
+                                "no body",
+                    tid, coll);
+    else
+      upd = version_doc(id, op && strcmp(op, "put") == 0 ? nb : NULL,
+                        commit_ts, tid, pv, prev);
+    json_decref(prev);
+  }
+  json_decref(d);
+  if (rc)
+    return rc;
+  int matched = 0;
+  return dtx__kit_update(
+      ex, "txn.apply", coll,
+      json_pack("{s:O,s:s}", "_id", id, DTX__TXN_FIELD ".w.id", tid),
+      upd, &matched); /* nothing matched: rolled forward meanwhile */
+}
+
+int dtx__txn_clear(dtx__exec_t *ex, const char *coll, const json_t *id,
+                   const char *tid) {
+  json_t *d = NULL;
+  int rc = read_raw(ex, coll, id, &d);
+  const char *w = rc ? NULL : intent_of(d);
+  if (rc || !w || strcmp(w, tid) != 0) {
+    json_decref(d);
+    return rc;
+  }
+  const json_t *m = dtx__txn_meta(d);
+  int stub = !json_object_get(m, "v") && json_is_true(json_object_get(m, "del"));
+  json_decref(d);
+  if (stub) { /* an insert's stub: no version ever lived there */
+    int64_t n = 0;
+    rc = dtx__kit_delete(ex, "txn.clear", coll,
+                         json_pack("{s:O,s:s}", "_id", id,
+                                   DTX__TXN_FIELD ".w.id", tid),
+                         &n);
+    if (rc != DTX_EVALIDATION) /* the user's delete guard: keep a tombstone */
+      return rc;
+  }
+  int matched = 0;
+  return dtx__kit_update(
+      ex, "txn.clear", coll,
+      json_pack("{s:O,s:s}", "_id", id, DTX__TXN_FIELD ".w.id", tid),
+      json_pack("{s:{s:s}}", "$unset", DTX__TXN_FIELD ".w", ""), &matched);
+}
+
+int dtx__txn_abort_record(dtx__exec_t *ex, const char *tid, int lapsed) {
+  for (int round = 0; round < 3; round++) {
+    int64_t now = dtx__now_ms();
+    json_t *f = json_pack("{s:s,s:s}", "_id", tid, "state", "pending");
+    if (f && lapsed)
+      json_object_set_new(f, "lease_until", json_pack("{s:I}", "$lt",
+                                                      (json_int_t)now));
+    int matched = 0;
+    int rc = dtx__kit_update(
+        ex, "txn.abort", DTX__TXN_RECORDS, f,
+        json_pack("{s:{s:s,s:I}}", "$set", "state", "aborted", "updated",
+                  (json_int_t)now),
+        &matched);
+    if (rc || matched)
+      return rc;
+    json_t *r = NULL;
+    rc = dtx__kit_get(ex, DTX__TXN_RECORDS, tid, &r);
+    if (rc == 0) {
+      rc = dtx__state_is(r, "aborted") ? 0 : DTX_ENOMATCH;
+      json_decref(r);
+      return rc;
+    }
+    if (rc != DTX_ENOTFOUND)
+      return rc;
+    /* No record: fence the id, so a commit that has not yet inserted its
+     * record never does (docs/transactions.md, "Outcome"). */
+    json_t *fence = json_pack(
+        "{s:s,s:s,s:b,s:I,s:[],s:n,s:I,s:I,s:I,s:I}", "_id", tid, "state",
+        "aborted", "fence", 1, "start_ts", (json_int_t)0, "keys", "owner",
+        "lease_until", (json_int_t)0, "epoch", (json_int_t)0, "updated",
+        (json_int_t)now, "created", (json_int_t)now);
+    rc = fence ? dtx__kit_insert(ex, "txn.abort", DTX__TXN_RECORDS, fence)
+               : DTX_ENOMEM;
+    json_decref(fence);
+    if (rc != DTX_EDUPKEY)
+      return rc; /* a record appeared meanwhile: judge it again */
+  }
+  return dtx__err(DTX_EUNAVAILABLE, "txn %s: its record kept changing while "
+                                    "it was aborted",
+                  tid);
+}
+
+int dtx__txn_resolve(dtx__exec_t *ex, const char *coll, const json_t *doc) {
+  const char *tid = intent_of(doc);
+  const json_t *id = json_object_get(doc, "_id");
+  json_t *r = NULL;
+  if (!tid)
+    return dtx__err(DTX_ESTATE, "txn: a %s document's intent names no "
+                                "transaction",
+                    coll);
+  int rc = dtx__kit_get(ex, DTX__TXN_RECORDS, tid, &r);
+  if (rc == DTX_ENOTFOUND) { /* never had a record, or one long collected */
+    rc = dtx__txn_abort_record(ex, tid, 0);
+    if (rc == DTX_ENOMATCH)
+      return 0; /* it has one now: read again */
+    return rc ? rc : dtx__txn_clear(ex, coll, id, tid);
+  }
+  if (rc)
+    return rc;
+  if (dtx__state_is(r, "committed")) {
+    int64_t c = dtx__int(r, "commit_ts");
+    json_decref(r);
+    return dtx__txn_roll_forward(ex, coll, id, tid, c);
+  }
+  if (dtx__state_is(r, "aborted")) {
+    json_decref(r);
+    return dtx__txn_clear(ex, coll, id, tid);
+  }
+  int live = dtx__int(r, "lease_until") >= dtx__now_ms();
+  json_decref(r);
+  if (live)
+    return 1;
+  rc = dtx__txn_abort_record(ex, tid, 1);
+  if (rc == DTX_ENOMATCH)
+    return 0; /* committed meanwhile: read again */
+  return rc ? rc : dtx__txn_clear(ex, coll, id, tid);
+}
+
+/* ---- commit -------------------------------------------------------------------- */
+
+static int conflict(dtx_txn_t *t, const dtx__txn_key_t *k, const char *why) {
+  char *s = json_dumps(k->id, JSON_COMPACT | JSON_ENCODE_ANY);
+  int rc = dtx__err(DTX_ECONFLICT, "txn %s: %s %s: %s", t->id, k->coll,
+                    s ? s : "?", why);
+  free(s);
+  return rc;
+}
+
+/* The filter of a write based on k: its _id, no intent, the version read
+ * (T2). */
+static json_t *base_filter(const dtx__txn_key_t *k) {
+  json_t *f = json_pack("{s:O,s:{s:b}}", "_id", k->id, DTX__TXN_FIELD ".w",
+                        "$exists", 0);
+  if (f && add_vcond(f, k->has_v, k->v)) {
+    json_decref(f);
+    return NULL;
+  }
+  return f;
+}
+
+/* The 1PC path: ONE conditional replace of the one document written.
+ * The body read is part of the condition, field by field, so a plain
+ * write that changed or removed a field since is not overwritten unseen
+ * (one that only added a field is: docs/transactions.md, "Not done"). */
+static int commit_1pc(dtx_txn_t *t, dtx__txn_key_t *k) {
+  int64_t c = 0;
+  int rc = dtx__txn_tick(&t->ex, &c);
+  if (rc)
+    return rc;
+  json_t *doc = version_doc(k->id, k->op == KEY_PUT ? k->next : NULL, c,
+                            t->id, k->v, k->view);
+  if (!doc)
+    return DTX_ENOMEM;
+  if (k->stored) {
+    json_t *f = base_filter(k);
+    const char *name;
+    json_t *v;
+    if (f)
+      json_object_foreach(k->stored_body, name, v) if (strcmp(name, "_id")) {
+        if (json_object_set_new(f, name, json_pack("{s:O}", "$eq", v))) {
+          json_decref(f);
+          f = NULL;
+          break;
+        }
+      }
+    int matched = 0;
+    rc = f ? dtx__kit_update(&t->ex, "txn.commit1", k->coll, f,
+                             json_incref(doc), &matched)
+           : DTX_ENOMEM;
+    if (rc == 0 && !matched)
+      rc = DTX_ENOMATCH;
+  } else {
+    rc = dtx__kit_insert(&t->ex, "txn.commit1", k->coll, doc);
+    if (rc == DTX_EDUPKEY)
+      rc = DTX_ENOMATCH;
+  }
+  json_decref(doc);
+  if (rc == DTX_ENOMATCH) { /* lost, or our own write after a lost reply */
+    json_t *d = NULL;
+    rc = read_raw(&t->ex, k->coll, k->id, &d);
+    const json_t *m = dtx__txn_meta(d);
+    if (rc == 0 && !(dtx__str_is(m, "by", t->id) && dtx__int(m, "v") == c))
+      rc = conflict(t, k, "written by another since it was read");
+    json_decref(d);
+  }
+  return rc;
+}
+
+/* Writes k's intent (or, op KEY_NONE, its read lock), conditioned on the
+ * version read; the body stored must still be the body read. */
+static int prewrite(dtx_txn_t *t, dtx__txn_key_t *k) {
+  if (!k->latest)
+    return conflict(t, k, "a newer version was committed after the "
+                          "snapshot");
+  json_t *intent = json_pack("{s:s,s:I,s:s}", "id", t->id, "ts",
+                             (json_int_t)t->start_ts, "op", op_name(k->op));
+  if (!intent || (k->op == KEY_PUT &&
+                  json_object_set(intent, "doc", k->next))) {
+    json_decref(intent);
+    return DTX_ENOMEM;
+  }
+  k->prewritten = 1; /* from here on an abort clears it */
+  json_t *out = NULL;
+  int rc;
+  for (int round = 0;; round++) {
+    if (k->stored) {
+      json_t *f = base_filter(k);
+      rc = f ? dtx__kit_modify(
+                   &t->ex, "txn.prewrite", k->coll, f,
+                   json_pack("{s:{s:O}}", "$set", DTX__TXN_FIELD ".w", intent),
+                   NULL, &out)
+             : DTX_ENOMEM;
+    } else {
+      json_t *stub = json_pack("{s:O,s:{s:b,s:I,s:O}}", "_id", k->id,
+                               DTX__TXN_FIELD, "del", 1, "t",
+                               (json_int_t)dtx__now_ms(), "w", intent);
+      rc = stub ? dtx__kit_insert(&t->ex, "txn.prewrite", k->coll, stub)
+                : DTX_ENOMEM;
+      if (rc == 0)
+        out = json_incref(stub);
+      json_decref(stub);
+      if (rc == DTX_EDUPKEY)
+        rc = DTX_ENOMATCH;
+    }
+    if (rc != DTX_ENOMATCH)
+      break;
+    /* Ours after a lost reply, or someone else's intent or version. */
+    rc = read_raw(&t->ex, k->coll, k->id, &out);
+    const char *w = rc ? NULL : intent_of(out);
+    if (rc || (w && strcmp(w, t->id) == 0))
+      break;
+    if (!w || round > 0) {
+      rc = conflict(t, k, w ? "another transaction holds it"
+                            : "written by another since it was read");
+      break;
+    }
+    /* A finished transaction's intent: resolve it once and try again
+     * (an aborted one leaves the version we read). */
+    rc = dtx__txn_resolve(&t->ex, k->coll, out);
+    json_decref(out);
+    out = NULL;
+    if (rc) {
+      rc = rc == 1 ? conflict(t, k, "another transaction holds it") : rc;
+      break;
+    }
+  }
+  json_decref(intent);
+  if (rc == 0 && k->stored) {
+    json_t *b = dtx__txn_body(out);
+    if (!b)
+      rc = DTX_ENOMEM;
+    else if (!json_equal(b, k->stored_body))
+      rc = conflict(t, k, "changed by a plain write since it was read");
+    json_decref(b);
+  }
+  json_decref(out);
+  return rc;
+}
+
+/* Aborts t's record and clears the intents it wrote (best effort:
+ * readers and recovery clear what is left). */
+static void abort_all(dtx_txn_t *t) {
+  if (dtx__txn_abort_record(&t->ex, t->id, 0))
+    return;
+  for (size_t i = 0; i < t->nkeys; i++)
+    if (t->keys[i].prewritten)
+      (void)dtx__txn_clear(&t->ex, t->keys[i].coll, t->keys[i].id, t->id);
+}
+
+/* A key the commit writes or locks. */
+static int in_commit(const dtx_txn_t *t, const dtx__txn_key_t *k) {
+  if (k->op)
+    return 1;
+  return t->isolation == DTX_TXN_SERIALIZABLE && k->used && k->stored;
+}
+
+/* The plain-write rule on a collection transactions write (T8). */
+static const char guard_rule[] =
+    "{\"pattern\":\"txn\",\"scope\":\"plain\",\"steps\":[\"txn\"],"
+    "\"immutable\":[\"" DTX__TXN_FIELD "\"],"
+    "\"moves\":[{\"name\":\"no transaction intent\","
+    "\"from\":{\"" DTX__TXN_FIELD ".w\":{\"$exists\":false}},\"to\":{}}],"
+    "\"insert\":{\"" DTX__TXN_FIELD "\":{\"$exists\":false}},"
+    "\"delete\":{\"" DTX__TXN_FIELD ".w\":{\"$exists\":false}},"
+    "\"why\":\"the document holds a transaction's intent, or _txn is "
+    "doctx's: change it in a transaction (docs/transactions.md)\"}";
+
+static int guard_colls(dtx_txn_t *t) {
+  for (size_t i = 0; i < t->nkeys; i++) {
+    if (!t->keys[i].op)
+      continue;
+    size_t j;
+    for (j = 0; j < i; j++)
+      if (t->keys[j].op && strcmp(t->keys[j].coll, t->keys[i].coll) == 0)
+        break;
+    if (j < i)
+      continue;
+    int rc = dtx__kit_guard_coll(t->st, t->keys[i].coll, guard_rule);
+    if (rc)
+      return dtx__err_wrap(rc, "txn %s: guarding %s", t->id,
+                           t->keys[i].coll);
+  }
+  return 0;
+}
+
+static int commit_2pc(dtx_txn_t *t) {
+  int64_t now = dtx__now_ms(), c = 0;
+  json_t *keys = json_array();
+  for (size_t i = 0; keys && i < t->nkeys; i++)
+    if (in_commit(t, &t->keys[i]) &&
+        json_array_append_new(keys, json_pack("{s:s,s:O,s:s}", "c",
+                                              t->keys[i].coll, "id",
+                                              t->keys[i].id, "op",
+                                              op_name(t->keys[i].op)))) {
+      json_decref(keys);
+      keys = NULL;
+    }
+  json_t *rec = keys ? json_pack(
+                           "{s:s,s:s,s:I,s:o,s:s,s:I,s:I,s:I,s:I}", "_id",
+                           t->id, "state", "pending", "start_ts",
+                           (json_int_t)t->start_ts, "keys", keys, "owner",
+                           t->ex.owner, "lease_until",
+                           (json_int_t)(now + t->ex.lease_ms), "epoch",
+                           (json_int_t)0, "updated", (json_int_t)now,
+                           "created", (json_int_t)now)
+                     : NULL;
+  int rc = rec ? dtx__kit_insert(&t->ex, "txn.record", DTX__TXN_RECORDS, rec)
+               : DTX_ENOMEM;
+  json_decref(rec);
+  if (rc == DTX_EDUPKEY) { /* ours after a lost reply, or the id is spent */
+    json_t *r = NULL;
+    rc = dtx__kit_get(&t->ex, DTX__TXN_RECORDS, t->id, &r);
+    if (rc == 0 && !(dtx__state_is(r, "pending") &&
+                     dtx__int(r, "start_ts") == t->start_ts &&
+                     dtx__str_is(r, "owner", t->ex.owner)))
+      rc = dtx__err(DTX_ECONFLICT, "txn %s: the id is taken (a record of "
+                                   "it exists: another run, or a fence)",
+                    t->id);
+    json_decref(r);
+  }
+  if (rc)
+    return rc;
+  for (size_t i = 0; rc == 0 && i < t->nkeys; i++)
+    if (in_commit(t, &t->keys[i]))
+      rc = prewrite(t, &t->keys[i]);
+  if (rc == 0)
+    rc = dtx__txn_tick(&t->ex, &c); /* after every intent: T4 */
+  if (rc) {
+    abort_all(t);
+    return rc;
+  }
+  int matched = 0;
+  rc = dtx__kit_update(
+      &t->ex, "txn.commit", DTX__TXN_RECORDS,
+      json_pack("{s:s,s:s}", "_id", t->id, "state", "pending"),
+      json_pack("{s:{s:s,s:I,s:I}}", "$set", "state", "committed",
+                "commit_ts", (json_int_t)c, "updated",
+                (json_int_t)dtx__now_ms()),
+      &matched);
+  if (rc)
+    return rc; /* UNAVAILABLE: the outcome is unknown (dtx_txn_outcome) */
+  if (!matched) {
+    json_t *r = NULL;
+    rc = dtx__kit_get(&t->ex, DTX__TXN_RECORDS, t->id, &r);
+    int ours = rc == 0 && dtx__state_is(r, "committed") &&
+               dtx__int(r, "commit_ts") == c;
+    json_decref(r);
+    if (rc)
+      return rc;
+    if (!ours) {
+      abort_all(t);
+      return dtx__err(DTX_ECONFLICT, "txn %s: aborted by another party "
+                                     "before its commit (its lease of %lld "
+                                     "ms lapsed)",
+                      t->id, (long long)t->ex.lease_ms);
+    }
+  }
+  /* Committed.  Rolling forward is off the commit path: what fails here
+   * is finished by readers and recovery (T5). */
+  int all = 1;
+  for (size_t i = 0; i < t->nkeys; i++)
+    if (t->keys[i].prewritten &&
+        dtx__txn_roll_forward(&t->ex, t->keys[i].coll, t->keys[i].id, t->id,
+                              c))
+      all = 0;
+  if (all)
+    (void)dtx__kit_update(
+        &t->ex, "txn.applied", DTX__TXN_RECORDS,
+        json_pack("{s:s,s:s}", "_id", t->id, "state", "committed"),
+        json_pack("{s:{s:b,s:I}}", "$set", "applied", 1, "updated",
+                  (json_int_t)dtx__now_ms()),
+        NULL);
+  dtx__err_clear();
+  return 0;
+}
+
+/* A read-only serializable transaction: every document read is still at
+ * the version read, with no intent (docs/transactions.md, "Isolation"). */
+static int validate_reads(dtx_txn_t *t) {
+  int rc = dtx__kit_point("txn.validate", "validating the reads");
+  for (size_t i = 0; rc == 0 && i < t->nkeys; i++) {
+    dtx__txn_key_t *k = &t->keys[i];
+    json_t *d = NULL;
+    if (!k->used)
+      continue;
+    if (!k->latest)
+      return conflict(t, k, "a newer version was committed after the "
+                            "snapshot");
+    rc = dtx__txn_read_clean(&t->ex, t->id, k->coll, k->id, &d);
+    if (rc == 0) {
+      const json_t *jv = json_object_get(dtx__txn_meta(d), "v");
+      if ((d != NULL) != (k->stored != 0) || (jv != NULL) != (k->has_v != 0) ||
+          (jv && json_integer_value(jv) != k->v))
+        rc = conflict(t, k, "changed since it was read");
+    }
+    json_decref(d);
+  }
+  return rc;
+}
+
+int dtx__txn_commit(dtx_txn_t *t) {
+  size_t writes = 0, extra = 0;
+  dtx__txn_key_t *w = NULL;
+  for (size_t i = 0; i < t->nkeys; i++) {
+    if (t->keys[i].op) {
+      writes++;
+      w = &t->keys[i];
+    } else if (in_commit(t, &t->keys[i])) {
+      extra++;
+    }
+  }
+  if (writes == 0)
+    return t->isolation == DTX_TXN_SERIALIZABLE ? validate_reads(t) : 0;
+  int rc = guard_colls(t);
+  if (rc)
+    return rc;
+  if (writes == 1 && extra == 0 && !t->caller_id) {
+    if (!w->latest)
+      return conflict(t, w, "a newer version was committed after the "
+                            "snapshot");
+    return commit_1pc(t, w);
+  }
+  return commit_2pc(t);
+}
+
+/* ---- the outcome of an id -------------------------------------------------------- */
+
+int dtx_txn_outcome(dtx_store_t *st, const char *id, int *outcome) {
+  dtx__call_t c;
+  dtx__exec_t ex;
+  *outcome = DTX_TXN_UNKNOWN;
+  int rc = dtx__check_ident("txn id", id);
+  if (rc)
+    return rc;
+  dtx__call_begin(&c, DTX__TXN_DEADLINE_MS);
+  rc = dtx__exec_init(&ex, st, NULL, DTX__TXN_LEASE_MS, DTX__TXN_DEADLINE_MS);
+  if (rc == 0)
+    rc = dtx__kit_ensure(st, &dtx__txn_pattern);
+  for (int round = 0; rc == 0 && round < 3; round++) {
+    json_t *r = NULL;
+    rc = dtx__kit_get(&ex, DTX__TXN_RECORDS, id, &r);
+    if (rc == DTX_ENOTFOUND || (rc == 0 && dtx__state_is(r, "pending") &&
+                                dtx__int(r, "lease_until") < dtx__now_ms())) {
+      json_decref(r);
+      rc = dtx__txn_abort_record(&ex, id, rc == 0);
+      if (rc == DTX_ENOMATCH) {
+        rc = 0;
+        continue; /* it moved meanwhile: read it again */
+      }
+      if (rc == 0)
+        *outcome = DTX_TXN_ABORTED;
+      break;
+    }
+    if (rc == 0)
+      *outcome = dtx__state_is(r, "committed") ? DTX_TXN_COMMITTED
+                 : dtx__state_is(r, "aborted") ? DTX_TXN_ABORTED
+                                               : DTX_TXN_UNKNOWN;
+    json_decref(r);
+    break;
+  }
+  return dtx__call_end(&c, rc);
+}

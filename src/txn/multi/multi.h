@@ -1,0 +1,94 @@
+/* multi.h -- what the files of the multi-document transactions share
+ * (src/txn/multi/: txn.c the handle, reads and buffered writes; commit.c
+ * the commit protocol, intent resolution and outcome; recover.c recovery,
+ * audit and the pattern table).  The protocol, its diagram, fault points
+ * and invariants T1..T8 are at the top of commit.c and in
+ * docs/transactions.md. */
+#ifndef DTX_TXN_MULTI_H
+#define DTX_TXN_MULTI_H
+
+#include <stdint.h>
+
+#include "doctx.h"
+#include "txn/kit/kit.h"
+
+#define DTX__TXN_RECORDS "txn_records"
+#define DTX__TXN_CLOCK "txn_clock"
+#define DTX__TXN_FIELD "_txn"
+#define DTX__TXN_LEASE_MS 10000
+#define DTX__TXN_DEADLINE_MS 30000
+#define DTX__TXN_MAX_KEYS 1000  /* documents one transaction may touch */
+#define DTX__TXN_MAX_SCAN 10000 /* candidates one find may read */
+
+enum { KEY_NONE = 0, KEY_PUT = 1, KEY_DEL = 2 };
+
+/* One document the transaction read or writes. */
+typedef struct dtx__txn_key {
+  char *coll;
+  json_t *id;          /* its _id */
+  int stored;          /* a stored document (maybe a tombstone) was there */
+  int has_v;           /* it carried _txn.v (else version 0) */
+  int64_t v;           /* its _txn.v when read */
+  json_t *stored_body; /* what was stored, without _txn (NULL: nothing) */
+  json_t *view;        /* the body at the snapshot (NULL: absent) */
+  int latest;          /* view is the latest committed version */
+  int used;            /* returned to the caller or written */
+  int op;              /* KEY_NONE | KEY_PUT | KEY_DEL (buffered) */
+  json_t *next;        /* the new body (KEY_PUT) */
+  int prewritten;      /* commit: its intent (or lock) was written */
+} dtx__txn_key_t;
+
+struct dtx_txn {
+  dtx_store_t *st;
+  dtx__exec_t ex;
+  char id[129];
+  int caller_id; /* the id was the caller's (always a record) */
+  int isolation;
+  int64_t start_ts;
+  int done; /* committed, aborted or failed: no more calls */
+  dtx__txn_key_t *keys;
+  size_t nkeys, cap;
+};
+
+extern const dtx__pattern_t dtx__txn_pattern;
+
+/* The next timestamp of the store's clock (one $inc, fault point
+ * txn.clock). */
+int dtx__txn_tick(dtx__exec_t *ex, int64_t *ts);
+
+/* Resolves the intent doc (borrowed) holds, of coll, by its record:
+ * 0 resolved (read the document again), 1 its transaction is pending
+ * under a live lease (back off), < 0 an error. */
+int dtx__txn_resolve(dtx__exec_t *ex, const char *coll, const json_t *doc);
+
+/* Rolls key (coll, id) forward to transaction tid's intent, committed at
+ * commit_ts (fault point txn.apply); 0 also when the intent is gone. */
+int dtx__txn_roll_forward(dtx__exec_t *ex, const char *coll, const json_t *id,
+                          const char *tid, int64_t commit_ts);
+
+/* Removes aborted transaction tid's intent from (coll, id) (txn.clear);
+ * 0 also when it is gone. */
+int dtx__txn_clear(dtx__exec_t *ex, const char *coll, const json_t *id,
+                   const char *tid);
+
+/* Aborts record tid if it is pending (and, with lapsed, only if its
+ * lease lapsed): 0 aborted or already aborted, DTX_ENOMATCH committed
+ * (or pending and live). */
+int dtx__txn_abort_record(dtx__exec_t *ex, const char *tid, int lapsed);
+
+/* The stored document of (coll, id) with no intent of another
+ * transaction than self (may be NULL) left on it: resolved, or waited for
+ * within the deadline.  *out: a new reference, NULL when none. */
+int dtx__txn_read_clean(dtx__exec_t *ex, const char *self, const char *coll,
+                        const json_t *id, json_t **out);
+
+/* The commit of t (commit.c). */
+int dtx__txn_commit(dtx_txn_t *t);
+
+/* doc's _txn (borrowed), or NULL. */
+const json_t *dtx__txn_meta(const json_t *doc);
+
+/* doc without _txn (a new reference). */
+json_t *dtx__txn_body(const json_t *doc);
+
+#endif

@@ -1,0 +1,284 @@
+/* recover.c -- recovery, audit and the pattern table of multi-document
+ * transactions (the pattern "txn"; protocol: commit.c's header and
+ * docs/transactions.md).
+ *
+ * Recovery finishes what crashed or stalled transactions left: a pending
+ * record whose lease lapsed is aborted and its intents cleared; a
+ * committed record not yet applied has its keys rolled forward; an
+ * aborted one has its intents cleared; a finished record (applied, or
+ * aborted and cleared) older than the horizon is deleted (T7).  Readers
+ * do the same for the one document they meet, so recovery is for the
+ * documents nobody reads.
+ *
+ * The audit reads the records and, in every collection a record names,
+ * the documents holding an intent:
+ *   bad_record       a record's state or fields are not what the steps write
+ *   leftover_intent  a finished (applied / cleared) record's intent remains
+ *   orphan_intent    an intent whose transaction has no record (T7)
+ *   not_terminal     with --settled: a pending record */
+#include <stdlib.h>
+#include <string.h>
+
+#include "doc/doc.h"
+#include "store/store.h"
+#include "txn/multi/multi.h"
+#include "util/err.h"
+
+/* The horizon after which a finished record is collected: its outcome is
+ * known to dtx_txn_outcome until then (docs/transactions.md). */
+#define GC_HORIZON_MS (24LL * 3600 * 1000)
+
+static int finish_keys(dtx__exec_t *ex, const json_t *r, int commit,
+                       int64_t c) {
+  const char *tid = dtx__str(r, "_id");
+  size_t i;
+  json_t *k;
+  int first = 0;
+  json_array_foreach(json_object_get(r, "keys"), i, k) {
+    const char *coll = dtx__str(k, "c");
+    const json_t *id = json_object_get(k, "id");
+    if (!coll || !id)
+      continue;
+    int rc = commit ? dtx__txn_roll_forward(ex, coll, id, tid, c)
+                    : dtx__txn_clear(ex, coll, id, tid);
+    if (rc && !first)
+      first = rc;
+  }
+  return first;
+}
+
+static int recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
+                   dtx__tally_t *t) {
+  json_t *list = NULL, *r;
+  size_t i;
+  int rc = dtx__kit_find(ex, DTX__TXN_RECORDS, NULL, NULL, &list);
+  if (rc)
+    return rc;
+  int64_t now = dtx__now_ms();
+  int64_t horizon = o->older_than_ms >= 0 ? o->older_than_ms : GC_HORIZON_MS;
+  json_array_foreach(list, i, r) {
+    const char *tid = dtx__str(r, "_id");
+    const json_t *jid = json_object_get(r, "_id");
+    if (!tid)
+      continue;
+    if (dtx__state_is(r, "pending")) {
+      if (!dtx__kit_abandoned(o, dtx__int(r, "updated"),
+                              dtx__int(r, "lease_until"), now)) {
+        dtx__tally_skip(t, "lease not expired", jid);
+        continue;
+      }
+      /* older_than_ms may abandon a record under a live lease: abort it
+       * unconditionally then (the operator's explicit age). */
+      rc = dtx__txn_abort_record(ex, tid, o->older_than_ms < 0);
+      if (rc == DTX_ENOMATCH) {
+        dtx__tally_skip(t, "committed meanwhile", jid);
+        continue;
+      }
+      if (rc == 0)
+        rc = finish_keys(ex, r, 0, 0);
+      if (rc == 0)
+        dtx__tally_ran(t, "aborted", 1);
+    } else if (dtx__state_is(r, "committed") &&
+               !json_is_true(json_object_get(r, "applied"))) {
+      rc = finish_keys(ex, r, 1, dtx__int(r, "commit_ts"));
+      if (rc == 0)
+        rc = dtx__kit_update(
+            ex, "txn.applied", DTX__TXN_RECORDS,
+            json_pack("{s:s,s:s}", "_id", tid, "state", "committed"),
+            json_pack("{s:{s:b,s:I}}", "$set", "applied", 1, "updated",
+                      (json_int_t)now),
+            NULL);
+      if (rc == 0)
+        dtx__tally_ran(t, "applied", 1);
+    } else if (dtx__state_is(r, "aborted") &&
+               !json_is_true(json_object_get(r, "cleared"))) {
+      rc = finish_keys(ex, r, 0, 0);
+      if (rc == 0)
+        rc = dtx__kit_update(
+            ex, "txn.clear", DTX__TXN_RECORDS,
+            json_pack("{s:s,s:s}", "_id", tid, "state", "aborted"),
+            json_pack("{s:{s:b,s:I}}", "$set", "cleared", 1, "updated",
+                      (json_int_t)now),
+            NULL);
+      if (rc == 0)
+        dtx__tally_ran(t, "cleared", 1);
+    } else if (now - dtx__int(r, "updated") >= horizon &&
+               !json_is_true(json_object_get(r, "fence"))) {
+      int64_t n = 0;
+      rc = dtx__kit_delete(ex, "txn.gc", DTX__TXN_RECORDS,
+                           json_pack("{s:s,s:O}", "_id", tid, "state",
+                                     json_object_get(r, "state")),
+                           &n);
+      if (rc == 0 && n)
+        dtx__tally_ran(t, "collected", 1);
+    } else {
+      continue;
+    }
+    if (rc)
+      dtx__tally_error(t, jid, rc);
+    rc = 0;
+  }
+  json_decref(list);
+  return 0;
+}
+
+/* ---- audit ------------------------------------------------------------------ */
+
+static int audit(dtx__audit_t *a) {
+  json_t *recs = NULL, *r, *colls = json_object();
+  const char *tid;
+  long long pending = 0, intents = 0;
+  int rc = colls ? dtx__audit_load(a, DTX__TXN_RECORDS, &recs) : DTX_ENOMEM;
+  if (rc) {
+    json_decref(colls);
+    return rc;
+  }
+  json_object_foreach(recs, tid, r) {
+    const char *st = dtx__str(r, "state");
+    if (!st || (strcmp(st, "pending") && strcmp(st, "committed") &&
+                strcmp(st, "aborted"))) {
+      dtx__audit_finding(a, "bad_record", "txn record %s: state is not "
+                                          "pending, committed or aborted",
+                         tid);
+      continue;
+    }
+    if (strcmp(st, "committed") == 0 &&
+        !json_is_integer(json_object_get(r, "commit_ts")))
+      dtx__audit_finding(a, "bad_record", "txn record %s: committed without "
+                                          "an integer commit_ts",
+                         tid);
+    if (!json_is_array(json_object_get(r, "keys")))
+      dtx__audit_finding(a, "bad_record", "txn record %s: keys is not an "
+                                          "array",
+                         tid);
+    if (strcmp(st, "pending") == 0) {
+      pending++;
+      if (a->flags & DTX_AUDIT_SETTLED)
+        dtx__audit_finding(a, "not_terminal", "txn %s is still pending",
+                           tid);
+    }
+    size_t i;
+    json_t *k;
+    json_array_foreach(json_object_get(r, "keys"), i, k) {
+      const char *c = dtx__str(k, "c");
+      if (c && dtx__coll_check(c) == 0)
+        json_object_set_new(colls, c, json_true());
+      dtx__err_clear();
+    }
+  }
+  /* Every intent in the collections the records name. */
+  const char *coll;
+  json_t *dummy;
+  json_object_foreach(colls, coll, dummy) {
+    json_t *docs = NULL, *d;
+    size_t i;
+    dtx__kit_read_t q = {.coll = coll};
+    json_t *f = json_pack("{s:{s:b}}", DTX__TXN_FIELD ".w", "$exists", 1);
+    q.filter = f;
+    rc = f ? dtx__kit_read(a->st, &q, &docs) : DTX_ENOMEM;
+    json_decref(f);
+    if (rc) {
+      dtx__audit_finding(a, "unreadable", "txn: could not read %s: %s", coll,
+                         dtx_strerror(rc));
+      rc = 0;
+      continue;
+    }
+    json_array_foreach(docs, i, d) {
+      const char *w = dtx__str(json_object_get(dtx__txn_meta(d), "w"), "id");
+      char *ids = json_dumps(json_object_get(d, "_id"),
+                             JSON_COMPACT | JSON_ENCODE_ANY);
+      const json_t *rec = w ? json_object_get(recs, w) : NULL;
+      intents++;
+      if (!w)
+        dtx__audit_finding(a, "bad_intent", "%s %s: an intent naming no "
+                                            "transaction",
+                           coll, ids ? ids : "?");
+      else if (!rec)
+        dtx__audit_finding(a, "orphan_intent", "%s %s: intent of txn %s, "
+                                               "which has no record",
+                           coll, ids ? ids : "?", w);
+      else if (json_is_true(json_object_get(rec, "applied")) ||
+               json_is_true(json_object_get(rec, "cleared")))
+        dtx__audit_finding(a, "leftover_intent", "%s %s: intent of txn %s, "
+                                                 "whose record is finished",
+                           coll, ids ? ids : "?", w);
+      free(ids);
+    }
+    json_decref(docs);
+  }
+  dtx__audit_set(a, "records", json_integer((json_int_t)json_object_size(recs)));
+  dtx__audit_set(a, "intents", json_integer(intents));
+  dtx__audit_summary(a, "%zu transaction records, %lld pending, %lld intents",
+                     json_object_size(recs), pending, intents);
+  json_decref(recs);
+  json_decref(colls);
+  return 0;
+}
+
+/* ---- the pattern table ---------------------------------------------------------- */
+
+static const char *const collections[] = {DTX__TXN_RECORDS, DTX__TXN_CLOCK,
+                                          NULL};
+
+static const dtx__index_def_t indexes[] = {
+    {DTX__TXN_RECORDS, "{\"state\":1}", 0, 0},
+    {NULL, NULL, 0, 0},
+};
+
+static const char record_shape[] =
+    "{\"$jsonSchema\":{\"bsonType\":\"object\","
+    "\"required\":[\"_id\",\"state\",\"start_ts\",\"keys\"," DTX__KIT_ITEM_REQUIRED
+    "],\"properties\":{\"_id\":{\"bsonType\":\"string\"},"
+    "\"state\":{\"enum\":[\"pending\",\"committed\",\"aborted\"]},"
+    "\"start_ts\":{\"bsonType\":\"long\",\"minimum\":0},"
+    "\"commit_ts\":{\"bsonType\":\"long\",\"minimum\":1},"
+    "\"keys\":{\"bsonType\":\"array\"},"
+    "\"applied\":{\"bsonType\":\"bool\"},\"cleared\":{\"bsonType\":\"bool\"},"
+    "\"fence\":{\"bsonType\":\"bool\"}," DTX__KIT_ITEM_PROPS "}}}";
+
+/* The record's diagram; no plain write changes a record at all. */
+static const char record_moves[] =
+    "[{\"immutable\":[\"_id\",\"start_ts\",\"keys\"],"
+    "\"moves\":[{\"from\":{\"state\":\"pending\"},\"to\":{\"state\":{\"$in\":"
+    "[\"pending\",\"committed\",\"aborted\"]}}},"
+    "{\"from\":{\"state\":\"committed\"},\"to\":{\"state\":\"committed\"}},"
+    "{\"from\":{\"state\":\"aborted\"},\"to\":{\"state\":\"aborted\"}}]},"
+    "{\"scope\":\"plain\",\"steps\":[\"txn\"],\"insert\":false,"
+    "\"immutable\":[\"state\",\"commit_ts\",\"applied\",\"cleared\","
+    "\"lease_until\",\"fence\"],"
+    "\"delete\":{\"state\":{\"$exists\":false}},"
+    "\"why\":\"a transaction record changes only through doctx's "
+    "transactions (docs/transactions.md)\"}]";
+
+static const char clock_moves[] =
+    "[{\"increasing\":[\"ts\"]},"
+    "{\"scope\":\"plain\",\"steps\":[\"txn\"],\"insert\":false,"
+    "\"immutable\":[\"ts\"],\"delete\":{\"ts\":{\"$exists\":false}},"
+    "\"why\":\"the transactions' clock only moves forward, by doctx "
+    "(docs/transactions.md)\"}]";
+
+static const dtx__rules_def_t rules[] = {
+    {DTX__TXN_RECORDS, record_shape, NULL, record_moves},
+    {DTX__TXN_CLOCK,
+     "{\"$jsonSchema\":{\"bsonType\":\"object\",\"required\":[\"ts\"],"
+     "\"properties\":{\"ts\":{\"bsonType\":\"long\",\"minimum\":1}}}}",
+     NULL, clock_moves},
+    {NULL, NULL, NULL, NULL},
+};
+
+static const char *const fault_points[] = {
+    "txn.clock",   "txn.read",   "txn.record", "txn.prewrite",
+    "txn.validate", "txn.commit", "txn.commit1", "txn.apply",
+    "txn.applied", "txn.abort",  "txn.clear",  "txn.gc",
+    NULL,
+};
+
+const dtx__pattern_t dtx__txn_pattern = {
+    .name = "txn",
+    .collections = collections,
+    .indexes = indexes,
+    .fault_points = fault_points,
+    .recover = recover,
+    .audit = audit,
+    .rules = rules,
+};

@@ -1,0 +1,592 @@
+/* txn.c -- the multi-document transaction handle: options, begin, reads
+ * at the snapshot (resolving the intents they meet), buffered writes,
+ * abort, free and the retrying runner.  The commit protocol is commit.c;
+ * docs/transactions.md is the design.
+ *
+ * A read of a document at snapshot S (docs/transactions.md, "Snapshot
+ * reads"): an intent of another transaction is resolved by its record
+ * first (dtx__txn_resolve: rolled forward, cleared, or waited on while
+ * its lease lives); then the body when _txn.v <= S, else the previous
+ * version kept in _txn.p when p.v <= S, else "snapshot too old"
+ * (DTX_ECONFLICT).  Every document read is remembered in the handle (its
+ * version, whether the view is the latest), so a second read gives the
+ * same answer and the commit conditions each write on what was read. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "doc/doc.h"
+#include "store/store.h"
+#include "txn/multi/multi.h"
+#include "util/err.h"
+
+const json_t *dtx__txn_meta(const json_t *doc) {
+  const json_t *m = json_object_get(doc, DTX__TXN_FIELD);
+  return json_is_object(m) ? m : NULL;
+}
+
+json_t *dtx__txn_body(const json_t *doc) {
+  json_t *b = json_copy((json_t *)doc);
+  if (b)
+    json_object_del(b, DTX__TXN_FIELD);
+  return b;
+}
+
+/* ---- options ------------------------------------------------------------ */
+
+int dtx_txn_opts_check(const dtx_txn_opts_t *o) {
+  if (!o)
+    return 0;
+  if (o->isolation != DTX_TXN_SNAPSHOT && o->isolation != DTX_TXN_SERIALIZABLE)
+    return dtx__err(DTX_EINVAL, "txn: isolation %d is neither snapshot (0) "
+                                "nor serializable (1)",
+                    o->isolation);
+  if (o->lease_ms < 0 || o->lease_ms > DTX__MAX_LEASE_MS)
+    return dtx__err(DTX_EINVAL, "txn: lease_ms %lld is not in 0..%lld",
+                    (long long)o->lease_ms, (long long)DTX__MAX_LEASE_MS);
+  if (o->deadline_ms < 0 || o->deadline_ms > DTX__MAX_DELAY_MS)
+    return dtx__err(DTX_EINVAL, "txn: deadline_ms %lld is not in 0..%lld",
+                    (long long)o->deadline_ms, (long long)DTX__MAX_DELAY_MS);
+  if (o->id)
+    return dtx__check_ident("txn id", o->id);
+  return 0;
+}
+
+static int64_t budget_of(const dtx_txn_opts_t *o) {
+  return o && o->deadline_ms ? o->deadline_ms : DTX__TXN_DEADLINE_MS;
+}
+
+/* ---- the clock ------------------------------------------------------------ */
+
+/* One $inc of the counter document per timestamp, never batched: a
+ * timestamp handed out after another was returned is larger, which T4
+ * and T6 need (docs/transactions.md, "Timestamps").  A retry after a lost
+ * reply skips a number; that is harmless. */
+int dtx__txn_tick(dtx__exec_t *ex, int64_t *ts) {
+  dtx_fam_opts_t fo = {.upsert = 1, .return_new = 1};
+  json_t *out = NULL;
+  int rc = dtx__kit_modify_ex(ex, "txn.clock", DTX__TXN_CLOCK,
+                              json_pack("{s:s}", "_id", "clock"),
+                              json_pack("{s:{s:i}}", "$inc", "ts", 1), &fo,
+                              &out);
+  if (rc == 0) {
+    json_t *v = json_object_get(out, "ts");
+    if (!json_is_integer(v) || json_integer_value(v) <= 0)
+      rc = dtx__err(DTX_ESTATE, "txn: the clock document %s/clock holds no "
+                                "positive integer ts",
+                    DTX__TXN_CLOCK);
+    else
+      *ts = json_integer_value(v);
+  }
+  json_decref(out);
+  return rc;
+}
+
+/* ---- begin, free, abort ----------------------------------------------------- */
+
+int dtx_txn_begin(dtx_store_t *st, const dtx_txn_opts_t *opts,
+                  dtx_txn_t **out) {
+  dtx__call_t c;
+  *out = NULL;
+  int rc = dtx_txn_opts_check(opts);
+  if (rc)
+    return rc;
+  dtx__call_begin(&c, budget_of(opts));
+  dtx_txn_t *t = calloc(1, sizeof *t);
+  if (!t)
+    return dtx__call_end(&c, DTX_ENOMEM);
+  t->st = st;
+  t->isolation = opts ? opts->isolation : DTX_TXN_SNAPSHOT;
+  rc = dtx__exec_init(&t->ex, st, NULL,
+                      opts && opts->lease_ms ? opts->lease_ms
+                                             : DTX__TXN_LEASE_MS,
+                      budget_of(opts));
+  if (opts && opts->id) {
+    snprintf(t->id, sizeof t->id, "%s", opts->id);
+    t->caller_id = 1;
+  } else {
+    char oid[25];
+    dtx__id_new(oid);
+    snprintf(t->id, sizeof t->id, "t%s", oid);
+  }
+  if (rc == 0)
+    rc = dtx__kit_ensure(st, &dtx__txn_pattern);
+  if (rc == 0)
+    rc = dtx__txn_tick(&t->ex, &t->start_ts);
+  if (rc) {
+    dtx_txn_free(t);
+    return dtx__call_end(&c, rc);
+  }
+  *out = t;
+  return dtx__call_end(&c, 0);
+}
+
+const char *dtx_txn_id(const dtx_txn_t *t) { return t ? t->id : NULL; }
+
+static void key_free(dtx__txn_key_t *k) {
+  free(k->coll);
+  json_decref(k->id);
+  json_decref(k->stored_body);
+  json_decref(k->view);
+  json_decref(k->next);
+}
+
+void dtx_txn_free(dtx_txn_t *t) {
+  if (!t)
+    return;
+  for (size_t i = 0; i < t->nkeys; i++)
+    key_free(&t->keys[i]);
+  free(t->keys);
+  free(t);
+}
+
+int dtx_txn_abort(dtx_txn_t *t) {
+  if (t)
+    t->done = 1; /* nothing was stored: writes are buffered (T1) */
+  return 0;
+}
+
+static int usable(dtx_txn_t *t) {
+  if (!t)
+    return dtx__err(DTX_EINVAL, "txn: no transaction");
+  if (t->done)
+    return dtx__err(DTX_ESTATE, "txn %s: already committed or aborted",
+                    t->id);
+  return 0;
+}
+
+/* ---- the key table ---------------------------------------------------------- */
+
+static dtx__txn_key_t *key_find(dtx_txn_t *t, const char *coll,
+                                const json_t *id) {
+  for (size_t i = 0; i < t->nkeys; i++)
+    if (strcmp(t->keys[i].coll, coll) == 0 &&
+        dtx__value_cmp(t->keys[i].id, id) == 0)
+      return &t->keys[i];
+  return NULL;
+}
+
+static int key_add(dtx_txn_t *t, const char *coll, const json_t *id,
+                   dtx__txn_key_t **out) {
+  if (t->nkeys >= DTX__TXN_MAX_KEYS)
+    return dtx__err(DTX_ELIMIT, "txn %s: more than %d documents in one "
+                                "transaction",
+                    t->id, DTX__TXN_MAX_KEYS);
+  if (t->nkeys == t->cap) {
+    size_t cap = t->cap ? t->cap * 2 : 8;
+    dtx__txn_key_t *k = realloc(t->keys, cap * sizeof *k);
+    if (!k)
+      return DTX_ENOMEM;
+    t->keys = k;
+    t->cap = cap;
+  }
+  dtx__txn_key_t *k = &t->keys[t->nkeys];
+  memset(k, 0, sizeof *k);
+  k->coll = strdup(coll);
+  k->id = json_deep_copy(id);
+  if (!k->coll || !k->id) {
+    key_free(k);
+    return DTX_ENOMEM;
+  }
+  t->nkeys++;
+  *out = k;
+  return 0;
+}
+
+/* ---- reading at the snapshot -------------------------------------------------- */
+
+/* Fills k from the stored document d (NULL: none), which holds no
+ * foreign intent: its version and the view at the snapshot. */
+static int key_view(dtx_txn_t *t, dtx__txn_key_t *k, const json_t *d) {
+  json_decref(k->stored_body);
+  json_decref(k->view);
+  k->stored_body = k->view = NULL;
+  k->stored = d != NULL;
+  k->has_v = 0;
+  k->v = 0;
+  k->latest = 1;
+  if (!d)
+    return 0;
+  const json_t *m = dtx__txn_meta(d);
+  const json_t *jv = json_object_get(m, "v");
+  if (json_object_get(d, DTX__TXN_FIELD) && !m)
+    return dtx__err(DTX_ESTATE, "txn %s: %s document's %s is not an object",
+                    t->id, k->coll, DTX__TXN_FIELD);
+  if (jv) {
+    if (!json_is_integer(jv))
+      return dtx__err(DTX_ESTATE, "txn %s: %s document's %s.v is not an "
+                                  "integer",
+                      t->id, k->coll, DTX__TXN_FIELD);
+    k->has_v = 1;
+    k->v = json_integer_value(jv);
+  }
+  if (!(k->stored_body = dtx__txn_body(d)))
+    return DTX_ENOMEM;
+  int del = json_is_true(json_object_get(m, "del"));
+  if (k->v <= t->start_ts) {
+    k->view = del ? NULL : json_incref(k->stored_body);
+    return 0;
+  }
+  k->latest = 0;
+  const json_t *p = json_object_get(m, "p");
+  const json_t *pv = json_object_get(p, "v");
+  if (json_is_integer(pv) && json_integer_value(pv) <= t->start_ts) {
+    const json_t *pd = json_object_get(p, "doc");
+    k->view = json_is_object(pd) ? json_deep_copy(pd) : NULL;
+    return 0;
+  }
+  return dtx__err(DTX_ECONFLICT, "txn %s: snapshot too old: %s document "
+                                 "was rewritten at %lld and %lld, after the "
+                                 "snapshot %lld",
+                  t->id, k->coll, (long long)k->v,
+                  json_is_integer(pv) ? (long long)json_integer_value(pv)
+                                      : 0LL,
+                  (long long)t->start_ts);
+}
+
+/* The stored document of (coll, id) with no foreign intent left on it
+ * (resolved, or waited for within the deadline); *out NULL: none. */
+int dtx__txn_read_clean(dtx__exec_t *ex, const char *self, const char *coll,
+                        const json_t *id, json_t **out) {
+  dtx__contend_t ct = {0};
+  *out = NULL;
+  for (;;) {
+    json_t *q = json_pack("{s:O}", "_id", id), *arr = NULL;
+    int rc = dtx__kit_point("txn.read", "reading a document");
+    if (rc == 0)
+      rc = q ? dtx__kit_find_n(ex, coll, q, NULL, 1, &arr) : DTX_ENOMEM;
+    json_decref(q);
+    if (rc)
+      return rc;
+    json_t *d = json_incref(json_array_get(arr, 0));
+    json_decref(arr);
+    const json_t *w = json_object_get(dtx__txn_meta(d), "w");
+    const char *wid = dtx__str(w, "id");
+    if (!w || (self && wid && strcmp(wid, self) == 0)) {
+      *out = d;
+      return 0;
+    }
+    rc = dtx__txn_resolve(ex, coll, d);
+    json_decref(d);
+    if (rc < 0)
+      return rc;
+    if (rc == 1 && !dtx__kit_contend(&ct, &rc, "txn: waiting on a pending "
+                                               "transaction's intent"))
+      return rc;
+  }
+}
+
+/* The key of (coll, id), read at the snapshot unless already known. */
+static int key_get(dtx_txn_t *t, const char *coll, const json_t *id,
+                   dtx__txn_key_t **out) {
+  dtx__txn_key_t *k = key_find(t, coll, id);
+  if (k) {
+    *out = k;
+    return 0;
+  }
+  json_t *d = NULL;
+  int rc = dtx__txn_read_clean(&t->ex, t->id, coll, id, &d);
+  if (rc == 0)
+    rc = key_add(t, coll, id, &k);
+  if (rc == 0 && (rc = key_view(t, k, d)) != 0) {
+    key_free(k);
+    t->nkeys--;
+  }
+  json_decref(d);
+  if (rc == 0)
+    *out = k;
+  return rc;
+}
+
+/* What this transaction sees of k: its own write, else the snapshot. */
+static const json_t *key_eff(const dtx__txn_key_t *k) {
+  if (k->op == KEY_PUT)
+    return k->next;
+  if (k->op == KEY_DEL)
+    return NULL;
+  return k->view;
+}
+
+/* A filter's _id when it names one document ({_id: v}, v no operator
+ * object), else NULL: such a find reads that document only. */
+static const json_t *filter_id(const json_t *filter) {
+  const json_t *id = json_object_get(filter, "_id");
+  if (!id || json_is_array(id))
+    return NULL;
+  if (json_is_object(id)) {
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)id, k, v) if (k[0] == '$') return NULL;
+  }
+  return id;
+}
+
+static int append_key(json_t *ids, const json_t *id) {
+  size_t i;
+  json_t *x;
+  json_array_foreach(ids, i, x) if (dtx__value_cmp(x, id) == 0) return 0;
+  return json_array_append(ids, (json_t *)id) ? DTX_ENOMEM : 0;
+}
+
+/* The documents of coll matching filter at the snapshot, with the
+ * transaction's own writes, at most limit (> 0).  Candidates: what the
+ * filter matches among the committed bodies, every document with an
+ * intent, every one rewritten after the snapshot (its previous version
+ * may match), and this transaction's own writes; each is read at the
+ * snapshot and matched again. */
+static int txn_find(dtx_txn_t *t, const char *coll, const json_t *filter,
+                    int64_t limit, json_t **out) {
+  dtx__filter_t *f = NULL;
+  json_t *empty = json_object(), *res = json_array(), *ids = json_array();
+  const json_t *flt = filter ? filter : empty;
+  int rc = !empty || !res || !ids ? DTX_ENOMEM : dtx__filter_compile(flt, &f);
+  const json_t *one = rc ? NULL : filter_id(flt);
+  if (rc == 0 && one) {
+    rc = append_key(ids, one);
+  } else if (rc == 0) {
+    json_t *q = json_pack(
+        "{s:[O,{s:{s:b}},{s:{s:I}}]}", "$or", flt, DTX__TXN_FIELD ".w",
+        "$exists", 1, DTX__TXN_FIELD ".v", "$gt", (json_int_t)t->start_ts);
+    json_t *arr = NULL;
+    rc = q ? dtx__kit_find_n(&t->ex, coll, q, NULL, DTX__TXN_MAX_SCAN + 1,
+                             &arr)
+           : DTX_ENOMEM;
+    json_decref(q);
+    if (rc == 0 && json_array_size(arr) > DTX__TXN_MAX_SCAN)
+      rc = dtx__err(DTX_ELIMIT, "txn %s: a find in %s met more than %d "
+                                "candidates; narrow the filter",
+                    t->id, coll, DTX__TXN_MAX_SCAN);
+    size_t i;
+    json_t *d;
+    if (rc == 0)
+      json_array_foreach(arr, i, d) if ((rc = append_key(
+                                             ids, json_object_get(d, "_id"))))
+          break;
+    json_decref(arr);
+  }
+  for (size_t i = 0; rc == 0 && i < t->nkeys; i++)
+    if (t->keys[i].op && strcmp(t->keys[i].coll, coll) == 0)
+      rc = append_key(ids, t->keys[i].id);
+  size_t i;
+  json_t *id;
+  if (rc == 0)
+    json_array_foreach(ids, i, id) {
+      dtx__txn_key_t *k = NULL;
+      if ((int64_t)json_array_size(res) >= limit)
+        break;
+      if ((rc = key_get(t, coll, id, &k)))
+        break;
+      const json_t *e = key_eff(k);
+      if (e && dtx__filter_match(f, e) == 1) {
+        k->used = 1;
+        json_t *c = json_deep_copy(e);
+        if (!c || json_array_append_new(res, c)) {
+          rc = DTX_ENOMEM;
+          break;
+        }
+      }
+    }
+  dtx__filter_free(f);
+  json_decref(empty);
+  json_decref(ids);
+  if (rc == 0)
+    *out = res;
+  else
+    json_decref(res);
+  return rc;
+}
+
+int dtx_txn_find(dtx_txn_t *t, const char *coll, const json_t *filter,
+                 int64_t limit, json_t **out) {
+  dtx__call_t c;
+  *out = NULL;
+  int rc = usable(t);
+  if (rc == 0 && (limit < 1 || limit > 1000))
+    rc = dtx__err(DTX_EINVAL, "txn find: limit %lld is not in 1..1000",
+                  (long long)limit);
+  if (rc)
+    return rc;
+  dtx__call_begin(&c, t->ex.deadline_ms);
+  return dtx__call_end(&c, txn_find(t, coll, filter, limit, out));
+}
+
+int dtx_txn_find_one(dtx_txn_t *t, const char *coll, const json_t *filter,
+                     json_t **out) {
+  json_t *arr = NULL;
+  *out = NULL;
+  int rc = dtx_txn_find(t, coll, filter, 1, &arr);
+  if (rc == 0)
+    *out = json_incref(json_array_get(arr, 0));
+  json_decref(arr);
+  return rc;
+}
+
+/* ---- buffered writes ----------------------------------------------------------- */
+
+static int no_meta(const json_t *doc) {
+  if (json_object_get(doc, DTX__TXN_FIELD))
+    return dtx__err(DTX_EINVAL, "txn: a document may not carry %s, doctx's "
+                                "transaction field (docs/transactions.md)",
+                    DTX__TXN_FIELD);
+  return 0;
+}
+
+/* Buffers doc (stolen) as the new body of (coll, its _id), which must be
+ * absent at the snapshot (DTX_EDUPKEY otherwise). */
+static int put_new(dtx_txn_t *t, const char *coll, json_t *doc) {
+  dtx__txn_key_t *k = NULL;
+  const json_t *id = json_object_get(doc, "_id");
+  int rc = no_meta(doc);
+  if (rc == 0)
+    rc = dtx__id_check(id);
+  if (rc == 0)
+    rc = key_get(t, coll, id, &k);
+  if (rc == 0 && key_eff(k))
+    rc = dtx__err(DTX_EDUPKEY, "txn %s: %s already holds a document of "
+                               "that _id",
+                  t->id, coll);
+  if (rc == 0) {
+    json_decref(k->next);
+    k->next = doc;
+    k->op = KEY_PUT;
+    k->used = 1;
+    return 0;
+  }
+  json_decref(doc);
+  return rc;
+}
+
+int dtx_txn_insert(dtx_txn_t *t, const char *coll, const json_t *doc) {
+  dtx__call_t c;
+  int rc = usable(t);
+  if (rc == 0 && !json_is_object(doc))
+    rc = dtx__err(DTX_EINVAL, "txn insert: the document is not an object");
+  if (rc == 0)
+    rc = dtx__coll_check(coll);
+  if (rc)
+    return rc;
+  dtx__call_begin(&c, t->ex.deadline_ms);
+  json_t *d = json_deep_copy(doc);
+  if (d && !json_object_get(d, "_id")) {
+    char oid[25];
+    dtx__id_new(oid);
+    json_object_set_new(d, "_id", json_string(oid));
+  }
+  return dtx__call_end(&c, d ? put_new(t, coll, d) : DTX_ENOMEM);
+}
+
+int dtx_txn_update(dtx_txn_t *t, const char *coll, const json_t *filter,
+                   const json_t *update, int upsert, int *matched) {
+  dtx__call_t c;
+  dtx__update_t *u = NULL;
+  json_t *found = NULL, *next = NULL;
+  if (matched)
+    *matched = 0;
+  int rc = usable(t);
+  if (rc == 0)
+    rc = dtx__coll_check(coll);
+  if (rc == 0)
+    rc = dtx__update_compile(update, &u);
+  if (rc) {
+    dtx__update_free(u);
+    return rc;
+  }
+  dtx__call_begin(&c, t->ex.deadline_ms);
+  rc = txn_find(t, coll, filter, 1, &found);
+  const json_t *d = json_array_get(found, 0);
+  if (rc == 0 && d) {
+    int changed = 0;
+    rc = dtx__update_apply(u, d, 0, dtx__now_ms(), &next, &changed);
+    if (rc == 0)
+      rc = no_meta(next);
+    if (rc == 0) {
+      dtx__txn_key_t *k = key_find(t, coll, json_object_get(d, "_id"));
+      json_decref(k->next);
+      k->next = next;
+      next = NULL;
+      k->op = KEY_PUT;
+      k->used = 1;
+      if (matched)
+        *matched = 1;
+    }
+  } else if (rc == 0 && upsert) {
+    rc = dtx__upsert_doc(filter, u, dtx__now_ms(), &next);
+    if (rc == 0) {
+      rc = put_new(t, coll, next);
+      next = NULL;
+    }
+  }
+  json_decref(next);
+  json_decref(found);
+  dtx__update_free(u);
+  return dtx__call_end(&c, rc);
+}
+
+int dtx_txn_delete(dtx_txn_t *t, const char *coll, const json_t *filter,
+                   int *deleted) {
+  dtx__call_t c;
+  json_t *found = NULL;
+  if (deleted)
+    *deleted = 0;
+  int rc = usable(t);
+  if (rc == 0)
+    rc = dtx__coll_check(coll);
+  if (rc)
+    return rc;
+  dtx__call_begin(&c, t->ex.deadline_ms);
+  rc = txn_find(t, coll, filter, 1, &found);
+  const json_t *d = json_array_get(found, 0);
+  if (rc == 0 && d) {
+    dtx__txn_key_t *k = key_find(t, coll, json_object_get(d, "_id"));
+    json_decref(k->next);
+    k->next = NULL;
+    k->op = KEY_DEL;
+    k->used = 1;
+    if (deleted)
+      *deleted = 1;
+  }
+  json_decref(found);
+  return dtx__call_end(&c, rc);
+}
+
+int dtx_txn_commit(dtx_txn_t *t) {
+  dtx__call_t c;
+  int rc = usable(t);
+  if (rc)
+    return rc;
+  dtx__call_begin(&c, t->ex.deadline_ms);
+  rc = dtx__txn_commit(t);
+  t->done = 1;
+  return dtx__call_end(&c, rc);
+}
+
+/* ---- the runner ------------------------------------------------------------ */
+
+int dtx_txn_run(dtx_store_t *st, const dtx_txn_opts_t *opts, dtx_txn_fn fn,
+                void *arg) {
+  dtx__call_t c;
+  dtx__contend_t ct = {0};
+  int rc = dtx_txn_opts_check(opts);
+  if (rc == 0 && !fn)
+    rc = dtx__err(DTX_EINVAL, "txn run: no function");
+  if (rc)
+    return rc;
+  dtx__call_begin(&c, budget_of(opts));
+  for (;;) {
+    dtx_txn_t *t = NULL;
+    rc = dtx_txn_begin(st, opts, &t);
+    if (rc == 0) {
+      rc = fn(t, arg);
+      if (rc == 0)
+        rc = dtx_txn_commit(t);
+      else
+        dtx_txn_abort(t);
+    }
+    dtx_txn_free(t);
+    /* A caller-chosen id is spent by a commit that got as far as its
+     * record: another attempt under it would meet its own record. */
+    if (rc != DTX_ECONFLICT || (opts && opts->id) ||
+        !dtx__kit_contend(&ct, &rc, "txn run: conflicts"))
+      break;
+  }
+  return dtx__call_end(&c, rc);
+}

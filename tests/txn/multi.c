@@ -1,0 +1,468 @@
+/* multi.c -- multi-document transactions (src/txn/multi/,
+ * docs/transactions.md) through the public C API on a real store:
+ *  - options checked before anything is written (INT64_MAX durations);
+ *  - reads see the transaction's own writes; plain reads see committed
+ *    bodies only; a snapshot reader keeps its snapshot while a writer
+ *    commits (the previous version kept on the document);
+ *  - the 1PC path writes no record; the 2PC path writes one;
+ *  - write skew (two doctors on call) happens under snapshot, by hand,
+ *    and is refused under serializable;
+ *  - a transaction that crashed after its intents (a child process at
+ *    txn.commit) leaves intents that refuse plain updates and deletes,
+ *    whose outcome is unknown under the lease and aborted after it, which
+ *    readers clear; recover and audit then leave a clean store;
+ *  - the bank: 8 accounts, 3 writer threads moving random amounts among
+ *    2-4 accounts, 1 reader summing all balances in read-only snapshot
+ *    transactions: every sum is the total; the audit is clean.
+ *
+ * usage: txn_multi STORE-URI   (the collections it uses are dropped first) */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "doc/doc.h"
+#include "testlib.h"
+
+static const char *uri;
+static const char *self_path;
+
+static void drop_all(dtx_store_t *st) {
+  static const char *const colls[] = {"txn_records", "txn_clock", "mt_docs",
+                                      "mt_acct", "mt_oncall", NULL};
+  for (int i = 0; colls[i]; i++)
+    dtx_store_drop_collection_ex(st, colls[i], &(dtx_drop_opts_t){1});
+}
+
+static int64_t count(dtx_store_t *st, const char *coll) {
+  int64_t n = -1;
+  CHECK_RC(dtx_store_count(st, coll, NULL, &n), 0);
+  return n;
+}
+
+static json_t *plain_get(dtx_store_t *st, const char *coll, const char *id) {
+  json_t *arr = NULL, *f = json_pack("{s:s}", "_id", id);
+  CHECK_RC(dtx_store_find(st, coll, f, NULL, &arr), 0);
+  json_decref(f);
+  json_t *d = json_incref(json_array_get(arr, 0));
+  json_decref(arr);
+  return d;
+}
+
+static int64_t num(const json_t *d, const char *k) {
+  return json_integer_value(json_object_get(d, k));
+}
+
+static void test_options(void) {
+  dtx_txn_t *t = NULL;
+  dtx_store_t *st = dtx_t_open(uri);
+  drop_all(st);
+  static const dtx_txn_opts_t bad[] = {
+      {.isolation = 2},
+      {.lease_ms = -1},
+      {.lease_ms = INT64_MAX},
+      {.deadline_ms = INT64_MAX},
+      {.deadline_ms = -5},
+      {.id = ""},
+      {.id = "a b"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    CHECK_RC(dtx_txn_opts_check(&bad[i]), DTX_EINVAL);
+    CHECK_RC(dtx_txn_begin(st, &bad[i], &t), DTX_EINVAL);
+    CHECK(t == NULL);
+  }
+  CHECK(count(st, "txn_clock") == 0); /* nothing written */
+  CHECK_RC(dtx_txn_opts_check(NULL), 0);
+  dtx_store_close(st);
+}
+
+static void test_reads_and_plain(void) {
+  dtx_store_t *st = dtx_t_open(uri);
+  drop_all(st);
+  dtx_txn_t *t = NULL, *r = NULL;
+  json_t *d = NULL, *a = J("{\"_id\":\"a\",\"n\":1}");
+  CHECK_RC(dtx_store_insert(st, "mt_docs", a, NULL), 0);
+  json_decref(a);
+  /* A reader that began before the writer. */
+  CHECK_RC(dtx_txn_begin(st, NULL, &r), 0);
+  CHECK_RC(dtx_txn_begin(st, NULL, &t), 0);
+  json_t *f = J("{\"_id\":\"a\"}"), *u = J("{\"$inc\":{\"n\":10}}");
+  int matched = 0;
+  CHECK_RC(dtx_txn_update(t, "mt_docs", f, u, 0, &matched), 0);
+  CHECK(matched == 1);
+  json_t *b = J("{\"_id\":\"b\",\"n\":2}");
+  CHECK_RC(dtx_txn_insert(t, "mt_docs", b), 0);
+  CHECK_RC(dtx_txn_insert(t, "mt_docs", b), DTX_EDUPKEY);
+  json_decref(b);
+  CHECK_RC(dtx_txn_find_one(t, "mt_docs", f, &d), 0); /* its own write */
+  CHECK(num(d, "n") == 11 && !json_object_get(d, "_txn"));
+  json_decref(d);
+  json_t *all = NULL, *gt = J("{\"n\":{\"$gte\":2}}");
+  CHECK_RC(dtx_txn_find(t, "mt_docs", gt, 10, &all), 0);
+  CHECK(json_array_size(all) == 2);
+  json_decref(all);
+  d = plain_get(st, "mt_docs", "a"); /* nothing stored yet */
+  CHECK(num(d, "n") == 1);
+  json_decref(d);
+  CHECK_RC(dtx_txn_commit(t), 0);
+  CHECK_RC(dtx_txn_commit(t), DTX_ESTATE);
+  dtx_txn_free(t);
+  CHECK(count(st, "txn_records") == 1); /* two documents: 2PC */
+  d = plain_get(st, "mt_docs", "a");
+  CHECK(num(d, "n") == 11);
+  json_decref(d);
+  d = plain_get(st, "mt_docs", "b");
+  CHECK(d && num(d, "n") == 2);
+  json_decref(d);
+  /* The older reader keeps its snapshot: a as it was, b absent. */
+  CHECK_RC(dtx_txn_find_one(r, "mt_docs", f, &d), 0);
+  CHECK(d && num(d, "n") == 1);
+  json_decref(d);
+  json_t *fb = J("{\"_id\":\"b\"}");
+  CHECK_RC(dtx_txn_find_one(r, "mt_docs", fb, &d), 0);
+  CHECK(d == NULL);
+  CHECK_RC(dtx_txn_find(r, "mt_docs", gt, 10, &all), 0);
+  CHECK(json_array_size(all) == 0);
+  json_decref(all);
+  /* Its write based on the old version loses (first committer wins). */
+  CHECK_RC(dtx_txn_update(r, "mt_docs", f, u, 0, NULL), 0);
+  CHECK_RC(dtx_txn_commit(r), DTX_ECONFLICT);
+  dtx_txn_free(r);
+  /* Deleted in a transaction: gone for transactions, a tombstone for
+   * plain readers. */
+  CHECK_RC(dtx_txn_begin(st, NULL, &t), 0);
+  CHECK_RC(dtx_txn_delete(t, "mt_docs", fb, &matched), 0);
+  CHECK(matched == 1);
+  CHECK_RC(dtx_txn_commit(t), 0);
+  dtx_txn_free(t);
+  CHECK_RC(dtx_txn_begin(st, NULL, &t), 0);
+  CHECK_RC(dtx_txn_find_one(t, "mt_docs", fb, &d), 0);
+  CHECK(d == NULL);
+  dtx_txn_free(t);
+  json_decref(f);
+  json_decref(fb);
+  json_decref(u);
+  json_decref(gt);
+  dtx_store_close(st);
+}
+
+static void test_one_pc(void) {
+  dtx_store_t *st = dtx_t_open(uri);
+  drop_all(st);
+  dtx_txn_t *t = NULL;
+  json_t *f = J("{\"_id\":\"x\"}"), *u = J("{\"$set\":{\"v\":1}}");
+  CHECK_RC(dtx_txn_begin(st, NULL, &t), 0);
+  CHECK_RC(dtx_txn_update(t, "mt_docs", f, u, 1, NULL), 0); /* upsert */
+  CHECK_RC(dtx_txn_commit(t), 0);
+  dtx_txn_free(t);
+  CHECK(count(st, "txn_records") == 0); /* one document: no record */
+  json_t *d = plain_get(st, "mt_docs", "x");
+  CHECK(d && num(d, "v") == 1);
+  json_decref(d);
+  CHECK_RC(dtx_txn_begin(st, NULL, &t), 0);
+  json_t *u2 = J("{\"$inc\":{\"v\":1}}");
+  CHECK_RC(dtx_txn_update(t, "mt_docs", f, u2, 0, NULL), 0);
+  CHECK_RC(dtx_txn_commit(t), 0);
+  dtx_txn_free(t);
+  CHECK(count(st, "txn_records") == 0);
+  d = plain_get(st, "mt_docs", "x");
+  CHECK(d && num(d, "v") == 2);
+  json_decref(d);
+  /* A caller-chosen id always gets a record, so its outcome is known. */
+  dtx_txn_opts_t o = {.id = "one-pc-with-id"};
+  int out = -1;
+  CHECK_RC(dtx_txn_begin(st, &o, &t), 0);
+  CHECK_RC(dtx_txn_update(t, "mt_docs", f, u2, 0, NULL), 0);
+  CHECK_RC(dtx_txn_commit(t), 0);
+  dtx_txn_free(t);
+  CHECK_RC(dtx_txn_outcome(st, "one-pc-with-id", &out), 0);
+  CHECK(out == DTX_TXN_COMMITTED);
+  CHECK_RC(dtx_txn_outcome(st, "never-ran", &out), 0); /* fenced */
+  CHECK(out == DTX_TXN_ABORTED);
+  o.id = "never-ran";
+  CHECK_RC(dtx_txn_begin(st, &o, &t), 0);
+  CHECK_RC(dtx_txn_update(t, "mt_docs", f, u2, 0, NULL), 0);
+  CHECK_RC(dtx_txn_commit(t), DTX_ECONFLICT); /* the fence holds */
+  dtx_txn_free(t);
+  json_decref(f);
+  json_decref(u);
+  json_decref(u2);
+  dtx_store_close(st);
+}
+
+/* Two doctors on call; each goes off call if the other is still on. */
+static int go_off(dtx_txn_t *t, const char *me, const char *other) {
+  json_t *fo = json_pack("{s:s}", "_id", other), *fm =
+      json_pack("{s:s}", "_id", me), *d = NULL, *u = J("{\"$set\":{\"on\":false}}");
+  int rc = dtx_txn_find_one(t, "mt_oncall", fo, &d);
+  if (rc == 0 && d && json_is_true(json_object_get(d, "on")))
+    rc = dtx_txn_update(t, "mt_oncall", fm, u, 0, NULL);
+  json_decref(d);
+  json_decref(fo);
+  json_decref(fm);
+  json_decref(u);
+  return rc;
+}
+
+static int on_call(dtx_store_t *st) {
+  json_t *arr = NULL, *f = J("{\"on\":true}");
+  CHECK_RC(dtx_store_find(st, "mt_oncall", f, NULL, &arr), 0);
+  int n = (int)json_array_size(arr);
+  json_decref(arr);
+  json_decref(f);
+  return n;
+}
+
+static void test_write_skew(void) {
+  dtx_store_t *st = dtx_t_open(uri);
+  for (int iso = DTX_TXN_SNAPSHOT; iso <= DTX_TXN_SERIALIZABLE; iso++) {
+    drop_all(st);
+    json_t *docs = J("[{\"_id\":\"alice\",\"on\":true},"
+                     "{\"_id\":\"bob\",\"on\":true}]");
+    CHECK_RC(dtx_store_insert_many(st, "mt_oncall", docs, NULL, NULL), 0);
+    json_decref(docs);
+    dtx_txn_opts_t o = {.isolation = iso};
+    dtx_txn_t *a = NULL, *b = NULL;
+    CHECK_RC(dtx_txn_begin(st, &o, &a), 0);
+    CHECK_RC(dtx_txn_begin(st, &o, &b), 0);
+    /* Interleaved by hand: both read, then both write, then commit. */
+    CHECK_RC(go_off(a, "alice", "bob"), 0);
+    CHECK_RC(go_off(b, "bob", "alice"), 0);
+    CHECK_RC(dtx_txn_commit(a), 0);
+    int rc = dtx_txn_commit(b);
+    if (iso == DTX_TXN_SNAPSHOT) {
+      CHECK_RC(rc, 0); /* write skew: documented under snapshot */
+      CHECK(on_call(st) == 0);
+    } else {
+      CHECK_RC(rc, DTX_ECONFLICT);
+      CHECK(on_call(st) == 1);
+    }
+    dtx_txn_free(a);
+    dtx_txn_free(b);
+  }
+  dtx_store_close(st);
+}
+
+/* The child of test_crashed: a 2PC transaction that dies at txn.commit,
+ * after its intents, before its commit point. */
+static int crash_child(void) {
+  dtx_store_t *st = dtx_t_open(uri);
+  dtx_txn_opts_t o = {.id = "crashed", .lease_ms = 400};
+  dtx_txn_t *t = NULL;
+  json_t *fa = J("{\"_id\":\"A\"}"), *fb = J("{\"_id\":\"B\"}"),
+         *u = J("{\"$inc\":{\"bal\":5}}");
+  if (dtx_txn_begin(st, &o, &t) || dtx_txn_update(t, "mt_acct", fa, u, 0, NULL) ||
+      dtx_txn_update(t, "mt_acct", fb, u, 0, NULL))
+    return 3;
+  dtx_txn_commit(t); /* DOCTX_FAULT=txn.commit:crash */
+  return 4;
+}
+
+static void test_crashed(void) {
+  dtx_store_t *st = dtx_t_open(uri);
+  drop_all(st);
+  json_t *docs = J("[{\"_id\":\"A\",\"bal\":10},{\"_id\":\"B\",\"bal\":10}]");
+  CHECK_RC(dtx_store_insert_many(st, "mt_acct", docs, NULL, NULL), 0);
+  json_decref(docs);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    setenv("DOCTX_FAULT", "txn.commit:crash", 1);
+    execl(self_path, self_path, uri, "crash-child", (char *)NULL);
+    _exit(2);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 137, "child status %d",
+         status);
+  /* Intents are there: plain writes are refused; plain reads see the
+   * committed body. */
+  json_t *fa = J("{\"_id\":\"A\"}"), *u = J("{\"$set\":{\"bal\":99}}");
+  CHECK_RC(dtx_store_update(st, "mt_acct", fa, u, NULL, NULL),
+           DTX_EVALIDATION);
+  CHECK_RC(dtx_store_delete(st, "mt_acct", fa, 0, NULL), DTX_EVALIDATION);
+  json_t *d = plain_get(st, "mt_acct", "A");
+  CHECK(num(d, "bal") == 10);
+  json_decref(d);
+  int out = -1;
+  CHECK_RC(dtx_txn_outcome(st, "crashed", &out), 0);
+  CHECK(out == DTX_TXN_UNKNOWN); /* its lease lives */
+  usleep(500 * 1000);
+  /* A reader meets the intent and resolves it: the lease lapsed. */
+  dtx_txn_t *t = NULL;
+  CHECK_RC(dtx_txn_begin(st, NULL, &t), 0);
+  CHECK_RC(dtx_txn_find_one(t, "mt_acct", fa, &d), 0);
+  CHECK(d && num(d, "bal") == 10);
+  json_decref(d);
+  dtx_txn_free(t);
+  CHECK_RC(dtx_txn_outcome(st, "crashed", &out), 0);
+  CHECK(out == DTX_TXN_ABORTED);
+  CHECK_RC(dtx_store_update(st, "mt_acct", fa, u, NULL, NULL), 0);
+  /* B's intent is left to recovery; then the audit is clean. */
+  json_t *rep = NULL;
+  CHECK_RC(dtx_recover(st, &(dtx_recover_opts_t){.older_than_ms = -1}, &rep),
+           0);
+  json_decref(rep);
+  rep = NULL;
+  CHECK_RC(dtx_audit(st, DTX_AUDIT_SETTLED, &rep), 0);
+  if (!json_is_true(json_object_get(rep, "ok")))
+    CHECKF(0, "audit: %s", JS(rep));
+  json_decref(rep);
+  json_t *fb = J("{\"_id\":\"B\"}"), *u2 = J("{\"$inc\":{\"bal\":1}}");
+  CHECK_RC(dtx_store_update(st, "mt_acct", fb, u2, NULL, NULL), 0);
+  json_decref(fb);
+  json_decref(u2);
+  json_decref(fa);
+  json_decref(u);
+  dtx_store_close(st);
+}
+
+/* ---- the bank ------------------------------------------------------------- */
+
+#define ACCOUNTS 8
+#define OPENING 1000
+
+static atomic_int stop_bank, bank_moves, bank_sums, bank_bad;
+
+static int move_money(dtx_txn_t *t, void *arg) {
+  unsigned *seed = arg;
+  int n = 2 + (int)(rand_r(seed) % 3), idx[4];
+  for (int i = 0; i < n; i++) {
+    again:
+    idx[i] = (int)(rand_r(seed) % ACCOUNTS);
+    for (int j = 0; j < i; j++)
+      if (idx[j] == idx[i])
+        goto again;
+  }
+  /* Each of the others pays the first a random amount it has. */
+  int rc = 0;
+  int64_t got = 0;
+  for (int i = 1; rc == 0 && i < n; i++) {
+    json_t *f = json_pack("{s:s#}", "_id", (char[]){(char)('a' + idx[i]), 0}, 1),
+           *d = NULL;
+    rc = dtx_txn_find_one(t, "mt_acct", f, &d);
+    int64_t bal = num(d, "bal"), amt = bal > 0 ? rand_r(seed) % (bal + 1) : 0;
+    json_t *u = json_pack("{s:{s:I}}", "$inc", "bal", (json_int_t)-amt);
+    if (rc == 0 && d)
+      rc = dtx_txn_update(t, "mt_acct", f, u, 0, NULL);
+    got += amt;
+    json_decref(u);
+    json_decref(d);
+    json_decref(f);
+  }
+  json_t *f = json_pack("{s:s#}", "_id", (char[]){(char)('a' + idx[0]), 0}, 1),
+         *u = json_pack("{s:{s:I}}", "$inc", "bal", (json_int_t)got);
+  if (rc == 0)
+    rc = dtx_txn_update(t, "mt_acct", f, u, 0, NULL);
+  json_decref(f);
+  json_decref(u);
+  return rc;
+}
+
+static void *bank_writer(void *arg) {
+  unsigned seed = (unsigned)(uintptr_t)arg * 7919u + 1;
+  dtx_store_t *st = dtx_t_open(uri);
+  dtx_txn_opts_t o = {.deadline_ms = 20000};
+  while (!stop_bank) {
+    int rc = dtx_txn_run(st, &o, move_money, &seed);
+    if (rc) {
+      fprintf(stderr, "bank writer: %s: %s\n", dtx_strerror(rc),
+              dtx_errdetail());
+      bank_bad++;
+      break;
+    }
+    bank_moves++;
+  }
+  dtx_store_close(st);
+  return NULL;
+}
+
+static int sum_all(dtx_txn_t *t, void *arg) {
+  int64_t *sum = arg;
+  json_t *arr = NULL;
+  int rc = dtx_txn_find(t, "mt_acct", NULL, 100, &arr);
+  *sum = 0;
+  size_t i;
+  json_t *d;
+  json_array_foreach(arr, i, d) *sum += num(d, "bal");
+  if (rc == 0 && json_array_size(arr) != ACCOUNTS)
+    *sum = -1;
+  json_decref(arr);
+  return rc;
+}
+
+static void *bank_reader(void *arg) {
+  (void)arg;
+  dtx_store_t *st = dtx_t_open(uri);
+  dtx_txn_opts_t o = {.deadline_ms = 20000};
+  while (!stop_bank) {
+    int64_t sum = 0;
+    int rc = dtx_txn_run(st, &o, sum_all, &sum);
+    if (rc || sum != (int64_t)ACCOUNTS * OPENING) {
+      fprintf(stderr, "bank reader: rc %d (%s) sum %lld\n", rc,
+              rc ? dtx_errdetail() : "", (long long)sum);
+      bank_bad++;
+      break;
+    }
+    bank_sums++;
+  }
+  dtx_store_close(st);
+  return NULL;
+}
+
+static void test_bank(void) {
+  dtx_store_t *st = dtx_t_open(uri);
+  drop_all(st);
+  for (int i = 0; i < ACCOUNTS; i++) {
+    json_t *d = json_pack("{s:s#,s:i}", "_id", (char[]){(char)('a' + i), 0},
+                          1, "bal", OPENING);
+    CHECK_RC(dtx_store_insert(st, "mt_acct", d, NULL), 0);
+    json_decref(d);
+  }
+  pthread_t th[4];
+  for (int i = 0; i < 3; i++)
+    REQUIRE(pthread_create(&th[i], NULL, bank_writer,
+                           (void *)(uintptr_t)(i + 1)) == 0);
+  REQUIRE(pthread_create(&th[3], NULL, bank_reader, NULL) == 0);
+  const char *secs = getenv("DTX_TXN_BANK_MS");
+  usleep((useconds_t)(secs ? atoi(secs) : 1500) * 1000);
+  stop_bank = 1;
+  for (int i = 0; i < 4; i++)
+    pthread_join(th[i], NULL);
+  printf("bank: %d transfers, %d snapshot sums\n", bank_moves, bank_sums);
+  CHECK(bank_bad == 0);
+  CHECK(bank_moves > 0 && bank_sums > 0);
+  json_t *rep = NULL;
+  CHECK_RC(dtx_audit(st, DTX_AUDIT_SETTLED, &rep), 0);
+  if (!json_is_true(json_object_get(rep, "ok")))
+    CHECKF(0, "audit: %s", JS(rep));
+  json_decref(rep);
+  /* The final balances sum to the total, read plainly. */
+  json_t *arr = NULL;
+  CHECK_RC(dtx_store_find(st, "mt_acct", NULL, NULL, &arr), 0);
+  int64_t sum = 0;
+  size_t i;
+  json_t *d;
+  json_array_foreach(arr, i, d) sum += num(d, "bal");
+  CHECK(sum == (int64_t)ACCOUNTS * OPENING);
+  json_decref(arr);
+  dtx_store_close(st);
+}
+
+int main(int argc, char **argv) {
+  uri = argc > 1 ? argv[1] : "sqlite:multi.db";
+  self_path = argv[0];
+  if (argc > 2 && strcmp(argv[2], "crash-child") == 0)
+    return crash_child();
+  alarm(120); /* a hang is a failure, not a stuck CI step */
+  TEST_RUN(test_options);
+  TEST_RUN(test_reads_and_plain);
+  TEST_RUN(test_one_pc);
+  TEST_RUN(test_write_skew);
+  TEST_RUN(test_crashed);
+  TEST_RUN(test_bank);
+  return TEST_DONE();
+}
