@@ -2418,8 +2418,8 @@ void dtx_txn_free(dtx_txn_t *t);
 
 /* Runs fn in a transaction and commits, retrying the whole transaction
  * (with the kit's randomised backoff) while fn or the commit returns
- * DTX_ECONFLICT, until opts->deadline_ms (then DTX_EUNAVAILABLE naming
- * the conflicts).  fn returns 0 to commit, or an error to abort (returned
+ * DTX_ECONFLICT, until opts->deadline_ms (then DTX_ECONFLICT naming
+ * the attempts).  fn returns 0 to commit, or an error to abort (returned
  * as is; DTX_ECONFLICT retries).  fn must not free t. */
 typedef int (*dtx_txn_fn)(dtx_txn_t *t, void *arg);
 int dtx_txn_run(dtx_store_t *st, const dtx_txn_opts_t *opts, dtx_txn_fn fn,
@@ -2434,6 +2434,28 @@ int dtx_txn_run(dtx_store_t *st, const dtx_txn_opts_t *opts, dtx_txn_fn fn,
  * commit of it fails) and answers DTX_TXN_ABORTED; a pending one whose
  * lease lapsed is aborted first.  So COMMITTED and ABORTED are final. */
 int dtx_txn_outcome(dtx_store_t *st, const char *id, int *outcome);
+
+/* Checks a transaction script (doctx txn; docs/transactions.md,
+ * "Scripts"): a JSON array of 1..1000 steps, each an object of one verb
+ *   {"find_one":COLL,"filter":F,"as":NAME}
+ *   {"find":COLL,"filter":F,"limit":N,"as":NAME}      N in 1..1000
+ *   {"require":NAME,"filter":F}   NAME read by an earlier find_one
+ *   {"insert":COLL,"doc":D}
+ *   {"update":COLL,"filter":F,"with":U[,"upsert":BOOL]}
+ *   {"delete":COLL,"filter":F}
+ * with no other keys.  0, or DTX_EINVAL (or the filter's or update's
+ * compile error) naming the step.  Needs no store. */
+int dtx_txn_script_check(const json_t *script);
+
+/* Runs script (borrowed) in one transaction under dtx_txn_run (conflicts
+ * retried until the deadline).  0: *out (new, caller owns) is
+ * {"outcome":"committed","reads":{NAME: doc|null|[docs]}}.  A require
+ * that does not hold aborts it, nothing written: DTX_ENOMATCH, and *out
+ * is {"outcome":"aborted","reads":{...}}.  Other errors: *out NULL;
+ * DTX_ECONFLICT when still conflicting at the deadline, DTX_EUNAVAILABLE
+ * with the outcome unknown (the detail names the id to ask). */
+int dtx_txn_script_run(dtx_store_t *st, const dtx_txn_opts_t *opts,
+                       const json_t *script, json_t **out);
 
 #ifdef __cplusplus
 }

@@ -156,7 +156,7 @@ extern const dtx__cli_spec_t dtx__cmd_insert, dtx__cmd_find, dtx__cmd_count,
     dtx__cmd_demo, dtx__cmd_account, dtx__cmd_transfer, dtx__cmd_worker,
     dtx__cmd_recover, dtx__cmd_audit, dtx__cmd_faults, dtx__cmd_job,
     dtx__cmd_lock, dtx__cmd_sync, dtx__cmd_ledger, dtx__cmd_order,
-    dtx__cmd_version, dtx__cmd_batch_update, dtx__cmd_interest;
+    dtx__cmd_version, dtx__cmd_batch_update, dtx__cmd_interest, dtx__cmd_txn;
 
 /* Options several commands share, with one meaning. */
 #define DTX__CLI_OPT_DEADLINE {"--deadline-ms", DTX__CLI_POS, "N", NULL, 0}

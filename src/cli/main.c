@@ -22,7 +22,7 @@ static const dtx__cli_spec_t *const commands[] = {
     &dtx__cmd_recover,  &dtx__cmd_audit,     &dtx__cmd_faults,
     &dtx__cmd_job,      &dtx__cmd_lock,      &dtx__cmd_sync,
     &dtx__cmd_ledger,   &dtx__cmd_order,     &dtx__cmd_version,
-    &dtx__cmd_batch_update, &dtx__cmd_interest, NULL};
+    &dtx__cmd_batch_update, &dtx__cmd_interest, &dtx__cmd_txn, NULL};
 
 static const dtx__cli_spec_t *find_command(const char *name) {
   for (const dtx__cli_spec_t *const *c = commands; *c; c++)

@@ -305,6 +305,15 @@ static int commit_1pc(dtx_txn_t *t, dtx__txn_key_t *k) {
       rc = DTX_ENOMATCH;
   }
   json_decref(doc);
+  if (rc && rc != DTX_ENOMATCH) { /* no record to ask: the document tells */
+    char *s = json_dumps(k->id, JSON_COMPACT | JSON_ENCODE_ANY);
+    rc = dtx__err_wrap(rc, "txn %s: the outcome of its one write is unknown: "
+                           "it committed iff %s %s holds _txn.by %s and "
+                           "_txn.v %lld (give an id to ask doctx txn show)",
+                       t->id, k->coll, s ? s : "?", t->id, (long long)c);
+    free(s);
+    return rc;
+  }
   if (rc == DTX_ENOMATCH) { /* lost, or our own write after a lost reply */
     json_t *d = NULL;
     rc = read_raw(&t->ex, k->coll, k->id, &d);
@@ -487,8 +496,10 @@ static int commit_2pc(dtx_txn_t *t) {
                 "commit_ts", (json_int_t)c, "updated",
                 (json_int_t)dtx__now_ms()),
       &matched);
-  if (rc)
-    return rc; /* UNAVAILABLE: the outcome is unknown (dtx_txn_outcome) */
+  if (rc) /* the outcome is unknown: dtx_txn_outcome tells */
+    return dtx__err_wrap(rc, "txn %s: the commit's outcome is unknown (ask "
+                             "with doctx txn show %s)",
+                         t->id, t->id);
   if (!matched) {
     json_t *r = NULL;
     rc = dtx__kit_get(&t->ex, DTX__TXN_RECORDS, t->id, &r);

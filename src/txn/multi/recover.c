@@ -55,7 +55,10 @@ static int recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
   if (rc)
     return rc;
   int64_t now = dtx__now_ms();
-  int64_t horizon = o->older_than_ms >= 0 ? o->older_than_ms : GC_HORIZON_MS;
+  /* The retention of finished records is the jobs' (--retention-ms), not
+   * the age that abandons a lease: a record deleted early would make
+   * dtx_txn_outcome fence its id and answer "aborted" for a commit. */
+  int64_t horizon = o->retention_ms > 0 ? o->retention_ms : GC_HORIZON_MS;
   json_array_foreach(list, i, r) {
     const char *tid = dtx__str(r, "_id");
     const json_t *jid = json_object_get(r, "_id");

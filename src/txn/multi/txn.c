@@ -584,9 +584,16 @@ int dtx_txn_run(dtx_store_t *st, const dtx_txn_opts_t *opts, dtx_txn_fn fn,
     dtx_txn_free(t);
     /* A caller-chosen id is spent by a commit that got as far as its
      * record: another attempt under it would meet its own record. */
-    if (rc != DTX_ECONFLICT || (opts && opts->id) ||
-        !dtx__kit_contend(&ct, &rc, "txn run: conflicts"))
+    if (rc != DTX_ECONFLICT || (opts && opts->id))
       break;
+    if (!dtx__kit_contend(&ct, &rc, "txn run")) {
+      /* Still a conflict at the deadline: the caller may retry later
+       * (exit 3), unlike an unknown outcome (exit 4). */
+      rc = dtx__err(DTX_ECONFLICT, "txn run: still conflicting at the "
+                                   "deadline after %d attempts",
+                    ct.attempt);
+      break;
+    }
   }
   return dtx__call_end(&c, rc);
 }
