@@ -11,6 +11,7 @@
  *    txn.commit) leaves intents that refuse plain updates and deletes,
  *    whose outcome is unknown under the lease and aborted after it, which
  *    readers clear; recover and audit then leave a clean store;
+ *  - plain writes may not change a record, the clock or _txn;
  *  - the bank: 8 accounts, 3 writer threads moving random amounts among
  *    2-4 accounts, 1 reader summing all balances in read-only snapshot
  *    transactions: every sum is the total; the audit is clean.
@@ -320,6 +321,57 @@ static void test_crashed(void) {
   dtx_store_close(st);
 }
 
+/* No plain write changes a record or the clock, nor forges _txn (T8);
+ * the rules say so on every backend.  A table: collection, filter,
+ * update (NULL: a delete; "!" prefix: an insert of the filter). */
+static void test_plain_tamper(void) {
+  static const struct {
+    const char *coll, *filter, *update;
+  } rows[] = {
+      {"txn_records", "{\"_id\":\"tt\"}", "{\"$set\":{\"state\":\"aborted\"}}"},
+      {"txn_records", "{\"_id\":\"tt\"}", "{\"$set\":{\"commit_ts\":1}}"},
+      {"txn_records", "{\"_id\":\"tt\"}", "{\"$set\":{\"keys\":[]}}"},
+      {"txn_records", "{\"_id\":\"tt\"}", NULL},
+      {"txn_clock", "{\"_id\":\"clock\"}", "{\"$set\":{\"ts\":1}}"},
+      {"txn_clock", "{\"_id\":\"clock\"}", NULL},
+      {"mt_docs", "{\"_id\":\"p\"}", "{\"$set\":{\"_txn.v\":1}}"},
+      {"mt_docs", "{\"_id\":\"p\"}", "{\"$unset\":{\"_txn\":\"\"}}"},
+      {"mt_docs", "{\"_id\":\"q\",\"_txn\":{\"v\":1}}", "!"},
+  };
+  dtx_store_t *st = dtx_t_open(uri);
+  drop_all(st);
+  dtx_txn_t *t = NULL;
+  json_t *a = J("{\"_id\":\"a\",\"n\":1}"), *b = J("{\"_id\":\"p\",\"n\":1}");
+  dtx_txn_opts_t o = {.id = "tt"};
+  CHECK_RC(dtx_txn_begin(st, &o, &t), 0);
+  CHECK_RC(dtx_txn_insert(t, "mt_docs", a), 0);
+  CHECK_RC(dtx_txn_insert(t, "mt_docs", b), 0);
+  CHECK_RC(dtx_txn_commit(t), 0);
+  dtx_txn_free(t);
+  json_decref(a);
+  json_decref(b);
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    json_t *f = J(rows[i].filter), *u = NULL;
+    int rc;
+    if (!rows[i].update) {
+      rc = dtx_store_delete(st, rows[i].coll, f, 0, NULL);
+    } else if (rows[i].update[0] == '!') {
+      rc = dtx_store_insert(st, rows[i].coll, f, NULL);
+    } else {
+      u = J(rows[i].update);
+      rc = dtx_store_update(st, rows[i].coll, f, u, NULL, NULL);
+    }
+    CHECKF(rc == DTX_EVALIDATION, "row %zu (%s %s): rc %d", i, rows[i].coll,
+           rows[i].filter, rc);
+    json_decref(f);
+    json_decref(u);
+  }
+  int out = -1;
+  CHECK_RC(dtx_txn_outcome(st, "tt", &out), 0);
+  CHECK(out == DTX_TXN_COMMITTED);
+  dtx_store_close(st);
+}
+
 /* ---- the bank ------------------------------------------------------------- */
 
 #define ACCOUNTS 8
@@ -463,6 +515,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_one_pc);
   TEST_RUN(test_write_skew);
   TEST_RUN(test_crashed);
+  TEST_RUN(test_plain_tamper);
   TEST_RUN(test_bank);
   return TEST_DONE();
 }

@@ -242,10 +242,13 @@ static const char record_shape[] =
 /* The record's diagram; no plain write changes a record at all. */
 static const char record_moves[] =
     "[{\"immutable\":[\"_id\",\"start_ts\",\"keys\"],"
-    "\"moves\":[{\"from\":{\"state\":\"pending\"},\"to\":{\"state\":{\"$in\":"
+    "\"moves\":[{\"name\":\"pending->pending|committed|aborted\","
+    "\"from\":{\"state\":\"pending\"},\"to\":{\"state\":{\"$in\":"
     "[\"pending\",\"committed\",\"aborted\"]}}},"
-    "{\"from\":{\"state\":\"committed\"},\"to\":{\"state\":\"committed\"}},"
-    "{\"from\":{\"state\":\"aborted\"},\"to\":{\"state\":\"aborted\"}}]},"
+    "{\"name\":\"committed->committed\",\"from\":{\"state\":\"committed\"},"
+    "\"to\":{\"state\":\"committed\"}},"
+    "{\"name\":\"aborted->aborted\",\"from\":{\"state\":\"aborted\"},"
+    "\"to\":{\"state\":\"aborted\"}}]},"
     "{\"scope\":\"plain\",\"steps\":[\"txn\"],\"insert\":false,"
     "\"immutable\":[\"state\",\"commit_ts\",\"applied\",\"cleared\","
     "\"lease_until\",\"fence\"],"
