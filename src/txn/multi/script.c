@@ -39,6 +39,33 @@ static const char *verb_of(const json_t *step) {
   return NULL;
 }
 
+/* 1 when path is _txn or under it: doctx's field, never a script's. */
+static int reserved(const char *path) {
+  size_t n = strlen(DTX__TXN_FIELD);
+  return strncmp(path, DTX__TXN_FIELD, n) == 0 &&
+         (path[n] == '\0' || path[n] == '.');
+}
+
+/* 1 when update u (operators or a replacement) names _txn. */
+static int touches_meta(const json_t *u) {
+  const char *op, *path;
+  json_t *args, *v;
+  json_object_foreach((json_t *)u, op, args) {
+    if (op[0] != '$') {
+      if (reserved(op))
+        return 1;
+      continue;
+    }
+    if (json_is_object(args))
+      json_object_foreach(args, path, v) if (reserved(path) ||
+                                             (json_is_string(v) &&
+                                              !strcmp(op, "$rename") &&
+                                              reserved(json_string_value(v))))
+          return 1;
+  }
+  return 0;
+}
+
 static int check_step(const json_t *step, size_t n, json_t *names) {
   const char *verb = json_is_object(step) ? verb_of(step) : NULL, *key;
   json_t *v;
@@ -98,6 +125,12 @@ static int check_step(const json_t *step, size_t n, json_t *names) {
     return dtx__err(DTX_EINVAL, "txn script step %zu (insert): doc is not "
                                 "an object",
                     n);
+  if ((!strcmp(verb, "insert") &&
+       json_object_get(json_object_get(step, "doc"), DTX__TXN_FIELD)) ||
+      (!strcmp(verb, "update") && touches_meta(json_object_get(step, "with"))))
+    return dtx__err(DTX_EINVAL, "txn script step %zu (%s): %s is doctx's "
+                                "transaction field (docs/transactions.md)",
+                    n, verb, DTX__TXN_FIELD);
   if (!strcmp(verb, "update")) {
     dtx__update_t *u = NULL;
     const json_t *up = json_object_get(step, "upsert");

@@ -11,6 +11,7 @@
  * (DTX_ECONFLICT).  Every document read is remembered in the handle (its
  * version, whether the view is the latest), so a second read gives the
  * same answer and the commit conditions each write on what was read. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -265,13 +266,23 @@ int dtx__txn_read_clean(dtx__exec_t *ex, const char *self, const char *coll,
       *out = d;
       return 0;
     }
+    char holder[129];
+    snprintf(holder, sizeof holder, "%s", wid ? wid : "?");
     rc = dtx__txn_resolve(ex, coll, d);
     json_decref(d);
     if (rc < 0)
       return rc;
-    if (rc == 1 && !dtx__kit_contend(&ct, &rc, "txn: waiting on a pending "
-                                               "transaction's intent"))
+    if (rc == 1 && !dtx__kit_contend(&ct, &rc, "txn: waiting")) {
+      /* Still held at the deadline: a conflict the caller may retry
+       * later (exit 3), not a store that is away. */
+      char *s = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY);
+      rc = dtx__err(DTX_ECONFLICT, "%s %s holds the intent of transaction "
+                                   "%s, pending under its lease, until the "
+                                   "deadline",
+                    coll, s ? s : "?", holder);
+      free(s);
       return rc;
+    }
   }
 }
 

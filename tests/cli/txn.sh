@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The multi-document transactions' CLI contract (docs/transactions.md,
+# "Scripts"): doctx txn SCRIPT prints {"outcome","reads"} and exits 0
+# committed, 1 aborted by a require (nothing written), 2 bad input
+# (nothing written, found before the store is set up), 3 a conflict
+# still unresolved at the deadline, and txn show ID tells an id's outcome
+# (an unknown id is fenced: aborted, and a later commit of it refused); a
+# transaction that crashed after its intents leaves documents a plain
+# update or delete may not touch, plain reads see their committed bodies,
+# and recovery finishes it; the audit is clean at the end.
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../lib/harness.sh"
+
+new_store txn
+same() { # LABEL GOT WANT
+  [ "$2" = "$3" ] && ok || bad "$1: got $2, want $3"
+}
+MOVE='[{"find_one":"acct","filter":{"_id":"A"},"as":"a"},{"require":"a","filter":{"bal":{"$gte":5}}},{"update":"acct","filter":{"_id":"A"},"with":{"$inc":{"bal":-5}}},{"update":"acct","filter":{"_id":"B"},"with":{"$inc":{"bal":5}}}]'
+bal() { field "$(d find acct "{\"_id\":\"$1\"}")" bal; }
+
+d insert acct '{"_id":"A","bal":7}' '{"_id":"B","bal":0}' >/dev/null || bad "setup"
+
+# ---- bad input: exit 2, nothing written (not even the clock) -------------------
+for args in \
+  '[' \
+  '[]' \
+  '{"find_one":"acct"}' \
+  '[{"find_one":"acct","filter":{},"as":"a","x":1}]' \
+  '[{"nope":"acct"}]' \
+  '[{"find":"acct","filter":{},"as":"a","limit":0}]' \
+  '[{"find":"acct","filter":{},"as":"a","limit":1001}]' \
+  '[{"find_one":"acct","filter":{"bal":{"$bogus":1}},"as":"a"}]' \
+  '[{"update":"acct","filter":{},"with":{"$inc":{"bal":"x"}}}]' \
+  '[{"update":"acct","filter":{},"with":{"$nope":{"bal":1}}}]' \
+  '[{"require":"zz","filter":{}}]' \
+  '[{"insert":"bad$coll","doc":{}}]' \
+  '[{"insert":"acct","doc":{"_txn":1}}]' \
+  '[{"update":"acct","filter":{},"with":{"$set":{"_txn.v":1}}}]' \
+  '[{"update":"acct","filter":{},"with":{"$rename":{"bal":"_txn"}}}]'; do
+  expect 2 "bad script $args" -- d txn "$args"
+done
+expect 2 "--lease-ms INT64_MAX" -- d txn --lease-ms 9223372036854775807 "$MOVE"
+expect 2 "--deadline-ms INT64_MAX" -- d txn --deadline-ms 9223372036854775807 "$MOVE"
+expect 2 "--isolation bogus" -- d txn --isolation bogus "$MOVE"
+expect 2 "--id with a space" -- d txn --id 'a b' "$MOVE"
+printf '[{"find_one":"acct","filter":{"_id":"A\0"},"as":"a"}]' >"$WORK/nul"
+expect 2 "a NUL byte in the script" -- d txn - <"$WORK/nul"
+d collections | grep -q txn_ && bad "bad input wrote the transactions' collections" || ok
+same "bad input moved nothing" "$(bal A)/$(bal B)" "7/0"
+
+# ---- committed, aborted by a require, show ------------------------------------------
+same "t1 commits" "$(d txn --id t1 "$MOVE")" '{"outcome":"committed","reads":{"a":{"_id":"A","bal":7}}}'
+expect 1 "a require that fails aborts" -- d txn --id t2 "$MOVE"
+same "aborted prints its reads" "$(out)" '{"outcome":"aborted","reads":{"a":{"_id":"A","bal":2}}}'
+same "money moved once" "$(bal A)/$(bal B)" "2/5"
+same "show t1" "$(d txn show t1)" '{"id":"t1","outcome":"committed"}'
+same "show t2 (no record: fenced)" "$(d txn show t2)" '{"id":"t2","outcome":"aborted"}'
+d update acct '{"_id":"A"}' '{"$set":{"bal":20}}' >/dev/null
+expect 3 "a fenced id does not commit" -- d txn --id t2 "$MOVE"
+same "the fence moved nothing" "$(bal A)/$(bal B)" "20/5"
+same "reads of a find" "$(d txn '[{"find":"acct","filter":{"bal":{"$gte":5}},"limit":10,"as":"rich"}]' | jq -c '[.reads.rich[]._id]')" '["A","B"]'
+same "an insert, an upsert and a delete" \
+  "$(d txn '[{"insert":"acct","doc":{"_id":"C","bal":0}},{"update":"acct","filter":{"_id":"D"},"with":{"$set":{"bal":0}},"upsert":true},{"delete":"acct","filter":{"_id":"C"}}]' | jq -r .outcome)" committed
+same "D upserted, C never visible" "$(d txn '[{"find":"acct","filter":{"bal":0},"limit":10,"as":"z"}]' | jq -c '[.reads.z[]._id]')" '["D"]'
+
+# ---- a crashed transaction: intents refuse plain writes --------------------------------
+DOCTX_FAULT=txn.commit:crash d txn --id t3 --lease-ms 60000 "$MOVE" >/dev/null 2>&1
+expect 3 "plain update of a document with an intent" -- d update acct '{"_id":"A"}' '{"$set":{"bal":0}}'
+grep -q "transition" "$WORK/err" && ok || bad "refusal does not name the rule: $(cat "$WORK/err")"
+expect 3 "plain delete of a document with an intent" -- d delete acct '{"_id":"B"}'
+same "plain reads see the committed bodies" "$(bal A)/$(bal B)" "20/5"
+same "show t3 under its lease" "$(d txn show t3)" '{"id":"t3","outcome":"unknown"}'
+expect 3 "a writer meets the live intent until its deadline" -- d txn --deadline-ms 300 "$MOVE"
+grep -q CONFLICT "$WORK/err" && ok || bad "not CONFLICT: $(cat "$WORK/err")"
+d recover --older-than-ms 0 >/dev/null || bad "recover"
+same "show t3 after recovery" "$(d txn show t3)" '{"id":"t3","outcome":"aborted"}'
+d update acct '{"_id":"A"}' '{"$inc":{"n":1}}' >/dev/null && ok || bad "A still refuses a plain update"
+same "after t3" "$(bal A)/$(bal B)" "20/5"
+same "serializable commits alone" "$(d txn --isolation serializable "$MOVE" | jq -r .outcome)" committed
+same "after it" "$(bal A)/$(bal B)" "15/10"
+d audit --settled >/dev/null && ok || bad "audit: $(d audit --settled 2>&1 | tail -3)"
+finish
