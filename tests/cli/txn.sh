@@ -7,7 +7,8 @@
 # (an unknown id is fenced: aborted, and a later commit of it refused); a
 # transaction that crashed after its intents leaves documents a plain
 # update or delete may not touch, plain reads see their committed bodies,
-# and recovery finishes it; the audit is clean at the end.
+# and recovery finishes it -- also an intent a paused writer wrote after
+# recovery aborted it; the audit is clean at the end.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/harness.sh"
@@ -79,5 +80,28 @@ d update acct '{"_id":"A"}' '{"$inc":{"n":1}}' >/dev/null && ok || bad "A still 
 same "after t3" "$(bal A)/$(bal B)" "20/5"
 same "serializable commits alone" "$(d txn --isolation serializable "$MOVE" | jq -r .outcome)" committed
 same "after it" "$(bal A)/$(bal B)" "15/10"
+
+# ---- a late intent: a writer paused before its second prewrite ---------------------
+# Recovery aborts its record and clears its keys (twice: the second pass
+# marks it cleared) while it is stopped; resumed, it writes B's intent
+# after all and dies at its commit timestamp.  The next recovery must
+# still find and clear that intent (its sweep), so B takes plain writes.
+log=$WORK/late.log
+DOCTX_FAULT=txn.prewrite:pause:2,txn.clock:crash:2 start_bg "$log" "$DOCTX" --store "$S" txn --id t4 "$MOVE"
+pid=$BG_PID
+if wait_stopped "$pid" 30; then
+  d recover --older-than-ms 0 >/dev/null && d recover --older-than-ms 0 >/dev/null || bad "recover beside the paused writer"
+  kill -CONT "$pid"
+  bounded_wait "$pid" 30 "$log"
+  grep -q "txn.clock crash" "$log" && ok || bad "the late writer did not reach its crash: $(tail -2 "$log")"
+  expect 3 "B holds the late intent" -- d update acct '{"_id":"B"}' '{"$inc":{"n":1}}'
+  d recover >/dev/null || bad "recover after the late intent"
+  d update acct '{"_id":"B"}' '{"$inc":{"n":1}}' >/dev/null && ok || bad "the sweep left B's late intent"
+  same "t4 moved nothing" "$(bal A)/$(bal B)" "15/10"
+  same "show t4" "$(d txn show t4)" '{"id":"t4","outcome":"aborted"}'
+else
+  bounded_wait "$pid" 30 "$log"
+  bad "the writer never paused: $(tail -2 "$log")"
+fi
 d audit --settled >/dev/null && ok || bad "audit: $(d audit --settled 2>&1 | tail -3)"
 finish

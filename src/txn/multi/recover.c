@@ -6,14 +6,17 @@
  * record whose lease lapsed is aborted and its intents cleared; a
  * committed record not yet applied has its keys rolled forward; an
  * aborted one has its intents cleared; a finished record (applied, or
- * aborted and cleared) older than the horizon is deleted (T7).  Readers
+ * aborted and cleared) older than the retention is deleted (T7); then
+ * every intent left in the collections the records name is resolved
+ * (sweep: one written late, by a writer paused before its prewrite).  Readers
  * do the same for the one document they meet, so recovery is for the
  * documents nobody reads.
  *
  * The audit reads the records and, in every collection a record names,
  * the documents holding an intent:
  *   bad_record       a record's state or fields are not what the steps write
- *   leftover_intent  a finished (applied / cleared) record's intent remains
+ *   leftover_intent  an intent of a committed record marked applied, or
+ *                    (with --settled) of an aborted one
  *   orphan_intent    an intent whose transaction has no record (T7)
  *   not_terminal     with --settled: a pending record */
 #include <stdlib.h>
@@ -45,6 +48,56 @@ static int finish_keys(dtx__exec_t *ex, const json_t *r, int commit,
       first = rc;
   }
   return first;
+}
+
+/* The collections the records name (a new object, names -> true). */
+static json_t *colls_of(const json_t *records) {
+  json_t *colls = json_object(), *r, *k;
+  size_t i, j;
+  if (!colls)
+    return NULL;
+  json_array_foreach(records, i, r) {
+    json_array_foreach(json_object_get(r, "keys"), j, k) {
+      const char *c = dtx__str(k, "c");
+      if (c && dtx__coll_check(c) == 0)
+        json_object_set_new(colls, c, json_true());
+      dtx__err_clear();
+    }
+  }
+  return colls;
+}
+
+/* Every intent left in the collections the records name is resolved by
+ * its record: an intent written late -- by a writer paused before its
+ * prewrite while recovery aborted its record and cleared its keys -- is
+ * found this way, as a reader would find it (docs/transactions.md,
+ * "Recovery"). */
+static void sweep(dtx__exec_t *ex, const json_t *records, dtx__tally_t *t) {
+  json_t *colls = colls_of(records), *dummy;
+  const char *coll;
+  json_object_foreach(colls, coll, dummy) {
+    json_t *docs = NULL, *d;
+    size_t i;
+    json_t *f = json_pack("{s:{s:b}}", DTX__TXN_FIELD ".w", "$exists", 1);
+    int rc = f ? dtx__kit_find(ex, coll, f, NULL, &docs) : DTX_ENOMEM;
+    json_decref(f);
+    if (rc) {
+      dtx__tally_error(t, NULL, rc);
+      continue;
+    }
+    json_array_foreach(docs, i, d) {
+      rc = dtx__txn_resolve(ex, coll, d);
+      if (rc == 0)
+        dtx__tally_ran(t, "intents_resolved", 1);
+      else if (rc == 1)
+        dtx__tally_skip(t, "intent of a pending transaction",
+                        json_object_get(d, "_id"));
+      else
+        dtx__tally_error(t, json_object_get(d, "_id"), rc);
+    }
+    json_decref(docs);
+  }
+  json_decref(colls);
 }
 
 static int recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
@@ -121,6 +174,7 @@ static int recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
       dtx__tally_error(t, jid, rc);
     rc = 0;
   }
+  sweep(ex, list, t);
   json_decref(list);
   return 0;
 }
@@ -192,6 +246,14 @@ static int audit(dtx__audit_t *a) {
                              JSON_COMPACT | JSON_ENCODE_ANY);
       const json_t *rec = w ? json_object_get(recs, w) : NULL;
       intents++;
+      json_t *late = NULL;
+      if (w && !rec) { /* a record begun after the records were read? */
+        json_t *q = json_pack("{s:s}", "_id", w);
+        dtx__kit_read_t rq = {.coll = DTX__TXN_RECORDS, .filter = q};
+        if (q && dtx__kit_read(a->st, &rq, &late) == 0)
+          rec = json_array_get(late, 0);
+        json_decref(q);
+      }
       if (!w)
         dtx__audit_finding(a, "bad_intent", "%s %s: an intent naming no "
                                             "transaction",
@@ -200,11 +262,20 @@ static int audit(dtx__audit_t *a) {
         dtx__audit_finding(a, "orphan_intent", "%s %s: intent of txn %s, "
                                                "which has no record",
                            coll, ids ? ids : "?", w);
-      else if (json_is_true(json_object_get(rec, "applied")) ||
-               json_is_true(json_object_get(rec, "cleared")))
+      else if (dtx__state_is(rec, "committed") &&
+               json_is_true(json_object_get(rec, "applied")))
         dtx__audit_finding(a, "leftover_intent", "%s %s: intent of txn %s, "
-                                                 "whose record is finished",
+                                                 "whose record says every "
+                                                 "key was rolled forward",
                            coll, ids ? ids : "?", w);
+      else if (dtx__state_is(rec, "aborted") && (a->flags & DTX_AUDIT_SETTLED))
+        dtx__audit_finding(a, "leftover_intent", "%s %s: intent of aborted "
+                                                 "txn %s (doctx recover "
+                                                 "clears it)",
+                           coll, ids ? ids : "?", w);
+      else if (!dtx__state_is(rec, "pending"))
+        dtx__audit_unsettled(a, 1); /* recovery or a reader finishes it */
+      json_decref(late);
       free(ids);
     }
     json_decref(docs);
