@@ -2420,7 +2420,9 @@ void dtx_txn_free(dtx_txn_t *t);
  * (with the kit's randomised backoff) while fn or the commit returns
  * DTX_ECONFLICT, until opts->deadline_ms (then DTX_ECONFLICT naming
  * the attempts).  fn returns 0 to commit, or an error to abort (returned
- * as is; DTX_ECONFLICT retries).  fn must not free t. */
+ * as is; DTX_ECONFLICT retries).  With opts->id a conflict is returned,
+ * not retried: the id is spent once its record exists.  fn must not free
+ * t. */
 typedef int (*dtx_txn_fn)(dtx_txn_t *t, void *arg);
 int dtx_txn_run(dtx_store_t *st, const dtx_txn_opts_t *opts, dtx_txn_fn fn,
                 void *arg);
