@@ -54,7 +54,7 @@ export DOCTX
 
 # The fixture's user fields, per user collection: everything else in any
 # collection is a protocol's.
-USER='{"docs":["text"],"items":["n"],"users":["name"],"posts":["author"],"wallets":["bal"]}'
+USER='{"docs":["text"],"items":["n"],"users":["name"],"posts":["author"],"wallets":["bal"],"stock":["n"]}'
 
 # Admitted rows that are harmless: "COLL|ID|PATH|KIND" (bash patterns;
 # KIND without its [op]: type:T, unset, replace, delete, insert, upsert,
@@ -130,7 +130,7 @@ declare -A ALLOW=(
 # new prefix in `doctx faults`) fails the suite until the fixture gives
 # it documents -- its collections and fields then come to the table by
 # themselves.  (store, redis and fence are the store's own points.)
-FIXTURE_PATTERNS=" transfer job lock sync ledger order batch interest version store redis fence "
+FIXTURE_PATTERNS=" transfer job lock sync ledger order batch interest version txn store redis fence "
 for p in $("$DOCTX" faults); do
   [[ $FIXTURE_PATTERNS == *" ${p%%.*} "* ]] || { bad "pattern ${p%%.*} (fault point $p) has no state in the fixture"; FIXTURE_PATTERNS+="${p%%.*} "; }
 done
@@ -195,6 +195,8 @@ setup orders d order create o3 --account C --amount 30
 setup versions d version put V '{"n":1}' --child a='{"x":1}'
 setup items d insert items '{"_id":"i1","n":0}' '{"_id":"i2","n":0}' '{"_id":"i3","n":0}'
 setup wallets d insert wallets '{"_id":"w1","bal":100}' '{"_id":"w2","bal":100}'
+setup txn d insert stock '{"_id":"s1","n":5}' '{"_id":"s2","n":0}' '{"_id":"s3","n":1}'
+setup txn d txn --id x1 '[{"update":"stock","filter":{"_id":"s1"},"with":{"$inc":{"n":-2}}},{"update":"stock","filter":{"_id":"s2"},"with":{"$inc":{"n":2}}}]'
 d dump >"$WORK/early.dump" || { echo "setup: dump"; exit 1; }
 
 # the later steps: the ledger committed first (the worker would also
@@ -234,6 +236,11 @@ crash_at version.child "$DOCTX" --store "$S" version put V '{"n":4}' --child a='
 setup interest d interest run --rate-ppm 1000 --day 2024-01-01
 setup batch d batch-update items '{"_id":"i3"}' '{"$inc":{"n":1}}' --id B2
 crash_at batch.apply:2 "$DOCTX" --store "$S" batch-update items '{}' '{"$inc":{"n":1}}' --id B1
+# transactions: s3 deleted (a tombstone), x2 crashed at its commit point
+# with its intents on s1 and s2 (an hour's lease), x9 fenced by a show
+setup txn d txn '[{"delete":"stock","filter":{"_id":"s3"}}]'
+crash_at txn.commit "$DOCTX" --store "$S" txn --id x2 --lease-ms 3600000 '[{"update":"stock","filter":{"_id":"s1"},"with":{"$inc":{"n":-1}}},{"update":"stock","filter":{"_id":"s2"},"with":{"$inc":{"n":1}}}]'
+setup txn d txn show x9
 # transfers last: t6 crashed mid-way and canceled (its tombstones on A),
 # t4 and t5 left in flight by a crashed worker
 crash_at transfer.mark_payee "$DOCTX" --store "$S" transfer A C 2 --id t6
@@ -262,7 +269,9 @@ states() { # DUMP -> one line per pattern
     "versions " + ids("version_roots"; "\(.version)/\(.res | keys | join(","))"),
     "items " + ids("items"; "\(.n)/\(._batches // {} | keys | join(","))"),
     "wallets " + ids("wallets"; "\(.bal)/\(.dtx_fx // [] | length)"),
-    "days " + ids("interest_days"; .rate_ppm)' "$1"
+    "days " + ids("interest_days"; .rate_ppm),
+    "stock " + ids("stock"; "\(.n)/\(._txn.w.id // "")/\(._txn.del // false)"),
+    "txns " + ids("txn_records"; .state)' "$1"
 }
 want_s0='transfers interest:2024-01-01:A:succeeded order:o1:succeeded order:o4:succeeded t1:succeeded t2:failed t3:failed t4:preparing t5:preparing t6:failed
 accounts A:1039/1/1 B:110/1/0 C:0/0/1 bank:0/0/0 settlement:-56/0/0
@@ -275,7 +284,9 @@ orders o1:success o2:confirming o3:canceled o4:confirmed o5:pending o6:confirmin
 versions V:3/4
 items i1:1/B1 i2:0/ i3:1/B2
 wallets w1:70/3 w2:100/0
-days 2024-01-01:1000'
+days 2024-01-01:1000
+stock s1:3/x2/false s2:2/x2/false s3:null//true
+txns x1:committed x2:pending x9:aborted'
 got=$(states "$WORK/s0.dump")
 [ "$got" = "$want_s0" ] && ok || bad "the fixture's states: $(diff <(echo "$want_s0") <(echo "$got"))"
 
@@ -297,7 +308,9 @@ orders o1:success o2:success o3:canceled o4:success o5:pending o6:success
 versions V:3/
 items i1:1/B1 i2:0/ i3:1/B2
 wallets w1:70/3 w2:100/0
-days 2024-01-01:1000'
+days 2024-01-01:1000
+stock s1:3//false s2:2//false s3:null//true
+txns x1:committed x2:aborted x9:aborted'
 got=$(states "$WORK/rec.dump")
 [ "$got" = "$want_rec" ] && ok || bad "the fixture recovered: $(diff <(echo "$want_rec") <(echo "$got"))"
 expect 0 "restore the fixture" -- "$RESTORE" "$S" "$WORK/s0.dump"

@@ -420,7 +420,8 @@ static const char guard_rule[] =
     "\"moves\":[{\"name\":\"no transaction intent\","
     "\"from\":{\"" DTX__TXN_FIELD ".w\":{\"$exists\":false}},\"to\":{}}],"
     "\"insert\":{\"" DTX__TXN_FIELD "\":{\"$exists\":false}},"
-    "\"delete\":{\"" DTX__TXN_FIELD ".w\":{\"$exists\":false}},"
+    "\"delete\":{\"" DTX__TXN_FIELD ".w\":{\"$exists\":false},"
+    "\"" DTX__TXN_FIELD ".del\":{\"$ne\":true}},"
     "\"why\":\"the document holds a transaction's intent, or _txn is "
     "doctx's: change it in a transaction (docs/transactions.md)\"}";
 

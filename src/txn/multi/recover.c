@@ -322,7 +322,8 @@ static const char record_moves[] =
     "\"to\":{\"state\":\"aborted\"}}]},"
     "{\"scope\":\"plain\",\"steps\":[\"txn\"],\"insert\":false,"
     "\"immutable\":[\"state\",\"commit_ts\",\"applied\",\"cleared\","
-    "\"lease_until\",\"fence\"],"
+    "\"lease_until\",\"fence\",\"owner\",\"epoch\",\"updated\","
+    "\"created\"],"
     "\"delete\":{\"state\":{\"$exists\":false}},"
     "\"why\":\"a transaction record changes only through doctx's "
     "transactions (docs/transactions.md)\"}]";
