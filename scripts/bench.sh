@@ -58,6 +58,14 @@
 #      over HTTP to a doctxd (16 keep-alive connections, single and the
 #      batch endpoint by 64) against the same transfers through the
 #      library in-process in the same run (docs/benchmarks.md).
+#   1g. bench_txn on both (and on SQLite sync=normal, in the first part):
+#      multi-document transactions (dtx_txn_run, snapshot) against the raw
+#      single-document operations they are built on: a 2-document
+#      transfer against two conditional updates, a 1-document transaction
+#      against one update, read-only snapshots of 2 and 10 documents
+#      against as many finds, and the transfer with 90 % of payers on one
+#      account, with the transactions' abort rate (docs/benchmarks.md,
+#      "Transactions").
 #   2. the store's ceiling: redis-benchmark, pipelined EVALSHA of a script
 #      shaped like doctx's document compare-and-set, on the standalone
 #      server and on one cluster master; and the share of it doctx uses,
@@ -150,6 +158,9 @@ if [ "$ONLY" != redis ]; then
   echo
   echo "## bench_lock: lock acquire + fenced write + release vs one plain SQLite transaction; lock hold cycles vs the same calls by hand"
   "$BUILD/bench_lock"
+  echo
+  echo "## bench_txn: multi-document transactions vs raw single-document operations (SQLite sync=normal)"
+  "$BUILD/bench_txn"
   echo
   echo "## bench_order: order confirmations (claim, credit transfer, confirm) vs one SQLite transaction"
   for s in normal full; do
@@ -271,6 +282,11 @@ echo
 echo "## bench_lock: lock acquire + fenced write + release vs SET NX PX / SET / Lua compare-and-delete; lock hold cycles vs the same calls by hand"
 run_on bench_lock redis-standalone "$URI_SA"
 run_on bench_lock redis-cluster "$URI_CL"
+
+echo
+echo "## bench_txn: multi-document transactions vs raw single-document operations"
+run_on bench_txn redis-standalone "$URI_SA"
+run_on bench_txn redis-cluster "$URI_CL"
 
 # ---- the ceiling ----------------------------------------------------------------
 # The same shape as RD_S_WRITE (src/store/redis/scripts.c) updating one
