@@ -5,10 +5,11 @@
  *
  *   begin: S = tick; reads; writes buffered in the handle
  *   commit:
- *     one document written, no caller id, no serializable read of
- *     another (1PC):  C = tick; ONE conditional replace -> committed
+ *     one document put, no caller id, nothing else locked or validated
+ *     (1PC):  C = tick; ONE conditional update (the body read) -> committed
  *     otherwise:
- *       record (pending) --prewrite every key--> C = tick
+ *       record (pending, its keys) --prewrite every key (serializable:
+ *       lock every read, absent too)--> C = tick --validate finds-->
  *          |                  |fails                  |
  *          |                  v                       v
  *          |            aborted --clear--> (gone)   committed(C)   <- COMMIT POINT
