@@ -2427,14 +2427,18 @@ typedef int (*dtx_txn_fn)(dtx_txn_t *t, void *arg);
 int dtx_txn_run(dtx_store_t *st, const dtx_txn_opts_t *opts, dtx_txn_fn fn,
                 void *arg);
 
-#define DTX_TXN_UNKNOWN 0   /* pending under a live lease: ask again */
+#define DTX_TXN_UNKNOWN 0   /* pending under a live lease (ask again), or
+                               no record once records were collected */
 #define DTX_TXN_COMMITTED 1
 #define DTX_TXN_ABORTED 2
 
 /* The outcome of transaction id (after DTX_EUNAVAILABLE from its commit).
  * An id with no record is fenced (an aborted record is written, so a late
- * commit of it fails) and answers DTX_TXN_ABORTED; a pending one whose
- * lease lapsed is aborted first.  So COMMITTED and ABORTED are final. */
+ * commit of it fails) and answers DTX_TXN_ABORTED -- or DTX_TXN_UNKNOWN,
+ * for good, once recovery ever collected a finished record (after the
+ * retention): a missing record may then be a collected commit
+ * (docs/transactions.md, "Outcome").  A pending one whose lease lapsed is
+ * aborted first.  So COMMITTED and ABORTED are final. */
 int dtx_txn_outcome(dtx_store_t *st, const char *id, int *outcome);
 
 /* Checks a transaction script (doctx txn; docs/transactions.md,

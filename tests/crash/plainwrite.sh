@@ -236,9 +236,10 @@ crash_at version.child "$DOCTX" --store "$S" version put V '{"n":4}' --child a='
 setup interest d interest run --rate-ppm 1000 --day 2024-01-01
 setup batch d batch-update items '{"_id":"i3"}' '{"$inc":{"n":1}}' --id B2
 crash_at batch.apply:2 "$DOCTX" --store "$S" batch-update items '{}' '{"$inc":{"n":1}}' --id B1
-# transactions: s3 deleted (a tombstone), x2 crashed at its commit point
-# with its intents on s1 and s2 (an hour's lease), x9 fenced by a show
-setup txn d txn '[{"delete":"stock","filter":{"_id":"s3"}}]'
+# transactions: s3 deleted by x3 (a tombstone; a deletion always has a
+# record, docs/transactions.md "The 1PC path"), x2 crashed at its commit
+# point with its intents on s1 and s2 (an hour's lease), x9 fenced by a show
+setup txn d txn --id x3 '[{"delete":"stock","filter":{"_id":"s3"}}]'
 crash_at txn.commit "$DOCTX" --store "$S" txn --id x2 --lease-ms 3600000 '[{"update":"stock","filter":{"_id":"s1"},"with":{"$inc":{"n":-1}}},{"update":"stock","filter":{"_id":"s2"},"with":{"$inc":{"n":1}}}]'
 setup txn d txn show x9
 # transfers last: t6 crashed mid-way and canceled (its tombstones on A),
@@ -286,7 +287,7 @@ items i1:1/B1 i2:0/ i3:1/B2
 wallets w1:70/3 w2:100/0
 days 2024-01-01:1000
 stock s1:3/x2/false s2:2/x2/false s3:null//true
-txns x1:committed x2:pending x9:aborted'
+txns x1:committed x2:pending x3:committed x9:aborted'
 got=$(states "$WORK/s0.dump")
 [ "$got" = "$want_s0" ] && ok || bad "the fixture's states: $(diff <(echo "$want_s0") <(echo "$got"))"
 
@@ -310,7 +311,7 @@ items i1:1/B1 i2:0/ i3:1/B2
 wallets w1:70/3 w2:100/0
 days 2024-01-01:1000
 stock s1:3//false s2:2//false s3:null//true
-txns x1:committed x2:aborted x9:aborted'
+txns x1:committed x2:aborted x3:committed x9:aborted'
 got=$(states "$WORK/rec.dump")
 [ "$got" = "$want_rec" ] && ok || bad "the fixture recovered: $(diff <(echo "$want_rec") <(echo "$got"))"
 expect 0 "restore the fixture" -- "$RESTORE" "$S" "$WORK/s0.dump"

@@ -5,10 +5,11 @@
  *
  *   begin: S = tick; reads; writes buffered in the handle
  *   commit:
- *     one document written, no caller id, no serializable read of
- *     another (1PC):  C = tick; ONE conditional replace -> committed
+ *     one document put, no caller id, nothing else locked or validated
+ *     (1PC):  C = tick; ONE conditional update (the body read) -> committed
  *     otherwise:
- *       record (pending) --prewrite every key--> C = tick
+ *       record (pending, its keys) --prewrite every key (serializable:
+ *       lock every read, absent too)--> C = tick --validate finds-->
  *          |                  |fails                  |
  *          |                  v                       v
  *          |            aborted --clear--> (gone)   committed(C)   <- COMMIT POINT
@@ -43,11 +44,20 @@
  *     v = C, keeping the replaced body as p; idempotent.
  *  T6 Versions on a document only increase.
  *  T7 A record is deleted only once none of its keys holds its intent.
- *  T8 No plain write changes a document holding an intent, or _txn. */
+ *  T8 No plain write changes a document holding an intent, or _txn.
+ *  T9 A record names its keys before any prewrite; an intent whose
+ *     record is aborted or missing (fenced) is cleared by whoever meets
+ *     it (readers, prewrites, recovery's sweep of the intents index).
+ *  T10 Serializable: every document read, absent ones too (a stub
+ *     lock), is locked or validated at its version; a find that saw all
+ *     its matches is validated again after the locks and C. */
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "doc/doc.h"
+#include "store/store.h"
 #include "txn/multi/multi.h"
 #include "util/err.h"
 
@@ -113,7 +123,10 @@ int dtx__txn_roll_forward(dtx__exec_t *ex, const char *coll, const json_t *id,
   const json_t *m = dtx__txn_meta(d), *wi = json_object_get(m, "w");
   const char *op = dtx__str(wi, "op");
   if (op && strcmp(op, "lock") == 0) {
-    upd = json_pack("{s:{s:s}}", "$unset", DTX__TXN_FIELD ".w", "");
+    /* A lock changes no version: released like an aborted intent (the
+     * stub of an absent document read is deleted). */
+    json_decref(d);
+    return dtx__txn_clear(ex, coll, id, tid);
   } else {
     const json_t *jv = json_object_get(m, "v");
     int64_t pv = json_is_integer(jv) ? json_integer_value(jv) : 0;
@@ -193,10 +206,19 @@ int dtx__txn_abort_record(dtx__exec_t *ex, const char *tid, int lapsed) {
     if (rc != DTX_ENOTFOUND)
       return rc;
     /* No record: fence the id, so a commit that has not yet inserted its
-     * record never does (docs/transactions.md, "Outcome"). */
+     * record never does (docs/transactions.md, "Outcome"); applied and
+     * cleared: nothing to finish, never collected.  Once a record was
+     * ever collected (the marker), the id may be a collected one: the
+     * fence says the outcome is unknown. */
+    json_t *mark = NULL;
+    rc = dtx__kit_get(ex, DTX__TXN_CLOCK, DTX__TXN_GC_MARK, &mark);
+    json_decref(mark);
+    if (rc && rc != DTX_ENOTFOUND)
+      return rc;
     json_t *fence = json_pack(
-        "{s:s,s:s,s:b,s:I,s:[],s:n,s:I,s:I,s:I,s:I}", "_id", tid, "state",
-        "aborted", "fence", 1, "start_ts", (json_int_t)0, "keys", "owner",
+        "{s:s,s:s,s:b,s:b,s:b,s:b,s:I,s:[],s:n,s:I,s:I,s:I,s:I}", "_id", tid,
+        "state", "aborted", "fence", 1, "unknown", rc == 0, "applied", 1,
+        "cleared", 1, "start_ts", (json_int_t)0, "keys", "owner",
         "lease_until", (json_int_t)0, "epoch", (json_int_t)0, "updated",
         (json_int_t)now, "created", (json_int_t)now);
     rc = fence ? dtx__kit_insert(ex, "txn.abort", DTX__TXN_RECORDS, fence)
@@ -268,35 +290,72 @@ static json_t *base_filter(const dtx__txn_key_t *k) {
   return f;
 }
 
-/* The 1PC path: ONE conditional replace of the one document written.
- * The body read is part of the condition, field by field, so a plain
- * write that changed or removed a field since is not overwritten unseen
- * (one that only added a field is: docs/transactions.md, "Not done"). */
+/* 1 when no top-level name of o has a '.' or starts with '$': the 1PC
+ * update names the fields as paths. */
+static int plain_names(const json_t *o) {
+  const char *n;
+  json_t *v;
+  json_object_foreach((json_t *)o, n, v) if (strchr(n, '.') || n[0] == '$')
+      return 0;
+  return 1;
+}
+
+/* The 1PC path: ONE conditional update of the one document written.  Its
+ * filter holds the body read, field by field ($eq), and the absence of
+ * every field the new body adds; the update sets the fields that change,
+ * unsets those removed, and sets _txn.  So a plain write since the read
+ * that changed or removed a field read, or added one this transaction
+ * sets, is a conflict, and one that only added another field keeps it
+ * (serialized after this transaction): never overwritten unseen
+ * (docs/transactions.md, "The 1PC path"). */
 static int commit_1pc(dtx_txn_t *t, dtx__txn_key_t *k) {
   int64_t c = 0;
   int rc = dtx__txn_tick(&t->ex, &c);
   if (rc)
     return rc;
-  json_t *doc = version_doc(k->id, k->op == KEY_PUT ? k->next : NULL, c,
-                            t->id, k->v, k->view);
+  json_t *doc = version_doc(k->id, k->next, c, t->id, k->v, k->view);
   if (!doc)
     return DTX_ENOMEM;
   if (k->stored) {
-    json_t *f = base_filter(k);
+    json_t *f = base_filter(k), *set = json_object(), *unset = json_object();
     const char *name;
     json_t *v;
-    if (f)
-      json_object_foreach(k->stored_body, name, v) if (strcmp(name, "_id")) {
-        if (json_object_set_new(f, name, json_pack("{s:O}", "$eq", v))) {
-          json_decref(f);
-          f = NULL;
-          break;
-        }
-      }
+    int bad = !f || !set || !unset;
+    json_object_foreach(k->stored_body, name, v) {
+      if (bad || strcmp(name, "_id") == 0)
+        continue;
+      bad = json_object_set_new(f, name, json_pack("{s:O}", "$eq", v)) ||
+            (!json_object_get(k->next, name) &&
+             json_object_set_new(unset, name, json_string("")));
+    }
+    json_object_foreach(k->next, name, v) {
+      if (bad || strcmp(name, "_id") == 0)
+        continue;
+      const json_t *was = json_object_get(k->stored_body, name);
+      if (!was)
+        bad = json_object_set_new(f, name, json_pack("{s:b}", "$exists", 0));
+      if (!bad && (!was || !json_equal(was, v)))
+        bad = json_object_set(set, name, v);
+    }
+    if (!bad)
+      bad = json_object_set(set, DTX__TXN_FIELD,
+                            json_object_get(doc, DTX__TXN_FIELD));
+    json_t *upd = bad ? NULL : json_pack("{s:O}", "$set", set);
+    if (upd && json_object_size(unset) &&
+        json_object_set(upd, "$unset", unset)) {
+      json_decref(upd);
+      upd = NULL;
+    }
+    json_decref(set);
+    json_decref(unset);
     int matched = 0;
-    rc = f ? dtx__kit_update(&t->ex, "txn.commit1", k->coll, f,
-                             json_incref(doc), &matched)
-           : DTX_ENOMEM;
+    if (f && upd) {
+      rc = dtx__kit_update(&t->ex, "txn.commit1", k->coll, f, upd, &matched);
+    } else {
+      json_decref(f);
+      json_decref(upd);
+      rc = DTX_ENOMEM;
+    }
     if (rc == 0 && !matched)
       rc = DTX_ENOMATCH;
   } else {
@@ -410,7 +469,9 @@ static void abort_all(dtx_txn_t *t) {
 static int in_commit(const dtx_txn_t *t, const dtx__txn_key_t *k) {
   if (k->op)
     return 1;
-  return t->isolation == DTX_TXN_SERIALIZABLE && k->used && k->stored;
+  /* serializable: every document read, an absent one too (its lock is
+   * a stub that holds the _id, so no insert slips in) */
+  return t->isolation == DTX_TXN_SERIALIZABLE && k->used;
 }
 
 /* The plain-write rule on a collection transactions write (T8). */
@@ -425,6 +486,73 @@ static const char guard_rule[] =
     "\"why\":\"the document holds a transaction's intent, or _txn is "
     "doctx's: change it in a transaction (docs/transactions.md)\"}";
 
+/* dtx__txn_guard's memo: "URI\nCOLL" keys guarded by this process, with
+ * the catalog generation they were guarded at (a drop makes them old). */
+static pthread_mutex_t guard_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  char *key;
+  uint64_t gen;
+} *guarded;
+static size_t nguarded, capguarded;
+
+static const char intent_index[] = "{\"" DTX__TXN_FIELD ".w.id\":1}";
+
+int dtx__txn_guard(dtx_store_t *st, const char *coll) {
+  uint64_t gen = dtx__store_catalog_gen();
+  const char *uri = dtx_store_uri(st);
+  size_t n = strlen(uri) + strlen(coll) + 2, i;
+  char *key = malloc(n);
+  if (!key)
+    return DTX_ENOMEM;
+  snprintf(key, n, "%s\n%s", uri, coll);
+  int priv = strncmp(uri, "sqlite::memory:", 15) == 0; /* one per handle */
+  pthread_mutex_lock(&guard_lock);
+  for (i = 0; i < nguarded && strcmp(guarded[i].key, key); i++)
+    ;
+  if (!priv && i < nguarded && guarded[i].gen == gen) {
+    pthread_mutex_unlock(&guard_lock);
+    free(key);
+    return 0;
+  }
+  /* Held while setting up, as dtx__kit_ensure does: no commit of this
+   * process writes an intent before the rule and the index exist. */
+  json_t *keys = json_loads(intent_index, 0, NULL);
+  dtx_index_opts_t o = {.sparse = 1, .bypass_validation = 1};
+  int rc = dtx__kit_guard_coll(st, coll, guard_rule);
+  if (rc == 0)
+    rc = keys ? dtx_store_create_index(st, coll, keys, &o, NULL) : DTX_ENOMEM;
+  json_decref(keys);
+  if (rc == 0 && !priv && i < nguarded) {
+    guarded[i].gen = gen;
+  } else if (rc == 0 && !priv) {
+    if (nguarded == capguarded) {
+      size_t ncap = capguarded ? capguarded * 2 : 8;
+      void *g = realloc(guarded, ncap * sizeof *guarded);
+      if (g) {
+        guarded = g;
+        capguarded = ncap;
+      }
+    }
+    if (nguarded < capguarded) { /* else: guarded again next time */
+      guarded[nguarded].key = key;
+      guarded[nguarded++].gen = gen;
+      key = NULL;
+    }
+  }
+  pthread_mutex_unlock(&guard_lock);
+  free(key);
+  return rc;
+}
+
+int dtx__txn_intents(dtx__exec_t *ex, const char *coll, json_t **out) {
+  /* A range over the strings: the planner reads the sparse index, whose
+   * entries are exactly the documents holding an intent. */
+  json_t *f = json_pack("{s:{s:s}}", DTX__TXN_FIELD ".w.id", "$gte", "");
+  int rc = f ? dtx__kit_find(ex, coll, f, NULL, out) : DTX_ENOMEM;
+  json_decref(f);
+  return rc;
+}
+
 static int guard_colls(dtx_txn_t *t) {
   for (size_t i = 0; i < t->nkeys; i++) {
     if (!t->keys[i].op)
@@ -435,10 +563,76 @@ static int guard_colls(dtx_txn_t *t) {
         break;
     if (j < i)
       continue;
-    int rc = dtx__kit_guard_coll(t->st, t->keys[i].coll, guard_rule);
+    int rc = dtx__txn_guard(t->st, t->keys[i].coll);
     if (rc)
       return dtx__err_wrap(rc, "txn %s: guarding %s", t->id,
                            t->keys[i].coll);
+  }
+  return 0;
+}
+
+/* Serializable: each find by predicate that saw every match (txn.c
+ * records it) matches the same documents now.  A document it may match
+ * and did not see -- its committed body matches, or another
+ * transaction's intent would make it match -- is a conflict; what it
+ * read is locked (our intent) or, read-only, validated by version.
+ * Called after every lock is held and C taken: a transaction whose
+ * intent is not here yet writes it after this check, so takes its
+ * commit timestamp after C
+ * and serializes after this one (docs/transactions.md, "Isolation").  A
+ * read-only transaction calls it after its reads' validation. */
+static int validate_finds(dtx_txn_t *t) {
+  size_t i;
+  json_t *q;
+  json_array_foreach(t->finds, i, q) {
+    const char *coll = dtx__str(q, "c");
+    const json_t *flt = json_object_get(q, "f");
+    dtx__filter_t *f = NULL;
+    json_t *cand = NULL, *d;
+    int rc = dtx__filter_compile(flt, &f);
+    json_t *qq = rc ? NULL
+                    : json_pack("{s:[O,{s:{s:b}}]}", "$or", flt,
+                                DTX__TXN_FIELD ".w", "$exists", 1);
+    if (rc == 0)
+      rc = qq ? dtx__kit_find_n(&t->ex, coll, qq, NULL, DTX__TXN_MAX_SCAN + 1,
+                                &cand)
+              : DTX_ENOMEM;
+    json_decref(qq);
+    if (rc == 0 && json_array_size(cand) > DTX__TXN_MAX_SCAN)
+      rc = dtx__err(DTX_ELIMIT, "txn %s: validating a find in %s met more "
+                                "than %d candidates; narrow the filter",
+                    t->id, coll, DTX__TXN_MAX_SCAN);
+    size_t j;
+    json_array_foreach(cand, j, d) {
+      if (rc)
+        break;
+      const json_t *m = dtx__txn_meta(d), *w = json_object_get(m, "w");
+      const char *wid = dtx__str(w, "id");
+      if (wid && strcmp(wid, t->id) == 0)
+        continue; /* ours: written or locked at the version read */
+      const dtx__txn_key_t *k =
+          dtx__txn_key_find(t, coll, json_object_get(d, "_id"));
+      if (k && k->used)
+        continue; /* read: locked, or (read-only) validated by version */
+      json_t *b = dtx__txn_body(d);
+      int match = b && !json_is_true(json_object_get(m, "del")) &&
+                  dtx__filter_match(f, b) == 1;
+      json_decref(b);
+      const json_t *wd = json_object_get(w, "doc");
+      int held = !match && json_is_object(wd) && dtx__filter_match(f, wd) == 1;
+      dtx__txn_key_t other = {.coll = (char *)coll,
+                              .id = json_object_get(d, "_id")};
+      if (match || held)
+        rc = conflict(t, &other,
+                      held ? "a find's predicate matches a document "
+                             "another transaction is writing"
+                        : "a document started to match a find's predicate "
+                          "(a phantom)");
+    }
+    json_decref(cand);
+    dtx__filter_free(f);
+    if (rc)
+      return rc;
   }
   return 0;
 }
@@ -455,9 +649,12 @@ static int commit_2pc(dtx_txn_t *t) {
       json_decref(keys);
       keys = NULL;
     }
+  /* applied and cleared are written false, so recovery finds the
+   * records with work through the index {state, applied, cleared}. */
   json_t *rec = keys ? json_pack(
-                           "{s:s,s:s,s:I,s:o,s:s,s:I,s:I,s:I,s:I}", "_id",
-                           t->id, "state", "pending", "start_ts",
+                           "{s:s,s:s,s:b,s:b,s:I,s:o,s:s,s:I,s:I,s:I,s:I}",
+                           "_id", t->id, "state", "pending", "applied", 0,
+                           "cleared", 0, "start_ts",
                            (json_int_t)t->start_ts, "keys", keys, "owner",
                            t->ex.owner, "lease_until",
                            (json_int_t)(now + t->ex.lease_ms), "epoch",
@@ -485,6 +682,8 @@ static int commit_2pc(dtx_txn_t *t) {
       rc = prewrite(t, &t->keys[i]);
   if (rc == 0)
     rc = dtx__txn_tick(&t->ex, &c); /* after every intent: T4 */
+  if (rc == 0)
+    rc = validate_finds(t); /* under the locks, after C: see there */
   if (rc) {
     abort_all(t);
     return rc;
@@ -571,12 +770,19 @@ int dtx__txn_commit(dtx_txn_t *t) {
       extra++;
     }
   }
-  if (writes == 0)
-    return t->isolation == DTX_TXN_SERIALIZABLE ? validate_reads(t) : 0;
+  if (writes == 0) {
+    int rc = t->isolation == DTX_TXN_SERIALIZABLE ? validate_reads(t) : 0;
+    return rc ? rc : validate_finds(t);
+  }
   int rc = guard_colls(t);
   if (rc)
     return rc;
-  if (writes == 1 && extra == 0 && !t->caller_id) {
+  /* 1PC: one document put (a deletion would drop a field a plain write
+   * added: it takes the record path), nothing else locked or to validate
+   * (docs/transactions.md, "The 1PC path"). */
+  if (writes == 1 && extra == 0 && !t->caller_id && !t->finds &&
+      w->op == KEY_PUT && plain_names(w->next) &&
+      (!w->stored_body || plain_names(w->stored_body))) {
     if (!w->latest)
       return conflict(t, w, "a newer version was committed after the "
                             "snapshot");
@@ -605,16 +811,19 @@ int dtx_txn_outcome(dtx_store_t *st, const char *id, int *outcome) {
                                 dtx__int(r, "lease_until") < dtx__now_ms())) {
       json_decref(r);
       rc = dtx__txn_abort_record(&ex, id, rc == 0);
-      if (rc == DTX_ENOMATCH) {
+      if (rc == DTX_ENOMATCH || rc == 0) {
         rc = 0;
-        continue; /* it moved meanwhile: read it again */
+        continue; /* read it again: it moved meanwhile, or our fence */
       }
-      if (rc == 0)
-        *outcome = DTX_TXN_ABORTED;
       break;
     }
+    /* A fence written once records were collected: the id may have
+     * committed and been collected; it can no longer commit, but which
+     * it was is unknown (docs/transactions.md, "Outcome"). */
     if (rc == 0)
       *outcome = dtx__state_is(r, "committed") ? DTX_TXN_COMMITTED
+                 : json_is_true(json_object_get(r, "unknown"))
+                     ? DTX_TXN_UNKNOWN
                  : dtx__state_is(r, "aborted") ? DTX_TXN_ABORTED
                                                : DTX_TXN_UNKNOWN;
     json_decref(r);

@@ -48,6 +48,10 @@ struct dtx_txn {
   int done; /* committed, aborted or failed: no more calls */
   dtx__txn_key_t *keys;
   size_t nkeys, cap;
+  /* serializable: the finds by predicate that returned fewer documents
+   * than their limit, [{c: COLL, f: FILTER}], validated again at commit
+   * (docs/transactions.md, "Isolation"); NULL: none */
+  json_t *finds;
 };
 
 extern const dtx__pattern_t dtx__txn_pattern;
@@ -81,6 +85,24 @@ int dtx__txn_abort_record(dtx__exec_t *ex, const char *tid, int lapsed);
  * within the deadline.  *out: a new reference, NULL when none. */
 int dtx__txn_read_clean(dtx__exec_t *ex, const char *self, const char *coll,
                         const json_t *id, json_t **out);
+
+/* txn_clock's document that says a finished record was ever collected
+ * (recover.c writes it before the first delete): from then on a missing
+ * record may be a collected one, and dtx_txn_outcome answers unknown. */
+#define DTX__TXN_GC_MARK "gc"
+
+/* Guards coll (T8: the plain-write rule) and gives it the sparse index
+ * on _txn.w.id that recovery's sweep reads, once per process and store
+ * (catalog generation) -- not a rules read per commit. */
+int dtx__txn_guard(dtx_store_t *st, const char *coll);
+
+/* The documents of coll holding an intent (a new array in *out), read
+ * through that index: what recovery sweeps, not the collection. */
+int dtx__txn_intents(dtx__exec_t *ex, const char *coll, json_t **out);
+
+/* The key of (coll, id) in t's table, or NULL (txn.c). */
+dtx__txn_key_t *dtx__txn_key_find(dtx_txn_t *t, const char *coll,
+                                  const json_t *id);
 
 /* The commit of t (commit.c). */
 int dtx__txn_commit(dtx_txn_t *t);

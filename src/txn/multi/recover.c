@@ -2,15 +2,17 @@
  * transactions (the pattern "txn"; protocol: commit.c's header and
  * docs/transactions.md).
  *
- * Recovery finishes what crashed or stalled transactions left: a pending
- * record whose lease lapsed is aborted and its intents cleared; a
- * committed record not yet applied has its keys rolled forward; an
- * aborted one has its intents cleared; a finished record (applied, or
- * aborted and cleared) older than the retention is deleted (T7); then
- * every intent left in the collections the records name is resolved
- * (sweep: one written late, by a writer paused before its prewrite).  Readers
- * do the same for the one document they meet, so recovery is for the
- * documents nobody reads.
+ * Recovery finishes what crashed or stalled transactions left, reading
+ * only the records with work (load_work: the index {state, applied,
+ * cleared, updated}): a pending record whose lease lapsed is aborted and
+ * its intents cleared; a committed record not yet applied has its keys
+ * rolled forward; an aborted one has its intents cleared; a finished
+ * record (applied, or aborted and cleared) older than the retention is
+ * deleted (T7), after the marker txn_clock/gc; then every intent in the
+ * collections transactions write is resolved (sweep: through their
+ * sparse index on _txn.w.id, one written late by a writer paused before
+ * its prewrite).  Readers do the same for the one document they meet,
+ * so recovery is for the documents nobody reads.
  *
  * The audit reads the records and, in every collection a record names,
  * the documents holding an intent:
@@ -50,37 +52,49 @@ static int finish_keys(dtx__exec_t *ex, const json_t *r, int commit,
   return first;
 }
 
-/* The collections the records name (a new object, names -> true). */
-static json_t *colls_of(const json_t *records) {
-  json_t *colls = json_object(), *r, *k;
-  size_t i, j;
-  if (!colls)
-    return NULL;
-  json_array_foreach(records, i, r) {
-    json_array_foreach(json_object_get(r, "keys"), j, k) {
-      const char *c = dtx__str(k, "c");
-      if (c && dtx__coll_check(c) == 0)
-        json_object_set_new(colls, c, json_true());
-      dtx__err_clear();
-    }
+/* 1 when coll's rules hold the transactions' plain-write rule: a
+ * collection some transaction wrote (dtx__txn_guard). */
+static int guarded(dtx_store_t *st, const char *coll) {
+  json_t *r = NULL, *e;
+  size_t i;
+  if (dtx_store_get_rules(st, coll, &r)) {
+    dtx__err_clear();
+    return 0;
   }
-  return colls;
+  const json_t *tr = json_object_get(r, "transition");
+  int yes = dtx__str_is(tr, "pattern", "txn");
+  json_array_foreach(tr, i, e) yes = yes || dtx__str_is(e, "pattern", "txn");
+  json_decref(r);
+  return yes;
 }
 
-/* Every intent left in the collections the records name is resolved by
+/* Every intent left in a collection transactions write is resolved by
  * its record: an intent written late -- by a writer paused before its
- * prewrite while recovery aborted its record and cleared its keys -- is
- * found this way, as a reader would find it (docs/transactions.md,
- * "Recovery"). */
-static void sweep(dtx__exec_t *ex, const json_t *records, dtx__tally_t *t) {
-  json_t *colls = colls_of(records), *dummy;
-  const char *coll;
-  json_object_foreach(colls, coll, dummy) {
+ * prewrite while recovery aborted its record and cleared its keys (and
+ * marked it cleared, so no later pass reads that record) -- is found
+ * this way, as a reader would find it (docs/transactions.md,
+ * "Recovery").  It reads the collections' rules and, in each guarded
+ * one, the documents its sparse index on _txn.w.id holds: the intents
+ * there now, not the collection. */
+static void sweep(dtx__exec_t *ex, dtx__tally_t *t) {
+  json_t *names = NULL, *n;
+  size_t k;
+  int rc = dtx__kit_colls(ex->st, &names);
+  if (rc) {
+    dtx__tally_error(t, NULL, rc);
+    return;
+  }
+  json_array_foreach(names, k, n) {
+    const char *coll = json_string_value(n);
+    if (!coll || !guarded(ex->st, coll))
+      continue;
     json_t *docs = NULL, *d;
     size_t i;
-    json_t *f = json_pack("{s:{s:b}}", DTX__TXN_FIELD ".w", "$exists", 1);
-    int rc = f ? dtx__kit_find(ex, coll, f, NULL, &docs) : DTX_ENOMEM;
-    json_decref(f);
+    /* the index exists from this process's first look (a collection
+     * guarded before the index did not have it) */
+    rc = dtx__txn_guard(ex->st, coll);
+    if (rc == 0)
+      rc = dtx__txn_intents(ex, coll, &docs);
     if (rc) {
       dtx__tally_error(t, NULL, rc);
       continue;
@@ -97,21 +111,57 @@ static void sweep(dtx__exec_t *ex, const json_t *records, dtx__tally_t *t) {
     }
     json_decref(docs);
   }
-  json_decref(colls);
+  json_decref(names);
+}
+
+/* The records recovery has work with, through the index {state, applied,
+ * cleared, updated}: pending ones, committed ones not applied, aborted
+ * ones not cleared, and finished ones not updated since horizon (fences
+ * are written applied and cleared: never collected).  Not every record
+ * kept for the retention. */
+static int load_work(dtx__exec_t *ex, int64_t horizon, json_t **out) {
+  json_t *qs[5] = {
+      json_pack("{s:s}", "state", "pending"),
+      json_pack("{s:s,s:b}", "state", "committed", "applied", 0),
+      json_pack("{s:s,s:b,s:b}", "state", "aborted", "applied", 0, "cleared",
+                0),
+      json_pack("{s:s,s:b,s:b,s:{s:I}}", "state", "committed", "applied", 1,
+                "cleared", 0, "updated", "$lte", (json_int_t)horizon),
+      json_pack("{s:s,s:b,s:b,s:{s:I}}", "state", "aborted", "applied", 0,
+                "cleared", 1, "updated", "$lte", (json_int_t)horizon),
+  };
+  json_t *all = json_array();
+  int rc = all ? 0 : DTX_ENOMEM;
+  for (int i = 0; i < 5; i++) {
+    json_t *arr = NULL;
+    if (rc == 0)
+      rc = qs[i] ? dtx__kit_find(ex, DTX__TXN_RECORDS, qs[i], NULL, &arr)
+                 : DTX_ENOMEM;
+    if (rc == 0 && json_array_extend(all, arr))
+      rc = DTX_ENOMEM;
+    json_decref(arr);
+    json_decref(qs[i]);
+  }
+  if (rc)
+    json_decref(all);
+  else
+    *out = all;
+  return rc;
 }
 
 static int recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                    dtx__tally_t *t) {
   json_t *list = NULL, *r;
   size_t i;
-  int rc = dtx__kit_find(ex, DTX__TXN_RECORDS, NULL, NULL, &list);
+  int64_t now = dtx__now_ms();
+  int marked = 0;
+  /* The retention of finished records is the jobs' (--retention-ms), not
+   * the age that abandons a lease: until then dtx_txn_outcome answers for
+   * the id (after it: unknown, see the marker below). */
+  int64_t horizon = o->retention_ms > 0 ? o->retention_ms : GC_HORIZON_MS;
+  int rc = load_work(ex, now - horizon, &list);
   if (rc)
     return rc;
-  int64_t now = dtx__now_ms();
-  /* The retention of finished records is the jobs' (--retention-ms), not
-   * the age that abandons a lease: a record deleted early would make
-   * dtx_txn_outcome fence its id and answer "aborted" for a commit. */
-  int64_t horizon = o->retention_ms > 0 ? o->retention_ms : GC_HORIZON_MS;
   json_array_foreach(list, i, r) {
     const char *tid = dtx__str(r, "_id");
     const json_t *jid = json_object_get(r, "_id");
@@ -161,7 +211,21 @@ static int recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
     } else if (now - dtx__int(r, "updated") >= horizon &&
                !json_is_true(json_object_get(r, "fence"))) {
       int64_t n = 0;
-      rc = dtx__kit_delete(ex, "txn.gc", DTX__TXN_RECORDS,
+      /* Before the first delete: the marker that a record was ever
+       * collected, so a missing record is no longer proof that the id
+       * never committed (dtx_txn_outcome answers unknown). */
+      json_t *mark = marked ? NULL
+                            : json_pack("{s:s,s:I}", "_id", DTX__TXN_GC_MARK,
+                                        "ts", (json_int_t)1);
+      rc = marked ? 0
+           : mark ? dtx__kit_insert(ex, "txn.gc", DTX__TXN_CLOCK, mark)
+                  : DTX_ENOMEM;
+      json_decref(mark);
+      if (rc == DTX_EDUPKEY)
+        rc = 0;
+      marked = rc == 0;
+      if (rc == 0)
+        rc = dtx__kit_delete(ex, "txn.gc", DTX__TXN_RECORDS,
                            json_pack("{s:s,s:O}", "_id", tid, "state",
                                      json_object_get(r, "state")),
                            &n);
@@ -174,7 +238,7 @@ static int recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
       dtx__tally_error(t, jid, rc);
     rc = 0;
   }
-  sweep(ex, list, t);
+  sweep(ex, t);
   json_decref(list);
   return 0;
 }
@@ -295,7 +359,10 @@ static const char *const collections[] = {DTX__TXN_RECORDS, DTX__TXN_CLOCK,
                                           NULL};
 
 static const dtx__index_def_t indexes[] = {
-    {DTX__TXN_RECORDS, "{\"state\":1}", 0, 0},
+    /* what recovery reads (load_work): records with work, and those
+     * past the retention, never every record kept */
+    {DTX__TXN_RECORDS,
+     "{\"state\":1,\"applied\":1,\"cleared\":1,\"updated\":1}", 0, 0},
     {NULL, NULL, 0, 0},
 };
 
@@ -308,7 +375,8 @@ static const char record_shape[] =
     "\"commit_ts\":{\"bsonType\":\"long\",\"minimum\":1},"
     "\"keys\":{\"bsonType\":\"array\"},"
     "\"applied\":{\"bsonType\":\"bool\"},\"cleared\":{\"bsonType\":\"bool\"},"
-    "\"fence\":{\"bsonType\":\"bool\"}," DTX__KIT_ITEM_PROPS "}}}";
+    "\"fence\":{\"bsonType\":\"bool\"},\"unknown\":{\"bsonType\":\"bool\"},"
+    DTX__KIT_ITEM_PROPS "}}}";
 
 /* The record's diagram; no plain write changes a record at all. */
 static const char record_moves[] =
@@ -322,7 +390,7 @@ static const char record_moves[] =
     "\"to\":{\"state\":\"aborted\"}}]},"
     "{\"scope\":\"plain\",\"steps\":[\"txn\"],\"insert\":false,"
     "\"immutable\":[\"state\",\"commit_ts\",\"applied\",\"cleared\","
-    "\"lease_until\",\"fence\",\"owner\",\"epoch\",\"updated\","
+    "\"lease_until\",\"fence\",\"unknown\",\"owner\",\"epoch\",\"updated\","
     "\"created\"],"
     "\"delete\":{\"state\":{\"$exists\":false}},"
     "\"why\":\"a transaction record changes only through doctx's "

@@ -137,6 +137,7 @@ void dtx_txn_free(dtx_txn_t *t) {
   for (size_t i = 0; i < t->nkeys; i++)
     key_free(&t->keys[i]);
   free(t->keys);
+  json_decref(t->finds);
   free(t);
 }
 
@@ -157,8 +158,8 @@ static int usable(dtx_txn_t *t) {
 
 /* ---- the key table ---------------------------------------------------------- */
 
-static dtx__txn_key_t *key_find(dtx_txn_t *t, const char *coll,
-                                const json_t *id) {
+dtx__txn_key_t *dtx__txn_key_find(dtx_txn_t *t, const char *coll,
+                                  const json_t *id) {
   for (size_t i = 0; i < t->nkeys; i++)
     if (strcmp(t->keys[i].coll, coll) == 0 &&
         dtx__value_cmp(t->keys[i].id, id) == 0)
@@ -289,7 +290,7 @@ int dtx__txn_read_clean(dtx__exec_t *ex, const char *self, const char *coll,
 /* The key of (coll, id), read at the snapshot unless already known. */
 static int key_get(dtx_txn_t *t, const char *coll, const json_t *id,
                    dtx__txn_key_t **out) {
-  dtx__txn_key_t *k = key_find(t, coll, id);
+  dtx__txn_key_t *k = dtx__txn_key_find(t, coll, id);
   if (k) {
     *out = k;
     return 0;
@@ -386,6 +387,11 @@ static int txn_find(dtx_txn_t *t, const char *coll, const json_t *filter,
         break;
       if ((rc = key_get(t, coll, id, &k)))
         break;
+      /* A read by _id is a read of that document even when it is absent
+       * or does not match: serializable locks it (docs/transactions.md,
+       * "Isolation"). */
+      if (one)
+        k->used = 1;
       const json_t *e = key_eff(k);
       if (e && dtx__filter_match(f, e) == 1) {
         k->used = 1;
@@ -396,6 +402,19 @@ static int txn_find(dtx_txn_t *t, const char *coll, const json_t *filter,
         }
       }
     }
+  /* Serializable: a find by predicate that saw every match (fewer than
+   * its limit) is validated again at commit, so a document that starts
+   * to match meanwhile (a phantom) is a conflict.  One that filled its
+   * limit returned some matches, which stay so under their locks. */
+  if (rc == 0 && !one && t->isolation == DTX_TXN_SERIALIZABLE &&
+      (int64_t)json_array_size(res) < limit) {
+    if (!t->finds)
+      t->finds = json_array();
+    if (!t->finds || json_array_append_new(t->finds,
+                                           json_pack("{s:s,s:O}", "c", coll,
+                                                     "f", flt)))
+      rc = DTX_ENOMEM;
+  }
   dtx__filter_free(f);
   json_decref(empty);
   json_decref(ids);
@@ -510,7 +529,7 @@ int dtx_txn_update(dtx_txn_t *t, const char *coll, const json_t *filter,
     if (rc == 0)
       rc = no_meta(next);
     if (rc == 0) {
-      dtx__txn_key_t *k = key_find(t, coll, json_object_get(d, "_id"));
+      dtx__txn_key_t *k = dtx__txn_key_find(t, coll, json_object_get(d, "_id"));
       json_decref(k->next);
       k->next = next;
       next = NULL;
@@ -547,7 +566,7 @@ int dtx_txn_delete(dtx_txn_t *t, const char *coll, const json_t *filter,
   rc = txn_find(t, coll, filter, 1, &found);
   const json_t *d = json_array_get(found, 0);
   if (rc == 0 && d) {
-    dtx__txn_key_t *k = key_find(t, coll, json_object_get(d, "_id"));
+    dtx__txn_key_t *k = dtx__txn_key_find(t, coll, json_object_get(d, "_id"));
     json_decref(k->next);
     k->next = NULL;
     k->op = KEY_DEL;
