@@ -116,6 +116,14 @@ export interface TransferRequest { from: string; to: string; amount: number; id?
 export interface AuditReport { clean: boolean; ok: boolean; findings: JsonObject[]; unsettled: number;
   patterns: { [pattern: string]: JsonObject }; [key: string]: Json }
 
+/** A step of a transaction script (docs/transactions.md, "Scripts"): one of
+ * {find_one, filter, as}, {find, filter, limit, as}, {require, filter},
+ * {insert, doc}, {update, filter, with, upsert?}, {delete, filter}. */
+export type TxnStep = JsonObject;
+export interface TxnOptions { isolation?: 'snapshot' | 'serializable'; id?: string; leaseMs?: number; deadlineMs?: number }
+/** committed, or aborted by a require (nothing written). */
+export interface TxnResult { outcome: 'committed' | 'aborted'; reads: { [name: string]: Json } }
+
 // ---- options ---------------------------------------------------------------
 
 export interface FindOptions { sort?: JsonObject; limit?: number; skip?: number; projection?: JsonObject; after?: string }
@@ -380,6 +388,12 @@ export class Client {
   versionHistory(item: string): Promise<JsonObject[]>;
   /** Admin scope.  Not retried. */
   versionGc(opts?: { keep?: number; graceMs?: number }): Promise<JsonObject>;
+
+  // transactions (docs/transactions.md)
+  /** Not retried: on Unavailable or TransportError ask txnShow(id). */
+  txn(script: TxnStep[], opts?: TxnOptions): Promise<TxnResult>;
+  /** Write scope: an id with no record is fenced (aborted). */
+  txnShow(id: string): Promise<{ id: string; outcome: 'committed' | 'aborted' | 'unknown' }>;
 
   // admin
   audit(opts?: { settled?: boolean }): Promise<AuditReport>;

@@ -635,6 +635,33 @@ export class Client {
     return this.#call('POST', '/v1/versions/gc', fields(opts));
   }
 
+  // ---- transactions (docs/transactions.md) ---------------------------------------------
+
+  /**
+   * Runs script (an array of steps, as `doctx txn` takes) as ONE transaction:
+   * {outcome: 'committed', reads: {NAME: doc|null}}, or outcome 'aborted' when a
+   * require did not hold (nothing written).  opts: isolation ('snapshot' |
+   * 'serializable'), id, leaseMs, deadlineMs.  A conflict still there at the
+   * deadline throws Conflict (CONFLICT).  Never retried: a repeat under the
+   * same id answers CONFLICT even when the first run committed.  On
+   * Unavailable (problem.outcome 'unknown') or a TransportError the outcome
+   * is unknown: give an id and ask txnShow(id).
+   */
+  txn(script, opts = {}) {
+    return this.#call('POST', '/v1/txn', fields({ script, ...opts }));
+  }
+
+  /**
+   * {id, outcome}: 'committed', 'aborted' or 'unknown' (pending under a live
+   * lease: ask again), as `doctx txn show`.  POST /v1/txn/{id}/outcome (write
+   * scope): an id with no record is fenced (an aborted record is written, so
+   * a late commit under it fails); committed and aborted are final, so it
+   * is retried.
+   */
+  txnShow(id) {
+    return this.#call('POST', `/v1/txn/${p(id)}/outcome`, undefined, { idempotent: true });
+  }
+
   // ---- admin ------------------------------------------------------------------
 
   /** Runs the audit (admin scope): its report with clean: true|false. */

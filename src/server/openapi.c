@@ -109,6 +109,12 @@ static const struct {
     {"GET", "/v1/versions/{item}", "Read a version", 200},
     {"GET", "/v1/versions/{item}/history", "An item's versions", 200},
     {"POST", "/v1/versions/gc", "Collect old versions", 200},
+    {"POST", "/v1/txn",
+     "Run a multi-document transaction script (200: committed, or aborted "
+     "by a require)",
+     200},
+    {"POST", "/v1/txn/{id}/outcome",
+     "A transaction's outcome (an id with no record is fenced: aborted)", 200},
     {"POST", "/v1/admin/audit", "Run the audit", 200},
     {"POST", "/v1/admin/recover", "Run recovery", 200},
     {"GET", "/v1/admin/stats", "Dashboard counts and the one-minute ring", 200},

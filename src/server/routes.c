@@ -181,6 +181,12 @@ const dtx__srv_route_t dtx__srv_routes[] = {
     /* job progress (docs/jobs.md "Progress"; routes_job.c) */
     {"POST", "/v1/jobs/{id}/progress", W, dtx__srv_h_job_progress,
      FIELDS({"epoch", F_INT}, {"value", F_ANY})},
+    /* multi-document transactions (docs/transactions.md; routes_multi.c):
+     * the outcome is a POST because it may write a fence */
+    {"POST", "/v1/txn", W, dtx__srv_h_txn,
+     FIELDS({"script", F_ARR}, {"isolation", F_STR}, {"id", F_STR},
+            {"lease_ms", F_INT}, {"deadline_ms", F_INT})},
+    {"POST", "/v1/txn/{id}/outcome", W, dtx__srv_h_txn_outcome, NOFIELDS},
     /* admin */
     {"POST", "/v1/admin/audit", A, dtx__srv_h_audit,
      FIELDS({"settled", F_BOOL})},

@@ -23,7 +23,8 @@
 /* ---- the ring ------------------------------------------------------------ */
 
 /* The route classes of the ring and the page's charts: the first path
- * segment after /v1/ (queues and jobs are one class), "ops" for the routes
+ * segment after /v1/ (queues and jobs are one class; /v1/txn, a script of
+ * document reads and writes, counts as documents), "ops" for the routes
  * outside /v1, and the requests no route matched. */
 static const char *const classes[DTX__SRV_NCLASSES] = {
     "documents", "accounts", "transfers", "jobs",  "locks", "ledger",
@@ -33,10 +34,10 @@ static int class_of(size_t route) {
   static const struct {
     const char *prefix;
     int cls;
-  } map[] = {{"/v1/c/", 0},       {"/v1/accounts", 1}, {"/v1/transfers", 2},
-             {"/v1/queues", 3},   {"/v1/jobs", 3},     {"/v1/locks", 4},
-             {"/v1/ledger", 5},   {"/v1/sync", 6},     {"/v1/orders", 7},
-             {"/v1/versions", 8}, {"/v1/admin", 9}};
+  } map[] = {{"/v1/c/", 0},        {"/v1/txn", 0},      {"/v1/accounts", 1},
+             {"/v1/transfers", 2}, {"/v1/queues", 3},   {"/v1/jobs", 3},
+             {"/v1/locks", 4},     {"/v1/ledger", 5},   {"/v1/sync", 6},
+             {"/v1/orders", 7},    {"/v1/versions", 8}, {"/v1/admin", 9}};
   if (route >= dtx__srv_nroutes)
     return DTX__SRV_NCLASSES - 1;
   const char *p = dtx__srv_routes[route].pattern;

@@ -308,6 +308,9 @@ void dtx__srv_h_version_put(dtx__srv_ctx_t *c);
 void dtx__srv_h_version_get(dtx__srv_ctx_t *c);
 void dtx__srv_h_version_history(dtx__srv_ctx_t *c);
 void dtx__srv_h_version_gc(dtx__srv_ctx_t *c);
+/* multi-document transactions (routes_multi.c) */
+void dtx__srv_h_txn(dtx__srv_ctx_t *c);
+void dtx__srv_h_txn_outcome(dtx__srv_ctx_t *c);
 
 /* Query and answer helpers of the list routes (page.c).  An int64 query
  * parameter key (dflt when absent): 0, or a 400 answered. */

@@ -6,8 +6,10 @@
 # before and after), a lock acquire/renew/release cycle, a stale fencing
 # token refused with 409 FENCED on a document write, the admin's
 # force-release (and its refusal when the token moved), a retried ledger
-# post answering the same, and /metrics' new families (names, types, no
-# id as a label).  The audit at the end is clean.
+# post answering the same, /metrics' new families (names, types, no
+# id as a label), and the transaction routes (POST /v1/txn and its
+# outcome: bad input, a require, a fence, a conflict, a crashed writer,
+# a lost commit reply on a second doctxd).  The audit at the end is clean.
 #
 # ONE doctxd serves the suite's store.  Run by ctest on SQLite ($DOCTX
 # set; DOCTXD beside it), and by tests/redis/run-redis.sh's shell phase
@@ -620,6 +622,107 @@ check "schedules" 200 '"schedules":[{' '"_id":"hs"'
 req DELETE /v1/job-schedules/hs "$T_WRITE"
 check "unschedule" 200 '"state":"removed"' '"gen":2'
 no "unschedule again" 404 NOTFOUND DELETE /v1/job-schedules/hs "$T_WRITE"
+
+# ---- multi-document transactions (docs/server.md, "Transactions") ------------------
+# POST /v1/txn runs `doctx txn`'s script: 200 committed or aborted by a
+# require, 400 bad input with nothing written (the transactions'
+# collections not even made), 409 a conflict, 503 with the outcome
+# unknown and the id; POST /v1/txn/{id}/outcome is `txn show` (a POST: it
+# may write a fence).
+req POST /v1/c/stock/insert "$T_WRITE" '{"docs":[{"_id":"w1","n":5},{"_id":"w2","n":0}]}'
+check "txn: the stock" 200 '"inserted":2'
+MOVE='[{"find_one":"stock","filter":{"_id":"w1"},"as":"w1"},{"require":"w1","filter":{"n":{"$gte":3}}},{"update":"stock","filter":{"_id":"w1"},"with":{"$inc":{"n":-3}}},{"update":"stock","filter":{"_id":"w2"},"with":{"$inc":{"n":3}}}]'
+BACK='[{"update":"stock","filter":{"_id":"w1"},"with":{"$inc":{"n":1}}},{"update":"stock","filter":{"_id":"w2"},"with":{"$inc":{"n":-1}}}]'
+same() { [ "$2" = "$3" ] && ok || bad "$1: got $2, want $3"; } # LABEL GOT WANT
+stock() { d find stock '{}' | jq -sr 'sort_by(._id) | map(.n | tostring) | join("/")'; }
+refused "txn: no script" 400 INVAL POST /v1/txn "$T_WRITE" '{"id":"hx"}'
+grep -qF "'script' is required" "$WORK/rb" && ok || bad "no script: not named: $(rbody)"
+refused "txn: malformed JSON" 400 BADJSON POST /v1/txn "$T_WRITE" '{"script":[{"find_one":"stock",'
+refused "txn: a bare array body" 400 INVAL POST /v1/txn "$T_WRITE" "$MOVE"
+refused "txn: an unknown step" 400 INVAL POST /v1/txn "$T_WRITE" '{"script":[{"upsert":"stock","filter":{}}]}'
+grep -qF 'step 1' "$WORK/rb" && ok || bad "unknown step: the step not named: $(rbody)"
+refused "txn: an unknown key in a step" 400 INVAL POST /v1/txn "$T_WRITE" '{"script":[{"insert":"stock","doc":{"_id":"x"},"upsert":true}]}'
+refused "txn: INT64_MAX deadline_ms" 400 INVAL POST /v1/txn "$T_WRITE" "{\"script\":$MOVE,\"deadline_ms\":9223372036854775807}"
+grep -qF 'deadline_ms' "$WORK/rb" && ok || bad "deadline: not named: $(rbody)"
+refused "txn: INT64_MAX lease_ms" 400 INVAL POST /v1/txn "$T_WRITE" "{\"script\":$MOVE,\"lease_ms\":9223372036854775807}"
+refused "txn: a step's bad operator" 400 BADQUERY POST /v1/txn "$T_WRITE" '{"script":[{"delete":"stock","filter":{"n":{"$bogus":1}}}]}'
+refused "txn: an escaped NUL in a name" 400 BADJSON POST /v1/txn "$T_WRITE" '{"script":[{"insert":"st\u0000ock","doc":{}}]}'
+no "txn: deadline past int64" 400 BADJSON POST /v1/txn "$T_WRITE" "{\"script\":$MOVE,\"deadline_ms\":9223372036854775808}"
+no "txn: a negative deadline" 400 INVAL POST /v1/txn "$T_WRITE" "{\"script\":$MOVE,\"deadline_ms\":-1}"
+no "txn: script a string" 400 INVAL POST /v1/txn "$T_WRITE" '{"script":"[]"}'
+no "txn: an empty script" 400 INVAL POST /v1/txn "$T_WRITE" '{"script":[]}'
+no "txn: limit a string" 400 INVAL POST /v1/txn "$T_WRITE" '{"script":[{"find":"stock","filter":{},"limit":"5","as":"a"}]}'
+no "txn: upsert a string" 400 INVAL POST /v1/txn "$T_WRITE" '{"script":[{"update":"stock","filter":{},"with":{"$set":{"a":1}},"upsert":"yes"}]}'
+no "txn: id a number" 400 INVAL POST /v1/txn "$T_WRITE" "{\"script\":$MOVE,\"id\":7}"
+no "txn: a bad id" 400 INVAL POST /v1/txn "$T_WRITE" "{\"script\":$MOVE,\"id\":\"a b\"}"
+no "txn: an unknown isolation" 400 INVAL POST /v1/txn "$T_WRITE" "{\"script\":$MOVE,\"isolation\":\"linearizable\"}"
+no "txn: _txn in an insert" 400 INVAL POST /v1/txn "$T_WRITE" '{"script":[{"insert":"stock","doc":{"_id":"x","_txn":{}}}]}'
+no "txn: a require of no read" 400 INVAL POST /v1/txn "$T_WRITE" '{"script":[{"require":"w9","filter":{}}]}'
+no "txn: an unknown field" 400 INVAL POST /v1/txn "$T_WRITE" "{\"script\":$MOVE,\"isolaton\":\"snapshot\"}"
+printf '{"script":[{"insert":"stock","doc":{"_id":"x\0"}}]}' >"$WORK/nul.json"
+CODE=$(curl -s -o "$WORK/rb" -w '%{http_code}' --max-time 30 -H "Authorization: Bearer $T_WRITE" \
+  -H 'Content-Type: application/json' --data-binary @"$WORK/nul.json" "$URL/v1/txn") || :
+check "txn: a NUL byte in the body" 400 '"code":"BADJSON"' 'NUL byte'
+refused "txn: read token" 403 FORBIDDEN POST /v1/txn "$T_READ" "{\"script\":$MOVE}"
+no "txn: no token" 401 UNAUTHORIZED POST /v1/txn "" "{\"script\":$MOVE}"
+d collections | grep -q '^txn_' && bad "bad input made the transactions' collections" || ok
+same "txn: bad input moved nothing" "$(stock)" "5/0"
+req POST /v1/txn "$T_WRITE" "{\"script\":$MOVE,\"id\":\"hm1\"}"
+check "txn commits" 200 '{"outcome":"committed","reads":{"w1":{"_id":"w1","n":5}}}'
+req POST /v1/txn "$T_WRITE" "{\"script\":$MOVE,\"isolation\":\"serializable\",\"deadline_ms\":5000,\"lease_ms\":2000}"
+check "txn: a require that fails aborts (200)" 200 '{"outcome":"aborted","reads":{"w1":{"_id":"w1","n":2}}}'
+same "txn: moved once" "$(stock)" "2/3"
+req POST /v1/txn "$T_WRITE" '{"script":[{"find":"stock","filter":{"n":{"$gte":2}},"limit":10,"as":"s"}]}'
+check "txn: a find's reads" 200 '"outcome":"committed"' '"s":[{"_id":"w1","n":2},{"_id":"w2","n":3}]'
+req POST /v1/txn/hm1/outcome "$T_WRITE"
+check "txn outcome: committed" 200 '{"id":"hm1","outcome":"committed"}'
+req POST /v1/txn/hm2/outcome "$T_WRITE" '{}'
+check "txn outcome of an unknown id: fenced" 200 '{"id":"hm2","outcome":"aborted"}'
+no "txn: a fenced id does not commit" 409 CONFLICT POST /v1/txn "$T_WRITE" "{\"script\":$BACK,\"id\":\"hm2\"}"
+same "txn: the fence moved nothing" "$(stock)" "2/3"
+no "txn outcome: read token" 403 FORBIDDEN POST /v1/txn/hm1/outcome "$T_READ"
+no "txn outcome: a bad id" 400 INVAL POST '/v1/txn/a%20b/outcome' "$T_WRITE"
+no "txn outcome: a field" 400 INVAL POST /v1/txn/hm1/outcome "$T_WRITE" '{"id":"hm1"}'
+no "txn outcome is no GET" 405 METHOD GET /v1/txn/hm1/outcome "$T_WRITE"
+hdr "txn outcome: Allow" "Allow: POST"
+# A crashed writer's intents (the CLI, with a fault point): a transaction
+# meeting them is a conflict at its deadline; plain writes are refused;
+# its outcome is unknown under its lease, aborted after recovery.
+DOCTX_FAULT=txn.commit:crash d txn --id hm4 --lease-ms 60000 "$BACK" >/dev/null 2>&1
+req POST /v1/txn/hm4/outcome "$T_WRITE"
+check "txn outcome under a live lease" 200 '{"id":"hm4","outcome":"unknown"}'
+no "txn: a conflict at its deadline" 409 CONFLICT POST /v1/txn "$T_WRITE" "{\"script\":$BACK,\"deadline_ms\":300}"
+no "txn: a plain update of an intent's document" 409 VALIDATION POST /v1/c/stock/update "$T_WRITE" \
+  '{"filter":{"_id":"w1"},"update":{"$set":{"n":0}}}'
+req POST /v1/admin/recover "$T_ADMIN" '{"older_than_ms":0}'
+check "txn: recover" 200 '"ok":true'
+req POST /v1/txn/hm4/outcome "$T_WRITE"
+check "txn outcome after recovery" 200 '{"id":"hm4","outcome":"aborted"}'
+same "txn: the crashed writer moved nothing" "$(stock)" "2/3"
+# A commit whose reply is lost (a second doctxd, its txn.commit armed to
+# lose the reply at each of the kit's 4 attempts -- the kit retries a
+# lost reply): 503 with the outcome unknown and the id; the outcome route
+# tells it committed, and the stock moved once.
+main_url=$URL main_pid=$DPID
+lost=txn.commit:lost:1,txn.commit:lost:2,txn.commit:lost:3,txn.commit:lost:4
+if DOCTX_FAULT=$lost start_doctxd "$WORK/doctxd-lost.log" --store "$S" \
+  --tokens "$WORK/tokens" --rate 0 --threads 1; then
+  req POST /v1/txn "$T_WRITE" "{\"script\":$BACK,\"id\":\"hm5\"}"
+  check "txn: a lost commit reply" 503 '"code":"UNAVAILABLE"' '"outcome":"unknown"' '"id":"hm5"'
+  hdr "txn: the 503's Retry-After" "Retry-After: 1"
+  grep -q 'fault: txn.commit lost' "$WORK/doctxd-lost.log" && ok || bad "the reply was not lost: $(log_tail "$WORK/doctxd-lost.log")"
+  stop_bg "$DPID" 15 "$WORK/doctxd-lost.log" && ok || bad "the second doctxd did not stop"
+else
+  bad "the second doctxd did not start"
+fi
+URL=$main_url DPID=$main_pid
+req POST /v1/txn/hm5/outcome "$T_WRITE"
+check "txn outcome after a lost reply" 200 '{"id":"hm5","outcome":"committed"}'
+# Its intents are rolled forward by the next reader (or recovery): a
+# transaction reads the committed values, and then so do plain reads.
+req POST /v1/txn "$T_WRITE" '{"script":[{"find":"stock","filter":{},"limit":10,"as":"s"}]}'
+check "txn: a reader sees the lost-reply commit" 200 '"s":[{"_id":"w1","n":3},{"_id":"w2","n":2}]'
+same "txn: the lost-reply commit moved once" "$(stock)" "3/2"
 
 # The audit, after everything: money, ledger, orders and locks consistent.
 req POST /v1/admin/audit "$T_ADMIN" '{}'

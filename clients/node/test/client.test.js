@@ -559,6 +559,49 @@ test('versions', async () => {
   assert.equal((await admin.versionGc({ keep: 1, graceMs: 0 })).ok, true);
 });
 
+test('transactions', async () => {
+  const coll = uid('stock');
+  await c.insert(coll, [{ _id: 'w1', n: 5 }, { _id: 'w2', n: 0 }]);
+  const move = [
+    { find_one: coll, filter: { _id: 'w1' }, as: 'w1' },
+    { require: 'w1', filter: { n: { $gte: 3 } } },
+    { update: coll, filter: { _id: 'w1' }, with: { $inc: { n: -3 } } },
+    { update: coll, filter: { _id: 'w2' }, with: { $inc: { n: 3 } } },
+  ];
+  const id = uid('t');
+  assert.deepEqual(await c.txn(move, { id, leaseMs: 5000, deadlineMs: 5000 }),
+    { outcome: 'committed', reads: { w1: { _id: 'w1', n: 5 } } });
+  assert.deepEqual(await c.txn(move, { isolation: 'serializable' }),
+    { outcome: 'aborted', reads: { w1: { _id: 'w1', n: 2 } } });
+  assert.deepEqual(await c.txnShow(id), { id, outcome: 'committed' });
+  const fenced = uid('t');
+  assert.deepEqual(await c.txnShow(fenced), { id: fenced, outcome: 'aborted' });
+  await rejects(c.txn(move.slice(2), { id: fenced }), Conflict, (e) => assert.equal(e.code, 'CONFLICT'));
+  await rejects(c.txn([{ upsert: coll, filter: {} }]), BadRequest, (e) => assert.match(e.detail, /step 1/));
+  await rejects(c.txn(move, { deadlineMs: Number.MAX_SAFE_INTEGER }), BadRequest);
+  await rejects(c.txn(move, { isolation: 'linearizable' }), BadRequest);
+  await rejects(new Client(URL, T_READ).txn(move), Forbidden);
+  assert.deepEqual((await c.find(coll, {}, { sort: { _id: 1 } })).docs.map((d) => d.n), [2, 3]);
+});
+
+test('a transaction whose answer is lost is not retried; txnShow tells', async () => {
+  const coll = uid('stock');
+  await c.insert(coll, [{ _id: 'a', n: 1 }, { _id: 'b', n: 0 }]);
+  const id = uid('t');
+  const proxy = await lossyProxy(URL, 1);
+  try {
+    await rejects(new Client(proxy.url, T_WRITE, { timeout: 10000, backoff: 10 }).txn([
+      { update: coll, filter: { _id: 'a' }, with: { $inc: { n: -1 } } },
+      { update: coll, filter: { _id: 'b' }, with: { $inc: { n: 1 } } },
+    ], { id }), TransportError);
+    assert.equal(proxy.forwarded.length, 1);
+  } finally {
+    await proxy.close();
+  }
+  assert.deepEqual(await c.txnShow(id), { id, outcome: 'committed' });
+  assert.deepEqual((await c.find(coll, {}, { sort: { _id: 1 } })).docs.map((d) => d.n), [0, 1]);
+});
+
 // ---- retries -----------------------------------------------------------------
 
 test('a retried transfer is counted once', async () => {

@@ -1032,6 +1032,52 @@ class Client:
         return self._call("POST", "/v1/versions/gc",
                           _drop_none({"keep": keep, "grace_ms": grace_ms}))
 
+    # ---- transactions (docs/transactions.md) ------------------------------------
+
+    def txn(
+        self,
+        script: Sequence[Mapping[str, Any]],
+        *,
+        isolation: Optional[str] = None,
+        id: Optional[str] = None,
+        lease_ms: Optional[int] = None,
+        deadline_ms: Optional[int] = None,
+    ) -> JSON:
+        """Runs ``script`` (a list of steps, as ``doctx txn`` takes) as ONE transaction.
+
+        Returns ``{"outcome": "committed", "reads": {NAME: doc or None}}``, or
+        ``{"outcome": "aborted", ...}`` when a ``require`` step did not hold
+        (nothing was written).  ``isolation`` is ``"snapshot"`` (doctxd's
+        default) or ``"serializable"``.  Conflicts are retried by doctxd
+        until ``deadline_ms``; one still there raises
+        :class:`~doctx.errors.Conflict` (``CONFLICT``): run it again.
+
+        Never retried by the client: a repeat under the same ``id`` meets
+        the id's record and answers ``CONFLICT`` even when the first run
+        committed.  On :class:`~doctx.errors.Unavailable` (the problem's
+        ``outcome`` is ``"unknown"``) or a
+        :class:`~doctx.errors.TransportError`, the outcome is unknown: give
+        an ``id`` and ask :meth:`txn_show` with it.  With an ``id`` every
+        commit writes a record, and a conflict is not retried by doctxd.
+        """
+        body = _drop_none(
+            {"script": list(script), "isolation": isolation, "id": id,
+             "lease_ms": lease_ms, "deadline_ms": deadline_ms}
+        )
+        return self._call("POST", "/v1/txn", body)
+
+    def txn_show(self, id: str) -> JSON:
+        """The outcome of transaction ``id``, as ``doctx txn show``:
+        ``{"id", "outcome"}``, ``"committed"``, ``"aborted"`` or ``"unknown"``
+        (still pending under a live lease: ask again).
+
+        ``POST /v1/txn/{id}/outcome`` (write scope): an id with no record is
+        fenced -- an aborted record is written, so a late commit under it
+        fails -- and answers ``"aborted"``; committed and aborted are final,
+        so a repeat answers the same and the call is retried.
+        """
+        return self._call("POST", f"/v1/txn/{self._p(id)}/outcome", idempotent=True)
+
     # ---- admin ------------------------------------------------------------
 
     def audit(self, *, settled: Optional[bool] = None) -> JSON:

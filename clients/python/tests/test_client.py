@@ -627,6 +627,59 @@ def test_versions(c: Client, admin: Client) -> None:
     assert admin.version_gc(keep=1, grace_ms=0)["ok"] is True
 
 
+def test_txn(c: Client) -> None:
+    coll = uid("stock")
+    c.insert(coll, [{"_id": "w1", "n": 5}, {"_id": "w2", "n": 0}])
+    move = [
+        {"find_one": coll, "filter": {"_id": "w1"}, "as": "w1"},
+        {"require": "w1", "filter": {"n": {"$gte": 3}}},
+        {"update": coll, "filter": {"_id": "w1"}, "with": {"$inc": {"n": -3}}},
+        {"update": coll, "filter": {"_id": "w2"}, "with": {"$inc": {"n": 3}}},
+    ]
+    tid = uid("t")
+    assert c.txn(move, id=tid, lease_ms=5000, deadline_ms=5000) == {
+        "outcome": "committed", "reads": {"w1": {"_id": "w1", "n": 5}}}
+    assert c.txn(move, isolation="serializable") == {
+        "outcome": "aborted", "reads": {"w1": {"_id": "w1", "n": 2}}}
+    assert c.txn_show(tid) == {"id": tid, "outcome": "committed"}
+    fenced = uid("t")
+    assert c.txn_show(fenced) == {"id": fenced, "outcome": "aborted"}
+    with pytest.raises(Conflict) as e:
+        c.txn(move[2:], id=fenced)  # the fence: the id is spent
+    assert e.value.code == "CONFLICT"
+    with pytest.raises(BadRequest) as e:
+        c.txn([{"upsert": coll, "filter": {}}])
+    assert "step 1" in e.value.detail
+    with pytest.raises(BadRequest):
+        c.txn(move, deadline_ms=2**63 - 1)
+    with pytest.raises(BadRequest):
+        c.txn(move, isolation="linearizable")
+    with pytest.raises(Forbidden):
+        Client(URL, T_READ).txn(move)
+    assert [d["n"] for d in c.find(coll, {}, sort={"_id": 1})["docs"]] == [2, 3]
+
+
+def test_txn_answer_lost_is_not_retried(c: Client) -> None:
+    """A transaction is never retried by the client (a repeat under its id
+    would answer CONFLICT); its outcome is asked with txn_show."""
+    coll = uid("stock")
+    c.insert(coll, [{"_id": "a", "n": 1}, {"_id": "b", "n": 0}])
+    tid = uid("t")
+    proxy = LossyProxy(URL, drop=1)
+    try:
+        flaky = Client(proxy.url, T_WRITE, timeout=10, backoff=0.01)
+        with pytest.raises(TransportError):
+            flaky.txn([
+                {"update": coll, "filter": {"_id": "a"}, "with": {"$inc": {"n": -1}}},
+                {"update": coll, "filter": {"_id": "b"}, "with": {"$inc": {"n": 1}}},
+            ], id=tid)
+        assert len(proxy.forwarded) == 1, proxy.forwarded
+    finally:
+        proxy.close()
+    assert c.txn_show(tid) == {"id": tid, "outcome": "committed"}
+    assert [d["n"] for d in c.find(coll, {}, sort={"_id": 1})["docs"]] == [0, 1]
+
+
 # ---- retries -------------------------------------------------------------------
 
 
