@@ -209,7 +209,7 @@ static stx_t *simulate(size_t ntx, int nkeys) {
         op->kind = READ;
         op->len = l->n;
         op->list = malloc((l->n + 1) * sizeof *op->list);
-        memcpy(op->list, l->v, l->n * sizeof *l->v);
+        if (l->n) memcpy(op->list, l->v, l->n * sizeof *l->v);
       }
     }
     if (!apply)
