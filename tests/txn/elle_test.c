@@ -336,7 +336,6 @@ static void test_serial(void) {
       sop_t *op = &t->ops[o];
       if (strcmp(t->outcome, "committed") || op->kind != READ || op->len < 2)
         continue;
-      int64_t first = op->list[0];
       memmove(op->list, op->list + 1, (op->len - 1) * sizeof *op->list);
       op->len--;
       CHECKF(run(h, ntx, ELLE_SNAPSHOT, kinds, sizeof kinds) == 1 &&
@@ -344,7 +343,6 @@ static void test_serial(void) {
              "t%zu's read of k%d without its first element: [%s]", i, op->key,
              kinds);
       done = 1;
-      (void)first;
     }
   }
   CHECK(done);
