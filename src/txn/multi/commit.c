@@ -410,7 +410,8 @@ static void abort_all(dtx_txn_t *t) {
 static int in_commit(const dtx_txn_t *t, const dtx__txn_key_t *k) {
   if (k->op)
     return 1;
-  return t->isolation == DTX_TXN_SERIALIZABLE && k->used && k->stored;
+  return t->isolation == DTX_TXN_SERIALIZABLE && k->used && k->stored &&
+         dtx__txn_break() != DTX__TXN_BREAK_READLOCK /* test-only */;
 }
 
 /* The plain-write rule on a collection transactions write (T8). */
