@@ -471,7 +471,8 @@ static int in_commit(const dtx_txn_t *t, const dtx__txn_key_t *k) {
     return 1;
   /* serializable: every document read, an absent one too (its lock is
    * a stub that holds the _id, so no insert slips in) */
-  return t->isolation == DTX_TXN_SERIALIZABLE && k->used;
+  return t->isolation == DTX_TXN_SERIALIZABLE && k->used &&
+         dtx__txn_break() != DTX__TXN_BREAK_READLOCK /* test-only */;
 }
 
 /* The plain-write rule on a collection transactions write (T8). */

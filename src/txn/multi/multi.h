@@ -113,4 +113,19 @@ const json_t *dtx__txn_meta(const json_t *doc);
 /* doc without _txn (a new reference). */
 json_t *dtx__txn_body(const json_t *doc);
 
+/* ---- the test-only break switch (test_break.c; docs/transactions.md,
+ * "The test-only break switch") ---------------------------------------- */
+#define DTX__TXN_BREAK_ENV "DTX_TXN_TEST_BREAK"
+enum {
+  DTX__TXN_BREAK_NONE = 0,
+  DTX__TXN_BREAK_SNAPSHOT = 1, /* reads ignore the snapshot timestamp */
+  DTX__TXN_BREAK_READLOCK = 2  /* serializable locks nothing it read */
+};
+/* The check switched off in this process (read once), NONE unless a test
+ * armed the switch. */
+int dtx__txn_break(void);
+/* Arms the switch (tests only: no front door calls it) and returns what
+ * it reads, as dtx__txn_break(). */
+int dtx__txn_break_arm(void);
+
 #endif

@@ -224,7 +224,8 @@ static int key_view(dtx_txn_t *t, dtx__txn_key_t *k, const json_t *d) {
   if (!(k->stored_body = dtx__txn_body(d)))
     return DTX_ENOMEM;
   int del = json_is_true(json_object_get(m, "del"));
-  if (k->v <= t->start_ts) {
+  if (k->v <= t->start_ts ||
+      dtx__txn_break() == DTX__TXN_BREAK_SNAPSHOT /* test-only */) {
     k->view = del ? NULL : json_incref(k->stored_body);
     return 0;
   }
