@@ -38,7 +38,14 @@ for args in \
   '[{"insert":"bad$coll","doc":{}}]' \
   '[{"insert":"acct","doc":{"_txn":1}}]' \
   '[{"update":"acct","filter":{},"with":{"$set":{"_txn.v":1}}}]' \
-  '[{"update":"acct","filter":{},"with":{"$rename":{"bal":"_txn"}}}]'; do
+  '[{"update":"acct","filter":{},"with":{"$rename":{"bal":"_txn"}}}]' \
+  '[{"update":"txn_records","filter":{"_id":"t3"},"with":{"$set":{"state":"committed"}}}]' \
+  '[{"insert":"txn_clock","doc":{"_id":"x","ts":1}}]' \
+  '[{"delete":"jobs","filter":{}}]' \
+  '[{"find":"acct","filter":{},"limit":5,"as":"r"},{"require":"r","filter":{}}]' \
+  '[{"insert":"acct","doc":{"_id":"Z","$x":1}}]' \
+  '[{"find":"acct","filter":{"$or":[{"_txn.w":{"$exists":true}}]},"limit":5,"as":"r"}]' \
+  '[{"update":"acct","filter":{"_id":"Q","_txn":{"v":9}},"with":{"$set":{"bal":1}},"upsert":true}]'; do
   expect 2 "bad script $args" -- d txn "$args"
 done
 expect 2 "--lease-ms INT64_MAX" -- d txn --lease-ms 9223372036854775807 "$MOVE"
@@ -103,5 +110,19 @@ else
   bounded_wait "$pid" 30 "$log"
   bad "the writer never paused: $(tail -2 "$log")"
 fi
+
+# ---- attacks: a script may not forge another transaction's record -------------------
+# t5 crashed before its commit point; a script's step on txn_records would
+# pass the records' plain-write rule (its steps are txn's): committing t5
+# without a commit timestamp.  A body with a top-level '$' name (a plain
+# insert may hold one) could never roll forward: every reader then failed.
+DOCTX_FAULT=txn.commit:crash d txn --id t5 --lease-ms 60000 "$MOVE" >/dev/null 2>&1
+expect 2 "a script updating a record" -- d txn '[{"update":"txn_records","filter":{"_id":"t5"},"with":{"$set":{"state":"committed"}}}]'
+same "t5 not forged" "$(d txn show t5)" '{"id":"t5","outcome":"unknown"}'
+d recover --older-than-ms 0 >/dev/null || bad "recover t5"
+d insert acct '{"_id":"P","$p":1}' >/dev/null || bad "plain insert of P"
+expect 2 "a transaction writing a body with a '\$' name" -- d txn --id t6 '[{"update":"acct","filter":{"_id":"P"},"with":{"$inc":{"n":1}}},{"update":"acct","filter":{"_id":"B"},"with":{"$inc":{"n":1}}}]'
+d update acct '{"_id":"P"}' '{"$inc":{"n":1}}' >/dev/null && ok || bad "P holds an intent"
+same "reads of acct still work" "$(d txn '[{"find":"acct","filter":{},"limit":10,"as":"all"}]' | jq -r .outcome)" committed
 d audit --settled >/dev/null && ok || bad "audit: $(d audit --settled 2>&1 | tail -3)"
 finish
