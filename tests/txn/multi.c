@@ -537,6 +537,9 @@ static void test_plain_tamper(void) {
       {"mt_docs", "{\"_id\":\"p\"}", "{\"$set\":{\"_txn.v\":1}}"},
       {"mt_docs", "{\"_id\":\"p\"}", "{\"$unset\":{\"_txn\":\"\"}}"},
       {"mt_docs", "{\"_id\":\"q\",\"_txn\":{\"v\":1}}", "!"},
+      /* a tombstone (a deleted by txn d2): no body comes back plainly */
+      {"mt_docs", "{\"_id\":\"a\"}", "{\"$set\":{\"n\":100}}"},
+      {"mt_docs", "{\"_id\":\"a\"}", NULL},
   };
   dtx_store_t *st = dtx_t_open(uri);
   drop_all(st);
@@ -550,6 +553,13 @@ static void test_plain_tamper(void) {
   dtx_txn_free(t);
   json_decref(a);
   json_decref(b);
+  dtx_txn_opts_t o2 = {.id = "d2"};
+  a = J("{\"_id\":\"a\"}");
+  CHECK_RC(dtx_txn_begin(st, &o2, &t), 0);
+  CHECK_RC(dtx_txn_delete(t, "mt_docs", a, NULL), 0);
+  CHECK_RC(dtx_txn_commit(t), 0);
+  dtx_txn_free(t);
+  json_decref(a);
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     json_t *f = J(rows[i].filter), *u = NULL;
     int rc;

@@ -44,7 +44,8 @@
  *     v = C, keeping the replaced body as p; idempotent.
  *  T6 Versions on a document only increase.
  *  T7 A record is deleted only once none of its keys holds its intent.
- *  T8 No plain write changes a document holding an intent, or _txn.
+ *  T8 No plain write changes a document holding an intent or a
+ *     tombstone, or _txn.
  *  T9 A record names its keys before any prewrite; an intent whose
  *     record is aborted or missing (fenced) is cleared by whoever meets
  *     it (readers, prewrites, recovery's sweep of the intents index).
@@ -474,17 +475,22 @@ static int in_commit(const dtx_txn_t *t, const dtx__txn_key_t *k) {
   return t->isolation == DTX_TXN_SERIALIZABLE && k->used;
 }
 
-/* The plain-write rule on a collection transactions write (T8). */
+/* The plain-write rule on a collection transactions write (T8).  A
+ * tombstone is not updated plainly either: that gave a deleted document
+ * a body plain readers saw and the next transaction's insert replaced
+ * unseen. */
 static const char guard_rule[] =
     "{\"pattern\":\"txn\",\"scope\":\"plain\",\"steps\":[\"txn\"],"
     "\"immutable\":[\"" DTX__TXN_FIELD "\"],"
-    "\"moves\":[{\"name\":\"no transaction intent\","
-    "\"from\":{\"" DTX__TXN_FIELD ".w\":{\"$exists\":false}},\"to\":{}}],"
+    "\"moves\":[{\"name\":\"no transaction intent, not deleted\","
+    "\"from\":{\"" DTX__TXN_FIELD ".w\":{\"$exists\":false},"
+    "\"" DTX__TXN_FIELD ".del\":{\"$ne\":true}},\"to\":{}}],"
     "\"insert\":{\"" DTX__TXN_FIELD "\":{\"$exists\":false}},"
     "\"delete\":{\"" DTX__TXN_FIELD ".w\":{\"$exists\":false},"
     "\"" DTX__TXN_FIELD ".del\":{\"$ne\":true}},"
-    "\"why\":\"the document holds a transaction's intent, or _txn is "
-    "doctx's: change it in a transaction (docs/transactions.md)\"}";
+    "\"why\":\"the document holds a transaction's intent or is deleted "
+    "(a tombstone), or _txn is doctx's: change it in a transaction "
+    "(docs/transactions.md)\"}";
 
 /* dtx__txn_guard's memo: "URI\nCOLL" keys guarded by this process, with
  * the catalog generation they were guarded at (a drop makes them old). */
