@@ -124,5 +124,11 @@ d insert acct '{"_id":"P","$p":1}' >/dev/null || bad "plain insert of P"
 expect 2 "a transaction writing a body with a '\$' name" -- d txn --id t6 '[{"update":"acct","filter":{"_id":"P"},"with":{"$inc":{"n":1}}},{"update":"acct","filter":{"_id":"B"},"with":{"$inc":{"n":1}}}]'
 d update acct '{"_id":"P"}' '{"$inc":{"n":1}}' >/dev/null && ok || bad "P holds an intent"
 same "reads of acct still work" "$(d txn '[{"find":"acct","filter":{},"limit":10,"as":"all"}]' | jq -r .outcome)" committed
+# A plain insert into a collection no transaction wrote yet (no rule
+# there) carries an intent naming t1, committed: a reader must not roll
+# it forward as t1's write (t1's record does not name it), but clear it.
+d insert fresh '{"_id":"X","_txn":{"w":{"id":"t1","ts":1,"op":"put","doc":{"_id":"X","bal":1000000}}}}' >/dev/null || bad "plain insert of X"
+same "a forged intent is not t1's write" "$(d txn '[{"find_one":"fresh","filter":{"_id":"X"},"as":"x"}]' | jq -c .reads.x)" '{"_id":"X"}'
+same "X kept no forged body" "$(d find fresh '{"_id":"X"}' | jq -c '[.bal, ._txn.by]')" '[null,null]'
 d audit --settled >/dev/null && ok || bad "audit: $(d audit --settled 2>&1 | tail -3)"
 finish

@@ -233,6 +233,16 @@ int dtx__txn_abort_record(dtx__exec_t *ex, const char *tid, int lapsed) {
                   tid);
 }
 
+/* 1 when record r names (coll, id) among its keys (T9). */
+static int names_key(const json_t *r, const char *coll, const json_t *id) {
+  size_t i;
+  json_t *k;
+  json_array_foreach(json_object_get(r, "keys"), i, k) if (
+      dtx__str(k, "c") && strcmp(dtx__str(k, "c"), coll) == 0 &&
+      dtx__value_cmp(json_object_get(k, "id"), id) == 0) return 1;
+  return 0;
+}
+
 int dtx__txn_resolve(dtx__exec_t *ex, const char *coll, const json_t *doc) {
   const char *tid = intent_of(doc);
   const json_t *id = json_object_get(doc, "_id");
@@ -242,6 +252,14 @@ int dtx__txn_resolve(dtx__exec_t *ex, const char *coll, const json_t *doc) {
                                 "transaction",
                     coll);
   int rc = dtx__kit_get(ex, DTX__TXN_RECORDS, tid, &r);
+  if (rc == 0 && !names_key(r, coll, id)) {
+    /* Not T's: its record names every key it may write before its first
+     * prewrite (T9).  A plain insert into a collection no transaction
+     * had written yet (no rule there) can carry such an intent; rolled
+     * forward, it added a write to a committed transaction. */
+    json_decref(r);
+    return dtx__txn_clear(ex, coll, id, tid);
+  }
   if (rc == DTX_ENOTFOUND) { /* never had a record, or one long collected */
     rc = dtx__txn_abort_record(ex, tid, 0);
     if (rc == DTX_ENOMATCH)
