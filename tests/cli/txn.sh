@@ -38,7 +38,14 @@ for args in \
   '[{"insert":"bad$coll","doc":{}}]' \
   '[{"insert":"acct","doc":{"_txn":1}}]' \
   '[{"update":"acct","filter":{},"with":{"$set":{"_txn.v":1}}}]' \
-  '[{"update":"acct","filter":{},"with":{"$rename":{"bal":"_txn"}}}]'; do
+  '[{"update":"acct","filter":{},"with":{"$rename":{"bal":"_txn"}}}]' \
+  '[{"update":"txn_records","filter":{"_id":"t3"},"with":{"$set":{"state":"committed"}}}]' \
+  '[{"insert":"txn_clock","doc":{"_id":"x","ts":1}}]' \
+  '[{"delete":"jobs","filter":{}}]' \
+  '[{"find":"acct","filter":{},"limit":5,"as":"r"},{"require":"r","filter":{}}]' \
+  '[{"insert":"acct","doc":{"_id":"Z","$x":1}}]' \
+  '[{"find":"acct","filter":{"$or":[{"_txn.w":{"$exists":true}}]},"limit":5,"as":"r"}]' \
+  '[{"update":"acct","filter":{"_id":"Q","_txn":{"v":9}},"with":{"$set":{"bal":1}},"upsert":true}]'; do
   expect 2 "bad script $args" -- d txn "$args"
 done
 expect 2 "--lease-ms INT64_MAX" -- d txn --lease-ms 9223372036854775807 "$MOVE"
@@ -103,5 +110,66 @@ else
   bounded_wait "$pid" 30 "$log"
   bad "the writer never paused: $(tail -2 "$log")"
 fi
+
+# ---- attacks: a script may not forge another transaction's record -------------------
+# t5 crashed before its commit point; a script's step on txn_records would
+# pass the records' plain-write rule (its steps are txn's): committing t5
+# without a commit timestamp.  A body with a top-level '$' name (a plain
+# insert may hold one) could never roll forward: every reader then failed.
+DOCTX_FAULT=txn.commit:crash d txn --id t5 --lease-ms 60000 "$MOVE" >/dev/null 2>&1
+expect 2 "a script updating a record" -- d txn '[{"update":"txn_records","filter":{"_id":"t5"},"with":{"$set":{"state":"committed"}}}]'
+same "t5 not forged" "$(d txn show t5)" '{"id":"t5","outcome":"unknown"}'
+d recover --older-than-ms 0 >/dev/null || bad "recover t5"
+d insert acct '{"_id":"P","$p":1}' >/dev/null || bad "plain insert of P"
+expect 2 "a transaction writing a body with a '\$' name" -- d txn --id t6 '[{"update":"acct","filter":{"_id":"P"},"with":{"$inc":{"n":1}}},{"update":"acct","filter":{"_id":"B"},"with":{"$inc":{"n":1}}}]'
+d update acct '{"_id":"P"}' '{"$inc":{"n":1}}' >/dev/null && ok || bad "P holds an intent"
+same "reads of acct still work" "$(d txn '[{"find":"acct","filter":{},"limit":10,"as":"all"}]' | jq -r .outcome)" committed
+# A plain insert into a collection no transaction wrote yet (no rule
+# there) carries an intent naming t1, committed: a reader must not roll
+# it forward as t1's write (t1's record does not name it), but clear it.
+d insert fresh '{"_id":"X","_txn":{"w":{"id":"t1","ts":1,"op":"put","doc":{"_id":"X","bal":1000000}}}}' >/dev/null || bad "plain insert of X"
+same "a forged intent is not t1's write" "$(d txn '[{"find_one":"fresh","filter":{"_id":"X"},"as":"x"}]' | jq -c .reads.x)" '{"_id":"X"}'
+same "X kept no forged body" "$(d find fresh '{"_id":"X"}' | jq -c '[.bal, ._txn.by]')" '[null,null]'
 d audit --settled >/dev/null && ok || bad "audit: $(d audit --settled 2>&1 | tail -3)"
+
+# ---- the audit under tampering (--bypass-validation) ----------------------------------
+# Each row on a fresh store holding t1 (A, B) and t2 (C, B) committed: the
+# audit must exit 5 and name the finding; the three rows of the last one
+# at once (one bad document does not stop it).
+tampers=(
+  'bad_record|txn_records|{"_id":"t1"}|{"$set":{"keys":[1,{"c":5}]}}'
+  'uncommitted_version|txn_records|{"_id":"t1"}|{"$set":{"state":"aborted"}}'
+  'uncommitted_version|txn_records|{"_id":"t1"}|{"$set":{"state":"pending"}}'
+  'bad_version|txn_records|{"_id":"t1"}|{"$set":{"commit_ts":999999}}'
+  'bad_version|acct|{"_id":"A"}|{"$set":{"_txn":"x"}}'
+  'bad_version|acct|{"_id":"A"}|{"$set":{"_txn.p.v":99}}'
+  'bad_version|acct|{"_id":"A"}|{"$set":{"_txn.v":99999}}'
+  'clock_behind|txn_clock|{"_id":"clock"}|{"$set":{"ts":1}}'
+  'clock_behind|txn_clock|{"_id":"clock"}|-'
+)
+tamper_store() {
+  new_store "tamper$1"
+  d insert acct '{"_id":"A","bal":7}' '{"_id":"B","bal":0}' '{"_id":"C","bal":3}' >/dev/null &&
+    d txn --id t1 "$MOVE" >/dev/null &&
+    d txn --id t2 '[{"update":"acct","filter":{"_id":"C"},"with":{"$inc":{"bal":1}}},{"update":"acct","filter":{"_id":"B"},"with":{"$inc":{"bal":1}}}]' >/dev/null ||
+    bad "tamper store $1"
+}
+tamper() { # FINDING|COLL|FILTER|UPDATE (- deletes)
+  IFS='|' read -r _ c f u <<<"$1"
+  if [ "$u" = - ]; then d delete --bypass-validation "$c" "$f"; else d update --bypass-validation "$c" "$f" "$u"; fi >/dev/null || bad "tamper $1"
+}
+n=0
+for row in "${tampers[@]}"; do
+  n=$((n + 1))
+  tamper_store "$n"
+  tamper "$row"
+  expect 5 "audit after tamper $row" -- d audit
+  grep -q "FINDING txn ${row%%|*}:" "$WORK/out" && ok || bad "no ${row%%|*} finding for $row: $(grep FINDING "$WORK/out")"
+done
+tamper_store all
+tamper "${tampers[1]}"
+tamper 'bad_version|acct|{"_id":"C"}|{"$set":{"_txn":"x"}}'
+tamper "${tampers[7]}"
+expect 5 "audit after three tampers" -- d audit
+same "it reports all three" "$(grep -cE 'FINDING txn (uncommitted_version|bad_version|clock_behind):' "$WORK/out")" 3
 finish

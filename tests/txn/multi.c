@@ -84,6 +84,30 @@ static void test_options(void) {
   }
   CHECK(count(st, "txn_clock") == 0); /* nothing written */
   CHECK_RC(dtx_txn_opts_check(NULL), 0);
+  /* A pattern's collections (the records and the clock too) are not a
+   * transaction's to read or write: its steps there would pass their
+   * plain-write rules (a script could commit another transaction's
+   * record).  A body with a top-level '$' name could never roll forward. */
+  CHECK_RC(dtx_txn_begin(st, NULL, &t), 0);
+  json_t *u = json_pack("{s:{s:s}}", "$set", "state", "committed"),
+         *f = json_pack("{s:s}", "_id", "x"), *o = NULL;
+  json_t *dollar = json_pack("{s:s,s:i}", "_id", "d", "$x", 1);
+  CHECK_RC(dtx_txn_update(t, "txn_records", f, u, 0, NULL), DTX_EINVAL);
+  CHECK_RC(dtx_txn_insert(t, "txn_clock", f), DTX_EINVAL);
+  CHECK_RC(dtx_txn_delete(t, "jobs", f, NULL), DTX_EINVAL);
+  CHECK_RC(dtx_txn_find_one(t, "txn_records", f, &o), DTX_EINVAL);
+  CHECK_RC(dtx_txn_insert(t, "mt_docs", dollar), DTX_EINVAL);
+  CHECK_RC(dtx_store_insert(st, "mt_docs", dollar, NULL), 0); /* plainly */
+  json_t *inc = json_pack("{s:{s:i}}", "$inc", "n", 1);
+  json_object_set_new(f, "_id", json_string("d"));
+  CHECK_RC(dtx_txn_update(t, "mt_docs", f, inc, 0, NULL), DTX_EINVAL);
+  CHECK_RC(dtx_txn_commit(t), 0);
+  dtx_txn_free(t);
+  CHECK(count(st, "txn_records") == 0);
+  json_decref(u);
+  json_decref(f);
+  json_decref(dollar);
+  json_decref(inc);
   dtx_store_close(st);
 }
 
@@ -513,6 +537,9 @@ static void test_plain_tamper(void) {
       {"mt_docs", "{\"_id\":\"p\"}", "{\"$set\":{\"_txn.v\":1}}"},
       {"mt_docs", "{\"_id\":\"p\"}", "{\"$unset\":{\"_txn\":\"\"}}"},
       {"mt_docs", "{\"_id\":\"q\",\"_txn\":{\"v\":1}}", "!"},
+      /* a tombstone (a deleted by txn d2): no body comes back plainly */
+      {"mt_docs", "{\"_id\":\"a\"}", "{\"$set\":{\"n\":100}}"},
+      {"mt_docs", "{\"_id\":\"a\"}", NULL},
   };
   dtx_store_t *st = dtx_t_open(uri);
   drop_all(st);
@@ -526,6 +553,13 @@ static void test_plain_tamper(void) {
   dtx_txn_free(t);
   json_decref(a);
   json_decref(b);
+  dtx_txn_opts_t o2 = {.id = "d2"};
+  a = J("{\"_id\":\"a\"}");
+  CHECK_RC(dtx_txn_begin(st, &o2, &t), 0);
+  CHECK_RC(dtx_txn_delete(t, "mt_docs", a, NULL), 0);
+  CHECK_RC(dtx_txn_commit(t), 0);
+  dtx_txn_free(t);
+  json_decref(a);
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     json_t *f = J(rows[i].filter), *u = NULL;
     int rc;

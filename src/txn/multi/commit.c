@@ -44,7 +44,8 @@
  *     v = C, keeping the replaced body as p; idempotent.
  *  T6 Versions on a document only increase.
  *  T7 A record is deleted only once none of its keys holds its intent.
- *  T8 No plain write changes a document holding an intent, or _txn.
+ *  T8 No plain write changes a document holding an intent or a
+ *     tombstone, or _txn.
  *  T9 A record names its keys before any prewrite; an intent whose
  *     record is aborted or missing (fenced) is cleared by whoever meets
  *     it (readers, prewrites, recovery's sweep of the intents index).
@@ -232,6 +233,16 @@ int dtx__txn_abort_record(dtx__exec_t *ex, const char *tid, int lapsed) {
                   tid);
 }
 
+/* 1 when record r names (coll, id) among its keys (T9). */
+static int names_key(const json_t *r, const char *coll, const json_t *id) {
+  size_t i;
+  json_t *k;
+  json_array_foreach(json_object_get(r, "keys"), i, k) if (
+      dtx__str(k, "c") && strcmp(dtx__str(k, "c"), coll) == 0 &&
+      dtx__value_cmp(json_object_get(k, "id"), id) == 0) return 1;
+  return 0;
+}
+
 int dtx__txn_resolve(dtx__exec_t *ex, const char *coll, const json_t *doc) {
   const char *tid = intent_of(doc);
   const json_t *id = json_object_get(doc, "_id");
@@ -241,6 +252,14 @@ int dtx__txn_resolve(dtx__exec_t *ex, const char *coll, const json_t *doc) {
                                 "transaction",
                     coll);
   int rc = dtx__kit_get(ex, DTX__TXN_RECORDS, tid, &r);
+  if (rc == 0 && !names_key(r, coll, id)) {
+    /* Not T's: its record names every key it may write before its first
+     * prewrite (T9).  A plain insert into a collection no transaction
+     * had written yet (no rule there) can carry such an intent; rolled
+     * forward, it added a write to a committed transaction. */
+    json_decref(r);
+    return dtx__txn_clear(ex, coll, id, tid);
+  }
   if (rc == DTX_ENOTFOUND) { /* never had a record, or one long collected */
     rc = dtx__txn_abort_record(ex, tid, 0);
     if (rc == DTX_ENOMATCH)
@@ -475,17 +494,22 @@ static int in_commit(const dtx_txn_t *t, const dtx__txn_key_t *k) {
          dtx__txn_break() != DTX__TXN_BREAK_READLOCK /* test-only */;
 }
 
-/* The plain-write rule on a collection transactions write (T8). */
+/* The plain-write rule on a collection transactions write (T8).  A
+ * tombstone is not updated plainly either: that gave a deleted document
+ * a body plain readers saw and the next transaction's insert replaced
+ * unseen. */
 static const char guard_rule[] =
     "{\"pattern\":\"txn\",\"scope\":\"plain\",\"steps\":[\"txn\"],"
     "\"immutable\":[\"" DTX__TXN_FIELD "\"],"
-    "\"moves\":[{\"name\":\"no transaction intent\","
-    "\"from\":{\"" DTX__TXN_FIELD ".w\":{\"$exists\":false}},\"to\":{}}],"
+    "\"moves\":[{\"name\":\"no transaction intent, not deleted\","
+    "\"from\":{\"" DTX__TXN_FIELD ".w\":{\"$exists\":false},"
+    "\"" DTX__TXN_FIELD ".del\":{\"$ne\":true}},\"to\":{}}],"
     "\"insert\":{\"" DTX__TXN_FIELD "\":{\"$exists\":false}},"
     "\"delete\":{\"" DTX__TXN_FIELD ".w\":{\"$exists\":false},"
     "\"" DTX__TXN_FIELD ".del\":{\"$ne\":true}},"
-    "\"why\":\"the document holds a transaction's intent, or _txn is "
-    "doctx's: change it in a transaction (docs/transactions.md)\"}";
+    "\"why\":\"the document holds a transaction's intent or is deleted "
+    "(a tombstone), or _txn is doctx's: change it in a transaction "
+    "(docs/transactions.md)\"}";
 
 /* dtx__txn_guard's memo: "URI\nCOLL" keys guarded by this process, with
  * the catalog generation they were guarded at (a drop makes them old). */

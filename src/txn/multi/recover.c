@@ -14,9 +14,13 @@
  * its prewrite).  Readers do the same for the one document they meet,
  * so recovery is for the documents nobody reads.
  *
- * The audit reads the records and, in every collection a record names,
- * the documents holding an intent:
+ * The audit reads the records, the clock and, in every collection a
+ * record names, the documents holding _txn:
  *   bad_record       a record's state or fields are not what the steps write
+ *   bad_version      a document's _txn is not {v > p.v, del: bool}, or its
+ *                    version is not its writer's commit_ts
+ *   uncommitted_version  a version by a record pending or aborted (T1)
+ *   clock_behind     the clock below a timestamp already handed out (T6)
  *   leftover_intent  an intent of a committed record marked applied, or
  *                    (with --settled) of an aborted one
  *   orphan_intent    an intent whose transaction has no record (T7)
@@ -245,10 +249,58 @@ static int recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
 
 /* ---- audit ------------------------------------------------------------------ */
 
+static int64_t ts_max(int64_t m, const json_t *v) {
+  return json_is_integer(v) && json_integer_value(v) > m
+             ? json_integer_value(v)
+             : m;
+}
+
+/* The version a document holds (its _txn, docs/transactions.md,
+ * "Documents under transactions"): its shape, and the record of the
+ * transaction that wrote it -- a version by an aborted or pending
+ * record, or at another timestamp than its commit, is a body no commit
+ * made.  Fences are skipped: a 1PC id (no record) may be fenced later. */
+static void audit_version(dtx__audit_t *a, const char *coll, const char *ids,
+                          const json_t *d, const json_t *recs,
+                          int64_t *max_ts) {
+  const json_t *m = json_object_get(d, DTX__TXN_FIELD);
+  const json_t *v = json_object_get(m, "v"), *p = json_object_get(m, "p");
+  const json_t *del = json_object_get(m, "del");
+  const char *by = dtx__str(m, "by");
+  if (!json_is_object(m) || (v && (!json_is_integer(v) ||
+                                   json_integer_value(v) < 1)) ||
+      (del && !json_is_boolean(del)) ||
+      (p && (!json_is_object(p) || !json_is_integer(json_object_get(p, "v")) ||
+             (v && json_integer_value(json_object_get(p, "v")) >=
+                       json_integer_value(v))))) {
+    dtx__audit_finding(a, "bad_version", "%s %s: %s is not {v > p.v, del: "
+                                         "bool, ...}",
+                       coll, ids, DTX__TXN_FIELD);
+    return;
+  }
+  *max_ts = ts_max(*max_ts, v);
+  const json_t *rec = by && v ? json_object_get(recs, by) : NULL;
+  if (!rec || json_is_true(json_object_get(rec, "fence")))
+    return;
+  if (!dtx__state_is(rec, "committed"))
+    dtx__audit_finding(a, "uncommitted_version", "%s %s: version %lld "
+                                                 "written by txn %s, whose "
+                                                 "record is %s",
+                       coll, ids, (long long)json_integer_value(v), by,
+                       dtx__str(rec, "state") ? dtx__str(rec, "state")
+                                              : "?");
+  else if (dtx__int(rec, "commit_ts") != json_integer_value(v))
+    dtx__audit_finding(a, "bad_version", "%s %s: version %lld written by txn "
+                                         "%s, committed at %lld",
+                       coll, ids, (long long)json_integer_value(v), by,
+                       (long long)dtx__int(rec, "commit_ts"));
+}
+
 static int audit(dtx__audit_t *a) {
   json_t *recs = NULL, *r, *colls = json_object();
   const char *tid;
   long long pending = 0, intents = 0;
+  int64_t max_ts = 0;
   int rc = colls ? dtx__audit_load(a, DTX__TXN_RECORDS, &recs) : DTX_ENOMEM;
   if (rc) {
     json_decref(colls);
@@ -281,11 +333,21 @@ static int audit(dtx__audit_t *a) {
     size_t i;
     json_t *k;
     json_array_foreach(json_object_get(r, "keys"), i, k) {
-      const char *c = dtx__str(k, "c");
+      const char *c = dtx__str(k, "c"), *op = dtx__str(k, "op");
       if (c && dtx__coll_check(c) == 0)
         json_object_set_new(colls, c, json_true());
+      else
+        c = NULL;
       dtx__err_clear();
+      if (!c || !json_object_get(k, "id") || !op ||
+          (strcmp(op, "put") && strcmp(op, "del") && strcmp(op, "lock")))
+        dtx__audit_finding(a, "bad_record", "txn record %s: key %zu is not "
+                                            "{c: a collection, id, op: "
+                                            "put|del|lock}",
+                           tid, i);
     }
+    max_ts = ts_max(max_ts, json_object_get(r, "start_ts"));
+    max_ts = ts_max(max_ts, json_object_get(r, "commit_ts"));
   }
   /* Every intent in the collections the records name. */
   const char *coll;
@@ -294,7 +356,7 @@ static int audit(dtx__audit_t *a) {
     json_t *docs = NULL, *d;
     size_t i;
     dtx__kit_read_t q = {.coll = coll};
-    json_t *f = json_pack("{s:{s:b}}", DTX__TXN_FIELD ".w", "$exists", 1);
+    json_t *f = json_pack("{s:{s:b}}", DTX__TXN_FIELD, "$exists", 1);
     q.filter = f;
     rc = f ? dtx__kit_read(a->st, &q, &docs) : DTX_ENOMEM;
     json_decref(f);
@@ -308,6 +370,11 @@ static int audit(dtx__audit_t *a) {
       const char *w = dtx__str(json_object_get(dtx__txn_meta(d), "w"), "id");
       char *ids = json_dumps(json_object_get(d, "_id"),
                              JSON_COMPACT | JSON_ENCODE_ANY);
+      audit_version(a, coll, ids ? ids : "?", d, recs, &max_ts);
+      if (!json_object_get(dtx__txn_meta(d), "w")) {
+        free(ids);
+        continue;
+      }
       const json_t *rec = w ? json_object_get(recs, w) : NULL;
       intents++;
       json_t *late = NULL;
@@ -344,6 +411,22 @@ static int audit(dtx__audit_t *a) {
     }
     json_decref(docs);
   }
+  /* The clock is above every timestamp handed out (T6): moved back,
+   * deleted or not a number, the next commit would write a version below
+   * one already there. */
+  json_t *clk = NULL;
+  if (dtx__audit_load(a, DTX__TXN_CLOCK, &clk) == 0) {
+    const json_t *ts = json_object_get(json_object_get(clk, "clock"), "ts");
+    if (max_ts > 0 && (!json_is_integer(ts) || json_integer_value(ts) < max_ts))
+      dtx__audit_finding(a, "clock_behind", "txn: the clock %s/clock is not "
+                                            "an integer at or above %lld, a "
+                                            "timestamp already handed out",
+                         DTX__TXN_CLOCK, (long long)max_ts);
+  } else {
+    dtx__audit_finding(a, "unreadable", "txn: could not read %s",
+                       DTX__TXN_CLOCK);
+  }
+  json_decref(clk);
   dtx__audit_set(a, "records", json_integer((json_int_t)json_object_size(recs)));
   dtx__audit_set(a, "intents", json_integer(intents));
   dtx__audit_summary(a, "%zu transaction records, %lld pending, %lld intents",

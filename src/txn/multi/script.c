@@ -66,6 +66,32 @@ static int touches_meta(const json_t *u) {
   return 0;
 }
 
+/* 1 when filter f names _txn (at its top or under $and/$or/$nor): a
+ * transaction matches bodies, which never hold it, and an upsert would
+ * copy it into the document. */
+static int filter_meta(const json_t *f) {
+  const char *k;
+  json_t *v, *e;
+  size_t i;
+  json_object_foreach((json_t *)f, k, v) {
+    if (reserved(k))
+      return 1;
+    if (k[0] == '$' && json_is_array(v))
+      json_array_foreach(v, i, e) if (json_is_object(e) && filter_meta(e))
+          return 1;
+  }
+  return 0;
+}
+
+/* 1 when doc has a top-level name starting with '$' (txn.c's no_meta
+ * refuses it too, at run time). */
+static int dollar_name(const json_t *doc) {
+  const char *k;
+  json_t *v;
+  json_object_foreach((json_t *)doc, k, v) if (k[0] == '$') return 1;
+  return 0;
+}
+
 static int check_step(const json_t *step, size_t n, json_t *names) {
   const char *verb = json_is_object(step) ? verb_of(step) : NULL, *key;
   json_t *v;
@@ -82,15 +108,17 @@ static int check_step(const json_t *step, size_t n, json_t *names) {
   int rc = 0;
   if (strcmp(verb, "require") == 0) {
     if (!json_is_string(target) ||
-        !json_object_get(names, json_string_value(target)))
+        !json_is_true(json_object_get(names, json_string_value(target))))
       return dtx__err(DTX_EINVAL, "txn script step %zu (require): names no "
                                   "document an earlier find_one read as",
                       n);
   } else if (!json_is_string(target) ||
-             (rc = dtx__coll_check(json_string_value(target)))) {
-    return dtx__err(rc ? rc : DTX_EINVAL,
-                    "txn script step %zu (%s): not a valid collection name",
-                    n, verb);
+             (rc = dtx__check_user_coll("txn script",
+                                         json_string_value(target)))) {
+    return rc ? dtx__err_wrap(rc, "txn script step %zu (%s)", n, verb)
+              : dtx__err(DTX_EINVAL, "txn script step %zu (%s): not a "
+                                     "valid collection name",
+                         n, verb);
   }
   if (filter || strcmp(verb, "insert")) {
     dtx__filter_t *f = NULL;
@@ -101,6 +129,11 @@ static int check_step(const json_t *step, size_t n, json_t *names) {
     if ((rc = dtx__filter_compile(filter, &f)))
       return dtx__err_wrap(rc, "txn script step %zu (%s): filter", n, verb);
     dtx__filter_free(f);
+    if (filter_meta(filter))
+      return dtx__err(DTX_EINVAL, "txn script step %zu (%s): the filter "
+                                  "names %s, doctx's transaction field "
+                                  "(docs/transactions.md)",
+                      n, verb, DTX__TXN_FIELD);
   }
   const json_t *as = json_object_get(step, "as");
   if (!strcmp(verb, "find_one") || !strcmp(verb, "find")) {
@@ -124,6 +157,10 @@ static int check_step(const json_t *step, size_t n, json_t *names) {
       !json_is_object(json_object_get(step, "doc")))
     return dtx__err(DTX_EINVAL, "txn script step %zu (insert): doc is not "
                                 "an object",
+                    n);
+  if (!strcmp(verb, "insert") && dollar_name(json_object_get(step, "doc")))
+    return dtx__err(DTX_EINVAL, "txn script step %zu (insert): a top-level "
+                                "field of doc starts with '$'",
                     n);
   if ((!strcmp(verb, "insert") &&
        json_object_get(json_object_get(step, "doc"), DTX__TXN_FIELD)) ||

@@ -351,7 +351,14 @@ static int txn_find(dtx_txn_t *t, const char *coll, const json_t *filter,
   dtx__filter_t *f = NULL;
   json_t *empty = json_object(), *res = json_array(), *ids = json_array();
   const json_t *flt = filter ? filter : empty;
-  int rc = !empty || !res || !ids ? DTX_ENOMEM : dtx__filter_compile(flt, &f);
+  /* A pattern's collections (this one's records and clock included)
+   * change only through their protocols: a transaction's step there
+   * would be exempt from their plain-write rules (docs/transactions.md,
+   * "Scripts"). */
+  int rc = !empty || !res || !ids ? DTX_ENOMEM
+                                  : dtx__check_user_coll("txn", coll);
+  if (rc == 0)
+    rc = dtx__filter_compile(flt, &f);
   const json_t *one = rc ? NULL : filter_id(flt);
   if (rc == 0 && one) {
     rc = append_key(ids, one);
@@ -458,6 +465,15 @@ static int no_meta(const json_t *doc) {
     return dtx__err(DTX_EINVAL, "txn: a document may not carry %s, doctx's "
                                 "transaction field (docs/transactions.md)",
                     DTX__TXN_FIELD);
+  /* The roll forward lands the body as a replacement, which cannot hold
+   * a top-level '$' name: committed, it would never apply, and every
+   * reader of the document would fail on it. */
+  const char *k;
+  json_t *v;
+  json_object_foreach((json_t *)doc, k, v) if (k[0] == '$') return dtx__err(
+      DTX_EINVAL, "txn: field '%s' of a document it writes starts with '$' "
+                  "(docs/transactions.md, \"Scripts\")",
+      k);
   return 0;
 }
 
@@ -492,7 +508,7 @@ int dtx_txn_insert(dtx_txn_t *t, const char *coll, const json_t *doc) {
   if (rc == 0 && !json_is_object(doc))
     rc = dtx__err(DTX_EINVAL, "txn insert: the document is not an object");
   if (rc == 0)
-    rc = dtx__coll_check(coll);
+    rc = dtx__check_user_coll("txn", coll);
   if (rc)
     return rc;
   dtx__call_begin(&c, t->ex.deadline_ms);
@@ -514,7 +530,7 @@ int dtx_txn_update(dtx_txn_t *t, const char *coll, const json_t *filter,
     *matched = 0;
   int rc = usable(t);
   if (rc == 0)
-    rc = dtx__coll_check(coll);
+    rc = dtx__check_user_coll("txn", coll);
   if (rc == 0)
     rc = dtx__update_compile(update, &u);
   if (rc) {
@@ -560,7 +576,7 @@ int dtx_txn_delete(dtx_txn_t *t, const char *coll, const json_t *filter,
     *deleted = 0;
   int rc = usable(t);
   if (rc == 0)
-    rc = dtx__coll_check(coll);
+    rc = dtx__check_user_coll("txn", coll);
   if (rc)
     return rc;
   dtx__call_begin(&c, t->ex.deadline_ms);
