@@ -278,6 +278,55 @@ static void test_write_skew(void) {
   dtx_store_close(st);
 }
 
+/* The snapshot is the clock READ at begin, not ticked ("Timestamps"):
+ * a transaction begun after a commit returned must see it (S >= C, T4),
+ * one begun before must not.  A wrong snapshot (the value read minus
+ * one, or a value cached before the commit) reads the previous version
+ * `_txn.p` here and fails; so does a commit whose timestamp is not above
+ * every snapshot already read. */
+static int64_t snap_n(dtx_store_t *st, dtx_txn_t *t, const char *id) {
+  json_t *f = json_pack("{s:s}", "_id", id), *d = NULL;
+  int64_t n = -1;
+  int rc = dtx_txn_find_one(t, "mt_docs", f, &d);
+  if (rc == 0 && d)
+    n = num(d, "n");
+  (void)st;
+  json_decref(d);
+  json_decref(f);
+  return n;
+}
+
+static void test_snapshot_clock(void) {
+  dtx_store_t *st = dtx_t_open(uri);
+  drop_all(st);
+  json_t *fx = J("{\"_id\":\"x\"}"), *fy = J("{\"_id\":\"y\"}"),
+         *inc = J("{\"$inc\":{\"n\":1}}");
+  for (int i = 1; i <= 4; i++) {
+    dtx_txn_t *old = NULL, *t = NULL, *r = NULL;
+    CHECK_RC(dtx_txn_begin(st, NULL, &old), 0); /* before the commit */
+    CHECK_RC(dtx_txn_begin(st, NULL, &t), 0);
+    CHECK_RC(dtx_txn_update(t, "mt_docs", fx, inc, 1, NULL), 0);
+    if (i % 2) /* odd: two documents (the record path); even: 1PC */
+      CHECK_RC(dtx_txn_update(t, "mt_docs", fy, inc, 1, NULL), 0);
+    CHECK_RC(dtx_txn_commit(t), 0);
+    dtx_txn_free(t);
+    CHECK_RC(dtx_txn_begin(st, NULL, &r), 0); /* after it returned */
+    CHECKF(snap_n(st, r, "x") == i, "round %d: a snapshot taken after the "
+           "commit reads x.n %lld", i, (long long)snap_n(st, r, "x"));
+    CHECK(snap_n(st, r, "y") == (i + 1) / 2);
+    CHECKF(snap_n(st, old, "x") == i - 1 || (i == 1 && snap_n(st, old, "x") == -1),
+           "round %d: a snapshot taken before the commit sees it", i);
+    CHECK_RC(dtx_txn_commit(r), 0);
+    CHECK_RC(dtx_txn_commit(old), 0);
+    dtx_txn_free(r);
+    dtx_txn_free(old);
+  }
+  json_decref(fx);
+  json_decref(fy);
+  json_decref(inc);
+  dtx_store_close(st);
+}
+
 /* ---- the engine's fixes (docs/transactions.md) ------------------------------ */
 
 /* Recovery reads the records with work and the intents there are, never
@@ -523,18 +572,21 @@ static void test_crashed(void) {
 
 /* No plain write changes a record or the clock, nor forges _txn (T8);
  * the rules say so on every backend.  A table: collection, filter,
- * update (NULL: a delete; "!" prefix: an insert of the filter). */
+ * update (NULL: a delete; "!" prefix: an insert of the filter).  The
+ * updates are $inc, never a $set of a value that may already be there (a
+ * no-op is no change, and the clock's value depends on how many ticks
+ * the commit took). */
 static void test_plain_tamper(void) {
   static const struct {
     const char *coll, *filter, *update;
   } rows[] = {
       {"txn_records", "{\"_id\":\"tt\"}", "{\"$set\":{\"state\":\"aborted\"}}"},
-      {"txn_records", "{\"_id\":\"tt\"}", "{\"$set\":{\"commit_ts\":1}}"},
+      {"txn_records", "{\"_id\":\"tt\"}", "{\"$inc\":{\"commit_ts\":1}}"},
       {"txn_records", "{\"_id\":\"tt\"}", "{\"$set\":{\"keys\":[]}}"},
       {"txn_records", "{\"_id\":\"tt\"}", NULL},
-      {"txn_clock", "{\"_id\":\"clock\"}", "{\"$set\":{\"ts\":1}}"},
+      {"txn_clock", "{\"_id\":\"clock\"}", "{\"$inc\":{\"ts\":1}}"},
       {"txn_clock", "{\"_id\":\"clock\"}", NULL},
-      {"mt_docs", "{\"_id\":\"p\"}", "{\"$set\":{\"_txn.v\":1}}"},
+      {"mt_docs", "{\"_id\":\"p\"}", "{\"$inc\":{\"_txn.v\":1}}"},
       {"mt_docs", "{\"_id\":\"p\"}", "{\"$unset\":{\"_txn\":\"\"}}"},
       {"mt_docs", "{\"_id\":\"q\",\"_txn\":{\"v\":1}}", "!"},
       /* a tombstone (a deleted by txn d2): no body comes back plainly */
@@ -724,6 +776,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_reads_and_plain);
   TEST_RUN(test_one_pc);
   TEST_RUN(test_write_skew);
+  TEST_RUN(test_snapshot_clock);
   TEST_RUN(test_recover_cost);
   TEST_RUN(test_one_pc_plain);
   TEST_RUN(test_serializable_gaps);

@@ -3,7 +3,8 @@
  * update), intent resolution by readers, and the outcome of an id.  The
  * design, with the reasons, is docs/transactions.md.
  *
- *   begin: S = tick; reads; writes buffered in the handle
+ *   begin: S = the clock, read (not ticked: txn.c clock_read says why);
+ *   reads; writes buffered in the handle
  *   commit:
  *     one document put, no caller id, nothing else locked or validated
  *     (1PC):  C = tick; ONE conditional update (the body read) -> committed
@@ -17,7 +18,8 @@
  *          +--lease lapsed-+ (a reader, recover)      +--apply every key--> applied
  *
  *   transition                           function                fault point
- *   timestamp (begin, commit)            dtx__txn_tick()          txn.clock
+ *   snapshot S: the clock read (begin)   clock_read() (txn.c)     txn.clock
+ *   commit timestamp: one tick           dtx__txn_tick()          txn.clock
  *   read a document                      dtx__txn_read_clean()    txn.read
  *   record inserted, pending             commit_2pc()             txn.record
  *   intent or lock on a key              prewrite()               txn.prewrite
@@ -41,7 +43,9 @@
  *  T4 Every intent is written before the commit timestamp is taken, so a
  *     reader at S >= C meets the intent or the rolled-forward body.
  *  T5 A key rolls forward only from an intent of a committed record, to
- *     v = C, keeping the replaced body as p; idempotent.
+ *     v = C, keeping the replaced body as p; idempotent (conditioned
+ *     on the intent and the version under it; the committer's own from
+ *     the document its prewrite returned, not read again).
  *  T6 Versions on a document only increase.
  *  T7 A record is deleted only once none of its keys holds its intent.
  *  T8 No plain write changes a document holding an intent or a
@@ -110,26 +114,34 @@ static const char *intent_of(const json_t *d) {
   return dtx__str(json_object_get(dtx__txn_meta(d), "w"), "id");
 }
 
+/* 1 when d holds tid's intent. */
+static int w_of(const json_t *d, const char *tid) {
+  const char *w = intent_of(d);
+  return w && strcmp(w, tid) == 0;
+}
+
 /* ---- resolving an intent (T3, T5) ------------------------------------------ */
 
-int dtx__txn_roll_forward(dtx__exec_t *ex, const char *coll, const json_t *id,
-                          const char *tid, int64_t commit_ts) {
-  json_t *d = NULL, *upd = NULL;
-  int rc = read_raw(ex, coll, id, &d);
-  const char *w = rc ? NULL : intent_of(d);
-  if (rc || !w || strcmp(w, tid) != 0) {
-    json_decref(d);
-    return rc;
-  }
+/* Rolls (coll, id) forward from d, the document holding tid's intent:
+ * read just now, or as tid's own prewrite left it.  The update is
+ * conditioned on the intent AND the version d carries, so a d that is not
+ * the stored state any more (rolled forward meanwhile) changes nothing;
+ * while the intent is there nothing else changes the document (T2: no
+ * other intent; T8: no plain write; its record is committed, so no
+ * clear). */
+static int roll_forward_doc(dtx__exec_t *ex, const char *coll,
+                            const json_t *id, const char *tid,
+                            int64_t commit_ts, const json_t *d) {
+  json_t *upd = NULL;
+  int rc = 0;
   const json_t *m = dtx__txn_meta(d), *wi = json_object_get(m, "w");
   const char *op = dtx__str(wi, "op");
+  const json_t *jv = json_object_get(m, "v");
   if (op && strcmp(op, "lock") == 0) {
     /* A lock changes no version: released like an aborted intent (the
      * stub of an absent document read is deleted). */
-    json_decref(d);
     return dtx__txn_clear(ex, coll, id, tid);
   } else {
-    const json_t *jv = json_object_get(m, "v");
     int64_t pv = json_is_integer(jv) ? json_integer_value(jv) : 0;
     json_t *prev = json_is_true(json_object_get(m, "del"))
                        ? NULL
@@ -144,14 +156,29 @@ int dtx__txn_roll_forward(dtx__exec_t *ex, const char *coll, const json_t *id,
                         commit_ts, tid, pv, prev);
     json_decref(prev);
   }
-  json_decref(d);
   if (rc)
     return rc;
+  json_t *f = json_pack("{s:O,s:s}", "_id", id, DTX__TXN_FIELD ".w.id", tid);
+  if (!f || !upd || add_vcond(f, jv != NULL, json_integer_value(jv))) {
+    json_decref(f);
+    json_decref(upd);
+    return DTX_ENOMEM;
+  }
   int matched = 0;
-  return dtx__kit_update(
-      ex, "txn.apply", coll,
-      json_pack("{s:O,s:s}", "_id", id, DTX__TXN_FIELD ".w.id", tid),
-      upd, &matched); /* nothing matched: rolled forward meanwhile */
+  return dtx__kit_update(ex, "txn.apply", coll, f, upd,
+                         &matched); /* nothing matched: rolled forward
+                                       meanwhile */
+}
+
+int dtx__txn_roll_forward(dtx__exec_t *ex, const char *coll, const json_t *id,
+                          const char *tid, int64_t commit_ts) {
+  json_t *d = NULL;
+  int rc = read_raw(ex, coll, id, &d);
+  const char *w = rc ? NULL : intent_of(d);
+  if (rc == 0 && w && strcmp(w, tid) == 0)
+    rc = roll_forward_doc(ex, coll, id, tid, commit_ts, d);
+  json_decref(d);
+  return rc;
 }
 
 int dtx__txn_clear(dtx__exec_t *ex, const char *coll, const json_t *id,
@@ -470,6 +497,8 @@ static int prewrite(dtx_txn_t *t, dtx__txn_key_t *k) {
       rc = conflict(t, k, "changed by a plain write since it was read");
     json_decref(b);
   }
+  json_decref(k->written);
+  k->written = rc == 0 && out && (w_of(out, t->id)) ? json_incref(out) : NULL;
   json_decref(out);
   return rc;
 }
@@ -744,11 +773,17 @@ static int commit_2pc(dtx_txn_t *t) {
   /* Committed.  Rolling forward is off the commit path: what fails here
    * is finished by readers and recovery (T5). */
   int all = 1;
-  for (size_t i = 0; i < t->nkeys; i++)
-    if (t->keys[i].prewritten &&
-        dtx__txn_roll_forward(&t->ex, t->keys[i].coll, t->keys[i].id, t->id,
-                              c))
+  for (size_t i = 0; i < t->nkeys; i++) {
+    dtx__txn_key_t *k = &t->keys[i];
+    /* From the document the prewrite returned: no read (roll_forward_doc
+     * says why that is the stored state while our intent is on it). */
+    if (k->prewritten &&
+        (k->written ? roll_forward_doc(&t->ex, k->coll, k->id, t->id, c,
+                                       k->written)
+                    : dtx__txn_roll_forward(&t->ex, k->coll, k->id, t->id,
+                                            c)))
       all = 0;
+  }
   if (all)
     (void)dtx__kit_update(
         &t->ex, "txn.applied", DTX__TXN_RECORDS,

@@ -36,6 +36,8 @@ typedef struct dtx__txn_key {
   int op;              /* KEY_NONE | KEY_PUT | KEY_DEL (buffered) */
   json_t *next;        /* the new body (KEY_PUT) */
   int prewritten;      /* commit: its intent (or lock) was written */
+  json_t *written;     /* the document as its prewrite left it (our intent
+                        * on it): the roll forward's input, not read again */
 } dtx__txn_key_t;
 
 struct dtx_txn {

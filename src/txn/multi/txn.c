@@ -58,7 +58,8 @@ static int64_t budget_of(const dtx_txn_opts_t *o) {
 
 /* ---- the clock ------------------------------------------------------------ */
 
-/* One $inc of the counter document per timestamp, never batched: a
+/* One $inc of the counter document per commit timestamp (a snapshot
+ * reads the counter: clock_read below), never batched: a
  * timestamp handed out after another was returned is larger, which T4
  * and T6 need (docs/transactions.md, "Timestamps").  A retry after a lost
  * reply skips a number; that is harmless. */
@@ -79,6 +80,40 @@ int dtx__txn_tick(dtx__exec_t *ex, int64_t *ts) {
       *ts = json_integer_value(v);
   }
   json_decref(out);
+  return rc;
+}
+
+/* The clock's current value, READ (not advanced): a transaction's
+ * snapshot S.  Safe by T4 (docs/transactions.md, "Timestamps", where
+ * each case is argued): the counter is one document changed only
+ * by +1 steps, so a value S read means every tick C <= S had already
+ * been handed out when the read ran, and its committer had written all
+ * its intents before taking C; a reader at S therefore meets, for any
+ * commit C <= S, the intent (resolved by the record) or the rolled-
+ * forward body.  A tick returned after the read is > S (the counter only
+ * grows), which is all T6 needs (C > the versions read).  No clock
+ * document yet: 0 (nothing committed; untouched documents are version
+ * 0).  Same fault point as a tick, so the points a transaction passes
+ * keep their order. */
+static int clock_read(dtx__exec_t *ex, int64_t *ts) {
+  json_t *d = NULL;
+  int rc = dtx__kit_point("txn.clock", "reading the clock");
+  if (rc == 0)
+    rc = dtx__kit_get(ex, DTX__TXN_CLOCK, "clock", &d);
+  if (rc == DTX_ENOTFOUND) {
+    *ts = 0;
+    return 0;
+  }
+  if (rc == 0) {
+    json_t *v = json_object_get(d, "ts");
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+      rc = dtx__err(DTX_ESTATE, "txn: the clock document %s/clock holds no "
+                                "integer ts >= 0",
+                    DTX__TXN_CLOCK);
+    else
+      *ts = json_integer_value(v);
+  }
+  json_decref(d);
   return rc;
 }
 
@@ -112,7 +147,7 @@ int dtx_txn_begin(dtx_store_t *st, const dtx_txn_opts_t *opts,
   if (rc == 0)
     rc = dtx__kit_ensure(st, &dtx__txn_pattern);
   if (rc == 0)
-    rc = dtx__txn_tick(&t->ex, &t->start_ts);
+    rc = clock_read(&t->ex, &t->start_ts); /* S: read, not ticked */
   if (rc) {
     dtx_txn_free(t);
     return dtx__call_end(&c, rc);
@@ -129,6 +164,7 @@ static void key_free(dtx__txn_key_t *k) {
   json_decref(k->stored_body);
   json_decref(k->view);
   json_decref(k->next);
+  json_decref(k->written);
 }
 
 void dtx_txn_free(dtx_txn_t *t) {
