@@ -428,16 +428,16 @@ static void test_outcome_after_gc(void) {
 static void gc_write(dtx_store_t *st, const char *id, json_t *doc) {
   dtx_txn_t *t = NULL;
   json_t *f = json_pack("{s:s}", "_id", id);
+  json_t *u = doc ? json_pack("{s:O}", "$set", doc) : NULL;
   CHECK_RC(dtx_txn_begin(st, NULL, &t), 0);
   if (doc)
-    CHECK_RC(dtx_txn_update(t, "mt_docs", f,
-                            json_pack("{s:O}", "$set", doc), 1, NULL),
-             0);
+    CHECK_RC(dtx_txn_update(t, "mt_docs", f, u, 1, NULL), 0);
   else
     CHECK_RC(dtx_txn_delete(t, "mt_docs", f, NULL), 0);
   CHECK_RC(dtx_txn_commit(t), 0);
   dtx_txn_free(t);
   json_decref(f);
+  json_decref(u);
   json_decref(doc);
 }
 
