@@ -2358,6 +2358,9 @@ typedef struct dtx_txn_opts {
   const char *id;      /* NULL: generated; else 1..128 of [A-Za-z0-9_.:-],
                           and the commit always writes a record under it,
                           so dtx_txn_outcome can answer for it */
+  int64_t max_age_ms;  /* a read or commit this long after begin fails with
+                          DTX_ECONFLICT ("snapshot too old"); 0: 60000,
+                          the most (recovery collects older versions) */
 } dtx_txn_opts_t;
 
 /* The check dtx_txn_begin makes of opts (NULL: the defaults): 0 or

@@ -33,6 +33,7 @@
 
 #include "doc/doc.h"
 #include "store/store.h" /* dtx__docs_examined */
+#include "txn/multi/multi.h" /* the horizon, dtx__txn_meta */
 #include "testlib.h"
 
 static const char *uri;
@@ -496,6 +497,159 @@ static void test_outcome_after_gc(void) {
   dtx_store_close(st);
 }
 
+/* One transaction on mt_docs: a write of id (doc NULL: a delete). */
+static void gc_write(dtx_store_t *st, const char *id, json_t *doc) {
+  dtx_txn_t *t = NULL;
+  json_t *f = json_pack("{s:s}", "_id", id);
+  json_t *u = doc ? json_pack("{s:O}", "$set", doc) : NULL;
+  CHECK_RC(dtx_txn_begin(st, NULL, &t), 0);
+  if (doc)
+    CHECK_RC(dtx_txn_update(t, "mt_docs", f, u, 1, NULL), 0);
+  else
+    CHECK_RC(dtx_txn_delete(t, "mt_docs", f, NULL), 0);
+  CHECK_RC(dtx_txn_commit(t), 0);
+  dtx_txn_free(t);
+  json_decref(f);
+  json_decref(u);
+  json_decref(doc);
+}
+
+/* The version of id was written past the horizon (a bypass write of
+ * _txn.t, as if DTX__TXN_GC_AGE_MS had passed). */
+static void gc_age(dtx_store_t *st, const char *id) {
+  json_t *f = json_pack("{s:s}", "_id", id);
+  json_t *u = json_pack("{s:{s:I}}", "$set", "_txn.t",
+                        (json_int_t)(dtx__now_ms() - DTX__TXN_GC_AGE_MS - 1000));
+  dtx_update_opts_t o = {.bypass_validation = 1};
+  CHECK_RC(dtx_store_update(st, "mt_docs", f, u, &o, NULL), 0);
+  json_decref(f);
+  json_decref(u);
+}
+
+/* The horizon (T11): previous versions and tombstones whose replacement
+ * is older than it are collected by recover, younger ones kept; a
+ * transaction past its maximum age is refused (a conflict); a collected
+ * tombstone's document does not come back to a plain reader nor to a
+ * transaction; an aged intent's tombstone stays; the audit is clean and
+ * a second pass examines nothing. */
+static void test_gc_versions(void) {
+  dtx_store_t *st = dtx_t_open(uri);
+  drop_all(st);
+  dtx_txn_opts_t bad = {.max_age_ms = INT64_MAX};
+  CHECK_RC(dtx_txn_opts_check(&bad), DTX_EINVAL);
+  bad.max_age_ms = -1;
+  CHECK_RC(dtx_txn_opts_check(&bad), DTX_EINVAL);
+  bad.max_age_ms = DTX__TXN_MAX_AGE_MS + 1;
+  CHECK_RC(dtx_txn_opts_check(&bad), DTX_EINVAL);
+  const char *ids[] = {"V", "D", "Y", "L"};
+  for (int i = 0; i < 4; i++)
+    gc_write(st, ids[i], json_pack("{s:i}", "n", 1));
+  dtx_txn_t *old = NULL;
+  CHECK_RC(dtx_txn_begin(st, &(dtx_txn_opts_t){.max_age_ms = 30}, &old), 0);
+  gc_write(st, "V", json_pack("{s:i}", "n", 2)); /* p: n 1 */
+  gc_write(st, "D", NULL);                       /* a tombstone */
+  gc_write(st, "Y", json_pack("{s:i}", "n", 2)); /* young: kept */
+  gc_write(st, "L", NULL);                       /* a tombstone, locked */
+  gc_age(st, "V");
+  gc_age(st, "D");
+  gc_age(st, "L");
+  /* L's tombstone holds a lock of a pending transaction under a live
+   * lease (as a serializable reader of the absent L leaves it while it
+   * commits): written by hand, its record too */
+  json_t *got = NULL;
+  int64_t now_ms = dtx__now_ms();
+  json_t *rec = json_pack(
+      "{s:s,s:s,s:I,s:[{s:s,s:s,s:s}],s:b,s:b,s:s,s:I,s:I,s:I,s:I}", "_id",
+      "gclock", "state", "pending", "start_ts", (json_int_t)1, "keys", "c",
+      "mt_docs", "id", "L", "op", "lock", "applied", 0, "cleared", 0, "owner",
+      "t", "lease_until", (json_int_t)(now_ms + 60000), "epoch",
+      (json_int_t)0, "updated", (json_int_t)now_ms, "created",
+      (json_int_t)now_ms);
+  CHECK_RC(dtx_store_insert_ex(st, "txn_records", rec,
+                                &(dtx_insert_opts_t){.bypass_validation = 1},
+                                NULL),
+           0);
+  json_decref(rec);
+  json_t *fl = J("{\"_id\":\"L\"}");
+  json_t *lock = J("{\"$set\":{\"_txn.w\":{\"id\":\"gclock\",\"ts\":1,"
+                   "\"op\":\"lock\"}}}");
+  CHECK_RC(dtx_store_update(st, "mt_docs", fl, lock,
+                            &(dtx_update_opts_t){.bypass_validation = 1}, NULL),
+           0);
+  json_decref(lock);
+  json_t *rep = NULL;
+  CHECK_RC(dtx_recover(st, &(dtx_recover_opts_t){.older_than_ms = -1}, &rep),
+           0);
+  json_t *ran = json_object_get(
+      json_object_get(json_object_get(rep, "patterns"), "txn"), "ran");
+  CHECKF(dtx__int(ran, "versions_collected") == 1 &&
+             dtx__int(ran, "tombstones_collected") == 1,
+         "%s", JS(rep));
+  json_decref(rep);
+  json_t *v = plain_get(st, "mt_docs", "V"), *d = plain_get(st, "mt_docs", "D");
+  json_t *y = plain_get(st, "mt_docs", "Y"), *l = plain_get(st, "mt_docs", "L");
+  CHECKF(num(v, "n") == 2 && !json_object_get(dtx__txn_meta(v), "p") &&
+             !json_object_get(dtx__txn_meta(v), "t") &&
+             json_object_get(dtx__txn_meta(v), "v"),
+         "V: %s", JS(v));
+  CHECKF(d == NULL, "the tombstone D stayed: %s", JS(d));
+  CHECKF(json_object_get(dtx__txn_meta(y), "p") != NULL, "Y: %s", JS(y));
+  CHECKF(json_is_true(json_object_get(dtx__txn_meta(l), "del")), "L: %s",
+         JS(l));
+  json_decref(v);
+  json_decref(d);
+  json_decref(y);
+  json_decref(l);
+  /* the old snapshot: past its age, refused (it would have needed V's
+   * previous version, D's tombstone) */
+  usleep(40 * 1000);
+  json_t *fv = J("{\"_id\":\"V\"}"), *fd = J("{\"_id\":\"D\"}");
+  CHECK_RC(dtx_txn_find_one(old, "mt_docs", fd, &got), DTX_ECONFLICT);
+  dtx_txn_free(old);
+  /* D does not come back: not to a plain reader, nor to a transaction */
+  json_t *arr = NULL, *live = J("{\"_txn.del\":{\"$ne\":true}}");
+  CHECK_RC(dtx_store_find(st, "mt_docs", live, NULL, &arr), 0);
+  CHECKF(json_array_size(arr) == 2, "live: %s", JS(arr)); /* V, Y */
+  json_decref(arr);
+  dtx_txn_t *now = NULL;
+  CHECK_RC(dtx_txn_begin(st, NULL, &now), 0);
+  CHECK_RC(dtx_txn_find_one(now, "mt_docs", fd, &got), 0);
+  CHECK(got == NULL);
+  CHECK_RC(dtx_txn_find_one(now, "mt_docs", fv, &got), 0);
+  CHECK(num(got, "n") == 2);
+  json_decref(got);
+  CHECK_RC(dtx_txn_commit(now), 0);
+  dtx_txn_free(now);
+  /* its lease lapses: recovery aborts it, clears the lock, and L's
+   * tombstone goes in the same pass; then clean */
+  json_t *fr = J("{\"_id\":\"gclock\"}"), *lapse = J("{\"$set\":{\"lease_until\":0}}");
+  CHECK_RC(dtx_store_update(st, "txn_records", fr, lapse,
+                            &(dtx_update_opts_t){.bypass_validation = 1}, NULL),
+           0);
+  json_decref(fr);
+  json_decref(lapse);
+  CHECK_RC(dtx_recover(st, &(dtx_recover_opts_t){.older_than_ms = -1}, &rep),
+           0);
+  json_decref(rep);
+  l = plain_get(st, "mt_docs", "L");
+  CHECKF(l == NULL, "L: %s", JS(l));
+  json_decref(l);
+  dtx__docs_examined = 0;
+  CHECK_RC(dtx_recover(st, &(dtx_recover_opts_t){.older_than_ms = -1}, &rep),
+           0);
+  CHECKF(dtx__docs_examined < 10, "a pass examined %lld documents",
+         (long long)dtx__docs_examined);
+  json_decref(rep);
+  CHECK_RC(dtx_audit(st, DTX_AUDIT_SETTLED, &rep), 0);
+  CHECKF(json_is_true(json_object_get(rep, "ok")), "audit: %s", JS(rep));
+  json_decref(rep);
+  json_decref(fv);
+  json_decref(fd);
+  json_decref(fl);
+  json_decref(live);
+  dtx_store_close(st);
+}
+
 /* The child of test_crashed: a 2PC transaction that dies at txn.commit,
  * after its intents, before its commit point. */
 static int crash_child(void) {
@@ -781,6 +935,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_one_pc_plain);
   TEST_RUN(test_serializable_gaps);
   TEST_RUN(test_outcome_after_gc);
+  TEST_RUN(test_gc_versions);
   TEST_RUN(test_crashed);
   TEST_RUN(test_plain_tamper);
   TEST_RUN(test_bank);

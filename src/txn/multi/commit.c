@@ -31,6 +31,8 @@
  *   pending -> aborted, or a fence       dtx__txn_abort_record()  txn.abort
  *   aborted intent removed               dtx__txn_clear()         txn.clear
  *   finished record deleted              recover()                txn.gc
+ *   previous version removed (horizon)   gc_one()                 txn.gc.version
+ *   tombstone deleted (horizon)          gc_one()                 txn.gc.tombstone
  *
  * Invariants (docs/transactions.md, "Invariants"):
  *  T1 A document's body is always a committed version; an intent's body
@@ -55,7 +57,12 @@
  *     it (readers, prewrites, recovery's sweep of the intents index).
  *  T10 Serializable: every document read, absent ones too (a stub
  *     lock), is locked or validated at its version; a find that saw all
- *     its matches is validated again after the locks and C. */
+ *     its matches is validated again after the locks and C.
+ *  T11 No transaction reads or commits past its maximum age (at most
+ *     DTX__TXN_MAX_AGE_MS after begin); a previous version or a tombstone
+ *     is collected only once its replacement was written more than that
+ *     plus a clock margin ago, by one step conditioned on the version, t
+ *     and no intent: a reader that would have needed it is too old. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -550,6 +557,10 @@ static struct {
 static size_t nguarded, capguarded;
 
 static const char intent_index[] = "{\"" DTX__TXN_FIELD ".w.id\":1}";
+/* _txn.t is on a document while it holds garbage (a previous version, or
+ * it is a tombstone): recovery's collection reads this sparse index by
+ * age, and removes t with what it collects (T11). */
+static const char age_index[] = "{\"" DTX__TXN_FIELD ".t\":1}";
 
 int dtx__txn_guard(dtx_store_t *st, const char *coll) {
   uint64_t gen = dtx__store_catalog_gen();
@@ -571,11 +582,15 @@ int dtx__txn_guard(dtx_store_t *st, const char *coll) {
   /* Held while setting up, as dtx__kit_ensure does: no commit of this
    * process writes an intent before the rule and the index exist. */
   json_t *keys = json_loads(intent_index, 0, NULL);
+  json_t *age = json_loads(age_index, 0, NULL);
   dtx_index_opts_t o = {.sparse = 1, .bypass_validation = 1};
   int rc = dtx__kit_guard_coll(st, coll, guard_rule);
   if (rc == 0)
     rc = keys ? dtx_store_create_index(st, coll, keys, &o, NULL) : DTX_ENOMEM;
+  if (rc == 0)
+    rc = age ? dtx_store_create_index(st, coll, age, &o, NULL) : DTX_ENOMEM;
   json_decref(keys);
+  json_decref(age);
   if (rc == 0 && !priv && i < nguarded) {
     guarded[i].gen = gen;
   } else if (rc == 0 && !priv) {
@@ -605,6 +620,84 @@ int dtx__txn_intents(dtx__exec_t *ex, const char *coll, json_t **out) {
   int rc = f ? dtx__kit_find(ex, coll, f, NULL, out) : DTX_ENOMEM;
   json_decref(f);
   return rc;
+}
+
+/* ---- collecting old versions and tombstones (T11) ---------------------------- */
+
+/* The documents recovery may collect from, per pass: the rest waits for
+ * the next pass (bounded work). */
+#define GC_BATCH 1000
+
+/* One document d (read through the age index) past the horizon: a
+ * tombstone is deleted, a previous version is removed (with t, so it
+ * leaves the index).  Each is ONE conditional step on what was read: the
+ * same version v and t, no intent -- never a newer version, an intent, or
+ * a tombstone an intent (a lock) is on.  *what: 1 version, 2 tombstone,
+ * 0 nothing (changed meanwhile). */
+static int gc_one(dtx__exec_t *ex, const char *coll, const json_t *d,
+                  int *what) {
+  const json_t *m = dtx__txn_meta(d), *jv = json_object_get(m, "v");
+  const json_t *jt = json_object_get(m, "t");
+  *what = 0;
+  if (!m || json_object_get(m, "w") || !json_is_integer(jt))
+    return 0; /* an intent or a stub being written: its transaction's */
+  json_t *f = json_pack("{s:O,s:O,s:{s:b}}", "_id", json_object_get(d, "_id"),
+                        DTX__TXN_FIELD ".t", jt, DTX__TXN_FIELD ".w",
+                        "$exists", 0);
+  if (!f || add_vcond(f, json_is_integer(jv),
+                      json_is_integer(jv) ? json_integer_value(jv) : 0)) {
+    json_decref(f);
+    return DTX_ENOMEM;
+  }
+  int rc;
+  if (json_is_true(json_object_get(m, "del"))) {
+    int64_t n = 0;
+    json_object_set_new(f, DTX__TXN_FIELD ".del", json_true());
+    rc = dtx__kit_delete(ex, "txn.gc.tombstone", coll, json_incref(f), &n);
+    if (rc == 0) {
+      *what = n ? 2 : 0;
+      json_decref(f);
+      return 0;
+    }
+    if (rc != DTX_EVALIDATION) { /* a user's delete guard: keep it */
+      json_decref(f);
+      return rc;
+    }
+  }
+  int matched = 0;
+  rc = dtx__kit_update(ex, "txn.gc.version", coll, f,
+                       json_pack("{s:{s:s,s:s}}", "$unset", DTX__TXN_FIELD ".p",
+                                 "", DTX__TXN_FIELD ".t", ""),
+                       &matched);
+  if (rc == 0 && matched)
+    *what = 1;
+  return rc;
+}
+
+int dtx__txn_gc_versions(dtx__exec_t *ex, const char *coll, int64_t now,
+                         int64_t *versions, int64_t *tombstones) {
+  json_t *docs = NULL, *d;
+  size_t i;
+  int first = 0;
+  *versions = *tombstones = 0;
+  /* A range on the sparse age index: only what the horizon passed. */
+  json_t *f = json_pack("{s:{s:I}}", DTX__TXN_FIELD ".t", "$lte",
+                        (json_int_t)(now - DTX__TXN_GC_AGE_MS));
+  int rc = f ? dtx__kit_find_n(ex, coll, f, NULL, GC_BATCH, &docs)
+             : DTX_ENOMEM;
+  json_decref(f);
+  if (rc)
+    return rc;
+  json_array_foreach(docs, i, d) {
+    int what = 0;
+    rc = gc_one(ex, coll, d, &what);
+    if (rc && !first)
+      first = rc;
+    *versions += what == 1;
+    *tombstones += what == 2;
+  }
+  json_decref(docs);
+  return first;
 }
 
 static int guard_colls(dtx_txn_t *t) {

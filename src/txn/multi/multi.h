@@ -19,6 +19,15 @@
 #define DTX__TXN_DEADLINE_MS 30000
 #define DTX__TXN_MAX_KEYS 1000  /* documents one transaction may touch */
 #define DTX__TXN_MAX_SCAN 10000 /* candidates one find may read */
+/* The horizon (docs/transactions.md, "Collecting old versions", T11): no
+ * transaction reads or commits more than DTX__TXN_MAX_AGE_MS after its
+ * begin, and recovery collects a previous version or a tombstone only
+ * once the version that replaced it was written more than
+ * DTX__TXN_GC_AGE_MS ago (the age plus a margin for the clocks of
+ * different machines). */
+#define DTX__TXN_MAX_AGE_MS 60000
+#define DTX__TXN_SKEW_MS 10000
+#define DTX__TXN_GC_AGE_MS (DTX__TXN_MAX_AGE_MS + DTX__TXN_SKEW_MS)
 
 enum { KEY_NONE = 0, KEY_PUT = 1, KEY_DEL = 2 };
 
@@ -47,6 +56,8 @@ struct dtx_txn {
   int caller_id; /* the id was the caller's (always a record) */
   int isolation;
   int64_t start_ts;
+  int64_t begin_ms;   /* wall clock before the begin tick (T11) */
+  int64_t max_age_ms; /* its reads and commit fail past begin_ms + this */
   int done; /* committed, aborted or failed: no more calls */
   dtx__txn_key_t *keys;
   size_t nkeys, cap;
@@ -105,6 +116,16 @@ int dtx__txn_intents(dtx__exec_t *ex, const char *coll, json_t **out);
 /* The key of (coll, id) in t's table, or NULL (txn.c). */
 dtx__txn_key_t *dtx__txn_key_find(dtx_txn_t *t, const char *coll,
                                   const json_t *id);
+
+/* DTX_ECONFLICT ("snapshot too old") once t is older than its maximum
+ * age (T11), else 0: called after each read returns and at commit. */
+int dtx__txn_age_check(dtx_txn_t *t);
+
+/* Collects, in coll, the previous versions and tombstones the horizon
+ * left behind (recover.c's pass; fault points txn.gc.version and
+ * txn.gc.tombstone): *versions and *tombstones count what went. */
+int dtx__txn_gc_versions(dtx__exec_t *ex, const char *coll, int64_t now,
+                         int64_t *versions, int64_t *tombstones);
 
 /* The commit of t (commit.c). */
 int dtx__txn_commit(dtx_txn_t *t);

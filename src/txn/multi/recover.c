@@ -11,7 +11,8 @@
  * deleted (T7), after the marker txn_clock/gc; then every intent in the
  * collections transactions write is resolved (sweep: through their
  * sparse index on _txn.w.id, one written late by a writer paused before
- * its prewrite).  Readers do the same for the one document they meet,
+ * its prewrite), and the previous versions and tombstones past the
+ * horizon are collected (T11: the sparse index on _txn.t).  Readers do the same for the one document they meet,
  * so recovery is for the documents nobody reads.
  *
  * The audit reads the records, the clock and, in every collection a
@@ -114,6 +115,16 @@ static void sweep(dtx__exec_t *ex, dtx__tally_t *t) {
         dtx__tally_error(t, json_object_get(d, "_id"), rc);
     }
     json_decref(docs);
+    /* then the previous versions and tombstones past the horizon (T11),
+     * through the sparse index on _txn.t: what it passed, not the rest */
+    int64_t nv = 0, nt = 0;
+    rc = dtx__txn_gc_versions(ex, coll, dtx__now_ms(), &nv, &nt);
+    if (nv)
+      dtx__tally_ran(t, "versions_collected", nv);
+    if (nt)
+      dtx__tally_ran(t, "tombstones_collected", nt);
+    if (rc)
+      dtx__tally_error(t, NULL, rc);
   }
   json_decref(names);
 }
@@ -499,6 +510,7 @@ static const char *const fault_points[] = {
     "txn.clock",   "txn.read",   "txn.record", "txn.prewrite",
     "txn.validate", "txn.commit", "txn.commit1", "txn.apply",
     "txn.applied", "txn.abort",  "txn.clear",  "txn.gc",
+    "txn.gc.version", "txn.gc.tombstone",
     NULL,
 };
 

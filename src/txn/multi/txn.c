@@ -47,9 +47,23 @@ int dtx_txn_opts_check(const dtx_txn_opts_t *o) {
   if (o->deadline_ms < 0 || o->deadline_ms > DTX__MAX_DELAY_MS)
     return dtx__err(DTX_EINVAL, "txn: deadline_ms %lld is not in 0..%lld",
                     (long long)o->deadline_ms, (long long)DTX__MAX_DELAY_MS);
+  if (o->max_age_ms < 0 || o->max_age_ms > DTX__TXN_MAX_AGE_MS)
+    return dtx__err(DTX_EINVAL, "txn: max_age_ms %lld is not in 0..%lld "
+                                "(recovery collects older versions)",
+                    (long long)o->max_age_ms, (long long)DTX__TXN_MAX_AGE_MS);
   if (o->id)
     return dtx__check_ident("txn id", o->id);
   return 0;
+}
+
+int dtx__txn_age_check(dtx_txn_t *t) {
+  int64_t age = dtx__now_ms() - t->begin_ms;
+  if (age <= t->max_age_ms)
+    return 0;
+  return dtx__err(DTX_ECONFLICT, "txn %s: snapshot too old: begun %lld ms "
+                                 "ago, past its maximum age of %lld ms "
+                                 "(older versions may be collected)",
+                  t->id, (long long)age, (long long)t->max_age_ms);
 }
 
 static int64_t budget_of(const dtx_txn_opts_t *o) {
@@ -146,6 +160,11 @@ int dtx_txn_begin(dtx_store_t *st, const dtx_txn_opts_t *opts,
   }
   if (rc == 0)
     rc = dtx__kit_ensure(st, &dtx__txn_pattern);
+  /* Taken before the tick: S was handed out after begin_ms, so any
+   * version above S was written after it (T11). */
+  t->begin_ms = dtx__now_ms();
+  t->max_age_ms =
+      opts && opts->max_age_ms ? opts->max_age_ms : DTX__TXN_MAX_AGE_MS;
   if (rc == 0)
     rc = clock_read(&t->ex, &t->start_ts); /* S: read, not ticked */
   if (rc) {
@@ -336,7 +355,10 @@ static int key_get(dtx_txn_t *t, const char *coll, const json_t *id,
   int rc = dtx__txn_read_clean(&t->ex, t->id, coll, id, &d);
   if (rc == 0)
     rc = key_add(t, coll, id, &k);
-  if (rc == 0 && (rc = key_view(t, k, d)) != 0) {
+  /* after the read: what it found (or missed) may be a version the
+   * horizon let recovery collect (T11) */
+  if (rc == 0 && ((rc = key_view(t, k, d)) != 0 ||
+                  (rc = dtx__txn_age_check(t)) != 0)) {
     key_free(k);
     t->nkeys--;
   }
@@ -462,6 +484,11 @@ static int txn_find(dtx_txn_t *t, const char *coll, const json_t *filter,
   dtx__filter_free(f);
   json_decref(empty);
   json_decref(ids);
+  /* after the candidates were read: a tombstone the horizon let
+   * recovery collect is missing from them (T11); for the finds of
+   * update and delete too */
+  if (rc == 0)
+    rc = dtx__txn_age_check(t);
   if (rc == 0)
     *out = res;
   else
@@ -637,7 +664,9 @@ int dtx_txn_commit(dtx_txn_t *t) {
   if (rc)
     return rc;
   dtx__call_begin(&c, t->ex.deadline_ms);
-  rc = dtx__txn_commit(t);
+  rc = dtx__txn_age_check(t); /* T11: nothing written yet */
+  if (rc == 0)
+    rc = dtx__txn_commit(t);
   t->done = 1;
   return dtx__call_end(&c, rc);
 }

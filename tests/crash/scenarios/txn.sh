@@ -7,7 +7,9 @@
 # (one write, no id: no record); txn.validate is a read-only serializable
 # read of both; the points of cleaning (abort, clear) recover after a
 # transaction that crashed at its commit point, with its intents written;
-# txn.gc recovers after a finished one, with a retention of 1 ms.
+# txn.gc recovers after a finished one, with a retention of 1 ms;
+# txn.gc.version and txn.gc.tombstone after t1 and the insert and delete
+# of C, their versions aged past the horizon by hand.
 # After recovery, whatever happened: audit --settled clean (no pending
 # record, no intent left); A + B = 20; A is 5 exactly when t1 committed
 # (doctx txn show t1, which is final after recovery) and 10 otherwise;
@@ -32,6 +34,14 @@ scenario_cmd() {
   txn.gc)
     d txn --id t1 "$MOVE" >/dev/null
     echo "recover --retention-ms 1" ;;
+  txn.gc.version | txn.gc.tombstone)
+    # A and B keep their previous versions, C is a tombstone; all are
+    # made older than the horizon by hand (a bypass write of _txn.t)
+    d txn --id t1 "$MOVE" >/dev/null
+    d txn '[{"insert":"acct","doc":{"_id":"C","bal":0}}]' >/dev/null
+    d txn '[{"delete":"acct","filter":{"_id":"C"}}]' >/dev/null
+    d update --many --bypass-validation acct '{}' '{"$set":{"_txn.t":1}}' >/dev/null
+    echo "recover" ;;
   txn.*) echo "txn --id t1 --lease-ms 300 $MOVE" ;;
   *) echo UNKNOWN ;;
   esac
@@ -51,6 +61,9 @@ check_final() {
     [ $((a + $spent)) = 10 ] && [ "$b" = 10 ] || { bad "$label: A $a spent $spent B $b"; return; } ;;
   txn.gc:*) # t1 committed before; its record may be collected (show would fence)
     [ "$a" = 5 ] && [ "$b" = 15 ] || { bad "$label: A $a B $b after t1"; return; } ;;
+  txn.gc.*) # the horizon's collection (T11): the same, C's tombstone gone
+    [ "$a" = 5 ] && [ "$b" = 15 ] || { bad "$label: A $a B $b after t1"; return; }
+    [ -z "$(d find acct '{"_id":"C"}')" ] || { bad "$label: C's tombstone left: $(d find acct '{"_id":"C"}')"; return; } ;;
   txn.validate:*)
     [ "$a" = 10 ] && [ "$b" = 10 ] || { bad "$label: a read changed A $a B $b"; return; } ;;
   *)
