@@ -2,7 +2,7 @@
 # The whole suite, as CI runs it (make test):
 #   1. release build, every ctest suite (unit, conformance, cli, crash);
 #   2. ASan+UBSan build, the same suites (chaos shortened);
-#   3. libFuzzer targets, each for FUZZ_SECONDS (default 10), JOBS at a time;
+#   3. libFuzzer targets, each for FUZZ_SECONDS (default 6), JOBS at a time;
 #   4. nothing left behind in the run's TMPDIR.
 # The builds of 2 and 3 start at once, in the background at nice 19
 # (bg_build): they take the CPU the release stages leave idle.
@@ -19,7 +19,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
-FUZZ_SECONDS=${FUZZ_SECONDS:-10}
+# 6 s a target on its committed corpus: a regression run (the corpus holds
+# what longer runs found); docs/testing.md says how to search deeper.
+FUZZ_SECONDS=${FUZZ_SECONDS:-6}
 # Every temporary file of the run goes under one directory (the suites
 # honour TMPDIR), which must be empty at the end: a suite that leaves
 # something behind fails the run, and a clean run leaves nothing in /tmp.
