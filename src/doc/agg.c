@@ -222,8 +222,9 @@ static int add_computed(stage_t *s, const char *path, const json_t *v,
   if (!ne)
     return nomem();
   s->cexpr = ne;
-  char where[200];
-  snprintf(where, sizeof where, "%s.%s", stage, path);
+  char where[200]; /* names the field in errors: a long path is cut */
+  if (snprintf(where, sizeof where, "%s.%s", stage, path) >= (int)sizeof where)
+    memcpy(where + sizeof where - 4, "...", 4);
   dtx__expr_t *e;
   int rc = dtx__expr_compile(v, where, &e);
   if (rc)

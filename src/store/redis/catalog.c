@@ -246,6 +246,27 @@ static void cache_install(dtx__backend_t *b, rd_coll_t *co) {
   dtx__rd_coll_put(old);
 }
 
+/* The cached entry of NAME when its text is TEXT (a new reference, its
+ * age reset), else NULL.  An entry is a pure function of its text, so a
+ * fresh read that finds the text unchanged need not parse it and compile
+ * its rules again: a pattern's set-up reads each of its collections'
+ * entries fresh, once per rule and index, in every process. */
+static rd_coll_t *cache_same(dtx__backend_t *b, const char *name,
+                             const char *text) {
+  rd_coll_t *hit = NULL;
+  pthread_mutex_lock(&b->catmu);
+  for (size_t i = 0; i < b->ncolls && !hit; i++) {
+    rd_coll_t *co = b->colls[i];
+    if (strcmp(co->name, name) == 0 && strcmp(co->raw, text) == 0) {
+      atomic_fetch_add(&co->refs, 1);
+      co->loaded_ms = dtx__rd_mono_ms();
+      hit = co;
+    }
+  }
+  pthread_mutex_unlock(&b->catmu);
+  return hit;
+}
+
 void dtx__rd_coll_forget(dtx__backend_t *b, const char *name) {
   rd_coll_t *old = NULL;
   pthread_mutex_lock(&b->catmu);
@@ -373,7 +394,12 @@ int dtx__rd_coll_get(dtx__backend_t *b, const char *name, int create,
       if (rc == 0)
         continue;
     }
-    rd_coll_t *co;
+    rd_coll_t *co = cache_same(b, name, text);
+    if (co) {
+      free(text);
+      *out = co;
+      return 0;
+    }
     rc = coll_parse(b->kp, name, text, &co);
     free(text);
     if (rc < 0)
