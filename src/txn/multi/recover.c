@@ -18,7 +18,13 @@
  *   leftover_intent  an intent of a committed record marked applied, or
  *                    (with --settled) of an aborted one
  *   orphan_intent    an intent whose transaction has no record (T7)
- *   not_terminal     with --settled: a pending record */
+ *   not_terminal     with --settled: a pending record
+ *   shape            a record's fields that do not go with its state, or
+ *                    a key that is not {c, id, op}
+ *   bad_version      a document's _txn not as the steps write it (its
+ *                    types, v with by and p, p.v below v, w's ts, op, doc)
+ *   clock            the clock below a timestamp in use, or gone (T6) */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,6 +185,179 @@ static int recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
   return 0;
 }
 
+/* ---- audit: each field of a record, of a document's _txn, the clock --------
+ * What the validator cannot say of one field, and what no validator sees
+ * (the user's collections have none, only the plain-write rule): every
+ * row of tests/crash/tamper.sh's transactions table, written past the
+ * rules, is a finding here or in the intent loop of audit(). */
+
+static int key_op(const json_t *v) {
+  const char *s = json_string_value(v);
+  return s && (!strcmp(s, "put") || !strcmp(s, "del") || !strcmp(s, "lock"));
+}
+
+static int is_ts(const json_t *v, int64_t min) {
+  return json_is_integer(v) && json_integer_value(v) >= min;
+}
+
+/* The shape check of txn_records (dtx__audit_load runs it on every record
+ * its validator admits): the fields that go with a state, and the keys. */
+static int record_fits(const json_t *r, char *why, size_t n) {
+  const char *st = dtx__str(r, "state");
+  const json_t *cts = json_object_get(r, "commit_ts"), *k;
+  size_t i;
+  if (!json_is_integer(json_object_get(r, "created")))
+    return dtx__shape_bad(why, n, "created is not an integer");
+  if (st && strcmp(st, "committed") &&
+      (cts || json_object_get(r, "applied")))
+    return dtx__shape_bad(why, n, "a %s record has a commit_ts or applied "
+                                  "(only a commit writes them)",
+                          st);
+  if (st && strcmp(st, "aborted") &&
+      (json_object_get(r, "cleared") || json_object_get(r, "fence")))
+    return dtx__shape_bad(why, n, "a %s record has cleared or fence (only "
+                                  "an abort writes them)",
+                          st);
+  if (json_is_integer(cts) &&
+      json_integer_value(cts) <= dtx__int(r, "start_ts"))
+    return dtx__shape_bad(why, n, "commit_ts %lld is not after start_ts "
+                                  "%lld (T6)",
+                          (long long)json_integer_value(cts),
+                          (long long)dtx__int(r, "start_ts"));
+  json_array_foreach(json_object_get(r, "keys"), i, k) {
+    const char *c = dtx__str(k, "c");
+    const json_t *id = json_object_get(k, "id");
+    int bad_c = !c || dtx__coll_check(c) != 0;
+    dtx__err_clear();
+    if (bad_c)
+      return dtx__shape_bad(why, n, "keys.%zu.c is not a collection name",
+                            i);
+    if (!id || json_is_null(id) || json_is_array(id))
+      return dtx__shape_bad(why, n, "keys.%zu.id is not a document's _id",
+                            i);
+    if (!key_op(json_object_get(k, "op")))
+      return dtx__shape_bad(why, n, "keys.%zu.op is not put, del or lock",
+                            i);
+  }
+  return 0;
+}
+
+/* A document's _txn as the steps write it (docs/transactions.md,
+ * "Documents under transactions"); *top: raised to the highest timestamp
+ * it holds.  An intent's id is the intent loop's (bad_intent). */
+static int meta_fits(const json_t *m, int64_t *top, char *why, size_t n) {
+  if (!json_is_object(m))
+    return dtx__shape_bad(why, n, "_txn is not an object");
+  const json_t *v = json_object_get(m, "v"), *p = json_object_get(m, "p");
+  const json_t *w = json_object_get(m, "w"), *del = json_object_get(m, "del");
+  const json_t *t = json_object_get(m, "t");
+  /* A document of version 0 (never committed by a transaction) holds
+   * only its intent, or nothing once that is cleared: {} or {w}. */
+  if ((t || v || del) && !is_ts(t, 0))
+    return dtx__shape_bad(why, n, "_txn.t is not a time in ms");
+  if (del && !json_is_true(del))
+    return dtx__shape_bad(why, n, "_txn.del is not true");
+  if (v) {
+    const json_t *pv = json_object_get(p, "v"), *pd = json_object_get(p, "doc");
+    if (!is_ts(v, 1))
+      return dtx__shape_bad(why, n, "_txn.v is not a timestamp");
+    if (!json_is_string(json_object_get(m, "by")))
+      return dtx__shape_bad(why, n, "_txn.by is not a transaction id");
+    if (!is_ts(pv, 0) || json_integer_value(pv) >= json_integer_value(v))
+      return dtx__shape_bad(why, n, "_txn.p.v is not a timestamp below "
+                                    "_txn.v (T6)");
+    if (!json_is_object(pd) && !json_is_null(pd))
+      return dtx__shape_bad(why, n, "_txn.p.doc is not a document or null");
+    if (json_integer_value(v) > *top)
+      *top = json_integer_value(v);
+  } else if (p || json_object_get(m, "by")) {
+    return dtx__shape_bad(why, n, "_txn has p or by without v");
+  }
+  if (json_is_object(w)) {
+    const json_t *ts = json_object_get(w, "ts"), *op = json_object_get(w, "op");
+    const json_t *doc = json_object_get(w, "doc");
+    if (!is_ts(ts, 0))
+      return dtx__shape_bad(why, n, "_txn.w.ts is not a timestamp");
+    if (!key_op(op))
+      return dtx__shape_bad(why, n, "_txn.w.op is not put, del or lock");
+    if (strcmp(json_string_value(op), "put") ? doc != NULL
+                                              : !json_is_object(doc))
+      return dtx__shape_bad(why, n, "_txn.w.doc is not the new document of "
+                                    "a put (and only of a put)");
+    if (json_integer_value(ts) > *top)
+      *top = json_integer_value(ts);
+  }
+  return 0;
+}
+
+/* Every document's _txn in colls (the collections the records name), then
+ * the clock against every timestamp seen (recs: the records). */
+static void audit_fields(dtx__audit_t *a, const json_t *recs,
+                         const json_t *colls) {
+  int64_t top = 0;
+  char where[200] = ""; /* the document holding top */
+  const char *name;
+  json_t *r, *dummy;
+  json_object_foreach((json_t *)recs, name, r) {
+    int64_t ts = dtx__int(r, "start_ts") > dtx__int(r, "commit_ts")
+                     ? dtx__int(r, "start_ts")
+                     : dtx__int(r, "commit_ts");
+    if (ts > top) {
+      top = ts;
+      snprintf(where, sizeof where, "%s %s", DTX__TXN_RECORDS, name);
+    }
+  }
+  json_object_foreach((json_t *)colls, name, dummy) {
+    json_t *docs = NULL, *d;
+    size_t i;
+    json_t *f = json_pack("{s:{s:b}}", DTX__TXN_FIELD, "$exists", 1);
+    dtx__kit_read_t q = {.coll = name, .filter = f};
+    int rc = f ? dtx__kit_read(a->st, &q, &docs) : DTX_ENOMEM;
+    json_decref(f);
+    dtx__err_clear();
+    if (rc) /* the intent loop reported the collection unreadable */
+      continue;
+    json_array_foreach(docs, i, d) {
+      char why[256];
+      int64_t was = top;
+      int bad = meta_fits(json_object_get(d, DTX__TXN_FIELD), &top, why,
+                          sizeof why);
+      if (!bad && top == was)
+        continue;
+      char *ids = json_dumps(json_object_get(d, "_id"),
+                             JSON_COMPACT | JSON_ENCODE_ANY);
+      if (top != was)
+        snprintf(where, sizeof where, "%s %s", name, ids ? ids : "?");
+      if (bad)
+        dtx__audit_finding(a, "bad_version", "%s %s: %s", name,
+                           ids ? ids : "?", why);
+      free(ids);
+    }
+    json_decref(docs);
+  }
+  /* The clock last: every timestamp read above was handed out before
+   * this read, so it is at most the clock's; one above it would be
+   * handed out again (T6).  Its type: the validator (bad_shape). */
+  json_t *clocks = NULL;
+  if (dtx__audit_load(a, DTX__TXN_CLOCK, &clocks)) {
+    dtx__audit_finding(a, "unreadable", "txn: could not read %s: %s",
+                       DTX__TXN_CLOCK, dtx_errdetail());
+    return;
+  }
+  const json_t *c = json_object_get(clocks, "clock");
+  const json_t *ts = json_object_get(c, "ts");
+  if (!c && top > 0)
+    dtx__audit_finding(a, "clock", "txn: %s has no clock, and timestamps up "
+                                   "to %lld are in use (%s)",
+                       DTX__TXN_CLOCK, (long long)top, where);
+  else if (json_is_integer(ts) && json_integer_value(ts) < top)
+    dtx__audit_finding(a, "clock", "txn: the clock is at %lld, below "
+                                   "timestamp %lld of %s",
+                       (long long)json_integer_value(ts), (long long)top,
+                       where);
+  json_decref(clocks);
+}
+
 /* ---- audit ------------------------------------------------------------------ */
 
 static int audit(dtx__audit_t *a) {
@@ -280,6 +459,7 @@ static int audit(dtx__audit_t *a) {
     }
     json_decref(docs);
   }
+  audit_fields(a, recs, colls);
   dtx__audit_set(a, "records", json_integer((json_int_t)json_object_size(recs)));
   dtx__audit_set(a, "intents", json_integer(intents));
   dtx__audit_summary(a, "%zu transaction records, %lld pending, %lld intents",
@@ -344,6 +524,11 @@ static const dtx__rules_def_t rules[] = {
     {NULL, NULL, NULL, NULL},
 };
 
+static const dtx__shape_def_t shapes[] = {
+    {DTX__TXN_RECORDS, record_fits},
+    {NULL, NULL},
+};
+
 static const char *const fault_points[] = {
     "txn.clock",   "txn.read",   "txn.record", "txn.prewrite",
     "txn.validate", "txn.commit", "txn.commit1", "txn.apply",
@@ -359,4 +544,5 @@ const dtx__pattern_t dtx__txn_pattern = {
     .recover = recover,
     .audit = audit,
     .rules = rules,
+    .shapes = shapes,
 };
