@@ -137,7 +137,7 @@ d audit --settled >/dev/null && ok || bad "audit: $(d audit --settled 2>&1 | tai
 # audit must exit 5 and name the finding; the three rows of the last one
 # at once (one bad document does not stop it).
 tampers=(
-  'bad_record|txn_records|{"_id":"t1"}|{"$set":{"keys":[1,{"c":5}]}}'
+  'shape|txn_records|{"_id":"t1"}|{"$set":{"keys":[1,{"c":5}]}}'
   'uncommitted_version|txn_records|{"_id":"t1"}|{"$set":{"state":"aborted"}}'
   'uncommitted_version|txn_records|{"_id":"t1"}|{"$set":{"state":"pending"}}'
   'bad_version|txn_records|{"_id":"t1"}|{"$set":{"commit_ts":999999}}'
@@ -172,4 +172,21 @@ tamper 'bad_version|acct|{"_id":"C"}|{"$set":{"_txn":"x"}}'
 tamper "${tampers[7]}"
 expect 5 "audit after three tampers" -- d audit
 same "it reports all three" "$(grep -cE 'FINDING txn (uncommitted_version|bad_version|clock_behind):' "$WORK/out")" 3
+# A write lost past the rules: t3 committed, crashed before its roll
+# forward; A's intent removed (--bypass-validation), recovery finds
+# nothing to roll forward on A and marks t3 applied: the audit tells.
+tamper_store lost
+DOCTX_FAULT=txn.apply:crash d txn --id t3 '[{"update":"acct","filter":{"_id":"A"},"with":{"$inc":{"bal":1}}},{"update":"acct","filter":{"_id":"B"},"with":{"$inc":{"bal":1}}}]' >/dev/null 2>&1
+same "t3 committed, A holds its intent" "$(d find acct '{"_id":"A"}' | jq -r ._txn.w.id)" t3
+d update --bypass-validation acct '{"_id":"A"}' '{"$unset":{"_txn.w":""}}' >/dev/null || bad "remove A's intent"
+d recover >/dev/null 2>&1
+expect 5 "audit after a lost write" -- d audit
+grep -q 'FINDING txn lost_write: txn t3:.* acct "A"' "$WORK/out" && ok || bad "no lost_write for t3 on A: $(grep FINDING "$WORK/out")"
+# A version forged past the rules, naming t1 at its commit_ts, on a
+# document t1's record does not name (T9).
+tamper_store forged
+c1=$(d find txn_records '{"_id":"t1"}' | jq .commit_ts)
+d insert --bypass-validation acct "{\"_id\":\"F\",\"bal\":9,\"_txn\":{\"v\":$c1,\"by\":\"t1\"}}" >/dev/null || bad "insert F"
+expect 5 "audit after a forged version" -- d audit
+grep -q 'FINDING txn bad_version: acct "F": .*does not name it' "$WORK/out" && ok || bad "no bad_version for F: $(grep FINDING "$WORK/out")"
 finish

@@ -72,6 +72,19 @@ d job add q2 t '{}' --id j2 >/dev/null && d job work q2 --once --exec 'echo {\"o
 # item V at version 2, its child a carried over from version 1
 d version put V '{"n":1}' --child a='{"x":1}' >/dev/null
 d version put V '{"n":2}' --child b='{"x":2}' >/dev/null
+# transactions (docs/transactions.md): x1 committed and applied on s1
+# and s2, s3 deleted by a one-document transaction (a tombstone), x2
+# crashed at its commit point with its intents on s1 and s2 (an hour's
+# lease: nothing resolves it while the suite runs), x9 a fence
+d insert stock '{"_id":"s1","n":5}' '{"_id":"s2","n":0}' '{"_id":"s3","n":1}' >/dev/null &&
+  d txn --id x1 '[{"update":"stock","filter":{"_id":"s1"},"with":{"$inc":{"n":-2}}},{"update":"stock","filter":{"_id":"s2"},"with":{"$inc":{"n":2}}}]' >/dev/null &&
+  d txn '[{"delete":"stock","filter":{"_id":"s3"}}]' >/dev/null || { echo "setup: txn"; exit 1; }
+DOCTX_FAULT=txn.commit:crash d txn --id x2 --lease-ms 3600000 '[{"update":"stock","filter":{"_id":"s1"},"with":{"$inc":{"n":-1}}},{"update":"stock","filter":{"_id":"s2"},"with":{"$inc":{"n":1}}}]' >/dev/null 2>&1
+d txn show x9 >/dev/null 2>&1
+[ "$(d count stock '{"_txn.w.id":"x2","_txn.v":{"$gt":0}}')" = 2 ] &&
+  [ "$(d count stock '{"_id":"s3","_txn.del":true}')" = 1 ] &&
+  [ "$(d count txn_records '{"$or":[{"_id":"x1","state":"committed","applied":true},{"_id":"x2","state":"pending"},{"_id":"x9","fence":true}]}')" = 3 ] ||
+  { echo "setup: txn states: $(d find stock '{}') $(d find txn_records '{}')"; exit 1; }
 expect 0 "baseline audit clean" -- d audit
 [ "$(d count accounts '{"_id":"A","pending.0":{"$exists":true},"voids.0":{"$exists":true}}')" = 1 ] &&
   ok || bad "setup: A lacks a marker or a tombstone: $(d find accounts '{"_id":"A"}')"
@@ -88,6 +101,9 @@ ORIG[version_roots.V]=$(d find version_roots '{"_id":"V"}')
 ORIG[versions.V/2]=$(d find versions '{"_id":"V/2"}')
 ORIG[version_children.V/1/a]=$(d find version_children '{"_id":"V/1/a"}')
 ORIG[ledger_entries.e5]=$(d find ledger_entries '{"_id":"e5"}')
+for w in txn_records.x1 txn_records.x2 txn_records.x9 txn_clock.clock stock.s1 stock.s3; do
+  ORIG[$w]=$(d find "${w%%.*}" "{\"_id\":\"${w#*.}\"}")
+done
 
 row() { # COLL ID FIELD VALUE (UNSET: remove the field)
   local coll=$1 id=$2 field=$3 val=$4 upd orig=${ORIG[$1.$2]} label="$1.$3=$4"
@@ -183,6 +199,184 @@ version_children|V/1/a|version|"1"
 ledger_entries|e5|at|"x" -1 1.5 253402300800000 UNSET
 ledger_entries|e5|imported|false "x" 1
 TABLE
+
+# Transactions (docs/transactions.md): every field of a record and of a
+# document's _txn (a committed version under x2's intent, a tombstone),
+# and the clock, to every wrong type -- and, where the type alone is
+# right, to a value no step writes: a record's fields that do not go
+# with its state, a timestamp at or above the clock's, an intent's body
+# on a delete.  The user's collection has no validator: its plain-write
+# rule refuses every change of _txn.  (Removing an optional field -- an
+# intent, a tombstone's del -- leaves a document the steps could have
+# left: the rule refuses it, the audit cannot tell.)
+#
+# The same promise as row() above, at a fraction of its processes: the
+# plain writes go in one bulk per collection (each refused, nothing
+# changed); past the rules, the rows are judged by groups, one audit
+# each, a row's document named by a finding.  x1 and s1 have three
+# copies each (written past the rules; the store audits clean with them),
+# so a group holds up to four rows of each; rows on the clock, or that
+# set a timestamp above it, go alone (the clock's finding names one
+# document).  The group's documents are written whole, each its original
+# with the row's change, and put back by the next group's bulk.
+declare -A TXN_DOCS=([x1]="x1 xc1 xc2 xc3" [s1]="s1 sc1 sc2 sc3" [x2]=x2 [x9]=x9 [s3]=s3 [clock]=clock)
+for w in txn_records.x1 stock.s1; do
+  # (the copies of s1 are xc1's writes, which names them: T9)
+  mapfile -t copies < <(jq -c '. as $d | $ARGS.positional[] as $c | $d | ._id = $c |
+      if .keys then .keys += [range(1; 4) | {c: "stock", id: "sc\(.)", op: "put"}]
+      else ._txn.by = "xc1" end' \
+    --args ${TXN_DOCS[${w#*.}]#* } <<<"${ORIG[$w]}")
+  ids=(${TXN_DOCS[${w#*.}]#* })
+  for j in "${!ids[@]}"; do ORIG[${w%%.*}.${ids[$j]}]=${copies[$j]}; done
+  d insert "${w%%.*}" "${copies[@]}" --bypass-validation >/dev/null || bad "txn: the copies of $w"
+done
+expect 0 "txn: the copies of x1 and s1 audit clean" -- d audit
+TXN_ROWS=()
+while IFS='|' read -r coll id field vals; do
+  [ -n "$coll" ] || continue
+  for v in $vals; do
+    turn=$((turn + 1))
+    mine "$turn" && TXN_ROWS+=("$coll|$id|$field|$v")
+  done
+done <<'TABLE'
+txn_records|x1|state|"weird" 5 null {} [] true UNSET "pending" "aborted"
+txn_records|x1|start_ts|"5" 1.5 null {} [] true -1 UNSET 999999999
+txn_records|x1|commit_ts|"5" 1.5 null {} [] true 0 2 UNSET 999999999
+txn_records|x1|keys|"x" 5 null {} true UNSET
+txn_records|x1|keys.0|"x" 5 null [] true
+txn_records|x1|keys.0.c|5 null {} [] true "" "a/b" UNSET
+txn_records|x1|keys.0.id|null [] UNSET
+txn_records|x1|keys.0.op|"weird" 5 null {} UNSET
+txn_records|x1|owner|5 1.5 {} [] true
+txn_records|x1|lease_until|"5" 1.5 null {} [] true UNSET
+txn_records|x1|epoch|"5" 1.5 null {} [] true -1 UNSET
+txn_records|x1|updated|"5" 1.5 null {} [] true UNSET
+txn_records|x1|created|"5" 1.5 null {} [] true UNSET
+txn_records|x1|applied|"x" 5 null {} []
+txn_records|x1|cleared|"x" 5 null true
+txn_records|x1|fence|"x" 5 null true
+txn_records|x2|state|"committed"
+txn_records|x2|commit_ts|5
+txn_records|x2|applied|true
+txn_records|x2|cleared|true
+txn_records|x9|state|"pending" "committed"
+txn_records|x9|commit_ts|5
+txn_records|x9|applied|false
+txn_records|x9|fence|"x" 5 null
+txn_records|x9|cleared|"x" 5 false
+txn_clock|clock|ts|"5" 1.5 null {} [] true 0 1 UNSET
+stock|s1|_txn|"x" 5 1.5 null [] true
+stock|s1|_txn.v|"5" 1.5 null {} [] true 0 999999999 UNSET
+stock|s1|_txn.t|"5" 1.5 null {} [] true UNSET
+stock|s1|_txn.by|5 null {} [] true UNSET
+stock|s1|_txn.p|"x" 5 null [] true UNSET
+stock|s1|_txn.p.v|"5" 1.5 null {} [] true -1 999999999 UNSET
+stock|s1|_txn.p.doc|"x" 5 [] true UNSET
+stock|s1|_txn.w|"x" 5 null [] true
+stock|s1|_txn.w.id|5 null {} [] true UNSET
+stock|s1|_txn.w.ts|"5" 1.5 null {} [] true -1 999999999 UNSET
+stock|s1|_txn.w.op|"weird" 5 null {} UNSET
+stock|s1|_txn.w.doc|"x" 5 null [] true UNSET
+stock|s3|_txn.del|"x" 5 null {} [] false
+stock|s3|_txn.w|{"id":"x2","ts":1,"op":"del","doc":{"n":1}}
+TABLE
+
+txn_op() { # ID FIELD VALUE: the plain write's update, as a bulk line
+  if [ "$3" = UNSET ]; then
+    printf '{"updateOne":{"filter":{"_id":"%s"},"update":{"$unset":{"%s":""}}}}\n' "$1" "$2"
+  else
+    printf '{"updateOne":{"filter":{"_id":"%s"},"update":{"$set":{"%s":%s}}}}\n' "$1" "$2" "$3"
+  fi
+}
+# 1. Each row as a plain write: refused, nothing changed.
+for coll in txn_records txn_clock stock; do
+  before=$(d find "$coll" '{}')
+  : >"$WORK/txn.rows"
+  for r in "${TXN_ROWS[@]}"; do
+    IFS='|' read -r c id field v <<<"$r"
+    [ "$c" = "$coll" ] && txn_op "$id" "$field" "$v" >>"$WORK/txn.rows"
+  done
+  [ -s "$WORK/txn.rows" ] || continue
+  d bulk "$coll" <"$WORK/txn.rows" >"$WORK/txn.res" 2>"$WORK/txn.err"
+  paste -d '\t' "$WORK/txn.rows" "$WORK/txn.res" | while IFS=$'\t' read -r line res; do
+    [[ $res == '{"ok":false,"error":"VALIDATION"'* ]] && ok || bad "$coll: a plain write not refused as VALIDATION: $line -> $res $(head -c 200 "$WORK/txn.err")"
+  done
+  [ "$(wc -l <"$WORK/txn.res")" = "$(wc -l <"$WORK/txn.rows")" ] && [ "$(d find "$coll" '{}')" = "$before" ] && ok ||
+    bad "$coll: the refused plain writes changed it, or some had no answer"
+done
+# 2. Past the rules, by groups: each row's document reported by the audit.
+# The rows are put in groups first (GROUP, DOCOF: a document of its
+# role no earlier row of the group took), then one jq writes every
+# group's bulk lines: each row's document, the original with the row's
+# change; each document of the group before that this one leaves, its
+# original (a last group, of no rows, puts back the last one's).
+declare -A G_USED=() GROUP=() DOCOF=()
+g=0
+for i in "${!TXN_ROWS[@]}"; do
+  IFS='|' read -r coll id field v <<<"${TXN_ROWS[$i]}"
+  alone=
+  if [ "$coll" = txn_clock ] || [ "$v" = 999999999 ]; then
+    alone=1
+    [ ${#G_USED[@]} = 0 ] || { g=$((g + 1)); G_USED=(); }
+  fi
+  doc=
+  for c in ${TXN_DOCS[$id]}; do
+    [ -n "${G_USED[$c]:-}" ] || { doc=$c; break; }
+  done
+  [ -n "$doc" ] || { g=$((g + 1)); G_USED=(); doc=$id; }
+  G_USED[$doc]=1
+  GROUP[$i]=$g
+  DOCOF[$i]=$doc
+  [ -z "$alone" ] || { g=$((g + 1)); G_USED=(); }
+done
+[ ${#G_USED[@]} = 0 ] || g=$((g + 1))
+declare -A BULK=()
+while IFS=$'\t' read -r gi coll line; do
+  BULK[$gi.$coll]+=$line$'\n'
+done < <(
+  {
+    for k in "${!ORIG[@]}"; do
+      case $k in txn_* | stock.*) printf 'O\t%s\t%s\n' "$k" "${ORIG[$k]}" ;; esac
+    done
+    for i in "${!TXN_ROWS[@]}"; do
+      IFS='|' read -r coll id field v <<<"${TXN_ROWS[$i]}"
+      printf 'R\t%s\t%s\t%s\t%s\t%s\n' "${GROUP[$i]}" "$coll" "${DOCOF[$i]}" "$field" "$v"
+    done
+  } | jq -rRn --argjson last "$g" '
+    def p: split(".") | map(tonumber? // .);
+    [inputs | split("\t")] as $in |
+    ($in | map(select(.[0] == "O") | {(.[1]): (.[2] | fromjson)}) | add) as $orig |
+    ($in | map(select(.[0] == "R") | {g: (.[1] | tonumber), coll: .[2],
+      doc: .[3], field: .[4], val: .[5]})) as $rows |
+    def line($g; $coll; $doc; $new):
+      "\($g)\t\($coll)\t" + ({updateOne: {filter: {_id: $doc}, update: $new,
+        bypassDocumentValidation: true}} | tojson);
+    ($rows[] | . as $r | $orig["\($r.coll).\($r.doc)"] |
+     (if $r.val == "UNSET" then delpaths([$r.field | p])
+      else setpath($r.field | p; $r.val | fromjson) end) |
+     line($r.g; $r.coll; $r.doc; .)),
+    (range(1; $last + 1) as $g |
+     ($rows | map(select(.g == $g) | "\(.coll).\(.doc)")) as $now |
+     $rows[] | select(.g == $g - 1) | "\(.coll).\(.doc)" as $k |
+     select($now | index([$k]) | not) |
+     line($g; .coll; .doc; $orig[$k]))')
+for ((gi = 0; gi <= g; gi++)); do
+  for coll in txn_records txn_clock stock; do
+    [ -n "${BULK[$gi.$coll]:-}" ] || continue
+    printf '%s' "${BULK[$gi.$coll]}" | d bulk "$coll" >"$WORK/txn.res" 2>&1 ||
+      bad "txn group $gi: its writes to $coll: $(head -c 300 "$WORK/txn.res")"
+  done
+  [ "$gi" -lt "$g" ] || break
+  expect 5 "txn group $gi: audit" -- d audit
+  findings=$(grep '^FINDING' "$WORK/out")
+  for i in "${!TXN_ROWS[@]}"; do
+    [ "${GROUP[$i]}" = "$gi" ] || continue
+    doc=${DOCOF[$i]}
+    [[ $findings =~ (^|[^A-Za-z0-9_])$doc([^A-Za-z0-9_]|$) ]] && ok ||
+      bad "${TXN_ROWS[$i]} (on $doc): past the rules, the audit does not report it: ${findings:0:300}"
+  done
+done
+expect 0 "txn: every document put back: audit clean" -- d audit
 
 # Versions: tampering the validator cannot see.  A committed version's
 # child deleted (its guard refuses; past it, the audit reports the
@@ -465,7 +659,7 @@ expect 0 "plain writes: audit clean" -- d audit
 
 # Documents the audit could not key: an account or a transfer whose _id is
 # not a string.
-for coll in accounts transfers openings jobs version_roots versions version_children; do
+for coll in accounts transfers openings jobs version_roots versions version_children txn_records txn_clock; do
   expect 3 "$coll integer _id: validator" -- d insert "$coll" '{"_id":7}'
   expect 0 "$coll integer _id: bypass" -- d insert "$coll" '{"_id":7}' --bypass-validation
   expect 5 "$coll integer _id: audit" -- d audit

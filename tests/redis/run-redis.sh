@@ -11,6 +11,7 @@
 #                 tests/redis/unique_crash.sh, lost_reply.sh,
 #                 tests/cli/contract.sh, job.sh, job_flow_sched.sh, job_queue.sh, lock.sh, sync.sh,
 #                 ledger.sh, order.sh, scenarios.sh, flashsale.sh, version.sh,
+#                 txn.sh,
 #                 tests/redis/acl.sh (the ACL user; on the standalone
 #                 target a server of its own whose default user is off),
 #                 tests/crash/kleppmann.sh, tests/server/contract.sh,
@@ -32,8 +33,8 @@
 #                 txn_order_batch, txn_job,
 #                 txn_lock, txn_sync,
 #                 txn_ledger, txn_ledger_commit, txn_ledger_batch,
-#                 txn_ledger_batch_attack, txn_scenarios, txn_version
-#                 and txn_job_remote
+#                 txn_ledger_batch_attack, txn_scenarios, txn_version,
+#                 txn_multi and txn_job_remote
 #                 redis://...?ns=SUITE-RANDOM (with DTX_QUICK set, each on
 #                 one of the two targets; conformance likewise splits its
 #                 single calls and its bulk_write run between them)
@@ -234,6 +235,7 @@ shell_items() {
       "3 sh_suite $u unique_crash.sh redis/unique_crash.sh"
       # every row of the CLI's bad-input table sent as HTTP (docs/server.md)
       "2 sh_suite $u server/bad_input_http.sh server/bad_input_http.sh"
+      "2 sh_suite $u txn.sh cli/txn.sh"
       "1 sh_suite $u acl.sh redis/acl.sh"
       "1 sh_suite $u lost_reply.sh redis/lost_reply.sh"
       "1 sh_suite $u flashsale.sh cli/flashsale.sh")
@@ -361,7 +363,7 @@ declare -A TXN_SECONDS=([txn_ledger]=10 [txn_ledger_batch_attack]=11
   [txn_transfer_concurrency]=8 [txn_lock]=6 [txn_job]=5 [txn_ledger_commit]=5
   [txn_transfer_declines]=4 [txn_ledger_batch]=4 [txn_order_batch]=3
   [txn_version]=3 [txn_transfer_batch]=3 [txn_kit]=2 [txn_scenarios]=0
-  [txn_sync]=0 [txn_job_remote]=0)
+  [txn_sync]=0 [txn_job_remote]=0 [txn_multi]=3)
 transfers_items() {
   local u s
   for u in "$URI_SA" "$URI_CL"; do
@@ -370,7 +372,7 @@ transfers_items() {
     for s in txn_ledger txn_ledger_batch_attack txn_transfer_concurrency \
       txn_lock txn_job txn_ledger_commit txn_transfer_declines \
       txn_ledger_batch txn_order_batch txn_version txn_transfer_batch \
-      txn_kit txn_scenarios txn_sync txn_job_remote; do
+      txn_kit txn_scenarios txn_sync txn_job_remote txn_multi; do
       if [ -n "${DTX_QUICK:-}" ]; then
         case "$s" in
         txn_transfer_concurrency | txn_kit | txn_lock | txn_scenarios)

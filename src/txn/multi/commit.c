@@ -268,7 +268,7 @@ int dtx__txn_abort_record(dtx__exec_t *ex, const char *tid, int lapsed) {
 }
 
 /* 1 when record r names (coll, id) among its keys (T9). */
-static int names_key(const json_t *r, const char *coll, const json_t *id) {
+int dtx__txn_names_key(const json_t *r, const char *coll, const json_t *id) {
   size_t i;
   json_t *k;
   json_array_foreach(json_object_get(r, "keys"), i, k) if (
@@ -286,7 +286,7 @@ int dtx__txn_resolve(dtx__exec_t *ex, const char *coll, const json_t *doc) {
                                 "transaction",
                     coll);
   int rc = dtx__kit_get(ex, DTX__TXN_RECORDS, tid, &r);
-  if (rc == 0 && !names_key(r, coll, id)) {
+  if (rc == 0 && !dtx__txn_names_key(r, coll, id)) {
     /* Not T's: its record names every key it may write before its first
      * prewrite (T9).  A plain insert into a collection no transaction
      * had written yet (no rule there) can carry such an intent; rolled

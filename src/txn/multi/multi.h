@@ -93,6 +93,9 @@ int dtx__txn_clear(dtx__exec_t *ex, const char *coll, const json_t *id,
  * (or pending and live). */
 int dtx__txn_abort_record(dtx__exec_t *ex, const char *tid, int lapsed);
 
+/* 1 when record r names (coll, id) among its keys (T9). */
+int dtx__txn_names_key(const json_t *r, const char *coll, const json_t *id);
+
 /* The stored document of (coll, id) with no intent of another
  * transaction than self (may be NULL) left on it: resolved, or waited for
  * within the deadline.  *out: a new reference, NULL when none. */

@@ -16,16 +16,22 @@
  * so recovery is for the documents nobody reads.
  *
  * The audit reads the records, the clock and, in every collection a
- * record names, the documents holding _txn:
- *   bad_record       a record's state or fields are not what the steps write
- *   bad_version      a document's _txn is not {v > p.v, del: bool}, or its
- *                    version is not its writer's commit_ts
+ * record names, the documents holding _txn (one read each):
+ *   bad_shape        a record or the clock refused by its validator
+ *   shape            a record's fields that do not go with its state
+ *                    (record_fits), or a key that is not {c, id, op}
+ *   bad_version      a document's _txn not as the steps write it
+ *                    (meta_fits), or its version not its writer's commit_ts
  *   uncommitted_version  a version by a record pending or aborted (T1)
- *   clock_behind     the clock below a timestamp already handed out (T6)
+ *   clock_behind     the clock gone or below a timestamp in use (T6)
+ *   bad_intent       an intent naming no transaction
  *   leftover_intent  an intent of a committed record marked applied, or
  *                    (with --settled) of an aborted one
  *   orphan_intent    an intent whose transaction has no record (T7)
+ *   lost_write       a committed record marked applied whose put or del
+ *                    a document does not hold (its version is below)
  *   not_terminal     with --settled: a pending record */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -260,36 +266,161 @@ static int recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
 
 /* ---- audit ------------------------------------------------------------------ */
 
+/* Every row of tests/crash/tamper.sh's transactions table, written past
+ * the rules, is a finding here: the records' validator says one field's
+ * type, record_fits what goes with a state (the kit reports it as
+ * "shape"), meta_fits a document's _txn, audit() the rest. */
+
+static int key_op(const json_t *v) {
+  const char *s = json_string_value(v);
+  return s && (!strcmp(s, "put") || !strcmp(s, "del") || !strcmp(s, "lock"));
+}
+
+static int is_ts(const json_t *v, int64_t min) {
+  return json_is_integer(v) && json_integer_value(v) >= min;
+}
+
+/* The shape check of txn_records (dtx__audit_load runs it on every record
+ * its validator admits): the fields that go with a state as the steps
+ * write them (commit.c): every record has applied and cleared, written
+ * false by its insert; only a commit writes commit_ts (after start_ts),
+ * then applied; only an abort lets cleared become true; a fence is an
+ * aborted record written applied and cleared; and each key. */
+static int record_fits(const json_t *r, char *why, size_t n) {
+  const char *st = dtx__str(r, "state");
+  const json_t *cts = json_object_get(r, "commit_ts"), *k;
+  const json_t *ap = json_object_get(r, "applied");
+  const json_t *cl = json_object_get(r, "cleared");
+  int fence = json_is_true(json_object_get(r, "fence"));
+  size_t i;
+  if (!st)
+    return 0; /* the validator's */
+  if (!json_is_integer(json_object_get(r, "created")))
+    return dtx__shape_bad(why, n, "created is not an integer");
+  if (!json_is_boolean(ap) || !json_is_boolean(cl))
+    return dtx__shape_bad(why, n, "applied or cleared is missing (every "
+                                  "record is written with both)");
+  if (!strcmp(st, "committed") != (cts != NULL))
+    return dtx__shape_bad(why, n, "a %s record %s a commit_ts (only the "
+                                  "commit writes it)",
+                          st, cts ? "has" : "lacks");
+  if (json_is_true(ap) && strcmp(st, "committed") && !fence)
+    return dtx__shape_bad(why, n, "a %s record is applied (only a "
+                                  "committed one, or a fence)",
+                          st);
+  if (json_is_true(cl) && strcmp(st, "aborted"))
+    return dtx__shape_bad(why, n, "a %s record is cleared (only an "
+                                  "aborted one)",
+                          st);
+  if (json_object_get(r, "fence") &&
+      (!fence || strcmp(st, "aborted") || !json_is_true(ap) ||
+       !json_is_true(cl)))
+    return dtx__shape_bad(why, n, "fence is not on an aborted record "
+                                  "written applied and cleared");
+  if (json_is_integer(cts) &&
+      json_integer_value(cts) <= dtx__int(r, "start_ts"))
+    return dtx__shape_bad(why, n, "commit_ts %lld is not after start_ts "
+                                  "%lld (T6)",
+                          (long long)json_integer_value(cts),
+                          (long long)dtx__int(r, "start_ts"));
+  json_array_foreach(json_object_get(r, "keys"), i, k) {
+    const char *c = dtx__str(k, "c");
+    const json_t *id = json_object_get(k, "id");
+    int bad_c = !c || dtx__coll_check(c) != 0;
+    dtx__err_clear();
+    if (bad_c)
+      return dtx__shape_bad(why, n, "keys.%zu.c is not a collection name",
+                            i);
+    if (!id || json_is_null(id) || json_is_array(id))
+      return dtx__shape_bad(why, n, "keys.%zu.id is not a document's _id",
+                            i);
+    if (!key_op(json_object_get(k, "op")))
+      return dtx__shape_bad(why, n, "keys.%zu.op is not put, del or lock",
+                            i);
+  }
+  return 0;
+}
+
+/* A document's _txn as the steps write it (docs/transactions.md,
+ * "Documents under transactions"): a version {v, by, t, p} -- t and p
+ * go together, collected together (T11) -- a tombstone's del, an
+ * insert's stub {del, t}, an intent w; *top: raised to the highest
+ * timestamp it holds.  An intent's id is the intent loop's. */
+static int meta_fits(const json_t *m, int64_t *top, char *why, size_t n) {
+  if (!json_is_object(m))
+    return dtx__shape_bad(why, n, "_txn is not an object");
+  const json_t *v = json_object_get(m, "v"), *p = json_object_get(m, "p");
+  const json_t *w = json_object_get(m, "w"), *del = json_object_get(m, "del");
+  const json_t *t = json_object_get(m, "t");
+  if (t && !is_ts(t, 0))
+    return dtx__shape_bad(why, n, "_txn.t is not a time in ms");
+  if (del && !json_is_true(del))
+    return dtx__shape_bad(why, n, "_txn.del is not true");
+  if (v) {
+    const json_t *pv = json_object_get(p, "v"), *pd = json_object_get(p, "doc");
+    if (!is_ts(v, 1))
+      return dtx__shape_bad(why, n, "_txn.v is not a timestamp");
+    if (!json_is_string(json_object_get(m, "by")))
+      return dtx__shape_bad(why, n, "_txn.by is not a transaction id");
+    if (!p != !t)
+      return dtx__shape_bad(why, n, "_txn has %s without %s (written and "
+                                    "collected together)",
+                            p ? "p" : "t", p ? "t" : "p");
+    if (p && (!is_ts(pv, 0) || json_integer_value(pv) >= json_integer_value(v)))
+      return dtx__shape_bad(why, n, "_txn.p.v is not a timestamp below "
+                                    "_txn.v (T6)");
+    if (p && !json_is_object(pd) && !json_is_null(pd))
+      return dtx__shape_bad(why, n, "_txn.p.doc is not a document or null");
+    if (json_integer_value(v) > *top)
+      *top = json_integer_value(v);
+  } else if (p || json_object_get(m, "by")) {
+    return dtx__shape_bad(why, n, "_txn has p or by without v");
+  } else if (t && !del) {
+    return dtx__shape_bad(why, n, "_txn has t without v or del");
+  }
+  if (w) {
+    const json_t *ts = json_object_get(w, "ts"), *op = json_object_get(w, "op");
+    const json_t *doc = json_object_get(w, "doc");
+    if (!json_is_object(w))
+      return dtx__shape_bad(why, n, "_txn.w is not an intent");
+    if (!is_ts(ts, 0))
+      return dtx__shape_bad(why, n, "_txn.w.ts is not a timestamp");
+    if (!key_op(op))
+      return dtx__shape_bad(why, n, "_txn.w.op is not put, del or lock");
+    if (strcmp(json_string_value(op), "put") ? doc != NULL
+                                              : !json_is_object(doc))
+      return dtx__shape_bad(why, n, "_txn.w.doc is not the new document of "
+                                    "a put (and only of a put)");
+    if (json_integer_value(ts) > *top)
+      *top = json_integer_value(ts);
+  }
+  return 0;
+}
+
 static int64_t ts_max(int64_t m, const json_t *v) {
   return json_is_integer(v) && json_integer_value(v) > m
              ? json_integer_value(v)
              : m;
 }
 
-/* The version a document holds (its _txn, docs/transactions.md,
- * "Documents under transactions"): its shape, and the record of the
- * transaction that wrote it -- a version by an aborted or pending
+/* The version a document holds (its _txn): its shape, and the record of
+ * the transaction that wrote it -- a version by an aborted or pending
  * record, or at another timestamp than its commit, is a body no commit
  * made.  Fences are skipped: a 1PC id (no record) may be fenced later. */
 static void audit_version(dtx__audit_t *a, const char *coll, const char *ids,
-                          const json_t *d, const json_t *recs,
-                          int64_t *max_ts) {
+                          const json_t *d, const json_t *recs, int64_t *top,
+                          char *where, size_t wn) {
   const json_t *m = json_object_get(d, DTX__TXN_FIELD);
-  const json_t *v = json_object_get(m, "v"), *p = json_object_get(m, "p");
-  const json_t *del = json_object_get(m, "del");
-  const char *by = dtx__str(m, "by");
-  if (!json_is_object(m) || (v && (!json_is_integer(v) ||
-                                   json_integer_value(v) < 1)) ||
-      (del && !json_is_boolean(del)) ||
-      (p && (!json_is_object(p) || !json_is_integer(json_object_get(p, "v")) ||
-             (v && json_integer_value(json_object_get(p, "v")) >=
-                       json_integer_value(v))))) {
-    dtx__audit_finding(a, "bad_version", "%s %s: %s is not {v > p.v, del: "
-                                         "bool, ...}",
-                       coll, ids, DTX__TXN_FIELD);
+  char why[256];
+  int64_t was = *top;
+  if (meta_fits(m, top, why, sizeof why)) {
+    dtx__audit_finding(a, "bad_version", "%s %s: %s", coll, ids, why);
     return;
   }
-  *max_ts = ts_max(*max_ts, v);
+  if (*top != was)
+    snprintf(where, wn, "%s %s", coll, ids);
+  const json_t *v = json_object_get(m, "v");
+  const char *by = dtx__str(m, "by");
   const json_t *rec = by && v ? json_object_get(recs, by) : NULL;
   if (!rec || json_is_true(json_object_get(rec, "fence")))
     return;
@@ -305,37 +436,67 @@ static void audit_version(dtx__audit_t *a, const char *coll, const char *ids,
                                          "%s, committed at %lld",
                        coll, ids, (long long)json_integer_value(v), by,
                        (long long)dtx__int(rec, "commit_ts"));
+  else if (!dtx__txn_names_key(rec, coll, json_object_get(d, "_id")))
+    dtx__audit_finding(a, "bad_version", "%s %s: version %lld says txn %s "
+                                         "wrote it, whose record does not "
+                                         "name it (T9)",
+                       coll, ids, (long long)json_integer_value(v), by);
+}
+
+/* A committed record marked applied rolled every key forward: a put's
+ * or a del's document holds its version or a later one (versions only
+ * rise; one deleted since is not read).  Below: its write was lost --
+ * an intent removed past the rules before the roll forward, which then
+ * found nothing to do (seen: the versions audit_version read, kept in
+ * vers as {coll: {id: v}}). */
+static void audit_applied(dtx__audit_t *a, const json_t *recs,
+                          const json_t *vers) {
+  const char *tid;
+  json_t *r;
+  json_object_foreach((json_t *)recs, tid, r) {
+    size_t i;
+    json_t *k;
+    if (!dtx__state_is(r, "committed") ||
+        !json_is_true(json_object_get(r, "applied")))
+      continue;
+    json_array_foreach(json_object_get(r, "keys"), i, k) {
+      const char *c = dtx__str(k, "c");
+      if (!c || dtx__str_is(k, "op", "lock"))
+        continue;
+      char *ids = json_dumps(json_object_get(k, "id"),
+                             JSON_COMPACT | JSON_ENCODE_ANY);
+      const json_t *v = ids ? json_object_get(json_object_get(vers, c), ids)
+                            : NULL;
+      if (json_is_integer(v) &&
+          json_integer_value(v) < dtx__int(r, "commit_ts"))
+        dtx__audit_finding(a, "lost_write", "txn %s: committed at %lld and "
+                                            "marked applied, but %s %s "
+                                            "holds version %lld",
+                           tid, (long long)dtx__int(r, "commit_ts"), c, ids,
+                           (long long)json_integer_value(v));
+      free(ids);
+    }
+  }
 }
 
 static int audit(dtx__audit_t *a) {
-  json_t *recs = NULL, *r, *colls = json_object();
+  json_t *recs = NULL, *r, *colls = json_object(), *vers = json_object();
   const char *tid;
   long long pending = 0, intents = 0;
-  int64_t max_ts = 0;
-  int rc = colls ? dtx__audit_load(a, DTX__TXN_RECORDS, &recs) : DTX_ENOMEM;
+  int64_t top = 0;
+  char where[200] = ""; /* what holds top: named by clock_behind */
+  int rc = colls && vers ? dtx__audit_load(a, DTX__TXN_RECORDS, &recs)
+                         : DTX_ENOMEM;
   if (rc) {
     json_decref(colls);
+    json_decref(vers);
     return rc;
   }
+  /* Each record's fields: its validator and record_fits (in
+   * dtx__audit_load).  Here: the collections its keys name, the highest
+   * timestamp. */
   json_object_foreach(recs, tid, r) {
-    const char *st = dtx__str(r, "state");
-    if (!st || (strcmp(st, "pending") && strcmp(st, "committed") &&
-                strcmp(st, "aborted"))) {
-      dtx__audit_finding(a, "bad_record", "txn record %s: state is not "
-                                          "pending, committed or aborted",
-                         tid);
-      continue;
-    }
-    if (strcmp(st, "committed") == 0 &&
-        !json_is_integer(json_object_get(r, "commit_ts")))
-      dtx__audit_finding(a, "bad_record", "txn record %s: committed without "
-                                          "an integer commit_ts",
-                         tid);
-    if (!json_is_array(json_object_get(r, "keys")))
-      dtx__audit_finding(a, "bad_record", "txn record %s: keys is not an "
-                                          "array",
-                         tid);
-    if (strcmp(st, "pending") == 0) {
+    if (dtx__state_is(r, "pending")) {
       pending++;
       if (a->flags & DTX_AUDIT_SETTLED)
         dtx__audit_finding(a, "not_terminal", "txn %s is still pending",
@@ -344,23 +505,19 @@ static int audit(dtx__audit_t *a) {
     size_t i;
     json_t *k;
     json_array_foreach(json_object_get(r, "keys"), i, k) {
-      const char *c = dtx__str(k, "c"), *op = dtx__str(k, "op");
+      const char *c = dtx__str(k, "c");
       if (c && dtx__coll_check(c) == 0)
         json_object_set_new(colls, c, json_true());
-      else
-        c = NULL;
       dtx__err_clear();
-      if (!c || !json_object_get(k, "id") || !op ||
-          (strcmp(op, "put") && strcmp(op, "del") && strcmp(op, "lock")))
-        dtx__audit_finding(a, "bad_record", "txn record %s: key %zu is not "
-                                            "{c: a collection, id, op: "
-                                            "put|del|lock}",
-                           tid, i);
     }
-    max_ts = ts_max(max_ts, json_object_get(r, "start_ts"));
-    max_ts = ts_max(max_ts, json_object_get(r, "commit_ts"));
+    int64_t was = top;
+    top = ts_max(top, json_object_get(r, "start_ts"));
+    top = ts_max(top, json_object_get(r, "commit_ts"));
+    if (top != was)
+      snprintf(where, sizeof where, "%s %s", DTX__TXN_RECORDS, tid);
   }
-  /* Every intent in the collections the records name. */
+  /* Every document with _txn in the collections the records name, one
+   * read each: its version, and its intent. */
   const char *coll;
   json_t *dummy;
   json_object_foreach(colls, coll, dummy) {
@@ -381,7 +538,18 @@ static int audit(dtx__audit_t *a) {
       const char *w = dtx__str(json_object_get(dtx__txn_meta(d), "w"), "id");
       char *ids = json_dumps(json_object_get(d, "_id"),
                              JSON_COMPACT | JSON_ENCODE_ANY);
-      audit_version(a, coll, ids ? ids : "?", d, recs, &max_ts);
+      audit_version(a, coll, ids ? ids : "?", d, recs, &top, where,
+                    sizeof where);
+      const json_t *v = json_object_get(dtx__txn_meta(d), "v");
+      /* for audit_applied: versions only (a document without v may be
+       * one deleted and inserted again since, by a plain write) */
+      if (ids && json_is_integer(v)) {
+        json_t *cv = json_object_get(vers, coll);
+        if (!cv && !json_object_set_new(vers, coll, json_object()))
+          cv = json_object_get(vers, coll);
+        if (cv)
+          json_object_set_new(cv, ids, json_integer(json_integer_value(v)));
+      }
       if (!json_object_get(dtx__txn_meta(d), "w")) {
         free(ids);
         continue;
@@ -422,20 +590,25 @@ static int audit(dtx__audit_t *a) {
     }
     json_decref(docs);
   }
-  /* The clock is above every timestamp handed out (T6): moved back,
-   * deleted or not a number, the next commit would write a version below
-   * one already there. */
+  audit_applied(a, recs, vers);
+  json_decref(vers);
+  /* The clock last: every timestamp read above was handed out before
+   * this read, so it is at most the clock's; one above it would be
+   * handed out again (T6): moved back, deleted or not a number, the next
+   * commit could write a version below one already there.  Its type:
+   * the validator (bad_shape). */
   json_t *clk = NULL;
   if (dtx__audit_load(a, DTX__TXN_CLOCK, &clk) == 0) {
     const json_t *ts = json_object_get(json_object_get(clk, "clock"), "ts");
-    if (max_ts > 0 && (!json_is_integer(ts) || json_integer_value(ts) < max_ts))
+    if (top > 0 && (!json_is_integer(ts) || json_integer_value(ts) < top))
       dtx__audit_finding(a, "clock_behind", "txn: the clock %s/clock is not "
                                             "an integer at or above %lld, a "
-                                            "timestamp already handed out",
-                         DTX__TXN_CLOCK, (long long)max_ts);
+                                            "timestamp already handed out "
+                                            "(%s)",
+                         DTX__TXN_CLOCK, (long long)top, where);
   } else {
-    dtx__audit_finding(a, "unreadable", "txn: could not read %s",
-                       DTX__TXN_CLOCK);
+    dtx__audit_finding(a, "unreadable", "txn: could not read %s: %s",
+                       DTX__TXN_CLOCK, dtx_errdetail());
   }
   json_decref(clk);
   dtx__audit_set(a, "records", json_integer((json_int_t)json_object_size(recs)));
@@ -506,6 +679,11 @@ static const dtx__rules_def_t rules[] = {
     {NULL, NULL, NULL, NULL},
 };
 
+static const dtx__shape_def_t shapes[] = {
+    {DTX__TXN_RECORDS, record_fits},
+    {NULL, NULL},
+};
+
 static const char *const fault_points[] = {
     "txn.clock",   "txn.read",   "txn.record", "txn.prewrite",
     "txn.validate", "txn.commit", "txn.commit1", "txn.apply",
@@ -522,4 +700,5 @@ const dtx__pattern_t dtx__txn_pattern = {
     .recover = recover,
     .audit = audit,
     .rules = rules,
+    .shapes = shapes,
 };
