@@ -96,6 +96,12 @@ int dtx__doc_size_check(const json_t *doc, const char *what);
  * segment, no NUL.  DTX_EBADQUERY or DTX_EBADUPDATE (as `code`) otherwise. */
 int dtx__path_check(const char *path, int code);
 
+/* The value at a dotted path through objects only (borrowed from doc;
+ * NULL when absent, when the path crosses a non-object, or when a segment
+ * is over 255 bytes).  The patterns' settings name their fields so (the
+ * sync flag's paths, the job rate's group). */
+const json_t *dtx__path_get(const json_t *doc, const char *path);
+
 /* Walks every value that a dotted path reaches in doc, following MongoDB's
  * traversal (through arrays of subdocuments, numeric segments as indexes),
  * calling fn(ctx, value, empty_leaf) for each; a non-zero return from fn

@@ -213,3 +213,17 @@ int dtx__path_walk_pos(const char *path, const json_t *doc, int leaf_mode,
   *pos = SIZE_MAX;
   return walk_from(&w, doc, path);
 }
+
+const json_t *dtx__path_get(const json_t *doc, const char *path) {
+  char seg[256];
+  while (doc && *path) {
+    size_t n = strcspn(path, ".");
+    if (!json_is_object(doc) || n >= sizeof seg)
+      return NULL;
+    memcpy(seg, path, n);
+    seg[n] = '\0';
+    doc = json_object_get(doc, seg);
+    path += n + (path[n] == '.');
+  }
+  return doc;
+}

@@ -101,6 +101,14 @@ uint64_t dtx__job_random(void);
  * head (limits.c; rate.c after a lost round). */
 void dtx__job_pick(json_t *cands, size_t k);
 
+/* The moves claiming cands[0..k) (k <= DTX__CLAIM_MANY_MAX) ready ->
+ * running, each fenced by the epoch its find saw and, when not_after is
+ * not 0, refused by the store past it (limits.c's slots): docs[j] and
+ * m[j] for dtx__kit_move_many, docs borrowed from cands.  The limited
+ * claims (limits.c, rate.c) make them; the plain claim is the kit's. */
+void dtx__job_claim_moves(const json_t *cands, size_t k, int64_t not_after,
+                          const json_t **docs, dtx__move_t *m);
+
 /* Moves due delayed jobs (of queue, or of every queue when NULL) to
  * ready, at most limit of them; *moved (may be NULL) counts them. */
 int dtx__job_promote(dtx__exec_t *ex, const char *queue, int limit,

@@ -143,6 +143,18 @@ int dtx__jq_release(dtx__exec_t *ex, const char *queue, const int *idx,
 
 /* ---- the claim ------------------------------------------------------------ */
 
+void dtx__job_claim_moves(const json_t *cands, size_t k, int64_t not_after,
+                          const json_t **docs, dtx__move_t *m) {
+  DTX_ASSERT(k <= DTX__CLAIM_MANY_MAX, "claim batch bound");
+  for (size_t j = 0; j < k; j++) {
+    docs[j] = json_array_get(cands, j);
+    m[j] = (dtx__move_t){.point = "job.claim", .from = DTX_JOB_READY,
+                         .to = DTX_JOB_RUNNING,
+                         .flags = DTX__FENCED | DTX__TAKE,
+                         .not_after = not_after};
+  }
+}
+
 void dtx__job_pick(json_t *cands, size_t k) {
   size_t n = json_array_size(cands);
   for (size_t i = 0; i < k && i < n; i++) {
@@ -300,13 +312,7 @@ static int round_once(dtx__exec_t *ex, const char *queue, const json_t *due,
   dtx__move_t m[DTX__CLAIM_MANY_MAX];
   json_t *outs[DTX__CLAIM_MANY_MAX];
   int rcs[DTX__CLAIM_MANY_MAX];
-  for (size_t j = 0; j < got; j++) {
-    docs[j] = json_array_get(cands, j);
-    m[j] = (dtx__move_t){.point = "job.claim", .from = DTX_JOB_READY,
-                         .to = DTX_JOB_RUNNING,
-                         .flags = DTX__FENCED | DTX__TAKE,
-                         .not_after = until};
-  }
+  dtx__job_claim_moves(cands, got, until, docs, m);
   rc = dtx__kit_move_many(ex, &dtx__job_kind, docs, m, got, outs, rcs, NULL);
   int lost_idx[DTX__CLAIM_MANY_MAX];
   int64_t lost_g[DTX__CLAIM_MANY_MAX];

@@ -171,23 +171,6 @@ int dtx__jr_of(const json_t *settings, dtx__jr_t *r) {
 
 /* ---- groups ----------------------------------------------------------------- */
 
-/* The job's value at the group path (NULL: none). */
-static const json_t *group_value(const dtx__jr_t *r, const json_t *job) {
-  char seg[130];
-  const char *p = r->group;
-  const json_t *v = job;
-  while (v && *p) {
-    size_t n = strcspn(p, ".");
-    if (n >= sizeof seg || !json_is_object(v))
-      return NULL;
-    memcpy(seg, p, n);
-    seg[n] = '\0';
-    v = json_object_get(v, seg);
-    p += n + (p[n] == '.');
-  }
-  return v;
-}
-
 /* The group's key (the value's JSON text, or # + its digest when long)
  * and window id QUEUE/KEY. */
 static int group_key(const char *queue, const dtx__jr_t *r, const json_t *v,
@@ -477,7 +460,7 @@ static int admit(dtx__exec_t *ex, const char *queue, const dtx__jr_t *r,
   *full = 0;
   for (size_t i = 0; rc == 0 && i < n && kept < cap; i++) {
     json_t *c = json_array_get(cands, i);
-    const json_t *v = r->group[0] ? group_value(r, c) : NULL;
+    const json_t *v = r->group[0] ? dtx__path_get(c, r->group) : NULL;
     if ((rc = group_key(queue, r, v, key, sizeof key, id, sizeof id)))
       break;
     json_array_append(a->keep, c);
@@ -489,7 +472,7 @@ static int admit(dtx__exec_t *ex, const char *queue, const dtx__jr_t *r,
        * of cap: one take per group per round. */
       int64_t want = 0;
       for (size_t j = i; j < n && (size_t)want < cap - kept; j++) {
-        const json_t *w = r->group[0] ? group_value(r, json_array_get(cands, j))
+        const json_t *w = r->group[0] ? dtx__path_get(json_array_get(cands, j), r->group)
                                       : NULL;
         char k2[260], id2[400];
         if ((rc = group_key(queue, r, w, k2, sizeof k2, id2, sizeof id2)))
@@ -608,12 +591,7 @@ int dtx__jr_claim(dtx__exec_t *ex, const char *queue, const dtx__jr_t *r,
     dtx__move_t m[DTX__CLAIM_MANY_MAX];
     json_t *outs[DTX__CLAIM_MANY_MAX];
     int rcs[DTX__CLAIM_MANY_MAX];
-    for (size_t j = 0; j < k; j++) {
-      docs[j] = json_array_get(cands, j);
-      m[j] = (dtx__move_t){.point = "job.claim", .from = DTX_JOB_READY,
-                           .to = DTX_JOB_RUNNING,
-                           .flags = DTX__FENCED | DTX__TAKE};
-    }
+    dtx__job_claim_moves(cands, k, 0, docs, m);
     int mrc = dtx__kit_move_many(ex, &dtx__job_kind, docs, m, k, outs, rcs,
                                  NULL);
     size_t lost = 0;

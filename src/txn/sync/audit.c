@@ -68,13 +68,13 @@ static int load_masters(dtx__audit_t *a, const dtx__sync_rule_t *r,
     char *key = text_of(json_object_get(m, "_id"));
     if (key)
       json_object_set(*map, key, m);
-    const json_t *flag = dtx__sync_get(m, r->fpath);
+    const json_t *flag = dtx__path_get(m, r->fpath);
     /* _syncm.NAME, once a change made it (or _syncm when that is no
      * object): its v must be a version. */
     const json_t *sm = json_object_get(m, DTX__SYNC_MASTER);
     const json_t *mine = json_is_object(sm) ? json_object_get(sm, r->name)
                                             : sm;
-    const json_t *v = dtx__sync_get(m, r->vpath);
+    const json_t *v = dtx__path_get(m, r->vpath);
     if (mine && !(json_is_integer(v) && json_integer_value(v) >= 1))
       dtx__audit_finding(a, "sync_version", "rule %s: master %s of %s has "
                          "%s that holds no version (a positive integer v)",
@@ -142,8 +142,8 @@ static void check_dependent(dtx__audit_t *a, const dtx__sync_rule_t *r,
                                                        : 0),
                        (long long)mv);
   for (size_t i = 0; i < r->ncopy; i++) {
-    const json_t *want = dtx__sync_get(master, r->src[i]);
-    const json_t *have = dtx__sync_get(dep, r->dst[i]);
+    const json_t *want = dtx__path_get(master, r->src[i]);
+    const json_t *have = dtx__path_get(dep, r->dst[i]);
     if (want ? have && json_equal(want, have) : !have)
       continue;
     char *w = text_of(want), *h = text_of(have);
@@ -178,7 +178,7 @@ static int audit_rule(dtx__audit_t *a, const dtx__sync_rule_t *r,
     free(key);
     if (!m)
       n->orphans++;
-    else if (!dtx__sync_get(m, r->fpath)) /* flagged: judged when settled */
+    else if (!dtx__path_get(m, r->fpath)) /* flagged: judged when settled */
       check_dependent(a, r, dep, m);
   }
   json_decref(deps);

@@ -66,22 +66,8 @@
 
 /* ---- propagation ------------------------------------------------------------ */
 
-const json_t *dtx__sync_get(const json_t *doc, const char *path) {
-  char seg[256];
-  while (doc && *path) {
-    size_t n = strcspn(path, ".");
-    if (!json_is_object(doc) || n >= sizeof seg)
-      return NULL;
-    memcpy(seg, path, n);
-    seg[n] = '\0';
-    doc = json_object_get(doc, seg);
-    path += n + (path[n] == '.');
-  }
-  return doc;
-}
-
 int64_t dtx__sync_version(const dtx__sync_rule_t *r, const json_t *master) {
-  const json_t *v = dtx__sync_get(master, r->vpath);
+  const json_t *v = dtx__path_get(master, r->vpath);
   return json_is_integer(v) ? (int64_t)json_integer_value(v) : 0;
 }
 
@@ -91,7 +77,7 @@ static json_t *copy_update(const dtx__sync_rule_t *r, const json_t *master,
                            int64_t v) {
   json_t *set = json_object(), *unset = json_object();
   for (size_t i = 0; set && unset && i < r->ncopy; i++) {
-    const json_t *val = dtx__sync_get(master, r->src[i]);
+    const json_t *val = dtx__path_get(master, r->src[i]);
     if (val)
       json_object_set(set, r->dst[i], (json_t *)val);
     else
@@ -298,7 +284,7 @@ static int master_step(dtx__exec_t *ex, const dtx__sync_rule_t *set,
   if (rc == DTX_ENOTFOUND)
     return dtx__err(DTX_ENOTFOUND, "sync rule %s: no master '%s' in %s",
                     r->name, id, r->master);
-  const json_t *mine = dtx__sync_get(*out, r->spath);
+  const json_t *mine = dtx__path_get(*out, r->spath);
   if (rc == 0 && !(json_is_string(mine) &&
                    strcmp(json_string_value(mine), stamp) == 0)) {
     json_decref(*out);
@@ -309,8 +295,8 @@ static int master_step(dtx__exec_t *ex, const dtx__sync_rule_t *set,
                   "propagate whatever it holds", r->name, id);
   }
   /* S2: the step that returns is this change's: its own stamp. */
-  DTX_ASSERT(rc || (json_is_string(dtx__sync_get(*out, r->spath)) &&
-                    strcmp(json_string_value(dtx__sync_get(*out, r->spath)),
+  DTX_ASSERT(rc || (json_is_string(dtx__path_get(*out, r->spath)) &&
+                    strcmp(json_string_value(dtx__path_get(*out, r->spath)),
                            stamp) == 0),
              "S2");
   return rc;
@@ -323,7 +309,7 @@ static int finish_rule(dtx__exec_t *ex, const dtx__sync_rule_t *r,
                        const json_t *m, json_t **res) {
   int64_t written = 0;
   int cleared = 0;
-  const char *stamp = dtx__str(dtx__sync_get(m, r->fpath), "stamp");
+  const char *stamp = dtx__str(dtx__path_get(m, r->fpath), "stamp");
   int rc = dtx__sync_propagate(ex, r, m, "sync.propagate", &written);
   if (rc == 0 && stamp)
     rc = dtx__sync_clear(ex, r, json_object_get(m, "_id"), stamp,
@@ -413,7 +399,7 @@ static void repair_rule(dtx__exec_t *ex, const dtx__sync_rule_t *r,
   }
   size_t i;
   json_array_foreach(list, i, m) {
-    const json_t *flag = dtx__sync_get(m, r->fpath), *id;
+    const json_t *flag = dtx__path_get(m, r->fpath), *id;
     const char *stamp = dtx__str(flag, "stamp");
     int stale = dtx__kit_abandoned(o, dtx__int(flag, "at"),
                                    dtx__int(flag, "until"), now);

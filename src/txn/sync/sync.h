@@ -69,10 +69,6 @@ int dtx__sync_clash(const dtx__sync_rule_t *a, const dtx__sync_rule_t *b,
 int dtx__sync_guard(dtx_store_t *st, const dtx__sync_rule_t *r,
                     int check_only, char *why, size_t n, int *missing);
 
-/* The value at a dotted path through objects only (borrowed; NULL when
- * absent or when the path crosses a non-object). */
-const json_t *dtx__sync_get(const json_t *doc, const char *path);
-
 /* The master's version under rule r (0 when it has none). */
 int64_t dtx__sync_version(const dtx__sync_rule_t *r, const json_t *master);
 
