@@ -7,7 +7,7 @@
 #   conformance   BUILD_DIR/conformance redis://..., then again with
 #                 every single write through bulk_write (quick loops;
 #                 with DTX_QUICK set, on the cluster only)
-#   shell         tests/crash/faults.sh, pause.sh, chaos.sh,
+#   shell         tests/crash/faults.sh, pause.sh, chaos.sh, chaos_txn.sh,
 #                 tests/redis/unique_crash.sh, lost_reply.sh,
 #                 tests/cli/contract.sh, job.sh, job_flow_sched.sh, job_queue.sh, lock.sh, sync.sh,
 #                 ledger.sh, order.sh, scenarios.sh, flashsale.sh, version.sh,
@@ -34,7 +34,7 @@
 #                 txn_lock, txn_sync,
 #                 txn_ledger, txn_ledger_commit, txn_ledger_batch,
 #                 txn_ledger_batch_attack, txn_scenarios, txn_version,
-#                 txn_multi and txn_job_remote
+#                 txn_multi, txn_multi_elle and txn_job_remote
 #                 redis://...?ns=SUITE-RANDOM (with DTX_QUICK set, each on
 #                 one of the two targets; conformance likewise splits its
 #                 single calls and its bulk_write run between them)
@@ -241,7 +241,8 @@ shell_items() {
       "1 sh_suite $u flashsale.sh cli/flashsale.sh")
     # 6 s of chaos per target (10 on SQLite): the workers' crash and
     # recovery paths are the same code; what is Redis's is covered by then.
-    POOL_ITEMS+=("7 sh_suite $u chaos.sh crash/chaos.sh CHAOS_SECONDS=6")
+    POOL_ITEMS+=("7 sh_suite $u chaos.sh crash/chaos.sh CHAOS_SECONDS=6"
+      "5 sh_suite $u chaos_txn.sh crash/chaos_txn.sh")
   done
   # The Python and Node clients against doctxd (docs/clients.md): on the
   # standalone server only, the cluster adding nothing a client sees.
@@ -363,7 +364,7 @@ declare -A TXN_SECONDS=([txn_ledger]=10 [txn_ledger_batch_attack]=11
   [txn_transfer_concurrency]=8 [txn_lock]=6 [txn_job]=5 [txn_ledger_commit]=5
   [txn_transfer_declines]=4 [txn_ledger_batch]=4 [txn_order_batch]=3
   [txn_version]=3 [txn_transfer_batch]=3 [txn_kit]=2 [txn_scenarios]=0
-  [txn_sync]=0 [txn_job_remote]=0 [txn_multi]=3)
+  [txn_sync]=0 [txn_job_remote]=0 [txn_multi]=4 [txn_multi_elle]=5)
 transfers_items() {
   local u s
   for u in "$URI_SA" "$URI_CL"; do
@@ -372,7 +373,7 @@ transfers_items() {
     for s in txn_ledger txn_ledger_batch_attack txn_transfer_concurrency \
       txn_lock txn_job txn_ledger_commit txn_transfer_declines \
       txn_ledger_batch txn_order_batch txn_version txn_transfer_batch \
-      txn_kit txn_scenarios txn_sync txn_job_remote txn_multi; do
+      txn_kit txn_scenarios txn_sync txn_job_remote txn_multi txn_multi_elle; do
       if [ -n "${DTX_QUICK:-}" ]; then
         case "$s" in
         txn_transfer_concurrency | txn_kit | txn_lock | txn_scenarios)
