@@ -202,6 +202,7 @@ typedef struct conn_req {
   char *body;
   size_t len, cap;
   int started, too_big;
+  size_t dropped; /* bytes of an oversized body read and thrown away */
   int refs;     /* the connection's, and a worker's while it runs it */
   int answered; /* resp holds the answer; the connection was resumed */
   int64_t t0_us, deadline_us;
@@ -476,19 +477,32 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *con,
     }
     const char *cl =
         MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Length");
-    if (cl && (strlen(cl) > 9 || atol(cl) > DTX__SRV_MAX_BODY)) {
+    /* A declared length past the limit: up to DTX__SRV_DROP_MAX the body
+     * is read and thrown away, and the 413 sent after it.  A client that
+     * writes its whole body before reading (Node's fetch, urllib) then
+     * reads the 413, where an answer sent early and the connection
+     * closed under its write gives it a broken pipe instead.  Past that
+     * bound the answer is early: nothing that large is read. */
+    if (cl && (strlen(cl) > 9 || atol(cl) > DTX__SRV_DROP_MAX)) {
       dtx__srv_problem(&resp, 413, "TOOLARGE", "request body too large",
                        "a request body is at most 1 MiB (1048576 bytes)");
       return answer(d, con, &resp); /* early, before reading it */
     }
+    if (cl && atol(cl) > DTX__SRV_MAX_BODY)
+      r->too_big = 1;
     return MHD_YES;
   }
   if (*upload_size) {
     size_t n = *upload_size;
     *upload_size = 0;
     if (r->too_big || r->len + n > DTX__SRV_MAX_BODY) {
-      r->too_big = 1; /* keep reading, keep nothing */
-      return MHD_YES;
+      r->too_big = 1; /* keep reading, keep nothing, up to the bound */
+      r->dropped += n;
+      if (r->dropped <= DTX__SRV_DROP_MAX)
+        return MHD_YES;
+      dtx__srv_problem(&resp, 413, "TOOLARGE", "request body too large",
+                       "a request body is at most 1 MiB (1048576 bytes)");
+      return answer(d, con, &resp);
     }
     if (r->len + n > r->cap) {
       size_t cap = (r->len + n) * 2;

@@ -22,6 +22,9 @@
 #include <stdint.h>
 
 #define DTX__SRV_MAX_BODY (1024 * 1024) /* bytes; past it 413 */
+/* An oversized body up to this is read and dropped before the 413 (main.c,
+ * "A declared length past the limit"); past it the 413 comes at once. */
+#define DTX__SRV_DROP_MAX (8 * 1024 * 1024)
 #define DTX__SRV_MAX_DEPTH 64           /* JSON nesting of a request body */
 #define DTX__SRV_MAX_PARAM 256          /* bytes of a decoded path parameter */
 #define DTX__SRV_MAX_PAGE 1000          /* a list's or find's limit, at most */

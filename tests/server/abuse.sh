@@ -41,11 +41,15 @@ req GET /metrics "$T_METRICS"
 fds=$(awk '/^process_open_fds / { print $2 }' "$WORK/rb")
 [ "${fds:-0}" -ge 500 ] && ok || bad "doctxd holds ${fds:-?} fds, want the 500 slow connections"
 
-# 413: a declared length past 1 MiB (refused before the body is read),
-# and a chunked body with no length (refused once 1 MiB is read).
+# 413: a declared length past 1 MiB (the body read and dropped, then
+# refused), past 8 MiB (refused before the body is read), and a chunked
+# body with no length (refused once 1 MiB is read).
 head -c $((1024 * 1024 + 10)) /dev/zero | tr '\0' ' ' >"$WORK/big"
 req POST /v1/c/x/insert "$T_WRITE" "@$WORK/big"
 [ "$CODE" = 413 ] && grep -q TOOLARGE "$WORK/rb" && ok || bad "oversized body: $CODE $(rbody)"
+CODE=$(curl -s -o "$WORK/rb" -w '%{http_code}' --max-time 30 -H "Authorization: Bearer $T_WRITE" \
+  -H 'Content-Length: 9437184' -H 'Expect:' --data-binary "@$WORK/big" "$URL/v1/c/x/insert") || :
+[ "$CODE" = 413 ] && ok || bad "declared 9 MiB, answered at once: $CODE $(rbody)"
 CODE=$(curl -s -o "$WORK/rb" -w '%{http_code}' --max-time 30 -H "Authorization: Bearer $T_WRITE" \
   -H 'Transfer-Encoding: chunked' --data-binary "@$WORK/big" "$URL/v1/c/x/insert") || :
 [ "$CODE" = 413 ] && ok || bad "oversized chunked body: $CODE $(rbody)"
