@@ -7,12 +7,14 @@
 # forward), and a reader sums every balance in read-only snapshot
 # transactions.  Then recovery and the audit run: every snapshot sum and
 # the final plain sum equal the total, the audit is clean, and no record
-# is pending and no intent left.  Bounded: CHAOS_TXN_SECONDS (default 4),
-# each transaction by --deadline-ms, every wait through the harness.
+# is pending and no intent left.  Bounded: CHAOS_TXN_SECONDS (default 4;
+# 2 under DTX_QUICK), each transaction by --deadline-ms, every wait
+# through the harness.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lib/harness.sh"
 secs=${CHAOS_TXN_SECONDS:-4}
+[ -n "${DTX_QUICK:-}" ] && secs=${CHAOS_TXN_SECONDS:-2}
 N=8 OPENING=500 TOTAL=$((8 * 500))
 
 new_store chaos_txn
