@@ -101,6 +101,42 @@ static void test_index_create_and_list(void) {
          "fresh %s", JS(l2));
 }
 
+/* The longest collection name (120 bytes), all capitals (SQLite's table
+ * name doubles each), with a 16-field unique index: the backend's index
+ * SQL is built for the longest table name, not a typical one (it once
+ * overflowed its buffer, found by fuzz_txn_script). */
+static void test_index_longest_name(void) {
+  char c[121];
+  const char *tag = conf_coll("L");
+  size_t n = strlen(tag);
+  REQUIRE(n < 40);
+  memcpy(c, tag, n);
+  for (size_t i = n; i < 120; i++)
+    c[i] = (char)('A' + i % 26);
+  c[120] = '\0';
+  json_t *keys = json_object(), *doc = json_object();
+  REQUIRE(keys && doc);
+  for (int i = 0; i < 16; i++) {
+    char f[8];
+    snprintf(f, sizeof f, "F%d", i);
+    json_object_set_new(keys, f, json_integer(i % 2 ? -1 : 1));
+    json_object_set_new(doc, f, json_integer(i));
+  }
+  conf_keep(keys);
+  conf_keep(doc);
+  CHECK_RC(dtx_store_create_index(conf_st, c, keys,
+                                  &(dtx_index_opts_t){.unique = 1}, NULL),
+           0);
+  CHECK_RC(dtx_store_insert(conf_st, c, doc, NULL), 0);
+  CHECK_RC(dtx_store_insert(conf_st, c, doc, NULL), DTX_EDUPKEY);
+  json_t *found = conf_poison;
+  CHECK_RC(dtx_store_find(conf_st, c, doc, NULL, &found), 0);
+  CHECKF(json_array_size(conf_keep(found)) == 1, "found %s", JS(found));
+  json_t *l = list_indexes(c);
+  CHECKF(l && json_array_size(l) == 2, "indexes %s", JS(l));
+  CHECK_RC(dtx_store_drop_collection(conf_st, c), 0);
+}
+
 static void test_index_recreate_and_conflicts(void) {
   const char *c = conf_coll("ix_conflict");
   CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'a':1}"), NULL, NULL), 0);
@@ -953,6 +989,7 @@ static void test_second_handle_reads_after_recreate(void) {
 void conf_run_index(void) {
   CONF_RUN(test_index_create_and_list);
   CONF_RUN(test_index_recreate_and_conflicts);
+  CONF_RUN(test_index_longest_name);
   CONF_RUN(test_second_handle_reads_after_recreate);
   CONF_RUN(test_index_bad_specs);
   CONF_RUN(test_unique_refused_over_existing_duplicates);

@@ -25,6 +25,7 @@
  * back the way a counter would after a rollback. */
 #include "store/sqlite/sqlite_int.h"
 
+#include "util/assert.h"
 #include "util/buf.h"
 #include "util/err.h"
 
@@ -289,7 +290,10 @@ static int idx_init(sq_idx_t *ix, const char *coll, int64_t id,
   ix->spec = spec;
   idx_table(ix->table, sizeof ix->table, coll, id);
   size_t nf = spec->nfields;
-  size_t cap = 128 + nf * 48;
+  /* The table's name can be most of SQ_TABLE_MAX (a long collection
+   * name, its capitals doubled): room for it, the words, and per field
+   * two "?N, " in ins and "bI=?N AND vI=?N AND " in del. */
+  size_t cap = 64 + strlen(ix->table) + nf * 48;
   char *ins = malloc(cap), *del = malloc(cap);
   if (!ins || !del) {
     free(ins);
@@ -308,8 +312,9 @@ static int idx_init(sq_idx_t *ix, const char *coll, int64_t id,
     d += (size_t)snprintf(del + d, cap - d, "b%zu=?%zu AND v%zu=?%zu AND ", i,
                           2 * i + 1, i, 2 * i + 2);
   }
-  snprintf(ins + a, cap - a, "?%zu)", 2 * nf + 1);
-  snprintf(del + d, cap - d, "seq=?%zu", 2 * nf + 1);
+  a += (size_t)snprintf(ins + a, cap - a, "?%zu)", 2 * nf + 1);
+  d += (size_t)snprintf(del + d, cap - d, "seq=?%zu", 2 * nf + 1);
+  DTX_ASSERT(a < cap && d < cap, "sqlite.index_sql_fits");
   ix->sql_ins = ins;
   ix->sql_del = del;
   ix->h_ins = dtx__sq_hash(ins);
@@ -699,7 +704,7 @@ static int create_index_run(sq_wctx_t *w, sq_op_t *op) {
   if ((rc = idx_init(&ix, a->coll, id, copy)) < 0)
     return rc;
 
-  size_t cap = 200 + spec->nfields * 40;
+  size_t cap = 128 + strlen(ix.table) + spec->nfields * 48; /* as idx_init */
   char *ddl = malloc(cap);
   if (!ddl) {
     idx_fini(&ix);
@@ -713,8 +718,9 @@ static int create_index_run(sq_wctx_t *w, sq_op_t *op) {
   for (size_t i = 0; i < spec->nfields; i++)
     n += (size_t)snprintf(ddl + n, cap - n, "%sb%zu, v%zu", i ? ", " : "", i,
                           i);
-  snprintf(ddl + n, cap - n, "%s)) WITHOUT ROWID",
-           spec->unique ? "" : ", seq");
+  n += (size_t)snprintf(ddl + n, cap - n, "%s)) WITHOUT ROWID",
+                        spec->unique ? "" : ", seq");
+  DTX_ASSERT(n < cap, "sqlite.index_sql_fits");
   rc = dtx__sq_exec_once(w->c, ddl);
   free(ddl);
   if (rc == 0)
