@@ -323,6 +323,14 @@ int dtx__fence_check_args(const char *name, int64_t token);
 int dtx__fence_check_update(const json_t *update);
 int dtx__fence_check_doc(const json_t *doc);
 
+/* A document as an insert checks it (store.c): in *out (new, the
+ * caller's), a deep copy of doc with a valid _id, generated first in key
+ * order (as MongoDB does) when missing, its names, size and _fence
+ * checked (DTX_EINVAL); doc itself is never modified.  *out is NULL on
+ * error.  Also the check a transaction's insert makes before any write
+ * (src/txn/multi). */
+int dtx__st_prepare_doc(const char *coll, const json_t *doc, json_t **out);
+
 /* ---- time-bounded writes (window.c) ------------------------------------------ */
 
 /* Checks and sets m's bounds (doctx.h, "time-bounded writes"): each >= 0

@@ -64,10 +64,6 @@ int dtx__st_check_sort_proj(const json_t *sort, const json_t *projection);
 int dtx__st_project_in_place(json_t **doc, const dtx__proj_t *proj,
                              const dtx__filter_t *f, const json_t *matched);
 
-/* In *out (new, the caller's), a deep copy of doc with a valid _id,
- * generated first in key order (as MongoDB does) when missing; doc
- * itself is never modified.  *out is NULL on error. */
-int dtx__st_prepare_doc(const char *coll, const json_t *doc, json_t **out);
 
 /* The checks every modifying call shares (store_write.c), then compiles
  * filter (and update unless this is a delete) into c and describes the

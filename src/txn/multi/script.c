@@ -158,6 +158,14 @@ static int check_step(const json_t *step, size_t n, json_t *names) {
     return dtx__err(DTX_EINVAL, "txn script step %zu (insert): doc is not "
                                 "an object",
                     n);
+  if (!strcmp(verb, "insert")) { /* the checks of a plain insert */
+    json_t *copy = NULL;
+    rc = dtx__st_prepare_doc(json_string_value(target),
+                             json_object_get(step, "doc"), &copy);
+    json_decref(copy);
+    if (rc)
+      return dtx__err_wrap(rc, "txn script step %zu (insert): doc", n);
+  }
   if (!strcmp(verb, "insert") && dollar_name(json_object_get(step, "doc")))
     return dtx__err(DTX_EINVAL, "txn script step %zu (insert): a top-level "
                                 "field of doc starts with '$'",

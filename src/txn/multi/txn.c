@@ -572,16 +572,13 @@ int dtx_txn_insert(dtx_txn_t *t, const char *coll, const json_t *doc) {
     rc = dtx__err(DTX_EINVAL, "txn insert: the document is not an object");
   if (rc == 0)
     rc = dtx__check_user_coll("txn", coll);
+  json_t *d = NULL; /* a copy with its _id, checked as a plain insert's */
+  if (rc == 0)
+    rc = dtx__st_prepare_doc(coll, doc, &d);
   if (rc)
     return rc;
   dtx__call_begin(&c, t->ex.deadline_ms);
-  json_t *d = json_deep_copy(doc);
-  if (d && !json_object_get(d, "_id")) {
-    char oid[25];
-    dtx__id_new(oid);
-    json_object_set_new(d, "_id", json_string(oid));
-  }
-  return dtx__call_end(&c, d ? put_new(t, coll, d) : DTX_ENOMEM);
+  return dtx__call_end(&c, put_new(t, coll, d));
 }
 
 int dtx_txn_update(dtx_txn_t *t, const char *coll, const json_t *filter,
