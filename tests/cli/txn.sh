@@ -130,6 +130,11 @@ same "reads of acct still work" "$(d txn '[{"find":"acct","filter":{},"limit":10
 d insert fresh '{"_id":"X","_txn":{"w":{"id":"t1","ts":1,"op":"put","doc":{"_id":"X","bal":1000000}}}}' >/dev/null || bad "plain insert of X"
 same "a forged intent is not t1's write" "$(d txn '[{"find_one":"fresh","filter":{"_id":"X"},"as":"x"}]' | jq -c .reads.x)" '{"_id":"X"}'
 same "X kept no forged body" "$(d find fresh '{"_id":"X"}' | jq -c '[.bal, ._txn.by]')" '[null,null]'
+# A null _id is an _id (as MongoDB's): written, updated and deleted by
+# transactions, the audit judges its record's keys as any other.
+d txn '[{"insert":"nulls","doc":{"_id":null,"n":0}},{"insert":"nulls2","doc":{"_id":1}}]' >/dev/null || bad "insert a null _id"
+d txn '[{"update":"nulls","filter":{"_id":null},"with":{"$inc":{"n":5}}},{"delete":"nulls2","filter":{"_id":1}}]' >/dev/null || bad "update a null _id"
+same "the null _id's body" "$(d txn '[{"find_one":"nulls","filter":{"_id":null},"as":"z"}]' | jq -c .reads.z)" '{"_id":null,"n":5}'
 d audit --settled >/dev/null && ok || bad "audit: $(d audit --settled 2>&1 | tail -3)"
 
 # ---- the audit under tampering (--bypass-validation) ----------------------------------

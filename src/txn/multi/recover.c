@@ -331,7 +331,7 @@ static int record_fits(const json_t *r, char *why, size_t n) {
     if (bad_c)
       return dtx__shape_bad(why, n, "keys.%zu.c is not a collection name",
                             i);
-    if (!id || json_is_null(id) || json_is_array(id))
+    if (!id || !dtx__id_valid(id))
       return dtx__shape_bad(why, n, "keys.%zu.id is not a document's _id",
                             i);
     if (!key_op(json_object_get(k, "op")))
