@@ -741,14 +741,9 @@ static int validate_finds(dtx_txn_t *t) {
                     : json_pack("{s:[O,{s:{s:b}}]}", "$or", flt,
                                 DTX__TXN_FIELD ".w", "$exists", 1);
     if (rc == 0)
-      rc = qq ? dtx__kit_find_n(&t->ex, coll, qq, NULL, DTX__TXN_MAX_SCAN + 1,
-                                &cand)
-              : DTX_ENOMEM;
-    json_decref(qq);
-    if (rc == 0 && json_array_size(cand) > DTX__TXN_MAX_SCAN)
-      rc = dtx__err(DTX_ELIMIT, "txn %s: validating a find in %s met more "
-                                "than %d candidates; narrow the filter",
-                    t->id, coll, DTX__TXN_MAX_SCAN);
+      rc = dtx__txn_candidates(t, coll, qq, "validating a find", &cand);
+    else
+      json_decref(qq);
     size_t j;
     json_array_foreach(cand, j, d) {
       if (rc)
@@ -878,12 +873,7 @@ static int commit_2pc(dtx_txn_t *t) {
       all = 0;
   }
   if (all)
-    (void)dtx__kit_update(
-        &t->ex, "txn.applied", DTX__TXN_RECORDS,
-        json_pack("{s:s,s:s}", "_id", t->id, "state", "committed"),
-        json_pack("{s:{s:b,s:I}}", "$set", "applied", 1, "updated",
-                  (json_int_t)dtx__now_ms()),
-        NULL);
+    (void)dtx__txn_mark_done(&t->ex, t->id, "committed");
   dtx__err_clear();
   return 0;
 }
@@ -942,6 +932,32 @@ int dtx__txn_commit(dtx_txn_t *t) {
     return commit_1pc(t, w);
   }
   return commit_2pc(t);
+}
+
+int dtx__txn_mark_done(dtx__exec_t *ex, const char *tid, const char *state) {
+  int committed = strcmp(state, "committed") == 0;
+  return dtx__kit_update(
+      ex, committed ? "txn.applied" : "txn.clear", DTX__TXN_RECORDS,
+      json_pack("{s:s,s:s}", "_id", tid, "state", state),
+      json_pack("{s:{s:b,s:I}}", "$set", committed ? "applied" : "cleared", 1,
+                "updated", (json_int_t)dtx__now_ms()),
+      NULL);
+}
+
+/* Candidates of a find in coll by q, at most DTX__TXN_MAX_SCAN (more:
+ * DTX_ELIMIT naming what met them); *out new, the caller's. */
+int dtx__txn_candidates(dtx_txn_t *t, const char *coll, json_t *q,
+                        const char *what, json_t **out) {
+  *out = NULL;
+  int rc = q ? dtx__kit_find_n(&t->ex, coll, q, NULL, DTX__TXN_MAX_SCAN + 1,
+                               out)
+             : DTX_ENOMEM;
+  json_decref(q);
+  if (rc == 0 && json_array_size(*out) > DTX__TXN_MAX_SCAN)
+    rc = dtx__err(DTX_ELIMIT, "txn %s: %s in %s met more than %d "
+                              "candidates; narrow the filter",
+                  t->id, what, coll, DTX__TXN_MAX_SCAN);
+  return rc;
 }
 
 /* ---- the outcome of an id -------------------------------------------------------- */

@@ -133,6 +133,16 @@ int dtx__txn_gc_versions(dtx__exec_t *ex, const char *coll, int64_t now,
 /* The commit of t (commit.c). */
 int dtx__txn_commit(dtx_txn_t *t);
 
+/* Marks record tid, in state "committed" or "aborted", done: applied
+ * (fault point txn.applied) or cleared (txn.clear), and updated now. */
+int dtx__txn_mark_done(dtx__exec_t *ex, const char *tid, const char *state);
+
+/* A find's candidates in coll by q (stolen), at most DTX__TXN_MAX_SCAN:
+ * more is DTX_ELIMIT, its detail naming what (e.g. "a find") and coll.
+ * *out new, the caller's (NULL on error). */
+int dtx__txn_candidates(dtx_txn_t *t, const char *coll, json_t *q,
+                        const char *what, json_t **out);
+
 /* doc's _txn (borrowed), or NULL. */
 const json_t *dtx__txn_meta(const json_t *doc);
 

@@ -209,24 +209,14 @@ static int recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                !json_is_true(json_object_get(r, "applied"))) {
       rc = finish_keys(ex, r, 1, dtx__int(r, "commit_ts"));
       if (rc == 0)
-        rc = dtx__kit_update(
-            ex, "txn.applied", DTX__TXN_RECORDS,
-            json_pack("{s:s,s:s}", "_id", tid, "state", "committed"),
-            json_pack("{s:{s:b,s:I}}", "$set", "applied", 1, "updated",
-                      (json_int_t)now),
-            NULL);
+        rc = dtx__txn_mark_done(ex, tid, "committed");
       if (rc == 0)
         dtx__tally_ran(t, "applied", 1);
     } else if (dtx__state_is(r, "aborted") &&
                !json_is_true(json_object_get(r, "cleared"))) {
       rc = finish_keys(ex, r, 0, 0);
       if (rc == 0)
-        rc = dtx__kit_update(
-            ex, "txn.clear", DTX__TXN_RECORDS,
-            json_pack("{s:s,s:s}", "_id", tid, "state", "aborted"),
-            json_pack("{s:{s:b,s:I}}", "$set", "cleared", 1, "updated",
-                      (json_int_t)now),
-            NULL);
+        rc = dtx__txn_mark_done(ex, tid, "aborted");
       if (rc == 0)
         dtx__tally_ran(t, "cleared", 1);
     } else if (now - dtx__int(r, "updated") >= horizon &&

@@ -425,14 +425,7 @@ static int txn_find(dtx_txn_t *t, const char *coll, const json_t *filter,
         "{s:[O,{s:{s:b}},{s:{s:I}}]}", "$or", flt, DTX__TXN_FIELD ".w",
         "$exists", 1, DTX__TXN_FIELD ".v", "$gt", (json_int_t)t->start_ts);
     json_t *arr = NULL;
-    rc = q ? dtx__kit_find_n(&t->ex, coll, q, NULL, DTX__TXN_MAX_SCAN + 1,
-                             &arr)
-           : DTX_ENOMEM;
-    json_decref(q);
-    if (rc == 0 && json_array_size(arr) > DTX__TXN_MAX_SCAN)
-      rc = dtx__err(DTX_ELIMIT, "txn %s: a find in %s met more than %d "
-                                "candidates; narrow the filter",
-                    t->id, coll, DTX__TXN_MAX_SCAN);
+    rc = dtx__txn_candidates(t, coll, q, "a find", &arr);
     size_t i;
     json_t *d;
     if (rc == 0)
