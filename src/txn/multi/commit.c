@@ -353,6 +353,29 @@ static int plain_names(const json_t *o) {
   return 1;
 }
 
+/* 1 when no top-level value of body is an array: the 1PC filter names
+ * each value read exactly (exact() below), which an array's $eq does
+ * not ($eq [1,2] also matches [[1,2],3]). */
+static int no_arrays(const json_t *body) {
+  const char *n;
+  json_t *v;
+  json_object_foreach((json_t *)body, n, v) if (json_is_array(v)) return 0;
+  return 1;
+}
+
+/* The 1PC filter's condition for a field read as v (not an array): v
+ * exactly.  $eq alone also matches an array holding v, and, for null, a
+ * missing field: a plain write that changed a field read so slipped
+ * under the commit. */
+static json_t *exact(const json_t *v) {
+  json_t *c = json_pack("{s:O,s:{s:s}}", "$eq", v, "$not", "$type", "array");
+  if (c && json_is_null(v) && json_object_set_new(c, "$exists", json_true())) {
+    json_decref(c);
+    c = NULL;
+  }
+  return c;
+}
+
 /* The 1PC path: ONE conditional update of the one document written.  Its
  * filter holds the body read, field by field ($eq), and the absence of
  * every field the new body adds; the update sets the fields that change,
@@ -377,7 +400,7 @@ static int commit_1pc(dtx_txn_t *t, dtx__txn_key_t *k) {
     json_object_foreach(k->stored_body, name, v) {
       if (bad || strcmp(name, "_id") == 0)
         continue;
-      bad = json_object_set_new(f, name, json_pack("{s:O}", "$eq", v)) ||
+      bad = json_object_set_new(f, name, exact(v)) ||
             (!json_object_get(k->next, name) &&
              json_object_set_new(unset, name, json_string("")));
     }
@@ -931,11 +954,13 @@ int dtx__txn_commit(dtx_txn_t *t) {
   if (rc)
     return rc;
   /* 1PC: one document put (a deletion would drop a field a plain write
-   * added: it takes the record path), nothing else locked or to validate
-   * (docs/transactions.md, "The 1PC path"). */
+   * added: it takes the record path), nothing else locked or to validate,
+   * no array in the body read (no exact filter for it) (docs/
+   * transactions.md, "The 1PC path"). */
   if (writes == 1 && extra == 0 && !t->caller_id && !t->finds &&
       w->op == KEY_PUT && plain_names(w->next) &&
-      (!w->stored_body || plain_names(w->stored_body))) {
+      (!w->stored_body ||
+       (plain_names(w->stored_body) && no_arrays(w->stored_body)))) {
     if (!w->latest)
       return conflict(t, w, "a newer version was committed after the "
                             "snapshot");
