@@ -64,6 +64,10 @@ same "aborted prints its reads" "$(out)" '{"outcome":"aborted","reads":{"a":{"_i
 same "money moved once" "$(bal A)/$(bal B)" "2/5"
 same "show t1" "$(d txn show t1)" '{"id":"t1","outcome":"committed"}'
 same "show t2 (no record: fenced)" "$(d txn show t2)" '{"id":"t2","outcome":"aborted"}'
+# With an id, a transaction that writes nothing still writes its record:
+# show answers what it answered, not a fence's "aborted".
+d txn --id ro1 '[{"find_one":"acct","filter":{"_id":"A"},"as":"a"}]' >/dev/null || bad "read-only ro1"
+same "show ro1 (it wrote nothing)" "$(d txn show ro1)" '{"id":"ro1","outcome":"committed"}'
 d update acct '{"_id":"A"}' '{"$set":{"bal":20}}' >/dev/null
 expect 3 "a fenced id does not commit" -- d txn --id t2 "$MOVE"
 same "the fence moved nothing" "$(bal A)/$(bal B)" "20/5"

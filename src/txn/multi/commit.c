@@ -946,7 +946,12 @@ int dtx__txn_commit(dtx_txn_t *t) {
       extra++;
     }
   }
-  if (writes == 0) {
+  /* With a caller's id, a transaction that writes nothing still writes
+   * its record (the record path, no keys but its serializable locks):
+   * else dtx_txn_outcome found no record, fenced the id and answered
+   * "aborted" for a transaction that had answered committed
+   * (docs/transactions.md, "Outcome"). */
+  if (writes == 0 && !t->caller_id) {
     int rc = t->isolation == DTX_TXN_SERIALIZABLE ? validate_reads(t) : 0;
     return rc ? rc : validate_finds(t);
   }
