@@ -155,6 +155,8 @@ tampers=(
   'bad_version|acct|{"_id":"A"}|{"$set":{"_txn.v":99999}}'
   'clock_behind|txn_clock|{"_id":"clock"}|{"$set":{"ts":1}}'
   'clock_behind|txn_clock|{"_id":"clock"}|-'
+  'bad_version|acct|{"_id":"A"}|{"$set":{"_txn.del":true}}'
+  'bad_version|txn_records|{"_id":"t1"}|{"$set":{"keys":[{"c":"acct","id":"A","op":"del"},{"c":"acct","id":"B","op":"put"}]}}'
 )
 tamper_store() {
   new_store "tamper$1"
@@ -181,6 +183,18 @@ tamper 'bad_version|acct|{"_id":"C"}|{"$set":{"_txn":"x"}}'
 tamper "${tampers[7]}"
 expect 5 "audit after three tampers" -- d audit
 same "it reports all three" "$(grep -cE 'FINDING txn (uncommitted_version|bad_version|clock_behind):' "$WORK/out")" 3
+# A tombstone is {_id, _txn}: a body written beside its del, or its del
+# removed (the deleted document back as an empty body), past the rules,
+# is a finding -- transactions and plain reads disagree about C.
+n=0
+for u in '{"$set":{"bal":1000}}' '{"$unset":{"_txn.del":""}}'; do
+  n=$((n + 1))
+  tamper_store "tomb$n"
+  d txn --id t9 '[{"delete":"acct","filter":{"_id":"C"}}]' >/dev/null || bad "delete C"
+  d update --bypass-validation acct '{"_id":"C"}' "$u" >/dev/null || bad "tamper C's tombstone: $u"
+  expect 5 "audit after a tombstone's $u" -- d audit
+  grep -q 'FINDING txn bad_version: acct "C"' "$WORK/out" && ok || bad "no bad_version for C after $u: $(grep FINDING "$WORK/out")"
+done
 # A write lost past the rules: t3 committed, crashed before its roll
 # forward; A's intent removed (--bypass-validation), recovery finds
 # nothing to roll forward on A and marks t3 applied: the audit tells.
