@@ -245,7 +245,7 @@ txn_records|x1|commit_ts|"5" 1.5 null {} [] true 0 2 UNSET 999999999
 txn_records|x1|keys|"x" 5 null {} true UNSET
 txn_records|x1|keys.0|"x" 5 null [] true
 txn_records|x1|keys.0.c|5 null {} [] true "" "a/b" UNSET
-txn_records|x1|keys.0.id|null [] UNSET
+txn_records|x1|keys.0.id|[] UNSET
 txn_records|x1|keys.0.op|"weird" 5 null {} UNSET
 txn_records|x1|owner|5 1.5 {} [] true
 txn_records|x1|lease_until|"5" 1.5 null {} [] true UNSET
