@@ -139,6 +139,16 @@ same "X kept no forged body" "$(d find fresh '{"_id":"X"}' | jq -c '[.bal, ._txn
 d txn '[{"insert":"nulls","doc":{"_id":null,"n":0}},{"insert":"nulls2","doc":{"_id":1}}]' >/dev/null || bad "insert a null _id"
 d txn '[{"update":"nulls","filter":{"_id":null},"with":{"$inc":{"n":5}}},{"delete":"nulls2","filter":{"_id":1}}]' >/dev/null || bad "update a null _id"
 same "the null _id's body" "$(d txn '[{"find_one":"nulls","filter":{"_id":null},"as":"z"}]' | jq -c .reads.z)" '{"_id":null,"n":5}'
+# A body 98 levels deep (a plain insert takes up to 100) does not fit in
+# an intent or a previous version (three levels down): refused before
+# anything is written.  It committed, and its roll forward then failed
+# for good: k kept the intent, its readers and recovery failed.
+deep=$(printf '{"a":%.0s' $(seq 97))1$(printf '}%.0s' $(seq 97))
+d insert deepc "{\"_id\":\"k\",\"d\":$deep}" '{"_id":"o","n":0}' >/dev/null || bad "insert the deep document"
+expect 2 "a write that does not fit in flight" -- d txn --id deep1 '[{"update":"deepc","filter":{"_id":"k"},"with":{"$unset":{"d":""}}},{"update":"deepc","filter":{"_id":"o"},"with":{"$inc":{"n":1}}}]'
+grep -q "does not fit" "$WORK/err" && ok || bad "not named: $(cat "$WORK/err")"
+same "nothing of deep1 written" "$(d count txn_records '{"_id":"deep1"}')/$(d find deepc '{"_id":"o"}' | jq -c .n)" "0/0"
+d update deepc '{"_id":"k"}' '{"$set":{"x":1}}' >/dev/null && ok || bad "k holds an intent"
 d audit --settled >/dev/null && ok || bad "audit: $(d audit --settled 2>&1 | tail -3)"
 
 # ---- the audit under tampering (--bypass-validation) ----------------------------------

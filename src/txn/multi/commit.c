@@ -935,11 +935,53 @@ static int validate_reads(dtx_txn_t *t) {
   return rc;
 }
 
+/* The documents the commit stores for k's write fit the store's limits
+ * (dtx__doc_check_write: depth, size): its intent holds the new body
+ * under _txn.w.doc, and the version it rolls forward to the replaced
+ * body under _txn.p.doc -- three levels below the top, beside the other
+ * body.  Checked before anything is written: a body of 98 to 100 levels
+ * (a plain insert takes it) failed the prewrite after the record was
+ * written, or -- the new body shallower -- the roll forward after the
+ * commit point, for good: the document held a committed intent no one
+ * could roll forward, so every reader failed and recovery too. */
+static int fits(dtx_txn_t *t, const dtx__txn_key_t *k) {
+  const json_t *next = k->op == KEY_PUT ? k->next : NULL;
+  json_t *w = json_pack("{s:s,s:I,s:s}", "id", t->id, "ts",
+                        (json_int_t)t->start_ts, "op", op_name(k->op));
+  json_t *in = k->stored_body ? json_copy(k->stored_body) : json_object();
+  json_t *ver = version_doc(k->id, next, 1, t->id, k->v, k->stored_body);
+  int rc = !w || !in || !ver || (next && json_object_set(w, "doc", (json_t *)next)) ||
+                   json_object_set(in, "_id", k->id) ||
+                   json_object_set_new(in, DTX__TXN_FIELD,
+                                       json_pack("{s:O}", "w", w))
+               ? DTX_ENOMEM
+               : 0;
+  if (rc == 0)
+    rc = dtx__doc_check_write(NULL, k->coll, NULL, in, 1);
+  if (rc == 0)
+    rc = dtx__doc_check_write(NULL, k->coll, NULL, ver, 1);
+  json_decref(w);
+  json_decref(in);
+  json_decref(ver);
+  if (rc) {
+    char *s = json_dumps(k->id, JSON_COMPACT | JSON_ENCODE_ANY);
+    rc = dtx__err_wrap(rc, "txn %s: %s %s: the write does not fit while in "
+                           "flight (its intent and its previous version "
+                           "hold a body each, three levels down)",
+                       t->id, k->coll, s ? s : "?");
+    free(s);
+  }
+  return rc;
+}
+
 int dtx__txn_commit(dtx_txn_t *t) {
   size_t writes = 0, extra = 0;
   dtx__txn_key_t *w = NULL;
   for (size_t i = 0; i < t->nkeys; i++) {
     if (t->keys[i].op) {
+      int rc = fits(t, &t->keys[i]); /* before any write */
+      if (rc)
+        return rc;
       writes++;
       w = &t->keys[i];
     } else if (in_commit(t, &t->keys[i])) {
