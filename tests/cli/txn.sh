@@ -139,6 +139,16 @@ same "X kept no forged body" "$(d find fresh '{"_id":"X"}' | jq -c '[.bal, ._txn
 d txn '[{"insert":"nulls","doc":{"_id":null,"n":0}},{"insert":"nulls2","doc":{"_id":1}}]' >/dev/null || bad "insert a null _id"
 d txn '[{"update":"nulls","filter":{"_id":null},"with":{"$inc":{"n":5}}},{"delete":"nulls2","filter":{"_id":1}}]' >/dev/null || bad "update a null _id"
 same "the null _id's body" "$(d txn '[{"find_one":"nulls","filter":{"_id":null},"as":"z"}]' | jq -c .reads.z)" '{"_id":null,"n":5}'
+# A write its collection's rules refuse (here a validator) is refused
+# before anything is written.  The store judged it at the roll forward,
+# after the commit point: a kept the committed intent for good (readers
+# and recovery failed on it) while b's write landed.
+d insert vald '{"_id":"a","bal":1}' '{"_id":"b","bal":1}' >/dev/null &&
+  d rules vald --validator '{"$jsonSchema":{"properties":{"bal":{"bsonType":"long"}}}}' >/dev/null || bad "vald set-up"
+expect 3 "a write the validator refuses" -- d txn --id val1 '[{"update":"vald","filter":{"_id":"a"},"with":{"$set":{"bal":"x"}}},{"update":"vald","filter":{"_id":"b"},"with":{"$inc":{"bal":1}}}]'
+grep -q VALIDATION "$WORK/err" && ok || bad "not VALIDATION: $(cat "$WORK/err")"
+same "nothing of val1 written" "$(d count txn_records '{"_id":"val1"}')/$(d find vald '{"_id":"b"}' | jq -c .bal)" "0/1"
+d update vald '{"_id":"a"}' '{"$set":{"bal":2}}' >/dev/null && ok || bad "a holds an intent"
 # A body 98 levels deep (a plain insert takes up to 100) does not fit in
 # an intent or a previous version (three levels down): refused before
 # anything is written.  It committed, and its roll forward then failed

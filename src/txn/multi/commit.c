@@ -807,7 +807,12 @@ static int validate_finds(dtx_txn_t *t) {
   return 0;
 }
 
+static int rules_fit(dtx_txn_t *t);
+
 static int commit_2pc(dtx_txn_t *t) {
+  int rc0 = rules_fit(t); /* before the record: see there */
+  if (rc0)
+    return rc0;
   int64_t now = dtx__now_ms(), c = 0;
   json_t *keys = json_array();
   for (size_t i = 0; keys && i < t->nkeys; i++)
@@ -944,7 +949,8 @@ static int validate_reads(dtx_txn_t *t) {
  * written, or -- the new body shallower -- the roll forward after the
  * commit point, for good: the document held a committed intent no one
  * could roll forward, so every reader failed and recovery too. */
-static int fits(dtx_txn_t *t, const dtx__txn_key_t *k) {
+static int fits(dtx_txn_t *t, const dtx__txn_key_t *k,
+                const dtx__rules_t *r) {
   const json_t *next = k->op == KEY_PUT ? k->next : NULL;
   json_t *w = json_pack("{s:s,s:I,s:s}", "id", t->id, "ts",
                         (json_int_t)t->start_ts, "op", op_name(k->op));
@@ -960,18 +966,61 @@ static int fits(dtx_txn_t *t, const dtx__txn_key_t *k) {
     rc = dtx__doc_check_write(NULL, k->coll, NULL, in, 1);
   if (rc == 0)
     rc = dtx__doc_check_write(NULL, k->coll, NULL, ver, 1);
+  if (rc == 0 && r) /* as the store judges the roll forward */
+    rc = dtx__kit_judge(r, "txn.apply", k->coll, in, ver);
   json_decref(w);
   json_decref(in);
   json_decref(ver);
   if (rc) {
     char *s = json_dumps(k->id, JSON_COMPACT | JSON_ENCODE_ANY);
-    rc = dtx__err_wrap(rc, "txn %s: %s %s: the write does not fit while in "
-                           "flight (its intent and its previous version "
-                           "hold a body each, three levels down)",
-                       t->id, k->coll, s ? s : "?");
+    rc = r ? dtx__err_wrap(rc, "txn %s: %s %s: its next version is refused "
+                               "by the collection's rules",
+                           t->id, k->coll, s ? s : "?")
+           : dtx__err_wrap(rc, "txn %s: %s %s: the write does not fit "
+                               "while in flight (its intent and its "
+                               "previous version hold a body each, three "
+                               "levels down)",
+                           t->id, k->coll, s ? s : "?");
     free(s);
   }
   return rc;
+}
+
+/* Each write's next version passes its collection's rules (a user's
+ * validator, transition rules) as the store will judge its roll forward:
+ * checked before the record is written.  The store judges the roll
+ * forward after the commit point; refused there, the document kept a
+ * committed intent for good -- its readers, recovery and plain writes
+ * all failed on it -- while the transaction's other writes landed.  (A
+ * 1PC commit is one update the store judges: refused, nothing is
+ * written.)  One rules read per collection written. */
+static int rules_fit(dtx_txn_t *t) {
+  for (size_t i = 0; i < t->nkeys; i++) {
+    const char *coll = t->keys[i].coll;
+    size_t j;
+    if (!t->keys[i].op)
+      continue;
+    for (j = 0; j < i; j++)
+      if (t->keys[j].op && strcmp(t->keys[j].coll, coll) == 0)
+        break;
+    if (j < i)
+      continue; /* judged with the first key of its collection */
+    json_t *spec = NULL;
+    dtx__rules_t *r = NULL;
+    int rc = dtx_store_get_rules(t->st, coll, &spec);
+    if (rc == 0) {
+      json_object_del(spec, "pattern");
+      rc = dtx__rules_compile(spec, &r);
+    }
+    json_decref(spec);
+    for (j = i; rc == 0 && r && j < t->nkeys; j++)
+      if (t->keys[j].op && strcmp(t->keys[j].coll, coll) == 0)
+        rc = fits(t, &t->keys[j], r);
+    dtx__rules_free(r);
+    if (rc)
+      return rc;
+  }
+  return 0;
 }
 
 int dtx__txn_commit(dtx_txn_t *t) {
@@ -979,7 +1028,7 @@ int dtx__txn_commit(dtx_txn_t *t) {
   dtx__txn_key_t *w = NULL;
   for (size_t i = 0; i < t->nkeys; i++) {
     if (t->keys[i].op) {
-      int rc = fits(t, &t->keys[i]); /* before any write */
+      int rc = fits(t, &t->keys[i], NULL); /* before any write */
       if (rc)
         return rc;
       writes++;
