@@ -159,6 +159,20 @@ expect 2 "a write that does not fit in flight" -- d txn --id deep1 '[{"update":"
 grep -q "does not fit" "$WORK/err" && ok || bad "not named: $(cat "$WORK/err")"
 same "nothing of deep1 written" "$(d count txn_records '{"_id":"deep1"}')/$(d find deepc '{"_id":"o"}' | jq -c .n)" "0/0"
 d update deepc '{"_id":"k"}' '{"$set":{"x":1}}' >/dev/null && ok || bad "k holds an intent"
+# A unique index judges a write when it rolls forward, after the commit
+# point (an intent's body is not indexed): uq1 commits, and b keeps its
+# intent (its readers fail, DUPKEY) while a holds the value.  After
+# recovery the settled audit says so; once the value is free, b rolls
+# forward (docs/transactions.md, "Limits").
+d insert uq '{"_id":"a","email":"x"}' '{"_id":"b","email":"y"}' '{"_id":"c","n":0}' >/dev/null &&
+  d index uq '{"email":1}' --unique >/dev/null || bad "uq set-up"
+d txn --id uq1 '[{"update":"uq","filter":{"_id":"b"},"with":{"$set":{"email":"x"}}},{"update":"uq","filter":{"_id":"c"},"with":{"$inc":{"n":1}}}]' >/dev/null || bad "uq1"
+d recover >/dev/null 2>&1
+expect 5 "the settled audit after a roll forward the store refuses" -- d audit --settled
+grep -q "FINDING txn not_terminal: txn uq1 is committed but not rolled forward" "$WORK/out" && ok || bad "no not_terminal for uq1: $(grep FINDING "$WORK/out")"
+d update uq '{"_id":"a"}' '{"$set":{"email":"z"}}' >/dev/null || bad "free the value"
+d recover >/dev/null || bad "recover after the value is free"
+same "b rolled forward" "$(d find uq '{"_id":"b"}' | jq -r .email)" x
 d audit --settled >/dev/null && ok || bad "audit: $(d audit --settled 2>&1 | tail -3)"
 
 # ---- the audit under tampering (--bypass-validation) ----------------------------------

@@ -32,7 +32,8 @@
  *   orphan_intent    an intent whose transaction has no record (T7)
  *   lost_write       a committed record marked applied whose put or del
  *                    a document does not hold (its version is below)
- *   not_terminal     with --settled: a pending record */
+ *   not_terminal     with --settled: a pending record, or a committed
+ *                    one not rolled forward */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -536,6 +537,14 @@ static int audit(dtx__audit_t *a) {
         dtx__audit_finding(a, "not_terminal", "txn %s is still pending",
                            tid);
     }
+    /* Settled: recovery rolled every committed record forward.  One it
+     * could not (a roll forward a unique index or the store refuses) is
+     * a commit its readers do not see and fail on. */
+    if ((a->flags & DTX_AUDIT_SETTLED) && dtx__state_is(r, "committed") &&
+        !json_is_true(json_object_get(r, "applied")))
+      dtx__audit_finding(a, "not_terminal", "txn %s is committed but not "
+                                            "rolled forward (applied false)",
+                         tid);
     size_t i;
     json_t *k;
     json_array_foreach(json_object_get(r, "keys"), i, k) {
