@@ -52,6 +52,7 @@ expect 2 "--lease-ms INT64_MAX" -- d txn --lease-ms 9223372036854775807 "$MOVE"
 expect 2 "--deadline-ms INT64_MAX" -- d txn --deadline-ms 9223372036854775807 "$MOVE"
 expect 2 "--isolation bogus" -- d txn --isolation bogus "$MOVE"
 expect 2 "--id with a space" -- d txn --id 'a b' "$MOVE"
+expect 2 "--id of a generated id's form" -- d txn --id t0123456789abcdef01234567 "$MOVE"
 printf '[{"find_one":"acct","filter":{"_id":"A\0"},"as":"a"}]' >"$WORK/nul"
 expect 2 "a NUL byte in the script" -- d txn - <"$WORK/nul"
 d collections | grep -q txn_ && bad "bad input wrote the transactions' collections" || ok
