@@ -73,7 +73,7 @@
 #include "txn/multi/multi.h"
 #include "util/err.h"
 
-static const char *op_name(int op) {
+const char *dtx__txn_op_name(int op) {
   return op == KEY_PUT ? "put" : op == KEY_DEL ? "del" : "lock";
 }
 
@@ -88,9 +88,9 @@ static int add_vcond(json_t *filter, int has_v, int64_t v) {
 /* The document that replaces (coll, id) when a version C by tid lands:
  * body (NULL: a deletion, a tombstone), with the previous version kept
  * (prev NULL: absent). */
-static json_t *version_doc(const json_t *id, const json_t *body, int64_t c,
-                           const char *tid, int64_t prev_v,
-                           const json_t *prev) {
+json_t *dtx__txn_version_doc(const json_t *id, const json_t *body,
+                             int64_t c, const char *tid, int64_t prev_v,
+                             const json_t *prev) {
   json_t *d = body ? json_copy((json_t *)body) : json_object();
   json_t *m = json_pack("{s:I,s:I,s:s,s:{s:I,s:O}}", "v", (json_int_t)c, "t",
                         (json_int_t)dtx__now_ms(), "by", tid, "p", "v",
@@ -159,7 +159,7 @@ static int roll_forward_doc(dtx__exec_t *ex, const char *coll,
                                 "no body",
                     tid, coll);
     else
-      upd = version_doc(id, op && strcmp(op, "put") == 0 ? nb : NULL,
+      upd = dtx__txn_version_doc(id, op && strcmp(op, "put") == 0 ? nb : NULL,
                         commit_ts, tid, pv, prev);
     json_decref(prev);
   }
@@ -353,29 +353,6 @@ static int plain_names(const json_t *o) {
   return 1;
 }
 
-/* 1 when no top-level value of body is an array: the 1PC filter names
- * each value read exactly (exact() below), which an array's $eq does
- * not ($eq [1,2] also matches [[1,2],3]). */
-static int no_arrays(const json_t *body) {
-  const char *n;
-  json_t *v;
-  json_object_foreach((json_t *)body, n, v) if (json_is_array(v)) return 0;
-  return 1;
-}
-
-/* The 1PC filter's condition for a field read as v (not an array): v
- * exactly.  $eq alone also matches an array holding v, and, for null, a
- * missing field: a plain write that changed a field read so slipped
- * under the commit. */
-static json_t *exact(const json_t *v) {
-  json_t *c = json_pack("{s:O,s:{s:s}}", "$eq", v, "$not", "$type", "array");
-  if (c && json_is_null(v) && json_object_set_new(c, "$exists", json_true())) {
-    json_decref(c);
-    c = NULL;
-  }
-  return c;
-}
-
 /* The 1PC path: ONE conditional update of the one document written.  Its
  * filter holds the body read, field by field ($eq), and the absence of
  * every field the new body adds; the update sets the fields that change,
@@ -389,7 +366,7 @@ static int commit_1pc(dtx_txn_t *t, dtx__txn_key_t *k) {
   int rc = dtx__txn_tick(&t->ex, &c);
   if (rc)
     return rc;
-  json_t *doc = version_doc(k->id, k->next, c, t->id, k->v, k->view);
+  json_t *doc = dtx__txn_version_doc(k->id, k->next, c, t->id, k->v, k->view);
   if (!doc)
     return DTX_ENOMEM;
   if (k->stored) {
@@ -400,7 +377,7 @@ static int commit_1pc(dtx_txn_t *t, dtx__txn_key_t *k) {
     json_object_foreach(k->stored_body, name, v) {
       if (bad || strcmp(name, "_id") == 0)
         continue;
-      bad = json_object_set_new(f, name, exact(v)) ||
+      bad = json_object_set_new(f, name, dtx__txn_exact(v)) ||
             (!json_object_get(k->next, name) &&
              json_object_set_new(unset, name, json_string("")));
     }
@@ -467,7 +444,8 @@ static int prewrite(dtx_txn_t *t, dtx__txn_key_t *k) {
     return conflict(t, k, "a newer version was committed after the "
                           "snapshot");
   json_t *intent = json_pack("{s:s,s:I,s:s}", "id", t->id, "ts",
-                             (json_int_t)t->start_ts, "op", op_name(k->op));
+                             (json_int_t)t->start_ts, "op",
+                             dtx__txn_op_name(k->op));
   if (!intent || (k->op == KEY_PUT &&
                   json_object_set(intent, "doc", k->next))) {
     json_decref(intent);
@@ -807,20 +785,18 @@ static int validate_finds(dtx_txn_t *t) {
   return 0;
 }
 
-static int rules_fit(dtx_txn_t *t);
-
 static int commit_2pc(dtx_txn_t *t) {
-  int rc0 = rules_fit(t); /* before the record: see there */
+  int rc0 = dtx__txn_rules_fit(t); /* before the record: see there */
   if (rc0)
     return rc0;
   int64_t now = dtx__now_ms(), c = 0;
   json_t *keys = json_array();
   for (size_t i = 0; keys && i < t->nkeys; i++)
     if (in_commit(t, &t->keys[i]) &&
-        json_array_append_new(keys, json_pack("{s:s,s:O,s:s}", "c",
-                                              t->keys[i].coll, "id",
-                                              t->keys[i].id, "op",
-                                              op_name(t->keys[i].op)))) {
+        json_array_append_new(
+            keys, json_pack("{s:s,s:O,s:s}", "c", t->keys[i].coll, "id",
+                            t->keys[i].id, "op",
+                            dtx__txn_op_name(t->keys[i].op)))) {
       json_decref(keys);
       keys = NULL;
     }
@@ -940,95 +916,12 @@ static int validate_reads(dtx_txn_t *t) {
   return rc;
 }
 
-/* The documents the commit stores for k's write fit the store's limits
- * (dtx__doc_check_write: depth, size): its intent holds the new body
- * under _txn.w.doc, and the version it rolls forward to the replaced
- * body under _txn.p.doc -- three levels below the top, beside the other
- * body.  Checked before anything is written: a body of 98 to 100 levels
- * (a plain insert takes it) failed the prewrite after the record was
- * written, or -- the new body shallower -- the roll forward after the
- * commit point, for good: the document held a committed intent no one
- * could roll forward, so every reader failed and recovery too. */
-static int fits(dtx_txn_t *t, const dtx__txn_key_t *k,
-                const dtx__rules_t *r) {
-  const json_t *next = k->op == KEY_PUT ? k->next : NULL;
-  json_t *w = json_pack("{s:s,s:I,s:s}", "id", t->id, "ts",
-                        (json_int_t)t->start_ts, "op", op_name(k->op));
-  json_t *in = k->stored_body ? json_copy(k->stored_body) : json_object();
-  json_t *ver = version_doc(k->id, next, 1, t->id, k->v, k->stored_body);
-  int rc = !w || !in || !ver || (next && json_object_set(w, "doc", (json_t *)next)) ||
-                   json_object_set(in, "_id", k->id) ||
-                   json_object_set_new(in, DTX__TXN_FIELD,
-                                       json_pack("{s:O}", "w", w))
-               ? DTX_ENOMEM
-               : 0;
-  if (rc == 0)
-    rc = dtx__doc_check_write(NULL, k->coll, NULL, in, 1);
-  if (rc == 0)
-    rc = dtx__doc_check_write(NULL, k->coll, NULL, ver, 1);
-  if (rc == 0 && r) /* as the store judges the roll forward */
-    rc = dtx__kit_judge(r, "txn.apply", k->coll, in, ver);
-  json_decref(w);
-  json_decref(in);
-  json_decref(ver);
-  if (rc) {
-    char *s = json_dumps(k->id, JSON_COMPACT | JSON_ENCODE_ANY);
-    rc = r ? dtx__err_wrap(rc, "txn %s: %s %s: its next version is refused "
-                               "by the collection's rules",
-                           t->id, k->coll, s ? s : "?")
-           : dtx__err_wrap(rc, "txn %s: %s %s: the write does not fit "
-                               "while in flight (its intent and its "
-                               "previous version hold a body each, three "
-                               "levels down)",
-                           t->id, k->coll, s ? s : "?");
-    free(s);
-  }
-  return rc;
-}
-
-/* Each write's next version passes its collection's rules (a user's
- * validator, transition rules) as the store will judge its roll forward:
- * checked before the record is written.  The store judges the roll
- * forward after the commit point; refused there, the document kept a
- * committed intent for good -- its readers, recovery and plain writes
- * all failed on it -- while the transaction's other writes landed.  (A
- * 1PC commit is one update the store judges: refused, nothing is
- * written.)  One rules read per collection written. */
-static int rules_fit(dtx_txn_t *t) {
-  for (size_t i = 0; i < t->nkeys; i++) {
-    const char *coll = t->keys[i].coll;
-    size_t j;
-    if (!t->keys[i].op)
-      continue;
-    for (j = 0; j < i; j++)
-      if (t->keys[j].op && strcmp(t->keys[j].coll, coll) == 0)
-        break;
-    if (j < i)
-      continue; /* judged with the first key of its collection */
-    json_t *spec = NULL;
-    dtx__rules_t *r = NULL;
-    int rc = dtx_store_get_rules(t->st, coll, &spec);
-    if (rc == 0) {
-      json_object_del(spec, "pattern");
-      rc = dtx__rules_compile(spec, &r);
-    }
-    json_decref(spec);
-    for (j = i; rc == 0 && r && j < t->nkeys; j++)
-      if (t->keys[j].op && strcmp(t->keys[j].coll, coll) == 0)
-        rc = fits(t, &t->keys[j], r);
-    dtx__rules_free(r);
-    if (rc)
-      return rc;
-  }
-  return 0;
-}
-
 int dtx__txn_commit(dtx_txn_t *t) {
   size_t writes = 0, extra = 0;
   dtx__txn_key_t *w = NULL;
   for (size_t i = 0; i < t->nkeys; i++) {
     if (t->keys[i].op) {
-      int rc = fits(t, &t->keys[i], NULL); /* before any write */
+      int rc = dtx__txn_fits(t, &t->keys[i], NULL); /* before any write */
       if (rc)
         return rc;
       writes++;
@@ -1056,7 +949,7 @@ int dtx__txn_commit(dtx_txn_t *t) {
   if (writes == 1 && extra == 0 && !t->caller_id && !t->finds &&
       w->op == KEY_PUT && plain_names(w->next) &&
       (!w->stored_body ||
-       (plain_names(w->stored_body) && no_arrays(w->stored_body)))) {
+       (plain_names(w->stored_body) && dtx__txn_no_arrays(w->stored_body)))) {
     if (!w->latest)
       return conflict(t, w, "a newer version was committed after the "
                             "snapshot");
