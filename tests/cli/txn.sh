@@ -52,6 +52,7 @@ expect 2 "--lease-ms INT64_MAX" -- d txn --lease-ms 9223372036854775807 "$MOVE"
 expect 2 "--deadline-ms INT64_MAX" -- d txn --deadline-ms 9223372036854775807 "$MOVE"
 expect 2 "--isolation bogus" -- d txn --isolation bogus "$MOVE"
 expect 2 "--id with a space" -- d txn --id 'a b' "$MOVE"
+expect 2 "--id of a generated id's form" -- d txn --id t0123456789abcdef01234567 "$MOVE"
 printf '[{"find_one":"acct","filter":{"_id":"A\0"},"as":"a"}]' >"$WORK/nul"
 expect 2 "a NUL byte in the script" -- d txn - <"$WORK/nul"
 d collections | grep -q txn_ && bad "bad input wrote the transactions' collections" || ok
@@ -64,6 +65,10 @@ same "aborted prints its reads" "$(out)" '{"outcome":"aborted","reads":{"a":{"_i
 same "money moved once" "$(bal A)/$(bal B)" "2/5"
 same "show t1" "$(d txn show t1)" '{"id":"t1","outcome":"committed"}'
 same "show t2 (no record: fenced)" "$(d txn show t2)" '{"id":"t2","outcome":"aborted"}'
+# With an id, a transaction that writes nothing still writes its record:
+# show answers what it answered, not a fence's "aborted".
+d txn --id ro1 '[{"find_one":"acct","filter":{"_id":"A"},"as":"a"}]' >/dev/null || bad "read-only ro1"
+same "show ro1 (it wrote nothing)" "$(d txn show ro1)" '{"id":"ro1","outcome":"committed"}'
 d update acct '{"_id":"A"}' '{"$set":{"bal":20}}' >/dev/null
 expect 3 "a fenced id does not commit" -- d txn --id t2 "$MOVE"
 same "the fence moved nothing" "$(bal A)/$(bal B)" "20/5"
@@ -135,6 +140,40 @@ same "X kept no forged body" "$(d find fresh '{"_id":"X"}' | jq -c '[.bal, ._txn
 d txn '[{"insert":"nulls","doc":{"_id":null,"n":0}},{"insert":"nulls2","doc":{"_id":1}}]' >/dev/null || bad "insert a null _id"
 d txn '[{"update":"nulls","filter":{"_id":null},"with":{"$inc":{"n":5}}},{"delete":"nulls2","filter":{"_id":1}}]' >/dev/null || bad "update a null _id"
 same "the null _id's body" "$(d txn '[{"find_one":"nulls","filter":{"_id":null},"as":"z"}]' | jq -c .reads.z)" '{"_id":null,"n":5}'
+# A write its collection's rules refuse (here a validator) is refused
+# before anything is written.  The store judged it at the roll forward,
+# after the commit point: a kept the committed intent for good (readers
+# and recovery failed on it) while b's write landed.
+d insert vald '{"_id":"a","bal":1}' '{"_id":"b","bal":1}' >/dev/null &&
+  d rules vald --validator '{"$jsonSchema":{"properties":{"bal":{"bsonType":"long"}}}}' >/dev/null || bad "vald set-up"
+expect 3 "a write the validator refuses" -- d txn --id val1 '[{"update":"vald","filter":{"_id":"a"},"with":{"$set":{"bal":"x"}}},{"update":"vald","filter":{"_id":"b"},"with":{"$inc":{"bal":1}}}]'
+grep -q VALIDATION "$WORK/err" && ok || bad "not VALIDATION: $(cat "$WORK/err")"
+same "nothing of val1 written" "$(d count txn_records '{"_id":"val1"}')/$(d find vald '{"_id":"b"}' | jq -c .bal)" "0/1"
+d update vald '{"_id":"a"}' '{"$set":{"bal":2}}' >/dev/null && ok || bad "a holds an intent"
+# A body 98 levels deep (a plain insert takes up to 100) does not fit in
+# an intent or a previous version (three levels down): refused before
+# anything is written.  It committed, and its roll forward then failed
+# for good: k kept the intent, its readers and recovery failed.
+deep=$(printf '{"a":%.0s' $(seq 97))1$(printf '}%.0s' $(seq 97))
+d insert deepc "{\"_id\":\"k\",\"d\":$deep}" '{"_id":"o","n":0}' >/dev/null || bad "insert the deep document"
+expect 2 "a write that does not fit in flight" -- d txn --id deep1 '[{"update":"deepc","filter":{"_id":"k"},"with":{"$unset":{"d":""}}},{"update":"deepc","filter":{"_id":"o"},"with":{"$inc":{"n":1}}}]'
+grep -q "does not fit" "$WORK/err" && ok || bad "not named: $(cat "$WORK/err")"
+same "nothing of deep1 written" "$(d count txn_records '{"_id":"deep1"}')/$(d find deepc '{"_id":"o"}' | jq -c .n)" "0/0"
+d update deepc '{"_id":"k"}' '{"$set":{"x":1}}' >/dev/null && ok || bad "k holds an intent"
+# A unique index judges a write when it rolls forward, after the commit
+# point (an intent's body is not indexed): uq1 commits, and b keeps its
+# intent (its readers fail, DUPKEY) while a holds the value.  After
+# recovery the settled audit says so; once the value is free, b rolls
+# forward (docs/transactions.md, "Limits").
+d insert uq '{"_id":"a","email":"x"}' '{"_id":"b","email":"y"}' '{"_id":"c","n":0}' >/dev/null &&
+  d index uq '{"email":1}' --unique >/dev/null || bad "uq set-up"
+d txn --id uq1 '[{"update":"uq","filter":{"_id":"b"},"with":{"$set":{"email":"x"}}},{"update":"uq","filter":{"_id":"c"},"with":{"$inc":{"n":1}}}]' >/dev/null || bad "uq1"
+d recover >/dev/null 2>&1
+expect 5 "the settled audit after a roll forward the store refuses" -- d audit --settled
+grep -q "FINDING txn not_terminal: txn uq1 is committed but not rolled forward" "$WORK/out" && ok || bad "no not_terminal for uq1: $(grep FINDING "$WORK/out")"
+d update uq '{"_id":"a"}' '{"$set":{"email":"z"}}' >/dev/null || bad "free the value"
+d recover >/dev/null || bad "recover after the value is free"
+same "b rolled forward" "$(d find uq '{"_id":"b"}' | jq -r .email)" x
 d audit --settled >/dev/null && ok || bad "audit: $(d audit --settled 2>&1 | tail -3)"
 
 # ---- the audit under tampering (--bypass-validation) ----------------------------------
@@ -151,6 +190,8 @@ tampers=(
   'bad_version|acct|{"_id":"A"}|{"$set":{"_txn.v":99999}}'
   'clock_behind|txn_clock|{"_id":"clock"}|{"$set":{"ts":1}}'
   'clock_behind|txn_clock|{"_id":"clock"}|-'
+  'bad_version|acct|{"_id":"A"}|{"$set":{"_txn.del":true}}'
+  'bad_version|txn_records|{"_id":"t1"}|{"$set":{"keys":[{"c":"acct","id":"A","op":"del"},{"c":"acct","id":"B","op":"put"}]}}'
 )
 tamper_store() {
   new_store "tamper$1"
@@ -177,6 +218,18 @@ tamper 'bad_version|acct|{"_id":"C"}|{"$set":{"_txn":"x"}}'
 tamper "${tampers[7]}"
 expect 5 "audit after three tampers" -- d audit
 same "it reports all three" "$(grep -cE 'FINDING txn (uncommitted_version|bad_version|clock_behind):' "$WORK/out")" 3
+# A tombstone is {_id, _txn}: a body written beside its del, or its del
+# removed (the deleted document back as an empty body), past the rules,
+# is a finding -- transactions and plain reads disagree about C.
+n=0
+for u in '{"$set":{"bal":1000}}' '{"$unset":{"_txn.del":""}}'; do
+  n=$((n + 1))
+  tamper_store "tomb$n"
+  d txn --id t9 '[{"delete":"acct","filter":{"_id":"C"}}]' >/dev/null || bad "delete C"
+  d update --bypass-validation acct '{"_id":"C"}' "$u" >/dev/null || bad "tamper C's tombstone: $u"
+  expect 5 "audit after a tombstone's $u" -- d audit
+  grep -q 'FINDING txn bad_version: acct "C"' "$WORK/out" && ok || bad "no bad_version for C after $u: $(grep FINDING "$WORK/out")"
+done
 # A write lost past the rules: t3 committed, crashed before its roll
 # forward; A's intent removed (--bypass-validation), recovery finds
 # nothing to roll forward on A and marks t3 applied: the audit tells.

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "doc/doc.h"
 #include "txn/kit/kit.h"
 #include "txn/kit/kit_int.h"
 #include "util/assert.h"
@@ -101,4 +102,13 @@ void dtx__kit_claim_check(const dtx__exec_t *ex, const dtx__kind_t *k,
     DTX_ASSERT(dtx__str_is(d, k->state, c->to), "kit.claim.to");
     DTX_ASSERT(dtx__str_is(d, "owner", ex->owner), "kit.claim.owner");
   }
+}
+
+int dtx__kit_judge(const struct dtx__rules *r, const char *step,
+                   const char *coll, const json_t *before,
+                   const json_t *after) {
+  const char *saved = dtx__rules_step_enter(step);
+  int rc = dtx__doc_check_write(r, coll, before, after, 0);
+  dtx__rules_step_leave(saved);
+  return rc;
 }

@@ -855,6 +855,16 @@ typedef struct dtx__pattern {
 int dtx__shape_bad(char *why, size_t n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* How the store will judge a step's write of coll, before -> after,
+ * under rules r (doc/doc.h's dtx__rules_t): dtx__doc_check_write inside
+ * the step mark `step`, so plain-scope rules skip the pattern's own steps
+ * as they do when it runs.  For a protocol that checks a write before it
+ * writes anything (the transactions' commit, src/txn/multi/fit.c). */
+struct dtx__rules;
+int dtx__kit_judge(const struct dtx__rules *r, const char *step,
+                   const char *coll, const json_t *before,
+                   const json_t *after);
+
 /* The shape check of coll declared by p (NULL: by any pattern), or NULL. */
 const dtx__shape_def_t *dtx__kit_shape_of(const dtx__pattern_t *p,
                                           const char *coll);

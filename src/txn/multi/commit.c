@@ -73,7 +73,7 @@
 #include "txn/multi/multi.h"
 #include "util/err.h"
 
-static const char *op_name(int op) {
+const char *dtx__txn_op_name(int op) {
   return op == KEY_PUT ? "put" : op == KEY_DEL ? "del" : "lock";
 }
 
@@ -88,9 +88,9 @@ static int add_vcond(json_t *filter, int has_v, int64_t v) {
 /* The document that replaces (coll, id) when a version C by tid lands:
  * body (NULL: a deletion, a tombstone), with the previous version kept
  * (prev NULL: absent). */
-static json_t *version_doc(const json_t *id, const json_t *body, int64_t c,
-                           const char *tid, int64_t prev_v,
-                           const json_t *prev) {
+json_t *dtx__txn_version_doc(const json_t *id, const json_t *body,
+                             int64_t c, const char *tid, int64_t prev_v,
+                             const json_t *prev) {
   json_t *d = body ? json_copy((json_t *)body) : json_object();
   json_t *m = json_pack("{s:I,s:I,s:s,s:{s:I,s:O}}", "v", (json_int_t)c, "t",
                         (json_int_t)dtx__now_ms(), "by", tid, "p", "v",
@@ -159,7 +159,7 @@ static int roll_forward_doc(dtx__exec_t *ex, const char *coll,
                                 "no body",
                     tid, coll);
     else
-      upd = version_doc(id, op && strcmp(op, "put") == 0 ? nb : NULL,
+      upd = dtx__txn_version_doc(id, op && strcmp(op, "put") == 0 ? nb : NULL,
                         commit_ts, tid, pv, prev);
     json_decref(prev);
   }
@@ -366,7 +366,7 @@ static int commit_1pc(dtx_txn_t *t, dtx__txn_key_t *k) {
   int rc = dtx__txn_tick(&t->ex, &c);
   if (rc)
     return rc;
-  json_t *doc = version_doc(k->id, k->next, c, t->id, k->v, k->view);
+  json_t *doc = dtx__txn_version_doc(k->id, k->next, c, t->id, k->v, k->view);
   if (!doc)
     return DTX_ENOMEM;
   if (k->stored) {
@@ -377,7 +377,7 @@ static int commit_1pc(dtx_txn_t *t, dtx__txn_key_t *k) {
     json_object_foreach(k->stored_body, name, v) {
       if (bad || strcmp(name, "_id") == 0)
         continue;
-      bad = json_object_set_new(f, name, json_pack("{s:O}", "$eq", v)) ||
+      bad = json_object_set_new(f, name, dtx__txn_exact(v)) ||
             (!json_object_get(k->next, name) &&
              json_object_set_new(unset, name, json_string("")));
     }
@@ -444,7 +444,8 @@ static int prewrite(dtx_txn_t *t, dtx__txn_key_t *k) {
     return conflict(t, k, "a newer version was committed after the "
                           "snapshot");
   json_t *intent = json_pack("{s:s,s:I,s:s}", "id", t->id, "ts",
-                             (json_int_t)t->start_ts, "op", op_name(k->op));
+                             (json_int_t)t->start_ts, "op",
+                             dtx__txn_op_name(k->op));
   if (!intent || (k->op == KEY_PUT &&
                   json_object_set(intent, "doc", k->next))) {
     json_decref(intent);
@@ -780,14 +781,17 @@ static int validate_finds(dtx_txn_t *t) {
 }
 
 static int commit_2pc(dtx_txn_t *t) {
+  int rc0 = dtx__txn_rules_fit(t); /* before the record: see there */
+  if (rc0)
+    return rc0;
   int64_t now = dtx__now_ms(), c = 0;
   json_t *keys = json_array();
   for (size_t i = 0; keys && i < t->nkeys; i++)
     if (in_commit(t, &t->keys[i]) &&
-        json_array_append_new(keys, json_pack("{s:s,s:O,s:s}", "c",
-                                              t->keys[i].coll, "id",
-                                              t->keys[i].id, "op",
-                                              op_name(t->keys[i].op)))) {
+        json_array_append_new(
+            keys, json_pack("{s:s,s:O,s:s}", "c", t->keys[i].coll, "id",
+                            t->keys[i].id, "op",
+                            dtx__txn_op_name(t->keys[i].op)))) {
       json_decref(keys);
       keys = NULL;
     }
@@ -907,13 +911,21 @@ int dtx__txn_commit(dtx_txn_t *t) {
   dtx__txn_key_t *w = NULL;
   for (size_t i = 0; i < t->nkeys; i++) {
     if (t->keys[i].op) {
+      int rc = dtx__txn_fits(t, &t->keys[i], NULL); /* before any write */
+      if (rc)
+        return rc;
       writes++;
       w = &t->keys[i];
     } else if (in_commit(t, &t->keys[i])) {
       extra++;
     }
   }
-  if (writes == 0) {
+  /* With a caller's id, a transaction that writes nothing still writes
+   * its record (the record path, no keys but its serializable locks):
+   * else dtx_txn_outcome found no record, fenced the id and answered
+   * "aborted" for a transaction that had answered committed
+   * (docs/transactions.md, "Outcome"). */
+  if (writes == 0 && !t->caller_id) {
     int rc = t->isolation == DTX_TXN_SERIALIZABLE ? validate_reads(t) : 0;
     return rc ? rc : validate_finds(t);
   }
@@ -921,11 +933,13 @@ int dtx__txn_commit(dtx_txn_t *t) {
   if (rc)
     return rc;
   /* 1PC: one document put (a deletion would drop a field a plain write
-   * added: it takes the record path), nothing else locked or to validate
-   * (docs/transactions.md, "The 1PC path"). */
+   * added: it takes the record path), nothing else locked or to validate,
+   * no array in the body read (no exact filter for it) (docs/
+   * transactions.md, "The 1PC path"). */
   if (writes == 1 && extra == 0 && !t->caller_id && !t->finds &&
       w->op == KEY_PUT && plain_names(w->next) &&
-      (!w->stored_body || plain_names(w->stored_body))) {
+      (!w->stored_body ||
+       (plain_names(w->stored_body) && dtx__txn_no_arrays(w->stored_body)))) {
     if (!w->latest)
       return conflict(t, w, "a newer version was committed after the "
                             "snapshot");

@@ -93,6 +93,26 @@ int dtx__txn_clear(dtx__exec_t *ex, const char *coll, const json_t *id,
  * (or pending and live). */
 int dtx__txn_abort_record(dtx__exec_t *ex, const char *tid, int lapsed);
 
+/* commit.c: "put", "del" or "lock" for a key's op; the document that
+ * replaces (coll, id) when version c by tid lands -- body NULL: a
+ * tombstone -- keeping the previous version (prev NULL: absent). */
+const char *dtx__txn_op_name(int op);
+json_t *dtx__txn_version_doc(const json_t *id, const json_t *body,
+                             int64_t c, const char *tid, int64_t prev_v,
+                             const json_t *prev);
+
+/* fit.c: before a commit writes.  k's write (r NULL: depth and size;
+ * else also rules r, as its roll forward is judged) fits while in
+ * flight; every write passes its collection's rules (one rules read per
+ * collection); no top-level value of body is an array; the exact 1PC
+ * condition for a field read as v. */
+struct dtx__rules; /* doc/doc.h's dtx__rules_t */
+int dtx__txn_fits(dtx_txn_t *t, const dtx__txn_key_t *k,
+                  const struct dtx__rules *r);
+int dtx__txn_rules_fit(dtx_txn_t *t);
+int dtx__txn_no_arrays(const json_t *body);
+json_t *dtx__txn_exact(const json_t *v);
+
 /* 1 when record r names (coll, id) among its keys (T9). */
 int dtx__txn_names_key(const json_t *r, const char *coll, const json_t *id);
 

@@ -21,7 +21,9 @@
  *   shape            a record's fields that do not go with its state
  *                    (record_fits), or a key that is not {c, id, op}
  *   bad_version      a document's _txn not as the steps write it
- *                    (meta_fits), or its version not its writer's commit_ts
+ *                    (meta_fits), a tombstone holding a body, or its
+ *                    version not its writer's commit_ts, or not what its
+ *                    writer's key op wrote (a body for a put, ...)
  *   uncommitted_version  a version by a record pending or aborted (T1)
  *   clock_behind     the clock gone or below a timestamp in use (T6)
  *   bad_intent       an intent naming no transaction
@@ -30,7 +32,8 @@
  *   orphan_intent    an intent whose transaction has no record (T7)
  *   lost_write       a committed record marked applied whose put or del
  *                    a document does not hold (its version is below)
- *   not_terminal     with --settled: a pending record */
+ *   not_terminal     with --settled: a pending record, or a committed
+ *                    one not rolled forward */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -393,6 +396,19 @@ static int64_t ts_max(int64_t m, const json_t *v) {
              : m;
 }
 
+/* The op record r's keys give (coll, id), NULL when none. */
+static const char *key_op_of(const json_t *r, const char *coll,
+                             const json_t *id) {
+  size_t i;
+  json_t *k;
+  json_array_foreach(json_object_get(r, "keys"), i, k) {
+    if (dtx__str_is(k, "c", coll) &&
+        dtx__value_cmp(json_object_get(k, "id"), id) == 0)
+      return dtx__str(k, "op");
+  }
+  return NULL;
+}
+
 /* The version a document holds (its _txn): its shape, and the record of
  * the transaction that wrote it -- a version by an aborted or pending
  * record, or at another timestamp than its commit, is a body no commit
@@ -409,6 +425,14 @@ static void audit_version(dtx__audit_t *a, const char *coll, const char *ids,
   }
   if (*top != was)
     snprintf(where, wn, "%s %s", coll, ids);
+  /* A tombstone or a stub is {_id, _txn} (version_doc, prewrite's
+   * stub): a body beside del is a document transactions read as deleted
+   * and plain reads see. */
+  int del = json_is_true(json_object_get(m, "del"));
+  if (del && json_object_size(d) != 2)
+    dtx__audit_finding(a, "bad_version", "%s %s: a tombstone (_txn.del) "
+                                         "holds a body",
+                       coll, ids);
   const json_t *v = json_object_get(m, "v");
   const char *by = dtx__str(m, "by");
   const json_t *rec = by && v ? json_object_get(recs, by) : NULL;
@@ -431,6 +455,17 @@ static void audit_version(dtx__audit_t *a, const char *coll, const char *ids,
                                          "wrote it, whose record does not "
                                          "name it (T9)",
                        coll, ids, (long long)json_integer_value(v), by);
+  else {
+    /* The version is that record's write: a put lands a body, a del a
+     * tombstone, a lock no version at all. */
+    const char *op = key_op_of(rec, coll, json_object_get(d, "_id"));
+    if (!op || strcmp(op, del ? "del" : "put"))
+      dtx__audit_finding(a, "bad_version", "%s %s: version %lld is %s, but "
+                                           "txn %s's record names a %s",
+                         coll, ids, (long long)json_integer_value(v),
+                         del ? "a tombstone" : "a body", by,
+                         op ? op : "?");
+  }
 }
 
 /* A committed record marked applied rolled every key forward: a put's
@@ -492,6 +527,14 @@ static int audit(dtx__audit_t *a) {
         dtx__audit_finding(a, "not_terminal", "txn %s is still pending",
                            tid);
     }
+    /* Settled: recovery rolled every committed record forward.  One it
+     * could not (a roll forward a unique index or the store refuses) is
+     * a commit its readers do not see and fail on. */
+    if ((a->flags & DTX_AUDIT_SETTLED) && dtx__state_is(r, "committed") &&
+        !json_is_true(json_object_get(r, "applied")))
+      dtx__audit_finding(a, "not_terminal", "txn %s is committed but not "
+                                            "rolled forward (applied false)",
+                         tid);
     size_t i;
     json_t *k;
     json_array_foreach(json_object_get(r, "keys"), i, k) {
