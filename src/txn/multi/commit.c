@@ -948,32 +948,6 @@ int dtx__txn_commit(dtx_txn_t *t) {
   return commit_2pc(t);
 }
 
-int dtx__txn_mark_done(dtx__exec_t *ex, const char *tid, const char *state) {
-  int committed = strcmp(state, "committed") == 0;
-  return dtx__kit_update(
-      ex, committed ? "txn.applied" : "txn.clear", DTX__TXN_RECORDS,
-      json_pack("{s:s,s:s}", "_id", tid, "state", state),
-      json_pack("{s:{s:b,s:I}}", "$set", committed ? "applied" : "cleared", 1,
-                "updated", (json_int_t)dtx__now_ms()),
-      NULL);
-}
-
-/* Candidates of a find in coll by q, at most DTX__TXN_MAX_SCAN (more:
- * DTX_ELIMIT naming what met them); *out new, the caller's. */
-int dtx__txn_candidates(dtx_txn_t *t, const char *coll, json_t *q,
-                        const char *what, json_t **out) {
-  *out = NULL;
-  int rc = q ? dtx__kit_find_n(&t->ex, coll, q, NULL, DTX__TXN_MAX_SCAN + 1,
-                               out)
-             : DTX_ENOMEM;
-  json_decref(q);
-  if (rc == 0 && json_array_size(*out) > DTX__TXN_MAX_SCAN)
-    rc = dtx__err(DTX_ELIMIT, "txn %s: %s in %s met more than %d "
-                              "candidates; narrow the filter",
-                  t->id, what, coll, DTX__TXN_MAX_SCAN);
-  return rc;
-}
-
 /* ---- the outcome of an id -------------------------------------------------------- */
 
 int dtx_txn_outcome(dtx_store_t *st, const char *id, int *outcome) {

@@ -173,6 +173,16 @@ static int load_work(dtx__exec_t *ex, int64_t horizon, json_t **out) {
   return rc;
 }
 
+int dtx__txn_mark_done(dtx__exec_t *ex, const char *tid, const char *state) {
+  int committed = strcmp(state, "committed") == 0;
+  return dtx__kit_update(
+      ex, committed ? "txn.applied" : "txn.clear", DTX__TXN_RECORDS,
+      json_pack("{s:s,s:s}", "_id", tid, "state", state),
+      json_pack("{s:{s:b,s:I}}", "$set", committed ? "applied" : "cleared", 1,
+                "updated", (json_int_t)dtx__now_ms()),
+      NULL);
+}
+
 static int recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
                    dtx__tally_t *t) {
   json_t *list = NULL, *r;

@@ -421,6 +421,22 @@ static int append_key(json_t *ids, const json_t *id) {
  * intent, every one rewritten after the snapshot (its previous version
  * may match), and this transaction's own writes; each is read at the
  * snapshot and matched again. */
+/* Candidates of a find in coll by q, at most DTX__TXN_MAX_SCAN (more:
+ * DTX_ELIMIT naming what met them); *out new, the caller's. */
+int dtx__txn_candidates(dtx_txn_t *t, const char *coll, json_t *q,
+                        const char *what, json_t **out) {
+  *out = NULL;
+  int rc = q ? dtx__kit_find_n(&t->ex, coll, q, NULL, DTX__TXN_MAX_SCAN + 1,
+                               out)
+             : DTX_ENOMEM;
+  json_decref(q);
+  if (rc == 0 && json_array_size(*out) > DTX__TXN_MAX_SCAN)
+    rc = dtx__err(DTX_ELIMIT, "txn %s: %s in %s met more than %d "
+                              "candidates; narrow the filter",
+                  t->id, what, coll, DTX__TXN_MAX_SCAN);
+  return rc;
+}
+
 static int txn_find(dtx_txn_t *t, const char *coll, const json_t *filter,
                     int64_t limit, json_t **out) {
   dtx__filter_t *f = NULL;
