@@ -101,6 +101,9 @@ int dtx__path_check(const char *path, int code);
  * is over 255 bytes).  The patterns' settings name their fields so (the
  * sync flag's paths, the job rate's group). */
 const json_t *dtx__path_get(const json_t *doc, const char *path);
+/* 1 when path is root or a field inside it (a prefix at a '.'
+ * boundary): "_txn" covers "_txn" and "_txn.w", not "_txnx". */
+int dtx__path_covers(const char *root, const char *path);
 
 /* Walks every value that a dotted path reaches in doc, following MongoDB's
  * traversal (through arrays of subdocuments, numeric segments as indexes),

@@ -227,3 +227,8 @@ const json_t *dtx__path_get(const json_t *doc, const char *path) {
   }
   return doc;
 }
+
+int dtx__path_covers(const char *root, const char *path) {
+  size_t n = strlen(root);
+  return strncmp(root, path, n) == 0 && (path[n] == '\0' || path[n] == '.');
+}

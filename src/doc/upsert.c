@@ -140,11 +140,6 @@ static int collect(const json_t *filter, seed_list_t *l, int depth) {
   return 0;
 }
 
-/* 1 when a equals b or is a prefix of it at a '.' boundary. */
-static int path_covers(const char *a, const char *b) {
-  size_t n = strlen(a);
-  return strncmp(a, b, n) == 0 && (b[n] == '\0' || b[n] == '.');
-}
 
 /* Compares paths segment by segment ('.' sorts below every other byte). */
 static int eq_path_cmp(const void *pa, const void *pb) {
@@ -203,7 +198,7 @@ static int seed(const json_t *filter, int id_only, json_t **out) {
   if (id_only) { /* a replacement: only the _id comes from the filter */
     size_t w = 0;
     for (i = 0; i < l.n; i++)
-      if (path_covers("_id", l.v[i].path))
+      if (dtx__path_covers("_id", l.v[i].path))
         l.v[w++] = l.v[i];
     l.n = w;
   }
@@ -219,7 +214,7 @@ static int seed(const json_t *filter, int id_only, json_t **out) {
     memcpy(sorted, l.v, l.n * sizeof *sorted);
     qsort(sorted, l.n, sizeof *sorted, eq_path_cmp);
     for (i = 1; i < l.n; i++)
-      if (path_covers(sorted[i - 1].path, sorted[i].path)) {
+      if (dtx__path_covers(sorted[i - 1].path, sorted[i].path)) {
         rc = dtx__err(DTX_EBADQUERY,
                       "upsert: cannot infer the document, paths '%s' and "
                       "'%s' are both matched by equality",
@@ -234,11 +229,11 @@ static int seed(const json_t *filter, int id_only, json_t **out) {
   }
   /* _id first, as MongoDB stores it. */
   for (i = 0; i < l.n; i++)
-    if (path_covers("_id", l.v[i].path) &&
+    if (dtx__path_covers("_id", l.v[i].path) &&
         (rc = put_path(doc, l.v[i].path, l.v[i].value)))
       goto done;
   for (i = 0; i < l.n; i++)
-    if (!path_covers("_id", l.v[i].path) &&
+    if (!dtx__path_covers("_id", l.v[i].path) &&
         (rc = put_path(doc, l.v[i].path, l.v[i].value)))
       goto done;
   *out = doc;

@@ -75,9 +75,7 @@ int dtx__fence_check_args(const char *name, int64_t token) {
 
 /* 1 when path names _fence or a field inside it. */
 static int is_fence_path(const char *path) {
-  size_t n = strlen(FENCE_FIELD);
-  return strncmp(path, FENCE_FIELD, n) == 0 &&
-         (path[n] == '\0' || path[n] == '.');
+  return dtx__path_covers(FENCE_FIELD, path);
 }
 
 int dtx__fence_check_update(const json_t *update) {

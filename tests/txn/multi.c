@@ -717,25 +717,40 @@ static int same_id_child(void) {
   return code;
 }
 
-static void test_same_id(void) {
+/* A fresh store whose mt_acct holds A and B with balances a and b. */
+static dtx_store_t *two_accounts(int a, int b) {
   dtx_store_t *st = dtx_t_open(uri);
   drop_all(st);
-  json_t *docs = J("[{\"_id\":\"A\",\"bal\":100},{\"_id\":\"B\",\"bal\":0}]");
+  json_t *docs = json_pack("[{s:s,s:i},{s:s,s:i}]", "_id", "A", "bal", a,
+                           "_id", "B", "bal", b);
   CHECK_RC(dtx_store_insert_many(st, "mt_acct", docs, NULL, NULL), 0);
   json_decref(docs);
+  return st;
+}
+
+/* Runs this binary as the child mode under DOCTX_FAULT=fault; its wait
+ * status (bounded by main's alarm). */
+static int run_child(const char *mode, const char *fault) {
   pid_t pid = fork();
-  REQUIRE(pid >= 0);
+  CHECK(pid >= 0);
+  if (pid < 0)
+    return -1;
   if (pid == 0) {
-    /* every try of the kit's step (it retries an error) */
-    setenv("DOCTX_FAULT",
-           "txn.commit:error:1,txn.commit:error:2,txn.commit:error:3,"
-           "txn.commit:error:4",
-           1);
-    execl(self_path, self_path, uri, "same-id-child", (char *)NULL);
+    setenv("DOCTX_FAULT", fault, 1);
+    execl(self_path, self_path, uri, mode, (char *)NULL);
     _exit(2);
   }
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
+  int status = -1;
+  CHECK(waitpid(pid, &status, 0) == pid);
+  return status;
+}
+
+static void test_same_id(void) {
+  dtx_store_t *st = two_accounts(100, 0);
+  /* every try of the kit's step (it retries an error) */
+  int status = run_child("same-id-child",
+                         "txn.commit:error:1,txn.commit:error:2,"
+                         "txn.commit:error:3,txn.commit:error:4");
   CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0,
          "the second attempt of one id: child status %d (5: it committed "
          "under the first's record)",
@@ -762,20 +777,8 @@ static void test_same_id(void) {
 }
 
 static void test_crashed(void) {
-  dtx_store_t *st = dtx_t_open(uri);
-  drop_all(st);
-  json_t *docs = J("[{\"_id\":\"A\",\"bal\":10},{\"_id\":\"B\",\"bal\":10}]");
-  CHECK_RC(dtx_store_insert_many(st, "mt_acct", docs, NULL, NULL), 0);
-  json_decref(docs);
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    setenv("DOCTX_FAULT", "txn.commit:crash", 1);
-    execl(self_path, self_path, uri, "crash-child", (char *)NULL);
-    _exit(2);
-  }
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
+  dtx_store_t *st = two_accounts(10, 10);
+  int status = run_child("crash-child", "txn.commit:crash");
   CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 137, "child status %d",
          status);
   /* Intents are there: plain writes are refused; plain reads see the

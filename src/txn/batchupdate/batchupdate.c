@@ -69,9 +69,7 @@ static int check_id(const char *id) {
 
 /* path's first segment is the marker field. */
 static int is_marker(const char *path) {
-  size_t n = strlen(DTX_BATCH_FIELD);
-  return strncmp(path, DTX_BATCH_FIELD, n) == 0 &&
-         (path[n] == '\0' || path[n] == '.');
+  return dtx__path_covers(DTX_BATCH_FIELD, path);
 }
 
 /* An operator update that leaves the markers alone. */

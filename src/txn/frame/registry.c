@@ -211,7 +211,9 @@ static int is_key(const char *key, const char *uri, size_t ulen,
          strcmp(key + ulen + 1, name) == 0;
 }
 
-int dtx__kit_ensure(dtx_store_t *st, const dtx__pattern_t *p) {
+int dtx__kit_once(dtx_store_t *st, const char *name,
+                  int (*setup)(dtx_store_t *st, const void *arg),
+                  const void *arg) {
   /* This thread's last hit, checked without the lock: every transfer
    * comes through here.  Keys are never freed, so the pointer stays
    * valid. */
@@ -220,16 +222,16 @@ int dtx__kit_ensure(dtx_store_t *st, const dtx__pattern_t *p) {
   /* Read before any set-up: a drop after this makes the entry old. */
   uint64_t gen = dtx__store_catalog_gen();
   const char *uri = dtx_store_uri(st);
-  size_t ulen = strlen(uri), plen = strlen(p->name);
+  size_t ulen = strlen(uri), nlen = strlen(name);
   if (is_private(uri))
-    return create_all(st, p);
-  if (memo_gen == gen && is_key(memo, uri, ulen, p->name))
+    return setup(st, arg);
+  if (memo_gen == gen && is_key(memo, uri, ulen, name))
     return 0;
-  /* Held while creating, so no thread of this process writes an item
-   * before its pattern's (possibly unique) indexes exist. */
+  /* Held while setting up, so no thread of this process writes an item
+   * before its (possibly unique) indexes and rules exist. */
   pthread_mutex_lock(&ensure_lock);
   size_t i = 0;
-  while (i < nensured && !is_key(ensured[i].key, uri, ulen, p->name))
+  while (i < nensured && !is_key(ensured[i].key, uri, ulen, name))
     i++;
   if (i < nensured && ensured[i].gen == gen) {
     memo = ensured[i].key;
@@ -237,13 +239,13 @@ int dtx__kit_ensure(dtx_store_t *st, const dtx__pattern_t *p) {
     pthread_mutex_unlock(&ensure_lock);
     return 0;
   }
-  int rc = create_all(st, p);
+  int rc = setup(st, arg);
   if (rc == 0 && i < nensured) {
     ensured[i].gen = gen;
     memo = ensured[i].key;
     memo_gen = gen;
   } else if (rc == 0) {
-    char *key = malloc(ulen + plen + 2);
+    char *key = malloc(ulen + nlen + 2);
     if (nensured == capensured) {
       size_t ncap = capensured ? capensured * 2 : 8;
       ensured_t *n = realloc(ensured, ncap * sizeof *n);
@@ -255,16 +257,24 @@ int dtx__kit_ensure(dtx_store_t *st, const dtx__pattern_t *p) {
     if (key && nensured < capensured) {
       memcpy(key, uri, ulen);
       key[ulen] = '\n';
-      memcpy(key + ulen + 1, p->name, plen + 1);
+      memcpy(key + ulen + 1, name, nlen + 1);
       ensured[nensured++] = (ensured_t){key, gen};
       memo = key;
       memo_gen = gen;
     } else {
-      free(key); /* not remembered: created again next time, harmlessly */
+      free(key); /* not remembered: set up again next time, harmlessly */
     }
   }
   pthread_mutex_unlock(&ensure_lock);
   return rc;
+}
+
+static int setup_pattern(dtx_store_t *st, const void *p) {
+  return create_all(st, p);
+}
+
+int dtx__kit_ensure(dtx_store_t *st, const dtx__pattern_t *p) {
+  return dtx__kit_once(st, p->name, setup_pattern, p);
 }
 
 int dtx__kit_unused(const dtx__pattern_t *p, const json_t *names) {

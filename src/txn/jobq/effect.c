@@ -146,9 +146,7 @@ static int current_job(dtx__exec_t *ex, const char *id, int64_t epoch,
 
 /* 1 when path is the marker array or inside it. */
 static int is_fx_path(const char *path) {
-  size_t n = strlen(DTX_JOB_FX);
-  return strncmp(path, DTX_JOB_FX, n) == 0 &&
-         (path[n] == 0 || path[n] == '.');
+  return dtx__path_covers(DTX_JOB_FX, path);
 }
 
 /* The effect's update: operators only (a replacement would drop the

@@ -955,6 +955,17 @@ void dtx__exec_init_thread(dtx__exec_t *ex, const dtx__thread_t *w,
  * every time).  Call it at the top of every writing API call; the worker
  * and recovery call it for every pattern the store uses (dtx__kit_unused). */
 int dtx__kit_ensure(dtx_store_t *st, const dtx__pattern_t *p);
+/* The memo under dtx__kit_ensure, for any set-up named name: runs
+ * setup(st, arg) unless this process already did, successfully, for this
+ * store's URI and name at the current catalog generation (a drop through
+ * this library makes it old); a private in-memory store every time.  One
+ * process-wide lock is held while setup runs, so no thread writes before
+ * it is done; setup must not call dtx__kit_once.  Returns setup's rc, or
+ * 0 when remembered.  name: the pattern's name, or another that none
+ * takes (a transaction's guard: "txn-guard:COLL"). */
+int dtx__kit_once(dtx_store_t *st, const char *name,
+                  int (*setup)(dtx_store_t *st, const void *arg),
+                  const void *arg);
 /* The name before rules existed (same function). */
 #define dtx__kit_ensure_indexes(st, p) dtx__kit_ensure((st), (p))
 

@@ -63,7 +63,6 @@
  *     is collected only once its replacement was written more than that
  *     plus a clock margin ago, by one step conditioned on the version, t
  *     and no intent: a reader that would have needed it is too old. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -548,40 +547,14 @@ static const char guard_rule[] =
     "(a tombstone), or _txn is doctx's: change it in a transaction "
     "(docs/transactions.md)\"}";
 
-/* dtx__txn_guard's memo: "URI\nCOLL" keys guarded by this process, with
- * the catalog generation they were guarded at (a drop makes them old). */
-static pthread_mutex_t guard_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-  char *key;
-  uint64_t gen;
-} *guarded;
-static size_t nguarded, capguarded;
-
 static const char intent_index[] = "{\"" DTX__TXN_FIELD ".w.id\":1}";
 /* _txn.t is on a document while it holds garbage (a previous version, or
  * it is a tombstone): recovery's collection reads this sparse index by
  * age, and removes t with what it collects (T11). */
 static const char age_index[] = "{\"" DTX__TXN_FIELD ".t\":1}";
 
-int dtx__txn_guard(dtx_store_t *st, const char *coll) {
-  uint64_t gen = dtx__store_catalog_gen();
-  const char *uri = dtx_store_uri(st);
-  size_t n = strlen(uri) + strlen(coll) + 2, i;
-  char *key = malloc(n);
-  if (!key)
-    return DTX_ENOMEM;
-  snprintf(key, n, "%s\n%s", uri, coll);
-  int priv = strncmp(uri, "sqlite::memory:", 15) == 0; /* one per handle */
-  pthread_mutex_lock(&guard_lock);
-  for (i = 0; i < nguarded && strcmp(guarded[i].key, key); i++)
-    ;
-  if (!priv && i < nguarded && guarded[i].gen == gen) {
-    pthread_mutex_unlock(&guard_lock);
-    free(key);
-    return 0;
-  }
-  /* Held while setting up, as dtx__kit_ensure does: no commit of this
-   * process writes an intent before the rule and the index exist. */
+/* coll's guard: the rule, the intent index and the age index. */
+static int guard_setup(dtx_store_t *st, const void *coll) {
   json_t *keys = json_loads(intent_index, 0, NULL);
   json_t *age = json_loads(age_index, 0, NULL);
   dtx_index_opts_t o = {.sparse = 1, .bypass_validation = 1};
@@ -592,26 +565,17 @@ int dtx__txn_guard(dtx_store_t *st, const char *coll) {
     rc = age ? dtx_store_create_index(st, coll, age, &o, NULL) : DTX_ENOMEM;
   json_decref(keys);
   json_decref(age);
-  if (rc == 0 && !priv && i < nguarded) {
-    guarded[i].gen = gen;
-  } else if (rc == 0 && !priv) {
-    if (nguarded == capguarded) {
-      size_t ncap = capguarded ? capguarded * 2 : 8;
-      void *g = realloc(guarded, ncap * sizeof *guarded);
-      if (g) {
-        guarded = g;
-        capguarded = ncap;
-      }
-    }
-    if (nguarded < capguarded) { /* else: guarded again next time */
-      guarded[nguarded].key = key;
-      guarded[nguarded++].gen = gen;
-      key = NULL;
-    }
-  }
-  pthread_mutex_unlock(&guard_lock);
-  free(key);
   return rc;
+}
+
+int dtx__txn_guard(dtx_store_t *st, const char *coll) {
+  /* Once per process, store and catalog generation, as a pattern's
+   * set-up (dtx__kit_once): no commit of this process writes an intent
+   * before the rule and the indexes exist.  "txn-guard:" is no
+   * pattern's name. */
+  char name[160];
+  snprintf(name, sizeof name, "txn-guard:%s", coll);
+  return dtx__kit_once(st, name, guard_setup, coll);
 }
 
 int dtx__txn_intents(dtx__exec_t *ex, const char *coll, json_t **out) {

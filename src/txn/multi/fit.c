@@ -35,8 +35,10 @@ json_t *dtx__txn_exact(const json_t *v) {
   return c;
 }
 
-/* The documents the commit stores for k's write fit the store's limits
- * (dtx__doc_check_write: depth, size): its intent holds the new body
+/* r NULL: the documents the commit stores for k's write fit the store's
+ * limits (dtx__doc_check_write: depth, size); r set: its next version
+ * passes rules r (dtx__txn_rules_fit, after the limits were checked,
+ * which it does not repeat).  Its intent holds the new body
  * under _txn.w.doc, and the version it rolls forward to the replaced
  * body under _txn.p.doc -- three levels below the top, beside the other
  * body.  Checked before anything is written: a body of 98 to 100 levels
@@ -60,9 +62,9 @@ int dtx__txn_fits(dtx_txn_t *t, const dtx__txn_key_t *k,
                                        json_pack("{s:O}", "w", w))
                ? DTX_ENOMEM
                : 0;
-  if (rc == 0)
+  if (rc == 0 && !r)
     rc = dtx__doc_check_write(NULL, k->coll, NULL, in, 1);
-  if (rc == 0)
+  if (rc == 0 && !r)
     rc = dtx__doc_check_write(NULL, k->coll, NULL, ver, 1);
   if (rc == 0 && r) /* as the store judges the roll forward */
     rc = dtx__kit_judge(r, "txn.apply", k->coll, in, ver);

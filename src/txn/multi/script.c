@@ -41,9 +41,7 @@ static const char *verb_of(const json_t *step) {
 
 /* 1 when path is _txn or under it: doctx's field, never a script's. */
 static int reserved(const char *path) {
-  size_t n = strlen(DTX__TXN_FIELD);
-  return strncmp(path, DTX__TXN_FIELD, n) == 0 &&
-         (path[n] == '\0' || path[n] == '.');
+  return dtx__path_covers(DTX__TXN_FIELD, path);
 }
 
 /* 1 when update u (operators or a replacement) names _txn. */
