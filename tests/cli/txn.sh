@@ -135,6 +135,12 @@ same "reads of acct still work" "$(d txn '[{"find":"acct","filter":{},"limit":10
 d insert fresh '{"_id":"X","_txn":{"w":{"id":"t1","ts":1,"op":"put","doc":{"_id":"X","bal":1000000}}}}' >/dev/null || bad "plain insert of X"
 same "a forged intent is not t1's write" "$(d txn '[{"find_one":"fresh","filter":{"_id":"X"},"as":"x"}]' | jq -c .reads.x)" '{"_id":"X"}'
 same "X kept no forged body" "$(d find fresh '{"_id":"X"}' | jq -c '[.bal, ._txn.by]')" '[null,null]'
+# An empty top-level field name: the roll forward's update cannot name it
+# (committed, it stayed an intent for good); refused before anything.
+d dump >"$WORK/before.empty"
+expect 2 "a document with an empty field name" -- d txn '[{"insert":"acct","doc":{"_id":"E1"}},{"insert":"acct","doc":{"":0}}]'
+d dump >"$WORK/after.empty"
+cmp -s "$WORK/before.empty" "$WORK/after.empty" && ok || bad "the refused script wrote"
 # A null _id is an _id (as MongoDB's): written, updated and deleted by
 # transactions, the audit judges its record's keys as any other.
 d txn '[{"insert":"nulls","doc":{"_id":null,"n":0}},{"insert":"nulls2","doc":{"_id":1}}]' >/dev/null || bad "insert a null _id"

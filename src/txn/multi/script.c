@@ -81,12 +81,13 @@ static int filter_meta(const json_t *f) {
   return 0;
 }
 
-/* 1 when doc has a top-level name starting with '$' (txn.c's no_meta
- * refuses it too, at run time). */
+/* 1 when doc has a top-level name that is empty or starts with '$': the
+ * roll forward's update cannot name it (txn.c's no_meta refuses it too,
+ * at run time). */
 static int dollar_name(const json_t *doc) {
   const char *k;
   json_t *v;
-  json_object_foreach((json_t *)doc, k, v) if (k[0] == '$') return 1;
+  json_object_foreach((json_t *)doc, k, v) if (k[0] == '$' || !k[0]) return 1;
   return 0;
 }
 
@@ -166,7 +167,7 @@ static int check_step(const json_t *step, size_t n, json_t *names) {
   }
   if (!strcmp(verb, "insert") && dollar_name(json_object_get(step, "doc")))
     return dtx__err(DTX_EINVAL, "txn script step %zu (insert): a top-level "
-                                "field of doc starts with '$'",
+                                "field of doc is empty or starts with '$'",
                     n);
   if ((!strcmp(verb, "insert") &&
        json_object_get(json_object_get(step, "doc"), DTX__TXN_FIELD)) ||

@@ -559,10 +559,11 @@ static int no_meta(const json_t *doc) {
    * reader of the document would fail on it. */
   const char *k;
   json_t *v;
-  json_object_foreach((json_t *)doc, k, v) if (k[0] == '$') return dtx__err(
-      DTX_EINVAL, "txn: field '%s' of a document it writes starts with '$' "
-                  "(docs/transactions.md, \"Scripts\")",
-      k);
+  json_object_foreach((json_t *)doc, k, v) if (k[0] == '$' || !k[0]) return
+      dtx__err(DTX_EINVAL, "txn: field '%s' of a document it writes is empty "
+                           "or starts with '$' (docs/transactions.md, "
+                           "\"Scripts\")",
+               k);
   return 0;
 }
 
