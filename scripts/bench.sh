@@ -66,6 +66,14 @@
 #      against as many finds, and the transfer with 90 % of payers on one
 #      account, with the transactions' abort rate (docs/benchmarks.md,
 #      "Transactions").
+#   1h. bench_scale on SQLite and the standalone server, in one run (so
+#      one bench/results/scale.json): how cost grows with the work -- ns
+#      per document of recover (10 % of transfers abandoned by a crash),
+#      audit, transfer list paging to the end, an indexed find and ledger
+#      balances, at 10^4 and 10^5 documents (and 10^6 with BENCH_SCALE >=
+#      4), with the growth t(10N) / (10 t(N)) (docs/benchmarks.md, "How
+#      cost grows with the work").  With BENCH_ONLY=sqlite, or without
+#      redis-server, it runs in the first part on SQLite alone.
 #   2. the store's ceiling: redis-benchmark, pipelined EVALSHA of a script
 #      shaped like doctx's document compare-and-set, on the standalone
 #      server and on one cluster master; and the share of it doctx uses,
@@ -88,7 +96,7 @@ SCALE=$BENCH_SCALE
 export BENCH_RESULTS=${BENCH_RESULTS:-$ROOT/bench/results}
 mkdir -p "$BENCH_RESULTS"
 rm -f "$BENCH_RESULTS"/bench_*.json "$BENCH_RESULTS"/*.png \
-  "$BENCH_RESULTS"/summary.tsv
+  "$BENCH_RESULTS"/summary.tsv "$BENCH_RESULTS"/scale.json
 BENCH_GIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 BENCH_NOTE="load at start: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
 export BENCH_GIT BENCH_NOTE
@@ -171,6 +179,12 @@ if [ "$ONLY" != redis ]; then
   hdir=$(mktemp -d)
   http_bench sqlite "sqlite:$hdir/http.db?sync=normal" "sqlite:$hdir/lib.db?sync=normal"
   rm -rf "$hdir"
+  # With Redis, the Redis part runs it on both stores in one run.
+  if [ "$ONLY" = sqlite ] || ! command -v redis-server >/dev/null; then
+    echo
+    echo "## bench_scale: ns per document at 10^4 and 10^5 documents, and how it grows (SQLite)"
+    "$BUILD/bench_scale"
+  fi
 fi
 if [ "$ONLY" = sqlite ]; then
   plot
@@ -287,6 +301,13 @@ echo
 echo "## bench_txn: multi-document transactions vs raw single-document operations"
 run_on bench_txn redis-standalone "$URI_SA"
 run_on bench_txn redis-cluster "$URI_CL"
+
+echo
+echo "## bench_scale: ns per document at 10^4 and 10^5 documents, and how it grows"
+scale_args=(--redis "$URI_SA") # a namespace of its own per population
+[ "$ONLY" = redis ] && scale_args+=(--no-sqlite)
+"$BUILD/bench_scale" "${scale_args[@]}" ||
+  { echo "bench: bench_scale failed" >&2; fail=$((fail + 1)); }
 
 # ---- the ceiling ----------------------------------------------------------------
 # The same shape as RD_S_WRITE (src/store/redis/scripts.c) updating one
