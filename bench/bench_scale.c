@@ -465,17 +465,17 @@ static void report(const cfg_t *c, target_t *ts, int nt) {
   json_t *rows = json_array();
   printf("\n%-8s %-17s", "row", "backend");
   for (int k = 0; k < c->nn; k++)
-    printf(" %11s", "");
+    printf(" %11s", "ns/doc at");
+  for (int k = 1; k < c->nn; k++)
+    printf(" %10s", "growth");
   printf("\n%-8s %-17s", "", "");
   for (int k = 0; k < c->nn; k++)
-    printf(" N=%-9d", c->n[k]);
-  for (int k = 1; k < c->nn; k++)
-    printf(" %d->%-6d", c->n[k - 1], c->n[k]);
-  printf("\n%-8s %-17s", "", "ns/doc at:");
-  for (int k = 0; k < c->nn; k++)
-    printf(" %11s", "");
-  for (int k = 1; k < c->nn; k++)
-    printf(" %-9s", "growth");
+    printf("  N=%-8d", c->n[k]);
+  for (int k = 1; k < c->nn; k++) {
+    char g[32];
+    snprintf(g, sizeof g, "%d->%d", c->n[k - 1], c->n[k]);
+    printf(" %10s", g);
+  }
   printf("\n");
   for (int r = 0; r < NROWS; r++)
     for (int i = 0; i < nt && c->want[r]; i++) {
