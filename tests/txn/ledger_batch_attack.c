@@ -338,7 +338,7 @@ static void rcompare(dtx_store_t *st, const spec_t *sp, size_t n,
   CHECKF(rc == (failed ? res[first].rc : 0), "batch %u: returned %s",
          batchno, dtx_errname(rc));
   if (failed) {
-    char want[64];
+    char want[96]; /* three %zu of up to 20 digits: no -Wformat-truncation */
     snprintf(want, sizeof want, "%zu of %zu entries failed; first: #%zu: ",
              failed, n, first);
     CHECKF(strncmp(sum, want, strlen(want)) == 0, "batch %u: summary '%s'",
