@@ -47,9 +47,17 @@ fds=$(awk '/^process_open_fds / { print $2 }' "$WORK/rb")
 head -c $((1024 * 1024 + 10)) /dev/zero | tr '\0' ' ' >"$WORK/big"
 req POST /v1/c/x/insert "$T_WRITE" "@$WORK/big"
 [ "$CODE" = 413 ] && grep -q TOOLARGE "$WORK/rb" && ok || bad "oversized body: $CODE $(rbody)"
-CODE=$(curl -s -o "$WORK/rb" -w '%{http_code}' --max-time 30 -H "Authorization: Bearer $T_WRITE" \
+: >"$WORK/rb" # the row above left a TOOLARGE in it
+t0=$SECONDS
+CODE=$(curl -s -o "$WORK/rb" -w '%{http_code}' --max-time 20 -H "Authorization: Bearer $T_WRITE" \
   -H 'Content-Length: 9437184' -H 'Expect:' --data-binary "@$WORK/big" "$URL/v1/c/x/insert") || :
-[ "$CODE" = 413 ] && ok || bad "declared 9 MiB, answered at once: $CODE $(rbody)"
+# doctxd answers 413 and closes at once, while curl is still sending: the
+# close may reset the connection before curl reads the answer (curl then
+# says 000), as the race goes.  Either way it must not wait for the 9 MiB
+# that never come: that would hold curl until --max-time.
+if [ "$CODE" = 413 ] && grep -q TOOLARGE "$WORK/rb"; then ok
+elif [ "$CODE" = 000 ] && [ $((SECONDS - t0)) -lt 15 ]; then ok
+else bad "declared 9 MiB, answered at once: $CODE after $((SECONDS - t0)) s $(rbody)"; fi
 CODE=$(curl -s -o "$WORK/rb" -w '%{http_code}' --max-time 30 -H "Authorization: Bearer $T_WRITE" \
   -H 'Transfer-Encoding: chunked' --data-binary "@$WORK/big" "$URL/v1/c/x/insert") || :
 [ "$CODE" = 413 ] && ok || bad "oversized chunked body: $CODE $(rbody)"
