@@ -99,6 +99,21 @@ static void fresh_uri(const cfg_t *c, const target_t *t, const char *what,
              opened++, c->sync);
 }
 
+/* A fresh store (fresh_uri) opened, its URI in uri; NULL when the open
+ * failed (counted). */
+static dtx_store_t *open_fresh(const cfg_t *c, const target_t *t,
+                               const char *what, int n, char *uri,
+                               size_t len) {
+  dtx_store_t *st;
+  int rc;
+  fresh_uri(c, t, what, n, uri, len);
+  if ((rc = dtx_store_open(uri, &st)) < 0) {
+    fail("open", rc);
+    return NULL;
+  }
+  return st;
+}
+
 /* Closes a store; on Redis empties its namespace first. */
 static void close_store(const target_t *t, dtx_store_t *st) {
   if (t->uri) {
@@ -151,13 +166,10 @@ static int crashed_batch(const char *uri, const pair_t *p, int k,
 static dtx_store_t *transfer_population(const cfg_t *c, const target_t *t,
                                         int n, int *abandoned) {
   char uri[600];
-  dtx_store_t *st;
   int a = accounts_for(n), rc;
-  fresh_uri(c, t, "transfers", n, uri, sizeof uri);
-  if ((rc = dtx_store_open(uri, &st)) < 0) {
-    fail("open", rc);
+  dtx_store_t *st = open_fresh(c, t, "transfers", n, uri, sizeof uri);
+  if (!st)
     return NULL;
-  }
   bench_phase("%s N=%d: %d accounts", t->label, n, a);
   for (int i = 0; i < a; i++) {
     char id[32];
@@ -171,6 +183,11 @@ static dtx_store_t *transfer_population(const cfg_t *c, const target_t *t,
   }
   pair_t *pairs = malloc(sizeof *pairs * (size_t)n);
   double lat[BATCH];
+  if (!pairs) {
+    fail("out of memory", DTX_ENOMEM);
+    close_store(t, st);
+    return NULL;
+  }
   bench_pairs(pairs, n, a, 0);
   *abandoned = 0;
   for (int b = 0, i = 0; i < n; b++, i += BATCH) {
@@ -240,9 +257,10 @@ static double row_recover(dtx_store_t *st, int n, int abandoned) {
   return el;
 }
 
-static double row_audit(dtx_store_t *st, int n) {
+static double row_audit(dtx_store_t *st, int n, const void *ctx) {
   json_t *rep = NULL;
   (void)n;
+  (void)ctx;
   double t0 = now_us();
   int rc = dtx_audit(st, DTX_AUDIT_SETTLED, &rep);
   double el = now_us() - t0;
@@ -265,7 +283,8 @@ static int list_stride(int n) {
   return (pages + LIST_SAMPLE - 1) / LIST_SAMPLE;
 }
 
-static double row_list(dtx_store_t *st, int n) {
+static double row_list(dtx_store_t *st, int n, const void *ctx) {
+  (void)ctx;
   int stride = list_stride(n);
   double el = 0;
   for (int64_t skip = 0; skip <= n; skip += (int64_t)PAGE * stride) {
@@ -287,7 +306,8 @@ static double row_list(dtx_store_t *st, int n) {
   return el * stride;
 }
 
-static double row_find(dtx_store_t *st, int n) {
+static double row_find(dtx_store_t *st, int n, const void *ctx) {
+  (void)ctx;
   int a = accounts_for(n);
   int64_t total = 0;
   double t0 = now_us();
@@ -321,15 +341,20 @@ static double row_find(dtx_store_t *st, int n) {
 static dtx_store_t *ledger_population(const cfg_t *c, const target_t *t,
                                       int n, int64_t *bal) {
   char uri[600], (*ids)[32];
-  dtx_store_t *st;
   int a = accounts_for(n), rc;
-  fresh_uri(c, t, "ledger", n, uri, sizeof uri);
-  if ((rc = dtx_store_open(uri, &st)) < 0) {
-    fail("open", rc);
+  dtx_store_t *st = open_fresh(c, t, "ledger", n, uri, sizeof uri);
+  if (!st)
     return NULL;
-  }
   bench_phase("%s N=%d: %d ledger accounts", t->label, n, a);
   ids = malloc(sizeof *ids * (size_t)a);
+  pair_t *pairs = malloc(sizeof *pairs * (size_t)n);
+  if (!ids || !pairs) {
+    fail("out of memory", DTX_ENOMEM);
+    free(ids);
+    free(pairs);
+    close_store(t, st);
+    return NULL;
+  }
   for (int i = 0; i < a; i++) {
     snprintf(ids[i], sizeof ids[i], "l%d", i);
     bal[i] = 0;
@@ -338,11 +363,11 @@ static dtx_store_t *ledger_population(const cfg_t *c, const target_t *t,
         0) {
       fail("ledger account create", rc);
       free(ids);
+      free(pairs);
       close_store(t, st);
       return NULL;
     }
   }
-  pair_t *pairs = malloc(sizeof *pairs * (size_t)n);
   bench_pairs(pairs, n, a, 0);
   dtx_ledger_leg_t legs[256][2];
   dtx_ledger_post_req_t reqs[256];
@@ -372,7 +397,9 @@ static dtx_store_t *ledger_population(const cfg_t *c, const target_t *t,
   return st;
 }
 
-static double row_balance(dtx_store_t *st, int n, const int64_t *bal) {
+/* ctx: the balances the population posted, one per account. */
+static double row_balance(dtx_store_t *st, int n, const void *ctx) {
+  const int64_t *bal = ctx;
   int a = accounts_for(n);
   double t0 = now_us();
   for (int i = 0; i < a; i++) {
@@ -392,16 +419,18 @@ static double row_balance(dtx_store_t *st, int n, const int64_t *bal) {
 
 /* ---- driving ------------------------------------------------------------------------ */
 
-typedef double (*read_row_fn)(dtx_store_t *st, int n);
+/* A read-only row: its time in microseconds, or -1 when it failed; ctx
+ * is what the row checks its answers against (NULL for most). */
+typedef double (*read_row_fn)(dtx_store_t *st, int n, const void *ctx);
 
-/* The median of rounds of fn, microseconds; -1 when one failed. */
+/* The median of rounds of fn, as ns per document; -1 when one failed. */
 static double median_of(const cfg_t *c, read_row_fn fn, dtx_store_t *st,
-                        int n) {
+                        int n, const void *ctx) {
   double v[16];
   for (int r = 0; r < c->rounds; r++)
-    if ((v[r] = fn(st, n)) < 0)
+    if ((v[r] = fn(st, n, ctx)) < 0)
       return -1;
-  return bench_median(v, c->rounds);
+  return bench_median(v, c->rounds) * 1e3 / n;
 }
 
 static void run_target(const cfg_t *c, target_t *t) {
@@ -418,39 +447,38 @@ static void run_target(const cfg_t *c, target_t *t) {
       t->ns[R_RECOVER][k] = us < 0 || !c->want[R_RECOVER] ? -1 : us * 1e3 / n;
       if (c->want[R_AUDIT]) {
         bench_phase("%s N=%d: audit", t->label, n);
-        us = median_of(c, row_audit, st, n);
-        t->ns[R_AUDIT][k] = us < 0 ? -1 : us * 1e3 / n;
+        t->ns[R_AUDIT][k] = median_of(c, row_audit, st, n, NULL);
       }
       if (c->want[R_LIST]) {
         bench_phase("%s N=%d: transfer list", t->label, n);
         /* Sampled pages are one round: they are a sample already, and at
          * the larger Ns each page reads every transfer. */
-        us = list_stride(n) > 1 ? row_list(st, n)
-                                : median_of(c, row_list, st, n);
-        t->ns[R_LIST][k] = us < 0 ? -1 : us * 1e3 / n;
+        if (list_stride(n) > 1) {
+          us = row_list(st, n, NULL);
+          t->ns[R_LIST][k] = us < 0 ? -1 : us * 1e3 / n;
+        } else {
+          t->ns[R_LIST][k] = median_of(c, row_list, st, n, NULL);
+        }
       }
-    }
-    if (st && c->want[R_FIND]) {
-      bench_phase("%s N=%d: index {from: 1}, find", t->label, n);
-      json_t *keys = json_pack("{s:i}", "from", 1);
-      if ((rc = dtx_store_create_index(st, DTX_TRANSFERS, keys, NULL, NULL)) <
-          0)
-        fail("create index", rc);
-      json_decref(keys);
-      double us = median_of(c, row_find, st, n);
-      t->ns[R_FIND][k] = us < 0 ? -1 : us * 1e3 / n;
-    }
-    if (st)
+      if (c->want[R_FIND]) {
+        bench_phase("%s N=%d: index {from: 1}, find", t->label, n);
+        json_t *keys = json_pack("{s:i}", "from", 1);
+        if ((rc = dtx_store_create_index(st, DTX_TRANSFERS, keys, NULL,
+                                         NULL)) < 0)
+          fail("create index", rc);
+        json_decref(keys);
+        t->ns[R_FIND][k] = median_of(c, row_find, st, n, NULL);
+      }
       close_store(t, st);
+    }
+    if (!c->want[R_BALANCE])
+      continue;
     int64_t *bal = calloc((size_t)accounts_for(n), sizeof *bal);
-    if (c->want[R_BALANCE] && (st = ledger_population(c, t, n, bal))) {
+    if (!bal)
+      fail("out of memory", DTX_ENOMEM);
+    else if ((st = ledger_population(c, t, n, bal))) {
       bench_phase("%s N=%d: ledger balances", t->label, n);
-      double v[16];
-      int r = 0;
-      for (; r < c->rounds && (v[r] = row_balance(st, n, bal)) >= 0; r++)
-        ;
-      t->ns[R_BALANCE][k] =
-          r == c->rounds ? bench_median(v, c->rounds) * 1e3 / n : -1;
+      t->ns[R_BALANCE][k] = median_of(c, row_balance, st, n, bal);
       close_store(t, st);
     }
     free(bal);
