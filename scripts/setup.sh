@@ -3,11 +3,13 @@
 # on a fresh Debian 12 machine (make run / make test call it first).
 set -euo pipefail
 # gnuplot-nox: make bench's charts (gnuplot without the X11/Qt front ends).
+# libbson-dev: the document engine's representation (docs/engine.md).
 # libmicrohttpd-dev: doctxd's HTTP server; curl: its contract tests.
 # stunnel4: the TLS tunnel to a redis-server with --tls-port (docs/redis-tls.md,
 # tests/redis/tls.sh); Debian 12's hiredis has no TLS of its own.
 pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
-      libsqlite3-dev libjansson-dev libhiredis-dev libpcre2-dev redis-server
+      libsqlite3-dev libjansson-dev libhiredis-dev libpcre2-dev libbson-dev
+      redis-server
       redis-tools sqlite3 jq python3 gnuplot-nox libmicrohttpd-dev curl
       stunnel4)
 # chromium: the admin page's browser test (tests/browser/admin.sh), driven
