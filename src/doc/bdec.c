@@ -51,6 +51,7 @@ typedef struct unp {
   u128 coef; /* < 10^34 */
 } unp_t;
 
+#define P10_19 10000000000000000000ULL
 static const uint64_t P10_64[20] = {1ULL,
                                     10ULL,
                                     100ULL,
@@ -70,14 +71,24 @@ static const uint64_t P10_64[20] = {1ULL,
                                     10000000000000000ULL,
                                     100000000000000000ULL,
                                     1000000000000000000ULL,
-                                    10000000000000000000ULL};
+                                    P10_19};
 
-/* 10^k for 0 <= k <= 38 (10^38 < 2^128). */
+/* 10^0 .. 10^38 (10^38 < 2^128), as constants: powers are on every path. */
+#define P10W(k) ((u128)P10_19 * P10_64[k])
+static const u128 P10[39] = {
+    1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL,
+    10000000ULL, 100000000ULL, 1000000000ULL, 10000000000ULL,
+    100000000000ULL, 1000000000000ULL, 10000000000000ULL,
+    100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL,
+    100000000000000000ULL, 1000000000000000000ULL, P10_19, P10W(1),
+    P10W(2), P10W(3), P10W(4), P10W(5), P10W(6), P10W(7), P10W(8),
+    P10W(9), P10W(10), P10W(11), P10W(12), P10W(13), P10W(14), P10W(15),
+    P10W(16), P10W(17), P10W(18), P10W(19)};
+
+/* 10^k for 0 <= k <= 38. */
 static u128 p10(int k) {
   DTX_ASSERT(k >= 0 && k <= 38, "bdec.p10-range");
-  if (k <= 19)
-    return P10_64[k];
-  return (u128)P10_64[19] * P10_64[k - 19];
+  return P10[k];
 }
 
 static int bitlen(u128 c) {
@@ -93,8 +104,8 @@ static int ndigits(u128 c) {
   int t;
   if (c == 0)
     return 0;
-  t = (bitlen(c) * 1233) >> 12;
-  return t + (c >= p10(t));
+  t = (bitlen(c) * 1233) >> 12; /* at most 38 */
+  return t + (c >= P10[t]);
 }
 
 static unp_t unpack(bson_decimal128_t d) {
@@ -119,7 +130,7 @@ static unp_t unpack(bson_decimal128_t d) {
   }
   u.exp = (int)((hi >> 49) & 0x3FFF) - BIAS;
   u.coef = ((u128)(hi & ((1ULL << 49) - 1)) << 64) | d.low;
-  if (u.coef >= p10(PREC))
+  if (u.coef >= P10[PREC])
     u.coef = 0;
   return u;
 }
@@ -354,6 +365,17 @@ static int cmp_double_mag(const unp_t *a, double b) {
    * is e < 0 with k < 0, c * 2^1127 against m * 10^357, under 1,300 bits
    * (41 limbs). */
   k = x - 53;
+  {
+    /* Both sides in 128 bits when they fit (10^j < 2^(4j)): the common
+     * case of everyday magnitudes, with no big integer. */
+    int pe = a->exp > 0 ? a->exp : 0, ne = a->exp < 0 ? -a->exp : 0;
+    int pk = k > 0 ? k : 0, nk = k < 0 ? -k : 0;
+    if (pe <= 19 && ne <= 19 && bitlen(a->coef) + 4 * pe + nk < 128 &&
+        53 + 4 * ne + pk < 128) {
+      u128 lv = (a->coef * P10[pe]) << nk, rv = ((u128)m << pk) * P10[ne];
+      return (lv > rv) - (lv < rv);
+    }
+  }
   bn_set(&l, a->coef);
   bn_set(&r, m);
   if (a->exp > 0)
@@ -411,6 +433,17 @@ double dtx__dec_to_double(bson_decimal128_t a) {
     return NAN;
   if (u.kind == K_INF)
     return u.neg ? -INFINITY : INFINITY;
+  /* Clinger's fast path: a coefficient below 2^53 and a power of ten up
+   * to 10^22 are exact doubles, and one IEEE multiply or divide of two
+   * exact doubles is correctly rounded. */
+  if (u.coef < ((u128)1 << 53) && u.exp >= -22 && u.exp <= 22) {
+    double c = (double)(uint64_t)u.coef, p = 1;
+    int k;
+    for (k = 0; k < (u.exp < 0 ? -u.exp : u.exp); k++)
+      p *= 10; /* exact up to 10^22 */
+    c = u.exp < 0 ? c / p : c * p;
+    return u.neg ? -c : c;
+  }
   n = 0;
   if (u.neg)
     buf[n++] = '-';
