@@ -74,16 +74,46 @@ static const uint64_t P10_64[20] = {1ULL,
                                     P10_19};
 
 /* 10^0 .. 10^38 (10^38 < 2^128), as constants: powers are on every path. */
-#define P10W(k) ((u128)P10_19 * P10_64[k])
-static const u128 P10[39] = {
-    1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL,
-    10000000ULL, 100000000ULL, 1000000000ULL, 10000000000ULL,
-    100000000000ULL, 1000000000000ULL, 10000000000000ULL,
-    100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL,
-    100000000000000000ULL, 1000000000000000000ULL, P10_19, P10W(1),
-    P10W(2), P10W(3), P10W(4), P10W(5), P10W(6), P10W(7), P10W(8),
-    P10W(9), P10W(10), P10W(11), P10W(12), P10W(13), P10W(14), P10W(15),
-    P10W(16), P10W(17), P10W(18), P10W(19)};
+#define P10W(k) ((u128)P10_19 * k##ULL)
+static const u128 P10[39] = {1ULL,
+                             10ULL,
+                             100ULL,
+                             1000ULL,
+                             10000ULL,
+                             100000ULL,
+                             1000000ULL,
+                             10000000ULL,
+                             100000000ULL,
+                             1000000000ULL,
+                             10000000000ULL,
+                             100000000000ULL,
+                             1000000000000ULL,
+                             10000000000000ULL,
+                             100000000000000ULL,
+                             1000000000000000ULL,
+                             10000000000000000ULL,
+                             100000000000000000ULL,
+                             1000000000000000000ULL,
+                             P10_19,
+                             P10W(10),
+                             P10W(100),
+                             P10W(1000),
+                             P10W(10000),
+                             P10W(100000),
+                             P10W(1000000),
+                             P10W(10000000),
+                             P10W(100000000),
+                             P10W(1000000000),
+                             P10W(10000000000),
+                             P10W(100000000000),
+                             P10W(1000000000000),
+                             P10W(10000000000000),
+                             P10W(100000000000000),
+                             P10W(1000000000000000),
+                             P10W(10000000000000000),
+                             P10W(100000000000000000),
+                             P10W(1000000000000000000),
+                             P10W(10000000000000000000)};
 
 /* 10^k for 0 <= k <= 38. */
 static u128 p10(int k) {
@@ -219,7 +249,7 @@ int dtx__dec_is_zero(bson_decimal128_t a) {
 
 int dtx__dec_sign(bson_decimal128_t a) { return (int)(a.high >> 63); }
 
-/* ---- comparisons ---------------------------------------------------------- */
+/* ---- comparisons --------------------------------------------------------- */
 
 /* -1, 0, +1 as the value is negative, zero (either sign), positive;
  * u is not NaN. */
@@ -407,7 +437,7 @@ int dtx__dec_cmp_double(bson_decimal128_t a, double b) {
   return sa > 0 ? m : -m;
 }
 
-/* ---- conversions ---------------------------------------------------------- */
+/* ---- conversions --------------------------------------------------------- */
 
 /* Writes c's decimal digits to buf (at least 40 bytes); returns length. */
 static int u128_str(u128 c, char *buf) {
@@ -502,7 +532,7 @@ bson_decimal128_t dtx__dec_from_double(double v) {
   return finish(signbit(v) != 0, c, e, 0);
 }
 
-/* ---- arithmetic ----------------------------------------------------------- */
+/* ---- arithmetic ---------------------------------------------------------- */
 
 /* a + b, both finite. */
 static bson_decimal128_t add_fin(unp_t a, unp_t b) {

@@ -19,12 +19,25 @@
 #include <stdint.h>
 #include <string.h>
 
-enum { CMP, CMPI, CMPD, FROMI, FROMD, TOD, TOI, ADD, SUB, MUL, DIV, TRUNC,
-       NOPS };
+enum {
+  CMP,
+  CMPI,
+  CMPD,
+  FROMI,
+  FROMD,
+  TOD,
+  TOI,
+  ADD,
+  SUB,
+  MUL,
+  DIV,
+  TRUNC,
+  NOPS
+};
 
 static const char *const op_name[NOPS] = {
-    "cmp",  "cmp_i64", "cmp_double", "from_i64", "from_double", "to_double",
-    "to_i64", "add",   "sub",        "mul",      "div",         "trunc"};
+    "cmp",    "cmp_i64", "cmp_double", "from_i64", "from_double", "to_double",
+    "to_i64", "add",     "sub",        "mul",      "div",         "trunc"};
 
 typedef struct brow {
   int op;
@@ -33,7 +46,7 @@ typedef struct brow {
 } brow_t;
 
 #define H(w) 0x##w##ULL
-#define R(op, ah, al, bh, bl, x, rh, rl, rc)                                 \
+#define R(op, ah, al, bh, bl, x, rh, rl, rc)                                   \
   {op, H(ah), H(al), H(bh), H(bl), H(x), H(rh), H(rl), rc},
 static const brow_t rows[] = {
 #include "bdec_rows.h"
@@ -143,7 +156,7 @@ static void test_generated_rows(void) {
   printf("\n");
 }
 
-/* ---- readable cases, in libbson's decimal text ---------------------------- */
+/* ---- readable cases, in libbson's decimal text --------------------------- */
 
 typedef struct tcase {
   const char *op; /* "+", "-", "*", "/", "cmp", "trunc" */
@@ -212,8 +225,8 @@ static void test_text_cases(void) {
         out = dtx__dec_trunc(a);
       bson_decimal128_to_string(&out, got);
     }
-    CHECKF(!strcmp(got, c->want) && rc == c->rc, "%s %s %s: got %s rc %d",
-           c->a, c->op, c->b, got, rc);
+    CHECKF(!strcmp(got, c->want) && rc == c->rc, "%s %s %s: got %s rc %d", c->a,
+           c->op, c->b, got, rc);
   }
 }
 
@@ -243,7 +256,6 @@ static void test_conversions(void) {
   CHECK(dtx__dec_is_inf(dtx__dec_from_double(-INFINITY)) == -1);
   CHECK(dtx__dec_is_nan(dtx__dec_from_double(NAN)));
 }
-
 
 /* ---- gcc's _Decimal128 as a second, independent oracle ------------------- */
 
@@ -277,7 +289,7 @@ static bson_decimal128_t rand_dec(void) {
     c = lim / 10 + rng() % 3; /* 100...0 and neighbours */
     break;
   default:
-    c = ((__extension__(unsigned __int128)rng() << 64) | rng()) % lim;
+    c = ((__extension__(unsigned __int128) rng() << 64) | rng()) % lim;
   }
   switch (rng() % 5) {
   case 0:
@@ -345,7 +357,8 @@ static void test_gcc_oracle(void) {
     bad += !ok;
   }
   printf("bdec: %d random pairs agree with gcc's _Decimal128 (add, sub, mul, "
-         "div, cmp, to_double)\n", k);
+         "div, cmp, to_double)\n",
+         k);
 #else
   printf("bdec: no _Decimal128 in this compiler: gcc oracle skipped\n");
 #endif
