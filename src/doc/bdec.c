@@ -18,10 +18,11 @@
  * A coefficient above 10^34-1 in the first form is non-canonical too and
  * reads as 0, as the standard says.  The exponent bias is 6176.
  *
- * NaN results are always the canonical quiet NaN (payload 0, positive):
- * MongoDB keeps no payloads either, and one NaN keeps the tables and
- * comparisons simple.  This departs from IEEE 754's payload propagation
- * only in bits no MongoDB operator shows.
+ * NaN results are always the canonical quiet NaN (payload 0, positive),
+ * also when an operand is a NaN with a payload or a sign: IEEE 754 would
+ * carry the operand's payload through.  Nothing in doctx reads payloads
+ * (libbson prints every NaN as "NaN", and MongoDB's order has one NaN),
+ * and one NaN keeps the tables and the comparisons simple.
  *
  * No allocation: the wide intermediate products live in fixed arrays on
  * the stack. */
