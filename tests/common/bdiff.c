@@ -222,6 +222,10 @@ int bdiff_walk(const json_t *doc, const char *path, int leaf_mode,
 }
 
 int bdiff_get(const json_t *doc, const char *path, char *why, size_t whylen) {
+  /* dtx__path_get enters objects only, so an array root reaches nothing,
+   * while the bridge makes that array a document keyed "0", "1"... */
+  if (json_is_array(doc))
+    return 2;
   bson_t b = BSON_INITIALIZER;
   if (dtx__bson_from_json(doc, &b)) {
     bson_destroy(&b);
@@ -273,7 +277,7 @@ static int spec_paths(const char *name, const json_t *spec, const json_t *doc,
     }
     if (walks)
       ++*walks;
-    if (!bdiff_get(doc, k, why, sizeof why)) {
+    if (bdiff_get(doc, k, why, sizeof why) == 0) {
       fprintf(stderr, "bdiff %s: %s\n", name, why);
       bad++;
     }

@@ -49,7 +49,8 @@ int bdiff_walk(const json_t *doc, const char *path, int leaf_mode,
                char *why, size_t whylen);
 
 /* dtx__path_get against dtx__bpath_get for doc and path: 1 when they
- * agree, else 0 with why. */
+ * agree, else 0 with why; 2 (skipped) when doc is an array, which
+ * dtx__path_get never enters but the bridge turns into a document. */
 int bdiff_get(const json_t *doc, const char *path, char *why, size_t whylen);
 
 /* Every field path a filter spec names (its keys that do not start with
