@@ -92,6 +92,30 @@ int bdiff_same_val(const json_t *a, const dtx__bval_t *v) {
   return same;
 }
 
+int bdiff_cmp(const json_t *a, const json_t *b, int *out) {
+  bson_t ha = BSON_INITIALIZER, hb = BSON_INITIALIZER;
+  dtx__bval_t va = {BSON_TYPE_EOD, 0, NULL}, vb = va;
+  int rc = a ? dtx__bval_from_json(a, &ha, &va) : 0;
+  if (rc == 0 && b)
+    rc = dtx__bval_from_json(b, &hb, &vb);
+  if (rc == 0) {
+    int r = dtx__bval_cmp(&va, &vb);
+    *out = (r > 0) - (r < 0);
+  }
+  bson_destroy(&ha);
+  bson_destroy(&hb);
+  return rc;
+}
+
+int bdiff_bracket(const json_t *v) {
+  bson_t h = BSON_INITIALIZER;
+  dtx__bval_t x = {BSON_TYPE_EOD, 0, NULL};
+  if (v && dtx__bval_from_json(v, &h, &x))
+    x.type = BSON_TYPE_EOD;
+  bson_destroy(&h);
+  return dtx__bval_bracket(x.type);
+}
+
 char *bdiff_show(const dtx__bval_t *v) {
   json_t *b = NULL;
   if (!v || v->type == BSON_TYPE_EOD || dtx__bval_to_json(v, &b))

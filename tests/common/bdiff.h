@@ -35,6 +35,13 @@ int bdiff_same(const json_t *a, const uint8_t *doc, uint32_t len);
  * view are both "missing", and equal. */
 int bdiff_same_val(const json_t *a, const dtx__bval_t *v);
 
+/* dtx__bval_cmp of a and b carried over the bridge (NULL: missing), its
+ * sign in *out: 0, or the bridge's DTX_E* code. */
+int bdiff_cmp(const json_t *a, const json_t *b, int *out);
+
+/* dtx__bval_bracket of v's type once over the bridge (NULL: missing). */
+int bdiff_bracket(const json_t *v);
+
 /* Compact JSON text of v through the bridge (for failure messages);
  * malloc'd, the caller frees; "(missing)" copies for NULL/type 0. */
 char *bdiff_show(const dtx__bval_t *v);
