@@ -520,11 +520,11 @@ static int compile_mod(const ctx_t *c, const dtx__bval_t *arg,
   int64_t d, r;
   int rc;
   dtx__belem_t e0, e1;
-  elems_t it = elems_of(arg);
   if (!is_array(arg) || elems_count(arg) != 2)
     return dtx__err(DTX_EBADQUERY,
                     "$mod needs an array [divisor, remainder] at %s",
                     where(c));
+  elems_t it = elems_of(arg);
   elems_next(&it, &e0);
   elems_next(&it, &e1);
   if ((rc = mod_operand(c, &e0.v, "divisor", &d)) ||

@@ -77,7 +77,14 @@ static inline int bfd_run(const json_t *spec, const json_t *doc,
     goto out;
   }
   if (brc) {
-    if (strcmp(jdetail, dtx_errdetail()))
+    /* A BSON document nests at most DTX_MAX_DEPTH levels, so the spec's
+     * own check (dtx__bson_check) meets a filter nested past 100 before
+     * the compiler does: the same code, the document's detail. */
+    if (strstr(jdetail, "filter nested deeper than") &&
+        strstr(dtx_errdetail(), "nesting deeper than"))
+      verdict = bfd_say(o, BFD_SKIP,
+                        "nested past 100 levels: the document check's detail");
+    else if (strcmp(jdetail, dtx_errdetail()))
       verdict = bfd_say(o, BFD_DIFF, "detail: json '%s', bson '%s'",
                         jdetail, dtx_errdetail());
     goto out;
