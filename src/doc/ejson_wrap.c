@@ -55,8 +55,12 @@ static void put8(dtx__buf_t *b, uint8_t v) { dtx__buf_put(b, &v, 1); }
 
 /* ---- small readers ---------------------------------------------------------- */
 
-/* A string value into tmp (reset first), with its position. */
-static int str(rd_t *r, size_t *at) {
+/* A string value into tmp (reset first), with its position; w names the
+ * wrapper when a string is missing. */
+static int str_in(rd_t *r, size_t *at, const char *w) {
+  dtx__ejr_ws(r);
+  if (r->i >= r->n || r->s[r->i] != '"')
+    return dtx__ejr_err(r, r->i, "%s: a string expected", w);
   r->tmp.n = 0;
   int rc = dtx__ejr_string(r, &r->tmp, at);
   if (!rc && r->tmp.oom)
@@ -130,7 +134,7 @@ static int hexval(char c) {
 /* {"$oid": "<24 hex>"}'s string, already the next token. */
 static int oid_string(rd_t *r, uint8_t oid[12], const char *w) {
   size_t at;
-  int rc = str(r, &at);
+  int rc = str_in(r, &at, w);
   if (rc)
     return rc;
   if (r->tmp.n != 24)
@@ -279,11 +283,11 @@ static int iso_date(rd_t *r, size_t at, int64_t *ms) {
 static int number_long_obj(rd_t *r, int64_t *v, const char *w) {
   size_t at;
   int rc;
-  if ((rc = dtx__ejr_expect(r, '{', "'{' expected")) || (rc = str(r, &at)))
+  if ((rc = dtx__ejr_expect(r, '{', "'{' expected")) || (rc = str_in(r, &at, w)))
     return rc;
   if (!tmp_is(r, "$numberLong"))
     return dtx__ejr_err(r, at, "%s: {\"$numberLong\": \"...\"} expected", w);
-  if ((rc = dtx__ejr_expect(r, ':', "':' expected")) || (rc = str(r, &at)) ||
+  if ((rc = dtx__ejr_expect(r, ':', "':' expected")) || (rc = str_in(r, &at, w)) ||
       (rc = tmp_int(r, at, INT64_MIN, INT64_MAX, v, "$numberLong")))
     return rc;
   return close_wrapper(r, "$numberLong");
@@ -297,29 +301,29 @@ static int w_binary(rd_t *r, size_t type_at) {
   put8(&r->out, 0);
   dtx__ejr_ws(r);
   if (r->i < r->n && r->s[r->i] == '"') { /* legacy: "$binary", "$type" */
-    if ((rc = str(r, &at)) || (rc = base64_to_out(r, at, w)))
+    if ((rc = str_in(r, &at, w)) || (rc = base64_to_out(r, at, w)))
       return rc;
     if ((rc = dtx__ejr_expect(r, ',', "legacy $binary: ',' \"$type\" "
                                       "expected")) ||
-        (rc = str(r, &at)))
+        (rc = str_in(r, &at, w)))
       return rc;
     if (!tmp_is(r, "$type"))
       return dtx__ejr_err(r, at, "legacy $binary: \"$type\" expected");
-    if ((rc = dtx__ejr_expect(r, ':', "':' expected")) || (rc = str(r, &at)) ||
+    if ((rc = dtx__ejr_expect(r, ':', "':' expected")) || (rc = str_in(r, &at, w)) ||
         (rc = subtype(r, at, &st, "$type")))
       return rc;
   } else {
     if ((rc = dtx__ejr_expect(r, '{', "$binary: '{' expected")))
       return rc;
     for (int done = 0; !done;) {
-      if ((rc = str(r, &at)))
+      if ((rc = str_in(r, &at, w)))
         return rc;
       int is64 = tmp_is(r, "base64");
       if (!is64 && !tmp_is(r, "subType"))
         return dtx__ejr_err(r, at, "$binary: only base64 and subType");
       if (is64 ? have64 : st >= 0)
         return dtx__ejr_err(r, at, "$binary: duplicate key");
-      if ((rc = dtx__ejr_expect(r, ':', "':' expected")) || (rc = str(r, &at)))
+      if ((rc = dtx__ejr_expect(r, ':', "':' expected")) || (rc = str_in(r, &at, w)))
         return rc;
       if (is64) {
         have64 = 1;
@@ -356,9 +360,13 @@ static int w_binary(rd_t *r, size_t type_at) {
 }
 
 static int w_code(rd_t *r, size_t type_at) {
+  const char *w = "$code";
   size_t at, start = r->out.n;
   int rc;
   dtx__ejr_put32(&r->out, 0);
+  dtx__ejr_ws(r);
+  if (r->i >= r->n || r->s[r->i] != '"')
+    return dtx__ejr_err(r, r->i, "%s: a string expected", w);
   if ((rc = dtx__ejr_string(r, &r->out, &at)))
     return rc;
   put8(&r->out, 0);
@@ -373,7 +381,7 @@ static int w_code(rd_t *r, size_t type_at) {
     return 0;
   }
   if ((rc = dtx__ejr_expect(r, ',', "',' or '}' expected in $code")) ||
-      (rc = str(r, &at)))
+      (rc = str_in(r, &at, w)))
     return rc;
   if (!tmp_is(r, "$scope"))
     return dtx__ejr_err(r, at, "$code: only $scope may follow");
@@ -402,7 +410,7 @@ static int w_timestamp(rd_t *r) {
   if ((rc = dtx__ejr_expect(r, '{', "$timestamp: '{' expected")))
     return rc;
   for (int done = 0; !done;) {
-    if ((rc = str(r, &at)))
+    if ((rc = str_in(r, &at, w)))
       return rc;
     int ist = tmp_is(r, "t");
     if (!ist && !tmp_is(r, "i"))
@@ -433,7 +441,7 @@ static int w_regex(rd_t *r) {
   if ((rc = dtx__ejr_expect(r, '{', "$regularExpression: '{' expected")))
     return rc;
   for (int done = 0; !done;) {
-    if ((rc = str(r, &at)))
+    if ((rc = str_in(r, &at, w)))
       return rc;
     int isp = tmp_is(r, "pattern");
     if (!isp && !tmp_is(r, "options"))
@@ -452,7 +460,7 @@ static int w_regex(rd_t *r) {
       put8(&r->out, 0);
     } else {
       have_o = 1;
-      if ((rc = str(r, &at)))
+      if ((rc = str_in(r, &at, w)))
         return rc;
       for (size_t k = 0; k < r->tmp.n; k++) {
         const char *p = memchr(DTX__BREGEX_OPTS, r->tmp.p[k],
@@ -484,7 +492,7 @@ static int w_dbpointer(rd_t *r) {
   if ((rc = dtx__ejr_expect(r, '{', "$dbPointer: '{' expected")))
     return rc;
   for (int done = 0; !done;) {
-    if ((rc = str(r, &at)))
+    if ((rc = str_in(r, &at, w)))
       return rc;
     int isref = tmp_is(r, "$ref");
     if (!isref && !tmp_is(r, "$id"))
@@ -508,7 +516,7 @@ static int w_dbpointer(rd_t *r) {
       have_id = 1;
       if ((rc = dtx__ejr_expect(r, '{', "$dbPointer: {\"$oid\": ..} "
                                         "expected")) ||
-          (rc = str(r, &at)))
+          (rc = str_in(r, &at, w)))
         return rc;
       if (!tmp_is(r, "$oid"))
         return dtx__ejr_err(r, at, "%s: $id must be an $oid", w);
@@ -526,13 +534,14 @@ static int w_dbpointer(rd_t *r) {
 }
 
 static int w_date(rd_t *r) {
+  const char *w = "$date";
   int64_t ms;
   size_t at;
   int rc;
   dtx__ejr_ws(r);
   char c = r->i < r->n ? r->s[r->i] : 0;
   if (c == '"') {
-    if ((rc = str(r, &at)) || (rc = iso_date(r, at, &ms)))
+    if ((rc = str_in(r, &at, w)) || (rc = iso_date(r, at, &ms)))
       return rc;
   } else if (c == '{') {
     if ((rc = number_long_obj(r, &ms, "$date")))
@@ -619,7 +628,7 @@ int dtx__ejr_wrapper(rd_t *r, const char *name, size_t len, size_t type_at,
     t = BSON_TYPE_SYMBOL;
   } else if (!strcmp(name, "$numberInt") || !strcmp(name, "$numberLong")) {
     int is32 = name[7] == 'I';
-    if ((rc = str(r, &vat)) ||
+    if ((rc = str_in(r, &vat, name)) ||
         (rc = tmp_int(r, vat, is32 ? INT32_MIN : INT64_MIN,
                       is32 ? INT32_MAX : INT64_MAX, &v, name)))
       return rc;
@@ -629,16 +638,20 @@ int dtx__ejr_wrapper(rd_t *r, const char *name, size_t len, size_t type_at,
       dtx__ejr_put64(&r->out, (uint64_t)v);
     t = is32 ? BSON_TYPE_INT32 : BSON_TYPE_INT64;
   } else if (!strcmp(name, "$numberDouble")) {
-    if ((rc = str(r, &vat)) || (rc = w_number_double(r, vat)))
+    if ((rc = str_in(r, &vat, name)) || (rc = w_number_double(r, vat)))
       return rc;
     t = BSON_TYPE_DOUBLE;
   } else if (!strcmp(name, "$numberDecimal")) {
     bson_decimal128_t dec;
-    if ((rc = str(r, &vat)))
+    if ((rc = str_in(r, &vat, name)))
       return rc;
-    if ((r->tmp.n && memchr(r->tmp.p, 0, r->tmp.n)) || r->tmp.n > 100 ||
-        !bson_decimal128_from_string_w_len(r->tmp.n ? r->tmp.p : "",
-                                           (int)r->tmp.n, &dec))
+    size_t dn = r->tmp.n;
+    /* libbson's reader looks past len for "NaN"/"Inf": give it a NUL */
+    put8(&r->tmp, 0);
+    if (r->tmp.oom)
+      return dtx__ejr_err(r, vat, "out of memory");
+    if (memchr(r->tmp.p, 0, dn) || dn > 100 ||
+        !bson_decimal128_from_string_w_len(r->tmp.p, (int)dn, &dec))
       return dtx__ejr_err(r, vat, "%s: not a Decimal128", name);
     dtx__ejr_put64(&r->out, dec.low);
     dtx__ejr_put64(&r->out, dec.high);

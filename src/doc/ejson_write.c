@@ -8,7 +8,8 @@
  *
  * Doubles print in the shortest form that reads back to the same double
  * (the fewest significant digits, 1..17, for which strtod gives the same
- * bits: a binary search, since more digits never stop round-tripping).
+ * bits: a binary search, since more digits never stop round-tripping),
+ * laid out as Python's repr (1500.0, 0.0001, 1e-05, 1e+16).
  * In relaxed mode a finite double is a JSON number, and one that would
  * print as an integer gets ".0" so that it reads back as a double, not an
  * int32 (the spec's relaxed form); -0.0 stays "-0.0".  Non-finite doubles
@@ -82,24 +83,73 @@ static void put_str(wr_t *w, const char *s, size_t n) {
   putc_(w, '"');
 }
 
-/* The shortest "%.*g" of d that strtod reads back as d. */
-static void fmt_double(double d, char out[32]) {
+/* The shortest decimal digits of d (finite) that strtod reads back as d,
+ * laid out as Python's repr does: fixed notation for exponents -4..15,
+ * else d.ddde+XX; an integral fixed form gets ".0". */
+static void fmt_double(double d, char out[40]) {
+  char e[40];
   int lo = 1, hi = 17;
   while (lo < hi) {
     int mid = (lo + hi) / 2;
-    snprintf(out, 32, "%.*g", mid, d);
-    if (strtod(out, NULL) == d)
+    snprintf(e, sizeof e, "%.*e", mid - 1, d);
+    if (strtod(e, NULL) == d)
       hi = mid;
     else
       lo = mid + 1;
   }
-  snprintf(out, 32, "%.*g", lo, d);
-  if (!strpbrk(out, ".en")) /* integral: keep it a double */
-    strcat(out, ".0");
+  snprintf(e, sizeof e, "%.*e", lo - 1, d);
+  /* e is [-]D[.DDD]e(+|-)XX: split into sign, digits and exponent */
+  char dig[20];
+  int nd = 0, neg = e[0] == '-';
+  const char *p = e + neg;
+  for (; *p != 'e'; p++)
+    if (*p != '.')
+      dig[nd++] = *p;
+  int x = atoi(p + 1);
+  while (nd > 1 && dig[nd - 1] == '0') /* "%.0e" keeps no extra zeros, */
+    nd--;                               /* but be safe */
+  char *o = out;
+  if (neg)
+    *o++ = '-';
+  if (x >= -4 && x < 16) {
+    if (x < 0) {
+      *o++ = '0';
+      *o++ = '.';
+      for (int k = -1; k > x; k--)
+        *o++ = '0';
+      memcpy(o, dig, (size_t)nd);
+      o += nd;
+    } else {
+      for (int k = 0; k <= x; k++)
+        *o++ = k < nd ? dig[k] : '0';
+      *o++ = '.';
+      if (nd > x + 1) {
+        memcpy(o, dig + x + 1, (size_t)(nd - x - 1));
+        o += nd - x - 1;
+      } else
+        *o++ = '0';
+    }
+    *o = '\0';
+  } else {
+    *o++ = dig[0];
+    if (nd > 1) {
+      *o++ = '.';
+      memcpy(o, dig + 1, (size_t)nd - 1);
+      o += nd - 1;
+    }
+    int ax = x < 0 ? -x : x; /* at most 324 */
+    *o++ = 'e';
+    *o++ = x < 0 ? '-' : '+';
+    if (ax >= 100)
+      *o++ = (char)('0' + ax / 100);
+    *o++ = (char)('0' + ax / 10 % 10);
+    *o++ = (char)('0' + ax % 10);
+    *o = '\0';
+  }
 }
 
 static void put_double(wr_t *w, double d) {
-  char t[32];
+  char t[40];
   if (isnan(d) || isinf(d)) {
     puts_(w, "{\"$numberDouble\":\"");
     puts_(w, isnan(d) ? "NaN" : d > 0 ? "Infinity" : "-Infinity");
