@@ -6,7 +6,7 @@
  * every alias and number, Date/ObjectId/Timestamp/binData in their own
  * brackets, MinKey/MaxKey, regex operands and stored regex values, $mod
  * with every numeric type.  Rows are (filter, document, expected match)
- * in Extended JSON v2 (libbson's reader, bson_new_from_json), with ' for
+ * in Extended JSON v2 (bejson's reader, dtx__ejson_read), with ' for
  * ".  Semantics from MongoDB's manual ("Comparison/Sort Order", "$type",
  * "$mod", "$regex", "$in") and its matcher's documented behaviour. */
 #include "testlib.h"
@@ -22,54 +22,21 @@ typedef struct row {
   int want;
 } row_t;
 
-/* libbson's reader takes "$type", "$regex" and "$options" for legacy
- * Extended JSON ({"$binary": ..., "$type": ...}, {"$regex": ...,
- * "$options": ...}), so the rows' operators of those names are read
- * under a stand-in name of the same length and renamed in the bytes. */
-static const char *const renamed[] = {"$type", "$regex", "$options"};
-
-/* "$type" (with its quotes) becomes "#type" in the text. */
-static void rename_keys(char *s) {
-  for (size_t k = 0; k < sizeof renamed / sizeof renamed[0]; k++) {
-    char quoted[16];
-    snprintf(quoted, sizeof quoted, "\"%s\"", renamed[k]);
-    for (char *p = s; (p = strstr(p, quoted)) != NULL; p++)
-      p[1] = '#';
-  }
-}
-
-/* Extended JSON with ' for " into a new bson_t; aborts on bad input
- * (tables are trusted). */
+/* Extended JSON with ' for " into a new bson_t (dtx__ejson_read);
+ * aborts on bad input (tables are trusted). */
 static bson_t *X(const char *text) {
   char *s = strdup(text);
-  bson_error_t e;
   if (!s)
     abort();
   for (char *p = s; *p; p++)
     if (*p == '\'')
       *p = '"';
-  rename_keys(s);
-  bson_t *b = bson_new_from_json((const uint8_t *)s, -1, &e);
-  if (!b) {
-    fprintf(stderr, "test EJSON error in %s: %s\n", text, e.message);
+  bson_t *b = bson_new();
+  if (dtx__ejson_read(s, strlen(s), b)) {
+    fprintf(stderr, "test EJSON error in %s: %s\n", text, dtx_errdetail());
     abort();
   }
   free(s);
-  /* back to '$' in the keys: every "#type\0" (...) in the bytes */
-  uint8_t *d = bson_destroy_with_steal(b, true, &(uint32_t){0});
-  uint32_t len;
-  memcpy(&len, d, 4);
-  for (uint32_t i = 0; i + 1 < len; i++)
-    for (size_t k = 0; k < sizeof renamed / sizeof renamed[0]; k++) {
-      size_t n = strlen(renamed[k]);
-      if (d[i] == '#' && i + n < len && !memcmp(d + i + 1, renamed[k] + 1, n - 1) &&
-          d[i + n] == 0)
-        d[i] = '$';
-    }
-  b = bson_new_from_data(d, len);
-  bson_free(d);
-  if (!b)
-    abort();
   return b;
 }
 
