@@ -195,6 +195,17 @@ static const row_t extreme_rows[] = {
     {"{'a':" MINK "}", "{}", 0},
     {"{'a':{'$in':[" MAXK "]}}", "{'a':[1," MAXK "]}", 1},
     {"{'a':{'$ne':" MAXK "}}", "{'a':1}", 1},
+    /* MongoDB 8.0: null equality no longer matches undefined */
+    {"{'a':null}", "{'a':{'$undefined':true}}", 0},
+    {"{'a':null}", "{'a':[1,{'$undefined':true}]}", 0},
+    {"{'a':{'$in':[null,2]}}", "{'a':{'$undefined':true}}", 0},
+    {"{'a':{'$in':[null,2]}}", "{}", 1},
+    {"{'a':{'$ne':null}}", "{'a':{'$undefined':true}}", 1},
+    {"{'a':{'$undefined':true}}", "{'a':{'$undefined':true}}", 1},
+    {"{'a':{'$undefined':true}}", "{'a':null}", 0},
+    {"{'a':{'$undefined':true}}", "{}", 0},
+    {"{'a':{'$in':[{'$undefined':true}]}}", "{'a':{'$undefined':true}}", 1},
+    {"{'a':{'$lte':null}}", "{'a':{'$undefined':true}}", 1},
 };
 
 /* ---- regexes: operands and stored values ----------------------------------- */
