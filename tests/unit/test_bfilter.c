@@ -14,6 +14,7 @@
 #include "doc/bdoc.h"
 #include "doc/bfilter.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -392,6 +393,49 @@ static void test_pos(void) {
   }
 }
 
+/* Many threads share one compiled filter (matching writes nothing). */
+typedef struct tharg {
+  const dtx__bfilter_t *f;
+  const bson_t *yes, *no;
+  int errors;
+} tharg_t;
+
+static void *match_thread(void *p) {
+  tharg_t *a = p;
+  for (int i = 0; i < 20000; i++) {
+    if (dtx__bfilter_match(a->f, bson_get_data(a->yes), a->yes->len) != 1)
+      a->errors++;
+    if (dtx__bfilter_match(a->f, bson_get_data(a->no), a->no->len) != 0)
+      a->errors++;
+  }
+  return NULL;
+}
+
+static void test_threads(void) {
+  bson_t *spec = X("{'changes':{'$elemMatch':{'account':'B','amount':{'$lt':"
+                   DEC("0") "}}},'state':{'$in':['a'," RE("^b", "") ",'c']},"
+                   "'x':{'$ne':1}}");
+  bson_t *yes = X("{'changes':[{'account':'B','amount':" LONG("-1") "}],"
+                  "'state':'bb'}");
+  bson_t *no = X("{'changes':[{'account':'B','amount':1}],'state':'b'}");
+  dtx__bfilter_t *f = NULL;
+  REQUIRE(dtx__bfilter_compile(spec, &f) == 0);
+  bson_destroy(spec);
+  tharg_t args[4];
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++) {
+    args[i] = (tharg_t){f, yes, no, 0};
+    pthread_create(&th[i], NULL, match_thread, &args[i]);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(th[i], NULL);
+    CHECK(args[i].errors == 0);
+  }
+  dtx__bfilter_free(f);
+  bson_destroy(yes);
+  bson_destroy(no);
+}
+
 static void test_count(void) {
   size_t n = 0;
 #define ADD(t) n += sizeof t / sizeof t[0]
@@ -407,6 +451,7 @@ int main(void) {
   TEST_RUN(test_bad);
   TEST_RUN(test_bad_bytes);
   TEST_RUN(test_pos);
+  TEST_RUN(test_threads);
   TEST_RUN(test_count);
   return TEST_DONE();
 }
