@@ -309,9 +309,27 @@ static int spec_paths(const char *name, const json_t *spec, const json_t *doc,
   return bad;
 }
 
+/* JSON -> BSON -> JSON must be the identity on v (an object or array). */
+static int round_trip(const char *name, const char *what, const json_t *v) {
+  bson_t b = BSON_INITIALIZER;
+  int ok = dtx__bson_from_json(v, &b) == 0 && bdiff_same(v, bson_get_data(&b), b.len);
+  if (!ok) {
+    char *t = show_json(v);
+    fprintf(stderr, "bdiff %s: the bridge's round trip changed the %s %s\n",
+            name, what, t);
+    free(t);
+  }
+  bson_destroy(&b);
+  return !ok;
+}
+
 int bdiff_walk_spec(const char *name, const json_t *spec, const json_t *doc,
                     size_t *walks) {
+  int bad = 0;
+  if (json_is_object(spec) || json_is_array(spec))
+    bad += round_trip(name, "spec", spec);
   if (!json_is_object(doc) && !json_is_array(doc))
-    return 0;
-  return spec_paths(name, spec, doc, walks);
+    return bad;
+  bad += round_trip(name, "document", doc);
+  return bad + spec_paths(name, spec, doc, walks);
 }

@@ -64,8 +64,10 @@ int bdiff_get(const json_t *doc, const char *path, char *why, size_t whylen);
  * '$', at the top and inside $and/$or/$nor; an $elemMatch operand's paths
  * are relative to array elements and are not followed), run over doc
  * through bdiff_walk in the three leaf modes and through bdiff_get.
- * Returns the number that differed (each printed on stderr with `name`)
- * and adds the number run to *walks when walks is not NULL. */
+ * The spec and the document also make the bridge's round trip (JSON ->
+ * BSON -> JSON, the identity).  Returns the number of differences (each
+ * printed on stderr with `name`) and adds the walks run to *walks when
+ * walks is not NULL. */
 int bdiff_walk_spec(const char *name, const json_t *spec, const json_t *doc,
                     size_t *walks);
 
