@@ -2,6 +2,8 @@
 #include "testlib.h"
 
 #include "bdiff.h"
+#include "bfilterdiff.h"
+
 #include "doc/doc.h"
 
 #include <string.h>
@@ -91,6 +93,8 @@ void dtx_t_filter_table(const char *name, const dtx_t_fcase_t *t, size_t n) {
       CHECK(dtx__filter_error(f) == 0);
     }
     dtx__filter_free(f);
+    /* The BSON engine must answer every row the same (bfilterdiff.h). */
+    dtx_t_bfilter_row(name, i, spec, doc);
     /* The BSON engine's path leg: every path the filter names walks the
      * row's document the same in both engines (tests/common/bdiff.c). */
     CHECKF(bdiff_walk_spec(name, spec, doc, &dtx_t_bpath_walks) == 0,
