@@ -162,11 +162,13 @@ static int slice_arg(const char *path, const dtx__bval_t *a, special_t *s) {
   if (a->type == BSON_TYPE_ARRAY) {
     uint32_t len, off = 0, n = 0;
     const uint8_t *d = dtx__bval_doc(a, &len);
-    dtx__belem_t e[2];
-    int ok = 1;
-    while (dtx__belem_next(d, len, &off, &e[n < 2 ? n : 1]))
-      ok &= ++n <= 2;
-    if (ok && n == 2 && int_of(&e[0].v, &x) && int_of(&e[1].v, &y) && y > 0) {
+    dtx__belem_t e[2], el;
+    /* el, not e[n]: the reader's last call marks its element as the end */
+    while (dtx__belem_next(d, len, &off, &el))
+      if (n++ < 2)
+        e[n - 1] = el;
+    int ok = n == 2;
+    if (ok && int_of(&e[0].v, &x) && int_of(&e[1].v, &y) && y > 0) {
       s->skip = x;
       s->limit = y;
       return 0;

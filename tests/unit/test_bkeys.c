@@ -166,8 +166,8 @@ static const lv_t ladder[] = {
     STR("\xc3\xa9"),
     /* objects: field by field (type, name, value), shorter first */
     OBJ("{}"),
+    OBJ("{\"a\":null}"), /* the value's type before the name */
     OBJ("{\"\":1}"),
-    OBJ("{\"a\":null}"),
     OBJ("{\"a\":1}"),
     T(V_JSON, 0, 0, "{\"a\":1.0}", 0, NULL),
     OBJ("{\"a\":1,\"b\":1}"),
