@@ -55,13 +55,16 @@ static bson_t *bson_of(const json_t *v, bson_t *b) {
  * returns the array of their _id (or NULL on error, rc in *rc). */
 static json_t *bson_sort_ids(const json_t *docs, const json_t *sort, int *rc) {
   size_t n = json_array_size(docs);
-  bson_t *b = calloc(n ? n : 1, sizeof *b), spec;
+  /* bson_new, not an array of bson_t: libbson declares bson_t with
+   * 128-byte alignment, which calloc does not give (UBSan) */
+  bson_t **b = calloc(n ? n : 1, sizeof *b), spec;
   dtx__bval_t *v = calloc(n ? n : 1, sizeof *v);
   json_t *ids = NULL;
   for (size_t i = 0; i < n; i++) {
-    if (!bson_of(json_array_get(docs, i), &b[i]))
+    b[i] = bson_new();
+    if (dtx__bson_from_json(json_array_get(docs, i), b[i]))
       abort();
-    v[i] = dtx__bval_of_doc(bson_get_data(&b[i]), b[i].len);
+    v[i] = dtx__bval_of_doc(bson_get_data(b[i]), b[i]->len);
   }
   if (!bson_of(sort, &spec))
     abort();
@@ -81,7 +84,7 @@ static json_t *bson_sort_ids(const json_t *docs, const json_t *sort, int *rc) {
   }
   bson_destroy(&spec);
   for (size_t i = 0; i < n; i++)
-    bson_destroy(&b[i]);
+    bson_destroy(b[i]);
   free(b);
   free(v);
   return ids;
