@@ -80,6 +80,19 @@ void dtx__bproj_free(dtx__bproj_t *p);
 int dtx__bproj_apply(const dtx__bproj_t *p, const uint8_t *doc, uint32_t len,
                      bson_t *out);
 
+/* As dtx__proj_apply_at: f (the query, compiled by bfilter.h; may be
+ * NULL) gives "path.$" its position by matching matched[0..mlen) (NULL:
+ * doc itself); same errors and details. */
+struct dtx__bfilter;
+int dtx__bproj_apply_at(const dtx__bproj_t *p, const uint8_t *doc,
+                        uint32_t len, const struct dtx__bfilter *f,
+                        const uint8_t *matched, uint32_t mlen, bson_t *out);
+
+/* As dtx__proj_check_query: every "path.$" must have its array field
+ * named by the filter document filter[0..flen) (NULL: none named). */
+int dtx__bproj_check_query(const dtx__bproj_t *p, const uint8_t *filter,
+                           uint32_t flen);
+
 /* Compiles and applies in one go (dtx__project). */
 int dtx__bproject(const uint8_t *doc, uint32_t len, const uint8_t *spec,
                   uint32_t slen, bson_t *out);

@@ -16,6 +16,7 @@
  */
 #include "doc/bproj.h"
 
+#include "doc/bfilter.h"
 #include "util/assert.h"
 #include "util/err.h"
 
@@ -29,7 +30,7 @@ typedef struct special {
   const char *path;   /* the array field (without ".$"), in the arena */
   int64_t skip;       /* SLICE: elements to skip (negative: from the end) */
   int64_t limit;      /* SLICE: elements to keep */
-  const dtx__bval_t *em; /* ELEMMATCH: the operand (not yet matched) */
+  dtx__bfilter_t *em; /* ELEMMATCH: {path: {$elemMatch: ...}} */
 } special_t;
 
 /* A segment of the path tree.  kids is a list through next. */
@@ -53,6 +54,8 @@ struct dtx__bproj {
 void dtx__bproj_free(dtx__bproj_t *p) {
   if (!p)
     return;
+  for (size_t i = 0; i < p->nsp; i++)
+    dtx__bfilter_free(p->sp[i].em);
   dtx__arena_free(&p->arena);
   free(p);
 }
@@ -180,7 +183,7 @@ static int slice_arg(const char *path, const dtx__bval_t *a, special_t *s) {
 }
 
 /* Parses one {path: {$op: arg}} entry, as project.c's parse_op. */
-static int parse_op(dtx__bproj_t *p, const char *path, const dtx__bval_t *v,
+static int parse_op(const char *path, const dtx__bval_t *v,
                     special_t *s) {
   uint32_t len, off = 0;
   const uint8_t *d = dtx__bval_doc(v, &len);
@@ -203,16 +206,19 @@ static int parse_op(dtx__bproj_t *p, const char *path, const dtx__bval_t *v,
       return dtx__err(DTX_EBADQUERY,
                       "projection: $elemMatch for %s needs an object", path);
     s->kind = SP_ELEMMATCH;
-    dtx__bval_t *em = dtx__arena_alloc(&p->arena, sizeof *em);
-    if (!em)
-      return dtx__err(DTX_ENOMEM, "out of memory compiling projection");
-    *em = op.v; /* a view into the arena's copy of the spec */
-    s->em = em;
-    /* The BSON filter (branch bfilter) compiles and matches it; until it
-     * is merged, $elemMatch in a projection is refused. */
-    return dtx__err(DTX_EBADQUERY,
-                    "projection: $elemMatch at %s needs the BSON filter",
-                    path);
+    /* {path: {$elemMatch: arg}}, compiled by the BSON filter, as
+     * project.c compiles it with the json_t one */
+    bson_t f = BSON_INITIALIZER, in, arg;
+    uint32_t alen;
+    const uint8_t *a = dtx__bval_doc(&op.v, &alen);
+    int ok = bson_init_static(&arg, a, alen) &&
+             bson_append_document_begin(&f, path, -1, &in) &&
+             bson_append_document(&in, "$elemMatch", -1, &arg) &&
+             bson_append_document_end(&f, &in);
+    int rc = ok ? dtx__bfilter_compile(&f, &s->em)
+                : dtx__err(DTX_ENOMEM, "out of memory compiling projection");
+    bson_destroy(&f);
+    return rc ? dtx__err_wrap(rc, "projection $elemMatch") : 0;
   }
   if (!strcmp(op.key, "$meta"))
     return dtx__err(DTX_EBADQUERY, "projection: unsupported operator $meta "
@@ -264,8 +270,11 @@ static int proj_parse(dtx__bproj_t *p, const uint8_t *spec, uint32_t slen) {
       continue;
     }
     if (e.v.type == BSON_TYPE_DOCUMENT) {
-      if ((rc = parse_op(p, path, &e.v, s)))
+      if ((rc = parse_op(path, &e.v, s))) {
+        dtx__bfilter_free(s->em);
+        s->em = NULL;
         return rc;
+      }
       has_em |= s->kind == SP_ELEMMATCH;
       p->nsp++;
       continue;
@@ -343,6 +352,8 @@ typedef struct writer {
   dtx__buf_t b;
   const size_t *pos; /* per operator: the matched position, or SIZE_MAX */
   const dtx__bproj_t *p;
+  const special_t *bad; /* a positional $ whose field held no element */
+  char *hit;            /* per operator: its field was met */
 } writer_t;
 
 static size_t doc_begin(writer_t *w, bson_type_t t, const char *key,
@@ -450,8 +461,12 @@ static int write_special(writer_t *w, const dtx__belem_t *f,
                          const pnode_t *node) {
   const special_t *s = node->sp;
   size_t i = (size_t)(s - w->p->sp), pos = w->pos[i], n;
-  if (f->v.type != BSON_TYPE_ARRAY)
-    return s->kind == SP_SLICE ? 1 : s->kind == SP_ELEMMATCH ? 0 : 1;
+  w->hit[i] = 1;
+  if (f->v.type != BSON_TYPE_ARRAY) {
+    if (s->kind == SP_POSITIONAL && !w->bad)
+      w->bad = s;
+    return s->kind == SP_SLICE; /* $slice leaves other values alone */
+  }
   n = count_elems(&f->v);
   switch (s->kind) {
   case SP_SLICE: {
@@ -467,8 +482,11 @@ static int write_special(writer_t *w, const dtx__belem_t *f,
     return 0;
   }
   default: /* ELEMMATCH, POSITIONAL: one element, or none */
-    if (pos >= n)
-      return s->kind == SP_ELEMMATCH ? 0 : 1;
+    if (pos >= n) {
+      if (s->kind == SP_POSITIONAL && !w->bad)
+        w->bad = s;
+      return 0;
+    }
     put_range(w, f, node, pos, pos + 1);
     return 0;
   }
@@ -503,28 +521,51 @@ static void project_obj(writer_t *w, const dtx__bval_t *obj,
   }
 }
 
-/* Positions of the operators that pick one element: $elemMatch's first
- * matching element (not yet: needs the BSON filter), and the positional
- * $ (needs the query: without one it fails, as project.c without f). */
-static int positions(const dtx__bproj_t *p, size_t *pos) {
+/* Positions of the operators that pick one element, in the spec's order
+ * (so the first error is project.c's): $elemMatch's first matching
+ * element of doc, and the element of the query's match on matched (the
+ * positional $; without a query it fails, as project.c without f). */
+static int positions(const dtx__bproj_t *p, const uint8_t *doc, uint32_t len,
+                     const dtx__bfilter_t *f, const uint8_t *matched,
+                     uint32_t mlen, size_t *pos) {
   for (size_t i = 0; i < p->nsp; i++) {
+    const special_t *s = &p->sp[i];
     pos[i] = SIZE_MAX;
-    if (p->sp[i].kind == SP_POSITIONAL)
-      return dtx__err(DTX_EBADQUERY,
-                      "projection %s.$: the query did not match an element "
-                      "of an array", p->sp[i].path);
+    if (s->kind == SP_ELEMMATCH &&
+        !dtx__bfilter_match_pos(s->em, doc, len, &pos[i])) {
+      int rc = dtx__bfilter_error(s->em);
+      if (rc)
+        return rc;
+      pos[i] = SIZE_MAX;
+    } else if (s->kind == SP_POSITIONAL &&
+               (!f || !dtx__bfilter_match_pos(f, matched, mlen, &pos[i]) ||
+                pos[i] == SIZE_MAX)) {
+      int rc = f ? dtx__bfilter_error(f) : 0;
+      return rc ? rc
+                : dtx__err(DTX_EBADQUERY,
+                           "projection %s.$: the query did not match an "
+                           "element of an array", s->path);
+    }
   }
   return 0;
 }
 
-int dtx__bproj_apply(const dtx__bproj_t *p, const uint8_t *doc, uint32_t len,
-                     bson_t *out) {
+int dtx__bproj_apply_at(const dtx__bproj_t *p, const uint8_t *doc,
+                        uint32_t len, const dtx__bfilter_t *f,
+                        const uint8_t *matched, uint32_t mlen, bson_t *out) {
   size_t small[8], *pos = p->nsp <= 8 ? small : malloc(p->nsp * sizeof *pos);
-  writer_t w = {{0}, pos, p};
+  char hits[8] = {0}, *hit = p->nsp <= 8 ? hits : calloc(p->nsp, 1);
+  writer_t w = {{0}, pos, p, NULL, hit};
   int rc;
-  if (!pos)
-    return dtx__err(DTX_ENOMEM, "out of memory applying projection");
-  if ((rc = positions(p, pos)))
+  if (!pos || !hit) {
+    rc = dtx__err(DTX_ENOMEM, "out of memory applying projection");
+    goto done;
+  }
+  if (!matched) {
+    matched = doc;
+    mlen = len;
+  }
+  if ((rc = positions(p, doc, len, f, matched, mlen, pos)))
     goto done;
   if (p->empty) {
     dtx__buf_put(&w.b, doc, len);
@@ -534,9 +575,20 @@ int dtx__bproj_apply(const dtx__bproj_t *p, const uint8_t *doc, uint32_t len,
     project_obj(&w, &root, &p->root, 1);
     doc_end(&w, at);
   }
-  /* A positional $ whose field was not reached fails, as in project.c
-   * (holder or array missing): nothing to do until positions() can
-   * succeed with the BSON filter. */
+  /* A positional $ whose field was not an array holding the matched
+   * position, or was not reached through objects, fails as in project.c
+   * (no holder, no array, or the position past its end). */
+  for (size_t i = 0; !w.bad && i < p->nsp; i++)
+    if (p->sp[i].kind == SP_POSITIONAL && !hit[i])
+      w.bad = &p->sp[i];
+  if (w.bad) {
+    size_t i = (size_t)(w.bad - p->sp);
+    rc = dtx__err(DTX_EBADQUERY,
+                  "projection %s.$: the matched position %zu is not an "
+                  "element of an array at %s",
+                  w.bad->path, pos[i], w.bad->path);
+    goto done;
+  }
   uint8_t *dst;
   if (w.b.oom || w.b.n > UINT32_MAX) {
     rc = dtx__err(DTX_ENOMEM, "out of memory applying projection");
@@ -553,7 +605,58 @@ done:
   free(w.b.p);
   if (pos != small)
     free(pos);
+  if (hit != hits)
+    free(hit);
   return rc;
+}
+
+int dtx__bproj_apply(const dtx__bproj_t *p, const uint8_t *doc, uint32_t len,
+                     bson_t *out) {
+  return dtx__bproj_apply_at(p, doc, len, NULL, NULL, 0, out);
+}
+
+/* Whether the filter document names path (or a path below it) at its top
+ * level or inside $and/$or/$nor, as project.c's names_path. */
+static int names_path(const uint8_t *d, uint32_t len, const char *path,
+                      int depth) {
+  size_t n = strlen(path);
+  uint32_t off = 0;
+  dtx__belem_t e;
+  if (depth > 100)
+    return 0;
+  while (dtx__belem_next(d, len, &off, &e)) {
+    if (!strcmp(e.key, "$and") || !strcmp(e.key, "$or") ||
+        !strcmp(e.key, "$nor")) {
+      if (e.v.type != BSON_TYPE_ARRAY)
+        continue;
+      uint32_t alen, aoff = 0;
+      const uint8_t *a = dtx__bval_doc(&e.v, &alen);
+      dtx__belem_t x;
+      while (dtx__belem_next(a, alen, &aoff, &x)) {
+        uint32_t xl;
+        const uint8_t *xd;
+        if (x.v.type == BSON_TYPE_DOCUMENT &&
+            (xd = dtx__bval_doc(&x.v, &xl), names_path(xd, xl, path,
+                                                       depth + 1)))
+          return 1;
+      }
+    } else if (!strncmp(e.key, path, n) &&
+               (e.key[n] == '\0' || e.key[n] == '.')) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+int dtx__bproj_check_query(const dtx__bproj_t *p, const uint8_t *filter,
+                           uint32_t flen) {
+  for (size_t i = 0; i < p->nsp; i++)
+    if (p->sp[i].kind == SP_POSITIONAL &&
+        !(filter && names_path(filter, flen, p->sp[i].path, 0)))
+      return dtx__err(DTX_EBADQUERY,
+                      "projection %s.$: the query must name the array field "
+                      "%s", p->sp[i].path, p->sp[i].path);
+  return 0;
 }
 
 int dtx__bproject(const uint8_t *doc, uint32_t len, const uint8_t *spec,
