@@ -36,7 +36,8 @@
  *            sign bit flipped, big-endian; Timestamp as uint64 big-endian;
  *            regex pattern and flags each then 0x00 (a cstring holds no
  *            NUL); code as a string; code with scope: code, then scope as
- *            an object; dbPointer: the string, then the ObjectId.
+ *            an object; dbPointer: its payload's size (4 bytes big-endian)
+ *            then the payload, as dtx__bval_cmp compares it.
  */
 #include "doc/bproj.h"
 
@@ -363,10 +364,11 @@ static void put_value(dtx__buf_t *b, const dtx__bval_t *v) {
     dtx__buf_put(b, p + pl + 1, strlen((const char *)p + pl + 1) + 1);
     return;
   }
-  case BSON_TYPE_DBPOINTER: {
-    uint32_t sl = le32(p); /* with its NUL */
-    put_str(b, (const char *)p + 4, sl ? sl - 1 : 0);
-    dtx__buf_put(b, p + 4 + sl, 12);
+  case BSON_TYPE_DBPOINTER: { /* as dtx__bval_cmp: size, then bytes */
+    uint8_t be[4] = {(uint8_t)(v->len >> 24), (uint8_t)(v->len >> 16),
+                     (uint8_t)(v->len >> 8), (uint8_t)v->len};
+    dtx__buf_put(b, be, 4);
+    dtx__buf_put(b, p, v->len);
     return;
   }
   case BSON_TYPE_CODEWSCOPE: {

@@ -217,6 +217,16 @@ static const lv_t ladder[] = {
     RE("a", "i"),
     RE("a", "m"),
     RE("ab", ""),
+    /* after regex, as MongoDB's canonical types: dbPointer (by payload
+     * size, then bytes), JavaScript, JavaScript with scope */
+    {0, V_DBPTR, 0, 0, "", 0, NULL},
+    {0, V_DBPTR, 0, 0, "a", 0, NULL},
+    {0, V_DBPTR, 0, 0, "b", 0, NULL},
+    {0, V_CODE, 0, 0, "", 0, NULL},
+    {0, V_CODE, 0, 0, "a", 0, NULL},
+    {0, V_CODE, 0, 0, "ab", 0, NULL},
+    {0, V_CODEWS, 0, 0, "a", 0, NULL},
+    {0, V_CODEWS, 0, 0, "b", 0, NULL},
     {0, V_MAXKEY, 0, 0, NULL, 0, NULL},
 };
 
