@@ -166,7 +166,10 @@ int dtx__bson_to_json(const uint8_t *doc, uint32_t len, int as_array,
 
 /* One value each way: a view of v needs a home, so from_json appends it
  * under key "v" to *holder and returns its view in *out; to_json returns
- * a new json_t. */
+ * a new json_t.  (bcore: *out points into holder's buffer, which the
+ * next append may move: take every view after the last append, e.g. by
+ * walking holder with dtx__belem_next.  to_json of a missing value, type
+ * 0, is DTX_EINVAL.) */
 int dtx__bval_from_json(const json_t *v, bson_t *holder, dtx__bval_t *out);
 int dtx__bval_to_json(const dtx__bval_t *v, json_t **out);
 

@@ -1,6 +1,7 @@
 /* testlib.c -- the test harness behind testlib.h. */
 #include "testlib.h"
 
+#include "bdiff.h"
 #include "bfilterdiff.h"
 
 #include "doc/doc.h"
@@ -9,6 +10,7 @@
 
 int dtx_t_failed, dtx_t_checks, dtx_t_tests_failed, dtx_t_tests;
 const char *dtx_t_current = "";
+size_t dtx_t_bpath_walks;
 
 void dtx_t_run(const char *name, void (*fn)(void)) {
   int before = dtx_t_failed;
@@ -24,6 +26,8 @@ void dtx_t_run(const char *name, void (*fn)(void)) {
 }
 
 int dtx_t_done(void) {
+  if (dtx_t_bpath_walks)
+    printf("%zu path walks through both engines\n", dtx_t_bpath_walks);
   printf("%d checks, %d failed checks\n", dtx_t_checks, dtx_t_failed);
   printf("%d passed, %d failed\n", dtx_t_tests - dtx_t_tests_failed,
          dtx_t_tests_failed);
@@ -91,6 +95,12 @@ void dtx_t_filter_table(const char *name, const dtx_t_fcase_t *t, size_t n) {
     dtx__filter_free(f);
     /* The BSON engine must answer every row the same (bfilterdiff.h). */
     dtx_t_bfilter_row(name, i, spec, doc);
+    /* The BSON engine's path leg: every path the filter names walks the
+     * row's document the same in both engines (tests/common/bdiff.c). */
+    CHECKF(bdiff_walk_spec(name, spec, doc, &dtx_t_bpath_walks) == 0,
+           "%s[%zu] paths of %s differ between the engines", name, i,
+           t[i].filter);
+>>>>>>> bcore
     json_decref(spec);
     json_decref(doc);
   }

@@ -9,6 +9,7 @@
  */
 #include "testlib.h"
 
+#include "bdiff.h"
 #include "doc/doc.h"
 #include "doc/bdoc.h"
 
@@ -115,6 +116,11 @@ static void test_order(void) {
            order_cases[i].b, ab, want);
     CHECKF(ba == -want, "cmp(%s, %s) = %d, want %d", order_cases[i].b,
            order_cases[i].a, ba, -want);
+    /* the BSON engine's leg (tests/common/bdiff.c) */
+    int bab = 9, bba = 9;
+    CHECK(bdiff_cmp(a, b, &bab) == 0 && bdiff_cmp(b, a, &bba) == 0);
+    CHECKF(bab == want && bba == -want, "bson cmp(%s, %s) = %d/%d, want %d",
+           order_cases[i].a, order_cases[i].b, bab, bba, want);
     json_decref(a);
     json_decref(b);
   }
@@ -202,6 +208,10 @@ static void test_ladder(void) {
              ladder[j].v, got, want);
       CHECKF(dtx__value_cmp(v[j], v[i]) == -want, "cmp(%s, %s) asymmetric",
              ladder[j].v, ladder[i].v);
+      int bij = 9, bji = 9;
+      CHECK(bdiff_cmp(v[i], v[j], &bij) == 0 && bdiff_cmp(v[j], v[i], &bji) == 0);
+      CHECKF(bij == want && bji == -want, "bson cmp(%s, %s) = %d/%d, want %d",
+             ladder[i].v, ladder[j].v, bij, bji, want);
     }
     CHECK(dtx__value_cmp(v[i], v[i]) == 0);
   }
@@ -215,6 +225,11 @@ static void test_missing_is_null(void) {
   CHECK(dtx__value_cmp(NULL, z) == -1);
   CHECK(dtx__value_cmp(z, NULL) == 1);
   CHECK(dtx__value_bracket(NULL) == 1);
+  int r = 9;
+  CHECK(bdiff_cmp(NULL, n, &r) == 0 && r == 0);
+  CHECK(bdiff_cmp(NULL, z, &r) == 0 && r == -1);
+  CHECK(bdiff_cmp(z, NULL, &r) == 0 && r == 1);
+  CHECK(bdiff_bracket(NULL) == 1);
   json_decref(z);
 }
 
@@ -237,6 +252,8 @@ static void test_bracket(void) {
     CHECKF(dtx__value_bracket(v) == bracket_cases[i].bracket,
            "bracket(%s) = %d, want %d", bracket_cases[i].v,
            dtx__value_bracket(v), bracket_cases[i].bracket);
+    CHECKF(bdiff_bracket(v) == bracket_cases[i].bracket, "bson bracket(%s)",
+           bracket_cases[i].v);
     json_decref(v);
   }
 }
@@ -284,6 +301,19 @@ static void test_parse_ok(void) {
     CHECK(w && json_typeof(w) == json_typeof(v));
     char *s2 = w ? dtx__json_dump(w) : NULL;
     CHECK(s2 && !strcmp(s, s2));
+    /* the BSON leg: over the bridge and back, the same dump */
+    bson_t h = BSON_INITIALIZER;
+    dtx__bval_t bv;
+    json_t *back = NULL;
+    char *s3 = NULL;
+    CHECK(dtx__bval_from_json(v, &h, &bv) == 0 &&
+          dtx__bval_to_json(&bv, &back) == 0 &&
+          (s3 = dtx__json_dump(back)) != NULL);
+    CHECKF(s3 && !strcmp(s3, parse_ok[i].dump), "bson dump(%s) = %s",
+           parse_ok[i].text, s3 ? s3 : "(null)");
+    free(s3);
+    json_decref(back);
+    bson_destroy(&h);
     free(s);
     free(s2);
     json_decref(v);
