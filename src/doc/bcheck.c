@@ -127,6 +127,11 @@ static uint32_t name_hash(const uint8_t *k, uint32_t id) {
 /* Inserts (id, off) unless that document already has the name: 1 when it
  * was new, 0 for a duplicate, -1 out of memory. */
 static int hash_add(walk_t *w, uint32_t id, uint32_t off) {
+  if (!w->cap) { /* first use: most documents never get here */
+    memset(w->small, 0, sizeof w->small);
+    w->tab = w->small;
+    w->cap = sizeof w->small / sizeof w->small[0];
+  }
   if ((w->used + 1) * 2 > w->cap) {
     size_t ncap = w->cap * 2;
     slot_t *nt = calloc(ncap, sizeof *nt);
@@ -392,9 +397,8 @@ int dtx__bson_check(const uint8_t *data, size_t len, int code,
     return bad(&w, 0, "shorter than 5 bytes");
   if (len > DTX__DOC_MAX)
     return bad(&w, 0, "larger than 16 MiB");
-  memset(w.small, 0, sizeof w.small);
   w.tab = w.small;
-  w.cap = sizeof w.small / sizeof w.small[0];
+  w.cap = 0;
   w.used = 0;
   int rc = walk_doc(&w);
   if (w.tab != w.small)

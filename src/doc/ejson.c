@@ -556,6 +556,11 @@ static int literal(dtx__ejr_t *r, const char *word) {
 static int value(dtx__ejr_t *r, size_t type_at) {
   if (r->out.oom) /* the type byte at type_at may not exist */
     return dtx__ejr_err(r, r->i, "out of memory");
+  /* out holds one document: past the limit already, it can only fail, so
+   * fail now rather than convert the rest of a huge text */
+  if (r->out.n > DTX__DOC_MAX)
+    return dtx__err(DTX_ELIMIT, "Extended JSON document larger than 16 MiB "
+                                "at byte %zu", r->i);
   dtx__ejr_ws(r);
   if (r->i >= r->n)
     return unexpected(r, "value expected");
