@@ -100,7 +100,6 @@ void dtx_t_filter_table(const char *name, const dtx_t_fcase_t *t, size_t n) {
     CHECKF(bdiff_walk_spec(name, spec, doc, &dtx_t_bpath_walks) == 0,
            "%s[%zu] paths of %s differ between the engines", name, i,
            t[i].filter);
->>>>>>> bcore
     json_decref(spec);
     json_decref(doc);
   }
