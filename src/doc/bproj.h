@@ -6,7 +6,8 @@
  * tables of the json_t versions run through both: test_keys.c,
  * test_sort_project.c).  Documents are checked bytes (dtx__bson_check, or
  * written by libbson) viewed as (data, len); specs (sort, projection) are
- * BSON documents too.  Conventions as bdoc.h: negative DTX_E* with a
+ * BSON documents too, and checked bytes as well: the trusting reader reads
+ * them.  Conventions as bdoc.h: negative DTX_E* with a
  * detail from dtx__err(); borrowed inputs; out-parameters the caller's. */
 #ifndef DTX_BPROJ_H
 #define DTX_BPROJ_H

@@ -17,7 +17,6 @@
 #include "doc/bproj.h"
 
 #include "doc/bfilter.h"
-#include "util/assert.h"
 #include "util/err.h"
 
 #include <stdlib.h>
@@ -118,7 +117,11 @@ static int mark_special(dtx__bproj_t *p, const special_t *s) {
     if (!kid && !(kid = pnode_new(p, cur, seg, len)))
       return dtx__err(DTX_ENOMEM, "out of memory building projection");
     if (!dot) {
-      DTX_ASSERT(!kid->sp, "bproj.one-operator-per-field");
+      /* Only a spec with a name twice gets here (JSON and checked bytes
+       * have none): refused as the json_t engine refuses its collisions. */
+      if (kid->sp)
+        return dtx__err(DTX_EINVAL, "projection path collision at %s",
+                        s->path);
       kid->sp = s;
       return 0;
     }

@@ -186,6 +186,25 @@ static void test_check_query(void) {
   bson_destroy(&p);
 }
 
+/* A spec naming a field twice (BSON can, JSON cannot): two operators on
+ * one field are a collision, not an assertion. */
+static void test_duplicate_names(void) {
+  bson_t p = BSON_INITIALIZER, op;
+  dtx__bproj_t *bp = (dtx__bproj_t *)&p;
+  for (int i = 1; i <= 2; i++) {
+    BSON_APPEND_DOCUMENT_BEGIN(&p, "a", &op);
+    BSON_APPEND_INT32(&op, "$slice", i);
+    bson_append_document_end(&p, &op);
+  }
+  CHECK_RC(dtx__bproj_compile(bson_get_data(&p), p.len, &bp), DTX_EINVAL);
+  CHECK(bp == NULL && strstr(dtx_errdetail(), "collision at a"));
+  bson_reinit(&p);
+  BSON_APPEND_INT32(&p, "a", 1);
+  BSON_APPEND_INT32(&p, "a", 1);
+  CHECK_RC(dtx__bproj_compile(bson_get_data(&p), p.len, &bp), DTX_EINVAL);
+  bson_destroy(&p);
+}
+
 /* ---- sort ---------------------------------------------------------------- */
 
 static const struct {
@@ -358,6 +377,7 @@ static void test_id_new(void) {
 int main(void) {
   TEST_RUN(test_project_types);
   TEST_RUN(test_check_query);
+  TEST_RUN(test_duplicate_names);
   TEST_RUN(test_sort_types);
   TEST_RUN(test_id_types);
   TEST_RUN(test_id_new);
