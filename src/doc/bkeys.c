@@ -579,10 +579,35 @@ static int same_key(const dtx__bkeys_t *k, size_t i, size_t j) {
   return li == lj && !memcmp(x, y, li);
 }
 
+/* Few keys (most documents): compared pairwise, nothing allocated. */
+#define DEDUPE_SMALL 16
+
 static int dedupe(dtx__bkeys_t *k) {
   size_t n = k->n, w = 0, o = 0;
   if (n < 2)
     return 0;
+  char keep_small[DEDUPE_SMALL];
+  size_t ends_small[DEDUPE_SMALL];
+  if (n <= DEDUPE_SMALL) {
+    for (size_t i = 0; i < n; i++) {
+      keep_small[i] = 1;
+      for (size_t j = 0; j < i && keep_small[i]; j++)
+        keep_small[i] = !keep_small[j] || !same_key(k, j, i);
+    }
+    for (size_t i = 0; i < n; i++) {
+      size_t len;
+      const uint8_t *p = dtx__bkeys_at(k, i, &len);
+      if (!keep_small[i])
+        continue;
+      memmove(k->b.p + o, p, len);
+      o += len;
+      ends_small[w++] = o;
+    }
+    memcpy(k->end, ends_small, w * sizeof *ends_small);
+    k->n = w;
+    k->b.n = o;
+    return 0;
+  }
   kref_t *r = malloc(n * sizeof *r);
   char *keep = calloc(n, 1);
   size_t *ends = malloc(n * sizeof *ends);

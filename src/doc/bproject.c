@@ -570,6 +570,10 @@ int dtx__bproj_apply_at(const dtx__bproj_t *p, const uint8_t *doc,
   }
   if ((rc = positions(p, doc, len, f, matched, mlen, pos)))
     goto done;
+  /* A projection only drops fields and elements (a renumbered index is
+   * never longer than the one it replaces), so the input's size is room
+   * enough: one allocation. */
+  dtx__buf_reserve(&w.b, len);
   if (p->empty) {
     dtx__buf_put(&w.b, doc, len);
   } else {
