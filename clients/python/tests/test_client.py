@@ -336,6 +336,21 @@ def test_list_iterators_page(c: Client) -> None:
     assert set(ids) <= set(listed) and len(listed) == len(set(listed)) >= 3
 
 
+def test_list_iterators_keyset(c: Client) -> None:
+    # A list's cursor is keyset (the last id shown): accounts created
+    # meanwhile, before the iterator's place, shift nothing -- an offset
+    # cursor listed an account again for each one.
+    mine = [uid("ks") for _ in range(6)]
+    for m in mine:
+        c.create_account(m, balance=1)
+    got = []
+    for x in c.accounts(page_size=2):
+        got.append(x["_id"])
+        if len(got) % 2 == 0 and len(got) < 40:
+            c.create_account("0" + uid("ks"), balance=1)
+    assert set(mine) <= set(got) and len(got) == len(set(got))
+
+
 # ---- locks, ledger, sync, orders, versions ---------------------------------------
 
 
