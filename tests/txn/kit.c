@@ -508,6 +508,23 @@ static int l_locks(dtx_store_t *st, const void *arg, const dtx_page_t *pg,
   return dtx_lock_list(st, pg, out);
 }
 
+static int l_jobs(dtx_store_t *st, const void *arg, const dtx_page_t *pg,
+                  json_t **out) {
+  return dtx_job_list(st, arg, NULL, pg, out);
+}
+static int l_orders(dtx_store_t *st, const void *arg, const dtx_page_t *pg,
+                    json_t **out) {
+  return dtx_order_list(st, arg, pg, out);
+}
+static int l_ledger(dtx_store_t *st, const void *arg, const dtx_page_t *pg,
+                    json_t **out) {
+  return dtx_ledger_list(st, arg, pg, out);
+}
+static int l_entries(dtx_store_t *st, const void *arg, const dtx_page_t *pg,
+                     json_t **out) {
+  return dtx_ledger_entries(st, arg, NULL, pg, out);
+}
+
 static const char *key_of(const json_t *e) {
   const char *id = dtx__str(e, "_id");
   return id ? id : dtx__str(e, "name"); /* a lock's view */
@@ -700,6 +717,51 @@ static void test_keyset_paging(void) {
   }
   CHECK_RC(dtx_page_check(NULL), 0);
   CHECK_RC(dtx_page_check(&(dtx_page_t){.after = "k1"}), 0);
+
+  /* The other lists: jobs and orders in creation order, the ledger's
+   * entries (all, by ref) in creation order and an account's in its
+   * seqId order. */
+  static const char *const pat_colls[] = {
+      DTX_JOBS, "orders", "ledger_accounts", "ledger_entries", NULL};
+  for (int i = 0; pat_colls[i]; i++)
+    dtx_store_drop_collection_ex(st, pat_colls[i], &(dtx_drop_opts_t){1});
+  CHECK_RC(dtx_ledger_account_create(st, "lx",
+                                     &(dtx_ledger_limit_t){.no_min_balance = 1},
+                                     NULL),
+           0);
+  CHECK_RC(dtx_ledger_account_create(st, "ly", NULL, NULL), 0);
+  for (int i = 0; i < 40; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "j%03d", (i * 7) % 40);
+    dtx_job_req_t jr = {.queue = i % 2 ? "qa" : "qb", .type = "t", .id = id};
+    json_t *o = NULL;
+    CHECK_RC(dtx_job_add(st, &jr, &o, NULL), 0);
+    json_decref(o);
+    o = NULL;
+    dtx_order_req_t orq = {.trade_id = id, .account = "ka", .amount = 1};
+    CHECK_RC(dtx_order_create(st, &orq, &o), 0);
+    json_decref(o);
+    o = NULL;
+    dtx_ledger_leg_t legs[] = {{"lx", -1}, {"ly", 1}};
+    dtx_ledger_post_req_t lr = {.id = id, .legs = legs, .nlegs = 2,
+                                .ref = i % 3 ? "r1" : "r2"};
+    CHECK_RC(dtx_ledger_post(st, &lr, NULL, &o), 0);
+    json_decref(o);
+  }
+  page_through(st, l_jobs, NULL, 6, NULL, "jobs");
+  page_through(st, l_jobs, "qa", 4, NULL, "jobs of qa");
+  page_through(st, l_orders, NULL, 6, NULL, "orders");
+  page_through(st, l_ledger, NULL, 6, NULL, "ledger entries");
+  page_through(st, l_ledger, "ly", 6, NULL, "ly's ledger entries");
+  page_through(st, l_entries, "r1", 5, NULL, "entries of ref r1");
+  CHECK_RC(dtx_ledger_list(st, "ka", &(dtx_page_t){.after = "j001"}, &page),
+           DTX_ENOACCOUNT); /* ka is no ledger account */
+  CHECK_RC(dtx_ledger_list(st, "ly", &(dtx_page_t){.after = "nope"}, &page),
+           DTX_ENOTFOUND);
+  CHECK_RC(dtx_job_list(st, NULL, NULL, &(dtx_page_t){.after = "nope"}, &page),
+           DTX_ENOTFOUND);
+  for (int i = 0; pat_colls[i]; i++)
+    dtx_store_drop_collection_ex(st, pat_colls[i], &(dtx_drop_opts_t){1});
   dtx_t_drop_transfers(st);
   dtx_store_drop_collection_ex(st, "locks", &(dtx_drop_opts_t){1});
   dtx_store_close(st);
