@@ -71,8 +71,23 @@ int dtx__srv_list_page(dtx__srv_ctx_t *c, dtx__srv_list_t *l,
     l->filter = dtx__srv_query(c, key, l->buf, cap, &bad);
   const char *a =
       bad ? NULL : dtx__srv_query(c, "after", after, sizeof after, &bad);
+  /* ?start_after=ID: keyset paging from an entry the caller names (an
+   * id, not a cursor), as the CLI's --after. */
+  const char *sa = bad ? NULL
+                       : dtx__srv_query(c, "start_after", l->after,
+                                        sizeof l->after, &bad);
   if (bad)
     return -1;
+  if (a && sa) {
+    dtx__srv_bad(c, DTX_EINVAL, "give after (a cursor) or start_after (an "
+                 "id), not both");
+    return -1;
+  }
+  int prc;
+  if (sa && (prc = dtx_page_check(&(dtx_page_t){.after = sa}))) {
+    dtx__srv_bad(c, prc, "%s", dtx_errdetail());
+    return -1;
+  }
   /* What the cursor is bound to: the prefix and the filter whole.  Past
    * what l->what holds, its digest stands in for it (a long filter cut to
    * its first bytes let two queries share a cursor). */
@@ -104,7 +119,7 @@ int dtx__srv_list_page(dtx__srv_ctx_t *c, dtx__srv_list_t *l,
   }
   /* One more than the page shows says whether a next page exists. */
   l->page = (dtx_page_t){.skip = skip, .limit = lim + 1,
-                         .after = a && *l->after ? l->after : NULL};
+                         .after = (a || sa) && *l->after ? l->after : NULL};
   return 0;
 }
 

@@ -92,6 +92,16 @@ refused "keyset cursor with a NUL" 400 INVAL GET \
   "/v1/accounts?after=$(printf '2.%s.a\0b' "$(fnv accounts)" | b64url)" "$T_READ"
 refused "keyset cursor of another list" 400 INVAL GET \
   "/v1/transfers?after=$next" "$T_READ"
+# ?start_after=ID: keyset paging from an id the caller names (--after).
+req GET "/v1/accounts?start_after=alice&limit=1" "$T_READ"
+check "account list start_after alice" 200 '"_id":"bob"' '"next":"'
+nitems "account list start_after alice" accounts 1
+refused "start_after over the id limit" 400 INVAL GET "/v1/accounts?start_after=$long" "$T_READ"
+grep -q "page after" "$WORK/rb" && ok || bad "start_after over the limit: $(cat "$WORK/rb")"
+refused "start_after with a NUL" 400 INVAL GET "/v1/accounts?start_after=a%00b" "$T_READ"
+refused "start_after not an id" 400 INVAL GET "/v1/locks?start_after=a%2Fb" "$T_READ"
+refused "start_after and after" 400 INVAL GET "/v1/accounts?start_after=alice&after=$next" "$T_READ"
+refused "start_after an unknown transfer" 404 NOTFOUND GET "/v1/transfers?start_after=NOPE" "$T_READ"
 refused "unknown query key" 400 INVAL GET "/v1/accounts?state=x" "$T_READ"
 
 # ---- transfers -------------------------------------------------------------------

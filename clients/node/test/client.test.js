@@ -276,6 +276,11 @@ test('list iterators are keyset: inserts behind the place shift nothing', async 
   }
   assert.ok(mine.every((m) => got.includes(m)));
   assert.equal(new Set(got).size, got.length);
+  mine.sort();
+  const rest = [];
+  for await (const x of c.accounts({ pageSize: 2, startAfter: mine[0] })) rest.push(x._id);
+  assert.ok(!rest.includes(mine[0]) && mine.slice(1).every((m) => rest.includes(m)));
+  assert.deepEqual(rest, [...rest].sort());
 });
 
 // ---- locks, ledger, sync, orders, versions -------------------------------------

@@ -331,6 +331,11 @@ def test_list_iterators_page(c: Client) -> None:
         c.create_account(m, balance=10)
     got = [x["_id"] for x in c.accounts(page_size=2)]
     assert set(mine) <= set(got) and len(got) == len(set(got))
+    # start_after: from an id's place, on across pages
+    mine.sort()
+    rest = [x["_id"] for x in c.accounts(page_size=2, start_after=mine[0])]
+    assert mine[0] not in rest and set(mine[1:]) <= set(rest)
+    assert rest == sorted(rest)
     ids = [c.transfer(mine[0], mine[1], 1)["_id"] for _ in range(3)]
     listed = [t["_id"] for t in c.transfers(state="succeeded", page_size=2)]
     assert set(ids) <= set(listed) and len(listed) == len(set(listed)) >= 3
