@@ -192,8 +192,9 @@ static int load_one(sq_cursor_t *cur, const json_t *id) {
 }
 
 /* The walk of a sorted plan: the index rows under the equality prefix
- * (and within the range on the next field, if any) in primary-key order -- the remaining fields, then seq -- which is the
- * sort's order, ties in insertion order.  Stepped lazily, so the first
+ * (and within the range on the next field, if any: keyset paging starts
+ * the walk at its key) in primary-key order -- the remaining fields, then
+ * seq -- which is the sort's order, ties in insertion order.  Stepped lazily, so the first
  * match ends a find_one_and_update's search. */
 static int sorted_open(sq_cursor_t *cur, const dtx__plan_t *p) {
   size_t nf = ((const sq_idx_t *)p->ix)->spec->nfields, pos[16] = {0};
