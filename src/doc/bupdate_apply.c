@@ -27,55 +27,115 @@
 
 /* ---- raw writing --------------------------------------------------------- */
 
-size_t dtx__bw_open(dtx__buf_t *b) {
+#define BWB_MAX (2 * DTX__DOC_MAX)
+
+int dtx__bwb_init(dtx__bwb_t *b, size_t hint) {
+  memset(b, 0, sizeof *b);
+  if (hint < 64)
+    hint = 64;
+  if (hint > BWB_MAX)
+    hint = BWB_MAX;
+  if (!(b->doc = bson_new()) ||
+      !(b->p = bson_reserve_buffer(b->doc, (uint32_t)hint))) {
+    b->oom = 1;
+    return -1;
+  }
+  b->cap = hint;
+  return 0;
+}
+
+void dtx__bwb_put(dtx__bwb_t *b, const void *s, size_t n) {
+  if (b->oom || b->big)
+    return;
+  if (n > b->cap - b->n) {
+    size_t want = b->cap * 2 > b->n + n ? b->cap * 2 : b->n + n;
+    if (b->n + n > BWB_MAX) {
+      b->big = 1;
+      return;
+    }
+    if (want > BWB_MAX)
+      want = BWB_MAX;
+    /* bson_reserve_buffer keeps the bytes already there (it reallocs). */
+    uint8_t *p = bson_reserve_buffer(b->doc, (uint32_t)want);
+    if (!p) {
+      b->oom = 1;
+      return;
+    }
+    b->p = p;
+    b->cap = want;
+  }
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+}
+
+bson_t *dtx__bwb_finish(dtx__bwb_t *b) {
+  bson_t *d = b->doc;
+  DTX_ASSERT(!b->oom && !b->big && b->n >= 5, "bupdate: one document out");
+  /* The length becomes what was written: no copy, the bytes stay. */
+  if (!bson_reserve_buffer(d, (uint32_t)b->n)) {
+    dtx__bwb_drop(b);
+    return NULL;
+  }
+  b->doc = NULL;
+  b->p = NULL;
+  return d;
+}
+
+void dtx__bwb_drop(dtx__bwb_t *b) {
+  if (b->doc)
+    bson_destroy(b->doc);
+  memset(b, 0, sizeof *b);
+}
+
+size_t dtx__bw_open(dtx__bwb_t *b) {
   static const uint8_t z[4];
   size_t at = b->n;
-  dtx__buf_put(b, z, 4);
+  dtx__bwb_put(b, z, 4);
   return at;
 }
 
-void dtx__bw_close(dtx__buf_t *b, size_t at) {
+void dtx__bw_close(dtx__bwb_t *b, size_t at) {
   static const uint8_t z;
-  dtx__buf_put(b, &z, 1);
-  if (!b->oom) {
+  dtx__bwb_put(b, &z, 1);
+  if (!b->oom && !b->big) {
     uint32_t n = BSON_UINT32_TO_LE((uint32_t)(b->n - at));
     memcpy(b->p + at, &n, 4);
   }
 }
 
-void dtx__bw_key(dtx__buf_t *b, bson_type_t t, const char *key,
+void dtx__bw_key(dtx__bwb_t *b, bson_type_t t, const char *key,
                  size_t klen) {
   uint8_t tb = (uint8_t)t, z = 0;
-  dtx__buf_put(b, &tb, 1);
-  dtx__buf_put(b, key, klen);
-  dtx__buf_put(b, &z, 1);
+  dtx__bwb_put(b, &tb, 1);
+  dtx__bwb_put(b, key, klen);
+  dtx__bwb_put(b, &z, 1);
 }
 
-void dtx__bw_elem(dtx__buf_t *b, const char *key, size_t klen,
+void dtx__bw_elem(dtx__bwb_t *b, const char *key, size_t klen,
                   const dtx__bval_t *v) {
   dtx__bw_key(b, v->type, key, klen);
-  dtx__buf_put(b, v->data, v->len);
+  dtx__bwb_put(b, v->data, v->len);
 }
 
-void dtx__bw_i32(dtx__buf_t *b, const char *key, size_t klen, int32_t v) {
+void dtx__bw_i32(dtx__bwb_t *b, const char *key, size_t klen, int32_t v) {
   uint32_t x = BSON_UINT32_TO_LE((uint32_t)v);
   dtx__bw_key(b, BSON_TYPE_INT32, key, klen);
-  dtx__buf_put(b, &x, 4);
+  dtx__bwb_put(b, &x, 4);
 }
 
-void dtx__bw_i64(dtx__buf_t *b, const char *key, size_t klen, int64_t v) {
+void dtx__bw_i64(dtx__bwb_t *b, const char *key, size_t klen, int64_t v) {
   uint64_t x = BSON_UINT64_TO_LE((uint64_t)v);
   dtx__bw_key(b, BSON_TYPE_INT64, key, klen);
-  dtx__buf_put(b, &x, 8);
+  dtx__bwb_put(b, &x, 8);
 }
 
-void dtx__bw_double(dtx__buf_t *b, const char *key, size_t klen, double v) {
+void dtx__bw_double(dtx__bwb_t *b, const char *key, size_t klen, double v) {
   double x = BSON_DOUBLE_TO_LE(v);
   dtx__bw_key(b, BSON_TYPE_DOUBLE, key, klen);
-  dtx__buf_put(b, &x, 8);
+  dtx__bwb_put(b, &x, 8);
 }
 
-void dtx__bw_null(dtx__buf_t *b, const char *key, size_t klen) {
+void dtx__bw_null(dtx__bwb_t *b, const char *key, size_t klen) {
   dtx__bw_key(b, BSON_TYPE_NULL, key, klen);
 }
 
@@ -90,9 +150,9 @@ void dtx__bw_fail(bwctx_t *w, size_t ord, int rc) {
 }
 
 /* The raw bytes of element e: its type byte, name and payload. */
-static void copy_elem(dtx__buf_t *b, const dtx__belem_t *e) {
+static void copy_elem(dtx__bwb_t *b, const dtx__belem_t *e) {
   const uint8_t *start = (const uint8_t *)e->key - 1;
-  dtx__buf_put(b, start, (size_t)(e->v.data + e->v.len - start));
+  dtx__bwb_put(b, start, (size_t)(e->v.data + e->v.len - start));
 }
 
 /* ---- targets --------------------------------------------------------------- */
@@ -496,7 +556,7 @@ static int rename_source(const upath_t *p, const dtx__bval_t *doc,
 /* A replacement keeps the stored _id, first; one naming another is
  * refused (update.c's apply_replacement). */
 static int write_replacement(const dtx__bupdate_t *u, const dtx__bval_t *doc,
-                             dtx__buf_t *b) {
+                             dtx__bwb_t *b) {
   dtx__belem_t did, rid, e;
   int hd = dtx__belem_find(doc->data, doc->len, "_id", 3, &did);
   int hr = dtx__belem_find(u->repl.data, u->repl.len, "_id", 3, &rid);
@@ -555,7 +615,7 @@ static int apply_ops(const dtx__bupdate_t *u, const dtx__bval_t *doc,
   if (nt)
     write_doc(w, t, nt, 0, doc, 0, 1);
   else
-    dtx__buf_put(&w->b, doc->data, doc->len);
+    dtx__bwb_put(&w->b, doc->data, doc->len);
 done:
   for (i = 0; i < a.n; i++)
     if (a.v[i].own)
@@ -594,14 +654,15 @@ int dtx__bupdate_apply(const dtx__bupdate_t *u, const uint8_t *doc,
   w.err_detail[0] = '\0';
   dtx__bval_t d = dtx__bval_of_doc(doc, len);
   /* Most updates grow a document a little: one allocation, usually. */
-  dtx__buf_reserve(&w.b, (size_t)len + 64);
+  if (dtx__bwb_init(&w.b, (size_t)len + u->speclen + 64))
+    return dtx__err(DTX_ENOMEM, "out of memory applying update");
   rc = u->replacement ? write_replacement(u, &d, &w.b)
                       : apply_ops(u, &d, is_insert, now_ms, pos, &w);
   if (rc == 0 && w.err)
     rc = dtx__err(w.err, "%s", w.err_detail);
   if (rc == 0 && w.b.oom)
     rc = dtx__err(DTX_ENOMEM, "out of memory applying update");
-  if (rc == 0 && w.b.n > DTX__DOC_MAX)
+  if (rc == 0 && (w.b.big || w.b.n > DTX__DOC_MAX))
     rc = dtx__err(DTX_ELIMIT,
                   "the updated document would hold more than 16 MiB "
                   "(%zu bytes), the limit of a document",
@@ -619,18 +680,12 @@ int dtx__bupdate_apply(const dtx__bupdate_t *u, const uint8_t *doc,
     }
   }
   if (rc) {
-    free(w.b.p);
+    dtx__bwb_drop(&w.b);
     return rc;
   }
-  DTX_ASSERT(w.b.n >= 5 && w.b.n <= UINT32_MAX, "bupdate: one document out");
-  uint8_t *buf = (uint8_t *)w.b.p;
-  size_t blen = w.b.cap;
-  int same = w.b.n == len && !memcmp(buf, doc, len);
-  *out = bson_new_from_buffer(&buf, &blen, NULL, NULL);
-  if (!*out) {
-    free(buf);
+  int same = w.b.n == len && !memcmp(w.b.p, doc, len);
+  if (!(*out = dtx__bwb_finish(&w.b)))
     return dtx__err(DTX_ENOMEM, "out of memory applying update");
-  }
   if (changed)
     *changed = !same;
   return 0;

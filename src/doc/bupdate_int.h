@@ -67,12 +67,33 @@ typedef struct btgt {
   dtx__bval_t val; /* T_RDST: the value moved */
 } btgt_t;
 
+/* The output buffer: the bytes of a bson_t of our own (bson_new, grown
+ * with bson_reserve_buffer), so that the document written is handed out
+ * as that bson_t without a copy.  Running out of memory, or passing
+ * twice DTX__DOC_MAX (a result that can only be refused; this bounds what
+ * a hostile update can make us allocate), is sticky: later writes are
+ * dropped and oom (1) or big (1) says so. */
+typedef struct dtx__bwb {
+  bson_t *doc;
+  uint8_t *p;
+  size_t n, cap;
+  int oom, big;
+} dtx__bwb_t;
+
+/* Starts b with room for hint bytes; 0, or -1 when out of memory. */
+int dtx__bwb_init(dtx__bwb_t *b, size_t hint);
+void dtx__bwb_put(dtx__bwb_t *b, const void *s, size_t n);
+/* The bson_t holding the n bytes written (one document), b emptied; NULL
+ * when out of memory. */
+bson_t *dtx__bwb_finish(dtx__bwb_t *b);
+void dtx__bwb_drop(dtx__bwb_t *b);
+
 /* The writer's state for one apply. */
 typedef struct bwctx {
   const dtx__bupdate_t *u;
   int is_insert;
   int64_t now_ms;
-  dtx__buf_t b;
+  dtx__bwb_t b;
   int err;         /* the first error in operation order, or 0 */
   size_t err_ord;
   char err_detail[512];
@@ -80,19 +101,20 @@ typedef struct bwctx {
 
 /* ---- raw writing (bupdate_apply.c) --------------------------------------- */
 
+
 /* Reserves a document's length word; returns where it is. */
-size_t dtx__bw_open(dtx__buf_t *b);
+size_t dtx__bw_open(dtx__bwb_t *b);
 /* Writes the trailing NUL and patches the length of the document at at. */
-void dtx__bw_close(dtx__buf_t *b, size_t at);
+void dtx__bw_close(dtx__bwb_t *b, size_t at);
 /* An element's type byte and name. */
-void dtx__bw_key(dtx__buf_t *b, bson_type_t t, const char *key, size_t klen);
+void dtx__bw_key(dtx__bwb_t *b, bson_type_t t, const char *key, size_t klen);
 /* A whole element: name and v's payload. */
-void dtx__bw_elem(dtx__buf_t *b, const char *key, size_t klen,
+void dtx__bw_elem(dtx__bwb_t *b, const char *key, size_t klen,
                   const dtx__bval_t *v);
-void dtx__bw_i32(dtx__buf_t *b, const char *key, size_t klen, int32_t v);
-void dtx__bw_i64(dtx__buf_t *b, const char *key, size_t klen, int64_t v);
-void dtx__bw_double(dtx__buf_t *b, const char *key, size_t klen, double v);
-void dtx__bw_null(dtx__buf_t *b, const char *key, size_t klen);
+void dtx__bw_i32(dtx__bwb_t *b, const char *key, size_t klen, int32_t v);
+void dtx__bw_i64(dtx__bwb_t *b, const char *key, size_t klen, int64_t v);
+void dtx__bw_double(dtx__bwb_t *b, const char *key, size_t klen, double v);
+void dtx__bw_null(dtx__bwb_t *b, const char *key, size_t klen);
 
 /* Records rc (from dtx__err) for target t: kept when it is the first in
  * operation order so far. */

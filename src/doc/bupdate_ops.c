@@ -165,12 +165,12 @@ static int64_t to_i64(const dtx__bval_t *v) {
   return v->type == BSON_TYPE_INT32 ? dtx__bval_int32(v) : dtx__bval_int64(v);
 }
 
-static void put_dec(dtx__buf_t *b, const char *key, size_t klen,
+static void put_dec(dtx__bwb_t *b, const char *key, size_t klen,
                     bson_decimal128_t d) {
   uint64_t lo = BSON_UINT64_TO_LE(d.low), hi = BSON_UINT64_TO_LE(d.high);
   dtx__bw_key(b, BSON_TYPE_DECIMAL128, key, klen);
-  dtx__buf_put(b, &lo, 8);
-  dtx__buf_put(b, &hi, 8);
+  dtx__bwb_put(b, &lo, 8);
+  dtx__bwb_put(b, &hi, 8);
 }
 
 static int put_arith(bwctx_t *w, const btgt_t *t, const char *key,
@@ -312,7 +312,7 @@ static int contains(const dtx__bval_t *v, size_t n, const dtx__bval_t *x) {
   return 0;
 }
 
-static void write_array(dtx__buf_t *b, const char *key, size_t klen,
+static void write_array(dtx__bwb_t *b, const char *key, size_t klen,
                         const dtx__bval_t *v, size_t n) {
   char num[24];
   dtx__bw_key(b, BSON_TYPE_ARRAY, key, klen);
@@ -525,11 +525,11 @@ int dtx__bupd_put(bwctx_t *w, const btgt_t *t, const char *key, size_t klen,
     if (op->timestamp) {
       uint64_t ts = BSON_UINT64_TO_LE(timestamp_now(w->now_ms));
       dtx__bw_key(&w->b, BSON_TYPE_TIMESTAMP, key, klen);
-      dtx__buf_put(&w->b, &ts, 8);
+      dtx__bwb_put(&w->b, &ts, 8);
     } else {
       uint64_t ms = BSON_UINT64_TO_LE((uint64_t)w->now_ms);
       dtx__bw_key(&w->b, BSON_TYPE_DATE_TIME, key, klen);
-      dtx__buf_put(&w->b, &ms, 8);
+      dtx__bwb_put(&w->b, &ms, 8);
     }
     return 0;
   case OP_UNSET:

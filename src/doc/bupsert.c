@@ -145,7 +145,7 @@ static size_t seg_len(const char *p) {
  * rest[i] (NULL once written), in order of first appearance: a whole
  * path's value, or a subdocument gathering every entry under one name.
  * The conflict check ruled out a name being both. */
-static void write_fields(dtx__buf_t *b, const seq_t *e, const char **rest,
+static void write_fields(dtx__bwb_t *b, const seq_t *e, const char **rest,
                          size_t n) {
   for (size_t i = 0; i < n; i++) {
     if (!rest[i])
@@ -180,7 +180,7 @@ static void write_fields(dtx__buf_t *b, const seq_t *e, const char **rest,
 }
 
 static int seed(const uint8_t *filter, uint32_t len, int id_only,
-                dtx__buf_t *b) {
+                dtx__bwb_t *b) {
   slist_t l = {0};
   seq_t *sorted = NULL;
   const char **rest = NULL;
@@ -228,7 +228,7 @@ static int seed(const uint8_t *filter, uint32_t len, int id_only,
     write_fields(b, l.v, rest, l.n);
   }
   dtx__bw_close(b, at);
-  if (b->oom)
+  if (b->oom || b->big)
     rc = dtx__err(DTX_ENOMEM, "out of memory building upsert document");
 done:
   free(rest);
@@ -237,23 +237,22 @@ done:
   return rc;
 }
 
-static int adopt(dtx__buf_t *b, bson_t **out) {
-  uint8_t *buf = (uint8_t *)b->p;
-  size_t cap = b->cap;
-  *out = bson_new_from_buffer(&buf, &cap, NULL, NULL);
-  if (!*out) {
-    free(b->p);
+static int adopt(dtx__bwb_t *b, bson_t **out) {
+  if (b->oom || b->big || !(*out = dtx__bwb_finish(b))) {
+    dtx__bwb_drop(b);
     return dtx__err(DTX_ENOMEM, "out of memory building upsert document");
   }
   return 0;
 }
 
 int dtx__bupsert_seed(const uint8_t *filter, uint32_t len, bson_t **out) {
-  dtx__buf_t b = {0};
+  dtx__bwb_t b;
   *out = NULL;
+  if (dtx__bwb_init(&b, len))
+    return dtx__err(DTX_ENOMEM, "out of memory building upsert document");
   int rc = seed(filter, len, 0, &b);
   if (rc) {
-    free(b.p);
+    dtx__bwb_drop(&b);
     return rc;
   }
   return adopt(&b, out);
@@ -279,35 +278,39 @@ static int id_check(const dtx__bval_t *id) {
 
 int dtx__bupsert_doc(const uint8_t *filter, uint32_t len,
                      const dtx__bupdate_t *u, int64_t now_ms, bson_t **out) {
-  dtx__buf_t b = {0};
+  dtx__bwb_t b;
   bson_t *doc = NULL;
   dtx__belem_t id;
   int changed, rc;
   *out = NULL;
+  if (dtx__bwb_init(&b, len))
+    return dtx__err(DTX_ENOMEM, "out of memory building upsert document");
   rc = seed(filter, len, dtx__bupdate_is_replacement(u), &b);
+  if (rc == 0 && (b.oom || b.big))
+    rc = dtx__err(DTX_ENOMEM, "out of memory building upsert document");
   if (rc == 0)
-    rc = dtx__bupdate_apply(u, (const uint8_t *)b.p, (uint32_t)b.n, 1, now_ms,
-                            SIZE_MAX, &doc, &changed);
-  free(b.p);
+    rc = dtx__bupdate_apply(u, b.p, (uint32_t)b.n, 1, now_ms, SIZE_MAX, &doc,
+                            &changed);
+  dtx__bwb_drop(&b);
   if (rc)
     return rc;
   const uint8_t *d = bson_get_data(doc);
   if (!dtx__belem_find(d, doc->len, "_id", 3, &id)) {
     /* A second buffer, for upserts without an _id only: the ObjectId
      * goes first, then the document's fields as they are. */
-    dtx__buf_t nb = {0};
+    dtx__bwb_t nb;
     bson_oid_t oid;
+    if (dtx__bwb_init(&nb, doc->len + 17)) {
+      bson_destroy(doc);
+      return dtx__err(DTX_ENOMEM, "building an upserted document");
+    }
     bson_oid_init(&oid, NULL);
     size_t at = dtx__bw_open(&nb);
     dtx__bw_key(&nb, BSON_TYPE_OID, "_id", 3);
-    dtx__buf_put(&nb, oid.bytes, 12);
-    dtx__buf_put(&nb, d + 4, doc->len - 5);
+    dtx__bwb_put(&nb, oid.bytes, 12);
+    dtx__bwb_put(&nb, d + 4, doc->len - 5);
     dtx__bw_close(&nb, at);
     bson_destroy(doc);
-    if (nb.oom) {
-      free(nb.p);
-      return dtx__err(DTX_ENOMEM, "building an upserted document");
-    }
     if ((rc = adopt(&nb, &doc)))
       return rc;
     d = bson_get_data(doc);
