@@ -1,12 +1,14 @@
 /* testlib.c -- the test harness behind testlib.h. */
 #include "testlib.h"
 
+#include "bdiff.h"
 #include "doc/doc.h"
 
 #include <string.h>
 
 int dtx_t_failed, dtx_t_checks, dtx_t_tests_failed, dtx_t_tests;
 const char *dtx_t_current = "";
+size_t dtx_t_bpath_walks;
 
 void dtx_t_run(const char *name, void (*fn)(void)) {
   int before = dtx_t_failed;
@@ -22,6 +24,8 @@ void dtx_t_run(const char *name, void (*fn)(void)) {
 }
 
 int dtx_t_done(void) {
+  if (dtx_t_bpath_walks)
+    printf("%zu path walks through both engines\n", dtx_t_bpath_walks);
   printf("%d checks, %d failed checks\n", dtx_t_checks, dtx_t_failed);
   printf("%d passed, %d failed\n", dtx_t_tests - dtx_t_tests_failed,
          dtx_t_tests_failed);
@@ -87,6 +91,11 @@ void dtx_t_filter_table(const char *name, const dtx_t_fcase_t *t, size_t n) {
       CHECK(dtx__filter_error(f) == 0);
     }
     dtx__filter_free(f);
+    /* The BSON engine's path leg: every path the filter names walks the
+     * row's document the same in both engines (tests/common/bdiff.c). */
+    CHECKF(bdiff_walk_spec(name, spec, doc, &dtx_t_bpath_walks) == 0,
+           "%s[%zu] paths of %s differ between the engines", name, i,
+           t[i].filter);
     json_decref(spec);
     json_decref(doc);
   }

@@ -101,6 +101,9 @@ typedef struct dtx_t_fcase {
 /* Compiles each row's filter (which must succeed), matches it and checks
  * the answer, and that the match left no error behind. */
 void dtx_t_filter_table(const char *name, const dtx_t_fcase_t *t, size_t n);
+/* The path walks dtx_t_filter_table ran through both engines (bdiff.h's
+ * bdiff_walk_spec on each row); TEST_DONE prints it when not 0. */
+extern size_t dtx_t_bpath_walks;
 /* {"k": {"k": ... {"leaf": 1}}}: `levels` nested objects in all, built
  * without a parser (so deeper than any parser takes); a new reference. */
 json_t *JNEST(int levels, const char *k);
