@@ -10,6 +10,7 @@
  * refused with DTX_EBADQUERY and a detail naming the culprit.
  */
 #include "testlib.h"
+#include "bfilterdiff.h"
 
 #include "doc/doc.h"
 
@@ -869,6 +870,8 @@ static void test_bad(void) {
            dtx_errdetail(), bad_cases[i].detail);
     if (rc == 0)
       dtx__filter_free(f);
+    if (k % 2 == 0) /* the BSON engine: same code, same detail */
+      dtx_t_bfilter_row("bad_cases", i, spec, NULL);
     json_decref(spec);
   }
 }
@@ -884,12 +887,14 @@ static void test_depth(void) {
   CHECK_RC(dtx__filter_compile(spec, &f), DTX_EBADQUERY);
   CHECK(f == NULL);
   CHECK(strstr(dtx_errdetail(), "nested") != NULL);
+  dtx_t_bfilter_row("depth", 0, spec, NULL);
   json_decref(spec);
 
   q = json_pack("{s:i}", "a", 1);
   for (int i = 0; i < 150; i++)
     q = json_pack("{s:[o]}", "$and", q);
   CHECK_RC(dtx__filter_compile(q, &f), DTX_EBADQUERY);
+  dtx_t_bfilter_row("depth", 1, q, NULL);
   json_decref(q);
 
   /* 40 levels is fine and evaluates correctly (even count of $not). */
@@ -901,6 +906,8 @@ static void test_depth(void) {
   json_t *d1 = Q("{'a':1}"), *d2 = Q("{'a':2}");
   CHECK(dtx__filter_match(f, d1) == 1);
   CHECK(dtx__filter_match(f, d2) == 0);
+  dtx_t_bfilter_row("depth", 2, spec, d1);
+  dtx_t_bfilter_row("depth", 3, spec, d2);
   dtx__filter_free(f);
   json_decref(spec);
   json_decref(d1);

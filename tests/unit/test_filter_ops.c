@@ -6,6 +6,7 @@
  * document, expected match); JSON uses ' for ". */
 #include "doc/doc.h"
 #include "testlib.h"
+#include "bfilterdiff.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -203,6 +204,7 @@ static void test_match_pos(void) {
     CHECKF(got == cases[i].pos, "%s on %s: pos %ld want %ld",
            cases[i].filter, cases[i].doc, got, cases[i].pos);
     dtx__filter_free(f);
+    dtx_t_bfilter_row("match_pos", i, spec, doc); /* same position */
     json_decref(spec);
     json_decref(doc);
   }
@@ -228,6 +230,9 @@ static void test_regex_limit(void) {
   CHECK(strstr(dtx_errdetail(), "limit") != NULL);
   CHECK(dtx__filter_match(f, ok) == 0); /* poisoned: never a false "yes" */
   dtx__filter_free(f);
+  /* The BSON engine meets the same limit: the same error, no match. */
+  dtx_t_bfilter_row("regex_limit", 0, spec, ok);
+  dtx_t_bfilter_row("regex_limit", 1, spec, doc);
   json_decref(spec);
   json_decref(doc);
   json_decref(ok);
