@@ -66,12 +66,34 @@ int dtx__bupd_vdepth(const dtx__bval_t *v) {
 void dtx__bupdate_free(dtx__bupdate_t *u) {
   if (!u)
     return;
+  for (size_t i = 0; i < u->nops; i++)
+    dtx__bfilter_free(u->ops[i].cond);
+  for (size_t i = 0; i < u->naf; i++)
+    dtx__bfilter_free(u->af[i].f);
   dtx__arena_free(&u->arena);
   free(u);
 }
 
 int dtx__bupdate_is_replacement(const dtx__bupdate_t *u) {
   return u && u->replacement;
+}
+
+void dtx__bupdate_bind_filter(dtx__bupdate_t *u, const dtx__bfilter_t *f) {
+  if (u)
+    u->filter = f;
+}
+
+const dtx__bfilter_t *dtx__bupdate_filter(const dtx__bupdate_t *u) {
+  return u ? u->filter : NULL;
+}
+
+/* Compiles the filter document data[0..len) (bytes checked by the
+ * caller's document, or built here). */
+static int filter_of(const uint8_t *data, uint32_t len, dtx__bfilter_t **f) {
+  bson_t b;
+  if (!bson_init_static(&b, data, len))
+    return dtx__err(DTX_EBADQUERY, "filter: bad document length");
+  return dtx__bfilter_compile(&b, f);
 }
 
 /* A NUL-terminated copy of an element's name in the arena: names in BSON
@@ -182,11 +204,30 @@ static int compile_pull(bop_t *op, const dtx__bval_t *v) {
     op->pull_mode = PULL_WRAPPED;
   else
     op->pull_mode = PULL_QUERY;
-  /* Not yet: the BSON filter's compiler is helper bfilter's. */
-  return dtx__err(DTX_EBADUPDATE,
-                  "$pull: conditions are not supported by the BSON engine "
-                  "yet (at '%s')",
-                  op->p.path);
+  int rc;
+  if (op->pull_mode == PULL_QUERY) {
+    rc = filter_of(v->data, v->len, &op->cond);
+  } else {
+    /* {v: <the condition>}, run on {v: element}: one small document,
+     * built once, that the filter copies. */
+    uint32_t n = 4 + 1 + 2 + v->len + 1;
+    uint8_t *w = malloc(n);
+    if (!w)
+      return dtx__err(DTX_ENOMEM, "out of memory compiling update");
+    uint32_t le = BSON_UINT32_TO_LE(n);
+    memcpy(w, &le, 4);
+    w[4] = (uint8_t)v->type;
+    w[5] = 'v';
+    w[6] = 0;
+    memcpy(w + 7, v->data, v->len);
+    w[n - 1] = 0;
+    rc = filter_of(w, n, &op->cond);
+    free(w);
+  }
+  if (rc == DTX_EBADQUERY)
+    return dtx__err_wrap(DTX_EBADUPDATE, "$pull: bad condition at '%s'",
+                         op->p.path);
+  return rc;
 }
 
 static int compile_field(dtx__bupdate_t *u, bop_t *op, const char *path,
@@ -332,22 +373,125 @@ static int compile_operators(dtx__bupdate_t *u) {
   return rc;
 }
 
-/* arrayFilters: the identifiers are checked here; matching them needs the
- * BSON filter (helper bfilter), so until it lands an update that names
- * $[id] is refused at apply time. */
-static int compile_array_filters(dtx__bupdate_t *u, const uint8_t *afs,
-                                 uint32_t aflen) {
-  if (!afs)
-    return 0;
-  if (!(u->afs = dtx__arena_alloc(&u->arena, aflen)))
+/* ---- arrayFilters (update_array.c's dtx__upd_array_filters on BSON) ---- */
+
+/* The identifier a filter document speaks of: the first segment of every
+ * field name, also inside $and/$or/$nor.  All must agree. */
+static int filter_ident(const dtx__bval_t *f, const char **id, size_t *n,
+                        size_t idx, int depth) {
+  dtx__belem_t e, x;
+  uint32_t off = 0, xo;
+  if (f->type != BSON_TYPE_DOCUMENT)
+    return dtx__err(DTX_EBADUPDATE, "arrayFilters[%zu]: a filter must be an "
+                                    "object", idx);
+  if (depth > 100)
+    return dtx__err(DTX_EBADUPDATE, "arrayFilters[%zu]: nested too deeply",
+                    idx);
+  while (dtx__belem_next(f->data, f->len, &off, &e)) {
+    if (!strcmp(e.key, "$and") || !strcmp(e.key, "$or") ||
+        !strcmp(e.key, "$nor")) {
+      if (e.v.type != BSON_TYPE_ARRAY)
+        return dtx__err(DTX_EBADUPDATE, "arrayFilters[%zu]: %s needs an "
+                                        "array", idx, e.key);
+      for (xo = 0; dtx__belem_next(e.v.data, e.v.len, &xo, &x);) {
+        int rc = filter_ident(&x.v, id, n, idx, depth + 1);
+        if (rc)
+          return rc;
+      }
+      continue;
+    }
+    if (e.key[0] == '$')
+      return dtx__err(DTX_EBADUPDATE,
+                      "arrayFilters[%zu]: unsupported top-level operator %s",
+                      idx, e.key);
+    size_t len = strcspn(e.key, ".");
+    if (*id && (len != *n || memcmp(e.key, *id, len)))
+      return dtx__err(DTX_EBADUPDATE,
+                      "arrayFilters[%zu]: expected a single top-level field "
+                      "name, found '%.*s' and '%.*s'",
+                      idx, (int)*n, *id, (int)len, e.key);
+    *id = e.key;
+    *n = len;
+  }
+  return 0;
+}
+
+static int ident_used(const dtx__bupdate_t *u, const char *id) {
+  for (size_t i = 0; i < u->nops; i++)
+    for (size_t s = 0; s < u->ops[i].p.nsegs; s++) {
+      const char *fid;
+      size_t n;
+      if (dtx__upd_seg_kind(u->ops[i].p.segs[s], &fid, &n) == SEG_FILTERED &&
+          strlen(id) == n && !memcmp(fid, id, n))
+        return 1;
+    }
+  return 0;
+}
+
+static int compile_array_filters(dtx__bupdate_t *u, const dtx__bval_t *afs) {
+  dtx__belem_t e;
+  uint32_t off = 0;
+  size_t i = 0, n = 0;
+  int rc;
+  if (afs && afs->type != BSON_TYPE_ARRAY)
+    return dtx__err(DTX_EBADUPDATE, "arrayFilters must be an array");
+  if (afs)
+    while (dtx__belem_next(afs->data, afs->len, &off, &e))
+      n++;
+  if (n && !(u->af = dtx__arena_alloc(&u->arena, n * sizeof *u->af)))
     return dtx__err(DTX_ENOMEM, "out of memory compiling arrayFilters");
-  memcpy(u->afs, afs, aflen);
-  u->aflen = aflen;
+  for (off = 0; afs && dtx__belem_next(afs->data, afs->len, &off, &e); i++) {
+    const char *id = NULL;
+    size_t len = 0;
+    if ((rc = filter_ident(&e.v, &id, &len, i, 0)))
+      return rc;
+    if (!id)
+      return dtx__err(DTX_EBADUPDATE, "arrayFilters[%zu]: a filter cannot be "
+                                      "empty", i);
+    if (!dtx__upd_ident_ok(id, len))
+      return dtx__err(DTX_EBADUPDATE,
+                      "arrayFilters[%zu]: identifier '%.*s' must be a "
+                      "lowercase letter followed by letters and digits",
+                      i, (int)len, id);
+    for (size_t j = 0; j < u->naf; j++)
+      if (strlen(u->af[j].id) == len && !memcmp(u->af[j].id, id, len))
+        return dtx__err(DTX_EBADUPDATE,
+                        "arrayFilters: several filters for identifier '%.*s'",
+                        (int)len, id);
+    bafilter_t *a = &u->af[u->naf++];
+    if (!(a->id = dtx__arena_strndup(&u->arena, id, len)))
+      return dtx__err(DTX_ENOMEM, "out of memory compiling arrayFilters");
+    if ((rc = filter_of(e.v.data, e.v.len, &a->f)))
+      return dtx__err_wrap(rc == DTX_EBADQUERY ? DTX_EBADUPDATE : rc,
+                           "arrayFilters[%zu]", i);
+    if (!ident_used(u, a->id))
+      return dtx__err(DTX_EBADUPDATE,
+                      "arrayFilters: the filter for identifier '%s' is not "
+                      "used in the update",
+                      a->id);
+  }
+  /* And the other way round: every $[id] needs its filter. */
+  for (i = 0; i < u->nops; i++)
+    for (size_t s = 0; s < u->ops[i].p.nsegs; s++) {
+      const char *fid;
+      size_t len;
+      if (dtx__upd_seg_kind(u->ops[i].p.segs[s], &fid, &len) != SEG_FILTERED)
+        continue;
+      size_t j;
+      for (j = 0; j < u->naf; j++)
+        if (strlen(u->af[j].id) == len && !memcmp(u->af[j].id, fid, len))
+          break;
+      if (j == u->naf)
+        return dtx__err(DTX_EBADUPDATE,
+                        "no array filter found for identifier '%.*s' in path "
+                        "'%s'",
+                        (int)len, fid, u->ops[i].p.path);
+    }
   return 0;
 }
 
 int dtx__bupdate_compile(const uint8_t *spec, uint32_t len,
-                         const uint8_t *afs, uint32_t aflen, unsigned flags,
+                         const dtx__bval_t *afs, unsigned flags,
                          dtx__bupdate_t **out) {
   dtx__bupdate_t *u;
   dtx__belem_t e;
@@ -390,7 +534,7 @@ int dtx__bupdate_compile(const uint8_t *spec, uint32_t len,
   u->speclen = len;
   rc = first_op ? compile_operators(u) : compile_replacement(u);
   if (rc == 0)
-    rc = compile_array_filters(u, afs, aflen);
+    rc = compile_array_filters(u, afs);
   if (rc) {
     dtx__bupdate_free(u);
     return rc;

@@ -365,6 +365,29 @@ static void write_doc(bwctx_t *w, btgt_t *t, size_t n, size_t d,
     free(g);
 }
 
+/* ---- matching elements ------------------------------------------------------ */
+
+int dtx__bupd_match_wrapped(dtx__buf_t *scratch, const dtx__bfilter_t *f,
+                            const char *key, const dtx__bval_t *v, int *err) {
+  size_t klen = strlen(key), n = 4 + 1 + klen + 1 + v->len + 1;
+  uint8_t t = (uint8_t)v->type, z = 0;
+  uint32_t le = BSON_UINT32_TO_LE((uint32_t)n);
+  scratch->n = 0;
+  dtx__buf_put(scratch, &le, 4);
+  dtx__buf_put(scratch, &t, 1);
+  dtx__buf_put(scratch, key, klen + 1);
+  dtx__buf_put(scratch, v->data, v->len);
+  dtx__buf_put(scratch, &z, 1);
+  if (scratch->oom) {
+    *err = dtx__err(DTX_ENOMEM, "out of memory matching an element");
+    return 0;
+  }
+  int m = dtx__bfilter_match(f, (const uint8_t *)scratch->p, (uint32_t)n);
+  if ((*err = dtx__bfilter_error(f)))
+    return 0;
+  return m;
+}
+
 /* ---- positional paths ------------------------------------------------------- */
 
 /* One operation at one concrete path; p is owned when own is set. */
@@ -399,6 +422,8 @@ static int apps_add(apps_t *a, const bop_t *op, const upath_t *p,
 }
 
 typedef struct expander {
+  const dtx__bupdate_t *u;
+  dtx__buf_t *scratch;
   const bop_t *op;
   size_t pos;
   apps_t *apps;
@@ -453,19 +478,29 @@ static int expand_at(expander_t *x, size_t i, dtx__bval_t cur, size_t len) {
                     "'%.*s' (%s)",
                     x->op->opname, (int)len, x->path,
                     dtx__bupd_tname(cur.type));
-  if (kind == SEG_FILTERED)
-    return dtx__err(DTX_EBADUPDATE,
-                    "%s: $[%.*s] needs arrayFilters, which the BSON engine "
-                    "does not match yet (path '%s')",
-                    x->op->opname, (int)idlen, id, p->path);
+  const bafilter_t *af = NULL;
+  if (kind == SEG_FILTERED) {
+    for (size_t j = 0; j < x->u->naf && !af; j++)
+      if (strlen(x->u->af[j].id) == idlen &&
+          !memcmp(x->u->af[j].id, id, idlen))
+        af = &x->u->af[j];
+    if (!af)
+      return dtx__err(DTX_EBADUPDATE, "no array filter for '%.*s'",
+                      (int)idlen, id);
+  }
   uint32_t off = 0;
   dtx__belem_t e;
   for (size_t k = 0; dtx__belem_next(cur.data, cur.len, &off, &e); k++) {
+    int rc = 0;
+    if (af && !dtx__bupd_match_wrapped(x->scratch, af->f, af->id, &e.v, &rc)) {
+      if (rc)
+        return rc;
+      continue;
+    }
     num[dtx__itoa((long long)k, num)] = '\0';
     if ((nl = put_seg(x, len, num)) < 0)
       return dtx__err(DTX_EBADUPDATE, "%s: path too long", x->op->opname);
-    int rc = expand_at(x, i + 1, e.v, (size_t)nl);
-    if (rc)
+    if ((rc = expand_at(x, i + 1, e.v, (size_t)nl)))
       return rc;
     x->path[len] = '\0';
   }
@@ -486,7 +521,8 @@ static int tgt_cmp(const void *pa, const void *pb) {
 
 /* The operations of u as concrete applications, in operation order. */
 static int build_apps(const dtx__bupdate_t *u, const dtx__bval_t *doc,
-                      int is_insert, size_t pos, apps_t *a) {
+                      int is_insert, size_t pos, dtx__buf_t *scratch,
+                      apps_t *a) {
   int rc = 0;
   for (size_t i = 0; i < u->nops && rc == 0; i++) {
     const bop_t *op = &u->ops[i];
@@ -499,6 +535,8 @@ static int build_apps(const dtx__bupdate_t *u, const dtx__bval_t *doc,
     expander_t *x = malloc(sizeof *x);
     if (!x)
       return dtx__err(DTX_ENOMEM, "out of memory applying update");
+    x->u = u;
+    x->scratch = scratch;
     x->op = op;
     x->pos = pos;
     x->apps = a;
@@ -577,13 +615,19 @@ static int write_replacement(const dtx__bupdate_t *u, const dtx__bval_t *doc,
 }
 
 static int apply_ops(const dtx__bupdate_t *u, const dtx__bval_t *doc,
-                     int is_insert, int64_t now_ms, size_t pos,
-                     bwctx_t *w) {
+                     int is_insert, int64_t now_ms, bwctx_t *w) {
+  size_t pos = SIZE_MAX;
   apps_t a = {0};
   btgt_t tbuf[16], *t = tbuf;
   size_t nt = 0, i;
-  int rc = build_apps(u, doc, is_insert, pos, &a);
+  int rc = 0;
   (void)now_ms;
+  if (u->uses_dollar && u->filter) {
+    dtx__bfilter_match_pos(u->filter, doc->data, doc->len, &pos);
+    if ((rc = dtx__bfilter_error(u->filter)))
+      return rc;
+  }
+  rc = build_apps(u, doc, is_insert, pos, &w->scratch, &a);
   if (rc)
     goto done;
   if (2 * a.n > sizeof tbuf / sizeof tbuf[0] &&
@@ -636,7 +680,7 @@ static const bop_t *id_op(const dtx__bupdate_t *u) {
 
 int dtx__bupdate_apply(const dtx__bupdate_t *u, const uint8_t *doc,
                        uint32_t len, int is_insert, int64_t now_ms,
-                       size_t pos, bson_t **out, int *changed) {
+                       bson_t **out, int *changed) {
   bwctx_t w;
   int rc;
   if (out)
@@ -657,7 +701,8 @@ int dtx__bupdate_apply(const dtx__bupdate_t *u, const uint8_t *doc,
   if (dtx__bwb_init(&w.b, (size_t)len + u->speclen + 64))
     return dtx__err(DTX_ENOMEM, "out of memory applying update");
   rc = u->replacement ? write_replacement(u, &d, &w.b)
-                      : apply_ops(u, &d, is_insert, now_ms, pos, &w);
+                      : apply_ops(u, &d, is_insert, now_ms, &w);
+  free(w.scratch.p);
   if (rc == 0 && w.err)
     rc = dtx__err(w.err, "%s", w.err_detail);
   if (rc == 0 && w.b.oom)

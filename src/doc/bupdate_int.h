@@ -26,6 +26,7 @@ typedef struct bop {
   dtx__bval_t arg; /* the operand; $push/$addToSet: see single */
   int single;      /* $push/$addToSet: arg is the one value, not $each */
   enum pull_mode pull_mode;
+  dtx__bfilter_t *cond; /* $pull by condition (PULL_WRAPPED: on {v: e}) */
   int has_position, has_slice;
   int64_t position, slice;
   int sort;          /* 0 none, 1 by value, 2 by the fields of sortspec */
@@ -43,11 +44,19 @@ struct dtx__bupdate {
   size_t nops;
   bop_t *ops; /* sorted by path order; in the arena */
   int positional, uses_dollar;
-  uint8_t *afs; /* arrayFilters' bytes (a copy) or NULL */
-  uint32_t aflen;
+  size_t naf;
+  struct bafilter *af; /* arrayFilters, in the arena */
+  const dtx__bfilter_t *filter; /* bound query filter (borrowed) or NULL */
   dtx__arena_t arena;
   char first[]; /* the arena's first chunk */
 };
+
+/* One arrayFilters entry: its identifier (in the arena) and its filter,
+ * run on {identifier: element}. */
+typedef struct bafilter {
+  char *id;
+  dtx__bfilter_t *f;
+} bafilter_t;
 
 #define BUPDATE_BYTES 992
 
@@ -94,6 +103,7 @@ typedef struct bwctx {
   int is_insert;
   int64_t now_ms;
   dtx__bwb_t b;
+  dtx__buf_t scratch; /* {name: element} documents for the matchers */
   int err;         /* the first error in operation order, or 0 */
   size_t err_ord;
   char err_detail[512];
@@ -128,6 +138,12 @@ const char *dtx__bupd_tname(bson_type_t t);
 /* How deep v nests: 0 for a scalar, 1 + its deepest child for a document
  * or array. */
 int dtx__bupd_vdepth(const dtx__bval_t *v);
+
+/* 1 when {key: v} matches f, 0 when not; a matcher's error (a $regex past
+ * its limits) comes back through *err.  The document is built in
+ * scratch, reused from element to element. */
+int dtx__bupd_match_wrapped(dtx__buf_t *scratch, const dtx__bfilter_t *f,
+                            const char *key, const dtx__bval_t *v, int *err);
 
 /* ---- operators (bupdate_ops.c) ------------------------------------------- */
 

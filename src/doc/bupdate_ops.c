@@ -492,8 +492,19 @@ static int put_remove(bwctx_t *w, const btgt_t *t, const char *key,
     goto done;
   size_t o = 0;
   for (size_t i = 0; i < l.n; i++) {
-    int m = op->kind == OP_PULLALL ? contains(keep.v, keep.n, &l.v[i])
-                                   : dtx__bval_cmp(&l.v[i], &op->arg) == 0;
+    int m;
+    if (op->kind == OP_PULLALL)
+      m = contains(keep.v, keep.n, &l.v[i]);
+    else if (op->pull_mode == PULL_EQ)
+      m = dtx__bval_cmp(&l.v[i], &op->arg) == 0;
+    else if (op->pull_mode == PULL_WRAPPED)
+      m = dtx__bupd_match_wrapped(&w->scratch, op->cond, "v", &l.v[i], &rc);
+    else if ((m = l.v[i].type == BSON_TYPE_DOCUMENT))
+      m = dtx__bfilter_match(op->cond, l.v[i].data, l.v[i].len);
+    if (op->cond && !rc)
+      rc = dtx__bfilter_error(op->cond);
+    if (rc)
+      goto done;
     if (!m)
       l.v[o++] = l.v[i];
   }

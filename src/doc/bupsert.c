@@ -283,13 +283,17 @@ int dtx__bupsert_doc(const uint8_t *filter, uint32_t len,
   dtx__belem_t id;
   int changed, rc;
   *out = NULL;
+  /* Nothing matched; but if that is because a $regex failed, the "no" is
+   * not true and nothing may be inserted. */
+  if ((rc = dtx__bfilter_error(dtx__bupdate_filter(u))) < 0)
+    return rc;
   if (dtx__bwb_init(&b, len))
     return dtx__err(DTX_ENOMEM, "out of memory building upsert document");
   rc = seed(filter, len, dtx__bupdate_is_replacement(u), &b);
   if (rc == 0 && (b.oom || b.big))
     rc = dtx__err(DTX_ENOMEM, "out of memory building upsert document");
   if (rc == 0)
-    rc = dtx__bupdate_apply(u, b.p, (uint32_t)b.n, 1, now_ms, SIZE_MAX, &doc,
+    rc = dtx__bupdate_apply(u, b.p, (uint32_t)b.n, 1, now_ms, &doc,
                             &changed);
   dtx__bwb_drop(&b);
   if (rc)

@@ -14,8 +14,6 @@ static const char *const reasons[] = {
     "the update is not a JSON object: BSON has no such update",
     "$currentDate writes a BSON Date/Timestamp, json_t an integer "
     "(test_bupdate.c covers it)",
-    "$pull by condition needs the BSON filter (helper bfilter)",
-    "arrayFilters ($[id]) need the BSON filter (helper bfilter)",
     "a double past DBL_MAX: BSON stores Infinity as MongoDB does, json_t "
     "refuses it",
 };
@@ -29,45 +27,13 @@ static int spec_has(const json_t *spec, const char *op) {
   return json_object_get(spec, op) != NULL;
 }
 
-static int pull_by_condition(const json_t *spec) {
-  const char *k;
-  json_t *v;
-  json_object_foreach(json_object_get(spec, "$pull"), k, v) {
-    if (json_is_object(v))
-      return 1;
-  }
-  return 0;
-}
-
-static int uses_ident(const json_t *spec) {
-  const char *op, *path;
-  json_t *arg, *v;
-  json_object_foreach((json_t *)spec, op, arg) {
-    if (op[0] != '$' || !json_is_object(arg))
-      continue;
-    json_object_foreach(arg, path, v) {
-      const char *s = path;
-      while ((s = strstr(s, "$[")))
-        if (s[2] != ']')
-          return 1;
-        else
-          s += 2;
-    }
-  }
-  return 0;
-}
-
 static int skip_reason(const dtx_t_bupd_row_t *r) {
   if (!json_is_object(r->spec))
     return 0;
   if (spec_has(r->spec, "$currentDate"))
     return 1;
-  if (pull_by_condition(r->spec))
-    return 2;
-  if (r->afs || uses_ident(r->spec))
-    return 3;
   if (r->rc == DTX_EOVERFLOW && r->detail && strstr(r->detail, "not finite"))
-    return 4;
+    return 2;
   return -1;
 }
 
@@ -91,13 +57,28 @@ void dtx_t_bupdate_leg(const dtx_t_bupd_row_t *r) {
     skipped[why]++;
     return;
   }
+  dtx__bfilter_t *f = NULL;
+  dtx__bval_t afv, *afp = NULL;
   REQUIRE(dtx__bson_from_json(r->spec, &spec) == 0);
   REQUIRE(dtx__bson_from_json(r->doc, &doc) == 0);
-  rc = dtx__bupdate_compile(bson_get_data(&spec), spec.len, NULL, 0, 0, &u);
+  if (r->afs) {
+    /* a value, so that a non-array is told apart (the bridge holds it) */
+    REQUIRE(dtx__bval_from_json(r->afs, &afs, &afv) == 0);
+    afp = &afv;
+  }
+  if (r->filter) {
+    bson_t fb = BSON_INITIALIZER;
+    REQUIRE(dtx__bson_from_json(r->filter, &fb) == 0);
+    REQUIRE(dtx__bfilter_compile(&fb, &f) == 0);
+    bson_destroy(&fb);
+  }
+  rc = dtx__bupdate_compile(bson_get_data(&spec), spec.len, afp, 0, &u);
   bson_destroy(&spec); /* the compiled update keeps its own copy */
-  if (rc == 0)
+  if (rc == 0) {
+    dtx__bupdate_bind_filter(u, f);
     rc = dtx__bupdate_apply(u, bson_get_data(&doc), doc.len, r->is_insert,
-                            r->now, r->pos, &out, &changed);
+                            r->now, &out, &changed);
+  }
   CHECKF(rc == r->rc, "bson %s[%zu] %s on %s: %s (%s), json_t %s (%s)",
          r->table, r->index, JS(r->spec), JS(r->doc), dtx_errname(rc),
          rc ? dtx_errdetail() : "", dtx_errname(r->rc),
@@ -127,6 +108,7 @@ void dtx_t_bupdate_leg(const dtx_t_bupd_row_t *r) {
   bson_destroy(&doc);
   bson_destroy(&afs);
   dtx__bupdate_free(u);
+  dtx__bfilter_free(f);
 }
 
 void dtx_t_bupsert_leg(const char *table, size_t i, const json_t *filter,
@@ -138,7 +120,7 @@ void dtx_t_bupsert_leg(const char *table, size_t i, const json_t *filter,
   rows++;
   REQUIRE(dtx__bson_from_json(filter, &f) == 0);
   REQUIRE(dtx__bson_from_json(spec, &s) == 0);
-  int rc = dtx__bupdate_compile(bson_get_data(&s), s.len, NULL, 0, 0, &u);
+  int rc = dtx__bupdate_compile(bson_get_data(&s), s.len, NULL, 0, &u);
   if (rc == 0)
     rc = dtx__bupsert_doc(bson_get_data(&f), f.len, u, now, &out);
   int ok = rc == rc_json;

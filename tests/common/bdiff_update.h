@@ -17,7 +17,7 @@ typedef struct dtx_t_bupd_row {
   const json_t *spec, *afs, *doc;
   int is_insert;
   int64_t now;
-  size_t pos; /* the positional $'s element (SIZE_MAX: none) */
+  const json_t *filter; /* the query filter (for the positional $), or NULL */
   /* the json_t engine's answer */
   int rc;
   const json_t *out;

@@ -169,11 +169,11 @@ static void test_table(void) {
     REQUIRE(spec && doc);
     dtx__bupdate_t *u = NULL;
     int changed = -1;
-    int rc = dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0, 0,
+    int rc = dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0,
                                   &u);
     if (rc == 0)
       rc = dtx__bupdate_apply(u, bson_get_data(doc), doc->len, c->is_insert,
-                              NOW, SIZE_MAX, &out, &changed);
+                              NOW, &out, &changed);
     if (c->want) {
       bson_t *want = ej(c->want);
       REQUIRE(want);
@@ -214,13 +214,11 @@ static void test_timestamp(void) {
   bson_t *spec = ej("{'$currentDate':{'t':{'$type':'timestamp'}}}");
   bson_t *doc = ej("{}"), *a = NULL, *b = NULL;
   dtx__bupdate_t *u = NULL;
-  REQUIRE(dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0, 0,
+  REQUIRE(dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0,
                                &u) == 0);
-  CHECK_RC(dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW,
-                              SIZE_MAX, &a, NULL),
+  CHECK_RC(dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW, &a, NULL),
            0);
-  CHECK_RC(dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW,
-                              SIZE_MAX, &b, NULL),
+  CHECK_RC(dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW, &b, NULL),
            0);
   bson_iter_t ia, ib;
   uint32_t ta, tb, ca, cb;
@@ -239,10 +237,9 @@ static void test_timestamp(void) {
    * ...} for the legacy binary syntax). */
   spec = BCON_NEW("$currentDate", "{", "a", "{", "$type", BCON_UTF8("date"),
                   "}", "}");
-  REQUIRE(dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0, 0,
+  REQUIRE(dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0,
                                &u) == 0);
-  CHECK_RC(dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW,
-                              SIZE_MAX, &a, NULL),
+  CHECK_RC(dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW, &a, NULL),
            0);
   REQUIRE(bson_iter_init_find(&ia, a, "a") && BSON_ITER_HOLDS_DATE_TIME(&ia));
   CHECK(bson_iter_date_time(&ia) == NOW);
@@ -275,10 +272,9 @@ static void test_untouched_bytes(void) {
   bson_t *out = NULL;
   int changed = 0;
   REQUIRE(doc && spec);
-  REQUIRE(dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0, 0,
+  REQUIRE(dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0,
                                &u) == 0);
-  REQUIRE(dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW,
-                             SIZE_MAX, &out, &changed) == 0);
+  REQUIRE(dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW, &out, &changed) == 0);
   CHECK(changed == 1);
   const char *same[] = {"_id", "big", "s", "z"};
   for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
@@ -301,10 +297,9 @@ static void test_untouched_bytes(void) {
   /* No change: the same bytes, changed 0. */
   bson_destroy(spec);
   spec = ej("{'$set':{'s':'text'},'$min':{'z':" DBL(9) "}}");
-  REQUIRE(dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0, 0,
+  REQUIRE(dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0,
                                &u) == 0);
-  REQUIRE(dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW,
-                             SIZE_MAX, &out, &changed) == 0);
+  REQUIRE(dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW, &out, &changed) == 0);
   CHECK(changed == 0 && out->len == doc->len &&
         !memcmp(bson_get_data(out), bson_get_data(doc), doc->len));
   bson_destroy(out);
@@ -335,10 +330,9 @@ static void test_depth_limit(void) {
     free(stack);
     bson_t *doc = ej("{}"), *out = NULL;
     dtx__bupdate_t *u = NULL;
-    REQUIRE(dtx__bupdate_compile(bson_get_data(&spec), spec.len, NULL, 0, 0,
+    REQUIRE(dtx__bupdate_compile(bson_get_data(&spec), spec.len, NULL, 0,
                                  &u) == 0);
-    int rc = dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW,
-                                SIZE_MAX, &out, NULL);
+    int rc = dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW, &out, NULL);
     CHECKF(rc == (extra ? DTX_EINVAL : 0), "extra %d: %s (%s)", extra,
            dtx_errname(rc), dtx_errdetail());
     if (extra)
@@ -365,10 +359,9 @@ static void test_size_limit(void) {
   bson_append_document_end(&spec, &set);
   dtx__bupdate_t *u = NULL;
   bson_t *out = NULL;
-  REQUIRE(dtx__bupdate_compile(bson_get_data(&spec), spec.len, NULL, 0, 0,
+  REQUIRE(dtx__bupdate_compile(bson_get_data(&spec), spec.len, NULL, 0,
                                &u) == 0);
-  CHECK_RC(dtx__bupdate_apply(u, bson_get_data(&doc), doc.len, 0, NOW,
-                              SIZE_MAX, &out, NULL),
+  CHECK_RC(dtx__bupdate_apply(u, bson_get_data(&doc), doc.len, 0, NOW, &out, NULL),
            DTX_ELIMIT);
   CHECK(out == NULL);
   dtx__bupdate_free(u);
@@ -383,7 +376,7 @@ static void test_upsert_oid(void) {
   bson_t *f = ej("{'a':" I64(5) "}"), *spec = ej("{'$set':{'b':1}}");
   dtx__bupdate_t *u = NULL;
   bson_t *out = NULL;
-  REQUIRE(dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0, 0,
+  REQUIRE(dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0,
                                &u) == 0);
   CHECK_RC(dtx__bupsert_doc(bson_get_data(f), f->len, u, NOW, &out), 0);
   bson_iter_t it;

@@ -359,7 +359,7 @@ static void run_apply_case(size_t i, const acase_t *c, unsigned flags) {
   if (flags == 0) { /* the BSON engine's leg, once per row */
     char *detail = strdup(rc ? dtx_errdetail() : "");
     dtx_t_bupd_row_t r = {"apply_cases", i, spec, NULL, doc, c->is_insert,
-                          NOW, SIZE_MAX, rc, out, changed, detail};
+                          NOW, NULL, rc, out, changed, detail};
     dtx_t_bupdate_leg(&r);
     free(detail);
     if (rc)
@@ -572,7 +572,7 @@ static void run_compile_table(const ccase_t *cs, size_t n) {
         detail = strdup(rc ? dtx_errdetail() : "");
       }
       dtx_t_bupd_row_t r = {"compile table", i, spec, NULL, doc, 0, 0,
-                            SIZE_MAX, rc, out, changed, detail};
+                            NULL, rc, out, changed, detail};
       dtx_t_bupdate_leg(&r);
       json_decref(out);
       json_decref(doc);

@@ -56,12 +56,9 @@ static void run_case(const char *table, size_t i, const ucase_t *c) {
     rc = dtx__update_apply(u, doc, c->insert, NOW, &out, &changed);
   }
   if (compile_flags == 0) {
-    /* The BSON leg; the positional $'s element comes from the json_t
-     * filter until the BSON filter lands (the documents are the same). */
+    /* The BSON leg, with the row's filter as a BSON filter. */
     char *detail = strdup(rc ? dtx_errdetail() : "");
-    size_t pos = SIZE_MAX;
-    dtx__filter_match_pos(f, doc, &pos);
-    dtx_t_bupd_row_t r = {table, i, spec, afs, doc, c->insert, NOW, pos,
+    dtx_t_bupd_row_t r = {table, i, spec, afs, doc, c->insert, NOW, filter,
                           rc, out, changed, detail};
     dtx_t_bupdate_leg(&r);
     dtx__err(rc, "%s", detail); /* the json_t answer, for the checks */
