@@ -21,13 +21,20 @@ static const struct {
   const char *name;
   enum op_kind kind;
 } op_table[] = {
-    {"$set", OP_SET},           {"$setOnInsert", OP_SETONINSERT},
-    {"$unset", OP_UNSET},       {"$inc", OP_INC},
-    {"$mul", OP_MUL},           {"$min", OP_MIN},
-    {"$max", OP_MAX},           {"$push", OP_PUSH},
-    {"$addToSet", OP_ADDTOSET}, {"$pull", OP_PULL},
-    {"$pullAll", OP_PULLALL},   {"$pop", OP_POP},
-    {"$rename", OP_RENAME},     {"$bit", OP_BIT},
+    {"$set", OP_SET},
+    {"$setOnInsert", OP_SETONINSERT},
+    {"$unset", OP_UNSET},
+    {"$inc", OP_INC},
+    {"$mul", OP_MUL},
+    {"$min", OP_MIN},
+    {"$max", OP_MAX},
+    {"$push", OP_PUSH},
+    {"$addToSet", OP_ADDTOSET},
+    {"$pull", OP_PULL},
+    {"$pullAll", OP_PULLALL},
+    {"$pop", OP_POP},
+    {"$rename", OP_RENAME},
+    {"$bit", OP_BIT},
     {"$currentDate", OP_CURDATE},
 };
 #define NOPS (sizeof op_table / sizeof op_table[0])
@@ -167,8 +174,9 @@ static int compile_rename(dtx__bupdate_t *u, bop_t *op, const dtx__bval_t *v) {
                     op->p.path);
   const char *to = dtx__bval_str(v, &n);
   if (memchr(to, '\0', n))
-    return dtx__err(DTX_EBADUPDATE, "$rename: the new name for '%s' holds "
-                                    "a NUL byte",
+    return dtx__err(DTX_EBADUPDATE,
+                    "$rename: the new name for '%s' holds "
+                    "a NUL byte",
                     op->p.path);
   if ((rc = dtx__upd_check_path(op->opname, to, 0)))
     return rc;
@@ -179,8 +187,7 @@ static int compile_rename(dtx__bupdate_t *u, bop_t *op, const dtx__bval_t *v) {
                     to);
   if (dtx__upd_segs_prefix(op->p.segs, op->p.nsegs, op->to.segs,
                            op->to.nsegs) ||
-      dtx__upd_segs_prefix(op->to.segs, op->to.nsegs, op->p.segs,
-                           op->p.nsegs))
+      dtx__upd_segs_prefix(op->to.segs, op->to.nsegs, op->p.segs, op->p.nsegs))
     return dtx__err(DTX_EBADUPDATE,
                     "$rename: the source '%s' and target '%s' must differ "
                     "and not be on the same path",
@@ -197,8 +204,7 @@ static int compile_pull(bop_t *op, const dtx__bval_t *v) {
     return 0;
   }
   uint32_t off = 0;
-  const char *first =
-      dtx__belem_next(v->data, v->len, &off, &e) ? e.key : "";
+  const char *first = dtx__belem_next(v->data, v->len, &off, &e) ? e.key : "";
   if (first[0] == '$' && strcmp(first, "$and") && strcmp(first, "$or") &&
       strcmp(first, "$nor"))
     op->pull_mode = PULL_WRAPPED;
@@ -326,8 +332,7 @@ static int compile_operators(dtx__bupdate_t *u) {
     if (t == NOPS)
       return dtx__err(DTX_EBADUPDATE, "unknown operator %s", oe.key);
     if (oe.v.type != BSON_TYPE_DOCUMENT)
-      return dtx__err(DTX_EBADUPDATE, "%s: argument must be an object",
-                      oe.key);
+      return dtx__err(DTX_EBADUPDATE, "%s: argument must be an object", oe.key);
     if (oe.v.len <= 5)
       return dtx__err(DTX_EBADUPDATE, "%s: empty argument", oe.key);
     for (foff = 0; dtx__belem_next(oe.v.data, oe.v.len, &foff, &fe);)
@@ -364,8 +369,7 @@ static int compile_operators(dtx__bupdate_t *u) {
     const bop_t *op = &u->ops[i];
     w[nw++] = (wpath_t){op->p.segs, op->p.nsegs, op->p.path, op->opname};
     if (op->kind == OP_RENAME)
-      w[nw++] = (wpath_t){op->to.segs, op->to.nsegs, op->to.path,
-                          op->opname};
+      w[nw++] = (wpath_t){op->to.segs, op->to.nsegs, op->to.path, op->opname};
   }
   rc = dtx__upd_check_conflicts(w, nw, 0);
   if (w != wbuf)
@@ -382,8 +386,10 @@ static int filter_ident(const dtx__bval_t *f, const char **id, size_t *n,
   dtx__belem_t e, x;
   uint32_t off = 0, xo;
   if (f->type != BSON_TYPE_DOCUMENT)
-    return dtx__err(DTX_EBADUPDATE, "arrayFilters[%zu]: a filter must be an "
-                                    "object", idx);
+    return dtx__err(DTX_EBADUPDATE,
+                    "arrayFilters[%zu]: a filter must be an "
+                    "object",
+                    idx);
   if (depth > 100)
     return dtx__err(DTX_EBADUPDATE, "arrayFilters[%zu]: nested too deeply",
                     idx);
@@ -391,8 +397,10 @@ static int filter_ident(const dtx__bval_t *f, const char **id, size_t *n,
     if (!strcmp(e.key, "$and") || !strcmp(e.key, "$or") ||
         !strcmp(e.key, "$nor")) {
       if (e.v.type != BSON_TYPE_ARRAY)
-        return dtx__err(DTX_EBADUPDATE, "arrayFilters[%zu]: %s needs an "
-                                        "array", idx, e.key);
+        return dtx__err(DTX_EBADUPDATE,
+                        "arrayFilters[%zu]: %s needs an "
+                        "array",
+                        idx, e.key);
       for (xo = 0; dtx__belem_next(e.v.data, e.v.len, &xo, &x);) {
         int rc = filter_ident(&x.v, id, n, idx, depth + 1);
         if (rc)
@@ -446,8 +454,10 @@ static int compile_array_filters(dtx__bupdate_t *u, const dtx__bval_t *afs) {
     if ((rc = filter_ident(&e.v, &id, &len, i, 0)))
       return rc;
     if (!id)
-      return dtx__err(DTX_EBADUPDATE, "arrayFilters[%zu]: a filter cannot be "
-                                      "empty", i);
+      return dtx__err(DTX_EBADUPDATE,
+                      "arrayFilters[%zu]: a filter cannot be "
+                      "empty",
+                      i);
     if (!dtx__upd_ident_ok(id, len))
       return dtx__err(DTX_EBADUPDATE,
                       "arrayFilters[%zu]: identifier '%.*s' must be a "

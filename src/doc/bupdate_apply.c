@@ -103,8 +103,7 @@ void dtx__bw_close(dtx__bwb_t *b, size_t at) {
   }
 }
 
-void dtx__bw_key(dtx__bwb_t *b, bson_type_t t, const char *key,
-                 size_t klen) {
+void dtx__bw_key(dtx__bwb_t *b, bson_type_t t, const char *key, size_t klen) {
   uint8_t tb = (uint8_t)t, z = 0;
   dtx__bwb_put(b, &tb, 1);
   dtx__bwb_put(b, key, klen);
@@ -155,7 +154,8 @@ static void copy_elem(dtx__bwb_t *b, const dtx__belem_t *e) {
   dtx__bwb_put(b, start, (size_t)(e->v.data + e->v.len - start));
 }
 
-/* ---- targets --------------------------------------------------------------- */
+/* ---- targets ---------------------------------------------------------------
+ */
 
 int dtx__bupd_creates(const btgt_t *t) {
   if (t->role == T_RSRC)
@@ -184,16 +184,18 @@ static int not_traversable(const btgt_t *t, size_t i, bson_type_t at) {
   return dtx__err(DTX_ETYPE,
                   "%s: cannot create field '%s' in %s value at '%.*s' (path "
                   "'%s')",
-                  t_opname(t), t->segs[i], dtx__bupd_tname(at), plen,
-                  t->path, t->path);
+                  t_opname(t), t->segs[i], dtx__bupd_tname(at), plen, t->path,
+                  t->path);
 }
 
-/* ---- the writer --------------------------------------------------------------- */
+/* ---- the writer
+ * --------------------------------------------------------------- */
 
 /* Targets sharing segment d: t[lo..hi). */
 typedef struct grp {
   size_t lo, hi;
-  size_t idx; /* the segment as an array index, or SIZE_MAX */
+  size_t idx;  /* the segment as an array index, or SIZE_MAX */
+  size_t slen; /* the segment's length */
   int numeric, seen;
 } grp_t;
 
@@ -258,8 +260,7 @@ static void on_missing(bwctx_t *w, btgt_t *t, const grp_t *g, size_t d,
     return;
   if (is_array) {
     if (!g->numeric) {
-      dtx__bw_fail(w, first->ord,
-                   not_traversable(first, d, BSON_TYPE_ARRAY));
+      dtx__bw_fail(w, first->ord, not_traversable(first, d, BSON_TYPE_ARRAY));
       return;
     }
     if (g->idx >= PAD_MAX) {
@@ -326,7 +327,7 @@ static void write_doc(bwctx_t *w, btgt_t *t, size_t n, size_t d,
       g[ng - 1].hi = i + 1;
       continue;
     }
-    g[ng] = (grp_t){i, i + 1, SIZE_MAX, 0, 0};
+    g[ng] = (grp_t){i, i + 1, SIZE_MAX, strlen(t[i].segs[d]), 0, 0};
     g[ng].numeric = dtx__upd_seg_index(t[i].segs[d], &g[ng].idx);
     ng++;
   }
@@ -340,7 +341,7 @@ static void write_doc(bwctx_t *w, btgt_t *t, size_t n, size_t d,
         if (g[i].seen)
           continue;
         if (is_array ? g[i].numeric && g[i].idx == count
-                     : strlen(t[g[i].lo].segs[d]) == e.keylen &&
+                     : g[i].slen == e.keylen &&
                            !memcmp(t[g[i].lo].segs[d], e.key, e.keylen))
           hit = &g[i];
       }
@@ -365,7 +366,8 @@ static void write_doc(bwctx_t *w, btgt_t *t, size_t n, size_t d,
     free(g);
 }
 
-/* ---- matching elements ------------------------------------------------------ */
+/* ---- matching elements ------------------------------------------------------
+ */
 
 int dtx__bupd_match_wrapped(dtx__buf_t *scratch, const dtx__bfilter_t *f,
                             const char *key, const dtx__bval_t *v, int *err) {
@@ -388,7 +390,8 @@ int dtx__bupd_match_wrapped(dtx__buf_t *scratch, const dtx__bfilter_t *f,
   return m;
 }
 
-/* ---- positional paths ------------------------------------------------------- */
+/* ---- positional paths -------------------------------------------------------
+ */
 
 /* One operation at one concrete path; p is owned when own is set. */
 typedef struct app {
@@ -431,8 +434,8 @@ typedef struct expander {
 } expander_t;
 
 static int put_seg(expander_t *x, size_t len, const char *seg) {
-  int wr = snprintf(x->path + len, sizeof x->path - len, "%s%s",
-                    len ? "." : "", seg);
+  int wr = snprintf(x->path + len, sizeof x->path - len, "%s%s", len ? "." : "",
+                    seg);
   if (wr < 0 || (size_t)wr >= sizeof x->path - len)
     return -1;
   return (int)(len + (size_t)wr);
@@ -481,12 +484,11 @@ static int expand_at(expander_t *x, size_t i, dtx__bval_t cur, size_t len) {
   const bafilter_t *af = NULL;
   if (kind == SEG_FILTERED) {
     for (size_t j = 0; j < x->u->naf && !af; j++)
-      if (strlen(x->u->af[j].id) == idlen &&
-          !memcmp(x->u->af[j].id, id, idlen))
+      if (strlen(x->u->af[j].id) == idlen && !memcmp(x->u->af[j].id, id, idlen))
         af = &x->u->af[j];
     if (!af)
-      return dtx__err(DTX_EBADUPDATE, "no array filter for '%.*s'",
-                      (int)idlen, id);
+      return dtx__err(DTX_EBADUPDATE, "no array filter for '%.*s'", (int)idlen,
+                      id);
   }
   uint32_t off = 0;
   dtx__belem_t e;
@@ -570,8 +572,7 @@ static int rename_source(const upath_t *p, const dtx__bval_t *doc,
   dtx__bval_t cur = *doc;
   dtx__belem_t e;
   for (size_t i = 0; i < p->nsegs; i++) {
-    if (!dtx__belem_find(cur.data, cur.len, p->segs[i], strlen(p->segs[i]),
-                         &e))
+    if (!dtx__belem_find(cur.data, cur.len, p->segs[i], strlen(p->segs[i]), &e))
       return 0;
     if (i + 1 == p->nsegs)
       break;
@@ -579,8 +580,8 @@ static int rename_source(const upath_t *p, const dtx__bval_t *doc,
       return dtx__err(DTX_ETYPE,
                       "$rename: the %s field '%s' cannot be an array element "
                       "(an array at '%.*s')",
-                      "source", p->path,
-                      (int)(p->segs[i + 1] - p->buf - 1), p->path);
+                      "source", p->path, (int)(p->segs[i + 1] - p->buf - 1),
+                      p->path);
     if (e.v.type != BSON_TYPE_DOCUMENT)
       return 0;
     cur = e.v;
@@ -589,7 +590,8 @@ static int rename_source(const upath_t *p, const dtx__bval_t *doc,
   return 1;
 }
 
-/* ---- the driver ----------------------------------------------------------------- */
+/* ---- the driver
+ * ----------------------------------------------------------------- */
 
 /* A replacement keeps the stored _id, first; one naming another is
  * refused (update.c's apply_replacement). */
@@ -646,14 +648,14 @@ static int apply_ops(const dtx__bupdate_t *u, const dtx__bval_t *doc,
       }
       if (r == 0)
         continue; /* a missing source: nothing happens, at either end */
-      t[nt++] = (btgt_t){x->op, x->op->p.segs, x->op->p.nsegs,
-                         x->op->p.path, T_RSRC, i, v};
-      t[nt++] = (btgt_t){x->op, x->op->to.segs, x->op->to.nsegs,
-                         x->op->to.path, T_RDST, i, v};
+      t[nt++] = (btgt_t){
+          x->op, x->op->p.segs, x->op->p.nsegs, x->op->p.path, T_RSRC, i, v};
+      t[nt++] = (btgt_t){
+          x->op, x->op->to.segs, x->op->to.nsegs, x->op->to.path, T_RDST, i, v};
       continue;
     }
-    t[nt++] = (btgt_t){x->op, x->p.segs, x->p.nsegs, x->p.path, T_OP, i,
-                       {0, 0, NULL}};
+    t[nt++] = (btgt_t){x->op, x->p.segs, x->p.nsegs,  x->p.path,
+                       T_OP,  i,         {0, 0, NULL}};
   }
   qsort(t, nt, sizeof *t, tgt_cmp);
   if (nt)

@@ -29,11 +29,11 @@ typedef struct bop {
   dtx__bfilter_t *cond; /* $pull by condition (PULL_WRAPPED: on {v: e}) */
   int has_position, has_slice;
   int64_t position, slice;
-  int sort;          /* 0 none, 1 by value, 2 by the fields of sortspec */
-  int sort_dir;      /* by value: 1 or -1 */
+  int sort;     /* 0 none, 1 by value, 2 by the fields of sortspec */
+  int sort_dir; /* by value: 1 or -1 */
   dtx__bval_t sortspec;
-  int timestamp;     /* $currentDate {$type: "timestamp"} */
-  int vdepth;        /* how deep the values it writes nest (0: scalars) */
+  int timestamp; /* $currentDate {$type: "timestamp"} */
+  int vdepth;    /* how deep the values it writes nest (0: scalars) */
 } bop_t;
 
 struct dtx__bupdate {
@@ -45,7 +45,7 @@ struct dtx__bupdate {
   bop_t *ops; /* sorted by path order; in the arena */
   int positional, uses_dollar;
   size_t naf;
-  struct bafilter *af; /* arrayFilters, in the arena */
+  struct bafilter *af;          /* arrayFilters, in the arena */
   const dtx__bfilter_t *filter; /* bound query filter (borrowed) or NULL */
   dtx__arena_t arena;
   char first[]; /* the arena's first chunk */
@@ -104,13 +104,12 @@ typedef struct bwctx {
   int64_t now_ms;
   dtx__bwb_t b;
   dtx__buf_t scratch; /* {name: element} documents for the matchers */
-  int err;         /* the first error in operation order, or 0 */
+  int err;            /* the first error in operation order, or 0 */
   size_t err_ord;
   char err_detail[512];
 } bwctx_t;
 
 /* ---- raw writing (bupdate_apply.c) --------------------------------------- */
-
 
 /* Reserves a document's length word; returns where it is. */
 size_t dtx__bw_open(dtx__bwb_t *b);

@@ -85,8 +85,7 @@ static int compile_sort(bop_t *op, const dtx__bval_t *v) {
                     op->p.path);
   while (dtx__belem_next(v->data, v->len, &off, &e)) {
     if (dtx__path_check(e.key, DTX_EBADUPDATE))
-      return dtx__err_wrap(DTX_EBADUPDATE, "$push: $sort at '%s'",
-                           op->p.path);
+      return dtx__err_wrap(DTX_EBADUPDATE, "$push: $sort at '%s'", op->p.path);
     if (!is_unit(&e.v, &dir))
       return dtx__err(DTX_EBADUPDATE,
                       "$push: $sort direction of '%s' at '%s' must be 1 or "
@@ -173,8 +172,8 @@ static void put_dec(dtx__bwb_t *b, const char *key, size_t klen,
   dtx__bwb_put(b, &hi, 8);
 }
 
-static int put_arith(bwctx_t *w, const btgt_t *t, const char *key,
-                     size_t klen, const dtx__bval_t *cur) {
+static int put_arith(bwctx_t *w, const btgt_t *t, const char *key, size_t klen,
+                     const dtx__bval_t *cur) {
   const bop_t *op = t->op;
   const dtx__bval_t *arg = &op->arg;
   int mul = op->kind == OP_MUL;
@@ -202,8 +201,7 @@ static int put_arith(bwctx_t *w, const btgt_t *t, const char *key,
     return dtx__err(DTX_ETYPE, "%s: cannot %s non-numeric value at '%s' (%s)",
                     op->opname, mul ? "multiply" : "increment", t->path,
                     dtx__bupd_tname(cur->type));
-  if (cur->type == BSON_TYPE_DECIMAL128 ||
-      arg->type == BSON_TYPE_DECIMAL128) {
+  if (cur->type == BSON_TYPE_DECIMAL128 || arg->type == BSON_TYPE_DECIMAL128) {
     bson_decimal128_t r;
     if (mul)
       dtx__dec_mul(to_dec(cur), to_dec(arg), &r);
@@ -229,9 +227,9 @@ static int put_arith(bwctx_t *w, const btgt_t *t, const char *key,
   }
   int64_t r, a = to_i64(cur), b = to_i64(arg);
   if (mul ? __builtin_mul_overflow(a, b, &r) : __builtin_add_overflow(a, b, &r))
-    return dtx__err(DTX_EOVERFLOW,
-                    "%s: %lld %c %lld overflows int64 at '%s'", op->opname,
-                    (long long)a, mul ? '*' : '+', (long long)b, t->path);
+    return dtx__err(DTX_EOVERFLOW, "%s: %lld %c %lld overflows int64 at '%s'",
+                    op->opname, (long long)a, mul ? '*' : '+', (long long)b,
+                    t->path);
   dtx__bw_i64(&w->b, key, klen, r);
   return 0;
 }
@@ -260,7 +258,8 @@ static int put_bit(bwctx_t *w, const btgt_t *t, const char *key, size_t klen,
   return 0;
 }
 
-/* ---- $currentDate ------------------------------------------------------------- */
+/* ---- $currentDate
+ * ------------------------------------------------------------- */
 
 static pthread_mutex_t ts_lock = PTHREAD_MUTEX_INITIALIZER;
 static int64_t ts_secs;
@@ -281,7 +280,8 @@ static uint64_t timestamp_now(int64_t now_ms) {
   return (uint64_t)secs << 32 | inc;
 }
 
-/* ---- arrays ---------------------------------------------------------------------- */
+/* ---- arrays
+ * ---------------------------------------------------------------------- */
 
 typedef struct vlist {
   dtx__bval_t *v;
@@ -405,8 +405,8 @@ static int op_values(const bop_t *op, vlist_t *l) {
   return op->single ? vl_add(l, &op->arg) : vl_add_all(l, &op->arg);
 }
 
-static int put_append(bwctx_t *w, const btgt_t *t, const char *key,
-                      size_t klen, const dtx__bval_t *cur) {
+static int put_append(bwctx_t *w, const btgt_t *t, const char *key, size_t klen,
+                      const dtx__bval_t *cur) {
   const bop_t *op = t->op;
   vlist_t l = {0}, add = {0};
   int rc;
@@ -466,8 +466,8 @@ done:
   return rc;
 }
 
-static int put_remove(bwctx_t *w, const btgt_t *t, const char *key,
-                      size_t klen, const dtx__bval_t *cur) {
+static int put_remove(bwctx_t *w, const btgt_t *t, const char *key, size_t klen,
+                      const dtx__bval_t *cur) {
   const bop_t *op = t->op;
   vlist_t l = {0}, keep = {0};
   int rc;
@@ -518,7 +518,8 @@ done:
   return rc;
 }
 
-/* ---- the slot ------------------------------------------------------------------------ */
+/* ---- the slot
+ * ------------------------------------------------------------------------ */
 
 int dtx__bupd_put(bwctx_t *w, const btgt_t *t, const char *key, size_t klen,
                   const dtx__bval_t *cur, int in_array, int level) {

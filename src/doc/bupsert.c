@@ -61,8 +61,7 @@ static int collect_logical(const char *k, const dtx__bval_t *v, slist_t *l,
   if (strcmp(k, "$and") && strcmp(k, "$or"))
     return 0;
   if (v->type != BSON_TYPE_ARRAY || count(v) == 0)
-    return dtx__err(DTX_EBADQUERY, "%s: argument must be a non-empty array",
-                    k);
+    return dtx__err(DTX_EBADQUERY, "%s: argument must be a non-empty array", k);
   if (!strcmp(k, "$or") && count(v) != 1)
     return 0;
   while (dtx__belem_next(v->data, v->len, &off, &e))
@@ -222,9 +221,8 @@ static int seed(const uint8_t *filter, uint32_t len, int id_only,
   size_t at = dtx__bw_open(b);
   for (int pass = 0; pass < 2; pass++) {
     for (i = 0; i < l.n; i++)
-      rest[i] = dtx__path_covers("_id", l.v[i].path) == !pass
-                    ? l.v[i].path
-                    : NULL;
+      rest[i] =
+          dtx__path_covers("_id", l.v[i].path) == !pass ? l.v[i].path : NULL;
     write_fields(b, l.v, rest, l.n);
   }
   dtx__bw_close(b, at);
@@ -293,8 +291,7 @@ int dtx__bupsert_doc(const uint8_t *filter, uint32_t len,
   if (rc == 0 && (b.oom || b.big))
     rc = dtx__err(DTX_ENOMEM, "out of memory building upsert document");
   if (rc == 0)
-    rc = dtx__bupdate_apply(u, b.p, (uint32_t)b.n, 1, now_ms, &doc,
-                            &changed);
+    rc = dtx__bupdate_apply(u, b.p, (uint32_t)b.n, 1, now_ms, &doc, &changed);
   dtx__bwb_drop(&b);
   if (rc)
     return rc;

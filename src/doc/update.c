@@ -398,8 +398,10 @@ static int compile_rename(dtx__update_t *u, upd_op_t *op, const json_t *v) {
   if (!strcmp(op->to.segs[0], "_id"))
     return dtx__err(DTX_EBADUPDATE, "$rename: _id is immutable (path '%s')",
                     to);
-  if (dtx__upd_segs_prefix(op->p.segs, op->p.nsegs, op->to.segs, op->to.nsegs) ||
-      dtx__upd_segs_prefix(op->to.segs, op->to.nsegs, op->p.segs, op->p.nsegs))
+  if (dtx__upd_segs_prefix(op->p.segs, op->p.nsegs, op->to.segs,
+                           op->to.nsegs) ||
+      dtx__upd_segs_prefix(op->to.segs, op->to.nsegs, op->p.segs,
+                           op->p.nsegs))
     return dtx__err(DTX_EBADUPDATE,
                     "$rename: the source '%s' and target '%s' must differ "
                     "and not be on the same path",
@@ -485,7 +487,8 @@ static int wpath_cmp(const void *pa, const void *pb) {
 int dtx__upd_check_conflicts(wpath_t *w, size_t n, int concrete) {
   qsort(w, n, sizeof *w, wpath_cmp);
   for (size_t i = 1; i < n; i++)
-    if (dtx__upd_segs_prefix(w[i - 1].segs, w[i - 1].nsegs, w[i].segs, w[i].nsegs))
+    if (dtx__upd_segs_prefix(w[i - 1].segs, w[i - 1].nsegs, w[i].segs,
+                             w[i].nsegs))
       return dtx__err(DTX_EBADUPDATE,
                       concrete ? "updating the path '%s' (%s) would create a "
                                  "conflict at '%s' (%s)"

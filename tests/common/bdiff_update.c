@@ -64,8 +64,8 @@ static json_t *dates_as_ints(json_t *j, int64_t now) {
       json_object_get(j, "$date"))
     return json_integer(now);
   if (json_is_object(j))
-    json_object_foreach(j, k, v) json_object_set_new(j, k,
-                                                     dates_as_ints(v, now));
+    json_object_foreach(j, k, v)
+        json_object_set_new(j, k, dates_as_ints(v, now));
   else if (json_is_array(j))
     json_array_foreach(j, i, v) json_array_set_new(j, i, dates_as_ints(v, now));
   return json_incref(j);
@@ -132,12 +132,15 @@ void dtx_t_bupdate_leg(const dtx_t_bupd_row_t *r) {
     ok = ok && !strcmp(dtx_errdetail(), r->detail);
   } else if (rc == r->rc) {
     char *got = bson_dump(out, r->now), *want = JDUMP(r->out);
-    CHECKF(got && !strcmp(got, want), "bson %s[%zu] %s on %s: got %s, json_t "
-           "%s", r->table, r->index, JS(r->spec), JS(r->doc),
-           got ? got : "NULL", want);
-    CHECKF(changed == r->changed, "bson %s[%zu] %s on %s: changed %d, json_t "
-           "%d", r->table, r->index, JS(r->spec), JS(r->doc), changed,
-           r->changed);
+    CHECKF(got && !strcmp(got, want),
+           "bson %s[%zu] %s on %s: got %s, json_t "
+           "%s",
+           r->table, r->index, JS(r->spec), JS(r->doc), got ? got : "NULL",
+           want);
+    CHECKF(changed == r->changed,
+           "bson %s[%zu] %s on %s: changed %d, json_t "
+           "%d",
+           r->table, r->index, JS(r->spec), JS(r->doc), changed, r->changed);
     ok = got && !strcmp(got, want) && changed == r->changed;
     free(got);
     free(want);

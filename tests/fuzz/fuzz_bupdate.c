@@ -24,8 +24,9 @@ static char *dump(const json_t *v) { return v ? dtx__json_dump(v) : NULL; }
 static void disagree(const char *what, const json_t *spec, const json_t *doc,
                      const char *a, const char *b) {
   char *s = dump(spec), *d = dump(doc);
-  fprintf(stderr, "engines disagree (%s)\nupdate %s\ndoc %s\njson_t: %s\n"
-                  "bson:   %s\n",
+  fprintf(stderr,
+          "engines disagree (%s)\nupdate %s\ndoc %s\njson_t: %s\n"
+          "bson:   %s\n",
           what, s ? s : "?", d ? d : "?", a ? a : "?", b ? b : "?");
   abort();
 }
@@ -97,11 +98,10 @@ static void run(const json_t *spec, const json_t *doc, const json_t *afs,
   if (!copy)
     goto done;
   memcpy(copy, bson_get_data(&bdoc), bdoc.len);
-  int brc = dtx__bupdate_compile(bson_get_data(&bspec), bspec.len, afp, 0,
-                                 &bu);
+  int brc = dtx__bupdate_compile(bson_get_data(&bspec), bspec.len, afp, 0, &bu);
   if (brc == 0)
-    brc = dtx__bupdate_apply(bu, bson_get_data(&bdoc), bdoc.len, is_insert,
-                             NOW, &bout, &bchanged);
+    brc = dtx__bupdate_apply(bu, bson_get_data(&bdoc), bdoc.len, is_insert, NOW,
+                             &bout, &bchanged);
   if (memcmp(copy, bson_get_data(&bdoc), bdoc.len))
     abort(); /* the input must stay untouched */
   free(copy);

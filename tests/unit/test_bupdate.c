@@ -25,9 +25,12 @@ typedef struct bcase {
   const char *detail;
 } bcase_t;
 
-#define OK(u, d, w, ch) {u, d, w, ch, 0, NULL}
-#define OKI(u, d, w, ch) {u, d, w, ch, 1, NULL}
-#define ERR(u, d, code, det) {u, d, NULL, code, 0, det}
+#define OK(u, d, w, ch)                                                        \
+  { u, d, w, ch, 0, NULL }
+#define OKI(u, d, w, ch)                                                       \
+  { u, d, w, ch, 1, NULL }
+#define ERR(u, d, code, det)                                                   \
+  { u, d, NULL, code, 0, det }
 
 #define I32(x) "{'$numberInt':'" #x "'}"
 #define I64(x) "{'$numberLong':'" #x "'}"
@@ -51,10 +54,10 @@ static const bcase_t cases[] = {
         DTX_EOVERFLOW, "$inc: 9223372036854775807 + 1 overflows int64 at 'a'"),
     ERR("{'$inc':{'a':" I64(-9223372036854775808) "}}", "{'a':" I32(-1) "}",
         DTX_EOVERFLOW, "overflows int64"),
-    OK("{'$inc':{'a':" DBL(0.5) "}}", "{'a':" I32(1) "}",
-       "{'a':" DBL(1.5) "}", 1),
-    OK("{'$inc':{'a':" I32(1) "}}", "{'a':" DBL(1.5) "}",
-       "{'a':" DBL(2.5) "}", 1),
+    OK("{'$inc':{'a':" DBL(0.5) "}}", "{'a':" I32(1) "}", "{'a':" DBL(1.5) "}",
+       1),
+    OK("{'$inc':{'a':" I32(1) "}}", "{'a':" DBL(1.5) "}", "{'a':" DBL(2.5) "}",
+       1),
     OK("{'$inc':{'a':" DBL(1e308) "}}", "{'a':" DBL(1e308) "}",
        "{'a':" DBL(Infinity) "}", 1),
     OK("{'$inc':{'a':" I64(7) "}}", "{}", "{'a':" I64(7) "}", 1),
@@ -63,16 +66,15 @@ static const bcase_t cases[] = {
     ERR("{'$inc':{'a':" DATE(5) "}}", "{'a':1}", DTX_EBADUPDATE,
         "$inc: argument at 'a' must be a number, not date"),
     /* $inc with Decimal128: the result is a Decimal128 */
-    OK("{'$inc':{'a':" I32(1) "}}", "{'a':" DEC(1.5) "}",
-       "{'a':" DEC(2.5) "}", 1),
+    OK("{'$inc':{'a':" I32(1) "}}", "{'a':" DEC(1.5) "}", "{'a':" DEC(2.5) "}",
+       1),
     OK("{'$inc':{'a':" DEC(0.25) "}}", "{'a':" I32(2) "}",
        "{'a':" DEC(2.25) "}", 1),
     OK("{'$inc':{'a':" DEC(1) "}}", "{}", "{'a':" DEC(1) "}", 1),
     /* $mul */
     OK("{'$mul':{'a':" I32(65536) "}}", "{'a':" I32(65536) "}",
        "{'a':" I64(4294967296) "}", 1),
-    OK("{'$mul':{'a':" I32(3) "}}", "{'a':" I32(5) "}", "{'a':" I32(15) "}",
-       1),
+    OK("{'$mul':{'a':" I32(3) "}}", "{'a':" I32(5) "}", "{'a':" I32(15) "}", 1),
     ERR("{'$mul':{'a':" I64(4294967296) "}}", "{'a':" I64(4294967296) "}",
         DTX_EOVERFLOW, "$mul: 4294967296 * 4294967296 overflows int64"),
     OK("{'$mul':{'a':" I32(2) "}}", "{}", "{'a':" I32(0) "}", 1),
@@ -96,14 +98,16 @@ static const bcase_t cases[] = {
     ERR("{'$bit':{'a':{'and':" DBL(1) "}}}", "{'a':1}", DTX_EBADUPDATE,
         "must be an integer, not real"),
     /* $min/$max across types, by MongoDB's order */
-    OK("{'$max':{'a':" DATE(5) "}}", "{'a':" I32(9) "}", "{'a':" DATE(5) "}", 1),
+    OK("{'$max':{'a':" DATE(5) "}}", "{'a':" I32(9) "}", "{'a':" DATE(5) "}",
+       1),
     OK("{'$min':{'a':" DATE(5) "}}", "{'a':" I32(9) "}", "{'a':" I32(9) "}", 0),
     OK("{'$min':{'a':" DATE(5) "}}", "{'a':" DATE(7) "}", "{'a':" DATE(5) "}",
        1),
     OK("{'$max':{'a':" I64(9223372036854775807) "}}",
        "{'a':" DBL(9223372036854775808) "}",
        "{'a':" DBL(9223372036854775808) "}", 0),
-    OK("{'$min':{'a':" DEC(1.0) "}}", "{'a':" I32(1) "}", "{'a':" I32(1) "}", 0),
+    OK("{'$min':{'a':" DEC(1.0) "}}", "{'a':" I32(1) "}", "{'a':" I32(1) "}",
+       0),
     OK("{'$max':{'a':{'$maxKey':1}}}", "{'a':'x'}", "{'a':{'$maxKey':1}}", 1),
     OK("{'$min':{'a':{'$minKey':1}}}", "{'a':null}", "{'a':{'$minKey':1}}", 1),
     OK("{'$max':{'a':" OID "}}", "{'a':'zzz'}", "{'a':" OID "}", 1),
@@ -124,8 +128,9 @@ static const bcase_t cases[] = {
        "{'a':[" I64(1) "]}", 1),
     OK("{'$push':{'a':{'$each':['s'," DATE(1) "," I32(3) ",null],'$sort':1}}}",
        "{'a':[]}", "{'a':[null," I32(3) ",'s'," DATE(1) "]}", 1),
-    OK("{'$push':{'a':{'$each':[{'k':" DATE(2) "},{'k':" I32(9) "}],"
-       "'$sort':{'k':-1}}}}",
+    OK("{'$push':{'a':{'$each':[{'k':" DATE(2) "},{'k':" I32(
+           9) "}],"
+              "'$sort':{'k':-1}}}}",
        "{}", "{'a':[{'k':" DATE(2) "},{'k':" I32(9) "}]}", 1),
     /* $currentDate: a Date */
     OK("{'$currentDate':{'a':true}}", "{}", "{'a':" DATE(1700000000000) "}", 1),
@@ -169,8 +174,7 @@ static void test_table(void) {
     REQUIRE(spec && doc);
     dtx__bupdate_t *u = NULL;
     int changed = -1;
-    int rc = dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0,
-                                  &u);
+    int rc = dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0, &u);
     if (rc == 0)
       rc = dtx__bupdate_apply(u, bson_get_data(doc), doc->len, c->is_insert,
                               NOW, &out, &changed);
@@ -214,12 +218,12 @@ static void test_timestamp(void) {
   bson_t *spec = ej("{'$currentDate':{'t':{'$type':'timestamp'}}}");
   bson_t *doc = ej("{}"), *a = NULL, *b = NULL;
   dtx__bupdate_t *u = NULL;
-  REQUIRE(dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0,
-                               &u) == 0);
-  CHECK_RC(dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW, &a, NULL),
-           0);
-  CHECK_RC(dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW, &b, NULL),
-           0);
+  REQUIRE(dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0, &u) ==
+          0);
+  CHECK_RC(
+      dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW, &a, NULL), 0);
+  CHECK_RC(
+      dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW, &b, NULL), 0);
   bson_iter_t ia, ib;
   uint32_t ta, tb, ca, cb;
   REQUIRE(bson_iter_init_find(&ia, a, "t") && BSON_ITER_HOLDS_TIMESTAMP(&ia));
@@ -237,10 +241,10 @@ static void test_timestamp(void) {
    * ...} for the legacy binary syntax). */
   spec = BCON_NEW("$currentDate", "{", "a", "{", "$type", BCON_UTF8("date"),
                   "}", "}");
-  REQUIRE(dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0,
-                               &u) == 0);
-  CHECK_RC(dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW, &a, NULL),
-           0);
+  REQUIRE(dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0, &u) ==
+          0);
+  CHECK_RC(
+      dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW, &a, NULL), 0);
   REQUIRE(bson_iter_init_find(&ia, a, "a") && BSON_ITER_HOLDS_DATE_TIME(&ia));
   CHECK(bson_iter_date_time(&ia) == NOW);
   bson_destroy(a);
@@ -264,25 +268,26 @@ static const uint8_t *elem_bytes(const bson_t *b, const char *key,
 /* The one-pass writer: fields no operation reaches keep their bytes, the
  * result is one contiguous document, and a no-op gives the same bytes. */
 static void test_untouched_bytes(void) {
-  bson_t *doc = ej("{'_id':" OID ",'big':{'x':[1,2,{'y':'deep'}],'d':" DATE(
-      4) "},'n':" I32(1) ",'s':'text','arr':[" DEC(1.5) ",'q'],'z':" DBL(
-      2.5) "}");
+  bson_t *doc = ej(
+      "{'_id':" OID ",'big':{'x':[1,2,{'y':'deep'}],'d':" DATE(4) "},'n':" I32(
+          1) ",'s':'text','arr':[" DEC(1.5) ",'q'],'z':" DBL(2.5) "}");
   bson_t *spec = ej("{'$inc':{'n':" I32(1) "},'$push':{'arr':'r'}}");
   dtx__bupdate_t *u = NULL;
   bson_t *out = NULL;
   int changed = 0;
   REQUIRE(doc && spec);
-  REQUIRE(dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0,
-                               &u) == 0);
-  REQUIRE(dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW, &out, &changed) == 0);
+  REQUIRE(dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0, &u) ==
+          0);
+  REQUIRE(dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW, &out,
+                             &changed) == 0);
   CHECK(changed == 1);
   const char *same[] = {"_id", "big", "s", "z"};
   for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
     uint32_t na = 0, nb = 0;
     const uint8_t *a = elem_bytes(doc, same[i], &na);
     const uint8_t *b = elem_bytes(out, same[i], &nb);
-    CHECKF(a && b && na == nb && !memcmp(a, b, na),
-           "field %s: bytes changed", same[i]);
+    CHECKF(a && b && na == nb && !memcmp(a, b, na), "field %s: bytes changed",
+           same[i]);
     /* ... and they sit inside the one output buffer */
     CHECKF(b >= bson_get_data(out) && b + nb <= bson_get_data(out) + out->len,
            "field %s outside the output", same[i]);
@@ -297,9 +302,10 @@ static void test_untouched_bytes(void) {
   /* No change: the same bytes, changed 0. */
   bson_destroy(spec);
   spec = ej("{'$set':{'s':'text'},'$min':{'z':" DBL(9) "}}");
-  REQUIRE(dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0,
-                               &u) == 0);
-  REQUIRE(dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW, &out, &changed) == 0);
+  REQUIRE(dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0, &u) ==
+          0);
+  REQUIRE(dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW, &out,
+                             &changed) == 0);
   CHECK(changed == 0 && out->len == doc->len &&
         !memcmp(bson_get_data(out), bson_get_data(doc), doc->len));
   bson_destroy(out);
@@ -316,8 +322,8 @@ static void test_depth_limit(void) {
      * object inside adds one, so 99 + extra nested objects under 'a'
      * reach level 100 + extra. */
     int levels = DTX_MAX_DEPTH - 1 + extra;
-    bson_t spec = BSON_INITIALIZER, set, *stack = malloc(
-                                           (size_t)(levels + 1) * sizeof *stack);
+    bson_t spec = BSON_INITIALIZER, set,
+           *stack = malloc((size_t)(levels + 1) * sizeof *stack);
     REQUIRE(stack);
     bson_append_document_begin(&spec, "$set", -1, &set);
     bson_append_document_begin(&set, "a", -1, &stack[0]);
@@ -330,14 +336,15 @@ static void test_depth_limit(void) {
     free(stack);
     bson_t *doc = ej("{}"), *out = NULL;
     dtx__bupdate_t *u = NULL;
-    REQUIRE(dtx__bupdate_compile(bson_get_data(&spec), spec.len, NULL, 0,
-                                 &u) == 0);
-    int rc = dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW, &out, NULL);
+    REQUIRE(dtx__bupdate_compile(bson_get_data(&spec), spec.len, NULL, 0, &u) ==
+            0);
+    int rc =
+        dtx__bupdate_apply(u, bson_get_data(doc), doc->len, 0, NOW, &out, NULL);
     CHECKF(rc == (extra ? DTX_EINVAL : 0), "extra %d: %s (%s)", extra,
            dtx_errname(rc), dtx_errdetail());
     if (extra)
-      CHECKF(strstr(dtx_errdetail(), "deeper than 100 levels at 'a'"),
-             "%s", dtx_errdetail());
+      CHECKF(strstr(dtx_errdetail(), "deeper than 100 levels at 'a'"), "%s",
+             dtx_errdetail());
     bson_destroy(out);
     bson_destroy(doc);
     bson_destroy(&spec);
@@ -359,10 +366,11 @@ static void test_size_limit(void) {
   bson_append_document_end(&spec, &set);
   dtx__bupdate_t *u = NULL;
   bson_t *out = NULL;
-  REQUIRE(dtx__bupdate_compile(bson_get_data(&spec), spec.len, NULL, 0,
-                               &u) == 0);
-  CHECK_RC(dtx__bupdate_apply(u, bson_get_data(&doc), doc.len, 0, NOW, &out, NULL),
-           DTX_ELIMIT);
+  REQUIRE(dtx__bupdate_compile(bson_get_data(&spec), spec.len, NULL, 0, &u) ==
+          0);
+  CHECK_RC(
+      dtx__bupdate_apply(u, bson_get_data(&doc), doc.len, 0, NOW, &out, NULL),
+      DTX_ELIMIT);
   CHECK(out == NULL);
   dtx__bupdate_free(u);
   free(s);
@@ -376,8 +384,8 @@ static void test_upsert_oid(void) {
   bson_t *f = ej("{'a':" I64(5) "}"), *spec = ej("{'$set':{'b':1}}");
   dtx__bupdate_t *u = NULL;
   bson_t *out = NULL;
-  REQUIRE(dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0,
-                               &u) == 0);
+  REQUIRE(dtx__bupdate_compile(bson_get_data(spec), spec->len, NULL, 0, &u) ==
+          0);
   CHECK_RC(dtx__bupsert_doc(bson_get_data(f), f->len, u, NOW, &out), 0);
   bson_iter_t it;
   REQUIRE(out && bson_iter_init(&it, out) && bson_iter_next(&it));
