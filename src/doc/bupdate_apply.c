@@ -329,6 +329,21 @@ static void write_doc(bwctx_t *w, btgt_t *t, size_t n, size_t d,
     }
     g[ng] = (grp_t){i, i + 1, SIZE_MAX, strlen(t[i].segs[d]), 0, 0};
     g[ng].numeric = dtx__upd_seg_index(t[i].segs[d], &g[ng].idx);
+    /* Two spellings of one index ("01" and "1", which sort together) name
+     * one array slot twice: a conflict here, where the json_t engine
+     * applies both in turn (see the report of branch bupdate). */
+    if (is_array && g[ng].numeric && ng && g[ng - 1].numeric &&
+        g[ng - 1].idx == g[ng].idx) {
+      dtx__bw_fail(w, t[i].ord,
+                   dtx__err(DTX_EBADUPDATE,
+                            "updating the path '%s' (%s) would create a "
+                            "conflict at '%s' (%s)",
+                            t[i].path, t_opname(&t[i]), t[g[ng - 1].lo].path,
+                            t_opname(&t[g[ng - 1].lo])));
+      g[ng].seen = 1;
+      g[ng].numeric = 0; /* matches nothing, appends nothing */
+      g[ng].idx = SIZE_MAX;
+    }
     ng++;
   }
   size_t at = dtx__bw_open(&w->b);
@@ -516,9 +531,19 @@ static int app_cmp(const void *pa, const void *pb) {
   return dtx__upd_segs_cmp(x->segs, x->nsegs, y->segs, y->nsegs);
 }
 
+/* The writer's order: the operations' order, with two spellings of one
+ * number ("01", "1") told apart by their bytes, so that the targets under
+ * one name are neighbours (dtx__upd_seg_cmp calls them equal). */
 static int tgt_cmp(const void *pa, const void *pb) {
   const btgt_t *a = pa, *b = pb;
-  return dtx__upd_segs_cmp(a->segs, a->nsegs, b->segs, b->nsegs);
+  for (size_t i = 0; i < a->nsegs && i < b->nsegs; i++) {
+    int c = dtx__upd_seg_cmp(a->segs[i], b->segs[i]);
+    if (!c)
+      c = strcmp(a->segs[i], b->segs[i]);
+    if (c)
+      return c;
+  }
+  return a->nsegs < b->nsegs ? -1 : a->nsegs > b->nsegs;
 }
 
 /* The operations of u as concrete applications, in operation order. */

@@ -146,15 +146,21 @@ int dtx__upd_seg_index(const char *seg, size_t *idx) {
 int dtx__upd_seg_cmp(const char *a, const char *b) {
   size_t ia, ib;
   if (dtx__upd_seg_index(a, &ia) && dtx__upd_seg_index(b, &ib)) {
+    const char *x = a, *y = b;
     size_t la, lb;
-    while (a[0] == '0' && a[1])
-      a++;
-    while (b[0] == '0' && b[1])
-      b++;
-    la = strlen(a);
-    lb = strlen(b);
+    while (x[0] == '0' && x[1])
+      x++;
+    while (y[0] == '0' && y[1])
+      y++;
+    la = strlen(x);
+    lb = strlen(y);
     if (la != lb)
       return la < lb ? -1 : 1;
+    /* The same number: its digits decide, then (as said above) the
+     * bytes, so that the order of "01" and "1" is not qsort's whim. */
+    int c = strcmp(x, y);
+    if (c)
+      return c;
   }
   return strcmp(a, b);
 }
