@@ -147,6 +147,11 @@ static const bcase_t cases[] = {
     /* $rename keeps the type and goes last */
     OK("{'$rename':{'a':'z.y'}}", "{'a':" DEC(7) ",'b':1}",
        "{'b':" I32(1) ",'z':{'y':" DEC(7) "}}", 1),
+    /* one array slot named twice: the writer writes a name once */
+    ERR("{'$set':{'a.01':1,'a.1':2}}", "{'a':[0,5]}", DTX_EBADUPDATE,
+        "would create a conflict"),
+    OK("{'$set':{'a.01.x':1,'a.1':2,'a.01.y':3}}", "{'a':{}}",
+       "{'a':{'01':{'x':" I32(1) ",'y':" I32(3) "},'1':" I32(2) "}}", 1),
     OKI("{'$setOnInsert':{'t':" DATE(9) "}}", "{}", "{'t':" DATE(9) "}", 1),
 };
 
