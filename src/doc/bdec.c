@@ -264,7 +264,7 @@ int dtx__dec_cmp_i64(bson_decimal128_t a, int64_t b) {
 /* A fixed-size unsigned big integer for the exact decimal-versus-binary
  * comparison: 32-bit limbs, least significant first.  The operands are
  * bounded (see cmp_double_mag) well below BN_LIMBS * 32 bits. */
-#define BN_LIMBS 84
+#define BN_LIMBS 48
 
 typedef struct bn {
   uint32_t w[BN_LIMBS];
@@ -349,8 +349,10 @@ static int cmp_double_mag(const unp_t *a, double b) {
     return 1;
   if ((adj + 1) * 3.321928094887362 < x - 2.0)
     return -1;
-  /* Here adj is in [-324, 308], so e in [-357, 308], and x follows adj
-   * within a few units: each side stays under ~2,300 bits. */
+  /* Here adj is in [-324, 308], so e in [-357, 308], and x is within 5 of
+   * adj * log2(10).  So 10^e and 2^k never both grow one side: the worst
+   * is e < 0 with k < 0, c * 2^1127 against m * 10^357, under 1,300 bits
+   * (41 limbs). */
   k = x - 53;
   bn_set(&l, a->coef);
   bn_set(&r, m);

@@ -166,7 +166,10 @@ int dtx__bson_to_json(const uint8_t *doc, uint32_t len, int as_array,
 
 /* One value each way: a view of v needs a home, so from_json appends it
  * under key "v" to *holder and returns its view in *out; to_json returns
- * a new json_t. */
+ * a new json_t.  (bcore: *out points into holder's buffer, which the
+ * next append may move: take every view after the last append, e.g. by
+ * walking holder with dtx__belem_next.  to_json of a missing value, type
+ * 0, is DTX_EINVAL.) */
 int dtx__bval_from_json(const json_t *v, bson_t *holder, dtx__bval_t *out);
 int dtx__bval_to_json(const dtx__bval_t *v, json_t **out);
 
@@ -178,7 +181,13 @@ int dtx__bval_to_json(const dtx__bval_t *v, json_t **out);
  * invalid UTF-8, a malformed wrapper ({"$numberLong": 5}, {"$oid":
  * "xyz"}), integers outside int64 and depth past DTX_MAX_DEPTH are
  * DTX_EBADJSON with the byte position and the reason.  A plain JSON
- * integer becomes int32 when it fits, else int64; a plain real a double. */
+ * integer becomes int32 when it fits, else int64; a plain real a double.
+ * (bejson:) The elements are appended to *out, which should be empty; on
+ * error *out is unchanged.  A document past DTX__DOC_MAX is DTX_ELIMIT,
+ * as every other 16 MiB refusal.  The choices Extended JSON leaves open
+ * ($regex/$options and $type stay plain keys, \u0000 allowed in string
+ * values only, legacy $binary, $date forms) are listed in ejson.c and
+ * ejson_wrap.c. */
 int dtx__ejson_read(const char *text, size_t len, bson_t *out);
 
 /* Writes a document as Extended JSON v2: relaxed (canonical 0) as doctx
@@ -193,6 +202,12 @@ char *dtx__ejson_write(const uint8_t *doc, uint32_t len, int canonical,
  * hold: lengths consistent, every type known, UTF-8 valid in names and
  * strings, no NUL inside a name, no duplicate name within a document,
  * nesting at most DTX_MAX_DEPTH levels, at most DTX__DOC_MAX bytes.
+ * (bejson:) also what the raw reader and the writer rely on: booleans are
+ * 0 or 1, array elements are named "0", "1", ... in order, binary subtype
+ * 2 carries its inner length, regex options are BSON's letters in order;
+ * NUL bytes inside string values are allowed (BSON strings carry their
+ * length).  Every document it accepts, bson_validate (UTF-8 flags, NUL
+ * allowed) accepts too (tests/fuzz/fuzz_bson_check.c).
  * Otherwise `code` with "<what> is not a valid document: <reason> at
  * byte <offset>".  One walk over the bytes: this is what every read of a
  * stored body pays, so it is measured (bench/bench_doc.c). */

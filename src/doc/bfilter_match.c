@@ -90,6 +90,17 @@ static int in_set(const bnode_t *n, const dtx__bval_t *v) {
   return 0;
 }
 
+/* MongoDB 8.0: equality with null ($eq, $in) no longer matches the
+ * deprecated undefined, though the two share a bracket in the order
+ * (dtx__bval_cmp says they are equal); an undefined operand matches only
+ * undefined.  Range operators ($lte: null) keep the bracket's answer. */
+static int in_undefined(const bnode_t *n) {
+  for (uint32_t i = 0; i < n->nvals; i++)
+    if (n->vals[i].type == BSON_TYPE_UNDEFINED)
+      return 1;
+  return 0;
+}
+
 /* A MinKey or MaxKey operand compares with every bracket: MinKey is
  * below, MaxKey above every other value (and a missing one). */
 static int cmp_extreme(const bnode_t *n) {
@@ -236,6 +247,8 @@ static int match_val(const bnode_t *n, const dtx__bval_t *v, mctx_t *m) {
   case BK_EQ:
     if (!v)
       return n->arg.type == BSON_TYPE_NULL;
+    if (v->type == BSON_TYPE_UNDEFINED || n->arg.type == BSON_TYPE_UNDEFINED)
+      return v->type == n->arg.type; /* see in_undefined */
     return equal(v, &n->arg);
   case BK_LT:
   case BK_LTE:
@@ -245,7 +258,7 @@ static int match_val(const bnode_t *n, const dtx__bval_t *v, mctx_t *m) {
   case BK_IN:
     if (!v)
       return n->has_null;
-    if (in_set(n, v))
+    if (v->type == BSON_TYPE_UNDEFINED ? in_undefined(n) : in_set(n, v))
       return 1;
     for (uint32_t i = 0; i < n->nres; i++)
       if (match_regex(&n->res[i], v, m) > 0)

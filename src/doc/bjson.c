@@ -168,10 +168,22 @@ static json_t *pair(const char *k1, json_t *v1, const char *k2, json_t *v2) {
   return o;
 }
 
-static json_t *str_of(const dtx__bval_t *v) {
+/* JSON strings are UTF-8.  Checked bytes are (dtx__bson_check), but the
+ * bridge also reads bodies nobody checked (libbson's validator leaves
+ * code and regexes alone), and says so rather than failing as if out of
+ * memory.  NULs inside are kept, as BSON strings may hold them. */
+static json_t *text(const char *s, size_t n, int *rc) {
+  if (!bson_utf8_validate(s, n, true)) {
+    *rc = dtx__err(DTX_EINVAL, "string is not valid UTF-8");
+    return NULL;
+  }
+  return json_stringn(s, n);
+}
+
+static json_t *str_of(const dtx__bval_t *v, int *rc) {
   uint32_t n;
   const char *s = dtx__bval_str(v, &n);
-  return json_stringn(s, n);
+  return text(s, n, rc);
 }
 
 static const char hexd[] = "0123456789abcdef";
@@ -263,7 +275,7 @@ static json_t *value_json(const dtx__bval_t *v, int depth, int *rc) {
   case BSON_TYPE_DOUBLE:
     return double_json(dtx__bval_double(v));
   case BSON_TYPE_UTF8:
-    return str_of(v);
+    return str_of(v, rc);
   case BSON_TYPE_BINARY:
     return binary_json(v->data + 5, ld32(v->data), v->data[4]);
   case BSON_TYPE_UNDEFINED:
@@ -279,24 +291,27 @@ static json_t *value_json(const dtx__bval_t *v, int depth, int *rc) {
   case BSON_TYPE_REGEX: {
     const char *pat = (const char *)v->data;
     const char *opt = pat + strlen(pat) + 1;
-    return wrap("$regularExpression", pair("pattern", json_string(pat),
-                                           "options", json_string(opt)));
+    return wrap("$regularExpression",
+                pair("pattern", text(pat, strlen(pat), rc), "options",
+                     text(opt, strlen(opt), rc)));
   }
   case BSON_TYPE_DBPOINTER: {
     uint32_t n = ld32(v->data) - 1;
-    json_t *ns = json_stringn((const char *)v->data + 4, n);
+    json_t *ns = text((const char *)v->data + 4, n, rc);
     json_t *id = wrap("$oid", oid_json(v->data + 4 + n + 1));
     return wrap("$dbPointer", pair("$ref", ns, "$id", id));
   }
   case BSON_TYPE_CODE:
-    return wrap("$code", str_of(v));
+    return wrap("$code", str_of(v, rc));
   case BSON_TYPE_SYMBOL:
-    return wrap("$symbol", str_of(v));
+    return wrap("$symbol", str_of(v, rc));
   case BSON_TYPE_CODEWSCOPE: {
     /* int32 total, string (int32 length, bytes, NUL), scope document */
     uint32_t n = ld32(v->data + 4) - 1;
     const uint8_t *scope = v->data + 8 + n + 1;
-    json_t *code = json_stringn((const char *)v->data + 8, n);
+    json_t *code = text((const char *)v->data + 8, n, rc);
+    if (!code)
+      return NULL;
     json_t *sj = NULL;
     *rc = doc_to_json(scope, ld32(scope), 0, depth + 1, &sj);
     if (*rc) {
@@ -346,16 +361,15 @@ static int doc_to_json(const uint8_t *doc, uint32_t len, int as_array,
   dtx__belem_t e;
   while (dtx__belem_next(doc, len, &off, &e)) {
     int rc = 0;
+    if (!as_array && !bson_utf8_validate(e.key, e.keylen, false)) {
+      json_decref(j);
+      return dtx__err(DTX_EINVAL, "a key is not valid UTF-8");
+    }
     json_t *x = value_json(&e.v, depth, &rc);
     if (!x || (as_array ? json_array_append_new(j, x)
                         : json_object_setn_new(j, e.key, e.keylen, x))) {
       json_decref(j);
-      /* json_stringn also refuses bytes that are not UTF-8, which checked
-       * bytes never hold; an unchecked body is reported, not crashed on. */
-      return rc ? rc : x ? oom()
-                         : dtx__err(DTX_ENOMEM, "out of memory (or invalid "
-                                                "UTF-8) at key '%s'",
-                                    e.key);
+      return rc ? rc : oom();
     }
   }
   *out = j;

@@ -92,6 +92,30 @@ int bdiff_same_val(const json_t *a, const dtx__bval_t *v) {
   return same;
 }
 
+int bdiff_cmp(const json_t *a, const json_t *b, int *out) {
+  bson_t ha = BSON_INITIALIZER, hb = BSON_INITIALIZER;
+  dtx__bval_t va = {BSON_TYPE_EOD, 0, NULL}, vb = va;
+  int rc = a ? dtx__bval_from_json(a, &ha, &va) : 0;
+  if (rc == 0 && b)
+    rc = dtx__bval_from_json(b, &hb, &vb);
+  if (rc == 0) {
+    int r = dtx__bval_cmp(&va, &vb);
+    *out = (r > 0) - (r < 0);
+  }
+  bson_destroy(&ha);
+  bson_destroy(&hb);
+  return rc;
+}
+
+int bdiff_bracket(const json_t *v) {
+  bson_t h = BSON_INITIALIZER;
+  dtx__bval_t x = {BSON_TYPE_EOD, 0, NULL};
+  if (v && dtx__bval_from_json(v, &h, &x))
+    x.type = BSON_TYPE_EOD;
+  bson_destroy(&h);
+  return dtx__bval_bracket(x.type);
+}
+
 char *bdiff_show(const dtx__bval_t *v) {
   json_t *b = NULL;
   if (!v || v->type == BSON_TYPE_EOD || dtx__bval_to_json(v, &b))
@@ -285,9 +309,27 @@ static int spec_paths(const char *name, const json_t *spec, const json_t *doc,
   return bad;
 }
 
+/* JSON -> BSON -> JSON must be the identity on v (an object or array). */
+static int round_trip(const char *name, const char *what, const json_t *v) {
+  bson_t b = BSON_INITIALIZER;
+  int ok = dtx__bson_from_json(v, &b) == 0 && bdiff_same(v, bson_get_data(&b), b.len);
+  if (!ok) {
+    char *t = show_json(v);
+    fprintf(stderr, "bdiff %s: the bridge's round trip changed the %s %s\n",
+            name, what, t);
+    free(t);
+  }
+  bson_destroy(&b);
+  return !ok;
+}
+
 int bdiff_walk_spec(const char *name, const json_t *spec, const json_t *doc,
                     size_t *walks) {
+  int bad = 0;
+  if (json_is_object(spec) || json_is_array(spec))
+    bad += round_trip(name, "spec", spec);
   if (!json_is_object(doc) && !json_is_array(doc))
-    return 0;
-  return spec_paths(name, spec, doc, walks);
+    return bad;
+  bad += round_trip(name, "document", doc);
+  return bad + spec_paths(name, spec, doc, walks);
 }

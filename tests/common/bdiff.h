@@ -35,6 +35,13 @@ int bdiff_same(const json_t *a, const uint8_t *doc, uint32_t len);
  * view are both "missing", and equal. */
 int bdiff_same_val(const json_t *a, const dtx__bval_t *v);
 
+/* dtx__bval_cmp of a and b carried over the bridge (NULL: missing), its
+ * sign in *out: 0, or the bridge's DTX_E* code. */
+int bdiff_cmp(const json_t *a, const json_t *b, int *out);
+
+/* dtx__bval_bracket of v's type once over the bridge (NULL: missing). */
+int bdiff_bracket(const json_t *v);
+
 /* Compact JSON text of v through the bridge (for failure messages);
  * malloc'd, the caller frees; "(missing)" copies for NULL/type 0. */
 char *bdiff_show(const dtx__bval_t *v);
@@ -57,8 +64,10 @@ int bdiff_get(const json_t *doc, const char *path, char *why, size_t whylen);
  * '$', at the top and inside $and/$or/$nor; an $elemMatch operand's paths
  * are relative to array elements and are not followed), run over doc
  * through bdiff_walk in the three leaf modes and through bdiff_get.
- * Returns the number that differed (each printed on stderr with `name`)
- * and adds the number run to *walks when walks is not NULL. */
+ * The spec and the document also make the bridge's round trip (JSON ->
+ * BSON -> JSON, the identity).  Returns the number of differences (each
+ * printed on stderr with `name`) and adds the walks run to *walks when
+ * walks is not NULL. */
 int bdiff_walk_spec(const char *name, const json_t *spec, const json_t *doc,
                     size_t *walks);
 

@@ -26,7 +26,7 @@ typedef struct bfd_out {
   int rc;          /* the json_t engine's compile code */
   int match;       /* and its answer (when rc is 0) */
   size_t pos;      /* and its position (SIZE_MAX: none) */
-  char why[512];   /* the skip reason or the difference */
+  char why[1200]; /* the skip reason or the difference */
 } bfd_out_t;
 
 static inline int bfd_say(bfd_out_t *o, int verdict, const char *fmt, ...) {
@@ -41,7 +41,7 @@ static inline int bfd_say(bfd_out_t *o, int verdict, const char *fmt, ...) {
  * BFD_SAME, BFD_SKIP or BFD_DIFF, with o->why saying why. */
 static inline int bfd_run(const json_t *spec, const json_t *doc,
                           bfd_out_t *o) {
-  char jdetail[256];
+  char jdetail[512]; /* err.c's DETAIL_MAX: the whole detail */
   dtx__filter_t *jf = NULL;
   dtx__bfilter_t *bf = NULL;
   bson_t bs = BSON_INITIALIZER, bd = BSON_INITIALIZER;

@@ -698,6 +698,27 @@ static void test_round_trip(void) {
   bson_reinit(&b);
   CHECK_RC(dtx__bson_from_json(k, &b), DTX_EINVAL);
   json_decref(k);
+  /* Text that is not UTF-8 (an unchecked body) is refused, by kind. */
+  static const char bad[] = "f\xa9)";
+  for (int kind = 0; kind < 5; kind++) {
+    bson_t u = BSON_INITIALIZER;
+    bson_oid_t o;
+    memset(&o, 0, sizeof o);
+    if (kind == 0)
+      bson_append_utf8(&u, "s", -1, bad, -1);
+    else if (kind == 1)
+      bson_append_code(&u, "c", -1, bad);
+    else if (kind == 2)
+      bson_append_regex(&u, "r", -1, bad, "");
+    else if (kind == 3)
+      bson_append_dbpointer(&u, "p", -1, bad, &o);
+    else
+      bson_append_int32(&u, bad, -1, 1);
+    json_t *out = NULL;
+    CHECK_RC(dtx__bson_to_json(bson_get_data(&u), u.len, 0, &out), DTX_EINVAL);
+    CHECK(out == NULL);
+    bson_destroy(&u);
+  }
   dtx__bval_t missing = {BSON_TYPE_EOD, 0, NULL};
   json_t *m = NULL;
   CHECK_RC(dtx__bval_to_json(&missing, &m), DTX_EINVAL);

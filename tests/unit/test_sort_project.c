@@ -9,6 +9,8 @@
  */
 #include "testlib.h"
 
+#include "bdiff.h"
+
 #include "doc/doc.h"
 
 #include <string.h>
@@ -103,6 +105,11 @@ static void test_sort_table(void) {
   for (size_t i = 0; i < sizeof sort_cases / sizeof sort_cases[0]; i++) {
     json_t *sort = Q(sort_cases[i].sort), *docs = Q(sort_cases[i].docs);
     json_t *want = Q(sort_cases[i].ids);
+    /* the BSON engine's path leg: each sort key over each document */
+    for (size_t k = 0; k < json_array_size(docs); k++)
+      CHECKF(bdiff_walk_spec("sort", sort, json_array_get(docs, k),
+                             &dtx_t_bpath_walks) == 0,
+             "sort[%zu] doc %zu: paths differ between the engines", i, k);
     int rc = dtx__sort_array(docs, sort);
     CHECKF(rc == 0, "sort[%zu]: %s (%s)", i, dtx_errname(rc),
            dtx_errdetail());
