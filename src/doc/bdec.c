@@ -18,10 +18,11 @@
  * A coefficient above 10^34-1 in the first form is non-canonical too and
  * reads as 0, as the standard says.  The exponent bias is 6176.
  *
- * NaN results are always the canonical quiet NaN (payload 0, positive):
- * MongoDB keeps no payloads either, and one NaN keeps the tables and
- * comparisons simple.  This departs from IEEE 754's payload propagation
- * only in bits no MongoDB operator shows.
+ * NaN results are always the canonical quiet NaN (payload 0, positive),
+ * also when an operand is a NaN with a payload or a sign: IEEE 754 would
+ * carry the operand's payload through.  Nothing in doctx reads payloads
+ * (libbson prints every NaN as "NaN", and MongoDB's order has one NaN),
+ * and one NaN keeps the tables and the comparisons simple.
  *
  * No allocation: the wide intermediate products live in fixed arrays on
  * the stack. */
@@ -51,6 +52,7 @@ typedef struct unp {
   u128 coef; /* < 10^34 */
 } unp_t;
 
+#define P10_19 10000000000000000000ULL
 static const uint64_t P10_64[20] = {1ULL,
                                     10ULL,
                                     100ULL,
@@ -70,14 +72,54 @@ static const uint64_t P10_64[20] = {1ULL,
                                     10000000000000000ULL,
                                     100000000000000000ULL,
                                     1000000000000000000ULL,
-                                    10000000000000000000ULL};
+                                    P10_19};
 
-/* 10^k for 0 <= k <= 38 (10^38 < 2^128). */
+/* 10^0 .. 10^38 (10^38 < 2^128), as constants: powers are on every path. */
+#define P10W(k) ((u128)P10_19 * k##ULL)
+static const u128 P10[39] = {1ULL,
+                             10ULL,
+                             100ULL,
+                             1000ULL,
+                             10000ULL,
+                             100000ULL,
+                             1000000ULL,
+                             10000000ULL,
+                             100000000ULL,
+                             1000000000ULL,
+                             10000000000ULL,
+                             100000000000ULL,
+                             1000000000000ULL,
+                             10000000000000ULL,
+                             100000000000000ULL,
+                             1000000000000000ULL,
+                             10000000000000000ULL,
+                             100000000000000000ULL,
+                             1000000000000000000ULL,
+                             P10_19,
+                             P10W(10),
+                             P10W(100),
+                             P10W(1000),
+                             P10W(10000),
+                             P10W(100000),
+                             P10W(1000000),
+                             P10W(10000000),
+                             P10W(100000000),
+                             P10W(1000000000),
+                             P10W(10000000000),
+                             P10W(100000000000),
+                             P10W(1000000000000),
+                             P10W(10000000000000),
+                             P10W(100000000000000),
+                             P10W(1000000000000000),
+                             P10W(10000000000000000),
+                             P10W(100000000000000000),
+                             P10W(1000000000000000000),
+                             P10W(10000000000000000000)};
+
+/* 10^k for 0 <= k <= 38. */
 static u128 p10(int k) {
   DTX_ASSERT(k >= 0 && k <= 38, "bdec.p10-range");
-  if (k <= 19)
-    return P10_64[k];
-  return (u128)P10_64[19] * P10_64[k - 19];
+  return P10[k];
 }
 
 static int bitlen(u128 c) {
@@ -93,8 +135,8 @@ static int ndigits(u128 c) {
   int t;
   if (c == 0)
     return 0;
-  t = (bitlen(c) * 1233) >> 12;
-  return t + (c >= p10(t));
+  t = (bitlen(c) * 1233) >> 12; /* at most 38 */
+  return t + (c >= P10[t]);
 }
 
 static unp_t unpack(bson_decimal128_t d) {
@@ -119,7 +161,7 @@ static unp_t unpack(bson_decimal128_t d) {
   }
   u.exp = (int)((hi >> 49) & 0x3FFF) - BIAS;
   u.coef = ((u128)(hi & ((1ULL << 49) - 1)) << 64) | d.low;
-  if (u.coef >= p10(PREC))
+  if (u.coef >= P10[PREC])
     u.coef = 0;
   return u;
 }
@@ -208,7 +250,7 @@ int dtx__dec_is_zero(bson_decimal128_t a) {
 
 int dtx__dec_sign(bson_decimal128_t a) { return (int)(a.high >> 63); }
 
-/* ---- comparisons ---------------------------------------------------------- */
+/* ---- comparisons --------------------------------------------------------- */
 
 /* -1, 0, +1 as the value is negative, zero (either sign), positive;
  * u is not NaN. */
@@ -354,6 +396,17 @@ static int cmp_double_mag(const unp_t *a, double b) {
    * is e < 0 with k < 0, c * 2^1127 against m * 10^357, under 1,300 bits
    * (41 limbs). */
   k = x - 53;
+  {
+    /* Both sides in 128 bits when they fit (10^j < 2^(4j)): the common
+     * case of everyday magnitudes, with no big integer. */
+    int pe = a->exp > 0 ? a->exp : 0, ne = a->exp < 0 ? -a->exp : 0;
+    int pk = k > 0 ? k : 0, nk = k < 0 ? -k : 0;
+    if (pe <= 19 && ne <= 19 && bitlen(a->coef) + 4 * pe + nk < 128 &&
+        53 + 4 * ne + pk < 128) {
+      u128 lv = (a->coef * P10[pe]) << nk, rv = ((u128)m << pk) * P10[ne];
+      return (lv > rv) - (lv < rv);
+    }
+  }
   bn_set(&l, a->coef);
   bn_set(&r, m);
   if (a->exp > 0)
@@ -385,7 +438,7 @@ int dtx__dec_cmp_double(bson_decimal128_t a, double b) {
   return sa > 0 ? m : -m;
 }
 
-/* ---- conversions ---------------------------------------------------------- */
+/* ---- conversions --------------------------------------------------------- */
 
 /* Writes c's decimal digits to buf (at least 40 bytes); returns length. */
 static int u128_str(u128 c, char *buf) {
@@ -411,6 +464,17 @@ double dtx__dec_to_double(bson_decimal128_t a) {
     return NAN;
   if (u.kind == K_INF)
     return u.neg ? -INFINITY : INFINITY;
+  /* Clinger's fast path: a coefficient below 2^53 and a power of ten up
+   * to 10^22 are exact doubles, and one IEEE multiply or divide of two
+   * exact doubles is correctly rounded. */
+  if (u.coef < ((u128)1 << 53) && u.exp >= -22 && u.exp <= 22) {
+    double c = (double)(uint64_t)u.coef, p = 1;
+    int k;
+    for (k = 0; k < (u.exp < 0 ? -u.exp : u.exp); k++)
+      p *= 10; /* exact up to 10^22 */
+    c = u.exp < 0 ? c / p : c * p;
+    return u.neg ? -c : c;
+  }
   n = 0;
   if (u.neg)
     buf[n++] = '-';
@@ -469,7 +533,7 @@ bson_decimal128_t dtx__dec_from_double(double v) {
   return finish(signbit(v) != 0, c, e, 0);
 }
 
-/* ---- arithmetic ----------------------------------------------------------- */
+/* ---- arithmetic ---------------------------------------------------------- */
 
 /* a + b, both finite. */
 static bson_decimal128_t add_fin(unp_t a, unp_t b) {

@@ -165,7 +165,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     abort();
   if (!isnan(x)) {
     int c = dtx__dec_cmp_double(a, x);
-    if (c > 0 && !isinf(x) && dtx__dec_cmp_double(a, nextafter(x, INFINITY)) >= 0)
+    if (c > 0 && !isinf(x) &&
+        dtx__dec_cmp_double(a, nextafter(x, INFINITY)) >= 0)
       abort(); /* a nearer double above */
     if (c < 0 && !isinf(x) &&
         dtx__dec_cmp_double(a, nextafter(x, -INFINITY)) <= 0)
