@@ -51,8 +51,8 @@ const dtx__bfilter_t *dtx__bupdate_filter(const dtx__bupdate_t *u);
 /* Applies u to doc[0..len) and returns the result in *out, a new bson_t
  * whose one buffer was written in one pass (bson_destroy it).  doc is
  * untouched.  is_insert enables $setOnInsert; now_ms is what $currentDate
- * writes.  *changed
- * is 1 when the bytes of *out differ from doc's.  Errors as
+ * writes.  *changed is 1 when the bytes of *out differ from doc's.
+ * Thread-safe on a shared compiled update.  Errors as
  * dtx__update_apply (*out NULL, *changed 0), and:
  *   DTX_ELIMIT  the result would be over 16 MiB (DTX__DOC_MAX)
  *   DTX_EINVAL  the result would nest deeper than DTX_MAX_DEPTH */
