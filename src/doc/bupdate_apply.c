@@ -348,9 +348,15 @@ static void write_doc(bwctx_t *w, btgt_t *t, size_t n, size_t d,
   }
   size_t at = dtx__bw_open(&w->b);
   if (src) {
-    uint32_t off = 0;
+    /* Untouched elements are copied in runs, one memcpy each; once every
+     * group has met its element, the rest goes in one piece unread.
+     * [run, pos) is the pending run; pos is where the next element
+     * starts (the trailing NUL at the end). */
+    uint32_t off = 0, pos = 4, run = 4, left = 0;
     dtx__belem_t e;
-    while (dtx__belem_next(src->data, src->len, &off, &e)) {
+    for (i = 0; i < ng; i++)
+      left += !g[i].seen;
+    while (left && dtx__belem_next(src->data, src->len, &off, &e)) {
       grp_t *hit = NULL;
       for (i = 0; i < ng && !hit; i++) {
         if (g[i].seen)
@@ -361,13 +367,18 @@ static void write_doc(bwctx_t *w, btgt_t *t, size_t n, size_t d,
           hit = &g[i];
       }
       count++;
-      if (!hit) {
-        copy_elem(&w->b, &e);
-        continue;
+      if (hit) {
+        dtx__bwb_put(&w->b, src->data + run, pos - run);
+        run = off;
+        hit->seen = 1;
+        left--;
+        on_existing(w, t, hit, d, &e, is_array, level);
       }
-      hit->seen = 1;
-      on_existing(w, t, hit, d, &e, is_array, level);
+      pos = off;
     }
+    /* The rest, read or not, is untouched; count only matters when a
+     * group is still missing, and then every element was read. */
+    dtx__bwb_put(&w->b, src->data + run, src->len - 1 - run);
   }
   /* Appended, in operation order: slots still missing, and the
    * destinations of $rename (which MongoDB unsets, then sets). */
