@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- reading the spec ------------------------------------------------------ */
+/* ---- reading the spec -------------------------------------------------- */
 
 /* A view's elements (v a document or an array). */
 typedef struct elems {
@@ -95,7 +95,7 @@ static double num_double(const dtx__bval_t *v) {
   }
 }
 
-/* ---- building nodes ---------------------------------------------------------- */
+/* ---- building nodes ---------------------------------------------------- */
 
 static bnode_t *node_new(dtx__bfilter_t *f, bkind_t kind, size_t cap) {
   if (cap > UINT32_MAX)
@@ -143,7 +143,7 @@ static bnode_t *leaf_arg(dtx__bfilter_t *f, bkind_t kind,
   return n;
 }
 
-/* ---- compiling ------------------------------------------------------------------ */
+/* ---- compiling --------------------------------------------------------- */
 
 typedef struct ctx {
   dtx__bfilter_t *f;
@@ -285,9 +285,11 @@ static int compile_in(const ctx_t *c, const char *op, const dtx__bval_t *arg,
     nre += e.v.type == BSON_TYPE_REGEX;
   }
   bnode_t *n = node_new(c->f, BK_IN, 0);
-  if (!n || (cnt - nre && !(n->vals = dtx__arena_alloc(
-                                &c->f->arena, (cnt - nre) * sizeof *n->vals))) ||
-      (nre && !(n->res = dtx__arena_alloc(&c->f->arena, nre * sizeof *n->res))))
+  dtx__arena_t *a = &c->f->arena;
+  if (!n ||
+      (cnt - nre &&
+       !(n->vals = dtx__arena_alloc(a, (cnt - nre) * sizeof *n->vals))) ||
+      (nre && !(n->res = dtx__arena_alloc(a, nre * sizeof *n->res))))
     return oom();
   it = elems_of(arg);
   while (elems_next(&it, &e)) {

@@ -204,12 +204,13 @@ static int match_elems(const bnode_t *n, const dtx__bval_t *v, mctx_t *m,
   const uint8_t *d = dtx__bval_doc(v, &len);
   dtx__belem_t e;
   for (size_t i = 0; dtx__belem_next(d, len, &off, &e); i++) {
-    int ok;
+    int ok = 0;
     if (objects) {
       uint32_t elen;
-      const uint8_t *ed;
-      ok = (e.v.type == BSON_TYPE_DOCUMENT || e.v.type == BSON_TYPE_ARRAY) &&
-           (ed = dtx__bval_doc(&e.v, &elen), match_doc(n->kids[0], ed, elen, m));
+      if (e.v.type == BSON_TYPE_DOCUMENT || e.v.type == BSON_TYPE_ARRAY) {
+        const uint8_t *ed = dtx__bval_doc(&e.v, &elen);
+        ok = match_doc(n->kids[0], ed, elen, m);
+      }
     } else {
       ok = match_val(n->kids[0], &e.v, m);
     }

@@ -114,7 +114,7 @@ out:
   return verdict;
 }
 
-/* ---- the table runner's side (bfilterdiff.c) ------------------------------- */
+/* ---- the table runner's side (bfilterdiff.c) --------------------------- */
 
 /* Runs one table row through both engines (CHECKF on a difference) and
  * counts it; the counts print when the test program exits. */

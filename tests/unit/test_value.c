@@ -301,6 +301,19 @@ static void test_parse_ok(void) {
     CHECK(w && json_typeof(w) == json_typeof(v));
     char *s2 = w ? dtx__json_dump(w) : NULL;
     CHECK(s2 && !strcmp(s, s2));
+    /* the BSON leg: over the bridge and back, the same dump */
+    bson_t h = BSON_INITIALIZER;
+    dtx__bval_t bv;
+    json_t *back = NULL;
+    char *s3 = NULL;
+    CHECK(dtx__bval_from_json(v, &h, &bv) == 0 &&
+          dtx__bval_to_json(&bv, &back) == 0 &&
+          (s3 = dtx__json_dump(back)) != NULL);
+    CHECKF(s3 && !strcmp(s3, parse_ok[i].dump), "bson dump(%s) = %s",
+           parse_ok[i].text, s3 ? s3 : "(null)");
+    free(s3);
+    json_decref(back);
+    bson_destroy(&h);
     free(s);
     free(s2);
     json_decref(v);
