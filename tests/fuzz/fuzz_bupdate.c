@@ -160,7 +160,13 @@ static void run(const json_t *spec, const json_t *doc, const json_t *afs,
   char *a = dump(out), *b = bson_text(bout);
   if (!a || !b || strcmp(a, b))
     disagree("result", spec, doc, a, b);
-  if (changed != bchanged)
+  /* $inc/$mul/$bit of an int32 by an int64 makes an int64 (MongoDB's
+   * rule): the same number, another type, so a change only in BSON. */
+  int widened =
+      !changed && bchanged &&
+      (json_object_get(spec, "$inc") || json_object_get(spec, "$mul") ||
+       json_object_get(spec, "$bit"));
+  if (changed != bchanged && !widened)
     disagree("changed", spec, doc, changed ? "1" : "0", bchanged ? "1" : "0");
   free(a);
   free(b);
