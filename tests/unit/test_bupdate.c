@@ -74,6 +74,9 @@ static const bcase_t cases[] = {
     /* $mul */
     OK("{'$mul':{'a':" I32(65536) "}}", "{'a':" I32(65536) "}",
        "{'a':" I64(4294967296) "}", 1),
+    /* the same number in a wider type is a change (the bytes differ) */
+    OK("{'$mul':{'a':" I64(212337203677) "}}", "{'a':" I32(0) "}",
+       "{'a':" I64(0) "}", 1),
     OK("{'$mul':{'a':" I32(3) "}}", "{'a':" I32(5) "}", "{'a':" I32(15) "}", 1),
     ERR("{'$mul':{'a':" I64(4294967296) "}}", "{'a':" I64(4294967296) "}",
         DTX_EOVERFLOW, "$mul: 4294967296 * 4294967296 overflows int64"),
