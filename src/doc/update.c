@@ -146,15 +146,21 @@ int dtx__upd_seg_index(const char *seg, size_t *idx) {
 int dtx__upd_seg_cmp(const char *a, const char *b) {
   size_t ia, ib;
   if (dtx__upd_seg_index(a, &ia) && dtx__upd_seg_index(b, &ib)) {
+    const char *x = a, *y = b;
     size_t la, lb;
-    while (a[0] == '0' && a[1])
-      a++;
-    while (b[0] == '0' && b[1])
-      b++;
-    la = strlen(a);
-    lb = strlen(b);
+    while (x[0] == '0' && x[1])
+      x++;
+    while (y[0] == '0' && y[1])
+      y++;
+    la = strlen(x);
+    lb = strlen(y);
     if (la != lb)
       return la < lb ? -1 : 1;
+    /* The same number: its digits decide, then (as said above) the
+     * bytes, so that the order of "01" and "1" is not qsort's whim. */
+    int c = strcmp(x, y);
+    if (c)
+      return c;
   }
   return strcmp(a, b);
 }
@@ -197,7 +203,7 @@ void dtx__upd_path_free(upath_t *p) {
 
 /* Paths in the order operations apply, and the prefix test for conflicts,
  * over (segs, nsegs) pairs. */
-static int segs_cmp(char *const *a, size_t na, char *const *b, size_t nb) {
+int dtx__upd_segs_cmp(char *const *a, size_t na, char *const *b, size_t nb) {
   size_t i;
   for (i = 0; i < na && i < nb; i++) {
     int c = dtx__upd_seg_cmp(a[i], b[i]);
@@ -207,7 +213,8 @@ static int segs_cmp(char *const *a, size_t na, char *const *b, size_t nb) {
   return na < nb ? -1 : na > nb;
 }
 
-static int segs_prefix(char *const *a, size_t na, char *const *b, size_t nb) {
+int dtx__upd_segs_prefix(char *const *a, size_t na, char *const *b,
+                         size_t nb) {
   size_t i;
   if (na > nb)
     return 0;
@@ -224,7 +231,7 @@ static const upath_t *order_path(const upd_op_t *op) {
 
 static int op_order_cmp(const void *pa, const void *pb) {
   const upath_t *a = order_path(pa), *b = order_path(pb);
-  return segs_cmp(a->segs, a->nsegs, b->segs, b->nsegs);
+  return dtx__upd_segs_cmp(a->segs, a->nsegs, b->segs, b->nsegs);
 }
 
 /* ---- compile ------------------------------------------------------------- */
@@ -252,16 +259,17 @@ void dtx__update_free(dtx__update_t *u) {
 /* Checks an update path: non-empty segments, none starting with '$' but
  * the positional ones ("$", "$[]", "$[id]"), never first, and at most one
  * "$".  positional is 0 for $rename, whose paths may not be dynamic. */
-static int check_path(upd_op_t *op, const char *path, int positional) {
+int dtx__upd_check_path(const char *opname, const char *path,
+                        int positional) {
   int rc = dtx__path_check(path, DTX_EBADUPDATE);
   if (rc == 0)
     return 0;
   if (!positional)
-    return dtx__err_wrap(rc, "%s", op->opname);
+    return dtx__err_wrap(rc, "%s", opname);
   /* Re-check with positional segments allowed. */
   size_t len = strlen(path);
   if (len > 1024)
-    return dtx__err_wrap(rc, "%s", op->opname);
+    return dtx__err_wrap(rc, "%s", opname);
   int ndollar = 0;
   const char *seg = path;
   for (int first = 1;; first = 0) {
@@ -269,14 +277,14 @@ static int check_path(upd_op_t *op, const char *path, int positional) {
     size_t n = dot ? (size_t)(dot - seg) : strlen(seg);
     if (n == 0)
       return dtx__err(DTX_EBADUPDATE, "%s: empty segment in field path '%s'",
-                      op->opname, path);
+                      opname, path);
     if (seg[0] == '$') {
       char tmp[160];
       const char *id;
       size_t idlen;
       if (n >= sizeof tmp)
         return dtx__err(DTX_EBADUPDATE, "%s: bad segment in path '%s'",
-                        op->opname, path);
+                        opname, path);
       memcpy(tmp, seg, n);
       tmp[n] = '\0';
       int k = dtx__upd_seg_kind(tmp, &id, &idlen);
@@ -284,21 +292,21 @@ static int check_path(upd_op_t *op, const char *path, int positional) {
         return dtx__err(DTX_EBADUPDATE,
                         "%s: field path '%s': segment '%s' starts with '$' "
                         "and is not a positional operator",
-                        op->opname, path, tmp);
+                        opname, path, tmp);
       if (first)
         return dtx__err(DTX_EBADUPDATE,
                         "%s: path '%s' cannot start with a positional "
                         "operator",
-                        op->opname, path);
+                        opname, path);
       if (k == SEG_FILTERED && !dtx__upd_ident_ok(id, idlen))
         return dtx__err(DTX_EBADUPDATE,
                         "%s: identifier '%.*s' in path '%s' must be a "
                         "lowercase letter followed by letters and digits",
-                        op->opname, (int)idlen, id, path);
+                        opname, (int)idlen, id, path);
       if (k == SEG_DOLLAR && ++ndollar > 1)
         return dtx__err(DTX_EBADUPDATE,
                         "%s: too many positional '$' elements in path '%s'",
-                        op->opname, path);
+                        opname, path);
     }
     if (!dot)
       break;
@@ -389,15 +397,17 @@ static int compile_rename(dtx__update_t *u, upd_op_t *op, const json_t *v) {
                     "$rename: the new name for '%s' must be a string",
                     op->p.path);
   const char *to = json_string_value(v);
-  if ((rc = check_path(op, to, 0)))
+  if ((rc = dtx__upd_check_path(op->opname, to, 0)))
     return rc;
   if ((rc = dtx__upd_path_split_in(&u->arena, &op->to, to)))
     return rc;
   if (!strcmp(op->to.segs[0], "_id"))
     return dtx__err(DTX_EBADUPDATE, "$rename: _id is immutable (path '%s')",
                     to);
-  if (segs_prefix(op->p.segs, op->p.nsegs, op->to.segs, op->to.nsegs) ||
-      segs_prefix(op->to.segs, op->to.nsegs, op->p.segs, op->p.nsegs))
+  if (dtx__upd_segs_prefix(op->p.segs, op->p.nsegs, op->to.segs,
+                           op->to.nsegs) ||
+      dtx__upd_segs_prefix(op->to.segs, op->to.nsegs, op->p.segs,
+                           op->p.nsegs))
     return dtx__err(DTX_EBADUPDATE,
                     "$rename: the source '%s' and target '%s' must differ "
                     "and not be on the same path",
@@ -407,7 +417,7 @@ static int compile_rename(dtx__update_t *u, upd_op_t *op, const json_t *v) {
 
 static int compile_field(dtx__update_t *u, upd_op_t *op, const char *path,
                          const json_t *v) {
-  int rc = check_path(op, path, op->kind != OP_RENAME);
+  int rc = dtx__upd_check_path(op->opname, path, op->kind != OP_RENAME);
   if (rc)
     return rc;
   if ((rc = dtx__upd_path_split_in(&u->arena, &op->p, path)))
@@ -472,25 +482,19 @@ static int compile_replacement(dtx__update_t *u, const json_t *spec) {
   return u->repl ? 0 : dtx__err(DTX_ENOMEM, "out of memory compiling update");
 }
 
-/* One entry of the conflict check: a path some operation writes. */
-typedef struct wpath {
-  char *const *segs;
-  size_t nsegs;
-  const char *path, *opname;
-} wpath_t;
-
 static int wpath_cmp(const void *pa, const void *pb) {
   const wpath_t *a = pa, *b = pb;
-  return segs_cmp(a->segs, a->nsegs, b->segs, b->nsegs);
+  return dtx__upd_segs_cmp(a->segs, a->nsegs, b->segs, b->nsegs);
 }
 
 /* After sorting, a path that is a prefix of another sits right before a
  * path it prefixes (see dtx__upd_seg_cmp), so neighbours are all we
  * compare. */
-static int check_conflicts(wpath_t *w, size_t n, int concrete) {
+int dtx__upd_check_conflicts(wpath_t *w, size_t n, int concrete) {
   qsort(w, n, sizeof *w, wpath_cmp);
   for (size_t i = 1; i < n; i++)
-    if (segs_prefix(w[i - 1].segs, w[i - 1].nsegs, w[i].segs, w[i].nsegs))
+    if (dtx__upd_segs_prefix(w[i - 1].segs, w[i - 1].nsegs, w[i].segs,
+                             w[i].nsegs))
       return dtx__err(DTX_EBADUPDATE,
                       concrete ? "updating the path '%s' (%s) would create a "
                                  "conflict at '%s' (%s)"
@@ -559,7 +563,7 @@ static int compile_operators(dtx__update_t *u, const json_t *spec) {
       w[nw++] = (wpath_t){op->to.segs, op->to.nsegs, op->to.path,
                           op->opname};
   }
-  rc = check_conflicts(w, nw, 0);
+  rc = dtx__upd_check_conflicts(w, nw, 0);
   if (w != wbuf)
     free(w);
   return rc;
@@ -678,7 +682,7 @@ static const upd_op_t *id_op(const dtx__update_t *u) {
 
 static int target_cmp(const void *pa, const void *pb) {
   const target_t *a = pa, *b = pb;
-  return segs_cmp(a->p.segs, a->p.nsegs, b->p.segs, b->p.nsegs);
+  return dtx__upd_segs_cmp(a->p.segs, a->p.nsegs, b->p.segs, b->p.nsegs);
 }
 
 /* Updates with positional paths: every path is made concrete against the
@@ -724,7 +728,7 @@ static int apply_positional(const dtx__update_t *u, const json_t *doc,
           w[nw++] = (wpath_t){ts[i].op->to.segs, ts[i].op->to.nsegs,
                               ts[i].op->to.path, ts[i].op->opname};
       }
-      rc = check_conflicts(w, nw, 1);
+      rc = dtx__upd_check_conflicts(w, nw, 1);
     }
   }
   for (i = 0; i < n && rc == 0; i++) {

@@ -117,6 +117,26 @@ int dtx__upd_path_split_in(dtx__arena_t *arena, upath_t *p, const char *path);
 int dtx__upd_path_split(upath_t *p, const char *path);
 void dtx__upd_path_free(upath_t *p);
 
+/* Shared with the BSON applier (bupdate.c), so the path rules live once:
+ * dtx__upd_check_path checks an update path for opname (positional
+ * segments allowed when positional); segs_cmp orders paths as operations
+ * apply, segs_prefix says a is a prefix of b (segment-wise). */
+int dtx__upd_check_path(const char *opname, const char *path, int positional);
+int dtx__upd_segs_cmp(char *const *a, size_t na, char *const *b, size_t nb);
+int dtx__upd_segs_prefix(char *const *a, size_t na, char *const *b,
+                         size_t nb);
+
+/* One entry of the conflict check: a path some operation writes. */
+typedef struct wpath {
+  char *const *segs;
+  size_t nsegs;
+  const char *path, *opname;
+} wpath_t;
+
+/* Sorts w and fails (DTX_EBADUPDATE) when one path is a prefix of
+ * another; concrete picks the wording for expanded positional paths. */
+int dtx__upd_check_conflicts(wpath_t *w, size_t n, int concrete);
+
 /* ---- operators (update_ops.c) ------------------------------------------- */
 
 /* Applies op (with a concrete path) to doc in place.  now_ms feeds

@@ -6,6 +6,7 @@
  * fragment of its detail.  Every case also checks that the input document
  * is unchanged afterwards.  JSON in the tables uses ' for " to stay
  * readable; JQNEW() converts it. */
+#include "bdiff_update.h"
 #include "doc/doc.h"
 #include "testlib.h"
 
@@ -354,8 +355,17 @@ static void run_apply_case(size_t i, const acase_t *c, unsigned flags) {
     free(before);
     return;
   }
-  json_decref(spec); /* the compiled update must not need it */
   rc = dtx__update_apply(u, doc, c->is_insert, NOW, &out, &changed);
+  if (flags == 0) { /* the BSON engine's leg, once per row */
+    char *detail = strdup(rc ? dtx_errdetail() : "");
+    dtx_t_bupd_row_t r = {"apply_cases", i, spec, NULL, doc, c->is_insert,
+                          NOW, NULL, rc, out, changed, detail};
+    dtx_t_bupdate_leg(&r);
+    free(detail);
+    if (rc)
+      dtx__update_apply(u, doc, c->is_insert, NOW, &out, &changed);
+  }
+  json_decref(spec); /* the compiled update must not need it */
   if (c->want) {
     json_t *want = JQNEW(c->want);
     char *w = JDUMP(want), *got = out ? JDUMP(out) : NULL;
@@ -550,7 +560,25 @@ static void run_compile_table(const ccase_t *cs, size_t n) {
       CHECKF(strstr(dtx_errdetail(), cs[i].detail) != NULL,
              "case %zu %s: detail '%s' lacks '%s'", i, cs[i].update,
              dtx_errdetail(), cs[i].detail);
-    dtx__update_free(rc ? NULL : u);
+    if (k % 2 == 0) {
+      /* The BSON leg: compile errors only (an empty document stands in,
+       * which every compile that succeeds also accepts or refuses). */
+      char *detail = strdup(rc ? dtx_errdetail() : "");
+      json_t *doc = json_object(), *out = NULL;
+      int changed = 0;
+      if (rc == 0) {
+        rc = dtx__update_apply(u, doc, 0, 0, &out, &changed);
+        free(detail);
+        detail = strdup(rc ? dtx_errdetail() : "");
+      }
+      dtx_t_bupd_row_t r = {"compile table", i, spec, NULL, doc, 0, 0,
+                            NULL, rc, out, changed, detail};
+      dtx_t_bupdate_leg(&r);
+      json_decref(out);
+      json_decref(doc);
+      free(detail);
+    }
+    dtx__update_free(u != (dtx__update_t *)1 ? u : NULL);
     json_decref(spec);
   }
 }
@@ -775,5 +803,6 @@ int main(void) {
   TEST_RUN(test_replacement_independent);
   TEST_RUN(test_operands_copied_or_held);
   TEST_RUN(test_concurrent_apply);
+  dtx_t_bupdate_report();
   return TEST_DONE();
 }

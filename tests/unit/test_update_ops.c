@@ -5,8 +5,12 @@
  * (compact JSON: types and field order count) or the error code and a
  * fragment of its detail.  Every row also checks that the input document
  * is unchanged and that "changed" says whether the output differs. */
+#include "bdiff_update.h"
 #include "doc/doc.h"
 #include "testlib.h"
+#include "util/err.h"
+
+#include <stdlib.h>
 
 #include <stdint.h>
 #include <string.h>
@@ -50,6 +54,15 @@ static void run_case(const char *table, size_t i, const ucase_t *c) {
   if (rc == 0) {
     dtx__update_bind_filter(u, f);
     rc = dtx__update_apply(u, doc, c->insert, NOW, &out, &changed);
+  }
+  if (compile_flags == 0) {
+    /* The BSON leg, with the row's filter as a BSON filter. */
+    char *detail = strdup(rc ? dtx_errdetail() : "");
+    dtx_t_bupd_row_t r = {table, i, spec, afs, doc, c->insert, NOW, filter,
+                          rc, out, changed, detail};
+    dtx_t_bupdate_leg(&r);
+    dtx__err(rc, "%s", detail); /* the json_t answer, for the checks */
+    free(detail);
   }
   if (c->want) {
     CHECKF(rc == 0, "%s[%zu] %s on %s: %s (%s)", table, i, c->update, c->doc,
@@ -450,6 +463,10 @@ static void test_upsert_seed(void) {
     json_t *out = NULL;
     REQUIRE(dtx__update_compile(spec, &u) == 0);
     int rc = dtx__upsert_doc(f, u, NOW, &out);
+    char *detail = strdup(rc ? dtx_errdetail() : "");
+    dtx_t_bupsert_leg("seed", i, f, spec, NOW, rc, out, detail);
+    dtx__err(rc, "%s", detail);
+    free(detail);
     if (cases[i].want) {
       json_t *w = JQNEW(cases[i].want);
       char *ws = JDUMP(w), *got = out ? JDUMP(out) : NULL;
@@ -510,5 +527,6 @@ int main(void) {
   TEST_RUN(test_timestamp);
   TEST_RUN(test_upsert_seed);
   TEST_RUN(test_upsert_positional);
+  dtx_t_bupdate_report();
   return TEST_DONE();
 }
