@@ -19,7 +19,8 @@
 # appended to DTX_REDIS_URI): the crash suites ask for a store per row,
 # and a bash start per store was ~2 of a row's ~20 process starts.
 new_store() {
-  if [ "${DTX_TEST_STORE_CMD##*/}" = fresh-store.sh ] && [ -n "${DTX_REDIS_URI:-}" ]; then
+  local cmd=${DTX_TEST_STORE_CMD:-}
+  if [ "${cmd##*/}" = fresh-store.sh ] && [ -n "${DTX_REDIS_URI:-}" ]; then
     local base=${1//[^A-Za-z0-9_-]/_} ns
     printf -v ns '%s-%08x' "${base:0:22}" "$SRANDOM"
     case "$DTX_REDIS_URI" in
