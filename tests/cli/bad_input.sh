@@ -135,7 +135,7 @@ if [ -z "${DTX_TEST_STORE_CMD:-}" ]; then
     if [ "$rc" -ne "$want" ] || [ -e "$NONE" ] ||
        [[ $(head -n 1 "$TMP/err") != "doctx: $name: "*"$mention"* ]]; then
       fail "doctx $args on a path with no store: exit $rc (want $want), file $( [ -e "$NONE" ] && echo CREATED || echo absent)" \
-        "stderr: $(cat "$TMP/err")"
+        "stderr: $(<"$TMP/err")"
     else
       PASS=$((PASS + 1))
     fi
@@ -162,7 +162,7 @@ if [ -n "$S" ] && dx account create A --balance 10 > /dev/null; then
   if [ "$rc" -eq 2 ] && grep -q '"NOACCOUNT"' "$TMP/out"; then
     PASS=$((PASS + 1))
   else
-    fail "ledger post-many of unknown accounts: exit $rc, want 2" "$(cat "$TMP/out")"
+    fail "ledger post-many of unknown accounts: exit $rc, want 2" "$(<"$TMP/out")"
   fi
   check_store
 else
