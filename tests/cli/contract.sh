@@ -31,8 +31,8 @@ run() {
   else
     "${t[@]}" "$DOCTX" "${store[@]}" "$@" >"$TMP/out" 2>"$TMP/err" </dev/null || RC=$?
   fi
-  OUT=$(cat "$TMP/out")
-  ERR=$(cat "$TMP/err")
+  OUT=$(<"$TMP/out")
+  ERR=$(<"$TMP/err")
 }
 
 ok() { PASS=$((PASS + 1)); }
@@ -321,7 +321,7 @@ for c in "${READS[@]}"; do
   RC=0
   # shellcheck disable=SC2086
   "$DOCTX" --store "sqlite:$NS" $c >"$TMP/out" 2>"$TMP/err" || RC=$?
-  ERR=$(cat "$TMP/err")
+  ERR=$(<"$TMP/err")
   check "doctx $c on a missing store: exit 4, no store, nothing created (rc=$RC err=$ERR)" \
     "$([[ $RC -eq 4 && ! -s $TMP/out && $ERR == "doctx: UNAVAILABLE: no store at $NS "* ]] &&
        [ -z "$(ls -A "$TMP/none")" ]; echo $?)"
@@ -342,7 +342,7 @@ redis://*)
   case $S in *\?*) W="$S&wait=2" ;; *) W="$S?wait=2" ;; esac
   RC=0
   timeout 60 "$DOCTX" --store "$W" insert waitc '{"_id":1}' >"$TMP/out" 2>"$TMP/err" || RC=$?
-  ERR=$(cat "$TMP/err")
+  ERR=$(<"$TMP/err")
   check "?wait=2 without 2 replicas per master: exit 4 at open, naming the master (rc=$RC err=$ERR)" \
     "$([[ $RC -eq 4 && ! -s $TMP/out &&
           $ERR =~ ^doctx:\ UNAVAILABLE:\ redis:\ \?wait=2:\ master\ [0-9.]+:[0-9]+\ has\ [01]\ connected\ replicas?,\ fewer\ than\ the\ 2\ each\ write\ must\ reach ]]; echo $?)"
@@ -353,7 +353,7 @@ redis://*)
   want=$(redis-cli -h "${seed%:*}" -p "${seed##*:}" AUTH not-set 2>&1)
   RC=0
   timeout 60 "$DOCTX" --store "$W" count c >"$TMP/out" 2>"$TMP/err" || RC=$?
-  ERR=$(cat "$TMP/err")
+  ERR=$(<"$TMP/err")
   check "a refused AUTH shows the server's whole reason (rc=$RC err=$ERR want=$want)" \
     "$([[ $RC -eq 4 && -n $want && $ERR == *"failed: $want" ]]; echo $?)"
   ;;
@@ -479,7 +479,7 @@ redis://*) # the URI's own durations are bounded: refused, not wrapped
   for q in timeout_ms retry_ms; do
     case $S in *\?*) W="$S&$q=9223372036854775807" ;; *) W="$S?$q=9223372036854775807" ;; esac
     RC=0; "$DOCTX" --store "$W" count c >"$TMP/out" 2>"$TMP/err" || RC=$?
-    check "?$q=INT64_MAX is a bad URI naming it (rc=$RC err=$(cat "$TMP/err"))" \
+    check "?$q=INT64_MAX is a bad URI naming it (rc=$RC err=$(<"$TMP/err"))" \
       "$([[ $RC -eq 2 ]] && grep -q "$q" "$TMP/err"; echo $?)"
   done
   ;;

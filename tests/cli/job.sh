@@ -24,7 +24,7 @@ expect 0 "add" -- d job add mail send '{"to":"a"}' --id j1
 expect 0 "add again, same" -- d job add mail send '{"to":"a"}' --id j1
 [ "$(d count jobs)" = 1 ] && ok || bad "an idempotent add recorded twice"
 expect 3 "add again, other payload" -- d job add mail send '{"to":"b"}' --id j1
-grep -q "doctx: CONFLICT: " "$WORK/err" && ok || bad "conflict message: $(cat "$WORK/err")"
+grep -q "doctx: CONFLICT: " "$WORK/err" && ok || bad "conflict message: $(<"$WORK/err")"
 expect 3 "add again, other type" -- d job add mail other '{"to":"a"}' --id j1
 expect 0 "delayed" -- d job add mail send --id j2 --delay-ms 60000
 [ "$(jget "$(out)" state)" = delayed ] && ok || bad "j2 not delayed: $(out)"
@@ -46,7 +46,7 @@ before=$(d find jobs | md5sum)
 while IFS='|' read -r label args pattern; do
   # shellcheck disable=SC2086
   expect 2 "$label" -- d job $args
-  grep -q -- "$pattern" "$WORK/err" && ok || bad "$label: message '$(cat "$WORK/err")' lacks '$pattern'"
+  grep -q -- "$pattern" "$WORK/err" && ok || bad "$label: message '$(<"$WORK/err")' lacks '$pattern'"
 done <<'TABLE'
 queue characters|add ma/il send|queue name
 empty type|add mail  |missing argument TYPE
@@ -104,7 +104,7 @@ d job add pq t --id mid2 >/dev/null
 expect 0 "stats" -- d job stats pq
 [ "$(jget "$(out)" ready)" = 4 ] && [ "$(jget "$(out)" total)" = 4 ] && ok || bad "stats: $(out)"
 expect 0 "work priorities" -- d job work pq --once --exec "echo \$DOCTX_JOB_ID >>$WORK/order"
-[ "$(tr '\n' ' ' <"$WORK/order")" = "high mid mid2 low " ] && ok || bad "order: $(cat "$WORK/order")"
+[ "$(tr '\n' ' ' <"$WORK/order")" = "high mid mid2 low " ] && ok || bad "order: $(<"$WORK/order")"
 [ "$(jget "$(out)" ran succeeded)" = 4 ] && ok || bad "work summary: $(out)"
 expect 2 "work --batch 0" -- d job work pq --once --batch 0 --exec true
 expect 2 "work --batch 257" -- d job work pq --once --batch 257 --exec true
@@ -171,7 +171,7 @@ expect 0 "effect repeat after a lost reply" -- d job effect af 1 lost users '{"_
 [ "$(out)" = '{"applied":false}' ] && ok || bad "effect repeat after a lost reply: $(out)"
 expect 1 "effect no match" -- d job effect af 1 cy users '{"_id":"cy"}' '{"$addToSet":{"friends":"bob"}}'
 expect 3 "effect stale epoch" -- d job effect af 2 bob users '{"_id":"bob"}' '{"$addToSet":{"friends":"ann"}}'
-grep -q "doctx: STALE: " "$WORK/err" && ok || bad "stale message: $(cat "$WORK/err")"
+grep -q "doctx: STALE: " "$WORK/err" && ok || bad "stale message: $(<"$WORK/err")"
 [ "$(d find users '{"_id":"bob"}' --project '{"friends":1}')" = '{"_id":"bob","friends":[]}' ] && ok || bad "a stale effect changed bob"
 expect 2 "effect on markers" -- d job effect af 1 m users '{"_id":"bob"}' '{"$unset":{"dtx_fx":""}}'
 expect 2 "effect renaming onto markers" -- d job effect af 1 m users '{"_id":"ann"}' '{"$rename":{"friends":"dtx_fx"}}'
@@ -187,7 +187,7 @@ expect 2 "effect on jobs" -- d job effect af 1 p jobs '{"_id":"af"}' '{"$set":{"
 expect 0 "fenced effect, token 1" -- d job effect af 1 f1 users '{"_id":"bob"}' '{"$set":{"by":1}}' --fence L:1
 expect 0 "fenced effect, token 2" -- d job effect af 1 f2 users '{"_id":"bob"}' '{"$set":{"by":2}}' --fence L:2
 expect 3 "fenced effect, stale token 1" -- d job effect af 1 f3 users '{"_id":"bob"}' '{"$set":{"by":1}}' --fence L:1
-grep -q "doctx: FENCED: " "$WORK/err" && ok || bad "fenced message: $(cat "$WORK/err")"
+grep -q "doctx: FENCED: " "$WORK/err" && ok || bad "fenced message: $(<"$WORK/err")"
 [ "$(d find users '{"_id":"bob"}' --project '{"_id":0,"by":1}')" = '{"by":2}' ] && ok || bad "a fenced-out effect changed bob"
 [ "$(d count users '{"_id":"bob","dtx_fx.key":"f3"}')" = 0 ] && ok || bad "a fenced-out effect left its marker"
 expect 0 "audit" -- d audit
@@ -215,7 +215,7 @@ expect 0 "audit after the coupon job" -- d audit
 # of the collection while it holds documents; past the rules it goes.
 c=$(d find coupons '{"claimed":true}' | jq -r ._id)
 expect 3 "delete of an effect's marked document" -- d delete coupons "{\"_id\":\"$c\"}"
-grep -q "transition delete, plain writes" "$WORK/err" && ok || bad "delete message: $(cat "$WORK/err")"
+grep -q "transition delete, plain writes" "$WORK/err" && ok || bad "delete message: $(<"$WORK/err")"
 expect 3 "drop of a collection with effect markers" -- d drop coupons
 [ "$(d count coupons '{"claimed":true}')" = 1 ] && ok || bad "the refused delete or drop changed coupons"
 expect 0 "delete of an unmarked coupon" -- d delete coupons "{\"_id\":{\"\$ne\":\"$c\"},\"claimed\":false}"
@@ -260,7 +260,7 @@ d find-and-modify jobs '{"_id":"p1"}' --bypass-validation \
 DOCTX_FAULT=job.effect.apply:pause start_bg "$WORK/late.log" "$DOCTX" --store "$S" \
   job effect p1 1 debit wallets '{"_id":"w"}' '{"$inc":{"balance":-10}}'
 late=$BG_PID
-wait_stopped "$late" 30 && ok || bad "attempt 1 never paused: $(cat "$WORK/late.log")"
+wait_stopped "$late" 30 && ok || bad "attempt 1 never paused: $(<"$WORK/late.log")"
 cat >"$WORK/debit.sh" <<'SH'
 "$DOCTX" job effect "$DOCTX_JOB_ID" "$DOCTX_JOB_EPOCH" debit wallets '{"_id":"w"}' '{"$inc":{"balance":-10}}' >/dev/null && echo '{}'
 SH
@@ -278,7 +278,7 @@ d recover --tombstone-ttl-ms 1 >/dev/null
 [ "$(d count wallets '{"dtx_fx.0":{"$exists":true}}')" = 0 ] && ok || bad "markers kept: $(d find wallets)"
 kill -CONT "$late"
 bounded_wait "$late" 30 "$WORK/late.log"
-[ $? = 3 ] && grep -q "STALE" "$WORK/late.log" && ok || bad "the late write: $(cat "$WORK/late.log")"
+[ $? = 3 ] && grep -q "STALE" "$WORK/late.log" && ok || bad "the late write: $(<"$WORK/late.log")"
 [ "$(d find wallets '{"_id":"w"}' --project '{"_id":0,"balance":1}')" = '{"balance":90}' ] && ok || bad "wallet debited twice: $(d find wallets)"
 expect 0 "audit --settled after the late write" -- d audit --settled
 
@@ -298,7 +298,7 @@ new_store job_moves
 d job add q t --id s1 '{"p":1}' >/dev/null
 d job work q --once --exec 'echo {}' >/dev/null
 expect 3 "a succeeded job made runnable again" -- d update jobs '{"_id":"s1"}' '{"$set":{"state":"ready","finished":null,"result":null}}'
-grep -q "fits no allowed move" "$WORK/err" && ok || bad "resurrect: $(cat "$WORK/err")"
+grep -q "fits no allowed move" "$WORK/err" && ok || bad "resurrect: $(<"$WORK/err")"
 d job add q t --id r1 '{"p":1}' >/dev/null
 expect 3 "a payload rewritten" -- d update jobs '{"_id":"r1"}' '{"$set":{"payload":{"p":2}}}'
 expect 3 "a ready job set succeeded without running" -- d update jobs '{"_id":"r1"}' \
@@ -341,7 +341,7 @@ e1=$(jget "$(out)" epoch)
 expect 0 "heartbeat" -- d job heartbeat r1 "$e1" --lease-ms 90000
 [ "$(jget "$(out)" state)" = running ] && ok || bad "heartbeat: $(out)"
 expect 3 "heartbeat, another epoch" -- d job heartbeat r1 $((e1 + 1))
-grep -q 'STALE' "$WORK/err" && ok || bad "heartbeat: $(cat "$WORK/err")"
+grep -q 'STALE' "$WORK/err" && ok || bad "heartbeat: $(<"$WORK/err")"
 expect 0 "complete" -- d job complete r1 "$e1" '{"sent":1}'
 [ "$(jget "$(out)" state)" = succeeded ] && [ "$(jget "$(out)" result sent)" = 1 ] && ok || bad "complete: $(out)"
 expect 0 "complete again: the same job" -- d job complete r1 "$e1" '{"sent":1}'
@@ -484,7 +484,7 @@ expect 0 "events: audit" -- d audit --settled
 expect 0 "events: trim to 2" -- d recover --events-keep 2
 [ "$(d count job_events)" = 2 ] && ok || bad "after the trim: $(d count job_events) entries"
 expect 3 "events: a cursor behind the trim" -- d job events q
-grep -q "were trimmed; the oldest kept is $((total - 1))" "$WORK/err" && ok || bad "trim message: $(cat "$WORK/err")"
+grep -q "were trimmed; the oldest kept is $((total - 1))" "$WORK/err" && ok || bad "trim message: $(<"$WORK/err")"
 expect 0 "events: after the trim" -- d job events q --after $((total - 2))
 [ "$(ev_lines "$WORK/out")" = 2 ] && ok || bad "after the trim: $(out)"
 expect 0 "events: audit after the trim" -- d audit --settled

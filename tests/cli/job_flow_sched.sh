@@ -63,7 +63,7 @@ expect 0 "flow: recover after the fail's crash" -- d recover --older-than-ms 0
 r1=$(fwork DOCTX_FAULT=job.flow.ready:crash; echo $?)
 [ "$r1" = 137 ] && ok || bad "worker: no crash at job.flow.ready ($r1)"
 expect 5 "flow: the audit sees the parent the crash left waiting" -- d audit --settled
-grep -q "flow_stuck" "$WORK/out" && ok || bad "no flow_stuck: $(cat "$WORK/out")"
+grep -q "flow_stuck" "$WORK/out" && ok || bad "no flow_stuck: $(<"$WORK/out")"
 expect 0 "flow: recover after the settle's crash" -- d recover --older-than-ms 0
 fwork || bad "worker fq2"
 FQ=fq; fwork || bad "worker fq"
@@ -92,13 +92,13 @@ for p in r c1 c2 c3 c4 c5 c6 c7; do
 done
 ok
 [ "$(jq -c '[.children[] | select(.state == "succeeded") | .result.v] | length' "$WORK/root.in")" = 7 ] && ok ||
-  bad "root's handler saw: $(cat "$WORK/root.in")"
+  bad "root's handler saw: $(<"$WORK/root.in")"
 expect 0 "flow: audit after the tree" -- d audit --settled
 # ---- flows: the contract of --parent ---------------------------------------------
 n0=$(d count jobs)
 expect 1 "flow: a missing parent" -- d job add fq t --id x1 --parent nope
 expect 3 "flow: a succeeded parent" -- d job add fq t --id x2 --parent r
-grep -q "STATE: job r is succeeded" "$WORK/err" && ok || bad "message: $(cat "$WORK/err")"
+grep -q "STATE: job r is succeeded" "$WORK/err" && ok || bad "message: $(<"$WORK/err")"
 d job add fq3 t --id busy >/dev/null
 d job claim fq3 >/dev/null
 expect 3 "flow: a running parent" -- d job add fq3 t --id x3 --parent busy
@@ -121,7 +121,7 @@ d job add fq4 t --id pe1 --parent pe --delay-ms 60000 >/dev/null
 d update jobs '{"_id":"pe"}' '{"$set":{"state":"ready"}}' --bypass-validation >/dev/null
 FQ=fq4; fwork || bad "worker fq4"
 expect 5 "flow: audit: a parent ran before its child" -- d audit
-grep -q "flow_early" "$WORK/out" && ok || bad "no flow_early: $(cat "$WORK/out")"
+grep -q "flow_early" "$WORK/out" && ok || bad "no flow_early: $(<"$WORK/out")"
 # A canceled parent may go (it is over); its live child is then reported.
 d job add fq5 t --id pz >/dev/null
 d job add fq5 t --id pz1 --parent pz --delay-ms 60000 >/dev/null
@@ -131,7 +131,7 @@ expect 3 "flow: a canceled parent with events waiting" -- d delete jobs '{"_id":
 d job events fq5 >/dev/null
 expect 0 "flow: a canceled parent deleted" -- d delete jobs '{"_id":"pz"}'
 expect 5 "flow: audit: a live child without its parent" -- d audit
-grep -q "flow_orphan.*pz1" "$WORK/out" && ok || bad "no flow_orphan: $(cat "$WORK/out")"
+grep -q "flow_orphan.*pz1" "$WORK/out" && ok || bad "no flow_orphan: $(<"$WORK/out")"
 # ---- schedules (docs/jobs.md, "Schedules") ----------------------------------------
 new_store job_sched
 # Bad input: exit 2, nothing written (the library's check before the store
@@ -139,7 +139,7 @@ new_store job_sched
 while IFS='|' read -r label args pattern; do
   # shellcheck disable=SC2086
   eval "expect 2 \"schedule: $label\" -- d job schedule $args"
-  grep -q -- "$pattern" "$WORK/err" && ok || bad "$label: message '$(cat "$WORK/err")' lacks '$pattern'"
+  grep -q -- "$pattern" "$WORK/err" && ok || bad "$label: message '$(<"$WORK/err")' lacks '$pattern'"
 done <<'TABLE'
 bad cron field|s q t {} --cron '61 * * * *'|cron minute: 61 is out of 0..59
 bad cron text|s q t {} --cron '* * * foo *'|cron month: expected
@@ -220,7 +220,7 @@ if wait_stopped "$p" 20; then
   d job scheduler q3 --once >/dev/null; d job work q3 --once --exec true >/dev/null
   [ "$(d count jobs '{"sched.name":"r"}')" = "$n" ] && ok || bad "a tick enqueued after unschedule"
 else
-  bad "the ticker never paused: $(cat "$WORK/paused.log")"
+  bad "the ticker never paused: $(<"$WORK/paused.log")"
 fi
 expect 0 "audit after the removal" -- d audit
 

@@ -82,11 +82,11 @@ expect 3 "plain write of max_running refused" -- d update job_queues '{"_id":"lq
 d job add lq t --id l00 >/dev/null
 DOCTX_FAULT=job.queue.set:pause start_bg "$WORK/lqset.log" "$DOCTX" --store "$S" job queue lq --max-running 4
 lset=$BG_PID
-wait_stopped "$lset" 30 && ok || bad "the setter never paused: $(cat "$WORK/lqset.log")"
+wait_stopped "$lset" 30 && ok || bad "the setter never paused: $(<"$WORK/lqset.log")"
 expect 0 "claim while the setter is paused" -- d job claim lq
 e00=$(jget "$(out)" epoch)
 kill -CONT "$lset"
-bounded_wait "$lset" 30 "$WORK/lqset.log" && ok || bad "the setter: $(cat "$WORK/lqset.log")"
+bounded_wait "$lset" 30 "$WORK/lqset.log" && ok || bad "the setter: $(<"$WORK/lqset.log")"
 held=$(d find job_queues '{"_id":"lq"}' --project '{"_id":0,"slots":1}' | jq -r '[.slots[] | select(.job == "l0" or .job == "l00")] | length')
 [ "$held" = 2 ] && ok || bad "raising the limit freed a running job's slot: $(d find job_queues)"
 expect 0 "complete l00" -- d job complete l00 "$e00"
@@ -198,11 +198,11 @@ expect 0 "cancel a running --exec job" -- d job cancel c1
 bounded_wait "$WPID" 20 "$WORK/c1.log"
 took=$(($(now_ms) - t0))
 [ "$(state c1)" = canceled ] && ok || bad "c1 not canceled: $(d job show c1)"
-grep -q '"canceled":1' "$WORK/c1.log" && ok || bad "worker summary: $(cat "$WORK/c1.log")"
+grep -q '"canceled":1' "$WORK/c1.log" && ok || bad "worker summary: $(<"$WORK/c1.log")"
 [ "$took" -lt 3000 ] && ok || bad "the cancel took ${took} ms (a heartbeat is 300 ms)"
 [ -s "$WORK/c1.term" ] && ok || bad "the command got no SIGTERM first"
 gone=1
-for p in "$(cat "$WORK/c1.pg")" "$(cat "$WORK/c1.bg")" "$(cat "$WORK/c1.ign")"; do
+for p in "$(<"$WORK/c1.pg")" "$(<"$WORK/c1.bg")" "$(<"$WORK/c1.ign")"; do
   for _ in $(seq 60); do alive "$p" || break; nap 0.05; done
   alive "$p" && gone=0
 done
@@ -216,7 +216,7 @@ expect 0 "cancel a claimed job" -- d job cancel c2
 expect 0 "cancel it again: the same" -- d job cancel c2
 [ "$(jget "$(out)" state)" = running ] && ok || bad "cancel again: $(out)"
 expect 3 "heartbeat after the cancel" -- d job heartbeat c2 "$ce"
-grep -q 'STATE.*canceled' "$WORK/err" && ok || bad "heartbeat: $(cat "$WORK/err")"
+grep -q 'STATE.*canceled' "$WORK/err" && ok || bad "heartbeat: $(<"$WORK/err")"
 expect 3 "an effect after the cancel" -- d job effect c2 "$ce" k cxc '{"_id":"x"}' '{"$inc":{"n":1}}'
 [ "$(jget "$(d find cxc '{"_id":"x"}')" n)" = 0 ] && ok || bad "the effect applied after the cancel"
 expect 3 "a plain update takes the request back" -- d update jobs '{"_id":"c2"}' '{"$unset":{"cancel_requested":""}}'
@@ -240,7 +240,7 @@ expect 3 "cancel a succeeded job" -- d job cancel c4
 expect 0 "audit after the cancels" -- d audit
 expect 0 "a succeeded job given a cancel request past the rules" -- d update jobs '{"_id":"c4"}' '{"$set":{"cancel_requested":1}}' --bypass-validation
 expect 5 "the audit reports it" -- d audit
-grep -q 'cancel_ignored' "$WORK/out" "$WORK/err" && ok || bad "audit: $(out) $(cat "$WORK/err")"
+grep -q 'cancel_ignored' "$WORK/out" "$WORK/err" && ok || bad "audit: $(out) $(<"$WORK/err")"
 
 # ---- retention of dead and canceled jobs (docs/jobs.md, "Retention") --------
 # --keep-dead-ms N purges dead and canceled jobs finished over N ms ago;

@@ -31,7 +31,7 @@ expect 1 "limit of no such account" -- d ledger account limit Z 5
 # Funds: A holds nothing, so a debit is refused (exit 1, A named), nothing
 # recorded.
 expect 1 "debit refused for funds" -- d ledger post A:-5 B:5
-grep -q "INSUFFICIENT: account 'A'" "$WORK/err" && ok || bad "funds message: $(cat "$WORK/err")"
+grep -q "INSUFFICIENT: account 'A'" "$WORK/err" && ok || bad "funds message: $(<"$WORK/err")"
 [ "$(entries)" = 0 ] && ok || bad "a refused post recorded something"
 
 # Bad legs: exit 2, nothing recorded.
@@ -39,7 +39,7 @@ expect 2 "legs not summing to zero" -- d ledger post A:5 B:-4
 expect 2 "zero value" -- d ledger post A:0 B:0
 expect 2 "non-integer value" -- d ledger post A:1.5 B:-1.5
 expect 2 "unknown account" -- d ledger post A:5 Q:-5
-grep -q "'Q'" "$WORK/err" && ok || bad "unknown account not named: $(cat "$WORK/err")"
+grep -q "'Q'" "$WORK/err" && ok || bad "unknown account not named: $(<"$WORK/err")"
 expect 2 "repeated account" -- d ledger post A:5 A:-5
 expect 2 "one leg" -- d ledger post A:5
 expect 2 "no colon" -- d ledger post A5 B-5
@@ -56,7 +56,7 @@ expect 0 "post again" -- d ledger post A:-200 B:200 --id e2
 expect 0 "same id, same legs" -- d ledger post A:-200 B:200 --id e2
 [ "$(j ._id)" = e2 ] && [ "$(entries)" = 2 ] && ok || bad "idempotent post: $(out)"
 expect 3 "same id, other legs" -- d ledger post A:-201 B:201 --id e2
-grep -q "CONFLICT" "$WORK/err" && ok || bad "conflict message: $(cat "$WORK/err")"
+grep -q "CONFLICT" "$WORK/err" && ok || bad "conflict message: $(<"$WORK/err")"
 
 # Balance and the exact field set; seq is the latest seqId.
 expect 0 "balance" -- d ledger balance A
@@ -141,7 +141,7 @@ d ledger account create X --min-balance none >/dev/null
 d ledger account create Y --min-balance none >/dev/null
 expect 0 "post INT64_MAX" -- d ledger post X:-9223372036854775807 Y:9223372036854775807
 expect 3 "overflow refused" -- d ledger post X:-1 Y:1
-grep -q "OVERFLOW: account 'Y'" "$WORK/err" && ok || bad "overflow message: $(cat "$WORK/err")"
+grep -q "OVERFLOW: account 'Y'" "$WORK/err" && ok || bad "overflow message: $(<"$WORK/err")"
 expect 2 "value past int64" -- d ledger post X:-9223372036854775808 Y:9223372036854775808
 
 # show and list.
@@ -180,7 +180,7 @@ expect 0 "post-many from stdin" -- d ledger post-many <"$WORK/m0"
 printf '%s\n' '{"legs":[{"account":"M2","value":-1},{"account":"M3","value":1}]}' \
   '{"legs":[{"account":"M2","value":"1"},{"account":"M3","value":-1}]}' >"$WORK/mbad"
 expect 2 "post-many: a malformed line posts nothing" -- d ledger post-many --file "$WORK/mbad"
-grep -q "line 2" "$WORK/err" && [ "$(entries)" = $((n + 1)) ] && ok || bad "malformed: $(cat "$WORK/err") $(entries)"
+grep -q "line 2" "$WORK/err" && [ "$(entries)" = $((n + 1)) ] && ok || bad "malformed: $(<"$WORK/err") $(entries)"
 printf 'not json\n' >"$WORK/mbad"
 expect 2 "post-many: a line that is not JSON" -- d ledger post-many --file "$WORK/mbad"
 expect 2 "post-many takes no arguments" -- d ledger post-many x
@@ -212,7 +212,7 @@ expect 0 "audit before tampering" -- d audit --settled
 expect 0 "account create --max-balance" -- d ledger account create MX --max-balance 100
 [ "$(j '[.min_balance, .max_balance]')" = '[0,100]' ] && ok || bad "max account: $(out)"
 expect 2 "max below the floor at creation" -- d ledger account create MY --min-balance 10 --max-balance 5
-grep -q "max_balance 5 is below min_balance 10" "$WORK/err" && ok || bad "max < min: $(cat "$WORK/err")"
+grep -q "max_balance 5 is below min_balance 10" "$WORK/err" && ok || bad "max < min: $(<"$WORK/err")"
 expect 2 "max not an int64" -- d ledger account create MY --max-balance x
 expect 1 "MY not created" -- d ledger balance MY
 expect 0 "credit up to 60" -- d ledger post B:-60 MX:60
@@ -221,7 +221,7 @@ expect 0 "a held credit of 40" -- d ledger post B:-40 MX:40 --pending --id mxh
 n=$(entries)
 expect 1 "a credit over the max, the held credit counted" -- d ledger post B:-1 MX:1
 grep -q "INSUFFICIENT: account 'MX': a credit of 1 would take the balance 60 plus pending credits 40 to 101, above its max_balance 100" "$WORK/err" &&
-  [ "$(entries)" = "$n" ] && ok || bad "over the max: $(cat "$WORK/err") $(entries)"
+  [ "$(entries)" = "$n" ] && ok || bad "over the max: $(<"$WORK/err") $(entries)"
 expect 0 "void the hold" -- d ledger void mxh
 expect 0 "a credit into the room" -- d ledger post B:-40 MX:40 --id mx40
 expect 0 "max lowered under the balance" -- d ledger account limit MX --max-balance 50
@@ -229,7 +229,7 @@ expect 0 "max lowered under the balance" -- d ledger account limit MX --max-bala
 expect 1 "a credit refused under it" -- d ledger post B:-1 MX:1
 expect 0 "a debit still allowed" -- d ledger post MX:-30 B:30
 expect 2 "a floor above the max" -- d ledger account limit MX 60
-grep -q "min_balance 60 would be above its max_balance 50" "$WORK/err" && ok || bad "min > max: $(cat "$WORK/err")"
+grep -q "min_balance 60 would be above its max_balance 50" "$WORK/err" && ok || bad "min > max: $(<"$WORK/err")"
 expect 2 "a max below the floor" -- d ledger account limit C --max-balance -60
 expect 2 "limit without a limit" -- d ledger account limit MX
 expect 1 "max of no such account" -- d ledger account limit Z --max-balance 5
@@ -265,7 +265,7 @@ expect 0 "sweep SW: the floor and the hold" -- d ledger post SW:-max SY:max --id
 expect 0 "the same sweep again: the entry" -- d ledger post SW:-max SY:max --id sw1
 [ "$(j ._id)" = sw1 ] && ok || bad "sweep retry: $(out)"
 expect 1 "nothing left to sweep" -- d ledger post SW:-max SY:max
-grep -q "INSUFFICIENT: account 'SW': a -max leg moves nothing" "$WORK/err" && ok || bad "nothing to move: $(cat "$WORK/err")"
+grep -q "INSUFFICIENT: account 'SW': a -max leg moves nothing" "$WORK/err" && ok || bad "nothing to move: $(<"$WORK/err")"
 expect 0 "void the hold" -- d ledger void swh
 expect 0 "a capped sweep" -- d ledger post SW:-max=15 SY:max
 [ "$(j '[.changes[].value]')" = '[-15,15]' ] && ok || bad "capped: $(out)"
@@ -273,7 +273,7 @@ expect 0 "a pending credit to SX" -- d ledger post B:-30 SX:30 --pending
 expect 0 "a fill up to SX's max, the pending credit counted" -- d ledger post B:-max=1000 SX:max
 [ "$(j '[.changes[].value]')" = '[-70,70]' ] && ok || bad "fill: $(out)"
 expect 1 "SX full" -- d ledger post B:-max=5 SX:max
-grep -q "account 'SX': a -max leg moves nothing" "$WORK/err" && ok || bad "SX full: $(cat "$WORK/err")"
+grep -q "account 'SX': a -max leg moves nothing" "$WORK/err" && ok || bad "SX full: $(<"$WORK/err")"
 expect 0 "a pair with fixed legs" -- d ledger post SY:-max=5 SW:max B:-1 C:1
 [ "$(j '[.changes[] | [.account, .value]]')" = '[["SY",-5],["SW",5],["B",-1],["C",1]]' ] && ok || bad "pair + fixed: $(out)"
 n=$(entries)
@@ -313,7 +313,7 @@ expect 0 "partial: 0 everywhere" -- d ledger post-pending hv2 --amounts HA2:0
 [ "$(twin 1)" = "$(twin 2)" ] && [ "$(shape hv1)" = "$(shape hv2)" ] && [ "$(shape hv2 | jq -r '.[0]')" = voided ] && ok || bad "post 0 != void: $(twin 1) $(twin 2) $(shape hv1) $(shape hv2)"
 expect 0 "a hold of 30 on HA3" -- d ledger post HA3:-30 HB3:30 --pending --id hp
 expect 2 "more than held" -- d ledger post-pending hp --amounts HA3:-31,HB3:31
-grep -q "account 'HA3' holds -30, so it posts 0 to -30, not -31" "$WORK/err" && ok || bad "over held: $(cat "$WORK/err")"
+grep -q "account 'HA3' holds -30, so it posts 0 to -30, not -31" "$WORK/err" && ok || bad "over held: $(<"$WORK/err")"
 expect 2 "the other sign" -- d ledger post-pending hp --amounts HA3:5,HB3:-5
 expect 2 "not summing to zero" -- d ledger post-pending hp --amounts HA3:-10,HB3:5
 expect 2 "an account the entry lacks" -- d ledger post-pending hp --amounts HA3:-10,HB1:10
@@ -348,13 +348,13 @@ expect 0 "audit clean again" -- d audit
 expect 3 "delete of an entry refused" -- d delete ledger_entries '{"_id":"e2"}'
 expect 3 "a leg of value 0 refused" -- d update ledger_entries '{"_id":"e2"}' '{"$set":{"changes.0.value":0}}'
 expect 3 "a leg's value changed: refused" -- d update ledger_entries '{"_id":"e2"}' '{"$set":{"changes.0.value":-201}}'
-grep -q "changes may not change" "$WORK/err" && ok || bad "leg: $(cat "$WORK/err")"
+grep -q "changes may not change" "$WORK/err" && ok || bad "leg: $(<"$WORK/err")"
 expect 0 "a leg's value changed past the rules" -- d update ledger_entries '{"_id":"e2"}' '{"$set":{"changes.0.value":-201}}' --bypass-validation
 expect 5 "audit finds the changed leg" -- d audit
 grep -q "unbalanced_entry" "$WORK/out" && ok || bad "audit output: $(out)"
 d update ledger_entries '{"_id":"e2"}' '{"$set":{"changes.0.value":-200}}' --bypass-validation >/dev/null
 expect 3 "a cache set wrong: refused" -- d update ledger_accounts '{"_id":"B"}' '{"$inc":{"cache.balance":1}}'
-grep -q "cache may not change" "$WORK/err" && ok || bad "cache: $(cat "$WORK/err")"
+grep -q "cache may not change" "$WORK/err" && ok || bad "cache: $(<"$WORK/err")"
 expect 0 "a cache set wrong past the rules" -- d update ledger_accounts '{"_id":"B"}' '{"$inc":{"cache.balance":1}}' --bypass-validation
 expect 5 "audit finds the cache" -- d audit
 grep -q "cache_mismatch" "$WORK/out" && ok || bad "audit output: $(out)"
@@ -431,13 +431,13 @@ expect 3 "post-many: 1,002 lines over two calls" -- d ledger post-many --file "$
 n=$(entries)
 { head -1000 "$WORK/pm" | sed 's/"pm/"pn/'; echo '{"legs":[1,2]}'; } >"$WORK/pm2"
 expect 2 "post-many: a bad line 1001 posts nothing" -- d ledger post-many --file "$WORK/pm2"
-grep -q "line 1001" "$WORK/err" && [ "$(entries)" = "$n" ] && ok || bad "bad line 1001: $(cat "$WORK/err") $(( $(entries) - n ))"
+grep -q "line 1001" "$WORK/err" && [ "$(entries)" = "$n" ] && ok || bad "bad line 1001: $(<"$WORK/err") $(( $(entries) - n ))"
 # int64 at the edges of one entry (post.c): a timeout past 100 years is
 # refused, nothing recorded (INT64_MAX ms wrapped to a time before now:
 # post-pending found the entry born expired); at 100 years it posts; an
 # INT64_MIN debit refused for funds names 2^63.
 expect 2 "pending with timeout INT64_MAX" -- d ledger post P0:-1 P1:1 --id ptmax --pending --timeout-ms 9223372036854775807
-grep -q "more than 100 years" "$WORK/err" && ok || bad "timeout INT64_MAX: $(cat "$WORK/err")"
+grep -q "more than 100 years" "$WORK/err" && ok || bad "timeout INT64_MAX: $(<"$WORK/err")"
 expect 1 "nothing recorded for it" -- d ledger show ptmax
 expect 0 "pending with timeout 100 years" -- d ledger post P0:-1 P1:1 --id ptmax --pending --timeout-ms 3153600000000
 expect 0 "post-pending of it" -- d ledger post-pending ptmax
@@ -446,7 +446,7 @@ expect 0 "post-pending of it" -- d ledger post-pending ptmax
 # refused before anything is read, naming it (it was posted, and reverse
 # then failed naming a value 0 the entry does not have).
 expect 2 "an INT64_MIN leg refused" -- d ledger post P1:-9223372036854775808 P0:4611686018427387904 P2:4611686018427387904
-grep -q "leg 1 (account 'P1') has value -9223372036854775808, whose reversal does not fit" "$WORK/err" && ok || bad "INT64_MIN leg: $(cat "$WORK/err")"
+grep -q "leg 1 (account 'P1') has value -9223372036854775808, whose reversal does not fit" "$WORK/err" && ok || bad "INT64_MIN leg: $(<"$WORK/err")"
 # The audit's posted volume is exact past int64 (it was capped at
 # INT64_MAX without a word): Y got 9223372036854775807 above, one more.
 d ledger post X:-1 Y2:1 >/dev/null 2>&1 || d ledger account create Y2 >/dev/null
@@ -494,7 +494,7 @@ expect 2 "entries: a filter that is no JSON" -- d ledger entries --meta-filter '
 # The filter's own error, named whole (it was written over itself:
 # "meta filter: perator $where at meta.k").
 expect 2 "entries: a field operator refused" -- d ledger entries --meta-filter '{"k":{"$where":1}}'
-grep -q 'meta filter: unsupported operator \$where at meta.k$' "$WORK/err" && ok || bad "meta filter message: $(cat "$WORK/err")"
+grep -q 'meta filter: unsupported operator \$where at meta.k$' "$WORK/err" && ok || bad "meta filter message: $(<"$WORK/err")"
 expect 2 "entries: neither" -- d ledger entries
 expect 0 "statement shows ref and meta" -- d ledger statement MY
 [ "$(lines '[.[] | [.entry, .ref, .meta.order]]')" = '[["m1","INV-1","o1"],["m2","INV-1","o2"]]' ] && ok || bad "statement: $(out)"
@@ -516,7 +516,7 @@ expect 0 "post a unique ref" -- d ledger post MX:-5 MY:5 --id u1 --ref R1
 expect 0 "retry: the same id and ref" -- d ledger post MX:-5 MY:5 --id u1 --ref R1
 [ "$(j ._id)" = u1 ] && ok || bad "retry: $(out)"
 expect 3 "a duplicate ref" -- d ledger post MX:-5 MY:5 --id u2 --ref R1
-grep -q "DUPKEY: ref 'R1' is already ledger entry 'u1''s" "$WORK/err" && ok || bad "duplicate ref message: $(cat "$WORK/err")"
+grep -q "DUPKEY: ref 'R1' is already ledger entry 'u1''s" "$WORK/err" && ok || bad "duplicate ref message: $(<"$WORK/err")"
 expect 3 "a duplicate ref, pending" -- d ledger post MX:-5 MY:5 --ref R1 --pending
 printf '%s\n' '{"legs":[{"account":"MX","value":-1},{"account":"MY","value":1}],"ref":"R2"}' \
   '{"legs":[{"account":"MX","value":-1},{"account":"MY","value":1}],"ref":"R2","pending":true}' \
@@ -549,7 +549,7 @@ expect 0 "post in one asset" -- d ledger post AU:-5 AV:5 --id a1
 expect 0 "post with no asset at all" -- d ledger post AN:-5 AM:5
 n=$(entries)
 expect 2 "post in two assets" -- d ledger post AU:-5 AE:5
-grep -q "the legs mix assets: account 'AU' is in USD/2, account 'AE' in EUR/2" "$WORK/err" && ok || bad "mix message: $(cat "$WORK/err")"
+grep -q "the legs mix assets: account 'AU' is in USD/2, account 'AE' in EUR/2" "$WORK/err" && ok || bad "mix message: $(<"$WORK/err")"
 expect 2 "an asset and none" -- d ledger post AN:-5 AV:5
 expect 2 "pending in two assets" -- d ledger post AU:-5 AE:5 --pending
 printf '%s\n' '{"legs":[{"account":"AU","value":-1},{"account":"AV","value":1}]}' \
@@ -610,7 +610,7 @@ expect 0 "a live post after it" -- d ledger post TC:-2 TB:2 --id tl1
 [ "$(d count ledger_entries "{\"_id\":\"tl1\",\"at\":$ahead}")" = 1 ] && ok || bad "live time after a clock ahead: $(out)"
 expect 3 "an import before a live entry" -- d ledger post TA:-1 TB:1 --imported --at 2021-01-01T00:00:00Z
 grep -q "STATE: account 'TA' has an entry timed $ahead, after the import's time 1609459200000" "$WORK/err" && ok ||
-  bad "import refusal: $(cat "$WORK/err")"
+  bad "import refusal: $(<"$WORK/err")"
 expect 0 "a pending live entry" -- d ledger post TA:-4 TB:4 --id tp1 --pending
 expect 0 "balance before any entry" -- d ledger balance TB --at 2019-12-31T23:59:59.999Z
 [ "$(j '[.balance, .seq]')" = '[0,0]' ] && ok || bad "balance --at before: $(out)"
@@ -650,10 +650,10 @@ d ledger account create K3 >/dev/null
 expect 1 "close of no such account" -- d ledger account close KX
 d ledger post K2:-10 K1:10 --id kf >/dev/null
 expect 3 "close with a balance" -- d ledger account close K1
-grep -q "STATE: ledger account 'K1' has balance 10" "$WORK/err" && ok || bad "balance message: $(cat "$WORK/err")"
+grep -q "STATE: ledger account 'K1' has balance 10" "$WORK/err" && ok || bad "balance message: $(<"$WORK/err")"
 d ledger post K2:-5 K3:5 --pending --id kh >/dev/null
 expect 3 "close with a hold" -- d ledger account close K3
-grep -q "ledger account 'K3' has a hold: pending entry 'kh'" "$WORK/err" && ok || bad "hold message: $(cat "$WORK/err")"
+grep -q "ledger account 'K3' has a hold: pending entry 'kh'" "$WORK/err" && ok || bad "hold message: $(<"$WORK/err")"
 [ "$(entries)" = 2 ] && ok || bad "a refused close wrote something"
 d ledger void kh >/dev/null
 expect 0 "close once the hold is voided" -- d ledger account close K3
@@ -665,7 +665,7 @@ expect 0 "close again returns the close" -- d ledger account close K1
 [ "$(j ._id)" = "$kc" ] && [ "$(entries)" = 5 ] && ok || bad "close again: $(out)"
 n=$(entries)
 expect 3 "post to a closed account" -- d ledger post K2:-1 K1:1
-grep -q "STATE: ledger account 'K1' is closed" "$WORK/err" && ok || bad "closed message: $(cat "$WORK/err")"
+grep -q "STATE: ledger account 'K1' is closed" "$WORK/err" && ok || bad "closed message: $(<"$WORK/err")"
 expect 3 "pending post to a closed account" -- d ledger post K2:-1 K1:1 --pending
 expect 3 "reversal onto a closed account" -- d ledger reverse kf
 printf '%s\n' '{"legs":[{"account":"K2","value":-1},{"account":"K1","value":1}]}' >"$WORK/kc"

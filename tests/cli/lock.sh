@@ -22,7 +22,7 @@ expect 0 "acquire" -- d lock acquire L --ttl-ms 30000 --owner c1
 jq -e 'keys == ["expires","name","owner","token"] and .token == 1 and .owner == "c1"' <"$WORK/out" >/dev/null &&
   ok || bad "acquire output: $(out)"
 expect 1 "acquire while held" -- d lock acquire L --owner c2
-grep -q "held by c1 (token 1)" "$WORK/err" && ok || bad "held message: $(cat "$WORK/err")"
+grep -q "held by c1 (token 1)" "$WORK/err" && ok || bad "held message: $(<"$WORK/err")"
 expect 0 "show" -- d lock show L
 [ "$(field "$(out)" held)" = true ] && ok || bad "show: $(out)"
 expect 0 "renew" -- d lock renew L 1
@@ -37,10 +37,10 @@ expect 0 "acquire after the lease lapsed (waiting)" -- d lock acquire L --owner 
 [ "$(field "$(out)" token)" = 2 ] && ok || bad "token after expiry: $(out)"
 expect 1 "renew of a lapsed, retaken token" -- d lock renew L 1
 expect 1 "release of a lapsed, retaken token" -- d lock release L 1
-grep -q "no longer current" "$WORK/err" && ok || bad "release message: $(cat "$WORK/err")"
+grep -q "no longer current" "$WORK/err" && ok || bad "release message: $(<"$WORK/err")"
 expect 0 "fenced update" -- d update res '{"_id":"r"}' '{"$set":{"v":2}}' --fence L:2
 expect 3 "stale fenced update" -- d update res '{"_id":"r"}' '{"$set":{"v":1}}' --fence L:1
-grep -q "^doctx: FENCED: " "$WORK/err" && ok || bad "FENCED message: $(cat "$WORK/err")"
+grep -q "^doctx: FENCED: " "$WORK/err" && ok || bad "FENCED message: $(<"$WORK/err")"
 expect 3 "stale fenced find-and-modify" -- d find-and-modify res '{"_id":"r"}' '{"$set":{"v":1}}' --fence L:1
 expect 3 "stale fenced delete" -- d delete res '{"_id":"r"}' --fence L:1
 expect 1 "fenced find-and-modify matching nothing is NOMATCH" -- d find-and-modify res '{"_id":"nope"}' '{"$set":{"v":1}}' --fence L:1
@@ -98,7 +98,7 @@ grep -q "audit lock: 2 locks" "$WORK/out" && ok || bad "audit line: $(out)"
 
 # A plain update never lowers a token.
 expect 3 "plain update lowering a token" -- d update locks '{"_id":"L"}' '{"$set":{"token":1}}'
-grep -q "token may not decrease: 3 -> 1" "$WORK/err" && ok || bad "transition message: $(cat "$WORK/err")"
+grep -q "token may not decrease: 3 -> 1" "$WORK/err" && ok || bad "transition message: $(<"$WORK/err")"
 
 # A lock moves only through `doctx lock` (docs/locks.md, "What a plain
 # write may change"): a plain write may not hand a lapsed lease to another
@@ -113,7 +113,7 @@ before=$(d find locks | md5sum)
 while IFS='|' read -r label args; do
   # shellcheck disable=SC2086
   expect 3 "plain: $label" -- d $args
-  grep -q "VALIDATION" "$WORK/err" && ok || bad "plain: $label: message: $(cat "$WORK/err")"
+  grep -q "VALIDATION" "$WORK/err" && ok || bad "plain: $label: message: $(<"$WORK/err")"
 done <<'CASES'
 another owner, the old token|update locks {"_id":"P"} {"$set":{"owner":"mallory"}}
 held forever|update locks {"_id":"P"} {"$set":{"owner":"mallory","expires":9223372036854775807,"ttl":9223372036854775807}}
@@ -193,7 +193,7 @@ expect 0 "the deleted document is not seen" -- d count res
 [ "$(out)" = 0 ] && ok || bad "count after the fenced delete: $(out)"
 expect 3 "holder 1's fenced upsert" -- d update res '{"_id":"r"}' '{"$set":{"v":1}}' --upsert --fence L:1
 grep -q "token 1 of lock 'L' is stale: token 2 already wrote it before it was deleted" "$WORK/err" &&
-  ok || bad "tombstone message: $(cat "$WORK/err")"
+  ok || bad "tombstone message: $(<"$WORK/err")"
 expect 3 "holder 1's fenced find-and-modify upsert" -- d find-and-modify res '{"_id":"r"}' '{"$set":{"v":1}}' --upsert --fence L:1
 [ "$(d count res)" = 0 ] && ok || bad "the stale upsert recreated r"
 expect 0 "an insert of the _id takes the record over" -- d insert res '{"_id":"r","v":9}'
@@ -207,7 +207,7 @@ before=$(d dump | md5sum)
 while IFS='|' read -r label args; do
   # shellcheck disable=SC2086
   expect 2 "$label" -- d $args
-  grep -q "owner" "$WORK/err" && ok || bad "$label: message: $(cat "$WORK/err")"
+  grep -q "owner" "$WORK/err" && ok || bad "$label: message: $(<"$WORK/err")"
 done <<'CASES'
 lock acquire, empty owner|lock acquire L --owner=
 worker, owner with a slash|worker --once --owner a/b
@@ -272,12 +272,12 @@ for _ in $(seq 100); do [ "$(tail -n +$((n + 1)) "$WORK/a.log" | grep -c '^3$')"
 kill -CONT "$h1"
 bounded_wait "$h1" 10 "$WORK/hold1.log"
 rc=$?
-[ $rc = 6 ] && ok || bad "hold: exit $rc after the lapse, want 6: $(cat "$WORK/hold1.log")"
+[ $rc = 6 ] && ok || bad "hold: exit $rc after the lapse, want 6: $(<"$WORK/hold1.log")"
 # Resumed, the keeper finds the lease lapsed -- or, when its renewal was
 # due first, the renewal refused (token 2 is held): a loss either way.
 grep -Eq "STALE: lock 'L9' token 1: (lease lapsed|renew: NOMATCH: lock 'L9': token 1 is no longer current)" "$WORK/hold1.log" &&
-  ok || bad "hold: message: $(cat "$WORK/hold1.log")"
-alive "$(cat "$WORK/cmd.pid")" && bad "hold: the command outlived the loss" || ok
+  ok || bad "hold: message: $(<"$WORK/hold1.log")"
+alive "$(<"$WORK/cmd.pid")" && bad "hold: the command outlived the loss" || ok
 seq=$(d find hlog '{"_id":"w"}' | jq -c .seq)
 jq -e 'index("B2") as $b | $b != null and $b > 0 and (.[:$b] | all(. == "A1")) and (.[$b+1:] | length == 0)' <<<"$seq" >/dev/null &&
   ok || bad "hold: writes out of order: $seq"
@@ -296,9 +296,9 @@ while :; do sleep 0.05; done
 SH
 chmod +x "$WORK/stubborn"
 expect 6 "hold: a renewal that fails" -- env DOCTX_FAULT=$f "$DOCTX" --store "$S" lock hold L8 --ttl-ms 300 --grace-ms 100 -- "$WORK/stubborn"
-grep -q "STALE: lock 'L8' token 1: renew: FAULT" "$WORK/err" && grep -q "then SIGKILL" "$WORK/err" && ok || bad "hold: message: $(cat "$WORK/err")"
+grep -q "STALE: lock 'L8' token 1: renew: FAULT" "$WORK/err" && grep -q "then SIGKILL" "$WORK/err" && ok || bad "hold: message: $(<"$WORK/err")"
 expect 0 "hold: the next holder, after the command died" -- d lock hold L8 -- bash -c \
-  'kill -0 "$(cat "$WORK/cmd.L8.pid")" 2>/dev/null && exit 9; "$DOCTX" --store "$S" update hlog "{\"_id\":\"w\"}" "{\"\$push\":{\"seq\":\"C$DOCTX_LOCK_TOKEN\"}}" --fence "$DOCTX_LOCK_FENCE"'
+  'kill -0 "$(<"$WORK/cmd.L8.pid")" 2>/dev/null && exit 9; "$DOCTX" --store "$S" update hlog "{\"_id\":\"w\"}" "{\"\$push\":{\"seq\":\"C$DOCTX_LOCK_TOKEN\"}}" --fence "$DOCTX_LOCK_FENCE"'
 [ "$(d find hlog '{"_id":"w"}' | jq -c '.seq[-1]')" = '"C2"' ] && ok || bad "hold: C2 missing: $(d find hlog)"
 # A process that left the command's group (setsid) is still the
 # command's: on a loss it is signalled and killed too, and lock hold
@@ -320,8 +320,8 @@ esc=$(cat "$WORK/cmd.L5.pid" 2>/dev/null)
 # doctx crashing at its renewal (fault point lock.renew): the command gets
 # SIGKILL with it (the parent-death signal), TERM ignored or not.
 expect 137 "hold: doctx crashes at its renewal" -- env DOCTX_FAULT=lock.renew:crash "$DOCTX" --store "$S" lock hold L6 --ttl-ms 300 -- "$WORK/stubborn"
-for _ in $(seq 40); do alive "$(cat "$WORK/cmd.L6.pid")" || break; nap 0.05; done
-alive "$(cat "$WORK/cmd.L6.pid")" && bad "hold: the command outlived a crashed doctx" || ok
+for _ in $(seq 40); do alive "$(<"$WORK/cmd.L6.pid")" || break; nap 0.05; done
+alive "$(<"$WORK/cmd.L6.pid")" && bad "hold: the command outlived a crashed doctx" || ok
 expect 7 "hold: the command's status passed through" -- d lock hold L8 --owner o7 -- bash -c '[ "$DOCTX_LOCK_NAME:$DOCTX_LOCK_TOKEN:$DOCTX_LOCK_OWNER:$DOCTX_LOCK_FENCE" = L8:3:o7:L8:3 ] && exit 7'
 expect 0 "hold: released when the command ended" -- d lock show L8
 [ "$(field "$(out)" owner)" = null ] && ok || bad "hold: L8 not released: $(out)"
@@ -336,7 +336,7 @@ left=$(cat "$WORK/cmd.LL.pid" 2>/dev/null)
 [ -n "$left" ] && on_exit "kill -KILL $left 2>/dev/null"
 [ -n "$left" ] && ! alive "$left" && ok || bad "hold: the leftover '$left' outlived the hold"
 grep -q "left processes running: sent them SIGTERM, then SIGKILL before the release" "$WORK/err" && ok ||
-  bad "hold: leftover message: $(cat "$WORK/err")"
+  bad "hold: leftover message: $(<"$WORK/err")"
 expect 0 "hold: released after the leftover ended" -- d lock show LL
 [ "$(field "$(out)" held)" = false ] && ok || bad "hold: LL not released: $(out)"
 expect 1 "hold: a held lock" -- d lock hold L9 -- true
@@ -355,7 +355,7 @@ done
 jq -e 'keys == ["expires","fence","max","name","owner","slot","token"] and .token == 3 and .slot == 2 and .fence == "S:2"' <"$WORK/out" >/dev/null &&
   ok || bad "semaphore acquire output: $(out)"
 expect 1 "semaphore: a 4th holder" -- d lock acquire S --max 3 --owner d
-grep -q "all 3 holders are taken (tokens 1, 2, 3)" "$WORK/err" && ok || bad "semaphore held message: $(cat "$WORK/err")"
+grep -q "all 3 holders are taken (tokens 1, 2, 3)" "$WORK/err" && ok || bad "semaphore held message: $(<"$WORK/err")"
 before=$(d dump | md5sum)
 while IFS='|' read -r label args; do
   # shellcheck disable=SC2086
@@ -427,25 +427,25 @@ start_bg "$WORK/elect.log" candidate c3; P3=$BG_PID
 expect 0 "leader" -- d lock leader E
 [ "$(field "$(out)" leader):$(field "$(out)" term)" = c1:1 ] && ok || bad "leader of term 1: $(out)"
 { kill -KILL "$P1" && wait "$P1"; } 2>/dev/null
-terms_reach 2 && ok || bad "no leader after the first was killed: $(cat "$WORK/terms")"
+terms_reach 2 && ok || bad "no leader after the first was killed: $(<"$WORK/terms")"
 second=$(awk '$2 == 2 {print $1}' "$WORK/terms")
 kill -STOP "$(pid_of "$second")"
-terms_reach 3 && ok || bad "no leader after the second was stopped: $(cat "$WORK/terms")"
+terms_reach 3 && ok || bad "no leader after the second was stopped: $(<"$WORK/terms")"
 third=$(awk '$2 == 3 {print $1}' "$WORK/terms")
 expect 0 "leader after two deaths" -- d lock leader E
 [ "$(field "$(out)" leader):$(field "$(out)" term)" = "$third:3" ] && ok || bad "leader of term 3: $(out)"
 expect 0 "term 3 writes" -- d update res '{"_id":"e"}' '{"$set":{"by":3}}' --upsert --fence E:3
 kill -CONT "$(pid_of "$second")"
 bounded_wait "$(pid_of "$second")" 10 "$WORK/elect.log" && ok || bad "the resumed leader went on"
-grep -q "^$second lost 2$" "$WORK/terms" && ok || bad "resumed leader: $(cat "$WORK/terms")"
+grep -q "^$second lost 2$" "$WORK/terms" && ok || bad "resumed leader: $(<"$WORK/terms")"
 expect 3 "the deposed leader's write FENCED" -- d update res '{"_id":"e"}' '{"$set":{"by":2}}' --fence E:2
 stop_bg "$(pid_of "$third")" 10 "$WORK/elect.log"
 # One leader per term, three different candidates, terms in order.
-[ "$(grep -v lost "$WORK/terms" | awk '{print $2}' | tr '\n' ' ')" = "1 2 3 " ] && ok || bad "terms: $(cat "$WORK/terms")"
-[ "$(grep -v lost "$WORK/terms" | awk '{print $1}' | sort -u | wc -l)" = 3 ] && ok || bad "leaders: $(cat "$WORK/terms")"
+[ "$(grep -v lost "$WORK/terms" | awk '{print $2}' | tr '\n' ' ')" = "1 2 3 " ] && ok || bad "terms: $(<"$WORK/terms")"
+[ "$(grep -v lost "$WORK/terms" | awk '{print $1}' | sort -u | wc -l)" = 3 ] && ok || bad "leaders: $(<"$WORK/terms")"
 expect 0 "campaign of a free name" -- d lock campaign E2 --owner x --ttl-ms 60000
 expect 1 "campaign with a bound" -- d lock campaign E2 --owner y --wait-ms 50
-grep -q "held by x (token 1)" "$WORK/err" && ok || bad "campaign message: $(cat "$WORK/err")"
+grep -q "held by x (token 1)" "$WORK/err" && ok || bad "campaign message: $(<"$WORK/err")"
 expect 1 "leader of a name never campaigned for" -- d lock leader nobody
 # ---- fair waiting (docs/locks.md, "Fair waiting") ----------------------------
 # Waiters take tickets in the order they arrive (each started once the one
@@ -484,7 +484,7 @@ expect 1 "fair: an acquire that does not wait, with waiters ahead" -- d lock acq
 expect 0 "fair: the holder releases" -- d lock release F 1
 for p in "${FAIR_PIDS[@]}"; do bounded_wait "$p" 15 "$WORK/fair.log" >/dev/null || bad "fair: a waiter failed"; done
 [ "$(awk '{print $1 ":" $2}' "$WORK/fair" | tr '\n' ' ')" = "w1:2 w2:3 w3:4 w4:5 " ] &&
-  ok || bad "fair: order $(cat "$WORK/fair")"
+  ok || bad "fair: order $(<"$WORK/fair")"
 [ "$(tickets)" = 0 ] && ok || bad "fair: tickets left: $(d find locks '{"_id":"F"}')"
 expect 0 "fair: audit" -- d audit
 expect 3 "tamper: a ticket moved by hand" -- d update locks '{"_id":"F"}' '{"$set":{"tickets":0}}'

@@ -23,7 +23,7 @@ expect 2 "amount 0" -- d order create B1 --account U --amount 0
 expect 2 "negative amount" -- d order create B1 --account U --amount -5
 expect 2 "amount not an integer" -- d order create B1 --account U --amount 1.5
 expect 2 "unknown account" -- d order create B1 --account NOPE --amount 5
-grep -q "no account 'NOPE'" "$WORK/err" && ok || bad "unknown account message: $(cat "$WORK/err")"
+grep -q "no account 'NOPE'" "$WORK/err" && ok || bad "unknown account message: $(<"$WORK/err")"
 expect 2 "malformed trade id" -- d order create 'a:b' --account U --amount 5
 expect 2 "missing --amount" -- d order create B1 --account U
 [ "$(d count orders)" = 0 ] && [ "$(d count accounts)" = 1 ] && ok ||
@@ -37,7 +37,7 @@ expect 0 "create" -- d order create T1 --account U --amount 100
 expect 0 "create again, same" -- d order create T1 --account U --amount 100
 [ "$(field "$(out)" _id)" = T1 ] && ok || bad "repeat create output: $(out)"
 expect 3 "create again, other amount" -- d order create T1 --account U --amount 101
-grep -q "^doctx: CONFLICT: " "$WORK/err" && ok || bad "conflict message: $(cat "$WORK/err")"
+grep -q "^doctx: CONFLICT: " "$WORK/err" && ok || bad "conflict message: $(<"$WORK/err")"
 d account create V >/dev/null
 expect 3 "create again, other account" -- d order create T1 --account V --amount 100
 
@@ -181,10 +181,10 @@ bobbal() { field "$(d find accounts '{"_id":"bob"}')" balance; }
 expect 2 "create with bob (a limit) as settlement" -- d order create O1 --account alice --amount 100 --settlement bob
 d order create O1 --account alice --amount 100 >/dev/null || bad "payer: create O1"
 expect 3 "a pending order's settlement set to bob: refused" -- d update orders '{"_id":"O1"}' '{"$set":{"settlement":"bob"}}'
-grep -q "settlement may not change" "$WORK/err" && ok || bad "payer: refusal message: $(cat "$WORK/err")"
+grep -q "settlement may not change" "$WORK/err" && ok || bad "payer: refusal message: $(<"$WORK/err")"
 expect 0 "... forced past the rules" -- d update orders '{"_id":"O1"}' '{"$set":{"settlement":"bob"}}' --bypass-validation
 expect 3 "confirm re-checks the settlement" -- d order confirm O1
-grep -q "settlement account 'bob' has a lower limit" "$WORK/err" && ok || bad "payer: confirm message: $(cat "$WORK/err")"
+grep -q "settlement account 'bob' has a lower limit" "$WORK/err" && ok || bad "payer: confirm message: $(<"$WORK/err")"
 [ "$(bobbal)" = 1000 ] && [ "$(d count transfers)" = 0 ] && [ "$(st O1)" = pending ] && ok ||
   bad "payer: bob paid $(bobbal), O1 $(st O1)"
 expect 5 "audit reports the order's payer" -- d audit
@@ -204,7 +204,7 @@ expect 3 "confirm O2 O3: O3 refused" -- d order confirm O2 O3
 d order create G1 --account alice --amount 1 >/dev/null || bad "usage: create G1"
 expect 2 "confirm GOOD BAD" -- d order confirm G1 'BAD:ID'
 grep -q "BAD:ID.*nothing confirmed" "$WORK/err" && [ ! -s "$WORK/out" ] && [ "$(st G1)" = pending ] && ok ||
-  bad "confirm GOOD BAD: G1 $(st G1), out $(out), err $(cat "$WORK/err")"
+  bad "confirm GOOD BAD: G1 $(st G1), out $(out), err $(<"$WORK/err")"
 expect 2 "confirm BAD GOOD" -- d order confirm 'x y' G1
 [ "$(st G1)" = pending ] && ok || bad "confirm BAD GOOD: G1 $(st G1)"
 
@@ -404,7 +404,7 @@ P9 pending
 S success
 X canceled
 X12 pending"
-[ "$(cat "$WORK/states")" = "$want_states" ] && ok ||
+[ "$(<"$WORK/states")" = "$want_states" ] && ok ||
   bad "attack: states: $(tr '\n' ' ' <"$WORK/states")"
 # Credited exactly once: S, the orders that ended success by the
 # protocol (A1, C, C9-C11), and those credited before their row (F,

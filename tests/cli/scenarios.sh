@@ -76,7 +76,7 @@ is "batch: a lost reply applied once" "$(d count items '{"_batches.L":{"$exists"
 d insert strict '{"_id":"s1","n":0}' '{"_id":"s2","n":0}' >/dev/null
 d rules strict --validator '{"$jsonSchema":{"additionalProperties":false,"properties":{"_id":{},"n":{}}}}' >/dev/null
 expect 3 "batch: a validator refusing the marker" -- d batch-update strict '{}' "$INC" --id V
-grep -q 'VALIDATION.*"s1"' "$WORK/err" && ok || bad "batch: VALIDATION naming s1: $(cat "$WORK/err")"
+grep -q 'VALIDATION.*"s1"' "$WORK/err" && ok || bad "batch: VALIDATION naming s1: $(<"$WORK/err")"
 is "batch: the refused batch changed nothing" "$(d count strict '{"n":0}')" 2
 
 # ---- batch-update: two runs at once, and crashes mid-batch --------------------------
@@ -221,7 +221,7 @@ DOCTX_FAULT=interest.credit:crash:2 d interest run --rate-ppm 100 --day 2026-01-
 is "interest rate: the run crashed after a's credit" "$?" 137
 expect 3 "interest rate: the rerun at another rate refused" -- d interest run --rate-ppm 5000 --day 2026-01-01
 grep -q "CONFLICT: interest day 2026-01-01 was run at 100 ppm .* asks 5000 ppm" "$WORK/err" && ok ||
-  bad "interest rate: message: $(cat "$WORK/err")"
+  bad "interest rate: message: $(<"$WORK/err")"
 is "interest rate: nothing credited at 5000" "$(balance a) $(balance b)" "1000100 1000000"
 expect 3 "interest rate: another settlement refused" -- d interest run --rate-ppm 100 --day 2026-01-01 --settlement bank
 is "interest rate: the refused run created no settlement account" "$(d count accounts '{"_id":"bank"}')" 0
@@ -295,7 +295,7 @@ expect 3 "interest: an account the transfers refuse" -- d interest run --rate-pp
 is "interest: the refused one listed" \
   "$(jq -rc '[.credited,.refused,(.refusals | map([.account,.error]))] | tojson' "$WORK/out")" '[4,1,[["y y","INVAL"]]]'
 grep -q '^doctx: CONFLICT: interest day 2026-07-03: 1 account not credited (the others are' "$WORK/err" && ok ||
-  bad "interest: partial run message: $(cat "$WORK/err")"
+  bad "interest: partial run message: $(<"$WORK/err")"
 is "interest: z, after it, paid" "$(balance z)" 1000300
 
 # ---- interest: two runs submit one credit at once (attack F3) -----------------------------

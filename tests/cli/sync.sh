@@ -51,7 +51,7 @@ jq -e '._id == "R" and .link == "user" and .copy == [{"src":"name","dst":"author
   ok || bad "rule output: $(out)"
 expect 0 "the same rule again" -- d sync rule R "${RULE[@]}"
 expect 3 "another definition under the same name" -- d sync rule R --master users --dependents comments --link user --copy name:author
-grep -q "^doctx: CONFLICT: sync rule 'R' exists with another definition" "$WORK/err" && ok || bad "conflict message: $(cat "$WORK/err")"
+grep -q "^doctx: CONFLICT: sync rule 'R' exists with another definition" "$WORK/err" && ok || bad "conflict message: $(<"$WORK/err")"
 expect 0 "show" -- d sync show R
 expect 1 "show of no such rule" -- d sync show nope
 [ "$(d indexes comments | grep -c '"user":1')" = 1 ] && ok || bad "no link index: $(d indexes comments)"
@@ -62,7 +62,7 @@ while IFS='|' read -r what args; do
   [ -n "$what" ] || continue
   # shellcheck disable=SC2086
   expect 2 "rule: $what" -- d sync rule X $args
-  grep -q "^doctx: \(INVAL\|USAGE\): " "$WORK/err" && ok || bad "rule: $what: message: $(cat "$WORK/err")"
+  grep -q "^doctx: \(INVAL\|USAGE\): " "$WORK/err" && ok || bad "rule: $what: message: $(<"$WORK/err")"
 done <<'TABLE'
 duplicate DST|--master users --dependents comments --link user --copy a:b,c:b
 DST inside another|--master users --dependents comments --link user --copy a:b,c:b.x
@@ -98,7 +98,7 @@ for u in '{"name":"x"}' '{"$set":{"_syncm.R.v":9}}' '{"$set":{"_syncing":{}}}' \
 done
 expect 1 "update of no such rule" -- d sync update Q u1 '{"$set":{"name":"x"}}'
 expect 1 "update of no such master" -- d sync update R u9 '{"$set":{"name":"x"}}'
-grep -q "no master 'u9' in users" "$WORK/err" && ok || bad "no master message: $(cat "$WORK/err")"
+grep -q "no master 'u9' in users" "$WORK/err" && ok || bad "no master message: $(<"$WORK/err")"
 expect 2 "update: bad --lease-ms" -- d sync update R u1 '{"$set":{"name":"x"}}' --lease-ms -1
 [ "$(d find users; d find comments)" = "$before" ] && ok || bad "bad updates changed something"
 
@@ -171,11 +171,11 @@ if wait_stopped "$p1" 30; then
   expect 0 "P2 while P1 is stopped" -- d sync update R u1 '{"$set":{"name":"eve"}}'
   kill -CONT "$p1"
   bounded_wait "$p1" 60 "$WORK/p1.log" && ok || bad "P1 exited $?: $(tail -2 "$WORK/p1.log")"
-  grep -q '"dependents":0,"flag_cleared":false' "$WORK/p1.log" && ok || bad "P1 wrote: $(cat "$WORK/p1.log")"
+  grep -q '"dependents":0,"flag_cleared":false' "$WORK/p1.log" && ok || bad "P1 wrote: $(<"$WORK/p1.log")"
   [ "$(d count comments '{"author":"eve"}')" = 2 ] && ok || bad "a late propagation overwrote eve: $(d find comments)"
   check_synced "after the late propagation" u1
 else
-  bad "P1 never paused: $(cat "$WORK/p1.log")"
+  bad "P1 never paused: $(<"$WORK/p1.log")"
 fi
 
 # P1 and P2 both stop before propagating (P2's flag replaced P1's).  P1
@@ -189,7 +189,7 @@ q2=$BG_PID
 wait_stopped "$q2" 30 || bad "Q2 never paused"
 kill -CONT "$q1"
 bounded_wait "$q1" 60 "$WORK/q1.log" || bad "Q1 exited $?: $(tail -2 "$WORK/q1.log")"
-grep -q '"flag_cleared":false' "$WORK/q1.log" && ok || bad "Q1: $(cat "$WORK/q1.log")"
+grep -q '"flag_cleared":false' "$WORK/q1.log" && ok || bad "Q1: $(<"$WORK/q1.log")"
 [ "$(d count users '{"_id":"u1","_syncing.R":{"$exists":true}}')" = 1 ] && ok || bad "Q1 cleared Q2's flag: $(d find users '{"_id":"u1"}')"
 kill -KILL "$q2"
 bounded_wait "$q2" 10 "$WORK/q2.log"
@@ -255,7 +255,7 @@ while IFS='|' read -r what args; do
   [ -n "$what" ] || continue
   # shellcheck disable=SC2086
   expect 3 "rule clash: $what" -- d sync rule X $args
-  grep -q "^doctx: CONFLICT: sync rule X: " "$WORK/err" && ok || bad "rule clash: $what: message: $(cat "$WORK/err")"
+  grep -q "^doctx: CONFLICT: sync rule X: " "$WORK/err" && ok || bad "rule clash: $what: message: $(<"$WORK/err")"
 done <<'TABLE'
 two rules write one field|--master admins --dependents comments --link user --copy name:author
 a DST holding another rule's|--master admins --dependents comments --link user --copy name:stats
@@ -267,7 +267,7 @@ TABLE
 
 # ---- collection rules and tampering ------------------------------------------------------
 expect 3 "sync_rules validator" -- d update sync_rules '{"_id":"R"}' '{"$set":{"copy":"x"}}'
-grep -q VALIDATION "$WORK/err" && ok || bad "not VALIDATION: $(cat "$WORK/err")"
+grep -q VALIDATION "$WORK/err" && ok || bad "not VALIDATION: $(<"$WORK/err")"
 expect 3 "a rule cannot be deleted" -- d delete sync_rules '{"_id":"R"}'
 expect 0 "audit clean before tampering" -- d audit --settled
 # TAMPER rows: COLL|ID|UPDATE -- each written by hand must make the audit
@@ -382,7 +382,7 @@ expect 0 "audit after the move" -- d audit --settled
 # (dtx_rules_opts_t); past the rules, the audit says so, repair puts them
 # back.
 expect 3 "the users' transition rule replaced plainly" -- d rules users --transition null
-grep -q "hold a transition rule of the sync pattern" "$WORK/err" && ok || bad "no pattern named: $(cat "$WORK/err")"
+grep -q "hold a transition rule of the sync pattern" "$WORK/err" && ok || bad "no pattern named: $(<"$WORK/err")"
 expect 0 "the users' transition rule replaced past the rules" -- d rules users --transition null --bypass-validation
 expect 5 "audit: a rule's guard is gone" -- d audit
 grep -q "sync_guard" "$WORK/out" && ok || bad "no sync_guard finding: $(out)"

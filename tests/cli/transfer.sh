@@ -14,7 +14,7 @@ setup_accounts || { echo "setup failed"; exit 1; }
 
 # A synchronous transfer succeeds, moves money once, prints the document.
 expect 0 "transfer" -- d transfer A B 100 --id t1
-[ "$(field "$(cat "$WORK/out")" state)" = succeeded ] && ok || bad "t1 not succeeded"
+[ "$(field "$(<"$WORK/out")" state)" = succeeded ] && ok || bad "t1 not succeeded"
 [ "$(balance A)" = 900 ] && [ "$(balance B)" = 1100 ] && ok || bad "balances after t1"
 
 # The same id and parameters again: the existing transfer, applied once.
@@ -24,13 +24,13 @@ expect 0 "idempotent retry" -- d transfer A B 100 --id t1
 # The same id with other parameters: a conflict, nothing changes.
 before=$(snapshot)
 expect 3 "id conflict" -- d transfer A B 101 --id t1
-grep -q "doctx: CONFLICT: " "$WORK/err" && ok || bad "conflict message: $(cat "$WORK/err")"
+grep -q "doctx: CONFLICT: " "$WORK/err" && ok || bad "conflict message: $(<"$WORK/err")"
 expect 3 "id conflict (payee)" -- d transfer A X 100 --id t1
 [ "$(snapshot)" = "$before" ] && ok || bad "conflict changed the store"
 
 # Insufficient funds: exit 1, the reason is in the document, nothing moves.
 expect 1 "insufficient" -- d transfer A B 5000 --id t2
-[ "$(field "$(cat "$WORK/out")" reason)" = "insufficient funds" ] && ok || bad "reason: $(cat "$WORK/out")"
+[ "$(field "$(<"$WORK/out")" reason)" = "insufficient funds" ] && ok || bad "reason: $(<"$WORK/out")"
 [ "$(balance A)" = 900 ] && ok || bad "failed transfer moved money"
 # X has no lower limit: it may go negative.
 expect 0 "no-limit payer" -- d transfer X A 50 --id t3
@@ -41,7 +41,7 @@ before=$(snapshot)
 while IFS='|' read -r label args pattern; do
   # shellcheck disable=SC2086
   expect 2 "$label" -- d transfer $args
-  grep -q "$pattern" "$WORK/err" && ok || bad "$label: message '$(cat "$WORK/err")' lacks '$pattern'"
+  grep -q "$pattern" "$WORK/err" && ok || bad "$label: message '$(<"$WORK/err")' lacks '$pattern'"
 done <<'TABLE'
 zero amount|A B 0|positive
 negative amount|A B -5|positive
@@ -71,9 +71,9 @@ expect 2 "limit: no value" -- d account limit A
 expect 2 "limit: an option of create" -- d account limit A 5 --balance 1
 expect 1 "limit: missing account" -- d account limit NOPE 5
 expect 3 "limit above the balance" -- d account limit A 1001
-grep -q "balance [0-9]* is below the new min_balance 1001" "$WORK/err" && ok || bad "limit refusal: $(cat "$WORK/err")"
+grep -q "balance [0-9]* is below the new min_balance 1001" "$WORK/err" && ok || bad "limit refusal: $(<"$WORK/err")"
 expect 3 "limit by hand: refused" -- d update accounts '{"_id":"A"}' '{"$set":{"min_balance":-500}}'
-grep -q "min_balance may not change" "$WORK/err" && ok || bad "plain limit refusal: $(cat "$WORK/err")"
+grep -q "min_balance may not change" "$WORK/err" && ok || bad "plain limit refusal: $(<"$WORK/err")"
 expect 3 "limit by hand, find-and-modify: refused" -- d find-and-modify accounts '{"_id":"A"}' '{"$set":{"min_balance":null}}'
 expect 2 "bad state" -- d transfer list --state nope
 expect 2 "bad DOCTX_FAULT" -- env DOCTX_FAULT=nope:crash "$DOCTX" --store "$S" transfer A B 1
@@ -92,7 +92,7 @@ expect 0 "worker --once" -- d worker --once
 [ "$(state "$S" t5)" = failed ] && ok || bad "worker touched canceled t5"
 # Cancel after commit: exit 3, make a reverse transfer instead.
 expect 3 "cancel after commit" -- d transfer cancel t4
-grep -q "reverse transfer" "$WORK/err" && ok || bad "cancel message: $(cat "$WORK/err")"
+grep -q "reverse transfer" "$WORK/err" && ok || bad "cancel message: $(<"$WORK/err")"
 expect 1 "cancel missing" -- d transfer cancel NOPE
 [ "$(d transfer list --state succeeded | wc -l)" = 3 ] && ok || bad "list --state"
 
@@ -167,14 +167,14 @@ jq -e '.ok == true and (.patterns.transfer | (keys == ["errors", "ran", "skipped
 expect 0 "audit" -- d audit --settled
 grep -q "audit: clean" "$WORK/out" && ok || bad "audit output"
 expect 0 "audit json" -- d audit --json
-[ "$(field "$(cat "$WORK/out")" ok)" = true ] && ok || bad "audit --json ok"
+[ "$(field "$(<"$WORK/out")" ok)" = true ] && ok || bad "audit --json ok"
 # Acknowledged transfers against the store (--acked): what the client was
 # told must still be there, in that state or further along.
 d transfer show t1 >"$WORK/acked"
 d transfer show t4 >>"$WORK/acked"
 expect 0 "audit --acked clean" -- d audit --settled --acked "$WORK/acked"
 grep -q "2 acknowledged transfers checked, 0 lost" "$WORK/out" && ok ||
-  bad "acked summary: $(cat "$WORK/out")"
+  bad "acked summary: $(<"$WORK/out")"
 # A transfer the store never kept, one it has in an earlier state, and one
 # with other parties: three findings, exit 5.
 echo '{"_id":"gone","from":"A","to":"B","amount":7,"state":"succeeded"}' >>"$WORK/acked"
@@ -184,23 +184,23 @@ expect 5 "audit --acked lost" -- d audit --acked "$WORK/acked"
 for k in "acked_lost: acknowledged transfer gone" \
   "acked_regressed: transfer t5 was acknowledged succeeded but the store has it failed" \
   "acked_mismatch: acknowledged transfer t3"; do
-  grep -q "$k" "$WORK/out" && ok || bad "missing finding '$k': $(cat "$WORK/out")"
+  grep -q "$k" "$WORK/out" && ok || bad "missing finding '$k': $(<"$WORK/out")"
 done
 grep -q "5 acknowledged transfers checked, 3 lost" "$WORK/out" && ok ||
-  bad "acked counts: $(cat "$WORK/out")"
+  bad "acked counts: $(<"$WORK/out")"
 # An unreadable record refuses the whole file (exit 2), naming the line.
 printf '%s\n' "$(d transfer show t1)" '{"_id":' >"$WORK/acked_bad"
 expect 2 "audit --acked malformed" -- d audit --acked "$WORK/acked_bad"
-grep -q "line 2" "$WORK/err" && ok || bad "malformed acked message: $(cat "$WORK/err")"
+grep -q "line 2" "$WORK/err" && ok || bad "malformed acked message: $(<"$WORK/err")"
 expect 2 "audit --acked missing file" -- d audit --acked "$WORK/nope"
 # Break an invariant by hand: a plain write may not (docs/transfers.md,
 # "What a plain write may change"); past the rules, the audit must say so
 # (exit 5).
 expect 3 "a balance changed by hand: refused" -- d update accounts '{"_id":"B"}' '{"$inc":{"balance":1}}'
-grep -q "balance may not change" "$WORK/err" && ok || bad "refusal: $(cat "$WORK/err")"
+grep -q "balance may not change" "$WORK/err" && ok || bad "refusal: $(<"$WORK/err")"
 d update accounts '{"_id":"B"}' '{"$inc":{"balance":1}}' --bypass-validation >/dev/null
 expect 5 "audit broken" -- d audit
-grep -q "conservation" "$WORK/out" && ok || bad "audit did not report conservation: $(cat "$WORK/out")"
+grep -q "conservation" "$WORK/out" && ok || bad "audit did not report conservation: $(<"$WORK/out")"
 
 # transfer batch: one transfer per input line, one result per line in
 # input order, the most severe line's exit code; every line is checked
@@ -212,31 +212,31 @@ printf '%s\n' '{"from":"A","to":"B","amount":100,"id":"b1"}' '' \
   '{"from":"A","to":"B","amount":100,"id":"b1"}' >"$WORK/b.jsonl"
 expect 0 "batch: all succeed" -- d transfer batch --file "$WORK/b.jsonl"
 [ "$(jq -r '._id + ":" + .state' "$WORK/out" | tr '\n' ' ')" = "b1:succeeded b2:succeeded b1:succeeded " ] &&
-  ok || bad "batch results: $(cat "$WORK/out")"
+  ok || bad "batch results: $(<"$WORK/out")"
 [ "$(balance A)" = 930 ] && [ "$(balance B)" = 1070 ] && ok || bad "batch balances A=$(balance A) B=$(balance B)"
 [ "$(d count transfers)" = 2 ] && ok || bad "an id twice in a batch recorded twice"
 # From stdin: a declined transfer is exit 1, the others still go.
 printf '%s\n' '{"from":"A","to":"B","amount":5000,"id":"b3"}' \
   '{"from":"A","to":"B","amount":1,"id":"b4"}' >"$WORK/b2.jsonl"
 d transfer batch <"$WORK/b2.jsonl" >"$WORK/out" 2>"$WORK/err"
-[ $? = 1 ] && ok || bad "batch with a decline: exit not 1: $(cat "$WORK/err")"
+[ $? = 1 ] && ok || bad "batch with a decline: exit not 1: $(<"$WORK/err")"
 [ "$(jq -r '.state + ":" + (.reason // "")' "$WORK/out" | tr '\n' ' ')" = "failed:insufficient funds succeeded: " ] &&
-  ok || bad "batch decline results: $(cat "$WORK/out")"
+  ok || bad "batch decline results: $(<"$WORK/out")"
 # A missing account (2) and an id reused with other parameters (3): the
 # most severe wins; errors name their input line.
 printf '%s\n' '{"from":"A","to":"NOPE","amount":1}' '' \
   '{"from":"A","to":"B","amount":7,"id":"b1"}' '{"from":"B","to":"A","amount":1,"id":"b5"}' >"$WORK/b3.jsonl"
 expect 3 "batch: conflict wins" -- d transfer batch --file "$WORK/b3.jsonl"
 [ "$(jq -rc '[.error, .line, .state] | map(tostring) | join(":")' "$WORK/out" | tr '\n' ' ')" = \
-  "NOACCOUNT:1:null CONFLICT:3:null null:null:succeeded " ] && ok || bad "batch error lines: $(cat "$WORK/out")"
+  "NOACCOUNT:1:null CONFLICT:3:null null:null:succeeded " ] && ok || bad "batch error lines: $(<"$WORK/out")"
 jq -se 'map(select(.line == 1))[0].detail | test("NOPE")' "$WORK/out" >/dev/null &&
-  ok || bad "batch: the error line's detail does not name the account: $(cat "$WORK/out")"
+  ok || bad "batch: the error line's detail does not name the account: $(<"$WORK/out")"
 # Malformed input: exit 2 naming the line; nothing ran.
 before=$(snapshot)
 while IFS='|' read -r label line2 pattern; do
   printf '%s\n' '{"from":"A","to":"B","amount":1,"id":"never"}' "$line2" >"$WORK/bad.jsonl"
   expect 2 "batch: $label" -- d transfer batch --file "$WORK/bad.jsonl"
-  grep -q "line 2: .*$pattern" "$WORK/err" && ok || bad "batch $label: message '$(cat "$WORK/err")' lacks '$pattern'"
+  grep -q "line 2: .*$pattern" "$WORK/err" && ok || bad "batch $label: message '$(<"$WORK/err")' lacks '$pattern'"
 done <<'TABLE'
 not json|{"from":|
 no amount|{"from":"A","to":"B"}|amount
@@ -266,7 +266,7 @@ same_colls=$(d dump | sed -n 's/^{"collection":"\([^"]*\)".*/\1/p' | tr '\n' ' '
 # collection holding documents is refused (exit 3, nothing changed) unless
 # validation is bypassed; an empty one drops.
 expect 3 "drop accounts: refused" -- d drop accounts
-grep -q "has a delete guard and holds 1 documents" "$WORK/err" && ok || bad "drop refusal: $(cat "$WORK/err")"
+grep -q "has a delete guard and holds 1 documents" "$WORK/err" && ok || bad "drop refusal: $(<"$WORK/err")"
 [ "$(d count accounts)" = 1 ] && ok || bad "the refused drop changed accounts"
 expect 0 "drop accounts --bypass-validation" -- d drop accounts --bypass-validation
 [ "$(d count accounts)" = 0 ] && ok || bad "the bypassed drop left accounts"
@@ -278,7 +278,7 @@ expect 0 "drop of an empty guarded collection" -- d drop accounts
 new_store limits
 setup_accounts || bad "limits: setup failed"
 expect 0 "limit: an overdraft of 50" -- d account limit A -50
-grep -q '"min_balance":-50' "$WORK/out" && ok || bad "limit output: $(cat "$WORK/out")"
+grep -q '"min_balance":-50' "$WORK/out" && ok || bad "limit output: $(<"$WORK/out")"
 expect 0 "limit: the overdraft is usable" -- d transfer A X 1050
 [ "$(balance A)" = -50 ] && ok || bad "limits: A=$(balance A)"
 expect 1 "limit: past the overdraft, declined" -- d transfer A X 1

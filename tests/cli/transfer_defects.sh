@@ -116,8 +116,8 @@ if wait_stopped "$pid" 30; then
   # The operator restores B (docs/transfers.md) past the rules, as it was
   # deleted: a plain insert of an account is refused (only `account
   # create` makes one); recovery then finishes g2.
-  expect 3 "d3: restore B without bypass: refused" -- d insert accounts "$(cat "$WORK/B.json")"
-  expect 0 "d3: restore B" -- d insert accounts "$(cat "$WORK/B.json")" --bypass-validation
+  expect 3 "d3: restore B without bypass: refused" -- d insert accounts "$(<"$WORK/B.json")"
+  expect 0 "d3: restore B" -- d insert accounts "$(<"$WORK/B.json")" --bypass-validation
   expect 0 "d3: recover after restore" -- d recover --older-than-ms 0
   [ "$(state "$S" g2)" = succeeded ] && [ "$(balance B)" = 1060 ] && ok ||
     bad "d3: after restore g2 $(state "$S" g2) B=$(balance B)"
@@ -175,7 +175,7 @@ if wait_stopped "$pid" 30; then
   rc=$?
   [ "$rc" = 4 ] && ok || bad "d10: lost transfer exit $rc, want 4: $(tail -2 "$WORK/lost.log")"
   has "$WORK/lost.log" "lost1.*vanished" "d10: lost transfer message"
-  grep -q '^{' "$WORK/lost.log" && bad "d10: printed a stale document: $(cat "$WORK/lost.log")" || ok
+  grep -q '^{' "$WORK/lost.log" && bad "d10: printed a stale document: $(<"$WORK/lost.log")" || ok
 else
   bounded_wait "$pid" 10 "$WORK/lost.log"; bad "d10: lost1 never paused"
 fi

@@ -80,12 +80,12 @@ same "D upserted, C never visible" "$(d txn '[{"find":"acct","filter":{"bal":0},
 # ---- a crashed transaction: intents refuse plain writes --------------------------------
 DOCTX_FAULT=txn.commit:crash d txn --id t3 --lease-ms 60000 "$MOVE" >/dev/null 2>&1
 expect 3 "plain update of a document with an intent" -- d update acct '{"_id":"A"}' '{"$set":{"bal":0}}'
-grep -q "transition" "$WORK/err" && ok || bad "refusal does not name the rule: $(cat "$WORK/err")"
+grep -q "transition" "$WORK/err" && ok || bad "refusal does not name the rule: $(<"$WORK/err")"
 expect 3 "plain delete of a document with an intent" -- d delete acct '{"_id":"B"}'
 same "plain reads see the committed bodies" "$(bal A)/$(bal B)" "20/5"
 same "show t3 under its lease" "$(d txn show t3)" '{"id":"t3","outcome":"unknown"}'
 expect 3 "a writer meets the live intent until its deadline" -- d txn --deadline-ms 300 "$MOVE"
-grep -q CONFLICT "$WORK/err" && ok || bad "not CONFLICT: $(cat "$WORK/err")"
+grep -q CONFLICT "$WORK/err" && ok || bad "not CONFLICT: $(<"$WORK/err")"
 d recover --older-than-ms 0 >/dev/null || bad "recover"
 same "show t3 after recovery" "$(d txn show t3)" '{"id":"t3","outcome":"aborted"}'
 d update acct '{"_id":"A"}' '{"$inc":{"n":1}}' >/dev/null && ok || bad "A still refuses a plain update"
@@ -153,7 +153,7 @@ same "the null _id's body" "$(d txn '[{"find_one":"nulls","filter":{"_id":null},
 d insert vald '{"_id":"a","bal":1}' '{"_id":"b","bal":1}' >/dev/null &&
   d rules vald --validator '{"$jsonSchema":{"properties":{"bal":{"bsonType":"long"}}}}' >/dev/null || bad "vald set-up"
 expect 3 "a write the validator refuses" -- d txn --id val1 '[{"update":"vald","filter":{"_id":"a"},"with":{"$set":{"bal":"x"}}},{"update":"vald","filter":{"_id":"b"},"with":{"$inc":{"bal":1}}}]'
-grep -q VALIDATION "$WORK/err" && ok || bad "not VALIDATION: $(cat "$WORK/err")"
+grep -q VALIDATION "$WORK/err" && ok || bad "not VALIDATION: $(<"$WORK/err")"
 same "nothing of val1 written" "$(d count txn_records '{"_id":"val1"}')/$(d find vald '{"_id":"b"}' | jq -c .bal)" "0/1"
 d update vald '{"_id":"a"}' '{"$set":{"bal":2}}' >/dev/null && ok || bad "a holds an intent"
 # A body 98 levels deep (a plain insert takes up to 100) does not fit in
@@ -163,7 +163,7 @@ d update vald '{"_id":"a"}' '{"$set":{"bal":2}}' >/dev/null && ok || bad "a hold
 deep=$(printf '{"a":%.0s' $(seq 97))1$(printf '}%.0s' $(seq 97))
 d insert deepc "{\"_id\":\"k\",\"d\":$deep}" '{"_id":"o","n":0}' >/dev/null || bad "insert the deep document"
 expect 2 "a write that does not fit in flight" -- d txn --id deep1 '[{"update":"deepc","filter":{"_id":"k"},"with":{"$unset":{"d":""}}},{"update":"deepc","filter":{"_id":"o"},"with":{"$inc":{"n":1}}}]'
-grep -q "does not fit" "$WORK/err" && ok || bad "not named: $(cat "$WORK/err")"
+grep -q "does not fit" "$WORK/err" && ok || bad "not named: $(<"$WORK/err")"
 same "nothing of deep1 written" "$(d count txn_records '{"_id":"deep1"}')/$(d find deepc '{"_id":"o"}' | jq -c .n)" "0/0"
 d update deepc '{"_id":"k"}' '{"$set":{"x":1}}' >/dev/null && ok || bad "k holds an intent"
 # A unique index judges a write when it rolls forward, after the commit

@@ -33,7 +33,7 @@ same "history" "$(d version history I | jq -c '[.version, .children, (.committed
 
 # ---- --expect-version -------------------------------------------------------------
 expect 3 "--expect-version 2 at version 3" -- d version put I '{"n":9}' --expect-version 2
-grep -q CONFLICT "$WORK/err" && ok || bad "expect-version: not CONFLICT: $(cat "$WORK/err")"
+grep -q CONFLICT "$WORK/err" && ok || bad "expect-version: not CONFLICT: $(<"$WORK/err")"
 same "put --expect-version 3" "$(d version put I '{"n":4}' --expect-version 3)" '{"item":"I","version":4}'
 same "new item --expect-version 0" "$(d version put J '{"n":1}' --expect-version 0)" '{"item":"J","version":1}'
 
@@ -127,12 +127,12 @@ jq -e '[.findings[] | select(.kind == "root_next" and (.detail | test("item .K."
 # skipped, and the put there says no number is left (exit 3).
 d version put N '{"r":1}' >/dev/null || bad "N: setup"
 expect 3 "a root's next raised to INT64_MAX: refused" -- d update version_roots '{"_id":"N"}' '{"$set":{"next":9223372036854775807}}'
-grep -q "VALIDATION" "$WORK/err" && ok || bad "N: message: $(cat "$WORK/err")"
+grep -q "VALIDATION" "$WORK/err" && ok || bad "N: message: $(<"$WORK/err")"
 same "N: next unchanged" "$(d find version_roots '{"_id":"N"}' | jq -c .next)" 1
 same "N: the next put" "$(d version put N '{"r":2}')" '{"item":"N","version":2}'
 expect 0 "a root's next raised to INT64_MAX - 1: numbers skipped" -- d update version_roots '{"_id":"N"}' '{"$set":{"next":9223372036854775806}}'
 expect 3 "N: no number left for a put" -- d version put N '{"r":3}'
-grep -q "OVERFLOW" "$WORK/err" && ok || bad "N: overflow message: $(cat "$WORK/err")"
+grep -q "OVERFLOW" "$WORK/err" && ok || bad "N: overflow message: $(<"$WORK/err")"
 expect 5 "audit: a root whose next is INT64_MAX - 1" -- d audit --json
 jq -e '[.findings[] | select(.kind == "root_next" and (.detail | test("item .N.")))] | length == 1' "$WORK/out" >/dev/null &&
   ok || bad "no root_next finding for N: $(jq -c '[.findings[] | [.kind, .detail]]' "$WORK/out")"
@@ -167,7 +167,7 @@ expect 0 "version 2's root rewritten past the rules" -- d update versions '{"_id
 expect 5 "... the audit reports it" -- d audit
 grep -q "history_changed" "$WORK/out" && ok || bad "H/2 rewritten: $(grep FINDING "$WORK/out" | head -2)"
 expect 4 "... a read refuses it" -- d version get H
-grep -q "rewritten after it was committed" "$WORK/err" && ok || bad "H/2 read: $(cat "$WORK/err")"
+grep -q "rewritten after it was committed" "$WORK/err" && ok || bad "H/2 read: $(<"$WORK/err")"
 
 # ---- plain writes cannot remove a committed child (V8; docs/versions.md,
 # "What a plain write can do") --------------------------------------------------------
@@ -178,7 +178,7 @@ new_store version_guard
 d version put G '{"n":1}' --child a='{"x":1}' --child b='{"x":1}' >/dev/null &&
   d version put G '{"n":2}' --child b='{"x":2}' >/dev/null || bad "G: setup"
 expect 3 "a committed child marked dead: refused" -- d update version_children '{"_id":"G/1/a"}' '{"$set":{"dead":true}}'
-grep -q "dead may not change" "$WORK/err" && ok || bad "G: refusal: $(cat "$WORK/err")"
+grep -q "dead may not change" "$WORK/err" && ok || bad "G: refusal: $(<"$WORK/err")"
 expect 3 "... then deleted: refused" -- d delete version_children '{"_id":"G/1/a"}'
 expect 3 "a committed record marked dead: refused" -- d update versions '{"_id":"G/2"}' '{"$set":{"dead":true}}'
 same "get: whole" "$(d version get G | jq -c .children)" '{"a":{"x":1},"b":{"x":2}}'
@@ -189,7 +189,7 @@ same "... and keeps the carried-over child" "$(d version get G | jq -c .children
 # a child a plain delete could then remove).
 expect 0 "a dead child inserted by hand for version 3" -- d insert version_children '{"_id":"G/3/a","item":"G","version":3,"key":"a","doc":{"x":3},"dead":true}'
 expect 4 "the put of version 3 does not commit it" -- d version put G '{"n":3}' --child a='{"x":3}'
-grep -q "taken by a document it did not write" "$WORK/err" && ok || bad "G/3: message: $(cat "$WORK/err")"
+grep -q "taken by a document it did not write" "$WORK/err" && ok || bad "G/3: message: $(<"$WORK/err")"
 same "... G is still at version 2, the forged child gone" "$(d version get G | jq -c .version) $(d count version_children '{"version":3}')" "2 0"
 same "the next put commits" "$(d version put G '{"n":4}' --child a='{"x":4}')" '{"item":"G","version":4}'
 expect 0 "audit --settled clean" -- d audit --settled

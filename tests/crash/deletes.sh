@@ -45,10 +45,10 @@ one_row() { # POINT DOC ("accounts:A", "accounts:B", "transfers:t1")
   case "$rc:$n" in
   3:) # refused by the guard: now as an operator who bypasses it
     d delete "$coll" "{\"_id\":\"$id\"}" --bypass-validation >"$log.del" 2>&1 ||
-      { kill -CONT "$pid"; bad "$label: bypass delete failed: $(cat "$log.del")"; return; }
+      { kill -CONT "$pid"; bad "$label: bypass delete failed: $(<"$log.del")"; return; }
     n=bypassed ;;
   0:0 | 0:1) ;; # not there yet, or its guard let it go
-  *) kill -CONT "$pid"; bad "$label: delete exit $rc: $(cat "$log.del")"; return ;;
+  *) kill -CONT "$pid"; bad "$label: delete exit $rc: $(<"$log.del")"; return ;;
   esac
   kill -CONT "$pid"
   bounded_wait "$pid" 120 "$log"

@@ -47,7 +47,7 @@ client1() { # POINT
   local p=$1 t
   c1_step "$p" lock.acquire "$dir/c1.acq" lock acquire L --ttl-ms "$LEASE" --owner c1 --wait-ms 5000
   echo "acquire=$?" >>"$dir/c1.rc"
-  t=$(tok "$(cat "$dir/c1.acq")")
+  t=$(tok "$(<"$dir/c1.acq")")
   echo "$t" >"$dir/c1.token"
   : >"$dir/c1.acquired"
   [ "$p" = sigstop ] && sleep 1 # the "work" during which it is stopped
@@ -123,7 +123,7 @@ one_case() { # POINT
   kill -CONT "$c1pid" 2>/dev/null
   [ "$p" = sigstop ] || kill -CONT "$pid"
   bounded_wait "$c1pid" 60 "$dir/c1.log"
-  t1=$(cat "$dir/c1.token")
+  t1=$(<"$dir/c1.token")
   [ "$t2" -gt "$t1" ] || { bad "$label: client 2's token $t2 not above client 1's $t1"; return; }
   local want="acquire=0"
   [ "$p" = lock.renew ] && want="$want renew=1"

@@ -113,7 +113,7 @@ row() { # COLL ID FIELD VALUE (UNSET: remove the field)
     upd="{\"\$set\":{\"$field\":$val}}"
   fi
   expect 3 "$label: validator" -- d update "$coll" "{\"_id\":\"$id\"}" "$upd"
-  grep -q VALIDATION "$WORK/err" && ok || bad "$label: not refused as VALIDATION: $(cat "$WORK/err")"
+  [[ $(<"$WORK/err") == *VALIDATION* ]] && ok || bad "$label: not refused as VALIDATION: $(<"$WORK/err")"
   expect 0 "$label: bypass" -- d update "$coll" "{\"_id\":\"$id\"}" "$upd" --bypass-validation
   expect 5 "$label: audit" -- d audit
   expect 0 "$label: restore" -- d update "$coll" "{\"_id\":\"$id\"}" "$orig" --bypass-validation
@@ -557,7 +557,7 @@ plain_cmd() { # LABEL CMD...
   local label=$1
   shift
   expect 3 "$label" -- d "$@"
-  grep -q VALIDATION "$WORK/err" && ok || bad "$label: not refused as VALIDATION: $(cat "$WORK/err") $(cat "$WORK/out")"
+  [[ $(<"$WORK/err") == *VALIDATION* ]] && ok || bad "$label: not refused as VALIDATION: $(<"$WORK/err") $(<"$WORK/out")"
 }
 turn=0
 for w in 'accounts A B' 'transfers t2 t3' 'openings A X' 'ledger_entries e3 e1' 'ledger_accounts L1 L2' 'items i1 i2'; do
@@ -631,8 +631,8 @@ cat >"$WORK/fx.sh" <<EOF
 EOF
 d job add fxq t '{}' --id jfx >/dev/null && d job work fxq --once --exec "bash $WORK/fx.sh" >/dev/null 2>&1
 [ "$(d count items '{"_id":"i1","_batches.B1":{"$exists":true}}')" = 1 ] && ok ||
-  bad "a job effect took a batch marker off: $(cat "$WORK/fx.out") $(d find items '{"_id":"i1"}')"
-grep -q "_batches may not change" "$WORK/fx.out" && ok || bad "job effect on a marker: $(cat "$WORK/fx.out")"
+  bad "a job effect took a batch marker off: $(<"$WORK/fx.out") $(d find items '{"_id":"i1"}')"
+grep -q "_batches may not change" "$WORK/fx.out" && ok || bad "job effect on a marker: $(<"$WORK/fx.out")"
 # ... and the batch never applies twice: its rerun updates nothing.
 expect 0 "B1 rerun" -- d batch-update items '{}' '{"$inc":{"n":1}}' --id B1
 grep -q '"modified":0' "$WORK/out" && [ "$(d count items '{"n":{"$gt":2}}')" = 0 ] && ok ||
@@ -647,12 +647,12 @@ for w in 'accounts A' 'accounts B' 'accounts X' 'transfers t1' 'transfers t2' 't
   turn=$((turn + 1))
   mine "$turn" || continue
   d delete "$coll" "{\"_id\":\"$id\"}" >"$WORK/out" 2>"$WORK/err"
-  case "$?:$(cat "$WORK/out")" in
-  3:*) grep -q "delete refused" "$WORK/err" && ok || bad "delete $coll $id: $(cat "$WORK/err")" ;;
+  case "$?:$(<"$WORK/out")" in
+  3:*) grep -q "delete refused" "$WORK/err" && ok || bad "delete $coll $id: $(<"$WORK/err")" ;;
   0:'{"deleted":1}')
     expect 0 "delete $coll $id (its guard lets it go): audit clean" -- d audit
     expect 0 "delete $coll $id: restore" -- d insert "$coll" "$(doc_of "$coll" "$id")" --bypass-validation ;;
-  *) bad "delete $coll $id: $(cat "$WORK/err") $(cat "$WORK/out")" ;;
+  *) bad "delete $coll $id: $(<"$WORK/err") $(<"$WORK/out")" ;;
   esac
 done
 expect 0 "plain writes: audit clean" -- d audit

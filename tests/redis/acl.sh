@@ -151,10 +151,10 @@ fails4 "a user without EVALSHA" "NOPERM.*evalsha" \
 
 # Usage errors (exit 2) name the URI masked.
 expect 2 "a user without a password" -- "$DOCTX" --store "redis://doctx@$seeds" count c
-grep -q "names a user without a password" "$WORK/err" && ok || bad "$(cat "$WORK/err")"
+grep -q "names a user without a password" "$WORK/err" && ok || bad "$(<"$WORK/err")"
 expect 2 "userinfo and password= both" -- "$DOCTX" --store "$U&password=$PW" count c
 grep -qF "redis://doctx:***@$seeds?ns=$ns&password=***" "$WORK/err" && ok ||
-  bad "not masked: $(cat "$WORK/err")"
+  bad "not masked: $(<"$WORK/err")"
 no_secret "userinfo and password= both"
 
 # ---- the cluster: every master's connection authenticates as the user -------------

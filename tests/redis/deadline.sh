@@ -97,7 +97,7 @@ run_bounded 60 "$WORK/worker2.log" "$DOCTX" --store "$S" worker --once &&
   case "$(state "$S" dl3)" in succeeded | failed) true ;; *) false ;; esac && ok ||
   bad "worker-once: a second worker did not finish dl3: $(tail -2 "$WORK/worker2.log")"
 grep -Eq '"(succeeded|rolled_back)":1' "$WORK/worker2.log" && ok ||
-  bad "worker summary: $(cat "$WORK/worker2.log")"
+  bad "worker summary: $(<"$WORK/worker2.log")"
 if out=$(d audit --settled); then ok; else bad "worker-once: audit: $out"; fi
 
 # 4. recover itself runs under one budget.

@@ -42,6 +42,8 @@ fi
 # keys cannot collide with another's, since ':' cannot occur in a name),
 # and handing out a store costs no round trip and no program start -- the
 # crash suites ask for one per row, thousands per run.
+# (tests/lib/store.sh's new_store does this same step in the suite's own
+# shell, without starting this script: keep the two alike.)
 base=${1//[^A-Za-z0-9_-]/_}
 printf -v ns '%s-%08x' "${base:0:22}" "$SRANDOM"
 case "$DTX_REDIS_URI" in

@@ -269,9 +269,9 @@ cli_items() {
 
 phase_deadline() {
   run_logged "deadline.sh $URI_SA" env DTX_REDIS_URI="$URI_SA" \
-    DTX_REDIS_PID="$(cat "$WORK/$SA/pid")" bash "$HERE/deadline.sh"
+    DTX_REDIS_PID="$(<"$WORK/$SA/pid")" bash "$HERE/deadline.sh"
   run_logged "server/faults.sh pause $URI_SA" env DTX_REDIS_URI="$URI_SA" \
-    DTX_REDIS_PID="$(cat "$WORK/$SA/pid")" FAULTS_CASES=pause \
+    DTX_REDIS_PID="$(<"$WORK/$SA/pid")" FAULTS_CASES=pause \
     bash "$ROOT/tests/server/faults.sh"
 }
 
@@ -318,7 +318,7 @@ phase_replicas() {
     return
   fi
   local rpid
-  rpid=$(cat "$WORK/$rp/pid")
+  rpid=$(<"$WORK/$rp/pid")
   { kill -9 "$rpid" && wait "$rpid"; } 2>/dev/null
   poll no_replicas || bad "replicas: $SA still lists a replica"
   t0=$SECONDS
@@ -416,9 +416,9 @@ phase_migration() {
   local rpid=$!
   local before i=0
   # At least three rounds, and on until two reshards have completed.
-  while [ $i -lt 3 ] || { [ "$(cat "$WORK/reshards")" -lt 2 ] && [ $i -lt 12 ]; }; do
+  while [ $i -lt 3 ] || { [ "$(<"$WORK/reshards")" -lt 2 ] && [ $i -lt 12 ]; }; do
     i=$((i + 1))
-    before=$(cat "$WORK/reshards")
+    before=$(<"$WORK/reshards")
     flush "$URI_CL"
     run_logged "migration: transfers round $i (reshards so far: $before)" \
       "$BUILD/txn_transfer_concurrency" "$URI_CL"
@@ -426,14 +426,14 @@ phase_migration() {
   run_logged "migration: conformance" "$BUILD/conformance" "$URI_CL" \
     crud query index concurrency
   touch "$WORK/reshard.stop"
-  kill "$(cat "$WORK/reshard.pid")" 2>/dev/null
+  kill "$(<"$WORK/reshard.pid")" 2>/dev/null
   wait "$rpid" 2>/dev/null
   # A reshard interrupted by the kill leaves slots migrating: fix them.
   redis-cli --cluster fix "127.0.0.1:${CL[0]}" --cluster-yes \
     >>"$WORK/reshard.log" 2>&1
   wait_cluster_ok "${CL[@]}"
   local n
-  n=$(cat "$WORK/reshards")
+  n=$(<"$WORK/reshards")
   if [ "$n" -ge 1 ]; then
     ok "migration: $n reshards of 1000 slots ran during the workload"
   else
@@ -553,7 +553,7 @@ pick_victim() {
 # cluster did not recover.
 kill_master() {
   local vpid p alive=()
-  vpid=$(cat "$WORK/$VPORT/pid")
+  vpid=$(<"$WORK/$VPORT/pid")
   { kill -9 "$vpid" && wait "$vpid"; } 2>/dev/null
   for p in "${CL[@]}"; do [ "$p" = "$VPORT" ] || alive+=("$p"); done
   wait_master "$HPORT" && wait_cluster_ok "${alive[@]}" || return 1

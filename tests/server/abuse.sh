@@ -91,7 +91,7 @@ req POST /v1/accounts "$T_WRITE" '{"id":"after-flood","balance":5}'
 [ "$CODE" = 201 ] && ok || bad "a write after the flood: $CODE $(rbody)"
 healthz_fast "after the flood"
 
-alive "$SLOW_PID" && ok || bad "the slowloris ended early: $(cat "$WORK/slow.log")"
+alive "$SLOW_PID" && ok || bad "the slowloris ended early: $(<"$WORK/slow.log")"
 kill "$SLOW_PID" 2>/dev/null
 bounded_wait "$SLOW_PID" 10 "$WORK/slow.log"
 alive "$DPID" && ok || bad "doctxd died: $(log_tail "$WORK/d.log")"

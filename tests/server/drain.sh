@@ -56,8 +56,8 @@ alive "$DPID" && ok || bad "doctxd stopped before its requests finished"
 release_lock
 for i in 1 2 3; do
   bounded_wait "${pids[$((i - 1))]}" 20 "$WORK/slow.$i"
-  [ "$(cat "$WORK/slow.$i")" = 200 ] && ok ||
-    bad "slow request $i: $(cat "$WORK/slow.$i") $(cat "$WORK/slow.$i.body" 2>/dev/null)"
+  [ "$(<"$WORK/slow.$i")" = 200 ] && ok ||
+    bad "slow request $i: $(<"$WORK/slow.$i") $(cat "$WORK/slow.$i.body" 2>/dev/null)"
 done
 bounded_wait "$DPID" 20 "$WORK/d.log"
 rc=$?

@@ -67,7 +67,7 @@ load_bg() {
 acked_ok() {
   local label=$1 f=$WORK/$2.acked n
   n=$(wc -l <"$f")
-  [ "$n" -gt 0 ] || { bad "$label: nothing was acknowledged: $(cat "$WORK/$2.log")"; return; }
+  [ "$n" -gt 0 ] || { bad "$label: nothing was acknowledged: $(<"$WORK/$2.log")"; return; }
   if ! d audit --json --settled --acked "$f" >"$WORK/audit.json" 2>&1; then
     bad "$label: audit not clean: $(head -c 600 "$WORK/audit.json")"
     return
@@ -93,7 +93,7 @@ f = sum(1 for i in ids if term[i] == "failed")
 assert s + f == len(ids)
 print("acked %d: succeeded %d failed %d" % (len(ids), s, f))
 EOF
-  then ok; echo "  $label: $(cat "$WORK/acked.out")"; else bad "$label: $(cat "$WORK/acked.out")"; fi
+  then ok; echo "  $label: $(<"$WORK/acked.out")"; else bad "$label: $(<"$WORK/acked.out")"; fi
 }
 
 served() { # URL: how many transfers this doctxd answered 200
@@ -119,7 +119,7 @@ case_scaleout() {
   [ "${na:-0}" -gt 0 ] && [ "${nb:-0}" -gt 0 ] && ok ||
     bad "scaleout: both doctxd must serve: A $na, B $nb"
   grep -q ' 200:' "$WORK/scale.log" && ! grep -q 'neterr [1-9]' "$WORK/scale.log" && ok ||
-    bad "scaleout: $(cat "$WORK/scale.log")"
+    bad "scaleout: $(<"$WORK/scale.log")"
   acked_ok scaleout scale
   stop_bg "$A_PID" 15 "$WORK/scale.a.log"
   stop_bg "$B_PID" 15 "$WORK/scale.b.log"
@@ -130,10 +130,10 @@ case_kill() {
   nap 0.7
   kill -KILL "$A_PID"
   bounded_wait "$LOAD_PID" 30 "$WORK/kill.log" && ok || bad "kill: load client"
-  echo "  kill: client: $(cat "$WORK/kill.log")"
+  echo "  kill: client: $(<"$WORK/kill.log")"
   wait "$A_PID" 2>/dev/null
   grep -q 'neterr [1-9]' "$WORK/kill.log" && ok ||
-    bad "kill: the client saw no broken connection: $(cat "$WORK/kill.log")"
+    bad "kill: the client saw no broken connection: $(<"$WORK/kill.log")"
   stop_bg "$B_PID" 15 "$WORK/kill.b.log"
   # No executor is left (A is dead, B stopped): every transfer not
   # updated for 0 ms is abandoned, as after any crash.

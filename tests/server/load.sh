@@ -116,7 +116,7 @@ for i in 1 2; do
   ms=$(($(now_ms) - t0))
   [ "$code" = 503 ] && grep -q 'request-timeout-ms' "$WORK/slow.$i.body" &&
     tr -d '\r' <"$WORK/slow.$i.h" | grep -q '^Retry-After: 1$' && ok ||
-    bad "slow write $i: $code in $secs s, want 503 at the request timeout: $(cat "$WORK/slow.$i.body")"
+    bad "slow write $i: $code in $secs s, want 503 at the request timeout: $(<"$WORK/slow.$i.body")"
 done
 # (the bound is loose: a loaded CI machine adds seconds; a request that
 # outlived its timeout would take the lock holder's whole 15 s)

@@ -545,7 +545,7 @@ req POST /v1/queues/hq/jobs "$T_WRITE" '{"type":"t","id":"hj2"}'
 req POST /v1/queues/hq/jobs "$T_WRITE" '{"type":"t","id":"hj3"}'
 req POST /v1/queues/hq/claim "$T_WRITE" '{"n":5}'
 check "claim under limit 1" 200 '"_id":"hj2"'
-[ "$(jf '.jobs | length')" = 1 ] && ok || bad "claimed past the limit: $(cat "$WORK/rb")"
+[ "$(jf '.jobs | length')" = 1 ] && ok || bad "claimed past the limit: $(<"$WORK/rb")"
 e2=$(jf '.jobs[0].epoch')
 req POST /v1/queues/hq/claim "$T_WRITE" '{"n":5}'
 check "claim at the limit" 200 '"jobs":[]'
@@ -572,7 +572,7 @@ for i in 1 2 3; do req POST /v1/queues/hr/jobs "$T_WRITE" '{"type":"t","id":"hra
 req POST /v1/queues/hr/jobs "$T_WRITE" '{"type":"t","id":"hrb1","payload":{"c":"b"}}'
 req POST /v1/queues/hr/claim "$T_WRITE" '{"n":5}'
 check "claim under the rate" 200 '"_id":"hra1"' '"_id":"hra2"' '"_id":"hrb1"'
-[ "$(jf '.jobs | length')" = 3 ] && ok || bad "claimed past the rate: $(cat "$WORK/rb")"
+[ "$(jf '.jobs | length')" = 3 ] && ok || bad "claimed past the rate: $(<"$WORK/rb")"
 req GET /v1/queues/hr/stats "$T_READ"
 check "stats: rate" 200 '"rate":{"n":2,"ms":60000,"group":"payload.c"}'
 req GET /v1/job-queues "$T_ADMIN"

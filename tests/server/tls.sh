@@ -52,7 +52,7 @@ if grep -qx "accept = 127.0.0.1:$TPORT" stunnel.conf &&
    grep -qx "connect = 127.0.0.1:$DPORT" stunnel.conf &&
    grep -qx "cert = $WORK/doctxd.crt" stunnel.conf &&
    grep -qx 'foreground = yes' stunnel.conf; then ok; else
-  bad "docs/server.md's stunnel configuration was not found as expected: $(cat doc.conf)"
+  bad "docs/server.md's stunnel configuration was not found as expected: $(<doc.conf)"
   finish; exit 1
 fi
 start_bg stunnel.log "$STUNNEL" stunnel.conf
@@ -82,7 +82,7 @@ for _ in $(seq 1 100); do
   nap 0.05
 done
 [ $up = 1 ] && ok || {
-  bad "stunnel not up: curl $CURLRC $(cat curl.err) $(log_tail stunnel.log 5)"
+  bad "stunnel not up: curl $CURLRC $(<curl.err) $(log_tail stunnel.log 5)"
   finish; exit 1
 }
 [[ $(rbody) == *'"status":"ok"'* ]] && ok || bad "/healthz over TLS: $(rbody)"
@@ -121,7 +121,7 @@ py 0 "t = c.transfer('A', 'B', 5, id='t-py')
 assert t['state'] == 'succeeded', t
 assert c.transfer('A', 'B', 5, id='t-py')['_id'] == 't-py'
 print(c.account('B')['balance'])" SSL_CERT_FILE="$WORK/ca.crt"
-[ "$(cat py.out)" = 45 ] && ok || bad "python: B's balance: $(cat py.out)"
+[ "$(<py.out)" = 45 ] && ok || bad "python: B's balance: $(<py.out)"
 
 # ---- refusals ------------------------------------------------------------------------
 # Plain HTTP to the TLS port: stunnel wants a handshake and drops it; no
