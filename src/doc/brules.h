@@ -54,4 +54,35 @@ int dtx__bschema_match_val(const dtx__bschema_t *s, const dtx__bval_t *v,
 /* Frees s and its regexes; NULL is fine. */
 void dtx__bschema_free(dtx__bschema_t *s);
 
+/* ---- the depth limit, collection rules and the write check (brules.c) ---- */
+
+/* dtx__depth_check on BSON: 0 when doc[0..len) (checked bytes) nests no
+ * deeper than DTX_MAX_DEPTH levels (the document is level 1; every
+ * document or array inside adds one), else `code` with the json_t
+ * engine's detail "<what> nests deeper than 100 levels (the limit):
+ * level 101 is reached at <path>". */
+int dtx__bdepth_check(const uint8_t *doc, uint32_t len, int code,
+                      const char *what);
+
+/* A collection's rules, compiled from their stored form as a document
+ * {"validator": V|null, "delete_guard": G|null, "transition": T|null,
+ * "pattern": P} (doc.h's dtx__rules_compile; the same checks and
+ * details).  *out is NULL when spec (NULL allowed) holds no rule.
+ * DTX_EBADQUERY for an invalid rule, DTX_ENOMEM.  The compiled rules keep
+ * no reference to spec.  Immutable once built: threads may share them.
+ * (The normalised stored form and dtx__rules_keep_owned stay with the
+ * json_t catalog: they judge the catalog's change of rules, not a
+ * document.) */
+typedef struct dtx__brules dtx__brules_t;
+int dtx__brules_compile(const bson_t *spec, dtx__brules_t **out);
+void dtx__brules_free(dtx__brules_t *r);
+
+/* dtx__doc_check_write on BSON: before/after are checked bytes (NULL:
+ * none), with the same rules, codes and details.  The step running on
+ * this thread is doc.h's (dtx__rules_step_enter), shared by both
+ * engines. */
+int dtx__bdoc_check_write(const dtx__brules_t *r, const char *coll,
+                          const uint8_t *before, uint32_t blen,
+                          const uint8_t *after, uint32_t alen, int bypass);
+
 #endif
