@@ -191,4 +191,106 @@ out:
   return verdict;
 }
 
+/* ---- the rules and the write check (brules.c against rules.c) --------- */
+
+/* The object doc as a document with every integer int64 (into *out, which
+ * this initialises).  0, or -1. */
+static inline int bsd_doc_i64(const json_t *doc, bson_t *out) {
+  const char *k;
+  json_t *x;
+  bson_init(out);
+  json_object_foreach((json_t *)doc, k, x) if (bsd_append_i64(out, k, x))
+      return -1;
+  return 0;
+}
+
+/* One write check through both engines: code and detail. */
+static inline int bsd_write(const dtx__rules_t *jr, const dtx__brules_t *br,
+                            const char *coll, const json_t *before,
+                            const json_t *after, int bypass, int i64,
+                            int *jrc, char *jd, int *brc, char *bd,
+                            size_t n) {
+  bson_t b = BSON_INITIALIZER, a = BSON_INITIALIZER;
+  int rc = 0;
+  *jrc = dtx__doc_check_write(jr, coll, before, after, bypass);
+  snprintf(jd, n, "%s", *jrc ? dtx_errdetail() : "");
+  if ((before && (i64 ? bsd_doc_i64(before, &b)
+                      : dtx__bson_from_json(before, &b))) ||
+      (after && (i64 ? bsd_doc_i64(after, &a)
+                     : dtx__bson_from_json(after, &a))))
+    rc = -1;
+  if (rc == 0) {
+    *brc = dtx__bdoc_check_write(br, coll,
+                                 before ? bson_get_data(&b) : NULL, b.len,
+                                 after ? bson_get_data(&a) : NULL, a.len,
+                                 bypass);
+    snprintf(bd, n, "%s", *brc ? dtx_errdetail() : "");
+  }
+  bson_destroy(&b);
+  bson_destroy(&a);
+  return rc;
+}
+
+/* Both engines compile rules (a JSON object, or anything the json_t
+ * engine is given) and, when before or after is given, check that
+ * write; BSD_* as bsd_run. */
+static inline int bsd_rules_run(const json_t *rules, const json_t *before,
+                                const json_t *after, int bypass,
+                                bsd_out_t *o) {
+  char jd[512], bd[512];
+  dtx__rules_t *jr = NULL;
+  dtx__brules_t *br = NULL;
+  bson_t bs = BSON_INITIALIZER;
+  int verdict = BSD_SAME, brc, jrc;
+  o->why[0] = '\0';
+  o->match = 0;
+  o->rc = dtx__rules_compile(rules, &jr);
+  snprintf(jd, sizeof jd, "%s", o->rc ? dtx_errdetail() : "");
+  if (!json_is_object(rules)) {
+    verdict = bsd_say(o, BSD_SKIP, "the rules are no object: a BSON spec "
+                      "is a document");
+    goto out;
+  }
+  if (dtx__bson_from_json(rules, &bs)) {
+    verdict = bsd_say(o, BSD_SKIP, "the bridge refused the rules: %s",
+                      dtx_errdetail());
+    goto out;
+  }
+  brc = dtx__brules_compile(&bs, &br);
+  snprintf(bd, sizeof bd, "%s", brc ? dtx_errdetail() : "");
+  if (brc != o->rc || strcmp(jd, bd) || !jr != !br) {
+    verdict = bsd_say(o, BSD_DIFF, "compile: json %s (%s)%s, bson %s (%s)%s",
+                      dtx_errname(o->rc), jd, jr ? "" : " none",
+                      dtx_errname(brc), bd, br ? "" : " none");
+    goto out;
+  }
+  if (o->rc || (!before && !after))
+    goto out;
+  if ((before && !json_is_object(before)) || (after && !json_is_object(after))) {
+    verdict = bsd_say(o, BSD_SKIP, "a document is no object");
+    goto out;
+  }
+  for (int i64 = 0; i64 < 2; i64++) {
+    if (bsd_write(jr, br, "acc", before, after, bypass, i64, &jrc, jd, &brc,
+                  bd, sizeof bd)) {
+      verdict = bsd_say(o, BSD_SKIP, "the bridge refused a document");
+      goto out;
+    }
+    o->rc = jrc;
+    if (jrc == brc && strcmp(jd, bd) == 0) {
+      verdict = i64 ? bsd_say(o, BSD_SAME_I64, "int32 over the bridge")
+                    : BSD_SAME;
+      goto out;
+    }
+    verdict = bsd_say(o, BSD_DIFF, "write: json %s (%s), bson%s %s (%s)",
+                      dtx_errname(jrc), jd, i64 ? " int64" : "",
+                      dtx_errname(brc), bd);
+  }
+out:
+  dtx__rules_free(jr);
+  dtx__brules_free(br);
+  bson_destroy(&bs);
+  return verdict;
+}
+
 #endif

@@ -36,6 +36,17 @@ static void bsd_row(const char *table, size_t i, const json_t *spec,
   CHECKF(v != BSD_DIFF, "bson leg: %s[%zu]: %s", table, i, o.why);
 }
 
+static void bsd_rules_row(const char *table, size_t i, const json_t *rules,
+                          const json_t *before, const json_t *after,
+                          int bypass) {
+  bsd_out_t o;
+  int v = bsd_rules_run(rules, before, after, bypass, &o);
+  bsd_counts[v]++;
+  if (v == BSD_SKIP)
+    printf("  bson leg: %s[%zu] skipped: %s\n", table, i, o.why);
+  CHECKF(v != BSD_DIFF, "bson leg: %s[%zu]: %s", table, i, o.why);
+}
+
 static void test_bson_counts(void) {
   printf("bson leg: %zu rows the same, %zu the same with int64 integers "
          "(the bridge's int32 is no 'long'), %zu skipped, %zu different\n",
@@ -399,6 +410,7 @@ static void test_rule_table(void) {
              "[%zu] detail '%s' does not start with '%s'", i, dtx_errdetail(),
              t->detail);
     dtx__rules_free(r);
+    bsd_rules_row("rule_cases", i, spec, before, after, t->bypass);
     json_decref(spec);
     json_decref(before);
     json_decref(after);
@@ -449,6 +461,7 @@ static void test_bad_rules(void) {
     CHECKF(r == NULL, "[%zu] out set on error", i);
     CHECKF(strstr(dtx_errdetail(), t[i].mention), "[%zu] '%s' lacks '%s'", i,
            dtx_errdetail(), t[i].mention);
+    bsd_rules_row("bad_rules", i, spec, NULL, NULL, 0);
     json_decref(spec);
   }
 }
