@@ -581,6 +581,10 @@ static void value_text(const dtx__bval_t *v, char *buf, size_t n) {
     bson_decimal128_t x = dtx__bval_dec(v);
     bson_decimal128_to_string(&x, d);
     t = strdup(d);
+  } else if (v->type == BSON_TYPE_DOUBLE && !isfinite(dtx__bval_double(v))) {
+    /* Not {"$numberDouble": "NaN"}: a bound reads as a number. */
+    double x = dtx__bval_double(v);
+    t = strdup(isnan(x) ? "NaN" : x > 0 ? "Infinity" : "-Infinity");
   } else {
     json_t *j = NULL;
     if (dtx__bval_to_json(v, &j) == 0)
