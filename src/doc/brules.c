@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- the depth limit ------------------------------------------------------- */
+/* ---- the depth limit ----------------------------------------------------- */
 
 /* 1 when the container doc[0..len), at level `level`, holds something
  * deeper than the limit; path[0..*plen) then leads to the first container
@@ -86,7 +86,7 @@ int dtx__bdepth_check(const uint8_t *doc, uint32_t len, int code,
                   what, DTX_MAX_DEPTH, DTX_MAX_DEPTH + 1, p);
 }
 
-/* ---- compiled rules ------------------------------------------------------------ */
+/* ---- compiled rules ------------------------------------------------------ */
 
 typedef struct part {
   dtx__bschema_t *schema;
@@ -230,7 +230,7 @@ static int part_compile(dtx__brules_t *r, const dtx__bval_t *spec,
   return 0;
 }
 
-/* ---- transition rules ------------------------------------------------------------ */
+/* ---- transition rules ---------------------------------------------------- */
 
 static int paths_compile(dtx__brules_t *r, const dtx__bval_t *v,
                          const char *what, const char ***out, size_t *n) {
@@ -531,7 +531,7 @@ out:
   return rc;
 }
 
-/* ---- the write check ----------------------------------------------------------- */
+/* ---- the write check ----------------------------------------------------- */
 
 /* "accounts 'A'" or "users 7": the collection and the document's _id
  * (rules.c's text; an _id JSON lacks prints as its Extended JSON). */

@@ -155,7 +155,7 @@ static int bad(const where_t *w, const char *fmt, ...) {
 
 static int oom(void) { return dtx__err(DTX_ENOMEM, "compiling $jsonSchema"); }
 
-/* ---- compiling ------------------------------------------------------------ */
+/* ---- compiling ----------------------------------------------------------- */
 
 typedef struct comp {
   dtx__bschema_t *s;
@@ -540,7 +540,7 @@ int dtx__bschema_compile(const dtx__bval_t *spec, dtx__bschema_t **out) {
   return 0;
 }
 
-/* ---- matching --------------------------------------------------------------- */
+/* ---- matching ------------------------------------------------------------ */
 
 /* The instance path and the keyword path of the check in progress; quiet
  * checks (inside anyOf, oneOf, not, and the first pass) build neither. */

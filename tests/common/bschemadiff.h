@@ -266,7 +266,8 @@ static inline int bsd_rules_run(const json_t *rules, const json_t *before,
   }
   if (o->rc || (!before && !after))
     goto out;
-  if ((before && !json_is_object(before)) || (after && !json_is_object(after))) {
+  if ((before && !json_is_object(before)) ||
+      (after && !json_is_object(after))) {
     verdict = bsd_say(o, BSD_SKIP, "a document is no object");
     goto out;
   }
