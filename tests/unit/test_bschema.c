@@ -302,6 +302,44 @@ static void test_depth(void) {
   }
 }
 
+/* The write check's bounds on BSON, bypass or not: the depth (with the
+ * json_t engine's detail) and the 16 MiB of a document. */
+static void test_write_bounds(void) {
+  json_t *deep = JNEST(DTX_MAX_DEPTH + 1, "a");
+  json_object_set_new(deep, "_id", json_string("D"));
+  bson_t b = BSON_INITIALIZER;
+  CHECK_RC(dtx__bson_from_json(deep, &b), 0);
+  CHECK_RC(dtx__doc_check_write(NULL, "acc", NULL, deep, 1), DTX_EINVAL);
+  char jd[512];
+  snprintf(jd, sizeof jd, "%s", dtx_errdetail());
+  CHECK_RC(dtx__bdoc_check_write(NULL, "acc", NULL, 0, bson_get_data(&b),
+                                 b.len, 1),
+           DTX_EINVAL);
+  CHECKF(strcmp(jd, dtx_errdetail()) == 0, "'%s' vs '%s'", jd,
+         dtx_errdetail());
+  CHECKF(strncmp(dtx_errdetail(), "acc 'D' nests deeper than 100", 29) == 0,
+         "%s", dtx_errdetail());
+  bson_destroy(&b);
+  json_decref(deep);
+  /* Past 16 MiB: DTX_ELIMIT naming the document. */
+  size_t n = DTX__DOC_MAX;
+  char *big = malloc(n + 1);
+  REQUIRE(big);
+  memset(big, 'x', n);
+  big[n] = '\0';
+  bson_init(&b);
+  BSON_APPEND_INT32(&b, "_id", 3);
+  CHECK(bson_append_utf8(&b, "s", 1, big, (int)n));
+  CHECK_RC(dtx__bdoc_check_write(NULL, "acc", NULL, 0, bson_get_data(&b),
+                                 b.len, 1),
+           DTX_ELIMIT);
+  CHECKF(strncmp(dtx_errdetail(), "acc 3 would hold more than 16 MiB", 33) ==
+             0,
+         "%s", dtx_errdetail());
+  bson_destroy(&b);
+  free(big);
+}
+
 /* ---- transition rules through both engines ------------------------------- */
 
 typedef struct trow {
@@ -424,6 +462,7 @@ int main(void) {
   TEST_RUN(test_bad_rows);
   TEST_RUN(test_write_rows);
   TEST_RUN(test_depth);
+  TEST_RUN(test_write_bounds);
   TEST_RUN(test_trans_rows);
   return TEST_DONE();
 }
