@@ -14,11 +14,46 @@
  *    delete guard -- through dtx__doc_check_write, with the detail's exact
  *    prefix "coll 'id': ".
  */
+#include "bschemadiff.h"
 #include "testlib.h"
 
 #include "doc/doc.h"
 
 #include <string.h>
+
+/* ---- the BSON leg (bschemadiff.h) ------------------------------------------
+ * Every row of match_cases and bad_schemas runs through both engines by
+ * the bridge; the counts (and each skip's reason) print at the end. */
+static size_t bsd_counts[4];
+
+static void bsd_row(const char *table, size_t i, const json_t *spec,
+                    const json_t *value) {
+  bsd_out_t o;
+  int v = bsd_run(spec, value, &o);
+  bsd_counts[v]++;
+  if (v == BSD_SKIP)
+    printf("  bson leg: %s[%zu] skipped: %s\n", table, i, o.why);
+  CHECKF(v != BSD_DIFF, "bson leg: %s[%zu]: %s", table, i, o.why);
+}
+
+static void bsd_rules_row(const char *table, size_t i, const json_t *rules,
+                          const json_t *before, const json_t *after,
+                          int bypass) {
+  bsd_out_t o;
+  int v = bsd_rules_run(rules, before, after, bypass, &o);
+  bsd_counts[v]++;
+  if (v == BSD_SKIP)
+    printf("  bson leg: %s[%zu] skipped: %s\n", table, i, o.why);
+  CHECKF(v != BSD_DIFF, "bson leg: %s[%zu]: %s", table, i, o.why);
+}
+
+static void test_bson_counts(void) {
+  printf("bson leg: %zu rows the same, %zu the same with int64 integers "
+         "(the bridge's int32 is no 'long'), %zu skipped, %zu different\n",
+         bsd_counts[BSD_SAME], bsd_counts[BSD_SAME_I64], bsd_counts[BSD_SKIP],
+         bsd_counts[BSD_DIFF]);
+  CHECK(bsd_counts[BSD_SAME] + bsd_counts[BSD_SAME_I64] > 0);
+}
 
 typedef struct mcase {
   const char *schema;
@@ -223,6 +258,7 @@ static void test_match_table(void) {
       CHECK(dtx__schema_match(s, doc, NULL, 0) == got);
     }
     dtx__schema_free(s);
+    bsd_row("match_cases", i, spec, doc);
     json_decref(spec);
     json_decref(doc);
   }
@@ -288,6 +324,7 @@ static void test_bad_schemas(void) {
     CHECKF(strstr(dtx_errdetail(), bad_schemas[i].mention) != NULL,
            "[%zu] %s: detail '%s' lacks '%s'", i, bad_schemas[i].schema,
            dtx_errdetail(), bad_schemas[i].mention);
+    bsd_row("bad_schemas", i, spec, NULL);
     json_decref(spec);
   }
 }
@@ -373,6 +410,7 @@ static void test_rule_table(void) {
              "[%zu] detail '%s' does not start with '%s'", i, dtx_errdetail(),
              t->detail);
     dtx__rules_free(r);
+    bsd_rules_row("rule_cases", i, spec, before, after, t->bypass);
     json_decref(spec);
     json_decref(before);
     json_decref(after);
@@ -423,6 +461,7 @@ static void test_bad_rules(void) {
     CHECKF(r == NULL, "[%zu] out set on error", i);
     CHECKF(strstr(dtx_errdetail(), t[i].mention), "[%zu] '%s' lacks '%s'", i,
            dtx_errdetail(), t[i].mention);
+    bsd_rules_row("bad_rules", i, spec, NULL, NULL, 0);
     json_decref(spec);
   }
 }
@@ -467,5 +506,6 @@ int main(void) {
   TEST_RUN(test_rules_normalised);
   TEST_RUN(test_bad_rules);
   TEST_RUN(test_depth_limit);
+  TEST_RUN(test_bson_counts);
   return TEST_DONE();
 }
