@@ -11,7 +11,10 @@
 
 #include "bdiff.h"
 
+#include "doc/bfilter.h"
+#include "doc/bproj.h"
 #include "doc/doc.h"
+#include "util/err.h"
 
 #include <string.h>
 
@@ -23,6 +26,143 @@ static json_t *Q(const char *text) {
   json_t *v = J(s);
   free(s);
   return v;
+}
+
+/* ---- the BSON leg -----------------------------------------------------------
+ * Every row below also runs through the BSON engine (bsort.c, bproject.c),
+ * its spec and documents converted by the bridge: the same order, the same
+ * output text, the same error code and detail.  Rows that BSON cannot say
+ * (a spec that is not a document) or that need the BSON filter are
+ * skipped, counted and printed with their reason. */
+static int bleg_rows, bleg_skipped;
+
+static void bleg_skip(const char *why, const char *row) {
+  bleg_skipped++;
+  printf("bson leg: skipped %s: %s\n", row, why);
+}
+
+/* The bridge, or NULL (b untouched) when v is not an object: a BSON spec
+ * or document is always one. */
+static bson_t *bson_of(const json_t *v, bson_t *b) {
+  if (!json_is_object(v))
+    return NULL;
+  bson_init(b);
+  if (dtx__bson_from_json(v, b) != 0) {
+    bson_destroy(b);
+    return NULL;
+  }
+  return b;
+}
+
+/* Sorts the documents of the json array docs with the BSON engine and
+ * returns the array of their _id (or NULL on error, rc in *rc). */
+static json_t *bson_sort_ids(const json_t *docs, const json_t *sort, int *rc) {
+  size_t n = json_array_size(docs);
+  /* bson_new, not an array of bson_t: libbson declares bson_t with
+   * 128-byte alignment, which calloc does not give (UBSan) */
+  bson_t **b = calloc(n ? n : 1, sizeof *b), spec;
+  dtx__bval_t *v = calloc(n ? n : 1, sizeof *v);
+  json_t *ids = NULL;
+  for (size_t i = 0; i < n; i++) {
+    b[i] = bson_new();
+    if (dtx__bson_from_json(json_array_get(docs, i), b[i]))
+      abort();
+    v[i] = dtx__bval_of_doc(bson_get_data(b[i]), b[i]->len);
+  }
+  if (!bson_of(sort, &spec))
+    abort();
+  *rc = dtx__bsort_docs(v, n, bson_get_data(&spec), spec.len);
+  if (*rc == 0) {
+    ids = json_array();
+    for (size_t i = 0; i < n; i++) {
+      dtx__belem_t e;
+      json_t *id = NULL;
+      uint32_t len;
+      const uint8_t *d = dtx__bval_doc(&v[i], &len);
+      if (!dtx__belem_find(d, len, "_id", 3, &e) ||
+          dtx__bval_to_json(&e.v, &id))
+        abort();
+      json_array_append_new(ids, id);
+    }
+  }
+  bson_destroy(&spec);
+  for (size_t i = 0; i < n; i++)
+    bson_destroy(b[i]);
+  free(b);
+  free(v);
+  return ids;
+}
+
+/* dtx__bsort_cmp's sign for two json documents. */
+static int bson_sort_cmp(const json_t *sort, const json_t *a, const json_t *b) {
+  bson_t s, x, y;
+  if (!bson_of(sort, &s) || !bson_of(a, &x) || !bson_of(b, &y))
+    abort();
+  dtx__bval_t va = dtx__bval_of_doc(bson_get_data(&x), x.len);
+  dtx__bval_t vb = dtx__bval_of_doc(bson_get_data(&y), y.len);
+  int c = dtx__bsort_cmp(bson_get_data(&s), s.len, &va, &vb);
+  bson_destroy(&s);
+  bson_destroy(&x);
+  bson_destroy(&y);
+  return (c > 0) - (c < 0);
+}
+
+/* The BSON projection of doc as compact JSON text (malloc'd), or NULL
+ * with the error in *rc; filter (may be NULL) is the query for "path.$". */
+static char *bson_project_text(const json_t *proj, const json_t *doc,
+                               const json_t *filter, int *rc) {
+  bson_t p, d, out, fs;
+  dtx__bfilter_t *f = NULL;
+  dtx__bproj_t *bp = NULL;
+  char *text = NULL;
+  if (!bson_of(proj, &p) || !bson_of(doc, &d))
+    abort();
+  if (filter) {
+    if (!bson_of(filter, &fs) || dtx__bfilter_compile(&fs, &f))
+      abort();
+    bson_destroy(&fs);
+  }
+  *rc = dtx__bproj_compile(bson_get_data(&p), p.len, &bp);
+  if (*rc == 0)
+    *rc = dtx__bproj_apply_at(bp, bson_get_data(&d), d.len, f, NULL, 0, &out);
+  dtx__bproj_free(bp);
+  dtx__bfilter_free(f);
+  if (*rc == 0) {
+    json_t *j = NULL;
+    if (dtx__bson_to_json(bson_get_data(&out), out.len, 0, &j))
+      abort();
+    text = dtx__json_dump(j);
+    json_decref(j);
+    bson_destroy(&out);
+  }
+  bson_destroy(&p);
+  bson_destroy(&d);
+  return text;
+}
+
+/* Compares a BSON projection with the json_t engine's answer: text want
+ * (rc 0) or error rc with detail. */
+static void bleg_project_f(const json_t *proj, const json_t *doc,
+                           const json_t *filter, int rc, const char *want,
+                           const char *detail, const char *row) {
+  int brc;
+  bleg_rows++;
+  char *got = bson_project_text(proj, doc, filter, &brc);
+  CHECKF(brc == rc, "bson leg %s: %s want %s (%s)", row, dtx_errname(brc),
+         dtx_errname(rc), dtx_errdetail());
+  if (rc == 0 && brc == 0)
+    CHECKF(!strcmp(got, want), "bson leg %s: got %s want %s", row, got, want);
+  else if (rc && brc)
+    CHECKF(!strcmp(dtx_errdetail(), detail),
+           "bson leg %s: detail '%s' want '%s'", row, dtx_errdetail(),
+           detail);
+  free(got);
+}
+
+static void bleg_project(const json_t *proj, const json_t *doc, int rc,
+                         const char *want, const char *detail,
+                         const char *row) {
+  bleg_project_f(proj, doc, NULL, rc, want, detail, row);
 }
 
 /* ---- sort ---------------------------------------------------------------- */
@@ -118,6 +258,16 @@ static void test_sort_table(void) {
       json_array_append(got, json_object_get(json_array_get(docs, k), "_id"));
     CHECKF(json_equal(got, want), "sort[%zu] %s: got %s want %s", i,
            sort_cases[i].sort, JS(got), JS(want));
+    {
+      json_t *orig = Q(sort_cases[i].docs);
+      int brc;
+      json_t *bids = bson_sort_ids(orig, sort, &brc);
+      bleg_rows++;
+      CHECKF(brc == 0 && json_equal(bids, got), "bson leg sort[%zu] %s: %s",
+             i, sort_cases[i].sort, bids ? JS(bids) : dtx_errname(brc));
+      json_decref(bids);
+      json_decref(orig);
+    }
     json_decref(got);
     json_decref(want);
     json_decref(sort);
@@ -144,6 +294,19 @@ static void test_sort_cmp(void) {
   CHECK(dtx__sort_cmp(multi, x, y) > 0);
   CHECK(dtx__sort_cmp(multi, y, x) < 0);
   json_t *v[] = {asc, desc, d1, d2, dm, dn, de, dr, multi, x, y};
+  /* the BSON leg: every pair under every spec */
+  json_t *specs[] = {asc, desc, multi};
+  json_t *docs[] = {d1, d2, dm, dn, de, dr, x, y};
+  for (size_t s = 0; s < 3; s++)
+    for (size_t a = 0; a < 8; a++)
+      for (size_t b = 0; b < 8; b++) {
+        int jc = dtx__sort_cmp(specs[s], docs[a], docs[b]);
+        CHECKF(((jc > 0) - (jc < 0)) ==
+                   bson_sort_cmp(specs[s], docs[a], docs[b]),
+               "bson leg sort_cmp %s %s %s", JS(specs[s]), JS(docs[a]),
+               JS(docs[b]));
+        bleg_rows++;
+      }
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
     json_decref(v[i]);
 }
@@ -198,6 +361,19 @@ static void test_sort_check(void) {
     CHECKF(strstr(dtx_errdetail(), sort_bad[i].detail) != NULL,
            "sort_check(%s): detail '%s' lacks '%s'", sort_bad[i].sort,
            dtx_errdetail(), sort_bad[i].detail);
+    bson_t bs;
+    if (!bson_of(s, &bs)) {
+      bleg_skip("a BSON sort spec is a document", sort_bad[i].sort);
+    } else {
+      char *det = strdup(dtx_errdetail());
+      int brc = dtx__bsort_check(bson_get_data(&bs), bs.len);
+      bleg_rows++;
+      CHECKF(brc == rc && !strcmp(det, dtx_errdetail()),
+             "bson leg sort_check(%s): %s '%s' want '%s'", sort_bad[i].sort,
+             dtx_errname(brc), dtx_errdetail(), det);
+      free(det);
+      bson_destroy(&bs);
+    }
     json_t *docs = Q("[{'a':2},{'a':1}]");
     CHECK_RC(dtx__sort_array(docs, s), DTX_EINVAL);
     CHECK(json_integer_value(
@@ -288,6 +464,11 @@ static void test_project_table(void) {
     CHECKF(got && !strcmp(got, exp), "project[%zu] %s of %s: got %s want %s",
            i, proj_cases[i].proj, proj_cases[i].doc, got ? got : "(null)",
            exp);
+    {
+      char row[32];
+      snprintf(row, sizeof row, "project[%zu]", i);
+      bleg_project(proj, doc, rc, got, NULL, row);
+    }
     char *after = dtx__json_dump(doc);
     CHECKF(!strcmp(before, after), "project[%zu] modified its input", i);
     free(before);
@@ -355,6 +536,13 @@ static void test_project_bad(void) {
     CHECKF(strstr(dtx_errdetail(), proj_bad[i].detail) != NULL,
            "project(%s): detail '%s' lacks '%s'", proj_bad[i].proj,
            dtx_errdetail(), proj_bad[i].detail);
+    if (!json_is_object(proj)) {
+      bleg_skip("a BSON projection is a document", proj_bad[i].proj);
+    } else {
+      char *det = strdup(dtx_errdetail());
+      bleg_project(proj, doc, rc, NULL, det, proj_bad[i].proj);
+      free(det);
+    }
     json_decref(proj);
     json_decref(doc);
   }
@@ -437,6 +625,17 @@ static void test_project_ops(void) {
     int rc = dtx__proj_compile(proj, &p);
     if (rc == 0)
       rc = dtx__proj_apply(p, doc, f, &out);
+    char *jdet = rc ? strdup(dtx_errdetail()) : NULL;
+    char *jtext = out ? dtx__json_dump(out) : NULL;
+    {
+      char row[32];
+      snprintf(row, sizeof row, "proj_op[%zu]", i);
+      bleg_project_f(proj, doc, fs, rc, jtext, jdet, row);
+    }
+    if (jdet)
+      dtx__err(rc, "%s", jdet);
+    free(jdet);
+    free(jtext);
     if (proj_op_cases[i].want) {
       json_t *want = Q(proj_op_cases[i].want);
       char *got = out ? dtx__json_dump(out) : NULL, *exp = dtx__json_dump(want);
@@ -466,8 +665,21 @@ static void test_project_ops(void) {
     CHECKF(strstr(dtx_errdetail(), proj_op_bad[i].detail) != NULL,
            "check(%s): detail '%s' lacks '%s'", proj_op_bad[i].proj,
            dtx_errdetail(), proj_op_bad[i].detail);
+    {
+      char *det = strdup(dtx_errdetail());
+      json_t *doc = Q("{'_id':1,'a':[1,2]}");
+      bleg_project(proj, doc, rc, NULL, det, proj_op_bad[i].proj);
+      json_decref(doc);
+      free(det);
+    }
     json_decref(proj);
   }
+}
+
+static void test_bson_leg_summary(void) {
+  printf("bson leg: %d sort/projection rows through both engines, %d "
+         "skipped (reasons above)\n", bleg_rows, bleg_skipped);
+  CHECK(bleg_rows > 100);
 }
 
 int main(void) {
@@ -479,5 +691,6 @@ int main(void) {
   TEST_RUN(test_project_independent);
   TEST_RUN(test_project_bad);
   TEST_RUN(test_project_ops);
+  TEST_RUN(test_bson_leg_summary);
   return TEST_DONE();
 }
