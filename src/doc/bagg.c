@@ -69,6 +69,16 @@ struct bagg_run {
 
 #define STOP 1
 
+/* As agg.c's list: stages MongoDB has that doctx refuses by name. */
+static const char *const unsupported_stages[] = {
+    "$facet",     "$bucket",    "$bucketAuto",   "$sortByCount",
+    "$out",       "$merge",     "$graphLookup",  "$sample",
+    "$geoNear",   "$redact",    "$unionWith",    "$setWindowFields",
+    "$densify",   "$fill",      "$collStats",    "$indexStats",
+    "$search",    "$documents", "$changeStream", "$planCacheStats",
+    "$listSessions", "$currentOp", "$searchMeta", "$vectorSearch",
+};
+
 static int nomem(void) {
   return dtx__err(DTX_ENOMEM, "out of memory compiling a pipeline");
 }
@@ -400,15 +410,22 @@ static int compile_stage(dtx__bpipeline_t *p, stage_t *s,
                     "field", i);
   uint32_t len, off = 0;
   dtx__belem_t el;
-  dtx__belem_next(dtx__bval_doc(doc, &len), len, &off, &el);
+  const uint8_t *sd0 = dtx__bval_doc(doc, &len);
+  dtx__belem_next(sd0, len, &off, &el);
   const char *name = el.key;
   const dtx__bval_t *arg = &el.v;
   size_t t;
   for (t = 0; t < sizeof names / sizeof names[0]; t++)
     if (!strcmp(name, names[t].name))
       break;
-  if (t == sizeof names / sizeof names[0])
+  if (t == sizeof names / sizeof names[0]) {
+    for (size_t u = 0; u < sizeof unsupported_stages /
+                               sizeof unsupported_stages[0]; u++)
+      if (!strcmp(name, unsupported_stages[u]))
+        return dtx__err(DTX_EBADQUERY, "unsupported stage %s (stage %zu)",
+                        name, i);
     return dtx__err(DTX_EBADQUERY, "unknown stage %s (stage %zu)", name, i);
+  }
   s->kind = names[t].kind;
   s->name = names[t].name;
   dtx__arena_t *a = &p->a;
@@ -457,11 +474,11 @@ static int compile_stage(dtx__bpipeline_t *p, stage_t *s,
     return out_field("$count", "the field name", arg, 0, &s->path);
   case S_REPLACEROOT:
     if (!strcmp(name, "$replaceRoot")) {
-      uint32_t rl;
-      const uint8_t *rd;
-      if (arg->type != BSON_TYPE_DOCUMENT || nelems(arg) != 1 ||
-          !dtx__belem_find((rd = dtx__bval_doc(arg, &rl)), rl, "newRoot", 7,
-                           &el))
+      uint32_t rl = 0;
+      const uint8_t *rd = arg->type == BSON_TYPE_DOCUMENT
+                              ? dtx__bval_doc(arg, &rl) : NULL;
+      if (!rd || nelems(arg) != 1 ||
+          !dtx__belem_find(rd, rl, "newRoot", 7, &el))
         return dtx__err(DTX_EBADQUERY, "$replaceRoot needs {newRoot: "
                                        "expression}");
       arg = &el.v;
@@ -531,6 +548,18 @@ int dtx__bpipeline_compile(const uint8_t *stages, uint32_t len,
   uint32_t off = 0;
   dtx__belem_t el;
   int rc = 0;
+  /* An array's keys are "0", "1", ...: a document that is not one is not
+   * a pipeline (the bytes cannot say "array" otherwise). */
+  for (size_t k = 0; dtx__belem_next(p->bytes, len, &off, &el); k++) {
+    char want[24];
+    size_t wl = dtx__itoa((long long)k, want);
+    if (el.keylen != wl || memcmp(el.key, want, wl)) {
+      dtx__bpipeline_free(p);
+      return dtx__err(DTX_EBADQUERY, "a pipeline must be an array of "
+                                     "stages");
+    }
+  }
+  off = 0;
   while (!rc && dtx__belem_next(p->bytes, len, &off, &el)) {
     rc = compile_stage(p, &p->st[p->n], &el.v, p->n);
     p->n++;

@@ -139,9 +139,10 @@ int dtx__bgroup_compile(const dtx__bval_t *spec, dtx__arena_t *a,
     s->kind = accs[t].kind;
     s->field = k;
     if (s->kind == A_COUNT) {
-      uint32_t cl, co = 0;
-      if (op.v.type != BSON_TYPE_DOCUMENT ||
-          dtx__belem_next(dtx__bval_doc(&op.v, &cl), cl, &co, &x))
+      uint32_t cl = 0, co = 0;
+      const uint8_t *cd = op.v.type == BSON_TYPE_DOCUMENT
+                              ? dtx__bval_doc(&op.v, &cl) : NULL;
+      if (!cd || dtx__belem_next(cd, cl, &co, &x))
         return dtx__err(DTX_EBADQUERY, "$group: $count for '%s' takes {}",
                         k);
       continue;
