@@ -203,7 +203,59 @@ static void test_rows(void) {
   }
 }
 
+/* The run's memory limit (dtx__bagg_env_t.max_bytes, DTX_AGG_MAX_BYTES
+ * by default) as the json_t engine's: $sort and $group count what they
+ * hold, and past the limit the run fails with DTX_ELIMIT naming the
+ * stage; under it the same pipeline runs. */
+static void test_limits(void) {
+  static const struct {
+    const char *stage, *name;
+  } t[] = {
+      {"{'p':[{'$set':{'z':1}},{'$sort':{'a':-1}}]}", "$sort"},
+      {"{'p':[{'$group':{'_id':'$a'}}]}", "$group"},
+      {"{'p':[{'$group':{'_id':null,'p':{'$push':'$$ROOT'}}}]}", "$group"},
+  };
+  bson_t in;
+  X("{'d':[{'a':1,'s':'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'},"
+    "{'a':2,'s':'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'},"
+    "{'a':3,'s':'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'},"
+    "{'a':4,'s':'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'}]}", &in);
+  dtx__bval_t d = under(&in, "d");
+  uint32_t dl, off = 0;
+  const uint8_t *dd = dtx__bval_doc(&d, &dl);
+  dtx__bval_t docs[4];
+  size_t n = 0;
+  dtx__belem_t e;
+  while (n < 4 && dtx__belem_next(dd, dl, &off, &e))
+    docs[n++] = e.v;
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+    for (int big = 0; big < 2; big++) {
+      bson_t pl, out = BSON_INITIALIZER;
+      X(t[i].stage, &pl);
+      dtx__bval_t p = under(&pl, "p");
+      uint32_t pll;
+      const uint8_t *pd = dtx__bval_doc(&p, &pll);
+      dtx__bpipeline_t *pp = NULL;
+      REQUIRE(dtx__bpipeline_compile(pd, pll, &pp) == 0);
+      dtx__bagg_env_t env = {big ? 0 : 200, NULL, NULL};
+      int rc = dtx__bpipeline_run(pp, docs, n, &env, &out);
+      if (big)
+        CHECKF(rc == 0, "limit %zu: %s (%s)", i, dtx_errname(rc),
+               dtx_errdetail());
+      else
+        CHECKF(rc == DTX_ELIMIT && strstr(dtx_errdetail(), t[i].name) &&
+                   strstr(dtx_errdetail(), "memory limit of 200 bytes"),
+               "limit %zu: %s (%s)", i, dtx_errname(rc), dtx_errdetail());
+      dtx__bpipeline_free(pp);
+      bson_destroy(&pl);
+      bson_destroy(&out);
+    }
+  }
+  bson_destroy(&in);
+}
+
 int main(void) {
   TEST_RUN(test_rows);
+  TEST_RUN(test_limits);
   return TEST_DONE();
 }
