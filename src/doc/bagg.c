@@ -451,8 +451,11 @@ static int compile_stage(dtx__bpipeline_t *p, stage_t *s,
     return dtx__bgroup_compile(arg, a, &s->group);
   case S_SORT: {
     uint32_t sl;
-    if (arg->type != BSON_TYPE_DOCUMENT ||
-        dtx__bsort_check(dtx__bval_doc(arg, &sl), sl))
+    if (arg->type != BSON_TYPE_DOCUMENT) {
+      dtx__err(DTX_EINVAL, "sort must be a non-empty object"); /* sort.c's */
+      return dtx__err_wrap(DTX_EBADQUERY, "$sort");
+    }
+    if (dtx__bsort_check(dtx__bval_doc(arg, &sl), sl))
       return dtx__err_wrap(DTX_EBADQUERY, "$sort");
     s->spec = *arg;
     return 0;
