@@ -652,11 +652,25 @@ int dtx_store_get_rules(dtx_store_t *st, const char *coll, json_t **out);
  * still held money (docs/transfers.md, "Account registry"). */
 #define DTX_OPENINGS "openings"
 
-/* Paging of the list functions: skip the first `skip`, then at most
- * `limit` (0: no limit).  A NULL page means all. */
+/* Paging of the list functions: the entries after the entry whose _id is
+ * `after` (NULL: from the start), of those skip the first `skip`, then at
+ * most `limit` (0: no limit).  A NULL page, or the zero value, means all.
+ *
+ * `after` is keyset paging: pass the _id of the last entry of the page
+ * before, and the next page costs the same however deep it is (skip costs
+ * the entries it skips).  It is the entry's place in the list's order that
+ * counts: in a list by _id (accounts, locks) any id is a place and need not
+ * exist; in a list in creation order (transfers, jobs, orders, ledger
+ * entries) the entry `after` is read for its creation time, so it must
+ * still exist (DTX_ENOTFOUND naming it otherwise), though it may have
+ * changed state since.  Entries inserted behind the key are not seen;
+ * every entry that stays in the list is listed once by paging to the end.
+ * `after` is an id (1..128 of [A-Za-z0-9_.:-]): anything else is
+ * DTX_EINVAL before anything is read.  Borrowed for the call only. */
 typedef struct dtx_page {
-  int64_t skip;  /* >= 0 */
-  int64_t limit; /* >= 0; 0 = no limit */
+  int64_t skip;      /* >= 0 */
+  int64_t limit;     /* >= 0; 0 = no limit */
+  const char *after; /* NULL: from the start; else an entry's _id */
 } dtx_page_t;
 
 /* How to create an account.  The zero value is the safe one: balance 0
@@ -667,6 +681,12 @@ typedef struct dtx_account_opts {
   int no_min_balance;  /* 1: no lower limit at all (external or settlement
                           accounts); min_balance is then ignored */
 } dtx_account_opts_t;
+
+/* The check every list function makes of page (NULL: fine) before it
+ * reads anything: 0, or DTX_EINVAL for a negative skip or limit or an
+ * after that is no id.  Needs no store, so a front door can refuse bad
+ * paging before it opens one. */
+int dtx_page_check(const dtx_page_t *page);
 
 /* Creates an account (opts NULL: the zero value).  Unless no_min_balance,
  * balance must be >= min_balance (DTX_EINVAL).  An existing id, or the id

@@ -212,7 +212,7 @@ export interface BatchEntry { legs: Leg[]; id?: string; pending?: boolean; timeo
 /** A partial post of a hold: amounts per leg (the rest released), named by postId. */
 export interface PostPendingOptions { amounts?: Amount[]; postId?: string }
 /** account alone, or ref and/or metaFilter (a filter over the meta object). */
-export interface EntriesOptions { account?: string; ref?: string; metaFilter?: JsonObject; pageSize?: number }
+export interface EntriesOptions { account?: string; ref?: string; metaFilter?: JsonObject; pageSize?: number; startAfter?: string }
 /** One item of a ledger batch's answer: the entry, or a problem object. */
 export type EntryResult = { status: 200; entry: LedgerEntry } | (Problem & { status: number });
 
@@ -267,13 +267,13 @@ export class Client {
   createAccount(id: string, opts?: AccountOptions): Promise<Account>;
   /** NotFound NOACCOUNT if none. */
   account(id: string): Promise<Account>;
-  accounts(opts?: { pageSize?: number }): AsyncGenerator<Account, void, undefined>;
+  accounts(opts?: { pageSize?: number; startAfter?: string }): AsyncGenerator<Account, void, undefined>;
   /** Always retried safely: without an id the client makes one. */
   transfer(from: string, to: string, amount: number, opts?: TransferOptions): Promise<Transfer>;
   /** Items without an id get one; retried safely. */
   transferBatch(transfers: TransferRequest[], opts?: { deadlineMs?: number }): Promise<BatchResult[]>;
   getTransfer(id: string): Promise<Transfer>;
-  transfers(opts?: { state?: TransferState; pageSize?: number }): AsyncGenerator<Transfer, void, undefined>;
+  transfers(opts?: { state?: TransferState; pageSize?: number; startAfter?: string }): AsyncGenerator<Transfer, void, undefined>;
   /** Conflict STATE once it has committed.  Not retried. */
   cancelTransfer(id: string): Promise<Transfer>;
 
@@ -298,7 +298,7 @@ export class Client {
   effect(id: string, epoch: number, key: string, coll: string, filter: JsonObject, update: JsonObject,
     opts?: { fence?: string }): Promise<{ applied: boolean }>;
   job(id: string): Promise<Job>;
-  jobs(queue: string, opts?: { state?: JobState; pageSize?: number }): AsyncGenerator<Job, void, undefined>;
+  jobs(queue: string, opts?: { state?: JobState; pageSize?: number; startAfter?: string }): AsyncGenerator<Job, void, undefined>;
   queueStats(queue: string): Promise<QueueStats>;
   jobEvents(
     queue: string,
@@ -333,7 +333,7 @@ export class Client {
   /** Not retried. */
   release(name: string, token: number): Promise<Lock>;
   lock(name: string): Promise<Lock>;
-  locks(opts?: { pageSize?: number }): AsyncGenerator<Lock, void, undefined>;
+  locks(opts?: { pageSize?: number; startAfter?: string }): AsyncGenerator<Lock, void, undefined>;
   /** Admin scope.  Not retried. */
   forceRelease(name: string, opts?: { token?: number }): Promise<Lock>;
 
@@ -379,7 +379,7 @@ export class Client {
   /** Not retried. */
   cancelOrder(tradeId: string): Promise<Order>;
   order(tradeId: string): Promise<Order>;
-  orders(opts?: { state?: string; pageSize?: number }): AsyncGenerator<Order, void, undefined>;
+  orders(opts?: { state?: string; pageSize?: number; startAfter?: string }): AsyncGenerator<Order, void, undefined>;
 
   // versions
   /** Not retried. */

@@ -160,6 +160,8 @@ export class Client {
 
   #coll(coll, verb) { return `/v1/c/${p(coll)}/${verb}`; }
 
+  // startAfter (an id: keyset paging from that entry) opens the walk; the
+  // cursors carry it on (the server takes one or the other).
   async *#pages(path, key, query) {
     let after;
     for (;;) {
@@ -167,6 +169,7 @@ export class Client {
       yield* page[key];
       after = page.next;
       if (!after) return;
+      query = { ...query, startAfter: undefined };
     }
   }
 
@@ -235,8 +238,8 @@ export class Client {
   }
 
   /** Every account, fetched a page (pageSize, 1..1000) at a time. */
-  accounts({ pageSize } = {}) {
-    return this.#pages('/v1/accounts', 'accounts', { limit: pageSize });
+  accounts({ pageSize, startAfter } = {}) {
+    return this.#pages('/v1/accounts', 'accounts', { limit: pageSize, startAfter });
   }
 
   /**
@@ -261,8 +264,8 @@ export class Client {
   }
 
   /** Every transfer (in state if given), fetched a page at a time. */
-  transfers({ state, pageSize } = {}) {
-    return this.#pages('/v1/transfers', 'transfers', { state, limit: pageSize });
+  transfers({ state, pageSize, startAfter } = {}) {
+    return this.#pages('/v1/transfers', 'transfers', { state, limit: pageSize, startAfter });
   }
 
   /** Cancels a transfer not yet under way; Conflict (STATE) once committed.  Not retried. */
@@ -327,8 +330,8 @@ export class Client {
   }
 
   /** Every job of a queue (in state if given), a page at a time. */
-  jobs(queue, { state, pageSize } = {}) {
-    return this.#pages(`/v1/queues/${p(queue)}/jobs`, 'jobs', { state, limit: pageSize });
+  jobs(queue, { state, pageSize, startAfter } = {}) {
+    return this.#pages(`/v1/queues/${p(queue)}/jobs`, 'jobs', { state, limit: pageSize, startAfter });
   }
 
   /** {ready, delayed, running, succeeded, dead, canceled, total}. */
@@ -421,8 +424,8 @@ export class Client {
   }
 
   /** Every lock, a page at a time. */
-  locks({ pageSize } = {}) {
-    return this.#pages('/v1/locks', 'locks', { limit: pageSize });
+  locks({ pageSize, startAfter } = {}) {
+    return this.#pages('/v1/locks', 'locks', { limit: pageSize, startAfter });
   }
 
   /** Releases a lock whoever holds it (admin scope).  Not retried. */
@@ -546,9 +549,9 @@ export class Client {
    * {order: 'o1'}), oldest first.  account does not go with ref or
    * metaFilter (BadRequest).
    */
-  entries({ account, ref, metaFilter, pageSize } = {}) {
+  entries({ account, ref, metaFilter, pageSize, startAfter } = {}) {
     const mf = metaFilter === undefined || metaFilter === null ? undefined : JSON.stringify(metaFilter);
-    return this.#pages('/v1/ledger/entries', 'entries', { account, ref, metaFilter: mf, limit: pageSize });
+    return this.#pages('/v1/ledger/entries', 'entries', { account, ref, metaFilter: mf, limit: pageSize, startAfter });
   }
 
   // ---- sync (docs/sync.md) ----------------------------------------------------------
@@ -609,8 +612,8 @@ export class Client {
   }
 
   /** Every order (in state if given), a page at a time. */
-  orders({ state, pageSize } = {}) {
-    return this.#pages('/v1/orders', 'orders', { state, limit: pageSize });
+  orders({ state, pageSize, startAfter } = {}) {
+    return this.#pages('/v1/orders', 'orders', { state, limit: pageSize, startAfter });
   }
 
   // ---- versions (docs/versions.md) ------------------------------------------------------

@@ -163,6 +163,9 @@ extern const dtx__cli_spec_t dtx__cmd_insert, dtx__cmd_find, dtx__cmd_count,
 #define DTX__CLI_OPT_LEASE {"--lease-ms", DTX__CLI_POS, "N", NULL, 0}
 #define DTX__CLI_OPT_LIMIT {"--limit", DTX__CLI_COUNT, "N", NULL, 0}
 #define DTX__CLI_OPT_SKIP {"--skip", DTX__CLI_COUNT, "N", NULL, 0}
+/* Keyset paging (dtx_page_t.after): checked by dtx_page_check as it is
+ * parsed, so a bad one opens no store. */
+#define DTX__CLI_OPT_AFTER {"--after", DTX__CLI_STR, "ID", NULL, 0}
 #define DTX__CLI_OPT_STATE {"--state", DTX__CLI_STR, "S", NULL, 0}
 #define DTX__CLI_OPT_VERBOSE {"--verbose", DTX__CLI_FLAG, NULL, NULL, 0}
 #define DTX__CLI_OPT_FILE {"--file", DTX__CLI_STR, "PATH", NULL, 0}

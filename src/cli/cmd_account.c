@@ -73,7 +73,7 @@ const dtx__cli_spec_t dtx__cmd_account = {
         {"limit", limit, "ID N|none"},
         {"show", show, "ID", NULL, DTX__CLI_READS},
         {"list", list, NULL,
-         (const dtx__cli_opt_t[]){DTX__CLI_OPT_LIMIT, DTX__CLI_OPT_SKIP,
+         (const dtx__cli_opt_t[]){DTX__CLI_OPT_LIMIT, DTX__CLI_OPT_SKIP, DTX__CLI_OPT_AFTER,
                                   {NULL}},
          DTX__CLI_READS},
         {NULL}},

@@ -302,7 +302,7 @@ const dtx__cli_spec_t dtx__cmd_job = {
         {"show", one, "ID", V, DTX__CLI_READS},
         {"list", list, "[QUEUE]",
          (const dtx__cli_opt_t[]){DTX__CLI_OPT_STATE, DTX__CLI_OPT_LIMIT,
-                                  DTX__CLI_OPT_SKIP, DTX__CLI_OPT_VERBOSE,
+                                  DTX__CLI_OPT_SKIP, DTX__CLI_OPT_AFTER, DTX__CLI_OPT_VERBOSE,
                                   {NULL}},
          DTX__CLI_READS},
         {"stats", stats, "[QUEUE]", NULL, DTX__CLI_READS},

@@ -388,6 +388,8 @@ static int reads(dtx_cli_t *cli, const dtx__cli_args_t *a) {
     return code;
   }
   json_t *out = NULL;
+  dtx_page_t page = entries || strcmp(sub, "list") == 0 ? dtx__cli_page(a)
+                                                        : (dtx_page_t){0};
   if (strcmp(sub, "balance") == 0 && by_time)
     rc = dtx_ledger_balance_time(st, a->pos[0], t[0], &out);
   else if (strcmp(sub, "balance") == 0)
@@ -404,11 +406,11 @@ static int reads(dtx_cli_t *cli, const dtx__cli_args_t *a) {
     return done(dtx_ledger_get(st, a->pos[0], &out), DTX_EXIT_NOMATCH, &out);
   else if (entries)
     rc = dtx_ledger_entries(st, dtx__cli_str(a, "--ref"), mf,
-                            &(dtx_page_t){0, dtx__cli_num(a, "--limit", 0)},
+                            &page,
                             &out);
   else
     rc = dtx_ledger_list(st, dtx__cli_str(a, "--account"),
-                         &(dtx_page_t){0, dtx__cli_num(a, "--limit", 0)}, &out);
+                         &page, &out);
   json_decref(mf);
   if (rc)
     return ledger_fail(rc, DTX_EXIT_NOMATCH);
@@ -487,12 +489,14 @@ const dtx__cli_spec_t dtx__cmd_ledger = {
         {"entries", reads, NULL,
          (const dtx__cli_opt_t[]){{"--ref", DTX__CLI_STR, "REF"},
                                   {"--meta-filter", DTX__CLI_STR, "FILTER"},
-                                  DTX__CLI_OPT_LIMIT, {NULL}},
+                                  DTX__CLI_OPT_LIMIT, DTX__CLI_OPT_SKIP,
+                                  DTX__CLI_OPT_AFTER, {NULL}},
          DTX__CLI_READS},
         {"unique-refs", unique_refs, NULL, NULL, DTX__CLI_ARMED},
         {"list", reads, NULL,
          (const dtx__cli_opt_t[]){{"--account", DTX__CLI_STR, "A"},
-                                  DTX__CLI_OPT_LIMIT, {NULL}},
+                                  DTX__CLI_OPT_LIMIT, DTX__CLI_OPT_SKIP,
+                                  DTX__CLI_OPT_AFTER, {NULL}},
          DTX__CLI_READS},
         {NULL}},
     NULL,

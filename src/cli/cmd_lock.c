@@ -32,7 +32,7 @@ static int run(dtx_cli_t *cli, const dtx__cli_args_t *a) {
     return dtx__cli_fail(rc);
   dtx_store_t *st = dtx__cli_store(cli, &code);
   dtx_page_t page = strcmp(sub, "list") == 0 ? dtx__cli_page(a)
-                                             : (dtx_page_t){0, 0};
+                                             : (dtx_page_t){0};
   json_t *out = NULL;
   if (!st)
     return code;
@@ -91,7 +91,7 @@ const dtx__cli_spec_t dtx__cmd_lock = {
          DTX__CLI_ARMED},
         {"show", run, "NAME", NULL, DTX__CLI_READS},
         {"list", run, NULL,
-         (const dtx__cli_opt_t[]){DTX__CLI_OPT_LIMIT, DTX__CLI_OPT_SKIP,
+         (const dtx__cli_opt_t[]){DTX__CLI_OPT_LIMIT, DTX__CLI_OPT_SKIP, DTX__CLI_OPT_AFTER,
                                   {NULL}},
          DTX__CLI_READS},
         {NULL}},

@@ -94,7 +94,7 @@ const dtx__cli_spec_t dtx__cmd_order = {
         {"show", one, "TRADE_ID", NULL, DTX__CLI_READS},
         {"list", one, NULL,
          (const dtx__cli_opt_t[]){DTX__CLI_OPT_STATE, DTX__CLI_OPT_LIMIT,
-                                  DTX__CLI_OPT_SKIP, {NULL}},
+                                  DTX__CLI_OPT_SKIP, DTX__CLI_OPT_AFTER, {NULL}},
          DTX__CLI_READS},
         {NULL}},
     NULL,

@@ -171,7 +171,7 @@ const dtx__cli_spec_t dtx__cmd_transfer = {
         {"show", one, "ID", VO, DTX__CLI_READS},
         {"list", list, NULL,
          (const dtx__cli_opt_t[]){DTX__CLI_OPT_STATE, DTX__CLI_OPT_LIMIT,
-                                  DTX__CLI_OPT_SKIP, V, {NULL}},
+                                  DTX__CLI_OPT_SKIP, DTX__CLI_OPT_AFTER, V, {NULL}},
          DTX__CLI_READS},
         {"cancel", one, "ID", VO, DTX__CLI_ARMED},
         {"batch", batch, NULL,

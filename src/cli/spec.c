@@ -81,8 +81,9 @@ int dtx__cli_int(const dtx__cli_args_t *a, const char *name, int dflt) {
 }
 
 dtx_page_t dtx__cli_page(const dtx__cli_args_t *a) {
-  return (dtx_page_t){dtx__cli_num(a, "--skip", 0),
-                      dtx__cli_num(a, "--limit", 0)};
+  return (dtx_page_t){.skip = dtx__cli_num(a, "--skip", 0),
+                      .limit = dtx__cli_num(a, "--limit", 0),
+                      .after = dtx__cli_str(a, "--after")};
 }
 
 /* ---- positionals: "COLL [FILTER]", "TRADE_ID..." --------------------- */
@@ -255,6 +256,11 @@ static int parse(dtx__cli_args_t *a, int argc, char **argv) {
   }
   EACH_OPT(s, o) if (o->required && !a->val[o - s->opts])
     return dtx__cli_usage("%s: %s %s is required", a->cmd, o->name, o->meta);
+  /* The library's check of a page, before any store opens. */
+  EACH_OPT(s, o) if (strcmp(o->name, "--after") == 0 && a->val[o - s->opts] &&
+                     (ec = dtx_page_check(&(dtx_page_t){
+                          .after = a->val[o - s->opts]})))
+    return dtx__cli_fail(ec);
   int max = pos_names(s->args, &min, &more, a->npos, name, sizeof name);
   if (a->npos < min)
     return dtx__cli_usage("%s: missing argument %s (see doctx %s --help)",

@@ -357,14 +357,17 @@ uint64_t dtx__srv_fnv(const char *s) {
   return h;
 }
 
-/* A cursor is base64url of "1.SKIP.DIGEST": the skip to resume at, and a
- * digest of what it pages (route, collection, filter, sort...), so a
- * cursor of another query, or one made up, is refused instead of paging
- * something else.  It carries no store state: any doctxd takes it. */
-json_t *dtx__srv_cursor(const char *what, int64_t skip) {
-  char raw[64], enc[96];
-  int n = snprintf(raw, sizeof raw, "1.%lld.%016llx", (long long)skip,
-                   (unsigned long long)dtx__srv_fnv(what));
+/* A cursor is base64url of "1.SKIP.DIGEST" (the skip to resume at) or,
+ * for the list routes, "2.DIGEST.ID" (keyset paging: resume after the
+ * entry ID, dtx_page_t.after, so a page deep in a list costs what the
+ * first does), with a digest of what it pages (route, collection,
+ * filter, sort...), so a cursor of another query, or one made up, is
+ * refused instead of paging something else.  It carries no store state:
+ * any doctxd takes it.  CURSOR_RAW holds the longest: an ID of 128. */
+#define CURSOR_RAW 192
+
+static json_t *encode(const char *raw, int n) {
+  char enc[CURSOR_RAW * 4 / 3 + 8];
   size_t o = 0;
   for (int i = 0; i < n; i += 3) {
     uint32_t v = (uint32_t)(unsigned char)raw[i] << 16;
@@ -383,12 +386,30 @@ json_t *dtx__srv_cursor(const char *what, int64_t skip) {
   return json_string(enc);
 }
 
-static int cursor_skip(const char *what, const char *cur, int64_t *skip) {
-  char raw[64];
+json_t *dtx__srv_cursor(const char *what, int64_t skip) {
+  char raw[CURSOR_RAW];
+  int n = snprintf(raw, sizeof raw, "1.%lld.%016llx", (long long)skip,
+                   (unsigned long long)dtx__srv_fnv(what));
+  return encode(raw, n);
+}
+
+json_t *dtx__srv_cursor_after(const char *what, const char *id) {
+  char raw[CURSOR_RAW];
+  int n = snprintf(raw, sizeof raw, "2.%016llx.%s",
+                   (unsigned long long)dtx__srv_fnv(what), id);
+  return n > 0 && (size_t)n < sizeof raw ? encode(raw, n) : NULL;
+}
+
+int dtx__srv_cursor_parse(const char *what, const char *cur, int64_t *skip,
+                          char *key, size_t keycap) {
+  char raw[CURSOR_RAW];
   size_t n = strlen(cur), o = 0;
   uint32_t acc = 0;
   int bits = 0;
-  if (n == 0 || n > 80)
+  *skip = 0;
+  if (key && keycap)
+    key[0] = '\0';
+  if (n == 0 || n > CURSOR_RAW * 4 / 3 + 4)
     return -1;
   for (size_t i = 0; i < n; i++) {
     const char *p = strchr(b64, cur[i]);
@@ -407,6 +428,16 @@ static int cursor_skip(const char *what, const char *cur, int64_t *skip) {
   long long s;
   unsigned long long h;
   int used = 0;
+  if (raw[0] == '2' && key) {
+    /* The key must be the rest, whole: a NUL in it would cut it. */
+    if (sscanf(raw, "2.%16llx.%n", &h, &used) != 1 || used == 0 ||
+        h != (unsigned long long)dtx__srv_fnv(what) ||
+        strlen(raw + used) != o - (size_t)used || o - (size_t)used == 0 ||
+        o - (size_t)used >= keycap)
+      return -1;
+    memcpy(key, raw + used, o - (size_t)used + 1);
+    return 0;
+  }
   if (sscanf(raw, "1.%lld.%16llx%n", &s, &h, &used) != 2 || (size_t)used != o ||
       s < 0 || h != (unsigned long long)dtx__srv_fnv(what))
     return -1;
@@ -427,7 +458,7 @@ int dtx__srv_page(dtx__srv_ctx_t *c, json_t *limit, const char *after,
     }
     *lim = l;
   }
-  if (after && cursor_skip(what, after, skip)) {
+  if (after && dtx__srv_cursor_parse(what, after, skip, NULL, 0)) {
     dtx__srv_bad(c, DTX_EINVAL,
                  "the cursor '%.100s' is not one this query "
                  "returned as \"next\"",

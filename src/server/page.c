@@ -61,9 +61,9 @@ int dtx__srv_qpage(dtx__srv_ctx_t *c, const char *after, const char *what,
 
 int dtx__srv_list_page(dtx__srv_ctx_t *c, dtx__srv_list_t *l,
                        const char *prefix, const char *key, size_t cap) {
-  char after[128];
+  char after[320];
   int bad = 0;
-  int64_t skip, lim;
+  int64_t skip = 0, lim;
   l->filter = NULL;
   if (cap > sizeof l->buf)
     cap = sizeof l->buf;
@@ -71,8 +71,23 @@ int dtx__srv_list_page(dtx__srv_ctx_t *c, dtx__srv_list_t *l,
     l->filter = dtx__srv_query(c, key, l->buf, cap, &bad);
   const char *a =
       bad ? NULL : dtx__srv_query(c, "after", after, sizeof after, &bad);
+  /* ?start_after=ID: keyset paging from an entry the caller names (an
+   * id, not a cursor), as the CLI's --after. */
+  const char *sa = bad ? NULL
+                       : dtx__srv_query(c, "start_after", l->after,
+                                        sizeof l->after, &bad);
   if (bad)
     return -1;
+  if (a && sa) {
+    dtx__srv_bad(c, DTX_EINVAL, "give after (a cursor) or start_after (an "
+                 "id), not both");
+    return -1;
+  }
+  int prc;
+  if (sa && (prc = dtx_page_check(&(dtx_page_t){.after = sa}))) {
+    dtx__srv_bad(c, prc, "%s", dtx_errdetail());
+    return -1;
+  }
   /* What the cursor is bound to: the prefix and the filter whole.  Past
    * what l->what holds, its digest stands in for it (a long filter cut to
    * its first bytes let two queries share a cursor). */
@@ -91,10 +106,20 @@ int dtx__srv_list_page(dtx__srv_ctx_t *c, dtx__srv_list_t *l,
     snprintf(l->what, sizeof l->what, "#%016llx %.400s",
              (unsigned long long)dtx__srv_fnv(full), full);
   free(full);
-  if (dtx__srv_qpage(c, a, l->what, &skip, &lim))
+  /* The limit's check and default are qpage's; the cursor is read here,
+   * as it may be a keyset one. */
+  if (dtx__srv_qpage(c, NULL, l->what, &skip, &lim))
     return -1;
+  if (a && dtx__srv_cursor_parse(l->what, a, &skip, l->after,
+                                 sizeof l->after)) {
+    dtx__srv_bad(c, DTX_EINVAL,
+                 "the cursor '%.100s' is not one this query returned as "
+                 "\"next\"", a);
+    return -1;
+  }
   /* One more than the page shows says whether a next page exists. */
-  l->page = (dtx_page_t){.skip = skip, .limit = lim + 1};
+  l->page = (dtx_page_t){.skip = skip, .limit = lim + 1,
+                         .after = (a || sa) && *l->after ? l->after : NULL};
   return 0;
 }
 
@@ -110,7 +135,19 @@ void dtx__srv_list_answer(dtx__srv_ctx_t *c, const dtx__srv_list_t *l,
   if ((int64_t)json_array_size(items) > lim) {
     json_array_remove(items, (size_t)lim);
     json_decref(next);
-    next = dtx__srv_cursor(l->what, l->page.skip + lim);
+    /* Keyset: the next page starts after the last entry shown (a lock's
+     * view names it "name"), whatever its depth. */
+    const json_t *last = json_array_get(items, (size_t)lim - 1);
+    const char *id = json_string_value(json_object_get(last, "_id"));
+    if (!id)
+      id = json_string_value(json_object_get(last, "name"));
+    next = id ? dtx__srv_cursor_after(l->what, id)
+              : dtx__srv_cursor(l->what, l->page.skip + lim);
+    if (!next) {
+      json_decref(items);
+      dtx__srv_fail(c, DTX_ENOMEM, NULL);
+      return;
+    }
   }
   dtx__srv_json(c, 200, json_pack("{s:o,s:o}", key, items, "next", next));
 }

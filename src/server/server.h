@@ -332,6 +332,7 @@ typedef struct dtx__srv_list {
   const char *filter; /* ?KEY='s value, NULL when absent */
   char buf[160];
   char what[512];
+  char after[160]; /* a keyset cursor's entry id: page.after */
   dtx_page_t page;
 } dtx__srv_list_t;
 /* Fills l from the query: 0, or an error answered. */
@@ -399,6 +400,13 @@ int dtx__srv_item_check(dtx__srv_ctx_t *c, json_t *v, const char *where,
 uint64_t dtx__srv_fnv(const char *s);
 /* The cursor of the page after skip (new string reference). */
 json_t *dtx__srv_cursor(const char *what, int64_t skip);
+/* The list routes' keyset cursor: resume after the entry id (NULL when
+ * out of memory). */
+json_t *dtx__srv_cursor_after(const char *what, const char *id);
+/* Reads cursor cur of what: 0 with *skip (a skip cursor) or, when key is
+ * given, key (a keyset cursor; "" for a skip one), else -1. */
+int dtx__srv_cursor_parse(const char *what, const char *cur, int64_t *skip,
+                          char *key, size_t keycap);
 /* 1 when s[0..n) is valid UTF-8 (no overlong form, surrogate or code
  * point past U+10FFFF). */
 int dtx__srv_utf8_ok(const char *s, size_t n);

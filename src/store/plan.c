@@ -321,7 +321,8 @@ static void consider(const conds_t *cs, const dtx__plan_index_t *pi,
  * cs with one value each (not null for a sparse index, which must have at
  * least one); and its remaining fields are exactly the sort's paths, in
  * order.  Then *ch is that walk (neq equalities, no range) and the result
- * is 1; else 0. */
+ * is 1; else 0.  A range of cs on the first sort field bounds the walk
+ * (ch->range). */
 static int sorted(const conds_t *cs, const dtx__plan_index_t *pi,
                   const json_t *sort, choice_t *ch) {
   const dtx__index_spec_t *s = pi->spec;
@@ -353,12 +354,22 @@ static int sorted(const conds_t *cs, const dtx__plan_index_t *pi,
       return 0;
     ch->eq[ch->neq++] = pick;
   }
+  /* A range on the first sort field starts (and may end) the walk there:
+   * keyset paging's {created: {$gte: v}} or {_id: {$gt: after}} reads a
+   * page deep in the list as cheaply as the first.  The index is not
+   * multikey, so both bounds hold for its one key (plan.h's rules). */
+  for (size_t i = 0; i < cs->n && !ch->range; i++) {
+    const cond_t *c = &cs->c[i];
+    if (c->kind == COND_RANGE && (c->lo || c->hi) &&
+        strcmp(c->path, s->paths[neq]) == 0)
+      ch->range = c;
+  }
   /* The walk delivers the sort's order: one value per equality, the
    * sort on the fields right after them. */
   DTX_ASSERT(ch->neq == neq && neq + ns == s->nfields && !pi->multikey,
              "plan.sorted_walk");
   ch->pi = *pi;
-  ch->score = (int)ch->neq * 4;
+  ch->score = (int)ch->neq * 4 + (ch->range ? 2 : 0);
   return 1;
 }
 

@@ -43,8 +43,10 @@ enum {
   DTX__PLAN_INDEX,  /* index ix's entries under each combination of the
                        equality values, within the range if there is one */
   DTX__PLAN_SORTED, /* index ix walked in key order under one-value
-                       equalities: its entries come in the sort's order,
-                       ties in insertion order (dtx__index_keys_multikey) */
+                       equalities, within the range on the first sort
+                       field if there is one: its entries come in the
+                       sort's order, ties in insertion order
+                       (dtx__index_keys_multikey) */
   DTX__PLAN_SCAN    /* every document */
 };
 
@@ -54,7 +56,8 @@ typedef struct dtx__plan {
   const void *ix;  /* INDEX, SORTED: the backend's index (borrowed) */
   size_t neq;      /* equalities on the index's first neq fields, */
   json_t *eq[16];  /* each an array of values (owned; SORTED: one value) */
-  json_t *lo, *hi; /* INDEX: the range on field neq, either NULL (owned);
+  json_t *lo, *hi; /* INDEX, SORTED: the range on field neq, either NULL
+                      (owned);
                       hi is left out where it may not narrow with lo */
   int lo_incl, hi_incl;
 } dtx__plan_t;

@@ -58,6 +58,11 @@ expect 0 "list" -- d lock list
 [ "$(wc -l <"$WORK/out")" = 2 ] && ok || bad "list: $(out)"
 expect 0 "list paged" -- d lock list --limit 1 --skip 1
 [ "$(field "$(out)" name)" = M ] && ok || bad "list paged: $(out)"
+first=$(d lock list --limit 1 | jq -r .name)
+expect 0 "list --after" -- d lock list --after "$first"
+[ "$(field "$(out)" name)" = M ] && [ "$(wc -l <"$WORK/out")" = 1 ] &&
+  ok || bad "list --after $first: $(out)"
+expect 2 "list --after not an id" -- d lock list --after 'a/b'
 
 # A lock is never deleted (its token would reset).
 expect 3 "delete of a lock refused" -- d delete locks '{"_id":"L"}'

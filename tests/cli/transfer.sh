@@ -105,6 +105,34 @@ expect 1 "cancel missing" -- d transfer cancel NOPE
   ok || bad "transfer list --skip 1 --limit 2: $(d transfer list --skip 1 --limit 2)"
 [ "$(d transfer list --state succeeded --limit 1 | wc -l)" = 1 ] && ok || bad "list --state --limit"
 expect 2 "negative --limit" -- d transfer list --limit -1
+# Keyset paging: --after ID lists what follows that entry in the list's
+# order (and --skip counts from there); paged to the end it gives every
+# entry once, in order.  A bad ID is refused before the store opens.
+[ "$(d transfer list --after t1 --limit 2 | jq -rs 'map(._id) | join(",")')" = t2,t3 ] &&
+  ok || bad "transfer list --after t1 --limit 2: $(d transfer list --after t1 --limit 2)"
+[ "$(d transfer list --after t1 --skip 1 --limit 1 | jq -r ._id)" = t3 ] &&
+  ok || bad "transfer list --after t1 --skip 1"
+[ "$(d account list --after A --limit 1 | jq -r ._id)" = B ] &&
+  ok || bad "account list --after A --limit 1"
+[ "$(d account list --after A0 --limit 1 | jq -r ._id)" = B ] &&
+  ok || bad "account list --after A0 (no such account: a place by id)"
+paged=""; after=""
+while :; do
+  page=$(d transfer list --limit 2 ${after:+--after "$after"} | jq -r ._id)
+  [ -z "$page" ] && break
+  paged="$paged $page"; after=$(tail -n 1 <<<"$page")
+  [ "$(wc -l <<<"$page")" -lt 2 ] && break
+done
+[ "$(echo $paged)" = "$(echo $(d transfer list | jq -r ._id))" ] &&
+  ok || bad "transfer list paged by --after: $paged"
+expect 1 "--after an unknown transfer" -- d transfer list --after NOPE
+grep -q "page after 'NOPE'" "$WORK/err" && ok || bad "unknown after: $(cat "$WORK/err")"
+expect 2 "--after over the id limit" -- d transfer list --after "$(printf 'x%.0s' {1..129})"
+grep -q "INVAL.*page after" "$WORK/err" && ok || bad "long after: $(cat "$WORK/err")"
+expect 2 "--after not an id" -- d account list --after 'a b'
+expect 2 "--after empty" -- d transfer list --after ''
+expect 2 "--after on a missing store" -- "$DOCTX" --store "sqlite:$WORK/none.db" account list --after 'a b'
+[ ! -e "$WORK/none.db" ] && ok || bad "a bad --after created a store"
 expect 2 "bad --skip" -- d account list --skip x
 expect 2 "--limit with create" -- d account create Q --limit 1
 

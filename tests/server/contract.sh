@@ -65,6 +65,43 @@ req GET "/v1/accounts?limit=2&after=$next" "$T_READ"
 check "account list page 2" 200 '"_id":"ext"' '"next":null'
 refused "limit over 1000" 400 INVAL GET "/v1/accounts?limit=1001" "$T_READ"
 refused "made-up cursor" 400 INVAL GET "/v1/accounts?after=bm9wZQ" "$T_READ"
+# The list routes' cursor is a keyset one: base64url of "2.DIGEST.ID",
+# the last entry shown (dtx_page_t.after), so following it costs the same
+# at any depth.  A cursor made with the right digest but a key that is no
+# id (over 128 bytes, a NUL inside) is refused before anything is read.
+b64url() { base64 -w0 | tr '+/' '-_' | tr -d '='; }
+fnv() { # the cursor's digest (dtx__srv_fnv) of $1
+  local h=1469598103934665603 i c
+  for ((i = 0; i < ${#1}; i++)); do
+    printf -v c '%d' "'${1:i:1}"
+    h=$(( (h ^ c) * 1099511628211 ))
+  done
+  printf '%016x' "$h"
+}
+req GET "/v1/accounts?limit=2" "$T_READ"
+next=$(jq -r .next "$WORK/rb")
+want_cur=$(printf '2.%s.bob' "$(fnv accounts)" | b64url)
+if [ "$next" = "$want_cur" ]; then ok "keyset cursor names the last entry"
+else bad "keyset cursor: $next, want $want_cur (2.$(fnv accounts).bob)"; fi
+long=$(printf 'x%.0s' {1..129})
+refused "keyset cursor over the id limit" 400 INVAL GET \
+  "/v1/accounts?after=$(printf '2.%s.%s' "$(fnv accounts)" "$long" | b64url)" "$T_READ"
+grep -q "page after" "$WORK/rb" && ok "over the limit: names page after" ||
+  bad "over the limit: $(cat "$WORK/rb")"
+refused "keyset cursor with a NUL" 400 INVAL GET \
+  "/v1/accounts?after=$(printf '2.%s.a\0b' "$(fnv accounts)" | b64url)" "$T_READ"
+refused "keyset cursor of another list" 400 INVAL GET \
+  "/v1/transfers?after=$next" "$T_READ"
+# ?start_after=ID: keyset paging from an id the caller names (--after).
+req GET "/v1/accounts?start_after=alice&limit=1" "$T_READ"
+check "account list start_after alice" 200 '"_id":"bob"' '"next":"'
+nitems "account list start_after alice" accounts 1
+refused "start_after over the id limit" 400 INVAL GET "/v1/accounts?start_after=$long" "$T_READ"
+grep -q "page after" "$WORK/rb" && ok || bad "start_after over the limit: $(cat "$WORK/rb")"
+refused "start_after with a NUL" 400 INVAL GET "/v1/accounts?start_after=a%00b" "$T_READ"
+refused "start_after not an id" 400 INVAL GET "/v1/locks?start_after=a%2Fb" "$T_READ"
+refused "start_after and after" 400 INVAL GET "/v1/accounts?start_after=alice&after=$next" "$T_READ"
+refused "start_after an unknown transfer" 404 NOTFOUND GET "/v1/transfers?start_after=NOPE" "$T_READ"
 refused "unknown query key" 400 INVAL GET "/v1/accounts?state=x" "$T_READ"
 
 # ---- transfers -------------------------------------------------------------------

@@ -489,6 +489,284 @@ static void test_list_paging(void) {
   dtx_store_close(st);
 }
 
+/* ---- keyset paging (dtx_page_t.after) ---------------------------------- */
+
+typedef int (*list_fn)(dtx_store_t *st, const void *arg, const dtx_page_t *pg,
+                       json_t **out);
+static int l_accounts(dtx_store_t *st, const void *arg, const dtx_page_t *pg,
+                      json_t **out) {
+  (void)arg;
+  return dtx_account_list(st, pg, out);
+}
+static int l_transfers(dtx_store_t *st, const void *arg, const dtx_page_t *pg,
+                       json_t **out) {
+  return dtx_transfer_list(st, arg, pg, out);
+}
+static int l_locks(dtx_store_t *st, const void *arg, const dtx_page_t *pg,
+                   json_t **out) {
+  (void)arg;
+  return dtx_lock_list(st, pg, out);
+}
+
+static int l_jobs(dtx_store_t *st, const void *arg, const dtx_page_t *pg,
+                  json_t **out) {
+  return dtx_job_list(st, arg, NULL, pg, out);
+}
+static int l_orders(dtx_store_t *st, const void *arg, const dtx_page_t *pg,
+                    json_t **out) {
+  return dtx_order_list(st, arg, pg, out);
+}
+static int l_ledger(dtx_store_t *st, const void *arg, const dtx_page_t *pg,
+                    json_t **out) {
+  return dtx_ledger_list(st, arg, pg, out);
+}
+static int l_entries(dtx_store_t *st, const void *arg, const dtx_page_t *pg,
+                     json_t **out) {
+  return dtx_ledger_entries(st, arg, NULL, pg, out);
+}
+
+static const char *key_of(const json_t *e) {
+  const char *id = dtx__str(e, "_id");
+  return id ? id : dtx__str(e, "name"); /* a lock's view */
+}
+
+/* Pages the list to the end by after, limit at a time (each page also
+ * skipping `skip` after the key), and checks it against the whole list
+ * read at once: the same ids in the same order, each once.  between (may
+ * be NULL) runs between pages: concurrent inserts. */
+static void page_through(dtx_store_t *st, list_fn fn, const void *arg,
+                         int64_t limit, void (*between)(dtx_store_t *, int),
+                         const char *what) {
+  json_t *all = NULL, *got = json_array();
+  CHECK_RC(fn(st, arg, NULL, &all), 0);
+  char after[160] = "";
+  for (int pg = 0;; pg++) {
+    json_t *page = NULL;
+    CHECK_RC(fn(st, arg,
+                &(dtx_page_t){.limit = limit, .after = *after ? after : NULL},
+                &page),
+             0);
+    size_t i, k = json_array_size(page);
+    json_t *e;
+    json_array_foreach(page, i, e) json_array_append_new(got,
+                                                         json_string(key_of(e)));
+    if (k)
+      snprintf(after, sizeof after, "%s", key_of(json_array_get(page, k - 1)));
+    json_decref(page);
+    if ((int64_t)k < limit)
+      break;
+    if (between)
+      between(st, pg);
+  }
+  /* Every entry listed at the start is there once, in the list's order;
+   * entries inserted meanwhile may follow (they sort after every key
+   * already passed, or are not seen), never twice. */
+  size_t i, j = 0;
+  json_t *e;
+  json_array_foreach(all, i, e) {
+    while (j < json_array_size(got) &&
+           strcmp(json_string_value(json_array_get(got, j)), key_of(e)) != 0)
+      j++;
+    CHECKF(j < json_array_size(got), "%s: %s missing or out of order",
+           what, key_of(e));
+    j++;
+  }
+  for (i = 0; i < json_array_size(got); i++)
+    for (size_t m = i + 1; m < json_array_size(got); m++)
+      CHECKF(strcmp(json_string_value(json_array_get(got, i)),
+                    json_string_value(json_array_get(got, m))) != 0,
+             "%s: %s listed twice", what,
+             json_string_value(json_array_get(got, i)));
+  CHECKF(json_array_size(got) >= json_array_size(all), "%s: %zu of %zu", what,
+         json_array_size(got), json_array_size(all));
+  json_decref(all);
+  json_decref(got);
+}
+
+static void insert_more(dtx_store_t *st, int pg) {
+  char id[32];
+  static int calls;
+  calls++;
+  /* ids that sort before and after the pages' keys, by _id and by time */
+  for (int i = 0; i < 2; i++) {
+    snprintf(id, sizeof id, "%s%d-%03d-%d", i ? "zz" : "a", calls, pg, i);
+    dtx_account_opts_t ao = {.balance = 10};
+    CHECK_RC(dtx_account_create(st, id, &ao, NULL), 0);
+    dtx_transfer_req_t req = {.id = id, .from = "ka", .to = "kb", .amount = 1};
+    json_t *tx = NULL;
+    CHECK_RC(dtx_transfer_submit(st, &req, &tx), 0);
+    json_decref(tx);
+  }
+}
+
+#define KEYSET_N 240
+static void test_keyset_paging(void) {
+  dtx_store_t *st = open_fresh();
+  dtx_t_drop_transfers(st);
+  dtx_store_drop_collection_ex(st, "locks", &(dtx_drop_opts_t){1});
+  dtx_account_opts_t ao = {.balance = 1000000};
+  CHECK_RC(dtx_account_create(st, "ka", &ao, NULL), 0);
+  CHECK_RC(dtx_account_create(st, "kb", &ao, NULL), 0);
+  /* ids whose order is not their creation order */
+  for (int i = 0; i < KEYSET_N; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "k%03d", (i * 7) % KEYSET_N);
+    dtx_transfer_req_t req = {.id = id, .from = "ka", .to = "kb", .amount = 1};
+    json_t *tx = NULL;
+    CHECK_RC(dtx_transfer_submit(st, &req, &tx), 0);
+    json_decref(tx);
+    if (i % 3 == 0)
+      CHECK_RC(dtx_account_create(st, id, &ao, NULL), 0);
+    if (i % 8 == 0) {
+      dtx_lock_opts_t lo = {.ttl_ms = 60000};
+      CHECK_RC(dtx_lock_acquire(st, id, &lo, NULL), 0);
+    }
+  }
+  page_through(st, l_accounts, NULL, 7, NULL, "accounts");
+  page_through(st, l_transfers, NULL, 7, NULL, "transfers");
+  page_through(st, l_transfers, DTX_ST_INITIATED, 9, NULL,
+               "initiated transfers");
+  page_through(st, l_locks, NULL, 4, NULL, "locks");
+  page_through(st, l_accounts, NULL, 11, insert_more, "accounts, inserts");
+  page_through(st, l_transfers, NULL, 11, insert_more, "transfers, inserts");
+
+  /* A page deep in the list reads about what the first does: the walk
+   * starts at the key (before: every transfer, for every page). */
+  json_t *all = NULL, *page = NULL;
+  CHECK_RC(dtx_transfer_list(st, NULL, NULL, &all), 0);
+  size_t n = json_array_size(all);
+  const char *deep = key_of(json_array_get(all, n - 20));
+  dtx__docs_examined = 0;
+  CHECK_RC(dtx_transfer_list(st, NULL, &(dtx_page_t){.limit = 10, .after = deep},
+                             &page),
+           0);
+  CHECKF(json_array_size(page) == 10 &&
+             strcmp(key_of(json_array_get(page, 0)),
+                    key_of(json_array_get(all, n - 19))) == 0,
+         "%s", JS(page));
+  CHECKF(dtx__docs_examined < (int64_t)n / 3,
+         "%lld documents examined for a page of 10 after the %zu-th of %zu",
+         (long long)dtx__docs_examined, n - 20, n);
+  json_decref(page);
+  /* ... and so does one near the start (an index range from the key
+   * would read all the rest, and sort them). */
+  dtx__docs_examined = 0;
+  CHECK_RC(dtx_transfer_list(st, NULL,
+                             &(dtx_page_t){.limit = 10,
+                                           .after = key_of(
+                                               json_array_get(all, 19))},
+                             &page),
+           0);
+  CHECKF(json_array_size(page) == 10 && dtx__docs_examined < (int64_t)n / 3,
+         "%lld documents examined for a page of 10 after the 20th of %zu",
+         (long long)dtx__docs_examined, n);
+  json_decref(page);
+  const char *deepa = "k200";
+  dtx__docs_examined = 0;
+  CHECK_RC(dtx_account_list(st, &(dtx_page_t){.limit = 5, .after = deepa},
+                            &page),
+           0);
+  CHECKF(json_array_size(page) == 5 &&
+             strcmp(key_of(json_array_get(page, 0)), "k201") == 0,
+         "%s", JS(page));
+  CHECKF(dtx__docs_examined < 40, "%lld documents examined for 5 accounts",
+         (long long)dtx__docs_examined);
+  json_decref(page);
+  /* skip combines: after the key, then skip. */
+  CHECK_RC(dtx_transfer_list(st, NULL,
+                             &(dtx_page_t){.skip = 3, .limit = 2,
+                                           .after = deep},
+                             &page),
+           0);
+  CHECKF(json_array_size(page) == 2 &&
+             strcmp(key_of(json_array_get(page, 0)),
+                    key_of(json_array_get(all, n - 16))) == 0,
+         "%s", JS(page));
+  json_decref(page);
+  json_decref(all);
+  /* By _id, any id is a place; in creation order the entry must exist. */
+  CHECK_RC(dtx_account_list(st, &(dtx_page_t){.after = "k2000"}, &page), 0);
+  CHECKF(json_array_size(page) > 0 &&
+             strcmp(key_of(json_array_get(page, 0)), "k201") == 0,
+         "%s", JS(page));
+  json_decref(page);
+  CHECK_RC(dtx_transfer_list(st, NULL, &(dtx_page_t){.after = "nope"}, &page),
+           DTX_ENOTFOUND);
+  CHECK(page == NULL);
+  /* Bad input: DTX_EINVAL before anything is read. */
+  char longid[200];
+  memset(longid, 'x', 129);
+  longid[129] = '\0';
+  const char *bad[] = {longid, "", "a b", "a\x01", "caf\xc3\xa9", NULL};
+  for (int i = 0; bad[i]; i++) {
+    dtx_page_t pg = {.limit = 5, .after = bad[i]};
+    dtx__docs_examined = 0;
+    CHECK_RC(dtx_page_check(&pg), DTX_EINVAL);
+    CHECK_RC(dtx_account_list(st, &pg, &page), DTX_EINVAL);
+    CHECK_RC(dtx_transfer_list(st, NULL, &pg, &page), DTX_EINVAL);
+    CHECK_RC(dtx_lock_list(st, &pg, &page), DTX_EINVAL);
+    CHECK_RC(dtx_job_list(st, NULL, NULL, &pg, &page), DTX_EINVAL);
+    CHECK_RC(dtx_order_list(st, NULL, &pg, &page), DTX_EINVAL);
+    CHECK_RC(dtx_ledger_list(st, NULL, &pg, &page), DTX_EINVAL);
+    CHECK_RC(dtx_ledger_list(st, "ka", &pg, &page), DTX_EINVAL);
+    CHECK_RC(dtx_ledger_entries(st, "r1", NULL, &pg, &page), DTX_EINVAL);
+    CHECKF(dtx__docs_examined == 0, "%lld read for a bad after",
+           (long long)dtx__docs_examined);
+    CHECKF(strstr(dtx_errdetail(), "page after") != NULL, "%s",
+           dtx_errdetail());
+  }
+  CHECK_RC(dtx_page_check(NULL), 0);
+  CHECK_RC(dtx_page_check(&(dtx_page_t){.after = "k1"}), 0);
+
+  /* The other lists: jobs and orders in creation order, the ledger's
+   * entries (all, by ref) in creation order and an account's in its
+   * seqId order. */
+  static const char *const pat_colls[] = {
+      DTX_JOBS, "orders", "ledger_accounts", "ledger_entries", NULL};
+  for (int i = 0; pat_colls[i]; i++)
+    dtx_store_drop_collection_ex(st, pat_colls[i], &(dtx_drop_opts_t){1});
+  CHECK_RC(dtx_ledger_account_create(st, "lx",
+                                     &(dtx_ledger_limit_t){.no_min_balance = 1},
+                                     NULL),
+           0);
+  CHECK_RC(dtx_ledger_account_create(st, "ly", NULL, NULL), 0);
+  for (int i = 0; i < 40; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "j%03d", (i * 7) % 40);
+    dtx_job_req_t jr = {.queue = i % 2 ? "qa" : "qb", .type = "t", .id = id};
+    json_t *o = NULL;
+    CHECK_RC(dtx_job_add(st, &jr, &o, NULL), 0);
+    json_decref(o);
+    o = NULL;
+    dtx_order_req_t orq = {.trade_id = id, .account = "ka", .amount = 1};
+    CHECK_RC(dtx_order_create(st, &orq, &o), 0);
+    json_decref(o);
+    o = NULL;
+    dtx_ledger_leg_t legs[] = {{"lx", -1}, {"ly", 1}};
+    dtx_ledger_post_req_t lr = {.id = id, .legs = legs, .nlegs = 2,
+                                .ref = i % 3 ? "r1" : "r2"};
+    CHECK_RC(dtx_ledger_post(st, &lr, NULL, &o), 0);
+    json_decref(o);
+  }
+  page_through(st, l_jobs, NULL, 6, NULL, "jobs");
+  page_through(st, l_jobs, "qa", 4, NULL, "jobs of qa");
+  page_through(st, l_orders, NULL, 6, NULL, "orders");
+  page_through(st, l_ledger, NULL, 6, NULL, "ledger entries");
+  page_through(st, l_ledger, "ly", 6, NULL, "ly's ledger entries");
+  page_through(st, l_entries, "r1", 5, NULL, "entries of ref r1");
+  CHECK_RC(dtx_ledger_list(st, "ka", &(dtx_page_t){.after = "j001"}, &page),
+           DTX_ENOACCOUNT); /* ka is no ledger account */
+  CHECK_RC(dtx_ledger_list(st, "ly", &(dtx_page_t){.after = "nope"}, &page),
+           DTX_ENOTFOUND);
+  CHECK_RC(dtx_job_list(st, NULL, NULL, &(dtx_page_t){.after = "nope"}, &page),
+           DTX_ENOTFOUND);
+  for (int i = 0; pat_colls[i]; i++)
+    dtx_store_drop_collection_ex(st, pat_colls[i], &(dtx_drop_opts_t){1});
+  dtx_t_drop_transfers(st);
+  dtx_store_drop_collection_ex(st, "locks", &(dtx_drop_opts_t){1});
+  dtx_store_close(st);
+}
+
 static int has_index(dtx_store_t *st, const char *coll, const char *key) {
   json_t *ix = NULL, *e;
   size_t i;
@@ -864,6 +1142,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_claim_many_takeover_and_faults);
   TEST_RUN(test_retry_and_deadline);
   TEST_RUN(test_list_paging);
+  TEST_RUN(test_keyset_paging);
   TEST_RUN(test_indexes_per_store);
   TEST_RUN(test_ensure_after_drop);
   TEST_RUN(test_rules);

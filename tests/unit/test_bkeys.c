@@ -582,6 +582,44 @@ static void test_index_keys_types(void) {
     CHECK(memcmp(p[1], p[0], l[1] < l[0] ? l[1] : l[0]) < 0);
   }
   bson_destroy(&d);
+  /* Both deduplications (pairwise up to 16 keys, sorted past that): the
+   * first of equal keys kept in place, across number types. */
+  for (int n = 4; n <= 40; n += 36) {
+    bson_t arr;
+    bson_init(&d);
+    BSON_APPEND_ARRAY_BEGIN(&d, "a", &arr);
+    for (int i = 0; i < n; i++) {
+      char key[16];
+      snprintf(key, sizeof key, "%d", i);
+      if (i % 2)
+        bson_append_double(&arr, key, -1, (double)((n - i) % 3));
+      else
+        bson_append_int64(&arr, key, -1, (n - i) % 3);
+    }
+    bson_append_array_end(&d, &arr);
+    CHECK_RC(dtx__bindex_keys(s, bson_get_data(&d), d.len, &k), 0);
+    CHECKF(k.n == 3 && k.multikey, "%d elements: %zu keys", n, k.n);
+    /* first occurrences: (n % 3), ((n - 1) % 3), ((n - 2) % 3) */
+    for (size_t i = 0; i < k.n && i < 3; i++) {
+      dtx__buf_t want = {0};
+      bson_t h = BSON_INITIALIZER, nul = BSON_INITIALIZER;
+      bson_append_int32(&h, "v", 1, (n - (int)i) % 3);
+      bson_append_null(&nul, "v", 1);
+      dtx__belem_t e, en;
+      REQUIRE(dtx__belem_find(bson_get_data(&h), h.len, "v", 1, &e));
+      REQUIRE(dtx__belem_find(bson_get_data(&nul), nul.len, "v", 1, &en));
+      dtx__bkey_encode(&e.v, 0, &want);
+      dtx__bkey_encode(&en.v, 1, &want); /* b is missing: null, desc */
+      size_t len;
+      const uint8_t *p = dtx__bkeys_at(&k, i, &len);
+      CHECKF(len == want.n && !memcmp(p, want.p, len), "%d elements: key %zu",
+             n, i);
+      free(want.p);
+      bson_destroy(&h);
+      bson_destroy(&nul);
+    }
+    bson_destroy(&d);
+  }
   dtx__bkeys_free(&k0);
   dtx__bkeys_free(&k);
   CHECK(k.n == 0 && k.b.p == NULL);

@@ -27,6 +27,7 @@ static ix_t ixs[] = {
     {"{\"r\":1}", 0, 0, 0, 0, NULL}, /* not built yet */
     {"{\"n\":1}", 0, 0, 0, 1, NULL},
     {"{\"m\":1,\"p\":1}", 0, 0, 1, 1, NULL}, /* multikey: no walk */
+    {"{\"w\":1,\"_id\":1}", 0, 0, 0, 1, NULL}, /* a list's keyset walk */
 };
 #define NIX (sizeof ixs / sizeof *ixs)
 
@@ -104,6 +105,23 @@ static const plan_case_t cases[] = {
     {"{}", "{'p':1}", SCAN, NULL, 0, NULL, NULL},
     {"{'_id':1,'q':1}", "{'p':1}", IDS, NULL, 1, NULL, NULL},
     {"{'$and':[{'_id':1}],'q':1}", "{'p':1}", IDS, NULL, 1, NULL, NULL},
+    /* keyset paging: a range on the first sort field starts the walk
+     * there (it beat the walk as an index range, which read every entry
+     * after the key and sorted them) */
+    {"{'q':1,'p':{'$gte':5}}", "{'p':1}", SORTED, "q_1_p_1", 1, "5", NULL},
+    {"{'q':1,'p':{'$gt':5,'$lt':9}}", "{'p':1}", SORTED, "q_1_p_1", 1, "5",
+     "9"},
+    {"{'q':1,'p':{'$gt':5,'$lt':'a'}}", "{'p':1}", SORTED, "q_1_p_1", 1, "5",
+     NULL},
+    {"{'q':1,'p':{'$gte':5}}", NULL, INDEX, "q_1_p_1", 1, "5", NULL},
+    {"{'w':{'$gte':3}}", "{'w':1,'_id':1}", SORTED, "w_1__id_1", 0, "3", NULL},
+    {"{'$and':[{'w':{'$gte':3}},{'$nor':[{'w':3,'_id':{'$lte':'x'}}]}]}",
+     "{'w':1,'_id':1}", SORTED, "w_1__id_1", 0, "3", NULL},
+    {"{'w':{'$gte':3}}", "{'w':-1,'_id':1}", INDEX, "w_1__id_1", 0, "3", NULL},
+    {"{}", "{'w':1,'_id':1}", SORTED, "w_1__id_1", 0, NULL, NULL},
+    /* a range on a later sort field does not bound the walk */
+    {"{'_id':{'$gt':'x'}}", "{'w':1,'_id':1}", SORTED, "w_1__id_1", 0, NULL,
+     NULL},
 };
 
 /* JSON with ' for ". */

@@ -266,6 +266,23 @@ test('list iterators page', async () => {
   assert.equal(new Set(listed).size, listed.length);
 });
 
+test('list iterators are keyset: inserts behind the place shift nothing', async () => {
+  const mine = Array.from({ length: 6 }, () => uid('ks'));
+  for (const m of mine) await c.createAccount(m, { balance: 1 });
+  const got = [];
+  for await (const x of c.accounts({ pageSize: 2 })) {
+    got.push(x._id);
+    if (got.length % 2 === 0 && got.length < 40) await c.createAccount('0' + uid('ks'), { balance: 1 });
+  }
+  assert.ok(mine.every((m) => got.includes(m)));
+  assert.equal(new Set(got).size, got.length);
+  mine.sort();
+  const rest = [];
+  for await (const x of c.accounts({ pageSize: 2, startAfter: mine[0] })) rest.push(x._id);
+  assert.ok(!rest.includes(mine[0]) && mine.slice(1).every((m) => rest.includes(m)));
+  assert.deepEqual(rest, [...rest].sort());
+});
+
 // ---- locks, ledger, sync, orders, versions -------------------------------------
 
 test('jobs', async () => {

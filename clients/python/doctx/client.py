@@ -213,6 +213,8 @@ class Client:
     def _pages(
         self, path: str, key: str, query: Mapping[str, Any]
     ) -> Iterator[JSON]:
+        # start_after (an id: keyset paging from that entry) opens the walk;
+        # the cursors carry it on (the server takes one or the other).
         after: Optional[str] = None
         while True:
             page = self._call(
@@ -222,6 +224,7 @@ class Client:
             after = page.get("next")
             if not after:
                 return
+            query = {k: v for k, v in query.items() if k != "start_after"}
 
     # ---- documents --------------------------------------------------------
 
@@ -394,9 +397,14 @@ class Client:
         """Account ``id``; :class:`~doctx.errors.NotFound` (``NOACCOUNT``) if none."""
         return self._call("GET", f"/v1/accounts/{self._p(id)}", idempotent=True)
 
-    def accounts(self, *, page_size: Optional[int] = None) -> Iterator[JSON]:
-        """Every account, fetched a page (``?limit=``, 1..1000) at a time."""
-        return self._pages("/v1/accounts", "accounts", {"limit": page_size})
+    def accounts(
+        self, *, page_size: Optional[int] = None, start_after: Optional[str] = None
+    ) -> Iterator[JSON]:
+        """Every account, fetched a page (``?limit=``, 1..1000) at a time;
+        with ``start_after`` only those after that id (every list takes it:
+        the id of an entry of the list, resumed from its place)."""
+        return self._pages("/v1/accounts", "accounts",
+                           {"limit": page_size, "start_after": start_after})
 
     def transfer(
         self,
@@ -444,11 +452,13 @@ class Client:
         return self._call("GET", f"/v1/transfers/{self._p(id)}", idempotent=True)
 
     def transfers(
-        self, *, state: Optional[str] = None, page_size: Optional[int] = None
+        self, *, state: Optional[str] = None, page_size: Optional[int] = None,
+        start_after: Optional[str] = None
     ) -> Iterator[JSON]:
         """Every transfer (in ``state`` if given), fetched a page at a time."""
         return self._pages(
-            "/v1/transfers", "transfers", {"state": state, "limit": page_size}
+            "/v1/transfers", "transfers",
+            {"state": state, "limit": page_size, "start_after": start_after}
         )
 
     def cancel_transfer(self, id: str) -> JSON:
@@ -569,11 +579,13 @@ class Client:
         return self._call("GET", f"/v1/jobs/{self._p(id)}", idempotent=True)
 
     def jobs(
-        self, queue: str, *, state: Optional[str] = None, page_size: Optional[int] = None
+        self, queue: str, *, state: Optional[str] = None, page_size: Optional[int] = None,
+        start_after: Optional[str] = None
     ) -> Iterator[JSON]:
         """Every job of ``queue`` (in ``state`` if given), a page at a time."""
         return self._pages(f"/v1/queues/{self._p(queue)}/jobs", "jobs",
-                           {"state": state, "limit": page_size})
+                           {"state": state, "limit": page_size,
+                            "start_after": start_after})
 
     def queue_stats(self, queue: str) -> JSON:
         """``{"ready", "delayed", "running", "succeeded", "dead", "canceled", "total"}``."""
@@ -724,9 +736,12 @@ class Client:
         """Lock ``name``: ``{"name", "owner", "token", "expires", "held"}``."""
         return self._call("GET", f"/v1/locks/{self._p(name)}", idempotent=True)
 
-    def locks(self, *, page_size: Optional[int] = None) -> Iterator[JSON]:
+    def locks(
+        self, *, page_size: Optional[int] = None, start_after: Optional[str] = None
+    ) -> Iterator[JSON]:
         """Every lock, fetched a page at a time."""
-        return self._pages("/v1/locks", "locks", {"limit": page_size})
+        return self._pages("/v1/locks", "locks",
+                           {"limit": page_size, "start_after": start_after})
 
     def force_release(self, name: str, *, token: Optional[int] = None) -> JSON:
         """Releases lock ``name`` whoever holds it (admin scope), with ``token``
@@ -884,6 +899,7 @@ class Client:
         ref: Optional[str] = None,
         meta_filter: Optional[JSON] = None,
         page_size: Optional[int] = None,
+        start_after: Optional[str] = None,
     ) -> Iterator[JSON]:
         """Every ledger entry, a page at a time: those touching ``account``,
         or those whose ``ref`` is the one given and/or whose meta matches
@@ -894,7 +910,7 @@ class Client:
             meta_filter, separators=(",", ":"), ensure_ascii=False)
         return self._pages("/v1/ledger/entries", "entries",
                            {"account": account, "ref": ref, "meta_filter": mf,
-                            "limit": page_size})
+                            "limit": page_size, "start_after": start_after})
 
     def unique_refs(self) -> JSON:
         """Makes entry refs unique in the ledger from now on (admin scope);
@@ -988,10 +1004,13 @@ class Client:
         return self._call("GET", f"/v1/orders/{self._p(trade_id)}", idempotent=True)
 
     def orders(
-        self, *, state: Optional[str] = None, page_size: Optional[int] = None
+        self, *, state: Optional[str] = None, page_size: Optional[int] = None,
+        start_after: Optional[str] = None
     ) -> Iterator[JSON]:
         """Every order (in ``state`` if given), a page at a time."""
-        return self._pages("/v1/orders", "orders", {"state": state, "limit": page_size})
+        return self._pages("/v1/orders", "orders",
+                           {"state": state, "limit": page_size,
+                            "start_after": start_after})
 
     # ---- versions (docs/versions.md) --------------------------------------------
 

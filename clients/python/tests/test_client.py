@@ -331,9 +331,29 @@ def test_list_iterators_page(c: Client) -> None:
         c.create_account(m, balance=10)
     got = [x["_id"] for x in c.accounts(page_size=2)]
     assert set(mine) <= set(got) and len(got) == len(set(got))
+    # start_after: from an id's place, on across pages
+    mine.sort()
+    rest = [x["_id"] for x in c.accounts(page_size=2, start_after=mine[0])]
+    assert mine[0] not in rest and set(mine[1:]) <= set(rest)
+    assert rest == sorted(rest)
     ids = [c.transfer(mine[0], mine[1], 1)["_id"] for _ in range(3)]
     listed = [t["_id"] for t in c.transfers(state="succeeded", page_size=2)]
     assert set(ids) <= set(listed) and len(listed) == len(set(listed)) >= 3
+
+
+def test_list_iterators_keyset(c: Client) -> None:
+    # A list's cursor is keyset (the last id shown): accounts created
+    # meanwhile, before the iterator's place, shift nothing -- an offset
+    # cursor listed an account again for each one.
+    mine = [uid("ks") for _ in range(6)]
+    for m in mine:
+        c.create_account(m, balance=1)
+    got = []
+    for x in c.accounts(page_size=2):
+        got.append(x["_id"])
+        if len(got) % 2 == 0 and len(got) < 40:
+            c.create_account("0" + uid("ks"), balance=1)
+    assert set(mine) <= set(got) and len(got) == len(set(got))
 
 
 # ---- locks, ledger, sync, orders, versions ---------------------------------------

@@ -115,22 +115,35 @@ static int bind_eq(sqlite3_stmt *st, const dtx__plan_t *p, const size_t *pos) {
   return rc;
 }
 
+/* " AND b<f>=<bracket> AND v<f> >= ?<arg> ..." for p's range on field
+ * neq (none: nothing) appended at sql + n; the new length. */
+static size_t where_range(char *sql, size_t n, const dtx__plan_t *p, int arg) {
+  if (!p->lo && !p->hi)
+    return n;
+  size_t f = p->neq;
+  n += (size_t)snprintf(sql + n, SQL_MAX - n, "%sb%zu=%d", f ? " AND " : "",
+                        f, dtx__value_bracket(p->lo ? p->lo : p->hi));
+  if (p->lo)
+    n += (size_t)snprintf(sql + n, SQL_MAX - n, " AND v%zu%s?%d", f,
+                          p->lo_incl ? ">=" : ">", arg);
+  if (p->hi)
+    n += (size_t)snprintf(sql + n, SQL_MAX - n, " AND v%zu%s?%d", f,
+                          p->hi_incl ? "<=" : "<", arg + 1);
+  return n;
+}
+
+static void bind_range(sqlite3_stmt *st, const dtx__plan_t *p, int arg) {
+  if (p->lo)
+    bind_bound(st, arg, p->lo);
+  if (p->hi)
+    bind_bound(st, arg + 1, p->hi);
+}
+
 static int index_candidates(sq_cursor_t *cur, const dtx__plan_t *p) {
   char sql[SQL_MAX];
   size_t n = select_eq(sql, p, p->lo || p->hi);
   int arg = (int)(2 * p->neq + 1);
-  if (p->lo || p->hi) {
-    size_t f = p->neq;
-    n += (size_t)snprintf(sql + n, sizeof sql - n, "%sb%zu=%d",
-                          f ? " AND " : "", f,
-                          dtx__value_bracket(p->lo ? p->lo : p->hi));
-    if (p->lo)
-      n += (size_t)snprintf(sql + n, sizeof sql - n, " AND v%zu%s?%d", f,
-                            p->lo_incl ? ">=" : ">", arg);
-    if (p->hi)
-      n += (size_t)snprintf(sql + n, sizeof sql - n, " AND v%zu%s?%d", f,
-                            p->hi_incl ? "<=" : "<", arg + 1);
-  }
+  n = where_range(sql, n, p, arg);
   if (n >= sizeof sql)
     return dtx__err(DTX_EBACKEND, "sqlite: index query too long");
   sqlite3_stmt *st;
@@ -143,10 +156,7 @@ static int index_candidates(sq_cursor_t *cur, const dtx__plan_t *p) {
     sqlite3_reset(st);
     if ((rc = bind_eq(st, p, pos)) < 0)
       return rc;
-    if (p->lo)
-      bind_bound(st, arg, p->lo);
-    if (p->hi)
-      bind_bound(st, arg + 1, p->hi);
+    bind_range(st, p, arg);
     if ((rc = collect_rows(cur, st, &cap)) < 0)
       return rc;
     size_t f = p->neq;
@@ -182,13 +192,15 @@ static int load_one(sq_cursor_t *cur, const json_t *id) {
 }
 
 /* The walk of a sorted plan: the index rows under the equality prefix
- * in primary-key order -- the remaining fields, then seq -- which is the
- * sort's order, ties in insertion order.  Stepped lazily, so the first
+ * (and within the range on the next field, if any: keyset paging starts
+ * the walk at its key) in primary-key order -- the remaining fields, then
+ * seq -- which is the sort's order, ties in insertion order.  Stepped lazily, so the first
  * match ends a find_one_and_update's search. */
 static int sorted_open(sq_cursor_t *cur, const dtx__plan_t *p) {
   size_t nf = ((const sq_idx_t *)p->ix)->spec->nfields, pos[16] = {0};
   char sql[SQL_MAX];
-  size_t n = select_eq(sql, p, 0);
+  size_t n = select_eq(sql, p, p->lo || p->hi);
+  n = where_range(sql, n, p, (int)(2 * p->neq + 1));
   n += (size_t)snprintf(sql + n, sizeof sql - n, " ORDER BY ");
   for (size_t f = p->neq; f < nf; f++)
     n += (size_t)snprintf(sql + n, sizeof sql - n, "b%zu, v%zu, ", f, f);
@@ -198,6 +210,8 @@ static int sorted_open(sq_cursor_t *cur, const dtx__plan_t *p) {
   int rc = dtx__sq_prep(cur->c, sql, 0, &cur->scan);
   if (rc == 0)
     rc = bind_eq(cur->scan, p, pos);
+  if (rc == 0)
+    bind_range(cur->scan, p, (int)(2 * p->neq + 1));
   if (rc < 0)
     cur->scan = NULL;
   return rc;

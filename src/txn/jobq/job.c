@@ -925,6 +925,9 @@ static const dtx__index_def_t indexes[] = {
     /* events (events.c): the jobs whose outbox waits for a relay; a
      * queue's log in order; one entry per (job, n) (J20); the trim */
     {DTX_JOBS, "{\"ev_pend\":1}", 0, 1},
+    /* `job list` pages along it from an --after's place (dtx__kit_list's
+     * keyset); --queue and --state filter the walk */
+    {DTX_JOBS, "{\"created\":1,\"_id\":1}", 0, 0},
     {DTX_JOB_EVENTS, "{\"queue\":1,\"seq\":1}", 0, 0},
     {DTX_JOB_EVENTS, "{\"queue\":1,\"rseq\":1}", 0, 0}, /* the newest */
     {DTX_JOB_EVENTS, "{\"job\":1,\"born\":1,\"n\":1}", 1, 0},

@@ -22,6 +22,7 @@
 
 #include "doc/doc.h"
 #include "store/store.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 /* ---- executor and call frame ------------------------------------------------ */
@@ -173,19 +174,94 @@ int dtx__kit_await(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
 
 /* ---- listing and helpers -------------------------------------------------------- */
 
-int dtx__kit_list(dtx_store_t *st, const char *coll, const json_t *filter,
-                  const json_t *sort, const dtx_page_t *page, json_t **out) {
-  *out = NULL;
+int dtx__kit_page_check(const dtx_page_t *page) {
   if (page && (page->skip < 0 || page->limit < 0))
     return dtx__err(DTX_EINVAL, "skip and limit must be >= 0, got %lld, %lld",
                     (long long)page->skip, (long long)page->limit);
-  json_t *by_id = sort ? NULL : dtx__pack("{s:i}", "_id", 1);
-  dtx__kit_read_t q = {.coll = coll, .filter = filter,
+  if (page && page->after)
+    return dtx__check_ident("page after", page->after);
+  return 0;
+}
+
+int dtx_page_check(const dtx_page_t *page) {
+  dtx__err_clear();
+  return dtx__kit_page_check(page);
+}
+
+/* The conditions that keep only the entries after page->after in sort
+ * order (NULL: by _id), appended to all (an $and's array).  By _id it is a
+ * range on _id, and the entry need not exist.  In (F, _id) order the entry
+ * is read for its F = v, and the rest are {F >= v} -- the range the
+ * planner walks an index {F: 1, _id: 1} from -- less those of F = v with
+ * an _id <= after: a key on (F, _id) as one range, which the planner's
+ * single-field ranges cannot say, so the few entries that share v are
+ * read and dropped by the matcher. */
+static int keyset(dtx_store_t *st, const char *coll, const json_t *sort,
+                  const char *after, json_t *all) {
+  if (!sort)
+    return json_array_append_new(all, dtx__pack("{s:{s:s}}", "_id", "$gt",
+                                                 after))
+               ? DTX_ENOMEM
+               : 0;
+  void *it = json_object_iter((json_t *)sort);
+  const char *f = json_object_iter_key(it);
+  void *it2 = json_object_iter_next((json_t *)sort, it);
+  /* The lists' orders: (created, _id), every direction 1. */
+  DTX_ASSERT(json_object_size(sort) == 2 &&
+                 strcmp(json_object_iter_key(it2), "_id") == 0 &&
+                 json_integer_value(json_object_iter_value(it)) == 1 &&
+                 json_integer_value(json_object_iter_value(it2)) == 1,
+             "kit.list_keyset");
+  json_t *id = dtx__pack("{s:s}", "_id", after), *one = NULL;
+  dtx__kit_read_t q = {.coll = coll, .filter = id, .limit = 1};
+  int rc = id ? dtx__kit_read(st, &q, &one) : DTX_ENOMEM;
+  json_decref(id);
+  if (rc)
+    return rc;
+  json_t *v = json_object_get(json_array_get(one, 0), f);
+  if (json_array_size(one) == 0)
+    rc = dtx__err(DTX_ENOTFOUND, "page after '%s': no such entry in %s "
+                  "(a list in creation order pages from an entry's place)",
+                  after, coll);
+  else if (!json_is_integer(v))
+    rc = dtx__err(DTX_EINVAL, "page after '%s': the entry has no integer "
+                  "'%s' to page by", after, f);
+  else if (json_array_append_new(all, dtx__pack("{s:{s:O}}", f, "$gte", v)) ||
+           json_array_append_new(
+               all, dtx__pack("{s:[{s:O,s:{s:s}}]}", "$nor", f, v, "_id",
+                              "$lte", after)))
+    rc = DTX_ENOMEM;
+  json_decref(one);
+  return rc;
+}
+
+int dtx__kit_list(dtx_store_t *st, const char *coll, const json_t *filter,
+                  const json_t *sort, const dtx_page_t *page, json_t **out) {
+  *out = NULL;
+  int rc = dtx__kit_page_check(page);
+  if (rc)
+    return rc;
+  json_t *by_id = sort ? NULL : dtx__pack("{s:i}", "_id", 1), *and = NULL;
+  if (page && page->after) {
+    /* {$and: [filter, keyset...]}: the planner reads inside an $and. */
+    and = json_array();
+    if (and && filter && json_array_append(and, (json_t *)filter))
+      rc = DTX_ENOMEM;
+    if (!and)
+      rc = DTX_ENOMEM;
+    if (rc == 0)
+      rc = keyset(st, coll, sort, page->after, and);
+    if (rc == 0 && !(and = json_pack("{s:o}", "$and", and)))
+      rc = DTX_ENOMEM;
+  }
+  dtx__kit_read_t q = {.coll = coll, .filter = and ? and : filter,
                        .sort = sort ? sort : by_id,
                        .skip = page ? page->skip : 0,
                        .limit = page ? page->limit : 0};
-  int rc = by_id || sort ? dtx__kit_read(st, &q, out) : DTX_ENOMEM;
+  if (rc == 0)
+    rc = by_id || sort ? dtx__kit_read(st, &q, out) : DTX_ENOMEM;
   json_decref(by_id);
+  json_decref(and);
   return rc;
 }
 

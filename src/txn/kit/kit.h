@@ -478,9 +478,15 @@ int dtx__kit_await(dtx__exec_t *ex, const dtx__kind_t *k, const json_t *doc,
 
 /* ---- listing ----------------------------------------------------------------- */
 
+/* 0, or DTX_EINVAL for a negative skip or limit, or an after that is
+ * no id (dtx__check_ident) -- before anything is read. */
+int dtx__kit_page_check(const dtx_page_t *page);
+
 /* The documents of coll matching filter (borrowed, NULL: all) in sort
- * order (NULL: by _id), paged by page (NULL: all).  DTX_EINVAL for a
- * negative skip or limit. */
+ * order (NULL: by _id; else {F: 1, _id: 1}, the lists' creation order),
+ * paged by page (NULL: all), page->after as doctx.h says (by _id a range
+ * on _id; in (F, _id) order from the entry's F).  DTX_EINVAL as
+ * dtx__kit_page_check. */
 int dtx__kit_list(dtx_store_t *st, const char *coll, const json_t *filter,
                   const json_t *sort, const dtx_page_t *page, json_t **out);
 /* dtx__kit_list of the documents of coll in state (NULL: any), oldest

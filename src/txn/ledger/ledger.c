@@ -123,6 +123,9 @@ static const dtx__index_def_t indexes[] = {
     /* ledger entries --ref (meta.c; dtx_ledger_unique_refs adds a unique
      * one on the same key) */
     {DTX_LEDGER_ENTRIES, "{\"ref\":1}", 0, 1},
+    /* `ledger list` (all accounts) pages along it from an --after's place
+     * (dtx__kit_list's keyset) */
+    {DTX_LEDGER_ENTRIES, "{\"created\":1,\"_id\":1}", 0, 0},
     {NULL, NULL, 0, 0},
 };
 

@@ -270,8 +270,8 @@ static int entries(dtx_store_t *st, const char *ref, const json_t *meta_filter,
   if (ref &&
       (rc = dtx__lg_check_meta(&(dtx_ledger_post_req_t){.ref = ref})))
     return rc;
-  if (page && (page->skip < 0 || page->limit < 0))
-    return dtx__err(DTX_EINVAL, "skip and limit must be >= 0");
+  if ((rc = dtx__kit_page_check(page)))
+    return rc;
   if (meta_filter ? (rc = rebase(meta_filter, &filter))
                   : !(filter = json_object()))
     return rc ? rc : DTX_ENOMEM;

@@ -573,12 +573,33 @@ static int list_account(dtx__exec_t *ex, const char *account,
   int rc;
   if ((rc = dtx__check_ident("account id", account)))
     return rc;
-  if (page && (page->skip < 0 || page->limit < 0))
-    return dtx__err(DTX_EINVAL, "skip and limit must be >= 0");
+  if ((rc = dtx__kit_page_check(page)))
+    return rc;
   if ((rc = dtx__lg_account(ex, account, &acct)))
     return rc;
   json_decref(acct);
   int64_t lo = 1 + (page ? page->skip : 0);
+  if (page && page->after) {
+    /* Keyset paging: from the seqId after the entry's leg of account. */
+    json_t *e = NULL, *leg;
+    size_t i;
+    int64_t seq = -1;
+    if ((rc = dtx__kit_get(ex, DTX_LEDGER_ENTRIES, page->after, &e)))
+      return rc == DTX_ENOTFOUND
+                 ? dtx__err(DTX_ENOTFOUND, "page after '%s': no such ledger "
+                            "entry", page->after)
+                 : rc;
+    json_array_foreach(json_object_get(e, "changes"), i, leg) {
+      if (dtx__str_is(leg, "account", account) &&
+          json_is_integer(json_object_get(leg, "seqId")))
+        seq = dtx__int(leg, "seqId");
+    }
+    json_decref(e);
+    if (seq < 1)
+      return dtx__err(DTX_EINVAL, "page after '%s': the entry has no leg of "
+                      "account '%s'", page->after, account);
+    lo += seq;
+  }
   int64_t hi = page && page->limit > 0 ? lo + page->limit - 1 : -1;
   return dtx__lg_range(ex, account, lo, hi, out);
 }

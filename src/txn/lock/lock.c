@@ -665,7 +665,10 @@ int dtx_lock_list(dtx_store_t *st, const dtx_page_t *page, json_t **out) {
 /* ---- the pattern ----------------------------------------------------------------- */
 
 static const char *const collections[] = {DTX_LOCKS, DTX_LOCK_NAMES, NULL};
-static const dtx__index_def_t indexes[] = {{NULL, NULL, 0, 0}};
+/* `lock list` pages along it from an --after (dtx__kit_list's keyset):
+ * the planner walks no primary key, so the _id order is an index. */
+static const dtx__index_def_t indexes[] = {
+    {DTX_LOCKS, "{\"_id\":1}", 0, 0}, {NULL, NULL, 0, 0}};
 
 #define LONG "{\"bsonType\":\"long\"}"
 /* token 0: created, never acquired (create's state "free"). */

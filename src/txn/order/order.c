@@ -690,7 +690,11 @@ static int recover(dtx__exec_t *ex, const dtx_recover_opts_t *ro,
 static const char *const collections[] = {DTX__ORDERS, NULL};
 
 static const dtx__index_def_t indexes[] = {
-    {DTX__ORDERS, "{\"state\":1}", 0, 0},
+    /* recovery's state queries use its prefix; `order list --state`
+     * pages along it, and `order list` along the next, from an --after's
+     * place (dtx__kit_list's keyset) */
+    {DTX__ORDERS, "{\"state\":1,\"created\":1,\"_id\":1}", 0, 0},
+    {DTX__ORDERS, "{\"created\":1,\"_id\":1}", 0, 0},
     {NULL, NULL, 0, 0},
 };
 

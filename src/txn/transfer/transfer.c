@@ -861,6 +861,13 @@ static const dtx__index_def_t indexes[] = {
      * pages along it, recovery's and the audit's state queries use its
      * prefix */
     {DTX_TRANSFERS, "{\"state\":1,\"created\":1,\"_id\":1}", 0, 0},
+    /* `transfer list` (all states) pages along it, from an --after's
+     * place (dtx__kit_list's keyset): a page deep in the list costs what
+     * the first does */
+    {DTX_TRANSFERS, "{\"created\":1,\"_id\":1}", 0, 0},
+    /* `account list` pages along it: the planner walks no primary key,
+     * so the _id order a keyset walks is an index of its own */
+    {DTX_ACCOUNTS, "{\"_id\":1}", 0, 0},
     {DTX_ACCOUNTS, "{\"pending.tx\":1}", 0, 0},
     {DTX_ACCOUNTS, "{\"voids.tx\":1}", 0, 0},
     {DTX_ACCOUNTS, "{\"unregistered\":1}", 0, 1}, /* recovery's scan */
