@@ -198,6 +198,23 @@ static int add_computed(stage_t *s, dtx__arena_t *a, const char *path,
   return 0;
 }
 
+/* The flags' document is still open (no terminator yet): a path named
+ * twice ({"a.b": 1, "a": {"b": 0}}) keeps one flag, the last, in the
+ * first one's place, as agg.c's json_object_set does.  1 when found. */
+static int flag_set(dtx__buf_t *flags, const char *path, int on) {
+  size_t off = 4;
+  while (!flags->oom && off < flags->n) {
+    const char *k = flags->p + off + 1;
+    size_t kl = strlen(k);
+    if (!strcmp(k, path)) {
+      flags->p[off + 1 + kl + 1] = (char)on;
+      return 1;
+    }
+    off += 1 + kl + 1 + 4;
+  }
+  return 0;
+}
+
 /* As agg.c's flatten; flags (NULL for $addFields) collects {path: 0|1}. */
 static int flatten(stage_t *s, dtx__arena_t *a, const dtx__bval_t *obj,
                    const char *prefix, dtx__buf_t *flags, size_t cap,
@@ -218,9 +235,11 @@ static int flatten(stage_t *s, dtx__arena_t *a, const dtx__bval_t *obj,
     if (flags && (el.v.type == BSON_TYPE_BOOL || dtx__bval_is_number(&el.v))) {
       int on = el.v.type == BSON_TYPE_BOOL ? dtx__bval_bool(&el.v)
                                            : dtx__bagg_truthy(&el.v);
-      uint8_t b[4] = {(uint8_t)on, 0, 0, 0};
-      dtx__bval_t iv = {BSON_TYPE_INT32, 4, b};
-      dtx__bw_val(flags, path, (size_t)n, &iv);
+      if (!flag_set(flags, path, on)) {
+        uint8_t b[4] = {(uint8_t)on, 0, 0, 0};
+        dtx__bval_t iv = {BSON_TYPE_INT32, 4, b};
+        dtx__bw_val(flags, path, (size_t)n, &iv);
+      }
       continue;
     }
     if (el.v.type == BSON_TYPE_DOCUMENT) {
@@ -339,7 +358,8 @@ static int compile_unset(stage_t *s, const dtx__bval_t *arg) {
         free(flags.p);
         return dtx__err(DTX_EBADQUERY, "$unset needs field names");
       }
-      dtx__bw_val(&flags, k, strlen(k), &zero);
+      if (!flag_set(&flags, k, 0))
+        dtx__bw_val(&flags, k, strlen(k), &zero);
     }
   } else {
     free(flags.p);
