@@ -228,7 +228,37 @@ static void test_sort_type_order(void) {
   run_sort_table(ci);
 }
 
+/* A sorted walk bounded by a range the planner made itself: an anchored
+ * $regex's prefix (plan.c's regex_range) is a range that lives in the
+ * plan, not in the filter, and the walk reads rows after the plan is
+ * gone -- keyset paging's {_id: 1} indexes made it the accounts' plan. */
+static void test_sorted_walk_regex_range(void) {
+  const char *c = conf_coll("walk_regex");
+  CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'s':1}"), NULL, NULL), 0);
+  CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'_id':1}"), NULL, NULL), 0);
+  REQUIRE(conf_seed(c, "[{'_id':'kb','s':'kb'},{'_id':'la','s':'la'},"
+                       "{'_id':'k','s':'k'},{'_id':'ka','s':'ka'},"
+                       "{'_id':'j','s':'j'}]") == 0);
+  static const struct {
+    const char *filter, *sort, *want;
+  } rows[] = {
+      {"{'s':{'$regex':'^k'}}", "{'s':1}", "[\"k\",\"ka\",\"kb\"]"},
+      {"{'_id':{'$regex':'^k'}}", "{'_id':1}", "[\"k\",\"ka\",\"kb\"]"},
+      {"{'_id':{'$regex':'^ka'}}", "{'_id':1}", "[\"ka\"]"},
+      {"{'s':{'$regex':'^k'},'_id':{'$gt':'k'}}", "{'s':1}",
+       "[\"ka\",\"kb\"]"},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    dtx_find_opts_t o = {.sort = JQ(rows[i].sort)};
+    json_t *got = conf_keep(conf_find(c, JQ(rows[i].filter), &o));
+    const char *ids = got ? conf_ids(got) : "(error)";
+    CHECKF(strcmp(ids, rows[i].want) == 0, "%s sorted %s: got %s want %s",
+           rows[i].filter, rows[i].sort, ids, rows[i].want);
+  }
+}
+
 void conf_run_query(void) {
+  CONF_RUN(test_sorted_walk_regex_range);
   CONF_RUN(test_query_semantics_unindexed);
   CONF_RUN(test_query_semantics_indexed);
   CONF_RUN(test_query_after_updates_indexed);

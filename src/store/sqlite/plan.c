@@ -80,10 +80,13 @@ static int ids_candidates(sq_cursor_t *cur, const json_t *vals) {
   return 0;
 }
 
+/* A range bound, copied into the statement (SQLITE_TRANSIENT): a sorted
+ * walk steps after its plan is freed, and a bound the planner made (an
+ * anchored $regex's prefix, plan.c's regex_range) dies with the plan. */
 static int bind_bound(sqlite3_stmt *st, int i, const json_t *v) {
   if (json_is_string(v))
     return sqlite3_bind_text(st, i, json_string_value(v),
-                             (int)json_string_length(v), SQLITE_STATIC);
+                             (int)json_string_length(v), SQLITE_TRANSIENT);
   if (json_is_integer(v))
     return sqlite3_bind_int64(st, i, json_integer_value(v));
   return sqlite3_bind_double(st, i, json_real_value(v));
