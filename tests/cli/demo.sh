@@ -38,7 +38,11 @@ last=$(tail -1 "$TMP/progress")
 check "the last progress line is the final tally: $last" \
   "$([[ $last =~ ,\ +0\ waiting ]]; echo $?)"
 
-if grep -q '^worker 3 is gone' "$O"; then
+if grep -q '^worker 3 is gone' "$O" && grep -q '(none: another worker had already taken them over)' "$O"; then
+  # worker 3 was stopped past its lease (a slow machine): the others took
+  # its transfers over before the listing, as the demo says it may.
+  echo "note: worker 3's transfers were taken over before it was killed" >&2
+elif grep -q '^worker 3 is gone' "$O"; then
   left=$(sed -n '/^worker 3 is gone/,/^$/p' "$O" | grep -o '"_id":"demo-[0-9]*"' | sort -u)
   check "the killed worker's transfers are listed with their owner" \
     "$([ -n "$left" ] && sed -n '/^worker 3 is gone/,/^$/p' "$O" | grep -q '"owner":"worker3#'; echo $?)"
