@@ -335,8 +335,12 @@ for pid in "${rp[@]}"; do stop_bg "$pid" 10 "$WORK/rq.log"; done
 # The 10 s from the first window's start (on the grid of the window left:
 # the first claim may land a little after its window started).
 send=$(jget "$(d find job_rates '{"_id":"rq/*"}')" start)
-read -r s0 n10 all < <(sort -n "$WORK/rq.times" | awk -v e="$send" 'NR==1{s=$1 - (($1 - e) % 1000 + 1000) % 1000} {if ($1 < s + 10000) n++} END{print s, n + 0, NR}')
-[ "$n10" -ge 198 ] && [ "$n10" -le 202 ] && ok ||
+read -r s0 n10 all < <(sort -n "$WORK/rq.times" | awk -v e="$send" 'NR==1{s=$1 - (($1 - e) % 1000 + 1000) % 1000} {if ($1 < s + 10000) n++} END{printf "%d %d %d\n", s, n + 0, NR}')
+# At most 200 (and the grid's two edges) is the limiter's promise.  The
+# floor only shows the limiter does not starve the queue: how close the
+# workers come to 200 is the machine's speed (a claim here starts a shell
+# and two commands), and a CI run at load 10 made 165 and 175.
+[ "$n10" -ge 150 ] && [ "$n10" -le 202 ] && ok ||
   bad "20/1000 over 10 s claimed $n10 (all $all), per second: $(sort -n "$WORK/rq.times" | awk -v s="$s0" '{c[int(($1 - s) / 1000)]++} END{for (k in c) printf "%s:%s ", k, c[k]}')"
 # Never more than 20 per window, however long the workers took to stop (a
 # count of all claims by a time is the machine's speed): a claim comes
