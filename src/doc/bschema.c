@@ -10,6 +10,7 @@
  * list in the schema). */
 #include "doc/bdec.h"
 #include "doc/brules.h"
+#include "doc/schema_where.h"
 #include "util/err.h"
 
 #include <inttypes.h>
@@ -98,68 +99,13 @@ void dtx__bschema_free(dtx__bschema_t *s) {
   free(s);
 }
 
-/* ---- where, and errors (as schema.c) ------------------------------------ */
-
-typedef struct where {
-  char buf[256];
-  size_t n;
-} where_t;
-
-static void where_add(where_t *w, const char *t, size_t len) {
-  size_t room = sizeof w->buf - 1 - w->n;
-  if (len > room)
-    len = room;
-  memcpy(w->buf + w->n, t, len);
-  w->n += len;
-  w->buf[w->n] = '\0';
-}
-
-/* Appends "." (unless empty), then prefix and s, or, when s is NULL, the
- * index i.  Returns what where_pop restores. */
-static size_t where_push(where_t *w, const char *prefix, const char *s,
-                         size_t i) {
-  size_t save = w->n;
-  if (w->n)
-    where_add(w, ".", 1);
-  if (s) {
-    where_add(w, prefix, strlen(prefix));
-    where_add(w, s, strlen(s));
-  } else {
-    char num[24];
-    int k = snprintf(num, sizeof num, "%zu", i);
-    where_add(w, num, (size_t)k);
-  }
-  return save;
-}
-
-static void where_pop(where_t *w, size_t save) {
-  w->n = save;
-  w->buf[w->n] = '\0';
-}
-
-static const char *where_at(const where_t *w) {
-  return w->n ? w->buf : "(top)";
-}
-
-static int bad(const where_t *w, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static int bad(const where_t *w, const char *fmt, ...) {
-  char msg[400];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  return dtx__err(DTX_EBADQUERY, "$jsonSchema at %s: %s", where_at(w), msg);
-}
-
 static int oom(void) { return dtx__err(DTX_ENOMEM, "compiling $jsonSchema"); }
 
 /* ---- compiling ----------------------------------------------------------- */
 
 typedef struct comp {
   dtx__bschema_t *s;
-  where_t w;
+  dtx__where_t w;
 } comp_t;
 
 static int sch_compile(comp_t *c, const dtx__bval_t *spec, bsch_t **out);
@@ -201,14 +147,14 @@ static unsigned alias_bits(const char *kw, const char *name) {
 
 static int compile_types(comp_t *c, bsch_t *s, const char *kw,
                          const dtx__bval_t *v) {
-  where_t *w = &c->w;
+  dtx__where_t *w = &c->w;
   if (s->tkw)
-    return bad(w, "bsonType and type cannot both be given");
+    return dtx__where_bad(w, "bsonType and type cannot both be given");
   s->tkw = kw[0] == 'b' ? "bsonType" : "type";
   int isarr = v->type == BSON_TYPE_ARRAY;
   uint32_t n = isarr ? count_elems(v) : 1;
   if (v->type != BSON_TYPE_UTF8 && !(isarr && n > 0))
-    return bad(w, "%s must be a string or a non-empty array of strings", kw);
+    return dtx__where_bad(w, "%s must be a string or a non-empty array of strings", kw);
   uint32_t alen = 0, off = 0;
   const uint8_t *arr = isarr ? dtx__bval_doc(v, &alen) : NULL;
   size_t tn = 0;
@@ -222,13 +168,13 @@ static int compile_types(comp_t *c, bsch_t *s, const char *kw,
     uint32_t nlen;
     const char *name = str_of(&ev, &nlen);
     if (!name)
-      return bad(w, "%s must be a string or a non-empty array of strings", kw);
+      return dtx__where_bad(w, "%s must be a string or a non-empty array of strings", kw);
     unsigned bits = alias_bits(kw, name);
     if (!bits) {
       if (kw[0] == 't' && strcmp(name, "integer") == 0)
-        return bad(w, "type 'integer' is not supported (MongoDB's "
+        return dtx__where_bad(w, "type 'integer' is not supported (MongoDB's "
                       "$jsonSchema has none): use bsonType 'long' or 'int'");
-      return bad(w, "%s '%.40s' is not supported (supported: %s)", kw, name,
+      return dtx__where_bad(w, "%s '%.40s' is not supported (supported: %s)", kw, name,
                  kw[0] == 'b'
                      ? "double, string, object, array, binData, undefined, "
                        "objectId, bool, date, null, regex, dbPointer, "
@@ -241,7 +187,7 @@ static int compile_types(comp_t *c, bsch_t *s, const char *kw,
       dtx__belem_t p;
       dtx__belem_next(arr, alen, &o2, &p);
       if (p.v.type == BSON_TYPE_UTF8 && same_str(&p.v, &ev))
-        return bad(w, "%s lists '%s' twice", kw, name);
+        return dtx__where_bad(w, "%s lists '%s' twice", kw, name);
     }
     s->types |= bits;
     int k = snprintf(s->tnames + tn, sizeof s->tnames - tn, "%s%s",
@@ -256,7 +202,7 @@ static int compile_types(comp_t *c, bsch_t *s, const char *kw,
 /* A non-negative integer argument: any numeric type holding an integral
  * value (schema.c takes an integer or an integral real; BSON adds int32,
  * and Decimal128 as MongoDB does). */
-static int nonneg(const dtx__bval_t *v, const char *kw, where_t *w,
+static int nonneg(const dtx__bval_t *v, const char *kw, dtx__where_t *w,
                   int64_t *out) {
   int64_t i = -1;
   switch (v->type) {
@@ -283,7 +229,7 @@ static int nonneg(const dtx__bval_t *v, const char *kw, where_t *w,
     break;
   }
   if (i < 0)
-    return bad(w, "%s must be a non-negative integer", kw);
+    return dtx__where_bad(w, "%s must be a non-negative integer", kw);
   *out = i;
   return 0;
 }
@@ -293,17 +239,17 @@ static int compile_list(comp_t *c, const dtx__bval_t *v, const char *kw,
                         bsch_t ***out, size_t *n) {
   uint32_t cnt = v->type == BSON_TYPE_ARRAY ? count_elems(v) : 0;
   if (cnt == 0)
-    return bad(&c->w, "%s must be a non-empty array of schemas", kw);
+    return dtx__where_bad(&c->w, "%s must be a non-empty array of schemas", kw);
   if (!(*out = dtx__arena_alloc(&c->s->arena, cnt * sizeof **out)))
     return oom();
   uint32_t len, off = 0;
   const uint8_t *d = dtx__bval_doc(v, &len);
   dtx__belem_t e;
   for (size_t i = 0; dtx__belem_next(d, len, &off, &e); i++) {
-    size_t save = where_push(&c->w, "", kw, 0);
-    where_push(&c->w, "", NULL, i);
+    size_t save = dtx__where_push(&c->w, "", kw, 0);
+    dtx__where_push(&c->w, "", NULL, i);
     int rc = sch_compile(c, &e.v, &(*out)[i]);
-    where_pop(&c->w, save);
+    dtx__where_pop(&c->w, save);
     if (rc < 0)
       return rc;
     (*n)++;
@@ -312,10 +258,10 @@ static int compile_list(comp_t *c, const dtx__bval_t *v, const char *kw,
 }
 
 static int compile_required(comp_t *c, bsch_t *s, const dtx__bval_t *v) {
-  where_t *w = &c->w;
+  dtx__where_t *w = &c->w;
   uint32_t n = v->type == BSON_TYPE_ARRAY ? count_elems(v) : 0;
   if (n == 0)
-    return bad(w, "required must be a non-empty array of field names");
+    return dtx__where_bad(w, "required must be a non-empty array of field names");
   if (!(s->required = dtx__arena_alloc(&c->s->arena, n * sizeof *s->required)))
     return oom();
   uint32_t len, off = 0;
@@ -325,12 +271,12 @@ static int compile_required(comp_t *c, bsch_t *s, const dtx__bval_t *v) {
     uint32_t sl;
     const char *name = str_of(&e.v, &sl);
     if (!name)
-      return bad(w, "required must be a non-empty array of field names");
+      return dtx__where_bad(w, "required must be a non-empty array of field names");
     uint32_t o2 = 0;
     dtx__belem_t p;
     while (dtx__belem_next(d, len, &o2, &p) && p.v.data != e.v.data)
       if (p.v.type == BSON_TYPE_UTF8 && same_str(&p.v, &e.v))
-        return bad(w, "required lists '%s' twice", name);
+        return dtx__where_bad(w, "required lists '%s' twice", name);
     /* BSON strings end in a NUL: the view is a C string (cut at an inner
      * NUL, as schema.c's strdup of json_string_value is). */
     s->required[s->nrequired++] = name;
@@ -340,7 +286,7 @@ static int compile_required(comp_t *c, bsch_t *s, const dtx__bval_t *v) {
 
 static int compile_props(comp_t *c, bsch_t *s, const dtx__bval_t *v) {
   if (v->type != BSON_TYPE_DOCUMENT)
-    return bad(&c->w, "properties must be an object of schemas");
+    return dtx__where_bad(&c->w, "properties must be an object of schemas");
   uint32_t n = count_elems(v);
   s->pnames = dtx__arena_alloc(&c->s->arena, (n + 1) * sizeof *s->pnames);
   s->props = dtx__arena_alloc(&c->s->arena, (n + 1) * sizeof *s->props);
@@ -351,9 +297,9 @@ static int compile_props(comp_t *c, bsch_t *s, const dtx__bval_t *v) {
   dtx__belem_t e;
   while (dtx__belem_next(d, len, &off, &e)) {
     s->pnames[s->nprops] = e.key;
-    size_t save = where_push(&c->w, "properties.", e.key, 0);
+    size_t save = dtx__where_push(&c->w, "properties.", e.key, 0);
     int rc = sch_compile(c, &e.v, &s->props[s->nprops]);
-    where_pop(&c->w, save);
+    dtx__where_pop(&c->w, save);
     if (rc < 0)
       return rc;
     s->nprops++;
@@ -364,7 +310,7 @@ static int compile_props(comp_t *c, bsch_t *s, const dtx__bval_t *v) {
 static int compile_enum(comp_t *c, bsch_t *s, const dtx__bval_t *v) {
   uint32_t n = v->type == BSON_TYPE_ARRAY ? count_elems(v) : 0;
   if (n == 0)
-    return bad(&c->w, "enum must be a non-empty array");
+    return dtx__where_bad(&c->w, "enum must be a non-empty array");
   uint32_t len, off = 0;
   const uint8_t *d = dtx__bval_doc(v, &len);
   dtx__belem_t e;
@@ -374,7 +320,7 @@ static int compile_enum(comp_t *c, bsch_t *s, const dtx__bval_t *v) {
     dtx__belem_t p;
     while (dtx__belem_next(d, len, &o2, &p) && p.v.data != e.v.data)
       if (dtx__bval_cmp(&p.v, &e.v) == 0)
-        return bad(&c->w, "enum lists a value twice");
+        return dtx__where_bad(&c->w, "enum lists a value twice");
   }
   s->enumv = *v;
   return 0;
@@ -384,12 +330,12 @@ static int compile_pattern(comp_t *c, bsch_t *s, const dtx__bval_t *v) {
   uint32_t n;
   const char *p = str_of(v, &n);
   if (!p)
-    return bad(&c->w, "pattern must be a string (a regular expression)");
+    return dtx__where_bad(&c->w, "pattern must be a string (a regular expression)");
   relink_t *l = dtx__arena_alloc(&c->s->arena, sizeof *l);
   if (!l)
     return oom();
   if (dtx__regex_compile(p, n, "", &l->re) < 0)
-    return bad(&c->w, "pattern: %s", dtx_errdetail());
+    return dtx__where_bad(&c->w, "pattern: %s", dtx_errdetail());
   l->next = c->s->rlist;
   c->s->rlist = l;
   s->pattern = l->re;
@@ -399,9 +345,9 @@ static int compile_pattern(comp_t *c, bsch_t *s, const dtx__bval_t *v) {
 
 static int sub_schema(comp_t *c, const char *kw, const dtx__bval_t *v,
                       bsch_t **out) {
-  size_t save = where_push(&c->w, "", kw, 0);
+  size_t save = dtx__where_push(&c->w, "", kw, 0);
   int rc = sch_compile(c, v, out);
-  where_pop(&c->w, save);
+  dtx__where_pop(&c->w, save);
   return rc;
 }
 
@@ -412,7 +358,7 @@ static int is_kw(const char *a, const char *b) { return strcmp(a, b) == 0; }
 static int compile_kw(comp_t *c, bsch_t *s, const dtx__belem_t *e) {
   const char *kw = e->key;
   const dtx__bval_t *v = &e->v;
-  where_t *w = &c->w;
+  dtx__where_t *w = &c->w;
   if (is_kw(kw, "bsonType") || is_kw(kw, "type"))
     return compile_types(c, s, kw, v);
   if (is_kw(kw, "required"))
@@ -421,7 +367,7 @@ static int compile_kw(comp_t *c, bsch_t *s, const dtx__belem_t *e) {
     return compile_props(c, s, v);
   if (is_kw(kw, "additionalProperties")) {
     if (v->type != BSON_TYPE_BOOL)
-      return bad(w, "additionalProperties must be true or false (a schema "
+      return dtx__where_bad(w, "additionalProperties must be true or false (a schema "
                     "there is not supported)");
     s->addl = dtx__bval_bool(v);
     return 0;
@@ -430,13 +376,13 @@ static int compile_kw(comp_t *c, bsch_t *s, const dtx__belem_t *e) {
     return compile_enum(c, s, v);
   if (is_kw(kw, "minimum") || is_kw(kw, "maximum")) {
     if (!dtx__bval_is_number(v))
-      return bad(w, "%s must be a number", kw);
+      return dtx__where_bad(w, "%s must be a number", kw);
     *(kw[1] == 'i' ? &s->minimum : &s->maximum) = *v;
     return 0;
   }
   if (is_kw(kw, "exclusiveMinimum") || is_kw(kw, "exclusiveMaximum")) {
     if (v->type != BSON_TYPE_BOOL)
-      return bad(w, "%s must be true or false (JSON Schema draft 4, as "
+      return dtx__where_bad(w, "%s must be true or false (JSON Schema draft 4, as "
                     "MongoDB)",
                  kw);
     *(kw[10] == 'i' ? &s->exmin : &s->exmax) = 1 + dtx__bval_bool(v);
@@ -454,13 +400,13 @@ static int compile_kw(comp_t *c, bsch_t *s, const dtx__belem_t *e) {
     return nonneg(v, kw, w, &s->maxitems);
   if (is_kw(kw, "uniqueItems")) {
     if (v->type != BSON_TYPE_BOOL)
-      return bad(w, "uniqueItems must be true or false");
+      return dtx__where_bad(w, "uniqueItems must be true or false");
     s->unique = dtx__bval_bool(v);
     return 0;
   }
   if (is_kw(kw, "items")) {
     if (v->type == BSON_TYPE_ARRAY)
-      return bad(w, "items must be one schema (an array of schemas is not "
+      return dtx__where_bad(w, "items must be one schema (an array of schemas is not "
                     "supported)");
     return sub_schema(c, "items", v, &s->items);
   }
@@ -474,10 +420,10 @@ static int compile_kw(comp_t *c, bsch_t *s, const dtx__belem_t *e) {
     return sub_schema(c, "not", v, &s->not_);
   if (is_kw(kw, "title") || is_kw(kw, "description")) {
     if (v->type != BSON_TYPE_UTF8)
-      return bad(w, "%s must be a string", kw);
+      return dtx__where_bad(w, "%s must be a string", kw);
     return 0;
   }
-  return bad(w, "keyword '%.60s' is not supported (see docs/validation.md "
+  return dtx__where_bad(w, "keyword '%.60s' is not supported (see docs/validation.md "
                 "for the supported subset)",
              kw);
 }
@@ -485,7 +431,7 @@ static int compile_kw(comp_t *c, bsch_t *s, const dtx__belem_t *e) {
 static int sch_compile(comp_t *c, const dtx__bval_t *spec, bsch_t **out) {
   *out = NULL;
   if (spec->type != BSON_TYPE_DOCUMENT)
-    return bad(&c->w, "a schema must be an object");
+    return dtx__where_bad(&c->w, "a schema must be an object");
   bsch_t *s = dtx__arena_alloc(&c->s->arena, sizeof *s);
   if (!s)
     return oom();
@@ -500,10 +446,10 @@ static int sch_compile(comp_t *c, const dtx__bval_t *spec, bsch_t **out) {
       return rc;
   }
   if (s->exmin && !s->minimum.type)
-    return bad(&c->w, "exclusiveMinimum needs minimum");
+    return dtx__where_bad(&c->w, "exclusiveMinimum needs minimum");
   s->exmin = s->exmin == 2;
   if (s->exmax && !s->maximum.type)
-    return bad(&c->w, "exclusiveMaximum needs maximum");
+    return dtx__where_bad(&c->w, "exclusiveMaximum needs maximum");
   s->exmax = s->exmax == 2;
   *out = s;
   return 0;
@@ -545,7 +491,7 @@ int dtx__bschema_compile(const dtx__bval_t *spec, dtx__bschema_t **out) {
 /* The instance path and the keyword path of the check in progress; quiet
  * checks (inside anyOf, oneOf, not, and the first pass) build neither. */
 typedef struct mctx {
-  where_t ip, kp;
+  dtx__where_t ip, kp;
   char *why;
   size_t whylen;
   int quiet;
@@ -562,10 +508,10 @@ static int fail(mctx_t *m, const char *kw, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  size_t save = where_push(&m->kp, "", kw, 0);
+  size_t save = dtx__where_push(&m->kp, "", kw, 0);
   snprintf(m->why, m->whylen, "%s %s ($jsonSchema %s)",
            m->ip.n ? m->ip.buf : "document", msg, m->kp.buf);
-  where_pop(&m->kp, save);
+  dtx__where_pop(&m->kp, save);
   return 0;
 }
 
@@ -656,13 +602,13 @@ static int check_object(const bsch_t *s, const dtx__bval_t *v, mctx_t *m) {
   for (size_t i = 0; i < s->nprops; i++) {
     if (!dtx__belem_find(d, len, s->pnames[i], strlen(s->pnames[i]), &f))
       continue;
-    size_t si = m->quiet ? 0 : where_push(&m->ip, "", s->pnames[i], 0);
-    size_t sk = m->quiet ? 0 : where_push(&m->kp, "properties.",
+    size_t si = m->quiet ? 0 : dtx__where_push(&m->ip, "", s->pnames[i], 0);
+    size_t sk = m->quiet ? 0 : dtx__where_push(&m->kp, "properties.",
                                           s->pnames[i], 0);
     int ok = check(s->props[i], &f.v, m);
     if (!m->quiet) {
-      where_pop(&m->ip, si);
-      where_pop(&m->kp, sk);
+      dtx__where_pop(&m->ip, si);
+      dtx__where_pop(&m->kp, sk);
     }
     if (!ok)
       return 0;
@@ -701,12 +647,12 @@ static int check_array(const bsch_t *s, const dtx__bval_t *v, mctx_t *m) {
     const uint8_t *d = dtx__bval_doc(v, &len);
     dtx__belem_t e;
     for (size_t i = 0; dtx__belem_next(d, len, &off, &e); i++) {
-      size_t si = m->quiet ? 0 : where_push(&m->ip, "", NULL, i);
-      size_t sk = m->quiet ? 0 : where_push(&m->kp, "", "items", 0);
+      size_t si = m->quiet ? 0 : dtx__where_push(&m->ip, "", NULL, i);
+      size_t sk = m->quiet ? 0 : dtx__where_push(&m->kp, "", "items", 0);
       int ok = check(s->items, &e.v, m);
       if (!m->quiet) {
-        where_pop(&m->ip, si);
-        where_pop(&m->kp, sk);
+        dtx__where_pop(&m->ip, si);
+        dtx__where_pop(&m->kp, sk);
       }
       if (!ok)
         return 0;
@@ -812,12 +758,12 @@ static int check(const bsch_t *s, const dtx__bval_t *v, mctx_t *m) {
   if (v->type == BSON_TYPE_UTF8 && !check_string(s, v, m))
     return 0;
   for (size_t i = 0; i < s->nall; i++) {
-    size_t sk = m->quiet ? 0 : where_push(&m->kp, "", "allOf", 0);
+    size_t sk = m->quiet ? 0 : dtx__where_push(&m->kp, "", "allOf", 0);
     if (!m->quiet)
-      where_push(&m->kp, "", NULL, i);
+      dtx__where_push(&m->kp, "", NULL, i);
     int ok = check(s->allof[i], v, m);
     if (!m->quiet)
-      where_pop(&m->kp, sk);
+      dtx__where_pop(&m->kp, sk);
     if (!ok)
       return 0;
   }

@@ -32,6 +32,7 @@
  *   ($jsonSchema properties.min_balance.bsonType)
  */
 #include "doc/doc.h"
+#include "doc/schema_where.h"
 #include "util/err.h"
 
 #include <inttypes.h>
@@ -142,97 +143,38 @@ void dtx__schema_free(dtx__schema_t *s) {
 
 /* ---- compiling -------------------------------------------------------------- */
 
-/* Where in the schema compilation is, for error messages: "" at the top,
- * then "properties.balance", "items", "anyOf.1" ... */
-typedef struct where {
-  char buf[256];
-  size_t n;
-} where_t;
-
-/* Appends len bytes of t, truncating at the buffer's end as snprintf
- * would.  Plain copies, not snprintf: every property of every write's
- * schema check passes here, and formatting showed in profiles (~3 % of
- * a batched transfer on SQLite). */
-static void where_add(where_t *w, const char *t, size_t len) {
-  size_t room = sizeof w->buf - 1 - w->n;
-  if (len > room)
-    len = room;
-  memcpy(w->buf + w->n, t, len);
-  w->n += len;
-  w->buf[w->n] = '\0';
-}
-
-/* Appends "." (unless empty), then fmt with s for its one "%s", or, when
- * s is NULL, the index i (fmt is then "%zu"). */
-static size_t where_push(where_t *w, const char *fmt, const char *s,
-                         size_t i) {
-  size_t save = w->n;
-  if (w->n)
-    where_add(w, ".", 1);
-  if (s) {
-    const char *p = strstr(fmt, "%s");
-    where_add(w, fmt, (size_t)(p - fmt));
-    where_add(w, s, strlen(s));
-    where_add(w, p + 2, strlen(p + 2));
-  } else {
-    char num[24];
-    int k = snprintf(num, sizeof num, "%zu", i);
-    where_add(w, num, (size_t)k);
-  }
-  return save;
-}
-
-static void where_pop(where_t *w, size_t save) {
-  w->n = save;
-  w->buf[w->n] = '\0';
-}
-
-static const char *where_at(const where_t *w) { return w->n ? w->buf : "(top)"; }
-
-static int bad(const where_t *w, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static int bad(const where_t *w, const char *fmt, ...) {
-  char msg[400];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  return dtx__err(DTX_EBADQUERY, "$jsonSchema at %s: %s", where_at(w), msg);
-}
-
-static int sch_compile(const json_t *spec, where_t *w, sch_t **out);
+static int sch_compile(const json_t *spec, dtx__where_t *w, sch_t **out);
 
 /* bsonType/type: one alias or a non-empty array of distinct ones. */
 static int compile_types(sch_t *s, const char *kw, const json_t *v,
-                         where_t *w) {
+                         dtx__where_t *w) {
   const alias_t *tab = strcmp(kw, "bsonType") == 0 ? bson_aliases : json_aliases;
   size_t ntab = tab == bson_aliases ? sizeof bson_aliases / sizeof *tab
                                     : sizeof json_aliases / sizeof *tab;
   if (s->tkw)
-    return bad(w, "bsonType and type cannot both be given");
+    return dtx__where_bad(w, "bsonType and type cannot both be given");
   s->tkw = kw;
   size_t n = json_is_array(v) ? json_array_size(v) : 1;
   if (!json_is_string(v) && !(json_is_array(v) && n > 0))
-    return bad(w, "%s must be a string or a non-empty array of strings", kw);
+    return dtx__where_bad(w, "%s must be a string or a non-empty array of strings", kw);
   size_t tn = 0;
   for (size_t i = 0; i < n; i++) {
     const json_t *e = json_is_array(v) ? json_array_get(v, i) : v;
     const char *name = json_string_value(e);
     if (!name)
-      return bad(w, "%s must be a string or a non-empty array of strings", kw);
+      return dtx__where_bad(w, "%s must be a string or a non-empty array of strings", kw);
     unsigned bits = 0;
     for (size_t k = 0; k < ntab; k++)
       if (strcmp(tab[k].name, name) == 0)
         bits = tab[k].bits;
     if (!bits) {
       if (strcmp(kw, "type") == 0 && strcmp(name, "integer") == 0)
-        return bad(w, "type 'integer' is not supported (MongoDB's "
+        return dtx__where_bad(w, "type 'integer' is not supported (MongoDB's "
                       "$jsonSchema has none): use bsonType 'long' or 'int'");
       if (strcmp(kw, "bsonType") == 0 && strcmp(name, "decimal") == 0)
-        return bad(w, "bsonType 'decimal' is not supported: doctx stores no "
+        return dtx__where_bad(w, "bsonType 'decimal' is not supported: doctx stores no "
                       "Decimal128 values (use long minor units)");
-      return bad(w, "%s '%.40s' is not supported (supported: %s)", kw, name,
+      return dtx__where_bad(w, "%s '%.40s' is not supported (supported: %s)", kw, name,
                  tab == bson_aliases
                      ? "object, array, string, bool, null, int, long, "
                        "double, number"
@@ -240,7 +182,7 @@ static int compile_types(sch_t *s, const char *kw, const json_t *v,
     }
     for (size_t j = 0; j < i; j++)
       if (json_equal(json_array_get(v, j), e))
-        return bad(w, "%s lists '%s' twice", kw, name);
+        return dtx__where_bad(w, "%s lists '%s' twice", kw, name);
     s->types |= bits;
     int k = snprintf(s->tnames + tn, sizeof s->tnames - tn, "%s%s",
                      i == 0 ? "" : i + 1 == n ? " or " : ", ", name);
@@ -253,7 +195,7 @@ static int compile_types(sch_t *s, const char *kw, const json_t *v,
 
 /* A non-negative integer argument (an integral real is accepted too, as
  * MongoDB does). */
-static int nonneg(const json_t *v, const char *kw, where_t *w, int64_t *out) {
+static int nonneg(const json_t *v, const char *kw, dtx__where_t *w, int64_t *out) {
   if (json_is_integer(v) && json_integer_value(v) >= 0) {
     *out = json_integer_value(v);
     return 0;
@@ -265,22 +207,22 @@ static int nonneg(const json_t *v, const char *kw, where_t *w, int64_t *out) {
       return 0;
     }
   }
-  return bad(w, "%s must be a non-negative integer", kw);
+  return dtx__where_bad(w, "%s must be a non-negative integer", kw);
 }
 
 /* anyOf/allOf/oneOf: a non-empty array of schemas. */
-static int compile_list(const json_t *v, const char *kw, where_t *w,
+static int compile_list(const json_t *v, const char *kw, dtx__where_t *w,
                         sch_t ***out, size_t *n) {
   if (!json_is_array(v) || json_array_size(v) == 0)
-    return bad(w, "%s must be a non-empty array of schemas", kw);
+    return dtx__where_bad(w, "%s must be a non-empty array of schemas", kw);
   *out = calloc(json_array_size(v), sizeof **out);
   if (!*out)
     return dtx__err(DTX_ENOMEM, "compiling $jsonSchema");
   for (size_t i = 0; i < json_array_size(v); i++) {
-    size_t save = where_push(w, "%s", kw, 0);
-    where_push(w, "%zu", NULL, i);
+    size_t save = dtx__where_push(w, "", kw, 0);
+    dtx__where_push(w, "", NULL, i);
     int rc = sch_compile(json_array_get(v, i), w, &(*out)[i]);
-    where_pop(w, save);
+    dtx__where_pop(w, save);
     if (rc < 0)
       return rc;
     (*n)++;
@@ -288,28 +230,28 @@ static int compile_list(const json_t *v, const char *kw, where_t *w,
   return 0;
 }
 
-static int compile_required(sch_t *s, const json_t *v, where_t *w) {
+static int compile_required(sch_t *s, const json_t *v, dtx__where_t *w) {
   if (!json_is_array(v) || json_array_size(v) == 0)
-    return bad(w, "required must be a non-empty array of field names");
+    return dtx__where_bad(w, "required must be a non-empty array of field names");
   size_t n = json_array_size(v);
   if (!(s->required = calloc(n, sizeof *s->required)))
     return dtx__err(DTX_ENOMEM, "compiling $jsonSchema");
   for (size_t i = 0; i < n; i++) {
     const json_t *e = json_array_get(v, i);
     if (!json_is_string(e))
-      return bad(w, "required must be a non-empty array of field names");
+      return dtx__where_bad(w, "required must be a non-empty array of field names");
     for (size_t j = 0; j < i; j++)
       if (json_equal(json_array_get(v, j), e))
-        return bad(w, "required lists '%s' twice", json_string_value(e));
+        return dtx__where_bad(w, "required lists '%s' twice", json_string_value(e));
     if (!(s->required[s->nrequired++] = strdup(json_string_value(e))))
       return dtx__err(DTX_ENOMEM, "compiling $jsonSchema");
   }
   return 0;
 }
 
-static int compile_props(sch_t *s, const json_t *v, where_t *w) {
+static int compile_props(sch_t *s, const json_t *v, dtx__where_t *w) {
   if (!json_is_object(v))
-    return bad(w, "properties must be an object of schemas");
+    return dtx__where_bad(w, "properties must be an object of schemas");
   size_t n = json_object_size(v);
   s->pnames = calloc(n + 1, sizeof *s->pnames);
   s->props = calloc(n + 1, sizeof *s->props);
@@ -321,38 +263,38 @@ static int compile_props(sch_t *s, const json_t *v, where_t *w) {
     if (!(s->pnames[s->nprops] = strdup(k)))
       return dtx__err(DTX_ENOMEM, "compiling $jsonSchema");
     s->nprops++; /* counted now, so a failure below frees the name */
-    size_t save = where_push(w, "properties.%s", k, 0);
+    size_t save = dtx__where_push(w, "properties.", k, 0);
     int rc = sch_compile(e, w, &s->props[s->nprops - 1]);
-    where_pop(w, save);
+    dtx__where_pop(w, save);
     if (rc < 0)
       return rc;
   }
   return 0;
 }
 
-static int compile_enum(sch_t *s, const json_t *v, where_t *w) {
+static int compile_enum(sch_t *s, const json_t *v, dtx__where_t *w) {
   if (!json_is_array(v) || json_array_size(v) == 0)
-    return bad(w, "enum must be a non-empty array");
+    return dtx__where_bad(w, "enum must be a non-empty array");
   for (size_t i = 0; i < json_array_size(v); i++)
     for (size_t j = 0; j < i; j++)
       if (dtx__value_cmp(json_array_get(v, i), json_array_get(v, j)) == 0)
-        return bad(w, "enum lists a value twice");
+        return dtx__where_bad(w, "enum lists a value twice");
   if (!(s->enumv = json_deep_copy(v)))
     return dtx__err(DTX_ENOMEM, "compiling $jsonSchema");
   return 0;
 }
 
 /* Keywords that are known but refused, with the reason. */
-static int refuse(const char *kw, where_t *w) {
-  return bad(w, "keyword '%.60s' is not supported (see docs/validation.md "
+static int refuse(const char *kw, dtx__where_t *w) {
+  return dtx__where_bad(w, "keyword '%.60s' is not supported (see docs/validation.md "
                 "for the supported subset)",
              kw);
 }
 
-static int sch_compile(const json_t *spec, where_t *w, sch_t **out) {
+static int sch_compile(const json_t *spec, dtx__where_t *w, sch_t **out) {
   *out = NULL;
   if (!json_is_object(spec))
-    return bad(w, "a schema must be an object");
+    return dtx__where_bad(w, "a schema must be an object");
   sch_t *s = calloc(1, sizeof *s);
   if (!s)
     return dtx__err(DTX_ENOMEM, "compiling $jsonSchema");
@@ -373,13 +315,13 @@ static int sch_compile(const json_t *spec, where_t *w, sch_t **out) {
       if (json_is_boolean(v))
         s->addl = json_is_true(v);
       else
-        rc = bad(w, "additionalProperties must be true or false (a schema "
+        rc = dtx__where_bad(w, "additionalProperties must be true or false (a schema "
                     "there is not supported)");
     } else if (strcmp(kw, "enum") == 0) {
       rc = compile_enum(s, v, w);
     } else if (strcmp(kw, "minimum") == 0 || strcmp(kw, "maximum") == 0) {
       if (!json_is_number(v))
-        rc = bad(w, "%s must be a number", kw);
+        rc = dtx__where_bad(w, "%s must be a number", kw);
       else if (kw[1] == 'i')
         s->minimum = json_incref(v);
       else
@@ -387,7 +329,7 @@ static int sch_compile(const json_t *spec, where_t *w, sch_t **out) {
     } else if (strcmp(kw, "exclusiveMinimum") == 0 ||
                strcmp(kw, "exclusiveMaximum") == 0) {
       if (!json_is_boolean(v))
-        rc = bad(w, "%s must be true or false (JSON Schema draft 4, as "
+        rc = dtx__where_bad(w, "%s must be true or false (JSON Schema draft 4, as "
                     "MongoDB)",
                  kw);
       else if (strcmp(kw, "exclusiveMinimum") == 0)
@@ -396,10 +338,10 @@ static int sch_compile(const json_t *spec, where_t *w, sch_t **out) {
         exmax = v;
     } else if (strcmp(kw, "pattern") == 0) {
       if (!json_is_string(v))
-        rc = bad(w, "pattern must be a string (a regular expression)");
+        rc = dtx__where_bad(w, "pattern must be a string (a regular expression)");
       else if (dtx__regex_compile(json_string_value(v), json_string_length(v),
                                   "", &s->pattern) < 0)
-        rc = bad(w, "pattern: %s", dtx_errdetail());
+        rc = dtx__where_bad(w, "pattern: %s", dtx_errdetail());
       else if (!(s->pattern_text = strdup(json_string_value(v))))
         rc = dtx__err(DTX_ENOMEM, "compiling $jsonSchema");
     } else if (strcmp(kw, "minLength") == 0) {
@@ -414,15 +356,15 @@ static int sch_compile(const json_t *spec, where_t *w, sch_t **out) {
       if (json_is_boolean(v))
         s->unique = json_is_true(v);
       else
-        rc = bad(w, "uniqueItems must be true or false");
+        rc = dtx__where_bad(w, "uniqueItems must be true or false");
     } else if (strcmp(kw, "items") == 0) {
       if (json_is_array(v)) {
-        rc = bad(w, "items must be one schema (an array of schemas is not "
+        rc = dtx__where_bad(w, "items must be one schema (an array of schemas is not "
                     "supported)");
       } else {
-        size_t save = where_push(w, "%s", "items", 0);
+        size_t save = dtx__where_push(w, "", "items", 0);
         rc = sch_compile(v, w, &s->items);
-        where_pop(w, save);
+        dtx__where_pop(w, save);
       }
     } else if (strcmp(kw, "anyOf") == 0) {
       rc = compile_list(v, kw, w, &s->anyof, &s->nany);
@@ -431,12 +373,12 @@ static int sch_compile(const json_t *spec, where_t *w, sch_t **out) {
     } else if (strcmp(kw, "oneOf") == 0) {
       rc = compile_list(v, kw, w, &s->oneof, &s->none);
     } else if (strcmp(kw, "not") == 0) {
-      size_t save = where_push(w, "%s", "not", 0);
+      size_t save = dtx__where_push(w, "", "not", 0);
       rc = sch_compile(v, w, &s->not_);
-      where_pop(w, save);
+      dtx__where_pop(w, save);
     } else if (strcmp(kw, "title") == 0 || strcmp(kw, "description") == 0) {
       if (!json_is_string(v))
-        rc = bad(w, "%s must be a string", kw);
+        rc = dtx__where_bad(w, "%s must be a string", kw);
     } else {
       rc = refuse(kw, w);
     }
@@ -445,12 +387,12 @@ static int sch_compile(const json_t *spec, where_t *w, sch_t **out) {
   }
   if (rc == 0 && exmin) {
     if (!s->minimum)
-      rc = bad(w, "exclusiveMinimum needs minimum");
+      rc = dtx__where_bad(w, "exclusiveMinimum needs minimum");
     s->exmin = json_is_true(exmin);
   }
   if (rc == 0 && exmax) {
     if (!s->maximum)
-      rc = bad(w, "exclusiveMaximum needs maximum");
+      rc = dtx__where_bad(w, "exclusiveMaximum needs maximum");
     s->exmax = json_is_true(exmax);
   }
   if (rc < 0) {
@@ -466,7 +408,7 @@ int dtx__schema_compile(const json_t *spec, dtx__schema_t **out) {
   dtx__schema_t *s = calloc(1, sizeof *s);
   if (!s)
     return dtx__err(DTX_ENOMEM, "compiling $jsonSchema");
-  where_t w = {{0}, 0};
+  dtx__where_t w = {{0}, 0};
   int rc = sch_compile(spec, &w, &s->root);
   if (rc < 0) {
     free(s);
@@ -482,7 +424,7 @@ int dtx__schema_compile(const json_t *spec, dtx__schema_t **out) {
  * ("properties.min_balance.bsonType") of the check in progress.  quiet
  * checks (inside anyOf, oneOf, not) build neither, and write no reason. */
 typedef struct mctx {
-  where_t ip, kp;
+  dtx__where_t ip, kp;
   char *why;
   size_t whylen;
   int quiet;
@@ -523,10 +465,10 @@ static int fail(mctx_t *m, const char *kw, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  size_t save = where_push(&m->kp, "%s", kw, 0);
+  size_t save = dtx__where_push(&m->kp, "", kw, 0);
   snprintf(m->why, m->whylen, "%s %s ($jsonSchema %s)",
            m->ip.n ? m->ip.buf : "document", msg, m->kp.buf);
-  where_pop(&m->kp, save);
+  dtx__where_pop(&m->kp, save);
   return 0;
 }
 
@@ -594,13 +536,13 @@ static int check_object(const sch_t *s, const json_t *v, mctx_t *m) {
     const json_t *f = json_object_get(v, s->pnames[i]);
     if (!f)
       continue;
-    size_t si = m->quiet ? 0 : where_push(&m->ip, "%s", s->pnames[i], 0);
-    size_t sk = m->quiet ? 0 : where_push(&m->kp, "properties.%s",
+    size_t si = m->quiet ? 0 : dtx__where_push(&m->ip, "", s->pnames[i], 0);
+    size_t sk = m->quiet ? 0 : dtx__where_push(&m->kp, "properties.",
                                           s->pnames[i], 0);
     int ok = check(s->props[i], f, m);
     if (!m->quiet) {
-      where_pop(&m->ip, si);
-      where_pop(&m->kp, sk);
+      dtx__where_pop(&m->ip, si);
+      dtx__where_pop(&m->kp, sk);
     }
     if (!ok)
       return 0;
@@ -637,12 +579,12 @@ static int check_array(const sch_t *s, const json_t *v, mctx_t *m) {
   }
   if (s->items) {
     for (size_t i = 0; i < json_array_size(v); i++) {
-      size_t si = m->quiet ? 0 : where_push(&m->ip, "%zu", NULL, i);
-      size_t sk = m->quiet ? 0 : where_push(&m->kp, "%s", "items", 0);
+      size_t si = m->quiet ? 0 : dtx__where_push(&m->ip, "", NULL, i);
+      size_t sk = m->quiet ? 0 : dtx__where_push(&m->kp, "", "items", 0);
       int ok = check(s->items, json_array_get(v, i), m);
       if (!m->quiet) {
-        where_pop(&m->ip, si);
-        where_pop(&m->kp, sk);
+        dtx__where_pop(&m->ip, si);
+        dtx__where_pop(&m->kp, sk);
       }
       if (!ok)
         return 0;
@@ -723,12 +665,12 @@ static int check(const sch_t *s, const json_t *v, mctx_t *m) {
   if (json_is_string(v) && !check_string(s, v, m))
     return 0;
   for (size_t i = 0; i < s->nall; i++) {
-    size_t sk = m->quiet ? 0 : where_push(&m->kp, "%s", "allOf", 0);
+    size_t sk = m->quiet ? 0 : dtx__where_push(&m->kp, "", "allOf", 0);
     if (!m->quiet)
-      where_push(&m->kp, "%zu", NULL, i);
+      dtx__where_push(&m->kp, "", NULL, i);
     int ok = check(s->allof[i], v, m);
     if (!m->quiet)
-      where_pop(&m->kp, sk);
+      dtx__where_pop(&m->kp, sk);
     if (!ok)
       return 0;
   }
