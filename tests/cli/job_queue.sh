@@ -252,10 +252,15 @@ d job add kq t --id kc1 --delay-ms 60000 >/dev/null
 d job cancel kc1 >/dev/null
 expect 0 "recover without --keep-dead-ms" -- d recover
 [ "$(state kd1)" = dead ] && [ "$(state kc1)" = canceled ] && ok || bad "purged without the option: $(out)"
-nap 0.3
+# The two old ones finished two minutes ago (their times moved back past
+# the rules), so a slow machine's steps cannot age the young one past the
+# window as a 250 ms window and a nap did.
+for j in kd1 kc1; do
+  d update jobs "{\"_id\":\"$j\"}" '{"$inc":{"finished":-120000,"updated":-120000}}' --bypass-validation >/dev/null || bad "age $j"
+done
 d job add kq t --id kc2 >/dev/null
 d job cancel kc2 >/dev/null
-expect 0 "recover --keep-dead-ms 250" -- d recover --keep-dead-ms 250
+expect 0 "recover --keep-dead-ms 60000" -- d recover --keep-dead-ms 60000
 grep -q '"purged_dead":1' "$WORK/out" && grep -q '"purged_canceled":1' "$WORK/out" && ok || bad "recover: $(out)"
 [ "$(d count jobs '{"_id":{"$in":["kd1","kc1"]}}')" = 0 ] && ok || bad "the old dead and canceled jobs were kept"
 [ "$(state kc2)" = canceled ] && ok || bad "the younger canceled job was purged"
@@ -316,31 +321,36 @@ expect 0 "queue --rate 20/1000" -- d job queue rq --rate 20/1000
 # The long proof runs in the release stages (DTX_QUICK: one claim only).
 if [ -z "${DTX_QUICK:-}" ]; then
 for i in $(seq 1 225); do d job add rq t --id "r$i" >/dev/null || bad "add r$i"; done
-: >"$WORK/rq.times"
+: >"$WORK/rq.jobs"
 rp=()
 for w in 1 2; do
-  # The claim's time: its lease's end less the lease (the job on stdin).
+  # The claim's time: its lease's end less the lease (the job on stdin,
+  # kept with shell builtins only: one process per claim, so that a slow
+  # machine's process starts do not stand in for the limiter).
   start_bg "$WORK/rq$w.log" "$DOCTX" --store "$S" job work rq --threads 2 --lease-ms 30000 \
-    --exec "grep -o '\"lease_until\":[0-9]*' | cut -d: -f2 >>$WORK/rq.times; echo {}"
+    --exec "read -r j; printf '%s\\n' \"\$j\" >>$WORK/rq.jobs; echo {}"
   rp+=("$BG_PID")
 done
 # Until 10.5 s after the first claim (bounded: 40 s in all).
 end=$((SECONDS + 40)) t0=
 while [ $SECONDS -lt $end ]; do
-  [ -z "$t0" ] && [ -s "$WORK/rq.times" ] && t0=$(now_ms)
+  [ -z "$t0" ] && [ -s "$WORK/rq.jobs" ] && t0=$(now_ms)
   [ -n "$t0" ] && [ $(($(now_ms) - t0)) -ge 10500 ] && break
   nap 0.1
 done
 for pid in "${rp[@]}"; do stop_bg "$pid" 10 "$WORK/rq.log"; done
+grep -o '"lease_until":[0-9]*' "$WORK/rq.jobs" | cut -d: -f2 >"$WORK/rq.times"
 # The 10 s from the first window's start (on the grid of the window left:
 # the first claim may land a little after its window started).
 send=$(jget "$(d find job_rates '{"_id":"rq/*"}')" start)
 read -r s0 n10 all < <(sort -n "$WORK/rq.times" | awk -v e="$send" 'NR==1{s=$1 - (($1 - e) % 1000 + 1000) % 1000} {if ($1 < s + 10000) n++} END{printf "%d %d %d\n", s, n + 0, NR}')
 # At most 200 (and the grid's two edges) is the limiter's promise.  The
 # floor only shows the limiter does not starve the queue: how close the
-# workers come to 200 is the machine's speed (a claim here starts a shell
-# and two commands), and a CI run at load 10 made 165 and 175.
-[ "$n10" -ge 150 ] && [ "$n10" -le 202 ] && ok ||
+# workers come to 200 is the machine's speed (a claim here starts one
+# shell): a CI run at load 10 made 143 when a claim started three
+# processes, and a 2-core machine under 8 busy loops 170 with one.  A
+# limiter that lost every other window would make at most 100.
+[ "$n10" -ge 120 ] && [ "$n10" -le 202 ] && ok ||
   bad "20/1000 over 10 s claimed $n10 (all $all), per second: $(sort -n "$WORK/rq.times" | awk -v s="$s0" '{c[int(($1 - s) / 1000)]++} END{for (k in c) printf "%s:%s ", k, c[k]}')"
 # Never more than 20 per window, however long the workers took to stop (a
 # count of all claims by a time is the machine's speed): a claim comes
