@@ -13,7 +13,8 @@
  * tables are named after its name with every upper-case letter X written
  * "^x" ("Foo" -> "c:^foo"), which no two collection names share.  Format 2
  * stores used the name as it was; opening one renames its tables (format
- * 3).
+ * 3).  Format 3 stores kept bodies as JSON text; opening one rewrites them
+ * as BSON (format 4, codec.c).
  *
  * Every catalog change replaces _dtx_meta's 'catalog' value, the catalog's
  * generation, with a fresh random number in the same transaction.  Every
@@ -25,6 +26,7 @@
  * back the way a counter would after a rollback. */
 #include "store/sqlite/sqlite_int.h"
 
+#include "doc/bdoc.h"
 #include "util/assert.h"
 #include "util/buf.h"
 #include "util/err.h"
@@ -35,8 +37,9 @@
 
 /* ---- schema ------------------------------------------------------------------------ */
 
-/* The file's format number, _dtx_meta's 'format' (2 is upgraded). */
-#define DTX__SQ_FORMAT 3
+/* The file's format number, _dtx_meta's 'format' (2 and 3 are
+ * upgraded): 4 keeps bodies as BSON (codec.c). */
+#define DTX__SQ_FORMAT 4
 
 #define RULES_SQL                                                            \
   "CREATE TABLE IF NOT EXISTS _dtx_rules(coll TEXT PRIMARY KEY,"             \
@@ -44,7 +47,7 @@
 
 static const char SCHEMA_SQL[] =
     "CREATE TABLE IF NOT EXISTS _dtx_meta(k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
-    "INSERT OR IGNORE INTO _dtx_meta VALUES('format', 3), ('catalog', 0);"
+    "INSERT OR IGNORE INTO _dtx_meta VALUES('format', 4), ('catalog', 0);"
     "CREATE TABLE IF NOT EXISTS _dtx_coll(name TEXT PRIMARY KEY) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS _dtx_index("
     " id INTEGER PRIMARY KEY AUTOINCREMENT, coll TEXT NOT NULL,"
@@ -167,6 +170,147 @@ out:
   return rc;
 }
 
+/* Format 3 -> 4, the SQL function the upgrade's UPDATEs call on each
+ * row: dtx_bson(text, id, coll, kind) is the BSON of a format-3 body
+ * (kind 0, codec.c's JSON text) or fence record (kind 1, jansson's text,
+ * as docs.c wrote it), or an error naming the collection and the _id.
+ * The error's code and detail are kept in the context for the caller
+ * (SQLite passes on only a message). */
+typedef struct up_ctx {
+  int rc;
+  char detail[600];
+} up_ctx_t;
+
+static void up_bson(sqlite3_context *fc, int argc, sqlite3_value **argv) {
+  up_ctx_t *u = sqlite3_user_data(fc);
+  (void)argc;
+  const char *text = (const char *)sqlite3_value_text(argv[0]);
+  const char *coll = (const char *)sqlite3_value_text(argv[2]);
+  int kind = sqlite3_value_int(argv[3]);
+  json_t *doc = NULL;
+  uint8_t *bytes = NULL;
+  size_t n = 0;
+  int rc;
+  if (sqlite3_value_type(argv[0]) != SQLITE_TEXT)
+    rc = dtx__err(DTX_EBACKEND, "not JSON text");
+  else if (kind == 0)
+    rc = dtx__sq_body_parse(text, sqlite3_value_bytes(argv[0]), &doc);
+  else if ((rc = dtx__json_parse(text, &doc)) == 0 && !json_is_object(doc))
+    rc = dtx__err(DTX_EBACKEND, "not a JSON object");
+  if (rc == 0)
+    rc = dtx__sq_body_bson(doc, coll ? coll : "?", &bytes, &n);
+  json_decref(doc);
+  if (rc == 0) {
+    sqlite3_result_blob(fc, bytes, (int)n, bson_free);
+    return;
+  }
+  char id[160];
+  dtx__sq_id_name(argv[1], id, sizeof id);
+  if (!u->rc) {
+    u->rc = rc == DTX_ENOMEM ? rc : DTX_EBACKEND;
+    snprintf(u->detail, sizeof u->detail, "the stored %s of '%s' (_id %s): %s",
+             kind ? "fence record" : "document", coll ? coll : "?", id,
+             dtx_errdetail());
+  }
+  sqlite3_result_error(fc, u->detail, -1);
+}
+
+/* Rewrites every row's column col of table through dtx_bson; coll is
+ * the collection of a collection table (NULL: the fence table, whose
+ * rows name theirs). */
+static int up_table(sq_conn_t *c, up_ctx_t *u, const char *table,
+                    const char *col, const char *coll) {
+  char sql[SQ_TABLE_MAX + 120];
+  snprintf(sql, sizeof sql, "UPDATE %s SET %s=dtx_bson(%s, id, %s, %d)", table,
+           col, col, coll ? "?1" : "coll", coll ? 0 : 1);
+  sqlite3_stmt *st;
+  int src = sqlite3_prepare_v2(c->db, sql, -1, &st, NULL);
+  if (src != SQLITE_OK)
+    return dtx__sq_err(c, src, "upgrading the store");
+  if (coll)
+    sqlite3_bind_text(st, 1, coll, -1, SQLITE_STATIC);
+  src = sqlite3_step(st);
+  sqlite3_finalize(st);
+  if (src == SQLITE_DONE)
+    return 0;
+  if (u->rc)
+    return dtx__err(u->rc, "%s", u->detail);
+  return dtx__sq_err(c, src, "upgrading the store");
+}
+
+/* Format 3 -> 4: every body of every collection, and every fence record,
+ * from JSON text to a BSON BLOB (codec.c), then format=4.  As the 2 -> 3
+ * upgrade: one write transaction, so a crash, or a body that does not
+ * convert (the error names its collection and _id), leaves format 3
+ * untouched, and a process racing to do the same finds format 4 once it
+ * has the lock.  The catalog does not change: its generation stays. */
+static int migrate_3_to_4(sq_conn_t *c) {
+  int rc = dtx__sq_begin_write(c);
+  if (rc < 0)
+    return rc;
+  up_ctx_t u = {0};
+  char **colls = NULL;
+  size_t ncoll = 0, cap = 0;
+  int64_t fmt = 0;
+  sqlite3_stmt *st;
+  int src;
+  if ((rc = dtx__sq_prep(c, "SELECT v FROM _dtx_meta WHERE k='format'", 0,
+                         &st)) < 0)
+    goto out;
+  if (sqlite3_step(st) == SQLITE_ROW)
+    fmt = sqlite3_column_int64(st, 0);
+  sqlite3_reset(st);
+  if (fmt != 3)
+    goto out; /* upgraded meanwhile (or not ours to upgrade) */
+  src = sqlite3_create_function_v2(c->db, "dtx_bson", 4, SQLITE_UTF8, &u,
+                                   up_bson, NULL, NULL, NULL);
+  if (src != SQLITE_OK) {
+    rc = dtx__sq_err(c, src, "upgrading the store");
+    goto out;
+  }
+  if ((rc = dtx__sq_prep(c, "SELECT name FROM _dtx_coll", 0, &st)) < 0)
+    goto out;
+  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *name = (const char *)sqlite3_column_text(st, 0);
+    if ((ncoll == cap && DTX__GROW(colls, cap, 16)) ||
+        !(colls[ncoll] = strdup(name ? name : ""))) {
+      rc = dtx__err(DTX_ENOMEM, "sqlite: upgrading the store");
+      break;
+    }
+    ncoll++;
+  }
+  sqlite3_reset(st);
+  if (rc == 0 && src != SQLITE_DONE)
+    rc = dtx__sq_err(c, src, "upgrading the store");
+  for (size_t i = 0; rc == 0 && i < ncoll; i++) {
+    char table[SQ_TABLE_MAX];
+    coll_table(table, sizeof table, colls[i]);
+    rc = up_table(c, &u, table, "body", colls[i]);
+  }
+  if (rc == 0 && (rc = dtx__sq_prep(c,
+                                    "SELECT 1 FROM sqlite_master WHERE "
+                                    "type='table' AND name='_dtx_fence'",
+                                    0, &st)) == 0) {
+    int has_fence = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_reset(st);
+    if (has_fence)
+      rc = up_table(c, &u, "_dtx_fence", "rec", NULL);
+  }
+  if (rc == 0)
+    rc = dtx__sq_exec_once(c, "UPDATE _dtx_meta SET v=4 WHERE k='format'");
+out:
+  sqlite3_create_function_v2(c->db, "dtx_bson", 4, SQLITE_UTF8, NULL, NULL,
+                             NULL, NULL, NULL);
+  for (size_t i = 0; i < ncoll; i++)
+    free(colls[i]);
+  free(colls);
+  if (rc == 0)
+    rc = dtx__sq_commit(c);
+  if (rc < 0)
+    dtx__sq_rollback(c);
+  return rc;
+}
+
 static int meta_format(sq_conn_t *c, int64_t *fmt) {
   sqlite3_stmt *st;
   *fmt = 0;
@@ -213,8 +357,10 @@ int dtx__sq_schema_init(sq_conn_t *c, int create) {
     return rc;
   if (fmt == 2 && ((rc = migrate_2_to_3(c)) < 0 ||
                    (rc = meta_format(c, &fmt)) < 0))
-    return dtx__err_wrap(rc, "sqlite: upgrading the store to format %d",
-                         DTX__SQ_FORMAT);
+    return dtx__err_wrap(rc, "sqlite: upgrading the store to format %d", 3);
+  if (fmt == 3 && ((rc = migrate_3_to_4(c)) < 0 ||
+                   (rc = meta_format(c, &fmt)) < 0))
+    return dtx__err_wrap(rc, "sqlite: upgrading the store to format %d", 4);
   if (fmt != DTX__SQ_FORMAT)
     return dtx__err(DTX_EBACKEND,
                     "sqlite: store format %lld, this doctx reads format %d",
@@ -565,7 +711,7 @@ int dtx__sq_coll_ensure(sq_wctx_t *w, const char *name,
   coll_table(table, sizeof table, name);
   snprintf(sql, sizeof sql,
            "CREATE TABLE %s(seq INTEGER PRIMARY KEY, id UNIQUE NOT "
-           "NULL, body TEXT NOT NULL)",
+           "NULL, body BLOB NOT NULL)",
            table);
   int rc = dtx__sq_exec_once(w->c, sql);
   sqlite3_stmt *st;
@@ -593,7 +739,7 @@ int dtx__sq_fence_table(sq_wctx_t *w) {
     return 0;
   int rc = dtx__sq_exec_once(
       w->c, "CREATE TABLE IF NOT EXISTS _dtx_fence(coll TEXT NOT NULL,"
-            " id NOT NULL, rec TEXT NOT NULL, PRIMARY KEY(coll, id))"
+            " id NOT NULL, rec BLOB NOT NULL, PRIMARY KEY(coll, id))"
             " WITHOUT ROWID");
   return rc < 0 ? rc : cat_changed(w);
 }
@@ -635,8 +781,7 @@ static int index_build(sq_wctx_t *w, const sq_coll_t *co,
   while ((src = sqlite3_step(scan)) == SQLITE_ROW) {
     json_t *doc, *keys;
     int64_t seq = sqlite3_column_int64(scan, 0);
-    if ((rc = dtx__sq_body_parse((const char *)sqlite3_column_text(scan, 1),
-                                 sqlite3_column_bytes(scan, 1), &doc)) < 0)
+    if ((rc = dtx__sq_body_get(c, co, seq, scan, 1, &doc)) < 0)
       break;
     rc = dtx__index_keys(ix->spec, doc, &keys);
     if (rc == 0) {

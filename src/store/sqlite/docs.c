@@ -22,10 +22,12 @@
  * delete or insert; no read looks there. */
 #include "store/sqlite/sqlite_int.h"
 
+#include "doc/bdoc.h"
 #include "util/buf.h"
 #include "util/err.h"
 #include "util/fault.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -220,6 +222,23 @@ static int doc_keys(const sq_idx_t *ix, const json_t *doc, json_t **keys) {
 
 /* ---- fence tombstones ------------------------------------------------------------------ */
 
+/* The fence record at column 0 of st's row, a BSON document like a body
+ * (format 4), into *rec. */
+static int rec_get(sqlite3_stmt *st, const char *coll, json_t **rec) {
+  char what[200];
+  const uint8_t *p;
+  uint32_t n;
+  *rec = NULL;
+  snprintf(what, sizeof what, "sqlite: a fence record of '%s' (_id ", coll);
+  size_t k = strlen(what);
+  dtx__sq_id_name(sqlite3_column_value(st, 1), what + k, sizeof what - k - 1);
+  strncat(what, ")", sizeof what - strlen(what) - 1);
+  int rc = dtx__sq_blob_check(st, 0, what, &p, &n);
+  if (rc == 0 && (rc = dtx__bson_to_json(p, n, 0, rec)) < 0)
+    rc = dtx__err_wrap(rc == DTX_ENOMEM ? rc : DTX_EBACKEND, "%s", what);
+  return rc;
+}
+
 /* The record a deleted document left under (co, id) in _dtx_fence
  * (src/store/fence.c): kept by the delete, taken by the next document of
  * that _id, both in the write transaction that deletes or creates it, so
@@ -228,12 +247,11 @@ static int doc_keys(const sq_idx_t *ix, const json_t *doc, json_t **keys) {
 static int tomb(sq_wctx_t *w, const sq_coll_t *co, const json_t *id, int rm,
                 json_t **rec) {
   static const char *const sql[] = {
-      "SELECT rec FROM _dtx_fence WHERE coll=?1 AND id=?2",
+      "SELECT rec, id FROM _dtx_fence WHERE coll=?1 AND id=?2",
       "DELETE FROM _dtx_fence WHERE coll=?1 AND id=?2",
       "INSERT OR REPLACE INTO _dtx_fence(coll, id, rec) VALUES(?1, ?2, ?3)",
   };
   sqlite3_stmt *st;
-  char *text = NULL;
   if (rm == 0)
     *rec = NULL;
   if (!w->cat->has_fence && rm != 2)
@@ -243,14 +261,17 @@ static int tomb(sq_wctx_t *w, const sq_coll_t *co, const json_t *id, int rm,
     return rc;
   sqlite3_bind_text(st, 1, co->name, -1, SQLITE_STATIC);
   if (rm == 2) {
-    if (!(text = dtx__json_dump(*rec)))
-      return dtx__err(DTX_ENOMEM, "keeping a fence record");
-    sqlite3_bind_text(st, 3, text, -1, free);
+    uint8_t *bytes;
+    size_t n;
+    if ((rc = dtx__sq_body_bson(*rec, co->name, &bytes, &n)) < 0) {
+      sqlite3_clear_bindings(st);
+      return rc;
+    }
+    sqlite3_bind_blob(st, 3, bytes, (int)n, bson_free);
   }
   int src = sqlite3_step(st);
-  if (src == SQLITE_ROW &&
-      dtx__json_parse((const char *)sqlite3_column_text(st, 0), rec) < 0)
-    rc = dtx__err(DTX_EBACKEND, "sqlite: a malformed fence record");
+  if (src == SQLITE_ROW)
+    rc = rec_get(st, co->name, rec);
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
   if (src != SQLITE_ROW && src != SQLITE_DONE)
@@ -272,15 +293,14 @@ int dtx__sq_fence_records(dtx__backend_t *b, const char *coll, json_t **out) {
   if (!arr)
     rc = dtx__err(DTX_ENOMEM, "reading the fence records of %s", coll);
   else if (co && cat->has_fence &&
-           (rc = dtx__sq_prep(c, "SELECT rec FROM _dtx_fence WHERE coll=?1",
+           (rc = dtx__sq_prep(c,
+                              "SELECT rec, id FROM _dtx_fence WHERE coll=?1",
                               0, &st)) == 0) {
     sqlite3_bind_text(st, 1, co->name, -1, SQLITE_STATIC);
     while (rc == 0 && (src = sqlite3_step(st)) == SQLITE_ROW) {
       json_t *rec = NULL;
-      if (dtx__json_parse((const char *)sqlite3_column_text(st, 0), &rec) < 0)
-        rc = dtx__err(DTX_EBACKEND, "sqlite: a malformed fence record in %s",
-                      coll);
-      else if (json_array_append_new(arr, rec) < 0)
+      if ((rc = rec_get(st, coll, &rec)) == 0 &&
+          json_array_append_new(arr, rec) < 0)
         rc = dtx__err(DTX_ENOMEM, "reading the fence records of %s", coll);
     }
     if (rc == 0 && src != SQLITE_DONE)
@@ -319,15 +339,15 @@ static int insert_doc(sq_wctx_t *w, const sq_coll_t *co,
     json_decref(rec);
     return rc;
   }
-  char *body = NULL;
+  uint8_t *body = NULL;
   size_t blen;
   rc = dtx__sq_prep(c, co->sql[SQ_C_INS], co->h[SQ_C_INS], &st);
   if (rc < 0 || (rc = dtx__sq_bind_id(st, 1, id)) < 0 ||
-      (rc = dtx__sq_text(doc, 0, &body, &blen)) < 0) {
+      (rc = dtx__sq_body_bson(doc, co->name, &body, &blen)) < 0) {
     json_decref(rec);
     return rc;
   }
-  sqlite3_bind_text(st, 2, body, (int)blen, free);
+  sqlite3_bind_blob(st, 2, body, (int)blen, bson_free);
   int src = sqlite3_step(st);
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
@@ -369,12 +389,12 @@ static int update_doc(sq_wctx_t *w, const sq_coll_t *co, int64_t seq,
   rc = dtx__sq_prep(c, co->sql[SQ_C_UPD], co->h[SQ_C_UPD], &st);
   if (rc < 0)
     return rc;
-  char *body;
+  uint8_t *body;
   size_t blen;
-  if ((rc = dtx__sq_text(doc, 0, &body, &blen)) < 0)
+  if ((rc = dtx__sq_body_bson(doc, co->name, &body, &blen)) < 0)
     return rc;
   sqlite3_bind_int64(st, 1, seq);
-  sqlite3_bind_text(st, 2, body, (int)blen, free);
+  sqlite3_bind_blob(st, 2, body, (int)blen, bson_free);
   int src = sqlite3_step(st);
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);

@@ -185,8 +185,7 @@ static int load_one(sq_cursor_t *cur, const json_t *id) {
   int src = sqlite3_step(st);
   if (src == SQLITE_ROW) {
     cur->one_seq = sqlite3_column_int64(st, 0);
-    rc = dtx__sq_body_parse((const char *)sqlite3_column_text(st, 1),
-                            sqlite3_column_bytes(st, 1), &cur->one);
+    rc = dtx__sq_body_get(cur->c, co, cur->one_seq, st, 1, &cur->one);
   } else if (src != SQLITE_DONE) {
     rc = dtx__sq_err(cur->c, src, "reading a document");
   }
@@ -287,8 +286,7 @@ static int fetch_seq(sq_cursor_t *cur, int64_t seq, json_t **doc) {
   sqlite3_bind_int64(st, 1, seq);
   int src = sqlite3_step(st);
   if (src == SQLITE_ROW)
-    rc = dtx__sq_body_parse((const char *)sqlite3_column_text(st, 0),
-                            sqlite3_column_bytes(st, 0), doc);
+    rc = dtx__sq_body_get(cur->c, co, seq, st, 0, doc);
   else if (src != SQLITE_DONE)
     rc = dtx__sq_err(cur->c, src, "reading a document");
   else
@@ -323,9 +321,8 @@ int dtx__sq_cursor_next(sq_cursor_t *cur, int64_t *seq, json_t **doc) {
       }
       s = sqlite3_column_int64(cur->scan, 0);
       if (cur->kind == DTX__PLAN_SCAN &&
-          (rc = dtx__sq_body_parse(
-               (const char *)sqlite3_column_text(cur->scan, 1),
-               sqlite3_column_bytes(cur->scan, 1), &d)) < 0)
+          (rc = dtx__sq_body_get(cur->c, cur->coll, s, cur->scan, 1, &d)) <
+              0)
         return rc;
     } else if (cur->pos < cur->nseq) {
       s = cur->seqs[cur->pos++];

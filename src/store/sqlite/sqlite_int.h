@@ -7,11 +7,12 @@
  *   commit.c   group commit: many threads share one writer connection
  *   catalog.c  collections and indexes (the catalog and its cache)
  *   plan.c     executing a query plan (store/plan.h): the candidate cursor
- *   codec.c    the stored text of bodies and of object/array keys
+ *   codec.c    the stored bytes of bodies (BSON) and the text of
+ *              object/array keys
  *   docs.c     insert, find, count, modify_one, modify_many
  *
  * On-disk schema (one SQLite file, WAL mode):
- *   _dtx_meta(k PRIMARY KEY, v)      'format' = 1; 'catalog' = a random
+ *   _dtx_meta(k PRIMARY KEY, v)      'format' = 4; 'catalog' = a random
  *                                    64-bit value replaced by every catalog
  *                                    change, so a stale cache is noticed
  *   _dtx_coll(name PRIMARY KEY)      one row per collection
@@ -20,8 +21,15 @@
  *   _dtx_rules(coll PRIMARY KEY, spec)
  *                                    a collection's rules (normalised
  *                                    dtx__rules_spec() text)
- *   "c:NAME"(seq INTEGER PRIMARY KEY, id UNIQUE NOT NULL, body TEXT)
- *                                    documents; seq keeps insertion order;
+ *   _dtx_fence(coll, id, rec)        fence tombstones (docs.c), made by the
+ *                                    first delete that keeps one; rec is a
+ *                                    BSON document (format 4)
+ *   "c:NAME"(seq INTEGER PRIMARY KEY, id UNIQUE NOT NULL, body BLOB)
+ *                                    documents, bodies as BSON (format 4;
+ *                                    format 3 kept JSON text, and its
+ *                                    tables keep their declared TEXT,
+ *                                    which a BLOB ignores); seq keeps
+ *                                    insertion order;
  *                                    id has no type affinity, so 1 and "1"
  *                                    are different _ids
  *   "i:NAME:ID"(b0, v0, ..., seq) WITHOUT ROWID
@@ -312,8 +320,37 @@ int dtx__sq_cursor_open_sorted(sq_cursor_t *cur, sq_conn_t *c,
 int dtx__sq_cursor_next(sq_cursor_t *cur, int64_t *seq, json_t **doc);
 void dtx__sq_cursor_close(sq_cursor_t *cur);
 
-/* codec.c: a stored body (a JSON object) back to a document. */
+/* codec.c: a format-3 body (JSON text of an object) back to a document;
+ * only the upgrade to format 4 reads text bodies (catalog.c). */
 int dtx__sq_body_parse(const char *text, int len, json_t **out);
+
+/* The body of doc, a document of coll, as BSON: *out (free with
+ * bson_free, e.g. as sqlite3_bind_blob's destructor) and *len.  The
+ * bridge's error (a key with a NUL byte), DTX_ELIMIT past 16 MiB of BSON,
+ * DTX_ENOMEM; *out NULL on error. */
+int dtx__sq_body_bson(const json_t *doc, const char *coll, uint8_t **out,
+                      size_t *len);
+
+/* The stored body at column col of st's current row, the document of co
+ * at seq: checked (dtx__bson_check) and borrowed in *p, *n (valid until
+ * st steps or resets).  A NULL, a non-BLOB (format 3's TEXT included) or
+ * bytes that fail the check are DTX_EBACKEND "sqlite: stored document of
+ * 'COLL' (_id ID, seq N) is not a valid document: <why> at byte B".
+ * dtx__sq_body_get bridges the view into a new json_t. */
+int dtx__sq_body_view(sq_conn_t *c, const sq_coll_t *co, int64_t seq,
+                      sqlite3_stmt *st, int col, const uint8_t **p,
+                      uint32_t *n);
+int dtx__sq_body_get(sq_conn_t *c, const sq_coll_t *co, int64_t seq,
+                     sqlite3_stmt *st, int col, json_t **out);
+
+/* dtx__sq_body_view's check under a name of the caller's (what), for
+ * BSON values that are not collection rows (fence records). */
+int dtx__sq_blob_check(sqlite3_stmt *st, int col, const char *what,
+                       const uint8_t **p, uint32_t *n);
+
+/* A stored _id value (the id column) as an error names it, into out[n]:
+ * printable ASCII only. */
+void dtx__sq_id_name(sqlite3_value *v, char *out, size_t n);
 
 /* JSON text of v in *out (malloc'd, NUL-terminated, *len bytes).  With
  * canonical, numbers are written by value (1.0 as 1), for index keys. */
