@@ -3,7 +3,10 @@
  * the same file before its next write; index creation over existing
  * documents refuses duplicates and leaves nothing behind; index naming
  * rules; _id typing (1 and "1" differ) and numeric key equality (1 and
- * 1.0 collide in a unique index); the duplicate-key detail format. */
+ * 1.0 collide in a unique index); the duplicate-key detail format; the
+ * store format: format 2 and 3 files upgraded in place to 4 (bodies as
+ * BSON BLOBs), a body that cannot convert leaving the file as it was, a
+ * newer format refused, and a bad stored body reported naming it. */
 #include "testlib.h"
 
 #include <sqlite3.h>
@@ -70,6 +73,41 @@ static int count_tables(const char *uri, const char *prefix) {
   }
   sqlite3_close(db);
   return n;
+}
+
+/* A fresh file of the next number; its path in file, its URI in uri. */
+static void new_file(char *file, size_t fn, char *uri, size_t un) {
+  snprintf(file, fn, "%s/f%d.db", dir, nfile++);
+  snprintf(uri, un, "sqlite:%s", file);
+}
+
+/* Runs sql (several statements) on file with a connection of our own. */
+static int sql_run(const char *file, const char *sql) {
+  sqlite3 *db;
+  char *err = NULL;
+  int src = sqlite3_open(file, &db);
+  if (src == SQLITE_OK)
+    src = sqlite3_exec(db, sql, NULL, NULL, &err);
+  if (src != SQLITE_OK)
+    fprintf(stderr, "sql: %s: %s\n", err ? err : sqlite3_errmsg(db), sql);
+  sqlite3_free(err);
+  sqlite3_close(db);
+  return src;
+}
+
+/* The first column of the first row of query on file, or -1. */
+static long long sql_int(const char *file, const char *query) {
+  sqlite3 *db;
+  sqlite3_stmt *st;
+  long long v = -1;
+  if (sqlite3_open(file, &db) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, query, -1, &st, NULL) == SQLITE_OK) {
+    if (sqlite3_step(st) == SQLITE_ROW)
+      v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return v;
 }
 
 /* Handle B has cached the catalog of "c" (no indexes); A adds a unique
@@ -385,9 +423,311 @@ static void test_format2_store_upgrades(void) {
   CHECK(count_tables(uri, "c:^foo") == 1);
   CHECK(count_tables(uri, "i:^foo:1") == 1);
   CHECK(count_tables(uri, "_dtx_rules") == 1);
-  /* Opening again finds format 3 and changes nothing more. */
+  CHECK(sql_int(file, "SELECT v FROM _dtx_meta WHERE k='format'") == 4);
+  CHECK(sql_int(file, "SELECT count(*) FROM \"c:bar\" WHERE "
+                      "typeof(body)<>'blob'") == 0);
+  /* Opening again finds format 4 and changes nothing more. */
   REQUIRE(dtx_store_open(uri, &st) == 0);
   CHECK(nindexes(st, "Foo") == 2);
+  dtx_store_close(st);
+}
+
+/* ---- format 4: bodies as BSON ---------------------------------------------------- */
+
+/* The catalog tables of a format-3 file, one collection "c" with a
+ * unique index on n and a fence table; rows are added by the caller. */
+static const char FMT3[] =
+    "CREATE TABLE _dtx_meta(k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
+    "INSERT INTO _dtx_meta VALUES('format', 3), ('catalog', 0);"
+    "CREATE TABLE _dtx_coll(name TEXT PRIMARY KEY) WITHOUT ROWID;"
+    "CREATE TABLE _dtx_index(id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " coll TEXT NOT NULL, name TEXT NOT NULL, spec TEXT NOT NULL,"
+    " multikey INTEGER NOT NULL DEFAULT 0, UNIQUE(coll, name));"
+    "CREATE TABLE _dtx_rules(coll TEXT PRIMARY KEY, spec TEXT NOT NULL)"
+    " WITHOUT ROWID;"
+    "CREATE TABLE _dtx_fence(coll TEXT NOT NULL, id NOT NULL,"
+    " rec TEXT NOT NULL, PRIMARY KEY(coll, id)) WITHOUT ROWID;"
+    "INSERT INTO _dtx_coll VALUES('c');"
+    "CREATE TABLE \"c:c\"(seq INTEGER PRIMARY KEY, id UNIQUE NOT NULL,"
+    " body TEXT NOT NULL);"
+    "INSERT INTO _dtx_index(id, coll, name, spec) VALUES(1, 'c', 'n_1',"
+    " '{\"name\":\"n_1\",\"key\":{\"n\":1},\"unique\":false,"
+    "\"sparse\":true}');"
+    "CREATE TABLE \"i:c:1\"(b0 INTEGER NOT NULL, v0 NOT NULL,"
+    " seq INTEGER NOT NULL, PRIMARY KEY(b0, v0, seq)) WITHOUT ROWID;";
+
+/* Adds a document of "c" to a format-3 file as that format stored it:
+ * id (an SQL literal: the _id as docs.c binds it) and the JSON text,
+ * index rows for n when it is an integer. */
+static int fmt3_row(const char *file, int seq, const char *id,
+                    const char *body, long long n) {
+  sqlite3 *db;
+  sqlite3_stmt *st;
+  char sql[300];
+  snprintf(sql, sizeof sql, "INSERT INTO \"c:c\" VALUES(%d, %s, ?1)", seq, id);
+  int src = sqlite3_open(file, &db);
+  if (src == SQLITE_OK &&
+      (src = sqlite3_prepare_v2(db, sql, -1, &st, NULL)) == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, body, -1, SQLITE_STATIC);
+    src = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    sqlite3_finalize(st);
+  }
+  if (src == SQLITE_OK && n >= 0) {
+    snprintf(sql, sizeof sql, "INSERT INTO \"i:c:1\" VALUES(2, %lld, %d)", n,
+             seq);
+    src = sqlite3_exec(db, sql, NULL, NULL, NULL);
+  }
+  if (src != SQLITE_OK)
+    fprintf(stderr, "fmt3_row %s: %s\n", body, sqlite3_errmsg(db));
+  sqlite3_close(db);
+  return src;
+}
+
+/* Every kind of value format 3 could hold, with the _id as the id column
+ * had it: what the store gave back before it must give back after the
+ * upgrade, byte for byte as JSON (1 stays an integer, 1.0 a real, keys
+ * keep their order). */
+static const struct {
+  const char *id;   /* SQL literal */
+  const char *body; /* format 3's text */
+  long long n;      /* index key n, or -1 */
+} up_rows[] = {
+    {"'x'", "{\"_id\":\"x\",\"n\":0,\"neg\":-17,\"r\":1.0,\"h\":0.5,"
+            "\"z\":-0.0}", 0},
+    {"1", "{\"_id\":1,\"max\":9223372036854775807,"
+          "\"min\":-9223372036854775808,\"i32\":2147483647,"
+          "\"o32\":2147483648,\"m32\":-2147483649}", -1},
+    {"2.5", "{\"_id\":2.5,\"big\":1e300,\"tiny\":5e-324,\"p\":0.1,"
+            "\"q\":123456789.125,\"whole\":1e20}", -1},
+    {"'e'", "{\"_id\":\"e\",\"t\":true,\"f\":false,\"n\":null,\"s\":\"\","
+            "\"a\":[],\"o\":{}}", -1},
+    {"'s'", "{\"_id\":\"s\",\"s\":\"quote\\\" back\\\\ slash/ nl\\n "
+            "tab\\t cr\\r bs\\b ff\\f\",\"ctl\":\"\\u0001\\u001f\","
+            "\"uni\":\"\\u00e9\\u4e2d\\ud83d\\ude00\","
+            "\"utf8\":\"caf\xc3\xa9 \xe4\xb8\xad\"}", -1},
+    {"'k'", "{\"_id\":\"k\",\"k\\\"ey\":1,\"\":2,\"a.b\":3,\"$d\":4,"
+            "\"deep\":[1,[2,[3,{\"x\":[]}]]],\"order\":{\"b\":1,\"a\":2,"
+            "\"c\":3}}", -1},
+    {"CAST('{\"k\":1}' AS BLOB)", "{\"_id\":{\"k\":1},\"n\":7,"
+            "\"arr\":[1,1.5,\"s\",null,true,{\"a\":[{}]}]}", 7},
+    {"CAST('null' AS BLOB)", "{\"_id\":null,\"n\":7}", 7},
+    {"CAST('true' AS BLOB)", "{\"n\":8,\"_id\":true}", 8},
+};
+
+/* A format-3 file, written as that format did, opens as format 4: every
+ * body and fence record becomes a BLOB, every document reads back as it
+ * was, by _id and through the index, and the fence record is still taken
+ * over by the next document of its _id. */
+static void test_format3_store_upgrades(void) {
+  char file[300], uri[320];
+  size_t nrows = sizeof up_rows / sizeof up_rows[0];
+  new_file(file, sizeof file, uri, sizeof uri);
+  REQUIRE(sql_run(file, FMT3) == SQLITE_OK);
+  for (size_t i = 0; i < nrows; i++)
+    REQUIRE(fmt3_row(file, (int)i + 1, up_rows[i].id, up_rows[i].body,
+                     up_rows[i].n) == SQLITE_OK);
+  REQUIRE(sql_run(file, "INSERT INTO _dtx_fence VALUES('c', 'gone',"
+                        " '{\"L\":7,\"M\":9}')") == SQLITE_OK);
+
+  for (int round = 0; round < 2; round++) { /* the second open: no change */
+    dtx_store_t *st = NULL;
+    REQUIRE(dtx_store_open(uri, &st) == 0);
+    CHECK(sql_int(file, "SELECT v FROM _dtx_meta WHERE k='format'") == 4);
+    CHECK(sql_int(file, "SELECT count(*) FROM \"c:c\" WHERE "
+                        "typeof(body)='blob'") == (long long)nrows);
+    CHECK(sql_int(file, "SELECT count(*) FROM _dtx_fence WHERE "
+                        "typeof(rec)='blob'") == 1);
+    for (size_t i = 0; i < nrows; i++) {
+      json_t *want = J(up_rows[i].body), *f = json_object(), *out = NULL;
+      json_object_set(f, "_id", json_object_get(want, "_id"));
+      CHECK_RC(dtx_store_find(st, "c", f, NULL, &out), 0);
+      char *w = JDUMP(want), *g = JDUMP(json_array_get(out, 0));
+      CHECKF(json_array_size(out) == 1 && g && strcmp(w, g) == 0,
+             "row %zu: got %s, want %s", i, g ? g : "(none)", w);
+      free(w);
+      free(g);
+      json_decref(out);
+      json_decref(f);
+      json_decref(want);
+    }
+    json_t *f = J("{\"n\":7}"), *out = NULL;
+    CHECK_RC(dtx_store_find(st, "c", f, NULL, &out), 0);
+    CHECKF(json_array_size(out) == 2, "%s", JS(out));
+    json_decref(out);
+    json_decref(f);
+    dtx_store_close(st);
+  }
+
+  dtx_store_t *st = NULL;
+  REQUIRE(dtx_store_open(uri, &st) == 0);
+  CHECK_RC(insert(st, "c", "{\"_id\":\"gone\"}"), 0);
+  json_t *f = J("{\"_id\":\"gone\"}"), *out = NULL;
+  CHECK_RC(dtx_store_find(st, "c", f, NULL, &out), 0);
+  CHECKF(strcmp(JS(out), "[{\"_id\":\"gone\",\"_fence\":{\"L\":7,\"M\":9}}]") ==
+             0,
+         "%s", JS(out));
+  json_decref(out);
+  json_decref(f);
+  dtx_store_close(st);
+}
+
+/* A format-3 body (or fence record) that does not convert fails the
+ * upgrade naming it, and the file stays format 3 with every text body as
+ * it was: the upgrade is one transaction. */
+static const struct {
+  const char *label, *id, *body; /* body NULL: the bad row is the fence's */
+  const char *want;               /* in the detail */
+} bad3[] = {
+    {"corrupt text", "'b'", "{\"_id\":\"b\",", "document of 'c' (_id \"b\")"},
+    {"not an object", "7", "[1,2]", "document of 'c' (_id 7)"},
+    {"NUL in a key", "'z'", "{\"_id\":\"z\",\"a\\u0000b\":1}",
+     "document of 'c' (_id \"z\")"},
+    {"fence record", NULL, NULL, "fence record of 'c' (_id \"f\")"},
+};
+
+static void test_format3_bad_body_keeps_format3(void) {
+  for (size_t i = 0; i < sizeof bad3 / sizeof bad3[0]; i++) {
+    char file[300], uri[320];
+    new_file(file, sizeof file, uri, sizeof uri);
+    REQUIRE(sql_run(file, FMT3) == SQLITE_OK);
+    REQUIRE(fmt3_row(file, 1, "'a'", "{\"_id\":\"a\",\"n\":1}", 1) ==
+            SQLITE_OK);
+    if (bad3[i].body)
+      REQUIRE(fmt3_row(file, 2, bad3[i].id, bad3[i].body, -1) == SQLITE_OK);
+    else
+      REQUIRE(sql_run(file, "INSERT INTO _dtx_fence VALUES('c', 'f', '{')") ==
+              SQLITE_OK);
+    dtx_store_t *st = NULL;
+    int rc = dtx_store_open(uri, &st);
+    CHECKF(rc == DTX_EUNAVAILABLE && strstr(dtx_errdetail(), bad3[i].want) &&
+               strstr(dtx_errdetail(), "upgrading the store to format 4"),
+           "%s: %s (%s)", bad3[i].label, dtx_errname(rc), dtx_errdetail());
+    if (rc == 0)
+      dtx_store_close(st);
+    CHECKF(sql_int(file, "SELECT v FROM _dtx_meta WHERE k='format'") == 3,
+           "%s", bad3[i].label);
+    CHECKF(sql_int(file, "SELECT count(*) FROM \"c:c\" WHERE typeof(body)"
+                         "<>'text'") == 0 &&
+               sql_int(file, "SELECT count(*) FROM _dtx_fence WHERE "
+                             "typeof(rec)<>'text'") == 0,
+           "%s", bad3[i].label);
+    CHECKF(sql_int(file, "SELECT body='{\"_id\":\"a\",\"n\":1}' FROM \"c:c\" "
+                         "WHERE seq=1") == 1,
+           "%s", bad3[i].label);
+  }
+}
+
+/* A format this build does not know is refused, naming both formats. */
+static void test_newer_format_refused(void) {
+  char file[300], uri[320];
+  new_file(file, sizeof file, uri, sizeof uri);
+  REQUIRE(sql_run(file, FMT3) == SQLITE_OK);
+  REQUIRE(sql_run(file, "UPDATE _dtx_meta SET v=5 WHERE k='format'") ==
+          SQLITE_OK);
+  dtx_store_t *st = NULL;
+  int rc = dtx_store_open(uri, &st);
+  CHECKF(rc == DTX_EUNAVAILABLE &&
+             strstr(dtx_errdetail(),
+                    "store format 5, this doctx reads format 4"),
+         "%s (%s)", dtx_errname(rc), dtx_errdetail());
+  if (rc == 0)
+    dtx_store_close(st);
+  CHECK(sql_int(file, "SELECT v FROM _dtx_meta WHERE k='format'") == 5);
+}
+
+/* A bad body in a format-4 store -- bytes that fail the stored-body
+ * check, or TEXT (format 3's form, which is not read as JSON here) -- is
+ * DTX_EBACKEND naming the collection, _id and seq, on every path that
+ * reads it; the other documents still read.  The audit ends at it as it
+ * did at a corrupt JSON body (DTX_EBACKEND is a store error: the audit
+ * frame reports no half-read result), naming the document. */
+static const struct {
+  const char *label, *value; /* an SQL expression for the body */
+  const char *why;
+} bad4[] = {
+    {"short length", "x'0600000000'", "document length out of range"},
+    {"bad UTF-8", "x'0e00000002730002000000ff0000'", "invalid UTF-8 in string"},
+    {"duplicate name", "x'0b0000000a61000a610000'", "duplicate name"},
+    {"TEXT body", "'{\"_id\":\"b\",\"k\":2}'", "TEXT instead of a BSON BLOB"},
+};
+
+static void test_format4_bad_body(void) {
+  for (size_t i = 0; i < sizeof bad4 / sizeof bad4[0]; i++) {
+    char file[300], uri[320], sql[300], want[200];
+    new_file(file, sizeof file, uri, sizeof uri);
+    dtx_store_t *st = NULL;
+    REQUIRE(dtx_store_open(uri, &st) == 0);
+    CHECK_RC(create_index(st, "c", "{\"k\":1}", 0, NULL), 0);
+    CHECK_RC(insert(st, "c", "{\"_id\":\"a\",\"k\":1}"), 0);
+    CHECK_RC(insert(st, "c", "{\"_id\":\"b\",\"k\":2}"), 0);
+    snprintf(sql, sizeof sql, "UPDATE \"c:c\" SET body=%s WHERE id='b'",
+             bad4[i].value);
+    REQUIRE(sql_run(file, sql) == SQLITE_OK);
+    snprintf(want, sizeof want,
+             "sqlite: stored document of 'c' (_id \"b\", seq 2) is not a "
+             "valid document: %s at byte ",
+             bad4[i].why);
+    static const char *const filters[] = {"{\"_id\":\"b\"}", "{}",
+                                          "{\"k\":2}"};
+    for (size_t k = 0; k < 3; k++) { /* by _id, a scan, through the index */
+      json_t *f = J(filters[k]), *out = NULL;
+      int rc = dtx_store_find(st, "c", f, NULL, &out);
+      CHECKF(rc == DTX_EBACKEND && strstr(dtx_errdetail(), want),
+             "%s, %s: %s (%s)", bad4[i].label, filters[k], dtx_errname(rc),
+             dtx_errdetail());
+      json_decref(out);
+      json_decref(f);
+    }
+    int rc = create_index(st, "c", "{\"j\":1}", 0, NULL);
+    CHECKF(rc == DTX_EBACKEND && strstr(dtx_errdetail(), want),
+           "%s, create_index: %s (%s)", bad4[i].label, dtx_errname(rc),
+           dtx_errdetail());
+    json_t *f = J("{\"_id\":\"a\"}"), *out = NULL;
+    CHECK_RC(dtx_store_find(st, "c", f, NULL, &out), 0);
+    CHECKF(strcmp(JS(out), "[{\"_id\":\"a\",\"k\":1}]") == 0, "%s",
+           JS(out));
+    json_decref(out);
+    json_decref(f);
+    dtx_store_close(st);
+  }
+
+  /* The audit meets a bad account body. */
+  char file[300], uri[320];
+  new_file(file, sizeof file, uri, sizeof uri);
+  dtx_store_t *st = NULL;
+  REQUIRE(dtx_store_open(uri, &st) == 0);
+  dtx_account_opts_t o = {.balance = 100};
+  CHECK_RC(dtx_account_create(st, "alice", &o, NULL), 0);
+  CHECK_RC(dtx_account_create(st, "bob", &o, NULL), 0);
+  REQUIRE(sql_run(file, "UPDATE \"c:accounts\" SET body=x'0600000000' "
+                        "WHERE id='bob'") == SQLITE_OK);
+  json_t *report = NULL;
+  int rc = dtx_audit(st, 0, &report);
+  CHECKF(rc == DTX_EBACKEND &&
+             strstr(dtx_errdetail(), "stored document of 'accounts' (_id "
+                                     "\"bob\", seq "),
+         "audit: %s (%s) %s", dtx_errname(rc), dtx_errdetail(), JS(report));
+  json_decref(report);
+  dtx_store_close(st);
+}
+
+/* The write check bounds a document's JSON size; its BSON can be larger
+ * (an array element carries its index as a name).  Such a document is
+ * refused before anything is stored, never kept unreadable. */
+static void test_bson_past_limit_refused(void) {
+  dtx_store_t *st;
+  REQUIRE(dtx_store_open("sqlite::memory:", &st) == 0);
+  json_t *a = json_array(), *d = json_object();
+  for (int i = 0; i < 1400000; i++)
+    json_array_append_new(a, json_integer(1));
+  json_object_set_new(d, "_id", json_string("big"));
+  json_object_set_new(d, "a", a);
+  CHECK_RC(dtx_store_insert(st, "c", d, NULL), DTX_ELIMIT);
+  CHECKF(strstr(dtx_errdetail(), "as BSON") != NULL, "%s", dtx_errdetail());
+  int64_t n = -1;
+  CHECK_RC(dtx_store_count(st, "c", NULL, &n), 0);
+  CHECK(n == 0);
+  json_decref(d);
   dtx_store_close(st);
 }
 
@@ -405,6 +745,11 @@ int main(void) {
   TEST_RUN(test_index_maintenance);
   TEST_RUN(test_multikey_seen_by_other_handle);
   TEST_RUN(test_format2_store_upgrades);
+  TEST_RUN(test_format3_store_upgrades);
+  TEST_RUN(test_format3_bad_body_keeps_format3);
+  TEST_RUN(test_newer_format_refused);
+  TEST_RUN(test_format4_bad_body);
+  TEST_RUN(test_bson_past_limit_refused);
   char cmd[400];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0)

@@ -563,7 +563,7 @@ int dtx__sq_blob_check(sqlite3_stmt *st, int col, const char *what,
    * not read as JSON: only the upgrade (catalog.c) converts text. */
   if (type != SQLITE_BLOB)
     return dtx__err(DTX_EBACKEND,
-                    "%s is not a valid document: %s, not a BSON BLOB, at "
+                    "%s is not a valid document: %s instead of a BSON BLOB at "
                     "byte 0",
                     what, type == SQLITE_TEXT ? "TEXT" : "a number");
   const uint8_t *data = sqlite3_column_blob(st, col);
