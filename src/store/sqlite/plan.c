@@ -8,9 +8,15 @@
  * lists a document once per matching key), so results come in insertion
  * order and the caller can stop early; a sorted plan steps the index
  * rows in primary-key order; a scan steps the collection in seq order.
- * Every candidate is loaded and checked with dtx__filter_match. */
+ * Every candidate is checked on its stored bytes with the filter's BSON
+ * twin (doc/bfilter.h, compiled once per cursor from the bridged spec),
+ * and only a match is converted to json_t; when the BSON filter does not
+ * compile, each candidate is converted and checked with dtx__filter_match,
+ * which answers the same for every document JSON can hold. */
 #include "store/sqlite/sqlite_int.h"
 
+#include "doc/bdoc.h"
+#include "doc/bfilter.h"
 #include "store/plan.h"
 #include "util/buf.h"
 #include "util/err.h"
@@ -225,6 +231,21 @@ static int index_of(const void *coll, size_t i, dtx__plan_index_t *out) {
   return 1;
 }
 
+/* cur->bf: the BSON twin of the filter, or NULL (the empty filter, which
+ * matches everything, or one the BSON engine does not compile: the json_t
+ * matcher then judges, and the BSON engine's refusal is no error). */
+static void bfilter_open(sq_cursor_t *cur, const json_t *filter_spec) {
+  if (!json_is_object(filter_spec) || json_object_size(filter_spec) == 0)
+    return;
+  bson_t spec = BSON_INITIALIZER;
+  if (dtx__bson_from_json(filter_spec, &spec) < 0 ||
+      dtx__bfilter_compile(&spec, &cur->bf) < 0) {
+    cur->bf = NULL;
+    dtx__err_clear();
+  }
+  bson_destroy(&spec);
+}
+
 int dtx__sq_cursor_open_sorted(sq_cursor_t *cur, sq_conn_t *c,
                                const sq_coll_t *coll,
                                const json_t *filter_spec,
@@ -246,6 +267,8 @@ int dtx__sq_cursor_open_sorted(sq_cursor_t *cur, sq_conn_t *c,
     id = json_array_get(p.ids, 0);
   }
   cur->kind = p.kind;
+  if (p.kind != CUR_ONE) /* one document is matched as json_t */
+    bfilter_open(cur, filter_spec);
   switch (p.kind) {
   case CUR_ONE:
     rc = load_one(cur, id);
@@ -276,25 +299,58 @@ int dtx__sq_cursor_open(sq_cursor_t *cur, sq_conn_t *c, const sq_coll_t *coll,
   return dtx__sq_cursor_open_sorted(cur, c, coll, filter_spec, f, NULL);
 }
 
-static int fetch_seq(sq_cursor_t *cur, int64_t seq, json_t **doc) {
+/* Steps the by-seq statement to the row of seq: *row is then that
+ * statement, on its row (the caller resets it). */
+static int fetch_seq(sq_cursor_t *cur, int64_t seq, sqlite3_stmt **row) {
   const sq_coll_t *co = cur->coll;
   sqlite3_stmt *st;
-  *doc = NULL;
+  *row = NULL;
   int rc = dtx__sq_prep(cur->c, co->sql[SQ_C_BYSEQ], co->h[SQ_C_BYSEQ], &st);
   if (rc < 0)
     return rc;
   sqlite3_bind_int64(st, 1, seq);
   int src = sqlite3_step(st);
-  if (src == SQLITE_ROW)
-    rc = dtx__sq_body_get(cur->c, co, seq, st, 0, doc);
-  else if (src != SQLITE_DONE)
-    rc = dtx__sq_err(cur->c, src, "reading a document");
-  else
-    rc = dtx__err(DTX_EBACKEND,
+  if (src == SQLITE_ROW) {
+    *row = st;
+    return 0;
+  }
+  sqlite3_reset(st);
+  if (src != SQLITE_DONE)
+    return dtx__sq_err(cur->c, src, "reading a document");
+  return dtx__err(DTX_EBACKEND,
                   "sqlite: index of '%s' lists a missing document (seq %lld)",
                   co->name, (long long)seq);
-  sqlite3_reset(st);
-  return rc;
+}
+
+/* The candidate at column col of row (the document at seq): *doc the
+ * document when it matches, NULL when not.  With the BSON filter it is
+ * judged on the stored bytes and only a match is converted; a match error
+ * (a $regex past PCRE2's limits) is returned, as store.c returns the
+ * json_t matcher's. */
+static int judge_row(sq_cursor_t *cur, int64_t seq, sqlite3_stmt *row,
+                     int col, json_t **doc) {
+  const uint8_t *p;
+  uint32_t n;
+  *doc = NULL;
+  dtx__docs_examined++;
+  if (!cur->bf) {
+    int rc = dtx__sq_body_get(cur->c, cur->coll, seq, row, col, doc);
+    if (rc == 0 && !dtx__filter_match(cur->f, *doc)) {
+      json_decref(*doc);
+      *doc = NULL;
+    }
+    return rc;
+  }
+  int rc = dtx__sq_body_view(cur->c, cur->coll, seq, row, col, &p, &n);
+  if (rc < 0)
+    return rc;
+  if (!dtx__bfilter_match(cur->bf, p, n))
+    return dtx__bfilter_error(cur->bf);
+  if ((rc = dtx__bson_to_json(p, n, 0, doc)) < 0)
+    return dtx__err_wrap(rc == DTX_ENOMEM ? rc : DTX_EBACKEND,
+                         "sqlite: stored document of '%s' (seq %lld)",
+                         cur->coll->name, (long long)seq);
+  return 0;
 }
 
 int dtx__sq_cursor_next(sq_cursor_t *cur, int64_t *seq, json_t **doc) {
@@ -310,6 +366,11 @@ int dtx__sq_cursor_next(sq_cursor_t *cur, int64_t *seq, json_t **doc) {
       cur->kind = CUR_DONE;
       if (!d)
         return 0;
+      dtx__docs_examined++;
+      if (!dtx__filter_match(cur->f, d)) {
+        json_decref(d);
+        continue;
+      }
     } else if (cur->kind == DTX__PLAN_SCAN || cur->kind == DTX__PLAN_SORTED) {
       int src = sqlite3_step(cur->scan);
       if (src != SQLITE_ROW) {
@@ -320,24 +381,35 @@ int dtx__sq_cursor_next(sq_cursor_t *cur, int64_t *seq, json_t **doc) {
         return src == SQLITE_DONE ? 0 : dtx__sq_err(cur->c, src, what);
       }
       s = sqlite3_column_int64(cur->scan, 0);
-      if (cur->kind == DTX__PLAN_SCAN &&
-          (rc = dtx__sq_body_get(cur->c, cur->coll, s, cur->scan, 1, &d)) <
-              0)
-        return rc;
+      if (cur->kind == DTX__PLAN_SCAN) {
+        if ((rc = judge_row(cur, s, cur->scan, 1, &d)) < 0)
+          return rc;
+      } else {
+        sqlite3_stmt *row;
+        if ((rc = fetch_seq(cur, s, &row)) < 0)
+          return rc;
+        rc = judge_row(cur, s, row, 0, &d);
+        sqlite3_reset(row);
+        if (rc < 0)
+          return rc;
+      }
     } else if (cur->pos < cur->nseq) {
       s = cur->seqs[cur->pos++];
+      sqlite3_stmt *row;
+      if ((rc = fetch_seq(cur, s, &row)) < 0)
+        return rc;
+      rc = judge_row(cur, s, row, 0, &d);
+      sqlite3_reset(row);
+      if (rc < 0)
+        return rc;
     } else {
       return 0;
     }
-    if (!d && (rc = fetch_seq(cur, s, &d)) < 0)
-      return rc;
-    dtx__docs_examined++;
-    if (dtx__filter_match(cur->f, d)) {
+    if (d) {
       *seq = s;
       *doc = d;
       return 1;
     }
-    json_decref(d);
   }
 }
 
@@ -350,4 +422,6 @@ void dtx__sq_cursor_close(sq_cursor_t *cur) {
   free(cur->seqs);
   cur->seqs = NULL;
   cur->nseq = cur->pos = 0;
+  dtx__bfilter_free(cur->bf);
+  cur->bf = NULL;
 }

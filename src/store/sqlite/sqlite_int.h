@@ -298,6 +298,8 @@ typedef struct sq_cursor {
   sq_conn_t *c;
   const sq_coll_t *coll;
   const dtx__filter_t *f;
+  struct dtx__bfilter *bf; /* f on BSON (doc/bfilter.h), matched on the
+                              stored bytes; NULL: f on the json_t */
   int kind;           /* the plan's kind (store/plan.h), or plan.c's */
   int64_t *seqs;      /* candidates, sorted and distinct */
   size_t nseq, pos;
