@@ -61,12 +61,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
    * where the two readers differ by design: "$regex"/"$options" and
    * "$uuid" are plain keys to doctx (query operators), wrappers to
    * libbson.  A text libbson refuses is not compared (it is the stricter
-   * one there, e.g. on depth). */
+   * one there, e.g. on depth), nor one it reads into bytes that fail its
+   * own validation: libbson 1.23 reads a $code wrapper eleven arrays deep
+   * with a garbage array key (0xC5 for "0"), where ours is right. */
   if (!strstr(c, "\"$regex\"") && !strstr(c, "\"$options\"") &&
       !strstr(c, "\"$uuid\"")) {
     bson_error_t err;
     bson_t *lb = bson_new_from_json((const uint8_t *)c, (ssize_t)n1, &err);
-    if (lb && (lb->len != b.len || memcmp(bson_get_data(lb), d, b.len)))
+    size_t loff;
+    if (lb &&
+        bson_validate(lb, BSON_VALIDATE_UTF8 | BSON_VALIDATE_UTF8_ALLOW_NULL,
+                      &loff) &&
+        (lb->len != b.len || memcmp(bson_get_data(lb), d, b.len)))
       abort();
     if (lb)
       bson_destroy(lb);
