@@ -61,18 +61,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
    * where the two readers differ by design: "$regex"/"$options" and
    * "$uuid" are plain keys to doctx (query operators), wrappers to
    * libbson.  A text libbson refuses is not compared (it is the stricter
-   * one there, e.g. on depth), nor one it reads into bytes that fail its
-   * own validation: libbson 1.23 reads a $code wrapper eleven arrays deep
-   * with a garbage array key (0xC5 for "0"), where ours is right. */
+   * one there, e.g. on depth), nor one with a $code wrapper: libbson
+   * 1.23 gives a $code element of an array a garbage array key (0xC5
+   * where ours writes "0", the array's first), at every depth. */
   if (!strstr(c, "\"$regex\"") && !strstr(c, "\"$options\"") &&
-      !strstr(c, "\"$uuid\"")) {
+      !strstr(c, "\"$uuid\"") && !strstr(c, "\"$code\"")) {
     bson_error_t err;
     bson_t *lb = bson_new_from_json((const uint8_t *)c, (ssize_t)n1, &err);
-    size_t loff;
-    if (lb &&
-        bson_validate(lb, BSON_VALIDATE_UTF8 | BSON_VALIDATE_UTF8_ALLOW_NULL,
-                      &loff) &&
-        (lb->len != b.len || memcmp(bson_get_data(lb), d, b.len)))
+    if (lb && (lb->len != b.len || memcmp(bson_get_data(lb), d, b.len)))
       abort();
     if (lb)
       bson_destroy(lb);
