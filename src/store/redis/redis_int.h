@@ -9,6 +9,7 @@
  *              routing, redirects, retries, ?wait=N replicas
  *   scripts.c  the Lua scripts (small, data-only: no doctx semantics)
  *   codec.c    buffers, CRC16 slots, _id and index key encodings
+ *   format.c   the namespace's format key, the upgrade of JSON-text bodies
  *   catalog.c  key names; collections and indexes: the catalog,
  *              create_index, drop, the multikey flag
  *   plan.c     executing a query plan (store/plan.h): candidate reads
@@ -23,6 +24,7 @@
  * one bucket shares the hash tag {COLL:GEN:B}, so one slot; with ?ns=NAME
  * every key starts "dtx@NAME:" instead of "dtx:"):
  *   dtx:{cat}                  hash: collection name -> catalog JSON
+ *   dtx:{cat}:format           string: the namespace's format (format.c)
  *   dtx:d:{COLL:GEN:B}ID       hash: v version, s seq, b body (BSON;
  *                              JSON text in format 3, docs.c), f fence
  *                              record JSON (a tombstone's),
@@ -104,6 +106,7 @@ enum {
   RD_S_STAMP,   /* raise a bucket's stamp */
   RD_S_DROP,    /* drop one bucket */
   RD_S_MRANGE,  /* standalone: RD_S_RANGE over up to RD_MRANGE_MAX buckets */
+  RD_S_REBODY,  /* format.c: one body's bytes compare-and-set */
   RD_NSCRIPTS
 };
 
@@ -200,6 +203,11 @@ int dtx__rd_few_replicas_err(const dtx__backend_t *b, const rd_cmd_t *c);
 
 /* DTX_EBACKEND for a reply the caller did not expect, with a detail. */
 int dtx__rd_bad_reply(const redisReply *r, const char *what);
+
+/* format.c: reads the namespace's format key at open; upgrades a format-3
+ * namespace (JSON-text bodies) to format 4 (BSON bodies) in place, and
+ * refuses a format it does not read (DTX_EBACKEND). */
+int dtx__rd_format_open(dtx__backend_t *b);
 
 /* Opens connections and learns the topology (standalone or cluster). */
 int dtx__rd_connect(dtx__backend_t *b);
