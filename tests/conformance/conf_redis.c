@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Runs fn on k; 1 when it returned nonzero. */
 static int call(redisContext *k, int (*fn)(void *, void *), void *arg) {
@@ -200,7 +201,8 @@ static void fmt_check_docs(dtx_store_t *st, const char *coll, json_t **docs,
     CHECKF(rc == 0 && json_array_size(got) == 1, "%s: _id %zu: %s %s", when,
            i, dtx_errname(rc), dtx_errdetail());
     if (rc == 0 && json_array_size(got) == 1) {
-      char *a = dump_ordered(json_array_get(got, 0)), *b = dump_ordered(docs[i]);
+      char *a = dump_ordered(json_array_get(got, 0));
+      char *b = dump_ordered(docs[i]);
       CHECKF(strcmp(a, b) == 0, "%s: _id %zu:\n got  %s\n want %s", when, i,
              a, b);
       free(a);
@@ -401,8 +403,80 @@ static void test_redis_corrupt_body(void) {
   dtx_store_close(st);
 }
 
+/* Two processes open one format-3 namespace at once: both upgrade it (the
+ * compare-and-set of each body decides), both succeed, and every
+ * document reads back as it was. */
+typedef struct up_child {
+  conf_barrier_t bar;
+} up_child_t;
+
+static int up_open(void *arg) {
+  up_child_t *c = arg;
+  if (conf_barrier_child(&c->bar) != 0)
+    return 2;
+  dtx_store_t *st = NULL;
+  int rc = dtx_store_open(fmt_uri, &st);
+  if (rc != 0)
+    CONF_CHILD_FAIL("open: %s %s", dtx_errname(rc), dtx_errdetail());
+  dtx_store_close(st);
+  return rc != 0;
+}
+
+static void test_redis_format3_two_upgraders(void) {
+  if (!fresh_ns_uri()) {
+    conf_skip("needs a Redis store without ?ns=");
+    return;
+  }
+  enum { N = 400, KIDS = 3 };
+  json_t **docs = calloc(N + 1, sizeof *docs);
+  REQUIRE(docs);
+  dtx_store_t *st = NULL;
+  int rc = dtx_store_open(fmt_uri, &st);
+  CHECK_RC(rc, 0);
+  for (int i = 1; rc == 0 && i <= N; i++) {
+    docs[i] = json_pack("{s:i,s:i,s:f,s:[i,s]}", "_id", i, "n", i * 1000003,
+                        "r", i / 8.0, "l", i, "x");
+    CHECK_RC(dtx_store_insert(st, "up", docs[i], NULL), 0);
+  }
+  dtx_store_close(st);
+  fmt_walk_t w = {.docs = docs, .ndocs = N + 1, .every = 1};
+  fmt_scan(&w);
+  fmt_key_set("");
+  fmt_walk_t wj = {0};
+  fmt_scan(&wj);
+  CHECKF(wj.json == N, "format 3: %d JSON bodies", wj.json);
+  up_child_t c;
+  REQUIRE(conf_barrier_init(&c.bar) == 0);
+  conf_store_release();
+  pid_t pids[KIDS];
+  for (int i = 0; i < KIDS; i++)
+    pids[i] = conf_fork(up_open, &c);
+  CHECK(conf_barrier_release(&c.bar, KIDS) == 0);
+  for (int i = 0; i < KIDS; i++)
+    CHECKF(conf_wait(pids[i]) == 0, "upgrader %d failed", i);
+  conf_barrier_close(&c.bar);
+  conf_store_reacquire();
+  fmt_walk_t wb = {0};
+  fmt_scan(&wb);
+  CHECKF(wb.bson == N && wb.json == 0, "after: %d BSON, %d JSON", wb.bson,
+         wb.json);
+  char *k = fmt_key_get();
+  CHECKF(k && strcmp(k, "4") == 0, "format key: %s", k ? k : "(none)");
+  free(k);
+  st = NULL;
+  if (dtx_store_open(fmt_uri, &st) == 0) {
+    fmt_check_docs(st, "up", docs, N + 1, "after two upgraders");
+    CHECK_RC(dtx_store_drop_collection(st, "up"), 0);
+    dtx_store_close(st);
+  }
+  for (int i = 1; i <= N; i++)
+    json_decref(docs[i]);
+  free(docs);
+}
+
 void conf_run_redis(void) {
   CONF_RUN(test_redis_format3_upgrade);
+  CONF_RUN(test_redis_format3_two_upgraders);
   CONF_RUN(test_redis_format_newer_refused);
   CONF_RUN(test_redis_corrupt_body);
 }

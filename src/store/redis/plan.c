@@ -629,8 +629,8 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
         rd_doc_t d = {0};
         d.bucket = (int)k;
         dtx__rd_put(&d.id, r->element[e]->str, r->element[e]->len);
-        rc = dtx__rd_doc_fill(&d, co->name, r->element[e + 1], r->element[e + 2],
-                              r->element[e + 3], NULL);
+        rc = dtx__rd_doc_fill(&d, co->name, r->element[e + 1],
+                              r->element[e + 2], r->element[e + 3], NULL);
         if (rc == 0 && d.body) {
           /* the stop rule's entry: the last one read, match or not */
           dtx__rd_doc_clear(&last[k]);

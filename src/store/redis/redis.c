@@ -6,9 +6,10 @@
  *
  * doctx's filter and update languages are evaluated in C only (src/doc),
  * exactly as for SQLite; there is no second implementation in Lua.  A
- * document is one hash dtx:d:{COLL:GEN:B}ID holding its body (JSON text),
- * its insertion sequence number and a version token.  Every change of a
- * document is one EVALSHA of the WRITE script (scripts.c) on the node that
+ * document is one hash dtx:d:{COLL:GEN:B}ID holding its body (BSON bytes;
+ * JSON text in a namespace of format 3, format.c), its insertion sequence
+ * number and a version token.  Every change of a document is one EVALSHA
+ * of the WRITE script (scripts.c) on the node that
  * owns the key: "if the version is still V, write this body with the new
  * version V' (and this bucket's index entries); otherwise return the
  * current version and body".  The C side reads (or remembers) V and the
