@@ -58,9 +58,11 @@ static int fmt_cmd(dtx__backend_t *b, int set, redisReply **out) {
   dtx__rd_args(&c, key);
   if (set)
     dtx__rd_argi(&c, RD_FORMAT);
-  int rc = dtx__rd_run(b, &c, 1, "reading the namespace format");
+  const char *what =
+      set ? "setting the namespace format" : "reading the namespace format";
+  int rc = dtx__rd_run(b, &c, 1, what);
   if (rc == 0 && c.reply->type == REDIS_REPLY_ERROR)
-    rc = dtx__rd_bad_reply(c.reply, "the namespace format");
+    rc = dtx__rd_bad_reply(c.reply, what);
   if (rc == 0 && out) {
     *out = c.reply;
     c.reply = NULL;
@@ -69,7 +71,7 @@ static int fmt_cmd(dtx__backend_t *b, int set, redisReply **out) {
   return rc;
 }
 
-/* 1 when the catalog hash exists (something was ever written), 0 not. */
+/* *yes: whether the catalog hash exists (a collection was ever made). */
 static int catalog_exists(dtx__backend_t *b, int *yes) {
   rd_cmd_t c;
   dtx__rd_cmd_init(&c, dtx__rd_slot(b->catkey, strlen(b->catkey)), -1, 0);
