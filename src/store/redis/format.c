@@ -155,7 +155,7 @@ static int convert_one(dtx__backend_t *b, const rd_buf_t *key, int slot,
 
 /* Converts the JSON-text bodies of bucket k of co. */
 static int upgrade_bucket(dtx__backend_t *b, const rd_coll_t *co, int k) {
-  rd_buf_t min = {0}, members = {0}, stamp = {0}, key = {0};
+  rd_buf_t min = {0}, members = {0}, stamp = {0}, key = {0}, nb = {0};
   dtx__rd_puts(&min, "-");
   dtx__rd_key_members(&members, co, k);
   dtx__rd_key_stamp(&stamp, co, k);
@@ -185,15 +185,51 @@ static int upgrade_bucket(dtx__backend_t *b, const rd_coll_t *co, int k) {
       break;
     }
     long long nread = r->element[1]->integer;
-    for (size_t i = 3; rc == 0 && i + 3 < r->elements; i += 4) {
+    /* The page's compare-and-sets go as one pipeline; one that lost
+     * (a writer was first) is taken up alone by convert_one. */
+    rd_cmd_t *cmds = calloc(UP_PAGE, sizeof *cmds);
+    size_t nc = 0;
+    if (!cmds)
+      rc = dtx__err(DTX_ENOMEM, "upgrading a bucket");
+    for (size_t i = 3; rc == 0 && i + 3 < r->elements && nc < UP_PAGE;
+         i += 4) {
       const redisReply *id = r->element[i], *body = r->element[i + 3];
       if (body->type != REDIS_REPLY_STRING || body->len == 0 ||
           dtx__rd_body_is_bson(body->str, body->len))
         continue;
+      int want = rebody(body->str, body->len, &nb);
+      if (want <= 0) {
+        rc = want;
+        continue;
+      }
       key.n = 0;
       dtx__rd_key_doc(&key, co, k, id->str, id->len);
-      rc = convert_one(b, &key, co->slots[k], body->str, body->len);
+      rd_cmd_t *cc = &cmds[nc++];
+      dtx__rd_cmd_init(cc, co->slots[k], RD_S_REBODY, 1);
+      cc->nkeys = 1;
+      dtx__rd_argb(cc, &key);
+      dtx__rd_arg(cc, body->str, body->len);
+      dtx__rd_argb(cc, &nb);
     }
+    if (rc == 0 && nc)
+      rc = dtx__rd_run(b, cmds, nc, "upgrading documents");
+    for (size_t j = 0; rc == 0 && j < nc; j++) {
+      const redisReply *x = cmds[j].reply;
+      if (x->type != REDIS_REPLY_ARRAY || x->elements < 1 ||
+          x->element[0]->type != REDIS_REPLY_INTEGER)
+        rc = dtx__rd_bad_reply(x, "upgrading a document");
+      else if (x->element[0]->integer != 1) {
+        rd_buf_t kk = {0};
+        dtx__rd_put(&kk, cmds[j].argv[0], cmds[j].argvlen[0]);
+        const redisReply *now = x->elements > 1 ? x->element[1] : NULL;
+        int isstr = now && now->type == REDIS_REPLY_STRING;
+        rc = convert_one(b, &kk, co->slots[k], isstr ? now->str : "",
+                         isstr ? now->len : 0);
+        dtx__rd_buf_free(&kk);
+      }
+    }
+    if (cmds)
+      dtx__rd_cmds_free(cmds, nc);
     if (rc == 0 && nread == UP_PAGE) {
       min.n = 0;
       dtx__rd_putc(&min, '(');
@@ -207,6 +243,7 @@ static int upgrade_bucket(dtx__backend_t *b, const rd_coll_t *co, int k) {
   dtx__rd_buf_free(&members);
   dtx__rd_buf_free(&stamp);
   dtx__rd_buf_free(&key);
+  dtx__rd_buf_free(&nb);
   return rc;
 }
 
