@@ -112,20 +112,16 @@ int dtx__rd_body_parse(const char *coll, const rd_doc_t *d, const char *p,
 int dtx__rd_body_encode(const json_t *body, rd_buf_t *out) {
   bson_t bs = BSON_INITIALIZER;
   int rc = dtx__bson_from_json(body, &bs);
-  if (rc == 0 && bs.len <= DTX__DOC_MAX) {
+  /* Every write's document passed dtx__doc_check_write, whose size is
+   * this BSON's (dtx__value_bson_size): one past 16 MiB here is a write
+   * that skipped the check. */
+  if (rc == 0 && bs.len > DTX__DOC_MAX)
+    rc = dtx__err(DTX_ELIMIT,
+                  "the document would hold more than 16 MiB (%zu bytes), "
+                  "the limit of a document",
+                  DTX__DOC_MAX);
+  if (rc == 0)
     dtx__rd_put(out, bson_get_data(&bs), bs.len);
-  } else if (rc == 0) {
-    /* Over the 16 MiB the stored-body check allows, though the document
-     * is within the limit the store enforces today, which counts JSON
-     * bytes (an array of small integers takes 2 bytes a value as text,
-     * 9 as BSON): kept as JSON text, which the reader tells apart. */
-    char *text = dtx__json_dump(body);
-    if (text)
-      dtx__rd_puts(out, text);
-    else
-      out->oom = 1;
-    free(text);
-  }
   bson_destroy(&bs);
   if (rc == 0 && out->oom)
     rc = dtx__err(DTX_ENOMEM, "encoding a document");
