@@ -151,7 +151,8 @@ int dtx__cli_exit_code(int rc) {
     return DTX_EXIT_CONSTRAINT;
   case DTX_EAUDIT:
     return DTX_EXIT_AUDIT;
-  default: /* NOMEM, BUSY, UNAVAILABLE, BACKEND, FAULT and unknown codes */
+  default: /* NOMEM, BUSY, UNAVAILABLE, BACKEND, FAULT, CORRUPT and unknown
+            codes */
     return DTX_EXIT_BACKEND;
   }
 }
