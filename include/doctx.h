@@ -66,7 +66,8 @@ extern "C" {
   X(STALE, -23, "lease lost to another owner")                              \
   X(LIMIT, -24, "resource limit exceeded")                                   \
   X(VALIDATION, -25, "document failed validation")                          \
-  X(FENCED, -26, "a newer fencing token wrote the document")
+  X(FENCED, -26, "a newer fencing token wrote the document")               \
+  X(CORRUPT, -27, "a stored document is corrupt")
 
 typedef enum dtx_errno {
   DTX_OK = 0,

@@ -91,7 +91,9 @@ static const struct {
     {DTX_EXIT_BACKEND,
      "store unavailable or backend error (a transfer it interrupts is left "
      "for doctx recover), including no store at PATH for a command that "
-     "only reads"},
+     "only reads; a stored document the store cannot read (CORRUPT, naming "
+     "its collection and _id; the audit reads past it and reports it, exit "
+     "5)"},
     {DTX_EXIT_AUDIT, "audit found a broken invariant"},
     {DTX_EXIT_LOST,
      "lock hold lost its lock (a renewal failed or the lease lapsed): the "
@@ -151,7 +153,8 @@ int dtx__cli_exit_code(int rc) {
     return DTX_EXIT_CONSTRAINT;
   case DTX_EAUDIT:
     return DTX_EXIT_AUDIT;
-  default: /* NOMEM, BUSY, UNAVAILABLE, BACKEND, FAULT and unknown codes */
+  default: /* NOMEM, BUSY, UNAVAILABLE, BACKEND, FAULT, CORRUPT and unknown
+            codes */
     return DTX_EXIT_BACKEND;
   }
 }

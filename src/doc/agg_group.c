@@ -68,7 +68,7 @@ typedef struct acc {
   size_t *set;
   uint64_t *hashes; /* hash of val's element i */
   size_t nset;
-  size_t bytes; /* $push/$addToSet: val's size (dtx__value_json_size) */
+  size_t bytes; /* $push/$addToSet: val's size (dtx__value_bson_size) */
 } acc_t;
 
 typedef struct group {
@@ -378,7 +378,7 @@ static int accumulate(const acc_spec_t *sp, acc_t *a, agg_run_t *r,
       break;
     /* The array becomes a field of the group's document: past 16 MiB it
      * could never be passed on, so stop now, not at the memory limit. */
-    a->bytes += 1 + dtx__value_json_size(v, DTX__DOC_MAX);
+    a->bytes += 1 + dtx__value_bson_size(v, DTX__DOC_MAX);
     if (a->bytes > DTX__DOC_MAX) {
       rc = dtx__err(DTX_ELIMIT,
                     "$group: %s into '%s' would collect more than 16 MiB "

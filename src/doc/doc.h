@@ -75,17 +75,18 @@ size_t dtx__value_size(const json_t *v);
  * "Size limits"). */
 #define DTX__DOC_MAX ((size_t)16 << 20)
 
-/* The size of v as compact JSON, roughly: strings and keys by their bytes
- * (escapes not counted), numbers as 8 bytes.  Counting stops once it
- * passes cap (the result is then some value > cap), so the cost is bounded
- * by cap even for a value that shares one big part many times. */
-size_t dtx__value_json_size(const json_t *v, size_t cap);
-/* dtx__value_json_size, and in *levels the deepest container's level
+/* The size of v in BSON, exactly as the json_t bridge writes it
+ * (dtx__bson_from_json: the bytes both stores keep), without the type
+ * byte and name an element adds.  Counting stops once it passes cap (the
+ * result is then some value > cap), so the cost is bounded by cap even
+ * for a value that shares one big part many times. */
+size_t dtx__value_bson_size(const json_t *v, size_t cap);
+/* dtx__value_bson_size, and in *levels the deepest container's level
  * (the top one is 1) -- exact when the size is within cap: one walk for
  * a write's two bounds (dtx__doc_check_write). */
-size_t dtx__value_json_shape(const json_t *v, size_t cap, int *levels);
+size_t dtx__value_bson_shape(const json_t *v, size_t cap, int *levels);
 
-/* 0 when doc is at most DTX__DOC_MAX bytes (dtx__value_json_size), else
+/* 0 when doc is at most DTX__DOC_MAX bytes (dtx__value_bson_size), else
  * DTX_ELIMIT: "<what> would hold more than 16 MiB (16777216 bytes), the
  * limit of a document". */
 int dtx__doc_size_check(const json_t *doc, const char *what);

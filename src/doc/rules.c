@@ -767,7 +767,7 @@ int dtx__doc_check_write(const dtx__rules_t *r, const char *coll,
      * stopped at the size bound may not have seen the deepest level).
      * The name is formatted only for an error: it showed in profiles. */
     int levels;
-    size_t bytes = dtx__value_json_shape(after, DTX__DOC_MAX, &levels);
+    size_t bytes = dtx__value_bson_shape(after, DTX__DOC_MAX, &levels);
     if (bytes > DTX__DOC_MAX || levels > DTX_MAX_DEPTH) {
       if (dtx__depth_check(after, DTX_EINVAL, coll) < 0) {
         doc_name(coll, after, who, sizeof who);

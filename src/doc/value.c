@@ -244,9 +244,24 @@ int dtx__value_key(const json_t *v, dtx__buf_t *b) {
   return b->oom ? -1 : 0;
 }
 
-/* levels (may be NULL): the deepest container's level seen (the top one
+/* The bytes v takes in BSON as the json_t bridge writes it (bjson.c):
+ * a string 4 + its bytes + 1, an integer 4 when it fits int32 else 8, a
+ * real 8, a boolean 1, null 0, an object or array 4 + its elements + 1,
+ * each element a type byte, its name (an array's index in decimal) and
+ * a NUL, then its value -- so a document's count is its stored size
+ * exactly, and the 16 MiB limit is MongoDB's, on every backend.
+ * levels (may be NULL): the deepest container's level seen (the top one
  * is 1), exact when the count stays within cap. */
-static size_t json_size(const json_t *v, size_t cap, size_t n, int depth,
+static size_t index_digits(size_t i) {
+  size_t d = 1;
+  while (i >= 10) {
+    i /= 10;
+    d++;
+  }
+  return d;
+}
+
+static size_t bson_size(const json_t *v, size_t cap, size_t n, int depth,
                         int *levels) {
   const char *k;
   json_t *x;
@@ -259,48 +274,52 @@ static size_t json_size(const json_t *v, size_t cap, size_t n, int depth,
     return cap + 1;
   switch (json_typeof(v)) {
   case JSON_STRING:
-    return n + 2 + json_string_length(v);
+    return n + 5 + json_string_length(v);
   case JSON_OBJECT:
-    n += 2;
+    n += 5;
     if (levels && depth + 1 > *levels)
       *levels = depth + 1;
     json_object_foreach((json_t *)v, k, x) {
-      n = json_size(x, cap, n + 4 + strlen(k), depth + 1, levels);
+      n = bson_size(x, cap, n + 2 + strlen(k), depth + 1, levels);
       if (n > cap)
         return n;
     }
     return n;
   case JSON_ARRAY:
-    n += 2;
+    n += 5;
     if (levels && depth + 1 > *levels)
       *levels = depth + 1;
     json_array_foreach(v, i, x) {
-      n = json_size(x, cap, n + 1, depth + 1, levels);
+      n = bson_size(x, cap, n + 2 + index_digits(i), depth + 1, levels);
       if (n > cap)
         return n;
     }
     return n;
-  case JSON_TRUE:
-  case JSON_NULL:
-    return n + 4;
-  case JSON_FALSE:
-    return n + 5;
-  default:
+  case JSON_INTEGER: {
+    json_int_t iv = json_integer_value(v);
+    return n + (iv >= INT32_MIN && iv <= INT32_MAX ? 4 : 8);
+  }
+  case JSON_REAL:
     return n + 8;
+  case JSON_TRUE:
+  case JSON_FALSE:
+    return n + 1;
+  default: /* null */
+    return n;
   }
 }
 
-size_t dtx__value_json_size(const json_t *v, size_t cap) {
-  return v ? json_size(v, cap, 0, 0, NULL) : 0;
+size_t dtx__value_bson_size(const json_t *v, size_t cap) {
+  return v ? bson_size(v, cap, 0, 0, NULL) : 0;
 }
 
-size_t dtx__value_json_shape(const json_t *v, size_t cap, int *levels) {
+size_t dtx__value_bson_shape(const json_t *v, size_t cap, int *levels) {
   *levels = 0;
-  return v ? json_size(v, cap, 0, 0, levels) : 0;
+  return v ? bson_size(v, cap, 0, 0, levels) : 0;
 }
 
 int dtx__doc_size_check(const json_t *doc, const char *what) {
-  if (dtx__value_json_size(doc, DTX__DOC_MAX) <= DTX__DOC_MAX)
+  if (dtx__value_bson_size(doc, DTX__DOC_MAX) <= DTX__DOC_MAX)
     return 0;
   return dtx__err(DTX_ELIMIT,
                   "%s would hold more than 16 MiB (%zu bytes), the limit of "

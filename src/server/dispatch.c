@@ -34,6 +34,7 @@ static const struct {
     {DTX_ESTATE, 409},      {DTX_ESTALE, 409},       {DTX_EFENCED, 409},
     {DTX_EVALIDATION, 409}, {DTX_EUNAVAILABLE, 503}, {DTX_EBUSY, 503},
     {DTX_ENOMEM, 500},      {DTX_EBADURI, 500},      {DTX_EBACKEND, 500},
+    {DTX_ECORRUPT, 500},
     {DTX_EFAULT, 500},      {DTX_EAUDIT, 500},
 };
 

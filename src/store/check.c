@@ -12,6 +12,8 @@
 #include "store/store.h"
 #include "util/err.h"
 
+#include <string.h>
+
 int dtx_json_parse(const char *text, json_t **out) {
   *out = NULL;
   if (!text)
@@ -92,4 +94,27 @@ int dtx_check_rules(const dtx_collection_rules_t *rules) {
   json_decref(spec);
   dtx__rules_free(r);
   return rc;
+}
+
+/* ---- corrupt stored documents ---------------------------------------------- */
+
+static _Thread_local json_t *corrupt_list;
+
+void dtx__corrupt_collect(json_t *list) { corrupt_list = list; }
+
+int dtx__corrupt_skip(const char *coll, const char *detail) {
+  if (!corrupt_list)
+    return 0;
+  /* One entry a document: a read may meet it more than once (a find,
+   * then a count of the same collection). */
+  size_t i;
+  json_t *e;
+  json_array_foreach(corrupt_list, i, e) {
+    if (!strcmp(json_string_value(json_object_get(e, "detail")), detail))
+      return 1;
+  }
+  json_array_append_new(corrupt_list, json_pack("{s:s,s:s}", "coll",
+                                                coll ? coll : "?", "detail",
+                                                detail));
+  return 1;
 }

@@ -269,6 +269,22 @@ void dtx__store_count_rt(int64_t round_trips, int64_t commands);
 int64_t dtx__store_round_trips(void);
 int64_t dtx__store_commands(void);
 
+/* ---- corrupt stored documents (check.c) ------------------------------------- */
+
+/* A read that meets a stored body it cannot read (bytes that fail the
+ * stored-body check, a body that is no document) fails with
+ * DTX_ECORRUPT naming the collection and the _id -- unless this thread
+ * collects them: the audit does (src/txn/frame/audit.c), so that one bad
+ * document is a finding and the audit reads every other one.  Then the
+ * backend calls dtx__corrupt_skip with the error's detail: it appends
+ * {"coll", "detail"} to the list and returns 1, and the read goes on as
+ * if the document were absent; without a collector it returns 0 and the
+ * read fails.  Writes never skip: a backend calls it from reads only.
+ * dtx__corrupt_collect(list) starts collecting into list (borrowed, an
+ * array the caller owns), NULL stops. */
+void dtx__corrupt_collect(json_t *list);
+int dtx__corrupt_skip(const char *coll, const char *detail);
+
 /* Frees the references held by res and zeroes it. */
 void dtx__modify_result_clear(dtx__modify_result_t *res);
 

@@ -144,6 +144,8 @@ void conf_run_store(void);
 void conf_run_scale(void);
 void conf_run_fence(void);
 void conf_run_window(void); /* conf_window.c: time-bounded writes */
+/* conf_redis.c: a Redis namespace's body format (skips on other stores) */
+void conf_run_redis(void);
 void conf_run_bulk(void);
 /* Random batches explained by a serial order (conf_bulk_serial.c), run
  * by conf_run_bulk. */

@@ -348,6 +348,7 @@ int main(int argc, char **argv) {
       {"bulk", conf_run_bulk},
       {"fence", conf_run_fence},
       {"window", conf_run_window},
+      {"redis", conf_run_redis},
   };
   int64_t t_all = conf_now_ms();
   for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++) {

@@ -61,9 +61,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
    * where the two readers differ by design: "$regex"/"$options" and
    * "$uuid" are plain keys to doctx (query operators), wrappers to
    * libbson.  A text libbson refuses is not compared (it is the stricter
-   * one there, e.g. on depth). */
+   * one there, e.g. on depth), nor one with a $code wrapper: libbson
+   * 1.23 gives a $code element of an array a garbage array key (0xC5
+   * where ours writes "0", the array's first), at every depth. */
   if (!strstr(c, "\"$regex\"") && !strstr(c, "\"$options\"") &&
-      !strstr(c, "\"$uuid\"")) {
+      !strstr(c, "\"$uuid\"") && !strstr(c, "\"$code\"")) {
     bson_error_t err;
     bson_t *lb = bson_new_from_json((const uint8_t *)c, (ssize_t)n1, &err);
     if (lb && (lb->len != b.len || memcmp(bson_get_data(lb), d, b.len)))

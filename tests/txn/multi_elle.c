@@ -229,8 +229,12 @@ static void *worker(void *arg) {
   return NULL;
 }
 
-/* Runs the workload for ms milliseconds, appending to the history. */
-static int run_workload(int isolation, int ms, unsigned salt) {
+/* Runs the workload for ms milliseconds, and on until at least
+ * min_committed transactions committed (at most 30 s in all: how many
+ * commit in a time is the machine's speed, and a loaded CI run made 12 in
+ * the clean run's second), appending to the history. */
+static int run_workload(int isolation, int ms, long min_committed,
+                        unsigned salt) {
   static worker_t w[THREADS];
   pthread_t th[THREADS];
   stop_run = 0;
@@ -244,6 +248,14 @@ static int run_workload(int isolation, int ms, unsigned salt) {
       return -1;
   }
   usleep((useconds_t)ms * 1000);
+  for (int waited = ms; waited < 30000; waited += 50) {
+    pthread_mutex_lock(&hist.mu);
+    long c = hist.committed;
+    pthread_mutex_unlock(&hist.mu);
+    if (c >= min_committed)
+      break;
+    usleep(50 * 1000);
+  }
   stop_run = 1;
   for (int i = 0; i < THREADS; i++)
     pthread_join(th[i], NULL);
@@ -294,7 +306,7 @@ static void clean_run(int iso) {
   dtx_store_close(st);
   hist_reset();
   double t0 = now_s();
-  REQUIRE(run_workload(iso, ms ? atoi(ms) : 1000, (unsigned)iso + 1) == 0);
+  REQUIRE(run_workload(iso, ms ? atoi(ms) : 1000, 21, (unsigned)iso + 1) == 0);
   json_t *rep = NULL;
   int rc = check_history(iso, &rep);
   print_run(name, rep, now_s() - t0);
@@ -442,7 +454,7 @@ static int break_child(const char *mode, const char *out) {
   int rounds = 0, rc = ELLE_CLEAN;
   double t0 = now_s();
   while (rounds < BREAK_ROUNDS && kind_count(rep, kind) == 0) {
-    if (run_workload(iso, BREAK_ROUND_MS, 100u + (unsigned)rounds))
+    if (run_workload(iso, BREAK_ROUND_MS, 0, 100u + (unsigned)rounds))
       return 2;
     rounds++;
     json_decref(rep);

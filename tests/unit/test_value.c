@@ -644,6 +644,65 @@ static void test_path_check(void) {
   CHECK_RC(dtx__path_check(longp, DTX_EINVAL), DTX_EINVAL);
 }
 
+/* ---- dtx__value_bson_size: the 16 MiB limit's count --------------------- */
+
+/* The count is the bridge's BSON length exactly: for documents whose
+ * integers straddle int32, strings with escapes, arrays past ten and a
+ * hundred elements (index names of two and three digits), nesting. */
+static void test_bson_size(void) {
+  static const char *docs[] = {
+      "{}",
+      "{\"a\":1}",
+      "{\"a\":2147483647,\"b\":2147483648,\"c\":-2147483648,\"d\":-2147483649}",
+      "{\"a\":1.5,\"b\":true,\"c\":false,\"d\":null}",
+      "{\"s\":\"\",\"t\":\"a\\tb\",\"u\":\"\\u00e9\\u4e2d\"}",
+      "{\"a\":[1,2,3,4,5,6,7,8,9,10,11,12]}",
+      "{\"a\":{\"b\":{\"c\":[[],{},[{}]]}},\"\":0}",
+  };
+  for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+    json_t *v = NULL;
+    CHECK_RC(dtx__json_parse(docs[i], &v), 0);
+    bson_t b = BSON_INITIALIZER;
+    CHECK_RC(dtx__bson_from_json(v, &b), 0);
+    CHECKF(dtx__value_bson_size(v, DTX__DOC_MAX) == b.len,
+           "%s: counted %zu, the bridge wrote %u", docs[i],
+           dtx__value_bson_size(v, DTX__DOC_MAX), b.len);
+    bson_destroy(&b);
+    json_decref(v);
+  }
+  /* 1,000 elements: index names of one to three digits */
+  json_t *arr = json_array(), *doc = json_object();
+  for (int i = 0; i < 1000; i++)
+    json_array_append_new(arr, json_integer((json_int_t)i * 5000000));
+  json_object_set_new(doc, "big", arr);
+  bson_t b = BSON_INITIALIZER;
+  CHECK_RC(dtx__bson_from_json(doc, &b), 0);
+  CHECK(dtx__value_bson_size(doc, DTX__DOC_MAX) == b.len);
+  bson_destroy(&b);
+  /* and the parse_ok table's documents */
+  for (size_t i = 0; i < sizeof parse_ok / sizeof parse_ok[0]; i++) {
+    json_t *v = NULL;
+    if (dtx__json_parse(parse_ok[i].text, &v) || !json_is_object(v)) {
+      json_decref(v);
+      continue;
+    }
+    bson_t c = BSON_INITIALIZER;
+    CHECK_RC(dtx__bson_from_json(v, &c), 0);
+    CHECKF(dtx__value_bson_size(v, DTX__DOC_MAX) == c.len, "%s",
+           parse_ok[i].text);
+    bson_destroy(&c);
+    json_decref(v);
+  }
+  /* An array of 2,000,000 small integers: 4 MB as JSON text, 18 MB as
+   * BSON -- refused, as MongoDB would. */
+  json_t *many = json_array();
+  for (int i = 0; i < 2000000; i++)
+    json_array_append_new(many, json_integer(1));
+  json_object_set_new(doc, "many", many);
+  CHECK_RC(dtx__doc_size_check(doc, "the document"), DTX_ELIMIT);
+  json_decref(doc);
+}
+
 int main(void) {
   TEST_RUN(test_order);
   TEST_RUN(test_ladder);
@@ -658,5 +717,6 @@ int main(void) {
   TEST_RUN(test_id_check);
   TEST_RUN(test_now);
   TEST_RUN(test_path_check);
+  TEST_RUN(test_bson_size);
   return TEST_DONE();
 }

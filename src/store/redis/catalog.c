@@ -540,8 +540,8 @@ static int backfill_bucket(dtx__backend_t *b, rd_coll_t **cop, int k,
       rd_doc_t d = {0};
       d.bucket = k;
       dtx__rd_put(&d.id, r->element[i]->str, r->element[i]->len);
-      rc = dtx__rd_doc_fill(&d, r->element[i + 1], r->element[i + 2],
-                            r->element[i + 3], NULL);
+      rc = dtx__rd_doc_fill(&d, (*cop)->name, r->element[i + 1],
+                            r->element[i + 2], r->element[i + 3], NULL);
       for (int tries = 0; rc == 0 && d.body; tries++) {
         json_t *same = json_incref(d.body);
         rc = dtx__rd_write(b, *cop, &d, same, NULL, claims);

@@ -56,6 +56,7 @@ void dtx__rd_docs_free(rd_doc_t *d, size_t n) {
 }
 
 typedef struct docset {
+  const char *coll; /* for messages */
   rd_doc_t *d;
   size_t n, cap;
   /* open-addressing set of (bucket, id) for distinctness */
@@ -111,7 +112,7 @@ static int docset_add(docset_t *s, int bucket, const redisReply *id,
   memset(d, 0, sizeof *d);
   d->bucket = bucket;
   dtx__rd_put(&d->id, id->str, id->len);
-  int rc = dtx__rd_doc_fill(d, v, seq, body, NULL);
+  int rc = dtx__rd_doc_fill(d, s->coll, v, seq, body, NULL);
   if (rc < 0 || d->id.oom) {
     dtx__rd_doc_clear(d);
     return rc < 0 ? rc : dtx__err(DTX_ENOMEM, "collecting candidates");
@@ -449,7 +450,7 @@ int dtx__rd_candidates(dtx__backend_t *b, const rd_coll_t *co,
                        const dtx__plan_t *p, rd_doc_t **out, size_t *n) {
   *out = NULL;
   *n = 0;
-  docset_t s = {0};
+  docset_t s = {.coll = co->name};
   int rc = 0;
   if (p->kind == DTX__PLAN_NONE) {
     rc = 0;
@@ -628,8 +629,8 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
         rd_doc_t d = {0};
         d.bucket = (int)k;
         dtx__rd_put(&d.id, r->element[e]->str, r->element[e]->len);
-        rc = dtx__rd_doc_fill(&d, r->element[e + 1], r->element[e + 2],
-                              r->element[e + 3], NULL);
+        rc = dtx__rd_doc_fill(&d, co->name, r->element[e + 1],
+                              r->element[e + 2], r->element[e + 3], NULL);
         if (rc == 0 && d.body) {
           /* the stop rule's entry: the last one read, match or not */
           dtx__rd_doc_clear(&last[k]);

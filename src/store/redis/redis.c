@@ -6,9 +6,10 @@
  *
  * doctx's filter and update languages are evaluated in C only (src/doc),
  * exactly as for SQLite; there is no second implementation in Lua.  A
- * document is one hash dtx:d:{COLL:GEN:B}ID holding its body (JSON text),
- * its insertion sequence number and a version token.  Every change of a
- * document is one EVALSHA of the WRITE script (scripts.c) on the node that
+ * document is one hash dtx:d:{COLL:GEN:B}ID holding its body (BSON bytes;
+ * JSON text in a namespace of format 3, format.c), its insertion sequence
+ * number and a version token.  Every change of a document is one EVALSHA
+ * of the WRITE script (scripts.c) on the node that
  * owns the key: "if the version is still V, write this body with the new
  * version V' (and this bucket's index entries); otherwise return the
  * current version and body".  The C side reads (or remembers) V and the
@@ -430,7 +431,8 @@ void dtx__rd_cache_drop(dtx__backend_t *b, const rd_buf_t *key) {
 static void rd_close(dtx__backend_t *b);
 
 /* flags: DTX_OPEN_NOCREATE changes nothing here, since a Redis server
- * either answers or it does not; nothing is created by opening. */
+ * either answers or it does not; opening creates nothing but the
+ * namespace's format key (format.c). */
 static int rd_open(const char *uri, unsigned flags, dtx__backend_t **out) {
   (void)flags;
   *out = NULL;
@@ -457,7 +459,7 @@ static int rd_open(const char *uri, unsigned flags, dtx__backend_t **out) {
     b->rnd = ((uint64_t)ts.tv_nsec << 24) ^ (uint64_t)ts.tv_sec ^
              ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)b;
   }
-  if ((rc = dtx__rd_connect(b)) < 0) {
+  if ((rc = dtx__rd_connect(b)) < 0 || (rc = dtx__rd_format_open(b)) < 0) {
     rd_close(b);
     return rc;
   }

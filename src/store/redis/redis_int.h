@@ -9,6 +9,7 @@
  *              routing, redirects, retries, ?wait=N replicas
  *   scripts.c  the Lua scripts (small, data-only: no doctx semantics)
  *   codec.c    buffers, CRC16 slots, _id and index key encodings
+ *   format.c   the namespace's format key, the upgrade of JSON-text bodies
  *   catalog.c  key names; collections and indexes: the catalog,
  *              create_index, drop, the multikey flag
  *   plan.c     executing a query plan (store/plan.h): candidate reads
@@ -23,7 +24,10 @@
  * one bucket shares the hash tag {COLL:GEN:B}, so one slot; with ?ns=NAME
  * every key starts "dtx@NAME:" instead of "dtx:"):
  *   dtx:{cat}                  hash: collection name -> catalog JSON
- *   dtx:d:{COLL:GEN:B}ID       hash: v version, s seq, b body JSON,
+ *   dtx:{cat}:format           string: the namespace's format (format.c)
+ *   dtx:d:{COLL:GEN:B}ID       hash: v version, s seq, b body (BSON;
+ *                              JSON text in format 3, docs.c), f fence
+ *                              record JSON (a tombstone's),
  *                              u<claim key> claim value (unique claims held)
  *   dtx:c:{COLL:GEN:B}         zset (score 0): SEQ ID   -- the bucket's docs
  *   dtx:x:{COLL:GEN:B}N        zset (score 0): KEY SEQ ID LEN -- index N
@@ -102,6 +106,7 @@ enum {
   RD_S_STAMP,   /* raise a bucket's stamp */
   RD_S_DROP,    /* drop one bucket */
   RD_S_MRANGE,  /* standalone: RD_S_RANGE over up to RD_MRANGE_MAX buckets */
+  RD_S_REBODY,  /* format.c: one body's bytes compare-and-set */
   RD_NSCRIPTS
 };
 
@@ -198,6 +203,11 @@ int dtx__rd_few_replicas_err(const dtx__backend_t *b, const rd_cmd_t *c);
 
 /* DTX_EBACKEND for a reply the caller did not expect, with a detail. */
 int dtx__rd_bad_reply(const redisReply *r, const char *what);
+
+/* format.c: reads the namespace's format key at open; upgrades a format-3
+ * namespace (JSON-text bodies) to format 4 (BSON bodies) in place, and
+ * refuses a format it does not read (DTX_EBACKEND). */
+int dtx__rd_format_open(dtx__backend_t *b);
 
 /* Opens connections and learns the topology (standalone or cluster). */
 int dtx__rd_connect(dtx__backend_t *b);
@@ -347,9 +357,24 @@ typedef struct rd_doc {
 
 void dtx__rd_doc_clear(rd_doc_t *d);
 /* Fills d from a {v, s, b} triple of replies (bodies parsed) and f, the
- * fence record field (NULL for replies that list only live documents). */
-int dtx__rd_doc_fill(rd_doc_t *d, const redisReply *v, const redisReply *s,
-                     const redisReply *body, const redisReply *f);
+ * fence record field (NULL for replies that list only live documents).
+ * d's id must be set: a corrupt body is DTX_EBACKEND naming coll and it. */
+int dtx__rd_doc_fill(rd_doc_t *d, const char *coll, const redisReply *v,
+                     const redisReply *s, const redisReply *body,
+                     const redisReply *f);
+
+/* Bodies (docs.c): BSON bytes, or JSON text in a namespace of format 3;
+ * the last byte tells which (docs.c says why). */
+int dtx__rd_body_is_bson(const char *p, size_t n);
+/* Parses the stored body p[0..n) (NUL-terminated after n, as hiredis
+ * leaves it) of d (its id set, for the message) in coll into a new
+ * object *out: BSON through dtx__bson_check, JSON text through the
+ * parser.  DTX_EBACKEND naming coll and the _id when corrupt. */
+int dtx__rd_body_parse(const char *coll, const rd_doc_t *d, const char *p,
+                       size_t n, json_t **out);
+/* Appends the stored form of body to out: its BSON bytes (JSON text for
+ * the rare document whose BSON passes 16 MiB, docs.c).  DTX_ENOMEM. */
+int dtx__rd_body_encode(const json_t *body, rd_buf_t *out);
 /* Sets key (emptied first; the caller owns and frees it) to the key of
  * d's record in co; d's id and bucket must be set. */
 void dtx__rd_doc_key(const rd_coll_t *co, const rd_doc_t *d, rd_buf_t *key);

@@ -286,11 +286,22 @@ static const char S_DROP[] =
     "for i = 2, #KEYS do redis.call('DEL', KEYS[i]) end\n"
     "return out\n";
 
+/* RD_S_REBODY  KEYS: doc.  ARGV: 1 its body as read, 2 the same
+ * document's new bytes (format.c: JSON text -> BSON).  Returns {1} when
+ * the body was still ARGV[1] and is now ARGV[2], else {0, current body}
+ * ('' when none).  The version is left alone: the document's value does
+ * not change, so no writer's compare-and-set should fail for it. */
+static const char S_REBODY[] =
+    "local c = redis.call('HGET', KEYS[1], 'b') or ''\n"
+    "if c ~= ARGV[1] then return {0, c} end\n"
+    "redis.call('HSET', KEYS[1], 'b', ARGV[2])\n"
+    "return {1}\n";
+
 const char *const dtx__rd_scripts[RD_NSCRIPTS] = {
     [RD_S_WRITE] = S_WRITE,     [RD_S_READDOC] = S_READDOC,
     [RD_S_RANGE] = S_RANGE,     [RD_S_COUNT] = S_COUNT,
     [RD_S_FENCE] = S_FENCE,     [RD_S_CLAIM] = S_CLAIM,
     [RD_S_UNCLAIM] = S_UNCLAIM, [RD_S_CATSET] = S_CATSET,
     [RD_S_STAMP] = S_STAMP,     [RD_S_DROP] = S_DROP,
-    [RD_S_MRANGE] = S_MRANGE,
+    [RD_S_MRANGE] = S_MRANGE,   [RD_S_REBODY] = S_REBODY,
 };

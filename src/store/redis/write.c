@@ -480,13 +480,20 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
     return dtx__err(DTX_EBACKEND, "redis: document without a sequence");
   }
   dtx__rd_token(b, ver);
-  char *text = NULL, *ttext = NULL;
+  /* The body goes as BSON bytes (docs.c); the fence record a delete
+   * leaves stays JSON text: it is the pattern kit's record of a deleted
+   * document, never matched, sorted or indexed, read only to revive or
+   * list it (fence.c). */
+  rd_buf_t text = {0};
+  char *ttext = NULL;
   int rc = op == 'd' && m ? dtx__fence_tombstone(m, cur->body, &p->tomb) : 0;
-  if (rc == 0 && ((newbody && !(text = dtx__json_dump(newbody))) ||
-                  (p->tomb && !(ttext = dtx__json_dump(p->tomb)))))
+  if (rc == 0 && newbody)
+    rc = dtx__rd_body_encode(newbody, &text);
+  if (rc == 0 && p->tomb && !(ttext = dtx__json_dump(p->tomb)))
     rc = dtx__err(DTX_ENOMEM, "writing a document");
   if (rc < 0) {
-    free(text);
+    dtx__rd_buf_free(&text);
+    free(ttext);
     json_decref(p->tomb);
     free(p);
     return rc;
@@ -503,7 +510,7 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
     if (rc == RD_EMULTI && (rc = dtx__rd_mark_multikey(b, co, w->multi)) == 0)
       rc = RD_ESTALE; /* write again with the new catalog */
     wstate_free(w);
-    free(text);
+    dtx__rd_buf_free(&text);
     free(ttext);
     json_decref(p->tomb);
     free(p);
@@ -525,7 +532,7 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
   dtx__rd_args(c, ver);
   dtx__rd_argi(c, co->ver);
   dtx__rd_arg(c, &op, 1);
-  dtx__rd_args(c, text ? text : "");
+  dtx__rd_argb(c, &text); /* binary-safe: BSON holds NULs */
   tmp.n = 0;
   dtx__rd_put(&tmp, seq, RD_SEQLEN);
   dtx__rd_put(&tmp, cur->id.p, cur->id.n);
@@ -550,7 +557,7 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
     put_entries(c, &w->new_[i], w->add[i], w->nadd[i], seq, &cur->id);
   }
   dtx__rd_buf_free(&tmp);
-  free(text);
+  dtx__rd_buf_free(&text);
   free(ttext);
   *out = p;
   return 0;
@@ -611,7 +618,7 @@ int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
         rc = lost_outcome("the document changed since");
         unknown = 1;
       } else {
-        rc = dtx__rd_doc_fill(cur, r->element[1], r->element[2],
+        rc = dtx__rd_doc_fill(cur, co->name, r->element[1], r->element[2],
                               r->element[3], r->element[4]);
         if (rc == 0)
           rc = RD_ELOST;
@@ -725,7 +732,7 @@ int dtx__rd_verify_reply(dtx__backend_t *b, const rd_coll_t *co,
     return RD_ESTALE;
   if (tag != 0 || r->elements != 5)
     return dtx__rd_bad_reply(r, "checking a document");
-  int rc = dtx__rd_doc_fill(cur, r->element[1], r->element[2], r->element[3],
+  int rc = dtx__rd_doc_fill(cur, co->name, r->element[1], r->element[2], r->element[3],
                             r->element[4]);
   if (rc < 0)
     return rc;

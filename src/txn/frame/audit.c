@@ -15,12 +15,18 @@
  * "clean" then, and never hides what the other patterns found.  Only a
  * store that keeps failing (transient errors past the retry policy, out
  * of memory) ends the audit with that error and no report: an audit that
- * could read nothing must not report as if it had. */
+ * could read nothing must not report as if it had.  A stored document
+ * the store cannot read (DTX_ECORRUPT: bytes that are no document) is
+ * read past (store.h, "corrupt stored documents"), absent to every
+ * pattern's checks, and is a "corrupt_document" finding of its own, under
+ * the pattern "store": so the audit is never clean then either, and the
+ * other documents are all still judged. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "doc/doc.h"
+#include "store/store.h" /* dtx__corrupt_collect */
 #include "txn/kit/kit.h"
 #include "util/assert.h"
 #include "util/err.h"
@@ -191,6 +197,12 @@ int dtx_audit_acked(dtx_store_t *st, int flags, const json_t *acked,
   if (!a.report)
     return dtx__call_end(&c, DTX_ENOMEM);
   a.findings = json_object_get(a.report, "findings");
+  json_t *corrupt = json_array();
+  if (!corrupt) {
+    json_decref(a.report);
+    return dtx__call_end(&c, DTX_ENOMEM);
+  }
+  dtx__corrupt_collect(corrupt);
   for (size_t i = 0; dtx__patterns[i] && rc == 0; i++) {
     const dtx__pattern_t *p = dtx__patterns[i];
     if (!p->audit)
@@ -212,6 +224,15 @@ int dtx_audit_acked(dtx_store_t *st, int flags, const json_t *acked,
       dtx__err_clear();
     }
   }
+  dtx__corrupt_collect(NULL);
+  size_t k;
+  json_t *e;
+  a.pattern = "store";
+  json_array_foreach(corrupt, k, e) {
+    dtx__audit_finding(&a, "corrupt_document", "%s: the audit read past it",
+                       json_string_value(json_object_get(e, "detail")));
+  }
+  json_decref(corrupt);
   if (rc) {
     json_decref(a.report);
     return dtx__call_end(&c, rc);

@@ -5,8 +5,9 @@
 # held since the set-up; lock.reserve on the first acquire of semaphore S
 # (--max 3: it reserves the fence names S:0..S:2, src/txn/lock/sem.c);
 # lock.enqueue, lock.ticket and lock.dequeue on a waiter of L, held since
-# the set-up, that takes a ticket, renews it (past half its 1 s lease)
-# and gives up (src/txn/lock/queue.c): whatever happened, a ticket it
+# the set-up, that takes a ticket, renews it (past half its 1 s lease;
+# lock.ticket's waiter waits 1.5 s, as 0.7 s gave a loaded CI run's
+# waiter up before its first renewal) and gives up (src/txn/lock/queue.c): whatever happened, a ticket it
 # left lapses, and the next waiter gets L once it is released.
 # Whatever
 # happened (crash, injected error, pause and resume, a recovery pass in
@@ -31,7 +32,7 @@ scenario_cmd() {
     echo 'lock acquire L --ttl-ms 60000 --owner c1' ;;
   lock.reserve) echo 'lock acquire S --max 3 --ttl-ms 60000 --owner c1' ;;
   lock.enqueue | lock.dequeue) echo 'lock acquire L --owner w --wait-ms 100' ;;
-  lock.ticket) echo 'lock acquire L --owner w --wait-ms 700' ;;
+  lock.ticket) echo 'lock acquire L --owner w --wait-ms 1500' ;;
   lock.renew) echo 'lock renew L 1 --ttl-ms 60000' ;;
   lock.release) echo 'lock release L 1' ;;
   *) echo UNKNOWN ;;
