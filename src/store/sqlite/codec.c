@@ -7,8 +7,8 @@
  * (dtx__bson_check, the stored-body check) and bridged back
  * (dtx__bson_to_json).  The bridge keeps what the store gave back
  * before: integers stay integers, reals reals, keys keep their order.
- * A body that is not a BLOB, or fails the check, is reported naming its
- * collection, _id and seq, and nothing is half-read.
+ * A body that is not a BLOB, or fails the check, is DTX_ECORRUPT naming
+ * its collection, _id and seq, and nothing is half-read.
  *
  * The JSON text reader below is what format 3 stored; it stays for the
  * upgrade of such a store (catalog.c), which reads each text body once.
@@ -558,17 +558,17 @@ int dtx__sq_blob_check(sqlite3_stmt *st, int col, const char *what,
   *p = NULL;
   *n = 0;
   if (type == SQLITE_NULL)
-    return dtx__err(DTX_EBACKEND, "%s is missing", what);
+    return dtx__err(DTX_ECORRUPT, "%s is missing", what);
   /* Format 3 kept JSON text here; a TEXT value in a format-4 store is
    * not read as JSON: only the upgrade (catalog.c) converts text. */
   if (type != SQLITE_BLOB)
-    return dtx__err(DTX_EBACKEND,
+    return dtx__err(DTX_ECORRUPT,
                     "%s is not a valid document: %s instead of a BSON BLOB at "
                     "byte 0",
                     what, type == SQLITE_TEXT ? "TEXT" : "a number");
   const uint8_t *data = sqlite3_column_blob(st, col);
   int len = sqlite3_column_bytes(st, col);
-  int rc = dtx__bson_check(data, (size_t)len, DTX_EBACKEND, what);
+  int rc = dtx__bson_check(data, (size_t)len, DTX_ECORRUPT, what);
   if (rc < 0)
     return rc;
   *p = data;
@@ -596,7 +596,7 @@ int dtx__sq_body_get(sq_conn_t *c, const sq_coll_t *co, int64_t seq,
   *out = NULL;
   int rc = dtx__sq_body_view(c, co, seq, st, col, &p, &n);
   if (rc == 0 && (rc = dtx__bson_to_json(p, n, 0, out)) < 0)
-    rc = dtx__err_wrap(rc == DTX_ENOMEM ? rc : DTX_EBACKEND,
+    rc = dtx__err_wrap(rc == DTX_ENOMEM ? rc : DTX_ECORRUPT,
                        "sqlite: stored document of '%s' (seq %lld)",
                        co->name, (long long)seq);
   return rc;

@@ -235,7 +235,7 @@ static int rec_get(sqlite3_stmt *st, const char *coll, json_t **rec) {
   strncat(what, ")", sizeof what - strlen(what) - 1);
   int rc = dtx__sq_blob_check(st, 0, what, &p, &n);
   if (rc == 0 && (rc = dtx__bson_to_json(p, n, 0, rec)) < 0)
-    rc = dtx__err_wrap(rc == DTX_ENOMEM ? rc : DTX_EBACKEND, "%s", what);
+    rc = dtx__err_wrap(rc == DTX_ENOMEM ? rc : DTX_ECORRUPT, "%s", what);
   return rc;
 }
 

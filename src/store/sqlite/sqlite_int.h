@@ -336,8 +336,10 @@ int dtx__sq_body_bson(const json_t *doc, const char *coll, uint8_t **out,
 /* The stored body at column col of st's current row, the document of co
  * at seq: checked (dtx__bson_check) and borrowed in *p, *n (valid until
  * st steps or resets).  A NULL, a non-BLOB (format 3's TEXT included) or
- * bytes that fail the check are DTX_EBACKEND "sqlite: stored document of
- * 'COLL' (_id ID, seq N) is not a valid document: <why> at byte B".
+ * bytes that fail the check are DTX_ECORRUPT "sqlite: stored document of
+ * 'COLL' (_id ID, seq N) is not a valid document: <why> at byte B" (a
+ * reader the audit runs skips it instead: plan.c, store.h's
+ * dtx__corrupt_skip).
  * dtx__sq_body_get bridges the view into a new json_t. */
 int dtx__sq_body_view(sq_conn_t *c, const sq_coll_t *co, int64_t seq,
                       sqlite3_stmt *st, int col, const uint8_t **p,
