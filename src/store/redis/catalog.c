@@ -501,41 +501,57 @@ int dtx__rd_mark_multikey(dtx__backend_t *b, const rd_coll_t *co,
 
 /* ---- create_index ------------------------------------------------------------------- */
 
+int dtx__rd_bucket_page(dtx__backend_t *b, const rd_coll_t *co, int k,
+                        rd_buf_t *min, long long page, const char *what,
+                        rd_cmd_t *c, int *more) {
+  rd_buf_t members = {0}, stamp = {0}, prefix = {0};
+  *more = 0;
+  dtx__rd_key_members(&members, co, k);
+  dtx__rd_key_stamp(&stamp, co, k);
+  dtx__rd_key_doc(&prefix, co, k, "", 0);
+  dtx__rd_cmd_init(c, co->slots[k], RD_S_RANGE, 0);
+  c->nkeys = 2;
+  dtx__rd_argb(c, &members);
+  dtx__rd_argb(c, &stamp);
+  dtx__rd_argb(c, min);
+  dtx__rd_args(c, "+");
+  dtx__rd_argi(c, page);
+  dtx__rd_argb(c, &prefix);
+  dtx__rd_args(c, "m");
+  dtx__rd_buf_free(&members);
+  dtx__rd_buf_free(&stamp);
+  dtx__rd_buf_free(&prefix);
+  int rc = dtx__rd_run(b, c, 1, what);
+  const redisReply *r = c->reply;
+  if (rc == 0 && (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+                  (r->elements - 3) % 4 != 0))
+    rc = dtx__rd_bad_reply(r, what);
+  if (rc < 0) {
+    dtx__rd_cmd_clear(c);
+    return rc;
+  }
+  if (r->element[1]->integer == page) {
+    *more = 1;
+    min->n = 0;
+    dtx__rd_putc(min, '(');
+    dtx__rd_put(min, r->element[2]->str, r->element[2]->len);
+  }
+  return 0;
+}
+
 /* Rewrites every document of bucket k through the write path, so that
  * each gains its entries and claims of the building index. */
 static int backfill_bucket(dtx__backend_t *b, rd_coll_t **cop, int k,
                            int64_t want, rd_claims_t *claims) {
-  rd_buf_t min = {0}, members = {0}, stamp = {0}, prefix = {0};
+  rd_buf_t min = {0};
   dtx__rd_puts(&min, "-");
-  int rc = 0;
+  int rc = 0, more;
   for (;;) {
-    const rd_coll_t *co = *cop;
-    members.n = stamp.n = prefix.n = 0;
-    dtx__rd_key_members(&members, co, k);
-    dtx__rd_key_stamp(&stamp, co, k);
-    dtx__rd_key_doc(&prefix, co, k, "", 0);
     rd_cmd_t c;
-    dtx__rd_cmd_init(&c, co->slots[k], RD_S_RANGE, 0);
-    c.nkeys = 2;
-    dtx__rd_argb(&c, &members);
-    dtx__rd_argb(&c, &stamp);
-    dtx__rd_argb(&c, &min);
-    dtx__rd_args(&c, "+");
-    dtx__rd_argi(&c, RANGE_PAGE);
-    dtx__rd_argb(&c, &prefix);
-    dtx__rd_args(&c, "m");
-    if ((rc = dtx__rd_run(b, &c, 1, "reading a bucket")) < 0) {
-      dtx__rd_cmd_clear(&c);
+    if ((rc = dtx__rd_bucket_page(b, *cop, k, &min, RANGE_PAGE,
+                                  "reading a bucket", &c, &more)) < 0)
       break;
-    }
     const redisReply *r = c.reply;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
-        (r->elements - 3) % 4 != 0) {
-      rc = dtx__rd_bad_reply(r, "reading a bucket");
-      dtx__rd_cmd_clear(&c);
-      break;
-    }
-    long long nread = r->element[1]->integer;
     for (size_t i = 3; rc == 0 && i + 3 < r->elements; i += 4) {
       rd_doc_t d = {0};
       d.bucket = k;
@@ -577,19 +593,11 @@ static int backfill_bucket(dtx__backend_t *b, rd_coll_t **cop, int k,
       }
       dtx__rd_doc_clear(&d);
     }
-    if (rc == 0 && nread == RANGE_PAGE) {
-      min.n = 0;
-      dtx__rd_putc(&min, '(');
-      dtx__rd_put(&min, r->element[2]->str, r->element[2]->len);
-    }
     dtx__rd_cmd_clear(&c);
-    if (rc < 0 || nread < RANGE_PAGE)
+    if (rc < 0 || !more)
       break;
   }
   dtx__rd_buf_free(&min);
-  dtx__rd_buf_free(&members);
-  dtx__rd_buf_free(&stamp);
-  dtx__rd_buf_free(&prefix);
   return rc;
 }
 

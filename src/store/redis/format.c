@@ -155,36 +155,15 @@ static int convert_one(dtx__backend_t *b, const rd_buf_t *key, int slot,
 
 /* Converts the JSON-text bodies of bucket k of co. */
 static int upgrade_bucket(dtx__backend_t *b, const rd_coll_t *co, int k) {
-  rd_buf_t min = {0}, members = {0}, stamp = {0}, key = {0}, nb = {0};
+  rd_buf_t min = {0}, key = {0}, nb = {0};
   dtx__rd_puts(&min, "-");
-  dtx__rd_key_members(&members, co, k);
-  dtx__rd_key_stamp(&stamp, co, k);
-  int rc = 0;
+  int rc = 0, more;
   for (;;) {
-    key.n = 0;
-    dtx__rd_key_doc(&key, co, k, "", 0);
     rd_cmd_t c;
-    dtx__rd_cmd_init(&c, co->slots[k], RD_S_RANGE, 0);
-    c.nkeys = 2;
-    dtx__rd_argb(&c, &members);
-    dtx__rd_argb(&c, &stamp);
-    dtx__rd_argb(&c, &min);
-    dtx__rd_args(&c, "+");
-    dtx__rd_argi(&c, UP_PAGE);
-    dtx__rd_argb(&c, &key);
-    dtx__rd_args(&c, "m");
-    if ((rc = dtx__rd_run(b, &c, 1, "upgrading a bucket")) < 0) {
-      dtx__rd_cmd_clear(&c);
+    if ((rc = dtx__rd_bucket_page(b, co, k, &min, UP_PAGE,
+                                  "upgrading a bucket", &c, &more)) < 0)
       break;
-    }
     const redisReply *r = c.reply;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
-        (r->elements - 3) % 4 != 0) {
-      rc = dtx__rd_bad_reply(r, "upgrading a bucket");
-      dtx__rd_cmd_clear(&c);
-      break;
-    }
-    long long nread = r->element[1]->integer;
     /* The page's compare-and-sets go as one pipeline; one that lost
      * (a writer was first) is taken up alone by convert_one. */
     rd_cmd_t *cmds = calloc(UP_PAGE, sizeof *cmds);
@@ -230,18 +209,11 @@ static int upgrade_bucket(dtx__backend_t *b, const rd_coll_t *co, int k) {
     }
     if (cmds)
       dtx__rd_cmds_free(cmds, nc);
-    if (rc == 0 && nread == UP_PAGE) {
-      min.n = 0;
-      dtx__rd_putc(&min, '(');
-      dtx__rd_put(&min, r->element[2]->str, r->element[2]->len);
-    }
     dtx__rd_cmd_clear(&c);
-    if (rc < 0 || nread < UP_PAGE)
+    if (rc < 0 || !more)
       break;
   }
   dtx__rd_buf_free(&min);
-  dtx__rd_buf_free(&members);
-  dtx__rd_buf_free(&stamp);
   dtx__rd_buf_free(&key);
   dtx__rd_buf_free(&nb);
   return rc;

@@ -300,6 +300,17 @@ void dtx__rd_key_doc(rd_buf_t *o, const rd_coll_t *co, int bucket,
                      const char *id, size_t idlen);
 void dtx__rd_key_members(rd_buf_t *o, const rd_coll_t *co, int bucket);
 void dtx__rd_key_stamp(rd_buf_t *o, const rd_coll_t *co, int bucket);
+
+/* One page of bucket k of co in insertion order (RD_S_RANGE with bodies):
+ * up to page members after *min ("-" at first), into c (the caller
+ * clears it): its checked reply is {stamp, nread, last seq, then per
+ * document _id, version, seq, body}.  On return *min is the next page's
+ * start and *more 1 when a full page came back.  0, or <0 with c
+ * cleared (what names the walk in errors).  The index backfill and the
+ * format upgrade walk buckets with it (catalog.c, format.c). */
+int dtx__rd_bucket_page(dtx__backend_t *b, const rd_coll_t *co, int k,
+                        rd_buf_t *min, long long page, const char *what,
+                        rd_cmd_t *c, int *more);
 /* The set of the bucket's fence tombstones (by encoded _id). */
 void dtx__rd_key_tombs(rd_buf_t *o, const rd_coll_t *co, int bucket);
 void dtx__rd_key_index(rd_buf_t *o, const rd_coll_t *co, int bucket,

@@ -91,6 +91,23 @@ static int has_upper(const char *s) {
   return 0;
 }
 
+/* The file's format number (0 when _dtx_meta has none). */
+static int meta_format(sq_conn_t *c, int64_t *fmt) {
+  sqlite3_stmt *st;
+  *fmt = 0;
+  int rc = dtx__sq_prep(
+      c, "SELECT v FROM _dtx_meta WHERE k='format'", 0, &st);
+  if (rc < 0)
+    return rc;
+  int src = sqlite3_step(st);
+  if (src == SQLITE_ROW)
+    *fmt = sqlite3_column_int64(st, 0);
+  sqlite3_reset(st);
+  return src == SQLITE_ROW || src == SQLITE_DONE
+             ? 0
+             : dtx__sq_err(c, src, "reading the store format");
+}
+
 /* Format 2 -> 3: the tables of collections with upper-case letters get
  * their encoded names, and _dtx_rules appears.  One write transaction, so
  * a crash leaves format 2 untouched, and a process racing to do the same
@@ -104,12 +121,8 @@ static int migrate_2_to_3(sq_conn_t *c) {
   int64_t fmt = 0;
   char **renames = NULL; /* pairs of old, new table names */
   size_t nren = 0, cap = 0;
-  if ((rc = dtx__sq_prep(c, "SELECT v FROM _dtx_meta WHERE k='format'", 0,
-                         &st)) < 0)
+  if ((rc = meta_format(c, &fmt)) < 0)
     goto out;
-  if (sqlite3_step(st) == SQLITE_ROW)
-    fmt = sqlite3_column_int64(st, 0);
-  sqlite3_reset(st);
   if (fmt != 2)
     goto out; /* migrated meanwhile (or not ours to migrate) */
   static const char *const q[] = {
@@ -254,12 +267,8 @@ static int migrate_3_to_4(sq_conn_t *c) {
   int64_t fmt = 0;
   sqlite3_stmt *st;
   int src;
-  if ((rc = dtx__sq_prep(c, "SELECT v FROM _dtx_meta WHERE k='format'", 0,
-                         &st)) < 0)
+  if ((rc = meta_format(c, &fmt)) < 0)
     goto out;
-  if (sqlite3_step(st) == SQLITE_ROW)
-    fmt = sqlite3_column_int64(st, 0);
-  sqlite3_reset(st);
   if (fmt != 3)
     goto out; /* upgraded meanwhile (or not ours to upgrade) */
   src = sqlite3_create_function_v2(c->db, "dtx_bson", 4, SQLITE_UTF8, &u,
@@ -311,21 +320,6 @@ out:
   return rc;
 }
 
-static int meta_format(sq_conn_t *c, int64_t *fmt) {
-  sqlite3_stmt *st;
-  *fmt = 0;
-  int rc = dtx__sq_prep(
-      c, "SELECT v FROM _dtx_meta WHERE k='format'", 0, &st);
-  if (rc < 0)
-    return rc;
-  int src = sqlite3_step(st);
-  if (src == SQLITE_ROW)
-    *fmt = sqlite3_column_int64(st, 0);
-  sqlite3_reset(st);
-  return src == SQLITE_ROW || src == SQLITE_DONE
-             ? 0
-             : dtx__sq_err(c, src, "reading the store format");
-}
 
 /* Creates the catalog tables unless they exist.  Processes may race to do
  * it; BEGIN IMMEDIATE plus IF NOT EXISTS makes the race harmless. */

@@ -366,6 +366,17 @@ static int judge_row(sq_cursor_t *cur, int64_t seq, sqlite3_stmt *row,
   return 0;
 }
 
+/* judge_row on the document of seq s, fetched by its own statement. */
+static int judge_seq(sq_cursor_t *cur, int64_t s, json_t **d) {
+  sqlite3_stmt *row;
+  int rc = fetch_seq(cur, s, &row);
+  if (rc < 0)
+    return rc;
+  rc = judge_row(cur, s, row, 0, d);
+  sqlite3_reset(row);
+  return rc;
+}
+
 int dtx__sq_cursor_next(sq_cursor_t *cur, int64_t *seq, json_t **doc) {
   int rc;
   *doc = NULL;
@@ -397,23 +408,12 @@ int dtx__sq_cursor_next(sq_cursor_t *cur, int64_t *seq, json_t **doc) {
       if (cur->kind == DTX__PLAN_SCAN) {
         if ((rc = judge_row(cur, s, cur->scan, 1, &d)) < 0)
           return rc;
-      } else {
-        sqlite3_stmt *row;
-        if ((rc = fetch_seq(cur, s, &row)) < 0)
-          return rc;
-        rc = judge_row(cur, s, row, 0, &d);
-        sqlite3_reset(row);
-        if (rc < 0)
-          return rc;
+      } else if ((rc = judge_seq(cur, s, &d)) < 0) {
+        return rc;
       }
     } else if (cur->pos < cur->nseq) {
       s = cur->seqs[cur->pos++];
-      sqlite3_stmt *row;
-      if ((rc = fetch_seq(cur, s, &row)) < 0)
-        return rc;
-      rc = judge_row(cur, s, row, 0, &d);
-      sqlite3_reset(row);
-      if (rc < 0)
+      if ((rc = judge_seq(cur, s, &d)) < 0)
         return rc;
     } else {
       return 0;
