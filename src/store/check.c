@@ -8,6 +8,7 @@
  * behind.  Keeping them here, next to the store API, is what lets the CLI
  * use only doctx.h while each rule still lives once (in src/doc, or
  * dtx__coll_check in store.c). */
+#include "doc/bdoc.h"
 #include "doc/doc.h"
 #include "store/store.h"
 #include "util/err.h"
@@ -102,19 +103,32 @@ static _Thread_local json_t *corrupt_list;
 
 void dtx__corrupt_collect(json_t *list) { corrupt_list = list; }
 
-int dtx__corrupt_skip(const char *coll, const char *detail) {
-  if (!corrupt_list)
+int dtx__corrupt_skip(int rc) {
+  if (rc != DTX_ECORRUPT || !corrupt_list)
     return 0;
-  /* One entry a document: a read may meet it more than once (a find,
-   * then a count of the same collection). */
+  /* One entry a document (the detail names it): a read may meet it more
+   * than once (a find, then a count of the same collection). */
+  const char *detail = dtx_errdetail();
   size_t i;
   json_t *e;
+  int seen = 0;
   json_array_foreach(corrupt_list, i, e) {
-    if (!strcmp(json_string_value(json_object_get(e, "detail")), detail))
-      return 1;
+    seen |= !strcmp(json_string_value(e), detail);
   }
-  json_array_append_new(corrupt_list, json_pack("{s:s,s:s}", "coll",
-                                                coll ? coll : "?", "detail",
-                                                detail));
+  if (!seen)
+    json_array_append_new(corrupt_list, json_string(detail));
+  dtx__err_clear();
   return 1;
+}
+
+int dtx__store_body(const json_t *doc, const char *coll, bson_t *out) {
+  int rc = dtx__bson_from_json(doc, out);
+  if (rc < 0)
+    return dtx__err_wrap(rc, "a document of %s", coll);
+  if (out->len > DTX__DOC_MAX)
+    return dtx__err(DTX_ELIMIT,
+                    "a document of %s would hold more than 16 MiB (%zu "
+                    "bytes), the limit of a document",
+                    coll, DTX__DOC_MAX);
+  return 0;
 }

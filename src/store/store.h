@@ -31,6 +31,7 @@
 #ifndef DTX_STORE_H
 #define DTX_STORE_H
 
+#include "doc/bdoc.h"
 #include "doc/doc.h"
 #include "doctx.h"
 
@@ -276,14 +277,22 @@ int64_t dtx__store_commands(void);
  * DTX_ECORRUPT naming the collection and the _id -- unless this thread
  * collects them: the audit does (src/txn/frame/audit.c), so that one bad
  * document is a finding and the audit reads every other one.  Then the
- * backend calls dtx__corrupt_skip with the error's detail: it appends
- * {"coll", "detail"} to the list and returns 1, and the read goes on as
- * if the document were absent; without a collector it returns 0 and the
- * read fails.  Writes never skip: a backend calls it from reads only.
- * dtx__corrupt_collect(list) starts collecting into list (borrowed, an
- * array the caller owns), NULL stops. */
+ * backend's dtx__corrupt_skip(rc) appends the error's detail (a string,
+ * once a document) to the list, clears the error and returns 1, and the
+ * read goes on as if the document were absent; for any other rc, or
+ * without a collector, it returns 0 and the read fails.  Writes never
+ * skip: a backend calls it from reads only.  dtx__corrupt_collect(list)
+ * starts collecting into list (borrowed, an array the caller owns), NULL
+ * stops. */
 void dtx__corrupt_collect(json_t *list);
-int dtx__corrupt_skip(const char *coll, const char *detail);
+int dtx__corrupt_skip(int rc);
+
+/* The body a backend stores for doc (both keep BSON, docs/engine.md "The
+ * store format"): the bridge's bytes in *out (initialised by the caller,
+ * who destroys it).  DTX_ELIMIT past 16 MiB, naming coll: a write's check
+ * counts the same bytes (dtx__value_bson_size), so only a rewrite of a
+ * document stored under the older, rougher count can meet it. */
+int dtx__store_body(const json_t *doc, const char *coll, bson_t *out);
 
 /* Frees the references held by res and zeroes it. */
 void dtx__modify_result_clear(dtx__modify_result_t *res);

@@ -109,17 +109,10 @@ int dtx__rd_body_parse(const char *coll, const rd_doc_t *d, const char *p,
   return 0;
 }
 
-int dtx__rd_body_encode(const json_t *body, rd_buf_t *out) {
+int dtx__rd_body_encode(const json_t *body, const char *coll,
+                        rd_buf_t *out) {
   bson_t bs = BSON_INITIALIZER;
-  int rc = dtx__bson_from_json(body, &bs);
-  /* Every write's document passed dtx__doc_check_write, whose size is
-   * this BSON's (dtx__value_bson_size): one past 16 MiB here is a write
-   * that skipped the check. */
-  if (rc == 0 && bs.len > DTX__DOC_MAX)
-    rc = dtx__err(DTX_ELIMIT,
-                  "the document would hold more than 16 MiB (%zu bytes), "
-                  "the limit of a document",
-                  DTX__DOC_MAX);
+  int rc = dtx__store_body(body, coll, &bs);
   if (rc == 0)
     dtx__rd_put(out, bson_get_data(&bs), bs.len);
   bson_destroy(&bs);
@@ -155,11 +148,7 @@ int dtx__rd_doc_fill(rd_doc_t *d, const char *coll, const redisReply *v,
   if (body->type == REDIS_REPLY_STRING && body->len > 0) {
     int rc = dtx__rd_body_parse(coll, d, body->str, body->len, &d->body);
     /* The audit reads past a corrupt body (store.h): absent to it. */
-    if (rc == DTX_ECORRUPT && dtx__corrupt_skip(coll, dtx_errdetail())) {
-      dtx__err_clear();
-      return 0;
-    }
-    return rc;
+    return dtx__corrupt_skip(rc) ? 0 : rc;
   }
   return 0;
 }

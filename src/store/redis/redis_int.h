@@ -383,9 +383,9 @@ int dtx__rd_body_is_bson(const char *p, size_t n);
  * parser.  DTX_EBACKEND naming coll and the _id when corrupt. */
 int dtx__rd_body_parse(const char *coll, const rd_doc_t *d, const char *p,
                        size_t n, json_t **out);
-/* Appends the stored form of body to out: its BSON bytes (JSON text for
- * the rare document whose BSON passes 16 MiB, docs.c).  DTX_ENOMEM. */
-int dtx__rd_body_encode(const json_t *body, rd_buf_t *out);
+/* Appends the stored form of body, a document of coll, to out: its BSON
+ * bytes (dtx__store_body).  DTX_ELIMIT past 16 MiB, DTX_ENOMEM. */
+int dtx__rd_body_encode(const json_t *body, const char *coll, rd_buf_t *out);
 /* Sets key (emptied first; the caller owns and frees it) to the key of
  * d's record in co; d's id and bucket must be set. */
 void dtx__rd_doc_key(const rd_coll_t *co, const rd_doc_t *d, rd_buf_t *key);

@@ -488,7 +488,7 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
   char *ttext = NULL;
   int rc = op == 'd' && m ? dtx__fence_tombstone(m, cur->body, &p->tomb) : 0;
   if (rc == 0 && newbody)
-    rc = dtx__rd_body_encode(newbody, &text);
+    rc = dtx__rd_body_encode(newbody, co->name, &text);
   if (rc == 0 && p->tomb && !(ttext = dtx__json_dump(p->tomb)))
     rc = dtx__err(DTX_ENOMEM, "writing a document");
   if (rc < 0) {

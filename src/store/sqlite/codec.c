@@ -473,21 +473,10 @@ int dtx__sq_body_bson(const json_t *doc, const char *coll, uint8_t **out,
   bson_t b = BSON_INITIALIZER;
   *out = NULL;
   *len = 0;
-  int rc = dtx__bson_from_json(doc, &b);
+  int rc = dtx__store_body(doc, coll, &b);
   if (rc < 0) {
     bson_destroy(&b);
-    return dtx__err_wrap(rc, "a document of %s", coll);
-  }
-  /* The write checks (dtx__doc_check_write) bound a document's JSON size;
-   * its BSON can be larger (an array's elements carry their index as a
-   * name), and a body past the limit would fail the check on every read:
-   * refuse it now, before anything is stored. */
-  if (b.len > DTX__DOC_MAX) {
-    bson_destroy(&b);
-    return dtx__err(DTX_ELIMIT,
-                    "a document of %s would hold more than 16 MiB (%zu "
-                    "bytes) as BSON, the limit of a document",
-                    coll, DTX__DOC_MAX);
+    return rc;
   }
   uint32_t n = 0;
   uint8_t *p = bson_destroy_with_steal(&b, true, &n);

@@ -180,17 +180,6 @@ static int index_candidates(sq_cursor_t *cur, const dtx__plan_t *p) {
 
 /* ---- cursor -------------------------------------------------------------------------- */
 
-/* 1 when rc is a corrupt body that this thread's reader (the audit)
- * reads past, as if the document were absent (store.h,
- * dtx__corrupt_skip); the error is then cleared. */
-static int corrupt_skipped(const sq_cursor_t *cur, int rc) {
-  if (rc != DTX_ECORRUPT || !dtx__corrupt_skip(cur->coll->name,
-                                               dtx_errdetail()))
-    return 0;
-  dtx__err_clear();
-  return 1;
-}
-
 static int load_one(sq_cursor_t *cur, const json_t *id) {
   const sq_coll_t *co = cur->coll;
   sqlite3_stmt *st;
@@ -203,7 +192,7 @@ static int load_one(sq_cursor_t *cur, const json_t *id) {
   if (src == SQLITE_ROW) {
     cur->one_seq = sqlite3_column_int64(st, 0);
     rc = dtx__sq_body_get(cur->c, co, cur->one_seq, st, 1, &cur->one);
-    if (corrupt_skipped(cur, rc))
+    if (dtx__corrupt_skip(rc))
       rc = 0;
   } else if (src != SQLITE_DONE) {
     rc = dtx__sq_err(cur->c, src, "reading a document");
@@ -352,11 +341,11 @@ static int judge_row(sq_cursor_t *cur, int64_t seq, sqlite3_stmt *row,
       json_decref(*doc);
       *doc = NULL;
     }
-    return corrupt_skipped(cur, rc) ? 0 : rc;
+    return dtx__corrupt_skip(rc) ? 0 : rc;
   }
   int rc = dtx__sq_body_view(cur->c, cur->coll, seq, row, col, &p, &n);
   if (rc < 0)
-    return corrupt_skipped(cur, rc) ? 0 : rc;
+    return dtx__corrupt_skip(rc) ? 0 : rc;
   if (!dtx__bfilter_match(cur->bf, p, n))
     return dtx__bfilter_error(cur->bf);
   if ((rc = dtx__bson_to_json(p, n, 0, doc)) < 0)

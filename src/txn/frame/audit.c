@@ -230,7 +230,7 @@ int dtx_audit_acked(dtx_store_t *st, int flags, const json_t *acked,
   a.pattern = "store";
   json_array_foreach(corrupt, k, e) {
     dtx__audit_finding(&a, "corrupt_document", "%s: the audit read past it",
-                       json_string_value(json_object_get(e, "detail")));
+                       json_string_value(e));
   }
   json_decref(corrupt);
   if (rc) {
