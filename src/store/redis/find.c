@@ -104,8 +104,12 @@ static int first_sorted(dtx__backend_t *b, const rd_coll_t *co,
   return 1;
 }
 
-/* Pages up to this many documents are served by first_sorted. */
-#define FIRST_SORTED_MAX 1000
+/* Pages up to this many documents are served by first_sorted: a job
+ * worker's claim round, and a page of a sorted listing.  Its cost grows
+ * with the page, not the collection (dtx__rd_first_matches keeps the
+ * best matches incrementally and reserves nothing per bucket), so the
+ * bound only keeps one read's memory in check. */
+#define FIRST_SORTED_MAX 4096
 
 int dtx__rd_find(dtx__backend_t *b, const char *coll, const json_t *fspec,
                  const dtx__filter_t *f, const json_t *sort, int64_t skip,

@@ -530,25 +530,96 @@ static int walk_before(const json_t *sort, const rd_doc_t *a,
   return c ? c < 0 : strcmp(a->seq, b->seq) < 0;
 }
 
-/* The want-th document of d[0..n) in walk order, or NULL when there are
- * fewer: the bar a bucket's later entries must beat.  (n is at most the
- * buckets times want; a small insertion into want slots.) */
-static const rd_doc_t *kth_best(const json_t *sort, const rd_doc_t *d,
-                                size_t n, size_t want, const rd_doc_t **top) {
-  size_t nt = 0;
-  for (size_t i = 0; i < n; i++) {
-    size_t j = nt < want ? nt++ : want;
-    if (j == want && !walk_before(sort, &d[i], top[want - 1]))
-      continue;
-    if (j == want)
-      j = want - 1;
-    while (j > 0 && walk_before(sort, &d[i], top[j - 1])) {
-      top[j] = top[j - 1];
-      j--;
-    }
-    top[j] = &d[i];
+/* The want best matches so far in walk order, kept across rounds as
+ * indexes into the growing array of matches (which a realloc may move):
+ * each new match is placed by binary search, so a page of want costs
+ * O(matches x log want) comparisons, not the O(matches x want) of
+ * sorting every round's matches again.  bar() is the want-th, or NULL
+ * when there are fewer: the bar a bucket's later entries must beat. */
+typedef struct top {
+  size_t *ix; /* indexes into the matches, best first */
+  size_t n, want;
+} top_t;
+
+static void top_add(top_t *t, const json_t *sort, const rd_doc_t *d,
+                    size_t i) {
+  size_t lo = 0, hi = t->n;
+  while (lo < hi) { /* the first place whose entry d comes before */
+    size_t mid = lo + (hi - lo) / 2;
+    if (walk_before(sort, &d[i], &d[t->ix[mid]]))
+      hi = mid;
+    else
+      lo = mid + 1;
   }
-  return nt == want ? top[want - 1] : NULL;
+  if (lo >= t->want)
+    return;
+  size_t keep = t->n < t->want ? t->n : t->want - 1;
+  memmove(&t->ix[lo + 1], &t->ix[lo], (keep - lo) * sizeof *t->ix);
+  t->ix[lo] = i;
+  if (t->n < t->want)
+    t->n++;
+}
+
+static const rd_doc_t *top_bar(const top_t *t, const rd_doc_t *d) {
+  return t->n == t->want ? &d[t->ix[t->want - 1]] : NULL;
+}
+
+/* The documents already taken, by (bucket, encoded _id): a multikey
+ * index lists a document once per key, so a walk may meet one again.
+ * Open addressing over indexes into the matches, kept at most half
+ * full. */
+typedef struct seen {
+  size_t *slot; /* index + 1; 0 is empty */
+  size_t cap, n;
+} seen_t;
+
+static uint64_t seen_hash(const rd_doc_t *d) {
+  uint64_t h = 1469598103934665603ull ^ (uint64_t)d->bucket;
+  for (size_t i = 0; i < d->id.n; i++)
+    h = (h ^ (unsigned char)d->id.p[i]) * 1099511628211ull;
+  return h;
+}
+
+static int same_doc(const rd_doc_t *a, const rd_doc_t *b) {
+  return a->bucket == b->bucket && a->id.n == b->id.n &&
+         memcmp(a->id.p, b->id.p, a->id.n) == 0;
+}
+
+/* 1 when d is among got[] already (by s), else 0. */
+static int seen_has(const seen_t *s, const rd_doc_t *got, const rd_doc_t *d) {
+  if (!s->cap)
+    return 0;
+  for (size_t h = seen_hash(d) & (s->cap - 1); s->slot[h];
+       h = (h + 1) & (s->cap - 1))
+    if (same_doc(&got[s->slot[h] - 1], d))
+      return 1;
+  return 0;
+}
+
+/* Records got[i]; -1 when out of memory. */
+static int seen_add(seen_t *s, const rd_doc_t *got, size_t i) {
+  if (2 * (s->n + 1) > s->cap) {
+    size_t cap = s->cap ? 2 * s->cap : 64;
+    size_t *slot = calloc(cap, sizeof *slot);
+    if (!slot)
+      return -1;
+    for (size_t k = 0; k < s->cap; k++)
+      if (s->slot[k]) {
+        size_t h = seen_hash(&got[s->slot[k] - 1]) & (cap - 1);
+        while (slot[h])
+          h = (h + 1) & (cap - 1);
+        slot[h] = s->slot[k];
+      }
+    free(s->slot);
+    s->slot = slot;
+    s->cap = cap;
+  }
+  size_t h = seen_hash(&got[i]) & (s->cap - 1);
+  while (s->slot[h])
+    h = (h + 1) & (s->cap - 1);
+  s->slot[h] = i + 1;
+  s->n++;
+  return 0;
 }
 
 /* Within one bucket, members and the entries of one full-equality index
@@ -576,16 +647,20 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
   } else if (p->kind != DTX__PLAN_SCAN && p->kind != DTX__PLAN_SORTED) {
     return 0;
   }
-  size_t nb = (size_t)co->nb, ngot = 0, cap = nb * want;
+  /* got grows as matches come: up to nb x want may (one bucket's want
+   * each), which at 4,096 buckets and a page of thousands is too much to
+   * reserve at once. */
+  size_t nb = (size_t)co->nb, ngot = 0, cap = 64;
   rq_t *qs = calloc(nb, sizeof *qs);
   int *done = calloc(nb, sizeof *done), *limit = calloc(nb, sizeof *limit);
   size_t *per = calloc(nb, sizeof *per);
   rd_doc_t *got = calloc(cap, sizeof *got);
   rd_doc_t *last = calloc(nb, sizeof *last); /* each bucket's last entry */
-  const rd_doc_t **top = calloc(want, sizeof *top);
+  top_t top = {calloc(want, sizeof *top.ix), 0, want};
+  seen_t seen = {0};
   size_t *which = calloc(nb, sizeof *which);
   int rc = 0;
-  if (!qs || !done || !limit || !per || !got || !last || !top || !which) {
+  if (!qs || !done || !limit || !per || !got || !last || !top.ix || !which) {
     rc = dtx__err(DTX_ENOMEM, "reading candidates");
     goto out;
   }
@@ -637,15 +712,22 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
           last[k].body = json_incref(d.body);
           memcpy(last[k].seq, d.seq, sizeof d.seq);
           dtx__docs_examined++;
-          int dup = 0; /* a multikey index lists a document once per key */
-          for (size_t j = 0; j < ngot && !dup; j++)
-            dup = got[j].bucket == d.bucket && got[j].id.n == d.id.n &&
-                  memcmp(got[j].id.p, d.id.p, d.id.n) == 0;
-          if (!dup && dtx__filter_match(f, d.body)) {
-            got[ngot++] = d;
-            memset(&d, 0, sizeof d);
-            if (++per[k] >= want)
-              done[k] = 1; /* its later matches come after these */
+          if (!seen_has(&seen, got, &d) && dtx__filter_match(f, d.body)) {
+            size_t ncap = ngot < cap ? cap : 2 * cap;
+            rd_doc_t *g = ncap == cap ? got : realloc(got, ncap * sizeof *got);
+            if (!g) {
+              rc = dtx__err(DTX_ENOMEM, "reading candidates");
+            } else {
+              cap = ncap;
+              got = g;
+              got[ngot] = d; /* got owns it now: freed with got */
+              memset(&d, 0, sizeof d);
+              if (seen_add(&seen, got, ngot) < 0)
+                rc = dtx__err(DTX_ENOMEM, "reading candidates");
+              top_add(&top, sort, got, ngot++);
+              if (++per[k] >= want)
+                done[k] = 1; /* its later matches come after these */
+            }
           }
         }
         dtx__rd_doc_clear(&d);
@@ -667,7 +749,7 @@ int dtx__rd_first_matches(dtx__backend_t *b, const rd_coll_t *co,
       break;
     /* A bucket's next entries come after its last one: past the want-th
      * best found anywhere, it can stop. */
-    const rd_doc_t *bar = kth_best(sort, got, ngot, want, top);
+    const rd_doc_t *bar = top_bar(&top, got);
     for (size_t k = 0; bar && k < nb; k++)
       if (!done[k] && last[k].body && walk_before(sort, bar, &last[k]))
         done[k] = 1;
@@ -687,7 +769,8 @@ out:
   free(done);
   free(limit);
   free(per);
-  free(top);
+  free(top.ix);
+  free(seen.slot);
   free(which);
   return rc;
 }
