@@ -24,7 +24,7 @@
 static const uint8_t empty_doc[5] = {5, 0, 0, 0, 0};
 static const dtx__bval_t none = {BSON_TYPE_EOD, 0, NULL};
 
-/* ---- splicing ------------------------------------------------------------------ */
+/* ---- splicing ------------------------------------------------------------ */
 
 /* Where key's element lies in doc: bytes [*start, *end), its value in
  * *v; when absent, both are the offset of doc's terminating NUL and
@@ -53,8 +53,8 @@ static void find_span(const uint8_t *doc, uint32_t len, const char *key,
  * none or when `last` is set (the existing one then goes); p NULL
  * removes the element.  -1 when out of memory. */
 static int splice_elem(bson_t *out, const uint8_t *doc, uint32_t len,
-                  const char *key, bson_type_t t, const void *p,
-                  uint32_t plen, int last) {
+                       const char *key, bson_type_t t, const void *p,
+                       uint32_t plen, int last) {
   if (!doc) {
     doc = empty_doc;
     len = sizeof empty_doc;
@@ -107,7 +107,7 @@ static int put_token(bson_t *out, const uint8_t *rec, uint32_t len,
   return splice_elem(out, rec, len, name, BSON_TYPE_INT64, &le, 8, 0);
 }
 
-/* ---- the fence test ------------------------------------------------------------ */
+/* ---- the fence test ------------------------------------------------------ */
 
 /* 1 and *t when v is an integer token (int32 or int64: the json_t
  * engine's integer), else 0. */
@@ -167,7 +167,7 @@ static int judge(const dtx__modify_t *m, const dtx__bval_t *f,
   return 0;
 }
 
-/* ---- inside the atomic step ---------------------------------------------------- */
+/* ---- inside the atomic step ---------------------------------------------- */
 
 /* 1 when doc's _fence holds token under name (the record a fenced write
  * leaves). */
@@ -200,15 +200,34 @@ int dtx__bmodify_apply(const dtx__modify_t *m, const dtx__bupdate_t *u,
   if ((rc = dtx__bupdate_apply(u, before, blen, 0, now, &a, changed)) < 0)
     return rc;
   const uint8_t *ad = bson_get_data(a);
-  uint32_t start, end;
-  dtx__bval_t af;
-  find_span(ad, a->len, FENCE_FIELD, FENCE_LEN, &start, &end, &af);
+  dtx__belem_t ae;
   int record = m->fence_name && recorded != m->fence_token;
+  dtx__bval_t af = (bf.v.type || record) &&
+                           dtx__belem_find(ad, a->len, FENCE_FIELD,
+                                           FENCE_LEN, &ae)
+                       ? ae.v
+                       : none;
   /* A replacement keeps the record, as it keeps _id (fence.c): before's
    * _fence goes back, last, as fence.c sets it. */
   int keep = bf.v.type && !af.type;
   if (!keep && !record)
     goto done;
+  if (!keep && af.type == BSON_TYPE_DOCUMENT &&
+      dtx__belem_find(af.data, af.len, m->fence_name, strlen(m->fence_name),
+                      &ae) &&
+      ae.v.type == BSON_TYPE_INT64) {
+    /* The usual case once a token is int64: its 8 bytes change where
+     * they stand, in the one buffer the update wrote (bson_reserve_buffer
+     * of its own length hands that buffer out writable, unmoved). */
+    size_t at = (size_t)(ae.v.data - ad);
+    uint8_t *w = bson_reserve_buffer(a, a->len);
+    if (!w)
+      goto nomem;
+    uint64_t le = BSON_UINT64_TO_LE((uint64_t)m->fence_token);
+    memcpy(w + at, &le, 8);
+    *changed = 1;
+    goto done;
+  }
   dtx__bval_t f = keep ? bf.v : af;
   if (record) {
     /* fence.c cannot record into a _fence that is not an object and says
@@ -231,7 +250,8 @@ int dtx__bmodify_apply(const dtx__modify_t *m, const dtx__bupdate_t *u,
   a = n;
   /* Byte identity, as dtx__bupdate_apply's: fence.c asks json_equal here,
    * which ignores field order (store.h). */
-  *changed = record || a->len != blen || memcmp(bson_get_data(a), before, blen);
+  *changed = record || a->len != blen ||
+             memcmp(bson_get_data(a), before, blen) != 0;
 done:
   /* The document written carries the token it was written with (a larger
    * one refused it above). */
@@ -282,7 +302,7 @@ int dtx__bmodify_upsert_doc(const dtx__modify_t *m, const dtx__bupdate_t *u,
   return 0;
 }
 
-/* ---- fence tombstones ------------------------------------------------------------ */
+/* ---- fence tombstones ---------------------------------------------------- */
 
 int dtx__bfence_tombstone(const dtx__modify_t *m, const uint8_t *before,
                           uint32_t blen, bson_t **rec) {
@@ -292,7 +312,8 @@ int dtx__bfence_tombstone(const dtx__modify_t *m, const uint8_t *before,
             f.v.type == BSON_TYPE_DOCUMENT;
   if (!obj && !m->fence_name)
     return 0;
-  bson_t *r = m->fence_name ? bson_new() : bson_new_from_data(f.v.data, f.v.len);
+  bson_t *r =
+      m->fence_name ? bson_new() : bson_new_from_data(f.v.data, f.v.len);
   if (!r || (m->fence_name && put_token(r, obj ? f.v.data : NULL, f.v.len,
                                         m->fence_name, m->fence_token) < 0)) {
     if (r)
@@ -333,7 +354,8 @@ int dtx__bfence_revive(const dtx__modify_t *m, const char *coll,
   /* Per lock name, the larger token: the new document may carry its own
    * (a fenced upsert's, a restored copy's), never a smaller one than the
    * deleted document had. */
-  bson_t *cur = has ? bson_new_from_data(f.v.data, f.v.len) : bson_new_from_data(empty_doc, 5);
+  bson_t *cur = has ? bson_new_from_data(f.v.data, f.v.len)
+                     : bson_new_from_data(empty_doc, sizeof empty_doc);
   bson_t *n = NULL;
   uint32_t off = 0;
   if (!cur)

@@ -272,7 +272,7 @@ static const row_t rows[] = {
       .now = INT64_MAX),
 };
 
-/* ---- helpers ----------------------------------------------------------------- */
+/* ---- helpers ------------------------------------------------------------- */
 
 static char *dump(const json_t *v) {
   return json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
@@ -334,7 +334,7 @@ static bson_t *bridge(const json_t *j) {
 static const char *const kinds[] = {"apply", "upsert", "tombstone",
                                     "revive", "window"};
 
-/* ---- the rows -------------------------------------------------------------------- */
+/* ---- the rows ------------------------------------------------------------ */
 
 static void run_row(size_t i, const row_t *r) {
   json_t *doc = r->doc ? JQNEW(r->doc) : NULL;
@@ -477,7 +477,7 @@ static void test_rows(void) {
          per[APPLY], per[UPSERT], per[TOMB], per[REVIVE], per[WINDOW]);
 }
 
-/* ---- int32 and int64 tokens -------------------------------------------------------- */
+/* ---- int32 and int64 tokens ---------------------------------------------- */
 
 /* The type of doc's _fence.name (0 when absent). */
 static bson_type_t token_type(const bson_t *doc, const char *name) {
@@ -528,6 +528,22 @@ static void test_token_types(void) {
   CHECK(changed == 0 && out && token_type(out, "L") == BSON_TYPE_INT64);
   if (out)
     bson_destroy(out);
+  /* a new token over an int64 one: the same bytes but its 8 */
+  m.fence_token = 6;
+  CHECK_RC(dtx__bmodify_apply(&m, u, bson_get_data(again), again->len, 0,
+                              &out, &changed),
+           0);
+  CHECK(changed == 1 && out && token_type(out, "L") == BSON_TYPE_INT64 &&
+        out->len == again->len);
+  if (out) {
+    json_t *back = NULL;
+    CHECK(dtx__bson_to_json(bson_get_data(out), out->len, 0, &back) == 0);
+    json_t *want = JQNEW("{'_id':1,'_fence':{'L':6},'v':1}");
+    CHECKF(json_equal(back, want), "%s", JS(back));
+    json_decref(want);
+    json_decref(back);
+    bson_destroy(out);
+  }
   /* a tombstone's token and a revived one keep their width */
   bson_t *rec = NULL;
   CHECK_RC(dtx__bfence_tombstone(&m, bson_get_data(d), d->len, &rec), 0);
