@@ -144,8 +144,8 @@ static int judge(const dtx__modify_t *m, const dtx__bval_t *f,
   if (f->type == BSON_TYPE_EOD)
     return 0;
   if (f->type == BSON_TYPE_DOCUMENT) {
-    if (!dtx__belem_find(f->data, f->len, m->fence_name,
-                         strlen(m->fence_name), &t))
+    if (!dtx__belem_find(f->data, f->len, m->fence_name, strlen(m->fence_name),
+                         &t))
       return 0;
     named = 1;
   }
@@ -174,8 +174,8 @@ static int judge(const dtx__modify_t *m, const dtx__bval_t *f,
 static int holds(const bson_t *doc, const char *name, int64_t token) {
   dtx__belem_t f, t;
   int64_t v;
-  return dtx__belem_find(bson_get_data(doc), doc->len, FENCE_FIELD,
-                         FENCE_LEN, &f) &&
+  return dtx__belem_find(bson_get_data(doc), doc->len, FENCE_FIELD, FENCE_LEN,
+                         &f) &&
          f.v.type == BSON_TYPE_DOCUMENT &&
          dtx__belem_find(f.v.data, f.v.len, name, strlen(name), &t) &&
          token_of(&t.v, &v) && v == token;
@@ -192,8 +192,7 @@ int dtx__bmodify_apply(const dtx__modify_t *m, const dtx__bupdate_t *u,
   *changed = 1;
   if (!dtx__belem_find(before, blen, FENCE_FIELD, FENCE_LEN, &bf))
     bf.v = none;
-  if (m->fence_name &&
-      (rc = judge(m, &bf.v, before, blen, 0, &recorded)) < 0)
+  if (m->fence_name && (rc = judge(m, &bf.v, before, blen, 0, &recorded)) < 0)
     return rc;
   if (!u)
     return 0; /* a delete: the test is all */
@@ -202,11 +201,10 @@ int dtx__bmodify_apply(const dtx__modify_t *m, const dtx__bupdate_t *u,
   const uint8_t *ad = bson_get_data(a);
   dtx__belem_t ae;
   int record = m->fence_name && recorded != m->fence_token;
-  dtx__bval_t af = (bf.v.type || record) &&
-                           dtx__belem_find(ad, a->len, FENCE_FIELD,
-                                           FENCE_LEN, &ae)
-                       ? ae.v
-                       : none;
+  dtx__bval_t af = none; /* after's _fence, looked for when it matters */
+  if ((bf.v.type || record) &&
+      dtx__belem_find(ad, a->len, FENCE_FIELD, FENCE_LEN, &ae))
+    af = ae.v;
   /* A replacement keeps the record, as it keeps _id (fence.c): before's
    * _fence goes back, last, as fence.c sets it. */
   int keep = bf.v.type && !af.type;
@@ -250,8 +248,8 @@ int dtx__bmodify_apply(const dtx__modify_t *m, const dtx__bupdate_t *u,
   a = n;
   /* Byte identity, as dtx__bupdate_apply's: fence.c asks json_equal here,
    * which ignores field order (store.h). */
-  *changed = record || a->len != blen ||
-             memcmp(bson_get_data(a), before, blen) != 0;
+  *changed =
+      record || a->len != blen || memcmp(bson_get_data(a), before, blen) != 0;
 done:
   /* The document written carries the token it was written with (a larger
    * one refused it above). */
@@ -264,8 +262,8 @@ nomem:
   if (n)
     bson_destroy(n);
   bson_destroy(a);
-  return dtx__err(DTX_ENOMEM, record ? "recording a fence"
-                                     : "applying an update");
+  return dtx__err(DTX_ENOMEM,
+                  record ? "recording a fence" : "applying an update");
 }
 
 int dtx__bmodify_upsert_doc(const dtx__modify_t *m, const dtx__bupdate_t *u,
@@ -289,7 +287,7 @@ int dtx__bmodify_upsert_doc(const dtx__modify_t *m, const dtx__bupdate_t *u,
        put_token(&rec, NULL, 0, m->fence_name, m->fence_token) < 0) ||
       !(n = bson_new()) ||
       splice_elem(n, bson_get_data(d), d->len, FENCE_FIELD, BSON_TYPE_DOCUMENT,
-             m->fence_name ? bson_get_data(&rec) : NULL, rec.len, 1) < 0) {
+                  m->fence_name ? bson_get_data(&rec) : NULL, rec.len, 1) < 0) {
     bson_destroy(&rec);
     bson_destroy(d);
     if (n)
@@ -355,19 +353,18 @@ int dtx__bfence_revive(const dtx__modify_t *m, const char *coll,
    * (a fenced upsert's, a restored copy's), never a smaller one than the
    * deleted document had. */
   bson_t *cur = has ? bson_new_from_data(f.v.data, f.v.len)
-                     : bson_new_from_data(empty_doc, sizeof empty_doc);
+                    : bson_new_from_data(empty_doc, sizeof empty_doc);
   bson_t *n = NULL;
   uint32_t off = 0;
   if (!cur)
     goto nomem;
   while (dtx__belem_next(rec, rlen, &off, &e)) {
     int64_t a, b;
-    if (dtx__belem_find(bson_get_data(cur), cur->len, e.key, e.keylen,
-                        &mine) &&
+    if (dtx__belem_find(bson_get_data(cur), cur->len, e.key, e.keylen, &mine) &&
         (!token_of(&e.v, &a) || !token_of(&mine.v, &b) || b >= a))
       continue;
     if (!(n = bson_new()) || splice_elem(n, bson_get_data(cur), cur->len, e.key,
-                                    e.v.type, e.v.data, e.v.len, 0) < 0)
+                                         e.v.type, e.v.data, e.v.len, 0) < 0)
       goto nomem;
     bson_destroy(cur);
     cur = n;
@@ -375,7 +372,7 @@ int dtx__bfence_revive(const dtx__modify_t *m, const char *coll,
   }
   if (!(n = bson_new()) ||
       splice_elem(n, doc, dlen, FENCE_FIELD, BSON_TYPE_DOCUMENT,
-             bson_get_data(cur), cur->len, 0) < 0)
+                  bson_get_data(cur), cur->len, 0) < 0)
     goto nomem;
   bson_destroy(cur);
   *out = n;

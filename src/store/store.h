@@ -350,16 +350,19 @@ int dtx__fence_revive(const dtx__modify_t *m, const char *coll,
  *    place of m->update (u NULL: a delete, the test alone, *after NULL).
  *    A token written by it is an int64; an int32 one the bridge wrote
  *    reads the same.  *changed is 1 when *after's bytes differ from
- *    before's (fence.c's replacement case compares with json_equal,
- *    which ignores field order: the one place the twins may differ).
+ *    before's.  The one place the twins differ: where a replacement
+ *    drops _fence and it goes back last, fence.c asks json_equal, which
+ *    ignores field order at every depth, so a document that only moved
+ *    its fields is "unchanged" there (and its backend skips the write);
+ *    here it is changed, as dtx__update_apply's own rule says.
  *  - dtx__bmodify_upsert_doc: the document an upserting m inserts, from
  *    its filter's bytes (NULL: {}) and u, by dtx__bupsert_doc.
  *  - dtx__bfence_tombstone: *rec is the record to keep, or NULL when
  *    there is nothing to keep.
  *  - dtx__bfence_revive: BSON is not edited in place, so the document to
  *    create is *out, a new one (a copy of doc when rec adds nothing); doc
- *    is untouched.  rec (rlen bytes) is the stored record; on
- *    DTX_EFENCED nothing is made. */
+ *    is untouched.  rec (rlen bytes) is the stored record, m NULL for an
+ *    insert as in dtx__fence_revive; on DTX_EFENCED nothing is made. */
 int dtx__bmodify_apply(const dtx__modify_t *m, const dtx__bupdate_t *u,
                        const uint8_t *before, uint32_t blen, int64_t now,
                        bson_t **after, int *changed);
