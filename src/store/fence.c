@@ -43,7 +43,7 @@
  * No timer ends a tombstone: a paused holder wakes whenever it wakes.  What
  * bounds them is one per deleted _id that carried a record (a new document
  * of the _id takes the record over), until the collection is dropped. */
-#include "store/store.h"
+#include "store/fence_int.h"
 
 #include "util/assert.h"
 #include "util/err.h"
@@ -51,8 +51,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define FENCE_FIELD "_fence"
 
 /* ---- arguments -------------------------------------------------------------- */
 
@@ -127,9 +125,9 @@ int dtx__fence_check_doc(const json_t *doc) {
 
 /* ---- inside the atomic step -------------------------------------------------- */
 
-/* "orders 'T1'": the collection and the document's _id, for details. */
-static void who(const char *coll, const json_t *doc, char *out, size_t n) {
-  const json_t *id = json_object_get(doc, "_id");
+/* "orders 'T1'": the collection and the document's _id (NULL: "?"),
+ * for details. */
+static void who(const char *coll, const json_t *id, char *out, size_t n) {
   if (json_is_string(id)) {
     snprintf(out, n, "%s '%.100s'", coll, json_string_value(id));
   } else {
@@ -139,6 +137,28 @@ static void who(const char *coll, const json_t *doc, char *out, size_t n) {
   }
 }
 
+int dtx__fence_err_malformed(const dtx__modify_t *m, const json_t *id,
+                             int named) {
+  char w[160];
+  who(m->coll, id, w, sizeof w);
+  return dtx__err(DTX_EFENCED,
+                  "%s: its _fence%s%s is not an integer token, so no "
+                  "fenced write of lock '%s' is accepted",
+                  w, named ? "." : "", named ? m->fence_name : "",
+                  m->fence_name);
+}
+
+int dtx__fence_err_stale(const dtx__modify_t *m, const json_t *id,
+                         int64_t recorded, int gone) {
+  char w[160];
+  who(m->coll, id, w, sizeof w);
+  return dtx__err(DTX_EFENCED,
+                  "%s: token %lld of lock '%s' is stale: token %lld "
+                  "already wrote it%s",
+                  w, (long long)m->fence_token, m->fence_name,
+                  (long long)recorded, gone ? " before it was deleted" : "");
+}
+
 /* The fence test of m against f, the _fence record of doc (a stored
  * document, or a deleted one's fence tombstone: gone is 1): 0 when m may
  * write, DTX_EFENCED when a larger token (or a malformed record, which no
@@ -146,7 +166,6 @@ static void who(const char *coll, const json_t *doc, char *out, size_t n) {
  * record, 0 when none. */
 static int judge(const dtx__modify_t *m, const json_t *f, const json_t *doc,
                  int gone, int64_t *recorded) {
-  char w[160];
   *recorded = 0;
   if (!f)
     return 0;
@@ -154,25 +173,15 @@ static int judge(const dtx__modify_t *m, const json_t *f, const json_t *doc,
                                       : NULL;
   if (json_is_object(f) && !t)
     return 0;
-  if (!json_is_integer(t)) {
-    who(m->coll, doc, w, sizeof w);
-    return dtx__err(DTX_EFENCED,
-                    "%s: its _fence%s%s is not an integer token, so no "
-                    "fenced write of lock '%s' is accepted",
-                    w, t ? "." : "", t ? m->fence_name : "", m->fence_name);
-  }
+  if (!json_is_integer(t))
+    return dtx__fence_err_malformed(m, json_object_get(doc, "_id"),
+                                    t != NULL);
   *recorded = (int64_t)json_integer_value(t);
   /* dtx__fence_check_args refused a token below 1 */
   DTX_ASSERT(m->fence_token >= 1, "fence.token");
-  if (*recorded > m->fence_token) {
-    who(m->coll, doc, w, sizeof w);
-    return dtx__err(DTX_EFENCED,
-                    "%s: token %lld of lock '%s' is stale: token %lld "
-                    "already wrote it%s",
-                    w, (long long)m->fence_token, m->fence_name,
-                    (long long)*recorded,
-                    gone ? " before it was deleted" : "");
-  }
+  if (*recorded > m->fence_token)
+    return dtx__fence_err_stale(m, json_object_get(doc, "_id"), *recorded,
+                                gone);
   return 0;
 }
 

@@ -32,6 +32,7 @@
 #define DTX_STORE_H
 
 #include "doc/bdoc.h"
+#include "doc/bupdate.h"
 #include "doc/doc.h"
 #include "doctx.h"
 
@@ -339,6 +340,41 @@ int dtx__fence_tombstone(const dtx__modify_t *m, const json_t *before,
 int dtx__fence_revive(const dtx__modify_t *m, const char *coll,
                       const json_t *rec, json_t *doc);
 
+/* The BSON twins of the four above (bfence.c), the same rule on stored
+ * bytes, giving the same codes, details, *changed and field order
+ * (tests/unit/test_bfence.c runs each row through both).  Every document
+ * passed as (bytes, len) is a whole document that passed dtx__bson_check
+ * or was written by libbson; all are borrowed, and each bson_t ** out is
+ * a new document the caller bson_destroy()s, NULL on error.
+ *  - dtx__bmodify_apply: dtx__modify_apply with the compiled update u in
+ *    place of m->update (u NULL: a delete, the test alone, *after NULL).
+ *    A token written by it is an int64; an int32 one the bridge wrote
+ *    reads the same.  *changed is 1 when *after's bytes differ from
+ *    before's.  The one place the twins differ: where a replacement
+ *    drops _fence and it goes back last, fence.c asks json_equal, which
+ *    ignores field order at every depth, so a document that only moved
+ *    its fields is "unchanged" there (and its backend skips the write);
+ *    here it is changed, as dtx__update_apply's own rule says.
+ *  - dtx__bmodify_upsert_doc: the document an upserting m inserts, from
+ *    its filter's bytes (NULL: {}) and u, by dtx__bupsert_doc.
+ *  - dtx__bfence_tombstone: *rec is the record to keep, or NULL when
+ *    there is nothing to keep.
+ *  - dtx__bfence_revive: BSON is not edited in place, so the document to
+ *    create is *out, a new one (a copy of doc when rec adds nothing); doc
+ *    is untouched.  rec (rlen bytes) is the stored record, m NULL for an
+ *    insert as in dtx__fence_revive; on DTX_EFENCED nothing is made. */
+int dtx__bmodify_apply(const dtx__modify_t *m, const dtx__bupdate_t *u,
+                       const uint8_t *before, uint32_t blen, int64_t now,
+                       bson_t **after, int *changed);
+int dtx__bmodify_upsert_doc(const dtx__modify_t *m, const dtx__bupdate_t *u,
+                            const uint8_t *filter, uint32_t flen, int64_t now,
+                            bson_t **out);
+int dtx__bfence_tombstone(const dtx__modify_t *m, const uint8_t *before,
+                          uint32_t blen, bson_t **rec);
+int dtx__bfence_revive(const dtx__modify_t *m, const char *coll,
+                       const uint8_t *rec, uint32_t rlen, const uint8_t *doc,
+                       uint32_t dlen, bson_t **out);
+
 /* Argument checks of store.c: a fence name is 1..128 of [A-Za-z0-9_.:-]
  * and its token >= 1 (name NULL: no fence, 0); a user update may not name
  * _fence (DTX_EBADUPDATE); an inserted document's _fence, when present,
@@ -373,6 +409,11 @@ int dtx__window_any(const dtx__modify_t *m);
  * it inside its write transaction; Redis with the server time its write
  * script refused at. */
 int dtx__window_test(const dtx__modify_t *m, const json_t *doc, int64_t now);
+
+/* dtx__window_test on a document's bytes (doc NULL: none, an upsert's
+ * document to come): the same codes and details. */
+int dtx__bwindow_test(const dtx__modify_t *m, const uint8_t *doc,
+                      uint32_t len, int64_t now);
 
 /* The rule of an update of many documents: no replacement document
  * (DTX_EBADUPDATE).  dtx_store_update and dtx_check_update both use it. */
