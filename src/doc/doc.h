@@ -282,6 +282,11 @@ int dtx__update_apply(const dtx__update_t *u, const json_t *doc, int is_insert,
 
 void dtx__update_free(dtx__update_t *u);
 
+/* Structural identity (types, values, field order), stricter than
+ * dtx__value_cmp; 0.0 and -0.0 differ: the rule of *changed above, for
+ * any document a write may store (field order is visible in it). */
+int dtx__upd_same(const json_t *a, const json_t *b);
+
 /* Builds the base document of an upsert from the filter's equality
  * conditions ({path: v}, $eq, one-element $in and $all, inside $and and a
  * single-branch $or), as MongoDB does; two on one path (or a path and its

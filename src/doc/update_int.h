@@ -100,9 +100,6 @@ struct dtx__update {
  * DTX__COMPILE_BORROW a counted reference.  NULL when out of memory. */
 json_t *dtx__upd_operand(const dtx__update_t *u, const json_t *v);
 
-/* Structural identity (types, values, field order), stricter than
- * dtx__value_cmp; 0.0 and -0.0 differ. */
-int dtx__upd_same(const json_t *a, const json_t *b);
 
 /* 1 when seg is all digits; *idx gets its value (SIZE_MAX if huge). */
 int dtx__upd_seg_index(const char *seg, size_t *idx);

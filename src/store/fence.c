@@ -229,7 +229,7 @@ int dtx__modify_apply(const dtx__modify_t *m, const json_t *before,
   if (bf && !json_object_get(*after, FENCE_FIELD)) {
     if (json_object_set_new(*after, FENCE_FIELD, json_deep_copy(bf)) < 0)
       goto nomem;
-    *changed = !json_equal(before, *after);
+    *changed = !dtx__upd_same(before, *after);
   }
   if (m->fence_name && recorded != m->fence_token) {
     if ((rc = fence_record(m, *after)) < 0) {

@@ -350,11 +350,8 @@ int dtx__fence_revive(const dtx__modify_t *m, const char *coll,
  *    place of m->update (u NULL: a delete, the test alone, *after NULL).
  *    A token written by it is an int64; an int32 one the bridge wrote
  *    reads the same.  *changed is 1 when *after's bytes differ from
- *    before's.  The one place the twins differ: where a replacement
- *    drops _fence and it goes back last, fence.c asks json_equal, which
- *    ignores field order at every depth, so a document that only moved
- *    its fields is "unchanged" there (and its backend skips the write);
- *    here it is changed, as dtx__update_apply's own rule says.
+ *    before's, as dtx__modify_apply's (dtx__upd_same: field order
+ *    counts, also where a replacement dropped _fence and it went back).
  *  - dtx__bmodify_upsert_doc: the document an upserting m inserts, from
  *    its filter's bytes (NULL: {}) and u, by dtx__bupsert_doc.
  *  - dtx__bfence_tombstone: *rec is the record to keep, or NULL when

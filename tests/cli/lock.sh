@@ -45,6 +45,16 @@ expect 3 "stale fenced find-and-modify" -- d find-and-modify res '{"_id":"r"}' '
 expect 3 "stale fenced delete" -- d delete res '{"_id":"r"}' --fence L:1
 expect 1 "fenced find-and-modify matching nothing is NOMATCH" -- d find-and-modify res '{"_id":"nope"}' '{"$set":{"v":1}}' --fence L:1
 [ "$(field "$(d find res '{"_id":"r"}')" v)" = 2 ] && ok || bad "a stale write changed r"
+# A replacement of a fenced document that only reorders a subdocument's
+# fields changes the stored bytes: it is a write (fence.c once compared
+# with json_equal, which ignores order, and reported modified 0 and kept
+# the old order).
+d insert res '{"_id":"o","v":{"a":1,"b":2}}' >/dev/null
+expect 0 "fenced write of o" -- d update res '{"_id":"o"}' '{"$set":{"x":1}}' --fence L:2
+expect 0 "replacement reordering o's v" -- d update res '{"_id":"o"}' '{"v":{"b":2,"a":1},"x":1}'
+[ "$(out)" = '{"matched":1,"modified":1}' ] && ok || bad "reordering replacement: $(out)"
+[ "$(d find res '{"_id":"o"}')" = '{"_id":"o","v":{"b":2,"a":1},"x":1,"_fence":{"L":2}}' ] && ok ||
+  bad "o after the reordering replacement: $(d find res '{"_id":"o"}')"
 
 # Release frees it, keeps the token; twice exits 1; next acquire is 3.
 expect 0 "release" -- d lock release L 2
