@@ -6,6 +6,7 @@
 #include "testlib.h"
 
 #include "store/plan.h"
+#include "txn/kit/kit.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +172,63 @@ static void test_plan_table(void) {
   }
 }
 
+/* The plans of a pattern's own hot queries over the indexes the pattern
+ * declares (its dtx__pattern_t), so an index or a filter changed in one
+ * place cannot silently turn a page into a read of the whole backlog.
+ * The ledger committer's round (src/txn/ledger/commit.c, plan_round):
+ * the scan of uncommitted entries walks {proc, created, _id} in its sort
+ * order, and the read of pending ones takes {state, expires_at}'s
+ * entries -- a walk of the first would read every uncommitted entry to
+ * find the few pending ones, every round (O(backlog^2) to catch up, as
+ * docs/benchmarks.md's bench_scale section measured). */
+static void test_pattern_plans(void) {
+  static const struct {
+    const char *pattern, *coll, *filter, *sort;
+    int kind;
+    const char *index;
+  } rows[] = {
+      {"ledger", DTX_LEDGER_ENTRIES,
+       "{'proc':'uncommitted','state':{'$ne':'pending'}}",
+       "{'created':1,'_id':1}", SORTED, "proc_1_created_1__id_1"},
+      {"ledger", DTX_LEDGER_ENTRIES, "{'state':'pending'}",
+       "{'created':1,'_id':1}", INDEX, "state_1_expires_at_1"},
+  };
+  for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+    const dtx__pattern_t *pat = NULL;
+    for (size_t i = 0; dtx__patterns[i] && !pat; i++)
+      if (strcmp(dtx__patterns[i]->name, rows[r].pattern) == 0)
+        pat = dtx__patterns[i];
+    REQUIRE(pat);
+    ix_t own[16];
+    size_t n = 0;
+    for (const dtx__index_def_t *d = pat->indexes; d && d->keys; d++) {
+      if (strcmp(d->coll, rows[r].coll) != 0)
+        continue;
+      REQUIRE(n < 16);
+      json_t *k = J(d->keys);
+      dtx_index_opts_t o = {.unique = d->unique, .sparse = d->sparse};
+      own[n] = (ix_t){d->keys, d->unique, d->sparse, 0, 1, NULL};
+      CHECK_RC(dtx__index_spec_parse(k, &o, &own[n].spec), 0);
+      json_decref(k);
+      n++;
+    }
+    json_t *f = jq(rows[r].filter), *sort = jq(rows[r].sort);
+    dtx__plan_t p;
+    CHECK_RC(dtx__plan_choose(f, sort, own, n, index_of, &p), 0);
+    const ix_t *x = p.ix;
+    CHECKF(p.kind == rows[r].kind && x &&
+               strcmp(x->spec->name, rows[r].index) == 0,
+           "%s %s: plan %d on %s, want %d on %s", rows[r].pattern,
+           rows[r].filter, p.kind, x ? x->spec->name : "(none)",
+           rows[r].kind, rows[r].index);
+    dtx__plan_free(&p);
+    json_decref(f);
+    json_decref(sort);
+    for (size_t i = 0; i < n; i++)
+      dtx__index_spec_free(own[i].spec);
+  }
+}
+
 int main(void) {
   for (size_t i = 0; i < NIX; i++) {
     json_t *k = J(ixs[i].keys);
@@ -182,6 +240,7 @@ int main(void) {
     json_decref(k);
   }
   TEST_RUN(test_plan_table);
+  TEST_RUN(test_pattern_plans);
   for (size_t i = 0; i < NIX; i++)
     dtx__index_spec_free(ixs[i].spec);
   return TEST_DONE();

@@ -258,13 +258,16 @@ static int ready(dtx__exec_t *ex, const json_t *e, const json_t *unc,
   return 0;
 }
 
-/* Marks every leg of the entries in docs uncommitted in unc ("account\n
- * seqId" -> true), and appends its account to ids (may be NULL). */
+/* Marks every leg of the uncommitted entries in docs (others are passed
+ * over) uncommitted in unc ("account\n seqId" -> true), and appends its
+ * account to ids (may be NULL). */
 static void mark_uncommitted(json_t *unc, const json_t *docs, json_t *ids) {
   size_t i, j;
   json_t *e, *leg;
   char key[192];
   json_array_foreach(docs, i, e) {
+    if (!dtx__str_is(e, "proc", LG_UNCOMMITTED))
+      continue;
     json_array_foreach(json_object_get(e, "changes"), j, leg) {
       const char *a = dtx__str(leg, "account");
       if (!a)
@@ -313,7 +316,13 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches,
    * a read of its own, and a cache edited past one (the audit's
    * cache_uncommitted) cannot make ready() take it for committed and
    * commit its successor first (L6). */
-  filter = json_pack("{s:s,s:s}", "proc", LG_UNCOMMITTED, "state", LG_PENDING);
+  /* By state alone, so the plan reads the {state, expires_at} index's
+   * pending entries: with proc in the filter too, a walk of the {proc,
+   * created, _id} index in sort order would tie with it and win, and
+   * read every uncommitted entry to find the few pending ones -- each
+   * round, O(backlog^2) to catch up.  A pending entry is uncommitted
+   * (L6); mark_uncommitted passes over any other. */
+  filter = json_pack("{s:s}", "state", LG_PENDING);
   if (rc == 0 && json_array_size(scan))
     rc = filter ? dtx__kit_find_n(ex, DTX_LEDGER_ENTRIES, filter, sort,
                                   ROUND_SCAN, &pend)

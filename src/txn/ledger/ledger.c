@@ -117,8 +117,12 @@ static const dtx__index_def_t indexes[] = {
     {DTX_LEDGER_ENTRIES, "{\"changes.account\":1,\"changes.seqId\":1}", 1, 0},
     /* a posted entry is reversed at most once */
     {DTX_LEDGER_ENTRIES, "{\"reverses\":1}", 1, 1},
-    /* the committer's and the expiry's scans */
-    {DTX_LEDGER_ENTRIES, "{\"proc\":1,\"created\":1}", 0, 0},
+    /* the committer's and the expiry's scans: the committer's round
+     * walks the first uncommitted entries in its sort order {created,
+     * _id} (commit.c), which an index of exactly those fields after proc
+     * serves without reading the backlog; {proc, created} (before
+     * 2026-11-29) stays in older stores, unused */
+    {DTX_LEDGER_ENTRIES, "{\"proc\":1,\"created\":1,\"_id\":1}", 0, 0},
     {DTX_LEDGER_ENTRIES, "{\"state\":1,\"expires_at\":1}", 0, 0},
     /* ledger entries --ref (meta.c; dtx_ledger_unique_refs adds a unique
      * one on the same key) */
