@@ -12,7 +12,9 @@
  *   find     dtx_store_find of {from: ACCOUNT} on transfers with an index
  *            {from: 1}, once per account (N/10 finds, N documents found);
  *   balance  dtx_ledger_balance of every one of N/10 ledger accounts over
- *            N 2-leg entries, the cache current (the committer ran).
+ *            N 2-leg entries, the cache current (the committer ran);
+ *   commit   the committer catching up those N entries, posted while no
+ *            committer ran (once per population, as recover).
  * Time per document is the operation's whole time over N (the transfers,
  * or the ledger entries): the accounts are N/10 at every N, so they do not
  * change the ratio.
@@ -53,15 +55,16 @@
 #define BATCH 100 /* transfers per dtx_transfer_execute_many, and per child */
 #define PAGE 100  /* transfers per page of the list row */
 
-enum { R_RECOVER, R_AUDIT, R_LIST, R_FIND, R_BALANCE, NROWS };
+enum { R_RECOVER, R_AUDIT, R_LIST, R_FIND, R_BALANCE, R_COMMIT, NROWS };
 static const char *const row_name[NROWS] = {"recover", "audit", "list", "find",
-                                            "balance"};
+                                            "balance", "commit"};
 static const char *const row_what[NROWS] = {
     "dtx_recover, 10% abandoned mid-flight",
     "dtx_audit settled, N transfers + N/10 accounts",
     "dtx_transfer_list paging to the end by after, 100 a page",
     "dtx_store_find {from} indexed, one per account",
-    "dtx_ledger_balance of every account, cache current"};
+    "dtx_ledger_balance of every account, cache current",
+    "the ledger committer catching up N uncommitted entries (once)"};
 
 typedef struct target {
   const char *label; /* "sqlite", "redis-standalone" */
@@ -349,9 +352,12 @@ static double row_find(dtx_store_t *st, int n, const void *ctx) {
 
 /* N/10 ledger accounts without a floor and n 2-leg entries among them in
  * batches of 256 (dtx_ledger_post_many), then the committer once, so the
- * cache is current; bal[a] receives each account's balance. */
+ * cache is current; bal[a] receives each account's balance, *commit_us
+ * the time the committer took to catch up the n entries (the commit row:
+ * a committer restarted after an outage; each round once read the whole
+ * backlog, docs/benchmarks.md). */
 static dtx_store_t *ledger_population(const cfg_t *c, const target_t *t,
-                                      int n, int64_t *bal) {
+                                      int n, int64_t *bal, double *commit_us) {
   char uri[600], (*ids)[32];
   int a = accounts_for(n), rc;
   dtx_store_t *st = open_fresh(c, t, "ledger", n, uri, sizeof uri);
@@ -403,9 +409,11 @@ static dtx_store_t *ledger_population(const cfg_t *c, const target_t *t,
   free(pairs);
   free(ids);
   bench_phase("%s N=%d: the committer", t->label, n);
+  double t0 = now_us();
   if ((rc = dtx_worker_run(st, &(dtx_worker_opts_t){.threads = 1, .once = 1},
                            NULL)) < 0)
     fail("committer", rc);
+  *commit_us = rc < 0 ? -1 : now_us() - t0;
   return st;
 }
 
@@ -476,14 +484,19 @@ static void run_target(const cfg_t *c, target_t *t) {
       }
       close_store(t, st);
     }
-    if (!c->want[R_BALANCE])
+    if (!c->want[R_BALANCE] && !c->want[R_COMMIT])
       continue;
     int64_t *bal = calloc((size_t)accounts_for(n), sizeof *bal);
+    double commit_us = -1;
     if (!bal)
       fail("out of memory", DTX_ENOMEM);
-    else if ((st = ledger_population(c, t, n, bal))) {
-      bench_phase("%s N=%d: ledger balances", t->label, n);
-      t->ns[R_BALANCE][k] = median_of(c, row_balance, st, n, bal);
+    else if ((st = ledger_population(c, t, n, bal, &commit_us))) {
+      t->ns[R_COMMIT][k] =
+          commit_us < 0 || !c->want[R_COMMIT] ? -1 : commit_us * 1e3 / n;
+      if (c->want[R_BALANCE]) {
+        bench_phase("%s N=%d: ledger balances", t->label, n);
+        t->ns[R_BALANCE][k] = median_of(c, row_balance, st, n, bal);
+      }
       close_store(t, st);
     }
     free(bal);
