@@ -1,7 +1,8 @@
 /* test_bschema.c -- what only BSON can say to $jsonSchema and the
- * collection rules (bschema.c, brules.c): the types JSON lacks, int32 vs
- * int64, exact bounds across numeric types, NaN, Decimal128 operands, and
- * the transition rules on BSON.  (Every row of test_schema.c also runs
+ * collection rules (bschema.c, brules.c): the types JSON lacks, integers
+ * judged by value whatever their width (int_rows), exact bounds across
+ * numeric types, NaN, Decimal128 operands, and the transition rules on
+ * BSON.  (Every row of test_schema.c also runs
  * through both engines there.)
  *
  * Tables, Extended JSON in single quotes:
@@ -42,13 +43,7 @@ typedef struct mrow {
 #define OID "{'$oid':'0123456789abcdef01234567'}"
 
 static const mrow_t match_rows[] = {
-    /* "int" and "long" are distinct, as in MongoDB */
-    {P("{'bsonType':'long'}"), "{'a':5}", 0,
-     "a is int, must be long ($jsonSchema properties.a.bsonType)"},
-    {P("{'bsonType':'long'}"), "{'a':{'$numberLong':'5'}}", 1, NULL},
-    {P("{'bsonType':'int'}"), "{'a':{'$numberLong':'5'}}", 0,
-     "a is long, must be int ($jsonSchema properties.a.bsonType)"},
-    {P("{'bsonType':['int','long']}"), "{'a':5}", 1, NULL},
+    /* integers by value: int_rows below */
     {P("{'bsonType':'number'}"), "{'a':{'$numberDecimal':'1.5'}}", 1, NULL},
     {P("{'type':'number'}"), "{'a':{'$numberLong':'7'}}", 1, NULL},
     {P("{'bsonType':'number'}"), "{'a':{'$date':'2026-01-01T00:00:00Z'}}", 0,
@@ -154,6 +149,72 @@ static void test_match_rows(void) {
   }
 }
 
+/* ---- integers are judged by value (brules.h) ------------------------------
+ * Every value against every bsonType: an int32 or int64 is "long" always
+ * and "int" too when it fits in 32 bits, whatever its width; a double is
+ * neither, a Decimal128 only "decimal".  A refused integer is named
+ * "long", as the json_t engine names every integer. */
+static const char *const int_vals[] = {
+    "5",                                      /* int32 */
+    "{'$numberLong':'5'}",                    /* int64 within 32 bits */
+    "{'$numberLong':'2147483648'}",           /* 2^31 */
+    "{'$numberLong':'-2147483649'}",          /* -2^31 - 1 */
+    "{'$numberDouble':'5.0'}",                /* double */
+    "{'$numberDecimal':'5'}",                 /* Decimal128 */
+};
+static const char *const int_names[] = {"long", "long",   "long",
+                                        "long", "double", "decimal"};
+
+static const struct {
+  const char *types, *tnames;
+  int want[6]; /* per int_vals */
+} int_rows[] = {
+    {"'int'", "int", {1, 1, 0, 0, 0, 0}},
+    {"'long'", "long", {1, 1, 1, 1, 0, 0}},
+    {"['int','long']", "int or long", {1, 1, 1, 1, 0, 0}},
+    {"['long','int']", "long or int", {1, 1, 1, 1, 0, 0}},
+    {"'number'", "number", {1, 1, 1, 1, 1, 1}},
+    {"'double'", "double", {0, 0, 0, 0, 1, 0}},
+    {"'decimal'", "decimal", {0, 0, 0, 0, 0, 1}},
+    {"['double','int']", "double or int", {1, 1, 0, 0, 1, 0}},
+};
+
+static void test_int_rows(void) {
+  size_t ran = 0;
+  for (size_t i = 0; i < sizeof int_rows / sizeof *int_rows; i++)
+    for (size_t j = 0; j < sizeof int_vals / sizeof *int_vals; j++) {
+      char st[200], dt[200], want[300];
+      snprintf(st, sizeof st, "{'properties':{'a':{'bsonType':%s}}}",
+               int_rows[i].types);
+      snprintf(dt, sizeof dt, "{'a':%s}", int_vals[j]);
+      snprintf(want, sizeof want,
+               "a is %s, must be %s ($jsonSchema properties.a.bsonType)",
+               int_names[j], int_rows[i].tnames);
+      bson_t spec, doc;
+      int ok = ej(st, &spec) == 0 && ej(dt, &doc) == 0;
+      CHECKF(ok, "int_rows[%zu] %s: ejson: %s", i, dt, dtx_errdetail());
+      dtx__bschema_t *s = NULL;
+      dtx__bval_t sv = dtx__bval_of_doc(bson_get_data(&spec), spec.len);
+      CHECKF(ok && dtx__bschema_compile(&sv, &s) == 0, "compile %s: %s", st,
+             dtx_errdetail());
+      if (s) {
+        char why[400] = "";
+        int got = dtx__bschema_match(s, bson_get_data(&doc), doc.len, why,
+                                     sizeof why);
+        CHECKF(got == int_rows[i].want[j], "%s on %s: got %d (%s)", st, dt,
+               got, why);
+        if (!got)
+          CHECKF(strcmp(why, want) == 0, "%s on %s: reason '%s', want '%s'",
+                 st, dt, why, want);
+        ran++;
+      }
+      dtx__bschema_free(s);
+      bson_destroy(&spec);
+      bson_destroy(&doc);
+    }
+  CHECK(ran == 48);
+}
+
 static const struct {
   const char *schema, *mention;
 } bad_rows[] = {
@@ -200,15 +261,26 @@ typedef struct wrow {
 } wrow_t;
 
 static const wrow_t write_rows[] = {
-    /* the money field of the patterns' validators: "long" is int64 */
+    /* the money field of the patterns' validators: "long" is any integer,
+       int32 (as the bridge writes 100) or int64 */
     {"{'validator':{'$jsonSchema':{'properties':{'balance':{'bsonType':"
      "'long'}}}}}",
      NULL, "{'_id':'A','balance':{'$numberLong':'100'}}", 0, 0, NULL},
     {"{'validator':{'$jsonSchema':{'properties':{'balance':{'bsonType':"
      "'long'}}}}}",
-     NULL, "{'_id':'A','balance':100}", 0, DTX_EVALIDATION,
-     "acc 'A': balance is int, must be long ($jsonSchema "
+     NULL, "{'_id':'A','balance':100}", 0, 0, NULL},
+    {"{'validator':{'$jsonSchema':{'properties':{'balance':{'bsonType':"
+     "'long'}}}}}",
+     NULL, "{'_id':'A','balance':100.5}", 0, DTX_EVALIDATION,
+     "acc 'A': balance is double, must be long ($jsonSchema "
      "properties.balance.bsonType)"},
+    {"{'validator':{'$jsonSchema':{'properties':{'n':{'bsonType':'int'}}}}}",
+     NULL, "{'_id':'A','n':{'$numberLong':'4294967296'}}", 0,
+     DTX_EVALIDATION,
+     "acc 'A': n is long, must be int ($jsonSchema properties.n.bsonType)"},
+    /* $type in a validator: an integer by value too */
+    {"{'validator':{'n':{'$type':'int'}}}", NULL,
+     "{'_id':'A','n':{'$numberLong':'7'}}", 0, 0, NULL},
     /* an _id JSON lacks is named by its Extended JSON */
     {"{'validator':{'n':{'$lt':5}}}", NULL, "{'_id':" OID ",'n':9}", 0,
      DTX_EVALIDATION,
@@ -452,13 +524,14 @@ static void test_trans_rows(void) {
     json_decref(b);
     json_decref(a);
   }
-  printf("trans_rows through both engines: %zu the same, %zu the same with "
-         "int64 integers, %zu skipped\n",
-         tcounts[BSD_SAME], tcounts[BSD_SAME_I64], tcounts[BSD_SKIP]);
+  printf("trans_rows through both engines: %zu the same (integers as the "
+         "bridge writes them and as int64), %zu skipped\n",
+         tcounts[BSD_SAME], tcounts[BSD_SKIP]);
 }
 
 int main(void) {
   TEST_RUN(test_match_rows);
+  TEST_RUN(test_int_rows);
   TEST_RUN(test_bad_rows);
   TEST_RUN(test_write_rows);
   TEST_RUN(test_depth);
