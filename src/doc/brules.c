@@ -13,9 +13,11 @@
  *
  * Where BSON says more than JSON:
  *  - "immutable" compares exactly, type included, as rules.c (5 and 5.0
- *    differ, and now also int32 5 and int64 5: a stored int64 that a
- *    write turns into an int32 has changed); objects compare as
- *    json_equal does, whatever their key order;
+ *    differ, so do 5 and NumberDecimal 5), but an integer by its value
+ *    whatever its width (int32 5 and int64 5 are the same: a stored
+ *    NumberLong that a JSON write brings back as int32 has not changed,
+ *    brules.h); objects compare as json_equal does, whatever their key
+ *    order;
  *  - "increasing" compares across the numeric types exactly
  *    (dtx__bval_cmp): int32 5 -> int64 6 -> Decimal128 6.5 grows. */
 #include "doc/bfilter.h"
@@ -637,7 +639,20 @@ static int same_doc(const dtx__bval_t *a, const dtx__bval_t *b) {
   return 1;
 }
 
+static int is_int(const dtx__bval_t *v) {
+  return v->type == BSON_TYPE_INT32 || v->type == BSON_TYPE_INT64;
+}
+
+static int64_t int_of(const dtx__bval_t *v) {
+  return v->type == BSON_TYPE_INT32 ? dtx__bval_int32(v) : dtx__bval_int64(v);
+}
+
 static int same_exact(const dtx__bval_t *a, const dtx__bval_t *b) {
+  /* An integer by its value, whatever its width (brules.h): a stored
+   * NumberLong(5) that a JSON write brings back as int32 5 is unchanged,
+   * as the json_t engine, which cannot tell them apart, says. */
+  if (is_int(a) && is_int(b))
+    return int_of(a) == int_of(b);
   if (a->type != b->type)
     return 0;
   if (a->type == BSON_TYPE_DOCUMENT)

@@ -22,7 +22,11 @@
  *  - minLength, maxLength, minItems, maxItems take any integral numeric
  *    operand (Decimal128 included);
  *  - enum and uniqueItems compare by dtx__bval_cmp (1, NumberLong(1),
- *    1.0 and NumberDecimal("1") are the same value).
+ *    1.0 and NumberDecimal("1") are the same value);
+ *  - the transition rule "immutable" (brules.c) compares exactly, but an
+ *    integer by its value too: int32 5 and NumberLong(5) are the same;
+ *    5 and 5.0, or 5 and NumberDecimal("5"), are not (as rules.c: 5 and
+ *    5.0 differ in JSON).
  *
  * Ownership: the caller owns spec; the compiled schema keeps its own copy
  * of spec's bytes (its operands are views into that copy), so spec may

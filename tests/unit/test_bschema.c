@@ -296,9 +296,20 @@ static const wrow_t write_rows[] = {
      DTX_EVALIDATION,
      "acc 1: the validator condition {\"at\":{\"$type\":\"date\"}} is not "
      "met"},
-    /* immutable: exact, type included; objects in any key order */
+    /* immutable: exact, type included, but an integer by its value
+       whatever its width; objects in any key order */
     {"{'transition':{'immutable':['v']}}", "{'_id':1,'v':{'$numberLong':'5'}}",
-     "{'_id':1,'v':5}", 0, DTX_EVALIDATION,
+     "{'_id':1,'v':5}", 0, 0, NULL},
+    {"{'transition':{'immutable':['v']}}", "{'_id':1,'v':[5]}",
+     "{'_id':1,'v':[{'$numberLong':'5'}]}", 0, 0, NULL},
+    {"{'transition':{'immutable':['v']}}", "{'_id':1,'v':{'$numberLong':'5'}}",
+     "{'_id':1,'v':{'$numberLong':'6'}}", 0, DTX_EVALIDATION,
+     "acc 1: v may not change (transition immutable)"},
+    {"{'transition':{'immutable':['v']}}", "{'_id':1,'v':5}",
+     "{'_id':1,'v':{'$numberDouble':'5.0'}}", 0, DTX_EVALIDATION,
+     "acc 1: v may not change (transition immutable)"},
+    {"{'transition':{'immutable':['v']}}", "{'_id':1,'v':{'$numberLong':'5'}}",
+     "{'_id':1,'v':{'$numberDecimal':'5'}}", 0, DTX_EVALIDATION,
      "acc 1: v may not change (transition immutable)"},
     {"{'transition':{'immutable':['v']}}", "{'_id':1,'v':{'x':1,'y':[2]}}",
      "{'_id':1,'v':{'y':[2],'x':1}}", 0, 0, NULL},
