@@ -12,7 +12,8 @@
  * it (a JSON integer int32 when it fits, else int64) and with every
  * integer written as int64 (how a stored NumberLong arrives); both must
  * give the json_t engine's answer and why, since both engines judge an
- * integer by its value, not its width (brules.h).  Rows that differ only
+ * integer by its value, not its width (brules.h).  A write runs four
+ * times: each side as bridged or int64.  Rows that differ only
  * because BSON has more (bsonType 'decimal', 'date', 'objectId' compile;
  * the refusal lists BSON's aliases) are skipped with the reason. */
 #ifndef DTX_TESTS_BSCHEMADIFF_H
@@ -198,7 +199,9 @@ static inline int bsd_doc_i64(const json_t *doc, bson_t *out) {
   return 0;
 }
 
-/* One write check through both engines: code and detail. */
+/* One write check through both engines: code and detail.  i64: bit 0
+ * writes before's integers as int64, bit 1 after's (else as the bridge
+ * writes them). */
 static inline int bsd_write(const dtx__rules_t *jr, const dtx__brules_t *br,
                             const char *coll, const json_t *before,
                             const json_t *after, int bypass, int i64,
@@ -208,10 +211,10 @@ static inline int bsd_write(const dtx__rules_t *jr, const dtx__brules_t *br,
   int rc = 0;
   *jrc = dtx__doc_check_write(jr, coll, before, after, bypass);
   snprintf(jd, n, "%s", *jrc ? dtx_errdetail() : "");
-  if ((before && (i64 ? bsd_doc_i64(before, &b)
-                      : dtx__bson_from_json(before, &b))) ||
-      (after && (i64 ? bsd_doc_i64(after, &a)
-                     : dtx__bson_from_json(after, &a))))
+  if ((before && ((i64 & 1) ? bsd_doc_i64(before, &b)
+                            : dtx__bson_from_json(before, &b))) ||
+      (after && ((i64 & 2) ? bsd_doc_i64(after, &a)
+                           : dtx__bson_from_json(after, &a))))
     rc = -1;
   if (rc == 0) {
     *brc = dtx__bdoc_check_write(br, coll,
@@ -265,8 +268,9 @@ static inline int bsd_rules_run(const json_t *rules, const json_t *before,
     verdict = bsd_say(o, BSD_SKIP, "a document is no object");
     goto out;
   }
-  /* As the bridge writes the documents, then with int64 integers. */
-  for (int i64 = 0; i64 < 2; i64++) {
+  /* As the bridge writes the documents, then with int64 integers on
+   * either side or both: a width JSON cannot see changes nothing. */
+  for (int i64 = 0; i64 < 4; i64++) {
     if (bsd_write(jr, br, "acc", before, after, bypass, i64, &jrc, jd, &brc,
                   bd, sizeof bd)) {
       verdict = bsd_say(o, BSD_SKIP, "the bridge refused a document");
@@ -274,9 +278,10 @@ static inline int bsd_rules_run(const json_t *rules, const json_t *before,
     }
     o->rc = jrc;
     if (jrc != brc || strcmp(jd, bd)) {
+      static const char *const leg[4] = {"", " before int64",
+                                         " after int64", " int64"};
       verdict = bsd_say(o, BSD_DIFF, "write: json %s (%s), bson%s %s (%s)",
-                        dtx_errname(jrc), jd, i64 ? " int64" : "",
-                        dtx_errname(brc), bd);
+                        dtx_errname(jrc), jd, leg[i64], dtx_errname(brc), bd);
       goto out;
     }
   }
