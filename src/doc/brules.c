@@ -173,6 +173,52 @@ static char *doc_text(dtx__arena_t *a, const uint8_t *d, uint32_t len) {
   return c;
 }
 
+/* The rules document's bytes are checked (dtx__bson_check) one level at
+ * a time, in rules.c's order: a part's kind before its content.  The
+ * document wraps each rule one level deeper than rules.c judges it (a
+ * validator may nest 100 levels, DTX_MAX_DEPTH; a transition array holds
+ * objects of as many), so a level is checked with its documents and
+ * arrays emptied, and each of them later as the document it is, once its
+ * kind was judged.  bson_iter stops at a length past its document, and
+ * the whole check then names the fault. */
+static int check_bytes(const uint8_t *d, uint32_t len) {
+  return dtx__bson_check(d, len, DTX_EBADQUERY, "collection rules");
+}
+
+static int check_level(const uint8_t *d, uint32_t len) {
+  bson_t in, top = BSON_INITIALIZER;
+  bson_iter_t it;
+  int rc = 0;
+  if (!bson_init_static(&in, d, len) || !bson_iter_init(&it, &in))
+    return check_bytes(d, len);
+  while (rc == 0 && bson_iter_next(&it)) {
+    const char *k = bson_iter_key(&it);
+    int klen = (int)bson_iter_key_len(&it), ok;
+    bson_t empty = BSON_INITIALIZER;
+    if (BSON_ITER_HOLDS_DOCUMENT(&it))
+      ok = bson_append_document(&top, k, klen, &empty);
+    else if (BSON_ITER_HOLDS_ARRAY(&it))
+      ok = bson_append_array(&top, k, klen, &empty);
+    else
+      ok = bson_append_iter(&top, k, klen, &it);
+    if (!ok)
+      rc = check_bytes(d, len);
+  }
+  if (rc == 0 && it.err_off)
+    rc = check_bytes(d, len);
+  if (rc == 0)
+    rc = check_bytes(bson_get_data(&top), top.len);
+  bson_destroy(&top);
+  return rc;
+}
+
+/* A document or array value whose own level passed check_level, whole. */
+static int check_val(const dtx__bval_t *v) {
+  uint32_t len;
+  const uint8_t *d = dtx__bval_doc(v, &len);
+  return check_bytes(d, len);
+}
+
 /* Compiles the document value v as a filter (and its text when text is
  * not NULL). */
 static int filter_of(dtx__brules_t *r, const dtx__bval_t *v,
@@ -192,7 +238,9 @@ static int part_compile(dtx__brules_t *r, const dtx__bval_t *spec,
                         const char *name, part_t *p) {
   uint32_t len;
   const uint8_t *d = dtx__bval_doc(spec, &len);
-  int rc = dtx__bdepth_check(d, len, DTX_EBADQUERY, name);
+  int rc = check_val(spec);
+  if (rc == 0)
+    rc = dtx__bdepth_check(d, len, DTX_EBADQUERY, name);
   if (rc < 0)
     return rc;
   uint32_t n = count_elems(spec);
@@ -425,13 +473,16 @@ static int trans_compile(dtx__brules_t *r, const dtx__bval_t *spec,
                          size_t idx, trans_t *t) {
   char what[48];
   snprintf(what, sizeof what, "transition[%zu]", idx);
-  if (spec->type != BSON_TYPE_DOCUMENT || !count_elems(spec))
+  /* (5 bytes: an empty document; its elements are not checked yet) */
+  if (spec->type != BSON_TYPE_DOCUMENT || spec->len <= 5)
     return dtx__err(DTX_EBADQUERY, "%s must be a non-empty object of "
                     "immutable, increasing, moves, insert, scope and why",
                     what);
   uint32_t len, off = 0;
   const uint8_t *d = dtx__bval_doc(spec, &len);
-  int rc = dtx__bdepth_check(d, len, DTX_EBADQUERY, what);
+  int rc = check_val(spec);
+  if (rc == 0)
+    rc = dtx__bdepth_check(d, len, DTX_EBADQUERY, what);
   dtx__belem_t e;
   while (rc == 0 && dtx__belem_next(d, len, &off, &e))
     rc = trans_key(r, t, what, &e);
@@ -447,6 +498,13 @@ static int trans_compile(dtx__brules_t *r, const dtx__bval_t *spec,
 
 static int transitions_compile(dtx__brules_t *r, const dtx__bval_t *spec) {
   int isarr = spec->type == BSON_TYPE_ARRAY;
+  if (isarr) { /* its elements' kinds first: trans_compile */
+    uint32_t alen;
+    const uint8_t *ad = dtx__bval_doc(spec, &alen);
+    int rc = check_level(ad, alen);
+    if (rc < 0)
+      return rc;
+  }
   uint32_t n = isarr ? count_elems(spec) : 1;
   if (isarr && !n)
     return dtx__err(DTX_EBADQUERY, "transition must be an object or a "
@@ -491,7 +549,7 @@ int dtx__brules_compile(const bson_t *spec, dtx__brules_t **out) {
   if (!spec)
     return 0;
   const uint8_t *data = bson_get_data(spec);
-  int rc = dtx__bson_check(data, spec->len, DTX_EBADQUERY, "collection rules");
+  int rc = check_level(data, spec->len);
   if (rc < 0)
     return rc;
   dtx__brules_t *r = malloc(sizeof *r);

@@ -385,6 +385,98 @@ static void test_depth(void) {
   }
 }
 
+/* A rule may nest 100 levels (rules.c checks each part on its own), which
+ * its rules document wraps in one more: both engines compile it, and
+ * refuse one level more (the BSON detail is the document check's). */
+static void test_rules_depth(void) {
+  static const char *const parts[] = {"validator", "delete_guard"};
+  for (size_t p = 0; p < 2; p++)
+    for (int lv = 99; lv <= 101; lv++) {
+      json_t *r = json_object(), *arr = json_array();
+      json_object_set_new(r, parts[p], JNEST(lv, "k"));
+      bsd_out_t o;
+      int v = bsd_rules_run(r, NULL, NULL, 0, &o);
+      CHECKF(v == (lv <= 100 ? BSD_SAME : BSD_SKIP), "%s of %d levels: %s",
+             parts[p], lv, o.why);
+      CHECKF(o.rc == (lv <= 100 ? 0 : DTX_EBADQUERY), "%s of %d levels: %s",
+             parts[p], lv, dtx_errname(o.rc));
+      /* the fuzz target's find: an array where an object is due */
+      json_t *a = JNEST(lv, "k");
+      json_array_append_new(arr, json_deep_copy(json_object_get(a, "k")));
+      json_decref(a);
+      json_object_set_new(r, parts[p], arr);
+      v = bsd_rules_run(r, NULL, NULL, 0, &o);
+      CHECKF(v == BSD_SAME && o.rc == DTX_EBADQUERY,
+             "%s array of %d levels: %s (%s)", parts[p], lv, o.why,
+             dtx_errname(o.rc));
+      json_decref(r);
+    }
+  /* a transition array's objects may nest 100 levels each, too */
+  for (int lv = 99; lv <= 101; lv++) {
+    json_t *t = json_object(), *r = json_object();
+    json_object_set_new(t, "insert", JNEST(lv - 1, "k"));
+    json_object_set_new(r, "transition", json_pack("[o]", t));
+    bsd_out_t o;
+    int v = bsd_rules_run(r, NULL, NULL, 0, &o);
+    CHECKF(v == (lv <= 100 ? BSD_SAME : BSD_SKIP) &&
+               o.rc == (lv <= 100 ? 0 : DTX_EBADQUERY),
+           "transition[0] of %d levels: %s (%s)", lv, o.why,
+           dtx_errname(o.rc));
+    json_decref(r);
+  }
+}
+
+/* Rules whose bytes are broken at any level are refused, nothing read
+ * past the fault (dtx__brules_compile checks each level before reading
+ * it; ASan watches). */
+static void test_rules_bad_bytes(void) {
+  static const char *const rules[] = {
+      "{'validator':{'a':'xyz'}}",
+      "{'delete_guard':{'a':'xyz'}}",
+      "{'transition':{'immutable':['xyz']}}",
+      "{'transition':[{'immutable':['xyz']}]}",
+      "{'pattern':'xyz','validator':{'a':1}}",
+  };
+  for (size_t i = 0; i < sizeof rules / sizeof *rules; i++) {
+    bson_t b;
+    CHECK(ej(rules[i], &b) == 0);
+    uint8_t *d = malloc(b.len);
+    REQUIRE(d);
+    memcpy(d, bson_get_data(&b), b.len);
+    /* the string "xyz": its length said to run past everything, then its
+     * terminator taken away, then a byte that is no UTF-8 */
+    uint8_t *x = memmem(d, b.len, "xyz", 4);
+    REQUIRE(x && x - d >= 4);
+    for (int how = 0; how < 3; how++) {
+      uint8_t save[8];
+      memcpy(save, x - 4, 8);
+      if (how == 0)
+        memcpy(x - 4, "\xff\xff\x00\x00", 4);
+      else if (how == 1)
+        x[3] = 'w';
+      else
+        x[0] = 0xff;
+      bson_t bad;
+      REQUIRE(bson_init_static(&bad, d, b.len));
+      dtx__brules_t *r = NULL;
+      int rc = dtx__brules_compile(&bad, &r);
+      CHECKF(rc == DTX_EBADQUERY && !r &&
+                 strstr(dtx_errdetail(), "is not a valid document"),
+             "%s broken %d: %s (%s)", rules[i], how, dtx_errname(rc),
+             dtx_errdetail());
+      dtx__brules_free(r);
+      memcpy(x - 4, save, 8);
+    }
+    dtx__brules_t *r = NULL;
+    bson_t good;
+    REQUIRE(bson_init_static(&good, d, b.len));
+    CHECK_RC(dtx__brules_compile(&good, &r), 0);
+    dtx__brules_free(r);
+    free(d);
+    bson_destroy(&b);
+  }
+}
+
 /* The write check's bounds on BSON, bypass or not: the depth (with the
  * json_t engine's detail) and the 16 MiB of a document. */
 static void test_write_bounds(void) {
@@ -546,6 +638,8 @@ int main(void) {
   TEST_RUN(test_bad_rows);
   TEST_RUN(test_write_rows);
   TEST_RUN(test_depth);
+  TEST_RUN(test_rules_depth);
+  TEST_RUN(test_rules_bad_bytes);
   TEST_RUN(test_write_bounds);
   TEST_RUN(test_trans_rows);
   return TEST_DONE();
