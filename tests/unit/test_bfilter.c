@@ -3,9 +3,9 @@
  * Every row of test_filter.c and test_filter_ops.c already runs through
  * both engines (tests/common/bfilterdiff.c); this table is for the types
  * JSON lacks: the four number types compared exactly (and NaN), $type's
- * every alias and number (an integer by value, whatever its width), Date/ObjectId/Timestamp/binData in their own
- * brackets, MinKey/MaxKey, regex operands and stored regex values, $mod
- * with every numeric type.  Rows are (filter, document, expected match)
+ * every alias and number (an integer by value, whatever its width),
+ * Date/ObjectId/Timestamp/binData in their own brackets, MinKey/MaxKey,
+ * regex operands and stored regex values, $mod with every numeric type.  Rows are (filter, document, expected match)
  * in Extended JSON v2 (bejson's reader, dtx__ejson_read), with ' for
  * ".  Semantics from MongoDB's manual ("Comparison/Sort Order", "$type",
  * "$mod", "$regex", "$in") and its matcher's documented behaviour. */
@@ -479,7 +479,8 @@ static void test_count(void) {
   ADD(number_rows), ADD(type_rows), ADD(bracket_rows), ADD(extreme_rows);
   ADD(regex_rows), ADD(mod_rows), ADD(bad_rows);
 #undef ADD
-  n += sizeof int_types / sizeof *int_types * (sizeof int_vals / sizeof *int_vals);
+  n += sizeof int_types / sizeof *int_types *
+       (sizeof int_vals / sizeof *int_vals);
   printf("     %zu BSON-only filter rows\n", n);
   CHECK(n >= 150);
 }

@@ -139,8 +139,7 @@ static int read_docs(const char *coll, doc_t **out, size_t *nd) {
     x->b = len >= 5 ? malloc((size_t)len) : NULL;
     if (!p || !x->b ||
         dtx__bson_check(p, (size_t)len, DTX_ECORRUPT, coll) != 0) {
-      CHECKF(0, "%s: body %zu is no document (%s)", coll, *nd,
-             dtx_errdetail());
+      CHECKF(0, "%s: body %zu is no document (%s)", coll, *nd, dtx_errdetail());
       free(x->b);
       ok = 0;
       break;
@@ -194,10 +193,10 @@ static void both(const judge_t *g, const json_t *before, const doc_t *bst,
   snprintf(own, sizeof own, "%s.corpus", g->pattern ? g->pattern : "none");
   snprintf(other, sizeof other, "%s.corpus",
            g->pattern && strcmp(g->pattern, "transfer") == 0 ? "job"
-                                                              : "transfer");
+                                                             : "transfer");
   const char *steps[3] = {NULL, other, own};
-  static const char *const legs[4] = {
-      "as stored", "before int64", "after int64", "both int64"};
+  static const char *const legs[4] = {"as stored", "before int64",
+                                      "after int64", "both int64"};
   n.pairs++;
   for (int bypass = 0; bypass < 2; bypass++)
     for (int s = 0; s < (g->pattern ? 3 : 2); s++) {
@@ -227,9 +226,8 @@ static void both(const judge_t *g, const json_t *before, const doc_t *bst,
                  "%s %s (bypass %d, step %s, %s): json %s (%s), bson %s (%s)"
                  "\n  before %s\n  after  %s",
                  g->coll, g->what, bypass, steps[s] ? steps[s] : "none",
-                 legs[leg], dtx_errname(jrc), jd,
-                 dtx_errname(brc), bd, before ? JS(before) : "-",
-                 after ? JS(after) : "-");
+                 legs[leg], dtx_errname(jrc), jd, dtx_errname(brc), bd,
+                 before ? JS(before) : "-", after ? JS(after) : "-");
         }
         bson_destroy(&hb);
         bson_destroy(&ha);
@@ -247,10 +245,8 @@ static void mutations(const judge_t *g0, const doc_t *d) {
       continue;
     json_int_t i = json_integer_value(v);
     json_t *muts[4] = {
-        json_integer(i == INT64_MAX ? i - 1 : i + 1),
-        json_string("x"),
-        json_real(1.5),
-        NULL, /* removed */
+        json_integer(i == INT64_MAX ? i - 1 : i + 1), json_string("x"),
+        json_real(1.5), NULL, /* removed */
     };
     static const char *const names[4] = {"+1", "a string", "1.5", "removed"};
     for (int m = 0; m < 4; m++) {
@@ -264,8 +260,8 @@ static void mutations(const judge_t *g0, const doc_t *d) {
       char what[200];
       judge_t g = *g0;
       g.what = what;
-      snprintf(what, sizeof what, "%s's %s %s", JS(json_object_get(d->j, "_id")),
-               k, names[m]);
+      snprintf(what, sizeof what, "%s's %s %s",
+               JS(json_object_get(d->j, "_id")), k, names[m]);
       both(&g, d->j, d, mut, NULL);
       both(&g, NULL, NULL, mut, NULL);
       json_decref(mut);
@@ -283,7 +279,8 @@ static void one_collection(dtx_store_t *st, const char *coll) {
   int any = 0;
   const char *k;
   json_t *v;
-  json_object_foreach(rules, k, v) any |= strcmp(k, "pattern") && !json_is_null(v);
+  json_object_foreach(rules, k, v) any |=
+      strcmp(k, "pattern") && !json_is_null(v);
   if (!any) {
     json_decref(rules);
     return;
@@ -300,8 +297,8 @@ static void one_collection(dtx_store_t *st, const char *coll) {
   int brc = dtx__brules_compile(&bs, &br);
   snprintf(bd, sizeof bd, "%s", brc ? dtx_errdetail() : "");
   CHECKF(jrc == 0 && brc == 0 && jr && br,
-         "%s: compile: json %s (%s), bson %s (%s)", coll, dtx_errname(jrc),
-         jd, dtx_errname(brc), bd);
+         "%s: compile: json %s (%s), bson %s (%s)", coll, dtx_errname(jrc), jd,
+         dtx_errname(brc), bd);
   size_t nd = 0;
   doc_t *d = NULL;
   int rd = jr && br ? read_docs(coll, &d, &nd) : -1;
@@ -320,8 +317,8 @@ static void one_collection(dtx_store_t *st, const char *coll) {
     bson_t br2 = BSON_INITIALIZER;
     CHECKF(dtx__bson_from_json(d[i].j, &br2) == 0 && br2.len == d[i].len &&
                memcmp(bson_get_data(&br2), d[i].b, br2.len) == 0,
-           "%s %s: the stored body is not the bridge's form of its JSON",
-           coll, id);
+           "%s %s: the stored body is not the bridge's form of its JSON", coll,
+           id);
     bson_destroy(&br2);
     snprintf(what, sizeof what, "insert %s", id);
     both(&g, NULL, NULL, d[i].j, &d[i]);
