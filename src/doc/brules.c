@@ -179,8 +179,9 @@ static char *doc_text(dtx__arena_t *a, const uint8_t *d, uint32_t len) {
  * validator may nest 100 levels, DTX_MAX_DEPTH; a transition array holds
  * objects of as many), so a level is checked with its documents and
  * arrays emptied, and each of them later as the document it is, once its
- * kind was judged.  bson_iter stops at a length past its document, and
- * the whole check then names the fault. */
+ * kind was judged.  bson_iter_next stops at the end and at invalid bytes
+ * alike, so the bytes it walked must add up to the whole; when they do
+ * not, the whole check names the fault. */
 static int check_bytes(const uint8_t *d, uint32_t len) {
   return dtx__bson_check(d, len, DTX_EBADQUERY, "collection rules");
 }
@@ -188,24 +189,35 @@ static int check_bytes(const uint8_t *d, uint32_t len) {
 static int check_level(const uint8_t *d, uint32_t len) {
   bson_t in, top = BSON_INITIALIZER;
   bson_iter_t it;
-  int rc = 0;
+  size_t inner = 0; /* the emptied containers' content bytes */
+  int rc = 0, ok = 1;
   if (!bson_init_static(&in, d, len) || !bson_iter_init(&it, &in))
     return check_bytes(d, len);
-  while (rc == 0 && bson_iter_next(&it)) {
+  while (ok && bson_iter_next(&it)) {
     const char *k = bson_iter_key(&it);
-    int klen = (int)bson_iter_key_len(&it), ok;
+    int klen = (int)bson_iter_key_len(&it);
+    const uint8_t *p = NULL;
+    uint32_t n = 0;
     bson_t empty = BSON_INITIALIZER;
-    if (BSON_ITER_HOLDS_DOCUMENT(&it))
-      ok = bson_append_document(&top, k, klen, &empty);
-    else if (BSON_ITER_HOLDS_ARRAY(&it))
-      ok = bson_append_array(&top, k, klen, &empty);
-    else
+    if (BSON_ITER_HOLDS_DOCUMENT(&it) || BSON_ITER_HOLDS_ARRAY(&it)) {
+      if (BSON_ITER_HOLDS_DOCUMENT(&it)) {
+        bson_iter_document(&it, &n, &p);
+        ok = bson_append_document(&top, k, klen, &empty);
+      } else {
+        bson_iter_array(&it, &n, &p);
+        ok = bson_append_array(&top, k, klen, &empty);
+      }
+      ok = ok && p && n >= 5;
+      inner += ok ? n - 5 : 0;
+    } else {
       ok = bson_append_iter(&top, k, klen, &it);
-    if (!ok)
-      rc = check_bytes(d, len);
+    }
   }
-  if (rc == 0 && it.err_off)
+  if (!ok || top.len + inner != len) {
     rc = check_bytes(d, len);
+    if (rc == 0) /* the walk fell short of bytes the check accepts */
+      rc = dtx__err(DTX_EBADQUERY, "collection rules could not be read");
+  }
   if (rc == 0)
     rc = check_bytes(bson_get_data(&top), top.len);
   bson_destroy(&top);

@@ -105,6 +105,22 @@ static inline int bsd_match(const dtx__bschema_t *s, const dtx__bval_t *v,
   return m;
 }
 
+/* BSD_SKIP (with the reason) when two compiles differ only because BSON
+ * has more: a bsonType alias JSON lacks compiles, or the refusal of an
+ * unknown one lists BSON's aliases; else BSD_DIFF. */
+static inline int bsd_more(bsd_out_t *o, int jrc, const char *jd, int brc,
+                           const char *bd) {
+  const char *jl = strstr(jd, " (supported: ");
+  const char *bl = strstr(bd, " (supported: ");
+  if (jrc && !brc && strstr(jd, "bsonType '") &&
+      strstr(jd, "is not supported"))
+    return bsd_say(o, BSD_SKIP, "a BSON type alias JSON lacks");
+  if (jl && bl && jl - jd == bl - bd &&
+      strncmp(jd, bd, (size_t)(jl - jd)) == 0 && strstr(jd, "bsonType '"))
+    return bsd_say(o, BSD_SKIP, "the refusal lists BSON's aliases");
+  return BSD_DIFF;
+}
+
 /* Both engines on (spec, value); value may be NULL (compile only). */
 static inline int bsd_run(const json_t *spec, const json_t *value,
                           bsd_out_t *o) {
@@ -128,16 +144,7 @@ static inline int bsd_run(const json_t *spec, const json_t *value,
   int brc = dtx__bschema_compile(&sv, &bs);
   snprintf(bdetail, sizeof bdetail, "%s", brc ? dtx_errdetail() : "");
   if (brc != o->rc || strcmp(jdetail, bdetail)) {
-    const char *jl = strstr(jdetail, " (supported: ");
-    const char *bl = strstr(bdetail, " (supported: ");
-    if (o->rc && !brc && strstr(jdetail, "bsonType '") &&
-        strstr(jdetail, "is not supported"))
-      verdict = bsd_say(o, BSD_SKIP, "a BSON type alias JSON lacks");
-    else if (jl && bl && jl - jdetail == bl - bdetail &&
-             strncmp(jdetail, bdetail, (size_t)(jl - jdetail)) == 0 &&
-             strstr(jdetail, "bsonType '"))
-      verdict = bsd_say(o, BSD_SKIP, "the refusal lists BSON's aliases");
-    else
+    if ((verdict = bsd_more(o, o->rc, jdetail, brc, bdetail)) == BSD_DIFF)
       verdict = bsd_say(o, BSD_DIFF, "compile: json %s (%s), bson %s (%s)",
                         dtx_errname(o->rc), jdetail, dtx_errname(brc),
                         bdetail);
@@ -264,7 +271,7 @@ static inline int bsd_rules_run(const json_t *rules, const json_t *before,
         strstr(bd, "nesting deeper than"))
       verdict = bsd_say(o, BSD_SKIP,
                         "nested past 100 levels: the document check's detail");
-    else
+    else if ((verdict = bsd_more(o, o->rc, jd, brc, bd)) == BSD_DIFF)
       verdict =
           bsd_say(o, BSD_DIFF, "compile: json %s (%s)%s, bson %s (%s)%s",
                   dtx_errname(o->rc), jd, jr ? "" : " none", dtx_errname(brc),

@@ -475,6 +475,25 @@ static void test_rules_bad_bytes(void) {
     free(d);
     bson_destroy(&b);
   }
+  /* a terminator before the end, where a reader would stop early and
+   * leave bytes unread */
+  bson_t b;
+  REQUIRE(ej("{'validator':{'a':1},'zz':'xyz'}", &b) == 0);
+  uint8_t *d = malloc(b.len);
+  REQUIRE(d);
+  memcpy(d, bson_get_data(&b), b.len);
+  uint8_t *z = memmem(d, b.len, "zz", 3);
+  REQUIRE(z && z > d);
+  z[-1] = 0;
+  bson_t bad;
+  REQUIRE(bson_init_static(&bad, d, b.len));
+  dtx__brules_t *r = NULL;
+  int rc = dtx__brules_compile(&bad, &r);
+  CHECKF(rc == DTX_EBADQUERY && !r, "early end: %s (%s)", dtx_errname(rc),
+         dtx_errdetail());
+  dtx__brules_free(r);
+  free(d);
+  bson_destroy(&b);
 }
 
 /* The write check's bounds on BSON, bypass or not: the depth (with the
