@@ -39,7 +39,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #ifndef DTX_FIXTURE_DIR
 #error "DTX_FIXTURE_DIR names tests/fixtures (CMakeLists.txt)"
@@ -221,13 +220,16 @@ static void both(const judge_t *g, const json_t *before, const doc_t *bst,
               dtx__bdoc_check_write(g->br, g->coll, b, blen, a, alen, bypass);
           snprintf(bd, sizeof bd, "%s", brc ? dtx_errdetail() : "");
           n.checks++;
-          n.differ += jrc != brc || strcmp(jd, bd) != 0;
-          CHECKF(jrc == brc && strcmp(jd, bd) == 0,
-                 "%s %s (bypass %d, step %s, %s): json %s (%s), bson %s (%s)"
-                 "\n  before %s\n  after  %s",
-                 g->coll, g->what, bypass, steps[s] ? steps[s] : "none",
-                 legs[leg], dtx_errname(jrc), jd, dtx_errname(brc), bd,
-                 before ? JS(before) : "-", after ? JS(after) : "-");
+          int same = jrc == brc && strcmp(jd, bd) == 0;
+          n.differ += !same;
+          /* the first few differences in full; run_pass counts them all */
+          if (!same && n.differ <= 20)
+            CHECKF(same,
+                   "%s %s (bypass %d, step %s, %s): json %s (%s), bson %s (%s)"
+                   "\n  before %s\n  after  %s",
+                   g->coll, g->what, bypass, steps[s] ? steps[s] : "none",
+                   legs[leg], dtx_errname(jrc), jd, dtx_errname(brc), bd,
+                   before ? JS(before) : "-", after ? JS(after) : "-");
         }
         bson_destroy(&hb);
         bson_destroy(&ha);
@@ -367,6 +369,7 @@ static void run_pass(dtx_store_t *st, const char *label) {
    * that shrank to nothing would pass vacuously. */
   CHECK(n.ruled >= 15 && n.docs >= 25 && n.pairs >= 1000);
   CHECK(n.refused > 0 && n.refused < n.judged && n.checks == 4 * n.judged);
+  CHECKF(n.differ == 0, "%s: %zu judgements differ", label, n.differ);
 }
 
 static void test_corpus(void) {
