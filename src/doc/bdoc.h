@@ -96,6 +96,17 @@ const char *dtx__btype_name(bson_type_t t);
 int dtx__btype_from_alias(const char *name);
 int dtx__btype_from_number(int64_t n);
 
+/* The type a rule judges v by (docs/engine.md, stage 2b): doctx's front
+ * doors speak JSON, where an integer has no width, so an int32 or an
+ * int64 is judged by its value -- BSON_TYPE_INT32 when it fits in 32
+ * bits, BSON_TYPE_INT64 otherwise -- which is the width the bridge
+ * (dtx__bson_from_json) gives that integer.  Any other value keeps its
+ * own type (a double is never an integer, a Decimal128 only "decimal").
+ * $type (bfilter.c) calls an integer what this says, as filter.c does;
+ * $jsonSchema's bsonType (bschema.c) calls every integer "long" and the
+ * INT32 ones "int" too, as schema.c does. */
+bson_type_t dtx__bval_judged_type(const dtx__bval_t *v);
+
 /* ---- the raw element reader (for checked bytes only) ---------------------- */
 
 /* One element of a document: its name (NUL-terminated inside the

@@ -7,7 +7,10 @@
  *  - Date, ObjectId, Timestamp, binData, regex, MinKey and MaxKey compare
  *    within their own brackets (dtx__bval_cmp); {$gt: MinKey} and
  *    {$lt: MaxKey} match every value, missing included;
- *  - $type takes every alias and number of bdoc.h's one table;
+ *  - $type takes every alias and number of bdoc.h's one table, and
+ *    judges an integer by its value as filter.c does: an int32 or int64
+ *    is "int" (16) when it fits in 32 bits, else "long" (18)
+ *    (dtx__bval_judged_type; MongoDB judges by width);
  *  - a BSON regex operand: {a: /x/} and {$in: [/x/]} match strings (and
  *    symbols) by pattern, and a stored regex value equal in pattern and
  *    flags; {$eq: /x/} is equality with a regex value; {$not: /x/};

@@ -15,6 +15,10 @@
  *  - NaN equals NaN and is never $lt, $gt anything, nor anything NaN;
  *  - a regex matches strings and symbols by pattern, and a regex value
  *    with the same pattern and flags.
+ * Where MongoDB judges by width and doctx by value: $type calls an int32
+ * or int64 "int" when it fits in 32 bits and "long" otherwise, as
+ * filter.c does (doctx's front doors speak JSON, where an integer has no
+ * width), so NumberLong(5) is an "int" here.
  */
 #include "doc/bdec.h"
 #include "doc/bfilter_int.h"
@@ -24,9 +28,12 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The $type bit of a value (0 for missing). */
+/* The $type bit of a value (0 for missing): an integer's by its value,
+ * as filter.c judges a JSON one -- "int" when it fits in 32 bits, else
+ * "long", whether it is stored as int32 or int64 (bdoc.h's
+ * dtx__bval_judged_type). */
 static uint64_t value_type_bit(const dtx__bval_t *v) {
-  return v ? btype_bit((int)v->type) : 0;
+  return v ? btype_bit((int)dtx__bval_judged_type(v)) : 0;
 }
 
 typedef struct mctx {

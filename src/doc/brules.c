@@ -13,9 +13,11 @@
  *
  * Where BSON says more than JSON:
  *  - "immutable" compares exactly, type included, as rules.c (5 and 5.0
- *    differ, and now also int32 5 and int64 5: a stored int64 that a
- *    write turns into an int32 has changed); objects compare as
- *    json_equal does, whatever their key order;
+ *    differ, so do 5 and NumberDecimal 5), but an integer by its value
+ *    whatever its width (int32 5 and int64 5 are the same: a stored
+ *    NumberLong that a JSON write brings back as int32 has not changed,
+ *    brules.h); objects compare as json_equal does, whatever their key
+ *    order;
  *  - "increasing" compares across the numeric types exactly
  *    (dtx__bval_cmp): int32 5 -> int64 6 -> Decimal128 6.5 grows. */
 #include "doc/bfilter.h"
@@ -171,6 +173,64 @@ static char *doc_text(dtx__arena_t *a, const uint8_t *d, uint32_t len) {
   return c;
 }
 
+/* The rules document's bytes are checked (dtx__bson_check) one level at
+ * a time, in rules.c's order: a part's kind before its content.  The
+ * document wraps each rule one level deeper than rules.c judges it (a
+ * validator may nest 100 levels, DTX_MAX_DEPTH; a transition array holds
+ * objects of as many), so a level is checked with its documents and
+ * arrays emptied, and each of them later as the document it is, once its
+ * kind was judged.  bson_iter_next stops at the end and at invalid bytes
+ * alike, so the bytes it walked must add up to the whole; when they do
+ * not, the whole check names the fault. */
+static int check_bytes(const uint8_t *d, uint32_t len) {
+  return dtx__bson_check(d, len, DTX_EBADQUERY, "collection rules");
+}
+
+static int check_level(const uint8_t *d, uint32_t len) {
+  bson_t in, top = BSON_INITIALIZER;
+  bson_iter_t it;
+  size_t inner = 0; /* the emptied containers' content bytes */
+  int rc = 0, ok = 1;
+  if (!bson_init_static(&in, d, len) || !bson_iter_init(&it, &in))
+    return check_bytes(d, len);
+  while (ok && bson_iter_next(&it)) {
+    const char *k = bson_iter_key(&it);
+    int klen = (int)bson_iter_key_len(&it);
+    const uint8_t *p = NULL;
+    uint32_t n = 0;
+    bson_t empty = BSON_INITIALIZER;
+    if (BSON_ITER_HOLDS_DOCUMENT(&it) || BSON_ITER_HOLDS_ARRAY(&it)) {
+      if (BSON_ITER_HOLDS_DOCUMENT(&it)) {
+        bson_iter_document(&it, &n, &p);
+        ok = bson_append_document(&top, k, klen, &empty);
+      } else {
+        bson_iter_array(&it, &n, &p);
+        ok = bson_append_array(&top, k, klen, &empty);
+      }
+      ok = ok && p && n >= 5;
+      inner += ok ? n - 5 : 0;
+    } else {
+      ok = bson_append_iter(&top, k, klen, &it);
+    }
+  }
+  if (!ok || top.len + inner != len) {
+    rc = check_bytes(d, len);
+    if (rc == 0) /* the walk fell short of bytes the check accepts */
+      rc = dtx__err(DTX_EBADQUERY, "collection rules could not be read");
+  }
+  if (rc == 0)
+    rc = check_bytes(bson_get_data(&top), top.len);
+  bson_destroy(&top);
+  return rc;
+}
+
+/* A document or array value whose own level passed check_level, whole. */
+static int check_val(const dtx__bval_t *v) {
+  uint32_t len;
+  const uint8_t *d = dtx__bval_doc(v, &len);
+  return check_bytes(d, len);
+}
+
 /* Compiles the document value v as a filter (and its text when text is
  * not NULL). */
 static int filter_of(dtx__brules_t *r, const dtx__bval_t *v,
@@ -190,7 +250,9 @@ static int part_compile(dtx__brules_t *r, const dtx__bval_t *spec,
                         const char *name, part_t *p) {
   uint32_t len;
   const uint8_t *d = dtx__bval_doc(spec, &len);
-  int rc = dtx__bdepth_check(d, len, DTX_EBADQUERY, name);
+  int rc = check_val(spec);
+  if (rc == 0)
+    rc = dtx__bdepth_check(d, len, DTX_EBADQUERY, name);
   if (rc < 0)
     return rc;
   uint32_t n = count_elems(spec);
@@ -423,13 +485,16 @@ static int trans_compile(dtx__brules_t *r, const dtx__bval_t *spec,
                          size_t idx, trans_t *t) {
   char what[48];
   snprintf(what, sizeof what, "transition[%zu]", idx);
-  if (spec->type != BSON_TYPE_DOCUMENT || !count_elems(spec))
+  /* (5 bytes: an empty document; its elements are not checked yet) */
+  if (spec->type != BSON_TYPE_DOCUMENT || spec->len <= 5)
     return dtx__err(DTX_EBADQUERY, "%s must be a non-empty object of "
                     "immutable, increasing, moves, insert, scope and why",
                     what);
   uint32_t len, off = 0;
   const uint8_t *d = dtx__bval_doc(spec, &len);
-  int rc = dtx__bdepth_check(d, len, DTX_EBADQUERY, what);
+  int rc = check_val(spec);
+  if (rc == 0)
+    rc = dtx__bdepth_check(d, len, DTX_EBADQUERY, what);
   dtx__belem_t e;
   while (rc == 0 && dtx__belem_next(d, len, &off, &e))
     rc = trans_key(r, t, what, &e);
@@ -445,6 +510,13 @@ static int trans_compile(dtx__brules_t *r, const dtx__bval_t *spec,
 
 static int transitions_compile(dtx__brules_t *r, const dtx__bval_t *spec) {
   int isarr = spec->type == BSON_TYPE_ARRAY;
+  if (isarr) { /* its elements' kinds first: trans_compile */
+    uint32_t alen;
+    const uint8_t *ad = dtx__bval_doc(spec, &alen);
+    int rc = check_level(ad, alen);
+    if (rc < 0)
+      return rc;
+  }
   uint32_t n = isarr ? count_elems(spec) : 1;
   if (isarr && !n)
     return dtx__err(DTX_EBADQUERY, "transition must be an object or a "
@@ -489,7 +561,7 @@ int dtx__brules_compile(const bson_t *spec, dtx__brules_t **out) {
   if (!spec)
     return 0;
   const uint8_t *data = bson_get_data(spec);
-  int rc = dtx__bson_check(data, spec->len, DTX_EBADQUERY, "collection rules");
+  int rc = check_level(data, spec->len);
   if (rc < 0)
     return rc;
   dtx__brules_t *r = malloc(sizeof *r);
@@ -637,7 +709,20 @@ static int same_doc(const dtx__bval_t *a, const dtx__bval_t *b) {
   return 1;
 }
 
+static int is_int(const dtx__bval_t *v) {
+  return v->type == BSON_TYPE_INT32 || v->type == BSON_TYPE_INT64;
+}
+
+static int64_t int_of(const dtx__bval_t *v) {
+  return v->type == BSON_TYPE_INT32 ? dtx__bval_int32(v) : dtx__bval_int64(v);
+}
+
 static int same_exact(const dtx__bval_t *a, const dtx__bval_t *b) {
+  /* An integer by its value, whatever its width (brules.h): a stored
+   * NumberLong(5) that a JSON write brings back as int32 5 is unchanged,
+   * as the json_t engine, which cannot tell them apart, says. */
+  if (is_int(a) && is_int(b))
+    return int_of(a) == int_of(b);
   if (a->type != b->type)
     return 0;
   if (a->type == BSON_TYPE_DOCUMENT)

@@ -5,12 +5,16 @@
  *
  * What BSON adds (tests/unit/test_bschema.c):
  *  - bsonType takes every alias of bdoc.h's one table
- *    (dtx__btype_from_alias): "int" is int32 only and "long" int64 only,
- *    as in MongoDB -- a JSON integer that came over the bridge as int32 is
- *    not a "long" (the json_t engine, whose integers are all int64, says it
- *    is); "number" is any of int32, int64, double, Decimal128; "date",
- *    "objectId", "decimal", "timestamp", "binData", "regex", "minKey" ...
- *    are accepted;
+ *    (dtx__btype_from_alias), and judges an integer by its value, not by
+ *    the width it is stored with (doctx's front doors speak JSON, where
+ *    an integer has no width; docs/engine.md, stage 2b): an int32 or
+ *    int64 is "long" always and "int" too when it fits in 32 bits, as the
+ *    json_t engine says of a JSON integer, and a failing one is named
+ *    "long" as there (dtx__bval_judged_type; MongoDB instead calls int32
+ *    "int" only and int64 "long" only).  A double is never "int" nor
+ *    "long", a Decimal128 is "decimal" only; "number" is any of int32,
+ *    int64, double, Decimal128; "date", "objectId", "decimal",
+ *    "timestamp", "binData", "regex", "minKey" ... are accepted;
  *  - minimum/maximum take any numeric operand and compare exactly across
  *    the four numeric types (dtx__bval_cmp); NaN meets a bound only when
  *    the bound is NaN too and the bound is inclusive (MongoDB's $gte/$lte
@@ -18,7 +22,11 @@
  *  - minLength, maxLength, minItems, maxItems take any integral numeric
  *    operand (Decimal128 included);
  *  - enum and uniqueItems compare by dtx__bval_cmp (1, NumberLong(1),
- *    1.0 and NumberDecimal("1") are the same value).
+ *    1.0 and NumberDecimal("1") are the same value);
+ *  - the transition rule "immutable" (brules.c) compares exactly, but an
+ *    integer by its value too: int32 5 and NumberLong(5) are the same;
+ *    5 and 5.0, or 5 and NumberDecimal("5"), are not (as rules.c: 5 and
+ *    5.0 differ in JSON).
  *
  * Ownership: the caller owns spec; the compiled schema keeps its own copy
  * of spec's bytes (its operands are views into that copy), so spec may

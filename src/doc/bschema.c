@@ -730,9 +730,22 @@ static int check_string(const bsch_t *s, const dtx__bval_t *v, mctx_t *m) {
   return 1;
 }
 
+/* The kinds v is, for bsonType/type: an integer, int32 or int64, by its
+ * value (bdoc.h's dtx__bval_judged_type) as schema.c judges a JSON one --
+ * "long" always, "int" too when it fits in 32 bits. */
+static unsigned kind_bits(const dtx__bval_t *v) {
+  bson_type_t t = dtx__bval_judged_type(v);
+  if (t == BSON_TYPE_INT32)
+    return T_BIT(BSON_TYPE_INT32) | T_BIT(BSON_TYPE_INT64);
+  return type_bit(t);
+}
+
 static int check(const bsch_t *s, const dtx__bval_t *v, mctx_t *m) {
-  if (s->types && !(type_bit(v->type) & s->types))
-    return fail(m, s->tkw, "is %s, must be %s", dtx__btype_name(v->type),
+  if (s->types && !(kind_bits(v) & s->types))
+    return fail(m, s->tkw, "is %s, must be %s",
+                kind_bits(v) & T_BIT(BSON_TYPE_INT64)
+                    ? "long"
+                    : dtx__btype_name(v->type),
                 s->tnames);
   if (s->enumv.type) {
     uint32_t len, off = 0;

@@ -406,6 +406,15 @@ int dtx__btype_from_alias(const char *name) {
   return -1;
 }
 
+bson_type_t dtx__bval_judged_type(const dtx__bval_t *v) {
+  if (v->type == BSON_TYPE_INT64) {
+    int64_t i = dtx__bval_int64(v);
+    return i >= INT32_MIN && i <= INT32_MAX ? BSON_TYPE_INT32
+                                            : BSON_TYPE_INT64;
+  }
+  return v->type;
+}
+
 /* $type's numbers are BSON's type bytes, except MinKey, which $type spells
  * -1 (its byte is 0xFF). */
 int dtx__btype_from_number(int64_t n) {

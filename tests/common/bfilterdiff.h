@@ -2,7 +2,8 @@
  * filter and one JSON document through the json_t matcher (doc.h) and,
  * by the bridge (dtx__bson_from_json), through the BSON matcher
  * (bfilter.h); they must agree on the compile's code and detail, on the
- * match, on the positional index and on a match error.
+ * match, on the positional index and on a match error -- the document
+ * as the bridge writes it and with every integer int64.
  *
  * bfd_run is header-only (static) so that the fuzz target
  * (tests/fuzz/fuzz_bfilter.c), which links no test library, shares it
@@ -11,6 +12,7 @@
 #ifndef DTX_TESTS_BFILTERDIFF_H
 #define DTX_TESTS_BFILTERDIFF_H
 
+#include "bschemadiff.h" /* bsd_doc_i64 */
 #include "doc/bdoc.h"
 #include "doc/bfilter.h"
 #include "doc/doc.h"
@@ -44,7 +46,7 @@ static inline int bfd_run(const json_t *spec, const json_t *doc,
   char jdetail[512]; /* err.c's DETAIL_MAX: the whole detail */
   dtx__filter_t *jf = NULL;
   dtx__bfilter_t *bf = NULL;
-  bson_t bs = BSON_INITIALIZER, bd = BSON_INITIALIZER;
+  bson_t bs = BSON_INITIALIZER, bd = BSON_INITIALIZER, b64 = BSON_INITIALIZER;
   int verdict = BFD_SAME;
   o->why[0] = '\0';
   o->match = 0;
@@ -104,13 +106,29 @@ static inline int bfd_run(const json_t *spec, const json_t *doc,
     goto out;
   }
   /* The plain match answers as the positional one. */
-  if (!je && dtx__bfilter_match(bf, d, bd.len) != bm)
+  if (!je && dtx__bfilter_match(bf, d, bd.len) != bm) {
     verdict = bfd_say(o, BFD_DIFF, "bson match and match_pos disagree");
+    goto out;
+  }
+  /* The same document with every integer int64 (a stored NumberLong):
+   * doctx judges an integer by its value, whatever its width. */
+  if (bsd_doc_i64(doc, &b64) == 0) {
+    size_t p64 = 0;
+    int m64 = dtx__bfilter_match_pos(bf, bson_get_data(&b64), b64.len, &p64);
+    int e64 = dtx__bfilter_error(bf);
+    if (m64 != o->match || (m64 && p64 != o->pos) || e64 != je)
+      verdict = bfd_say(o, BFD_DIFF,
+                        "int64 integers: json %d pos %zd err %s, bson %d "
+                        "pos %zd err %s",
+                        o->match, (ssize_t)o->pos, dtx_errname(je), m64,
+                        (ssize_t)p64, dtx_errname(e64));
+  }
 out:
   dtx__filter_free(jf);
   dtx__bfilter_free(bf);
   bson_destroy(&bs);
   bson_destroy(&bd);
+  bson_destroy(&b64);
   return verdict;
 }
 

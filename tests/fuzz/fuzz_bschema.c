@@ -6,8 +6,8 @@
  * is judged as a schema (compile and match), as a validator and a delete
  * guard, and as a transition rule (the document as before and after, and
  * as an insert and a delete).  Both engines must give the same code and
- * detail, the same answer and the same reason (bschemadiff.h: a value the
- * bridge makes int32 is rerun with int64 integers); a difference aborts. */
+ * detail, the same answer and the same reason (bschemadiff.h: integers as
+ * the bridge writes them and as int64); a difference aborts. */
 #include "../common/bschemadiff.h"
 #include "fuzz_pair.h"
 

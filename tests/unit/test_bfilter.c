@@ -3,9 +3,9 @@
  * Every row of test_filter.c and test_filter_ops.c already runs through
  * both engines (tests/common/bfilterdiff.c); this table is for the types
  * JSON lacks: the four number types compared exactly (and NaN), $type's
- * every alias and number, Date/ObjectId/Timestamp/binData in their own
- * brackets, MinKey/MaxKey, regex operands and stored regex values, $mod
- * with every numeric type.  Rows are (filter, document, expected match)
+ * every alias and number (an integer by value, whatever its width),
+ * Date/ObjectId/Timestamp/binData in their own brackets, MinKey/MaxKey,
+ * regex operands and stored regex values, $mod with every numeric type.  Rows are (filter, document, expected match)
  * in Extended JSON v2 (bejson's reader, dtx__ejson_read), with ' for
  * ".  Semantics from MongoDB's manual ("Comparison/Sort Order", "$type",
  * "$mod", "$regex", "$in") and its matcher's documented behaviour. */
@@ -98,11 +98,8 @@ static const row_t number_rows[] = {
 };
 
 /* ---- $type: bdoc.h's table of aliases and numbers ----------------------- */
+/* (integers: int_types below) */
 static const row_t type_rows[] = {
-    {"{'a':{'$type':'int'}}", "{'a':" INT("1") "}", 1},
-    {"{'a':{'$type':'int'}}", "{'a':" LONG("1") "}", 0},
-    {"{'a':{'$type':'long'}}", "{'a':" LONG("1") "}", 1},
-    {"{'a':{'$type':18}}", "{'a':" LONG("1") "}", 1},
     {"{'a':{'$type':'double'}}", "{'a':" DBL("1") "}", 1},
     {"{'a':{'$type':'decimal'}}", "{'a':" DEC("1") "}", 1},
     {"{'a':{'$type':19}}", "{'a':" DEC("1") "}", 1},
@@ -133,8 +130,10 @@ static const row_t type_rows[] = {
     {"{'a':{'$type':" DEC("2") "}}", "{'a':'s'}", 1},
     {"{'a':{'$type':" LONG("16") "}}", "{'a':1}", 1},
     {"{'a':{'$type':2.0}}", "{'a':'s'}", 1},
+    {"{'a':{'$type':['date','long']}}",
+     "{'a':[" TS(1, 1) "," LONG("3000000000") "]}", 1},
     {"{'a':{'$type':['date','long']}}", "{'a':[" TS(1, 1) "," LONG("3") "]}",
-     1},
+     0},
     {"{'a':{'$type':'array'}}", "{'a':[" MINK "]}", 1},
 };
 
@@ -283,9 +282,47 @@ static void run_rows(const char *name, const row_t *t, size_t n) {
 
 #define RUN(t) run_rows(#t, t, sizeof t / sizeof t[0])
 
+/* ---- $type on integers: by value, as filter.c -------------------------------
+ * doctx's front doors speak JSON, where an integer has no width, so an
+ * int32 or int64 is "int" (16) when it fits in 32 bits and "long" (18)
+ * otherwise, whatever width it is stored with (MongoDB judges by width);
+ * a double is "double" only, a Decimal128 "decimal" only. */
+static const char *const int_vals[] = {
+    INT("5"), LONG("5"), LONG("2147483648"), LONG("-2147483649"), DBL("5.0"),
+    DEC("5"),
+};
+
+static const struct {
+  const char *type;
+  int want[6]; /* per int_vals */
+} int_types[] = {
+    {"'int'", {1, 1, 0, 0, 0, 0}},      {"16", {1, 1, 0, 0, 0, 0}},
+    {"'long'", {0, 0, 1, 1, 0, 0}},     {"18", {0, 0, 1, 1, 0, 0}},
+    {"['int','long']", {1, 1, 1, 1, 0, 0}},
+    {"[16,18]", {1, 1, 1, 1, 0, 0}},    {"'number'", {1, 1, 1, 1, 1, 1}},
+    {"'double'", {0, 0, 0, 0, 1, 0}},   {"1", {0, 0, 0, 0, 1, 0}},
+    {"'decimal'", {0, 0, 0, 0, 0, 1}},  {"19", {0, 0, 0, 0, 0, 1}},
+    {"['double',16]", {1, 1, 0, 0, 1, 0}},
+};
+
+static void test_int_types(void) {
+  size_t n = 0;
+  for (size_t i = 0; i < sizeof int_types / sizeof *int_types; i++)
+    for (size_t j = 0; j < sizeof int_vals / sizeof *int_vals; j++) {
+      char ft[120], dt[120];
+      snprintf(ft, sizeof ft, "{'a':{'$type':%s}}", int_types[i].type);
+      snprintf(dt, sizeof dt, "{'a':%s}", int_vals[j]);
+      row_t r = {ft, dt, int_types[i].want[j]};
+      run_rows("int_types", &r, 1);
+      n++;
+    }
+  CHECK(n == 72);
+}
+
 static void test_tables(void) {
   RUN(number_rows);
   RUN(type_rows);
+  test_int_types();
   RUN(bracket_rows);
   RUN(extreme_rows);
   RUN(regex_rows);
@@ -442,6 +479,8 @@ static void test_count(void) {
   ADD(number_rows), ADD(type_rows), ADD(bracket_rows), ADD(extreme_rows);
   ADD(regex_rows), ADD(mod_rows), ADD(bad_rows);
 #undef ADD
+  n += sizeof int_types / sizeof *int_types *
+       (sizeof int_vals / sizeof *int_vals);
   printf("     %zu BSON-only filter rows\n", n);
   CHECK(n >= 150);
 }

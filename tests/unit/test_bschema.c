@@ -1,7 +1,8 @@
 /* test_bschema.c -- what only BSON can say to $jsonSchema and the
- * collection rules (bschema.c, brules.c): the types JSON lacks, int32 vs
- * int64, exact bounds across numeric types, NaN, Decimal128 operands, and
- * the transition rules on BSON.  (Every row of test_schema.c also runs
+ * collection rules (bschema.c, brules.c): the types JSON lacks, integers
+ * judged by value whatever their width (int_rows), exact bounds across
+ * numeric types, NaN, Decimal128 operands, and the transition rules on
+ * BSON.  (Every row of test_schema.c also runs
  * through both engines there.)
  *
  * Tables, Extended JSON in single quotes:
@@ -42,13 +43,7 @@ typedef struct mrow {
 #define OID "{'$oid':'0123456789abcdef01234567'}"
 
 static const mrow_t match_rows[] = {
-    /* "int" and "long" are distinct, as in MongoDB */
-    {P("{'bsonType':'long'}"), "{'a':5}", 0,
-     "a is int, must be long ($jsonSchema properties.a.bsonType)"},
-    {P("{'bsonType':'long'}"), "{'a':{'$numberLong':'5'}}", 1, NULL},
-    {P("{'bsonType':'int'}"), "{'a':{'$numberLong':'5'}}", 0,
-     "a is long, must be int ($jsonSchema properties.a.bsonType)"},
-    {P("{'bsonType':['int','long']}"), "{'a':5}", 1, NULL},
+    /* integers by value: int_rows below */
     {P("{'bsonType':'number'}"), "{'a':{'$numberDecimal':'1.5'}}", 1, NULL},
     {P("{'type':'number'}"), "{'a':{'$numberLong':'7'}}", 1, NULL},
     {P("{'bsonType':'number'}"), "{'a':{'$date':'2026-01-01T00:00:00Z'}}", 0,
@@ -154,6 +149,72 @@ static void test_match_rows(void) {
   }
 }
 
+/* ---- integers are judged by value (brules.h) ------------------------------
+ * Every value against every bsonType: an int32 or int64 is "long" always
+ * and "int" too when it fits in 32 bits, whatever its width; a double is
+ * neither, a Decimal128 only "decimal".  A refused integer is named
+ * "long", as the json_t engine names every integer. */
+static const char *const int_vals[] = {
+    "5",                                      /* int32 */
+    "{'$numberLong':'5'}",                    /* int64 within 32 bits */
+    "{'$numberLong':'2147483648'}",           /* 2^31 */
+    "{'$numberLong':'-2147483649'}",          /* -2^31 - 1 */
+    "{'$numberDouble':'5.0'}",                /* double */
+    "{'$numberDecimal':'5'}",                 /* Decimal128 */
+};
+static const char *const int_names[] = {"long", "long",   "long",
+                                        "long", "double", "decimal"};
+
+static const struct {
+  const char *types, *tnames;
+  int want[6]; /* per int_vals */
+} int_rows[] = {
+    {"'int'", "int", {1, 1, 0, 0, 0, 0}},
+    {"'long'", "long", {1, 1, 1, 1, 0, 0}},
+    {"['int','long']", "int or long", {1, 1, 1, 1, 0, 0}},
+    {"['long','int']", "long or int", {1, 1, 1, 1, 0, 0}},
+    {"'number'", "number", {1, 1, 1, 1, 1, 1}},
+    {"'double'", "double", {0, 0, 0, 0, 1, 0}},
+    {"'decimal'", "decimal", {0, 0, 0, 0, 0, 1}},
+    {"['double','int']", "double or int", {1, 1, 0, 0, 1, 0}},
+};
+
+static void test_int_rows(void) {
+  size_t ran = 0;
+  for (size_t i = 0; i < sizeof int_rows / sizeof *int_rows; i++)
+    for (size_t j = 0; j < sizeof int_vals / sizeof *int_vals; j++) {
+      char st[200], dt[200], want[300];
+      snprintf(st, sizeof st, "{'properties':{'a':{'bsonType':%s}}}",
+               int_rows[i].types);
+      snprintf(dt, sizeof dt, "{'a':%s}", int_vals[j]);
+      snprintf(want, sizeof want,
+               "a is %s, must be %s ($jsonSchema properties.a.bsonType)",
+               int_names[j], int_rows[i].tnames);
+      bson_t spec, doc;
+      int ok = ej(st, &spec) == 0 && ej(dt, &doc) == 0;
+      CHECKF(ok, "int_rows[%zu] %s: ejson: %s", i, dt, dtx_errdetail());
+      dtx__bschema_t *s = NULL;
+      dtx__bval_t sv = dtx__bval_of_doc(bson_get_data(&spec), spec.len);
+      CHECKF(ok && dtx__bschema_compile(&sv, &s) == 0, "compile %s: %s", st,
+             dtx_errdetail());
+      if (s) {
+        char why[400] = "";
+        int got = dtx__bschema_match(s, bson_get_data(&doc), doc.len, why,
+                                     sizeof why);
+        CHECKF(got == int_rows[i].want[j], "%s on %s: got %d (%s)", st, dt,
+               got, why);
+        if (!got)
+          CHECKF(strcmp(why, want) == 0, "%s on %s: reason '%s', want '%s'",
+                 st, dt, why, want);
+        ran++;
+      }
+      dtx__bschema_free(s);
+      bson_destroy(&spec);
+      bson_destroy(&doc);
+    }
+  CHECK(ran == 48);
+}
+
 static const struct {
   const char *schema, *mention;
 } bad_rows[] = {
@@ -200,15 +261,26 @@ typedef struct wrow {
 } wrow_t;
 
 static const wrow_t write_rows[] = {
-    /* the money field of the patterns' validators: "long" is int64 */
+    /* the money field of the patterns' validators: "long" is any integer,
+       int32 (as the bridge writes 100) or int64 */
     {"{'validator':{'$jsonSchema':{'properties':{'balance':{'bsonType':"
      "'long'}}}}}",
      NULL, "{'_id':'A','balance':{'$numberLong':'100'}}", 0, 0, NULL},
     {"{'validator':{'$jsonSchema':{'properties':{'balance':{'bsonType':"
      "'long'}}}}}",
-     NULL, "{'_id':'A','balance':100}", 0, DTX_EVALIDATION,
-     "acc 'A': balance is int, must be long ($jsonSchema "
+     NULL, "{'_id':'A','balance':100}", 0, 0, NULL},
+    {"{'validator':{'$jsonSchema':{'properties':{'balance':{'bsonType':"
+     "'long'}}}}}",
+     NULL, "{'_id':'A','balance':100.5}", 0, DTX_EVALIDATION,
+     "acc 'A': balance is double, must be long ($jsonSchema "
      "properties.balance.bsonType)"},
+    {"{'validator':{'$jsonSchema':{'properties':{'n':{'bsonType':'int'}}}}}",
+     NULL, "{'_id':'A','n':{'$numberLong':'4294967296'}}", 0,
+     DTX_EVALIDATION,
+     "acc 'A': n is long, must be int ($jsonSchema properties.n.bsonType)"},
+    /* $type in a validator: an integer by value too */
+    {"{'validator':{'n':{'$type':'int'}}}", NULL,
+     "{'_id':'A','n':{'$numberLong':'7'}}", 0, 0, NULL},
     /* an _id JSON lacks is named by its Extended JSON */
     {"{'validator':{'n':{'$lt':5}}}", NULL, "{'_id':" OID ",'n':9}", 0,
      DTX_EVALIDATION,
@@ -224,9 +296,20 @@ static const wrow_t write_rows[] = {
      DTX_EVALIDATION,
      "acc 1: the validator condition {\"at\":{\"$type\":\"date\"}} is not "
      "met"},
-    /* immutable: exact, type included; objects in any key order */
+    /* immutable: exact, type included, but an integer by its value
+       whatever its width; objects in any key order */
     {"{'transition':{'immutable':['v']}}", "{'_id':1,'v':{'$numberLong':'5'}}",
-     "{'_id':1,'v':5}", 0, DTX_EVALIDATION,
+     "{'_id':1,'v':5}", 0, 0, NULL},
+    {"{'transition':{'immutable':['v']}}", "{'_id':1,'v':[5]}",
+     "{'_id':1,'v':[{'$numberLong':'5'}]}", 0, 0, NULL},
+    {"{'transition':{'immutable':['v']}}", "{'_id':1,'v':{'$numberLong':'5'}}",
+     "{'_id':1,'v':{'$numberLong':'6'}}", 0, DTX_EVALIDATION,
+     "acc 1: v may not change (transition immutable)"},
+    {"{'transition':{'immutable':['v']}}", "{'_id':1,'v':5}",
+     "{'_id':1,'v':{'$numberDouble':'5.0'}}", 0, DTX_EVALIDATION,
+     "acc 1: v may not change (transition immutable)"},
+    {"{'transition':{'immutable':['v']}}", "{'_id':1,'v':{'$numberLong':'5'}}",
+     "{'_id':1,'v':{'$numberDecimal':'5'}}", 0, DTX_EVALIDATION,
      "acc 1: v may not change (transition immutable)"},
     {"{'transition':{'immutable':['v']}}", "{'_id':1,'v':{'x':1,'y':[2]}}",
      "{'_id':1,'v':{'y':[2],'x':1}}", 0, 0, NULL},
@@ -300,6 +383,117 @@ static void test_depth(void) {
     bson_destroy(&b);
     json_decref(j);
   }
+}
+
+/* A rule may nest 100 levels (rules.c checks each part on its own), which
+ * its rules document wraps in one more: both engines compile it, and
+ * refuse one level more (the BSON detail is the document check's). */
+static void test_rules_depth(void) {
+  static const char *const parts[] = {"validator", "delete_guard"};
+  for (size_t p = 0; p < 2; p++)
+    for (int lv = 99; lv <= 101; lv++) {
+      json_t *r = json_object(), *arr = json_array();
+      json_object_set_new(r, parts[p], JNEST(lv, "k"));
+      bsd_out_t o;
+      int v = bsd_rules_run(r, NULL, NULL, 0, &o);
+      CHECKF(v == (lv <= 100 ? BSD_SAME : BSD_SKIP), "%s of %d levels: %s",
+             parts[p], lv, o.why);
+      CHECKF(o.rc == (lv <= 100 ? 0 : DTX_EBADQUERY), "%s of %d levels: %s",
+             parts[p], lv, dtx_errname(o.rc));
+      /* the fuzz target's find: an array where an object is due */
+      json_t *a = JNEST(lv, "k");
+      json_array_append_new(arr, json_deep_copy(json_object_get(a, "k")));
+      json_decref(a);
+      json_object_set_new(r, parts[p], arr);
+      v = bsd_rules_run(r, NULL, NULL, 0, &o);
+      CHECKF(v == BSD_SAME && o.rc == DTX_EBADQUERY,
+             "%s array of %d levels: %s (%s)", parts[p], lv, o.why,
+             dtx_errname(o.rc));
+      json_decref(r);
+    }
+  /* a transition array's objects may nest 100 levels each, too */
+  for (int lv = 99; lv <= 101; lv++) {
+    json_t *t = json_object(), *r = json_object();
+    json_object_set_new(t, "insert", JNEST(lv - 1, "k"));
+    json_object_set_new(r, "transition", json_pack("[o]", t));
+    bsd_out_t o;
+    int v = bsd_rules_run(r, NULL, NULL, 0, &o);
+    CHECKF(v == (lv <= 100 ? BSD_SAME : BSD_SKIP) &&
+               o.rc == (lv <= 100 ? 0 : DTX_EBADQUERY),
+           "transition[0] of %d levels: %s (%s)", lv, o.why,
+           dtx_errname(o.rc));
+    json_decref(r);
+  }
+}
+
+/* Rules whose bytes are broken at any level are refused, nothing read
+ * past the fault (dtx__brules_compile checks each level before reading
+ * it; ASan watches). */
+static void test_rules_bad_bytes(void) {
+  static const char *const rules[] = {
+      "{'validator':{'a':'xyz'}}",
+      "{'delete_guard':{'a':'xyz'}}",
+      "{'transition':{'immutable':['xyz']}}",
+      "{'transition':[{'immutable':['xyz']}]}",
+      "{'pattern':'xyz','validator':{'a':1}}",
+  };
+  for (size_t i = 0; i < sizeof rules / sizeof *rules; i++) {
+    bson_t b;
+    CHECK(ej(rules[i], &b) == 0);
+    uint8_t *d = malloc(b.len);
+    REQUIRE(d);
+    memcpy(d, bson_get_data(&b), b.len);
+    /* the string "xyz": its length said to run past everything, then its
+     * terminator taken away, then a byte that is no UTF-8 */
+    uint8_t *x = memmem(d, b.len, "xyz", 4);
+    REQUIRE(x && x - d >= 4);
+    for (int how = 0; how < 3; how++) {
+      uint8_t save[8];
+      memcpy(save, x - 4, 8);
+      if (how == 0)
+        memcpy(x - 4, "\xff\xff\x00\x00", 4);
+      else if (how == 1)
+        x[3] = 'w';
+      else
+        x[0] = 0xff;
+      bson_t bad;
+      REQUIRE(bson_init_static(&bad, d, b.len));
+      dtx__brules_t *r = NULL;
+      int rc = dtx__brules_compile(&bad, &r);
+      CHECKF(rc == DTX_EBADQUERY && !r &&
+                 strstr(dtx_errdetail(), "is not a valid document"),
+             "%s broken %d: %s (%s)", rules[i], how, dtx_errname(rc),
+             dtx_errdetail());
+      dtx__brules_free(r);
+      memcpy(x - 4, save, 8);
+    }
+    dtx__brules_t *r = NULL;
+    bson_t good;
+    REQUIRE(bson_init_static(&good, d, b.len));
+    CHECK_RC(dtx__brules_compile(&good, &r), 0);
+    dtx__brules_free(r);
+    free(d);
+    bson_destroy(&b);
+  }
+  /* a terminator before the end, where a reader would stop early and
+   * leave bytes unread */
+  bson_t b;
+  REQUIRE(ej("{'validator':{'a':1},'zz':'xyz'}", &b) == 0);
+  uint8_t *d = malloc(b.len);
+  REQUIRE(d);
+  memcpy(d, bson_get_data(&b), b.len);
+  uint8_t *z = memmem(d, b.len, "zz", 3);
+  REQUIRE(z && z > d);
+  z[-1] = 0;
+  bson_t bad;
+  REQUIRE(bson_init_static(&bad, d, b.len));
+  dtx__brules_t *r = NULL;
+  int rc = dtx__brules_compile(&bad, &r);
+  CHECKF(rc == DTX_EBADQUERY && !r, "early end: %s (%s)", dtx_errname(rc),
+         dtx_errdetail());
+  dtx__brules_free(r);
+  free(d);
+  bson_destroy(&b);
 }
 
 /* The write check's bounds on BSON, bypass or not: the depth (with the
@@ -452,16 +646,19 @@ static void test_trans_rows(void) {
     json_decref(b);
     json_decref(a);
   }
-  printf("trans_rows through both engines: %zu the same, %zu the same with "
-         "int64 integers, %zu skipped\n",
-         tcounts[BSD_SAME], tcounts[BSD_SAME_I64], tcounts[BSD_SKIP]);
+  printf("trans_rows through both engines: %zu the same (integers as the "
+         "bridge writes them and as int64), %zu skipped\n",
+         tcounts[BSD_SAME], tcounts[BSD_SKIP]);
 }
 
 int main(void) {
   TEST_RUN(test_match_rows);
+  TEST_RUN(test_int_rows);
   TEST_RUN(test_bad_rows);
   TEST_RUN(test_write_rows);
   TEST_RUN(test_depth);
+  TEST_RUN(test_rules_depth);
+  TEST_RUN(test_rules_bad_bytes);
   TEST_RUN(test_write_bounds);
   TEST_RUN(test_trans_rows);
   return TEST_DONE();
