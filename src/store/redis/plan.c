@@ -534,7 +534,7 @@ static int walk_before(const json_t *sort, const rd_doc_t *a,
  * indexes into the growing array of matches (which a realloc may move):
  * each new match is placed by binary search, so a page of want costs
  * O(matches x log want) comparisons, not the O(matches x want) of
- * sorting every round's matches again.  bar() is the want-th, or NULL
+ * sorting every round's matches again.  top_bar() is the want-th, or NULL
  * when there are fewer: the bar a bucket's later entries must beat. */
 typedef struct top {
   size_t *ix; /* indexes into the matches, best first */
