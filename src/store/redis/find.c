@@ -105,11 +105,11 @@ static int first_sorted(dtx__backend_t *b, const rd_coll_t *co,
 }
 
 /* Pages up to this many documents are served by first_sorted: a job
- * worker's claim round, and a page of a sorted listing.  Its cost grows
- * with the page, not the collection (dtx__rd_first_matches keeps the
- * best matches incrementally and reserves nothing per bucket), so the
- * bound only keeps one read's memory in check. */
-#define FIRST_SORTED_MAX 4096
+ * worker's claim round, a page of a sorted listing, the ledger
+ * committer's round (ROUND_SCAN, src/txn/ledger/commit.c).  Such a page
+ * is not a snapshot (docs/redis.md): a larger one is left to the full
+ * read, which a filter without an index makes a double-collect scan. */
+#define FIRST_SORTED_MAX 1000
 
 int dtx__rd_find(dtx__backend_t *b, const char *coll, const json_t *fspec,
                  const dtx__filter_t *f, const json_t *sort, int64_t skip,
@@ -126,8 +126,10 @@ int dtx__rd_find(dtx__backend_t *b, const char *coll, const json_t *fspec,
   }
   rd_doc_t *d = NULL;
   size_t n = 0;
-  if (co && sort && limit > 0 && skip >= 0 &&
-      skip + limit <= FIRST_SORTED_MAX)
+  /* skip + limit is not summed: near INT64_MAX it would wrap negative
+   * and pass the bound. */
+  if (co && sort && limit > 0 && skip >= 0 && limit <= FIRST_SORTED_MAX &&
+      skip <= FIRST_SORTED_MAX - limit)
     rc = first_sorted(b, co, fspec, f, sort, (size_t)(skip + limit), &d, &n);
   if (rc == 1)
     rc = 0; /* served: sorted and paged below, as the full read is */
