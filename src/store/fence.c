@@ -211,6 +211,31 @@ static int fence_record(const dtx__modify_t *m, json_t *doc) {
   return 0;
 }
 
+/* Whether a and b are the same document once each one's _fence is set
+ * aside: the same other fields in the same order (dtx__upd_same), and
+ * equal _fence values wherever they stand.  A replacement puts before's
+ * _fence back last, so a replacement that writes back the document as it
+ * was, with _fence not last, changes nothing: it is no write. */
+static int same_but_fence(const json_t *a, const json_t *b) {
+  void *ia = json_object_iter((json_t *)a), *ib = json_object_iter((json_t *)b);
+  for (;;) {
+    while (ia && strcmp(json_object_iter_key(ia), FENCE_FIELD) == 0)
+      ia = json_object_iter_next((json_t *)a, ia);
+    while (ib && strcmp(json_object_iter_key(ib), FENCE_FIELD) == 0)
+      ib = json_object_iter_next((json_t *)b, ib);
+    if (!ia || !ib)
+      break;
+    if (strcmp(json_object_iter_key(ia), json_object_iter_key(ib)) != 0 ||
+        !dtx__upd_same(json_object_iter_value(ia), json_object_iter_value(ib)))
+      return 0;
+    ia = json_object_iter_next((json_t *)a, ia);
+    ib = json_object_iter_next((json_t *)b, ib);
+  }
+  return !ia && !ib &&
+         dtx__upd_same(json_object_get(a, FENCE_FIELD),
+                       json_object_get(b, FENCE_FIELD));
+}
+
 int dtx__modify_apply(const dtx__modify_t *m, const json_t *before,
                       int64_t now, json_t **after, int *changed) {
   int64_t recorded = 0;
@@ -229,7 +254,7 @@ int dtx__modify_apply(const dtx__modify_t *m, const json_t *before,
   if (bf && !json_object_get(*after, FENCE_FIELD)) {
     if (json_object_set_new(*after, FENCE_FIELD, json_deep_copy(bf)) < 0)
       goto nomem;
-    *changed = !dtx__upd_same(before, *after);
+    *changed = !same_but_fence(before, *after);
   }
   if (m->fence_name && recorded != m->fence_token) {
     if ((rc = fence_record(m, *after)) < 0) {

@@ -350,8 +350,10 @@ int dtx__fence_revive(const dtx__modify_t *m, const char *coll,
  *    place of m->update (u NULL: a delete, the test alone, *after NULL).
  *    A token written by it is an int64; an int32 one the bridge wrote
  *    reads the same.  *changed is 1 when *after's bytes differ from
- *    before's, as dtx__modify_apply's (dtx__upd_same: field order
- *    counts, also where a replacement dropped _fence and it went back).
+ *    before's, as dtx__modify_apply's: field order counts, but where a
+ *    replacement dropped _fence and it went back last, _fence's own
+ *    place does not (a replacement that writes the document back as it
+ *    was is no write).
  *  - dtx__bmodify_upsert_doc: the document an upserting m inserts, from
  *    its filter's bytes (NULL: {}) and u, by dtx__bupsert_doc.
  *  - dtx__bfence_tombstone: *rec is the record to keep, or NULL when

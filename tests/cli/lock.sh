@@ -55,6 +55,17 @@ expect 0 "replacement reordering o's v" -- d update res '{"_id":"o"}' '{"v":{"b"
 [ "$(out)" = '{"matched":1,"modified":1}' ] && ok || bad "reordering replacement: $(out)"
 [ "$(d find res '{"_id":"o"}')" = '{"_id":"o","v":{"b":2,"a":1},"x":1,"_fence":{"L":2}}' ] && ok ||
   bad "o after the reordering replacement: $(d find res '{"_id":"o"}')"
+# ... but a replacement that writes the document back as it was is no
+# write, though _fence, put back last, is not last in the stored one.
+d insert res '{"_id":"p","a":1}' >/dev/null
+d update res '{"_id":"p"}' '{"$set":{"b":2}}' --fence L:2 >/dev/null
+d update res '{"_id":"p"}' '{"$set":{"c":3}}' >/dev/null
+expect 0 "replacement writing p back as it was" -- d update res '{"_id":"p"}' '{"a":1,"b":2,"c":3}'
+[ "$(out)" = '{"matched":1,"modified":0}' ] && ok || bad "p's no-op replacement: $(out)"
+expect 0 "fenced replacement writing p back as it was" -- d update res '{"_id":"p"}' '{"a":1,"b":2,"c":3}' --fence L:2
+[ "$(out)" = '{"matched":1,"modified":0}' ] && ok || bad "p's fenced no-op replacement: $(out)"
+[ "$(d find res '{"_id":"p"}')" = '{"_id":"p","a":1,"b":2,"_fence":{"L":2},"c":3}' ] && ok ||
+  bad "p after its no-op replacements: $(d find res '{"_id":"p"}')"
 
 # Release frees it, keeps the token; twice exits 1; next acquire is 3.
 expect 0 "release" -- d lock release L 2

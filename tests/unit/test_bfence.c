@@ -32,6 +32,7 @@ typedef struct row {
   int64_t nb, na, now; /* WINDOW: not_before, not_after, the clock */
   int rc;              /* what both must answer */
   int genid;           /* UPSERT: the _id is generated (not compared) */
+  int changed;         /* APPLY without error: 1 changed, 2 unchanged, 0 either */
 } row_t;
 
 #define A(...) {.kind = APPLY, __VA_ARGS__}
@@ -133,8 +134,24 @@ static const row_t rows[] = {
       .name = "L", .token = 4),
     /* an unfenced replacement keeps a malformed record as it is */
     A(.doc = "{'_id':1,'a':1,'_fence':[3]}", .update = "{'a':2}"),
-    /* the record moves last: a change of order only */
-    A(.doc = "{'_id':1,'_fence':{'L':3},'a':1}", .update = "{'a':1}"),
+    /* a replacement that writes the document back as it was, _fence not
+     * last: no write (it goes back last only when something changed) */
+    A(.doc = "{'_id':1,'_fence':{'L':3},'a':1}", .update = "{'a':1}",
+      .changed = 2),
+    A(.doc = "{'_id':1,'a':1,'b':2,'_fence':{'L':5},'c':3}",
+      .update = "{'a':1,'b':2,'c':3}", .changed = 2),
+    A(.doc = "{'_id':1,'a':1,'b':2,'_fence':{'L':5},'c':3}",
+      .update = "{'a':1,'b':2,'c':3}", .name = "L", .token = 5,
+      .changed = 2),
+    A(.doc = "{'_id':1,'a':1,'b':2,'_fence':{'L':5},'c':3}",
+      .update = "{'a':1,'b':2,'c':3}", .name = "L", .token = 6,
+      .changed = 1),
+    A(.doc = "{'_id':1,'a':1,'b':2,'_fence':{'L':5},'c':3}",
+      .update = "{'a':1,'c':3,'b':2}", .changed = 1),
+    A(.doc = "{'_id':1,'a':1,'b':2,'_fence':{'L':5},'c':3}",
+      .update = "{'a':1,'b':2}", .changed = 1),
+    A(.doc = "{'_id':1,'a':1,'b':2,'_fence':{'L':5},'c':3}",
+      .update = "{'a':1,'b':2,'c':3.0}", .changed = 1),
     /* a nested reordering: the bytes change, so the document does */
     A(.doc = "{'_id':1,'v':{'a':1,'b':2},'_fence':{'L':3}}",
       .update = "{'v':{'b':2,'a':1}}"),
@@ -429,6 +446,9 @@ static void run_row(size_t i, const row_t *r) {
   if (r->kind == APPLY)
     CHECKF(j.changed == b.changed, "%s row %zu: changed json %d, bson %d", k,
            i, j.changed, b.changed);
+  if (r->kind == APPLY && r->changed && j.rc == 0)
+    CHECKF(j.changed == (r->changed == 1), "%s row %zu: changed %d, want %d",
+           k, i, j.changed, r->changed == 1);
   if (r->kind == APPLY && b.rc == 0 && bo)
     CHECK(dtx__bson_check(bson_get_data(bo), bo->len, DTX_ECORRUPT,
                           "result") == 0);
