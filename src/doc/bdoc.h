@@ -30,7 +30,8 @@
 
 struct dtx__buf;
 
-/* ---- values --------------------------------------------------------------- */
+/* ---- values ---------------------------------------------------------------
+ */
 
 /* One BSON value, viewed in place: type and the bytes of its payload
  * (data[0..len), as BSON lays it out after the element's name: for a
@@ -46,6 +47,9 @@ typedef struct dtx__bval {
 /* Payload readers; each assumes v is of that type (DTX_ASSERT'ed). */
 int32_t dtx__bval_int32(const dtx__bval_t *v);
 int64_t dtx__bval_int64(const dtx__bval_t *v); /* also Date's ms */
+/* 1 with *out when v is an integer (int32 or int64: JSON's integers
+ * through the bridge), else 0. */
+int dtx__bval_integer(const dtx__bval_t *v, int64_t *out);
 double dtx__bval_double(const dtx__bval_t *v);
 int dtx__bval_bool(const dtx__bval_t *v);
 bson_decimal128_t dtx__bval_dec(const dtx__bval_t *v);
@@ -107,7 +111,8 @@ int dtx__btype_from_number(int64_t n);
  * INT32 ones "int" too, as schema.c does. */
 bson_type_t dtx__bval_judged_type(const dtx__bval_t *v);
 
-/* ---- the raw element reader (for checked bytes only) ---------------------- */
+/* ---- the raw element reader (for checked bytes only) ----------------------
+ */
 
 /* One element of a document: its name (NUL-terminated inside the
  * document) and its value. */
@@ -128,13 +133,13 @@ int dtx__belem_next(const uint8_t *doc, uint32_t len, uint32_t *off,
 int dtx__belem_find(const uint8_t *doc, uint32_t len, const char *key,
                     size_t keylen, dtx__belem_t *e);
 
-/* ---- paths ---------------------------------------------------------------- */
+/* ---- paths ----------------------------------------------------------------
+ */
 
 /* The value at a dotted path through objects only, as dtx__path_get
  * (type 0 when absent, when the path crosses a non-object, or when a
  * segment is over 255 bytes). */
-dtx__bval_t dtx__bpath_get(const uint8_t *doc, uint32_t len,
-                           const char *path);
+dtx__bval_t dtx__bpath_get(const uint8_t *doc, uint32_t len, const char *path);
 
 /* dtx__path_walk_pos over BSON, with the same traversal rules and leaf
  * modes (DTX__LEAF_*): fn(ctx, v, empty_leaf) for each value reached, v
@@ -147,7 +152,8 @@ int dtx__bpath_walk(const char *path, const uint8_t *doc, uint32_t len,
                     int leaf_mode, dtx__bpath_visit_fn fn, void *ctx,
                     size_t *pos);
 
-/* ---- index and group keys (bkeys.c) ------------------------------------------ */
+/* ---- index and group keys (bkeys.c)
+ * ------------------------------------------ */
 
 /* Appends to b a byte string whose memcmp order is dtx__bval_cmp's order
  * (desc: the reverse), and which is equal for two values exactly when
@@ -156,7 +162,8 @@ int dtx__bpath_walk(const char *path, const uint8_t *doc, uint32_t len,
  * aggregation groups by them.  -1 when b ran out of memory. */
 int dtx__bkey_encode(const dtx__bval_t *v, int desc, struct dtx__buf *b);
 
-/* ---- the json_t bridge (bjson.c) ---------------------------------------------- */
+/* ---- the json_t bridge (bjson.c)
+ * ---------------------------------------------- */
 
 /* Converts v (a JSON object, or an array, which becomes a document with
  * keys "0", "1", ...) into *out (bson_init'ed by the caller, or
@@ -184,7 +191,8 @@ int dtx__bson_to_json(const uint8_t *doc, uint32_t len, int as_array,
 int dtx__bval_from_json(const json_t *v, bson_t *holder, dtx__bval_t *out);
 int dtx__bval_to_json(const dtx__bval_t *v, json_t **out);
 
-/* ---- Extended JSON v2 (ejson.c, ejson_write.c) --------------------------------- */
+/* ---- Extended JSON v2 (ejson.c, ejson_write.c)
+ * --------------------------------- */
 
 /* Reads text[0..len) (not NUL-terminated; a NUL byte inside is an error)
  * as one Extended JSON v2 document, canonical or relaxed, into *out
@@ -207,7 +215,8 @@ int dtx__ejson_read(const char *text, size_t len, bson_t *out);
 char *dtx__ejson_write(const uint8_t *doc, uint32_t len, int canonical,
                        size_t *n);
 
-/* ---- the stored-body check (bcheck.c) ------------------------------------------ */
+/* ---- the stored-body check (bcheck.c)
+ * ------------------------------------------ */
 
 /* 0 when data[0..len) is one well-formed BSON document that doctx may
  * hold: lengths consistent, every type known, UTF-8 valid in names and

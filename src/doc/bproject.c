@@ -120,8 +120,7 @@ static int mark_special(dtx__bproj_t *p, const special_t *s) {
       /* Only a spec with a name twice gets here (JSON and checked bytes
        * have none): refused as the json_t engine refuses its collisions. */
       if (kid->sp)
-        return dtx__err(DTX_EINVAL, "projection path collision at %s",
-                        s->path);
+        return dtx__err(DTX_EINVAL, "projection path collision at %s", s->path);
       kid->sp = s;
       return 0;
     }
@@ -130,33 +129,23 @@ static int mark_special(dtx__bproj_t *p, const special_t *s) {
   }
 }
 
-/* An integer of BSON (int32 or int64: JSON's integers through the
- * bridge); 0 when v is another type. */
-static int int_of(const dtx__bval_t *v, int64_t *out) {
-  if (v->type == BSON_TYPE_INT32)
-    *out = dtx__bval_int32(v);
-  else if (v->type == BSON_TYPE_INT64)
-    *out = dtx__bval_int64(v);
-  else
-    return 0;
-  return 1;
-}
-
 /* 1 for an inclusion, 0 for an exclusion, or a negative error: booleans
  * and the integers 0 and 1, as project.c (MongoDB takes any number). */
 static int proj_flag(const char *path, const dtx__bval_t *v) {
   int64_t i;
   if (v->type == BSON_TYPE_BOOL)
     return dtx__bval_bool(v) != 0;
-  if (int_of(v, &i) && (i == 0 || i == 1))
+  if (dtx__bval_integer(v, &i) && (i == 0 || i == 1))
     return (int)i;
-  return dtx__err(DTX_EINVAL, "projection value for %s must be 0, 1, true "
-                              "or false", path);
+  return dtx__err(DTX_EINVAL,
+                  "projection value for %s must be 0, 1, true "
+                  "or false",
+                  path);
 }
 
 static int slice_arg(const char *path, const dtx__bval_t *a, special_t *s) {
   int64_t x, y;
-  if (int_of(a, &x)) {
+  if (dtx__bval_integer(a, &x)) {
     s->skip = 0;
     s->limit = x;
     if (x < 0) { /* the last -x */
@@ -174,7 +163,8 @@ static int slice_arg(const char *path, const dtx__bval_t *a, special_t *s) {
       if (n++ < 2)
         e[n - 1] = el;
     int ok = n == 2;
-    if (ok && int_of(&e[0].v, &x) && int_of(&e[1].v, &y) && y > 0) {
+    if (ok && dtx__bval_integer(&e[0].v, &x) &&
+        dtx__bval_integer(&e[1].v, &y) && y > 0) {
       s->skip = x;
       s->limit = y;
       return 0;
@@ -182,12 +172,12 @@ static int slice_arg(const char *path, const dtx__bval_t *a, special_t *s) {
   }
   return dtx__err(DTX_EINVAL,
                   "projection: $slice for %s needs an integer or [skip, "
-                  "limit] with limit > 0", path);
+                  "limit] with limit > 0",
+                  path);
 }
 
 /* Parses one {path: {$op: arg}} entry, as project.c's parse_op. */
-static int parse_op(const char *path, const dtx__bval_t *v,
-                    special_t *s) {
+static int parse_op(const char *path, const dtx__bval_t *v, special_t *s) {
   uint32_t len, off = 0;
   const uint8_t *d = dtx__bval_doc(v, &len);
   dtx__belem_t op, more;
@@ -195,7 +185,8 @@ static int parse_op(const char *path, const dtx__bval_t *v,
       dtx__belem_next(d, len, &off, &more) || op.key[0] != '$')
     return dtx__err(DTX_EINVAL,
                     "projection value for %s must be 0, 1, true, false or "
-                    "one of $slice, $elemMatch", path);
+                    "one of $slice, $elemMatch",
+                    path);
   if (!strcmp(op.key, "$slice")) {
     s->kind = SP_SLICE;
     return slice_arg(path, &op.v, s);
@@ -204,7 +195,8 @@ static int parse_op(const char *path, const dtx__bval_t *v,
     if (strchr(path, '.'))
       return dtx__err(DTX_EBADQUERY,
                       "projection: $elemMatch cannot be used on the nested "
-                      "field %s", path);
+                      "field %s",
+                      path);
     if (op.v.type != BSON_TYPE_DOCUMENT)
       return dtx__err(DTX_EBADQUERY,
                       "projection: $elemMatch for %s needs an object", path);
@@ -224,8 +216,10 @@ static int parse_op(const char *path, const dtx__bval_t *v,
     return rc ? dtx__err_wrap(rc, "projection $elemMatch") : 0;
   }
   if (!strcmp(op.key, "$meta"))
-    return dtx__err(DTX_EBADQUERY, "projection: unsupported operator $meta "
-                                   "at %s", path);
+    return dtx__err(DTX_EBADQUERY,
+                    "projection: unsupported operator $meta "
+                    "at %s",
+                    path);
   return dtx__err(DTX_EBADQUERY, "projection: unknown operator %s at %s",
                   op.key, path);
 }
@@ -248,8 +242,8 @@ static int proj_parse(dtx__bproj_t *p, const uint8_t *spec, uint32_t slen) {
     const char *path = e.key;
     size_t len = e.keylen;
     int positional = len > 2 && !strcmp(path + len - 2, ".$");
-    char *base = dtx__arena_strndup(&p->arena, path,
-                                    positional ? len - 2 : len);
+    char *base =
+        dtx__arena_strndup(&p->arena, path, positional ? len - 2 : len);
     if (!base)
       return dtx__err(DTX_ENOMEM, "out of memory compiling projection");
     if ((rc = dtx__path_check(base, DTX_EINVAL)))
@@ -259,16 +253,22 @@ static int proj_parse(dtx__bproj_t *p, const uint8_t *spec, uint32_t slen) {
     s->path = base;
     if (positional) {
       if (proj_flag(path, &e.v) != 1)
-        return dtx__err(DTX_EINVAL, "projection: positional %s can only be "
-                                    "included", path);
+        return dtx__err(DTX_EINVAL,
+                        "projection: positional %s can only be "
+                        "included",
+                        path);
       if (++npositional > 1)
-        return dtx__err(DTX_EINVAL, "projection: only one positional $ is "
-                                    "allowed (%s)", path);
+        return dtx__err(DTX_EINVAL,
+                        "projection: only one positional $ is "
+                        "allowed (%s)",
+                        path);
       s->kind = SP_POSITIONAL;
       p->nsp++;
       if (mode == 0)
-        return dtx__err(DTX_EINVAL, "projection cannot mix inclusion and "
-                                    "exclusion (%s)", path);
+        return dtx__err(DTX_EINVAL,
+                        "projection cannot mix inclusion and "
+                        "exclusion (%s)",
+                        path);
       mode = 1;
       continue;
     }
@@ -322,8 +322,7 @@ static int proj_parse(dtx__bproj_t *p, const uint8_t *spec, uint32_t slen) {
   return 0;
 }
 
-int dtx__bproj_compile(const uint8_t *spec, uint32_t slen,
-                       dtx__bproj_t **out) {
+int dtx__bproj_compile(const uint8_t *spec, uint32_t slen, dtx__bproj_t **out) {
   *out = NULL;
   dtx__bproj_t *p = calloc(1, sizeof *p);
   if (!p)
@@ -347,7 +346,8 @@ int dtx__bproj_compile(const uint8_t *spec, uint32_t slen,
   return 0;
 }
 
-/* ---- applying ------------------------------------------------------------- */
+/* ---- applying -------------------------------------------------------------
+ */
 
 /* The output is written as raw BSON into one buffer: a document's length
  * is patched when it ends. */
@@ -547,15 +547,16 @@ static int positions(const dtx__bproj_t *p, const uint8_t *doc, uint32_t len,
       return rc ? rc
                 : dtx__err(DTX_EBADQUERY,
                            "projection %s.$: the query did not match an "
-                           "element of an array", s->path);
+                           "element of an array",
+                           s->path);
     }
   }
   return 0;
 }
 
-int dtx__bproj_apply_at(const dtx__bproj_t *p, const uint8_t *doc,
-                        uint32_t len, const dtx__bfilter_t *f,
-                        const uint8_t *matched, uint32_t mlen, bson_t *out) {
+int dtx__bproj_apply_at(const dtx__bproj_t *p, const uint8_t *doc, uint32_t len,
+                        const dtx__bfilter_t *f, const uint8_t *matched,
+                        uint32_t mlen, bson_t *out) {
   size_t small[8], *pos = p->nsp <= 8 ? small : malloc(p->nsp * sizeof *pos);
   char hits[8] = {0}, *hit = p->nsp <= 8 ? hits : calloc(p->nsp, 1);
   writer_t w = {{0}, pos, p, NULL, hit};
@@ -643,8 +644,8 @@ static int names_path(const uint8_t *d, uint32_t len, const char *path,
         uint32_t xl;
         const uint8_t *xd;
         if (x.v.type == BSON_TYPE_DOCUMENT &&
-            (xd = dtx__bval_doc(&x.v, &xl), names_path(xd, xl, path,
-                                                       depth + 1)))
+            (xd = dtx__bval_doc(&x.v, &xl),
+             names_path(xd, xl, path, depth + 1)))
           return 1;
       }
     } else if (!strncmp(e.key, path, n) &&
@@ -662,7 +663,8 @@ int dtx__bproj_check_query(const dtx__bproj_t *p, const uint8_t *filter,
         !(filter && names_path(filter, flen, p->sp[i].path, 0)))
       return dtx__err(DTX_EBADQUERY,
                       "projection %s.$: the query must name the array field "
-                      "%s", p->sp[i].path, p->sp[i].path);
+                      "%s",
+                      p->sp[i].path, p->sp[i].path);
   return 0;
 }
 

@@ -18,7 +18,8 @@
 #include <stdint.h>
 #include <string.h>
 
-/* ---- little-endian loads ---------------------------------------------------- */
+/* ---- little-endian loads ----------------------------------------------------
+ */
 
 /* BSON is little-endian whatever the host; memcpy keeps the loads legal at
  * any alignment (values sit at arbitrary offsets in a document). */
@@ -34,7 +35,8 @@ static uint64_t ld_u64(const uint8_t *p) {
   return BSON_UINT64_FROM_LE(x);
 }
 
-/* ---- payload readers ----------------------------------------------------------- */
+/* ---- payload readers
+ * ----------------------------------------------------------- */
 
 int32_t dtx__bval_int32(const dtx__bval_t *v) {
   DTX_ASSERT(v->type == BSON_TYPE_INT32, "bval.int32");
@@ -45,6 +47,16 @@ int64_t dtx__bval_int64(const dtx__bval_t *v) {
   DTX_ASSERT(v->type == BSON_TYPE_INT64 || v->type == BSON_TYPE_DATE_TIME,
              "bval.int64");
   return (int64_t)ld_u64(v->data);
+}
+
+int dtx__bval_integer(const dtx__bval_t *v, int64_t *out) {
+  if (v->type == BSON_TYPE_INT32)
+    *out = dtx__bval_int32(v);
+  else if (v->type == BSON_TYPE_INT64)
+    *out = dtx__bval_int64(v);
+  else
+    return 0;
+  return 1;
 }
 
 double dtx__bval_double(const dtx__bval_t *v) {
@@ -100,7 +112,8 @@ int dtx__bval_is_number(const dtx__bval_t *v) {
   }
 }
 
-/* ---- brackets --------------------------------------------------------------- */
+/* ---- brackets ---------------------------------------------------------------
+ */
 
 /* MongoDB's canonical type order.  The numbers shared with dtx__value_bracket
  * are kept (null 1, number 2, string 3, object 4, array 5, bool 8); the
@@ -170,7 +183,8 @@ int dtx__bval_bracket(bson_type_t t) {
   return BR_NULL; /* unreachable for checked bytes */
 }
 
-/* ---- numbers ---------------------------------------------------------------- */
+/* ---- numbers ----------------------------------------------------------------
+ */
 
 static int sign_i64(int64_t a, int64_t b) { return (a > b) - (a < b); }
 
@@ -221,7 +235,8 @@ static int cmp_number(const dtx__bval_t *a, const dtx__bval_t *b) {
       return norm(dtx__dec_cmp(dtx__bval_dec(a), db));
     if (ta == BSON_TYPE_DOUBLE)
       return -cmp_dec_double(db, dtx__bval_double(a));
-    int64_t ia = ta == BSON_TYPE_INT32 ? dtx__bval_int32(a) : dtx__bval_int64(a);
+    int64_t ia =
+        ta == BSON_TYPE_INT32 ? dtx__bval_int32(a) : dtx__bval_int64(a);
     if (dtx__dec_is_nan(db))
       return 1;
     return -norm(dtx__dec_cmp_i64(db, ia));
@@ -229,7 +244,8 @@ static int cmp_number(const dtx__bval_t *a, const dtx__bval_t *b) {
   if (ta == BSON_TYPE_DOUBLE && tb == BSON_TYPE_DOUBLE)
     return cmp_double(dtx__bval_double(a), dtx__bval_double(b));
   if (tb == BSON_TYPE_DOUBLE) {
-    int64_t ia = ta == BSON_TYPE_INT32 ? dtx__bval_int32(a) : dtx__bval_int64(a);
+    int64_t ia =
+        ta == BSON_TYPE_INT32 ? dtx__bval_int32(a) : dtx__bval_int64(a);
     return cmp_i64_double(ia, dtx__bval_double(b));
   }
   if (ta == BSON_TYPE_DOUBLE)
@@ -239,7 +255,8 @@ static int cmp_number(const dtx__bval_t *a, const dtx__bval_t *b) {
   return sign_i64(ia, ib);
 }
 
-/* ---- the rest of the order -------------------------------------------------- */
+/* ---- the rest of the order --------------------------------------------------
+ */
 
 /* Bytewise, as MongoDB's simple collation; a prefix sorts first. */
 static int cmp_bytes(const void *a, size_t an, const void *b, size_t bn) {
@@ -355,7 +372,8 @@ int dtx__bval_cmp(const dtx__bval_t *a, const dtx__bval_t *b) {
   }
 }
 
-/* ---- types by name ---------------------------------------------------------- */
+/* ---- types by name ----------------------------------------------------------
+ */
 
 /* The one table of $type's aliases: the filter's $type, $jsonSchema's
  * bsonType and aggregation's $type all read it. */
@@ -409,8 +427,7 @@ int dtx__btype_from_alias(const char *name) {
 bson_type_t dtx__bval_judged_type(const dtx__bval_t *v) {
   if (v->type == BSON_TYPE_INT64) {
     int64_t i = dtx__bval_int64(v);
-    return i >= INT32_MIN && i <= INT32_MAX ? BSON_TYPE_INT32
-                                            : BSON_TYPE_INT64;
+    return i >= INT32_MIN && i <= INT32_MAX ? BSON_TYPE_INT32 : BSON_TYPE_INT64;
   }
   return v->type;
 }
@@ -426,7 +443,8 @@ int dtx__btype_from_number(int64_t n) {
   return -2;
 }
 
-/* ---- the raw element reader ------------------------------------------------- */
+/* ---- the raw element reader -------------------------------------------------
+ */
 
 /* The payload size of a value of type t starting at p (trusted bytes). */
 static uint32_t payload_len(bson_type_t t, const uint8_t *p) {

@@ -109,18 +109,6 @@ static int put_token(bson_t *out, const uint8_t *rec, uint32_t len,
 
 /* ---- the fence test ------------------------------------------------------ */
 
-/* 1 and *t when v is an integer token (int32 or int64: the json_t
- * engine's integer), else 0. */
-static int token_of(const dtx__bval_t *v, int64_t *t) {
-  if (v->type == BSON_TYPE_INT32)
-    *t = dtx__bval_int32(v);
-  else if (v->type == BSON_TYPE_INT64)
-    *t = dtx__bval_int64(v);
-  else
-    return 0;
-  return 1;
-}
-
 /* doc's _id through the bridge, for a refusal's detail (NULL when it has
  * none, or when memory ran out: the detail then says "?"). */
 static json_t *id_of(const uint8_t *doc, uint32_t len) {
@@ -149,7 +137,7 @@ static int judge(const dtx__modify_t *m, const dtx__bval_t *f,
       return 0;
     named = 1;
   }
-  if (!named || !token_of(&t.v, recorded)) {
+  if (!named || !dtx__bval_integer(&t.v, recorded)) {
     *recorded = 0;
     json_t *id = id_of(doc, len);
     rc = dtx__fence_err_malformed(m, id, named);
@@ -178,7 +166,7 @@ static int holds(const bson_t *doc, const char *name, int64_t token) {
                          &f) &&
          f.v.type == BSON_TYPE_DOCUMENT &&
          dtx__belem_find(f.v.data, f.v.len, name, strlen(name), &t) &&
-         token_of(&t.v, &v) && v == token;
+         dtx__bval_integer(&t.v, &v) && v == token;
 }
 
 /* fence.c's same_but_fence on bytes: a[0..alen) and b[0..blen) hold the
@@ -276,8 +264,7 @@ int dtx__bmodify_apply(const dtx__modify_t *m, const dtx__bupdate_t *u,
   a = n;
   /* As fence.c: the bytes, with _fence's place set aside (a replacement
    * that writes the document back as it was is no write). */
-  *changed =
-      record || !same_but_fence(bson_get_data(a), a->len, before, blen);
+  *changed = record || !same_but_fence(bson_get_data(a), a->len, before, blen);
 done:
   /* The document written carries the token it was written with (a larger
    * one refused it above). */
@@ -389,7 +376,8 @@ int dtx__bfence_revive(const dtx__modify_t *m, const char *coll,
   while (dtx__belem_next(rec, rlen, &off, &e)) {
     int64_t a, b;
     if (dtx__belem_find(bson_get_data(cur), cur->len, e.key, e.keylen, &mine) &&
-        (!token_of(&e.v, &a) || !token_of(&mine.v, &b) || b >= a))
+        (!dtx__bval_integer(&e.v, &a) || !dtx__bval_integer(&mine.v, &b) ||
+         b >= a))
       continue;
     if (!(n = bson_new()) || splice_elem(n, bson_get_data(cur), cur->len, e.key,
                                          e.v.type, e.v.data, e.v.len, 0) < 0)
