@@ -688,6 +688,74 @@ static void test_fam_nomatch_and_upsert(void) {
   CHECK(conf_count(c, JQ("{'k':9,'v':9}")) == 1);
 }
 
+/* Every document a call hands out is the caller's own (doctx.h: "a new
+ * reference"): changing it changes nothing stored, nor what the next call
+ * starts from.  A backend that kept the object it handed out (a read or
+ * write cache) and wrote the next update over it would store the
+ * caller's changes -- the ledger committer marks its round's entries. */
+static void spoil(json_t *doc) {
+  json_object_set_new(doc, "spoiled", json_true());
+  json_object_set_new(doc, "n", json_integer(1000));
+  json_object_del(doc, "s");
+}
+
+static void test_results_are_the_callers_own(void) {
+  const char *c = conf_coll("own");
+  REQUIRE(conf_seed(c, "[{'_id':1,'n':1,'s':'a'},{'_id':2,'n':50,'s':'b'}]") ==
+          0);
+  CHECK_RC(dtx_store_create_index(conf_st, c, JQ("{'n':1}"), NULL, NULL), 0);
+  static const char *const ways[] = {"find by _id", "sorted page",
+                                     "fam before", "fam after",
+                                     "bulk fam after", "update"};
+  for (int w = 0; w < 6; w++) {
+    json_t *got = NULL;
+    int rc = 0;
+    if (w == 0 || w == 1) {
+      dtx_find_opts_t fo = {.sort = JQ("{'n':1}"), .limit = 1};
+      rc = dtx_store_find(conf_st, c, JQ(w == 0 ? "{'_id':1}" : "{}"),
+                          w == 0 ? NULL : &fo, &got);
+      conf_keep(got);
+      json_t *d = json_array_get(got, 0);
+      if (d)
+        spoil(d);
+    } else if (w == 2 || w == 3) {
+      rc = fam(c, "{'_id':1}", "{'$inc':{'m':1}}", NULL, 0, w == 3, &got);
+      if (got)
+        spoil(got);
+    } else if (w == 4) {
+      dtx_fam_opts_t fo = {.return_new = 1};
+      dtx_bulk_op_t op = {.kind = DTX_BULK_FIND_ONE_AND_UPDATE,
+                          .coll = c,
+                          .filter = JQ("{'_id':1}"),
+                          .update = JQ("{'$inc':{'m':1}}"),
+                          .fam_opts = &fo};
+      dtx_bulk_result_t r = {0};
+      rc = dtx_store_bulk_write(conf_st, &op, 1, &r);
+      if (r.doc)
+        spoil(r.doc);
+      dtx_bulk_results_clear(&r, 1);
+    } else {
+      rc = dtx_store_update(conf_st, c, JQ("{'_id':1}"),
+                            JQ("{'$inc':{'m':1}}"), NULL, NULL);
+    }
+    CHECKF(rc == 0, "%s: %s", ways[w], dtx_errname(rc));
+    /* The next write starts from the stored document, not the spoiled
+     * one, and so does the next read. */
+    json_t *after = NULL;
+    CHECK_RC(fam(c, "{'_id':1}", "{'$inc':{'n':1}}", NULL, 0, 1, &after), 0);
+    json_t *want = json_pack("{s:i,s:i,s:s}", "_id", 1, "n", 2 + w, "s", "a");
+    if (w >= 2)
+      json_object_set_new(want, "m", json_integer(w - 1));
+    CHECKF(json_equal(after, want), "after %s: got %s want %s", ways[w],
+           JS(after), JS(want));
+    spoil(after);
+    json_t *again = conf_keep(conf_get(c, JQ("{'_id':1}")));
+    CHECKF(json_equal(again, want), "read after %s: got %s want %s", ways[w],
+           JS(again), JS(want));
+    json_decref(want);
+  }
+}
+
 static void test_find_one_and_delete(void) {
   const char *c = conf_coll("fad");
   REQUIRE(conf_seed(c, "[{'_id':1,'p':2},{'_id':2,'p':1},{'_id':3,'p':3}]") ==
@@ -912,6 +980,7 @@ void conf_run_crud(void) {
   CONF_RUN(test_fam_before_and_after);
   CONF_RUN(test_fam_sort_picks_the_document);
   CONF_RUN(test_fam_nomatch_and_upsert);
+  CONF_RUN(test_results_are_the_callers_own);
   CONF_RUN(test_find_one_and_delete);
   CONF_RUN(test_delete_one_and_many);
   CONF_RUN(test_errors_leave_document_unchanged);

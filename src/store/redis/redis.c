@@ -345,23 +345,39 @@ static size_t cache_slot(const rd_buf_t *key) {
 int dtx__rd_cache_get(dtx__backend_t *b, const rd_buf_t *key, rd_doc_t *d) {
   size_t s = cache_slot(key);
   pthread_mutex_t *mu = &b->cachemu[s % RD_CACHE_LOCKS];
-  int hit = 0;
+  char ver[sizeof d->ver], seq[sizeof d->seq];
+  json_t *body = NULL;
   pthread_mutex_lock(mu);
   rd_centry_t *e = &b->cache[s];
   if (e->key && e->klen == key->n && memcmp(e->key, key->p, key->n) == 0) {
-    memcpy(d->ver, e->ver, sizeof d->ver);
-    memcpy(d->seq, e->seq, sizeof d->seq);
-    json_decref(d->body);
-    d->body = json_incref(e->body);
-    json_decref(d->fence); /* the cache holds live documents only */
-    d->fence = NULL;
-    d->cached = 1;
-    hit = 1;
+    memcpy(ver, e->ver, sizeof ver);
+    memcpy(seq, e->seq, sizeof seq);
+    body = json_incref(e->body);
   }
   pthread_mutex_unlock(mu);
-  return hit;
+  if (!body)
+    return 0;
+  /* The caller's own copy: what it reads may reach a caller of the store
+   * API (a find_one_and_update's "before"), who may change it. */
+  json_t *copy = json_deep_copy(body);
+  json_decref(body);
+  if (!copy)
+    return 0; /* a miss: the caller reads the document */
+  memcpy(d->ver, ver, sizeof d->ver);
+  memcpy(d->seq, seq, sizeof d->seq);
+  json_decref(d->body);
+  d->body = copy;
+  json_decref(d->fence); /* the cache holds live documents only */
+  d->fence = NULL;
+  d->cached = 1;
+  return 1;
 }
 
+/* The cache keeps a private copy of d's body, never d's own object: every
+ * body a read or write produces is handed on to the store API's caller,
+ * who owns it and may change it (the ledger committer marks the entries
+ * of its round), and a change seen through the cache would be written
+ * back by this process's next write of that document, as if stored. */
 void dtx__rd_cache_put(dtx__backend_t *b, const rd_buf_t *key,
                        const rd_doc_t *d) {
   if (key->oom)
@@ -369,8 +385,13 @@ void dtx__rd_cache_put(dtx__backend_t *b, const rd_buf_t *key,
   size_t s = cache_slot(key);
   pthread_mutex_t *mu = &b->cachemu[s % RD_CACHE_LOCKS];
   char *k = malloc(key->n ? key->n : 1);
-  if (!k)
+  json_t *body = json_deep_copy(d->body);
+  if (!k || !body) {
+    free(k);
+    json_decref(body);
+    dtx__rd_cache_drop(b, key); /* no stale entry stays behind */
     return;
+  }
   memcpy(k, key->p, key->n);
   pthread_mutex_lock(mu);
   rd_centry_t *e = &b->cache[s];
@@ -380,7 +401,7 @@ void dtx__rd_cache_put(dtx__backend_t *b, const rd_buf_t *key,
   e->klen = key->n;
   memcpy(e->ver, d->ver, sizeof e->ver);
   memcpy(e->seq, d->seq, sizeof e->seq);
-  e->body = json_incref(d->body);
+  e->body = body;
   pthread_mutex_unlock(mu);
   free(oldk);
   json_decref(oldb);
