@@ -36,7 +36,9 @@
  *
  * usage: bench_scale [--redis URI] [--no-sqlite] [--n N[,N...]]
  *                    [--rounds R] [--sync normal|full] [--rows R[,R...]]
- * Targets: SQLite (a file per N, sync=normal by default) unless
+ *                    [--cache-mb MB]
+ * Targets: SQLite (a file per N, sync=normal by default; --cache-mb sets
+ * the URI's cache_mb, each connection's page cache) unless
  * --no-sqlite, and the Redis store at URI (a namespace of its own per
  * population, emptied afterwards) with --redis.  --n replaces the N list
  * (the smoke test runs tiny ones); --rows runs only the rows named (for a
@@ -76,6 +78,7 @@ typedef struct cfg {
   int n[MAXN], nn, rounds;
   int want[NROWS]; /* the rows to run (--rows) */
   const char *sync, *dir;
+  const char *cache_mb; /* NULL: the URI names none */
 } cfg_t;
 
 static int failures;
@@ -99,8 +102,9 @@ static void fresh_uri(const cfg_t *c, const target_t *t, const char *what,
              strchr(t->uri, '?') ? '&' : '?', (int)getpid() % 100000,
              opened++);
   else
-    snprintf(uri, len, "sqlite:%s/%s-%d-%d.db?sync=%s", c->dir, what, n,
-             opened++, c->sync);
+    snprintf(uri, len, "sqlite:%s/%s-%d-%d.db?sync=%s%s%s", c->dir, what, n,
+             opened++, c->sync, c->cache_mb ? "&cache_mb=" : "",
+             c->cache_mb ? c->cache_mb : "");
 }
 
 /* A fresh store (fresh_uri) opened, its URI in uri; NULL when the open
@@ -600,6 +604,8 @@ int main(int argc, char **argv) {
       c.rounds = atoi(v);
     else if (!strcmp(a, "--sync"))
       c.sync = v;
+    else if (!strcmp(a, "--cache-mb"))
+      c.cache_mb = v; /* the store checks it, as any URI option */
     else if (!strcmp(a, "--rows")) {
       memset(c.want, 0, sizeof c.want);
       for (int r = 0; r < NROWS; r++) {

@@ -43,6 +43,14 @@ static const uri_case_t cases[] = {
     {"sqlite:x.db?sync=full&", DTX_EBADURI, 0, 0, NULL, "&"},
     {"sqlite:x.db?&sync=full", DTX_EBADURI, 0, 0, NULL, "name=value"},
     {"sqlite:x.db?sync=normal&cache=1", DTX_EBADURI, 0, 0, NULL, "cache"},
+    /* cache_mb: 1..65536 MiB a connection, digits only, once. */
+    {"sqlite:x.db?cache_mb=0", DTX_EBADURI, 0, 0, NULL, "cache_mb"},
+    {"sqlite:x.db?cache_mb=65537", DTX_EBADURI, 0, 0, NULL, "cache_mb"},
+    {"sqlite:x.db?cache_mb=-5", DTX_EBADURI, 0, 0, NULL, "cache_mb"},
+    {"sqlite:x.db?cache_mb=9223372036854775808", DTX_EBADURI, 0, 0, NULL,
+     "cache_mb"},
+    {"sqlite:x.db?cache_mb=1&cache_mb=2", DTX_EBADURI, 0, 0, NULL,
+     "repeated"},
     {"sqlitex:y.db", DTX_EBADURI, 0, 0, NULL, "sqlite:"},
     {"mysql://h/db", DTX_EBADURI, 0, 0, NULL, "sqlite:"},
     {"", DTX_EBADURI, 0, 0, NULL, "sqlite:"},
@@ -120,8 +128,13 @@ static void test_pragmas(void) {
   static const struct {
     const char *opt;
     const char *sync;
-  } t[] = {{"", "2"}, {"?sync=full", "2"}, {"?sync=normal", "1"},
-           {"?sync=off", "0"}};
+    const char *cache; /* PRAGMA cache_size: SQLite's default, or KiB */
+  } t[] = {{"", "2", "-2000"},
+           {"?sync=full", "2", "-2000"},
+           {"?sync=normal", "1", "-2000"},
+           {"?sync=off", "0", "-2000"},
+           {"?sync=normal&cache_mb=64", "1", "-65536"},
+           {"?cache_mb=65536", "2", "-67108864"}};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
     char uri[300], got[64];
     snprintf(uri, sizeof uri, "sqlite:%s/p%zu.db%s", dir, i, t[i].opt);
@@ -134,6 +147,9 @@ static void test_pragmas(void) {
     pragma(b, "PRAGMA synchronous", got, sizeof got);
     CHECKF(strcmp(got, t[i].sync) == 0, "%s: synchronous %s, want %s", uri,
            got, t[i].sync);
+    pragma(b, "PRAGMA cache_size", got, sizeof got);
+    CHECKF(strcmp(got, t[i].cache) == 0, "%s: cache_size %s, want %s", uri,
+           got, t[i].cache);
     dtx__sqlite_methods.close(b);
   }
 }

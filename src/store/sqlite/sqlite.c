@@ -37,6 +37,13 @@
 static const dtx__uri_opt_t opts[] = {
     {"sync", DTX__URI_WORD, offsetof(sq_uri_t, sync), 0, 0, "off|normal|full",
      1},
+    /* SQLite's own default page cache is 2 MiB a connection; a file many
+     * times that makes every scattered read a pread (docs/benchmarks.md,
+     * "How cost grows with the work").  Memory is the user's to spend:
+     * each of the store's connections (a writer and up to MAX_READERS
+     * readers) gets this much. */
+    {"cache_mb", DTX__URI_INT, offsetof(sq_uri_t, cache_mb), 1, 65536, NULL,
+     1},
 };
 
 /* Every message names the URI masked (dtx__uri_masked): a SQLite URI
@@ -309,6 +316,13 @@ static int conn_open(const sq_uri_t *u, int writer, int create,
                                          "PRAGMA synchronous=FULL"};
   if ((rc = dtx__sq_exec_once(c, sync_sql[u->sync])) < 0)
     goto fail;
+  if (u->cache_mb) {
+    char sql[64]; /* negative: KiB, not pages */
+    snprintf(sql, sizeof sql, "PRAGMA cache_size=-%lld",
+             (long long)u->cache_mb * 1024);
+    if ((rc = dtx__sq_exec_once(c, sql)) < 0)
+      goto fail;
+  }
   if (writer && !u->memory) {
     /* journal_mode answers with a row naming the mode it ended in. */
     sqlite3_stmt *st;

@@ -62,9 +62,11 @@ typedef struct sq_uri {
   char *path; /* malloc'd; NULL for the in-memory database */
   int memory;
   int sync; /* SQ_SYNC_* */
+  int cache_mb; /* each connection's page cache in MiB; 0: SQLite's 2 MiB */
 } sq_uri_t;
 
-/* Parses "sqlite:PATH[?sync=full|normal|off]" or "sqlite::memory:".
+/* Parses "sqlite:PATH[?sync=full|normal|off][&cache_mb=N]" or
+ * "sqlite::memory:".
  * DTX_EBADURI with a detail on any malformed part; out->path is malloc'd
  * (free with free()) on success and NULL on error. */
 int dtx__sq_uri_parse(const char *uri, sq_uri_t *out);
