@@ -36,7 +36,7 @@
  *
  * usage: bench_scale [--redis URI] [--no-sqlite] [--n N[,N...]]
  *                    [--rounds R] [--sync normal|full] [--rows R[,R...]]
- *                    [--cache-mb MB]
+ *                    [--cache-mb MB] [--accounts K]
  * Targets: SQLite (a file per N, sync=normal by default; --cache-mb sets
  * the URI's cache_mb, each connection's page cache) unless
  * --no-sqlite, and the Redis store at URI (a namespace of its own per
@@ -136,7 +136,14 @@ static void close_store(const target_t *t, dtx_store_t *st) {
   dtx_store_close(st);
 }
 
-static int accounts_for(int n) { return n / 10 < 2 ? 2 : n / 10; }
+/* --accounts K fixes the count at every N (so a row's growth can be told
+ * apart from the accounts' share of it); 0: N/10. */
+static int fixed_accounts;
+static int accounts_for(int n) {
+  if (fixed_accounts)
+    return fixed_accounts;
+  return n / 10 < 2 ? 2 : n / 10;
+}
 
 /* ---- the transfer population --------------------------------------------------- */
 
@@ -604,6 +611,8 @@ int main(int argc, char **argv) {
       c.rounds = atoi(v);
     else if (!strcmp(a, "--sync"))
       c.sync = v;
+    else if (!strcmp(a, "--accounts"))
+      fixed_accounts = atoi(v);
     else if (!strcmp(a, "--cache-mb"))
       c.cache_mb = v; /* the store checks it, as any URI option */
     else if (!strcmp(a, "--rows")) {
@@ -632,6 +641,7 @@ int main(int argc, char **argv) {
   bad |= !any;
   for (int k = 0; k < c.nn; k++)
     bad |= c.n[k] < 1 || c.n[k] > 10000000;
+  bad |= fixed_accounts < 0 || fixed_accounts == 1 || fixed_accounts > 1000000;
   if (bad) {
     fprintf(stderr, "bad arguments\n");
     return 2;
