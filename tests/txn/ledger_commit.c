@@ -706,6 +706,75 @@ static void test_cache_ahead(void) {
   dtx_t_lg_audit_ok(st);
   dtx_store_close(st);
 }
+/* Entries queued behind holds (a pending entry's successors on its
+ * accounts wait for it, L6) must not hide a committable entry behind
+ * them: a round once read the first 1,000 uncommitted entries only, and
+ * with 1,000 waiting behind one hold nothing else in the ledger ever
+ * committed.  More than a round's page waits here, spread over many
+ * holds, then one entry on other accounts: it commits, and every waiting
+ * one commits once the holds are voided. */
+static void test_blocked_backlog(void) {
+  dtx_store_t *st = open_store();
+  dtx_ledger_limit_t none = {.no_min_balance = 1};
+  enum { PAIRS = 40 };
+  int nblocked = cm_quick ? 1001 : 2501; /* past one and two pages */
+  char s[PAIRS][16], a[PAIRS][16], id[32];
+  for (int k = 0; k < PAIRS; k++) {
+    snprintf(s[k], sizeof s[k], "BL-S%d", k);
+    snprintf(a[k], sizeof a[k], "BL-A%d", k);
+    CHECK_RC(dtx_ledger_account_create(st, s[k], &none, NULL), 0);
+    CHECK_RC(dtx_ledger_account_create(st, a[k], &none, NULL), 0);
+    snprintf(id, sizeof id, "bl-h%d", k);
+    CHECK_RC(dtx_t_lg_post2(st, s[k], a[k], 1, 1, id), 0);
+  }
+  CHECK_RC(dtx_ledger_account_create(st, "BL-X", &none, NULL), 0);
+  CHECK_RC(dtx_ledger_account_create(st, "BL-Y", &none, NULL), 0);
+  dtx_ledger_leg_t legs[256][2];
+  dtx_ledger_post_req_t reqs[256];
+  dtx_ledger_result_t res[256];
+  for (int i = 0; i < nblocked; i += 256) {
+    int n = nblocked - i < 256 ? nblocked - i : 256;
+    for (int j = 0; j < n; j++) {
+      int k = (i + j) % PAIRS;
+      legs[j][0] = (dtx_ledger_leg_t){s[k], -1};
+      legs[j][1] = (dtx_ledger_leg_t){a[k], 1};
+      reqs[j] = (dtx_ledger_post_req_t){.legs = legs[j], .nlegs = 2};
+    }
+    dtx_exec_opts_t eo = {.deadline_ms = 120000};
+    CHECK_RC(dtx_ledger_post_many(st, reqs, (size_t)n, &eo, res), 0);
+    dtx_ledger_results_clear(res, (size_t)n);
+  }
+  CHECK_RC(dtx_t_lg_post2(st, "BL-X", "BL-Y", 5, 0, "bl-free"), 0);
+  CHECK_RC(dtx_worker_run(st, &(dtx_worker_opts_t){.threads = 1, .once = 1},
+                          NULL),
+           0);
+  CHECKF(strcmp(proc_of(st, "bl-free"), "committed") == 0,
+         "bl-free behind %d waiting entries: %s", nblocked,
+         proc_of(st, "bl-free"));
+  /* The holds and what waits behind them, and nothing else (the earlier
+   * tests leave every entry committed). */
+  json_t *f = json_pack("{s:s}", "proc", "uncommitted"), *out = NULL;
+  int64_t waiting = -1;
+  CHECK_RC(dtx_store_count(st, DTX_LEDGER_ENTRIES, f, &waiting), 0);
+  CHECKF(waiting == nblocked + PAIRS, "%lld entries uncommitted, want %d",
+         (long long)waiting, nblocked + PAIRS);
+  for (int k = 0; k < PAIRS; k++) {
+    snprintf(id, sizeof id, "bl-h%d", k);
+    CHECK_RC(dtx_ledger_void(st, id, &out), 0);
+    json_decref(out);
+  }
+  dtx_recover_opts_t ro = {.older_than_ms = 0};
+  json_t *sum = NULL;
+  CHECK_RC(dtx_recover(st, &ro, &sum), 0);
+  json_decref(sum);
+  CHECK_RC(dtx_store_count(st, DTX_LEDGER_ENTRIES, f, &waiting), 0);
+  CHECKF(waiting == 0, "%lld entries uncommitted after the holds went",
+         (long long)waiting);
+  json_decref(f);
+  dtx_t_lg_audit_ok(st);
+  dtx_store_close(st);
+}
+
 int main(int argc, char **argv) {
   uri = argc > 1 ? argv[1] : "sqlite:/tmp/doctx_txn_ledger_commit.db";
   cm_quick = getenv("DTX_QUICK") != NULL;
@@ -719,6 +788,7 @@ int main(int argc, char **argv) {
   TEST_RUN(test_gap_isolated);
   TEST_RUN(test_cache_overflow);
   TEST_RUN(test_cache_ahead);
+  TEST_RUN(test_blocked_backlog);
   /* Leave no ledger behind: the Redis suites share one store. */
   st = open_store();
   dtx_store_drop_collection_ex(st, DTX_LEDGER_ENTRIES, &(dtx_drop_opts_t){1});

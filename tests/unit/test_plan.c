@@ -190,6 +190,11 @@ static void test_pattern_plans(void) {
       {"ledger", DTX_LEDGER_ENTRIES,
        "{'proc':'uncommitted','state':{'$ne':'pending'}}",
        "{'created':1,'_id':1}", SORTED, "proc_1_created_1__id_1"},
+      /* A round's next page (commit.c, scan_filter): still the walk. */
+      {"ledger", DTX_LEDGER_ENTRIES,
+       "{'proc':'uncommitted','state':{'$ne':'pending'},'created':{'$gte':5},"
+       "'$nor':[{'created':5,'_id':{'$lte':'e9'}}]}",
+       "{'created':1,'_id':1}", SORTED, "proc_1_created_1__id_1"},
       {"ledger", DTX_LEDGER_ENTRIES, "{'state':'pending'}",
        "{'created':1,'_id':1}", INDEX, "state_1_expires_at_1"},
   };
@@ -216,6 +221,13 @@ static void test_pattern_plans(void) {
     dtx__plan_t p;
     CHECK_RC(dtx__plan_choose(f, sort, own, n, index_of, &p), 0);
     const ix_t *x = p.ix;
+    /* A later page starts at its created bound: the range on the
+     * index's second field, not a walk from the first entry. */
+    CHECKF(!strstr(rows[r].filter, "$gte") ||
+               (p.neq == 1 && p.lo && json_integer_value(p.lo) == 5 &&
+                p.lo_incl),
+           "%s: the range on created is not the plan's (neq %zu)",
+           rows[r].filter, p.neq);
     CHECKF(p.kind == rows[r].kind && x &&
                strcmp(x->spec->name, rows[r].index) == 0,
            "%s %s: plan %d on %s, want %d on %s", rows[r].pattern,

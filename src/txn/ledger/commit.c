@@ -5,7 +5,9 @@
  * An entry is committed once it is resolved and every earlier seqId of
  * each of its accounts is committed (L6).  Checking each leg's immediate
  * predecessor is enough: that one was committed only under the same rule.
- * The committer works in rounds: one scan of the uncommitted entries (in
+ * The committer works in rounds: a scan of the uncommitted entries, a
+ * page or more (plan_round: what waits behind a hold must not hide what
+ * can commit after it; docs/ledger.md, "The committer and the cache"; in
  * creation order, which is close to insertion order, and insertion order
  * is a valid commit order because an entry's predecessors were inserted
  * before it), one read of their accounts' caches, then it decides which
@@ -283,75 +285,37 @@ static void mark_uncommitted(json_t *unc, const json_t *docs, json_t *ids) {
   }
 }
 
-/* One round: *order receives the committable entries in commit order
- * (empty when none), *caches each scanned account's cache as read,
- * account id -> [seqId, balance] (for run_round's advance).  An entry
- * whose predecessor cannot be found (a gap in its account's seqIds, which
- * the audit reports) is left out, not the whole round:
- * one broken account must not stop the commits of every other.  *held
- * (malloc'd, NULL for none) receives the first such error's detail, for
- * the caller to report; with nothing committable it is the round's
- * error as before. */
-static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches,
-                      char **held) {
-  json_t *scan = NULL, *accts = NULL, *unc = json_object(), *ids = json_array();
-  json_t *planned = json_object();
-  /* Pending entries are left out: they cannot commit, and long-lived
-   * ones must not fill the scan and hide committable entries behind
-   * them.  They are read apart, below, so that a successor of one finds
-   * its predecessor uncommitted and waits (ready). */
-  json_t *filter = json_pack("{s:s,s:{s:s}}", "proc", LG_UNCOMMITTED, "state",
-                             "$ne", LG_PENDING);
-  json_t *sort = json_pack("{s:i,s:i}", "created", 1, "_id", 1), *e, *leg;
-  json_t *pend = NULL;
+/* Where a round's scan starts: the (created, _id) after which the last
+ * round of this thread stopped at MAX_PAGES with pages still full, so
+ * that entries queued behind unresolved holds (a hold's successors on its
+ * accounts wait for it, L6) cannot hide the committable entries after
+ * them from every round: the scan moves on past them, round after round,
+ * and starts over from the first entry once it reaches the end.  Per
+ * thread and store; only a starting point (ready() judges every entry
+ * whatever was read before it), so a stale one delays, never misjudges. */
+static _Thread_local struct {
+  const dtx_store_t *st;
+  int64_t created;
+  char id[256]; /* "" when none */
+} resume;
+
+/* Pages a round reads at most, and the plan's size at which it stops
+ * reading more (the round's bulk writes stay near one page). */
+#define MAX_PAGES 16
+#define ROUND_PLAN (ROUND_SCAN / 2)
+
+/* Plans the uncommitted entries of page into order (two passes: creation
+ * order is nearly insertion order; the second catches an entry that was
+ * ready only after a later-created one was planned). */
+static int plan_page(dtx__exec_t *ex, const json_t *page, json_t *unc,
+                     json_t *planned, const json_t *accts, json_t *order,
+                     char **held) {
   size_t i, j;
+  json_t *e, *leg;
   char key[192];
-  *order = json_array();
-  *caches = json_object();
-  *held = NULL;
-  int rc = filter && sort && unc && planned && ids && *order && *caches
-               ? dtx__kit_find_n(ex, DTX_LEDGER_ENTRIES, filter, sort,
-                                 ROUND_SCAN, &scan)
-               : DTX_ENOMEM;
-  json_decref(filter);
-  /* The pending entries' legs count as uncommitted as well (read only when
-   * there is something to commit): a successor of one then waits without
-   * a read of its own, and a cache edited past one (the audit's
-   * cache_uncommitted) cannot make ready() take it for committed and
-   * commit its successor first (L6). */
-  /* By state alone, so the plan reads the {state, expires_at} index's
-   * pending entries: with proc in the filter too, a walk of the {proc,
-   * created, _id} index in sort order would tie with it and win, and
-   * read every uncommitted entry to find the few pending ones -- each
-   * round, O(backlog^2) to catch up.  A pending entry is uncommitted
-   * (L6); mark_uncommitted passes over any other. */
-  filter = json_pack("{s:s}", "state", LG_PENDING);
-  if (rc == 0 && json_array_size(scan))
-    rc = filter ? dtx__kit_find_n(ex, DTX_LEDGER_ENTRIES, filter, sort,
-                                  ROUND_SCAN, &pend)
-                : DTX_ENOMEM;
-  json_decref(filter);
-  json_decref(sort);
-  if (rc == 0) {
-    mark_uncommitted(unc, pend, NULL);
-    mark_uncommitted(unc, scan, ids);
-    if (json_array_size(scan)) {
-      const char *id;
-      rc = dtx__lg_accounts_find(ex, ids, &accts);
-      ids = NULL; /* stolen */
-      json_object_foreach(accts, id, e) {
-        json_t *cache = json_object_get(e, "cache");
-        json_t *cs = json_object_get(cache, "seqId");
-        json_t *cb = json_object_get(cache, "balance");
-        if (json_is_integer(cs) && json_is_integer(cb))
-          json_object_set_new(*caches, id, json_pack("[O,O]", cs, cb));
-      }
-    }
-  }
-  /* Creation order is nearly insertion order; a second pass catches an
-   * entry that was ready only after a later-created one committed. */
+  int rc = 0;
   for (int pass = 0; rc == 0 && pass < 2; pass++) {
-    json_array_foreach(scan, i, e) {
+    json_array_foreach(page, i, e) {
       int yes = 0, missing = 0;
       if (dtx__state_is(e, LG_PENDING) || json_object_get(e, "_planned"))
         continue;
@@ -368,7 +332,7 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches,
         continue;
       DTX_ASSERT(!dtx__state_is(e, LG_PENDING), "L6"); /* never pending */
       json_object_set_new(e, "_planned", json_true());
-      json_array_append(*order, e);
+      json_array_append(order, e);
       json_array_foreach(json_object_get(e, "changes"), j, leg) {
         seq_key(key, sizeof key, dtx__str(leg, "account"),
                 dtx__int(leg, "seqId"));
@@ -377,12 +341,131 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches,
       }
     }
   }
-  json_decref(scan);
+  return rc;
+}
+
+/* The scan's filter: uncommitted, not pending, and (from) after
+ * (created, id) in the scan's order, as a range on the {proc, created,
+ * _id} index's second key (the entries of the same millisecond up to id
+ * are read and passed over by the match). */
+static json_t *scan_filter(int from, int64_t created, const char *id) {
+  json_t *f = json_pack("{s:s,s:{s:s}}", "proc", LG_UNCOMMITTED, "state",
+                        "$ne", LG_PENDING);
+  if (f && from &&
+      (json_object_set_new(f, "created",
+                           json_pack("{s:I}", "$gte", (json_int_t)created)) ||
+       json_object_set_new(
+           f, "$nor",
+           json_pack("[{s:I,s:{s:s}}]", "created", (json_int_t)created, "_id",
+                     "$lte", id)))) {
+    json_decref(f);
+    return NULL;
+  }
+  return f;
+}
+
+/* One round: *order receives the committable entries in commit order
+ * (empty when none), *caches each scanned account's cache as read,
+ * account id -> [seqId, balance] (for run_round's advance).  The round
+ * reads pages of ROUND_SCAN in creation order, from where this thread's
+ * last round left off (resume, above) or the first entry, until it has
+ * planned ROUND_PLAN entries, met the end, or read MAX_PAGES.  An entry
+ * whose predecessor cannot be found (a gap in its account's seqIds, which
+ * the audit reports) is left out, not the whole round:
+ * one broken account must not stop the commits of every other.  *held
+ * (malloc'd, NULL for none) receives the first such error's detail, for
+ * the caller to report; with nothing committable it is the round's
+ * error as before. */
+static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches,
+                      char **held) {
+  json_t *accts = json_object(), *unc = json_object(), *planned = json_object();
+  json_t *pend = NULL, *sort = json_pack("{s:i,s:i}", "created", 1, "_id", 1);
+  json_t *pages = json_array(), *page, *e;
+  int from = resume.st == ex->st && resume.id[0];
+  int64_t created = from ? resume.created : 0;
+  char id[sizeof resume.id];
+  snprintf(id, sizeof id, "%s", from ? resume.id : "");
+  *order = json_array();
+  *caches = json_object();
+  *held = NULL;
+  int rc = accts && unc && planned && sort && pages && *order && *caches
+               ? 0
+               : DTX_ENOMEM;
+  resume.st = ex->st;
+  resume.id[0] = 0; /* set again below when this round stops early */
+  for (int n = 0; rc == 0 && n < MAX_PAGES; n++) {
+    json_t *filter = scan_filter(from, created, id), *ids = json_array();
+    page = NULL;
+    rc = filter && ids ? dtx__kit_find_n(ex, DTX_LEDGER_ENTRIES, filter, sort,
+                                         ROUND_SCAN, &page)
+                       : DTX_ENOMEM;
+    json_decref(filter);
+    if (rc == 0 && json_array_size(page) && !pend) {
+      /* The pending entries' legs count as uncommitted as well (read
+       * only when there is something to commit): a successor of one then
+       * waits without a read of its own, and a cache edited past one (the
+       * audit's cache_uncommitted) cannot make ready() take it for
+       * committed and commit its successor first (L6).  By state alone,
+       * so the plan reads the {state, expires_at} index's pending
+       * entries: with proc in the filter too, a walk of the {proc,
+       * created, _id} index in sort order would tie with it and win, and
+       * read every uncommitted entry to find the few pending ones --
+       * each round, O(backlog^2) to catch up.  A pending entry is
+       * uncommitted (L6); mark_uncommitted passes over any other. */
+      json_t *pf = json_pack("{s:s}", "state", LG_PENDING);
+      rc = pf ? dtx__kit_find_n(ex, DTX_LEDGER_ENTRIES, pf, sort, ROUND_SCAN,
+                                &pend)
+              : DTX_ENOMEM;
+      json_decref(pf);
+      if (rc == 0)
+        mark_uncommitted(unc, pend, NULL);
+    }
+    if (rc || !json_array_size(page)) {
+      json_decref(ids);
+      json_decref(page);
+      break; /* the end */
+    }
+    json_array_append(pages, page); /* alive while order borrows from it */
+    mark_uncommitted(unc, page, ids);
+    json_t *more = NULL;
+    const char *aid;
+    if ((rc = dtx__lg_accounts_find(ex, ids, &more)) == 0) { /* ids stolen */
+      json_object_foreach(more, aid, e) {
+        json_t *cache = json_object_get(e, "cache");
+        json_t *cs = json_object_get(cache, "seqId");
+        json_t *cb = json_object_get(cache, "balance");
+        if (!json_object_get(*caches, aid) && json_is_integer(cs) &&
+            json_is_integer(cb))
+          json_object_set_new(*caches, aid, json_pack("[O,O]", cs, cb));
+        if (!json_object_get(accts, aid))
+          json_object_set(accts, aid, e);
+      }
+      rc = plan_page(ex, page, unc, planned, accts, *order, held);
+    }
+    json_decref(more);
+    size_t got = json_array_size(page);
+    e = json_array_get(page, got - 1);
+    const char *last = dtx__str(e, "_id");
+    json_decref(page);
+    if (rc || got < ROUND_SCAN || json_array_size(*order) >= ROUND_PLAN)
+      break; /* the end, or enough for one round */
+    if (!last || strlen(last) >= sizeof id ||
+        !json_is_integer(json_object_get(e, "created")))
+      break; /* no key to go on from: the next round starts over */
+    from = 1;
+    created = dtx__int(e, "created");
+    snprintf(id, sizeof id, "%s", last);
+    if (n + 1 == MAX_PAGES) { /* the next round goes on from here */
+      resume.created = created;
+      snprintf(resume.id, sizeof resume.id, "%s", id);
+    }
+  }
   json_decref(pend);
+  json_decref(sort);
   json_decref(accts);
   json_decref(unc);
   json_decref(planned);
-  json_decref(ids);
+  json_decref(pages);
   if (rc == 0 && *held && json_array_size(*order) == 0)
     rc = dtx__err(DTX_EBACKEND, "%s", *held);
   if (rc) {
