@@ -21,7 +21,7 @@
  *
  * Run with "callgrind-json N" or "callgrind-bytes N" it only computes
  * the transfer pattern's account keys N times, one way, for
- * valgrind --tool=callgrind (the count is in the report of s35). */
+ * valgrind --tool=callgrind --toggle-collect='keys_by_*'. */
 #include "bschemadiff.h"
 #include "keys_rows.h"
 #include "testlib.h"
@@ -221,6 +221,37 @@ static void test_bad_args(void) {
   CHECK(out && !strcmp(JS(out), "[[null]]"));
   json_decref(out);
   dtx__index_spec_free(s);
+}
+
+/* One value in four widths: int32, int64 and double 1 are one key (the
+ * first kept, an integer), NumberDecimal("1") another, as keys.c sees
+ * the bridged {"$numberDecimal": "1"} (an object), though dtx__bval_cmp
+ * calls it equal to 1: deduplication must not use the bytes' order. */
+static void test_widths(void) {
+  bson_t b = BSON_INITIALIZER, arr;
+  bson_decimal128_t d;
+  bson_decimal128_from_string("1", &d);
+  bson_append_array_begin(&b, "a", -1, &arr);
+  bson_append_int64(&arr, "0", -1, 1);
+  bson_append_decimal128(&arr, "1", -1, &d);
+  bson_append_int32(&arr, "2", -1, 1);
+  bson_append_double(&arr, "3", -1, 1.0);
+  bson_append_array_end(&b, &arr);
+  dtx__index_spec_t *s = spec_of("{'a':1}", 0);
+  json_t *out = NULL;
+  int mk = 0;
+  REQUIRE(s);
+  CHECK_RC(dtx__bindex_key_tuples(s, bson_get_data(&b), b.len, &out, &mk), 0);
+  CHECKF(out && !strcmp(JS(out), "[[1],[{\"$numberDecimal\":\"1\"}]]") &&
+             json_is_integer(json_array_get(json_array_get(out, 0), 0)) &&
+             mk == 1,
+         "%s multikey %d", JS(out), mk);
+  memset(&n, 0, sizeof n);
+  both(s, bson_get_data(&b), b.len, "widths");
+  CHECK(n.ok == 1);
+  json_decref(out);
+  dtx__index_spec_free(s);
+  bson_destroy(&b);
 }
 
 /* ---- the fixture corpus -------------------------------------------------------- */
@@ -629,6 +660,7 @@ int main(int argc, char **argv) {
   if (argc == 3 && !strncmp(argv[1], "callgrind-", 10))
     return measure(argv[1], atol(argv[2]));
   TEST_RUN(test_bad_args);
+  TEST_RUN(test_widths);
   TEST_RUN(test_rows);
   TEST_RUN(test_corpus);
   TEST_RUN(test_random);
