@@ -162,6 +162,36 @@ int dtx__bpath_walk(const char *path, const uint8_t *doc, uint32_t len,
  * aggregation groups by them.  -1 when b ran out of memory. */
 int dtx__bkey_encode(const dtx__bval_t *v, int desc, struct dtx__buf *b);
 
+/* The path walk of dtx__bindex_keys (keys.c's rules: missing fields as
+ * type 0, multikey arrays stepped through, paths through one array paired
+ * element by element, "cannot index parallel arrays"), handing each tuple
+ * it finds, in order and before any deduplication or sparse rule, to
+ * fn(arg, vals): vals[0..s->nfields) are views into doc, valid during the
+ * call only.  A non-zero return from fn stops the walk and is returned.
+ * *found is 1 when some path reached a value the document holds (the
+ * sparse rule's test).  DTX_EINVAL for a NULL doc or a bad spec, with
+ * dtx__bindex_keys' details. */
+typedef int (*dtx__bkey_tuple_fn)(void *arg, const dtx__bval_t *vals);
+int dtx__bindex_walk(const dtx__index_spec_t *s, const uint8_t *doc,
+                     uint32_t len, dtx__bkey_tuple_fn fn, void *arg,
+                     int *found);
+
+/* ---- index keys as json_t, from the bytes (bkeyvals.c) ---------------------- */
+
+/* dtx__index_keys(s, D, out) for D = the bridge's json_t of doc
+ * (dtx__bson_to_json), without building D: the same tuples in the same
+ * order, each value what the bridge makes of it (int32 and int64 as
+ * integers, doubles as reals, other types as relaxed Extended JSON
+ * objects), duplicates dropped by dtx__value_cmp keeping the first, the
+ * same sparse rule, and the same errors with the same details.  Only the
+ * key values are bridged.  doc must be checked bytes (dtx__bson_check);
+ * a string the bridge refuses (invalid UTF-8) is its DTX_EINVAL, but
+ * only when a key holds it.  When multikey is not NULL it receives
+ * dtx__index_keys_multikey(*out).  *out (a new array) is the caller's;
+ * on error *out is NULL and *multikey 0. */
+int dtx__bindex_key_tuples(const dtx__index_spec_t *s, const uint8_t *doc,
+                           uint32_t len, json_t **out, int *multikey);
+
 /* ---- the json_t bridge (bjson.c)
  * ---------------------------------------------- */
 

@@ -413,10 +413,14 @@ typedef struct kpath {
   size_t consumed;
 } kpath_t;
 
+/* fn(arg, vals) takes each tuple the walk finds: emit below encodes it
+ * (dtx__bindex_keys), bkeyvals.c bridges it (dtx__bindex_walk). */
 typedef struct kctx {
   const dtx__index_spec_t *spec;
   dtx__bkeys_t *out;
   int found;
+  dtx__bkey_tuple_fn fn;
+  void *arg;
 } kctx_t;
 
 void dtx__bkeys_free(dtx__bkeys_t *k) {
@@ -431,7 +435,8 @@ const uint8_t *dtx__bkeys_at(const dtx__bkeys_t *k, size_t i, size_t *len) {
   return (const uint8_t *)k->b.p + from;
 }
 
-static int emit(kctx_t *c, const dtx__bval_t *vals) {
+static int emit(void *arg, const dtx__bval_t *vals) {
+  kctx_t *c = arg;
   dtx__bkeys_t *k = c->out;
   for (size_t i = 0; i < c->spec->nfields; i++) {
     if (vals[i].type == BSON_TYPE_ARRAY || vals[i].type == BSON_TYPE_DOCUMENT)
@@ -513,7 +518,7 @@ static int walk_keys(kctx_t *c, const dtx__bval_t *base, const kpath_t *ps,
     }
   }
   if (!have_arr)
-    return emit(c, vals);
+    return c->fn(c->arg, vals);
 
   uint32_t alen, off = 0;
   const uint8_t *a = dtx__bval_doc(&arr, &alen);
@@ -525,7 +530,7 @@ static int walk_keys(kctx_t *c, const dtx__bval_t *base, const kpath_t *ps,
         vals[ps[i].field] = ends ? arr : missing;
         c->found |= ends;
       }
-    return emit(c, vals);
+    return c->fn(c->arg, vals);
   }
   do {
     kpath_t sub[MAX_FIELDS];
@@ -546,7 +551,7 @@ static int walk_keys(kctx_t *c, const dtx__bval_t *base, const kpath_t *ps,
         vals[ps[i].field] = missing;
       }
     }
-    rc = ns ? walk_keys(c, &el.v, sub, ns, vals) : emit(c, vals);
+    rc = ns ? walk_keys(c, &el.v, sub, ns, vals) : c->fn(c->arg, vals);
     if (rc)
       return rc;
   } while (dtx__belem_next(a, alen, &off, &el));
@@ -641,23 +646,14 @@ static int dedupe(dtx__bkeys_t *k) {
   return 0;
 }
 
-int dtx__bindex_keys(const dtx__index_spec_t *s, const uint8_t *doc,
-                     uint32_t len, dtx__bkeys_t *out) {
+/* Splits the spec's paths into segments and walks doc with c. */
+static int walk_doc(kctx_t *c, const uint8_t *doc, uint32_t len) {
+  const dtx__index_spec_t *s = c->spec;
   kseg_t segs[MAX_FIELDS * 8], *heap = NULL, *seg = segs;
   kpath_t ps[MAX_FIELDS];
   dtx__bval_t vals[MAX_FIELDS] = {{0}};
   size_t total = 0;
-  int rc;
 
-  if (!out)
-    return dtx__err(DTX_EINVAL, "index keys: NULL out-parameter");
-  out->b.n = 0;
-  out->b.oom = 0;
-  out->n = 0;
-  out->multikey = 0;
-  if (!s || s->nfields == 0 || s->nfields > MAX_FIELDS || !doc)
-    return dtx__err(DTX_EINVAL, "index keys: %s",
-                    doc ? "bad index spec" : "document must be an object");
   for (size_t i = 0; i < s->nfields; i++) {
     total++;
     for (const char *p = s->paths[i]; *p; p++)
@@ -680,10 +676,47 @@ int dtx__bindex_keys(const dtx__index_spec_t *s, const uint8_t *doc,
       p += n + 1;
     }
   }
-  kctx_t c = {s, out, 0};
   dtx__bval_t root = dtx__bval_of_doc(doc, len);
-  rc = walk_keys(&c, &root, ps, s->nfields, vals);
+  int rc = walk_keys(c, &root, ps, s->nfields, vals);
   free(heap);
+  return rc;
+}
+
+static int bad_args(const dtx__index_spec_t *s, const uint8_t *doc) {
+  if (!s || s->nfields == 0 || s->nfields > MAX_FIELDS || !doc)
+    return dtx__err(DTX_EINVAL, "index keys: %s",
+                    doc ? "bad index spec" : "document must be an object");
+  return 0;
+}
+
+int dtx__bindex_walk(const dtx__index_spec_t *s, const uint8_t *doc,
+                     uint32_t len, dtx__bkey_tuple_fn fn, void *arg,
+                     int *found) {
+  *found = 0;
+  int rc = bad_args(s, doc);
+  if (rc)
+    return rc;
+  kctx_t c = {s, NULL, 0, fn, arg};
+  rc = walk_doc(&c, doc, len);
+  *found = c.found;
+  return rc;
+}
+
+int dtx__bindex_keys(const dtx__index_spec_t *s, const uint8_t *doc,
+                     uint32_t len, dtx__bkeys_t *out) {
+  int rc;
+
+  if (!out)
+    return dtx__err(DTX_EINVAL, "index keys: NULL out-parameter");
+  out->b.n = 0;
+  out->b.oom = 0;
+  out->n = 0;
+  out->multikey = 0;
+  if ((rc = bad_args(s, doc)))
+    return rc;
+  kctx_t c = {s, out, 0, emit, NULL};
+  c.arg = &c;
+  rc = walk_doc(&c, doc, len);
   if (!rc && s->sparse && !c.found) {
     out->n = 0;
     out->b.n = 0;

@@ -11,14 +11,20 @@
  * documents (top-level fields and array elements) memcmp of their
  * encodings must have dtx__bval_cmp's sign, ascending and descending.
  * The input is also read as BSON bytes (try_raw), for the types JSON
- * lacks.  Any disagreement aborts. */
+ * lacks.  Index keys as json_t tuples from the bytes
+ * (dtx__bindex_key_tuples, bkeyvals.c) must be keys.c's on the bridged
+ * document exactly: same code and detail, or the same text (key order,
+ * integer or real), json_equal, and the same multikey flag.  Any
+ * disagreement aborts. */
 #include "doc/bfilter.h"
+#include "doc/bdoc.h"
 #include "doc/bproj.h"
 #include "doc/doc.h"
 #include "fuzz_pair.h"
 #include "util/buf.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,6 +123,29 @@ static void try_sort(const json_t *spec, bson_t *bspec, const json_t *doc,
   json_decref(arr);
 }
 
+/* keys.c's answer for jdoc (rc, det, keys) against dtx__bindex_key_tuples
+ * on doc, jdoc's bytes. */
+static void same_tuples(const dtx__index_spec_t *s, const uint8_t *doc,
+                        uint32_t len, int rc, const char *det,
+                        const json_t *keys) {
+  json_t *got = NULL;
+  int mk = -1;
+  int brc = dtx__bindex_key_tuples(s, doc, len, &got, &mk);
+  same_error(rc, det, brc);
+  if (rc) {
+    if (got || mk != 0)
+      abort();
+    return;
+  }
+  char *a = dtx__json_dump(keys), *b = dtx__json_dump(got);
+  if (!a || !b || strcmp(a, b) || !json_equal(keys, got) ||
+      mk != dtx__index_keys_multikey(keys))
+    abort();
+  free(a);
+  free(b);
+  json_decref(got);
+}
+
 static void try_keys(const json_t *spec, const json_t *doc, bson_t *bdoc) {
   dtx__index_spec_t *s = NULL;
   if (dtx__index_spec_parse(spec, NULL, &s))
@@ -127,6 +156,7 @@ static void try_keys(const json_t *spec, const json_t *doc, bson_t *bdoc) {
   dtx__bkeys_t k = {0};
   int brc = dtx__bindex_keys(s, bson_get_data(bdoc), bdoc->len, &k);
   same_error(rc, det, brc);
+  same_tuples(s, bson_get_data(bdoc), bdoc->len, rc, det, keys);
   free(det);
   if (!rc) {
     if (k.n != json_array_size(keys) ||
@@ -218,6 +248,42 @@ out:
   bson_destroy(&bdoc);
 }
 
+/* Index keys of raw bytes (every BSON type) on each top-level field, on
+ * field.x, and on each field with the one before it: keys.c on the
+ * bridged document against dtx__bindex_key_tuples on the bytes. */
+static void raw_keys(const uint8_t *data, uint32_t size) {
+  json_t *jdoc = NULL;
+  if (dtx__bson_to_json(data, size, 0, &jdoc))
+    return; /* nothing to compare with (checked bytes do bridge) */
+  uint32_t off = 0;
+  dtx__belem_t e;
+  char prev[64] = "";
+  for (int i = 0; i < 8 && dtx__belem_next(data, size, &off, &e); i++) {
+    char sub[80];
+    snprintf(sub, sizeof sub, "%.60s.x", e.key);
+    json_t *specs[3] = {json_pack("{s:i}", e.key, 1),
+                        json_pack("{s:i}", sub, -1),
+                        prev[0] ? json_pack("{s:i,s:i}", prev, 1, e.key, 1)
+                                : NULL};
+    for (int k = 0; k < 3; k++) {
+      dtx__index_spec_t *s = NULL;
+      dtx_index_opts_t o = {.sparse = (int)(e.keylen + (uint32_t)k) % 2};
+      if (specs[k] && dtx__index_spec_parse(specs[k], &o, &s) == 0) {
+        json_t *keys = NULL;
+        int rc = dtx__index_keys(s, jdoc, &keys);
+        char *det = rc ? detail_copy() : NULL;
+        same_tuples(s, data, size, rc, det, keys);
+        free(det);
+        json_decref(keys);
+      }
+      dtx__index_spec_free(s);
+      json_decref(specs[k]);
+    }
+    snprintf(prev, sizeof prev, "%.60s", e.key);
+  }
+  json_decref(jdoc);
+}
+
 /* The input read as BSON bytes instead (when it passes the stored-body
  * check): every type JSON lacks.  Key order against dtx__bval_cmp over
  * its values; the document projected and sorted by each of its own field
@@ -230,6 +296,7 @@ static void try_raw(const uint8_t *data, size_t size) {
   if (!bson_init_static(&b, data, size))
     return;
   try_order(&b, &b);
+  raw_keys(data, (uint32_t)size);
   uint32_t off = 0;
   dtx__belem_t e;
   while (dtx__belem_next(data, (uint32_t)size, &off, &e)) {
