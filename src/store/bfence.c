@@ -265,6 +265,13 @@ int dtx__bmodify_apply(const dtx__modify_t *m, const dtx__bupdate_t *u,
   /* As fence.c: the bytes, with _fence's place set aside (a replacement
    * that writes the document back as it was is no write). */
   *changed = record || !same_but_fence(bson_get_data(a), a->len, before, blen);
+  if (!*changed) {
+    /* No write: the document is what is stored, _fence where it stands
+     * (fence.c). */
+    bson_destroy(a);
+    if (!(a = bson_new_from_data(before, blen)))
+      return dtx__err(DTX_ENOMEM, "applying an update");
+  }
 done:
   /* The document written carries the token it was written with (a larger
    * one refused it above). */

@@ -255,6 +255,13 @@ int dtx__modify_apply(const dtx__modify_t *m, const json_t *before,
     if (json_object_set_new(*after, FENCE_FIELD, json_deep_copy(bf)) < 0)
       goto nomem;
     *changed = !same_but_fence(before, *after);
+    if (!*changed && !(m->fence_name && recorded != m->fence_token)) {
+      /* No write: the document is what is stored, _fence where it
+       * stands, not where the replacement put it back. */
+      json_decref(*after);
+      if (!(*after = json_deep_copy(before)))
+        return dtx__err(DTX_ENOMEM, "applying an update");
+    }
   }
   if (m->fence_name && recorded != m->fence_token) {
     if ((rc = fence_record(m, *after)) < 0) {

@@ -749,6 +749,31 @@ static void test_fence_tombstone_paused(void) {
     paused_upsert("fence_tomb_cas", "redis.unique_claimed:pause", 0);
 }
 
+/* A replacement that writes a document back as it is stored, _fence not
+ * last, is no write (modified 0), and what it returns is the stored
+ * document, field order included: it once returned _fence moved last, a
+ * document that was never stored (a hostile user's finding). */
+static void test_fence_noop_replacement_returns_stored(void) {
+  const char *c = conf_coll("fence_noop");
+  REQUIRE(conf_seed(c, "[{'_id':1,'a':1,'_fence':{'L':3},'b':2}]") == 0);
+  static const char *const stored = "{\"_id\":1,\"a\":1,\"_fence\":{\"L\":3},\"b\":2}";
+  for (int fenced = 0; fenced < 2; fenced++) {
+    dtx_fam_opts_t o = {.return_new = 1,
+                        .fence_name = fenced ? "L" : NULL,
+                        .fence_token = fenced ? 3 : 0};
+    json_t *out = NULL;
+    CHECK_RC(dtx_store_find_one_and_update(conf_st, c, JQ("{'_id':1}"),
+                                           JQ("{'a':1,'b':2}"), &o, &out),
+             0);
+    conf_keep(out);
+    CHECKF(out && strcmp(JS(out), stored) == 0, "fenced %d: returned %s",
+           fenced, JS(out));
+    json_t *got = conf_keep(conf_get(c, JQ("{'_id':1}")));
+    CHECKF(got && strcmp(JS(got), stored) == 0, "fenced %d: stored %s",
+           fenced, JS(got));
+  }
+}
+
 void conf_run_fence(void) {
   CONF_RUN(test_fence_update_rule);
   CONF_RUN(test_fence_vs_nomatch);
@@ -761,4 +786,5 @@ void conf_run_fence(void) {
   CONF_RUN(test_fence_tombstone_before_rules);
   CONF_RUN(test_fence_tombstone_indexes);
   CONF_RUN(test_fence_tombstone_paused);
+  CONF_RUN(test_fence_noop_replacement_returns_stored);
 }
