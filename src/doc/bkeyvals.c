@@ -60,76 +60,6 @@ static int emit(void *arg, const dtx__bval_t *vals) {
   return 0;
 }
 
-/* keys.c's deduplication: a tuple goes when an earlier kept one compares
- * equal under dtx__value_cmp (a total order, so "equal to an earlier one"
- * is the same set whichever way it is found).  Few tuples (most
- * documents): pairwise, nothing allocated; many: sorted, as keys.c. */
-#define DEDUPE_SMALL 16
-
-typedef struct keyref {
-  json_t *t;
-  size_t i;
-} keyref_t;
-
-static int keyref_cmp(const void *pa, const void *pb) {
-  const keyref_t *a = pa, *b = pb;
-  int c = dtx__value_cmp(a->t, b->t);
-  if (c)
-    return c;
-  return a->i < b->i ? -1 : a->i > b->i;
-}
-
-static int dedupe(json_t **keys) {
-  size_t n = json_array_size(*keys);
-  char keep_small[DEDUPE_SMALL], *keep = keep_small;
-  keyref_t *r = NULL;
-  size_t drop = 0;
-  if (n < 2)
-    return 0;
-  if (n <= DEDUPE_SMALL) {
-    for (size_t i = 0; i < n; i++) {
-      json_t *ti = json_array_get(*keys, i);
-      keep[i] = 1;
-      for (size_t j = 0; j < i && keep[i]; j++)
-        keep[i] = !keep[j] || dtx__value_cmp(json_array_get(*keys, j), ti);
-      drop += !keep[i];
-    }
-  } else {
-    r = malloc(n * sizeof *r);
-    keep = malloc(n);
-    if (!r || !keep) {
-      free(r);
-      free(keep);
-      return oom();
-    }
-    for (size_t i = 0; i < n; i++)
-      r[i] = (keyref_t){json_array_get(*keys, i), i};
-    qsort(r, n, sizeof *r, keyref_cmp);
-    for (size_t i = 0; i < n; i++) {
-      keep[r[i].i] = i == 0 || dtx__value_cmp(r[i - 1].t, r[i].t) != 0;
-      drop += !keep[r[i].i];
-    }
-  }
-  int rc = 0;
-  json_t *res = drop ? json_array() : NULL;
-  if (drop && !res)
-    rc = oom();
-  for (size_t i = 0; res && i < n; i++)
-    if (keep[i] && json_array_append(res, json_array_get(*keys, i))) {
-      json_decref(res);
-      res = NULL;
-      rc = oom();
-    }
-  if (res) {
-    json_decref(*keys);
-    *keys = res;
-  }
-  if (keep != keep_small)
-    free(keep);
-  free(r);
-  return rc;
-}
-
 int dtx__bindex_key_tuples(const dtx__index_spec_t *s, const uint8_t *doc,
                            uint32_t len, json_t **out, int *multikey) {
   if (multikey)
@@ -145,7 +75,7 @@ int dtx__bindex_key_tuples(const dtx__index_spec_t *s, const uint8_t *doc,
   if (!rc && s->sparse && !found)
     json_array_clear(c.keys);
   if (!rc)
-    rc = dedupe(&c.keys);
+    rc = dtx__index_keys_dedupe(&c.keys);
   if (rc) {
     json_decref(c.keys);
     return rc;

@@ -472,6 +472,13 @@ int dtx__index_fields_same(const dtx__index_spec_t *s, const json_t *old,
  * (DTX__PLAN_SORTED, store/plan.h). */
 int dtx__index_keys_multikey(const json_t *keys);
 
+/* Drops from *keys (an array of key tuples) each tuple equal under
+ * dtx__value_cmp to an earlier one, keeping the first of each in place:
+ * dtx__index_keys' rule, shared with dtx__bindex_key_tuples (bkeyvals.c).
+ * *keys may be replaced by a new array (the old one released).  0 or
+ * DTX_ENOMEM (*keys unchanged). */
+int dtx__index_keys_dedupe(json_t **keys);
+
 /* ---- stored-document rules (rules.c, schema.c) ------------------------------ */
 
 /* 0 when v (a document, or any value) nests no deeper than DTX_MAX_DEPTH

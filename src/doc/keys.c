@@ -308,6 +308,12 @@ static int walk_keys(kctx_t *c, const json_t *base, const kpath_t *ps, size_t n,
   return 0;
 }
 
+/* The deduplication of index key tuples (doc.h): a tuple goes when an earlier kept one compares
+ * equal under dtx__value_cmp (a total order, so "equal to an earlier one"
+ * is the same set whichever way it is found).  Few tuples (most
+ * documents): pairwise, nothing allocated; many: sorted, as keys.c. */
+#define DEDUPE_SMALL 16
+
 typedef struct keyref {
   json_t *t;
   size_t i;
@@ -321,39 +327,55 @@ static int keyref_cmp(const void *pa, const void *pb) {
   return a->i < b->i ? -1 : a->i > b->i;
 }
 
-/* Removes duplicate tuples, keeping each first occurrence in place. */
-static int dedupe(json_t **keys) {
-  size_t n = json_array_size(*keys), i;
-  keyref_t *r;
-  char *keep;
-  json_t *res;
+int dtx__index_keys_dedupe(json_t **keys) {
+  size_t n = json_array_size(*keys);
+  char keep_small[DEDUPE_SMALL], *keep = keep_small;
+  keyref_t *r = NULL;
+  size_t drop = 0;
   if (n < 2)
     return 0;
-  r = malloc(n * sizeof *r);
-  keep = calloc(n, 1);
-  res = json_array();
-  if (!r || !keep || !res)
-    goto nomem;
-  for (i = 0; i < n; i++) {
-    r[i].t = json_array_get(*keys, i);
-    r[i].i = i;
+  if (n <= DEDUPE_SMALL) {
+    for (size_t i = 0; i < n; i++) {
+      json_t *ti = json_array_get(*keys, i);
+      keep[i] = 1;
+      for (size_t j = 0; j < i && keep[i]; j++)
+        keep[i] = !keep[j] || dtx__value_cmp(json_array_get(*keys, j), ti);
+      drop += !keep[i];
+    }
+  } else {
+    r = malloc(n * sizeof *r);
+    keep = malloc(n);
+    if (!r || !keep) {
+      free(r);
+      free(keep);
+      return dtx__err(DTX_ENOMEM, "out of memory extracting index keys");
+    }
+    for (size_t i = 0; i < n; i++)
+      r[i] = (keyref_t){json_array_get(*keys, i), i};
+    qsort(r, n, sizeof *r, keyref_cmp);
+    for (size_t i = 0; i < n; i++) {
+      keep[r[i].i] = i == 0 || dtx__value_cmp(r[i - 1].t, r[i].t) != 0;
+      drop += !keep[r[i].i];
+    }
   }
-  qsort(r, n, sizeof *r, keyref_cmp);
-  for (i = 0; i < n; i++)
-    keep[r[i].i] = i == 0 || dtx__value_cmp(r[i - 1].t, r[i].t) != 0;
-  for (i = 0; i < n; i++)
-    if (keep[i] && json_array_append(res, json_array_get(*keys, i)))
-      goto nomem;
+  int rc = 0;
+  json_t *res = drop ? json_array() : NULL;
+  if (drop && !res)
+    rc = dtx__err(DTX_ENOMEM, "out of memory extracting index keys");
+  for (size_t i = 0; res && i < n; i++)
+    if (keep[i] && json_array_append(res, json_array_get(*keys, i))) {
+      json_decref(res);
+      res = NULL;
+      rc = dtx__err(DTX_ENOMEM, "out of memory extracting index keys");
+    }
+  if (res) {
+    json_decref(*keys);
+    *keys = res;
+  }
+  if (keep != keep_small)
+    free(keep);
   free(r);
-  free(keep);
-  json_decref(*keys);
-  *keys = res;
-  return 0;
-nomem:
-  free(r);
-  free(keep);
-  json_decref(res);
-  return dtx__err(DTX_ENOMEM, "out of memory extracting index keys");
+  return rc;
 }
 
 int dtx__index_keys(const dtx__index_spec_t *s, const json_t *doc,
@@ -403,7 +425,7 @@ int dtx__index_keys(const dtx__index_spec_t *s, const json_t *doc,
     goto done;
   if (s->sparse && !c.found)
     json_array_clear(c.keys);
-  if ((rc = dedupe(&c.keys)))
+  if ((rc = dtx__index_keys_dedupe(&c.keys)))
     goto done;
   *out = c.keys;
   c.keys = NULL;

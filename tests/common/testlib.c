@@ -119,3 +119,21 @@ void dtx_t_drop_transfers(dtx_store_t *st) {
   dtx_store_drop_collection_ex(st, DTX_OPENINGS, &(dtx_drop_opts_t){1});
   dtx_store_drop_collection_ex(st, DTX_TRANSFERS, &(dtx_drop_opts_t){1});
 }
+
+char *dtx_t_slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  char *buf = NULL;
+  long len = -1;
+  if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 &&
+      fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)len + 1)) &&
+      fread(buf, 1, (size_t)len, f) == (size_t)len) {
+    buf[len] = '\0';
+  } else {
+    free(buf);
+    buf = NULL;
+  }
+  fclose(f);
+  return buf;
+}

@@ -90,6 +90,10 @@ char *JDUMP(const json_t *v);
 /* Compact JSON text of v in a static rotating buffer (for messages). */
 const char *JS(const json_t *v);
 
+/* The whole file at path, NUL-terminated, malloc'd (the caller frees);
+ * NULL when unreadable. */
+char *dtx_t_slurp(const char *path);
+
 /* A filter table row: filter and document (JQNEW quoting) and whether the
  * filter must match the document. */
 typedef struct dtx_t_fcase {

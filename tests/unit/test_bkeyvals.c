@@ -256,23 +256,6 @@ static void test_widths(void) {
 
 /* ---- the fixture corpus -------------------------------------------------------- */
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  char *buf = NULL;
-  long len = -1;
-  if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 &&
-      fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)len + 1)) &&
-      fread(buf, 1, (size_t)len, f) == (size_t)len) {
-    buf[len] = '\0';
-  } else {
-    free(buf);
-    buf = NULL;
-  }
-  fclose(f);
-  return buf;
-}
 
 /* Dotted paths of v under prefix (through objects, and through arrays of
  * objects, as index paths go), into paths (a JSON array of strings, no
@@ -373,7 +356,7 @@ static void one_collection(sqlite3 *db, const char *coll) {
 
 static void test_corpus(void) {
   memset(&n, 0, sizeof n);
-  char *sql = slurp(DTX_FIXTURE_DIR "/json-text/sqlite.sql");
+  char *sql = dtx_t_slurp(DTX_FIXTURE_DIR "/json-text/sqlite.sql");
   REQUIRE(sql);
   sqlite3 *db = NULL;
   char *err = NULL;

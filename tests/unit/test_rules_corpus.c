@@ -51,28 +51,9 @@ static struct {
   size_t colls, ruled, docs, pairs, judged, refused, checks, differ;
 } n;
 
-/* The whole of path, NUL-terminated, malloc'd; NULL when unreadable. */
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  char *buf = NULL;
-  long len = -1;
-  if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 &&
-      fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)len + 1)) &&
-      fread(buf, 1, (size_t)len, f) == (size_t)len) {
-    buf[len] = '\0';
-  } else {
-    free(buf);
-    buf = NULL;
-  }
-  fclose(f);
-  return buf;
-}
-
 /* The fixture's dump text executed into a new file. */
 static int load_fixture(void) {
-  char *sql = slurp(DTX_FIXTURE_DIR "/json-text/sqlite.sql");
+  char *sql = dtx_t_slurp(DTX_FIXTURE_DIR "/json-text/sqlite.sql");
   if (!sql) {
     fprintf(stderr, "cannot read %s\n",
             DTX_FIXTURE_DIR "/json-text/sqlite.sql");
