@@ -69,7 +69,13 @@
  *  L5 A state leaves pending at most once (post, void, a partial post
  *     and expire all demand state "pending" in their filter), and nothing
  *     else changes an entry's legs or state.  A partial post (hold.c)
- *     records what each leg posted as "amounts" (H1, H2 there).
+ *     records what each leg posted as "amounts" (H1, H2 there).  Every
+ *     insert of an entry stores "legs_sha", the SHA-256 of its legs as
+ *     posted (dtx__lg_legs_sha: _id and each leg's account, value, seqId,
+ *     min, max); the audit recomputes it (legs_changed), and demands it on
+ *     every entry of an account from its "legs_sha_from" (set at its
+ *     creation) or its first sealed entry on (legs_sha_missing), so an
+ *     edit of the legs that keeps their sum is seen, committed or not.
  *  L6 An entry is committed only when resolved and every earlier seqId of
  *     each of its accounts is committed (checking each leg's predecessor
  *     suffices, by induction); commit order is insertion order's
