@@ -17,6 +17,22 @@ new_store ledger
 j() { jq -rc "$1" <"$WORK/out"; }
 lines() { jq -rcs "$1" <"$WORK/out"; }
 entries() { d count ledger_entries; }
+# legs_sha ID LEG...: the digest an entry's insert stores (docs/ledger.md,
+# "The legs' digest"), each LEG account:value:seqId[:min|-[:max|-]], built
+# here from the documented encoding, not from the C code: an entry written
+# past the rules that stands for a live one carries it.
+be() { local v=$1 k=$2 s; for ((s = 8 * (k - 1); s >= 0; s -= 8)); do printf "\\x$(printf %02x $(((v >> s) & 255)))"; done; }
+leg_field() { if [ -z "$1" ] || [ "$1" = - ]; then printf '\x00'; be 0 8; else printf '\x01'; be "$1" 8; fi; }
+legs_sha() {
+  local id=$1 leg acc v s mn mx
+  shift
+  { printf 'doctx ledger legs 1\x00'; be ${#id} 4; printf %s "$id"; be $# 4
+    for leg; do
+      IFS=: read -r acc v s mn mx <<<"$leg"
+      be ${#acc} 4; printf %s "$acc"
+      leg_field "$v"; leg_field "$s"; leg_field "$mn"; leg_field "$mx"
+    done; } | sha256sum | cut -d' ' -f1
+}
 
 # Accounts: min_balance 0 by default, a number, or none.
 expect 0 "account create" -- d ledger account create A
@@ -605,7 +621,7 @@ expect 2 "an imported pending entry" -- d ledger post TA:-1 TB:1 --imported --at
 # rules: another process's clock a day ahead) is timed no earlier (T1).
 ahead=$(($(date +%s%3N) + 86400000))
 expect 0 "an entry a day ahead" -- d insert ledger_entries \
-  "{\"_id\":\"tf\",\"changes\":[{\"account\":\"TA\",\"value\":-1,\"seqId\":3},{\"account\":\"TC\",\"value\":1,\"seqId\":1}],\"state\":\"posted\",\"proc\":\"uncommitted\",\"created\":$ahead,\"updated\":$ahead,\"at\":$ahead}" --bypass-validation
+  "{\"_id\":\"tf\",\"changes\":[{\"account\":\"TA\",\"value\":-1,\"seqId\":3},{\"account\":\"TC\",\"value\":1,\"seqId\":1}],\"state\":\"posted\",\"proc\":\"uncommitted\",\"created\":$ahead,\"updated\":$ahead,\"at\":$ahead,\"legs_sha\":\"$(legs_sha tf TA:-1:3 TC:1:1)\"}" --bypass-validation
 expect 0 "a live post after it" -- d ledger post TC:-2 TB:2 --id tl1
 [ "$(d count ledger_entries "{\"_id\":\"tl1\",\"at\":$ahead}")" = 1 ] && ok || bad "live time after a clock ahead: $(out)"
 expect 3 "an import before a live entry" -- d ledger post TA:-1 TB:1 --imported --at 2021-01-01T00:00:00Z
@@ -693,11 +709,78 @@ d ledger account create KT1 --min-balance none >/dev/null && d ledger account cr
   bad "close time: accounts"
 ahead=$(($(date +%s%3N) + 86400000))
 expect 0 "close time: an entry a day ahead" -- d insert ledger_entries \
-  "{\"_id\":\"kta\",\"changes\":[{\"account\":\"KT1\",\"value\":-1,\"seqId\":1},{\"account\":\"KT2\",\"value\":1,\"seqId\":1}],\"state\":\"posted\",\"proc\":\"uncommitted\",\"created\":$ahead,\"updated\":$ahead,\"at\":$ahead}" --bypass-validation
+  "{\"_id\":\"kta\",\"changes\":[{\"account\":\"KT1\",\"value\":-1,\"seqId\":1},{\"account\":\"KT2\",\"value\":1,\"seqId\":1}],\"state\":\"posted\",\"proc\":\"uncommitted\",\"created\":$ahead,\"updated\":$ahead,\"at\":$ahead,\"legs_sha\":\"$(legs_sha kta KT1:-1:1 KT2:1:1)\"}" --bypass-validation
 expect 0 "close time: a post back to 0" -- d ledger post KT2:-1 KT1:1 --id ktb
 expect 0 "close time: the worker commits both" -- d worker --once
 expect 0 "close time: close" -- d ledger account close KT1
 [ "$(d count ledger_entries "{\"state\":\"closed\",\"at\":{\"\$gte\":$ahead}}")" = 1 ] && ok ||
   bad "close time: the close is timed before the entry a day ahead: $(out)"
 expect 0 "close time: audit" -- d audit --settled
+# The legs' digest (docs/ledger.md, "The legs' digest"; L5): every insert
+# path seals an entry's legs and the audit stays clean over posts, a batch,
+# holds posted, partly posted and voided, a reversal, an import and a
+# close; an edit of the legs past the rules -- even one keeping their sum
+# at zero -- or of the digest, or the digest deleted, is a finding naming
+# the entry, and one bad entry leaves every other judged.
+new_store ledger_legs
+d ledger account create SRC --min-balance none >/dev/null && d ledger account create C >/dev/null &&
+  d ledger account create MX --max-balance 1000 >/dev/null && d ledger account create I1 --min-balance none >/dev/null &&
+  d ledger account create I2 >/dev/null && d ledger account create K >/dev/null || bad "legs: accounts"
+expect 0 "legs: a post" -- d ledger post SRC:-43 C:43 --id e1
+[ "$(j .legs_sha)" = "$(legs_sha e1 SRC:-43:1 C:43:1)" ] && ok || bad "legs: the digest is not the documented encoding's: $(out)"
+expect 0 "legs: a debit under a floor, a credit under a ceiling" -- d ledger post C:-3 MX:3 --id e2
+[ "$(j .legs_sha)" = "$(legs_sha e2 C:-3:2:0 MX:3:1:-:1000)" ] && ok || bad "legs: min/max not in the digest: $(out)"
+printf '%s\n' '{"id":"b1","legs":[{"account":"SRC","value":-5},{"account":"C","value":5}]}' \
+  '{"id":"b2","legs":[{"account":"SRC","value":-6},{"account":"MX","value":6}]}' >"$WORK/many"
+expect 0 "legs: post-many" -- d ledger post-many --file "$WORK/many"
+d ledger post SRC:-10 C:10 --pending --id h1 >/dev/null && d ledger post SRC:-10 C:10 --pending --id h2 >/dev/null &&
+  d ledger post SRC:-10 C:10 --pending --id h3 >/dev/null || bad "legs: holds"
+expect 0 "legs: post a hold" -- d ledger post-pending h1
+expect 0 "legs: post a hold partly" -- d ledger post-pending h2 --amounts SRC:-4,C:4
+expect 0 "legs: void a hold" -- d ledger void h3
+expect 0 "legs: reverse" -- d ledger reverse e1 --id r1
+expect 0 "legs: an import" -- d ledger post I1:-7 I2:7 --id i1 --imported --at 2020-01-01T00:00:00Z
+expect 0 "legs: a close" -- d ledger account close K
+[ "$(d count ledger_entries '{"legs_sha":{"$exists":false}}')" = 0 ] && ok || bad "legs: an entry without its digest"
+expect 0 "legs: the worker" -- d worker --once
+expect 0 "legs: settled audit clean over every insert path" -- d audit --settled
+expect 3 "legs: a plain write of the digest" -- d update ledger_entries '{"_id":"e2"}' '{"$unset":{"legs_sha":""}}'
+expect 3 "legs: a plain write of legs_sha_from" -- d update ledger_accounts '{"_id":"C"}' '{"$set":{"legs_sha_from":9}}'
+# Each row: an edit past the rules of e2, the finding it must raise (among
+# others the edit may cause: L3, L7), restore.
+ORIG_E2=$(d find ledger_entries '{"_id":"e2"}')
+legs_row() { # NAME FINDING UPDATE
+  expect 0 "legs: $1 past the rules" -- d update ledger_entries '{"_id":"e2"}' "$3" --bypass-validation
+  expect 5 "legs: $1: audit" -- d audit
+  grep -q "FINDING ledger $2: entry e2" "$WORK/out" && ok || bad "legs: $1: no $2 naming e2: $(grep FINDING "$WORK/out")"
+  d update ledger_entries '{"_id":"e2"}' "$ORIG_E2" --bypass-validation >/dev/null || bad "legs: $1: restore"
+}
+legs_row "signs flipped" legs_changed '{"$set":{"changes.0.value":3,"changes.1.value":-3}}'
+legs_row "values changed, the sum kept" legs_changed '{"$set":{"changes.0.value":-1000,"changes.1.value":1000}}'
+legs_row "a seqId changed" legs_changed '{"$set":{"changes.1.seqId":7}}'
+legs_row "a min changed" legs_changed '{"$set":{"changes.0.min":-100000}}'
+legs_row "a min removed" legs_changed '{"$unset":{"changes.0.min":""}}'
+legs_row "a max changed" legs_changed '{"$set":{"changes.1.max":100000}}'
+legs_row "an account renamed" legs_changed '{"$set":{"changes.0.account":"I2"}}'
+legs_row "the digest edited" legs_changed "{\"\$set\":{\"legs_sha\":\"$(legs_sha e2 C:-3:2:0 MX:3:1)\"}}"
+legs_row "the digest deleted" legs_sha_missing '{"$unset":{"legs_sha":""}}'
+expect 0 "legs: clean after the restores" -- d audit --settled
+# The hostile user's case: an edited credit carries no min, the sum stays
+# zero, and once committed the cache agrees -- still a finding, and one
+# bad entry leaves the others judged (a cache set wrong is found too).
+d ledger post SRC:-43 C:43 --id e9 >/dev/null || bad "legs: e9"
+expect 0 "legs: e9 edited" -- d update --bypass-validation ledger_entries '{"_id":"e9"}' '{"$set":{"changes.0.value":100000,"changes.1.value":-100000}}'
+expect 0 "legs: the worker commits the edit" -- d worker --once
+d update ledger_accounts '{"_id":"MX"}' '{"$inc":{"cache.balance":1}}' --bypass-validation >/dev/null
+expect 5 "legs: settled audit" -- d audit --settled
+grep -q "FINDING ledger legs_changed: entry e9" "$WORK/out" && ok || bad "legs: e9 unseen: $(grep FINDING "$WORK/out")"
+grep -q "FINDING ledger cache_mismatch: account MX" "$WORK/out" && ok || bad "legs: the other finding lost: $(grep FINDING "$WORK/out")"
+# The account's marker deleted with the digest: the first sealed entry of
+# the account still marks where digests start (a later one's is missing).
+d update ledger_accounts '{"_id":"MX"}' '{"$inc":{"cache.balance":-1}}' --bypass-validation >/dev/null
+expect 0 "legs: C's legs_sha_from deleted" -- d update ledger_accounts '{"_id":"C"}' '{"$unset":{"legs_sha_from":""}}' --bypass-validation
+expect 0 "legs: b1's digest deleted" -- d update ledger_entries '{"_id":"b1"}' '{"$unset":{"legs_sha":""}}' --bypass-validation
+expect 5 "legs: audit without the marker" -- d audit
+grep -q "FINDING ledger legs_sha_missing: entry b1 has no legs_sha, yet account C's entries carry one from seqId 1" "$WORK/out" && ok ||
+  bad "legs: b1 unseen without the marker: $(grep FINDING "$WORK/out")"
 finish

@@ -139,6 +139,10 @@ json_t *dtx_t_lgb_norm(const json_t *e, int has_id) {
   json_object_del(c, "created");
   json_object_del(c, "updated");
   json_object_del(c, "at"); /* the entry time (src/txn/ledger/time.c) */
+  /* the legs' digest covers _id and the prefixed accounts: sealed is what
+   * compares (docs/ledger.md, "The legs' digest") */
+  if (json_object_get(c, "legs_sha"))
+    json_object_set_new(c, "legs_sha", json_true());
   if (json_object_get(c, "expires_at"))
     json_object_set_new(c, "expires_at", json_true());
   const char *id = json_string_value(json_object_get(c, "_id"));

@@ -452,8 +452,8 @@ declare -A PLAIN_FIELDS=(
   [accounts]="balance min_balance opening_balance ceiling pending voids unregistered pending.0.amount pending.0.tx voids.0.tx"
   [transfers]="from to amount state reason created owner lease_until epoch updated"
   [openings]="opening_balance at"
-  [ledger_entries]="changes changes.0.value changes.0.seqId changes.1.account changes.1.max state proc created updated expires_at resolved_at committed_at reverses meta meta.k ref amounts post_id at"
-  [ledger_accounts]="min_balance max_balance cache cache.balance cache.seqId created updated asset"
+  [ledger_entries]="changes changes.0.value changes.0.seqId changes.1.account changes.1.max state proc created updated expires_at resolved_at committed_at reverses meta meta.k ref amounts post_id at legs_sha"
+  [ledger_accounts]="min_balance max_balance cache cache.balance cache.seqId created updated asset legs_sha_from"
   [items]="_batches _batches.B1"
 )
 # COLL: its target documents, then the documents "another live value" is

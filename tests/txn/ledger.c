@@ -67,6 +67,7 @@
 #include "ledgerlib.h"
 #include "store/store.h" /* dtx__docs_examined */
 #include "testlib.h"
+#include "txn/ledger/ledger.h" /* dtx__lg_seal */
 #include "util/err.h"
 
 static const char *uri;
@@ -805,6 +806,8 @@ static void test_times(void) {
            (long long)ahead, (long long)ahead, (long long)ahead);
   json_t *fast = json_loads(buf, 0, NULL);
   REQUIRE(fast);
+  /* it stands for a live entry of another process: sealed as one (L5) */
+  CHECK_RC(dtx__lg_seal(fast), 0);
   CHECK_RC(dtx_store_insert_ex(st, DTX_LEDGER_ENTRIES, fast,
                                &(dtx_insert_opts_t){.bypass_validation = 1},
                                NULL),

@@ -142,6 +142,19 @@ static int check_entry(audit_t *a, const char *id, const json_t *e) {
     if (!stable)
       ac->unstable = 1;
   }
+  /* L5: the legs are the ones the entry was posted with.  A digest edited
+   * or not a string is a mismatch like any edit of the legs; an entry
+   * without one is judged per account (check_account). */
+  json_t *sha = json_object_get(e, "legs_sha");
+  if (sha) {
+    char hex[65];
+    int r = dtx__lg_legs_sha(e, hex);
+    if (r == DTX_ENOMEM)
+      return r;
+    if (r || !json_is_string(sha) || strcmp(hex, json_string_value(sha)))
+      finding(a, "legs_changed", "entry %s: its legs are not the ones it "
+              "was posted with (legs_sha)", id);
+  }
   char wide[48];
   if (sum != 0)
     finding(a, "unbalanced_entry", "entry %s: its legs sum to %s, not 0", id,
@@ -269,6 +282,25 @@ static void check_account(audit_t *a, acct_t *ac, int settled) {
     finding(a, "cache_mismatch", "account %s cache balance %lld at seqId %lld, "
             "but its legs up to there sum to %lld", ac->id, (long long)cbal,
             (long long)c, (long long)upto);
+  /* L5: from the account's legs_sha_from (set at its creation), or from
+   * its first sealed entry (an account older than the digest), every
+   * entry carries its digest: one deleted past the rules shows.  Exact at
+   * any time: an entry's digest is written by its insert, never after. */
+  json_t *from = json_object_get(doc, LG_SHA_FROM);
+  if (from && (!json_is_integer(from) || json_integer_value(from) < 1))
+    finding(a, "bad_account", "account %s has a %s that is no integer >= 1",
+            ac->id, LG_SHA_FROM);
+  int64_t sealed = json_is_integer(from) ? json_integer_value(from)
+                                         : INT64_MAX;
+  for (size_t i = 0; i < ac->n; i++) {
+    const json_t *e = ac->legs[i].entry;
+    if (json_object_get(e, "legs_sha") && ac->legs[i].seq < sealed)
+      sealed = ac->legs[i].seq;
+    else if (!json_object_get(e, "legs_sha") && ac->legs[i].seq >= sealed)
+      finding(a, "legs_sha_missing", "entry %s has no legs_sha, yet account "
+              "%s's entries carry one from seqId %lld on", dtx__str(e, "_id"),
+              ac->id, (long long)sealed);
+  }
   if (ac->unstable) { /* the rest is judged by a later audit */
     a->unsettled++;
     return;

@@ -110,8 +110,9 @@ static int close_account(dtx__exec_t *ex, const char *id, json_t **out) {
                       "proc", LG_CLOSED, "created", (json_int_t)now,
                       "updated", (json_int_t)now, "at", (json_int_t)at);
       const char *asset = dtx__str(pos.acct, "asset");
-      if (doc && asset &&
-          json_object_set_new(doc, "asset", json_string(asset))) {
+      if (doc && ((asset &&
+                   json_object_set_new(doc, "asset", json_string(asset))) ||
+                  dtx__lg_seal(doc))) { /* its one leg sealed too (L5) */
         json_decref(doc);
         doc = NULL;
       }

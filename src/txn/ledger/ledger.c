@@ -69,7 +69,13 @@
  *  L5 A state leaves pending at most once (post, void, a partial post
  *     and expire all demand state "pending" in their filter), and nothing
  *     else changes an entry's legs or state.  A partial post (hold.c)
- *     records what each leg posted as "amounts" (H1, H2 there).
+ *     records what each leg posted as "amounts" (H1, H2 there).  Every
+ *     insert of an entry stores "legs_sha", the SHA-256 of its legs as
+ *     posted (dtx__lg_legs_sha: _id and each leg's account, value, seqId,
+ *     min, max); the audit recomputes it (legs_changed), and demands it on
+ *     every entry of an account from its "legs_sha_from" (set at its
+ *     creation) or its first sealed entry on (legs_sha_missing), so an
+ *     edit of the legs that keeps their sum is seen, committed or not.
  *  L6 An entry is committed only when resolved and every earlier seqId of
  *     each of its accounts is committed (checking each leg's predecessor
  *     suffices, by induction); commit order is insertion order's
@@ -90,12 +96,14 @@
  *     it, and its balance there is 0 with no pending entry before it
  *     (close.c checks both and takes the seqId in one insert).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "doc/doc.h"
 #include "txn/ledger/ledger.h"
 #include "util/assert.h"
 #include "util/err.h"
+#include "util/sha256.h"
 
 const dtx__kind_t dtx__lg_state_kind = {DTX_LEDGER_ENTRIES, "state", NULL};
 const dtx__kind_t dtx__lg_proc_kind = {DTX_LEDGER_ENTRIES, "proc", NULL};
@@ -108,6 +116,82 @@ const json_t *dtx__lg_leg(const json_t *e, const char *account) {
       return l;
   }
   return NULL;
+}
+
+/* ---- the legs' digest (L5) ------------------------------------------------------ */
+
+static size_t put_u32(unsigned char *p, size_t n) {
+  for (int i = 0; i < 4; i++)
+    p[i] = (unsigned char)(n >> (24 - 8 * i));
+  return 4;
+}
+
+/* An int64 field of leg l as 9 bytes: 1 and its big-endian bytes, or 0
+ * and zeros when absent; -1 when present but no integer. */
+static int put_field(unsigned char *p, const json_t *l, const char *key) {
+  json_t *v = json_object_get(l, key);
+  if (v && !json_is_integer(v))
+    return -1;
+  uint64_t x = v ? (uint64_t)json_integer_value(v) : 0;
+  p[0] = v != NULL;
+  for (int i = 0; i < 8; i++)
+    p[1 + i] = (unsigned char)(x >> (56 - 8 * i));
+  return 9;
+}
+
+/* The encoding is a tag, then the _id and each leg's account as a 4-byte
+ * length and its bytes, the leg count, and each leg's value, seqId, min
+ * and max as put_field puts them: every field has a fixed place or a
+ * stated length, so two different entries never encode alike. */
+int dtx__lg_legs_sha(const json_t *e, char out[65]) {
+  static const char tag[] = "doctx ledger legs 1";
+  json_t *changes = json_object_get(e, "changes"), *l;
+  json_t *id = json_object_get(e, "_id");
+  size_t i, n = sizeof tag + 8 + json_string_length(id);
+  if (!json_is_string(id) || !json_is_array(changes))
+    return -1;
+  json_array_foreach(changes, i, l) {
+    if (!json_is_string(json_object_get(l, "account")))
+      return -1;
+    n += 4 + json_string_length(json_object_get(l, "account")) + 4 * 9;
+  }
+  unsigned char *b = malloc(n), *p = b;
+  if (!b)
+    return DTX_ENOMEM;
+  memcpy(p, tag, sizeof tag);
+  p += sizeof tag;
+  p += put_u32(p, json_string_length(id));
+  memcpy(p, json_string_value(id), json_string_length(id));
+  p += json_string_length(id);
+  p += put_u32(p, json_array_size(changes));
+  int bad = 0;
+  json_array_foreach(changes, i, l) {
+    json_t *acc = json_object_get(l, "account");
+    p += put_u32(p, json_string_length(acc));
+    memcpy(p, json_string_value(acc), json_string_length(acc));
+    p += json_string_length(acc);
+    static const char *const keys[] = {"value", "seqId", "min", "max"};
+    for (int k = 0; k < 4 && !bad; k++) {
+      int w = put_field(p, l, keys[k]);
+      bad = w < 0 || (k < 2 && !p[0]); /* value and seqId are required */
+      p += w < 0 ? 0 : w;
+    }
+  }
+  DTX_ASSERT(bad || (size_t)(p - b) == n, "L5");
+  if (!bad)
+    dtx__sha256_hex(b, n, out);
+  free(b);
+  return bad ? -1 : 0;
+}
+
+int dtx__lg_seal(json_t *doc) {
+  char hex[65];
+  int rc = dtx__lg_legs_sha(doc, hex);
+  DTX_ASSERT(rc != -1, "L1"); /* the insert paths build well-formed legs */
+  if (rc)
+    return rc;
+  return json_object_set_new(doc, "legs_sha", json_string(hex)) ? DTX_ENOMEM
+                                                                 : 0;
 }
 
 /* ---- set-up: indexes and rules ------------------------------------------------ */
@@ -172,6 +256,8 @@ static const char entry_validator[] =
     "\"at\":{\"bsonType\":\"long\",\"minimum\":0,"
     "\"maximum\":253402300799999},"
     "\"imported\":{\"enum\":[true]},"
+    /* the digest of its legs as posted (L5) */
+    "\"legs_sha\":{\"bsonType\":\"string\",\"pattern\":\"^[0-9a-f]{64}$\"},"
     /* the asset its accounts are in (asset.c) */
     "\"asset\":{\"bsonType\":\"string\","
     "\"pattern\":\"^[A-Z0-9_]{1,16}/([0-9]|1[0-8])$\"}},"
@@ -203,6 +289,7 @@ static const char account_validator[] =
     "\"balance\":{\"bsonType\":\"long\"},"
     "\"seqId\":{\"bsonType\":\"long\",\"minimum\":0}}},"
     "\"created\":{\"bsonType\":\"long\"},"
+    "\"" LG_SHA_FROM "\":{\"bsonType\":\"long\",\"minimum\":1},"
     "\"updated\":{\"bsonType\":\"long\"}}}}";
 
 /* Matches no document: entries and accounts are never deleted. */
@@ -235,7 +322,7 @@ static const char never[] = "{\"_id\":{\"$exists\":false}}";
   "\",\"committed_at\":{\"$exists\":true}}}"
 static const char entry_moves[] =
     "[{\"immutable\":[\"changes\",\"created\",\"expires_at\",\"reverses\","
-    "\"meta\",\"ref\",\"at\",\"imported\",\"asset\"],"
+    "\"meta\",\"ref\",\"at\",\"imported\",\"asset\",\"legs_sha\"],"
     "\"insert\":{\"$or\":[{\"proc\":\"" LG_UNCOMMITTED "\",\"state\":{\"$in\":"
     "[\"" LG_POSTED "\",\"" LG_PENDING "\"]}},{\"proc\":\"" LG_CLOSED "\","
     "\"state\":\"" LG_CLOSED "\"}]},"
@@ -245,16 +332,17 @@ static const char entry_moves[] =
     "{\"scope\":\"plain\",\"steps\":[\"ledger\"],\"insert\":false,"
     "\"immutable\":[\"changes\",\"state\",\"proc\",\"created\",\"updated\","
     "\"expires_at\",\"resolved_at\",\"committed_at\",\"reverses\",\"meta\","
-    "\"ref\",\"amounts\",\"post_id\",\"at\",\"imported\"],"
+    "\"ref\",\"amounts\",\"post_id\",\"at\",\"imported\",\"legs_sha\"],"
     WHY_PLAIN("ledger entries") "}]";
 #undef RESOLVE
 #undef COMMIT
 static const char account_moves[] =
-    "[{\"immutable\":[\"created\",\"asset\"],\"increasing\":[\"cache.seqId\"],"
+    "[{\"immutable\":[\"created\",\"asset\",\"" LG_SHA_FROM "\"],"
+    "\"increasing\":[\"cache.seqId\"],"
     "\"insert\":{\"cache.seqId\":0,\"cache.balance\":0}},"
     "{\"scope\":\"plain\",\"steps\":[\"ledger\"],\"insert\":false,"
     "\"immutable\":[\"min_balance\",\"max_balance\",\"cache\",\"created\","
-    "\"updated\",\"asset\"],"
+    "\"updated\",\"asset\",\"" LG_SHA_FROM "\"],"
     WHY_PLAIN("ledger accounts") "}]";
 #undef WHY_PLAIN
 
@@ -324,10 +412,12 @@ static int account_create(dtx__exec_t *ex, const char *id,
       (rc = dtx__lg_check_asset(asset)) || (rc = dtx__lg_setup(ex->st)))
     return rc;
   int64_t now = dtx__now_ms();
-  json_t *doc = json_pack("{s:s,s:o,s:{s:i,s:i},s:I,s:I}", "_id", id,
+  /* Every entry of an account this build creates carries its digest
+   * from seqId 1 on (L5). */
+  json_t *doc = json_pack("{s:s,s:o,s:{s:i,s:i},s:I,s:I,s:I}", "_id", id,
                           "min_balance", limit_json(limit), "cache", "balance",
                           0, "seqId", 0, "created", (json_int_t)now, "updated",
-                          (json_int_t)now);
+                          (json_int_t)now, LG_SHA_FROM, (json_int_t)1);
   if (!doc)
     return DTX_ENOMEM;
   if (limit && limit->has_max_balance) /* absent: no upper limit */

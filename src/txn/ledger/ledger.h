@@ -47,6 +47,21 @@ int dtx__lg_setup(dtx_store_t *st);
 /* The leg of entry e for account (borrowed from e), or NULL. */
 const json_t *dtx__lg_leg(const json_t *e, const char *account);
 
+/* The digest of entry e's legs as posted (L5, docs/ledger.md "The legs'
+ * digest"): SHA-256 over its _id and each leg's account, value, seqId,
+ * min and max, as 64 hex digits in out.  -1 when e's legs are malformed
+ * (no string _id or account, a value or seqId missing or no integer),
+ * DTX_ENOMEM. */
+int dtx__lg_legs_sha(const json_t *e, char out[65]);
+
+/* Stores the digest in doc as "legs_sha": every insert of an entry calls
+ * it once doc's legs are final.  0 or DTX_ENOMEM. */
+int dtx__lg_seal(json_t *doc);
+
+/* An account's first seqId from which every entry carries "legs_sha"
+ * (set at its creation), so a digest deleted past the rules shows. */
+#define LG_SHA_FROM "legs_sha_from"
+
 /* ---- an account's position (position.c) ------------------------------------ */
 
 /* Where an account stands, derived from its cache and the entries after

@@ -286,7 +286,10 @@ int dtx__lg_build(dtx__exec_t *ex, const dtx_ledger_post_req_t *req,
     json_decref(*doc);
     *doc = NULL;
   }
-  if (*doc && (rc = dtx__lg_stamp(req, head_at, head_acct, *doc))) {
+  /* The legs are final here (seqIds, min, max): every insert of a post,
+   * a batch member, a reversal or an import seals them (L5). */
+  if (*doc && ((rc = dtx__lg_stamp(req, head_at, head_acct, *doc)) ||
+               (rc = dtx__lg_seal(*doc)))) {
     json_decref(*doc);
     *doc = NULL;
     return rc;
