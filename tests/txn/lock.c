@@ -483,15 +483,16 @@ static void test_hold(void) {
                                note_lost, &n, &h),
            DTX_ENOMATCH);
   CHECK(h == NULL);
-  /* The wait (400 ms) outlasts the hold's own ttl (240): the lease is
+  /* The wait (1,500 ms) outlasts the hold's own ttl (1,000): the lease is
    * counted from a renew made at once, not from the call's start (which
-   * would be a lapse at once). */
-  CHECK_RC(dtx_lock_renew(st, "H", t3, &(dtx_lock_opts_t){.ttl_ms = 400},
+   * would be a lapse at once).  A ttl of 240 ms once lapsed before its
+   * first renewal on a loaded CI machine. */
+  CHECK_RC(dtx_lock_renew(st, "H", t3, &(dtx_lock_opts_t){.ttl_ms = 1500},
                           NULL),
            0);
   CHECK_RC(dtx_lock_hold_start(st, "H",
-                               &(dtx_lock_opts_t){.ttl_ms = 240,
-                                                  .wait_ms = 3000},
+                               &(dtx_lock_opts_t){.ttl_ms = 1000,
+                                                  .wait_ms = 5000},
                                note_lost, &n, &h),
            0);
   REQUIRE(h);
