@@ -496,7 +496,7 @@ static void rnd_value(bson_t *b, const char *key, int depth) {
     unsigned m = rnd(4);
     bson_append_array_begin(b, key, -1, &child);
     for (unsigned e = 0; e < m; e++) {
-      char ek[4];
+      char ek[12]; /* an index as text: any unsigned fits */
       snprintf(ek, sizeof ek, "%u", e);
       rnd_value(&child, ek, depth - 1);
     }
