@@ -308,11 +308,15 @@ static int walk_keys(kctx_t *c, const json_t *base, const kpath_t *ps, size_t n,
   return 0;
 }
 
-/* The deduplication of index key tuples (doc.h): a tuple goes when an earlier kept one compares
- * equal under dtx__value_cmp (a total order, so "equal to an earlier one"
- * is the same set whichever way it is found).  Few tuples (most
- * documents): pairwise, nothing allocated; many: sorted, as keys.c. */
+/* dtx__index_keys_dedupe (doc.h): a tuple goes when an earlier kept one
+ * compares equal under dtx__value_cmp (a total order, so "equal to an
+ * earlier one" is the same set whichever way it is found).  Few tuples
+ * (most documents): pairwise, nothing allocated; many: sorted. */
 #define DEDUPE_SMALL 16
+
+static int dedupe_nomem(void) {
+  return dtx__err(DTX_ENOMEM, "out of memory extracting index keys");
+}
 
 typedef struct keyref {
   json_t *t;
@@ -348,7 +352,7 @@ int dtx__index_keys_dedupe(json_t **keys) {
     if (!r || !keep) {
       free(r);
       free(keep);
-      return dtx__err(DTX_ENOMEM, "out of memory extracting index keys");
+      return dedupe_nomem();
     }
     for (size_t i = 0; i < n; i++)
       r[i] = (keyref_t){json_array_get(*keys, i), i};
@@ -361,12 +365,12 @@ int dtx__index_keys_dedupe(json_t **keys) {
   int rc = 0;
   json_t *res = drop ? json_array() : NULL;
   if (drop && !res)
-    rc = dtx__err(DTX_ENOMEM, "out of memory extracting index keys");
+    rc = dedupe_nomem();
   for (size_t i = 0; res && i < n; i++)
     if (keep[i] && json_array_append(res, json_array_get(*keys, i))) {
       json_decref(res);
       res = NULL;
-      rc = dtx__err(DTX_ENOMEM, "out of memory extracting index keys");
+      rc = dedupe_nomem();
     }
   if (res) {
     json_decref(*keys);

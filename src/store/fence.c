@@ -248,6 +248,7 @@ int dtx__modify_apply(const dtx__modify_t *m, const json_t *before,
     return 0; /* a delete: the test is all */
   if ((rc = dtx__update_apply(m->update, before, 0, now, after, changed)) < 0)
     return rc;
+  int record = m->fence_name && recorded != m->fence_token;
   /* A replacement keeps the record, as it keeps _id: otherwise any
    * replacement would open the document to every stale token again. */
   const json_t *bf = json_object_get(before, FENCE_FIELD);
@@ -255,7 +256,7 @@ int dtx__modify_apply(const dtx__modify_t *m, const json_t *before,
     if (json_object_set_new(*after, FENCE_FIELD, json_deep_copy(bf)) < 0)
       goto nomem;
     *changed = !same_but_fence(before, *after);
-    if (!*changed && !(m->fence_name && recorded != m->fence_token)) {
+    if (!*changed && !record) {
       /* No write: the document is what is stored, _fence where it
        * stands, not where the replacement put it back. */
       json_decref(*after);
@@ -263,7 +264,7 @@ int dtx__modify_apply(const dtx__modify_t *m, const json_t *before,
         return dtx__err(DTX_ENOMEM, "applying an update");
     }
   }
-  if (m->fence_name && recorded != m->fence_token) {
+  if (record) {
     if ((rc = fence_record(m, *after)) < 0) {
       json_decref(*after);
       *after = NULL;

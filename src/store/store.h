@@ -53,26 +53,7 @@ typedef struct dtx__modify {
   int64_t fence_token;          /* its token (>= 1) */
   int64_t not_before;           /* a time-bounded write (window.c): */
   int64_t not_after;            /* wall-clock ms, 0 for no bound */
-  const json_t *array_filters;  /* the update's arrayFilters, or NULL */
 } dtx__modify_t;
-
-/* A modify request's BSON forms (docs/engine.md, stage 2b step 1), for a
- * backend that writes one document on its stored bytes: m's filter and
- * update bridged (dtx__bson_from_json) and compiled by the BSON engine,
- * the update bound to the filter (the positional $, the upsert's filter
- * error).  Everything is owned here: dtx__bforms_free releases it.
- * dtx__bforms_compile returns 0 with *f filled (update NULL for a
- * delete), 1 when the BSON engine does not take what the json_t engine
- * compiled (*f empty: the backend runs its json_t path, same semantics),
- * or DTX_ENOMEM. */
-typedef struct dtx__bforms {
-  bson_t *filter_bytes;     /* the filter as BSON (an upsert's seed) */
-  dtx__bfilter_t *filter;
-  dtx__bupdate_t *update;   /* NULL for a delete */
-} dtx__bforms_t;
-
-int dtx__bforms_compile(const dtx__modify_t *m, dtx__bforms_t *f);
-void dtx__bforms_free(dtx__bforms_t *f);
 
 /* The outcome of one modify_one call. */
 typedef struct dtx__modify_result {

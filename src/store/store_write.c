@@ -131,7 +131,6 @@ int dtx__st_modify_prepare(dtx_store_t *st, const char *coll,
   m->filter = c->f;
   m->update_spec = is_delete ? NULL : update;
   m->update = c->u;
-  m->array_filters = is_delete ? NULL : array_filters;
   m->bypass = bypass;
   return 0;
 }

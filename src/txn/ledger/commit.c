@@ -265,8 +265,10 @@ static int ready(dtx__exec_t *ex, const json_t *e, const json_t *unc,
 
 /* Marks every leg of the uncommitted entries in docs (others are passed
  * over) uncommitted in unc ("account\n seqId" -> true), and appends its
- * account to ids (may be NULL). */
-static void mark_uncommitted(json_t *unc, const json_t *docs, json_t *ids) {
+ * account to ids (may be NULL) unless asked already has it (each account
+ * is read once a round, whatever pages name it), recording it there. */
+static void mark_uncommitted(json_t *unc, const json_t *docs, json_t *ids,
+                             json_t *asked) {
   size_t i, j;
   json_t *e, *leg;
   char key[192];
@@ -279,8 +281,10 @@ static void mark_uncommitted(json_t *unc, const json_t *docs, json_t *ids) {
         continue;
       seq_key(key, sizeof key, a, dtx__int(leg, "seqId"));
       json_object_set_new(unc, key, json_true());
-      if (ids)
+      if (ids && !json_object_get(asked, a)) {
         json_array_append_new(ids, json_string(a));
+        json_object_set_new(asked, a, json_true());
+      }
     }
   }
 }
@@ -380,7 +384,7 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches,
                       char **held) {
   json_t *accts = json_object(), *unc = json_object(), *planned = json_object();
   json_t *pend = NULL, *sort = json_pack("{s:i,s:i}", "created", 1, "_id", 1);
-  json_t *pages = json_array(), *page, *e;
+  json_t *asked = json_object(), *page, *e;
   int from = resume.st == ex->st && resume.id[0];
   int64_t created = from ? resume.created : 0;
   char id[sizeof resume.id];
@@ -388,7 +392,7 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches,
   *order = json_array();
   *caches = json_object();
   *held = NULL;
-  int rc = accts && unc && planned && sort && pages && *order && *caches
+  int rc = accts && unc && planned && sort && asked && *order && *caches
                ? 0
                : DTX_ENOMEM;
   resume.st = ex->st;
@@ -418,27 +422,32 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches,
               : DTX_ENOMEM;
       json_decref(pf);
       if (rc == 0)
-        mark_uncommitted(unc, pend, NULL);
+        mark_uncommitted(unc, pend, NULL, NULL);
     }
     if (rc || !json_array_size(page)) {
       json_decref(ids);
       json_decref(page);
       break; /* the end */
     }
-    json_array_append(pages, page); /* alive while order borrows from it */
-    mark_uncommitted(unc, page, ids);
+    mark_uncommitted(unc, page, ids, asked);
     json_t *more = NULL;
     const char *aid;
-    if ((rc = dtx__lg_accounts_find(ex, ids, &more)) == 0) { /* ids stolen */
+    /* Only the accounts no earlier page named (ids stolen either way). */
+    if (!json_array_size(ids)) {
+      json_decref(ids);
+      more = json_object();
+      rc = more ? 0 : DTX_ENOMEM;
+    } else {
+      rc = dtx__lg_accounts_find(ex, ids, &more);
+    }
+    if (rc == 0) {
       json_object_foreach(more, aid, e) {
         json_t *cache = json_object_get(e, "cache");
         json_t *cs = json_object_get(cache, "seqId");
         json_t *cb = json_object_get(cache, "balance");
-        if (!json_object_get(*caches, aid) && json_is_integer(cs) &&
-            json_is_integer(cb))
+        if (json_is_integer(cs) && json_is_integer(cb))
           json_object_set_new(*caches, aid, json_pack("[O,O]", cs, cb));
-        if (!json_object_get(accts, aid))
-          json_object_set(accts, aid, e);
+        json_object_set(accts, aid, e);
       }
       rc = plan_page(ex, page, unc, planned, accts, *order, held);
     }
@@ -446,15 +455,19 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches,
     size_t got = json_array_size(page);
     e = json_array_get(page, got - 1);
     const char *last = dtx__str(e, "_id");
+    /* The next page's key: none (the next round starts over) when the
+     * last entry has no usable one. */
+    int key = last && strlen(last) < sizeof id &&
+              json_is_integer(json_object_get(e, "created"));
+    if (key) {
+      created = dtx__int(e, "created");
+      snprintf(id, sizeof id, "%s", last);
+    }
     json_decref(page);
-    if (rc || got < ROUND_SCAN || json_array_size(*order) >= ROUND_PLAN)
-      break; /* the end, or enough for one round */
-    if (!last || strlen(last) >= sizeof id ||
-        !json_is_integer(json_object_get(e, "created")))
-      break; /* no key to go on from: the next round starts over */
+    if (rc || got < ROUND_SCAN || json_array_size(*order) >= ROUND_PLAN ||
+        !key)
+      break; /* the end, enough for one round, or no key to go on from */
     from = 1;
-    created = dtx__int(e, "created");
-    snprintf(id, sizeof id, "%s", last);
     if (n + 1 == MAX_PAGES) { /* the next round goes on from here */
       resume.created = created;
       snprintf(resume.id, sizeof resume.id, "%s", id);
@@ -465,7 +478,7 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches,
   json_decref(accts);
   json_decref(unc);
   json_decref(planned);
-  json_decref(pages);
+  json_decref(asked);
   if (rc == 0 && *held && json_array_size(*order) == 0)
     rc = dtx__err(DTX_EBACKEND, "%s", *held);
   if (rc) {
