@@ -74,7 +74,20 @@ struct bsch {
   bsch_t **anyof, **allof, **oneof;
   size_t nany, nall, none;
   bsch_t *not_;
+  /* properties and required merged by name, sorted by (length, bytes),
+   * for the quiet pass's single walk of a document (check_object); NULL
+   * when there are more than 64 names or a name is a property twice (a
+   * raw BSON spec may repeat a key): then the walk per name serves. */
+  struct bname *index;
+  uint32_t nindex;
 };
+
+typedef struct bname {
+  const char *name;
+  uint32_t len;
+  int prop;     /* index into props, or -1 */
+  int required; /* listed in required */
+} bname_t;
 
 typedef struct relink {
   dtx__regex_t *re;
@@ -428,6 +441,65 @@ static int compile_kw(comp_t *c, bsch_t *s, const dtx__belem_t *e) {
              kw);
 }
 
+static int bname_cmp(const void *pa, const void *pb) {
+  const bname_t *a = pa, *b = pb;
+  if (a->len != b->len)
+    return a->len < b->len ? -1 : 1;
+  int r = memcmp(a->name, b->name, a->len);
+  if (r)
+    return r;
+  /* equal names: the property first, so that a merge keeps its index */
+  return (a->prop < 0) - (b->prop < 0);
+}
+
+/* The name table of an object schema (bsch_t's index).  0, or -1 when
+ * out of memory; no table (index NULL) is not an error. */
+static int build_index(comp_t *c, bsch_t *s) {
+  size_t n = s->nprops + s->nrequired;
+  if (n > 64)
+    return 0;
+  bname_t *t = dtx__arena_alloc(&c->s->arena, n * sizeof *t);
+  if (!t)
+    return -1;
+  size_t k = 0;
+  for (size_t i = 0; i < s->nprops; i++)
+    t[k++] = (bname_t){s->pnames[i], (uint32_t)strlen(s->pnames[i]), (int)i, 0};
+  for (size_t i = 0; i < s->nrequired; i++)
+    t[k++] = (bname_t){s->required[i], (uint32_t)strlen(s->required[i]), -1, 1};
+  qsort(t, k, sizeof *t, bname_cmp);
+  size_t w = 0; /* merge a required name into its property's entry */
+  for (size_t i = 0; i < k; i++) {
+    if (w && t[w - 1].len == t[i].len &&
+        memcmp(t[w - 1].name, t[i].name, t[i].len) == 0) {
+      if (t[i].prop >= 0)
+        return 0; /* a property twice: keep the walk per name */
+      t[w - 1].required |= t[i].required;
+      continue;
+    }
+    t[w++] = t[i];
+  }
+  s->index = t;
+  s->nindex = (uint32_t)w;
+  return 0;
+}
+
+static const bname_t *bname_find(const bsch_t *s, const char *key,
+                                 uint32_t len) {
+  size_t lo = 0, hi = s->nindex;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    const bname_t *e = &s->index[mid];
+    int r = e->len != len ? (e->len < len ? -1 : 1) : memcmp(e->name, key, len);
+    if (r == 0)
+      return e;
+    if (r < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return NULL;
+}
+
 static int sch_compile(comp_t *c, const dtx__bval_t *spec, bsch_t **out) {
   *out = NULL;
   if (spec->type != BSON_TYPE_DOCUMENT)
@@ -451,6 +523,8 @@ static int sch_compile(comp_t *c, const dtx__bval_t *spec, bsch_t **out) {
   if (s->exmax && !s->maximum.type)
     return dtx__where_bad(&c->w, "exclusiveMaximum needs maximum");
   s->exmax = s->exmax == 2;
+  if ((s->nprops || s->nrequired) && build_index(c, s) < 0)
+    return oom();
   *out = s;
   return 0;
 }
@@ -591,10 +665,43 @@ static int quietly(const bsch_t *s, const dtx__bval_t *v, mctx_t *m) {
   return ok;
 }
 
+/* The quiet pass's object check: one walk of the document, each field
+ * looked up in the name table, where the loud pass below finds each name
+ * by a walk of its own (O(names x fields), 31 % of the rules corpus's
+ * instructions).  A quiet check only answers yes or no, so the order of
+ * the checks, which decides the loud pass's message, does not matter
+ * here.  A field repeated in raw BSON is judged at its first place, as
+ * dtx__belem_find finds it. */
+static int check_object_quiet(const bsch_t *s, const uint8_t *d, uint32_t len,
+                              mctx_t *m) {
+  uint64_t seen = 0;
+  size_t required = 0;
+  uint32_t off = 0;
+  dtx__belem_t f;
+  while (dtx__belem_next(d, len, &off, &f)) {
+    const bname_t *e = bname_find(s, f.key, f.keylen);
+    if (!e) {
+      if (s->addl == 0)
+        return 0;
+      continue;
+    }
+    uint64_t bit = (uint64_t)1 << (e - s->index);
+    if (seen & bit)
+      continue;
+    seen |= bit;
+    required += (size_t)e->required;
+    if (e->prop >= 0 && !check(s->props[e->prop], &f.v, m))
+      return 0;
+  }
+  return required == s->nrequired;
+}
+
 static int check_object(const bsch_t *s, const dtx__bval_t *v, mctx_t *m) {
   uint32_t len;
   const uint8_t *d = dtx__bval_doc(v, &len);
   dtx__belem_t f;
+  if (m->quiet && s->index)
+    return check_object_quiet(s, d, len, m);
   for (size_t i = 0; i < s->nrequired; i++)
     if (!dtx__belem_find(d, len, s->required[i], strlen(s->required[i]), &f))
       return fail(m, "required", "is missing required field '%s'",
