@@ -76,6 +76,14 @@ static void path_text(const char *const *path, size_t n, char *out,
 
 int dtx__bdepth_check(const uint8_t *doc, uint32_t len, int code,
                       const char *what) {
+  /* Each level past the first takes at least 7 bytes (a type byte, an
+   * empty name's NUL, a length and an end byte) inside the smallest
+   * document's 5, so fewer than 5 + 7 * DTX_MAX_DEPTH bytes cannot reach
+   * the level past the limit (test_bschema's test_depth builds the
+   * smallest that does): most writes are far smaller, and skip the walk,
+   * which was 3.6 % of test_rules_corpus. */
+  if (len < 5 + 7 * DTX_MAX_DEPTH)
+    return 0;
   const char *path[DTX_MAX_DEPTH + 1];
   size_t n = 0;
   if (!too_deep(doc, len, 1, path, &n))

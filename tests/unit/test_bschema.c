@@ -383,6 +383,24 @@ static void test_depth(void) {
     bson_destroy(&b);
     json_decref(j);
   }
+  /* The smallest document of each depth (empty names): its size is
+   * 5 + 7 per level past the first, the bound dtx__bdepth_check skips
+   * the walk under, and the one of DTX_MAX_DEPTH + 1 levels is refused. */
+  for (int lv = DTX_MAX_DEPTH - 1; lv <= DTX_MAX_DEPTH + 2; lv++) {
+    bson_t *in = bson_new();
+    for (int k = 1; k < lv; k++) {
+      bson_t *out = bson_new();
+      bson_append_document(out, "", 0, in);
+      bson_destroy(in);
+      in = out;
+    }
+    CHECKF(in->len == (uint32_t)(5 + 7 * (lv - 1)), "[%d] %u bytes", lv,
+           in->len);
+    int rc = dtx__bdepth_check(bson_get_data(in), in->len, DTX_EINVAL, "doc");
+    CHECKF(rc == (lv > DTX_MAX_DEPTH ? DTX_EINVAL : 0),
+           "[%d levels, %u bytes] got %d", lv, in->len, rc);
+    bson_destroy(in);
+  }
 }
 
 /* A rule may nest 100 levels (rules.c checks each part on its own), which
