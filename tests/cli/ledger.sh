@@ -122,8 +122,12 @@ expect 0 "statement --from-seq 2 --limit 1" -- d ledger statement A --from-seq 2
 [ "$(lines '[.[] | [.entry, .balance]]')" = '[["e2",500]]' ] && ok || bad "statement from: $(out)"
 
 # The committer: worker commits in per-account seqId order and moves the
-# caches; the statement says committed; the audit is clean.
+# caches; the statement says committed; the audit is clean.  Its summary
+# counts the entries it committed (one claim commits a round of them).
+uncommitted=$(d count ledger_entries '{"proc":"uncommitted"}')
 expect 0 "worker" -- d worker --once
+[ "$uncommitted" -ge 3 ] && [ "$(j .patterns.ledger.ran.committed)" = "$uncommitted" ] &&
+  ok || bad "worker's count of $uncommitted entries: $(out)"
 expect 0 "statement committed" -- d ledger statement A
 [ "$(lines '[.[].state] | unique')" = '["committed"]' ] && ok || bad "committed: $(out)"
 expect 0 "account cache" -- d find ledger_accounts '{"_id":"A"}'

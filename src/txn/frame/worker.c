@@ -79,6 +79,16 @@ static int64_t recover_pass(void *arg, dtx__exec_t *ex) {
   return did;
 }
 
+/* What one driven item counts in the summary (dtx__pattern_t's count). */
+static int64_t ran_count(const dtx__pattern_t *p, const json_t *done) {
+  if (!p->count)
+    return 1;
+  const json_t *n = json_object_get(done, p->count);
+  return json_is_integer(n) && json_integer_value(n) >= 0
+             ? (int64_t)json_integer_value(n)
+             : 1;
+}
+
 /* Claims and drives one item of pattern i: 0 when one ran, DTX_ENOMATCH
  * when none was due, or the claim's error. */
 static int run_one(shared_t *sh, dtx__exec_t *ex, size_t i) {
@@ -95,7 +105,7 @@ static int run_one(shared_t *sh, dtx__exec_t *ex, size_t i) {
       dtx__tally_error(&sh->ran[i], json_object_get(item, "_id"), drc);
     } else {
       const char *s = p->kind ? dtx__str(done, p->kind->state) : NULL;
-      dtx__tally_ran(&sh->ran[i], s ? s : "done", 1);
+      dtx__tally_ran(&sh->ran[i], s ? s : "done", ran_count(p, done));
     }
   } else if (rc != DTX_ENOMATCH) {
     dtx__tally_error(&sh->ran[i], NULL, rc);
@@ -136,7 +146,7 @@ static int run_batch(shared_t *sh, dtx__exec_t *ex, size_t i) {
         dtx__tally_error(&sh->ran[i], id, drc);
       } else {
         const char *s = p->kind ? dtx__str(outs[k], p->kind->state) : NULL;
-        dtx__tally_ran(&sh->ran[i], s ? s : "done", 1);
+        dtx__tally_ran(&sh->ran[i], s ? s : "done", ran_count(p, outs[k]));
       }
       if (outs)
         json_decref(outs[k]);

@@ -855,6 +855,10 @@ typedef struct dtx__pattern {
    * debug builds (an abort when a move breaks one) and by the audit on
    * every document in every build (a finding, "bad_shape"). */
   const dtx__shape_def_t *shapes;
+  /* Optional, the integer field of drive's *out that says how many the
+   * item did (the ledger's "entries": one claim commits a round of
+   * them), which the worker's summary counts; NULL: each item is 1. */
+  const char *count;
 } dtx__pattern_t;
 
 /* What a failed shape check returns: -1, with why formatted by fmt. */

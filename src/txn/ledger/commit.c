@@ -779,9 +779,14 @@ int dtx__lg_drive(dtx__exec_t *ex, const json_t *item, json_t **out) {
   } else { /* an entry just expired: commit it if its turn has come */
     rc = dtx__lg_commit(ex, item, &committed);
   }
-  *out = json_pack("{s:O,s:s,s:I}", "_id", json_object_get(item, "_id"), "proc",
-                   round ? LG_COMMITTED : LG_EXPIRED, "entries",
-                   (json_int_t)(round ? n : committed));
+  /* "entries" is what the worker's summary counts under proc (the
+   * pattern's count): a round's committed entries, or the one expiry
+   * (whether the expired entry was committed too is "committed"). */
+  *out = round ? json_pack("{s:O,s:s,s:I}", "_id", json_object_get(item, "_id"),
+                           "proc", LG_COMMITTED, "entries", (json_int_t)n)
+               : json_pack("{s:O,s:s,s:i,s:b}", "_id",
+                           json_object_get(item, "_id"), "proc", LG_EXPIRED,
+                           "entries", 1, "committed", committed);
   return rc;
 }
 

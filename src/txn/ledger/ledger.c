@@ -523,4 +523,5 @@ const dtx__pattern_t dtx__ledger_pattern = {
     .audit = dtx__lg_audit,
     .rules = rules,
     .shapes = shapes,
+    .count = "entries", /* a claim commits a round (commit.c) */
 };
