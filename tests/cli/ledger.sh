@@ -768,6 +768,16 @@ legs_row "a max changed" legs_changed '{"$set":{"changes.1.max":100000}}'
 legs_row "an account renamed" legs_changed '{"$set":{"changes.0.account":"I2"}}'
 legs_row "the digest edited" legs_changed "{\"\$set\":{\"legs_sha\":\"$(legs_sha e2 C:-3:2:0 MX:3:1)\"}}"
 legs_row "the digest deleted" legs_sha_missing '{"$unset":{"legs_sha":""}}'
+# A leg field of the wrong type is a finding naming the entry, and the
+# rest of the audit still runs (it once stopped it all as "out of memory").
+for edit in '{"$set":{"changes.0.min":"x"}}' '{"$set":{"changes.0.seqId":{"x":1}}}' \
+  '{"$set":{"changes.1.value":null}}' '{"$set":{"changes.0.account":5}}' '{"$set":{"changes":"no"}}'; do
+  expect 0 "legs: $edit past the rules" -- d update ledger_entries '{"_id":"e2"}' "$edit" --bypass-validation
+  expect 5 "legs: $edit: audit" -- d audit
+  grep -q "FINDING ledger bad_shape: ledger_entries 'e2'" "$WORK/out" && grep -q "^audit txn: " "$WORK/out" &&
+    ok || bad "legs: $edit: $(cat "$WORK/out")"
+  d update ledger_entries '{"_id":"e2"}' "$ORIG_E2" --bypass-validation >/dev/null || bad "legs: $edit: restore"
+done
 expect 0 "legs: clean after the restores" -- d audit --settled
 # The hostile user's case: an edited credit carries no min, the sum stays
 # zero, and once committed the cache agrees -- still a finding, and one

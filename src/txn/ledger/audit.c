@@ -149,7 +149,7 @@ static int check_entry(audit_t *a, const char *id, const json_t *e) {
   if (sha) {
     char hex[65];
     int r = dtx__lg_legs_sha(e, hex);
-    if (r == DTX_ENOMEM)
+    if (r < 0) /* out of memory; malformed legs are a finding */
       return r;
     if (r || !json_is_string(sha) || strcmp(hex, json_string_value(sha)))
       finding(a, "legs_changed", "entry %s: its legs are not the ones it "

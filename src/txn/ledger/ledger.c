@@ -149,10 +149,10 @@ int dtx__lg_legs_sha(const json_t *e, char out[65]) {
   json_t *id = json_object_get(e, "_id");
   size_t i, n = sizeof tag + 8 + json_string_length(id);
   if (!json_is_string(id) || !json_is_array(changes))
-    return -1;
+    return LG_LEGS_MALFORMED;
   json_array_foreach(changes, i, l) {
     if (!json_is_string(json_object_get(l, "account")))
-      return -1;
+      return LG_LEGS_MALFORMED;
     n += 4 + json_string_length(json_object_get(l, "account")) + 4 * 9;
   }
   unsigned char *b = malloc(n), *p = b;
@@ -181,13 +181,14 @@ int dtx__lg_legs_sha(const json_t *e, char out[65]) {
   if (!bad)
     dtx__sha256_hex(b, n, out);
   free(b);
-  return bad ? -1 : 0;
+  return bad ? LG_LEGS_MALFORMED : 0;
 }
 
 int dtx__lg_seal(json_t *doc) {
   char hex[65];
   int rc = dtx__lg_legs_sha(doc, hex);
-  DTX_ASSERT(rc != -1, "L1"); /* the insert paths build well-formed legs */
+  DTX_ASSERT(rc != LG_LEGS_MALFORMED, "L1"); /* the insert paths build
+                                                 well-formed legs */
   if (rc)
     return rc;
   return json_object_set_new(doc, "legs_sha", json_string(hex)) ? DTX_ENOMEM

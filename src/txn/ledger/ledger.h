@@ -49,9 +49,11 @@ const json_t *dtx__lg_leg(const json_t *e, const char *account);
 
 /* The digest of entry e's legs as posted (L5, docs/ledger.md "The legs'
  * digest"): SHA-256 over its _id and each leg's account, value, seqId,
- * min and max, as 64 hex digits in out.  -1 when e's legs are malformed
- * (no string _id or account, a value or seqId missing or no integer),
- * DTX_ENOMEM. */
+ * min and max, as 64 hex digits in out.  0; LG_LEGS_MALFORMED (1, not an
+ * error code: the audit judges it) when e's legs are malformed (no
+ * string _id or account, a value or seqId missing, or a field no
+ * integer); or DTX_ENOMEM. */
+#define LG_LEGS_MALFORMED 1
 int dtx__lg_legs_sha(const json_t *e, char out[65]);
 
 /* Stores the digest in doc as "legs_sha": every insert of an entry calls
