@@ -28,7 +28,6 @@
  * which the next taker fences and takes over. */
 #include "store/redis/redis_int.h"
 
-#include "doc/bdoc.h"
 #include "util/err.h"
 #include "util/fault.h"
 
@@ -95,28 +94,18 @@ static int encref_cmp(const void *pa, const void *pb) {
 
 /* single: the index is not multikey yet, so a document with keys that
  * make it so (several, or an array or object value:
- * dtx__index_keys_multikey) is RD_EMULTI -- found before the keys are
- * encoded, since the write is then redone after the catalog changed.
- * raw, when not NULL, holds doc's BSON bytes (the body the write sends):
- * the keys are then read from them (dtx__bindex_key_tuples: the very
- * tuples dtx__index_keys gives, and its multikey answer, without walking
- * the json_t -- a third of the cost, docs/benchmarks.md). */
-static int enckeys_of(const rd_idx_t *ix, const json_t *doc,
-                      const rd_buf_t *raw, int single, enckeys_t *e) {
+ * dtx__index_keys_multikey) is RD_EMULTI -- found before the keys are encoded, since the write is
+ * then redone after the catalog changed. */
+static int enckeys_of(const rd_idx_t *ix, const json_t *doc, int single,
+                      enckeys_t *e) {
   memset(e, 0, sizeof *e);
   if (!doc)
     return 0;
-  int multi = 0;
-  int rc = raw ? dtx__bindex_key_tuples(ix->spec, (const uint8_t *)raw->p,
-                                        (uint32_t)raw->n, &e->keys,
-                                        single ? &multi : NULL)
-               : dtx__index_keys(ix->spec, doc, &e->keys);
+  int rc = dtx__index_keys(ix->spec, doc, &e->keys);
   if (rc < 0)
     return dtx__err_wrap(rc, "index '%s'", ix->spec->name);
-  if (single && !raw)
-    multi = dtx__index_keys_multikey(e->keys);
   size_t n = json_array_size(e->keys), i;
-  if (multi)
+  if (single && dtx__index_keys_multikey(e->keys))
     return RD_EMULTI;
   encref_t *r = calloc(n ? n : 1, sizeof *r);
   e->enc = calloc(n ? n : 1, sizeof *e->enc);
@@ -329,10 +318,8 @@ static void wstate_free(wstate_t *w) {
 }
 
 /* Computes index diffs and takes the unique claims the new body needs. */
-/* text: newbody's BSON bytes as the write sends them (empty for a
- * delete), which its keys are read from. */
 static int prepare(dtx__backend_t *b, const rd_coll_t *co, const rd_doc_t *cur,
-                   const json_t *newbody, const rd_buf_t *text, wstate_t *w) {
+                   const json_t *newbody, wstate_t *w) {
   size_t n = co->nidx;
   w->nix = n;
   w->old = calloc(n + 1, sizeof *w->old);
@@ -354,10 +341,9 @@ static int prepare(dtx__backend_t *b, const rd_coll_t *co, const rd_doc_t *cur,
       continue;
     /* A stored document that a building index cannot hold (parallel
      * arrays) simply has no old keys there. */
-    if (enckeys_of(ix, cur->body, NULL, 0, &w->old[i]) < 0)
+    if (enckeys_of(ix, cur->body, 0, &w->old[i]) < 0)
       memset(&w->old[i], 0, sizeof w->old[i]);
-    if ((rc = enckeys_of(ix, newbody, newbody ? text : NULL, !ix->multikey,
-                         &w->new_[i])) < 0) {
+    if ((rc = enckeys_of(ix, newbody, !ix->multikey, &w->new_[i])) < 0) {
       if (rc == RD_EMULTI)
         w->multi = ix->id;
       break;
@@ -513,7 +499,7 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
     free(p);
     return rc;
   }
-  rc = prepare(b, co, cur, newbody, text, w);
+  rc = prepare(b, co, cur, newbody, w);
   /* A protocol step of its own: the claims are held but no document
    * records them yet, so a crash here leaves orphans and a pause lets a
    * rival fence this write.  Only writes that record claims reach it.  An
