@@ -36,8 +36,8 @@
  * (exec.c).
  *
  * One round trip in the common case: the backend keeps the last (version,
- * body) it saw of each document (a bounded cache shared by the threads of
- * the handle).  A by-_id update computes the new body from the cached
+ * body) it saw of each document, the body as its stored bytes (a bounded
+ * cache shared by the threads of the handle).  A by-_id update computes the new body from the cached
  * state and sends the compare-and-set at once; if the version moved, the
  * script's reply already carries the current state, so the retry needs no
  * extra read.  Outcomes decided from a cached state without a write (no
