@@ -109,6 +109,15 @@ int dtx__rd_body_parse(const char *coll, const rd_doc_t *d, const char *p,
   return 0;
 }
 
+const char *dtx__rd_reply_bson(const redisReply *body, size_t *n) {
+  *n = 0;
+  if (!body || body->type != REDIS_REPLY_STRING ||
+      !dtx__rd_body_is_bson(body->str, body->len))
+    return NULL;
+  *n = body->len;
+  return body->str;
+}
+
 int dtx__rd_body_encode(const json_t *body, const char *coll,
                         rd_buf_t *out) {
   bson_t bs = BSON_INITIALIZER;
@@ -192,8 +201,10 @@ int dtx__rd_read_reply(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *d,
                             r->element[4]);
   if (rc == 0 && d->body) {
     rd_buf_t key = {0};
+    size_t n;
+    const char *raw = dtx__rd_reply_bson(r->element[3], &n);
     dtx__rd_doc_key(co, d, &key);
-    dtx__rd_cache_put(b, &key, d);
+    dtx__rd_cache_put(b, &key, d, raw, n);
     dtx__rd_buf_free(&key);
   }
   return rc;

@@ -96,7 +96,7 @@ static int first_sorted(dtx__backend_t *b, const rd_coll_t *co,
     key.n = 0;
     dtx__rd_key_doc(&key, co, (*out)[i].bucket, (*out)[i].id.p,
                     (*out)[i].id.n);
-    dtx__rd_cache_put(b, &key, &(*out)[i]);
+    dtx__rd_cache_put(b, &key, &(*out)[i], NULL, 0); /* replies gone */
   }
   dtx__rd_buf_free(&key);
   if (*n > 1)

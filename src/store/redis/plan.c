@@ -367,7 +367,9 @@ static int read_ids(dtx__backend_t *b, const rd_coll_t *co, const json_t *ids,
        * remember it, so the write needs no read of its own. */
       key.n = 0;
       dtx__rd_key_doc(&key, co, buckets[k], idb[k].p, idb[k].n);
-      dtx__rd_cache_put(b, &key, &s->d[s->n - 1]);
+      size_t rn;
+      const char *raw = dtx__rd_reply_bson(r->element[3], &rn);
+      dtx__rd_cache_put(b, &key, &s->d[s->n - 1], raw, rn);
     }
   }
   dtx__rd_buf_free(&key);

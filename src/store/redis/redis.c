@@ -36,8 +36,8 @@
  * (exec.c).
  *
  * One round trip in the common case: the backend keeps the last (version,
- * body) it saw of each document (a bounded cache shared by the threads of
- * the handle).  A by-_id update computes the new body from the cached
+ * body) it saw of each document, the body as its stored bytes (a bounded
+ * cache shared by the threads of the handle).  A by-_id update computes the new body from the cached
  * state and sends the compare-and-set at once; if the version moved, the
  * script's reply already carries the current state, so the retry needs no
  * extra read.  Outcomes decided from a cached state without a write (no
@@ -148,6 +148,8 @@
  *    with backoff) until the slot has moved. */
 #include "store/redis/redis_int.h"
 
+#include "doc/bdoc.h"
+#include "util/assert.h"
 #include "util/deadline.h"
 #include "util/err.h"
 
@@ -342,53 +344,80 @@ static size_t cache_slot(const rd_buf_t *key) {
   return (size_t)(dtx__rd_hash64(key->p, key->n) % RD_CACHE_SLOTS);
 }
 
+/* The cache keeps each document's stored bytes (with its version and
+ * sequence), never a json_t.  Every body a read or write produces is
+ * handed on to the store API's caller, who owns it and may change it (the
+ * ledger committer marks the entries of its round), and a change seen
+ * through the cache would be written back by this process's next write
+ * of that document, as if stored.  Bytes are copied in and out, and a hit
+ * decodes its own copy into a new json_t, so nothing the cache holds is
+ * shared with anyone.  Bytes, not a deep copy of the json_t, because
+ * copying a few hundred bytes and decoding them on a hit costs a fraction
+ * of copying a tree both ways (docs/benchmarks.md, "Client instructions
+ * per batched transfer"). */
 int dtx__rd_cache_get(dtx__backend_t *b, const rd_buf_t *key, rd_doc_t *d) {
   size_t s = cache_slot(key);
   pthread_mutex_t *mu = &b->cachemu[s % RD_CACHE_LOCKS];
   char ver[sizeof d->ver], seq[sizeof d->seq];
-  json_t *body = NULL;
+  uint8_t *raw = NULL;
+  uint32_t len = 0;
   pthread_mutex_lock(mu);
   rd_centry_t *e = &b->cache[s];
-  if (e->key && e->klen == key->n && memcmp(e->key, key->p, key->n) == 0) {
+  if (e->key && e->klen == key->n && memcmp(e->key, key->p, key->n) == 0 &&
+      (raw = malloc(e->rawlen)) != NULL) {
     memcpy(ver, e->ver, sizeof ver);
     memcpy(seq, e->seq, sizeof seq);
-    body = json_incref(e->body);
+    len = e->rawlen;
+    memcpy(raw, e->raw, len);
   }
   pthread_mutex_unlock(mu);
-  if (!body)
+  json_t *body = NULL;
+  int rc = raw ? dtx__bson_to_json(raw, len, 0, &body) : -1;
+  free(raw);
+  if (rc < 0) {
+    if (raw)
+      dtx__err_clear(); /* out of memory: a miss, the caller reads */
     return 0;
-  /* The caller's own copy: what it reads may reach a caller of the store
-   * API (a find_one_and_update's "before"), who may change it. */
-  json_t *copy = json_deep_copy(body);
-  json_decref(body);
-  if (!copy)
-    return 0; /* a miss: the caller reads the document */
+  }
   memcpy(d->ver, ver, sizeof d->ver);
   memcpy(d->seq, seq, sizeof d->seq);
   json_decref(d->body);
-  d->body = copy;
+  d->body = body;
   json_decref(d->fence); /* the cache holds live documents only */
   d->fence = NULL;
   d->cached = 1;
   return 1;
 }
 
-/* The cache keeps a private copy of d's body, never d's own object: every
- * body a read or write produces is handed on to the store API's caller,
- * who owns it and may change it (the ledger committer marks the entries
- * of its round), and a change seen through the cache would be written
- * back by this process's next write of that document, as if stored. */
 void dtx__rd_cache_put(dtx__backend_t *b, const rd_buf_t *key,
-                       const rd_doc_t *d) {
+                       const rd_doc_t *d, const char *raw, size_t rawlen) {
+  DTX_ASSERT(d->body, "rd.cache_live"); /* the cache holds live documents */
+  DTX_ASSERT(!raw || dtx__rd_body_is_bson(raw, rawlen), "rd.cache_bytes");
   if (key->oom)
     return;
   size_t s = cache_slot(key);
   pthread_mutex_t *mu = &b->cachemu[s % RD_CACHE_LOCKS];
+  bson_t enc = BSON_INITIALIZER;
+  if (!raw) {
+    /* Encoded as a write would store it; a failure is out of memory
+     * (the body was stored, so it is an object under the size limit),
+     * and this put's own: the entry is dropped, no error is left. */
+    if (dtx__bson_from_json(d->body, &enc) < 0) {
+      dtx__err_clear();
+      bson_destroy(&enc);
+      dtx__rd_cache_drop(b, key);
+      return;
+    }
+    raw = (const char *)bson_get_data(&enc);
+    rawlen = enc.len;
+  }
   char *k = malloc(key->n ? key->n : 1);
-  json_t *body = json_deep_copy(d->body);
-  if (!k || !body) {
+  uint8_t *copy = k ? malloc(rawlen) : NULL;
+  if (copy)
+    memcpy(copy, raw, rawlen);
+  bson_destroy(&enc);
+  if (!copy) {
     free(k);
-    json_decref(body);
     dtx__rd_cache_drop(b, key); /* no stale entry stays behind */
     return;
   }
@@ -396,15 +425,16 @@ void dtx__rd_cache_put(dtx__backend_t *b, const rd_buf_t *key,
   pthread_mutex_lock(mu);
   rd_centry_t *e = &b->cache[s];
   char *oldk = e->key;
-  json_t *oldb = e->body;
+  uint8_t *oldr = e->raw;
   e->key = k;
   e->klen = key->n;
   memcpy(e->ver, d->ver, sizeof e->ver);
   memcpy(e->seq, d->seq, sizeof e->seq);
-  e->body = body;
+  e->raw = copy;
+  e->rawlen = (uint32_t)rawlen;
   pthread_mutex_unlock(mu);
   free(oldk);
-  json_decref(oldb);
+  free(oldr);
 }
 
 /* ---- turns (bulk.c, modify.c) ---- */
@@ -433,18 +463,18 @@ void dtx__rd_cache_drop(dtx__backend_t *b, const rd_buf_t *key) {
   size_t s = cache_slot(key);
   pthread_mutex_t *mu = &b->cachemu[s % RD_CACHE_LOCKS];
   char *oldk = NULL;
-  json_t *oldb = NULL;
+  uint8_t *oldr = NULL;
   pthread_mutex_lock(mu);
   rd_centry_t *e = &b->cache[s];
   if (e->key && e->klen == key->n && memcmp(e->key, key->p, key->n) == 0) {
     oldk = e->key;
-    oldb = e->body;
+    oldr = e->raw;
     e->key = NULL;
-    e->body = NULL;
+    e->raw = NULL;
   }
   pthread_mutex_unlock(mu);
   free(oldk);
-  json_decref(oldb);
+  free(oldr);
 }
 
 /* ---- open / close ---------------------------------------------------------------------- */
@@ -497,7 +527,7 @@ static void rd_close(dtx__backend_t *b) {
   free(b->colls);
   for (size_t i = 0; i < RD_CACHE_SLOTS; i++) {
     free(b->cache[i].key);
-    json_decref(b->cache[i].body);
+    free(b->cache[i].raw);
   }
   for (int i = 0; i < RD_CACHE_LOCKS; i++)
     pthread_mutex_destroy(&b->cachemu[i]);

@@ -530,12 +530,15 @@ int dtx__rd_plan_sorted(const rd_coll_t *co, const json_t *fspec,
 #define RD_CACHE_LOCKS 64
 #define RD_TURNS 256 /* bulk.c's turns on contended documents */
 
+/* A cache entry holds the document's stored bytes, never a json_t:
+ * nothing a caller of the store API holds can reach it (redis.c). */
 typedef struct rd_centry {
   char *key;
   size_t klen;
   char ver[RD_VERMAX + 1];
   char seq[RD_SEQLEN + 1];
-  json_t *body;
+  uint8_t *raw; /* checked BSON bytes of the body, rawlen of them */
+  uint32_t rawlen;
 } rd_centry_t;
 
 struct dtx__backend {
@@ -580,10 +583,23 @@ void dtx__rd_token(dtx__backend_t *b, char out[RD_VERMAX + 1]);
  * by milliseconds across processes. */
 void dtx__rd_newseq(dtx__backend_t *b, char out[RD_SEQLEN + 1]);
 
+/* The document cache (redis.c says why it keeps bytes).  get: 1 with d's
+ * version, sequence and a new body of its own decoded from the entry
+ * (d->fence cleared, d->cached set), 0 on a miss (d unchanged).  put:
+ * remembers d (a live document: body set) under key; raw[0..rawlen)
+ * (borrowed) are the stored BSON bytes d->body was read from or written
+ * as -- checked by dtx__bson_check or made by libbson -- and raw NULL
+ * has put encode d->body itself (a JSON-text body of a format-3
+ * namespace, a read whose reply is gone).  Out of memory drops the
+ * entry instead. */
 int dtx__rd_cache_get(dtx__backend_t *b, const rd_buf_t *key, rd_doc_t *d);
 void dtx__rd_cache_put(dtx__backend_t *b, const rd_buf_t *key,
-                       const rd_doc_t *d);
+                       const rd_doc_t *d, const char *raw, size_t rawlen);
 void dtx__rd_cache_drop(dtx__backend_t *b, const rd_buf_t *key);
+/* The stored BSON bytes a reply's body field holds (*n of them), or NULL
+ * when it holds none (nil, or a format-3 JSON-text body): what
+ * dtx__rd_doc_fill parsed, for dtx__rd_cache_put (docs.c). */
+const char *dtx__rd_reply_bson(const redisReply *body, size_t *n);
 
 /* Locks turn i (b->turns), waiting no longer than the operation's own
  * window (retry_ms from t0, mono ms) or the command's deadline: the

@@ -436,6 +436,7 @@ struct rd_wprep {
   rd_buf_t key;
   char seq[RD_SEQLEN + 1], ver[RD_VERMAX + 1];
   json_t *newbody; /* borrowed */
+  rd_buf_t text;   /* newbody's BSON bytes as sent (none for a delete) */
   const dtx__modify_t *m; /* borrowed: its time bounds, or NULL */
   json_t *tomb;    /* a delete's fence record (owned), or NULL */
 };
@@ -484,15 +485,15 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
    * leaves stays JSON text: it is the pattern kit's record of a deleted
    * document, never matched, sorted or indexed, read only to revive or
    * list it (fence.c). */
-  rd_buf_t text = {0};
+  rd_buf_t *text = &p->text;
   char *ttext = NULL;
   int rc = op == 'd' && m ? dtx__fence_tombstone(m, cur->body, &p->tomb) : 0;
   if (rc == 0 && newbody)
-    rc = dtx__rd_body_encode(newbody, co->name, &text);
+    rc = dtx__rd_body_encode(newbody, co->name, text);
   if (rc == 0 && p->tomb && !(ttext = dtx__json_dump(p->tomb)))
     rc = dtx__err(DTX_ENOMEM, "writing a document");
   if (rc < 0) {
-    dtx__rd_buf_free(&text);
+    dtx__rd_buf_free(text);
     free(ttext);
     json_decref(p->tomb);
     free(p);
@@ -510,7 +511,7 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
     if (rc == RD_EMULTI && (rc = dtx__rd_mark_multikey(b, co, w->multi)) == 0)
       rc = RD_ESTALE; /* write again with the new catalog */
     wstate_free(w);
-    dtx__rd_buf_free(&text);
+    dtx__rd_buf_free(text);
     free(ttext);
     json_decref(p->tomb);
     free(p);
@@ -532,7 +533,7 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
   dtx__rd_args(c, ver);
   dtx__rd_argi(c, co->ver);
   dtx__rd_arg(c, &op, 1);
-  dtx__rd_argb(c, &text); /* binary-safe: BSON holds NULs */
+  dtx__rd_argb(c, text); /* binary-safe: BSON holds NULs */
   tmp.n = 0;
   dtx__rd_put(&tmp, seq, RD_SEQLEN);
   dtx__rd_put(&tmp, cur->id.p, cur->id.n);
@@ -557,7 +558,6 @@ int dtx__rd_write_begin(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
     put_entries(c, &w->new_[i], w->add[i], w->nadd[i], seq, &cur->id);
   }
   dtx__rd_buf_free(&tmp);
-  dtx__rd_buf_free(&text);
   free(ttext);
   *out = p;
   return 0;
@@ -665,7 +665,7 @@ int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
     p->tomb = NULL;
     cur->cached = 0;
     if (newbody)
-      dtx__rd_cache_put(b, &p->key, cur);
+      dtx__rd_cache_put(b, &p->key, cur, p->text.p, p->text.n);
     else
       dtx__rd_cache_drop(b, &p->key);
     /* Even when fewer replicas than ?wait= acknowledged it in time (see
@@ -680,14 +680,19 @@ int dtx__rd_write_end(dtx__backend_t *b, const rd_coll_t *co, rd_doc_t *cur,
      * for the next taker to fence if it did not run. */
     dtx__rd_cache_drop(b, &p->key);
   } else {
+    size_t n = 0;
+    /* RD_ELOST: cur was filled from the reply's {v, s, b, f} above. */
+    const char *raw =
+        rc == RD_ELOST ? dtx__rd_reply_bson(c->reply->element[3], &n) : NULL;
     if (rc == RD_ELOST && cur->body)
-      dtx__rd_cache_put(b, &p->key, cur);
+      dtx__rd_cache_put(b, &p->key, cur, raw, n);
     else if (rc == RD_ELOST)
       dtx__rd_cache_drop(b, &p->key);
     dtx__rd_claims_release(b, &w->taken);
   }
   dtx__rd_cmd_clear(c);
   dtx__rd_buf_free(&p->key);
+  dtx__rd_buf_free(&p->text);
   json_decref(p->tomb);
   wstate_free(w);
   free(p);
@@ -738,8 +743,10 @@ int dtx__rd_verify_reply(dtx__backend_t *b, const rd_coll_t *co,
     return rc;
   rd_buf_t key = {0};
   dtx__rd_doc_key(co, cur, &key);
+  size_t n;
+  const char *raw = dtx__rd_reply_bson(r->element[3], &n);
   if (cur->body)
-    dtx__rd_cache_put(b, &key, cur);
+    dtx__rd_cache_put(b, &key, cur, raw, n);
   else
     dtx__rd_cache_drop(b, &key);
   dtx__rd_buf_free(&key);
