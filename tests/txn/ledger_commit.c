@@ -33,6 +33,7 @@
 
 #include "doc/doc.h"
 #include "ledgerlib.h"
+#include "txn/ledger/ledger.h" /* dtx__lg_scan_limits */
 #include "testlib.h"
 #include "util/err.h"
 
@@ -758,6 +759,19 @@ static void test_blocked_backlog(void) {
   CHECK_RC(dtx_store_count(st, DTX_LEDGER_ENTRIES, f, &waiting), 0);
   CHECKF(waiting == nblocked + PAIRS, "%lld entries uncommitted, want %d",
          (long long)waiting, nblocked + PAIRS);
+  /* A recovery pass goes past a round's reach as well, in one process:
+   * with pages of 10, two a round, bl-free2 waits behind 50 rounds' reach
+   * (recovery once stopped at its first round that planned nothing). */
+  CHECK_RC(dtx_t_lg_post2(st, "BL-X", "BL-Y", 5, 0, "bl-free2"), 0);
+  dtx__lg_scan_limits(10, 2);
+  json_t *sum0 = NULL;
+  CHECK_RC(dtx_recover(st, &(dtx_recover_opts_t){.older_than_ms = 0}, &sum0),
+           0);
+  dtx__lg_scan_limits(0, 0);
+  json_decref(sum0);
+  CHECKF(strcmp(proc_of(st, "bl-free2"), "committed") == 0,
+         "recovery: bl-free2 behind %d waiting entries: %s", nblocked,
+         proc_of(st, "bl-free2"));
   for (int k = 0; k < PAIRS; k++) {
     snprintf(id, sizeof id, "bl-h%d", k);
     CHECK_RC(dtx_ledger_void(st, id, &out), 0);

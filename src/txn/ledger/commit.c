@@ -42,6 +42,13 @@
  * docs/redis.md), so a round costs its page, not the backlog. */
 #define ROUND_SCAN 1000
 #define RECOVER_ROUNDS 64 /* rounds in one recovery pass, at most */
+/* Rounds of one recovery pass that plan nothing yet stop with pages left
+ * (plan_round's MAX_PAGES), and so go on from there: a pass reaches the
+ * end of the backlog (4,096 x 16 pages: 65 M waiting entries), where it
+ * once stopped at the first such round, and a new `doctx recover` started
+ * over from the first entry, so an entry behind 16,000 waiting ones was
+ * never committed by recovery. */
+#define RECOVER_WALK 4096
 
 /* ---- expiry --------------------------------------------------------------------------- */
 
@@ -306,7 +313,22 @@ static _Thread_local struct {
 /* Pages a round reads at most, and the plan's size at which it stops
  * reading more (the round's bulk writes stay near one page). */
 #define MAX_PAGES 16
-#define ROUND_PLAN (ROUND_SCAN / 2)
+#define ROUND_PLAN (scan_page / 2)
+
+/* ROUND_SCAN and MAX_PAGES as plan_round uses them: smaller only in tests
+ * (dtx__lg_scan_limits), which set them before any thread runs. */
+static size_t scan_page = ROUND_SCAN;
+static int scan_pages = MAX_PAGES;
+
+void dtx__lg_scan_limits(size_t page, int pages) {
+  scan_page = page ? page : ROUND_SCAN;
+  scan_pages = pages > 0 ? pages : MAX_PAGES;
+}
+
+/* Whether this thread's last round stopped with pages left (resume). */
+static int scan_goes_on(const dtx__exec_t *ex) {
+  return resume.st == ex->st && resume.id[0];
+}
 
 /* Plans the uncommitted entries of page into order (two passes: creation
  * order is nearly insertion order; the second catches an entry that was
@@ -397,11 +419,11 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches,
                : DTX_ENOMEM;
   resume.st = ex->st;
   resume.id[0] = 0; /* set again below when this round stops early */
-  for (int n = 0; rc == 0 && n < MAX_PAGES; n++) {
+  for (int n = 0; rc == 0 && n < scan_pages; n++) {
     json_t *filter = scan_filter(from, created, id), *ids = json_array();
     page = NULL;
     rc = filter && ids ? dtx__kit_find_n(ex, DTX_LEDGER_ENTRIES, filter, sort,
-                                         ROUND_SCAN, &page)
+                                         scan_page, &page)
                        : DTX_ENOMEM;
     json_decref(filter);
     if (rc == 0 && json_array_size(page) && !pend) {
@@ -464,11 +486,11 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches,
       snprintf(id, sizeof id, "%s", last);
     }
     json_decref(page);
-    if (rc || got < ROUND_SCAN || json_array_size(*order) >= ROUND_PLAN ||
+    if (rc || got < scan_page || json_array_size(*order) >= ROUND_PLAN ||
         !key)
       break; /* the end, enough for one round, or no key to go on from */
     from = 1;
-    if (n + 1 == MAX_PAGES) { /* the next round goes on from here */
+    if (n + 1 == scan_pages) { /* the next round goes on from here */
       resume.created = created;
       snprintf(resume.id, sizeof resume.id, "%s", id);
     }
@@ -804,7 +826,7 @@ int dtx__lg_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
   if (rc != DTX_ENOMATCH)
     return rc;
   /* Whatever is committable: what a dead committer left, and more. */
-  for (int r = 0; r < RECOVER_ROUNDS; r++) {
+  for (int r = 0, walk = 0; r < RECOVER_ROUNDS;) {
     int64_t n = 0;
     json_t *caches = NULL;
     char *h = NULL;
@@ -816,11 +838,15 @@ int dtx__lg_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
       held = h;
     else
       free(h);
+    int more = scan_goes_on(ex);
     if (json_array_size(order) == 0) {
       json_decref(order);
       json_decref(caches);
-      break;
+      if (!more || ++walk > RECOVER_WALK)
+        break;
+      continue; /* nothing here: on past what waits (RECOVER_WALK) */
     }
+    r++;
     rc = run_round(ex, order, caches, &n);
     json_decref(order);
     json_decref(caches);
@@ -829,7 +855,7 @@ int dtx__lg_recover(dtx__exec_t *ex, const dtx_recover_opts_t *o,
       return rc;
     }
     dtx__tally_ran(t, "committed", n);
-    if (n == 0)
+    if (n == 0 && !more)
       break;
   }
   /* Asked to look at everything: every cache up to its committed run. */

@@ -60,6 +60,12 @@ int dtx__lg_legs_sha(const json_t *e, char out[65]);
  * it once doc's legs are final.  0 or DTX_ENOMEM. */
 int dtx__lg_seal(json_t *doc);
 
+/* For tests: the committer's page of uncommitted entries and the pages a
+ * round reads at most (commit.c; 0: the defaults, 1,000 and 16), so that
+ * a test reaches past a round's reach without 16,000 entries.  Set before
+ * any thread runs the committer. */
+void dtx__lg_scan_limits(size_t page, int pages);
+
 /* An account's first seqId from which every entry carries "legs_sha"
  * (set at its creation), so a digest deleted past the rules shows. */
 #define LG_SHA_FROM "legs_sha_from"
