@@ -9,9 +9,10 @@
  *    each account (L7: everything up to cache.seqId is committed and
  *    final, the cache was read after it) are exact at any time;
  *  - checks across the entries of one account (L2 density, L3 limits, L6
- *    anchors) are made when every entry of that account is the same in E1
- *    and E3; otherwise the account is counted as unsettled and left to a
- *    later audit.
+ *    anchors) are made over its entries up to the first one that is not
+ *    the same in E1 and E3 (all of them when none changed); an account
+ *    with such an entry is counted as unsettled, its rest left to a later
+ *    audit.
  * At quiescence everything is stable and the audit is exact.  With
  * DTX_AUDIT_SETTLED (after recovery) it also demands that the committer
  * has caught up: every resolved entry whose predecessors are committed is
@@ -33,6 +34,7 @@
 typedef struct leg {
   int64_t seq, value;
   const json_t *entry; /* borrowed from E3 */
+  int stable;          /* the entry is the same in E1 and E3 */
 } leg_t;
 
 typedef struct acct {
@@ -57,7 +59,8 @@ static acct_t *acct_of(audit_t *a, const char *id) {
   return i ? &a->accts[json_integer_value(i)] : NULL;
 }
 
-static int add_leg(acct_t *ac, int64_t seq, int64_t value, const json_t *e) {
+static int add_leg(acct_t *ac, int64_t seq, int64_t value, const json_t *e,
+                   int stable) {
   if (ac->n == ac->cap) {
     size_t ncap = ac->cap ? ac->cap * 2 : 16;
     leg_t *n = realloc(ac->legs, ncap * sizeof *n);
@@ -66,7 +69,7 @@ static int add_leg(acct_t *ac, int64_t seq, int64_t value, const json_t *e) {
     ac->legs = n;
     ac->cap = ncap;
   }
-  ac->legs[ac->n++] = (leg_t){seq, value, e};
+  ac->legs[ac->n++] = (leg_t){seq, value, e, stable};
   return 0;
 }
 
@@ -137,7 +140,7 @@ static int check_entry(audit_t *a, const char *id, const json_t *e) {
               id, acc);
       continue;
     }
-    if (add_leg(ac, json_integer_value(s), cv, e))
+    if (add_leg(ac, json_integer_value(s), cv, e, stable))
       return DTX_ENOMEM;
     if (!stable)
       ac->unstable = 1;
@@ -301,16 +304,25 @@ static void check_account(audit_t *a, acct_t *ac, int settled) {
               "%s's entries carry one from seqId %lld on", dtx__str(e, "_id"),
               ac->id, (long long)sealed);
   }
-  if (ac->unstable) { /* the rest is judged by a later audit */
+  /* An account whose entries changed between the two reads is judged up
+   * to its first leg whose entry changed, and counted unsettled: the
+   * entries before that one held their content at one instant between the
+   * reads, and every check below runs over a prefix.  The rest is judged
+   * by a later audit.  An account posted to all the time (a fee or
+   * settlement account) was once never judged at all, while the audit
+   * said clean (a hostile user's finding). */
+  size_t judged = ac->n;
+  if (ac->unstable) {
     a->unsettled++;
-    return;
+    for (judged = 0; judged < ac->n && ac->legs[judged].stable; judged++)
+      ;
   }
   __int128 posted = 0, pend = 0, pend_cr = 0;
   int64_t run_end = 0; /* the last seqId of the committed run from 1 */
   int gap = 0;
   const json_t *closed = NULL; /* L10: the account's close, once met */
   int64_t held = 0;            /* pending entries so far */
-  for (size_t i = 0; i < ac->n; i++) {
+  for (size_t i = 0; i < judged; i++) {
     const leg_t *l = &ac->legs[i];
     const json_t *e = l->entry;
     const char *eid = dtx__str(e, "_id");
@@ -390,6 +402,8 @@ static void check_account(audit_t *a, acct_t *ac, int settled) {
                 dtx__wide_str(posted, (char[48]){0}), (long long)held);
     }
   }
+  if (ac->unstable)
+    return;
   if (c > (int64_t)ac->n)
     finding(a, "cache_ahead", "account %s cache seqId %lld is past its last "
             "seqId %zu", ac->id, (long long)c, ac->n);
