@@ -143,38 +143,45 @@ int dtx__sq_idx_insert(sq_wctx_t *w, const sq_idx_t *ix, const json_t *keys,
 
 /* ---- key set differences ------------------------------------------------------------------- */
 
-/* A key tuple's text: equal texts are equal values, hence one index row
- * (distinct texts may still be one row, 1 and 1.0: such a key is deleted
- * and inserted again, which is right too). */
+/* A key tuple's text (dtx__sq_text, not canonical): equal texts are
+ * equal values, hence one index row (distinct texts may still be one row,
+ * 1 and 1.0: such a key is deleted and inserted again, which is right
+ * too).  All texts of a key set share one buffer: this runs for every
+ * update that touches an indexed field, and a malloc'd text per tuple
+ * (jansson's json_dumps) was most of its cost in the profile of batched
+ * transfers (docs/benchmarks.md). */
 typedef struct ktext {
-  char *t;
+  const char *t;
+  size_t n; /* its length; texts hold no NUL */
   size_t i; /* its place in the keys array */
 } ktext_t;
 
 static int ktext_cmp(const void *a, const void *b) {
-  return strcmp(((const ktext_t *)a)->t, ((const ktext_t *)b)->t);
+  const ktext_t *x = a, *y = b;
+  int c = memcmp(x->t, y->t, x->n < y->n ? x->n : y->n);
+  return c ? c : x->n < y->n ? -1 : x->n > y->n;
 }
 
-static void ktexts_free(ktext_t *k, size_t n) {
-  for (size_t i = 0; k && i < n; i++)
-    free(k[i].t);
-  free(k);
-}
-
-/* keys' tuples as texts, sorted; NULL when out of memory. */
-static ktext_t *ktexts(const json_t *keys) {
+/* keys' tuples as texts in *b (the caller frees b->p), sorted; NULL when
+ * out of memory. */
+static ktext_t *ktexts(const json_t *keys, dtx__buf_t *b) {
   size_t n = json_array_size(keys);
   ktext_t *k = calloc(n ? n : 1, sizeof *k);
   for (size_t i = 0; k && i < n; i++) {
     k[i].i = i;
-    k[i].t = json_dumps(json_array_get(keys, i), JSON_COMPACT | JSON_ENCODE_ANY);
-    if (!k[i].t) {
-      ktexts_free(k, n);
-      return NULL;
-    }
+    k[i].n = b->n; /* its start until the buffer stops moving */
+    dtx__sq_text_put(b, json_array_get(keys, i), 0);
   }
-  if (k)
-    qsort(k, n, sizeof *k, ktext_cmp);
+  if (!k || b->oom) {
+    free(k);
+    return NULL;
+  }
+  for (size_t i = 0; i < n; i++) {
+    size_t end = i + 1 < n ? k[i + 1].n : b->n;
+    k[i].t = b->p + k[i].n;
+    k[i].n = end - k[i].n;
+  }
+  qsort(k, n, sizeof *k, ktext_cmp);
   return k;
 }
 
@@ -184,12 +191,13 @@ static ktext_t *ktexts(const json_t *keys) {
 static int keys_diff(const json_t *ko, const json_t *kn, json_t **gone,
                      json_t **added) {
   size_t no = json_array_size(ko), nn = json_array_size(kn), i = 0, j = 0;
-  ktext_t *a = ktexts(ko), *b = ktexts(kn);
+  dtx__buf_t ta = {0}, tb = {0};
+  ktext_t *a = ktexts(ko, &ta), *b = ktexts(kn, &tb);
   *gone = json_array();
   *added = json_array();
   int rc = a && b && *gone && *added ? 0 : DTX_ENOMEM;
   while (rc == 0 && (i < no || j < nn)) {
-    int c = i == no ? 1 : j == nn ? -1 : strcmp(a[i].t, b[j].t);
+    int c = i == no ? 1 : j == nn ? -1 : ktext_cmp(&a[i], &b[j]);
     if (c < 0)
       rc = json_array_append(*gone, json_array_get(ko, a[i++].i));
     else if (c > 0)
@@ -198,8 +206,10 @@ static int keys_diff(const json_t *ko, const json_t *kn, json_t **gone,
       i++, j++;
     rc = rc ? DTX_ENOMEM : 0;
   }
-  ktexts_free(a, no);
-  ktexts_free(b, nn);
+  free(a);
+  free(b);
+  free(ta.p);
+  free(tb.p);
   if (rc < 0) {
     json_decref(*gone);
     json_decref(*added);
@@ -214,8 +224,18 @@ int dtx__sq_idx_delete(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
   return idx_rows(c, ix, keys, seq, 0);
 }
 
-static int doc_keys(const sq_idx_t *ix, const json_t *doc, json_t **keys) {
-  int rc = dtx__index_keys(ix->spec, doc, keys);
+/* ix's keys of a document, from the bytes the write stores or read
+ * (body[0..blen), checked: written by libbson, or passed by
+ * dtx__sq_body_view): bkeyvals.c gives the very tuples dtx__index_keys
+ * gives for the json_t those bytes bridge to, bridging only the key
+ * values (docs/engine.md, "Stages", 2b step 3).  The multikey flag
+ * (note_multikey) is still dtx__index_keys_multikey on those tuples, so a
+ * Date or ObjectId key, an object once bridged, marks its index multikey
+ * as before; bkeys.c's own flag (dtx__bindex_keys, BSON documents and
+ * arrays only) would not, and is not used here. */
+static int doc_keys(const sq_idx_t *ix, const uint8_t *body, size_t blen,
+                    json_t **keys) {
+  int rc = dtx__bindex_key_tuples(ix->spec, body, (uint32_t)blen, keys, NULL);
   return rc < 0 ? dtx__err_wrap(rc, "index '%s'", ix->spec->name) : 0;
 }
 
@@ -347,11 +367,13 @@ static int insert_doc(sq_wctx_t *w, const sq_coll_t *co,
     json_decref(rec);
     return rc;
   }
-  sqlite3_bind_blob(st, 2, body, (int)blen, bson_free);
+  /* The body outlives the statement: the index keys are read from it. */
+  sqlite3_bind_blob(st, 2, body, (int)blen, SQLITE_STATIC);
   int src = sqlite3_step(st);
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
   if (src != SQLITE_DONE) {
+    bson_free(body);
     json_decref(rec);
     if ((src & 0xff) == SQLITE_CONSTRAINT) {
       return dtx__err_dupid(id);
@@ -359,28 +381,30 @@ static int insert_doc(sq_wctx_t *w, const sq_coll_t *co,
     return dtx__sq_err(c, src, "inserting a document");
   }
   int64_t seq = sqlite3_last_insert_rowid(c->db);
-  for (size_t i = 0; i < co->nidx; i++) {
+  for (size_t i = 0; rc == 0 && i < co->nidx; i++) {
     json_t *keys;
-    if ((rc = doc_keys(&co->idx[i], doc, &keys)) < 0) {
-      json_decref(rec);
-      return rc;
-    }
-    rc = dtx__sq_idx_insert(w, &co->idx[i], keys, seq);
-    json_decref(keys);
-    if (rc < 0) {
-      json_decref(rec);
-      return rc;
+    if ((rc = doc_keys(&co->idx[i], body, blen, &keys)) == 0) {
+      rc = dtx__sq_idx_insert(w, &co->idx[i], keys, seq);
+      json_decref(keys);
     }
   }
+  bson_free(body);
   /* Last: a failed insert leaves the record where it was. */
-  if (rec)
+  if (rc == 0 && rec)
     rc = tomb(w, co, id, 1, NULL);
   json_decref(rec);
   return rc;
 }
 
+static int update_keys(sq_wctx_t *w, const sq_coll_t *co, int64_t seq,
+                       const json_t *old, const uint8_t *obody, uint32_t olen,
+                       const json_t *doc, const uint8_t *body, size_t blen);
+
+/* old is the stored document and obody[0..olen) its stored bytes (the
+ * write's cursor kept them: dtx__sq_cursor_open_write); doc replaces it. */
 static int update_doc(sq_wctx_t *w, const sq_coll_t *co, int64_t seq,
-                      const json_t *old, const json_t *doc, int bypass) {
+                      const json_t *old, const uint8_t *obody, uint32_t olen,
+                      const json_t *doc, int bypass) {
   sq_conn_t *c = w->c;
   sqlite3_stmt *st;
   int rc = dtx__doc_check_write(co->rules, co->name, old, doc, bypass);
@@ -394,20 +418,35 @@ static int update_doc(sq_wctx_t *w, const sq_coll_t *co, int64_t seq,
   if ((rc = dtx__sq_body_bson(doc, co->name, &body, &blen)) < 0)
     return rc;
   sqlite3_bind_int64(st, 1, seq);
-  sqlite3_bind_blob(st, 2, body, (int)blen, bson_free);
+  /* The body outlives the statement: the new keys are read from it. */
+  sqlite3_bind_blob(st, 2, body, (int)blen, SQLITE_STATIC);
   int src = sqlite3_step(st);
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
-  if (src != SQLITE_DONE)
+  if (src != SQLITE_DONE) {
+    bson_free(body);
     return dtx__sq_err(c, src, "updating a document");
+  }
+  rc = update_keys(w, co, seq, old, obody, olen, doc, body, blen);
+  bson_free(body);
+  return rc;
+}
+
+/* update_doc's index rows: for each index whose fields the update
+ * touched, the keys of the old bytes (obody) and of the new (body). */
+static int update_keys(sq_wctx_t *w, const sq_coll_t *co, int64_t seq,
+                       const json_t *old, const uint8_t *obody, uint32_t olen,
+                       const json_t *doc, const uint8_t *body, size_t blen) {
+  sq_conn_t *c = w->c;
+  int rc;
   for (size_t i = 0; i < co->nidx; i++) {
     const sq_idx_t *ix = &co->idx[i];
     json_t *ko, *kn;
     if (dtx__index_fields_same(ix->spec, old, doc))
       continue;
-    if ((rc = doc_keys(ix, old, &ko)) < 0)
+    if ((rc = doc_keys(ix, obody, olen, &ko)) < 0)
       return rc;
-    if ((rc = doc_keys(ix, doc, &kn)) < 0) {
+    if ((rc = doc_keys(ix, body, blen, &kn)) < 0) {
       json_decref(ko);
       return rc;
     }
@@ -430,14 +469,15 @@ static int update_doc(sq_wctx_t *w, const sq_coll_t *co, int64_t seq,
   return 0;
 }
 
-/* Deletes old (row seq) by m, keeping its fence record (fence.c) first:
+/* Deletes old (row seq, stored bytes obody[0..olen)) by m, keeping its fence record (fence.c) first:
  * were the delete to fail after that, the record would only repeat one
  * the live document still holds.  Keeping the first record of a store
  * creates _dtx_fence, which reloads the snapshot: *cop is then the
  * collection in the new one. */
 static int delete_doc(sq_wctx_t *w, const sq_coll_t **cop,
                       const dtx__modify_t *m, int64_t seq,
-                      const json_t *old) {
+                      const json_t *old, const uint8_t *obody,
+                      uint32_t olen) {
   sq_conn_t *c = w->c;
   sqlite3_stmt *st;
   json_t *rec = NULL;
@@ -465,7 +505,7 @@ static int delete_doc(sq_wctx_t *w, const sq_coll_t **cop,
     return dtx__sq_err(c, src, "deleting a document");
   for (size_t i = 0; i < co->nidx; i++) {
     json_t *keys;
-    if ((rc = doc_keys(&co->idx[i], old, &keys)) < 0)
+    if ((rc = doc_keys(&co->idx[i], obody, olen, &keys)) < 0)
       return rc;
     rc = dtx__sq_idx_delete(c, &co->idx[i], keys, seq);
     json_decref(keys);
@@ -657,23 +697,32 @@ typedef struct mod_arg {
  * earliest of equals, as a stable sort would give): the first one an
  * index walk in sort order meets, or else the least of all matches. */
 static int pick_first(sq_conn_t *c, const sq_coll_t *co,
-                      const dtx__modify_t *m, int64_t *seq, json_t **doc) {
+                      const dtx__modify_t *m, int64_t *seq, json_t **doc,
+                      uint8_t **body, uint32_t *blen) {
   sq_cursor_t cur;
   *doc = NULL;
-  int rc = dtx__sq_cursor_open_sorted(&cur, c, co, m->filter_spec, m->filter,
-                                      m->sort);
+  *body = NULL;
+  *blen = 0;
+  int rc = dtx__sq_cursor_open_write(&cur, c, co, m->filter_spec, m->filter,
+                                     m->sort);
   if (rc < 0)
     return rc;
   const json_t *sort = rc == 1 ? NULL : m->sort;
   int64_t s;
   json_t *d;
-  while ((rc = dtx__sq_cursor_next(&cur, &s, &d)) == 1) {
+  uint8_t *b;
+  uint32_t bl;
+  while ((rc = dtx__sq_cursor_next_body(&cur, &s, &d, &b, &bl)) == 1) {
     if (!*doc || dtx__sort_cmp(sort, d, *doc) < 0) {
       json_decref(*doc);
+      free(*body);
       *doc = d;
+      *body = b;
+      *blen = bl;
       *seq = s;
     } else {
       json_decref(d);
+      free(b);
     }
     if (!sort)
       break;
@@ -681,7 +730,9 @@ static int pick_first(sq_conn_t *c, const sq_coll_t *co,
   dtx__sq_cursor_close(&cur);
   if (rc < 0) {
     json_decref(*doc);
+    free(*body);
     *doc = NULL;
+    *body = NULL;
     return rc;
   }
   return 0;
@@ -715,13 +766,15 @@ static int modify_run(sq_wctx_t *w, sq_op_t *op) {
   dtx__modify_result_t *res = a->res;
   const sq_coll_t *co = dtx__sq_coll_find(w->cat, m->coll);
   json_t *doc = NULL, *nd = NULL;
+  uint8_t *body = NULL; /* doc's stored bytes, for its index keys */
+  uint32_t blen = 0;
   int64_t seq = 0;
   int rc, changed;
   /* The store's clock for this write: read inside the write transaction,
    * under the write lock, so a time-bounded write (window.c) is judged at
    * its atomic step. */
   int64_t now = dtx__now_ms();
-  if (co && (rc = pick_first(w->c, co, m, &seq, &doc)) < 0)
+  if (co && (rc = pick_first(w->c, co, m, &seq, &doc, &body, &blen)) < 0)
     return rc;
   if (!doc)
     return m->upsert && m->update ? upsert(w, m, now, res) : 0;
@@ -730,7 +783,9 @@ static int modify_run(sq_wctx_t *w, sq_op_t *op) {
   if (rc == 0 && changed && dtx__window_any(m))
     rc = dtx__window_test(m, doc, now);
   if (rc == 0 && !m->update) {
-    if ((rc = delete_doc(w, &co, m, seq, doc)) < 0) {
+    rc = delete_doc(w, &co, m, seq, doc, body, blen);
+    free(body);
+    if (rc < 0) {
       json_decref(doc);
       return rc;
     }
@@ -739,7 +794,8 @@ static int modify_run(sq_wctx_t *w, sq_op_t *op) {
     return 0;
   }
   if (rc == 0 && changed)
-    rc = update_doc(w, co, seq, doc, nd, m->bypass);
+    rc = update_doc(w, co, seq, doc, body, blen, nd, m->bypass);
+  free(body);
   if (rc < 0) {
     json_decref(doc);
     json_decref(nd);
@@ -772,6 +828,8 @@ int dtx__sq_modify_one(dtx__backend_t *b, const dtx__modify_t *m,
 typedef struct match {
   int64_t seq;
   json_t *doc;
+  uint8_t *body; /* doc's stored bytes, for its index keys */
+  uint32_t blen;
 } match_t;
 
 /* All matches are collected before the first write, so the writes cannot
@@ -782,18 +840,22 @@ static int collect_matches(sq_conn_t *c, const sq_coll_t *co,
   size_t cap = 0;
   *out = NULL;
   *n = 0;
-  int rc = dtx__sq_cursor_open(&cur, c, co, m->filter_spec, m->filter);
+  int rc = dtx__sq_cursor_open_write(&cur, c, co, m->filter_spec, m->filter,
+                                     NULL);
   if (rc < 0)
     return rc;
   int64_t s;
   json_t *d;
-  while ((rc = dtx__sq_cursor_next(&cur, &s, &d)) == 1) {
+  uint8_t *b;
+  uint32_t bl;
+  while ((rc = dtx__sq_cursor_next_body(&cur, &s, &d, &b, &bl)) == 1) {
     if (*n == cap && DTX__GROW(*out, cap, 16)) {
       json_decref(d);
+      free(b);
       rc = dtx__err(DTX_ENOMEM, "collecting matches");
       break;
     }
-    (*out)[(*n)++] = (match_t){s, d};
+    (*out)[(*n)++] = (match_t){s, d, b, bl};
   }
   dtx__sq_cursor_close(&cur);
   return rc < 0 ? rc : 0;
@@ -822,9 +884,10 @@ static int many_run(sq_wctx_t *w, sq_op_t *op) {
     if (changed) {
       int sp = savepoint_need(w, co, !m->update);
       if ((rc = savepoint_begin(w->c, sp)) == 0) {
-        rc = m->update
-                 ? update_doc(w, co, ms[i].seq, ms[i].doc, nd, m->bypass)
-                 : delete_doc(w, &co, m, ms[i].seq, ms[i].doc);
+        rc = m->update ? update_doc(w, co, ms[i].seq, ms[i].doc, ms[i].body,
+                                    ms[i].blen, nd, m->bypass)
+                       : delete_doc(w, &co, m, ms[i].seq, ms[i].doc,
+                                    ms[i].body, ms[i].blen);
         rc = savepoint_end(w->c, sp, rc);
       }
       if (rc == 0)
@@ -832,8 +895,10 @@ static int many_run(sq_wctx_t *w, sq_op_t *op) {
     }
     json_decref(nd);
   }
-  for (size_t i = 0; i < n; i++)
+  for (size_t i = 0; i < n; i++) {
     json_decref(ms[i].doc);
+    free(ms[i].body);
+  }
   free(ms);
   return rc;
 }

@@ -308,6 +308,11 @@ typedef struct sq_cursor {
   json_t *one;        /* single-id plan: the loaded document */
   int64_t one_seq;
   sqlite3_stmt *scan; /* scan and sorted plans: the running statement */
+  int want_body;      /* keep each match's stored bytes (open_write) */
+  uint8_t *one_body;  /* single-id plan: the loaded document's bytes */
+  uint32_t one_blen;
+  uint8_t *body;      /* the last match's bytes, until next_body takes them */
+  uint32_t blen;
 } sq_cursor_t;
 
 int dtx__sq_cursor_open(sq_cursor_t *cur, sq_conn_t *c, const sq_coll_t *coll,
@@ -322,6 +327,19 @@ int dtx__sq_cursor_open_sorted(sq_cursor_t *cur, sq_conn_t *c,
                                const dtx__filter_t *f, const json_t *sort);
 /* 1 with *seq and *doc (new ref) for the next match, 0 at the end, <0 error. */
 int dtx__sq_cursor_next(sq_cursor_t *cur, int64_t *seq, json_t **doc);
+/* The cursor of a write, which computes the old document's index keys
+ * from its stored bytes (docs.c): dtx__sq_cursor_open_sorted's, whose
+ * dtx__sq_cursor_next_body also hands over a malloc'd copy of each
+ * match's checked body in *body (the caller frees it), *blen its length;
+ * on 0 or error *body is NULL.  (A copy: the row's bytes are SQLite's
+ * only until the statement steps, and a sorted pick or modify_many keeps
+ * a match past that.) */
+int dtx__sq_cursor_open_write(sq_cursor_t *cur, sq_conn_t *c,
+                              const sq_coll_t *coll,
+                              const json_t *filter_spec,
+                              const dtx__filter_t *f, const json_t *sort);
+int dtx__sq_cursor_next_body(sq_cursor_t *cur, int64_t *seq, json_t **doc,
+                             uint8_t **body, uint32_t *blen);
 void dtx__sq_cursor_close(sq_cursor_t *cur);
 
 /* codec.c: a format-3 body (JSON text of an object) back to a document;
@@ -361,6 +379,9 @@ void dtx__sq_id_name(sqlite3_value *v, char *out, size_t n);
 /* JSON text of v in *out (malloc'd, NUL-terminated, *len bytes).  With
  * canonical, numbers are written by value (1.0 as 1), for index keys. */
 int dtx__sq_text(const json_t *v, int canonical, char **out, size_t *len);
+/* The same text appended to b (util/buf.h: b->oom tells of a failure). */
+struct dtx__buf;
+void dtx__sq_text_put(struct dtx__buf *b, const json_t *v, int canonical);
 
 /* docs.c */
 int dtx__sq_insert(dtx__backend_t *b, const char *coll, json_t *const *docs,
