@@ -1,6 +1,6 @@
 /* docs.c -- the document operations of the SQLite backend: insert, find,
  * count, modify_one (update, delete or upsert one document) and
- * modify_many, with the maintenance of index rows.
+ * modify_many; each write keeps its index rows (keyrows.c) in step.
  *
  * Writes run as group-commit operations (commit.c), so each runs inside
  * the batch's write transaction and its own savepoint: the filter check,
@@ -14,7 +14,9 @@
  * value (numbers as INTEGER or REAL, strings as TEXT, booleans as 0/1,
  * null and missing as 0, objects and arrays as canonical JSON text, see
  * codec.c).  SQLite compares INTEGER and REAL by value, so 1 and 1.0 are
- * one key, as in MongoDB.
+ * one key, as in MongoDB.  The keys are read from the bytes the write
+ * stores (the new document's) and from those its cursor read (the old
+ * one's: dtx__sq_cursor_open_write), never from the json_t.
  *
  * Fence tombstones (src/store/fence.c): a delete keeps the deleted
  * document's fence record in _dtx_fence (coll, id), and an insert of that
@@ -56,189 +58,6 @@ int dtx__sq_bind_id(sqlite3_stmt *st, int i, const json_t *id) {
   return src == SQLITE_OK ? 0
                           : dtx__err(DTX_EBACKEND, "sqlite: binding an _id");
 }
-
-int dtx__sq_bind_key(sqlite3_stmt *st, int i, const json_t *v) {
-  int br = dtx__value_bracket(v);
-  int src = sqlite3_bind_int(st, i, br);
-  if (src == SQLITE_OK) {
-    if (!v || json_is_null(v))
-      src = sqlite3_bind_int(st, i + 1, 0);
-    else if (json_is_integer(v))
-      src = sqlite3_bind_int64(st, i + 1, json_integer_value(v));
-    else if (json_is_real(v))
-      src = sqlite3_bind_double(st, i + 1, json_real_value(v));
-    else if (json_is_string(v))
-      src = sqlite3_bind_text(st, i + 1, json_string_value(v),
-                              (int)json_string_length(v), SQLITE_STATIC);
-    else if (json_is_boolean(v))
-      src = sqlite3_bind_int(st, i + 1, json_is_true(v));
-    else {
-      char *text;
-      size_t len;
-      int rc = dtx__sq_text(v, 1, &text, &len);
-      if (rc < 0)
-        return rc;
-      src = sqlite3_bind_text(st, i + 1, text, (int)len, free);
-    }
-  }
-  return src == SQLITE_OK
-             ? 0
-             : dtx__err(DTX_EBACKEND, "sqlite: binding an index key");
-}
-
-/* ---- index rows ----------------------------------------------------------------------------- */
-
-static int idx_rows(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
-                    int64_t seq, int insert) {
-  size_t nf = ix->spec->nfields, i;
-  json_t *tuple;
-  sqlite3_stmt *st;
-  int rc = insert ? dtx__sq_prep(c, ix->sql_ins, ix->h_ins, &st)
-                  : dtx__sq_prep(c, ix->sql_del, ix->h_del, &st);
-  if (rc < 0)
-    return rc;
-  json_array_foreach(keys, i, tuple) {
-    sqlite3_reset(st);
-    for (size_t f = 0; f < nf; f++)
-      if ((rc = dtx__sq_bind_key(st, (int)(2 * f + 1),
-                                 json_array_get(tuple, f))) < 0)
-        return rc;
-    sqlite3_bind_int64(st, (int)(2 * nf + 1), seq);
-    int src = sqlite3_step(st);
-    sqlite3_reset(st);
-    if (src == SQLITE_DONE)
-      continue;
-    if ((src & 0xff) == SQLITE_CONSTRAINT && insert)
-      return dtx__err_dupkey(ix->spec->name,
-                             (const char *const *)ix->spec->paths, tuple,
-                             nf);
-    return dtx__sq_err(c, src, insert ? "adding index keys"
-                                      : "removing index keys");
-  }
-  return 0;
-}
-
-/* Notes ix multikey in w when a document's keys (all of them) make it
- * so: the catalog learns it when the write commits. */
-static int note_multikey(sq_wctx_t *w, const sq_idx_t *ix,
-                         const json_t *keys) {
-  if (!ix->multikey && dtx__index_keys_multikey(keys)) {
-    size_t i = 0;
-    while (i < w->nmk && w->mk[i] != ix->id)
-      i++;
-    if (i == w->nmk) {
-      if (w->nmk == w->capmk && DTX__GROW(w->mk, w->capmk, 4))
-        return dtx__err(DTX_ENOMEM, "noting a multikey index");
-      w->mk[w->nmk++] = ix->id;
-    }
-  }
-  return 0;
-}
-
-int dtx__sq_idx_insert(sq_wctx_t *w, const sq_idx_t *ix, const json_t *keys,
-                       int64_t seq) {
-  int rc = note_multikey(w, ix, keys);
-  return rc < 0 ? rc : idx_rows(w->c, ix, keys, seq, 1);
-}
-
-/* ---- key set differences ------------------------------------------------------------------- */
-
-/* A key tuple's text (dtx__sq_text, not canonical): equal texts are
- * equal values, hence one index row (distinct texts may still be one row,
- * 1 and 1.0: such a key is deleted and inserted again, which is right
- * too).  All texts of a key set share one buffer: this runs for every
- * update that touches an indexed field, and a malloc'd text per tuple
- * (jansson's json_dumps) was most of its cost in the profile of batched
- * transfers (docs/benchmarks.md). */
-typedef struct ktext {
-  const char *t;
-  size_t n; /* its length; texts hold no NUL */
-  size_t i; /* its place in the keys array */
-} ktext_t;
-
-static int ktext_cmp(const void *a, const void *b) {
-  const ktext_t *x = a, *y = b;
-  int c = memcmp(x->t, y->t, x->n < y->n ? x->n : y->n);
-  return c ? c : x->n < y->n ? -1 : x->n > y->n;
-}
-
-/* keys' tuples as texts in *b (the caller frees b->p), sorted; NULL when
- * out of memory. */
-static ktext_t *ktexts(const json_t *keys, dtx__buf_t *b) {
-  size_t n = json_array_size(keys);
-  ktext_t *k = calloc(n ? n : 1, sizeof *k);
-  for (size_t i = 0; k && i < n; i++) {
-    k[i].i = i;
-    k[i].n = b->n; /* its start until the buffer stops moving */
-    dtx__sq_text_put(b, json_array_get(keys, i), 0);
-  }
-  if (!k || b->oom) {
-    free(k);
-    return NULL;
-  }
-  for (size_t i = 0; i < n; i++) {
-    size_t end = i + 1 < n ? k[i + 1].n : b->n;
-    k[i].t = b->p + k[i].n;
-    k[i].n = end - k[i].n;
-  }
-  qsort(k, n, sizeof *k, ktext_cmp);
-  return k;
-}
-
-/* The tuples only ko has (*gone) and only kn has (*added), new arrays:
- * an update that pushes one marker onto an indexed array of 200 touches
- * one index row, not 401. */
-static int keys_diff(const json_t *ko, const json_t *kn, json_t **gone,
-                     json_t **added) {
-  size_t no = json_array_size(ko), nn = json_array_size(kn), i = 0, j = 0;
-  dtx__buf_t ta = {0}, tb = {0};
-  ktext_t *a = ktexts(ko, &ta), *b = ktexts(kn, &tb);
-  *gone = json_array();
-  *added = json_array();
-  int rc = a && b && *gone && *added ? 0 : DTX_ENOMEM;
-  while (rc == 0 && (i < no || j < nn)) {
-    int c = i == no ? 1 : j == nn ? -1 : ktext_cmp(&a[i], &b[j]);
-    if (c < 0)
-      rc = json_array_append(*gone, json_array_get(ko, a[i++].i));
-    else if (c > 0)
-      rc = json_array_append(*added, json_array_get(kn, b[j++].i));
-    else
-      i++, j++;
-    rc = rc ? DTX_ENOMEM : 0;
-  }
-  free(a);
-  free(b);
-  free(ta.p);
-  free(tb.p);
-  if (rc < 0) {
-    json_decref(*gone);
-    json_decref(*added);
-    *gone = *added = NULL;
-    return dtx__err(rc, "comparing index keys");
-  }
-  return 0;
-}
-
-int dtx__sq_idx_delete(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
-                       int64_t seq) {
-  return idx_rows(c, ix, keys, seq, 0);
-}
-
-/* ix's keys of a document, from the bytes the write stores or read
- * (body[0..blen), checked: written by libbson, or passed by
- * dtx__sq_body_view): bkeyvals.c gives the very tuples dtx__index_keys
- * gives for the json_t those bytes bridge to, bridging only the key
- * values (docs/engine.md, "Stages", 2b step 3).  The multikey flag
- * (note_multikey) is still dtx__index_keys_multikey on those tuples, so a
- * Date or ObjectId key, an object once bridged, marks its index multikey
- * as before; bkeys.c's own flag (dtx__bindex_keys, BSON documents and
- * arrays only) would not, and is not used here. */
-static int doc_keys(const sq_idx_t *ix, const uint8_t *body, size_t blen,
-                    json_t **keys) {
-  int rc = dtx__bindex_key_tuples(ix->spec, body, (uint32_t)blen, keys, NULL);
-  return rc < 0 ? dtx__err_wrap(rc, "index '%s'", ix->spec->name) : 0;
-}
-
 
 /* ---- fence tombstones ------------------------------------------------------------------ */
 
@@ -382,11 +201,10 @@ static int insert_doc(sq_wctx_t *w, const sq_coll_t *co,
   }
   int64_t seq = sqlite3_last_insert_rowid(c->db);
   for (size_t i = 0; rc == 0 && i < co->nidx; i++) {
-    json_t *keys;
-    if ((rc = doc_keys(&co->idx[i], body, blen, &keys)) == 0) {
-      rc = dtx__sq_idx_insert(w, &co->idx[i], keys, seq);
-      json_decref(keys);
-    }
+    sq_keys_t keys;
+    if ((rc = dtx__sq_keys_of(&co->idx[i], body, (uint32_t)blen, &keys)) == 0)
+      rc = dtx__sq_keys_insert(w, &co->idx[i], &keys, seq);
+    dtx__sq_keys_free(&keys);
   }
   bson_free(body);
   /* Last: a failed insert leaves the record where it was. */
@@ -437,40 +255,25 @@ static int update_doc(sq_wctx_t *w, const sq_coll_t *co, int64_t seq,
 static int update_keys(sq_wctx_t *w, const sq_coll_t *co, int64_t seq,
                        const json_t *old, const uint8_t *obody, uint32_t olen,
                        const json_t *doc, const uint8_t *body, size_t blen) {
-  sq_conn_t *c = w->c;
-  int rc;
-  for (size_t i = 0; i < co->nidx; i++) {
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < co->nidx; i++) {
     const sq_idx_t *ix = &co->idx[i];
-    json_t *ko, *kn;
+    sq_keys_t ko, kn;
     if (dtx__index_fields_same(ix->spec, old, doc))
       continue;
-    if ((rc = doc_keys(ix, obody, olen, &ko)) < 0)
-      return rc;
-    if ((rc = doc_keys(ix, body, blen, &kn)) < 0) {
-      json_decref(ko);
-      return rc;
-    }
-    /* Only the keys that changed are touched.  All gone rows go before
-     * any added one, so a key moving between fields of one document is
-     * not mistaken for a duplicate; whether the index becomes multikey is
-     * judged on all the new keys. */
-    json_t *gone = NULL, *added = NULL;
-    if (!json_equal(ko, kn) && (rc = keys_diff(ko, kn, &gone, &added)) == 0 &&
-        (rc = dtx__sq_idx_delete(c, ix, gone, seq)) == 0 &&
-        (rc = note_multikey(w, ix, kn)) == 0)
-      rc = idx_rows(c, ix, added, seq, 1);
-    json_decref(gone);
-    json_decref(added);
-    json_decref(ko);
-    json_decref(kn);
-    if (rc < 0)
-      return rc;
+    if ((rc = dtx__sq_keys_of(ix, obody, olen, &ko)) == 0 &&
+        (rc = dtx__sq_keys_of(ix, body, (uint32_t)blen, &kn)) == 0)
+      rc = dtx__sq_keys_update(w, ix, &ko, &kn, seq);
+    else
+      memset(&kn, 0, sizeof kn);
+    dtx__sq_keys_free(&ko);
+    dtx__sq_keys_free(&kn);
   }
-  return 0;
+  return rc;
 }
 
-/* Deletes old (row seq, stored bytes obody[0..olen)) by m, keeping its fence record (fence.c) first:
- * were the delete to fail after that, the record would only repeat one
+/* Deletes old (row seq, stored bytes obody[0..olen)) by m, keeping its
+ * fence record (fence.c) first: were the delete to fail after that, the record would only repeat one
  * the live document still holds.  Keeping the first record of a store
  * creates _dtx_fence, which reloads the snapshot: *cop is then the
  * collection in the new one. */
@@ -503,16 +306,13 @@ static int delete_doc(sq_wctx_t *w, const sq_coll_t **cop,
   sqlite3_reset(st);
   if (src != SQLITE_DONE)
     return dtx__sq_err(c, src, "deleting a document");
-  for (size_t i = 0; i < co->nidx; i++) {
-    json_t *keys;
-    if ((rc = doc_keys(&co->idx[i], obody, olen, &keys)) < 0)
-      return rc;
-    rc = dtx__sq_idx_delete(c, &co->idx[i], keys, seq);
-    json_decref(keys);
-    if (rc < 0)
-      return rc;
+  for (size_t i = 0; rc == 0 && i < co->nidx; i++) {
+    sq_keys_t keys;
+    if ((rc = dtx__sq_keys_of(&co->idx[i], obody, olen, &keys)) == 0)
+      rc = dtx__sq_keys_delete(c, &co->idx[i], &keys, seq);
+    dtx__sq_keys_free(&keys);
   }
-  return 0;
+  return rc;
 }
 
 /* A nested savepoint around one document's write when it may take more

@@ -10,6 +10,8 @@
  *   codec.c    the stored bytes of bodies (BSON) and the text of
  *              object/array keys
  *   docs.c     insert, find, count, modify_one, modify_many
+ *   keyrows.c  a document's index keys, from its stored bytes, and the
+ *              index rows a write adds and removes
  *
  * On-disk schema (one SQLite file, WAL mode):
  *   _dtx_meta(k PRIMARY KEY, v)      'format' = 4; 'catalog' = a random
@@ -279,16 +281,37 @@ int dtx__sq_get_rules(dtx__backend_t *b, const char *coll, json_t **out);
 /* docs.c: the fence_records method. */
 int dtx__sq_fence_records(dtx__backend_t *b, const char *coll, json_t **out);
 
-/* ---- index rows (docs.c) ---------------------------------------------------------- */
+/* ---- index rows (keyrows.c) ------------------------------------------------------- */
 
 /* Binds one index key value as (bracket, value) at columns i, i+1. */
 int dtx__sq_bind_key(sqlite3_stmt *st, int i, const json_t *v);
+
+/* One document's keys for one index: n plain tuples of nf views into the
+ * body it was read from (which must outlive it), or, when json is not
+ * NULL, the tuples as json_t (keyrows.c says which form when). */
+typedef struct sq_keys {
+  size_t nf, n;
+  dtx__bval_t *v; /* n * nf values */
+  json_t *json;
+} sq_keys_t;
+
+/* ix's keys of the checked body[0..len) into *k (free with
+ * dtx__sq_keys_free, also after an error): dtx__index_keys' tuples of the
+ * document, with its errors under "index 'NAME'". */
+int dtx__sq_keys_of(const sq_idx_t *ix, const uint8_t *body, uint32_t len,
+                    sq_keys_t *k);
+void dtx__sq_keys_free(sq_keys_t *k);
 /* Adds a document's index rows; an index that gets several keys from one
- * document is noted in w to be marked multikey (dtx__sq_mk_flush). */
-int dtx__sq_idx_insert(sq_wctx_t *w, const sq_idx_t *ix, const json_t *keys,
-                       int64_t seq);
-int dtx__sq_idx_delete(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
-                       int64_t seq);
+ * document (dtx__index_keys_multikey) is noted in w to be marked
+ * multikey (dtx__sq_mk_flush). */
+int dtx__sq_keys_insert(sq_wctx_t *w, const sq_idx_t *ix, const sq_keys_t *k,
+                        int64_t seq);
+int dtx__sq_keys_delete(sq_conn_t *c, const sq_idx_t *ix, const sq_keys_t *k,
+                        int64_t seq);
+/* Replaces the rows of keys ko by those of kn: only the tuples that
+ * changed are removed and added. */
+int dtx__sq_keys_update(sq_wctx_t *w, const sq_idx_t *ix, const sq_keys_t *ko,
+                        const sq_keys_t *kn, int64_t seq);
 int dtx__sq_bind_id(sqlite3_stmt *st, int i, const json_t *id);
 
 /* ---- executing a plan (plan.c) ------------------------------------------------------ */
