@@ -277,7 +277,9 @@ void dtx__sq_keys_free(sq_keys_t *k) {
 /* ---- rows of the plain form -------------------------------------------------------- */
 
 /* v bound as dtx__sq_bind_key binds its bridged json_t (the file's
- * opening comment). */
+ * opening comment), with dtx__value_bracket's numbers (null 1, numbers
+ * 2, strings 3, booleans 8); test_sqlite_keyrows compares every column
+ * of the rows both ways give. */
 static int bind_plain(sqlite3_stmt *st, int i, const dtx__bval_t *v) {
   int src;
   switch (v->type) {
@@ -446,7 +448,9 @@ int dtx__sq_keys_update(sq_wctx_t *w, const sq_idx_t *ix, const sq_keys_t *ko,
       na += added[t] = !tuple_in(ko, &kn->v[t * kn->nf]);
     if (ng && (rc = plain_rows(w->c, ix, ko, gone, seq, 0)) < 0)
       return rc;
-    if ((ng || na) && (rc = note_mk(w, ix, kn->n > 1)) < 0)
+    /* Whatever changed: this document's keys make the index multikey
+     * (a store that missed the mark before gets it now). */
+    if ((rc = note_mk(w, ix, kn->n > 1)) < 0)
       return rc;
     return na ? plain_rows(w->c, ix, kn, added, seq, 1) : 0;
   }
