@@ -763,7 +763,10 @@ typedef struct ci_arg {
 } ci_arg_t;
 
 /* Indexes every existing document; a unique violation fails the op and
- * the op's rollback removes the half-built index. */
+ * the op's rollback removes the half-built index.  The keys come from
+ * each stored body's checked bytes (keyrows.c: dtx__index_keys' tuples
+ * and errors, and the same multikey flag), so no document is bridged to
+ * json_t. */
 static int index_build(sq_wctx_t *w, const sq_coll_t *co,
                        const sq_idx_t *ix) {
   sq_conn_t *c = w->c;
@@ -773,19 +776,22 @@ static int index_build(sq_wctx_t *w, const sq_coll_t *co,
     return rc;
   int src;
   while ((src = sqlite3_step(scan)) == SQLITE_ROW) {
-    json_t *doc, *keys;
+    sq_keys_t keys;
+    const uint8_t *p;
+    uint32_t n;
     int64_t seq = sqlite3_column_int64(scan, 0);
-    if ((rc = dtx__sq_body_get(c, co, seq, scan, 1, &doc)) < 0)
+    if ((rc = dtx__sq_body_view(c, co, seq, scan, 1, &p, &n)) < 0)
       break;
-    rc = dtx__index_keys(ix->spec, doc, &keys);
+    rc = dtx__sq_keys_of(ix, p, n, &keys);
     if (rc == 0) {
-      rc = dtx__sq_idx_insert(w, ix, keys, seq);
-      json_decref(keys);
+      rc = dtx__sq_keys_insert(w, ix, &keys, seq);
     } else {
-      json_t *id = json_object_get(doc, "_id");
-      dtx__err_wrap(rc, "document %s", id ? "with _id" : "without _id");
+      dtx__belem_t id;
+      dtx__err_wrap(rc, "document %s",
+                    dtx__belem_find(p, n, "_id", 3, &id) ? "with _id"
+                                                          : "without _id");
     }
-    json_decref(doc);
+    dtx__sq_keys_free(&keys);
     if (rc < 0)
       break;
   }

@@ -172,6 +172,10 @@ int dtx__sq_text(const json_t *v, int canonical, char **out, size_t *len) {
   return 0;
 }
 
+void dtx__sq_text_put(buf_t *b, const json_t *v, int canonical) {
+  put_value(b, v, canonical, 0);
+}
+
 /* ---- reading --------------------------------------------------------------------------- */
 
 typedef struct rd {

@@ -1,6 +1,6 @@
 /* docs.c -- the document operations of the SQLite backend: insert, find,
  * count, modify_one (update, delete or upsert one document) and
- * modify_many, with the maintenance of index rows.
+ * modify_many; each write keeps its index rows (keyrows.c) in step.
  *
  * Writes run as group-commit operations (commit.c), so each runs inside
  * the batch's write transaction and its own savepoint: the filter check,
@@ -14,7 +14,9 @@
  * value (numbers as INTEGER or REAL, strings as TEXT, booleans as 0/1,
  * null and missing as 0, objects and arrays as canonical JSON text, see
  * codec.c).  SQLite compares INTEGER and REAL by value, so 1 and 1.0 are
- * one key, as in MongoDB.
+ * one key, as in MongoDB.  The keys are read from the bytes the write
+ * stores (the new document's) and from those its cursor read (the old
+ * one's: dtx__sq_cursor_open_write), never from the json_t.
  *
  * Fence tombstones (src/store/fence.c): a delete keeps the deleted
  * document's fence record in _dtx_fence (coll, id), and an insert of that
@@ -56,169 +58,6 @@ int dtx__sq_bind_id(sqlite3_stmt *st, int i, const json_t *id) {
   return src == SQLITE_OK ? 0
                           : dtx__err(DTX_EBACKEND, "sqlite: binding an _id");
 }
-
-int dtx__sq_bind_key(sqlite3_stmt *st, int i, const json_t *v) {
-  int br = dtx__value_bracket(v);
-  int src = sqlite3_bind_int(st, i, br);
-  if (src == SQLITE_OK) {
-    if (!v || json_is_null(v))
-      src = sqlite3_bind_int(st, i + 1, 0);
-    else if (json_is_integer(v))
-      src = sqlite3_bind_int64(st, i + 1, json_integer_value(v));
-    else if (json_is_real(v))
-      src = sqlite3_bind_double(st, i + 1, json_real_value(v));
-    else if (json_is_string(v))
-      src = sqlite3_bind_text(st, i + 1, json_string_value(v),
-                              (int)json_string_length(v), SQLITE_STATIC);
-    else if (json_is_boolean(v))
-      src = sqlite3_bind_int(st, i + 1, json_is_true(v));
-    else {
-      char *text;
-      size_t len;
-      int rc = dtx__sq_text(v, 1, &text, &len);
-      if (rc < 0)
-        return rc;
-      src = sqlite3_bind_text(st, i + 1, text, (int)len, free);
-    }
-  }
-  return src == SQLITE_OK
-             ? 0
-             : dtx__err(DTX_EBACKEND, "sqlite: binding an index key");
-}
-
-/* ---- index rows ----------------------------------------------------------------------------- */
-
-static int idx_rows(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
-                    int64_t seq, int insert) {
-  size_t nf = ix->spec->nfields, i;
-  json_t *tuple;
-  sqlite3_stmt *st;
-  int rc = insert ? dtx__sq_prep(c, ix->sql_ins, ix->h_ins, &st)
-                  : dtx__sq_prep(c, ix->sql_del, ix->h_del, &st);
-  if (rc < 0)
-    return rc;
-  json_array_foreach(keys, i, tuple) {
-    sqlite3_reset(st);
-    for (size_t f = 0; f < nf; f++)
-      if ((rc = dtx__sq_bind_key(st, (int)(2 * f + 1),
-                                 json_array_get(tuple, f))) < 0)
-        return rc;
-    sqlite3_bind_int64(st, (int)(2 * nf + 1), seq);
-    int src = sqlite3_step(st);
-    sqlite3_reset(st);
-    if (src == SQLITE_DONE)
-      continue;
-    if ((src & 0xff) == SQLITE_CONSTRAINT && insert)
-      return dtx__err_dupkey(ix->spec->name,
-                             (const char *const *)ix->spec->paths, tuple,
-                             nf);
-    return dtx__sq_err(c, src, insert ? "adding index keys"
-                                      : "removing index keys");
-  }
-  return 0;
-}
-
-/* Notes ix multikey in w when a document's keys (all of them) make it
- * so: the catalog learns it when the write commits. */
-static int note_multikey(sq_wctx_t *w, const sq_idx_t *ix,
-                         const json_t *keys) {
-  if (!ix->multikey && dtx__index_keys_multikey(keys)) {
-    size_t i = 0;
-    while (i < w->nmk && w->mk[i] != ix->id)
-      i++;
-    if (i == w->nmk) {
-      if (w->nmk == w->capmk && DTX__GROW(w->mk, w->capmk, 4))
-        return dtx__err(DTX_ENOMEM, "noting a multikey index");
-      w->mk[w->nmk++] = ix->id;
-    }
-  }
-  return 0;
-}
-
-int dtx__sq_idx_insert(sq_wctx_t *w, const sq_idx_t *ix, const json_t *keys,
-                       int64_t seq) {
-  int rc = note_multikey(w, ix, keys);
-  return rc < 0 ? rc : idx_rows(w->c, ix, keys, seq, 1);
-}
-
-/* ---- key set differences ------------------------------------------------------------------- */
-
-/* A key tuple's text: equal texts are equal values, hence one index row
- * (distinct texts may still be one row, 1 and 1.0: such a key is deleted
- * and inserted again, which is right too). */
-typedef struct ktext {
-  char *t;
-  size_t i; /* its place in the keys array */
-} ktext_t;
-
-static int ktext_cmp(const void *a, const void *b) {
-  return strcmp(((const ktext_t *)a)->t, ((const ktext_t *)b)->t);
-}
-
-static void ktexts_free(ktext_t *k, size_t n) {
-  for (size_t i = 0; k && i < n; i++)
-    free(k[i].t);
-  free(k);
-}
-
-/* keys' tuples as texts, sorted; NULL when out of memory. */
-static ktext_t *ktexts(const json_t *keys) {
-  size_t n = json_array_size(keys);
-  ktext_t *k = calloc(n ? n : 1, sizeof *k);
-  for (size_t i = 0; k && i < n; i++) {
-    k[i].i = i;
-    k[i].t = json_dumps(json_array_get(keys, i), JSON_COMPACT | JSON_ENCODE_ANY);
-    if (!k[i].t) {
-      ktexts_free(k, n);
-      return NULL;
-    }
-  }
-  if (k)
-    qsort(k, n, sizeof *k, ktext_cmp);
-  return k;
-}
-
-/* The tuples only ko has (*gone) and only kn has (*added), new arrays:
- * an update that pushes one marker onto an indexed array of 200 touches
- * one index row, not 401. */
-static int keys_diff(const json_t *ko, const json_t *kn, json_t **gone,
-                     json_t **added) {
-  size_t no = json_array_size(ko), nn = json_array_size(kn), i = 0, j = 0;
-  ktext_t *a = ktexts(ko), *b = ktexts(kn);
-  *gone = json_array();
-  *added = json_array();
-  int rc = a && b && *gone && *added ? 0 : DTX_ENOMEM;
-  while (rc == 0 && (i < no || j < nn)) {
-    int c = i == no ? 1 : j == nn ? -1 : strcmp(a[i].t, b[j].t);
-    if (c < 0)
-      rc = json_array_append(*gone, json_array_get(ko, a[i++].i));
-    else if (c > 0)
-      rc = json_array_append(*added, json_array_get(kn, b[j++].i));
-    else
-      i++, j++;
-    rc = rc ? DTX_ENOMEM : 0;
-  }
-  ktexts_free(a, no);
-  ktexts_free(b, nn);
-  if (rc < 0) {
-    json_decref(*gone);
-    json_decref(*added);
-    *gone = *added = NULL;
-    return dtx__err(rc, "comparing index keys");
-  }
-  return 0;
-}
-
-int dtx__sq_idx_delete(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
-                       int64_t seq) {
-  return idx_rows(c, ix, keys, seq, 0);
-}
-
-static int doc_keys(const sq_idx_t *ix, const json_t *doc, json_t **keys) {
-  int rc = dtx__index_keys(ix->spec, doc, keys);
-  return rc < 0 ? dtx__err_wrap(rc, "index '%s'", ix->spec->name) : 0;
-}
-
 
 /* ---- fence tombstones ------------------------------------------------------------------ */
 
@@ -347,11 +186,13 @@ static int insert_doc(sq_wctx_t *w, const sq_coll_t *co,
     json_decref(rec);
     return rc;
   }
-  sqlite3_bind_blob(st, 2, body, (int)blen, bson_free);
+  /* The body outlives the statement: the index keys are read from it. */
+  sqlite3_bind_blob(st, 2, body, (int)blen, SQLITE_STATIC);
   int src = sqlite3_step(st);
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
   if (src != SQLITE_DONE) {
+    bson_free(body);
     json_decref(rec);
     if ((src & 0xff) == SQLITE_CONSTRAINT) {
       return dtx__err_dupid(id);
@@ -359,28 +200,29 @@ static int insert_doc(sq_wctx_t *w, const sq_coll_t *co,
     return dtx__sq_err(c, src, "inserting a document");
   }
   int64_t seq = sqlite3_last_insert_rowid(c->db);
-  for (size_t i = 0; i < co->nidx; i++) {
-    json_t *keys;
-    if ((rc = doc_keys(&co->idx[i], doc, &keys)) < 0) {
-      json_decref(rec);
-      return rc;
-    }
-    rc = dtx__sq_idx_insert(w, &co->idx[i], keys, seq);
-    json_decref(keys);
-    if (rc < 0) {
-      json_decref(rec);
-      return rc;
-    }
+  for (size_t i = 0; rc == 0 && i < co->nidx; i++) {
+    sq_keys_t keys;
+    if ((rc = dtx__sq_keys_of(&co->idx[i], body, (uint32_t)blen, &keys)) == 0)
+      rc = dtx__sq_keys_insert(w, &co->idx[i], &keys, seq);
+    dtx__sq_keys_free(&keys);
   }
+  bson_free(body);
   /* Last: a failed insert leaves the record where it was. */
-  if (rec)
+  if (rc == 0 && rec)
     rc = tomb(w, co, id, 1, NULL);
   json_decref(rec);
   return rc;
 }
 
+static int update_keys(sq_wctx_t *w, const sq_coll_t *co, int64_t seq,
+                       const json_t *old, const uint8_t *obody, uint32_t olen,
+                       const json_t *doc, const uint8_t *body, size_t blen);
+
+/* old is the stored document and obody[0..olen) its stored bytes (the
+ * write's cursor kept them: dtx__sq_cursor_open_write); doc replaces it. */
 static int update_doc(sq_wctx_t *w, const sq_coll_t *co, int64_t seq,
-                      const json_t *old, const json_t *doc, int bypass) {
+                      const json_t *old, const uint8_t *obody, uint32_t olen,
+                      const json_t *doc, int bypass) {
   sq_conn_t *c = w->c;
   sqlite3_stmt *st;
   int rc = dtx__doc_check_write(co->rules, co->name, old, doc, bypass);
@@ -394,50 +236,51 @@ static int update_doc(sq_wctx_t *w, const sq_coll_t *co, int64_t seq,
   if ((rc = dtx__sq_body_bson(doc, co->name, &body, &blen)) < 0)
     return rc;
   sqlite3_bind_int64(st, 1, seq);
-  sqlite3_bind_blob(st, 2, body, (int)blen, bson_free);
+  /* The body outlives the statement: the new keys are read from it. */
+  sqlite3_bind_blob(st, 2, body, (int)blen, SQLITE_STATIC);
   int src = sqlite3_step(st);
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
-  if (src != SQLITE_DONE)
+  if (src != SQLITE_DONE) {
+    bson_free(body);
     return dtx__sq_err(c, src, "updating a document");
-  for (size_t i = 0; i < co->nidx; i++) {
-    const sq_idx_t *ix = &co->idx[i];
-    json_t *ko, *kn;
-    if (dtx__index_fields_same(ix->spec, old, doc))
-      continue;
-    if ((rc = doc_keys(ix, old, &ko)) < 0)
-      return rc;
-    if ((rc = doc_keys(ix, doc, &kn)) < 0) {
-      json_decref(ko);
-      return rc;
-    }
-    /* Only the keys that changed are touched.  All gone rows go before
-     * any added one, so a key moving between fields of one document is
-     * not mistaken for a duplicate; whether the index becomes multikey is
-     * judged on all the new keys. */
-    json_t *gone = NULL, *added = NULL;
-    if (!json_equal(ko, kn) && (rc = keys_diff(ko, kn, &gone, &added)) == 0 &&
-        (rc = dtx__sq_idx_delete(c, ix, gone, seq)) == 0 &&
-        (rc = note_multikey(w, ix, kn)) == 0)
-      rc = idx_rows(c, ix, added, seq, 1);
-    json_decref(gone);
-    json_decref(added);
-    json_decref(ko);
-    json_decref(kn);
-    if (rc < 0)
-      return rc;
   }
-  return 0;
+  rc = update_keys(w, co, seq, old, obody, olen, doc, body, blen);
+  bson_free(body);
+  return rc;
 }
 
-/* Deletes old (row seq) by m, keeping its fence record (fence.c) first:
- * were the delete to fail after that, the record would only repeat one
+/* update_doc's index rows: for each index whose fields the update
+ * touched, the keys of the old bytes (obody) and of the new (body). */
+static int update_keys(sq_wctx_t *w, const sq_coll_t *co, int64_t seq,
+                       const json_t *old, const uint8_t *obody, uint32_t olen,
+                       const json_t *doc, const uint8_t *body, size_t blen) {
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < co->nidx; i++) {
+    const sq_idx_t *ix = &co->idx[i];
+    sq_keys_t ko, kn;
+    if (dtx__index_fields_same(ix->spec, old, doc))
+      continue;
+    if ((rc = dtx__sq_keys_of(ix, obody, olen, &ko)) == 0 &&
+        (rc = dtx__sq_keys_of(ix, body, (uint32_t)blen, &kn)) == 0)
+      rc = dtx__sq_keys_update(w, ix, &ko, &kn, seq);
+    else
+      memset(&kn, 0, sizeof kn);
+    dtx__sq_keys_free(&ko);
+    dtx__sq_keys_free(&kn);
+  }
+  return rc;
+}
+
+/* Deletes old (row seq, stored bytes obody[0..olen)) by m, keeping its
+ * fence record (fence.c) first: were the delete to fail after that, the record would only repeat one
  * the live document still holds.  Keeping the first record of a store
  * creates _dtx_fence, which reloads the snapshot: *cop is then the
  * collection in the new one. */
 static int delete_doc(sq_wctx_t *w, const sq_coll_t **cop,
                       const dtx__modify_t *m, int64_t seq,
-                      const json_t *old) {
+                      const json_t *old, const uint8_t *obody,
+                      uint32_t olen) {
   sq_conn_t *c = w->c;
   sqlite3_stmt *st;
   json_t *rec = NULL;
@@ -463,16 +306,13 @@ static int delete_doc(sq_wctx_t *w, const sq_coll_t **cop,
   sqlite3_reset(st);
   if (src != SQLITE_DONE)
     return dtx__sq_err(c, src, "deleting a document");
-  for (size_t i = 0; i < co->nidx; i++) {
-    json_t *keys;
-    if ((rc = doc_keys(&co->idx[i], old, &keys)) < 0)
-      return rc;
-    rc = dtx__sq_idx_delete(c, &co->idx[i], keys, seq);
-    json_decref(keys);
-    if (rc < 0)
-      return rc;
+  for (size_t i = 0; rc == 0 && i < co->nidx; i++) {
+    sq_keys_t keys;
+    if ((rc = dtx__sq_keys_of(&co->idx[i], obody, olen, &keys)) == 0)
+      rc = dtx__sq_keys_delete(c, &co->idx[i], &keys, seq);
+    dtx__sq_keys_free(&keys);
   }
-  return 0;
+  return rc;
 }
 
 /* A nested savepoint around one document's write when it may take more
@@ -657,23 +497,32 @@ typedef struct mod_arg {
  * earliest of equals, as a stable sort would give): the first one an
  * index walk in sort order meets, or else the least of all matches. */
 static int pick_first(sq_conn_t *c, const sq_coll_t *co,
-                      const dtx__modify_t *m, int64_t *seq, json_t **doc) {
+                      const dtx__modify_t *m, int64_t *seq, json_t **doc,
+                      uint8_t **body, uint32_t *blen) {
   sq_cursor_t cur;
   *doc = NULL;
-  int rc = dtx__sq_cursor_open_sorted(&cur, c, co, m->filter_spec, m->filter,
-                                      m->sort);
+  *body = NULL;
+  *blen = 0;
+  int rc = dtx__sq_cursor_open_write(&cur, c, co, m->filter_spec, m->filter,
+                                     m->sort);
   if (rc < 0)
     return rc;
   const json_t *sort = rc == 1 ? NULL : m->sort;
   int64_t s;
   json_t *d;
-  while ((rc = dtx__sq_cursor_next(&cur, &s, &d)) == 1) {
+  uint8_t *b;
+  uint32_t bl;
+  while ((rc = dtx__sq_cursor_next_body(&cur, &s, &d, &b, &bl)) == 1) {
     if (!*doc || dtx__sort_cmp(sort, d, *doc) < 0) {
       json_decref(*doc);
+      free(*body);
       *doc = d;
+      *body = b;
+      *blen = bl;
       *seq = s;
     } else {
       json_decref(d);
+      free(b);
     }
     if (!sort)
       break;
@@ -681,7 +530,9 @@ static int pick_first(sq_conn_t *c, const sq_coll_t *co,
   dtx__sq_cursor_close(&cur);
   if (rc < 0) {
     json_decref(*doc);
+    free(*body);
     *doc = NULL;
+    *body = NULL;
     return rc;
   }
   return 0;
@@ -715,13 +566,15 @@ static int modify_run(sq_wctx_t *w, sq_op_t *op) {
   dtx__modify_result_t *res = a->res;
   const sq_coll_t *co = dtx__sq_coll_find(w->cat, m->coll);
   json_t *doc = NULL, *nd = NULL;
+  uint8_t *body = NULL; /* doc's stored bytes, for its index keys */
+  uint32_t blen = 0;
   int64_t seq = 0;
   int rc, changed;
   /* The store's clock for this write: read inside the write transaction,
    * under the write lock, so a time-bounded write (window.c) is judged at
    * its atomic step. */
   int64_t now = dtx__now_ms();
-  if (co && (rc = pick_first(w->c, co, m, &seq, &doc)) < 0)
+  if (co && (rc = pick_first(w->c, co, m, &seq, &doc, &body, &blen)) < 0)
     return rc;
   if (!doc)
     return m->upsert && m->update ? upsert(w, m, now, res) : 0;
@@ -730,7 +583,9 @@ static int modify_run(sq_wctx_t *w, sq_op_t *op) {
   if (rc == 0 && changed && dtx__window_any(m))
     rc = dtx__window_test(m, doc, now);
   if (rc == 0 && !m->update) {
-    if ((rc = delete_doc(w, &co, m, seq, doc)) < 0) {
+    rc = delete_doc(w, &co, m, seq, doc, body, blen);
+    free(body);
+    if (rc < 0) {
       json_decref(doc);
       return rc;
     }
@@ -739,7 +594,8 @@ static int modify_run(sq_wctx_t *w, sq_op_t *op) {
     return 0;
   }
   if (rc == 0 && changed)
-    rc = update_doc(w, co, seq, doc, nd, m->bypass);
+    rc = update_doc(w, co, seq, doc, body, blen, nd, m->bypass);
+  free(body);
   if (rc < 0) {
     json_decref(doc);
     json_decref(nd);
@@ -772,6 +628,8 @@ int dtx__sq_modify_one(dtx__backend_t *b, const dtx__modify_t *m,
 typedef struct match {
   int64_t seq;
   json_t *doc;
+  uint8_t *body; /* doc's stored bytes, for its index keys */
+  uint32_t blen;
 } match_t;
 
 /* All matches are collected before the first write, so the writes cannot
@@ -782,18 +640,22 @@ static int collect_matches(sq_conn_t *c, const sq_coll_t *co,
   size_t cap = 0;
   *out = NULL;
   *n = 0;
-  int rc = dtx__sq_cursor_open(&cur, c, co, m->filter_spec, m->filter);
+  int rc = dtx__sq_cursor_open_write(&cur, c, co, m->filter_spec, m->filter,
+                                     NULL);
   if (rc < 0)
     return rc;
   int64_t s;
   json_t *d;
-  while ((rc = dtx__sq_cursor_next(&cur, &s, &d)) == 1) {
+  uint8_t *b;
+  uint32_t bl;
+  while ((rc = dtx__sq_cursor_next_body(&cur, &s, &d, &b, &bl)) == 1) {
     if (*n == cap && DTX__GROW(*out, cap, 16)) {
       json_decref(d);
+      free(b);
       rc = dtx__err(DTX_ENOMEM, "collecting matches");
       break;
     }
-    (*out)[(*n)++] = (match_t){s, d};
+    (*out)[(*n)++] = (match_t){s, d, b, bl};
   }
   dtx__sq_cursor_close(&cur);
   return rc < 0 ? rc : 0;
@@ -822,9 +684,10 @@ static int many_run(sq_wctx_t *w, sq_op_t *op) {
     if (changed) {
       int sp = savepoint_need(w, co, !m->update);
       if ((rc = savepoint_begin(w->c, sp)) == 0) {
-        rc = m->update
-                 ? update_doc(w, co, ms[i].seq, ms[i].doc, nd, m->bypass)
-                 : delete_doc(w, &co, m, ms[i].seq, ms[i].doc);
+        rc = m->update ? update_doc(w, co, ms[i].seq, ms[i].doc, ms[i].body,
+                                    ms[i].blen, nd, m->bypass)
+                       : delete_doc(w, &co, m, ms[i].seq, ms[i].doc,
+                                    ms[i].body, ms[i].blen);
         rc = savepoint_end(w->c, sp, rc);
       }
       if (rc == 0)
@@ -832,8 +695,10 @@ static int many_run(sq_wctx_t *w, sq_op_t *op) {
     }
     json_decref(nd);
   }
-  for (size_t i = 0; i < n; i++)
+  for (size_t i = 0; i < n; i++) {
     json_decref(ms[i].doc);
+    free(ms[i].body);
+  }
   free(ms);
   return rc;
 }

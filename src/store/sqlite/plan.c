@@ -18,6 +18,7 @@
 #include "doc/bdoc.h"
 #include "doc/bfilter.h"
 #include "store/plan.h"
+#include "util/assert.h"
 #include "util/buf.h"
 #include "util/err.h"
 
@@ -180,6 +181,36 @@ static int index_candidates(sq_cursor_t *cur, const dtx__plan_t *p) {
 
 /* ---- cursor -------------------------------------------------------------------------- */
 
+/* A malloc'd copy of n bytes at p into *body (a write's cursor keeps the
+ * bytes it matched: dtx__sq_cursor_open_write). */
+static int body_copy(const uint8_t *p, uint32_t n, uint8_t **body,
+                     uint32_t *blen) {
+  free(*body);
+  *body = malloc(n ? n : 1);
+  *blen = *body ? n : 0;
+  if (!*body)
+    return dtx__err(DTX_ENOMEM, "keeping a stored document");
+  memcpy(*body, p, n);
+  return 0;
+}
+
+/* dtx__sq_body_get at column col of st (the document at seq), and for a
+ * write's cursor the bytes too (*body, *blen). */
+static int body_take(sq_cursor_t *cur, int64_t seq, sqlite3_stmt *st, int col,
+                     json_t **doc, uint8_t **body, uint32_t *blen) {
+  if (!cur->want_body)
+    return dtx__sq_body_get(cur->c, cur->coll, seq, st, col, doc);
+  const uint8_t *p;
+  uint32_t n;
+  int rc = dtx__sq_body_view(cur->c, cur->coll, seq, st, col, &p, &n);
+  if (rc == 0 && (rc = body_copy(p, n, body, blen)) == 0 &&
+      (rc = dtx__bson_to_json(p, n, 0, doc)) < 0)
+    rc = dtx__err_wrap(rc == DTX_ENOMEM ? rc : DTX_ECORRUPT,
+                       "sqlite: stored document of '%s' (seq %lld)",
+                       cur->coll->name, (long long)seq);
+  return rc;
+}
+
 static int load_one(sq_cursor_t *cur, const json_t *id) {
   const sq_coll_t *co = cur->coll;
   sqlite3_stmt *st;
@@ -191,7 +222,8 @@ static int load_one(sq_cursor_t *cur, const json_t *id) {
   int src = sqlite3_step(st);
   if (src == SQLITE_ROW) {
     cur->one_seq = sqlite3_column_int64(st, 0);
-    rc = dtx__sq_body_get(cur->c, co, cur->one_seq, st, 1, &cur->one);
+    rc = body_take(cur, cur->one_seq, st, 1, &cur->one, &cur->one_body,
+                   &cur->one_blen);
     if (dtx__corrupt_skip(rc))
       rc = 0;
   } else if (src != SQLITE_DONE) {
@@ -248,11 +280,11 @@ static void bfilter_open(sq_cursor_t *cur, const json_t *filter_spec) {
   bson_destroy(&spec);
 }
 
-int dtx__sq_cursor_open_sorted(sq_cursor_t *cur, sq_conn_t *c,
-                               const sq_coll_t *coll,
-                               const json_t *filter_spec,
-                               const dtx__filter_t *f, const json_t *sort) {
+static int cursor_open(sq_cursor_t *cur, sq_conn_t *c, const sq_coll_t *coll,
+                       const json_t *filter_spec, const dtx__filter_t *f,
+                       const json_t *sort, int want_body) {
   memset(cur, 0, sizeof *cur);
+  cur->want_body = want_body;
   cur->c = c;
   cur->coll = coll;
   cur->f = f;
@@ -296,9 +328,23 @@ int dtx__sq_cursor_open_sorted(sq_cursor_t *cur, sq_conn_t *c,
   return rc;
 }
 
+int dtx__sq_cursor_open_sorted(sq_cursor_t *cur, sq_conn_t *c,
+                               const sq_coll_t *coll,
+                               const json_t *filter_spec,
+                               const dtx__filter_t *f, const json_t *sort) {
+  return cursor_open(cur, c, coll, filter_spec, f, sort, 0);
+}
+
+int dtx__sq_cursor_open_write(sq_cursor_t *cur, sq_conn_t *c,
+                              const sq_coll_t *coll,
+                              const json_t *filter_spec,
+                              const dtx__filter_t *f, const json_t *sort) {
+  return cursor_open(cur, c, coll, filter_spec, f, sort, 1);
+}
+
 int dtx__sq_cursor_open(sq_cursor_t *cur, sq_conn_t *c, const sq_coll_t *coll,
                         const json_t *filter_spec, const dtx__filter_t *f) {
-  return dtx__sq_cursor_open_sorted(cur, c, coll, filter_spec, f, NULL);
+  return cursor_open(cur, c, coll, filter_spec, f, NULL, 0);
 }
 
 /* Steps the by-seq statement to the row of seq: *row is then that
@@ -336,7 +382,7 @@ static int judge_row(sq_cursor_t *cur, int64_t seq, sqlite3_stmt *row,
   *doc = NULL;
   dtx__docs_examined++;
   if (!cur->bf) {
-    int rc = dtx__sq_body_get(cur->c, cur->coll, seq, row, col, doc);
+    int rc = body_take(cur, seq, row, col, doc, &cur->body, &cur->blen);
     if (rc == 0 && !dtx__filter_match(cur->f, *doc)) {
       json_decref(*doc);
       *doc = NULL;
@@ -348,6 +394,8 @@ static int judge_row(sq_cursor_t *cur, int64_t seq, sqlite3_stmt *row,
     return dtx__corrupt_skip(rc) ? 0 : rc;
   if (!dtx__bfilter_match(cur->bf, p, n))
     return dtx__bfilter_error(cur->bf);
+  if (cur->want_body && (rc = body_copy(p, n, &cur->body, &cur->blen)) < 0)
+    return rc;
   if ((rc = dtx__bson_to_json(p, n, 0, doc)) < 0)
     return dtx__err_wrap(rc == DTX_ENOMEM ? rc : DTX_ECORRUPT,
                          "sqlite: stored document of '%s' (seq %lld)",
@@ -376,6 +424,10 @@ int dtx__sq_cursor_next(sq_cursor_t *cur, int64_t *seq, json_t **doc) {
       d = cur->one;
       s = cur->one_seq;
       cur->one = NULL;
+      free(cur->body);
+      cur->body = cur->one_body;
+      cur->blen = cur->one_blen;
+      cur->one_body = NULL;
       cur->kind = CUR_DONE;
       if (!d)
         return 0;
@@ -421,9 +473,27 @@ void dtx__sq_cursor_close(sq_cursor_t *cur) {
   cur->scan = NULL;
   json_decref(cur->one);
   cur->one = NULL;
+  free(cur->one_body);
+  free(cur->body);
+  cur->one_body = cur->body = NULL;
   free(cur->seqs);
   cur->seqs = NULL;
   cur->nseq = cur->pos = 0;
   dtx__bfilter_free(cur->bf);
   cur->bf = NULL;
+}
+
+int dtx__sq_cursor_next_body(sq_cursor_t *cur, int64_t *seq, json_t **doc,
+                             uint8_t **body, uint32_t *blen) {
+  DTX_ASSERT(cur->want_body, "sqlite.cursor_body_wanted");
+  *body = NULL;
+  *blen = 0;
+  int rc = dtx__sq_cursor_next(cur, seq, doc);
+  if (rc == 1) {
+    DTX_ASSERT(cur->body, "sqlite.cursor_match_has_body");
+    *body = cur->body;
+    *blen = cur->blen;
+    cur->body = NULL;
+  }
+  return rc;
 }

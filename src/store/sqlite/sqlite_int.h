@@ -10,6 +10,8 @@
  *   codec.c    the stored bytes of bodies (BSON) and the text of
  *              object/array keys
  *   docs.c     insert, find, count, modify_one, modify_many
+ *   keyrows.c  a document's index keys, from its stored bytes, and the
+ *              index rows a write adds and removes
  *
  * On-disk schema (one SQLite file, WAL mode):
  *   _dtx_meta(k PRIMARY KEY, v)      'format' = 4; 'catalog' = a random
@@ -279,16 +281,37 @@ int dtx__sq_get_rules(dtx__backend_t *b, const char *coll, json_t **out);
 /* docs.c: the fence_records method. */
 int dtx__sq_fence_records(dtx__backend_t *b, const char *coll, json_t **out);
 
-/* ---- index rows (docs.c) ---------------------------------------------------------- */
+/* ---- index rows (keyrows.c) ------------------------------------------------------- */
 
 /* Binds one index key value as (bracket, value) at columns i, i+1. */
 int dtx__sq_bind_key(sqlite3_stmt *st, int i, const json_t *v);
+
+/* One document's keys for one index: n plain tuples of nf views into the
+ * body it was read from (which must outlive it), or, when json is not
+ * NULL, the tuples as json_t (keyrows.c says which form when). */
+typedef struct sq_keys {
+  size_t nf, n;
+  dtx__bval_t *v; /* n * nf values */
+  json_t *json;
+} sq_keys_t;
+
+/* ix's keys of the checked body[0..len) into *k (free with
+ * dtx__sq_keys_free, also after an error): dtx__index_keys' tuples of the
+ * document, with its errors under "index 'NAME'". */
+int dtx__sq_keys_of(const sq_idx_t *ix, const uint8_t *body, uint32_t len,
+                    sq_keys_t *k);
+void dtx__sq_keys_free(sq_keys_t *k);
 /* Adds a document's index rows; an index that gets several keys from one
- * document is noted in w to be marked multikey (dtx__sq_mk_flush). */
-int dtx__sq_idx_insert(sq_wctx_t *w, const sq_idx_t *ix, const json_t *keys,
-                       int64_t seq);
-int dtx__sq_idx_delete(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
-                       int64_t seq);
+ * document (dtx__index_keys_multikey) is noted in w to be marked
+ * multikey (dtx__sq_mk_flush). */
+int dtx__sq_keys_insert(sq_wctx_t *w, const sq_idx_t *ix, const sq_keys_t *k,
+                        int64_t seq);
+int dtx__sq_keys_delete(sq_conn_t *c, const sq_idx_t *ix, const sq_keys_t *k,
+                        int64_t seq);
+/* Replaces the rows of keys ko by those of kn: only the tuples that
+ * changed are removed and added. */
+int dtx__sq_keys_update(sq_wctx_t *w, const sq_idx_t *ix, const sq_keys_t *ko,
+                        const sq_keys_t *kn, int64_t seq);
 int dtx__sq_bind_id(sqlite3_stmt *st, int i, const json_t *id);
 
 /* ---- executing a plan (plan.c) ------------------------------------------------------ */
@@ -308,6 +331,11 @@ typedef struct sq_cursor {
   json_t *one;        /* single-id plan: the loaded document */
   int64_t one_seq;
   sqlite3_stmt *scan; /* scan and sorted plans: the running statement */
+  int want_body;      /* keep each match's stored bytes (open_write) */
+  uint8_t *one_body;  /* single-id plan: the loaded document's bytes */
+  uint32_t one_blen;
+  uint8_t *body;      /* the last match's bytes, until next_body takes them */
+  uint32_t blen;
 } sq_cursor_t;
 
 int dtx__sq_cursor_open(sq_cursor_t *cur, sq_conn_t *c, const sq_coll_t *coll,
@@ -322,6 +350,19 @@ int dtx__sq_cursor_open_sorted(sq_cursor_t *cur, sq_conn_t *c,
                                const dtx__filter_t *f, const json_t *sort);
 /* 1 with *seq and *doc (new ref) for the next match, 0 at the end, <0 error. */
 int dtx__sq_cursor_next(sq_cursor_t *cur, int64_t *seq, json_t **doc);
+/* The cursor of a write, which computes the old document's index keys
+ * from its stored bytes (docs.c): dtx__sq_cursor_open_sorted's, whose
+ * dtx__sq_cursor_next_body also hands over a malloc'd copy of each
+ * match's checked body in *body (the caller frees it), *blen its length;
+ * on 0 or error *body is NULL.  (A copy: the row's bytes are SQLite's
+ * only until the statement steps, and a sorted pick or modify_many keeps
+ * a match past that.) */
+int dtx__sq_cursor_open_write(sq_cursor_t *cur, sq_conn_t *c,
+                              const sq_coll_t *coll,
+                              const json_t *filter_spec,
+                              const dtx__filter_t *f, const json_t *sort);
+int dtx__sq_cursor_next_body(sq_cursor_t *cur, int64_t *seq, json_t **doc,
+                             uint8_t **body, uint32_t *blen);
 void dtx__sq_cursor_close(sq_cursor_t *cur);
 
 /* codec.c: a format-3 body (JSON text of an object) back to a document;
@@ -361,6 +402,9 @@ void dtx__sq_id_name(sqlite3_value *v, char *out, size_t n);
 /* JSON text of v in *out (malloc'd, NUL-terminated, *len bytes).  With
  * canonical, numbers are written by value (1.0 as 1), for index keys. */
 int dtx__sq_text(const json_t *v, int canonical, char **out, size_t *len);
+/* The same text appended to b (util/buf.h: b->oom tells of a failure). */
+struct dtx__buf;
+void dtx__sq_text_put(struct dtx__buf *b, const json_t *v, int canonical);
 
 /* docs.c */
 int dtx__sq_insert(dtx__backend_t *b, const char *coll, json_t *const *docs,
