@@ -244,11 +244,19 @@ int dtx__sq_read_begin(dtx__backend_t *b, const char *coll, sq_conn_t **c,
                        sq_cat_t **cat, const sq_coll_t **co);
 void dtx__sq_read_end(dtx__backend_t *b, sq_conn_t *c, sq_cat_t *cat);
 
-/* catalog.c */
+/* format.c */
 /* Checks the file's doctx schema and format, creating the schema in an
  * empty database when create is set; without it an empty database is
  * DTX_ENOTFOUND (no detail: the caller says "no store at PATH"). */
 int dtx__sq_schema_init(sq_conn_t *c, int create);
+
+/* catalog.c */
+/* The quoted table name of collection name's documents, and of its index
+ * id's rows, into out (n bytes; SQ_NAME_MAX is enough): an upper-case
+ * letter X is written "^x", so that names differing only in case get
+ * tables whose names differ in more than case (catalog.c). */
+void dtx__sq_coll_table(char *out, size_t n, const char *name);
+void dtx__sq_idx_table(char *out, size_t n, const char *coll, int64_t id);
 /* *v: the catalog's generation, the random number _dtx_meta keeps under
  * 'catalog' and every catalog change replaces (see catalog.c). */
 int dtx__sq_cat_gen(sq_conn_t *c, int64_t *v);
