@@ -43,6 +43,19 @@ static dtx_store_t *open_store(void) { return dtx_t_open(uri); }
 
 /* ---- 1. the committer's levels ----------------------------------------------- */
 
+/* Writes update u (stolen) to document id of coll past the rules, as a
+ * tampered or broken store holds it. */
+static void force(dtx_store_t *st, const char *coll, const char *id,
+                  json_t *u) {
+  json_t *f = json_pack("{s:s}", "_id", id);
+  dtx_update_result_t ur;
+  CHECK_RC(dtx_store_update(st, coll, f, u,
+                            &(dtx_update_opts_t){.bypass_validation = 1}, &ur),
+           0);
+  json_decref(f);
+  json_decref(u);
+}
+
 static const char *proc_of(dtx_store_t *st, const char *id) {
   static char buf[32];
   json_t *e = NULL;
@@ -76,13 +89,8 @@ static void test_commit_levels(void) {
     CHECK_RC(dtx_t_lg_post2(st, a, b, 10 + i, 0, id), 0);
   }
   /* c00's commit fails for good: its validator refuses "note". */
-  json_t *f = json_pack("{s:s}", "_id", "c00");
-  json_t *u = json_pack("{s:{s:s}}", "$set", "note", "tampered");
-  dtx_update_result_t ur;
-  CHECK_RC(dtx_store_update(st, DTX_LEDGER_ENTRIES, f, u,
-                            &(dtx_update_opts_t){.bypass_validation = 1}, &ur),
-           0);
-  json_decref(u);
+  force(st, DTX_LEDGER_ENTRIES, "c00",
+        json_pack("{s:{s:s}}", "$set", "note", "tampered"));
   dtx_recover_opts_t ro = {.older_than_ms = -1};
   json_t *sum = NULL;
   int rc = dtx_recover(st, &ro, &sum);
@@ -99,12 +107,8 @@ static void test_commit_levels(void) {
            proc_of(st, id), want);
   }
   /* Repaired: the next pass commits the rest. */
-  u = json_pack("{s:{s:s}}", "$unset", "note", "");
-  CHECK_RC(dtx_store_update(st, DTX_LEDGER_ENTRIES, f, u,
-                            &(dtx_update_opts_t){.bypass_validation = 1}, &ur),
-           0);
-  json_decref(u);
-  json_decref(f);
+  force(st, DTX_LEDGER_ENTRIES, "c00",
+        json_pack("{s:{s:s}}", "$unset", "note", ""));
   ro.older_than_ms = 0;
   CHECK_RC(dtx_recover(st, &ro, &sum), 0);
   json_decref(sum);
@@ -492,13 +496,8 @@ static void test_commit_detail(void) {
   CHECK_RC(dtx_ledger_account_create(st, "CD-A", &none, NULL), 0);
   CHECK_RC(dtx_t_lg_post2(st, "CD-S", "CD-A", 1, 0, "cd0"), 0);
   CHECK_RC(dtx_t_lg_post2(st, "CD-S", "CD-A", 2, 0, "cd1"), 0);
-  json_t *f = json_pack("{s:s}", "_id", "cd0");
-  json_t *u = json_pack("{s:{s:s}}", "$set", "cd_note", "tampered");
-  dtx_update_result_t ur;
-  CHECK_RC(dtx_store_update(st, DTX_LEDGER_ENTRIES, f, u,
-                            &(dtx_update_opts_t){.bypass_validation = 1}, &ur),
-           0);
-  json_decref(u);
+  force(st, DTX_LEDGER_ENTRIES, "cd0",
+        json_pack("{s:{s:s}}", "$set", "cd_note", "tampered"));
   dtx_recover_opts_t ro = {.older_than_ms = -1};
   json_t *sum = NULL;
   int rc = dtx_recover(st, &ro, &sum);
@@ -508,12 +507,8 @@ static void test_commit_detail(void) {
          "recover: %s %s", dtx_errname(rc), dtx_errdetail());
   CHECKF(strcmp(proc_of(st, "cd1"), "uncommitted") == 0, "cd1: %s",
          proc_of(st, "cd1"));
-  u = json_pack("{s:{s:s}}", "$unset", "cd_note", "");
-  CHECK_RC(dtx_store_update(st, DTX_LEDGER_ENTRIES, f, u,
-                            &(dtx_update_opts_t){.bypass_validation = 1}, &ur),
-           0);
-  json_decref(u);
-  json_decref(f);
+  force(st, DTX_LEDGER_ENTRIES, "cd0",
+        json_pack("{s:{s:s}}", "$unset", "cd_note", ""));
   ro.older_than_ms = 0;
   CHECK_RC(dtx_recover(st, &ro, &sum), 0);
   json_decref(sum);
@@ -601,14 +596,9 @@ static void cache_of(dtx_store_t *st, const char *acct, int64_t *seq,
  * back). */
 static void set_cache(dtx_store_t *st, const char *acct, int64_t seq,
                       int64_t bal) {
-  json_t *f = json_pack("{s:s}", "_id", acct);
-  json_t *u = json_pack("{s:{s:I,s:I}}", "$set", "cache.seqId",
-                        (json_int_t)seq, "cache.balance", (json_int_t)bal);
-  dtx_update_result_t ur;
-  dtx_update_opts_t by = {.bypass_validation = 1};
-  CHECK_RC(dtx_store_update(st, DTX_LEDGER_ACCOUNTS, f, u, &by, &ur), 0);
-  json_decref(f);
-  json_decref(u);
+  force(st, DTX_LEDGER_ACCOUNTS, acct,
+        json_pack("{s:{s:I,s:I}}", "$set", "cache.seqId", (json_int_t)seq,
+                  "cache.balance", (json_int_t)bal));
 }
 
 /* Caches edited to just below INT64_MAX and just above INT64_MIN, with
@@ -816,17 +806,6 @@ static int64_t bz_at(dtx_store_t *st, const char *id) {
   return at;
 }
 
-static void bz_set_at(dtx_store_t *st, const char *id, int64_t at) {
-  json_t *f = json_pack("{s:s}", "_id", id);
-  json_t *u = json_pack("{s:{s:I}}", "$set", "at", (json_int_t)at);
-  dtx_update_result_t ur;
-  CHECK_RC(dtx_store_update(st, DTX_LEDGER_ENTRIES, f, u,
-                            &(dtx_update_opts_t){.bypass_validation = 1}, &ur),
-           0);
-  json_decref(f);
-  json_decref(u);
-}
-
 static void test_busy_audit(void) {
   dtx_store_t *st = open_store();
   dtx_ledger_limit_t none = {.no_min_balance = 1};
@@ -838,7 +817,8 @@ static void test_busy_audit(void) {
                           NULL),
            0);
   int64_t at1 = bz_at(st, "bz-1"), at2 = bz_at(st, "bz-2");
-  bz_set_at(st, "bz-1", at2 + 5000); /* bz-2 now timed before bz-1: T1 */
+  force(st, DTX_LEDGER_ENTRIES, "bz-1",
+        json_pack("{s:{s:I}}", "$set", "at", (json_int_t)(at2 + 5000))); /* bz-2 now timed before bz-1: T1 */
   bz_poster_t p = {dtx_t_mono_ms() + (cm_quick ? 1500 : 3000), 0};
   pthread_t t;
   pthread_create(&t, NULL, bz_post, &p);
@@ -865,7 +845,8 @@ static void test_busy_audit(void) {
   CHECKF(audits > 0 && found == audits,
          "the edit found by %d of %d audits (%d with unsettled accounts)",
          found, audits, unsettled);
-  bz_set_at(st, "bz-1", at1);
+  force(st, DTX_LEDGER_ENTRIES, "bz-1",
+        json_pack("{s:{s:I}}", "$set", "at", (json_int_t)at1));
   dtx_recover_opts_t ro = {.older_than_ms = 0};
   json_t *sum = NULL;
   CHECK_RC(dtx_recover(st, &ro, &sum), 0);

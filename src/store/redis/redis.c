@@ -37,10 +37,10 @@
  *
  * One round trip in the common case: the backend keeps the last (version,
  * body) it saw of each document, the body as its stored bytes (a bounded
- * cache shared by the threads of the handle).  A by-_id update computes the new body from the cached
- * state and sends the compare-and-set at once; if the version moved, the
- * script's reply already carries the current state, so the retry needs no
- * extra read.  Outcomes decided from a cached state without a write (no
+ * cache shared by the threads of the handle).  A by-_id update computes
+ * the new body from the cached state and sends the compare-and-set at
+ * once; if the version moved, the script's reply already carries the
+ * current state, so the retry needs no extra read.  Outcomes decided from a cached state without a write (no
  * match, an update error, no change) are confirmed with a version-only
  * check (one round trip) before they are reported, so the cache never
  * changes an answer.  With no cached state, a read comes first (two round

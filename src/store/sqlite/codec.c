@@ -588,7 +588,13 @@ int dtx__sq_body_get(sq_conn_t *c, const sq_coll_t *co, int64_t seq,
   uint32_t n;
   *out = NULL;
   int rc = dtx__sq_body_view(c, co, seq, st, col, &p, &n);
-  if (rc == 0 && (rc = dtx__bson_to_json(p, n, 0, out)) < 0)
+  return rc < 0 ? rc : dtx__sq_body_json(co, seq, p, n, out);
+}
+
+int dtx__sq_body_json(const sq_coll_t *co, int64_t seq, const uint8_t *p,
+                      uint32_t n, json_t **out) {
+  int rc = dtx__bson_to_json(p, n, 0, out);
+  if (rc < 0)
     rc = dtx__err_wrap(rc == DTX_ENOMEM ? rc : DTX_ECORRUPT,
                        "sqlite: stored document of '%s' (seq %lld)",
                        co->name, (long long)seq);

@@ -214,9 +214,25 @@ static int insert_doc(sq_wctx_t *w, const sq_coll_t *co,
   return rc;
 }
 
+/* update_doc's index rows: for each index whose fields the update
+ * touched, the keys of the old bytes (obody) and of the new (body). */
 static int update_keys(sq_wctx_t *w, const sq_coll_t *co, int64_t seq,
                        const json_t *old, const uint8_t *obody, uint32_t olen,
-                       const json_t *doc, const uint8_t *body, size_t blen);
+                       const json_t *doc, const uint8_t *body, size_t blen) {
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < co->nidx; i++) {
+    const sq_idx_t *ix = &co->idx[i];
+    sq_keys_t ko = {0}, kn = {0};
+    if (dtx__index_fields_same(ix->spec, old, doc))
+      continue;
+    if ((rc = dtx__sq_keys_of(ix, obody, olen, &ko)) == 0 &&
+        (rc = dtx__sq_keys_of(ix, body, (uint32_t)blen, &kn)) == 0)
+      rc = dtx__sq_keys_update(w, ix, &ko, &kn, seq);
+    dtx__sq_keys_free(&ko);
+    dtx__sq_keys_free(&kn);
+  }
+  return rc;
+}
 
 /* old is the stored document and obody[0..olen) its stored bytes (the
  * write's cursor kept them: dtx__sq_cursor_open_write); doc replaces it. */
@@ -250,31 +266,9 @@ static int update_doc(sq_wctx_t *w, const sq_coll_t *co, int64_t seq,
   return rc;
 }
 
-/* update_doc's index rows: for each index whose fields the update
- * touched, the keys of the old bytes (obody) and of the new (body). */
-static int update_keys(sq_wctx_t *w, const sq_coll_t *co, int64_t seq,
-                       const json_t *old, const uint8_t *obody, uint32_t olen,
-                       const json_t *doc, const uint8_t *body, size_t blen) {
-  int rc = 0;
-  for (size_t i = 0; rc == 0 && i < co->nidx; i++) {
-    const sq_idx_t *ix = &co->idx[i];
-    sq_keys_t ko, kn;
-    if (dtx__index_fields_same(ix->spec, old, doc))
-      continue;
-    if ((rc = dtx__sq_keys_of(ix, obody, olen, &ko)) == 0 &&
-        (rc = dtx__sq_keys_of(ix, body, (uint32_t)blen, &kn)) == 0)
-      rc = dtx__sq_keys_update(w, ix, &ko, &kn, seq);
-    else
-      memset(&kn, 0, sizeof kn);
-    dtx__sq_keys_free(&ko);
-    dtx__sq_keys_free(&kn);
-  }
-  return rc;
-}
-
 /* Deletes old (row seq, stored bytes obody[0..olen)) by m, keeping its
- * fence record (fence.c) first: were the delete to fail after that, the record would only repeat one
- * the live document still holds.  Keeping the first record of a store
+ * fence record (fence.c) first: were the delete to fail after that, the
+ * record would only repeat one the live document still holds.  Keeping the first record of a store
  * creates _dtx_fence, which reloads the snapshot: *cop is then the
  * collection in the new one. */
 static int delete_doc(sq_wctx_t *w, const sq_coll_t **cop,

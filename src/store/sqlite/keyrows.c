@@ -37,7 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- rows of the json_t form ------------------------------------------------------- */
+/* ---- binding a json_t key; the multikey mark -------------------------------------- */
 
 int dtx__sq_bind_key(sqlite3_stmt *st, int i, const json_t *v) {
   int br = dtx__value_bracket(v);
@@ -68,36 +68,6 @@ int dtx__sq_bind_key(sqlite3_stmt *st, int i, const json_t *v) {
              : dtx__err(DTX_EBACKEND, "sqlite: binding an index key");
 }
 
-static int idx_rows(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
-                    int64_t seq, int insert) {
-  size_t nf = ix->spec->nfields, i;
-  json_t *tuple;
-  sqlite3_stmt *st;
-  int rc = insert ? dtx__sq_prep(c, ix->sql_ins, ix->h_ins, &st)
-                  : dtx__sq_prep(c, ix->sql_del, ix->h_del, &st);
-  if (rc < 0)
-    return rc;
-  json_array_foreach(keys, i, tuple) {
-    sqlite3_reset(st);
-    for (size_t f = 0; f < nf; f++)
-      if ((rc = dtx__sq_bind_key(st, (int)(2 * f + 1),
-                                 json_array_get(tuple, f))) < 0)
-        return rc;
-    sqlite3_bind_int64(st, (int)(2 * nf + 1), seq);
-    int src = sqlite3_step(st);
-    sqlite3_reset(st);
-    if (src == SQLITE_DONE)
-      continue;
-    if ((src & 0xff) == SQLITE_CONSTRAINT && insert)
-      return dtx__err_dupkey(ix->spec->name,
-                             (const char *const *)ix->spec->paths, tuple,
-                             nf);
-    return dtx__sq_err(c, src, insert ? "adding index keys"
-                                      : "removing index keys");
-  }
-  return 0;
-}
-
 /* Notes ix multikey in w when a document's keys (all of them) make it
  * so: the catalog learns it when the write commits. */
 static int note_mk(sq_wctx_t *w, const sq_idx_t *ix, int multikey) {
@@ -112,17 +82,6 @@ static int note_mk(sq_wctx_t *w, const sq_idx_t *ix, int multikey) {
     }
   }
   return 0;
-}
-
-static int note_multikey(sq_wctx_t *w, const sq_idx_t *ix,
-                         const json_t *keys) {
-  return note_mk(w, ix, dtx__index_keys_multikey(keys));
-}
-
-static int json_insert(sq_wctx_t *w, const sq_idx_t *ix, const json_t *keys,
-                       int64_t seq) {
-  int rc = note_multikey(w, ix, keys);
-  return rc < 0 ? rc : idx_rows(w->c, ix, keys, seq, 1);
 }
 
 /* ---- key set differences ------------------------------------------------------------------- */
@@ -274,7 +233,7 @@ void dtx__sq_keys_free(sq_keys_t *k) {
   memset(k, 0, sizeof *k);
 }
 
-/* ---- rows of the plain form -------------------------------------------------------- */
+/* ---- binding a plain key; the rows of a key set ------------------------------------ */
 
 /* v bound as dtx__sq_bind_key binds its bridged json_t (the file's
  * opening comment), with dtx__value_bracket's numbers (null 1, numbers
@@ -318,30 +277,42 @@ static int bind_plain(sqlite3_stmt *st, int i, const dtx__bval_t *v) {
              : dtx__err(DTX_EBACKEND, "sqlite: binding an index key");
 }
 
-/* The tuples of k whose flag in pick is set (pick NULL: all) as rows of
- * ix for seq: added (insert) or removed. */
-static int plain_rows(sq_conn_t *c, const sq_idx_t *ix, const sq_keys_t *k,
-                      const char *pick, int64_t seq, int insert) {
-  size_t nf = k->nf;
+/* The rows of a key set added (insert) or removed for seq: the tuples
+ * of keys (the json_t form, bound by dtx__sq_bind_key) or else of k (the
+ * plain form, bound by bind_plain), those whose flag in pick is set
+ * (pick NULL: all). */
+static int rows(sq_conn_t *c, const sq_idx_t *ix, const json_t *keys,
+                const sq_keys_t *k, const char *pick, int64_t seq,
+                int insert) {
+  size_t nf = ix->spec->nfields, n = keys ? json_array_size(keys) : k->n;
   sqlite3_stmt *st;
   int rc = insert ? dtx__sq_prep(c, ix->sql_ins, ix->h_ins, &st)
                   : dtx__sq_prep(c, ix->sql_del, ix->h_del, &st);
   if (rc < 0)
     return rc;
-  for (size_t t = 0; t < k->n; t++) {
+  for (size_t t = 0; t < n; t++) {
     if (pick && !pick[t])
       continue;
+    json_t *tuple = keys ? json_array_get(keys, t) : NULL;
     sqlite3_reset(st);
     for (size_t f = 0; f < nf; f++)
-      if ((rc = bind_plain(st, (int)(2 * f + 1), &k->v[t * nf + f])) < 0)
+      if ((rc = keys ? dtx__sq_bind_key(st, (int)(2 * f + 1),
+                                        json_array_get(tuple, f))
+                     : bind_plain(st, (int)(2 * f + 1), &k->v[t * nf + f])) <
+          0)
         return rc;
     sqlite3_bind_int64(st, (int)(2 * nf + 1), seq);
     int src = sqlite3_step(st);
     sqlite3_reset(st);
-    sqlite3_clear_bindings(st); /* no view into the body stays bound */
+    if (!keys)
+      sqlite3_clear_bindings(st); /* no view into the body stays bound */
     if (src == SQLITE_DONE)
       continue;
     /* A duplicate needs a unique index, which takes the json_t form. */
+    if ((src & 0xff) == SQLITE_CONSTRAINT && insert && tuple)
+      return dtx__err_dupkey(ix->spec->name,
+                             (const char *const *)ix->spec->paths, tuple,
+                             nf);
     return dtx__sq_err(c, src, insert ? "adding index keys"
                                       : "removing index keys");
   }
@@ -420,16 +391,14 @@ static int tuple_in(const sq_keys_t *k, const dtx__bval_t *tup) {
 
 int dtx__sq_keys_insert(sq_wctx_t *w, const sq_idx_t *ix, const sq_keys_t *k,
                         int64_t seq) {
-  if (k->json)
-    return json_insert(w, ix, k->json, seq);
-  int rc = note_mk(w, ix, k->n > 1);
-  return rc < 0 ? rc : plain_rows(w->c, ix, k, NULL, seq, 1);
+  int rc = note_mk(w, ix, k->json ? dtx__index_keys_multikey(k->json)
+                                  : k->n > 1);
+  return rc < 0 ? rc : rows(w->c, ix, k->json, k, NULL, seq, 1);
 }
 
 int dtx__sq_keys_delete(sq_conn_t *c, const sq_idx_t *ix, const sq_keys_t *k,
                         int64_t seq) {
-  return k->json ? idx_rows(c, ix, k->json, seq, 0)
-                 : plain_rows(c, ix, k, NULL, seq, 0);
+  return rows(c, ix, k->json, k, NULL, seq, 0);
 }
 
 /* Only the keys that changed are touched.  All gone rows go before any
@@ -446,13 +415,13 @@ int dtx__sq_keys_update(sq_wctx_t *w, const sq_idx_t *ix, const sq_keys_t *ko,
       ng += gone[t] = !tuple_in(kn, &ko->v[t * ko->nf]);
     for (size_t t = 0; t < kn->n; t++)
       na += added[t] = !tuple_in(ko, &kn->v[t * kn->nf]);
-    if (ng && (rc = plain_rows(w->c, ix, ko, gone, seq, 0)) < 0)
+    if (ng && (rc = rows(w->c, ix, NULL, ko, gone, seq, 0)) < 0)
       return rc;
     /* Whatever changed: this document's keys make the index multikey
      * (a store that missed the mark before gets it now). */
     if ((rc = note_mk(w, ix, kn->n > 1)) < 0)
       return rc;
-    return na ? plain_rows(w->c, ix, kn, added, seq, 1) : 0;
+    return na ? rows(w->c, ix, NULL, kn, added, seq, 1) : 0;
   }
   json_t *jo = ko->json, *jn = kn->json;
   if ((!jo && (rc = plain_json(ko, &jo)) < 0) ||
@@ -463,9 +432,9 @@ int dtx__sq_keys_update(sq_wctx_t *w, const sq_idx_t *ix, const sq_keys_t *ko,
   }
   json_t *gone = NULL, *added = NULL;
   if (!json_equal(jo, jn) && (rc = keys_diff(jo, jn, &gone, &added)) == 0 &&
-      (rc = idx_rows(w->c, ix, gone, seq, 0)) == 0 &&
-      (rc = note_multikey(w, ix, jn)) == 0)
-    rc = idx_rows(w->c, ix, added, seq, 1);
+      (rc = rows(w->c, ix, gone, NULL, NULL, seq, 0)) == 0 &&
+      (rc = note_mk(w, ix, dtx__index_keys_multikey(jn))) == 0)
+    rc = rows(w->c, ix, added, NULL, NULL, seq, 1);
   json_decref(gone);
   json_decref(added);
   if (jo != ko->json)

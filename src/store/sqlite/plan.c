@@ -181,10 +181,13 @@ static int index_candidates(sq_cursor_t *cur, const dtx__plan_t *p) {
 
 /* ---- cursor -------------------------------------------------------------------------- */
 
-/* A malloc'd copy of n bytes at p into *body (a write's cursor keeps the
- * bytes it matched: dtx__sq_cursor_open_write). */
-static int body_copy(const uint8_t *p, uint32_t n, uint8_t **body,
-                     uint32_t *blen) {
+/* For a write's cursor (dtx__sq_cursor_open_write), a malloc'd copy of a
+ * match's checked body p[0..n) in *body, *blen (the row's bytes are
+ * SQLite's only until the statement steps); nothing for another cursor. */
+static int body_keep(sq_cursor_t *cur, const uint8_t *p, uint32_t n,
+                     uint8_t **body, uint32_t *blen) {
+  if (!cur->want_body)
+    return 0;
   free(*body);
   *body = malloc(n ? n : 1);
   *blen = *body ? n : 0;
@@ -192,23 +195,6 @@ static int body_copy(const uint8_t *p, uint32_t n, uint8_t **body,
     return dtx__err(DTX_ENOMEM, "keeping a stored document");
   memcpy(*body, p, n);
   return 0;
-}
-
-/* dtx__sq_body_get at column col of st (the document at seq), and for a
- * write's cursor the bytes too (*body, *blen). */
-static int body_take(sq_cursor_t *cur, int64_t seq, sqlite3_stmt *st, int col,
-                     json_t **doc, uint8_t **body, uint32_t *blen) {
-  if (!cur->want_body)
-    return dtx__sq_body_get(cur->c, cur->coll, seq, st, col, doc);
-  const uint8_t *p;
-  uint32_t n;
-  int rc = dtx__sq_body_view(cur->c, cur->coll, seq, st, col, &p, &n);
-  if (rc == 0 && (rc = body_copy(p, n, body, blen)) == 0 &&
-      (rc = dtx__bson_to_json(p, n, 0, doc)) < 0)
-    rc = dtx__err_wrap(rc == DTX_ENOMEM ? rc : DTX_ECORRUPT,
-                       "sqlite: stored document of '%s' (seq %lld)",
-                       cur->coll->name, (long long)seq);
-  return rc;
 }
 
 static int load_one(sq_cursor_t *cur, const json_t *id) {
@@ -221,9 +207,13 @@ static int load_one(sq_cursor_t *cur, const json_t *id) {
     return rc;
   int src = sqlite3_step(st);
   if (src == SQLITE_ROW) {
+    const uint8_t *p;
+    uint32_t n;
     cur->one_seq = sqlite3_column_int64(st, 0);
-    rc = body_take(cur, cur->one_seq, st, 1, &cur->one, &cur->one_body,
-                   &cur->one_blen);
+    rc = dtx__sq_body_view(cur->c, co, cur->one_seq, st, 1, &p, &n);
+    if (rc == 0 && (rc = body_keep(cur, p, n, &cur->one_body,
+                                   &cur->one_blen)) == 0)
+      rc = dtx__sq_body_json(co, cur->one_seq, p, n, &cur->one);
     if (dtx__corrupt_skip(rc))
       rc = 0;
   } else if (src != SQLITE_DONE) {
@@ -381,26 +371,19 @@ static int judge_row(sq_cursor_t *cur, int64_t seq, sqlite3_stmt *row,
   uint32_t n;
   *doc = NULL;
   dtx__docs_examined++;
-  if (!cur->bf) {
-    int rc = body_take(cur, seq, row, col, doc, &cur->body, &cur->blen);
-    if (rc == 0 && !dtx__filter_match(cur->f, *doc)) {
-      json_decref(*doc);
-      *doc = NULL;
-    }
-    return dtx__corrupt_skip(rc) ? 0 : rc;
-  }
   int rc = dtx__sq_body_view(cur->c, cur->coll, seq, row, col, &p, &n);
-  if (rc < 0)
-    return dtx__corrupt_skip(rc) ? 0 : rc;
-  if (!dtx__bfilter_match(cur->bf, p, n))
+  if (rc == 0 && cur->bf && !dtx__bfilter_match(cur->bf, p, n))
     return dtx__bfilter_error(cur->bf);
-  if (cur->want_body && (rc = body_copy(p, n, &cur->body, &cur->blen)) < 0)
-    return rc;
-  if ((rc = dtx__bson_to_json(p, n, 0, doc)) < 0)
-    return dtx__err_wrap(rc == DTX_ENOMEM ? rc : DTX_ECORRUPT,
-                         "sqlite: stored document of '%s' (seq %lld)",
-                         cur->coll->name, (long long)seq);
-  return 0;
+  if (rc == 0)
+    rc = dtx__sq_body_json(cur->coll, seq, p, n, doc);
+  if (rc == 0 && ((!cur->bf && !dtx__filter_match(cur->f, *doc)) ||
+                  (rc = body_keep(cur, p, n, &cur->body, &cur->blen)) < 0)) {
+    json_decref(*doc); /* no match (or no copy of one) */
+    *doc = NULL;
+  }
+  /* A body the bridge refuses is skipped by the audit's reads as one the
+   * check refuses, whichever matcher judged it. */
+  return dtx__corrupt_skip(rc) ? 0 : rc;
 }
 
 /* judge_row on the document of seq s, fetched by its own statement. */

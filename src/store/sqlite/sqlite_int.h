@@ -397,6 +397,10 @@ int dtx__sq_body_view(sq_conn_t *c, const sq_coll_t *co, int64_t seq,
                       uint32_t *n);
 int dtx__sq_body_get(sq_conn_t *c, const sq_coll_t *co, int64_t seq,
                      sqlite3_stmt *st, int col, json_t **out);
+/* The checked body p[0..n) of co's document at seq bridged into *out (a
+ * new json_t): a body the bridge refuses is DTX_ECORRUPT naming it. */
+int dtx__sq_body_json(const sq_coll_t *co, int64_t seq, const uint8_t *p,
+                      uint32_t n, json_t **out);
 
 /* dtx__sq_body_view's check under a name of the caller's (what), for
  * BSON values that are not collection rows (fence records). */

@@ -407,7 +407,7 @@ static int plan_round(dtx__exec_t *ex, json_t **order, json_t **caches,
   json_t *accts = json_object(), *unc = json_object(), *planned = json_object();
   json_t *pend = NULL, *sort = json_pack("{s:i,s:i}", "created", 1, "_id", 1);
   json_t *asked = json_object(), *page, *e;
-  int from = resume.st == ex->st && resume.id[0];
+  int from = scan_goes_on(ex);
   int64_t created = from ? resume.created : 0;
   char id[sizeof resume.id];
   snprintf(id, sizeof id, "%s", from ? resume.id : "");
